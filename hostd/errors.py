@@ -1,0 +1,135 @@
+"""The HostdError tree and the one exception → wire translation.
+
+Errors are named by condition and carry their CGP code, JSON-RPC number and a
+short machine ``reason`` (``data.reason`` on the wire). Third-party errors are
+translated where they enter (transport edge) and chained with ``from exc``.
+This module imports only ``hostd.protocol`` so every layer may raise these.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from hostd.protocol import CgpErrorCode
+
+__all__ = [
+    "BadRequest",
+    "ConsentRequired",
+    "CorrelationMismatch",
+    "HandshakeFailed",
+    "HostdError",
+    "IncompatibleVersion",
+    "LineTooLong",
+    "NoProviderAvailable",
+    "ProtocolFault",
+    "ProviderCrashed",
+    "ProviderError",
+    "ProviderTimeout",
+    "ShuttingDown",
+    "UnknownProvider",
+    "error_to_wire",
+]
+
+
+class HostdError(Exception):
+    """Base of every error hostd raises on purpose."""
+
+    code: ClassVar[CgpErrorCode] = CgpErrorCode.INTERNAL
+    reason: ClassVar[str] = "internal"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    @property
+    def jsonrpc_code(self) -> int:
+        return self.code.jsonrpc_code
+
+
+class BadRequest(HostdError):
+    code = CgpErrorCode.BAD_REQUEST
+    reason = "bad_request"
+
+
+class UnknownProvider(BadRequest):
+    reason = "unknown_provider"
+
+
+class NoProviderAvailable(HostdError):
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "no_provider_available"
+
+
+class ShuttingDown(HostdError):
+    code = CgpErrorCode.SHUTTING_DOWN
+    reason = "shutting_down"
+
+
+class ProviderError(HostdError):
+    """A provider answered with an error object (its code read per X1/X2)."""
+
+    code = CgpErrorCode.INTERNAL
+    reason = "provider_error"
+
+    def __init__(
+        self, message: str, *, cgp_code: CgpErrorCode = CgpErrorCode.INTERNAL, **data: Any
+    ) -> None:
+        super().__init__(message, cgp_code=cgp_code.value, **data)
+        self.cgp_code = cgp_code
+
+
+class ProviderTimeout(HostdError):
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "timeout"
+
+
+class ProviderCrashed(HostdError):
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "crashed"
+
+
+class ProtocolFault(HostdError):
+    """A peer broke the framing or the wire shape (garbage line, bad reply)."""
+
+    reason = "protocol_fault"
+
+
+class LineTooLong(ProtocolFault):
+    reason = "line_too_long"
+
+
+class CorrelationMismatch(ProtocolFault):
+    """H4: a reply with an unknown or missing id."""
+
+    reason = "correlation_mismatch"
+
+
+class HandshakeFailed(ProtocolFault):
+    reason = "handshake_failed"
+
+
+class IncompatibleVersion(HandshakeFailed):
+    """H3: the provider's major family differs from ours."""
+
+    code = CgpErrorCode.INCOMPATIBLE_VERSION
+    reason = "incompatible_version"
+
+
+class ConsentRequired(HostdError):
+    """C2/C6: an egress provider without recorded consent for its scopes."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "no_consent"
+
+
+def error_to_wire(exc: BaseException) -> dict[str, Any]:
+    """The JSON-RPC error object for any exception; unexpected ones hide their detail."""
+    if isinstance(exc, HostdError):
+        data = {"reason": exc.reason, "cgp_code": exc.code.value, **exc.data}
+        return {"code": exc.jsonrpc_code, "message": exc.message, "data": data}
+    return {
+        "code": CgpErrorCode.INTERNAL.jsonrpc_code,
+        "message": "internal error",
+        "data": {"reason": "internal", "cgp_code": CgpErrorCode.INTERNAL.value},
+    }

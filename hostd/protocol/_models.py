@@ -1,0 +1,271 @@
+"""Wire models of the Context Graph Protocol semantic layer (pydantic v2).
+
+Every model ignores members it does not know (U1): a 1.x minor may add an
+optional field and a 1.0 peer drops it harmlessly. Models are deliberately
+lenient about *values* (an empty title, a score of 3, a malformed digest
+all parse); the rule functions in ``_rules`` judge values and return typed
+violations, so a malformed frame becomes a list of named findings instead
+of an exception.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "FRAME_KINDS",
+    "Capabilities",
+    "ContentRef",
+    "ContextFrame",
+    "ContextQuery",
+    "ContextQueryResult",
+    "DataFlow",
+    "FrameEmbedding",
+    "FrameIdentity",
+    "FrameVerdict",
+    "HandshakeAck",
+    "HandshakeRequest",
+    "HostInfo",
+    "Provenance",
+    "ProviderInfo",
+    "QueryCapability",
+    "Relation",
+    "Representation",
+    "Transform",
+    "VerdictStatus",
+    "VerifyRequest",
+    "VerifyResponse",
+    "WireModel",
+]
+
+#: The closed kind set of the ``contextgraph/1`` family (U2). Anything else is
+#: opaque evidence: accepted, flagged, never a crash.
+FRAME_KINDS: frozenset[str] = frozenset(
+    {"snippet", "symbol", "fact", "doc", "memory", "episode", "graph"}
+)
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: unknown members are ignored (U1)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict a peer receives: ``None`` members are omitted."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Representation(StrEnum):
+    """How a frame carries its content (P1–P4). Absent on the wire means ``full``."""
+
+    FULL = "full"
+    COMPACT = "compact"
+    REFERENCE = "reference"
+
+
+class VerdictStatus(StrEnum):
+    """A provider's answer for one held frame (V3)."""
+
+    VALID = "valid"
+    STALE = "stale"
+    GONE = "gone"
+    UNKNOWN = "unknown"
+
+
+class Provenance(WireModel):
+    """One origin of a frame. ``type`` is an open vocabulary (``file``, ``derivation``, …)."""
+
+    type: str
+    uri: str | None = None
+    range: str | None = None
+    digest: str | None = None
+    method: str | None = None
+    by: str | None = None
+
+
+class Relation(WireModel):
+    """A graph edge, surfaced by its human ``display_name`` (G1, G2)."""
+
+    rel: str
+    target_uri: str
+    display_name: str | None = None
+
+
+class ContentRef(WireModel):
+    """Resolver handle of a compact or reference frame (P2, P3)."""
+
+    provider_id: str
+    uri: str
+    expires_at: str | None = None
+
+
+class Transform(WireModel):
+    """What a compact frame did to its source (P2)."""
+
+    method: str
+    implementation: str
+    version: str
+
+
+class FrameEmbedding(WireModel):
+    fingerprint: str
+    vector: list[float] | None = None
+
+
+class ContextFrame(WireModel):
+    """The unit of exchange. ``content`` is untrusted data, never instructions (R3).
+
+    ``kind`` is kept as a plain string: an unknown kind is opaque evidence (U2).
+    """
+
+    id: str
+    kind: str
+    title: str
+    content: str | None = None
+    content_digest: str | None = None
+    uri: str | None = None
+    representation: str | None = None
+    content_fidelity: str | None = None
+    canonical_content_hash: str | None = None
+    content_ref: ContentRef | None = None
+    transform: Transform | None = None
+    minimum_content_fidelity: str | None = None
+    inline_content_requirement: str | None = None
+    score: float
+    token_cost: int
+    canonical_token_cost: int | None = None
+    tokenizer_ref: str | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
+    recorded_at: str | None = None
+    provenance: list[Provenance] = Field(default_factory=list)
+    citation_label: str | None = None
+    embedding: FrameEmbedding | None = None
+    relations: list[Relation] = Field(default_factory=list)
+
+    @property
+    def known_kind(self) -> bool:
+        """Whether ``kind`` is in the closed ``contextgraph/1`` set (U2)."""
+        return self.kind in FRAME_KINDS
+
+    @property
+    def effective_representation(self) -> str:
+        """The representation, ``full`` when absent (P1)."""
+        return self.representation or Representation.FULL.value
+
+
+class ContextQuery(WireModel):
+    """A retrieval request. ``max_tokens`` is a hard contract (B1), not a hint."""
+
+    goal: str
+    query_text: str | None = None
+    embedding: list[float] | None = None
+    kinds: list[str] = Field(default_factory=list)
+    anchors: list[str] = Field(default_factory=list)
+    max_frames: Annotated[int, Field(ge=0, le=2**32 - 1)]
+    max_tokens: Annotated[int, Field(ge=0, le=2**32 - 1)]
+    as_of: str | None = None
+    representation_preferences: list[str] = Field(default_factory=list)
+
+
+class ContextQueryResult(WireModel):
+    """A provider's answer to ``context/query``.
+
+    ``frames`` stay raw dicts here: the host audits each frame on its own, so one
+    malformed frame costs that frame only (see ``parse_frame``).
+    """
+
+    frames: list[Any] = Field(default_factory=list)
+    truncated: bool = False
+    dropped_estimate: int | None = None
+
+
+class DataFlow(WireModel):
+    """What a provider does with data; ``egress`` is the consent-critical member (C1)."""
+
+    reads: bool = False
+    writes: bool = False
+    egress: bool = False
+    egress_scopes: list[str] = Field(default_factory=list)
+
+
+class ProviderInfo(WireModel):
+    name: str
+    version: str
+    data_flow: DataFlow = Field(default_factory=DataFlow)
+
+
+class QueryCapability(WireModel):
+    kinds: list[str] = Field(default_factory=list)
+
+
+class Capabilities(WireModel):
+    """What a provider can do. Empty ``query.kinds`` means any kind (Q1)."""
+
+    query: QueryCapability = Field(default_factory=QueryCapability)
+    correlation: bool = False
+    graph: bool = False
+    embeddings_fingerprint: str | None = None
+    verify: bool = False
+    representations: list[str] = Field(default_factory=list)
+    resolve: bool = False
+
+
+class HostInfo(WireModel):
+    name: str
+    version: str
+
+
+class HandshakeRequest(WireModel):
+    """Params of ``context/handshake`` on the JSON-RPC binding."""
+
+    protocol_version: str
+    host: HostInfo
+
+
+class HandshakeAck(WireModel):
+    """Result of ``context/handshake`` (and body of the CGP ``handshake_ack``)."""
+
+    protocol_version: str
+    provider: ProviderInfo
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+
+
+class FrameIdentity(WireModel):
+    """The wire form of a FrameId: ``(provider_id, frame_id, content_digest|null)`` (D2)."""
+
+    provider_id: str
+    frame_id: str
+    content_digest: str | None = None
+
+
+class VerifyRequest(WireModel):
+    """Identities only, never bodies (V1)."""
+
+    frames: list[FrameIdentity] = Field(default_factory=list)
+
+
+class FrameVerdict(WireModel):
+    frame: FrameIdentity
+    #: An unrecognised status string is read as ``unknown`` by the host (V3):
+    #: the value is kept as text and interpreted by ``verdict_status``.
+    status: str
+    replacement_digest: str | None = None
+
+    @property
+    def verdict(self) -> VerdictStatus:
+        try:
+            return VerdictStatus(self.status)
+        except ValueError:
+            return VerdictStatus.UNKNOWN
+
+
+class VerifyResponse(WireModel):
+    verdicts: list[FrameVerdict] = Field(default_factory=list)
+
+
+# Literal re-exported for callers that want to type the placement names etc.
+RepresentationName = Literal["full", "compact", "reference"]

@@ -1,0 +1,12 @@
+# Shared by scripts/test and scripts/demo: make (or reuse) the project's virtualenv
+# and install hostd into it with the extras named in HOSTD_EXTRAS.
+# Sourced, not run. Sets $PY to the venv's python.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${HOSTD_VENV:-$ROOT/.venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+"$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
+"$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[${HOSTD_EXTRAS:-dev}]"
