@@ -14,6 +14,7 @@ from hostd.protocol import CgpErrorCode
 
 __all__ = [
     "BadRequest",
+    "ConfigError",
     "ConsentRequired",
     "CorrelationMismatch",
     "HandshakeFailed",
@@ -21,6 +22,7 @@ __all__ = [
     "IncompatibleVersion",
     "LineTooLong",
     "NoProviderAvailable",
+    "Overloaded",
     "ProtocolFault",
     "ProviderCrashed",
     "ProviderError",
@@ -121,6 +123,20 @@ class ConsentRequired(HostdError):
 
     code = CgpErrorCode.UNAVAILABLE
     reason = "no_consent"
+
+
+class ConfigError(HostdError):
+    """A config file that cannot be used; the message names the file, key and problem."""
+
+    code = CgpErrorCode.BAD_REQUEST
+    reason = "bad_config"
+
+
+class Overloaded(HostdError):
+    """A client over its per-connection limit (in-flight requests, batch size)."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "overloaded"
 
 
 def error_to_wire(exc: BaseException) -> dict[str, Any]:

@@ -1,0 +1,270 @@
+"""TOML config → validated settings.
+
+Owns the config file format (``config/hostd.toml`` is the embedded default;
+``--config`` or ``$HOSTD_CONFIG`` override it), its pydantic validation, and the
+translation of every problem into a ``ConfigError`` that names the file, the
+key and what is wrong — never a stack trace. Relative paths in a file are
+resolved against that file's directory. Nothing here starts processes or
+opens sockets.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hostd.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "Config",
+    "ConfigError",
+    "HostSettings",
+    "LogSettings",
+    "ProviderSettings",
+    "TcpSettings",
+    "default_socket_path",
+    "default_state_dir",
+    "load_config",
+    "parse_config",
+]
+
+#: The embedded default: ``config/hostd.toml`` beside the package in a checkout.
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "hostd.toml"
+
+_PYTHON_NAMES = frozenset({"python", "python3"})
+
+
+def default_socket_path() -> Path:
+    """``$XDG_RUNTIME_DIR/hostd/hostd.sock``, else ``/tmp/hostd-<uid>/hostd.sock``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "hostd" / "hostd.sock"
+    return Path(f"/tmp/hostd-{os.getuid()}") / "hostd.sock"
+
+
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/hostd``, else ``~/.local/state/hostd``."""
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state) if state else Path.home() / ".local" / "state"
+    return base / "hostd"
+
+
+class _Section(BaseModel):
+    # A misspelt key must fail loudly, not be ignored: this is our own file, not a peer's wire.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostSettings(_Section):
+    socket: Path | None = None
+    state_dir: Path | None = None
+    default_budget: Annotated[int, Field(gt=0, le=10_000_000)] = 4000
+    #: "lazy": a provider starts on its first query; "boot": all start with the daemon.
+    start_providers: Literal["lazy", "boot"] = "lazy"
+    #: Seconds in-flight requests get to finish after a stop is requested.
+    grace_period_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    #: Per-connection limits (protocol.md framing: an over-long line is the peer's fault).
+    max_line_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
+    max_in_flight: Annotated[int, Field(ge=1, le=100_000)] = 64
+    max_batch: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1024
+
+
+class TcpSettings(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    #: The bearer token, or the path of a file holding it (one of them when enabled).
+    token: str | None = None
+    token_file: Path | None = None
+
+
+class LogSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    #: JSON lines go here instead of stderr when set.
+    file: Path | None = None
+
+
+class ProviderSettings(_Section):
+    id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    command: Annotated[list[str], Field(min_length=1)]
+    binding: Literal["jsonrpc", "cgp"] = "jsonrpc"
+    timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 2000
+    weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    trusted_roots: list[Path] = Field(default_factory=list)
+
+    @field_validator("command")
+    @classmethod
+    def _non_empty_words(cls, value: list[str]) -> list[str]:
+        if any(not word for word in value):
+            raise ValueError("command words must be non-empty strings")
+        return value
+
+
+class Config(_Section):
+    host: HostSettings = Field(default_factory=HostSettings)
+    tcp: TcpSettings = Field(default_factory=TcpSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    provider: list[ProviderSettings] = Field(default_factory=list)
+    #: Where this config came from ("<defaults>" when built in code).
+    source: str = Field(default="<defaults>", exclude=True)
+
+    @field_validator("provider")
+    @classmethod
+    def _unique_ids(cls, value: list[ProviderSettings]) -> list[ProviderSettings]:
+        seen: set[str] = set()
+        for spec in value:
+            if spec.id in seen:
+                raise ValueError(f"duplicate provider id {spec.id!r}")
+            seen.add(spec.id)
+        return value
+
+    @property
+    def socket_path(self) -> Path:
+        return self.host.socket or default_socket_path()
+
+    @property
+    def state_path(self) -> Path:
+        return self.host.state_dir or default_state_dir()
+
+    def tcp_token(self) -> str | None:
+        """The bearer token for the TCP listener (read from ``token_file`` if given)."""
+        if self.tcp.token:
+            return self.tcp.token
+        if self.tcp.token_file is not None:
+            try:
+                text = self.tcp.token_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"{self.source}: tcp.token_file: cannot read {self.tcp.token_file}: "
+                    f"{exc.strerror}",
+                    file=self.source,
+                    key="tcp.token_file",
+                ) from exc
+            return text or None
+        return None
+
+    def provider_specs(self) -> list[Any]:
+        """The engine's ``ProviderSpec`` for every configured provider."""
+        from hostd.engine import ProviderSpec  # imported late: config must load without it
+
+        return [
+            ProviderSpec(
+                id=p.id,
+                command=list(p.command),
+                binding=p.binding,
+                timeout_ms=p.timeout_ms,
+                weight=p.weight,
+                env=dict(p.env),
+                cwd=str(p.cwd) if p.cwd is not None else None,
+                trusted_roots=[str(r) for r in p.trusted_roots],
+            )
+            for p in self.provider
+        ]
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<top level>"
+
+
+def _describe(exc: ValidationError, source: str) -> ConfigError:
+    problems = []
+    for err in exc.errors():
+        key = _loc(err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        problems.append((key, msg))
+    key, msg = problems[0]
+    text = "; ".join(f"{k}: {m}" for k, m in problems)
+    return ConfigError(f"{source}: {text}", file=source, key=key, problem=msg)
+
+
+def _resolve(value: Any, base: Path) -> Path:
+    path = Path(os.path.expandvars(os.path.expanduser(str(value))))
+    return path if path.is_absolute() else base / path
+
+
+def _absolutise(raw: dict[str, Any], base: Path) -> None:
+    """Resolve relative paths against the config file's directory, in place."""
+    for section, keys in (("host", ("socket", "state_dir")), ("log", ("file",))):
+        table = raw.get(section)
+        if isinstance(table, dict):
+            for key in keys:
+                if isinstance(table.get(key), str) and table[key]:
+                    table[key] = _resolve(table[key], base)
+                elif table.get(key) == "":
+                    table.pop(key)
+    tcp = raw.get("tcp")
+    if isinstance(tcp, dict) and isinstance(tcp.get("token_file"), str):
+        tcp["token_file"] = _resolve(tcp["token_file"], base)
+    providers = raw.get("provider")
+    if isinstance(providers, list):
+        for spec in providers:
+            if not isinstance(spec, dict):
+                continue
+            if isinstance(spec.get("cwd"), str):
+                spec["cwd"] = _resolve(spec["cwd"], base)
+            roots = spec.get("trusted_roots")
+            if isinstance(roots, list):
+                spec["trusted_roots"] = [
+                    _resolve(r, base) if isinstance(r, str) else r for r in roots
+                ]
+            command = spec.get("command")
+            # "python" means the interpreter running hostd: the engine scrubs PATH-derived
+            # guesses, and a venv's python is the one that can import the bundled providers.
+            if isinstance(command, list) and command and command[0] in _PYTHON_NAMES:
+                spec["command"] = [sys.executable, *command[1:]]
+
+
+def parse_config(text: str, *, source: str = "<string>", base: Path | None = None) -> Config:
+    """Parse and validate TOML text; ``base`` resolves relative paths (default: cwd)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"{source}: not valid TOML: {exc}", file=source, key=None, problem=str(exc)
+        ) from None
+    _absolutise(raw, base or Path.cwd())
+    raw["source"] = source
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise _describe(exc, source) from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load ``path``, else ``$HOSTD_CONFIG``, else the embedded default (else built-ins)."""
+    if path is None:
+        env = os.environ.get("HOSTD_CONFIG")
+        if env:
+            path = env
+        elif DEFAULT_CONFIG_PATH.is_file():
+            path = DEFAULT_CONFIG_PATH
+        else:
+            return Config()
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{file}: no such config file", file=str(file), key=None, problem="not found"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
+        ) from None
+    return parse_config(text, source=str(file), base=file.resolve().parent)
