@@ -1,0 +1,260 @@
+"""The consent ledger: durable, append-only, per scope (C1, C2, C6)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hostd.engine.consent import (
+    CONSENT_DB_NAME,
+    GENERIC_EGRESS_SCOPE,
+    ConsentStore,
+    Receipt,
+    required_scopes,
+)
+from hostd.protocol import DataFlow, ProviderInfo
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _info(egress: bool, scopes: list[str] | None = None) -> ProviderInfo:
+    return ProviderInfo(
+        name="p",
+        version="1",
+        data_flow=DataFlow(reads=True, egress=egress, egress_scopes=scopes or []),
+    )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 14, 9, 2, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+# -- required scopes (C1, C6) ------------------------------------------------------
+
+
+def test_local_provider_needs_no_consent() -> None:
+    assert required_scopes(_info(False)) == []
+    assert required_scopes(_info(False, ["local-only"])) == []
+
+
+def test_boolean_egress_needs_generic_scope() -> None:
+    assert required_scopes(_info(True)) == [GENERIC_EGRESS_SCOPE]
+    assert required_scopes(_info(True, ["local-only"])) == [GENERIC_EGRESS_SCOPE]
+
+
+def test_each_off_machine_scope_needs_its_own_receipt() -> None:
+    info = _info(True, ["local-only", "third-party-model", "acme:vault", "third-party-model"])
+    assert required_scopes(info) == ["third-party-model", "acme:vault"]
+
+
+def test_contradictory_scopes_are_still_required() -> None:
+    # C5 is refused at the handshake; the gate never waives a declared scope.
+    assert required_scopes(_info(False, ["org-tenant"])) == ["org-tenant"]
+
+
+def test_store_exposes_required_scopes() -> None:
+    assert ConsentStore.required_scopes(_info(True, ["org-tenant"])) == ["org-tenant"]
+
+
+# -- grant, revoke, missing ----------------------------------------------------------
+
+
+def test_grant_returns_a_live_receipt(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db", clock=_Clock()) as store:
+        r = store.grant("cloud", "third-party-model", "ops@example.org")
+    assert isinstance(r, Receipt)
+    assert (r.provider_id, r.scope, r.grantor) == ("cloud", "third-party-model", "ops@example.org")
+    assert r.granted_at == "2026-01-14T09:02:01.000000Z"
+    assert r.active and r.revoked_at is None
+    assert r.to_wire()["active"] is True
+
+
+def test_missing_scopes_names_exactly_the_unconsented_ones(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db") as store:
+        store.grant("cloud", "org-tenant", "ops")
+        store.grant("other", "third-party-model", "ops")
+        assert store.missing_scopes("cloud", ["org-tenant", "third-party-model"]) == [
+            "third-party-model"
+        ]
+        assert store.missing_scopes("cloud", []) == []
+        assert store.missing_for("cloud", _info(True, ["org-tenant"])) == []
+        assert store.missing_for("cloud", _info(True)) == [GENERIC_EGRESS_SCOPE]
+
+
+def test_revoke_after_grant_reopens_the_gate(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db", clock=_Clock()) as store:
+        store.grant("cloud", "org-tenant", "ops")
+        store.grant("cloud", "org-tenant", "alice")
+        closed = store.revoke("cloud", "org-tenant", "bob")
+        assert [r.grantor for r in closed] == ["ops", "alice"]
+        assert all(r.revoked_by == "bob" and r.revoked_at for r in closed)
+        assert store.missing_scopes("cloud", ["org-tenant"]) == ["org-tenant"]
+        # A new grant after the revocation is live again; the old ones stay revoked.
+        store.grant("cloud", "org-tenant", "carol")
+        assert store.missing_scopes("cloud", ["org-tenant"]) == []
+        receipts = store.list("cloud")
+    assert [(r.grantor, r.active) for r in receipts] == [
+        ("ops", False),
+        ("alice", False),
+        ("carol", True),
+    ]
+
+
+def test_revoke_of_nothing_is_recorded_and_closes_nothing(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db") as store:
+        assert store.revoke("cloud", "org-tenant", "bob") == []
+        assert [e["action"] for e in store.history()] == ["revoke"]
+
+
+def test_revoke_touches_only_its_scope(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db") as store:
+        store.grant("cloud", "org-tenant", "ops")
+        store.grant("cloud", "third-party-model", "ops")
+        store.revoke("cloud", "org-tenant", "ops")
+        assert store.missing_scopes("cloud", ["org-tenant", "third-party-model"]) == ["org-tenant"]
+
+
+def test_blank_fields_are_refused(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db") as store:
+        with pytest.raises(ValueError, match="grantor"):
+            store.grant("cloud", "org-tenant", " ")
+        with pytest.raises(ValueError, match="scope"):
+            store.revoke("cloud", "", "ops")
+        assert store.history() == []
+
+
+def test_closed_store_refuses_use(tmp_path: Path) -> None:
+    store = ConsentStore(tmp_path / "c.db")
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        store.list()
+
+
+# -- durability and append-only ------------------------------------------------------
+
+
+def test_receipts_survive_reopen(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path, clock=_Clock()) as store:
+        store.grant("cloud", "org-tenant", "ops")
+        store.grant("cloud", "third-party-index", "ops")
+        store.revoke("cloud", "third-party-index", "ops")
+        before = store.list()
+    assert (tmp_path / CONSENT_DB_NAME).is_file()
+    with ConsentStore(tmp_path) as again:
+        assert again.list() == before
+        assert again.missing_scopes("cloud", ["org-tenant", "third-party-index"]) == [
+            "third-party-index"
+        ]
+
+
+def test_state_dir_is_created(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "state" / "nested" / "c.db") as store:
+        store.grant("cloud", "org-tenant", "ops")
+    assert (tmp_path / "state" / "nested" / "c.db").is_file()
+
+
+def test_history_keeps_every_event_in_order(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db", clock=_Clock()) as store:
+        store.grant("cloud", "org-tenant", "ops")
+        store.revoke("cloud", "org-tenant", "ops")
+        store.grant("cloud", "org-tenant", "ops")
+        events = store.history("cloud")
+    assert [e["action"] for e in events] == ["grant", "revoke", "grant"]
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    assert events[0]["at"] < events[1]["at"] < events[2]["at"]
+
+
+def test_ledger_refuses_update_and_delete(tmp_path: Path) -> None:
+    db_path = tmp_path / "c.db"
+    with ConsentStore(db_path) as store:
+        store.grant("cloud", "org-tenant", "ops")
+    raw = sqlite3.connect(db_path)
+    try:
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            raw.execute("UPDATE consent_events SET grantor = 'mallory'")
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            raw.execute("DELETE FROM consent_events")
+    finally:
+        raw.close()
+    with ConsentStore(db_path) as store:
+        assert [r.grantor for r in store.list()] == ["ops"]
+
+
+# -- concurrency ---------------------------------------------------------------------
+
+
+def test_concurrent_threads_lose_no_receipt(tmp_path: Path) -> None:
+    store = ConsentStore(tmp_path / "c.db")
+    other = ConsentStore(tmp_path / "c.db")
+    errors: list[BaseException] = []
+
+    def work(s: ConsentStore, n: int) -> None:
+        try:
+            for i in range(40):
+                s.grant(f"p{n}", f"scope{i}", "ops")
+                if i % 4 == 0:
+                    s.revoke(f"p{n}", f"scope{i}", "ops")
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s, n)) for n, s in enumerate([store, other] * 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        receipts = store.list()
+        assert len(receipts) == 6 * 40
+        assert sum(not r.active for r in receipts) == 6 * 10
+        assert len({r.seq for r in receipts}) == len(receipts)
+    finally:
+        store.close()
+        other.close()
+
+
+_WRITER = """
+import sys
+from hostd.engine.consent import ConsentStore
+store = ConsentStore(sys.argv[1])
+for i in range(50):
+    store.grant(sys.argv[2], f"scope{i}", "ops")
+store.close()
+"""
+
+
+def test_concurrent_processes_lose_no_receipt(tmp_path: Path) -> None:
+    db_path = tmp_path / "c.db"
+    ConsentStore(db_path).close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(db_path), f"writer{n}"],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err.decode()
+    with ConsentStore(db_path) as store:
+        receipts = store.list()
+        assert len(receipts) == 200
+        assert {r.provider_id for r in receipts} == {f"writer{n}" for n in range(4)}
+        assert store.missing_scopes("writer3", [f"scope{i}" for i in range(50)]) == []
+    integrity = sqlite3.connect(db_path)
+    try:
+        assert integrity.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        integrity.close()
