@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "ConsentRequired",
     "CorrelationMismatch",
+    "FloorsOverBudget",
     "HandshakeFailed",
     "HostdError",
     "IncompatibleVersion",
@@ -130,6 +131,13 @@ class ConfigError(HostdError):
 
     code = CgpErrorCode.BAD_REQUEST
     reason = "bad_config"
+
+
+class FloorsOverBudget(HostdError):
+    """The client's floors alone cost more than its budget (never a silent drop)."""
+
+    code = CgpErrorCode.BUDGET_UNSATISFIABLE
+    reason = "floors_exceed_budget"
 
 
 class Overloaded(HostdError):
