@@ -36,6 +36,7 @@ from ._errors import (
     read_cgp_code,
 )
 from ._identity import FrameId
+from ._jcs import canonical_json, es_number
 from ._models import (
     FRAME_KINDS,
     Capabilities,
@@ -81,6 +82,7 @@ from ._rules import (
     parse_frame,
     parse_timestamp,
 )
+from ._strict import unknown_members
 from ._version import PROTOCOL_VERSION, is_version_string, version_family, versions_compatible
 
 __all__ = [
@@ -131,6 +133,7 @@ __all__ = [
     "Violation",
     "WireModel",
     "address_line_range",
+    "canonical_json",
     "canonical_token_cost",
     "check_as_of",
     "check_budget",
@@ -143,6 +146,7 @@ __all__ = [
     "check_representation_preferences",
     "check_timestamp",
     "check_version",
+    "es_number",
     "frame_in_window",
     "is_off_machine_scope",
     "is_sha256_digest",
@@ -152,6 +156,7 @@ __all__ = [
     "parse_timestamp",
     "read_cgp_code",
     "sha256_digest",
+    "unknown_members",
     "version_family",
     "versions_compatible",
 ]

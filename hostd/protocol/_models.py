@@ -168,7 +168,9 @@ class ContextQuery(WireModel):
     max_frames: Annotated[int, Field(ge=0, le=2**32 - 1)]
     max_tokens: Annotated[int, Field(ge=0, le=2**32 - 1)]
     as_of: str | None = None
-    representation_preferences: list[str] = Field(default_factory=list)
+    #: Absent means ``[full]``; kept ``None`` when absent so the normalised form
+    #: matches the reference serialiser (it omits the member).
+    representation_preferences: list[str] | None = None
 
 
 class ContextQueryResult(WireModel):

@@ -328,7 +328,7 @@ def check_representation_preferences(
             "representation_preferences",
             f"{rep!r} was not advertised in capabilities.representations",
         )
-        for rep in query.representation_preferences
+        for rep in query.representation_preferences or ()
         if rep not in advertised
     ]
 

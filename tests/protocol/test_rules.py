@@ -1,0 +1,266 @@
+"""Each protocol rule has a case that breaks it and a case that keeps it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    Capabilities,
+    ContextFrame,
+    ContextQuery,
+    HandshakeAck,
+    ProviderInfo,
+    check_as_of,
+    check_budget,
+    check_frame,
+    check_handshake,
+    check_kinds,
+    check_provider_info,
+    check_query,
+    check_representation_preferences,
+    check_version,
+    frame_in_window,
+    sha256_digest,
+    versions_compatible,
+)
+
+DIGEST = sha256_digest(b"x")
+
+
+def frame(**over: Any) -> ContextFrame:
+    base: dict[str, Any] = {
+        "id": "f1",
+        "kind": "snippet",
+        "title": "A title",
+        "content": "abcdefgh",
+        "score": 0.5,
+        "token_cost": 2,
+        "citation_label": "a.py L1-2",
+    }
+    base.update(over)
+    return ContextFrame.model_validate(base)
+
+
+def rules(f: ContextFrame) -> list[tuple[str, str]]:
+    return [(v.rule, v.field) for v in check_frame(f)]
+
+
+def test_a_good_frame_has_no_violations() -> None:
+    assert rules(frame()) == []
+
+
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        ({"score": 1.01}, ("F1", "score")),
+        ({"score": -0.1}, ("F1", "score")),
+        ({"score": float("nan")}, ("F1", "score")),
+        ({"title": ""}, ("F2", "title")),
+        ({"title": "  "}, ("F2", "title")),
+        ({"citation_label": None}, ("F3", "citation_label")),
+        ({"citation_label": " \t "}, ("F3", "citation_label")),
+        ({"valid_from": "2026-01-01 00:00:00Z"}, ("F4", "valid_from")),
+        ({"valid_to": "2026-01-01T00:00:00+00:00"}, ("F4", "valid_to")),
+        ({"recorded_at": "2026-13-01T00:00:00Z"}, ("F4", "recorded_at")),
+        ({"recorded_at": "2026-01-01t00:00:00z"}, ("F4", "recorded_at")),
+        ({"provenance": [{"type": "file", "uri": "file:///a"}]}, ("F5", "provenance[0].digest")),
+        (
+            {"provenance": [{"type": "file", "digest": "sha256:ABC"}]},
+            ("F5", "provenance[0].digest"),
+        ),
+        ({"content_digest": "sha256:1234"}, ("D1", "content_digest")),
+        ({"token_cost": 3}, ("B3", "token_cost")),
+        ({"content": None, "token_cost": 0}, ("P1", "content")),
+        (
+            {"transform": {"method": "m", "implementation": "i", "version": "1"}},
+            ("P1", "transform"),
+        ),
+        ({"relations": [{"rel": "calls", "target_uri": "x"}]}, ("G1", "relations[0].display_name")),
+        (
+            {"relations": [{"rel": "calls", "target_uri": "", "display_name": "X"}]},
+            ("G2", "relations[0].target_uri"),
+        ),
+    ],
+)
+def test_broken_frame_rules_are_named(over: dict, expected: tuple[str, str]) -> None:
+    assert expected in rules(frame(**over))
+
+
+def test_valid_timestamps_and_file_digest_pass() -> None:
+    f = frame(
+        valid_from="2026-01-01T00:00:00Z",
+        valid_to="2026-01-01T00:00:00.123456789Z",
+        recorded_at="2026-02-28T23:59:59.5Z",
+        provenance=[{"type": "file", "uri": "file:///a", "range": "L1-2", "digest": DIGEST}],
+        content_digest=DIGEST,
+        relations=[{"rel": "calls", "target_uri": "sym://x", "display_name": "x()"}],
+    )
+    assert rules(f) == []
+
+
+def test_non_file_provenance_needs_no_digest() -> None:
+    assert rules(frame(provenance=[{"type": "derivation", "range": "step:2"}])) == []
+
+
+def _ref(**over: Any) -> ContextFrame:
+    base = {
+        "representation": "reference",
+        "content": None,
+        "token_cost": 0,
+        "canonical_content_hash": DIGEST,
+        "content_ref": {"provider_id": "p", "uri": "ctx://p/1"},
+    }
+    base.update(over)
+    return frame(**base)
+
+
+def _compact(**over: Any) -> ContextFrame:
+    base = {
+        "representation": "compact",
+        "content_digest": sha256_digest(b"abcdefgh"),
+        "canonical_content_hash": DIGEST,
+        "transform": {"method": "summary", "implementation": "x", "version": "1"},
+        "content_ref": {"provider_id": "p", "uri": "ctx://p/1"},
+    }
+    base.update(over)
+    return frame(**base)
+
+
+def test_representation_rules_p2_p3_p4() -> None:
+    assert rules(_ref()) == []
+    assert rules(_compact()) == []
+    assert ("P3", "content") in rules(_ref(content=""))
+    assert ("P3", "content_digest") in rules(_ref(content_digest=DIGEST))
+    assert ("P3", "content_ref") in rules(_ref(content_ref=None))
+    assert ("P4", "token_cost") in rules(_ref(token_cost=5))
+    assert ("P2", "transform") in rules(_compact(transform=None))
+    assert ("P2", "content_ref") in rules(_compact(content_ref=None))
+    assert ("B3", "token_cost") in rules(_compact(token_cost=40))
+    assert ("P1", "representation") in rules(frame(representation="hologram"))
+
+
+def test_p5_only_advertised_representations_are_requested() -> None:
+    q = ContextQuery(
+        goal="g", max_frames=1, max_tokens=1, representation_preferences=["compact", "full"]
+    )
+    assert [v.rule for v in check_representation_preferences(q, Capabilities())] == ["P5"]
+    caps = Capabilities(representations=["compact"], resolve=True)
+    assert check_representation_preferences(q, caps) == []
+
+
+def _query(**over: Any) -> ContextQuery:
+    base: dict[str, Any] = {"goal": "g", "max_frames": 2, "max_tokens": 4}
+    base.update(over)
+    return ContextQuery.model_validate(base)
+
+
+def test_b1_b4_use_honest_costs() -> None:
+    cheap = frame(content="abcd", token_cost=1)
+    assert check_budget(_query(), [cheap, cheap]) == []
+    assert [v.rule for v in check_budget(_query(), [cheap, cheap, cheap, cheap, cheap])] == [
+        "B1",
+        "B4",
+    ]
+    three = check_budget(_query(max_tokens=10), [cheap, cheap, cheap])
+    assert [v.rule for v in three] == ["B4"]
+    # A frame lying low (declares 1, costs 4) still counts 3 against max_tokens.
+    liar = frame(content="abcdefghijklmnop", token_cost=1)
+    assert [v.rule for v in check_budget(_query(), [liar, cheap])] == ["B1"]
+
+
+def test_q1_kinds_filter() -> None:
+    f = frame(kind="fact")
+    assert check_kinds(_query(), [f]) == []  # empty kinds = any
+    assert check_kinds(_query(kinds=["fact"]), [f]) == []
+    assert [v.rule for v in check_kinds(_query(kinds=["doc"]), [f])] == ["Q1"]
+
+
+def test_q2_half_open_window() -> None:
+    f = frame(valid_from="2026-01-01T00:00:00Z", valid_to="2026-02-01T00:00:00Z")
+    assert frame_in_window(f, "2026-01-01T00:00:00Z")  # at valid_from: inside
+    assert frame_in_window(f, "2026-01-31T23:59:59.999Z")
+    assert not frame_in_window(f, "2026-02-01T00:00:00Z")  # at valid_to: outside
+    assert not frame_in_window(f, "2025-12-31T23:59:59Z")
+    assert frame_in_window(frame(), "1999-01-01T00:00:00Z")  # open bounds
+    assert check_as_of(_query(), [f]) == []
+    assert [v.rule for v in check_as_of(_query(as_of="2026-03-01T00:00:00Z"), [f])] == ["Q2"]
+
+
+def test_fractional_seconds_compare_exactly() -> None:
+    f = frame(valid_to="2026-01-01T00:00:00.0000001Z")
+    assert frame_in_window(f, "2026-01-01T00:00:00Z")
+    assert not frame_in_window(f, "2026-01-01T00:00:00.0000001Z")
+
+
+def test_query_checks() -> None:
+    assert check_query(_query()) == []
+    assert [v.rule for v in check_query(_query(as_of="yesterday"))] == ["F4"]
+    assert [v.field for v in check_query(_query(goal=" "))] == ["goal"]
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ok"),
+    [
+        ("contextgraph/1.0-draft", True),
+        ("contextgraph/1.0", True),
+        ("contextgraph/1.7", True),
+        ("contextgraph/2.0", False),
+        ("contextgraph/10.0", False),
+        ("contextgraph/1", False),
+        ("cgp/1.0", False),
+        ("", False),
+    ],
+)
+def test_version_family_compatibility(theirs: str, ok: bool) -> None:
+    assert versions_compatible(PROTOCOL_VERSION, theirs) is ok
+    assert (check_version(PROTOCOL_VERSION, theirs) == []) is ok
+
+
+def test_version_mismatch_is_h3_and_malformed_is_h1() -> None:
+    assert [v.rule for v in check_version(PROTOCOL_VERSION, "contextgraph/2.0")] == ["H3"]
+    assert [v.rule for v in check_version(PROTOCOL_VERSION, "nonsense")] == ["H1"]
+
+
+def _info(**over: Any) -> ProviderInfo:
+    base: dict[str, Any] = {"name": "p", "version": "1.0", "data_flow": {"reads": True}}
+    base.update(over)
+    return ProviderInfo.model_validate(base)
+
+
+def test_h2_names_and_versions_must_not_be_empty() -> None:
+    assert check_provider_info(_info()) == []
+    assert [(v.rule, v.field) for v in check_provider_info(_info(name=""))] == [
+        ("H2", "provider.name")
+    ]
+    assert [(v.rule, v.field) for v in check_provider_info(_info(version=" "))] == [
+        ("H2", "provider.version")
+    ]
+
+
+def test_c5_off_machine_scope_with_egress_false() -> None:
+    local = _info(data_flow={"egress": False, "egress_scopes": ["local-only"]})
+    assert check_provider_info(local) == []
+    liar = _info(data_flow={"egress": False, "egress_scopes": ["local-only", "acme:store"]})
+    assert [(v.rule, v.field) for v in check_provider_info(liar)] == [
+        ("C5", "data_flow.egress_scopes[1]")
+    ]
+    honest = _info(data_flow={"egress": True, "egress_scopes": ["third-party-model"]})
+    assert check_provider_info(honest) == []
+
+
+def test_check_handshake_combines_version_and_identity() -> None:
+    ack = HandshakeAck(protocol_version="contextgraph/2.0", provider=_info(name=""))
+    assert sorted(v.rule for v in check_handshake(PROTOCOL_VERSION, ack)) == ["H2", "H3"]
+
+
+def test_violations_serialise_with_rule_and_field() -> None:
+    (v,) = check_frame(frame(title=""))
+    assert v.to_wire() == {
+        "rule": "F2",
+        "field": "title",
+        "message": "title is empty",
+        "severity": "error",
+    }
