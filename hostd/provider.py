@@ -1,0 +1,400 @@
+"""The provider-side runtime: a Python CGP provider as a small class plus ``run_stdio``.
+
+Owns the JSON-RPC provider binding (protocol.md §1) from the provider's side:
+``context/handshake`` (H1/H3 version-family check), ``context/query``,
+``context/verify`` and the ``context/shutdown`` notification, dispatched with
+jsonrpcserver. Requests are served concurrently, so a host may pipeline them.
+A malformed line or bad request gets a ``bad_request`` error and the provider
+keeps serving (R1); it exits on ``context/shutdown`` or stdin EOF (R2).
+
+It also offers the helpers a provider author needs to be honest on the wire:
+``make_frame`` computes ``token_cost`` (B3) and ``content_digest`` (D1) from
+the content, ``file_provenance`` digests exactly the bytes a range addresses
+(F5, F17). This module imports only ``hostd.protocol``; it never touches the
+host side (engine, transport, server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.abc
+from pydantic import ValidationError
+
+from hostd.protocol import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    PROTOCOL_VERSION,
+    Capabilities,
+    CgpErrorCode,
+    ContextFrame,
+    ContextQuery,
+    ContextQueryResult,
+    FrameIdentity,
+    FrameVerdict,
+    HandshakeAck,
+    HandshakeRequest,
+    Provenance,
+    ProviderInfo,
+    VerifyRequest,
+    address_line_range,
+    canonical_token_cost,
+    sha256_digest,
+    versions_compatible,
+)
+
+with warnings.catch_warnings():
+    # jsonrpcserver 5 reads its schema with the deprecated importlib.resources.read_text;
+    # harmless, but it must not break hosts and tests that run with warnings as errors.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from jsonrpcserver import Error, Result, Success, async_dispatch_to_serializable
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "Provider",
+    "ProviderRefusal",
+    "ProviderServer",
+    "file_provenance",
+    "make_frame",
+    "run_stdio",
+    "serve_stdio",
+]
+
+#: The default bound on one input line (protocol.md framing): 8 MiB.
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+
+_JSONRPC_BAD_INPUT = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS})
+
+
+class ProviderRefusal(Exception):  # noqa: N818 - a refusal is the outcome, not a bug
+    """Raise from ``query``/``verify`` to answer with a coded CGP error instead of frames."""
+
+    def __init__(self, message: str, code: CgpErrorCode = CgpErrorCode.BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class Provider:
+    """Base class of a Python provider. Set ``info`` and ``capabilities``; implement ``query``.
+
+    ``info``/``capabilities`` may be class attributes or set in ``__init__``.
+    ``verify`` is optional: the default vouches for nothing (every verdict
+    ``unknown``), so the host re-queries (V2).
+    """
+
+    info: ProviderInfo
+    capabilities: Capabilities = Capabilities()
+
+    async def query(self, query: ContextQuery) -> list[ContextFrame] | ContextQueryResult:
+        raise NotImplementedError
+
+    async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
+        return [FrameVerdict(frame=f, status="unknown") for f in frames]
+
+
+# --- helpers for provider authors ---------------------------------------------------
+
+
+def make_frame(
+    *,
+    id: str,  # noqa: A002 - the wire name
+    kind: str,
+    title: str,
+    content: str,
+    citation_label: str,
+    score: float = 0.5,
+    uri: str | None = None,
+    provenance: Iterable[Provenance] = (),
+    **extra: Any,
+) -> ContextFrame:
+    """A full frame whose ``token_cost`` (B3) and ``content_digest`` (D1) are computed, not guessed.
+
+    ``extra`` takes any other ``ContextFrame`` member (``valid_from``, ``relations``, …).
+    """
+    return ContextFrame(
+        id=id,
+        kind=kind,
+        title=title,
+        content=content,
+        content_digest=sha256_digest(content.encode("utf-8")),
+        uri=uri,
+        score=score,
+        token_cost=canonical_token_cost(content),
+        provenance=list(provenance),
+        citation_label=citation_label,
+        **extra,
+    )
+
+
+def file_provenance(
+    uri: str,
+    data: bytes,
+    range: str | None = None,  # noqa: A002 - the wire name
+    *,
+    method: str | None = None,
+    by: str | None = None,
+) -> Provenance:
+    """``file`` provenance whose digest covers exactly the bytes ``range`` addresses (F5, F17).
+
+    Raises ``UnverifiableRange`` when the range addresses nothing (rather than
+    silently digesting the whole file).
+    """
+    digest = sha256_digest(address_line_range(data, range))
+    return Provenance(type="file", uri=uri, range=range, digest=digest, method=method, by=by)
+
+
+# --- the JSON-RPC dispatcher ---------------------------------------------------------
+
+
+def _error(code: CgpErrorCode, message: str) -> Result:
+    return Error(code.jsonrpc_code, message, {"cgp_code": code.value})
+
+
+def _ensure_cgp_code(reply: dict[str, Any]) -> dict[str, Any]:
+    """Every error reply carries ``data.cgp_code``: bad input is ``bad_request`` (R1)."""
+    err = reply.get("error")
+    if not isinstance(err, dict):
+        return reply
+    data = err.get("data")
+    if isinstance(data, dict) and "cgp_code" in data:
+        return reply
+    code = err.get("code")
+    cgp = CgpErrorCode.BAD_REQUEST if code in _JSONRPC_BAD_INPUT else CgpErrorCode.INTERNAL
+    err["data"] = {"cgp_code": cgp.value, **({"detail": data} if data is not None else {})}
+    return reply
+
+
+class ProviderServer:
+    """Dispatches JSON-RPC lines to a ``Provider``; transport-free so tests can drive it in memory.
+
+    ``shutdown_requested`` is set by the ``context/shutdown`` notification.
+    """
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.shutdown_requested = anyio.Event()
+        self.methods = {
+            "context/handshake": self._handshake,
+            "context/query": self._query,
+            "context/verify": self._verify,
+            "context/shutdown": self._shutdown,
+        }
+
+    async def handle_line(self, line: bytes | str) -> str | None:
+        """The reply line (without newline) to one input line, or ``None`` for a notification."""
+        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+        if not text.strip():
+            return None
+        reply = await async_dispatch_to_serializable(text, self.methods)
+        if reply is None:
+            return None
+        if isinstance(reply, list):
+            reply = [_ensure_cgp_code(r) for r in reply]
+        else:
+            reply = _ensure_cgp_code(reply)
+        return json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
+
+    async def _handshake(self, **params: Any) -> Result:
+        try:
+            req = HandshakeRequest.model_validate(params)
+        except ValidationError as exc:
+            return _error(CgpErrorCode.BAD_REQUEST, f"bad handshake params: {exc.errors()[0]}")
+        # H1/H3: a different major family is a named error, never a hang.
+        if not versions_compatible(PROTOCOL_VERSION, req.protocol_version):
+            return _error(
+                CgpErrorCode.INCOMPATIBLE_VERSION,
+                f"provider speaks {PROTOCOL_VERSION}, host asked for {req.protocol_version}",
+            )
+        ack = HandshakeAck(
+            protocol_version=PROTOCOL_VERSION,
+            provider=self.provider.info,
+            capabilities=self.provider.capabilities,
+        )
+        return Success(ack.to_wire())
+
+    async def _query(self, **params: Any) -> Result:
+        try:
+            query = ContextQuery.model_validate(params.get("query"))
+        except ValidationError as exc:
+            return _error(CgpErrorCode.BAD_REQUEST, f"bad query: {_first_error(exc)}")
+        try:
+            out = await self.provider.query(query)
+        except ProviderRefusal as exc:
+            return _error(exc.code, exc.message)
+        if isinstance(out, ContextQueryResult):
+            return Success(out.to_wire())
+        frames = [_frame_to_wire(f) for f in out]
+        return Success({"frames": frames, "truncated": False})
+
+    async def _verify(self, **params: Any) -> Result:
+        try:
+            req = VerifyRequest.model_validate(params)
+        except ValidationError as exc:
+            return _error(CgpErrorCode.BAD_REQUEST, f"bad verify request: {_first_error(exc)}")
+        try:
+            verdicts = await self.provider.verify(list(req.frames))
+        except ProviderRefusal as exc:
+            return _error(exc.code, exc.message)
+        return Success({"verdicts": [v.to_wire() for v in verdicts]})
+
+    async def _shutdown(self, **params: Any) -> Result:
+        self.shutdown_requested.set()
+        return Success(None)
+
+
+def _frame_to_wire(frame: ContextFrame | dict[str, Any]) -> dict[str, Any]:
+    return frame if isinstance(frame, dict) else frame.to_wire()
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+    return f"{loc}: {err['msg']}"
+
+
+# --- stdio ---------------------------------------------------------------------------
+
+#: Marker the reader thread sends for a line longer than the bound (R1).
+_OVERLONG = object()
+#: Marker the reader thread sends at end of input (R2).
+_EOF = object()
+
+
+def _read_lines(
+    fd: int, max_line_bytes: int, deliver: Callable[[object], None], slots: threading.Semaphore
+) -> None:
+    """Reader thread: bounded lines from ``fd`` handed to the loop, then ``_EOF``.
+
+    A daemon thread reading the raw descriptor (no buffered-reader lock), so a
+    provider told to shut down exits even while this thread is blocked on a
+    pipe the host still holds open. ``slots`` bounds how many lines wait
+    unread (back-pressure on the host).
+    """
+    buf = bytearray()
+    discarding = False  # inside an over-long line: drop bytes up to its newline
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            chunk = b""
+        items: list[object] = []
+        if not chunk:
+            if buf and not discarding:
+                items.append(bytes(buf))  # a final line without its newline
+            items.append(_EOF)
+        else:
+            start = 0
+            while (nl := chunk.find(b"\n", start)) != -1:
+                if discarding:
+                    discarding = False
+                elif len(buf) + nl - start > max_line_bytes:
+                    items.append(_OVERLONG)
+                else:
+                    buf += chunk[start:nl]
+                    items.append(bytes(buf))
+                buf.clear()
+                start = nl + 1
+            if not discarding:
+                buf += chunk[start:]
+                if len(buf) > max_line_bytes:
+                    # R1: answered as bad input; memory stays bounded.
+                    items.append(_OVERLONG)
+                    buf.clear()
+                    discarding = True
+        for item in items:
+            slots.acquire()
+            try:
+                deliver(item)
+            except RuntimeError:  # the event loop is closed: the provider is exiting
+                return
+            if item is _EOF:
+                return
+
+
+async def serve_stdio(
+    provider: Provider,
+    *,
+    stdin: int | None = None,
+    stdout: Any = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """Serve ``provider`` on the ``stdin`` descriptor and binary ``stdout`` until shutdown or EOF.
+
+    Each request runs in its own task so pipelined requests are answered as
+    they finish; replies are written whole, one per line, under a lock. Needs
+    the asyncio backend (jsonrpcserver gathers batches with asyncio).
+    """
+    server = ProviderServer(provider)
+    fd = stdin if stdin is not None else sys.stdin.fileno()
+    dst = stdout if stdout is not None else sys.stdout.buffer
+    write_lock = anyio.Lock()
+    send, receive = anyio.create_memory_object_stream[Any](math.inf)
+    slots = threading.Semaphore(64)
+    loop = asyncio.get_running_loop()
+
+    async def write(text: str) -> None:
+        async with write_lock:
+            dst.write(text.encode("utf-8") + b"\n")
+            dst.flush()
+
+    async def answer(line: bytes) -> None:
+        reply = await server.handle_line(line)
+        if reply is not None:
+            await write(reply)
+
+    async def too_long() -> None:
+        # R1: an over-long line is bad input, answered and skipped, never buffered whole.
+        error = {
+            "code": INVALID_REQUEST,
+            "message": f"line longer than {max_line_bytes} bytes",
+            "data": {"cgp_code": CgpErrorCode.BAD_REQUEST.value},
+        }
+        await write(json.dumps({"jsonrpc": "2.0", "error": error, "id": None}))
+
+    async def read_loop() -> None:
+        # Answers run in a nested group: at EOF the replies in flight are still
+        # written before the provider exits (R2); a shutdown cancels them.
+        async with receive, anyio.create_task_group() as answers:
+            async for item in receive:
+                slots.release()
+                if item is _EOF:
+                    break
+                answers.start_soon(too_long if item is _OVERLONG else partial(answer, item))
+        server.shutdown_requested.set()
+
+    thread = threading.Thread(
+        target=_read_lines,
+        args=(fd, max_line_bytes, partial(loop.call_soon_threadsafe, send.send_nowait), slots),
+        name="provider-stdin",
+        daemon=True,
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_loop)
+            thread.start()
+            await server.shutdown_requested.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        send.close()
+
+
+def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF."""
+    anyio.run(_serve, provider, max_line_bytes, backend="asyncio")
+
+
+async def _serve(provider: Provider, max_line_bytes: int) -> None:
+    await serve_stdio(provider, max_line_bytes=max_line_bytes)

@@ -1,0 +1,193 @@
+"""The provider runtime (hostd.provider): in memory and as a real child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    ContextQuery,
+    UnverifiableRange,
+    address_line_range,
+    check_frame,
+    parse_frame,
+    sha256_digest,
+)
+from hostd.provider import ProviderServer, file_provenance, make_frame
+from tests.fixtures.healthy_provider import HealthyProvider
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _req(method: str, params: Any = None, id: Any = None) -> bytes:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    if id is not None:
+        msg["id"] = id
+    return json.dumps(msg).encode() + b"\n"
+
+
+HANDSHAKE = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "t", "version": "0"}}
+QUERY = {"query": {"goal": "g", "max_frames": 5, "max_tokens": 1000}}
+
+
+class Child:
+    """The healthy provider fixture as a real child process over real pipes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fixtures.healthy_provider", *args],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=10)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                if f is not None:
+                    f.close()
+
+
+@pytest.fixture
+def child() -> Any:
+    c = Child()
+    yield c
+    if c.proc.poll() is None:
+        c.proc.kill()
+    c.close()
+
+
+def test_handshake_acks_with_info_and_capabilities(child: Child) -> None:
+    child.send(_req("context/handshake", HANDSHAKE, 1))
+    reply = child.recv()
+    assert reply["id"] == 1
+    assert reply["result"]["provider"]["name"] == "healthy"
+    assert reply["result"]["capabilities"]["correlation"] is True
+
+
+def test_incompatible_family_is_a_named_error(child: Child) -> None:
+    child.send(_req("context/handshake", {**HANDSHAKE, "protocol_version": "contextgraph/2.0"}, 1))
+    reply = child.recv()
+    assert reply["error"]["data"]["cgp_code"] == "incompatible_version"
+
+
+def test_malformed_lines_get_bad_request_and_the_provider_keeps_serving(child: Child) -> None:
+    child.send(b"this is not json\n")
+    assert child.recv()["error"]["data"]["cgp_code"] == "bad_request"
+    child.send(_req("context/query", {"query": {"goal": "g"}}, 2))  # no budget: bad params
+    reply = child.recv()
+    assert reply["id"] == 2 and reply["error"]["data"]["cgp_code"] == "bad_request"
+    child.send(_req("no/such/method", {}, 3))
+    assert child.recv()["error"]["data"]["cgp_code"] == "bad_request"
+    child.send(_req("context/query", QUERY, 4))
+    reply = child.recv()
+    assert reply["id"] == 4 and len(reply["result"]["frames"]) == 3
+
+
+def test_an_over_long_line_is_refused_and_serving_continues(child: Child) -> None:
+    child.send(b'{"x": "' + b"a" * (8 * 1024 * 1024 + 10) + b'"}\n')
+    assert child.recv()["error"]["data"]["cgp_code"] == "bad_request"
+    child.send(_req("context/query", QUERY, 5))
+    assert child.recv()["id"] == 5
+
+
+def test_a_refusal_carries_its_cgp_code(child: Child) -> None:
+    child.send(_req("context/query", {"query": {**QUERY["query"], "goal": "refuse"}}, 6))
+    reply = child.recv()
+    assert reply["id"] == 6
+    assert reply["error"]["data"]["cgp_code"] == "bad_request"
+    assert reply["error"]["code"] == -32602
+
+
+def test_pipelined_requests_are_each_answered_once_by_id() -> None:
+    c = Child("--delay-ms", "20")
+    try:
+        c.send(b"".join(_req("context/query", QUERY, i) for i in range(20)))
+        ids = sorted(c.recv()["id"] for _ in range(20))
+        assert ids == list(range(20))
+        c.send(_req("context/shutdown"))
+        assert c.close() == 0
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.close()
+
+
+def test_exits_cleanly_on_shutdown_notification(child: Child) -> None:
+    child.send(_req("context/handshake", HANDSHAKE, 1))
+    child.recv()
+    child.send(_req("context/shutdown"))  # stdin stays open: the notification alone ends it
+    assert child.close() == 0
+
+
+def test_exits_cleanly_on_stdin_eof_after_answering(child: Child) -> None:
+    child.send(_req("context/query", QUERY, 9))
+    assert child.proc.stdin is not None
+    child.proc.stdin.close()
+    assert child.recv()["id"] == 9
+    assert child.close() == 0
+
+
+@pytest.mark.anyio
+async def test_in_memory_server_answers_verify_and_ignores_blank_lines() -> None:
+    server = ProviderServer(HealthyProvider())
+    assert await server.handle_line(b"   \n") is None
+    frames = [{"provider_id": "healthy", "frame_id": "healthy:0"}]
+    reply = json.loads(await server.handle_line(_req("context/verify", {"frames": frames}, 1)))
+    assert reply["result"]["verdicts"][0]["status"] == "valid"
+    assert await server.handle_line(_req("context/shutdown")) is None
+    assert server.shutdown_requested.is_set()
+
+
+@pytest.mark.anyio
+async def test_honest_provider_frames_pass_every_frame_rule() -> None:
+    result = await HealthyProvider(frames=4).query(
+        ContextQuery(goal="g", max_frames=10, max_tokens=1000)
+    )
+    assert len(result.frames) == 4
+    for raw in result.frames:
+        frame, violations = parse_frame(raw)
+        assert frame is not None and violations == []
+
+
+def test_make_frame_computes_cost_and_digest() -> None:
+    frame = make_frame(id="a", kind="doc", title="t", content="héllo wörld", citation_label="a")
+    assert frame.token_cost == 4  # 13 UTF-8 bytes -> ceil(13/4)
+    assert frame.content_digest == sha256_digest("héllo wörld".encode())
+    assert check_frame(frame) == []
+
+
+def test_file_provenance_digests_exactly_the_addressed_lines() -> None:
+    data = b"one\ntwo\nthree\n"
+    prov = file_provenance("file:///x", data, "L2-3")
+    assert prov.digest == sha256_digest(address_line_range(data, "L2-3"))
+    assert prov.digest == sha256_digest(b"two\nthree\n")
+
+
+def test_helpers_reject_an_unaddressable_range() -> None:
+    with pytest.raises(UnverifiableRange):
+        file_provenance("file:///x", b"one\n", "L5")
