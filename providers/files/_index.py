@@ -1,0 +1,153 @@
+"""Lexical (BM25) search over a ``Corpus``: tokenising, indexing, ranking, frame building.
+
+BM25 is ``bm25s`` over our own tokens rather than SQLite FTS5: the index is
+derived state, rebuilt from the files in milliseconds at repository scale, so
+FTS5's persistence buys nothing, while ``bm25s`` takes pre-tokenised input and
+lets code identifiers be split the way code is written (``address_line_range``
+and ``addressLineRange`` both match ``address line range``) — FTS5 would need a
+custom tokenizer, which stdlib ``sqlite3`` cannot register.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import bm25s
+import numpy as np
+
+from hostd.protocol import ContextFrame, ContextQuery, Provenance, canonical_token_cost
+
+from .._corpus import Chunk, Corpus, CorpusOptions
+from .._frames import Packed, now_timestamp, pack, query_text, saturate
+
+__all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
+
+#: The raw BM25 score that maps to 0.5 (F1). Scores are ordinal (F10); this only
+#: keeps a typical strong match in the middle of [0, 1] rather than pinned at 1.
+BM25_HALF_SCORE = 12.0
+
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[0-9]+")
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_STOPWORDS = frozenset(
+    "a an and are as at be by do does for from has have how i if in is it its of on or "
+    "that the this to was what when where which who why will with".split()
+)
+
+
+def _stem(word: str) -> str:
+    # A deliberately small normaliser (plural/-ing/-ed); applied to both sides alike.
+    for suffix, min_len in (("ing", 6), ("ed", 5), ("es", 5), ("s", 4)):
+        if len(word) >= min_len and word.endswith(suffix) and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased terms; identifiers also yield their snake/camel parts."""
+    out: list[str] = []
+    for m in _WORD_RE.finditer(text):
+        word = m.group(0)
+        lower = word.lower()
+        parts = [p.lower() for piece in word.split("_") for p in _CAMEL_RE.findall(piece)]
+        if lower not in _STOPWORDS:
+            out.append(_stem(lower.strip("_")))
+        if len(parts) > 1:
+            out.extend(_stem(p) for p in parts if p not in _STOPWORDS)
+    return [t for t in out if t]
+
+
+@dataclass(slots=True, frozen=True)
+class Hit:
+    chunk: Chunk
+    raw: float
+    score: float
+
+
+class FileIndex:
+    """BM25 over the chunks of a directory tree, rebuilt when the tree changes.
+
+    Thread-safe: ``search`` and ``refresh`` may be called from worker threads.
+    """
+
+    def __init__(self, options: CorpusOptions, *, refresh_interval_s: float = 1.0) -> None:
+        self.corpus = Corpus(options)
+        self.refresh_interval_s = refresh_interval_s
+        self._lock = threading.Lock()
+        self._bm25: bm25s.BM25 | None = None
+        self._chunks: list[Chunk] = []
+        self._indexed_at: dict[str, str] = {}
+        self._last_check = float("-inf")
+
+    @property
+    def root(self) -> Path:
+        return self.corpus.root
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Re-walk the tree (at most once per ``refresh_interval_s``); rebuild on change."""
+        with self._lock:
+            now = time.monotonic()
+            if not force and now - self._last_check < self.refresh_interval_s:
+                return False
+            self._last_check = now
+            changed = self.corpus.refresh()
+            if changed or self._bm25 is None:
+                self._rebuild()
+            return changed
+
+    def _rebuild(self) -> None:
+        chunks = list(self.corpus.chunks)
+        stamp = now_timestamp()
+        indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
+        bm25: bm25s.BM25 | None = None
+        if chunks:
+            bm25 = bm25s.BM25()
+            # Prefix each chunk with its path so a file's name is searchable too.
+            bm25.index([tokenize(c.rel) + tokenize(c.text) for c in chunks], show_progress=False)
+        self._bm25, self._chunks, self._indexed_at = bm25, chunks, indexed_at
+
+    def search(self, text: str, *, limit: int = 200) -> list[Hit]:
+        """Best first; ties broken by chunk id so equal inputs rank identically."""
+        self.refresh()
+        with self._lock:
+            bm25, chunks = self._bm25, self._chunks
+        tokens = tokenize(text)
+        if bm25 is None or not tokens:
+            return []
+        scores = np.asarray(bm25.get_scores(tokens), dtype=np.float64)
+        order = [int(i) for i in np.flatnonzero(scores > 0)]
+        order.sort(key=lambda i: (-scores[i], chunks[i].chunk_id))
+        return [
+            Hit(chunks[i], float(scores[i]), saturate(float(scores[i]), BM25_HALF_SCORE))
+            for i in order[:limit]
+        ]
+
+    def frame(self, hit: Hit) -> ContextFrame:
+        c = hit.chunk
+        return ContextFrame(
+            id=c.chunk_id,
+            kind=c.kind,
+            title=c.title,
+            content=c.text,
+            content_digest=c.digest,  # the inline bytes are exactly the addressed bytes
+            uri=c.uri,
+            score=round(hit.score, 6),
+            token_cost=canonical_token_cost(c.text),
+            recorded_at=self._indexed_at.get(c.chunk_id),
+            provenance=[Provenance(type="file", uri=c.uri, range=c.range, digest=c.digest)],
+            citation_label=c.citation_label,
+        )
+
+    def answer(self, query: ContextQuery) -> Packed:
+        """The frames for one query under its limits (B1, B4, Q1)."""
+        if query.max_frames == 0:
+            return Packed([], False, 0)
+        hits = self.search(query_text(query))
+        return pack(hits, query, kind_of=lambda h: h.chunk.kind, build=self.frame)
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self._chunks)

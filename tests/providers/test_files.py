@@ -1,0 +1,253 @@
+"""providers.files: the index, its frames' honesty against the disk, and verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.protocol import (
+    ContextQuery,
+    FrameIdentity,
+    address_line_range,
+    canonical_token_cost,
+    check_budget,
+    check_frame,
+    check_kinds,
+    sha256_digest,
+)
+from providers import Corpus, CorpusOptions, chunk_file, split_lines, verify_chunk
+from providers.files import FileIndex, tokenize
+
+from ._stdio import StdioPeer
+
+
+def _q(text: str, **kw: object) -> ContextQuery:
+    base: dict[str, object] = {"goal": text, "max_frames": 20, "max_tokens": 100_000}
+    base.update(kw)
+    return ContextQuery.model_validate(base)
+
+
+def _tree(root: Path) -> Path:
+    (root / "src").mkdir()
+    (root / "docs").mkdir()
+    (root / "src" / "net.py").write_text(
+        "".join(f"# filler line {i}\n" for i in range(60))
+        + "def retry_loop(attempts):\n    # the retry loop gives up after attempts\n"
+        + "    return attempts\n"
+    )
+    # CRLF endings and no final newline: the digest covers the raw bytes (F17).
+    (root / "src" / "win.py").write_bytes(b"def crlf_marker():\r\n    return 'zebra'\r\n# end")
+    (root / "docs" / "guide.md").write_text(
+        "# Guide\n\nIntro text.\n\n## Installing\n\nRun the installer wombat.\n\n"
+        "```\n# not a heading\n```\n\n## Usage\n\nUse the wombat daily.\n"
+    )
+    return root
+
+
+def _index(root: Path, **kw: Any) -> FileIndex:
+    ix = FileIndex(CorpusOptions(root=root, **kw), refresh_interval_s=0.0)
+    ix.refresh(force=True)
+    return ix
+
+
+def test_frame_ranges_and_digests_match_the_bytes_on_disk(tmp_path: Path) -> None:
+    ix = _index(_tree(tmp_path))
+    frames = ix.answer(_q("retry loop attempts crlf zebra wombat installer")).frames
+    assert {f.citation_label.split(" ")[0] for f in frames} >= {
+        "src/net.py",
+        "src/win.py",
+        "docs/guide.md",
+    }
+    for f in frames:
+        assert check_frame(f) == []
+        (prov,) = f.provenance
+        assert prov.type == "file" and prov.uri == f.uri and f.uri.startswith("file://")
+        data = Path(f.uri.removeprefix("file://")).read_bytes()
+        addressed = address_line_range(data, prov.range)
+        assert f.content is not None and f.content.encode("utf-8") == addressed
+        assert prov.digest == sha256_digest(addressed) == f.content_digest
+        assert f.token_cost == canonical_token_cost(f.content)
+        assert 0.0 <= f.score <= 1.0
+        assert f.citation_label.endswith(prov.range)
+
+
+def test_code_is_snippet_and_markdown_is_doc_cut_at_headings(tmp_path: Path) -> None:
+    ix = _index(_tree(tmp_path))
+    by_rel: dict[str, list[str]] = {}
+    for c in ix.corpus.chunks:
+        by_rel.setdefault(c.rel, []).append(c.kind)
+    assert set(by_rel["src/net.py"]) == {"snippet"}
+    assert set(by_rel["docs/guide.md"]) == {"doc"}
+    headings = [c.heading for c in ix.corpus.chunks if c.rel == "docs/guide.md"]
+    # The fenced "# not a heading" does not start a section.
+    assert headings == ["Guide", "Installing", "Usage"]
+
+
+def test_query_honours_max_frames_max_tokens_and_kinds(tmp_path: Path) -> None:
+    ix = _index(_tree(tmp_path))
+    q = _q("wombat retry attempts zebra filler line", max_frames=2)
+    out = ix.answer(q)
+    assert len(out.frames) == 2 and out.truncated
+    q = _q("wombat retry attempts zebra filler line", max_tokens=60)
+    out = ix.answer(q)
+    assert check_budget(q, out.frames) == []
+    assert sum(f.token_cost for f in out.frames) <= 60
+    q = _q("wombat retry attempts zebra filler line", kinds=["doc"])
+    out = ix.answer(q)
+    assert out.frames and check_kinds(q, out.frames) == []
+    assert ix.answer(_q("wombat", kinds=["fact"])).frames == []
+    assert ix.answer(_q("wombat", max_frames=0)).frames == []
+
+
+def test_scores_are_ordered_best_first(tmp_path: Path) -> None:
+    ix = _index(_tree(tmp_path))
+    frames = ix.answer(_q("retry loop")).frames
+    assert frames[0].citation_label.startswith("src/net.py")
+    scores = [f.score for f in frames]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_gitignore_is_honoured_at_every_level(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / ".gitignore").write_text("secret/\n*.log\n")
+    (root / "secret").mkdir()
+    (root / "secret" / "keys.py").write_text("wombat_secret = 1\n")
+    (root / "app.log").write_text("wombat in a log\n")
+    (root / "src" / ".gitignore").write_text("generated_*.py\n!generated_keep.py\n")
+    (root / "src" / "generated_a.py").write_text("wombat_generated = 1\n")
+    (root / "src" / "generated_keep.py").write_text("wombat_kept = 1\n")
+    rels = {c.rel for c in _index(root).corpus.chunks}
+    assert "secret/keys.py" not in rels
+    assert "app.log" not in rels
+    assert "src/generated_a.py" not in rels
+    assert "src/generated_keep.py" in rels
+    assert "src/net.py" in rels
+    # Turning the ignore files off brings them back.
+    rels_all = {c.rel for c in _index(root, honour_gitignore=False).corpus.chunks}
+    assert {"secret/keys.py", "app.log", "src/generated_a.py"} <= rels_all
+
+
+def test_include_and_exclude_globs_select_files(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    rels = {c.rel for c in _index(root, include=("*.md",)).corpus.chunks}
+    assert rels == {"docs/guide.md"}
+    rels = {c.rel for c in _index(root, exclude=("src/",)).corpus.chunks}
+    assert rels == {"docs/guide.md"}
+
+
+def test_binary_huge_and_non_utf8_files_are_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "blob.bin").write_bytes(b"wombat\0\x01\x02")
+    (root / "latin1.txt").write_bytes("wombat caf\xe9\n".encode("latin-1"))
+    (root / "huge.txt").write_text("wombat\n" * 2000)
+    rels = {c.rel for c in _index(root, max_file_bytes=10_000).corpus.chunks}
+    assert not rels & {"blob.bin", "latin1.txt", "huge.txt"}
+    assert "docs/guide.md" in rels
+
+
+def test_index_refreshes_when_files_change(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    ix = _index(root)
+    assert ix.answer(_q("platypus")).frames == []
+    (root / "src" / "new.py").write_text("platypus = 'new'\n")
+    assert [f.citation_label for f in ix.answer(_q("platypus")).frames] == ["src/new.py L1-1"]
+    (root / "src" / "new.py").unlink()
+    assert ix.answer(_q("platypus")).frames == []
+
+
+def test_verify_answers_valid_then_stale_then_gone(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    ix = _index(root)
+    (frame,) = ix.answer(_q("zebra crlf_marker", max_frames=1)).frames
+    ident = FrameIdentity(
+        provider_id="files", frame_id=frame.id, content_digest=frame.content_digest
+    )
+    assert verify_chunk(root, ident).status == "valid"
+    path = root / "src" / "win.py"
+    path.write_bytes(path.read_bytes().replace(b"zebra", b"zebrA"))
+    verdict = verify_chunk(root, ident)
+    assert verdict.status == "stale"
+    assert verdict.replacement_digest == sha256_digest(path.read_bytes())
+    path.unlink()
+    assert verify_chunk(root, ident).status == "gone"
+
+
+def test_verify_says_gone_when_the_lines_no_longer_exist(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    ident = FrameIdentity(
+        provider_id="files", frame_id="src/net.py#L60-63", content_digest=sha256_digest(b"x")
+    )
+    assert verify_chunk(root, ident).status == "stale"
+    (root / "src" / "net.py").write_text("short\n")
+    assert verify_chunk(root, ident).status == "gone"
+
+
+def test_verify_vouches_for_nothing_it_cannot_check(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    no_digest = FrameIdentity(provider_id="files", frame_id="src/net.py#L1-2")
+    escape = FrameIdentity(
+        provider_id="files", frame_id="../outside.py#L1-2", content_digest=sha256_digest(b"")
+    )
+    foreign = FrameIdentity(provider_id="files", frame_id="nonsense", content_digest=None)
+    assert [verify_chunk(root, i).status for i in (no_digest, escape, foreign)] == ["unknown"] * 3
+
+
+def test_tokenize_splits_identifiers() -> None:
+    tokens = tokenize("address_line_range(canonicalTokenCost)")
+    assert {"address_line_range", "address", "line", "range", "canonical", "token", "cost"} <= set(
+        tokens
+    )
+
+
+@given(st.binary(max_size=300).map(lambda b: b.replace(b"\0", b"")), st.data())
+def test_chunk_bytes_are_exactly_the_addressed_range(data: bytes, draw: st.DataObject) -> None:
+    lines = split_lines(data)
+    assert b"".join(lines) == data
+    if lines:
+        a = draw.draw(st.integers(1, len(lines)))
+        b = draw.draw(st.integers(a, len(lines)))
+        assert b"".join(lines[a - 1 : b]) == address_line_range(data, f"L{a}-{b}")
+
+
+@given(st.text(alphabet=st.sampled_from("ab #\n\r`é"), max_size=400), st.integers(1, 7))
+def test_chunks_of_any_text_digest_their_own_range(text: str, window: int) -> None:
+    data = text.encode("utf-8")
+    for suffix in ("x.md", "x.py"):
+        for c in chunk_file(Path("/r") / suffix, suffix, data, window):
+            addressed = address_line_range(data, c.range)
+            assert c.text.encode("utf-8") == addressed
+            assert c.digest == sha256_digest(addressed)
+            assert c.end - c.start + 1 <= window
+
+
+def test_corpus_refresh_reports_changes_only_when_there_are_some(tmp_path: Path) -> None:
+    corpus = Corpus(CorpusOptions(root=_tree(tmp_path)))
+    assert corpus.refresh() is True
+    assert corpus.refresh() is False
+
+
+@pytest.mark.anyio
+async def test_files_provider_serves_a_query_and_verify_over_stdio(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with StdioPeer(["-m", "providers.files", "--root", str(root)]) as peer:
+        ack = await peer.handshake()
+        assert ack["capabilities"]["verify"] is True
+        assert ack["provider"]["name"] == "hostd-files"
+        result = await peer.call(
+            "context/query",
+            {"query": {"goal": "retry loop", "max_frames": 3, "max_tokens": 2000}},
+        )
+        assert result["frames"], result
+        top = result["frames"][0]
+        assert top["citation_label"].startswith("src/net.py")
+        ident = {
+            "provider_id": "files",
+            "frame_id": top["id"],
+            "content_digest": top["content_digest"],
+        }
+        verified = await peer.call("context/verify", {"frames": [ident]})
+        assert verified["verdicts"] == [{"frame": ident, "status": "valid"}]
