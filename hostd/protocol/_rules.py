@@ -98,7 +98,8 @@ def parse_timestamp(value: str) -> tuple[datetime, Decimal] | None:
     if m is None:
         return None
     try:
-        whole = datetime(*(int(m.group(i)) for i in range(1, 7)))
+        y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
+        whole = datetime(y, mo, d, h, mi, sec)
     except ValueError:
         return None
     frac = Decimal("0" + m.group(7)) if m.group(7) else Decimal(0)
