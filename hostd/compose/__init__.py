@@ -1,0 +1,70 @@
+"""Composition: turns the frames providers returned into what the agent pastes.
+
+A pure library over ``hostd.protocol`` (and the ``hostd.errors`` tree): no I/O,
+nothing from the engine, transport or server. The pipeline is
+``dedup_cross_provider`` → rank (a named ``Strategy`` from ``ranking``) →
+floors, caps and packing by canonical token cost → placement → fenced
+rendering (R3), with an audit entry for every offered frame.
+``budget_split`` is the one piece the engine uses, before fan-out.
+"""
+
+from ._audit import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
+from ._budget import budget_split
+from ._candidates import CandidateSet, frame_sort_key
+from ._compose import Floor, FloorsExceedBudget, compose_for_prompt
+from ._dedup import DedupDrop, Deduped, dedup_cross_provider
+from ._placement import PLACEMENTS, fold_to_edges, order_by, order_by_value, place
+from ._render import (
+    EVIDENCE_PREAMBLE,
+    citation_label_for,
+    compose_context,
+    escape_attribute,
+    neutralize_fences,
+    render_frame,
+)
+from .ranking import (
+    PerProviderQuota,
+    ReciprocalRankFusion,
+    RoundRobinByRank,
+    ScoreDescending,
+    Strategy,
+    is_ranking_permutation,
+    rank_with,
+    strategy_from_wire,
+)
+
+__all__ = [
+    "EVIDENCE_PREAMBLE",
+    "PLACEMENTS",
+    "AuditEntry",
+    "CandidateSet",
+    "Citation",
+    "ComposedPrompt",
+    "CompositionAudit",
+    "DedupDrop",
+    "Deduped",
+    "Floor",
+    "FloorRecord",
+    "FloorsExceedBudget",
+    "PerProviderQuota",
+    "ReciprocalRankFusion",
+    "RoundRobinByRank",
+    "ScoreDescending",
+    "Strategy",
+    "budget_split",
+    "citation_label_for",
+    "compose_context",
+    "compose_for_prompt",
+    "dedup_cross_provider",
+    "escape_attribute",
+    "fold_to_edges",
+    "frame_sort_key",
+    "is_ranking_permutation",
+    "neutralize_fences",
+    "order_by",
+    "order_by_value",
+    "place",
+    "rank_with",
+    "render_frame",
+    "strategy_from_wire",
+]

@@ -1,0 +1,178 @@
+"""Cross-provider dedup: one frame per piece of evidence, whoever served it (D2).
+
+Frame ids are provider-scoped, so the same file region returned by two
+providers arrives under two identities. Two frames are the same evidence when
+they share a ``content_digest``, or a ``file`` provenance with equal ``uri``
+and ``range``, or their whole identity; the relation is closed transitively
+(union-find over hash maps, so linear in the input, never a pairwise scan).
+In each group the highest score survives (ties to the canonically smaller
+FrameId) and carries the de-duplicated union of the group's provenance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hostd.protocol import ContextFrame, FrameId, Provenance
+
+from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key
+
+__all__ = ["DedupDrop", "Deduped", "dedup_cross_provider"]
+
+
+@dataclass(slots=True, frozen=True)
+class DedupDrop:
+    """A frame collapsed into the survivor ``kept`` that quotes the same evidence."""
+
+    dropped: FrameId
+    kept: FrameId
+
+
+@dataclass(slots=True, frozen=True)
+class Deduped:
+    """``kept``: one candidate per piece of evidence, in canonical order (iterates as
+    ``(provider_id, frame)`` pairs; ``kept.vouched_by(i)`` names every provider
+    behind candidate ``i``). ``dropped``: every collapsed frame, canonical order."""
+
+    kept: CandidateSet
+    dropped: list[DedupDrop]
+
+
+@dataclass(slots=True, frozen=True)
+class _DedupResult:
+    """Internal, index based: ``origin[j]`` is the input index of kept candidate ``j``;
+    ``drops`` pairs input indices ``(dropped, kept)``."""
+
+    kept: CandidateSet
+    origin: list[int]
+    drops: list[tuple[int, int]]
+
+
+def _prov_key(p: Provenance) -> tuple[str | None, ...]:
+    return (p.type, p.uri, p.range, p.digest, p.method, p.by)
+
+
+def _group_members(n_links: list[tuple[int, int]]) -> dict[int, list[int]]:
+    """Connected components of the linked indices, keyed by their smallest index."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        root = x
+        while (up := parent.get(root, root)) != root:
+            root = up
+        while x != root:
+            up = parent.get(x, x)
+            parent[x] = root
+            x = up
+        return root
+
+    for a, b in n_links:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            if ra < rb:
+                parent[rb] = ra
+            else:
+                parent[ra] = rb
+    groups: dict[int, list[int]] = {}
+    for x in list(parent):
+        groups.setdefault(find(x), []).append(x)
+    for root, members in groups.items():
+        if root not in members:
+            members.append(root)
+    return groups
+
+
+def dedup_pool(pool: CandidateSet) -> _DedupResult:
+    """Group ``pool`` by evidence; survivors keep input order (callers rank them)."""
+    frames = pool.frames
+    keys = pool.keys
+    first: dict[object, int] = {}
+    links: list[tuple[int, int]] = []
+    # One dict holds three key spaces that can never compare equal to each other:
+    # a digest is a str, a file region a 2-tuple, an identity a 4-tuple.
+    for i, f in enumerate(frames):
+        d = f.content_digest
+        j = first.setdefault(d if d is not None else keys[i], i)
+        if j != i:
+            links.append((i, j))
+        for pv in f.provenance:
+            if pv.type == "file" and pv.uri is not None:
+                j = first.setdefault((pv.uri, pv.range), i)
+                if j != i:
+                    links.append((i, j))
+    n = len(frames)
+    if not links:
+        return _DedupResult(pool, list(range(n)), [])
+
+    scores = pool.scores
+    pids = pool.provider_ids
+    dropped_mask = bytearray(n)
+    drops: list[tuple[int, int]] = []
+    replaced: dict[int, ContextFrame] = {}
+    support: dict[int, tuple[tuple[str, float], ...]] = {}
+    for members in _group_members(links).values():
+        ranked = sorted(members, key=lambda i: (-scores[i], keys[i]))
+        best = ranked[0]
+        if scores[ranked[1]] == scores[best] and keys[ranked[1]] == keys[best]:
+            # The same identity offered twice with different bodies: settle it by
+            # the frame's own serialisation so the survivor is still set-pure.
+            ties = [i for i in ranked if scores[i] == scores[best] and keys[i] == keys[best]]
+            tied = sorted(ties, key=lambda i: frames[i].model_dump_json())
+            tie_set = set(ties)
+            ranked = tied + [i for i in ranked if i not in tie_set]
+            best = ranked[0]
+        merged: list[Provenance] = []
+        seen: set[tuple[str | None, ...]] = set()
+        for i in ranked:
+            for pv in frames[i].provenance:
+                k = _prov_key(pv)
+                if k not in seen:
+                    seen.add(k)
+                    merged.append(pv)
+        if len(merged) != len(frames[best].provenance):
+            replaced[best] = frames[best].model_copy(update={"provenance": merged})
+        best_by_provider: dict[str, float] = {}
+        for i in ranked:  # best first, so the first score seen per provider is its best
+            best_by_provider.setdefault(pids[i], scores[i])
+        support[best] = tuple(sorted(best_by_provider.items()))
+        for i in ranked[1:]:
+            dropped_mask[i] = 1
+            drops.append((i, best))
+
+    origin = [i for i in range(n) if not dropped_mask[i]]
+    position = {i: j for j, i in enumerate(origin) if i in support}
+    kept = CandidateSet(
+        tuple([pids[i] for i in origin]),
+        tuple([replaced.get(i, frames[i]) for i in origin]),
+        tuple([keys[i] for i in origin]),
+        tuple([scores[i] for i in origin]),
+        {position[i]: sup for i, sup in support.items()},
+    )
+    return _DedupResult(kept, origin, drops)
+
+
+def dedup_cross_provider(frames: Iterable[FramePair]) -> Deduped:
+    """Collapse the same evidence served more than once into one surviving frame.
+
+    A pure function of the input *set*: ``kept`` and ``dropped`` come back in
+    canonical FrameId order whatever the arrival order.
+    """
+    pool = CandidateSet.of(frames)
+    res = dedup_pool(pool)
+    kept = res.kept
+    order = sorted(range(len(kept)), key=kept.keys.__getitem__)
+    remap = {old: new for new, old in enumerate(order)}
+    canonical = CandidateSet(
+        tuple([kept.provider_ids[i] for i in order]),
+        tuple([kept.frames[i] for i in order]),
+        tuple([kept.keys[i] for i in order]),
+        tuple([kept.scores[i] for i in order]),
+        {remap[i]: sup for i, sup in kept.support.items()},
+    )
+    keys: tuple[SortKey, ...] = pool.keys
+    dropped = [
+        DedupDrop(frame_id_of_key(keys[d]), frame_id_of_key(keys[k]))
+        for d, k in sorted(res.drops, key=lambda dk: (keys[dk[0]], keys[dk[1]]))
+    ]
+    return Deduped(canonical, dropped)
