@@ -1,0 +1,154 @@
+"""``providers.memory`` on the provider runtime, plus its CLI (serve, add, supersede, list)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio.to_thread
+
+from hostd.protocol import (
+    Capabilities,
+    ContextQuery,
+    ContextQueryResult,
+    DataFlow,
+    FrameIdentity,
+    FrameVerdict,
+    ProviderInfo,
+    QueryCapability,
+)
+from hostd.provider import Provider, run_stdio
+
+from ._store import KINDS, Entry, MemoryStore, NewEntry, TimestampError
+
+__all__ = ["MemoryProvider", "default_db_path", "main"]
+
+VERSION = "0.1.0"
+
+
+def default_db_path() -> Path:
+    """``$XDG_STATE_HOME/hostd/memory.db``, else ``~/.local/state/hostd/memory.db``."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "hostd" / "memory.db"
+
+
+class MemoryProvider(Provider):
+    """Serves ``fact``/``memory``/``episode`` frames from a ``MemoryStore``."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.info = ProviderInfo(
+            name="hostd-memory", version=VERSION, data_flow=DataFlow(reads=True)
+        )
+        self.capabilities = Capabilities(query=QueryCapability(kinds=list(KINDS)), verify=True)
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        packed = await anyio.to_thread.run_sync(self.store.answer, query)
+        return packed.to_result()
+
+    async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
+        return await anyio.to_thread.run_sync(self.store.verify, frames)
+
+
+def _print_entry(entry: Entry, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(entry.to_json(), ensure_ascii=False))
+        return
+    window = f"[{entry.valid_from}, {entry.valid_to or '…'})"
+    flag = f" superseded by #{entry.superseded_by}" if entry.superseded_by else ""
+    print(f"#{entry.id} {entry.kind} {window}{flag}\n    {entry.title}: {entry.content}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    db = argparse.ArgumentParser(add_help=False)
+    db.add_argument(
+        "--db",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help=f"memory database (default: {default_db_path()})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m providers.memory",
+        description="CGP provider: durable, bitemporal agent memory in SQLite. With no "
+        "command it serves on stdio (JSON-RPC binding); the other commands edit the "
+        "database. Timestamps are YYYY-MM-DDTHH:MM:SS(.f)Z, UTC.",
+        parents=[db],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("serve", parents=[db], help="serve on stdio (the default)")
+
+    add = sub.add_parser("add", parents=[db], help="add one entry")
+    add.add_argument("--kind", choices=KINDS, default="fact")
+    add.add_argument("--title", required=True)
+    add.add_argument("--valid-from", help="when it became true (default: now)")
+    add.add_argument("--valid-to", help="when it stopped being true (default: open)")
+    add.add_argument("--json", action="store_true", help="print the entry as JSON")
+    add.add_argument("content")
+
+    imp = sub.add_parser(
+        "import",
+        parents=[db],
+        help="add JSON lines from stdin ({kind, title, content, valid_from?, valid_to?}) "
+        "in one transaction",
+    )
+    imp.add_argument("--json", action="store_true", help="print the entries as JSON")
+
+    sup = sub.add_parser(
+        "supersede", parents=[db], help="close an entry's window and open its successor"
+    )
+    sup.add_argument("id", type=int)
+    sup.add_argument("--title", help="title of the successor (default: the old title)")
+    sup.add_argument("--at", help="when the old entry stopped being true (default: now)")
+    sup.add_argument("--json", action="store_true", help="print both entries as JSON")
+    sup.add_argument("content")
+
+    lst = sub.add_parser("list", parents=[db], help="entries valid now (or --as-of)")
+    lst.add_argument("--as-of", help="list what was valid at this instant")
+    lst.add_argument("--all", action="store_true", help="every entry, closed ones too")
+    lst.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    fgt = sub.add_parser("forget", parents=[db], help="delete an entry")
+    fgt.add_argument("id", type=int)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    path: Path = getattr(args, "db", None) or default_db_path()
+    command = args.command or "serve"
+    try:
+        with MemoryStore(path) as store:
+            if command == "serve":
+                print(f"providers.memory: {store.count()} entries in {path}", file=sys.stderr)
+                run_stdio(MemoryProvider(store))
+            elif command == "add":
+                entry = store.add(
+                    args.kind,
+                    args.title,
+                    args.content,
+                    valid_from=args.valid_from,
+                    valid_to=args.valid_to,
+                )
+                _print_entry(entry, args.json)
+            elif command == "import":
+                news = [NewEntry(**json.loads(line)) for line in sys.stdin if line.strip()]
+                for entry in store.add_many(news):
+                    _print_entry(entry, args.json)
+            elif command == "supersede":
+                old, new = store.supersede(args.id, args.content, title=args.title, at=args.at)
+                _print_entry(old, args.json)
+                _print_entry(new, args.json)
+            elif command == "list":
+                for entry in store.list(as_of=args.as_of, include_all=args.all):
+                    _print_entry(entry, args.json)
+            elif command == "forget":
+                store.forget(args.id)
+    except (KeyError, ValueError, TimestampError, TypeError) as exc:
+        print(f"providers.memory: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,399 @@
+"""Durable, bitemporal agent memory in SQLite: storage, full-text search, verify.
+
+Every entry is immutable text with a validity window ``[valid_from, valid_to)``
+(when it was true in the world) and a ``recorded_at`` (when it was written),
+all in the F4 profile. Superseding closes the old window and opens a new entry
+in one transaction. Writes are transactions in WAL mode with
+``synchronous=FULL``: a crash mid-write loses only the uncommitted transaction.
+Search is FTS5 BM25 over title and content, filtered by the half-open window
+at ``as_of`` (Q2). This module knows nothing of the wire runtime.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hostd.protocol import (
+    ContextFrame,
+    ContextQuery,
+    FrameIdentity,
+    FrameVerdict,
+    Provenance,
+    VerdictStatus,
+    canonical_token_cost,
+    parse_timestamp,
+    sha256_digest,
+)
+
+from .._frames import Packed, now_timestamp, pack, query_text, saturate
+
+__all__ = [
+    "FTS_HALF_SCORE",
+    "KINDS",
+    "Entry",
+    "MemoryStore",
+    "NewEntry",
+    "TimestampError",
+    "timestamp_key",
+]
+
+KINDS = ("fact", "memory", "episode")
+#: The raw FTS5 BM25 score (negated) that maps to 0.5 (F1); scores stay ordinal (F10).
+FTS_HALF_SCORE = 4.0
+_FRACTION_DIGITS = 9
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+_ID_RE = re.compile(r"mem-([1-9][0-9]*)")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind           TEXT NOT NULL CHECK (kind IN ('fact', 'memory', 'episode')),
+    title          TEXT NOT NULL CHECK (length(title) > 0),
+    content        TEXT NOT NULL,
+    content_digest TEXT NOT NULL,
+    valid_from     TEXT NOT NULL,
+    valid_from_key TEXT NOT NULL,
+    valid_to       TEXT,
+    valid_to_key   TEXT,
+    recorded_at    TEXT NOT NULL,
+    supersedes     INTEGER REFERENCES entries(id),
+    superseded_by  INTEGER REFERENCES entries(id)
+);
+CREATE INDEX IF NOT EXISTS entries_window ON entries (valid_from_key, valid_to_key);
+CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
+    title, content, content='entries', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
+    INSERT INTO entries_fts (rowid, title, content) VALUES (new.id, new.title, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
+    INSERT INTO entries_fts (entries_fts, rowid, title, content)
+    VALUES ('delete', old.id, old.title, old.content);
+END;
+"""
+
+
+class TimestampError(ValueError):
+    """A timestamp outside the F4 profile, or a window that closes before it opens."""
+
+
+def timestamp_key(value: str) -> str:
+    """A key that sorts like the instant: the F4 stamp with a fixed 9-digit fraction.
+
+    F4 strings do not sort as text (``…:00Z`` sorts after ``…:00.5Z``), so the
+    window filter compares these keys instead.
+    """
+    parsed = parse_timestamp(value)
+    if parsed is None:
+        raise TimestampError(f"{value!r} is not YYYY-MM-DDTHH:MM:SS(.f+)?Z (F4)")
+    whole, frac = parsed
+    digits = str(frac)[2:] if frac else ""
+    if len(digits) > _FRACTION_DIGITS:
+        raise TimestampError(f"{value!r}: more than {_FRACTION_DIGITS} fractional digits")
+    return whole.strftime("%Y-%m-%dT%H:%M:%S.") + digits.ljust(_FRACTION_DIGITS, "0")
+
+
+@dataclass(slots=True, frozen=True)
+class NewEntry:
+    kind: str
+    title: str
+    content: str
+    valid_from: str | None = None  # default: the recording instant
+    valid_to: str | None = None  # default: open
+
+
+@dataclass(slots=True, frozen=True)
+class Entry:
+    id: int
+    kind: str
+    title: str
+    content: str
+    content_digest: str
+    valid_from: str
+    valid_to: str | None
+    recorded_at: str
+    supersedes: int | None
+    superseded_by: int | None
+
+    @property
+    def frame_id(self) -> str:
+        return f"mem-{self.id}"
+
+    @property
+    def citation_label(self) -> str:
+        return f"{self.kind} #{self.id}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "frame_id": self.frame_id,
+            "kind": self.kind,
+            "title": self.title,
+            "content": self.content,
+            "content_digest": self.content_digest,
+            "valid_from": self.valid_from,
+            "valid_to": self.valid_to,
+            "recorded_at": self.recorded_at,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+        }
+
+
+_COLUMNS = (
+    "id, kind, title, content, content_digest, valid_from, valid_to, recorded_at, "
+    "supersedes, superseded_by"
+)
+
+
+def _entry(row: Sequence[object]) -> Entry:
+    return Entry(*row)  # type: ignore[arg-type] # columns are selected in field order
+
+
+class MemoryStore:
+    """One SQLite memory database. Safe to share between threads; many processes may open it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: every write below opens its own explicit transaction.
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA busy_timeout = 10000")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        # FULL: a committed transaction survives a crash or power loss, not only a process kill.
+        self._db.execute("PRAGMA synchronous = FULL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        with self._lock:
+            # executescript commits whatever is pending first, so the script carries
+            # its own transaction: two processes creating the schema at once is safe.
+            self._db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it commits, or none of it does."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # --- writes ----------------------------------------------------------------------
+
+    def _insert(self, db: sqlite3.Connection, new: NewEntry, recorded_at: str, **link: int) -> int:
+        if new.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {new.kind!r}")
+        if not new.title.strip():
+            raise ValueError("title must be non-empty (F2)")
+        valid_from = new.valid_from or recorded_at
+        from_key = timestamp_key(valid_from)
+        to_key = timestamp_key(new.valid_to) if new.valid_to is not None else None
+        if to_key is not None and to_key <= from_key:
+            raise TimestampError(f"valid_to {new.valid_to} is not after valid_from {valid_from}")
+        cur = db.execute(
+            "INSERT INTO entries (kind, title, content, content_digest, valid_from, "
+            "valid_from_key, valid_to, valid_to_key, recorded_at, supersedes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                new.kind,
+                new.title,
+                new.content,
+                sha256_digest(new.content.encode("utf-8")),
+                valid_from,
+                from_key,
+                new.valid_to,
+                to_key,
+                recorded_at,
+                link.get("supersedes"),
+            ),
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def add_many(self, entries: Iterable[NewEntry]) -> list[Entry]:
+        """Add every entry in one transaction; on any error none is added."""
+        recorded_at = now_timestamp()
+        with self._write() as db:
+            ids = [self._insert(db, e, recorded_at) for e in entries]
+        return [self._get(i) for i in ids]
+
+    def add(
+        self,
+        kind: str,
+        title: str,
+        content: str,
+        *,
+        valid_from: str | None = None,
+        valid_to: str | None = None,
+    ) -> Entry:
+        (entry,) = self.add_many([NewEntry(kind, title, content, valid_from, valid_to)])
+        return entry
+
+    def supersede(
+        self,
+        entry_id: int,
+        content: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        at: str | None = None,
+    ) -> tuple[Entry, Entry]:
+        """Close ``entry_id``'s window at ``at`` (default now) and open its successor there.
+
+        Both in one transaction. Returns ``(closed_old, new)``.
+        """
+        recorded_at = now_timestamp()
+        at = at or recorded_at
+        at_key = timestamp_key(at)
+        with self._write() as db:
+            old = self._get(entry_id)
+            if old.superseded_by is not None:
+                raise ValueError(f"entry {entry_id} was already superseded by {old.superseded_by}")
+            if old.valid_to is not None and timestamp_key(old.valid_to) <= at_key:
+                raise TimestampError(f"entry {entry_id} was no longer valid at {at}")
+            if timestamp_key(old.valid_from) >= at_key:
+                raise TimestampError(f"entry {entry_id} only became valid at {old.valid_from}")
+            new_id = self._insert(
+                db,
+                NewEntry(kind or old.kind, title or old.title, content, at, old.valid_to),
+                recorded_at,
+                supersedes=entry_id,
+            )
+            db.execute(
+                "UPDATE entries SET valid_to = ?, valid_to_key = ?, superseded_by = ? WHERE id = ?",
+                (at, at_key, new_id, entry_id),
+            )
+        return self._get(entry_id), self._get(new_id)
+
+    def forget(self, entry_id: int) -> None:
+        """Delete an entry (its frames then verify ``gone``); links to it are cleared."""
+        with self._write() as db:
+            self._get(entry_id)
+            db.execute("UPDATE entries SET supersedes = NULL WHERE supersedes = ?", (entry_id,))
+            db.execute(
+                "UPDATE entries SET superseded_by = NULL WHERE superseded_by = ?", (entry_id,)
+            )
+            db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+
+    # --- reads -----------------------------------------------------------------------
+
+    def _get(self, entry_id: int) -> Entry:
+        entry = self.get(entry_id)
+        if entry is None:
+            raise KeyError(f"no memory entry {entry_id}")
+        return entry
+
+    def get(self, entry_id: int) -> Entry | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry_id,)
+            ).fetchone()
+        return _entry(row) if row else None
+
+    def list(self, *, as_of: str | None = None, include_all: bool = False) -> list[Entry]:
+        """Entries valid at ``as_of`` (default now), oldest first; all with ``include_all``."""
+        sql = f"SELECT {_COLUMNS} FROM entries"
+        params: tuple[str, ...] = ()
+        if not include_all:
+            sql += " WHERE valid_from_key <= ? AND (valid_to_key IS NULL OR valid_to_key > ?)"
+            key = timestamp_key(as_of or now_timestamp())
+            params = (key, key)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id", params).fetchall()
+        return [_entry(r) for r in rows]
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def search(
+        self, text: str, *, as_of: str | None = None, limit: int = 200
+    ) -> list[tuple[Entry, float]]:
+        """``(entry, raw BM25)`` best first among entries valid at ``as_of`` (Q2, half-open)."""
+        words = _WORD_RE.findall(text)
+        if not words:
+            return []
+        # Every word quoted: the user's text is data, never FTS5 query syntax.
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
+        key = timestamp_key(as_of or now_timestamp())
+        prefixed = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
+        sql = (
+            f"SELECT {prefixed}, -bm25(entries_fts) AS raw FROM entries_fts "
+            "JOIN entries e ON e.id = entries_fts.rowid "
+            "WHERE entries_fts MATCH ? AND e.valid_from_key <= ? "
+            "AND (e.valid_to_key IS NULL OR e.valid_to_key > ?) "
+            "ORDER BY raw DESC, e.id LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, (match, key, key, limit)).fetchall()
+        return [(_entry(r[:-1]), max(float(r[-1]), 0.0)) for r in rows]
+
+    # --- the provider's two answers --------------------------------------------------
+
+    def frame(self, entry: Entry, raw: float) -> ContextFrame:
+        uri = f"memory:{entry.frame_id}"
+        return ContextFrame(
+            id=entry.frame_id,
+            kind=entry.kind,
+            title=entry.title,
+            content=entry.content,
+            content_digest=entry.content_digest,
+            uri=uri,
+            score=round(saturate(raw, FTS_HALF_SCORE), 6),
+            token_cost=canonical_token_cost(entry.content),
+            valid_from=entry.valid_from,
+            valid_to=entry.valid_to,
+            recorded_at=entry.recorded_at,
+            provenance=[Provenance(type="memory", uri=uri)],
+            citation_label=entry.citation_label,
+        )
+
+    def answer(self, query: ContextQuery) -> Packed:
+        """The frames for one query: window at ``as_of`` (Q2), kinds (Q1), budget (B1, B4)."""
+        if query.max_frames == 0:
+            return Packed([], False, 0)
+        hits = self.search(query_text(query), as_of=query.as_of)
+        return pack(hits, query, kind_of=lambda h: h[0].kind, build=lambda h: self.frame(*h))
+
+    def verify_one(self, identity: FrameIdentity) -> FrameVerdict:
+        """From the stored digest (V3, V4): ``gone`` if deleted, ``stale`` if changed or superseded.
+
+        A superseded entry answers ``stale`` (without a replacement digest: its
+        successor is another frame): the held copy's open window is no longer true.
+        """
+        m = _ID_RE.fullmatch(identity.frame_id)
+        if m is None or identity.content_digest is None:
+            return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
+        entry = self.get(int(m.group(1)))
+        if entry is None:
+            return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
+        if entry.content_digest != identity.content_digest:
+            return FrameVerdict(
+                frame=identity,
+                status=VerdictStatus.STALE.value,
+                replacement_digest=entry.content_digest,
+            )
+        if entry.superseded_by is not None:
+            return FrameVerdict(frame=identity, status=VerdictStatus.STALE.value)
+        return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
+
+    def verify(self, identities: Iterable[FrameIdentity]) -> list[FrameVerdict]:
+        return [self.verify_one(i) for i in identities]

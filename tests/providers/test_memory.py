@@ -1,0 +1,269 @@
+"""providers.memory: the bitemporal window (Q2), supersede, verify, crash-safety, CLI, stdio."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hostd.protocol import (
+    ContextQuery,
+    FrameIdentity,
+    check_as_of,
+    check_budget,
+    check_frame,
+    check_kinds,
+    frame_in_window,
+)
+from providers.memory import MemoryStore, NewEntry, TimestampError, default_db_path, timestamp_key
+
+from ._stdio import REPO, StdioPeer, child_env
+
+T0 = "2026-01-01T00:00:00Z"
+T1 = "2026-02-01T00:00:00Z"
+T2 = "2026-03-01T00:00:00Z"
+
+
+def _q(text: str, **kw: object) -> ContextQuery:
+    base: dict[str, object] = {"goal": text, "max_frames": 20, "max_tokens": 100_000}
+    base.update(kw)
+    return ContextQuery.model_validate(base)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore(tmp_path / "state" / "memory.db") as s:
+        yield s
+
+
+def _ids(store: MemoryStore, text: str, as_of: str | None) -> list[str]:
+    return [f.id for f in store.answer(_q(text, as_of=as_of)).frames]
+
+
+def test_as_of_window_is_half_open(store: MemoryStore) -> None:
+    e = store.add("fact", "port", "the daemon listens on port 7000", valid_from=T0, valid_to=T1)
+    assert _ids(store, "daemon port", "2025-12-31T23:59:59.999999Z") == []
+    assert _ids(store, "daemon port", T0) == [e.frame_id]  # at valid_from: included
+    assert _ids(store, "daemon port", "2026-01-31T23:59:59.999999999Z") == [e.frame_id]
+    assert _ids(store, "daemon port", T1) == []  # at valid_to: excluded
+    q = _q("daemon port", as_of=T0)
+    frames = store.answer(q).frames
+    assert check_as_of(q, frames) == [] and all(frame_in_window(f, T0) for f in frames)
+
+
+def test_timestamps_compare_as_instants_not_as_text(store: MemoryStore) -> None:
+    # "…:00Z" sorts after "…:00.5Z" as text; the window must still be right.
+    e = store.add("fact", "t", "wombat", valid_from="2026-01-01T00:00:00.5Z")
+    assert _ids(store, "wombat", "2026-01-01T00:00:00Z") == []
+    assert _ids(store, "wombat", "2026-01-01T00:00:00.5Z") == [e.frame_id]
+    assert timestamp_key("2026-01-01T00:00:00Z") < timestamp_key("2026-01-01T00:00:00.5Z")
+
+
+def test_bad_timestamps_and_windows_are_refused(store: MemoryStore) -> None:
+    with pytest.raises(TimestampError):
+        store.add("fact", "t", "x", valid_from="2026-01-01 00:00:00")
+    with pytest.raises(TimestampError):
+        store.add("fact", "t", "x", valid_from=T1, valid_to=T1)
+    with pytest.raises(ValueError, match="kind"):
+        store.add("snippet", "t", "x")
+    assert store.count() == 0
+
+
+def test_supersede_closes_the_old_window_and_opens_the_new(store: MemoryStore) -> None:
+    old = store.add("fact", "retries", "the retry loop gives up after five attempts", valid_from=T0)
+    closed, new = store.supersede(old.id, "the retry loop gives up after three attempts", at=T1)
+    assert closed.valid_to == T1 and closed.superseded_by == new.id
+    assert new.valid_from == T1 and new.valid_to is None and new.supersedes == old.id
+    assert _ids(store, "retry loop", "2026-01-15T00:00:00Z") == [old.frame_id]
+    assert _ids(store, "retry loop", T1) == [new.frame_id]
+    assert _ids(store, "retry loop", None) == [new.frame_id]  # no as_of: what is true now
+    assert [e.id for e in store.list()] == [new.id]
+    assert [e.id for e in store.list(include_all=True)] == [old.id, new.id]
+    with pytest.raises(ValueError, match="already superseded"):
+        store.supersede(old.id, "again", at=T2)
+    with pytest.raises(TimestampError):
+        store.supersede(new.id, "before it began", at=T0)
+
+
+def test_frames_are_valid_and_honour_kinds_and_budget(store: MemoryStore) -> None:
+    store.add_many(
+        [
+            NewEntry("fact", "cache", "the cache lives under the state dir " * 5),
+            NewEntry("memory", "cache pref", "the user prefers a small cache"),
+            NewEntry("episode", "cache wipe", "the cache was wiped on Monday"),
+        ]
+    )
+    frames = store.answer(_q("cache")).frames
+    assert len(frames) == 3
+    for f in frames:
+        assert check_frame(f) == [] and 0 <= f.score <= 1 and f.recorded_at and f.valid_from
+    q = _q("cache", kinds=["episode", "memory"])
+    assert {f.kind for f in store.answer(q).frames} == {"episode", "memory"}
+    assert check_kinds(q, store.answer(q).frames) == []
+    q = _q("cache", max_tokens=20)
+    out = store.answer(q)
+    assert check_budget(q, out.frames) == [] and out.truncated
+    assert len(store.answer(_q("cache", max_frames=1)).frames) == 1
+
+
+def test_query_text_is_data_not_fts_syntax(store: MemoryStore) -> None:
+    store.add("fact", "quote", 'he said "NEAR" AND (stop)')
+    assert len(store.answer(_q('"NEAR" AND (stop OR * ^')).frames) == 1
+    assert store.answer(_q("")).frames == []
+
+
+def test_verify_answers_from_the_stored_digest(store: MemoryStore) -> None:
+    a = store.add("fact", "a", "alpha")
+    b = store.add("fact", "b", "beta")
+
+    def ident(e_id: str, digest: str | None) -> FrameIdentity:
+        return FrameIdentity(provider_id="memory", frame_id=e_id, content_digest=digest)
+
+    assert store.verify_one(ident(a.frame_id, a.content_digest)).status == "valid"
+    wrong = store.verify_one(ident(a.frame_id, b.content_digest))
+    assert wrong.status == "stale" and wrong.replacement_digest == a.content_digest
+    assert store.verify_one(ident(a.frame_id, None)).status == "unknown"
+    assert store.verify_one(ident("nonsense", a.content_digest)).status == "unknown"
+    store.supersede(a.id, "alpha two")
+    assert store.verify_one(ident(a.frame_id, a.content_digest)).status == "stale"
+    store.forget(b.id)
+    assert store.verify_one(ident(b.frame_id, b.content_digest)).status == "gone"
+
+
+def test_default_db_lives_under_the_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", "/x/state")
+    assert default_db_path() == Path("/x/state/hostd/memory.db")
+    monkeypatch.delenv("XDG_STATE_HOME")
+    assert default_db_path() == Path.home() / ".local/state/hostd/memory.db"
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from providers.memory import MemoryStore, NewEntry
+store = MemoryStore(Path(sys.argv[1]))
+batch = int(sys.argv[2])
+n = 0
+while True:
+    entries = store.add_many(
+        NewEntry("fact", f"fact {n + i}", f"committed fact number {n + i} " * 20)
+        for i in range(batch)
+    )
+    n += batch
+    print(entries[-1].id, flush=True)
+"""
+
+
+def test_a_killed_writer_loses_nothing_it_committed(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    batch = 50
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(db), str(batch)],
+        cwd=REPO,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        reported = [int(proc.stdout.readline()) for _ in range(5)]
+        # Killed while it is (almost surely) in the middle of the next batch.
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    with MemoryStore(db) as store:
+        assert store._db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        count = store.count()
+        ids = {e.id for e in store.list(include_all=True)}
+        # Every reported commit is there, and no batch is there in part.
+        assert set(range(1, reported[-1] + 1)) <= ids
+        assert count % batch == 0 and ids == set(range(1, count + 1))
+        assert len(store.answer(_q(f"number {reported[-1]}")).frames) >= 1
+
+
+def _cli(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "providers.memory", *args, "--db", str(db)],
+        cwd=REPO,
+        env=child_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_adds_imports_supersedes_and_lists(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    r = _cli(db, "add", "--title", "port", "--valid-from", T0, "--json", "port is 7000")
+    assert r.returncode == 0, r.stderr
+    first = json.loads(r.stdout)
+    lines = "\n".join(
+        json.dumps({"kind": k, "title": k, "content": f"{k} entry"}) for k in ("memory", "episode")
+    )
+    r = _cli(db, "import", "--json", stdin=lines)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 2
+    r = _cli(db, "supersede", str(first["id"]), "--at", T1, "--json", "port is 7001")
+    old, new = (json.loads(x) for x in r.stdout.splitlines())
+    assert old["valid_to"] == T1 and new["valid_from"] == T1
+    r = _cli(db, "list", "--as-of", "2026-01-15T00:00:00Z", "--json")
+    assert [json.loads(x)["content"] for x in r.stdout.splitlines()] == ["port is 7000"]
+    r = _cli(db, "add", "--title", "t", "--valid-from", "yesterday", "x")
+    assert r.returncode == 2 and "F4" in r.stderr
+
+
+def test_help_lists_the_options() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "providers.memory", "--help"],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "--db" in r.stdout and "supersede" in r.stdout
+
+
+@pytest.mark.anyio
+async def test_memory_provider_serves_a_query_and_verify_over_stdio(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        e = store.add("fact", "retries", "the retry loop gives up after three attempts")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    async with StdioPeer(["-m", "providers.memory", "--db", str(db)], env=env) as peer:
+        ack = await peer.handshake()
+        assert ack["capabilities"]["query"]["kinds"] == ["fact", "memory", "episode"]
+        result = await peer.call(
+            "context/query", {"query": {"goal": "retry loop", "max_frames": 4, "max_tokens": 500}}
+        )
+        (frame,) = result["frames"]
+        assert frame["id"] == e.frame_id and frame["content_digest"] == e.content_digest
+        ident = {
+            "provider_id": "memory",
+            "frame_id": e.frame_id,
+            "content_digest": e.content_digest,
+        }
+        verified = await peer.call("context/verify", {"frames": [ident]})
+        assert verified["verdicts"] == [{"frame": ident, "status": "valid"}]
+    # No --db: a fresh database under XDG_STATE_HOME is created and served.
+    async with StdioPeer(["-m", "providers.memory"], env=env) as peer:
+        await peer.handshake()
+        result = await peer.call(
+            "context/query", {"query": {"goal": "retry", "max_frames": 4, "max_tokens": 500}}
+        )
+        assert result["frames"] == []
+    assert (tmp_path / "state" / "hostd" / "memory.db").exists()
