@@ -1,0 +1,523 @@
+"""Verification decisions: inline digests, source re-reads, verify requests and verdicts.
+
+Everything here is synchronous. The decisions (``check_inline_digest``,
+``decide_frame``, ``build_verify_requests``, ``judge_verdicts``,
+``merge_candidates``) are pure functions of their arguments. ``SourceReader``
+is the one piece that touches the filesystem; it is sync on purpose so the
+async stage runs it in a worker thread (``anyio.to_thread.run_sync``), never on
+the event loop.
+
+Rules: D1 (inline digest grammar) and D4 (a digest is a claim about the inline
+bytes), F5/F17 (a ``file`` provenance digest covers exactly the bytes its range
+addresses), D2/D3 (identity and reuse), V1–V4 (verify). A source is re-read only
+under a host-trusted root: the URI is resolved with symlinks and ``..`` followed,
+and a path that leaves every root is refused before anything is opened.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from hostd.protocol import (
+    ContextFrame,
+    FrameId,
+    FrameIdentity,
+    FrameVerdict,
+    Provenance,
+    Representation,
+    UnverifiableRange,
+    VerdictStatus,
+    address_line_range,
+    is_sha256_digest,
+    sha256_digest,
+)
+
+from ._reuse import HeldFrame
+
+__all__ = [
+    "DEFAULT_MAX_SOURCE_BYTES",
+    "Decision",
+    "Exclusion",
+    "InlineCheck",
+    "InlineOutcome",
+    "SourceCheck",
+    "SourceOutcome",
+    "SourceReader",
+    "Unverifiable",
+    "VerdictJudgement",
+    "VerificationState",
+    "VerifyPlanEntry",
+    "build_verify_requests",
+    "check_inline_digest",
+    "decide_frame",
+    "file_uri_path",
+    "judge_verdicts",
+    "merge_candidates",
+]
+
+#: Largest source file re-read whole (bytes); a larger one is ``too_large``.
+DEFAULT_MAX_SOURCE_BYTES = 16 * 1024 * 1024
+
+
+class VerificationState(StrEnum):
+    """The state every frame this stage lets through carries into the audit."""
+
+    #: Its inline content hashes to its ``content_digest`` (D1, D4).
+    CONTENT_CHECKED = "content_checked"
+    #: Every ``file`` provenance digest matched the re-read source (F5, F17).
+    SOURCE_VERIFIED = "source_verified"
+    #: Reused from an earlier turn on a ``valid`` verdict (V3).
+    PROVIDER_VERIFIED = "provider_verified"
+    #: Nothing could be checked; ``reason`` says why. Never a mismatch, never verified.
+    UNVERIFIABLE = "unverifiable"
+
+
+class Exclusion(StrEnum):
+    """Why this stage dropped a frame (the audit's ``reason``)."""
+
+    DIGEST_MISMATCH = "digest_mismatch"
+    SOURCE_MISMATCH = "source_mismatch"
+    STALE = "stale"
+    GONE = "gone"
+    #: A held frame whose verdict was ``unknown`` or missing (V2, V3): not reused.
+    VERIFY_UNKNOWN = "verify_unknown"
+
+
+class Unverifiable(StrEnum):
+    """Why a frame or source could not be checked."""
+
+    NO_CONTENT_DIGEST = "no_content_digest"
+    NO_INLINE_CONTENT = "no_inline_content"
+    NO_URI = "no_uri"
+    UNSUPPORTED_URI = "unsupported_uri"
+    UNTRUSTED_PATH = "untrusted_path"
+    UNREADABLE = "unreadable"
+    NOT_A_FILE = "not_a_file"
+    TOO_LARGE = "too_large"
+    # F17 range problems keep the protocol's own names.
+    UNRECOGNISED = "unrecognised"
+    INVERTED = "inverted"
+    START_PAST_END = "start_past_end"
+
+
+# --- inline digest (D1, D4) ---------------------------------------------------------
+
+
+class InlineOutcome(StrEnum):
+    CHECKED = "checked"
+    MISMATCH = "mismatch"
+    ABSENT = "absent"
+    NO_CONTENT = "no_content"
+
+
+@dataclass(slots=True, frozen=True)
+class InlineCheck:
+    outcome: InlineOutcome
+    expected: str | None = None
+    actual: str | None = None
+
+
+def check_inline_digest(frame: ContextFrame) -> InlineCheck:
+    """Hash the exact UTF-8 content bytes and compare with ``content_digest`` (D4)."""
+    if frame.content_digest is None:
+        if frame.content is None or (
+            frame.effective_representation == Representation.REFERENCE.value
+        ):
+            return InlineCheck(InlineOutcome.NO_CONTENT)
+        return InlineCheck(InlineOutcome.ABSENT)
+    if frame.content is None:
+        return InlineCheck(InlineOutcome.NO_CONTENT, expected=frame.content_digest)
+    actual = sha256_digest(frame.content.encode("utf-8"))
+    if actual != frame.content_digest:
+        return InlineCheck(InlineOutcome.MISMATCH, frame.content_digest, actual)
+    return InlineCheck(InlineOutcome.CHECKED, frame.content_digest, actual)
+
+
+# --- source re-read (F5, F17) -------------------------------------------------------
+
+
+class SourceOutcome(StrEnum):
+    VERIFIED = "source_verified"
+    MISMATCH = "source_mismatch"
+    UNVERIFIABLE = "unverifiable"
+
+
+@dataclass(slots=True, frozen=True)
+class SourceCheck:
+    """The outcome of re-reading one frame's ``file`` provenance (all entries together)."""
+
+    outcome: SourceOutcome
+    reason: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
+    """The absolute local path a ``file:`` URI names, or why it names none.
+
+    Accepts ``file:///abs``, ``file://localhost/abs`` and ``file:/abs``,
+    percent-decoded. Another scheme or host, a query or fragment, a relative
+    path or a NUL byte is ``unsupported_uri``.
+    """
+    if not uri:
+        return None, Unverifiable.NO_URI
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return None, Unverifiable.UNSUPPORTED_URI
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        return None, Unverifiable.UNSUPPORTED_URI
+    if parts.query or parts.fragment:
+        return None, Unverifiable.UNSUPPORTED_URI
+    path = unquote(parts.path)
+    if not path.startswith("/") or "\x00" in path:
+        return None, Unverifiable.UNSUPPORTED_URI
+    return path, None
+
+
+def _within(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:
+        return False
+
+
+_ReadResult = tuple[bytes | None, Unverifiable | None, str]
+
+
+class SourceReader:
+    """Re-reads ``file`` provenance under trusted roots. Sync: run it in a worker thread.
+
+    Roots are resolved once (symlinks followed) when the reader is made. A
+    candidate path is resolved the same way and must land inside a root before
+    it is opened; it is then opened without following a final symlink, must be
+    a regular file and at most ``max_bytes`` long. Each file is read once per
+    reader (one reader per verification pass), so many frames from one file
+    cost one read.
+    """
+
+    def __init__(
+        self, roots: Iterable[str | os.PathLike[str]], *, max_bytes: int = DEFAULT_MAX_SOURCE_BYTES
+    ) -> None:
+        self.roots = tuple(dict.fromkeys(os.path.realpath(os.fspath(r)) for r in roots))
+        self.max_bytes = max_bytes
+        self._files: dict[str, _ReadResult] = {}
+        self.reads = 0
+
+    def read(self, path: str) -> _ReadResult:
+        """``(bytes, None, real)`` or ``(None, reason, real)``; never reads outside roots."""
+        cached = self._files.get(path)
+        if cached is not None:
+            return cached
+        result = self._read(path)
+        self._files[path] = result
+        return result
+
+    def _read(self, path: str) -> _ReadResult:
+        real = os.path.realpath(path)
+        if not any(_within(real, root) for root in self.roots):
+            return None, Unverifiable.UNTRUSTED_PATH, real
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK so a FIFO planted under a root cannot hang the worker thread.
+        flags |= getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(real, flags)
+        except OSError:
+            return None, Unverifiable.UNREADABLE, real
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None, Unverifiable.NOT_A_FILE, real
+            if st.st_size > self.max_bytes:
+                return None, Unverifiable.TOO_LARGE, real
+            chunks: list[bytes] = []
+            left = self.max_bytes + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            data = b"".join(chunks)
+            if len(data) > self.max_bytes:
+                return None, Unverifiable.TOO_LARGE, real
+            self.reads += 1
+            return data, None, real
+        except OSError:
+            return None, Unverifiable.UNREADABLE, real
+        finally:
+            os.close(fd)
+
+    def check_provenance(self, prov: Provenance, frame_uri: str | None) -> SourceCheck:
+        """One ``file`` provenance: re-read, address the range (F17), compare the digest."""
+        uri = prov.uri or frame_uri
+        base: dict[str, Any] = {"uri": uri, "range": prov.range}
+        path, problem = file_uri_path(uri)
+        if path is None:
+            assert problem is not None
+            return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
+        if not is_sha256_digest(prov.digest):
+            # F5 is the leg audit's to enforce; here it only means nothing to compare.
+            return SourceCheck(
+                SourceOutcome.UNVERIFIABLE, Unverifiable.NO_CONTENT_DIGEST.value, base
+            )
+        data, problem, _real = self.read(path)
+        if data is None:
+            assert problem is not None
+            return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
+        try:
+            addressed = address_line_range(data, prov.range)
+        except UnverifiableRange as exc:
+            return SourceCheck(
+                SourceOutcome.UNVERIFIABLE, exc.reason.value, {**base, "detail": exc.detail}
+            )
+        actual = sha256_digest(addressed)
+        if actual != prov.digest:
+            return SourceCheck(
+                SourceOutcome.MISMATCH,
+                None,
+                {**base, "expected": prov.digest, "actual": actual},
+            )
+        return SourceCheck(SourceOutcome.VERIFIED, None, base)
+
+    def check_frame(self, frame: ContextFrame) -> SourceCheck | None:
+        """All ``file`` provenance of a frame, or ``None`` when there is none or no root.
+
+        Any mismatch makes the frame a mismatch; all verified makes it verified;
+        otherwise it is unverifiable with the first reason.
+        """
+        if not self.roots:
+            return None
+        files = [p for p in frame.provenance if p.type == "file"]
+        if not files:
+            return None
+        checks = [self.check_provenance(p, frame.uri) for p in files]
+        for i, c in enumerate(checks):
+            if c.outcome == SourceOutcome.MISMATCH:
+                return SourceCheck(c.outcome, None, {**c.detail, "provenance": i})
+        for i, c in enumerate(checks):
+            if c.outcome == SourceOutcome.UNVERIFIABLE:
+                return SourceCheck(c.outcome, c.reason, {**c.detail, "provenance": i})
+        return SourceCheck(SourceOutcome.VERIFIED, None, {"provenance_checked": len(checks)})
+
+
+# --- the per-frame decision ---------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Decision:
+    """What happens to one frame: excluded with a reason, or let through with a state."""
+
+    excluded: Exclusion | None
+    detail: Mapping[str, Any]
+    state: Mapping[str, Any] | None
+    #: A ``valid`` verdict for a frame whose source re-read mismatched.
+    rubber_stamp: bool = False
+
+
+def decide_frame(inline: InlineCheck, source: SourceCheck | None, *, reused: bool) -> Decision:
+    """Combine the inline digest check, the source re-read and reuse into one decision.
+
+    Mismatches exclude (tampering and stale indexes look like this). Otherwise
+    the state is the strongest that holds: ``provider_verified`` for a reused
+    frame, then ``source_verified``, then ``unverifiable`` when a source was
+    tried and could not be checked, then ``content_checked``, then
+    ``unverifiable`` for want of anything to check.
+    """
+    if inline.outcome == InlineOutcome.MISMATCH:
+        return Decision(
+            Exclusion.DIGEST_MISMATCH,
+            {"expected": inline.expected, "actual": inline.actual, "reused": reused},
+            None,
+        )
+    if source is not None and source.outcome == SourceOutcome.MISMATCH:
+        return Decision(
+            Exclusion.SOURCE_MISMATCH,
+            {**source.detail, "reused": reused},
+            None,
+            rubber_stamp=reused,
+        )
+    checked = inline.outcome == InlineOutcome.CHECKED
+    state: dict[str, Any]
+    if reused:
+        state = {"state": VerificationState.PROVIDER_VERIFIED.value}
+        if source is not None:
+            state["source"] = source.outcome.value
+            if source.reason is not None:
+                state["source_reason"] = source.reason
+    elif source is not None and source.outcome == SourceOutcome.VERIFIED:
+        state = {"state": VerificationState.SOURCE_VERIFIED.value}
+    elif source is not None:
+        state = {"state": VerificationState.UNVERIFIABLE.value, "reason": source.reason}
+        if checked:
+            state["content_checked"] = True
+    elif checked:
+        state = {"state": VerificationState.CONTENT_CHECKED.value}
+    else:
+        reason = (
+            Unverifiable.NO_INLINE_CONTENT
+            if inline.outcome == InlineOutcome.NO_CONTENT
+            else Unverifiable.NO_CONTENT_DIGEST
+        )
+        state = {"state": VerificationState.UNVERIFIABLE.value, "reason": reason.value}
+    return Decision(None, {}, state)
+
+
+# --- verify requests (V1, D3) -------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class VerifyPlanEntry:
+    """One provider's share of a session's held frames."""
+
+    provider_id: str
+    #: Held frames to revalidate: digest-carrying only (V1), sorted by FrameId.
+    ask: tuple[HeldFrame, ...]
+    #: Held frames that cannot be reused unchecked (no digest, D3; or no verify capability).
+    skipped: tuple[HeldFrame, ...]
+
+    def identities(self) -> list[FrameIdentity]:
+        """The wire request: identities only, never bodies (V1)."""
+        return [h.fid.identity() for h in self.ask]
+
+
+def build_verify_requests(
+    held: Iterable[HeldFrame],
+    *,
+    can_verify: Callable[[str], bool] | Mapping[str, bool],
+    providers: Iterable[str] | None = None,
+) -> dict[str, VerifyPlanEntry]:
+    """Group held frames per provider into verify requests.
+
+    Only providers in ``providers`` (all when ``None``) and declaring
+    ``capabilities.verify`` are asked; only digest-carrying identities are sent
+    (V1); a digest-less frame is never reused unchecked (D3), it is re-queried.
+    Duplicate FrameIds are asked once.
+    """
+    check = can_verify.get if isinstance(can_verify, Mapping) else can_verify
+    wanted = None if providers is None else set(providers)
+    ask: dict[str, dict[FrameId, HeldFrame]] = {}
+    skipped: dict[str, dict[FrameId, HeldFrame]] = {}
+    for h in held:
+        if wanted is not None and h.provider_id not in wanted:
+            continue
+        if h.fid.content_digest is None or not check(h.provider_id):
+            skipped.setdefault(h.provider_id, {}).setdefault(h.fid, h)
+        else:
+            ask.setdefault(h.provider_id, {}).setdefault(h.fid, h)
+    out: dict[str, VerifyPlanEntry] = {}
+    for pid in sorted(set(ask) | set(skipped)):
+        a = ask.get(pid, {})
+        s = skipped.get(pid, {})
+        out[pid] = VerifyPlanEntry(
+            pid, tuple(a[k] for k in sorted(a)), tuple(s[k] for k in sorted(s))
+        )
+    return out
+
+
+# --- verdicts (V2, V3, V4) ----------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class VerdictJudgement:
+    fid: FrameId
+    status: VerdictStatus
+    replacement_digest: str | None = None
+    #: Why a verdict was read as ``unknown`` when the provider did not say so.
+    note: str | None = None
+
+
+def judge_verdicts(
+    requested: Sequence[FrameId], verdicts: Sequence[FrameVerdict] | None
+) -> tuple[dict[FrameId, VerdictJudgement], dict[str, int]]:
+    """Match verdicts to the identities asked, by full identity, never by position.
+
+    ``verdicts`` is ``None`` when the call failed: every identity is ``unknown``.
+    A requested identity with no verdict is ``unknown`` (V2); an unrecognised
+    status is ``unknown`` (V3); two different verdicts for one identity, or a
+    ``valid`` carrying a different ``replacement_digest``, are contradictions and
+    read as ``unknown`` — reuse needs an unambiguous positive answer (V3).
+    Verdicts for identities never asked are ignored and counted. Returns the
+    judgements and anomaly counters (``missing``, ``unrequested``,
+    ``conflicting``, ``contradictory``, ``malformed_replacement``, ``failed``).
+    """
+    anomalies = {
+        "missing": 0,
+        "unrequested": 0,
+        "conflicting": 0,
+        "contradictory": 0,
+        "malformed_replacement": 0,
+        "failed": 0,
+    }
+    asked = set(requested)
+    if verdicts is None:
+        anomalies["failed"] = len(asked)
+        return (
+            {f: VerdictJudgement(f, VerdictStatus.UNKNOWN, note="verify_failed") for f in asked},
+            anomalies,
+        )
+    seen: dict[FrameId, VerdictJudgement] = {}
+    conflicted: set[FrameId] = set()
+    for v in verdicts:
+        fid = FrameId.from_wire(v.frame)
+        if fid not in asked:
+            anomalies["unrequested"] += 1
+            continue
+        status = v.verdict
+        replacement = v.replacement_digest
+        note = None
+        if status == VerdictStatus.UNKNOWN and v.status != VerdictStatus.UNKNOWN.value:
+            note = "unrecognised_status"
+        if replacement is not None and not is_sha256_digest(replacement):
+            anomalies["malformed_replacement"] += 1
+            replacement = None
+        if (
+            status == VerdictStatus.VALID
+            and replacement is not None
+            and replacement != fid.content_digest
+        ):
+            anomalies["contradictory"] += 1
+            status, note = VerdictStatus.UNKNOWN, "valid_with_other_digest"
+        j = VerdictJudgement(fid, status, replacement, note)
+        prev = seen.get(fid)
+        if prev is not None and (prev.status, prev.replacement_digest) != (
+            j.status,
+            j.replacement_digest,
+        ):
+            conflicted.add(fid)
+        seen.setdefault(fid, j)
+    for fid in conflicted:
+        anomalies["conflicting"] += 1
+        seen[fid] = VerdictJudgement(fid, VerdictStatus.UNKNOWN, note="conflicting_verdicts")
+    for fid in asked - seen.keys():
+        anomalies["missing"] += 1
+        seen[fid] = VerdictJudgement(fid, VerdictStatus.UNKNOWN, note="missing_verdict")
+    return seen, anomalies
+
+
+# --- merging fresh and reused candidates (D2) ---------------------------------------
+
+
+def merge_candidates(
+    fresh: Iterable[tuple[str, ContextFrame]], reused: Iterable[HeldFrame]
+) -> tuple[list[tuple[str, ContextFrame]], set[FrameId]]:
+    """Fresh and reused frames deduplicated by FrameId, ordered by provider then FrameId.
+
+    A frame both re-served fresh and held with a ``valid`` verdict is the same
+    content (D2); the held copy is kept so it renders byte-identically to the
+    last turn. Returns the merged list and the FrameIds taken from the cache.
+    """
+    by_id: dict[FrameId, tuple[str, ContextFrame]] = {}
+    from_cache: set[FrameId] = set()
+    for h in reused:
+        if h.fid not in by_id:
+            by_id[h.fid] = (h.provider_id, h.frame)
+            from_cache.add(h.fid)
+    for pid, frame in fresh:
+        by_id.setdefault(FrameId.of(pid, frame), (pid, frame))
+    return [by_id[k] for k in sorted(by_id)], from_cache

@@ -1,0 +1,491 @@
+"""The verification and reuse stage between fan-out and composition (D2–D4, F5, F17, V1–V4).
+
+Every frame that reaches composition leaves here with a verification state;
+every frame this stage drops leaves as ``(FrameId, reason, detail)``. A turn of
+a session runs in three steps, so the ``context/verify`` round trip overlaps the
+fresh queries instead of following them:
+
+1. ``plan = stage.plan(session, can_verify=...)`` — sync: which held frames to
+   revalidate with which provider (digest-carrying only, V1; D3).
+2. ``replies = await stage.ask(plan, send_verify)`` — run it in the same task
+   group as the fresh fan-out legs; each provider's failure is a value.
+3. ``result = await stage.finish(fresh, plan=plan, replies=replies)`` — judge the
+   verdicts (V2, V3), evict ``stale``/``gone`` (V4), check inline digests (D4),
+   re-read ``file`` sources under trusted roots in a worker thread (F5, F17),
+   flag providers that rubber-stamp, merge reused and fresh frames by FrameId
+   (D2) and hold this turn's frames for the next.
+
+``verify_stage(...)`` does the three in order for callers without a fan-out of
+their own. This module owns the verification decisions and the session cache;
+it never talks to a transport directly (``send_verify`` is given to it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict, VerdictStatus
+
+from ._reuse import (
+    DEFAULT_MAX_FRAMES_PER_SESSION,
+    DEFAULT_MAX_FRAMES_TOTAL,
+    HeldFrame,
+    ReuseCache,
+)
+from ._verify import (
+    DEFAULT_MAX_SOURCE_BYTES,
+    Decision,
+    Exclusion,
+    InlineCheck,
+    SourceCheck,
+    SourceReader,
+    Unverifiable,
+    VerdictJudgement,
+    VerificationState,
+    VerifyPlanEntry,
+    build_verify_requests,
+    check_inline_digest,
+    decide_frame,
+    file_uri_path,
+    judge_verdicts,
+    merge_candidates,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAMES_PER_SESSION",
+    "DEFAULT_MAX_FRAMES_TOTAL",
+    "DEFAULT_MAX_SOURCE_BYTES",
+    "DEFAULT_VERIFY_TIMEOUT_MS",
+    "Decision",
+    "Exclusion",
+    "HeldFrame",
+    "InlineCheck",
+    "ReuseCache",
+    "SendVerify",
+    "SourceCheck",
+    "SourceReader",
+    "StageResult",
+    "Unverifiable",
+    "VerdictJudgement",
+    "VerificationState",
+    "VerifyPlan",
+    "VerifyPlanEntry",
+    "VerifyReply",
+    "VerifyStage",
+    "build_verify_requests",
+    "check_inline_digest",
+    "decide_frame",
+    "file_uri_path",
+    "judge_verdicts",
+    "merge_candidates",
+    "verify_stage",
+]
+
+log = structlog.get_logger("hostd.engine.verify")
+
+DEFAULT_VERIFY_TIMEOUT_MS = 2000
+
+#: ``await send_verify(provider_id, identities)`` → that provider's verdicts; raises on failure.
+SendVerify = Callable[[str, list[FrameIdentity]], Awaitable[Sequence[FrameVerdict]]]
+
+Roots = Sequence[str | os.PathLike[str]]
+
+
+@dataclass(slots=True, frozen=True)
+class VerifyPlan:
+    """What one turn will revalidate: held frames grouped per provider."""
+
+    session: str | None
+    entries: Mapping[str, VerifyPlanEntry] = field(default_factory=dict)
+    held: int = 0
+
+    @property
+    def asks(self) -> dict[str, VerifyPlanEntry]:
+        """Providers that get a ``context/verify`` this turn."""
+        return {pid: e for pid, e in self.entries.items() if e.ask}
+
+    @property
+    def empty(self) -> bool:
+        return not self.asks
+
+
+@dataclass(slots=True, frozen=True)
+class VerifyReply:
+    """One provider's answer to ``context/verify``: verdicts, or why there are none."""
+
+    provider_id: str
+    verdicts: tuple[FrameVerdict, ...] | None
+    error: str | None = None
+    latency_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class StageResult:
+    """What composition receives from this stage (see ``docs/interfaces.md``)."""
+
+    #: ``(provider_id, frame)`` ordered by provider id then FrameId, reused ones included.
+    accepted: list[tuple[str, ContextFrame]]
+    #: ``(FrameId, reason, detail)`` for every frame this stage dropped.
+    excluded: list[tuple[FrameId, str, dict[str, Any]]]
+    #: The state of every accepted frame.
+    verification: dict[FrameId, dict[str, Any]]
+    #: FrameIds served from the session cache.
+    reused: list[FrameId]
+    #: Reuse and verification figures of this pass (compose result and log).
+    figures: dict[str, Any]
+    #: Per provider, what this pass counted against it (digest_mismatch, rubber_stamp, …).
+    health: dict[str, dict[str, int]]
+
+
+_HEALTH_KEYS = (
+    "digest_mismatch",
+    "source_mismatch",
+    "rubber_stamp",
+    "verify_failed",
+    "verify_missing",
+    "verify_unrequested",
+    "verify_conflicting",
+)
+
+
+class VerifyStage:
+    """Verification settings, the session cache and cumulative counters for one host.
+
+    ``trusted_roots`` maps provider id → roots under which that provider's
+    ``file`` sources are re-read; ``host_roots`` apply to every provider. With
+    no root for a provider its sources are not re-read (its frames get
+    ``content_checked`` at best). Source files larger than ``max_source_bytes``
+    are ``too_large``.
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: ReuseCache | None = None,
+        trusted_roots: Mapping[str, Roots] | None = None,
+        host_roots: Roots = (),
+        max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
+        verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
+    ) -> None:
+        self.cache = cache if cache is not None else ReuseCache()
+        self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
+        self.host_roots = tuple(host_roots)
+        self.max_source_bytes = max_source_bytes
+        self.verify_timeout_ms = verify_timeout_ms
+        self._health: dict[str, dict[str, int]] = {}
+        self._totals: dict[str, int] = {}
+
+    # -- step 1: plan (sync) -------------------------------------------------------
+
+    def plan(
+        self,
+        session: str | None,
+        *,
+        can_verify: Callable[[str], bool] | Mapping[str, bool],
+        providers: Iterable[str] | None = None,
+    ) -> VerifyPlan:
+        """Which held frames of ``session`` to revalidate, and with whom (V1, D3)."""
+        if session is None:
+            return VerifyPlan(None)
+        held = self.cache.held(session)
+        entries = build_verify_requests(held, can_verify=can_verify, providers=providers)
+        return VerifyPlan(session, entries, len(held))
+
+    # -- step 2: ask (concurrent with the fan-out) ---------------------------------
+
+    async def ask(
+        self, plan: VerifyPlan, send_verify: SendVerify, *, timeout_ms: float | None = None
+    ) -> dict[str, VerifyReply]:
+        """Send every planned ``context/verify`` concurrently; failures become replies."""
+        asks = plan.asks
+        replies: dict[str, VerifyReply] = {}
+        if not asks:
+            return replies
+        limit = (timeout_ms if timeout_ms is not None else self.verify_timeout_ms) / 1000
+
+        async def one(pid: str, entry: VerifyPlanEntry) -> None:
+            started = time.perf_counter()
+            error: str | None = None
+            verdicts: tuple[FrameVerdict, ...] | None = None
+            with anyio.move_on_after(limit) as scope:
+                try:
+                    got = await send_verify(pid, entry.identities())
+                    verdicts = tuple(
+                        v if isinstance(v, FrameVerdict) else FrameVerdict.model_validate(v)
+                        for v in got
+                    )
+                except Exception as exc:  # a leg's failure is a value, never a sibling's
+                    error = f"{type(exc).__name__}: {exc}"
+            if scope.cancelled_caught:
+                error = "timeout"
+            replies[pid] = VerifyReply(
+                pid, verdicts, error, round((time.perf_counter() - started) * 1000, 3)
+            )
+
+        async with anyio.create_task_group() as tg:
+            for pid, entry in asks.items():
+                tg.start_soon(one, pid, entry)
+        return replies
+
+    # -- step 3: finish ------------------------------------------------------------
+
+    def _roots_for(self, provider_id: str) -> tuple[str | os.PathLike[str], ...]:
+        return (*self.trusted_roots.get(provider_id, ()), *self.host_roots)
+
+    def _check_all(
+        self, items: Sequence[tuple[str, ContextFrame]]
+    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
+        """Inline digests and source re-reads of ``items``. Sync: touches the filesystem."""
+        readers: dict[tuple[str, ...], SourceReader] = {}
+        out: list[tuple[InlineCheck, SourceCheck | None]] = []
+        for pid, frame in items:
+            inline = check_inline_digest(frame)
+            source: SourceCheck | None = None
+            roots = self._roots_for(pid)
+            if roots and any(p.type == "file" for p in frame.provenance):
+                key = tuple(os.fspath(r) for r in roots)
+                reader = readers.get(key)
+                if reader is None:
+                    reader = readers[key] = SourceReader(roots, max_bytes=self.max_source_bytes)
+                source = reader.check_frame(frame)
+            out.append((inline, source))
+        return out, sum(r.reads for r in readers.values())
+
+    def _needs_io(self, items: Sequence[tuple[str, ContextFrame]]) -> bool:
+        return any(
+            self._roots_for(pid) and any(p.type == "file" for p in frame.provenance)
+            for pid, frame in items
+        )
+
+    async def finish(
+        self,
+        fresh: Iterable[tuple[str, ContextFrame]],
+        *,
+        plan: VerifyPlan | None = None,
+        replies: Mapping[str, VerifyReply] | None = None,
+        remember: bool = True,
+    ) -> StageResult:
+        """Judge, check, merge and (with a session) hold this turn's frames."""
+        plan = plan if plan is not None else VerifyPlan(None)
+        replies = replies or {}
+        session = plan.session
+        fresh_list = list(fresh)
+        fresh_ids = {FrameId.of(pid, f) for pid, f in fresh_list}
+        figures: dict[str, Any] = {
+            "session": session,
+            "held": plan.held,
+            "verify_providers": len(plan.asks),
+            "verify_requested": sum(len(e.ask) for e in plan.asks.values()),
+            "not_reusable": sum(len(e.skipped) for e in plan.entries.values()),
+            "fresh": len(fresh_list),
+        }
+        counts = dict.fromkeys(
+            (
+                "reused",
+                "stale",
+                "gone",
+                "unknown",
+                "content_checked",
+                "source_verified",
+                "provider_verified",
+                "unverifiable",
+                "digest_mismatch",
+                "source_mismatch",
+                "rubber_stamp",
+            ),
+            0,
+        )
+        health: dict[str, dict[str, int]] = {}
+
+        def bump(pid: str, key: str, n: int = 1) -> None:
+            if n:
+                h = health.setdefault(pid, {})
+                h[key] = h.get(key, 0) + n
+
+        excluded: dict[FrameId, tuple[FrameId, str, dict[str, Any]]] = {}
+        valid_held: list[HeldFrame] = []
+        to_evict: dict[str, list[FrameId]] = {}
+
+        # V2–V4: judge each provider's verdicts against what it was asked.
+        for pid, entry in plan.asks.items():
+            reply = replies.get(pid)
+            asked = [h.fid for h in entry.ask]
+            verdicts = None if reply is None else reply.verdicts
+            judged, anomalies = judge_verdicts(asked, verdicts)
+            bump(pid, "verify_failed", 1 if verdicts is None else 0)
+            bump(pid, "verify_missing", anomalies["missing"])
+            bump(pid, "verify_unrequested", anomalies["unrequested"])
+            bump(pid, "verify_conflicting", anomalies["conflicting"] + anomalies["contradictory"])
+            if verdicts is None:
+                log.warning(
+                    "verify.failed",
+                    provider_id=pid,
+                    session=session,
+                    error=reply.error if reply is not None else "not_sent",
+                    frames=len(asked),
+                )
+            for h in entry.ask:
+                j = judged[h.fid]
+                if j.status == VerdictStatus.VALID:
+                    valid_held.append(h)
+                    continue
+                detail: dict[str, Any] = {"verdict": j.status.value, "session": session}
+                if j.note:
+                    detail["note"] = j.note
+                if j.status in (VerdictStatus.STALE, VerdictStatus.GONE):
+                    # V4: never serve the stored copy again.
+                    to_evict.setdefault(j.status.value, []).append(h.fid)
+                    counts[j.status.value] += 1
+                    reason = Exclusion.STALE if j.status == VerdictStatus.STALE else Exclusion.GONE
+                    if j.replacement_digest is not None:
+                        detail["replacement_digest"] = j.replacement_digest
+                        log.info(
+                            "verify.replacement_digest",
+                            provider_id=pid,
+                            frame=str(h.fid),
+                            replacement_digest=j.replacement_digest,
+                            session=session,
+                        )
+                else:
+                    counts["unknown"] += 1
+                    reason = Exclusion.VERIFY_UNKNOWN
+                if h.fid not in fresh_ids:
+                    excluded.setdefault(h.fid, (h.fid, reason.value, detail))
+        if session is not None:
+            for reason_name, fids in to_evict.items():
+                self.cache.evict(session, fids, reason_name)
+
+        # D4, F5, F17: inline digests and source re-reads, off the event loop when reading.
+        items: list[tuple[str, ContextFrame]] = [(h.provider_id, h.frame) for h in valid_held]
+        items += fresh_list
+        if self._needs_io(items):
+            checks, reads = await anyio.to_thread.run_sync(self._check_all, items)
+        else:
+            checks, reads = self._check_all(items)
+        figures["source_reads"] = reads
+
+        accepted_reused: list[HeldFrame] = []
+        accepted_fresh: list[tuple[str, ContextFrame]] = []
+        verification: dict[FrameId, dict[str, Any]] = {}
+        n_reused = len(valid_held)
+        for i, ((pid, frame), (inline, source)) in enumerate(zip(items, checks, strict=True)):
+            reused = i < n_reused
+            fid = valid_held[i].fid if reused else FrameId.of(pid, frame)
+            if fid in verification:
+                # D2: same FrameId, same content: the held copy (or the first fresh
+                # one) already stands for it, one FrameId, one audit entry.
+                continue
+            d = decide_frame(inline, source, reused=reused)
+            if d.excluded is not None:
+                counts[d.excluded.value] = counts.get(d.excluded.value, 0) + 1
+                bump(pid, d.excluded.value)
+                detail = dict(d.detail)
+                if d.rubber_stamp:
+                    counts["rubber_stamp"] += 1
+                    bump(pid, "rubber_stamp")
+                    detail["rubber_stamp"] = True
+                    if session is not None:
+                        self.cache.evict(session, [fid], "rubber_stamp")
+                    log.warning(
+                        "verify.rubber_stamp",
+                        provider_id=pid,
+                        frame=str(fid),
+                        uri=detail.get("uri"),
+                        session=session,
+                    )
+                else:
+                    log.warning(
+                        f"verify.{d.excluded.value}",
+                        provider_id=pid,
+                        frame=str(fid),
+                        **_safe(detail),
+                    )
+                excluded.setdefault(fid, (fid, d.excluded.value, detail))
+                continue
+            assert d.state is not None
+            verification[fid] = dict(d.state)
+            if reused:
+                accepted_reused.append(valid_held[i])
+            else:
+                accepted_fresh.append((pid, frame))
+
+        accepted, from_cache = merge_candidates(accepted_fresh, accepted_reused)
+        for fid in verification:
+            excluded.pop(fid, None)  # accepted under this FrameId: not also an exclusion
+        for state in verification.values():
+            counts[state["state"]] = counts.get(state["state"], 0) + 1
+        counts["reused"] = len(from_cache)
+        figures.update(counts)
+        reused_ids = sorted(from_cache)
+
+        if session is not None and remember:
+            self.cache.remember(session, accepted)
+        figures["cache"] = {"sessions": len(self.cache), "frames": self.cache.total_frames}
+
+        for pid, h in health.items():
+            cumulative = self._health.setdefault(pid, {})
+            for k, n in h.items():
+                cumulative[k] = cumulative.get(k, 0) + n
+        for k, n in counts.items():
+            self._totals[k] = self._totals.get(k, 0) + n
+        self._totals["passes"] = self._totals.get("passes", 0) + 1
+        log.info("verify.stage.done", **{k: v for k, v in figures.items() if k != "cache"})
+        return StageResult(
+            accepted=accepted,
+            excluded=[excluded[k] for k in sorted(excluded)],
+            verification=verification,
+            reused=reused_ids,
+            figures=figures,
+            health=health,
+        )
+
+    # -- state for host/status and providers/list ----------------------------------
+
+    def remember(self, session: str, frames: Iterable[tuple[str, ContextFrame]]) -> int:
+        """Hold exactly these frames (e.g. those composed) as ``session``'s last turn."""
+        return self.cache.remember(session, frames)
+
+    def health(self, provider_id: str) -> dict[str, int]:
+        """Cumulative verification counters against one provider (all keys present)."""
+        h = self._health.get(provider_id, {})
+        return {k: h.get(k, 0) for k in _HEALTH_KEYS}
+
+    def figures(self) -> dict[str, Any]:
+        """Cumulative verification totals and the reuse cache figures, for ``host/status``."""
+        return {"verification": dict(sorted(self._totals.items())), "reuse": self.cache.figures()}
+
+
+def _safe(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """Log-safe detail: digests, URIs and ranges only, never content (C8)."""
+    keep = ("uri", "range", "expected", "actual", "reused", "provenance")
+    return {k: detail[k] for k in keep if k in detail}
+
+
+async def verify_stage(
+    fresh: Iterable[tuple[str, ContextFrame]],
+    *,
+    stage: VerifyStage,
+    session: str | None = None,
+    can_verify: Callable[[str], bool] | Mapping[str, bool] | None = None,
+    send_verify: SendVerify | None = None,
+    providers: Iterable[str] | None = None,
+) -> StageResult:
+    """Plan, ask and finish in order, for callers that have already fanned out.
+
+    Without ``send_verify`` (or ``can_verify``) nothing is revalidated and held
+    frames are not reused; fresh frames are still checked.
+    """
+    if send_verify is None or can_verify is None:
+        plan = stage.plan(session, can_verify=lambda _pid: False, providers=providers)
+        return await stage.finish(fresh, plan=plan)
+    plan = stage.plan(session, can_verify=can_verify, providers=providers)
+    replies = await stage.ask(plan, send_verify)
+    return await stage.finish(fresh, plan=plan, replies=replies)
