@@ -1,0 +1,347 @@
+"""The async verification stage on real files, verdicts supplied in-process (V1–V4, D2–D4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.engine.verify import (
+    ReuseCache,
+    VerifyStage,
+    verify_stage,
+)
+from hostd.protocol import (
+    ContextFrame,
+    FrameId,
+    FrameIdentity,
+    FrameVerdict,
+    Provenance,
+    address_line_range,
+    canonical_token_cost,
+    sha256_digest,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _frame(
+    fid: str, content: str, *, path: Path | None = None, range_: str | None = None, **kw: Any
+) -> ContextFrame:
+    provenance = []
+    if path is not None:
+        data = path.read_bytes()
+        provenance.append(
+            Provenance(
+                type="file",
+                uri=path.as_uri(),
+                range=range_,
+                digest=sha256_digest(address_line_range(data, range_)),
+            )
+        )
+    fields: dict[str, Any] = {
+        "id": fid,
+        "kind": "snippet",
+        "title": fid,
+        "content": content,
+        "content_digest": sha256_digest(content.encode()),
+        "score": 0.5,
+        "token_cost": canonical_token_cost(content),
+        "citation_label": fid,
+        "provenance": provenance,
+    }
+    fields.update(kw)
+    return ContextFrame(**fields)
+
+
+class Verifier:
+    """An in-process ``send_verify``: answers from a table, records what it was sent."""
+
+    def __init__(self, answers: dict[str, str] | None = None, default: str = "valid") -> None:
+        self.answers = answers or {}
+        self.default = default
+        self.sent: list[tuple[str, list[FrameIdentity]]] = []
+        self.omit: set[str] = set()
+        self.replacement: dict[str, str] = {}
+        self.fail: BaseException | None = None
+        self.hang = False
+
+    async def __call__(self, pid: str, identities: list[FrameIdentity]) -> Sequence[FrameVerdict]:
+        self.sent.append((pid, identities))
+        if self.fail is not None:
+            raise self.fail
+        if self.hang:
+            await anyio.sleep_forever()
+        return [
+            FrameVerdict(
+                frame=i,
+                status=self.answers.get(i.frame_id, self.default),
+                replacement_digest=self.replacement.get(i.frame_id),
+            )
+            for i in identities
+            if i.frame_id not in self.omit
+        ]
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_bytes(b"def a():\n    return 1\n")
+    (root / "b.py").write_bytes(b"def b():\n    return 2\n")
+    return root
+
+
+async def _turn(
+    stage: VerifyStage,
+    fresh: list[tuple[str, ContextFrame]],
+    verifier: Verifier | None,
+    session: str | None = "s",
+    can: dict[str, bool] | None = None,
+):
+    return await verify_stage(
+        fresh,
+        stage=stage,
+        session=session,
+        can_verify=can or {"p": True, "q": True},
+        send_verify=verifier,
+    )
+
+
+async def test_fresh_frames_get_states(src: Path) -> None:
+    stage = VerifyStage(host_roots=[src])
+    frames = [
+        ("p", _frame("plain", "hello")),
+        ("p", _frame("sourced", "def a", path=src / "a.py", range_="L1")),
+        ("p", _frame("nodigest", "hi", content_digest=None)),
+        (
+            "p",
+            _frame("past", "x", path=src / "a.py", range_="L1").model_copy(
+                update={
+                    "provenance": [
+                        Provenance(
+                            type="file",
+                            uri=(src / "a.py").as_uri(),
+                            range="L9",
+                            digest=sha256_digest(b""),
+                        )
+                    ]
+                }
+            ),
+        ),
+    ]
+    result = await _turn(stage, frames, None, session=None)
+    states = {fid.frame_id: st for fid, st in result.verification.items()}
+    assert states == {
+        "plain": {"state": "content_checked"},
+        "sourced": {"state": "source_verified"},
+        "nodigest": {"state": "unverifiable", "reason": "no_content_digest"},
+        "past": {"state": "unverifiable", "reason": "start_past_end", "content_checked": True},
+    }
+    assert result.excluded == []
+    assert result.figures["source_reads"] == 1
+
+
+async def test_lying_digest_is_excluded_and_counted(src: Path) -> None:
+    stage = VerifyStage()
+    liar = _frame("liar", "real words", content_digest=sha256_digest(b"other words"))
+    result = await _turn(stage, [("p", liar), ("q", _frame("ok", "fine"))], None, session=None)
+    assert [p for p, _ in result.accepted] == ["q"]
+    ((fid, reason, detail),) = result.excluded
+    assert (fid.frame_id, reason) == ("liar", "digest_mismatch")
+    assert detail["actual"] == sha256_digest(b"real words")
+    assert stage.health("p")["digest_mismatch"] == 1
+    assert stage.health("q")["digest_mismatch"] == 0
+
+
+async def test_tampered_source_is_excluded(src: Path) -> None:
+    stage = VerifyStage(trusted_roots={"p": [src]})
+    frame = _frame("a", "def a", path=src / "a.py", range_="L1-2")
+    (src / "a.py").write_bytes(b"def a():\n    return 666\n")
+    result = await _turn(stage, [("p", frame)], None, session=None)
+    assert result.accepted == []
+    assert [(f.frame_id, r) for f, r, _ in result.excluded] == [("a", "source_mismatch")]
+    assert stage.health("p")["source_mismatch"] == 1
+
+
+async def test_roots_are_per_provider(src: Path) -> None:
+    stage = VerifyStage(trusted_roots={"q": [src]})
+    frame = _frame("a", "def a", path=src / "a.py")
+    (src / "a.py").write_bytes(b"changed\n")
+    result = await _turn(stage, [("p", frame)], None, session=None)
+    # p has no trusted root: its source is not re-read, the inline digest still is.
+    assert result.verification[FrameId.of("p", frame)] == {"state": "content_checked"}
+
+
+async def test_valid_held_frames_are_reused_and_render_identically(src: Path) -> None:
+    stage = VerifyStage(host_roots=[src])
+    turn1 = [("p", _frame("a", "def a", path=src / "a.py")), ("q", _frame("b", "def b"))]
+    first = await _turn(stage, turn1, Verifier())
+    assert first.reused == []
+    verifier = Verifier()
+    second = await _turn(stage, [], verifier)
+    assert second.accepted == first.accepted
+    assert [f.frame_id for f in second.reused] == ["a", "b"]
+    assert {st["state"] for st in second.verification.values()} == {"provider_verified"}
+    assert second.verification[FrameId.of("p", turn1[0][1])]["source"] == "source_verified"
+    # V1: identities only, digest-carrying, one request per provider.
+    assert sorted(pid for pid, _ in verifier.sent) == ["p", "q"]
+    for _, identities in verifier.sent:
+        assert all(i.content_digest for i in identities)
+    assert second.figures["reused"] == 2 and second.figures["verify_requested"] == 2
+
+
+async def test_fresh_copy_of_a_reused_frame_is_deduplicated(src: Path) -> None:
+    stage = VerifyStage()
+    held = _frame("a", "same", score=0.9)
+    await _turn(stage, [("p", held)], Verifier())
+    again = _frame("a", "same", score=0.2)  # same FrameId (D2), different score
+    result = await _turn(stage, [("p", again)], Verifier())
+    assert len(result.accepted) == 1
+    assert result.accepted[0][1].score == 0.9  # the held copy keeps the prompt stable
+    assert result.excluded == []
+
+
+async def test_stale_frame_is_evicted_and_not_served(src: Path) -> None:
+    stage = VerifyStage()
+    old = _frame("a", "v1")
+    await _turn(stage, [("p", old)], Verifier())
+    new_digest = sha256_digest(b"v2")
+    verifier = Verifier({"a": "stale"})
+    verifier.replacement["a"] = new_digest
+    result = await _turn(stage, [("p", _frame("a", "v2"))], verifier)
+    assert [f.content for _, f in result.accepted] == ["v2"]
+    ((fid, reason, detail),) = result.excluded
+    assert fid == FrameId.of("p", old) and reason == "stale"
+    assert detail["replacement_digest"] == new_digest
+    assert stage.cache.figures()["evicted"] == {"stale": 1}
+
+
+async def test_gone_frame_is_evicted_and_reported(src: Path) -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "v1")), ("p", _frame("b", "keep"))], Verifier())
+    result = await _turn(stage, [], Verifier({"a": "gone"}))
+    assert [f.id for _, f in result.accepted] == ["b"]
+    assert [(f.frame_id, r) for f, r, _ in result.excluded] == [("a", "gone")]
+    assert result.figures["gone"] == 1
+
+
+async def test_missing_verdict_is_unknown_and_not_reused() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1")), ("p", _frame("b", "2"))], Verifier())
+    verifier = Verifier()
+    verifier.omit.add("b")
+    result = await _turn(stage, [], verifier)
+    assert [f.id for _, f in result.accepted] == ["a"]
+    ((fid, reason, detail),) = result.excluded
+    assert (fid.frame_id, reason, detail["note"]) == ("b", "verify_unknown", "missing_verdict")
+    assert stage.health("p")["verify_missing"] == 1
+
+
+async def test_unknown_verdict_is_not_reused() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier())
+    result = await _turn(stage, [], Verifier({"a": "unknown"}))
+    assert result.accepted == [] and result.figures["unknown"] == 1
+
+
+async def test_failed_verify_reuses_nothing() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier())
+    verifier = Verifier()
+    verifier.fail = RuntimeError("pipe closed")
+    result = await _turn(stage, [], verifier)
+    assert result.accepted == []
+    assert stage.health("p")["verify_failed"] == 1
+
+
+async def test_hung_verify_times_out_and_reuses_nothing() -> None:
+    stage = VerifyStage(verify_timeout_ms=50)
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier())
+    verifier = Verifier()
+    verifier.hang = True
+    with anyio.fail_after(10):
+        result = await _turn(stage, [], verifier)
+    assert result.accepted == []
+    assert result.excluded[0][2]["note"] == "verify_failed"
+
+
+async def test_digestless_frames_are_never_reused_unchecked() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1", content_digest=None))], Verifier())
+    verifier = Verifier()
+    result = await _turn(stage, [], verifier)
+    assert verifier.sent == []  # V1: nothing worth asking
+    assert result.accepted == [] and result.figures["not_reusable"] == 1
+
+
+async def test_provider_without_verify_is_never_reused() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier(), can={"p": False})
+    verifier = Verifier()
+    result = await _turn(stage, [], verifier, can={"p": False})
+    assert verifier.sent == [] and result.accepted == []
+
+
+async def test_rubber_stamp_is_caught_and_flagged(src: Path) -> None:
+    stage = VerifyStage(host_roots=[src])
+    frame = _frame("a", "def a", path=src / "a.py", range_="L2")
+    await _turn(stage, [("p", frame)], Verifier())
+    (src / "a.py").write_bytes(b"def a():\n    return 0\n")
+    result = await _turn(stage, [], Verifier())  # the provider still says valid
+    assert result.accepted == []
+    ((fid, reason, detail),) = result.excluded
+    assert reason == "source_mismatch" and detail["rubber_stamp"] is True
+    assert stage.health("p")["rubber_stamp"] == 1
+    assert result.figures["rubber_stamp"] == 1
+
+
+async def test_sessions_are_separate() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier(), session="one")
+    result = await _turn(stage, [], Verifier(), session="two")
+    assert result.accepted == [] and result.figures["held"] == 0
+
+
+async def test_without_session_nothing_is_held() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier(), session=None)
+    assert len(stage.cache) == 0
+
+
+async def test_ask_runs_providers_concurrently() -> None:
+    stage = VerifyStage(cache=ReuseCache())
+    await _turn(stage, [("p", _frame("a", "1")), ("q", _frame("b", "2"))], Verifier())
+    both_in = anyio.Event()
+    inside: set[str] = set()
+
+    async def send(pid: str, identities: list[FrameIdentity]) -> list[FrameVerdict]:
+        inside.add(pid)
+        if len(inside) == 2:
+            both_in.set()
+        await both_in.wait()  # only returns if the other provider's call is in flight too
+        return [FrameVerdict(frame=i, status="valid") for i in identities]
+
+    plan = stage.plan("s", can_verify={"p": True, "q": True})
+    with anyio.fail_after(10):
+        replies = await stage.ask(plan, send)
+    assert {pid for pid, r in replies.items() if r.verdicts} == {"p", "q"}
+
+
+async def test_figures_and_health_accumulate() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier())
+    await _turn(stage, [], Verifier())
+    figures = stage.figures()
+    assert figures["verification"]["passes"] == 2
+    assert figures["verification"]["reused"] == 1
+    assert figures["reuse"]["sessions"] == 1
+    assert set(stage.health("nobody")) >= {"digest_mismatch", "rubber_stamp", "verify_failed"}
