@@ -1,0 +1,36 @@
+"""Downstream transports: how hostd talks to one provider process.
+
+Line framing (bounded, one JSON value per line), the JSON-RPC client binding
+(pipelined, correlated by id, H4), the CGP NDJSON envelope binding (lock-step
+unless ``correlation``), provider child processes (own process group,
+scrubbed env, stderr into the log, teardown ladder) and the handshake
+(H1–H3, H2, C5). This package imports only ``hostd.protocol`` and
+``hostd.errors``; fan-out, audit, consent and restart policy live in
+``hostd.engine``.
+"""
+
+from ._calls import Pending, PendingTable
+from ._cgp import CgpClient
+from ._connection import Binding, BindingClient, ProviderConnection
+from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
+from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
+from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "ENV_ALLOW_LIST",
+    "Binding",
+    "BindingClient",
+    "CgpClient",
+    "ChildProcess",
+    "JsonRpcClient",
+    "LineReader",
+    "Pending",
+    "PendingTable",
+    "ProviderConnection",
+    "StderrPolicy",
+    "encode_line",
+    "provider_error",
+    "scrubbed_env",
+    "validate_reply",
+]

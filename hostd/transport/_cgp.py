@@ -1,0 +1,212 @@
+"""The CGP NDJSON envelope binding, host side (protocol.md §2).
+
+Speaks the upstream envelope wire exactly: ``handshake`` → ``handshake_ack``,
+``query`` → ``frames`` | ``error``, ``verify`` → ``verified``, ``shutdown``.
+Strictly one request in flight unless the provider declared
+``capabilities.correlation``; then queries carry an ``id`` and are
+pipelined, and a ``frames``/``error`` with an unknown or missing id is a
+``correlation_mismatch`` fault (H4). ``verify`` stays lock-step (the schema
+gives ``verify`` no id). A timed-out lock-step request leaves the stream
+unsynchronised, so the caller must break the connection (``desynchronised``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from hostd.errors import (
+    CorrelationMismatch,
+    HostdError,
+    IncompatibleVersion,
+    LineTooLong,
+    ProtocolFault,
+    ProviderCrashed,
+    ProviderError,
+)
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    CgpErrorCode,
+    ContextQuery,
+    ContextQueryResult,
+    ErrorEnvelope,
+    FrameIdentity,
+    FramesEnvelope,
+    HandshakeAck,
+    HandshakeAckEnvelope,
+    HostInfo,
+    VerifiedEnvelope,
+    VerifyResponse,
+    parse_envelope,
+    read_cgp_code,
+)
+
+from ._calls import Pending, PendingTable
+from ._framing import LineReader, encode_line
+from ._jsonrpc import Send
+
+__all__ = ["CgpClient"]
+
+log = structlog.get_logger("hostd.transport")
+
+_UNKEYED = object()  # the table key of the one lock-step request in flight
+
+
+def _envelope_error(env: ErrorEnvelope) -> HostdError:
+    code = read_cgp_code(env.code)  # X1/X2: unknown or absent → internal
+    if code is CgpErrorCode.INCOMPATIBLE_VERSION:
+        return IncompatibleVersion(env.message[:500])
+    return ProviderError(env.message[:500], cgp_code=code)
+
+
+class CgpClient:
+    """Envelope calls over one line stream. Run ``run()`` as a background task."""
+
+    binding = "cgp"
+
+    def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
+        self._reader = reader
+        self._send = send
+        self._send_lock = anyio.Lock()
+        self._lockstep = anyio.Lock()  # one unkeyed request at a time
+        self._ids = itertools.count(1)
+        self._table = PendingTable()
+        self.provider_id = provider_id
+        #: Set from the handshake's capabilities: pipeline queries with ids.
+        self.correlation = False
+        #: A lock-step request was abandoned mid-flight: its late reply would be
+        #: read as the answer to the next request, so the stream is unusable.
+        self.desynchronised = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<CgpClient {self.provider_id} correlation={self.correlation} "
+            f"desynchronised={self.desynchronised} {self._table!r}>"
+        )
+
+    @property
+    def failure(self) -> HostdError | None:
+        return self._table.failure
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._table)
+
+    async def run(self) -> None:
+        error: HostdError
+        try:
+            while True:
+                try:
+                    line = await self._reader.receive_line()
+                except anyio.EndOfStream:
+                    error = ProviderCrashed("provider closed its output")
+                    break
+                except LineTooLong as exc:
+                    error = exc
+                    break
+                fault = self._dispatch(line)
+                if fault is not None:
+                    error = fault
+                    break
+        except BaseException:
+            self._table.fail_all(ProviderCrashed("provider connection closed"))
+            raise
+        log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
+        self._table.fail_all(error)
+
+    def _dispatch(self, line: bytes) -> HostdError | None:
+        if not line.strip():
+            return None
+        try:
+            env = parse_envelope(json.loads(line))
+        except (ValueError, ValidationError):
+            return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
+        if isinstance(env, FramesEnvelope | ErrorEnvelope):
+            result: Any = env.result if isinstance(env, FramesEnvelope) else None
+            if self.correlation and (env.id is not None or not self._table.has(_UNKEYED)):
+                if env.id is None:
+                    return CorrelationMismatch(f"{env.type} without the request id (H4)")
+                slot = self._table.pop(env.id)
+                if slot is None:
+                    if self._table.was_abandoned(env.id):
+                        return None
+                    return CorrelationMismatch(
+                        f"{env.type} with unknown id {env.id!r} (H4)", reply_id=env.id
+                    )
+            else:
+                slot = self._table.pop(_UNKEYED)
+                if slot is None:
+                    return ProtocolFault(f"unsolicited {env.type} envelope")
+            if isinstance(env, ErrorEnvelope):
+                slot.fail(_envelope_error(env))
+            else:
+                slot.resolve(result)
+            return None
+        if isinstance(env, HandshakeAckEnvelope | VerifiedEnvelope):
+            slot = self._table.pop(_UNKEYED)
+            if slot is None:
+                return ProtocolFault(f"unsolicited {env.type} envelope")
+            slot.resolve(env)
+            return None
+        return ProtocolFault(f"a provider may not send {env.type!r}")
+
+    async def _exchange(self, message: dict[str, Any], key: Any) -> Any:
+        slot: Pending = self._table.add(key)
+        try:
+            async with self._send_lock:
+                await self._send(encode_line(message))
+            return await slot.wait()
+        except BaseException:
+            if key is _UNKEYED and not slot.done.is_set():
+                self.desynchronised = True
+            self._table.abandon(key)
+            raise
+
+    async def _unkeyed(self, message: dict[str, Any]) -> Any:
+        if self.desynchronised:
+            raise ProtocolFault("stream desynchronised by an abandoned request")
+        async with self._lockstep:
+            return await self._exchange(message, _UNKEYED)
+
+    async def handshake(self, host: HostInfo) -> HandshakeAck:
+        env = await self._unkeyed({"type": "handshake", "protocol_version": PROTOCOL_VERSION})
+        if not isinstance(env, HandshakeAckEnvelope):
+            raise ProtocolFault(f"expected handshake_ack, got {type(env).__name__}")
+        ack = HandshakeAck(
+            protocol_version=env.protocol_version,
+            provider=env.provider,
+            capabilities=env.capabilities,
+        )
+        self.correlation = ack.capabilities.correlation
+        return ack
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        body = {"type": "query", "query": query.to_wire()}
+        if self.correlation:
+            key = f"q{next(self._ids)}"
+            result = await self._exchange({**body, "id": key}, key)
+        else:
+            result = await self._unkeyed(body)
+        if not isinstance(result, ContextQueryResult):
+            raise ProtocolFault("expected frames")
+        return result
+
+    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
+        env = await self._unkeyed(
+            {"type": "verify", "request": {"frames": [f.to_wire() for f in frames]}}
+        )
+        if not isinstance(env, VerifiedEnvelope):
+            raise ProtocolFault(f"expected verified, got {type(env).__name__}")
+        return env.response
+
+    async def shutdown(self) -> None:
+        async with self._send_lock:
+            await self._send(encode_line({"type": "shutdown"}))
+
+    def close(self, error: HostdError) -> None:
+        self._table.fail_all(error)

@@ -1,0 +1,221 @@
+"""One provider connection: a child process, its binding client and the handshake.
+
+Owns the order of things for one provider: spawn (own process group, scrubbed
+env), start the binding's reader, handshake before any payload (H1–H3, H2,
+C5, under a timeout so a silent provider never hangs the host), then serve
+``query``/``verify`` until it breaks or is closed. Closing walks the teardown
+ladder in ``ChildProcess.aclose``. Restart policy is not here (the engine
+decides); a connection is single-use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from hostd.errors import (
+    HandshakeFailed,
+    HostdError,
+    IncompatibleVersion,
+    ProviderCrashed,
+    ProviderTimeout,
+)
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    Capabilities,
+    ContextQuery,
+    ContextQueryResult,
+    FrameIdentity,
+    HandshakeAck,
+    HostInfo,
+    ProviderInfo,
+    VerifyResponse,
+    Violation,
+    check_handshake,
+)
+
+from ._cgp import CgpClient
+from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader
+from ._jsonrpc import JsonRpcClient
+from ._process import ChildProcess, StderrPolicy
+
+__all__ = ["Binding", "BindingClient", "ProviderConnection"]
+
+log = structlog.get_logger("hostd.transport")
+
+Binding = Literal["jsonrpc", "cgp"]
+
+
+class BindingClient(Protocol):
+    """What the engine needs of either binding (protocol.md §1, §2)."""
+
+    binding: str
+    correlation: bool
+
+    @property
+    def failure(self) -> HostdError | None: ...
+
+    async def run(self) -> None: ...
+    async def handshake(self, host: HostInfo) -> HandshakeAck: ...
+    async def query(self, query: ContextQuery) -> ContextQueryResult: ...
+    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
+    async def shutdown(self) -> None: ...
+    def close(self, error: HostdError) -> None: ...
+
+
+def _handshake_error(violations: list[Violation]) -> HostdError:
+    summary = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in violations)
+    wire = [v.to_wire() for v in violations]
+    if any(v.rule in ("H1", "H3") for v in violations):
+        return IncompatibleVersion(f"handshake rejected: {summary}", violations=wire)
+    return HandshakeFailed(f"handshake rejected: {summary}", violations=wire)
+
+
+class ProviderConnection:
+    """A started, handshaken provider. Create with ``await ProviderConnection.open(...)``."""
+
+    def __init__(
+        self,
+        provider_id: str,
+        child: ChildProcess,
+        client: JsonRpcClient | CgpClient,
+        scope: anyio.CancelScope,
+        grace: float,
+    ) -> None:
+        self.provider_id = provider_id
+        self.child = child
+        self.client = client
+        self._scope = scope
+        self._grace = grace
+        self.ack: HandshakeAck | None = None
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProviderConnection {self.provider_id} {self.client.binding} "
+            f"alive={self.alive} {self.child!r}>"
+        )
+
+    @property
+    def info(self) -> ProviderInfo | None:
+        return self.ack.provider if self.ack else None
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        return self.ack.capabilities if self.ack else None
+
+    @property
+    def alive(self) -> bool:
+        """Usable for another request: running, stream intact, in sync."""
+        return (
+            not self.closed
+            and self.child.returncode is None
+            and self.client.failure is None
+            and not getattr(self.client, "desynchronised", False)
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        provider_id: str,
+        command: Sequence[str],
+        *,
+        task_group: TaskGroup,
+        binding: Binding = "jsonrpc",
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        host: HostInfo | None = None,
+        handshake_timeout: float = 5.0,
+        grace: float = 2.0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        stderr_policy: StderrPolicy | None = None,
+    ) -> ProviderConnection:
+        """Spawn and handshake. Raises ``HandshakeFailed``/``IncompatibleVersion`` (with
+        ``data["violations"]``), ``ProviderTimeout`` or ``ProviderCrashed``; on any failure
+        the child is already torn down. Background tasks run in ``task_group``."""
+        if binding not in ("jsonrpc", "cgp"):
+            raise ValueError(f"unknown binding {binding!r}")
+        try:
+            child = await ChildProcess.spawn(
+                provider_id, command, env=env, cwd=cwd, policy=stderr_policy
+            )
+        except OSError as exc:
+            raise ProviderCrashed(f"cannot start provider: {exc}") from exc
+        try:
+            conn: ProviderConnection = await task_group.start(
+                cls._serve, provider_id, child, binding, grace, max_line_bytes
+            )
+        except BaseException:
+            await child.aclose(grace=grace)  # never leave a spawned child behind
+            raise
+        try:
+            try:
+                with anyio.fail_after(handshake_timeout):
+                    ack = await conn.client.handshake(host or HostInfo(name="hostd", version="0"))
+            except TimeoutError:
+                raise ProviderTimeout(
+                    f"no handshake reply within {handshake_timeout * 1000:.0f} ms",
+                    stage="handshake",
+                ) from None
+            violations = check_handshake(PROTOCOL_VERSION, ack)
+            if violations:
+                raise _handshake_error(violations)
+        except BaseException:
+            await conn.aclose()
+            raise
+        conn.ack = ack
+        log.info(
+            "provider.handshake.ok",
+            provider=provider_id,
+            name=ack.provider.name,
+            version=ack.provider.version,
+            protocol_version=ack.protocol_version,
+        )
+        return conn
+
+    @classmethod
+    async def _serve(
+        cls,
+        provider_id: str,
+        child: ChildProcess,
+        binding: Binding,
+        grace: float,
+        max_line_bytes: int,
+        *,
+        task_status: TaskStatus[ProviderConnection],
+    ) -> None:
+        assert child.process.stdout is not None
+        reader = LineReader(child.process.stdout, max_line_bytes)
+        client_cls = JsonRpcClient if binding == "jsonrpc" else CgpClient
+        client = client_cls(reader, child.send, provider_id=provider_id)
+        with anyio.CancelScope() as scope:
+            conn = cls(provider_id, child, client, scope, grace)
+            try:
+                async with anyio.create_task_group() as tg:
+                    child.start_pumps(tg)
+                    tg.start_soon(client.run)
+                    task_status.started(conn)
+            finally:
+                # Cancelled with the host: the child still walks the ladder (shielded).
+                await conn.aclose()
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        return await self.client.query(query)
+
+    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
+        return await self.client.verify(frames)
+
+    async def aclose(self) -> int | None:
+        """Teardown ladder (shielded): shutdown message → grace → SIGTERM → SIGKILL."""
+        with anyio.CancelScope(shield=True):
+            self.closed = True
+            shutdown = self.client.shutdown if self.child.returncode is None else None
+            code = await self.child.aclose(shutdown=shutdown, grace=self._grace)
+            self.client.close(ProviderCrashed("provider connection closed"))
+            self._scope.cancel()
+            return code

@@ -1,0 +1,88 @@
+"""Line framing for every downstream stream: one JSON value per ``\\n``-terminated line.
+
+Owns the bounded line reader over an anyio byte stream and the line encoder.
+A line longer than the bound is a fault of that peer (``LineTooLong``); the
+reader skips to the next newline without ever holding more than the bound
+in memory. Nothing here knows JSON-RPC or CGP envelopes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from anyio.abc import ByteReceiveStream
+
+from hostd.errors import LineTooLong
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "encode_line"]
+
+#: protocol.md framing: the default bound on one line, 8 MiB.
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+
+
+def encode_line(message: Any) -> bytes:
+    """One compact JSON value and its newline; ``json.dumps`` never emits a raw newline."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+class LineReader:
+    """Reads bounded lines from ``stream``.
+
+    ``receive_line()`` returns one line without its newline, raises
+    ``LineTooLong`` once per over-long line (the reader then resumes at the
+    following line) and ``anyio.EndOfStream`` at the end. A final line without
+    a newline is returned before the end.
+    """
+
+    def __init__(self, stream: ByteReceiveStream, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        self._stream = stream
+        self.max_line_bytes = max_line_bytes
+        self._buf = bytearray()
+        self._discarding = False
+        self._eof = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<LineReader buffered={len(self._buf)} max={self.max_line_bytes} "
+            f"discarding={self._discarding} eof={self._eof}>"
+        )
+
+    async def receive_line(self) -> bytes:
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl != -1:
+                line = bytes(self._buf[:nl])
+                del self._buf[: nl + 1]
+                if self._discarding:
+                    self._discarding = False
+                    continue
+                if len(line) > self.max_line_bytes:
+                    raise self._too_long()
+                return line
+            if self._discarding:
+                self._buf.clear()
+            elif len(self._buf) > self.max_line_bytes:
+                self._buf.clear()
+                self._discarding = True
+                raise self._too_long()
+            if self._eof:
+                if self._buf and not self._discarding:
+                    line = bytes(self._buf)
+                    self._buf.clear()
+                    return line
+                raise anyio.EndOfStream
+            try:
+                chunk = await self._stream.receive(65536)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._eof = True
+                continue
+            self._buf += chunk
+
+    def _too_long(self) -> LineTooLong:
+        return LineTooLong(
+            f"line longer than {self.max_line_bytes} bytes", max_line_bytes=self.max_line_bytes
+        )

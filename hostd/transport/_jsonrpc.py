@@ -1,0 +1,194 @@
+"""The JSON-RPC 2.0 provider binding, host side (protocol.md §1).
+
+Owns request ids and the correlation table: requests are pipelined to one
+provider and replies matched by ``id``. A reply with an unknown or missing id
+is a ``correlation_mismatch`` fault of that provider (H4); a line that is not
+a JSON-RPC response is a ``protocol_fault``; both end the stream and wake
+every waiter with the error. Error replies become ``ProviderError`` with the
+CGP code read from ``data.cgp_code`` (unknown or absent → ``internal``, X1/X2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from hostd.errors import (
+    CorrelationMismatch,
+    HostdError,
+    IncompatibleVersion,
+    LineTooLong,
+    ProtocolFault,
+    ProviderCrashed,
+    ProviderError,
+)
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    CgpErrorCode,
+    ContextQuery,
+    ContextQueryResult,
+    FrameIdentity,
+    HandshakeAck,
+    HostInfo,
+    VerifyResponse,
+    WireModel,
+    read_cgp_code,
+)
+
+from ._calls import PendingTable
+from ._framing import LineReader, encode_line
+
+__all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
+
+log = structlog.get_logger("hostd.transport")
+
+M = TypeVar("M", bound=WireModel)
+Send = Callable[[bytes], Awaitable[None]]
+
+
+def validate_reply(model: type[M], data: Any, what: str) -> M:
+    """A reply's body as its wire model; a bad shape is the provider's protocol fault."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        raise ProtocolFault(f"malformed {what}: {loc}: {err['msg']}") from exc
+
+
+def provider_error(error: Any) -> HostdError:
+    """A JSON-RPC error object as a typed error; a malformed one is still an error (X2)."""
+    if not isinstance(error, dict):
+        return ProviderError("provider sent a malformed error object")
+    data = error.get("data")
+    code = read_cgp_code(data.get("cgp_code") if isinstance(data, dict) else None)
+    message = str(error.get("message") or "provider error")[:500]
+    if code is CgpErrorCode.INCOMPATIBLE_VERSION:
+        return IncompatibleVersion(message)
+    return ProviderError(message, cgp_code=code)
+
+
+class JsonRpcClient:
+    """Pipelined JSON-RPC calls over one line stream. Run ``run()`` as a background task."""
+
+    binding = "jsonrpc"
+
+    def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
+        self._reader = reader
+        self._send = send
+        self._send_lock = anyio.Lock()
+        self._ids = itertools.count(1)
+        self._table = PendingTable()
+        self.provider_id = provider_id
+        self.correlation = True  # JSON-RPC always correlates by id
+
+    def __repr__(self) -> str:
+        return f"<JsonRpcClient {self.provider_id} {self._table!r}>"
+
+    @property
+    def failure(self) -> HostdError | None:
+        return self._table.failure
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._table)
+
+    async def run(self) -> None:
+        """Read replies until the stream ends or breaks; then fail every waiter."""
+        error: HostdError
+        try:
+            while True:
+                try:
+                    line = await self._reader.receive_line()
+                except anyio.EndOfStream:
+                    error = ProviderCrashed("provider closed its output")
+                    break
+                except LineTooLong as exc:
+                    error = exc
+                    break
+                fault = self._dispatch(line)
+                if fault is not None:
+                    error = fault
+                    break
+        except BaseException:
+            self._table.fail_all(ProviderCrashed("provider connection closed"))
+            raise
+        log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
+        self._table.fail_all(error)
+
+    def _dispatch(self, line: bytes) -> HostdError | None:
+        if not line.strip():
+            return None
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
+        if not isinstance(msg, dict) or ("result" not in msg and "error" not in msg):
+            if isinstance(msg, dict) and "method" in msg:
+                return None  # a provider notification: nothing is defined, ignore it
+            return ProtocolFault(f"not a JSON-RPC response: {line[:80]!r}")
+        if "id" not in msg or msg["id"] is None:
+            if "error" in msg:
+                # A provider's parse error about our line has id null; nothing waits on it.
+                err = provider_error(msg["error"])
+                return CorrelationMismatch(f"error reply without id: {err.message}")
+            return CorrelationMismatch("reply without an id (H4)")
+        key = msg["id"]
+        slot = self._table.pop(key)
+        if slot is None:
+            if self._table.was_abandoned(key):
+                return None  # a late reply to a request whose caller gave up
+            return CorrelationMismatch(f"reply with unknown id {key!r} (H4)", reply_id=repr(key))
+        if "error" in msg:
+            slot.fail(provider_error(msg["error"]))
+        else:
+            slot.resolve(msg["result"])
+        return None
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        key = next(self._ids)
+        slot = self._table.add(key)
+        try:
+            async with self._send_lock:
+                await self._send(
+                    encode_line({"jsonrpc": "2.0", "method": method, "params": params, "id": key})
+                )
+            return await slot.wait()
+        except BaseException:
+            self._table.abandon(key)
+            raise
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        async with self._send_lock:
+            await self._send(encode_line(msg))
+
+    async def handshake(self, host: HostInfo) -> HandshakeAck:
+        result = await self.call(
+            "context/handshake",
+            {"protocol_version": PROTOCOL_VERSION, "host": host.to_wire()},
+        )
+        return validate_reply(HandshakeAck, result, "handshake result")
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        result = await self.call("context/query", {"query": query.to_wire()})
+        return validate_reply(ContextQueryResult, result, "query result")
+
+    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
+        result = await self.call("context/verify", {"frames": [f.to_wire() for f in frames]})
+        return validate_reply(VerifyResponse, result, "verify result")
+
+    async def shutdown(self) -> None:
+        await self.notify("context/shutdown")
+
+    def close(self, error: HostdError) -> None:
+        """Fail every waiter (the connection is being torn down)."""
+        self._table.fail_all(error)
