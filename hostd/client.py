@@ -1,0 +1,401 @@
+"""The client library: talk to a running hostd, or spawn one on stdio.
+
+Owns the agent side of the client API (protocol.md §4): one JSON value per
+line, replies matched by ``id``, ``$/progress`` routed to the caller that asked
+for it, and a cancelled call turned into a ``$/cancel`` notification. Two
+faces: ``AsyncClient`` (anyio) opened with ``connect``, ``connect_tcp`` or
+``spawn``; and ``Client``, a small blocking wrapper for scripts::
+
+    with Client.connect() as hostd:                  # the running daemon's socket
+        print(hostd.compose("why does the cache miss?", budget=2000)["prompt"])
+
+    with Client.spawn(config="config/demo.toml") as hostd:   # a private daemon on stdio
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from hostd.config import default_socket_path
+from hostd.errors import HostdError, ProtocolFault
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ConnectionLost",
+    "RpcError",
+    "connect",
+    "connect_tcp",
+    "spawn",
+]
+
+_MAX_LINE = 64 * 1024 * 1024
+
+
+class RpcError(HostdError):
+    """The daemon answered with a JSON-RPC error object."""
+
+    reason = "rpc_error"
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.rpc_code = code
+        self.rpc_data = data
+
+    @property
+    def remote_reason(self) -> str | None:
+        """``data.reason`` of the error (e.g. ``floors_exceed_budget``), if any."""
+        if isinstance(self.rpc_data, dict):
+            reason = self.rpc_data.get("reason")
+            return reason if isinstance(reason, str) else None
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.message} (code {self.rpc_code}, reason {self.remote_reason})"
+
+
+class ConnectionLost(ProtocolFault):
+    """The daemon closed the connection before answering."""
+
+    reason = "connection_lost"
+
+
+ProgressCallback = Callable[[dict[str, Any]], Any]
+
+
+class AsyncClient:
+    """A JSON-RPC client over one byte stream. Use ``connect``/``spawn`` to make one."""
+
+    def __init__(self, receive: ByteReceiveStream, send: ByteSendStream) -> None:
+        self._receive = receive
+        self._send = send
+        self._send_lock = anyio.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self._progress: dict[str, ProgressCallback] = {}
+        self._closed: BaseException | None = None
+        self.notifications: list[dict[str, Any]] = []
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        buf = bytearray()
+        try:
+            while True:
+                try:
+                    chunk = await self._receive.receive(1 << 16)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break
+                buf += chunk
+                while (nl := buf.find(b"\n")) >= 0:
+                    line = bytes(buf[:nl])
+                    del buf[: nl + 1]
+                    if line.strip():
+                        self._route(json.loads(line))
+                if len(buf) > _MAX_LINE:
+                    raise ProtocolFault("reply line over the client's limit")
+        finally:
+            self._closed = ConnectionLost("hostd closed the connection")
+            for event, _slot in self._pending.values():
+                event.set()
+
+    def _route(self, msg: Any) -> None:
+        if isinstance(msg, list):
+            for item in msg:
+                self._route(item)
+            return
+        if not isinstance(msg, dict):
+            return
+        if "method" in msg and "id" not in msg:
+            params = msg.get("params") or {}
+            callback = self._progress.get(_token_key(params.get("progress_token")))
+            if msg["method"] == "$/progress" and callback is not None:
+                callback(params)
+            else:
+                self.notifications.append(msg)
+            return
+        waiter = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+        if waiter is not None:
+            waiter[1].append(msg)
+            waiter[0].set()
+
+    async def _write(self, obj: Any) -> None:
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        async with self._send_lock:
+            await self._send.send(data)
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> Any:
+        """Call ``method``; return its result or raise ``RpcError``.
+
+        Cancelling the caller sends ``$/cancel`` so the daemon drops the work too.
+        """
+        if self._closed is not None:
+            raise self._closed
+        id_ = next(self._ids)
+        params = dict(params or {})
+        if on_progress is not None:
+            params["progress_token"] = f"p{id_}"
+            self._progress[f"p{id_}"] = on_progress
+        event = anyio.Event()
+        slot: list[Any] = []
+        self._pending[id_] = (event, slot)
+        try:
+            await self._write({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+            try:
+                await event.wait()
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await self.notify("$/cancel", {"id": id_})
+                raise
+        finally:
+            self._pending.pop(id_, None)
+            self._progress.pop(f"p{id_}", None)
+        if not slot:
+            raise self._closed or ConnectionLost("hostd closed the connection")
+        reply = slot[0]
+        if "error" in reply:
+            err = reply["error"] or {}
+            raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))
+        return reply.get("result")
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self._write({"jsonrpc": "2.0", "method": method, "params": params or {}})
+
+    async def send_raw(self, line: bytes) -> None:
+        """Send bytes as they are (tests of malformed input)."""
+        async with self._send_lock:
+            await self._send.send(line)
+
+    # -- the API --------------------------------------------------------------------------
+
+    async def compose(
+        self,
+        goal: str,
+        *,
+        budget: int | None = None,
+        on_progress: ProgressCallback | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """``context/compose``: the ComposedPrompt (``prompt``, ``citations``, ``audit``…)."""
+        body = {"goal": goal, **{k: v for k, v in params.items() if v is not None}}
+        if budget is not None:
+            body["budget"] = budget
+        result: dict[str, Any] = await self.call("context/compose", body, on_progress=on_progress)
+        return result
+
+    async def query(self, goal: str, *, budget: int | None = None, **params: Any) -> Any:
+        body = {"goal": goal, **{k: v for k, v in params.items() if v is not None}}
+        if budget is not None:
+            body["budget"] = budget
+        return await self.call("context/query", body)
+
+    async def providers(self) -> list[dict[str, Any]]:
+        result = await self.call("providers/list")
+        return list(result["providers"])
+
+    async def consent_grant(self, provider: str, scope: str, grantor: str = "client") -> Any:
+        return await self.call(
+            "consent/grant", {"provider": provider, "scope": scope, "grantor": grantor}
+        )
+
+    async def consent_revoke(self, provider: str, scope: str, grantor: str = "client") -> Any:
+        return await self.call(
+            "consent/revoke", {"provider": provider, "scope": scope, "grantor": grantor}
+        )
+
+    async def consent_list(self, provider: str | None = None) -> list[dict[str, Any]]:
+        result = await self.call("consent/list", {"provider": provider} if provider else {})
+        return list(result["receipts"])
+
+    async def usage(self, request_id: str) -> Any:
+        return await self.call("usage/report", {"request_id": request_id})
+
+    async def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("host/status")
+        return result
+
+    async def shutdown(self) -> Any:
+        return await self.call("host/shutdown")
+
+
+def _token_key(token: Any) -> str:
+    return token if isinstance(token, str) else json.dumps(token)
+
+
+@contextlib.asynccontextmanager
+async def _running(client: AsyncClient) -> AsyncIterator[AsyncClient]:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client._read_loop)
+        try:
+            yield client
+        finally:
+            tg.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def connect(path: str | os.PathLike[str] | None = None) -> AsyncIterator[AsyncClient]:
+    """Connect to a daemon's Unix socket (default: the configured default path)."""
+    sock = Path(path) if path is not None else default_socket_path()
+    stream = await anyio.connect_unix(sock)
+    async with stream, _running(AsyncClient(stream, stream)) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncClient]:
+    """Connect to a daemon's loopback TCP listener and authenticate with the bearer token."""
+    stream = await anyio.connect_tcp(host, port)
+    async with stream, _running(AsyncClient(stream, stream)) as client:
+        await client.call("$/authenticate", {"token": token})
+        yield client
+
+
+def serve_command(config: str | os.PathLike[str] | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "hostd"]
+    if config is not None:
+        cmd += ["--config", os.fspath(config)]
+    return [*cmd, "serve", "--stdio"]
+
+
+@contextlib.asynccontextmanager
+async def spawn(
+    config: str | os.PathLike[str] | None = None,
+    *,
+    command: Sequence[str] | None = None,
+    stderr: int | IO[Any] | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    grace_s: float = 15.0,
+) -> AsyncIterator[AsyncClient]:
+    """Start ``hostd serve --stdio`` as a child and talk to it; stop it on exit.
+
+    ``stderr`` (the daemon's JSON log) is inherited unless given. On exit stdin is
+    closed (the daemon drains and exits 0); a daemon that outlives ``grace_s`` is
+    terminated, then killed.
+    """
+    process: Process = await anyio.open_process(
+        list(command or serve_command(config)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        cwd=cwd,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        async with _running(AsyncClient(process.stdout, process.stdin)) as client:
+            client.process = process  # type: ignore[attr-defined]  # for callers that need the pid
+            yield client
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop_child(process, grace_s)
+
+
+async def _stop_child(process: Process, grace_s: float) -> None:
+    with contextlib.suppress(Exception):
+        if process.stdin is not None:
+            await process.stdin.aclose()
+    with anyio.move_on_after(grace_s):
+        await process.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    with anyio.move_on_after(5):
+        await process.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    await process.wait()
+
+
+class Client:
+    """A blocking wrapper over ``AsyncClient`` (it runs its own event loop thread)."""
+
+    def __init__(self, portal: BlockingPortal, client: AsyncClient) -> None:
+        self._portal = portal
+        self._client = client
+
+    @classmethod
+    @contextlib.contextmanager
+    def connect(cls, path: str | os.PathLike[str] | None = None) -> Iterator[Client]:
+        with (
+            start_blocking_portal(backend="asyncio") as portal,
+            portal.wrap_async_context_manager(connect(path)) as client,
+        ):
+            yield cls(portal, client)
+
+    @classmethod
+    @contextlib.contextmanager
+    def connect_tcp(cls, host: str, port: int, token: str) -> Iterator[Client]:
+        with (
+            start_blocking_portal(backend="asyncio") as portal,
+            portal.wrap_async_context_manager(connect_tcp(host, port, token)) as client,
+        ):
+            yield cls(portal, client)
+
+    @classmethod
+    @contextlib.contextmanager
+    def spawn(cls, config: str | os.PathLike[str] | None = None, **kwargs: Any) -> Iterator[Client]:
+        with (
+            start_blocking_portal(backend="asyncio") as portal,
+            portal.wrap_async_context_manager(spawn(config, **kwargs)) as client,
+        ):
+            yield cls(portal, client)
+
+    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        return self._portal.call(lambda: fn(*args, **kwargs))
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        return self._run(self._client.call, method, params)
+
+    def compose(self, goal: str, *, budget: int | None = None, **params: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._run(self._client.compose, goal, budget=budget, **params)
+        return result
+
+    def query(self, goal: str, *, budget: int | None = None, **params: Any) -> Any:
+        return self._run(self._client.query, goal, budget=budget, **params)
+
+    def providers(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._run(self._client.providers)
+        return result
+
+    def consent_grant(self, provider: str, scope: str, grantor: str = "client") -> Any:
+        return self._run(self._client.consent_grant, provider, scope, grantor)
+
+    def consent_revoke(self, provider: str, scope: str, grantor: str = "client") -> Any:
+        return self._run(self._client.consent_revoke, provider, scope, grantor)
+
+    def consent_list(self, provider: str | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._run(self._client.consent_list, provider)
+        return result
+
+    def usage(self, request_id: str) -> Any:
+        return self._run(self._client.usage, request_id)
+
+    def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._run(self._client.status)
+        return result
+
+    def shutdown(self) -> Any:
+        return self._run(self._client.shutdown)

@@ -1,0 +1,146 @@
+"""structlog set-up and the daemon's log events.
+
+Owns the log format: JSON lines (one object per event) to stderr or a file,
+``timestamp`` (UTC, ISO 8601), ``level``, dotted ``event`` names, and whatever
+is bound in contextvars (``request_id`` for the life of a client request).
+It also owns the events that describe a request's evidence: one
+``provider.leg`` per provider leg and one ``compose.audit`` per audit entry.
+
+Frame content and credentials are never logged (C8): events carry FrameIds,
+digests, sizes and token counts only.
+"""
+
+from __future__ import annotations
+
+import logging as _stdlib_logging
+import sys
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+import structlog
+
+__all__ = [
+    "LEVELS",
+    "bind_request",
+    "configure_logging",
+    "get_logger",
+    "log_audit",
+    "log_legs",
+    "unbind_request",
+]
+
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+
+#: Keys that may carry content or secrets; dropped from every event whatever its source (C8).
+_REDACTED_KEYS = frozenset({"content", "token", "authorization", "password", "secret", "prompt"})
+
+
+def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    for key in _REDACTED_KEYS.intersection(event):
+        event[key] = "[redacted]"
+    return event
+
+
+def configure_logging(
+    level: str = "info", *, file: str | None = None, stream: IO[str] | None = None
+) -> IO[str]:
+    """Route structlog to JSON lines on ``stream`` (default stderr) or ``file``.
+
+    Returns the stream written to. Never writes to stdout: when serving stdio
+    the real stdout is the wire.
+    """
+    out: IO[str]
+    if file is not None:
+        out = open(file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - lives for the process
+    else:
+        out = stream if stream is not None else sys.stderr
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(sort_keys=False, default=str),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
+        logger_factory=structlog.WriteLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    # Third-party libraries log through the stdlib; send them to the same place, never stdout.
+    root = _stdlib_logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = _stdlib_logging.StreamHandler(out)
+    handler.setFormatter(
+        _stdlib_logging.Formatter('{"event": "stdlib.%(name)s", "msg": %(message)r}')
+    )
+    root.addHandler(handler)
+    root.setLevel(max(LEVELS[level], _stdlib_logging.WARNING))
+    # jsonrpcserver logs method exceptions itself; our error boundary already does.
+    _stdlib_logging.getLogger("jsonrpcserver").setLevel(_stdlib_logging.CRITICAL)
+    return out
+
+
+def get_logger(name: str) -> Any:
+    return structlog.get_logger(name)
+
+
+def bind_request(request_id: str, **extra: Any) -> None:
+    """Bind ``request_id`` so every event this task (and its children) logs carries it."""
+    structlog.contextvars.bind_contextvars(request_id=request_id, **extra)
+
+
+def unbind_request(*keys: str) -> None:
+    structlog.contextvars.unbind_contextvars("request_id", *keys)
+
+
+def log_legs(logger: Any, reports: Mapping[str, Any]) -> None:
+    """One ``provider.leg`` event per provider leg: status, latency, frames, violations."""
+    for provider_id in sorted(reports):
+        report = reports[provider_id]
+        violations = getattr(report, "violations", ()) or ()
+        logger.info(
+            "provider.leg",
+            provider=provider_id,
+            status=str(getattr(report, "status", "unknown")),
+            latency_ms=getattr(report, "latency_ms", None),
+            frames_offered=getattr(report, "frames_offered", None),
+            frames_accepted=getattr(report, "frames_accepted", None),
+            error_code=getattr(report, "error_code", None),
+            violations=[_violation(v) for v in violations],
+        )
+
+
+def _violation(v: Any) -> dict[str, Any]:
+    if isinstance(v, Mapping):
+        return {k: v.get(k) for k in ("rule", "field", "severity")}
+    return {
+        "rule": getattr(v, "rule", None),
+        "field": getattr(v, "field", None),
+        "severity": str(getattr(v, "severity", "")) or None,
+    }
+
+
+_AUDIT_KEYS = (
+    "disposition",
+    "reason",
+    "rank",
+    "score",
+    "position",
+    "tokens",
+    "provider",
+    "verification",
+)
+
+
+def log_audit(logger: Any, entries: Iterable[Mapping[str, Any]]) -> None:
+    """One ``compose.audit`` event per audit entry (wire form), content never included."""
+    for entry in entries:
+        fields = {k: entry[k] for k in _AUDIT_KEYS if k in entry and entry[k] is not None}
+        frame = entry.get("frame")
+        if frame is None:
+            frame = {
+                k: entry[k] for k in ("provider_id", "frame_id", "content_digest") if k in entry
+            }
+        logger.info("compose.audit", frame=frame, **fields)

@@ -1,0 +1,319 @@
+"""The daemon: lifecycle, listeners, counters and the state methods share.
+
+Owns start-up (engine ``Host`` from config, listeners), the graceful stop
+(SIGTERM, SIGINT, ``host/shutdown`` or stdin EOF: stop accepting, let
+in-flight requests finish within the grace period, cancel the rest, close
+connections, shut providers down, remove the socket, return normally), and
+the small state the client methods read (counters, usage reports by request
+id). It never ranks or renders; that is ``hostd.compose``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import os
+import secrets
+import signal
+import time
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketListener, SocketStream
+
+import hostd
+from hostd.config import Config
+from hostd.logging import get_logger
+
+from ._connection import Connection, dispatch_one
+from ._listeners import (
+    open_stdio,
+    open_tcp_listener,
+    open_unix_listener,
+    remove_socket,
+    reserve_stdout,
+)
+
+__all__ = ["Daemon", "LocalSession"]
+
+log = get_logger("hostd.server")
+
+_USAGE_KEPT = 4096
+
+
+class Daemon:
+    """One running hostd. ``await Daemon(config).run(...)`` returns after a graceful stop."""
+
+    def __init__(self, config: Config, *, host_factory: Callable[..., Any] | None = None) -> None:
+        self.config = config
+        self.host: Any = None
+        self.counters: Counter[str] = Counter()
+        self.stopping = False
+        self.started_at = time.time()
+        self._host_factory = host_factory
+        self._stop = anyio.Event()
+        self._stop_reason: str | None = None
+        self._inflight = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._usage: OrderedDict[str, Any] = OrderedDict()
+        self._prefix = secrets.token_hex(3)
+        self._seq = itertools.count(1)
+        self._provider_ids = frozenset(p.id for p in config.provider)
+        self.socket_path: Path | None = None
+        self.tcp_address: tuple[str, int] | None = None
+
+    # -- state the methods read ---------------------------------------------------------
+
+    def new_request_id(self) -> str:
+        return f"{self._prefix}-{next(self._seq)}"
+
+    def provider_ids(self) -> frozenset[str]:
+        return self._provider_ids
+
+    async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any:
+        self.counters["fanouts"] += 1
+        return await self.host.query_all(query, budget, **kwargs)
+
+    async def providers_list(self) -> list[dict[str, Any]]:
+        listed = self.host.providers_list()
+        if inspect.isawaitable(listed):
+            listed = await listed
+        return list(listed)
+
+    @property
+    def consent(self) -> Any:
+        return self.host.consent
+
+    def remember_usage(self, request_id: str, usage: Any) -> None:
+        self._usage[request_id] = usage
+        while len(self._usage) > _USAGE_KEPT:
+            self._usage.popitem(last=False)
+
+    def usage_of(self, request_id: str) -> Any:
+        return self._usage.get(request_id)
+
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {
+            "version": hostd.__version__,
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "state": "stopping" if self.stopping else "serving",
+            "socket": str(self.socket_path) if self.socket_path else None,
+            "tcp": list(self.tcp_address) if self.tcp_address else None,
+            "providers": len(self._provider_ids),
+            "in_flight": self._inflight,
+            "counters": dict(sorted(self.counters.items())),
+        }
+        sessions = getattr(self.host, "session_stats", None)
+        if callable(sessions):
+            status["sessions"] = sessions()
+        return status
+
+    # -- in-flight accounting and stop ---------------------------------------------------
+
+    def begin_request(self) -> None:
+        self._inflight += 1
+        if self._inflight == 1:
+            self._idle = anyio.Event()
+
+    def end_request(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
+
+    def request_stop(self, reason: str) -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._stop.set()
+
+    # -- in-process use (the CLI's one-shot commands) ------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def local(self) -> AsyncIterator[LocalSession]:
+        """Start the host without listeners; yield a session that dispatches in-process."""
+        async with self._make_host() as host:
+            self.host = host
+            yield LocalSession(self)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _make_host(self) -> Any:
+        if self._host_factory is not None:
+            return self._host_factory(self.config)
+        from hostd.engine import Host
+
+        state = self.config.state_path
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Host(self.config.provider_specs(), state_dir=state)
+
+    async def run(
+        self,
+        *,
+        stdio: bool = False,
+        unix: bool = True,
+        tcp: bool | None = None,
+        handle_signals: bool = True,
+        ready: Callable[[Daemon], None] | None = None,
+    ) -> None:
+        """Serve until stopped; return after a graceful stop (the caller exits 0)."""
+        cfg = self.config
+        wire_fd = reserve_stdout() if stdio else None
+        tcp = cfg.tcp.enabled if tcp is None else tcp
+        listeners: list[tuple[str, SocketListener]] = []
+        inode: int | None = None
+        token = cfg.tcp_token() if tcp else None
+        if tcp and not token:
+            from hostd.errors import ConfigError
+
+            raise ConfigError(
+                f"{cfg.source}: tcp: a bearer token (tcp.token or tcp.token_file) is required",
+                key="tcp.token",
+            )
+        async with self._make_host() as host:
+            self.host = host
+            try:
+                if unix:
+                    self.socket_path = cfg.socket_path
+                    listener = await open_unix_listener(self.socket_path)
+                    inode = self.socket_path.lstat().st_ino
+                    listeners.append(("unix", listener))
+                if tcp:
+                    listener = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
+                    self.tcp_address = listener.extra(anyio.abc.SocketAttribute.local_address)
+                    listeners.append(("tcp", listener))
+                if cfg.host.start_providers == "boot":
+                    await self._start_providers(host)
+                await self._serve(listeners, wire_fd, token, handle_signals, ready)
+            finally:
+                for _, listener in listeners:
+                    await listener.aclose()
+                if self.socket_path is not None and inode is not None:
+                    remove_socket(self.socket_path, inode)
+                log.info("host.stopping.providers")
+        log.info("host.stopped", reason=self._stop_reason)
+
+    async def _start_providers(self, host: Any) -> None:
+        start = getattr(host, "start_all", None) or getattr(host, "start", None)
+        if start is not None:
+            result = start()
+            if inspect.isawaitable(result):
+                await result
+
+    async def _serve(
+        self,
+        listeners: list[tuple[str, SocketListener]],
+        wire_fd: int | None,
+        token: str | None,
+        handle_signals: bool,
+        ready: Callable[[Daemon], None] | None,
+    ) -> None:
+        async with anyio.create_task_group() as conns:
+            async with anyio.create_task_group() as accepting:
+                if handle_signals:
+                    accepting.start_soon(self._watch_signals)
+                for kind, listener in listeners:
+                    accepting.start_soon(
+                        self._accept, listener, conns, token if kind == "tcp" else None
+                    )
+                if wire_fd is not None:
+                    conns.start_soon(self._serve_stdio, wire_fd)
+                log.info(
+                    "host.serving",
+                    pid=os.getpid(),
+                    socket=str(self.socket_path) if self.socket_path else None,
+                    tcp=list(self.tcp_address) if self.tcp_address else None,
+                    stdio=wire_fd is not None,
+                    providers=sorted(self._provider_ids),
+                )
+                if ready is not None:
+                    ready(self)
+                await self._stop.wait()
+                # Stop accepting: close the listeners' accept loops first.
+                accepting.cancel_scope.cancel()
+            self.stopping = True
+            grace = self.config.host.grace_period_s
+            log.info("host.stopping", reason=self._stop_reason, in_flight=self._inflight)
+            with anyio.move_on_after(grace) as waited:
+                await self._idle.wait()
+            if waited.cancelled_caught:
+                log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
+            conns.cancel_scope.cancel()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("host.signal", signal=signal.Signals(signum).name)
+                self.request_stop(signal.Signals(signum).name)
+
+    async def _accept(
+        self, listener: SocketListener, conns: anyio.abc.TaskGroup, token: str | None
+    ) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            except OSError as exc:  # e.g. EMFILE: keep serving the clients we have
+                log.error("host.accept_failed", error=exc.strerror)
+                await anyio.sleep(0.05)
+                continue
+            if self.counters["connections_open"] >= self.config.host.max_connections:
+                log.warning("host.connection_refused", limit=self.config.host.max_connections)
+                await stream.aclose()
+                continue
+            conns.start_soon(self._serve_stream, stream, token)
+
+    async def _serve_stream(self, stream: SocketStream, token: str | None) -> None:
+        name = f"{'tcp' if token else 'unix'}#{self.counters['connections_total'] + 1}"
+
+        async def receive() -> bytes:
+            try:
+                return await stream.receive(1 << 16)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return b""
+
+        async with stream:
+            await Connection(self, receive, stream.send, name=name, token=token).serve()
+
+    async def _serve_stdio(self, wire_fd: int) -> None:
+        stdio = await open_stdio(0, wire_fd)
+        try:
+            await Connection(
+                self, stdio.receive, stdio.send, name="stdio", drain_on_eof=True
+            ).serve()
+        finally:
+            stdio.close()
+        # The client closed stdin: nobody can send more; stop gracefully.
+        self.request_stop("stdin closed")
+
+
+class _NullConnection:
+    """The connection of an in-process session: notifications go nowhere."""
+
+    async def send(self, obj: Any) -> None:
+        return None
+
+    def cancel(self, id_: Any) -> None:
+        return None
+
+
+class LocalSession:
+    """``call(method, params)`` against a daemon's methods without a socket."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        from hostd.client import RpcError
+
+        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        reply = await dispatch_one(self._daemon, _NullConnection(), msg)
+        if "error" in reply:
+            err = reply["error"]
+            raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))
+        return reply.get("result")

@@ -1,0 +1,212 @@
+"""Where clients connect: stdio, a private Unix socket, opt-in loopback TCP.
+
+Owns the file-descriptor and socket-file rules. Stdio: the real stdout is
+duplicated for the wire and fd 1 is pointed at stderr, so a stray print or a
+library's output can never corrupt the stream. Unix socket: created mode 0600
+in a directory of ours with mode 0700; a stale socket file left by a dead
+daemon is replaced, a live one is never stolen. TCP: loopback only, and the
+connection must authenticate with the bearer token first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import ipaddress
+import os
+import socket
+import stat
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from anyio.abc import SocketListener
+
+from hostd.errors import HostdError
+
+__all__ = [
+    "ListenerError",
+    "Stdio",
+    "is_loopback",
+    "open_stdio",
+    "open_tcp_listener",
+    "open_unix_listener",
+    "remove_socket",
+    "reserve_stdout",
+]
+
+
+class ListenerError(HostdError):
+    """A listener that cannot be opened safely (live socket, unsafe directory, bad bind)."""
+
+    reason = "listener_failed"
+
+
+# -- Unix socket ------------------------------------------------------------------------
+
+
+def _private_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = directory.stat()
+    except OSError as exc:
+        raise ListenerError(f"cannot create socket directory {directory}: {exc.strerror}") from exc
+    if st.st_uid != os.getuid():
+        raise ListenerError(f"socket directory {directory} is not owned by this user")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise ListenerError(
+            f"socket directory {directory} is accessible by other users "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}); use a directory with mode 0700"
+        )
+
+
+def _is_live(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            return False
+        return True  # e.g. EAGAIN: a busy but live listener
+    else:
+        return True
+    finally:
+        probe.close()
+
+
+def _prepare_socket_path(path: Path) -> None:
+    _private_dir(path.parent)
+    if path.exists() or path.is_symlink():
+        st = path.lstat()
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ListenerError(f"{path} exists and is not a socket; refusing to replace it")
+        if _is_live(path):
+            raise ListenerError(f"another hostd is already serving on {path}")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+async def open_unix_listener(path: Path) -> SocketListener:
+    """Bind ``path`` (0600, private dir), replacing a stale socket, never a live one."""
+    await anyio.to_thread.run_sync(_prepare_socket_path, path)
+    # umask makes the file private from the moment it exists; mode= re-asserts it.
+    old = os.umask(0o177)
+    try:
+        listener = await anyio.create_unix_listener(path, mode=0o600)
+    except OSError as exc:
+        raise ListenerError(f"cannot listen on {path}: {exc.strerror}") from exc
+    finally:
+        os.umask(old)
+    return listener
+
+
+def remove_socket(path: Path, inode: int | None) -> None:
+    """Remove our socket file (only if it is still ours: same inode)."""
+    with contextlib.suppress(OSError):
+        if inode is None or path.lstat().st_ino == inode:
+            path.unlink()
+
+
+# -- TCP --------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def open_tcp_listener(host: str, port: int) -> SocketListener:
+    if not is_loopback(host):
+        raise ListenerError(f"refusing to listen on non-loopback address {host!r}")
+    try:
+        return await anyio.create_tcp_listener(local_host=host, local_port=port)
+    except OSError as exc:
+        raise ListenerError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+
+
+# -- stdio ------------------------------------------------------------------------------
+
+
+def reserve_stdout() -> int:
+    """Duplicate fd 1 for the wire and point fd 1 at stderr; returns the wire fd.
+
+    After this, ``print`` and any library writing to stdout land on stderr and
+    can never corrupt the JSON-RPC stream.
+    """
+    sys.stdout.flush()
+    wire = os.dup(1)
+    os.dup2(2, 1)
+    os.set_inheritable(wire, False)
+    return wire
+
+
+class Stdio:
+    """Async byte I/O on the stdin fd and the reserved wire fd."""
+
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._transports: list[asyncio.BaseTransport] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        infile = os.fdopen(self._in_fd, "rb", buffering=0, closefd=False)
+        try:
+            reader = asyncio.StreamReader(limit=1 << 16)
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), infile
+            )
+            self._reader = reader
+            self._transports.append(transport)
+        except ValueError:
+            self._reader = None  # a regular file: read it in a worker thread instead
+        outfile = os.fdopen(self._out_fd, "wb", buffering=0, closefd=False)
+        try:
+            wtransport, wprotocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, outfile
+            )
+            self._writer = asyncio.StreamWriter(wtransport, wprotocol, None, loop)
+            self._transports.append(wtransport)
+        except ValueError:
+            self._writer = None
+
+    async def receive(self) -> bytes:
+        if self._reader is not None:
+            return await self._reader.read(1 << 16)
+        return await anyio.to_thread.run_sync(os.read, self._in_fd, 1 << 16, abandon_on_cancel=True)
+
+    async def send(self, data: bytes) -> None:
+        if self._writer is not None:
+            if self._writer.transport.is_closing():
+                raise anyio.BrokenResourceError
+            self._writer.write(data)
+            await self._writer.drain()
+            return
+        view = memoryview(data)
+        while view:
+            n = os.write(self._out_fd, view)
+            view = view[n:]
+
+    def close(self) -> None:
+        for transport in self._transports:
+            transport.close()
+
+
+async def open_stdio(in_fd: int, out_fd: int) -> Stdio:
+    stdio = Stdio(in_fd, out_fd)
+    await stdio.start()
+    return stdio
+
+
+Receive = Callable[[], Awaitable[bytes]]
