@@ -1,0 +1,425 @@
+"""``hostd check-provider``: drive any provider through the protocol and judge it.
+
+Owns a small, deliberately raw driver (its own pipes, so it can send
+malformed bytes on purpose) for either binding, and the checks: handshake
+(H1–H3, H2, C5), a query whose frames are valid (F1–F5, D1, P1–P5), budget
+honesty on recomputed costs (B1, B3, B4), the kinds filter (Q1),
+malformed-input tolerance (R1), verify honesty (V1–V3) and shutdown (R2).
+It judges with ``hostd.protocol`` rule functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+import hostd
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    Capabilities,
+    ContextFrame,
+    ContextQuery,
+    HandshakeAck,
+    Severity,
+    check_budget,
+    check_handshake,
+    check_kinds,
+    parse_frame,
+)
+
+__all__ = ["CheckResult", "check_provider", "render_table"]
+
+_BOGUS_DIGEST = "sha256:" + "0" * 64
+_MAX_LINE = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class CheckResult:
+    name: str
+    passed: bool
+    detail: str = ""
+    skipped: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "check": self.name,
+            "passed": self.passed,
+            "skipped": self.skipped,
+            "detail": self.detail,
+        }
+
+
+class _Failed(Exception):
+    pass
+
+
+@dataclass
+class _Driver:
+    process: Process
+    binding: str
+    timeout_s: float
+    buf: bytearray = field(default_factory=bytearray)
+    next_id: int = 1
+    correlation: bool = False
+
+    async def send_raw(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(data)
+
+    async def send(self, obj: Any) -> None:
+        await self.send_raw((json.dumps(obj, separators=(",", ":")) + "\n").encode())
+
+    async def read_line(self) -> Any:
+        assert self.process.stdout is not None
+        while True:
+            nl = self.buf.find(b"\n")
+            if nl >= 0:
+                line = bytes(self.buf[:nl])
+                del self.buf[: nl + 1]
+                if not line.strip():
+                    continue
+                try:
+                    return json.loads(line)
+                except ValueError as exc:
+                    raise _Failed(f"provider wrote a line that is not JSON: {line[:80]!r}") from exc
+            if len(self.buf) > _MAX_LINE:
+                raise _Failed("provider wrote an over-long line")
+            try:
+                self.buf += await self.process.stdout.receive(1 << 16)
+            except anyio.EndOfStream:
+                raise _Failed("provider closed stdout (exited?)") from None
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """JSON-RPC: send one request and return its reply object (result or error)."""
+        id_ = self.next_id
+        self.next_id += 1
+        await self.send({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+        with anyio.fail_after(self.timeout_s):
+            while True:
+                msg = await self.read_line()
+                if isinstance(msg, dict) and msg.get("id") == id_:
+                    return msg
+
+    async def envelope(self, message: dict[str, Any], expect: tuple[str, ...]) -> dict[str, Any]:
+        """CGP: send one envelope and return the first reply envelope of an expected type."""
+        await self.send(message)
+        with anyio.fail_after(self.timeout_s):
+            while True:
+                msg = await self.read_line()
+                if isinstance(msg, dict) and msg.get("type") in (*expect, "error"):
+                    return msg
+
+    # -- binding-neutral operations ------------------------------------------------------
+
+    async def handshake(self) -> HandshakeAck:
+        if self.binding == "jsonrpc":
+            reply = await self.request(
+                "context/handshake",
+                {
+                    "protocol_version": PROTOCOL_VERSION,
+                    "host": {"name": "hostd-check-provider", "version": hostd.__version__},
+                },
+            )
+            if "error" in reply:
+                raise _Failed(f"handshake refused: {reply['error']}")
+            return HandshakeAck.model_validate(reply.get("result"))
+        env = await self.envelope(
+            {"type": "handshake", "protocol_version": PROTOCOL_VERSION}, ("handshake_ack",)
+        )
+        if env.get("type") == "error":
+            raise _Failed(f"handshake refused: {env}")
+        return HandshakeAck.model_validate(env)
+
+    async def query(self, query: ContextQuery) -> tuple[list[Any] | None, dict[str, Any] | None]:
+        """Returns (raw frames, None) or (None, error object)."""
+        if self.binding == "jsonrpc":
+            reply = await self.request("context/query", {"query": query.to_wire()})
+            if "error" in reply:
+                return None, reply["error"]
+            result = reply.get("result") or {}
+            return list(result.get("frames") or []), None
+        message: dict[str, Any] = {"type": "query", "query": query.to_wire()}
+        if self.correlation:
+            message["id"] = f"q{self.next_id}"
+            self.next_id += 1
+        env = await self.envelope(message, ("frames",))
+        if env.get("type") == "error":
+            return None, env
+        return list((env.get("result") or {}).get("frames") or []), None
+
+    async def verify(self, identities: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.binding == "jsonrpc":
+            reply = await self.request("context/verify", {"frames": identities})
+            if "error" in reply:
+                raise _Failed(f"verify answered an error: {reply['error']}")
+            return list((reply.get("result") or {}).get("verdicts") or [])
+        env = await self.envelope(
+            {"type": "verify", "request": {"frames": identities}}, ("verified",)
+        )
+        if env.get("type") == "error":
+            raise _Failed(f"verify answered an error: {env}")
+        return list((env.get("response") or {}).get("verdicts") or [])
+
+    async def shutdown(self) -> None:
+        if self.binding == "jsonrpc":
+            await self.send({"jsonrpc": "2.0", "method": "context/shutdown"})
+        else:
+            await self.send({"type": "shutdown"})
+
+
+def _errors(violations: Sequence[Any]) -> list[Any]:
+    return [v for v in violations if v.severity == Severity.ERROR]
+
+
+def _fmt(violations: Sequence[Any], limit: int = 3) -> str:
+    text = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in violations[:limit])
+    more = len(violations) - limit
+    return text + (f" (+{more} more)" if more > 0 else "")
+
+
+async def check_provider(
+    command: Sequence[str],
+    *,
+    binding: str = "jsonrpc",
+    goal: str = "how is the configuration loaded",
+    budget: int = 400,
+    timeout_s: float = 10.0,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> list[CheckResult]:
+    """Run every check against a fresh child running ``command``; never raises for a bad peer."""
+    results: list[CheckResult] = []
+    try:
+        process = await anyio.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return [CheckResult("start", False, f"cannot start {command[0]!r}: {exc.strerror}")]
+    driver = _Driver(process, binding, timeout_s)
+    try:
+        await _run_checks(driver, results, goal, budget)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _reap(process)
+    return results
+
+
+async def _step(results: list[CheckResult], name: str, coro: Any) -> Any:
+    try:
+        return await coro
+    except TimeoutError:
+        results.append(CheckResult(name, False, "no answer within the timeout"))
+    except _Failed as exc:
+        results.append(CheckResult(name, False, str(exc)))
+    except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
+        results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        results.append(CheckResult(name, False, "the provider's pipe broke (it exited?)"))
+    return None
+
+
+async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget: int) -> None:
+    # 1. Handshake (H1–H3, H2, C5).
+    async def handshake() -> HandshakeAck:
+        ack = await d.handshake()
+        bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
+        if bad:
+            raise _Failed(_fmt(bad))
+        results.append(
+            CheckResult(
+                "handshake",
+                True,
+                f"{ack.provider.name} {ack.provider.version}, {ack.protocol_version}",
+            )
+        )
+        return ack
+
+    ack = await _step(results, "handshake", handshake())
+    if ack is None:
+        return
+    caps: Capabilities = ack.capabilities
+    d.correlation = caps.correlation
+
+    # 2. A query whose frames are all valid.
+    query = ContextQuery(goal=goal, query_text=goal, max_frames=8, max_tokens=budget)
+    frames: list[ContextFrame] = []
+
+    async def first_query() -> None:
+        raw, error = await d.query(query)
+        if error is not None:
+            raise _Failed(f"query answered an error: {error}")
+        assert raw is not None
+        problems: list[Any] = []
+        for item in raw:
+            frame, violations = parse_frame(item)
+            problems += _errors(violations)
+            if frame is not None and not _errors(violations):
+                frames.append(frame)
+        if problems:
+            raise _Failed(f"{len(problems)} invalid frame(s): {_fmt(problems)}")
+        results.append(CheckResult("query", True, f"{len(raw)} valid frame(s)"))
+
+    await _step(results, "query", first_query())
+
+    # 3. Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
+    async def budget_honesty() -> None:
+        declared = [f for f in frames if f.token_cost != _honest(f)]
+        bad = _errors(check_budget(query, frames))
+        tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
+        raw, error = await d.query(tight)
+        tight_frames = [f for f in (parse_frame(x)[0] for x in raw or []) if f is not None]
+        bad += _errors(check_budget(tight, tight_frames))
+        if declared:
+            f = declared[0]
+            raise _Failed(f"B3: {f.id} declares token_cost {f.token_cost}, honest {_honest(f)}")
+        if bad:
+            raise _Failed(_fmt(bad))
+        how = "an error" if error is not None else f"{len(tight_frames)} frame(s)"
+        results.append(
+            CheckResult("budget honesty", True, f"costs exact; max_tokens=8 answered with {how}")
+        )
+
+    await _step(results, "budget honesty", budget_honesty())
+
+    # 4. Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
+    async def kinds_filter() -> None:
+        kind = caps.query.kinds[0] if caps.query.kinds else (frames[0].kind if frames else "doc")
+        q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
+        raw, error = await d.query(q)
+        got = [f for f in (parse_frame(x)[0] for x in raw or []) if f is not None]
+        bad = check_kinds(q, got)
+        other = ContextQuery(
+            goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
+        )
+        raw2, _ = await d.query(other)
+        got2 = [f for f in (parse_frame(x)[0] for x in raw2 or []) if f is not None]
+        bad += check_kinds(other, got2)
+        if bad:
+            raise _Failed(_fmt(bad))
+        how = f"error {error.get('message', '')!r}" if error is not None else f"{len(got)} frame(s)"
+        results.append(CheckResult("kinds filter", True, f"kinds=[{kind}] → {how}"))
+
+    await _step(results, "kinds filter", kinds_filter())
+
+    # 5. Malformed input (R1): garbage, a wrong-typed request, then a valid query still served.
+    async def malformed() -> None:
+        await d.send_raw(b"this is not json\n")
+        await d.send_raw(b'{"half": \n')
+        if d.binding == "jsonrpc":
+            reply = await d.request("context/query", {"query": {"goal": 5}})
+            if "error" not in reply:
+                raise _Failed("a query with goal=5 was answered with a result, not an error")
+        else:
+            await d.send({"type": "query", "query": {"goal": 5}})
+        raw, error = await d.query(query)
+        if raw is None:
+            raise _Failed(f"after malformed input, a valid query got an error: {error}")
+        results.append(
+            CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
+        )
+
+    await _step(results, "malformed input", malformed())
+
+    # 6. Verify honesty (V1–V3): held frames are valid; a wrong digest is not.
+    async def verify() -> None:
+        if not caps.verify:
+            results.append(CheckResult("verify honesty", True, "verify not declared", True))
+            return
+        held = [f for f in frames if f.content_digest][:4]
+        if not held:
+            results.append(CheckResult("verify honesty", True, "no digest-carrying frame", True))
+            return
+        pid = "p"
+        idents = [
+            {"provider_id": pid, "frame_id": f.id, "content_digest": f.content_digest} for f in held
+        ]
+        verdicts = await d.verify(idents)
+        status = {str((v.get("frame") or {}).get("frame_id")): v.get("status") for v in verdicts}
+        not_valid = [f.id for f in held if status.get(f.id) != "valid"]
+        if not_valid:
+            raise _Failed(f"frames just served are not 'valid': {not_valid[:3]}")
+        bogus = [{"provider_id": pid, "frame_id": held[0].id, "content_digest": _BOGUS_DIGEST}]
+        verdicts = await d.verify(bogus)
+        if any(v.get("status") == "valid" for v in verdicts):
+            raise _Failed("a wrong content_digest was answered 'valid' (rubber stamp)")
+        results.append(
+            CheckResult("verify honesty", True, f"{len(held)} valid; a wrong digest is not valid")
+        )
+
+    await _step(results, "verify honesty", verify())
+
+    # 7. Shutdown (R2): the provider exits after the shutdown message.
+    async def shutdown() -> None:
+        started = time.monotonic()
+        await d.shutdown()
+        with anyio.fail_after(d.timeout_s):
+            code = await d.process.wait()
+        results.append(
+            CheckResult(
+                "shutdown",
+                True,
+                f"exited with {code} after {round((time.monotonic() - started) * 1000)} ms",
+            )
+        )
+
+    await _step(results, "shutdown", shutdown())
+
+
+def _honest(frame: ContextFrame) -> int:
+    from hostd.protocol import canonical_token_cost
+
+    if frame.effective_representation == "reference":
+        return frame.token_cost
+    return canonical_token_cost(frame.content)
+
+
+async def _reap(process: Process) -> None:
+    with contextlib.suppress(Exception):
+        if process.stdin is not None:
+            await process.stdin.aclose()
+    if process.returncode is None:
+        with anyio.move_on_after(2):
+            await process.wait()
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, 15)
+        with anyio.move_on_after(2):
+            await process.wait()
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, 9)
+        await process.wait()
+    else:
+        # The group may hold children the provider started; they go with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, 9)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+
+
+def render_table(results: Sequence[CheckResult]) -> str:
+    width = max((len(r.name) for r in results), default=5)
+    lines = [f"{'check'.ljust(width)}  result  detail"]
+    for r in results:
+        mark = "skip" if r.skipped else ("pass" if r.passed else "FAIL")
+        lines.append(f"{r.name.ljust(width)}  {mark.ljust(6)}  {r.detail}")
+    passed = sum(1 for r in results if r.passed)
+    lines.append(f"{passed}/{len(results)} passed")
+    return "\n".join(lines) + "\n"
