@@ -166,6 +166,8 @@ def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
     """
     if not uri:
         return None, Unverifiable.NO_URI
+    if uri.startswith("file:///") and not any(c in uri for c in "?#%\x00"):
+        return uri[7:], None  # the common spelling, nothing to decode
     try:
         parts = urlsplit(uri)
     except ValueError:
@@ -181,10 +183,10 @@ def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
 
 
 def _within(path: str, root: str) -> bool:
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:
-        return False
+    """Whether resolved ``path`` is ``root`` or below it (both already resolved)."""
+    if root == os.sep:
+        return path.startswith(os.sep)
+    return path == root or path.startswith(root + os.sep)
 
 
 _ReadResult = tuple[bytes | None, Unverifiable | None, str]
@@ -207,6 +209,7 @@ class SourceReader:
         self.roots = tuple(dict.fromkeys(os.path.realpath(os.fspath(r)) for r in roots))
         self.max_bytes = max_bytes
         self._files: dict[str, _ReadResult] = {}
+        self._dirs: dict[str, str] = {}
         self.reads = 0
 
     def read(self, path: str) -> _ReadResult:
@@ -218,8 +221,28 @@ class SourceReader:
         self._files[path] = result
         return result
 
+    def _resolve(self, path: str) -> str:
+        """``os.path.realpath`` with the directory part cached for this reader's pass.
+
+        Symlinks and ``..`` are resolved exactly as ``realpath`` does; only a plain
+        final component (not ``.``/``..``, not a symlink) skips re-walking its directory.
+        """
+        head, name = os.path.split(path)
+        if not head or name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real_dir = self._dirs.get(head)
+        if real_dir is None:
+            real_dir = self._dirs[head] = os.path.realpath(head)
+        candidate = os.path.join(real_dir, name)
+        try:
+            if stat.S_ISLNK(os.lstat(candidate).st_mode):
+                return os.path.realpath(candidate)
+        except OSError:
+            pass
+        return candidate
+
     def _read(self, path: str) -> _ReadResult:
-        real = os.path.realpath(path)
+        real = self._resolve(path)
         if not any(_within(real, root) for root in self.roots):
             return None, Unverifiable.UNTRUSTED_PATH, real
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -244,26 +244,44 @@ class VerifyStage:
         self, items: Sequence[tuple[str, ContextFrame]]
     ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
         """Inline digests and source re-reads of ``items``. Sync: touches the filesystem."""
-        readers: dict[tuple[str, ...], SourceReader] = {}
+        by_roots: dict[tuple[str, ...], SourceReader] = {}
+        by_pid: dict[str, SourceReader | None] = {}
         out: list[tuple[InlineCheck, SourceCheck | None]] = []
         for pid, frame in items:
-            inline = check_inline_digest(frame)
             source: SourceCheck | None = None
-            roots = self._roots_for(pid)
-            if roots and any(p.type == "file" for p in frame.provenance):
-                key = tuple(os.fspath(r) for r in roots)
-                reader = readers.get(key)
-                if reader is None:
-                    reader = readers[key] = SourceReader(roots, max_bytes=self.max_source_bytes)
+            if pid in by_pid:
+                reader = by_pid[pid]
+            else:
+                roots = self._roots_for(pid)
+                reader = None
+                if roots:
+                    key = tuple(os.fspath(r) for r in roots)
+                    reader = by_roots.get(key)
+                    if reader is None:
+                        reader = by_roots[key] = SourceReader(
+                            roots, max_bytes=self.max_source_bytes
+                        )
+                by_pid[pid] = reader
+            if reader is not None and frame.provenance:
                 source = reader.check_frame(frame)
-            out.append((inline, source))
-        return out, sum(r.reads for r in readers.values())
+            out.append((check_inline_digest(frame), source))
+        return out, sum(r.reads for r in by_roots.values())
 
-    def _needs_io(self, items: Sequence[tuple[str, ContextFrame]]) -> bool:
-        return any(
-            self._roots_for(pid) and any(p.type == "file" for p in frame.provenance)
+    async def _run_checks(
+        self, items: list[tuple[str, ContextFrame]]
+    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
+        """``_check_all`` in a worker thread when it will touch files, inline otherwise."""
+        if not items:
+            return [], 0
+        needs_io = any(
+            frame.provenance
+            and self._roots_for(pid)
+            and any(p.type == "file" for p in frame.provenance)
             for pid, frame in items
         )
+        if needs_io:
+            return await anyio.to_thread.run_sync(self._check_all, items)
+        return self._check_all(items)
 
     async def finish(
         self,
@@ -278,7 +296,8 @@ class VerifyStage:
         replies = replies or {}
         session = plan.session
         fresh_list = list(fresh)
-        fresh_ids = {FrameId.of(pid, f) for pid, f in fresh_list}
+        fresh_fids = [FrameId.of(pid, f) for pid, f in fresh_list]
+        fresh_ids = set(fresh_fids)
         figures: dict[str, Any] = {
             "session": session,
             "held": plan.held,
@@ -364,27 +383,46 @@ class VerifyStage:
                 self.cache.evict(session, fids, reason_name)
 
         # D4, F5, F17: inline digests and source re-reads, off the event loop when reading.
-        items: list[tuple[str, ContextFrame]] = [(h.provider_id, h.frame) for h in valid_held]
-        items += fresh_list
-        if self._needs_io(items):
-            checks, reads = await anyio.to_thread.run_sync(self._check_all, items)
-        else:
-            checks, reads = self._check_all(items)
-        figures["source_reads"] = reads
+        # D2: a fresh copy of a held frame is the same content; it is checked only
+        # if the held copy falls out, so an unchanged session reads each source once.
+        held_ids = {h.fid for h in valid_held}
+        first: list[tuple[str, ContextFrame]] = [(h.provider_id, h.frame) for h in valid_held]
+        first_fids: list[FrameId] = [h.fid for h in valid_held]
+        deferred: list[tuple[FrameId, tuple[str, ContextFrame]]] = []
+        for fid, pair in zip(fresh_fids, fresh_list, strict=True):
+            if fid in held_ids:
+                deferred.append((fid, pair))
+            else:
+                first.append(pair)
+                first_fids.append(fid)
 
         accepted_reused: list[HeldFrame] = []
-        accepted_fresh: list[tuple[str, ContextFrame]] = []
+        accepted_fresh: dict[FrameId, tuple[str, ContextFrame]] = {}
         verification: dict[FrameId, dict[str, Any]] = {}
-        n_reused = len(valid_held)
-        for i, ((pid, frame), (inline, source)) in enumerate(zip(items, checks, strict=True)):
-            reused = i < n_reused
-            fid = valid_held[i].fid if reused else FrameId.of(pid, frame)
-            if fid in verification:
-                # D2: same FrameId, same content: the held copy (or the first fresh
-                # one) already stands for it, one FrameId, one audit entry.
-                continue
-            d = decide_frame(inline, source, reused=reused)
-            if d.excluded is not None:
+        reads = 0
+
+        def take(
+            items: list[tuple[str, ContextFrame]],
+            fids: list[FrameId],
+            checks: list[tuple[InlineCheck, SourceCheck | None]],
+            n_reused: int,
+        ) -> None:
+            for i, ((pid, frame), (inline, source)) in enumerate(zip(items, checks, strict=True)):
+                reused = i < n_reused
+                fid = fids[i]
+                if fid in verification:
+                    # D2: same FrameId, same content: the held copy (or the first fresh
+                    # one) already stands for it, one FrameId, one audit entry.
+                    continue
+                d = decide_frame(inline, source, reused=reused)
+                if d.excluded is None:
+                    assert d.state is not None
+                    verification[fid] = dict(d.state)
+                    if reused:
+                        accepted_reused.append(valid_held[i])
+                    else:
+                        accepted_fresh[fid] = (pid, frame)
+                    continue
                 counts[d.excluded.value] = counts.get(d.excluded.value, 0) + 1
                 bump(pid, d.excluded.value)
                 detail = dict(d.detail)
@@ -409,15 +447,22 @@ class VerifyStage:
                         **_safe(detail),
                     )
                 excluded.setdefault(fid, (fid, d.excluded.value, detail))
-                continue
-            assert d.state is not None
-            verification[fid] = dict(d.state)
-            if reused:
-                accepted_reused.append(valid_held[i])
-            else:
-                accepted_fresh.append((pid, frame))
 
-        accepted, from_cache = merge_candidates(accepted_fresh, accepted_reused)
+        checks, n = await self._run_checks(first)
+        reads += n
+        take(first, first_fids, checks, len(valid_held))
+        retry = [(fid, pair) for fid, pair in deferred if fid not in verification]
+        if retry:
+            checks, n = await self._run_checks([pair for _, pair in retry])
+            reads += n
+            take([pair for _, pair in retry], [fid for fid, _ in retry], checks, 0)
+        figures["source_reads"] = reads
+
+        # D2: one entry per FrameId, ordered by provider then FrameId (as merge_candidates).
+        by_id = dict(accepted_fresh)
+        from_cache = {h.fid for h in accepted_reused}
+        by_id.update((h.fid, (h.provider_id, h.frame)) for h in accepted_reused)
+        accepted = [by_id[k] for k in sorted(by_id)]
         for fid in verification:
             excluded.pop(fid, None)  # accepted under this FrameId: not also an exclusion
         for state in verification.values():
@@ -430,9 +475,9 @@ class VerifyStage:
             self.cache.remember(session, accepted)
         figures["cache"] = {"sessions": len(self.cache), "frames": self.cache.total_frames}
 
-        for pid, h in health.items():
+        for pid, flags in health.items():
             cumulative = self._health.setdefault(pid, {})
-            for k, n in h.items():
+            for k, n in flags.items():
                 cumulative[k] = cumulative.get(k, 0) + n
         for k, n in counts.items():
             self._totals[k] = self._totals.get(k, 0) + n
