@@ -33,12 +33,21 @@ class LineReader:
     ``receive_line()`` returns one line without its newline, raises
     ``LineTooLong`` once per over-long line (the reader then resumes at the
     following line) and ``anyio.EndOfStream`` at the end. A final line without
-    a newline is returned before the end.
+    a newline is returned before the end when ``keep_unterminated``; otherwise
+    it is dropped and ``truncated`` is set (a peer that died mid-write).
     """
 
-    def __init__(self, stream: ByteReceiveStream, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
+    def __init__(
+        self,
+        stream: ByteReceiveStream,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        *,
+        keep_unterminated: bool = False,
+    ):
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
+        self.keep_unterminated = keep_unterminated
+        self.truncated = False
         self._stream = stream
         self.max_line_bytes = max_line_bytes
         self._buf = bytearray()
@@ -73,7 +82,9 @@ class LineReader:
                 if self._buf and not self._discarding:
                     line = bytes(self._buf)
                     self._buf.clear()
-                    return line
+                    if self.keep_unterminated:
+                        return line
+                    self.truncated = True
                 raise anyio.EndOfStream
             try:
                 chunk = await self._stream.receive(65536)

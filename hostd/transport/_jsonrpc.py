@@ -107,7 +107,8 @@ class JsonRpcClient:
                 try:
                     line = await self._reader.receive_line()
                 except anyio.EndOfStream:
-                    error = ProviderCrashed("provider closed its output")
+                    how = "mid-line" if self._reader.truncated else "its output"
+                    error = ProviderCrashed(f"provider closed {how}")
                     break
                 except LineTooLong as exc:
                     error = exc

@@ -143,7 +143,7 @@ class ChildProcess:
 
     async def _pump_stderr(self) -> None:
         assert self.process.stderr is not None
-        reader = LineReader(self.process.stderr, self.policy.max_line_bytes)
+        reader = LineReader(self.process.stderr, self.policy.max_line_bytes, keep_unterminated=True)
         while True:
             try:
                 raw = await reader.receive_line()

@@ -1,0 +1,157 @@
+"""Provider health and restart decisions: plain sync functions, no I/O.
+
+Owns the state machine the engine follows for each provider: whether a leg
+may use the running connection, must (re)start it now, must wait out a
+backoff first, or must give up because the bounded restart attempts are
+spent. The engine does the I/O these decisions name; tests drive them with
+a fake clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "Health",
+    "ProviderState",
+    "RestartPolicy",
+    "StartAction",
+    "StartDecision",
+    "backoff_delay",
+    "decide_start",
+    "record_failure",
+    "record_leg",
+    "record_started",
+]
+
+
+class ProviderState(StrEnum):
+    IDLE = "idle"  # never started (lazy start)
+    READY = "ready"  # running and handshaken
+    CRASHED = "crashed"  # died or broke; restarts after its backoff
+    FAILED = "failed"  # restart attempts spent: not started again
+    STOPPED = "stopped"  # the host shut it down
+
+
+class StartAction(StrEnum):
+    USE = "use"
+    START = "start"
+    WAIT = "wait"
+    GIVE_UP = "give_up"
+
+
+@dataclass(slots=True, frozen=True)
+class RestartPolicy:
+    """Exponential backoff: ``base * 2**(n-1)`` after the n-th consecutive failure, capped;
+    at most ``max_attempts`` consecutive failed starts or crashes before giving up."""
+
+    base_delay_s: float = 0.05
+    max_delay_s: float = 5.0
+    max_attempts: int = 5
+
+
+@dataclass(slots=True, frozen=True)
+class StartDecision:
+    action: StartAction
+    delay_s: float = 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class Health:
+    """Counters and restart state of one provider (reported by ``providers/list``)."""
+
+    state: ProviderState = ProviderState.IDLE
+    starts: int = 0
+    restarts: int = 0
+    consecutive_failures: int = 0
+    failed_at: float | None = None
+    legs: int = 0
+    ok: int = 0
+    timeouts: int = 0
+    crashes: int = 0
+    errors: int = 0
+    quarantines: int = 0
+    no_consent: int = 0
+    last_error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "starts": self.starts,
+            "restarts": self.restarts,
+            "consecutive_failures": self.consecutive_failures,
+            "legs": self.legs,
+            "ok": self.ok,
+            "timeouts": self.timeouts,
+            "crashes": self.crashes,
+            "errors": self.errors,
+            "quarantines": self.quarantines,
+            "no_consent": self.no_consent,
+            "last_error": self.last_error,
+        }
+
+
+def backoff_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
+    """Seconds to wait after the n-th consecutive failure before the next start (0 for n=0)."""
+    if consecutive_failures <= 0:
+        return 0.0
+    return min(policy.base_delay_s * 2 ** (consecutive_failures - 1), policy.max_delay_s)
+
+
+def decide_start(
+    health: Health, *, alive: bool, now: float, policy: RestartPolicy
+) -> StartDecision:
+    """What a leg does before it can send a request."""
+    if alive:
+        return StartDecision(StartAction.USE)
+    if health.state is ProviderState.FAILED or health.consecutive_failures >= policy.max_attempts:
+        return StartDecision(StartAction.GIVE_UP)
+    if health.failed_at is None:
+        return StartDecision(StartAction.START)
+    due = health.failed_at + backoff_delay(health.consecutive_failures, policy)
+    if now >= due:
+        return StartDecision(StartAction.START)
+    return StartDecision(StartAction.WAIT, due - now)
+
+
+def record_started(health: Health) -> Health:
+    """A start and handshake succeeded."""
+    restarted = health.starts > 0
+    return replace(
+        health,
+        state=ProviderState.READY,
+        starts=health.starts + 1,
+        restarts=health.restarts + (1 if restarted else 0),
+    )
+
+
+def record_failure(health: Health, *, now: float, error: str, policy: RestartPolicy) -> Health:
+    """The process could not start, failed its handshake, died or broke its stream."""
+    n = health.consecutive_failures + 1
+    state = ProviderState.FAILED if n >= policy.max_attempts else ProviderState.CRASHED
+    return replace(health, state=state, consecutive_failures=n, failed_at=now, last_error=error)
+
+
+def record_leg(health: Health, status: str, *, error: str | None = None) -> Health:
+    """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
+    resets the consecutive-failure count: the process works."""
+    fields: dict[str, Any] = {"legs": health.legs + 1}
+    if status == "ok":
+        fields["ok"] = health.ok + 1
+    elif status == "timeout":
+        fields["timeouts"] = health.timeouts + 1
+    elif status == "crashed":
+        fields["crashes"] = health.crashes + 1
+    elif status == "error":
+        fields["errors"] = health.errors + 1
+    elif status == "quarantined":
+        fields["quarantines"] = health.quarantines + 1
+    elif status == "no_consent":
+        fields["no_consent"] = health.no_consent + 1
+    if status in ("ok", "quarantined") and health.state is ProviderState.READY:
+        fields["consecutive_failures"] = 0
+    if error is not None:
+        fields["last_error"] = error
+    return replace(health, **fields)

@@ -1,0 +1,154 @@
+"""The fan-out's results as values: one ``LegReport`` per provider and the ``FanOut``.
+
+Failures are values here: a leg that timed out, crashed, erred, was
+quarantined or refused for lack of consent is a report, never an exception.
+``FanOut.usage_report()`` is UR1: the summed canonical cost of the served
+frames, walkable back to each FrameId.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from hostd.protocol import (
+    ContextFrame,
+    ContextQuery,
+    FrameId,
+    Representation,
+    Violation,
+    canonical_token_cost,
+)
+
+__all__ = ["Excluded", "FanOut", "LegReport", "LegStatus", "honest_cost"]
+
+#: ``(FrameId, reason, detail)``: one frame a stage dropped, for the composer's audit.
+Excluded = tuple[FrameId, str, dict[str, Any]]
+
+
+class LegStatus(StrEnum):
+    OK = "ok"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    ERROR = "error"
+    QUARANTINED = "quarantined"
+    NO_CONSENT = "no_consent"
+    SKIPPED = "skipped"
+
+
+def honest_cost(frame: ContextFrame) -> int:
+    """The canonical cost (B3, P4): recomputed from content, never the declared figure."""
+    if frame.effective_representation == Representation.REFERENCE:
+        return 0
+    return canonical_token_cost(frame.content)
+
+
+@dataclass(slots=True, frozen=True)
+class LegReport:
+    """What happened on one provider's leg of a fan-out."""
+
+    provider_id: str
+    status: LegStatus
+    frames_offered: int = 0
+    frames_accepted: int = 0
+    latency_ms: float = 0.0
+    error_code: str | None = None
+    error_message: str | None = None
+    violations: tuple[Violation, ...] = ()
+    #: The token share this provider was asked to stay within (B1).
+    max_tokens: int | None = None
+    #: Honest (recomputed) cost of the accepted frames.
+    tokens_accepted: int = 0
+    #: C6: scopes without a consent receipt (status ``no_consent``).
+    missing_scopes: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "provider_id": self.provider_id,
+            "status": self.status.value,
+            "frames_offered": self.frames_offered,
+            "frames_accepted": self.frames_accepted,
+            "latency_ms": round(self.latency_ms, 3),
+            "tokens_accepted": self.tokens_accepted,
+            "violations": [v.to_wire() for v in self.violations],
+        }
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.error_code is not None:
+            out["error"] = {"code": self.error_code, "message": self.error_message or ""}
+        if self.missing_scopes:
+            out["missing_scopes"] = list(self.missing_scopes)
+        return out
+
+
+@dataclass(slots=True)
+class FanOut:
+    """The result of ``Host.query_all``: accepted frames, one report per provider, and
+    every frame dropped on the way with its reason."""
+
+    query: ContextQuery
+    global_budget: int
+    #: ``(provider_id, frame)`` ordered by provider id then FrameId (never by arrival).
+    accepted: list[tuple[str, ContextFrame]] = field(default_factory=list)
+    reports: dict[str, LegReport] = field(default_factory=dict)
+    excluded: list[Excluded] = field(default_factory=list)
+    verification: dict[FrameId, dict[str, Any]] = field(default_factory=dict)
+    #: Each provider's token share (``budget_split``).
+    shares: dict[str, int] = field(default_factory=dict)
+    #: Figures the verify/reuse stage adds (reused frames, evictions, …).
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def frame_ids(self) -> list[FrameId]:
+        return [FrameId.of(pid, f) for pid, f in self.accepted]
+
+    def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
+        """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served
+        frames (default: every accepted frame), each listed by its FrameId."""
+        wanted = None if served is None else set(served)
+        frames: list[dict[str, Any]] = []
+        per_provider: dict[str, int] = {}
+        total = 0
+        for pid, frame in self.accepted:
+            fid = FrameId.of(pid, frame)
+            if wanted is not None and fid not in wanted:
+                continue
+            cost = honest_cost(frame)
+            total += cost
+            per_provider[pid] = per_provider.get(pid, 0) + cost
+            frames.append({"frame": fid.to_wire(), "token_cost": cost})
+        return {
+            "budget_consumed": total,
+            "global_budget": self.global_budget,
+            "frames": frames,
+            "providers": per_provider,
+        }
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``context/query`` result shape: frames per provider and each report."""
+        frames: dict[str, list[dict[str, Any]]] = {pid: [] for pid in self.reports}
+        for pid, frame in self.accepted:
+            frames.setdefault(pid, []).append(frame.to_wire())
+        return {
+            "frames": frames,
+            "providers": [r.to_wire() for r in self.reports.values()],
+            "excluded": [
+                {"frame": fid.to_wire(), "reason": reason, "detail": detail}
+                for fid, reason, detail in self.excluded
+            ],
+            "usage": self.usage_report(),
+        }
+
+
+def report_map(reports: Iterable[LegReport]) -> dict[str, LegReport]:
+    """Reports keyed and ordered by provider id."""
+    return {r.provider_id: r for r in sorted(reports, key=lambda r: r.provider_id)}
+
+
+def sorted_accepted(
+    accepted: Mapping[str, Iterable[ContextFrame]],
+) -> list[tuple[str, ContextFrame]]:
+    out = [(pid, f) for pid, frames in accepted.items() for f in frames]
+    out.sort(key=lambda pf: FrameId.of(pf[0], pf[1]).sort_key)
+    return out

@@ -1,0 +1,37 @@
+"""Spec builders for engine tests (real child processes, marked for leak checks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hostd.engine import ProviderSpec
+from hostd.protocol import ContextQuery
+from tests.fixtures.procs import ROOT, marked_env, python
+
+
+def healthy(pid: str = "healthy", *args: str, **kw: Any) -> ProviderSpec:
+    return ProviderSpec(
+        pid,
+        python("tests.fixtures.healthy_provider", "--name", pid, *args),
+        env=marked_env(),
+        cwd=str(ROOT),
+        **kw,
+    )
+
+
+def adversary(mode: str, pid: str | None = None, *, binding: str = "jsonrpc", **kw: Any):
+    args = [mode] + (["--binding", "cgp"] if binding == "cgp" else [])
+    return ProviderSpec(
+        pid or f"adv-{mode}",
+        python("tests.fixtures.adversarial_provider", *args),
+        binding=binding,
+        env=marked_env(),
+        cwd=str(ROOT),
+        **kw,
+    )
+
+
+def query(**kw: Any) -> ContextQuery:
+    fields: dict[str, Any] = {"goal": "find the retry policy", "max_frames": 10, "max_tokens": 0}
+    fields.update(kw)
+    return ContextQuery(**fields)

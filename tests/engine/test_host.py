@@ -1,0 +1,216 @@
+"""Host fan-out with real child providers: ordering, budget split, usage, health, teardown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hostd.engine import ConsentStore, FanOut, Host, LegReport, LegStatus, RestartPolicy
+from hostd.errors import UnknownProvider
+from hostd.protocol import FrameId, canonical_token_cost
+from tests.engine._helpers import adversary, healthy, query
+from tests.fixtures.procs import leftovers
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_every_provider_delivers_and_results_are_ordered_by_provider_and_frame_id() -> None:
+    specs = [healthy("zeta", "--frames", "3"), healthy("alpha", "--frames", "4")]
+    async with Host(specs) as host:
+        fan = await host.query_all(query(), 1000)
+    assert list(fan.reports) == ["alpha", "zeta"]
+    assert all(r.status is LegStatus.OK for r in fan.reports.values())
+    keys = [FrameId.of(pid, f).sort_key for pid, f in fan.accepted]
+    assert keys == sorted(keys)
+    assert [pid for pid, _ in fan.accepted] == ["alpha"] * 4 + ["zeta"] * 3
+    assert fan.excluded == []
+    assert set(fan.verification) == {FrameId.of(p, f) for p, f in fan.accepted}
+
+
+async def test_the_budget_is_split_before_each_query_is_built() -> None:
+    specs = [healthy("a", "--frames", "50"), healthy("b", "--frames", "50", weight=3.0)]
+    async with Host(specs) as host:
+        fan = await host.query_all(query(max_frames=50), 400)
+    assert fan.shares == {"a": 100, "b": 300}
+    assert fan.reports["a"].max_tokens == 100 and fan.reports["b"].max_tokens == 300
+    # Honest providers stay within their share, so the whole stays within the budget.
+    for pid in ("a", "b"):
+        assert fan.reports[pid].tokens_accepted <= fan.shares[pid]
+    assert fan.usage_report()["budget_consumed"] <= 400
+
+
+async def test_usage_report_totals_canonical_costs_and_lists_frame_ids() -> None:
+    async with Host([healthy("a", "--frames", "3")]) as host:
+        fan = await host.query_all(query(), 500)
+    usage = fan.usage_report()
+    assert usage["budget_consumed"] == sum(canonical_token_cost(f.content) for _, f in fan.accepted)
+    assert [u["frame"] for u in usage["frames"]] == [
+        FrameId.of(p, f).to_wire() for p, f in fan.accepted
+    ]
+    one = FrameId.of(*fan.accepted[0])
+    assert fan.usage_report(served=[one])["frames"] == [usage["frames"][0]]
+
+
+async def test_a_provider_error_is_a_report_with_its_cgp_code() -> None:
+    async with Host([healthy("a")]) as host:
+        fan = await host.query_all(query(goal="refuse"), 500)
+    report = fan.reports["a"]
+    assert report.status is LegStatus.ERROR
+    assert report.error_code == "bad_request"
+
+
+async def test_a_subset_runs_only_the_named_providers_and_unknown_ids_are_refused() -> None:
+    async with Host([healthy("a"), healthy("b")]) as host:
+        fan = await host.query_all(query(), 500, providers=["b"])
+        assert list(fan.reports) == ["b"]
+        with pytest.raises(UnknownProvider):
+            await host.query_all(query(), 500, providers=["nope"])
+
+
+async def test_on_leg_done_sees_each_report_as_its_leg_finishes() -> None:
+    seen: list[LegReport] = []
+
+    async def record(report: LegReport) -> None:
+        seen.append(report)
+
+    async with Host([healthy("a"), healthy("b")]) as host:
+        fan = await host.query_all(query(), 500, on_leg_done=record)
+    assert sorted(r.provider_id for r in seen) == ["a", "b"]
+    assert isinstance(fan, FanOut)
+
+
+async def test_providers_list_shows_info_capabilities_state_and_health() -> None:
+    async with Host([healthy("a"), healthy("b")], start="boot") as host:
+        await host.query_all(query(), 500, providers=["a"])
+        listed = {p["id"]: p for p in host.providers_list()}
+    assert listed["a"]["info"]["name"] == "a"
+    assert listed["a"]["capabilities"]["verify"] is True
+    assert listed["a"]["state"] == "ready"
+    assert listed["a"]["health"]["ok"] == 1 and listed["b"]["health"]["legs"] == 0
+    assert listed["a"]["binding"] == "jsonrpc"
+
+
+async def test_fifty_concurrent_queries_pipelined_to_one_provider_each_get_their_reply() -> None:
+    async with Host([healthy("a", "--frames", "2", "--delay-ms", "30")], start="boot") as host:
+        conn = host.connection("a")
+        assert conn is not None
+        results: dict[int, FanOut] = {}
+
+        async def one(i: int) -> None:
+            results[i] = await host.query_all(query(goal=f"goal number {i}"), 500)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(one, i)
+        assert host.connection("a") is conn  # one process served them all
+    for i, fan in results.items():
+        assert fan.reports["a"].status is LegStatus.OK
+        # Each caller got the reply to its own query (the goal is echoed in the content).
+        assert all(f"goal number {i}:" in (f.content or "") for _, f in fan.accepted)
+        assert len(fan.accepted) == 2
+
+
+async def test_a_crashed_provider_is_restarted_by_the_next_request() -> None:
+    policy = RestartPolicy(base_delay_s=0.01, max_attempts=5)
+    async with Host([adversary("crash", "c")], restart_policy=policy) as host:
+        first = await host.query_all(query(), 500)
+        assert first.reports["c"].status is LegStatus.CRASHED
+        pid_before = host.health("c").starts
+        second = await host.query_all(query(), 500)
+        assert second.reports["c"].status is LegStatus.CRASHED
+        health = host.health("c")
+    assert pid_before == 1 and health.starts == 2 and health.restarts == 1
+    assert health.crashes == 2 and health.consecutive_failures == 2
+
+
+async def test_restarts_stop_after_the_bounded_attempts() -> None:
+    policy = RestartPolicy(base_delay_s=0.001, max_delay_s=0.001, max_attempts=2)
+    async with Host([adversary("crash", "c")], restart_policy=policy) as host:
+        for _ in range(2):
+            await host.query_all(query(), 500)
+        third = await host.query_all(query(), 500)
+        listed = host.providers_list()[0]
+    assert third.reports["c"].status is LegStatus.CRASHED
+    assert "restart attempts exhausted" in (third.reports["c"].error_message or "")
+    assert listed["state"] == "failed" and listed["health"]["starts"] == 2
+
+
+async def test_cancelling_the_host_mid_query_leaves_no_process() -> None:
+    started = anyio.Event()
+    with anyio.move_on_after(30):
+        async with Host(
+            [
+                adversary("hang", "h", timeout_ms=60_000),
+                adversary("grandchild", "g", timeout_ms=60_000),
+            ],
+            start="boot",
+            grace_period_s=0.5,
+        ) as host:
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    started.set()
+                    await host.query_all(query(), 500)
+
+                tg.start_soon(run)
+                await started.wait()
+                await anyio.wait_all_tasks_blocked()
+                tg.cancel_scope.cancel()
+    assert leftovers() == []
+
+
+async def test_consent_gates_an_egress_provider_until_every_scope_is_granted(
+    tmp_path: Path,
+) -> None:
+    specs = [healthy("cloud", "--egress-scope", "vendor:search", "--egress-scope", "crm:eu")]
+    async with Host(specs, state_dir=tmp_path) as host:
+        refused = await host.query_all(query(), 500)
+        report = refused.reports["cloud"]
+        assert report.status is LegStatus.NO_CONSENT
+        assert report.missing_scopes == ("vendor:search", "crm:eu")
+        assert refused.accepted == []
+        assert isinstance(host.consent, ConsentStore)
+        host.consent.grant("cloud", "vendor:search", "tester")
+        partial = await host.query_all(query(), 500)
+        assert partial.reports["cloud"].missing_scopes == ("crm:eu",)
+        host.consent.grant("cloud", "crm:eu", "tester")
+        allowed = await host.query_all(query(), 500)
+        assert allowed.reports["cloud"].status is LegStatus.OK
+        assert len(allowed.accepted) == 3
+        host.consent.revoke("cloud", "crm:eu", "tester")
+        revoked = await host.query_all(query(), 500)
+        assert revoked.reports["cloud"].status is LegStatus.NO_CONSENT
+
+
+class _Gate:
+    """A consent gate double that records what it was asked."""
+
+    def __init__(self, granted: set[str]) -> None:
+        self.granted = granted
+        self.asked: list[tuple[str, list[str]]] = []
+
+    def missing_scopes(self, provider_id: str, scopes: list[str]) -> list[str]:
+        self.asked.append((provider_id, list(scopes)))
+        return [s for s in scopes if s not in self.granted]
+
+
+async def test_no_query_payload_reaches_an_unconsented_provider() -> None:
+    gate = _Gate(granted=set())
+    async with Host(
+        [healthy("e", "--egress-scope", "vendor:x"), healthy("local")], consent=gate
+    ) as host:
+        fan = await host.query_all(query(), 500)
+        health = host.health("e")
+    assert gate.asked == [("e", ["vendor:x"])]  # local-only providers need no receipt
+    assert fan.reports["e"].status is LegStatus.NO_CONSENT
+    assert fan.reports["local"].status is LegStatus.OK
+    # The provider answered nothing because it was asked nothing (C2).
+    assert fan.reports["e"].frames_offered == 0 and health.no_consent == 1
+
+
+async def test_without_any_consent_store_egress_providers_are_refused() -> None:
+    async with Host([healthy("e", "--egress-scope", "vendor:x")]) as host:
+        fan = await host.query_all(query(), 500)
+    assert fan.reports["e"].status is LegStatus.NO_CONSENT
