@@ -290,14 +290,29 @@ class VerifyStage:
         plan: VerifyPlan | None = None,
         replies: Mapping[str, VerifyReply] | None = None,
         remember: bool = True,
+        upstream_excluded: Iterable[FrameId] = (),
+        distrusted: Mapping[str, str] | Iterable[str] = (),
     ) -> StageResult:
-        """Judge, check, merge and (with a session) hold this turn's frames."""
+        """Judge, check, merge and (with a session) hold this turn's frames.
+
+        ``upstream_excluded``: FrameIds an earlier stage (the leg audit) already
+        dropped this turn; a held copy of one is never reused nor reported again,
+        so each FrameId has one audit entry. ``distrusted``: providers whose leg
+        was quarantined this turn (id → reason, or ids with reason
+        ``quarantined``); their held frames are not reused (B2: a rejected
+        provider contributes nothing).
+        """
         plan = plan if plan is not None else VerifyPlan(None)
         replies = replies or {}
         session = plan.session
         fresh_list = list(fresh)
         fresh_fids = [FrameId.of(pid, f) for pid, f in fresh_list]
         fresh_ids = set(fresh_fids)
+        upstream = set(upstream_excluded)
+        if isinstance(distrusted, Mapping):
+            blocked = dict(distrusted)
+        else:
+            blocked = dict.fromkeys(distrusted, "quarantined")
         figures: dict[str, Any] = {
             "session": session,
             "held": plan.held,
@@ -319,6 +334,7 @@ class VerifyStage:
                 "digest_mismatch",
                 "source_mismatch",
                 "rubber_stamp",
+                "not_reused_distrusted",
             ),
             0,
         )
@@ -353,6 +369,16 @@ class VerifyStage:
                 )
             for h in entry.ask:
                 j = judged[h.fid]
+                if h.fid in upstream:
+                    continue  # the leg audit dropped this FrameId this turn: its entry stands
+                if j.status == VerdictStatus.VALID and pid in blocked:
+                    counts["not_reused_distrusted"] += 1
+                    if h.fid not in fresh_ids:
+                        excluded.setdefault(
+                            h.fid,
+                            (h.fid, blocked[pid], {"verdict": "valid", "session": session}),
+                        )
+                    continue
                 if j.status == VerdictStatus.VALID:
                     valid_held.append(h)
                     continue

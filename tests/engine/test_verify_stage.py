@@ -345,3 +345,27 @@ async def test_figures_and_health_accumulate() -> None:
     assert figures["verification"]["reused"] == 1
     assert figures["reuse"]["sessions"] == 1
     assert set(stage.health("nobody")) >= {"digest_mismatch", "rubber_stamp", "verify_failed"}
+
+
+async def test_held_copy_of_an_upstream_exclusion_is_neither_reused_nor_reported() -> None:
+    stage = VerifyStage()
+    frame = _frame("a", "1")
+    await _turn(stage, [("p", frame), ("p", _frame("b", "2"))], Verifier())
+    plan = stage.plan("s", can_verify={"p": True})
+    replies = await stage.ask(plan, Verifier({"b": "stale"}))
+    fid_a = FrameId.of("p", frame)
+    result = await stage.finish(
+        [], plan=plan, replies=replies, upstream_excluded=[fid_a, FrameId.of("p", _frame("b", "2"))]
+    )
+    assert result.accepted == [] and result.excluded == []
+
+
+async def test_quarantined_provider_contributes_no_held_frames() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1")), ("q", _frame("b", "2"))], Verifier())
+    plan = stage.plan("s", can_verify={"p": True, "q": True})
+    replies = await stage.ask(plan, Verifier())
+    result = await stage.finish([], plan=plan, replies=replies, distrusted={"p": "quarantined"})
+    assert [p for p, _ in result.accepted] == ["q"]
+    assert [(f.provider_id, r) for f, r, _ in result.excluded] == [("p", "quarantined")]
+    assert result.figures["not_reused_distrusted"] == 1
