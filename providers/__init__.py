@@ -8,7 +8,15 @@ Shared pieces: ``Corpus`` (walking, ignoring, chunking a tree) and ``pack``
 (the budget rules every provider must honour).
 """
 
-from ._corpus import Chunk, Corpus, CorpusOptions, chunk_file, split_lines, verify_chunk
+from ._corpus import (
+    Chunk,
+    Corpus,
+    CorpusOptions,
+    chunk_file,
+    chunk_frame,
+    split_lines,
+    verify_chunk,
+)
 from ._frames import Packed, format_timestamp, now_timestamp, pack, query_text, saturate
 
 __all__ = [
@@ -17,6 +25,7 @@ __all__ = [
     "CorpusOptions",
     "Packed",
     "chunk_file",
+    "chunk_frame",
     "format_timestamp",
     "now_timestamp",
     "pack",

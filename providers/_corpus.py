@@ -20,11 +20,14 @@ from pathlib import Path
 import pathspec
 
 from hostd.protocol import (
+    ContextFrame,
     FrameIdentity,
     FrameVerdict,
+    Provenance,
     UnverifiableRange,
     VerdictStatus,
     address_line_range,
+    canonical_token_cost,
     sha256_digest,
 )
 
@@ -36,6 +39,7 @@ __all__ = [
     "Corpus",
     "CorpusOptions",
     "chunk_file",
+    "chunk_frame",
     "parse_chunk_id",
     "split_lines",
     "verify_chunk",
@@ -102,6 +106,23 @@ class Chunk:
         if self.heading:
             return f"{self.rel} § {self.heading}"
         return f"{self.rel} {self.range}"
+
+
+def chunk_frame(chunk: Chunk, score: float, recorded_at: str | None = None) -> ContextFrame:
+    """A full frame of one chunk: its inline bytes are exactly the addressed bytes (F5, F17)."""
+    return ContextFrame(
+        id=chunk.chunk_id,
+        kind=chunk.kind,
+        title=chunk.title,
+        content=chunk.text,
+        content_digest=chunk.digest,
+        uri=chunk.uri,
+        score=round(min(max(score, 0.0), 1.0), 6),  # F1
+        token_cost=canonical_token_cost(chunk.text),  # B3
+        recorded_at=recorded_at,
+        provenance=[Provenance(type="file", uri=chunk.uri, range=chunk.range, digest=chunk.digest)],
+        citation_label=chunk.citation_label,  # F3
+    )
 
 
 def parse_chunk_id(chunk_id: str) -> tuple[str, str] | None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from hostd.protocol import ContextFrame, ContextQuery, Provenance, canonical_token_cost
+from hostd.protocol import ContextFrame, ContextQuery
 
-from .._corpus import Chunk, Corpus, CorpusOptions
+from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
@@ -126,20 +126,7 @@ class FileIndex:
         ]
 
     def frame(self, hit: Hit) -> ContextFrame:
-        c = hit.chunk
-        return ContextFrame(
-            id=c.chunk_id,
-            kind=c.kind,
-            title=c.title,
-            content=c.text,
-            content_digest=c.digest,  # the inline bytes are exactly the addressed bytes
-            uri=c.uri,
-            score=round(hit.score, 6),
-            token_cost=canonical_token_cost(c.text),
-            recorded_at=self._indexed_at.get(c.chunk_id),
-            provenance=[Provenance(type="file", uri=c.uri, range=c.range, digest=c.digest)],
-            citation_label=c.citation_label,
-        )
+        return chunk_frame(hit.chunk, hit.score, self._indexed_at.get(hit.chunk.chunk_id))
 
     def answer(self, query: ContextQuery) -> Packed:
         """The frames for one query under its limits (B1, B4, Q1)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import anyio.to_thread
 
@@ -21,7 +20,8 @@ from hostd.protocol import (
 )
 from hostd.provider import Provider, run_stdio
 
-from .._corpus import DEFAULT_MAX_FILE_BYTES, DEFAULT_WINDOW_LINES, CorpusOptions, verify_chunk
+from .._cli import corpus_arguments, corpus_options
+from .._corpus import verify_chunk
 from ._index import FileIndex
 
 __all__ = ["FilesProvider", "main"]
@@ -49,53 +49,6 @@ class FilesProvider(Provider):
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         root = self.index.root
         return await anyio.to_thread.run_sync(lambda: [verify_chunk(root, f) for f in frames])
-
-
-def corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options ``files`` and ``semantic`` share: what to read and how to chunk it."""
-    parser.add_argument(
-        "--root", type=Path, default=Path.cwd(), help="directory to index (default: cwd)"
-    )
-    parser.add_argument(
-        "--include",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="only index paths matching this .gitignore-style glob (repeatable)",
-    )
-    parser.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="never index paths matching this .gitignore-style glob (repeatable)",
-    )
-    parser.add_argument(
-        "--max-file-bytes",
-        type=int,
-        default=DEFAULT_MAX_FILE_BYTES,
-        help="skip files larger than this (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--window-lines",
-        type=int,
-        default=DEFAULT_WINDOW_LINES,
-        help="lines per chunk; markdown is also cut at headings (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--no-gitignore", action="store_true", help="do not honour .gitignore files"
-    )
-
-
-def corpus_options(args: argparse.Namespace) -> CorpusOptions:
-    return CorpusOptions(
-        root=args.root,
-        include=tuple(args.include),
-        exclude=tuple(args.exclude),
-        max_file_bytes=args.max_file_bytes,
-        window_lines=args.window_lines,
-        honour_gitignore=not args.no_gitignore,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,137 @@
+"""Embedding search over a ``Corpus``: cosine similarity against cached chunk vectors.
+
+Each chunk is embedded as its title line plus its text; the vector is cached
+under the digest of exactly that input. Cosine similarity (vectors are
+L2-normalised) clamped at 0 is the score (F1): a high band next to BM25's, which
+is why cross-provider ranking by raw score is a policy choice, not a given.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hostd.protocol import ContextFrame, ContextQuery, sha256_digest
+
+from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
+from .._frames import Packed, now_timestamp, pack, query_text
+from ._embed import Embedder, EmbeddingCache, Vectors
+
+__all__ = ["EmbeddingMismatch", "SemanticHit", "SemanticIndex"]
+
+
+class EmbeddingMismatch(ValueError):  # noqa: N818 - named for the condition (E1)
+    """A query vector whose length contradicts the declared dimension (E1: ``bad_request``)."""
+
+
+@dataclass(slots=True, frozen=True)
+class SemanticHit:
+    chunk: Chunk
+    score: float
+
+
+def _embed_input(chunk: Chunk) -> str:
+    return f"{chunk.title}\n{chunk.text}"
+
+
+class SemanticIndex:
+    """Chunks of a tree, their vectors (embedded once, cached on disk), and cosine search."""
+
+    def __init__(
+        self,
+        options: CorpusOptions,
+        embedder: Embedder,
+        cache: EmbeddingCache,
+        *,
+        min_score: float = 0.15,
+        refresh_interval_s: float = 1.0,
+    ) -> None:
+        self.corpus = Corpus(options)
+        self.embedder = embedder
+        self.cache = cache
+        self.min_score = min_score
+        self.refresh_interval_s = refresh_interval_s
+        self._lock = threading.Lock()
+        self._chunks: list[Chunk] = []
+        self._matrix: Vectors = np.zeros((0, embedder.dim), dtype=np.float32)
+        self._indexed_at: dict[str, str] = {}
+        self._last_check = float("-inf")
+        self._built = False
+        self.embedded_last = 0  # how many chunks the last rebuild had to embed
+
+    @property
+    def root(self) -> Path:
+        return self.corpus.root
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self._chunks)
+
+    def refresh(self, *, force: bool = False) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if not force and self._built and now - self._last_check < self.refresh_interval_s:
+                return False
+            self._last_check = now
+            changed = self.corpus.refresh()
+            if changed or not self._built:
+                self._rebuild()
+            return changed
+
+    def _rebuild(self) -> None:
+        chunks = list(self.corpus.chunks)
+        keys = [sha256_digest(_embed_input(c).encode("utf-8")) for c in chunks]
+        cached = self.cache.get_many(list(dict.fromkeys(keys)))
+        missing = [i for i, k in enumerate(keys) if k not in cached]
+        if missing:
+            vectors = self.embedder.encode([_embed_input(chunks[i]) for i in missing])
+            fresh = [(keys[i], vectors[j]) for j, i in enumerate(missing)]
+            self.cache.put_many(fresh)
+            cached.update(fresh)
+        matrix = (
+            np.vstack([cached[k] for k in keys])
+            if keys
+            else np.zeros((0, self.embedder.dim), dtype=np.float32)
+        )
+        stamp = now_timestamp()
+        self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
+        self._chunks, self._matrix, self._built = chunks, matrix, True
+        self.embedded_last = len(missing)
+
+    def search(self, text: str | None, vector: list[float] | None = None) -> list[SemanticHit]:
+        """Best first by cosine; ties by chunk id. ``vector`` (E1) is used instead of ``text``."""
+        self.refresh()
+        with self._lock:
+            chunks, matrix = self._chunks, self._matrix
+        if not chunks:
+            return []
+        if vector is not None:
+            if len(vector) != self.embedder.dim:
+                raise EmbeddingMismatch(
+                    f"query embedding has {len(vector)} dimensions, "
+                    f"this index has {self.embedder.dim}"
+                )
+            q = np.asarray(vector, dtype=np.float32)
+            norm = float(np.linalg.norm(q))
+            q = q / norm if norm > 0 else q
+        elif text:
+            q = self.embedder.encode([text])[0]
+        else:
+            return []
+        sims = matrix @ q
+        order = [int(i) for i in np.flatnonzero(sims >= self.min_score)]
+        order.sort(key=lambda i: (-float(sims[i]), chunks[i].chunk_id))
+        return [SemanticHit(chunks[i], min(float(sims[i]), 1.0)) for i in order]
+
+    def frame(self, hit: SemanticHit) -> ContextFrame:
+        return chunk_frame(hit.chunk, hit.score, self._indexed_at.get(hit.chunk.chunk_id))
+
+    def answer(self, query: ContextQuery) -> Packed:
+        if query.max_frames == 0:
+            return Packed([], False, 0)
+        hits = self.search(query_text(query), query.embedding)
+        return pack(hits, query, kind_of=lambda h: h.chunk.kind, build=self.frame)

