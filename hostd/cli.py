@@ -332,6 +332,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(cfg, args)
         runner = {"compose": _compose, "providers": _providers, "consent": _consent}[args.command]
         return anyio.run(runner, cfg, args, backend="asyncio")
+    except BaseExceptionGroup as group:
+        # Errors raised inside task groups arrive wrapped; report the first hostd one plainly.
+        matched, _rest = group.split(HostdError)
+        if matched is None:
+            raise
+        exc = _first(matched)
+        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
+        return EXIT_USAGE if exc.reason in ("bad_config", "listener_failed") else EXIT_FAILED
     except HostdError as exc:
         sys.stderr.write(f"hostd: {_one_line(exc)}\n")
         return EXIT_USAGE if exc.reason in ("bad_config", "listener_failed") else EXIT_FAILED
@@ -340,6 +348,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+def _first(group: BaseExceptionGroup[HostdError]) -> HostdError:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    assert isinstance(exc, HostdError)
+    return exc
 
 
 def _one_line(exc: HostdError) -> str:

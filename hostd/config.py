@@ -73,6 +73,8 @@ class HostSettings(_Section):
     max_in_flight: Annotated[int, Field(ge=1, le=100_000)] = 64
     max_batch: Annotated[int, Field(ge=1, le=100_000)] = 1024
     max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    #: Roots under which any provider's ``file`` provenance may be re-read (F5, F17).
+    trusted_roots: list[Path] = Field(default_factory=list)
 
 
 class TcpSettings(_Section):
@@ -195,11 +197,16 @@ def _describe(exc: ValidationError, source: str) -> ConfigError:
 
 def _resolve(value: Any, base: Path) -> Path:
     path = Path(os.path.expandvars(os.path.expanduser(str(value))))
-    return path if path.is_absolute() else base / path
+    return Path(os.path.normpath(path if path.is_absolute() else base / path))
 
 
 def _absolutise(raw: dict[str, Any], base: Path) -> None:
     """Resolve relative paths against the config file's directory, in place."""
+    host = raw.get("host")
+    if isinstance(host, dict) and isinstance(host.get("trusted_roots"), list):
+        host["trusted_roots"] = [
+            _resolve(r, base) if isinstance(r, str) else r for r in host["trusted_roots"]
+        ]
     for section, keys in (("host", ("socket", "state_dir")), ("log", ("file",))):
         table = raw.get(section)
         if isinstance(table, dict):

@@ -146,10 +146,22 @@ class Daemon:
         if self._host_factory is not None:
             return self._host_factory(self.config)
         from hostd.engine import Host
+        from hostd.engine.verify import VerifyStage
 
-        state = self.config.state_path
+        cfg = self.config
+        state = cfg.state_path
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return Host(self.config.provider_specs(), state_dir=state)
+        stage = VerifyStage(
+            trusted_roots={p.id: [str(r) for r in p.trusted_roots] for p in cfg.provider},
+            host_roots=[str(r) for r in cfg.host.trusted_roots],
+        )
+        return Host(
+            cfg.provider_specs(),
+            state_dir=state,
+            verify_stage=stage,
+            start=cfg.host.start_providers,
+            max_line_bytes=cfg.host.max_line_bytes,
+        )
 
     async def run(
         self,
@@ -174,35 +186,27 @@ class Daemon:
                 f"{cfg.source}: tcp: a bearer token (tcp.token or tcp.token_file) is required",
                 key="tcp.token",
             )
-        async with self._make_host() as host:
-            self.host = host
-            try:
-                if unix:
-                    self.socket_path = cfg.socket_path
-                    listener = await open_unix_listener(self.socket_path)
-                    inode = self.socket_path.lstat().st_ino
-                    listeners.append(("unix", listener))
-                if tcp:
-                    listener = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
-                    self.tcp_address = listener.extra(anyio.abc.SocketAttribute.local_address)
-                    listeners.append(("tcp", listener))
-                if cfg.host.start_providers == "boot":
-                    await self._start_providers(host)
+        try:
+            # Listeners first: a refused socket must not start a single provider.
+            if unix:
+                self.socket_path = cfg.socket_path
+                listener = await open_unix_listener(self.socket_path)
+                inode = self.socket_path.lstat().st_ino
+                listeners.append(("unix", listener))
+            if tcp:
+                listener = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
+                self.tcp_address = listener.extra(anyio.abc.SocketAttribute.local_address)
+                listeners.append(("tcp", listener))
+            async with self._make_host() as host:
+                self.host = host
                 await self._serve(listeners, wire_fd, token, handle_signals, ready)
-            finally:
-                for _, listener in listeners:
-                    await listener.aclose()
-                if self.socket_path is not None and inode is not None:
-                    remove_socket(self.socket_path, inode)
                 log.info("host.stopping.providers")
+        finally:
+            for _, listener in listeners:
+                await listener.aclose()
+            if self.socket_path is not None and inode is not None:
+                remove_socket(self.socket_path, inode)
         log.info("host.stopped", reason=self._stop_reason)
-
-    async def _start_providers(self, host: Any) -> None:
-        start = getattr(host, "start_all", None) or getattr(host, "start", None)
-        if start is not None:
-            result = start()
-            if inspect.isawaitable(result):
-                await result
 
     async def _serve(
         self,
@@ -215,7 +219,8 @@ class Daemon:
         async with anyio.create_task_group() as conns:
             async with anyio.create_task_group() as accepting:
                 if handle_signals:
-                    accepting.start_soon(self._watch_signals)
+                    # Started (receiver installed) before "host.serving" is announced.
+                    await accepting.start(self._watch_signals)
                 for kind, listener in listeners:
                     accepting.start_soon(
                         self._accept, listener, conns, token if kind == "tcp" else None
@@ -244,8 +249,11 @@ class Daemon:
                 log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
             conns.cancel_scope.cancel()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 log.info("host.signal", signal=signal.Signals(signum).name)
                 self.request_stop(signal.Signals(signum).name)

@@ -1,0 +1,226 @@
+"""End to end over a real Unix socket with real provider processes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.client import RpcError, connect
+from tests.server.conftest import ROOT
+
+pytestmark = pytest.mark.anyio
+
+
+def _audit_explains(result: dict[str, Any]) -> None:
+    audit = result["audit"]
+    entries = audit["entries"]
+    included = [e for e in entries if e["disposition"] == "included"]
+    assert included, "nothing was included"
+    # Every rendered frame is cited and explained by exactly one included entry.
+    cited = sorted(json.dumps(c["frame"], sort_keys=True) for c in result["citations"])
+    explained = sorted(json.dumps(e["frame"], sort_keys=True) for e in included)
+    assert cited == explained
+    for e in entries:
+        if e["disposition"] == "excluded":
+            assert e["reason"]
+        else:
+            assert "position" in e and "rank" in e
+    assert audit["tokens_used"] <= audit["global_budget"]
+
+
+async def test_compose_returns_a_prompt_whose_audit_explains_every_frame(start_daemon) -> None:
+    daemon = await start_daemon()
+    async with connect(daemon.socket) as client:
+        result = await client.compose("how are frames composed", budget=300)
+        assert result["prompt"].count("<frame ") == len(result["citations"])
+        _audit_explains(result)
+        assert sorted(p["provider_id"] for p in result["providers"]) == ["alpha", "beta", "gamma"]
+        assert all(p["status"] == "ok" for p in result["providers"])
+        assert result["request_id"]
+        # The usage of that request can be fetched again by its request_id (UR1).
+        usage = await client.usage(result["request_id"])
+        assert usage["usage"] == result["usage"]
+    assert await daemon.stop() == 0
+    assert not daemon.socket.exists()
+    # The log: one provider.leg per leg and one compose.audit per entry, tagged with the id.
+    rid = result["request_id"]
+    legs = [e for e in daemon.events("provider.leg") if e.get("request_id") == rid]
+    assert sorted(e["provider"] for e in legs) == ["alpha", "beta", "gamma"]
+    audits = [e for e in daemon.events("compose.audit") if e.get("request_id") == rid]
+    assert len(audits) == len(result["audit"]["entries"])
+
+
+async def test_frame_content_never_reaches_the_log(start_daemon) -> None:
+    daemon = await start_daemon()
+    async with connect(daemon.socket) as client:
+        result = await client.query("secret-goal-words", budget=300)
+    assert await daemon.stop() == 0
+    contents = [f["content"] for frames in result["frames"].values() for f in frames]
+    assert contents
+    log = "\n".join(daemon.log_text)
+    for content in contents:
+        assert content not in log
+
+
+async def test_domain_failures_are_errors_with_a_reason(start_daemon) -> None:
+    daemon = await start_daemon()
+    async with connect(daemon.socket) as client:
+        with pytest.raises(RpcError) as floors:
+            await client.compose("x", budget=10, floors=[{"label": "pinned", "content": "y" * 400}])
+        assert floors.value.remote_reason == "floors_exceed_budget"
+        assert floors.value.rpc_data["floors"] == [{"label": "pinned", "cost": 100}]
+        with pytest.raises(RpcError) as unknown:
+            await client.compose("x", providers=["nope"])
+        assert unknown.value.remote_reason == "unknown_provider"
+        with pytest.raises(RpcError) as bad:
+            await client.compose("x", budget="lots")
+        assert bad.value.rpc_code == -32602 and "budget" in bad.value.message
+        with pytest.raises(RpcError) as typo:
+            await client.call("context/compose", {"goal": "x", "budgte": 5})
+        assert typo.value.rpc_data["field"] == "budgte"
+        status = await client.status()
+        assert status["state"] == "serving"
+    assert await daemon.stop() == 0
+
+
+async def test_no_provider_configured_is_a_named_error(start_daemon) -> None:
+    daemon = await start_daemon(providers={})
+    async with connect(daemon.socket) as client:
+        with pytest.raises(RpcError) as exc:
+            await client.compose("x")
+        assert exc.value.remote_reason == "no_provider_available"
+    assert await daemon.stop() == 0
+
+
+async def test_progress_echoes_the_token_and_is_absent_without_one(start_daemon) -> None:
+    daemon = await start_daemon()
+    seen: list[dict[str, Any]] = []
+    async with connect(daemon.socket) as client:
+        await client.compose("progress please", budget=300, on_progress=seen.append)
+        assert sorted(p["provider"] for p in seen) == ["alpha", "beta", "gamma"]
+        assert {p["total"] for p in seen} == {3}
+        token = seen[0]["progress_token"]
+        assert all(p["progress_token"] == token for p in seen)
+        await client.compose("no progress", budget=300)
+        assert client.notifications == []
+    assert await daemon.stop() == 0
+
+
+async def test_cancel_drops_the_work_and_its_reply(start_daemon) -> None:
+    daemon = await start_daemon({"slow": {"delay_ms": 20000}, "fast": {}})
+    async with connect(daemon.socket) as client:
+        await client.send_raw(
+            b'{"jsonrpc":"2.0","id":"c1","method":"context/compose",'
+            b'"params":{"goal":"slow","providers":["slow"],"timeout_ms":30000}}\n'
+        )
+        # The request is in flight once host/status counts it (besides itself).
+        with anyio.fail_after(30):
+            while (await client.status())["in_flight"] < 2:
+                pass
+        await client.notify("$/cancel", {"id": "c1"})
+        with anyio.fail_after(30):
+            while (await client.status())["in_flight"] > 1:
+                pass
+        # The daemon still serves, and no reply for "c1" ever arrived.
+        result = await client.compose("fast", providers=["fast"], budget=200)
+        assert result["providers"][0]["status"] == "ok"
+    assert await daemon.stop() == 0
+    cancelled = daemon.events("request.cancelled")
+    assert len(cancelled) == 1
+
+
+async def test_socket_is_private(start_daemon) -> None:
+    daemon = await start_daemon()
+    assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
+    assert stat.S_IMODE(daemon.socket.parent.stat().st_mode) == 0o700
+    assert await daemon.stop() == 0
+
+
+async def test_a_stale_socket_is_replaced(start_daemon, workdir) -> None:
+    run = workdir / "run"
+    run.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(run / "hostd.sock"))
+    stale.close()  # the file stays, nobody listens: what a killed daemon leaves
+    daemon = await start_daemon()
+    async with connect(daemon.socket) as client:
+        assert (await client.status())["state"] == "serving"
+    assert await daemon.stop() == 0
+
+
+async def test_a_live_socket_is_not_stolen(start_daemon, workdir) -> None:
+    first = await start_daemon()
+    second_config = workdir / "second.toml"
+    second_config.write_text(first.config.read_text(), encoding="utf-8")
+    from tests.server.conftest import daemon_command
+
+    done = await anyio.run_process(
+        daemon_command(second_config, "serve"), check=False, cwd=str(ROOT)
+    )
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert "already serving" in err and "Traceback" not in err
+    async with connect(first.socket) as client:
+        assert (await client.status())["state"] == "serving"
+    assert await first.stop() == 0
+
+
+async def test_host_shutdown_stops_gracefully(start_daemon) -> None:
+    daemon = await start_daemon()
+    async with connect(daemon.socket) as client:
+        await client.compose("warm the providers up", budget=200)
+        assert (await client.shutdown()) == {"stopping": True}
+    assert await daemon.wait() == 0
+    assert not daemon.socket.exists()
+    assert [e["reason"] for e in daemon.events("host.stopped")] == ["host/shutdown"]
+
+
+async def test_sixty_four_concurrent_clients_all_compose(start_daemon) -> None:
+    daemon = await start_daemon()
+    results: list[dict[str, Any]] = []
+
+    async def one(i: int) -> None:
+        async with connect(daemon.socket) as client:
+            results.append(await client.compose(f"question {i}", budget=300))
+
+    with anyio.fail_after(90):
+        async with anyio.create_task_group() as tg:
+            for i in range(64):
+                tg.start_soon(one, i)
+    assert len(results) == 64
+    assert len({r["request_id"] for r in results}) == 64
+    for r in results:
+        assert all(p["status"] == "ok" for p in r["providers"])
+    assert await daemon.stop() == 0
+
+
+async def test_sigterm_under_load_loses_no_reply_in_service(start_daemon) -> None:
+    daemon = await start_daemon(
+        {"alpha": {"delay_ms": 1500}, "beta": {"delay_ms": 1500}}, grace_period_s=30
+    )
+    replies: list[Any] = []
+    n = 24
+
+    async def one(i: int) -> None:
+        async with connect(daemon.socket) as client:
+            replies.append(await client.compose(f"load {i}", budget=200))
+
+    async with connect(daemon.socket) as watcher:
+        await watcher.compose("start the providers", budget=200)
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+            # SIGTERM once every request is being served (the watcher's status is one more).
+            with anyio.fail_after(30):
+                while (await watcher.status())["in_flight"] < n + 1:
+                    pass
+            daemon.signal()
+    assert len(replies) == n
+    assert all(r["request_id"] and len(r["providers"]) == 2 for r in replies)
+    assert await daemon.wait() == 0
+    assert not daemon.socket.exists()
