@@ -23,6 +23,8 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
+from hostd.errors import ProviderCrashed
+
 from ._framing import LineReader
 
 __all__ = [
@@ -169,8 +171,12 @@ class ChildProcess:
                     )
 
     async def send(self, data: bytes) -> None:
+        """Write to the child's stdin; a closed pipe means the provider is gone."""
         assert self.process.stdin is not None
-        await self.process.stdin.send(data)
+        try:
+            await self.process.stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise ProviderCrashed("provider closed its input") from exc
 
     def _signal_group(self, sig: signal.Signals) -> bool:
         try:
@@ -220,6 +226,11 @@ class ChildProcess:
                     await stream.aclose()
                 except Exception:
                     pass
+        # anyio's stream aclose() does not close asyncio's pipe transports; a pipe whose
+        # EOF the loop has not processed yet would otherwise leak (ResourceWarning).
+        transport = getattr(getattr(self.process, "_process", None), "_transport", None)
+        if transport is not None:
+            transport.close()
         log.info(
             "provider.process.exited",
             provider=self.provider_id,

@@ -1,0 +1,206 @@
+"""Every misbehaviour of the adversarial provider is caught and named in its report,
+while a healthy provider fanned out beside it still delivers its frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hostd.engine import FanOut, Host, LegReport, LegStatus, RestartPolicy
+from tests.engine._helpers import adversary, healthy, query
+
+pytestmark = pytest.mark.anyio
+
+ADV = "adv"
+
+
+async def fan_out(
+    mode: str,
+    *,
+    binding: str = "jsonrpc",
+    timeout_ms: int = 15_000,
+    host_kw: dict[str, Any] | None = None,
+    **query_kw: Any,
+) -> tuple[FanOut, Host, list[dict[str, Any]]]:
+    specs = [
+        healthy("healthy", "--frames", "3"),
+        adversary(mode, ADV, binding=binding, timeout_ms=timeout_ms),
+    ]
+    kw: dict[str, Any] = {
+        "start": "boot",
+        "grace_period_s": 1.0,
+        "handshake_timeout_s": 20.0,
+        "max_line_bytes": 64 * 1024,
+        "restart_policy": RestartPolicy(base_delay_s=0.01),
+    }
+    kw.update(host_kw or {})
+    async with Host(specs, **kw) as host:
+        fan = await host.query_all(query(**query_kw), 1000)
+        listed = host.providers_list()
+    healthy_report = fan.reports["healthy"]
+    assert healthy_report.status is LegStatus.OK, healthy_report
+    assert [pid for pid, _ in fan.accepted].count("healthy") == 3
+    return fan, host, listed
+
+
+def adv(fan: FanOut) -> LegReport:
+    return fan.reports[ADV]
+
+
+def rules(report: LegReport) -> set[str]:
+    return {v.rule for v in report.violations}
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_crash_mid_query_is_reported_crashed(binding: str) -> None:
+    fan, _, _ = await fan_out("crash", binding=binding)
+    assert adv(fan).status is LegStatus.CRASHED
+    assert "mid-line" in (adv(fan).error_message or "")
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_a_hung_provider_times_out(binding: str) -> None:
+    fan, _, _ = await fan_out("hang", binding=binding, timeout_ms=1500)
+    assert adv(fan).status is LegStatus.TIMEOUT
+    assert adv(fan).error_code == "timeout"
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_a_garbage_line_is_a_protocol_fault(binding: str) -> None:
+    fan, _, _ = await fan_out("garbage", binding=binding)
+    assert adv(fan).status is LegStatus.ERROR
+    assert adv(fan).error_code == "protocol_fault"
+    assert "garbage line" in (adv(fan).error_message or "")
+
+
+async def test_an_over_long_line_is_refused_without_buffering_it() -> None:
+    fan, _, _ = await fan_out("overlong")
+    assert adv(fan).status is LegStatus.ERROR
+    assert adv(fan).error_code == "line_too_long"
+
+
+async def test_a_lie_about_token_cost_quarantines_the_reply() -> None:
+    fan, _, _ = await fan_out("lie_cost")
+    report = adv(fan)
+    assert report.status is LegStatus.QUARANTINED
+    assert "B3" in rules(report)
+    assert "declared token_cost 1 but ceil(utf8 bytes/4) is 5" in (report.error_message or "")
+    dropped = {fid.frame_id: reason for fid, reason, _ in fan.excluded}
+    assert dropped == {"adv:0": "quarantined", "adv:1": "quarantined"}
+    assert all(pid != ADV for pid, _ in fan.accepted)
+
+
+async def test_an_over_budget_reply_is_quarantined_not_truncated() -> None:
+    fan, _, _ = await fan_out("over_budget")
+    report = adv(fan)
+    assert report.status is LegStatus.QUARANTINED
+    assert rules(report) >= {"B1"}
+    assert f"over the query's max_tokens {fan.shares[ADV]}" in (report.error_message or "")
+    assert report.frames_offered == 1 and report.frames_accepted == 0
+
+
+async def test_a_frame_flood_is_quarantined() -> None:
+    fan, _, _ = await fan_out("flood", max_frames=5)
+    report = adv(fan)
+    assert report.status is LegStatus.QUARANTINED
+    assert "B4" in rules(report)
+    assert "60 frames returned, over the query's max_frames 5" in (report.error_message or "")
+    assert sum(1 for _, reason, _ in fan.excluded if reason == "quarantined") == 60
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+@pytest.mark.parametrize("mode", ["wrong_id", "missing_id"])
+async def test_a_reply_with_a_wrong_or_missing_id_is_a_correlation_mismatch(
+    mode: str, binding: str
+) -> None:
+    fan, _, _ = await fan_out(mode, binding=binding)
+    assert adv(fan).status is LegStatus.ERROR
+    assert adv(fan).error_code == "correlation_mismatch"
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_a_version_mismatch_is_a_named_handshake_error(binding: str) -> None:
+    fan, _, listed = await fan_out("version", binding=binding)
+    assert adv(fan).status is LegStatus.ERROR
+    assert adv(fan).error_code == "incompatible_version"
+    assert "H3" in rules(adv(fan))
+    assert {p["id"]: p for p in listed}[ADV]["health"]["consecutive_failures"] >= 1
+
+
+async def test_an_empty_provider_name_fails_the_handshake() -> None:
+    fan, _, _ = await fan_out("empty_name")
+    assert adv(fan).error_code == "handshake_failed"
+    assert "H2" in rules(adv(fan))
+
+
+async def test_an_off_machine_scope_with_egress_false_is_rejected_at_handshake() -> None:
+    fan, _, _ = await fan_out("scope_lie")
+    assert adv(fan).status is LegStatus.ERROR
+    assert adv(fan).error_code == "handshake_failed"
+    assert "C5" in rules(adv(fan))
+
+
+async def test_invalid_frames_are_dropped_with_their_rule_ids() -> None:
+    fan, _, _ = await fan_out("invalid_frames")
+    report = adv(fan)
+    assert report.status is LegStatus.OK
+    assert report.frames_offered == 6 and report.frames_accepted == 1
+    dropped = {fid.frame_id: detail["rules"] for fid, reason, detail in fan.excluded}
+    assert dropped == {
+        "adv:1": ["F1"],
+        "adv:2": ["F3"],
+        "adv:3": ["F5"],
+        "adv:4": ["schema"],
+        "adv:5": ["F4"],
+    }
+    assert [f.id for pid, f in fan.accepted if pid == ADV] == ["adv:0"]
+
+
+async def test_injection_shaped_content_is_kept_as_data_and_flagged() -> None:
+    fan, _, _ = await fan_out("injection")
+    report = adv(fan)
+    assert report.status is LegStatus.OK and report.frames_accepted == 1
+    assert [v.severity.value for v in report.violations if v.rule == "R3"] == ["notice"]
+
+
+async def test_unknown_members_are_ignored_and_an_unknown_kind_is_flagged() -> None:
+    fan, _, _ = await fan_out("unknown")
+    report = adv(fan)
+    assert report.status is LegStatus.OK and report.frames_accepted == 1
+    assert "U2" in rules(report)
+    frame = next(f for pid, f in fan.accepted if pid == ADV)
+    assert frame.kind == "hologram" and "sparkle" not in frame.to_wire()
+
+
+async def test_kinds_outside_the_query_quarantine_the_reply() -> None:
+    fan, _, _ = await fan_out("wrong_kind", kinds=["snippet"])
+    assert adv(fan).status is LegStatus.QUARANTINED
+    assert "Q1" in rules(adv(fan))
+
+
+async def test_frames_outside_as_of_quarantine_the_reply() -> None:
+    fan, _, _ = await fan_out("stale", as_of="2025-06-01T00:00:00Z")
+    assert adv(fan).status is LegStatus.QUARANTINED
+    assert "Q2" in rules(adv(fan))
+
+
+async def test_a_slow_handshake_times_out_instead_of_hanging() -> None:
+    fan, _, listed = await fan_out("slow_handshake", host_kw={"handshake_timeout_s": 1.0})
+    assert adv(fan).status is LegStatus.TIMEOUT
+    assert adv(fan).error_code == "handshake_timeout"
+    assert {p["id"]: p for p in listed}[ADV]["info"] is None
+
+
+async def test_exit_right_after_handshake_is_reported_crashed() -> None:
+    fan, _, listed = await fan_out("exit_after_handshake")
+    assert adv(fan).status is LegStatus.CRASHED
+    assert {p["id"]: p for p in listed}[ADV]["health"]["crashes"] == 1
+
+
+async def test_a_stderr_flood_is_drained_and_counted_not_logged_line_by_line() -> None:
+    fan, _, listed = await fan_out("stderr_flood")
+    assert adv(fan).status is LegStatus.OK
+    health = {p["id"]: p for p in listed}[ADV]["health"]
+    assert health["stderr_suppressed"] > 0
+    assert health["stderr_lines"] > health["stderr_suppressed"] - 1
