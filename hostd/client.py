@@ -104,7 +104,11 @@ class AsyncClient:
                     line = bytes(buf[:nl])
                     del buf[: nl + 1]
                     if line.strip():
-                        self._route(json.loads(line))
+                        try:
+                            msg = json.loads(line)
+                        except ValueError:
+                            continue  # not ours to crash on; the call times out or fails
+                        self._route(msg)
                 if len(buf) > _MAX_LINE:
                     raise ProtocolFault("reply line over the client's limit")
         finally:
@@ -245,12 +249,17 @@ def _token_key(token: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def _running(client: AsyncClient) -> AsyncIterator[AsyncClient]:
+    failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(client._read_loop)
         try:
             yield client
+        except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
+            failure = exc
         finally:
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 @contextlib.asynccontextmanager

@@ -194,9 +194,10 @@ class Daemon:
                 inode = self.socket_path.lstat().st_ino
                 listeners.append(("unix", listener))
             if tcp:
-                listener = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
-                self.tcp_address = listener.extra(anyio.abc.SocketAttribute.local_address)
-                listeners.append(("tcp", listener))
+                multi = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
+                for sub in multi.listeners:
+                    self.tcp_address = sub.extra(anyio.abc.SocketAttribute.local_address)[:2]
+                    listeners.append(("tcp", sub))
             async with self._make_host() as host:
                 self.host = host
                 await self._serve(listeners, wire_fd, token, handle_signals, ready)

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-from anyio.abc import SocketListener
+from anyio.abc import SocketListener, SocketStream
+from anyio.streams.stapled import MultiListener
 
 from hostd.errors import HostdError
 
@@ -124,7 +125,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-async def open_tcp_listener(host: str, port: int) -> SocketListener:
+async def open_tcp_listener(host: str, port: int) -> MultiListener[SocketStream]:
     if not is_loopback(host):
         raise ListenerError(f"refusing to listen on non-loopback address {host!r}")
     try:

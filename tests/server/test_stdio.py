@@ -1,0 +1,57 @@
+"""End to end over stdio: ``hostd serve --stdio`` as a child, real provider processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from hostd.client import spawn
+from tests.server.conftest import ROOT, marked_processes, write_config
+
+pytestmark = pytest.mark.anyio
+
+# A daemon that prints to stdout right after reserving it: the wire must stay clean.
+_NOISY = (
+    "import sys, hostd.server._daemon as d\n"
+    "real = d.reserve_stdout\n"
+    "def noisy():\n"
+    "    fd = real()\n"
+    "    print('STRAY OUTPUT FROM A LIBRARY', flush=True)\n"
+    "    return fd\n"
+    "d.reserve_stdout = noisy\n"
+    "from hostd.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+async def test_compose_over_stdio_survives_stray_prints(workdir, marker) -> None:
+    config = workdir / "hostd.toml"
+    config.write_text(write_config(workdir, marker, {"alpha": {}, "beta": {}}))
+    log = (workdir / "stderr.log").open("wb")
+    command = [sys.executable, "-c", _NOISY, "--config", str(config), "serve", "--stdio"]
+    async with spawn(command=command, stderr=log, cwd=ROOT) as client:
+        result = await client.compose("stdio works", budget=300)
+        assert len(result["citations"]) == 6
+        assert {p["status"] for p in result["providers"]} == {"ok"}
+        process = client.process
+    log.close()
+    assert process.returncode == 0
+    assert b"STRAY OUTPUT FROM A LIBRARY" in (workdir / "stderr.log").read_bytes()
+    assert not marked_processes(marker)
+
+
+async def test_sigterm_stops_a_stdio_daemon_cleanly(workdir, marker) -> None:
+    config = workdir / "hostd.toml"
+    config.write_text(write_config(workdir, marker, {"alpha": {}}))
+    command = [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"]
+    async with spawn(command=command, stderr=subprocess.DEVNULL, cwd=ROOT) as client:
+        await client.compose("start the provider", budget=100)
+        client.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            code = await client.process.wait()
+    assert code == 0
+    assert not marked_processes(marker)
