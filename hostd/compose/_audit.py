@@ -11,7 +11,7 @@ objects it may never look at.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -164,7 +164,15 @@ class CompositionAudit:
     budget), ``policy`` (strategy and placement) and ``floors``.
     """
 
-    __slots__ = ("_entries", "_rows", "floors", "global_budget", "policy", "tokens_used")
+    __slots__ = (
+        "_entries",
+        "_more_rows",
+        "_rows",
+        "floors",
+        "global_budget",
+        "policy",
+        "tokens_used",
+    )
 
     def __init__(
         self,
@@ -174,16 +182,26 @@ class CompositionAudit:
         tokens_used: int,
         policy: Mapping[str, Any],
         floors: tuple[FloorRecord, ...] = (),
+        more_rows: Callable[[], list[Row]] | None = None,
     ) -> None:
+        """``more_rows`` produces further rows on first read (the packer's bulk of
+        excluded frames), so a composition nobody audits does not build them."""
         self._rows = rows
+        self._more_rows = more_rows
         self._entries: tuple[AuditEntry, ...] | None = None
         self.global_budget = global_budget
         self.tokens_used = tokens_used
         self.policy = dict(policy)
         self.floors = floors
 
+    def _all_rows(self) -> list[Row]:
+        if self._more_rows is not None:
+            self._rows.extend(self._more_rows())
+            self._more_rows = None
+        return self._rows
+
     def _sorted_rows(self) -> list[Row]:
-        rows = self._rows
+        rows = self._all_rows()
         # Canonical FrameId order; the same identity offered twice sorts its
         # inclusion first, then by reason and rank, so the record is set-pure.
         rows.sort(key=_row_order)
@@ -212,7 +230,7 @@ class CompositionAudit:
         return self._entries
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._all_rows())
 
     def included(self) -> list[AuditEntry]:
         return [e for e in self.entries if e.reason is None]
@@ -224,7 +242,7 @@ class CompositionAudit:
         """``{"included": n, "excluded": {reason: n}}`` without building entries."""
         included = 0
         excluded: dict[str, int] = {}
-        for row in self._rows:
+        for row in self._all_rows():
             reason = row[1]
             if reason is None:
                 included += 1
@@ -263,7 +281,7 @@ class CompositionAudit:
 
     def __repr__(self) -> str:
         return (
-            f"CompositionAudit(entries={len(self._rows)}, global_budget={self.global_budget}, "
+            f"CompositionAudit(entries={len(self)}, global_budget={self.global_budget}, "
             f"tokens_used={self.tokens_used}, policy={self.policy!r}, counts={self.counts()!r})"
         )
 

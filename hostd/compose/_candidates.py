@@ -1,26 +1,52 @@
-"""The candidate pool: frames as columns, with their canonical keys precomputed.
+"""The candidate pool: frames as columns, read from the models once.
 
 Ranking and packing touch every candidate, so they read plain Python columns
-(provider ids, scores, canonical sort keys) built once per composition instead
-of going back to the pydantic models or minting a ``FrameId`` per comparison.
-Every order produced here ends in the canonical FrameId key, so it is a pure
-function of the input *set* (never of arrival or dict order).
+(provider ids, frame ids, digests, scores) pulled out of the pydantic models
+in one C-level pass, instead of going back to the models or minting a
+``FrameId`` per comparison. Canonical keys (``FrameId.sort_key``) are built on
+demand: only ties, the audit and the rendered frames need them. Every order
+produced here ends in the canonical key, so it is a pure function of the input
+*set* (never of arrival or dict order).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import attrgetter, eq, itemgetter
 from typing import Any, TypeAlias, overload
 
 from hostd.protocol import ContextFrame, FrameId
 
-__all__ = ["CandidateSet", "FramePair", "SortKey", "frame_sort_key"]
+__all__ = ["CandidateSet", "FramePair", "SortKey", "frame_sort_key", "rank_desc"]
 
 #: ``FrameId.sort_key``: ``(provider_id, frame_id, has_digest, digest or "")``.
 SortKey: TypeAlias = tuple[str, str, bool, str]
 FramePair: TypeAlias = tuple[str, ContextFrame]
+
+# Read straight from the model's ``__dict__`` (where pydantic v2 keeps field
+# values): attribute access on a model goes through its ``__getattr__`` hook and
+# costs several times more, which matters at 100k frames.
+_FIELDS = ("content_digest", "score", "content", "provenance")
+_FROM_DICT = itemgetter(*_FIELDS)
+_FROM_ATTRS = attrgetter(*_FIELDS)
+_DICT = attrgetter("__dict__")
+
+
+def read_columns(
+    frames: Sequence[ContextFrame],
+) -> tuple[tuple[str | None, ...], tuple[float, ...], tuple[str | None, ...], tuple[Any, ...]]:
+    """``(digests, scores, contents, provenances)`` of ``frames``, one pass over the models."""
+    if not frames:
+        return (), (), (), ()
+    try:
+        rows = list(map(_FROM_DICT, map(_DICT, frames)))
+    except (KeyError, AttributeError, TypeError):  # not a plain pydantic model: slow path
+        rows = list(map(_FROM_ATTRS, frames))
+    digests, scores, contents, provenances = zip(*rows, strict=True)
+    return digests, scores, contents, provenances
 
 
 def frame_sort_key(provider_id: str, frame: ContextFrame) -> SortKey:
@@ -40,10 +66,12 @@ def key_to_wire(key: SortKey) -> dict[str, Any]:
     return {"provider_id": key[0], "frame_id": key[1]}
 
 
-def _rankable(score: float) -> float:
-    # NaN is unordered and would make any sort depend on arrival order; a frame
-    # that carries one (F1 violation) ranks as low as possible instead.
-    return -math.inf if score != score else float(score)
+def rankable_scores(scores: Sequence[float]) -> tuple[float, ...]:
+    """Scores with NaN (unordered, F1-invalid) read as -inf, so sorts stay total."""
+    total = sum(scores)
+    if total == total:  # no NaN anywhere (an inf - inf sum also lands below)
+        return tuple(scores)
+    return tuple(-float("inf") if s != s else s for s in scores)
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,15 +79,16 @@ class CandidateSet(Sequence[FramePair]):
     """Frames offered to a ranking policy, as aligned columns.
 
     Iterating (or indexing) yields ``(provider_id, frame)`` pairs, so a
-    ``CandidateSet`` is also a plain frame list. ``support`` records, for a
-    frame that survived cross-provider dedup, every provider that vouched for it
-    with that provider's best score for the evidence; a frame without an entry
-    was vouched for by its own provider only.
+    ``CandidateSet`` is also a plain frame list. ``scores`` are the frames'
+    scores with NaN read as -inf. ``support`` records, for a frame that survived
+    cross-provider dedup, every provider that vouched for it with that
+    provider's best score for the evidence; a frame without an entry was
+    vouched for by its own provider only.
     """
 
     provider_ids: tuple[str, ...]
     frames: tuple[ContextFrame, ...]
-    keys: tuple[SortKey, ...]
+    digests: tuple[str | None, ...]
     scores: tuple[float, ...]
     support: Mapping[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
 
@@ -68,17 +97,30 @@ class CandidateSet(Sequence[FramePair]):
         """The pool for ``frames``; a ``CandidateSet`` is returned as it is."""
         if isinstance(frames, CandidateSet):
             return frames
+        return cls.with_columns(frames)[0]
+
+    @classmethod
+    def with_columns(
+        cls, frames: Iterable[FramePair]
+    ) -> tuple[CandidateSet, tuple[str | None, ...], tuple[Any, ...]]:
+        """The pool plus its ``contents`` and ``provenances`` columns (same pass)."""
         pairs = frames if isinstance(frames, list | tuple) else list(frames)
-        pids = tuple([p for p, _ in pairs])
-        fs = tuple([f for _, f in pairs])
-        for p in pids:
-            if not isinstance(p, str):
-                raise TypeError(f"provider id must be a str, got {type(p).__name__}")
-        keys = tuple([(p, f.id, (d := f.content_digest) is not None, d or "") for p, f in pairs])
-        scores = [f.score for f in fs]
-        if any(s != s for s in scores):
-            scores = [_rankable(s) for s in scores]
-        return cls(pids, fs, keys, tuple(scores))
+        if not pairs:
+            return cls((), (), (), ()), (), ()
+        pids, fs = zip(*pairs, strict=True)
+        if set(map(type, pids)) != {str}:
+            raise TypeError("frames must be (provider_id: str, ContextFrame) pairs")
+        digests, scores, contents, provenances = read_columns(fs)
+        return cls(pids, fs, digests, rankable_scores(scores)), contents, provenances
+
+    def subset(self, indices: Sequence[int]) -> CandidateSet:
+        """The candidates at ``indices`` (in that order); ``support`` is not carried."""
+        return CandidateSet(
+            tuple([self.provider_ids[i] for i in indices]),
+            tuple([self.frames[i] for i in indices]),
+            tuple([self.digests[i] for i in indices]),
+            tuple([self.scores[i] for i in indices]),
+        )
 
     def __len__(self) -> int:
         return len(self.frames)
@@ -95,8 +137,17 @@ class CandidateSet(Sequence[FramePair]):
     def __iter__(self) -> Iterator[FramePair]:
         return zip(self.provider_ids, self.frames, strict=True)
 
+    def key(self, index: int) -> SortKey:
+        """The canonical FrameId key of candidate ``index``."""
+        d = self.digests[index]
+        return (self.provider_ids[index], self.frames[index].id, d is not None, d or "")
+
+    @property
+    def keys(self) -> list[SortKey]:
+        return [self.key(i) for i in range(len(self.frames))]
+
     def frame_id(self, index: int) -> FrameId:
-        return frame_id_of_key(self.keys[index])
+        return FrameId(self.provider_ids[index], self.frames[index].id, self.digests[index])
 
     def supporters(self, index: int) -> tuple[tuple[str, float], ...]:
         """``(provider_id, best score)`` for each provider vouching for ``index``."""
@@ -107,29 +158,35 @@ class CandidateSet(Sequence[FramePair]):
 
     def vouched_by(self, index: int) -> tuple[str, ...]:
         """Every provider that vouched for the frame, in provider-id order."""
-        return tuple(p for p, _ in self.supporters(index))
+        sup = self.support.get(index)
+        if sup is None:
+            return (self.provider_ids[index],)
+        return tuple(p for p, _ in sup)
+
+    def by_score(self) -> list[int]:
+        """All candidates by score descending, canonical FrameId on ties."""
+        return rank_desc(range(len(self.frames)), self.scores, self.key)
 
     def by_provider(self) -> dict[str, list[int]]:
-        """Each provider's own frames ranked by its own score (F10), canonical ties."""
-        groups: dict[str, list[int]] = {}
-        for i, p in enumerate(self.provider_ids):
-            lst = groups.get(p)
-            if lst is None:
-                groups[p] = [i]
-            else:
-                lst.append(i)
-        return {p: rank_desc(groups[p], self.scores, self.keys) for p in sorted(groups)}
+        """Each provider's own frames ranked by its own score (F10), canonical ties,
+        providers in id order."""
+        groups: defaultdict[str, list[int]] = defaultdict(list)
+        pids = self.provider_ids
+        # A stable partition of the global order keeps each provider's frames in
+        # score order with canonical ties: one sort instead of one per provider.
+        for i in self.by_score():
+            groups[pids[i]].append(i)
+        return {p: groups[p] for p in sorted(groups)}
 
 
 def rank_desc(
-    indices: Iterable[int], values: Sequence[float], keys: Sequence[SortKey]
+    indices: Iterable[int], values: Sequence[float], key_of: Callable[[int], Any]
 ) -> list[int]:
-    """``indices`` by ``values`` descending, equal values in canonical key order.
+    """``indices`` by ``values`` descending, equal values in ``key_of`` order.
 
-    Sorts on the float alone (CPython compares all-float keys without the
-    generic object protocol) and then re-sorts only the runs of equal values by
-    their canonical key, which is much cheaper than a tuple key per element when
-    ties are rare and still exact when they are not.
+    Sorts on the float alone (CPython compares all-float keys on a fast path)
+    and then re-sorts only the runs of equal values by their canonical key:
+    cheap when ties are rare, still exact when they are not.
     """
     order = sorted(indices, key=values.__getitem__, reverse=True)
     n = len(order)
@@ -138,16 +195,16 @@ def rank_desc(
     vals = [values[i] for i in order]
     if len(set(vals)) == n:
         return order
-    out: list[int] = []
-    i = 0
-    while i < n:
-        v = vals[i]
-        j = i + 1
-        while j < n and vals[j] == v:
+    same_as_next = list(map(eq, vals, islice(vals, 1, None)))
+    k = 0
+    while True:
+        try:
+            k = same_as_next.index(True, k)
+        except ValueError:
+            return order
+        j = k
+        while j < n - 1 and same_as_next[j]:
             j += 1
-        if j - i == 1:
-            out.append(order[i])
-        else:
-            out.extend(sorted(order[i:j], key=keys.__getitem__))
-        i = j
-    return out
+        # order[k..j] share one value
+        order[k : j + 1] = sorted(order[k : j + 1], key=key_of)
+        k = j + 1

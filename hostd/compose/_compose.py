@@ -168,7 +168,9 @@ def compose_for_prompt(
     caps_by_provider = _cap_tokens(caps, contested)
     default_cap = caps_by_provider.get("*")
 
-    pool = CandidateSet.of(frames if isinstance(frames, list | tuple) else list(frames))
+    pairs = frames if isinstance(frames, list | tuple) else list(frames)
+    # Every field the hot path needs is read from each model once, in one pass.
+    pool, contents, provenances = CandidateSet.with_columns(pairs)
     rows: list[Row] = []
 
     # Earlier stages' exclusions: one entry each, reason as given.
@@ -183,68 +185,88 @@ def compose_for_prompt(
         )
 
     # Cross-provider dedup (D2): the losers are excluded as duplicates of the survivor.
-    deduped = dedup_pool(pool)
+    deduped = dedup_pool(pool, provenances)
     cands = deduped.kept
-    in_keys = pool.keys
-    in_frames = pool.frames
+    in_key = pool.key
     for d, k in deduped.drops:
         rows.append(
             (
-                in_keys[d],
+                in_key(d),
                 "duplicate",
-                in_keys[k],
+                in_key(k),
                 None,
-                in_frames[d].score,
+                pool.frames[d].score,
                 None,
-                canonical_token_cost(in_frames[d].content),
+                canonical_token_cost(contents[d]),
                 None,
                 (),
             )
         )
+    c_contents = contents if not deduped.drops else [contents[i] for i in deduped.origin]
 
     order = rank_with(strategy, cands)
 
     # Pack: walk the ranked survivors, include each whose canonical cost fits.
-    c_frames = cands.frames
-    c_keys = cands.keys
     c_pids = cands.provider_ids
     remaining = contested
     used_by: dict[str, int] = {}
     chosen: list[int] = []
     chosen_rank: dict[int, int] = {}
+    costs: dict[int, int] = {}
+    skipped: list[int] = []  # ranked positions of over-budget / capped frames
+    skipped_remaining: list[int] = []
+    capped: dict[int, tuple[str, int, float]] = {}
     cost_of = canonical_token_cost
     for rank, i in enumerate(order):
-        frame = c_frames[i]
-        cost = cost_of(frame.content)
-        if cost > remaining:
-            rows.append(
-                (c_keys[i], "over_budget", remaining, rank, frame.score, None, cost, None, ())
-            )
-            continue
+        content = c_contents[i]
+        if content:
+            # ceil(chars / 4) never exceeds the canonical cost (a UTF-8 character is
+            # at least one byte), so most misses are decided without encoding.
+            if (len(content) + 3) >> 2 > remaining or (cost := cost_of(content)) > remaining:
+                skipped.append(rank)
+                skipped_remaining.append(remaining)
+                continue
+        else:
+            cost = 0
         if caps_by_provider:
             pid = c_pids[i]
             cap = caps_by_provider.get(pid, default_cap)
-            if cap is not None and used_by.get(pid, 0) + cost > cap[0]:
-                rows.append(
-                    (
-                        c_keys[i],
-                        "provider_cap",
-                        (pid, cap[0], cap[1]),
-                        rank,
-                        frame.score,
-                        None,
-                        cost,
-                        None,
-                        (),
-                    )
-                )
-                continue
-            used_by[pid] = used_by.get(pid, 0) + cost
+            if cap is not None:
+                spent = used_by.get(pid, 0)
+                if spent + cost > cap[0]:
+                    capped[rank] = (pid, cap[0], cap[1])
+                    skipped.append(rank)
+                    skipped_remaining.append(remaining)
+                    continue
+                used_by[pid] = spent + cost
         remaining -= cost
         chosen.append(i)
         chosen_rank[i] = rank
+        costs[i] = cost
 
-    placed = place_indices(placement, chosen, c_pids, c_keys)
+    def skipped_rows() -> list[Row]:
+        key = cands.key
+        fs = cands.frames
+        out: list[Row] = []
+        for rank, left in zip(skipped, skipped_remaining, strict=True):
+            i = order[rank]
+            cap = capped.get(rank)
+            out.append(
+                (
+                    key(i),
+                    "over_budget" if cap is None else "provider_cap",
+                    left if cap is None else cap,
+                    rank,
+                    fs[i].score,
+                    None,
+                    cost_of(c_contents[i]),
+                    None,
+                    (),
+                )
+            )
+        return out
+
+    placed = place_indices(placement, chosen, c_pids, cands.key)
 
     # Render: preamble, top floors, frames in placement order, bottom floors.
     parts = [EVIDENCE_PREAMBLE]
@@ -273,19 +295,21 @@ def compose_for_prompt(
 
     citations: list[Citation] = []
     frames_used = 0
+    c_frames = cands.frames
     for position, i in enumerate(placed):
         frame = c_frames[i]
         pid = c_pids[i]
         label = unique_label(citation_label_for(frame))
         parts.append(render_frame(pid, frame, label))
-        fid = frame_id_of_key(c_keys[i])
+        key = cands.key(i)
+        fid = frame_id_of_key(key)
         citations.append(Citation(label, fid, tuple(frame.provenance)))
-        cost = cost_of(frame.content)
+        cost = costs[i]
         frames_used += cost
         state = verification.get(fid) if verification is not None else None
         rows.append(
             (
-                c_keys[i],
+                key,
                 None,
                 None,
                 chosen_rank[i],
@@ -310,5 +334,6 @@ def compose_for_prompt(
         tokens_used=tokens_used,
         policy=policy,
         floors=tuple(floor_records),
+        more_rows=skipped_rows if skipped else None,
     )
     return ComposedPrompt("".join(parts), tuple(citations), audit)

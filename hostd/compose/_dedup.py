@@ -11,12 +11,14 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from operator import attrgetter, itemgetter
+from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, Provenance
 
-from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key
+from ._candidates import CandidateSet, FramePair, frame_id_of_key
 
 __all__ = ["DedupDrop", "Deduped", "dedup_cross_provider"]
 
@@ -45,7 +47,7 @@ class _DedupResult:
     ``drops`` pairs input indices ``(dropped, kept)``."""
 
     kept: CandidateSet
-    origin: list[int]
+    origin: Sequence[int]
     drops: list[tuple[int, int]]
 
 
@@ -83,27 +85,51 @@ def _group_members(n_links: list[tuple[int, int]]) -> dict[int, list[int]]:
     return groups
 
 
-def dedup_pool(pool: CandidateSet) -> _DedupResult:
-    """Group ``pool`` by evidence; survivors keep input order (callers rank them)."""
+_PROVENANCE = attrgetter("provenance")
+_DICT = attrgetter("__dict__")
+_REGION_FROM_DICT = itemgetter("type", "uri", "range")
+_REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
+
+
+def _file_regions(provs: Sequence[Sequence[Provenance]]) -> list[list[tuple[Any, ...]]]:
+    """``(type, uri, range)`` of every provenance entry, read from ``__dict__`` when possible."""
+    try:
+        return [
+            list(map(_REGION_FROM_DICT, [pv.__dict__ for pv in ps])) if ps else [] for ps in provs
+        ]
+    except (KeyError, AttributeError, TypeError):
+        return [list(map(_REGION_FROM_ATTRS, ps)) for ps in provs]
+
+
+def dedup_pool(
+    pool: CandidateSet, provenances: Sequence[Sequence[Provenance]] | None = None
+) -> _DedupResult:
+    """Group ``pool`` by evidence; survivors keep input order (callers rank them).
+
+    ``provenances`` is the pool's provenance column, if the caller already has it.
+    """
     frames = pool.frames
-    keys = pool.keys
+    digests = pool.digests
+    provs = provenances if provenances is not None else list(map(_PROVENANCE, frames))
+    key = pool.key
     first: dict[object, int] = {}
+    seen_first = first.setdefault
     links: list[tuple[int, int]] = []
+    regions = _file_regions(provs)
     # One dict holds three key spaces that can never compare equal to each other:
-    # a digest is a str, a file region a 2-tuple, an identity a 4-tuple.
-    for i, f in enumerate(frames):
-        d = f.content_digest
-        j = first.setdefault(d if d is not None else keys[i], i)
+    # a digest is a str, a file region a 2-tuple, an identity a 4-tuple (D2).
+    for i, d in enumerate(digests):
+        j = seen_first(d if d is not None else key(i), i)
         if j != i:
             links.append((i, j))
-        for pv in f.provenance:
-            if pv.type == "file" and pv.uri is not None:
-                j = first.setdefault((pv.uri, pv.range), i)
+        for kind, uri, rng in regions[i]:
+            if kind == "file" and uri is not None:
+                j = seen_first((uri, rng), i)
                 if j != i:
                     links.append((i, j))
     n = len(frames)
     if not links:
-        return _DedupResult(pool, list(range(n)), [])
+        return _DedupResult(pool, range(n), [])
 
     scores = pool.scores
     pids = pool.provider_ids
@@ -112,12 +138,12 @@ def dedup_pool(pool: CandidateSet) -> _DedupResult:
     replaced: dict[int, ContextFrame] = {}
     support: dict[int, tuple[tuple[str, float], ...]] = {}
     for members in _group_members(links).values():
-        ranked = sorted(members, key=lambda i: (-scores[i], keys[i]))
+        ranked = sorted(members, key=lambda i: (-scores[i], key(i)))
         best = ranked[0]
-        if scores[ranked[1]] == scores[best] and keys[ranked[1]] == keys[best]:
+        if scores[ranked[1]] == scores[best] and key(ranked[1]) == key(best):
             # The same identity offered twice with different bodies: settle it by
             # the frame's own serialisation so the survivor is still set-pure.
-            ties = [i for i in ranked if scores[i] == scores[best] and keys[i] == keys[best]]
+            ties = [i for i in ranked if scores[i] == scores[best] and key(i) == key(best)]
             tied = sorted(ties, key=lambda i: frames[i].model_dump_json())
             tie_set = set(ties)
             ranked = tied + [i for i in ranked if i not in tie_set]
@@ -125,30 +151,28 @@ def dedup_pool(pool: CandidateSet) -> _DedupResult:
         merged: list[Provenance] = []
         seen: set[tuple[str | None, ...]] = set()
         for i in ranked:
-            for pv in frames[i].provenance:
+            for pv in provs[i]:
                 k = _prov_key(pv)
                 if k not in seen:
                     seen.add(k)
                     merged.append(pv)
-        if len(merged) != len(frames[best].provenance):
+        if len(merged) != len(provs[best]):
             replaced[best] = frames[best].model_copy(update={"provenance": merged})
         best_by_provider: dict[str, float] = {}
         for i in ranked:  # best first, so the first score seen per provider is its best
             best_by_provider.setdefault(pids[i], scores[i])
-        support[best] = tuple(sorted(best_by_provider.items()))
+        if len(best_by_provider) > 1:
+            support[best] = tuple(sorted(best_by_provider.items()))
         for i in ranked[1:]:
             dropped_mask[i] = 1
             drops.append((i, best))
 
     origin = [i for i in range(n) if not dropped_mask[i]]
+    kept = pool.subset(origin)
+    if replaced:
+        kept = replace(kept, frames=tuple([replaced.get(i, frames[i]) for i in origin]))
     position = {i: j for j, i in enumerate(origin) if i in support}
-    kept = CandidateSet(
-        tuple([pids[i] for i in origin]),
-        tuple([replaced.get(i, frames[i]) for i in origin]),
-        tuple([keys[i] for i in origin]),
-        tuple([scores[i] for i in origin]),
-        {position[i]: sup for i, sup in support.items()},
-    )
+    kept = replace(kept, support={position[i]: sup for i, sup in support.items()})
     return _DedupResult(kept, origin, drops)
 
 
@@ -161,18 +185,14 @@ def dedup_cross_provider(frames: Iterable[FramePair]) -> Deduped:
     pool = CandidateSet.of(frames)
     res = dedup_pool(pool)
     kept = res.kept
-    order = sorted(range(len(kept)), key=kept.keys.__getitem__)
+    order = sorted(range(len(kept)), key=kept.key)
     remap = {old: new for new, old in enumerate(order)}
-    canonical = CandidateSet(
-        tuple([kept.provider_ids[i] for i in order]),
-        tuple([kept.frames[i] for i in order]),
-        tuple([kept.keys[i] for i in order]),
-        tuple([kept.scores[i] for i in order]),
-        {remap[i]: sup for i, sup in kept.support.items()},
+    canonical = replace(
+        kept.subset(order), support={remap[i]: sup for i, sup in kept.support.items()}
     )
-    keys: tuple[SortKey, ...] = pool.keys
+    key = pool.key
     dropped = [
-        DedupDrop(frame_id_of_key(keys[d]), frame_id_of_key(keys[k]))
-        for d, k in sorted(res.drops, key=lambda dk: (keys[dk[0]], keys[dk[1]]))
+        DedupDrop(frame_id_of_key(key(d)), frame_id_of_key(key(k)))
+        for d, k in sorted(res.drops, key=lambda dk: (key(dk[0]), key(dk[1])))
     ]
     return Deduped(canonical, dropped)

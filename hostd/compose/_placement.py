@@ -9,10 +9,10 @@ together, ``canonical`` uses FrameId order (byte-stable under re-scoring).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal, TypeAlias, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeAlias, TypeVar
 
-from ._candidates import CandidateSet, FramePair, SortKey
+from ._candidates import CandidateSet, FramePair
 from .ranking import ScoreDescending, Strategy, rank_with
 
 __all__ = ["PLACEMENTS", "Placement", "fold_to_edges", "order_by", "order_by_value", "place"]
@@ -37,7 +37,10 @@ def fold_to_edges(ranked: Sequence[T]) -> list[T]:
 
 
 def place_indices(
-    placement: str, ranked: list[int], provider_ids: Sequence[str], keys: Sequence[SortKey]
+    placement: str,
+    ranked: list[int],
+    provider_ids: Sequence[str],
+    key_of: Callable[[int], Any],
 ) -> list[int]:
     """Apply ``placement`` to candidate indices given best first."""
     if placement == "edges":
@@ -45,7 +48,7 @@ def place_indices(
     if placement == "ranked":
         return list(ranked)
     if placement == "canonical":
-        return sorted(ranked, key=keys.__getitem__)
+        return sorted(ranked, key=key_of)
     if placement == "grouped":
         # Providers in the order of their best frame; each keeps its rank order.
         groups: dict[str, list[int]] = {}
@@ -58,7 +61,7 @@ def place_indices(
 def place(placement: str, ranked: Iterable[FramePair]) -> list[FramePair]:
     """Apply a named placement to ``(provider_id, frame)`` pairs given best first."""
     c = CandidateSet.of(list(ranked))
-    order = place_indices(check_placement(placement), list(range(len(c))), c.provider_ids, c.keys)
+    order = place_indices(check_placement(placement), list(range(len(c))), c.provider_ids, c.key)
     return [c[i] for i in order]
 
 
@@ -68,7 +71,7 @@ def order_by(
     """Rank ``frames`` with ``strategy``, then place them (``edges`` by default)."""
     c = CandidateSet.of(frames)
     ranked = rank_with(strategy, c)
-    return [c[i] for i in place_indices(check_placement(placement), ranked, c.provider_ids, c.keys)]
+    return [c[i] for i in place_indices(check_placement(placement), ranked, c.provider_ids, c.key)]
 
 
 def order_by_value(frames: Iterable[FramePair]) -> list[FramePair]:

@@ -55,8 +55,7 @@ class ScoreDescending:
     name: ClassVar[str] = "score"
 
     def order(self, frames: Frames) -> list[int]:
-        c = CandidateSet.of(frames)
-        return rank_desc(range(len(c)), c.scores, c.keys)
+        return CandidateSet.of(frames).by_score()
 
     def to_wire(self) -> Any:
         return "score"
@@ -109,7 +108,7 @@ class PerProviderQuota:
         for lst in c.by_provider().values():
             first.extend(lst[:k])
             rest.extend(lst[k:])
-        return rank_desc(first, c.scores, c.keys) + rank_desc(rest, c.scores, c.keys)
+        return rank_desc(first, c.scores, c.key) + rank_desc(rest, c.scores, c.key)
 
     def to_wire(self) -> Any:
         return {"quota": self.k}
@@ -170,7 +169,7 @@ class ReciprocalRankFusion:
             lists = {}
             for p in sorted(members):
                 idx, vals = members[p], values[p]
-                local = rank_desc(range(len(idx)), vals, [c.keys[i] for i in idx])
+                local = rank_desc(range(len(idx)), vals, lambda j, idx=idx: c.key(idx[j]))
                 lists[p] = [idx[j] for j in local]
         else:
             lists = c.by_provider()
@@ -186,7 +185,7 @@ class ReciprocalRankFusion:
 
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
-        return rank_desc(range(len(c)), self.fused_scores(c), c.keys)
+        return rank_desc(range(len(c)), self.fused_scores(c), c.key)
 
     def to_wire(self) -> Any:
         body: dict[str, Any] = {"k": self.k}
@@ -199,12 +198,13 @@ def is_ranking_permutation(order: Sequence[object], n: int) -> bool:
     """Whether ``order`` names each of ``0..n-1`` exactly once (and nothing else)."""
     if len(order) != n:
         return False
-    seen = bytearray(n)
-    for i in order:
-        if type(i) is not int or not 0 <= i < n or seen[i]:
-            return False
-        seen[i] = 1
-    return True
+    if n == 0:
+        return True
+    # All C-level passes: exact ints only (no bools, no 1.0), no repeats, in range.
+    if set(map(type, order)) != {int}:
+        return False
+    distinct = set(order)
+    return len(distinct) == n and min(distinct) == 0 and max(distinct) == n - 1
 
 
 def rank_with(strategy: Strategy, frames: Frames) -> list[int]:
@@ -226,7 +226,7 @@ def rank_with(strategy: Strategy, frames: Frames) -> list[int]:
             seen[i] = 1
             out.append(i)
     missing = [i for i in range(n) if not seen[i]]
-    missing.sort(key=c.keys.__getitem__)
+    missing.sort(key=c.key)
     out.extend(missing)
     return out
 

@@ -1,0 +1,147 @@
+"""Benchmark hostd.compose: median milliseconds per compose_for_prompt call.
+
+Synthetic candidates from 8 providers (each on its own score scale, ~5% of the
+evidence served twice, file provenance on every frame) at 1k, 10k and 100k
+frames, budget 8,000 tokens, for each ranking policy. Prints one JSON object:
+per size and policy the median of ``compose`` (the call itself, audit kept as
+rows) and of ``compose+audit`` (also materialising every audit entry as a
+dict, what the daemon logs), and the 100k/10k growth ratios.
+
+Targets (not tests): 10k candidates <= 30 ms median on 2 cores, 100k/10k <= 12x.
+
+    python scripts/bench_compose.py [--repeat N] [--sizes 1000,10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hostd.compose import (  # noqa: E402 - after the path set-up above
+    PerProviderQuota,
+    ReciprocalRankFusion,
+    RoundRobinByRank,
+    ScoreDescending,
+    compose_for_prompt,
+)
+from hostd.protocol import ContextFrame, Provenance, canonical_token_cost  # noqa: E402
+
+PROVIDERS = [f"prov-{i}" for i in range(8)]
+BUDGET = 8_000
+WORDS = "retry backoff socket handler config parse token budget frame cache index".split()
+
+
+def synthetic(n: int, seed: int = 7) -> list[tuple[str, ContextFrame]]:
+    rng = random.Random(seed)
+    out: list[tuple[str, ContextFrame]] = []
+    for i in range(n):
+        pid = PROVIDERS[i % len(PROVIDERS)]
+        # ~5% of frames repeat an earlier frame's evidence from another provider.
+        src = rng.randrange(i) if i and rng.random() < 0.05 else i
+        words = rng.randint(8, 120)
+        content = " ".join(WORDS[(src + k) % len(WORDS)] for k in range(words)) + f" #{src}"
+        lo = 0.1 * (i % len(PROVIDERS)) / len(PROVIDERS)  # per-provider score scale
+        score = round(lo + rng.random() * (1 - lo) * (0.4 if i % 2 else 1.0), 6)
+        digest = f"sha256:{src:064x}"
+        # One file region per piece of evidence: 500 files, 20-line regions.
+        uri = f"file:///repo/src/mod{src % 500}.py"
+        first = (src // 500) * 30 + 1
+        region = f"L{first}-{first + 19}"
+        frame = ContextFrame.model_validate(
+            {
+                "id": f"f{i}",
+                "kind": "snippet",
+                "title": f"src/mod{src % 500}.py",
+                "content": content,
+                "content_digest": digest,
+                "score": score,
+                "token_cost": canonical_token_cost(content),
+                "citation_label": f"mod{src % 500}.py {region}",
+                "provenance": [
+                    Provenance(
+                        type="file",
+                        uri=uri,
+                        range=region,
+                        digest=digest,
+                    )
+                ],
+            }
+        )
+        out.append((pid, frame))
+    return out
+
+
+def median_ms(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return round(statistics.median(times), 3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    policies = {
+        "score": ScoreDescending(),
+        "round_robin": RoundRobinByRank(),
+        "quota": PerProviderQuota(2),
+        "rrf": ReciprocalRankFusion(),
+    }
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for n in sizes:
+        frames = synthetic(n)
+        per: dict[str, dict[str, float]] = {}
+        for name, strategy in policies.items():
+            repeat = max(3, args.repeat // 3) if n >= 100_000 else args.repeat
+            compose = median_ms(
+                lambda s=strategy, f=frames: compose_for_prompt(f, BUDGET, strategy=s), repeat
+            )
+            full = median_ms(
+                lambda s=strategy, f=frames: compose_for_prompt(
+                    f, BUDGET, strategy=s
+                ).audit.entry_dicts(),
+                repeat,
+            )
+            per[name] = {"compose_ms": compose, "compose_with_audit_ms": full}
+        results[str(n)] = per
+    report: dict[str, object] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "budget": BUDGET,
+        "providers": len(PROVIDERS),
+        "median_ms": results,
+    }
+    if "10000" in results and "100000" in results:
+        report["growth_100k_over_10k"] = {
+            name: {
+                "compose": round(
+                    results["100000"][name]["compose_ms"] / results["10000"][name]["compose_ms"], 2
+                ),
+                "compose_with_audit": round(
+                    results["100000"][name]["compose_with_audit_ms"]
+                    / results["10000"][name]["compose_with_audit_ms"],
+                    2,
+                ),
+            }
+            for name in policies
+        }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
