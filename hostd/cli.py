@@ -168,6 +168,10 @@ async def _session(cfg: Config, connect: str | None) -> AsyncIterator[Any]:
     else:
         from hostd.server import Daemon
 
+        # One shot: start every provider up front, so a slow index build is not a timeout.
+        cfg = cfg.model_copy(
+            update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
+        )
         async with Daemon(cfg).local() as local:
             yield local
 
@@ -285,7 +289,11 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
         if not receipts:
             sys.stdout.write("no consent receipts\n")
         for r in receipts:
-            sys.stdout.write("\t".join(str(r.get(k, "")) for k in sorted(r)) + "\n")
+            state = "active" if r.get("active") else f"revoked {r.get('revoked_at')}"
+            sys.stdout.write(
+                f"{r.get('provider_id')}\t{r.get('scope')}\t{r.get('grantor')}\t"
+                f"granted {r.get('granted_at')}\t{state}\n"
+            )
     else:
         _print_json(result)
     return EXIT_OK

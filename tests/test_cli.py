@@ -1,0 +1,155 @@
+"""The ``hostd`` command line: --help everywhere, one-shot compose/providers/consent,
+and check-provider's pass/fail table against real provider processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostd.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HELP = [
+    [],
+    ["serve"],
+    ["compose"],
+    ["providers"],
+    ["consent"],
+    ["consent", "grant"],
+    ["consent", "revoke"],
+    ["consent", "list"],
+    ["check-provider"],
+]
+
+
+@pytest.mark.parametrize("words", HELP, ids=lambda w: " ".join(w) or "hostd")
+def test_every_command_has_help(words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*words, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: hostd") and "--help" in out
+
+
+def _config(tmp_path: Path, providers: str) -> Path:
+    path = tmp_path / "hostd.toml"
+    path.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n{providers}',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _provider(pid: str, *extra: str) -> str:
+    words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid, *extra]
+    return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+
+
+def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hostd", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=90,
+        check=False,
+    )
+
+
+def test_compose_one_shot_prints_the_prompt_and_an_audit_line(tmp_path: Path) -> None:
+    config = _config(tmp_path, _provider("alpha") + _provider("beta"))
+    done = _hostd("--config", str(config), "compose", "what is here", "--budget", "300")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("<frame ") == 6
+    assert "6 offered, 6 included" in done.stderr
+    done = _hostd(
+        "--config",
+        str(config),
+        "compose",
+        "x",
+        "--json",
+        "--strategy",
+        "rrf",
+        "--placement",
+        "canonical",
+        "--providers",
+        "beta",
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [p["provider_id"] for p in result["providers"]] == ["beta"]
+    assert result["audit"]["policy"]["placement"] == "canonical"
+    assert {"prompt", "citations", "audit", "providers", "usage", "request_id"} <= set(result)
+
+
+def test_compose_one_shot_failure_is_one_line_with_its_reason(tmp_path: Path) -> None:
+    config = _config(tmp_path, _provider("alpha"))
+    done = _hostd("--config", str(config), "compose", "x", "--providers", "nope")
+    assert done.returncode == 1
+    assert "unknown provider 'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_providers_and_consent_one_shot(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path, _provider("alpha") + _provider("cloud", "--egress-scope", "api.example.com")
+    )
+    done = _hostd("--config", str(config), "providers")
+    assert done.returncode == 0, done.stderr
+    assert [line.split("\t")[0] for line in done.stdout.splitlines()] == ["alpha", "cloud"]
+    done = _hostd("--config", str(config), "consent", "grant", "cloud", "api.example.com")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["receipt"]["scope"] == "api.example.com"
+    done = _hostd("--config", str(config), "consent", "list")
+    assert "cloud\tapi.example.com\tcli" in done.stdout and "active" in done.stdout
+    done = _hostd("--config", str(config), "consent", "revoke", "cloud", "api.example.com")
+    assert done.returncode == 0 and json.loads(done.stdout)["revoked"]
+    done = _hostd("--config", str(config), "consent", "list", "cloud", "--json")
+    assert json.loads(done.stdout)["receipts"][0]["active"] is False
+
+
+def test_check_provider_passes_an_honest_provider(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.md").write_text(
+        "# Configuration\n\nThe configuration is loaded from hostd.toml at start.\n"
+    )
+    done = _hostd(
+        "check-provider", "--", sys.executable, "-m", "providers.files", "--root", str(corpus)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for check in (
+        "handshake",
+        "query",
+        "budget honesty",
+        "kinds filter",
+        "malformed input",
+        "verify honesty",
+        "shutdown",
+    ):
+        assert any(
+            line.startswith(check) and " pass " in line for line in done.stdout.splitlines()
+        ), (check, done.stdout)
+
+
+def test_check_provider_names_what_a_provider_gets_wrong() -> None:
+    done = _hostd(
+        "check-provider", "--json", "--", sys.executable, "-m", "tests.fixtures.healthy_provider"
+    )
+    assert done.returncode == 1
+    results = {r["check"]: r for r in json.loads(done.stdout)}
+    assert results["handshake"]["passed"] and results["shutdown"]["passed"]
+    # The fixture ignores the kinds filter and vouches for any digest.
+    assert not results["kinds filter"]["passed"] and "Q1" in results["kinds filter"]["detail"]
+    assert not results["verify honesty"]["passed"]
+
+
+def test_check_provider_reports_a_provider_that_dies() -> None:
+    done = _hostd("check-provider", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 1
+    assert "handshake" in done.stdout and "FAIL" in done.stdout
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,96 @@
+"""Config: pydantic-validated TOML whose every problem names the file, the key and what
+is wrong, and reaches the user as one line without a stack trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostd.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hostd.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_embedded_default_config_is_valid() -> None:
+    cfg = load_config(DEFAULT_CONFIG_PATH)
+    assert [p.id for p in cfg.provider] == ["files", "memory"]
+    assert cfg.provider[0].command[0] == sys.executable
+    assert cfg.provider[0].cwd == ROOT
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("[host]\ndefault_budget = -1\n", "host.default_budget", "greater than 0"),
+        ("[host]\ndefault_budgte = 10\n", "host.default_budgte", "unknown key"),
+        ("[host]\nstart_providers = 'sometimes'\n", "host.start_providers", "'lazy' or 'boot'"),
+        ("[[provider]]\nid = 'a'\n", "provider[0].command", "Field required"),
+        ("[[provider]]\nid = 'a'\ncommand = []\n", "provider[0].command", "at least 1"),
+        (
+            "[[provider]]\nid = 'a'\ncommand = ['x']\nbinding = 'grpc'\n",
+            "provider[0].binding",
+            "'jsonrpc' or 'cgp'",
+        ),
+        (
+            "[[provider]]\nid = 'a'\ncommand = ['x']\n[[provider]]\nid = 'a'\ncommand = ['y']\n",
+            "provider",
+            "duplicate provider id 'a'",
+        ),
+        ("[tcp]\nport = 70000\n", "tcp.port", "less than or equal to 65535"),
+    ],
+)
+def test_a_bad_value_names_file_key_and_problem(
+    tmp_path: Path, text: str, key: str, problem: str
+) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    message = str(exc.value)
+    assert str(path) in message and key in message and problem in message
+    assert exc.value.data["key"] == key
+
+
+def test_bad_toml_and_a_missing_file_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write(tmp_path, "[host\n"))
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
+    cfg = parse_config(
+        "[host]\nsocket = 'run/h.sock'\nstate_dir = 'state'\n"
+        "[[provider]]\nid = 'a'\ncommand = ['python3', '-m', 'x']\ncwd = '..'\n",
+        source="x.toml",
+        base=tmp_path,
+    )
+    assert cfg.socket_path == tmp_path / "run" / "h.sock"
+    assert cfg.state_path == tmp_path / "state"
+    assert cfg.provider[0].cwd == tmp_path.parent
+    assert cfg.provider[0].command == [sys.executable, "-m", "x"]
+
+
+def test_the_cli_reports_a_bad_config_in_one_line_without_a_traceback(tmp_path: Path) -> None:
+    path = _write(tmp_path, "[host]\ngrace_period_s = 'soon'\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "hostd", "--config", str(path), "serve"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert str(path) in lines[0] and "host.grace_period_s" in lines[0]
+    assert "Traceback" not in done.stderr
