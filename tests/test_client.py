@@ -1,0 +1,107 @@
+"""``hostd.client``: the blocking wrapper over a socket and over a spawned stdio daemon,
+and the async client's cancellation turning into ``$/cancel``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hostd.client import Client, RpcError, connect
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _provider(pid: str, *extra: str) -> str:
+    words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid, *extra]
+    return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+
+
+@pytest.fixture
+def config() -> Iterator[Path]:
+    workdir = Path(tempfile.mkdtemp(prefix="hc-"))  # short: AF_UNIX path limit
+    path = workdir / "hostd.toml"
+    path.write_text(
+        f'[host]\nsocket = "{workdir}/run/s.sock"\nstate_dir = "{workdir}/state"\n'
+        + _provider("alpha")
+        + _provider("slow", "--delay-ms", "20000"),
+        encoding="utf-8",
+    )
+    yield path
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(config: Path) -> Iterator[Path]:
+    """A ``hostd serve`` child; yields its socket once it logs ``host.serving``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    serving = threading.Event()
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if b'"host.serving"' in line:
+                serving.set()
+        serving.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        assert serving.wait(60) and proc.poll() is None
+        yield config.parent / "run" / "s.sock"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        reader.join(10)
+        assert proc.stderr is not None
+        proc.stderr.close()
+        assert code == 0
+
+
+def test_sync_client_over_the_socket(daemon: Path) -> None:
+    with Client.connect(daemon) as hostd:
+        result = hostd.compose("sync please", budget=200, providers=["alpha"])
+        assert len(result["citations"]) == 3
+        assert hostd.usage(result["request_id"])["usage"] == result["usage"]
+        assert [p["id"] for p in hostd.providers()] == ["alpha", "slow"]
+        assert hostd.status()["state"] == "serving"
+        with pytest.raises(RpcError) as exc:
+            hostd.compose("x", providers=["nope"])
+        assert exc.value.remote_reason == "unknown_provider"
+
+
+def test_sync_client_spawning_a_stdio_daemon(config: Path) -> None:
+    with Client.spawn(config, stderr=subprocess.DEVNULL, cwd=ROOT) as hostd:
+        result = hostd.compose("spawned", budget=200, providers=["alpha"])
+        assert result["prompt"].count("<frame ") == 3
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_call_cancels_the_work_in_the_daemon(daemon: Path) -> None:
+    async with connect(daemon) as client:
+        with anyio.move_on_after(0.5):  # bounded wait for a reply that takes 20 s
+            await client.compose("wait", providers=["slow"], timeout_ms=60000)
+        with anyio.fail_after(30):
+            while (await client.status())["in_flight"] > 1:
+                pass
+        assert (await client.compose("still here", providers=["alpha"]))["citations"]
