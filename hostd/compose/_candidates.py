@@ -74,7 +74,7 @@ def rankable_scores(scores: Sequence[float]) -> tuple[float, ...]:
     return tuple(-float("inf") if s != s else s for s in scores)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, repr=False)
 class CandidateSet(Sequence[FramePair]):
     """Frames offered to a ranking policy, as aligned columns.
 
@@ -124,6 +124,9 @@ class CandidateSet(Sequence[FramePair]):
 
     def __len__(self) -> int:
         return len(self.frames)
+
+    def __repr__(self) -> str:
+        return f"CandidateSet({len(self.frames)} frames, providers={sorted(set(self.provider_ids))})"
 
     @overload
     def __getitem__(self, index: int) -> FramePair: ...

@@ -1,0 +1,124 @@
+"""dedup_cross_provider: one frame per piece of evidence, a pure function of the set (D2)."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+
+from hostd.compose import DedupDrop, dedup_cross_provider
+from hostd.protocol import FrameId
+
+from ._helpers import digest_of, file_prov, frame, frame_pairs
+
+
+def test_the_same_digest_from_two_providers_keeps_the_higher_score() -> None:
+    d = digest_of("same bytes")
+    lo = frame("x", 0.4, "same bytes", digest=d)
+    hi = frame("y", 0.9, "same bytes", digest=d)
+    out = dedup_cross_provider([("a", lo), ("b", hi)])
+    assert [(p, f.id) for p, f in out.kept] == [("b", "y")]
+    assert out.dropped == [DedupDrop(FrameId("a", "x", d), FrameId("b", "y", d))]
+    assert out.kept.vouched_by(0) == ("a", "b")
+
+
+def test_an_equal_score_tie_keeps_the_canonically_smaller_frame_id() -> None:
+    d = digest_of("tie")
+    out = dedup_cross_provider(
+        [("b", frame("x", 0.5, "tie", digest=d)), ("a", frame("z", 0.5, "tie", digest=d))]
+    )
+    assert [(p, f.id) for p, f in out.kept] == [("a", "z")]
+
+
+def test_a_shared_file_region_collapses_frames_with_different_digests() -> None:
+    region = file_prov("file:///repo/net.rs", "L120-160")
+    a = frame("a1", 0.7, "fn retry()", with_digest=True, provenance=[region])
+    b = frame("b1", 0.3, "fn retry() {}", with_digest=True, provenance=[region])
+    out = dedup_cross_provider([("a", a), ("b", b)])
+    assert [f.id for _, f in out.kept] == ["a1"]
+    assert out.dropped[0].dropped == FrameId.of("b", b)
+
+
+def test_the_same_uri_with_another_range_is_different_evidence() -> None:
+    a = frame("a1", 0.7, "one", provenance=[file_prov("file:///x", "L1-5")])
+    b = frame("b1", 0.3, "two", provenance=[file_prov("file:///x", "L6-9")])
+    c = frame("c1", 0.3, "three", provenance=[file_prov("file:///x")])
+    assert len(dedup_cross_provider([("a", a), ("b", b), ("c", c)]).kept) == 3
+
+
+def test_non_file_provenance_never_merges() -> None:
+    from hostd.protocol import Provenance
+
+    link = Provenance(type="derivation", uri="memo://1")
+    a = frame("a1", 0.7, "one", provenance=[link])
+    b = frame("b1", 0.3, "two", provenance=[link])
+    assert len(dedup_cross_provider([("a", a), ("b", b)]).kept) == 2
+
+
+def test_the_survivor_carries_the_union_of_the_group_provenance() -> None:
+    d = digest_of("body")
+    p1, p2, p3 = file_prov("file:///1"), file_prov("file:///2"), file_prov("file:///3")
+    a = frame("a", 0.9, "body", digest=d, provenance=[p1, p2])
+    b = frame("b", 0.5, "body", digest=d, provenance=[p2, p3])
+    out = dedup_cross_provider([("pb", b), ("pa", a)])
+    ((_, kept),) = list(out.kept)
+    assert [p.uri for p in kept.provenance] == ["file:///1", "file:///2", "file:///3"]
+    # the input frame is not mutated
+    assert [p.uri for p in a.provenance] == ["file:///1", "file:///2"]
+
+
+def test_grouping_is_transitive_through_digest_and_region() -> None:
+    # a~b by digest, b~c by file region: one piece of evidence, whoever arrived first
+    d = digest_of("ab")
+    region = file_prov("file:///r", "L1")
+    a = frame("a", 0.2, "ab", digest=d)
+    b = frame("b", 0.3, "ab", digest=d, provenance=[region])
+    c = frame("c", 0.9, "c!", with_digest=True, provenance=[region])
+    for order in ([a, b, c], [c, b, a], [b, a, c]):
+        out = dedup_cross_provider([(f.id.upper(), f) for f in order])
+        assert [f.id for _, f in out.kept] == ["c"]
+        assert sorted(x.dropped.frame_id for x in out.dropped) == ["a", "b"]
+        assert {x.kept.frame_id for x in out.dropped} == {"c"}
+        assert out.kept.vouched_by(0) == ("A", "B", "C")
+
+
+def test_the_same_identity_offered_twice_is_one_frame() -> None:
+    f = frame("dup", 0.5, "body")
+    out = dedup_cross_provider([("a", f), ("a", f)])
+    assert len(out.kept) == 1
+    assert out.dropped == [DedupDrop(FrameId("a", "dup"), FrameId("a", "dup"))]
+
+
+def test_distinct_frames_are_all_kept_in_canonical_order() -> None:
+    frames = [("b", frame("2", 0.1, "u")), ("a", frame("9", 0.9, "v")), ("a", frame("1", 0.5, "w"))]
+    out = dedup_cross_provider(frames)
+    assert [(p, f.id) for p, f in out.kept] == [("a", "1"), ("a", "9"), ("b", "2")]
+    assert out.dropped == []
+
+
+@given(frame_pairs())
+def test_dedup_is_a_pure_function_of_the_input_set(pairs: list) -> None:
+    first = dedup_cross_provider(pairs)
+    shuffled = list(pairs)
+    random.Random(len(pairs)).shuffle(shuffled)
+    second = dedup_cross_provider(reversed(shuffled))
+    assert list(first.kept) == list(second.kept)
+    assert first.dropped == second.dropped
+    assert [first.kept.vouched_by(i) for i in range(len(first.kept))] == [
+        second.kept.vouched_by(i) for i in range(len(second.kept))
+    ]
+    # every input frame is kept or dropped, exactly once
+    assert len(first.kept) + len(first.dropped) == len(pairs)
+    kept_ids = {FrameId.of(p, f) for p, f in first.kept}
+    assert all(d.kept in kept_ids for d in first.dropped)
+
+
+def test_a_large_all_distinct_set_dedups_without_a_pairwise_scan() -> None:
+    # 20k frames that all share one provenance uri but not its range: a pairwise
+    # scan would make 2e8 comparisons; the hash-map grouping is one pass.
+    frames = [
+        ("p", frame(f"f{i}", 0.5, f"c{i}", provenance=[file_prov("file:///big", f"L{i + 1}")]))
+        for i in range(20_000)
+    ]
+    out = dedup_cross_provider(frames)
+    assert len(out.kept) == 20_000

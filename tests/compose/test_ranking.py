@@ -1,0 +1,216 @@
+"""Ranking policies: named, permutations, F10-respecting, with real RRF weights."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.compose import (
+    CandidateSet,
+    PerProviderQuota,
+    ReciprocalRankFusion,
+    RoundRobinByRank,
+    ScoreDescending,
+    is_ranking_permutation,
+    rank_with,
+    strategy_from_wire,
+)
+from hostd.compose._dedup import dedup_pool
+
+from ._helpers import digest_of, frame, frame_pairs
+
+ALL = [
+    ScoreDescending(),
+    RoundRobinByRank(),
+    PerProviderQuota(0),
+    PerProviderQuota(2),
+    ReciprocalRankFusion(),
+    ReciprocalRankFusion(k=1, weights={"alpha": 0.0, "beta": 3.0}),
+]
+
+
+def ids(frames: list, order: list[int]) -> list[str]:
+    return [frames[i][1].id for i in order]
+
+
+def two_providers() -> list:
+    return [
+        ("sem", frame("s1", 0.95)),
+        ("sem", frame("s2", 0.90)),
+        ("sem", frame("s3", 0.85)),
+        ("lex", frame("l1", 0.40)),
+        ("lex", frame("l2", 0.30)),
+    ]
+
+
+def test_every_policy_has_its_wire_name() -> None:
+    assert [s.name for s in ALL[:5]] == ["score", "round_robin", "quota", "quota", "rrf"]
+
+
+def test_score_descending_breaks_ties_by_canonical_frame_id() -> None:
+    frames = [("b", frame("1", 0.5)), ("a", frame("2", 0.5)), ("a", frame("1", 0.9))]
+    assert ids(frames, ScoreDescending().order(frames)) == ["1", "2", "1"]
+    assert ScoreDescending().order(frames) == [2, 1, 0]
+
+
+def test_round_robin_alternates_providers_in_id_order() -> None:
+    frames = two_providers()
+    assert ids(frames, RoundRobinByRank().order(frames)) == ["l1", "s1", "l2", "s2", "s3"]
+
+
+def test_quota_puts_every_providers_top_k_first() -> None:
+    frames = two_providers()
+    assert ids(frames, PerProviderQuota(1).order(frames)) == ["s1", "l1", "s2", "s3", "l2"]
+    assert ids(frames, PerProviderQuota(0).order(frames)) == ["s1", "l1", "s2", "s3", "l2"]
+    assert ids(frames, PerProviderQuota(2).order(frames)) == ["s1", "s2", "l1", "l2", "s3"]
+
+
+def test_rrf_uses_ranks_not_raw_scores() -> None:
+    frames = two_providers()
+    # rank 1 of each provider ties at 1/61; canonical order puts lex first
+    assert ids(frames, ReciprocalRankFusion().order(frames)) == ["l1", "s1", "l2", "s2", "s3"]
+    # multiplying one provider's scores changes nothing: only its own order matters
+    scaled = [(p, f.model_copy(update={"score": f.score / 10})) for p, f in frames]
+    assert ReciprocalRankFusion().order(scaled) == ReciprocalRankFusion().order(frames)
+
+
+def test_rrf_weights_change_the_order() -> None:
+    frames = two_providers()
+    plain = ReciprocalRankFusion().order(frames)
+    favour_sem = ReciprocalRankFusion(weights={"sem": 2.0}).order(frames)
+    assert plain != favour_sem
+    assert ids(frames, favour_sem)[:3] == ["s1", "s2", "s3"]
+
+
+def test_rrf_weight_zero_ranks_that_provider_last_but_keeps_its_frames() -> None:
+    frames = two_providers()
+    order = ReciprocalRankFusion(weights={"lex": 0.0}).order(frames)
+    assert ids(frames, order) == ["s1", "s2", "s3", "l1", "l2"]
+    assert is_ranking_permutation(order, len(frames))
+
+
+def test_rrf_sums_the_contributions_of_every_provider_that_vouched() -> None:
+    d = digest_of("shared")
+    frames = [
+        ("a", frame("a1", 0.9, "a-only")),
+        ("a", frame("a2", 0.8, "shared", digest=d)),
+        ("b", frame("b1", 0.9, "b-only")),
+        ("b", frame("b2", 0.7, "shared", digest=d)),
+    ]
+    kept = dedup_pool(CandidateSet.of(frames)).kept
+    rrf = ReciprocalRankFusion()
+    fused = dict(zip([f.id for _, f in kept], rrf.fused_scores(kept), strict=True))
+    assert fused["a2"] == pytest.approx(2 / 62)
+    assert fused["a1"] == pytest.approx(1 / 61)
+    # vouched for by two providers at rank 2 beats one provider's rank 1
+    assert [kept[i][1].id for i in rrf.order(kept)][0] == "a2"
+
+
+def test_rrf_counts_a_providers_duplicate_once() -> None:
+    d = digest_of("twice")
+    frames = [
+        ("a", frame("a1", 0.9, "twice", digest=d)),
+        ("a", frame("a2", 0.8, "twice", digest=d)),
+        ("a", frame("a3", 0.7, "other")),
+    ]
+    kept = dedup_pool(CandidateSet.of(frames)).kept
+    fused = dict(
+        zip([f.id for _, f in kept], ReciprocalRankFusion().fused_scores(kept), strict=True)
+    )
+    assert fused == {"a1": pytest.approx(1 / 61), "a3": pytest.approx(1 / 62)}
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"k": -1}, {"k": float("nan")}, {"weights": {"a": -1}}, {"weights": {"a": "x"}}]
+)
+def test_rrf_rejects_bad_parameters(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="rrf"):
+        ReciprocalRankFusion(**kwargs)
+
+
+def test_quota_rejects_a_negative_or_non_integer_k() -> None:
+    with pytest.raises(ValueError, match="quota"):
+        PerProviderQuota(-1)
+    with pytest.raises(ValueError, match="quota"):
+        PerProviderQuota(1.5)  # type: ignore[arg-type]  # the point of the test
+
+
+@given(frame_pairs(), st.sampled_from(ALL))
+def test_every_strategy_returns_a_permutation(pairs: list, strategy: object) -> None:
+    order = strategy.order(pairs)  # type: ignore[attr-defined]  # sampled from ALL
+    assert is_ranking_permutation(order, len(pairs))
+
+
+def test_is_ranking_permutation_rejects_anything_else() -> None:
+    assert is_ranking_permutation([2, 0, 1], 3)
+    assert is_ranking_permutation([], 0)
+    assert not is_ranking_permutation([0, 1], 3)
+    assert not is_ranking_permutation([0, 0, 1], 3)
+    assert not is_ranking_permutation([0, 1, 3], 3)
+    assert not is_ranking_permutation([0, 1, -1], 3)
+    assert not is_ranking_permutation([0, 1.0, 2], 3)
+    assert not is_ranking_permutation([0, True, 2], 3)
+
+
+class _Broken:
+    name = "broken"
+
+    def __init__(self, order: list) -> None:
+        self._order = order
+
+    def order(self, frames: object) -> list:
+        return self._order
+
+
+def test_rank_with_repairs_a_broken_policy_order() -> None:
+    frames = [("a", frame("3")), ("a", frame("1")), ("a", frame("2")), ("a", frame("0"))]
+    # repeats, out of range, a bool and a float are skipped; the rest come in canonical order
+    assert rank_with(_Broken([2, 2, 9, -1, True, 1.0]), frames) == [2, 3, 1, 0]
+    assert rank_with(_Broken([]), frames) == [3, 1, 2, 0]
+    assert rank_with(_Broken([1, 0, 3, 2]), frames) == [1, 0, 3, 2]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("score", ScoreDescending()),
+        ("round_robin", RoundRobinByRank()),
+        ("rrf", ReciprocalRankFusion()),
+        ({"quota": 3}, PerProviderQuota(3)),
+        ({"quota": 0}, PerProviderQuota(0)),
+        ({"rrf": {}}, ReciprocalRankFusion()),
+        ({"rrf": {"k": 10}}, ReciprocalRankFusion(k=10)),
+        (
+            {"rrf": {"k": 60, "weights": {"files": 2, "memory": 0.5}}},
+            ReciprocalRankFusion(weights={"files": 2.0, "memory": 0.5}),
+        ),
+    ],
+)
+def test_strategy_from_wire_reads_every_client_form(value: object, expected: object) -> None:
+    parsed = strategy_from_wire(value)
+    assert parsed == expected
+    assert strategy_from_wire(parsed.to_wire()) == parsed  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("fastest", "unknown strategy 'fastest'"),
+        (3, "string or an object"),
+        (None, "string or an object"),
+        ({}, "exactly one member"),
+        ({"quota": 1, "rrf": {}}, "exactly one member"),
+        ({"quota": "2"}, "quota k must be an integer"),
+        ({"quota": True}, "quota k must be an integer"),
+        ({"quota": -1}, "must not be negative"),
+        ({"rrf": 60}, "takes an object"),
+        ({"rrf": {"kk": 1}}, "unknown member"),
+        ({"rrf": {"weights": {"a": -2}}}, "finite and >= 0"),
+        ({"rrf": {"weights": [1, 2]}}, "mapping"),
+        ({"bm25": 1}, "unknown strategy 'bm25'"),
+    ],
+)
+def test_strategy_from_wire_rejects_bad_values_clearly(value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        strategy_from_wire(value)
