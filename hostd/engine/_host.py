@@ -69,6 +69,10 @@ log = structlog.get_logger("hostd.engine")
 #: ``on_leg_done`` callback: called with each report as its leg finishes (sync or async).
 LegDone = Callable[[LegReport], Any]
 
+#: ``Host(verify_stage=...)`` default: a ``VerifyStage`` re-reading each provider's
+#: sources under its spec's ``trusted_roots``. Pass ``None`` to turn verification off.
+DEFAULT_VERIFY_STAGE: Any = object()
+
 
 def _split(global_budget: int, weights: Sequence[float]) -> list[int]:
     from hostd.compose import budget_split  # the engine's one import from compose
@@ -99,8 +103,9 @@ class Host:
 
     ``consent`` is the gate (default: a ``ConsentStore`` under ``state_dir``;
     with neither, egress providers are always refused). ``verify_stage`` is
-    the verification/reuse stage run after the leg audit (``None``: frames are
-    reported ``unverified``).
+    the verification/reuse stage run after the leg audit (default: a
+    ``hostd.engine.verify.VerifyStage`` over the specs' ``trusted_roots``;
+    ``None``: frames are reported ``unverified``).
     """
 
     def __init__(
@@ -109,7 +114,7 @@ class Host:
         *,
         state_dir: str | Path | None = None,
         consent: ConsentGate | None = None,
-        verify_stage: Any = None,
+        verify_stage: Any = DEFAULT_VERIFY_STAGE,
         start: str = "lazy",
         host_info: HostInfo | None = None,
         handshake_timeout_s: float = 5.0,
@@ -128,6 +133,12 @@ class Host:
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._consent = consent
         self._owns_consent = False
+        if verify_stage is DEFAULT_VERIFY_STAGE:
+            from .verify import VerifyStage
+
+            verify_stage = VerifyStage(
+                trusted_roots={pid: s.spec.trusted_roots for pid, s in self._slots.items()}
+            )
         self.verify_stage = verify_stage
         self.start_mode = start
         self.host_info = host_info or HostInfo(name="hostd", version=__version__)
@@ -417,7 +428,15 @@ class Host:
             fan.excluded = sorted(excluded, key=lambda e: e[0].sort_key)
             fan.verification = {FrameId.of(p, f): {"state": "unverified"} for p, f in fresh}
             return
-        result = await stage.finish(fresh, plan=plan, replies=replies)
+        # One audit entry per FrameId: the stage never reuses nor re-reports what the
+        # leg audit dropped, and a quarantined provider's held frames stay out (B2).
+        result = await stage.finish(
+            fresh,
+            plan=plan,
+            replies=replies,
+            upstream_excluded=[e[0] for e in excluded],
+            distrusted=[pid for pid, r in fan.reports.items() if r.status is LegStatus.QUARANTINED],
+        )
         fan.accepted = list(result.accepted)
         fan.excluded = sorted([*excluded, *result.excluded], key=lambda e: e[0].sort_key)
         fan.verification = dict(result.verification)
@@ -557,6 +576,10 @@ class Host:
             ack = slot.last_ack
             conn = slot.conn
             health = slot.health.to_wire()
+            stage = self.verify_stage
+            if stage is not None and hasattr(stage, "health"):
+                # digest_mismatch, source_mismatch, rubber_stamp, verify_failed, ...
+                health["verification"] = stage.health(pid)
             if conn is not None:
                 health["pid"] = conn.child.pid
                 health["stderr_lines"] = conn.child.stderr_lines
@@ -575,6 +598,11 @@ class Host:
 
     def health(self, provider_id: str) -> Health:
         return self._slots[provider_id].health
+
+    def session_stats(self) -> dict[str, Any]:
+        """Reuse-cache and verification figures for ``host/status`` (empty when off)."""
+        stage = self.verify_stage
+        return stage.figures() if stage is not None and hasattr(stage, "figures") else {}
 
     def connection(self, provider_id: str) -> ProviderConnection | None:
         return self._slots[provider_id].conn

@@ -7,7 +7,10 @@ one ``snippet`` frame per regular file under ``DIR`` (sorted), whole-file
 files as they are now. Modes: ``honest``; ``rubber`` (every verdict ``valid``);
 ``liar`` (``content_digest`` of other bytes); ``noverify`` (declares no verify
 capability); ``hollow`` (answers verify with no verdicts); ``range`` (each frame
-carries one extra provenance entry with range ``--range``).
+carries one extra provenance entry with range ``--range``); ``rendezvous`` (from
+the second query on, a query answers only once a ``context/verify`` has arrived,
+so it proves the host sends verify concurrently with the fresh query);
+``turncoat`` (honest on the first query, misstates ``token_cost`` after, B3).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from hostd.protocol import (
     parse_frame,
     sha256_digest,
 )
-from hostd.provider import Provider, make_frame, run_stdio
+from hostd.provider import Provider, ProviderRefusal, make_frame, run_stdio
 from hostd.transport import ProviderConnection
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,11 +57,18 @@ class FileProvider(Provider):
         self.mode = mode
         self.range = range_
         self.info = ProviderInfo(name=name, version="1.0", data_flow=DataFlow(reads=True))
+        self.queries = 0
+        self._verify_seen: anyio.Event | None = None  # made on the loop, lazily
         self.capabilities = Capabilities(
             query=QueryCapability(kinds=["snippet"]),
             correlation=True,
             verify=mode != "noverify",
         )
+
+    def _seen(self) -> anyio.Event:
+        if self._verify_seen is None:
+            self._verify_seen = anyio.Event()
+        return self._verify_seen
 
     def _files(self) -> list[Path]:
         return sorted(p for p in self.root.iterdir() if p.is_file())
@@ -88,6 +98,14 @@ class FileProvider(Provider):
         return frame
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
+        self.queries += 1
+        if self.mode == "rendezvous" and self.queries > 1:
+            seen = self._seen()
+            with anyio.move_on_after(10):
+                await seen.wait()
+            if not seen.is_set():
+                raise ProviderRefusal("no context/verify arrived beside this query")
+            self._verify_seen = None
         out: list[dict[str, Any]] = []
         spent = 0
         for path in self._files():
@@ -96,10 +114,14 @@ class FileProvider(Provider):
             if len(out) >= query.max_frames or spent + cost > query.max_tokens:
                 return ContextQueryResult(frames=out, truncated=True)
             spent += cost
-            out.append(frame.to_wire())
+            wire = frame.to_wire()
+            if self.mode == "turncoat" and self.queries > 1:
+                wire["token_cost"] = 0  # B3: a misstated cost quarantines the whole reply
+            out.append(wire)
         return ContextQueryResult(frames=out)
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
+        self._seen().set()
         if self.mode == "hollow":
             return []
         out = []

@@ -1,0 +1,159 @@
+"""``Host.query_all(..., session=...)`` with the verification stage, real children and files."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.compose import compose_for_prompt
+from hostd.engine import FanOut, Host, ProviderSpec
+from hostd.protocol import ContextQuery, FrameId, sha256_digest
+from tests.engine.test_verify_e2e import provider_command
+from tests.fixtures.procs import ROOT, marked_env
+
+pytestmark = pytest.mark.anyio
+
+BUDGET = 4000
+
+
+def spec(pid: str, root: Path, mode: str = "honest", **kw: Any) -> ProviderSpec:
+    # A generous leg timeout: these tests are about verification, not a loaded machine.
+    kw.setdefault("timeout_ms", 30000)
+    return ProviderSpec(
+        pid,
+        provider_command(root, mode),
+        env=marked_env(),
+        cwd=str(ROOT),
+        trusted_roots=[root],
+        **kw,
+    )
+
+
+def _query() -> ContextQuery:
+    return ContextQuery(goal="what does the code do", max_frames=20, max_tokens=0)
+
+
+async def _ask(host: Host, session: str | None = "s") -> FanOut:
+    with anyio.fail_after(30):
+        return await host.query_all(_query(), BUDGET, session=session)
+
+
+def _tree(tmp_path: Path, name: str = "repo") -> Path:
+    root = tmp_path / name
+    root.mkdir()
+    for f in ("a.py", "b.py", "c.py"):
+        (root / f).write_text(f"def {f[0]}():\n    return {f!r}\n")
+    return root
+
+
+def _one_entry_per_frame_id(fan: FanOut) -> None:
+    ids = [FrameId.of(p, f) for p, f in fan.accepted] + [e[0] for e in fan.excluded]
+    assert [k for k, n in Counter(ids).items() if n > 1] == []
+    assert set(fan.verification) == {FrameId.of(p, f) for p, f in fan.accepted}
+
+
+async def test_every_accepted_frame_carries_a_verification_state(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with Host([spec("p", root)]) as host:
+        fan = await _ask(host, session=None)
+    assert len(fan.accepted) == 3
+    assert {v["state"] for v in fan.verification.values()} == {"source_verified"}
+    assert fan.figures["verify_requested"] == 0
+    _one_entry_per_frame_id(fan)
+
+
+async def test_second_turn_reuses_valid_frames_and_keeps_the_prompt(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with Host([spec("p", root), spec("q", _tree(tmp_path, "other"))]) as host:
+        first = await _ask(host)
+        second = await _ask(host)
+        status = host.session_stats()
+    assert second.accepted == first.accepted
+    assert second.figures["reused"] == 6 and second.figures["verify_providers"] == 2
+    assert {v["state"] for v in second.verification.values()} == {"provider_verified"}
+    one = compose_for_prompt(first.accepted, BUDGET, verification=first.verification)
+    two = compose_for_prompt(second.accepted, BUDGET, verification=second.verification)
+    assert two.prompt == one.prompt  # the whole evidence block is byte-identical
+    assert status["reuse"]["sessions"] == 1 and status["reuse"]["frames"] == 6
+    assert status["verification"]["reused"] == 6
+    _one_entry_per_frame_id(second)
+
+
+async def test_verify_runs_concurrently_with_the_fresh_query(tmp_path: Path) -> None:
+    # The rendezvous provider answers its second query only once a verify arrived.
+    root = _tree(tmp_path)
+    async with Host([spec("p", root, "rendezvous")]) as host:
+        await _ask(host)
+        second = await _ask(host)
+    assert second.reports["p"].status == "ok", second.reports["p"].to_wire()
+    assert second.figures["reused"] == 3
+
+
+async def test_edited_and_deleted_files_are_stale_and_gone(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with Host([spec("p", root)]) as host:
+        first = await _ask(host)
+        (root / "a.py").write_text("def a():\n    return 'edited'\n")
+        (root / "c.py").unlink()
+        second = await _ask(host)
+    old = {f.id: FrameId.of(p, f) for p, f in first.accepted}
+    reasons = {fid: (reason, detail) for fid, reason, detail in second.excluded}
+    assert reasons[old["a.py"]][0] == "stale"
+    assert reasons[old["a.py"]][1]["replacement_digest"] == sha256_digest(
+        (root / "a.py").read_bytes()
+    )
+    assert reasons[old["c.py"]][0] == "gone"
+    served = {f.id: f.content for _, f in second.accepted}
+    assert served == {
+        "a.py": "def a():\n    return 'edited'\n",
+        "b.py": "def b():\n    return 'b.py'\n",
+    }
+    states = {fid.frame_id: v["state"] for fid, v in second.verification.items()}
+    assert states == {"a.py": "source_verified", "b.py": "provider_verified"}
+    _one_entry_per_frame_id(second)
+
+
+async def test_a_lying_digest_is_caught_beside_an_honest_provider(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with Host([spec("honest", root), spec("liar", root, "liar")]) as host:
+        fan = await _ask(host, session=None)
+        listed = {p["id"]: p for p in host.providers_list()}
+    assert {p for p, _ in fan.accepted} == {"honest"}
+    assert Counter(r for _, r, _ in fan.excluded) == {"digest_mismatch": 3}
+    assert listed["liar"]["health"]["verification"]["digest_mismatch"] == 3
+    assert listed["honest"]["health"]["verification"]["digest_mismatch"] == 0
+
+
+async def test_rubber_stamping_is_flagged_in_health(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with Host([spec("p", root, "rubber")]) as host:
+        await _ask(host)
+        (root / "b.py").write_text("tampered\n")
+        second = await _ask(host)
+        listed = host.providers_list()
+    assert listed[0]["health"]["verification"]["rubber_stamp"] == 1
+    flagged = [fid.frame_id for fid, _, d in second.excluded if d.get("rubber_stamp")]
+    assert flagged == ["b.py"]
+    _one_entry_per_frame_id(second)
+
+
+async def test_a_quarantined_provider_contributes_no_held_frames(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    async with Host([spec("turncoat", root, "turncoat"), spec("ok", _tree(tmp_path, "o"))]) as host:
+        await _ask(host)
+        second = await _ask(host)
+    assert second.reports["turncoat"].status == "quarantined"
+    assert {p for p, _ in second.accepted} == {"ok"}
+    assert {r for fid, r, _ in second.excluded if fid.provider_id == "turncoat"} == {"quarantined"}
+    _one_entry_per_frame_id(second)
+
+
+async def test_verification_can_be_turned_off(tmp_path: Path) -> None:
+    async with Host([spec("p", _tree(tmp_path))], verify_stage=None) as host:
+        fan = await _ask(host)
+        assert host.session_stats() == {}
+    assert {v["state"] for v in fan.verification.values()} == {"unverified"}
