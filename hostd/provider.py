@@ -198,7 +198,9 @@ class ProviderServer:
         text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
         if not text.strip():
             return None
-        reply = await async_dispatch_to_serializable(text, self.methods)
+        reply = await async_dispatch_to_serializable(
+            text, self.methods, validator=_validate_request
+        )
         if reply is None:
             return None
         if isinstance(reply, list):
@@ -235,9 +237,16 @@ class ProviderServer:
         except ProviderRefusal as exc:
             return _error(exc.code, exc.message)
         if isinstance(out, ContextQueryResult):
-            return Success(out.to_wire())
-        frames = [_frame_to_wire(f) for f in out]
-        return Success({"frames": frames, "truncated": False})
+            # Frames are usually wire dicts already; a pydantic dump of list[Any] would
+            # only copy them (it is the provider's hot path).
+            result: dict[str, Any] = {
+                "frames": [_frame_to_wire(f) for f in out.frames],
+                "truncated": out.truncated,
+            }
+            if out.dropped_estimate is not None:
+                result["dropped_estimate"] = out.dropped_estimate
+            return Success(result)
+        return Success({"frames": [_frame_to_wire(f) for f in out], "truncated": False})
 
     async def _verify(self, **params: Any) -> Result:
         try:
@@ -255,6 +264,30 @@ class ProviderServer:
         return Success(None)
 
 
+def _validate_request(request: Any) -> Any:
+    """The JSON-RPC 2.0 request shape, checked by hand (jsonschema costs ~0.5 ms a call).
+
+    Raising makes jsonrpcserver answer ``Invalid Request`` (then ``bad_request``, R1).
+    """
+    items = request if isinstance(request, list) else [request]
+    if not items:
+        raise ValueError("empty batch")
+    for item in items:
+        if not isinstance(item, dict) or item.get("jsonrpc") != "2.0":
+            raise ValueError("not a JSON-RPC 2.0 request")
+        if not isinstance(item.get("method"), str):
+            raise ValueError("method must be a string")
+        if "params" in item and not isinstance(item["params"], dict | list):
+            raise ValueError("params must be an object or an array")
+        if (
+            "id" in item
+            and not (item["id"] is None or isinstance(item["id"], str | int | float))
+            or isinstance(item.get("id"), bool)
+        ):
+            raise ValueError("id must be a string, a number or null")
+    return request
+
+
 def _frame_to_wire(frame: ContextFrame | dict[str, Any]) -> dict[str, Any]:
     return frame if isinstance(frame, dict) else frame.to_wire()
 
@@ -267,61 +300,86 @@ def _first_error(exc: ValidationError) -> str:
 
 # --- stdio ---------------------------------------------------------------------------
 
-#: Marker the reader thread sends for a line longer than the bound (R1).
+#: Marker for a line longer than the bound (R1).
 _OVERLONG = object()
-#: Marker the reader thread sends at end of input (R2).
+#: Marker for the end of input (R2).
 _EOF = object()
 
 
-def _read_lines(
-    fd: int, max_line_bytes: int, deliver: Callable[[object], None], slots: threading.Semaphore
-) -> None:
-    """Reader thread: bounded lines from ``fd`` handed to the loop, then ``_EOF``.
+class _LineSplitter:
+    """Bytes in, bounded lines out (``_OVERLONG`` for a line past the bound, R1)."""
 
-    A daemon thread reading the raw descriptor (no buffered-reader lock), so a
-    provider told to shut down exits even while this thread is blocked on a
-    pipe the host still holds open. ``slots`` bounds how many lines wait
-    unread (back-pressure on the host).
-    """
-    buf = bytearray()
-    discarding = False  # inside an over-long line: drop bytes up to its newline
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max = max_line_bytes
+        self.buf = bytearray()
+        self.discarding = False  # inside an over-long line: drop bytes up to its newline
+
+    def feed(self, chunk: bytes) -> list[object]:
+        items: list[object] = []
+        start = 0
+        while (nl := chunk.find(b"\n", start)) != -1:
+            if self.discarding:
+                self.discarding = False
+            elif len(self.buf) + nl - start > self.max:
+                items.append(_OVERLONG)
+            else:
+                self.buf += chunk[start:nl]
+                items.append(bytes(self.buf))
+            self.buf.clear()
+            start = nl + 1
+        if not self.discarding:
+            self.buf += chunk[start:]
+            if len(self.buf) > self.max:  # memory stays bounded
+                items.append(_OVERLONG)
+                self.buf.clear()
+                self.discarding = True
+        return items
+
+    def end(self) -> list[object]:
+        last = [bytes(self.buf)] if self.buf and not self.discarding else []
+        return [*last, _EOF]  # a final line without its newline still counts
+
+
+class _PipeReader(asyncio.Protocol):
+    """stdin read in the event loop (no thread hop per line); pauses when lines pile up."""
+
+    def __init__(self, splitter: _LineSplitter, deliver: Callable[[object], None]) -> None:
+        self.splitter = splitter
+        self.deliver = deliver
+        self.transport: asyncio.ReadTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment] - a read pipe transport
+
+    def data_received(self, data: bytes) -> None:
+        for item in self.splitter.feed(data):
+            self.deliver(item)
+
+    def eof_received(self) -> bool:
+        for item in self.splitter.end():
+            self.deliver(item)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.deliver(_EOF)  # ignored when eof_received already delivered it
+
+
+def _read_in_thread(fd: int, splitter: _LineSplitter, deliver: Callable[[object], None]) -> None:
+    """Fallback for a stdin that is not a pipe (a regular file): a daemon reader thread
+    on the raw descriptor, so shutdown never waits for it."""
     while True:
         try:
             chunk = os.read(fd, 65536)
         except OSError:
             chunk = b""
-        items: list[object] = []
-        if not chunk:
-            if buf and not discarding:
-                items.append(bytes(buf))  # a final line without its newline
-            items.append(_EOF)
-        else:
-            start = 0
-            while (nl := chunk.find(b"\n", start)) != -1:
-                if discarding:
-                    discarding = False
-                elif len(buf) + nl - start > max_line_bytes:
-                    items.append(_OVERLONG)
-                else:
-                    buf += chunk[start:nl]
-                    items.append(bytes(buf))
-                buf.clear()
-                start = nl + 1
-            if not discarding:
-                buf += chunk[start:]
-                if len(buf) > max_line_bytes:
-                    # R1: answered as bad input; memory stays bounded.
-                    items.append(_OVERLONG)
-                    buf.clear()
-                    discarding = True
-        for item in items:
-            slots.acquire()
-            try:
+        items = splitter.feed(chunk) if chunk else splitter.end()
+        try:
+            for item in items:
                 deliver(item)
-            except RuntimeError:  # the event loop is closed: the provider is exiting
-                return
-            if item is _EOF:
-                return
+        except RuntimeError:  # the event loop is closed: the provider is exiting
+            return
+        if not chunk:
+            return
 
 
 async def serve_stdio(
@@ -342,8 +400,21 @@ async def serve_stdio(
     dst = stdout if stdout is not None else sys.stdout.buffer
     write_lock = anyio.Lock()
     send, receive = anyio.create_memory_object_stream[Any](math.inf)
-    slots = threading.Semaphore(64)
     loop = asyncio.get_running_loop()
+    splitter = _LineSplitter(max_line_bytes)
+    queued = 0
+    pipe: _PipeReader | None = None
+    ended = False
+
+    def deliver(item: object) -> None:
+        nonlocal queued, ended
+        if ended:
+            return
+        ended = item is _EOF
+        queued += 1
+        send.send_nowait(item)
+        if pipe is not None and pipe.transport is not None and queued >= 64:
+            pipe.transport.pause_reading()  # back-pressure on the host
 
     async def write(text: str) -> None:
         async with write_lock:
@@ -365,30 +436,42 @@ async def serve_stdio(
         await write(json.dumps({"jsonrpc": "2.0", "error": error, "id": None}))
 
     async def read_loop() -> None:
+        nonlocal queued
         # Answers run in a nested group: at EOF the replies in flight are still
         # written before the provider exits (R2); a shutdown cancels them.
         async with receive, anyio.create_task_group() as answers:
             async for item in receive:
-                slots.release()
+                queued -= 1
+                if pipe is not None and pipe.transport is not None and queued < 16:
+                    pipe.transport.resume_reading()
                 if item is _EOF:
                     break
                 answers.start_soon(too_long if item is _OVERLONG else partial(answer, item))
         server.shutdown_requested.set()
 
-    thread = threading.Thread(
-        target=_read_lines,
-        args=(fd, max_line_bytes, partial(loop.call_soon_threadsafe, send.send_nowait), slots),
-        name="provider-stdin",
-        daemon=True,
-    )
+    transport: asyncio.BaseTransport | None = None
+    stdin_file = os.fdopen(fd, "rb", buffering=0, closefd=False)
+    try:
+        transport, pipe = await loop.connect_read_pipe(
+            lambda: _PipeReader(splitter, deliver), stdin_file
+        )
+    except (ValueError, OSError):  # not a pipe, socket or character device
+        threading.Thread(
+            target=_read_in_thread,
+            args=(fd, splitter, partial(loop.call_soon_threadsafe, deliver)),
+            name="provider-stdin",
+            daemon=True,
+        ).start()
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_loop)
-            thread.start()
             await server.shutdown_requested.wait()
             tg.cancel_scope.cancel()
     finally:
         send.close()
+        if transport is not None:
+            transport.close()
+        stdin_file.close()
 
 
 def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from hostd.protocol import (
     ContextFrame,
     ContextQuery,
@@ -26,6 +28,7 @@ from hostd.protocol import (
     Violation,
     check_as_of,
     check_budget,
+    check_frame,
     check_kinds,
     parse_frame,
 )
@@ -50,8 +53,17 @@ _INSTRUCTION_SHAPES = re.compile(
 )
 
 
+#: Words every instruction shape above contains; a cheap filter before the regex.
+_TRIGGERS = ("ignore", "disregard", "you are now", "system", "assistant", "<", "begin")
+
+
 def looks_like_instructions(content: str | None) -> bool:
-    return bool(content) and _INSTRUCTION_SHAPES.search(content or "") is not None
+    if not content:
+        return False
+    low = content.lower()
+    if not any(t in low for t in _TRIGGERS):
+        return False
+    return _INSTRUCTION_SHAPES.search(content) is not None
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,6 +81,18 @@ class LegAudit:
     @property
     def quarantined(self) -> bool:
         return bool(self.quarantine)
+
+
+_FRAMES: TypeAdapter[list[ContextFrame]] = TypeAdapter(list[ContextFrame])
+
+
+def _bulk_parse(raw_frames: Sequence[Any]) -> list[ContextFrame] | None:
+    """All frames in one validation call (the common, honest case); ``None`` when any
+    frame is malformed, so each is then parsed on its own and costs only itself."""
+    try:
+        return _FRAMES.validate_python(raw_frames)
+    except ValidationError:
+        return None
 
 
 def _raw_id(provider_id: str, raw: Any, index: int) -> FrameId:
@@ -94,8 +118,13 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
     excluded: list[Excluded] = []
     quarantine: list[Violation] = []
 
+    bulk = _bulk_parse(raw_frames)
     for i, raw in enumerate(raw_frames):
-        frame, found = parse_frame(raw)
+        if bulk is not None:
+            frame = bulk[i]
+            found = check_frame(frame)
+        else:
+            frame, found = parse_frame(raw)
         located = [_at(i, v) for v in found]
         violations.extend(located)
         if frame is None:
@@ -164,6 +193,9 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
         dropped.sort(key=lambda e: e[0].sort_key)
         return LegAudit(len(raw_frames), (), tuple(dropped), tuple(violations), tuple(quarantine))
 
-    accepted = sorted((f for _, f in valid), key=lambda f: FrameId.of(provider_id, f).sort_key)
+    accepted = sorted(
+        (f for _, f in valid),
+        key=lambda f: (f.id, f.content_digest is not None, f.content_digest or ""),
+    )
     excluded.sort(key=lambda e: e[0].sort_key)
     return LegAudit(len(raw_frames), tuple(accepted), tuple(excluded), tuple(violations), ())

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Fan-out overhead benchmark: 8 child providers each answer 50 frames after a 20 ms delay.
+
+Prints JSON with the median and p99 of (fan-out latency − the slowest provider's
+delay), i.e. what the host adds on top of its slowest provider: writing the
+queries, the providers' encoding, the pipes, parsing, the leg audit, ordering.
+Target (issue 4): median ≤ 5 ms.
+
+    python scripts/bench_fanout.py [--providers 8] [--frames 50] [--delay-ms 20]
+                                   [--rounds 200] [--warmup 20]
+
+Run with ``--serve NAME`` it is one of the providers (built on ``hostd.provider``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve()
+ROOT = SCRIPT.parents[1]
+sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+
+from hostd.protocol import (  # noqa: E402
+    Capabilities,
+    ContextQuery,
+    ContextQueryResult,
+    ProviderInfo,
+)
+from hostd.provider import Provider, make_frame, run_stdio  # noqa: E402
+
+
+class BenchProvider(Provider):
+    def __init__(self, name: str, frames: int, delay_ms: float) -> None:
+        self.info = ProviderInfo(name=name, version="1.0.0")
+        self.capabilities = Capabilities(correlation=True)
+        body = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
+        self.frames = [
+            make_frame(
+                id=f"{name}:{i}",
+                kind="snippet",
+                title=f"{name} frame {i}",
+                content=f"{i}: {body}",
+                citation_label=f"{name} L{i}",
+                score=round(1 - i / (frames + 1), 4),
+                uri=f"file:///bench/{name}/{i}.txt",
+            ).to_wire()
+            for i in range(frames)
+        ]
+        self.delay = delay_ms / 1000
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        await anyio.sleep(self.delay)
+        return ContextQueryResult(frames=self.frames[: query.max_frames])
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+async def bench(args: argparse.Namespace) -> dict[str, object]:
+    import structlog
+
+    from hostd.engine import Host, LegStatus, ProviderSpec
+
+    # Quiet the per-process info events; the benchmark measures, it does not log.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    specs = [
+        ProviderSpec(
+            f"p{i}",
+            [
+                sys.executable,
+                str(SCRIPT),
+                "--serve",
+                f"p{i}",
+                "--frames",
+                str(args.frames),
+                "--delay-ms",
+                str(args.delay_ms),
+            ],
+            env={"PYTHONPATH": str(ROOT)},
+            timeout_ms=10_000,
+        )
+        for i in range(args.providers)
+    ]
+    query = ContextQuery(goal="benchmark", max_frames=args.frames, max_tokens=0)
+    per_frame = (len(json.dumps(BenchProvider("p0", 1, 0).frames[0]["content"])) + 3) // 4
+    budget = args.providers * args.frames * (per_frame + 8)
+    overheads: list[float] = []
+    totals: list[float] = []
+    # The engine alone (verify_stage=None); ``--verify`` measures with the default
+    # verification stage too (scripts/bench_verify.py covers that stage in depth).
+    stage_kw = {} if args.verify else {"verify_stage": None}
+    async with Host(specs, start="boot", handshake_timeout_s=30, **stage_kw) as host:
+        for round_ in range(args.warmup + args.rounds):
+            t0 = time.perf_counter()
+            fan = await host.query_all(query, budget)
+            elapsed = (time.perf_counter() - t0) * 1000
+            bad = [r for r in fan.reports.values() if r.status is not LegStatus.OK]
+            if bad or len(fan.accepted) != args.providers * args.frames:
+                raise SystemExit(f"round {round_}: unexpected result {bad or len(fan.accepted)}")
+            if round_ >= args.warmup:
+                totals.append(elapsed)
+                overheads.append(elapsed - args.delay_ms)
+    return {
+        "benchmark": "fanout",
+        "providers": args.providers,
+        "frames_per_provider": args.frames,
+        "provider_delay_ms": args.delay_ms,
+        "rounds": args.rounds,
+        "verify_stage": bool(args.verify),
+        "overhead_ms": {
+            "median": round(statistics.median(overheads), 3),
+            "p99": round(percentile(overheads, 99), 3),
+            "min": round(min(overheads), 3),
+        },
+        "fanout_ms": {
+            "median": round(statistics.median(totals), 3),
+            "p99": round(percentile(totals, 99), 3),
+        },
+        "target_median_ms": 5.0,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--providers", type=int, default=8)
+    parser.add_argument("--frames", type=int, default=50)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--verify", action="store_true", help="keep the default verify stage")
+    parser.add_argument("--serve", metavar="NAME", help="run as one benchmark provider")
+    args = parser.parse_args()
+    if args.serve:
+        run_stdio(BenchProvider(args.serve, args.frames, args.delay_ms))
+        return
+    print(json.dumps(anyio.run(bench, args, backend="asyncio"), indent=2))
+
+
+if __name__ == "__main__":
+    main()
