@@ -1,0 +1,124 @@
+"""Properties of compose_for_prompt over arbitrary frame sets (hypothesis)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostd.compose import (
+    PLACEMENTS,
+    PerProviderQuota,
+    ReciprocalRankFusion,
+    RoundRobinByRank,
+    ScoreDescending,
+    compose_for_prompt,
+)
+from hostd.protocol import FrameId
+
+from ._helpers import PROVIDERS, frame_pairs
+
+STRATEGIES = st.sampled_from(
+    [
+        ScoreDescending(),
+        RoundRobinByRank(),
+        PerProviderQuota(1),
+        ReciprocalRankFusion(),
+        ReciprocalRankFusion(k=2, weights={"alpha": 0.0, "gamma": 2.5}),
+    ]
+)
+CAPS = st.none() | st.dictionaries(
+    PROVIDERS | st.just("*"), st.sampled_from([0.0, 0.3, 0.5, 1.0]), max_size=2
+)
+EXCLUDED = st.lists(
+    st.tuples(
+        st.builds(FrameId, PROVIDERS, st.sampled_from(["f1", "q"])),
+        st.sampled_from(["quarantined", "stale", "digest_mismatch"]),
+        st.just({"why": "earlier stage"}),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=150)
+@given(
+    frame_pairs(),
+    st.integers(0, 60),
+    STRATEGIES,
+    st.sampled_from(PLACEMENTS),
+    CAPS,
+    EXCLUDED,
+    st.randoms(use_true_random=False),
+)
+def test_any_shuffle_of_the_input_gives_identical_bytes_and_audit(
+    pairs: list,
+    budget: int,
+    strategy: object,
+    placement: str,
+    caps: dict | None,
+    excluded: list,
+    rnd: random.Random,
+) -> None:
+    kw = {"strategy": strategy, "placement": placement, "caps": caps}
+    first = compose_for_prompt(pairs, budget, excluded=excluded, **kw)  # type: ignore[arg-type]
+    shuffled = list(pairs)
+    rnd.shuffle(shuffled)
+    again = compose_for_prompt(iter(shuffled), budget, excluded=excluded[::-1], **kw)  # type: ignore[arg-type]
+    assert again.prompt == first.prompt
+    assert again.to_wire() == first.to_wire()
+
+
+@settings(max_examples=150)
+@given(frame_pairs(), st.integers(0, 60), STRATEGIES, CAPS, EXCLUDED)
+def test_the_audit_is_a_total_partition_within_budget(
+    pairs: list, budget: int, strategy: object, caps: dict | None, excluded: list
+) -> None:
+    out = compose_for_prompt(pairs, budget, strategy=strategy, caps=caps, excluded=excluded)  # type: ignore[arg-type]
+    audit = out.audit
+    offered = Counter([FrameId.of(p, f) for p, f in pairs] + [fid for fid, _, _ in excluded])
+    assert Counter(e.frame for e in audit.entries) == offered
+    included = [e for e in audit.entries if e.included]
+    for e in audit.entries:
+        assert e.disposition in ("included", "excluded")
+        assert (e.reason is None) == e.included
+    # tokens_used is what the included frames cost, and never above the budget
+    assert audit.tokens_used == sum(e.tokens or 0 for e in included) <= budget
+    # the citations are exactly the included frames, in render (position) order
+    assert [c.frame for c in out.citations] == [
+        e.frame for e in sorted(included, key=lambda e: e.position or 0)
+    ]
+    assert sorted(e.position for e in included) == list(range(len(included)))  # type: ignore[type-var]
+    # an included identity is never also excluded as a duplicate of itself... unless
+    # it was offered twice, in which case one copy is the duplicate
+    dup = [e for e in audit.entries if e.reason == "duplicate"]
+    kept = {e.frame for e in audit.entries if e.reason != "duplicate"}
+    assert all(e.detail["kept"] in kept for e in dup)
+
+
+@settings(max_examples=100)
+@given(frame_pairs(), st.integers(0, 60), CAPS)
+def test_caps_bound_every_providers_share(pairs: list, budget: int, caps: dict | None) -> None:
+    out = compose_for_prompt(pairs, budget, caps=caps)
+    used = Counter()
+    for e in out.audit.entries:
+        if e.included:
+            used[e.provider_id] += e.tokens or 0
+    for provider, tokens in used.items():
+        share = (caps or {}).get(provider, (caps or {}).get("*"))
+        if share is not None:
+            assert tokens <= int(share * budget)
+
+
+@given(frame_pairs(), st.integers(0, 60), STRATEGIES)
+def test_every_included_rank_is_distinct_and_better_than_no_later_over_budget_fit(
+    pairs: list, budget: int, strategy: object
+) -> None:
+    out = compose_for_prompt(pairs, budget, strategy=strategy)  # type: ignore[arg-type]
+    ranked = [e for e in out.audit.entries if e.rank is not None]
+    assert sorted(e.rank for e in ranked) == list(range(len(ranked)))  # type: ignore[type-var]
+    # greedy packing: an over-budget frame really did not fit when it was reached
+    for e in ranked:
+        if e.reason == "over_budget":
+            assert e.detail["cost"] > e.detail["remaining"]

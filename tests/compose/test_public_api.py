@@ -1,0 +1,67 @@
+"""The compose package's surface is deliberate and its imports stay pure."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import hostd.compose as compose
+import hostd.compose.ranking as ranking
+
+PKG = Path(compose.__file__).resolve().parent
+
+# A pure library: the protocol models, the error tree and the standard library's
+# pure parts. Nothing that does I/O, nothing from the engine, transport or server.
+ALLOWED_HOSTD = {"hostd.protocol", "hostd.errors"}
+FORBIDDEN_STDLIB = {
+    "asyncio",
+    "anyio",
+    "io",
+    "os",
+    "pathlib",
+    "shutil",
+    "socket",
+    "sqlite3",
+    "subprocess",
+    "threading",
+    "time",
+    "structlog",
+    "logging",
+}
+
+
+def test_all_names_exist_and_nothing_public_is_unlisted() -> None:
+    for name in compose.__all__:
+        assert hasattr(compose, name), name
+    public = {n for n in vars(compose) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(compose, n)).__name__ == "module"}
+    assert public - modules == set(compose.__all__)
+    assert len(compose.__all__) == len(set(compose.__all__))
+    for name in ranking.__all__:
+        assert getattr(compose, name) is getattr(ranking, name)
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_compose_imports_only_the_protocol_the_error_tree_and_pure_stdlib() -> None:
+    bad = []
+    for path in sorted(PKG.glob("*.py")):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top == "hostd" and name not in ALLOWED_HOSTD:
+                bad.append(f"{path.name}: {name}")
+            elif top in FORBIDDEN_STDLIB:
+                bad.append(f"{path.name}: {name}")
+            elif top not in {"hostd", "__future__"} and top not in sys.stdlib_module_names:
+                # third-party: only pydantic types arrive, through hostd.protocol
+                bad.append(f"{path.name}: {name}")
+    assert bad == []
