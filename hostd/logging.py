@@ -32,6 +32,9 @@ __all__ = [
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 #: Keys that may carry content or secrets; dropped from every event whatever its source (C8).
+#: The configured threshold; per-entry events are not even built below it (hot path).
+_LEVEL = LEVELS["info"]
+
 _REDACTED_KEYS = frozenset({"content", "token", "authorization", "password", "secret", "prompt"})
 
 
@@ -65,8 +68,11 @@ def configure_logging(
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         logger_factory=structlog.WriteLoggerFactory(file=out),
-        cache_logger_on_first_use=False,
+        # Loggers are built once: an uncached lazy proxy rebuilds one per event (hot path).
+        cache_logger_on_first_use=True,
     )
+    global _LEVEL
+    _LEVEL = LEVELS[level]
     # Third-party libraries log through the stdlib; send them to the same place, never stdout.
     root = _stdlib_logging.getLogger()
     for handler in list(root.handlers):
@@ -97,6 +103,8 @@ def unbind_request(*keys: str) -> None:
 
 def log_legs(logger: Any, reports: Mapping[str, Any]) -> None:
     """One ``provider.leg`` event per provider leg: status, latency, frames, violations."""
+    if _LEVEL > LEVELS["info"]:
+        return
     for provider_id in sorted(reports):
         report = reports[provider_id]
         violations = getattr(report, "violations", ()) or ()
@@ -136,6 +144,8 @@ _AUDIT_KEYS = (
 
 def log_audit(logger: Any, entries: Iterable[Mapping[str, Any]]) -> None:
     """One ``compose.audit`` event per audit entry (wire form), content never included."""
+    if _LEVEL > LEVELS["info"]:
+        return
     for entry in entries:
         fields = {k: entry[k] for k in _AUDIT_KEYS if k in entry and entry[k] is not None}
         frame = entry.get("frame")

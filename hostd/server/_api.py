@@ -269,6 +269,9 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     ctx.daemon.remember_usage(ctx.request_id, usage)
     result["providers"] = _reports(fan)
     result["usage"] = usage
+    if fan.figures:
+        # Reuse and verification figures of the verify stage (sessions, V1–V4).
+        result["verification"] = fan.figures
     result["request_id"] = ctx.request_id
     audit = result.get("audit", {})
     log.info(
@@ -286,21 +289,11 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
 async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
     fan = await _fan_out(ctx, p, budget, budget)
-    frames: dict[str, list[dict[str, Any]]] = {pid: [] for pid in sorted(fan.reports)}
-    for pid, frame in fan.accepted:
-        frames.setdefault(pid, []).append(frame.to_wire())
-    usage = fan.usage_report()
-    ctx.daemon.remember_usage(ctx.request_id, usage)
-    return {
-        "frames": frames,
-        "excluded": [
-            {"frame": fid.to_wire(), "reason": reason, **dict(detail or {})}
-            for fid, reason, detail in fan.excluded
-        ],
-        "providers": _reports(fan),
-        "usage": usage,
-        "request_id": ctx.request_id,
-    }
+    result: dict[str, Any] = fan.to_wire()
+    result["providers"] = _reports(fan)
+    ctx.daemon.remember_usage(ctx.request_id, result["usage"])
+    result["request_id"] = ctx.request_id
+    return result
 
 
 @_boundary(_NoParams)

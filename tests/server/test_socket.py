@@ -224,3 +224,16 @@ async def test_sigterm_under_load_loses_no_reply_in_service(start_daemon) -> Non
     assert all(r["request_id"] and len(r["providers"]) == 2 for r in replies)
     assert await daemon.wait() == 0
     assert not daemon.socket.exists()
+
+
+async def test_a_session_reuses_verified_frames_on_its_next_turn(start_daemon) -> None:
+    daemon = await start_daemon({"alpha": {}})
+    async with connect(daemon.socket) as client:
+        first = await client.compose("turn one", budget=300, session="s1")
+        second = await client.compose("turn one", budget=300, session="s1")
+    assert await daemon.stop() == 0
+    assert first["verification"]["held"] == 0
+    assert second["verification"]["held"] == 3
+    assert second["verification"]["verify_requested"] == 3
+    # Unchanged evidence renders byte-identically across turns (prompt caches depend on it).
+    assert second["prompt"] == first["prompt"]

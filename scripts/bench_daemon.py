@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Daemon throughput: compositions per second and p50/p99 latency over the Unix socket.
+
+Starts ``hostd serve`` with three local child-process providers, then for 1, 8 and
+64 concurrent clients (one connection each) runs ``context/compose`` in a loop for
+a fixed time and reports, as JSON: compositions/s, p50 and p99 latency (ms), errors,
+and the daemon's peak RSS (VmHWM, MB) over the whole run.
+
+    python scripts/bench_daemon.py [--seconds 5] [--clients 1,8,64] [--frames 8]
+                                   [--providers fixture|bundled]
+
+``fixture`` providers are ``tests.fixtures.healthy_provider`` children answering
+``--frames`` frames; ``bundled`` uses ``providers.files`` over this repository's docs
+(three instances over different subtrees). Targets (issue 6): >= 200 compositions/s
+with 64 clients against 3 local providers on a 2-core machine; RSS <= 80 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _config(workdir: Path, kind: str, frames: int) -> Path:
+    lines = [
+        "[host]",
+        f'socket = "{workdir}/run/hostd.sock"',
+        f'state_dir = "{workdir}/state"',
+        "max_in_flight = 256",
+        "[log]",
+        'level = "warning"',
+    ]
+    if kind == "fixture":
+        for pid in ("alpha", "beta", "gamma"):
+            words = [
+                "python",
+                "-m",
+                "tests.fixtures.healthy_provider",
+                "--name",
+                pid,
+                "--frames",
+                str(frames),
+                "--size",
+                "200",
+            ]
+            lines += ["[[provider]]", f'id = "{pid}"', f"command = {json.dumps(words)}"]
+            lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
+    else:
+        for pid, root in (("docs", "docs"), ("code", "hostd"), ("providers", "providers")):
+            words = ["python", "-m", "providers.files", "--root", str(ROOT / root)]
+            lines += ["[[provider]]", f'id = "{pid}"', f"command = {json.dumps(words)}"]
+            lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
+    path = workdir / "hostd.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _peak_rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+class _Conn:
+    """A minimal line client (the bench measures the daemon, not a client library)."""
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self.stream = stream
+        self.buf = b""
+        self.next_id = 0
+
+    async def compose(self, goal: str, budget: int) -> bool:
+        self.next_id += 1
+        req = {
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "context/compose",
+            "params": {"goal": goal, "budget": budget},
+        }
+        await self.stream.send((json.dumps(req) + "\n").encode())
+        while b"\n" not in self.buf:
+            self.buf += await self.stream.receive(1 << 20)
+        line, self.buf = self.buf.split(b"\n", 1)
+        reply = json.loads(line)
+        return "result" in reply and reply["result"]["audit"]["entries"] is not None
+
+
+async def _level(socket: Path, clients: int, seconds: float, budget: int) -> dict[str, object]:
+    latencies: list[float] = []
+    errors = 0
+    conns = [_Conn(await anyio.connect_unix(socket)) for _ in range(clients)]
+    # Warm-up: every connection composes once, outside the measurement.
+    async with anyio.create_task_group() as tg:
+        for c in conns:
+            tg.start_soon(c.compose, "warm up", budget)
+    deadline = time.perf_counter() + seconds
+    started = time.perf_counter()
+
+    async def loop(conn: _Conn, i: int) -> None:
+        nonlocal errors
+        n = 0
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            ok = await conn.compose(f"question {i}-{n} about configuration", budget)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            errors += not ok
+            n += 1
+
+    async with anyio.create_task_group() as tg:
+        for i, c in enumerate(conns):
+            tg.start_soon(loop, c, i)
+    elapsed = time.perf_counter() - started
+    for c in conns:
+        await c.stream.aclose()
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 2)
+
+    return {
+        "clients": clients,
+        "compositions": len(latencies),
+        "compositions_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "errors": errors,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured time per level")
+    parser.add_argument("--clients", default="1,8,64", help="comma-separated client counts")
+    parser.add_argument("--frames", type=int, default=8, help="frames per fixture provider")
+    parser.add_argument("--budget", type=int, default=2000, help="global token budget")
+    parser.add_argument("--providers", choices=("fixture", "bundled"), default="fixture")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="hb-"))
+    config = _config(workdir, args.providers, args.frames)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    serving = threading.Event()
+
+    def drain() -> None:
+        assert daemon.stderr is not None
+        for line in daemon.stderr:
+            if b'"host.serving"' in line:
+                serving.set()
+        serving.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        serving.wait(60)
+        # host.serving is logged at info; the bench config logs warnings only, so wait for
+        # the socket instead when the event is filtered out.
+        socket = workdir / "run" / "hostd.sock"
+        deadline = time.monotonic() + 60
+        while not socket.exists() and time.monotonic() < deadline and daemon.poll() is None:
+            time.sleep(0.05)
+        levels = [
+            anyio.run(_level, socket, int(n), args.seconds, args.budget, backend="asyncio")
+            for n in args.clients.split(",")
+        ]
+        out = {
+            "providers": 3,
+            "provider_kind": args.providers,
+            "cores": os.cpu_count(),
+            "budget": args.budget,
+            "seconds_per_level": args.seconds,
+            "levels": levels,
+            "daemon_peak_rss_mb": _peak_rss_mb(daemon.pid),
+        }
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(60)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["daemon_exit_code"] = code
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
