@@ -126,7 +126,9 @@ class CandidateSet(Sequence[FramePair]):
         return len(self.frames)
 
     def __repr__(self) -> str:
-        return f"CandidateSet({len(self.frames)} frames, providers={sorted(set(self.provider_ids))})"
+        return (
+            f"CandidateSet({len(self.frames)} frames, providers={sorted(set(self.provider_ids))})"
+        )
 
     @overload
     def __getitem__(self, index: int) -> FramePair: ...

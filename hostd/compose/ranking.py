@@ -12,12 +12,13 @@ key, so it is a pure function of the candidate set.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
-from ._candidates import CandidateSet, FramePair, rank_desc
+from ._candidates import CandidateSet, FramePair, SortKey, rank_desc
 
 __all__ = [
     "PerProviderQuota",
@@ -160,16 +161,27 @@ class ReciprocalRankFusion:
         n = len(c)
         if c.support:
             # Per provider: the candidates it vouches for, valued by its own best score.
-            members: dict[str, list[int]] = {}
-            values: dict[str, list[float]] = {}
-            for i in range(n):
-                for p, s in c.supporters(i):
-                    members.setdefault(p, []).append(i)
-                    values.setdefault(p, []).append(s)
+            members: defaultdict[str, list[int]] = defaultdict(list)
+            values: defaultdict[str, list[float]] = defaultdict(list)
+            scores = c.scores
+            support = c.support
+            for i, pid in enumerate(c.provider_ids):
+                sup = support.get(i)
+                if sup is None:
+                    members[pid].append(i)
+                    values[pid].append(scores[i])
+                else:
+                    for p, s in sup:
+                        members[p].append(i)
+                        values[p].append(s)
             lists = {}
             for p in sorted(members):
                 idx, vals = members[p], values[p]
-                local = rank_desc(range(len(idx)), vals, lambda j, idx=idx: c.key(idx[j]))
+
+                def key_at(j: int, idx: list[int] = idx) -> SortKey:
+                    return c.key(idx[j])
+
+                local = rank_desc(range(len(idx)), vals, key_at)
                 lists[p] = [idx[j] for j in local]
         else:
             lists = c.by_provider()
@@ -203,7 +215,7 @@ def is_ranking_permutation(order: Sequence[object], n: int) -> bool:
     # All C-level passes: exact ints only (no bools, no 1.0), no repeats, in range.
     if set(map(type, order)) != {int}:
         return False
-    distinct = set(order)
+    distinct = set(cast("Sequence[int]", order))
     return len(distinct) == n and min(distinct) == 0 and max(distinct) == n - 1
 
 
