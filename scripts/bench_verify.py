@@ -1,8 +1,8 @@
 """Benchmark: the cost of verification, and how stable a session's prompt stays.
 
 8 child-process providers each serve 50 ``file``-backed frames (whole-file
-provenance, content digests, ``capabilities.verify``). Each round fans one
-query out to all of them and composes the result, in three ways:
+provenance, content digests, ``capabilities.verify``). Each round runs
+``Host.query_all`` over all of them and composes the result, in three ways:
 
 - ``plain``: fan-out → compose, no verification stage;
 - ``verified``: fan-out → inline digests + source re-reads → compose (no session);
@@ -36,11 +36,11 @@ sys.path.insert(0, str(REPO))
 import anyio  # noqa: E402 - after the repo is importable
 
 from hostd.compose import compose_for_prompt  # noqa: E402
+from hostd.engine import Host, ProviderSpec  # noqa: E402
 from hostd.engine.verify import VerifyStage  # noqa: E402
 from hostd.logging import configure_logging  # noqa: E402
 from hostd.protocol import (  # noqa: E402
     Capabilities,
-    ContextFrame,
     ContextQuery,
     ContextQueryResult,
     DataFlow,
@@ -49,11 +49,9 @@ from hostd.protocol import (  # noqa: E402
     Provenance,
     ProviderInfo,
     QueryCapability,
-    parse_frame,
     sha256_digest,
 )
 from hostd.provider import Provider, make_frame, run_stdio  # noqa: E402
-from hostd.transport import ProviderConnection  # noqa: E402
 
 
 class FilesProvider(Provider):
@@ -120,78 +118,54 @@ async def _bench(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     budget = args.providers * args.frames * 200
     query = ContextQuery(goal="bench", max_frames=args.frames, max_tokens=budget)
 
-    async with anyio.create_task_group() as tg:
-        conns: dict[str, ProviderConnection] = {}
-        for i, root in enumerate(roots):
-            cmd = [sys.executable, SELF, "--serve", str(root)]
-            cmd += ["--delay-ms", str(args.delay_ms)]
-            conns[f"p{i}"] = await ProviderConnection.open(
-                f"p{i}", cmd, task_group=tg, cwd=REPO, env={"PYTHONPATH": str(REPO)}
-            )
-        can = dict.fromkeys(conns, True)
+    specs = [
+        ProviderSpec(
+            f"p{i}",
+            [sys.executable, SELF, "--serve", str(root), "--delay-ms", str(args.delay_ms)],
+            cwd=str(REPO),
+            env={"PYTHONPATH": str(REPO)},
+            timeout_ms=30000,
+            trusted_roots=[root],
+        )
+        for i, root in enumerate(roots)
+    ]
+    async with Host(specs, start="boot") as host:
+        stage_default = host.verify_stage
 
-        async def send_verify(pid: str, ids: list[FrameIdentity]) -> list[FrameVerdict]:
-            return list((await conns[pid].verify(ids)).verdicts)
-
-        async def fan_out(stage: VerifyStage | None, session: str | None) -> tuple[Any, Any]:
-            fresh: dict[str, list[tuple[str, ContextFrame]]] = {}
-            plan = stage.plan(session, can_verify=can) if stage is not None else None
-            replies: dict[str, Any] = {}
-
-            async def leg(pid: str) -> None:
-                result = await conns[pid].query(query)
-                pairs = []
-                for raw in result.frames:
-                    frame, _ = parse_frame(raw)
-                    if frame is not None:
-                        pairs.append((pid, frame))
-                fresh[pid] = pairs
-
-            async def ask() -> None:
-                assert stage is not None and plan is not None
-                replies.update(await stage.ask(plan, send_verify))
-
-            async with anyio.create_task_group() as g:
-                for pid in conns:
-                    g.start_soon(leg, pid)
-                if plan is not None and not plan.empty:
-                    g.start_soon(ask)
-            frames = [pair for pid in sorted(fresh) for pair in fresh[pid]]
-            if stage is None:
-                return compose_for_prompt(frames, budget, placement="canonical"), None
-            result = await stage.finish(frames, plan=plan, replies=replies)
+        async def turn(stage: VerifyStage | None, session: str | None) -> tuple[Any, Any]:
+            host.verify_stage = stage  # the same providers, with or without the stage
+            fan = await host.query_all(query, budget, session=session)
             composed = compose_for_prompt(
-                result.accepted,
+                fan.accepted,
                 budget,
                 placement="canonical",
-                excluded=result.excluded,
-                verification=result.verification,
+                excluded=fan.excluded,
+                verification=fan.verification,
             )
-            return composed, result
+            return composed, fan
 
         timings: dict[str, list[float]] = {"plain": [], "verified": [], "session": []}
         stage_plain = VerifyStage(host_roots=[base])
         session_stage = VerifyStage(host_roots=[base])
-        await fan_out(session_stage, "warm")  # turn 1 of the measured session
+        await turn(session_stage, "warm")  # turn 1 of the measured session
         for _ in range(args.warmup):
-            await fan_out(None, None)
+            await turn(None, None)
         for _round in range(args.rounds):
             for mode in ("plain", "verified", "session"):
                 t0 = time.perf_counter()
                 if mode == "plain":
-                    await fan_out(None, None)
+                    await turn(None, None)
                 elif mode == "verified":
-                    await fan_out(stage_plain, None)
+                    await turn(stage_plain, None)
                 else:
-                    await fan_out(session_stage, "warm")
+                    await turn(session_stage, "warm")
                 timings[mode].append((time.perf_counter() - t0) * 1000)
 
         # Prompt stability: two turns of a fresh, unchanged session.
         stab = VerifyStage(host_roots=[base])
-        turn1, _ = await fan_out(stab, "stable")
-        turn2, result2 = await fan_out(stab, "stable")
-        for conn in conns.values():
-            await conn.aclose()
+        turn1, _ = await turn(stab, "stable")
+        turn2, fan2 = await turn(stab, "stable")
+        host.verify_stage = stage_default
 
     p1, p2 = turn1.prompt.encode(), turn2.prompt.encode()
     common = 0
@@ -213,7 +187,7 @@ async def _bench(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             "verified_minus_plain": round(med["verified"] - med["plain"], 3),
             "session_minus_plain": round(med["session"] - med["plain"], 3),
         },
-        "turn2_reused_frames": result2.figures["reused"] if result2 else 0,
+        "turn2_reused_frames": fan2.figures.get("reused", 0),
         "prompt_bytes": len(p1),
         "prompt_identical_prefix_bytes": common,
         "prompt_identical_share": round(common / max(len(p1), 1), 6),

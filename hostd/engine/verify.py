@@ -174,12 +174,15 @@ class VerifyStage:
         host_roots: Roots = (),
         max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
         verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
+        provider_timeouts_ms: Mapping[str, float] | None = None,
     ) -> None:
         self.cache = cache if cache is not None else ReuseCache()
         self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
         self.host_roots = tuple(host_roots)
         self.max_source_bytes = max_source_bytes
         self.verify_timeout_ms = verify_timeout_ms
+        #: Per provider, the bound on its ``context/verify`` (its leg timeout, typically).
+        self.provider_timeouts_ms = dict(provider_timeouts_ms or {})
         self._health: dict[str, dict[str, int]] = {}
         self._totals: dict[str, int] = {}
 
@@ -204,14 +207,22 @@ class VerifyStage:
     async def ask(
         self, plan: VerifyPlan, send_verify: SendVerify, *, timeout_ms: float | None = None
     ) -> dict[str, VerifyReply]:
-        """Send every planned ``context/verify`` concurrently; failures become replies."""
+        """Send every planned ``context/verify`` concurrently; failures become replies.
+
+        Each call is bounded by ``timeout_ms`` if given, else the provider's entry in
+        ``provider_timeouts_ms``, else ``verify_timeout_ms``; a timeout reads as
+        ``unknown`` for every identity asked (V2).
+        """
         asks = plan.asks
         replies: dict[str, VerifyReply] = {}
         if not asks:
             return replies
-        limit = (timeout_ms if timeout_ms is not None else self.verify_timeout_ms) / 1000
 
         async def one(pid: str, entry: VerifyPlanEntry) -> None:
+            if timeout_ms is not None:
+                limit = timeout_ms / 1000
+            else:
+                limit = self.provider_timeouts_ms.get(pid, self.verify_timeout_ms) / 1000
             started = time.perf_counter()
             error: str | None = None
             verdicts: tuple[FrameVerdict, ...] | None = None

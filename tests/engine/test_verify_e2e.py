@@ -44,6 +44,7 @@ from hostd.protocol import (
 )
 from hostd.provider import Provider, ProviderRefusal, make_frame, run_stdio
 from hostd.transport import ProviderConnection
+from tests.fixtures.procs import marked_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -224,7 +225,7 @@ async def rig(
         try:
             for pid, cmd in providers.items():
                 conns[pid] = await ProviderConnection.open(
-                    pid, cmd, task_group=tg, cwd=REPO, env={"PYTHONPATH": str(REPO)}
+                    pid, cmd, task_group=tg, cwd=REPO, env=marked_env()
                 )
             yield Rig(conns, stage or VerifyStage())
         finally:

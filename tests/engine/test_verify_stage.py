@@ -369,3 +369,14 @@ async def test_quarantined_provider_contributes_no_held_frames() -> None:
     assert [p for p, _ in result.accepted] == ["q"]
     assert [(f.provider_id, r) for f, r, _ in result.excluded] == [("p", "quarantined")]
     assert result.figures["not_reused_distrusted"] == 1
+
+
+async def test_verify_timeout_is_per_provider() -> None:
+    stage = VerifyStage(verify_timeout_ms=60000, provider_timeouts_ms={"p": 50})
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier())
+    verifier = Verifier()
+    verifier.hang = True
+    plan = stage.plan("s", can_verify={"p": True})
+    with anyio.fail_after(10):
+        replies = await stage.ask(plan, verifier)
+    assert replies["p"].error == "timeout" and replies["p"].verdicts is None
