@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hostd.engine.verify import (
     ReuseCache,
@@ -380,3 +382,67 @@ async def test_verify_timeout_is_per_provider() -> None:
     with anyio.fail_after(10):
         replies = await stage.ask(plan, verifier)
     assert replies["p"].error == "timeout" and replies["p"].verdicts is None
+
+
+_STATUSES = ["valid", "stale", "gone", "unknown", "bogus", None]  # None: no verdict
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    held=st.lists(st.tuples(st.sampled_from("pq"), st.integers(0, 4)), max_size=8),
+    fresh=st.lists(
+        st.tuples(st.sampled_from("pq"), st.integers(0, 4), st.booleans(), st.booleans()),
+        max_size=8,
+    ),
+    answers=st.dictionaries(st.integers(0, 4), st.sampled_from(_STATUSES)),
+    upstream=st.lists(st.tuples(st.sampled_from("pq"), st.integers(0, 4)), max_size=3),
+    distrust=st.sets(st.sampled_from("pq")),
+)
+def test_every_frame_id_ends_in_exactly_one_place(
+    held: list[tuple[str, int]],
+    fresh: list[tuple[str, int, bool, bool]],
+    answers: dict[int, str | None],
+    upstream: list[tuple[str, int]],
+    distrust: set[str],
+) -> None:
+    async def run() -> None:
+        stage = VerifyStage()
+        await _turn(stage, [(p, _frame(f"f{i}", f"v{i}")) for p, i in held], Verifier())
+        verifier = Verifier({f"f{i}": s for i, s in answers.items() if s is not None})
+        verifier.omit = {f"f{i}" for i, s in answers.items() if s is None}
+        frames = [
+            (
+                p,
+                _frame(
+                    f"f{i}",
+                    f"v{i}" if same else f"w{i}",
+                    **({} if honest else {"content_digest": sha256_digest(b"lie")}),
+                ),
+            )
+            for p, i, same, honest in fresh
+        ]
+        up = [FrameId.of(p, _frame(f"f{i}", f"v{i}")) for p, i in upstream]
+        # As in Host: what the leg audit dropped never reaches the stage as fresh.
+        frames = [(p, f) for p, f in frames if FrameId.of(p, f) not in set(up)]
+        plan = stage.plan("s", can_verify={"p": True, "q": True})
+        replies = await stage.ask(plan, verifier)
+        result = await stage.finish(
+            frames, plan=plan, replies=replies, upstream_excluded=up, distrusted=distrust
+        )
+        accepted = [FrameId.of(p, f) for p, f in result.accepted]
+        excluded = [fid for fid, _, _ in result.excluded]
+        assert len(set(accepted)) == len(accepted)
+        assert len(set(excluded)) == len(excluded)
+        assert not set(accepted) & set(excluded)
+        assert set(result.verification) == set(accepted)
+        assert accepted == sorted(accepted)
+        # Nothing upstream dropped comes back, and no distrusted provider's held frame is reused.
+        assert not set(up) & (set(accepted) | set(excluded))
+        for fid in result.reused:
+            assert fid.provider_id not in distrust
+            assert answers.get(int(fid.frame_id[1:]), "valid") == "valid"
+        # Every fresh frame is accepted or excluded here (none silently lost).
+        offered = {FrameId.of(p, f) for p, f in frames}
+        assert offered <= set(accepted) | set(excluded)
+
+    anyio.run(run, backend="asyncio")
