@@ -264,7 +264,19 @@ class ConsentStore:
         return [receipts[s] for s in sorted(receipts)]
 
     def active_scopes(self, provider_id: str) -> set[str]:
-        return {r.scope for r in self._receipts(provider_id) if r.active}
+        """Scopes of ``provider_id`` with a grant later than their last revocation."""
+        with self._lock:
+            rows = (
+                self._conn()
+                .execute(
+                    "SELECT scope FROM consent_events WHERE provider_id = ? GROUP BY scope "
+                    "HAVING MAX(CASE WHEN action = 'grant' THEN seq END) > "
+                    "COALESCE(MAX(CASE WHEN action = 'revoke' THEN seq END), 0)",
+                    (provider_id,),
+                )
+                .fetchall()
+            )
+        return {row[0] for row in rows}
 
     def missing_scopes(self, provider_id: str, scopes: Iterable[str]) -> list[str]:
         """The scopes in ``scopes`` with no live receipt for ``provider_id``, in given order."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import subprocess
 import sys
@@ -258,3 +259,15 @@ def test_concurrent_processes_lose_no_receipt(tmp_path: Path) -> None:
         assert integrity.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         integrity.close()
+
+
+def test_live_scopes_agree_with_the_receipts(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    with ConsentStore(tmp_path / "c.db") as store:
+        for _ in range(200):
+            scope = rng.choice(["a", "b", "c"])
+            if rng.random() < 0.5:
+                store.grant("p", scope, "ops")
+            else:
+                store.revoke("p", scope, "ops")
+            assert store.active_scopes("p") == {r.scope for r in store.list("p") if r.active}
