@@ -137,7 +137,8 @@ class Host:
             from .verify import VerifyStage
 
             verify_stage = VerifyStage(
-                trusted_roots={pid: s.spec.trusted_roots for pid, s in self._slots.items()}
+                trusted_roots={pid: s.spec.trusted_roots for pid, s in self._slots.items()},
+                provider_timeouts_ms={pid: s.spec.timeout_ms for pid, s in self._slots.items()},
             )
         self.verify_stage = verify_stage
         self.start_mode = start
@@ -177,7 +178,10 @@ class Host:
         assert self._stack is not None and self._tg is not None
         self._tg.cancel_scope.cancel()
         try:
-            return await self._stack.__aexit__(*exc_info)
+            # The body's own exception is not fed to the task group (it would come back
+            # wrapped in an ExceptionGroup); returning None lets it propagate as it is.
+            await self._stack.__aexit__(None, None, None)
+            return None
         finally:
             if self._owns_consent and hasattr(self._consent, "close"):
                 self._consent.close()  # type: ignore[union-attr] - ConsentStore has close()
@@ -590,7 +594,7 @@ class Host:
                     "binding": slot.spec.binding,
                     "info": ack.provider.to_wire() if ack is not None else None,
                     "capabilities": ack.capabilities.to_wire() if ack is not None else None,
-                    "state": slot.health.state.value,
+                    "state": _state_of(slot).value,
                     "health": health,
                 }
             )
@@ -610,3 +614,11 @@ class Host:
 
 def _with_state(health: Health, state: ProviderState) -> Health:
     return replace(health, state=state)
+
+
+def _state_of(slot: _Slot) -> ProviderState:
+    """The recorded state, or ``crashed`` for a process that died since its last leg."""
+    state = slot.health.state
+    if state is ProviderState.READY and (slot.conn is None or not slot.conn.alive):
+        return ProviderState.CRASHED
+    return state

@@ -214,3 +214,20 @@ async def test_without_any_consent_store_egress_providers_are_refused() -> None:
     async with Host([healthy("e", "--egress-scope", "vendor:x")]) as host:
         fan = await host.query_all(query(), 500)
     assert fan.reports["e"].status is LegStatus.NO_CONSENT
+
+
+async def test_an_error_in_the_host_body_propagates_unwrapped_and_tears_down() -> None:
+    with pytest.raises(ValueError, match="boom"):
+        async with Host([healthy("a")], start="boot"):
+            raise ValueError("boom")
+    assert leftovers() == []
+
+
+async def test_the_host_refuses_new_work_once_closed() -> None:
+    from hostd.errors import ShuttingDown
+
+    host = Host([healthy("a")])
+    async with host:
+        pass
+    with pytest.raises(ShuttingDown):
+        await host.query_all(query(), 100)

@@ -1,0 +1,61 @@
+"""Layering and public surfaces: transport sees only protocol/errors; engine takes only
+``budget_split`` from compose; every ``__all__`` name exists."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hostd_imports(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / package.replace(".", "/")).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("hostd"):
+                    found.add(node.module)
+                    if node.module == "hostd.compose":
+                        found.update(f"hostd.compose:{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("hostd"))
+    return found
+
+
+def test_transport_imports_only_protocol_and_errors() -> None:
+    assert hostd_imports("hostd.transport") <= {"hostd.protocol", "hostd.errors"}
+
+
+def test_the_provider_runtime_imports_only_protocol() -> None:
+    tree = ast.parse((ROOT / "hostd/provider.py").read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m for m in mods if m.startswith("hostd")} == {"hostd.protocol"}
+
+
+def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
+    mine = ["_audit", "_gate", "_health", "_host", "_report", "_spec"]
+    found: set[str] = set()
+    for name in mine:
+        tree = ast.parse((ROOT / f"hostd/engine/{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "hostd.compose":
+                found.update(a.name for a in node.names)
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith(("hostd.server", "hostd.compose."))
+            ):
+                found.add(node.module)
+    assert found <= {"budget_split"}
+
+
+@pytest.mark.parametrize("module", ["hostd.transport", "hostd.engine", "hostd.provider"])
+def test_every_public_name_exists(module: str) -> None:
+    mod = importlib.import_module(module)
+    missing = [name for name in mod.__all__ if not hasattr(mod, name)]
+    assert missing == []
+    assert len(set(mod.__all__)) == len(mod.__all__)
