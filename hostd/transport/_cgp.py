@@ -13,12 +13,12 @@ unsynchronised, so the caller must break the connection (``desynchronised``).
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Any
 
 import anyio
 import structlog
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from hostd.errors import (
     CorrelationMismatch,
@@ -124,7 +124,7 @@ class CgpClient:
         if not line.strip():
             return None
         try:
-            env = parse_envelope(json.loads(line))
+            env = parse_envelope(from_json(line))
         except (ValueError, ValidationError):
             return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
         if isinstance(env, FramesEnvelope | ErrorEnvelope):
