@@ -69,6 +69,9 @@ class SemanticProvider(Provider):
         started = time.perf_counter()
         try:
             self.index.refresh(force=True)
+            # Load the model now, even when every chunk vector came from the cache, so
+            # the first query does not pay for it.
+            self.index.embedder.encode(["warm-up"])
         except BaseException as exc:  # reported on every query instead of killing the process
             self._failure = exc
         else:

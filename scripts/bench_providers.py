@@ -1,0 +1,155 @@
+"""Benchmark the bundled providers on this repository: index build time and query p50.
+
+- ``files``: build the BM25 index over the checkout (cold: a fresh ``FileIndex``),
+  then answer a fixed set of questions (``answer``: search + pack + frames).
+- ``memory``: import ``--memory-entries`` generated entries into a fresh database
+  in one transaction, then answer the same questions (FTS5 + as_of window + pack).
+- ``semantic`` (when the extra is installed): build with an empty embedding cache
+  (every chunk embedded) unless ``--skip-semantic-cold``, then rebuild from the
+  warm cache, then answer the questions (query embedding + cosine + pack).
+
+Prints one JSON object. Figures depend on the machine's load; they are not tests.
+
+    python scripts/bench_providers.py [--repeat N] [--root DIR] [--skip-semantic-cold]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hostd.protocol import ContextQuery  # noqa: E402 - after the path set-up above
+from providers import CorpusOptions  # noqa: E402
+from providers.files import FileIndex  # noqa: E402
+from providers.memory import MemoryStore, NewEntry  # noqa: E402
+from providers.semantic import semantic_unavailable  # noqa: E402
+
+QUESTIONS = [
+    "How does hostd check that a file frame's digest still matches the bytes on disk?",
+    "retry loop gives up after attempts",
+    "budget split across providers",
+    "consent receipt for egress scopes",
+    "reciprocal rank fusion strategy",
+    "what happens when a provider crashes mid query",
+    "line range addressing F17",
+    "shutdown notification and stdin EOF",
+]
+
+
+def _query(text: str) -> ContextQuery:
+    return ContextQuery(goal=text, max_frames=8, max_tokens=2000)
+
+
+def _p50_ms(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        for q in QUESTIONS:
+            t = time.perf_counter()
+            fn(_query(q))
+            times.append((time.perf_counter() - t) * 1000)
+    return round(statistics.median(times), 3)
+
+
+def bench_files(root: Path, repeat: int) -> dict[str, Any]:
+    t = time.perf_counter()
+    ix = FileIndex(CorpusOptions(root=root), refresh_interval_s=3600)
+    ix.refresh(force=True)
+    build = time.perf_counter() - t
+    return {
+        "files": ix.corpus.file_count,
+        "chunks": ix.chunk_count,
+        "build_s": round(build, 3),
+        "query_p50_ms": _p50_ms(ix.answer, repeat),
+    }
+
+
+def bench_memory(entries: int, repeat: int) -> dict[str, Any]:
+    words = " ".join(QUESTIONS).split()
+    with tempfile.TemporaryDirectory() as tmp:
+        with MemoryStore(Path(tmp) / "memory.db") as store:
+            batch = [
+                NewEntry(
+                    ("fact", "memory", "episode")[i % 3],
+                    f"entry {i}",
+                    " ".join(words[(i * 7 + k) % len(words)] for k in range(40)),
+                )
+                for i in range(entries)
+            ]
+            t = time.perf_counter()
+            store.add_many(batch)
+            build = time.perf_counter() - t
+            return {
+                "entries": entries,
+                "build_s": round(build, 3),
+                "query_p50_ms": _p50_ms(store.answer, repeat),
+            }
+
+
+def bench_semantic(root: Path, repeat: int, cold: bool) -> dict[str, Any]:
+    from providers.semantic import DIM, FINGERPRINT, EmbeddingCache, MiniLMEmbedder, SemanticIndex
+    from providers.semantic._provider import DEFAULT_WINDOW_LINES
+
+    out: dict[str, Any] = {}
+    embedder = MiniLMEmbedder()
+    t = time.perf_counter()
+    embedder.encode(["load the model"])
+    out["model_load_s"] = round(time.perf_counter() - t, 3)
+    opts = CorpusOptions(root=root, window_lines=DEFAULT_WINDOW_LINES)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache_path = Path(tmp) / "embeddings.db"
+        if cold:
+            t = time.perf_counter()
+            ix = SemanticIndex(opts, embedder, EmbeddingCache(cache_path, FINGERPRINT, DIM))
+            ix.refresh(force=True)
+            out["cold_build_s"] = round(time.perf_counter() - t, 3)
+            out["embedded"] = ix.embedded_last
+        else:
+            # Warm the scratch cache once, outside the timing.
+            SemanticIndex(opts, embedder, EmbeddingCache(cache_path, FINGERPRINT, DIM)).refresh()
+        t = time.perf_counter()
+        ix = SemanticIndex(
+            opts, embedder, EmbeddingCache(cache_path, FINGERPRINT, DIM), refresh_interval_s=3600
+        )
+        ix.refresh(force=True)
+        out["warm_build_s"] = round(time.perf_counter() - t, 3)
+        out["chunks"] = ix.chunk_count
+        out["query_p50_ms"] = _p50_ms(ix.answer, repeat)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--memory-entries", type=int, default=2000)
+    parser.add_argument("--skip-semantic-cold", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    result: dict[str, Any] = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "root": str(args.root),
+        "files": bench_files(args.root, args.repeat),
+        "memory": bench_memory(args.memory_entries, args.repeat),
+    }
+    reason = semantic_unavailable()
+    if reason is None:
+        result["semantic"] = bench_semantic(args.root, args.repeat, not args.skip_semantic_cold)
+    else:
+        result["semantic"] = {"skipped": reason}
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
