@@ -191,3 +191,18 @@ def test_file_provenance_digests_exactly_the_addressed_lines() -> None:
 def test_helpers_reject_an_unaddressable_range() -> None:
     with pytest.raises(UnverifiableRange):
         file_provenance("file:///x", b"one\n", "L5")
+
+
+class _Unencodable(HealthyProvider):
+    async def query(self, query: ContextQuery) -> Any:
+        from hostd.protocol import ContextQueryResult
+
+        return ContextQueryResult(frames=[{"id": "x", "weird": object()}])
+
+
+@pytest.mark.anyio
+async def test_a_reply_that_cannot_be_encoded_becomes_an_internal_error() -> None:
+    server = ProviderServer(_Unencodable())
+    line = _req("context/query", QUERY, 7)
+    reply = json.loads(await server.handle_line(line))
+    assert reply["id"] == 7 and reply["error"]["data"]["cgp_code"] == "internal"
