@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging as _stdlib_logging
 import sys
-from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import IO, Any, TextIO, cast
 
 import structlog
 
@@ -38,7 +38,7 @@ _LEVEL = LEVELS["info"]
 _REDACTED_KEYS = frozenset({"content", "token", "authorization", "password", "secret", "prompt"})
 
 
-def _redact(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     for key in _REDACTED_KEYS.intersection(event):
         event[key] = "[redacted]"
     return event
@@ -67,7 +67,7 @@ def configure_logging(
             structlog.processors.JSONRenderer(sort_keys=False, default=str),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
-        logger_factory=structlog.WriteLoggerFactory(file=out),
+        logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, out)),
         # Loggers are built once: an uncached lazy proxy rebuilds one per event (hot path).
         cache_logger_on_first_use=True,
     )

@@ -258,7 +258,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         kwargs["strategy"] = strategy
     # Floors are admitted before ranking: fail before any provider is asked (no silent drop).
     floor_cost = sum(canonical_token_cost(f.content) for f in p.floors)
-    c.compose_for_prompt((), budget, **kwargs)  # FloorsExceedBudget is a HostdError
+    if floors:
+        c.compose_for_prompt((), budget, **kwargs)  # FloorsExceedBudget is a HostdError
     fan = await _fan_out(ctx, p, budget, max(budget - floor_cost, 0))
     composed = c.compose_for_prompt(
         fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs

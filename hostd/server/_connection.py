@@ -71,6 +71,25 @@ def _identity(value: Any) -> Any:
     return value
 
 
+_REQUEST_KEYS = frozenset({"jsonrpc", "method", "id", "params"})
+
+
+def _validate_request(msg: Any) -> Any:
+    """JSON-RPC 2.0 request shape, the same rules as jsonrpcserver's JSON schema but
+    without a jsonschema pass per request (hot path). Raising means Invalid Request."""
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+        raise ValueError("not a JSON-RPC 2.0 request")
+    if not isinstance(msg.get("method"), str) or not _REQUEST_KEYS.issuperset(msg):
+        raise ValueError("bad method or unknown member")
+    if "id" in msg:
+        id_ = msg["id"]
+        if isinstance(id_, bool) or not (id_ is None or isinstance(id_, str | int | float)):
+            raise ValueError("bad id")
+    if "params" in msg and not isinstance(msg["params"], dict | list):
+        raise ValueError("bad params")
+    return msg
+
+
 class RequestContext:
     """What a method sees of the world: the daemon, its request id, and its connection."""
 
@@ -332,7 +351,9 @@ async def dispatch_one(daemon: Daemon, connection: Any, msg: Any) -> Any:
         return _wire_error(ShuttingDown("hostd is shutting down"), msg["id"])
     started = time.perf_counter()
     ctx = RequestContext(daemon, connection, request_id)
-    reply = await dispatch_to_serializable(msg, METHODS, context=ctx, deserializer=_identity)
+    reply = await dispatch_to_serializable(
+        msg, METHODS, context=ctx, deserializer=_identity, validator=_validate_request
+    )
     daemon.counters["requests_total"] += 1
     error = reply.get("error") if isinstance(reply, dict) else None
     if error is not None:

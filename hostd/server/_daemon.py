@@ -20,7 +20,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.abc import SocketListener, SocketStream
@@ -196,15 +196,17 @@ class Daemon:
             if tcp:
                 multi = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
                 for sub in multi.listeners:
-                    self.tcp_address = sub.extra(anyio.abc.SocketAttribute.local_address)[:2]
-                    listeners.append(("tcp", sub))
+                    address = sub.extra(anyio.abc.SocketAttribute.local_address)
+                    if isinstance(address, tuple):
+                        self.tcp_address = (str(address[0]), int(address[1]))
+                    listeners.append(("tcp", cast(SocketListener, sub)))
             async with self._make_host() as host:
                 self.host = host
                 await self._serve(listeners, wire_fd, token, handle_signals, ready)
                 log.info("host.stopping.providers")
         finally:
-            for _, listener in listeners:
-                await listener.aclose()
+            for _, opened in listeners:
+                await opened.aclose()
             if self.socket_path is not None and inode is not None:
                 remove_socket(self.socket_path, inode)
         log.info("host.stopped", reason=self._stop_reason)
