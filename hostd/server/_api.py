@@ -24,7 +24,7 @@ from hostd.errors import (
     error_to_wire,
 )
 from hostd.logging import get_logger, log_audit, log_legs
-from hostd.protocol import INVALID_PARAMS, ContextQuery, canonical_token_cost
+from hostd.protocol import INVALID_PARAMS, ContextQuery, canonical_token_cost, check_timestamp
 
 with warnings.catch_warnings():
     # jsonrpcserver 5 reads its schema with the deprecated importlib.resources.read_text;
@@ -186,6 +186,10 @@ def _check_providers(ctx: RequestContext, wanted: list[str] | None) -> list[str]
 
 
 async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_budget: int) -> Any:
+    bad_time = check_timestamp(p.as_of, "as_of")
+    if bad_time:
+        # Q2/F4: a window the providers could not read is the client's error, not theirs.
+        raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
     chosen = _check_providers(ctx, p.providers)
     query = ContextQuery(
         goal=p.goal,

@@ -83,6 +83,9 @@ async def test_domain_failures_are_errors_with_a_reason(start_daemon) -> None:
         with pytest.raises(RpcError) as typo:
             await client.call("context/compose", {"goal": "x", "budgte": 5})
         assert typo.value.rpc_data["field"] == "budgte"
+        with pytest.raises(RpcError) as when:
+            await client.compose("x", as_of="yesterday")
+        assert when.value.rpc_data["field"] == "as_of"
         status = await client.status()
         assert status["state"] == "serving"
     assert await daemon.stop() == 0
