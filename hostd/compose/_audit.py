@@ -10,6 +10,7 @@ objects it may never look at.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,8 +49,27 @@ Row = tuple[
 ]
 
 
-def _row_order(r: Row) -> tuple[SortKey, bool, str, int]:
-    return (r[0], r[1] is not None, r[1] or "", r[3] if r[3] is not None else -1)
+_BUILTIN_REASONS = frozenset({"over_budget", "duplicate", "provider_cap"})
+
+
+def _row_order(r: Row) -> tuple[Any, ...]:
+    """A total order on rows: canonical FrameId first, then everything else, so the
+    same identity offered twice (even with different bodies) sorts the same way
+    whatever the arrival order."""
+    key, reason, extra, rank, score, _position, tokens, _verification, _vouched = r
+    if reason is None or reason in _BUILTIN_REASONS:
+        extra_key = repr(extra)
+    else:
+        extra_key = json.dumps(extra, sort_keys=True, default=repr)
+    return (
+        key,
+        reason is not None,
+        reason or "",
+        -1 if rank is None else rank,
+        -1 if tokens is None else tokens,
+        -math.inf if score is None or score != score else score,
+        extra_key,
+    )
 
 
 def _json_float(x: float | None) -> float | None:

@@ -33,6 +33,7 @@ _FIELDS = ("content_digest", "score", "content", "provenance")
 _FROM_DICT = itemgetter(*_FIELDS)
 _FROM_ATTRS = attrgetter(*_FIELDS)
 _DICT = attrgetter("__dict__")
+_FIRST, _SECOND, _THIRD, _FOURTH = (itemgetter(k) for k in range(4))
 
 
 def read_columns(
@@ -45,8 +46,13 @@ def read_columns(
         rows = list(map(_FROM_DICT, map(_DICT, frames)))
     except (KeyError, AttributeError, TypeError):  # not a plain pydantic model: slow path
         rows = list(map(_FROM_ATTRS, frames))
-    digests, scores, contents, provenances = zip(*rows, strict=True)
-    return digests, scores, contents, provenances
+    # map(itemgetter) per column beats zip(*rows) on large inputs (no 100k-way zip).
+    return (
+        tuple(map(_FIRST, rows)),
+        tuple(map(_SECOND, rows)),
+        tuple(map(_THIRD, rows)),
+        tuple(map(_FOURTH, rows)),
+    )
 
 
 def frame_sort_key(provider_id: str, frame: ContextFrame) -> SortKey:
@@ -107,7 +113,8 @@ class CandidateSet(Sequence[FramePair]):
         pairs = frames if isinstance(frames, list | tuple) else list(frames)
         if not pairs:
             return cls((), (), (), ()), (), ()
-        pids, fs = zip(*pairs, strict=True)
+        pids = tuple(map(_FIRST, pairs))
+        fs = tuple(map(_SECOND, pairs))
         if set(map(type, pids)) != {str}:
             raise TypeError("frames must be (provider_id: str, ContextFrame) pairs")
         digests, scores, contents, provenances = read_columns(fs)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter, itemgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, itemgetter, ne
 from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, Provenance
@@ -91,14 +92,18 @@ _REGION_FROM_DICT = itemgetter("type", "uri", "range")
 _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 
 
-def _file_regions(provs: Sequence[Sequence[Provenance]]) -> list[list[tuple[Any, ...]]]:
-    """``(type, uri, range)`` of every provenance entry, read from ``__dict__`` when possible."""
-    try:
-        return [
-            list(map(_REGION_FROM_DICT, [pv.__dict__ for pv in ps])) if ps else [] for ps in provs
-        ]
-    except (KeyError, AttributeError, TypeError):
-        return [list(map(_REGION_FROM_ATTRS, ps)) for ps in provs]
+def _links_by(keys: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
+    """``(i, j)`` for every owner ``i`` whose key was first seen at owner ``j != i``.
+
+    All C-level passes: a dict built from the reversed pairs keeps each key's
+    first owner, then one lookup per key finds the latecomers.
+    """
+    first = dict(zip(reversed(keys), reversed(owners), strict=True))
+    if len(first) == len(keys):
+        return []
+    firsts = list(map(first.__getitem__, keys))
+    late = compress(range(len(keys)), map(ne, firsts, owners))
+    return [(owners[k], firsts[k]) for k in late if owners[k] != firsts[k]]
 
 
 def dedup_pool(
@@ -109,25 +114,34 @@ def dedup_pool(
     ``provenances`` is the pool's provenance column, if the caller already has it.
     """
     frames = pool.frames
-    digests = pool.digests
+    n = len(frames)
+    digests: list[Any] = list(pool.digests)
     provs = provenances if provenances is not None else list(map(_PROVENANCE, frames))
     key = pool.key
-    first: dict[object, int] = {}
-    seen_first = first.setdefault
-    links: list[tuple[int, int]] = []
-    regions = _file_regions(provs)
-    # One dict holds three key spaces that can never compare equal to each other:
-    # a digest is a str, a file region a 2-tuple, an identity a 4-tuple (D2).
-    for i, d in enumerate(digests):
-        j = seen_first(d if d is not None else key(i), i)
-        if j != i:
-            links.append((i, j))
-        for kind, uri, rng in regions[i]:
-            if kind == "file" and uri is not None:
-                j = seen_first((uri, rng), i)
-                if j != i:
-                    links.append((i, j))
-    n = len(frames)
+    # Same evidence (D2): an equal content digest, else an equal identity ...
+    if None in digests:
+        for i, d in enumerate(digests):
+            if d is None:
+                digests[i] = key(i)  # a 4-tuple never equals a digest string
+    links = _links_by(digests, range(n))
+    # ... or the same file region (uri and range).
+    lens = list(map(len, provs))
+    flat = list(chain.from_iterable(provs))
+    owners = list(chain.from_iterable(map(repeat, range(n), lens)))
+    try:
+        regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
+    except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
+        regions = list(map(_REGION_FROM_ATTRS, flat))
+    file_owners = [
+        o
+        for o, (kind, uri, _) in zip(owners, regions, strict=True)
+        if kind == "file" and uri is not None
+    ]
+    if file_owners:
+        file_keys: list[Any] = [
+            (uri, rng) for kind, uri, rng in regions if kind == "file" and uri is not None
+        ]
+        links += _links_by(file_keys, file_owners)
     if not links:
         return _DedupResult(pool, range(n), [])
 
