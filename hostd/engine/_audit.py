@@ -53,15 +53,21 @@ _INSTRUCTION_SHAPES = re.compile(
 )
 
 
-#: Words every instruction shape above contains; a cheap filter before the regex.
-_TRIGGERS = ("ignore", "disregard", "you are now", "system", "assistant", "<", "begin")
-
-
 def looks_like_instructions(content: str | None) -> bool:
     if not content:
         return False
     low = content.lower()
-    if not any(t in low for t in _TRIGGERS):
+    # Every shape above contains one of these words; plain ``in`` tests are ~4x cheaper
+    # than any regex over benign text, which is nearly all of it.
+    if not (
+        "ignore" in low
+        or "disregard" in low
+        or "you are" in low
+        or "system" in low
+        or "assistant" in low
+        or "<" in low
+        or "begin" in low
+    ):
         return False
     return _INSTRUCTION_SHAPES.search(content) is not None
 
@@ -110,6 +116,15 @@ def _at(index: int, v: Violation) -> Violation:
     return Violation(v.rule, f"frames[{index}].{v.field}", v.message, v.severity)
 
 
+def _r3(index: int) -> Violation:
+    return Violation(
+        "R3",
+        f"frames[{index}].content",
+        "instruction-shaped content: kept as quoted, untrusted data",
+        Severity.NOTICE,
+    )
+
+
 def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) -> LegAudit:
     """Judge one reply to ``query`` (the per-provider query actually sent)."""
     violations: list[Violation] = []
@@ -125,6 +140,12 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
             found = check_frame(frame)
         else:
             frame, found = parse_frame(raw)
+        if frame is not None and not found:  # the common case: nothing to report
+            parsed.append((i, frame))
+            if looks_like_instructions(frame.content):
+                violations.append(_r3(i))
+            valid.append((i, frame))
+            continue
         located = [_at(i, v) for v in found]
         violations.extend(located)
         if frame is None:
@@ -155,14 +176,7 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
             )
             continue
         if looks_like_instructions(frame.content):
-            violations.append(
-                Violation(
-                    "R3",
-                    f"frames[{i}].content",
-                    "instruction-shaped content: kept as quoted, untrusted data",
-                    Severity.NOTICE,
-                )
-            )
+            violations.append(_r3(i))
         valid.append((i, frame))
 
     # Leg-level rules on every frame that parsed: the provider offered them all.

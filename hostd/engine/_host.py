@@ -59,7 +59,7 @@ from ._health import (
     record_leg,
     record_started,
 )
-from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost, report_map
+from ._report import Excluded, FanOut, LegReport, LegStatus, report_map
 from ._spec import ProviderSpec
 
 __all__ = ["Host", "LegDone"]
@@ -387,7 +387,7 @@ class Host:
             audit = audits[pid]
             excluded.extend(audit.excluded)
             fresh.extend((pid, f) for f in audit.accepted)
-        fresh.sort(key=lambda pf: FrameId.of(pf[0], pf[1]).sort_key)
+        # Already in (provider id, FrameId) order: providers sorted, each audit's frames sorted.
         await self._after_audit(fan, fresh, excluded, plan, replies)
         return fan
 
@@ -549,7 +549,8 @@ class Host:
         return done(
             LegStatus.OK,
             frames_accepted=len(audit.accepted),
-            tokens_accepted=sum(honest_cost(f) for f in audit.accepted),
+            # Accepted frames passed B3/P4, so each declared cost is the honest one.
+            tokens_accepted=sum(f.token_cost for f in audit.accepted),
         )
 
     def _log_leg(self, report: LegReport) -> None:
