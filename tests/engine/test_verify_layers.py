@@ -1,0 +1,41 @@
+"""The verification and consent modules stay in their layer and expose what they name."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ["consent", "verify", "_verify", "_reuse"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_imports_only_protocol_errors_and_siblings(name: str) -> None:
+    tree = ast.parse((ROOT / f"hostd/engine/{name}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("hostd"):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("hostd"))
+    # No transport, compose or server: the stage is handed send_verify, never a connection.
+    assert found <= {"hostd.protocol", "hostd.errors"}
+
+
+@pytest.mark.parametrize("module", ["hostd.engine.verify", "hostd.engine.consent"])
+def test_every_public_name_exists(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert [n for n in mod.__all__ if not hasattr(mod, n)] == []
+    assert len(set(mod.__all__)) == len(mod.__all__)
+
+
+def test_engine_package_reexports_the_consent_store() -> None:
+    engine = importlib.import_module("hostd.engine")
+    from hostd.engine.consent import ConsentStore, required_scopes
+
+    assert engine.ConsentStore is ConsentStore
+    assert engine.required_scopes is required_scopes
