@@ -123,6 +123,7 @@ def bench_semantic(root: Path, repeat: int, cold: bool) -> dict[str, Any]:
         )
         ix.refresh(force=True)
         out["warm_build_s"] = round(time.perf_counter() - t, 3)
+        out["warm_embedded"] = ix.embedded_last  # chunks that changed since the cold build
         out["chunks"] = ix.chunk_count
         out["query_p50_ms"] = _p50_ms(ix.answer, repeat)
     return out
