@@ -88,12 +88,14 @@ def _group_members(n_links: list[tuple[int, int]]) -> dict[int, list[int]]:
 
 _PROVENANCE = attrgetter("provenance")
 _DICT = attrgetter("__dict__")
+_FIRST = itemgetter(0)
 _REGION_FROM_DICT = itemgetter("type", "uri", "range")
 _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 
 
-def _links_by(keys: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
-    """``(i, j)`` for every owner ``i`` whose key was first seen at owner ``j != i``.
+def _links_by(keys: list[Any], owners: Sequence[int]) -> list[tuple[int, int, int]]:
+    """``(i, j, k)`` for every owner ``i`` whose key ``keys[k]`` was first seen at
+    owner ``j != i``.
 
     All C-level passes: a dict built from the reversed pairs keeps each key's
     first owner, then one lookup per key finds the latecomers.
@@ -103,7 +105,7 @@ def _links_by(keys: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
         return []
     firsts = list(map(first.__getitem__, keys))
     late = compress(range(len(keys)), map(ne, firsts, owners))
-    return [(owners[k], firsts[k]) for k in late if owners[k] != firsts[k]]
+    return [(owners[k], firsts[k], k) for k in late]
 
 
 def dedup_pool(
@@ -123,25 +125,26 @@ def dedup_pool(
         for i, d in enumerate(digests):
             if d is None:
                 digests[i] = key(i)  # a 4-tuple never equals a digest string
-    links = _links_by(digests, range(n))
-    # ... or the same file region (uri and range).
+    links = [(i, j) for i, j, _ in _links_by(digests, range(n))]
+    # ... or the same file region (uri and range). The (type, uri, range) triples
+    # are the dict keys as they are; the few links found are then kept only when
+    # the shared triple really is a file region.
     lens = list(map(len, provs))
-    flat = list(chain.from_iterable(provs))
-    owners = list(chain.from_iterable(map(repeat, range(n), lens)))
+    if lens.count(1) == n:  # the common shape: one provenance entry per frame
+        flat: list[Any] = list(map(_FIRST, provs))
+        owners: Sequence[int] = range(n)
+    else:
+        flat = list(chain.from_iterable(provs))
+        owners = list(chain.from_iterable(map(repeat, range(n), lens)))
     try:
         regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
     except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
         regions = list(map(_REGION_FROM_ATTRS, flat))
-    file_owners = [
-        o
-        for o, (kind, uri, _) in zip(owners, regions, strict=True)
-        if kind == "file" and uri is not None
+    links += [
+        (i, j)
+        for i, j, k in _links_by(regions, owners)
+        if regions[k][0] == "file" and regions[k][1] is not None
     ]
-    if file_owners:
-        file_keys: list[Any] = [
-            (uri, rng) for kind, uri, rng in regions if kind == "file" and uri is not None
-        ]
-        links += _links_by(file_keys, file_owners)
     if not links:
         return _DedupResult(pool, range(n), [])
 
