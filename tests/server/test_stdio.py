@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -55,3 +56,27 @@ async def test_sigterm_stops_a_stdio_daemon_cleanly(workdir, marker) -> None:
             code = await client.process.wait()
     assert code == 0
     assert not marked_processes(marker)
+
+
+async def test_the_log_goes_to_the_configured_file_as_json_lines(workdir, marker) -> None:
+    config = workdir / "hostd.toml"
+    log_file = workdir / "hostd.log"
+    config.write_text(
+        write_config(workdir, marker, {"alpha": {}}).replace(
+            "[host]", f'[log]\nfile = "{log_file}"\nlevel = "info"\n\n[host]', 1
+        )
+    )
+    stderr = (workdir / "stderr.log").open("wb")
+    command = [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"]
+    async with spawn(command=command, stderr=stderr, cwd=ROOT) as client:
+        result = await client.compose("logged", budget=200)
+    stderr.close()
+    events = [json.loads(line) for line in log_file.read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[0] == "host.serving" and names[-1] == "host.stopped"
+    mine = [e for e in events if e.get("request_id") == result["request_id"]]
+    assert {"provider.leg", "compose.audit", "compose.done", "request.done"} <= {
+        e["event"] for e in mine
+    }
+    assert all(e["level"] and e["timestamp"].endswith("Z") for e in events)
+    assert b"host.serving" not in (workdir / "stderr.log").read_bytes()
