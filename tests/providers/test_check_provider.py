@@ -65,3 +65,19 @@ def test_semantic_provider_passes_check_provider(tmp_path: Path) -> None:
     root = _tree(tmp_path / "t")
     args = ["-m", "providers.semantic", "--root", str(root), "--cache", str(tmp_path / "c.db")]
     _assert_all_pass(_check(args))
+
+
+@pytest.mark.parametrize("name", ["files", "memory", "semantic"])
+def test_each_provider_lists_its_options_with_help(name: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", f"providers.{name}", "--help"],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"usage: python -m providers.{name}")
+    assert ("--db" if name == "memory" else "--include") in r.stdout

@@ -32,7 +32,10 @@ from providers.semantic import (
 from ._stdio import StdioPeer
 
 _REASON = semantic_unavailable()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"semantic extra: {_REASON}")
+pytestmark = [
+    pytest.mark.skipif(_REASON is not None, reason=f"semantic extra: {_REASON}"),
+    pytest.mark.slow,
+]
 
 PARAPHRASE = "how are subprocesses shut down cleanly"
 
