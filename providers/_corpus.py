@@ -152,10 +152,10 @@ def _markdown_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | Non
         if m:
             fence = None if fence == m.group(1) else (fence or m.group(1))
             continue
-        if fence is None and _HEADING_RE.match(line) and i > start:
-            sections.append((start, i - 1, heading))
-            start = i
         if fence is None and _HEADING_RE.match(line):
+            if i > start:
+                sections.append((start, i - 1, heading))
+                start = i
             heading = line.decode("utf-8", "replace").strip().lstrip("#").strip()
     if lines:
         sections.append((start, len(lines), heading))
@@ -266,9 +266,7 @@ class Corpus:
         opts = self.options
         stack: list[_Ignore] = []
 
-        def visit(
-            dir_path: Path, dir_rel: str, depth: int
-        ) -> Iterator[tuple[str, Path, os.stat_result]]:
+        def visit(dir_path: Path, dir_rel: str) -> Iterator[tuple[str, Path, os.stat_result]]:
             pushed = False
             if opts.honour_gitignore:
                 gi = dir_path / ".gitignore"
@@ -295,7 +293,7 @@ class Corpus:
                             continue
                         if self._exclude.match_file(rel + "/"):
                             continue
-                        yield from visit(Path(entry.path), rel, depth + 1)
+                        yield from visit(Path(entry.path), rel)
                         continue
                     if not entry.is_file() or _ignored(rel, False, stack):
                         continue
@@ -312,7 +310,7 @@ class Corpus:
             if pushed:
                 stack.pop()
 
-        yield from visit(self.root, "", 0)
+        yield from visit(self.root, "")
 
     def refresh(self) -> bool:
         """Bring the chunks up to date with the disk; ``True`` when anything changed."""
