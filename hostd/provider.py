@@ -367,7 +367,8 @@ class _PipeReader(asyncio.Protocol):
         self.transport: asyncio.ReadTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment] - a read pipe transport
+        assert isinstance(transport, asyncio.ReadTransport)  # connect_read_pipe gives one
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         for item in self.splitter.feed(data):
@@ -476,7 +477,7 @@ async def serve_stdio(
     except (ValueError, OSError):  # not a pipe, socket or character device
         threading.Thread(
             target=_read_in_thread,
-            args=(fd, splitter, partial(loop.call_soon_threadsafe, deliver)),
+            args=(fd, splitter, lambda item: loop.call_soon_threadsafe(deliver, item)),
             name="provider-stdin",
             daemon=True,
         ).start()

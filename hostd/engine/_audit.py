@@ -135,9 +135,10 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
 
     bulk = _bulk_parse(raw_frames)
     for i, raw in enumerate(raw_frames):
+        frame: ContextFrame | None
         if bulk is not None:
             frame = bulk[i]
-            found = check_frame(frame)
+            found = check_frame(bulk[i])
         else:
             frame, found = parse_frame(raw)
         if frame is not None and not found:  # the common case: nothing to report

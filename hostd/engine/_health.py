@@ -97,7 +97,8 @@ def backoff_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
     """Seconds to wait after the n-th consecutive failure before the next start (0 for n=0)."""
     if consecutive_failures <= 0:
         return 0.0
-    return min(policy.base_delay_s * 2 ** (consecutive_failures - 1), policy.max_delay_s)
+    delay: float = policy.base_delay_s * 2.0 ** (consecutive_failures - 1)
+    return min(delay, policy.max_delay_s)
 
 
 def decide_start(

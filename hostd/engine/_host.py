@@ -184,7 +184,7 @@ class Host:
             return None
         finally:
             if self._owns_consent and hasattr(self._consent, "close"):
-                self._consent.close()  # type: ignore[union-attr] - ConsentStore has close()
+                self._consent.close()  # type: ignore[union-attr]  # a ConsentStore has close()
 
     @property
     def consent(self) -> Any:
@@ -266,7 +266,7 @@ class Host:
                 spec.id,
                 spec.command,
                 task_group=self._tg,
-                binding=spec.binding,  # type: ignore[arg-type] - validated by ProviderSpec
+                binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
                 env=spec.env,
                 cwd=spec.cwd,
                 host=self.host_info,
@@ -382,7 +382,7 @@ class Host:
 
         fan.reports = report_map(reports)
         excluded: list[Excluded] = []
-        fresh = []
+        fresh: list[tuple[str, Any]] = []
         for pid in sorted(audits):
             audit = audits[pid]
             excluded.extend(audit.excluded)
@@ -492,7 +492,7 @@ class Host:
                     query = query.model_copy(
                         update={
                             "representation_preferences": [
-                                r for r in query.representation_preferences if r in advertised
+                                r for r in query.representation_preferences or () if r in advertised
                             ]
                         }
                     )

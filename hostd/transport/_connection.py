@@ -218,4 +218,4 @@ class ProviderConnection:
             code = await self.child.aclose(shutdown=shutdown, grace=self._grace)
             self.client.close(ProviderCrashed("provider connection closed"))
             self._scope.cancel()
-            return code
+        return code

@@ -197,7 +197,7 @@ class ChildProcess:
                 self._closing = True
                 await self._ladder(shutdown, grace)
             await self._wait(None)
-            return self.process.returncode
+        return self.process.returncode
 
     async def _ladder(self, shutdown: Callable[[], Awaitable[None]] | None, grace: float) -> None:
         if self.process.returncode is None and shutdown is not None:
