@@ -153,3 +153,24 @@ def test_check_provider_reports_a_provider_that_dies() -> None:
     assert done.returncode == 1
     assert "handshake" in done.stdout and "FAIL" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_check_provider_drives_the_cgp_binding_with_a_real_sdk_peer() -> None:
+    done = _hostd(
+        "check-provider",
+        "--binding",
+        "cgp",
+        "--json",
+        "--",
+        sys.executable,
+        "-m",
+        "tests.fixtures.sdk_provider",
+    )
+    results = {r["check"]: r for r in json.loads(done.stdout)}
+    assert results["handshake"]["passed"], results
+    assert "sdk-docs" in results["handshake"]["detail"]
+    assert results["query"]["passed"] and results["budget honesty"]["passed"]
+    assert results["shutdown"]["passed"]
+    # That peer dies on a query without max_frames: named, not hidden (R1).
+    assert not results["malformed input"]["passed"]
+    assert done.returncode == 1
