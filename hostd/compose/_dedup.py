@@ -11,6 +11,7 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
@@ -188,7 +189,7 @@ def dedup_pool(
     kept = pool.subset(origin)
     if replaced:
         kept = replace(kept, frames=tuple([replaced.get(i, frames[i]) for i in origin]))
-    position = {i: j for j, i in enumerate(origin) if i in support}
+    position = {i: bisect_left(origin, i) for i in support}  # origin is sorted
     kept = replace(kept, support={position[i]: sup for i, sup in support.items()})
     return _DedupResult(kept, origin, drops)
 
