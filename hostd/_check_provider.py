@@ -70,6 +70,8 @@ class _Driver:
     buf: bytearray = field(default_factory=bytearray)
     next_id: int = 1
     correlation: bool = False
+    #: Set once the provider's stdout ended: later checks cannot run (deterministically).
+    dead: bool = False
 
     async def send_raw(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -96,7 +98,8 @@ class _Driver:
             try:
                 self.buf += await self.process.stdout.receive(1 << 16)
             except anyio.EndOfStream:
-                raise _Failed("provider closed stdout (exited?)") from None
+                self.dead = True
+                raise _Failed("provider closed stdout (it exited)") from None
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """JSON-RPC: send one request and return its reply object (result or error)."""
@@ -234,7 +237,11 @@ async def check_provider(
     return results
 
 
-async def _step(results: list[CheckResult], name: str, coro: Any) -> Any:
+async def _step(d: _Driver, results: list[CheckResult], name: str, coro: Any) -> Any:
+    if d.dead:
+        coro.close()
+        results.append(CheckResult(name, False, "not run: the provider had already exited"))
+        return None
     try:
         return await coro
     except TimeoutError:
@@ -244,7 +251,8 @@ async def _step(results: list[CheckResult], name: str, coro: Any) -> Any:
     except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
         results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        results.append(CheckResult(name, False, "the provider's pipe broke (it exited?)"))
+        d.dead = True
+        results.append(CheckResult(name, False, "the provider's pipe broke (it exited)"))
     return None
 
 
@@ -264,7 +272,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         )
         return ack
 
-    ack = await _step(results, "handshake", handshake())
+    ack = await _step(d, results, "handshake", handshake())
     if ack is None:
         return
     caps: Capabilities = ack.capabilities
@@ -289,7 +297,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
             raise _Failed(f"{len(problems)} invalid frame(s): {_fmt(problems)}")
         results.append(CheckResult("query", True, f"{len(raw)} valid frame(s)"))
 
-    await _step(results, "query", first_query())
+    await _step(d, results, "query", first_query())
 
     # 3. Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
     async def budget_honesty() -> None:
@@ -309,7 +317,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
             CheckResult("budget honesty", True, f"costs exact; max_tokens=8 answered with {how}")
         )
 
-    await _step(results, "budget honesty", budget_honesty())
+    await _step(d, results, "budget honesty", budget_honesty())
 
     # 4. Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
     async def kinds_filter() -> None:
@@ -329,7 +337,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         how = f"error {error.get('message', '')!r}" if error is not None else f"{len(got)} frame(s)"
         results.append(CheckResult("kinds filter", True, f"kinds=[{kind}] → {how}"))
 
-    await _step(results, "kinds filter", kinds_filter())
+    await _step(d, results, "kinds filter", kinds_filter())
 
     # 5. Malformed input (R1): garbage, a wrong-typed request, then a valid query still served.
     async def malformed() -> None:
@@ -348,7 +356,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
             CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
         )
 
-    await _step(results, "malformed input", malformed())
+    await _step(d, results, "malformed input", malformed())
 
     # 6. Verify honesty (V1–V3): held frames are valid; a wrong digest is not.
     async def verify() -> None:
@@ -376,7 +384,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
             CheckResult("verify honesty", True, f"{len(held)} valid; a wrong digest is not valid")
         )
 
-    await _step(results, "verify honesty", verify())
+    await _step(d, results, "verify honesty", verify())
 
     # 7. Shutdown (R2): the provider exits after the shutdown message.
     async def shutdown() -> None:
@@ -392,7 +400,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
             )
         )
 
-    await _step(results, "shutdown", shutdown())
+    await _step(d, results, "shutdown", shutdown())
 
 
 def _honest(frame: ContextFrame) -> int:
