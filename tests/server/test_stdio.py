@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from typing import Any
 
 import anyio
 import pytest
@@ -80,3 +81,58 @@ async def test_the_log_goes_to_the_configured_file_as_json_lines(workdir, marker
     }
     assert all(e["level"] and e["timestamp"].endswith("Z") for e in events)
     assert b"host.serving" not in (workdir / "stderr.log").read_bytes()
+
+
+class _Pipes:
+    """Raw lines over a child's stdin/stdout (no client library in between)."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.buf = b""
+
+    async def ask(self, data: bytes) -> Any:
+        await self.process.stdin.send(data)
+        with anyio.fail_after(30):
+            while b"\n" not in self.buf:
+                self.buf += await self.process.stdout.receive()
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+
+async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir, marker) -> None:
+    from tests.server.test_malformed import STATUS, assert_error
+
+    config = workdir / "hostd.toml"
+    config.write_text(write_config(workdir, marker, {"alpha": {}}, max_line_bytes=65536))
+    process = await anyio.open_process(
+        [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"],
+        cwd=ROOT,
+        stderr=subprocess.DEVNULL,
+    )
+    async with process:
+        pipes = _Pipes(process)
+        assert_error(await pipes.ask(b"{not json\n"), -32700, None)
+        assert_error(await pipes.ask(b'{"jsonrpc":"2.0","id":1,"method":"nope"}\n'), -32601, 1)
+        err = assert_error(
+            await pipes.ask(
+                b'{"jsonrpc":"2.0","id":2,"method":"context/compose","params":{"budget":5}}\n'
+            ),
+            -32602,
+            2,
+        )
+        assert err["data"]["field"] == "goal"
+        err = assert_error(await pipes.ask(b"[" + b" " * 100_000 + b"]\n"), -32600, None)
+        assert err["data"]["reason"] == "line_too_long"
+        batch = [{"jsonrpc": "2.0", "id": i, "method": "nope"} for i in range(1000)]
+        replies = await pipes.ask(json.dumps(batch).encode() + b"\n")
+        assert len(replies) == 1000 and all(r["error"]["code"] == -32601 for r in replies)
+        reply = await pipes.ask(STATUS)
+        assert reply["result"]["state"] == "serving"
+        reply = await pipes.ask(
+            b'{"jsonrpc":"2.0","id":3,"method":"context/compose","params":{"goal":"ok"}}\n'
+        )
+        assert reply["result"]["citations"]
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            assert await process.wait() == 0
+    assert not marked_processes(marker)
