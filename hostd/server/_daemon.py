@@ -65,6 +65,7 @@ class Daemon:
         self._seq = itertools.count(1)
         self._provider_ids = frozenset(p.id for p in config.provider)
         self.socket_path: Path | None = None
+        self._drain_scope: anyio.CancelScope | None = None
         self.tcp_address: tuple[str, int] | None = None
 
     # -- state the methods read ---------------------------------------------------------
@@ -222,8 +223,9 @@ class Daemon:
         async with anyio.create_task_group() as conns:
             async with anyio.create_task_group() as accepting:
                 if handle_signals:
-                    # Started (receiver installed) before "host.serving" is announced.
-                    await accepting.start(self._watch_signals)
+                    # Installed before "host.serving" is announced, and kept through the
+                    # grace period (a second signal there stops waiting at once).
+                    await conns.start(self._watch_signals)
                 for kind, listener in listeners:
                     accepting.start_soon(
                         self._accept, listener, conns, token if kind == "tcp" else None
@@ -247,6 +249,7 @@ class Daemon:
             grace = self.config.host.grace_period_s
             log.info("host.stopping", reason=self._stop_reason, in_flight=self._inflight)
             with anyio.move_on_after(grace) as waited:
+                self._drain_scope = waited
                 await self._idle.wait()
             if waited.cancelled_caught:
                 log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
@@ -258,8 +261,14 @@ class Daemon:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             task_status.started()
             async for signum in signals:
-                log.info("host.signal", signal=signal.Signals(signum).name)
-                self.request_stop(signal.Signals(signum).name)
+                name = signal.Signals(signum).name
+                if self._stop_reason is None:
+                    log.info("host.signal", signal=name)
+                    self.request_stop(name)
+                else:
+                    log.warning("host.signal.forced", signal=name)
+                    if self._drain_scope is not None:
+                        self._drain_scope.cancel()
 
     async def _accept(
         self, listener: SocketListener, conns: anyio.abc.TaskGroup, token: str | None

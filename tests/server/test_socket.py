@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hostd.client import RpcError, connect
+from hostd.client import ConnectionLost, RpcError, connect
 from tests.server.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
@@ -240,3 +240,26 @@ async def test_a_session_reuses_verified_frames_on_its_next_turn(start_daemon) -
     assert second["verification"]["verify_requested"] == 3
     # Unchanged evidence renders byte-identically across turns (prompt caches depend on it).
     assert second["prompt"] == first["prompt"]
+
+
+async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> None:
+    daemon = await start_daemon({"slow": {"delay_ms": 60000}}, grace_period_s=600)
+    async with connect(daemon.socket) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def stuck() -> None:
+                with pytest.raises(ConnectionLost):  # its connection is closed: no reply
+                    await client.compose("stuck", timeout_ms=120000)
+
+            tg.start_soon(stuck)
+            with anyio.fail_after(30):
+                while (await client.status())["in_flight"] < 2:
+                    pass
+            daemon.signal()
+            with anyio.fail_after(30):
+                while not daemon.events("host.stopping"):
+                    await anyio.wait_all_tasks_blocked()
+            daemon.signal()
+    assert await daemon.wait() == 0
+    assert daemon.events("host.signal.forced") and daemon.events("host.grace_expired")
+    assert not daemon.socket.exists()
