@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from hostd.protocol import ContextFrame  # noqa: E402
 QUESTION = "How does hostd check that a file frame's digest still matches the bytes on disk?"
 STRATEGIES: list[tuple[str, Any]] = [("score", "score"), ("rrf", {"rrf": {"k": 60}})]
 PROVIDERS = ("files", "memory", "semantic")
+PAST = "2026-03-01T00:00:00Z"  # before the seeded fact was superseded (scripts/demo)
 
 
 def _rule(title: str) -> None:
@@ -102,6 +104,16 @@ def main() -> int:
             )
             _head(composed["prompt"], args.head_lines)
             _summary(composed["audit"], composed.get("providers"))
+
+        _rule("memory is bitemporal: what it held true then and now")
+        for as_of in (PAST, None):
+            fan = client.query(
+                args.question, budget=600, providers=["memory"], as_of=as_of, kinds=["fact"]
+            )
+            print(f"as_of {as_of or 'now (absent)'}:")
+            for f in fan["frames"].get("memory", []):
+                window = f"[{f.get('valid_from')}, {f.get('valid_to') or '…'})"
+                print(f"  {f['citation_label']} {window}: {textwrap.shorten(f['content'], 90)}")
 
         # The contested case: every provider offers up to the whole budget.
         n = len(PROVIDERS)
