@@ -3,9 +3,12 @@
 Synthetic candidates from 8 providers (each on its own score scale, ~5% of the
 evidence served twice, file provenance on every frame) at 1k, 10k and 100k
 frames, budget 8,000 tokens, for each ranking policy. Prints one JSON object:
-per size and policy the median of ``compose`` (the call itself, audit kept as
-rows) and of ``compose+audit`` (also materialising every audit entry as a
-dict, what the daemon logs), and the 100k/10k growth ratios.
+per size and policy the median of ``compose`` (the call itself; the audit is
+complete but its bulk of excluded entries is kept as compact rows until read)
+and of ``compose+audit`` (also building every audit entry as a dict, which is
+what the daemon logs), in wall-clock and process-CPU milliseconds, and the
+100k/10k growth ratios. Scores are full-precision floats, each provider on its
+own scale.
 
 Targets (not tests): 10k candidates <= 30 ms median on 2 cores, 100k/10k <= 12x.
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import random
 import statistics
@@ -50,7 +54,7 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, ContextFrame]]:
         words = rng.randint(8, 120)
         content = " ".join(WORDS[(src + k) % len(WORDS)] for k in range(words)) + f" #{src}"
         lo = 0.1 * (i % len(PROVIDERS)) / len(PROVIDERS)  # per-provider score scale
-        score = round(lo + rng.random() * (1 - lo) * (0.4 if i % 2 else 1.0), 6)
+        score = lo + rng.random() * (1 - lo) * (0.4 if i % 2 else 1.0)
         digest = f"sha256:{src:064x}"
         # One file region per piece of evidence: 500 files, 20-line regions.
         uri = f"file:///repo/src/mod{src % 500}.py"
@@ -80,14 +84,20 @@ def synthetic(n: int, seed: int = 7) -> list[tuple[str, ContextFrame]]:
     return out
 
 
-def median_ms(fn, repeat: int) -> float:
-    times = []
+def medians(fn, repeat: int) -> tuple[float, float]:
+    """Median wall-clock and median process-CPU milliseconds of ``fn()``.
+
+    CPU time is reported beside wall time because a shared machine's wall clock
+    also counts the time other processes held the core.
+    """
+    wall, cpu = [], []
     for _ in range(repeat):
         gc.collect()
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return round(statistics.median(times), 3)
+        cpu.append((time.process_time() - c0) * 1000)
+        wall.append((time.perf_counter() - w0) * 1000)
+    return round(statistics.median(wall), 2), round(statistics.median(cpu), 2)
 
 
 def main() -> None:
@@ -103,40 +113,43 @@ def main() -> None:
         "rrf": ReciprocalRankFusion(),
     }
     results: dict[str, dict[str, dict[str, float]]] = {}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     for n in sizes:
         frames = synthetic(n)
         per: dict[str, dict[str, float]] = {}
         for name, strategy in policies.items():
             repeat = max(3, args.repeat // 3) if n >= 100_000 else args.repeat
-            compose = median_ms(
+            wall, cpu = medians(
                 lambda s=strategy, f=frames: compose_for_prompt(f, BUDGET, strategy=s), repeat
             )
-            full = median_ms(
+            wall_a, cpu_a = medians(
                 lambda s=strategy, f=frames: compose_for_prompt(
                     f, BUDGET, strategy=s
                 ).audit.entry_dicts(),
                 repeat,
             )
-            per[name] = {"compose_ms": compose, "compose_with_audit_ms": full}
+            per[name] = {
+                "compose_ms": wall,
+                "compose_cpu_ms": cpu,
+                "compose_with_audit_ms": wall_a,
+                "compose_with_audit_cpu_ms": cpu_a,
+            }
         results[str(n)] = per
     report: dict[str, object] = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "budget": BUDGET,
         "providers": len(PROVIDERS),
+        "cpus": os.cpu_count(),
+        "load_average_1m_at_start": load,
         "median_ms": results,
     }
     if "10000" in results and "100000" in results:
+        big, mid = results["100000"], results["10000"]
         report["growth_100k_over_10k"] = {
             name: {
-                "compose": round(
-                    results["100000"][name]["compose_ms"] / results["10000"][name]["compose_ms"], 2
-                ),
-                "compose_with_audit": round(
-                    results["100000"][name]["compose_with_audit_ms"]
-                    / results["10000"][name]["compose_with_audit_ms"],
-                    2,
-                ),
+                metric: round(big[name][metric] / mid[name][metric], 2)
+                for metric in ("compose_ms", "compose_cpu_ms", "compose_with_audit_ms")
             }
             for name in policies
         }

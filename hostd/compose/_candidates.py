@@ -202,10 +202,10 @@ def rank_desc(
     n = len(order)
     if n < 2:
         return order
-    vals = [values[i] for i in order]
-    if len(set(vals)) == n:
-        return order
+    vals = list(map(values.__getitem__, order))
     same_as_next = list(map(eq, vals, islice(vals, 1, None)))
+    if True not in same_as_next:
+        return order
     k = 0
     while True:
         try:
