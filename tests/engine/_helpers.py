@@ -10,6 +10,8 @@ from tests.fixtures.procs import ROOT, marked_env, python
 
 
 def healthy(pid: str = "healthy", *args: str, **kw: Any) -> ProviderSpec:
+    # Generous: a loaded CI box may take seconds to start Python; no test times the healthy.
+    kw.setdefault("timeout_ms", 30_000)
     return ProviderSpec(
         pid,
         python("tests.fixtures.healthy_provider", "--name", pid, *args),
@@ -21,6 +23,7 @@ def healthy(pid: str = "healthy", *args: str, **kw: Any) -> ProviderSpec:
 
 def adversary(mode: str, pid: str | None = None, *, binding: str = "jsonrpc", **kw: Any):
     args = [mode] + (["--binding", "cgp"] if binding == "cgp" else [])
+    kw.setdefault("timeout_ms", 30_000)
     return ProviderSpec(
         pid or f"adv-{mode}",
         python("tests.fixtures.adversarial_provider", *args),
