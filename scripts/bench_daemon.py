@@ -69,6 +69,27 @@ def _config(workdir: Path, kind: str, frames: int, log_level: str) -> Path:
     return path
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
 def _peak_rss_mb(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
@@ -104,7 +125,9 @@ class _Conn:
         return "result" in reply and reply["result"]["audit"]["entries"] is not None
 
 
-async def _level(socket: Path, clients: int, seconds: float, budget: int) -> dict[str, object]:
+async def _level(
+    socket: Path, clients: int, seconds: float, budget: int, daemon_pid: int
+) -> dict[str, object]:
     latencies: list[float] = []
     errors = 0
     conns = [_Conn(await anyio.connect_unix(socket)) for _ in range(clients)]
@@ -112,6 +135,8 @@ async def _level(socket: Path, clients: int, seconds: float, budget: int) -> dic
     async with anyio.create_task_group() as tg:
         for c in conns:
             tg.start_soon(c.compose, "warm up", budget)
+    providers = _children(daemon_pid)
+    cpu_before = (_cpu_s(daemon_pid), sum(_cpu_s(p) for p in providers), time.process_time())
     deadline = time.perf_counter() + seconds
     started = time.perf_counter()
 
@@ -129,6 +154,7 @@ async def _level(socket: Path, clients: int, seconds: float, budget: int) -> dic
         for i, c in enumerate(conns):
             tg.start_soon(loop, c, i)
     elapsed = time.perf_counter() - started
+    cpu_after = (_cpu_s(daemon_pid), sum(_cpu_s(p) for p in providers), time.process_time())
     for c in conns:
         await c.stream.aclose()
     latencies.sort()
@@ -143,6 +169,13 @@ async def _level(socket: Path, clients: int, seconds: float, budget: int) -> dic
         "p50_ms": pct(0.50),
         "p99_ms": pct(0.99),
         "errors": errors,
+        # CPU per composition, robust to other load on the machine (ms).
+        "cpu_ms_per_composition": {
+            name: round((after - before) * 1000 / max(len(latencies), 1), 2)
+            for name, before, after in zip(
+                ("daemon", "providers", "bench_client"), cpu_before, cpu_after, strict=True
+            )
+        },
     }
 
 
@@ -177,7 +210,9 @@ def main() -> None:
         while not socket.exists() and time.monotonic() < deadline and daemon.poll() is None:
             time.sleep(0.05)
         levels = [
-            anyio.run(_level, socket, int(n), args.seconds, args.budget, backend="asyncio")
+            anyio.run(
+                _level, socket, int(n), args.seconds, args.budget, daemon.pid, backend="asyncio"
+            )
             for n in args.clients.split(",")
         ]
         out = {
@@ -189,6 +224,7 @@ def main() -> None:
             "seconds_per_level": args.seconds,
             "levels": levels,
             "daemon_peak_rss_mb": _peak_rss_mb(daemon.pid),
+            "load_average_1m": round(os.getloadavg()[0], 2),
         }
     finally:
         daemon.send_signal(signal.SIGTERM)
