@@ -263,3 +263,27 @@ async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> N
     assert await daemon.wait() == 0
     assert daemon.events("host.signal.forced") and daemon.events("host.grace_expired")
     assert not daemon.socket.exists()
+
+
+async def test_consent_gates_an_egress_provider_over_the_api(start_daemon) -> None:
+    daemon = await start_daemon({"local": {}, "cloud": {"egress_scope": "api.example.com"}})
+    async with connect(daemon.socket) as client:
+        before = await client.compose("needs consent", budget=300)
+        status = {p["provider_id"]: p for p in before["providers"]}
+        assert status["local"]["status"] == "ok"
+        assert status["cloud"]["status"] == "no_consent"
+        assert status["cloud"]["missing_scopes"] == ["api.example.com"]
+        receipt = (await client.consent_grant("cloud", "api.example.com", "tester"))["receipt"]
+        assert receipt["grantor"] == "tester" and receipt["active"]
+        after = await client.compose("needs consent", budget=300)
+        assert {p["provider_id"]: p["status"] for p in after["providers"]}["cloud"] == "ok"
+        assert [r["scope"] for r in await client.consent_list("cloud")] == ["api.example.com"]
+        assert (await client.consent_revoke("cloud", "api.example.com", "tester"))["revoked"]
+        again = await client.compose("needs consent", budget=300)
+        assert {p["provider_id"]: p["status"] for p in again["providers"]}["cloud"] == "no_consent"
+        with pytest.raises(RpcError) as exc:
+            await client.consent_grant("nope", "x")
+        assert exc.value.remote_reason == "unknown_provider"
+    assert await daemon.stop() == 0
+    granted = [e for e in daemon.events("consent.granted") if e["provider"] == "cloud"]
+    assert len(granted) == 1
