@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup
 
 from hostd import __version__
 from hostd.errors import (
+    BadRequest,
     HandshakeFailed,
     HostdError,
     ProtocolFault,
@@ -77,7 +78,10 @@ DEFAULT_VERIFY_STAGE: Any = object()
 def _split(global_budget: int, weights: Sequence[float]) -> list[int]:
     from hostd.compose import budget_split  # the engine's one import from compose
 
-    return budget_split(global_budget, len(weights), list(weights))
+    try:
+        return budget_split(global_budget, len(weights), list(weights))
+    except ValueError as exc:  # a negative budget, all weights zero, …
+        raise BadRequest(f"cannot split the budget: {exc}", field="budget") from exc
 
 
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:

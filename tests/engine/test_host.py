@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from hostd.engine import ConsentStore, FanOut, Host, LegReport, LegStatus, RestartPolicy
-from hostd.errors import UnknownProvider
+from hostd.errors import BadRequest, ShuttingDown, UnknownProvider
 from hostd.protocol import FrameId, canonical_token_cost
 from tests.engine._helpers import adversary, healthy, query
 from tests.fixtures.procs import leftovers
@@ -224,10 +224,14 @@ async def test_an_error_in_the_host_body_propagates_unwrapped_and_tears_down() -
 
 
 async def test_the_host_refuses_new_work_once_closed() -> None:
-    from hostd.errors import ShuttingDown
-
     host = Host([healthy("a")])
     async with host:
         pass
     with pytest.raises(ShuttingDown):
         await host.query_all(query(), 100)
+
+
+async def test_a_budget_that_cannot_be_split_is_a_bad_request() -> None:
+    async with Host([healthy("a", weight=0.0)]) as host:
+        with pytest.raises(BadRequest):
+            await host.query_all(query(), -5)
