@@ -46,10 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         help="override log.level from the config",
     )
+    # The same options after the command word too (`hostd compose --config f.toml …`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="config file")
+    common.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=argparse.SUPPRESS,
+        help="override log.level",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     serve = sub.add_parser(
         "serve",
+        parents=[common],
         help="run the daemon",
         description="Run the daemon: JSON-RPC 2.0 on a Unix socket (default), on stdio "
         "(--stdio), and on loopback TCP with a bearer token when [tcp] is enabled.",
@@ -65,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compose = sub.add_parser(
         "compose",
+        parents=[common],
         help="compose a prompt for a goal (one shot)",
         description="Start the configured providers, compose for GOAL, print the prompt "
         "(or the whole ComposedPrompt with --json).",
@@ -89,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     providers = sub.add_parser(
         "providers",
+        parents=[common],
         help="list the configured providers",
         description="List providers: id, binding, name/version, state, health.",
     )
@@ -97,17 +109,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     consent = sub.add_parser(
         "consent",
+        parents=[common],
         help="grant, revoke or list consent receipts (C1, C2, C6)",
         description="Durable consent receipts for providers that send data off the machine.",
     )
     csub = consent.add_subparsers(dest="consent_command", metavar="ACTION", required=True)
     for action, text in (("grant", "record consent"), ("revoke", "revoke consent")):
-        p = csub.add_parser(action, help=text, description=f"{text.capitalize()} for a scope.")
+        p = csub.add_parser(
+            action,
+            help=text,
+            description=f"{text.capitalize()} for a scope.",
+            parents=[common],
+        )
         p.add_argument("provider", help="provider id")
         p.add_argument("scope", help="egress scope, e.g. a host name")
         p.add_argument("--grantor", default="cli", help="who grants (default: cli)")
         _connect_arg(p)
-    lst = csub.add_parser("list", help="list receipts", description="List consent receipts.")
+    lst = csub.add_parser(
+        "list", help="list receipts", description="List consent receipts.", parents=[common]
+    )
     lst.add_argument("provider", nargs="?", help="only this provider")
     lst.add_argument("--json", action="store_true", help="print JSON")
     _connect_arg(lst)
