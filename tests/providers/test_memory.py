@@ -259,6 +259,17 @@ async def test_memory_provider_serves_a_query_and_verify_over_stdio(tmp_path: Pa
         }
         verified = await peer.call("context/verify", {"frames": [ident]})
         assert verified["verdicts"] == [{"frame": ident, "status": "valid"}]
+        # A write from another process while the provider serves is seen by the next query.
+        r = _cli(db, "supersede", str(e.id), "the retry loop gives up after four attempts")
+        assert r.returncode == 0, r.stderr
+        result = await peer.call(
+            "context/query", {"query": {"goal": "retry loop", "max_frames": 4, "max_tokens": 500}}
+        )
+        assert [f["content"] for f in result["frames"]] == [
+            "the retry loop gives up after four attempts"
+        ]
+        verified = await peer.call("context/verify", {"frames": [ident]})
+        assert verified["verdicts"] == [{"frame": ident, "status": "stale"}]
     # No --db: a fresh database under XDG_STATE_HOME is created and served.
     async with StdioPeer(["-m", "providers.memory"], env=env) as peer:
         await peer.handshake()
