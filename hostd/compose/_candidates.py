@@ -29,7 +29,7 @@ FramePair: TypeAlias = tuple[str, ContextFrame]
 # Read straight from the model's ``__dict__`` (where pydantic v2 keeps field
 # values): attribute access on a model goes through its ``__getattr__`` hook and
 # costs several times more, which matters at 100k frames.
-_FIELDS = ("content_digest", "score", "content", "provenance")
+_FIELDS = ("id", "content_digest", "score", "content", "provenance")
 _DICT = attrgetter("__dict__")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -37,20 +37,26 @@ _SECOND = itemgetter(1)
 
 def read_columns(
     frames: Sequence[ContextFrame],
-) -> tuple[tuple[str | None, ...], tuple[float, ...], tuple[str | None, ...], tuple[Any, ...]]:
-    """``(digests, scores, contents, provenances)`` of ``frames``, C-level passes only."""
+) -> tuple[
+    tuple[str, ...],
+    tuple[str | None, ...],
+    tuple[float, ...],
+    tuple[str | None, ...],
+    tuple[Any, ...],
+]:
+    """``(ids, digests, scores, contents, provenances)`` of ``frames``, C-level passes."""
     if not frames:
-        return (), (), (), ()
+        return (), (), (), (), ()
     try:
         dicts = list(map(_DICT, frames))
-        digests, scores, contents, provenances = (
+        ids, digests, scores, contents, provenances = (
             tuple(map(itemgetter(name), dicts)) for name in _FIELDS
         )
     except (KeyError, AttributeError, TypeError):  # not a plain pydantic model: slow path
-        digests, scores, contents, provenances = (
+        ids, digests, scores, contents, provenances = (
             tuple(map(attrgetter(name), frames)) for name in _FIELDS
         )
-    return digests, scores, contents, provenances
+    return ids, digests, scores, contents, provenances
 
 
 def frame_sort_key(provider_id: str, frame: ContextFrame) -> SortKey:
@@ -92,6 +98,7 @@ class CandidateSet(Sequence[FramePair]):
 
     provider_ids: tuple[str, ...]
     frames: tuple[ContextFrame, ...]
+    ids: tuple[str, ...]
     digests: tuple[str | None, ...]
     scores: tuple[float, ...]
     support: Mapping[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
@@ -110,19 +117,20 @@ class CandidateSet(Sequence[FramePair]):
         """The pool plus its ``contents`` and ``provenances`` columns (same pass)."""
         pairs = frames if isinstance(frames, list | tuple) else list(frames)
         if not pairs:
-            return cls((), (), (), ()), (), ()
+            return cls((), (), (), (), ()), (), ()
         pids = tuple(map(_FIRST, pairs))
         fs = tuple(map(_SECOND, pairs))
         if set(map(type, pids)) != {str}:
             raise TypeError("frames must be (provider_id: str, ContextFrame) pairs")
-        digests, scores, contents, provenances = read_columns(fs)
-        return cls(pids, fs, digests, rankable_scores(scores)), contents, provenances
+        ids, digests, scores, contents, provenances = read_columns(fs)
+        return cls(pids, fs, ids, digests, rankable_scores(scores)), contents, provenances
 
     def subset(self, indices: Sequence[int]) -> CandidateSet:
         """The candidates at ``indices`` (in that order); ``support`` is not carried."""
         return CandidateSet(
             tuple([self.provider_ids[i] for i in indices]),
             tuple([self.frames[i] for i in indices]),
+            tuple([self.ids[i] for i in indices]),
             tuple([self.digests[i] for i in indices]),
             tuple([self.scores[i] for i in indices]),
         )
@@ -150,14 +158,14 @@ class CandidateSet(Sequence[FramePair]):
     def key(self, index: int) -> SortKey:
         """The canonical FrameId key of candidate ``index``."""
         d = self.digests[index]
-        return (self.provider_ids[index], self.frames[index].id, d is not None, d or "")
+        return (self.provider_ids[index], self.ids[index], d is not None, d or "")
 
     @property
     def keys(self) -> list[SortKey]:
         return [self.key(i) for i in range(len(self.frames))]
 
     def frame_id(self, index: int) -> FrameId:
-        return FrameId(self.provider_ids[index], self.frames[index].id, self.digests[index])
+        return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
 
     def supporters(self, index: int) -> tuple[tuple[str, float], ...]:
         """``(provider_id, best score)`` for each provider vouching for ``index``."""

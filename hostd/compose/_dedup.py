@@ -94,7 +94,7 @@ _REGION_FROM_DICT = itemgetter("type", "uri", "range")
 _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 
 
-def _links_by(keys: list[Any], owners: Sequence[int]) -> list[tuple[int, int, int]]:
+def _links_by(keys: Sequence[Any], owners: Sequence[int]) -> list[tuple[int, int, int]]:
     """``(i, j, k)`` for every owner ``i`` whose key ``keys[k]`` was first seen at
     owner ``j != i``.
 
@@ -118,25 +118,23 @@ def dedup_pool(
     """
     frames = pool.frames
     n = len(frames)
-    digests: list[Any] = list(pool.digests)
+    digests: Sequence[Any] = pool.digests
     provs = provenances if provenances is not None else list(map(_PROVENANCE, frames))
     key = pool.key
     # Same evidence (D2): an equal content digest, else an equal identity ...
     if None in digests:
-        for i, d in enumerate(digests):
-            if d is None:
-                digests[i] = key(i)  # a 4-tuple never equals a digest string
+        # a 4-tuple identity never equals a digest string
+        digests = [key(i) if d is None else d for i, d in enumerate(digests)]
     links = [(i, j) for i, j, _ in _links_by(digests, range(n))]
     # ... or the same file region (uri and range). The (type, uri, range) triples
     # are the dict keys as they are; the few links found are then kept only when
     # the shared triple really is a file region.
-    lens = list(map(len, provs))
-    if lens.count(1) == n:  # the common shape: one provenance entry per frame
+    if set(map(len, provs)) == {1}:  # the common shape: one provenance entry per frame
         flat: list[Any] = list(map(_FIRST, provs))
         owners: Sequence[int] = range(n)
     else:
         flat = list(chain.from_iterable(provs))
-        owners = list(chain.from_iterable(map(repeat, range(n), lens)))
+        owners = list(chain.from_iterable(map(repeat, range(n), map(len, provs))))
     try:
         regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
     except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
