@@ -10,6 +10,7 @@ rendering live in ``hostd.compose``; fan-out, consent and verification in
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -163,6 +164,8 @@ def _boundary(model: type[_Params]) -> Callable[[Callable[..., Awaitable[Any]]],
         # No functools.wraps: jsonrpcserver binds params against the *wrapper's* signature.
         method.__name__ = method.__qualname__ = fn.__name__
         method.__doc__ = fn.__doc__
+        # jsonrpcserver calls inspect.signature per request; a precomputed one is a lookup.
+        method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]  # read by inspect
         return method
 
     return wrap
