@@ -14,6 +14,8 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import eq, itemgetter
 from typing import Any, Literal
 
 from hostd.protocol import FrameId, Provenance
@@ -49,6 +51,7 @@ Row = tuple[
 ]
 
 
+_FRAME_KEY = itemgetter(0)
 _BUILTIN_REASONS = frozenset({"over_budget", "duplicate", "provider_cap"})
 
 
@@ -188,6 +191,7 @@ class CompositionAudit:
         "_entries",
         "_more_rows",
         "_rows",
+        "_sorted",
         "floors",
         "global_budget",
         "policy",
@@ -207,6 +211,7 @@ class CompositionAudit:
         """``more_rows`` produces further rows on first read (the packer's bulk of
         excluded frames), so a composition nobody audits does not build them."""
         self._rows = rows
+        self._sorted = False
         self._more_rows = more_rows
         self._entries: tuple[AuditEntry, ...] | None = None
         self.global_budget = global_budget
@@ -218,13 +223,30 @@ class CompositionAudit:
         if self._more_rows is not None:
             self._rows.extend(self._more_rows())
             self._more_rows = None
+            self._sorted = False
         return self._rows
 
     def _sorted_rows(self) -> list[Row]:
         rows = self._all_rows()
-        # Canonical FrameId order; the same identity offered twice sorts its
-        # inclusion first, then by reason and rank, so the record is set-pure.
-        rows.sort(key=_row_order)
+        if self._sorted:
+            return rows
+        # Canonical FrameId order. The same identity offered twice (rare) is then
+        # ordered by everything else in the row, so the record is set-pure.
+        rows.sort(key=_FRAME_KEY)
+        keys = list(map(_FRAME_KEY, rows))
+        same_as_next = list(map(eq, keys, islice(keys, 1, None)))
+        k = 0
+        while True:
+            try:
+                k = same_as_next.index(True, k)
+            except ValueError:
+                break
+            j = k
+            while j < len(same_as_next) and same_as_next[j]:
+                j += 1
+            rows[k : j + 1] = sorted(rows[k : j + 1], key=_row_order)
+            k = j + 1
+        self._sorted = True
         return rows
 
     @property

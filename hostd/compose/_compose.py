@@ -23,7 +23,7 @@ from ._candidates import CandidateSet, FramePair, frame_id_of_key
 from ._dedup import dedup_pool
 from ._placement import check_placement, place_indices
 from ._render import EVIDENCE_PREAMBLE, citation_label_for, render_floor, render_frame
-from .ranking import ScoreDescending, Strategy, rank_with
+from .ranking import ScoreDescending, Strategy, rank_with, strategy_from_wire
 
 __all__ = ["Floor", "FloorsExceedBudget", "compose_for_prompt"]
 
@@ -129,7 +129,7 @@ def compose_for_prompt(
     frames: Iterable[FramePair],
     budget: int,
     *,
-    strategy: Strategy | None = None,
+    strategy: Strategy | str | Mapping[str, Any] | None = None,
     placement: str = "edges",
     floors: Iterable[Floor | Mapping[str, Any] | tuple[Any, ...]] = (),
     caps: Mapping[str, float] | None = None,
@@ -138,7 +138,9 @@ def compose_for_prompt(
 ) -> ComposedPrompt:
     """Compose ``(provider_id, frame)`` pairs into a fenced, cited, audited prompt.
 
-    - ``strategy``: a ranking policy (``ScoreDescending()`` when None).
+    - ``strategy``: a ranking policy (``ScoreDescending()`` when None), or its
+      client API form (``"round_robin"``, ``{"quota": 2}``, …; see
+      ``strategy_from_wire``).
     - ``placement``: one of ``PLACEMENTS``, applied to the included frames.
     - ``floors``: admitted before ranking at their canonical cost; if they alone
       exceed ``budget``, ``FloorsExceedBudget`` names each floor's cost.
@@ -155,7 +157,10 @@ def compose_for_prompt(
     order of the same frames gives the same bytes.
     """
     budget = _check_budget(budget)
-    strategy = ScoreDescending() if strategy is None else strategy
+    if strategy is None:
+        strategy = ScoreDescending()
+    elif isinstance(strategy, str | Mapping):  # a client API value, e.g. {"quota": 2}
+        strategy = strategy_from_wire(strategy)
     placement = check_placement(placement)
 
     # Floors first (before ranking): they cost their canonical tokens, and fail loudly.

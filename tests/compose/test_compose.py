@@ -333,3 +333,20 @@ def test_score_descending_starves_the_low_scale_provider() -> None:
 )
 def test_rank_based_policies_include_both_providers(strategy: object) -> None:
     assert included_providers(strategy) == {"semantic", "lexical"}
+
+
+def test_a_client_api_strategy_value_is_accepted_as_is() -> None:
+    out = compose_for_prompt(starvation_frames(), 40, strategy={"rrf": {"k": 60}})
+    assert out.audit.policy["strategy"] == "rrf"
+    assert {c.frame.provider_id for c in out.citations} == {"semantic", "lexical"}
+    with pytest.raises(ValueError, match="unknown strategy"):
+        compose_for_prompt([], 10, strategy="best")
+
+
+def test_composing_leaves_the_input_frames_untouched() -> None:
+    d = digest_of("same")
+    a = frame("a1", 0.9, "same", digest=d, provenance=[file_prov("file:///1")])
+    b = frame("b1", 0.4, "same", digest=d, provenance=[file_prov("file:///2")])
+    before = (a.model_dump(), b.model_dump())
+    compose_for_prompt([("a", a), ("b", b)], 100)
+    assert (a.model_dump(), b.model_dump()) == before
