@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import json
 import os
 import secrets
 import signal
@@ -42,7 +43,8 @@ __all__ = ["Daemon", "LocalSession"]
 
 log = get_logger("hostd.server")
 
-_USAGE_KEPT = 4096
+#: Usage reports kept for ``usage/report`` (UR1), as compact JSON: bounded memory.
+_USAGE_KEPT = 1024
 
 
 class Daemon:
@@ -60,7 +62,7 @@ class Daemon:
         self._inflight = 0
         self._idle = anyio.Event()
         self._idle.set()
-        self._usage: OrderedDict[str, Any] = OrderedDict()
+        self._usage: OrderedDict[str, bytes] = OrderedDict()
         self._prefix = secrets.token_hex(3)
         self._seq = itertools.count(1)
         self._provider_ids = frozenset(p.id for p in config.provider)
@@ -91,12 +93,14 @@ class Daemon:
         return self.host.consent
 
     def remember_usage(self, request_id: str, usage: Any) -> None:
-        self._usage[request_id] = usage
+        # Serialised, not kept as an object graph: a report lists every served FrameId.
+        self._usage[request_id] = json.dumps(usage, separators=(",", ":")).encode()
         while len(self._usage) > _USAGE_KEPT:
             self._usage.popitem(last=False)
 
     def usage_of(self, request_id: str) -> Any:
-        return self._usage.get(request_id)
+        raw = self._usage.get(request_id)
+        return None if raw is None else json.loads(raw)
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {
