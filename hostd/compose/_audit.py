@@ -14,8 +14,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import islice
-from operator import eq, itemgetter
+from operator import itemgetter
 from typing import Any, Literal
 
 from hostd.protocol import FrameId, Provenance
@@ -51,7 +50,7 @@ Row = tuple[
 ]
 
 
-_FRAME_KEY = itemgetter(0)
+_RANK = itemgetter(3)
 _BUILTIN_REASONS = frozenset({"over_budget", "duplicate", "provider_cap"})
 
 
@@ -73,6 +72,10 @@ def _row_order(r: Row) -> tuple[Any, ...]:
         -math.inf if score is None or score != score else score,
         extra_key,
     )
+
+
+def _unranked_order(r: Row) -> tuple[Any, ...]:
+    return (r[1] != "duplicate", *_row_order(r))
 
 
 def _json_float(x: float | None) -> float | None:
@@ -182,7 +185,9 @@ class FloorRecord:
 class CompositionAudit:
     """The record of one composition.
 
-    ``entries`` (one per offered frame, canonical FrameId order), ``global_budget``,
+    ``entries`` (one per offered frame: the ranked frames best first, whether
+    included or not, then duplicates, then earlier stages' exclusions, each of
+    those in canonical FrameId order), ``global_budget``,
     ``tokens_used`` (floors plus included frames, canonical cost, never above the
     budget), ``policy`` (strategy and placement) and ``floors``.
     """
@@ -230,22 +235,14 @@ class CompositionAudit:
         rows = self._all_rows()
         if self._sorted:
             return rows
-        # Canonical FrameId order. The same identity offered twice (rare) is then
-        # ordered by everything else in the row, so the record is set-pure.
-        rows.sort(key=_FRAME_KEY)
-        keys = list(map(_FRAME_KEY, rows))
-        same_as_next = list(map(eq, keys, islice(keys, 1, None)))
-        k = 0
-        while True:
-            try:
-                k = same_as_next.index(True, k)
-            except ValueError:
-                break
-            j = k
-            while j < len(same_as_next) and same_as_next[j]:
-                j += 1
-            rows[k : j + 1] = sorted(rows[k : j + 1], key=_row_order)
-            k = j + 1
+        # Ranked frames first, best first (their rank is already set-pure), then
+        # the rest (duplicates, then earlier stages' exclusions) in canonical
+        # FrameId order with every other field as the tie-break.
+        ranked = [r for r in rows if r[3] is not None]
+        ranked.sort(key=_RANK)
+        rest = [r for r in rows if r[3] is None]
+        rest.sort(key=_unranked_order)
+        rows[:] = ranked + rest
         self._sorted = True
         return rows
 
@@ -293,7 +290,7 @@ class CompositionAudit:
         return {"included": included, "excluded": dict(sorted(excluded.items()))}
 
     def entry_dicts(self) -> list[dict[str, Any]]:
-        """Every entry as a JSON-ready dict, canonical order (one log event each)."""
+        """Every entry as a JSON-ready dict, in ``entries`` order (one log event each)."""
         return [
             _entry_dict(
                 key_to_wire(key),

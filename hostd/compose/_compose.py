@@ -250,26 +250,39 @@ def compose_for_prompt(
         costs[i] = cost
 
     def skipped_rows() -> list[Row]:
+        # Built only when the audit is read. Scores come from the pool column
+        # (NaN read as -inf); both go to the wire as null.
         key = cands.key
-        fs = cands.frames
-        out: list[Row] = []
-        for rank, left in zip(skipped, skipped_remaining, strict=True):
-            i = order[rank]
-            cap = capped.get(rank)
-            out.append(
+        scores = cands.scores
+        if not capped:
+            return [
                 (
-                    key(i),
-                    "over_budget" if cap is None else "provider_cap",
-                    left if cap is None else cap,
+                    key(i := order[rank]),
+                    "over_budget",
+                    left,
                     rank,
-                    fs[i].score,
+                    scores[i],
                     None,
                     cost_of(c_contents[i]),
                     None,
                     (),
                 )
+                for rank, left in zip(skipped, skipped_remaining, strict=True)
+            ]
+        return [
+            (
+                key(i := order[rank]),
+                "over_budget" if (cap := capped.get(rank)) is None else "provider_cap",
+                left if cap is None else cap,
+                rank,
+                scores[i],
+                None,
+                cost_of(c_contents[i]),
+                None,
+                (),
             )
-        return out
+            for rank, left in zip(skipped, skipped_remaining, strict=True)
+        ]
 
     placed = place_indices(placement, chosen, c_pids, cands.key)
 
