@@ -59,6 +59,17 @@ def read_columns(
     return ids, digests, scores, contents, provenances
 
 
+def pick_from(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A function taking ``seq`` to ``tuple(seq[i] for i in indices)``, in C."""
+    if len(indices) == 0:
+        return lambda seq: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda seq: (seq[only],)
+    getter = itemgetter(*indices)
+    return lambda seq: getter(seq)  # a tuple for 2+ indices
+
+
 def frame_sort_key(provider_id: str, frame: ContextFrame) -> SortKey:
     """The canonical key of ``FrameId.of(provider_id, frame)`` without building one."""
     digest = frame.content_digest
@@ -127,12 +138,13 @@ class CandidateSet(Sequence[FramePair]):
 
     def subset(self, indices: Sequence[int]) -> CandidateSet:
         """The candidates at ``indices`` (in that order); ``support`` is not carried."""
+        pick = pick_from(indices)
         return CandidateSet(
-            tuple([self.provider_ids[i] for i in indices]),
-            tuple([self.frames[i] for i in indices]),
-            tuple([self.ids[i] for i in indices]),
-            tuple([self.digests[i] for i in indices]),
-            tuple([self.scores[i] for i in indices]),
+            pick(self.provider_ids),
+            pick(self.frames),
+            pick(self.ids),
+            pick(self.digests),
+            pick(self.scores),
         )
 
     def __len__(self) -> int:

@@ -19,7 +19,7 @@ from hostd.errors import FloorsOverBudget
 from hostd.protocol import FrameId, canonical_token_cost
 
 from ._audit import Citation, ComposedPrompt, CompositionAudit, FloorRecord, Row
-from ._candidates import CandidateSet, FramePair, frame_id_of_key
+from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
 from ._dedup import dedup_pool
 from ._placement import check_placement, place_indices
 from ._render import EVIDENCE_PREAMBLE, citation_label_for, render_floor, render_frame
@@ -207,7 +207,7 @@ def compose_for_prompt(
                 (),
             )
         )
-    c_contents = contents if not deduped.drops else [contents[i] for i in deduped.origin]
+    c_contents = contents if not deduped.drops else pick_from(deduped.origin)(contents)
 
     order = rank_with(strategy, cands)
 
