@@ -17,7 +17,7 @@ from hostd.compose import (
     compose_for_prompt,
 )
 from hostd.errors import HostdError, error_to_wire
-from hostd.protocol import FrameId
+from hostd.protocol import ContextFrame, FrameId
 
 from ._helpers import digest_of, file_prov, frame, sized
 
@@ -350,3 +350,42 @@ def test_composing_leaves_the_input_frames_untouched() -> None:
     before = (a.model_dump(), b.model_dump())
     compose_for_prompt([("a", a), ("b", b)], 100)
     assert (a.model_dump(), b.model_dump()) == before
+
+
+def test_the_audit_lists_ranked_frames_best_first_then_the_rest() -> None:
+    d = digest_of("d")
+    frames = [
+        ("a", frame("low", 0.1, sized(5))),
+        ("a", frame("high", 0.9, sized(5))),
+        ("a", frame("mid", 0.5, sized(50))),
+        ("b", frame("dup", 0.05, "d", digest=d)),
+        ("a", frame("orig", 0.7, "d", digest=d)),
+    ]
+    out = compose_for_prompt(frames, 20, excluded=[(FrameId("c", "x"), "stale", {})])
+    assert [(e.frame.frame_id, e.reason) for e in out.audit.entries] == [
+        ("high", None),
+        ("orig", None),
+        ("mid", "over_budget"),
+        ("low", None),
+        ("dup", "duplicate"),
+        ("x", "stale"),
+    ]
+    assert [e.rank for e in out.audit.entries] == [0, 1, 2, 3, None, None]
+
+
+def test_frames_built_without_validation_compose_the_same() -> None:
+    data = {
+        "id": "c1",
+        "kind": "fact",
+        "title": "t",
+        "content": "constructed",
+        "score": 0.5,
+        "token_cost": 3,
+        "citation_label": "c",
+    }
+    built = ContextFrame.model_construct(**data)
+    validated = ContextFrame.model_validate(data)
+    assert (
+        compose_for_prompt([("p", built)], 10).to_wire()
+        == compose_for_prompt([("p", validated)], 10).to_wire()
+    )
