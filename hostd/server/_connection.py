@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hostd.errors import BadRequest, Overloaded, ShuttingDown, error_to_wire
-from hostd.logging import bind_request, get_logger
+from hostd.logging import bind_request, flush_logs, get_logger
 from hostd.protocol import INVALID_REQUEST, PARSE_ERROR
 
 from ._api import METHODS  # imports jsonrpcserver with its deprecation warning silenced
@@ -368,4 +368,5 @@ async def dispatch_one(daemon: Daemon, connection: Any, msg: Any) -> Any:
             error_code=error.get("code") if error else None,
             error_reason=data.get("reason") if isinstance(data, dict) else None,
         )
+    flush_logs()  # one write for all the events this request caused
     return reply

@@ -28,7 +28,7 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
-from hostd.logging import get_logger
+from hostd.logging import flush_logs, get_logger
 
 from ._connection import Connection, dispatch_one
 from ._listeners import (
@@ -215,6 +215,7 @@ class Daemon:
             if self.socket_path is not None and inode is not None:
                 remove_socket(self.socket_path, inode)
         log.info("host.stopped", reason=self._stop_reason)
+        flush_logs()
 
     async def _serve(
         self,
@@ -244,6 +245,8 @@ class Daemon:
                     stdio=wire_fd is not None,
                     providers=sorted(self._provider_ids),
                 )
+                flush_logs()
+                conns.start_soon(self._flush_logs_periodically)
                 if ready is not None:
                     ready(self)
                 await self._stop.wait()
@@ -258,6 +261,12 @@ class Daemon:
             if waited.cancelled_caught:
                 log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
             conns.cancel_scope.cancel()
+
+    async def _flush_logs_periodically(self) -> None:
+        # Events outside requests (provider stderr, lifecycle) reach the log within 0.2 s.
+        while True:
+            await anyio.sleep(0.2)
+            flush_logs()
 
     async def _watch_signals(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
