@@ -11,8 +11,10 @@ pipeline stages already excluded — ends in the audit exactly once.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal
 
 from hostd.errors import FloorsOverBudget
@@ -212,24 +214,29 @@ def compose_for_prompt(
     order = rank_with(strategy, cands)
 
     # Pack: walk the ranked survivors, include each whose canonical cost fits.
+    # ceil(chars / 4) never exceeds a frame's canonical cost (a UTF-8 character is
+    # at least one byte), so most misses are decided without encoding, and once
+    # even the cheapest frame still ahead cannot fit, the walk stops: every
+    # frame from there on is over budget with the same tokens remaining.
     c_pids = cands.provider_ids
+    lengths = [len(c) if c else 0 for c in c_contents]
+    ranked_lengths = list(map(lengths.__getitem__, order))
+    cheapest_ahead = list(accumulate(reversed(ranked_lengths), min))[::-1]
     remaining = contested
     used_by: dict[str, int] = {}
     chosen: list[int] = []
     chosen_rank: dict[int, int] = {}
     costs: dict[int, int] = {}
-    skipped: list[int] = []  # ranked positions of over-budget / capped frames
-    skipped_remaining: list[int] = []
+    included_ranks: list[int] = []  # with the tokens remaining after each inclusion
+    remaining_after: list[int] = []
     capped: dict[int, tuple[str, int, float]] = {}
     cost_of = canonical_token_cost
     for rank, i in enumerate(order):
-        content = c_contents[i]
-        if content:
-            # ceil(chars / 4) never exceeds the canonical cost (a UTF-8 character is
-            # at least one byte), so most misses are decided without encoding.
-            if (len(content) + 3) >> 2 > remaining or (cost := cost_of(content)) > remaining:
-                skipped.append(rank)
-                skipped_remaining.append(remaining)
+        if (cheapest_ahead[rank] + 3) >> 2 > remaining:
+            break
+        length = ranked_lengths[rank]
+        if length:
+            if (length + 3) >> 2 > remaining or (cost := cost_of(c_contents[i])) > remaining:
                 continue
         else:
             cost = 0
@@ -240,26 +247,35 @@ def compose_for_prompt(
                 spent = used_by.get(pid, 0)
                 if spent + cost > cap[0]:
                     capped[rank] = (pid, cap[0], cap[1])
-                    skipped.append(rank)
-                    skipped_remaining.append(remaining)
                     continue
                 used_by[pid] = spent + cost
         remaining -= cost
         chosen.append(i)
         chosen_rank[i] = rank
         costs[i] = cost
+        included_ranks.append(rank)
+        remaining_after.append(remaining)
 
     def skipped_rows() -> list[Row]:
-        # Built only when the audit is read. Scores come from the pool column
-        # (NaN read as -inf); both go to the wire as null.
+        # Built only when the audit is read. A skipped frame saw the tokens left
+        # after the last inclusion ranked above it. Scores come from the pool
+        # column (NaN read as -inf); both go to the wire as null.
         key = cands.key
         scores = cands.scores
-        if not capped:
-            return [
+        taken = set(included_ranks)
+        rows: list[Row] = []
+        for rank in range(len(order)):
+            if rank in taken:
+                continue
+            i = order[rank]
+            before = bisect_left(included_ranks, rank)
+            left = remaining_after[before - 1] if before else contested
+            cap = capped.get(rank)
+            rows.append(
                 (
-                    key(i := order[rank]),
-                    "over_budget",
-                    left,
+                    key(i),
+                    "over_budget" if cap is None else "provider_cap",
+                    left if cap is None else cap,
                     rank,
                     scores[i],
                     None,
@@ -267,22 +283,8 @@ def compose_for_prompt(
                     None,
                     (),
                 )
-                for rank, left in zip(skipped, skipped_remaining, strict=True)
-            ]
-        return [
-            (
-                key(i := order[rank]),
-                "over_budget" if (cap := capped.get(rank)) is None else "provider_cap",
-                left if cap is None else cap,
-                rank,
-                scores[i],
-                None,
-                cost_of(c_contents[i]),
-                None,
-                (),
             )
-            for rank, left in zip(skipped, skipped_remaining, strict=True)
-        ]
+        return rows
 
     placed = place_indices(placement, chosen, c_pids, cands.key)
 
@@ -352,6 +354,6 @@ def compose_for_prompt(
         tokens_used=tokens_used,
         policy=policy,
         floors=tuple(floor_records),
-        more_rows=skipped_rows if skipped else None,
+        more_rows=skipped_rows if len(chosen) < len(order) else None,
     )
     return ComposedPrompt("".join(parts), tuple(citations), audit)
