@@ -17,6 +17,7 @@ import json
 import logging as _stdlib_logging
 import threading
 from collections.abc import Iterable, Mapping, MutableMapping
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import structlog
@@ -47,6 +48,10 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
+#: One lock for every writer of the log stream (loggers, the audit fast path).
+_WRITE_LOCK = threading.Lock()
+
+
 class _LineLogger:
     """structlog's final logger: one line per event into a *buffered* stream.
 
@@ -55,14 +60,13 @@ class _LineLogger:
     end of every client request and from the daemon's flusher, so nothing waits long.
     """
 
-    __slots__ = ("_lock", "_write")
+    __slots__ = ("_write",)
 
     def __init__(self, out: IO[str]) -> None:
         self._write = out.write
-        self._lock = threading.Lock()
 
     def msg(self, message: str) -> None:
-        with self._lock:
+        with _WRITE_LOCK:
             self._write(message + "\n")
 
     log = debug = info = warn = warning = err = error = critical = exception = msg
@@ -199,14 +203,32 @@ _AUDIT_KEYS = (
 
 
 def log_audit(logger: Any, entries: Iterable[Mapping[str, Any]]) -> None:
-    """One ``compose.audit`` event per audit entry (wire form), content never included."""
-    if _LEVEL > LEVELS["info"]:
+    """One ``compose.audit`` event per audit entry (wire form), content never included.
+
+    The same line shape as every other event (bound context, ``event``, ``level``,
+    ``timestamp``), rendered here in one pass and written in one call: a composition
+    has one entry per offered frame, so this is the log's hot path.
+    """
+    if _LEVEL > LEVELS["info"] or _OUT is None:
         return
+    context = structlog.contextvars.get_contextvars()
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    lines = []
     for entry in entries:
-        fields = {k: entry[k] for k in _AUDIT_KEYS if k in entry and entry[k] is not None}
+        event: dict[str, Any] = dict(context)
         frame = entry.get("frame")
         if frame is None:
-            frame = {
-                k: entry[k] for k in ("provider_id", "frame_id", "content_digest") if k in entry
-            }
-        logger.info("compose.audit", frame=frame, **fields)
+            keys = ("provider_id", "frame_id", "content_digest")
+            frame = {k: entry[k] for k in keys if k in entry}
+        event["frame"] = frame
+        for key in _AUDIT_KEYS:
+            value = entry.get(key)
+            if value is not None:
+                event[key] = value
+        event["event"] = "compose.audit"
+        event["level"] = "info"
+        event["timestamp"] = stamp
+        lines.append(json.dumps(event, default=str))
+    if lines:
+        with _WRITE_LOCK:
+            _OUT.write("\n".join(lines) + "\n")
