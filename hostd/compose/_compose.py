@@ -202,7 +202,7 @@ def compose_for_prompt(
                 "duplicate",
                 in_key(k),
                 None,
-                pool.frames[d].score,
+                pool.scores[d],
                 None,
                 canonical_token_cost(contents[d]),
                 None,
