@@ -54,7 +54,10 @@ class _DedupResult:
 
 
 def _prov_key(p: Provenance) -> tuple[str | None, ...]:
-    return (p.type, p.uri, p.range, p.digest, p.method, p.by)
+    try:
+        return _PROV_FROM_DICT(p.__dict__)  # type: ignore[no-any-return]  # a 6-tuple of fields
+    except (KeyError, AttributeError, TypeError):
+        return (p.type, p.uri, p.range, p.digest, p.method, p.by)
 
 
 def _group_members(n_links: list[tuple[int, int]]) -> dict[int, list[int]]:
@@ -91,6 +94,7 @@ _PROVENANCE = attrgetter("provenance")
 _DICT = attrgetter("__dict__")
 _FIRST = itemgetter(0)
 _REGION_FROM_DICT = itemgetter("type", "uri", "range")
+_PROV_FROM_DICT = itemgetter("type", "uri", "range", "digest", "method", "by")
 _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 
 
@@ -149,7 +153,7 @@ def dedup_pool(
 
     scores = pool.scores
     pids = pool.provider_ids
-    dropped_mask = bytearray(n)
+    keep_mask = bytearray(b"\x01") * n
     drops: list[tuple[int, int]] = []
     replaced: dict[int, ContextFrame] = {}
     support: dict[int, tuple[tuple[str, float], ...]] = {}
@@ -166,13 +170,17 @@ def dedup_pool(
             best = ranked[0]
         merged: list[Provenance] = []
         seen: set[tuple[str | None, ...]] = set()
+        changed = False  # anything added from another member, or a repeat dropped
         for i in ranked:
             for pv in provs[i]:
                 k = _prov_key(pv)
-                if k not in seen:
+                if k in seen:
+                    changed = changed or i == best
+                else:
                     seen.add(k)
                     merged.append(pv)
-        if len(merged) != len(provs[best]):
+                    changed = changed or i != best
+        if changed:
             replaced[best] = frames[best].model_copy(update={"provenance": merged})
         best_by_provider: dict[str, float] = {}
         for i in ranked:  # best first, so the first score seen per provider is its best
@@ -180,10 +188,10 @@ def dedup_pool(
         if len(best_by_provider) > 1:
             support[best] = tuple(sorted(best_by_provider.items()))
         for i in ranked[1:]:
-            dropped_mask[i] = 1
+            keep_mask[i] = 0
             drops.append((i, best))
 
-    origin = [i for i in range(n) if not dropped_mask[i]]
+    origin = list(compress(range(n), keep_mask))
     kept = pool.subset(origin)
     if replaced:
         kept = replace(kept, frames=tuple([replaced.get(i, frames[i]) for i in origin]))

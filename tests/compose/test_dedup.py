@@ -122,3 +122,12 @@ def test_a_large_all_distinct_set_dedups_without_a_pairwise_scan() -> None:
     ]
     out = dedup_cross_provider(frames)
     assert len(out.kept) == 20_000
+
+
+def test_merging_drops_repeats_and_keeps_what_only_the_loser_had() -> None:
+    d = digest_of("body")
+    p1, p2 = file_prov("file:///1"), file_prov("file:///2")
+    best = frame("a", 0.9, "body", digest=d, provenance=[p1, p1])
+    other = frame("b", 0.5, "body", digest=d, provenance=[p2])
+    ((_, kept),) = list(dedup_cross_provider([("pa", best), ("pb", other)]).kept)
+    assert [p.uri for p in kept.provenance] == ["file:///1", "file:///2"]
