@@ -294,7 +294,8 @@ def compose_for_prompt(
 
     def unique_label(label: str) -> str:
         # Two blocks with one label could not be told apart by a citation, so a
-        # repeated label gets a stable suffix in render order.
+        # repeated label gets a stable " #n" suffix: floors claim theirs first,
+        # then frames in render order.
         if label not in labels_taken:
             labels_taken.add(label)
             return label
