@@ -12,7 +12,7 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter, ne
@@ -98,19 +98,51 @@ _PROV_FROM_DICT = itemgetter("type", "uri", "range", "digest", "method", "by")
 _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 
 
-def _links_by(keys: Sequence[Any], owners: Sequence[int]) -> list[tuple[int, int, int]]:
-    """``(i, j, k)`` for every owner ``i`` whose key ``keys[k]`` was first seen at
-    owner ``j != i``.
+def _repeats(keys: Sequence[Hashable]) -> list[tuple[int, int]]:
+    """``(k, f)`` for every position ``k`` whose key first appeared at ``f < k``.
 
     All C-level passes: a dict built from the reversed pairs keeps each key's
-    first owner, then one lookup per key finds the latecomers.
+    first position, then one lookup per key finds the latecomers.
     """
-    first = dict(zip(reversed(keys), reversed(owners), strict=True))
-    if len(first) == len(keys):
+    n = len(keys)
+    first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
+    if len(first) == n:
         return []
     firsts = list(map(first.__getitem__, keys))
-    late = compress(range(len(keys)), map(ne, firsts, owners))
-    return [(owners[k], firsts[k], k) for k in late]
+    return [(k, firsts[k]) for k in compress(range(n), map(ne, firsts, range(n)))]
+
+
+def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
+    """Links between owners of equal ``file`` regions (same ``uri`` and ``range``).
+
+    Keyed by the hash of each ``(type, uri, range)``: the triple is freed as soon
+    as it is hashed, so 100k frames do not leave 100k tuples for the garbage
+    collector to walk. The few repeats found are then compared for real; a hash
+    collision (never seen, but possible) falls back to the exact keys.
+    """
+    try:
+        region: Callable[[Any], tuple[Any, ...]] = _region_from_dict
+        hashes = list(map(hash, map(_REGION_FROM_DICT, map(_DICT, flat))))
+    except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
+        region = _REGION_FROM_ATTRS
+        hashes = list(map(hash, map(_REGION_FROM_ATTRS, flat)))
+    links: list[tuple[int, int]] = []
+    for k, f in _repeats(hashes):
+        kind, uri, rng = region(flat[k])
+        if (kind, uri, rng) != region(flat[f]):
+            exact = list(map(region, flat))
+            return [
+                (owners[k], owners[f])
+                for k, f in _repeats(exact)
+                if exact[k][0] == "file" and exact[k][1] is not None and owners[k] != owners[f]
+            ]
+        if kind == "file" and uri is not None and owners[k] != owners[f]:
+            links.append((owners[k], owners[f]))
+    return links
+
+
+def _region_from_dict(pv: Any) -> tuple[Any, ...]:
+    return _REGION_FROM_DICT(pv.__dict__)  # type: ignore[no-any-return]  # a 3-tuple
 
 
 def dedup_pool(
@@ -129,25 +161,15 @@ def dedup_pool(
     if None in digests:
         # a 4-tuple identity never equals a digest string
         digests = [key(i) if d is None else d for i, d in enumerate(digests)]
-    links = [(i, j) for i, j, _ in _links_by(digests, range(n))]
-    # ... or the same file region (uri and range). The (type, uri, range) triples
-    # are the dict keys as they are; the few links found are then kept only when
-    # the shared triple really is a file region.
+    links = _repeats(digests)
+    # ... or the same file region (uri and range).
     if set(map(len, provs)) == {1}:  # the common shape: one provenance entry per frame
         flat: list[Any] = list(map(_FIRST, provs))
         owners: Sequence[int] = range(n)
     else:
         flat = list(chain.from_iterable(provs))
         owners = list(chain.from_iterable(map(repeat, range(n), map(len, provs))))
-    try:
-        regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
-    except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
-        regions = list(map(_REGION_FROM_ATTRS, flat))
-    links += [
-        (i, j)
-        for i, j, k in _links_by(regions, owners)
-        if regions[k][0] == "file" and regions[k][1] is not None
-    ]
+    links += _region_links(flat, owners)
     if not links:
         return _DedupResult(pool, range(n), [])
 

@@ -131,3 +131,18 @@ def test_merging_drops_repeats_and_keeps_what_only_the_loser_had() -> None:
     other = frame("b", 0.5, "body", digest=d, provenance=[p2])
     ((_, kept),) = list(dedup_cross_provider([("pa", best), ("pb", other)]).kept)
     assert [p.uri for p in kept.provenance] == ["file:///1", "file:///2"]
+
+
+class _FakeProvenance:
+    """Field values whose hashes collide: hash(-1) == hash(-2) in CPython."""
+
+    def __init__(self, uri: object) -> None:
+        self.type, self.uri, self.range = "file", uri, None
+
+
+def test_a_region_hash_collision_falls_back_to_exact_comparison() -> None:
+    from hostd.compose._dedup import _region_links
+
+    assert hash(("file", -1, None)) == hash(("file", -2, None))
+    provs = [_FakeProvenance(-1), _FakeProvenance(-2), _FakeProvenance(-1)]
+    assert _region_links(provs, range(3)) == [(2, 0)]
