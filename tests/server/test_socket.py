@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import stat
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -287,3 +288,32 @@ async def test_consent_gates_an_egress_provider_over_the_api(start_daemon) -> No
     assert await daemon.stop() == 0
     granted = [e for e in daemon.events("consent.granted") if e["provider"] == "cloud"]
     assert len(granted) == 1
+
+
+def _shared_dir(run: Path) -> None:
+    run.mkdir()
+    run.chmod(0o755)
+
+
+def _regular_file(run: Path) -> None:
+    run.mkdir()
+    run.chmod(0o700)
+    (run / "hostd.sock").write_text("not a socket")
+
+
+@pytest.mark.parametrize(
+    ("prepare", "message"),
+    [(_shared_dir, "accessible by other users"), (_regular_file, "is not a socket")],
+    ids=["shared-directory", "regular-file"],
+)
+async def test_an_unsafe_socket_path_is_refused(workdir, prepare, message) -> None:
+    from tests.server.conftest import daemon_command
+
+    run = workdir / "run"
+    prepare(run)
+    config = workdir / "hostd.toml"
+    config.write_text(f'[host]\nsocket = "{run}/hostd.sock"\nstate_dir = "{workdir}/state"\n')
+    done = await anyio.run_process(daemon_command(config, "serve"), check=False, cwd=ROOT)
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert message in err and "Traceback" not in err
