@@ -204,6 +204,8 @@ class Connection:
                 tg.cancel_scope.cancel()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+        except Exception as exc:  # a bug here costs this connection, never the daemon
+            log.error("connection.crashed", connection=self.name, exc_info=exc)
         finally:
             self.daemon.counters["connections_open"] -= 1
             log.debug("connection.closed", connection=self.name)
@@ -212,7 +214,7 @@ class Connection:
         """Handle one line; False closes the connection."""
         try:
             msg = json.loads(line)
-        except ValueError:  # includes UnicodeDecodeError
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; deep nesting
             await self.send(_error(PARSE_ERROR, "Parse error", data={"reason": "parse_error"}))
             return True
         if not self._authenticated:

@@ -58,7 +58,7 @@ async def assert_serving(raw: Raw) -> None:
 
 
 async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_daemon) -> None:
-    daemon = await start_daemon({"alpha": {}}, max_line_bytes=65536)
+    daemon = await start_daemon({"alpha": {}}, max_line_bytes=300_000)
     async with await anyio.connect_unix(daemon.socket) as stream:
         raw = Raw(stream)
         assert_error(await raw.ask(b"this is not json\n"), -32700, None)
@@ -96,8 +96,11 @@ async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_da
         assert isinstance(replies, list) and len(replies) == 3
         for reply in replies:
             assert_error(reply, -32600, None)
+        # Nesting deep enough to exhaust the parser's recursion is a parse error too.
+        assert_error(await raw.ask(b"[" * 100_000 + b"]" * 100_000 + b"\n"), -32700, None)
+        await assert_serving(raw)
         # A huge line is the client's fault, answered once; the connection keeps serving.
-        huge = b'{"jsonrpc":"2.0","id":8,"method":"x","params":{"a":"' + b"x" * 200_000 + b'"}}\n'
+        huge = b'{"jsonrpc":"2.0","id":8,"method":"x","params":{"a":"' + b"x" * 400_000 + b'"}}\n'
         err = assert_error(await raw.ask(huge), -32600, None)
         assert err["data"]["reason"] == "line_too_long"
         await assert_serving(raw)
