@@ -106,7 +106,7 @@ class AsyncClient:
                     if line.strip():
                         try:
                             msg = json.loads(line)
-                        except ValueError:
+                        except (ValueError, RecursionError):
                             continue  # not ours to crash on; the call times out or fails
                         self._route(msg)
                 if len(buf) > _MAX_LINE:
