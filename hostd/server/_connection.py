@@ -49,7 +49,8 @@ class Unauthorized(BadRequest):
 
 def _dumps(obj: Any) -> bytes:
     # json.dumps escapes control characters, so a value never contains a literal newline.
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+    return (text + "\n").encode()
 
 
 def _error(code: int, message: str, id_: Any = None, data: Any = None) -> dict[str, Any]:
