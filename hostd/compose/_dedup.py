@@ -11,6 +11,7 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -108,7 +109,7 @@ def _repeats(keys: Sequence[Hashable]) -> list[tuple[int, int]]:
     first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
     if len(first) == n:
         return []
-    firsts = list(map(first.__getitem__, keys))
+    firsts = array("q", map(first.__getitem__, keys))
     return [(k, firsts[k]) for k in compress(range(n), map(ne, firsts, range(n)))]
 
 
@@ -122,10 +123,10 @@ def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int
     """
     try:
         region: Callable[[Any], tuple[Any, ...]] = _region_from_dict
-        hashes = list(map(hash, map(_REGION_FROM_DICT, map(_DICT, flat))))
+        hashes = array("q", map(hash, map(_REGION_FROM_DICT, map(_DICT, flat))))
     except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
         region = _REGION_FROM_ATTRS
-        hashes = list(map(hash, map(_REGION_FROM_ATTRS, flat)))
+        hashes = array("q", map(hash, map(_REGION_FROM_ATTRS, flat)))
     links: list[tuple[int, int]] = []
     for k, f in _repeats(hashes):
         kind, uri, rng = region(flat[k])
