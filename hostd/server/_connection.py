@@ -50,7 +50,11 @@ class Unauthorized(BadRequest):
 def _dumps(obj: Any) -> bytes:
     # json.dumps escapes control characters, so a value never contains a literal newline.
     text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
-    return (text + "\n").encode()
+    try:
+        return (text + "\n").encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (legal in a JSON string escape, not in UTF-8): escape everything.
+        return (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
 
 
 def _error(code: int, message: str, id_: Any = None, data: Any = None) -> dict[str, Any]:
