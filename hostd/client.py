@@ -39,6 +39,7 @@ __all__ = [
     "RpcError",
     "connect",
     "connect_tcp",
+    "serve_command",
     "spawn",
 ]
 
