@@ -11,6 +11,7 @@ at ``as_of`` (Q2). This module knows nothing of the wire runtime.
 
 from __future__ import annotations
 
+import builtins
 import re
 import sqlite3
 import threading
@@ -326,7 +327,7 @@ class MemoryStore:
 
     def search(
         self, text: str, *, as_of: str | None = None, limit: int = 200
-    ) -> list[tuple[Entry, float]]:
+    ) -> builtins.list[tuple[Entry, float]]:
         """``(entry, raw BM25)`` best first among entries valid at ``as_of`` (Q2, half-open)."""
         words = _WORD_RE.findall(text)
         if not words:
@@ -395,5 +396,5 @@ class MemoryStore:
             return FrameVerdict(frame=identity, status=VerdictStatus.STALE.value)
         return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
 
-    def verify(self, identities: Iterable[FrameIdentity]) -> list[FrameVerdict]:
+    def verify(self, identities: Iterable[FrameIdentity]) -> builtins.list[FrameVerdict]:
         return [self.verify_one(i) for i in identities]
