@@ -64,6 +64,10 @@ class HostSettings(_Section):
     socket: Path | None = None
     state_dir: Path | None = None
     default_budget: Annotated[int, Field(gt=0, le=10_000_000)] = 4000
+    #: Each provider is asked for ``min(budget, ceil(share * overfetch))`` tokens: above
+    #: 1 the providers together offer more than the budget and the ranking policy decides
+    #: what gets in. A request's ``overfetch`` param overrides it.
+    overfetch: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] = 2.0
     #: "lazy": a provider starts on its first query; "boot": all start with the daemon.
     start_providers: Literal["lazy", "boot"] = "lazy"
     #: Seconds in-flight requests get to finish after a stop is requested.

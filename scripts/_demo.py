@@ -6,13 +6,12 @@ providers over this repository), asks it for one real question with
 prompt head, how many included frames each provider got, where each provider's
 frames ranked, and the audit summary.
 
-The daemon splits the budget across providers before fanning out, so a
-provider can never offer more than its share and the global budget is never
-contested: there the policy decides the order of the evidence, not who gets in.
-The second part shows the contested case: each provider is asked for the whole
-budget (``context/query``), and the same frames are composed under that budget
-with both policies (``hostd.compose``). Raw-score ranking then fills the budget
-with the provider whose scores sit in the highest band; rank fusion does not.
+The daemon splits the budget across providers and then over-fetches: with
+``overfetch = 3.0`` in the demo config each of the three providers is asked for
+up to the whole budget, so together they offer more than fits and the budget is
+contested. The ranking policy then decides who gets in: raw-score ranking fills
+the budget with the provider whose scores sit in the highest band; rank fusion
+lets every provider's best frames in.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hostd.client import Client  # noqa: E402 - after the path set-up above
-from hostd.compose import compose_for_prompt, strategy_from_wire  # noqa: E402
-from hostd.protocol import ContextFrame  # noqa: E402
 
 QUESTION = "How does hostd check that a file frame's digest still matches the bytes on disk?"
 STRATEGIES: list[tuple[str, Any]] = [("score", "score"), ("rrf", {"rrf": {"k": 60}})]
@@ -69,6 +66,12 @@ def _summary(audit: dict[str, Any], providers: list[dict[str, Any]] | None = Non
         + f"; tokens {audit.get('tokens_used')}/{audit.get('global_budget')}"
         + f"; policy {policy.get('strategy')}/{policy.get('placement')}"
     )
+    if policy.get("asked"):
+        print(
+            f"over-fetch x{policy.get('overfetch')}: providers asked for "
+            + ", ".join(f"{p} {n}" for p, n in sorted(policy["asked"].items()))
+            + " tokens"
+        )
     print("verification of included frames: " + ", ".join(f"{s} {n}" for s, n in verified.items()))
     if providers:
         print(
@@ -114,26 +117,6 @@ def main() -> int:
             for f in fan["frames"].get("memory", []):
                 window = f"[{f.get('valid_from')}, {f.get('valid_to') or '…'})"
                 print(f"  {f['citation_label']} {window}: {textwrap.shorten(f['content'], 90)}")
-
-        # The contested case: every provider offers up to the whole budget.
-        n = len(PROVIDERS)
-        fan = client.query(args.question, budget=args.budget * n, timeout_ms=120_000)
-    frames = [
-        (pid, ContextFrame.model_validate(raw))
-        for pid in sorted(fan["frames"])
-        for raw in fan["frames"][pid]
-    ]
-    for name, strategy in STRATEGIES:
-        _rule(f"contested budget, strategy={name}")
-        print(
-            f"(each provider asked for {args.budget} tokens, {len(frames)} frames offered; "
-            f"composed under {args.budget} with hostd.compose)"
-        )
-        composed_local = compose_for_prompt(
-            frames, args.budget, strategy=strategy_from_wire(strategy), placement="ranked"
-        ).to_wire()
-        _head(composed_local["prompt"], 6)
-        _summary(composed_local["audit"])
     return 0
 
 

@@ -14,6 +14,7 @@ are ordered by provider id and FrameId, never by arrival.
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -82,6 +83,23 @@ def _split(global_budget: int, weights: Sequence[float]) -> list[int]:
         return budget_split(global_budget, len(weights), list(weights))
     except ValueError as exc:  # a negative budget, all weights zero, …
         raise BadRequest(f"cannot split the budget: {exc}", field="budget") from exc
+
+
+def _asked(share: int, global_budget: int, overfetch: float) -> int:
+    """What a provider is asked for: its share times ``overfetch``, never over the whole
+    budget. ``overfetch > 1`` lets honest providers together offer more than the budget,
+    so the composer's ranking policy decides what gets in (B1 is judged on this figure)."""
+    if share <= 0:
+        return 0
+    return min(global_budget, math.ceil(share * overfetch))
+
+
+def _check_overfetch(overfetch: float) -> float:
+    if not (isinstance(overfetch, int | float) and math.isfinite(overfetch) and overfetch >= 1):
+        raise BadRequest(
+            f"overfetch must be a finite number >= 1, got {overfetch!r}", field="overfetch"
+        )
+    return float(overfetch)
 
 
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
@@ -342,20 +360,29 @@ class Host:
         session: str | None = None,
         timeout_ms: float | None = None,
         on_leg_done: LegDone | None = None,
+        overfetch: float = 1.0,
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
-        ``query.max_tokens`` is replaced per provider by its ``budget_split``
-        share (B1); ``timeout_ms`` caps every leg's own timeout.
+        The budget is split with ``budget_split`` first; each provider's
+        ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
+        and B1 is judged against that asked figure (``LegReport.max_tokens``).
+        With ``overfetch == 1`` nobody can offer more than the global budget
+        together; above 1 the budget is contested and the composer's ranking
+        policy decides what gets in. ``timeout_ms`` caps every leg's own timeout.
         """
+        overfetch = _check_overfetch(overfetch)
         if self._closing:
             raise ShuttingDown("host is shutting down")
         if self._tg is None:
             raise RuntimeError("Host used outside 'async with'")
         slots = self._select(providers)
         shares = _split(global_budget, [s.spec.weight for s in slots]) if slots else []
-        fan = FanOut(query=query, global_budget=global_budget)
+        fan = FanOut(query=query, global_budget=global_budget, overfetch=overfetch)
         fan.shares = {s.spec.id: share for s, share in zip(slots, shares, strict=True)}
+        fan.asked = {
+            pid: _asked(share, global_budget, overfetch) for pid, share in fan.shares.items()
+        }
         reports: list[LegReport] = []
         audits: dict[str, LegAudit] = {}
         stage = self.verify_stage
@@ -363,7 +390,7 @@ class Host:
         replies: dict[str, Any] = {}
 
         async def run_leg(slot: _Slot, share: int) -> None:
-            report, audit = await self._leg(slot, query, share, timeout_ms)
+            report, audit = await self._leg(slot, query, share, fan.asked[slot.spec.id], timeout_ms)
             reports.append(report)
             if audit is not None:
                 audits[slot.spec.id] = audit
@@ -453,16 +480,21 @@ class Host:
     # -- one leg ------------------------------------------------------------------------
 
     async def _leg(
-        self, slot: _Slot, template: ContextQuery, share: int, timeout_ms: float | None
+        self,
+        slot: _Slot,
+        template: ContextQuery,
+        share: int,
+        asked: int,
+        timeout_ms: float | None,
     ) -> tuple[LegReport, LegAudit | None]:
         spec = slot.spec
         limit_ms = spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
         started = time.perf_counter()
         deadline = anyio.current_time() + limit_ms / 1000
-        query = template.model_copy(update={"max_tokens": share})
+        query = template.model_copy(update={"max_tokens": asked})
         conn: ProviderConnection | None = None
         audit: LegAudit | None = None
-        fields: dict[str, Any] = {"max_tokens": share}
+        fields: dict[str, Any] = {"max_tokens": asked, "share": share}
 
         def done(status: LegStatus, **more: Any) -> tuple[LegReport, LegAudit | None]:
             report = LegReport(
@@ -475,7 +507,7 @@ class Host:
             self._log_leg(report)
             return report, audit
 
-        if share <= 0:
+        if asked <= 0:
             return done(LegStatus.SKIPPED, error_code="no_budget", error_message="budget share 0")
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):

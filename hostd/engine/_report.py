@@ -57,8 +57,11 @@ class LegReport:
     error_code: str | None = None
     error_message: str | None = None
     violations: tuple[Violation, ...] = ()
-    #: The token share this provider was asked to stay within (B1).
+    #: The tokens this provider was asked to stay within (B1): its share times the
+    #: fan-out's ``overfetch``, capped at the global budget.
     max_tokens: int | None = None
+    #: Its ``budget_split`` share of the global budget (before over-fetch).
+    share: int | None = None
     #: Honest (recomputed) cost of the accepted frames.
     tokens_accepted: int = 0
     #: C6: scopes without a consent receipt (status ``no_consent``).
@@ -76,6 +79,8 @@ class LegReport:
         }
         if self.max_tokens is not None:
             out["max_tokens"] = self.max_tokens
+        if self.share is not None:
+            out["share"] = self.share
         if self.error_code is not None:
             out["error"] = {"code": self.error_code, "message": self.error_message or ""}
         if self.missing_scopes:
@@ -97,6 +102,9 @@ class FanOut:
     verification: dict[FrameId, dict[str, Any]] = field(default_factory=dict)
     #: Each provider's token share (``budget_split``).
     shares: dict[str, int] = field(default_factory=dict)
+    #: The over-fetch factor and what each provider was asked for (``max_tokens``).
+    overfetch: float = 1.0
+    asked: dict[str, int] = field(default_factory=dict)
     #: Figures the verify/reuse stage adds (reused frames, evictions, …).
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -138,6 +146,7 @@ class FanOut:
                 for fid, reason, detail in self.excluded
             ],
             "usage": self.usage_report(),
+            "overfetch": self.overfetch,
         }
 
 

@@ -79,6 +79,10 @@ class QueryParams(_Params):
     timeout_ms: Annotated[int, Field(gt=0, le=600_000)] | None = None
     session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     progress_token: str | int | None = None
+    #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.
+    overfetch: (
+        Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] | None
+    ) = None
 
 
 class ComposeParams(QueryParams):
@@ -232,9 +236,16 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
         session=p.session,
         timeout_ms=p.timeout_ms,
         on_leg_done=on_leg_done,
+        overfetch=_overfetch(ctx, p),
     )
     log_legs(log, fan.reports)
     return fan
+
+
+def _overfetch(ctx: RequestContext, p: QueryParams) -> float:
+    if p.overfetch is not None:
+        return p.overfetch
+    return float(ctx.daemon.config.host.overfetch)
 
 
 def _reports(fan: Any) -> list[dict[str, Any]]:
@@ -272,6 +283,11 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs
     )
     result = composed.to_wire()
+    policy = result.get("audit", {}).get("policy")
+    if isinstance(policy, dict):
+        # What the providers were asked for: share × overfetch, capped at the budget.
+        policy["overfetch"] = fan.overfetch
+        policy["asked"] = dict(fan.asked)
     log_audit(log, result.get("audit", {}).get("entries", ()))
     usage = fan.usage_report()
     ctx.daemon.remember_usage(ctx.request_id, usage)
