@@ -10,6 +10,7 @@ pipeline stages already excluded — ends in the audit exactly once.
 
 from __future__ import annotations
 
+import gc
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
@@ -157,7 +158,45 @@ def compose_for_prompt(
 
     The prompt is a pure function of the frame *set* (and the arguments): any
     order of the same frames gives the same bytes.
+
+    The cyclic garbage collector is paused for the call (and restored, also on
+    error): composing makes no garbage cycles of its own (any a third-party
+    policy leaves are collected once the collector resumes), and at 100k
+    candidates each collection it would otherwise trigger walks the big
+    candidate columns and the models behind them, which made the cost grow
+    faster than the input.
     """
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _compose(
+            frames,
+            budget,
+            strategy=strategy,
+            placement=placement,
+            floors=floors,
+            caps=caps,
+            excluded=excluded,
+            verification=verification,
+        )
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _compose(
+    frames: Iterable[FramePair],
+    budget: int,
+    *,
+    strategy: Strategy | str | Mapping[str, Any] | None = None,
+    placement: str = "edges",
+    floors: Iterable[Floor | Mapping[str, Any] | tuple[Any, ...]] = (),
+    caps: Mapping[str, float] | None = None,
+    excluded: Iterable[tuple[FrameId, str, Mapping[str, Any]]] = (),
+    verification: Mapping[FrameId, Mapping[str, Any]] | None = None,
+) -> ComposedPrompt:
+    """``compose_for_prompt`` itself, run with the collector paused."""
     budget = _check_budget(budget)
     if strategy is None:
         strategy = ScoreDescending()
@@ -219,7 +258,10 @@ def compose_for_prompt(
     # even the cheapest frame still ahead cannot fit, the walk stops: every
     # frame from there on is over budget with the same tokens remaining.
     c_pids = cands.provider_ids
-    lengths = [len(c) if c else 0 for c in c_contents]
+    try:
+        lengths = list(map(len, c_contents))
+    except TypeError:  # a reference frame carries no inline content (P3)
+        lengths = [len(c) if c else 0 for c in c_contents]
     ranked_lengths = list(map(lengths.__getitem__, order))
     cheapest_ahead = list(accumulate(reversed(ranked_lengths), min))[::-1]
     remaining = contested

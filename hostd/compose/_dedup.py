@@ -11,9 +11,8 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter, ne
@@ -102,48 +101,33 @@ _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 def _repeats(keys: Sequence[Hashable]) -> list[tuple[int, int]]:
     """``(k, f)`` for every position ``k`` whose key first appeared at ``f < k``.
 
-    All C-level passes: a dict built from the reversed pairs keeps each key's
-    first position, then one lookup per key finds the latecomers.
+    One C-level pass: ``dict.setdefault`` stores each key's first position and
+    hands it back for every later occurrence, so each key is hashed and looked
+    up once; a second pass compares the positions.
     """
     n = len(keys)
-    first = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
+    first: dict[Hashable, int] = {}
+    firsts = list(map(first.setdefault, keys, range(n)))
     if len(first) == n:
         return []
-    firsts = array("q", map(first.__getitem__, keys))
     return [(k, firsts[k]) for k in compress(range(n), map(ne, firsts, range(n)))]
 
 
 def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
     """Links between owners of equal ``file`` regions (same ``uri`` and ``range``).
 
-    Keyed by the hash of each ``(type, uri, range)``: the triple is freed as soon
-    as it is hashed, so 100k frames do not leave 100k tuples for the garbage
-    collector to walk. The few repeats found are then compared for real; a hash
-    collision (never seen, but possible) falls back to the exact keys.
+    Keyed by the exact ``(type, uri, range)`` triple of every provenance entry
+    (read from the model's ``__dict__`` when it is a plain pydantic model).
     """
     try:
-        region: Callable[[Any], tuple[Any, ...]] = _region_from_dict
-        hashes = array("q", map(hash, map(_REGION_FROM_DICT, map(_DICT, flat))))
+        regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
     except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
-        region = _REGION_FROM_ATTRS
-        hashes = array("q", map(hash, map(_REGION_FROM_ATTRS, flat)))
-    links: list[tuple[int, int]] = []
-    for k, f in _repeats(hashes):
-        kind, uri, rng = region(flat[k])
-        if (kind, uri, rng) != region(flat[f]):
-            exact = list(map(region, flat))
-            return [
-                (owners[k], owners[f])
-                for k, f in _repeats(exact)
-                if exact[k][0] == "file" and exact[k][1] is not None and owners[k] != owners[f]
-            ]
-        if kind == "file" and uri is not None and owners[k] != owners[f]:
-            links.append((owners[k], owners[f]))
-    return links
-
-
-def _region_from_dict(pv: Any) -> tuple[Any, ...]:
-    return _REGION_FROM_DICT(pv.__dict__)  # type: ignore[no-any-return]  # a 3-tuple
+        regions = list(map(_REGION_FROM_ATTRS, flat))
+    return [
+        (owners[k], owners[f])
+        for k, f in _repeats(regions)
+        if regions[k][0] == "file" and regions[k][1] is not None and owners[k] != owners[f]
+    ]
 
 
 def dedup_pool(

@@ -12,10 +12,11 @@ key, so it is a pure function of the candidate set.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import zip_longest
+from itertools import repeat, zip_longest
+from operator import add, truediv
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from ._candidates import CandidateSet, FramePair, SortKey, rank_desc
@@ -159,40 +160,45 @@ class ReciprocalRankFusion:
         """The fused value of every candidate (what ``order`` sorts on)."""
         c = CandidateSet.of(frames)
         n = len(c)
-        if c.support:
-            # Per provider: the candidates it vouches for, valued by its own best score.
-            members: defaultdict[str, list[int]] = defaultdict(list)
-            values: defaultdict[str, list[float]] = defaultdict(list)
+        lists = c.by_provider()
+        # Frames vouched for by several providers (after dedup) sit in each of
+        # those providers' lists, valued by that provider's own best score.
+        vouched: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
+        for i, sup in c.support.items():
+            for p, s in sup:
+                vouched[p].append((i, s))
+        if vouched:
             scores = c.scores
             support = c.support
-            for i, pid in enumerate(c.provider_ids):
-                sup = support.get(i)
-                if sup is None:
-                    members[pid].append(i)
-                    values[pid].append(scores[i])
-                else:
-                    for p, s in sup:
-                        members[p].append(i)
-                        values[p].append(s)
-            lists = {}
-            for p in sorted(members):
-                idx, vals = members[p], values[p]
+            for p, more in vouched.items():
+                own = [i for i in lists.get(p, ()) if i not in support]
+                idx = own + [i for i, _ in more]
+                vals = [scores[i] for i in own] + [s for _, s in more]
 
                 def key_at(j: int, idx: list[int] = idx) -> SortKey:
                     return c.key(idx[j])
 
                 local = rank_desc(range(len(idx)), vals, key_at)
                 lists[p] = [idx[j] for j in local]
-        else:
-            lists = c.by_provider()
         fused = [0.0] * n
         k = self.k
+        shared: dict[int, float] = dict.fromkeys(c.support, 0.0)
         # Providers are visited in id order, so the float sums are the same
-        # whatever order the frames arrived in.
+        # whatever order the frames arrived in. A frame in one list only gets
+        # 0.0 + w / (k + rank), i.e. exactly its one contribution, written in a
+        # C-level pass; frames in several lists are summed in provider order.
         for p in sorted(lists):
             w = self.weight(p)
-            for rank, i in enumerate(lists[p], start=1):
-                fused[i] += w / (k + rank)
+            lst = lists[p]
+            m = len(lst)
+            contrib = list(map(truediv, repeat(w, m), map(add, repeat(k, m), range(1, m + 1))))
+            deque(map(fused.__setitem__, lst, contrib), maxlen=0)
+            if p in vouched:
+                rank_of = dict(zip(lst, range(m), strict=True))
+                for i, _ in vouched[p]:
+                    shared[i] += contrib[rank_of[i]]
+        for i, total in shared.items():
+            fused[i] = total
         return fused
 
     def order(self, frames: Frames) -> list[int]:
