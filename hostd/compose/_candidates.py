@@ -12,10 +12,10 @@ produced here ends in the canonical key, so it is a pure function of the input
 from __future__ import annotations
 
 from array import array
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import accumulate, islice, repeat
 from operator import attrgetter, eq, itemgetter
 from typing import Any, TypeAlias, overload
 
@@ -34,6 +34,9 @@ _FIELDS = ("id", "content_digest", "score", "content", "provenance")
 _DICT = attrgetter("__dict__")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
+# Tied neighbours above which ranking builds the whole key column in one
+# C-level pass rather than one canonical key per tied candidate.
+_MANY_TIES = 64
 
 
 def read_columns(
@@ -175,7 +178,15 @@ class CandidateSet(Sequence[FramePair]):
 
     @property
     def keys(self) -> list[SortKey]:
-        return [self.key(i) for i in range(len(self.frames))]
+        return self.key_column()
+
+    def key_column(self) -> list[SortKey]:
+        """Every candidate's canonical key, index aligned (built in C when no
+        digest is missing)."""
+        n = len(self.frames)
+        if None in self.digests:
+            return [self.key(i) for i in range(n)]
+        return list(zip(self.provider_ids, self.ids, repeat(True, n), self.digests, strict=True))
 
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
@@ -196,28 +207,45 @@ class CandidateSet(Sequence[FramePair]):
 
     def by_score(self) -> list[int]:
         """All candidates by score descending, canonical FrameId on ties."""
-        return rank_desc(range(len(self.frames)), self.scores, self.key)
+        return rank_desc(range(len(self.frames)), self.scores, self.key, self.key_column)
 
     def by_provider(self) -> dict[str, list[int]]:
         """Each provider's own frames ranked by its own score (F10), canonical ties,
         providers in id order."""
-        groups: defaultdict[str, list[int]] = defaultdict(list)
         pids = self.provider_ids
-        # A stable partition of the global order keeps each provider's frames in
-        # score order with canonical ties: one sort instead of one per provider.
-        for i in self.by_score():
-            groups[pids[i]].append(i)
-        return {p: groups[p] for p in sorted(groups)}
+        n = len(pids)
+        providers = sorted(set(pids))
+        if len(providers) < 2:
+            return {p: self.by_score() for p in providers}
+        # Group the indices by provider in C (a stable sort on a small integer
+        # code), then rank each provider's own frames: no per-frame Python step.
+        code_of = {p: c for c, p in enumerate(providers)}
+        codes = array("l", map(code_of.__getitem__, pids))
+        grouped = sorted(range(n), key=codes.__getitem__)
+        counts = Counter(codes)
+        ends = accumulate(map(counts.__getitem__, range(len(providers))))
+        out: dict[str, list[int]] = {}
+        start = 0
+        for p, end in zip(providers, ends, strict=True):
+            out[p] = rank_desc(grouped[start:end], self.scores, self.key, self.key_column)
+            start = end
+        return out
 
 
 def rank_desc(
-    indices: Iterable[int], values: Sequence[float], key_of: Callable[[int], Any]
+    indices: Iterable[int],
+    values: Sequence[float],
+    key_of: Callable[[int], Any],
+    key_column: Callable[[], Sequence[Any]] | None = None,
 ) -> list[int]:
     """``indices`` by ``values`` descending, equal values in ``key_of`` order.
 
     Sorts on the float alone (CPython compares all-float keys on a fast path)
     and then re-sorts only the runs of equal values by their canonical key:
-    cheap when ties are rare, still exact when they are not.
+    cheap when ties are rare, still exact when they are not. ``key_column``,
+    if given, returns every index's key at once (``key_column()[i] ==
+    key_of(i)``); it is used instead of ``key_of`` when many values tie, as
+    they do in rank-space fusion.
     """
     order = sorted(indices, key=values.__getitem__, reverse=True)
     n = len(order)
@@ -229,15 +257,17 @@ def rank_desc(
     same_as_next = bytes(map(eq, vals, islice(vals, 1, None)))
     if 1 not in same_as_next:
         return order
+    if key_column is not None and same_as_next.count(1) > _MANY_TIES:
+        key_of = key_column().__getitem__
     k = 0
     while True:
         try:
             k = same_as_next.index(1, k)
         except ValueError:
             return order
-        j = k
-        while j < n - 1 and same_as_next[j]:
-            j += 1
+        j = same_as_next.find(0, k)  # the run of equal values ends at order[j]
+        if j < 0:
+            j = n - 1
         # order[k..j] share one value
         order[k : j + 1] = sorted(order[k : j + 1], key=key_of)
         k = j + 1

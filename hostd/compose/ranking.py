@@ -15,8 +15,8 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat, zip_longest
-from operator import add, truediv
+from itertools import filterfalse, repeat, zip_longest
+from operator import add, itemgetter, truediv
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from ._candidates import CandidateSet, FramePair, SortKey, rank_desc
@@ -33,6 +33,8 @@ __all__ = [
 ]
 
 Frames = CandidateSet | Iterable[FramePair]
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 @runtime_checkable
@@ -110,7 +112,9 @@ class PerProviderQuota:
         for lst in c.by_provider().values():
             first.extend(lst[:k])
             rest.extend(lst[k:])
-        return rank_desc(first, c.scores, c.key) + rank_desc(rest, c.scores, c.key)
+        return rank_desc(first, c.scores, c.key, c.key_column) + rank_desc(
+            rest, c.scores, c.key, c.key_column
+        )
 
     def to_wire(self) -> Any:
         return {"quota": self.k}
@@ -171,15 +175,15 @@ class ReciprocalRankFusion:
             scores = c.scores
             support = c.support
             for p, more in vouched.items():
-                own = [i for i in lists.get(p, ()) if i not in support]
-                idx = own + [i for i, _ in more]
-                vals = [scores[i] for i in own] + [s for _, s in more]
+                own = list(filterfalse(support.__contains__, lists.get(p, ())))
+                idx = own + list(map(_FIRST, more))
+                vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
 
                 def key_at(j: int, idx: list[int] = idx) -> SortKey:
                     return c.key(idx[j])
 
                 local = rank_desc(range(len(idx)), vals, key_at)
-                lists[p] = [idx[j] for j in local]
+                lists[p] = list(map(idx.__getitem__, local))
         fused = [0.0] * n
         k = self.k
         shared: dict[int, float] = dict.fromkeys(c.support, 0.0)
@@ -203,7 +207,7 @@ class ReciprocalRankFusion:
 
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
-        return rank_desc(range(len(c)), self.fused_scores(c), c.key)
+        return rank_desc(range(len(c)), self.fused_scores(c), c.key, c.key_column)
 
     def to_wire(self) -> Any:
         body: dict[str, Any] = {"k": self.k}
