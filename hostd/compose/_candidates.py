@@ -247,9 +247,20 @@ def rank_desc(
     key_of(i)``); it is used instead of ``key_of`` when many values tie, as
     they do in rank-space fusion.
     """
+    if not isinstance(indices, range | list | tuple):
+        indices = list(indices)
     order = sorted(indices, key=values.__getitem__, reverse=True)
     n = len(order)
     if n < 2:
+        return order
+    # No two values equal (the usual case for raw scores): the float sort is
+    # the answer. Checked in index order, which reads the values where they lie
+    # in memory rather than gathering them in rank order.
+    if isinstance(indices, range) and indices == range(len(values)):
+        distinct = len(set(values))
+    else:
+        distinct = len(set(map(values.__getitem__, indices)))
+    if distinct == n:
         return order
     # array and bytes rather than lists: untracked by the garbage collector, so a
     # 100k-frame ranking does not hand it 100k more references to walk.

@@ -130,6 +130,26 @@ def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int
     ]
 
 
+def _merged_provenance(
+    ranked: Sequence[int], best: int, provs: Sequence[Sequence[Provenance]]
+) -> list[Provenance] | None:
+    """The de-duplicated union of the group's provenance, best first, or None when
+    it equals the survivor's own (nothing added from another member, no repeat)."""
+    merged: list[Provenance] = []
+    seen: set[tuple[str | None, ...]] = set()
+    changed = False  # anything added from another member, or a repeat dropped
+    for i in ranked:
+        for pv in provs[i]:
+            k = _prov_key(pv)
+            if k in seen:
+                changed = changed or i == best
+            else:
+                seen.add(k)
+                merged.append(pv)
+                changed = changed or i != best
+    return merged if changed else None
+
+
 def dedup_pool(
     pool: CandidateSet, provenances: Sequence[Sequence[Provenance]] | None = None
 ) -> _DedupResult:
@@ -165,6 +185,30 @@ def dedup_pool(
     replaced: dict[int, ContextFrame] = {}
     support: dict[int, tuple[tuple[str, float], ...]] = {}
     for members in _group_members(links).values():
+        if len(members) == 2:  # the common case, decided without a sort or a dict
+            a, b = members
+            sa, sb = scores[a], scores[b]
+            if sa != sb:
+                best, other = (a, b) if sa > sb else (b, a)
+                pair = True
+            else:
+                ka, kb = key(a), key(b)
+                pair = ka != kb
+                best, other = (a, b) if ka < kb else (b, a)
+            if pair:
+                merged = _merged_provenance((best, other), best, provs)
+                if merged is not None:
+                    replaced[best] = frames[best].model_copy(update={"provenance": merged})
+                pb, po = pids[best], pids[other]
+                if pb != po:
+                    support[best] = (
+                        ((pb, scores[best]), (po, scores[other]))
+                        if pb < po
+                        else ((po, scores[other]), (pb, scores[best]))
+                    )
+                keep_mask[other] = 0
+                drops.append((other, best))
+                continue
         ranked = sorted(members, key=lambda i: (-scores[i], key(i)))
         best = ranked[0]
         if scores[ranked[1]] == scores[best] and key(ranked[1]) == key(best):
@@ -175,19 +219,8 @@ def dedup_pool(
             tie_set = set(ties)
             ranked = tied + [i for i in ranked if i not in tie_set]
             best = ranked[0]
-        merged: list[Provenance] = []
-        seen: set[tuple[str | None, ...]] = set()
-        changed = False  # anything added from another member, or a repeat dropped
-        for i in ranked:
-            for pv in provs[i]:
-                k = _prov_key(pv)
-                if k in seen:
-                    changed = changed or i == best
-                else:
-                    seen.add(k)
-                    merged.append(pv)
-                    changed = changed or i != best
-        if changed:
+        merged = _merged_provenance(ranked, best, provs)
+        if merged is not None:
             replaced[best] = frames[best].model_copy(update={"provenance": merged})
         best_by_provider: dict[str, float] = {}
         for i in ranked:  # best first, so the first score seen per provider is its best
