@@ -1,0 +1,192 @@
+"""The fast paths behind compose_for_prompt agree with plain reference code.
+
+Ranking and dedup take shortcuts for speed (a paused collector, C-level
+grouping, a no-tie check, a whole key column for tie-heavy rankings, RRF
+contributions written in one pass, two-member dedup groups decided without a
+sort). Each test here states the plain rule and checks the shortcut against it.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostd.compose import (
+    CandidateSet,
+    Floor,
+    FloorsExceedBudget,
+    ReciprocalRankFusion,
+    ScoreDescending,
+    compose_for_prompt,
+)
+from hostd.compose._candidates import rank_desc
+from hostd.compose._dedup import _prov_key, dedup_pool
+from hostd.protocol import ContextFrame
+
+from ._helpers import frame, frame_pairs
+
+
+@contextmanager
+def _collector(enabled: bool) -> Iterator[None]:
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        yield
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+class _Recording:
+    """A third-party policy that notes whether the collector ran during ranking."""
+
+    name = "recording"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.seen: list[bool] = []
+        self.fail = fail
+
+    def order(self, frames: object) -> list[int]:
+        self.seen.append(gc.isenabled())
+        if self.fail:
+            raise RuntimeError("policy failed")
+        return ScoreDescending().order(frames)  # type: ignore[arg-type]
+
+
+def _pairs() -> list[tuple[str, ContextFrame]]:
+    return [("p", frame("a", 0.9, "alpha")), ("q", frame("b", 0.4, "beta"))]
+
+
+def test_compose_pauses_the_collector_and_turns_it_back_on() -> None:
+    policy = _Recording()
+    with _collector(True):
+        compose_for_prompt(_pairs(), 100, strategy=policy)
+        assert gc.isenabled()
+    assert policy.seen == [False]
+
+
+def test_compose_leaves_a_disabled_collector_disabled() -> None:
+    with _collector(False):
+        compose_for_prompt(_pairs(), 100)
+        assert not gc.isenabled()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_collector_state_is_restored_when_compose_raises(enabled: bool) -> None:
+    with _collector(enabled):
+        with pytest.raises(RuntimeError, match="policy failed"):
+            compose_for_prompt(_pairs(), 100, strategy=_Recording(fail=True))
+        assert gc.isenabled() is enabled
+        with pytest.raises(FloorsExceedBudget):
+            compose_for_prompt(_pairs(), 1, floors=[Floor("pinned", "x" * 40)])
+        assert gc.isenabled() is enabled
+
+
+# Few distinct values, so runs of ties are long and often exceed the point where
+# the whole key column is built.
+_VALUES = st.lists(st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, float("-inf")]), max_size=300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=_VALUES, data=st.data())
+def test_rank_desc_is_value_descending_then_key(values: list[float], data: st.DataObject) -> None:
+    n = len(values)
+    keys = [(f"p{i % 3}", f"f{(i * 7919) % 1009:04d}", i) for i in range(n)]
+    indices = data.draw(st.sampled_from(["all", "subset", "generator"]), label="indices")
+    if indices == "all":
+        chosen: object = range(n)
+        expected_from = list(range(n))
+    else:
+        expected_from = sorted(data.draw(st.sets(st.integers(0, max(n - 1, 0)))) if n else [])
+        chosen = expected_from if indices == "subset" else iter(expected_from)
+    expected = sorted(expected_from, key=lambda i: (-values[i], keys[i]))
+    with_column = rank_desc(chosen, values, keys.__getitem__, lambda: keys)  # type: ignore[arg-type]
+    assert with_column == expected
+    if indices != "generator":
+        assert rank_desc(chosen, values, keys.__getitem__) == expected  # type: ignore[arg-type]
+
+
+@settings(max_examples=80, deadline=None)
+@given(pairs=frame_pairs(max_size=20))
+def test_by_provider_partitions_the_score_order(pairs: list[tuple[str, ContextFrame]]) -> None:
+    c = CandidateSet.of(pairs)
+    global_order = sorted(range(len(c)), key=lambda i: (-c.scores[i], c.key(i)))
+    expected = {
+        p: [i for i in global_order if c.provider_ids[i] == p] for p in sorted(set(c.provider_ids))
+    }
+    got = c.by_provider()
+    assert list(got) == list(expected)
+    for p, members in expected.items():
+        # equal (score, key) pairs, the same identity offered twice, may come either way
+        assert [(c.scores[i], c.key(i)) for i in got[p]] == [
+            (c.scores[i], c.key(i)) for i in members
+        ]
+        assert sorted(got[p]) == sorted(members)
+
+
+def _reference_fused(c: CandidateSet, rrf: ReciprocalRankFusion) -> list[float]:
+    """Rank-space fusion written out plainly: per provider, every frame it vouches
+    for valued by its own best score, ranked; contributions summed in provider order."""
+    entries: dict[str, list[tuple[int, float]]] = {}
+    for i in range(len(c)):
+        for p, s in c.supporters(i):
+            entries.setdefault(p, []).append((i, s))
+    fused = [0.0] * len(c)
+    for p in sorted(entries):
+        ranked = sorted(entries[p], key=lambda e: (-e[1], c.key(e[0])))
+        for rank, (i, _) in enumerate(ranked, start=1):
+            fused[i] += rrf.weight(p) / (rrf.k + rank)
+    return fused
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pairs=frame_pairs(max_size=20),
+    rrf=st.sampled_from(
+        [
+            ReciprocalRankFusion(),
+            ReciprocalRankFusion(k=1),
+            ReciprocalRankFusion(k=0, weights={"alpha": 0.0, "beta": 3.5}),
+        ]
+    ),
+)
+def test_rrf_fused_scores_match_the_plain_sum(
+    pairs: list[tuple[str, ContextFrame]], rrf: ReciprocalRankFusion
+) -> None:
+    kept = dedup_pool(CandidateSet.of(pairs)).kept
+    distinct = {kept.key(i) for i in range(len(kept))}
+    if len(distinct) < len(kept):
+        return  # one identity twice: its rank among equals is arrival order, not a rule
+    assert rrf.fused_scores(kept) == _reference_fused(kept, rrf)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pairs=frame_pairs(max_size=14))
+def test_dedup_survivor_and_support_follow_the_group_rule(
+    pairs: list[tuple[str, ContextFrame]],
+) -> None:
+    pool = CandidateSet.of(pairs)
+    res = dedup_pool(pool)
+    groups: dict[int, list[int]] = {}
+    for dropped, kept in res.drops:
+        groups.setdefault(kept, [kept]).append(dropped)
+    position = {origin: j for j, origin in enumerate(res.origin)}
+    for best, members in groups.items():
+        top = min(members, key=lambda i: (-pool.scores[i], pool.key(i)))
+        assert (pool.scores[best], pool.key(best)) == (pool.scores[top], pool.key(top))
+        by_provider: dict[str, float] = {}
+        for i in members:
+            p = pool.provider_ids[i]
+            by_provider[p] = max(by_provider.get(p, -float("inf")), pool.scores[i])
+        j = position[best]
+        assert res.kept.supporters(j) == (
+            tuple(sorted(by_provider.items()))
+            if len(by_provider) > 1
+            else ((pool.provider_ids[best], pool.scores[best]),)
+        )
+        union = {_prov_key(pv) for i in members for pv in pool.frames[i].provenance}
+        assert {_prov_key(pv) for pv in res.kept.frames[j].provenance} == union
