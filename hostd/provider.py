@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from pydantic import ValidationError
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from hostd.protocol import (
     INVALID_PARAMS,
@@ -60,6 +60,11 @@ with warnings.catch_warnings():
     # harmless, but it must not break hosts and tests that run with warnings as errors.
     warnings.simplefilter("ignore", DeprecationWarning)
     from jsonrpcserver import Error, Result, Success, async_dispatch_to_serializable
+    from jsonrpcserver.async_dispatcher import call as _call_method
+    from jsonrpcserver.dispatcher import to_response as _to_response
+    from jsonrpcserver.request import Request as _Request
+    from jsonrpcserver.response import to_serializable_one as _serializable
+    from jsonrpcserver.sentinels import NOCONTEXT as _NOCONTEXT
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -195,12 +200,21 @@ class ProviderServer:
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, no newline) to one input line; ``None`` for a notification."""
-        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
-        if not text.strip():
-            return None
-        reply = await async_dispatch_to_serializable(
-            text, self.methods, validator=_validate_request
-        )
+        fast = _fast_query_request(line)
+        if fast is not None:
+            # The hot path: one well-formed context/query. Same call and error mapping
+            # as the dispatcher (jsonrpcserver's own ``call``), without its per-request
+            # JSON re-parse, gather and signature binding.
+            request = _Request("context/query", fast[1], fast[0])
+            result = await _call_method(request, _NOCONTEXT, self._query)
+            reply = _serializable(_to_response(request, result))
+        else:
+            text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+            if not text.strip():
+                return None
+            reply = await async_dispatch_to_serializable(
+                text, self.methods, validator=_validate_request
+            )
         if reply is None:
             return None
         if isinstance(reply, list):
@@ -280,6 +294,27 @@ class ProviderServer:
     async def _shutdown(self, **params: Any) -> Result:
         self.shutdown_requested.set()
         return Success(None)
+
+
+def _fast_query_request(line: bytes | str) -> tuple[int | str, dict[str, Any]] | None:
+    """``(id, params)`` of a line that is exactly one well-formed ``context/query`` request
+    (an object with jsonrpc "2.0", an integer or string id, object params); ``None`` for
+    anything else, which the full dispatcher handles (batches, notifications, bad input)."""
+    if not isinstance(line, bytes) or b'"context/query"' not in line:
+        return None
+    try:
+        msg = from_json(line)
+    except ValueError:
+        return None
+    if type(msg) is not dict or msg.get("jsonrpc") != "2.0":
+        return None
+    if msg.get("method") != "context/query":
+        return None
+    key = msg.get("id")
+    params = msg.get("params", {})
+    if (type(key) is not int and type(key) is not str) or type(params) is not dict:
+        return None
+    return key, params
 
 
 def _validate_request(request: Any) -> Any:
@@ -417,7 +452,7 @@ async def serve_stdio(
     server = ProviderServer(provider)
     fd = stdin if stdin is not None else sys.stdin.fileno()
     dst = stdout if stdout is not None else sys.stdout.buffer
-    write_lock = anyio.Lock()
+    write_lock = anyio.Lock(fast_acquire=True)
     send, receive = anyio.create_memory_object_stream[Any](math.inf)
     loop = asyncio.get_running_loop()
     splitter = _LineSplitter(max_line_bytes)

@@ -94,7 +94,10 @@ _FRAMES: TypeAdapter[list[ContextFrame]] = TypeAdapter(list[ContextFrame])
 
 def _bulk_parse(raw_frames: Sequence[Any]) -> list[ContextFrame] | None:
     """All frames in one validation call (the common, honest case); ``None`` when any
-    frame is malformed, so each is then parsed on its own and costs only itself."""
+    frame is malformed, so each is then parsed on its own and costs only itself.
+    Frames the transport already parsed (``ContextFrame`` instances) are taken as they are."""
+    if all(type(f) is ContextFrame for f in raw_frames):
+        return list(raw_frames)
     try:
         return _FRAMES.validate_python(raw_frames)
     except ValidationError:
@@ -134,18 +137,19 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
     quarantine: list[Violation] = []
 
     bulk = _bulk_parse(raw_frames)
-    for i, raw in enumerate(raw_frames):
+    for i, raw in enumerate(raw_frames if bulk is None else bulk):
         frame: ContextFrame | None
         if bulk is not None:
-            frame = bulk[i]
-            found = check_frame(bulk[i])
+            frame = raw
+            found = check_frame(raw)
         else:
             frame, found = parse_frame(raw)
         if frame is not None and not found:  # the common case: nothing to report
-            parsed.append((i, frame))
+            pair = (i, frame)
+            parsed.append(pair)
             if looks_like_instructions(frame.content):
                 violations.append(_r3(i))
-            valid.append((i, frame))
+            valid.append(pair)
             continue
         located = [_at(i, v) for v in found]
         violations.extend(located)

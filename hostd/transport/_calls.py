@@ -20,12 +20,15 @@ __all__ = ["Pending", "PendingTable"]
 class Pending:
     """One awaited reply."""
 
-    __slots__ = ("done", "error", "result")
+    __slots__ = ("done", "error", "kind", "result")
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str | None = None) -> None:
         self.done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        #: What the caller asked (e.g. ``"query"``), so the reader may parse the reply
+        #: straight into its model; ``None`` for a plain JSON value.
+        self.kind = kind
 
     def resolve(self, result: Any) -> None:
         if not self.done.is_set():
@@ -61,10 +64,10 @@ class PendingTable:
     def __repr__(self) -> str:
         return f"<PendingTable pending={len(self._pending)} failure={self.failure!r}>"
 
-    def add(self, key: Any) -> Pending:
+    def add(self, key: Any, kind: str | None = None) -> Pending:
         if self.failure is not None:
             raise self.failure
-        slot = Pending()
+        slot = Pending(kind)
         self._pending[key] = slot
         return slot
 
@@ -79,6 +82,9 @@ class PendingTable:
 
     def pop(self, key: Any) -> Pending | None:
         return self._pending.pop(key, None)
+
+    def get(self, key: Any) -> Pending | None:
+        return self._pending.get(key)
 
     def was_abandoned(self, key: Any) -> bool:
         return self._abandoned.pop(key, "missing") is None

@@ -72,7 +72,8 @@ class CgpClient:
     def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
         self._reader = reader
         self._send = send
-        self._send_lock = anyio.Lock()
+        # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
+        self._send_lock = anyio.Lock(fast_acquire=True)
         self._lockstep = anyio.Lock()  # one unkeyed request at a time
         self._ids = itertools.count(1)
         self._table = PendingTable()

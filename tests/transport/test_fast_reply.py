@@ -1,0 +1,81 @@
+"""The JSON-RPC reader's one-pass parse of a well-formed ``context/query`` reply, and the
+general path it falls back to (one malformed frame costs only itself)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hostd.engine._audit import audit_leg
+from hostd.errors import CorrelationMismatch, ProtocolFault, ProviderError
+from hostd.protocol import ContextFrame, HostInfo
+from hostd.provider import make_frame
+from tests.transport.test_bindings import QUERY, jsonrpc, line, run_client
+
+pytestmark = pytest.mark.anyio
+
+
+def _frames(n: int) -> list[dict[str, Any]]:
+    return [
+        make_frame(
+            id=f"f{i}", kind="snippet", title=f"t{i}", content=f"c{i}", citation_label=f"L{i}"
+        ).to_wire()
+        for i in range(n)
+    ]
+
+
+def _answer(result: Any = None, **reply: Any) -> Any:
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        body = {"jsonrpc": "2.0", "id": msg["id"], **reply}
+        if result is not None:
+            body["result"] = result
+        return [line(body)]
+
+    return respond
+
+
+async def test_a_well_formed_reply_arrives_as_parsed_frames() -> None:
+    client, _ = jsonrpc(_answer({"frames": _frames(3), "truncated": True, "dropped_estimate": 4}))
+    result = await run_client(client, lambda: client.query(QUERY))
+    assert [type(f) for f in result.frames] == [ContextFrame] * 3
+    assert [f.id for f in result.frames] == ["f0", "f1", "f2"]
+    assert result.truncated is True and result.dropped_estimate == 4
+
+
+async def test_one_malformed_frame_sends_the_reply_down_the_general_path() -> None:
+    frames: list[Any] = _frames(3)
+    frames[1] = {"id": "bad", "kind": "snippet"}  # no title, score, token_cost
+    client, _ = jsonrpc(_answer({"frames": frames}))
+    result = await run_client(client, lambda: client.query(QUERY))
+    assert [type(f) for f in result.frames] == [dict, dict, dict]
+    # The leg audit then drops that frame alone.
+    audit = audit_leg("p", QUERY, result.frames)
+    assert [f.id for f in audit.accepted] == ["f0", "f2"]
+    assert [(e[0].frame_id, e[1]) for e in audit.excluded] == [("bad", "invalid_frame")]
+
+
+async def test_a_reply_carrying_an_error_is_an_error_even_with_frames() -> None:
+    error = {"code": -32000, "message": "nope", "data": {"cgp_code": "bad_request"}}
+    client, _ = jsonrpc(_answer({"frames": _frames(1)}, error=error))
+    with pytest.raises(ProviderError):
+        await run_client(client, lambda: client.query(QUERY))
+
+
+async def test_a_string_id_for_an_integer_request_is_still_a_correlation_fault() -> None:
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        reply = {"jsonrpc": "2.0", "id": str(msg["id"]), "result": {"frames": _frames(1)}}
+        return [json.dumps(reply).encode() + b"\n"]
+
+    client, _ = jsonrpc(respond)
+    with pytest.raises(CorrelationMismatch):
+        await run_client(client, lambda: client.query(QUERY))
+
+
+async def test_a_frames_shaped_reply_to_a_handshake_is_not_taken_for_a_query() -> None:
+    # The one-pass parse is only for replies to context/query; anything else is read
+    # by its own model (here: a handshake ack missing its members is a protocol fault).
+    client, _ = jsonrpc(_answer({"frames": _frames(1)}))
+    with pytest.raises(ProtocolFault):
+        await run_client(client, lambda: client.handshake(HostInfo(name="h", version="0")))
