@@ -15,7 +15,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import islice
 from typing import Any, Literal
 
 from hostd.errors import FloorsOverBudget
@@ -256,14 +256,18 @@ def _compose(
     # ceil(chars / 4) never exceeds a frame's canonical cost (a UTF-8 character is
     # at least one byte), so most misses are decided without encoding, and once
     # even the cheapest frame still ahead cannot fit, the walk stops: every
-    # frame from there on is over budget with the same tokens remaining.
+    # frame from there on is over budget with the same tokens remaining. The
+    # walk starts from the cheapest candidate overall (one C-level pass, no
+    # per-rank table); a long stretch with nothing included tightens that to the
+    # cheapest frame actually ahead, at doubling intervals, so an early stop
+    # never costs more than O(n log n) C-level steps.
     c_pids = cands.provider_ids
     try:
         lengths = list(map(len, c_contents))
     except TypeError:  # a reference frame carries no inline content (P3)
         lengths = [len(c) if c else 0 for c in c_contents]
-    ranked_lengths = list(map(lengths.__getitem__, order))
-    cheapest_ahead = list(accumulate(reversed(ranked_lengths), min))[::-1]
+    cheapest = min(lengths, default=0)  # never above the cheapest frame still ahead
+    stretch = 256
     remaining = contested
     used_by: dict[str, int] = {}
     chosen: list[int] = []
@@ -273,10 +277,16 @@ def _compose(
     remaining_after: list[int] = []
     capped: dict[int, tuple[str, int, float]] = {}
     cost_of = canonical_token_cost
+    last_included = -1
     for rank, i in enumerate(order):
-        if (cheapest_ahead[rank] + 3) >> 2 > remaining:
+        if (cheapest + 3) >> 2 > remaining:
             break
-        length = ranked_lengths[rank]
+        if rank - last_included > stretch:
+            cheapest = min(map(lengths.__getitem__, islice(order, rank, None)))
+            stretch *= 2
+            if (cheapest + 3) >> 2 > remaining:
+                break
+        length = lengths[i]
         if length:
             if (length + 3) >> 2 > remaining or (cost := cost_of(c_contents[i])) > remaining:
                 continue
@@ -297,6 +307,7 @@ def _compose(
         costs[i] = cost
         included_ranks.append(rank)
         remaining_after.append(remaining)
+        last_included = rank
 
     def skipped_rows() -> list[Row]:
         # Built only when the audit is read. A skipped frame saw the tokens left
