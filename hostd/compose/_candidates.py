@@ -15,7 +15,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, islice, repeat
+from itertools import islice, repeat
 from operator import attrgetter, eq, itemgetter
 from typing import Any, TypeAlias, overload
 
@@ -212,22 +212,32 @@ class CandidateSet(Sequence[FramePair]):
     def by_provider(self) -> dict[str, list[int]]:
         """Each provider's own frames ranked by its own score (F10), canonical ties,
         providers in id order."""
+        groups = self.split_by_provider(range(len(self.frames)))
+        return {
+            p: rank_desc(members, self.scores, self.key, self.key_column)
+            for p, members in groups.items()
+        }
+
+    def split_by_provider(self, order: Sequence[int]) -> dict[str, list[int]]:
+        """``order`` split by provider, each part keeping its relative order,
+        providers in id order.
+
+        Done in C: a stable sort on a small integer code per provider, no
+        per-frame Python step.
+        """
         pids = self.provider_ids
-        n = len(pids)
-        providers = sorted(set(pids))
+        providers = sorted(set(map(pids.__getitem__, order)))
         if len(providers) < 2:
-            return {p: self.by_score() for p in providers}
-        # Group the indices by provider in C (a stable sort on a small integer
-        # code), then rank each provider's own frames: no per-frame Python step.
+            return {p: list(order) for p in providers}
         code_of = {p: c for c, p in enumerate(providers)}
         codes = array("l", map(code_of.__getitem__, pids))
-        grouped = sorted(range(n), key=codes.__getitem__)
-        counts = Counter(codes)
-        ends = accumulate(map(counts.__getitem__, range(len(providers))))
+        grouped = sorted(order, key=codes.__getitem__)
+        counts = Counter(map(codes.__getitem__, order))
         out: dict[str, list[int]] = {}
         start = 0
-        for p, end in zip(providers, ends, strict=True):
-            out[p] = rank_desc(grouped[start:end], self.scores, self.key, self.key_column)
+        for c, p in enumerate(providers):
+            end = start + counts[c]
+            out[p] = grouped[start:end]
             start = end
         return out
 

@@ -107,13 +107,15 @@ class PerProviderQuota:
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
         k = self.effective_k
-        first: list[int] = []
-        rest: list[int] = []
-        for lst in c.by_provider().values():
-            first.extend(lst[:k])
-            rest.extend(lst[k:])
-        return rank_desc(first, c.scores, c.key, c.key_column) + rank_desc(
-            rest, c.scores, c.key, c.key_column
+        # One ranking by score; each provider's top k (its own order is the
+        # global one restricted to it) move to the front, both parts keeping
+        # the global order.
+        ranked = c.by_score()
+        quota: set[int] = set()
+        for members in c.split_by_provider(ranked).values():
+            quota.update(members[:k])
+        return list(filter(quota.__contains__, ranked)) + list(
+            filterfalse(quota.__contains__, ranked)
         )
 
     def to_wire(self) -> Any:

@@ -20,6 +20,7 @@ from hostd.compose import (
     CandidateSet,
     Floor,
     FloorsExceedBudget,
+    PerProviderQuota,
     ReciprocalRankFusion,
     ScoreDescending,
     compose_for_prompt,
@@ -207,3 +208,19 @@ def test_packer_walk_stops_only_where_nothing_ahead_can_fit(empty_last: bool) ->
     assert len(over) == 699
     assert {e.detail["remaining"] for e in over} == {9}
     assert [e.rank for e in out.audit.entries] == list(range(len(pairs)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(pairs=frame_pairs(max_size=20), k=st.integers(0, 3))
+def test_quota_order_is_every_providers_top_k_then_the_rest(
+    pairs: list[tuple[str, ContextFrame]], k: int
+) -> None:
+    c = CandidateSet.of(pairs)
+    if len({c.key(i) for i in range(len(c))}) < len(c):
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    by_value = sorted(range(len(c)), key=lambda i: (-c.scores[i], c.key(i)))
+    top: set[int] = set()
+    for p in set(c.provider_ids):
+        top.update([i for i in by_value if c.provider_ids[i] == p][: max(k, 1)])
+    expected = [i for i in by_value if i in top] + [i for i in by_value if i not in top]
+    assert PerProviderQuota(k).order(c) == expected
