@@ -463,7 +463,7 @@ async def serve_stdio(
     def deliver(item: object) -> None:
         nonlocal queued, ended
         if ended:
-            return
+            return  # after EOF or shutdown: late input (or the pipe's closing) is dropped
         ended = item is _EOF
         queued += 1
         send.send_nowait(item)
@@ -472,8 +472,15 @@ async def serve_stdio(
 
     async def write(data: bytes) -> None:
         async with write_lock:
-            dst.write(data + b"\n")
-            dst.flush()
+            try:
+                dst.write(data + b"\n")
+                dst.flush()
+            except (BrokenPipeError, ConnectionResetError, ValueError):
+                # The host stopped reading (or closed our stdout): nobody is left to
+                # answer. Stop quietly (R2) and point the descriptor at /dev/null so the
+                # interpreter's final flush cannot fail loudly either.
+                _silence(dst)
+                server.shutdown_requested.set()
 
     async def answer(line: bytes) -> None:
         reply = await server.handle_line(line)
@@ -522,10 +529,25 @@ async def serve_stdio(
             await server.shutdown_requested.wait()
             tg.cancel_scope.cancel()
     finally:
+        # R2, quietly: once shutting down, nothing more is delivered. Closing the pipe
+        # transport calls ``connection_lost`` (→ ``deliver``) later, in a loop callback,
+        # where a send on the closed stream would print a traceback.
+        ended = True
         send.close()
         if transport is not None:
             transport.close()
         stdin_file.close()
+
+
+def _silence(stream: Any) -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real descriptor (tests' buffers)
+        pass
 
 
 def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:

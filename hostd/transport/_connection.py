@@ -10,9 +10,10 @@ decides); a connection is single-use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextvars
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import structlog
@@ -66,6 +67,40 @@ class BindingClient(Protocol):
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
     async def shutdown(self) -> None: ...
     def close(self, error: HostdError) -> None: ...
+
+
+async def start_in_clean_context(
+    task_group: TaskGroup, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any
+) -> Any:
+    """``await task_group.start(func, *args)``, with the new task in an empty
+    ``contextvars`` context.
+
+    A connection's reader and stderr pump live as long as the provider, not as
+    long as the request that happened to start it: started from the request's
+    context they would inherit its bound log fields (``request_id``) and tag
+    every later stderr line with it.
+    """
+    outcome: dict[str, Any] = {}
+    ready = anyio.Event()
+
+    async def starter() -> None:
+        try:
+            outcome["value"] = await task_group.start(func, *args)
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+        finally:
+            ready.set()
+
+    # asyncio copies the *current* context into a new task: make that an empty one.
+    contextvars.Context().run(task_group.start_soon, starter)
+    with anyio.CancelScope(shield=True):  # quick: the task does no I/O before started()
+        await ready.wait()
+    error = outcome.get("error")
+    if isinstance(error, anyio.get_cancelled_exc_class()):
+        raise ProviderCrashed("the connection was cancelled before it started")
+    if error is not None:
+        raise error
+    return outcome["value"]
 
 
 def _handshake_error(violations: list[Violation]) -> HostdError:
@@ -147,8 +182,8 @@ class ProviderConnection:
         except OSError as exc:
             raise ProviderCrashed(f"cannot start provider: {exc}") from exc
         try:
-            conn: ProviderConnection = await task_group.start(
-                cls._serve, provider_id, child, binding, grace, max_line_bytes
+            conn: ProviderConnection = await start_in_clean_context(
+                task_group, cls._serve, provider_id, child, binding, grace, max_line_bytes
             )
         except BaseException:
             await child.aclose(grace=grace)  # never leave a spawned child behind
