@@ -14,7 +14,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice, repeat
+from functools import partial
+from itertools import chain, groupby, islice, repeat
 from operator import attrgetter, eq, itemgetter
 from typing import Any, TypeAlias, overload
 
@@ -245,7 +246,8 @@ def rank_desc(
     cheap when ties are rare, still exact when they are not. ``key_column``,
     if given, returns every index's key at once (``key_column()[i] ==
     key_of(i)``); it is used instead of ``key_of`` when many values tie, as
-    they do in rank-space fusion.
+    they do in rank-space fusion. ``values`` hold no NaN (see
+    ``rankable_scores``).
     """
     if not isinstance(indices, range | list | tuple):
         indices = list(indices)
@@ -262,14 +264,18 @@ def rank_desc(
         distinct = len(set(map(values.__getitem__, indices)))
     if distinct == n:
         return order
+    if key_column is not None and n - distinct > _MANY_TIES:
+        # Many ties (rank-space fusion): group the equal values in C and sort
+        # each group by the whole key column, built once.
+        by_key = partial(sorted, key=key_column().__getitem__)
+        runs = map(_SECOND, groupby(order, key=values.__getitem__))
+        return list(chain.from_iterable(map(by_key, runs)))
     # array and bytes rather than lists: untracked by the garbage collector, so a
     # 100k-frame ranking does not hand it 100k more references to walk.
     vals = array("d", map(values.__getitem__, order))
     same_as_next = bytes(map(eq, vals, islice(vals, 1, None)))
     if 1 not in same_as_next:
         return order
-    if key_column is not None and same_as_next.count(1) > _MANY_TIES:
-        key_of = key_column().__getitem__
     k = 0
     while True:
         try:

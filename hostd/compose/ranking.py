@@ -166,26 +166,30 @@ class ReciprocalRankFusion:
         """The fused value of every candidate (what ``order`` sorts on)."""
         c = CandidateSet.of(frames)
         n = len(c)
-        lists = c.by_provider()
+        scores = c.scores
+        support = c.support
         # Frames vouched for by several providers (after dedup) sit in each of
         # those providers' lists, valued by that provider's own best score.
         vouched: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, sup in c.support.items():
+        for i, sup in support.items():
             for p, s in sup:
                 vouched[p].append((i, s))
-        if vouched:
-            scores = c.scores
-            support = c.support
-            for p, more in vouched.items():
-                own = list(filterfalse(support.__contains__, lists.get(p, ())))
-                idx = own + list(map(_FIRST, more))
-                vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
+        groups = c.split_by_provider(range(n))
+        lists: dict[str, list[int]] = {}
+        for p in sorted(groups.keys() | vouched.keys()):
+            more = vouched.get(p)
+            if not more:
+                lists[p] = rank_desc(groups[p], scores, c.key, c.key_column)
+                continue
+            own = list(filterfalse(support.__contains__, groups.get(p, ())))
+            idx = own + list(map(_FIRST, more))
+            vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
 
-                def key_at(j: int, idx: list[int] = idx) -> SortKey:
-                    return c.key(idx[j])
+            def key_at(j: int, idx: list[int] = idx) -> SortKey:
+                return c.key(idx[j])
 
-                local = rank_desc(range(len(idx)), vals, key_at)
-                lists[p] = list(map(idx.__getitem__, local))
+            local = rank_desc(range(len(idx)), vals, key_at)
+            lists[p] = list(map(idx.__getitem__, local))
         fused = [0.0] * n
         k = self.k
         shared: dict[int, float] = dict.fromkeys(c.support, 0.0)
