@@ -83,6 +83,8 @@ class LegAudit:
     violations: tuple[Violation, ...]
     #: The leg-level breaches that quarantined the reply; empty when it was not.
     quarantine: tuple[Violation, ...]
+    #: ``FrameId`` of each accepted frame, in the same order (computed once, here).
+    accepted_ids: tuple[FrameId, ...] = ()
 
     @property
     def quarantined(self) -> bool:
@@ -212,9 +214,21 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
         dropped.sort(key=lambda e: e[0].sort_key)
         return LegAudit(len(raw_frames), (), tuple(dropped), tuple(violations), tuple(quarantine))
 
-    accepted = sorted(
-        (f for _, f in valid),
-        key=lambda f: (f.id, f.content_digest is not None, f.content_digest or ""),
+    # FrameId order; each FrameId is built once and travels with its frame.
+    keyed = sorted(
+        ((FrameId(provider_id, f.id, f.content_digest), f) for _, f in valid),
+        key=_by_sort_key,
     )
     excluded.sort(key=lambda e: e[0].sort_key)
-    return LegAudit(len(raw_frames), tuple(accepted), tuple(excluded), tuple(violations), ())
+    return LegAudit(
+        len(raw_frames),
+        tuple(f for _, f in keyed),
+        tuple(excluded),
+        tuple(violations),
+        (),
+        tuple(fid for fid, _ in keyed),
+    )
+
+
+def _by_sort_key(pair: tuple[FrameId, ContextFrame]) -> tuple[str, str, bool, str]:
+    return pair[0].sort_key

@@ -445,12 +445,14 @@ class Host:
         fan.reports = report_map(reports)
         excluded: list[Excluded] = []
         fresh: list[tuple[str, Any]] = []
+        fresh_ids: list[FrameId] = []
         for pid in sorted(audits):
             audit = audits[pid]
             excluded.extend(audit.excluded)
             fresh.extend((pid, f) for f in audit.accepted)
+            fresh_ids.extend(audit.accepted_ids)
         # Already in (provider id, FrameId) order: providers sorted, each audit's frames sorted.
-        await self._after_audit(fan, fresh, excluded, plan, replies)
+        await self._after_audit(fan, fresh, excluded, plan, replies, fresh_ids)
         return fan
 
     # -- the verification hook (after the leg audit) ----------------------------------
@@ -486,13 +488,16 @@ class Host:
         excluded: list[Excluded],
         plan: Any,
         replies: Mapping[str, Any],
+        fresh_ids: Sequence[FrameId] = (),
     ) -> None:
         """Run the verify stage over the audited frames, or mark them ``unverified``."""
         stage = self.verify_stage
         if stage is None:
             fan.accepted = fresh
             fan.excluded = sorted(excluded, key=lambda e: e[0].sort_key)
-            fan.verification = {FrameId.of(p, f): {"state": "unverified"} for p, f in fresh}
+            if len(fresh_ids) != len(fresh):
+                fresh_ids = [FrameId.of(p, f) for p, f in fresh]
+            fan.verification = {fid: {"state": "unverified"} for fid in fresh_ids}
             return
         # One audit entry per FrameId: the stage never reuses nor re-reports what the
         # leg audit dropped, and a quarantined provider's held frames stay out (B2).
