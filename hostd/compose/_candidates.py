@@ -48,19 +48,34 @@ def read_columns(
     tuple[str | None, ...],
     tuple[Any, ...],
 ]:
-    """``(ids, digests, scores, contents, provenances)`` of ``frames``, C-level passes."""
+    """``(ids, digests, scores, contents, provenances)`` of ``frames``.
+
+    One visit per model, all five fields read while its ``__dict__`` is in
+    cache: at 100k frames this beats one C-level pass per field, which walks
+    every model five times.
+    """
     if not frames:
         return (), (), (), (), ()
+    ids: list[str] = []
+    digests: list[str | None] = []
+    scores: list[float] = []
+    contents: list[str | None] = []
+    provenances: list[Any] = []
+    add_id, add_digest, add_score = ids.append, digests.append, scores.append
+    add_content, add_provenance = contents.append, provenances.append
     try:
-        dicts = list(map(_DICT, frames))
-        ids, digests, scores, contents, provenances = (
-            tuple(map(itemgetter(name), dicts)) for name in _FIELDS
-        )
+        for f in frames:
+            d = f.__dict__
+            add_id(d["id"])
+            add_digest(d["content_digest"])
+            add_score(d["score"])
+            add_content(d["content"])
+            add_provenance(d["provenance"])
     except (KeyError, AttributeError, TypeError):  # not a plain pydantic model: slow path
-        ids, digests, scores, contents, provenances = (
+        return tuple(  # type: ignore[return-value]
             tuple(map(attrgetter(name), frames)) for name in _FIELDS
         )
-    return ids, digests, scores, contents, provenances
+    return tuple(ids), tuple(digests), tuple(scores), tuple(contents), tuple(provenances)
 
 
 def pick_from(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:

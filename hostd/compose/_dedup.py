@@ -91,9 +91,7 @@ def _group_members(n_links: list[tuple[int, int]]) -> dict[int, list[int]]:
 
 
 _PROVENANCE = attrgetter("provenance")
-_DICT = attrgetter("__dict__")
 _FIRST = itemgetter(0)
-_REGION_FROM_DICT = itemgetter("type", "uri", "range")
 _PROV_FROM_DICT = itemgetter("type", "uri", "range", "digest", "method", "by")
 _REGION_FROM_ATTRS = attrgetter("type", "uri", "range")
 
@@ -116,18 +114,29 @@ def _repeats(keys: Sequence[Hashable]) -> list[tuple[int, int]]:
 def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
     """Links between owners of equal ``file`` regions (same ``uri`` and ``range``).
 
-    Keyed by the exact ``(type, uri, range)`` triple of every provenance entry
-    (read from the model's ``__dict__`` when it is a plain pydantic model).
+    Keyed by the exact ``(type, uri, range)`` triple of every provenance entry,
+    read from the model's ``__dict__`` when it is a plain pydantic model. A plain
+    loop: each entry is visited once, all three fields read while it is in
+    cache, which at 100k frames beats one C-level pass per step.
     """
+    first: dict[tuple[Any, ...], int] = {}
+    seen_at = first.setdefault
+    links: list[tuple[int, int]] = []
     try:
-        regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
+        for k, pv in enumerate(flat):
+            d = pv.__dict__
+            region = (d["type"], d["uri"], d["range"])
+            f = seen_at(region, k)
+            if f != k and region[0] == "file" and region[1] is not None:
+                links.append((k, f))
     except (KeyError, AttributeError, TypeError):  # not plain pydantic models: slow path
         regions = list(map(_REGION_FROM_ATTRS, flat))
-    return [
-        (owners[k], owners[f])
-        for k, f in _repeats(regions)
-        if regions[k][0] == "file" and regions[k][1] is not None and owners[k] != owners[f]
-    ]
+        links = [
+            (k, f)
+            for k, f in _repeats(regions)
+            if regions[k][0] == "file" and regions[k][1] is not None
+        ]
+    return [(owners[k], owners[f]) for k, f in links if owners[k] != owners[f]]
 
 
 def _merged_provenance(
