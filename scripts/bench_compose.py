@@ -12,7 +12,11 @@ own scale.
 
 Targets (not tests): 10k candidates <= 30 ms median on 2 cores, 100k/10k <= 12x.
 
-    python scripts/bench_compose.py [--repeat N] [--sizes 1000,10000,100000]
+``--wire`` decodes every frame from its JSON wire form first (``model_validate_json``,
+as the daemon receives them) instead of building it from Python values; the
+models then lie differently in memory, and composing them costs more.
+
+    python scripts/bench_compose.py [--repeat N] [--sizes 1000,10000,100000] [--wire]
 """
 
 from __future__ import annotations
@@ -104,6 +108,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument(
+        "--wire", action="store_true", help="decode the frames from JSON, as the daemon does"
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     policies = {
@@ -116,6 +123,11 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     for n in sizes:
         frames = synthetic(n)
+        if args.wire:
+            encoded = [(pid, f.model_dump_json(exclude_none=True)) for pid, f in frames]
+            del frames
+            frames = [(pid, ContextFrame.model_validate_json(raw)) for pid, raw in encoded]
+            del encoded
         per: dict[str, dict[str, float]] = {}
         for name, strategy in policies.items():
             repeat = max(3, args.repeat // 3) if n >= 100_000 else args.repeat
@@ -142,6 +154,7 @@ def main() -> None:
         "providers": len(PROVIDERS),
         "cpus": os.cpu_count(),
         "load_average_1m_at_start": load,
+        "frames_from": "json" if args.wire else "python",
         "median_ms": results,
     }
     if "10000" in results and "100000" in results:
