@@ -157,6 +157,8 @@ class JsonRpcClient:
         key = reply.id
         if type(key) is not int and type(key) is not str:
             return False
+        if "error" in reply.model_fields_set:  # even ``"error": null``: the general path judges
+            return False
         slot = self._table.get(key)
         if slot is None or slot.kind != "query":
             return False

@@ -63,6 +63,13 @@ async def test_a_reply_carrying_an_error_is_an_error_even_with_frames() -> None:
         await run_client(client, lambda: client.query(QUERY))
 
 
+async def test_a_null_error_member_beside_the_result_is_judged_as_before() -> None:
+    # Either path must read a reply the same way: the general path sees an error member.
+    client, _ = jsonrpc(_answer({"frames": _frames(1)}, error=None))
+    with pytest.raises(ProviderError):
+        await run_client(client, lambda: client.query(QUERY))
+
+
 async def test_a_string_id_for_an_integer_request_is_still_a_correlation_fault() -> None:
     def respond(msg: dict[str, Any]) -> list[bytes]:
         reply = {"jsonrpc": "2.0", "id": str(msg["id"]), "result": {"frames": _frames(1)}}
