@@ -21,11 +21,6 @@ from hostd.client import Client, RpcError, connect
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _provider(pid: str, *extra: str) -> str:
     words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid, *extra]
     return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'

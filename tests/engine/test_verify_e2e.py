@@ -165,11 +165,6 @@ def provider_command(root: Path, mode: str = "honest", range_: str | None = None
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Rig:
     """Real provider children on real pipes, fanned out beside the verification stage."""
 

@@ -30,11 +30,6 @@ from hostd.protocol import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _frame(
     fid: str, content: str, *, path: Path | None = None, range_: str | None = None, **kw: Any
 ) -> ContextFrame:

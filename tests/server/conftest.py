@@ -28,11 +28,6 @@ from anyio.abc import Process
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def daemon_command(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "hostd", "--config", str(config), *args]
 
