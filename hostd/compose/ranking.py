@@ -109,14 +109,26 @@ class PerProviderQuota:
         k = self.effective_k
         # One ranking by score; each provider's top k (its own order is the
         # global one restricted to it) move to the front, both parts keeping
-        # the global order.
+        # the global order. The walk for the top k stops once every provider
+        # has its k (or the ranking ends).
         ranked = c.by_score()
-        quota: set[int] = set()
-        for members in c.split_by_provider(ranked).values():
-            quota.update(members[:k])
-        return list(filter(quota.__contains__, ranked)) + list(
-            filterfalse(quota.__contains__, ranked)
-        )
+        waiting = dict.fromkeys(c.provider_ids, k)
+        pids = c.provider_ids
+        first: list[int] = []
+        for i in ranked:
+            p = pids[i]
+            left = waiting.get(p)
+            if left is None:
+                continue
+            first.append(i)
+            if left == 1:
+                del waiting[p]
+                if not waiting:
+                    break
+            else:
+                waiting[p] = left - 1
+        chosen = set(first)
+        return first + list(filterfalse(chosen.__contains__, ranked))
 
     def to_wire(self) -> Any:
         return {"quota": self.k}
