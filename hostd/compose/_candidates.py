@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, groupby, islice, repeat
 from operator import attrgetter, eq, itemgetter
-from typing import Any, TypeAlias, overload
+from typing import Any, TypeAlias, cast, overload
 
 from hostd.protocol import ContextFrame, FrameId
 
@@ -201,7 +201,9 @@ class CandidateSet(Sequence[FramePair]):
         n = len(self.frames)
         if None in self.digests:
             return [self.key(i) for i in range(n)]
-        return list(zip(self.provider_ids, self.ids, repeat(True, n), self.digests, strict=True))
+        # No digest is None here, so the column is all str (what SortKey says).
+        digests = cast("tuple[str, ...]", self.digests)
+        return list(zip(self.provider_ids, self.ids, repeat(True, n), digests, strict=True))
 
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
