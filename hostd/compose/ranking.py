@@ -15,8 +15,8 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, repeat, zip_longest
-from operator import add, itemgetter, truediv
+from itertools import compress, filterfalse, islice, repeat, zip_longest
+from operator import add, and_, eq, ge, itemgetter, le, not_, truediv
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from ._candidates import CandidateSet, FramePair, SortKey, rank_desc
@@ -174,9 +174,10 @@ class ReciprocalRankFusion:
             return 1.0
         return self.weights.get(provider_id, 1.0)
 
-    def fused_scores(self, frames: Frames) -> list[float]:
-        """The fused value of every candidate (what ``order`` sorts on)."""
-        c = CandidateSet.of(frames)
+    def _lists(self, c: CandidateSet) -> list[tuple[str, list[int], list[float], list[int]]]:
+        """Per provider, in id order: its ranked list (candidate indices, best
+        first), each entry's contribution ``weight / (k + rank)``, and the
+        0-based ranks of the entries vouched for by several providers."""
         n = len(c)
         scores = c.scores
         support = c.support
@@ -187,45 +188,104 @@ class ReciprocalRankFusion:
             for p, s in sup:
                 vouched[p].append((i, s))
         groups = c.split_by_provider(range(n))
-        lists: dict[str, list[int]] = {}
+        k = self.k
+        out: list[tuple[str, list[int], list[float], list[int]]] = []
         for p in sorted(groups.keys() | vouched.keys()):
             more = vouched.get(p)
+            shared_ranks: list[int] = []
             if not more:
-                lists[p] = rank_desc(groups[p], scores, c.key, c.key_column)
-                continue
-            own = list(filterfalse(support.__contains__, groups.get(p, ())))
-            idx = own + list(map(_FIRST, more))
-            vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
+                lst = rank_desc(groups[p], scores, c.key, c.key_column)
+            else:
+                own = list(filterfalse(support.__contains__, groups.get(p, ())))
+                idx = own + list(map(_FIRST, more))
+                vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
 
-            def key_at(j: int, idx: list[int] = idx) -> SortKey:
-                return c.key(idx[j])
+                def key_at(j: int, idx: list[int] = idx) -> SortKey:
+                    return c.key(idx[j])
 
-            local = rank_desc(range(len(idx)), vals, key_at)
-            lists[p] = list(map(idx.__getitem__, local))
-        fused = [0.0] * n
-        k = self.k
-        shared: dict[int, float] = dict.fromkeys(c.support, 0.0)
-        # Providers are visited in id order, so the float sums are the same
-        # whatever order the frames arrived in. A frame in one list only gets
-        # 0.0 + w / (k + rank), i.e. exactly its one contribution, written in a
-        # C-level pass; frames in several lists are summed in provider order.
-        for p in sorted(lists):
-            w = self.weight(p)
-            lst = lists[p]
+                local = rank_desc(range(len(idx)), vals, key_at)
+                lst = list(map(idx.__getitem__, local))
+                # Entries past ``own`` in ``idx`` are the vouched ones.
+                shared_ranks = list(compress(range(len(lst)), map(le, repeat(len(own)), local)))
             m = len(lst)
+            w = self.weight(p)
             contrib = list(map(truediv, repeat(w, m), map(add, repeat(k, m), range(1, m + 1))))
+            out.append((p, lst, contrib, shared_ranks))
+        return out
+
+    def _shared_sums(
+        self, c: CandidateSet, lists: list[tuple[str, list[int], list[float], list[int]]]
+    ) -> dict[int, float]:
+        # Providers are visited in id order, so the float sums are the same
+        # whatever order the frames arrived in.
+        shared: dict[int, float] = dict.fromkeys(c.support, 0.0)
+        for _, lst, contrib, ranks in lists:
+            for r in ranks:
+                shared[lst[r]] += contrib[r]
+        return shared
+
+    def fused_scores(self, frames: Frames) -> list[float]:
+        """The fused value of every candidate (what ``order`` sorts on)."""
+        c = CandidateSet.of(frames)
+        lists = self._lists(c)
+        fused = [0.0] * len(c)
+        # A frame in one list only gets 0.0 + w / (k + rank), i.e. exactly its
+        # one contribution, written in a C-level pass; frames in several lists
+        # are summed in provider order.
+        for _, lst, contrib, _ in lists:
             deque(map(fused.__setitem__, lst, contrib), maxlen=0)
-            if p in vouched:
-                rank_of = dict(zip(lst, range(m), strict=True))
-                for i, _ in vouched[p]:
-                    shared[i] += contrib[rank_of[i]]
-        for i, total in shared.items():
+        for i, total in self._shared_sums(c, lists).items():
             fused[i] = total
         return fused
 
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
-        return rank_desc(range(len(c)), self.fused_scores(c), c.key, c.key_column)
+        lists = self._lists(c)
+        support = c.support
+        pids = c.provider_ids
+        # Every candidate once with its fused value: each provider's frames in
+        # one list only (in its own rank order, so the values come as descending
+        # runs a merge sort takes in linear passes), then the shared ones.
+        owners = {pids[i] for i in support}
+        seq: list[int] = []
+        seq_vals: list[float] = []
+        for p, lst, contrib, ranks in lists:
+            if ranks or p in owners:
+                in_shared = list(map(support.__contains__, lst))
+                if True in in_shared:
+                    keep = list(map(not_, in_shared))
+                    seq.extend(compress(lst, keep))
+                    seq_vals.extend(compress(contrib, keep))
+                    continue
+            seq.extend(lst)
+            seq_vals.extend(contrib)
+        shared = self._shared_sums(c, lists)
+        seq.extend(shared.keys())
+        seq_vals.extend(shared.values())
+        perm = sorted(range(len(seq)), key=seq_vals.__getitem__, reverse=True)
+        order = list(map(seq.__getitem__, perm))
+        # Equal values end in canonical FrameId order (provider id first). The
+        # sort is stable but the input was not in key order, so a run of equal
+        # values is re-sorted by key wherever two neighbours in it do not have
+        # strictly increasing provider ids (rare: ties across providers sharing
+        # a rank already stand in provider order).
+        vals = list(map(seq_vals.__getitem__, perm))
+        by = list(map(pids.__getitem__, order))
+        suspect = map(and_, map(eq, vals, islice(vals, 1, None)), map(ge, by, islice(by, 1, None)))
+        end = -1
+        for j in compress(range(len(order) - 1), suspect):
+            if j < end:
+                continue
+            start = j
+            v = vals[j]
+            while start > 0 and vals[start - 1] == v:
+                start -= 1
+            end = j + 1
+            while end + 1 < len(order) and vals[end + 1] == v:
+                end += 1
+            # index order first: equal keys (no dedup ran) keep their index order
+            order[start : end + 1] = sorted(sorted(order[start : end + 1]), key=c.key)
+        return order
 
     def to_wire(self) -> Any:
         body: dict[str, Any] = {"k": self.k}
