@@ -188,29 +188,41 @@ class ReciprocalRankFusion:
             for p, s in sup:
                 vouched[p].append((i, s))
         groups = c.split_by_provider(range(n))
-        k = self.k
-        out: list[tuple[str, list[int], list[float], list[int]]] = []
+        ranked: list[tuple[str, list[int], list[int]]] = []
         for p in sorted(groups.keys() | vouched.keys()):
             more = vouched.get(p)
-            shared_ranks: list[int] = []
             if not more:
-                lst = rank_desc(groups[p], scores, c.key, c.key_column)
-            else:
-                own = list(filterfalse(support.__contains__, groups.get(p, ())))
-                idx = own + list(map(_FIRST, more))
-                vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
+                ranked.append((p, rank_desc(groups[p], scores, c.key, c.key_column), []))
+                continue
+            own = list(filterfalse(support.__contains__, groups.get(p, ())))
+            idx = own + list(map(_FIRST, more))
+            vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
 
-                def key_at(j: int, idx: list[int] = idx) -> SortKey:
-                    return c.key(idx[j])
+            def key_at(j: int, idx: list[int] = idx) -> SortKey:
+                return c.key(idx[j])
 
-                local = rank_desc(range(len(idx)), vals, key_at)
-                lst = list(map(idx.__getitem__, local))
-                # Entries past ``own`` in ``idx`` are the vouched ones.
-                shared_ranks = list(compress(range(len(lst)), map(le, repeat(len(own)), local)))
-            m = len(lst)
+            local = rank_desc(range(len(idx)), vals, key_at)
+            # Entries past ``own`` in ``idx`` are the vouched ones.
+            shared_ranks = list(compress(range(len(local)), map(le, repeat(len(own)), local)))
+            ranked.append((p, list(map(idx.__getitem__, local)), shared_ranks))
+        # One table of ``w / (k + rank)`` per distinct weight, as long as the
+        # longest list it serves: every provider's contributions are a prefix
+        # of it (the same float each provider would compute).
+        k = self.k
+        longest: dict[float, int] = {}
+        for p, lst, _ in ranked:
             w = self.weight(p)
-            contrib = list(map(truediv, repeat(w, m), map(add, repeat(k, m), range(1, m + 1))))
-            out.append((p, lst, contrib, shared_ranks))
+            longest[w] = max(longest.get(w, 0), len(lst))
+        tables = {
+            w: list(map(truediv, repeat(w, m), map(add, repeat(k, m), range(1, m + 1))))
+            for w, m in longest.items()
+        }
+        out: list[tuple[str, list[int], list[float], list[int]]] = []
+        for p, lst, shared_ranks in ranked:
+            table = tables[self.weight(p)]
+            out.append(
+                (p, lst, table if len(table) == len(lst) else table[: len(lst)], shared_ranks)
+            )
         return out
 
     def _shared_sums(
@@ -259,29 +271,43 @@ class ReciprocalRankFusion:
                     continue
             seq.extend(lst)
             seq_vals.extend(contrib)
+        singles = len(seq)
         shared = self._shared_sums(c, lists)
         seq.extend(shared.keys())
         seq_vals.extend(shared.values())
-        perm = sorted(range(len(seq)), key=seq_vals.__getitem__, reverse=True)
+        n = len(seq)
+        perm = sorted(range(n), key=seq_vals.__getitem__, reverse=True)
         order = list(map(seq.__getitem__, perm))
         # Equal values end in canonical FrameId order (provider id first). The
-        # sort is stable but the input was not in key order, so a run of equal
-        # values is re-sorted by key wherever two neighbours in it do not have
-        # strictly increasing provider ids (rare: ties across providers sharing
-        # a rank already stand in provider order).
-        vals = list(map(seq_vals.__getitem__, perm))
-        by = list(map(pids.__getitem__, order))
-        suspect = map(and_, map(eq, vals, islice(vals, 1, None)), map(ge, by, islice(by, 1, None)))
+        # sort is stable and ``seq`` lists the providers in id order, so a run
+        # of equal values is already in key order unless two of its members
+        # come from one provider or it holds a shared frame (listed last).
+        if all(len(set(contrib)) == len(contrib) for _, _, contrib, _ in lists):
+            # Within a provider no two values are equal: only the runs around
+            # shared frames can be out of key order.
+            suspects: Iterable[int] = (
+                j
+                for j in compress(range(n), map(le, repeat(singles), perm))
+                if (j > 0 and seq_vals[perm[j - 1]] == seq_vals[perm[j]])
+                or (j + 1 < n and seq_vals[perm[j + 1]] == seq_vals[perm[j]])
+            )
+        else:
+            vals = list(map(seq_vals.__getitem__, perm))
+            by = list(map(pids.__getitem__, order))
+            suspects = compress(
+                range(n - 1),
+                map(and_, map(eq, vals, islice(vals, 1, None)), map(ge, by, islice(by, 1, None))),
+            )
         end = -1
-        for j in compress(range(len(order) - 1), suspect):
-            if j < end:
+        for j in suspects:
+            if j <= end:
                 continue
+            v = seq_vals[perm[j]]
             start = j
-            v = vals[j]
-            while start > 0 and vals[start - 1] == v:
+            while start > 0 and seq_vals[perm[start - 1]] == v:
                 start -= 1
-            end = j + 1
-            while end + 1 < len(order) and vals[end + 1] == v:
+            end = j
+            while end + 1 < n and seq_vals[perm[end + 1]] == v:
                 end += 1
             # index order first: equal keys (no dedup ran) keep their index order
             order[start : end + 1] = sorted(sorted(order[start : end + 1]), key=c.key)

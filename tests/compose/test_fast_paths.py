@@ -165,6 +165,30 @@ def test_rrf_fused_scores_match_the_plain_sum(
     assert rrf.fused_scores(kept) == _reference_fused(kept, rrf)
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    pairs=frame_pairs(max_size=24),
+    rrf=st.sampled_from(
+        [
+            ReciprocalRankFusion(),
+            ReciprocalRankFusion(k=0, weights={"alpha": 2.0}),
+            ReciprocalRankFusion(k=0, weights={"alpha": 0.0, "beta": 3.5}),
+            ReciprocalRankFusion(k=1e300),  # every rank's contribution rounds to one value
+        ]
+    ),
+)
+def test_rrf_order_is_fused_value_descending_then_key(
+    pairs: list[tuple[str, ContextFrame]], rrf: ReciprocalRankFusion
+) -> None:
+    kept = dedup_pool(CandidateSet.of(pairs)).kept
+    distinct = {kept.key(i) for i in range(len(kept))}
+    if len(distinct) < len(kept):
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    fused = _reference_fused(kept, rrf)
+    expected = sorted(range(len(kept)), key=lambda i: (-fused[i], kept.key(i)))
+    assert rrf.order(kept) == expected
+
+
 @settings(max_examples=100, deadline=None)
 @given(pairs=frame_pairs(max_size=14))
 def test_dedup_survivor_and_support_follow_the_group_rule(
