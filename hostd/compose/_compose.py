@@ -267,6 +267,7 @@ def _compose(
     except TypeError:  # a reference frame carries no inline content (P3)
         lengths = [len(c) if c else 0 for c in c_contents]
     cheapest = min(lengths, default=0)  # never above the cheapest frame still ahead
+    exact_until = -1  # up to this rank, ``cheapest`` is exactly the cheapest ahead
     stretch = 256
     remaining = contested
     used_by: dict[str, int] = {}
@@ -281,8 +282,13 @@ def _compose(
     for rank, i in enumerate(order):
         if (cheapest + 3) >> 2 > remaining:
             break
-        if rank - last_included > stretch:
-            cheapest = min(map(lengths.__getitem__, islice(order, rank, None)))
+        if rank - last_included > stretch and rank > exact_until:
+            # The cheapest ahead cannot change before the walk passes its last
+            # occurrence, so until then no pass over the rest is repeated.
+            ahead = list(map(lengths.__getitem__, islice(order, rank, None)))
+            cheapest = min(ahead)
+            ahead.reverse()
+            exact_until = rank + len(ahead) - 1 - ahead.index(cheapest)
             stretch *= 2
             if (cheapest + 3) >> 2 > remaining:
                 break

@@ -115,7 +115,8 @@ class PerProviderQuota:
         waiting = dict.fromkeys(c.provider_ids, k)
         pids = c.provider_ids
         first: list[int] = []
-        for i in ranked:
+        walked = len(ranked)
+        for pos, i in enumerate(ranked):
             p = pids[i]
             left = waiting.get(p)
             if left is None:
@@ -124,11 +125,15 @@ class PerProviderQuota:
             if left == 1:
                 del waiting[p]
                 if not waiting:
+                    walked = pos + 1
                     break
             else:
                 waiting[p] = left - 1
+        # Everything moved to the front lies within the walked prefix, so only
+        # that prefix is rewritten (in place); the rest keeps the score order.
         chosen = set(first)
-        return first + list(filterfalse(chosen.__contains__, ranked))
+        ranked[:walked] = first + list(filterfalse(chosen.__contains__, islice(ranked, walked)))
+        return ranked
 
     def to_wire(self) -> Any:
         return {"quota": self.k}
