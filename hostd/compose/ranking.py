@@ -267,12 +267,20 @@ class ReciprocalRankFusion:
         seq: list[int] = []
         seq_vals: list[float] = []
         for p, lst, contrib, ranks in lists:
-            if ranks or p in owners:
+            if ranks:
+                # the vouched entries sit at ``ranks``; the rest are this provider's own
+                keep = bytearray(b"\x01") * len(lst)
+                for r in ranks:
+                    keep[r] = 0
+                seq.extend(compress(lst, keep))
+                seq_vals.extend(compress(contrib, keep))
+                continue
+            if p in owners:
                 in_shared = list(map(support.__contains__, lst))
                 if True in in_shared:
-                    keep = list(map(not_, in_shared))
-                    seq.extend(compress(lst, keep))
-                    seq_vals.extend(compress(contrib, keep))
+                    own_mask = list(map(not_, in_shared))
+                    seq.extend(compress(lst, own_mask))
+                    seq_vals.extend(compress(contrib, own_mask))
                     continue
             seq.extend(lst)
             seq_vals.extend(contrib)
@@ -287,7 +295,14 @@ class ReciprocalRankFusion:
         # sort is stable and ``seq`` lists the providers in id order, so a run
         # of equal values is already in key order unless two of its members
         # come from one provider or it holds a shared frame (listed last).
-        if all(len(set(contrib)) == len(contrib) for _, _, contrib, _ in lists):
+        # Providers of one weight take prefixes of one table of contributions,
+        # so the longest of them speaks for all.
+        longest: dict[float, list[float]] = {}
+        for p, _, contrib, _ in lists:
+            w = self.weight(p)
+            if len(contrib) > len(longest.get(w, ())):
+                longest[w] = contrib
+        if all(len(set(t)) == len(t) for t in longest.values()):
             # Within a provider no two values are equal: only the runs around
             # shared frames can be out of key order.
             suspects: Iterable[int] = (
