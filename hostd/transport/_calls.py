@@ -7,14 +7,23 @@ with the same typed error (style: "EOF wakes every waiter with a typed error").
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import structlog
 
-from hostd.errors import HostdError
+from hostd.errors import HostdError, LineTooLong, ProviderCrashed
 
-__all__ = ["Pending", "PendingTable"]
+from ._framing import LineReader
+
+__all__ = ["Pending", "PendingTable", "Send", "StreamClient"]
+
+Send = Callable[[bytes], Awaitable[None]]
+
+log = structlog.get_logger("hostd.transport")
 
 
 class Pending:
@@ -95,3 +104,56 @@ class PendingTable:
         pending, self._pending = self._pending, {}
         for slot in pending.values():
             slot.fail(error)
+
+
+class StreamClient:
+    """What both bindings share: a line reader, a send lock, ids and the pending table.
+
+    ``run()`` reads lines until the stream ends or breaks and hands each to the
+    binding's ``_dispatch``; when it stops, every waiter is woken with the reason.
+    """
+
+    def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
+        self._reader = reader
+        self._send = send
+        # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
+        self._send_lock = anyio.Lock(fast_acquire=True)
+        self._ids = itertools.count(1)
+        self._table = PendingTable()
+        self.provider_id = provider_id
+
+    @property
+    def failure(self) -> HostdError | None:
+        return self._table.failure
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._table)
+
+    def _dispatch(self, line: bytes) -> HostdError | None:
+        """Handle one line; a returned error ends the stream (the peer's fault)."""
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        """Read replies until the stream ends or breaks; then fail every waiter."""
+        error: HostdError
+        try:
+            while True:
+                try:
+                    line = await self._reader.receive_line()
+                except anyio.EndOfStream:
+                    how = "mid-line" if self._reader.truncated else "its output"
+                    error = ProviderCrashed(f"provider closed {how}")
+                    break
+                except LineTooLong as exc:
+                    error = exc
+                    break
+                fault = self._dispatch(line)
+                if fault is not None:
+                    error = fault
+                    break
+        except BaseException:
+            self._table.fail_all(ProviderCrashed("provider connection closed"))
+            raise
+        log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
+        self._table.fail_all(error)

@@ -12,7 +12,6 @@ unsynchronised, so the caller must break the connection (``desynchronised``).
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import anyio
@@ -24,9 +23,7 @@ from hostd.errors import (
     CorrelationMismatch,
     HostdError,
     IncompatibleVersion,
-    LineTooLong,
     ProtocolFault,
-    ProviderCrashed,
     ProviderError,
 )
 from hostd.protocol import (
@@ -46,9 +43,8 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import Pending, PendingTable
+from ._calls import Pending, Send, StreamClient
 from ._framing import LineReader, encode_line
-from ._jsonrpc import Send
 
 __all__ = ["CgpClient"]
 
@@ -64,20 +60,14 @@ def _envelope_error(env: ErrorEnvelope) -> HostdError:
     return ProviderError(env.message[:500], cgp_code=code)
 
 
-class CgpClient:
+class CgpClient(StreamClient):
     """Envelope calls over one line stream. Run ``run()`` as a background task."""
 
     binding = "cgp"
 
     def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
-        self._reader = reader
-        self._send = send
-        # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
-        self._send_lock = anyio.Lock(fast_acquire=True)
+        super().__init__(reader, send, provider_id=provider_id)
         self._lockstep = anyio.Lock()  # one unkeyed request at a time
-        self._ids = itertools.count(1)
-        self._table = PendingTable()
-        self.provider_id = provider_id
         #: Set from the handshake's capabilities: pipeline queries with ids.
         self.correlation = False
         #: A lock-step request was abandoned mid-flight: its late reply would be
@@ -89,37 +79,6 @@ class CgpClient:
             f"<CgpClient {self.provider_id} correlation={self.correlation} "
             f"desynchronised={self.desynchronised} {self._table!r}>"
         )
-
-    @property
-    def failure(self) -> HostdError | None:
-        return self._table.failure
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._table)
-
-    async def run(self) -> None:
-        error: HostdError
-        try:
-            while True:
-                try:
-                    line = await self._reader.receive_line()
-                except anyio.EndOfStream:
-                    how = "mid-line" if self._reader.truncated else "its output"
-                    error = ProviderCrashed(f"provider closed {how}")
-                    break
-                except LineTooLong as exc:
-                    error = exc
-                    break
-                fault = self._dispatch(line)
-                if fault is not None:
-                    error = fault
-                    break
-        except BaseException:
-            self._table.fail_all(ProviderCrashed("provider connection closed"))
-            raise
-        log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
-        self._table.fail_all(error)
 
     def _dispatch(self, line: bytes) -> HostdError | None:
         if not line.strip():

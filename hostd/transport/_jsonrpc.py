@@ -10,11 +10,8 @@ CGP code read from ``data.cgp_code`` (unknown or absent → ``internal``, X1/X2)
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import anyio
 import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
@@ -23,9 +20,7 @@ from hostd.errors import (
     CorrelationMismatch,
     HostdError,
     IncompatibleVersion,
-    LineTooLong,
     ProtocolFault,
-    ProviderCrashed,
     ProviderError,
 )
 from hostd.protocol import (
@@ -42,7 +37,7 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import PendingTable
+from ._calls import Send, StreamClient
 from ._framing import LineReader, encode_line
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
@@ -50,7 +45,6 @@ __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
 log = structlog.get_logger("hostd.transport")
 
 M = TypeVar("M", bound=WireModel)
-Send = Callable[[bytes], Awaitable[None]]
 
 
 class _FastResult(BaseModel):
@@ -95,55 +89,17 @@ def provider_error(error: Any) -> HostdError:
     return ProviderError(message, cgp_code=code)
 
 
-class JsonRpcClient:
+class JsonRpcClient(StreamClient):
     """Pipelined JSON-RPC calls over one line stream. Run ``run()`` as a background task."""
 
     binding = "jsonrpc"
 
     def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
-        self._reader = reader
-        self._send = send
-        # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
-        self._send_lock = anyio.Lock(fast_acquire=True)
-        self._ids = itertools.count(1)
-        self._table = PendingTable()
-        self.provider_id = provider_id
+        super().__init__(reader, send, provider_id=provider_id)
         self.correlation = True  # JSON-RPC always correlates by id
 
     def __repr__(self) -> str:
         return f"<JsonRpcClient {self.provider_id} {self._table!r}>"
-
-    @property
-    def failure(self) -> HostdError | None:
-        return self._table.failure
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._table)
-
-    async def run(self) -> None:
-        """Read replies until the stream ends or breaks; then fail every waiter."""
-        error: HostdError
-        try:
-            while True:
-                try:
-                    line = await self._reader.receive_line()
-                except anyio.EndOfStream:
-                    how = "mid-line" if self._reader.truncated else "its output"
-                    error = ProviderCrashed(f"provider closed {how}")
-                    break
-                except LineTooLong as exc:
-                    error = exc
-                    break
-                fault = self._dispatch(line)
-                if fault is not None:
-                    error = fault
-                    break
-        except BaseException:
-            self._table.fail_all(ProviderCrashed("provider connection closed"))
-            raise
-        log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
-        self._table.fail_all(error)
 
     def _fast_query_reply(self, line: bytes) -> bool:
         """Resolve a pending ``context/query`` straight from the line, when every frame
