@@ -466,7 +466,13 @@ async def serve_stdio(
             return  # after EOF or shutdown: late input (or the pipe's closing) is dropped
         ended = item is _EOF
         queued += 1
-        send.send_nowait(item)
+        try:
+            send.send_nowait(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # The serve loop already ended (a shutdown was handled) and closed its
+            # end; the pipe's last callbacks may still fire. Nothing is left to serve.
+            ended = True
+            return
         if pipe is not None and pipe.transport is not None and queued >= 64:
             pipe.transport.pause_reading()  # back-pressure on the host
 
@@ -527,6 +533,9 @@ async def serve_stdio(
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_loop)
             await server.shutdown_requested.wait()
+            # Stop delivering before the read loop is cancelled: cancelling it closes
+            # the stream while the pipe's callbacks may still run.
+            ended = True
             tg.cancel_scope.cancel()
     finally:
         # R2, quietly: once shutting down, nothing more is delivered. Closing the pipe
