@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import total_ordering
 from typing import Any
 
 from ._models import ContextFrame, FrameIdentity
@@ -11,28 +9,42 @@ from ._models import ContextFrame, FrameIdentity
 __all__ = ["FrameId"]
 
 
-@total_ordering
-@dataclass(frozen=True, slots=True, eq=False)
-class FrameId:
+class FrameId(tuple[str, str, bool, str]):
     """``(provider_id, frame_id, content_digest|None)``, hashable and totally ordered.
 
     The canonical order compares provider id, then frame id, then digest, with a
-    missing digest ordered before any present one. ``sort_key`` is precomputed so
-    sorting large candidate sets costs one tuple comparison per step.
+    missing digest ordered before any present one. A FrameId *is* its sort key,
+    the tuple ``(provider_id, frame_id, has_digest, digest or "")``, so hashing,
+    equality and ordering run at C speed wherever frames are keyed or sorted
+    (every leg audit, dedup and verification map). It therefore also equals
+    that plain tuple, which is what ``sort_key`` returns.
     """
 
-    provider_id: str
-    frame_id: str
-    content_digest: str | None = None
-    sort_key: tuple[str, str, bool, str] = field(init=False, repr=False, compare=False)
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        digest = self.content_digest
-        object.__setattr__(
-            self,
-            "sort_key",
-            (self.provider_id, self.frame_id, digest is not None, digest or ""),
+    def __new__(cls, provider_id: str, frame_id: str, content_digest: str | None = None) -> FrameId:
+        return tuple.__new__(
+            cls, (provider_id, frame_id, content_digest is not None, content_digest or "")
         )
+
+    def __getnewargs__(self) -> tuple[str, str, str | None]:
+        return (self[0], self[1], self.content_digest)
+
+    @property
+    def provider_id(self) -> str:
+        return self[0]
+
+    @property
+    def frame_id(self) -> str:
+        return self[1]
+
+    @property
+    def content_digest(self) -> str | None:
+        return self[3] if self[2] else None
+
+    @property
+    def sort_key(self) -> tuple[str, str, bool, str]:
+        return self
 
     @classmethod
     def of(cls, provider_id: str, frame: ContextFrame) -> FrameId:
@@ -45,30 +57,23 @@ class FrameId:
         return cls(identity.provider_id, identity.frame_id, identity.content_digest)
 
     def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"provider_id": self.provider_id, "frame_id": self.frame_id}
-        if self.content_digest is not None:
-            out["content_digest"] = self.content_digest
+        out: dict[str, Any] = {"provider_id": self[0], "frame_id": self[1]}
+        if self[2]:
+            out["content_digest"] = self[3]
         return out
 
     def identity(self) -> FrameIdentity:
         return FrameIdentity(
-            provider_id=self.provider_id,
-            frame_id=self.frame_id,
+            provider_id=self[0],
+            frame_id=self[1],
             content_digest=self.content_digest,
         )
 
+    def __repr__(self) -> str:
+        return (
+            f"FrameId(provider_id={self[0]!r}, frame_id={self[1]!r}, "
+            f"content_digest={self.content_digest!r})"
+        )
+
     def __str__(self) -> str:
-        return f"{self.provider_id}:{self.frame_id}@{self.content_digest or '-'}"
-
-    def __hash__(self) -> int:
-        return hash(self.sort_key)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FrameId):
-            return NotImplemented
-        return self.sort_key == other.sort_key
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, FrameId):
-            return NotImplemented
-        return self.sort_key < other.sort_key
+        return f"{self[0]}:{self[1]}@{self.content_digest or '-'}"
