@@ -21,6 +21,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from hostd.protocol import (
+    DIGEST_RE,
+    FRAME_KINDS,
     ContextFrame,
     ContextQuery,
     FrameId,
@@ -85,6 +87,8 @@ class LegAudit:
     quarantine: tuple[Violation, ...]
     #: ``FrameId`` of each accepted frame, in the same order (computed once, here).
     accepted_ids: tuple[FrameId, ...] = ()
+    #: Honest (recomputed) cost of the accepted frames.
+    accepted_cost: int = 0
 
     @property
     def quarantined(self) -> bool:
@@ -130,15 +134,96 @@ def _r3(index: int) -> Violation:
     )
 
 
+def _clean_leg(
+    provider_id: str, query: ContextQuery, frames: list[ContextFrame]
+) -> LegAudit | None:
+    """The audit of a reply whose every frame is a plain, valid full frame, in one pass.
+
+    The honest reply is nearly every reply, so this fuses what ``check_frame``, R3
+    and the leg-level rules would find into one loop of inline tests. It answers
+    only when *nothing* would be reported: any frame that is not plainly clean
+    (another representation, timestamps, relations, an unknown kind, a bad score,
+    title, label or digest, a misstated cost, instruction-shaped content) and any
+    leg-level finding (B1, B4, Q1) or an ``as_of`` query returns ``None``, and the
+    general path judges and reports the reply. Equivalence with the general path
+    is tested on generated replies.
+    """
+    if query.as_of is not None or len(frames) > query.max_frames:
+        return None
+    kinds = frozenset(query.kinds) if query.kinds else FRAME_KINDS
+    digest_ok = DIGEST_RE.fullmatch
+    total = 0
+    ids: list[FrameId] = []
+    for f in frames:
+        content = f.content
+        if (
+            content is None
+            or f.representation is not None
+            or f.content_ref is not None
+            or f.transform is not None
+            or f.canonical_content_hash is not None
+            or f.valid_from is not None
+            or f.valid_to is not None
+            or f.recorded_at is not None
+            or f.relations
+            or f.kind not in kinds
+            or f.kind not in FRAME_KINDS
+            or not (0.0 <= f.score <= 1.0)
+        ):
+            return None
+        title = f.title
+        label = f.citation_label
+        if not title or title.isspace() or not label or label.isspace():
+            return None
+        digest = f.content_digest
+        if digest is not None and digest_ok(digest) is None:
+            return None
+        for prov in f.provenance:
+            if prov.type == "file" and (prov.digest is None or digest_ok(prov.digest) is None):
+                return None
+        size = len(content) if content.isascii() else len(content.encode("utf-8"))
+        cost = (size + 3) // 4  # canonical_token_cost, inline (B3)
+        if f.token_cost != cost or looks_like_instructions(content):
+            return None
+        total += cost
+        ids.append(FrameId(provider_id, f.id, digest))
+    if total > query.max_tokens:
+        return None
+    order = sorted(range(len(frames)), key=ids.__getitem__)
+    return LegAudit(
+        len(frames),
+        tuple([frames[i] for i in order]),
+        (),
+        (),
+        (),
+        tuple([ids[i] for i in order]),
+        total,
+    )
+
+
 def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) -> LegAudit:
     """Judge one reply to ``query`` (the per-provider query actually sent)."""
+    bulk = _bulk_parse(raw_frames)
+    if bulk is not None:
+        clean = _clean_leg(provider_id, query, bulk)
+        if clean is not None:
+            return clean
+    return _audit_each(provider_id, query, raw_frames, bulk)
+
+
+def _audit_each(
+    provider_id: str,
+    query: ContextQuery,
+    raw_frames: Sequence[Any],
+    bulk: list[ContextFrame] | None,
+) -> LegAudit:
+    """The general path: every frame checked and every finding reported."""
     violations: list[Violation] = []
     parsed: list[tuple[int, ContextFrame]] = []
     valid: list[tuple[int, ContextFrame]] = []
     excluded: list[Excluded] = []
     quarantine: list[Violation] = []
 
-    bulk = _bulk_parse(raw_frames)
     for i, raw in enumerate(raw_frames if bulk is None else bulk):
         frame: ContextFrame | None
         if bulk is not None:
@@ -227,6 +312,8 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
         tuple(violations),
         (),
         tuple(fid for fid, _ in keyed),
+        # Accepted frames passed B3/P4, so each declared cost is the honest one.
+        sum(f.token_cost for _, f in keyed),
     )
 
 

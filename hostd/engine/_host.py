@@ -621,8 +621,7 @@ class Host:
         return done(
             LegStatus.OK,
             frames_accepted=len(audit.accepted),
-            # Accepted frames passed B3/P4, so each declared cost is the honest one.
-            tokens_accepted=sum(f.token_cost for f in audit.accepted),
+            tokens_accepted=audit.accepted_cost,
         )
 
     def _log_leg(self, report: LegReport) -> None:
