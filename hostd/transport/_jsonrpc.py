@@ -47,11 +47,10 @@ log = structlog.get_logger("hostd.transport")
 M = TypeVar("M", bound=WireModel)
 
 
-class _FastResult(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    frames: list[ContextFrame]
-    truncated: bool = False
-    dropped_estimate: int | None = None
+class _FastResult(ContextQueryResult):
+    """A ``ContextQueryResult`` whose frames were parsed whole (all well formed)."""
+
+    frames: list[ContextFrame]  # narrower than the base's list[Any]
 
 
 class _FastQueryReply(BaseModel):
@@ -119,12 +118,7 @@ class JsonRpcClient(StreamClient):
         if slot is None or slot.kind != "query":
             return False
         self._table.pop(key)
-        res = reply.result
-        slot.resolve(
-            ContextQueryResult.model_construct(
-                frames=res.frames, truncated=res.truncated, dropped_estimate=res.dropped_estimate
-            )
-        )
+        slot.resolve(reply.result)  # already a ContextQueryResult
         return True
 
     def _dispatch(self, line: bytes) -> HostdError | None:

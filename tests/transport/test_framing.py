@@ -86,6 +86,30 @@ def test_encode_line_is_one_line_even_with_newlines_in_values() -> None:
     assert json.loads(line) == {"text": "a\nb", "ü": "✓"}
 
 
+def json_values(scalars: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+
+
+exact = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text()
+
+
+@given(json_values(exact))
+def test_encode_line_writes_what_compact_json_dumps_writes(value: object) -> None:
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    assert encode_line(value) == expected + b"\n"
+
+
+@given(json_values(exact | st.floats(allow_nan=False, allow_infinity=False)))
+def test_encode_line_round_trips_every_value(value: object) -> None:
+    # Floats keep their value; only the exponent's spelling may differ (1e-7, 1e-07).
+    line = encode_line(value)
+    assert line.count(b"\n") == 1 and json.loads(line) == value
+
+
 @given(
     lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=20),
     cuts=st.lists(st.integers(min_value=1, max_value=50), max_size=30),
