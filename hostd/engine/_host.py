@@ -275,6 +275,9 @@ class Host:
 
     async def _ensure(self, slot: _Slot, deadline: float | None = None) -> ProviderConnection:
         """The live connection, (re)started per the health decisions (``_health``)."""
+        conn = slot.conn
+        if conn is not None and conn.alive:  # the steady state: no lock, no decision
+            return conn
         async with slot.start_lock:
             while True:
                 conn = slot.conn
