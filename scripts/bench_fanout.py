@@ -6,8 +6,15 @@ delay), i.e. what the host adds on top of its slowest provider: writing the
 queries, the providers' encoding, the pipes, parsing, the leg audit, ordering.
 Target (issue 4): median ≤ 5 ms.
 
+It then measures a *floor* on the same machine: the same provider processes
+driven by a bare loop (write the query line, read the reply line, parse it with
+the transport's reply model, run the leg audit), without the engine's task
+group, timeouts, correlation table, health, reports or fan-out assembly. The
+floor is what the wire, the providers and the per-frame work cost here; the
+engine's own share is the difference (``engine_over_floor_ms``).
+
     python scripts/bench_fanout.py [--providers 8] [--frames 50] [--delay-ms 20]
-                                   [--rounds 200] [--warmup 20]
+                                   [--rounds 200] [--warmup 20] [--no-floor]
 
 Run with ``--serve NAME`` it is one of the providers (built on ``hostd.provider``).
 """
@@ -62,6 +69,80 @@ class BenchProvider(Provider):
         return ContextQueryResult(frames=self.frames[: query.max_frames])
 
 
+async def floor(args: argparse.Namespace, query: ContextQuery) -> dict[str, object]:
+    """The same providers and per-frame work without the engine (see the module text)."""
+    from pydantic_core import to_json
+
+    from hostd.engine._audit import audit_leg
+    from hostd.transport import LineReader
+    from hostd.transport._jsonrpc import _FastQueryReply
+
+    procs = [
+        await anyio.open_process(
+            [*_serve_command(args, f"p{i}")],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for i in range(args.providers)
+    ]
+    try:
+        readers = [LineReader(p.stdout) for p in procs]  # type: ignore[arg-type]
+        hello = {"protocol_version": "contextgraph/1", "host": {"name": "b", "version": "1"}}
+        for p, r in zip(procs, readers, strict=True):
+            assert p.stdin is not None
+            await p.stdin.send(
+                to_json({"jsonrpc": "2.0", "id": 0, "method": "context/handshake", "params": hello})
+                + b"\n"
+            )
+            await r.receive_line()
+        overheads: list[float] = []
+        cpu: list[float] = []
+
+        async def leg(i: int, rid: int) -> None:
+            stdin = procs[i].stdin
+            assert stdin is not None
+            request = {"query": query.to_wire()}
+            await stdin.send(
+                to_json({"jsonrpc": "2.0", "id": rid, "method": "context/query", "params": request})
+                + b"\n"
+            )
+            reply = _FastQueryReply.model_validate_json(await readers[i].receive_line())
+            audit = audit_leg(f"p{i}", query, reply.result.frames)
+            if len(audit.accepted) != args.frames:
+                raise SystemExit(f"floor: p{i} returned {len(audit.accepted)} frames")
+
+        for round_ in range(args.warmup + args.rounds):
+            t0, c0 = time.perf_counter(), time.process_time()
+            async with anyio.create_task_group() as tg:
+                for i in range(args.providers):
+                    tg.start_soon(leg, i, round_ + 1)
+            if round_ >= args.warmup:
+                overheads.append((time.perf_counter() - t0) * 1000 - args.delay_ms)
+                cpu.append((time.process_time() - c0) * 1000)
+    finally:
+        for p in procs:
+            await p.aclose()
+    return {
+        "overhead_ms": {
+            "median": round(statistics.median(overheads), 3),
+            "p99": round(percentile(overheads, 99), 3),
+        },
+        "host_cpu_ms": {"median": round(statistics.median(cpu), 3)},
+    }
+
+
+def _serve_command(args: argparse.Namespace, name: str) -> list[str]:
+    return [
+        sys.executable,
+        str(SCRIPT),
+        "--serve",
+        name,
+        "--frames",
+        str(args.frames),
+        "--delay-ms",
+        str(args.delay_ms),
+    ]
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
@@ -78,16 +159,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     specs = [
         ProviderSpec(
             f"p{i}",
-            [
-                sys.executable,
-                str(SCRIPT),
-                "--serve",
-                f"p{i}",
-                "--frames",
-                str(args.frames),
-                "--delay-ms",
-                str(args.delay_ms),
-            ],
+            _serve_command(args, f"p{i}"),
             env={"PYTHONPATH": str(ROOT)},
             timeout_ms=10_000,
         )
@@ -115,6 +187,18 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 totals.append(elapsed)
                 overheads.append(elapsed - args.delay_ms)
                 cpu.append(host_cpu)
+    engine_median = statistics.median(overheads)
+    out: dict[str, object] = {}
+    if not args.no_floor:
+        # Each leg asks for its equal share, as the engine's budget_split does here.
+        share = query.model_copy(update={"max_tokens": budget // args.providers})
+        base = await floor(args, share)
+        base_median = base["overhead_ms"]["median"]  # type: ignore[index]
+        out = {
+            "floor": base,
+            "engine_over_floor_ms": round(engine_median - base_median, 3),
+            "engine_to_floor_ratio": round(engine_median / base_median, 2),
+        }
     return {
         "benchmark": "fanout",
         "providers": args.providers,
@@ -134,6 +218,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         # CPU the host process spent per fan-out (all 8 legs): what no scheduler noise hides.
         "host_cpu_ms": {"median": round(statistics.median(cpu), 3)},
         "load_average_1m": round(os.getloadavg()[0], 2),
+        **out,
         "target_median_ms": 5.0,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
@@ -148,6 +233,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--verify", action="store_true", help="keep the default verify stage")
+    parser.add_argument("--no-floor", action="store_true", help="skip the engine-free floor")
     parser.add_argument("--serve", metavar="NAME", help="run as one benchmark provider")
     args = parser.parse_args()
     if args.serve:
