@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from ._models import ContextFrame, FrameIdentity
@@ -30,13 +31,9 @@ class FrameId(tuple[str, str, bool, str]):
     def __getnewargs__(self) -> tuple[str, str, str | None]:
         return (self[0], self[1], self.content_digest)
 
-    @property
-    def provider_id(self) -> str:
-        return self[0]
-
-    @property
-    def frame_id(self) -> str:
-        return self[1]
+    # C-level getters: these two are read in the composer's hot loops.
+    provider_id: str = property(itemgetter(0))  # type: ignore[assignment]
+    frame_id: str = property(itemgetter(1))  # type: ignore[assignment]
 
     @property
     def content_digest(self) -> str | None:
