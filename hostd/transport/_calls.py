@@ -16,10 +16,23 @@ import anyio
 import structlog
 
 from hostd.errors import HostdError, LineTooLong, ProviderCrashed
+from hostd.protocol import ContextFrame, ContextQueryResult
 
 from ._framing import LineReader
 
-__all__ = ["Pending", "PendingTable", "Send", "StreamClient"]
+__all__ = ["FRAMES_MARK", "ParsedQueryResult", "Pending", "PendingTable", "Send", "StreamClient"]
+
+#: Every query reply carries this member name; a line without it skips the one-pass try.
+FRAMES_MARK = b'"frames"'
+
+
+class ParsedQueryResult(ContextQueryResult):
+    """A ``ContextQueryResult`` whose every frame parsed in the reader's one pass (JSON and
+    frame validation together). A reply with any malformed frame fails this model and
+    takes the binding's general path instead, where the frames stay raw and the leg
+    audit parses each on its own, so one bad frame costs only itself."""
+
+    frames: list[ContextFrame]  # narrower than the base's list[Any]
 
 Send = Callable[[bytes], Awaitable[None]]
 

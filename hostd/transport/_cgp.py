@@ -43,7 +43,7 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import Pending, Send, StreamClient
+from ._calls import FRAMES_MARK, ParsedQueryResult, Pending, Send, StreamClient
 from ._framing import LineReader, encode_line
 
 __all__ = ["CgpClient"]
@@ -51,6 +51,23 @@ __all__ = ["CgpClient"]
 log = structlog.get_logger("hostd.transport")
 
 _UNKEYED = object()  # the table key of the one lock-step request in flight
+
+
+class _ParsedFramesEnvelope(FramesEnvelope):
+    """A ``frames`` envelope whose every frame is well formed, parsed from the raw line in
+    one pass; anything else fails it and takes ``parse_envelope``'s general path."""
+
+    result: ParsedQueryResult
+
+
+def _parse_line(line: bytes) -> Any:
+    """One envelope from one line. Raises ``ValueError`` (``ValidationError`` included)."""
+    if FRAMES_MARK in line:
+        try:
+            return _ParsedFramesEnvelope.model_validate_json(line)
+        except ValidationError:
+            pass  # a malformed frame, another envelope, garbage: judged below
+    return parse_envelope(from_json(line))
 
 
 def _envelope_error(env: ErrorEnvelope) -> HostdError:
@@ -84,7 +101,7 @@ class CgpClient(StreamClient):
         if not line.strip():
             return None
         try:
-            env = parse_envelope(from_json(line))
+            env = _parse_line(line)
         except (ValueError, ValidationError):
             return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
         if isinstance(env, FramesEnvelope | ErrorEnvelope):

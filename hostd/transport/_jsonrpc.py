@@ -26,7 +26,6 @@ from hostd.errors import (
 from hostd.protocol import (
     PROTOCOL_VERSION,
     CgpErrorCode,
-    ContextFrame,
     ContextQuery,
     ContextQueryResult,
     FrameIdentity,
@@ -37,7 +36,7 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import Send, StreamClient
+from ._calls import FRAMES_MARK, ParsedQueryResult, Send, StreamClient
 from ._framing import LineReader, encode_line
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
@@ -47,23 +46,14 @@ log = structlog.get_logger("hostd.transport")
 M = TypeVar("M", bound=WireModel)
 
 
-class _FastResult(ContextQueryResult):
-    """A ``ContextQueryResult`` whose frames were parsed whole (all well formed)."""
-
-    frames: list[ContextFrame]  # narrower than the base's list[Any]
-
-
 class _FastQueryReply(BaseModel):
     """A ``context/query`` reply whose every frame is well formed, parsed from the raw line
     in one pass (JSON and frame validation together, no intermediate dicts)."""
 
     model_config = ConfigDict(extra="ignore")
     id: Any
-    result: _FastResult
+    result: ParsedQueryResult
     error: None = None  # a reply carrying an error object takes the general path
-
-
-_QUERY_MARK = b'"frames"'
 
 
 def validate_reply(model: type[M], data: Any, what: str) -> M:
@@ -122,7 +112,7 @@ class JsonRpcClient(StreamClient):
         return True
 
     def _dispatch(self, line: bytes) -> HostdError | None:
-        if _QUERY_MARK in line and self._fast_query_reply(line):
+        if FRAMES_MARK in line and self._fast_query_reply(line):
             return None
         if not line.strip():
             return None

@@ -1,5 +1,6 @@
-"""The JSON-RPC reader's one-pass parse of a well-formed ``context/query`` reply, and the
-general path it falls back to (one malformed frame costs only itself)."""
+"""Both readers' one-pass parse of a well-formed query reply (JSON-RPC ``result``, CGP
+``frames`` envelope), and the general path they fall back to (one malformed frame costs
+only itself)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hostd.engine._audit import audit_leg
 from hostd.errors import CorrelationMismatch, ProtocolFault, ProviderError
 from hostd.protocol import ContextFrame, HostInfo
 from hostd.provider import make_frame
-from tests.transport.test_bindings import QUERY, jsonrpc, line, run_client
+from tests.transport.test_bindings import ACK, HOST, QUERY, cgp, jsonrpc, line, run_client
 
 pytestmark = pytest.mark.anyio
 
@@ -86,3 +87,63 @@ async def test_a_frames_shaped_reply_to_a_handshake_is_not_taken_for_a_query() -
     client, _ = jsonrpc(_answer({"frames": _frames(1)}))
     with pytest.raises(ProtocolFault):
         await run_client(client, lambda: client.handshake(HostInfo(name="h", version="0")))
+
+
+def _cgp_answer(frames: list[Any], *, correlation: bool) -> Any:
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        if msg["type"] == "handshake":
+            caps = {"correlation": correlation}
+            return [line({"type": "handshake_ack", **ACK, "capabilities": caps})]
+        out: dict[str, Any] = {"type": "frames", "result": {"frames": frames}}
+        if "id" in msg:
+            out["id"] = msg["id"]
+        return [line(out)]
+
+    return respond
+
+
+@pytest.mark.parametrize("correlation", [True, False])
+async def test_cgp_a_well_formed_frames_envelope_arrives_as_parsed_frames(
+    correlation: bool,
+) -> None:
+    client, _ = cgp(_cgp_answer(_frames(3), correlation=correlation))
+
+    async def body() -> Any:
+        await client.handshake(HOST)
+        return await client.query(QUERY)
+
+    result = await run_client(client, body)
+    assert [type(f) for f in result.frames] == [ContextFrame] * 3
+    assert [f.id for f in result.frames] == ["f0", "f1", "f2"]
+
+
+async def test_cgp_one_malformed_frame_sends_the_envelope_down_the_general_path() -> None:
+    frames: list[Any] = _frames(3)
+    frames[2] = {"id": "bad", "kind": "snippet", "score": "high"}
+    client, _ = cgp(_cgp_answer(frames, correlation=True))
+
+    async def body() -> Any:
+        await client.handshake(HOST)
+        return await client.query(QUERY)
+
+    result = await run_client(client, body)
+    assert [type(f) for f in result.frames] == [dict, dict, dict]
+    audit = audit_leg("p", QUERY, result.frames)
+    assert [f.id for f in audit.accepted] == ["f0", "f1"]
+    assert [(e[0].frame_id, e[1]) for e in audit.excluded] == [("bad", "invalid_frame")]
+
+
+async def test_cgp_a_frames_envelope_with_an_unknown_id_is_still_h4() -> None:
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        if msg["type"] == "handshake":
+            return [line({"type": "handshake_ack", **ACK})]
+        return [line({"type": "frames", "id": "zzz", "result": {"frames": _frames(1)}})]
+
+    client, _ = cgp(respond)
+
+    async def body() -> Any:
+        await client.handshake(HOST)
+        return await client.query(QUERY)
+
+    with pytest.raises(CorrelationMismatch):
+        await run_client(client, body)
