@@ -145,6 +145,12 @@ class FanOut:
                 {"frame": fid.to_wire(), "reason": reason, "detail": detail}
                 for fid, reason, detail in self.excluded
             ],
+            # One entry per accepted frame, in FrameId order: what the verification
+            # stage established (or ``unverified`` when it is off), as compose reports it.
+            "verification": [
+                {"frame": fid.to_wire(), "verification": dict(state)}
+                for fid, state in sorted(self.verification.items())
+            ],
             "usage": self.usage_report(),
             "overfetch": self.overfetch,
         }

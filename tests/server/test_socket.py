@@ -68,6 +68,28 @@ async def test_frame_content_never_reaches_the_log(start_daemon) -> None:
         assert content not in log
 
 
+async def test_query_reports_the_verification_of_every_accepted_frame(start_daemon) -> None:
+    daemon = await start_daemon()
+    async with connect(daemon.socket) as client:
+        result = await client.query("how are frames composed", budget=300)
+    assert await daemon.stop() == 0
+    accepted = sorted(
+        (
+            (pid, f["id"], f.get("content_digest"))
+            for pid, frames in result["frames"].items()
+            for f in frames
+        ),
+        key=lambda k: (k[0], k[1], k[2] is not None, k[2] or ""),  # FrameId order
+    )
+    assert accepted
+    listed = [
+        (e["frame"]["provider_id"], e["frame"]["frame_id"], e["frame"].get("content_digest"))
+        for e in result["verification"]
+    ]
+    assert listed == accepted  # one entry each, in FrameId order
+    assert all(e["verification"]["state"] for e in result["verification"])
+
+
 async def test_domain_failures_are_errors_with_a_reason(start_daemon) -> None:
     daemon = await start_daemon()
     async with connect(daemon.socket) as client:
