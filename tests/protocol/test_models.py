@@ -252,6 +252,19 @@ def test_frame_id_wire_round_trip() -> None:
     assert FrameId.from_wire({"provider_id": "p", "frame_id": "f"}).content_digest is None
 
 
+@pytest.mark.parametrize("digest", [None, "", "sha256:" + "0" * 64])
+def test_frame_id_survives_pickle_and_copy_with_its_fields(digest: str | None) -> None:
+    import copy
+    import pickle
+
+    fid = FrameId("p", "f", digest)
+    for clone in (pickle.loads(pickle.dumps(fid)), copy.copy(fid), copy.deepcopy(fid)):
+        assert type(clone) is FrameId and clone == fid and hash(clone) == hash(fid)
+        assert (clone.provider_id, clone.frame_id, clone.content_digest) == ("p", "f", digest)
+    assert fid.sort_key == ("p", "f", digest is not None, digest or "")
+    assert repr(fid) == f"FrameId(provider_id='p', frame_id='f', content_digest={digest!r})"
+
+
 def test_capabilities_ignore_unknown_members() -> None:
     caps = Capabilities.model_validate({"query": {"kinds": ["doc"], "x": 1}, "teleport": True})
     assert caps.query.kinds == ["doc"]
