@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -468,7 +469,7 @@ class Host:
         for pid in sorted(audits):
             audit = audits[pid]
             excluded.extend(audit.excluded)
-            fresh.extend((pid, f) for f in audit.accepted)
+            fresh.extend(zip(repeat(pid), audit.accepted))
             fresh_ids.extend(audit.accepted_ids)
         # Already in (provider id, FrameId) order: providers sorted, each audit's frames sorted.
         await self._after_audit(fan, fresh, excluded, plan, replies, fresh_ids)

@@ -34,6 +34,7 @@ class ParsedQueryResult(ContextQueryResult):
 
     frames: list[ContextFrame]  # narrower than the base's list[Any]
 
+
 Send = Callable[[bytes], Awaitable[None]]
 
 log = structlog.get_logger("hostd.transport")
