@@ -71,27 +71,27 @@ class BenchProvider(Provider):
 
 async def floor(args: argparse.Namespace, query: ContextQuery) -> dict[str, object]:
     """The same providers and per-frame work without the engine (see the module text)."""
-    from pydantic_core import to_json
-
-    from hostd.engine._audit import audit_leg
-    from hostd.transport import LineReader
+    from hostd.engine import audit_leg
+    from hostd.protocol import PROTOCOL_VERSION
+    from hostd.transport import LineReader, encode_line
     from hostd.transport._jsonrpc import _FastQueryReply
 
     procs = [
         await anyio.open_process(
-            [*_serve_command(args, f"p{i}")],
+            _serve_command(args, f"p{i}"),
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         for i in range(args.providers)
     ]
     try:
         readers = [LineReader(p.stdout) for p in procs]  # type: ignore[arg-type]
-        hello = {"protocol_version": "contextgraph/1", "host": {"name": "b", "version": "1"}}
+        hello = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "b", "version": "1"}}
         for p, r in zip(procs, readers, strict=True):
             assert p.stdin is not None
             await p.stdin.send(
-                to_json({"jsonrpc": "2.0", "id": 0, "method": "context/handshake", "params": hello})
-                + b"\n"
+                encode_line(
+                    {"jsonrpc": "2.0", "id": 0, "method": "context/handshake", "params": hello}
+                )
             )
             await r.receive_line()
         overheads: list[float] = []
@@ -102,8 +102,9 @@ async def floor(args: argparse.Namespace, query: ContextQuery) -> dict[str, obje
             assert stdin is not None
             request = {"query": query.to_wire()}
             await stdin.send(
-                to_json({"jsonrpc": "2.0", "id": rid, "method": "context/query", "params": request})
-                + b"\n"
+                encode_line(
+                    {"jsonrpc": "2.0", "id": rid, "method": "context/query", "params": request}
+                )
             )
             reply = _FastQueryReply.model_validate_json(await readers[i].receive_line())
             audit = audit_leg(f"p{i}", query, reply.result.frames)

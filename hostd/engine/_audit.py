@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -296,15 +297,15 @@ def _audit_each(
             fid = FrameId.of(provider_id, f)
             if fid not in invalid:
                 dropped.append((fid, "quarantined", detail))
-        dropped.sort(key=lambda e: e[0].sort_key)
+        dropped.sort(key=itemgetter(0))  # a FrameId is its own sort key
         return LegAudit(len(raw_frames), (), tuple(dropped), tuple(violations), tuple(quarantine))
 
     # FrameId order; each FrameId is built once and travels with its frame.
     keyed = sorted(
         ((FrameId(provider_id, f.id, f.content_digest), f) for _, f in valid),
-        key=_by_sort_key,
+        key=itemgetter(0),
     )
-    excluded.sort(key=lambda e: e[0].sort_key)
+    excluded.sort(key=itemgetter(0))
     return LegAudit(
         len(raw_frames),
         tuple(f for _, f in keyed),
@@ -315,7 +316,3 @@ def _audit_each(
         # Accepted frames passed B3/P4, so each declared cost is the honest one.
         sum(f.token_cost for _, f in keyed),
     )
-
-
-def _by_sort_key(pair: tuple[FrameId, ContextFrame]) -> tuple[str, str, bool, str]:
-    return pair[0].sort_key

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -514,7 +515,7 @@ class Host:
         stage = self.verify_stage
         if stage is None:
             fan.accepted = fresh
-            fan.excluded = sorted(excluded, key=lambda e: e[0].sort_key)
+            fan.excluded = sorted(excluded, key=itemgetter(0))
             if len(fresh_ids) != len(fresh):
                 fresh_ids = [FrameId.of(p, f) for p, f in fresh]
             fan.verification = {fid: {"state": "unverified"} for fid in fresh_ids}
@@ -529,7 +530,7 @@ class Host:
             distrusted=[pid for pid, r in fan.reports.items() if r.status is LegStatus.QUARANTINED],
         )
         fan.accepted = list(result.accepted)
-        fan.excluded = sorted([*excluded, *result.excluded], key=lambda e: e[0].sort_key)
+        fan.excluded = sorted([*excluded, *result.excluded], key=itemgetter(0))
         fan.verification = dict(result.verification)
         fan.figures = dict(result.figures)
 

@@ -165,5 +165,5 @@ def sorted_accepted(
     accepted: Mapping[str, Iterable[ContextFrame]],
 ) -> list[tuple[str, ContextFrame]]:
     out = [(pid, f) for pid, frames in accepted.items() for f in frames]
-    out.sort(key=lambda pf: FrameId.of(pf[0], pf[1]).sort_key)
+    out.sort(key=lambda pf: FrameId.of(pf[0], pf[1]))
     return out
