@@ -10,13 +10,14 @@ pipeline stages already excluded — ends in the audit exactly once.
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from hostd.errors import FloorsOverBudget
 from hostd.protocol import FrameId, canonical_token_cost
@@ -128,6 +129,28 @@ def _cap_tokens(caps: Mapping[str, float] | None, contested: int) -> dict[str, t
     return out
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _collector_paused(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``fn`` with the cyclic garbage collector paused (restored, also on error)."""
+
+    @functools.wraps(fn)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        was_enabled = gc.isenabled()
+        if was_enabled:
+            gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return paused
+
+
+@_collector_paused
 def compose_for_prompt(
     frames: Iterable[FramePair],
     budget: int,
@@ -166,37 +189,6 @@ def compose_for_prompt(
     candidate columns and the models behind them, which made the cost grow
     faster than the input.
     """
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        return _compose(
-            frames,
-            budget,
-            strategy=strategy,
-            placement=placement,
-            floors=floors,
-            caps=caps,
-            excluded=excluded,
-            verification=verification,
-        )
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _compose(
-    frames: Iterable[FramePair],
-    budget: int,
-    *,
-    strategy: Strategy | str | Mapping[str, Any] | None = None,
-    placement: str = "edges",
-    floors: Iterable[Floor | Mapping[str, Any] | tuple[Any, ...]] = (),
-    caps: Mapping[str, float] | None = None,
-    excluded: Iterable[tuple[FrameId, str, Mapping[str, Any]]] = (),
-    verification: Mapping[FrameId, Mapping[str, Any]] | None = None,
-) -> ComposedPrompt:
-    """``compose_for_prompt`` itself, run with the collector paused."""
     budget = _check_budget(budget)
     if strategy is None:
         strategy = ScoreDescending()
