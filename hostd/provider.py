@@ -17,17 +17,17 @@ host side (engine, transport, server).
 from __future__ import annotations
 
 import asyncio
-import math
+import gc
 import os
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 from pydantic import ValidationError
 from pydantic_core import from_json, to_json
 
@@ -221,9 +221,8 @@ class ProviderServer:
             reply = [_ensure_cgp_code(r) for r in reply]
         else:
             reply = _ensure_cgp_code(reply)
-        # pydantic-core's encoder: compact UTF-8, ~3x json.dumps on a 50-frame reply.
         try:
-            return to_json(reply)
+            return _encode(reply)
         except Exception as exc:  # a value the provider returned has no JSON form
             sys.stderr.write(f"provider reply not serialisable: {exc}\n")
             ids = [r.get("id") for r in reply] if isinstance(reply, list) else [reply.get("id")]
@@ -341,6 +340,18 @@ def _validate_request(request: Any) -> Any:
     return request
 
 
+def _encode(value: Any) -> bytes:
+    """A reply as compact UTF-8 JSON. orjson first: on a 50-frame reply it takes about a
+    quarter of pydantic-core's time (12 against 47 µs here), and the bytes are the same.
+    Whatever orjson refuses (an integer past 64 bits, a pydantic model, a non-string key)
+    goes to pydantic-core's encoder, which knows more types; what neither can encode
+    raises, and the caller answers ``internal``."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return to_json(value)
+
+
 def _frame_to_wire(frame: ContextFrame | dict[str, Any]) -> dict[str, Any]:
     return frame if isinstance(frame, dict) else frame.to_wire()
 
@@ -445,104 +456,116 @@ async def serve_stdio(
 ) -> None:
     """Serve ``provider`` on the ``stdin`` descriptor and binary ``stdout`` until shutdown or EOF.
 
-    Each request runs in its own task so pipelined requests are answered as
-    they finish; replies are written whole, one per line, under a lock. Needs
-    the asyncio backend (jsonrpcserver gathers batches with asyncio).
+    Each request runs in its own task, started straight from the pipe's read
+    callback, so pipelined requests are answered as they finish. A reply is
+    written whole, one per line, by one synchronous write (no two can
+    interleave). At EOF the replies in flight are still written before the
+    provider exits (R2); ``context/shutdown`` cancels them. Reading pauses
+    while 64 requests are in flight and resumes below 16 (back-pressure on the
+    host). Needs the asyncio backend (jsonrpcserver gathers batches with asyncio).
     """
     server = ProviderServer(provider)
     fd = stdin if stdin is not None else sys.stdin.fileno()
     dst = stdout if stdout is not None else sys.stdout.buffer
-    write_lock = anyio.Lock(fast_acquire=True)
-    send, receive = anyio.create_memory_object_stream[Any](math.inf)
     loop = asyncio.get_running_loop()
     splitter = _LineSplitter(max_line_bytes)
-    queued = 0
+    eof = anyio.Event()
     pipe: _PipeReader | None = None
-    ended = False
+    in_flight = 0
+    paused = False
+    ended = False  # EOF seen, or serving is over: late input is dropped
 
-    def deliver(item: object) -> None:
-        nonlocal queued, ended
-        if ended:
-            return  # after EOF or shutdown: late input (or the pipe's closing) is dropped
-        ended = item is _EOF
-        queued += 1
+    def write(data: bytes) -> None:
         try:
-            send.send_nowait(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            # The serve loop already ended (a shutdown was handled) and closed its
-            # end; the pipe's last callbacks may still fire. Nothing is left to serve.
-            ended = True
-            return
-        if pipe is not None and pipe.transport is not None and queued >= 64:
-            pipe.transport.pause_reading()  # back-pressure on the host
+            dst.write(data + b"\n")
+            dst.flush()
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            # The host stopped reading (or closed our stdout): nobody is left to
+            # answer. Stop quietly (R2) and point the descriptor at /dev/null so the
+            # interpreter's final flush cannot fail loudly either.
+            _silence(dst)
+            server.shutdown_requested.set()
 
-    async def write(data: bytes) -> None:
-        async with write_lock:
-            try:
-                dst.write(data + b"\n")
-                dst.flush()
-            except (BrokenPipeError, ConnectionResetError, ValueError):
-                # The host stopped reading (or closed our stdout): nobody is left to
-                # answer. Stop quietly (R2) and point the descriptor at /dev/null so the
-                # interpreter's final flush cannot fail loudly either.
-                _silence(dst)
-                server.shutdown_requested.set()
+    def finished() -> None:
+        nonlocal in_flight, paused
+        in_flight -= 1
+        if paused and in_flight < 16 and pipe is not None and pipe.transport is not None:
+            paused = False
+            pipe.transport.resume_reading()
 
     async def answer(line: bytes) -> None:
-        reply = await server.handle_line(line)
-        if reply is not None:
-            await write(reply)
+        try:
+            reply = await server.handle_line(line)
+            if reply is not None:
+                write(reply)
+        finally:
+            finished()
 
     async def too_long() -> None:
         # R1: an over-long line is bad input, answered and skipped, never buffered whole.
+        finished()
         error = {
             "code": INVALID_REQUEST,
             "message": f"line longer than {max_line_bytes} bytes",
             "data": {"cgp_code": CgpErrorCode.BAD_REQUEST.value},
         }
-        await write(to_json({"jsonrpc": "2.0", "error": error, "id": None}))
+        write(to_json({"jsonrpc": "2.0", "error": error, "id": None}))
 
-    async def read_loop() -> None:
-        nonlocal queued
-        # Answers run in a nested group: at EOF the replies in flight are still
-        # written before the provider exits (R2); a shutdown cancels them.
-        async with receive, anyio.create_task_group() as answers:
-            async for item in receive:
-                queued -= 1
-                if pipe is not None and pipe.transport is not None and queued < 16:
-                    pipe.transport.resume_reading()
-                if item is _EOF:
-                    break
-                answers.start_soon(too_long if item is _OVERLONG else partial(answer, item))
-        server.shutdown_requested.set()
+    async def stop_on_shutdown(scope: anyio.CancelScope) -> None:
+        await server.shutdown_requested.wait()
+        scope.cancel()
 
     transport: asyncio.BaseTransport | None = None
     stdin_file = os.fdopen(fd, "rb", buffering=0, closefd=False)
     try:
-        transport, pipe = await loop.connect_read_pipe(
-            lambda: _PipeReader(splitter, deliver), stdin_file
-        )
-    except (ValueError, OSError):  # not a pipe, socket or character device
-        threading.Thread(
-            target=_read_in_thread,
-            args=(fd, splitter, lambda item: loop.call_soon_threadsafe(deliver, item)),
-            name="provider-stdin",
-            daemon=True,
-        ).start()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_loop)
-            await server.shutdown_requested.wait()
-            # Stop delivering before the read loop is cancelled: cancelling it closes
-            # the stream while the pipe's callbacks may still run.
-            ended = True
-            tg.cancel_scope.cancel()
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(stop_on_shutdown, serving.cancel_scope)
+            try:
+                async with anyio.create_task_group() as answers:
+
+                    def deliver(item: object) -> None:
+                        nonlocal in_flight, paused, ended
+                        if ended:
+                            return
+                        if item is _EOF:
+                            ended = True
+                            eof.set()
+                            return
+                        in_flight += 1
+                        # Started from the read callback itself: no hop through a queue
+                        # and a reader task (one event-loop turn per request fewer).
+                        if item is _OVERLONG:
+                            answers.start_soon(too_long)
+                        else:
+                            assert isinstance(item, bytes)
+                            answers.start_soon(answer, item)
+                        if in_flight >= 64 and not paused and pipe is not None and pipe.transport:
+                            paused = True
+                            pipe.transport.pause_reading()
+
+                    try:
+                        transport, pipe = await loop.connect_read_pipe(
+                            lambda: _PipeReader(splitter, deliver), stdin_file
+                        )
+                    except (ValueError, OSError):  # not a pipe, socket or character device
+                        threading.Thread(
+                            target=_read_in_thread,
+                            args=(
+                                fd,
+                                splitter,
+                                lambda item: loop.call_soon_threadsafe(deliver, item),
+                            ),
+                            name="provider-stdin",
+                            daemon=True,
+                        ).start()
+                    await eof.wait()
+            finally:
+                # Nothing more is started once the answers are done or cancelled: the
+                # pipe's last callbacks (its closing included) find ``ended`` set.
+                ended = True
+            serving.cancel_scope.cancel()  # EOF and every answer written: stop the watcher
     finally:
-        # R2, quietly: once shutting down, nothing more is delivered. Closing the pipe
-        # transport calls ``connection_lost`` (→ ``deliver``) later, in a loop callback,
-        # where a send on the closed stream would print a traceback.
         ended = True
-        send.close()
         if transport is not None:
             transport.close()
         stdin_file.close()
@@ -565,4 +588,9 @@ def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTE
 
 
 async def _serve(provider: Provider, max_line_bytes: int) -> None:
+    # The process is this provider's: move its start-up objects (modules, schemas, the
+    # provider's own index) out of the collector's view, so no full collection walks
+    # them again between two replies.
+    gc.collect()
+    gc.freeze()
     await serve_stdio(provider, max_line_bytes=max_line_bytes)

@@ -137,6 +137,25 @@ def test_pipelined_requests_are_each_answered_once_by_id() -> None:
             c.close()
 
 
+def test_a_flood_past_the_in_flight_bound_is_answered_whole_then_eof_ends_it() -> None:
+    # 300 requests: reading pauses at 64 in flight and resumes below 16; EOF comes while
+    # replies are still in flight, and each one is written before the provider exits (R2).
+    c = Child("--delay-ms", "5")
+    try:
+        for start in range(0, 300, 100):
+            c.send(b"".join(_req("context/query", QUERY, i) for i in range(start, start + 100)))
+        assert c.proc.stdin is not None
+        c.proc.stdin.close()
+        replies = [c.recv() for _ in range(300)]
+        assert sorted(r["id"] for r in replies) == list(range(300))
+        assert all(r["result"]["frames"] for r in replies)  # answers, not errors
+        assert c.close() == 0
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.close()
+
+
 def test_exits_cleanly_on_shutdown_notification(child: Child) -> None:
     child.send(_req("context/handshake", HANDSHAKE, 1))
     child.recv()
