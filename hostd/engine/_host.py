@@ -24,7 +24,7 @@ from dataclasses import replace
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import structlog
@@ -51,7 +51,12 @@ from hostd.protocol import (
     Violation,
     check_representation_preferences,
 )
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderConnection, StderrPolicy
+from hostd.transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    ProviderConnection,
+    StartedCall,
+    StderrPolicy,
+)
 
 from ._audit import LegAudit, audit_leg
 from ._gate import ConsentGate, missing_consent
@@ -145,6 +150,14 @@ def _check_overfetch(overfetch: float) -> float:
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
     raw = exc.data.get("violations") or []
     return tuple(Violation(v["rule"], v["field"], v["message"]) for v in raw if isinstance(v, dict))
+
+
+class _Early(NamedTuple):
+    """A leg whose request was written before any leg task started (``_send_early``)."""
+
+    conn: ProviderConnection
+    query: ContextQuery
+    call: StartedCall
 
 
 class _Slot:
@@ -441,8 +454,21 @@ class Host:
         plan = self._plan(stage, session, slots)
         replies: dict[str, Any] = {}
 
+        clock = (time.perf_counter(), anyio.current_time())
+        # Every request that can go out without waiting goes out now, back to back,
+        # before any leg task starts: the last provider's clock starts nearly as early
+        # as the first's, and the legs' own set-up runs while the providers work.
+        early: dict[str, _Early] = {}
+        for slot in slots:
+            sent = self._send_early(slot, query, fan.asked[slot.spec.id])
+            if sent is not None:
+                early[slot.spec.id] = sent
+
         async def run_leg(slot: _Slot, share: int) -> None:
-            report, audit = await self._leg(slot, query, share, fan.asked[slot.spec.id], timeout_ms)
+            pid = slot.spec.id
+            report, audit = await self._leg(
+                slot, query, share, fan.asked[pid], timeout_ms, clock, early.get(pid)
+            )
             reports.append(report)
             if audit is not None:
                 audits[slot.spec.id] = audit
@@ -536,6 +562,46 @@ class Host:
 
     # -- one leg ------------------------------------------------------------------------
 
+    def _gate(
+        self, provider_id: str, conn: ProviderConnection, query: ContextQuery
+    ) -> tuple[ContextQuery, list[str]]:
+        """The consent gate (C1, C2, C6) and P5, before any payload is written: the
+        scopes still missing consent, and the query trimmed to the representations
+        the provider advertised."""
+        assert conn.info is not None and conn.capabilities is not None
+        missing = missing_consent(self._consent, provider_id, conn.info)
+        if missing:
+            return query, missing
+        if check_representation_preferences(query, conn.capabilities):
+            advertised = {"full", *conn.capabilities.representations}
+            query = query.model_copy(
+                update={
+                    "representation_preferences": [
+                        r for r in query.representation_preferences or () if r in advertised
+                    ]
+                }
+            )
+        return query, []
+
+    def _send_early(self, slot: _Slot, template: ContextQuery, asked: int) -> _Early | None:
+        """Write this leg's request at once when nothing has to be awaited first: a live
+        connection, consent in order, a pipelining binding and a pipe that takes the
+        line whole. ``None`` (nothing written) leaves all of it to the leg's task, which
+        then also reports whatever stopped it here."""
+        conn = slot.conn
+        if asked <= 0 or conn is None or not conn.alive:
+            return None
+        query, missing = self._gate(
+            slot.spec.id, conn, template.model_copy(update={"max_tokens": asked})
+        )
+        if missing:
+            return None
+        try:
+            call = conn.start_query(query)
+        except HostdError:  # the leg's own path meets the same failure and reports it
+            return None
+        return None if call is None else _Early(conn, query, call)
+
     async def _leg(
         self,
         slot: _Slot,
@@ -543,12 +609,17 @@ class Host:
         share: int,
         asked: int,
         timeout_ms: float | None,
+        clock: tuple[float, float],
+        early: _Early | None = None,
     ) -> tuple[LegReport, LegAudit | None]:
+        """One provider's leg. ``clock`` is the fan-out's start (``perf_counter``, anyio
+        time): latency and the deadline count from it, as the request may already have
+        been written then (``early``)."""
         spec = slot.spec
         limit_ms = spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
-        started = time.perf_counter()
-        deadline = anyio.current_time() + limit_ms / 1000
-        query = template.model_copy(update={"max_tokens": asked})
+        started, now = clock
+        deadline = now + limit_ms / 1000
+        query = template.model_copy(update={"max_tokens": asked}) if early is None else early.query
         conn: ProviderConnection | None = None
         audit: LegAudit | None = None
         fields: dict[str, Any] = {"max_tokens": asked, "share": share}
@@ -568,28 +639,20 @@ class Host:
             return done(LegStatus.SKIPPED, error_code="no_budget", error_message="budget share 0")
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                conn = await self._ensure(slot, deadline)
-                assert conn.info is not None and conn.capabilities is not None
-                # C1, C2, C6: the gate comes before any payload is written.
-                missing = missing_consent(self._consent, spec.id, conn.info)
-                if missing:
-                    return done(
-                        LegStatus.NO_CONSENT,
-                        error_code="no_consent",
-                        error_message=f"no consent recorded for scope(s): {', '.join(missing)}",
-                        missing_scopes=tuple(missing),
-                    )
-                # P5: ask only for representations the provider advertised.
-                if check_representation_preferences(query, conn.capabilities):
-                    advertised = {"full", *conn.capabilities.representations}
-                    query = query.model_copy(
-                        update={
-                            "representation_preferences": [
-                                r for r in query.representation_preferences or () if r in advertised
-                            ]
-                        }
-                    )
-                result = await conn.query(query)
+                if early is not None:
+                    conn = early.conn
+                    result = await early.call.result()
+                else:
+                    conn = await self._ensure(slot, deadline)
+                    query, missing = self._gate(spec.id, conn, query)
+                    if missing:
+                        return done(
+                            LegStatus.NO_CONSENT,
+                            error_code="no_consent",
+                            error_message="no consent recorded for scope(s): " + ", ".join(missing),
+                            missing_scopes=tuple(missing),
+                        )
+                    result = await conn.query(query)
         except TimeoutError:
             if conn is None:  # still starting: the handshake (or a restart) ate the leg's time
                 return done(

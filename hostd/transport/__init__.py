@@ -9,7 +9,7 @@ scrubbed env, stderr into the log, teardown ladder) and the handshake
 ``hostd.engine``.
 """
 
-from ._calls import Pending, PendingTable
+from ._calls import Pending, PendingTable, StartedCall
 from ._cgp import CgpClient
 from ._connection import Binding, BindingClient, ProviderConnection
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
@@ -28,6 +28,7 @@ __all__ = [
     "Pending",
     "PendingTable",
     "ProviderConnection",
+    "StartedCall",
     "StderrPolicy",
     "encode_line",
     "provider_error",

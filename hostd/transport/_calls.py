@@ -20,7 +20,16 @@ from hostd.protocol import ContextFrame, ContextQueryResult
 
 from ._framing import LineReader
 
-__all__ = ["FRAMES_MARK", "ParsedQueryResult", "Pending", "PendingTable", "Send", "StreamClient"]
+__all__ = [
+    "FRAMES_MARK",
+    "ParsedQueryResult",
+    "Pending",
+    "PendingTable",
+    "Send",
+    "SendNowait",
+    "StartedCall",
+    "StreamClient",
+]
 
 #: Every query reply carries this member name; a line without it skips the one-pass try.
 FRAMES_MARK = b'"frames"'
@@ -36,6 +45,8 @@ class ParsedQueryResult(ContextQueryResult):
 
 
 Send = Callable[[bytes], Awaitable[None]]
+#: Writes a whole line at once or returns ``False`` having written nothing.
+SendNowait = Callable[[bytes], bool]
 
 log = structlog.get_logger("hostd.transport")
 
@@ -120,6 +131,30 @@ class PendingTable:
             slot.fail(error)
 
 
+class StartedCall:
+    """A request already written; ``await result()`` is its reply, converted by the
+    binding. Cancelled or failed while waiting, the id is abandoned (a late reply is
+    then dropped quietly, not read as a correlation fault)."""
+
+    __slots__ = ("_convert", "_key", "_slot", "_table")
+
+    def __init__(
+        self, table: PendingTable, key: Any, slot: Pending, convert: Callable[[Any], Any]
+    ) -> None:
+        self._table = table
+        self._key = key
+        self._slot = slot
+        self._convert = convert
+
+    async def result(self) -> Any:
+        try:
+            reply = await self._slot.wait()
+        except BaseException:
+            self._table.abandon(self._key)
+            raise
+        return self._convert(reply)
+
+
 class StreamClient:
     """What both bindings share: a line reader, a send lock, ids and the pending table.
 
@@ -127,9 +162,17 @@ class StreamClient:
     binding's ``_dispatch``; when it stops, every waiter is woken with the reason.
     """
 
-    def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
+    def __init__(
+        self,
+        reader: LineReader,
+        send: Send,
+        *,
+        provider_id: str = "?",
+        send_nowait: SendNowait | None = None,
+    ) -> None:
         self._reader = reader
         self._send = send
+        self._send_nowait = send_nowait
         # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
         self._send_lock = anyio.Lock(fast_acquire=True)
         self._ids = itertools.count(1)
@@ -147,6 +190,24 @@ class StreamClient:
     def _dispatch(self, line: bytes) -> HostdError | None:
         """Handle one line; a returned error ends the stream (the peer's fault)."""
         raise NotImplementedError
+
+    def _start(
+        self, key: Any, kind: str | None, line: bytes, convert: Callable[[Any], Any]
+    ) -> StartedCall | None:
+        """Register ``key`` and write ``line`` now if that needs no waiting (see
+        ``send_nowait``); ``None``, with nothing registered or written, otherwise."""
+        if self._send_nowait is None or self._send_lock.locked():
+            return None
+        slot = self._table.add(key, kind)  # raises the stream's failure, if it broke
+        try:
+            sent = self._send_nowait(line)
+        except BaseException:
+            self._table.pop(key)
+            raise
+        if not sent:
+            self._table.pop(key)
+            return None
+        return StartedCall(self._table, key, slot, convert)
 
     async def run(self) -> None:
         """Read replies until the stream ends or breaks; then fail every waiter."""

@@ -43,7 +43,15 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import FRAMES_MARK, ParsedQueryResult, Pending, Send, StreamClient
+from ._calls import (
+    FRAMES_MARK,
+    ParsedQueryResult,
+    Pending,
+    Send,
+    SendNowait,
+    StartedCall,
+    StreamClient,
+)
 from ._framing import LineReader, encode_line
 
 __all__ = ["CgpClient"]
@@ -77,13 +85,26 @@ def _envelope_error(env: ErrorEnvelope) -> HostdError:
     return ProviderError(env.message[:500], cgp_code=code)
 
 
+def _frames(result: Any) -> ContextQueryResult:
+    if not isinstance(result, ContextQueryResult):
+        raise ProtocolFault("expected frames")
+    return result
+
+
 class CgpClient(StreamClient):
     """Envelope calls over one line stream. Run ``run()`` as a background task."""
 
     binding = "cgp"
 
-    def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
-        super().__init__(reader, send, provider_id=provider_id)
+    def __init__(
+        self,
+        reader: LineReader,
+        send: Send,
+        *,
+        provider_id: str = "?",
+        send_nowait: SendNowait | None = None,
+    ) -> None:
+        super().__init__(reader, send, provider_id=provider_id, send_nowait=send_nowait)
         self._lockstep = anyio.Lock()  # one unkeyed request at a time
         #: Set from the handshake's capabilities: pipeline queries with ids.
         self.correlation = False
@@ -170,9 +191,17 @@ class CgpClient(StreamClient):
             result = await self._exchange({**body, "id": key}, key)
         else:
             result = await self._unkeyed(body)
-        if not isinstance(result, ContextQueryResult):
-            raise ProtocolFault("expected frames")
-        return result
+        return _frames(result)
+
+    def start_query(self, query: ContextQuery) -> StartedCall | None:
+        """Write a ``query`` envelope now, with no event-loop turn, when the provider
+        correlates and the pipe takes the line whole at once; ``None`` (nothing written)
+        otherwise, a lock-step provider always: then use ``query``."""
+        if not self.correlation:
+            return None
+        key = f"q{next(self._ids)}"
+        line = encode_line({"type": "query", "query": query.to_wire(), "id": key})
+        return self._start(key, None, line, _frames)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         env = await self._unkeyed(

@@ -40,6 +40,7 @@ from hostd.protocol import (
     check_handshake,
 )
 
+from ._calls import StartedCall
 from ._cgp import CgpClient
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from ._jsonrpc import JsonRpcClient
@@ -64,6 +65,7 @@ class BindingClient(Protocol):
     async def run(self) -> None: ...
     async def handshake(self, host: HostInfo) -> HandshakeAck: ...
     async def query(self, query: ContextQuery) -> ContextQueryResult: ...
+    def start_query(self, query: ContextQuery) -> StartedCall | None: ...
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
     async def shutdown(self) -> None: ...
     def close(self, error: HostdError) -> None: ...
@@ -227,7 +229,9 @@ class ProviderConnection:
         assert child.process.stdout is not None
         reader = LineReader(child.process.stdout, max_line_bytes)
         client_cls = JsonRpcClient if binding == "jsonrpc" else CgpClient
-        client = client_cls(reader, child.send, provider_id=provider_id)
+        client = client_cls(
+            reader, child.send, provider_id=provider_id, send_nowait=child.send_nowait
+        )
         with anyio.CancelScope() as scope:
             conn = cls(provider_id, child, client, scope, grace)
             try:
@@ -241,6 +245,12 @@ class ProviderConnection:
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         return await self.client.query(query)
+
+    def start_query(self, query: ContextQuery) -> StartedCall | None:
+        """Write ``query`` now, with no event-loop turn, when the binding pipelines and
+        the pipe takes it whole; ``None`` (nothing written) otherwise. Raises
+        ``ProviderCrashed`` when the provider closed its input."""
+        return self.client.start_query(query)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return await self.client.verify(frames)

@@ -36,7 +36,7 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import FRAMES_MARK, ParsedQueryResult, Send, StreamClient
+from ._calls import FRAMES_MARK, ParsedQueryResult, Send, SendNowait, StartedCall, StreamClient
 from ._framing import LineReader, encode_line
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
@@ -54,6 +54,12 @@ class _FastQueryReply(BaseModel):
     id: Any
     result: ParsedQueryResult
     error: None = None  # a reply carrying an error object takes the general path
+
+
+def _query_result(result: Any) -> ContextQueryResult:
+    if isinstance(result, ContextQueryResult):  # parsed whole by the reader (fast path)
+        return result
+    return validate_reply(ContextQueryResult, result, "query result")
 
 
 def validate_reply(model: type[M], data: Any, what: str) -> M:
@@ -83,8 +89,15 @@ class JsonRpcClient(StreamClient):
 
     binding = "jsonrpc"
 
-    def __init__(self, reader: LineReader, send: Send, *, provider_id: str = "?") -> None:
-        super().__init__(reader, send, provider_id=provider_id)
+    def __init__(
+        self,
+        reader: LineReader,
+        send: Send,
+        *,
+        provider_id: str = "?",
+        send_nowait: SendNowait | None = None,
+    ) -> None:
+        super().__init__(reader, send, provider_id=provider_id, send_nowait=send_nowait)
         self.correlation = True  # JSON-RPC always correlates by id
 
     def __repr__(self) -> str:
@@ -171,9 +184,22 @@ class JsonRpcClient(StreamClient):
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         result = await self.call("context/query", {"query": query.to_wire()}, kind="query")
-        if isinstance(result, ContextQueryResult):  # parsed whole by the reader (fast path)
-            return result
-        return validate_reply(ContextQueryResult, result, "query result")
+        return _query_result(result)
+
+    def start_query(self, query: ContextQuery) -> StartedCall | None:
+        """Write a ``context/query`` now, with no event-loop turn, when the pipe takes it
+        whole at once; ``None`` (nothing written) otherwise: then use ``query``.
+        ``await started.result()`` is the ``ContextQueryResult``."""
+        key = next(self._ids)
+        line = encode_line(
+            {
+                "jsonrpc": "2.0",
+                "method": "context/query",
+                "params": {"query": query.to_wire()},
+                "id": key,
+            }
+        )
+        return self._start(key, "query", line, _query_result)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         result = await self.call("context/verify", {"frames": [f.to_wire() for f in frames]})

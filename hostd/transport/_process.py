@@ -13,6 +13,7 @@ cancelled mid-query still leaves no orphan.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,6 +34,9 @@ __all__ = [
     "StderrPolicy",
     "scrubbed_env",
 ]
+
+#: The largest write a pipe takes whole or not at all (POSIX: atomic up to PIPE_BUF).
+ATOMIC_PIPE_WRITE = select.PIPE_BUF
 
 log = structlog.get_logger("hostd.transport")
 
@@ -75,12 +79,25 @@ class StderrPolicy:
 
 
 class ChildProcess:
-    """One running provider process. Create with ``await ChildProcess.start(...)``."""
+    """One running provider process. Create with ``await ChildProcess.spawn(...)``.
 
-    def __init__(self, provider_id: str, process: Process, policy: StderrPolicy) -> None:
+    The host writes the child's stdin through a pipe of its own, non-blocking on
+    this side: ``send_nowait`` puts a short line in the pipe at once, without
+    an event-loop turn, or says it cannot; ``send`` waits for room. A line is
+    always written whole and never interleaved with another.
+    """
+
+    def __init__(
+        self, provider_id: str, process: Process, policy: StderrPolicy, stdin_fd: int
+    ) -> None:
         self.provider_id = provider_id
         self.process = process
         self.policy = policy
+        #: Our (non-blocking) end of the child's stdin pipe; -1 once closed.
+        self._stdin_fd = stdin_fd
+        self._write_lock = anyio.Lock(fast_acquire=True)
+        #: A cancelled ``send`` left part of a line in the pipe: the stream is unusable.
+        self._cut_line = False
         self.stderr_lines = 0
         self.stderr_suppressed = 0
         self.exited = anyio.Event()
@@ -114,17 +131,27 @@ class ChildProcess:
 
         Raises ``OSError`` when the command cannot be started.
         """
-        process = await anyio.open_process(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=scrubbed_env(env),
-            cwd=cwd,
-            start_new_session=True,
-        )
+        # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
+        # child holds it open): the write end is made non-blocking for send_nowait.
+        read_end, write_end = os.pipe()
+        try:
+            process = await anyio.open_process(
+                list(command),
+                stdin=read_end,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=scrubbed_env(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        os.set_blocking(write_end, False)
         log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        return cls(provider_id, process, policy or StderrPolicy())
+        return cls(provider_id, process, policy or StderrPolicy(), write_end)
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -170,13 +197,60 @@ class ChildProcess:
                         suppressed=self.stderr_suppressed,
                     )
 
-    async def send(self, data: bytes) -> None:
-        """Write to the child's stdin; a closed pipe means the provider is gone."""
-        assert self.process.stdin is not None
+    def _check_writable(self) -> int:
+        if self._stdin_fd < 0:
+            raise ProviderCrashed("provider input is closed")
+        if self._cut_line:
+            raise ProviderCrashed("provider input holds a line cut short by cancellation")
+        return self._stdin_fd
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Write ``data`` whole, now, with no event-loop turn; ``False`` when that is not
+        possible (longer than the pipe's atomic bound, a ``send`` under way, a full
+        pipe): nothing was written, use ``send``. Raises ``ProviderCrashed`` when the
+        provider closed its input."""
+        fd = self._check_writable()
+        if len(data) > ATOMIC_PIPE_WRITE or self._write_lock.locked():
+            return False
         try:
-            await self.process.stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            os.write(fd, data)  # atomic: all of it, or EAGAIN and none
+        except BlockingIOError:
+            return False
+        except OSError as exc:  # EPIPE: the provider is gone
             raise ProviderCrashed("provider closed its input") from exc
+        return True
+
+    async def send(self, data: bytes) -> None:
+        """Write ``data`` whole to the child's stdin, waiting for room in the pipe as long
+        as it takes (the caller's timeout bounds it). A closed pipe means the provider
+        is gone (``ProviderCrashed``). Cancelled after part of a line went out, the
+        stream is unusable and every later send raises ``ProviderCrashed``."""
+        async with self._write_lock:
+            view = memoryview(data)
+            while view:
+                fd = self._check_writable()
+                try:
+                    written = os.write(fd, view)
+                except BlockingIOError:
+                    written = 0
+                except OSError as exc:
+                    raise ProviderCrashed("provider closed its input") from exc
+                view = view[written:]
+                if view:
+                    try:
+                        await anyio.wait_writable(fd)
+                    except anyio.ClosedResourceError:  # closed by teardown while waiting
+                        raise ProviderCrashed("provider input is closed") from None
+                    except BaseException:  # cancelled: a started line cannot be taken back
+                        if len(view) < len(data):
+                            self._cut_line = True
+                        raise
+
+    def _close_stdin(self) -> None:
+        fd, self._stdin_fd = self._stdin_fd, -1
+        if fd >= 0:
+            anyio.notify_closing(fd)  # wakes a send waiting for room, before the close
+            os.close(fd)
 
     def _signal_group(self, sig: signal.Signals) -> bool:
         try:
@@ -206,12 +280,7 @@ class ChildProcess:
                     await shutdown()
             except Exception:  # a dead or stuck pipe: go on down the ladder
                 pass
-        stdin = self.process.stdin
-        if stdin is not None:
-            try:
-                await stdin.aclose()  # R2: EOF also tells a provider to exit
-            except Exception:
-                pass
+        self._close_stdin()  # R2: EOF also tells a provider to exit
         if not await self._wait(grace):
             log.warning("provider.process.sigterm", provider=self.provider_id, pid=self.pid)
             self._signal_group(signal.SIGTERM)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from hostd.engine import FanOut, Host, LegReport, LegStatus, RestartPolicy
@@ -64,6 +65,25 @@ async def test_a_hung_provider_times_out(binding: str) -> None:
     fan, _, _ = await fan_out("hang", binding=binding, timeout_ms=1500)
     assert adv(fan).status is LegStatus.TIMEOUT
     assert adv(fan).error_code == "timeout"
+
+
+async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> None:
+    # "hang" reads its first query, then no more: its input pipe fills up (3.5 KB
+    # queries, a 64 KiB pipe). Once full, the early write is refused, the leg's own
+    # write waits under the leg's timeout, and the healthy provider answers every time.
+    specs = [healthy("healthy", "--frames", "3"), adversary("hang", ADV, timeout_ms=100)]
+    big = query(anchors=["a" * 3500])  # a big request; the healthy frames stay small
+    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+        first = host.connection(ADV)
+        with anyio.fail_after(120):  # a blocked write would hang here, not fail a report
+            for _ in range(30):
+                fan = await host.query_all(big, 1000)
+                assert fan.reports["healthy"].status is LegStatus.OK
+                assert [pid for pid, _ in fan.accepted].count("healthy") == 3
+                assert adv(fan).status is LegStatus.TIMEOUT
+        conn = host.connection(ADV)
+        assert conn is first and conn is not None and conn.alive  # no line was cut short
+        assert not conn.child.send_nowait(b" " * 3500 + b"{}\n")  # the pipe is full indeed
 
 
 @pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
