@@ -153,6 +153,8 @@ def _clean_leg(
         return None
     kinds = frozenset(query.kinds) if query.kinds else FRAME_KINDS
     digest_ok = DIGEST_RE.fullmatch
+    r3 = looks_like_instructions
+    new_id = tuple.__new__
     total = 0
     ids: list[FrameId] = []
     for f in frames:
@@ -184,10 +186,11 @@ def _clean_leg(
                 return None
         size = len(content) if content.isascii() else len(content.encode("utf-8"))
         cost = (size + 3) // 4  # canonical_token_cost, inline (B3)
-        if f.token_cost != cost or looks_like_instructions(content):
+        if f.token_cost != cost or r3(content):
             return None
         total += cost
-        ids.append(FrameId(provider_id, f.id, digest))
+        # FrameId(provider_id, f.id, digest), without a Python-level constructor call.
+        ids.append(new_id(FrameId, (provider_id, f.id, digest is not None, digest or "")))
     if total > query.max_tokens:
         return None
     order = sorted(range(len(frames)), key=ids.__getitem__)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from hostd.protocol import (
@@ -20,7 +21,7 @@ from hostd.protocol import (
     parse_frame,
     sha256_digest,
 )
-from hostd.provider import ProviderServer, file_provenance, make_frame
+from hostd.provider import ProviderServer, file_provenance, make_frame, serve_stdio
 from tests.fixtures.healthy_provider import HealthyProvider
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,3 +226,25 @@ async def test_a_reply_that_cannot_be_encoded_becomes_an_internal_error() -> Non
     line = _req("context/query", QUERY, 7)
     reply = json.loads(await server.handle_line(line))
     assert reply["id"] == 7 and reply["error"]["data"]["cgp_code"] == "internal"
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_fails_unexpectedly_ends_the_provider_loudly() -> None:
+    # Provider errors are answered as errors; anything else escaping an answer is a bug
+    # in the runtime's surroundings (here: a stdout that raises) and must not be lost.
+    class BrokenOut:
+        def write(self, data: bytes) -> int:
+            raise RuntimeError("stdout exploded")
+
+        def flush(self) -> None:
+            pass
+
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, _req("context/query", QUERY, 1))
+        with pytest.raises(RuntimeError, match="stdout exploded"):
+            with anyio.fail_after(10):
+                await serve_stdio(HealthyProvider(), stdin=read_end, stdout=BrokenOut())
+    finally:
+        os.close(write_end)
+        os.close(read_end)
