@@ -24,6 +24,7 @@ from dataclasses import replace
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import anyio
@@ -108,6 +109,10 @@ def _tune_gc() -> None:
         if young and young < GC_YOUNG_THRESHOLD:  # 0 means "disabled": leave it so
             gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
 
+
+#: The state of every accepted frame when verification is off: one shared mapping,
+#: read-only, so 400 frames need no 400 dicts (readers copy what they keep).
+_UNVERIFIED: Mapping[str, Any] = MappingProxyType({"state": "unverified"})
 
 #: ``Host(verify_stage=...)`` default: a ``VerifyStage`` re-reading each provider's
 #: sources under its spec's ``trusted_roots``. Pass ``None`` to turn verification off.
@@ -544,7 +549,7 @@ class Host:
             fan.excluded = sorted(excluded, key=itemgetter(0))
             if len(fresh_ids) != len(fresh):
                 fresh_ids = [FrameId.of(p, f) for p, f in fresh]
-            fan.verification = {fid: {"state": "unverified"} for fid in fresh_ids}
+            fan.verification = dict.fromkeys(fresh_ids, _UNVERIFIED)
             return
         # One audit entry per FrameId: the stage never reuses nor re-reports what the
         # leg audit dropped, and a quarantined provider's held frames stay out (B2).
@@ -638,7 +643,8 @@ class Host:
         if asked <= 0:
             return done(LegStatus.SKIPPED, error_code="no_budget", error_message="budget share 0")
         try:
-            with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+            # The leg's own deadline (anyio.fail_after without its context-manager layers).
+            with anyio.CancelScope(deadline=deadline) as scope:
                 if early is not None:
                     conn = early.conn
                     result = await early.call.result()
@@ -653,6 +659,8 @@ class Host:
                             missing_scopes=tuple(missing),
                         )
                     result = await conn.query(query)
+            if scope.cancelled_caught:
+                raise TimeoutError
         except TimeoutError:
             if conn is None:  # still starting: the handshake (or a restart) ate the leg's time
                 return done(

@@ -99,7 +99,8 @@ class FanOut:
     accepted: list[tuple[str, ContextFrame]] = field(default_factory=list)
     reports: dict[str, LegReport] = field(default_factory=dict)
     excluded: list[Excluded] = field(default_factory=list)
-    verification: dict[FrameId, dict[str, Any]] = field(default_factory=dict)
+    #: Read-only state per accepted frame (copy what you keep: entries may be shared).
+    verification: dict[FrameId, Mapping[str, Any]] = field(default_factory=dict)
     #: Each provider's token share (``budget_split``).
     shares: dict[str, int] = field(default_factory=dict)
     #: The over-fetch factor and what each provider was asked for (``max_tokens``).
