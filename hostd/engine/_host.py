@@ -161,7 +161,6 @@ class _Early(NamedTuple):
     """A leg whose request was written before any leg task started (``_send_early``)."""
 
     conn: ProviderConnection
-    query: ContextQuery
     call: StartedCall
 
 
@@ -464,8 +463,9 @@ class Host:
         # before any leg task starts: the last provider's clock starts nearly as early
         # as the first's, and the legs' own set-up runs while the providers work.
         early: dict[str, _Early] = {}
+        wire = query.to_wire()
         for slot in slots:
-            sent = self._send_early(slot, query, fan.asked[slot.spec.id])
+            sent = self._send_early(slot, query, wire, fan.asked[slot.spec.id])
             if sent is not None:
                 early[slot.spec.id] = sent
 
@@ -588,24 +588,31 @@ class Host:
             )
         return query, []
 
-    def _send_early(self, slot: _Slot, template: ContextQuery, asked: int) -> _Early | None:
+    def _send_early(
+        self, slot: _Slot, template: ContextQuery, wire: dict[str, Any], asked: int
+    ) -> _Early | None:
         """Write this leg's request at once when nothing has to be awaited first: a live
-        connection, consent in order, a pipelining binding and a pipe that takes the
-        line whole. ``None`` (nothing written) leaves all of it to the leg's task, which
-        then also reports whatever stopped it here."""
+        connection, consent in order, nothing to trim (P5), a pipelining binding and a
+        pipe that takes the line whole. ``wire`` is the template's wire form, shared by
+        every leg (only ``max_tokens`` differs), so a leg costs one dict copy before its
+        write. ``None`` (nothing written) leaves all of it to the leg's task, which then
+        also reports whatever stopped it here."""
         conn = slot.conn
         if asked <= 0 or conn is None or not conn.alive:
             return None
-        query, missing = self._gate(
-            slot.spec.id, conn, template.model_copy(update={"max_tokens": asked})
-        )
-        if missing:
+        info, caps = conn.info, conn.capabilities
+        if info is None or caps is None:
+            return None
+        # C1, C2, C6 before any payload; P5 trimming is left to the leg's own path.
+        if missing_consent(self._consent, slot.spec.id, info):
+            return None
+        if template.representation_preferences and check_representation_preferences(template, caps):
             return None
         try:
-            call = conn.start_query(query)
+            call = conn.start_query({**wire, "max_tokens": asked})
         except HostdError:  # the leg's own path meets the same failure and reports it
             return None
-        return None if call is None else _Early(conn, query, call)
+        return None if call is None else _Early(conn, call)
 
     async def _leg(
         self,
@@ -624,7 +631,9 @@ class Host:
         limit_ms = spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
         started, now = clock
         deadline = now + limit_ms / 1000
-        query = template.model_copy(update={"max_tokens": asked}) if early is None else early.query
+        # Built here, in the leg's task: an early leg's request was already written from
+        # the template's wire form with the same max_tokens.
+        query = template.model_copy(update={"max_tokens": asked})
         conn: ProviderConnection | None = None
         audit: LegAudit | None = None
         fields: dict[str, Any] = {"max_tokens": asked, "share": share}

@@ -16,7 +16,7 @@ import anyio
 import structlog
 
 from hostd.errors import HostdError, LineTooLong, ProviderCrashed
-from hostd.protocol import ContextFrame, ContextQueryResult
+from hostd.protocol import ContextFrame, ContextQuery, ContextQueryResult
 
 from ._framing import LineReader
 
@@ -29,6 +29,7 @@ __all__ = [
     "SendNowait",
     "StartedCall",
     "StreamClient",
+    "query_wire",
 ]
 
 #: Every query reply carries this member name; a line without it skips the one-pass try.
@@ -129,6 +130,11 @@ class PendingTable:
         pending, self._pending = self._pending, {}
         for slot in pending.values():
             slot.fail(error)
+
+
+def query_wire(query: ContextQuery | dict[str, Any]) -> dict[str, Any]:
+    """A query's wire form: a ``ContextQuery`` serialised, or a dict already in that form."""
+    return query if isinstance(query, dict) else query.to_wire()
 
 
 class StartedCall:

@@ -51,6 +51,7 @@ from ._calls import (
     SendNowait,
     StartedCall,
     StreamClient,
+    query_wire,
 )
 from ._framing import LineReader, encode_line
 
@@ -193,14 +194,14 @@ class CgpClient(StreamClient):
             result = await self._unkeyed(body)
         return _frames(result)
 
-    def start_query(self, query: ContextQuery) -> StartedCall | None:
+    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
         """Write a ``query`` envelope now, with no event-loop turn, when the provider
         correlates and the pipe takes the line whole at once; ``None`` (nothing written)
         otherwise, a lock-step provider always: then use ``query``."""
         if not self.correlation:
             return None
         key = f"q{next(self._ids)}"
-        line = encode_line({"type": "query", "query": query.to_wire(), "id": key})
+        line = encode_line({"type": "query", "query": query_wire(query), "id": key})
         return self._start(key, None, line, _frames)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:

@@ -36,7 +36,15 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import FRAMES_MARK, ParsedQueryResult, Send, SendNowait, StartedCall, StreamClient
+from ._calls import (
+    FRAMES_MARK,
+    ParsedQueryResult,
+    Send,
+    SendNowait,
+    StartedCall,
+    StreamClient,
+    query_wire,
+)
 from ._framing import LineReader, encode_line
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
@@ -186,16 +194,17 @@ class JsonRpcClient(StreamClient):
         result = await self.call("context/query", {"query": query.to_wire()}, kind="query")
         return _query_result(result)
 
-    def start_query(self, query: ContextQuery) -> StartedCall | None:
+    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
         """Write a ``context/query`` now, with no event-loop turn, when the pipe takes it
         whole at once; ``None`` (nothing written) otherwise: then use ``query``.
-        ``await started.result()`` is the ``ContextQueryResult``."""
+        ``query`` may be given in its wire form (``to_wire()``); ``await
+        started.result()`` is the ``ContextQueryResult``."""
         key = next(self._ids)
         line = encode_line(
             {
                 "jsonrpc": "2.0",
                 "method": "context/query",
-                "params": {"query": query.to_wire()},
+                "params": {"query": query_wire(query)},
                 "id": key,
             }
         )

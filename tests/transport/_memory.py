@@ -40,6 +40,7 @@ class ScriptedPeer:
     def __init__(self, respond: Callable[[dict[str, Any]], list[bytes]]) -> None:
         self.respond = respond
         self.received: list[dict[str, Any]] = []
+        self.refuse = False
         self.to_client, self.client_reads = byte_pipe()
 
     async def send(self, data: bytes) -> None:
@@ -49,3 +50,15 @@ class ScriptedPeer:
             self.received.append(msg)
             for out in self.respond(msg):
                 await self.to_client.send(out)
+
+    def send_nowait(self, data: bytes) -> bool:
+        """The client's ``send_nowait``: like ``send``, or ``False`` (nothing taken) while
+        ``refuse`` is set, as a full pipe would."""
+        if self.refuse:
+            return False
+        for line in data.splitlines():
+            msg = json.loads(line)
+            self.received.append(msg)
+            for out in self.respond(msg):
+                self.to_client.send_nowait(out)
+        return True

@@ -1,0 +1,122 @@
+"""``start_query``: a request written at once (no event-loop turn), its reply awaited later."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.protocol import ContextQuery, ContextQueryResult, HostInfo
+from hostd.transport import CgpClient, JsonRpcClient, LineReader
+from tests.transport._memory import ScriptedPeer
+from tests.transport.test_bindings import cgp_peer, frames_result, line, run_client
+
+pytestmark = pytest.mark.anyio
+
+QUERY = ContextQuery(goal="g", max_frames=5, max_tokens=100)
+
+
+def _answer(msg: dict[str, Any]) -> list[bytes]:
+    return [line({"jsonrpc": "2.0", "id": msg["id"], "result": frames_result("f")})]
+
+
+def _jsonrpc(respond: Any, *, nowait: bool = True) -> tuple[JsonRpcClient, ScriptedPeer]:
+    peer = ScriptedPeer(respond)
+    client = JsonRpcClient(
+        LineReader(peer.client_reads),
+        peer.send,
+        provider_id="p",
+        send_nowait=peer.send_nowait if nowait else None,
+    )
+    return client, peer
+
+
+async def _close(peer: ScriptedPeer) -> None:
+    peer.to_client.close()
+    await peer.client_reads.aclose()
+
+
+async def test_the_request_is_written_before_any_await_and_its_reply_arrives_later() -> None:
+    client, peer = _jsonrpc(_answer)
+    started = client.start_query(QUERY)
+    assert started is not None
+    assert peer.received == [  # already written: no await happened yet
+        {"jsonrpc": "2.0", "method": "context/query", "params": {"query": QUERY.to_wire()}, "id": 1}
+    ]
+
+    async def body() -> Any:
+        return await started.result()
+
+    try:
+        result = await run_client(client, body)
+    finally:
+        await _close(peer)
+    assert isinstance(result, ContextQueryResult)
+    assert result.frames == [{"id": "f"}]
+
+
+async def test_the_wire_form_writes_the_same_request_as_the_model() -> None:
+    client, peer = _jsonrpc(lambda msg: [])
+    assert client.start_query(QUERY) is not None
+    assert client.start_query({**QUERY.to_wire()}) is not None
+    first, second = peer.received
+    assert json.dumps(first["params"]) == json.dumps(second["params"])
+    await _close(peer)
+
+
+async def test_without_an_immediate_write_nothing_is_sent_or_registered() -> None:
+    client, peer = _jsonrpc(_answer, nowait=False)
+    assert client.start_query(QUERY) is None
+    peer_full, full = _jsonrpc(_answer)
+    full.refuse = True  # a full pipe
+    assert peer_full.start_query(QUERY) is None
+    for c, p in ((client, peer), (peer_full, full)):
+        assert p.received == [] and c.in_flight == 0
+        await _close(p)
+
+
+async def test_a_caller_that_gives_up_abandons_its_id_and_the_late_reply_is_dropped() -> None:
+    held: list[dict[str, Any]] = []
+    client, peer = _jsonrpc(lambda msg: held.append(msg) or [])
+    started = client.start_query(QUERY)
+    assert started is not None
+
+    async def body() -> Any:
+        with anyio.move_on_after(0.05):
+            await started.result()
+        assert client.in_flight == 0  # abandoned, not pending
+        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {}}))
+        await anyio.sleep(0.05)  # the reader handles the late reply
+        return client.failure
+
+    try:
+        assert await run_client(client, body) is None  # dropped quietly, no H4 fault
+    finally:
+        await _close(peer)
+
+
+async def test_cgp_starts_a_query_only_when_the_provider_correlates() -> None:
+    for correlation in (False, True):
+        peer = ScriptedPeer(cgp_peer(correlation))
+        client = CgpClient(
+            LineReader(peer.client_reads), peer.send, provider_id="p", send_nowait=peer.send_nowait
+        )
+
+        async def body(client: CgpClient = client, correlation: bool = correlation) -> Any:
+            await client.handshake(HostInfo(name="h", version="0"))
+            started = client.start_query(QUERY)
+            if not correlation:
+                return started
+            assert started is not None
+            return await started.result()
+
+        try:
+            out = await run_client(client, body)
+        finally:
+            await _close(peer)
+        if correlation:
+            assert isinstance(out, ContextQueryResult) and out.frames == [{"id": "g"}]
+        else:
+            assert out is None  # lock-step: the leg sends it itself, one at a time
