@@ -93,6 +93,16 @@ class LineReader:
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self._eof = True
                 continue
+            if (
+                not self._buf
+                and not self._discarding
+                and chunk.endswith(b"\n")
+                and chunk.find(b"\n") == len(chunk) - 1
+                and len(chunk) <= self.max_line_bytes + 1
+            ):
+                # The usual reply: exactly one whole line in one chunk. Hand it over
+                # without copying it through the buffer (twice, for a 20 KiB reply).
+                return chunk[:-1]
             self._buf += chunk
 
     def _too_long(self) -> LineTooLong:
