@@ -145,9 +145,7 @@ def record_leg(health: Health, status: str, *, error: str | None = None) -> Heal
         starts=health.starts,
         restarts=health.restarts,
         consecutive_failures=(
-            0
-            if answered and health.state is ProviderState.READY
-            else health.consecutive_failures
+            0 if answered and health.state is ProviderState.READY else health.consecutive_failures
         ),
         failed_at=health.failed_at,
         legs=health.legs + 1,

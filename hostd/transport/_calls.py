@@ -184,6 +184,10 @@ class StreamClient:
         self._ids = itertools.count(1)
         self._table = PendingTable()
         self.provider_id = provider_id
+        self._init_binding()
+
+    def _init_binding(self) -> None:
+        """The binding's own state, set up at the end of ``__init__``."""
 
     @property
     def failure(self) -> HostdError | None:

@@ -47,13 +47,11 @@ from ._calls import (
     FRAMES_MARK,
     ParsedQueryResult,
     Pending,
-    Send,
-    SendNowait,
     StartedCall,
     StreamClient,
     query_wire,
 )
-from ._framing import LineReader, encode_line
+from ._framing import encode_line
 
 __all__ = ["CgpClient"]
 
@@ -97,15 +95,7 @@ class CgpClient(StreamClient):
 
     binding = "cgp"
 
-    def __init__(
-        self,
-        reader: LineReader,
-        send: Send,
-        *,
-        provider_id: str = "?",
-        send_nowait: SendNowait | None = None,
-    ) -> None:
-        super().__init__(reader, send, provider_id=provider_id, send_nowait=send_nowait)
+    def _init_binding(self) -> None:
         self._lockstep = anyio.Lock()  # one unkeyed request at a time
         #: Set from the handshake's capabilities: pipeline queries with ids.
         self.correlation = False

@@ -39,13 +39,11 @@ from hostd.protocol import (
 from ._calls import (
     FRAMES_MARK,
     ParsedQueryResult,
-    Send,
-    SendNowait,
     StartedCall,
     StreamClient,
     query_wire,
 )
-from ._framing import LineReader, encode_line
+from ._framing import encode_line
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
 
@@ -96,17 +94,7 @@ class JsonRpcClient(StreamClient):
     """Pipelined JSON-RPC calls over one line stream. Run ``run()`` as a background task."""
 
     binding = "jsonrpc"
-
-    def __init__(
-        self,
-        reader: LineReader,
-        send: Send,
-        *,
-        provider_id: str = "?",
-        send_nowait: SendNowait | None = None,
-    ) -> None:
-        super().__init__(reader, send, provider_id=provider_id, send_nowait=send_nowait)
-        self.correlation = True  # JSON-RPC always correlates by id
+    correlation = True  # JSON-RPC always correlates by id
 
     def __repr__(self) -> str:
         return f"<JsonRpcClient {self.provider_id} {self._table!r}>"
