@@ -86,6 +86,22 @@ async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> Non
         assert not conn.child.send_nowait(b" " * 3500 + b"{}\n")  # the pipe is full indeed
 
 
+async def test_a_cancelled_fan_out_leaves_no_request_pending() -> None:
+    # The request goes out before any leg task runs; cancelled at once (and later,
+    # mid-wait), each leg still gives its id up, so nothing lingers on the connection.
+    specs = [adversary("hang", ADV, timeout_ms=30_000)]
+    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+        conn = host.connection(ADV)
+        assert conn is not None
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await host.query_all(query(), 1000)
+        assert conn.client.in_flight == 0
+        with anyio.move_on_after(0.2):
+            await host.query_all(query(), 1000)
+        assert conn.client.in_flight == 0 and conn.alive
+
+
 @pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
 async def test_a_garbage_line_is_a_protocol_fault(binding: str) -> None:
     fan, _, _ = await fan_out("garbage", binding=binding)
