@@ -62,6 +62,11 @@ class _FastQueryReply(BaseModel):
     error: None = None  # a reply carrying an error object takes the general path
 
 
+def _request_line(method: str, params: dict[str, Any], key: int) -> bytes:
+    """One JSON-RPC request, encoded as its line."""
+    return encode_line({"jsonrpc": "2.0", "method": method, "params": params, "id": key})
+
+
 def _query_result(result: Any) -> ContextQueryResult:
     if isinstance(result, ContextQueryResult):  # parsed whole by the reader (fast path)
         return result
@@ -156,9 +161,7 @@ class JsonRpcClient(StreamClient):
         slot = self._table.add(key, kind)
         try:
             async with self._send_lock:
-                await self._send(
-                    encode_line({"jsonrpc": "2.0", "method": method, "params": params, "id": key})
-                )
+                await self._send(_request_line(method, params, key))
             return await slot.wait()
         except BaseException:
             self._table.abandon(key)
@@ -188,14 +191,7 @@ class JsonRpcClient(StreamClient):
         ``query`` may be given in its wire form (``to_wire()``); ``await
         started.result()`` is the ``ContextQueryResult``."""
         key = next(self._ids)
-        line = encode_line(
-            {
-                "jsonrpc": "2.0",
-                "method": "context/query",
-                "params": {"query": query_wire(query)},
-                "id": key,
-            }
-        )
+        line = _request_line("context/query", {"query": query_wire(query)}, key)
         return self._start(key, "query", line, _query_result)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:

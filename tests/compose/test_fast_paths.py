@@ -129,6 +129,13 @@ def test_by_provider_partitions_the_score_order(pairs: list[tuple[str, ContextFr
         assert sorted(got[p]) == sorted(members)
 
 
+def _distinct_kept(pairs: list[tuple[str, ContextFrame]]) -> CandidateSet | None:
+    """The pool after dedup, or ``None`` when an identity survives twice."""
+    kept = dedup_pool(CandidateSet.of(pairs)).kept
+    distinct = {kept.key(i) for i in range(len(kept))}
+    return kept if len(distinct) == len(kept) else None
+
+
 def _reference_fused(c: CandidateSet, rrf: ReciprocalRankFusion) -> list[float]:
     """Rank-space fusion written out plainly: per provider, every frame it vouches
     for valued by its own best score, ranked; contributions summed in provider order."""
@@ -158,9 +165,8 @@ def _reference_fused(c: CandidateSet, rrf: ReciprocalRankFusion) -> list[float]:
 def test_rrf_fused_scores_match_the_plain_sum(
     pairs: list[tuple[str, ContextFrame]], rrf: ReciprocalRankFusion
 ) -> None:
-    kept = dedup_pool(CandidateSet.of(pairs)).kept
-    distinct = {kept.key(i) for i in range(len(kept))}
-    if len(distinct) < len(kept):
+    kept = _distinct_kept(pairs)
+    if kept is None:
         return  # one identity twice: its rank among equals is arrival order, not a rule
     assert rrf.fused_scores(kept) == _reference_fused(kept, rrf)
 
@@ -180,9 +186,8 @@ def test_rrf_fused_scores_match_the_plain_sum(
 def test_rrf_order_is_fused_value_descending_then_key(
     pairs: list[tuple[str, ContextFrame]], rrf: ReciprocalRankFusion
 ) -> None:
-    kept = dedup_pool(CandidateSet.of(pairs)).kept
-    distinct = {kept.key(i) for i in range(len(kept))}
-    if len(distinct) < len(kept):
+    kept = _distinct_kept(pairs)
+    if kept is None:
         return  # one identity twice: its place among equals is arrival order, not a rule
     fused = _reference_fused(kept, rrf)
     expected = sorted(range(len(kept)), key=lambda i: (-fused[i], kept.key(i)))

@@ -88,7 +88,12 @@ async def test_a_caller_that_gives_up_abandons_its_id_and_the_late_reply_is_drop
             await started.result()
         assert client.in_flight == 0  # abandoned, not pending
         await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {}}))
-        await anyio.sleep(0.05)  # the reader handles the late reply
+        # Replies are read in order: once a later call's reply is in, the late one was
+        # handled before it.
+        later = client.start_query(QUERY)
+        assert later is not None
+        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[1]["id"], "result": {}}))
+        await later.result()
         return client.failure
 
     try:

@@ -12,6 +12,7 @@ import signal
 import sys
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from hostd.errors import ProviderCrashed
@@ -60,6 +61,13 @@ async def _answers(reader: LineReader, n: int) -> list[tuple[int, bool]]:
     return out
 
 
+async def _until_sending(child: ChildProcess) -> None:
+    """Until a ``send`` is under way. A send takes its lock and writes without yielding,
+    so once the lock is seen held from here, that send is waiting for room."""
+    while not child._write_lock.locked():
+        await anyio.lowlevel.checkpoint()
+
+
 def _fill(child: ChildProcess) -> int:
     """send_nowait until the pipe refuses a line; the count of lines it took."""
     n = 0
@@ -104,8 +112,7 @@ async def test_send_waits_for_room_and_then_writes_the_line_whole() -> None:
             done.set()
 
         tg.start_soon(writer)
-        with anyio.move_on_after(0.3):
-            await done.wait()
+        await _until_sending(child)
         assert not done.is_set()  # nobody reads yet: the send waits, it does not drop
         assert not child.send_nowait(_line(0))  # a send under way: no line may cut in
         child.process.send_signal(signal.SIGUSR1)
@@ -142,7 +149,7 @@ async def test_teardown_wakes_a_send_waiting_for_room() -> None:
             woken.set()
 
         tg.start_soon(writer)
-        await anyio.sleep(0.1)  # the writer is waiting for room by now
+        await _until_sending(child)
         await child.aclose(grace=0.3)
         with anyio.fail_after(5):
             await woken.wait()
