@@ -14,9 +14,10 @@ frame and are reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import add, attrgetter, floordiv, itemgetter
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -135,72 +136,124 @@ def _r3(index: int) -> Violation:
     )
 
 
+# The clean path reads each attribute of all frames in one C-level pass (``map`` over an
+# ``attrgetter``): no Python frame, and no bytecode, per frame.
+_CONTENT = attrgetter("content")
+_KIND = attrgetter("kind")
+_SCORE = attrgetter("score")
+_TITLE = attrgetter("title")
+_LABEL = attrgetter("citation_label")
+_DIGEST = attrgetter("content_digest")
+_COST = attrgetter("token_cost")
+_ID = attrgetter("id")
+_PROVENANCE = attrgetter("provenance")
+_RELATIONS = attrgetter("relations")
+_FIELDS_SET = attrgetter("__pydantic_fields_set__")
+#: The members a plainly clean full frame may carry. The others (another
+#: representation, timestamps) are ``None`` unless given, so a frame that was given
+#: none of them has none (its ``model_fields_set`` says which were given).
+_PLAIN_FIELDS = frozenset(ContextFrame.model_fields) - {
+    "representation",
+    "content_ref",
+    "transform",
+    "canonical_content_hash",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+}
+#: ``n`` well-formed content digests joined by newlines, each line exactly 71 bytes.
+_DIGEST_LINES = re.compile(r"(?:sha256:[0-9a-f]{64}\n)*")
+#: Every R3 shape contains one of these (see ``looks_like_instructions``).
+_R3_WORDS = ("<", "ignore", "disregard", "you are", "system", "assistant", "begin")
+_tuple_new = tuple.__new__
+
+
 def _clean_leg(
     provider_id: str, query: ContextQuery, frames: list[ContextFrame]
 ) -> LegAudit | None:
-    """The audit of a reply whose every frame is a plain, valid full frame, in one pass.
+    """The audit of a reply whose every frame is a plain, valid full frame.
 
-    The honest reply is nearly every reply, so this fuses what ``check_frame``, R3
-    and the leg-level rules would find into one loop of inline tests. It answers
-    only when *nothing* would be reported: any frame that is not plainly clean
-    (another representation, timestamps, relations, an unknown kind, a bad score,
-    title, label or digest, a misstated cost, instruction-shaped content) and any
-    leg-level finding (B1, B4, Q1) or an ``as_of`` query returns ``None``, and the
-    general path judges and reports the reply. Equivalence with the general path
-    is tested on generated replies.
+    The honest reply is nearly every reply, so this answers what ``check_frame``, R3
+    and the leg-level rules would find, a column at a time: each test is one C-level
+    pass over the reply's frames. It answers only when *nothing* would be reported:
+    any frame that is not plainly clean (another representation, timestamps,
+    relations, an unknown kind, a bad score, title, label or digest, a misstated
+    cost, instruction-shaped content) and any leg-level finding (B1, B4, Q1) or an
+    ``as_of`` query returns ``None``, and the general path judges and reports the
+    reply. Equivalence with the general path is tested on generated replies.
     """
-    if query.as_of is not None or len(frames) > query.max_frames:
+    n = len(frames)
+    if query.as_of is not None or n > query.max_frames:
         return None
-    kinds = frozenset(query.kinds) if query.kinds else FRAME_KINDS
-    digest_ok = DIGEST_RE.fullmatch
-    r3 = looks_like_instructions
-    new_id = tuple.__new__
-    total = 0
-    ids: list[FrameId] = []
-    for f in frames:
-        content = f.content
-        if (
-            content is None
-            or f.representation is not None
-            or f.content_ref is not None
-            or f.transform is not None
-            or f.canonical_content_hash is not None
-            or f.valid_from is not None
-            or f.valid_to is not None
-            or f.recorded_at is not None
-            or f.relations
-            or f.kind not in kinds
-            or f.kind not in FRAME_KINDS
-            or not (0.0 <= f.score <= 1.0)
-        ):
+    if not all(map(_PLAIN_FIELDS.issuperset, map(_FIELDS_SET, frames))):
+        return None  # another representation or a timestamp was given (even as null)
+    if any(map(_RELATIONS, frames)):
+        return None
+    contents = list(map(_CONTENT, frames))
+    if None in contents:
+        return None
+    kinds = set(map(_KIND, frames))
+    if not kinds <= FRAME_KINDS or (query.kinds and not kinds.issubset(query.kinds)):
+        return None
+    scores = list(map(_SCORE, frames))
+    # F1: every score in [0, 1]. A NaN anywhere makes the sum NaN (unequal to itself),
+    # whatever min() and max() make of it; an infinity fails min() or max().
+    if n and not (0.0 <= min(scores) and max(scores) <= 1.0 and sum(scores) == sum(scores)):
+        return None
+    titles = list(map(_TITLE, frames))
+    labels = list(map(_LABEL, frames))
+    if not (all(titles) and all(labels)):  # empty, or a label missing (F2, F3)
+        return None
+    if any(map(str.isspace, titles)) or any(map(str.isspace, labels)):
+        return None
+    digests = list(map(_DIGEST, frames))
+    given = [d for d in digests if d is not None] if None in digests else digests
+    if given:
+        # D1 for all digests in one match: the lines match only if each digest is one
+        # whole line (a digest with a newline in it would make one line too many).
+        lines = "\n".join(given) + "\n"
+        if len(lines) != 72 * len(given) or _DIGEST_LINES.fullmatch(lines) is None:
             return None
-        title = f.title
-        label = f.citation_label
-        if not title or title.isspace() or not label or label.isspace():
-            return None
-        digest = f.content_digest
-        if digest is not None and digest_ok(digest) is None:
-            return None
-        for prov in f.provenance:
+    if any(map(_PROVENANCE, frames)):  # F5: file provenance needs a well-formed digest
+        digest_ok = DIGEST_RE.fullmatch
+        for prov in chain.from_iterable(map(_PROVENANCE, frames)):
             if prov.type == "file" and (prov.digest is None or digest_ok(prov.digest) is None):
                 return None
-        size = len(content) if content.isascii() else len(content.encode("utf-8"))
-        cost = (size + 3) // 4  # canonical_token_cost, inline (B3)
-        if f.token_cost != cost or r3(content):
-            return None
-        total += cost
-        # FrameId(provider_id, f.id, digest), without a Python-level constructor call.
-        ids.append(new_id(FrameId, (provider_id, f.id, digest is not None, digest or "")))
-    if total > query.max_tokens:
+    # B3 on recomputed costs: ceil(utf8 bytes / 4), the same as canonical_token_cost.
+    text = "".join(contents)
+    ascii_only = text.isascii()
+    sizes = map(len, contents) if ascii_only else map(len, map(str.encode, contents))
+    costs = list(map(floordiv, map(add, sizes, repeat(3)), repeat(4)))
+    if costs != list(map(_COST, frames)):
         return None
-    order = sorted(range(len(frames)), key=ids.__getitem__)
+    total = sum(costs)
+    if total > query.max_tokens:  # B1
+        return None
+    # R3: one scan of the whole reply for the words every shape needs; only a reply
+    # that has one (words may also meet across two frames) is checked frame by frame.
+    low = text.lower()
+    if any(map(low.__contains__, _R3_WORDS)) and any(map(looks_like_instructions, contents)):
+        return None
+    # FrameId(provider_id, f.id, digest), without a Python-level call per frame.
+    fids = list(map(_ID, frames))
+    if given is digests:  # every frame has a digest
+        keys: Iterable[tuple[str, str, bool, str]] = zip(
+            repeat(provider_id), fids, repeat(True), digests
+        )
+    elif not given:
+        keys = zip(repeat(provider_id), fids, repeat(False), repeat(""))
+    else:
+        pairs = zip(fids, digests, strict=True)
+        keys = [(provider_id, f, d is not None, d or "") for f, d in pairs]
+    ids = list(map(_tuple_new, repeat(FrameId), keys))
+    order = sorted(range(n), key=ids.__getitem__)
     return LegAudit(
-        len(frames),
-        tuple([frames[i] for i in order]),
+        n,
+        tuple(map(frames.__getitem__, order)),
         (),
         (),
         (),
-        tuple([ids[i] for i in order]),
+        tuple(map(ids.__getitem__, order)),
         total,
     )
 
