@@ -21,6 +21,7 @@ from operator import add, attrgetter, floordiv, itemgetter
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator, core_schema
 
 from hostd.protocol import (
     DIGEST_RE,
@@ -57,23 +58,35 @@ _INSTRUCTION_SHAPES = re.compile(
 )
 
 
+# Every shape above contains "<" or one of these words, in some letter case.
+_R3_WORD_LIST = ("ignore", "disregard", "you are", "system", "assistant", "begin")
+# pydantic-core's Rust regex engine finds any of the words in one vectorised pass: about
+# 1 us over a whole 50-frame reply, where seven ``in`` tests over its lower-cased text
+# took 33. Its case folding covers every letter ``str.lower`` maps onto one of them.
+_R3_WORDS = SchemaValidator(core_schema.str_schema(pattern="(?i)" + "|".join(_R3_WORD_LIST)))
+
+
+def _has_r3_word(text: str) -> bool:
+    """Whether ``text`` has "<" or an R3 word: a cheap test that every R3 match passes."""
+    if "<" in text or _R3_WORDS.isinstance_python(text):
+        return True
+    if text.isascii():
+        return False
+    # pydantic-core reads the text as UTF-8, which fails whole on a lone surrogate
+    # (only a frame built in-process can hold one): such text takes the plain scan.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        low = text.lower()
+        return any(word in low for word in _R3_WORD_LIST)
+    return False
+
+
 def looks_like_instructions(content: str | None) -> bool:
     if not content:
         return False
-    low = content.lower()
-    # Every shape above contains one of these words; plain ``in`` tests are ~4x cheaper
-    # than any regex over benign text, which is nearly all of it.
-    if not (
-        "ignore" in low
-        or "disregard" in low
-        or "you are" in low
-        or "system" in low
-        or "assistant" in low
-        or "<" in low
-        or "begin" in low
-    ):
-        return False
-    return _INSTRUCTION_SHAPES.search(content) is not None
+    # The regex runs only on text that has one of its words: nearly no text does.
+    return _has_r3_word(content) and _INSTRUCTION_SHAPES.search(content) is not None
 
 
 @dataclass(slots=True, frozen=True)
@@ -163,8 +176,6 @@ _PLAIN_FIELDS = frozenset(ContextFrame.model_fields) - {
 }
 #: ``n`` well-formed content digests joined by newlines, each line exactly 71 bytes.
 _DIGEST_LINES = re.compile(r"(?:sha256:[0-9a-f]{64}\n)*")
-#: Every R3 shape contains one of these (see ``looks_like_instructions``).
-_R3_WORDS = ("<", "ignore", "disregard", "you are", "system", "assistant", "begin")
 _tuple_new = tuple.__new__
 
 
@@ -231,8 +242,7 @@ def _clean_leg(
         return None
     # R3: one scan of the whole reply for the words every shape needs; only a reply
     # that has one (words may also meet across two frames) is checked frame by frame.
-    low = text.lower()
-    if any(map(low.__contains__, _R3_WORDS)) and any(map(looks_like_instructions, contents)):
+    if _has_r3_word(text) and any(map(looks_like_instructions, contents)):
         return None
     # FrameId(provider_id, f.id, digest), without a Python-level call per frame.
     fids = list(map(_ID, frames))
