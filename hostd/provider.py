@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import sys
 import threading
@@ -32,6 +33,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json, to_json
 
 from hostd.protocol import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -60,11 +62,12 @@ with warnings.catch_warnings():
     # harmless, but it must not break hosts and tests that run with warnings as errors.
     warnings.simplefilter("ignore", DeprecationWarning)
     from jsonrpcserver import Error, Result, Success, async_dispatch_to_serializable
-    from jsonrpcserver.async_dispatcher import call as _call_method
     from jsonrpcserver.dispatcher import to_response as _to_response
     from jsonrpcserver.request import Request as _Request
     from jsonrpcserver.response import to_serializable_one as _serializable
-    from jsonrpcserver.sentinels import NOCONTEXT as _NOCONTEXT
+
+#: jsonrpcserver's dispatcher logs a method's unexpected exception here; so does the hot path.
+_dispatch_log = logging.getLogger("jsonrpcserver.async_dispatcher")
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -164,6 +167,14 @@ def file_provenance(
 # --- the JSON-RPC dispatcher ---------------------------------------------------------
 
 
+class _Refused(Exception):
+    """A request answered with an error (its jsonrpcserver ``Result``)."""
+
+    def __init__(self, code: CgpErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.result = _error(code, message)
+
+
 def _error(code: CgpErrorCode, message: str) -> Result:
     return Error(code.jsonrpc_code, message, {"cgp_code": code.value})
 
@@ -200,14 +211,22 @@ class ProviderServer:
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, no newline) to one input line; ``None`` for a notification."""
+        reply: Any
         fast = _fast_query_request(line)
         if fast is not None:
-            # The hot path: one well-formed context/query. Same call and error mapping
-            # as the dispatcher (jsonrpcserver's own ``call``), without its per-request
-            # JSON re-parse, gather and signature binding.
-            request = _Request("context/query", fast[1], fast[0])
-            result = await _call_method(request, _NOCONTEXT, self._query)
-            reply = _serializable(_to_response(request, result))
+            # The hot path: one well-formed context/query, answered with the reply dict
+            # jsonrpcserver would serialise, without its per-request layers (JSON
+            # re-parse, gather, signature binding, Either wrapping, named-tuple copies).
+            # Its results stay plain dicts; an error takes jsonrpcserver's own mapping.
+            key, params = fast
+            try:
+                reply = {"jsonrpc": "2.0", "result": await self._answer(params), "id": key}
+            except _Refused as refused:
+                reply = _serializable(_to_response(_Request("", params, key), refused.result))
+            except Exception as exc:  # what jsonrpcserver's ``call`` makes of it
+                _dispatch_log.exception(exc)
+                failed = Error(INTERNAL_ERROR, "Internal error", str(exc))
+                reply = _serializable(_to_response(_Request("", params, key), failed))
         else:
             text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
             if not text.strip():
@@ -260,13 +279,20 @@ class ProviderServer:
 
     async def _query(self, **params: Any) -> Result:
         try:
+            return Success(await self._answer(params))
+        except _Refused as refused:
+            return refused.result
+
+    async def _answer(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The ``context/query`` result; raises ``_Refused`` with the error to answer."""
+        try:
             query = ContextQuery.model_validate(params.get("query"))
         except ValidationError as exc:
-            return _error(CgpErrorCode.BAD_REQUEST, f"bad query: {_first_error(exc)}")
+            raise _Refused(CgpErrorCode.BAD_REQUEST, f"bad query: {_first_error(exc)}") from None
         try:
             out = await self.provider.query(query)
         except ProviderRefusal as exc:
-            return _error(exc.code, exc.message)
+            raise _Refused(exc.code, exc.message) from None
         if isinstance(out, ContextQueryResult):
             # Frames are usually wire dicts already; a pydantic dump of list[Any] would
             # only copy them (it is the provider's hot path).
@@ -276,8 +302,8 @@ class ProviderServer:
             }
             if out.dropped_estimate is not None:
                 result["dropped_estimate"] = out.dropped_estimate
-            return Success(result)
-        return Success({"frames": _frames_to_wire(out), "truncated": False})
+            return result
+        return {"frames": _frames_to_wire(out), "truncated": False}
 
     async def _verify(self, **params: Any) -> Result:
         try:

@@ -14,6 +14,7 @@ import pytest
 
 from hostd.protocol import (
     PROTOCOL_VERSION,
+    CgpErrorCode,
     ContextQuery,
     UnverifiableRange,
     address_line_range,
@@ -248,3 +249,43 @@ async def test_an_answer_that_fails_unexpectedly_ends_the_provider_loudly() -> N
     finally:
         os.close(write_end)
         os.close(read_end)
+
+
+class _Mixed(HealthyProvider):
+    """Answers, refuses or fails by the query's goal."""
+
+    async def query(self, query: ContextQuery) -> Any:
+        from hostd.provider import ProviderRefusal
+
+        if query.goal == "refuse":
+            raise ProviderRefusal("not here", CgpErrorCode.UNAVAILABLE)
+        if query.goal == "fail":
+            raise RuntimeError("index went away")
+        return await super().query(query)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "params",
+    [
+        QUERY,
+        {"query": {"goal": "refuse", "max_frames": 5, "max_tokens": 1000}},
+        {"query": {"goal": "fail", "max_frames": 5, "max_tokens": 1000}},
+        {"query": {"goal": "g", "max_frames": -1, "max_tokens": 1000}},  # bad query
+        {"query": "not an object"},
+        {},
+    ],
+    ids=["answer", "refusal", "failure", "bad-query", "not-object", "no-query"],
+)
+async def test_the_query_hot_path_answers_what_the_dispatcher_answers(params: Any) -> None:
+    # A single context/query takes the runtime's hot path; the same request in a batch
+    # of one takes jsonrpcserver's dispatcher. Both must answer the same reply.
+    server = ProviderServer(_Mixed())
+    single = await server.handle_line(_req("context/query", params, 7))
+    batch = await server.handle_line(b"[" + _req("context/query", params, 7).strip() + b"]")
+    assert single is not None and batch is not None
+    reply = json.loads(single)
+    assert [reply] == json.loads(batch)
+    assert reply["id"] == 7
+    if "error" in reply:
+        assert reply["error"]["data"]["cgp_code"] in {"bad_request", "unavailable", "internal"}
