@@ -240,3 +240,54 @@ async def test_a_stderr_flood_is_drained_and_counted_not_logged_line_by_line() -
     health = {p["id"]: p for p in listed}[ADV]["health"]
     assert health["stderr_suppressed"] > 0
     assert health["stderr_lines"] > health["stderr_suppressed"] - 1
+
+
+async def test_legs_written_early_each_keep_their_own_deadline() -> None:
+    # Every request below is written before any leg is awaited. Each leg still ends on
+    # its own: the short-deadline hang times out first, the slow healthy provider
+    # answers later, the crash is reported as it happens, and the long-deadline hang
+    # times out last.
+    specs = [
+        adversary("hang", "hang-short", timeout_ms=300),
+        healthy("slow", "--frames", "2", "--delay-ms", "700"),
+        adversary("crash", "crash"),
+        adversary("hang", "hang-long", timeout_ms=1500),
+    ]
+    order: list[str] = []
+    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+        fan = await host.query_all(query(), 1000, on_leg_done=lambda r: order.append(r.provider_id))
+        for pid in ("hang-short", "hang-long", "slow"):
+            assert host.connection(pid).client.in_flight == 0  # type: ignore[union-attr]
+    reports = fan.reports
+    assert reports["hang-short"].status is LegStatus.TIMEOUT
+    assert reports["hang-short"].error_message == "no reply within 300 ms"
+    assert reports["hang-long"].status is LegStatus.TIMEOUT
+    assert reports["hang-long"].error_message == "no reply within 1500 ms"
+    assert reports["slow"].status is LegStatus.OK and reports["slow"].frames_accepted == 2
+    assert reports["crash"].status is LegStatus.CRASHED
+    assert order.index("hang-short") < order.index("slow") < order.index("hang-long")
+    assert order.index("crash") < order.index("slow")
+    assert 300 <= reports["hang-short"].latency_ms < reports["slow"].latency_ms
+    assert reports["slow"].latency_ms >= 700
+    assert reports["hang-long"].latency_ms >= 1500
+    assert sorted(pid for pid, _ in fan.accepted) == ["slow", "slow"]
+
+
+async def test_a_slow_leg_callback_holds_up_no_other_leg_and_is_not_cut_short() -> None:
+    # on_leg_done may await (the server sends a progress notification). It runs after
+    # its own leg: the hang beside it still times out on time, and the slow callback is
+    # neither cancelled by that deadline nor skipped.
+    specs = [healthy("fast"), adversary("hang", "hang", timeout_ms=300)]
+    completed: list[str] = []
+
+    async def slow_callback(report: LegReport) -> None:
+        if report.provider_id == "fast":
+            await anyio.sleep(2.0)
+        completed.append(report.provider_id)
+
+    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+        fan = await host.query_all(query(), 1000, on_leg_done=slow_callback)
+    assert fan.reports["fast"].status is LegStatus.OK
+    assert fan.reports["hang"].status is LegStatus.TIMEOUT
+    assert fan.reports["hang"].latency_ms < 1800  # judged while the callback still slept
+    assert completed == ["hang", "fast"]  # both callbacks ran to the end
