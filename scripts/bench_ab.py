@@ -70,11 +70,6 @@ def worker(args: argparse.Namespace) -> None:
     anyio.run(run, backend="asyncio")
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("other", nargs="?", help="the checkout to compare with")
@@ -134,6 +129,9 @@ def main() -> None:
                 proc.stdin.close()
         for proc in procs.values():
             proc.wait(timeout=60)
+    sys.path.insert(0, str(SCRIPT.parent))
+    from bench_fanout import percentile
+
     diff = [b - a for a, b in zip(overhead["other"], overhead["this"], strict=True)]
     out: dict[str, object] = {
         "rounds": args.rounds,
