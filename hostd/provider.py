@@ -61,7 +61,13 @@ with warnings.catch_warnings():
     # jsonrpcserver 5 reads its schema with the deprecated importlib.resources.read_text;
     # harmless, but it must not break hosts and tests that run with warnings as errors.
     warnings.simplefilter("ignore", DeprecationWarning)
-    from jsonrpcserver import Error, Result, Success, async_dispatch_to_serializable
+    from jsonrpcserver import (
+        Error,
+        JsonRpcError,
+        Result,
+        Success,
+        async_dispatch_to_serializable,
+    )
     from jsonrpcserver.dispatcher import to_response as _to_response
     from jsonrpcserver.request import Request as _Request
     from jsonrpcserver.response import to_serializable_one as _serializable
@@ -224,8 +230,11 @@ class ProviderServer:
             except _Refused as refused:
                 reply = _serializable(_to_response(_Request("", params, key), refused.result))
             except Exception as exc:  # what jsonrpcserver's ``call`` makes of it
-                _dispatch_log.exception(exc)
-                failed = Error(INTERNAL_ERROR, "Internal error", str(exc))
+                if isinstance(exc, JsonRpcError):
+                    failed = Error(exc.code, exc.message, exc.data)
+                else:
+                    _dispatch_log.exception(exc)
+                    failed = Error(INTERNAL_ERROR, "Internal error", str(exc))
                 reply = _serializable(_to_response(_Request("", params, key), failed))
         else:
             text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line

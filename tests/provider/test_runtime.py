@@ -261,6 +261,14 @@ class _Mixed(HealthyProvider):
             raise ProviderRefusal("not here", CgpErrorCode.UNAVAILABLE)
         if query.goal == "fail":
             raise RuntimeError("index went away")
+        if query.goal == "rpc-error":
+            from jsonrpcserver import JsonRpcError
+
+            raise JsonRpcError(-32050, "custom", {"cgp_code": "unavailable"})
+        if query.goal == "rpc-error-bare":
+            from jsonrpcserver import JsonRpcError
+
+            raise JsonRpcError(-32051, "no data")
         return await super().query(query)
 
 
@@ -271,11 +279,22 @@ class _Mixed(HealthyProvider):
         QUERY,
         {"query": {"goal": "refuse", "max_frames": 5, "max_tokens": 1000}},
         {"query": {"goal": "fail", "max_frames": 5, "max_tokens": 1000}},
+        {"query": {"goal": "rpc-error", "max_frames": 5, "max_tokens": 1000}},
+        {"query": {"goal": "rpc-error-bare", "max_frames": 5, "max_tokens": 1000}},
         {"query": {"goal": "g", "max_frames": -1, "max_tokens": 1000}},  # bad query
         {"query": "not an object"},
         {},
     ],
-    ids=["answer", "refusal", "failure", "bad-query", "not-object", "no-query"],
+    ids=[
+        "answer",
+        "refusal",
+        "failure",
+        "rpc-error",
+        "rpc-error-no-data",
+        "bad-query",
+        "not-object",
+        "no-query",
+    ],
 )
 async def test_the_query_hot_path_answers_what_the_dispatcher_answers(params: Any) -> None:
     # A single context/query takes the runtime's hot path; the same request in a batch
