@@ -181,6 +181,17 @@ class _Refused(Exception):
         self.result = _error(code, message)
 
 
+def _failure(exc: Exception) -> Result:
+    """The error answering a request whose method raised ``exc``: a refusal's own, or
+    what jsonrpcserver's ``call`` makes of an exception (and logs, when unexpected)."""
+    if isinstance(exc, _Refused):
+        return exc.result
+    if isinstance(exc, JsonRpcError):
+        return Error(exc.code, exc.message, exc.data)
+    _dispatch_log.exception(exc)
+    return Error(INTERNAL_ERROR, "Internal error", str(exc))
+
+
 def _error(code: CgpErrorCode, message: str) -> Result:
     return Error(code.jsonrpc_code, message, {"cgp_code": code.value})
 
@@ -227,15 +238,8 @@ class ProviderServer:
             key, params = fast
             try:
                 reply = {"jsonrpc": "2.0", "result": await self._answer(params), "id": key}
-            except _Refused as refused:
-                reply = _serializable(_to_response(_Request("", params, key), refused.result))
-            except Exception as exc:  # what jsonrpcserver's ``call`` makes of it
-                if isinstance(exc, JsonRpcError):
-                    failed = Error(exc.code, exc.message, exc.data)
-                else:
-                    _dispatch_log.exception(exc)
-                    failed = Error(INTERNAL_ERROR, "Internal error", str(exc))
-                reply = _serializable(_to_response(_Request("", params, key), failed))
+            except Exception as exc:
+                reply = _serializable(_to_response(_Request("", params, key), _failure(exc)))
         else:
             text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
             if not text.strip():

@@ -600,13 +600,12 @@ class Host:
         conn = slot.conn
         if asked <= 0 or conn is None or not conn.alive:
             return None
-        info, caps = conn.info, conn.capabilities
-        if info is None or caps is None:
+        if conn.info is None or conn.capabilities is None:
             return None
-        # C1, C2, C6 before any payload; P5 trimming is left to the leg's own path.
-        if missing_consent(self._consent, slot.spec.id, info):
-            return None
-        if template.representation_preferences and check_representation_preferences(template, caps):
+        # The leg's own gate (C1, C2, C6 before any payload): missing consent, or a query
+        # that P5 would trim, is left to the leg's own path, which reports or trims it.
+        gated, missing = self._gate(slot.spec.id, conn, template)
+        if missing or gated is not template:
             return None
         try:
             call = conn.start_query({**wire, "max_tokens": asked})
