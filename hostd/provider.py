@@ -33,10 +33,13 @@ from pydantic import ValidationError
 from pydantic_core import from_json, to_json
 
 from hostd.protocol import (
+    DEFAULT_MAX_LINE_BYTES,
+    EOF,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    OVERLONG,
     PARSE_ERROR,
     PROTOCOL_VERSION,
     Capabilities,
@@ -48,6 +51,9 @@ from hostd.protocol import (
     FrameVerdict,
     HandshakeAck,
     HandshakeRequest,
+    LineItem,
+    LinePipeProtocol,
+    LineSplitter,
     Provenance,
     ProviderInfo,
     VerifyRequest,
@@ -85,9 +91,6 @@ __all__ = [
     "run_stdio",
     "serve_stdio",
 ]
-
-#: The default bound on one input line (protocol.md framing): 8 MiB.
-DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 
 _JSONRPC_BAD_INPUT = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS})
 
@@ -408,72 +411,8 @@ def _first_error(exc: ValidationError) -> str:
 
 # --- stdio ---------------------------------------------------------------------------
 
-#: Marker for a line longer than the bound (R1).
-_OVERLONG = object()
-#: Marker for the end of input (R2).
-_EOF = object()
 
-
-class _LineSplitter:
-    """Bytes in, bounded lines out (``_OVERLONG`` for a line past the bound, R1)."""
-
-    def __init__(self, max_line_bytes: int) -> None:
-        self.max = max_line_bytes
-        self.buf = bytearray()
-        self.discarding = False  # inside an over-long line: drop bytes up to its newline
-
-    def feed(self, chunk: bytes) -> list[object]:
-        items: list[object] = []
-        start = 0
-        while (nl := chunk.find(b"\n", start)) != -1:
-            if self.discarding:
-                self.discarding = False
-            elif len(self.buf) + nl - start > self.max:
-                items.append(_OVERLONG)
-            else:
-                self.buf += chunk[start:nl]
-                items.append(bytes(self.buf))
-            self.buf.clear()
-            start = nl + 1
-        if not self.discarding:
-            self.buf += chunk[start:]
-            if len(self.buf) > self.max:  # memory stays bounded
-                items.append(_OVERLONG)
-                self.buf.clear()
-                self.discarding = True
-        return items
-
-    def end(self) -> list[object]:
-        last = [bytes(self.buf)] if self.buf and not self.discarding else []
-        return [*last, _EOF]  # a final line without its newline still counts
-
-
-class _PipeReader(asyncio.Protocol):
-    """stdin read in the event loop (no thread hop per line); pauses when lines pile up."""
-
-    def __init__(self, splitter: _LineSplitter, deliver: Callable[[object], None]) -> None:
-        self.splitter = splitter
-        self.deliver = deliver
-        self.transport: asyncio.ReadTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.ReadTransport)  # connect_read_pipe gives one
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        for item in self.splitter.feed(data):
-            self.deliver(item)
-
-    def eof_received(self) -> bool:
-        for item in self.splitter.end():
-            self.deliver(item)
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.deliver(_EOF)  # ignored when eof_received already delivered it
-
-
-def _read_in_thread(fd: int, splitter: _LineSplitter, deliver: Callable[[object], None]) -> None:
+def _read_in_thread(fd: int, splitter: LineSplitter, deliver: Callable[[LineItem], None]) -> None:
     """Fallback for a stdin that is not a pipe (a regular file): a daemon reader thread
     on the raw descriptor, so shutdown never waits for it."""
     while True:
@@ -481,7 +420,11 @@ def _read_in_thread(fd: int, splitter: _LineSplitter, deliver: Callable[[object]
             chunk = os.read(fd, 65536)
         except OSError:
             chunk = b""
-        items = splitter.feed(chunk) if chunk else splitter.end()
+        if chunk:
+            items = splitter.feed(chunk)
+        else:
+            tail = splitter.end()  # a final line without its newline still counts
+            items = [EOF] if tail is None else [tail, EOF]
         try:
             for item in items:
                 deliver(item)
@@ -512,9 +455,9 @@ async def serve_stdio(
     fd = stdin if stdin is not None else sys.stdin.fileno()
     dst = stdout if stdout is not None else sys.stdout.buffer
     loop = asyncio.get_running_loop()
-    splitter = _LineSplitter(max_line_bytes)
+    splitter = LineSplitter(max_line_bytes)
     eof = anyio.Event()
-    pipe: _PipeReader | None = None
+    pipe: LinePipeProtocol | None = None
     in_flight = 0
     paused = False
     ended = False  # EOF seen, or serving is over: late input is dropped
@@ -574,16 +517,16 @@ async def serve_stdio(
             crashed.append(task.exception())  # type: ignore[arg-type]
             server.shutdown_requested.set()
 
-    def deliver(item: object) -> None:
+    def deliver(item: LineItem) -> None:
         nonlocal in_flight, paused, ended
         if ended:
             return
-        if item is _EOF:
+        if item is EOF:
             ended = True
             eof.set()
             return
         in_flight += 1
-        if item is _OVERLONG:
+        if item is OVERLONG:
             task = loop.create_task(too_long())
         else:
             assert isinstance(item, bytes)
@@ -601,7 +544,8 @@ async def serve_stdio(
             serving.start_soon(stop_on_shutdown, serving.cancel_scope)
             try:
                 transport, pipe = await loop.connect_read_pipe(
-                    lambda: _PipeReader(splitter, deliver), stdin_file
+                    lambda: LinePipeProtocol(splitter, deliver, keep_unterminated=True),
+                    stdin_file,
                 )
             except (ValueError, OSError):  # not a pipe, socket or character device
                 threading.Thread(

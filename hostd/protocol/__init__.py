@@ -37,6 +37,15 @@ from ._errors import (
 )
 from ._identity import FrameId
 from ._jcs import canonical_json, es_number
+from ._lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    EOF,
+    OVERLONG,
+    TRUNCATED,
+    LineItem,
+    LinePipeProtocol,
+    LineSplitter,
+)
 from ._models import (
     FRAME_KINDS,
     Capabilities,
@@ -86,6 +95,13 @@ from ._strict import unknown_members
 from ._version import PROTOCOL_VERSION, is_version_string, version_family, versions_compatible
 
 __all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "EOF",
+    "OVERLONG",
+    "TRUNCATED",
+    "LineItem",
+    "LinePipeProtocol",
+    "LineSplitter",
     "DIGEST_RE",
     "FRAME_KINDS",
     "INTERNAL_ERROR",

@@ -162,15 +162,20 @@ class StartedCall:
 
 
 class StreamClient:
-    """What both bindings share: a line reader, a send lock, ids and the pending table.
+    """What both bindings share: a line source, a send lock, ids and the pending table.
 
-    ``run()`` reads lines until the stream ends or breaks and hands each to the
-    binding's ``_dispatch``; when it stops, every waiter is woken with the reason.
+    Lines come in one of two ways. A child process's pipe pushes them: it calls
+    ``on_line`` for each line from the event loop's read callback and ``on_end``
+    once when the stream ends (see ``ChildProcess.start_reading``); the client
+    is built with ``reader=None``. Any other byte stream is pulled: ``run()``
+    reads ``reader``'s lines until the stream ends or breaks. Either way each
+    line goes to the binding's ``_dispatch``, and when the stream stops every
+    waiter is woken with the reason.
     """
 
     def __init__(
         self,
-        reader: LineReader,
+        reader: LineReader | None,
         send: Send,
         *,
         provider_id: str = "?",
@@ -219,26 +224,40 @@ class StreamClient:
             return None
         return StartedCall(self._table, key, slot, convert)
 
+    def on_line(self, line: bytes) -> bool:
+        """Handle one line; ``False`` once the stream has ended (the line was a fault of
+        the peer, or it came after the end): read no more."""
+        if self._table.failure is not None:
+            return False
+        fault = self._dispatch(line)
+        if fault is None:
+            return True
+        self.on_end(fault)
+        return False
+
+    def on_end(self, error: HostdError) -> None:
+        """The stream ended (or broke) with ``error``: every waiter, now and later, gets it."""
+        if self._table.failure is None:
+            log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
+        self._table.fail_all(error)
+
     async def run(self) -> None:
-        """Read replies until the stream ends or breaks; then fail every waiter."""
-        error: HostdError
+        """Read ``reader``'s lines until the stream ends or breaks; then fail every waiter."""
+        if self._reader is None:
+            raise RuntimeError("this client is fed its lines (on_line), it has no reader")
         try:
             while True:
                 try:
                     line = await self._reader.receive_line()
                 except anyio.EndOfStream:
                     how = "mid-line" if self._reader.truncated else "its output"
-                    error = ProviderCrashed(f"provider closed {how}")
-                    break
+                    self.on_end(ProviderCrashed(f"provider closed {how}"))
+                    return
                 except LineTooLong as exc:
-                    error = exc
-                    break
-                fault = self._dispatch(line)
-                if fault is not None:
-                    error = fault
-                    break
+                    self.on_end(exc)
+                    return
+                if not self.on_line(line):
+                    return
         except BaseException:
             self._table.fail_all(ProviderCrashed("provider connection closed"))
             raise
-        log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
-        self._table.fail_all(error)

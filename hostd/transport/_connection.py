@@ -42,7 +42,7 @@ from hostd.protocol import (
 
 from ._calls import StartedCall
 from ._cgp import CgpClient
-from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader
+from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._jsonrpc import JsonRpcClient
 from ._process import ChildProcess, StderrPolicy
 
@@ -226,18 +226,19 @@ class ProviderConnection:
         *,
         task_status: TaskStatus[ProviderConnection],
     ) -> None:
-        assert child.process.stdout is not None
-        reader = LineReader(child.process.stdout, max_line_bytes)
         client_cls = JsonRpcClient if binding == "jsonrpc" else CgpClient
         client = client_cls(
-            reader, child.send, provider_id=provider_id, send_nowait=child.send_nowait
+            None, child.send, provider_id=provider_id, send_nowait=child.send_nowait
         )
         with anyio.CancelScope() as scope:
             conn = cls(provider_id, child, client, scope, grace)
             try:
                 async with anyio.create_task_group() as tg:
                     child.start_pumps(tg)
-                    tg.start_soon(client.run)
+                    # Replies are dispatched from the pipe's read callback; the child's
+                    # output is still read to its end before the teardown.
+                    await child.start_reading(client, max_line_bytes)
+                    tg.start_soon(child.output_ended.wait)
                     task_status.started(conn)
             finally:
                 # Cancelled with the host: the child still walks the ladder (shielded).

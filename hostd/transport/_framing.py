@@ -15,11 +15,9 @@ from anyio.abc import ByteReceiveStream
 from pydantic_core import to_json
 
 from hostd.errors import LineTooLong
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "encode_line"]
-
-#: protocol.md framing: the default bound on one line, 8 MiB.
-DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 def encode_line(message: Any) -> bytes:

@@ -1,7 +1,8 @@
 """Provider child processes: start, stderr capture, teardown ladder.
 
 Owns the OS side of a provider: ``anyio.open_process`` in a new session (its
-own process group, so teardown reaches grandchildren too), a scrubbed
+own process group, so teardown reaches grandchildren too), its stdin and
+stdout pipes (stdout lines handed over from the read callback), a scrubbed
 environment (an allow-list plus what the config names), stderr lines drained
 into the structured log tagged with the provider id (bounded, so a stderr
 flood neither blocks the child nor floods the log), and the teardown ladder:
@@ -12,6 +13,7 @@ cancelled mid-query still leaves no orphan.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import signal
@@ -19,21 +21,39 @@ import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
-from hostd.errors import ProviderCrashed
+from hostd.errors import HostdError, LineTooLong, ProviderCrashed
+from hostd.protocol import (
+    DEFAULT_MAX_LINE_BYTES,
+    OVERLONG,
+    TRUNCATED,
+    LineItem,
+    LinePipeProtocol,
+    LineSplitter,
+)
 
 from ._framing import LineReader
 
 __all__ = [
     "ENV_ALLOW_LIST",
     "ChildProcess",
+    "LineSink",
     "StderrPolicy",
     "scrubbed_env",
 ]
+
+
+class LineSink(Protocol):
+    """Where a child's stdout lines go (a binding client is one)."""
+
+    def on_line(self, line: bytes) -> bool: ...
+    def on_end(self, error: HostdError) -> None: ...
+
 
 #: The largest write a pipe takes whole or not at all (POSIX: atomic up to PIPE_BUF).
 ATOMIC_PIPE_WRITE = select.PIPE_BUF
@@ -84,17 +104,29 @@ class ChildProcess:
     The host writes the child's stdin through a pipe of its own, non-blocking on
     this side: ``send_nowait`` puts a short line in the pipe at once, without
     an event-loop turn, or says it cannot; ``send`` waits for room. A line is
-    always written whole and never interleaved with another.
+    always written whole and never interleaved with another. Its stdout is a pipe
+    of the host's too, read by ``start_reading`` in the event loop's own read
+    callback, a line at a time, to a ``LineSink`` (``process.stdout`` is ``None``).
     """
 
     def __init__(
-        self, provider_id: str, process: Process, policy: StderrPolicy, stdin_fd: int
+        self,
+        provider_id: str,
+        process: Process,
+        policy: StderrPolicy,
+        stdin_fd: int,
+        stdout_fd: int,
     ) -> None:
         self.provider_id = provider_id
         self.process = process
         self.policy = policy
         #: Our (non-blocking) end of the child's stdin pipe; -1 once closed.
         self._stdin_fd = stdin_fd
+        #: Our end of the child's stdout pipe, until ``start_reading`` hands it to the loop.
+        self._stdout_fd = stdout_fd
+        self._stdout: asyncio.ReadTransport | None = None
+        #: Set when reading stdout has ended: end of file, a fault, or the teardown.
+        self.output_ended = anyio.Event()
         self._write_lock = anyio.Lock(fast_acquire=True)
         #: A cancelled ``send`` left part of a line in the pipe: the stream is unusable.
         self._cut_line = False
@@ -133,12 +165,15 @@ class ChildProcess:
         """
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
+        # So is stdout: its read end is read in the event loop's own callback once
+        # ``start_reading`` is called (until then the child's output waits in the pipe).
         read_end, write_end = os.pipe()
+        out_read, out_write = os.pipe()
         try:
             process = await anyio.open_process(
                 list(command),
                 stdin=read_end,
-                stdout=subprocess.PIPE,
+                stdout=out_write,
                 stderr=subprocess.PIPE,
                 env=scrubbed_env(env),
                 cwd=cwd,
@@ -146,12 +181,14 @@ class ChildProcess:
             )
         except BaseException:
             os.close(write_end)
+            os.close(out_read)
             raise
         finally:
             os.close(read_end)
+            os.close(out_write)
         os.set_blocking(write_end, False)
         log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        return cls(provider_id, process, policy or StderrPolicy(), write_end)
+        return cls(provider_id, process, policy or StderrPolicy(), write_end, out_read)
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -196,6 +233,70 @@ class ChildProcess:
                         provider=self.provider_id,
                         suppressed=self.stderr_suppressed,
                     )
+
+    async def start_reading(
+        self, sink: LineSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    ) -> None:
+        """Read the child's stdout in the event loop's read callback: each line goes to
+        ``sink.on_line`` the moment it is complete (no reader task, no loop turn in
+        between); reading stops when that returns ``False``. The end comes to
+        ``sink.on_end`` once, as ``ProviderCrashed`` (end of output, or mid-line) or
+        ``LineTooLong`` (a line past ``max_line_bytes``, a fault of the provider);
+        memory stays within the bound. Needs the asyncio event loop. Called once."""
+        if self._stdout is not None or self._stdout_fd < 0:
+            raise RuntimeError("stdout is already being read (or closed)")
+        ended = False
+
+        def stop(error: HostdError | None) -> None:
+            nonlocal ended
+            ended = True
+            if self._stdout is not None and not self._stdout.is_closing():
+                self._stdout.pause_reading()  # what follows a fault is never read
+            self.output_ended.set()
+            if error is not None:
+                sink.on_end(error)
+
+        def deliver(item: LineItem) -> None:
+            if ended:
+                return
+            if type(item) is bytes:
+                try:
+                    if sink.on_line(item):
+                        return
+                except Exception as exc:  # a bug of ours: log it, never strand a waiter
+                    log.exception("provider.stdout.dispatch_failed", provider=self.provider_id)
+                    stop(HostdError(f"reading the provider's reply failed: {exc!r}"))
+                    return
+                stop(None)
+            elif item is OVERLONG:
+                stop(
+                    LineTooLong(
+                        f"line longer than {max_line_bytes} bytes", max_line_bytes=max_line_bytes
+                    )
+                )
+            else:
+                how = "mid-line" if item is TRUNCATED else "its output"
+                stop(ProviderCrashed(f"provider closed {how}"))
+
+        fd, self._stdout_fd = self._stdout_fd, -1
+        pipe = os.fdopen(fd, "rb", buffering=0)  # the transport owns it from here
+        loop = asyncio.get_running_loop()
+        try:
+            transport, _ = await loop.connect_read_pipe(
+                lambda: LinePipeProtocol(LineSplitter(max_line_bytes), deliver), pipe
+            )
+        except BaseException:
+            pipe.close()
+            raise
+        self._stdout = transport
+
+    def _close_stdout(self) -> None:
+        if self._stdout is not None:
+            self._stdout.close()
+        elif self._stdout_fd >= 0:
+            os.close(self._stdout_fd)
+        self._stdout_fd = -1
+        self.output_ended.set()
 
     def _check_writable(self) -> int:
         if self._stdin_fd < 0:
@@ -289,12 +390,12 @@ class ChildProcess:
         # Also after a clean exit: the group may hold grandchildren the provider left.
         self._signal_group(signal.SIGKILL)
         await self._wait(None)
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                try:
-                    await stream.aclose()
-                except Exception:
-                    pass
+        self._close_stdout()
+        if self.process.stderr is not None:
+            try:
+                await self.process.stderr.aclose()
+            except Exception:
+                pass
         # anyio's stream aclose() does not close asyncio's pipe transports; a pipe whose
         # EOF the loop has not processed yet would otherwise leak (ResourceWarning).
         transport = getattr(getattr(self.process, "_process", None), "_transport", None)

@@ -11,9 +11,10 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from hostd.errors import ProviderCrashed
+from hostd.errors import HostdError, LineTooLong, ProviderCrashed
 from hostd.protocol import ContextQuery
 from hostd.transport import ChildProcess, ProviderConnection, scrubbed_env
+from tests.fixtures.lines import Lines, read_stdout
 from tests.fixtures.procs import MARK_VAR, ROOT, leftovers, marked_env, python
 
 pytestmark = pytest.mark.anyio
@@ -33,10 +34,8 @@ async def test_a_child_sees_only_the_scrubbed_environment(monkeypatch: pytest.Mo
             "env", [sys.executable, "-c", code], env={**marked_env(), "GIVEN": "yes"}
         )
         child.start_pumps(tg)
-        assert child.process.stdout is not None
-        data = b""
-        async for chunk in child.process.stdout:
-            data += chunk
+        lines = await read_stdout(child)
+        data = await lines.next()
         await child.aclose(grace=5)
     seen = json.loads(data)
     assert "HOSTD_TEST_SECRET" not in seen
@@ -71,8 +70,8 @@ async def test_a_child_that_ignores_sigterm_is_killed() -> None:
                 "stubborn", [sys.executable, "-c", code], env=marked_env()
             )
             child.start_pumps(tg)
-            assert child.process.stdout is not None
-            await child.process.stdout.receive()  # the SIGTERM handler is installed
+            lines = await read_stdout(child)
+            assert await lines.next() == b"armed"  # the SIGTERM handler is installed
             code_ = await child.aclose(grace=0.2)
     assert code_ == -signal.SIGKILL
     events = [e["event"] for e in logs]
@@ -114,3 +113,95 @@ async def test_a_missing_command_is_a_crash_not_an_exception_group() -> None:
     async with anyio.create_task_group() as tg:
         with pytest.raises(ProviderCrashed):
             await ProviderConnection.open("x", ["/nonexistent/provider"], task_group=tg)
+
+
+# -- stdout, read in the event loop's callback (ChildProcess.start_reading) -------------
+
+
+async def _stdout_of(code: str, **kw: int) -> tuple[list[bytes], HostdError | None, Lines]:
+    """Run ``code``; the stdout lines the sink saw and how the stream ended."""
+    async with anyio.create_task_group() as tg:
+        child = await ChildProcess.spawn("out", [sys.executable, "-c", code], env=marked_env())
+        child.start_pumps(tg)
+        lines = await read_stdout(child, **kw)
+        with anyio.fail_after(30):
+            await child.output_ended.wait()
+        await child.aclose(grace=5)
+    return lines.seen, (lines.ends[0] if lines.ends else None), lines
+
+
+async def test_lines_written_in_pieces_arrive_whole_and_in_order() -> None:
+    code = (
+        "import os, time\n"
+        "os.write(1, b'one\\ntw'); time.sleep(0.05); os.write(1, b'o\\nthr'); time.sleep(0.05)\n"
+        "os.write(1, b'ee\\n' + b'x' * 100000 + b'\\nlast\\n')\n"
+    )
+    seen, end, lines = await _stdout_of(code)
+    assert seen == [b"one", b"two", b"three", b"x" * 100000, b"last"]
+    assert isinstance(end, ProviderCrashed) and "its output" in end.message
+    assert len(lines.ends) == 1  # the end is told once (EOF, then the pipe closing)
+
+
+async def test_a_child_that_dies_mid_line_ends_the_stream_mid_line() -> None:
+    seen, end, _ = await _stdout_of("import os; os.write(1, b'whole\\n{\"cut')")
+    assert seen == [b"whole"]
+    assert isinstance(end, ProviderCrashed) and "mid-line" in end.message
+
+
+async def test_an_over_long_line_ends_the_stream_and_nothing_after_it_is_read() -> None:
+    code = "import os; os.write(1, b'ok\\n' + b'y' * 5000 + b'\\nafter\\n')"
+    seen, end, _ = await _stdout_of(code, max_line_bytes=1000)
+    assert seen == [b"ok"]
+    assert isinstance(end, LineTooLong) and end.data["max_line_bytes"] == 1000
+
+
+async def test_the_sink_stops_the_reading_by_returning_false() -> None:
+    seen, end, _ = await _stdout_of("import os; os.write(1, b'a\\nb\\nc\\n')", stop_after=1)
+    assert seen == [b"a"] and end is None  # it ended the stream itself: no end is told
+
+
+async def test_stdout_can_be_read_only_once() -> None:
+    async with anyio.create_task_group() as tg:
+        child = await ChildProcess.spawn("once", [sys.executable, "-c", "pass"], env=marked_env())
+        child.start_pumps(tg)
+        await read_stdout(child)
+        with pytest.raises(RuntimeError, match="already"):
+            await read_stdout(child)
+        await child.aclose(grace=5)
+
+
+async def test_unread_stdout_is_closed_by_the_teardown() -> None:
+    async with anyio.create_task_group() as tg:
+        child = await ChildProcess.spawn("unread", [sys.executable, "-c", "pass"], env=marked_env())
+        child.start_pumps(tg)
+        fd = child._stdout_fd  # noqa: SLF001 - the descriptor the teardown must close
+        pipe = os.fstat(fd).st_ino
+        await child.aclose(grace=5)
+    assert child.output_ended.is_set()
+    try:
+        assert os.fstat(fd).st_ino != pipe  # the number may be reused, not for our pipe
+    except OSError:
+        pass  # closed
+
+
+class _Broken(Lines):
+    def on_line(self, line: bytes) -> bool:
+        raise KeyError("a bug in a binding")
+
+
+async def test_a_failing_sink_is_logged_and_ends_the_stream_instead_of_hanging() -> None:
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            child = await ChildProcess.spawn(
+                "bug", [sys.executable, "-c", "print('x'); print('y')"], env=marked_env()
+            )
+            child.start_pumps(tg)
+            lines = _Broken()
+            await child.start_reading(lines)
+            end = await lines.end()
+            await child.aclose(grace=5)
+    assert type(end) is HostdError and "a bug in a binding" in end.message
+    assert lines.ends == [end]  # told once; the second line was never handed over
+    assert [e["provider"] for e in logs if e["event"] == "provider.stdout.dispatch_failed"] == [
+        "bug"
+    ]

@@ -16,8 +16,9 @@ import anyio.lowlevel
 import pytest
 
 from hostd.errors import ProviderCrashed
-from hostd.transport import ChildProcess, LineReader
+from hostd.transport import ChildProcess
 from hostd.transport._process import ATOMIC_PIPE_WRITE
+from tests.fixtures.lines import Lines, read_stdout
 from tests.fixtures.procs import marked_env
 
 pytestmark = pytest.mark.anyio
@@ -44,19 +45,18 @@ def _line(i: int, size: int = 100) -> bytes:
     return json.dumps({"i": i, "pad": "x" * (size - len(head) - 1)}).encode() + b"\n"
 
 
-async def _spawn(tg: anyio.abc.TaskGroup) -> tuple[ChildProcess, LineReader]:
+async def _spawn(tg: anyio.abc.TaskGroup) -> tuple[ChildProcess, Lines]:
     child = await ChildProcess.spawn("pipe", [sys.executable, "-c", _CHILD], env=marked_env())
     child.start_pumps(tg)
-    assert child.process.stdout is not None
-    reader = LineReader(child.process.stdout)
-    assert await reader.receive_line() == b"ready"
+    reader = await read_stdout(child)
+    assert await reader.next() == b"ready"
     return child, reader
 
 
-async def _answers(reader: LineReader, n: int) -> list[tuple[int, bool]]:
+async def _answers(reader: Lines, n: int) -> list[tuple[int, bool]]:
     out = []
     for _ in range(n):
-        size, ok = (await reader.receive_line()).split()
+        size, ok = (await reader.next()).split()
         out.append((int(size), ok == b"1"))
     return out
 

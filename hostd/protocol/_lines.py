@@ -1,0 +1,134 @@
+"""Line framing read from a pipe, shared by both ends of the stdio bindings.
+
+protocol.md §1–2: one JSON value per ``\\n``-terminated line, bounded in length.
+``LineSplitter`` turns chunks of bytes into whole lines (or ``OVERLONG`` for a
+line past the bound, skipped up to its newline without ever holding more than
+the bound), and ``LinePipeProtocol`` runs it inside asyncio's read callback, so
+a line is handed over the moment its last byte is read: no reader task, no
+event-loop turn between the pipe and the line's consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "EOF",
+    "OVERLONG",
+    "TRUNCATED",
+    "LineItem",
+    "LinePipeProtocol",
+    "LineSplitter",
+]
+
+#: protocol.md framing: the default bound on one line, 8 MiB.
+DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+#: A line longer than the bound (one per such line; reading resumes after it).
+OVERLONG: Final = _Marker("overlong line")
+#: The stream ended with an unterminated line (a peer that stopped mid-write).
+TRUNCATED: Final = _Marker("truncated line")
+#: The end of the stream (delivered once; later items are not delivered).
+EOF: Final = _Marker("end of stream")
+
+#: What a reader hands on: a line (without its newline) or a marker.
+LineItem = bytes | _Marker
+
+
+class LineSplitter:
+    """Bytes in, bounded lines out. ``feed`` returns the lines (without their newline)
+    that a chunk completes, in order, with ``OVERLONG`` in place of each line longer
+    than ``max_line_bytes``; memory stays within the bound whatever the peer sends."""
+
+    __slots__ = ("_buf", "_discarding", "max_line_bytes")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        self.max_line_bytes = max_line_bytes
+        self._buf = bytearray()
+        self._discarding = False  # inside an over-long line: drop bytes up to its newline
+
+    def feed(self, chunk: bytes) -> list[LineItem]:
+        first = chunk.find(b"\n")
+        if first >= 0 and first == len(chunk) - 1 and not self._buf and not self._discarding:
+            # The usual reply: exactly one whole line in one chunk, handed over without
+            # copying it through the buffer.
+            return [chunk[:-1] if len(chunk) <= self.max_line_bytes + 1 else OVERLONG]
+        items: list[LineItem] = []
+        start = 0
+        while (nl := chunk.find(b"\n", start)) != -1:
+            if self._discarding:
+                self._discarding = False
+            elif len(self._buf) + nl - start > self.max_line_bytes:
+                items.append(OVERLONG)
+            else:
+                self._buf += chunk[start:nl]
+                items.append(bytes(self._buf))
+            self._buf.clear()
+            start = nl + 1
+        if not self._discarding:
+            self._buf += chunk[start:]
+            if len(self._buf) > self.max_line_bytes:  # memory stays bounded
+                items.append(OVERLONG)
+                self._buf.clear()
+                self._discarding = True
+        return items
+
+    def end(self) -> bytes | None:
+        """The unterminated last line at the end of the stream, if any (not one being
+        skipped as over-long)."""
+        tail = bytes(self._buf) if self._buf and not self._discarding else None
+        self._buf.clear()
+        return tail
+
+
+class LinePipeProtocol(asyncio.Protocol):
+    """A pipe read in the event loop's own callback: each line goes to ``deliver`` as it
+    completes, then at the end an unterminated last line (as a line when
+    ``keep_unterminated``, else ``TRUNCATED``) and ``EOF``. ``deliver`` may see
+    ``EOF`` twice (end of file, then the pipe closing) and should ignore the second."""
+
+    def __init__(
+        self,
+        splitter: LineSplitter,
+        deliver: Callable[[LineItem], None],
+        *,
+        keep_unterminated: bool = False,
+    ) -> None:
+        self.splitter = splitter
+        self.deliver = deliver
+        self.keep_unterminated = keep_unterminated
+        self.transport: asyncio.ReadTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.ReadTransport)  # connect_read_pipe gives one
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        for item in self.splitter.feed(data):
+            self.deliver(item)
+
+    def eof_received(self) -> bool:
+        tail = self.splitter.end()
+        if tail is not None:
+            self.deliver(tail if self.keep_unterminated else TRUNCATED)
+        self.deliver(EOF)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.deliver(EOF)

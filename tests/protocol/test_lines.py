@@ -1,0 +1,88 @@
+"""The line splitter both ends read pipes with: the same lines as the pull reader, for
+any chunking, over-long lines included; memory within the bound."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.protocol import OVERLONG, LineSplitter
+from tests.transport.test_framing import read_all
+
+
+def split_all(chunks: list[bytes], limit: int, *, keep_unterminated: bool = False) -> list[object]:
+    splitter = LineSplitter(limit)
+    out: list[object] = []
+    for chunk in chunks:
+        out.extend("TOO_LONG" if item is OVERLONG else item for item in splitter.feed(chunk))
+    tail = splitter.end()
+    if tail is not None and keep_unterminated:
+        out.append(tail)
+    return out
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    chunks, pos = [], 0
+    for c in cuts:
+        chunks.append(data[pos : pos + c])
+        pos += c
+    chunks.append(data[pos:])
+    return [c for c in chunks if c]
+
+
+line_bodies = st.lists(
+    st.one_of(
+        st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")),
+        st.integers(min_value=0, max_value=60).map(lambda n: b"x" * n),  # some past the bound
+    ),
+    max_size=12,
+)
+
+
+@given(
+    lines=line_bodies,
+    tail=st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
+    cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=30),
+    limit=st.integers(min_value=1, max_value=25),
+    keep=st.booleans(),
+)
+def test_the_splitter_agrees_with_the_pull_reader_on_any_chunking(
+    lines: list[bytes], tail: bytes, cuts: list[int], limit: int, keep: bool
+) -> None:
+    chunks = chunked(b"".join(line + b"\n" for line in lines) + tail, cuts)
+    expected = anyio.run(partial(read_all, chunks, limit, keep_unterminated=keep))
+    assert split_all(chunks, limit, keep_unterminated=keep) == expected
+
+
+@given(
+    lines=st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")), max_size=15),
+    cuts=st.lists(st.integers(min_value=1, max_value=50), max_size=30),
+)
+def test_any_chunking_yields_the_lines_in_order(lines: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(line + b"\n" for line in lines)
+    assert split_all(chunked(data, cuts), 1000) == lines
+
+
+def test_a_whole_line_in_one_chunk_is_handed_over_as_it_came() -> None:
+    splitter = LineSplitter(100)
+    assert splitter.feed(b'{"a":1}\n') == [b'{"a":1}']
+    assert splitter.feed(b"x" * 101 + b"\n") == [OVERLONG]  # one past the bound
+    assert splitter.feed(b"x" * 100 + b"\n") == [b"x" * 100]  # exactly the bound
+    assert splitter.end() is None
+
+
+def test_an_over_long_line_is_dropped_without_holding_it() -> None:
+    splitter = LineSplitter(1000)
+    found = [item for _ in range(200) for item in splitter.feed(b"z" * 4096)]
+    assert found == [OVERLONG]  # reported once, as soon as it passed the bound
+    assert len(splitter._buf) == 0  # noqa: SLF001 - nothing of it is kept
+    assert splitter.feed(b"zz\nafter\n") == [b"after"]
+
+
+def test_the_bound_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        LineSplitter(0)
