@@ -1,7 +1,8 @@
 """Pending calls shared by both bindings: one-slot waiters and the fault that ends a stream.
 
-A waiter is an ``anyio.Event`` plus a result or an error; the reader task fills
-it, the caller awaits it. When the stream ends or breaks, every waiter is woken
+A waiter is an ``anyio.Event`` plus a result or an error; the line source (a
+child's pipe callback, or ``run()`` over a byte stream) fills it, the caller
+awaits it. When the stream ends or breaks, every waiter is woken
 with the same typed error (style: "EOF wakes every waiter with a typed error").
 """
 
