@@ -245,6 +245,10 @@ class ChildProcess:
         memory stays within the bound. Needs the asyncio event loop. Called once."""
         if self._stdout is not None or self._stdout_fd < 0:
             raise RuntimeError("stdout is already being read (or closed)")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("reading a provider's output needs the asyncio event loop") from None
         ended = False
 
         def stop(error: HostdError | None) -> None:
@@ -280,7 +284,6 @@ class ChildProcess:
 
         fd, self._stdout_fd = self._stdout_fd, -1
         pipe = os.fdopen(fd, "rb", buffering=0)  # the transport owns it from here
-        loop = asyncio.get_running_loop()
         try:
             transport, _ = await loop.connect_read_pipe(
                 lambda: LinePipeProtocol(LineSplitter(max_line_bytes), deliver), pipe

@@ -205,3 +205,17 @@ async def test_a_failing_sink_is_logged_and_ends_the_stream_instead_of_hanging()
     assert [e["provider"] for e in logs if e["event"] == "provider.stdout.dispatch_failed"] == [
         "bug"
     ]
+
+
+async def test_reading_stdout_outside_an_asyncio_loop_is_a_clear_error() -> None:
+    def start_elsewhere(child: ChildProcess) -> None:
+        coro = child.start_reading(Lines())  # driven in a thread with no event loop
+        with pytest.raises(RuntimeError, match="asyncio event loop"):
+            coro.send(None)
+
+    child = await ChildProcess.spawn("elsewhere", [sys.executable, "-c", "pass"], env=marked_env())
+    try:
+        await anyio.to_thread.run_sync(start_elsewhere, child)
+        await read_stdout(child)  # nothing was taken: it can still be read here
+    finally:
+        await child.aclose(grace=5)
