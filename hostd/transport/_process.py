@@ -254,8 +254,9 @@ class ChildProcess:
         def stop(error: HostdError | None) -> None:
             nonlocal ended
             ended = True
-            if self._stdout is not None and not self._stdout.is_closing():
-                self._stdout.pause_reading()  # what follows a fault is never read
+            transport = protocol.transport  # set before the first byte is delivered
+            if transport is not None and not transport.is_closing():
+                transport.pause_reading()  # what follows a fault is never read
             self.output_ended.set()
             if error is not None:
                 sink.on_end(error)
@@ -282,12 +283,11 @@ class ChildProcess:
                 how = "mid-line" if item is TRUNCATED else "its output"
                 stop(ProviderCrashed(f"provider closed {how}"))
 
+        protocol = LinePipeProtocol(LineSplitter(max_line_bytes), deliver)
         fd, self._stdout_fd = self._stdout_fd, -1
         pipe = os.fdopen(fd, "rb", buffering=0)  # the transport owns it from here
         try:
-            transport, _ = await loop.connect_read_pipe(
-                lambda: LinePipeProtocol(LineSplitter(max_line_bytes), deliver), pipe
-            )
+            transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
         except BaseException:
             pipe.close()
             raise
