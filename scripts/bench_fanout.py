@@ -6,12 +6,16 @@ delay), i.e. what the host adds on top of its slowest provider: writing the
 queries, the providers' encoding, the pipes, parsing, the leg audit, ordering.
 Target (issue 4): median ≤ 5 ms.
 
-It then measures a *floor* on the same machine: the same provider processes
-driven by a bare loop (write the query line, read the reply line, parse it with
-the transport's reply model, run the leg audit), without the engine's task
-group, timeouts, correlation table, health, reports or fan-out assembly. The
-floor is what the wire, the providers and the per-frame work cost here; the
-engine's own share is the difference (``engine_over_floor_ms``).
+It then measures a *floor*: the same kind of provider processes (eight more)
+driven by the least the work needs (write every query line at once, then in the
+pipe's read callback parse each reply with the transport's reply model and run
+the leg audit), without the engine's consent gate, correlation table, timeouts,
+tasks, health, reports or fan-out assembly. The floor is what the wire, the
+providers and the per-frame work cost here. The engine and the floor then take
+turns fan-out by fan-out (ABBA), so both see the same phases of a shared
+machine; the engine's own share is their paired difference
+(``engine_over_floor_ms``: its median, and in how many pairs the engine was
+slower). The headline ``overhead_ms`` comes from the engine running alone first.
 
     python scripts/bench_fanout.py [--providers 8] [--frames 50] [--delay-ms 20]
                                    [--rounds 200] [--warmup 20] [--no-floor]
@@ -29,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 SCRIPT = Path(__file__).resolve()
 ROOT = SCRIPT.parents[1]
@@ -69,65 +74,122 @@ class BenchProvider(Provider):
         return ContextQueryResult(frames=self.frames[: query.max_frames])
 
 
-async def floor(args: argparse.Namespace, query: ContextQuery) -> dict[str, object]:
-    """The same providers and per-frame work without the engine (see the module text)."""
-    from hostd.engine import audit_leg
-    from hostd.protocol import PROTOCOL_VERSION
-    from hostd.transport import LineReader, encode_line
-    from hostd.transport._jsonrpc import _FastQueryReply
+class Floor:
+    """The same providers and per-frame work without the engine (see the module text):
+    its own provider processes, each reply parsed and audited in the pipe's callback."""
 
-    procs = [
-        await anyio.open_process(
-            _serve_command(args, f"p{i}"),
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        for i in range(args.providers)
-    ]
-    try:
-        readers = [LineReader(p.stdout) for p in procs]  # type: ignore[arg-type]
+    def __init__(self, args: argparse.Namespace, query: ContextQuery) -> None:
+        self.args = args
+        self.query = query
+        self.children: list[Any] = []
+        self.waiting = 0
+        self.all_in = anyio.Event()
+        self.failures: list[str] = []
+
+    async def start(self, task_group: Any) -> None:
+        from hostd.protocol import PROTOCOL_VERSION
+        from hostd.transport import ChildProcess
+
+        for i in range(self.args.providers):
+            child = await ChildProcess.spawn(
+                f"f{i}", _serve_command(self.args, f"f{i}"), env={"PYTHONPATH": str(ROOT)}
+            )
+            self.children.append(child)
+            child.start_pumps(task_group)
+            await child.start_reading(self._leg(f"f{i}"))
         hello = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "b", "version": "1"}}
-        for p, r in zip(procs, readers, strict=True):
-            assert p.stdin is not None
-            await p.stdin.send(
-                encode_line(
-                    {"jsonrpc": "2.0", "id": 0, "method": "context/handshake", "params": hello}
-                )
-            )
-            await r.receive_line()
-        overheads: list[float] = []
-        cpu: list[float] = []
+        self._send_all("context/handshake", hello, 0)
+        await self._all_replies()
 
-        async def leg(i: int, rid: int) -> None:
-            stdin = procs[i].stdin
-            assert stdin is not None
-            request = {"query": query.to_wire()}
-            await stdin.send(
-                encode_line(
-                    {"jsonrpc": "2.0", "id": rid, "method": "context/query", "params": request}
-                )
-            )
-            reply = _FastQueryReply.model_validate_json(await readers[i].receive_line())
-            audit = audit_leg(f"p{i}", query, reply.result.frames)
-            if len(audit.accepted) != args.frames:
-                raise SystemExit(f"floor: p{i} returned {len(audit.accepted)} frames")
+    def _leg(self, name: str) -> Any:
+        from hostd.engine import audit_leg
+        from hostd.errors import HostdError
+        from hostd.transport._jsonrpc import _FastQueryReply
 
-        for round_ in range(args.warmup + args.rounds):
-            t0, c0 = time.perf_counter(), time.process_time()
-            async with anyio.create_task_group() as tg:
-                for i in range(args.providers):
-                    tg.start_soon(leg, i, round_ + 1)
-            if round_ >= args.warmup:
-                overheads.append((time.perf_counter() - t0) * 1000 - args.delay_ms)
-                cpu.append((time.process_time() - c0) * 1000)
-    finally:
-        for p in procs:
-            await p.aclose()
+        floor = self
+
+        class Leg:
+            shaken = False
+
+            def on_line(self, line: bytes) -> bool:
+                if self.shaken:
+                    reply = _FastQueryReply.model_validate_json(line)
+                    audit = audit_leg(name, floor.query, reply.result.frames)
+                    if len(audit.accepted) != floor.args.frames:
+                        floor.failures.append(f"{name} returned {len(audit.accepted)} frames")
+                self.shaken = True
+                floor.waiting -= 1
+                if floor.waiting == 0:
+                    floor.all_in.set()
+                return True
+
+            def on_end(self, error: HostdError) -> None:
+                floor.failures.append(f"{name}: {error.message}")
+                floor.all_in.set()
+
+        return Leg()
+
+    def _send_all(self, method: str, params: dict[str, object], rid: int) -> None:
+        from hostd.transport import encode_line
+
+        self.waiting, self.all_in = len(self.children), anyio.Event()
+        line = encode_line({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        for child in self.children:
+            if not child.send_nowait(line):
+                raise SystemExit("floor: a request did not fit the pipe")
+
+    async def _all_replies(self) -> None:
+        await self.all_in.wait()
+        if self.failures:
+            raise SystemExit(f"floor: {self.failures[0]}")
+
+    async def round(self, rid: int) -> tuple[float, float]:
+        """One fan-out of the floor: (overhead ms, host CPU ms)."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        self._send_all("context/query", {"query": self.query.to_wire()}, rid)
+        await self._all_replies()
+        elapsed = (time.perf_counter() - t0) * 1000
+        return elapsed - self.args.delay_ms, (time.process_time() - c0) * 1000
+
+    async def aclose(self) -> None:
+        self.failures.append("closed")  # the children's ends are expected from here
+        for child in self.children:
+            await child.aclose(grace=2)
+
+
+async def paired_with_floor(
+    args: argparse.Namespace, fan_out: Any, host: Any, floor: Floor
+) -> dict[str, object]:
+    """The engine and the floor alternated fan-out by fan-out (ABBA), so both see the
+    same phases of the machine: the floor's figures and the paired differences."""
+    engine: list[float] = []
+    base: list[float] = []
+    base_cpu: list[float] = []
+    for round_ in range(args.warmup + args.rounds):
+        if round_ % 2 == 0:
+            elapsed, _ = await fan_out(host, round_)
+            floor_ms, floor_cpu = await floor.round(round_ + 1)
+        else:
+            floor_ms, floor_cpu = await floor.round(round_ + 1)
+            elapsed, _ = await fan_out(host, round_)
+        if round_ >= args.warmup:
+            engine.append(elapsed - args.delay_ms)
+            base.append(floor_ms)
+            base_cpu.append(floor_cpu)
+    diffs = [e - f for e, f in zip(engine, base, strict=True)]
     return {
-        "overhead_ms": {
-            "median": round(statistics.median(overheads), 3),
-            "p99": round(percentile(overheads, 99), 3),
+        "floor": {
+            "overhead_ms": {
+                "median": round(statistics.median(base), 3),
+                "p99": round(percentile(base, 99), 3),
+            },
+            "host_cpu_ms": {"median": round(statistics.median(base_cpu), 3)},
         },
-        "host_cpu_ms": {"median": round(statistics.median(cpu), 3)},
+        "engine_paired_ms": {"median": round(statistics.median(engine), 3)},
+        "engine_over_floor_ms": {
+            "median": round(statistics.median(diffs), 3),
+            "engine_slower_in": f"{sum(d > 0 for d in diffs)}/{len(diffs)}",
+        },
     }
 
 
@@ -175,35 +237,40 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     # The engine alone (verify_stage=None); ``--verify`` measures with the default
     # verification stage too (scripts/bench_verify.py covers that stage in depth).
     stage_kw = {} if args.verify else {"verify_stage": None}
-    async with Host(specs, start="boot", handshake_timeout_s=30, **stage_kw) as host:
+
+    async def fan_out(host: Any, round_: int) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
+        fan = await host.query_all(query, budget)
+        elapsed = (time.perf_counter() - t0) * 1000
+        host_cpu = (time.process_time() - c0) * 1000
+        bad = [r for r in fan.reports.values() if r.status is not LegStatus.OK]
+        if bad or len(fan.accepted) != args.providers * args.frames:
+            raise SystemExit(f"round {round_}: unexpected result {bad or len(fan.accepted)}")
+        # Free this fan-out before the next one starts, as the daemon does once a request
+        # is answered. Held, its 400 frames would stay alive through the next fan-out and
+        # be freed inside its timing (about 1 ms of this machine's time).
+        del fan, bad
+        return elapsed, host_cpu
+
+    out: dict[str, object] = {}
+    async with (
+        Host(specs, start="boot", handshake_timeout_s=30, **stage_kw) as host,
+        anyio.create_task_group() as tg,
+    ):
         for round_ in range(args.warmup + args.rounds):
-            t0, c0 = time.perf_counter(), time.process_time()
-            fan = await host.query_all(query, budget)
-            elapsed = (time.perf_counter() - t0) * 1000
-            host_cpu = (time.process_time() - c0) * 1000
-            bad = [r for r in fan.reports.values() if r.status is not LegStatus.OK]
-            if bad or len(fan.accepted) != args.providers * args.frames:
-                raise SystemExit(f"round {round_}: unexpected result {bad or len(fan.accepted)}")
+            elapsed, host_cpu = await fan_out(host, round_)
             if round_ >= args.warmup:
                 totals.append(elapsed)
                 overheads.append(elapsed - args.delay_ms)
                 cpu.append(host_cpu)
-            # Free this fan-out before the next one starts, as the daemon does once a
-            # request is answered. Held, its 400 frames would stay alive through the next
-            # fan-out and be freed inside its timing (about 1 ms of this machine's time).
-            del fan, bad
-    engine_median = statistics.median(overheads)
-    out: dict[str, object] = {}
-    if not args.no_floor:
-        # Each leg asks for its equal share, as the engine's budget_split does here.
-        share = query.model_copy(update={"max_tokens": budget // args.providers})
-        base = await floor(args, share)
-        base_median = base["overhead_ms"]["median"]  # type: ignore[index]
-        out = {
-            "floor": base,
-            "engine_over_floor_ms": round(engine_median - base_median, 3),
-            "engine_to_floor_ratio": round(engine_median / base_median, 2),
-        }
+        if not args.no_floor:
+            # Each leg asks for its equal share, as the engine's budget_split does here.
+            floor = Floor(args, query.model_copy(update={"max_tokens": budget // args.providers}))
+            await floor.start(tg)
+            try:
+                out = await paired_with_floor(args, fan_out, host, floor)
+            finally:
+                await floor.aclose()
     return {
         "benchmark": "fanout",
         "providers": args.providers,
