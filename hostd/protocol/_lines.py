@@ -89,6 +89,11 @@ class LineSplitter:
                 self._discarding = True
         return items
 
+    @property
+    def partial(self) -> bytearray:
+        """The unfinished line held so far (never more than the bound); read it only."""
+        return self._buf
+
     def end(self) -> bytes | None:
         """The unterminated last line at the end of the stream, if any (not one being
         skipped as over-long)."""

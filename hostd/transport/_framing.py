@@ -8,6 +8,7 @@ in memory. Nothing here knows JSON-RPC or CGP envelopes.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import anyio
@@ -15,9 +16,9 @@ from anyio.abc import ByteReceiveStream
 from pydantic_core import to_json
 
 from hostd.errors import LineTooLong
-from hostd.protocol import DEFAULT_MAX_LINE_BYTES
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, OVERLONG, LineItem, LineSplitter
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "encode_line"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "encode_line", "line_too_long"]
 
 
 def encode_line(message: Any) -> bytes:
@@ -27,8 +28,13 @@ def encode_line(message: Any) -> bytes:
     return to_json(message) + b"\n"
 
 
+def line_too_long(max_line_bytes: int) -> LineTooLong:
+    """The fault of a peer whose line passed the bound."""
+    return LineTooLong(f"line longer than {max_line_bytes} bytes", max_line_bytes=max_line_bytes)
+
+
 class LineReader:
-    """Reads bounded lines from ``stream``.
+    """Reads bounded lines from ``stream`` (a ``LineSplitter`` over its chunks).
 
     ``receive_line()`` returns one line without its newline, raises
     ``LineTooLong`` once per over-long line (the reader then resumes at the
@@ -44,66 +50,45 @@ class LineReader:
         *,
         keep_unterminated: bool = False,
     ):
-        if max_line_bytes < 1:
-            raise ValueError("max_line_bytes must be positive")
+        self._splitter = LineSplitter(max_line_bytes)
         self.keep_unterminated = keep_unterminated
         self.truncated = False
         self._stream = stream
         self.max_line_bytes = max_line_bytes
-        self._buf = bytearray()
-        self._discarding = False
+        #: Lines (and ``OVERLONG`` markers) split from the last chunk, not yet returned.
+        self._ready: deque[LineItem] = deque()
         self._eof = False
+
+    @property
+    def _buf(self) -> bytearray:
+        """The unfinished line held so far (never much more than the bound)."""
+        return self._splitter.partial
 
     def __repr__(self) -> str:
         return (
-            f"<LineReader buffered={len(self._buf)} max={self.max_line_bytes} "
-            f"discarding={self._discarding} eof={self._eof}>"
+            f"<LineReader buffered={len(self._buf)} ready={len(self._ready)} "
+            f"max={self.max_line_bytes} eof={self._eof}>"
         )
 
     async def receive_line(self) -> bytes:
         while True:
-            nl = self._buf.find(b"\n")
-            if nl != -1:
-                line = bytes(self._buf[:nl])
-                del self._buf[: nl + 1]
-                if self._discarding:
-                    self._discarding = False
-                    continue
-                if len(line) > self.max_line_bytes:
-                    raise self._too_long()
-                return line
-            if self._discarding:
-                self._buf.clear()
-            elif len(self._buf) > self.max_line_bytes:
-                self._buf.clear()
-                self._discarding = True
-                raise self._too_long()
+            if self._ready:
+                item = self._ready.popleft()
+                if item is OVERLONG:
+                    raise line_too_long(self.max_line_bytes)
+                assert isinstance(item, bytes)
+                return item
             if self._eof:
-                if self._buf and not self._discarding:
-                    line = bytes(self._buf)
-                    self._buf.clear()
-                    if self.keep_unterminated:
-                        return line
-                    self.truncated = True
                 raise anyio.EndOfStream
             try:
                 chunk = await self._stream.receive(65536)
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self._eof = True
+                tail = self._splitter.end()
+                if tail is not None:
+                    if self.keep_unterminated:
+                        self._ready.append(tail)
+                    else:
+                        self.truncated = True
                 continue
-            if (
-                not self._buf
-                and not self._discarding
-                and chunk.endswith(b"\n")
-                and chunk.find(b"\n") == len(chunk) - 1
-                and len(chunk) <= self.max_line_bytes + 1
-            ):
-                # The usual reply: exactly one whole line in one chunk. Hand it over
-                # without copying it through the buffer (twice, for a 20 KiB reply).
-                return chunk[:-1]
-            self._buf += chunk
-
-    def _too_long(self) -> LineTooLong:
-        return LineTooLong(
-            f"line longer than {self.max_line_bytes} bytes", max_line_bytes=self.max_line_bytes
-        )
+            self._ready.extend(self._splitter.feed(chunk))

@@ -27,7 +27,7 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
-from hostd.errors import HostdError, LineTooLong, ProviderCrashed
+from hostd.errors import HostdError, ProviderCrashed
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     OVERLONG,
@@ -37,7 +37,7 @@ from hostd.protocol import (
     LineSplitter,
 )
 
-from ._framing import LineReader
+from ._framing import LineReader, line_too_long
 
 __all__ = [
     "ENV_ALLOW_LIST",
@@ -274,11 +274,7 @@ class ChildProcess:
                     return
                 stop(None)
             elif item is OVERLONG:
-                stop(
-                    LineTooLong(
-                        f"line longer than {max_line_bytes} bytes", max_line_bytes=max_line_bytes
-                    )
-                )
+                stop(line_too_long(max_line_bytes))
             else:
                 how = "mid-line" if item is TRUNCATED else "its output"
                 stop(ProviderCrashed(f"provider closed {how}"))
