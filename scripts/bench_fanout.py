@@ -17,8 +17,14 @@ machine; the engine's own share is their paired difference
 (``engine_over_floor_ms``: its median, and in how many pairs the engine was
 slower). The headline ``overhead_ms`` comes from the engine running alone first.
 
+``--layers`` replaces that pairing with a decomposition: five floors, each with
+its own eight providers, doing more and more of the per-reply work (``LAYERS``:
+read the line, decode the JSON, validate it into frames, audit them, keep them),
+and the engine, all taking turns in every round. Each layer's ``step_ms`` is what
+its piece of work adds over the layer before, paired round by round.
+
     python scripts/bench_fanout.py [--providers 8] [--frames 50] [--delay-ms 20]
-                                   [--rounds 200] [--warmup 20] [--no-floor]
+                                   [--rounds 200] [--warmup 20] [--no-floor | --layers]
 
 Run with ``--serve NAME`` it is one of the providers (built on ``hostd.provider``).
 """
@@ -29,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -74,13 +81,30 @@ class BenchProvider(Provider):
         return ContextQueryResult(frames=self.frames[: query.max_frames])
 
 
+#: What a floor does with each reply line in the pipe's callback, least to most; each
+#: layer adds one piece of the work to the one before (see ``--layers``).
+LAYERS = {
+    "read": "take the line and drop it: the providers, the pipes and the wake-ups",
+    "json": "+ decode the JSON (pydantic-core's parser, plain dicts)",
+    "parse": "+ validate it into frames instead (the transport's one-pass reply model)",
+    "audit": "+ the leg audit (the floor the engine is paired with)",
+    "keep": "+ keep every audited reply until the fan-out ends, as a fan-out must",
+}
+
+
+LAYERS_ORDER = list(LAYERS)
+
+
 class Floor:
     """The same providers and per-frame work without the engine (see the module text):
-    its own provider processes, each reply parsed and audited in the pipe's callback."""
+    its own provider processes, each reply handled in the pipe's callback. ``work``
+    (one of ``LAYERS``) says how much of the per-reply work it does."""
 
-    def __init__(self, args: argparse.Namespace, query: ContextQuery) -> None:
+    def __init__(self, args: argparse.Namespace, query: ContextQuery, work: str = "audit") -> None:
         self.args = args
         self.query = query
+        self.work = work
+        self.kept: list[Any] = []
         self.children: list[Any] = []
         self.waiting = 0
         self.all_in = anyio.Event()
@@ -102,21 +126,31 @@ class Floor:
         await self._all_replies()
 
     def _leg(self, name: str) -> Any:
+        from pydantic_core import from_json
+
         from hostd.engine import audit_leg
         from hostd.errors import HostdError
         from hostd.transport._jsonrpc import _FastQueryReply
 
         floor = self
+        work = LAYERS_ORDER.index(self.work)
+        json_only = work == LAYERS_ORDER.index("json")
+        parse, audit, keep = (work >= LAYERS_ORDER.index(w) for w in ("parse", "audit", "keep"))
 
         class Leg:
             shaken = False
 
             def on_line(self, line: bytes) -> bool:
-                if self.shaken:
-                    reply = _FastQueryReply.model_validate_json(line)
-                    audit = audit_leg(name, floor.query, reply.result.frames)
-                    if len(audit.accepted) != floor.args.frames:
-                        floor.failures.append(f"{name} returned {len(audit.accepted)} frames")
+                if self.shaken and json_only:
+                    from_json(line)
+                elif self.shaken and parse:
+                    frames = _FastQueryReply.model_validate_json(line).result.frames
+                    if audit:
+                        done = audit_leg(name, floor.query, frames)
+                        if len(done.accepted) != floor.args.frames:
+                            floor.failures.append(f"{name} returned {len(done.accepted)} frames")
+                        if keep:
+                            floor.kept.append(done)
                 self.shaken = True
                 floor.waiting -= 1
                 if floor.waiting == 0:
@@ -149,7 +183,9 @@ class Floor:
         self._send_all("context/query", {"query": self.query.to_wire()}, rid)
         await self._all_replies()
         elapsed = (time.perf_counter() - t0) * 1000
-        return elapsed - self.args.delay_ms, (time.process_time() - c0) * 1000
+        cpu = (time.process_time() - c0) * 1000
+        self.kept.clear()  # outside the timing, as the engine's caller frees its fan-out
+        return elapsed - self.args.delay_ms, cpu
 
     async def aclose(self) -> None:
         self.failures.append("closed")  # the children's ends are expected from here
@@ -191,6 +227,44 @@ async def paired_with_floor(
             "engine_slower_in": f"{sum(d > 0 for d in diffs)}/{len(diffs)}",
         },
     }
+
+
+async def layered(
+    args: argparse.Namespace, fan_out: Any, host: Any, floors: dict[str, Floor]
+) -> dict[str, object]:
+    """The engine and one floor per layer of work, all taking turns within each round
+    (in an order shuffled round by round, seeded), so every layer sees the same phases
+    of the machine. Per layer: its median overhead and host CPU, and ``step_ms``, the
+    median of its paired differences (same round) with the layer before it; the
+    engine's step is over ``keep``, the most a floor does."""
+    names = [*floors, "engine"]
+    overhead: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    order = random.Random(4)
+    for round_ in range(args.warmup + args.rounds):
+        for name in order.sample(names, len(names)):
+            if name == "engine":
+                elapsed, used = await fan_out(host, round_)
+                ms = elapsed - args.delay_ms
+            else:
+                ms, used = await floors[name].round(round_ + 1)
+            if round_ >= args.warmup:
+                overhead[name].append(ms)
+                cpu[name].append(used)
+    out: dict[str, object] = {}
+    for before, name in zip([None, *names], names, strict=False):
+        steps = (
+            [a - b for a, b in zip(overhead[name], overhead[before], strict=True)]
+            if before is not None
+            else overhead[name]
+        )
+        out[name] = {
+            "does": LAYERS.get(name, "the engine: Host.query_all"),
+            "overhead_ms": round(statistics.median(overhead[name]), 3),
+            "host_cpu_ms": round(statistics.median(cpu[name]), 3),
+            "step_ms": round(statistics.median(steps), 3),
+        }
+    return {"layers": out}
 
 
 def _serve_command(args: argparse.Namespace, name: str) -> list[str]:
@@ -263,9 +337,19 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
                 totals.append(elapsed)
                 overheads.append(elapsed - args.delay_ms)
                 cpu.append(host_cpu)
-        if not args.no_floor:
-            # Each leg asks for its equal share, as the engine's budget_split does here.
-            floor = Floor(args, query.model_copy(update={"max_tokens": budget // args.providers}))
+        # Each leg asks for its equal share, as the engine's budget_split does here.
+        share = query.model_copy(update={"max_tokens": budget // args.providers})
+        if args.layers:
+            floors = {work: Floor(args, share, work) for work in LAYERS}
+            try:
+                for floor in floors.values():
+                    await floor.start(tg)
+                out = await layered(args, fan_out, host, floors)
+            finally:
+                for floor in floors.values():
+                    await floor.aclose()
+        elif not args.no_floor:
+            floor = Floor(args, share)
             await floor.start(tg)
             try:
                 out = await paired_with_floor(args, fan_out, host, floor)
@@ -306,6 +390,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--verify", action="store_true", help="keep the default verify stage")
     parser.add_argument("--no-floor", action="store_true", help="skip the engine-free floor")
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="instead of the paired floor, one floor per layer of work with the engine, "
+        "taking turns: where the overhead goes",
+    )
     parser.add_argument("--serve", metavar="NAME", help="run as one benchmark provider")
     args = parser.parse_args()
     if args.serve:
