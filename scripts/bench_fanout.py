@@ -92,9 +92,6 @@ LAYERS = {
 }
 
 
-LAYERS_ORDER = list(LAYERS)
-
-
 class Floor:
     """The same providers and per-frame work without the engine (see the module text):
     its own provider processes, each reply handled in the pipe's callback. ``work``
@@ -133,9 +130,10 @@ class Floor:
         from hostd.transport._jsonrpc import _FastQueryReply
 
         floor = self
-        work = LAYERS_ORDER.index(self.work)
-        json_only = work == LAYERS_ORDER.index("json")
-        parse, audit, keep = (work >= LAYERS_ORDER.index(w) for w in ("parse", "audit", "keep"))
+        layers = list(LAYERS)
+        does = set(layers[: layers.index(self.work) + 1])  # this layer and every one below
+        json_only = self.work == "json"
+        parse, audit, keep = ("parse" in does, "audit" in does, "keep" in does)
 
         class Leg:
             shaken = False
