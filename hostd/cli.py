@@ -1,4 +1,4 @@
-"""The ``hostd`` command line: serve, compose, providers, consent, eval, check-provider.
+"""The ``hostd`` command line: serve, compose, providers, consent, eval, shadow, check-provider.
 
 Owns argument parsing and what each command prints. A bad config or a
 refused listener ends with one line on stderr naming the problem and exit
@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 import hostd
+from hostd._quality_commands import add_quality_commands, eval_command, shadow_command
 from hostd.config import Config, load_config
 from hostd.errors import HostdError
 
@@ -132,32 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--json", action="store_true", help="print JSON")
     _connect_arg(lst)
 
-    ev = sub.add_parser(
-        "eval",
-        parents=[common],
-        help="recall of each ranking policy on a question set",
-        description="Ask every question of a JSONL set ({id, question, gold: [{file, phrase}], "
-        "style}) through the configured providers, compose it under each policy and budget "
-        "and under each provider alone, and print how often a gold passage reached the prompt, "
-        "per style and policy (docs/eval.md).",
-    )
-    ev.add_argument("--questions", required=True, metavar="PATH", help="the question set")
-    ev.add_argument(
-        "--budget",
-        type=int,
-        action="append",
-        metavar="N",
-        help="global token budget (repeatable; default: the config's default_budget)",
-    )
-    ev.add_argument(
-        "--policy",
-        action="append",
-        metavar="S",
-        help="a strategy as --strategy spells it (repeatable; default: every registered one)",
-    )
-    ev.add_argument("--providers", metavar="IDS", help="comma-separated provider subset")
-    ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
-    _connect_arg(ev)
+    add_quality_commands(sub, common, _connect_arg)
 
     check = sub.add_parser(
         "check-provider",
@@ -303,26 +279,6 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _eval(cfg: Config, args: argparse.Namespace) -> int:
-    from hostd import eval as ev
-    from hostd.compose import strategy_from_wire
-
-    questions = ev.load_questions(args.questions)
-    policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
-    for p in policies:
-        strategy_from_wire(p.strategy)  # a misspelt policy fails before any provider starts
-    budgets = args.budget or [cfg.host.default_budget]
-    async with _session(cfg, args.connect) as s:
-        outcomes = await ev.run_eval(
-            s, questions, budgets, policies, providers=_csv(args.providers)
-        )
-    if args.json:
-        _print_json(ev.to_json(questions, outcomes))
-    else:
-        sys.stdout.write(ev.render_table(questions, ev.summarise(outcomes)))
-    return EXIT_OK
-
-
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     async with _session(cfg, args.connect) as s:
         result = await s.call("providers/list", {})
@@ -405,9 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(level, file=str(cfg.log.file) if cfg.log.file else None)
         if args.command == "serve":
             return _serve(cfg, args)
+        if args.command == "shadow":
+            return shadow_command(cfg, args)
         runner = {
             "compose": _compose,
-            "eval": _eval,
+            "eval": eval_command,
             "providers": _providers,
             "consent": _consent,
         }[args.command]

@@ -282,6 +282,7 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     composed = c.compose_for_prompt(
         fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs
     )
+    await ctx.daemon.record_shadow(ctx.request_id, p, budget - floor_cost, fan.accepted, composed)
     result = composed.to_wire()
     policy = result.get("audit", {}).get("policy")
     if isinstance(policy, dict):
