@@ -1,21 +1,94 @@
-"""The evidence-quality commands of the ``hostd`` CLI: ``eval`` and ``shadow replay``.
+"""The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay`` and the
+policy options of ``compose`` (``--caps``, ``--floors``, the overfetch note).
 
-Kept beside ``cli`` (which registers them and runs them like its own
-commands) so the command line module stays one screenful per command. Both
-print a table, or JSON with ``--json``; both spell policies as ``--strategy``
-does.
+Kept beside ``cli`` (which registers and runs them like its own commands) so
+the command line module stays small. ``eval`` and ``shadow replay`` print a
+table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hostd.config import Config
 
-__all__ = ["add_quality_commands", "eval_command", "shadow_command"]
+__all__ = [
+    "add_quality_commands",
+    "caps_arg",
+    "eval_command",
+    "floors_arg",
+    "overfetch_note",
+    "shadow_command",
+]
+
+
+def caps_arg(value: str | None) -> dict[str, float] | None:
+    """``files=0.5,*=0.3`` (or a JSON object) → the ``caps`` param."""
+    if value is None:
+        return None
+    if value.lstrip().startswith("{"):
+        caps = json.loads(value)
+        if not isinstance(caps, dict):
+            raise ValueError("--caps: a JSON value must be an object of provider: share")
+        return caps
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        provider, sep, share = part.partition("=")
+        if not sep or not provider.strip():
+            raise ValueError(f"--caps: expected provider=share, got {part!r}")
+        try:
+            out[provider.strip()] = float(share)
+        except ValueError:
+            raise ValueError(f"--caps: the share of {provider.strip()!r} is not a number") from None
+    return out
+
+
+def floors_arg(value: str | None) -> list[dict[str, Any]] | None:
+    """Comma-separated files, each a floor labelled by its path (or a JSON array of floors)."""
+    if value is None:
+        return None
+    if value.lstrip().startswith("["):
+        floors = json.loads(value)
+        if not isinstance(floors, list):
+            raise ValueError("--floors: a JSON value must be an array of {label, content}")
+        return floors
+    out: list[dict[str, Any]] = []
+    for path in filter(None, (p.strip() for p in value.split(","))):
+        try:
+            content = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--floors: cannot read {path}: {exc}") from None
+        out.append({"label": path, "content": content})
+    return out
+
+
+def overfetch_note(result: dict[str, Any]) -> str | None:
+    """Why the overfetch of a composition changed nothing, or ``None`` when it did.
+
+    A provider is asked for ``min(budget, ceil(share × overfetch))``: when every
+    provider's share already is the whole budget (one provider, say), each is
+    asked for exactly its share and the factor is inert.
+    """
+    overfetch = ((result.get("audit") or {}).get("policy") or {}).get("overfetch")
+    if not isinstance(overfetch, int | float) or overfetch <= 1:
+        return None
+    legs = [
+        p
+        for p in result.get("providers") or ()
+        if p.get("share") is not None and p.get("max_tokens") is not None
+    ]
+    if not legs or any(p["max_tokens"] > p["share"] for p in legs):
+        return None
+    asked = ", ".join(f"{p['provider_id']} {p['max_tokens']}" for p in legs)
+    return (
+        f"overfetch {overfetch:g} cannot change what is asked: every provider's share is "
+        f"already the whole budget, so each is asked for just its share ({asked} tokens)"
+    )
 
 
 def add_quality_commands(

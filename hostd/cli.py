@@ -19,7 +19,14 @@ from typing import Any
 import anyio
 
 import hostd
-from hostd._quality_commands import add_quality_commands, eval_command, shadow_command
+from hostd._quality_commands import (
+    add_quality_commands,
+    caps_arg,
+    eval_command,
+    floors_arg,
+    overfetch_note,
+    shadow_command,
+)
 from hostd.config import Config, load_config
 from hostd.errors import HostdError
 
@@ -96,6 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
     compose.add_argument("--query-text", metavar="TEXT", help="query text (default: the goal)")
     compose.add_argument("--max-frames", type=int, metavar="N", help="frames per provider")
     compose.add_argument("--timeout-ms", type=int, metavar="MS", help="per-leg timeout")
+    compose.add_argument(
+        "--overfetch", type=float, metavar="F", help="ask each provider for share × F tokens"
+    )
+    compose.add_argument(
+        "--caps", metavar="CAPS", help="provider shares of the budget: files=0.5,*=0.3 or JSON"
+    )
+    compose.add_argument(
+        "--floors",
+        metavar="PATHS",
+        help="files admitted before ranking: a,b or JSON [{label, content}]",
+    )
     compose.add_argument("--json", action="store_true", help="print the ComposedPrompt as JSON")
     _connect_arg(compose)
 
@@ -264,11 +282,17 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "query_text": args.query_text,
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,
+        "overfetch": args.overfetch,
+        "caps": caps_arg(args.caps),
+        "floors": floors_arg(args.floors),
     }
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
     async with _session(cfg, args.connect) as s:
         result = await s.call("context/compose", params)
+    note = overfetch_note(result)
+    if note:
+        sys.stderr.write(f"hostd: note: {note}\n")
     if args.json:
         _print_json(result)
     else:
