@@ -163,6 +163,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         _print_json(ev.to_json(questions, outcomes))
     else:
         sys.stdout.write(ev.render_table(questions, ev.summarise(outcomes)))
+    sys.stderr.write(ev.degraded_note(outcomes))
     return EXIT_OK
 
 

@@ -198,3 +198,22 @@ def test_eval_refuses_a_misspelt_policy_or_question_set(setup: tuple[Path, Path]
     done = _hostd("--config", str(config), "eval", "--questions", str(questions))
     assert done.returncode == 1
     assert f"{questions}:1: gold:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_provider_that_fails_is_reported_not_hidden(setup: tuple[Path, Path]) -> None:
+    config, questions = setup
+    broken = ["python", "-c", "import sys; sys.exit(3)"]
+    config.write_text(
+        config.read_text()
+        + f'\n[[provider]]\nid = "broken"\ncommand = {json.dumps(broken)}\ncwd = "{ROOT}"\n'
+    )
+    args = ["--config", str(config), "eval", "--questions", str(questions), "--budget", "300"]
+    done = _hostd(*args, "--policy", "rrf", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    rows = {r["policy"]: r["recall"]["lexical"] for r in result["table"]}
+    assert rows["rrf"] == rows["files alone"] == {"hits": 2, "total": 2}
+    assert rows["broken alone"] == {"hits": 0, "total": 2}
+    assert result["degraded"] == 3 * 3  # rrf, (offered) and broken alone, per question
+    assert "compositions had a provider that did not answer ok" in done.stderr
+    assert "broken alone at 300" in done.stderr and "files alone" not in done.stderr

@@ -9,7 +9,7 @@ library; it never ranks by itself.
 """
 
 from ._questions import STYLES, Gold, Question, QuestionSetError, load_questions, parse_questions
-from ._report import Row, render_table, summarise, to_json
+from ._report import Row, degraded_note, render_table, summarise, to_json
 from ._run import (
     DEFAULT_POLICIES,
     OFFERED,
@@ -33,6 +33,7 @@ __all__ = [
     "Row",
     "Session",
     "alone",
+    "degraded_note",
     "holds_gold",
     "load_questions",
     "parse_questions",

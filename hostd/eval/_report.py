@@ -9,7 +9,7 @@ from typing import Any
 from ._questions import STYLES, Question
 from ._run import OFFERED, Outcome
 
-__all__ = ["Row", "render_table", "summarise", "to_json"]
+__all__ = ["Row", "degraded_note", "render_table", "summarise", "to_json"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,10 +94,24 @@ def render_table(questions: Sequence[Question], rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def degraded_note(outcomes: Sequence[Outcome]) -> str:
+    """A line naming the rows whose fan-out lost a provider, or ``""`` when none did."""
+    lost = sorted({(o.budget, o.policy) for o in outcomes if o.degraded})
+    if not lost:
+        return ""
+    where = ", ".join(f"{policy} at {budget}" for budget, policy in lost)
+    count = sum(1 for o in outcomes if o.degraded)
+    return (
+        f"note: {count} compositions had a provider that did not answer ok ({where}); "
+        "their recall is a lower bound\n"
+    )
+
+
 def to_json(questions: Sequence[Question], outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return {
         "questions": len(questions),
         "styles": {s: sum(1 for q in questions if q.style == s) for s in STYLES},
         "table": [r.to_wire() for r in summarise(outcomes)],
+        "degraded": sum(1 for o in outcomes if o.degraded),
         "outcomes": [o.to_wire() for o in outcomes],
     }

@@ -69,6 +69,8 @@ class Outcome:
     policy: str
     hit: bool
     tokens: int
+    #: A provider of this row's fan-out did not answer ``ok`` (timeout, crash, …).
+    degraded: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class Outcome:
             "policy": self.policy,
             "hit": self.hit,
             "tokens": self.tokens,
+            "degraded": self.degraded,
         }
 
 
@@ -112,13 +115,22 @@ def _candidates(result: dict[str, Any]) -> list[tuple[str, ContextFrame]]:
     return [(pid, ContextFrame.model_validate(f)) for pid in sorted(frames) for f in frames[pid]]
 
 
+def _degraded(result: dict[str, Any]) -> bool:
+    return any(r.get("status") != "ok" for r in result.get("providers") or ())
+
+
 def _recall(
-    question: Question, budget: int, candidates: list[tuple[str, ContextFrame]], policy: Policy
+    question: Question,
+    budget: int,
+    candidates: list[tuple[str, ContextFrame]],
+    policy: Policy,
+    label: str,
+    degraded: bool,
 ) -> Outcome:
     composed = compose_for_prompt(candidates, budget, strategy=policy.strategy)
     by_id = {FrameId.of(pid, f): f for pid, f in candidates}
     hit = any(holds_gold(by_id[c.frame], question.gold) for c in composed.citations)
-    return Outcome(question.id, question.style, budget, policy.label, hit, composed.tokens_used)
+    return Outcome(question.id, question.style, budget, label, hit, composed.tokens_used, degraded)
 
 
 async def _query(
@@ -150,12 +162,21 @@ async def run_eval(
         for budget in budgets:
             result = await _query(session, question, budget, providers)
             candidates = _candidates(result)
-            outcomes.extend(_recall(question, budget, candidates, p) for p in policies)
+            degraded = _degraded(result)
+            outcomes.extend(
+                _recall(question, budget, candidates, p, p.label, degraded) for p in policies
+            )
             for pid in sorted(r["provider_id"] for r in result.get("providers") or ()):
-                single = _candidates(await _query(session, question, budget, [pid]))
-                row = _recall(question, budget, single, default)
+                single = await _query(session, question, budget, [pid])
                 outcomes.append(
-                    Outcome(row.question, row.style, budget, alone(pid), row.hit, row.tokens)
+                    _recall(
+                        question,
+                        budget,
+                        _candidates(single),
+                        default,
+                        alone(pid),
+                        _degraded(single),
+                    )
                 )
             outcomes.append(
                 Outcome(
@@ -165,6 +186,7 @@ async def run_eval(
                     OFFERED,
                     any(holds_gold(f, question.gold) for _, f in candidates),
                     sum(f.token_cost for _, f in candidates),
+                    degraded,
                 )
             )
     return outcomes
