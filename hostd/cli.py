@@ -1,4 +1,4 @@
-"""The ``hostd`` command line: serve, compose, providers, consent, check-provider.
+"""The ``hostd`` command line: serve, compose, providers, consent, eval, shadow, check-provider.
 
 Owns argument parsing and what each command prints. A bad config or a
 refused listener ends with one line on stderr naming the problem and exit
@@ -19,6 +19,14 @@ from typing import Any
 import anyio
 
 import hostd
+from hostd._quality_commands import (
+    add_quality_commands,
+    caps_arg,
+    eval_command,
+    floors_arg,
+    overfetch_note,
+    shadow_command,
+)
 from hostd.config import Config, load_config
 from hostd.errors import HostdError
 
@@ -95,6 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
     compose.add_argument("--query-text", metavar="TEXT", help="query text (default: the goal)")
     compose.add_argument("--max-frames", type=int, metavar="N", help="frames per provider")
     compose.add_argument("--timeout-ms", type=int, metavar="MS", help="per-leg timeout")
+    compose.add_argument(
+        "--overfetch", type=float, metavar="F", help="ask each provider for share × F tokens"
+    )
+    compose.add_argument(
+        "--caps", metavar="CAPS", help="provider shares of the budget: files=0.5,*=0.3 or JSON"
+    )
+    compose.add_argument(
+        "--floors",
+        metavar="PATHS",
+        help="files admitted before ranking: a,b or JSON [{label, content}]",
+    )
     compose.add_argument("--json", action="store_true", help="print the ComposedPrompt as JSON")
     _connect_arg(compose)
 
@@ -131,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("provider", nargs="?", help="only this provider")
     lst.add_argument("--json", action="store_true", help="print JSON")
     _connect_arg(lst)
+
+    add_quality_commands(sub, common, _connect_arg)
 
     check = sub.add_parser(
         "check-provider",
@@ -261,11 +282,17 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "query_text": args.query_text,
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,
+        "overfetch": args.overfetch,
+        "caps": caps_arg(args.caps),
+        "floors": floors_arg(args.floors),
     }
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
     async with _session(cfg, args.connect) as s:
         result = await s.call("context/compose", params)
+    note = overfetch_note(result)
+    if note:
+        sys.stderr.write(f"hostd: note: {note}\n")
     if args.json:
         _print_json(result)
     else:
@@ -358,7 +385,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(level, file=str(cfg.log.file) if cfg.log.file else None)
         if args.command == "serve":
             return _serve(cfg, args)
-        runner = {"compose": _compose, "providers": _providers, "consent": _consent}[args.command]
+        if args.command == "shadow":
+            return shadow_command(cfg, args)
+        runner = {
+            "compose": _compose,
+            "eval": eval_command,
+            "providers": _providers,
+            "consent": _consent,
+        }[args.command]
         return anyio.run(runner, cfg, args, backend="asyncio")
     except BaseExceptionGroup as group:
         # Errors raised inside task groups arrive wrapped; report the first hostd one plainly.

@@ -27,6 +27,7 @@ __all__ = [
     "HostSettings",
     "LogSettings",
     "ProviderSettings",
+    "ShadowSettings",
     "TcpSettings",
     "default_socket_path",
     "default_state_dir",
@@ -96,6 +97,20 @@ class LogSettings(_Section):
     file: Path | None = None
 
 
+class ShadowSettings(_Section):
+    """Shadow ranking (opt-in): a sample of compositions recorded to ``state_dir/shadow.db``."""
+
+    enabled: bool = False
+    #: Share of ``context/compose`` requests recorded, in [0, 1].
+    sample: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.1
+    #: Keep frame content and the goal; otherwise only their digests are stored.
+    store_content: bool = False
+    #: Bounds: the newest requests kept, the stored bytes, and the age in days.
+    max_requests: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    max_bytes: Annotated[int, Field(ge=4096, le=1 << 34)] = 64 * 1024 * 1024
+    retention_days: Annotated[float, Field(gt=0, le=3650, allow_inf_nan=False)] = 7.0
+
+
 class ProviderSettings(_Section):
     id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
     command: Annotated[list[str], Field(min_length=1)]
@@ -118,6 +133,7 @@ class Config(_Section):
     host: HostSettings = Field(default_factory=HostSettings)
     tcp: TcpSettings = Field(default_factory=TcpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    shadow: ShadowSettings = Field(default_factory=ShadowSettings)
     provider: list[ProviderSettings] = Field(default_factory=list)
     #: Where this config came from ("<defaults>" when built in code).
     source: str = Field(default="<defaults>", exclude=True)

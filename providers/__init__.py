@@ -4,19 +4,13 @@
 - ``memory``: durable, bitemporal agent memory in SQLite;
 - ``semantic``: sentence-embedding search (needs the ``semantic`` extra).
 
-Shared pieces: ``Corpus`` (walking, ignoring, chunking a tree) and ``pack``
-(the budget rules every provider must honour).
+Shared pieces: ``Corpus`` (walking and ignoring a tree), ``chunk_file`` (one
+chunker for both search providers, sized by the embedding model's word-piece
+count) and ``pack`` (the budget rules every provider must honour).
 """
 
-from ._corpus import (
-    Chunk,
-    Corpus,
-    CorpusOptions,
-    chunk_file,
-    chunk_frame,
-    split_lines,
-    verify_chunk,
-)
+from ._chunk import Chunk, chunk_file, chunk_frame, split_lines
+from ._corpus import Corpus, CorpusOptions, verify_chunk
 from ._frames import Packed, format_timestamp, now_timestamp, pack, query_text, saturate
 
 __all__ = [

@@ -5,15 +5,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._corpus import DEFAULT_MAX_FILE_BYTES, DEFAULT_WINDOW_LINES, CorpusOptions
+from ._corpus import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MIN_CHUNK_TOKENS,
+    DEFAULT_WINDOW_LINES,
+    CorpusOptions,
+)
 
 __all__ = ["corpus_arguments", "corpus_options"]
 
 
-def corpus_arguments(
-    parser: argparse.ArgumentParser, *, window_lines: int = DEFAULT_WINDOW_LINES
-) -> None:
-    """The options ``files`` and ``semantic`` share: what to read and how to chunk it."""
+def corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options ``files`` and ``semantic`` share: what to read and how to chunk it.
+
+    One set of defaults for both, so the two serve the same regions and dedup (D2)
+    merges them."""
     parser.add_argument(
         "--root", type=Path, default=Path.cwd(), help="directory to index (default: cwd)"
     )
@@ -40,8 +47,25 @@ def corpus_arguments(
     parser.add_argument(
         "--window-lines",
         type=int,
-        default=window_lines,
-        help="lines per chunk; markdown is also cut at headings (default: %(default)s)",
+        default=DEFAULT_WINDOW_LINES,
+        help="at most this many lines per chunk; markdown is also cut at headings "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--chunk-tokens",
+        type=int,
+        default=DEFAULT_CHUNK_TOKENS,
+        metavar="N",
+        help="at most this many embedding-model word pieces per chunk, title included: "
+        "the model's window (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-chunk-tokens",
+        type=int,
+        default=DEFAULT_MIN_CHUNK_TOKENS,
+        metavar="N",
+        help="merge a chunk under this many word pieces into a neighbour when both fit; "
+        "0 never merges (default: %(default)s)",
     )
     parser.add_argument(
         "--no-gitignore", action="store_true", help="do not honour .gitignore files"
@@ -56,4 +80,6 @@ def corpus_options(args: argparse.Namespace) -> CorpusOptions:
         max_file_bytes=args.max_file_bytes,
         window_lines=args.window_lines,
         honour_gitignore=not args.no_gitignore,
+        chunk_tokens=args.chunk_tokens,
+        min_chunk_tokens=args.min_chunk_tokens,
     )

@@ -98,14 +98,13 @@ def bench_memory(entries: int, repeat: int) -> dict[str, Any]:
 
 def bench_semantic(root: Path, repeat: int, cold: bool) -> dict[str, Any]:
     from providers.semantic import DIM, FINGERPRINT, EmbeddingCache, MiniLMEmbedder, SemanticIndex
-    from providers.semantic._provider import DEFAULT_WINDOW_LINES
 
     out: dict[str, Any] = {}
     embedder = MiniLMEmbedder()
     t = time.perf_counter()
     embedder.encode(["load the model"])
     out["model_load_s"] = round(time.perf_counter() - t, 3)
-    opts = CorpusOptions(root=root, window_lines=DEFAULT_WINDOW_LINES)
+    opts = CorpusOptions(root=root)
     with tempfile.TemporaryDirectory() as tmp:
         cache_path = Path(tmp) / "embeddings.db"
         if cold:

@@ -282,6 +282,7 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     composed = c.compose_for_prompt(
         fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs
     )
+    await ctx.daemon.record_shadow(ctx.request_id, p, budget - floor_cost, fan.accepted, composed)
     result = composed.to_wire()
     policy = result.get("audit", {}).get("policy")
     if isinstance(policy, dict):
@@ -309,12 +310,23 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     return result
 
 
+def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
+    return (-frame["score"], frame["id"], frame.get("content_digest") or "")
+
+
 @_boundary(QueryParams)
 async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
     fan = await _fan_out(ctx, p, budget, budget)
     result: dict[str, Any] = fan.to_wire()
     result["providers"] = _reports(fan)
+    # ``frames`` lists each provider's frames by FrameId; ``rank`` gives their ids in that
+    # provider's own order, score descending (ordinal, F10), ties by FrameId: the order
+    # every ranking policy reads a provider's list in.
+    result["rank"] = {
+        pid: [f["id"] for f in sorted(frames, key=_rank_key)]
+        for pid, frames in result["frames"].items()
+    }
     ctx.daemon.remember_usage(ctx.request_id, result["usage"])
     result["request_id"] = ctx.request_id
     return result

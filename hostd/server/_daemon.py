@@ -69,6 +69,12 @@ class Daemon:
         self.socket_path: Path | None = None
         self._drain_scope: anyio.CancelScope | None = None
         self.tcp_address: tuple[str, int] | None = None
+        #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
+        self.shadow: Any = None
+        if config.shadow.enabled:
+            from hostd.shadow import ShadowRecorder
+
+            self.shadow = ShadowRecorder.from_settings(config.shadow, config.state_path)
 
     # -- state the methods read ---------------------------------------------------------
 
@@ -97,6 +103,14 @@ class Daemon:
         self._usage[request_id] = json.dumps(usage, separators=(",", ":")).encode()
         while len(self._usage) > _USAGE_KEPT:
             self._usage.popitem(last=False)
+
+    async def record_shadow(
+        self, request_id: str, params: Any, contested: int, accepted: Any, composed: Any
+    ) -> None:
+        if self.shadow is not None:
+            await self.shadow.record(
+                request_id, params.goal, contested, params.caps, accepted, composed
+            )
 
     def usage_of(self, request_id: str) -> Any:
         raw = self._usage.get(request_id)

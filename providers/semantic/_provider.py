@@ -39,7 +39,6 @@ from ._index import EmbeddingMismatch, SemanticIndex
 __all__ = ["SemanticProvider", "main"]
 
 VERSION = "0.1.0"
-DEFAULT_WINDOW_LINES = 24  # MiniLM reads 256 word pieces; longer chunks would be cut
 
 
 class SemanticProvider(Provider):
@@ -108,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "a directory tree, served on stdio (JSON-RPC binding). Needs the 'semantic' extra: "
         "pip install -e '.[semantic]'.",
     )
-    corpus_arguments(parser, window_lines=DEFAULT_WINDOW_LINES)
+    corpus_arguments(parser)
     parser.add_argument(
         "--cache",
         type=Path,

@@ -76,7 +76,8 @@ def test_frame_ranges_and_digests_match_the_bytes_on_disk(tmp_path: Path) -> Non
 
 
 def test_code_is_snippet_and_markdown_is_doc_cut_at_headings(tmp_path: Path) -> None:
-    ix = _index(_tree(tmp_path))
+    # Tiny sections are kept apart here (they merge by default) to see every cut.
+    ix = _index(_tree(tmp_path), min_chunk_tokens=0)
     by_rel: dict[str, list[str]] = {}
     for c in ix.corpus.chunks:
         by_rel.setdefault(c.rel, []).append(c.kind)

@@ -70,7 +70,7 @@ def embedder() -> MiniLMEmbedder:
 
 def _index(root: Path, cache: Path, embedder: MiniLMEmbedder) -> SemanticIndex:
     ix = SemanticIndex(
-        CorpusOptions(root=root, window_lines=24),
+        CorpusOptions(root=root),
         embedder,
         EmbeddingCache(cache, FINGERPRINT, DIM),
         refresh_interval_s=0.0,
@@ -155,3 +155,35 @@ async def test_semantic_provider_serves_a_query_over_stdio(tmp_path: Path) -> No
             {"query": {"goal": "x", "embedding": [1.0], "max_frames": 2, "max_tokens": 1000}},
         )
         assert bad["error"]["data"]["cgp_code"] == "bad_request"
+
+
+def test_files_and_semantic_serve_the_same_regions_and_compose_quotes_each_once(
+    tmp_path: Path, embedder: MiniLMEmbedder
+) -> None:
+    from hostd.compose import compose_for_prompt
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "guide.md").write_text(
+        "".join(
+            f"## Step {i}\n\nShut each worker process down cleanly, then reap it; "
+            f"step {i} of the teardown waits for the child to exit before the next.\n\n"
+            for i in range(30)
+        )
+    )
+    lexical = FileIndex(CorpusOptions(root=root), refresh_interval_s=0.0)
+    lexical.refresh(force=True)
+    semantic = _index(root, tmp_path / "cache.db", embedder)
+    assert [c.chunk_id for c in lexical.corpus.chunks] == [
+        c.chunk_id for c in semantic.corpus.chunks
+    ]
+    assert len(lexical.corpus.chunks) > 3
+    query = _q("how are worker processes shut down", max_frames=50)
+    frames = [("files", f) for f in lexical.answer(query).frames]
+    frames += [("semantic", f) for f in semantic.answer(query).frames]
+    assert len({f.id for _, f in frames}) < len(frames)  # the providers overlap
+    composed = compose_for_prompt(frames, 100_000)
+    ranges = [c.frame.frame_id for c in composed.citations]
+    assert len(ranges) == len(set(ranges))  # every region is quoted once
+    duplicates = [e for e in composed.audit.entries if e.reason == "duplicate"]
+    assert len(duplicates) == len(frames) - len(ranges)

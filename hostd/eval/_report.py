@@ -1,0 +1,117 @@
+"""Outcomes → recall per budget, policy and style: a table for people, a dict for machines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._questions import STYLES, Question
+from ._run import OFFERED, Outcome
+
+__all__ = ["Row", "degraded_note", "render_table", "summarise", "to_json"]
+
+
+@dataclass(slots=True, frozen=True)
+class Row:
+    """Recall of one policy at one budget: ``hits[style]`` of ``totals[style]``."""
+
+    budget: int
+    policy: str
+    hits: dict[str, int]
+    totals: dict[str, int]
+    mean_tokens: float
+
+    @property
+    def all_hits(self) -> int:
+        return sum(self.hits.values())
+
+    @property
+    def all_total(self) -> int:
+        return sum(self.totals.values())
+
+    def to_wire(self) -> dict[str, Any]:
+        recall = {s: {"hits": self.hits[s], "total": self.totals[s]} for s in STYLES}
+        recall["all"] = {"hits": self.all_hits, "total": self.all_total}
+        return {
+            "budget": self.budget,
+            "policy": self.policy,
+            "recall": recall,
+            "mean_tokens": round(self.mean_tokens, 1),
+        }
+
+
+def summarise(outcomes: Sequence[Outcome]) -> list[Row]:
+    """One row per (budget, policy), budgets ascending, policies in first-seen order."""
+    groups: dict[tuple[int, str], list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.budget, o.policy), []).append(o)
+    rows: list[Row] = []
+    for budget in sorted({b for b, _ in groups}):
+        for (b, policy), group in groups.items():
+            if b != budget:
+                continue
+            hits = {s: sum(1 for o in group if o.style == s and o.hit) for s in STYLES}
+            totals = {s: sum(1 for o in group if o.style == s) for s in STYLES}
+            mean = sum(o.tokens for o in group) / len(group)
+            rows.append(Row(budget, policy, hits, totals, mean))
+    return rows
+
+
+def _cell(hits: int, total: int) -> str:
+    if total == 0:
+        return "-"
+    return f"{hits}/{total} {100 * hits / total:3.0f}%"
+
+
+def render_table(questions: Sequence[Question], rows: Sequence[Row]) -> str:
+    """Per budget, one line per policy: recall per style and overall, mean prompt tokens."""
+    counts = {s: sum(1 for q in questions if q.style == s) for s in STYLES}
+    lines = [
+        "recall: a gold passage is in the composed prompt "
+        f"({len(questions)} questions: "
+        + ", ".join(f"{counts[s]} {s}" for s in STYLES)
+        + f"); {OFFERED} = in any provider's candidates, tokens = candidates' total",
+    ]
+    width = max([len("policy"), *(len(r.policy) for r in rows)])
+    header = (
+        f"{'policy':<{width}}  "
+        + "  ".join(f"{name:<12}" for name in (*STYLES, "all"))
+        + "  tokens"
+    )
+    budget = None
+    for row in rows:
+        if row.budget != budget:
+            budget = row.budget
+            lines += ["", f"budget {budget}", header]
+        cells = [_cell(row.hits[s], row.totals[s]) for s in STYLES]
+        cells.append(_cell(row.all_hits, row.all_total))
+        lines.append(
+            f"{row.policy:<{width}}  "
+            + "  ".join(f"{c:<12}" for c in cells)
+            + f"  {row.mean_tokens:.0f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def degraded_note(outcomes: Sequence[Outcome]) -> str:
+    """A line naming the rows whose fan-out lost a provider, or ``""`` when none did."""
+    lost = sorted({(o.budget, o.policy) for o in outcomes if o.degraded})
+    if not lost:
+        return ""
+    where = ", ".join(f"{policy} at {budget}" for budget, policy in lost)
+    count = sum(1 for o in outcomes if o.degraded)
+    return (
+        f"note: {count} compositions had a provider that did not answer ok ({where}); "
+        "their recall is a lower bound\n"
+    )
+
+
+def to_json(questions: Sequence[Question], outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    return {
+        "questions": len(questions),
+        "styles": {s: sum(1 for q in questions if q.style == s) for s in STYLES},
+        "table": [r.to_wire() for r in summarise(outcomes)],
+        "degraded": sum(1 for o in outcomes if o.degraded),
+        "outcomes": [o.to_wire() for o in outcomes],
+    }

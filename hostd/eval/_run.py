@@ -1,0 +1,192 @@
+"""Running a question set: one fan-out per question and budget, composed under each policy.
+
+Each question is asked once per budget through ``context/query`` (the same
+fan-out, shares and overfetch ``context/compose`` uses) and the accepted frames
+are composed in-process under every named policy, so the policies are compared
+on one and the same candidate set. Each provider is also asked alone (the
+whole budget is its share) and composed with the default policy: the figure a
+policy has to beat. A question is recalled when an included frame holds one of
+its gold passages: a ``file`` provenance ending in the gold ``file`` and the
+gold ``phrase`` in the frame's content (whitespace and case folded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+from hostd.compose import compose_for_prompt
+from hostd.protocol import ContextFrame, FrameId
+
+from ._questions import Gold, Question
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "OFFERED",
+    "Outcome",
+    "Policy",
+    "Session",
+    "alone",
+    "holds_gold",
+    "run_eval",
+]
+
+#: Every registered strategy in its CLI spelling: what ``hostd eval`` compares by default.
+DEFAULT_POLICIES: tuple[str, ...] = ("score", "round_robin", "quota:1", "rrf")
+#: The label of the row that counts gold found anywhere in the candidate set (an upper bound).
+OFFERED = "(offered)"
+
+
+def alone(provider_id: str) -> str:
+    """The label of the row for one provider asked on its own."""
+    return f"{provider_id} alone"
+
+
+class Session(Protocol):
+    """A running daemon or an in-process one: ``await call(method, params)``."""
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
+
+
+@dataclass(slots=True, frozen=True)
+class Policy:
+    """A ranking policy under its label (the user's spelling) and its wire value."""
+
+    label: str
+    strategy: Any
+
+
+@dataclass(slots=True, frozen=True)
+class Outcome:
+    """Whether one question's gold reached the prompt under one policy and budget."""
+
+    question: str
+    style: str
+    budget: int
+    policy: str
+    hit: bool
+    tokens: int
+    #: A provider of this row's fan-out did not answer ``ok`` (timeout, crash, …).
+    degraded: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "style": self.style,
+            "budget": self.budget,
+            "policy": self.policy,
+            "hit": self.hit,
+            "tokens": self.tokens,
+            "degraded": self.degraded,
+        }
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _paths(frame: ContextFrame) -> set[str]:
+    uris = [p.uri for p in frame.provenance if p.type == "file" and p.uri]
+    if frame.uri:
+        uris.append(frame.uri)
+    return {unquote(urlsplit(u).path) if "://" in u else u for u in uris}
+
+
+def _same_file(path: str, gold: str) -> bool:
+    want = PurePosixPath(gold).parts
+    have = PurePosixPath(path).parts
+    return len(have) >= len(want) and have[-len(want) :] == want
+
+
+def holds_gold(frame: ContextFrame, gold: Iterable[Gold]) -> bool:
+    """Whether ``frame`` quotes one of the gold passages (file and phrase)."""
+    content = _fold(frame.content or "")
+    paths = _paths(frame)
+    return any(
+        _fold(g.phrase) in content and any(_same_file(p, g.file) for p in paths) for g in gold
+    )
+
+
+def _candidates(result: dict[str, Any]) -> list[tuple[str, ContextFrame]]:
+    frames: dict[str, list[dict[str, Any]]] = result.get("frames") or {}
+    return [(pid, ContextFrame.model_validate(f)) for pid in sorted(frames) for f in frames[pid]]
+
+
+def _degraded(result: dict[str, Any]) -> bool:
+    return any(r.get("status") != "ok" for r in result.get("providers") or ())
+
+
+def _recall(
+    question: Question,
+    budget: int,
+    candidates: list[tuple[str, ContextFrame]],
+    policy: Policy,
+    label: str,
+    degraded: bool,
+) -> Outcome:
+    composed = compose_for_prompt(candidates, budget, strategy=policy.strategy)
+    by_id = {FrameId.of(pid, f): f for pid, f in candidates}
+    hit = any(holds_gold(by_id[c.frame], question.gold) for c in composed.citations)
+    return Outcome(question.id, question.style, budget, label, hit, composed.tokens_used, degraded)
+
+
+async def _query(
+    session: Session, question: Question, budget: int, providers: Sequence[str] | None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"goal": question.question, "budget": budget}
+    if providers is not None:
+        params["providers"] = list(providers)
+    result: dict[str, Any] = await session.call("context/query", params)
+    return result
+
+
+async def run_eval(
+    session: Session,
+    questions: Sequence[Question],
+    budgets: Sequence[int],
+    policies: Sequence[Policy],
+    *,
+    providers: Sequence[str] | None = None,
+) -> list[Outcome]:
+    """Every question under every budget and policy, plus each provider alone.
+
+    ``providers`` restricts the fan-out to a subset (default: every configured
+    provider). Outcomes come in question, budget, row order.
+    """
+    outcomes: list[Outcome] = []
+    default = Policy("score", None)
+    for question in questions:
+        for budget in budgets:
+            result = await _query(session, question, budget, providers)
+            candidates = _candidates(result)
+            degraded = _degraded(result)
+            outcomes.extend(
+                _recall(question, budget, candidates, p, p.label, degraded) for p in policies
+            )
+            for pid in sorted(r["provider_id"] for r in result.get("providers") or ()):
+                single = await _query(session, question, budget, [pid])
+                outcomes.append(
+                    _recall(
+                        question,
+                        budget,
+                        _candidates(single),
+                        default,
+                        alone(pid),
+                        _degraded(single),
+                    )
+                )
+            outcomes.append(
+                Outcome(
+                    question.id,
+                    question.style,
+                    budget,
+                    OFFERED,
+                    any(holds_gold(f, question.gold) for _, f in candidates),
+                    sum(f.token_cost for _, f in candidates),
+                    degraded,
+                )
+            )
+    return outcomes

@@ -1,0 +1,140 @@
+"""Replay: what another policy would have admitted from a recorded candidate set.
+
+Each recorded request is composed again (``hostd.compose``) under the named
+policy with the same contested budget and caps; its included set is compared
+with what the live policy included: the overlap (shared / either), the frames
+kept, newly included and newly excluded, the tokens and the provider mix. A
+frame stored without its content is composed from a stand-in of the same
+canonical cost (B3) and the same identity and regions, which is all ranking,
+dedup (D2) and packing read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hostd.compose import Strategy, compose_for_prompt, strategy_from_wire
+from hostd.protocol import ContextFrame, Provenance
+
+from ._store import Candidate, Recorded
+
+__all__ = ["Replayed", "replay", "replay_all"]
+
+Key = tuple[str, str, str | None]
+
+
+def _key(c: Candidate) -> Key:
+    return (c.provider, c.id, c.digest)
+
+
+def _frame(c: Candidate) -> ContextFrame:
+    content = c.content
+    if content is None and c.cost:
+        content = " " * (4 * c.cost)  # B3: ceil(4 * cost / 4) == cost
+    return ContextFrame(
+        id=c.id,
+        kind=c.kind,
+        title=c.label,
+        content=content,
+        content_digest=c.digest,
+        score=c.score,
+        token_cost=c.cost,
+        provenance=[Provenance(type=t, uri=u, range=r, digest=d) for t, u, r, d in c.regions],
+        citation_label=c.label,
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class Replayed:
+    """One recorded request: the live policy's inclusions beside the replayed policy's."""
+
+    request_id: str
+    live_policy: str
+    live: tuple[Candidate, ...]
+    replayed: tuple[Candidate, ...]
+
+    @property
+    def kept(self) -> list[Candidate]:
+        mine = {_key(c) for c in self.replayed}
+        return [c for c in self.live if _key(c) in mine]
+
+    @property
+    def newly_included(self) -> list[Candidate]:
+        live = {_key(c) for c in self.live}
+        return [c for c in self.replayed if _key(c) not in live]
+
+    @property
+    def newly_excluded(self) -> list[Candidate]:
+        mine = {_key(c) for c in self.replayed}
+        return [c for c in self.live if _key(c) not in mine]
+
+    @property
+    def union(self) -> int:
+        return len(self.live) + len(self.newly_included)
+
+    @property
+    def overlap(self) -> float:
+        """Shared inclusions over all inclusions of either policy (1.0 when both are empty)."""
+        return len(self.kept) / self.union if self.union else 1.0
+
+    @staticmethod
+    def tokens(frames: Sequence[Candidate]) -> int:
+        return sum(c.cost for c in frames)
+
+    @staticmethod
+    def mix(frames: Sequence[Candidate]) -> dict[str, int]:
+        return dict(sorted(Counter(c.provider for c in frames).items()))
+
+    def to_wire(self) -> dict[str, Any]:
+        def ids(frames: Sequence[Candidate]) -> list[dict[str, Any]]:
+            return [
+                {
+                    "provider": c.provider,
+                    "id": c.id,
+                    "digest": c.digest,
+                    "score": c.score,
+                    "tokens": c.cost,
+                }
+                for c in frames
+            ]
+
+        return {
+            "request_id": self.request_id,
+            "live_policy": self.live_policy,
+            "overlap": round(self.overlap, 4),
+            "kept": len(self.kept),
+            "tokens": {"live": self.tokens(self.live), "replayed": self.tokens(self.replayed)},
+            "providers": {"live": self.mix(self.live), "replayed": self.mix(self.replayed)},
+            "newly_included": ids(self.newly_included),
+            "newly_excluded": ids(self.newly_excluded),
+        }
+
+
+def replay(recorded: Recorded, strategy: Strategy | str | dict[str, Any]) -> Replayed:
+    """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result."""
+    if not isinstance(strategy, Strategy):
+        strategy = strategy_from_wire(strategy)
+    by_key = {_key(c): c for c in recorded.candidates}
+    composed = compose_for_prompt(
+        [(c.provider, _frame(c)) for c in recorded.candidates],
+        recorded.budget,
+        strategy=strategy,
+        caps=recorded.caps,
+    )
+    replayed = tuple(
+        by_key[(c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)]
+        for c in composed.citations
+    )
+    live = tuple(by_key[k] for k in recorded.included if k in by_key)
+    return Replayed(recorded.request_id, str(recorded.policy.get("strategy")), live, replayed)
+
+
+def replay_all(
+    records: Sequence[Recorded], strategy: Strategy | str | dict[str, Any]
+) -> list[Replayed]:
+    if not isinstance(strategy, Strategy):
+        strategy = strategy_from_wire(strategy)
+    return [replay(r, strategy) for r in records]

@@ -1,0 +1,256 @@
+"""The shadow store: sampled compositions and their full candidate sets, in SQLite.
+
+Opt-in (``[shadow] enabled``). A recorded request keeps what a replay needs
+to compose it again under another policy: the budget the frames contested
+(after floors), the caps, the live policy and what it included, and every
+candidate with its provider and that provider's own score (F10), its
+identity, canonical cost and ``file`` regions (so dedup, D2, works the same on
+replay). Frame content and the goal are stored only when ``store_content`` is
+set; otherwise a digest stands for the goal and the content digest for the
+frame. The file is mode 0600 under the state directory; rows older than
+``retention_days`` and beyond ``max_requests`` or ``max_bytes`` are deleted
+on every write, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hostd.protocol import ContextFrame, canonical_token_cost, sha256_digest
+
+__all__ = ["Candidate", "Recorded", "ShadowStore", "build_record"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id TEXT NOT NULL,
+    recorded_at REAL NOT NULL,
+    goal_digest TEXT NOT NULL,
+    goal TEXT,
+    body TEXT NOT NULL
+)
+"""
+
+
+@dataclass(slots=True, frozen=True)
+class Candidate:
+    """One offered frame as recorded: identity, its provider's score, cost and regions."""
+
+    provider: str
+    id: str
+    digest: str | None
+    kind: str
+    score: float
+    cost: int
+    label: str
+    regions: tuple[tuple[str, str | None, str | None, str | None], ...]
+    content: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "provider": self.provider,
+            "id": self.id,
+            "digest": self.digest,
+            "kind": self.kind,
+            "score": self.score,
+            "cost": self.cost,
+            "label": self.label,
+            "regions": [list(r) for r in self.regions],
+        }
+        if self.content is not None:
+            out["content"] = self.content
+        return out
+
+    @classmethod
+    def from_wire(cls, raw: dict[str, Any]) -> Candidate:
+        return cls(
+            provider=raw["provider"],
+            id=raw["id"],
+            digest=raw.get("digest"),
+            kind=raw["kind"],
+            score=float(raw["score"]),
+            cost=int(raw["cost"]),
+            label=raw["label"],
+            regions=tuple(tuple(r) for r in raw.get("regions", ())),
+            content=raw.get("content"),
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class Recorded:
+    """One recorded composition: what it contested, how it ranked, what it included."""
+
+    request_id: str
+    recorded_at: float
+    budget: int  # the tokens the frames contested: the global budget minus floors
+    policy: dict[str, Any]
+    caps: dict[str, float] | None
+    candidates: tuple[Candidate, ...]
+    included: tuple[tuple[str, str, str | None], ...]  # (provider, frame id, digest)
+    goal_digest: str
+    goal: str | None = None
+
+    def body(self) -> str:
+        return json.dumps(
+            {
+                "budget": self.budget,
+                "policy": self.policy,
+                "caps": self.caps,
+                "candidates": [c.to_wire() for c in self.candidates],
+                "included": [list(i) for i in self.included],
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+
+def build_record(
+    request_id: str,
+    goal: str,
+    contested: int,
+    caps: dict[str, float] | None,
+    accepted: Iterable[tuple[str, ContextFrame]],
+    composed: Any,
+    *,
+    store_content: bool,
+) -> Recorded:
+    """A ``Recorded`` from one composition (``composed`` is a ``ComposedPrompt``)."""
+    candidates = tuple(
+        Candidate(
+            provider=pid,
+            id=f.id,
+            digest=f.content_digest,
+            kind=f.kind,
+            score=f.score,
+            cost=canonical_token_cost(f.content or ""),
+            label=f.citation_label or f.id,
+            regions=tuple((p.type, p.uri, p.range, p.digest) for p in f.provenance),
+            content=f.content if store_content else None,
+        )
+        for pid, f in accepted
+    )
+    included = tuple(
+        (c.frame.provider_id, c.frame.frame_id, c.frame.content_digest) for c in composed.citations
+    )
+    return Recorded(
+        request_id=request_id,
+        recorded_at=time.time(),
+        budget=contested,
+        policy=dict(composed.audit.policy),
+        caps=dict(caps) if caps else None,
+        candidates=candidates,
+        included=included,
+        goal_digest=sha256_digest(goal.encode("utf-8")),
+        goal=goal if store_content else None,
+    )
+
+
+class ShadowStore:
+    """``shadow.db`` under the state directory; every call opens and closes its connection."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_requests: int = 1000,
+        max_bytes: int = 64 * 1024 * 1024,
+        retention_days: float = 7.0,
+    ) -> None:
+        self.path = path
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.retention_days = retention_days
+
+    def _connect(self, *, create: bool) -> sqlite3.Connection:
+        if create:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Created 0600 before SQLite opens it; SQLite gives its journal the same mode.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            os.chmod(self.path, 0o600)
+        elif not self.path.exists():
+            raise FileNotFoundError(f"no shadow recordings at {self.path}")
+        db = sqlite3.connect(self.path, isolation_level=None)
+        db.execute("PRAGMA busy_timeout = 5000")
+        return db
+
+    def write(self, record: Recorded) -> None:
+        db = self._connect(create=True)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(_SCHEMA)
+            db.execute(
+                "INSERT INTO requests (request_id, recorded_at, goal_digest, goal, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.request_id,
+                    record.recorded_at,
+                    record.goal_digest,
+                    record.goal,
+                    record.body(),
+                ),
+            )
+            self._prune(db, record.recorded_at)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    def _prune(self, db: sqlite3.Connection, now: float) -> None:
+        db.execute(
+            "DELETE FROM requests WHERE recorded_at < ?", (now - self.retention_days * 86400,)
+        )
+        db.execute(
+            "DELETE FROM requests WHERE seq NOT IN "
+            "(SELECT seq FROM requests ORDER BY seq DESC LIMIT ?)",
+            (self.max_requests,),
+        )
+        # Oldest first until the bodies fit; the newest record is always kept.
+        sizes = db.execute(
+            "SELECT seq, length(body) + ifnull(length(goal), 0) FROM requests ORDER BY seq DESC"
+        ).fetchall()
+        total = 0
+        for position, (seq, size) in enumerate(sizes):
+            total += size
+            if total > self.max_bytes and position > 0:
+                db.execute("DELETE FROM requests WHERE seq <= ?", (seq,))
+                break
+
+    def load(self, limit: int | None = None) -> list[Recorded]:
+        """Recorded requests, oldest first (the newest ``limit`` when given)."""
+        db = self._connect(create=False)
+        try:
+            db.execute(_SCHEMA)
+            rows: Sequence[tuple[Any, ...]] = db.execute(
+                "SELECT request_id, recorded_at, goal_digest, goal, body FROM requests "
+                "ORDER BY seq DESC LIMIT ?",
+                (-1 if limit is None else limit,),
+            ).fetchall()
+        finally:
+            db.close()
+        out = []
+        for request_id, recorded_at, goal_digest, goal, body in reversed(rows):
+            raw = json.loads(body)
+            out.append(
+                Recorded(
+                    request_id=request_id,
+                    recorded_at=recorded_at,
+                    budget=raw["budget"],
+                    policy=raw["policy"],
+                    caps=raw.get("caps"),
+                    candidates=tuple(Candidate.from_wire(c) for c in raw["candidates"]),
+                    included=tuple((p, i, d) for p, i, d in raw["included"]),
+                    goal_digest=goal_digest,
+                    goal=goal,
+                )
+            )
+        return out

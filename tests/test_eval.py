@@ -1,0 +1,219 @@
+"""``hostd eval``: question sets are read strictly, gold is matched by file and phrase,
+and the harness runs end to end through real provider processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hostd.eval import (
+    Gold,
+    Outcome,
+    QuestionSetError,
+    parse_questions,
+    render_table,
+    summarise,
+)
+from hostd.eval import holds_gold as holds
+from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LINE = {
+    "id": "q1",
+    "question": "when does the retry loop give up",
+    "gold": [{"file": "notes.md", "phrase": "gives up after three attempts"}],
+    "style": "lexical",
+}
+
+
+def _lines(*objs: object) -> str:
+    return "\n".join(json.dumps(o) for o in objs) + "\n"
+
+
+def test_a_question_set_reads_every_line() -> None:
+    other = {**LINE, "id": "q2", "style": "paraphrase"}
+    questions = parse_questions(_lines(LINE, other) + "\n")
+    assert [(q.id, q.style) for q in questions] == [("q1", "lexical"), ("q2", "paraphrase")]
+    assert questions[0].gold == [Gold(file="notes.md", phrase="gives up after three attempts")]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json\n", "q.jsonl:1: not JSON"),
+        (_lines(LINE, {**LINE, "hint": "x"}), "q.jsonl:2: hint: unknown member"),
+        (_lines({**LINE, "style": "vague"}), "q.jsonl:1: style:"),
+        (_lines({**LINE, "gold": []}), "q.jsonl:1: gold:"),
+        (_lines(LINE, LINE), "q.jsonl:2: id 'q1' repeats"),
+        ("\n\n", "q.jsonl: no questions"),
+    ],
+    ids=["json", "unknown-member", "style", "no-gold", "repeated-id", "empty"],
+)
+def test_a_bad_question_set_names_the_line_and_member(text: str, problem: str) -> None:
+    with pytest.raises(QuestionSetError) as exc:
+        parse_questions(text, source="q.jsonl")
+    assert str(exc.value).startswith(problem)
+
+
+def _frame(path: str, text: str) -> ContextFrame:
+    digest = sha256_digest(text.encode())
+    uri = f"file:///srv/corpus/{path}"
+    return ContextFrame(
+        id=f"{path}#L1-2",
+        kind="doc",
+        title=path,
+        content=text,
+        content_digest=digest,
+        uri=uri,
+        score=0.5,
+        token_cost=canonical_token_cost(text),
+        provenance=[Provenance(type="file", uri=uri, range="L1-2", digest=digest)],
+        citation_label=path,
+    )
+
+
+def test_gold_needs_the_file_and_the_phrase() -> None:
+    gold = [Gold(file="docs/notes.md", phrase="Gives up  after\nthree")]
+    assert holds(_frame("docs/notes.md", "the loop gives up after three tries\n"), gold)
+    # the same words in another file, or a file that only ends in the same name
+    assert not holds(_frame("docs/other.md", "the loop gives up after three tries\n"), gold)
+    assert not holds(_frame("xdocs/notes.md", "the loop gives up after three tries\n"), gold)
+    assert not holds(_frame("docs/notes.md", "the loop never gives up\n"), gold)
+
+
+def test_the_table_counts_recall_per_style_and_budget() -> None:
+    questions = parse_questions(_lines(LINE, {**LINE, "id": "q2", "style": "paraphrase"}))
+    outcomes = [
+        Outcome("q1", "lexical", 500, "score", True, 400),
+        Outcome("q2", "paraphrase", 500, "score", False, 200),
+        Outcome("q1", "lexical", 100, "score", False, 90),
+        Outcome("q2", "paraphrase", 100, "score", False, 80),
+    ]
+    rows = summarise(outcomes)
+    assert [(r.budget, r.policy, r.all_hits, r.mean_tokens) for r in rows] == [
+        (100, "score", 0, 85.0),
+        (500, "score", 1, 300.0),
+    ]
+    table = render_table(questions, rows)
+    assert "budget 100" in table and table.index("budget 100") < table.index("budget 500")
+    assert "score   1/1 100%      0/1   0%      1/2  50%      300" in table
+
+
+def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hostd", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=90,
+        check=False,
+    )
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path]:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "notes.md").write_text("# Retries\n\nThe retry loop gives up after three attempts.\n")
+    (tree / "palette.md").write_text("# Palette\n\nThe theme uses teal and orange accents.\n")
+    command = ["python", "-m", "providers.files", "--root", str(tree)]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n'
+    )
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(
+        _lines(
+            LINE,
+            {
+                "id": "colours",
+                "question": "which colours decorate the interface",
+                "gold": [{"file": "palette.md", "phrase": "teal and orange"}],
+                "style": "paraphrase",
+            },
+            {
+                "id": "accents",
+                "question": "teal orange accents",
+                "gold": [{"file": "palette.md", "phrase": "teal and orange"}],
+                "style": "lexical",
+            },
+        )
+    )
+    return config, questions
+
+
+def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> None:
+    config, questions = setup
+    args = ["--config", str(config), "eval", "--questions", str(questions)]
+    done = _hostd(*args, "--budget", "300", "--budget", "5", "--policy", "rrf", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["styles"] == {"lexical": 2, "paraphrase": 1}
+    table = {(r["budget"], r["policy"]): r["recall"] for r in result["table"]}
+    assert list(table) == [
+        (5, "rrf"),
+        (5, "files alone"),
+        (5, "(offered)"),
+        (300, "rrf"),
+        (300, "files alone"),
+        (300, "(offered)"),
+    ]
+    # Lexical search finds both lexical questions and not the paraphrase; a
+    # 5-token budget holds neither passage, though the providers offered them.
+    for policy in ("rrf", "files alone", "(offered)"):
+        assert table[300, policy]["lexical"] == {"hits": 2, "total": 2}
+        assert table[300, policy]["paraphrase"] == {"hits": 0, "total": 1}
+    assert table[5, "rrf"]["all"] == {"hits": 0, "total": 3}
+    hits = {(o["question"], o["budget"], o["policy"]) for o in result["outcomes"] if o["hit"]}
+    assert ("accents", 300, "rrf") in hits and ("colours", 300, "rrf") not in hits
+
+    done = _hostd(*args, "--budget", "300")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[2:4] == ["budget 300", lines[3]] and lines[3].startswith("policy ")
+    assert [line.split()[0] for line in lines[4:]] == [
+        "score",
+        "round_robin",
+        "quota:1",
+        "rrf",
+        "files",
+        "(offered)",
+    ]
+
+
+def test_eval_refuses_a_misspelt_policy_or_question_set(setup: tuple[Path, Path]) -> None:
+    config, questions = setup
+    done = _hostd(
+        "--config", str(config), "eval", "--questions", str(questions), "--policy", "best"
+    )
+    assert done.returncode == 1
+    assert "unknown strategy 'best'" in done.stderr and "Traceback" not in done.stderr
+    questions.write_text(_lines({**LINE, "gold": "notes.md"}))
+    done = _hostd("--config", str(config), "eval", "--questions", str(questions))
+    assert done.returncode == 1
+    assert f"{questions}:1: gold:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_provider_that_fails_is_reported_not_hidden(setup: tuple[Path, Path]) -> None:
+    config, questions = setup
+    broken = ["python", "-c", "import sys; sys.exit(3)"]
+    config.write_text(
+        config.read_text()
+        + f'\n[[provider]]\nid = "broken"\ncommand = {json.dumps(broken)}\ncwd = "{ROOT}"\n'
+    )
+    args = ["--config", str(config), "eval", "--questions", str(questions), "--budget", "300"]
+    done = _hostd(*args, "--policy", "rrf", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    rows = {r["policy"]: r["recall"]["lexical"] for r in result["table"]}
+    assert rows["rrf"] == rows["files alone"] == {"hits": 2, "total": 2}
+    assert rows["broken alone"] == {"hits": 0, "total": 2}
+    assert result["degraded"] == 3 * 3  # rrf, (offered) and broken alone, per question
+    assert "compositions had a provider that did not answer ok" in done.stderr
+    assert "broken alone at 300" in done.stderr and "files alone" not in done.stderr

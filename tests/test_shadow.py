@@ -1,0 +1,202 @@
+"""Shadow ranking: the daemon records sampled compositions (bounded, 0600, digests unless
+content is configured) and ``hostd shadow replay`` compares another policy with the live one."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hostd.client import Client
+from hostd.compose import compose_for_prompt
+from hostd.protocol import ContextFrame
+from hostd.provider import make_frame
+from hostd.shadow import (
+    Recorded,
+    ShadowRecorder,
+    ShadowStore,
+    build_record,
+    render_replay,
+    replay,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _frames() -> list[tuple[str, ContextFrame]]:
+    # alpha's scores fall slowly, beta's fast: score and round_robin disagree.
+    out = []
+    for name, count in (("alpha", 8), ("beta", 2)):
+        for i in range(count):
+            frame = make_frame(
+                id=f"{name}:{i}",
+                kind="snippet",
+                title=f"{name} #{i}",
+                content=f"{name} {i} " + "x" * 192,
+                citation_label=f"{name}-{i}",
+                score=round(1.0 - i / (count + 1), 4),
+            )
+            out.append((name, frame))
+    return out
+
+
+def _record(request_id: str = "r-1", *, store_content: bool = False) -> Recorded:
+    frames = _frames()
+    composed = compose_for_prompt(frames, 200, strategy="score")
+    return build_record(
+        request_id,
+        "the secret goal",
+        200,
+        None,
+        frames,
+        composed,
+        store_content=store_content,
+    )
+
+
+def test_replaying_the_live_policy_changes_nothing() -> None:
+    result = replay(_record(), "score")
+    assert result.overlap == 1.0
+    assert result.newly_included == [] and result.newly_excluded == []
+    assert result.tokens(result.live) == result.tokens(result.replayed) == 200
+
+
+def test_replay_names_what_another_policy_would_admit_and_drop() -> None:
+    result = replay(_record(), "round_robin")
+    assert {c.id for c in result.live} == {"alpha:0", "alpha:1", "alpha:2", "beta:0"}
+    assert [c.id for c in result.newly_excluded] == ["alpha:2"]
+    assert [c.id for c in result.newly_included] == ["beta:1"]
+    assert result.overlap == pytest.approx(3 / 5)
+    assert result.mix(result.replayed) == {"alpha": 2, "beta": 2}
+    table = render_replay("round_robin", [result])
+    assert "r-1" in table and "0.60" in table and "alpha 3 beta 1 → alpha 2 beta 2" in table
+    assert "newly excluded under round_robin" in table and "alpha:2" in table
+
+
+def test_without_store_content_only_digests_are_kept(tmp_path: Path) -> None:
+    store = ShadowStore(tmp_path / "state" / "shadow.db")
+    store.write(_record())
+    raw = (tmp_path / "state" / "shadow.db").read_bytes()
+    assert b"secret goal" not in raw and b"xxxxxxxx" not in raw
+    (loaded,) = store.load()
+    assert loaded.goal is None and loaded.goal_digest.startswith("sha256:")
+    assert all(c.content is None for c in loaded.candidates)
+    # The stand-ins cost what the frames cost, so the replay is the same as with content.
+    assert replay(loaded, "round_robin").to_wire() == replay(_record(), "round_robin").to_wire()
+    assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
+
+    kept = ShadowStore(tmp_path / "content.db")
+    kept.write(_record(store_content=True))
+    (loaded,) = kept.load()
+    assert loaded.goal == "the secret goal"
+    assert all(c.content and c.content.endswith("x" * 192) for c in loaded.candidates)
+
+
+def test_the_store_keeps_the_newest_requests_within_its_bounds(tmp_path: Path) -> None:
+    store = ShadowStore(tmp_path / "shadow.db", max_requests=3)
+    for i in range(5):
+        store.write(_record(f"r-{i}"))
+    assert [r.request_id for r in store.load()] == ["r-2", "r-3", "r-4"]
+    assert [r.request_id for r in store.load(limit=1)] == ["r-4"]
+
+    one_body = len(_record().body())
+    small = ShadowStore(tmp_path / "small.db", max_bytes=2 * one_body + 10)
+    for i in range(4):
+        small.write(_record(f"r-{i}"))
+    assert [r.request_id for r in small.load()] == ["r-2", "r-3"]
+
+    aging = ShadowStore(tmp_path / "aging.db", retention_days=1)
+    old = _record("old")
+    aging.write(Recorded(**{**_asdict(old), "recorded_at": old.recorded_at - 2 * 86400}))
+    aging.write(_record("new"))
+    assert [r.request_id for r in aging.load()] == ["new"]
+
+
+def _asdict(record: Recorded) -> dict[str, object]:
+    return {f: getattr(record, f) for f in Recorded.__dataclass_fields__}
+
+
+def test_the_recorder_samples_and_never_fails_a_request(tmp_path: Path) -> None:
+    record = _record()
+    frames = _frames()
+    composed = compose_for_prompt(frames, 200)
+
+    async def offer(recorder: ShadowRecorder) -> bool:
+        return await recorder.record("r", "goal", 200, None, frames, composed)
+
+    never = ShadowRecorder(ShadowStore(tmp_path / "never.db"), sample=0.0)
+    assert anyio.run(offer, never) is False and not (tmp_path / "never.db").exists()
+    drawn = ShadowRecorder(ShadowStore(tmp_path / "half.db"), sample=0.5, draw=lambda: 0.25)
+    assert anyio.run(offer, drawn) is True
+    skipped = ShadowRecorder(ShadowStore(tmp_path / "skip.db"), sample=0.5, draw=lambda: 0.75)
+    assert anyio.run(offer, skipped) is False
+    (tmp_path / "blocked").write_text("a file where the directory should be")
+    broken = ShadowRecorder(ShadowStore(tmp_path / "blocked" / "shadow.db"))
+    assert anyio.run(offer, broken) is False
+    assert record.candidates  # the record itself was fine
+
+
+def _config(tmp_path: Path) -> Path:
+    def provider(name: str, frames: int) -> str:
+        words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", name]
+        words += ["--frames", str(frames), "--size", "200"]
+        return (
+            f'[[provider]]\nid = "{name}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+            "timeout_ms = 60000\n"  # generous: child start-up is slow on a loaded machine
+        )
+
+    path = tmp_path / "hostd.toml"
+    path.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        "[shadow]\nenabled = true\nsample = 1.0\n\n" + provider("alpha", 8) + provider("beta", 2)
+    )
+    return path
+
+
+def test_shadow_replay_end_to_end_through_the_daemon(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Client.spawn(config, env=env, cwd=ROOT) as client:
+        for goal in ("first", "second", "third"):
+            result = client.call(
+                "context/compose", {"goal": goal, "budget": 200, "strategy": "score"}
+            )
+            assert len(result["citations"]) == 4
+    db = tmp_path / "state" / "shadow.db"
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+
+    def hostd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "hostd", "--config", str(config), "shadow", "replay", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    done = hostd("--policy", "round_robin", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["requests"] == 3 and report["overlap"] == pytest.approx(0.6)
+    for r in report["replays"]:
+        assert r["live_policy"] == "score"
+        assert [f["id"] for f in r["newly_excluded"]] == ["alpha:2"]
+        assert [f["id"] for f in r["newly_included"]] == ["beta:1"]
+        assert r["providers"] == {
+            "live": {"alpha": 3, "beta": 1},
+            "replayed": {"alpha": 2, "beta": 2},
+        }
+        assert r["tokens"] == {"live": 200, "replayed": 200}
+
+    done = hostd("--policy", "score", "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    assert "on 2 recorded requests" in done.stdout
+    assert "newly excluded under score (the live policy included them): none" in done.stdout
