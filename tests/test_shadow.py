@@ -46,13 +46,17 @@ def _frames() -> list[tuple[str, ContextFrame]]:
     return out
 
 
+# Room for four of the 50-token frames once the preamble and fences are counted.
+BUDGET = 380
+
+
 def _record(request_id: str = "r-1", *, store_content: bool = False) -> Recorded:
     frames = _frames()
-    composed = compose_for_prompt(frames, 200, strategy="score")
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
     return build_record(
         request_id,
         "the secret goal",
-        200,
+        BUDGET,
         None,
         frames,
         composed,
@@ -165,7 +169,7 @@ def test_shadow_replay_end_to_end_through_the_daemon(tmp_path: Path) -> None:
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         for goal in ("first", "second", "third"):
             result = client.call(
-                "context/compose", {"goal": goal, "budget": 200, "strategy": "score"}
+                "context/compose", {"goal": goal, "budget": BUDGET, "strategy": "score"}
             )
             assert len(result["citations"]) == 4
     db = tmp_path / "state" / "shadow.db"

@@ -188,8 +188,9 @@ class CompositionAudit:
     ``entries`` (one per offered frame: the ranked frames best first, whether
     included or not, then duplicates, then earlier stages' exclusions, each of
     those in canonical FrameId order), ``global_budget``,
-    ``tokens_used`` (floors plus included frames, canonical cost, never above the
-    budget), ``policy`` (strategy and placement) and ``floors``.
+    ``tokens_used`` (the canonical cost of the whole prompt, preamble and fences
+    included, never above the budget), ``policy`` (strategy and placement) and
+    ``floors``. An entry's ``tokens`` is what its fenced block costs.
     """
 
     __slots__ = (

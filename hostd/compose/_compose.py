@@ -1,10 +1,12 @@
 """``compose_for_prompt``: dedup → rank → floors, caps and packing → place → render.
 
-The one entry point for every strategy. Floors are admitted first and fail
-loudly if they alone exceed the budget; caps bound each provider's share of
-what remains; the packer walks the ranked survivors and includes a frame only
-while its *canonical* token cost (B3: ``ceil(utf8 bytes / 4)`` of its content,
-not the cost it declared) fits. Every offered frame — including those earlier
+The one entry point for every strategy. The budget bounds the rendered prompt:
+its *canonical* token cost (B3: ``ceil(utf8 bytes / 4)`` of the whole prompt,
+preamble and fences included, never a cost a provider declared) never exceeds
+it. Floors are admitted first, with the preamble, and fail loudly if those
+alone do not fit; caps bound each provider's share of what remains; the packer
+walks the ranked survivors and includes a frame only if the prompt with its
+fenced block still fits. Every offered frame — including those earlier
 pipeline stages already excluded — ends in the audit exactly once.
 """
 
@@ -13,10 +15,8 @@ from __future__ import annotations
 import functools
 import gc
 import math
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from hostd.errors import FloorsOverBudget
@@ -25,8 +25,15 @@ from hostd.protocol import FrameId, canonical_token_cost
 from ._audit import Citation, ComposedPrompt, CompositionAudit, FloorRecord, Row
 from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
 from ._dedup import dedup_pool
+from ._pack import Labels, pack, tokens_of_bytes
 from ._placement import check_placement, place_indices
-from ._render import EVIDENCE_PREAMBLE, citation_label_for, render_floor, render_frame
+from ._render import (
+    EVIDENCE_PREAMBLE,
+    PREAMBLE_BYTES,
+    citation_label_for,
+    render_floor,
+    render_frame,
+)
 from .ranking import ScoreDescending, Strategy, rank_with, strategy_from_wire
 
 __all__ = ["Floor", "FloorsExceedBudget", "compose_for_prompt"]
@@ -79,26 +86,40 @@ class Floor:
 
 
 class FloorsExceedBudget(FloorsOverBudget, ValueError):
-    """The floors alone cost more than the budget; nothing is dropped silently.
+    """The floors alone do not fit the budget; nothing is dropped silently.
 
-    ``floors`` lists ``(label, cost)`` for every floor, ``budget`` and ``total``
-    the two numbers that disagree.
+    The budget bounds the whole prompt, so a floor costs its fenced block and
+    the floors bring the constant preamble with them: ``floors`` lists
+    ``(label, cost)`` for every floor's block, ``preamble`` the preamble's cost,
+    and ``total`` (the prompt of floors alone) and ``budget`` the two numbers
+    that disagree.
     """
 
     reason = "floors_exceed_budget"
 
-    def __init__(self, floors: list[tuple[str, int]], budget: int) -> None:
-        total = sum(cost for _, cost in floors)
+    def __init__(
+        self,
+        floors: list[tuple[str, int]],
+        budget: int,
+        *,
+        preamble: int = 0,
+        total: int | None = None,
+    ) -> None:
+        if total is None:
+            total = preamble + sum(cost for _, cost in floors)
         detail = ", ".join(f"{label!r} costs {cost}" for label, cost in floors)
         super().__init__(
-            f"floors cost {total} tokens but the budget is {budget} ({detail})",
+            f"floors cost {total} tokens with the evidence preamble ({preamble}) and their "
+            f"fences, but the budget is {budget} ({detail})",
             floors=[{"label": label, "cost": cost} for label, cost in floors],
             budget=budget,
             total=total,
+            preamble=preamble,
         )
         self.floors = floors
         self.budget = budget
         self.total = total
+        self.preamble = preamble
 
 
 def _check_budget(budget: object) -> int:
@@ -168,11 +189,12 @@ def compose_for_prompt(
       client API form (``"round_robin"``, ``{"quota": 2}``, …; see
       ``strategy_from_wire``).
     - ``placement``: one of ``PLACEMENTS``, applied to the included frames.
-    - ``floors``: admitted before ranking at their canonical cost; if they alone
-      exceed ``budget``, ``FloorsExceedBudget`` names each floor's cost.
+    - ``floors``: admitted before ranking; if the preamble and the fenced floors
+      alone cost more than ``budget``, ``FloorsExceedBudget`` names each
+      floor's cost.
     - ``caps``: provider id (or ``"*"`` for every provider not named) → share in
-      [0, 1] of the budget left after floors; a provider's included frames never
-      cost more than ``floor(share * remainder)`` tokens.
+      [0, 1] of the budget left after the preamble and floors; a provider's
+      included blocks never cost more than ``floor(share * remainder)`` tokens.
     - ``excluded``: ``(FrameId, reason, detail)`` dropped by earlier stages
       (quarantine, invalid frame, digest mismatch, stale …); each becomes one
       excluded audit entry with that reason and a copy of its detail.
@@ -180,7 +202,10 @@ def compose_for_prompt(
       included entry (``{"state": "unchecked"}`` when absent).
 
     The prompt is a pure function of the frame *set* (and the arguments): any
-    order of the same frames gives the same bytes.
+    order of the same frames gives the same bytes. Its canonical cost is
+    ``tokens_used``, never above ``budget``; a composition with nothing to show
+    (no floor, no frame that fits, e.g. a budget below the preamble's cost) is
+    the empty prompt, with every frame in the audit as ``over_budget``.
 
     The cyclic garbage collector is paused for the call (and restored, also on
     error): composing makes no garbage cycles of its own (any a third-party
@@ -196,18 +221,29 @@ def compose_for_prompt(
         strategy = strategy_from_wire(strategy)
     placement = check_placement(placement)
 
-    # Floors first (before ranking): they cost their canonical tokens, and fail loudly.
-    floor_list = [Floor.of(f) for f in floors]
-    floor_costs = [(f.label, f.cost) for f in floor_list]
-    floors_total = sum(cost for _, cost in floor_costs)
-    if floors_total > budget:
-        raise FloorsExceedBudget(floor_costs, budget)
-    contested = budget - floors_total
-    caps_by_provider = _cap_tokens(caps, contested)
-    default_cap = caps_by_provider.get("*")
+    # Floors first (before ranking): their labels claimed first, their fenced
+    # blocks counted with the preamble; if those alone overflow, fail loudly.
+    labels = Labels()
+    floor_blocks: list[tuple[str, str]] = []
+    floor_records: list[FloorRecord] = []
+    for f in (Floor.of(f) for f in floors):
+        label = labels.claim(f.label)
+        block = render_floor(label, f.content, f.position)
+        floor_blocks.append((block, f.position))
+        floor_records.append(FloorRecord(label, f.position, tokens_of_bytes(len(block.encode()))))
+    floor_labels = frozenset(labels.taken)
+    fixed = PREAMBLE_BYTES + sum(len(b.encode()) for b, _ in floor_blocks)
+    if floor_blocks and tokens_of_bytes(fixed) > budget:
+        raise FloorsExceedBudget(
+            [(r.label, r.tokens) for r in floor_records],
+            budget,
+            preamble=tokens_of_bytes(PREAMBLE_BYTES),
+            total=tokens_of_bytes(fixed),
+        )
+    caps_by_provider = _cap_tokens(caps, max(0, budget - tokens_of_bytes(fixed)))
 
     pairs = frames if isinstance(frames, list | tuple) else list(frames)
-    # Every field the hot path needs is read from each model once, in one pass.
+    # Every field the walk needs is read from each model once, in one pass.
     pool, contents, provenances = CandidateSet.with_columns(pairs)
     rows: list[Row] = []
 
@@ -227,174 +263,105 @@ def compose_for_prompt(
     cands = deduped.kept
     in_key = pool.key
     for d, k in deduped.drops:
-        rows.append(
-            (
-                in_key(d),
-                "duplicate",
-                in_key(k),
-                None,
-                pool.scores[d],
-                None,
-                canonical_token_cost(contents[d]),
-                None,
-                (),
-            )
-        )
+        rows.append((in_key(d), "duplicate", in_key(k), None, pool.scores[d], None, None, None, ()))
     c_contents = contents if not deduped.drops else pick_from(deduped.origin)(contents)
+    c_frames = cands.frames
+    c_pids = cands.provider_ids
 
     order = rank_with(strategy, cands)
 
-    # Pack: walk the ranked survivors, include each whose canonical cost fits.
-    # ceil(chars / 4) never exceeds a frame's canonical cost (a UTF-8 character is
-    # at least one byte), so most misses are decided without encoding, and once
-    # even the cheapest frame still ahead cannot fit, the walk stops: every
-    # frame from there on is over budget with the same tokens remaining. The
-    # walk starts from the cheapest candidate overall (one C-level pass, no
-    # per-rank table); a long stretch with nothing included tightens that to the
-    # cheapest frame actually ahead, at doubling intervals, so an early stop
-    # never costs more than O(n log n) C-level steps.
-    c_pids = cands.provider_ids
-    try:
-        lengths = list(map(len, c_contents))
-    except TypeError:  # a reference frame carries no inline content (P3)
-        lengths = [len(c) if c else 0 for c in c_contents]
-    cheapest = min(lengths, default=0)  # never above the cheapest frame still ahead
-    exact_until = -1  # up to this rank, ``cheapest`` is exactly the cheapest ahead
-    stretch = 256
-    remaining = contested
-    used_by: dict[str, int] = {}
-    chosen: list[int] = []
-    chosen_rank: dict[int, int] = {}
-    costs: dict[int, int] = {}
-    included_ranks: list[int] = []  # with the tokens remaining after each inclusion
-    remaining_after: list[int] = []
-    capped: dict[int, tuple[str, int, float]] = {}
-    cost_of = canonical_token_cost
-    last_included = -1
-    for rank, i in enumerate(order):
-        if (cheapest + 3) >> 2 > remaining:
-            break
-        if rank - last_included > stretch and rank > exact_until:
-            # The cheapest ahead cannot change before the walk passes its last
-            # occurrence, so until then no pass over the rest is repeated.
-            ahead = list(map(lengths.__getitem__, islice(order, rank, None)))
-            cheapest = min(ahead)
-            ahead.reverse()
-            exact_until = rank + len(ahead) - 1 - ahead.index(cheapest)
-            stretch *= 2
-            if (cheapest + 3) >> 2 > remaining:
-                break
-        length = lengths[i]
-        if length:
-            if (length + 3) >> 2 > remaining or (cost := cost_of(c_contents[i])) > remaining:
-                continue
-        else:
-            cost = 0
-        if caps_by_provider:
-            pid = c_pids[i]
-            cap = caps_by_provider.get(pid, default_cap)
-            if cap is not None:
-                spent = used_by.get(pid, 0)
-                if spent + cost > cap[0]:
-                    capped[rank] = (pid, cap[0], cap[1])
-                    continue
-                used_by[pid] = spent + cost
-        remaining -= cost
-        chosen.append(i)
-        chosen_rank[i] = rank
-        costs[i] = cost
-        included_ranks.append(rank)
-        remaining_after.append(remaining)
-        last_included = rank
+    def render(i: int, label: str) -> str:
+        return render_frame(c_pids[i], c_frames[i], label)
+
+    # Pack: the preamble and floors first, then each ranked frame whose fenced
+    # block keeps the whole prompt within the budget (B3 of the prompt).
+    packing = pack(
+        order,
+        c_frames,
+        c_pids,
+        [len(c) if c else 0 for c in c_contents],  # a reference frame has no content (P3)
+        fixed=fixed,
+        budget=budget,
+        labels=labels,
+        caps=caps_by_provider,
+        render=render,
+    )
 
     def skipped_rows() -> list[Row]:
-        # Built only when the audit is read. A skipped frame saw the tokens left
-        # after the last inclusion ranked above it. Scores come from the pool
-        # column (NaN read as -inf); both go to the wire as null.
-        key = cands.key
-        scores = cands.scores
-        taken = set(included_ranks)
-        rows: list[Row] = []
-        for rank in range(len(order)):
-            if rank in taken:
+        # Built only when the audit is read. A skipped frame is costed as the
+        # block it would have been when the walk reached it: its label as made
+        # unique then, and the room the prompt had after the last inclusion
+        # ranked above it (never below 0). Scores come from the pool column
+        # (NaN read as -inf); both go to the wire as null.
+        replay = Labels(set(floor_labels))
+        key, scores = cands.key, cands.scores
+        ranks, used_after = packing.ranks, packing.used_after
+        out: list[Row] = []
+        j = 0
+        for rank, i in enumerate(order):
+            if j < len(ranks) and ranks[j] == rank:
+                replay.claim(packing.labels[j])
+                j += 1
                 continue
-            i = order[rank]
-            before = bisect_left(included_ranks, rank)
-            left = remaining_after[before - 1] if before else contested
-            cap = capped.get(rank)
-            rows.append(
-                (
-                    key(i),
-                    "over_budget" if cap is None else "provider_cap",
-                    left if cap is None else cap,
-                    rank,
-                    scores[i],
-                    None,
-                    cost_of(c_contents[i]),
-                    None,
-                    (),
+            capped = packing.capped.get(rank)
+            if capped is not None:
+                out.append(
+                    (key(i), "provider_cap", capped[0], rank, scores[i], None, capped[1], None, ())
                 )
-            )
-        return rows
-
-    placed = place_indices(placement, chosen, c_pids, cands.key)
-
-    # Render: preamble, top floors, frames in placement order, bottom floors.
-    parts = [EVIDENCE_PREAMBLE]
-    labels_taken: set[str] = set()
-
-    def unique_label(label: str) -> str:
-        # Two blocks with one label could not be told apart by a citation, so a
-        # repeated label gets a stable " #n" suffix: floors claim theirs first,
-        # then frames in render order.
-        if label not in labels_taken:
-            labels_taken.add(label)
-            return label
-        n = 2
-        while f"{label} #{n}" in labels_taken:
-            n += 1
-        out = f"{label} #{n}"
-        labels_taken.add(out)
+                continue
+            block = render(i, replay.peek(citation_label_for(c_frames[i])))
+            used = used_after[j - 1] if j else fixed
+            remaining = max(0, budget - tokens_of_bytes(used))
+            cost = tokens_of_bytes(len(block.encode()))
+            out.append((key(i), "over_budget", remaining, rank, scores[i], None, cost, None, ()))
         return out
 
-    floor_records: list[FloorRecord] = []
-    bottom: list[str] = []
-    for f in floor_list:
-        label = unique_label(f.label)
-        block = render_floor(label, f.content, f.position)
-        (parts if f.position == "top" else bottom).append(block)
-        floor_records.append(FloorRecord(label, f.position, f.cost))
+    placed = place_indices(
+        placement,
+        list(range(len(packing.chosen))),
+        [c_pids[i] for i in packing.chosen],
+        lambda j: cands.key(packing.chosen[j]),
+    )
 
     citations: list[Citation] = []
-    frames_used = 0
-    c_frames = cands.frames
-    for position, i in enumerate(placed):
+    parts: list[str] = []
+    for position, j in enumerate(placed):
+        i = packing.chosen[j]
         frame = c_frames[i]
-        pid = c_pids[i]
-        label = unique_label(citation_label_for(frame))
-        parts.append(render_frame(pid, frame, label))
+        parts.append(packing.blocks[j])
         key = cands.key(i)
         fid = frame_id_of_key(key)
-        citations.append(Citation(label, fid, tuple(frame.provenance)))
-        cost = costs[i]
-        frames_used += cost
+        citations.append(Citation(packing.labels[j], fid, tuple(frame.provenance)))
         state = verification.get(fid) if verification is not None else None
         rows.append(
             (
                 key,
                 None,
                 None,
-                chosen_rank[i],
+                packing.ranks[j],
                 frame.score,
                 position,
-                cost,
+                packing.costs[j],
                 dict(state) if state is not None else dict(_UNCHECKED),
                 cands.vouched_by(i),
             )
         )
-    parts.extend(bottom)
 
-    tokens_used = floors_total + frames_used
+    # Render: preamble, top floors, frames in placement order, bottom floors; an
+    # empty composition is an empty prompt (nothing to introduce).
+    if parts or floor_blocks:
+        prompt = "".join(
+            [
+                EVIDENCE_PREAMBLE,
+                *(b for b, pos in floor_blocks if pos == "top"),
+                *parts,
+                *(b for b, pos in floor_blocks if pos == "bottom"),
+            ]
+        )
+        tokens_used = tokens_of_bytes(packing.used)
+    else:
+        prompt = ""
+        tokens_used = 0
     assert tokens_used <= budget  # the packer's invariant; a failure here is a bug
     policy: dict[str, Any] = {"strategy": strategy.name, "placement": placement}
     to_wire = getattr(strategy, "to_wire", None)
@@ -406,6 +373,6 @@ def compose_for_prompt(
         tokens_used=tokens_used,
         policy=policy,
         floors=tuple(floor_records),
-        more_rows=skipped_rows if len(chosen) < len(order) else None,
+        more_rows=skipped_rows if len(packing.chosen) < len(order) else None,
     )
-    return ComposedPrompt("".join(parts), tuple(citations), audit)
+    return ComposedPrompt(prompt, tuple(citations), audit)

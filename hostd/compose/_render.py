@@ -39,6 +39,11 @@ EVIDENCE_PREAMBLE = (
     "label in its block's cite attribute.\n\n"
 )
 
+#: The preamble's size in UTF-8 bytes: counted once in every non-empty prompt.
+PREAMBLE_BYTES = len(EVIDENCE_PREAMBLE.encode())
+#: The fewest bytes a frame's fence adds to its content (every attribute empty).
+FENCE_MIN_BYTES = len('<frame provider="" id="" kind="" cite="">\n\n</frame>\n')
+
 # Characters a reader skips without seeing: C0/C1 controls, soft hyphen,
 # zero-width and bidirectional marks, word joiners, byte-order mark.
 _INVISIBLE = (

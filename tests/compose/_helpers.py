@@ -99,3 +99,18 @@ def frame_pairs(draw: st.DrawFn, max_size: int = 12) -> list[tuple[str, ContextF
             )
         )
     return out
+
+
+def fits(*blocks: str) -> int:
+    """The smallest budget a prompt of exactly these blocks fits in: the preamble
+    once plus every block (B3 of the whole prompt)."""
+    from hostd.compose import EVIDENCE_PREAMBLE
+
+    return canonical_token_cost(EVIDENCE_PREAMBLE + "".join(blocks))
+
+
+def block(provider_id: str, f: ContextFrame, label: str | None = None) -> str:
+    """The fenced block ``f`` renders to (its label unless given another)."""
+    from hostd.compose import render_frame
+
+    return render_frame(provider_id, f, label)

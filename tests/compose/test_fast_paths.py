@@ -29,7 +29,7 @@ from hostd.compose._candidates import rank_desc
 from hostd.compose._dedup import _prov_key, dedup_pool
 from hostd.protocol import ContextFrame
 
-from ._helpers import frame, frame_pairs, sized
+from ._helpers import frame, frame_pairs
 
 
 @contextmanager
@@ -220,23 +220,6 @@ def test_dedup_survivor_and_support_follow_the_group_rule(
         )
         union = {_prov_key(pv) for i in members for pv in pool.frames[i].provenance}
         assert {_prov_key(pv) for pv in res.kept.frames[j].provenance} == union
-
-
-@pytest.mark.parametrize("empty_last", [True, False])
-def test_packer_walk_stops_only_where_nothing_ahead_can_fit(empty_last: bool) -> None:
-    # The cheapest frame overall ranks first, so the walk starts with a bound that
-    # cannot stop it; hundreds of frames later it must find (or not) the free frame.
-    big = [("p", frame(f"big{i:04d}", 0.9 - i * 1e-4, sized(50, f"b{i}"))) for i in range(700)]
-    pairs = [("p", frame("tiny", 1.0, sized(1, "t"))), *big]
-    if empty_last:
-        pairs.append(("q", frame("free", 0.0, "")))
-    out = compose_for_prompt(pairs, 60, placement="ranked")
-    included = [e.frame.frame_id for e in out.audit.included()]
-    assert included == (["tiny", "big0000", "free"] if empty_last else ["tiny", "big0000"])
-    over = [e for e in out.audit.excluded() if e.reason == "over_budget"]
-    assert len(over) == 699
-    assert {e.detail["remaining"] for e in over} == {9}
-    assert [e.rank for e in out.audit.entries] == list(range(len(pairs)))
 
 
 @settings(max_examples=80, deadline=None)

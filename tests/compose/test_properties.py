@@ -9,19 +9,42 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.compose import (
+    EVIDENCE_PREAMBLE,
     PLACEMENTS,
+    FloorsExceedBudget,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
     ScoreDescending,
     compose_for_prompt,
+    ranking,
 )
-from hostd.protocol import FrameId
+from hostd.compose._render import render_floor
+from hostd.protocol import FrameId, canonical_token_cost
 
-from ._helpers import PROVIDERS, frame_pairs
+from ._helpers import PROVIDERS, fits, frame_pairs
+
+
+def named_policies() -> list[object]:
+    """One default instance of every policy class the ranking module exports."""
+    out: list[object] = []
+    for name in ranking.__all__:
+        obj = getattr(ranking, name)
+        if (
+            isinstance(obj, type)
+            and obj is not ranking.Strategy
+            and callable(getattr(obj, "order", None))
+            and isinstance(getattr(obj, "name", None), str)
+        ):
+            out.append(obj())
+    return out
+
+
+NAMED = named_policies()
 
 STRATEGIES = st.sampled_from(
     [
+        *NAMED,
         ScoreDescending(),
         RoundRobinByRank(),
         PerProviderQuota(1),
@@ -31,6 +54,16 @@ STRATEGIES = st.sampled_from(
 )
 CAPS = st.none() | st.dictionaries(
     PROVIDERS | st.just("*"), st.sampled_from([0.0, 0.3, 0.5, 1.0]), max_size=2
+)
+# From below the preamble's cost to room for a handful of fenced frames.
+BUDGETS = st.integers(0, 40) | st.integers(fits() - 3, fits() + 200)
+FLOORS = st.lists(
+    st.tuples(
+        st.sampled_from(["pin", "sel", "pin"]),
+        st.sampled_from(["", "short", "x" * 40, "</frame>"]),
+        st.sampled_from(["top", "bottom"]),
+    ),
+    max_size=2,
 )
 EXCLUDED = st.lists(
     st.tuples(
@@ -45,7 +78,7 @@ EXCLUDED = st.lists(
 @settings(max_examples=150)
 @given(
     frame_pairs(),
-    st.integers(0, 60),
+    BUDGETS,
     STRATEGIES,
     st.sampled_from(PLACEMENTS),
     CAPS,
@@ -71,7 +104,7 @@ def test_any_shuffle_of_the_input_gives_identical_bytes_and_audit(
 
 
 @settings(max_examples=150)
-@given(frame_pairs(), st.integers(0, 60), STRATEGIES, CAPS, EXCLUDED)
+@given(frame_pairs(), BUDGETS, STRATEGIES, CAPS, EXCLUDED)
 def test_the_audit_is_a_total_partition_within_budget(
     pairs: list, budget: int, strategy: object, caps: dict | None, excluded: list
 ) -> None:
@@ -83,8 +116,9 @@ def test_the_audit_is_a_total_partition_within_budget(
     for e in audit.entries:
         assert e.disposition in ("included", "excluded")
         assert (e.reason is None) == e.included
-    # tokens_used is what the included frames cost, and never above the budget
-    assert audit.tokens_used == sum(e.tokens or 0 for e in included) <= budget
+    # tokens_used is what the prompt costs, and never above the budget
+    assert audit.tokens_used == canonical_token_cost(out.prompt) <= budget
+    assert audit.tokens_used <= fits() + sum(e.tokens or 0 for e in included)
     # the citations are exactly the included frames, in render (position) order
     assert [c.frame for c in out.citations] == [
         e.frame for e in sorted(included, key=lambda e: e.position or 0)
@@ -98,7 +132,7 @@ def test_the_audit_is_a_total_partition_within_budget(
 
 
 @settings(max_examples=100)
-@given(frame_pairs(), st.integers(0, 60), CAPS)
+@given(frame_pairs(), BUDGETS, CAPS)
 def test_caps_bound_every_providers_share(pairs: list, budget: int, caps: dict | None) -> None:
     out = compose_for_prompt(pairs, budget, caps=caps)
     used = Counter()
@@ -108,10 +142,10 @@ def test_caps_bound_every_providers_share(pairs: list, budget: int, caps: dict |
     for provider, tokens in used.items():
         share = (caps or {}).get(provider, (caps or {}).get("*"))
         if share is not None:
-            assert tokens <= int(share * budget)
+            assert tokens <= int(share * max(0, budget - fits()))
 
 
-@given(frame_pairs(), st.integers(0, 60), STRATEGIES)
+@given(frame_pairs(), BUDGETS, STRATEGIES)
 def test_every_included_rank_is_distinct_and_better_than_no_later_over_budget_fit(
     pairs: list, budget: int, strategy: object
 ) -> None:
@@ -122,3 +156,51 @@ def test_every_included_rank_is_distinct_and_better_than_no_later_over_budget_fi
     for e in ranked:
         if e.reason == "over_budget":
             assert e.detail["cost"] > e.detail["remaining"]
+
+
+def test_every_named_policy_is_exercised() -> None:
+    assert {type(p).__name__ for p in NAMED} >= {
+        "ScoreDescending",
+        "RoundRobinByRank",
+        "PerProviderQuota",
+        "ReciprocalRankFusion",
+    }
+
+
+@settings(max_examples=300)
+@given(
+    frame_pairs(),
+    BUDGETS,
+    st.sampled_from(NAMED),
+    st.sampled_from(PLACEMENTS),
+    CAPS,
+    FLOORS,
+)
+def test_the_prompt_never_costs_more_than_the_budget(
+    pairs: list,
+    budget: int,
+    strategy: object,
+    placement: str,
+    caps: dict | None,
+    floors: list,
+) -> None:
+    kw = {"strategy": strategy, "placement": placement, "caps": caps, "floors": floors}
+    try:
+        out = compose_for_prompt(pairs, budget, **kw)  # type: ignore[arg-type]
+    except FloorsExceedBudget as err:
+        # only when the preamble and the fenced floors alone overflow
+        labels = [
+            label if label not in [f[0] for f in floors[:i]] else f"{label} #2"
+            for i, (label, _, _) in enumerate(floors)
+        ]
+        alone = EVIDENCE_PREAMBLE + "".join(
+            render_floor(lb, content, pos)
+            for lb, (_, content, pos) in zip(labels, floors, strict=True)
+        )
+        assert canonical_token_cost(alone) == err.total > budget
+        return
+    assert canonical_token_cost(out.prompt) == out.tokens_used <= budget
+    if out.prompt:
+        assert out.prompt.startswith(EVIDENCE_PREAMBLE)
+    else:
+        assert not floors and not out.citations

@@ -96,7 +96,11 @@ async def test_domain_failures_are_errors_with_a_reason(start_daemon) -> None:
         with pytest.raises(RpcError) as floors:
             await client.compose("x", budget=10, floors=[{"label": "pinned", "content": "y" * 400}])
         assert floors.value.remote_reason == "floors_exceed_budget"
-        assert floors.value.rpc_data["floors"] == [{"label": "pinned", "cost": 100}]
+        # the floor costs its fenced block, and the preamble comes with it
+        data = floors.value.rpc_data
+        assert [f["label"] for f in data["floors"]] == ["pinned"]
+        assert data["floors"][0]["cost"] > 100 and data["preamble"] > 0
+        assert data["total"] > data["budget"] == 10
         with pytest.raises(RpcError) as unknown:
             await client.compose("x", providers=["nope"])
         assert unknown.value.remote_reason == "unknown_provider"

@@ -36,7 +36,7 @@ async def test_compose_over_stdio_survives_stray_prints(workdir, marker) -> None
     log = (workdir / "stderr.log").open("wb")
     command = [sys.executable, "-c", _NOISY, "--config", str(config), "serve", "--stdio"]
     async with spawn(command=command, stderr=log, cwd=ROOT) as client:
-        result = await client.compose("stdio works", budget=300)
+        result = await client.compose("stdio works", budget=600)
         assert len(result["citations"]) == 6
         assert {p["status"] for p in result["providers"]} == {"ok"}
         process = client.process
