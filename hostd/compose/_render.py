@@ -2,10 +2,14 @@
 
 Frame content is untrusted data (R3): each frame is quoted inside a
 ``<frame …>…</frame>`` fence under a constant preamble. Content cannot close
-or forge a fence: every ``<`` that a reader could take as the start of
-``<frame`` or ``</frame`` (any letter case, spaced or slashed variants,
-invisible characters between the letters, fullwidth ``＜``) gets a backslash
-after it. Attribute values escape ``& " < >`` and every control, line or
+or forge a fence: every ``<`` — or character that reads as one — that a
+reader could take as the start of ``<frame`` or ``</frame`` gets a backslash
+after it. "Reads as" is decided on a skeleton (NFKC plus the Unicode TR39
+confusables, from the generated ``_lookalikes`` table), so fullwidth,
+Cyrillic, Greek or mathematical letters, any letter case, spaces or slashes
+before the word, and invisible characters (zero-width and format characters,
+variation selectors, tag characters, Mongolian free variation selectors)
+between its letters are all caught. Attribute values escape ``& " < >`` and every control, line or
 bidirectional separator as numeric character references, so a value stays on
 the fence line. Both are deterministic — no per-render nonce — so identical
 frames render to identical, cacheable bytes.
@@ -19,6 +23,7 @@ from collections.abc import Iterable
 from hostd.protocol import ContextFrame
 
 from ._candidates import FramePair, SortKey, frame_sort_key
+from ._lookalikes import IGNORABLE, LOOKALIKES, M_SEQUENCES
 
 __all__ = [
     "EVIDENCE_PREAMBLE",
@@ -44,17 +49,18 @@ PREAMBLE_BYTES = len(EVIDENCE_PREAMBLE.encode())
 #: The fewest bytes a frame's fence adds to its content (every attribute empty).
 FENCE_MIN_BYTES = len('<frame provider="" id="" kind="" cite="">\n\n</frame>\n')
 
-# Characters a reader skips without seeing: C0/C1 controls, soft hyphen,
-# zero-width and bidirectional marks, word joiners, byte-order mark.
-_INVISIBLE = (
-    "\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
-    "\u2066-\u2069\ufeff"
-)
-_GAP = f"[\\s/{_INVISIBLE}]*"  # between "<" and the word: spaces and slashes too
-_IN = f"[{_INVISIBLE}]*"  # between the letters of the word
-_FENCE_RE = re.compile(
-    f"[<\uff1c\ufe64\u2039\u02c2](?={_GAP}f{_IN}r{_IN}a{_IN}m{_IN}e)", re.IGNORECASE
-)
+# Detection runs on a skeleton of the content (Unicode TR39 style): every
+# character NFKC or the TR39 confusables read as a fence character becomes that
+# character in lower case, every character a reader does not see becomes NUL,
+# all else stays. One character for one, so a match's position in the skeleton
+# is its position in the content; only the content is ever written out.
+_SKELETON: dict[int, str] = {ord(ch): to for ch, to in LOOKALIKES.items()}
+for _lo, _hi in IGNORABLE:
+    _SKELETON.update(dict.fromkeys(range(_lo, _hi + 1), "\x00"))
+_OPENERS = "<" + "".join(ch for ch, to in LOOKALIKES.items() if to == "<")
+_OPENER_RE = re.compile(f"[{re.escape(_OPENERS)}]")
+_M = "|".join(["m", *("\x00*".join(seq) for seq in M_SEQUENCES)])
+_FENCE_RE = re.compile(r"<(?=[\s/\x00]*f\x00*r\x00*a\x00*(?:" + _M + r")\x00*e)")
 
 _ATTR_TABLE: dict[int, str] = {
     ord("&"): "&amp;",
@@ -80,21 +86,32 @@ del _cp
 
 
 def neutralize_fences(content: str) -> str:
-    """``content`` with every fence-shaped ``<`` made inert (``<\\``); all else untouched.
+    """``content`` with every fence-shaped ``<`` made inert (a ``\\`` after it).
 
-    Only the fence is touched: escaping every ``<`` would mangle the code and
-    markup frame content most often is.
+    Fence-shaped: a ``<`` or a character that reads as one, then spaces or
+    slashes (or lookalikes), then the letters of ``frame`` in any case, script
+    or width with invisible characters anywhere between them. Only that opener
+    is touched, so code, markup and ordinary text in any script keep their bytes.
     """
-    return _FENCE_RE.sub(_backslash_after, content)
-
-
-def _backslash_after(m: re.Match[str]) -> str:
-    return m.group(0) + "\\"
+    if _OPENER_RE.search(content) is None:  # no opener, nothing fence-shaped
+        return content
+    starts = [m.start() for m in _FENCE_RE.finditer(content.translate(_SKELETON))]
+    if not starts:
+        return content
+    parts: list[str] = []
+    last = 0
+    for at in starts:
+        parts.append(content[last : at + 1])
+        parts.append("\\")
+        last = at + 1
+    parts.append(content[last:])
+    return "".join(parts)
 
 
 def escape_attribute(value: str) -> str:
-    """A value safe inside a double-quoted fence attribute, on one line."""
-    return value.translate(_ATTR_TABLE)
+    """A value safe inside a double-quoted fence attribute, on one line, with no
+    fence lookalike in it either."""
+    return neutralize_fences(value).translate(_ATTR_TABLE)
 
 
 def citation_label_for(frame: ContextFrame) -> str:
