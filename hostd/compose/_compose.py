@@ -39,6 +39,8 @@ from .ranking import ScoreDescending, Strategy, rank_with, strategy_from_wire
 __all__ = ["Floor", "FloorsExceedBudget", "compose_for_prompt"]
 
 _UNCHECKED: Mapping[str, Any] = {"state": "unchecked"}
+#: The verification state of evidence hostd could not check (its fence says so).
+UNVERIFIABLE = "unverifiable"
 
 
 @dataclass(slots=True, frozen=True)
@@ -199,7 +201,8 @@ def compose_for_prompt(
       (quarantine, invalid frame, digest mismatch, stale …); each becomes one
       excluded audit entry with that reason and a copy of its detail.
     - ``verification``: FrameId → small JSON dict copied into that frame's
-      included entry (``{"state": "unchecked"}`` when absent).
+      included entry (``{"state": "unchecked"}`` when absent); a frame whose
+      ``state`` is ``"unverifiable"`` is fenced with ``verified="no"``.
 
     The prompt is a pure function of the frame *set* (and the arguments): any
     order of the same frames gives the same bytes. Its canonical cost is
@@ -271,7 +274,11 @@ def compose_for_prompt(
     order = rank_with(strategy, cands)
 
     def render(i: int, label: str) -> str:
-        return render_frame(c_pids[i], c_frames[i], label)
+        verified = True
+        if verification:
+            state = verification.get(frame_id_of_key(cands.key(i)))
+            verified = state is None or state.get("state") != UNVERIFIABLE
+        return render_frame(c_pids[i], c_frames[i], label, verified=verified)
 
     # Pack: the preamble and floors first, then each ranked frame whose fenced
     # block keeps the whole prompt within the budget (B3 of the prompt).

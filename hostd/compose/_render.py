@@ -122,14 +122,19 @@ def citation_label_for(frame: ContextFrame) -> str:
     return label
 
 
-def render_frame(provider_id: str, frame: ContextFrame, label: str | None = None) -> str:
+def render_frame(
+    provider_id: str, frame: ContextFrame, label: str | None = None, *, verified: bool = True
+) -> str:
     """One fenced block. Score and token cost are not rendered, so re-scoring the
-    same frame leaves its bytes alone."""
+    same frame leaves its bytes alone. ``verified=False`` (evidence hostd could
+    not check, e.g. outside the trusted roots) adds ``verified="no"`` to the
+    fence, so the reader sees it too."""
     cite = citation_label_for(frame) if label is None else label
     content = frame.content or ""  # a reference frame carries no inline bytes (P3)
+    mark = "" if verified else ' verified="no"'
     return (
         f'<frame provider="{escape_attribute(provider_id)}" id="{escape_attribute(frame.id)}" '
-        f'kind="{escape_attribute(frame.kind)}" cite="{escape_attribute(cite)}">\n'
+        f'kind="{escape_attribute(frame.kind)}" cite="{escape_attribute(cite)}"{mark}>\n'
         f"{neutralize_fences(content)}\n</frame>\n"
     )
 

@@ -175,6 +175,7 @@ def test_every_named_policy_is_exercised() -> None:
     st.sampled_from(PLACEMENTS),
     CAPS,
     FLOORS,
+    st.booleans(),
 )
 def test_the_prompt_never_costs_more_than_the_budget(
     pairs: list,
@@ -183,8 +184,18 @@ def test_the_prompt_never_costs_more_than_the_budget(
     placement: str,
     caps: dict | None,
     floors: list,
+    unverifiable: bool,
 ) -> None:
-    kw = {"strategy": strategy, "placement": placement, "caps": caps, "floors": floors}
+    # every other frame unverifiable: its fence carries a mark that costs bytes too
+    states = {"state": "unverifiable", "reason": "outside_trusted_roots"}
+    verification = {FrameId.of(p, f): states for p, f in pairs[::2]} if unverifiable else None
+    kw = {
+        "strategy": strategy,
+        "placement": placement,
+        "caps": caps,
+        "floors": floors,
+        "verification": verification,
+    }
     try:
         out = compose_for_prompt(pairs, budget, **kw)  # type: ignore[arg-type]
     except FloorsExceedBudget as err:

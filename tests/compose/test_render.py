@@ -17,6 +17,7 @@ from hostd.compose import (
     neutralize_fences,
     render_frame,
 )
+from hostd.protocol import FrameId, canonical_token_cost
 
 from ._helpers import frame, frame_pairs
 
@@ -142,3 +143,27 @@ def test_compose_context_bytes_ignore_order_and_score(
 def test_a_reference_frame_renders_an_empty_body() -> None:
     block = render_frame("p", frame("ref", content=None))
     assert block.endswith('cite="label ref">\n\n</frame>\n')
+
+
+def test_unverifiable_evidence_is_marked_on_its_fence() -> None:
+    checked = frame("a", 0.9, "checked", with_digest=True)
+    outside = frame("b", 0.8, "outside the roots", with_digest=True)
+    unchecked = frame("c", 0.7, "no state")
+    pairs = [("p", checked), ("p", outside), ("p", unchecked)]
+    verification = {
+        FrameId.of("p", checked): {"state": "source_verified"},
+        FrameId.of("p", outside): {"state": "unverifiable", "reason": "outside_trusted_roots"},
+    }
+    out = compose_for_prompt(pairs, 10_000, placement="ranked", verification=verification)
+    assert out.prompt.count(' verified="no"') == 1
+    assert '<frame provider="p" id="b" kind="snippet" cite="label b" verified="no">\n' in out.prompt
+    assert '<frame provider="p" id="a" kind="snippet" cite="label a">\n' in out.prompt
+    # byte-stable: the same set and states render the same bytes in any order
+    again = compose_for_prompt(pairs[::-1], 10_000, placement="ranked", verification=verification)
+    assert again.prompt == out.prompt
+    # the mark is part of the block's cost
+    (entry,) = [e for e in out.audit.entries if e.frame.frame_id == "b"]
+    assert entry.tokens == canonical_token_cost(
+        render_frame("p", outside, "label b", verified=False)
+    )
+    assert entry.verification == verification[FrameId.of("p", outside)]
