@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "ConsentRequired",
     "CorrelationMismatch",
+    "FloorsExceedBudget",
     "FloorsOverBudget",
     "HandshakeFailed",
     "HostdError",
@@ -157,3 +158,43 @@ def error_to_wire(exc: BaseException) -> dict[str, Any]:
         "message": "internal error",
         "data": {"reason": "internal", "cgp_code": CgpErrorCode.INTERNAL.value},
     }
+
+
+# --- composition (hostd.compose) ---
+
+
+class FloorsExceedBudget(FloorsOverBudget, ValueError):
+    """The floors alone do not fit the budget; nothing is dropped silently.
+
+    The budget bounds the whole prompt, so a floor costs its fenced block and
+    the floors bring the constant preamble with them: ``floors`` lists
+    ``(label, cost)`` for every floor's block, ``preamble`` the preamble's cost,
+    and ``total`` (the prompt of floors alone) and ``budget`` the two numbers
+    that disagree.
+    """
+
+    reason = "floors_exceed_budget"
+
+    def __init__(
+        self,
+        floors: list[tuple[str, int]],
+        budget: int,
+        *,
+        preamble: int = 0,
+        total: int | None = None,
+    ) -> None:
+        if total is None:
+            total = preamble + sum(cost for _, cost in floors)
+        detail = ", ".join(f"{label!r} costs {cost}" for label, cost in floors)
+        super().__init__(
+            f"floors cost {total} tokens with the evidence preamble ({preamble}) and their "
+            f"fences, but the budget is {budget} ({detail})",
+            floors=[{"label": label, "cost": cost} for label, cost in floors],
+            budget=budget,
+            total=total,
+            preamble=preamble,
+        )
+        self.floors = floors
+        self.budget = budget
+        self.total = total
+        self.preamble = preamble

@@ -12,11 +12,19 @@ own scale.
 
 Targets (not tests): 10k candidates <= 30 ms median on 2 cores, 100k/10k <= 12x.
 
+``vs_langchain``: the full ``compose_for_prompt(strategy="rrf")`` plus
+``to_wire()`` of 4 provider lists x 200 frames, against LangChain's
+``EnsembleRetriever.weighted_reciprocal_rank`` fusing the same four rank lists
+(as ``Document``s), timed alternately in one run; target: hostd within 8x.
+LangChain is optional (``pip install -e '.[bench]'``): without it that section
+says so and the other figures are still printed.
+
 ``--wire`` decodes every frame from its JSON wire form first (``model_validate_json``,
 as the daemon receives them) instead of building it from Python values; the
 models then lie differently in memory, and composing them costs more.
 
     python scripts/bench_compose.py [--repeat N] [--sizes 1000,10000,100000] [--wire]
+        [--lists-repeat N]
 """
 
 from __future__ import annotations
@@ -104,6 +112,62 @@ def medians(fn, repeat: int) -> tuple[float, float]:
     return round(statistics.median(wall), 2), round(statistics.median(cpu), 2)
 
 
+def _weighted_reciprocal_rank() -> object | None:
+    """LangChain's fusion, bound to an ensemble of four equal weights (or None)."""
+    try:
+        from langchain_classic.retrievers.ensemble import EnsembleRetriever
+    except ImportError:
+        try:  # langchain < 1.0 kept it here
+            from langchain.retrievers.ensemble import EnsembleRetriever  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    # model_construct: the fusion reads only weights, c and id_key, never the retrievers
+    ensemble = EnsembleRetriever.model_construct(
+        retrievers=[], weights=[0.25] * 4, c=60, id_key=None
+    )
+    return ensemble.weighted_reciprocal_rank
+
+
+def versus_langchain(repeat: int) -> dict[str, object]:
+    """compose + to_wire against weighted_reciprocal_rank, 4 lists x 200 frames."""
+    fuse = _weighted_reciprocal_rank()
+    if fuse is None:
+        return {"skipped": "LangChain is not installed (pip install -e '.[bench]')"}
+    from langchain_core.documents import Document
+
+    frames = [(f"prov-{i % 4}", f) for i, (_, f) in enumerate(synthetic(800, seed=11))]
+    lists: list[list[Document]] = []
+    for p in sorted({pid for pid, _ in frames}):
+        mine = sorted((f for pid, f in frames if pid == p), key=lambda f: -f.score)
+        lists.append([Document(page_content=f.content or "", metadata={"id": f.id}) for f in mine])
+    ours, theirs = [], []
+    ours_cpu, theirs_cpu = [], []
+    for _ in range(repeat):
+        gc.collect()
+        t0, c0 = time.perf_counter(), time.process_time()
+        fuse(lists)
+        t1, c1 = time.perf_counter(), time.process_time()
+        compose_for_prompt(frames, BUDGET, strategy="rrf").to_wire()
+        t2, c2 = time.perf_counter(), time.process_time()
+        theirs.append((t1 - t0) * 1000)
+        ours.append((t2 - t1) * 1000)
+        theirs_cpu.append((c1 - c0) * 1000)
+        ours_cpu.append((c2 - c1) * 1000)
+    lc, hd = statistics.median(theirs), statistics.median(ours)
+    lc_cpu, hd_cpu = statistics.median(theirs_cpu), statistics.median(ours_cpu)
+    return {
+        "lists": 4,
+        "frames_per_list": 200,
+        "budget": BUDGET,
+        "langchain_weighted_reciprocal_rank_ms": round(lc, 3),
+        "hostd_compose_and_to_wire_ms": round(hd, 3),
+        "ratio": round(hd / lc, 2),
+        "langchain_cpu_ms": round(lc_cpu, 3),
+        "hostd_cpu_ms": round(hd_cpu, 3),
+        "cpu_ratio": round(hd_cpu / lc_cpu, 2),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -111,8 +175,9 @@ def main() -> None:
     ap.add_argument(
         "--wire", action="store_true", help="decode the frames from JSON, as the daemon does"
     )
+    ap.add_argument("--lists-repeat", type=int, default=200)
     args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     policies = {
         "score": ScoreDescending(),
         "round_robin": RoundRobinByRank(),
@@ -166,6 +231,7 @@ def main() -> None:
             }
             for name in policies
         }
+    report["vs_langchain"] = versus_langchain(args.lists_repeat)
     print(json.dumps(report, indent=2))
 
 

@@ -8,10 +8,11 @@ rendering (R3), with an audit entry for every offered frame.
 ``budget_split`` is the one piece the engine uses, before fan-out.
 """
 
-from ._audit import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
+from hostd.errors import FloorsExceedBudget
+
 from ._budget import budget_split
 from ._candidates import CandidateSet, frame_sort_key
-from ._compose import Floor, FloorsExceedBudget, compose_for_prompt
+from ._compose import Floor, compose_for_prompt
 from ._dedup import DedupDrop, Deduped, dedup_cross_provider
 from ._placement import PLACEMENTS, fold_to_edges, order_by, order_by_value, place
 from ._render import (
@@ -22,6 +23,7 @@ from ._render import (
     neutralize_fences,
     render_frame,
 )
+from ._result import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
 from .ranking import (
     PerProviderQuota,
     ReciprocalRankFusion,

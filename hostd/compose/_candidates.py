@@ -11,13 +11,11 @@ produced here ends in the canonical key, so it is a pure function of the input
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import chain, groupby, islice, repeat
-from operator import attrgetter, eq, itemgetter
-from typing import Any, TypeAlias, cast, overload
+from itertools import groupby
+from operator import attrgetter, itemgetter
+from typing import Any, TypeAlias, overload
 
 from hostd.protocol import ContextFrame, FrameId
 
@@ -30,13 +28,11 @@ FramePair: TypeAlias = tuple[str, ContextFrame]
 # Read straight from the model's ``__dict__`` (where pydantic v2 keeps field
 # values): attribute access on a model goes through its ``__getattr__`` hook and
 # costs several times more, which matters at 100k frames.
-_FIELDS = ("id", "content_digest", "score", "content", "provenance")
+_FIELDS_OF = itemgetter("id", "content_digest", "score", "content", "provenance")
 _DICT = attrgetter("__dict__")
+_NEG_INF = float("-inf")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
-# Tied neighbours above which ranking builds the whole key column in one
-# C-level pass rather than one canonical key per tied candidate.
-_MANY_TIES = 64
 
 
 def read_columns(
@@ -50,32 +46,15 @@ def read_columns(
 ]:
     """``(ids, digests, scores, contents, provenances)`` of ``frames``.
 
-    One visit per model, all five fields read while its ``__dict__`` is in
-    cache: at 100k frames this beats one C-level pass per field, which walks
-    every model five times.
+    Read from each model's ``__dict__``, where pydantic v2 keeps field values
+    (also for ``model_construct``), in one C-level pass per field: attribute
+    access would go through the model's ``__getattr__`` hook for every read.
     """
     if not frames:
         return (), (), (), (), ()
-    ids: list[str] = []
-    digests: list[str | None] = []
-    scores: list[float] = []
-    contents: list[str | None] = []
-    provenances: list[Any] = []
-    add_id, add_digest, add_score = ids.append, digests.append, scores.append
-    add_content, add_provenance = contents.append, provenances.append
-    try:
-        for f in frames:
-            d = f.__dict__
-            add_id(d["id"])
-            add_digest(d["content_digest"])
-            add_score(d["score"])
-            add_content(d["content"])
-            add_provenance(d["provenance"])
-    except (KeyError, AttributeError, TypeError):  # not a plain pydantic model: slow path
-        return tuple(  # type: ignore[return-value]
-            tuple(map(attrgetter(name), frames)) for name in _FIELDS
-        )
-    return tuple(ids), tuple(digests), tuple(scores), tuple(contents), tuple(provenances)
+    rows = list(map(_FIELDS_OF, map(_DICT, frames)))
+    ids, digests, scores, contents, provenances = zip(*rows, strict=True)
+    return ids, digests, scores, contents, provenances
 
 
 def pick_from(indices: Sequence[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
@@ -108,10 +87,7 @@ def key_to_wire(key: SortKey) -> dict[str, Any]:
 
 def rankable_scores(scores: Sequence[float]) -> tuple[float, ...]:
     """Scores with NaN (unordered, F1-invalid) read as -inf, so sorts stay total."""
-    total = sum(scores)
-    if total == total:  # no NaN anywhere (an inf - inf sum also lands below)
-        return tuple(scores)
-    return tuple(-float("inf") if s != s else s for s in scores)
+    return tuple([_NEG_INF if s != s else s for s in scores])
 
 
 @dataclass(slots=True, frozen=True, repr=False)
@@ -196,14 +172,8 @@ class CandidateSet(Sequence[FramePair]):
         return self.key_column()
 
     def key_column(self) -> list[SortKey]:
-        """Every candidate's canonical key, index aligned (built in C when no
-        digest is missing)."""
-        n = len(self.frames)
-        if None in self.digests:
-            return [self.key(i) for i in range(n)]
-        # No digest is None here, so the column is all str (what SortKey says).
-        digests = cast("tuple[str, ...]", self.digests)
-        return list(zip(self.provider_ids, self.ids, repeat(True, n), digests, strict=True))
+        """Every candidate's canonical key, index aligned."""
+        return list(map(self.key, range(len(self.frames))))
 
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
@@ -239,11 +209,7 @@ class CandidateSet(Sequence[FramePair]):
         """``order`` split by provider, each part keeping its relative order,
         providers in id order."""
         pids = self.provider_ids
-        if isinstance(order, range) and order == range(len(pids)):
-            providers = sorted(set(pids))
-        else:
-            providers = sorted(set(map(pids.__getitem__, order)))
-        out: dict[str, list[int]] = {p: [] for p in providers}
+        out: dict[str, list[int]] = {p: [] for p in sorted(set(map(pids.__getitem__, order)))}
         add = {p: members.append for p, members in out.items()}
         for i in order:  # a plain loop: cheaper here than any C-level regrouping tried
             add[pids[i]](i)
@@ -258,50 +224,22 @@ def rank_desc(
 ) -> list[int]:
     """``indices`` by ``values`` descending, equal values in ``key_of`` order.
 
-    Sorts on the float alone (CPython compares all-float keys on a fast path)
-    and then re-sorts only the runs of equal values by their canonical key:
-    cheap when ties are rare, still exact when they are not. ``key_column``,
-    if given, returns every index's key at once (``key_column()[i] ==
-    key_of(i)``); it is used instead of ``key_of`` when many values tie, as
-    they do in rank-space fusion. ``values`` hold no NaN (see
-    ``rankable_scores``).
+    Sorts on the float alone (CPython compares all-float keys on a fast path,
+    and raw scores rarely tie), then re-sorts each run of equal values by its
+    canonical key. ``key_column``, if given, returns every index's key at once
+    (``key_column()[i] == key_of(i)``); it is read instead of ``key_of`` once
+    a run of ties is found. ``values`` hold no NaN (see ``rankable_scores``).
     """
-    if not isinstance(indices, range | list | tuple):
-        indices = list(indices)
     order = sorted(indices, key=values.__getitem__, reverse=True)
-    n = len(order)
-    if n < 2:
+    if len(order) < 2:
         return order
-    # No two values equal (the usual case for raw scores): the float sort is
-    # the answer. Checked in index order, which reads the values where they lie
-    # in memory rather than gathering them in rank order.
-    if isinstance(indices, range) and indices == range(len(values)):
-        distinct = len(set(values))
-    else:
-        distinct = len(set(map(values.__getitem__, indices)))
-    if distinct == n:
-        return order
-    if key_column is not None and n - distinct > _MANY_TIES:
-        # Many ties (rank-space fusion): group the equal values in C and sort
-        # each group by the whole key column, built once.
-        by_key = partial(sorted, key=key_column().__getitem__)
-        runs = map(_SECOND, groupby(order, key=values.__getitem__))
-        return list(chain.from_iterable(map(by_key, runs)))
-    # array and bytes rather than lists: untracked by the garbage collector, so a
-    # 100k-frame ranking does not hand it 100k more references to walk.
-    vals = array("d", map(values.__getitem__, order))
-    same_as_next = bytes(map(eq, vals, islice(vals, 1, None)))
-    if 1 not in same_as_next:
-        return order
-    k = 0
-    while True:
-        try:
-            k = same_as_next.index(1, k)
-        except ValueError:
-            return order
-        j = same_as_next.find(0, k)  # the run of equal values ends at order[j]
-        if j < 0:
-            j = n - 1
-        # order[k..j] share one value
-        order[k : j + 1] = sorted(order[k : j + 1], key=key_of)
-        k = j + 1
+    key = key_of
+    out: list[int] = []
+    for _, run in groupby(order, key=values.__getitem__):
+        tied = list(run)
+        if len(tied) > 1:
+            if key_column is not None and key is key_of:
+                key = key_column().__getitem__
+            tied.sort(key=key)
+        out += tied
+    return out

@@ -19,13 +19,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, TypeVar
 
-from hostd.errors import FloorsOverBudget
+from hostd.errors import FloorsExceedBudget
 from hostd.protocol import FrameId, canonical_token_cost
 
-from ._audit import Citation, ComposedPrompt, CompositionAudit, FloorRecord, Row
 from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
 from ._dedup import dedup_pool
-from ._pack import Labels, pack, tokens_of_bytes
+from ._pack import Labels, pack, tokens_of_bytes, utf8_size
 from ._placement import check_placement, place_indices
 from ._render import (
     EVIDENCE_PREAMBLE,
@@ -34,9 +33,10 @@ from ._render import (
     render_floor,
     render_frame,
 )
+from ._result import Citation, ComposedPrompt, CompositionAudit, FloorRecord, Row
 from .ranking import ScoreDescending, Strategy, rank_with, strategy_from_wire
 
-__all__ = ["Floor", "FloorsExceedBudget", "compose_for_prompt"]
+__all__ = ["Floor", "compose_for_prompt"]
 
 _UNCHECKED: Mapping[str, Any] = {"state": "unchecked"}
 #: The verification state of evidence hostd could not check (its fence says so).
@@ -85,43 +85,6 @@ class Floor:
         if isinstance(value, tuple) and len(value) in (2, 3):
             return cls(*value)
         raise ValueError(f"cannot read a floor from {type(value).__name__}")
-
-
-class FloorsExceedBudget(FloorsOverBudget, ValueError):
-    """The floors alone do not fit the budget; nothing is dropped silently.
-
-    The budget bounds the whole prompt, so a floor costs its fenced block and
-    the floors bring the constant preamble with them: ``floors`` lists
-    ``(label, cost)`` for every floor's block, ``preamble`` the preamble's cost,
-    and ``total`` (the prompt of floors alone) and ``budget`` the two numbers
-    that disagree.
-    """
-
-    reason = "floors_exceed_budget"
-
-    def __init__(
-        self,
-        floors: list[tuple[str, int]],
-        budget: int,
-        *,
-        preamble: int = 0,
-        total: int | None = None,
-    ) -> None:
-        if total is None:
-            total = preamble + sum(cost for _, cost in floors)
-        detail = ", ".join(f"{label!r} costs {cost}" for label, cost in floors)
-        super().__init__(
-            f"floors cost {total} tokens with the evidence preamble ({preamble}) and their "
-            f"fences, but the budget is {budget} ({detail})",
-            floors=[{"label": label, "cost": cost} for label, cost in floors],
-            budget=budget,
-            total=total,
-            preamble=preamble,
-        )
-        self.floors = floors
-        self.budget = budget
-        self.total = total
-        self.preamble = preamble
 
 
 def _check_budget(budget: object) -> int:
@@ -233,9 +196,9 @@ def compose_for_prompt(
         label = labels.claim(f.label)
         block = render_floor(label, f.content, f.position)
         floor_blocks.append((block, f.position))
-        floor_records.append(FloorRecord(label, f.position, tokens_of_bytes(len(block.encode()))))
+        floor_records.append(FloorRecord(label, f.position, tokens_of_bytes(utf8_size(block))))
     floor_labels = frozenset(labels.taken)
-    fixed = PREAMBLE_BYTES + sum(len(b.encode()) for b, _ in floor_blocks)
+    fixed = PREAMBLE_BYTES + sum(utf8_size(b) for b, _ in floor_blocks)
     if floor_blocks and tokens_of_bytes(fixed) > budget:
         raise FloorsExceedBudget(
             [(r.label, r.tokens) for r in floor_records],
@@ -301,26 +264,36 @@ def compose_for_prompt(
         # ranked above it (never below 0). Scores come from the pool column
         # (NaN read as -inf); both go to the wire as null.
         replay = Labels(set(floor_labels))
-        key, scores = cands.key, cands.scores
-        ranks, used_after = packing.ranks, packing.used_after
+        key, scores, capped = cands.key, cands.scores, packing.capped
         out: list[Row] = []
-        j = 0
-        for rank, i in enumerate(order):
-            if j < len(ranks) and ranks[j] == rank:
-                replay.claim(packing.labels[j])
-                j += 1
-                continue
-            capped = packing.capped.get(rank)
-            if capped is not None:
-                out.append(
-                    (key(i), "provider_cap", capped[0], rank, scores[i], None, capped[1], None, ())
-                )
-                continue
-            block = render(i, replay.peek(citation_label_for(c_frames[i])))
-            used = used_after[j - 1] if j else fixed
+        start = 0
+        # Between two inclusions the room left and the labels taken stay the same.
+        for j, stop in enumerate([*packing.ranks, len(order)]):
+            used = packing.used_after[j - 1] if j else fixed
             remaining = max(0, budget - tokens_of_bytes(used))
-            cost = tokens_of_bytes(len(block.encode()))
-            out.append((key(i), "over_budget", remaining, rank, scores[i], None, cost, None, ()))
+            for rank in range(start, stop):
+                i = order[rank]
+                cap = capped.get(rank)
+                if cap is None:
+                    block = render(i, replay.peek(citation_label_for(c_frames[i])))
+                    cost = tokens_of_bytes(utf8_size(block))
+                    row: Row = (
+                        key(i),
+                        "over_budget",
+                        remaining,
+                        rank,
+                        scores[i],
+                        None,
+                        cost,
+                        None,
+                        (),
+                    )
+                else:
+                    row = (key(i), "provider_cap", cap[0], rank, scores[i], None, cap[1], None, ())
+                out.append(row)
+            if j < len(packing.labels):
+                replay.claim(packing.labels[j])
+            start = stop + 1
         return out
 
     placed = place_indices(

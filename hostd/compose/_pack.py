@@ -20,7 +20,7 @@ from hostd.protocol import ContextFrame
 
 from ._render import FENCE_MIN_BYTES, citation_label_for
 
-__all__ = ["Labels", "Packing", "pack", "tokens_of_bytes"]
+__all__ = ["Labels", "Packing", "pack", "tokens_of_bytes", "utf8_size"]
 
 #: ``provider -> (tokens, share)``, ``"*"`` for every provider not named.
 Caps = Mapping[str, tuple[int, float]]
@@ -30,6 +30,12 @@ Render = Callable[[int, str], str]
 def tokens_of_bytes(n: int) -> int:
     """The canonical token cost (B3) of ``n`` UTF-8 bytes."""
     return (n + 3) >> 2
+
+
+def utf8_size(text: str) -> int:
+    """``len(text.encode())``, without the copy when the text is ASCII (a flag
+    CPython keeps on every string)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 @dataclass(slots=True)
@@ -108,7 +114,7 @@ def pack(
             continue
         label = labels.peek(citation_label_for(frames[i]))
         block = render(i, label)
-        size = len(block.encode())
+        size = utf8_size(block)
         if used + size > capacity:
             continue
         cost = tokens_of_bytes(size)

@@ -58,7 +58,6 @@ _SKELETON: dict[int, str] = {ord(ch): to for ch, to in LOOKALIKES.items()}
 for _lo, _hi in IGNORABLE:
     _SKELETON.update(dict.fromkeys(range(_lo, _hi + 1), "\x00"))
 _OPENERS = "<" + "".join(ch for ch, to in LOOKALIKES.items() if to == "<")
-_OPENER_RE = re.compile(f"[{re.escape(_OPENERS)}]")
 _M = "|".join(["m", *("\x00*".join(seq) for seq in M_SEQUENCES)])
 _FENCE_RE = re.compile(r"<(?=[\s/\x00]*f\x00*r\x00*a\x00*(?:" + _M + r")\x00*e)")
 
@@ -83,6 +82,10 @@ for _cp in [
 ]:
     _ATTR_TABLE[_cp] = f"&#{_cp};"
 del _cp
+# Anything escape_attribute would change: a character it escapes or an opener.
+_ATTR_SPECIAL_RE = re.compile(
+    "[" + re.escape("".join(map(chr, _ATTR_TABLE)) + _OPENERS.replace("<", "")) + "]"
+)
 
 
 def neutralize_fences(content: str) -> str:
@@ -93,7 +96,13 @@ def neutralize_fences(content: str) -> str:
     or width with invisible characters anywhere between them. Only that opener
     is touched, so code, markup and ordinary text in any script keep their bytes.
     """
-    if _OPENER_RE.search(content) is None:  # no opener, nothing fence-shaped
+    # No opener, nothing fence-shaped. One substring test per opener: each is a
+    # memchr-like scan, and one that cannot occur in the string's storage width
+    # (a non-ASCII opener in ASCII text) is refused at once.
+    for opener in _OPENERS:
+        if opener in content:
+            break
+    else:
         return content
     starts = [m.start() for m in _FENCE_RE.finditer(content.translate(_SKELETON))]
     if not starts:
@@ -110,7 +119,10 @@ def neutralize_fences(content: str) -> str:
 
 def escape_attribute(value: str) -> str:
     """A value safe inside a double-quoted fence attribute, on one line, with no
-    fence lookalike in it either."""
+    fence lookalike in it either. Most values (ids, kinds, file labels) hold
+    none of the characters concerned, which one search tells."""
+    if _ATTR_SPECIAL_RE.search(value) is None:
+        return value
     return neutralize_fences(value).translate(_ATTR_TABLE)
 
 
@@ -132,9 +144,12 @@ def render_frame(
     cite = citation_label_for(frame) if label is None else label
     content = frame.content or ""  # a reference frame carries no inline bytes (P3)
     mark = "" if verified else ' verified="no"'
+    pid, fid, kind = provider_id, frame.id, frame.kind
+    # One search over all four values tells whether any needs escaping at all.
+    if _ATTR_SPECIAL_RE.search(f"{pid}{fid}{kind}{cite}") is not None:
+        pid, fid, kind, cite = map(escape_attribute, (pid, fid, kind, cite))
     return (
-        f'<frame provider="{escape_attribute(provider_id)}" id="{escape_attribute(frame.id)}" '
-        f'kind="{escape_attribute(frame.kind)}" cite="{escape_attribute(cite)}"{mark}>\n'
+        f'<frame provider="{pid}" id="{fid}" kind="{kind}" cite="{cite}"{mark}>\n'
         f"{neutralize_fences(content)}\n</frame>\n"
     )
 
