@@ -31,6 +31,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd.config import default_socket_path
 from hostd.errors import HostdError, ProtocolFault
+from hostd.transport import stop_process
 
 __all__ = [
     "AsyncClient",
@@ -323,20 +324,12 @@ async def spawn(
 
 
 async def _stop_child(process: Process, grace_s: float) -> None:
+    """Close the daemon's stdin (it drains and exits 0), then the transport's ladder:
+    SIGTERM after ``grace_s``, SIGKILL five seconds later."""
     with contextlib.suppress(Exception):
         if process.stdin is not None:
             await process.stdin.aclose()
-    with anyio.move_on_after(grace_s):
-        await process.wait()
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
-    with anyio.move_on_after(5):
-        await process.wait()
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    await process.wait()
+    await stop_process(process, grace_s, term_grace=5)
 
 
 class Client:

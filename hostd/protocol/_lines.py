@@ -64,11 +64,6 @@ class LineSplitter:
         self._discarding = False  # inside an over-long line: drop bytes up to its newline
 
     def feed(self, chunk: bytes) -> list[LineItem]:
-        first = chunk.find(b"\n")
-        if first >= 0 and first == len(chunk) - 1 and not self._buf and not self._discarding:
-            # The usual reply: exactly one whole line in one chunk, handed over without
-            # copying it through the buffer.
-            return [chunk[:-1] if len(chunk) <= self.max_line_bytes + 1 else OVERLONG]
         items: list[LineItem] = []
         start = 0
         while (nl := chunk.find(b"\n", start)) != -1:
@@ -76,13 +71,15 @@ class LineSplitter:
                 self._discarding = False
             elif len(self._buf) + nl - start > self.max_line_bytes:
                 items.append(OVERLONG)
-            else:
-                self._buf += chunk[start:nl]
+            elif self._buf:  # the line began in an earlier chunk
+                self._buf += memoryview(chunk)[start:nl]
                 items.append(bytes(self._buf))
+            else:  # the line lies whole in this chunk: one copy, never through the buffer
+                items.append(chunk[start:nl])
             self._buf.clear()
             start = nl + 1
         if not self._discarding:
-            self._buf += chunk[start:]
+            self._buf += memoryview(chunk)[start:]
             if len(self._buf) > self.max_line_bytes:  # memory stays bounded
                 items.append(OVERLONG)
                 self._buf.clear()

@@ -45,6 +45,7 @@ __all__ = [
     "LineSink",
     "StderrPolicy",
     "scrubbed_env",
+    "stop_process",
 ]
 
 
@@ -86,6 +87,53 @@ def scrubbed_env(
     env = {k: src[k] for k in allow if k in src}
     env.update(extra or {})
     return env
+
+
+async def _exited_within(process: Process, within: float | None) -> bool:
+    """Whether ``process`` exited within ``within`` seconds (``None``: wait for it)."""
+    if process.returncode is not None:
+        return True
+    with anyio.move_on_after(within):
+        await process.wait()
+    return process.returncode is not None
+
+
+def _signal(process: Process, sig: signal.Signals, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(process.pid, sig)
+        elif process.returncode is None:
+            process.send_signal(sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone (or the group emptied and its id was reused elsewhere)
+
+
+async def stop_process(
+    process: Process,
+    grace: float,
+    *,
+    term_grace: float | None = None,
+    group: bool = False,
+    on_signal: Callable[[signal.Signals], None] | None = None,
+) -> int:
+    """The signal steps of every teardown ladder, once its process was asked to exit
+    (its stdin closed, a shutdown message sent): wait ``grace`` seconds → SIGTERM →
+    wait ``term_grace`` (default ``grace``) → SIGKILL → wait for the exit; returns
+    the exit code. ``group``: signal the process group (a child started in its own
+    session) and kill the group even after a clean exit, for the grandchildren it
+    left. ``on_signal`` hears each signal before it is sent (for the log)."""
+    if not await _exited_within(process, grace):
+        if on_signal is not None:
+            on_signal(signal.SIGTERM)
+        _signal(process, signal.SIGTERM, group)
+        if not await _exited_within(process, grace if term_grace is None else term_grace):
+            if on_signal is not None:
+                on_signal(signal.SIGKILL)
+            _signal(process, signal.SIGKILL, group)
+    if group:
+        _signal(process, signal.SIGKILL, group)
+    await process.wait()
+    return process.returncode if process.returncode is not None else -signal.SIGKILL
 
 
 @dataclass(slots=True, frozen=True)
@@ -198,14 +246,6 @@ class ChildProcess:
     async def _watch_exit(self) -> None:
         await self.process.wait()
         self.exited.set()
-
-    async def _wait(self, within: float | None) -> bool:
-        """Whether the process exited within ``within`` seconds (``None``: wait for it)."""
-        if self.process.returncode is not None:
-            return True
-        with anyio.move_on_after(within):
-            await self.process.wait()
-        return self.process.returncode is not None
 
     async def _pump_stderr(self) -> None:
         assert self.process.stderr is not None
@@ -352,12 +392,9 @@ class ChildProcess:
             anyio.notify_closing(fd)  # wakes a send waiting for room, before the close
             os.close(fd)
 
-    def _signal_group(self, sig: signal.Signals) -> bool:
-        try:
-            os.killpg(self.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+    def _log_signal(self, sig: signal.Signals) -> None:
+        event = "provider.process." + sig.name.lower()
+        log.warning(event, provider=self.provider_id, pid=self.pid)
 
     async def aclose(
         self,
@@ -370,7 +407,7 @@ class ChildProcess:
             if not self._closing:
                 self._closing = True
                 await self._ladder(shutdown, grace)
-            await self._wait(None)
+            await self.process.wait()
         return self.process.returncode
 
     async def _ladder(self, shutdown: Callable[[], Awaitable[None]] | None, grace: float) -> None:
@@ -381,14 +418,8 @@ class ChildProcess:
             except Exception:  # a dead or stuck pipe: go on down the ladder
                 pass
         self._close_stdin()  # R2: EOF also tells a provider to exit
-        if not await self._wait(grace):
-            log.warning("provider.process.sigterm", provider=self.provider_id, pid=self.pid)
-            self._signal_group(signal.SIGTERM)
-            if not await self._wait(grace):
-                log.warning("provider.process.sigkill", provider=self.provider_id, pid=self.pid)
-        # Also after a clean exit: the group may hold grandchildren the provider left.
-        self._signal_group(signal.SIGKILL)
-        await self._wait(None)
+        # group: also after a clean exit, the group may hold grandchildren it left.
+        await stop_process(self.process, grace, group=True, on_signal=self._log_signal)
         self._close_stdout()
         if self.process.stderr is not None:
             try:
