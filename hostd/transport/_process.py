@@ -182,6 +182,9 @@ class ChildProcess:
         self.stderr_suppressed = 0
         self.exited = anyio.Event()
         self._closing = False
+        #: The stdout reader's protocol and its end, once ``start_reading`` ran.
+        self._stdout_protocol: LinePipeProtocol | None = None
+        self._end_output: Callable[[HostdError | None], None] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -246,6 +249,31 @@ class ChildProcess:
     async def _watch_exit(self) -> None:
         await self.process.wait()
         self.exited.set()
+        self._end_output_at_exit()
+
+    def _end_output_at_exit(self) -> None:
+        """The process is gone, so all it wrote is in the pipe already: read that now,
+        and if its output is still open (a descendant it left holds it), end the stream
+        as a crash rather than wait for an end of file that may never come."""
+        transport, protocol, end = self._stdout, self._stdout_protocol, self._end_output
+        if self.output_ended.is_set() or transport is None or protocol is None or end is None:
+            return
+        fd = transport.get_extra_info("pipe").fileno()  # non-blocking (asyncio's)
+        while not self.output_ended.is_set():
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # BlockingIOError: nothing more was written
+                break
+            if not data:
+                protocol.eof_received()
+                return
+            protocol.data_received(data)
+        if not self.output_ended.is_set():
+            end(
+                ProviderCrashed(
+                    f"provider exited (code {self.returncode}) while its output stayed open"
+                )
+            )
 
     async def _pump_stderr(self) -> None:
         assert self.process.stderr is not None
@@ -320,6 +348,7 @@ class ChildProcess:
                 stop(ProviderCrashed(f"provider closed {how}"))
 
         protocol = LinePipeProtocol(LineSplitter(max_line_bytes), deliver)
+        self._stdout_protocol, self._end_output = protocol, stop
         fd, self._stdout_fd = self._stdout_fd, -1
         pipe = os.fdopen(fd, "rb", buffering=0)  # the transport owns it from here
         try:
@@ -328,6 +357,8 @@ class ChildProcess:
             pipe.close()
             raise
         self._stdout = transport
+        if self.exited.is_set():  # it exited before its output was read
+            self._end_output_at_exit()
 
     def _close_stdout(self) -> None:
         if self._stdout is not None:
