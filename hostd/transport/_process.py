@@ -1,14 +1,15 @@
-"""Provider child processes: start, stderr capture, teardown ladder.
+"""Provider child processes: start, stderr capture, exit watch, teardown ladder.
 
 Owns the OS side of a provider: ``anyio.open_process`` in a new session (its
-own process group, so teardown reaches grandchildren too), its stdin and
-stdout pipes (stdout lines handed over from the read callback), a scrubbed
-environment (an allow-list plus what the config names), stderr lines drained
-into the structured log tagged with the provider id (bounded, so a stderr
-flood neither blocks the child nor floods the log), and the teardown ladder:
-the binding's shutdown message → grace → SIGTERM to the group → grace →
-SIGKILL to the group. Teardown is shielded from cancellation, so a host
-cancelled mid-query still leaves no orphan.
+own process group), under the ``_reaper`` shim where that works (so no descendant
+outlives the provider or the host), its stdin and stdout pipes (stdout lines
+handed over from the read callback; the process's exit is watched apart from
+them), a scrubbed environment (an allow-list plus what the config names), stderr
+lines drained into the structured log tagged with the provider id (bounded, so a
+stderr flood neither blocks the child nor floods the log), and the teardown
+ladder (``stop_process``): the binding's shutdown message → grace → SIGTERM to
+the group → grace → SIGKILL to every descendant and the group. Teardown is
+shielded from cancellation, so a host cancelled mid-query still leaves no orphan.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,8 @@ from hostd.protocol import (
 )
 
 from ._framing import LineReader, line_too_long
+from ._reaper import REAPER, group_members, kill_tree
+from ._reaper import supported as reaper_supported
 
 __all__ = [
     "ENV_ALLOW_LIST",
@@ -108,6 +112,42 @@ def _signal(process: Process, sig: signal.Signals, group: bool) -> None:
         pass  # already gone (or the group emptied and its id was reused elsewhere)
 
 
+async def _gone(pids: Sequence[int], within: float) -> None:
+    """Wait (at most ``within`` seconds) until each of ``pids`` has exited: a pidfd
+    becomes readable then, whoever its parent is."""
+    with anyio.move_on_after(within):
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                await anyio.wait_readable(fd)
+            finally:
+                os.close(fd)
+
+
+async def _kill_descendants(root: int, within: float = 5.0) -> None:
+    """SIGKILL every descendant of ``root`` (``_reaper``: the tree stays whole below a
+    live shim) and wait until they are gone, again for any forked meanwhile."""
+    for _ in range(10):  # bounded: a fork bomb outruns any number of rounds
+        killed = kill_tree(root)
+        if not killed:
+            return
+        await _gone(killed, within)
+
+
+async def _kill_group(pgid: int, within: float = 5.0) -> None:
+    """SIGKILL process group ``pgid`` and wait until its members (as ``/proc`` lists
+    them) are gone."""
+    members = group_members(pgid)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    await _gone(members, within)
+
+
 async def stop_process(
     process: Process,
     grace: float,
@@ -120,7 +160,8 @@ async def stop_process(
     (its stdin closed, a shutdown message sent): wait ``grace`` seconds → SIGTERM →
     wait ``term_grace`` (default ``grace``) → SIGKILL → wait for the exit; returns
     the exit code. ``group``: signal the process group (a child started in its own
-    session) and kill the group even after a clean exit, for the grandchildren it
+    session), kill every descendant before the process itself (where ``/proc`` shows
+    the tree), and kill the group even after a clean exit, for the grandchildren it
     left. ``on_signal`` hears each signal before it is sent (for the log)."""
     if not await _exited_within(process, grace):
         if on_signal is not None:
@@ -129,11 +170,21 @@ async def stop_process(
         if not await _exited_within(process, grace if term_grace is None else term_grace):
             if on_signal is not None:
                 on_signal(signal.SIGKILL)
+            if group and process.returncode is None:
+                await _kill_descendants(process.pid)  # not reaped yet: its pid is still its
             _signal(process, signal.SIGKILL, group)
     if group:
-        _signal(process, signal.SIGKILL, group)
+        await _kill_group(process.pid)
     await process.wait()
     return process.returncode if process.returncode is not None else -signal.SIGKILL
+
+
+def _under_reaper(command: Sequence[str]) -> list[str]:
+    """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
+    the host is killed), else as it is."""
+    if not reaper_supported():
+        return list(command)
+    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *command]
 
 
 @dataclass(slots=True, frozen=True)
@@ -222,7 +273,7 @@ class ChildProcess:
         out_read, out_write = os.pipe()
         try:
             process = await anyio.open_process(
-                list(command),
+                _under_reaper(command),
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,

@@ -3,6 +3,9 @@ a crash, and no descendant outlives its provider's teardown or the host itself."
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -10,7 +13,8 @@ import pytest
 
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
-from hostd.transport import ProviderConnection
+from hostd.transport import ProviderConnection, _process
+from hostd.transport._reaper import descendants
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio
@@ -22,8 +26,20 @@ def _orphaning(mode: str, pidfile: Path) -> list[str]:
     return python("tests.transport.orphaning_provider", mode, str(pidfile))
 
 
+@pytest.fixture(params=["reaper", "no_reaper"])
+def reaper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways a provider runs: under the ``_reaper`` shim, and directly (where the
+    shim cannot work: then the host must see the exit itself)."""
+    if request.param == "no_reaper":
+        monkeypatch.setattr(_process, "reaper_supported", lambda: False)
+        return False
+    if not _process.reaper_supported():
+        pytest.skip("the reaper shim needs Linux /proc and prctl")
+    return True
+
+
 async def test_a_provider_that_exits_while_a_grandchild_holds_its_output_is_a_crash(
-    tmp_path: Path,
+    tmp_path: Path, reaper: bool
 ) -> None:
     pidfile = tmp_path / "pids"
     async with anyio.create_task_group() as tg:
@@ -38,13 +54,16 @@ async def test_a_provider_that_exits_while_a_grandchild_holds_its_output_is_a_cr
         )
         with anyio.fail_after(20), pytest.raises(ProviderCrashed) as crashed:
             await conn.query(QUERY)
-        assert "exited" in crashed.value.message
+        if not reaper:  # the shim kills the grandchild at once: then the output ends too
+            assert "exited (code 4) while its output stayed open" in crashed.value.message
         assert not conn.alive
         await conn.aclose()
     assert pidfile.read_text().split()  # the grandchild was there (and is gone: fixture)
 
 
-async def test_the_fan_out_reports_such_a_leg_crashed_not_timed_out(tmp_path: Path) -> None:
+async def test_the_fan_out_reports_such_a_leg_crashed_not_timed_out(
+    tmp_path: Path, reaper: bool
+) -> None:
     from hostd.engine import Host, ProviderSpec
 
     spec = ProviderSpec(
@@ -58,3 +77,76 @@ async def test_the_fan_out_reports_such_a_leg_crashed_not_timed_out(tmp_path: Pa
         with anyio.fail_after(25):
             fan = await host.query_all(QUERY, 100)
     assert fan.reports["exits"].status == "crashed"
+
+
+async def _gone(pids: list[int]) -> None:
+    """Until every one of ``pids`` has exited (a pidfd turns readable), within a hang guard."""
+    with anyio.fail_after(30):
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                await anyio.wait_readable(fd)
+            finally:
+                os.close(fd)
+
+
+def _recorded(pidfile: Path) -> list[int]:
+    return [int(p) for p in pidfile.read_text().split()]
+
+
+async def test_teardown_reaches_a_grandchild_that_left_the_process_group(
+    tmp_path: Path, reaper: bool
+) -> None:
+    if not reaper:
+        pytest.skip("without the shim a setsid() grandchild is out of reach (documented)")
+    pidfile = tmp_path / "pids"
+    async with anyio.create_task_group() as tg:
+        conn = await ProviderConnection.open(
+            "setsid",
+            _orphaning("setsid", pidfile),
+            task_group=tg,
+            env=marked_env(),
+            cwd=ROOT,
+            handshake_timeout=30,
+            grace=0.5,
+        )
+        (grandchild,) = _recorded(pidfile)  # written before the handshake was answered
+        assert os.getsid(grandchild) == grandchild != os.getsid(conn.child.pid)
+        assert (await conn.query(QUERY)).frames == []  # it serves meanwhile
+        await conn.aclose()
+    await _gone([grandchild])
+
+
+async def test_a_killed_host_takes_its_provider_and_every_descendant_with_it(
+    tmp_path: Path, reaper: bool
+) -> None:
+    if not reaper:
+        pytest.skip("without the shim a killed host leaves its providers (documented)")
+    pidfile = tmp_path / "pids"
+    host = await anyio.open_process(
+        python("tests.transport.lone_host", "setsid", str(pidfile)),
+        env={**os.environ, **marked_env()},
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert host.stdout is not None
+        seen = b""
+        with anyio.fail_after(60):
+            while b"ready\n" not in seen:  # after its log lines (structlog's stdout)
+                seen += await host.stdout.receive()
+        tree = descendants(host.pid)  # the shim, the provider and its grandchild
+        (grandchild,) = _recorded(pidfile)
+        assert grandchild in tree and len(tree) >= 3
+        host.kill()
+        assert await host.wait() == -signal.SIGKILL
+        await _gone(tree)
+    finally:
+        if host.returncode is None:
+            host.kill()
+            await host.wait()
+        await host.aclose()
