@@ -86,6 +86,23 @@ class LineSplitter:
                 self._discarding = True
         return items
 
+    def skip(self, chunk: bytes) -> int:
+        """``len(self.feed(chunk))``, leaving the splitter in the same state, without
+        making the lines: for lines that will only be counted (a stderr flood)."""
+        newlines = chunk.count(b"\n")
+        if not newlines:
+            return len(self.feed(chunk))  # at most the one OVERLONG of a growing line
+        # The first newline ends the line under way: an over-long one gave its item already.
+        items = newlines - (1 if self._discarding else 0)
+        self._discarding = False
+        self._buf.clear()
+        self._buf += memoryview(chunk)[chunk.rfind(b"\n") + 1 :]
+        if len(self._buf) > self.max_line_bytes:  # the unfinished last line is too long
+            items += 1
+            self._buf.clear()
+            self._discarding = True
+        return items
+
     @property
     def partial(self) -> bytearray:
         """The unfinished line held so far (never more than the bound); read it only."""

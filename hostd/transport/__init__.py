@@ -14,7 +14,8 @@ from ._cgp import CgpClient
 from ._connection import Binding, BindingClient, ProviderConnection
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
-from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env, stop_process
+from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
+from ._teardown import stop_process
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -39,9 +38,11 @@ from hostd.protocol import (
     LineSplitter,
 )
 
-from ._framing import LineReader, line_too_long
-from ._reaper import REAPER, group_members, kill_tree
+from ._framing import line_too_long
+from ._reaper import REAPER
 from ._reaper import supported as reaper_supported
+from ._stderr import StderrPolicy, StderrPump
+from ._teardown import stop_process
 
 __all__ = [
     "ENV_ALLOW_LIST",
@@ -49,7 +50,6 @@ __all__ = [
     "LineSink",
     "StderrPolicy",
     "scrubbed_env",
-    "stop_process",
 ]
 
 
@@ -93,108 +93,12 @@ def scrubbed_env(
     return env
 
 
-async def _exited_within(process: Process, within: float | None) -> bool:
-    """Whether ``process`` exited within ``within`` seconds (``None``: wait for it)."""
-    if process.returncode is not None:
-        return True
-    with anyio.move_on_after(within):
-        await process.wait()
-    return process.returncode is not None
-
-
-def _signal(process: Process, sig: signal.Signals, group: bool) -> None:
-    try:
-        if group:
-            os.killpg(process.pid, sig)
-        elif process.returncode is None:
-            process.send_signal(sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone (or the group emptied and its id was reused elsewhere)
-
-
-async def _gone(pids: Sequence[int], within: float) -> None:
-    """Wait (at most ``within`` seconds) until each of ``pids`` has exited: a pidfd
-    becomes readable then, whoever its parent is."""
-    with anyio.move_on_after(within):
-        for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                await anyio.wait_readable(fd)
-            finally:
-                os.close(fd)
-
-
-async def _kill_descendants(root: int, within: float = 5.0) -> None:
-    """SIGKILL every descendant of ``root`` (``_reaper``: the tree stays whole below a
-    live shim) and wait until they are gone, again for any forked meanwhile."""
-    for _ in range(10):  # bounded: a fork bomb outruns any number of rounds
-        killed = kill_tree(root)
-        if not killed:
-            return
-        await _gone(killed, within)
-
-
-async def _kill_group(pgid: int, within: float = 5.0) -> None:
-    """SIGKILL process group ``pgid`` and wait until its members (as ``/proc`` lists
-    them) are gone."""
-    members = group_members(pgid)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return
-    await _gone(members, within)
-
-
-async def stop_process(
-    process: Process,
-    grace: float,
-    *,
-    term_grace: float | None = None,
-    group: bool = False,
-    on_signal: Callable[[signal.Signals], None] | None = None,
-) -> int:
-    """The signal steps of every teardown ladder, once its process was asked to exit
-    (its stdin closed, a shutdown message sent): wait ``grace`` seconds → SIGTERM →
-    wait ``term_grace`` (default ``grace``) → SIGKILL → wait for the exit; returns
-    the exit code. ``group``: signal the process group (a child started in its own
-    session), kill every descendant before the process itself (where ``/proc`` shows
-    the tree), and kill the group even after a clean exit, for the grandchildren it
-    left. ``on_signal`` hears each signal before it is sent (for the log)."""
-    if not await _exited_within(process, grace):
-        if on_signal is not None:
-            on_signal(signal.SIGTERM)
-        _signal(process, signal.SIGTERM, group)
-        if not await _exited_within(process, grace if term_grace is None else term_grace):
-            if on_signal is not None:
-                on_signal(signal.SIGKILL)
-            if group and process.returncode is None:
-                await _kill_descendants(process.pid)  # not reaped yet: its pid is still its
-            _signal(process, signal.SIGKILL, group)
-    if group:
-        await _kill_group(process.pid)
-    await process.wait()
-    return process.returncode if process.returncode is not None else -signal.SIGKILL
-
-
 def _under_reaper(command: Sequence[str]) -> list[str]:
     """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
     the host is killed), else as it is."""
     if not reaper_supported():
         return list(command)
     return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *command]
-
-
-@dataclass(slots=True, frozen=True)
-class StderrPolicy:
-    """How much of a child's stderr reaches the log: the first ``burst`` lines, then one
-    summary every ``every`` lines (the rest is drained and counted, never buffered)."""
-
-    burst: int = 200
-    every: int = 1000
-    max_line_bytes: int = 64 * 1024
 
 
 class ChildProcess:
@@ -229,8 +133,7 @@ class ChildProcess:
         self._write_lock = anyio.Lock(fast_acquire=True)
         #: A cancelled ``send`` left part of a line in the pipe: the stream is unusable.
         self._cut_line = False
-        self.stderr_lines = 0
-        self.stderr_suppressed = 0
+        self._stderr = StderrPump(provider_id, policy)
         self.exited = anyio.Event()
         self._closing = False
         #: The stdout reader's protocol and its end, once ``start_reading`` ran.
@@ -242,6 +145,16 @@ class ChildProcess:
             f"<ChildProcess {self.provider_id} pid={self.pid} "
             f"returncode={self.process.returncode} stderr_lines={self.stderr_lines}>"
         )
+
+    @property
+    def stderr_lines(self) -> int:
+        """Lines read from the child's stderr so far (logged or not)."""
+        return self._stderr.lines
+
+    @property
+    def stderr_suppressed(self) -> int:
+        """Of those, the lines the rate limit kept out of the log."""
+        return self._stderr.suppressed
 
     @property
     def pid(self) -> int:
@@ -294,7 +207,8 @@ class ChildProcess:
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
-        task_group.start_soon(self._pump_stderr)
+        assert self.process.stderr is not None
+        task_group.start_soon(self._stderr.run, self.process.stderr)
         task_group.start_soon(self._watch_exit)
 
     async def _watch_exit(self) -> None:
@@ -325,33 +239,6 @@ class ChildProcess:
                     f"provider exited (code {self.returncode}) while its output stayed open"
                 )
             )
-
-    async def _pump_stderr(self) -> None:
-        assert self.process.stderr is not None
-        reader = LineReader(self.process.stderr, self.policy.max_line_bytes, keep_unterminated=True)
-        while True:
-            try:
-                raw = await reader.receive_line()
-            except anyio.EndOfStream:
-                break
-            except Exception:  # LineTooLong: counted, the pump moves on
-                raw = b"<over-long stderr line>"
-            self.stderr_lines += 1
-            n = self.stderr_lines
-            if n <= self.policy.burst:
-                log.info(
-                    "provider.stderr",
-                    provider=self.provider_id,
-                    line=raw.decode("utf-8", errors="replace")[:2000],
-                )
-            else:
-                self.stderr_suppressed += 1
-                if (n - self.policy.burst) % self.policy.every == 0:
-                    log.warning(
-                        "provider.stderr.suppressed",
-                        provider=self.provider_id,
-                        suppressed=self.stderr_suppressed,
-                    )
 
     async def start_reading(
         self, sink: LineSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
