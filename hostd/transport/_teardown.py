@@ -18,7 +18,7 @@ from anyio.abc import Process
 
 from ._reaper import group_members, kill_tree
 
-__all__ = ["stop_process"]
+__all__ = ["stop_process", "wait_exited"]
 
 
 async def _exited_within(process: Process, within: float | None) -> bool:
@@ -40,19 +40,23 @@ def _signal(process: Process, sig: signal.Signals, group: bool) -> None:
         pass  # already gone (or the group emptied and its id was reused elsewhere)
 
 
+async def wait_exited(pids: Sequence[int]) -> None:
+    """Until each of ``pids`` has exited: its pidfd turns readable then, whoever its
+    parent is (a zombie has exited)."""
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            await anyio.wait_readable(fd)
+        finally:
+            os.close(fd)
+
+
 async def _gone(pids: Sequence[int], within: float) -> None:
-    """Wait (at most ``within`` seconds) until each of ``pids`` has exited: a pidfd
-    becomes readable then, whoever its parent is."""
-    with anyio.move_on_after(within):
-        for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                await anyio.wait_readable(fd)
-            finally:
-                os.close(fd)
+    with anyio.move_on_after(within):  # a process stuck in the kernel does not hang teardown
+        await wait_exited(pids)
 
 
 async def _kill_descendants(root: int, within: float = 5.0) -> None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
 from hostd.transport import ProviderConnection, _process
 from hostd.transport._reaper import descendants
+from hostd.transport._teardown import wait_exited
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio
@@ -24,6 +27,18 @@ QUERY = ContextQuery(goal="g", max_frames=1, max_tokens=10)
 
 def _orphaning(mode: str, pidfile: Path) -> list[str]:
     return python("tests.transport.orphaning_provider", mode, str(pidfile))
+
+
+async def _open(tg: TaskGroup, mode: str, pidfile: Path) -> ProviderConnection:
+    return await ProviderConnection.open(
+        mode,
+        _orphaning(mode, pidfile),
+        task_group=tg,
+        env=marked_env(),
+        cwd=ROOT,
+        handshake_timeout=30,
+        grace=0.5,
+    )
 
 
 @pytest.fixture(params=["reaper", "no_reaper"])
@@ -43,15 +58,7 @@ async def test_a_provider_that_exits_while_a_grandchild_holds_its_output_is_a_cr
 ) -> None:
     pidfile = tmp_path / "pids"
     async with anyio.create_task_group() as tg:
-        conn = await ProviderConnection.open(
-            "exits",
-            _orphaning("exit_mid_query", pidfile),
-            task_group=tg,
-            env=marked_env(),
-            cwd=ROOT,
-            handshake_timeout=30,
-            grace=0.5,
-        )
+        conn = await _open(tg, "exit_mid_query", pidfile)
         with anyio.fail_after(20), pytest.raises(ProviderCrashed) as crashed:
             await conn.query(QUERY)
         if not reaper:  # the shim kills the grandchild at once: then the output ends too
@@ -80,17 +87,8 @@ async def test_the_fan_out_reports_such_a_leg_crashed_not_timed_out(
 
 
 async def _gone(pids: list[int]) -> None:
-    """Until every one of ``pids`` has exited (a pidfd turns readable), within a hang guard."""
-    with anyio.fail_after(30):
-        for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                await anyio.wait_readable(fd)
-            finally:
-                os.close(fd)
+    with anyio.fail_after(30):  # a hang guard; the fixture also checks by the env mark
+        await wait_exited(pids)
 
 
 def _recorded(pidfile: Path) -> list[int]:
@@ -104,15 +102,7 @@ async def test_teardown_reaches_a_grandchild_that_left_the_process_group(
         pytest.skip("without the shim a setsid() grandchild is out of reach (documented)")
     pidfile = tmp_path / "pids"
     async with anyio.create_task_group() as tg:
-        conn = await ProviderConnection.open(
-            "setsid",
-            _orphaning("setsid", pidfile),
-            task_group=tg,
-            env=marked_env(),
-            cwd=ROOT,
-            handshake_timeout=30,
-            grace=0.5,
-        )
+        conn = await _open(tg, "setsid", pidfile)
         (grandchild,) = _recorded(pidfile)  # written before the handshake was answered
         assert os.getsid(grandchild) == grandchild != os.getsid(conn.child.pid)
         assert (await conn.query(QUERY)).frames == []  # it serves meanwhile
@@ -150,3 +140,19 @@ async def test_a_killed_host_takes_its_provider_and_every_descendant_with_it(
             host.kill()
             await host.wait()
         await host.aclose()
+
+
+@pytest.mark.parametrize(
+    ("code", "returncode"),
+    [
+        ("raise SystemExit(7)", 7),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", -signal.SIGTERM),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),
+    ],
+)
+def test_the_shim_exits_as_its_provider_did(code: str, returncode: int, reaper: bool) -> None:
+    if not reaper:
+        pytest.skip("the shim itself")
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(_process._under_reaper(command), env=marked_env(), timeout=60)
+    assert done.returncode == returncode

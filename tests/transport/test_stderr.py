@@ -49,19 +49,21 @@ async def test_a_flood_is_bounded_in_the_log_and_its_suppressed_lines_are_counte
     assert {e["provider"] for e in summaries} == {"flood"}
 
 
-async def test_a_quiet_provider_gets_every_line_and_no_summary() -> None:
-    code = "import sys; sys.stderr.write('a\\nb\\n' * 10); sys.stderr.write('c')"
+async def test_stderr_lines_reach_the_log_tagged_with_the_provider_id() -> None:
+    # Within the bucket every line is logged, the unterminated last one too; no summary.
+    code = "import sys; sys.stderr.write('warming up\\nready\\n' * 10 + 'bye')"
     with capture_logs() as logs:
         async with anyio.create_task_group() as tg:
             child = await ChildProcess.spawn(
-                "quiet", [sys.executable, "-c", code], env=marked_env()
+                "noisy", [sys.executable, "-c", code], env=marked_env()
             )
             child.start_pumps(tg)
             with anyio.fail_after(60):
                 await child.exited.wait()
             await child.aclose(grace=5)
-    assert [e["line"] for e in logs if e["event"] == "provider.stderr"] == ["a", "b"] * 10 + ["c"]
-    assert child.stderr_suppressed == 0
+    lines = [(e["provider"], e["line"]) for e in logs if e["event"] == "provider.stderr"]
+    assert lines == [("noisy", "warming up"), ("noisy", "ready")] * 10 + [("noisy", "bye")]
+    assert (child.stderr_lines, child.stderr_suppressed) == (21, 0)
     assert "provider.stderr.suppressed" not in [e["event"] for e in logs]
 
 
