@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
-import json
 import os
 import secrets
 import signal
 import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,9 +28,12 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
+from hostd.errors import RpcError
 from hostd.logging import flush_logs, get_logger
+from hostd.rpc import decode, encode
 
-from ._connection import Connection, dispatch_one
+from ._api import dispatch_one
+from ._connection import Connection, Limits
 from ._listeners import (
     open_stdio,
     open_tcp_listener,
@@ -100,7 +103,7 @@ class Daemon:
 
     def remember_usage(self, request_id: str, usage: Any) -> None:
         # Serialised, not kept as an object graph: a report lists every served FrameId.
-        self._usage[request_id] = json.dumps(usage, separators=(",", ":")).encode()
+        self._usage[request_id] = encode(usage)
         while len(self._usage) > _USAGE_KEPT:
             self._usage.popitem(last=False)
 
@@ -114,7 +117,7 @@ class Daemon:
 
     def usage_of(self, request_id: str) -> Any:
         raw = self._usage.get(request_id)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else decode(raw)
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {
@@ -325,13 +328,35 @@ class Daemon:
                 return b""
 
         async with stream:
-            await Connection(self, receive, stream.send, name=name, token=token).serve()
+            await self._connection(receive, stream.send, name=name, token=token).serve()
+
+    def _connection(
+        self,
+        receive: Callable[[], Any],
+        send: Callable[[bytes], Any],
+        *,
+        name: str,
+        token: str | None = None,
+        drain_on_eof: bool = False,
+    ) -> Connection:
+        cfg = self.config.host
+        limits = Limits(cfg.max_line_bytes, cfg.max_in_flight, cfg.max_batch)
+        return Connection(
+            self,
+            receive,
+            send,
+            partial(dispatch_one, self),
+            limits,
+            name=name,
+            token=token,
+            drain_on_eof=drain_on_eof,
+        )
 
     async def _serve_stdio(self, wire_fd: int) -> None:
         stdio = await open_stdio(0, wire_fd)
         try:
-            await Connection(
-                self, stdio.receive, stdio.send, name="stdio", drain_on_eof=True
+            await self._connection(
+                stdio.receive, stdio.send, name="stdio", drain_on_eof=True
             ).serve()
         finally:
             stdio.close()
@@ -341,6 +366,8 @@ class Daemon:
 
 class _NullConnection:
     """The connection of an in-process session: notifications go nowhere."""
+
+    name = "local"
 
     async def send(self, obj: Any) -> None:
         return None
@@ -356,8 +383,6 @@ class LocalSession:
         self._daemon = daemon
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        from hostd.client import RpcError
-
         msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
         reply = await dispatch_one(self._daemon, _NullConnection(), msg)
         if "error" in reply:

@@ -96,14 +96,15 @@ async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_da
         assert isinstance(replies, list) and len(replies) == 3
         for reply in replies:
             assert_error(reply, -32600, None)
-        # A lone surrogate in a string is legal JSON; the reply must still be valid UTF-8.
-        err = assert_error(
+        # A lone surrogate has no UTF-8 form: the line is not text, a parse error, and
+        # no reply ever echoes it.
+        assert_error(
             await raw.ask(
                 b'{"jsonrpc":"2.0","id":"\\ud800","method":"context/compose",'
                 b'"params":{"goal":"\\ud800","budget":"x"}}\n'
             ),
-            -32602,
-            "\ud800",
+            -32700,
+            None,
         )
         # Nesting deep enough to exhaust the parser's recursion is a parse error too.
         assert_error(await raw.ask(b"[" * 100_000 + b"]" * 100_000 + b"\n"), -32700, None)
