@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Awaitable, Mapping
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from hostd.config import Config
 from hostd.errors import (
@@ -107,6 +107,18 @@ class RequestContext:
         self.connection.cancel(id_)
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return value
+
+
+#: A name or text that must say something: whitespace alone is refused (−32602).
+_Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+#: JSON integers only: ``true``, ``"100"`` and ``1.5`` are refused, never coerced.
+_Count = Annotated[int, Field(strict=True)]
+
+
 class _Params(BaseModel):
     # Our own API: a misspelt member is a named error, not silently ignored.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -119,15 +131,15 @@ class FloorParam(_Params):
 
 
 class QueryParams(_Params):
-    goal: Annotated[str, Field(min_length=1, max_length=_MAX_STR)]
+    goal: Annotated[_Text, Field(max_length=_MAX_STR)]
     query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
     kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
     anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
     as_of: str | None = None
-    budget: Annotated[int, Field(gt=0, le=10_000_000)] | None = None
-    max_frames: Annotated[int, Field(ge=1, le=10_000)] = 64
+    budget: Annotated[_Count, Field(gt=0, le=10_000_000)] | None = None
+    max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
     providers: list[Annotated[str, Field(min_length=1)]] | None = None
-    timeout_ms: Annotated[int, Field(gt=0, le=600_000)] | None = None
+    timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
     session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     progress_token: str | int | None = None
     #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.
@@ -137,6 +149,7 @@ class QueryParams(_Params):
 
 
 class ComposeParams(QueryParams):
+    #: Passed to ``hostd.compose.strategy_from_wire`` as given: it owns the spellings.
     strategy: str | dict[str, Any] | None = None
     placement: str | None = None
     floors: list[FloorParam] = Field(default_factory=list)
@@ -144,9 +157,9 @@ class ComposeParams(QueryParams):
 
 
 class ConsentParams(_Params):
-    provider: Annotated[str, Field(min_length=1)]
-    scope: Annotated[str, Field(min_length=1, max_length=1024)]
-    grantor: Annotated[str, Field(min_length=1, max_length=256)] = "client"
+    provider: _Text
+    scope: Annotated[_Text, Field(max_length=1024)]
+    grantor: Annotated[_Text, Field(max_length=256)] = "client"
 
 
 class ConsentListParams(_Params):
@@ -180,6 +193,14 @@ def _check_providers(ctx: RequestContext, wanted: list[str] | None) -> list[str]
     if not chosen:
         raise NoProviderAvailable("no provider available: none is configured or selected")
     return chosen
+
+
+def _check_named_providers(ctx: RequestContext, field: str, shares: Mapping[str, Any]) -> None:
+    """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
+    known = ctx.daemon.provider_ids()
+    for pid in sorted(shares):
+        if pid != "*" and pid not in known:
+            raise UnknownProvider(f"{field}: unknown provider {pid!r}", provider=pid, field=field)
 
 
 async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_budget: int) -> Any:
@@ -253,6 +274,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         strategy = c.strategy_from_wire(p.strategy) if p.strategy is not None else None
     except (ValueError, TypeError) as exc:
         raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
+    _check_named_providers(ctx, "caps", p.caps or {})
+    _check_named_providers(ctx, "strategy", getattr(strategy, "weights", None) or {})
     placement = p.placement or "edges"
     if placement not in c.PLACEMENTS:
         raise InvalidParam(
