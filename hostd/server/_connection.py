@@ -9,6 +9,13 @@ per-connection limits on batch size and requests in flight; ``$/cancel``
 cancels the named request's work and suppresses its reply; and, for sockets, a
 client that goes away cancels everything it had in flight.
 
+A connection with a token (TCP) is *unauthenticated* until its first message,
+``$/authenticate``, carries the token: until then it may hold no more than a
+small line (``Limits.pre_auth_line_bytes``), must authenticate within
+``Limits.auth_timeout_s`` or be closed, and is counted apart
+(``connections_unauthenticated``) so the daemon can cap such connections on
+their own, never at the expense of Unix-socket or authenticated clients.
+
 Method semantics are not here: each request is handed to the ``dispatch``
 callable the daemon injects. This module imports neither ``_api`` nor
 ``_daemon`` (tests/test_layers.py).
@@ -32,7 +39,7 @@ from hostd.errors import (
     Unauthorized,
 )
 from hostd.logging import get_logger
-from hostd.protocol import OVERLONG, LineSplitter
+from hostd.protocol import LineSplitter
 from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 
 __all__ = ["Connection", "Dispatch", "Limits", "Owner"]
@@ -63,6 +70,9 @@ class Limits:
     max_line_bytes: int
     max_in_flight: int
     max_batch: int
+    #: Before ``$/authenticate``: the longest line, and how long a client may take.
+    pre_auth_line_bytes: int = 4096
+    auth_timeout_s: float = 5.0
 
 
 def _id_key(value: Any) -> bytes:
@@ -100,6 +110,18 @@ class Connection:
         self._idle.set()
         self._broken = False
         self._tg: Any = None
+        # Counted from construction (the daemon constructs as it accepts), so a burst of
+        # accepts cannot overshoot the caps before the first connection task runs.
+        owner.counters["connections_total"] += 1
+        owner.counters[self._counted] += 1
+
+    @property
+    def _counted(self) -> str:
+        return "connections_open" if self._authenticated else "connections_unauthenticated"
+
+    @property
+    def authenticated(self) -> bool:
+        return self._authenticated
 
     # -- outbound ----------------------------------------------------------------------
 
@@ -140,13 +162,12 @@ class Connection:
     # -- serving -----------------------------------------------------------------------
 
     async def serve(self) -> None:
-        counters = self.owner.counters
-        counters["connections_total"] += 1
-        counters["connections_open"] += 1
         log.debug("connection.opened", connection=self.name)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                if not self._authenticated:
+                    tg.start_soon(self._auth_deadline)
                 await self._read()
                 if self._drain_on_eof and not self._broken:
                     await self._idle.wait()
@@ -156,27 +177,41 @@ class Connection:
         except Exception as exc:  # a bug here costs this connection, never the daemon
             log.error("connection.crashed", connection=self.name, exc_info=exc)
         finally:
-            counters["connections_open"] -= 1
+            self.owner.counters[self._counted] -= 1
             log.debug("connection.closed", connection=self.name)
+
+    async def _auth_deadline(self) -> None:
+        # A timer, not a wait: the client's time to authenticate runs out here.
+        await anyio.sleep(self._limits.auth_timeout_s)
+        if not self._authenticated:
+            log.warning("client.auth_timeout", connection=self.name)
+            self._tg.cancel_scope.cancel()
 
     async def _read(self) -> None:
         """Handle lines until EOF or a line that closes the connection. A partial line
         at EOF is dropped (half a line, then a disconnect, is not a request)."""
         splitter = LineSplitter(self._limits.max_line_bytes)
+        pre_auth = self._limits.pre_auth_line_bytes
         while chunk := await self._receive():
             for item in splitter.feed(chunk):
-                if item is OVERLONG:
-                    if not await self._line_too_long(splitter.max_line_bytes):
-                        return
+                if not self._authenticated and (
+                    not isinstance(item, bytes) or len(item) > pre_auth
+                ):
+                    # Before the token, a big line is not a client's mistake to forgive.
+                    await self._line_too_long(pre_auth)
+                    return
+                if not isinstance(item, bytes):  # OVERLONG: feed yields nothing else
+                    await self._line_too_long(self._limits.max_line_bytes)
                     continue
-                assert isinstance(item, bytes)  # feed yields lines and OVERLONG only
                 if item.strip() and not await self._handle_line(item):
                     return
+            if not self._authenticated and len(splitter.partial) > pre_auth:
+                await self._line_too_long(pre_auth)
+                return
 
-    async def _line_too_long(self, limit: int) -> bool:
+    async def _line_too_long(self, limit: int) -> None:
         log.warning("client.line_too_long", connection=self.name, max_line_bytes=limit)
         await self.send(error_reply(RequestLineTooLong("line too long", max_line_bytes=limit)))
-        return True
 
     async def _handle_line(self, line: bytes) -> bool:
         """Handle one line; False closes the connection."""
@@ -292,7 +327,10 @@ class Connection:
                 token = params["token"]
         assert self._token is not None
         if token is not None and hmac.compare_digest(token.encode(), self._token.encode()):
+            counters = self.owner.counters
+            counters["connections_unauthenticated"] -= 1
             self._authenticated = True
+            counters["connections_open"] += 1
             if isinstance(msg, dict) and "id" in msg:
                 await self.send(
                     {"jsonrpc": "2.0", "result": {"authenticated": True}, "id": reply_id(msg)}

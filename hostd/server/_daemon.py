@@ -48,6 +48,9 @@ log = get_logger("hostd.server")
 
 #: Usage reports kept for ``usage/report`` (UR1), as compact JSON: bounded memory.
 _USAGE_KEPT = 1024
+#: TCP connections not yet authenticated, counted apart from ``max_connections`` so
+#: that idle or slow ones can never lock Unix-socket or authenticated clients out.
+MAX_UNAUTHENTICATED = 64
 
 
 class Daemon:
@@ -312,23 +315,29 @@ class Daemon:
                 log.error("host.accept_failed", error=exc.strerror)
                 await anyio.sleep(0.05)
                 continue
-            if self.counters["connections_open"] >= self.config.host.max_connections:
-                log.warning("host.connection_refused", limit=self.config.host.max_connections)
+            if token is not None:
+                counted, limit = "connections_unauthenticated", MAX_UNAUTHENTICATED
+            else:
+                counted, limit = "connections_open", self.config.host.max_connections
+            if self.counters[counted] >= limit:
+                log.warning("host.connection_refused", limit=limit, counted=counted)
                 await stream.aclose()
                 continue
-            conns.start_soon(self._serve_stream, stream, token)
+            name = f"{'tcp' if token else 'unix'}#{self.counters['connections_total'] + 1}"
 
-    async def _serve_stream(self, stream: SocketStream, token: str | None) -> None:
-        name = f"{'tcp' if token else 'unix'}#{self.counters['connections_total'] + 1}"
+            async def receive(stream: SocketStream = stream) -> bytes:
+                try:
+                    return await stream.receive(1 << 16)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return b""
 
-        async def receive() -> bytes:
-            try:
-                return await stream.receive(1 << 16)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                return b""
+            # Constructed here, not in the task: it is counted before the next accept.
+            connection = self._connection(receive, stream.send, name=name, token=token)
+            conns.start_soon(self._serve_stream, stream, connection)
 
+    async def _serve_stream(self, stream: SocketStream, connection: Connection) -> None:
         async with stream:
-            await self._connection(receive, stream.send, name=name, token=token).serve()
+            await connection.serve()
 
     def _connection(
         self,
@@ -340,7 +349,12 @@ class Daemon:
         drain_on_eof: bool = False,
     ) -> Connection:
         cfg = self.config.host
-        limits = Limits(cfg.max_line_bytes, cfg.max_in_flight, cfg.max_batch)
+        limits = Limits(
+            cfg.max_line_bytes,
+            cfg.max_in_flight,
+            cfg.max_batch,
+            auth_timeout_s=cfg.auth_timeout_s,
+        )
         return Connection(
             self,
             receive,
