@@ -36,6 +36,7 @@ from hostd.errors import (
     Overloaded,
     ParseError,
     RequestLineTooLong,
+    ShuttingDown,
     Unauthorized,
 )
 from hostd.logging import get_logger
@@ -109,6 +110,7 @@ class Connection:
         self._idle = anyio.Event()
         self._idle.set()
         self._broken = False
+        self._aborting = False
         self._tg: Any = None
         # Counted from construction (the daemon constructs as it accepts), so a burst of
         # accepts cannot overshoot the caps before the first connection task runs.
@@ -143,6 +145,14 @@ class Connection:
     def cancel(self, id_: Any) -> None:
         for scope in self._scopes.get(_id_key(id_), ()):
             scope.cancel()
+
+    def abort_in_flight(self) -> None:
+        """The grace period is over: cancel every request in flight and answer each
+        with ``shutting_down`` (−32006) instead of closing on it without a word."""
+        self._aborting = True
+        for scopes in list(self._scopes.values()):
+            for scope in scopes:
+                scope.cancel()
 
     def _register(self, msg: Any) -> anyio.CancelScope:
         scope = anyio.CancelScope()
@@ -315,7 +325,13 @@ class Connection:
     async def _dispatch_in(self, msg: Any, scope: anyio.CancelScope) -> Any:
         with scope:
             return await self._dispatch_one(self, msg)
-        # Reached only when ``scope`` was cancelled by $/cancel: no reply for it.
+        # Reached only when ``scope`` was cancelled: by $/cancel (no reply for it), or
+        # at the end of the grace period (the client is told why).
+        if self._aborting:
+            log.info("request.aborted", connection=self.name)
+            return error_reply(
+                ShuttingDown("hostd is shutting down: the grace period is over"), reply_id(msg)
+            )
         log.info("request.cancelled", connection=self.name)
         return _NO_REPLY
 

@@ -48,6 +48,8 @@ log = get_logger("hostd.server")
 
 #: Usage reports kept for ``usage/report`` (UR1), as compact JSON: bounded memory.
 _USAGE_KEPT = 1024
+#: Past the grace period, how long the in-flight requests' shutting_down replies get.
+_ABORT_REPLY_S = 1.0
 #: TCP connections not yet authenticated, counted apart from ``max_connections`` so
 #: that idle or slow ones can never lock Unix-socket or authenticated clients out.
 MAX_UNAUTHENTICATED = 64
@@ -74,6 +76,7 @@ class Daemon:
         self._provider_ids = frozenset(p.id for p in config.provider)
         self.socket_path: Path | None = None
         self._drain_scope: anyio.CancelScope | None = None
+        self._connections: set[Connection] = set()
         self.tcp_address: tuple[str, int] | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: Any = None
@@ -280,6 +283,11 @@ class Daemon:
                 await self._idle.wait()
             if waited.cancelled_caught:
                 log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
+                # Each request still in flight is answered shutting_down, not cut off.
+                with anyio.move_on_after(_ABORT_REPLY_S):
+                    for connection in list(self._connections):
+                        connection.abort_in_flight()
+                    await self._idle.wait()
             conns.cancel_scope.cancel()
 
     async def _flush_logs_periodically(self) -> None:
@@ -337,7 +345,14 @@ class Daemon:
 
     async def _serve_stream(self, stream: SocketStream, connection: Connection) -> None:
         async with stream:
+            await self._tracked(connection)
+
+    async def _tracked(self, connection: Connection) -> None:
+        self._connections.add(connection)
+        try:
             await connection.serve()
+        finally:
+            self._connections.discard(connection)
 
     def _connection(
         self,
@@ -369,9 +384,9 @@ class Daemon:
     async def _serve_stdio(self, wire_fd: int) -> None:
         stdio = await open_stdio(0, wire_fd)
         try:
-            await self._connection(
-                stdio.receive, stdio.send, name="stdio", drain_on_eof=True
-            ).serve()
+            await self._tracked(
+                self._connection(stdio.receive, stdio.send, name="stdio", drain_on_eof=True)
+            )
         finally:
             stdio.close()
         # The client closed stdin: nobody can send more; stop gracefully.
