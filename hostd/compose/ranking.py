@@ -12,14 +12,13 @@ key, so it is a pure function of the candidate set.
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, islice, repeat, zip_longest
-from operator import add, and_, eq, ge, itemgetter, le, not_, truediv
+from itertools import zip_longest
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
-from ._candidates import CandidateSet, FramePair, SortKey, rank_desc
+from ._candidates import CandidateSet, FramePair, rank_desc
 
 __all__ = [
     "PerProviderQuota",
@@ -33,8 +32,6 @@ __all__ = [
 ]
 
 Frames = CandidateSet | Iterable[FramePair]
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
 
 
 @runtime_checkable
@@ -45,6 +42,34 @@ class Strategy(Protocol):
     def name(self) -> str: ...
 
     def order(self, frames: Frames) -> list[int]: ...
+
+
+def provider_lists(frames: Frames) -> dict[str, list[tuple[int, float]]]:
+    """Each provider's own ranked list, providers in id order.
+
+    A provider's list holds every candidate it vouched for (after dedup, a
+    frame may be vouched for by several) with that provider's own best score
+    for the evidence, best first, canonical FrameId on ties. Rank and score in
+    one list never meet another provider's scores (F10).
+    """
+    c = CandidateSet.of(frames)
+    support = c.support
+    entries: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
+    for i, (p, s) in enumerate(zip(c.provider_ids, c.scores, strict=True)):
+        sup = support.get(i)
+        if sup is None:
+            entries[p].append((i, s))
+        else:
+            for q, t in sup:
+                entries[q].append((i, t))
+    return {p: _ranked(c, entries[p]) for p in sorted(entries)}
+
+
+def _ranked(c: CandidateSet, entries: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``(candidate, score)`` entries by score descending, canonical FrameId on ties."""
+    idx = [i for i, _ in entries]
+    order = rank_desc(range(len(entries)), [s for _, s in entries], lambda j: c.key(idx[j]))
+    return [entries[j] for j in order]
 
 
 @dataclass(slots=True, frozen=True)
@@ -107,33 +132,18 @@ class PerProviderQuota:
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
         k = self.effective_k
-        # One ranking by score; each provider's top k (its own order is the
-        # global one restricted to it) move to the front, both parts keeping
-        # the global order. The walk for the top k stops once every provider
-        # has its k (or the ranking ends).
-        ranked = c.by_score()
-        waiting = dict.fromkeys(c.provider_ids, k)
         pids = c.provider_ids
+        taken: Counter[str] = Counter()
         first: list[int] = []
-        walked = len(ranked)
-        for pos, i in enumerate(ranked):
+        rest: list[int] = []
+        for i in c.by_score():
             p = pids[i]
-            left = waiting.get(p)
-            if left is None:
-                continue
-            first.append(i)
-            if left == 1:
-                del waiting[p]
-                if not waiting:
-                    walked = pos + 1
-                    break
+            if taken[p] < k:
+                taken[p] += 1
+                first.append(i)
             else:
-                waiting[p] = left - 1
-        # Everything moved to the front lies within the walked prefix, so only
-        # that prefix is rewritten (in place); the rest keeps the score order.
-        chosen = set(first)
-        ranked[:walked] = first + list(filterfalse(chosen.__contains__, islice(ranked, walked)))
-        return ranked
+                rest.append(i)
+        return first + rest
 
     def to_wire(self) -> Any:
         return {"quota": self.k}
@@ -179,159 +189,24 @@ class ReciprocalRankFusion:
             return 1.0
         return self.weights.get(provider_id, 1.0)
 
-    def _lists(self, c: CandidateSet) -> list[tuple[str, list[int], list[float], list[int]]]:
-        """Per provider, in id order: its ranked list (candidate indices, best
-        first), each entry's contribution ``weight / (k + rank)``, and the
-        0-based ranks of the entries vouched for by several providers."""
-        n = len(c)
-        scores = c.scores
-        support = c.support
-        # Frames vouched for by several providers (after dedup) sit in each of
-        # those providers' lists, valued by that provider's own best score.
-        vouched: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, sup in support.items():
-            for p, s in sup:
-                vouched[p].append((i, s))
-        groups = c.split_by_provider(range(n))
-        ranked: list[tuple[str, list[int], list[int]]] = []
-        for p in sorted(groups.keys() | vouched.keys()):
-            more = vouched.get(p)
-            if not more:
-                ranked.append((p, rank_desc(groups[p], scores, c.key, c.key_column), []))
-                continue
-            own = list(filterfalse(support.__contains__, groups.get(p, ())))
-            idx = own + list(map(_FIRST, more))
-            vals = list(map(scores.__getitem__, own)) + list(map(_SECOND, more))
-
-            def key_at(j: int, idx: list[int] = idx) -> SortKey:
-                return c.key(idx[j])
-
-            local = rank_desc(range(len(idx)), vals, key_at)
-            # Entries past ``own`` in ``idx`` are the vouched ones.
-            shared_ranks = list(compress(range(len(local)), map(le, repeat(len(own)), local)))
-            ranked.append((p, list(map(idx.__getitem__, local)), shared_ranks))
-        # One table of ``w / (k + rank)`` per distinct weight, as long as the
-        # longest list it serves: every provider's contributions are a prefix
-        # of it (the same float each provider would compute).
-        k = self.k
-        longest: dict[float, int] = {}
-        for p, lst, _ in ranked:
-            w = self.weight(p)
-            longest[w] = max(longest.get(w, 0), len(lst))
-        tables = {
-            w: list(map(truediv, repeat(w, m), map(add, repeat(k, m), range(1, m + 1))))
-            for w, m in longest.items()
-        }
-        out: list[tuple[str, list[int], list[float], list[int]]] = []
-        for p, lst, shared_ranks in ranked:
-            table = tables[self.weight(p)]
-            out.append(
-                (p, lst, table if len(table) == len(lst) else table[: len(lst)], shared_ranks)
-            )
-        return out
-
-    def _shared_sums(
-        self, c: CandidateSet, lists: list[tuple[str, list[int], list[float], list[int]]]
-    ) -> dict[int, float]:
-        # Providers are visited in id order, so the float sums are the same
-        # whatever order the frames arrived in.
-        shared: dict[int, float] = dict.fromkeys(c.support, 0.0)
-        for _, lst, contrib, ranks in lists:
-            for r in ranks:
-                shared[lst[r]] += contrib[r]
-        return shared
-
     def fused_scores(self, frames: Frames) -> list[float]:
-        """The fused value of every candidate (what ``order`` sorts on)."""
+        """The fused value of every candidate (what ``order`` sorts on).
+
+        Providers are visited in id order, so the float sums are the same
+        whatever order the frames arrived in.
+        """
         c = CandidateSet.of(frames)
-        lists = self._lists(c)
         fused = [0.0] * len(c)
-        # A frame in one list only gets 0.0 + w / (k + rank), i.e. exactly its
-        # one contribution, written in a C-level pass; frames in several lists
-        # are summed in provider order.
-        for _, lst, contrib, _ in lists:
-            deque(map(fused.__setitem__, lst, contrib), maxlen=0)
-        for i, total in self._shared_sums(c, lists).items():
-            fused[i] = total
+        k = self.k
+        for p, entries in provider_lists(c).items():
+            w = self.weight(p)
+            for rank, (i, _) in enumerate(entries, start=1):
+                fused[i] += w / (k + rank)
         return fused
 
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
-        lists = self._lists(c)
-        support = c.support
-        pids = c.provider_ids
-        # Every candidate once with its fused value: each provider's frames in
-        # one list only (in its own rank order, so the values come as descending
-        # runs a merge sort takes in linear passes), then the shared ones.
-        owners = {pids[i] for i in support}
-        seq: list[int] = []
-        seq_vals: list[float] = []
-        for p, lst, contrib, ranks in lists:
-            if ranks:
-                # the vouched entries sit at ``ranks``; the rest are this provider's own
-                keep = bytearray(b"\x01") * len(lst)
-                for r in ranks:
-                    keep[r] = 0
-                seq.extend(compress(lst, keep))
-                seq_vals.extend(compress(contrib, keep))
-                continue
-            if p in owners:
-                in_shared = list(map(support.__contains__, lst))
-                if True in in_shared:
-                    own_mask = list(map(not_, in_shared))
-                    seq.extend(compress(lst, own_mask))
-                    seq_vals.extend(compress(contrib, own_mask))
-                    continue
-            seq.extend(lst)
-            seq_vals.extend(contrib)
-        singles = len(seq)
-        shared = self._shared_sums(c, lists)
-        seq.extend(shared.keys())
-        seq_vals.extend(shared.values())
-        n = len(seq)
-        perm = sorted(range(n), key=seq_vals.__getitem__, reverse=True)
-        order = list(map(seq.__getitem__, perm))
-        # Equal values end in canonical FrameId order (provider id first). The
-        # sort is stable and ``seq`` lists the providers in id order, so a run
-        # of equal values is already in key order unless two of its members
-        # come from one provider or it holds a shared frame (listed last).
-        # Providers of one weight take prefixes of one table of contributions,
-        # so the longest of them speaks for all.
-        longest: dict[float, list[float]] = {}
-        for p, _, contrib, _ in lists:
-            w = self.weight(p)
-            if len(contrib) > len(longest.get(w, ())):
-                longest[w] = contrib
-        if all(len(set(t)) == len(t) for t in longest.values()):
-            # Within a provider no two values are equal: only the runs around
-            # shared frames can be out of key order.
-            suspects: Iterable[int] = (
-                j
-                for j in compress(range(n), map(le, repeat(singles), perm))
-                if (j > 0 and seq_vals[perm[j - 1]] == seq_vals[perm[j]])
-                or (j + 1 < n and seq_vals[perm[j + 1]] == seq_vals[perm[j]])
-            )
-        else:
-            vals = list(map(seq_vals.__getitem__, perm))
-            by = list(map(pids.__getitem__, order))
-            suspects = compress(
-                range(n - 1),
-                map(and_, map(eq, vals, islice(vals, 1, None)), map(ge, by, islice(by, 1, None))),
-            )
-        end = -1
-        for j in suspects:
-            if j <= end:
-                continue
-            v = seq_vals[perm[j]]
-            start = j
-            while start > 0 and seq_vals[perm[start - 1]] == v:
-                start -= 1
-            end = j
-            while end + 1 < n and seq_vals[perm[end + 1]] == v:
-                end += 1
-            # index order first: equal keys (no dedup ran) keep their index order
-            order[start : end + 1] = sorted(sorted(order[start : end + 1]), key=c.key)
-        return order
+        return rank_desc(range(len(c)), self.fused_scores(c), c.key, c.key_column)
 
     def to_wire(self) -> Any:
         body: dict[str, Any] = {"k": self.k}
@@ -363,10 +238,6 @@ def rank_with(strategy: Strategy, frames: Frames) -> list[int]:
     c = CandidateSet.of(frames)
     n = len(c)
     order = list(strategy.order(c))
-    if type(strategy) in _BUILT_IN:
-        # Ours return permutations by construction (and the property tests hold
-        # them to it); the check below is for policies from elsewhere.
-        return order
     if is_ranking_permutation(order, n):
         return order
     seen = bytearray(n)
@@ -380,10 +251,6 @@ def rank_with(strategy: Strategy, frames: Frames) -> list[int]:
     out.extend(missing)
     return out
 
-
-_BUILT_IN: frozenset[type] = frozenset(
-    {ScoreDescending, RoundRobinByRank, PerProviderQuota, ReciprocalRankFusion}
-)
 
 _WIRE_FORMS = (
     '"score", "round_robin", "rrf", {"quota": k} or {"rrf": {"k": 60, "weights": {provider: w}}}'

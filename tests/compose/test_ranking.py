@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.compose import (
@@ -17,6 +17,7 @@ from hostd.compose import (
     strategy_from_wire,
 )
 from hostd.compose._dedup import dedup_pool
+from hostd.protocol import ContextFrame
 
 from ._helpers import digest_of, frame, frame_pairs
 
@@ -214,3 +215,64 @@ def test_strategy_from_wire_reads_every_client_form(value: object, expected: obj
 def test_strategy_from_wire_rejects_bad_values_clearly(value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         strategy_from_wire(value)
+
+
+def _distinct_kept(pairs: list[tuple[str, ContextFrame]]) -> CandidateSet | None:
+    """The pool after dedup, or ``None`` when an identity survives twice."""
+    kept = dedup_pool(CandidateSet.of(pairs)).kept
+    distinct = {kept.key(i) for i in range(len(kept))}
+    return kept if len(distinct) == len(kept) else None
+
+
+def _reference_fused(c: CandidateSet, rrf: ReciprocalRankFusion) -> list[float]:
+    """Rank-space fusion as the docs state it: per provider, every frame it vouches
+    for valued by its own best score, ranked; contributions summed in provider order."""
+    entries: dict[str, list[tuple[int, float]]] = {}
+    for i in range(len(c)):
+        for p, s in c.supporters(i):
+            entries.setdefault(p, []).append((i, s))
+    fused = [0.0] * len(c)
+    for p in sorted(entries):
+        ranked = sorted(entries[p], key=lambda e: (-e[1], c.key(e[0])))
+        for rank, (i, _) in enumerate(ranked, start=1):
+            fused[i] += rrf.weight(p) / (rrf.k + rank)
+    return fused
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pairs=frame_pairs(max_size=24),
+    rrf=st.sampled_from(
+        [
+            ReciprocalRankFusion(),
+            ReciprocalRankFusion(k=0, weights={"alpha": 2.0}),
+            ReciprocalRankFusion(k=0, weights={"alpha": 0.0, "beta": 3.5}),
+            ReciprocalRankFusion(k=1e300),  # every rank's contribution rounds to one value
+        ]
+    ),
+)
+def test_rrf_order_is_fused_value_descending_then_key(
+    pairs: list[tuple[str, ContextFrame]], rrf: ReciprocalRankFusion
+) -> None:
+    kept = _distinct_kept(pairs)
+    if kept is None:
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    fused = _reference_fused(kept, rrf)
+    expected = sorted(range(len(kept)), key=lambda i: (-fused[i], kept.key(i)))
+    assert rrf.order(kept) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(pairs=frame_pairs(max_size=20), k=st.integers(0, 3))
+def test_quota_order_is_every_providers_top_k_then_the_rest(
+    pairs: list[tuple[str, ContextFrame]], k: int
+) -> None:
+    c = CandidateSet.of(pairs)
+    if len({c.key(i) for i in range(len(c))}) < len(c):
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    by_value = sorted(range(len(c)), key=lambda i: (-c.scores[i], c.key(i)))
+    top: set[int] = set()
+    for p in set(c.provider_ids):
+        top.update([i for i in by_value if c.provider_ids[i] == p][: max(k, 1)])
+    expected = [i for i in by_value if i in top] + [i for i in by_value if i not in top]
+    assert PerProviderQuota(k).order(c) == expected
