@@ -182,6 +182,7 @@ def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> Non
         "round_robin",
         "quota:1",
         "rrf",
+        "margin",
         "files",
         "(offered)",
     ]

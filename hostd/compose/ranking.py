@@ -1,26 +1,31 @@
 """Cross-provider ranking policies: each one orders candidates, none drops any.
 
 Scores are provider-local (F10): no policy here applies a cross-provider score
-threshold, and ``ReciprocalRankFusion`` never compares raw scores across
-providers at all. A policy has a ``name`` and ``order(frames) -> list[int]``, a
-permutation of the candidate indices, best first. ``rank_with`` checks what a
-(possibly third-party) policy returned and repairs it, so the packer always
-walks every candidate exactly once. Every order ends in the canonical FrameId
-key, so it is a pure function of the candidate set.
+threshold; the fusions (``_fusion``) read each provider's list on its own. A
+policy has a ``name`` and ``order(frames) -> list[int]``, a permutation of the
+candidate indices, best first. ``rank_with`` checks what a (possibly
+third-party) policy returned and repairs it, so the packer always walks every
+candidate exactly once. Every order ends in the canonical FrameId key, so it is
+a pure function of the candidate set. ``strategy_from_wire`` is the one parser
+of a policy's spellings, for the CLI, the client and the wire alike.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter, defaultdict
+import json
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
-from ._candidates import CandidateSet, FramePair, rank_desc
+from ._candidates import CandidateSet, FramePair
+from ._fusion import MarginFusion, ReciprocalRankFusion
 
 __all__ = [
+    "DEFAULT_STRATEGY",
+    "MarginFusion",
     "PerProviderQuota",
     "ReciprocalRankFusion",
     "RoundRobinByRank",
@@ -29,6 +34,7 @@ __all__ = [
     "is_ranking_permutation",
     "rank_with",
     "strategy_from_wire",
+    "strategy_text",
 ]
 
 Frames = CandidateSet | Iterable[FramePair]
@@ -42,34 +48,6 @@ class Strategy(Protocol):
     def name(self) -> str: ...
 
     def order(self, frames: Frames) -> list[int]: ...
-
-
-def provider_lists(frames: Frames) -> dict[str, list[tuple[int, float]]]:
-    """Each provider's own ranked list, providers in id order.
-
-    A provider's list holds every candidate it vouched for (after dedup, a
-    frame may be vouched for by several) with that provider's own best score
-    for the evidence, best first, canonical FrameId on ties. Rank and score in
-    one list never meet another provider's scores (F10).
-    """
-    c = CandidateSet.of(frames)
-    support = c.support
-    entries: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
-    for i, (p, s) in enumerate(zip(c.provider_ids, c.scores, strict=True)):
-        sup = support.get(i)
-        if sup is None:
-            entries[p].append((i, s))
-        else:
-            for q, t in sup:
-                entries[q].append((i, t))
-    return {p: _ranked(c, entries[p]) for p in sorted(entries)}
-
-
-def _ranked(c: CandidateSet, entries: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """``(candidate, score)`` entries by score descending, canonical FrameId on ties."""
-    idx = [i for i, _ in entries]
-    order = rank_desc(range(len(entries)), [s for _, s in entries], lambda j: c.key(idx[j]))
-    return [entries[j] for j in order]
 
 
 @dataclass(slots=True, frozen=True)
@@ -149,72 +127,6 @@ class PerProviderQuota:
         return {"quota": self.k}
 
 
-@dataclass(slots=True, frozen=True)
-class ReciprocalRankFusion:
-    """Rank-space fusion: each provider adds ``weight / (k + rank)`` for a frame.
-
-    ``rank`` is 1-based within that provider's own list (its own scores, F10);
-    evidence a provider served more than once counts once, at its best rank; a
-    frame vouched for by several providers (after dedup) sums their
-    contributions. Weights are real: an unnamed provider weighs 1.0, and a
-    weight of 0 sends that provider's frames to the end of the order (it never
-    drops them; packing decides what fits).
-    """
-
-    k: float = 60
-    weights: Mapping[str, float] | None = field(default=None)
-    name: ClassVar[str] = "rrf"
-
-    def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int | float):
-            raise ValueError(f"rrf k must be a number, got {self.k!r}")
-        if not math.isfinite(self.k) or self.k < 0:
-            raise ValueError(f"rrf k must be finite and >= 0, got {self.k!r}")
-        if self.weights is not None:
-            if not isinstance(self.weights, Mapping):
-                raise ValueError("rrf weights must be a mapping of provider id to number")
-            clean: dict[str, float] = {}
-            for provider, w in self.weights.items():
-                if not isinstance(provider, str):
-                    raise ValueError(f"rrf weight key must be a provider id, got {provider!r}")
-                if isinstance(w, bool) or not isinstance(w, int | float):
-                    raise ValueError(f"rrf weight of {provider!r} must be a number, got {w!r}")
-                if not math.isfinite(w) or w < 0:
-                    raise ValueError(f"rrf weight of {provider!r} must be finite and >= 0")
-                clean[provider] = float(w)
-            object.__setattr__(self, "weights", clean)
-
-    def weight(self, provider_id: str) -> float:
-        if self.weights is None:
-            return 1.0
-        return self.weights.get(provider_id, 1.0)
-
-    def fused_scores(self, frames: Frames) -> list[float]:
-        """The fused value of every candidate (what ``order`` sorts on).
-
-        Providers are visited in id order, so the float sums are the same
-        whatever order the frames arrived in.
-        """
-        c = CandidateSet.of(frames)
-        fused = [0.0] * len(c)
-        k = self.k
-        for p, entries in provider_lists(c).items():
-            w = self.weight(p)
-            for rank, (i, _) in enumerate(entries, start=1):
-                fused[i] += w / (k + rank)
-        return fused
-
-    def order(self, frames: Frames) -> list[int]:
-        c = CandidateSet.of(frames)
-        return rank_desc(range(len(c)), self.fused_scores(c), c.key, c.key_column)
-
-    def to_wire(self) -> Any:
-        body: dict[str, Any] = {"k": self.k}
-        if self.weights is not None:
-            body["weights"] = dict(sorted(self.weights.items()))
-        return {"rrf": body}
-
-
 def is_ranking_permutation(order: Sequence[object], n: int) -> bool:
     """Whether ``order`` names each of ``0..n-1`` exactly once (and nothing else)."""
     if len(order) != n:
@@ -252,40 +164,116 @@ def rank_with(strategy: Strategy, frames: Frames) -> list[int]:
     return out
 
 
-_WIRE_FORMS = (
-    '"score", "round_robin", "rrf", {"quota": k} or {"rrf": {"k": 60, "weights": {provider: w}}}'
+#: What a composition is ranked by when the request names no strategy (docs/eval.md
+#: gives the figures behind the choice).
+DEFAULT_STRATEGY: Strategy = ScoreDescending()
+
+_FUSIONS: dict[str, type[ReciprocalRankFusion] | type[MarginFusion]] = {
+    "rrf": ReciprocalRankFusion,
+    "margin": MarginFusion,
+}
+_SPELLINGS = (
+    '"score", "round_robin", "quota:K", "rrf", "rrf:k=60,PROVIDER=W", "margin", '
+    '"margin:k=60,PROVIDER=W", or an object {"quota": K}, '
+    '{"rrf": {"k": 60, "weights": {PROVIDER: W}}}, {"margin": {"k": 60, "weights": {...}}}'
 )
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+# A provider id the text form can carry as a weight's name (anything else: the object form).
+_TEXT_ID = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def strategy_from_wire(value: object) -> Strategy:
-    """The policy a client API ``strategy`` value names; ``ValueError`` if it names none."""
+    """The policy a ``strategy`` value names, in any spelling; ``ValueError`` if none.
+
+    One parser for the CLI (``--strategy``, ``--policy``), the client and the
+    wire (``context/compose``): the text forms ``score``, ``round_robin``,
+    ``quota:K``, ``rrf``, ``rrf:k=60,files=2``, ``margin``, ``margin:k=60,files=2``
+    (``k=`` the constant, every other ``name=number`` a provider's weight) and
+    the object forms ``{"quota": K}``, ``{"rrf": {"k"?, "weights"?}}``,
+    ``{"margin": {"k"?, "weights"?}}``. Errors name the strategy and the
+    expected spellings.
+    """
     if isinstance(value, str):
-        if value == "score":
-            return ScoreDescending()
-        if value == "round_robin":
-            return RoundRobinByRank()
-        if value == "rrf":
-            return ReciprocalRankFusion()
-        raise ValueError(f"unknown strategy {value!r}; expected {_WIRE_FORMS}")
+        return _from_text(value)
     if isinstance(value, Mapping):
         if len(value) != 1:
             raise ValueError(
                 f"a strategy object has exactly one member, got {sorted(map(str, value))}; "
-                f"expected {_WIRE_FORMS}"
+                f"expected {_SPELLINGS}"
             )
         ((name, body),) = value.items()
         if name == "quota":
             if isinstance(body, bool) or not isinstance(body, int):
                 raise ValueError(f"strategy quota k must be an integer, got {body!r}")
             return PerProviderQuota(body)
-        if name == "rrf":
+        if name in _FUSIONS:
             if body is None:
                 body = {}
             if not isinstance(body, Mapping):
-                raise ValueError(f"strategy rrf takes an object {{k?, weights?}}, got {body!r}")
+                raise ValueError(f"strategy {name} takes an object {{k?, weights?}}, got {body!r}")
             unknown = sorted(set(map(str, body)) - {"k", "weights"})
             if unknown:
-                raise ValueError(f"strategy rrf has unknown member(s) {unknown}")
-            return ReciprocalRankFusion(k=body.get("k", 60), weights=body.get("weights"))
-        raise ValueError(f"unknown strategy {name!r}; expected {_WIRE_FORMS}")
+                raise ValueError(f"strategy {name} has unknown member(s) {unknown}")
+            return _FUSIONS[name](k=body.get("k", 60), weights=body.get("weights"))
+        raise ValueError(f"unknown strategy {name!r}; expected {_SPELLINGS}")
     raise ValueError(f"strategy must be a string or an object, got {type(value).__name__}")
+
+
+def _from_text(text: str) -> Strategy:
+    name, sep, params = text.partition(":")
+    if name in ("score", "round_robin"):
+        if sep:
+            raise ValueError(f"strategy {name!r} takes no parameters, got {text!r}")
+        return ScoreDescending() if name == "score" else RoundRobinByRank()
+    if name == "quota":
+        if not _INTEGER.fullmatch(params):
+            raise ValueError(f"strategy quota needs an integer k, as in 'quota:2'; got {text!r}")
+        return PerProviderQuota(int(params))
+    if name in _FUSIONS:
+        k: float = 60
+        weights: dict[str, float] = {}
+        seen: set[str] = set()
+        for part in params.split(",") if sep else ():
+            key, eq, number = part.partition("=")
+            if not eq or not key or key in seen:
+                raise ValueError(
+                    f"strategy {name}: expected k=NUMBER or PROVIDER=WEIGHT, each once, "
+                    f"separated by commas; got {part!r} in {text!r}"
+                )
+            seen.add(key)
+            try:
+                v = int(number) if _INTEGER.fullmatch(number) else float(number)
+            except ValueError:
+                msg = f"strategy {name}: {key} must be a number, got {number!r}"
+                raise ValueError(msg) from None
+            if key == "k":
+                k = v
+            else:
+                weights[key] = v
+        return _FUSIONS[name](k=k, weights=weights or None)
+    raise ValueError(f"unknown strategy {text!r}; expected {_SPELLINGS}")
+
+
+def strategy_text(strategy: Strategy) -> str:
+    """The text spelling of a built-in policy (``quota:2``, ``rrf:k=10,files=2``…).
+
+    A fusion whose weights name a provider the text form cannot carry (one
+    called ``k``, or with ``,``, ``=`` or ``:`` in its id) is spelled as its
+    JSON object instead, which ``--strategy`` also takes.
+    """
+    if isinstance(strategy, PerProviderQuota):
+        return f"quota:{strategy.k}"
+    if isinstance(strategy, ReciprocalRankFusion | MarginFusion):
+        weights = dict(sorted((strategy.weights or {}).items()))
+        if any(p == "k" or not _TEXT_ID.fullmatch(p) for p in weights):
+            return json.dumps(strategy.to_wire(), sort_keys=True)
+        parts = ([] if strategy.k == 60 else [f"k={_number(strategy.k)}"]) + [
+            f"{p}={_number(w)}" for p, w in weights.items()
+        ]
+        return strategy.name + (":" + ",".join(parts) if parts else "")
+    return strategy.name
+
+
+def _number(v: float) -> str:
+    """``2`` for 2.0, the shortest round-tripping digits otherwise."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else repr(float(v))

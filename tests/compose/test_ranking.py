@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from hostd.compose import (
     CandidateSet,
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -28,6 +29,8 @@ ALL = [
     PerProviderQuota(2),
     ReciprocalRankFusion(),
     ReciprocalRankFusion(k=1, weights={"alpha": 0.0, "beta": 3.0}),
+    MarginFusion(),
+    MarginFusion(k=0, weights={"alpha": 0.0, "gamma": 2.5}),
 ]
 
 
@@ -46,7 +49,15 @@ def two_providers() -> list:
 
 
 def test_every_policy_has_its_wire_name() -> None:
-    assert [s.name for s in ALL[:5]] == ["score", "round_robin", "quota", "quota", "rrf"]
+    assert [s.name for s in ALL[:7]] == [
+        "score",
+        "round_robin",
+        "quota",
+        "quota",
+        "rrf",
+        "rrf",
+        "margin",
+    ]
 
 
 def test_score_descending_breaks_ties_by_canonical_frame_id() -> None:
