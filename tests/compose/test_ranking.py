@@ -158,6 +158,20 @@ def test_every_strategy_returns_a_permutation(pairs: list, strategy: object) -> 
     assert is_ranking_permutation(order, len(pairs))
 
 
+@settings(max_examples=60, deadline=None)
+@given(frame_pairs(max_size=16), st.sampled_from(ALL), st.data())
+def test_every_strategy_orders_the_set_not_the_arrival(
+    pairs: list, strategy: object, data: st.DataObject
+) -> None:
+    c = CandidateSet.of(pairs)
+    if len({c.key(i) for i in range(len(c))}) < len(c):
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    shuffled = CandidateSet.of(data.draw(st.permutations(pairs)))
+    order = strategy.order(c)  # type: ignore[attr-defined]  # sampled from ALL
+    again = strategy.order(shuffled)  # type: ignore[attr-defined]
+    assert [shuffled.key(i) for i in again] == [c.key(i) for i in order]
+
+
 def test_is_ranking_permutation_rejects_anything_else() -> None:
     assert is_ranking_permutation([2, 0, 1], 3)
     assert is_ranking_permutation([], 0)
