@@ -1,15 +1,16 @@
 """Provider child processes: start, stderr capture, exit watch, teardown ladder.
 
 Owns the OS side of a provider: ``anyio.open_process`` in a new session (its
-own process group), under the ``_reaper`` shim where that works (so no descendant
-outlives the provider or the host), its stdin and stdout pipes (stdout lines
-handed over from the read callback; the process's exit is watched apart from
-them), a scrubbed environment (an allow-list plus what the config names), stderr
-lines drained into the structured log tagged with the provider id (bounded, so a
-stderr flood neither blocks the child nor floods the log), and the teardown
-ladder (``stop_process``): the binding's shutdown message → grace → SIGTERM to
-the group → grace → SIGKILL to every descendant and the group. Teardown is
-shielded from cancellation, so a host cancelled mid-query still leaves no orphan.
+own process group, so teardown reaches grandchildren too), under the ``_reaper``
+shim where that works (so no descendant outlives the provider or the host), its
+stdin and stdout pipes (stdout lines handed over from the read callback; the
+process's exit is watched apart from them), a scrubbed environment (an
+allow-list plus what the config names), stderr drained into the structured log
+tagged with the provider id (``_stderr``: rate-limited, so a flood neither
+blocks the child nor floods the log), and the teardown ladder (``stop_process``):
+the binding's shutdown message → grace → SIGTERM to the group → grace →
+SIGKILL to every descendant and the group. Teardown is shielded from
+cancellation, so a host cancelled mid-query still leaves no orphan.
 """
 
 from __future__ import annotations
