@@ -24,7 +24,7 @@ from hostd.errors import (
     UnknownProvider,
     error_to_wire,
 )
-from hostd.logging import get_logger, log_audit, log_legs
+from hostd.logs import get_logger, log_audit, log_legs
 from hostd.protocol import INVALID_PARAMS, ContextQuery, canonical_token_cost, check_timestamp
 
 with warnings.catch_warnings():

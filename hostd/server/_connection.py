@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hostd.errors import BadRequest, Overloaded, ShuttingDown, error_to_wire
-from hostd.logging import bind_request, flush_logs, get_logger
+from hostd.logs import bind_request, flush_logs, get_logger
 from hostd.protocol import INVALID_REQUEST, PARSE_ERROR
 
 from ._api import METHODS  # imports jsonrpcserver with its deprecation warning silenced

@@ -28,7 +28,7 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
-from hostd.logging import flush_logs, get_logger
+from hostd.logs import flush_logs, get_logger
 
 from ._connection import Connection, dispatch_one
 from ._listeners import (
