@@ -27,8 +27,8 @@ def _tree(root: Path) -> Path:
     return root
 
 
-def _check(provider_args: list[str]) -> list[dict[str, object]]:
-    r = subprocess.run(
+def _run_check(provider_args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "hostd", "check-provider", "--json", "--goal", GOAL]
         + ["--timeout-ms", "100000", "--", sys.executable, *provider_args],
         cwd=REPO,
@@ -38,6 +38,10 @@ def _check(provider_args: list[str]) -> list[dict[str, object]]:
         timeout=115,
         check=False,
     )
+
+
+def _check(provider_args: list[str]) -> list[dict[str, object]]:
+    r = _run_check(provider_args)
     results: list[dict[str, object]] = json.loads(r.stdout)
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
     return results
@@ -117,16 +121,7 @@ def test_a_reply_the_daemon_quarantines_fails_check_provider_with_the_same_rule(
     daemon = _daemon_quarantines(tmp_path)
     for mode, rule in QUARANTINED.items():
         assert rule in daemon[mode], (mode, daemon[mode])
-        r = subprocess.run(
-            [sys.executable, "-m", "hostd", "check-provider", "--json", "--goal", GOAL]
-            + ["--", sys.executable, "-m", "tests.fixtures.adversarial_provider", mode],
-            cwd=REPO,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=115,
-            check=False,
-        )
+        r = _run_check(["-m", "tests.fixtures.adversarial_provider", mode])
         assert r.returncode == 1, (mode, r.stdout, r.stderr[-2000:])
         failed = {c["check"]: set(c["rules"]) for c in json.loads(r.stdout) if not c["passed"]}
         assert any(rule in rules for rules in failed.values()), (mode, failed)
