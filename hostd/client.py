@@ -30,7 +30,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd.config import default_socket_path
-from hostd.errors import HostdError, ProtocolFault
+from hostd.errors import ConnectionLost, ProtocolFault, RpcError
 
 __all__ = [
     "AsyncClient",
@@ -44,34 +44,6 @@ __all__ = [
 ]
 
 _MAX_LINE = 64 * 1024 * 1024
-
-
-class RpcError(HostdError):
-    """The daemon answered with a JSON-RPC error object."""
-
-    reason = "rpc_error"
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.rpc_code = code
-        self.rpc_data = data
-
-    @property
-    def remote_reason(self) -> str | None:
-        """``data.reason`` of the error (e.g. ``floors_exceed_budget``), if any."""
-        if isinstance(self.rpc_data, dict):
-            reason = self.rpc_data.get("reason")
-            return reason if isinstance(reason, str) else None
-        return None
-
-    def __str__(self) -> str:
-        return f"{self.message} (code {self.rpc_code}, reason {self.remote_reason})"
-
-
-class ConnectionLost(ProtocolFault):
-    """The daemon closed the connection before answering."""
-
-    reason = "connection_lost"
 
 
 ProgressCallback = Callable[[dict[str, Any]], Any]

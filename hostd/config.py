@@ -78,6 +78,8 @@ class HostSettings(_Section):
     max_in_flight: Annotated[int, Field(ge=1, le=100_000)] = 64
     max_batch: Annotated[int, Field(ge=1, le=100_000)] = 1024
     max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    #: Seconds a TCP client has to send ``$/authenticate`` before it is closed.
+    auth_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     #: Roots under which any provider's ``file`` provenance may be re-read (F5, F17).
     trusted_roots: list[Path] = Field(default_factory=list)
 

@@ -23,6 +23,8 @@ from ._render import (
     render_frame,
 )
 from .ranking import (
+    DEFAULT_STRATEGY,
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -31,9 +33,11 @@ from .ranking import (
     is_ranking_permutation,
     rank_with,
     strategy_from_wire,
+    strategy_text,
 )
 
 __all__ = [
+    "DEFAULT_STRATEGY",
     "EVIDENCE_PREAMBLE",
     "PLACEMENTS",
     "AuditEntry",
@@ -46,6 +50,7 @@ __all__ = [
     "Floor",
     "FloorRecord",
     "FloorsExceedBudget",
+    "MarginFusion",
     "PerProviderQuota",
     "ReciprocalRankFusion",
     "RoundRobinByRank",
@@ -67,4 +72,5 @@ __all__ = [
     "rank_with",
     "render_frame",
     "strategy_from_wire",
+    "strategy_text",
 ]

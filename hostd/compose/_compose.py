@@ -27,7 +27,7 @@ from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
 from ._dedup import dedup_pool
 from ._placement import check_placement, place_indices
 from ._render import EVIDENCE_PREAMBLE, citation_label_for, render_floor, render_frame
-from .ranking import ScoreDescending, Strategy, rank_with, strategy_from_wire
+from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
 
 __all__ = ["Floor", "FloorsExceedBudget", "compose_for_prompt"]
 
@@ -164,7 +164,7 @@ def compose_for_prompt(
 ) -> ComposedPrompt:
     """Compose ``(provider_id, frame)`` pairs into a fenced, cited, audited prompt.
 
-    - ``strategy``: a ranking policy (``ScoreDescending()`` when None), or its
+    - ``strategy``: a ranking policy (``DEFAULT_STRATEGY`` when None), or its
       client API form (``"round_robin"``, ``{"quota": 2}``, …; see
       ``strategy_from_wire``).
     - ``placement``: one of ``PLACEMENTS``, applied to the included frames.
@@ -191,7 +191,7 @@ def compose_for_prompt(
     """
     budget = _check_budget(budget)
     if strategy is None:
-        strategy = ScoreDescending()
+        strategy = DEFAULT_STRATEGY
     elif isinstance(strategy, str | Mapping):  # a client API value, e.g. {"quota": 2}
         strategy = strategy_from_wire(strategy)
     placement = check_placement(placement)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from hostd.compose import (
     PLACEMENTS,
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -27,6 +28,8 @@ STRATEGIES = st.sampled_from(
         PerProviderQuota(1),
         ReciprocalRankFusion(),
         ReciprocalRankFusion(k=2, weights={"alpha": 0.0, "gamma": 2.5}),
+        MarginFusion(),
+        MarginFusion(k=0, weights={"beta": 0.0}),
     ]
 )
 CAPS = st.none() | st.dictionaries(
