@@ -383,10 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-provider":
             return _check_provider(args)
         cfg = load_config(args.config)
-        from hostd.logging import configure_logging
+        from hostd.logs import configure_logging
 
         level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
-        configure_logging(level, file=str(cfg.log.file) if cfg.log.file else None)
+        configure_logging(level, settings=cfg.log)
         if args.command == "serve":
             return _serve(cfg, args)
         if args.command == "shadow":

@@ -95,8 +95,16 @@ class TcpSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
-    #: JSON lines go here instead of stderr when set.
+    #: JSON lines go here instead of stderr when set (created mode 0600).
     file: Path | None = None
+    #: Per-composition audit in the log: "summary" writes one ``compose.audit.summary``
+    #: (counts) and per-entry ``compose.audit`` events at debug only; "sample" adds a
+    #: share ``audit_sample`` of the entries at info; "entries" writes every entry at info.
+    audit: Literal["summary", "sample", "entries"] = "summary"
+    audit_sample: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.05
+    #: ``log.file`` is rotated once it reaches this size (0: never), keeping ``backups``.
+    max_bytes: Annotated[int, Field(ge=0, le=1 << 40)] = 64 * 1024 * 1024
+    backups: Annotated[int, Field(ge=0, le=1000)] = 5
 
 
 class ShadowSettings(_Section):

@@ -29,7 +29,7 @@ from hostd.errors import (
     UnknownProvider,
     UnknownRequest,
 )
-from hostd.logging import bind_request, flush_logs, get_logger, log_audit, log_legs
+from hostd.logs import bind_request, flush_logs, get_logger, log_audit, log_legs
 from hostd.protocol import ContextQuery, canonical_token_cost, check_timestamp
 from hostd.rpc import Dispatcher, Method, error_reply, reply_id
 

@@ -39,7 +39,7 @@ from hostd.errors import (
     ShuttingDown,
     Unauthorized,
 )
-from hostd.logging import get_logger
+from hostd.logs import get_logger
 from hostd.protocol import LineSplitter
 from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 

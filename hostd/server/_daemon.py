@@ -29,7 +29,7 @@ from anyio.abc import SocketListener, SocketStream
 import hostd
 from hostd.config import Config
 from hostd.errors import RpcError
-from hostd.logging import flush_logs, get_logger
+from hostd.logs import flush_logs, get_logger
 from hostd.rpc import decode, encode
 
 from ._api import dispatch_one
@@ -38,6 +38,7 @@ from ._listeners import (
     open_stdio,
     open_tcp_listener,
     open_unix_listener,
+    private_state_dir,
     remove_socket,
     reserve_stdout,
 )
@@ -178,7 +179,7 @@ class Daemon:
 
         cfg = self.config
         state = cfg.state_path
-        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_state_dir(state, cfg.source)  # refused before any provider starts
         stage = VerifyStage(
             trusted_roots={p.id: [str(r) for r in p.trusted_roots] for p in cfg.provider},
             host_roots=[str(r) for r in cfg.host.trusted_roots],

@@ -76,7 +76,7 @@ async def test_the_log_goes_to_the_configured_file_as_json_lines(workdir, marker
     names = [e["event"] for e in events]
     assert names[0] == "host.serving" and names[-1] == "host.stopped"
     mine = [e for e in events if e.get("request_id") == result["request_id"]]
-    assert {"provider.leg", "compose.audit", "compose.done", "request.done"} <= {
+    assert {"provider.leg", "compose.audit.summary", "compose.done", "request.done"} <= {
         e["event"] for e in mine
     }
     assert all(e["level"] and e["timestamp"].endswith("Z") for e in events)
