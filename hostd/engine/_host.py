@@ -199,6 +199,7 @@ class Host:
         state_dir: str | Path | None = None,
         consent: ConsentGate | None = None,
         verify_stage: Any = DEFAULT_VERIFY_STAGE,
+        host_roots: Sequence[str | Path] = (),
         start: str = "lazy",
         host_info: HostInfo | None = None,
         handshake_timeout_s: float = 5.0,
@@ -223,7 +224,7 @@ class Host:
 
             verify_stage = VerifyStage(
                 trusted_roots={pid: s.spec.trusted_roots for pid, s in self._slots.items()},
-                provider_timeouts_ms={pid: s.spec.timeout_ms for pid, s in self._slots.items()},
+                host_roots=[str(r) for r in host_roots],
             )
         self.verify_stage = verify_stage
         self.start_mode = start
@@ -485,8 +486,13 @@ class Host:
                 except Exception as exc:  # a callback never breaks the fan-out
                     log.warning("engine.on_leg_done.failed", error=repr(exc))
 
+        # One deadline per provider, from the fan-out's start, for its query and its verify.
+        limits = {s.spec.id: _limit_ms(s.spec, timeout_ms) for s in slots}
+
         async def ask() -> None:
-            replies.update(await stage.ask(plan, self._send_verify))
+            replies.update(
+                await stage.ask(plan, self._send_verify, limits_ms=limits, started=clock[1])
+            )
 
         async with anyio.create_task_group() as tg:
             for slot, share in zip(slots, shares, strict=True):
@@ -627,7 +633,7 @@ class Host:
         time): latency and the deadline count from it, as the request may already have
         been written then (``early``)."""
         spec = slot.spec
-        limit_ms = spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
+        limit_ms = _limit_ms(spec, timeout_ms)
         started, now = clock
         deadline = now + limit_ms / 1000
         # Built here, in the leg's task: an early leg's request was already written from
@@ -782,6 +788,11 @@ class Host:
 
     def connection(self, provider_id: str) -> ProviderConnection | None:
         return self._slots[provider_id].conn
+
+
+def _limit_ms(spec: ProviderSpec, timeout_ms: float | None) -> float:
+    """A leg's bound: its spec's timeout, capped by the request's ``timeout_ms``."""
+    return spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
 
 
 def _with_state(health: Health, state: ProviderState) -> Health:

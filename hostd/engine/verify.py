@@ -80,6 +80,7 @@ __all__ = [
     "VerifyPlanEntry",
     "VerifyReply",
     "VerifyStage",
+    "ask_one",
     "build_verify_requests",
     "check_inline_digest",
     "decide_frame",
@@ -125,6 +126,34 @@ class VerifyReply:
     verdicts: tuple[FrameVerdict, ...] | None
     error: str | None = None
     latency_ms: float = 0.0
+    #: The bound the call ran under (its provider's deadline, from the fan-out's start).
+    limit_ms: float | None = None
+
+
+async def ask_one(
+    provider_id: str,
+    entry: VerifyPlanEntry,
+    send_verify: SendVerify,
+    *,
+    deadline: float,
+    limit_ms: float | None = None,
+) -> VerifyReply:
+    """One ``context/verify``, ended at ``deadline`` (anyio time); a failure is a value."""
+    started = time.perf_counter()
+    error: str | None = None
+    verdicts: tuple[FrameVerdict, ...] | None = None
+    with anyio.CancelScope(deadline=deadline) as scope:
+        try:
+            got = await send_verify(provider_id, entry.identities())
+            verdicts = tuple(
+                v if isinstance(v, FrameVerdict) else FrameVerdict.model_validate(v) for v in got
+            )
+        except Exception as exc:  # a leg's failure is a value, never a sibling's
+            error = f"{type(exc).__name__}: {exc}"
+    if scope.cancelled_caught:
+        error = "timeout"
+    latency = round((time.perf_counter() - started) * 1000, 3)
+    return VerifyReply(provider_id, verdicts, error, latency, limit_ms)
 
 
 @dataclass(slots=True)
@@ -174,15 +203,13 @@ class VerifyStage:
         host_roots: Roots = (),
         max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
         verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
-        provider_timeouts_ms: Mapping[str, float] | None = None,
     ) -> None:
         self.cache = cache if cache is not None else ReuseCache()
         self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
         self.host_roots = tuple(host_roots)
         self.max_source_bytes = max_source_bytes
+        #: The bound on a ``context/verify`` that ``ask`` was given no limit for.
         self.verify_timeout_ms = verify_timeout_ms
-        #: Per provider, the bound on its ``context/verify`` (its leg timeout, typically).
-        self.provider_timeouts_ms = dict(provider_timeouts_ms or {})
         self._health: dict[str, dict[str, int]] = {}
         self._totals: dict[str, int] = {}
 
@@ -205,40 +232,31 @@ class VerifyStage:
     # -- step 2: ask (concurrent with the fan-out) ---------------------------------
 
     async def ask(
-        self, plan: VerifyPlan, send_verify: SendVerify, *, timeout_ms: float | None = None
+        self,
+        plan: VerifyPlan,
+        send_verify: SendVerify,
+        *,
+        limits_ms: Mapping[str, float] | None = None,
+        started: float | None = None,
     ) -> dict[str, VerifyReply]:
         """Send every planned ``context/verify`` concurrently; failures become replies.
 
-        Each call is bounded by ``timeout_ms`` if given, else the provider's entry in
-        ``provider_timeouts_ms``, else ``verify_timeout_ms``; a timeout reads as
-        ``unknown`` for every identity asked (V2).
+        Each call ends by its provider's deadline: ``started`` (anyio time, default
+        now) plus its entry in ``limits_ms`` (the fan-out gives each provider one
+        deadline for its query and its verify), else ``verify_timeout_ms``. A
+        timeout reads as ``unknown`` for every identity asked (V2).
         """
         asks = plan.asks
         replies: dict[str, VerifyReply] = {}
         if not asks:
             return replies
+        start = anyio.current_time() if started is None else started
+        limits = limits_ms or {}
 
         async def one(pid: str, entry: VerifyPlanEntry) -> None:
-            if timeout_ms is not None:
-                limit = timeout_ms / 1000
-            else:
-                limit = self.provider_timeouts_ms.get(pid, self.verify_timeout_ms) / 1000
-            started = time.perf_counter()
-            error: str | None = None
-            verdicts: tuple[FrameVerdict, ...] | None = None
-            with anyio.move_on_after(limit) as scope:
-                try:
-                    got = await send_verify(pid, entry.identities())
-                    verdicts = tuple(
-                        v if isinstance(v, FrameVerdict) else FrameVerdict.model_validate(v)
-                        for v in got
-                    )
-                except Exception as exc:  # a leg's failure is a value, never a sibling's
-                    error = f"{type(exc).__name__}: {exc}"
-            if scope.cancelled_caught:
-                error = "timeout"
-            replies[pid] = VerifyReply(
-                pid, verdicts, error, round((time.perf_counter() - started) * 1000, 3)
+            limit_ms = limits.get(pid, self.verify_timeout_ms)
+            replies[pid] = await ask_one(
+                pid, entry, send_verify, deadline=start + limit_ms / 1000, limit_ms=limit_ms
             )
 
         async with anyio.create_task_group() as tg:
@@ -350,6 +368,8 @@ class VerifyStage:
             0,
         )
         health: dict[str, dict[str, int]] = {}
+        # Why a provider's verify gave no verdicts this pass (timeout, error), and the bound.
+        errors: dict[str, dict[str, Any]] = {}
 
         def bump(pid: str, key: str, n: int = 1) -> None:
             if n:
@@ -371,6 +391,10 @@ class VerifyStage:
             bump(pid, "verify_unrequested", anomalies["unrequested"])
             bump(pid, "verify_conflicting", anomalies["conflicting"] + anomalies["contradictory"])
             if verdicts is None:
+                errors[pid] = {
+                    "error": reply.error if reply is not None else "not_sent",
+                    "limit_ms": None if reply is None else reply.limit_ms,
+                }
                 log.warning(
                     "verify.failed",
                     provider_id=pid,
@@ -494,6 +518,8 @@ class VerifyStage:
             reads += n
             take([pair for _, pair in retry], [fid for fid, _ in retry], checks, 0)
         figures["source_reads"] = reads
+        if errors:
+            figures["verify_errors"] = errors
 
         # D2: one entry per FrameId, ordered by provider then FrameId (as merge_candidates).
         by_id = dict(accepted_fresh)

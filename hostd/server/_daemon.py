@@ -165,19 +165,15 @@ class Daemon:
         if self._host_factory is not None:
             return self._host_factory(self.config)
         from hostd.engine import Host
-        from hostd.engine.verify import VerifyStage
 
         cfg = self.config
         state = cfg.state_path
         state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stage = VerifyStage(
-            trusted_roots={p.id: [str(r) for r in p.trusted_roots] for p in cfg.provider},
-            host_roots=[str(r) for r in cfg.host.trusted_roots],
-        )
+        # The engine builds its verify stage from the specs (roots, deadlines): one place.
         return Host(
             cfg.provider_specs(),
             state_dir=state,
-            verify_stage=stage,
+            host_roots=cfg.host.trusted_roots,
             start=cfg.host.start_providers,
             max_line_bytes=cfg.host.max_line_bytes,
         )

@@ -10,7 +10,8 @@ capability); ``hollow`` (answers verify with no verdicts); ``range`` (each frame
 carries one extra provenance entry with range ``--range``); ``rendezvous`` (from
 the second query on, a query answers only once a ``context/verify`` has arrived,
 so it proves the host sends verify concurrently with the fresh query);
-``turncoat`` (honest on the first query, misstates ``token_cost`` after, B3).
+``turncoat`` (honest on the first query, misstates ``token_cost`` after, B3);
+``verify_hang`` (answers queries, never answers ``context/verify``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class FileProvider(Provider):
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         self._seen().set()
+        if self.mode == "verify_hang":
+            await anyio.sleep_forever()
         if self.mode == "hollow":
             return []
         out = []
