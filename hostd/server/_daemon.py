@@ -21,7 +21,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.abc import SocketListener, SocketStream
@@ -31,6 +31,9 @@ from hostd.config import Config
 from hostd.logging import flush_logs, get_logger
 
 from ._connection import Connection, dispatch_one
+
+if TYPE_CHECKING:
+    from hostd.engine import Host
 from ._listeners import (
     open_stdio,
     open_tcp_listener,
@@ -52,7 +55,8 @@ class Daemon:
 
     def __init__(self, config: Config, *, host_factory: Callable[..., Any] | None = None) -> None:
         self.config = config
-        self.host: Any = None
+        #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
+        self.host: Host
         self.counters: Counter[str] = Counter()
         self.stopping = False
         self.started_at = time.time()

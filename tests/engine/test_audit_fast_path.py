@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.engine._audit import _audit_each, _bulk_parse, _clean_leg, audit_leg
+from hostd.engine._leg_audit import _audit_each, _bulk_parse, _clean_leg, audit_leg
 from hostd.protocol import ContextQuery, canonical_token_cost, sha256_digest
 
 GOOD_DIGEST = sha256_digest(b"x")

@@ -8,12 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.engine._verify import InlineOutcome, SourceOutcome, Unverifiable
 from hostd.engine.verify import (
     Exclusion,
     HeldFrame,
     InlineCheck,
+    InlineOutcome,
     SourceCheck,
+    SourceOutcome,
+    Unverifiable,
     VerificationState,
     build_verify_requests,
     check_inline_digest,

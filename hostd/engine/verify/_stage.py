@@ -35,58 +35,30 @@ import structlog
 from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict, VerdictStatus
 
 from ._reuse import (
-    DEFAULT_MAX_FRAMES_PER_SESSION,
-    DEFAULT_MAX_FRAMES_TOTAL,
     HeldFrame,
     ReuseCache,
 )
-from ._verify import (
+from ._rules import (
     DEFAULT_MAX_SOURCE_BYTES,
-    Decision,
     Exclusion,
     InlineCheck,
     SourceCheck,
     SourceReader,
-    Unverifiable,
-    VerdictJudgement,
-    VerificationState,
     VerifyPlanEntry,
     build_verify_requests,
     check_inline_digest,
     decide_frame,
-    file_uri_path,
     judge_verdicts,
-    merge_candidates,
 )
 
 __all__ = [
-    "DEFAULT_MAX_FRAMES_PER_SESSION",
-    "DEFAULT_MAX_FRAMES_TOTAL",
-    "DEFAULT_MAX_SOURCE_BYTES",
     "DEFAULT_VERIFY_TIMEOUT_MS",
-    "Decision",
-    "Exclusion",
-    "HeldFrame",
-    "InlineCheck",
-    "ReuseCache",
     "SendVerify",
-    "SourceCheck",
-    "SourceReader",
     "StageResult",
-    "Unverifiable",
-    "VerdictJudgement",
-    "VerificationState",
     "VerifyPlan",
-    "VerifyPlanEntry",
     "VerifyReply",
     "VerifyStage",
     "ask_one",
-    "build_verify_requests",
-    "check_inline_digest",
-    "decide_frame",
-    "file_uri_path",
-    "judge_verdicts",
-    "merge_candidates",
     "verify_stage",
 ]
 
