@@ -14,18 +14,12 @@ frame and are reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import add, attrgetter, floordiv, itemgetter
+from operator import itemgetter
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-from pydantic_core import SchemaValidator, core_schema
-
 from hostd.protocol import (
-    DIGEST_RE,
-    FRAME_KINDS,
     ContextFrame,
     ContextQuery,
     FrameId,
@@ -58,35 +52,9 @@ _INSTRUCTION_SHAPES = re.compile(
 )
 
 
-# Every shape above contains "<" or one of these words, in some letter case.
-_R3_WORD_LIST = ("ignore", "disregard", "you are", "system", "assistant", "begin")
-# pydantic-core's Rust regex engine finds any of the words in one vectorised pass: about
-# 1 us over a whole 50-frame reply, where seven ``in`` tests over its lower-cased text
-# took 33. Its case folding covers every letter ``str.lower`` maps onto one of them.
-_R3_WORDS = SchemaValidator(core_schema.str_schema(pattern="(?i)" + "|".join(_R3_WORD_LIST)))
-
-
-def _has_r3_word(text: str) -> bool:
-    """Whether ``text`` has "<" or an R3 word: a cheap test that every R3 match passes."""
-    if "<" in text or _R3_WORDS.isinstance_python(text):
-        return True
-    if text.isascii():
-        return False
-    # pydantic-core reads the text as UTF-8, which fails whole on a lone surrogate
-    # (only a frame built in-process can hold one): such text takes the plain scan.
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        low = text.lower()
-        return any(word in low for word in _R3_WORD_LIST)
-    return False
-
-
 def looks_like_instructions(content: str | None) -> bool:
-    if not content:
-        return False
-    # The regex runs only on text that has one of its words: nearly no text does.
-    return _has_r3_word(content) and _INSTRUCTION_SHAPES.search(content) is not None
+    """R3: whether ``content`` has an instruction shape (any letter case)."""
+    return content is not None and _INSTRUCTION_SHAPES.search(content) is not None
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,21 +76,6 @@ class LegAudit:
     @property
     def quarantined(self) -> bool:
         return bool(self.quarantine)
-
-
-_FRAMES: TypeAdapter[list[ContextFrame]] = TypeAdapter(list[ContextFrame])
-
-
-def _bulk_parse(raw_frames: Sequence[Any]) -> list[ContextFrame] | None:
-    """All frames in one validation call (the common, honest case); ``None`` when any
-    frame is malformed, so each is then parsed on its own and costs only itself.
-    Frames the transport already parsed (``ContextFrame`` instances) are taken as they are."""
-    if set(map(type, raw_frames)) <= {ContextFrame}:  # in C: no Python frame per item
-        return list(raw_frames)
-    try:
-        return _FRAMES.validate_python(raw_frames)
-    except ValidationError:
-        return None
 
 
 def _raw_id(provider_id: str, raw: Any, index: int) -> FrameId:
@@ -149,156 +102,20 @@ def _r3(index: int) -> Violation:
     )
 
 
-# The clean path reads each attribute of all frames in one C-level pass (``map`` over an
-# ``attrgetter``): no Python frame, and no bytecode, per frame.
-_CONTENT = attrgetter("content")
-_KIND = attrgetter("kind")
-_SCORE = attrgetter("score")
-_TITLE = attrgetter("title")
-_LABEL = attrgetter("citation_label")
-_DIGEST = attrgetter("content_digest")
-_COST = attrgetter("token_cost")
-_ID = attrgetter("id")
-_PROVENANCE = attrgetter("provenance")
-_RELATIONS = attrgetter("relations")
-_FIELDS_SET = attrgetter("__pydantic_fields_set__")
-#: The members a plainly clean full frame may carry. The others (another
-#: representation, timestamps) are ``None`` unless given, so a frame that was given
-#: none of them has none (its ``model_fields_set`` says which were given).
-_PLAIN_FIELDS = frozenset(ContextFrame.model_fields) - {
-    "representation",
-    "content_ref",
-    "transform",
-    "canonical_content_hash",
-    "valid_from",
-    "valid_to",
-    "recorded_at",
-}
-#: ``n`` well-formed content digests joined by newlines, each line exactly 71 bytes.
-_DIGEST_LINES = re.compile(r"(?:sha256:[0-9a-f]{64}\n)*")
-_tuple_new = tuple.__new__
-
-
-def _clean_leg(
-    provider_id: str, query: ContextQuery, frames: list[ContextFrame]
-) -> LegAudit | None:
-    """The audit of a reply whose every frame is a plain, valid full frame.
-
-    The honest reply is nearly every reply, so this answers what ``check_frame``, R3
-    and the leg-level rules would find, a column at a time: each test is one C-level
-    pass over the reply's frames. It answers only when *nothing* would be reported:
-    any frame that is not plainly clean (another representation, timestamps,
-    relations, an unknown kind, a bad score, title, label or digest, a misstated
-    cost, instruction-shaped content) and any leg-level finding (B1, B4, Q1) or an
-    ``as_of`` query returns ``None``, and the general path judges and reports the
-    reply. Equivalence with the general path is tested on generated replies.
-    """
-    n = len(frames)
-    if query.as_of is not None or n > query.max_frames:
-        return None
-    if not all(map(_PLAIN_FIELDS.issuperset, map(_FIELDS_SET, frames))):
-        return None  # another representation or a timestamp was given (even as null)
-    if any(map(_RELATIONS, frames)):
-        return None
-    contents = list(map(_CONTENT, frames))
-    if None in contents:
-        return None
-    kinds = set(map(_KIND, frames))
-    if not kinds <= FRAME_KINDS or (query.kinds and not kinds.issubset(query.kinds)):
-        return None
-    scores = list(map(_SCORE, frames))
-    # F1: every score in [0, 1]. A NaN anywhere makes the sum NaN (unequal to itself),
-    # whatever min() and max() make of it; an infinity fails min() or max().
-    if n and not (0.0 <= min(scores) and max(scores) <= 1.0 and sum(scores) == sum(scores)):
-        return None
-    titles = list(map(_TITLE, frames))
-    labels = list(map(_LABEL, frames))
-    if not (all(titles) and all(labels)):  # empty, or a label missing (F2, F3)
-        return None
-    if any(map(str.isspace, titles)) or any(map(str.isspace, labels)):
-        return None
-    digests = list(map(_DIGEST, frames))
-    given = [d for d in digests if d is not None] if None in digests else digests
-    if given:
-        # D1 for all digests in one match: the lines match only if each digest is one
-        # whole line (a digest with a newline in it would make one line too many).
-        lines = "\n".join(given) + "\n"
-        if len(lines) != 72 * len(given) or _DIGEST_LINES.fullmatch(lines) is None:
-            return None
-    if any(map(_PROVENANCE, frames)):  # F5: file provenance needs a well-formed digest
-        digest_ok = DIGEST_RE.fullmatch
-        for prov in chain.from_iterable(map(_PROVENANCE, frames)):
-            if prov.type == "file" and (prov.digest is None or digest_ok(prov.digest) is None):
-                return None
-    # B3 on recomputed costs: ceil(utf8 bytes / 4), the same as canonical_token_cost.
-    text = "".join(contents)
-    ascii_only = text.isascii()
-    sizes = map(len, contents) if ascii_only else map(len, map(str.encode, contents))
-    costs = list(map(floordiv, map(add, sizes, repeat(3)), repeat(4)))
-    if costs != list(map(_COST, frames)):
-        return None
-    total = sum(costs)
-    if total > query.max_tokens:  # B1
-        return None
-    # R3: one scan of the whole reply for the words every shape needs; only a reply
-    # that has one (words may also meet across two frames) is checked frame by frame.
-    if _has_r3_word(text) and any(map(looks_like_instructions, contents)):
-        return None
-    # FrameId(provider_id, f.id, digest), without a Python-level call per frame.
-    fids = list(map(_ID, frames))
-    if given is digests:  # every frame has a digest
-        keys: Iterable[tuple[str, str, bool, str]] = zip(
-            repeat(provider_id), fids, repeat(True), digests
-        )
-    elif not given:
-        keys = zip(repeat(provider_id), fids, repeat(False), repeat(""))
-    else:
-        pairs = zip(fids, digests, strict=True)
-        keys = [(provider_id, f, d is not None, d or "") for f, d in pairs]
-    ids = list(map(_tuple_new, repeat(FrameId), keys))
-    # FrameId order. One reply has one provider, so when its frame ids are distinct
-    # their order is the FrameIds' order, and comparing bare strings is several times
-    # cheaper than comparing the tuples.
-    order = sorted(range(n), key=(fids if len(set(fids)) == n else ids).__getitem__)
-    return LegAudit(
-        n,
-        tuple(map(frames.__getitem__, order)),
-        (),
-        (),
-        (),
-        tuple(map(ids.__getitem__, order)),
-        total,
-    )
-
-
 def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) -> LegAudit:
-    """Judge one reply to ``query`` (the per-provider query actually sent)."""
-    bulk = _bulk_parse(raw_frames)
-    if bulk is not None:
-        clean = _clean_leg(provider_id, query, bulk)
-        if clean is not None:
-            return clean
-    return _audit_each(provider_id, query, raw_frames, bulk)
-
-
-def _audit_each(
-    provider_id: str,
-    query: ContextQuery,
-    raw_frames: Sequence[Any],
-    bulk: list[ContextFrame] | None,
-) -> LegAudit:
-    """The general path: every frame checked and every finding reported."""
+    """Judge one reply to ``query`` (the per-provider query actually sent), frame by
+    frame: each raw frame is parsed on its own (a frame the transport already parsed
+    is checked as it is), so a malformed one costs only itself."""
     violations: list[Violation] = []
     parsed: list[tuple[int, ContextFrame]] = []
     valid: list[tuple[int, ContextFrame]] = []
     excluded: list[Excluded] = []
     quarantine: list[Violation] = []
 
-    for i, raw in enumerate(raw_frames if bulk is None else bulk):
+    for i, raw in enumerate(raw_frames):
         frame: ContextFrame | None
-        if bulk is not None:
-            frame = raw
-            found = check_frame(raw)
+        if isinstance(raw, ContextFrame):
+            frame, found = raw, check_frame(raw)
         else:
             frame, found = parse_frame(raw)
         if frame is not None and not found:  # the common case: nothing to report
