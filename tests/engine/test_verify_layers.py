@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ["consent", "verify/__init__", "verify/_stage", "verify/_rules", "verify/_source"]
-MODULES += ["verify/_reuse"]
+MODULES += ["verify/_reuse", "verify/_turn", "verify/_checks"]
 
 
 @pytest.mark.parametrize("name", MODULES)

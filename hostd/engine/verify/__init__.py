@@ -32,15 +32,14 @@ from ._source import (
     Unverifiable,
     file_uri_path,
 )
-from ._stage import (
+from ._stage import VerifyStage, verify_stage
+from ._turn import (
     DEFAULT_VERIFY_TIMEOUT_MS,
     SendVerify,
     StageResult,
     VerifyPlan,
     VerifyReply,
-    VerifyStage,
     ask_one,
-    verify_stage,
 )
 
 __all__ = [

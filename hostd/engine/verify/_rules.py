@@ -1,17 +1,10 @@
-"""Verification decisions: inline digests, source re-reads, verify requests and verdicts.
+"""Verification decisions: inline digests, frame states, verify requests and verdicts.
 
-Everything here is synchronous. The decisions (``check_inline_digest``,
-``decide_frame``, ``build_verify_requests``, ``judge_verdicts``,
-``merge_candidates``) are pure functions of their arguments. ``SourceReader``
-is the one piece that touches the filesystem; it is sync on purpose so the
-async stage runs it in a worker thread (``anyio.to_thread.run_sync``), never on
-the event loop.
-
-Rules: D1 (inline digest grammar) and D4 (a digest is a claim about the inline
-bytes), F5/F17 (a ``file`` provenance digest covers exactly the bytes its range
-addresses), D2/D3 (identity and reuse), V1–V4 (verify). A source is re-read only
-under a host-trusted root: the URI is resolved with symlinks and ``..`` followed,
-and a path that leaves every root is refused before anything is opened.
+Everything here is synchronous and pure: ``check_inline_digest``,
+``decide_frame``, ``build_verify_requests``, ``judge_verdicts`` and
+``merge_candidates`` are functions of their arguments (re-reading sources is
+``_source``'s). Rules: D1 (inline digest grammar) and D4 (a digest is a claim
+about the inline bytes), D2/D3 (identity and reuse), V1–V4 (verify).
 """
 
 from __future__ import annotations

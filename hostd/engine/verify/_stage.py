@@ -23,17 +23,16 @@ it never talks to a transport directly (``send_verify`` is given to it).
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import structlog
 
-from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict, VerdictStatus
+from hostd.protocol import ContextFrame, FrameId, VerdictStatus
 
+from ._checks import check_frames, needs_io
 from ._reuse import (
     HeldFrame,
     ReuseCache,
@@ -43,108 +42,24 @@ from ._rules import (
     Exclusion,
     InlineCheck,
     SourceCheck,
-    SourceReader,
     VerifyPlanEntry,
     build_verify_requests,
-    check_inline_digest,
     decide_frame,
     judge_verdicts,
 )
+from ._turn import (
+    DEFAULT_VERIFY_TIMEOUT_MS,
+    Roots,
+    SendVerify,
+    StageResult,
+    VerifyPlan,
+    VerifyReply,
+    ask_one,
+)
 
-__all__ = [
-    "DEFAULT_VERIFY_TIMEOUT_MS",
-    "SendVerify",
-    "StageResult",
-    "VerifyPlan",
-    "VerifyReply",
-    "VerifyStage",
-    "ask_one",
-    "verify_stage",
-]
+__all__ = ["VerifyStage", "verify_stage"]
 
 log = structlog.get_logger("hostd.engine.verify")
-
-DEFAULT_VERIFY_TIMEOUT_MS = 2000
-
-#: ``await send_verify(provider_id, identities)`` → that provider's verdicts; raises on failure.
-SendVerify = Callable[[str, list[FrameIdentity]], Awaitable[Sequence[FrameVerdict]]]
-
-Roots = Sequence[str | os.PathLike[str]]
-
-
-@dataclass(slots=True, frozen=True)
-class VerifyPlan:
-    """What one turn will revalidate: held frames grouped per provider."""
-
-    session: str | None
-    entries: Mapping[str, VerifyPlanEntry] = field(default_factory=dict)
-    held: int = 0
-
-    @property
-    def asks(self) -> dict[str, VerifyPlanEntry]:
-        """Providers that get a ``context/verify`` this turn."""
-        return {pid: e for pid, e in self.entries.items() if e.ask}
-
-    @property
-    def empty(self) -> bool:
-        return not self.asks
-
-
-@dataclass(slots=True, frozen=True)
-class VerifyReply:
-    """One provider's answer to ``context/verify``: verdicts, or why there are none."""
-
-    provider_id: str
-    verdicts: tuple[FrameVerdict, ...] | None
-    error: str | None = None
-    latency_ms: float = 0.0
-    #: The bound the call ran under (its provider's deadline, from the fan-out's start).
-    limit_ms: float | None = None
-
-
-async def ask_one(
-    provider_id: str,
-    entry: VerifyPlanEntry,
-    send_verify: SendVerify,
-    *,
-    deadline: float,
-    limit_ms: float | None = None,
-) -> VerifyReply:
-    """One ``context/verify``, ended at ``deadline`` (anyio time); a failure is a value."""
-    started = time.perf_counter()
-    error: str | None = None
-    verdicts: tuple[FrameVerdict, ...] | None = None
-    with anyio.CancelScope(deadline=deadline) as scope:
-        try:
-            got = await send_verify(provider_id, entry.identities())
-            verdicts = tuple(
-                v if isinstance(v, FrameVerdict) else FrameVerdict.model_validate(v) for v in got
-            )
-        except Exception as exc:  # a leg's failure is a value, never a sibling's
-            error = f"{type(exc).__name__}: {exc}"
-    if scope.cancelled_caught:
-        error = "timeout"
-    latency = round((time.perf_counter() - started) * 1000, 3)
-    return VerifyReply(provider_id, verdicts, error, latency, limit_ms)
-
-
-@dataclass(slots=True)
-class StageResult:
-    """What composition receives from this stage (see ``docs/interfaces.md``)."""
-
-    #: ``(provider_id, frame)`` ordered by provider id then FrameId, reused ones included.
-    accepted: list[tuple[str, ContextFrame]]
-    #: ``(FrameId, reason, detail)`` for every frame this stage dropped.
-    excluded: list[tuple[FrameId, str, dict[str, Any]]]
-    #: The state of every accepted frame.
-    verification: dict[FrameId, dict[str, Any]]
-    #: FrameIds served from the session cache.
-    reused: list[FrameId]
-    #: Reuse and verification figures of this pass (compose result and log).
-    figures: dict[str, Any]
-    #: Per provider, what this pass counted against it (digest_mismatch, rubber_stamp, …).
-    health: dict[str, dict[str, int]]
-
 
 _HEALTH_KEYS = (
     "digest_mismatch",
@@ -241,48 +156,17 @@ class VerifyStage:
     def _roots_for(self, provider_id: str) -> tuple[str | os.PathLike[str], ...]:
         return (*self.trusted_roots.get(provider_id, ()), *self.host_roots)
 
-    def _check_all(
-        self, items: Sequence[tuple[str, ContextFrame]]
-    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
-        """Inline digests and source re-reads of ``items``. Sync: touches the filesystem."""
-        by_roots: dict[tuple[str, ...], SourceReader] = {}
-        by_pid: dict[str, SourceReader | None] = {}
-        out: list[tuple[InlineCheck, SourceCheck | None]] = []
-        for pid, frame in items:
-            source: SourceCheck | None = None
-            if pid in by_pid:
-                reader = by_pid[pid]
-            else:
-                roots = self._roots_for(pid)
-                reader = None
-                if roots:
-                    key = tuple(os.fspath(r) for r in roots)
-                    reader = by_roots.get(key)
-                    if reader is None:
-                        reader = by_roots[key] = SourceReader(
-                            roots, max_bytes=self.max_source_bytes
-                        )
-                by_pid[pid] = reader
-            if reader is not None and frame.provenance:
-                source = reader.check_frame(frame)
-            out.append((check_inline_digest(frame), source))
-        return out, sum(r.reads for r in by_roots.values())
-
     async def _run_checks(
         self, items: list[tuple[str, ContextFrame]]
     ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
-        """``_check_all`` in a worker thread when it will touch files, inline otherwise."""
+        """``check_frames`` in a worker thread when it will touch files, inline otherwise."""
         if not items:
             return [], 0
-        needs_io = any(
-            frame.provenance
-            and self._roots_for(pid)
-            and any(p.type == "file" for p in frame.provenance)
-            for pid, frame in items
-        )
-        if needs_io:
-            return await anyio.to_thread.run_sync(self._check_all, items)
-        return self._check_all(items)
+        if needs_io(items, self._roots_for):
+            return await anyio.to_thread.run_sync(
+                check_frames, items, self._roots_for, self.max_source_bytes
+            )
+        return check_frames(items, self._roots_for, self.max_source_bytes)
 
     async def finish(
         self,
