@@ -11,13 +11,16 @@ through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 
 from ._gate import ConsentGate, missing_consent
 from ._health import (
+    MAX_ERROR_CHARS,
     Health,
     ProviderState,
     RestartPolicy,
     StartAction,
     StartDecision,
     backoff_delay,
+    bounded_error,
     decide_start,
+    is_hung,
     record_failure,
     record_leg,
     record_started,
@@ -33,6 +36,7 @@ from ._spec import ProviderSpec
 from .consent import ConsentStore, required_scopes
 
 __all__ = [
+    "MAX_ERROR_CHARS",
     "QUARANTINE_RULES",
     "ConsentGate",
     "ConsentStore",
@@ -59,9 +63,11 @@ __all__ = [
     "StartDecision",
     "audit_leg",
     "backoff_delay",
+    "bounded_error",
     "decide_start",
     "gate",
     "honest_cost",
+    "is_hung",
     "judge",
     "judge_leg",
     "looks_like_instructions",

@@ -32,6 +32,7 @@ from ._health import (
     RestartPolicy,
     StartAction,
     decide_start,
+    is_hung,
     record_failure,
     record_leg,
     record_started,
@@ -182,9 +183,11 @@ class ProviderPool:
             policy = self.settings.restart_policy
             decision = decide_start(slot.health, alive=False, now=now, policy=policy)
             if decision.action is StartAction.GIVE_UP:
+                # Quotes the last start or crash failure, never a report that quoted one:
+                # the message stays the same size however many requests meet it.
                 raise ProviderCrashed(
                     f"restart attempts exhausted ({slot.health.consecutive_failures}); "
-                    f"last error: {slot.health.last_error}",
+                    f"last failure: {slot.health.last_failure}",
                     stage="restart",
                 )
             if decision.action is StartAction.WAIT:
@@ -255,7 +258,20 @@ class ProviderPool:
         )
 
     def record_leg(self, slot: Slot, status: str, error: str | None) -> None:
+        """Count a finished leg; restart a provider that is alive but hung (``is_hung``):
+        its process is torn down in the pool's task group and the next request starts
+        a fresh one, after the backoff the failure earns."""
         slot.health = record_leg(slot.health, status, error=error)
+        if is_hung(slot.health, self.settings.restart_policy) and slot.conn is not None:
+            n = slot.health.consecutive_timeouts
+            log.warning("provider.hung.restart", provider=slot.spec.id, timeouts=n)
+            slot.health = record_failure(
+                slot.health,
+                now=anyio.current_time(),
+                error=f"hung: no reply to {n} requests in a row",
+                policy=self.settings.restart_policy,
+            )
+            self.discard(slot)
 
     def discard(self, slot: Slot) -> None:
         """Drop the connection; its teardown runs in the pool's task group (shielded)."""
