@@ -61,8 +61,8 @@ class Host:
     ``consent`` is the gate (default: a ``ConsentStore`` under ``state_dir``;
     with neither, egress providers are always refused). ``verify_stage`` is
     the verification/reuse stage run after the leg audit (default: one built
-    here from the specs' ``trusted_roots`` and ``host_roots``; ``None``: frames
-    are reported ``unverified``).
+    here from the specs' ``trusted_roots`` and ``untrusted``, ``host_roots`` and
+    ``untrusted``; ``None``: frames are reported ``unverified``).
     """
 
     def __init__(
@@ -73,6 +73,7 @@ class Host:
         consent: ConsentGate | None = None,
         verify_stage: VerifyStage | None | _Default = DEFAULT_VERIFY_STAGE,
         host_roots: Sequence[str | Path] = (),
+        untrusted: str = "exclude",
         start: str = "lazy",
         host_info: HostInfo | None = None,
         handshake_timeout_s: float = 5.0,
@@ -98,6 +99,12 @@ class Host:
             verify_stage = VerifyStage(
                 trusted_roots={pid: s.spec.trusted_roots for pid, s in self.pool.slots.items()},
                 host_roots=[str(r) for r in host_roots],
+                untrusted=untrusted,
+                provider_untrusted={
+                    pid: s.spec.untrusted
+                    for pid, s in self.pool.slots.items()
+                    if s.spec.untrusted is not None
+                },
             )
         self.verify_stage: VerifyStage | None = verify_stage
 

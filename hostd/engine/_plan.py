@@ -148,32 +148,46 @@ def plan_fan_out(
     views = sorted(providers, key=lambda v: v.spec.id)
     shares = _split(global_budget, tuple(v.spec.weight for v in views)) if views else ()
     template = query.to_wire()
-    legs: list[LegPlan] = []
-    for view, share in zip(views, shares, strict=True):
-        spec = view.spec
-        asked = asked_tokens(share, global_budget, overfetch)
-        limit = leg_limit_ms(spec, timeout_ms)
-        leg_query = query.model_copy(update={"max_tokens": asked})
-        action, wire = LegAction.START, None
-        missing: tuple[str, ...] = ()
-        if asked <= 0:
-            action = LegAction.SKIP
-        elif view.info is not None and view.capabilities is not None:
-            gated, missing = gate(leg_query, spec.id, view.info, view.capabilities, consent)
-            if missing:
-                action = LegAction.NO_CONSENT
-            else:
-                action = LegAction.SEND
-                # The template's wire form with this leg's max_tokens, unless P5 trimmed it.
-                untrimmed = gated.representation_preferences == query.representation_preferences
-                wire = {**template, "max_tokens": asked} if untrimmed else gated.to_wire()
-                leg_query = gated
-        legs.append(
-            LegPlan(
-                spec.id, action, share, asked, limit, now + limit / 1000, leg_query, wire, missing
-            )
-        )
+    legs = [
+        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now)
+        for view, share in zip(views, shares, strict=True)
+    ]
     return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify)
+
+
+def _leg(
+    view: ProviderView,
+    share: int,
+    query: ContextQuery,
+    template: Mapping[str, Any],
+    consent: ConsentGate | None,
+    global_budget: int,
+    overfetch: float,
+    timeout_ms: float | None,
+    now: float,
+) -> LegPlan:
+    """One provider's leg (``template``: the query's wire form, shared by every leg)."""
+    spec = view.spec
+    asked = asked_tokens(share, global_budget, overfetch)
+    limit = leg_limit_ms(spec, timeout_ms)
+    leg_query = query.model_copy(update={"max_tokens": asked})
+
+    def leg(action: LegAction, **more: Any) -> LegPlan:
+        fields = {"query": leg_query, **more}
+        return LegPlan(spec.id, action, share, asked, limit, now + limit / 1000, **fields)
+
+    if asked <= 0:
+        return leg(LegAction.SKIP)
+    if view.info is None or view.capabilities is None:
+        return leg(LegAction.START)  # consent is judged after its handshake, by ``gate``
+    gated, missing = gate(leg_query, spec.id, view.info, view.capabilities, consent)
+    if missing:
+        return leg(LegAction.NO_CONSENT, missing_scopes=missing)
+
+    # The template's wire form with this leg's max_tokens, unless P5 trimmed the query.
+    untrimmed = gated.representation_preferences == query.representation_preferences
+    wire = {**template, "max_tokens": asked} if untrimmed else gated.to_wire()
+    return leg(LegAction.SEND, query=gated, wire=wire)
 
 
 def _check_overfetch(overfetch: float) -> float:

@@ -178,6 +178,7 @@ class Daemon:
             cfg.provider_specs(),
             state_dir=state,
             host_roots=cfg.host.trusted_roots,
+            untrusted=cfg.host.untrusted,
             start=cfg.host.start_providers,
             max_line_bytes=cfg.host.max_line_bytes,
         )

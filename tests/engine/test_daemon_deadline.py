@@ -69,3 +69,15 @@ async def test_a_hung_verify_ends_at_the_request_deadline(tmp_path: Path) -> Non
     # No verdict vouched for the held copies: the fresh copies stand, re-read from the files.
     states = {e["frame"]["frame_id"]: e["verification"] for e in second["audit"]["entries"]}
     assert states == {"a.py": {"state": "source_verified"}, "b.py": {"state": "source_verified"}}
+
+
+def test_untrusted_is_read_from_config_per_host_and_provider(tmp_path: Path) -> None:
+    from hostd.errors import ConfigError
+
+    base = '[[provider]]\nid = "p"\ncommand = ["x"]\n'
+    cfg = parse_config('[host]\nuntrusted = "include"\n' + base, base=tmp_path)
+    assert cfg.host.untrusted == "include" and cfg.provider_specs()[0].untrusted is None
+    cfg = parse_config(base + 'untrusted = "include"\n', base=tmp_path)
+    assert cfg.host.untrusted == "exclude" and cfg.provider_specs()[0].untrusted == "include"
+    with pytest.raises(ConfigError):
+        parse_config('[host]\nuntrusted = "sometimes"\n', base=tmp_path)

@@ -119,6 +119,29 @@ def test_source_mismatch_excludes(inline: InlineCheck) -> None:
     assert d.detail["uri"] == "file:///x"
 
 
+SRC_OUTSIDE = SourceCheck(SourceOutcome.UNVERIFIABLE, "untrusted_path", {"uri": "file:///x"})
+
+
+@pytest.mark.parametrize("inline", [CHECKED, ABSENT, NO_CONTENT])
+@pytest.mark.parametrize("reused", [False, True])
+def test_a_source_outside_the_trusted_roots_is_excluded_or_included_marked(
+    inline: InlineCheck, reused: bool
+) -> None:
+    # A valid verdict (reused) vouches for nothing the host cannot check itself.
+    for d in (
+        decide_frame(inline, SRC_OUTSIDE, reused=reused),
+        decide_frame(inline, SRC_OUTSIDE, reused=reused, untrusted="exclude"),
+    ):
+        assert d.excluded == Exclusion.UNTRUSTED_SOURCE and d.state is None
+        assert d.detail["uri"] == "file:///x"
+    kept = decide_frame(inline, SRC_OUTSIDE, reused=reused, untrusted="include")
+    assert kept.excluded is None
+    assert kept.state == {"state": "unverifiable", "reason": "outside_trusted_roots"}
+    # Other unverifiable sources are not "untrusted": the setting does not touch them.
+    other = decide_frame(inline, SRC_NA, reused=reused)
+    assert other.excluded is None
+
+
 def test_valid_verdict_with_source_mismatch_is_a_rubber_stamp() -> None:
     d = decide_frame(CHECKED, SRC_BAD, reused=True)
     assert d.excluded == Exclusion.SOURCE_MISMATCH and d.rubber_stamp

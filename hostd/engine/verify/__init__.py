@@ -11,6 +11,7 @@ session cache. Nothing here talks to a transport (``send_verify`` is given).
 
 from ._reuse import DEFAULT_MAX_FRAMES_PER_SESSION, DEFAULT_MAX_FRAMES_TOTAL, HeldFrame, ReuseCache
 from ._rules import (
+    UNTRUSTED_CHOICES,
     Decision,
     Exclusion,
     InlineCheck,
@@ -43,6 +44,7 @@ from ._turn import (
 )
 
 __all__ = [
+    "UNTRUSTED_CHOICES",
     "DEFAULT_MAX_FRAMES_PER_SESSION",
     "DEFAULT_MAX_FRAMES_TOTAL",
     "DEFAULT_MAX_SOURCE_BYTES",

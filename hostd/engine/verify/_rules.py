@@ -36,6 +36,7 @@ from ._source import (
 )
 
 __all__ = [
+    "UNTRUSTED_CHOICES",
     "DEFAULT_MAX_SOURCE_BYTES",
     "Decision",
     "Exclusion",
@@ -79,6 +80,12 @@ class Exclusion(StrEnum):
     GONE = "gone"
     #: A held frame whose verdict was ``unknown`` or missing (V2, V3): not reused.
     VERIFY_UNKNOWN = "verify_unknown"
+    #: ``file`` provenance outside the provider's trusted roots (``untrusted = "exclude"``).
+    UNTRUSTED_SOURCE = "untrusted_source"
+
+
+#: What to do with a frame whose ``file`` provenance lies outside every trusted root.
+UNTRUSTED_CHOICES = ("exclude", "include")
 
 
 # --- inline digest (D1, D4) ---------------------------------------------------------
@@ -125,8 +132,18 @@ class Decision:
     rubber_stamp: bool = False
 
 
-def decide_frame(inline: InlineCheck, source: SourceCheck | None, *, reused: bool) -> Decision:
+def decide_frame(
+    inline: InlineCheck, source: SourceCheck | None, *, reused: bool, untrusted: str = "exclude"
+) -> Decision:
     """Combine the inline digest check, the source re-read and reuse into one decision.
+
+    A ``file`` provenance that resolves outside every trusted root (the provider has
+    roots, its own or the host's; without any, sources are not re-read at all)
+    cannot be checked by the host,
+    whatever the provider says (a ``valid`` verdict included): with ``untrusted``
+    ``"exclude"`` the frame is dropped (``untrusted_source``), with ``"include"`` it
+    stays, ``{"state": "unverifiable", "reason": "outside_trusted_roots"}``, for the
+    composer to mark.
 
     Mismatches exclude (tampering and stale indexes look like this). Otherwise
     the state is the strongest that holds: ``provider_verified`` for a reused
@@ -149,6 +166,12 @@ def decide_frame(inline: InlineCheck, source: SourceCheck | None, *, reused: boo
         )
     checked = inline.outcome == InlineOutcome.CHECKED
     state: dict[str, Any]
+    if source is not None and source.reason == Unverifiable.UNTRUSTED_PATH.value:
+        if untrusted != "include":
+            detail = {**source.detail, "reused": reused}
+            return Decision(Exclusion.UNTRUSTED_SOURCE, detail, None)
+        reason = Unverifiable.OUTSIDE_TRUSTED_ROOTS.value
+        return Decision(None, {}, {"state": VerificationState.UNVERIFIABLE.value, "reason": reason})
     if reused:
         state = {"state": VerificationState.PROVIDER_VERIFIED.value}
         if source is not None:

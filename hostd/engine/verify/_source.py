@@ -48,6 +48,9 @@ class Unverifiable(StrEnum):
     NO_URI = "no_uri"
     UNSUPPORTED_URI = "unsupported_uri"
     UNTRUSTED_PATH = "untrusted_path"
+    #: The state's reason for a frame kept (``untrusted = "include"``) although its
+    #: ``file`` provenance resolves outside every trusted root (``untrusted_path``).
+    OUTSIDE_TRUSTED_ROOTS = "outside_trusted_roots"
     UNREADABLE = "unreadable"
     NOT_A_FILE = "not_a_file"
     TOO_LARGE = "too_large"

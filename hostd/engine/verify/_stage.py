@@ -39,6 +39,7 @@ from ._reuse import (
 )
 from ._rules import (
     DEFAULT_MAX_SOURCE_BYTES,
+    UNTRUSTED_CHOICES,
     Exclusion,
     InlineCheck,
     SourceCheck,
@@ -90,11 +91,20 @@ class VerifyStage:
         host_roots: Roots = (),
         max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
         verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
+        untrusted: str = "exclude",
+        provider_untrusted: Mapping[str, str] | None = None,
     ) -> None:
         self.cache = cache if cache is not None else ReuseCache()
         self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
         self.host_roots = tuple(host_roots)
         self.max_source_bytes = max_source_bytes
+        for choice in (untrusted, *(provider_untrusted or {}).values()):
+            if choice not in UNTRUSTED_CHOICES:
+                raise ValueError(f"untrusted must be one of {UNTRUSTED_CHOICES}, got {choice!r}")
+        #: Frames with ``file`` provenance outside every trusted root: "exclude" or
+        #: "include" (marked ``unverifiable``), per provider or for all.
+        self.untrusted = untrusted
+        self.provider_untrusted = dict(provider_untrusted or {})
         #: The bound on a ``context/verify`` that ``ask`` was given no limit for.
         self.verify_timeout_ms = verify_timeout_ms
         self._health: dict[str, dict[str, int]] = {}
@@ -331,7 +341,8 @@ class VerifyStage:
                     # D2: same FrameId, same content: the held copy (or the first fresh
                     # one) already stands for it, one FrameId, one audit entry.
                     continue
-                d = decide_frame(inline, source, reused=reused)
+                choice = self.provider_untrusted.get(pid, self.untrusted)
+                d = decide_frame(inline, source, reused=reused, untrusted=choice)
                 if d.excluded is None:
                     assert d.state is not None
                     verification[fid] = dict(d.state)
