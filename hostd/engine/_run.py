@@ -159,21 +159,17 @@ class _Runner:
                 raise TimeoutError
         except TimeoutError:
             if conn is None:  # still starting: the start (in the pool) goes on without us
-                return self.reply(
-                    leg,
-                    query,
-                    status=LegStatus.TIMEOUT,
-                    error_code="handshake_timeout",
-                    error_message=f"provider not ready within {leg.limit_ms:.0f} ms",
-                )
-            if not conn.alive and slot.conn is conn:
-                self.pool.discard(slot)  # a lock-step stream abandoned mid-request
+                code, what = "handshake_timeout", "provider not ready"
+            else:
+                code, what = "timeout", "no reply"
+                if not conn.alive and slot.conn is conn:
+                    self.pool.discard(slot)  # a lock-step stream abandoned mid-request
             return self.reply(
                 leg,
                 query,
                 status=LegStatus.TIMEOUT,
-                error_code="timeout",
-                error_message=f"no reply within {leg.limit_ms:.0f} ms",
+                error_code=code,
+                error_message=f"{what} within {leg.limit_ms:.0f} ms",
             )
         except HostdError as exc:
             if isinstance(exc, ProviderCrashed | ProtocolFault):
