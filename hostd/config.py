@@ -82,6 +82,9 @@ class HostSettings(_Section):
     auth_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     #: Roots under which any provider's ``file`` provenance may be re-read (F5, F17).
     trusted_roots: list[Path] = Field(default_factory=list)
+    #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
+    #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
+    untrusted: Literal["exclude", "include"] = "exclude"
 
 
 class TcpSettings(_Section):
@@ -130,6 +133,8 @@ class ProviderSettings(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
     trusted_roots: list[Path] = Field(default_factory=list)
+    #: Overrides ``host.untrusted`` for this provider's frames.
+    untrusted: Literal["exclude", "include"] | None = None
 
     @field_validator("command")
     @classmethod
@@ -197,6 +202,7 @@ class Config(_Section):
                 env=dict(p.env),
                 cwd=str(p.cwd) if p.cwd is not None else None,
                 trusted_roots=[str(r) for r in p.trusted_roots],
+                untrusted=p.untrusted,
             )
             for p in self.provider
         ]

@@ -21,7 +21,7 @@ from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.abc import SocketListener, SocketStream
@@ -34,6 +34,10 @@ from hostd.rpc import decode, encode
 
 from ._api import dispatch_one
 from ._connection import Connection, Limits
+
+if TYPE_CHECKING:
+    from hostd.engine import Host
+
 from ._listeners import (
     open_stdio,
     open_tcp_listener,
@@ -61,7 +65,8 @@ class Daemon:
 
     def __init__(self, config: Config, *, host_factory: Callable[..., Any] | None = None) -> None:
         self.config = config
-        self.host: Any = None
+        #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
+        self.host: Host
         self.counters: Counter[str] = Counter()
         self.stopping = False
         self.started_at = time.time()
@@ -175,19 +180,16 @@ class Daemon:
         if self._host_factory is not None:
             return self._host_factory(self.config)
         from hostd.engine import Host
-        from hostd.engine.verify import VerifyStage
 
         cfg = self.config
         state = cfg.state_path
         private_state_dir(state, cfg.source)  # refused before any provider starts
-        stage = VerifyStage(
-            trusted_roots={p.id: [str(r) for r in p.trusted_roots] for p in cfg.provider},
-            host_roots=[str(r) for r in cfg.host.trusted_roots],
-        )
+        # The engine builds its verify stage from the specs (roots, deadlines): one place.
         return Host(
             cfg.provider_specs(),
             state_dir=state,
-            verify_stage=stage,
+            host_roots=cfg.host.trusted_roots,
+            untrusted=cfg.host.untrusted,
             start=cfg.host.start_providers,
             max_line_bytes=cfg.host.max_line_bytes,
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hostd.engine._audit import audit_leg
+from hostd.engine import audit_leg
 from hostd.errors import CorrelationMismatch, ProtocolFault, ProviderError
 from hostd.protocol import ContextFrame, HostInfo
 from hostd.provider import make_frame
