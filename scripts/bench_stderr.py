@@ -137,9 +137,14 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, default=ROOT)
     args = parser.parse_args()
     sys.path.insert(0, str(args.checkout.resolve()))
+    import importlib
+
     import anyio
 
-    from hostd.logging import configure_logging
+    try:  # checkouts from before the rename still name the module hostd.logging
+        configure_logging = importlib.import_module("hostd.logs").configure_logging
+    except ModuleNotFoundError:
+        configure_logging = importlib.import_module("hostd.logging").configure_logging
 
     # The daemon's JSON log, written where it costs only its formatting and writes.
     with open(os.devnull, "w", encoding="utf-8") as sink:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import orjson
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from hostd.errors import (
     CorrelationMismatch,
@@ -170,10 +170,3 @@ class JsonRpcClient(StreamClient):
         """Fail every waiter (the connection is being torn down)."""
         self._table.fail_all(error)
 
-
-class _FastQueryReply(BaseModel):
-    """Not used by the transport. Kept only because ``scripts/bench_fanout.py``'s floor
-    imports it: a query reply with its frames raw, as the one reply path hands them on."""
-
-    id: Any
-    result: ContextQueryResult
