@@ -5,7 +5,9 @@ malformed bytes on purpose) for either binding, and the checks: handshake
 (H1–H3, H2, C5), a query whose frames are valid (F1–F5, D1, P1–P5), budget
 honesty on recomputed costs (B1, B3, B4), the kinds filter (Q1),
 malformed-input tolerance (R1), verify honesty (V1–V3) and shutdown (R2).
-It judges with ``hostd.protocol`` rule functions only.
+Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``),
+so a provider that passes is never dropped or quarantined by the daemon for the
+same reply; the handshake, R1, verify and shutdown checks are this module's.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import anyio
 from anyio.abc import Process
 
 import hostd
+from hostd.engine import LegAudit, audit_leg
 from hostd.protocol import (
     PROTOCOL_VERSION,
     Capabilities,
@@ -30,16 +33,15 @@ from hostd.protocol import (
     ContextQuery,
     HandshakeAck,
     Severity,
-    check_budget,
     check_handshake,
-    check_kinds,
-    parse_frame,
 )
 
 __all__ = ["CheckResult", "check_provider", "render_table"]
 
 _BOGUS_DIGEST = "sha256:" + "0" * 64
 _MAX_LINE = 16 * 1024 * 1024
+#: The provider id the audit's FrameIds carry (the daemon uses the configured id).
+_PID = "p"
 
 
 @dataclass(slots=True)
@@ -48,6 +50,8 @@ class CheckResult:
     passed: bool
     detail: str = ""
     skipped: bool = False
+    #: The rule ids that failed it (the leg audit's, as the daemon would report them).
+    rules: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -55,11 +59,16 @@ class CheckResult:
             "passed": self.passed,
             "skipped": self.skipped,
             "detail": self.detail,
+            "rules": list(self.rules),
         }
 
 
 class _Failed(Exception):
-    pass
+    """A check's verdict, raised to end that check (private control flow)."""
+
+    def __init__(self, detail: str, rules: Sequence[str] = ()) -> None:
+        super().__init__(detail)
+        self.rules = tuple(rules)
 
 
 @dataclass
@@ -199,6 +208,7 @@ def _errors(violations: Sequence[Any]) -> list[Any]:
 
 
 def _fmt(violations: Sequence[Any], limit: int = 3) -> str:
+    violations = list(dict.fromkeys(violations))  # the same breach found by two queries
     text = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in violations[:limit])
     more = len(violations) - limit
     return text + (f" (+{more} more)" if more > 0 else "")
@@ -247,7 +257,7 @@ async def _step(d: _Driver, results: list[CheckResult], name: str, coro: Any) ->
     except TimeoutError:
         results.append(CheckResult(name, False, "no answer within the timeout"))
     except _Failed as exc:
-        results.append(CheckResult(name, False, str(exc)))
+        results.append(CheckResult(name, False, str(exc), rules=exc.rules))
     except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
         results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -263,13 +273,8 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
         if bad:
             raise _Failed(_fmt(bad))
-        results.append(
-            CheckResult(
-                "handshake",
-                True,
-                f"{ack.provider.name} {ack.provider.version}, {ack.protocol_version}",
-            )
-        )
+        who = f"{ack.provider.name} {ack.provider.version}, {ack.protocol_version}"
+        results.append(CheckResult("handshake", True, who))
         return ack
 
     ack = await _step(d, results, "handshake", handshake())
@@ -278,63 +283,62 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
     caps: Capabilities = ack.capabilities
     d.correlation = caps.correlation
 
-    # 2. A query whose frames are all valid.
+    # 2. A query whose frames are all valid; 3. budget honesty; 4. the kinds filter: each
+    # reply judged by the daemon's leg audit, so the same rule ids fail here as there.
     query = ContextQuery(goal=goal, query_text=goal, max_frames=8, max_tokens=budget)
     frames: list[ContextFrame] = []
+    first: list[LegAudit] = []
+    kinds_seen: list[str] = []
 
     async def first_query() -> None:
         raw, error = await d.query(query)
         if error is not None:
             raise _Failed(f"query answered an error: {error}")
-        assert raw is not None
-        problems: list[Any] = []
-        for item in raw:
-            frame, violations = parse_frame(item)
-            problems += _errors(violations)
-            if frame is not None and not _errors(violations):
-                frames.append(frame)
-        if problems:
-            raise _Failed(f"{len(problems)} invalid frame(s): {_fmt(problems)}")
-        results.append(CheckResult("query", True, f"{len(raw)} valid frame(s)"))
+        audit = _audit(query, raw)
+        first.append(audit)
+        kinds_seen.extend(x["kind"] for x in raw or [] if isinstance(x, dict) and "kind" in x)
+        frames.extend(audit.accepted)
+        invalid = [v for v in _errors(audit.violations) if v not in audit.quarantine]
+        if invalid:
+            raise _Failed(
+                f"{len(invalid)} invalid frame finding(s): {_fmt(invalid)}", _rules(invalid)
+            )
+        results.append(CheckResult("query", True, f"{audit.offered} valid frame(s)"))
 
     await _step(d, results, "query", first_query())
 
-    # 3. Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
+    # Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
     async def budget_honesty() -> None:
-        declared = [f for f in frames if f.token_cost != _honest(f)]
-        bad = _errors(check_budget(query, frames))
         tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
-        tight_frames = [f for f in (parse_frame(x)[0] for x in raw or []) if f is not None]
-        bad += _errors(check_budget(tight, tight_frames))
-        if declared:
-            f = declared[0]
-            raise _Failed(f"B3: {f.id} declares token_cost {f.token_cost}, honest {_honest(f)}")
-        if bad:
-            raise _Failed(_fmt(bad))
-        how = "an error" if error is not None else f"{len(tight_frames)} frame(s)"
-        results.append(
-            CheckResult("budget honesty", True, f"costs exact; max_tokens=8 answered with {how}")
-        )
+        breaches = [*(first[0].quarantine if first else ()), *_audit(tight, raw).quarantine]
+        breaches = [v for v in breaches if v.rule.startswith("B")]
+        if breaches:
+            raise _Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
+        how = "an error" if error is not None else f"{len(raw or [])} frame(s)"
+        detail = f"costs exact; max_tokens=8 answered with {how}"
+        results.append(CheckResult("budget honesty", True, detail))
 
     await _step(d, results, "budget honesty", budget_honesty())
 
-    # 4. Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
+    # Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
     async def kinds_filter() -> None:
-        kind = caps.query.kinds[0] if caps.query.kinds else (frames[0].kind if frames else "doc")
+        kind = (caps.query.kinds or kinds_seen or ["doc"])[0]
         q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
         raw, error = await d.query(q)
-        got = [f for f in (parse_frame(x)[0] for x in raw or []) if f is not None]
-        bad = check_kinds(q, got)
+        breaches = [v for v in _audit(q, raw).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
         )
         raw2, _ = await d.query(other)
-        got2 = [f for f in (parse_frame(x)[0] for x in raw2 or []) if f is not None]
-        bad += check_kinds(other, got2)
-        if bad:
-            raise _Failed(_fmt(bad))
-        how = f"error {error.get('message', '')!r}" if error is not None else f"{len(got)} frame(s)"
+        breaches += [v for v in _audit(other, raw2).quarantine if v.rule == "Q1"]
+        if breaches:
+            raise _Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
+        how = (
+            f"error {error.get('message', '')!r}"
+            if error is not None
+            else f"{len(raw or [])} frame(s)"
+        )
         results.append(CheckResult("kinds filter", True, f"kinds=[{kind}] → {how}"))
 
     await _step(d, results, "kinds filter", kinds_filter())
@@ -392,23 +396,19 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         await d.shutdown()
         with anyio.fail_after(d.timeout_s):
             code = await d.process.wait()
-        results.append(
-            CheckResult(
-                "shutdown",
-                True,
-                f"exited with {code} after {round((time.monotonic() - started) * 1000)} ms",
-            )
-        )
+        took = round((time.monotonic() - started) * 1000)
+        results.append(CheckResult("shutdown", True, f"exited with {code} after {took} ms"))
 
     await _step(d, results, "shutdown", shutdown())
 
 
-def _honest(frame: ContextFrame) -> int:
-    from hostd.protocol import canonical_token_cost
+def _audit(query: ContextQuery, raw: list[Any] | None) -> LegAudit:
+    """The daemon's verdict on one reply (an error reply offers no frame)."""
+    return audit_leg(_PID, query, raw or [])
 
-    if frame.effective_representation == "reference":
-        return frame.token_cost
-    return canonical_token_cost(frame.content)
+
+def _rules(violations: Sequence[Any]) -> list[str]:
+    return sorted({v.rule for v in violations})
 
 
 async def _reap(process: Process) -> None:

@@ -148,12 +148,10 @@ def add_quality_commands(
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import eval as ev
     from hostd.cli import EXIT_OK, _csv, _print_json, _session, _strategy
-    from hostd.compose import strategy_from_wire
 
     questions = ev.load_questions(args.questions)
+    # _strategy checks each spelling, so a misspelt policy fails before any provider starts
     policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
-    for p in policies:
-        strategy_from_wire(p.strategy)  # a misspelt policy fails before any provider starts
     budgets = args.budget or [cfg.host.default_budget]
     async with _session(cfg, args.connect) as s:
         outcomes = await ev.run_eval(

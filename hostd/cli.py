@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     compose.add_argument(
         "--strategy",
         metavar="S",
-        help="score | round_robin | quota:K | rrf | a JSON value (see README)",
+        help="score | round_robin | quota:K | rrf[:k=N,PROVIDER=W] | margin[:k=N,PROVIDER=W] "
+        "| a JSON object (docs/cli.md)",
     )
     compose.add_argument(
         "--placement", choices=("edges", "ranked", "grouped", "canonical"), help="placement"
@@ -183,13 +184,16 @@ def _connect_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _strategy(value: str | None) -> Any:
+    """A ``--strategy`` value as the wire takes it: a text spelling as it is, a JSON
+    value decoded; checked by the one parser (``strategy_from_wire``) before any
+    provider starts."""
     if value is None:
         return None
-    if value.startswith(("{", "[", '"')):
-        return json.loads(value)
-    if value.startswith("quota:"):
-        return {"quota": int(value.split(":", 1)[1])}
-    return value
+    from hostd.compose import strategy_from_wire
+
+    wire = json.loads(value) if value.lstrip().startswith(("{", "[", '"')) else value
+    strategy_from_wire(wire)
+    return wire
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -379,10 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-provider":
             return _check_provider(args)
         cfg = load_config(args.config)
-        from hostd.logging import configure_logging
+        from hostd.logs import configure_logging
 
         level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
-        configure_logging(level, file=str(cfg.log.file) if cfg.log.file else None)
+        configure_logging(level, settings=cfg.log)
         if args.command == "serve":
             return _serve(cfg, args)
         if args.command == "shadow":

@@ -30,7 +30,8 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd.config import default_socket_path
-from hostd.errors import HostdError, ProtocolFault
+from hostd.errors import ConnectionLost, ProtocolFault, RpcError
+from hostd.transport import stop_process
 
 __all__ = [
     "AsyncClient",
@@ -44,34 +45,6 @@ __all__ = [
 ]
 
 _MAX_LINE = 64 * 1024 * 1024
-
-
-class RpcError(HostdError):
-    """The daemon answered with a JSON-RPC error object."""
-
-    reason = "rpc_error"
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.rpc_code = code
-        self.rpc_data = data
-
-    @property
-    def remote_reason(self) -> str | None:
-        """``data.reason`` of the error (e.g. ``floors_exceed_budget``), if any."""
-        if isinstance(self.rpc_data, dict):
-            reason = self.rpc_data.get("reason")
-            return reason if isinstance(reason, str) else None
-        return None
-
-    def __str__(self) -> str:
-        return f"{self.message} (code {self.rpc_code}, reason {self.remote_reason})"
-
-
-class ConnectionLost(ProtocolFault):
-    """The daemon closed the connection before answering."""
-
-    reason = "connection_lost"
 
 
 ProgressCallback = Callable[[dict[str, Any]], Any]
@@ -323,20 +296,12 @@ async def spawn(
 
 
 async def _stop_child(process: Process, grace_s: float) -> None:
+    """Close the daemon's stdin (it drains and exits 0), then the transport's ladder:
+    SIGTERM after ``grace_s``, SIGKILL five seconds later."""
     with contextlib.suppress(Exception):
         if process.stdin is not None:
             await process.stdin.aclose()
-    with anyio.move_on_after(grace_s):
-        await process.wait()
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
-    with anyio.move_on_after(5):
-        await process.wait()
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    await process.wait()
+    await stop_process(process, grace_s, term_grace=5)
 
 
 class Client:

@@ -78,8 +78,13 @@ class HostSettings(_Section):
     max_in_flight: Annotated[int, Field(ge=1, le=100_000)] = 64
     max_batch: Annotated[int, Field(ge=1, le=100_000)] = 1024
     max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    #: Seconds a TCP client has to send ``$/authenticate`` before it is closed.
+    auth_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     #: Roots under which any provider's ``file`` provenance may be re-read (F5, F17).
     trusted_roots: list[Path] = Field(default_factory=list)
+    #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
+    #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
+    untrusted: Literal["exclude", "include"] = "exclude"
 
 
 class TcpSettings(_Section):
@@ -93,8 +98,16 @@ class TcpSettings(_Section):
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
-    #: JSON lines go here instead of stderr when set.
+    #: JSON lines go here instead of stderr when set (created mode 0600).
     file: Path | None = None
+    #: Per-composition audit in the log: "summary" writes one ``compose.audit.summary``
+    #: (counts) and per-entry ``compose.audit`` events at debug only; "sample" adds a
+    #: share ``audit_sample`` of the entries at info; "entries" writes every entry at info.
+    audit: Literal["summary", "sample", "entries"] = "summary"
+    audit_sample: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.05
+    #: ``log.file`` is rotated once it reaches this size (0: never), keeping ``backups``.
+    max_bytes: Annotated[int, Field(ge=0, le=1 << 40)] = 64 * 1024 * 1024
+    backups: Annotated[int, Field(ge=0, le=1000)] = 5
 
 
 class ShadowSettings(_Section):
@@ -120,6 +133,8 @@ class ProviderSettings(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
     trusted_roots: list[Path] = Field(default_factory=list)
+    #: Overrides ``host.untrusted`` for this provider's frames.
+    untrusted: Literal["exclude", "include"] | None = None
 
     @field_validator("command")
     @classmethod
@@ -187,6 +202,7 @@ class Config(_Section):
                 env=dict(p.env),
                 cwd=str(p.cwd) if p.cwd is not None else None,
                 trusted_roots=[str(r) for r in p.trusted_roots],
+                untrusted=p.untrusted,
             )
             for p in self.provider
         ]

@@ -10,27 +10,39 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from hostd.protocol import CgpErrorCode
+from pydantic import ValidationError
+
+from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode
 
 __all__ = [
     "BadRequest",
     "ConfigError",
+    "ConnectionLost",
     "ConsentRequired",
     "CorrelationMismatch",
+    "EmptyBatch",
     "FloorsExceedBudget",
     "FloorsOverBudget",
     "HandshakeFailed",
     "HostdError",
     "IncompatibleVersion",
+    "InvalidParam",
+    "InvalidRequest",
     "LineTooLong",
     "NoProviderAvailable",
     "Overloaded",
+    "ParseError",
     "ProtocolFault",
     "ProviderCrashed",
     "ProviderError",
+    "ProviderRefusal",
     "ProviderTimeout",
+    "RequestLineTooLong",
+    "RpcError",
     "ShuttingDown",
+    "Unauthorized",
     "UnknownProvider",
+    "UnknownRequest",
     "error_to_wire",
 ]
 
@@ -41,14 +53,22 @@ class HostdError(Exception):
     code: ClassVar[CgpErrorCode] = CgpErrorCode.INTERNAL
     reason: ClassVar[str] = "internal"
 
+    #: The JSON-RPC number when it is not the CGP code's own (parse error, invalid request).
+    wire_number: ClassVar[int | None] = None
+
     def __init__(self, message: str, **data: Any) -> None:
         super().__init__(message)
         self.message = message
         self.data = data
 
     @property
+    def cgp(self) -> CgpErrorCode:
+        """The CGP code on the wire: the class's, unless an instance carries its own."""
+        return self.code
+
+    @property
     def jsonrpc_code(self) -> int:
-        return self.code.jsonrpc_code
+        return self.wire_number if self.wire_number is not None else self.cgp.jsonrpc_code
 
 
 class BadRequest(HostdError):
@@ -148,11 +168,131 @@ class Overloaded(HostdError):
     reason = "overloaded"
 
 
+# -- the JSON-RPC edge (hostd.rpc, hostd.server, hostd.provider, hostd.client) ----------
+
+
+class ParseError(BadRequest):
+    """A line that is not JSON (or not UTF-8): JSON-RPC's parse error, answered ``id: null``."""
+
+    reason = "parse_error"
+    wire_number = PARSE_ERROR
+
+
+class InvalidRequest(BadRequest):
+    """A JSON value that is not a JSON-RPC 2.0 request (bad shape, bad id, empty batch)."""
+
+    reason = "invalid_request"
+    wire_number = INVALID_REQUEST
+
+
+class EmptyBatch(InvalidRequest):
+    """``[]``: a batch with no request in it, answered with one invalid-request error."""
+
+    reason = "empty_batch"
+
+
+class RequestLineTooLong(InvalidRequest):
+    """A request line over the reader's bound: answered once, its bytes discarded."""
+
+    reason = "line_too_long"
+
+
+class InvalidParam(BadRequest):
+    """A param that parsed but does not name a known policy, provider or value."""
+
+    reason = "invalid_params"
+
+
+class UnknownRequest(BadRequest):
+    """``usage/report`` for a request id this daemon does not remember."""
+
+    reason = "unknown_request"
+
+
+class Unauthorized(BadRequest):
+    """A TCP client whose first message is not ``$/authenticate`` with the right token."""
+
+    reason = "unauthorized"
+
+
+class ProviderRefusal(HostdError):
+    """Raise from a provider's ``query``/``verify`` to answer with a coded CGP error."""
+
+    reason = "refused"
+
+    def __init__(self, message: str, code: CgpErrorCode = CgpErrorCode.BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.refusal = code
+
+    @property
+    def cgp(self) -> CgpErrorCode:
+        return self.refusal
+
+
+class RpcError(HostdError):
+    """The daemon answered with a JSON-RPC error object."""
+
+    reason = "rpc_error"
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.rpc_code = code
+        self.rpc_data = data
+
+    @property
+    def remote_reason(self) -> str | None:
+        """``data.reason`` of the error (e.g. ``floors_exceed_budget``), if any."""
+        if isinstance(self.rpc_data, dict):
+            reason = self.rpc_data.get("reason")
+            return reason if isinstance(reason, str) else None
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.message} (code {self.rpc_code}, reason {self.remote_reason})"
+
+
+class ConnectionLost(ProtocolFault):
+    """The daemon closed the connection before answering."""
+
+    reason = "connection_lost"
+
+
+def _field_of(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out or "params"
+
+
+def _invalid_params(exc: ValidationError) -> dict[str, Any]:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    first = errors[0]
+    field = _field_of(first["loc"])
+    msg = "unknown member" if first["type"] == "extra_forbidden" else first["msg"]
+    detail = [{"field": _field_of(e["loc"]), "problem": e["msg"]} for e in errors[:20]]
+    data = {
+        "reason": "invalid_params",
+        "cgp_code": CgpErrorCode.BAD_REQUEST.value,
+        "field": field,
+        "errors": detail,
+    }
+    return {
+        "code": CgpErrorCode.BAD_REQUEST.jsonrpc_code,
+        "message": f"invalid params: {field}: {msg}",
+        "data": data,
+    }
+
+
 def error_to_wire(exc: BaseException) -> dict[str, Any]:
-    """The JSON-RPC error object for any exception; unexpected ones hide their detail."""
+    """The JSON-RPC error object for any exception; unexpected ones hide their detail.
+
+    A pydantic ``ValidationError`` is bad params (−32602) naming the first bad field.
+    """
     if isinstance(exc, HostdError):
-        data = {"reason": exc.reason, "cgp_code": exc.code.value, **exc.data}
+        data = {"reason": exc.reason, "cgp_code": exc.cgp.value, **exc.data}
         return {"code": exc.jsonrpc_code, "message": exc.message, "data": data}
+    if isinstance(exc, ValidationError):
+        return _invalid_params(exc)
     return {
         "code": CgpErrorCode.INTERNAL.jsonrpc_code,
         "message": "internal error",

@@ -10,40 +10,33 @@ keeps serving (R1); it exits on ``context/shutdown`` or stdin EOF (R2).
 It also offers the helpers a provider author needs to be honest on the wire:
 ``make_frame`` computes ``token_cost`` (B3) and ``content_digest`` (D1) from
 the content, ``file_provenance`` digests exactly the bytes a range addresses
-(F5, F17). This module imports only ``hostd.protocol``; it never touches the
-host side (engine, transport, server).
+(F5, F17). The envelope, the error boundary and the dispatcher are the ones
+the daemon uses (``hostd.rpc``). This module imports only ``hostd.protocol``,
+``hostd.errors`` and ``hostd.rpc``; it never touches the host side (engine,
+transport, server), and leaves the process's own settings (gc, signals) alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-import logging
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
-import orjson
-from pydantic import ValidationError
-from pydantic_core import from_json, to_json
+from pydantic import BaseModel, ConfigDict
 
+from hostd.errors import IncompatibleVersion, ProviderRefusal, RequestLineTooLong
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     EOF,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     OVERLONG,
-    PARSE_ERROR,
     PROTOCOL_VERSION,
     Capabilities,
-    CgpErrorCode,
     ContextFrame,
     ContextQuery,
     ContextQueryResult,
@@ -62,24 +55,7 @@ from hostd.protocol import (
     sha256_digest,
     versions_compatible,
 )
-
-with warnings.catch_warnings():
-    # jsonrpcserver 5 reads its schema with the deprecated importlib.resources.read_text;
-    # harmless, but it must not break hosts and tests that run with warnings as errors.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from jsonrpcserver import (
-        Error,
-        JsonRpcError,
-        Result,
-        Success,
-        async_dispatch_to_serializable,
-    )
-    from jsonrpcserver.dispatcher import to_response as _to_response
-    from jsonrpcserver.request import Request as _Request
-    from jsonrpcserver.response import to_serializable_one as _serializable
-
-#: jsonrpcserver's dispatcher logs a method's unexpected exception here; so does the hot path.
-_dispatch_log = logging.getLogger("jsonrpcserver.async_dispatcher")
+from hostd.rpc import Dispatcher, Method, error_reply
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -92,24 +68,14 @@ __all__ = [
     "serve_stdio",
 ]
 
-_JSONRPC_BAD_INPUT = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS})
-
-
-class ProviderRefusal(Exception):  # noqa: N818 - a refusal is the outcome, not a bug
-    """Raise from ``query``/``verify`` to answer with a coded CGP error instead of frames."""
-
-    def __init__(self, message: str, code: CgpErrorCode = CgpErrorCode.BAD_REQUEST) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
 
 class Provider:
     """Base class of a Python provider. Set ``info`` and ``capabilities``; implement ``query``.
 
     ``info``/``capabilities`` may be class attributes or set in ``__init__``.
     ``verify`` is optional: the default vouches for nothing (every verdict
-    ``unknown``), so the host re-queries (V2).
+    ``unknown``), so the host re-queries (V2). Raise ``ProviderRefusal`` from
+    ``query``/``verify`` to answer with a coded CGP error instead of frames.
     """
 
     info: ProviderInfo
@@ -173,48 +139,77 @@ def file_provenance(
     return Provenance(type="file", uri=uri, range=range, digest=digest, method=method, by=by)
 
 
-# --- the JSON-RPC dispatcher ---------------------------------------------------------
+# --- the JSON-RPC methods -------------------------------------------------------------
 
 
-class _Refused(Exception):
-    """A request answered with an error (its jsonrpcserver ``Result``)."""
+class _QueryParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # U1: unknown members are ignored
 
-    def __init__(self, code: CgpErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.result = _error(code, message)
+    query: ContextQuery
 
 
-def _failure(exc: Exception) -> Result:
-    """The error answering a request whose method raised ``exc``: a refusal's own, or
-    what jsonrpcserver's ``call`` makes of an exception (and logs, when unexpected)."""
-    if isinstance(exc, _Refused):
-        return exc.result
-    if isinstance(exc, JsonRpcError):
-        return Error(exc.code, exc.message, exc.data)
-    _dispatch_log.exception(exc)
-    return Error(INTERNAL_ERROR, "Internal error", str(exc))
+class _NoParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
 
 
-def _error(code: CgpErrorCode, message: str) -> Result:
-    return Error(code.jsonrpc_code, message, {"cgp_code": code.value})
+async def _handshake(server: ProviderServer, req: HandshakeRequest) -> dict[str, Any]:
+    # H1/H3: a different major family is a named error, never a hang.
+    if not versions_compatible(PROTOCOL_VERSION, req.protocol_version):
+        raise IncompatibleVersion(
+            f"provider speaks {PROTOCOL_VERSION}, host asked for {req.protocol_version}"
+        )
+    provider = server.provider
+    ack = HandshakeAck(
+        protocol_version=PROTOCOL_VERSION,
+        provider=provider.info,
+        capabilities=provider.capabilities,
+    )
+    return ack.to_wire()
 
 
-def _ensure_cgp_code(reply: dict[str, Any]) -> dict[str, Any]:
-    """Every error reply carries ``data.cgp_code``: bad input is ``bad_request`` (R1)."""
-    err = reply.get("error")
-    if not isinstance(err, dict):
-        return reply
-    data = err.get("data")
-    if isinstance(data, dict) and "cgp_code" in data:
-        return reply
-    code = err.get("code")
-    cgp = CgpErrorCode.BAD_REQUEST if code in _JSONRPC_BAD_INPUT else CgpErrorCode.INTERNAL
-    err["data"] = {"cgp_code": cgp.value, **({"detail": data} if data is not None else {})}
-    return reply
+async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
+    out = await server.provider.query(params.query)
+    if isinstance(out, ContextQueryResult):
+        # Frames are usually wire dicts already; a pydantic dump of list[Any] would
+        # only copy them (it is the provider's hot path).
+        result: dict[str, Any] = {
+            "frames": _frames_to_wire(out.frames),
+            "truncated": out.truncated,
+        }
+        if out.dropped_estimate is not None:
+            result["dropped_estimate"] = out.dropped_estimate
+        return result
+    return {"frames": _frames_to_wire(out), "truncated": False}
+
+
+async def _verify(server: ProviderServer, req: VerifyRequest) -> dict[str, Any]:
+    verdicts = await server.provider.verify(list(req.frames))
+    return {"verdicts": [v.to_wire() for v in verdicts]}
+
+
+async def _shutdown(server: ProviderServer, params: _NoParams) -> None:
+    server.shutdown_requested.set()
+
+
+def _log_unexpected(method: str, exc: BaseException) -> None:
+    # A provider's log is its stderr; refusals and bad params are answers, not news.
+    if not isinstance(exc, ProviderRefusal | IncompatibleVersion):
+        sys.stderr.write(f"provider: {method} failed: {type(exc).__name__}: {exc}\n")
+
+
+_DISPATCHER = Dispatcher(
+    {
+        "context/handshake": Method(HandshakeRequest, _handshake),
+        "context/query": Method(_QueryParams, _query),
+        "context/verify": Method(VerifyRequest, _verify),
+        "context/shutdown": Method(_NoParams, _shutdown),
+    },
+    on_error=_log_unexpected,
+)
 
 
 class ProviderServer:
-    """Dispatches JSON-RPC lines to a ``Provider``; transport-free so tests can drive it in memory.
+    """Answers JSON-RPC lines for a ``Provider``; transport-free so tests can drive it in memory.
 
     ``shutdown_requested`` is set by the ``context/shutdown`` notification.
     """
@@ -222,176 +217,12 @@ class ProviderServer:
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
         self.shutdown_requested = anyio.Event()
-        self.methods = {
-            "context/handshake": self._handshake,
-            "context/query": self._query,
-            "context/verify": self._verify,
-            "context/shutdown": self._shutdown,
-        }
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, no newline) to one input line; ``None`` for a notification."""
-        reply: Any
-        fast = _fast_query_request(line)
-        if fast is not None:
-            # The hot path: one well-formed context/query, answered with the reply dict
-            # jsonrpcserver would serialise, without its per-request layers (JSON
-            # re-parse, gather, signature binding, Either wrapping, named-tuple copies).
-            # Its results stay plain dicts; an error takes jsonrpcserver's own mapping.
-            key, params = fast
-            try:
-                reply = {"jsonrpc": "2.0", "result": await self._answer(params), "id": key}
-            except Exception as exc:
-                reply = _serializable(_to_response(_Request("", params, key), _failure(exc)))
-        else:
-            text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
-            if not text.strip():
-                return None
-            reply = await async_dispatch_to_serializable(
-                text, self.methods, validator=_validate_request
-            )
-        if reply is None:
+        if not line.strip():
             return None
-        if isinstance(reply, list):
-            reply = [_ensure_cgp_code(r) for r in reply]
-        else:
-            reply = _ensure_cgp_code(reply)
-        try:
-            return _encode(reply)
-        except Exception as exc:  # a value the provider returned has no JSON form
-            sys.stderr.write(f"provider reply not serialisable: {exc}\n")
-            ids = [r.get("id") for r in reply] if isinstance(reply, list) else [reply.get("id")]
-            errors = [
-                {
-                    "jsonrpc": "2.0",
-                    "error": {
-                        "code": CgpErrorCode.INTERNAL.jsonrpc_code,
-                        "message": "reply could not be encoded",
-                        "data": {"cgp_code": CgpErrorCode.INTERNAL.value},
-                    },
-                    "id": i,
-                }
-                for i in ids
-            ]
-            return to_json(errors if isinstance(reply, list) else errors[0])
-
-    async def _handshake(self, **params: Any) -> Result:
-        try:
-            req = HandshakeRequest.model_validate(params)
-        except ValidationError as exc:
-            return _error(CgpErrorCode.BAD_REQUEST, f"bad handshake params: {exc.errors()[0]}")
-        # H1/H3: a different major family is a named error, never a hang.
-        if not versions_compatible(PROTOCOL_VERSION, req.protocol_version):
-            return _error(
-                CgpErrorCode.INCOMPATIBLE_VERSION,
-                f"provider speaks {PROTOCOL_VERSION}, host asked for {req.protocol_version}",
-            )
-        ack = HandshakeAck(
-            protocol_version=PROTOCOL_VERSION,
-            provider=self.provider.info,
-            capabilities=self.provider.capabilities,
-        )
-        return Success(ack.to_wire())
-
-    async def _query(self, **params: Any) -> Result:
-        try:
-            return Success(await self._answer(params))
-        except _Refused as refused:
-            return refused.result
-
-    async def _answer(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The ``context/query`` result; raises ``_Refused`` with the error to answer."""
-        try:
-            query = ContextQuery.model_validate(params.get("query"))
-        except ValidationError as exc:
-            raise _Refused(CgpErrorCode.BAD_REQUEST, f"bad query: {_first_error(exc)}") from None
-        try:
-            out = await self.provider.query(query)
-        except ProviderRefusal as exc:
-            raise _Refused(exc.code, exc.message) from None
-        if isinstance(out, ContextQueryResult):
-            # Frames are usually wire dicts already; a pydantic dump of list[Any] would
-            # only copy them (it is the provider's hot path).
-            result: dict[str, Any] = {
-                "frames": _frames_to_wire(out.frames),
-                "truncated": out.truncated,
-            }
-            if out.dropped_estimate is not None:
-                result["dropped_estimate"] = out.dropped_estimate
-            return result
-        return {"frames": _frames_to_wire(out), "truncated": False}
-
-    async def _verify(self, **params: Any) -> Result:
-        try:
-            req = VerifyRequest.model_validate(params)
-        except ValidationError as exc:
-            return _error(CgpErrorCode.BAD_REQUEST, f"bad verify request: {_first_error(exc)}")
-        try:
-            verdicts = await self.provider.verify(list(req.frames))
-        except ProviderRefusal as exc:
-            return _error(exc.code, exc.message)
-        return Success({"verdicts": [v.to_wire() for v in verdicts]})
-
-    async def _shutdown(self, **params: Any) -> Result:
-        self.shutdown_requested.set()
-        return Success(None)
-
-
-def _fast_query_request(line: bytes | str) -> tuple[int | str, dict[str, Any]] | None:
-    """``(id, params)`` of a line that is exactly one well-formed ``context/query`` request
-    (an object with jsonrpc "2.0", an integer or string id, object params); ``None`` for
-    anything else, which the full dispatcher handles (batches, notifications, bad input)."""
-    if not isinstance(line, bytes) or b'"context/query"' not in line:
-        return None
-    try:
-        msg = from_json(line)
-    except ValueError:
-        return None
-    if type(msg) is not dict or msg.get("jsonrpc") != "2.0":
-        return None
-    if msg.get("method") != "context/query":
-        return None
-    key = msg.get("id")
-    params = msg.get("params", {})
-    if (type(key) is not int and type(key) is not str) or type(params) is not dict:
-        return None
-    return key, params
-
-
-def _validate_request(request: Any) -> Any:
-    """The JSON-RPC 2.0 request shape, checked by hand (jsonschema costs ~0.5 ms a call).
-
-    Raising makes jsonrpcserver answer ``Invalid Request`` (then ``bad_request``, R1).
-    """
-    items = request if isinstance(request, list) else [request]
-    if not items:
-        raise ValueError("empty batch")
-    for item in items:
-        if not isinstance(item, dict) or item.get("jsonrpc") != "2.0":
-            raise ValueError("not a JSON-RPC 2.0 request")
-        if not isinstance(item.get("method"), str):
-            raise ValueError("method must be a string")
-        if "params" in item and not isinstance(item["params"], dict | list):
-            raise ValueError("params must be an object or an array")
-        if (
-            "id" in item
-            and not (item["id"] is None or isinstance(item["id"], str | int | float))
-            or isinstance(item.get("id"), bool)
-        ):
-            raise ValueError("id must be a string, a number or null")
-    return request
-
-
-def _encode(value: Any) -> bytes:
-    """A reply as compact UTF-8 JSON. orjson first: on a 50-frame reply it takes about a
-    quarter of pydantic-core's time (12 against 47 µs here), and the bytes are the same.
-    Whatever orjson refuses (an integer past 64 bits, a pydantic model, a non-string key)
-    goes to pydantic-core's encoder, which knows more types; what neither can encode
-    raises, and the caller answers ``internal``."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return to_json(value)
+        return await _DISPATCHER.answer_line(line, self)
 
 
 def _frames_to_wire(frames: Iterable[ContextFrame | dict[str, Any]]) -> list[Any]:
@@ -401,12 +232,6 @@ def _frames_to_wire(frames: Iterable[ContextFrame | dict[str, Any]]) -> list[Any
     if set(map(type, frames)) <= {dict}:
         return frames
     return [f if isinstance(f, dict) else f.to_wire() for f in frames]
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-    return f"{loc}: {err['msg']}"
 
 
 # --- stdio ---------------------------------------------------------------------------
@@ -491,12 +316,10 @@ async def serve_stdio(
     async def too_long() -> None:
         # R1: an over-long line is bad input, answered and skipped, never buffered whole.
         finished()
-        error = {
-            "code": INVALID_REQUEST,
-            "message": f"line longer than {max_line_bytes} bytes",
-            "data": {"cgp_code": CgpErrorCode.BAD_REQUEST.value},
-        }
-        write(to_json({"jsonrpc": "2.0", "error": error, "id": None}))
+        fault = RequestLineTooLong(
+            f"line longer than {max_line_bytes} bytes", max_line_bytes=max_line_bytes
+        )
+        write(_DISPATCHER.encode_reply(error_reply(fault)))
 
     async def stop_on_shutdown(scope: anyio.CancelScope) -> None:
         await server.shutdown_requested.wait()
@@ -587,13 +410,4 @@ def _silence(stream: Any) -> None:
 
 def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
     """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF."""
-    anyio.run(_serve, provider, max_line_bytes, backend="asyncio")
-
-
-async def _serve(provider: Provider, max_line_bytes: int) -> None:
-    # The process is this provider's: move its start-up objects (modules, schemas, the
-    # provider's own index) out of the collector's view, so no full collection walks
-    # them again between two replies.
-    gc.collect()
-    gc.freeze()
-    await serve_stdio(provider, max_line_bytes=max_line_bytes)
+    anyio.run(partial(serve_stdio, provider, max_line_bytes=max_line_bytes), backend="asyncio")

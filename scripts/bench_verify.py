@@ -38,7 +38,7 @@ import anyio  # noqa: E402 - after the repo is importable
 from hostd.compose import compose_for_prompt  # noqa: E402
 from hostd.engine import Host, ProviderSpec  # noqa: E402
 from hostd.engine.verify import VerifyStage  # noqa: E402
-from hostd.logging import configure_logging  # noqa: E402
+from hostd.logs import configure_logging  # noqa: E402
 from hostd.protocol import (  # noqa: E402
     Capabilities,
     ContextQuery,

@@ -38,6 +38,7 @@ def test_paired_floor_figures() -> None:
     assert out["overhead_ms"]["median"] > -1.0  # the delay really was waited for
     assert out["engine_over_floor_ms"]["engine_slower_in"].endswith("/4")
     assert out["floor"]["overhead_ms"]["median"] > -1.0
+    assert out["target_ratio"] == 1.3 and "engine_to_floor_ratio" in out
 
 
 @pytest.mark.timeout(150)

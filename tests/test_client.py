@@ -100,3 +100,15 @@ async def test_cancelling_a_call_cancels_the_work_in_the_daemon(daemon: Path) ->
             while (await client.status())["in_flight"] > 1:
                 pass
         assert (await client.compose("still here", providers=["alpha"]))["citations"]
+
+
+@pytest.mark.anyio
+async def test_a_spawned_daemon_that_ignores_its_closed_stdin_is_terminated() -> None:
+    # The transport's ladder: stdin closed → grace → SIGTERM (→ SIGKILL, not needed here).
+    from hostd.client import spawn
+
+    stubborn = [sys.executable, "-c", "import time; time.sleep(600)"]
+    with anyio.fail_after(60):
+        async with spawn(command=stubborn, grace_s=0.1, stderr=subprocess.DEVNULL) as client:
+            process = client.process  # type: ignore[attr-defined]  # set by spawn for callers
+    assert process.returncode == -signal.SIGTERM

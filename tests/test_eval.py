@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from hostd.eval import (
     Gold,
     Outcome,
     QuestionSetError,
+    load_questions,
     parse_questions,
     render_table,
     summarise,
@@ -182,6 +184,7 @@ def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> Non
         "round_robin",
         "quota:1",
         "rrf",
+        "margin",
         "files",
         "(offered)",
     ]
@@ -217,3 +220,30 @@ def test_a_provider_that_fails_is_reported_not_hidden(setup: tuple[Path, Path]) 
     assert result["degraded"] == 3 * 3  # rrf, (offered) and broken alone, per question
     assert "compositions had a provider that did not answer ok" in done.stderr
     assert "broken alone at 300" in done.stderr and "files alone" not in done.stderr
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@pytest.mark.parametrize(
+    ("name", "corpus"),
+    [
+        ("repo", ROOT),
+        ("stdlib", Path(sysconfig.get_paths()["stdlib"])),
+    ],
+)
+def test_every_gold_phrase_of_a_public_set_is_in_its_file(name: str, corpus: Path) -> None:
+    if name == "stdlib" and sys.version_info[:2] != (3, 11):
+        pytest.skip("evals/stdlib.jsonl quotes CPython 3.11's sources")
+    questions = load_questions(ROOT / "evals" / f"{name}.jsonl")
+    styles = {q.style for q in questions}
+    assert styles == {"lexical", "paraphrase"}
+    missing = [
+        (q.id, g.file)
+        for q in questions
+        for g in q.gold
+        if not (corpus / g.file).is_file()
+        or _fold(g.phrase) not in _fold((corpus / g.file).read_text(encoding="utf-8"))
+    ]
+    assert missing == []

@@ -2,6 +2,10 @@
 
 server → engine → transport → protocol, server → compose → protocol; engine may
 use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
+hostd.rpc (the JSON-RPC envelope and dispatcher) sits beside errors: the server
+and the provider runtime use it, it uses only protocol and errors. Inside the
+server, a connection is given its dispatch callable: ``_connection`` imports
+neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two.
 """
 
 from __future__ import annotations
@@ -29,6 +33,20 @@ FORBIDDEN = {
     "compose": {"engine", "transport", "server", "client", "cli", "config", "provider"},
     "transport": {"engine", "compose", "server", "client", "cli"},
     "engine": {"server", "client", "cli"},
+    "server": {"client", "cli", "provider"},
+}
+
+_HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
+# single modules → hostd packages/modules they must never import
+FORBIDDEN_MODULES = {
+    "rpc.py": _HOST_SIDE | {"provider", "logging", "shadow", "eval"},
+    "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+}
+
+# server module → sibling modules it must never import (absolute or relative)
+FORBIDDEN_SIBLINGS = {
+    "_connection": {"_api", "_daemon"},
+    "_api": {"_connection", "_daemon"},
 }
 
 
@@ -61,6 +79,42 @@ def test_layer_imports_point_one_way(package: str) -> None:
     assert bad == []
 
 
+@pytest.mark.parametrize("module", sorted(FORBIDDEN_MODULES))
+def test_single_modules_import_only_their_layer(module: str) -> None:
+    bad = sorted(_hostd_imports(ROOT / module) & FORBIDDEN_MODULES[module])
+    assert bad == []
+
+
+def _server_siblings(path: Path) -> set[str]:
+    """The ``hostd.server`` modules ``path`` imports, by relative or absolute name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                if node.module:
+                    found.add(node.module.split(".")[0])
+                else:  # from . import _api
+                    found.update(a.name for a in node.names)
+            elif node.level == 0 and node.module and node.module.startswith("hostd.server."):
+                found.add(node.module.split(".")[2])
+            elif node.level == 0 and node.module == "hostd.server":
+                found.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(
+                a.name.split(".")[2] for a in node.names if a.name.startswith("hostd.server.")
+            )
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(FORBIDDEN_SIBLINGS))
+def test_server_modules_do_not_import_in_a_circle(module: str) -> None:
+    found = _server_siblings(ROOT / "server" / f"{module}.py")
+    assert sorted(found & FORBIDDEN_SIBLINGS[module]) == []
+
+
 def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
+    assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
+    daemon = _server_siblings(ROOT / "server" / "_daemon.py")
+    assert {"_api", "_connection"} <= daemon

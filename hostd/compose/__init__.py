@@ -25,6 +25,8 @@ from ._render import (
 )
 from ._result import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
 from .ranking import (
+    DEFAULT_STRATEGY,
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -33,9 +35,11 @@ from .ranking import (
     is_ranking_permutation,
     rank_with,
     strategy_from_wire,
+    strategy_text,
 )
 
 __all__ = [
+    "DEFAULT_STRATEGY",
     "EVIDENCE_PREAMBLE",
     "PLACEMENTS",
     "AuditEntry",
@@ -48,6 +52,7 @@ __all__ = [
     "Floor",
     "FloorRecord",
     "FloorsExceedBudget",
+    "MarginFusion",
     "PerProviderQuota",
     "ReciprocalRankFusion",
     "RoundRobinByRank",
@@ -69,4 +74,5 @@ __all__ = [
     "rank_with",
     "render_frame",
     "strategy_from_wire",
+    "strategy_text",
 ]

@@ -34,7 +34,7 @@ from ._render import (
     render_frame,
 )
 from ._result import Citation, ComposedPrompt, CompositionAudit, FloorRecord, Row
-from .ranking import ScoreDescending, Strategy, rank_with, strategy_from_wire
+from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
 
 __all__ = ["Floor", "compose_for_prompt"]
 
@@ -150,7 +150,7 @@ def compose_for_prompt(
 ) -> ComposedPrompt:
     """Compose ``(provider_id, frame)`` pairs into a fenced, cited, audited prompt.
 
-    - ``strategy``: a ranking policy (``ScoreDescending()`` when None), or its
+    - ``strategy``: a ranking policy (``DEFAULT_STRATEGY`` when None), or its
       client API form (``"round_robin"``, ``{"quota": 2}``, …; see
       ``strategy_from_wire``).
     - ``placement``: one of ``PLACEMENTS``, applied to the included frames.
@@ -182,7 +182,7 @@ def compose_for_prompt(
     """
     budget = _check_budget(budget)
     if strategy is None:
-        strategy = ScoreDescending()
+        strategy = DEFAULT_STRATEGY
     elif isinstance(strategy, str | Mapping):  # a client API value, e.g. {"quota": 2}
         strategy = strategy_from_wire(strategy)
     placement = check_placement(placement)

@@ -1,57 +1,81 @@
 """The fan-out engine: ``Host`` runs one request's query across every provider.
 
-Owns provider lifecycle and restart policy (``_health``), the consent gate
-before any payload (C1, C2, C6), the concurrent legs with per-leg timeouts,
-the leg audit (B1–B4, Q1, Q2, frame rules; quarantine, B2), the usage report
-(UR1) and the hand-off to the verification stage. It talks to providers only
+Owns provider lifecycle and restart policy (``_pool``, ``_health``), the fan-out
+as plan → run → judge (``_plan``, ``_run``, ``_judge``): the consent gate before
+any payload (C1, C2, C6), the concurrent legs with one deadline per provider,
+the leg audit (``_leg_audit``: B1–B4, Q1, Q2, frame rules; quarantine, B2), the
+usage report (UR1) and the verification stage (``verify``). It talks to providers only
 through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 ``hostd.compose``.
 """
 
-from ._audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
 from ._gate import ConsentGate, missing_consent
 from ._health import (
+    MAX_ERROR_CHARS,
     Health,
     ProviderState,
     RestartPolicy,
     StartAction,
     StartDecision,
     backoff_delay,
+    bounded_error,
     decide_start,
+    is_hung,
     record_failure,
     record_leg,
     record_started,
 )
 from ._host import Host, LegDone
+from ._judge import JudgedLeg, judge, judge_leg
+from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
+from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
+from ._pool import PoolSettings, ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
+from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
 from .consent import ConsentStore, required_scopes
 
 __all__ = [
+    "MAX_ERROR_CHARS",
     "QUARANTINE_RULES",
     "ConsentGate",
     "ConsentStore",
     "Excluded",
     "FanOut",
+    "FanOutPlan",
     "Health",
     "Host",
+    "JudgedLeg",
+    "LegAction",
     "LegAudit",
     "LegDone",
+    "LegPlan",
+    "LegReply",
     "LegReport",
     "LegStatus",
+    "PoolSettings",
+    "ProviderPool",
     "ProviderSpec",
     "ProviderState",
+    "ProviderView",
     "RestartPolicy",
     "StartAction",
     "StartDecision",
     "audit_leg",
     "backoff_delay",
+    "bounded_error",
     "decide_start",
+    "gate",
     "honest_cost",
+    "is_hung",
+    "judge",
+    "judge_leg",
     "looks_like_instructions",
     "missing_consent",
+    "plan_fan_out",
     "record_failure",
     "record_leg",
     "record_started",
     "required_scopes",
+    "run_fan_out",
 ]

@@ -14,13 +14,16 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "MAX_ERROR_CHARS",
     "Health",
     "ProviderState",
     "RestartPolicy",
     "StartAction",
     "StartDecision",
     "backoff_delay",
+    "bounded_error",
     "decide_start",
+    "is_hung",
     "record_failure",
     "record_leg",
     "record_started",
@@ -50,6 +53,20 @@ class RestartPolicy:
     base_delay_s: float = 0.05
     max_delay_s: float = 5.0
     max_attempts: int = 5
+    #: A running provider that misses this many deadlines in a row, answering none,
+    #: is hung: it is restarted (counted as a failure) rather than waited on again.
+    max_consecutive_timeouts: int = 3
+
+
+#: The longest error text kept in a provider's health (and so in every report quoting it).
+MAX_ERROR_CHARS = 500
+
+
+def bounded_error(error: str) -> str:
+    """``error`` cut to ``MAX_ERROR_CHARS``: a health record stays the same size forever."""
+    if len(error) <= MAX_ERROR_CHARS:
+        return error
+    return error[: MAX_ERROR_CHARS - 1] + "…"
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,7 +91,11 @@ class Health:
     errors: int = 0
     quarantines: int = 0
     no_consent: int = 0
+    #: Timeouts since the provider last answered (``is_hung`` reads it).
+    consecutive_timeouts: int = 0
+    #: The last leg's error, and the last start or crash failure (what a give-up quotes).
     last_error: str | None = None
+    last_failure: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -89,7 +110,9 @@ class Health:
             "errors": self.errors,
             "quarantines": self.quarantines,
             "no_consent": self.no_consent,
+            "consecutive_timeouts": self.consecutive_timeouts,
             "last_error": self.last_error,
+            "last_failure": self.last_failure,
         }
 
 
@@ -132,13 +155,38 @@ def record_failure(health: Health, *, now: float, error: str, policy: RestartPol
     """The process could not start, failed its handshake, died or broke its stream."""
     n = health.consecutive_failures + 1
     state = ProviderState.FAILED if n >= policy.max_attempts else ProviderState.CRASHED
-    return replace(health, state=state, consecutive_failures=n, failed_at=now, last_error=error)
+    error = bounded_error(error)
+    return replace(
+        health,
+        state=state,
+        consecutive_failures=n,
+        failed_at=now,
+        consecutive_timeouts=0,
+        last_error=error,
+        last_failure=error,
+    )
+
+
+def is_hung(health: Health, policy: RestartPolicy) -> bool:
+    """Whether a running provider missed ``max_consecutive_timeouts`` deadlines in a row:
+    alive by every sign the pipe gives, yet answering nothing, so every request would
+    pay its full timeout again. It is then restarted, not waited on."""
+    return (
+        health.state is ProviderState.READY
+        and policy.max_consecutive_timeouts > 0
+        and health.consecutive_timeouts >= policy.max_consecutive_timeouts
+    )
 
 
 def record_leg(health: Health, status: str, *, error: str | None = None) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works."""
     answered = status in ("ok", "quarantined")
+    timeouts = health.consecutive_timeouts
+    if answered:
+        timeouts = 0
+    elif status == "timeout":
+        timeouts += 1
     # Built field by field (once per leg: dataclasses.replace costs about 2x as much).
     return Health(
         state=health.state,
@@ -155,5 +203,7 @@ def record_leg(health: Health, status: str, *, error: str | None = None) -> Heal
         errors=health.errors + (status == "error"),
         quarantines=health.quarantines + (status == "quarantined"),
         no_consent=health.no_consent + (status == "no_consent"),
-        last_error=health.last_error if error is None else error,
+        consecutive_timeouts=timeouts,
+        last_error=health.last_error if error is None else bounded_error(error),
+        last_failure=health.last_failure,
     )

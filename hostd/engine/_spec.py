@@ -24,6 +24,9 @@ class ProviderSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | Path | None = None
     trusted_roots: Sequence[str | Path] = field(default_factory=list)
+    #: "exclude" | "include" for frames whose ``file`` provenance lies outside every
+    #: trusted root; ``None``: the host's setting.
+    untrusted: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -34,6 +37,8 @@ class ProviderSpec:
             raise ValueError(f"provider {self.id!r}: binding must be 'jsonrpc' or 'cgp'")
         if self.timeout_ms <= 0:
             raise ValueError(f"provider {self.id!r}: timeout_ms must be positive")
+        if self.untrusted not in (None, "exclude", "include"):
+            raise ValueError(f"provider {self.id!r}: untrusted must be 'exclude' or 'include'")
         if self.weight < 0:
             raise ValueError(f"provider {self.id!r}: weight must not be negative")
         object.__setattr__(self, "command", tuple(str(c) for c in self.command))
@@ -52,4 +57,5 @@ class ProviderSpec:
             env=dict(getattr(settings, "env", {}) or {}),
             cwd=getattr(settings, "cwd", None),
             trusted_roots=list(getattr(settings, "trusted_roots", []) or []),
+            untrusted=getattr(settings, "untrusted", None),
         )

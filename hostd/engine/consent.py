@@ -21,6 +21,7 @@ This module owns the ledger only; it does not send, refuse or log queries.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
@@ -136,7 +137,11 @@ class ConsentStore:
         p = Path(path)
         if p.is_dir():
             p = p / CONSENT_DB_NAME
-        p.parent.mkdir(parents=True, exist_ok=True)
+        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The ledger is the user's alone: created 0600 before SQLite opens it, and SQLite
+        # gives its -wal and -shm files the database file's mode.
+        os.close(os.open(p, os.O_RDWR | os.O_CREAT, 0o600))
+        os.chmod(p, 0o600)
         self.path = p
         self._clock = clock
         self._lock = threading.Lock()

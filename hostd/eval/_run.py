@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: Every registered strategy in its CLI spelling: what ``hostd eval`` compares by default.
-DEFAULT_POLICIES: tuple[str, ...] = ("score", "round_robin", "quota:1", "rrf")
+DEFAULT_POLICIES: tuple[str, ...] = ("score", "round_robin", "quota:1", "rrf", "margin")
 #: The label of the row that counts gold found anywhere in the candidate set (an upper bound).
 OFFERED = "(offered)"
 

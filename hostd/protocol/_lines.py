@@ -64,11 +64,6 @@ class LineSplitter:
         self._discarding = False  # inside an over-long line: drop bytes up to its newline
 
     def feed(self, chunk: bytes) -> list[LineItem]:
-        first = chunk.find(b"\n")
-        if first >= 0 and first == len(chunk) - 1 and not self._buf and not self._discarding:
-            # The usual reply: exactly one whole line in one chunk, handed over without
-            # copying it through the buffer.
-            return [chunk[:-1] if len(chunk) <= self.max_line_bytes + 1 else OVERLONG]
         items: list[LineItem] = []
         start = 0
         while (nl := chunk.find(b"\n", start)) != -1:
@@ -76,17 +71,36 @@ class LineSplitter:
                 self._discarding = False
             elif len(self._buf) + nl - start > self.max_line_bytes:
                 items.append(OVERLONG)
-            else:
-                self._buf += chunk[start:nl]
+            elif self._buf:  # the line began in an earlier chunk
+                self._buf += memoryview(chunk)[start:nl]
                 items.append(bytes(self._buf))
+            else:  # the line lies whole in this chunk: one copy, never through the buffer
+                items.append(chunk[start:nl])
             self._buf.clear()
             start = nl + 1
         if not self._discarding:
-            self._buf += chunk[start:]
+            self._buf += memoryview(chunk)[start:]
             if len(self._buf) > self.max_line_bytes:  # memory stays bounded
                 items.append(OVERLONG)
                 self._buf.clear()
                 self._discarding = True
+        return items
+
+    def skip(self, chunk: bytes) -> int:
+        """``len(self.feed(chunk))``, leaving the splitter in the same state, without
+        making the lines: for lines that will only be counted (a stderr flood)."""
+        newlines = chunk.count(b"\n")
+        if not newlines:
+            return len(self.feed(chunk))  # at most the one OVERLONG of a growing line
+        # The first newline ends the line under way: an over-long one gave its item already.
+        items = newlines - (1 if self._discarding else 0)
+        self._discarding = False
+        self._buf.clear()
+        self._buf += memoryview(chunk)[chunk.rfind(b"\n") + 1 :]
+        if len(self._buf) > self.max_line_bytes:  # the unfinished last line is too long
+            items += 1
+            self._buf.clear()
+            self._discarding = True
         return items
 
     @property

@@ -5,10 +5,9 @@ this package wires the engine's fan-out and the composition library to clients;
 it never ranks, renders or speaks to providers itself.
 """
 
-from ._api import METHODS, ComposeParams, QueryParams
-from ._connection import Connection, RequestContext
+from ._api import METHODS, ComposeParams, QueryParams, RequestContext
+from ._connection import Connection, Limits
 from ._daemon import Daemon
-from ._framing import LineFault, read_lines
 from ._listeners import ListenerError, is_loopback
 
 __all__ = [
@@ -16,10 +15,9 @@ __all__ = [
     "ComposeParams",
     "Connection",
     "Daemon",
-    "LineFault",
+    "Limits",
     "ListenerError",
     "QueryParams",
     "RequestContext",
     "is_loopback",
-    "read_lines",
 ]

@@ -2,58 +2,121 @@
 
 Owns what each client method (protocol.md §4) accepts and returns. Every
 method validates its params into a pydantic model first (−32602 naming the
-field), then calls the engine and the composition library; every exception
-leaves through ``_boundary`` → ``hostd.errors.error_to_wire``. Ranking and
+field), then calls the engine and the composition library; each method is
+wrapped once in ``hostd.rpc``'s error boundary, so every exception leaves
+through ``hostd.errors.error_to_wire``. ``dispatch_one`` is what a connection
+is given to dispatch with; methods see the daemon only through ``DaemonState``
+and their connection through ``Peer``, so this module imports neither. Ranking and
 rendering live in ``hostd.compose``; fan-out, consent and verification in
 ``hostd.engine`` — this module only wires them to the wire.
 """
 
 from __future__ import annotations
 
-import inspect
-import warnings
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+import time
+from collections import Counter
+from collections.abc import Awaitable, Mapping
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from hostd.config import Config
 from hostd.errors import (
-    BadRequest,
     HostdError,
+    InvalidParam,
     NoProviderAvailable,
+    ShuttingDown,
     UnknownProvider,
-    error_to_wire,
+    UnknownRequest,
 )
-from hostd.logging import get_logger, log_audit, log_legs
-from hostd.protocol import INVALID_PARAMS, ContextQuery, canonical_token_cost, check_timestamp
+from hostd.logs import bind_request, flush_logs, get_logger, log_audit, log_legs
+from hostd.protocol import ContextQuery, canonical_token_cost, check_timestamp
+from hostd.rpc import Dispatcher, Method, error_reply, reply_id
 
-with warnings.catch_warnings():
-    # jsonrpcserver 5 reads its schema with the deprecated importlib.resources.read_text;
-    # harmless, but it must not break runs with warnings as errors.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from jsonrpcserver import Error, Success
-    from jsonrpcserver.result import Result
-
-if TYPE_CHECKING:
-    from ._connection import RequestContext
-
-__all__ = ["METHODS", "ComposeParams", "QueryParams"]
+__all__ = [
+    "DISPATCHER",
+    "METHODS",
+    "ComposeParams",
+    "DaemonState",
+    "Peer",
+    "QueryParams",
+    "RequestContext",
+    "dispatch_one",
+]
 
 log = get_logger("hostd.server")
 
 _MAX_STR = 64 * 1024
 
 
-class InvalidParam(BadRequest):
-    """A param that parsed but does not name a known policy (strategy, placement)."""
+class DaemonState(Protocol):
+    """What the client methods read and change of the daemon (``_daemon.Daemon``)."""
 
-    reason = "invalid_params"
+    config: Config
+    counters: Counter[str]
+    stopping: bool
+
+    def new_request_id(self) -> str: ...
+
+    def provider_ids(self) -> frozenset[str]: ...
+
+    async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any: ...
+
+    async def providers_list(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def consent(self) -> Any: ...
+
+    def remember_usage(self, request_id: str, usage: Any) -> None: ...
+
+    async def record_shadow(
+        self, request_id: str, params: Any, contested: int, accepted: Any, composed: Any
+    ) -> None: ...
+
+    def usage_of(self, request_id: str) -> Any: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def request_stop(self, reason: str) -> None: ...
 
 
-class UnknownRequest(BadRequest):
-    """``usage/report`` for a request id this daemon does not remember."""
+class Peer(Protocol):
+    """The connection a request came on (``_connection.Connection``, or none in-process)."""
 
-    reason = "unknown_request"
+    name: str
+
+    def send(self, obj: Any) -> Awaitable[None]: ...
+
+    def cancel(self, id_: Any) -> None: ...
+
+
+class RequestContext:
+    """What a method sees of the world: the daemon, its request id, and its connection."""
+
+    __slots__ = ("connection", "daemon", "request_id")
+
+    def __init__(self, daemon: DaemonState, connection: Peer, request_id: str) -> None:
+        self.daemon = daemon
+        self.connection = connection
+        self.request_id = request_id
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.connection.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def cancel_request(self, id_: Any) -> None:
+        self.connection.cancel(id_)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return value
+
+
+#: A name or text that must say something: whitespace alone is refused (−32602).
+_Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+#: JSON integers only: ``true``, ``"100"`` and ``1.5`` are refused, never coerced.
+_Count = Annotated[int, Field(strict=True)]
 
 
 class _Params(BaseModel):
@@ -68,15 +131,15 @@ class FloorParam(_Params):
 
 
 class QueryParams(_Params):
-    goal: Annotated[str, Field(min_length=1, max_length=_MAX_STR)]
+    goal: Annotated[_Text, Field(max_length=_MAX_STR)]
     query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
     kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
     anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
     as_of: str | None = None
-    budget: Annotated[int, Field(gt=0, le=10_000_000)] | None = None
-    max_frames: Annotated[int, Field(ge=1, le=10_000)] = 64
+    budget: Annotated[_Count, Field(gt=0, le=10_000_000)] | None = None
+    max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
     providers: list[Annotated[str, Field(min_length=1)]] | None = None
-    timeout_ms: Annotated[int, Field(gt=0, le=600_000)] | None = None
+    timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
     session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     progress_token: str | int | None = None
     #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.
@@ -86,6 +149,7 @@ class QueryParams(_Params):
 
 
 class ComposeParams(QueryParams):
+    #: Passed to ``hostd.compose.strategy_from_wire`` as given: it owns the spellings.
     strategy: str | dict[str, Any] | None = None
     placement: str | None = None
     floors: list[FloorParam] = Field(default_factory=list)
@@ -93,9 +157,9 @@ class ComposeParams(QueryParams):
 
 
 class ConsentParams(_Params):
-    provider: Annotated[str, Field(min_length=1)]
-    scope: Annotated[str, Field(min_length=1, max_length=1024)]
-    grantor: Annotated[str, Field(min_length=1, max_length=256)] = "client"
+    provider: _Text
+    scope: Annotated[_Text, Field(max_length=1024)]
+    grantor: Annotated[_Text, Field(max_length=256)] = "client"
 
 
 class ConsentListParams(_Params):
@@ -114,67 +178,6 @@ class _NoParams(_Params):
     pass
 
 
-def _field_of(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out or "params"
-
-
-def _invalid_params(exc: ValidationError) -> Result:
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    first = errors[0]
-    field = _field_of(first["loc"])
-    msg = "unknown member" if first["type"] == "extra_forbidden" else first["msg"]
-    detail = [{"field": _field_of(e["loc"]), "problem": e["msg"]} for e in errors[:20]]
-    return Error(
-        INVALID_PARAMS,
-        f"invalid params: {field}: {msg}",
-        {"reason": "invalid_params", "field": field, "errors": detail},
-    )
-
-
-Method = Callable[..., Awaitable[Result]]
-
-
-def _boundary(model: type[_Params]) -> Callable[[Callable[..., Awaitable[Any]]], Method]:
-    """Validate params into ``model``, call, and turn every exception into a wire error."""
-
-    def wrap(fn: Callable[..., Awaitable[Any]]) -> Method:
-        async def method(ctx: RequestContext, *args: Any, **kwargs: Any) -> Result:
-            if args:
-                return Error(
-                    INVALID_PARAMS,
-                    "invalid params: params must be an object (by-name), not an array",
-                    {"reason": "invalid_params", "field": "params"},
-                )
-            try:
-                params = model.model_validate(kwargs)
-            except ValidationError as exc:
-                return _invalid_params(exc)
-            try:
-                return Success(await fn(ctx, params))
-            except ValidationError as exc:
-                return _invalid_params(exc)
-            except HostdError as exc:
-                wire = error_to_wire(exc)
-                log.info("request.failed", method=fn.__name__, reason=exc.reason)
-                return Error(wire["code"], wire["message"], wire["data"])
-            except Exception as exc:  # the boundary: nothing escapes as a crash
-                log.error("request.crashed", method=fn.__name__, exc_info=exc)
-                wire = error_to_wire(exc)
-                return Error(wire["code"], wire["message"], wire["data"])
-
-        # No functools.wraps: jsonrpcserver binds params against the *wrapper's* signature.
-        method.__name__ = method.__qualname__ = fn.__name__
-        method.__doc__ = fn.__doc__
-        # jsonrpcserver calls inspect.signature per request; a precomputed one is a lookup.
-        method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]  # read by inspect
-        return method
-
-    return wrap
-
-
 # -- fan-out shared by context/query and context/compose ------------------------------
 
 
@@ -190,6 +193,14 @@ def _check_providers(ctx: RequestContext, wanted: list[str] | None) -> list[str]
     if not chosen:
         raise NoProviderAvailable("no provider available: none is configured or selected")
     return chosen
+
+
+def _check_named_providers(ctx: RequestContext, field: str, shares: Mapping[str, Any]) -> None:
+    """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
+    known = ctx.daemon.provider_ids()
+    for pid in sorted(shares):
+        if pid != "*" and pid not in known:
+            raise UnknownProvider(f"{field}: unknown provider {pid!r}", provider=pid, field=field)
 
 
 async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_budget: int) -> Any:
@@ -255,7 +266,6 @@ def _reports(fan: Any) -> list[dict[str, Any]]:
 # -- methods ---------------------------------------------------------------------------
 
 
-@_boundary(ComposeParams)
 async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, Any]:
     from hostd import compose as c
 
@@ -264,6 +274,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         strategy = c.strategy_from_wire(p.strategy) if p.strategy is not None else None
     except (ValueError, TypeError) as exc:
         raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
+    _check_named_providers(ctx, "caps", p.caps or {})
+    _check_named_providers(ctx, "strategy", getattr(strategy, "weights", None) or {})
     placement = p.placement or "edges"
     if placement not in c.PLACEMENTS:
         raise InvalidParam(
@@ -314,7 +326,6 @@ def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
     return (-frame["score"], frame["id"], frame.get("content_digest") or "")
 
 
-@_boundary(QueryParams)
 async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
     fan = await _fan_out(ctx, p, budget, budget)
@@ -332,12 +343,10 @@ async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     return result
 
 
-@_boundary(_NoParams)
 async def providers_list(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
     return {"providers": await ctx.daemon.providers_list()}
 
 
-@_boundary(ConsentParams)
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     _check_providers(ctx, [p.provider])
     receipt = ctx.daemon.consent.grant(p.provider, p.scope, p.grantor)
@@ -345,14 +354,12 @@ async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]
     return {"receipt": _wire(receipt)}
 
 
-@_boundary(ConsentParams)
 async def consent_revoke(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     receipts = ctx.daemon.consent.revoke(p.provider, p.scope, p.grantor)
     log.info("consent.revoked", provider=p.provider, scope=p.scope, grantor=p.grantor)
     return {"revoked": [_wire(r) for r in receipts]}
 
 
-@_boundary(ConsentListParams)
 async def consent_list(ctx: RequestContext, p: ConsentListParams) -> dict[str, Any]:
     return {"receipts": [_wire(r) for r in ctx.daemon.consent.list(p.provider)]}
 
@@ -362,7 +369,6 @@ def _wire(value: Any) -> Any:
     return to_wire() if callable(to_wire) else value
 
 
-@_boundary(UsageParams)
 async def usage_report(ctx: RequestContext, p: UsageParams) -> dict[str, Any]:
     usage = ctx.daemon.usage_of(p.request_id)
     if usage is None:
@@ -373,32 +379,68 @@ async def usage_report(ctx: RequestContext, p: UsageParams) -> dict[str, Any]:
     return {"request_id": p.request_id, "usage": usage}
 
 
-@_boundary(_NoParams)
 async def host_status(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
     return ctx.daemon.status()
 
 
-@_boundary(_NoParams)
 async def host_shutdown(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
     log.info("host.shutdown.requested")
     ctx.daemon.request_stop("host/shutdown")
     return {"stopping": True}
 
 
-@_boundary(CancelParams)
 async def cancel(ctx: RequestContext, p: CancelParams) -> None:
     ctx.cancel_request(p.id)
 
 
 METHODS: Mapping[str, Method] = {
-    "context/compose": context_compose,
-    "context/query": context_query,
-    "providers/list": providers_list,
-    "consent/grant": consent_grant,
-    "consent/revoke": consent_revoke,
-    "consent/list": consent_list,
-    "usage/report": usage_report,
-    "host/status": host_status,
-    "host/shutdown": host_shutdown,
-    "$/cancel": cancel,
+    "context/compose": Method(ComposeParams, context_compose),
+    "context/query": Method(QueryParams, context_query),
+    "providers/list": Method(_NoParams, providers_list),
+    "consent/grant": Method(ConsentParams, consent_grant),
+    "consent/revoke": Method(ConsentParams, consent_revoke),
+    "consent/list": Method(ConsentListParams, consent_list),
+    "usage/report": Method(UsageParams, usage_report),
+    "host/status": Method(_NoParams, host_status),
+    "host/shutdown": Method(_NoParams, host_shutdown),
+    "$/cancel": Method(CancelParams, cancel),
 }
+
+
+def _log_failure(method: str, exc: BaseException) -> None:
+    if isinstance(exc, HostdError):
+        log.info("request.failed", method=method, reason=exc.reason)
+    elif not isinstance(exc, ValidationError):  # bad params are an answer, not news
+        log.error("request.crashed", method=method, exc_info=exc)
+
+
+#: The client API's dispatcher: every method above wrapped once in the error boundary.
+DISPATCHER = Dispatcher(METHODS, on_error=_log_failure)
+
+
+async def dispatch_one(daemon: DaemonState, connection: Peer, msg: Any) -> Any:
+    """Dispatch one request object (not a batch) and return its reply (None: no reply)."""
+    request_id = daemon.new_request_id()
+    bind_request(request_id)
+    method = msg.get("method") if isinstance(msg, dict) else None
+    if daemon.stopping and method != "$/cancel" and isinstance(msg, dict) and "id" in msg:
+        return error_reply(ShuttingDown("hostd is shutting down"), reply_id(msg))
+    started = time.perf_counter()
+    ctx = RequestContext(daemon, connection, request_id)
+    reply = await DISPATCHER.dispatch(msg, ctx)
+    daemon.counters["requests_total"] += 1
+    error = reply.get("error") if isinstance(reply, dict) else None
+    if error is not None:
+        daemon.counters["requests_failed"] += 1
+    if method != "$/cancel":
+        data = error.get("data") if error else None
+        log.info(
+            "request.done",
+            method=method if isinstance(method, str) else None,
+            connection=connection.name,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            error_code=error.get("code") if error else None,
+            error_reason=data.get("reason") if isinstance(data, dict) else None,
+        )
+    flush_logs()  # one write for all the events this request caused
+    return reply

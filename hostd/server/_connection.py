@@ -1,115 +1,83 @@
-"""One client connection: framing, dispatch, cancellation, limits and replies.
+"""One client connection: framing, session rules, cancellation, limits and replies.
 
 Owns the JSON-RPC 2.0 session rules on one byte stream: one JSON value per
-line; parse errors (−32700) and invalid requests (−32600) answered with
-``id: null``; batches answered as one array (an empty batch is one invalid
-request; a batch of notifications gets no reply); per-connection limits on
-line length, batch size and requests in flight; ``$/cancel`` cancels the named
-request's work and suppresses its reply; and, for sockets, a client that goes
-away cancels everything it had in flight. Method semantics live in ``_api``.
+line (``hostd.protocol.LineSplitter``: an over-long line is answered once and
+skipped, the connection keeps serving); parse errors (−32700) and invalid
+requests (−32600) answered with ``id: null``; batches answered as one array (an
+empty batch is one invalid request; a batch of notifications gets no reply);
+per-connection limits on batch size and requests in flight; ``$/cancel``
+cancels the named request's work and suppresses its reply; and, for sockets, a
+client that goes away cancels everything it had in flight.
+
+A connection with a token (TCP) is *unauthenticated* until its first message,
+``$/authenticate``, carries the token: until then it may hold no more than a
+small line (``Limits.pre_auth_line_bytes``), must authenticate within
+``Limits.auth_timeout_s`` or be closed, and is counted apart
+(``connections_unauthenticated``) so the daemon can cap such connections on
+their own, never at the expense of Unix-socket or authenticated clients.
+
+Method semantics are not here: each request is handed to the ``dispatch``
+callable the daemon injects. This module imports neither ``_api`` nor
+``_daemon`` (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
 import hmac
-import json
-import time
-import warnings
+from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anyio
 
-from hostd.errors import BadRequest, Overloaded, ShuttingDown, error_to_wire
-from hostd.logging import bind_request, flush_logs, get_logger
-from hostd.protocol import INVALID_REQUEST, PARSE_ERROR
+from hostd.errors import (
+    EmptyBatch,
+    Overloaded,
+    ParseError,
+    RequestLineTooLong,
+    ShuttingDown,
+    Unauthorized,
+)
+from hostd.logs import get_logger
+from hostd.protocol import LineSplitter
+from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 
-from ._api import METHODS  # imports jsonrpcserver with its deprecation warning silenced
-from ._framing import LineFault, read_lines
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from jsonrpcserver.async_main import dispatch_to_serializable
-
-if TYPE_CHECKING:
-    from ._daemon import Daemon
-
-__all__ = ["Connection", "RequestContext", "dispatch_one"]
+__all__ = ["Connection", "Dispatch", "Limits", "Owner"]
 
 log = get_logger("hostd.server")
 
 _NO_REPLY = object()
 
 
-class Unauthorized(BadRequest):
-    """A TCP client whose first message is not ``$/authenticate`` with the right token."""
+class Owner(Protocol):
+    """What a connection reports to the daemon that owns it."""
 
-    reason = "unauthorized"
+    counters: Counter[str]
 
+    def begin_request(self) -> None: ...
 
-def _dumps(obj: Any) -> bytes:
-    # json.dumps escapes control characters, so a value never contains a literal newline.
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
-    try:
-        return (text + "\n").encode()
-    except UnicodeEncodeError:
-        # A lone surrogate (legal in a JSON string escape, not in UTF-8): escape everything.
-        return (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+    def end_request(self) -> None: ...
 
 
-def _error(code: int, message: str, id_: Any = None, data: Any = None) -> dict[str, Any]:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return {"jsonrpc": "2.0", "error": err, "id": id_}
+#: ``dispatch(connection, request)`` → the reply dict, or ``None`` when none is owed.
+Dispatch = Callable[["Connection", Any], Awaitable[Any]]
 
 
-def _wire_error(exc: BaseException, id_: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "error": error_to_wire(exc), "id": id_}
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-connection limits (protocol.md framing; ``[host]`` in the config)."""
+
+    max_line_bytes: int
+    max_in_flight: int
+    max_batch: int
+    #: Before ``$/authenticate``: the longest line, and how long a client may take.
+    pre_auth_line_bytes: int = 4096
+    auth_timeout_s: float = 5.0
 
 
-def _id_key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-_REQUEST_KEYS = frozenset({"jsonrpc", "method", "id", "params"})
-
-
-def _validate_request(msg: Any) -> Any:
-    """JSON-RPC 2.0 request shape, the same rules as jsonrpcserver's JSON schema but
-    without a jsonschema pass per request (hot path). Raising means Invalid Request."""
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-        raise ValueError("not a JSON-RPC 2.0 request")
-    if not isinstance(msg.get("method"), str) or not _REQUEST_KEYS.issuperset(msg):
-        raise ValueError("bad method or unknown member")
-    if "id" in msg:
-        id_ = msg["id"]
-        if isinstance(id_, bool) or not (id_ is None or isinstance(id_, str | int | float)):
-            raise ValueError("bad id")
-    if "params" in msg and not isinstance(msg["params"], dict | list):
-        raise ValueError("bad params")
-    return msg
-
-
-class RequestContext:
-    """What a method sees of the world: the daemon, its request id, and its connection."""
-
-    __slots__ = ("connection", "daemon", "request_id")
-
-    def __init__(self, daemon: Daemon, connection: Connection, request_id: str) -> None:
-        self.daemon = daemon
-        self.connection = connection
-        self.request_id = request_id
-
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
-        await self.connection.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def cancel_request(self, id_: Any) -> None:
-        self.connection.cancel(id_)
+def _id_key(value: Any) -> bytes:
+    return encode(value)
 
 
 class Connection:
@@ -117,39 +85,52 @@ class Connection:
 
     def __init__(
         self,
-        daemon: Daemon,
+        owner: Owner,
         receive: Callable[[], Awaitable[bytes]],
         send: Callable[[bytes], Awaitable[None]],
+        dispatch: Dispatch,
+        limits: Limits,
         *,
         name: str,
         token: str | None = None,
         drain_on_eof: bool = False,
     ) -> None:
-        self.daemon = daemon
+        self.owner = owner
         self.name = name
         self._receive = receive
         self._send_bytes = send
+        self._dispatch_one = dispatch
+        self._limits = limits
         self._token = token
         self._authenticated = token is None
         self._drain_on_eof = drain_on_eof
         self._send_lock = anyio.Lock()
-        self._scopes: dict[str, list[anyio.CancelScope]] = {}
+        self._scopes: dict[bytes, list[anyio.CancelScope]] = {}
         self._inflight = 0
         self._idle = anyio.Event()
         self._idle.set()
         self._broken = False
+        self._aborting = False
         self._tg: Any = None
-        limits = daemon.config.host
-        self._max_line = limits.max_line_bytes
-        self._max_in_flight = limits.max_in_flight
-        self._max_batch = limits.max_batch
+        # Counted from construction (the daemon constructs as it accepts), so a burst of
+        # accepts cannot overshoot the caps before the first connection task runs.
+        owner.counters["connections_total"] += 1
+        owner.counters[self._counted] += 1
+
+    @property
+    def _counted(self) -> str:
+        return "connections_open" if self._authenticated else "connections_unauthenticated"
+
+    @property
+    def authenticated(self) -> bool:
+        return self._authenticated
 
     # -- outbound ----------------------------------------------------------------------
 
     async def send(self, obj: Any) -> None:
         if self._broken:
             return
-        data = _dumps(obj)
+        data = encode_reply(obj) + b"\n"
         try:
             async with self._send_lock:
                 await self._send_bytes(data)
@@ -164,6 +145,14 @@ class Connection:
     def cancel(self, id_: Any) -> None:
         for scope in self._scopes.get(_id_key(id_), ()):
             scope.cancel()
+
+    def abort_in_flight(self) -> None:
+        """The grace period is over: cancel every request in flight and answer each
+        with ``shutting_down`` (−32006) instead of closing on it without a word."""
+        self._aborting = True
+        for scopes in list(self._scopes.values()):
+            for scope in scopes:
+                scope.cancel()
 
     def _register(self, msg: Any) -> anyio.CancelScope:
         scope = anyio.CancelScope()
@@ -183,27 +172,13 @@ class Connection:
     # -- serving -----------------------------------------------------------------------
 
     async def serve(self) -> None:
-        self.daemon.counters["connections_total"] += 1
-        self.daemon.counters["connections_open"] += 1
         log.debug("connection.opened", connection=self.name)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                async for item in read_lines(self._receive, self._max_line):
-                    if isinstance(item, LineFault):
-                        log.warning("client.line_too_long", connection=self.name, size=item.size)
-                        await self.send(
-                            _error(
-                                INVALID_REQUEST,
-                                "line too long",
-                                data={"reason": "line_too_long", "max_line_bytes": self._max_line},
-                            )
-                        )
-                        continue
-                    if not item.strip():
-                        continue
-                    if not await self._handle_line(item):
-                        break
+                if not self._authenticated:
+                    tg.start_soon(self._auth_deadline)
+                await self._read()
                 if self._drain_on_eof and not self._broken:
                     await self._idle.wait()
                 tg.cancel_scope.cancel()
@@ -212,15 +187,48 @@ class Connection:
         except Exception as exc:  # a bug here costs this connection, never the daemon
             log.error("connection.crashed", connection=self.name, exc_info=exc)
         finally:
-            self.daemon.counters["connections_open"] -= 1
+            self.owner.counters[self._counted] -= 1
             log.debug("connection.closed", connection=self.name)
+
+    async def _auth_deadline(self) -> None:
+        # A timer, not a wait: the client's time to authenticate runs out here.
+        await anyio.sleep(self._limits.auth_timeout_s)
+        if not self._authenticated:
+            log.warning("client.auth_timeout", connection=self.name)
+            self._tg.cancel_scope.cancel()
+
+    async def _read(self) -> None:
+        """Handle lines until EOF or a line that closes the connection. A partial line
+        at EOF is dropped (half a line, then a disconnect, is not a request)."""
+        splitter = LineSplitter(self._limits.max_line_bytes)
+        pre_auth = self._limits.pre_auth_line_bytes
+        while chunk := await self._receive():
+            for item in splitter.feed(chunk):
+                if not self._authenticated and (
+                    not isinstance(item, bytes) or len(item) > pre_auth
+                ):
+                    # Before the token, a big line is not a client's mistake to forgive.
+                    await self._line_too_long(pre_auth)
+                    return
+                if not isinstance(item, bytes):  # OVERLONG: feed yields nothing else
+                    await self._line_too_long(self._limits.max_line_bytes)
+                    continue
+                if item.strip() and not await self._handle_line(item):
+                    return
+            if not self._authenticated and len(splitter.partial) > pre_auth:
+                await self._line_too_long(pre_auth)
+                return
+
+    async def _line_too_long(self, limit: int) -> None:
+        log.warning("client.line_too_long", connection=self.name, max_line_bytes=limit)
+        await self.send(error_reply(RequestLineTooLong("line too long", max_line_bytes=limit)))
 
     async def _handle_line(self, line: bytes) -> bool:
         """Handle one line; False closes the connection."""
         try:
-            msg = json.loads(line)
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; deep nesting
-            await self.send(_error(PARSE_ERROR, "Parse error", data={"reason": "parse_error"}))
+            msg = decode(line)
+        except ParseError as exc:
+            await self.send(error_reply(exc))
             return True
         if not self._authenticated:
             return await self._authenticate(msg)
@@ -228,41 +236,39 @@ class Connection:
             await self._handle_batch(msg)
         elif isinstance(msg, dict) and msg.get("method") == "$/cancel" and "id" not in msg:
             # Handled inline so a cancel is never queued behind the work it cancels.
-            await self._dispatch(msg)
+            await self._dispatch_one(self, msg)
         else:
-            if self._inflight >= self._max_in_flight:
+            if self._inflight >= self._limits.max_in_flight:
                 if isinstance(msg, dict) and "id" in msg:
-                    await self.send(_wire_error(self._overloaded(), msg["id"]))
+                    await self.send(error_reply(self._overloaded(), reply_id(msg)))
                 return True
             self._start(self._run_single, msg)
         return True
 
     def _overloaded(self) -> Overloaded:
+        limit = self._limits.max_in_flight
         return Overloaded(
-            f"too many requests in flight on this connection (limit {self._max_in_flight})",
-            limit=self._max_in_flight,
+            f"too many requests in flight on this connection (limit {limit})", limit=limit
         )
 
     async def _handle_batch(self, batch: list[Any]) -> None:
         if not batch:
-            await self.send(
-                _error(INVALID_REQUEST, "Invalid Request", data={"reason": "empty_batch"})
-            )
+            await self.send(error_reply(EmptyBatch("Invalid Request: empty batch")))
             return
-        if len(batch) > self._max_batch:
+        limit = self._limits.max_batch
+        if len(batch) > limit:
             await self.send(
-                _wire_error(
+                error_reply(
                     Overloaded(
-                        f"batch of {len(batch)} requests is over the limit of {self._max_batch}",
-                        limit=self._max_batch,
-                    ),
-                    None,
+                        f"batch of {len(batch)} requests is over the limit of {limit}",
+                        limit=limit,
+                    )
                 )
             )
             return
-        if self._inflight >= self._max_in_flight:
+        if self._inflight >= self._limits.max_in_flight:
             errors = [
-                _wire_error(self._overloaded(), m["id"])
+                error_reply(self._overloaded(), reply_id(m))
                 for m in batch
                 if isinstance(m, dict) and "id" in m
             ]
@@ -277,7 +283,7 @@ class Connection:
         scopes = [self._register(m) for m in msg] if isinstance(msg, list) else self._register(msg)
         self._inflight += 1
         self._idle = anyio.Event() if self._inflight == 1 else self._idle
-        self.daemon.begin_request()
+        self.owner.begin_request()
         self._tg.start_soon(self._finish_after, runner, msg, scopes)
 
     async def _finish_after(
@@ -294,7 +300,7 @@ class Connection:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
-            self.daemon.end_request()
+            self.owner.end_request()
 
     async def _run_single(self, msg: Any, scope: anyio.CancelScope) -> None:
         reply = await self._dispatch_in(msg, scope)
@@ -303,7 +309,7 @@ class Connection:
 
     async def _run_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
         replies: list[Any] = [None] * len(batch)
-        limiter = anyio.CapacityLimiter(self._max_in_flight)
+        limiter = anyio.CapacityLimiter(self._limits.max_in_flight)
 
         async def one(i: int) -> None:
             async with limiter:
@@ -318,13 +324,16 @@ class Connection:
 
     async def _dispatch_in(self, msg: Any, scope: anyio.CancelScope) -> Any:
         with scope:
-            return await self._dispatch(msg)
-        # Reached only when ``scope`` was cancelled by $/cancel: no reply for it.
+            return await self._dispatch_one(self, msg)
+        # Reached only when ``scope`` was cancelled: by $/cancel (no reply for it), or
+        # at the end of the grace period (the client is told why).
+        if self._aborting:
+            log.info("request.aborted", connection=self.name)
+            return error_reply(
+                ShuttingDown("hostd is shutting down: the grace period is over"), reply_id(msg)
+            )
         log.info("request.cancelled", connection=self.name)
         return _NO_REPLY
-
-    async def _dispatch(self, msg: Any) -> Any:
-        return await dispatch_one(self.daemon, self, msg)
 
     async def _authenticate(self, msg: Any) -> bool:
         token = None
@@ -332,48 +341,18 @@ class Connection:
             params = msg.get("params")
             if isinstance(params, dict) and isinstance(params.get("token"), str):
                 token = params["token"]
-        id_ = msg.get("id") if isinstance(msg, dict) else None
         assert self._token is not None
         if token is not None and hmac.compare_digest(token.encode(), self._token.encode()):
+            counters = self.owner.counters
+            counters["connections_unauthenticated"] -= 1
             self._authenticated = True
+            counters["connections_open"] += 1
             if isinstance(msg, dict) and "id" in msg:
-                await self.send({"jsonrpc": "2.0", "result": {"authenticated": True}, "id": id_})
+                await self.send(
+                    {"jsonrpc": "2.0", "result": {"authenticated": True}, "id": reply_id(msg)}
+                )
             return True
         log.warning("client.unauthorized", connection=self.name)
-        await self.send(
-            _wire_error(
-                Unauthorized("the first message must be $/authenticate with the bearer token"),
-                id_,
-            )
-        )
+        refusal = Unauthorized("the first message must be $/authenticate with the bearer token")
+        await self.send(error_reply(refusal, reply_id(msg)))
         return False
-
-
-async def dispatch_one(daemon: Daemon, connection: Any, msg: Any) -> Any:
-    """Dispatch one request object (not a batch) and return its reply (None: no reply)."""
-    request_id = daemon.new_request_id()
-    bind_request(request_id)
-    method = msg.get("method") if isinstance(msg, dict) else None
-    if daemon.stopping and method != "$/cancel" and isinstance(msg, dict) and "id" in msg:
-        return _wire_error(ShuttingDown("hostd is shutting down"), msg["id"])
-    started = time.perf_counter()
-    ctx = RequestContext(daemon, connection, request_id)
-    reply = await dispatch_to_serializable(
-        msg, METHODS, context=ctx, deserializer=_identity, validator=_validate_request
-    )
-    daemon.counters["requests_total"] += 1
-    error = reply.get("error") if isinstance(reply, dict) else None
-    if error is not None:
-        daemon.counters["requests_failed"] += 1
-    if method != "$/cancel":
-        data = error.get("data") if error else None
-        log.info(
-            "request.done",
-            method=method if isinstance(method, str) else None,
-            connection=getattr(connection, "name", "local"),
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            error_code=error.get("code") if error else None,
-            error_reason=data.get("reason") if isinstance(data, dict) else None,
-        )
-    flush_logs()  # one write for all the events this request caused
-    return reply

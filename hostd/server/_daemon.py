@@ -13,28 +13,36 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
-import json
 import os
 import secrets
 import signal
 import time
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
-from hostd.logging import flush_logs, get_logger
+from hostd.errors import RpcError
+from hostd.logs import flush_logs, get_logger
+from hostd.rpc import decode, encode
 
-from ._connection import Connection, dispatch_one
+from ._api import dispatch_one
+from ._connection import Connection, Limits
+
+if TYPE_CHECKING:
+    from hostd.engine import Host
+
 from ._listeners import (
     open_stdio,
     open_tcp_listener,
     open_unix_listener,
+    private_state_dir,
     remove_socket,
     reserve_stdout,
 )
@@ -45,6 +53,11 @@ log = get_logger("hostd.server")
 
 #: Usage reports kept for ``usage/report`` (UR1), as compact JSON: bounded memory.
 _USAGE_KEPT = 1024
+#: Past the grace period, how long the in-flight requests' shutting_down replies get.
+_ABORT_REPLY_S = 1.0
+#: TCP connections not yet authenticated, counted apart from ``max_connections`` so
+#: that idle or slow ones can never lock Unix-socket or authenticated clients out.
+MAX_UNAUTHENTICATED = 64
 
 
 class Daemon:
@@ -52,7 +65,8 @@ class Daemon:
 
     def __init__(self, config: Config, *, host_factory: Callable[..., Any] | None = None) -> None:
         self.config = config
-        self.host: Any = None
+        #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
+        self.host: Host
         self.counters: Counter[str] = Counter()
         self.stopping = False
         self.started_at = time.time()
@@ -68,6 +82,7 @@ class Daemon:
         self._provider_ids = frozenset(p.id for p in config.provider)
         self.socket_path: Path | None = None
         self._drain_scope: anyio.CancelScope | None = None
+        self._connections: set[Connection] = set()
         self.tcp_address: tuple[str, int] | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: Any = None
@@ -100,7 +115,7 @@ class Daemon:
 
     def remember_usage(self, request_id: str, usage: Any) -> None:
         # Serialised, not kept as an object graph: a report lists every served FrameId.
-        self._usage[request_id] = json.dumps(usage, separators=(",", ":")).encode()
+        self._usage[request_id] = encode(usage)
         while len(self._usage) > _USAGE_KEPT:
             self._usage.popitem(last=False)
 
@@ -114,7 +129,7 @@ class Daemon:
 
     def usage_of(self, request_id: str) -> Any:
         raw = self._usage.get(request_id)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else decode(raw)
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {
@@ -165,19 +180,16 @@ class Daemon:
         if self._host_factory is not None:
             return self._host_factory(self.config)
         from hostd.engine import Host
-        from hostd.engine.verify import VerifyStage
 
         cfg = self.config
         state = cfg.state_path
-        state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stage = VerifyStage(
-            trusted_roots={p.id: [str(r) for r in p.trusted_roots] for p in cfg.provider},
-            host_roots=[str(r) for r in cfg.host.trusted_roots],
-        )
+        private_state_dir(state, cfg.source)  # refused before any provider starts
+        # The engine builds its verify stage from the specs (roots, deadlines): one place.
         return Host(
             cfg.provider_specs(),
             state_dir=state,
-            verify_stage=stage,
+            host_roots=cfg.host.trusted_roots,
+            untrusted=cfg.host.untrusted,
             start=cfg.host.start_providers,
             max_line_bytes=cfg.host.max_line_bytes,
         )
@@ -274,6 +286,11 @@ class Daemon:
                 await self._idle.wait()
             if waited.cancelled_caught:
                 log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
+                # Each request still in flight is answered shutting_down, not cut off.
+                with anyio.move_on_after(_ABORT_REPLY_S):
+                    for connection in list(self._connections):
+                        connection.abort_in_flight()
+                    await self._idle.wait()
             conns.cancel_scope.cancel()
 
     async def _flush_logs_periodically(self) -> None:
@@ -309,30 +326,70 @@ class Daemon:
                 log.error("host.accept_failed", error=exc.strerror)
                 await anyio.sleep(0.05)
                 continue
-            if self.counters["connections_open"] >= self.config.host.max_connections:
-                log.warning("host.connection_refused", limit=self.config.host.max_connections)
+            if token is not None:
+                counted, limit = "connections_unauthenticated", MAX_UNAUTHENTICATED
+            else:
+                counted, limit = "connections_open", self.config.host.max_connections
+            if self.counters[counted] >= limit:
+                log.warning("host.connection_refused", limit=limit, counted=counted)
                 await stream.aclose()
                 continue
-            conns.start_soon(self._serve_stream, stream, token)
+            name = f"{'tcp' if token else 'unix'}#{self.counters['connections_total'] + 1}"
 
-    async def _serve_stream(self, stream: SocketStream, token: str | None) -> None:
-        name = f"{'tcp' if token else 'unix'}#{self.counters['connections_total'] + 1}"
+            async def receive(stream: SocketStream = stream) -> bytes:
+                try:
+                    return await stream.receive(1 << 16)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return b""
 
-        async def receive() -> bytes:
-            try:
-                return await stream.receive(1 << 16)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                return b""
+            # Constructed here, not in the task: it is counted before the next accept.
+            connection = self._connection(receive, stream.send, name=name, token=token)
+            conns.start_soon(self._serve_stream, stream, connection)
 
+    async def _serve_stream(self, stream: SocketStream, connection: Connection) -> None:
         async with stream:
-            await Connection(self, receive, stream.send, name=name, token=token).serve()
+            await self._tracked(connection)
+
+    async def _tracked(self, connection: Connection) -> None:
+        self._connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            self._connections.discard(connection)
+
+    def _connection(
+        self,
+        receive: Callable[[], Any],
+        send: Callable[[bytes], Any],
+        *,
+        name: str,
+        token: str | None = None,
+        drain_on_eof: bool = False,
+    ) -> Connection:
+        cfg = self.config.host
+        limits = Limits(
+            cfg.max_line_bytes,
+            cfg.max_in_flight,
+            cfg.max_batch,
+            auth_timeout_s=cfg.auth_timeout_s,
+        )
+        return Connection(
+            self,
+            receive,
+            send,
+            partial(dispatch_one, self),
+            limits,
+            name=name,
+            token=token,
+            drain_on_eof=drain_on_eof,
+        )
 
     async def _serve_stdio(self, wire_fd: int) -> None:
         stdio = await open_stdio(0, wire_fd)
         try:
-            await Connection(
-                self, stdio.receive, stdio.send, name="stdio", drain_on_eof=True
-            ).serve()
+            await self._tracked(
+                self._connection(stdio.receive, stdio.send, name="stdio", drain_on_eof=True)
+            )
         finally:
             stdio.close()
         # The client closed stdin: nobody can send more; stop gracefully.
@@ -341,6 +398,8 @@ class Daemon:
 
 class _NullConnection:
     """The connection of an in-process session: notifications go nowhere."""
+
+    name = "local"
 
     async def send(self, obj: Any) -> None:
         return None
@@ -356,8 +415,6 @@ class LocalSession:
         self._daemon = daemon
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        from hostd.client import RpcError
-
         msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
         reply = await dispatch_one(self._daemon, _NullConnection(), msg)
         if "error" in reply:

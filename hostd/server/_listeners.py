@@ -5,7 +5,9 @@ duplicated for the wire and fd 1 is pointed at stderr, so a stray print or a
 library's output can never corrupt the stream. Unix socket: created mode 0600
 in a directory of ours with mode 0700; a stale socket file left by a dead
 daemon is replaced, a live one is never stolen. TCP: loopback only, and the
-connection must authenticate with the bearer token first.
+connection must authenticate with the bearer token first. The state
+directory (consent ledger, shadow store) follows the socket directory's rule:
+created 0700, refused when another user can write it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.stapled import MultiListener
 
-from hostd.errors import HostdError
+from hostd.errors import ConfigError, HostdError
 
 __all__ = [
     "ListenerError",
@@ -34,6 +36,7 @@ __all__ = [
     "open_stdio",
     "open_tcp_listener",
     "open_unix_listener",
+    "private_state_dir",
     "remove_socket",
     "reserve_stdout",
 ]
@@ -60,6 +63,39 @@ def _private_dir(directory: Path) -> None:
         raise ListenerError(
             f"socket directory {directory} is accessible by other users "
             f"(mode {stat.S_IMODE(st.st_mode):04o}); use a directory with mode 0700"
+        )
+
+
+def private_state_dir(directory: Path, source: str = "<config>") -> None:
+    """Create ``state_dir`` (0700) or refuse one other users can write or do not own.
+
+    Another user who can write the directory could swap the consent ledger (C1, C2)
+    or the shadow store under us; like the socket directory, it is refused at start.
+    """
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = directory.stat()
+    except OSError as exc:
+        raise ConfigError(
+            f"{source}: host.state_dir: cannot create {directory}: {exc.strerror}",
+            file=source,
+            key="host.state_dir",
+        ) from exc
+    mode = stat.S_IMODE(st.st_mode)
+    problem = None
+    if st.st_uid != os.getuid():
+        problem = f"{directory} is not owned by this user"
+    elif mode & 0o022:
+        problem = (
+            f"{directory} is writable by other users (mode {mode:04o}); "
+            f"use a directory only its owner can write (chmod 700 {directory})"
+        )
+    if problem is not None:
+        raise ConfigError(
+            f"{source}: host.state_dir: {problem}",
+            file=source,
+            key="host.state_dir",
+            problem=problem,
         )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from hostd.logging import get_logger
+from hostd.logs import get_logger
 from hostd.protocol import ContextFrame
 
 from ._store import ShadowStore, build_record

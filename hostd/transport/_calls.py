@@ -17,13 +17,11 @@ import anyio
 import structlog
 
 from hostd.errors import HostdError, LineTooLong, ProviderCrashed
-from hostd.protocol import ContextFrame, ContextQuery, ContextQueryResult
+from hostd.protocol import ContextQuery
 
 from ._framing import LineReader
 
 __all__ = [
-    "FRAMES_MARK",
-    "ParsedQueryResult",
     "Pending",
     "PendingTable",
     "Send",
@@ -32,19 +30,6 @@ __all__ = [
     "StreamClient",
     "query_wire",
 ]
-
-#: Every query reply carries this member name; a line without it skips the one-pass try.
-FRAMES_MARK = b'"frames"'
-
-
-class ParsedQueryResult(ContextQueryResult):
-    """A ``ContextQueryResult`` whose every frame parsed in the reader's one pass (JSON and
-    frame validation together). A reply with any malformed frame fails this model and
-    takes the binding's general path instead, where the frames stay raw and the leg
-    audit parses each on its own, so one bad frame costs only itself."""
-
-    frames: list[ContextFrame]  # narrower than the base's list[Any]
-
 
 Send = Callable[[bytes], Awaitable[None]]
 #: Writes a whole line at once or returns ``False`` having written nothing.
@@ -56,15 +41,12 @@ log = structlog.get_logger("hostd.transport")
 class Pending:
     """One awaited reply."""
 
-    __slots__ = ("done", "error", "kind", "result")
+    __slots__ = ("done", "error", "result")
 
-    def __init__(self, kind: str | None = None) -> None:
+    def __init__(self) -> None:
         self.done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
-        #: What the caller asked (e.g. ``"query"``), so the reader may parse the reply
-        #: straight into its model; ``None`` for a plain JSON value.
-        self.kind = kind
 
     def resolve(self, result: Any) -> None:
         if not self.done.is_set():
@@ -100,10 +82,10 @@ class PendingTable:
     def __repr__(self) -> str:
         return f"<PendingTable pending={len(self._pending)} failure={self.failure!r}>"
 
-    def add(self, key: Any, kind: str | None = None) -> Pending:
+    def add(self, key: Any) -> Pending:
         if self.failure is not None:
             raise self.failure
-        slot = Pending(kind)
+        slot = Pending()
         self._pending[key] = slot
         return slot
 
@@ -118,9 +100,6 @@ class PendingTable:
 
     def pop(self, key: Any) -> Pending | None:
         return self._pending.pop(key, None)
-
-    def get(self, key: Any) -> Pending | None:
-        return self._pending.get(key)
 
     def was_abandoned(self, key: Any) -> bool:
         return self._abandoned.pop(key, "missing") is None
@@ -207,14 +186,12 @@ class StreamClient:
         """Handle one line; a returned error ends the stream (the peer's fault)."""
         raise NotImplementedError
 
-    def _start(
-        self, key: Any, kind: str | None, line: bytes, convert: Callable[[Any], Any]
-    ) -> StartedCall | None:
+    def _start(self, key: Any, line: bytes, convert: Callable[[Any], Any]) -> StartedCall | None:
         """Register ``key`` and write ``line`` now if that needs no waiting (see
         ``send_nowait``); ``None``, with nothing registered or written, otherwise."""
         if self._send_nowait is None or self._send_lock.locked():
             return None
-        slot = self._table.add(key, kind)  # raises the stream's failure, if it broke
+        slot = self._table.add(key)  # raises the stream's failure, if it broke
         try:
             sent = self._send_nowait(line)
         except BaseException:

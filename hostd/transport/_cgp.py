@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import orjson
 import structlog
 from pydantic import ValidationError
-from pydantic_core import from_json
 
 from hostd.errors import (
     CorrelationMismatch,
@@ -43,14 +43,7 @@ from hostd.protocol import (
     read_cgp_code,
 )
 
-from ._calls import (
-    FRAMES_MARK,
-    ParsedQueryResult,
-    Pending,
-    StartedCall,
-    StreamClient,
-    query_wire,
-)
+from ._calls import Pending, StartedCall, StreamClient, query_wire
 from ._framing import encode_line
 
 __all__ = ["CgpClient"]
@@ -60,21 +53,10 @@ log = structlog.get_logger("hostd.transport")
 _UNKEYED = object()  # the table key of the one lock-step request in flight
 
 
-class _ParsedFramesEnvelope(FramesEnvelope):
-    """A ``frames`` envelope whose every frame is well formed, parsed from the raw line in
-    one pass; anything else fails it and takes ``parse_envelope``'s general path."""
-
-    result: ParsedQueryResult
-
-
 def _parse_line(line: bytes) -> Any:
-    """One envelope from one line. Raises ``ValueError`` (``ValidationError`` included)."""
-    if FRAMES_MARK in line:
-        try:
-            return _ParsedFramesEnvelope.model_validate_json(line)
-        except ValidationError:
-            pass  # a malformed frame, another envelope, garbage: judged below
-    return parse_envelope(from_json(line))
+    """One envelope from one line, its frames left raw for the leg audit. Raises
+    ``ValueError`` (``orjson.JSONDecodeError`` and ``ValidationError`` are ones)."""
+    return parse_envelope(orjson.loads(line))
 
 
 def _envelope_error(env: ErrorEnvelope) -> HostdError:
@@ -193,7 +175,7 @@ class CgpClient(StreamClient):
             return None
         key = f"q{next(self._ids)}"
         line = encode_line({"type": "query", "query": query_wire(query), "id": key})
-        return self._start(key, None, line, _frames)
+        return self._start(key, line, _frames)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         env = await self._unkeyed(

@@ -1,14 +1,16 @@
-"""Provider child processes: start, stderr capture, teardown ladder.
+"""Provider child processes: start, stderr capture, exit watch, teardown ladder.
 
 Owns the OS side of a provider: ``anyio.open_process`` in a new session (its
-own process group, so teardown reaches grandchildren too), its stdin and
-stdout pipes (stdout lines handed over from the read callback), a scrubbed
-environment (an allow-list plus what the config names), stderr lines drained
-into the structured log tagged with the provider id (bounded, so a stderr
-flood neither blocks the child nor floods the log), and the teardown ladder:
+own process group, so teardown reaches grandchildren too), under the ``_reaper``
+shim where that works (so no descendant outlives the provider or the host), its
+stdin and stdout pipes (stdout lines handed over from the read callback; the
+process's exit is watched apart from them), a scrubbed environment (an
+allow-list plus what the config names), stderr drained into the structured log
+tagged with the provider id (``_stderr``: rate-limited, so a flood neither
+blocks the child nor floods the log), and the teardown ladder (``stop_process``):
 the binding's shutdown message → grace → SIGTERM to the group → grace →
-SIGKILL to the group. Teardown is shielded from cancellation, so a host
-cancelled mid-query still leaves no orphan.
+SIGKILL to every descendant and the group. Teardown is shielded from
+cancellation, so a host cancelled mid-query still leaves no orphan.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import os
 import select
 import signal
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -37,7 +39,11 @@ from hostd.protocol import (
     LineSplitter,
 )
 
-from ._framing import LineReader, line_too_long
+from ._framing import line_too_long
+from ._reaper import REAPER
+from ._reaper import supported as reaper_supported
+from ._stderr import StderrPolicy, StderrPump
+from ._teardown import stop_process
 
 __all__ = [
     "ENV_ALLOW_LIST",
@@ -88,14 +94,12 @@ def scrubbed_env(
     return env
 
 
-@dataclass(slots=True, frozen=True)
-class StderrPolicy:
-    """How much of a child's stderr reaches the log: the first ``burst`` lines, then one
-    summary every ``every`` lines (the rest is drained and counted, never buffered)."""
-
-    burst: int = 200
-    every: int = 1000
-    max_line_bytes: int = 64 * 1024
+def _under_reaper(command: Sequence[str]) -> list[str]:
+    """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
+    the host is killed), else as it is."""
+    if not reaper_supported():
+        return list(command)
+    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *command]
 
 
 class ChildProcess:
@@ -130,16 +134,28 @@ class ChildProcess:
         self._write_lock = anyio.Lock(fast_acquire=True)
         #: A cancelled ``send`` left part of a line in the pipe: the stream is unusable.
         self._cut_line = False
-        self.stderr_lines = 0
-        self.stderr_suppressed = 0
+        self._stderr = StderrPump(provider_id, policy)
         self.exited = anyio.Event()
         self._closing = False
+        #: The stdout reader's protocol and its end, once ``start_reading`` ran.
+        self._stdout_protocol: LinePipeProtocol | None = None
+        self._end_output: Callable[[HostdError | None], None] | None = None
 
     def __repr__(self) -> str:
         return (
             f"<ChildProcess {self.provider_id} pid={self.pid} "
             f"returncode={self.process.returncode} stderr_lines={self.stderr_lines}>"
         )
+
+    @property
+    def stderr_lines(self) -> int:
+        """Lines read from the child's stderr so far (logged or not)."""
+        return self._stderr.lines
+
+    @property
+    def stderr_suppressed(self) -> int:
+        """Of those, the lines the rate limit kept out of the log."""
+        return self._stderr.suppressed
 
     @property
     def pid(self) -> int:
@@ -171,7 +187,7 @@ class ChildProcess:
         out_read, out_write = os.pipe()
         try:
             process = await anyio.open_process(
-                list(command),
+                _under_reaper(command),
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,
@@ -192,47 +208,38 @@ class ChildProcess:
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
-        task_group.start_soon(self._pump_stderr)
+        assert self.process.stderr is not None
+        task_group.start_soon(self._stderr.run, self.process.stderr)
         task_group.start_soon(self._watch_exit)
 
     async def _watch_exit(self) -> None:
         await self.process.wait()
         self.exited.set()
+        self._end_output_at_exit()
 
-    async def _wait(self, within: float | None) -> bool:
-        """Whether the process exited within ``within`` seconds (``None``: wait for it)."""
-        if self.process.returncode is not None:
-            return True
-        with anyio.move_on_after(within):
-            await self.process.wait()
-        return self.process.returncode is not None
-
-    async def _pump_stderr(self) -> None:
-        assert self.process.stderr is not None
-        reader = LineReader(self.process.stderr, self.policy.max_line_bytes, keep_unterminated=True)
-        while True:
+    def _end_output_at_exit(self) -> None:
+        """The process is gone, so all it wrote is in the pipe already: read that now,
+        and if its output is still open (a descendant it left holds it), end the stream
+        as a crash rather than wait for an end of file that may never come."""
+        transport, protocol, end = self._stdout, self._stdout_protocol, self._end_output
+        if self.output_ended.is_set() or transport is None or protocol is None or end is None:
+            return
+        fd = transport.get_extra_info("pipe").fileno()  # non-blocking (asyncio's)
+        while not self.output_ended.is_set():
             try:
-                raw = await reader.receive_line()
-            except anyio.EndOfStream:
+                data = os.read(fd, 65536)
+            except OSError:  # BlockingIOError: nothing more was written
                 break
-            except Exception:  # LineTooLong: counted, the pump moves on
-                raw = b"<over-long stderr line>"
-            self.stderr_lines += 1
-            n = self.stderr_lines
-            if n <= self.policy.burst:
-                log.info(
-                    "provider.stderr",
-                    provider=self.provider_id,
-                    line=raw.decode("utf-8", errors="replace")[:2000],
+            if not data:
+                protocol.eof_received()
+                return
+            protocol.data_received(data)
+        if not self.output_ended.is_set():
+            end(
+                ProviderCrashed(
+                    f"provider exited (code {self.returncode}) while its output stayed open"
                 )
-            else:
-                self.stderr_suppressed += 1
-                if (n - self.policy.burst) % self.policy.every == 0:
-                    log.warning(
-                        "provider.stderr.suppressed",
-                        provider=self.provider_id,
-                        suppressed=self.stderr_suppressed,
-                    )
+            )
 
     async def start_reading(
         self, sink: LineSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
@@ -280,6 +287,7 @@ class ChildProcess:
                 stop(ProviderCrashed(f"provider closed {how}"))
 
         protocol = LinePipeProtocol(LineSplitter(max_line_bytes), deliver)
+        self._stdout_protocol, self._end_output = protocol, stop
         fd, self._stdout_fd = self._stdout_fd, -1
         pipe = os.fdopen(fd, "rb", buffering=0)  # the transport owns it from here
         try:
@@ -288,6 +296,8 @@ class ChildProcess:
             pipe.close()
             raise
         self._stdout = transport
+        if self.exited.is_set():  # it exited before its output was read
+            self._end_output_at_exit()
 
     def _close_stdout(self) -> None:
         if self._stdout is not None:
@@ -352,12 +362,9 @@ class ChildProcess:
             anyio.notify_closing(fd)  # wakes a send waiting for room, before the close
             os.close(fd)
 
-    def _signal_group(self, sig: signal.Signals) -> bool:
-        try:
-            os.killpg(self.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+    def _log_signal(self, sig: signal.Signals) -> None:
+        event = "provider.process." + sig.name.lower()
+        log.warning(event, provider=self.provider_id, pid=self.pid)
 
     async def aclose(
         self,
@@ -370,7 +377,7 @@ class ChildProcess:
             if not self._closing:
                 self._closing = True
                 await self._ladder(shutdown, grace)
-            await self._wait(None)
+            await self.process.wait()
         return self.process.returncode
 
     async def _ladder(self, shutdown: Callable[[], Awaitable[None]] | None, grace: float) -> None:
@@ -381,14 +388,8 @@ class ChildProcess:
             except Exception:  # a dead or stuck pipe: go on down the ladder
                 pass
         self._close_stdin()  # R2: EOF also tells a provider to exit
-        if not await self._wait(grace):
-            log.warning("provider.process.sigterm", provider=self.provider_id, pid=self.pid)
-            self._signal_group(signal.SIGTERM)
-            if not await self._wait(grace):
-                log.warning("provider.process.sigkill", provider=self.provider_id, pid=self.pid)
-        # Also after a clean exit: the group may hold grandchildren the provider left.
-        self._signal_group(signal.SIGKILL)
-        await self._wait(None)
+        # group: also after a clean exit, the group may hold grandchildren it left.
+        await stop_process(self.process, grace, group=True, on_signal=self._log_signal)
         self._close_stdout()
         if self.process.stderr is not None:
             try:

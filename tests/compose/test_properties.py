@@ -12,6 +12,7 @@ from hostd.compose import (
     EVIDENCE_PREAMBLE,
     PLACEMENTS,
     FloorsExceedBudget,
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -50,6 +51,8 @@ STRATEGIES = st.sampled_from(
         PerProviderQuota(1),
         ReciprocalRankFusion(),
         ReciprocalRankFusion(k=2, weights={"alpha": 0.0, "gamma": 2.5}),
+        MarginFusion(),
+        MarginFusion(k=0, weights={"beta": 0.0}),
     ]
 )
 CAPS = st.none() | st.dictionaries(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.compose import (
     CandidateSet,
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -15,8 +19,10 @@ from hostd.compose import (
     is_ranking_permutation,
     rank_with,
     strategy_from_wire,
+    strategy_text,
 )
 from hostd.compose._dedup import dedup_pool
+from hostd.protocol import ContextFrame
 
 from ._helpers import digest_of, frame, frame_pairs
 
@@ -27,6 +33,8 @@ ALL = [
     PerProviderQuota(2),
     ReciprocalRankFusion(),
     ReciprocalRankFusion(k=1, weights={"alpha": 0.0, "beta": 3.0}),
+    MarginFusion(),
+    MarginFusion(k=0, weights={"alpha": 0.0, "gamma": 2.5}),
 ]
 
 
@@ -45,7 +53,15 @@ def two_providers() -> list:
 
 
 def test_every_policy_has_its_wire_name() -> None:
-    assert [s.name for s in ALL[:5]] == ["score", "round_robin", "quota", "quota", "rrf"]
+    assert [s.name for s in ALL[:7]] == [
+        "score",
+        "round_robin",
+        "quota",
+        "quota",
+        "rrf",
+        "rrf",
+        "margin",
+    ]
 
 
 def test_score_descending_breaks_ties_by_canonical_frame_id() -> None:
@@ -142,6 +158,20 @@ def test_every_strategy_returns_a_permutation(pairs: list, strategy: object) -> 
     assert is_ranking_permutation(order, len(pairs))
 
 
+@settings(max_examples=60, deadline=None)
+@given(frame_pairs(max_size=16), st.sampled_from(ALL), st.data())
+def test_every_strategy_orders_the_set_not_the_arrival(
+    pairs: list, strategy: object, data: st.DataObject
+) -> None:
+    c = CandidateSet.of(pairs)
+    if len({c.key(i) for i in range(len(c))}) < len(c):
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    shuffled = CandidateSet.of(data.draw(st.permutations(pairs)))
+    order = strategy.order(c)  # type: ignore[attr-defined]  # sampled from ALL
+    again = strategy.order(shuffled)  # type: ignore[attr-defined]
+    assert [shuffled.key(i) for i in again] == [c.key(i) for i in order]
+
+
 def test_is_ranking_permutation_rejects_anything_else() -> None:
     assert is_ranking_permutation([2, 0, 1], 3)
     assert is_ranking_permutation([], 0)
@@ -171,32 +201,68 @@ def test_rank_with_repairs_a_broken_policy_order() -> None:
     assert rank_with(_Broken([1, 0, 3, 2]), frames) == [1, 0, 3, 2]
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("score", ScoreDescending()),
-        ("round_robin", RoundRobinByRank()),
-        ("rrf", ReciprocalRankFusion()),
-        ({"quota": 3}, PerProviderQuota(3)),
-        ({"quota": 0}, PerProviderQuota(0)),
-        ({"rrf": {}}, ReciprocalRankFusion()),
-        ({"rrf": {"k": 10}}, ReciprocalRankFusion(k=10)),
-        (
-            {"rrf": {"k": 60, "weights": {"files": 2, "memory": 0.5}}},
-            ReciprocalRankFusion(weights={"files": 2.0, "memory": 0.5}),
-        ),
-    ],
-)
-def test_strategy_from_wire_reads_every_client_form(value: object, expected: object) -> None:
-    parsed = strategy_from_wire(value)
-    assert parsed == expected
-    assert strategy_from_wire(parsed.to_wire()) == parsed  # type: ignore[attr-defined]
+SPELLINGS = [
+    # (text spelling, object spelling, policy)
+    ("score", "score", ScoreDescending()),
+    ("round_robin", "round_robin", RoundRobinByRank()),
+    ("quota:3", {"quota": 3}, PerProviderQuota(3)),
+    ("quota:0", {"quota": 0}, PerProviderQuota(0)),
+    ("rrf", {"rrf": {}}, ReciprocalRankFusion()),
+    ("rrf:k=10", {"rrf": {"k": 10}}, ReciprocalRankFusion(k=10)),
+    (
+        "rrf:files=2,memory=0.5",
+        {"rrf": {"k": 60, "weights": {"files": 2, "memory": 0.5}}},
+        ReciprocalRankFusion(weights={"files": 2.0, "memory": 0.5}),
+    ),
+    ("margin", {"margin": None}, MarginFusion()),
+    (
+        "margin:k=0.5,semantic=1.25",
+        {"margin": {"k": 0.5, "weights": {"semantic": 1.25}}},
+        MarginFusion(k=0.5, weights={"semantic": 1.25}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "wire", "expected"), SPELLINGS)
+def test_every_spelling_names_one_policy_both_ways(
+    text: str, wire: object, expected: object
+) -> None:
+    assert strategy_from_wire(text) == expected
+    assert strategy_from_wire(wire) == expected
+    # and back: the policy's own text and wire forms name it again
+    assert strategy_text(expected) == text  # type: ignore[arg-type]  # a built-in policy
+    assert strategy_from_wire(expected.to_wire()) == expected  # type: ignore[attr-defined]
+
+
+def test_a_weight_the_text_form_cannot_carry_is_spelled_as_json() -> None:
+    policy = ReciprocalRankFusion(weights={"k": 2.0, "a,b": 1.0})
+    text = strategy_text(policy)
+    assert json.loads(text) == {"rrf": {"k": 60, "weights": {"a,b": 1.0, "k": 2.0}}}
+    assert strategy_from_wire(json.loads(text)) == policy
+    assert strategy_text(_Broken([])) == "broken"  # a third-party policy: its name
 
 
 @pytest.mark.parametrize(
     ("value", "message"),
     [
         ("fastest", "unknown strategy 'fastest'"),
+        ("", "unknown strategy ''"),
+        ("Score", "unknown strategy 'Score'"),
+        ("score:2", "strategy 'score' takes no parameters"),
+        ("round_robin:1", "strategy 'round_robin' takes no parameters"),
+        ("quota", "strategy quota needs an integer k, as in 'quota:2'"),
+        ("quota:", "strategy quota needs an integer k"),
+        ("quota:two", "strategy quota needs an integer k"),
+        ("quota:1.5", "strategy quota needs an integer k"),
+        ("quota:-1", "must not be negative"),
+        ("rrf:", "strategy rrf: expected k=NUMBER or PROVIDER=WEIGHT"),
+        ("rrf:60", "strategy rrf: expected k=NUMBER or PROVIDER=WEIGHT"),
+        ("rrf:k=1,k=2", "each once"),
+        ("rrf:k=x", "strategy rrf: k must be a number, got 'x'"),
+        ("rrf:k=-1", "rrf k must be finite and >= 0"),
+        ("rrf:k=nan", "rrf k must be finite and >= 0"),
+        ("margin:files=-1", "margin weight of 'files' must be finite and >= 0"),
+        ("margin:files=", "strategy margin: files must be a number"),
         (3, "string or an object"),
         (None, "string or an object"),
         ({}, "exactly one member"),
@@ -205,6 +271,7 @@ def test_strategy_from_wire_reads_every_client_form(value: object, expected: obj
         ({"quota": True}, "quota k must be an integer"),
         ({"quota": -1}, "must not be negative"),
         ({"rrf": 60}, "takes an object"),
+        ({"margin": [1]}, "strategy margin takes an object"),
         ({"rrf": {"kk": 1}}, "unknown member"),
         ({"rrf": {"weights": {"a": -2}}}, "finite and >= 0"),
         ({"rrf": {"weights": [1, 2]}}, "mapping"),
@@ -212,5 +279,66 @@ def test_strategy_from_wire_reads_every_client_form(value: object, expected: obj
     ],
 )
 def test_strategy_from_wire_rejects_bad_values_clearly(value: object, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         strategy_from_wire(value)
+
+
+def _distinct_kept(pairs: list[tuple[str, ContextFrame]]) -> CandidateSet | None:
+    """The pool after dedup, or ``None`` when an identity survives twice."""
+    kept = dedup_pool(CandidateSet.of(pairs)).kept
+    distinct = {kept.key(i) for i in range(len(kept))}
+    return kept if len(distinct) == len(kept) else None
+
+
+def _reference_fused(c: CandidateSet, rrf: ReciprocalRankFusion) -> list[float]:
+    """Rank-space fusion as the docs state it: per provider, every frame it vouches
+    for valued by its own best score, ranked; contributions summed in provider order."""
+    entries: dict[str, list[tuple[int, float]]] = {}
+    for i in range(len(c)):
+        for p, s in c.supporters(i):
+            entries.setdefault(p, []).append((i, s))
+    fused = [0.0] * len(c)
+    for p in sorted(entries):
+        ranked = sorted(entries[p], key=lambda e: (-e[1], c.key(e[0])))
+        for rank, (i, _) in enumerate(ranked, start=1):
+            fused[i] += rrf.weight(p) / (rrf.k + rank)
+    return fused
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pairs=frame_pairs(max_size=24),
+    rrf=st.sampled_from(
+        [
+            ReciprocalRankFusion(),
+            ReciprocalRankFusion(k=0, weights={"alpha": 2.0}),
+            ReciprocalRankFusion(k=0, weights={"alpha": 0.0, "beta": 3.5}),
+            ReciprocalRankFusion(k=1e300),  # every rank's contribution rounds to one value
+        ]
+    ),
+)
+def test_rrf_order_is_fused_value_descending_then_key(
+    pairs: list[tuple[str, ContextFrame]], rrf: ReciprocalRankFusion
+) -> None:
+    kept = _distinct_kept(pairs)
+    if kept is None:
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    fused = _reference_fused(kept, rrf)
+    expected = sorted(range(len(kept)), key=lambda i: (-fused[i], kept.key(i)))
+    assert rrf.order(kept) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(pairs=frame_pairs(max_size=20), k=st.integers(0, 3))
+def test_quota_order_is_every_providers_top_k_then_the_rest(
+    pairs: list[tuple[str, ContextFrame]], k: int
+) -> None:
+    c = CandidateSet.of(pairs)
+    if len({c.key(i) for i in range(len(c))}) < len(c):
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    by_value = sorted(range(len(c)), key=lambda i: (-c.scores[i], c.key(i)))
+    top: set[int] = set()
+    for p in set(c.provider_ids):
+        top.update([i for i in by_value if c.provider_ids[i] == p][: max(k, 1)])
+    expected = [i for i in by_value if i in top] + [i for i in by_value if i not in top]
+    assert PerProviderQuota(k).order(c) == expected

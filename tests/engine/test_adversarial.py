@@ -73,7 +73,11 @@ async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> Non
     # write waits under the leg's timeout, and the healthy provider answers every time.
     specs = [healthy("healthy", "--frames", "3"), adversary("hang", ADV, timeout_ms=100)]
     big = query(anchors=["a" * 3500])  # a big request; the healthy frames stay small
-    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+    # The hung-provider restart is off: the same stuck process must meet every request.
+    keep = RestartPolicy(max_consecutive_timeouts=0)
+    async with Host(
+        specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3, restart_policy=keep
+    ) as host:
         first = host.connection(ADV)
         with anyio.fail_after(120):  # a blocked write would hang here, not fail a report
             for _ in range(30):

@@ -6,12 +6,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.engine import (
+    MAX_ERROR_CHARS,
     Health,
     ProviderState,
     RestartPolicy,
     StartAction,
     backoff_delay,
+    bounded_error,
     decide_start,
+    is_hung,
     record_failure,
     record_leg,
     record_started,
@@ -100,3 +103,40 @@ def test_decisions_are_total_and_waits_never_exceed_the_cap(
         assert d.action is StartAction.START
     else:
         assert d.action is StartAction.WAIT and 0 < d.delay_s <= POLICY.max_delay_s
+
+
+HUNG = RestartPolicy(max_consecutive_timeouts=3)
+
+
+def test_timeouts_in_a_row_make_a_running_provider_hung_and_an_answer_resets_them() -> None:
+    h = record_started(Health())
+    for _ in range(2):
+        h = record_leg(h, "timeout")
+    assert h.consecutive_timeouts == 2 and not is_hung(h, HUNG)
+    assert is_hung(record_leg(h, "timeout"), HUNG)
+    for answered in ("ok", "quarantined"):
+        assert record_leg(h, answered).consecutive_timeouts == 0
+    # A refusal or an error is not a timeout, and does not wipe the streak either.
+    assert record_leg(h, "error").consecutive_timeouts == 2
+
+
+def test_only_a_ready_provider_is_hung_and_zero_turns_the_check_off() -> None:
+    h = Health(state=ProviderState.READY, consecutive_timeouts=5)
+    assert is_hung(h, HUNG)
+    assert not is_hung(h, RestartPolicy(max_consecutive_timeouts=0))
+    for state in (ProviderState.CRASHED, ProviderState.FAILED, ProviderState.IDLE):
+        assert not is_hung(Health(state=state, consecutive_timeouts=5), HUNG)
+    # The restart a hung provider earns is a failure like a crash, and clears the streak.
+    after = record_failure(h, now=1.0, error="hung", policy=HUNG)
+    assert after.consecutive_timeouts == 0 and after.consecutive_failures == 1
+
+
+@given(st.text(max_size=3000), st.integers(1, 50))
+def test_recorded_errors_stay_bounded_however_often_they_are_quoted(text: str, rounds: int) -> None:
+    h = Health()
+    for _ in range(rounds):
+        h = record_failure(h, now=0.0, error=f"x: {text} {h.last_error}", policy=POLICY)
+        h = record_leg(h, "crashed", error=f"exhausted; last: {h.last_failure} {h.last_error}")
+    assert len(h.last_error or "") <= MAX_ERROR_CHARS
+    assert len(h.last_failure or "") <= MAX_ERROR_CHARS
+    assert bounded_error(text) == text or len(bounded_error(text)) == MAX_ERROR_CHARS

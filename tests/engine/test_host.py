@@ -235,31 +235,3 @@ async def test_a_budget_that_cannot_be_split_is_a_bad_request() -> None:
     async with Host([healthy("a", weight=0.0)]) as host:
         with pytest.raises(BadRequest):
             await host.query_all(query(), -5)
-
-
-@pytest.mark.parametrize(
-    ("before", "after"),
-    [
-        ((700, 10, 10), (10_000, 10, 10)),
-        ((50_000, 5, 5), (50_000, 5, 5)),
-        ((0, 10, 10), (0, 10, 10)),
-    ],
-)
-def test_the_host_raises_the_young_gc_threshold_once_and_never_lowers_it(
-    monkeypatch: pytest.MonkeyPatch, before: tuple[int, int, int], after: tuple[int, int, int]
-) -> None:
-    import gc
-
-    from hostd.engine import _host
-
-    saved = gc.get_threshold()
-    monkeypatch.setattr(_host, "_GC_FROZEN", False)
-    try:
-        gc.set_threshold(*before)
-        _host._tune_gc()
-        assert gc.get_threshold() == after
-        gc.set_threshold(*before)
-        _host._tune_gc()  # once per process: a second host changes nothing
-        assert gc.get_threshold() == before
-    finally:
-        gc.set_threshold(*saved)

@@ -8,12 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.engine._verify import InlineOutcome, SourceOutcome, Unverifiable
 from hostd.engine.verify import (
     Exclusion,
     HeldFrame,
     InlineCheck,
+    InlineOutcome,
     SourceCheck,
+    SourceOutcome,
+    Unverifiable,
     VerificationState,
     build_verify_requests,
     check_inline_digest,
@@ -115,6 +117,29 @@ def test_source_mismatch_excludes(inline: InlineCheck) -> None:
     d = decide_frame(inline, SRC_BAD, reused=False)
     assert d.excluded == Exclusion.SOURCE_MISMATCH and not d.rubber_stamp
     assert d.detail["uri"] == "file:///x"
+
+
+SRC_OUTSIDE = SourceCheck(SourceOutcome.UNVERIFIABLE, "untrusted_path", {"uri": "file:///x"})
+
+
+@pytest.mark.parametrize("inline", [CHECKED, ABSENT, NO_CONTENT])
+@pytest.mark.parametrize("reused", [False, True])
+def test_a_source_outside_the_trusted_roots_is_excluded_or_included_marked(
+    inline: InlineCheck, reused: bool
+) -> None:
+    # A valid verdict (reused) vouches for nothing the host cannot check itself.
+    for d in (
+        decide_frame(inline, SRC_OUTSIDE, reused=reused),
+        decide_frame(inline, SRC_OUTSIDE, reused=reused, untrusted="exclude"),
+    ):
+        assert d.excluded == Exclusion.UNTRUSTED_SOURCE and d.state is None
+        assert d.detail["uri"] == "file:///x"
+    kept = decide_frame(inline, SRC_OUTSIDE, reused=reused, untrusted="include")
+    assert kept.excluded is None
+    assert kept.state == {"state": "unverifiable", "reason": "outside_trusted_roots"}
+    # Other unverifiable sources are not "untrusted": the setting does not touch them.
+    other = decide_frame(inline, SRC_NA, reused=reused)
+    assert other.excluded is None
 
 
 def test_valid_verdict_with_source_mismatch_is_a_rubber_stamp() -> None:

@@ -10,7 +10,8 @@ capability); ``hollow`` (answers verify with no verdicts); ``range`` (each frame
 carries one extra provenance entry with range ``--range``); ``rendezvous`` (from
 the second query on, a query answers only once a ``context/verify`` has arrived,
 so it proves the host sends verify concurrently with the fresh query);
-``turncoat`` (honest on the first query, misstates ``token_cost`` after, B3).
+``turncoat`` (honest on the first query, misstates ``token_cost`` after, B3);
+``verify_hang`` (answers queries, never answers ``context/verify``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class FileProvider(Provider):
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         self._seen().set()
+        if self.mode == "verify_hang":
+            await anyio.sleep_forever()
         if self.mode == "hollow":
             return []
         out = []
@@ -323,12 +326,33 @@ async def test_symlink_out_of_the_trusted_root_is_refused(files: Path, tmp_path:
     stage = VerifyStage(host_roots=[files])
     async with rig({"p": provider_command(files)}, stage) as r:
         result, _ = await r.turn(session=None)
+    # untrusted = "exclude" (the default): the frame is dropped and the audit says why.
+    assert _reasons(result) == {"p/z-link.py": "untrusted_source"}
+    assert result.figures["source_reads"] == 3  # the three real files, never the secret
+
+
+async def test_an_included_untrusted_source_is_marked_unverifiable(
+    files: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside\n")
+    (files / "z-link.py").symlink_to(secret)
+    stage = VerifyStage(host_roots=[files], untrusted="include")
+    async with rig({"p": provider_command(files)}, stage) as r:
+        result, _ = await r.turn(session=None)
     assert _states(result)["p/z-link.py"] == {
         "state": "unverifiable",
-        "reason": "untrusted_path",
-        "content_checked": True,
+        "reason": "outside_trusted_roots",
     }
-    assert result.figures["source_reads"] == 3  # the three real files, never the secret
+    assert _states(result)["p/a.py"] == {"state": "source_verified"}
+    assert _reasons(result) == {}
+
+
+def test_an_untrusted_choice_outside_exclude_and_include_is_refused() -> None:
+    with pytest.raises(ValueError, match="untrusted"):
+        VerifyStage(untrusted="maybe")
+    with pytest.raises(ValueError, match="untrusted"):
+        VerifyStage(provider_untrusted={"p": "yes"})
 
 
 @pytest.mark.parametrize(

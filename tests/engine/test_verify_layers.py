@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ["consent", "verify", "_verify", "_reuse"]
+MODULES = ["consent", "verify/__init__", "verify/_stage", "verify/_rules", "verify/_source"]
+MODULES += ["verify/_reuse", "verify/_turn", "verify/_checks"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from hostd.engine._verify import SourceOutcome
-from hostd.engine.verify import SourceReader
+from hostd.engine.verify import SourceOutcome, SourceReader
 from hostd.protocol import ContextFrame, Provenance, address_line_range, sha256_digest
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "range" / "range-vectors.json"

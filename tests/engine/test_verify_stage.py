@@ -369,14 +369,15 @@ async def test_quarantined_provider_contributes_no_held_frames() -> None:
 
 
 async def test_verify_timeout_is_per_provider() -> None:
-    stage = VerifyStage(verify_timeout_ms=60000, provider_timeouts_ms={"p": 50})
+    stage = VerifyStage(verify_timeout_ms=60000)
     await _turn(stage, [("p", _frame("a", "1"))], Verifier())
     verifier = Verifier()
     verifier.hang = True
     plan = stage.plan("s", can_verify={"p": True})
     with anyio.fail_after(10):
-        replies = await stage.ask(plan, verifier)
+        replies = await stage.ask(plan, verifier, limits_ms={"p": 50})
     assert replies["p"].error == "timeout" and replies["p"].verdicts is None
+    assert replies["p"].limit_ms == 50
 
 
 _STATUSES = ["valid", "stale", "gone", "unknown", "bogus", None]  # None: no verdict

@@ -86,3 +86,25 @@ def test_an_over_long_line_is_dropped_without_holding_it() -> None:
 def test_the_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         LineSplitter(0)
+
+
+@given(
+    chunks=st.lists(
+        st.lists(st.sampled_from([b"a", b"bb", b"\n", b"c" * 7]), max_size=12).map(b"".join),
+        max_size=12,
+    ),
+    skipped=st.lists(st.booleans(), min_size=12, max_size=12),
+    limit=st.integers(min_value=1, max_value=10),
+)
+def test_skip_counts_what_feed_returns_and_leaves_the_same_state(
+    chunks: list[bytes], skipped: list[bool], limit: int
+) -> None:
+    fed, mixed = LineSplitter(limit), LineSplitter(limit)
+    for chunk, skip in zip(chunks, skipped, strict=False):
+        items = fed.feed(chunk)
+        if skip:
+            assert mixed.skip(chunk) == len(items)
+        else:
+            assert mixed.feed(chunk) == items
+        assert bytes(mixed.partial) == bytes(fed.partial)
+    assert mixed.end() == fed.end()

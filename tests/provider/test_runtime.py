@@ -296,9 +296,8 @@ class _Mixed(HealthyProvider):
         "no-query",
     ],
 )
-async def test_the_query_hot_path_answers_what_the_dispatcher_answers(params: Any) -> None:
-    # A single context/query takes the runtime's hot path; the same request in a batch
-    # of one takes jsonrpcserver's dispatcher. Both must answer the same reply.
+async def test_a_query_alone_and_in_a_batch_of_one_get_the_same_reply(params: Any) -> None:
+    # One dispatcher answers both; the boundary codes every failure (R1, X1).
     server = ProviderServer(_Mixed())
     single = await server.handle_line(_req("context/query", params, 7))
     batch = await server.handle_line(b"[" + _req("context/query", params, 7).strip() + b"]")

@@ -27,8 +27,8 @@ def _tree(root: Path) -> Path:
     return root
 
 
-def _check(provider_args: list[str]) -> list[dict[str, object]]:
-    r = subprocess.run(
+def _run_check(provider_args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "hostd", "check-provider", "--json", "--goal", GOAL]
         + ["--timeout-ms", "100000", "--", sys.executable, *provider_args],
         cwd=REPO,
@@ -38,6 +38,10 @@ def _check(provider_args: list[str]) -> list[dict[str, object]]:
         timeout=115,
         check=False,
     )
+
+
+def _check(provider_args: list[str]) -> list[dict[str, object]]:
+    r = _run_check(provider_args)
     results: list[dict[str, object]] = json.loads(r.stdout)
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
     return results
@@ -81,3 +85,43 @@ def test_each_provider_lists_its_options_with_help(name: str) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"usage: python -m providers.{name}")
     assert ("--db" if name == "memory" else "--include") in r.stdout
+
+
+# Each misbehaviour and the rule the daemon's leg audit quarantines it under (B2).
+QUARANTINED = {"lie_cost": "B3", "over_budget": "B1", "flood": "B4", "wrong_kind": "Q1"}
+
+
+def _daemon_quarantines(tmp_path: Path) -> dict[str, set[str]]:
+    """Compose once through a real daemon: the quarantine rules of each adversary's leg."""
+    from hostd.client import Client
+    from hostd.engine import QUARANTINE_RULES
+
+    lines = [f'[host]\nstate_dir = "{tmp_path / "state"}"\n']
+    for mode in QUARANTINED:
+        command = [sys.executable, "-m", "tests.fixtures.adversarial_provider", mode]
+        lines.append(
+            f'[[provider]]\nid = "{mode}"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+        )
+    config = tmp_path / "hostd.toml"
+    config.write_text("\n".join(lines), encoding="utf-8")
+    with Client.spawn(config, cwd=REPO, env=child_env()) as client:
+        result = client.compose(GOAL, budget=400, kinds=["snippet"])
+    out: dict[str, set[str]] = {}
+    for report in result["providers"]:
+        assert report["status"] == "quarantined", report
+        out[report["provider_id"]] = {
+            v["rule"] for v in report["violations"] if v["rule"] in QUARANTINE_RULES
+        }
+    return out
+
+
+def test_a_reply_the_daemon_quarantines_fails_check_provider_with_the_same_rule(
+    tmp_path: Path,
+) -> None:
+    daemon = _daemon_quarantines(tmp_path)
+    for mode, rule in QUARANTINED.items():
+        assert rule in daemon[mode], (mode, daemon[mode])
+        r = _run_check(["-m", "tests.fixtures.adversarial_provider", mode])
+        assert r.returncode == 1, (mode, r.stdout, r.stderr[-2000:])
+        failed = {c["check"]: set(c["rules"]) for c in json.loads(r.stdout) if not c["passed"]}
+        assert any(rule in rules for rules in failed.values()), (mode, failed)

@@ -96,14 +96,15 @@ async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_da
         assert isinstance(replies, list) and len(replies) == 3
         for reply in replies:
             assert_error(reply, -32600, None)
-        # A lone surrogate in a string is legal JSON; the reply must still be valid UTF-8.
-        err = assert_error(
+        # A lone surrogate has no UTF-8 form: the line is not text, a parse error, and
+        # no reply ever echoes it.
+        assert_error(
             await raw.ask(
                 b'{"jsonrpc":"2.0","id":"\\ud800","method":"context/compose",'
                 b'"params":{"goal":"\\ud800","budget":"x"}}\n'
             ),
-            -32602,
-            "\ud800",
+            -32700,
+            None,
         )
         # Nesting deep enough to exhaust the parser's recursion is a parse error too.
         assert_error(await raw.ask(b"[" * 100_000 + b"]" * 100_000 + b"\n"), -32700, None)
@@ -187,4 +188,59 @@ async def test_a_client_over_its_in_flight_limit_is_told_so(start_daemon) -> Non
             )
         err = assert_error(await raw.ask(STATUS), None, "s")
         assert err["data"]["reason"] == "overloaded"
+    assert await daemon.stop() == 0
+
+
+def _compose(id_: int, **params: Any) -> bytes:
+    msg = {"jsonrpc": "2.0", "id": id_, "method": "context/compose", "params": params}
+    return json.dumps(msg).encode() + b"\n"
+
+
+async def test_input_edges_get_typed_errors_and_the_daemon_keeps_serving(start_daemon) -> None:
+    daemon = await start_daemon({"alpha": {}, "beta": {}})
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        # Ids that are not JSON (NaN, Infinity) or past a double (1e400): refused with
+        # id null; ``Infinity`` or ``NaN`` is never echoed (it is not JSON either).
+        for bad_id in (b"1e400", b"-1e400", b"NaN", b"Infinity", b"-Infinity"):
+            await raw.send(b'{"jsonrpc":"2.0","id":' + bad_id + b',"method":"host/status"}\n')
+            with anyio.fail_after(30):
+                while b"\n" not in raw.buf:
+                    raw.buf += await stream.receive()
+            line = raw.buf.split(b"\n", 1)[0]
+            assert b"Infinity" not in line and b"NaN" not in line, line
+            assert_error(await raw.line(), -32700, None)
+        # Strict types: a budget must be a JSON integer, named when it is not.
+        for budget in (True, "100", 1.5, 100.0):
+            err = assert_error(await raw.ask(_compose(1, goal="g", budget=budget)), -32602, 1)
+            assert err["data"]["field"] == "budget", (budget, err)
+        # A goal with nothing but whitespace asks for nothing.
+        err = assert_error(await raw.ask(_compose(2, goal=" \t\n ")), -32602, 2)
+        assert err["data"]["field"] == "goal"
+        # Provider ids in caps and in rrf weights must be configured providers.
+        err = assert_error(await raw.ask(_compose(3, goal="g", caps={"nope": 0.5})), -32602, 3)
+        assert err["data"]["reason"] == "unknown_provider" and err["data"]["provider"] == "nope"
+        rrf = {"rrf": {"k": 60, "weights": {"alpha": 1.0, "ghost": 2.0}}}
+        err = assert_error(await raw.ask(_compose(4, goal="g", strategy=rrf)), -32602, 4)
+        assert err["data"]["reason"] == "unknown_provider" and err["data"]["provider"] == "ghost"
+        ok = await raw.ask(_compose(5, goal="g", budget=200, caps={"alpha": 0.5, "*": 0.5}))
+        assert ok["id"] == 5 and "result" in ok, ok
+        # Invalid UTF-8 is a parse error, and the connection keeps serving.
+        bad_utf8 = (
+            b'{"jsonrpc":"2.0","id":6,"method":"context/compose","params":{"goal":"\xc3("}}\n'
+        )
+        assert_error(await raw.ask(bad_utf8), -32700, None)
+        await assert_serving(raw)
+        # consent/*: a bad string param is the client's error (-32602), never internal.
+        for method in ("consent/grant", "consent/revoke"):
+            for params in (
+                {"provider": "alpha", "scope": "   "},
+                {"provider": "alpha", "scope": "s", "grantor": " "},
+                {"provider": " ", "scope": "s"},
+                {"provider": "alpha", "scope": 5},
+            ):
+                msg = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+                err = assert_error(await raw.ask(json.dumps(msg).encode() + b"\n"), -32602, 7)
+                assert err["data"]["cgp_code"] == "bad_request", (method, params, err)
+        await assert_serving(raw)
     assert await daemon.stop() == 0

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hostd.client import ConnectionLost, RpcError, connect
+from hostd.client import RpcError, connect
 from tests.server.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
@@ -48,12 +48,28 @@ async def test_compose_returns_a_prompt_whose_audit_explains_every_frame(start_d
         assert usage["usage"] == result["usage"]
     assert await daemon.stop() == 0
     assert not daemon.socket.exists()
-    # The log: one provider.leg per leg and one compose.audit per entry, tagged with the id.
+    # The log: one provider.leg per leg and one audit summary (no entry at info), by id.
     rid = result["request_id"]
     legs = [e for e in daemon.events("provider.leg") if e.get("request_id") == rid]
     assert sorted(e["provider"] for e in legs) == ["alpha", "beta", "gamma"]
+    (summary,) = [e for e in daemon.events("compose.audit.summary") if e["request_id"] == rid]
+    entries = result["audit"]["entries"]
+    assert summary["entries"] == len(entries)
+    included = sum(e["disposition"] == "included" for e in entries)
+    assert summary["dispositions"].get("included", 0) == included
+    assert daemon.events("compose.audit") == []
+
+
+async def test_audit_entries_mode_logs_one_event_per_entry(start_daemon) -> None:
+    daemon = await start_daemon({"alpha": {}, "beta": {}}, extra='[log]\naudit = "entries"\n')
+    async with connect(daemon.socket) as client:
+        result = await client.compose("how are frames composed", budget=300)
+    assert await daemon.stop() == 0
+    rid = result["request_id"]
     audits = [e for e in daemon.events("compose.audit") if e.get("request_id") == rid]
-    assert len(audits) == len(result["audit"]["entries"])
+    expected = sorted(json.dumps(e["frame"], sort_keys=True) for e in result["audit"]["entries"])
+    assert sorted(json.dumps(e["frame"], sort_keys=True) for e in audits) == expected
+    assert len(daemon.events("compose.audit.summary")) == 1
 
 
 async def test_frame_content_never_reaches_the_log(start_daemon) -> None:
@@ -275,8 +291,9 @@ async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> N
         async with anyio.create_task_group() as tg:
 
             async def stuck() -> None:
-                with pytest.raises(ConnectionLost):  # its connection is closed: no reply
+                with pytest.raises(RpcError) as exc:  # answered, not cut off
                     await client.compose("stuck", timeout_ms=120000)
+                assert exc.value.remote_reason == "shutting_down"
 
             tg.start_soon(stuck)
             with anyio.fail_after(30):

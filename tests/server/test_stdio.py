@@ -76,7 +76,7 @@ async def test_the_log_goes_to_the_configured_file_as_json_lines(workdir, marker
     names = [e["event"] for e in events]
     assert names[0] == "host.serving" and names[-1] == "host.stopped"
     mine = [e for e in events if e.get("request_id") == result["request_id"]]
-    assert {"provider.leg", "compose.audit", "compose.done", "request.done"} <= {
+    assert {"provider.leg", "compose.audit.summary", "compose.done", "request.done"} <= {
         e["event"] for e in mine
     }
     assert all(e["level"] and e["timestamp"].endswith("Z") for e in events)
@@ -135,4 +135,35 @@ async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir,
         await process.stdin.aclose()
         with anyio.fail_after(30):
             assert await process.wait() == 0
+    assert not marked_processes(marker)
+
+
+async def test_past_the_grace_period_in_flight_requests_are_answered_shutting_down(
+    workdir, marker
+) -> None:
+    from hostd.client import RpcError
+
+    config = workdir / "hostd.toml"
+    config.write_text(
+        write_config(workdir, marker, {"slow": {"delay_ms": 60000}}, grace_period_s=0.3)
+    )
+    command = [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"]
+    async with spawn(command=command, stderr=subprocess.DEVNULL, cwd=ROOT) as client:
+        failures: list[RpcError] = []
+        async with anyio.create_task_group() as tg:
+
+            async def stuck() -> None:
+                with pytest.raises(RpcError) as exc:
+                    await client.compose("stuck", timeout_ms=120000)
+                failures.append(exc.value)
+
+            tg.start_soon(stuck)
+            with anyio.fail_after(30):
+                while (await client.status())["in_flight"] < 2:
+                    pass
+            assert (await client.shutdown())["stopping"] is True
+        process = client.process
+    with anyio.fail_after(30):
+        assert await process.wait() == 0
+    assert [(f.rpc_code, f.remote_reason) for f in failures] == [(-32006, "shutting_down")]
     assert not marked_processes(marker)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import anyio
+import anyio.abc
 import pytest
 
-from hostd.client import RpcError, connect_tcp
+from hostd.client import RpcError, connect, connect_tcp
 from tests.server.conftest import ROOT, daemon_command
 
 pytestmark = pytest.mark.anyio
@@ -43,3 +45,61 @@ async def test_a_non_loopback_bind_is_refused(workdir) -> None:
     assert done.returncode == 2
     err = done.stderr.decode()
     assert "non-loopback" in err and "Traceback" not in err
+
+
+async def _closed(stream: anyio.abc.SocketStream) -> bytes:
+    """Everything the daemon sends until it closes the connection."""
+    got = b""
+    with anyio.fail_after(30):
+        while True:
+            try:
+                got += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return got
+
+
+async def test_an_idle_unauthenticated_client_is_closed_at_the_deadline(start_daemon) -> None:
+    daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=0.2)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    async with await anyio.connect_tcp(host, port) as idle:
+        assert await _closed(idle) == b""
+    # A client that authenticates in time keeps its connection past the deadline: an
+    # idle client opened after it being closed proves its own deadline has passed.
+    async with connect_tcp(host, port, "s3cret-token") as client:
+        async with await anyio.connect_tcp(host, port) as later:
+            assert await _closed(later) == b""
+        assert (await client.status())["state"] == "serving"
+    assert await daemon.stop() == 0
+    assert len(daemon.events("client.auth_timeout")) == 2  # the two idle ones, logged
+
+
+async def test_an_over_long_line_before_authentication_closes_the_connection(
+    start_daemon,
+) -> None:
+    daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=60)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    for line in (b"x" * 5000 + b"\n", b'{"jsonrpc":"2.0","method":"' + b"x" * 20_000):
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(line)
+            reply = json.loads((await _closed(stream)).split(b"\n")[0])
+            assert reply["error"]["data"]["reason"] == "line_too_long"
+            assert reply["error"]["data"]["max_line_bytes"] == 4096
+    assert await daemon.stop() == 0
+
+
+async def test_unauthenticated_connections_never_lock_unix_clients_out(start_daemon) -> None:
+    from hostd.server._daemon import MAX_UNAUTHENTICATED
+
+    daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=600, max_connections=2)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(MAX_UNAUTHENTICATED):
+            await stack.enter_async_context(await anyio.connect_tcp(host, port))
+        # The cap is full: one more unauthenticated connection is closed at once.
+        async with await anyio.connect_tcp(host, port) as extra:
+            assert await _closed(extra) == b""
+        async with connect(daemon.socket) as client:
+            status = await client.status()
+        assert status["counters"]["connections_unauthenticated"] == MAX_UNAUTHENTICATED
+        assert status["counters"]["connections_open"] == 1
+    assert await daemon.stop() == 0

@@ -42,23 +42,6 @@ async def test_a_child_sees_only_the_scrubbed_environment(monkeypatch: pytest.Mo
     assert seen["GIVEN"] == "yes" and seen[MARK_VAR]
 
 
-async def test_stderr_lines_reach_the_log_tagged_with_the_provider_id() -> None:
-    code = "import sys; sys.stderr.write('warming up\\nready\\n'); sys.stderr.flush()"
-    with capture_logs() as logs:
-        async with anyio.create_task_group() as tg:
-            child = await ChildProcess.spawn(
-                "noisy", [sys.executable, "-c", code], env=marked_env()
-            )
-            child.start_pumps(tg)
-            await child.exited.wait()
-            await child.aclose(grace=5)
-    lines = [e for e in logs if e["event"] == "provider.stderr"]
-    assert [(e["provider"], e["line"]) for e in lines] == [
-        ("noisy", "warming up"),
-        ("noisy", "ready"),
-    ]
-
-
 async def test_a_child_that_ignores_sigterm_is_killed() -> None:
     code = (
         "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "

@@ -1,46 +1,42 @@
-"""Verification decisions: inline digests, source re-reads, verify requests and verdicts.
+"""Verification decisions: inline digests, frame states, verify requests and verdicts.
 
-Everything here is synchronous. The decisions (``check_inline_digest``,
-``decide_frame``, ``build_verify_requests``, ``judge_verdicts``,
-``merge_candidates``) are pure functions of their arguments. ``SourceReader``
-is the one piece that touches the filesystem; it is sync on purpose so the
-async stage runs it in a worker thread (``anyio.to_thread.run_sync``), never on
-the event loop.
-
-Rules: D1 (inline digest grammar) and D4 (a digest is a claim about the inline
-bytes), F5/F17 (a ``file`` provenance digest covers exactly the bytes its range
-addresses), D2/D3 (identity and reuse), V1–V4 (verify). A source is re-read only
-under a host-trusted root: the URI is resolved with symlinks and ``..`` followed,
-and a path that leaves every root is refused before anything is opened.
+Everything here is synchronous and pure: ``check_inline_digest``,
+``decide_frame``, ``build_verify_requests``, ``judge_verdicts`` and
+``merge_candidates`` are functions of their arguments (re-reading sources is
+``_source``'s). Rules: D1 (inline digest grammar) and D4 (a digest is a claim
+about the inline bytes), D2/D3 (identity and reuse), V1–V4 (verify).
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from hostd.protocol import (
     ContextFrame,
     FrameId,
     FrameIdentity,
     FrameVerdict,
-    Provenance,
     Representation,
-    UnverifiableRange,
     VerdictStatus,
-    address_line_range,
     is_sha256_digest,
     sha256_digest,
 )
 
 from ._reuse import HeldFrame
+from ._source import (
+    DEFAULT_MAX_SOURCE_BYTES,
+    SourceCheck,
+    SourceOutcome,
+    SourceReader,
+    Unverifiable,
+    file_uri_path,
+)
 
 __all__ = [
+    "UNTRUSTED_CHOICES",
     "DEFAULT_MAX_SOURCE_BYTES",
     "Decision",
     "Exclusion",
@@ -60,9 +56,6 @@ __all__ = [
     "judge_verdicts",
     "merge_candidates",
 ]
-
-#: Largest source file re-read whole (bytes); a larger one is ``too_large``.
-DEFAULT_MAX_SOURCE_BYTES = 16 * 1024 * 1024
 
 
 class VerificationState(StrEnum):
@@ -87,23 +80,12 @@ class Exclusion(StrEnum):
     GONE = "gone"
     #: A held frame whose verdict was ``unknown`` or missing (V2, V3): not reused.
     VERIFY_UNKNOWN = "verify_unknown"
+    #: ``file`` provenance outside the provider's trusted roots (``untrusted = "exclude"``).
+    UNTRUSTED_SOURCE = "untrusted_source"
 
 
-class Unverifiable(StrEnum):
-    """Why a frame or source could not be checked."""
-
-    NO_CONTENT_DIGEST = "no_content_digest"
-    NO_INLINE_CONTENT = "no_inline_content"
-    NO_URI = "no_uri"
-    UNSUPPORTED_URI = "unsupported_uri"
-    UNTRUSTED_PATH = "untrusted_path"
-    UNREADABLE = "unreadable"
-    NOT_A_FILE = "not_a_file"
-    TOO_LARGE = "too_large"
-    # F17 range problems keep the protocol's own names.
-    UNRECOGNISED = "unrecognised"
-    INVERTED = "inverted"
-    START_PAST_END = "start_past_end"
+#: What to do with a frame whose ``file`` provenance lies outside every trusted root.
+UNTRUSTED_CHOICES = ("exclude", "include")
 
 
 # --- inline digest (D1, D4) ---------------------------------------------------------
@@ -139,199 +121,6 @@ def check_inline_digest(frame: ContextFrame) -> InlineCheck:
     return InlineCheck(InlineOutcome.CHECKED, frame.content_digest, actual)
 
 
-# --- source re-read (F5, F17) -------------------------------------------------------
-
-
-class SourceOutcome(StrEnum):
-    VERIFIED = "source_verified"
-    MISMATCH = "source_mismatch"
-    UNVERIFIABLE = "unverifiable"
-
-
-@dataclass(slots=True, frozen=True)
-class SourceCheck:
-    """The outcome of re-reading one frame's ``file`` provenance (all entries together)."""
-
-    outcome: SourceOutcome
-    reason: str | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-
-def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
-    """The absolute local path a ``file:`` URI names, or why it names none.
-
-    Accepts ``file:///abs``, ``file://localhost/abs`` and ``file:/abs``,
-    percent-decoded. Another scheme or host, a query or fragment, a relative
-    path or a NUL byte is ``unsupported_uri``.
-    """
-    if not uri:
-        return None, Unverifiable.NO_URI
-    if uri.startswith("file:///") and not any(c in uri for c in "?#%\x00"):
-        return uri[7:], None  # the common spelling, nothing to decode
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return None, Unverifiable.UNSUPPORTED_URI
-    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
-        return None, Unverifiable.UNSUPPORTED_URI
-    if parts.query or parts.fragment:
-        return None, Unverifiable.UNSUPPORTED_URI
-    path = unquote(parts.path)
-    if not path.startswith("/") or "\x00" in path:
-        return None, Unverifiable.UNSUPPORTED_URI
-    return path, None
-
-
-def _within(path: str, root: str) -> bool:
-    """Whether resolved ``path`` is ``root`` or below it (both already resolved)."""
-    if root == os.sep:
-        return path.startswith(os.sep)
-    return path == root or path.startswith(root + os.sep)
-
-
-_ReadResult = tuple[bytes | None, Unverifiable | None, str]
-
-
-class SourceReader:
-    """Re-reads ``file`` provenance under trusted roots. Sync: run it in a worker thread.
-
-    Roots are resolved once (symlinks followed) when the reader is made. A
-    candidate path is resolved the same way and must land inside a root before
-    it is opened; it is then opened without following a final symlink, must be
-    a regular file and at most ``max_bytes`` long. Each file is read once per
-    reader (one reader per verification pass), so many frames from one file
-    cost one read.
-    """
-
-    def __init__(
-        self, roots: Iterable[str | os.PathLike[str]], *, max_bytes: int = DEFAULT_MAX_SOURCE_BYTES
-    ) -> None:
-        self.roots = tuple(dict.fromkeys(os.path.realpath(os.fspath(r)) for r in roots))
-        self.max_bytes = max_bytes
-        self._files: dict[str, _ReadResult] = {}
-        self._dirs: dict[str, str] = {}
-        self.reads = 0
-
-    def read(self, path: str) -> _ReadResult:
-        """``(bytes, None, real)`` or ``(None, reason, real)``; never reads outside roots."""
-        cached = self._files.get(path)
-        if cached is not None:
-            return cached
-        result = self._read(path)
-        self._files[path] = result
-        return result
-
-    def _resolve(self, path: str) -> str:
-        """``os.path.realpath`` with the directory part cached for this reader's pass.
-
-        Symlinks and ``..`` are resolved exactly as ``realpath`` does; only a plain
-        final component (not ``.``/``..``, not a symlink) skips re-walking its directory.
-        """
-        head, name = os.path.split(path)
-        if not head or name in ("", ".", ".."):
-            return os.path.realpath(path)
-        real_dir = self._dirs.get(head)
-        if real_dir is None:
-            real_dir = self._dirs[head] = os.path.realpath(head)
-        candidate = os.path.join(real_dir, name)
-        try:
-            if stat.S_ISLNK(os.lstat(candidate).st_mode):
-                return os.path.realpath(candidate)
-        except OSError:
-            pass
-        return candidate
-
-    def _read(self, path: str) -> _ReadResult:
-        real = self._resolve(path)
-        if not any(_within(real, root) for root in self.roots):
-            return None, Unverifiable.UNTRUSTED_PATH, real
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        # O_NONBLOCK so a FIFO planted under a root cannot hang the worker thread.
-        flags |= getattr(os, "O_NONBLOCK", 0)
-        try:
-            fd = os.open(real, flags)
-        except OSError:
-            return None, Unverifiable.UNREADABLE, real
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None, Unverifiable.NOT_A_FILE, real
-            if st.st_size > self.max_bytes:
-                return None, Unverifiable.TOO_LARGE, real
-            chunks: list[bytes] = []
-            left = self.max_bytes + 1
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            data = b"".join(chunks)
-            if len(data) > self.max_bytes:
-                return None, Unverifiable.TOO_LARGE, real
-            self.reads += 1
-            return data, None, real
-        except OSError:
-            return None, Unverifiable.UNREADABLE, real
-        finally:
-            os.close(fd)
-
-    def check_provenance(self, prov: Provenance, frame_uri: str | None) -> SourceCheck:
-        """One ``file`` provenance: re-read, address the range (F17), compare the digest."""
-        uri = prov.uri or frame_uri
-        base: dict[str, Any] = {"uri": uri, "range": prov.range}
-        path, problem = file_uri_path(uri)
-        if path is None:
-            assert problem is not None
-            return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
-        if not is_sha256_digest(prov.digest):
-            # F5 is the leg audit's to enforce; here it only means nothing to compare.
-            return SourceCheck(
-                SourceOutcome.UNVERIFIABLE, Unverifiable.NO_CONTENT_DIGEST.value, base
-            )
-        data, problem, _real = self.read(path)
-        if data is None:
-            assert problem is not None
-            return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
-        try:
-            addressed = address_line_range(data, prov.range)
-        except UnverifiableRange as exc:
-            return SourceCheck(
-                SourceOutcome.UNVERIFIABLE, exc.reason.value, {**base, "detail": exc.detail}
-            )
-        actual = sha256_digest(addressed)
-        if actual != prov.digest:
-            return SourceCheck(
-                SourceOutcome.MISMATCH,
-                None,
-                {**base, "expected": prov.digest, "actual": actual},
-            )
-        return SourceCheck(SourceOutcome.VERIFIED, None, base)
-
-    def check_frame(self, frame: ContextFrame) -> SourceCheck | None:
-        """All ``file`` provenance of a frame, or ``None`` when there is none or no root.
-
-        Any mismatch makes the frame a mismatch; all verified makes it verified;
-        otherwise it is unverifiable with the first reason.
-        """
-        if not self.roots:
-            return None
-        files = [p for p in frame.provenance if p.type == "file"]
-        if not files:
-            return None
-        checks = [self.check_provenance(p, frame.uri) for p in files]
-        for i, c in enumerate(checks):
-            if c.outcome == SourceOutcome.MISMATCH:
-                return SourceCheck(c.outcome, None, {**c.detail, "provenance": i})
-        for i, c in enumerate(checks):
-            if c.outcome == SourceOutcome.UNVERIFIABLE:
-                return SourceCheck(c.outcome, c.reason, {**c.detail, "provenance": i})
-        return SourceCheck(SourceOutcome.VERIFIED, None, {"provenance_checked": len(checks)})
-
-
-# --- the per-frame decision ---------------------------------------------------------
-
-
 @dataclass(slots=True, frozen=True)
 class Decision:
     """What happens to one frame: excluded with a reason, or let through with a state."""
@@ -343,8 +132,18 @@ class Decision:
     rubber_stamp: bool = False
 
 
-def decide_frame(inline: InlineCheck, source: SourceCheck | None, *, reused: bool) -> Decision:
+def decide_frame(
+    inline: InlineCheck, source: SourceCheck | None, *, reused: bool, untrusted: str = "exclude"
+) -> Decision:
     """Combine the inline digest check, the source re-read and reuse into one decision.
+
+    A ``file`` provenance that resolves outside every trusted root (the provider has
+    roots, its own or the host's; without any, sources are not re-read at all)
+    cannot be checked by the host,
+    whatever the provider says (a ``valid`` verdict included): with ``untrusted``
+    ``"exclude"`` the frame is dropped (``untrusted_source``), with ``"include"`` it
+    stays, ``{"state": "unverifiable", "reason": "outside_trusted_roots"}``, for the
+    composer to mark.
 
     Mismatches exclude (tampering and stale indexes look like this). Otherwise
     the state is the strongest that holds: ``provider_verified`` for a reused
@@ -367,6 +166,12 @@ def decide_frame(inline: InlineCheck, source: SourceCheck | None, *, reused: boo
         )
     checked = inline.outcome == InlineOutcome.CHECKED
     state: dict[str, Any]
+    if source is not None and source.reason == Unverifiable.UNTRUSTED_PATH.value:
+        if untrusted != "include":
+            detail = {**source.detail, "reused": reused}
+            return Decision(Exclusion.UNTRUSTED_SOURCE, detail, None)
+        reason = Unverifiable.OUTSIDE_TRUSTED_ROOTS.value
+        return Decision(None, {}, {"state": VerificationState.UNVERIFIABLE.value, "reason": reason})
     if reused:
         state = {"state": VerificationState.PROVIDER_VERIFIED.value}
         if source is not None:

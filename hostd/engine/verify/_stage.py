@@ -23,127 +23,44 @@ it never talks to a transport directly (``send_verify`` is given to it).
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import structlog
 
-from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict, VerdictStatus
+from hostd.protocol import ContextFrame, FrameId, VerdictStatus
 
+from ._checks import check_frames, needs_io
 from ._reuse import (
-    DEFAULT_MAX_FRAMES_PER_SESSION,
-    DEFAULT_MAX_FRAMES_TOTAL,
     HeldFrame,
     ReuseCache,
 )
-from ._verify import (
+from ._rules import (
     DEFAULT_MAX_SOURCE_BYTES,
-    Decision,
+    UNTRUSTED_CHOICES,
     Exclusion,
     InlineCheck,
     SourceCheck,
-    SourceReader,
-    Unverifiable,
-    VerdictJudgement,
-    VerificationState,
     VerifyPlanEntry,
     build_verify_requests,
-    check_inline_digest,
     decide_frame,
-    file_uri_path,
     judge_verdicts,
-    merge_candidates,
+)
+from ._turn import (
+    DEFAULT_VERIFY_TIMEOUT_MS,
+    Roots,
+    SendVerify,
+    StageResult,
+    VerifyPlan,
+    VerifyReply,
+    ask_one,
 )
 
-__all__ = [
-    "DEFAULT_MAX_FRAMES_PER_SESSION",
-    "DEFAULT_MAX_FRAMES_TOTAL",
-    "DEFAULT_MAX_SOURCE_BYTES",
-    "DEFAULT_VERIFY_TIMEOUT_MS",
-    "Decision",
-    "Exclusion",
-    "HeldFrame",
-    "InlineCheck",
-    "ReuseCache",
-    "SendVerify",
-    "SourceCheck",
-    "SourceReader",
-    "StageResult",
-    "Unverifiable",
-    "VerdictJudgement",
-    "VerificationState",
-    "VerifyPlan",
-    "VerifyPlanEntry",
-    "VerifyReply",
-    "VerifyStage",
-    "build_verify_requests",
-    "check_inline_digest",
-    "decide_frame",
-    "file_uri_path",
-    "judge_verdicts",
-    "merge_candidates",
-    "verify_stage",
-]
+__all__ = ["VerifyStage", "verify_stage"]
 
 log = structlog.get_logger("hostd.engine.verify")
-
-DEFAULT_VERIFY_TIMEOUT_MS = 2000
-
-#: ``await send_verify(provider_id, identities)`` → that provider's verdicts; raises on failure.
-SendVerify = Callable[[str, list[FrameIdentity]], Awaitable[Sequence[FrameVerdict]]]
-
-Roots = Sequence[str | os.PathLike[str]]
-
-
-@dataclass(slots=True, frozen=True)
-class VerifyPlan:
-    """What one turn will revalidate: held frames grouped per provider."""
-
-    session: str | None
-    entries: Mapping[str, VerifyPlanEntry] = field(default_factory=dict)
-    held: int = 0
-
-    @property
-    def asks(self) -> dict[str, VerifyPlanEntry]:
-        """Providers that get a ``context/verify`` this turn."""
-        return {pid: e for pid, e in self.entries.items() if e.ask}
-
-    @property
-    def empty(self) -> bool:
-        return not self.asks
-
-
-@dataclass(slots=True, frozen=True)
-class VerifyReply:
-    """One provider's answer to ``context/verify``: verdicts, or why there are none."""
-
-    provider_id: str
-    verdicts: tuple[FrameVerdict, ...] | None
-    error: str | None = None
-    latency_ms: float = 0.0
-
-
-@dataclass(slots=True)
-class StageResult:
-    """What composition receives from this stage (see ``docs/interfaces.md``)."""
-
-    #: ``(provider_id, frame)`` ordered by provider id then FrameId, reused ones included.
-    accepted: list[tuple[str, ContextFrame]]
-    #: ``(FrameId, reason, detail)`` for every frame this stage dropped.
-    excluded: list[tuple[FrameId, str, dict[str, Any]]]
-    #: The state of every accepted frame.
-    verification: dict[FrameId, dict[str, Any]]
-    #: FrameIds served from the session cache.
-    reused: list[FrameId]
-    #: Reuse and verification figures of this pass (compose result and log).
-    figures: dict[str, Any]
-    #: Per provider, what this pass counted against it (digest_mismatch, rubber_stamp, …).
-    health: dict[str, dict[str, int]]
-
 
 _HEALTH_KEYS = (
     "digest_mismatch",
@@ -174,15 +91,22 @@ class VerifyStage:
         host_roots: Roots = (),
         max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
         verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
-        provider_timeouts_ms: Mapping[str, float] | None = None,
+        untrusted: str = "exclude",
+        provider_untrusted: Mapping[str, str] | None = None,
     ) -> None:
         self.cache = cache if cache is not None else ReuseCache()
         self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
         self.host_roots = tuple(host_roots)
         self.max_source_bytes = max_source_bytes
+        for choice in (untrusted, *(provider_untrusted or {}).values()):
+            if choice not in UNTRUSTED_CHOICES:
+                raise ValueError(f"untrusted must be one of {UNTRUSTED_CHOICES}, got {choice!r}")
+        #: Frames with ``file`` provenance outside every trusted root: "exclude" or
+        #: "include" (marked ``unverifiable``), per provider or for all.
+        self.untrusted = untrusted
+        self.provider_untrusted = dict(provider_untrusted or {})
+        #: The bound on a ``context/verify`` that ``ask`` was given no limit for.
         self.verify_timeout_ms = verify_timeout_ms
-        #: Per provider, the bound on its ``context/verify`` (its leg timeout, typically).
-        self.provider_timeouts_ms = dict(provider_timeouts_ms or {})
         self._health: dict[str, dict[str, int]] = {}
         self._totals: dict[str, int] = {}
 
@@ -205,40 +129,31 @@ class VerifyStage:
     # -- step 2: ask (concurrent with the fan-out) ---------------------------------
 
     async def ask(
-        self, plan: VerifyPlan, send_verify: SendVerify, *, timeout_ms: float | None = None
+        self,
+        plan: VerifyPlan,
+        send_verify: SendVerify,
+        *,
+        limits_ms: Mapping[str, float] | None = None,
+        started: float | None = None,
     ) -> dict[str, VerifyReply]:
         """Send every planned ``context/verify`` concurrently; failures become replies.
 
-        Each call is bounded by ``timeout_ms`` if given, else the provider's entry in
-        ``provider_timeouts_ms``, else ``verify_timeout_ms``; a timeout reads as
-        ``unknown`` for every identity asked (V2).
+        Each call ends by its provider's deadline: ``started`` (anyio time, default
+        now) plus its entry in ``limits_ms`` (the fan-out gives each provider one
+        deadline for its query and its verify), else ``verify_timeout_ms``. A
+        timeout reads as ``unknown`` for every identity asked (V2).
         """
         asks = plan.asks
         replies: dict[str, VerifyReply] = {}
         if not asks:
             return replies
+        start = anyio.current_time() if started is None else started
+        limits = limits_ms or {}
 
         async def one(pid: str, entry: VerifyPlanEntry) -> None:
-            if timeout_ms is not None:
-                limit = timeout_ms / 1000
-            else:
-                limit = self.provider_timeouts_ms.get(pid, self.verify_timeout_ms) / 1000
-            started = time.perf_counter()
-            error: str | None = None
-            verdicts: tuple[FrameVerdict, ...] | None = None
-            with anyio.move_on_after(limit) as scope:
-                try:
-                    got = await send_verify(pid, entry.identities())
-                    verdicts = tuple(
-                        v if isinstance(v, FrameVerdict) else FrameVerdict.model_validate(v)
-                        for v in got
-                    )
-                except Exception as exc:  # a leg's failure is a value, never a sibling's
-                    error = f"{type(exc).__name__}: {exc}"
-            if scope.cancelled_caught:
-                error = "timeout"
-            replies[pid] = VerifyReply(
-                pid, verdicts, error, round((time.perf_counter() - started) * 1000, 3)
+            limit_ms = limits.get(pid, self.verify_timeout_ms)
+            replies[pid] = await ask_one(
+                pid, entry, send_verify, deadline=start + limit_ms / 1000, limit_ms=limit_ms
             )
 
         async with anyio.create_task_group() as tg:
@@ -251,48 +166,17 @@ class VerifyStage:
     def _roots_for(self, provider_id: str) -> tuple[str | os.PathLike[str], ...]:
         return (*self.trusted_roots.get(provider_id, ()), *self.host_roots)
 
-    def _check_all(
-        self, items: Sequence[tuple[str, ContextFrame]]
-    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
-        """Inline digests and source re-reads of ``items``. Sync: touches the filesystem."""
-        by_roots: dict[tuple[str, ...], SourceReader] = {}
-        by_pid: dict[str, SourceReader | None] = {}
-        out: list[tuple[InlineCheck, SourceCheck | None]] = []
-        for pid, frame in items:
-            source: SourceCheck | None = None
-            if pid in by_pid:
-                reader = by_pid[pid]
-            else:
-                roots = self._roots_for(pid)
-                reader = None
-                if roots:
-                    key = tuple(os.fspath(r) for r in roots)
-                    reader = by_roots.get(key)
-                    if reader is None:
-                        reader = by_roots[key] = SourceReader(
-                            roots, max_bytes=self.max_source_bytes
-                        )
-                by_pid[pid] = reader
-            if reader is not None and frame.provenance:
-                source = reader.check_frame(frame)
-            out.append((check_inline_digest(frame), source))
-        return out, sum(r.reads for r in by_roots.values())
-
     async def _run_checks(
         self, items: list[tuple[str, ContextFrame]]
     ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
-        """``_check_all`` in a worker thread when it will touch files, inline otherwise."""
+        """``check_frames`` in a worker thread when it will touch files, inline otherwise."""
         if not items:
             return [], 0
-        needs_io = any(
-            frame.provenance
-            and self._roots_for(pid)
-            and any(p.type == "file" for p in frame.provenance)
-            for pid, frame in items
-        )
-        if needs_io:
-            return await anyio.to_thread.run_sync(self._check_all, items)
-        return self._check_all(items)
+        if needs_io(items, self._roots_for):
+            return await anyio.to_thread.run_sync(
+                check_frames, items, self._roots_for, self.max_source_bytes
+            )
+        return check_frames(items, self._roots_for, self.max_source_bytes)
 
     async def finish(
         self,
@@ -350,6 +234,8 @@ class VerifyStage:
             0,
         )
         health: dict[str, dict[str, int]] = {}
+        # Why a provider's verify gave no verdicts this pass (timeout, error), and the bound.
+        errors: dict[str, dict[str, Any]] = {}
 
         def bump(pid: str, key: str, n: int = 1) -> None:
             if n:
@@ -371,6 +257,10 @@ class VerifyStage:
             bump(pid, "verify_unrequested", anomalies["unrequested"])
             bump(pid, "verify_conflicting", anomalies["conflicting"] + anomalies["contradictory"])
             if verdicts is None:
+                errors[pid] = {
+                    "error": reply.error if reply is not None else "not_sent",
+                    "limit_ms": None if reply is None else reply.limit_ms,
+                }
                 log.warning(
                     "verify.failed",
                     provider_id=pid,
@@ -451,7 +341,8 @@ class VerifyStage:
                     # D2: same FrameId, same content: the held copy (or the first fresh
                     # one) already stands for it, one FrameId, one audit entry.
                     continue
-                d = decide_frame(inline, source, reused=reused)
+                choice = self.provider_untrusted.get(pid, self.untrusted)
+                d = decide_frame(inline, source, reused=reused, untrusted=choice)
                 if d.excluded is None:
                     assert d.state is not None
                     verification[fid] = dict(d.state)
@@ -494,6 +385,8 @@ class VerifyStage:
             reads += n
             take([pair for _, pair in retry], [fid for fid, _ in retry], checks, 0)
         figures["source_reads"] = reads
+        if errors:
+            figures["verify_errors"] = errors
 
         # D2: one entry per FrameId, ordered by provider then FrameId (as merge_candidates).
         by_id = dict(accepted_fresh)

@@ -1,6 +1,6 @@
-"""Both readers' one-pass parse of a well-formed query reply (JSON-RPC ``result``, CGP
-``frames`` envelope), and the general path they fall back to (one malformed frame costs
-only itself)."""
+"""How both bindings read a query reply (JSON-RPC ``result``, CGP ``frames`` envelope):
+one path for every reply; the frames reach the leg audit raw, so one malformed frame
+costs only itself; errors and ids are judged whatever the result holds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hostd.engine._audit import audit_leg
+from hostd.engine import audit_leg
 from hostd.errors import CorrelationMismatch, ProtocolFault, ProviderError
 from hostd.protocol import ContextFrame, HostInfo
 from hostd.provider import make_frame
@@ -37,21 +37,21 @@ def _answer(result: Any = None, **reply: Any) -> Any:
     return respond
 
 
-async def test_a_well_formed_reply_arrives_as_parsed_frames() -> None:
+async def test_a_well_formed_reply_reaches_the_audit_whole_and_in_order() -> None:
     client, _ = jsonrpc(_answer({"frames": _frames(3), "truncated": True, "dropped_estimate": 4}))
     result = await run_client(client, lambda: client.query(QUERY))
-    assert [type(f) for f in result.frames] == [ContextFrame] * 3
-    assert [f.id for f in result.frames] == ["f0", "f1", "f2"]
     assert result.truncated is True and result.dropped_estimate == 4
+    audit = audit_leg("p", QUERY, result.frames)
+    assert [f.id for f in audit.accepted] == ["f0", "f1", "f2"]
+    assert all(type(f) is ContextFrame for f in audit.accepted)
 
 
-async def test_one_malformed_frame_sends_the_reply_down_the_general_path() -> None:
+async def test_one_malformed_frame_costs_only_itself() -> None:
     frames: list[Any] = _frames(3)
     frames[1] = {"id": "bad", "kind": "snippet"}  # no title, score, token_cost
     client, _ = jsonrpc(_answer({"frames": frames}))
     result = await run_client(client, lambda: client.query(QUERY))
-    assert [type(f) for f in result.frames] == [dict, dict, dict]
-    # The leg audit then drops that frame alone.
+    # The reply is not refused: the leg audit drops that frame alone.
     audit = audit_leg("p", QUERY, result.frames)
     assert [f.id for f in audit.accepted] == ["f0", "f2"]
     assert [(e[0].frame_id, e[1]) for e in audit.excluded] == [("bad", "invalid_frame")]
@@ -64,8 +64,8 @@ async def test_a_reply_carrying_an_error_is_an_error_even_with_frames() -> None:
         await run_client(client, lambda: client.query(QUERY))
 
 
-async def test_a_null_error_member_beside_the_result_is_judged_as_before() -> None:
-    # Either path must read a reply the same way: the general path sees an error member.
+async def test_a_null_error_member_beside_the_result_is_an_error() -> None:
+    # An error member, even null, makes the reply an error (X2: a malformed one still is).
     client, _ = jsonrpc(_answer({"frames": _frames(1)}, error=None))
     with pytest.raises(ProviderError):
         await run_client(client, lambda: client.query(QUERY))
@@ -81,9 +81,21 @@ async def test_a_string_id_for_an_integer_request_is_still_a_correlation_fault()
         await run_client(client, lambda: client.query(QUERY))
 
 
+@pytest.mark.parametrize("reply_id", [True, 1.0])
+async def test_an_id_that_only_hashes_like_ours_is_a_correlation_fault(reply_id: Any) -> None:
+    # Python has True == 1.0 == 1; JSON-RPC ids are compared as sent (H4).
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        assert msg["id"] == 1
+        return [line({"jsonrpc": "2.0", "id": reply_id, "result": {"frames": _frames(1)}})]
+
+    client, _ = jsonrpc(respond)
+    with pytest.raises(CorrelationMismatch):
+        await run_client(client, lambda: client.query(QUERY))
+
+
 async def test_a_frames_shaped_reply_to_a_handshake_is_not_taken_for_a_query() -> None:
-    # The one-pass parse is only for replies to context/query; anything else is read
-    # by its own model (here: a handshake ack missing its members is a protocol fault).
+    # A reply is read by the model of what was asked (here: a handshake ack missing its
+    # members is a protocol fault).
     client, _ = jsonrpc(_answer({"frames": _frames(1)}))
     with pytest.raises(ProtocolFault):
         await run_client(client, lambda: client.handshake(HostInfo(name="h", version="0")))
@@ -103,7 +115,7 @@ def _cgp_answer(frames: list[Any], *, correlation: bool) -> Any:
 
 
 @pytest.mark.parametrize("correlation", [True, False])
-async def test_cgp_a_well_formed_frames_envelope_arrives_as_parsed_frames(
+async def test_cgp_a_well_formed_frames_envelope_reaches_the_audit_whole(
     correlation: bool,
 ) -> None:
     client, _ = cgp(_cgp_answer(_frames(3), correlation=correlation))
@@ -113,11 +125,10 @@ async def test_cgp_a_well_formed_frames_envelope_arrives_as_parsed_frames(
         return await client.query(QUERY)
 
     result = await run_client(client, body)
-    assert [type(f) for f in result.frames] == [ContextFrame] * 3
-    assert [f.id for f in result.frames] == ["f0", "f1", "f2"]
+    assert [f.id for f in audit_leg("p", QUERY, result.frames).accepted] == ["f0", "f1", "f2"]
 
 
-async def test_cgp_one_malformed_frame_sends_the_envelope_down_the_general_path() -> None:
+async def test_cgp_one_malformed_frame_costs_only_itself() -> None:
     frames: list[Any] = _frames(3)
     frames[2] = {"id": "bad", "kind": "snippet", "score": "high"}
     client, _ = cgp(_cgp_answer(frames, correlation=True))
@@ -127,7 +138,6 @@ async def test_cgp_one_malformed_frame_sends_the_envelope_down_the_general_path(
         return await client.query(QUERY)
 
     result = await run_client(client, body)
-    assert [type(f) for f in result.frames] == [dict, dict, dict]
     audit = audit_leg("p", QUERY, result.frames)
     assert [f.id for f in audit.accepted] == ["f0", "f1"]
     assert [(e[0].frame_id, e[1]) for e in audit.excluded] == [("bad", "invalid_frame")]

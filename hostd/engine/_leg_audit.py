@@ -1,0 +1,204 @@
+"""The leg audit: what the host accepts from one provider's reply, judged in plain sync code.
+
+Every offered frame is parsed and checked on its own (F1–F5, D1, P1–P4,
+G1–G2, schema): an invalid frame is dropped with its rule ids and costs only
+itself. Then the leg as a whole, on *recomputed* costs: a misstated
+``token_cost`` on any frame (B3), an honest total over the share (B1), more
+frames than ``max_frames`` (B4), kinds outside the query's ``kinds`` (Q1) or
+frames outside ``as_of`` (Q2) quarantine the whole reply: every frame is
+dropped with a loud report naming the rule and the figures, never trimmed to
+fit (B2). Notices (U2 unknown kind, R3 instruction-shaped content) keep the
+frame and are reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+from hostd.protocol import (
+    ContextFrame,
+    ContextQuery,
+    FrameId,
+    Severity,
+    Violation,
+    check_as_of,
+    check_budget,
+    check_frame,
+    check_kinds,
+    parse_frame,
+)
+
+from ._report import Excluded
+
+__all__ = ["QUARANTINE_RULES", "LegAudit", "audit_leg", "looks_like_instructions"]
+
+#: Rules whose breach quarantines the provider's whole reply (B2).
+QUARANTINE_RULES = ("B3", "B1", "B4", "Q1", "Q2")
+
+# R3: content is data. These shapes are not rejected (a document may quote
+# them); they are flagged so the report and the log show who sent them.
+_INSTRUCTION_SHAPES = re.compile(
+    r"ignore (all |any )?(the )?(previous|prior|above) (instructions|prompts?)"
+    r"|disregard (all |the )?(previous|prior|above)"
+    r"|you are now\b"
+    r"|^\s*(system|assistant)\s*:"
+    r"|<\s*/?\s*(system|evidence|instructions?)\s*>"
+    r"|begin (system|new) (prompt|instructions)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def looks_like_instructions(content: str | None) -> bool:
+    """R3: whether ``content`` has an instruction shape (any letter case)."""
+    return content is not None and _INSTRUCTION_SHAPES.search(content) is not None
+
+
+@dataclass(slots=True, frozen=True)
+class LegAudit:
+    """The outcome of auditing one reply."""
+
+    offered: int
+    accepted: tuple[ContextFrame, ...]
+    excluded: tuple[Excluded, ...]
+    #: Every finding, frame-level ones located as ``frames[i].<field>``.
+    violations: tuple[Violation, ...]
+    #: The leg-level breaches that quarantined the reply; empty when it was not.
+    quarantine: tuple[Violation, ...]
+    #: ``FrameId`` of each accepted frame, in the same order (computed once, here).
+    accepted_ids: tuple[FrameId, ...] = ()
+    #: Honest (recomputed) cost of the accepted frames.
+    accepted_cost: int = 0
+
+    @property
+    def quarantined(self) -> bool:
+        return bool(self.quarantine)
+
+
+def _raw_id(provider_id: str, raw: Any, index: int) -> FrameId:
+    """A FrameId for a frame too malformed to parse, so its exclusion is still audited."""
+    fid = raw.get("id") if isinstance(raw, dict) else None
+    digest = raw.get("content_digest") if isinstance(raw, dict) else None
+    return FrameId(
+        provider_id,
+        fid if isinstance(fid, str) and fid else f"#{index}",
+        digest if isinstance(digest, str) else None,
+    )
+
+
+def _at(index: int, v: Violation) -> Violation:
+    return Violation(v.rule, f"frames[{index}].{v.field}", v.message, v.severity)
+
+
+def _r3(index: int) -> Violation:
+    return Violation(
+        "R3",
+        f"frames[{index}].content",
+        "instruction-shaped content: kept as quoted, untrusted data",
+        Severity.NOTICE,
+    )
+
+
+def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) -> LegAudit:
+    """Judge one reply to ``query`` (the per-provider query actually sent), frame by
+    frame: each raw frame is parsed on its own (a frame the transport already parsed
+    is checked as it is), so a malformed one costs only itself."""
+    violations: list[Violation] = []
+    parsed: list[tuple[int, ContextFrame]] = []
+    valid: list[tuple[int, ContextFrame]] = []
+    excluded: list[Excluded] = []
+    quarantine: list[Violation] = []
+
+    for i, raw in enumerate(raw_frames):
+        frame: ContextFrame | None
+        if isinstance(raw, ContextFrame):
+            frame, found = raw, check_frame(raw)
+        else:
+            frame, found = parse_frame(raw)
+        if frame is not None and not found:  # the common case: nothing to report
+            pair = (i, frame)
+            parsed.append(pair)
+            if looks_like_instructions(frame.content):
+                violations.append(_r3(i))
+            valid.append(pair)
+            continue
+        located = [_at(i, v) for v in found]
+        violations.extend(located)
+        if frame is None:
+            excluded.append(
+                (
+                    _raw_id(provider_id, raw, i),
+                    "invalid_frame",
+                    {
+                        "rules": sorted({v.rule for v in found}),
+                        "violations": [v.to_wire() for v in located],
+                    },
+                )
+            )
+            continue
+        parsed.append((i, frame))
+        quarantine.extend(v for v in located if v.rule == "B3")
+        errors = [v for v in located if v.severity is Severity.ERROR and v.rule != "B3"]
+        if errors:
+            excluded.append(
+                (
+                    FrameId.of(provider_id, frame),
+                    "invalid_frame",
+                    {
+                        "rules": sorted({v.rule for v in errors}),
+                        "violations": [v.to_wire() for v in errors],
+                    },
+                )
+            )
+            continue
+        if looks_like_instructions(frame.content):
+            violations.append(_r3(i))
+        valid.append((i, frame))
+
+    # Leg-level rules on every frame that parsed: the provider offered them all.
+    frames = [f for _, f in parsed]
+    leg_level = [*check_budget(query, frames), *check_kinds(query, frames)]
+    leg_level.extend(check_as_of(query, frames))
+    # check_kinds/check_as_of index into ``frames``; map back to the reply's indices.
+    index_of = [i for i, _ in parsed]
+    for v in leg_level:
+        m = re.match(r"frames\[(\d+)\](.*)", v.field)
+        if m:
+            v = Violation(v.rule, f"frames[{index_of[int(m.group(1))]}]{m.group(2)}", v.message)
+        violations.append(v)
+        quarantine.append(v)
+
+    if quarantine:
+        rules = sorted({v.rule for v in quarantine}, key=QUARANTINE_RULES.index)
+        detail = {
+            "rules": rules,
+            "violations": [v.to_wire() for v in quarantine],
+        }
+        dropped = list(excluded)  # invalid frames keep their own reason
+        invalid = {e[0] for e in excluded}
+        for _, f in parsed:
+            fid = FrameId.of(provider_id, f)
+            if fid not in invalid:
+                dropped.append((fid, "quarantined", detail))
+        dropped.sort(key=itemgetter(0))  # a FrameId is its own sort key
+        return LegAudit(len(raw_frames), (), tuple(dropped), tuple(violations), tuple(quarantine))
+
+    # FrameId order; each FrameId is built once and travels with its frame.
+    keyed = sorted(
+        ((FrameId(provider_id, f.id, f.content_digest), f) for _, f in valid),
+        key=itemgetter(0),
+    )
+    excluded.sort(key=itemgetter(0))
+    return LegAudit(
+        len(raw_frames),
+        tuple(f for _, f in keyed),
+        tuple(excluded),
+        tuple(violations),
+        (),
+        tuple(fid for fid, _ in keyed),
+        # Accepted frames passed B3/P4, so each declared cost is the honest one.
+        sum(f.token_cost for _, f in keyed),
+    )

@@ -1,0 +1,214 @@
+"""Planning a fan-out: what each provider is asked, by when, and whether at all.
+
+``plan_fan_out`` is plain sync code over values (httpcore's style: decide, then
+do the I/O the decision names). Per provider it fixes the budget share
+(``budget_split`` before any query is built), the tokens asked (share times
+``overfetch``, capped at the budget; B1 is judged on that figure), one deadline
+for the leg's query and its ``context/verify`` (the spec's timeout, capped by the
+request's), and the action: ``skip`` (no budget), ``no_consent`` (C1, C2, C6:
+nothing is sent), ``send`` (a live connection: written at once) or ``start``
+(the provider must be started first; consent is judged after its handshake by
+the same ``gate``). It touches no process and no clock of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from hostd.errors import BadRequest
+from hostd.protocol import (
+    Capabilities,
+    ContextQuery,
+    ProviderInfo,
+    check_representation_preferences,
+)
+
+from ._gate import ConsentGate, missing_consent
+from ._spec import ProviderSpec
+from .verify import VerifyPlan
+
+__all__ = [
+    "FanOutPlan",
+    "LegAction",
+    "LegPlan",
+    "ProviderView",
+    "asked_tokens",
+    "gate",
+    "leg_limit_ms",
+    "plan_fan_out",
+]
+
+
+class LegAction(StrEnum):
+    SKIP = "skip"  # a budget share of 0: nothing to ask
+    NO_CONSENT = "no_consent"  # a required scope has no receipt: nothing is sent
+    START = "start"  # not running: start it, gate it, then send
+    SEND = "send"  # live and consented: the request is written at once
+
+
+@dataclass(slots=True, frozen=True)
+class ProviderView:
+    """What the plan knows of one provider: its spec and, when its connection is
+    live, the handshake's info and capabilities."""
+
+    spec: ProviderSpec
+    info: ProviderInfo | None = None
+    capabilities: Capabilities | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class LegPlan:
+    """One provider's part of a fan-out."""
+
+    provider_id: str
+    action: LegAction
+    share: int
+    asked: int
+    #: The leg's bound, and its deadline (anyio time): the query and the verify both end by it.
+    limit_ms: float
+    deadline: float
+    #: The query to send (``max_tokens`` = ``asked``; trimmed to advertised representations).
+    query: ContextQuery
+    #: Its wire form, when known at planning time (``send`` legs).
+    wire: Mapping[str, Any] | None = None
+    missing_scopes: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class FanOutPlan:
+    """A whole fan-out, decided before anything is written."""
+
+    query: ContextQuery
+    global_budget: int
+    overfetch: float
+    #: Ordered by provider id.
+    legs: tuple[LegPlan, ...]
+    #: The fan-out's start (anyio time); every deadline counts from it.
+    started: float
+    verify: VerifyPlan | None = None
+
+    def leg(self, provider_id: str) -> LegPlan | None:
+        return next((leg for leg in self.legs if leg.provider_id == provider_id), None)
+
+
+def leg_limit_ms(spec: ProviderSpec, timeout_ms: float | None) -> float:
+    """A leg's bound: its spec's timeout, capped by the request's ``timeout_ms``."""
+    return spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
+
+
+def asked_tokens(share: int, global_budget: int, overfetch: float) -> int:
+    """What a provider is asked for: its share times ``overfetch``, never over the whole
+    budget. ``overfetch > 1`` lets honest providers together offer more than the budget,
+    so the composer's ranking policy decides what gets in (B1 is judged on this figure)."""
+    if share <= 0:
+        return 0
+    return min(global_budget, math.ceil(share * overfetch))
+
+
+def gate(
+    query: ContextQuery,
+    provider_id: str,
+    info: ProviderInfo,
+    capabilities: Capabilities,
+    consent: ConsentGate | None,
+) -> tuple[ContextQuery, tuple[str, ...]]:
+    """The consent gate (C1, C2, C6) and P5, before any payload is written: the query
+    trimmed to the representations the provider advertised, and the scopes still
+    missing consent (any: nothing may be sent)."""
+    missing = missing_consent(consent, provider_id, info)
+    if missing:
+        return query, tuple(missing)
+    if check_representation_preferences(query, capabilities):
+        advertised = {"full", *capabilities.representations}
+        kept = [r for r in query.representation_preferences or () if r in advertised]
+        query = query.model_copy(update={"representation_preferences": kept})
+    return query, ()
+
+
+def plan_fan_out(
+    query: ContextQuery,
+    global_budget: int,
+    providers: Sequence[ProviderView],
+    consent: ConsentGate | None,
+    *,
+    now: float,
+    overfetch: float = 1.0,
+    timeout_ms: float | None = None,
+    verify: VerifyPlan | None = None,
+) -> FanOutPlan:
+    """Decide every leg of one fan-out (see the module docstring). ``providers`` in any
+    order; the plan lists them by id. Raises ``BadRequest`` for an ``overfetch`` below
+    1 or a budget that cannot be split."""
+    overfetch = _check_overfetch(overfetch)
+    views = sorted(providers, key=lambda v: v.spec.id)
+    shares = _split(global_budget, tuple(v.spec.weight for v in views)) if views else ()
+    template = query.to_wire()
+    legs = [
+        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now)
+        for view, share in zip(views, shares, strict=True)
+    ]
+    return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify)
+
+
+def _leg(
+    view: ProviderView,
+    share: int,
+    query: ContextQuery,
+    template: Mapping[str, Any],
+    consent: ConsentGate | None,
+    global_budget: int,
+    overfetch: float,
+    timeout_ms: float | None,
+    now: float,
+) -> LegPlan:
+    """One provider's leg (``template``: the query's wire form, shared by every leg)."""
+    spec = view.spec
+    asked = asked_tokens(share, global_budget, overfetch)
+    limit = leg_limit_ms(spec, timeout_ms)
+    leg_query = query.model_copy(update={"max_tokens": asked})
+
+    def leg(action: LegAction, **more: Any) -> LegPlan:
+        fields = {"query": leg_query, **more}
+        return LegPlan(spec.id, action, share, asked, limit, now + limit / 1000, **fields)
+
+    if asked <= 0:
+        return leg(LegAction.SKIP)
+    if view.info is None or view.capabilities is None:
+        return leg(LegAction.START)  # consent is judged after its handshake, by ``gate``
+    gated, missing = gate(leg_query, spec.id, view.info, view.capabilities, consent)
+    if missing:
+        return leg(LegAction.NO_CONSENT, missing_scopes=missing)
+
+    # The template's wire form with this leg's max_tokens, unless P5 trimmed the query.
+    untrimmed = gated.representation_preferences == query.representation_preferences
+    wire = {**template, "max_tokens": asked} if untrimmed else gated.to_wire()
+    return leg(LegAction.SEND, query=gated, wire=wire)
+
+
+def _check_overfetch(overfetch: float) -> float:
+    if not (isinstance(overfetch, int | float) and math.isfinite(overfetch) and overfetch >= 1):
+        raise BadRequest(
+            f"overfetch must be a finite number >= 1, got {overfetch!r}", field="overfetch"
+        )
+    return float(overfetch)
+
+
+def _split(global_budget: int, weights: tuple[float, ...]) -> tuple[int, ...]:
+    try:
+        return _split_cached(global_budget, weights)
+    except ValueError as exc:  # a negative budget, all weights zero, …
+        raise BadRequest(f"cannot split the budget: {exc}", field="budget") from exc
+
+
+@functools.lru_cache(maxsize=512)
+def _split_cached(global_budget: int, weights: tuple[float, ...]) -> tuple[int, ...]:
+    """``budget_split`` is exact (rational arithmetic) and pure: the same budget over the
+    same weights, as every turn of an agent asks, is split once."""
+    from hostd.compose import budget_split  # the engine's one import from compose
+
+    return tuple(budget_split(global_budget, len(weights), list(weights)))

@@ -1,0 +1,264 @@
+"""Running a fan-out plan: write every planned request, gather the raw replies.
+
+One task group per fan-out. The requests of ``send`` legs are written first,
+back to back, before any task starts (so the last provider's clock starts
+nearly as early as the first's); a ``start`` leg waits for its provider's start
+(the pool's, bounded only by this leg's deadline), passes the same ``gate``
+and is written the same way. There is one send path: ``start_query`` writes a
+request at once when the binding pipelines and the pipe takes it whole, else the
+leg's task writes it with ``query`` under its deadline. The planned
+``context/verify`` calls run in the same task group, each ended by its
+provider's leg deadline. Every leg's failure becomes a ``LegReply`` value, so
+siblings are never cancelled; the pool is told of broken connections.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from hostd.errors import (
+    HandshakeFailed,
+    HostdError,
+    ProtocolFault,
+    ProviderCrashed,
+    ProviderError,
+    ProviderTimeout,
+)
+from hostd.protocol import (
+    ContextQuery,
+    ContextQueryResult,
+    FrameIdentity,
+    FrameVerdict,
+    Violation,
+)
+from hostd.transport import ProviderConnection, StartedCall
+
+from ._gate import ConsentGate, missing_consent
+from ._plan import FanOutPlan, LegAction, LegPlan, gate
+from ._pool import ProviderPool
+from ._report import LegStatus
+from .verify import VerifyReply, ask_one
+
+__all__ = ["LegReply", "run_fan_out"]
+
+#: Called with each leg's reply as it lands (outside the leg's deadline).
+OnReply = Callable[["LegReply"], Coroutine[Any, Any, None]]
+#: What a ``send`` leg's early write left: the started call, nothing, or its failure.
+Written = StartedCall | HostdError | None
+
+
+@dataclass(slots=True, frozen=True)
+class LegReply:
+    """What one leg brought back, before any judgement: the frames as received, or why
+    there are none (``status``: timeout, crashed, error, no_consent, skipped)."""
+
+    provider_id: str
+    #: The query actually sent (after the gate); the leg audit judges against it.
+    query: ContextQuery
+    frames: Sequence[Any] | None = None
+    status: LegStatus | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    violations: tuple[Violation, ...] = ()
+    missing_scopes: tuple[str, ...] = ()
+    #: From the fan-out's start.
+    latency_ms: float = 0.0
+
+
+def _write(
+    conn: ProviderConnection, query: ContextQuery, wire: Mapping[str, Any] | None = None
+) -> StartedCall | None:
+    """The one send path's first step: write now if the connection can take it whole
+    (``wire``: the query's wire form, when the plan already built it)."""
+    return conn.start_query(dict(wire) if wire is not None else query)
+
+
+async def _result(
+    conn: ProviderConnection, query: ContextQuery, call: StartedCall | None
+) -> ContextQueryResult:
+    """The one send path's second step: the reply (writing first if nothing was written)."""
+    return await (call.result() if call is not None else conn.query(query))
+
+
+def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
+    raw = exc.data.get("violations") or []
+    return tuple(Violation(v["rule"], v["field"], v["message"]) for v in raw if isinstance(v, dict))
+
+
+def failure_of(exc: HostdError) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
+    """A leg's typed failure as (status, code, message, violations)."""
+    if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
+        return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
+    if isinstance(exc, ProviderCrashed):
+        return LegStatus.CRASHED, exc.reason, exc.message, ()
+    if isinstance(exc, HandshakeFailed):  # IncompatibleVersion included (H1–H3, H2, C5)
+        return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
+    if isinstance(exc, ProviderError):
+        return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
+    return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
+
+
+class _Runner:
+    __slots__ = ("clock", "consent", "on_reply", "plan", "pool")
+
+    def __init__(
+        self,
+        plan: FanOutPlan,
+        pool: ProviderPool,
+        consent: ConsentGate | None,
+        on_reply: OnReply,
+    ) -> None:
+        self.plan = plan
+        self.pool = pool
+        self.consent = consent
+        self.on_reply = on_reply
+        self.clock = time.perf_counter()
+
+    def reply(self, leg: LegPlan, query: ContextQuery, **fields: Any) -> LegReply:
+        latency = (time.perf_counter() - self.clock) * 1000
+        return LegReply(leg.provider_id, query, latency_ms=latency, **fields)
+
+    async def leg(
+        self,
+        leg: LegPlan,
+        written: StartedCall | HostdError | None,
+        conn: ProviderConnection | None,
+    ) -> None:
+        reply = await self._exchange(leg, written, conn)
+        await self.on_reply(reply)
+
+    async def _exchange(
+        self,
+        leg: LegPlan,
+        written: StartedCall | HostdError | None,
+        conn: ProviderConnection | None,
+    ) -> LegReply:
+        slot = self.pool.slots[leg.provider_id]
+        query = leg.query
+        try:
+            with anyio.CancelScope(deadline=leg.deadline) as scope:
+                if isinstance(written, HostdError):
+                    raise written
+                call = written
+                if conn is None:  # a ``start`` leg
+                    conn = await self.pool.ensure(slot, leg.deadline)
+                    assert conn.info is not None and conn.capabilities is not None
+                    query, missing = gate(
+                        query, leg.provider_id, conn.info, conn.capabilities, self.consent
+                    )
+                    if missing:
+                        return self.no_consent(leg, query, missing)
+                    call = _write(conn, query)
+                result = await _result(conn, query, call)
+            if scope.cancelled_caught:
+                raise TimeoutError
+        except TimeoutError:
+            if conn is None:  # still starting: the start (in the pool) goes on without us
+                code, what = "handshake_timeout", "provider not ready"
+            else:
+                code, what = "timeout", "no reply"
+                if not conn.alive and slot.conn is conn:
+                    self.pool.discard(slot)  # a lock-step stream abandoned mid-request
+            return self.reply(
+                leg,
+                query,
+                status=LegStatus.TIMEOUT,
+                error_code=code,
+                error_message=f"{what} within {leg.limit_ms:.0f} ms",
+            )
+        except HostdError as exc:
+            if isinstance(exc, ProviderCrashed | ProtocolFault):
+                self.pool.broken(slot, conn, exc)
+            status, code, message, violations = failure_of(exc)
+            return self.reply(
+                leg,
+                query,
+                status=status,
+                error_code=code,
+                error_message=message,
+                violations=violations,
+            )
+        return self.reply(leg, query, frames=result.frames)
+
+    def no_consent(self, leg: LegPlan, query: ContextQuery, missing: Sequence[str]) -> LegReply:
+        return self.reply(
+            leg,
+            query,
+            status=LegStatus.NO_CONSENT,
+            error_code="no_consent",
+            error_message="no consent recorded for scope(s): " + ", ".join(missing),
+            missing_scopes=tuple(missing),
+        )
+
+    async def send_verify(
+        self, provider_id: str, identities: list[FrameIdentity]
+    ) -> list[FrameVerdict]:
+        """``context/verify`` to one provider (V1: identities only), after the consent gate."""
+        slot = self.pool.slots[provider_id]
+        conn = await self.pool.ensure(slot)
+        if conn.info is not None and missing_consent(self.consent, provider_id, conn.info):
+            raise HostdError("no consent for the provider's scopes")
+        response = await conn.verify(identities)
+        return list(response.verdicts)
+
+    async def verify(self, provider_id: str, replies: dict[str, VerifyReply]) -> None:
+        plan = self.plan
+        assert plan.verify is not None
+        entry = plan.verify.asks[provider_id]
+        leg = plan.leg(provider_id)
+        limit = leg.limit_ms if leg is not None else None
+        deadline = leg.deadline if leg is not None else anyio.current_time()
+        replies[provider_id] = await ask_one(
+            provider_id, entry, self.send_verify, deadline=deadline, limit_ms=limit
+        )
+
+
+async def run_fan_out(
+    plan: FanOutPlan,
+    pool: ProviderPool,
+    consent: ConsentGate | None,
+    on_reply: OnReply,
+) -> dict[str, VerifyReply]:
+    """Write every planned request and gather the replies (each handed to ``on_reply``
+    as it lands) and the planned verify replies, in one task group."""
+    runner = _Runner(plan, pool, consent, on_reply)
+    settled: list[LegReply] = []
+    pending: list[tuple[LegPlan, Written, ProviderConnection | None]] = []
+    for leg in plan.legs:
+        if leg.action is LegAction.SKIP:
+            settled.append(
+                runner.reply(
+                    leg,
+                    leg.query,
+                    status=LegStatus.SKIPPED,
+                    error_code="no_budget",
+                    error_message="budget share 0",
+                )
+            )
+        elif leg.action is LegAction.NO_CONSENT:
+            settled.append(runner.no_consent(leg, leg.query, leg.missing_scopes))
+        elif leg.action is LegAction.SEND:
+            conn = pool.slots[leg.provider_id].live()
+            assert conn is not None, "a send leg is planned only on a live connection"
+            try:
+                written: Written = _write(conn, leg.query, leg.wire)
+            except HostdError as exc:  # the leg's task reports it like any other failure
+                written = exc
+            pending.append((leg, written, conn))
+        else:
+            pending.append((leg, None, None))
+    replies: dict[str, VerifyReply] = {}
+    async with anyio.create_task_group() as tg:
+        for leg, written, conn in pending:
+            tg.start_soon(runner.leg, leg, written, conn)
+        for reply in settled:
+            tg.start_soon(on_reply, reply)
+        if plan.verify is not None:
+            for pid in plan.verify.asks:
+                tg.start_soon(runner.verify, pid, replies)
+    return replies

@@ -1,0 +1,52 @@
+"""One pass of checks over frames: inline digests (D4) and source re-reads (F5, F17).
+
+Sync, and touching the filesystem: the stage runs ``check_frames`` in a worker
+thread whenever ``needs_io`` says a frame has ``file`` provenance under a root.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from hostd.protocol import ContextFrame
+
+from ._rules import InlineCheck, check_inline_digest
+from ._source import SourceCheck, SourceReader
+
+__all__ = ["RootsFor", "check_frames", "needs_io"]
+
+#: Provider id -> the roots its ``file`` sources may be re-read under.
+RootsFor = Callable[[str], tuple[str | os.PathLike[str], ...]]
+
+
+def needs_io(items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor) -> bool:
+    return any(
+        frame.provenance and roots_for(pid) and any(p.type == "file" for p in frame.provenance)
+        for pid, frame in items
+    )
+
+
+def check_frames(
+    items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor, max_source_bytes: int
+) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
+    """Each frame's inline check and source check (``None``: no roots or no provenance),
+    and how many files were read. One reader per distinct set of roots."""
+    by_roots: dict[tuple[str, ...], SourceReader] = {}
+    by_pid: dict[str, SourceReader | None] = {}
+    out: list[tuple[InlineCheck, SourceCheck | None]] = []
+    for pid, frame in items:
+        if pid in by_pid:
+            reader = by_pid[pid]
+        else:
+            roots = roots_for(pid)
+            reader = None
+            if roots:
+                key = tuple(os.fspath(r) for r in roots)
+                reader = by_roots.get(key)
+                if reader is None:
+                    reader = by_roots[key] = SourceReader(roots, max_bytes=max_source_bytes)
+            by_pid[pid] = reader
+        source = reader.check_frame(frame) if reader is not None and frame.provenance else None
+        out.append((check_inline_digest(frame), source))
+    return out, sum(r.reads for r in by_roots.values())

@@ -1,0 +1,393 @@
+"""structlog set-up and the daemon's log events.
+
+Owns the log format: JSON lines (one object per event) to stderr or a file,
+``timestamp`` (UTC, ISO 8601), ``level``, dotted ``event`` names, and whatever
+is bound in contextvars (``request_id`` for the life of a client request).
+It also owns the events that describe a request's evidence: one
+``provider.leg`` per provider leg, and per composition one
+``compose.audit.summary`` (counts per disposition, reason and provider) with
+per-entry ``compose.audit`` events as ``[log] audit`` says (``summary``:
+at debug only; ``sample``: a share at info; ``entries``: all at info).
+A log file is created 0600 and rotated by size with the stdlib's
+``RotatingFileHandler`` rollover (``log.max_bytes``, ``log.backups``).
+
+Frame content and credentials are never logged (C8): events carry FrameIds,
+digests, sizes and token counts only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import logging.handlers
+import math
+import os
+import stat
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Mapping, MutableMapping
+from datetime import UTC, datetime
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from hostd.config import LogSettings
+
+import structlog
+
+__all__ = [
+    "AUDIT_MODES",
+    "LEVELS",
+    "bind_request",
+    "configure_logging",
+    "flush_logs",
+    "get_logger",
+    "log_audit",
+    "log_legs",
+    "unbind_request",
+]
+
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+
+#: ``[log] audit``: which per-entry ``compose.audit`` events are written at info.
+AUDIT_MODES = ("summary", "sample", "entries")
+AuditMode = Literal["summary", "sample", "entries"]
+
+#: The configured threshold; per-entry events are not even built below it (hot path).
+_LEVEL = LEVELS["info"]
+_AUDIT: AuditMode = "summary"
+_AUDIT_SAMPLE = 0.0
+
+#: Keys that may carry content or secrets; dropped from every event whatever its source (C8).
+_REDACTED_KEYS = frozenset({"content", "token", "authorization", "password", "secret", "prompt"})
+
+
+def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    for key in _REDACTED_KEYS.intersection(event):
+        event[key] = "[redacted]"
+    return event
+
+
+#: One lock for every writer of the log stream (loggers, the audit fast path, the
+#: stdlib handler and the file's rollover); re-entrant, as a handler's own lock is.
+_WRITE_LOCK = threading.RLock()
+
+
+class _LineLogger:
+    """structlog's final logger: one line per event into a *buffered* stream.
+
+    ``WriteLogger`` flushes after every event (a syscall each, ~30 per composition);
+    here lines collect in the buffer and ``flush_logs()`` writes them out — at the
+    end of every client request and from the daemon's flusher, so nothing waits long.
+    """
+
+    __slots__ = ("_write",)
+
+    def __init__(self, out: IO[str] | _FileSink) -> None:
+        self._write = out.write
+
+    def msg(self, message: str) -> None:
+        with _WRITE_LOCK:
+            self._write(message + "\n")
+
+    log = debug = info = warn = warning = err = error = critical = exception = msg
+
+
+class _StdlibJson(logging.Formatter):
+    """Third-party stdlib log records as JSON lines like ours (never their arguments' repr)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps(
+            {
+                "event": f"stdlib.{record.name}",
+                "message": record.getMessage(),
+                "level": record.levelname.lower(),
+            },
+            default=str,
+        )
+
+
+class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
+    """The log file: created 0600, written through a 64 KiB buffer, rotated by size.
+
+    Our events are written straight to ``stream`` (see ``_FileSink``); the size is
+    checked when the buffer is flushed, and the stdlib's ``doRollover`` renames
+    ``hostd.log`` → ``hostd.log.1`` … ``.N`` and opens a fresh file.
+    """
+
+    def createLock(self) -> None:  # noqa: N802 - the stdlib's name
+        # The same lock as every other writer: a rollover never meets a half-written line.
+        self.lock = _WRITE_LOCK
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return open(fd, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115 - kept open
+
+
+class _FileSink:
+    """The stream our loggers write to when ``log.file`` is set (callers hold the lock)."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: _PrivateRotatingFile) -> None:
+        self.handler = handler
+
+    def write(self, text: str) -> int:
+        stream = self.handler.stream
+        if stream is None:  # a failed rollover left no file: lose lines, not the request
+            return 0
+        return int(stream.write(text))
+
+    def flush(self) -> None:
+        handler = self.handler
+        with _WRITE_LOCK:
+            if handler.stream is None:
+                return
+            handler.stream.flush()
+            if handler.maxBytes > 0 and handler.stream.tell() >= handler.maxBytes:
+                handler.doRollover()
+
+
+def _open_file(path: str, max_bytes: int, backups: int) -> _PrivateRotatingFile:
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        regular = True
+    # A FIFO or a device (``/dev/stderr``) cannot be rotated; it is only written.
+    return _PrivateRotatingFile(
+        path, maxBytes=max_bytes if regular else 0, backupCount=backups, encoding="utf-8"
+    )
+
+
+_OUT: IO[str] | _FileSink | None = None
+_FILE: _PrivateRotatingFile | None = None
+
+
+def flush_logs() -> None:
+    """Write buffered log lines out now (cheap when there is nothing to write)."""
+    out = _OUT
+    if out is not None:
+        try:
+            out.flush()
+        except (OSError, ValueError):  # a closed or broken log stream must not fail a request
+            pass
+
+
+def configure_logging(
+    level: str | None = None,
+    *,
+    settings: LogSettings | None = None,
+    file: str | None = None,
+    stream: IO[str] | None = None,
+) -> IO[str] | _FileSink:
+    """Route structlog to JSON lines on ``stream`` (default stderr) or a file.
+
+    ``settings`` is the ``[log]`` table (level, file, audit mode, rotation); ``level``
+    and ``file`` override it. Returns the stream written to. Never writes to stdout:
+    when serving stdio the real stdout is the wire. Lines are buffered;
+    ``flush_logs()`` writes them (and rotates the file when it is due).
+    """
+    global _LEVEL, _OUT, _FILE, _AUDIT, _AUDIT_SAMPLE
+    level = level or (settings.level if settings is not None else "info")
+    if file is None and settings is not None and settings.file is not None:
+        file = str(settings.file)
+    _AUDIT = settings.audit if settings is not None else "summary"
+    _AUDIT_SAMPLE = settings.audit_sample if settings is not None else 0.0
+    out: IO[str] | _FileSink
+    previous = _FILE
+    _FILE = None
+    if file is not None:
+        max_bytes = settings.max_bytes if settings is not None else 0
+        backups = settings.backups if settings is not None else 0
+        _FILE = _open_file(file, max_bytes, backups)
+        out = _FileSink(_FILE)
+    elif stream is not None:
+        out = stream
+    else:
+        # Our own buffered writer on fd 2 (sys.stderr is line-buffered: a syscall a line).
+        out = open(2, "w", encoding="utf-8", buffering=1 << 16, closefd=False)  # noqa: SIM115
+    if _OUT is not None and _OUT is not out:
+        flush_logs()
+    if previous is not None:
+        previous.close()
+    _OUT = out
+    atexit.register(flush_logs)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _redact,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(sort_keys=False, default=str),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
+        logger_factory=lambda *_args: _LineLogger(out),
+        # Loggers are built once: an uncached lazy proxy rebuilds one per event (hot path).
+        cache_logger_on_first_use=True,
+    )
+    _LEVEL = LEVELS[level]
+    # Third-party libraries log through the stdlib; send them to the same place, never stdout.
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    handler: logging.Handler = _FILE if _FILE is not None else logging.StreamHandler(out)
+    handler.setFormatter(_StdlibJson())
+    root.addHandler(handler)
+    root.setLevel(max(LEVELS[level], logging.WARNING))
+    # jsonrpcserver logs method exceptions itself; our error boundary already does.
+    logging.getLogger("jsonrpcserver").setLevel(logging.CRITICAL)
+    return out
+
+
+def get_logger(name: str) -> Any:
+    return structlog.get_logger(name)
+
+
+def bind_request(request_id: str, **extra: Any) -> None:
+    """Bind ``request_id`` so every event this task (and its children) logs carries it."""
+    structlog.contextvars.bind_contextvars(request_id=request_id, **extra)
+
+
+def unbind_request(*keys: str) -> None:
+    structlog.contextvars.unbind_contextvars("request_id", *keys)
+
+
+def log_legs(logger: Any, reports: Mapping[str, Any]) -> None:
+    """One ``provider.leg`` event per provider leg: status, latency, frames, violations."""
+    if _LEVEL > LEVELS["info"]:
+        return
+    for provider_id in sorted(reports):
+        report = reports[provider_id]
+        violations = getattr(report, "violations", ()) or ()
+        logger.info(
+            "provider.leg",
+            provider=provider_id,
+            status=str(getattr(report, "status", "unknown")),
+            latency_ms=getattr(report, "latency_ms", None),
+            frames_offered=getattr(report, "frames_offered", None),
+            frames_accepted=getattr(report, "frames_accepted", None),
+            error_code=getattr(report, "error_code", None),
+            violations=[_violation(v) for v in violations],
+        )
+
+
+def _violation(v: Any) -> dict[str, Any]:
+    if isinstance(v, Mapping):
+        return {k: v.get(k) for k in ("rule", "field", "severity")}
+    return {
+        "rule": getattr(v, "rule", None),
+        "field": getattr(v, "field", None),
+        "severity": str(getattr(v, "severity", "")) or None,
+    }
+
+
+_AUDIT_KEYS = (
+    "disposition",
+    "reason",
+    "rank",
+    "score",
+    "position",
+    "tokens",
+    "provider",
+    "verification",
+)
+
+
+def log_audit(logger: Any, entries: Iterable[Mapping[str, Any]]) -> None:
+    """A composition's audit in the log: one summary, and entries as ``[log] audit`` says.
+
+    ``compose.audit.summary`` (info) counts the entries per disposition, reason and
+    provider. Each entry is a ``compose.audit`` event (FrameId, disposition, reason,
+    rank, score, position, tokens, verification; content never), at info in
+    ``entries`` mode and for the sampled share in ``sample`` mode, at debug
+    otherwise. The entries are rendered in one pass and written in one call: a
+    composition has one entry per offered frame, so this is the log's hot path.
+    """
+    if _LEVEL > LEVELS["info"] or _OUT is None:
+        return
+    entries = list(entries)
+    context = structlog.contextvars.get_contextvars()
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    at_info = _entries_at_info(entries, str(context.get("request_id", "")))
+    lines = []
+    if at_info is None or at_info or _LEVEL <= LEVELS["debug"]:
+        for i, entry in enumerate(entries):
+            info = at_info is None or i in at_info
+            if info or _LEVEL <= LEVELS["debug"]:
+                lines.append(_audit_line(context, entry, "info" if info else "debug", stamp))
+    lines.append(_summary_line(context, entries, at_info, stamp))
+    with _WRITE_LOCK:
+        _OUT.write("\n".join(lines) + "\n")
+
+
+def _entries_at_info(entries: list[Mapping[str, Any]], request_id: str) -> set[int] | None:
+    """Indexes of the entries logged at info: ``None`` for all (``entries`` mode).
+
+    ``sample`` picks ``ceil(rate × n)`` entries by a hash of the request id and the
+    FrameId: spread over providers and ranks, and the same pick for the same request.
+    """
+    if _AUDIT == "entries":
+        return None
+    if _AUDIT == "summary" or not entries or _AUDIT_SAMPLE <= 0:
+        return set()
+    k = math.ceil(_AUDIT_SAMPLE * len(entries))
+
+    def key(i: int) -> tuple[int, int]:
+        frame = entries[i].get("frame") or {}
+        ident = f"{request_id}\0{frame.get('provider_id')}\0{frame.get('frame_id')}"
+        ident += f"\0{frame.get('content_digest')}"
+        return (zlib.crc32(ident.encode("utf-8", "surrogatepass")), i)
+
+    return set(sorted(range(len(entries)), key=key)[:k])
+
+
+def _audit_line(
+    context: Mapping[str, Any], entry: Mapping[str, Any], level: str, stamp: str
+) -> str:
+    event: dict[str, Any] = dict(context)
+    frame = entry.get("frame")
+    if frame is None:
+        keys = ("provider_id", "frame_id", "content_digest")
+        frame = {k: entry[k] for k in keys if k in entry}
+    event["frame"] = frame
+    for key in _AUDIT_KEYS:
+        value = entry.get(key)
+        if value is not None:
+            event[key] = value
+    event["event"] = "compose.audit"
+    event["level"] = level
+    event["timestamp"] = stamp
+    return json.dumps(event, default=str)
+
+
+def _summary_line(
+    context: Mapping[str, Any],
+    entries: list[Mapping[str, Any]],
+    at_info: set[int] | None,
+    stamp: str,
+) -> str:
+    dispositions: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    providers: dict[str, Counter[str]] = {}
+    for entry in entries:
+        disposition = str(entry.get("disposition"))
+        dispositions[disposition] += 1
+        if entry.get("reason") is not None:
+            reasons[str(entry["reason"])] += 1
+        frame = entry.get("frame") or {}
+        provider = str(entry.get("provider") or frame.get("provider_id"))
+        providers.setdefault(provider, Counter())[disposition] += 1
+    event: dict[str, Any] = dict(context)
+    event.update(
+        entries=len(entries),
+        dispositions=dict(sorted(dispositions.items())),
+        reasons=dict(sorted(reasons.items())),
+        providers={p: dict(sorted(c.items())) for p, c in sorted(providers.items())},
+        logged=len(entries) if at_info is None else len(at_info),
+        event="compose.audit.summary",
+        level="info",
+        timestamp=stamp,
+    )
+    return json.dumps(event, default=str)

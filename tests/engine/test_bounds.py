@@ -1,0 +1,75 @@
+"""The engine's bounds, with real child providers: a request's deadline is the bound
+on every leg, a hung provider is restarted rather than waited on forever, and a
+failed provider's error stays the same size however many requests meet it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hostd.engine import MAX_ERROR_CHARS, Host, LegStatus, RestartPolicy
+from tests.engine._helpers import adversary, healthy, query
+from tests.fixtures.procs import leftovers
+
+pytestmark = pytest.mark.anyio
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+async def test_a_give_up_message_does_not_grow_with_every_request() -> None:
+    policy = RestartPolicy(base_delay_s=0.001, max_delay_s=0.001, max_attempts=1)
+    async with Host([adversary("crash", "c")], restart_policy=policy) as host:
+        messages = []
+        for _ in range(12):
+            fan = await host.query_all(query(), 500)
+            messages.append(fan.reports["c"].error_message or "")
+        health = host.health("c")
+    assert "restart attempts exhausted" in messages[1]
+    assert len(set(messages[1:])) == 1  # the same text each time, never re-wrapped
+    assert len(health.last_error or "") <= MAX_ERROR_CHARS
+    assert (health.last_error or "").count("restart attempts exhausted") <= 1
+
+
+async def test_a_handshake_that_never_completes_costs_a_leg_its_deadline_only() -> None:
+    # The provider never answers its handshake and ignores its shutdown message, so
+    # tearing it down walks the whole grace period. That walk is the pool's, after
+    # the leg has already reported: when the fan-out returns, the child still runs.
+    specs = [adversary("slow_handshake", "slow", timeout_ms=300), healthy("ok")]
+    with anyio.fail_after(15):  # a hang guard, not a timing assertion
+        async with Host(specs, handshake_timeout_s=30.0, grace_period_s=1.0) as host:
+            fan = await host.query_all(query(), 500, timeout_ms=20_000)
+            slow_alive = any(b"slow_handshake" in _cmdline(pid) for pid in leftovers())
+    report = fan.reports["slow"]
+    assert report.status is LegStatus.TIMEOUT and report.error_code == "handshake_timeout"
+    assert report.error_message == "provider not ready within 300 ms"
+    assert fan.reports["ok"].status is LegStatus.OK
+    assert slow_alive
+    assert leftovers() == []
+
+
+async def test_a_provider_that_answers_nothing_is_restarted_after_timeouts_in_a_row() -> None:
+    policy = RestartPolicy(base_delay_s=0.001, max_consecutive_timeouts=2)
+    spec = adversary("hang", "h", timeout_ms=300)
+    with anyio.fail_after(30):
+        async with Host([spec], start="boot", grace_period_s=0.3, restart_policy=policy) as host:
+            first_pid = host.connection("h").child.pid  # type: ignore[union-attr]
+            for _ in range(2):
+                fan = await host.query_all(query(), 500)
+                assert fan.reports["h"].status is LegStatus.TIMEOUT
+            assert host.connection("h") is None  # torn down in the background
+            hung = host.providers_list()[0]
+            third = await host.query_all(query(), 500)
+            second_pid = host.connection("h").child.pid  # type: ignore[union-attr]
+            health = host.health("h")
+    assert hung["state"] == "crashed"
+    assert hung["health"]["last_failure"] == "hung: no reply to 2 requests in a row"
+    assert third.reports["h"].status is LegStatus.TIMEOUT
+    assert second_pid != first_pid and health.starts == 2 and health.restarts == 1
+    assert leftovers() == []

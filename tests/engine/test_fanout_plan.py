@@ -1,0 +1,208 @@
+"""plan_fan_out and judge as pure functions: no process, no clock, no event loop."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostd.engine import (
+    LegAction,
+    LegReply,
+    LegStatus,
+    ProviderSpec,
+    ProviderView,
+    judge,
+    judge_leg,
+    plan_fan_out,
+)
+from hostd.errors import BadRequest
+from hostd.protocol import (
+    Capabilities,
+    ContextQuery,
+    DataFlow,
+    FrameId,
+    ProviderInfo,
+    canonical_token_cost,
+    sha256_digest,
+)
+
+
+class Gate:
+    """A consent gate over a fixed set of granted (provider, scope) pairs."""
+
+    def __init__(self, granted: Iterable[tuple[str, str]] = ()) -> None:
+        self.granted = set(granted)
+
+    def missing_scopes(self, provider_id: str, scopes: Iterable[str]) -> list[str]:
+        return [s for s in scopes if (provider_id, s) not in self.granted]
+
+
+def spec(pid: str, *, weight: float = 1.0, timeout_ms: int = 2000) -> ProviderSpec:
+    return ProviderSpec(pid, ["true"], weight=weight, timeout_ms=timeout_ms)
+
+
+def live(pid: str, *, egress: list[str] | None = None, reps: list[str] | None = None, **kw):
+    info = ProviderInfo(
+        name=pid,
+        version="1",
+        data_flow=DataFlow(reads=True, egress=bool(egress), egress_scopes=egress or []),
+    )
+    return ProviderView(spec(pid, **kw), info, Capabilities(representations=reps or []))
+
+
+QUERY = ContextQuery(goal="g", max_frames=10, max_tokens=0)
+
+
+def test_each_leg_gets_its_action_share_asked_and_deadline() -> None:
+    views = [
+        ProviderView(spec("cold", timeout_ms=500)),
+        live("warm"),
+        live("egress", egress=["net"]),
+        ProviderView(spec("zero", weight=0)),
+    ]
+    plan = plan_fan_out(QUERY, 300, views, Gate(), now=100.0, overfetch=2.0, timeout_ms=1000)
+    legs = {leg.provider_id: leg for leg in plan.legs}
+    assert [leg.provider_id for leg in plan.legs] == sorted(legs)
+    assert {p: leg.action for p, leg in legs.items()} == {
+        "cold": LegAction.START,
+        "egress": LegAction.NO_CONSENT,
+        "warm": LegAction.SEND,
+        "zero": LegAction.SKIP,
+    }
+    assert legs["egress"].missing_scopes == ("net",)
+    assert {p: leg.share for p, leg in legs.items()} == {
+        "cold": 100,
+        "egress": 100,
+        "warm": 100,
+        "zero": 0,
+    }
+    assert legs["warm"].asked == 200 and legs["warm"].query.max_tokens == 200
+    assert legs["warm"].wire is not None and legs["warm"].wire["max_tokens"] == 200
+    # One deadline per provider: its spec's timeout capped by the request's.
+    assert legs["cold"].limit_ms == 500 and legs["cold"].deadline == pytest.approx(100.5)
+    assert legs["warm"].limit_ms == 1000 and legs["warm"].deadline == pytest.approx(101.0)
+
+
+def test_a_granted_scope_lets_the_request_go_and_p5_trims_what_is_not_advertised() -> None:
+    query = QUERY.model_copy(update={"representation_preferences": ["summary", "full"]})
+    views = [live("e", egress=["net"], reps=[])]
+    plan = plan_fan_out(query, 100, views, Gate({("e", "net")}), now=0.0)
+    (leg,) = plan.legs
+    assert leg.action is LegAction.SEND
+    assert leg.query.representation_preferences == ["full"]
+    assert leg.wire is not None and leg.wire["representation_preferences"] == ["full"]
+
+
+def test_without_a_gate_every_egress_scope_is_missing() -> None:
+    plan = plan_fan_out(QUERY, 100, [live("e", egress=["a", "b"])], None, now=0.0)
+    assert plan.legs[0].action is LegAction.NO_CONSENT
+    assert plan.legs[0].missing_scopes == ("a", "b")
+
+
+@pytest.mark.parametrize("overfetch", [0.5, float("nan"), float("inf")])
+def test_a_bad_overfetch_is_a_bad_request(overfetch: float) -> None:
+    with pytest.raises(BadRequest):
+        plan_fan_out(QUERY, 100, [live("a")], None, now=0.0, overfetch=overfetch)
+
+
+def test_a_budget_that_cannot_be_split_is_a_bad_request() -> None:
+    with pytest.raises(BadRequest):
+        plan_fan_out(QUERY, 100, [ProviderView(spec("a", weight=0))], None, now=0.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    budget=st.integers(0, 10_000),
+    weights=st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=1, max_size=6),
+    overfetch=st.sampled_from([1.0, 1.5, 2.0, 10.0]),
+    timeout=st.none() | st.integers(1, 5000),
+    seed=st.randoms(use_true_random=False),
+)
+def test_plans_are_total_ordered_and_independent_of_input_order(
+    budget: int, weights: list[float], overfetch: float, timeout: int | None, seed
+) -> None:
+    if sum(weights) == 0:
+        weights[0] = 1.0
+    views = [live(f"p{i}", weight=w, timeout_ms=1000 + i) for i, w in enumerate(weights)]
+    shuffled = list(views)
+    seed.shuffle(shuffled)
+    kw = {"now": 5.0, "overfetch": overfetch, "timeout_ms": timeout}
+    plan = plan_fan_out(QUERY, budget, views, Gate(), **kw)
+    assert plan == plan_fan_out(QUERY, budget, shuffled, Gate(), **kw)
+    assert sum(leg.share for leg in plan.legs) == budget
+    for leg in plan.legs:
+        assert leg.asked == (0 if leg.share == 0 else min(budget, math.ceil(leg.share * overfetch)))
+        assert leg.action is (LegAction.SKIP if leg.asked == 0 else LegAction.SEND)
+        assert leg.limit_ms <= 1000 + len(weights) and leg.deadline == 5.0 + leg.limit_ms / 1000
+        if timeout is not None:
+            assert leg.limit_ms <= timeout
+
+
+# -- judge --------------------------------------------------------------------------
+
+
+def raw(pid: str, i: int, **over) -> dict:
+    content = f"{pid} frame {i}"
+    frame = {
+        "id": f"{pid}:{i}",
+        "kind": "snippet",
+        "title": f"t{i}",
+        "content": content,
+        "citation_label": f"c{i}",
+        "score": 0.5,
+        "token_cost": canonical_token_cost(content),
+        "content_digest": sha256_digest(content.encode()),
+    }
+    frame.update(over)
+    return frame
+
+
+def _plan(*pids: str, budget: int = 1000):
+    return plan_fan_out(QUERY, budget, [live(p) for p in pids], Gate(), now=0.0)
+
+
+def test_a_failed_reply_is_a_report_with_what_the_leg_was_asked() -> None:
+    plan = _plan("a")
+    reply = LegReply("a", plan.legs[0].query, status=LegStatus.TIMEOUT, error_code="timeout")
+    judged = judge_leg(plan.legs[0], reply)
+    assert judged.audit is None
+    report = judged.report
+    assert (report.status, report.error_code, report.max_tokens, report.share) == (
+        LegStatus.TIMEOUT,
+        "timeout",
+        1000,
+        1000,
+    )
+
+
+def test_an_answer_is_audited_against_the_query_sent() -> None:
+    plan = _plan("a", budget=6)
+    leg = plan.legs[0]
+    frames = [raw("a", 1), raw("a", 2)]  # 3 tokens each: 6 fits, one more would not (B1)
+    ok = judge_leg(leg, LegReply("a", leg.query, frames=frames)).report
+    assert ok.status is LegStatus.OK and ok.frames_accepted == 2 and ok.tokens_accepted == 6
+    over = judge_leg(leg, LegReply("a", leg.query, frames=[*frames, raw("a", 3)])).report
+    assert over.status is LegStatus.QUARANTINED and over.error_message.startswith("B1")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(["a", "b", "c"]), st.randoms(use_true_random=False))
+def test_judge_orders_by_provider_and_frame_id_whatever_the_arrival(order, rnd) -> None:
+    plan = _plan("a", "b", "c")
+    legs = {leg.provider_id: leg for leg in plan.legs}
+    judged = {}
+    for pid in order:
+        frames = [raw(pid, i) for i in range(3)]
+        rnd.shuffle(frames)
+        judged[pid] = judge_leg(legs[pid], LegReply(pid, legs[pid].query, frames=frames))
+    fan = judge(plan, judged)
+    assert list(fan.reports) == ["a", "b", "c"]
+    ids = [FrameId.of(p, f) for p, f in fan.accepted]
+    assert ids == sorted(ids) and len(ids) == 9
+    assert set(fan.verification) == set(ids)
+    assert all(v["state"] == "unverified" for v in fan.verification.values())
+    assert fan.asked == {"a": 334, "b": 333, "c": 333} == fan.shares

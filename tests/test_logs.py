@@ -1,0 +1,180 @@
+"""The log module: its name, the audit events per setting, rotation and file modes."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+import hostd.logs as logs
+from hostd.config import LogSettings
+
+ROOT = Path(__file__).resolve().parent.parent / "hostd"
+
+
+def test_no_hostd_module_is_named_like_a_stdlib_module() -> None:
+    # A ``hostd/logging.py`` is ``logging`` to anything run with hostd/ on sys.path.
+    names = {p.stem for p in ROOT.rglob("*.py")} | {p.name for p in ROOT.rglob("*") if p.is_dir()}
+    assert sorted(names & sys.stdlib_module_names) == []
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE"):
+        monkeypatch.setattr(logs, name, getattr(logs, name))
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    if logs._FILE is not None:
+        logs._FILE.close()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+
+
+def _entries(n: int, excluded_every: int = 3) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        pid = ("alpha", "beta")[i % 2]
+        entry: dict[str, Any] = {
+            "frame": {"provider_id": pid, "frame_id": f"{pid}:{i}", "content_digest": None},
+            "provider": pid,
+            "rank": i,
+            "score": 0.5,
+            "tokens": 10,
+        }
+        if i % excluded_every == 0:
+            entry.update(disposition="excluded", reason=("over_budget", "duplicate")[i % 2])
+        else:
+            entry.update(disposition="included", position=i)
+        out.append(entry)
+    return out
+
+
+def _compose_log(
+    entries: list[dict[str, Any]], request_id: str = "r-1", **settings: Any
+) -> list[dict[str, Any]]:
+    out = io.StringIO()
+    cfg = LogSettings(**settings)
+    logs.configure_logging(settings=cfg, stream=out)
+    logs.bind_request(request_id)
+    try:
+        logs.log_audit(logs.get_logger("t"), entries)
+    finally:
+        logs.unbind_request()
+    logs.flush_logs()
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _named(events: list[dict[str, Any]], name: str, level: str | None = None) -> list[Any]:
+    return [e for e in events if e["event"] == name and level in (None, e["level"])]
+
+
+def test_summary_is_one_event_with_counts_and_no_entry_at_info() -> None:
+    events = _compose_log(_entries(30))
+    assert [e["event"] for e in events] == ["compose.audit.summary"]
+    (summary,) = events
+    assert summary["request_id"] == "r-1" and summary["level"] == "info"
+    assert summary["entries"] == 30
+    assert summary["dispositions"] == {"excluded": 10, "included": 20}
+    assert summary["reasons"] == {"duplicate": 5, "over_budget": 5}
+    assert summary["providers"] == {
+        "alpha": {"excluded": 5, "included": 10},
+        "beta": {"excluded": 5, "included": 10},
+    }
+    assert summary["logged"] == 0
+
+
+def test_summary_mode_writes_every_entry_at_debug_level() -> None:
+    events = _compose_log(_entries(30), level="debug")
+    assert len(_named(events, "compose.audit", "debug")) == 30
+    assert _named(events, "compose.audit", "info") == []
+    assert len(_named(events, "compose.audit.summary")) == 1
+
+
+def test_entries_mode_writes_one_event_per_entry_at_info() -> None:
+    entries = _entries(30)
+    events = _compose_log(entries, audit="entries")
+    audits = _named(events, "compose.audit", "info")
+    assert [a["frame"] for a in audits] == [e["frame"] for e in entries]
+    assert all(a["request_id"] == "r-1" for a in audits)
+    assert {a.get("reason") for a in audits} == {None, "over_budget", "duplicate"}
+    assert _named(events, "compose.audit.summary")[0]["logged"] == 30
+
+
+def test_sample_mode_writes_the_rounded_up_share_the_same_for_any_order() -> None:
+    entries = _entries(40)
+    events = _compose_log(entries, audit="sample", audit_sample=0.25)
+    picked = [e["frame"]["frame_id"] for e in _named(events, "compose.audit", "info")]
+    assert len(picked) == 10 and len(set(picked)) == 10
+    assert _named(events, "compose.audit.summary")[0]["logged"] == 10
+    again = _compose_log(list(reversed(entries)), audit="sample", audit_sample=0.25)
+    assert sorted(e["frame"]["frame_id"] for e in _named(again, "compose.audit")) == sorted(picked)
+    other = _compose_log(entries, "r-2", audit="sample", audit_sample=0.25)
+    assert len(_named(other, "compose.audit")) == 10
+    one = _compose_log(entries, audit="sample", audit_sample=0.001)
+    assert len(_named(one, "compose.audit")) == 1
+    none = _compose_log(entries, audit="sample", audit_sample=0.0)
+    assert [e["event"] for e in none] == ["compose.audit.summary"]
+
+
+def test_nothing_is_written_above_info() -> None:
+    assert _compose_log(_entries(5), level="warning") == []
+
+
+def test_the_log_file_is_private_and_rotated_by_size(tmp_path: Path) -> None:
+    path = tmp_path / "hostd.log"
+    old = os.umask(0o022)
+    try:
+        logs.configure_logging(
+            "info", settings=LogSettings(file=path, max_bytes=4096, backups=2, audit="entries")
+        )
+    finally:
+        os.umask(old)
+    log = logs.get_logger("t")
+    for i in range(60):
+        logs.bind_request(f"r-{i}")
+        logs.log_audit(log, _entries(4))
+        log.info("request.done", n=i)
+        logs.flush_logs()
+    logging.getLogger("third.party").warning("a stdlib record")
+    logs.flush_logs()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["hostd.log", "hostd.log.1", "hostd.log.2"]
+    lines = []
+    for name in files:
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+        assert (tmp_path / name).stat().st_size < 4096 + 8192  # rotated at the flush past it
+        lines += (tmp_path / name).read_text().splitlines()
+    events = [json.loads(line) for line in lines]  # every line whole: none cut by a rollover
+    assert {"compose.audit", "compose.audit.summary", "request.done"} <= {
+        e["event"] for e in events
+    }
+    # The newest lines are in hostd.log; the oldest were dropped with the third backup.
+    newest = (tmp_path / "hostd.log").read_text().splitlines()
+    assert json.loads(newest[-1])["event"] == "stdlib.third.party"
+    assert '"r-59"' in "".join(newest) + (tmp_path / "hostd.log.1").read_text()
+    assert 'r-0"' not in "".join(lines)
+
+
+def test_max_bytes_zero_never_rotates(tmp_path: Path) -> None:
+    path = tmp_path / "hostd.log"
+    logs.configure_logging(settings=LogSettings(file=path, max_bytes=0, audit="entries"))
+    for _ in range(40):
+        logs.log_audit(logs.get_logger("t"), _entries(10))
+        logs.flush_logs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostd.log"]
+    assert path.stat().st_size > 4096

@@ -1,0 +1,136 @@
+"""``hostd.rpc``: the strict envelope (orjson both ways) and the one error boundary."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict
+
+from hostd.errors import ParseError, ShuttingDown
+from hostd.protocol import ProviderInfo
+from hostd.rpc import Dispatcher, Method, decode, encode
+
+# JSON values as replies hold them: finite floats, 64-bit integers, Unicode text.
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@given(_values)
+def test_json_values_round_trip(value: Any) -> None:
+    out = encode(value)
+    assert b"\n" not in out
+    assert decode(out) == value == json.loads(out)
+
+
+def test_a_reply_with_unicode_is_compact_utf8() -> None:
+    out = encode({"a": "é ✓ \u2028", "b": [1, 2.5, None]})
+    assert out == '{"a":"é ✓ \u2028","b":[1,2.5,null]}'.encode()
+
+
+def test_models_and_integer_keys_encode_as_their_wire_form() -> None:
+    info = ProviderInfo(name="p", version="1")
+    assert decode(encode({"info": info, 1: "x"})) == {"info": info.to_wire(), "1": "x"}
+
+
+@pytest.mark.parametrize("value", [{"big": 2**70}, {"x": object()}, {"s": "\ud800"}])
+def test_what_has_no_json_form_raises(value: Any) -> None:
+    with pytest.raises(TypeError):
+        encode(value)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"NaN", b'{"id": Infinity}', b'{"id": 1e400}', b'{"a": "\xff"}', b'"\\ud800"', b"[" * 5000],
+)
+def test_what_is_not_strict_json_is_a_parse_error(line: bytes) -> None:
+    with pytest.raises(ParseError):
+        decode(line)
+
+
+class _Echo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int
+
+
+async def _echo(ctx: list[BaseException], p: _Echo) -> Any:
+    if p.n == 0:
+        raise ShuttingDown("stopping")
+    if p.n == 1:
+        raise RuntimeError("secret detail")
+    if p.n == 2:
+        return {"huge": 2**70}
+    return {"n": p.n}
+
+
+def _dispatcher(seen: list[tuple[str, BaseException]]) -> Dispatcher:
+    return Dispatcher(
+        {"echo": Method(_Echo, _echo)}, on_error=lambda name, exc: seen.append((name, exc))
+    )
+
+
+def _req(params: Any, id_: Any = 7) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "method": "echo", "params": params, "id": id_}).encode()
+
+
+@pytest.mark.anyio
+async def test_each_failure_leaves_through_the_one_boundary() -> None:
+    seen: list[tuple[str, BaseException]] = []
+    d = _dispatcher(seen)
+
+    async def ask(line: bytes) -> Any:
+        out = await d.answer_line(line, None)
+        return None if out is None else json.loads(out)
+
+    assert (await ask(_req({"n": 5}))) == {"jsonrpc": "2.0", "result": {"n": 5}, "id": 7}
+    bad = (await ask(_req({"n": "x"})))["error"]
+    assert bad["code"] == -32602 and bad["data"]["field"] == "n"
+    typo = (await ask(_req({"n": 5, "m": 1})))["error"]
+    assert typo["data"] == {**typo["data"], "reason": "invalid_params", "field": "m"}
+    assert (await ask(_req([5])))["error"]["data"]["field"] == "params"
+    stopping = (await ask(_req({"n": 0})))["error"]
+    assert stopping["code"] == -32006 and stopping["data"]["reason"] == "shutting_down"
+    crash = (await ask(_req({"n": 1})))["error"]
+    assert crash["code"] == -32007 and "secret" not in json.dumps(crash)
+    # A result with no JSON form is still answered, as an internal error of its id.
+    unencodable = await ask(_req({"n": 2}))
+    assert unencodable["id"] == 7 and unencodable["error"]["data"]["reason"] == "internal"
+    assert [type(e).__name__ for _, e in seen] == [
+        "ValidationError",
+        "ValidationError",
+        "InvalidParam",
+        "ShuttingDown",
+        "RuntimeError",
+        "TypeError",
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_librarys_own_errors_carry_reason_and_cgp_code() -> None:
+    d = _dispatcher([])
+    unknown = json.loads(
+        await d.answer_line(b'{"jsonrpc":"2.0","method":"nope","id":1}', None) or b""
+    )
+    assert unknown["error"]["code"] == -32601
+    assert unknown["error"]["data"]["reason"] == "method_not_found"
+    assert unknown["error"]["data"]["cgp_code"] == "bad_request"
+    for line in (b'{"jsonrpc":"2.0","method":"echo","id":true}', b"[]", b"3"):
+        reply = json.loads(await d.answer_line(line, None) or b"")
+        assert reply["error"]["code"] == -32600 and reply["id"] is None
+        assert reply["error"]["data"]["reason"] == "invalid_request"
+    parse = json.loads(await d.answer_line(b'{"id": NaN}', None) or b"")
+    assert parse["error"]["code"] == -32700 and parse["id"] is None
+    assert await d.answer_line(b'{"jsonrpc":"2.0","method":"echo","params":{"n":3}}', None) is None
