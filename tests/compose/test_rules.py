@@ -145,5 +145,3 @@ def test_dedup_survivor_and_support_follow_the_group_rule(
         )
         union = {_prov_key(pv) for i in members for pv in pool.frames[i].provenance}
         assert {_prov_key(pv) for pv in res.kept.frames[j].provenance} == union
-
-
