@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hostd.compose import (  # noqa: E402 - after the path set-up above
+    MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -184,6 +185,7 @@ def main() -> None:
         "round_robin": RoundRobinByRank(),
         "quota": PerProviderQuota(2),
         "rrf": ReciprocalRankFusion(),
+        "margin": MarginFusion(),
     }
     results: dict[str, dict[str, dict[str, float]]] = {}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
