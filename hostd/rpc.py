@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -124,11 +123,10 @@ _REQUEST_KEYS = frozenset({"jsonrpc", "method", "id", "params"})
 
 
 def _valid_id(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return value is None or isinstance(value, str | int)
+    # A string, an integer or null. A number with a fraction SHOULD NOT be an id
+    # (JSON-RPC 2.0 §4); refusing every float also refuses an integer past 64 bits,
+    # which orjson reads as a rounded float and which could only be echoed wrong.
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
 def _check(item: Any) -> None:
@@ -137,7 +135,7 @@ def _check(item: Any) -> None:
     if not isinstance(item.get("method"), str) or not _REQUEST_KEYS.issuperset(item):
         raise InvalidRequest("method must be a string; no members beyond the four")
     if "id" in item and not _valid_id(item["id"]):
-        raise InvalidRequest("id must be a string, an integer, a finite number or null")
+        raise InvalidRequest("id must be a string, an integer or null")
     if "params" in item and not isinstance(item["params"], dict | list):
         raise InvalidRequest("params must be an object or an array")
 

@@ -8,9 +8,9 @@ code, the right id); lines that deserve none get none; the daemon never dies; an
 normal compose still succeeds at the end. The generator is ``random.Random(SEED)``:
 the same lines every run.
 
-``KNOWN_BIG_IDS`` names the inputs whose answer is not yet right (an integer id
-beyond 64 bits comes back rounded to a float); they are kept out of the strict run
-and ``test_known_cases_get_strict_answers`` asserts the intended answer (xfail).
+``BIG_IDS`` are integer ids beyond 64 bits, which no double holds exactly:
+``test_big_ids_are_echoed_exactly_or_refused`` asserts that each is either echoed as
+sent or refused as an invalid request with id null, never echoed rounded.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ for _m in ("context/compose", "context/query"):
 
 CHEAP = ["host/status", "providers/list", "consent/list"]
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"]
-#: Integer ids beyond 64 bits: read as a float today, so the reply's id is not the one sent.
-KNOWN_BIG_IDS = [2**64, 2**70 + 1, -(2**65)]
+#: Integer ids beyond 64 bits: a JSON reader that holds them as doubles would round them.
+BIG_IDS = [2**64, 2**70 + 1, -(2**65)]
 
 
 @dataclass(slots=True)
@@ -127,7 +127,7 @@ class Generator:
         if pick < 0.85:
             return f"r{self.n}"
         if pick < 0.95:
-            return 2**62 + self.n  # large, within 64 bits (beyond: KNOWN_BIG_IDS)
+            return 2**62 + self.n  # large, within 64 bits (beyond: BIG_IDS)
         return f"long-{self.n}-" + "i" * self.rng.randint(100, 2000)
 
     def request(self, method: str, params: Any = None, *, id_: Any = None) -> dict[str, Any]:
@@ -444,9 +444,8 @@ def test_the_generator_is_deterministic() -> None:
     assert first != [line for line, _ in Generator(SEED + 1).lines(2000)]
 
 
-@pytest.mark.xfail(strict=False, reason="ids beyond 64 bits are rounded (hostd.rpc.decode)")
-@pytest.mark.parametrize("id_", KNOWN_BIG_IDS)
-async def test_known_cases_get_strict_answers(workdir: Path, marker: str, id_: int) -> None:
+@pytest.mark.parametrize("id_", BIG_IDS)
+async def test_big_ids_are_echoed_exactly_or_refused(workdir: Path, marker: str, id_: int) -> None:
     process = await _serve(workdir, marker)
     wire = Wire(process)
     try:
