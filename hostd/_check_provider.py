@@ -13,7 +13,6 @@ same reply; the handshake, R1, verify and shutdown checks are this module's.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import orjson
 from anyio.abc import Process
 
 import hostd
@@ -87,7 +87,7 @@ class _Driver:
         await self.process.stdin.send(data)
 
     async def send(self, obj: Any) -> None:
-        await self.send_raw((json.dumps(obj, separators=(",", ":")) + "\n").encode())
+        await self.send_raw(orjson.dumps(obj) + b"\n")
 
     async def read_line(self) -> Any:
         assert self.process.stdout is not None
@@ -99,7 +99,7 @@ class _Driver:
                 if not line.strip():
                     continue
                 try:
-                    return json.loads(line)
+                    return orjson.loads(line)
                 except ValueError as exc:
                     raise _Failed(f"provider wrote a line that is not JSON: {line[:80]!r}") from exc
             if len(self.buf) > _MAX_LINE:

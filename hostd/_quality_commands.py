@@ -9,11 +9,12 @@ table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from hostd.config import Config
 
@@ -32,7 +33,7 @@ def caps_arg(value: str | None) -> dict[str, float] | None:
     if value is None:
         return None
     if value.lstrip().startswith("{"):
-        caps = json.loads(value)
+        caps = orjson.loads(value)
         if not isinstance(caps, dict):
             raise ValueError("--caps: a JSON value must be an object of provider: share")
         return caps
@@ -53,7 +54,7 @@ def floors_arg(value: str | None) -> list[dict[str, Any]] | None:
     if value is None:
         return None
     if value.lstrip().startswith("["):
-        floors = json.loads(value)
+        floors = orjson.loads(value)
         if not isinstance(floors, list):
             raise ValueError("--floors: a JSON value must be an array of {label, content}")
         return floors

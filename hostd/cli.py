@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
+import orjson
 
 import hostd
 from hostd._quality_commands import (
@@ -191,7 +191,7 @@ def _strategy(value: str | None) -> Any:
         return None
     from hostd.compose import strategy_from_wire
 
-    wire = json.loads(value) if value.lstrip().startswith(("{", "[", '"')) else value
+    wire = orjson.loads(value) if value.lstrip().startswith(("{", "[", '"')) else value
     strategy_from_wire(wire)
     return wire
 
@@ -222,7 +222,7 @@ async def _session(cfg: Config, connect: str | None) -> AsyncIterator[Any]:
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 def audit_summary(result: dict[str, Any]) -> str:

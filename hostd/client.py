@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -79,7 +79,7 @@ class AsyncClient:
                     del buf[: nl + 1]
                     if line.strip():
                         try:
-                            msg = json.loads(line)
+                            msg = orjson.loads(line)
                         except (ValueError, RecursionError):
                             continue  # not ours to crash on; the call times out or fails
                         self._route(msg)
@@ -111,7 +111,7 @@ class AsyncClient:
             waiter[0].set()
 
     async def _write(self, obj: Any) -> None:
-        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        data = orjson.dumps(obj) + b"\n"
         async with self._send_lock:
             await self._send.send(data)
 
@@ -218,7 +218,7 @@ class AsyncClient:
 
 
 def _token_key(token: Any) -> str:
-    return token if isinstance(token, str) else json.dumps(token)
+    return token if isinstance(token, str) else orjson.dumps(token).decode()
 
 
 @contextlib.asynccontextmanager

@@ -18,7 +18,6 @@ digests, sizes and token counts only.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import logging.handlers
 import math
@@ -30,6 +29,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Literal
+
+import orjson
 
 if TYPE_CHECKING:
     from hostd.config import LogSettings
@@ -94,17 +95,35 @@ class _LineLogger:
     log = debug = info = warn = warning = err = error = critical = exception = msg
 
 
+def _dumps(event: Any, **_: Any) -> str:
+    """One log event as a JSON line (orjson). A value orjson cannot carry (an integer
+    past 64 bits, say) is written as its text rather than losing the event."""
+    try:
+        return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return orjson.dumps(_as_text(event), default=str).decode()
+
+
+def _as_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_text(v) for v in value]
+    if isinstance(value, int) and not -(2**63) <= value < 2**64:
+        return str(value)
+    return value
+
+
 class _StdlibJson(logging.Formatter):
     """Third-party stdlib log records as JSON lines like ours (never their arguments' repr)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
+        return _dumps(
             {
                 "event": f"stdlib.{record.name}",
                 "message": record.getMessage(),
                 "level": record.levelname.lower(),
-            },
-            default=str,
+            }
         )
 
 
@@ -220,7 +239,7 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact,
             structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(sort_keys=False, default=str),
+            structlog.processors.JSONRenderer(serializer=_dumps),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         logger_factory=lambda *_args: _LineLogger(out),
@@ -359,7 +378,7 @@ def _audit_line(
     event["event"] = "compose.audit"
     event["level"] = level
     event["timestamp"] = stamp
-    return json.dumps(event, default=str)
+    return _dumps(event)
 
 
 def _summary_line(
@@ -390,4 +409,4 @@ def _summary_line(
         level="info",
         timestamp=stamp,
     )
-    return json.dumps(event, default=str)
+    return _dumps(event)

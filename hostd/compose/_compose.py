@@ -12,12 +12,10 @@ pipeline stages already excluded — ends in the audit exactly once.
 
 from __future__ import annotations
 
-import functools
-import gc
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 from hostd.errors import FloorsExceedBudget
 from hostd.protocol import FrameId, canonical_token_cost
@@ -115,28 +113,6 @@ def _cap_tokens(caps: Mapping[str, float] | None, contested: int) -> dict[str, t
     return out
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _collector_paused(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run ``fn`` with the cyclic garbage collector paused (restored, also on error)."""
-
-    @functools.wraps(fn)
-    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        was_enabled = gc.isenabled()
-        if was_enabled:
-            gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return paused
-
-
-@_collector_paused
 def compose_for_prompt(
     frames: Iterable[FramePair],
     budget: int,
@@ -172,13 +148,6 @@ def compose_for_prompt(
     ``tokens_used``, never above ``budget``; a composition with nothing to show
     (no floor, no frame that fits, e.g. a budget below the preamble's cost) is
     the empty prompt, with every frame in the audit as ``over_budget``.
-
-    The cyclic garbage collector is paused for the call (and restored, also on
-    error): composing makes no garbage cycles of its own (any a third-party
-    policy leaves are collected once the collector resumes), and at 100k
-    candidates each collection it would otherwise trigger walks the big
-    candidate columns and the models behind them, which made the cost grow
-    faster than the input.
     """
     budget = _check_budget(budget)
     if strategy is None:

@@ -10,12 +10,13 @@ objects it may never look at.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Literal
+
+import orjson
 
 from hostd.protocol import FrameId, Provenance
 
@@ -62,7 +63,7 @@ def _row_order(r: Row) -> tuple[Any, ...]:
     if reason is None or reason in _BUILTIN_REASONS:
         extra_key = repr(extra)
     else:
-        extra_key = json.dumps(extra, sort_keys=True, default=repr)
+        extra_key = orjson.dumps(extra, option=orjson.OPT_SORT_KEYS, default=repr).decode()
     return (
         key,
         reason is not None,

@@ -12,13 +12,14 @@ of a policy's spellings, for the CLI, the client and the wire alike.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
+
+import orjson
 
 from ._candidates import CandidateSet, FramePair
 from ._fusion import MarginFusion, ReciprocalRankFusion
@@ -266,7 +267,7 @@ def strategy_text(strategy: Strategy) -> str:
     if isinstance(strategy, ReciprocalRankFusion | MarginFusion):
         weights = dict(sorted((strategy.weights or {}).items()))
         if any(p == "k" or not _TEXT_ID.fullmatch(p) for p in weights):
-            return json.dumps(strategy.to_wire(), sort_keys=True)
+            return orjson.dumps(strategy.to_wire(), option=orjson.OPT_SORT_KEYS).decode()
         parts = ([] if strategy.k == 60 else [f"k={_number(strategy.k)}"]) + [
             f"{p}={_number(w)}" for p, w in weights.items()
         ]

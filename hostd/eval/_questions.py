@@ -10,10 +10,10 @@ says the same thing in other words (``paraphrase``). A bad line is one
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hostd.errors import BadRequest
@@ -56,8 +56,8 @@ def parse_questions(text: str, *, source: str = "<string>") -> list[Question]:
             continue
         where = f"{source}:{number}"
         try:
-            question = Question.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
+            question = Question.model_validate(orjson.loads(line))
+        except orjson.JSONDecodeError as exc:
             raise QuestionSetError(f"{where}: not JSON: {exc.msg}", line=number) from None
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]

@@ -6,10 +6,11 @@ it wherever a digest must not depend on key order or number spelling.
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
 from typing import Any
+
+import orjson
 
 __all__ = ["canonical_json", "es_number"]
 
@@ -53,7 +54,7 @@ def canonical_json(value: Any) -> str:
     if value is False:
         return "false"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return orjson.dumps(value).decode()  # escapes as JCS does (RFC 8785 §3.2.2.2)
     if isinstance(value, int | float):
         return es_number(value)
     if isinstance(value, list | tuple):
@@ -63,7 +64,7 @@ def canonical_json(value: Any) -> str:
         return (
             "{"
             + ",".join(
-                json.dumps(k, ensure_ascii=False) + ":" + canonical_json(value[k]) for k in keys
+                orjson.dumps(k).decode() + ":" + canonical_json(value[k]) for k in keys
             )
             + "}"
         )

@@ -14,7 +14,6 @@ on every write, oldest first.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -22,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from hostd.protocol import ContextFrame, canonical_token_cost, sha256_digest
 
@@ -98,7 +99,7 @@ class Recorded:
     goal: str | None = None
 
     def body(self) -> str:
-        return json.dumps(
+        return orjson.dumps(
             {
                 "budget": self.budget,
                 "policy": self.policy,
@@ -106,9 +107,8 @@ class Recorded:
                 "candidates": [c.to_wire() for c in self.candidates],
                 "included": [list(i) for i in self.included],
             },
-            separators=(",", ":"),
-            sort_keys=True,
-        )
+            option=orjson.OPT_SORT_KEYS,
+        ).decode()
 
 
 def build_record(
@@ -239,7 +239,7 @@ class ShadowStore:
             db.close()
         out = []
         for request_id, recorded_at, goal_digest, goal, body in reversed(rows):
-            raw = json.loads(body)
+            raw = orjson.loads(body)
             out.append(
                 Recorded(
                     request_id=request_id,

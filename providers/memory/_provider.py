@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio.to_thread
+import orjson
 
 from hostd.protocol import (
     Capabilities,
@@ -56,7 +56,7 @@ class MemoryProvider(Provider):
 
 def _print_entry(entry: Entry, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(entry.to_json(), ensure_ascii=False))
+        print(orjson.dumps(entry.to_json()).decode())
         return
     window = f"[{entry.valid_from}, {entry.valid_to or '…'})"
     flag = f" superseded by #{entry.superseded_by}" if entry.superseded_by else ""
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 _print_entry(entry, args.json)
             elif command == "import":
-                news = [NewEntry(**json.loads(line)) for line in sys.stdin if line.strip()]
+                news = [NewEntry(**orjson.loads(line)) for line in sys.stdin if line.strip()]
                 for entry in store.add_many(news):
                     _print_entry(entry, args.json)
             elif command == "supersede":
