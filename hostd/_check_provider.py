@@ -16,6 +16,7 @@ import contextlib
 import os
 import subprocess
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from hostd.protocol import (
     ContextFrame,
     ContextQuery,
     HandshakeAck,
+    LineItem,
+    LineSplitter,
     Severity,
     check_handshake,
 )
@@ -76,7 +79,8 @@ class _Driver:
     process: Process
     binding: str
     timeout_s: float
-    buf: bytearray = field(default_factory=bytearray)
+    splitter: LineSplitter = field(default_factory=lambda: LineSplitter(_MAX_LINE))
+    lines: deque[LineItem] = field(default_factory=deque)
     next_id: int = 1
     correlation: bool = False
     #: Set once the provider's stdout ended: later checks cannot run (deterministically).
@@ -92,20 +96,18 @@ class _Driver:
     async def read_line(self) -> Any:
         assert self.process.stdout is not None
         while True:
-            nl = self.buf.find(b"\n")
-            if nl >= 0:
-                line = bytes(self.buf[:nl])
-                del self.buf[: nl + 1]
+            while self.lines:
+                line = self.lines.popleft()
+                if not isinstance(line, bytes):  # OVERLONG
+                    raise _Failed("provider wrote an over-long line")
                 if not line.strip():
                     continue
                 try:
                     return orjson.loads(line)
                 except ValueError as exc:
                     raise _Failed(f"provider wrote a line that is not JSON: {line[:80]!r}") from exc
-            if len(self.buf) > _MAX_LINE:
-                raise _Failed("provider wrote an over-long line")
             try:
-                self.buf += await self.process.stdout.receive(1 << 16)
+                self.lines.extend(self.splitter.feed(await self.process.stdout.receive(1 << 16)))
             except anyio.EndOfStream:
                 self.dead = True
                 raise _Failed("provider closed stdout (it exited)") from None

@@ -31,6 +31,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd.config import default_socket_path
 from hostd.errors import ConnectionLost, ProtocolFault, RpcError
+from hostd.protocol import LineSplitter
 from hostd.transport import stop_process
 
 __all__ = [
@@ -66,25 +67,23 @@ class AsyncClient:
     # -- plumbing -------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        buf = bytearray()
+        splitter = LineSplitter(_MAX_LINE)
         try:
             while True:
                 try:
                     chunk = await self._receive.receive(1 << 16)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     break
-                buf += chunk
-                while (nl := buf.find(b"\n")) >= 0:
-                    line = bytes(buf[:nl])
-                    del buf[: nl + 1]
-                    if line.strip():
-                        try:
-                            msg = orjson.loads(line)
-                        except (ValueError, RecursionError):
-                            continue  # not ours to crash on; the call times out or fails
-                        self._route(msg)
-                if len(buf) > _MAX_LINE:
-                    raise ProtocolFault("reply line over the client's limit")
+                for line in splitter.feed(chunk):
+                    if not isinstance(line, bytes):  # OVERLONG
+                        raise ProtocolFault("reply line over the client's limit")
+                    if not line.strip():
+                        continue
+                    try:
+                        msg = orjson.loads(line)
+                    except (ValueError, RecursionError):
+                        continue  # not ours to crash on; the call times out or fails
+                    self._route(msg)
         finally:
             self._closed = ConnectionLost("hostd closed the connection")
             for event, _slot in self._pending.values():

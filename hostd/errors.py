@@ -29,6 +29,7 @@ __all__ = [
     "InvalidParam",
     "InvalidRequest",
     "LineTooLong",
+    "ListenerError",
     "NoProviderAvailable",
     "Overloaded",
     "ParseError",
@@ -37,6 +38,7 @@ __all__ = [
     "ProviderError",
     "ProviderRefusal",
     "ProviderTimeout",
+    "QuestionSetError",
     "RequestLineTooLong",
     "RpcError",
     "ShuttingDown",
@@ -338,3 +340,18 @@ class FloorsExceedBudget(FloorsOverBudget, ValueError):
         self.budget = budget
         self.total = total
         self.preamble = preamble
+
+
+# -- the daemon's listeners and the eval's question sets ----------------------------------
+
+
+class ListenerError(HostdError):
+    """A listener that cannot be opened safely (live socket, unsafe directory, bad bind)."""
+
+    reason = "listener_failed"
+
+
+class QuestionSetError(BadRequest):
+    """A question set that cannot be read: names the file, the line and the problem."""
+
+    reason = "bad_questions"

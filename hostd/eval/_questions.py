@@ -16,18 +16,12 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hostd.errors import BadRequest
+from hostd.errors import QuestionSetError
 
 __all__ = ["STYLES", "Gold", "Question", "QuestionSetError", "load_questions", "parse_questions"]
 
 #: The two kinds of question a set holds; recall is reported for each.
 STYLES: tuple[str, ...] = ("lexical", "paraphrase")
-
-
-class QuestionSetError(BadRequest):
-    """A question set that cannot be read: names the file, the line and the problem."""
-
-    reason = "bad_questions"
 
 
 class _Line(BaseModel):

@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.stapled import MultiListener
 
-from hostd.errors import ConfigError, HostdError
+from hostd.errors import ConfigError, ListenerError
 
 __all__ = [
     "ListenerError",
@@ -40,12 +40,6 @@ __all__ = [
     "remove_socket",
     "reserve_stdout",
 ]
-
-
-class ListenerError(HostdError):
-    """A listener that cannot be opened safely (live socket, unsafe directory, bad bind)."""
-
-    reason = "listener_failed"
 
 
 # -- Unix socket ------------------------------------------------------------------------
