@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import random
@@ -39,6 +38,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -241,7 +242,7 @@ def main() -> None:
             for name in big
         }
     report["vs_langchain"] = versus_langchain(args.lists_repeat)
-    print(json.dumps(report, indent=2))
+    print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":

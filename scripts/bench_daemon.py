@@ -18,7 +18,6 @@ with 64 clients against 3 local providers on a 2-core machine; RSS <= 80 MB.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 import anyio
+import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,12 +57,12 @@ def _config(workdir: Path, kind: str, frames: int, log_level: str) -> Path:
                 "--size",
                 "200",
             ]
-            lines += ["[[provider]]", f'id = "{pid}"', f"command = {json.dumps(words)}"]
+            lines += ["[[provider]]", f'id = "{pid}"', f"command = {orjson.dumps(words).decode()}"]
             lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
     else:
         for pid, root in (("docs", "docs"), ("code", "hostd"), ("providers", "providers")):
             words = ["python", "-m", "providers.files", "--root", str(ROOT / root)]
-            lines += ["[[provider]]", f'id = "{pid}"', f"command = {json.dumps(words)}"]
+            lines += ["[[provider]]", f'id = "{pid}"', f"command = {orjson.dumps(words).decode()}"]
             lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
     path = workdir / "hostd.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -117,11 +117,11 @@ class _Conn:
             "method": "context/compose",
             "params": {"goal": goal, "budget": budget},
         }
-        await self.stream.send((json.dumps(req) + "\n").encode())
+        await self.stream.send(orjson.dumps(req) + b"\n")
         while b"\n" not in self.buf:
             self.buf += await self.stream.receive(1 << 20)
         line, self.buf = self.buf.split(b"\n", 1)
-        reply = json.loads(line)
+        reply = orjson.loads(line)
         return "result" in reply and reply["result"]["audit"]["entries"] is not None
 
 
@@ -231,7 +231,7 @@ def main() -> None:
         code = daemon.wait(60)
         shutil.rmtree(workdir, ignore_errors=True)
     out["daemon_exit_code"] = code
-    print(json.dumps(out, indent=2))
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":

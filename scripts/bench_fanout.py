@@ -8,7 +8,7 @@ Target (issue 4): median ≤ 5 ms.
 
 It then measures a *floor*: the same kind of provider processes (eight more)
 driven by the least the work needs, in plain code (write every query line at
-once, then in the pipe's read callback ``json.loads`` each reply, validate each
+once, then in the pipe's read callback ``orjson.loads`` each reply, validate each
 frame and run the leg audit), without the engine's consent gate, correlation table, timeouts,
 tasks, health, reports or fan-out assembly. The floor is what the wire, the
 providers and the per-frame work cost here. The engine and the floor then take
@@ -33,7 +33,6 @@ Run with ``--serve NAME`` it is one of the providers (built on ``hostd.provider`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -42,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 SCRIPT = Path(__file__).resolve()
 ROOT = SCRIPT.parents[1]
@@ -86,7 +87,7 @@ class BenchProvider(Provider):
 #: layer adds one piece of the work to the one before (see ``--layers``).
 LAYERS = {
     "read": "take the line and drop it: the providers, the pipes and the wake-ups",
-    "json": "+ decode the JSON (json.loads, plain dicts)",
+    "json": "+ decode the JSON (orjson.loads, plain dicts)",
     "parse": "+ validate each frame into a ContextFrame",
     "audit": "+ the leg audit (the floor the engine is paired with)",
     "keep": "+ keep every audited reply until the fan-out ends, as a fan-out must",
@@ -139,9 +140,9 @@ class Floor:
 
             def on_line(self, line: bytes) -> bool:
                 if self.shaken and json_only:
-                    json.loads(line)
+                    orjson.loads(line)
                 elif self.shaken and parse:
-                    raw = json.loads(line)["result"]["frames"]
+                    raw = orjson.loads(line)["result"]["frames"]
                     frames = [ContextFrame.model_validate(f) for f in raw]
                     if audit:
                         done = audit_leg(name, floor.query, frames)
@@ -307,7 +308,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         for i in range(args.providers)
     ]
     query = ContextQuery(goal="benchmark", max_frames=args.frames, max_tokens=0)
-    per_frame = (len(json.dumps(BenchProvider("p0", 1, 0).frames[0]["content"])) + 3) // 4
+    per_frame = (len(orjson.dumps(BenchProvider("p0", 1, 0).frames[0]["content"])) + 3) // 4
     budget = args.providers * args.frames * (per_frame + 8)
     overheads: list[float] = []
     totals: list[float] = []
@@ -405,7 +406,9 @@ def main() -> None:
     if args.serve:
         run_stdio(BenchProvider(args.serve, args.frames, args.delay_ms))
         return
-    print(json.dumps(anyio.run(bench, args, backend="asyncio"), indent=2))
+    print(
+        orjson.dumps(anyio.run(bench, args, backend="asyncio"), option=orjson.OPT_INDENT_2).decode()
+    )
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ JSON: log bytes and lines per composition (every line carrying the composition's
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 import anyio
+import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,7 +43,7 @@ def _config(workdir: Path, mode: str, args: argparse.Namespace) -> Path:
     for i in range(args.providers):
         words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", f"p{i}"]
         words += ["--frames", str(args.frames), "--size", "200"]
-        lines += ["[[provider]]", f'id = "p{i}"', f"command = {json.dumps(words)}"]
+        lines += ["[[provider]]", f'id = "p{i}"', f"command = {orjson.dumps(words).decode()}"]
         lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
     path = workdir / "hostd.toml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -62,7 +62,7 @@ async def _run(mode: str, args: argparse.Namespace) -> tuple[int, int, int]:
                 ids.add(result["request_id"])
         size = lines = 0
         for raw in (workdir / "hostd.log").read_bytes().splitlines():
-            if json.loads(raw).get("request_id") in ids:
+            if orjson.loads(raw).get("request_id") in ids:
                 size += len(raw) + 1
                 lines += 1
         return size, lines, len(ids)
@@ -99,7 +99,7 @@ async def main() -> None:
             for m, (b, ln) in per.items()
         },
     }
-    print(json.dumps(out, indent=2))
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ Prints one JSON object. Figures depend on the machine's load; they are not tests
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -25,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -147,7 +148,7 @@ def main() -> int:
         result["semantic"] = bench_semantic(args.root, args.repeat, not args.skip_semantic_cold)
     else:
         result["semantic"] = {"skipped": reason}
-    print(json.dumps(result, indent=2))
+    print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     return 0
 
 

@@ -18,7 +18,6 @@ commit), to measure before and after a change with the same script.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,7 +151,7 @@ def main() -> None:
     with open(os.devnull, "w", encoding="utf-8") as sink:
         configure_logging(stream=sink)
         result = anyio.run(bench, args, backend="asyncio")
-    print(json.dumps(result, indent=2))
+    print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":

@@ -21,13 +21,14 @@ The same file is the provider (``--serve ROOT``).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 REPO = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
@@ -211,7 +212,7 @@ def main() -> None:
     configure_logging("warning")  # stderr only: stdout carries the JSON result
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         out = anyio.run(_bench, args, Path(tmp), backend="asyncio")
-    print(json.dumps(out, indent=2))
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 
 if __name__ == "__main__":

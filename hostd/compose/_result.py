@@ -63,7 +63,10 @@ def _row_order(r: Row) -> tuple[Any, ...]:
     if reason is None or reason in _BUILTIN_REASONS:
         extra_key = repr(extra)
     else:
-        extra_key = orjson.dumps(extra, option=orjson.OPT_SORT_KEYS, default=repr).decode()
+        try:
+            extra_key = orjson.dumps(extra, option=orjson.OPT_SORT_KEYS, default=repr).decode()
+        except TypeError:  # a value orjson cannot carry (an integer past 64 bits): still a key
+            extra_key = "\x00" + repr(extra)
     return (
         key,
         reason is not None,

@@ -469,3 +469,14 @@ def test_packer_walk_stops_only_where_nothing_ahead_can_fit(empty_last: bool) ->
     assert len(over) == 699
     assert {e.detail["remaining"] for e in over} == {budget - fits(*blocks[:2])}
     assert [e.rank for e in out.audit.entries] == list(range(len(pairs)))
+
+
+def test_an_excluded_detail_with_an_integer_past_64_bits_is_still_audited() -> None:
+    # Earlier stages pass their own detail dicts; an integer no JSON double or orjson
+    # holds must not crash the audit's ordering of two entries for one identity.
+    fid = FrameId("c", "q")
+    excluded = [(fid, "quarantined", {"n": 2**70}), (fid, "quarantined", {"n": 1})]
+    for order in (excluded, excluded[::-1]):
+        out = compose_for_prompt([("a", frame("a1", 0.9, "alpha"))], 10_000, excluded=order)
+        details = [e.get("detail") for e in out.audit.entry_dicts() if e.get("reason")]
+        assert len(details) == 2

@@ -76,3 +76,12 @@ def test_fixture_manifest_digests_match_the_files() -> None:
     for name, digest in manifest["files"].items():
         data = (VECTORS / "fixtures" / name).read_bytes()
         assert "sha256:" + hashlib.sha256(data).hexdigest() == digest, name
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8")))
+def test_string_escaping_is_rfc8785(text: str) -> None:
+    """RFC 8785 §3.2.2.2: short escapes, ``\\u00xx`` for other controls, all else as is;
+    stdlib json with ensure_ascii=False is the independent reference."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    assert canonical_json(text) == quoted
+    assert canonical_json({text: text}) == "{" + quoted + ":" + quoted + "}"
