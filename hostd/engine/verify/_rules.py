@@ -26,33 +26,20 @@ from hostd.protocol import (
 )
 
 from ._reuse import HeldFrame
-from ._source import (
-    DEFAULT_MAX_SOURCE_BYTES,
-    SourceCheck,
-    SourceOutcome,
-    SourceReader,
-    Unverifiable,
-    file_uri_path,
-)
+from ._source import SourceCheck, SourceOutcome, Unverifiable
 
 __all__ = [
     "UNTRUSTED_CHOICES",
-    "DEFAULT_MAX_SOURCE_BYTES",
     "Decision",
     "Exclusion",
     "InlineCheck",
     "InlineOutcome",
-    "SourceCheck",
-    "SourceOutcome",
-    "SourceReader",
-    "Unverifiable",
     "VerdictJudgement",
     "VerificationState",
     "VerifyPlanEntry",
     "build_verify_requests",
     "check_inline_digest",
     "decide_frame",
-    "file_uri_path",
     "judge_verdicts",
     "merge_candidates",
 ]

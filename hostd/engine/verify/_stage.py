@@ -38,16 +38,15 @@ from ._reuse import (
     ReuseCache,
 )
 from ._rules import (
-    DEFAULT_MAX_SOURCE_BYTES,
     UNTRUSTED_CHOICES,
     Exclusion,
     InlineCheck,
-    SourceCheck,
     VerifyPlanEntry,
     build_verify_requests,
     decide_frame,
     judge_verdicts,
 )
+from ._source import DEFAULT_MAX_SOURCE_BYTES, SourceCheck
 from ._turn import (
     DEFAULT_VERIFY_TIMEOUT_MS,
     Roots,
