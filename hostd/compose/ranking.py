@@ -13,7 +13,6 @@ of a policy's spellings, for the CLI, the client and the wire alike.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
@@ -22,7 +21,7 @@ from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 import orjson
 
 from ._candidates import CandidateSet, FramePair
-from ._fusion import MarginFusion, ReciprocalRankFusion
+from ._fusion import MarginFusion, ReciprocalRankFusion, provider_lists
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -73,16 +72,27 @@ class ScoreDescending:
 class RoundRobinByRank:
     """Each provider's best frame, then each one's second, and so on.
 
-    Within a provider the order is its own score (F10); within a round the
-    providers go in provider-id order, so no score crosses a provider boundary.
+    A provider's list is every candidate it vouched for, by its own score
+    (``provider_lists``, F10): evidence two providers served is, after dedup,
+    one candidate that stands in both lists at each one's own rank, so the
+    provider whose copy lost the dedup tie keeps its rank-1 hit. Round ``r``
+    emits each provider's rank-``r`` candidate, providers in id order; a
+    candidate already emitted is not emitted again (a shared hit spends both
+    providers' turn in its round). No score crosses a provider boundary.
     """
 
     name: ClassVar[str] = "round_robin"
 
     def order(self, frames: Frames) -> list[int]:
-        c = CandidateSet.of(frames)
-        lists = list(c.by_provider().values())
-        return [i for rnd in zip_longest(*lists) for i in rnd if i is not None]
+        lists = [[i for i, _ in entries] for entries in provider_lists(frames).values()]
+        seen: set[int] = set()
+        out: list[int] = []
+        for rnd in zip_longest(*lists):
+            for i in rnd:
+                if i is not None and i not in seen:
+                    seen.add(i)
+                    out.append(i)
+        return out
 
     def to_wire(self) -> Any:
         return "round_robin"
@@ -92,7 +102,9 @@ class RoundRobinByRank:
 class PerProviderQuota:
     """Every provider's top ``k`` first (by score among them), then the rest by score.
 
-    ``k`` of 0 is read as 1: a quota that guarantees nothing is no quota.
+    A provider's top ``k`` are read from every candidate it vouched for
+    (``provider_lists``, F10), so a hit it shares with another provider counts
+    for both. ``k`` of 0 is read as 1: a quota that guarantees nothing is no quota.
     """
 
     k: int = 1
@@ -111,18 +123,9 @@ class PerProviderQuota:
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
         k = self.effective_k
-        pids = c.provider_ids
-        taken: Counter[str] = Counter()
-        first: list[int] = []
-        rest: list[int] = []
-        for i in c.by_score():
-            p = pids[i]
-            if taken[p] < k:
-                taken[p] += 1
-                first.append(i)
-            else:
-                rest.append(i)
-        return first + rest
+        top = {i for entries in provider_lists(c).values() for i, _ in entries[:k]}
+        by_score = c.by_score()
+        return [i for i in by_score if i in top] + [i for i in by_score if i not in top]
 
     def to_wire(self) -> Any:
         return {"quota": self.k}

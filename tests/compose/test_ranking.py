@@ -82,6 +82,33 @@ def test_quota_puts_every_providers_top_k_first() -> None:
     assert ids(frames, PerProviderQuota(2).order(frames)) == ["s1", "s2", "l1", "l2", "s3"]
 
 
+def _shared_hit() -> CandidateSet:
+    """``lex``'s best frame is ``sem``'s third: dedup keeps ``sem``'s copy (higher score)."""
+    d = digest_of("shared")
+    frames = [
+        ("sem", frame("s1", 0.95)),
+        ("sem", frame("s2", 0.90)),
+        ("sem", frame("s3", 0.85, "shared", digest=d)),
+        ("lex", frame("l1", 0.40, "shared", digest=d)),
+        ("lex", frame("l2", 0.30)),
+    ]
+    return dedup_pool(CandidateSet.of(frames)).kept
+
+
+def test_round_robin_keeps_a_shared_hit_at_each_providers_own_rank() -> None:
+    kept = _shared_hit()
+    assert sorted(f.id for _, f in kept) == ["l2", "s1", "s2", "s3"]  # l1 merged into s3
+    # lex's rank 1 is the shared frame, sem's is s1; the shared frame is not repeated
+    assert [kept[i][1].id for i in RoundRobinByRank().order(kept)] == ["s3", "s1", "l2", "s2"]
+
+
+def test_quota_counts_a_shared_hit_in_every_vouching_providers_top_k() -> None:
+    kept = _shared_hit()
+    order = PerProviderQuota(1).order(kept)
+    # the quota holds lex's best (the shared s3) and sem's best (s1), by score
+    assert [kept[i][1].id for i in order] == ["s1", "s3", "s2", "l2"]
+
+
 def test_rrf_uses_ranks_not_raw_scores() -> None:
     frames = two_providers()
     # rank 1 of each provider ties at 1/61; canonical order puts lex first
@@ -328,17 +355,47 @@ def test_rrf_order_is_fused_value_descending_then_key(
     assert rrf.order(kept) == expected
 
 
+def _provider_lists_reference(c: CandidateSet) -> dict[str, list[int]]:
+    """Every provider's list as the docs state it: each candidate it vouched for,
+    by its own best score for it, canonical key on ties."""
+    entries: dict[str, list[tuple[int, float]]] = {}
+    for i in range(len(c)):
+        for p, s in c.supporters(i):
+            entries.setdefault(p, []).append((i, s))
+    return {
+        p: [i for i, _ in sorted(entries[p], key=lambda e: (-e[1], c.key(e[0])))]
+        for p in sorted(entries)
+    }
+
+
 @settings(max_examples=80, deadline=None)
 @given(pairs=frame_pairs(max_size=20), k=st.integers(0, 3))
 def test_quota_order_is_every_providers_top_k_then_the_rest(
     pairs: list[tuple[str, ContextFrame]], k: int
 ) -> None:
-    c = CandidateSet.of(pairs)
-    if len({c.key(i) for i in range(len(c))}) < len(c):
+    c = _distinct_kept(pairs)
+    if c is None:
         return  # one identity twice: its place among equals is arrival order, not a rule
     by_value = sorted(range(len(c)), key=lambda i: (-c.scores[i], c.key(i)))
     top: set[int] = set()
-    for p in set(c.provider_ids):
-        top.update([i for i in by_value if c.provider_ids[i] == p][: max(k, 1)])
+    for members in _provider_lists_reference(c).values():
+        top.update(members[: max(k, 1)])
     expected = [i for i in by_value if i in top] + [i for i in by_value if i not in top]
     assert PerProviderQuota(k).order(c) == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(pairs=frame_pairs(max_size=20))
+def test_round_robin_order_is_rank_r_of_each_provider_in_round_r(
+    pairs: list[tuple[str, ContextFrame]],
+) -> None:
+    c = _distinct_kept(pairs)
+    if c is None:
+        return  # one identity twice: its place among equals is arrival order, not a rule
+    lists = _provider_lists_reference(c)
+    expected: list[int] = []
+    for r in range(max(map(len, lists.values()), default=0)):
+        for p in sorted(lists):
+            if r < len(lists[p]) and lists[p][r] not in expected:
+                expected.append(lists[p][r])
+    assert RoundRobinByRank().order(c) == expected
