@@ -6,10 +6,15 @@ dedup (D2) merges them instead of quoting a region twice. A chunk is a run of
 whole lines (markdown is first cut at its headings, fenced code is not a
 heading) that
 
-- fits the model window: its embedding input (title line plus text) takes at
-  most ``max_tokens`` word pieces by the model tokenizer's count
-  (``_tokens``), so nothing of it is cut off when it is embedded; a single
-  line longer than that is a chunk of its own (a line is never split);
+- fits what the model reads well: its embedding input (title line plus text)
+  takes at most ``max_tokens`` word pieces by the model tokenizer's count
+  (``_tokens``). The default is the length the model was trained at (128),
+  not its window (256): one embedding then stands for a passage the size the
+  model learned to summarise, and a chunk is a small part of a typical prompt
+  budget, so a composition can quote several providers' best passages side by
+  side. ``max_tokens`` may be raised to the window and no further, so nothing
+  is cut off when a chunk is embedded; a single line longer than that is a
+  chunk of its own (a line is never split);
 - holds at most ``window_lines`` lines, preferring to end at a blank line;
 - is not a tiny fragment: one under ``min_tokens`` word pieces is merged with
   its neighbour when the two still fit both bounds, so the tail of a budget is
@@ -28,7 +33,7 @@ from pathlib import Path
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._tokens import MODEL_WINDOW, piece_counter
+from ._tokens import MODEL_TRAINED_LENGTH, piece_counter
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -43,8 +48,8 @@ __all__ = [
 ]
 
 DEFAULT_WINDOW_LINES = 40
-#: Word pieces a chunk's embedding input may take: the model's window.
-DEFAULT_CHUNK_TOKENS = MODEL_WINDOW
+#: Word pieces a chunk's embedding input may take by default: the model's trained length.
+DEFAULT_CHUNK_TOKENS = MODEL_TRAINED_LENGTH
 #: A chunk under this many word pieces is merged with a neighbour when they fit.
 DEFAULT_MIN_CHUNK_TOKENS = 48
 #: Prose files: served as ``doc`` frames and chunked by heading when markdown.
@@ -225,10 +230,14 @@ def chunk_file(
         sections = _markdown_sections(lines)
     else:
         sections = [(1, len(lines), None)]
-    widest = f"L{len(lines)}-{len(lines)}"  # the longest range this file can have
+    # A title names its range when it has no heading. The range's pieces are bounded
+    # by its characters (WordPiece never makes more pieces than characters), so the
+    # room is known before the range is: how digits split varies from number to number.
+    widest = len(f"L{len(lines)}-{len(lines)}")
     spans: list[_Span] = []
     for s_start, s_end, heading in sections:
-        (title,) = count([_title(rel, heading, widest)])
+        (title,) = count([_title(rel, heading, "")])
+        title += 0 if heading else widest
         room = max(max_tokens - _SPECIAL_PIECES - title, 1)
         for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room):
             spans.append(_Span(a, b, heading, n, room))

@@ -12,8 +12,26 @@ from ._corpus import (
     DEFAULT_WINDOW_LINES,
     CorpusOptions,
 )
+from ._tokens import MODEL_WINDOW
 
 __all__ = ["corpus_arguments", "corpus_options"]
+
+#: The smallest chunk budget that leaves room for a title line and some text.
+_MIN_CHUNK_TOKENS_FLAG = 32
+
+
+def _chunk_tokens(text: str) -> int:
+    """``--chunk-tokens``: an integer from 32 to the model window (256)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not _MIN_CHUNK_TOKENS_FLAG <= n <= MODEL_WINDOW:
+        raise argparse.ArgumentTypeError(
+            f"{n} is outside {_MIN_CHUNK_TOKENS_FLAG}..{MODEL_WINDOW} (the model reads at most "
+            f"{MODEL_WINDOW} word pieces; a longer chunk would be cut when embedded)"
+        )
+    return n
 
 
 def corpus_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,11 +71,12 @@ def corpus_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--chunk-tokens",
-        type=int,
+        type=_chunk_tokens,
         default=DEFAULT_CHUNK_TOKENS,
         metavar="N",
-        help="at most this many embedding-model word pieces per chunk, title included: "
-        "the model's window (default: %(default)s)",
+        help="at most this many embedding-model word pieces per chunk, title included, "
+        f"{_MIN_CHUNK_TOKENS_FLAG}..{MODEL_WINDOW} (default: %(default)s, the length the "
+        "model was trained at)",
     )
     parser.add_argument(
         "--min-chunk-tokens",

@@ -18,10 +18,13 @@ import importlib.util
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["MODEL_WINDOW", "estimate_pieces", "piece_counter"]
+__all__ = ["MODEL_TRAINED_LENGTH", "MODEL_WINDOW", "estimate_pieces", "piece_counter"]
 
-#: all-MiniLM-L6-v2's ``max_seq_length``, special tokens included.
+#: all-MiniLM-L6-v2's ``max_seq_length``, special tokens included: the hard bound.
 MODEL_WINDOW = 256
+#: The sequence length all-MiniLM-L6-v2 was fine-tuned at (its model card: "The
+#: sequence length was limited to 128 tokens"), special tokens included.
+MODEL_TRAINED_LENGTH = 128
 
 # BERT's basic tokenizer: words, and every punctuation character on its own.
 _BASIC_RE = re.compile(r"\w+|[^\w\s]")

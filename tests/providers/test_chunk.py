@@ -3,14 +3,17 @@ no line is lost, and both search providers cut a tree into the same regions."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.protocol import address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_file, split_lines
-from providers._tokens import MODEL_WINDOW, estimate_pieces, piece_counter
+from providers._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, estimate_pieces, piece_counter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,14 +22,31 @@ def _pieces(text: str) -> int:
     return piece_counter()([text])[0]
 
 
-def test_every_chunk_of_this_repository_fits_the_model_window() -> None:
-    corpus = Corpus(CorpusOptions(root=REPO, include=("/docs/", "/hostd/", "/providers/")))
+@pytest.mark.parametrize("limit", [None, MODEL_WINDOW], ids=["default", "window"])
+def test_every_chunk_of_this_repository_fits_its_piece_budget(limit: int | None) -> None:
+    extra = {} if limit is None else {"chunk_tokens": limit}
+    opts = CorpusOptions(root=REPO, include=("/docs/", "/hostd/", "/providers/"), **extra)
+    corpus = Corpus(opts)
     corpus.refresh()
     assert corpus.chunks
+    budget = MODEL_TRAINED_LENGTH if limit is None else limit
     for c in corpus.chunks:
         # The embedding input is the title line and the text; [CLS] and [SEP] take two.
-        fits = _pieces(f"{c.title}\n{c.text}") + 2 <= MODEL_WINDOW
+        fits = _pieces(f"{c.title}\n{c.text}") + 2 <= budget
         assert fits or c.start == c.end, c.chunk_id  # only a single over-long line may not
+
+
+@pytest.mark.parametrize("value", ["300", "31", "many"])
+def test_a_chunk_budget_the_model_cannot_read_is_refused(value: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "providers.files", "--root", str(REPO), "--chunk-tokens", value],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "--chunk-tokens" in run.stderr
 
 
 def test_a_long_dense_file_is_cut_by_word_pieces_not_lines() -> None:
