@@ -149,6 +149,7 @@ def add_quality_commands(
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import eval as ev
     from hostd.cli import EXIT_OK, _csv, _print_json, _session, _strategy
+    from hostd.compose import DEFAULT_STRATEGY, strategy_text
 
     questions = ev.load_questions(args.questions)
     # _strategy checks each spelling, so a misspelt policy fails before any provider starts
@@ -158,10 +159,15 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         outcomes = await ev.run_eval(
             s, questions, budgets, policies, providers=_csv(args.providers)
         )
+    # Each policy is also set against the default, question by question.
+    baseline = strategy_text(DEFAULT_STRATEGY)
     if args.json:
-        _print_json(ev.to_json(questions, outcomes))
+        _print_json(ev.to_json(questions, outcomes, baseline))
     else:
         sys.stdout.write(ev.render_table(questions, ev.summarise(outcomes)))
+        pairs = ev.render_paired(ev.paired(outcomes, baseline))
+        if pairs:
+            sys.stdout.write("\n" + pairs)
     sys.stderr.write(ev.degraded_note(outcomes))
     return EXIT_OK
 

@@ -4,6 +4,7 @@ and the harness runs end to end through real provider processes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import sysconfig
@@ -16,9 +17,12 @@ from hostd.eval import (
     Outcome,
     QuestionSetError,
     load_questions,
+    paired,
     parse_questions,
+    render_paired,
     render_table,
     summarise,
+    to_json,
 )
 from hostd.eval import holds_gold as holds
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
@@ -106,6 +110,28 @@ def test_the_table_counts_recall_per_style_and_budget() -> None:
     assert "score   1/1 100%      0/1   0%      1/2  50%      300" in table
 
 
+def test_paired_counts_the_questions_two_policies_disagree_on() -> None:
+    outcomes = [
+        Outcome("q1", "lexical", 500, "score", True, 1),
+        Outcome("q2", "lexical", 500, "score", False, 1),
+        Outcome("q3", "paraphrase", 500, "score", True, 1),
+        Outcome("q1", "lexical", 500, "rrf", False, 1),  # lost
+        Outcome("q2", "lexical", 500, "rrf", True, 1),  # gained
+        Outcome("q3", "paraphrase", 500, "rrf", True, 1),  # same
+        Outcome("q1", "lexical", 500, "(offered)", True, 1),  # never a row of its own
+        Outcome("q2", "lexical", 900, "rrf", True, 1),  # no baseline at 900: no pair
+    ]
+    (pair, at_900) = paired(outcomes, "score")
+    assert (pair.budget, pair.policy) == (500, "rrf")
+    assert pair.gained == {"lexical": 1, "paraphrase": 0}
+    assert pair.lost == {"lexical": 1, "paraphrase": 0}
+    assert at_900.budget == 900 and at_900.gained == at_900.lost == {"lexical": 0, "paraphrase": 0}
+    # equal recall (1 of 2 lexical each) hides two disagreements; the table shows them
+    assert "rrf     +1 -1" in render_paired([pair])
+    assert paired(outcomes, "margin") == []  # no baseline row at all
+    assert to_json([], outcomes)["paired"][0]["lost"] == {"lexical": 1, "paraphrase": 0}
+
+
 def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hostd", *args],
@@ -177,7 +203,8 @@ def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> Non
 
     done = _hostd(*args, "--budget", "300")
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    recall, against = done.stdout.split("\n\nagainst score, question by question")
+    lines = recall.splitlines()
     assert lines[2:4] == ["budget 300", lines[3]] and lines[3].startswith("policy ")
     assert [line.split()[0] for line in lines[4:]] == [
         "score",
@@ -188,6 +215,10 @@ def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> Non
         "files",
         "(offered)",
     ]
+    # every other row against the default, question by question ((offered) is no policy)
+    rows = against.splitlines()[4:]
+    assert [r.split()[0] for r in rows] == ["round_robin", "quota:1", "rrf", "margin", "files"]
+    assert all(re.fullmatch(r"\S+( alone)? +(\+\d+ -\d+ *){3}", r) for r in rows), rows
 
 
 def test_eval_refuses_a_misspelt_policy_or_question_set(setup: tuple[Path, Path]) -> None:

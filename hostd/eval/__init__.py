@@ -9,7 +9,16 @@ library; it never ranks by itself.
 """
 
 from ._questions import STYLES, Gold, Question, QuestionSetError, load_questions, parse_questions
-from ._report import Row, degraded_note, render_table, summarise, to_json
+from ._report import (
+    Paired,
+    Row,
+    degraded_note,
+    paired,
+    render_paired,
+    render_table,
+    summarise,
+    to_json,
+)
 from ._run import (
     DEFAULT_POLICIES,
     OFFERED,
@@ -27,6 +36,7 @@ __all__ = [
     "STYLES",
     "Gold",
     "Outcome",
+    "Paired",
     "Policy",
     "Question",
     "QuestionSetError",
@@ -37,6 +47,8 @@ __all__ = [
     "holds_gold",
     "load_questions",
     "parse_questions",
+    "paired",
+    "render_paired",
     "render_table",
     "run_eval",
     "summarise",

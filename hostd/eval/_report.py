@@ -9,7 +9,16 @@ from typing import Any
 from ._questions import STYLES, Question
 from ._run import OFFERED, Outcome
 
-__all__ = ["Row", "degraded_note", "render_table", "summarise", "to_json"]
+__all__ = [
+    "Paired",
+    "Row",
+    "degraded_note",
+    "paired",
+    "render_paired",
+    "render_table",
+    "summarise",
+    "to_json",
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,6 +103,91 @@ def render_table(questions: Sequence[Question], rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(slots=True, frozen=True)
+class Paired:
+    """One policy against a baseline at one budget, question by question.
+
+    ``gained[style]``: questions this policy recalled and the baseline missed;
+    ``lost[style]``: the other way round. Recall differences between two policies
+    are these two counts' difference; their sum says how many questions the two
+    actually disagree on, which is what a difference of one or two is made of.
+    """
+
+    budget: int
+    policy: str
+    baseline: str
+    gained: dict[str, int]
+    lost: dict[str, int]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "policy": self.policy,
+            "baseline": self.baseline,
+            "gained": dict(self.gained),
+            "lost": dict(self.lost),
+        }
+
+
+def paired(outcomes: Sequence[Outcome], baseline: str) -> list[Paired]:
+    """Every other row (``(offered)`` aside) against ``baseline``, per budget and style.
+
+    Budgets ascending, policies in first-seen order. A question enters a pair only
+    when both rows have an outcome for it.
+    """
+    hit: dict[tuple[int, str, str], bool] = {}
+    style: dict[str, str] = {}
+    order: list[tuple[int, str]] = []
+    for o in outcomes:
+        hit[(o.budget, o.policy, o.question)] = o.hit
+        style[o.question] = o.style
+        if (o.budget, o.policy) not in order:
+            order.append((o.budget, o.policy))
+    out: list[Paired] = []
+    if not any(p == baseline for _, p in order):
+        return out
+    for budget in sorted({b for b, _ in order}):
+        for b, policy in order:
+            if b != budget or policy in (baseline, OFFERED):
+                continue
+            gained = dict.fromkeys(STYLES, 0)
+            lost = dict.fromkeys(STYLES, 0)
+            for (bb, pp, q), h in hit.items():
+                if bb != budget or pp != policy:
+                    continue
+                base = hit.get((budget, baseline, q))
+                if base is None or base == h:
+                    continue
+                (gained if h else lost)[style[q]] += 1
+            out.append(Paired(budget, policy, baseline, gained, lost))
+    return out
+
+
+def render_paired(pairs: Sequence[Paired]) -> str:
+    """Per budget, one line per policy: ``+gained −lost`` against the baseline, per style."""
+    if not pairs:
+        return ""
+    baseline = pairs[0].baseline
+    lines = [
+        f"against {baseline}, question by question: +N recalled that {baseline} missed, "
+        f"-M missed that {baseline} recalled"
+    ]
+    width = max([len("policy"), *(len(p.policy) for p in pairs)])
+    budget = None
+    for p in pairs:
+        if p.budget != budget:
+            budget = p.budget
+            lines += [
+                "",
+                f"budget {budget}",
+                f"{'policy':<{width}}  " + "  ".join(f"{name:<12}" for name in (*STYLES, "all")),
+            ]
+        cells = [f"+{p.gained[s]} -{p.lost[s]}" for s in STYLES]
+        cells.append(f"+{sum(p.gained.values())} -{sum(p.lost.values())}")
+        lines.append(f"{p.policy:<{width}}  " + "  ".join(f"{c:<12}" for c in cells))
+    return "\n".join(lines) + "\n"
+
+
 def degraded_note(outcomes: Sequence[Outcome]) -> str:
     """A line naming the rows whose fan-out lost a provider, or ``""`` when none did."""
     lost = sorted({(o.budget, o.policy) for o in outcomes if o.degraded})
@@ -107,11 +201,14 @@ def degraded_note(outcomes: Sequence[Outcome]) -> str:
     )
 
 
-def to_json(questions: Sequence[Question], outcomes: Sequence[Outcome]) -> dict[str, Any]:
+def to_json(
+    questions: Sequence[Question], outcomes: Sequence[Outcome], baseline: str = "score"
+) -> dict[str, Any]:
     return {
         "questions": len(questions),
         "styles": {s: sum(1 for q in questions if q.style == s) for s in STYLES},
         "table": [r.to_wire() for r in summarise(outcomes)],
+        "paired": [p.to_wire() for p in paired(outcomes, baseline)],
         "degraded": sum(1 for o in outcomes if o.degraded),
         "outcomes": [o.to_wire() for o in outcomes],
     }
