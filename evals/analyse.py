@@ -179,6 +179,10 @@ class CalibratedChance:
     fits: Mapping[str, tuple[float, float]]
     combine: str = "max"
 
+    def __post_init__(self) -> None:
+        if self.combine not in ("max", "noisy-or"):
+            raise ValueError(f"combine must be 'max' or 'noisy-or', got {self.combine!r}")
+
     @property
     def name(self) -> str:
         return f"calibrated-{self.combine}"
