@@ -26,6 +26,8 @@ from hostd.eval import (
 )
 from hostd.eval import holds_gold as holds
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
+from providers import chunk_file
+from providers._tokens import _tokenizer_counter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -278,3 +280,34 @@ def test_every_gold_phrase_of_a_public_set_is_in_its_file(name: str, corpus: Pat
         or _fold(g.phrase) not in _fold((corpus / g.file).read_text(encoding="utf-8"))
     ]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("name", "corpus"),
+    [
+        ("repo", ROOT),
+        ("stdlib", Path(sysconfig.get_paths()["stdlib"])),
+    ],
+)
+def test_every_question_has_a_gold_phrase_inside_one_chunk(name: str, corpus: Path) -> None:
+    """A phrase cut by a chunk boundary is in no frame: no policy could recall it, so
+    such a question would only lower every row alike. The chunks are the bundled
+    providers' (the model tokenizer's count, so it needs the semantic extra)."""
+    if name == "stdlib" and sys.version_info[:2] != (3, 11):
+        pytest.skip("evals/stdlib.jsonl quotes CPython 3.11's sources")
+    if _tokenizer_counter() is None:
+        pytest.skip("chunk boundaries follow the model tokenizer (the semantic extra)")
+    chunks: dict[str, list[str]] = {}
+    for q in load_questions(ROOT / "evals" / f"{name}.jsonl"):
+        for g in q.gold:
+            if g.file not in chunks:
+                path = corpus / g.file
+                chunks[g.file] = [
+                    _fold(c.text) for c in chunk_file(path, g.file, path.read_bytes())
+                ]
+    cut = [
+        q.id
+        for q in load_questions(ROOT / "evals" / f"{name}.jsonl")
+        if not any(_fold(g.phrase) in text for g in q.gold for text in chunks[g.file])
+    ]
+    assert cut == []
