@@ -29,7 +29,7 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
-from hostd.errors import HostdError, ProviderCrashed
+from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     OVERLONG,
@@ -284,7 +284,10 @@ class ChildProcess:
                 stop(line_too_long(max_line_bytes))
             else:
                 how = "mid-line" if item is TRUNCATED else "its output"
-                stop(ProviderCrashed(f"provider closed {how}"))
+                if self._closing:  # the host is stopping it: an end it asked for
+                    stop(ShuttingDown(f"provider closed {how} as the host stopped it"))
+                else:
+                    stop(ProviderCrashed(f"provider closed {how}"))
 
         protocol = LinePipeProtocol(LineSplitter(max_line_bytes), deliver)
         self._stdout_protocol, self._end_output = protocol, stop

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from hostd.errors import HostdError, LineTooLong, ProviderCrashed
+from hostd.errors import HostdError, LineTooLong, ProviderCrashed, ShuttingDown
 from hostd.protocol import ContextQuery
 from hostd.transport import ChildProcess, ProviderConnection, scrubbed_env
 from tests.fixtures.lines import Lines, read_stdout
@@ -123,6 +123,22 @@ async def test_lines_written_in_pieces_arrive_whole_and_in_order() -> None:
     assert seen == [b"one", b"two", b"three", b"x" * 100000, b"last"]
     assert isinstance(end, ProviderCrashed) and "its output" in end.message
     assert len(lines.ends) == 1  # the end is told once (EOF, then the pipe closing)
+
+
+async def test_an_end_of_output_the_host_asked_for_is_no_crash() -> None:
+    # A provider that exits when its stdin closes: the teardown ladder's own doing.
+    code = "import os, sys; os.write(1, b'ready\\n'); sys.stdin.read()"
+    async with anyio.create_task_group() as tg:
+        child = await ChildProcess.spawn("out", [sys.executable, "-c", code], env=marked_env())
+        child.start_pumps(tg)
+        lines = await read_stdout(child)
+        with anyio.fail_after(30):
+            assert await lines.next() == b"ready"
+            assert await child.aclose(grace=5) == 0
+            end = await lines.end()
+    assert len(lines.ends) == 1
+    assert isinstance(end, ShuttingDown) and not isinstance(end, ProviderCrashed)
+    assert "as the host stopped it" in end.message
 
 
 async def test_a_child_that_dies_mid_line_ends_the_stream_mid_line() -> None:
