@@ -3,12 +3,16 @@ and the harness runs end to end through real provider processes."""
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import json
 import re
 import subprocess
 import sys
 import sysconfig
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -259,16 +263,40 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-@pytest.mark.parametrize(
-    ("name", "corpus"),
-    [
-        ("repo", ROOT),
-        ("stdlib", Path(sysconfig.get_paths()["stdlib"])),
-    ],
-)
-def test_every_gold_phrase_of_a_public_set_is_in_its_file(name: str, corpus: Path) -> None:
-    if name == "stdlib" and sys.version_info[:2] != (3, 11):
-        pytest.skip("evals/stdlib.jsonl quotes CPython 3.11's sources")
+def _repo_corpus_module() -> Any:
+    spec = importlib.util.spec_from_file_location("repo_corpus", ROOT / "evals" / "repo_corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module", params=["repo", "stdlib"])
+def public_corpus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, Path]:
+    """A public set's name and its corpus: the repository's pinned commit, exported as
+    evals/repo_corpus.py does, or this interpreter's standard library."""
+    name: str = request.param
+    if name == "stdlib":
+        if sys.version_info[:2] != (3, 11):
+            pytest.skip("evals/stdlib.jsonl quotes CPython 3.11's sources")
+        return name, Path(sysconfig.get_paths()["stdlib"])
+    repo_corpus = _repo_corpus_module()
+    try:
+        tar = repo_corpus.archive(repo_corpus.PINNED)
+    except OSError as exc:  # not a git checkout, or a shallow one
+        pytest.skip(f"the pinned corpus commit cannot be read: {exc}")
+    target = tmp_path_factory.mktemp("repo-corpus")
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(target, filter="data")
+    return name, target
+
+
+def test_every_gold_phrase_of_a_public_set_is_in_its_file(
+    public_corpus: tuple[str, Path],
+) -> None:
+    name, corpus = public_corpus
     questions = load_questions(ROOT / "evals" / f"{name}.jsonl")
     styles = {q.style for q in questions}
     assert styles == {"lexical", "paraphrase"}
@@ -282,23 +310,18 @@ def test_every_gold_phrase_of_a_public_set_is_in_its_file(name: str, corpus: Pat
     assert missing == []
 
 
-@pytest.mark.parametrize(
-    ("name", "corpus"),
-    [
-        ("repo", ROOT),
-        ("stdlib", Path(sysconfig.get_paths()["stdlib"])),
-    ],
-)
-def test_every_question_has_a_gold_phrase_inside_one_chunk(name: str, corpus: Path) -> None:
+def test_every_question_has_a_gold_phrase_inside_one_chunk(
+    public_corpus: tuple[str, Path],
+) -> None:
     """A phrase cut by a chunk boundary is in no frame: no policy could recall it, so
     such a question would only lower every row alike. The chunks are the bundled
     providers' (the model tokenizer's count, so it needs the semantic extra)."""
-    if name == "stdlib" and sys.version_info[:2] != (3, 11):
-        pytest.skip("evals/stdlib.jsonl quotes CPython 3.11's sources")
     if _tokenizer_counter() is None:
         pytest.skip("chunk boundaries follow the model tokenizer (the semantic extra)")
+    name, corpus = public_corpus
+    questions = load_questions(ROOT / "evals" / f"{name}.jsonl")
     chunks: dict[str, list[str]] = {}
-    for q in load_questions(ROOT / "evals" / f"{name}.jsonl"):
+    for q in questions:
         for g in q.gold:
             if g.file not in chunks:
                 path = corpus / g.file
@@ -307,7 +330,7 @@ def test_every_question_has_a_gold_phrase_inside_one_chunk(name: str, corpus: Pa
                 ]
     cut = [
         q.id
-        for q in load_questions(ROOT / "evals" / f"{name}.jsonl")
+        for q in questions
         if not any(_fold(g.phrase) in text for g in q.gold for text in chunks[g.file])
     ]
     assert cut == []
