@@ -196,25 +196,6 @@ class CandidateSet(Sequence[FramePair]):
         """All candidates by score descending, canonical FrameId on ties."""
         return rank_desc(range(len(self.frames)), self.scores, self.key, self.key_column)
 
-    def by_provider(self) -> dict[str, list[int]]:
-        """Each provider's own frames ranked by its own score (F10), canonical ties,
-        providers in id order."""
-        groups = self.split_by_provider(range(len(self.frames)))
-        return {
-            p: rank_desc(members, self.scores, self.key, self.key_column)
-            for p, members in groups.items()
-        }
-
-    def split_by_provider(self, order: Sequence[int]) -> dict[str, list[int]]:
-        """``order`` split by provider, each part keeping its relative order,
-        providers in id order."""
-        pids = self.provider_ids
-        out: dict[str, list[int]] = {p: [] for p in sorted(set(map(pids.__getitem__, order)))}
-        add = {p: members.append for p, members in out.items()}
-        for i in order:  # a plain loop: cheaper here than any C-level regrouping tried
-            add[pids[i]](i)
-        return out
-
 
 def rank_desc(
     indices: Iterable[int],

@@ -135,31 +135,24 @@ def paired(outcomes: Sequence[Outcome], baseline: str) -> list[Paired]:
     Budgets ascending, policies in first-seen order. A question enters a pair only
     when both rows have an outcome for it.
     """
-    hit: dict[tuple[int, str, str], bool] = {}
+    rows: dict[tuple[int, str], dict[str, bool]] = {}  # (budget, policy) -> question -> hit
     style: dict[str, str] = {}
-    order: list[tuple[int, str]] = []
     for o in outcomes:
-        hit[(o.budget, o.policy, o.question)] = o.hit
+        rows.setdefault((o.budget, o.policy), {})[o.question] = o.hit
         style[o.question] = o.style
-        if (o.budget, o.policy) not in order:
-            order.append((o.budget, o.policy))
     out: list[Paired] = []
-    if not any(p == baseline for _, p in order):
+    if not any(p == baseline for _, p in rows):
         return out
-    for budget in sorted({b for b, _ in order}):
-        for b, policy in order:
-            if b != budget or policy in (baseline, OFFERED):
-                continue
-            gained = dict.fromkeys(STYLES, 0)
-            lost = dict.fromkeys(STYLES, 0)
-            for (bb, pp, q), h in hit.items():
-                if bb != budget or pp != policy:
-                    continue
-                base = hit.get((budget, baseline, q))
-                if base is None or base == h:
-                    continue
+    for budget, policy in sorted(rows, key=lambda row: row[0]):  # stable: first-seen order
+        base = rows.get((budget, baseline))
+        if policy in (baseline, OFFERED) or base is None:
+            continue
+        gained = dict.fromkeys(STYLES, 0)
+        lost = dict.fromkeys(STYLES, 0)
+        for q, h in rows[(budget, policy)].items():
+            if q in base and base[q] != h:
                 (gained if h else lost)[style[q]] += 1
-            out.append(Paired(budget, policy, baseline, gained, lost))
+        out.append(Paired(budget, policy, baseline, gained, lost))
     return out
 
 

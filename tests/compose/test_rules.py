@@ -93,24 +93,6 @@ def test_rank_desc_is_value_descending_then_key(values: list[float], data: st.Da
     assert got == expected
 
 
-@settings(max_examples=80, deadline=None)
-@given(pairs=frame_pairs(max_size=20))
-def test_by_provider_partitions_the_score_order(pairs: list[tuple[str, ContextFrame]]) -> None:
-    c = CandidateSet.of(pairs)
-    global_order = sorted(range(len(c)), key=lambda i: (-c.scores[i], c.key(i)))
-    expected = {
-        p: [i for i in global_order if c.provider_ids[i] == p] for p in sorted(set(c.provider_ids))
-    }
-    got = c.by_provider()
-    assert list(got) == list(expected)
-    for p, members in expected.items():
-        # equal (score, key) pairs, the same identity offered twice, may come either way
-        assert [(c.scores[i], c.key(i)) for i in got[p]] == [
-            (c.scores[i], c.key(i)) for i in members
-        ]
-        assert sorted(got[p]) == sorted(members)
-
-
 @settings(max_examples=100, deadline=None)
 @given(pairs=frame_pairs(max_size=14))
 def test_dedup_survivor_and_support_follow_the_group_rule(
