@@ -29,9 +29,9 @@ from hostd.eval import (
     to_json,
 )
 from hostd.eval import holds_gold as holds
-from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 from providers import chunk_file
 from providers._tokens import _tokenizer_counter
+from tests.fixtures.file_frames import file_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,30 +72,13 @@ def test_a_bad_question_set_names_the_line_and_member(text: str, problem: str) -
     assert str(exc.value).startswith(problem)
 
 
-def _frame(path: str, text: str) -> ContextFrame:
-    digest = sha256_digest(text.encode())
-    uri = f"file:///srv/corpus/{path}"
-    return ContextFrame(
-        id=f"{path}#L1-2",
-        kind="doc",
-        title=path,
-        content=text,
-        content_digest=digest,
-        uri=uri,
-        score=0.5,
-        token_cost=canonical_token_cost(text),
-        provenance=[Provenance(type="file", uri=uri, range="L1-2", digest=digest)],
-        citation_label=path,
-    )
-
-
 def test_gold_needs_the_file_and_the_phrase() -> None:
     gold = [Gold(file="docs/notes.md", phrase="Gives up  after\nthree")]
-    assert holds(_frame("docs/notes.md", "the loop gives up after three tries\n"), gold)
+    assert holds(file_frame("docs/notes.md", "the loop gives up after three tries\n"), gold)
     # the same words in another file, or a file that only ends in the same name
-    assert not holds(_frame("docs/other.md", "the loop gives up after three tries\n"), gold)
-    assert not holds(_frame("xdocs/notes.md", "the loop gives up after three tries\n"), gold)
-    assert not holds(_frame("docs/notes.md", "the loop never gives up\n"), gold)
+    assert not holds(file_frame("docs/other.md", "the loop gives up after three tries\n"), gold)
+    assert not holds(file_frame("xdocs/notes.md", "the loop gives up after three tries\n"), gold)
+    assert not holds(file_frame("docs/notes.md", "the loop never gives up\n"), gold)
 
 
 def test_the_table_counts_recall_per_style_and_budget() -> None:

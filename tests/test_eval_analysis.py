@@ -18,7 +18,7 @@ import pytest
 
 from hostd.compose import CandidateSet
 from hostd.eval import parse_questions
-from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
+from tests.fixtures.file_frames import file_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "evals" / "analyse.py"
@@ -74,27 +74,11 @@ def test_the_logistic_fit_orders_a_separable_sample_and_zeroes_the_gradient() ->
     assert sum(_chance(a, b, x) for x in xs) == pytest.approx(sum(ys), abs=1e-3)
 
 
-def _frame(path: str, text: str, score: float) -> ContextFrame:
-    digest = sha256_digest(text.encode())
-    uri = f"file:///srv/corpus/{path}"
-    return ContextFrame(
-        id=f"{path}#L1-2",
-        kind="doc",
-        title=path,
-        content=text,
-        content_digest=digest,
-        uri=uri,
-        score=score,
-        token_cost=canonical_token_cost(text),
-        provenance=[Provenance(type="file", uri=uri, range="L1-2", digest=digest)],
-    )
-
-
 def test_the_calibrated_order_reads_each_providers_own_map() -> None:
     frames = [
-        ("lexical", _frame("a.md", "alpha text", 0.9)),
-        ("lexical", _frame("b.md", "beta text", 0.5)),
-        ("dense", _frame("c.md", "gamma text", 0.3)),
+        ("lexical", file_frame("a.md", "alpha text", 0.9)),
+        ("lexical", file_frame("b.md", "beta text", 0.5)),
+        ("dense", file_frame("c.md", "gamma text", 0.3)),
     ]
     # dense's 0.3 is a better chance than lexical's 0.5, not than its 0.9
     fits = {"lexical": (10.0, -6.0), "dense": (10.0, -2.0)}
@@ -102,7 +86,7 @@ def test_the_calibrated_order_reads_each_providers_own_map() -> None:
     assert [frames[i][1].id for i in order] == ["a.md#L1-2", "c.md#L1-2", "b.md#L1-2"]
     # one evidence both served (after dedup: one candidate, two supporters): noisy-or
     # adds their chances (a, d, c, b), max keeps the better one (a, c, d, b)
-    shared = [*frames, ("lexical", _frame("d.md", "delta text", 0.55))]
+    shared = [*frames, ("lexical", file_frame("d.md", "delta text", 0.55))]
     pool = replace(CandidateSet.of(shared), support={3: (("dense", 0.25), ("lexical", 0.55))})
     names = ["a", "b", "c", "d"]
     noisy = an.CalibratedChance(fits, "noisy-or").order(pool)
