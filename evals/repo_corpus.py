@@ -51,6 +51,16 @@ def archive(commit: str) -> bytes:
     return done.stdout
 
 
+def export(commit: str, target: Path) -> None:
+    """Write ``FOLDERS`` at ``commit`` to ``target`` (emptied first); ``OSError`` if git cannot."""
+    tar = archive(commit)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(target, filter="data")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -58,15 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        tar = archive(args.commit)
+        export(args.commit, TARGET)
     except OSError as exc:
         print(f"cannot export {args.commit}: {exc}", file=sys.stderr)
         return 2
-    if TARGET.exists():
-        shutil.rmtree(TARGET)
-    TARGET.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
-        t.extractall(TARGET, filter="data")
     missing = []
     for line in (HERE / "repo.jsonl").read_text(encoding="utf-8").splitlines():
         question = json.loads(line)

@@ -4,13 +4,11 @@ and the harness runs end to end through real provider processes."""
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import re
 import subprocess
 import sys
 import sysconfig
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -265,13 +263,11 @@ def public_corpus(
             pytest.skip("evals/stdlib.jsonl quotes CPython 3.11's sources")
         return name, Path(sysconfig.get_paths()["stdlib"])
     repo_corpus = _repo_corpus_module()
+    target = tmp_path_factory.mktemp("repo-corpus")
     try:
-        tar = repo_corpus.archive(repo_corpus.PINNED)
+        repo_corpus.export(repo_corpus.PINNED, target)
     except OSError as exc:  # not a git checkout, or a shallow one
         pytest.skip(f"the pinned corpus commit cannot be read: {exc}")
-    target = tmp_path_factory.mktemp("repo-corpus")
-    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
-        t.extractall(target, filter="data")
     return name, target
 
 
