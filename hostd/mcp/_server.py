@@ -151,6 +151,7 @@ async def _compose(
                     f"{leg.get('frames_accepted', 0)} frames",
                 )
 
+    failure: HostdError | None = None
     async with anyio.create_task_group() as tg:
         if wants_progress:
             tg.start_soon(forward)
@@ -162,9 +163,11 @@ async def _compose(
                 on_progress=send.send_nowait if wants_progress else None,
             )
         except HostdError as exc:
-            return _failed(exc)
+            failure = exc  # answered below, outside the task group (no ExceptionGroup)
         finally:
             send.close()
+    if failure is not None:
+        return _failed(failure)
     structured = structured_compose(result)
     return types.CallToolResult(content=_content(structured), structured_content=structured)
 
