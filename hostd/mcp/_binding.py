@@ -152,6 +152,8 @@ class McpBindingClient:
                 tg.cancel_scope.cancel()
         finally:
             self.on_end(ProviderCrashed("provider connection closed"))
+            for stream in (self._inbox, self._outbox_send, self._outbox):
+                stream.close()
 
     async def _write_out(self) -> None:
         async for item in self._outbox:
@@ -175,6 +177,8 @@ class McpBindingClient:
         """A session failure as the leg's typed error (the stream's end when it ended)."""
         if self._failure is not None:
             return self._failure
+        if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
+            return ProviderCrashed(f"MCP {what}: the server closed the connection")
         if isinstance(exc, MCPError):
             return ProviderError(f"MCP {what}: {exc.message[:500]}", mcp_code=exc.code)
         return ProtocolFault(f"MCP {what}: {type(exc).__name__}: {str(exc)[:300]}")
@@ -271,7 +275,9 @@ class McpBindingClient:
         limiter = anyio.CapacityLimiter(_READS_AT_ONCE)
         found: dict[str, list[Document]] = {}
 
-        async def read(resource: types.Resource) -> None:
+        failed: list[HostdError] = []
+
+        async def read(resource: types.Resource, scope: anyio.CancelScope) -> None:
             modified = resource.annotations.last_modified if resource.annotations else None
             cached = self._cache.get(resource.uri, modified)
             if isinstance(cached, list):
@@ -280,13 +286,23 @@ class McpBindingClient:
             async with limiter:
                 try:
                     result = await session.read_resource(resource.uri)
-                except MCPError as exc:  # one unreadable resource costs only itself
-                    log.info(
-                        "mcp.resource.unreadable",
-                        provider=self.provider_id,
-                        uri=resource.uri,
-                        error=exc.message[:200],
-                    )
+                except MCPError as exc:
+                    if self._failure is None and exc.code != types.CONNECTION_CLOSED:
+                        # One unreadable resource costs only itself.
+                        log.info(
+                            "mcp.resource.unreadable",
+                            provider=self.provider_id,
+                            uri=resource.uri,
+                            error=exc.message[:200],
+                        )
+                        return
+                    failed.append(self._error("resources/read", exc))
+                    scope.cancel()
+                    return
+                except (ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+                    # Kept as a value: sibling reads must not raise an ExceptionGroup.
+                    failed.append(self._error("resources/read", exc))
+                    scope.cancel()
                     return
             title = resource.title or resource.name
             read_docs = [d for d in (_document(c, title) for c in result.contents) if d]
@@ -295,7 +311,9 @@ class McpBindingClient:
 
         async with anyio.create_task_group() as tg:
             for resource in wanted[:limit]:
-                tg.start_soon(read, resource)
+                tg.start_soon(read, resource, tg.cancel_scope)
+        if failed:
+            raise failed[0]
         for uri in sorted(found):  # by URI, never by arrival
             docs.extend(found[uri])
         return len(wanted) > limit

@@ -166,6 +166,7 @@ async def _compose(
             failure = exc  # answered below, outside the task group (no ExceptionGroup)
         finally:
             send.close()
+    receive.close()
     if failure is not None:
         return _failed(failure)
     structured = structured_compose(result)

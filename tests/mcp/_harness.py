@@ -13,8 +13,9 @@ from tests.server.conftest import ROOT, provider_table
 __all__ = ["ROOT", "hostd_mcp", "write_config"]
 
 
-def write_config(workdir: Path, marker: str, providers: dict[str, dict[str, object]],
-                 extra: str = "") -> Path:
+def write_config(
+    workdir: Path, marker: str, providers: dict[str, dict[str, object]], extra: str = ""
+) -> Path:
     """A config of healthy fixture providers (``--name <id>-<marker>``) plus ``extra``."""
     lines = [
         "[host]",
@@ -22,7 +23,9 @@ def write_config(workdir: Path, marker: str, providers: dict[str, dict[str, obje
         f'state_dir = "{workdir / "state"}"',
         "",
     ]
-    text = "\n".join(lines) + "\n".join(provider_table(p, marker, **o) for p, o in providers.items())
+    text = "\n".join(lines) + "\n".join(
+        provider_table(p, marker, **o) for p, o in providers.items()
+    )
     path = workdir / "hostd.toml"
     path.write_text(text + extra, encoding="utf-8")
     return path

@@ -226,8 +226,12 @@ async def test_initialize_negotiates_the_handshake_revisions_and_stdout_is_only_
             [
                 init,
                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                 "params": {"name": "compose_context", "arguments": {"goal": "raw"}}},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "compose_context", "arguments": {"goal": "raw"}},
+                },
                 {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 7}},
             ],
             replies=3,
