@@ -10,6 +10,8 @@ the production ones.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -264,3 +266,30 @@ async def test_the_published_git_server_serves_frames_through_its_tool(
     assert report(result, "git")["status"] == "ok", report(result, "git")
     assert "Evict the least recently used cache entry" in result["prompt"]
     assert any(c["frame"]["provider_id"] == "git" for c in result["citations"])
+
+
+def _everything() -> list[str] | None:
+    """The npm ``@modelcontextprotocol/server-everything`` binary, if installed
+    (``$MCP_SERVER_EVERYTHING`` or ``mcp-server-everything`` on PATH)."""
+    found = os.environ.get("MCP_SERVER_EVERYTHING") or shutil.which("mcp-server-everything")
+    return [found, "stdio"] if found else None
+
+
+async def test_the_published_everything_server_serves_its_resources(workdir: Path) -> None:
+    command = _everything()
+    if command is None:
+        pytest.skip(
+            "@modelcontextprotocol/server-everything is not installed: "
+            "npm install -g @modelcontextprotocol/server-everything (or set MCP_SERVER_EVERYTHING)"
+        )
+    prefix = "demo://resource/static/document/"
+    table = mcp_table("everything", command, [], uri_prefixes=[prefix])
+    result = await compose(config_of(workdir, table), goal="how does the server start up")
+    leg = report(result, "everything")
+    assert leg["status"] == "ok" and leg["violations"] == [], leg
+    cited = [c for c in result["citations"] if c["frame"]["provider_id"] == "everything"]
+    assert cited
+    for citation in cited:
+        (prov,) = citation["provenance"]
+        assert prov["type"] == "mcp" and prov["uri"].startswith(prefix)
+        assert prov["by"] == "mcp-servers/everything"
