@@ -54,7 +54,6 @@ def _config(workdir: Path, frames: int) -> Path:
         'start_providers = "boot"',
         "[log]",
         'level = "warning"',
-        f'file = "{workdir}/hostd.log"',
     ]
     for pid in ("alpha", "beta", "gamma"):
         words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid]
@@ -80,18 +79,17 @@ async def _mcp(config: Path, *args: str) -> AsyncIterator[Callable[[], Awaitable
         env=_env(),
         cwd=str(ROOT),
     )
-    with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                await session.list_tools()
+    # Its stderr is ours: warnings only (the CLI's level for commands other than serve).
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.list_tools()  # as clients do: the result is validated against the schema
 
-                async def call() -> Any:
-                    result = await session.call_tool("compose_context", {"goal": GOAL})
-                    assert not result.is_error, result
-                    return result
+        async def call() -> Any:
+            result = await session.call_tool("compose_context", {"goal": GOAL})
+            assert not result.is_error, result
+            return result
 
-                yield call
+        yield call
 
 
 def _summary(api: list[float], mcp: list[float]) -> dict[str, Any]:
@@ -127,27 +125,38 @@ async def _paired(
 
 
 async def _connect_mode(config: Path, workdir: Path, rounds: int) -> dict[str, Any]:
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
+    daemon = await anyio.open_process(
+        [sys.executable, "-m", "hostd", "--config", str(config), "--log-level", "info", "serve"],
         cwd=ROOT,
         env=_env(),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
+    serving = anyio.Event()
+
+    async def drain() -> None:  # the daemon's JSON log: wait for host.serving, then discard
+        assert daemon.stderr is not None
+        tail = b""
+        async for chunk in daemon.stderr:
+            if b'"host.serving"' in tail + chunk:
+                serving.set()
+            tail = chunk[-64:]
+
     socket = workdir / "run" / "hostd.sock"
-    try:
+    async with daemon, anyio.create_task_group() as tg:
+        tg.start_soon(drain)
         with anyio.fail_after(60):
-            while not socket.exists():
-                await anyio.sleep(0.05)
+            await serving.wait()
         async with connect(socket) as client, _mcp(config, "--connect", str(socket)) as mcp:
 
             async def api() -> Any:
                 return await client.compose(GOAL)
 
-            return await _paired(api, mcp, rounds)
-    finally:
+            figures = await _paired(api, mcp, rounds)
         daemon.terminate()
-        daemon.wait(30)
+        await daemon.wait()
+        tg.cancel_scope.cancel()
+    return figures
 
 
 async def _local_mode(config: Path, rounds: int) -> dict[str, Any]:
