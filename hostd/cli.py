@@ -362,7 +362,11 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
 
 
 async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
-    from hostd.mcp import serve_mcp  # needs the mcp extra
+    try:
+        from hostd.mcp import serve_mcp
+    except ImportError as exc:
+        extra = 'the mcp extra (pip install "hostd[mcp]")'
+        raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
 
     # Long-lived: providers start as the config says, so the MCP handshake never waits.
     async with _session(cfg, args.connect, boot=False) as s:
