@@ -368,9 +368,16 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
         extra = 'the mcp extra (pip install "hostd[mcp]")'
         raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
 
+    from hostd.server import open_stdio, reserve_stdout
+
+    wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
     # Long-lived: providers start as the config says, so the MCP handshake never waits.
     async with _session(cfg, args.connect, boot=False) as s:
-        await serve_mcp(s)
+        stdio = await open_stdio(0, wire)
+        try:
+            await serve_mcp(s, stdio.receive, stdio.send, max_line_bytes=cfg.host.max_line_bytes)
+        finally:
+            stdio.close()
     return EXIT_OK
 
 

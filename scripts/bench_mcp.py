@@ -11,8 +11,9 @@ Two pairings on one config of three fixture providers:
   --config`` (its own in-process daemon), both stdio children of this process.
 
 Each round's two calls form a pair; reported, as JSON: median and p90 latency (ms)
-of each side and the median of the per-pair ratios (MCP / API). Target (issue
-26): ratio <= 1.2.
+of each side, the median of the per-pair ratios (MCP / API), the SDK client's own
+``structuredContent`` schema check (timed apart), and the ratio without it. Target
+(issue 26): ratio <= 1.2.
 
     python scripts/bench_mcp.py [--rounds 200] [--frames 8] [--mode connect,local]
 """
@@ -89,6 +90,14 @@ async def _mcp(config: Path, *args: str) -> AsyncIterator[Callable[[], Awaitable
             assert not result.is_error, result
             return result
 
+        async def validation_ms(result: Any) -> float:
+            # What the SDK client spends checking structuredContent against the output
+            # schema on every call (a second check, timed alone, outside the pair).
+            start = time.perf_counter()
+            await session.validate_tool_result("compose_context", result)
+            return (time.perf_counter() - start) * 1000
+
+        call.validation_ms = validation_ms  # type: ignore[attr-defined]
         yield call
 
 
@@ -115,13 +124,22 @@ async def _paired(
         await mcp()
     api_ms: list[float] = []
     mcp_ms: list[float] = []
+    check_ms: list[float] = []
     for i in range(rounds):
         order = (api, mcp) if i % 2 == 0 else (mcp, api)  # no side always goes first
         for fn in order:
             start = time.perf_counter()
-            await fn()
+            result = await fn()
             (api_ms if fn is api else mcp_ms).append((time.perf_counter() - start) * 1000)
-    return _summary(api_ms, mcp_ms)
+            if fn is mcp:
+                check_ms.append(await mcp.validation_ms(result))  # type: ignore[attr-defined]
+    out = _summary(api_ms, mcp_ms)
+    out["sdk_client_schema_check_ms"] = round(statistics.median(check_ms), 3)
+    net = [m - c for m, c in zip(mcp_ms, check_ms, strict=True)]
+    out["ratio_median_without_client_check"] = round(
+        statistics.median(sorted(n / a for a, n in zip(api_ms, net, strict=True))), 3
+    )
+    return out
 
 
 async def _connect_mode(config: Path, workdir: Path, rounds: int) -> dict[str, Any]:

@@ -7,14 +7,16 @@ serve`` (``hostd.client``). There is no second composition path, and no tool
 changes consent (C1: the operator grants it with ``hostd consent``). The SDK's
 lowlevel ``Server`` owns the MCP side: version negotiation (the ``initialize``
 handshake and the stateless ``server/discover`` revision), ``tools/list`` and
-``tools/call`` dispatch, ``notifications/cancelled`` (it cancels the handler,
-and with it the composition), and stdout (only protocol messages: it points fd
-1 at stderr while it serves).
+``tools/call`` dispatch and ``notifications/cancelled`` (it cancels the
+handler, and with it the composition). The byte stream is the caller's: the CLI
+reserves stdout for the wire (fd 1 then points at stderr, so only protocol
+messages reach it).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
@@ -23,12 +25,12 @@ import structlog
 from jsonschema import Draft202012Validator
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 import hostd
 from hostd.errors import HostdError, RpcError
-from hostd.protocol import INVALID_PARAMS
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, INVALID_PARAMS, LineSplitter
 
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
@@ -217,10 +219,54 @@ def build_server(backend: Backend) -> Server[Any]:
     )
 
 
-async def serve_mcp(backend: Backend) -> None:
-    """Serve MCP on this process's stdin/stdout until the client closes stdin."""
+async def serve_mcp(
+    backend: Backend,
+    receive: Callable[[], Awaitable[bytes]],
+    send: Callable[[bytes], Awaitable[None]],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """Serve MCP on a byte stream (``hostd mcp``: stdin and the reserved stdout) until
+    its input ends. The streams are the event loop's own pipes, as ``hostd serve
+    --stdio`` uses, not the SDK's ``stdio_server``, which moves every line through a
+    worker thread; a line past ``max_line_bytes`` is refused, never buffered."""
     server = build_server(backend)
+    inbox_send, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    outbox, outbox_receive = anyio.create_memory_object_stream[SessionMessage](16)
+
+    async def read_in() -> None:
+        splitter = LineSplitter(max_line_bytes)
+        async with inbox_send:
+            while chunk := await receive():
+                for line in splitter.feed(chunk):
+                    if not isinstance(line, bytes):
+                        await inbox_send.send(ValueError(f"line over {max_line_bytes} bytes"))
+                    elif line.strip():
+                        await inbox_send.send(_message(line))
+
+    async def write_out() -> None:
+        async with outbox_receive:
+            async for item in outbox_receive:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    await send(data.encode() + b"\n")
+                except (anyio.BrokenResourceError, OSError):
+                    return  # the client is gone; the read side ends too
+
     log.info("mcp.serving", tools=[t.name for t in TOOLS])
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_in)
+        tg.start_soon(write_out)
+        async with outbox:
+            await server.run(inbox, outbox, server.create_initialization_options())
+        tg.cancel_scope.cancel()
     log.info("mcp.stopped")
+
+
+def _message(line: bytes) -> SessionMessage | Exception:
+    """One inbound line as the SDK reads it; a bad one is handed on as a value (the SDK
+    answers a parse error), never a crash of the read loop."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
