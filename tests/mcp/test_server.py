@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.server.conftest import ROOT, provider_table
+from tests.server.conftest import ROOT, marked_processes, provider_table
 
 from ._harness import hostd_mcp, write_config
 
@@ -242,6 +242,7 @@ async def test_initialize_negotiates_the_handshake_revisions_and_stdout_is_only_
     assert by_id[1]["result"]["protocolVersion"] == version
     assert by_id[2]["result"]["isError"] is False
     assert by_id[3]["error"]["code"] == -32602
+    assert marked_processes(marker) == []  # stdin closed: it stopped its providers and exited 0
 
 
 class _Watched(list[dict[str, Any]]):
