@@ -31,18 +31,6 @@ from .sdk_server import MEMO_URI
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def corpus(workdir: Path) -> Path:
-    root = workdir / "corpus"
-    root.mkdir()
-    (root / "cache.md").write_text(
-        "# Cache eviction\n\nThe cache evicts the least recently used entry when it is full.\n",
-        encoding="utf-8",
-    )
-    (root / "parser.md").write_text("The parser reads tokens one line at a time.\n")
-    return root
-
-
 def _value(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"

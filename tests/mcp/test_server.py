@@ -34,18 +34,6 @@ def _files_table(root: Path) -> str:
     )
 
 
-@pytest.fixture
-def corpus(workdir: Path) -> Path:
-    root = workdir / "corpus"
-    root.mkdir()
-    (root / "cache.md").write_text(
-        "# Cache eviction\n\nThe cache evicts the least recently used entry when full.\n",
-        encoding="utf-8",
-    )
-    (root / "other.md").write_text("Unrelated notes about parsing.\n", encoding="utf-8")
-    return root
-
-
 def _tool(tools: types.ListToolsResult, name: str) -> types.Tool:
     return next(t for t in tools.tools if t.name == name)
 
