@@ -19,7 +19,7 @@ import base64
 import binascii
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -326,8 +326,7 @@ class McpBindingClient:
         arguments = render_arguments(
             self.options.get("arguments") or {}, query=text, goal=query.goal
         )
-        assert isinstance(arguments, dict)
-        result = await session.call_tool(name, arguments)
+        result = await session.call_tool(name, cast(dict[str, Any], arguments))
         if result.is_error:
             message = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
             raise ProviderError(f"MCP tool {name!r} failed: {message[:500]}")

@@ -15,6 +15,7 @@ messages reach it).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 import structlog
+from anyio.streams.memory import MemoryObjectSendStream
 from jsonschema import Draft202012Validator
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -162,7 +164,7 @@ async def _compose(
             result = await backend.call(
                 "context/compose",
                 compose_params(args),
-                on_progress=send.send_nowait if wants_progress else None,
+                on_progress=_pusher(send) if wants_progress else None,
             )
         except HostdError as exc:
             failure = exc  # answered below, outside the task group (no ExceptionGroup)
@@ -173,6 +175,16 @@ async def _compose(
         return _failed(failure)
     structured = structured_compose(result)
     return types.CallToolResult(content=_content(structured), structured_content=structured)
+
+
+def _pusher(send: MemoryObjectSendStream[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
+    """The API's progress callback (called synchronously, from its read loop)."""
+
+    def push(leg: dict[str, Any]) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError):  # a leg reported after the end
+            send.send_nowait(leg)
+
+    return push
 
 
 async def _providers(backend: Backend) -> types.CallToolResult:
