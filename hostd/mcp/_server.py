@@ -89,7 +89,7 @@ def _checked(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     if validator is None:
         raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
     args = arguments or {}
-    problems = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    problems = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
     if problems:
         where = "/".join(str(p) for p in problems[0].absolute_path) or "arguments"
         raise MCPError(
