@@ -154,6 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_quality_commands(sub, common, _connect_arg)
 
+    mcp = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the client API as an MCP server on stdio (docs/mcp.md)",
+        description="An MCP server on stdin/stdout with the tools compose_context and "
+        "list_providers: over an in-process daemon from --config, or a running one "
+        "(--connect). Logs go to stderr.",
+    )
+    _connect_arg(mcp)
+
     check = sub.add_parser(
         "check-provider",
         help="drive a provider through the protocol and print a pass/fail table",
@@ -203,7 +213,7 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 @contextlib.asynccontextmanager
-async def _session(cfg: Config, connect: str | None) -> AsyncIterator[Any]:
+async def _session(cfg: Config, connect: str | None, *, boot: bool = True) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process."""
     if connect is not None:
         from hostd.client import connect as connect_socket
@@ -214,9 +224,10 @@ async def _session(cfg: Config, connect: str | None) -> AsyncIterator[Any]:
         from hostd.server import Daemon
 
         # One shot: start every provider up front, so a slow index build is not a timeout.
-        cfg = cfg.model_copy(
-            update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
-        )
+        if boot:
+            cfg = cfg.model_copy(
+                update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
+            )
         async with Daemon(cfg).local() as local:
             yield local
 
@@ -350,6 +361,26 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
+    try:
+        from hostd.mcp import serve_mcp
+    except ImportError as exc:
+        extra = 'the mcp extra (pip install "hostd[mcp]")'
+        raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
+
+    from hostd.server import open_stdio, reserve_stdout
+
+    wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
+    # Long-lived: providers start as the config says, so the MCP handshake never waits.
+    async with _session(cfg, args.connect, boot=False) as s:
+        stdio = await open_stdio(0, wire)
+        try:
+            await serve_mcp(s, stdio.receive, stdio.send, max_line_bytes=cfg.host.max_line_bytes)
+        finally:
+            stdio.close()
+    return EXIT_OK
+
+
 def _check_provider(args: argparse.Namespace) -> int:
     from hostd._check_provider import check_provider, render_table
 
@@ -396,6 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": eval_command,
             "providers": _providers,
             "consent": _consent,
+            "mcp": _mcp,
         }[args.command]
         return anyio.run(runner, cfg, args, backend="asyncio")
     except BaseExceptionGroup as group:

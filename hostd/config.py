@@ -10,13 +10,21 @@ opens sockets.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hostd.errors import ConfigError
 
@@ -26,6 +34,7 @@ __all__ = [
     "ConfigError",
     "HostSettings",
     "LogSettings",
+    "McpSettings",
     "ProviderSettings",
     "ShadowSettings",
     "TcpSettings",
@@ -124,10 +133,33 @@ class ShadowSettings(_Section):
     retention_days: Annotated[float, Field(gt=0, le=3650, allow_inf_nan=False)] = 7.0
 
 
+class McpSettings(_Section):
+    """``[provider.mcp]``: what a ``binding = "mcp"`` provider serves as frames (docs/mcp.md)."""
+
+    #: Read the server's resources (``resources/list`` then ``resources/read``).
+    resources: bool = True
+    #: Only resources whose URI starts with one of these (empty: every resource).
+    uri_prefixes: list[str] = Field(default_factory=list)
+    #: At most this many resources are read per listing (the rest: ``truncated``).
+    max_resources: Annotated[int, Field(ge=1, le=100_000)] = 256
+    #: One tool called per query; string values in ``arguments`` may hold ``{query}``
+    #: (the query text) and ``{goal}``.
+    tool: Annotated[str, Field(min_length=1)] | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    #: The frame kind every frame of this provider gets.
+    kind: Annotated[str, Field(min_length=1, max_length=64)] = "doc"
+    #: Seconds a listing or a read is reused when the server gives no ``ttlMs``.
+    cache_ttl_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 30.0
+    #: The server sends data off the machine: it needs consent (C1, C6) like any such
+    #: provider; ``egress_scopes`` names where to (default: the generic ``egress``).
+    egress: bool = False
+    egress_scopes: list[str] = Field(default_factory=list)
+
+
 class ProviderSettings(_Section):
     id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
     command: Annotated[list[str], Field(min_length=1)]
-    binding: Literal["jsonrpc", "cgp"] = "jsonrpc"
+    binding: Literal["jsonrpc", "cgp", "mcp"] = "jsonrpc"
     timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 2000
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     env: dict[str, str] = Field(default_factory=dict)
@@ -135,6 +167,23 @@ class ProviderSettings(_Section):
     trusted_roots: list[Path] = Field(default_factory=list)
     #: Overrides ``host.untrusted`` for this provider's frames.
     untrusted: Literal["exclude", "include"] | None = None
+    #: ``binding = "mcp"`` only: what the MCP server's resources and tool become.
+    mcp: McpSettings | None = None
+
+    @model_validator(mode="after")
+    def _mcp_table(self) -> ProviderSettings:
+        if self.mcp is not None and self.binding != "mcp":
+            raise ValueError('mcp: only for binding = "mcp"')
+        if self.binding == "mcp" and importlib.util.find_spec("mcp") is None:
+            raise ValueError('binding = "mcp" needs the mcp extra: pip install "hostd[mcp]"')
+        return self
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The binding's own settings, as the engine's ``ProviderSpec.options``."""
+        if self.binding != "mcp":
+            return {}
+        return (self.mcp or McpSettings()).model_dump()
 
     @field_validator("command")
     @classmethod
@@ -203,6 +252,7 @@ class Config(_Section):
                 cwd=str(p.cwd) if p.cwd is not None else None,
                 trusted_roots=[str(r) for r in p.trusted_roots],
                 untrusted=p.untrusted,
+                options=p.options,
             )
             for p in self.provider
         ]

@@ -38,7 +38,7 @@ def test_the_embedded_default_config_is_valid() -> None:
         (
             "[[provider]]\nid = 'a'\ncommand = ['x']\nbinding = 'grpc'\n",
             "provider[0].binding",
-            "'jsonrpc' or 'cgp'",
+            "'jsonrpc', 'cgp' or 'mcp'",
         ),
         (
             "[[provider]]\nid = 'a'\ncommand = ['x']\n[[provider]]\nid = 'a'\ncommand = ['y']\n",

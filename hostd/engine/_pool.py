@@ -57,6 +57,16 @@ class PoolSettings:
     stderr_policy: StderrPolicy | None = None
 
 
+def _client_factory(spec: ProviderSpec) -> Any:
+    """The binding client for bindings the transport does not ship (``None``: its own)."""
+    if spec.binding != "mcp":
+        return None
+    # Imported here: the MCP SDK is an optional extra, needed only by mcp providers.
+    from hostd.mcp import mcp_client_factory
+
+    return mcp_client_factory(spec.options)
+
+
 class _Start:
     """One start in flight, shared by every leg that waits for it."""
 
@@ -229,6 +239,7 @@ class ProviderPool:
                 grace=s.grace_period_s,
                 max_line_bytes=s.max_line_bytes,
                 stderr_policy=s.stderr_policy,
+                client_factory=_client_factory(spec),
             )
         except HostdError as exc:
             self.record_failure(slot, exc)

@@ -27,14 +27,16 @@ class ProviderSpec:
     #: "exclude" | "include" for frames whose ``file`` provenance lies outside every
     #: trusted root; ``None``: the host's setting.
     untrusted: str | None = None
+    #: The binding's own settings (``mcp``: ``hostd.config.McpSettings`` as a dict).
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("provider id must not be empty")
         if isinstance(self.command, str) or not self.command:
             raise ValueError(f"provider {self.id!r}: command must be a non-empty argv list")
-        if self.binding not in ("jsonrpc", "cgp"):
-            raise ValueError(f"provider {self.id!r}: binding must be 'jsonrpc' or 'cgp'")
+        if self.binding not in ("jsonrpc", "cgp", "mcp"):
+            raise ValueError(f"provider {self.id!r}: binding must be 'jsonrpc', 'cgp' or 'mcp'")
         if self.timeout_ms <= 0:
             raise ValueError(f"provider {self.id!r}: timeout_ms must be positive")
         if self.untrusted not in (None, "exclude", "include"):
@@ -58,4 +60,5 @@ class ProviderSpec:
             cwd=getattr(settings, "cwd", None),
             trusted_roots=list(getattr(settings, "trusted_roots", []) or []),
             untrusted=getattr(settings, "untrusted", None),
+            options=dict(getattr(settings, "options", None) or {}),
         )

@@ -8,7 +8,7 @@ it never ranks, renders or speaks to providers itself.
 from ._api import METHODS, ComposeParams, QueryParams, RequestContext
 from ._connection import Connection, Limits
 from ._daemon import Daemon
-from ._listeners import ListenerError, is_loopback
+from ._listeners import ListenerError, is_loopback, open_stdio, reserve_stdout
 
 __all__ = [
     "METHODS",
@@ -20,4 +20,6 @@ __all__ = [
     "QueryParams",
     "RequestContext",
     "is_loopback",
+    "open_stdio",
+    "reserve_stdout",
 ]

@@ -397,12 +397,17 @@ class Daemon:
 
 
 class _NullConnection:
-    """The connection of an in-process session: notifications go nowhere."""
+    """The connection of an in-process session: ``$/progress`` goes to the caller's
+    ``on_progress`` (as ``AsyncClient.call`` routes it), other notifications nowhere."""
 
     name = "local"
 
+    def __init__(self, on_progress: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        self._on_progress = on_progress
+
     async def send(self, obj: Any) -> None:
-        return None
+        if self._on_progress is not None and obj.get("method") == "$/progress":
+            self._on_progress(obj.get("params") or {})
 
     def cancel(self, id_: Any) -> None:
         return None
@@ -414,9 +419,18 @@ class LocalSession:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
 
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-        reply = await dispatch_one(self._daemon, _NullConnection(), msg)
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> Any:
+        params = dict(params or {})
+        if on_progress is not None:
+            params["progress_token"] = "local"
+        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        reply = await dispatch_one(self._daemon, _NullConnection(on_progress), msg)
         if "error" in reply:
             err = reply["error"]
             raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))

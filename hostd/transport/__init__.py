@@ -11,7 +11,7 @@ scrubbed env, stderr into the log, teardown ladder) and the handshake
 
 from ._calls import Pending, PendingTable, StartedCall
 from ._cgp import CgpClient
-from ._connection import Binding, BindingClient, ProviderConnection
+from ._connection import Binding, BindingClient, ClientFactory, ProviderConnection
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
@@ -24,6 +24,7 @@ __all__ = [
     "BindingClient",
     "CgpClient",
     "ChildProcess",
+    "ClientFactory",
     "JsonRpcClient",
     "LineReader",
     "Pending",
