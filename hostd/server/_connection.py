@@ -4,7 +4,9 @@ Owns the JSON-RPC 2.0 session rules on one byte stream: one JSON value per
 line (``hostd.protocol.LineSplitter``: an over-long line is answered once and
 skipped, the connection keeps serving); parse errors (−32700) and invalid
 requests (−32600) answered with ``id: null``; batches answered as one array (an
-empty batch is one invalid request; a batch of notifications gets no reply);
+empty batch is one invalid request; a batch of notifications gets no reply; an
+element that is not an object, an inner array included, gets its own −32600 and
+is never run);
 per-connection limits on batch size and requests in flight; ``$/cancel``
 cancels the named request's work and suppresses its reply; and, for sockets, a
 client that goes away cancels everything it had in flight.
@@ -33,6 +35,7 @@ import anyio
 
 from hostd.errors import (
     EmptyBatch,
+    InvalidRequest,
     Overloaded,
     ParseError,
     RequestLineTooLong,
@@ -78,6 +81,13 @@ class Limits:
 
 def _id_key(value: Any) -> bytes:
     return encode(value)
+
+
+def _not_a_request() -> dict[str, Any]:
+    """The answer to a batch element that is not an object: its own −32600 with a null
+    id. Refused here, never dispatched: dispatching an inner array would run it as a
+    batch of its own, past ``max_batch`` and ``max_in_flight``, with a nested reply."""
+    return error_reply(InvalidRequest("Invalid Request: a batch element must be an object"))
 
 
 class Connection:
@@ -269,8 +279,10 @@ class Connection:
         if self._inflight >= self._limits.max_in_flight:
             errors = [
                 error_reply(self._overloaded(), reply_id(m))
+                if isinstance(m, dict)
+                else _not_a_request()
                 for m in batch
-                if isinstance(m, dict) and "id" in m
+                if not isinstance(m, dict) or "id" in m
             ]
             if errors:
                 await self.send(errors)
@@ -316,8 +328,11 @@ class Connection:
                 replies[i] = await self._dispatch_in(batch[i], scopes[i])
 
         async with anyio.create_task_group() as tg:
-            for i in range(len(batch)):
-                tg.start_soon(one, i)
+            for i, msg in enumerate(batch):
+                if isinstance(msg, dict):
+                    tg.start_soon(one, i)
+                else:  # an inner array is never a batch of its own (nor run), nor any scalar
+                    replies[i] = _not_a_request()
         out = [r for r in replies if r is not None and r is not _NO_REPLY]
         if out:
             await self.send(out)
