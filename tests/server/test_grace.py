@@ -1,0 +1,82 @@
+"""The graceful stop seen from a client that connects late: answered, never left waiting."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.client import RpcError, connect
+from tests.server.conftest import provider_table
+from tests.server.flood import AUTH_AND_STATUS, TOKEN
+from tests.server.test_malformed import Raw, assert_error
+
+pytestmark = pytest.mark.anyio
+
+TCP = f'\n[tcp]\nenabled = true\nhost = "127.0.0.1"\nport = 0\ntoken = "{TOKEN}"\n'
+LATE = 16  # of each kind: Unix socket and TCP
+
+
+def _compose(id_: int) -> bytes:
+    msg = {"jsonrpc": "2.0", "id": id_, "method": "context/compose", "params": {"goal": "late"}}
+    return json.dumps(msg).encode() + b"\n"
+
+
+async def _late_unix(daemon: Any, replies: list[Any]) -> None:
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        await raw.send(_compose(1) + _compose(2))  # both answered, neither lost
+        replies.extend([await raw.line(), await raw.line()])
+
+
+async def _late_tcp(host: str, port: int, replies: list[Any]) -> None:
+    async with await anyio.connect_tcp(host, port) as stream:
+        raw = Raw(stream)
+        await raw.send(AUTH_AND_STATUS)
+        assert (await raw.line())["result"] == {"authenticated": True}
+        replies.append(await raw.line())
+
+
+async def test_a_connection_opened_in_the_grace_period_is_answered_shutting_down(
+    start_daemon, marker
+) -> None:
+    # A provider that answers in no time the test could take: the request it holds keeps
+    # the grace period open until the test ends it (a second SIGTERM), however slow.
+    slow = provider_table("slow", marker, delay_ms=600_000)
+    slow = slow.replace("timeout_ms = 10000", "timeout_ms = 600000")
+    daemon = await start_daemon({}, grace_period_s=600, extra=slow + TCP)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    late: list[Any] = []
+    async with connect(daemon.socket) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def stuck() -> None:
+                with pytest.raises(RpcError) as exc:  # answered at the end of the grace
+                    await client.compose("stuck", timeout_ms=600_000)
+                assert exc.value.remote_reason == "shutting_down"
+
+            tg.start_soon(stuck)
+            with anyio.fail_after(30):
+                while (await client.status())["in_flight"] < 2:
+                    pass
+            daemon.signal()
+            # The grace period has begun once this connection's requests are refused.
+            with anyio.fail_after(30), pytest.raises(RpcError) as refused:
+                while True:
+                    await client.status()
+            assert refused.value.remote_reason == "shutting_down"
+            # Every late client is answered within the hang guard, long before the grace
+            # period (600 s) would end.
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as clients:
+                    for _ in range(LATE):
+                        clients.start_soon(_late_unix, daemon, late)
+                        clients.start_soon(_late_tcp, host, port, late)
+            daemon.signal()  # a second SIGTERM ends the grace period at once
+    assert await daemon.wait() == 0
+    assert len(late) == 3 * LATE
+    for reply in late:
+        assert assert_error(reply, -32006)["data"]["reason"] == "shutting_down"
+    assert daemon.events("host.grace_expired") and not daemon.socket.exists()
