@@ -242,6 +242,7 @@ class Daemon:
                 for _, opened in listeners:
                     await opened.aclose()
                 log.info("host.stopping.providers")
+                flush_logs()  # the periodic flusher has stopped; this phase can take a while
         finally:
             for _, opened in listeners:
                 await opened.aclose()

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from hostd.client import RpcError, connect
-from tests.server.conftest import provider_table
+from tests.server.conftest import ROOT, provider_table
 from tests.server.flood import AUTH_AND_STATUS, TOKEN
 from tests.server.test_malformed import Raw, assert_error
 
@@ -80,3 +80,28 @@ async def test_a_connection_opened_in_the_grace_period_is_answered_shutting_down
     for reply in late:
         assert assert_error(reply, -32006)["data"]["reason"] == "shutting_down"
     assert daemon.events("host.grace_expired") and not daemon.socket.exists()
+
+
+async def test_a_connect_while_the_providers_stop_is_refused_at_once(start_daemon, marker) -> None:
+    # A provider asleep in a query ignores the end of its stdin: its stop takes the whole
+    # grace period (then a signal), and that is when a client might still connect.
+    hang = (
+        '[[provider]]\nid = "hang"\ntimeout_ms = 100\n'
+        f'command = ["python", "-m", "tests.fixtures.adversarial_provider", "hang", "{marker}"]\n'
+        f'cwd = "{ROOT}"\n'
+    )
+    daemon = await start_daemon({}, grace_period_s=10, extra=hang + TCP)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    async with connect(daemon.socket) as client:
+        result = await client.compose("put the provider to sleep")
+        assert [p["status"] for p in result["providers"]] != ["ok"]
+        assert (await client.shutdown())["stopping"] is True
+    with anyio.fail_after(60):  # hang guard only
+        while not daemon.events("host.stopping.providers"):
+            await anyio.wait_all_tasks_blocked()
+    # Refused (or, had the stop already ended, gone): never accepted only to be reset.
+    with pytest.raises(OSError):
+        await anyio.connect_unix(daemon.socket)
+    with pytest.raises(OSError):
+        await anyio.connect_tcp(host, port)
+    assert await daemon.wait() == 0
