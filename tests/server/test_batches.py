@@ -4,16 +4,14 @@ array above all) is refused on its own and nothing in it runs, over stdio and th
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.server.conftest import ROOT, marked_processes, write_config
+from tests.server.conftest import marked_processes, write_config
 from tests.server.test_malformed import Raw, assert_error
-from tests.server.test_stdio import _Pipes
+from tests.server.test_stdio import stdio_pipes
 
 pytestmark = pytest.mark.anyio
 
@@ -66,17 +64,8 @@ async def test_a_nested_batch_over_the_socket_is_refused_and_runs_nothing(start_
 async def test_a_nested_batch_over_stdio_is_refused_and_runs_nothing(workdir, marker) -> None:
     config = workdir / "hostd.toml"
     config.write_text(write_config(workdir, marker, {"memory": {}}))
-    process = await anyio.open_process(
-        [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"],
-        cwd=ROOT,
-        stderr=subprocess.DEVNULL,
-    )
-    async with process:
-        pipes = _Pipes(process)
+    async with stdio_pipes(config) as pipes:
         await _refuses_nested(pipes.ask)
-        await process.stdin.aclose()
-        with anyio.fail_after(60):
-            assert await process.wait() == 0
     assert not marked_processes(marker)
 
 

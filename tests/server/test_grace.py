@@ -19,8 +19,9 @@ TCP = f'\n[tcp]\nenabled = true\nhost = "127.0.0.1"\nport = 0\ntoken = "{TOKEN}"
 LATE = 16  # of each kind: Unix socket and TCP
 
 
-def _compose(id_: int) -> bytes:
-    msg = {"jsonrpc": "2.0", "id": id_, "method": "context/compose", "params": {"goal": "late"}}
+def _compose(id_: int, **params: Any) -> bytes:
+    params = {"goal": "late", **params}
+    msg = {"jsonrpc": "2.0", "id": id_, "method": "context/compose", "params": params}
     return json.dumps(msg).encode() + b"\n"
 
 
@@ -49,32 +50,28 @@ async def test_a_connection_opened_in_the_grace_period_is_answered_shutting_down
     daemon = await start_daemon({}, grace_period_s=600, extra=slow + TCP)
     host, port = daemon.events("host.serving")[0]["tcp"]
     late: list[Any] = []
-    async with connect(daemon.socket) as client:
-        async with anyio.create_task_group() as tg:
-
-            async def stuck() -> None:
-                with pytest.raises(RpcError) as exc:  # answered at the end of the grace
-                    await client.compose("stuck", timeout_ms=600_000)
-                assert exc.value.remote_reason == "shutting_down"
-
-            tg.start_soon(stuck)
-            with anyio.fail_after(30):
-                while (await client.status())["in_flight"] < 2:
-                    pass
-            daemon.signal()
-            # The grace period has begun once this connection's requests are refused.
-            with anyio.fail_after(30), pytest.raises(RpcError) as refused:
-                while True:
-                    await client.status()
-            assert refused.value.remote_reason == "shutting_down"
-            # Every late client is answered within the hang guard, long before the grace
-            # period (600 s) would end.
-            with anyio.fail_after(60):
-                async with anyio.create_task_group() as clients:
-                    for _ in range(LATE):
-                        clients.start_soon(_late_unix, daemon, late)
-                        clients.start_soon(_late_tcp, host, port, late)
-            daemon.signal()  # a second SIGTERM ends the grace period at once
+    async with connect(daemon.socket) as client, await anyio.connect_unix(daemon.socket) as held:
+        stuck = Raw(held)  # its request is in flight through the whole grace period
+        await stuck.send(_compose(0, timeout_ms=600_000))
+        with anyio.fail_after(30):
+            while (await client.status())["in_flight"] < 2:
+                pass
+        daemon.signal()
+        # The grace period has begun once this connection's requests are refused.
+        with anyio.fail_after(30), pytest.raises(RpcError) as refused:
+            while True:
+                await client.status()
+        assert refused.value.remote_reason == "shutting_down"
+        # Every late client is answered within the hang guard, long before the grace
+        # period (600 s) would end.
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as clients:
+                for _ in range(LATE):
+                    clients.start_soon(_late_unix, daemon, late)
+                    clients.start_soon(_late_tcp, host, port, late)
+        daemon.signal()  # a second SIGTERM ends the grace period at once
+        # The request held in flight is answered too, not cut off.
+        assert assert_error(await stuck.line(), -32006, 0)["data"]["reason"] == "shutting_down"
     assert await daemon.wait() == 0
     assert len(late) == 3 * LATE
     for reply in late:
