@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hostd._rate import RepeatedEvents
-
 from ._connection import Connection
+from ._repeats import RepeatedEvents
 
 __all__ = ["MAX_UNAUTHENTICATED", "Admission"]
 

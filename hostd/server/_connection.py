@@ -36,7 +36,6 @@ from typing import Any, Protocol
 
 import anyio
 
-from hostd._rate import RepeatedEvents
 from hostd.errors import (
     EmptyBatch,
     InvalidRequest,
@@ -49,6 +48,8 @@ from hostd.errors import (
 from hostd.logs import get_logger
 from hostd.protocol import LineSplitter
 from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
+
+from ._repeats import RepeatedEvents
 
 __all__ = ["Connection", "Dispatch", "Limits", "Owner"]
 

@@ -29,7 +29,6 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 
 import hostd
-from hostd._rate import RepeatedEvents
 from hostd.config import Config
 from hostd.errors import RpcError
 from hostd.logs import flush_logs, get_logger
@@ -38,6 +37,7 @@ from hostd.rpc import decode, encode
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
 from ._connection import Connection, Limits
+from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
     from hostd.engine import Host

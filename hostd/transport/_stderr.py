@@ -1,13 +1,12 @@
 """A provider's stderr into the structured log, rate-limited so a flood costs little.
 
 Owns the stderr pump: the pipe is read in large chunks; while the token bucket
-(``hostd._rate.TokenBucket``, the log's one; ``StderrPolicy``: ``burst`` lines,
-refilled at ``rate`` lines a second) has tokens, lines are split and logged as
-``provider.stderr``, tagged with the provider id; past it they are only counted
-(``bytes.count``, nothing split, decoded or buffered beyond the one line under
-way), and the count is logged as ``provider.stderr.suppressed`` at most every
-``summary_s`` seconds and at the end. The pipe is always drained, so a flooding
-provider never blocks on its stderr.
+(``StderrPolicy``: ``burst`` lines, refilled at ``rate`` lines a second) has
+tokens, lines are split and logged as ``provider.stderr``, tagged with the
+provider id; past it they are only counted (``bytes.count``, nothing split,
+decoded or buffered beyond the one line under way), and the count is logged as
+``provider.stderr.suppressed`` at most every ``summary_s`` seconds and at the end.
+The pipe is always drained, so a flooding provider never blocks on its stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import anyio
 import structlog
 from anyio.abc import ByteReceiveStream
 
-from hostd._rate import TokenBucket
 from hostd.protocol import LineItem, LineSplitter
 
 __all__ = ["StderrPolicy", "StderrPump", "TokenBucket"]
@@ -41,6 +39,29 @@ class StderrPolicy:
     rate: float = 20.0
     summary_s: float = 10.0
     max_line_bytes: int = 64 * 1024
+
+
+class TokenBucket:
+    """``capacity`` tokens, refilled at ``rate`` a second up to ``capacity``; the clock is
+    the caller's (``now``, in seconds), so the arithmetic is testable on its own."""
+
+    __slots__ = ("capacity", "rate", "stamp", "tokens")
+
+    def __init__(self, capacity: int, rate: float, now: float) -> None:
+        self.capacity = capacity
+        self.rate = rate
+        self.tokens = float(capacity)
+        self.stamp = now
+
+    def available(self, now: float) -> int:
+        """Whole tokens at ``now`` (after refilling for the time since the last call)."""
+        if now > self.stamp:
+            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+        return int(self.tokens)
+
+    def take(self, n: int) -> None:
+        self.tokens -= n
 
 
 def _after_newlines(chunk: bytes, n: int) -> int:

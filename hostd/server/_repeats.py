@@ -1,14 +1,13 @@
-"""Rate limits for the log: past a token bucket, a repeated event costs a count, not a line.
+"""Warnings a peer can repeat at will: past a token bucket, one costs a count, not a line.
 
-Owns the one token bucket (``TokenBucket``) that bounds every flood the log can
-meet: a provider's stderr (``hostd.transport``'s stderr pump) and the warnings a
-peer can cause at will, one per connection it opens (``RepeatedEvents``, used by
-``hostd.server``: refused and evicted connections, unauthenticated clients). Past
-the bucket an event is only counted; the count is logged as ``<event>.suppressed``
-(``suppressed``: the total, ``since_last``) at most every ``summary_s`` seconds
-and when the owner flushes at the end, so what was left out is always on record.
-
-Imports nothing of hostd: every layer may use it.
+Owns ``RepeatedEvents``, for the warnings a client can cause once per
+connection it opens (refused and evicted connections, unauthenticated or
+over-long first lines, auth timeouts). Each event name has its own bucket, the
+transport's ``TokenBucket`` that already bounds a provider's stderr (one
+bucket, two floods); past it an event is only counted, and the count is logged
+as ``<event>.suppressed`` (``suppressed``: the total, ``since_last``) at most
+every ``summary_s`` seconds and when the daemon stops, so what was left out is
+always on record.
 """
 
 from __future__ import annotations
@@ -18,30 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RepeatedEvents", "TokenBucket"]
+from hostd.transport import TokenBucket
 
-
-class TokenBucket:
-    """``capacity`` tokens, refilled at ``rate`` a second up to ``capacity``; the clock is
-    the caller's (``now``, in seconds), so the arithmetic is testable on its own."""
-
-    __slots__ = ("capacity", "rate", "stamp", "tokens")
-
-    def __init__(self, capacity: int, rate: float, now: float) -> None:
-        self.capacity = capacity
-        self.rate = rate
-        self.tokens = float(capacity)
-        self.stamp = now
-
-    def available(self, now: float) -> int:
-        """Whole tokens at ``now`` (after refilling for the time since the last call)."""
-        if now > self.stamp:
-            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-            self.stamp = now
-        return int(self.tokens)
-
-    def take(self, n: int) -> None:
-        self.tokens -= n
+__all__ = ["RepeatedEvents"]
 
 
 @dataclass(slots=True)
