@@ -15,6 +15,7 @@ from ._connection import Binding, BindingClient, ClientFactory, ProviderConnecti
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
+from ._stderr import TokenBucket
 from ._teardown import stop_process
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "ProviderConnection",
     "StartedCall",
     "StderrPolicy",
+    "TokenBucket",
     "encode_line",
     "provider_error",
     "scrubbed_env",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -99,18 +102,28 @@ class _Pipes:
         return json.loads(line)
 
 
-async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir, marker) -> None:
-    from tests.server.test_malformed import STATUS, assert_error
-
-    config = workdir / "hostd.toml"
-    config.write_text(write_config(workdir, marker, {"alpha": {}}, max_line_bytes=65536))
+@contextlib.asynccontextmanager
+async def stdio_pipes(config: Path) -> AsyncIterator[_Pipes]:
+    """``hostd serve --stdio`` as a child, raw lines over its pipes; on leaving, its
+    stdin is closed and it must exit 0."""
     process = await anyio.open_process(
         [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"],
         cwd=ROOT,
         stderr=subprocess.DEVNULL,
     )
     async with process:
-        pipes = _Pipes(process)
+        yield _Pipes(process)
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            assert await process.wait() == 0
+
+
+async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir, marker) -> None:
+    from tests.server.test_malformed import STATUS, assert_error
+
+    config = workdir / "hostd.toml"
+    config.write_text(write_config(workdir, marker, {"alpha": {}}, max_line_bytes=65536))
+    async with stdio_pipes(config) as pipes:
         assert_error(await pipes.ask(b"{not json\n"), -32700, None)
         assert_error(await pipes.ask(b'{"jsonrpc":"2.0","id":1,"method":"nope"}\n'), -32601, 1)
         err = assert_error(
@@ -132,9 +145,6 @@ async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir,
             b'{"jsonrpc":"2.0","id":3,"method":"context/compose","params":{"goal":"ok"}}\n'
         )
         assert reply["result"]["citations"]
-        await process.stdin.aclose()
-        with anyio.fail_after(30):
-            assert await process.wait() == 0
     assert not marked_processes(marker)
 
 

@@ -93,13 +93,16 @@ async def test_unauthenticated_connections_never_lock_unix_clients_out(start_dae
     daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=600, max_connections=2)
     host, port = daemon.events("host.serving")[0]["tcp"]
     async with contextlib.AsyncExitStack() as stack:
-        for _ in range(MAX_UNAUTHENTICATED):
+        held = [
             await stack.enter_async_context(await anyio.connect_tcp(host, port))
-        # The cap is full: one more unauthenticated connection is closed at once.
-        async with await anyio.connect_tcp(host, port) as extra:
-            assert await _closed(extra) == b""
-        async with connect(daemon.socket) as client:
-            status = await client.status()
+            for _ in range(MAX_UNAUTHENTICATED)
+        ]
+        # The cap is full: one more unauthenticated connection evicts the oldest.
+        async with await anyio.connect_tcp(host, port):
+            assert await _closed(held[0]) == b""
+            async with connect(daemon.socket) as client:
+                status = await client.status()
         assert status["counters"]["connections_unauthenticated"] == MAX_UNAUTHENTICATED
+        assert status["counters"]["connections_evicted"] == 1
         assert status["counters"]["connections_open"] == 1
     assert await daemon.stop() == 0
