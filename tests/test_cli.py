@@ -155,6 +155,22 @@ def test_check_provider_reports_a_provider_that_dies() -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_check_provider_passes_an_sdk_provider_that_verifies_under_its_own_name() -> None:
+    done = _hostd(
+        "check-provider",
+        "--binding",
+        "cgp",
+        "--",
+        sys.executable,
+        "-m",
+        "tests.fixtures.sdk_named_provider",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any(
+        line.startswith("verify honesty") and " pass " in line for line in done.stdout.splitlines()
+    ), done.stdout
+
+
 def test_check_provider_drives_the_cgp_binding_with_a_real_sdk_peer() -> None:
     done = _hostd(
         "check-provider",
