@@ -16,8 +16,11 @@ cancellation, so a host cancelled mid-query still leaves no orphan.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import select
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,6 +105,35 @@ def _under_reaper(command: Sequence[str]) -> list[str]:
     return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *command]
 
 
+def _check_startable(
+    command: Sequence[str], cwd: str | Path | None, env: Mapping[str, str]
+) -> None:
+    """Raise the ``OSError`` starting ``command`` in ``cwd`` would meet. Under the
+    ``_reaper`` shim the exec happens in the shim, which could only say so on the
+    provider's stderr (logged at info, after the fact); found here, the reason is
+    the start's own error. Resolved as the exec would: a word with a slash against
+    ``cwd``, else along the child's ``PATH`` (relative entries against ``cwd``)."""
+    base = os.fspath(cwd) if cwd is not None else os.getcwd()
+    if cwd is not None and not os.path.isdir(base):
+        code = errno.ENOTDIR if os.path.exists(base) else errno.ENOENT
+        raise OSError(code, os.strerror(code), base)
+    program = command[0]
+    if os.path.dirname(program):
+        candidates = [os.path.join(base, program)]
+    else:
+        candidates = [os.path.join(base, d, program) for d in os.get_exec_path(dict(env))]
+    if any(shutil.which(c) for c in candidates):
+        return
+    code = errno.EACCES if any(os.path.exists(c) for c in candidates) else errno.ENOENT
+    raise OSError(code, os.strerror(code), program)
+
+
+def _os_error(exc: OSError) -> str:
+    """``No such file or directory: 'x'``: the OS error without its errno prefix."""
+    text = exc.strerror or str(exc)
+    return f"{text}: {exc.filename!r}" if exc.filename is not None else text
+
+
 class ChildProcess:
     """One running provider process. Create with ``await ChildProcess.spawn(...)``.
 
@@ -177,8 +209,30 @@ class ChildProcess:
     ) -> ChildProcess:
         """Spawn ``command`` in its own process group; then run ``start_pumps``.
 
-        Raises ``OSError`` when the command cannot be started.
+        Raises ``ProviderCrashed`` when the command cannot be started: one line
+        naming the provider, the command and the OS error.
         """
+        child_env = scrubbed_env(env)
+        try:
+            _check_startable(command, cwd, child_env)
+            return await cls._spawn(provider_id, command, child_env, cwd, policy)
+        except OSError as exc:
+            where = f" in {cwd}" if cwd is not None else ""
+            raise ProviderCrashed(
+                f"provider {provider_id!r} cannot start {shlex.join(command)}{where}: "
+                f"{_os_error(exc)}",
+                stage="start",
+            ) from exc
+
+    @classmethod
+    async def _spawn(
+        cls,
+        provider_id: str,
+        command: Sequence[str],
+        env: dict[str, str],
+        cwd: str | Path | None,
+        policy: StderrPolicy | None,
+    ) -> ChildProcess:
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
         # So is stdout: its read end is read in the event loop's own callback once
@@ -191,7 +245,7 @@ class ChildProcess:
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,
-                env=scrubbed_env(env),
+                env=env,
                 cwd=cwd,
                 start_new_session=True,
             )
