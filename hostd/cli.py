@@ -4,7 +4,8 @@ Owns argument parsing and what each command prints. A bad config or a
 refused listener ends with one line on stderr naming the problem and exit
 status 2, never a stack trace. ``compose``, ``providers`` and ``consent`` run
 in-process against the configured providers (one shot) unless ``--connect``
-names a running daemon's socket.
+names a running daemon's socket (none there: exit status 3, naming it). An
+empty prompt is exit status 1, saying leg by leg why (``_outcome``).
 """
 
 from __future__ import annotations
