@@ -128,10 +128,18 @@ def _check_startable(
     raise OSError(code, os.strerror(code), program)
 
 
-def _os_error(exc: OSError) -> str:
-    """``No such file or directory: 'x'``: the OS error without its errno prefix."""
-    text = exc.strerror or str(exc)
-    return f"{text}: {exc.filename!r}" if exc.filename is not None else text
+def _cannot_start(
+    provider_id: str, command: Sequence[str], cwd: str | Path | None, exc: OSError
+) -> ProviderCrashed:
+    """One line: the provider, the command (and its cwd) and the OS error."""
+    where = f" in {cwd}" if cwd is not None else ""
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        why += f": {exc.filename!r}"
+    return ProviderCrashed(
+        f"provider {provider_id!r} cannot start {shlex.join(command)}{where}: {why}",
+        stage="start",
+    )
 
 
 class ChildProcess:
@@ -215,24 +223,8 @@ class ChildProcess:
         child_env = scrubbed_env(env)
         try:
             _check_startable(command, cwd, child_env)
-            return await cls._spawn(provider_id, command, child_env, cwd, policy)
         except OSError as exc:
-            where = f" in {cwd}" if cwd is not None else ""
-            raise ProviderCrashed(
-                f"provider {provider_id!r} cannot start {shlex.join(command)}{where}: "
-                f"{_os_error(exc)}",
-                stage="start",
-            ) from exc
-
-    @classmethod
-    async def _spawn(
-        cls,
-        provider_id: str,
-        command: Sequence[str],
-        env: dict[str, str],
-        cwd: str | Path | None,
-        policy: StderrPolicy | None,
-    ) -> ChildProcess:
+            raise _cannot_start(provider_id, command, cwd, exc) from exc
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
         # So is stdout: its read end is read in the event loop's own callback once
@@ -245,10 +237,14 @@ class ChildProcess:
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,
-                env=env,
+                env=child_env,
                 cwd=cwd,
                 start_new_session=True,
             )
+        except OSError as exc:
+            os.close(write_end)
+            os.close(out_read)
+            raise _cannot_start(provider_id, command, cwd, exc) from exc
         except BaseException:
             os.close(write_end)
             os.close(out_read)
