@@ -4,24 +4,13 @@ run as a child, its stderr and exit status read as a user would."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.cli import run_hostd as _hostd
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hostd", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
 
 
 def _config(tmp_path: Path, body: str = "") -> Path:
@@ -162,15 +151,7 @@ def test_every_config_error_exits_2_naming_the_key(
     config = tmp_path / "bad.toml"
     text = f'[host]\nsocket = "{tmp_path}/run/s.sock"\n' if not body.startswith("[host]") else ""
     config.write_text(text + body.format(tmp=tmp_path), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "hostd", "--config", str(config), *command],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    done = _hostd("--config", str(config), *command)  # stdin closed: serve --stdio ends
     assert done.returncode == 2, done.stderr
     (line,) = _human(done.stderr)
     assert line.startswith("hostd: ") and key in line and str(config) in line, line
