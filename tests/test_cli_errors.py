@@ -41,10 +41,18 @@ def unstartable(tmp_path: Path) -> dict[str, str]:
     plain = tmp_path / "plain.sh"
     plain.write_text("#!/bin/sh\n")
     plain.chmod(0o644)
+    noformat = tmp_path / "noformat"
+    noformat.write_text("neither a script nor a program\n")
+    noformat.chmod(0o755)
+    badshebang = tmp_path / "badshebang"
+    badshebang.write_text("#!/no/such/interpreter\n")
+    badshebang.chmod(0o755)
     return {
         "ghost": _provider("ghost", ["no-such-provider-cmd", "--flag"]),
         "nocwd": _provider("nocwd", ["python", "-c", "pass"], cwd=tmp_path / "missing"),
         "noexec": _provider("noexec", [str(plain)]),
+        "noformat": _provider("noformat", [str(noformat)]),
+        "badshebang": _provider("badshebang", [str(badshebang)]),
     }
 
 
@@ -52,6 +60,8 @@ WHY = {
     "ghost": ("no-such-provider-cmd --flag", "No such file or directory: 'no-such-provider-cmd'"),
     "nocwd": ("in ", "No such file or directory:"),
     "noexec": ("plain.sh", "Permission denied:"),
+    "noformat": ("noformat", "Exec format error:"),
+    "badshebang": ("badshebang", "No such file or directory:"),
 }
 
 
