@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.cli import run_hostd as _hostd
+from tests.fixtures.unstartable import unstartable_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,15 +39,8 @@ def _human(stderr: str) -> list[str]:
 @pytest.fixture
 def unstartable(tmp_path: Path) -> dict[str, str]:
     """Provider id → the config text of a provider that cannot start, and why."""
-    plain = tmp_path / "plain.sh"
-    plain.write_text("#!/bin/sh\n")
-    plain.chmod(0o644)
-    noformat = tmp_path / "noformat"
-    noformat.write_text("neither a script nor a program\n")
-    noformat.chmod(0o755)
-    badshebang = tmp_path / "badshebang"
-    badshebang.write_text("#!/no/such/interpreter\n")
-    badshebang.chmod(0o755)
+    files = unstartable_files(tmp_path)
+    plain, noformat, badshebang = files["plain"], files["noformat"], files["badshebang"]
     return {
         "ghost": _provider("ghost", ["no-such-provider-cmd", "--flag"]),
         "nocwd": _provider("nocwd", ["python", "-c", "pass"], cwd=tmp_path / "missing"),

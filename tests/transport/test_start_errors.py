@@ -12,6 +12,7 @@ import pytest
 from hostd.errors import ProviderCrashed
 from hostd.transport import ProviderConnection, _process
 from tests.fixtures.procs import leftovers, marked_env
+from tests.fixtures.unstartable import unstartable_files
 
 pytestmark = pytest.mark.anyio
 
@@ -27,12 +28,8 @@ def reaper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
 
 def _unstartable(tmp_path: Path) -> dict[str, tuple[list[str], Path | None, str]]:
     """case → (command, cwd, the OS error its start must name)."""
-    noformat = tmp_path / "noformat"
-    noformat.write_text("neither a script nor a program\n")
-    noformat.chmod(0o755)
-    plain = tmp_path / "plain.sh"
-    plain.write_text("#!/bin/sh\n")
-    plain.chmod(0o644)
+    files = unstartable_files(tmp_path)
+    plain, noformat = files["plain"], files["noformat"]
     return {
         "not found": (["no-such-provider-cmd", "-x"], None, "No such file or directory"),
         "not executable": ([str(plain)], None, "Permission denied"),
