@@ -373,7 +373,9 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         if not held:
             results.append(CheckResult("verify honesty", True, "no digest-carrying frame", True))
             return
-        pid = "p"
+        # As the daemon addresses them: over CGP by the handshake name (``_cgp``); over
+        # JSON-RPC by a configured id the provider never learns, so any id must do.
+        pid = ack.provider.name if d.binding == "cgp" else "p"
         idents = [
             {"provider_id": pid, "frame_id": f.id, "content_digest": f.content_digest} for f in held
         ]

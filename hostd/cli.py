@@ -4,7 +4,8 @@ Owns argument parsing and what each command prints. A bad config or a
 refused listener ends with one line on stderr naming the problem and exit
 status 2, never a stack trace. ``compose``, ``providers`` and ``consent`` run
 in-process against the configured providers (one shot) unless ``--connect``
-names a running daemon's socket.
+names a running daemon's socket (none there: exit status 3, naming it). An
+empty prompt is exit status 1, saying leg by leg why (``_outcome``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio
 import orjson
 
 import hostd
+from hostd._outcome import NoDaemon, config_hint, leg_failures, no_evidence
 from hostd._quality_commands import (
     add_quality_commands,
     caps_arg,
@@ -28,13 +30,15 @@ from hostd._quality_commands import (
     shadow_command,
 )
 from hostd.config import Config, load_config
-from hostd.errors import HostdError
+from hostd.errors import ConfigError, HostdError
 
 __all__ = ["build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: ``--connect`` found no daemon answering at the socket.
+EXIT_NO_DAEMON = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,7 +222,15 @@ async def _session(cfg: Config, connect: str | None, *, boot: bool = True) -> As
     if connect is not None:
         from hostd.client import connect as connect_socket
 
-        async with connect_socket(connect or cfg.socket_path) as client:
+        path = connect or cfg.socket_path
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(connect_socket(path))
+            except OSError as exc:
+                raise NoDaemon(
+                    f"no daemon at {path} ({exc.strerror or exc}); "
+                    f"start one with `hostd serve{config_hint(cfg)}`"
+                ) from exc
             yield client
     else:
         from hostd.server import Daemon
@@ -315,7 +327,10 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         if not result["prompt"].endswith("\n"):
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
-    return EXIT_OK
+    empty = no_evidence(result)
+    for line in empty if empty is not None else leg_failures(result):
+        sys.stderr.write(f"hostd: {line}\n")
+    return EXIT_OK if empty is None else EXIT_FAILED
 
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
@@ -331,6 +346,9 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         info = p.get("info") or {}
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
         sys.stdout.write(f"{p.get('id')}\t{p.get('binding')}\t{p.get('state')}\t{name}\n")
+        failure = (p.get("health") or {}).get("last_failure")
+        if failure and p.get("state") != "ready":
+            sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")
     return EXIT_OK
 
 
@@ -417,7 +435,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hostd.logs import configure_logging
 
         level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
-        configure_logging(level, settings=cfg.log)
+        try:
+            configure_logging(level, settings=cfg.log)
+        except OSError as err:
+            raise ConfigError(
+                f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
+                file=cfg.source,
+                key="log.file",
+            ) from err
         if args.command == "serve":
             return _serve(cfg, args)
         if args.command == "shadow":
@@ -437,15 +462,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         exc = _first(matched)
         sys.stderr.write(f"hostd: {_one_line(exc)}\n")
-        return EXIT_USAGE if exc.reason in ("bad_config", "listener_failed") else EXIT_FAILED
+        return _exit_status(exc)
     except HostdError as exc:
         sys.stderr.write(f"hostd: {_one_line(exc)}\n")
-        return EXIT_USAGE if exc.reason in ("bad_config", "listener_failed") else EXIT_FAILED
+        return _exit_status(exc)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"hostd: {exc}\n")
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+def _exit_status(exc: HostdError) -> int:
+    if exc.reason in ("bad_config", "listener_failed"):
+        return EXIT_USAGE
+    return EXIT_NO_DAEMON if isinstance(exc, NoDaemon) else EXIT_FAILED
 
 
 def _first(group: BaseExceptionGroup[HostdError]) -> HostdError:

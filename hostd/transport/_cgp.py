@@ -8,6 +8,13 @@ pipelined, and a ``frames``/``error`` with an unknown or missing id is a
 ``correlation_mismatch`` fault (H4). ``verify`` stays lock-step (the schema
 gives ``verify`` no id). A timed-out lock-step request leaves the stream
 unsynchronised, so the caller must break the connection (``desynchronised``).
+
+``verify`` addresses identities by the provider's handshake name: the envelope
+wire never tells a provider the id the host configured it under, so the one
+``provider_id`` a provider can hold its served identities under is its own name
+(the published SDK's providers do). The host's FrameIds keep the configured id;
+it is swapped for the name on the way out and back in verdicts (V2 still
+matches by full identity).
 """
 
 from __future__ import annotations
@@ -85,6 +92,8 @@ class CgpClient(StreamClient):
         #: A lock-step request was abandoned mid-flight: its late reply would be
         #: read as the answer to the next request, so the stream is unusable.
         self.desynchronised = False
+        #: The ``provider_id`` verify identities carry on the wire: the handshake name.
+        self.wire_provider_id: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -156,6 +165,7 @@ class CgpClient(StreamClient):
             capabilities=env.capabilities,
         )
         self.correlation = ack.capabilities.correlation
+        self.wire_provider_id = ack.provider.name
         return ack
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
@@ -178,12 +188,23 @@ class CgpClient(StreamClient):
         return self._start(key, line, _frames)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
-        env = await self._unkeyed(
-            {"type": "verify", "request": {"frames": [f.to_wire() for f in frames]}}
-        )
+        ours, theirs = self.provider_id, self.wire_provider_id or self.provider_id
+        wire = [
+            {**f.to_wire(), "provider_id": theirs} if f.provider_id == ours else f.to_wire()
+            for f in frames
+        ]
+        env = await self._unkeyed({"type": "verify", "request": {"frames": wire}})
         if not isinstance(env, VerifiedEnvelope):
             raise ProtocolFault(f"expected verified, got {type(env).__name__}")
-        return env.response
+        if theirs == ours:
+            return env.response
+        verdicts = [
+            v.model_copy(update={"frame": v.frame.model_copy(update={"provider_id": ours})})
+            if v.frame.provider_id == theirs
+            else v
+            for v in env.response.verdicts
+        ]
+        return env.response.model_copy(update={"verdicts": verdicts})
 
     async def shutdown(self) -> None:
         async with self._send_lock:

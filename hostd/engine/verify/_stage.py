@@ -255,6 +255,9 @@ class VerifyStage:
             bump(pid, "verify_missing", anomalies["missing"])
             bump(pid, "verify_unrequested", anomalies["unrequested"])
             bump(pid, "verify_conflicting", anomalies["conflicting"] + anomalies["contradictory"])
+            if anomalies["unrequested"]:  # verdicts under identities never asked (V2)
+                n, missing = anomalies["unrequested"], anomalies["missing"]
+                log.warning("verify.unmatched", provider_id=pid, unrequested=n, missing=missing)
             if verdicts is None:
                 errors[pid] = {
                     "error": reply.error if reply is not None else "not_sent",
