@@ -47,24 +47,32 @@ def starts(counter: Path) -> int:
     return int(counter.read_text()) if counter.exists() else 0
 
 
-async def park(host: Host, counter: Path, attempts: int) -> None:
-    """Query until the attempts are spent: each query meets one failed start."""
-    for i in range(attempts):
-        fan = await host.query_all(query(), 1000)
-        assert fan.reports[PID].status is not LegStatus.OK
-        assert starts(counter) == i + 1
-    assert host.health(PID).state is ProviderState.FAILED
+@contextlib.asynccontextmanager
+async def parked_host(
+    tmp_path: Path, *, fails: int, attempts: int, retry_after: float
+) -> AsyncIterator[tuple[Host, Path, Clock]]:
+    """A host whose provider fails its first ``fails`` starts, queried until its
+    ``attempts`` are spent (each query meets one failed start): parked."""
+    counter, clock = tmp_path / "starts", Clock()
+    policy = RestartPolicy(
+        base_delay_s=0.0, max_attempts=attempts, retry_failed_after_s=retry_after
+    )
+    async with Host(
+        [flaky(counter, fails)], restart_policy=policy, health_clock=clock, handshake_timeout_s=30
+    ) as host:
+        for i in range(attempts):
+            fan = await host.query_all(query(), 1000)
+            assert fan.reports[PID].status is not LegStatus.OK
+            assert starts(counter) == i + 1
+        assert host.health(PID).state is ProviderState.FAILED
+        yield host, counter, clock
 
 
 async def test_a_parked_provider_is_retried_after_its_cool_down_and_serves_again(
     tmp_path: Path,
 ) -> None:
-    counter, clock = tmp_path / "starts", Clock()
-    policy = RestartPolicy(base_delay_s=0.0, max_attempts=3, retry_failed_after_s=60.0)
-    async with Host(
-        [flaky(counter, 4)], restart_policy=policy, health_clock=clock, handshake_timeout_s=30
-    ) as host:
-        await park(host, counter, 3)
+    async with parked_host(tmp_path, fails=4, attempts=3, retry_after=60) as parked:
+        host, counter, clock = parked
         # Within the cool-down a query gives up at once: no start is tried.
         fan = await host.query_all(query(), 1000)
         report = fan.reports[PID]
@@ -98,12 +106,8 @@ async def test_a_parked_provider_is_retried_after_its_cool_down_and_serves_again
 async def test_with_the_cool_down_off_a_restart_request_brings_it_back_at_once(
     tmp_path: Path,
 ) -> None:
-    counter, clock = tmp_path / "starts", Clock()
-    policy = RestartPolicy(base_delay_s=0.0, max_attempts=2, retry_failed_after_s=0)
-    async with Host(
-        [flaky(counter, 2)], restart_policy=policy, health_clock=clock, handshake_timeout_s=30
-    ) as host:
-        await park(host, counter, 2)
+    async with parked_host(tmp_path, fails=2, attempts=2, retry_after=0) as parked:
+        host, counter, clock = parked
         clock.offset += 1e9  # no cool-down ever ends
         fan = await host.query_all(query(), 1000)
         assert "no retry until providers/restart" in (fan.reports[PID].error_message or "")
@@ -154,14 +158,31 @@ def daemon_dir() -> Iterator[tuple[Path, str]]:
     assert left == [], f"provider processes left behind: {left}"
 
 
+async def _statuses(client: Any, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        result = await client.compose("retry policy", budget=300)
+        out.append(result["providers"][0]["status"])
+    return out
+
+
 @contextlib.asynccontextmanager
-async def _serving(daemon: Any) -> AsyncIterator[None]:
-    """The daemon started; on the way out stopped (exit status 0), or killed if the
-    body failed first."""
+async def _parked(daemon_dir: tuple[Path, str], retry_after: float) -> AsyncIterator[Any]:
+    """A serving daemon whose one provider failed its five starts (the daemon's limit),
+    parked: yields ``(daemon, client, counter)``. On the way out the daemon is stopped
+    (exit status 0), or killed if the body failed first."""
+    from hostd.client import connect
+    from tests.server.conftest import DaemonProc
+
+    workdir, marker = daemon_dir
+    counter = workdir / "starts"
+    daemon = DaemonProc(workdir, marker, _daemon_config(workdir, marker, counter, retry_after))
     async with anyio.create_task_group() as tg:
         await daemon.start(tg)
         try:
-            yield
+            async with connect(daemon.socket) as client:
+                assert "ok" not in await _statuses(client, 5)
+                yield daemon, client, counter
             assert await daemon.stop() == 0
         finally:
             if daemon.process.returncode is None:
@@ -171,49 +192,34 @@ async def _serving(daemon: Any) -> AsyncIterator[None]:
             tg.cancel_scope.cancel()
 
 
-async def _statuses(client: Any, n: int) -> list[str]:
-    out = []
-    for _ in range(n):
-        result = await client.compose("retry policy", budget=300)
-        out.append(result["providers"][0]["status"])
-    return out
-
-
 async def test_providers_restart_brings_a_parked_provider_back_over_the_wire_and_the_cli(
     daemon_dir: tuple[Path, str],
 ) -> None:
-    from hostd.client import connect
-    from tests.server.conftest import ROOT, DaemonProc, daemon_command
+    from tests.server.conftest import ROOT, daemon_command
 
-    workdir, marker = daemon_dir
-    counter = workdir / "starts"
-    daemon = DaemonProc(workdir, marker, _daemon_config(workdir, marker, counter, 0))
-    async with _serving(daemon):
-        async with connect(daemon.socket) as client:
-            # Five failed starts (the daemon's limit) park it; with the cool-down off it
-            # stays parked, answering at once without a start.
-            assert "ok" not in await _statuses(client, 5)
-            result = await client.compose("retry policy", budget=300)
-            error = result["providers"][0]["error"]["message"]
-            assert "no retry until providers/restart" in error and starts(counter) == 5
-            with pytest.raises(RpcError) as refused:
-                await client.call("providers/restart", {"provider": "nope"})
-            assert refused.value.rpc_code == -32602
-            assert refused.value.remote_reason == "unknown_provider"
-            cli = [*daemon_command(daemon.config, "providers", "restart", PID)]
-            done = await anyio.run_process(
-                [*cli, "--connect", str(daemon.socket), "--json"], cwd=ROOT, check=False
-            )
-            assert done.returncode == 0, done.stderr.decode()
-            row = json.loads(done.stdout)
-            assert row["id"] == PID and row["state"] == "ready" and starts(counter) == 6
-            assert await _statuses(client, 1) == ["ok"]
-            # The wire method itself, on a running provider: a fresh process.
-            again = await client.call("providers/restart", {"provider": PID})
-            assert again["provider"]["state"] == "ready"
-            assert again["provider"]["health"]["restarts_requested"] == 2
-            assert starts(counter) == 7
-            assert await _statuses(client, 1) == ["ok"]
+    async with _parked(daemon_dir, 0) as (daemon, client, counter):
+        # With the cool-down off it stays parked, answering at once without a start.
+        result = await client.compose("retry policy", budget=300)
+        error = result["providers"][0]["error"]["message"]
+        assert "no retry until providers/restart" in error and starts(counter) == 5
+        with pytest.raises(RpcError) as refused:
+            await client.call("providers/restart", {"provider": "nope"})
+        assert refused.value.rpc_code == -32602
+        assert refused.value.remote_reason == "unknown_provider"
+        cli = [*daemon_command(daemon.config, "providers", "restart", PID)]
+        done = await anyio.run_process(
+            [*cli, "--connect", str(daemon.socket), "--json"], cwd=ROOT, check=False
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        row = json.loads(done.stdout)
+        assert row["id"] == PID and row["state"] == "ready" and starts(counter) == 6
+        assert await _statuses(client, 1) == ["ok"]
+        # The wire method itself, on a running provider: a fresh process.
+        again = await client.call("providers/restart", {"provider": PID})
+        assert again["provider"]["state"] == "ready"
+        assert again["provider"]["health"]["restarts_requested"] == 2
+        assert starts(counter) == 7
+        assert await _statuses(client, 1) == ["ok"]
     requested = daemon.events("provider.restart.requested")
     assert [e["provider"] for e in requested] == [PID, PID]
     assert requested[0]["state"] == "failed"
@@ -222,21 +228,13 @@ async def test_providers_restart_brings_a_parked_provider_back_over_the_wire_and
 async def test_a_tiny_cool_down_retries_a_parked_provider_as_the_log_shows(
     daemon_dir: tuple[Path, str],
 ) -> None:
-    from hostd.client import connect
-    from tests.server.conftest import DaemonProc
-
-    workdir, marker = daemon_dir
-    counter = workdir / "starts"
-    daemon = DaemonProc(workdir, marker, _daemon_config(workdir, marker, counter, 0.001))
-    async with _serving(daemon):
-        async with connect(daemon.socket) as client:
-            assert "ok" not in await _statuses(client, 5)
-            # Decided by events: ask until it serves (a bound against a hang, not a clock).
-            for _ in range(20):
-                if await _statuses(client, 1) == ["ok"]:
-                    break
-            else:
-                raise AssertionError("the parked provider was never retried")
+    async with _parked(daemon_dir, 0.001) as (daemon, client, counter):
+        # Decided by events: ask until it serves (a bound against a hang, not a clock).
+        for _ in range(20):
+            if await _statuses(client, 1) == ["ok"]:
+                break
+        else:
+            raise AssertionError("the parked provider was never retried")
     assert starts(counter) == 6
     (retry,) = daemon.events("provider.retry")
     assert retry["provider"] == PID and retry["retries"] == 1
