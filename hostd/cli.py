@@ -130,6 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     providers.add_argument("--json", action="store_true", help="print JSON")
     _connect_arg(providers)
+    restart = providers.add_subparsers(dest="providers_command", metavar="COMMAND").add_parser(
+        "restart",
+        help="restart one provider now (a failed one too)",
+        description="Stop the provider if it runs, forget its failures and start it now.",
+    )
+    restart.add_argument("id", help="the provider's id")
+    restart.add_argument("--json", action="store_true", help="print its row as JSON")
+    _connect_arg(restart)
 
     consent = sub.add_parser(
         "consent",
@@ -334,6 +342,14 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
 
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
+    if getattr(args, "providers_command", None) == "restart":
+        async with _session(cfg, args.connect) as s:
+            row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
+        if args.json:
+            _print_json(row)
+        else:
+            sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
+        return EXIT_OK
     async with _session(cfg, args.connect) as s:
         result = await s.call("providers/list", {})
     providers = result["providers"]

@@ -94,6 +94,9 @@ class HostSettings(_Section):
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
+    #: A provider whose restart attempts are spent is started again this many seconds
+    #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
+    retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
 
 
 class TcpSettings(_Section):

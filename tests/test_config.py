@@ -49,6 +49,11 @@ def test_the_embedded_default_config_is_valid() -> None:
         ("[log]\naudit = 'everything'\n", "log.audit", "'summary', 'sample' or 'entries'"),
         ("[log]\naudit_sample = 1.5\n", "log.audit_sample", "less than or equal to 1"),
         ("[log]\nmax_bytes = -1\n", "log.max_bytes", "greater than or equal to 0"),
+        (
+            "[host]\nretry_failed_after_s = -1\n",
+            "host.retry_failed_after_s",
+            "greater than or equal to 0",
+        ),
     ],
 )
 def test_a_bad_value_names_file_key_and_problem(

@@ -63,6 +63,8 @@ class Host:
     the verification/reuse stage run after the leg audit (default: one built
     here from the specs' ``trusted_roots`` and ``untrusted``, ``host_roots`` and
     ``untrusted``; ``None``: frames are reported ``unverified``).
+    ``health_clock`` is the clock restart and cool-down decisions read (default
+    ``anyio.current_time``).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Host:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         restart_policy: RestartPolicy | None = None,
         stderr_policy: StderrPolicy | None = None,
+        health_clock: Callable[[], float] | None = None,
     ) -> None:
         settings = PoolSettings(
             start=start,
@@ -90,6 +93,7 @@ class Host:
             max_line_bytes=max_line_bytes,
             restart_policy=restart_policy or RestartPolicy(),
             stderr_policy=stderr_policy,
+            clock=health_clock,
         )
         self.pool = ProviderPool(specs, settings)
         self.state_dir = Path(state_dir) if state_dir is not None else None
@@ -248,6 +252,16 @@ class Host:
                 row["health"]["verification"] = self.verify_stage.health(pid)
             out.append(row)
         return out
+
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
+        """``providers/restart``: the provider stopped if running, its failures forgotten
+        and started now (``ProviderPool.restart``); its ``providers/list`` row after."""
+        if self.pool.closing:
+            raise ShuttingDown("host is shutting down")
+        (slot,) = self.pool.select([provider_id])  # UnknownProvider when not configured
+        await self.pool.restart(slot)
+        (row,) = (r for r in self.providers_list() if r["id"] == provider_id)
+        return row
 
     def health(self, provider_id: str) -> Health:
         return self.pool.slots[provider_id].health

@@ -7,14 +7,16 @@ itself. Then the leg as a whole, on *recomputed* costs: a misstated
 frames than ``max_frames`` (B4), kinds outside the query's ``kinds`` (Q1) or
 frames outside ``as_of`` (Q2) quarantine the whole reply: every frame is
 dropped with a loud report naming the rule and the figures, never trimmed to
-fit (B2). Notices (U2 unknown kind, R3 instruction-shaped content) keep the
-frame and are reported.
+fit (B2). A frame of a kind the provider did not declare in its capabilities
+(``query.kinds``, when not empty) is invalid under Q1 whatever the query
+asked, and costs only itself. Notices (U2 unknown kind, R3 instruction-shaped
+content) keep the frame and are reported.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -102,10 +104,25 @@ def _r3(index: int) -> Violation:
     )
 
 
-def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) -> LegAudit:
+#: Q1 against the declared kinds, located by ``_at`` like every frame finding. The kind
+#: itself is not quoted: it is the provider's text.
+_UNDECLARED = Violation(
+    "Q1", "kind", "kind not among the kinds the provider declared (capabilities.query.kinds)"
+)
+
+
+def audit_leg(
+    provider_id: str,
+    query: ContextQuery,
+    raw_frames: Sequence[Any],
+    *,
+    declared_kinds: Collection[str] = (),
+) -> LegAudit:
     """Judge one reply to ``query`` (the per-provider query actually sent), frame by
     frame: each raw frame is parsed on its own (a frame the transport already parsed
-    is checked as it is), so a malformed one costs only itself."""
+    is checked as it is), so a malformed one costs only itself. ``declared_kinds``
+    is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
+    declared = frozenset(declared_kinds)
     violations: list[Violation] = []
     parsed: list[tuple[int, ContextFrame]] = []
     valid: list[tuple[int, ContextFrame]] = []
@@ -118,6 +135,8 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
             frame, found = raw, check_frame(raw)
         else:
             frame, found = parse_frame(raw)
+        if declared and frame is not None and frame.kind not in declared:
+            found = [*found, _UNDECLARED]
         if frame is not None and not found:  # the common case: nothing to report
             pair = (i, frame)
             parsed.append(pair)

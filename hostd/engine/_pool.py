@@ -1,7 +1,8 @@
 """``ProviderPool``: the life of every configured provider, apart from any one request.
 
 Owns start (lazy or at boot), restart with bounded exponential backoff
-following ``_health``'s decisions, health records, and teardown with no
+following ``_health``'s decisions (a parked provider retried after its
+cool-down; ``restart`` on request), health records, and teardown with no
 orphan left, also when cancelled. A start runs in the pool's own task group,
 not in the leg that asked for it: a leg waits for it only until its own
 deadline, and a handshake that never completes is torn down off the request's
@@ -12,7 +13,7 @@ pool; it never spawns or closes a process itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +23,13 @@ import structlog
 from anyio.abc import TaskGroup
 
 from hostd import __version__
-from hostd.errors import HostdError, ProviderCrashed, ShuttingDown, UnknownProvider
+from hostd.errors import (
+    HostdError,
+    ProviderCrashed,
+    ProviderTimeout,
+    ShuttingDown,
+    UnknownProvider,
+)
 from hostd.protocol import HandshakeAck, HostInfo
 from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderConnection, StderrPolicy
 
@@ -33,9 +40,13 @@ from ._health import (
     StartAction,
     decide_start,
     is_hung,
+    is_parked,
     record_failure,
     record_leg,
+    record_restart_requested,
+    record_retry,
     record_started,
+    retry_due,
 )
 from ._spec import ProviderSpec
 
@@ -55,6 +66,9 @@ class PoolSettings:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     restart_policy: RestartPolicy = RestartPolicy()
     stderr_policy: StderrPolicy | None = None
+    #: The clock health decisions read (default ``anyio.current_time``); tests pass
+    #: their own to move a parked provider past its cool-down without waiting it out.
+    clock: Callable[[], float] | None = None
 
 
 def _client_factory(spec: ProviderSpec) -> Any:
@@ -118,6 +132,7 @@ class ProviderPool:
         self.settings = settings
         self.host_info = settings.host_info or HostInfo(name="hostd", version=__version__)
         self.closing = False
+        self.now: Callable[[], float] = settings.clock or anyio.current_time
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
 
@@ -189,15 +204,20 @@ class ProviderPool:
             if slot.starting is not None:
                 await self._join(slot.starting)
                 continue
-            now = anyio.current_time()
+            now = self.now()
             policy = self.settings.restart_policy
             decision = decide_start(slot.health, alive=False, now=now, policy=policy)
             if decision.action is StartAction.GIVE_UP:
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
+                retry = (
+                    "no retry until providers/restart"
+                    if decision.delay_s == float("inf")
+                    else f"next retry in {decision.delay_s:.0f} s"
+                )
                 raise ProviderCrashed(
                     f"restart attempts exhausted ({slot.health.consecutive_failures}); "
-                    f"last failure: {slot.health.last_failure}",
+                    f"{retry}; last failure: {slot.health.last_failure}",
                     stage="restart",
                 )
             if decision.action is StartAction.WAIT:
@@ -212,6 +232,14 @@ class ProviderPool:
                 raise ShuttingDown("host is shutting down")
             if slot.conn is not None:
                 self.discard(slot)
+            if is_parked(slot.health, policy):  # its cool-down has passed: one attempt
+                slot.health = record_retry(slot.health)
+                log.info(
+                    "provider.retry",
+                    provider=slot.spec.id,
+                    retries=slot.health.retries,
+                    consecutive_failures=slot.health.consecutive_failures,
+                )
             start = slot.starting = _Start()
             self._tg.start_soon(self._start, slot, start)
             await self._join(start)
@@ -258,12 +286,38 @@ class ProviderPool:
             slot.starting = None
             start.done.set()
 
+    async def restart(self, slot: Slot) -> ProviderConnection:
+        """``providers/restart``: stop the running process, if any (its in-flight legs
+        fail), forget the failures (``record_restart_requested``) and start it now,
+        waiting at most the handshake timeout and the grace period. A start already
+        under way is joined instead of doubled."""
+        if self.closing or self._tg is None:
+            raise ShuttingDown("host is shutting down")
+        log.info(
+            "provider.restart.requested",
+            provider=slot.spec.id,
+            state=slot.state.value,
+            consecutive_failures=slot.health.consecutive_failures,
+        )
+        if slot.starting is None:
+            self.discard(slot)
+        slot.health = record_restart_requested(slot.health)
+        s = self.settings
+        limit = s.handshake_timeout_s + s.grace_period_s
+        try:
+            with anyio.fail_after(limit):
+                return await self.ensure(slot)
+        except TimeoutError:
+            raise ProviderTimeout(
+                f"not started within {limit * 1000:.0f} ms", stage="restart"
+            ) from None
+
     # -- failures ------------------------------------------------------------------------
 
     def record_failure(self, slot: Slot, exc: HostdError) -> None:
         slot.health = record_failure(
             slot.health,
-            now=anyio.current_time(),
+            now=self.now(),
             error=f"{exc.reason}: {exc.message}",
             policy=self.settings.restart_policy,
         )
@@ -278,7 +332,7 @@ class ProviderPool:
             log.warning("provider.hung.restart", provider=slot.spec.id, timeouts=n)
             slot.health = record_failure(
                 slot.health,
-                now=anyio.current_time(),
+                now=self.now(),
                 error=f"hung: no reply to {n} requests in a row",
                 policy=self.settings.restart_policy,
             )
@@ -303,6 +357,9 @@ class ProviderPool:
         """``providers/list``'s entry for one provider (without verification figures)."""
         ack, conn = slot.last_ack, slot.conn
         health = slot.health.to_wire()
+        due = retry_due(slot.health, self.settings.restart_policy)
+        if due is not None:  # parked: when its cool-down lets it start again
+            health["retry_in_s"] = round(max(0.0, due - self.now()), 3)
         if conn is not None:
             health["pid"] = conn.child.pid
             health["stderr_lines"] = conn.child.stderr_lines

@@ -68,6 +68,8 @@ class LegReply:
     missing_scopes: tuple[str, ...] = ()
     #: From the fan-out's start.
     latency_ms: float = 0.0
+    #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
+    declared_kinds: tuple[str, ...] = ()
 
 
 def _write(
@@ -183,7 +185,9 @@ class _Runner:
                 error_message=message,
                 violations=violations,
             )
-        return self.reply(leg, query, frames=result.frames)
+        caps = conn.capabilities if conn is not None else None
+        kinds = tuple(caps.query.kinds) if caps is not None else ()
+        return self.reply(leg, query, frames=result.frames, declared_kinds=kinds)
 
     def no_consent(self, leg: LegPlan, query: ContextQuery, missing: Sequence[str]) -> LegReply:
         return self.reply(

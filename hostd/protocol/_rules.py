@@ -65,7 +65,8 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken rule: its spec id, the field at fault and a human message."""
+    """One broken rule: its spec id, the field at fault and a human message. A message
+    never quotes a frame's values: violations reach reports and the log (C8)."""
 
     rule: str
     field: str
@@ -111,7 +112,7 @@ def check_timestamp(value: str | None, field: str) -> list[Violation]:
     if not isinstance(value, str) or parse_timestamp(value) is None:
         return [
             Violation(
-                "F4", field, f"{value!r} is not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z"
+                "F4", field, "not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z (not quoted)"
             )
         ]
     return []
@@ -157,8 +158,7 @@ def check_frame(frame: ContextFrame) -> list[Violation]:
                 Violation(
                     "F5",
                     f"provenance[{i}].digest",
-                    "file provenance needs a sha256:<64 lowercase hex> digest, "
-                    f"got {prov.digest!r}",
+                    "file provenance needs a sha256:<64 lowercase hex> digest",
                 )
             )
     if frame.content_digest is not None and not is_sha256_digest(frame.content_digest):
@@ -166,7 +166,7 @@ def check_frame(frame: ContextFrame) -> list[Violation]:
             Violation(
                 "D1",
                 "content_digest",
-                f"{frame.content_digest!r} is not sha256:<64 lowercase hex>",
+                "not sha256:<64 lowercase hex> (not quoted)",
             )
         )
     if (
@@ -194,7 +194,7 @@ def check_frame(frame: ContextFrame) -> list[Violation]:
             Violation(
                 "U2",
                 "kind",
-                f"unknown kind {frame.kind!r}: kept as opaque evidence",
+                "unknown kind: kept as opaque evidence",
                 Severity.NOTICE,
             )
         )
@@ -260,7 +260,7 @@ def check_kinds(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
         return []
     allowed = set(query.kinds)
     return [
-        Violation("Q1", f"frames[{i}].kind", f"kind {f.kind!r} not in requested {sorted(allowed)}")
+        Violation("Q1", f"frames[{i}].kind", f"kind not in requested {sorted(allowed)}")
         for i, f in enumerate(frames)
         if f.kind not in allowed
     ]

@@ -113,6 +113,10 @@ class Daemon:
             listed = await listed
         return list(listed)
 
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
+        row: dict[str, Any] = await self.host.restart_provider(provider_id)
+        return row
+
     @property
     def consent(self) -> Any:
         return self.host.consent
@@ -183,7 +187,7 @@ class Daemon:
     def _make_host(self) -> Any:
         if self._host_factory is not None:
             return self._host_factory(self.config)
-        from hostd.engine import Host
+        from hostd.engine import Host, RestartPolicy
 
         cfg = self.config
         state = cfg.state_path
@@ -196,6 +200,7 @@ class Daemon:
             untrusted=cfg.host.untrusted,
             start=cfg.host.start_providers,
             max_line_bytes=cfg.host.max_line_bytes,
+            restart_policy=RestartPolicy(retry_failed_after_s=cfg.host.retry_failed_after_s),
         )
 
     async def run(

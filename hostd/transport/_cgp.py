@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 import orjson
 import structlog
-from pydantic import ValidationError
 
 from hostd.errors import (
     CorrelationMismatch,
@@ -52,6 +51,7 @@ from hostd.protocol import (
 
 from ._calls import Pending, StartedCall, StreamClient, query_wire
 from ._framing import encode_line
+from ._unquoted import bad_line, described_id, unquoted
 
 __all__ = ["CgpClient"]
 
@@ -68,9 +68,11 @@ def _parse_line(line: bytes) -> Any:
 
 def _envelope_error(env: ErrorEnvelope) -> HostdError:
     code = read_cgp_code(env.code)  # X1/X2: unknown or absent → internal
+    # The message is the provider's own text (it may echo a frame): reported by size only.
+    message = f"provider answered {code.value} (message: {unquoted(env.message)})"
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
-        return IncompatibleVersion(env.message[:500])
-    return ProviderError(env.message[:500], cgp_code=code)
+        return IncompatibleVersion(message)
+    return ProviderError(message, cgp_code=code)
 
 
 def _frames(result: Any) -> ContextQueryResult:
@@ -106,8 +108,8 @@ class CgpClient(StreamClient):
             return None
         try:
             env = _parse_line(line)
-        except (ValueError, ValidationError):
-            return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
+        except ValueError as exc:  # orjson.JSONDecodeError and ValidationError are ones
+            return bad_line(line, exc)
         if isinstance(env, FramesEnvelope | ErrorEnvelope):
             result: Any = env.result if isinstance(env, FramesEnvelope) else None
             if self.correlation and (env.id is not None or not self._table.has(_UNKEYED)):
@@ -118,7 +120,7 @@ class CgpClient(StreamClient):
                     if self._table.was_abandoned(env.id):
                         return None
                     return CorrelationMismatch(
-                        f"{env.type} with unknown id {env.id!r} (H4)", reply_id=env.id
+                        f"{env.type} with unknown id {described_id(env.id)} (H4)"
                     )
             else:
                 slot = self._table.pop(_UNKEYED)

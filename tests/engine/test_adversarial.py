@@ -219,6 +219,19 @@ async def test_kinds_outside_the_query_quarantine_the_reply() -> None:
     assert "Q1" in rules(adv(fan))
 
 
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_a_kind_the_provider_did_not_declare_is_an_invalid_frame(binding: str) -> None:
+    # It declares ["snippet"] and the query names no kinds: the fact is still refused (Q1),
+    # on its own; the snippet beside it is served.
+    fan, _, _ = await fan_out("undeclared_kind", binding=binding)
+    report = adv(fan)
+    assert report.status is LegStatus.OK, report
+    assert [f.id for pid, f in fan.accepted if pid == ADV] == ["adv:0"]
+    dropped = {fid.frame_id: (reason, d["rules"]) for fid, reason, d in fan.excluded}
+    assert dropped == {"adv:1": ("invalid_frame", ["Q1"])}
+    assert {(v.rule, v.field) for v in report.violations} == {("Q1", "frames[1].kind")}
+
+
 async def test_frames_outside_as_of_quarantine_the_reply() -> None:
     fan, _, _ = await fan_out("stale", as_of="2025-06-01T00:00:00Z")
     assert adv(fan).status is LegStatus.QUARANTINED
