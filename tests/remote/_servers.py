@@ -154,7 +154,8 @@ def provider_app(provider: Provider | None = None, token: str | None = TOKEN) ->
 def remote_spec(url: str, tls: TlsFiles | None, pid: str = "remote", **kw: Any) -> ProviderSpec:
     kw.setdefault("timeout_ms", 30_000)  # a hang guard; no test times a healthy leg
     kw.setdefault("token_env", "HOSTD_TEST_REMOTE_TOKEN")
-    return ProviderSpec(pid, url=url, ca_file=tls.ca_file if tls else None, **kw)
+    kw.setdefault("ca_file", tls.ca_file if tls else None)
+    return ProviderSpec(pid, url=url, **kw)
 
 
 def consented(directory: Path, *pids: str) -> ConsentStore:
@@ -172,5 +173,27 @@ def fixed_reply(
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": status, "headers": list(headers)})
         await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def after_handshake(rest: App, token: str | None = TOKEN) -> App:
+    """The provider app answers the handshake; ``rest`` answers everything after it."""
+    provider = provider_app(token=token)
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        message = await receive()
+        body = message.get("body", b"")
+        replayed = False
+
+        async def again() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return message
+            return await receive()  # type: ignore[no-any-return]
+
+        is_handshake = b'"context/handshake"' in body or b'"type":"handshake"' in body
+        await (provider if is_handshake else rest)(scope, again, send)
 
     return app
