@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -99,12 +100,10 @@ def test_a_daemon_composes_from_a_remote_files_provider_and_a_local_one(tmp_path
 @pytest.mark.anyio
 async def test_the_memory_provider_serves_over_https(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
-    added = subprocess.run(
-        [sys.executable, "-m", "providers.memory", "--db", str(db), "add", "--title", "deploy",
-         "deploys go out on Tuesdays"],
-        cwd=ROOT, env=marked_env(), capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr
+    argv = [sys.executable, "-m", "providers.memory", "--db", str(db), "add"]
+    argv += ["--title", "deploy", "deploys go out on Tuesdays"]
+    added = await anyio.run_process(argv, cwd=ROOT, env=marked_env(), check=False)
+    assert added.returncode == 0, added.stderr.decode()
     with served("providers.memory", tmp_path, "--db", str(db)) as (url, ca_file):
         spec = ProviderSpec(
             "memory", url=url, ca_file=ca_file, token_file=tmp_path / "served-token"
