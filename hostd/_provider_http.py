@@ -156,7 +156,9 @@ async def serve_asgi(
     if (certfile is None) != (keyfile is None):
         raise ValueError("certfile and keyfile go together")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says
+    # TCP, and without it a reply written as headers then body waits out a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host.strip("[]"), port))
     sock.listen(128)
