@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import os
 import socket
+import ssl
 import sys
 from typing import Any
 
@@ -130,12 +131,19 @@ async def serve_http(
     keyfile: str | os.PathLike[str] | None = None,
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    client_ca: str | os.PathLike[str] | None = None,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``provider`` until cancelled; ``task_status.started`` gets the URL."""
     app = make_app(provider, token=token, max_body_bytes=max_body_bytes)
     await serve_asgi(
-        app, host=host, port=port, certfile=certfile, keyfile=keyfile, task_status=task_status
+        app,
+        host=host,
+        port=port,
+        certfile=certfile,
+        keyfile=keyfile,
+        client_ca=client_ca,
+        task_status=task_status,
     )
 
 
@@ -146,11 +154,13 @@ async def serve_asgi(
     port: int = 0,
     certfile: str | os.PathLike[str] | None = None,
     keyfile: str | os.PathLike[str] | None = None,
+    client_ca: str | os.PathLike[str] | None = None,
     http: Any = "h11",
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve any ASGI ``app`` on uvicorn until cancelled; ``task_status.started`` gets the
-    URL with the real port (``port=0``: any free one). ``http``: uvicorn's protocol."""
+    URL with the real port (``port=0``: any free one). ``client_ca``: mutual TLS, a client
+    certificate signed by it is required. ``http``: uvicorn's protocol."""
     if certfile is None and not _is_loopback(host):
         raise ValueError(f"plaintext HTTP on {host!r} is not loopback: give certfile and keyfile")
     if (certfile is None) != (keyfile is None):
@@ -166,6 +176,8 @@ async def serve_asgi(
         app,
         ssl_certfile=str(certfile) if certfile is not None else None,
         ssl_keyfile=str(keyfile) if keyfile is not None else None,
+        ssl_ca_certs=str(client_ca) if client_ca is not None else None,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if client_ca is not None else ssl.CERT_NONE,
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -205,6 +217,7 @@ def run_http(
     token: str | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    client_ca: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve ``provider`` over HTTPS until interrupted; the URL goes to stderr once bound."""
 
@@ -219,6 +232,7 @@ def run_http(
                     keyfile=keyfile,
                     token=token,
                     max_body_bytes=max_body_bytes,
+                    client_ca=client_ca,
                     task_status=task_status,
                 )
             )

@@ -423,10 +423,21 @@ def run_http(
     token: str | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    client_ca: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve ``provider`` over HTTPS (either binding, one request per POST) until
-    interrupted; a ``token`` is then required as ``Authorization: Bearer``. The URL is
-    written to stderr once bound. See docs/remote.md."""
+    interrupted; a ``token`` is then required as ``Authorization: Bearer``, a client
+    certificate signed by ``client_ca`` too when given. The URL is written to stderr
+    once bound. See docs/remote.md."""
     from hostd._provider_http import run_http as run  # starlette and uvicorn load only here
 
-    run(provider, host, port, certfile, keyfile, token, max_body_bytes=max_body_bytes)
+    run(
+        provider,
+        host,
+        port,
+        certfile,
+        keyfile,
+        token,
+        max_body_bytes=max_body_bytes,
+        client_ca=client_ca,
+    )

@@ -126,7 +126,7 @@ class Recorder:
 
 @asynccontextmanager
 async def serving(
-    app: App, tls: TlsFiles | None, *, recorder: bool = True
+    app: App, tls: TlsFiles | None, *, client_ca: Path | None = None
 ) -> AsyncIterator[tuple[str, Recorder]]:
     """Serve ``app`` on 127.0.0.1 (HTTPS with ``tls``); yields its URL and recorder."""
     rec = Recorder(app)
@@ -137,6 +137,7 @@ async def serving(
                 host="127.0.0.1",
                 certfile=tls.cert_file if tls else None,
                 keyfile=tls.key_file if tls else None,
+                client_ca=client_ca,
                 http=rec.protocol(),
                 task_status=task_status,
             )

@@ -18,7 +18,7 @@ import structlog
 import trustme
 
 from hostd.engine import Host, LegStatus, ProviderSpec
-from tests.engine._helpers import query
+from tests.engine._helpers import healthy, query
 from tests.remote._servers import (
     TOKEN,
     TlsFiles,
@@ -234,3 +234,44 @@ async def test_a_slow_body_past_the_deadline_times_out_and_the_exchange_is_cance
             release.set()
     assert report.status is LegStatus.TIMEOUT
     assert report.error_code == "timeout"
+
+
+# -- mutual TLS and crash isolation -----------------------------------------------------
+
+
+@pytest.mark.parametrize("with_client_cert", [True, False])
+async def test_mutual_tls_sends_the_configured_client_certificate(
+    tmp_path: Path, with_client_cert: bool
+) -> None:
+    tls = make_tls(tmp_path)
+    clients = trustme.CA()
+    me = clients.issue_cert("hostd-client@example.test")
+    client_ca, cert, key = tmp_path / "clients.pem", tmp_path / "me.pem", tmp_path / "me.key"
+    clients.cert_pem.write_to_path(str(client_ca))
+    me.cert_chain_pems[0].write_to_path(str(cert))
+    me.private_key_pem.write_to_path(str(key))
+    extra = {"client_cert": cert, "client_key": key} if with_client_cert else {}
+    async with serving(provider_app(), tls, client_ca=client_ca) as (url, rec):
+        report, _ = await _leg(tmp_path, remote_spec(url, tls, **extra))
+    if with_client_cert:
+        assert report.status is LegStatus.OK, report
+        assert rec.kinds() == ["handshake", "query"]
+    else:
+        assert (report.status, report.error_code) == (LegStatus.CRASHED, "transport")
+        assert rec.seen == []
+
+
+async def test_a_remote_that_cannot_be_reached_costs_only_its_own_leg(tmp_path: Path) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now: the connection is refused
+    specs = [remote_spec(f"http://127.0.0.1:{port}/", None), healthy("local")]
+    async with Host(specs, consent=consented(tmp_path, "remote")) as host:
+        fan = await host.query_all(query(), 1000)
+    assert fan.reports["local"].status is LegStatus.OK
+    assert (fan.reports["remote"].status, fan.reports["remote"].error_code) == (
+        LegStatus.CRASHED,
+        "transport",
+    )
+    assert {pid for pid, _ in fan.accepted} == {"local"}
