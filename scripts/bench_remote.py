@@ -46,32 +46,11 @@ sys.path.insert(0, str(ROOT))
 
 import anyio  # noqa: E402
 import httpx  # noqa: E402
+from bench_fanout import BenchProvider  # noqa: E402  # the fan-out bench's provider
 
-from hostd.protocol import Capabilities, ContextQuery, ProviderInfo  # noqa: E402
-from hostd.provider import Provider, make_frame  # noqa: E402
+from hostd.protocol import ContextQuery  # noqa: E402
 
 TOKEN = "bench-token-not-secret"
-
-
-class BenchProvider(Provider):
-    def __init__(self, frames: int) -> None:
-        self.info = ProviderInfo(name="bench-remote", version="1.0.0")
-        self.capabilities = Capabilities(correlation=True)
-        body = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 3
-        self.frames = [
-            make_frame(
-                id=f"r:{i}",
-                kind="snippet",
-                title=f"frame {i}",
-                content=f"{i}: {body}",
-                citation_label=f"r L{i}",
-                score=round(1 - i / (frames + 1), 4),
-            ).to_wire()
-            for i in range(frames)
-        ]
-
-    async def query(self, query: ContextQuery) -> Any:
-        return self.frames[: query.max_frames]
 
 
 # -- the server (a child process) ------------------------------------------------------
@@ -89,7 +68,7 @@ def serve(directory: Path, frames: int) -> None:
             counts["connections"] += 1
             super().connection_made(transport)
 
-    inner = make_app(BenchProvider(frames), token=TOKEN)
+    inner = make_app(BenchProvider("bench-remote", frames, 0.0), token=TOKEN)
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":  # the figures, for the bench

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hostd.errors import RemoteWire
+from hostd.errors import ProtocolFault, RemoteWire
 from hostd.protocol import (
     PROTOCOL_VERSION,
     ContextQuery,
@@ -36,7 +36,7 @@ from hostd.protocol import (
 
 from ._calls import query_wire
 from ._cgp import _envelope_error
-from ._jsonrpc import provider_error
+from ._jsonrpc import provider_error, validate_reply
 
 __all__ = ["CgpCodec", "Exchange", "JsonRpcCodec", "RemoteCodec", "codec_for"]
 
@@ -54,12 +54,11 @@ def _decode(body: bytes) -> Any:
 
 
 def _model(model: type[WireModel], data: Any, what: str) -> Any:
+    """The reply's result as its wire model; a bad shape is the body's fault (``wire``)."""
     try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-        raise RemoteWire(f"malformed {what}: {loc}: {err['msg']}") from None
+        return validate_reply(model, data, what)
+    except ProtocolFault as exc:
+        raise RemoteWire(exc.message) from None
 
 
 class Exchange:
