@@ -124,7 +124,10 @@ class RemoteEndpoint:
         }
         if credential is not None:
             headers["authorization"] = credential.authorization()
-        self._headers = headers
+        # Parsed once: a request is built from these directly (no cookies, no merging
+        # with client defaults), about a quarter of what build_request costs each time.
+        self._url = httpx.URL(url)
+        self._headers = httpx.Headers(headers)
         verify: ssl.SSLContext | bool = True
         if url.startswith("https:"):
             verify = _tls_context(ca_file, client_cert, client_key)
@@ -159,7 +162,7 @@ class RemoteEndpoint:
 
     async def _post(self, body: bytes) -> bytes:
         self.exchanges += 1
-        request = self.client.build_request("POST", self.url, content=body, headers=self._headers)
+        request = httpx.Request("POST", self._url, content=body, headers=self._headers)
         try:
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
