@@ -31,8 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
-
-from .provider import Provider, ProviderServer
+from hostd.provider import Provider, ProviderServer
 
 __all__ = ["make_app", "run_http", "serve_asgi", "serve_http"]
 

@@ -288,6 +288,7 @@ class ProviderPool:
                 client_key=spec.client_key,
                 max_body_bytes=self.settings.max_line_bytes,
                 max_connections=spec.max_connections,
+                user_agent=f"{self.host_info.name}/{self.host_info.version}",
             )
         return endpoint
 

@@ -33,7 +33,6 @@ import anyio
 import httpx
 import structlog
 
-from hostd import __version__
 from hostd.errors import (
     HostdError,
     InsecureTransport,
@@ -107,6 +106,7 @@ class RemoteEndpoint:
         client_key: str | Path | None = None,
         max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_connections: int = DEFAULT_REMOTE_CONNECTIONS,
+        user_agent: str = "hostd",
     ) -> None:
         problem = remote_url_problem(url)
         if problem is not None:  # C7, before a client (or a DNS lookup) exists
@@ -120,7 +120,7 @@ class RemoteEndpoint:
         headers = {
             "content-type": "application/json",
             "accept": "application/json",
-            "user-agent": f"hostd/{__version__}",
+            "user-agent": user_agent,
         }
         if credential is not None:
             headers["authorization"] = credential.authorization()
