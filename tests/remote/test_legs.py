@@ -196,3 +196,22 @@ async def test_providers_list_shows_the_url_and_a_redacted_credential(tmp_path: 
         assert rows[0]["remote"]["url"] == url
         assert rows[0]["remote"]["credential"] == "<redacted>"
     assert after[0]["info"]["data_flow"]["egress"] is True  # C4, as the gate saw it
+
+
+class _Overflowing(HealthyProvider):
+    """Answers more frames than asked (B4): the leg audit quarantines the reply."""
+
+    async def query(self, query):  # type: ignore[no-untyped-def]
+        wide = query.model_copy(update={"max_frames": 50})
+        return await super().query(wide)
+
+
+async def test_a_remote_reply_goes_through_the_same_leg_audit(tmp_path: Path) -> None:
+    tls = make_tls(tmp_path)
+    async with serving(provider_app(_Overflowing("remote", frames=6)), tls) as (url, _):
+        async with Host([remote_spec(url, tls)], consent=consented(tmp_path, "remote")) as host:
+            fan = await host.query_all(query(max_frames=2), 1000)
+    report = fan.reports["remote"]
+    assert report.status is LegStatus.QUARANTINED
+    assert "B4" in {v.rule for v in report.violations}
+    assert fan.accepted == []
