@@ -30,18 +30,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from hostd.protocol import DEFAULT_MAX_LINE_BYTES
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, is_loopback_host
 from hostd.provider import Provider, ProviderServer
 
 __all__ = ["make_app", "run_http", "serve_asgi", "serve_http"]
 
 _JSON = "application/json"
 _HOST = {"name": "cgp-http-host", "version": "0"}
-
-
-def _is_loopback(host: str) -> bool:
-    name = host.strip("[]").lower()
-    return name == "localhost" or name == "::1" or name.startswith("127.")
 
 
 async def _jsonrpc(server: ProviderServer, method: str, params: Any) -> dict[str, Any]:
@@ -160,7 +155,7 @@ async def serve_asgi(
     """Serve any ASGI ``app`` on uvicorn until cancelled; ``task_status.started`` gets the
     URL with the real port (``port=0``: any free one). ``client_ca``: mutual TLS, a client
     certificate signed by it is required. ``http``: uvicorn's protocol."""
-    if certfile is None and not _is_loopback(host):
+    if certfile is None and not is_loopback_host(host):
         raise ValueError(f"plaintext HTTP on {host!r} is not loopback: give certfile and keyfile")
     if (certfile is None) != (keyfile is None):
         raise ValueError("certfile and keyfile go together")

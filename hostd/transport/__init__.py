@@ -20,7 +20,6 @@ from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
 from ._remote_url import (
     REDACTED,
     Credential,
-    is_loopback_host,
     read_credential,
     remote_url_problem,
 )
@@ -50,7 +49,6 @@ __all__ = [
     "StartedCall",
     "StderrPolicy",
     "encode_line",
-    "is_loopback_host",
     "provider_error",
     "read_credential",
     "remote_url_problem",

@@ -10,26 +10,16 @@ is the same at both gates.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["REDACTED", "Credential", "is_loopback_host", "read_credential", "remote_url_problem"]
+from hostd.protocol import is_loopback_host
+
+__all__ = ["REDACTED", "Credential", "read_credential", "remote_url_problem"]
 
 #: How a credential is shown wherever a value is printed (C8).
 REDACTED = "<redacted>"
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost``, an address in 127.0.0.0/8, or ``::1`` — judged on the text only."""
-    name = host.strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def remote_url_problem(url: str) -> str | None:

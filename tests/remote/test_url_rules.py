@@ -7,7 +7,8 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.transport import Credential, is_loopback_host, remote_url_problem
+from hostd.protocol import is_loopback_host
+from hostd.transport import Credential, remote_url_problem
 
 _octet = st.integers(0, 255)
 _loopback_v4 = st.builds(lambda b, c, d: f"127.{b}.{c}.{d}", _octet, _octet, _octet)
