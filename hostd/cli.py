@@ -361,7 +361,13 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     for p in providers:
         info = p.get("info") or {}
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-        sys.stdout.write(f"{p.get('id')}\t{p.get('binding')}\t{p.get('state')}\t{name}\n")
+        line = f"{p.get('id')}\t{p.get('binding')}\t{p.get('state')}\t{name}"
+        remote = p.get("remote")
+        if isinstance(remote, dict):  # the URL, and the credential only as "<redacted>" (C8)
+            line += f"\t{remote.get('url')}"
+            if remote.get("credential"):
+                line += f" bearer {remote['credential']}"
+        sys.stdout.write(line + "\n")
         failure = (p.get("health") or {}).get("last_failure")
         if failure and p.get("state") != "ready":
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")

@@ -33,7 +33,7 @@ def test_the_embedded_default_config_is_valid() -> None:
         ("[host]\ndefault_budget = -1\n", "host.default_budget", "greater than 0"),
         ("[host]\ndefault_budgte = 10\n", "host.default_budgte", "unknown key"),
         ("[host]\nstart_providers = 'sometimes'\n", "host.start_providers", "'lazy' or 'boot'"),
-        ("[[provider]]\nid = 'a'\n", "provider[0].command", "Field required"),
+        ("[[provider]]\nid = 'a'\n", "provider[0]", "exactly one of command or url"),
         ("[[provider]]\nid = 'a'\ncommand = []\n", "provider[0].command", "at least 1"),
         (
             "[[provider]]\nid = 'a'\ncommand = ['x']\nbinding = 'grpc'\n",

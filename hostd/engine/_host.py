@@ -25,7 +25,7 @@ import structlog
 
 from hostd.errors import ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderConnection, StderrPolicy
+from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderLink, StderrPolicy
 
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
@@ -109,6 +109,7 @@ class Host:
                     for pid, s in self.pool.slots.items()
                     if s.spec.untrusted is not None
                 },
+                remote=[pid for pid, s in self.pool.slots.items() if s.spec.remote],
             )
         self.verify_stage: VerifyStage | None = verify_stage
 
@@ -270,7 +271,7 @@ class Host:
         """Reuse-cache and verification figures for ``host/status`` (empty when off)."""
         return self.verify_stage.figures() if self.verify_stage is not None else {}
 
-    def connection(self, provider_id: str) -> ProviderConnection | None:
+    def connection(self, provider_id: str) -> ProviderLink | None:
         return self.pool.slots[provider_id].conn
 
 

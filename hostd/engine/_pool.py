@@ -31,7 +31,16 @@ from hostd.errors import (
     UnknownProvider,
 )
 from hostd.protocol import HandshakeAck, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderConnection, StderrPolicy
+from hostd.transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    REDACTED,
+    ProviderConnection,
+    ProviderLink,
+    RemoteConnection,
+    RemoteEndpoint,
+    StderrPolicy,
+    read_credential,
+)
 
 from ._health import (
     Health,
@@ -88,7 +97,7 @@ class _Start:
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.conn: ProviderConnection | None = None
+        self.conn: ProviderLink | None = None
         self.error: HostdError | None = None
 
 
@@ -99,7 +108,7 @@ class Slot:
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
-        self.conn: ProviderConnection | None = None
+        self.conn: ProviderLink | None = None
         self.health = Health()
         self.last_ack: HandshakeAck | None = None
         self.starting: _Start | None = None
@@ -112,7 +121,7 @@ class Slot:
             return ProviderState.CRASHED
         return state
 
-    def live(self) -> ProviderConnection | None:
+    def live(self) -> ProviderLink | None:
         """The connection when it can take a request now, else ``None``."""
         conn = self.conn
         return conn if conn is not None and conn.alive else None
@@ -135,6 +144,9 @@ class ProviderPool:
         self.now: Callable[[], float] = settings.clock or anyio.current_time
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
+        #: Each remote provider's pooled HTTP client, made on its first start, kept for
+        #: the pool's life (connections are reused across handshakes and requests).
+        self._remotes: dict[str, RemoteEndpoint] = {}
 
     async def __aenter__(self) -> ProviderPool:
         stack = AsyncExitStack()
@@ -148,6 +160,8 @@ class ProviderPool:
         self.closing = True
         with anyio.CancelScope(shield=True):
             await self.stop_all()
+            for endpoint in self._remotes.values():
+                await endpoint.aclose()
         assert self._stack is not None and self._tg is not None
         self._tg.cancel_scope.cancel()
         # The body's own exception is not fed to the task group (it would come back
@@ -194,7 +208,7 @@ class ProviderPool:
 
     # -- starting and restarting -----------------------------------------------------
 
-    async def ensure(self, slot: Slot, deadline: float | None = None) -> ProviderConnection:
+    async def ensure(self, slot: Slot, deadline: float | None = None) -> ProviderLink:
         """The live connection, (re)started per the health decisions (``_health``).
         Waiting for a start is bounded by the caller's scope; the start itself is not."""
         while True:
@@ -254,21 +268,29 @@ class ProviderPool:
         """Spawn and handshake in the pool's task group, bounded by the handshake timeout."""
         assert self._tg is not None
         spec, s = slot.spec, self.settings
+        conn: ProviderLink
         try:
-            conn = await ProviderConnection.open(
-                spec.id,
-                spec.command,
-                task_group=self._tg,
-                binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
-                env=spec.env,
-                cwd=spec.cwd,
-                host=self.host_info,
-                handshake_timeout=s.handshake_timeout_s,
-                grace=s.grace_period_s,
-                max_line_bytes=s.max_line_bytes,
-                stderr_policy=s.stderr_policy,
-                client_factory=_client_factory(spec),
-            )
+            if spec.remote:
+                conn = await RemoteConnection.open(
+                    self._endpoint(spec),
+                    host=self.host_info,
+                    handshake_timeout=s.handshake_timeout_s,
+                )
+            else:
+                conn = await ProviderConnection.open(
+                    spec.id,
+                    spec.command,
+                    task_group=self._tg,
+                    binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
+                    env=spec.env,
+                    cwd=spec.cwd,
+                    host=self.host_info,
+                    handshake_timeout=s.handshake_timeout_s,
+                    grace=s.grace_period_s,
+                    max_line_bytes=s.max_line_bytes,
+                    stderr_policy=s.stderr_policy,
+                    client_factory=_client_factory(spec),
+                )
         except HostdError as exc:
             self.record_failure(slot, exc)
             log.warning(
@@ -286,7 +308,7 @@ class ProviderPool:
             slot.starting = None
             start.done.set()
 
-    async def restart(self, slot: Slot) -> ProviderConnection:
+    async def restart(self, slot: Slot) -> ProviderLink:
         """``providers/restart``: stop the running process, if any (its in-flight legs
         fail), forget the failures (``record_restart_requested``) and start it now,
         waiting at most the handshake timeout and the grace period. A start already
@@ -311,6 +333,28 @@ class ProviderPool:
             raise ProviderTimeout(
                 f"not started within {limit * 1000:.0f} ms", stage="restart"
             ) from None
+    def _endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
+        """The remote provider's endpoint, made once (C7 is checked before it exists)."""
+        endpoint = self._remotes.get(spec.id)
+        if endpoint is None:
+            try:
+                credential = read_credential(spec.token_file, spec.token_env)
+            except ValueError as exc:  # names the file or variable, never its content
+                raise ProviderCrashed(str(exc), stage="credential") from None
+            assert spec.url is not None
+            endpoint = self._remotes[spec.id] = RemoteEndpoint(
+                spec.id,
+                spec.url,
+                binding=spec.binding,
+                credential=credential,
+                ca_file=spec.ca_file,
+                client_cert=spec.client_cert,
+                client_key=spec.client_key,
+                max_body_bytes=self.settings.max_line_bytes,
+                max_connections=spec.max_connections,
+                user_agent=f"{self.host_info.name}/{self.host_info.version}",
+            )
+        return endpoint
 
     # -- failures ------------------------------------------------------------------------
 
@@ -344,7 +388,7 @@ class ProviderPool:
         if conn is not None and not conn.closed and self._tg is not None:
             self._tg.start_soon(conn.aclose)
 
-    def broken(self, slot: Slot, conn: ProviderConnection | None, exc: HostdError) -> None:
+    def broken(self, slot: Slot, conn: ProviderLink | None, exc: HostdError) -> None:
         """The process died or broke its stream: count a failure, schedule teardown."""
         if conn is None or slot.conn is not conn:
             return  # another leg already handled this connection
@@ -360,11 +404,11 @@ class ProviderPool:
         due = retry_due(slot.health, self.settings.restart_policy)
         if due is not None:  # parked: when its cool-down lets it start again
             health["retry_in_s"] = round(max(0.0, due - self.now()), 3)
-        if conn is not None:
+        if isinstance(conn, ProviderConnection):
             health["pid"] = conn.child.pid
             health["stderr_lines"] = conn.child.stderr_lines
             health["stderr_suppressed"] = conn.child.stderr_suppressed
-        return {
+        row = {
             "id": slot.spec.id,
             "binding": slot.spec.binding,
             "info": ack.provider.to_wire() if ack is not None else None,
@@ -372,3 +416,15 @@ class ProviderPool:
             "state": slot.state.value,
             "health": health,
         }
+        if slot.spec.url is not None:  # the URL and "<redacted>", never the credential (C8)
+            endpoint = self._remotes.get(slot.spec.id)
+            row["remote"] = (
+                endpoint.describe()
+                if endpoint is not None
+                else {"url": slot.spec.url, "credential": _credential_shown(slot.spec)}
+            )
+        return row
+
+
+def _credential_shown(spec: ProviderSpec) -> str | None:
+    return REDACTED if spec.token_file is not None or spec.token_env is not None else None

@@ -36,6 +36,8 @@ class LegStatus(StrEnum):
     QUARANTINED = "quarantined"
     NO_CONSENT = "no_consent"
     SKIPPED = "skipped"
+    #: A remote provider refused the credential (HTTP 401/403).
+    UNAUTHORIZED = "unauthorized"
 
 
 def honest_cost(frame: ContextFrame) -> int:

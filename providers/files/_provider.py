@@ -18,9 +18,9 @@ from hostd.protocol import (
     ProviderInfo,
     QueryCapability,
 )
-from hostd.provider import Provider, run_stdio
+from hostd.provider import Provider
 
-from .._cli import corpus_arguments, corpus_options
+from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import verify_chunk
 from ._index import FileIndex
 
@@ -55,9 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m providers.files",
         description="CGP provider: BM25 search over a directory tree, served on stdio "
-        "(JSON-RPC binding). Honours .gitignore; skips binary and huge files.",
+        "(JSON-RPC binding), or over HTTPS with --http. Honours .gitignore; skips binary "
+        "and huge files.",
     )
     corpus_arguments(parser)
+    http_arguments(parser)
     parser.add_argument(
         "--refresh-interval",
         type=float,
@@ -75,5 +77,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"under {index.root}",
         file=sys.stderr,
     )
-    run_stdio(FilesProvider(index))
+    serve(FilesProvider(index), args, parser)
     return 0
