@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from hostd.client import RpcError, connect
+from tests.fixtures.gate import Gate
 from tests.server.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
@@ -246,28 +247,37 @@ async def test_sixty_four_concurrent_clients_all_compose(start_daemon) -> None:
 
 
 async def test_sigterm_under_load_loses_no_reply_in_service(start_daemon) -> None:
-    daemon = await start_daemon(
-        {"alpha": {"delay_ms": 1500}, "beta": {"delay_ms": 1500}}, grace_period_s=30
-    )
-    replies: list[Any] = []
-    n = 24
+    # Both providers hold every answer at the gate until the daemon has taken SIGTERM:
+    # each request is still in service then, however long the clients take to get in
+    # (a provider merely slow by N ms could answer the first before the last arrived).
+    async with Gate() as gate:
+        held = {"hold_port": gate.port, "timeout_ms": 600_000}
+        daemon = await start_daemon({"alpha": held, "beta": held}, grace_period_s=60)
+        replies: list[Any] = []
+        n = 24
 
-    async def one(i: int) -> None:
-        async with connect(daemon.socket) as client:
-            replies.append(await client.compose(f"load {i}", budget=200))
+        async def one(i: int) -> None:
+            async with connect(daemon.socket) as client:
+                replies.append(await client.compose(f"load {i}", budget=200))
 
-    async with connect(daemon.socket) as watcher:
-        await watcher.compose("start the providers", budget=200)
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(one, i)
-            # SIGTERM once every request is being served (the watcher's status is one more).
-            with anyio.fail_after(30):
-                while (await watcher.status())["in_flight"] < n + 1:
-                    pass
-            daemon.signal()
+        async with connect(daemon.socket) as watcher:
+            await watcher.compose("start the providers", budget=200)  # the gate is open
+            gate.close()
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(one, i)
+                # SIGTERM once every request is being served (the watcher's status is one
+                # more); the answers go out only once the daemon is stopping.
+                with anyio.fail_after(60):
+                    await gate.wait_held(2 * n)  # each request's two legs are at the gate
+                    while (await watcher.status())["in_flight"] < n + 1:
+                        pass
+                daemon.signal()
+                await daemon.logged("host.stopping")
+                gate.open()
     assert len(replies) == n
     assert all(r["request_id"] and len(r["providers"]) == 2 for r in replies)
+    assert {p["status"] for r in replies for p in r["providers"]} == {"ok"}
     assert await daemon.wait() == 0
     assert not daemon.socket.exists()
 
