@@ -32,6 +32,12 @@ def daemon_command(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "hostd", "--config", str(config), *args]
 
 
+#: A provider that is still answering whatever the test does: its answer and its leg's
+#: deadline both lie far beyond every hang guard, so only the test's own act (a cancel,
+#: a disconnect, a shutdown) can end its request, never a clock.
+STUCK: dict[str, Any] = {"delay_ms": 600_000, "timeout_ms": 600_000}
+
+
 def provider_table(pid: str, marker: str, timeout_ms: int = 10000, **opts: Any) -> str:
     """A ``[[provider]]`` running the healthy fixture with ``--name <pid>-<marker>``;
     ``opts`` are its flags, ``timeout_ms`` its leg deadline (a test whose provider must

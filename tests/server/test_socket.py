@@ -13,7 +13,7 @@ import pytest
 
 from hostd.client import RpcError, connect
 from tests.fixtures.gate import Gate
-from tests.server.conftest import ROOT
+from tests.server.conftest import ROOT, STUCK
 
 pytestmark = pytest.mark.anyio
 
@@ -159,11 +159,11 @@ async def test_progress_echoes_the_token_and_is_absent_without_one(start_daemon)
 
 
 async def test_cancel_drops_the_work_and_its_reply(start_daemon) -> None:
-    daemon = await start_daemon({"slow": {"delay_ms": 20000}, "fast": {}})
+    daemon = await start_daemon({"slow": STUCK, "fast": {}})
     async with connect(daemon.socket) as client:
         await client.send_raw(
             b'{"jsonrpc":"2.0","id":"c1","method":"context/compose",'
-            b'"params":{"goal":"slow","providers":["slow"],"timeout_ms":30000}}\n'
+            b'"params":{"goal":"slow","providers":["slow"],"timeout_ms":600000}}\n'
         )
         # The request is in flight once host/status counts it (besides itself).
         with anyio.fail_after(30):
@@ -296,13 +296,13 @@ async def test_a_session_reuses_verified_frames_on_its_next_turn(start_daemon) -
 
 
 async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> None:
-    daemon = await start_daemon({"slow": {"delay_ms": 60000}}, grace_period_s=600)
+    daemon = await start_daemon({"slow": STUCK}, grace_period_s=600)
     async with connect(daemon.socket) as client:
         async with anyio.create_task_group() as tg:
 
             async def stuck() -> None:
                 with pytest.raises(RpcError) as exc:  # answered, not cut off
-                    await client.compose("stuck", timeout_ms=120000)
+                    await client.compose("stuck", timeout_ms=600_000)
                 assert exc.value.remote_reason == "shutting_down"
 
             tg.start_soon(stuck)
