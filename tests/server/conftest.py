@@ -38,10 +38,11 @@ def daemon_command(config: Path, *args: str) -> list[str]:
 STUCK: dict[str, Any] = {"delay_ms": 600_000, "timeout_ms": 600_000}
 
 
-def provider_table(pid: str, marker: str, timeout_ms: int = 10000, **opts: Any) -> str:
+def provider_table(pid: str, marker: str, timeout_ms: int = 60000, **opts: Any) -> str:
     """A ``[[provider]]`` running the healthy fixture with ``--name <pid>-<marker>``;
-    ``opts`` are its flags, ``timeout_ms`` its leg deadline (a test whose provider must
-    still be answering when the test acts gives it one far beyond its hang guards)."""
+    ``opts`` are its flags, ``timeout_ms`` its leg deadline: generous, since a lazily
+    started provider's first leg includes its start and 64 clients may share it (a test
+    whose provider must still be answering when the test acts passes ``STUCK``)."""
     extra = [f'"--{k.replace("_", "-")}", "{v}"' for k, v in opts.items()]
     cmd = ", ".join(
         ['"python"', '"-m"', '"tests.fixtures.healthy_provider"', '"--name"', f'"{pid}-{marker}"']
