@@ -47,7 +47,10 @@ def _config(tmp_path: Path, providers: str) -> Path:
 
 def _provider(pid: str, *extra: str) -> str:
     words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid, *extra]
-    return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+    return (
+        f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"  # generous: the leg's deadline includes a lazy start
+    )
 
 
 def test_compose_one_shot_prints_the_prompt_and_an_audit_line(tmp_path: Path) -> None:

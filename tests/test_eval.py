@@ -129,6 +129,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
     config.write_text(
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
         f'[[provider]]\nid = "files"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"  # generous: the leg's deadline includes a lazy start
     )
     questions = tmp_path / "q.jsonl"
     questions.write_text(

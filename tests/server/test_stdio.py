@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from hostd.client import spawn
-from tests.server.conftest import ROOT, marked_processes, write_config
+from tests.server.conftest import ROOT, STUCK, marked_processes, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -154,9 +154,7 @@ async def test_past_the_grace_period_in_flight_requests_are_answered_shutting_do
     from hostd.client import RpcError
 
     config = workdir / "hostd.toml"
-    config.write_text(
-        write_config(workdir, marker, {"slow": {"delay_ms": 60000}}, grace_period_s=0.3)
-    )
+    config.write_text(write_config(workdir, marker, {"slow": STUCK}, grace_period_s=0.3))
     command = [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"]
     async with spawn(command=command, stderr=subprocess.DEVNULL, cwd=ROOT) as client:
         failures: list[RpcError] = []
@@ -164,7 +162,7 @@ async def test_past_the_grace_period_in_flight_requests_are_answered_shutting_do
 
             async def stuck() -> None:
                 with pytest.raises(RpcError) as exc:
-                    await client.compose("stuck", timeout_ms=120000)
+                    await client.compose("stuck", timeout_ms=600_000)
                 failures.append(exc.value)
 
             tg.start_soon(stuck)
