@@ -1,13 +1,24 @@
-"""The daemon's side of shadow ranking: sample a composition and write it off the event loop."""
+"""The daemon's side of shadow ranking: sample a composition and write it off the request path.
+
+A drawn composition is handed to one writer thread through a bounded queue and
+the request goes on at once: building the record, serialising it and the
+SQLite transaction all happen on that thread. ``close()`` (``aclose()`` from
+async code) writes every record still queued before it returns, so a graceful
+stop loses nothing; a queue full of unwritten records refuses the newest one
+(``shadow.record_dropped``) rather than make a request wait.
+"""
 
 from __future__ import annotations
 
+import queue
 import random
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import anyio.to_thread
 
 from hostd.logs import get_logger
@@ -19,6 +30,12 @@ __all__ = ["ShadowRecorder", "shadow_path"]
 
 log = get_logger("hostd.shadow")
 
+#: Records waiting for the writer before a new one is dropped.
+PENDING = 256
+
+# (request_id, goal, contested, caps, accepted, composed): what build_record reads.
+_Pending = tuple[str, str, int, dict[str, float] | None, tuple[tuple[str, ContextFrame], ...], Any]
+
 
 def shadow_path(state_dir: Path) -> Path:
     return state_dir / "shadow.db"
@@ -27,7 +44,7 @@ def shadow_path(state_dir: Path) -> Path:
 class ShadowRecorder:
     """Records a ``sample`` share of compositions into a ``ShadowStore``.
 
-    Recording never fails a request: a store that cannot be written is logged
+    Recording never fails a request: a store that cannot be opened is logged
     (``shadow.record_failed``) and the composition is returned as usual.
     """
 
@@ -38,11 +55,15 @@ class ShadowRecorder:
         sample: float = 1.0,
         store_content: bool = False,
         draw: Callable[[], float] = random.random,
+        pending: int = PENDING,
     ) -> None:
         self.store = store
         self.sample = sample
         self.store_content = store_content
         self._draw = draw
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=pending)
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
     @classmethod
     def from_settings(cls, settings: Any, state_dir: Path) -> ShadowRecorder | None:
@@ -66,16 +87,60 @@ class ShadowRecorder:
         accepted: Iterable[tuple[str, ContextFrame]],
         composed: Any,
     ) -> bool:
-        """Record this composition if it is drawn; whether it was written."""
-        if self.sample <= 0 or self._draw() >= self.sample:
+        """Queue this composition for writing if it is drawn; whether it was queued."""
+        if self._closed or self.sample <= 0 or self._draw() >= self.sample:
             return False
-        record = build_record(
-            request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
-        )
+        if self._thread is None:
+            try:
+                # Opened (created, migrated) once, off the event loop; a store that cannot
+                # be written is found here, not later on the writer thread.
+                await anyio.to_thread.run_sync(self.store.open)
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("shadow.record_failed", error=str(exc), path=str(self.store.path))
+                return False
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(
+                    target=self._write_queued, name="hostd-shadow", daemon=True
+                )
+                self._thread.start()
+        if self._closed:  # closed while the store was opening
+            return False
         try:
-            await anyio.to_thread.run_sync(self.store.write, record)
-        except (OSError, sqlite3.Error) as exc:
-            log.warning("shadow.record_failed", error=str(exc), path=str(self.store.path))
+            self._queue.put_nowait((request_id, goal, contested, caps, tuple(accepted), composed))
+        except queue.Full:
+            log.warning("shadow.record_dropped", request_id=request_id, pending=self._queue.qsize())
             return False
-        log.debug("shadow.recorded", candidates=len(record.candidates))
         return True
+
+    def _write_queued(self) -> None:
+        while (item := self._queue.get()) is not None:
+            request_id = item[0]
+            try:
+                record = build_record(*item, store_content=self.store_content)
+                self.store.write(record)
+            # The thread's boundary: one that died would silently drop every later record.
+            except Exception as exc:  # logged; the next record is still tried
+                log.warning(
+                    "shadow.record_failed",
+                    request_id=request_id,
+                    error=str(exc),
+                    path=str(self.store.path),
+                )
+            else:
+                log.debug("shadow.recorded", request_id=request_id, candidates=len(item[4]))
+
+    def close(self) -> None:
+        """Write every queued record, stop the writer and close the store (blocking)."""
+        self._closed = True
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)  # after every queued record: the writer drains first
+            thread.join()
+        self.store.close()
+
+    async def aclose(self) -> None:
+        """``close()`` off the event loop; shielded, so a stop being cancelled still flushes."""
+        # Closed here, on the loop's thread, so no record is queued behind the writer's stop.
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.close)
