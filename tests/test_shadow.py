@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -311,9 +312,9 @@ class _HeldStore(ShadowStore):
         super().__init__(path)
         self.release = threading.Event()
 
-    def write(self, record: Recorded) -> None:
+    def write_many(self, records: Sequence[Recorded]) -> None:
         assert self.release.wait(60)  # hang guard
-        super().write(record)
+        super().write_many(records)
 
 
 def test_requests_never_wait_for_the_write_and_close_writes_every_queued_record(

