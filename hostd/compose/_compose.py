@@ -236,7 +236,7 @@ def compose_for_prompt(
         # ranked above it (never below 0). Scores come from the pool column
         # (NaN read as -inf); both go to the wire as null.
         replay = Labels(set(floor_labels))
-        key, scores, capped = cands.key, cands.scores, packing.capped
+        peek, key, scores, capped = replay.peek, cands.key, cands.scores, packing.capped
         out: list[Row] = []
         start = 0
         # Between two inclusions the room left and the labels taken stay the same.
@@ -248,9 +248,13 @@ def compose_for_prompt(
                 cap = capped.get(rank)
                 if cap is None:
                     # Priced, not rendered: nobody reads this block.
-                    label = replay.peek(citation_label_for(c_frames[i]))
-                    size = rendered_size(c_pids[i], c_frames[i], label, verified=verified(i))
-                    cost = tokens_of_bytes(size)
+                    f = c_frames[i]
+                    size = rendered_size(
+                        c_pids[i],
+                        f,
+                        peek(citation_label_for(f)),
+                        verified=verified(i) if verification else True,
+                    )
                     row: Row = (
                         key(i),
                         "over_budget",
@@ -258,7 +262,7 @@ def compose_for_prompt(
                         rank,
                         scores[i],
                         None,
-                        cost,
+                        (size + 3) >> 2,  # tokens_of_bytes, inline
                         None,
                         (),
                     )

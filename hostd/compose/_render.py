@@ -177,15 +177,19 @@ def rendered_size(
     encoding of the whole block. A property test holds it equal to the render.
     """
     cite = citation_label_for(frame) if label is None else label
-    pid, fid, kind = provider_id, frame.id, frame.kind
-    attrs = f"{pid}{fid}{kind}{cite}"
-    if _ATTR_SPECIAL_RE.search(attrs) is None:
-        size = utf8_size(attrs)
-    else:
-        size = sum(utf8_size(escape_attribute(a)) for a in (pid, fid, kind, cite))
+    fid, kind = frame.id, frame.kind
+    attrs = f"{provider_id}{fid}{kind}{cite}"
+    if _ATTR_SPECIAL_RE.search(attrs) is not None:
+        size = sum(utf8_size(escape_attribute(a)) for a in (provider_id, fid, kind, cite))
+    else:  # utf8_size, inline: this runs once for every excluded frame
+        size = len(attrs) if attrs.isascii() else len(attrs.encode())
     if not verified:
         size += len(_UNVERIFIED_MARK)
-    return FENCE_MIN_BYTES + size + utf8_size(neutralize_fences(frame.content or ""))
+    content = frame.content
+    if content:  # a reference frame carries no inline bytes (P3)
+        content = neutralize_fences(content)
+        size += len(content) if content.isascii() else len(content.encode())
+    return FENCE_MIN_BYTES + size
 
 
 def render_floor(label: str, content: str, position: str) -> str:
