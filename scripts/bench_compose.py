@@ -49,16 +49,8 @@ from pathlib import Path
 
 import orjson
 
-
-def _checkout() -> Path:
-    """The checkout whose hostd is measured: ``--checkout DIR``, else this one."""
-    for i, arg in enumerate(sys.argv):
-        if arg == "--checkout" and i + 1 < len(sys.argv):
-            return Path(sys.argv[i + 1]).resolve()
-        if arg.startswith("--checkout="):
-            return Path(arg.split("=", 1)[1]).resolve()
-    return Path(__file__).resolve().parent.parent
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_checkout import checkout as _checkout  # noqa: E402 - after the path set-up
 
 sys.path.insert(0, str(_checkout()))
 

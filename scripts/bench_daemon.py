@@ -48,16 +48,8 @@ from pathlib import Path
 import anyio
 import orjson
 
-
-def _checkout() -> Path:
-    """The checkout measured: ``--checkout DIR``, else this one."""
-    for i, arg in enumerate(sys.argv):
-        if arg == "--checkout" and i + 1 < len(sys.argv):
-            return Path(sys.argv[i + 1]).resolve()
-        if arg.startswith("--checkout="):
-            return Path(arg.split("=", 1)[1]).resolve()
-    return Path(__file__).resolve().parent.parent
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_checkout import checkout as _checkout  # noqa: E402 - after the path set-up
 
 ROOT = _checkout()
 sys.path.insert(0, str(ROOT))
