@@ -37,6 +37,8 @@ __all__ = [
     "neutralize_controls",
     "neutralize_fences",
     "render_frame",
+    "rendered_size",
+    "utf8_size",
 ]
 
 #: Opens every composed prompt: the rendered form of R3. A constant, so the
@@ -176,6 +178,42 @@ def render_frame(
         f'<frame provider="{pid}" id="{fid}" kind="{kind}" cite="{cite}"{mark}>\n'
         f"{neutralize_fences(neutralize_controls(content))}\n</frame>\n"
     )
+
+
+def utf8_size(text: str) -> int:
+    """``len(text.encode())``, without the copy when the text is ASCII (a flag
+    CPython keeps on every string)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
+#: What ``verified=False`` adds to a fence line.
+_UNVERIFIED_MARK = ' verified="no"'
+
+
+def rendered_size(
+    provider_id: str, frame: ContextFrame, label: str | None = None, *, verified: bool = True
+) -> int:
+    """``utf8_size(render_frame(...))`` with the same arguments, without building the block.
+
+    The audit prices every excluded frame as the block it would have been; adding
+    up the parts (the fixed fence, the attribute values as ``render_frame`` would
+    escape them, the neutralised content) costs no copy of the content and no
+    encoding of the whole block. A property test holds it equal to the render.
+    """
+    cite = citation_label_for(frame) if label is None else label
+    fid, kind = frame.id, frame.kind
+    attrs = f"{provider_id}{fid}{kind}{cite}"
+    if _ATTR_SPECIAL_RE.search(attrs) is not None:
+        size = sum(utf8_size(escape_attribute(a)) for a in (provider_id, fid, kind, cite))
+    else:  # utf8_size, inline: this runs once for every excluded frame
+        size = len(attrs) if attrs.isascii() else len(attrs.encode())
+    if not verified:
+        size += len(_UNVERIFIED_MARK)
+    content = frame.content
+    if content:  # a reference frame carries no inline bytes (P3)
+        content = neutralize_fences(content)
+        size += len(content) if content.isascii() else len(content.encode())
+    return FENCE_MIN_BYTES + size
 
 
 def render_floor(label: str, content: str, position: str) -> str:

@@ -27,6 +27,7 @@ from ._models import (
     ProviderInfo,
     Representation,
 )
+from ._time import is_timestamp
 from ._version import is_version_string, version_family, versions_compatible
 
 __all__ = [
@@ -109,7 +110,7 @@ def parse_timestamp(value: str) -> tuple[datetime, Decimal] | None:
 def check_timestamp(value: str | None, field: str) -> list[Violation]:
     if value is None:
         return []
-    if not isinstance(value, str) or parse_timestamp(value) is None:
+    if not isinstance(value, str) or not is_timestamp(value):
         return [
             Violation(
                 "F4", field, "not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z (not quoted)"
@@ -272,8 +273,12 @@ def frame_in_window(frame: ContextFrame, as_of: str) -> bool:
     A missing bound is open. Unparseable bounds make the frame fall outside.
     """
     at = parse_timestamp(as_of)
-    if at is None:
-        return False
+    return at is not None and _in_window(frame, at)
+
+
+def _in_window(frame: ContextFrame, at: tuple[datetime, Decimal]) -> bool:
+    """``frame_in_window`` with ``as_of`` parsed once for the whole leg; a frame with
+    no bounds (the common case) builds no ``datetime`` at all."""
     if frame.valid_from is not None:
         lo = parse_timestamp(frame.valid_from)
         if lo is None or at < lo:
@@ -289,6 +294,7 @@ def check_as_of(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
     """Q2: with ``as_of`` set, every frame's validity window must contain it."""
     if query.as_of is None:
         return []
+    at = parse_timestamp(query.as_of)
     return [
         Violation(
             "Q2",
@@ -296,7 +302,7 @@ def check_as_of(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
             f"valid [{f.valid_from}, {f.valid_to}) does not contain as_of {query.as_of}",
         )
         for i, f in enumerate(frames)
-        if not frame_in_window(f, query.as_of)
+        if at is None or not _in_window(f, at)
     ]
 
 

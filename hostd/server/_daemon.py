@@ -135,6 +135,11 @@ class Daemon:
                 request_id, params.goal, contested, params.caps, accepted, composed
             )
 
+    async def _close_shadow(self) -> None:
+        # Records still queued for the shadow store are written before the stop completes.
+        if self.shadow is not None:
+            await self.shadow.aclose()
+
     def usage_of(self, request_id: str) -> Any:
         raw = self._usage.get(request_id)
         return None if raw is None else decode(raw)
@@ -178,9 +183,12 @@ class Daemon:
     @contextlib.asynccontextmanager
     async def local(self) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process."""
-        async with self._make_host() as host:
-            self.host = host
-            yield LocalSession(self)
+        try:
+            async with self._make_host() as host:
+                self.host = host
+                yield LocalSession(self)
+        finally:
+            await self._close_shadow()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -249,6 +257,7 @@ class Daemon:
                 log.info("host.stopping.providers")
                 flush_logs()  # the periodic flusher has stopped; this phase can take a while
         finally:
+            await self._close_shadow()
             for _, opened in listeners:
                 await opened.aclose()
             if self.socket_path is not None and inode is not None:
