@@ -211,7 +211,7 @@ def rendered_size(
         size += len(_UNVERIFIED_MARK)
     content = frame.content
     if content:  # a reference frame carries no inline bytes (P3)
-        content = neutralize_fences(content)
+        content = neutralize_fences(neutralize_controls(content))
         size += len(content) if content.isascii() else len(content.encode())
     return FENCE_MIN_BYTES + size
 
