@@ -20,7 +20,12 @@ _GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError
 class Flooder:
     """``width`` connections, each re-opened when the daemon closes it, until the daemon
     has closed ``target`` of them (``done``); each sends ``first`` on opening, if given.
-    ``closed`` counts the daemon's closes, ``replies`` the lines it sent before them."""
+    ``closed`` counts the daemon's closes, ``replies`` the lines it sent before them.
+
+    ``stop()`` ends the flood by closing what is held, never by cancelling a task that
+    waits on a socket: on asyncio, anyio's raw UNIX streams (receive, connect) answer a
+    cancellation that meets a ready socket in the same loop pass with an
+    ``InvalidStateError`` in a loop callback, which anyio's test runner re-raises."""
 
     def __init__(
         self,
@@ -38,36 +43,50 @@ class Flooder:
         self.replies: list[bytes] = []
         self.done = anyio.Event()
         self._closing = anyio.Event()
+        self._stopped = anyio.Event()
+        self._held: set[ByteStream] = set()
 
     async def run(self) -> None:
-        """Flood until cancelled (connections still held are closed then)."""
+        """Flood until ``stop()``; returns once every connection is closed."""
         async with anyio.create_task_group() as tg:
             for _ in range(self.width):
                 tg.start_soon(self._one)
 
+    async def stop(self) -> None:
+        """Call the flood off: no connection is re-opened, those held are closed."""
+        self._stopped.set()
+        for stream in list(self._held):
+            await stream.aclose()
+
     async def _one(self) -> None:
-        while self.closed < self.target:
+        while self.closed < self.target and not self._stopped.is_set():
             try:
                 stream = await self._open()
             except OSError:  # refused by the kernel: try again, it is a flood
                 continue
             self.opened += 1
-            async with stream:
-                got = b""
-                try:
+            self._held.add(stream)
+            got = b""
+            try:
+                if not self._stopped.is_set():
                     if self.first:
                         await stream.send(self.first)
                     while True:
                         got += await stream.receive()
-                except _GONE:
-                    pass
+            except _GONE:
+                pass
+            finally:
+                self._held.discard(stream)
+                await stream.aclose()
+            if self._stopped.is_set():  # closed by stop(), not by the daemon
+                break
             self.replies.extend(line for line in got.split(b"\n") if line)
             self.closed += 1
             self._closing.set()
             self._closing = anyio.Event()
             if self.closed >= self.target:
                 self.done.set()
-        await anyio.sleep_forever()  # hold what is held until the flood is called off
+        await self._stopped.wait()  # hold what is held until the flood is called off
 
     async def closes(self, n: int) -> None:
         """Return once the daemon has closed ``n`` of the flood's connections."""
