@@ -69,6 +69,10 @@ class Owner(Protocol):
 
     def end_request(self) -> None: ...
 
+    def admit_authenticated(self) -> bool:
+        """Room among ``max_connections`` for a TCP client that just authenticated?"""
+        ...
+
 
 #: ``dispatch(connection, request)`` → the reply dict, or ``None`` when none is owed.
 Dispatch = Callable[["Connection", Any], Awaitable[Any]]
@@ -388,6 +392,10 @@ class Connection:
             return False
         if token is not None and hmac.compare_digest(token.encode(), self._token.encode()):
             self._uncount()
+            if not self.owner.admit_authenticated():  # counted and logged as a refusal
+                full = Overloaded("hostd is serving its max_connections clients")
+                await self.send(error_reply(full, reply_id(msg)))
+                return False
             self._authenticated = True
             self._counted = "connections_open"
             self.owner.counters["connections_open"] += 1

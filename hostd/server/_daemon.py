@@ -163,6 +163,9 @@ class Daemon:
 
     # -- in-flight accounting and stop ---------------------------------------------------
 
+    def admit_authenticated(self) -> bool:
+        return self._admission.admit(tcp=False)
+
     def begin_request(self) -> None:
         self._inflight += 1
         if self._inflight == 1:

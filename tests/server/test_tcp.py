@@ -109,3 +109,22 @@ async def test_unauthenticated_connections_never_lock_unix_clients_out(start_dae
         assert status["counters"]["connections_evicted"] == 1
         assert status["counters"]["connections_open"] == 1
     assert await daemon.stop() == 0
+
+
+async def test_an_authenticated_tcp_client_past_max_connections_is_refused(start_daemon) -> None:
+    # max_connections counts Unix and *authenticated* TCP clients together: with both
+    # slots held, a right token is answered "overloaded" and its connection closed.
+    daemon = await start_daemon({"alpha": {}}, extra=TCP, max_connections=2)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    async with connect(daemon.socket) as first, connect_tcp(host, port, "s3cret-token") as second:
+        with pytest.raises(RpcError) as exc:
+            async with connect_tcp(host, port, "s3cret-token"):
+                pass
+        assert exc.value.remote_reason == "overloaded"
+        counters = (await first.status())["counters"]
+        assert counters["connections_open"] == 2
+        assert counters["connections_refused"] == 1
+        assert (await second.status())["state"] == "serving"
+    refused = daemon.events("host.connection_refused")
+    assert [(e["counted"], e["limit"]) for e in refused] == [("connections_open", 2)]
+    assert await daemon.stop() == 0
