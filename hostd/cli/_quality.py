@@ -1,8 +1,7 @@
 """The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay`` and the
 policy options of ``compose`` (``--caps``, ``--floors``, the overfetch note).
 
-Kept beside ``cli`` (which registers and runs them like its own commands) so
-the command line module stays small. ``eval`` and ``shadow replay`` print a
+``eval`` and ``shadow replay`` print a
 table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
 """
 
@@ -10,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from hostd.config import Config
+
+from ._common import EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 
 __all__ = [
     "add_quality_commands",
@@ -92,11 +92,7 @@ def overfetch_note(result: dict[str, Any]) -> str | None:
     )
 
 
-def add_quality_commands(
-    sub: Any,
-    common: argparse.ArgumentParser,
-    connect_arg: Callable[[argparse.ArgumentParser], None],
-) -> None:
+def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``eval`` and ``shadow replay`` on the CLI's subparsers."""
     ev = sub.add_parser(
         "eval",
@@ -124,6 +120,7 @@ def add_quality_commands(
     ev.add_argument("--providers", metavar="IDS", help="comma-separated provider subset")
     ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
     connect_arg(ev)
+    ev.set_defaults(run=eval_command)
 
     shadow = sub.add_parser(
         "shadow",
@@ -132,6 +129,7 @@ def add_quality_commands(
         description="Shadow ranking: with [shadow] enabled the daemon records a sample of "
         "compositions (state_dir/shadow.db); replay composes them again under a policy.",
     )
+    shadow.set_defaults(run=shadow_command)
     ssub = shadow.add_subparsers(dest="shadow_command", metavar="ACTION", required=True)
     replay = ssub.add_parser(
         "replay",
@@ -148,21 +146,20 @@ def add_quality_commands(
 
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import eval as ev
-    from hostd.cli import EXIT_OK, _csv, _print_json, _session, _strategy
     from hostd.compose import DEFAULT_STRATEGY, strategy_text
 
     questions = ev.load_questions(args.questions)
     # _strategy checks each spelling, so a misspelt policy fails before any provider starts
-    policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
+    policies = [ev.Policy(p, strategy_arg(p)) for p in args.policy or ev.DEFAULT_POLICIES]
     budgets = args.budget or [cfg.host.default_budget]
-    async with _session(cfg, args.connect) as s:
+    async with session(cfg, args.connect) as s:
         outcomes = await ev.run_eval(
-            s, questions, budgets, policies, providers=_csv(args.providers)
+            s, questions, budgets, policies, providers=csv_arg(args.providers)
         )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)
     if args.json:
-        _print_json(ev.to_json(questions, outcomes, baseline))
+        print_json(ev.to_json(questions, outcomes, baseline))
     else:
         sys.stdout.write(ev.render_table(questions, ev.summarise(outcomes)))
         pairs = ev.render_paired(ev.paired(outcomes, baseline))
@@ -174,13 +171,12 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
 
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import shadow
-    from hostd.cli import EXIT_OK, _print_json, _strategy
 
-    strategy = _strategy(args.policy)
+    strategy = strategy_arg(args.policy)
     records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(args.limit)
     replays = shadow.replay_all(records, strategy)
     if args.json:
-        _print_json(shadow.replay_json(strategy, replays))
+        print_json(shadow.replay_json(strategy, replays))
     else:
         sys.stdout.write(shadow.render_replay(args.policy, replays))
     return EXIT_OK
