@@ -45,7 +45,6 @@ from hostd.protocol import (
     HandshakeAck,
     HandshakeRequest,
     LineItem,
-    LinePipeProtocol,
     LineSplitter,
     Provenance,
     ProviderInfo,
@@ -55,7 +54,7 @@ from hostd.protocol import (
     sha256_digest,
     versions_compatible,
 )
-from hostd.rpc import Dispatcher, Method, error_reply
+from hostd.rpc import Dispatcher, LinePipeProtocol, Method, error_reply
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

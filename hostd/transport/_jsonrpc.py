@@ -35,9 +35,9 @@ from hostd.protocol import (
     WireModel,
     read_cgp_code,
 )
+from hostd.rpc import encode_line
 
 from ._calls import StartedCall, StreamClient, query_wire
-from ._framing import encode_line
 from ._unquoted import bad_line, described_id, json_type, shape_error, unquoted
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
@@ -172,4 +172,3 @@ class JsonRpcClient(StreamClient):
     def close(self, error: HostdError) -> None:
         """Fail every waiter (the connection is being torn down)."""
         self._table.fail_all(error)
-
