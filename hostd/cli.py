@@ -42,6 +42,7 @@ EXIT_NO_DAEMON = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``hostd`` argument parser: global options and one sub-command per verb."""
     parser = argparse.ArgumentParser(
         prog="hostd",
         description="An async context host: fans a query out to Context Graph Protocol "
@@ -256,7 +257,7 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def audit_summary(result: dict[str, Any]) -> str:
+def _audit_summary(result: dict[str, Any]) -> str:
     """One line: included/excluded counts by reason, tokens, providers' statuses."""
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
@@ -334,7 +335,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(result["prompt"])
         if not result["prompt"].endswith("\n"):
             sys.stdout.write("\n")
-        sys.stderr.write(audit_summary(result) + "\n")
+        sys.stderr.write(_audit_summary(result) + "\n")
     empty = no_evidence(result)
     for line in empty if empty is not None else leg_failures(result):
         sys.stderr.write(f"hostd: {line}\n")
@@ -448,6 +449,7 @@ def _check_provider(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``hostd`` command line with ``argv``; the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -271,6 +271,7 @@ async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncCl
 
 
 def serve_command(config: str | os.PathLike[str] | None = None) -> list[str]:
+    """The command that runs ``hostd serve --stdio`` with this interpreter (and ``config``)."""
     cmd = [sys.executable, "-m", "hostd"]
     if config is not None:
         cmd += ["--config", os.fspath(config)]

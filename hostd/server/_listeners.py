@@ -147,6 +147,7 @@ def remove_socket(path: Path, inode: int | None) -> None:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` names a loopback address (``localhost`` included)."""
     if host == "localhost":
         return True
     try:
@@ -235,6 +236,7 @@ class Stdio:
 
 
 async def open_stdio(in_fd: int, out_fd: int) -> Stdio:
+    """The daemon's stdio wire on descriptors ``in_fd``/``out_fd``, started."""
     stdio = Stdio(in_fd, out_fd)
     await stdio.start()
     return stdio
