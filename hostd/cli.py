@@ -32,7 +32,7 @@ from hostd._quality_commands import (
 from hostd.config import Config, load_config
 from hostd.errors import ConfigError, HostdError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["audit_summary", "build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -257,7 +257,7 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _audit_summary(result: dict[str, Any]) -> str:
+def audit_summary(result: dict[str, Any]) -> str:
     """One line: included/excluded counts by reason, tokens, providers' statuses."""
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
@@ -335,7 +335,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(result["prompt"])
         if not result["prompt"].endswith("\n"):
             sys.stdout.write("\n")
-        sys.stderr.write(_audit_summary(result) + "\n")
+        sys.stderr.write(audit_summary(result) + "\n")
     empty = no_evidence(result)
     for line in empty if empty is not None else leg_failures(result):
         sys.stderr.write(f"hostd: {line}\n")
