@@ -219,7 +219,8 @@ class ProviderServer:
         self.shutdown_requested = anyio.Event()
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
-        """The reply line (UTF-8, no newline) to one input line; ``None`` for a notification."""
+        """The reply line (UTF-8, with its newline) to one input line; ``None`` for a
+        notification."""
         if not line.strip():
             return None
         return await _DISPATCHER.answer_line(line, self)
@@ -289,7 +290,7 @@ async def serve_stdio(
 
     def write(data: bytes) -> None:
         try:
-            dst.write(data + b"\n")
+            dst.write(data)
             dst.flush()
         except (BrokenPipeError, ConnectionResetError, ValueError):
             # The host stopped reading (or closed our stdout): nobody is left to

@@ -137,7 +137,8 @@ class Dispatcher:
         )
 
     async def answer_line(self, line: bytes | str, context: Any) -> bytes | None:
-        """Decode, dispatch and encode one line: the reply line (no newline) or ``None``."""
+        """Decode, dispatch and encode one line: the reply line (with its newline) or
+        ``None`` when nothing is owed."""
         try:
             request = decode(line)
         except ParseError as exc:  # our message and data, not the library's parse error

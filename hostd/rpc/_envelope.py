@@ -98,18 +98,19 @@ def log_unexpected(method: str, exc: BaseException) -> None:
 
 
 def encode_reply(reply: Any, on_error: OnError | None = None) -> bytes:
-    """``reply`` encoded; a result with no JSON form becomes an ``internal`` error for
-    each id it answered (the request is answered, never dropped). A message that is
-    not a reply (a notification) with no JSON form raises ``TypeError``."""
+    """What an answering end writes: ``reply`` as its line (``encode_line``, keys as
+    text); a result with no JSON form becomes an ``internal`` error for each id it
+    answered (the request is answered, never dropped). A message that is not a reply
+    (a notification) with no JSON form raises ``TypeError``."""
     try:
-        return encode(reply)
+        return encode_line(reply, strict=False)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         replies = reply if isinstance(reply, list) else [reply]
         if not all(isinstance(r, dict) and "id" in r for r in replies):
             raise
         (on_error or log_unexpected)("encode", exc)
         errors = [error_reply(exc, r["id"]) for r in replies]
-        return encode(errors if isinstance(reply, list) else errors[0])
+        return encode_line(errors if isinstance(reply, list) else errors[0], strict=False)
 
 
 _REQUEST_KEYS = frozenset({"jsonrpc", "method", "id", "params"})
