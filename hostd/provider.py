@@ -45,7 +45,6 @@ from hostd.protocol import (
     HandshakeAck,
     HandshakeRequest,
     LineItem,
-    LinePipeProtocol,
     LineSplitter,
     Provenance,
     ProviderInfo,
@@ -55,7 +54,7 @@ from hostd.protocol import (
     sha256_digest,
     versions_compatible,
 )
-from hostd.rpc import Dispatcher, Method, error_reply
+from hostd.rpc import Dispatcher, LinePipeProtocol, Method, error_reply
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -220,7 +219,8 @@ class ProviderServer:
         self.shutdown_requested = anyio.Event()
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
-        """The reply line (UTF-8, no newline) to one input line; ``None`` for a notification."""
+        """The reply line (UTF-8, with its newline) to one input line; ``None`` for a
+        notification."""
         if not line.strip():
             return None
         return await _DISPATCHER.answer_line(line, self)
@@ -290,7 +290,7 @@ async def serve_stdio(
 
     def write(data: bytes) -> None:
         try:
-            dst.write(data + b"\n")
+            dst.write(data)
             dst.flush()
         except (BrokenPipeError, ConnectionResetError, ValueError):
             # The host stopped reading (or closed our stdout): nobody is left to

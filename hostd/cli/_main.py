@@ -29,6 +29,7 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``hostd`` argument parser: global options and one sub-command per verb."""
     parser = argparse.ArgumentParser(
         prog="hostd",
         description="An async context host: fans a query out to Context Graph Protocol "
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``hostd`` command line; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

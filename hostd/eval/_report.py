@@ -197,6 +197,7 @@ def degraded_note(outcomes: Sequence[Outcome]) -> str:
 def to_json(
     questions: Sequence[Question], outcomes: Sequence[Outcome], baseline: str = "score"
 ) -> dict[str, Any]:
+    """The evaluation report as a JSON-ready dict, policies paired against ``baseline``."""
     return {
         "questions": len(questions),
         "styles": {s: sum(1 for q in questions if q.style == s) for s in STYLES},

@@ -39,6 +39,7 @@ _GATHER_S = 0.1
 
 
 def shadow_path(state_dir: Path) -> Path:
+    """The shadow store's file under ``state_dir``."""
     return state_dir / "shadow.db"
 
 

@@ -135,6 +135,7 @@ def replay(recorded: Recorded, strategy: Strategy | str | dict[str, Any]) -> Rep
 def replay_all(
     records: Sequence[Recorded], strategy: Strategy | str | dict[str, Any]
 ) -> list[Replayed]:
+    """Each recorded request replayed under ``strategy`` (any wire spelling), in order."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
     return [replay(r, strategy) for r in records]

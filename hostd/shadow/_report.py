@@ -92,6 +92,7 @@ def render_replay(policy: str, replays: Sequence[Replayed]) -> str:
 
 
 def replay_json(policy: Any, replays: Sequence[Replayed]) -> dict[str, Any]:
+    """A replay report as a JSON-ready dict: the policy, the overlap, each request's replay."""
     kept = sum(len(r.kept) for r in replays)
     union = sum(r.union for r in replays)
     return {

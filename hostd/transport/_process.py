@@ -30,21 +30,21 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
+from hostd._reaper import REAPER, read_exec_status
+from hostd._reaper import supported as reaper_supported
+from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     OVERLONG,
     TRUNCATED,
     LineItem,
-    LinePipeProtocol,
     LineSplitter,
 )
+from hostd.rpc import LinePipeProtocol
 
 from ._framing import line_too_long
-from ._reaper import REAPER, read_exec_status
-from ._reaper import supported as reaper_supported
 from ._stderr import StderrPolicy, StderrPump
-from ._teardown import stop_process
 
 __all__ = [
     "ENV_ALLOW_LIST",
