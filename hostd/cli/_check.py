@@ -34,7 +34,7 @@ def add_check_command(sub: Any) -> None:
 
 
 def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
-    from hostd._check_provider import check_provider, render_table
+    from ._checks import check_provider, render_table
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
