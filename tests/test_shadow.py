@@ -24,6 +24,7 @@ from hostd.compose import compose_for_prompt
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
 from hostd.shadow import (
+    Feedback,
     Recorded,
     ShadowRecorder,
     ShadowStore,
@@ -312,9 +313,11 @@ class _HeldStore(ShadowStore):
         super().__init__(path)
         self.release = threading.Event()
 
-    def write_many(self, records: Sequence[Recorded]) -> None:
+    def write_many(
+        self, records: Sequence[Recorded], feedback: Sequence[Feedback] = ()
+    ) -> list[str]:
         assert self.release.wait(60)  # hang guard
-        super().write_many(records)
+        return super().write_many(records, feedback)
 
 
 def test_requests_never_wait_for_the_write_and_close_writes_every_queued_record(

@@ -9,6 +9,7 @@ policy admitted (``_report``). Uses the composition library and the protocol
 models; never the engine or the transport.
 """
 
+from ._feedback import Feedback, resolve_used
 from ._recorder import ShadowRecorder, shadow_path
 from ._replay import Replayed, replay, replay_all
 from ._report import render_replay, replay_json
@@ -16,6 +17,7 @@ from ._store import Candidate, Recorded, ShadowStore, build_record
 
 __all__ = [
     "Candidate",
+    "Feedback",
     "Recorded",
     "Replayed",
     "ShadowRecorder",
@@ -25,5 +27,6 @@ __all__ = [
     "replay",
     "replay_all",
     "replay_json",
+    "resolve_used",
     "shadow_path",
 ]

@@ -1,0 +1,184 @@
+"""``usage/feedback``: validated against the request's citation map, kept beside its shadow
+record within the store's bounds, from the client library and through a real daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hostd.client import Client, RpcError
+from hostd.compose import compose_for_prompt
+from hostd.errors import UnknownCitation, UnknownRequest
+from hostd.shadow import Feedback, ShadowRecorder, ShadowStore, resolve_used
+
+from .test_shadow import BUDGET, ROOT, _frames, _record
+
+
+def test_labels_and_frame_ids_resolve_to_the_cited_frames_in_render_order() -> None:
+    record = _record()
+    labels = [c[0] for c in record.citations]
+    assert len(labels) == 4
+    last = record.citations[-1]
+    used = resolve_used(
+        record.citations, [labels[-1], {"provider_id": last[1], "frame_id": last[2]}, labels[0]]
+    )
+    assert used == tuple((p, i, d) for _, p, i, d in (record.citations[0], last))
+
+
+def test_unknown_labels_are_one_error_naming_every_one() -> None:
+    record = _record()
+    with pytest.raises(UnknownCitation) as caught:
+        resolve_used(
+            record.citations,
+            ["nope", record.citations[0][0], {"provider_id": "beta", "frame_id": "zz"}],
+        )
+    assert caught.value.data["unknown"] == ["nope", "beta/zz"]
+    assert caught.value.reason == "unknown_citation"
+    # A frame offered but not cited is not in the citation map either.
+    offered = {c.id for c in record.candidates} - {c[2] for c in record.citations}
+    with pytest.raises(UnknownCitation):
+        resolve_used(record.citations, [{"provider_id": "alpha", "frame_id": sorted(offered)[0]}])
+
+
+def test_feedback_on_an_undrawn_request_writes_its_record_then_the_feedback(
+    tmp_path: Path,
+) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    recorder = ShadowRecorder(ShadowStore(tmp_path / "s.db"), sample=0.0)
+
+    async def main() -> Feedback:
+        assert not await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+        assert not (tmp_path / "s.db").exists()  # nothing is written until feedback comes
+        with pytest.raises(UnknownRequest):
+            await recorder.feedback("r-2", [])
+        fb = await recorder.feedback(
+            "r-1", [composed.citations[1].label], helpful=True, note="private"
+        )
+        await recorder.aclose()
+        return fb
+
+    fb = anyio.run(main)
+    (stored,) = ShadowStore(tmp_path / "s.db").load()
+    assert stored.request_id == "r-1" and stored.feedback is not None
+    assert (
+        stored.feedback.used
+        == fb.used
+        == (tuple(composed.citations[1].frame)[:2] + (composed.citations[1].frame.content_digest,),)
+    )
+    assert stored.feedback.helpful is True
+    assert stored.feedback.note is None and stored.feedback.note_chars == 7  # no store_content
+    assert stat.S_IMODE(os.stat(tmp_path / "s.db").st_mode) == 0o600
+
+
+def test_feedback_on_an_older_request_is_checked_against_the_store_and_replaces(
+    tmp_path: Path,
+) -> None:
+    store = ShadowStore(tmp_path / "s.db")
+    store.write(_record("old"))
+    recorder = ShadowRecorder(ShadowStore(tmp_path / "s.db"), sample=1.0, store_content=True)
+    label = _record().citations[0][0]
+
+    async def main() -> None:
+        await recorder.feedback("old", [label], note="first")
+        await recorder.feedback("old", [], helpful=False, note="second")
+        with pytest.raises(UnknownCitation):
+            await recorder.feedback("old", ["missing"])
+        await recorder.aclose()
+
+    anyio.run(main)
+    (stored,) = store.load()
+    assert stored.feedback is not None
+    assert stored.feedback.used == () and stored.feedback.helpful is False
+    assert stored.feedback.note == "second"  # store_content: the note is kept
+
+
+def test_feedback_counts_against_the_bounds_and_goes_with_its_request(tmp_path: Path) -> None:
+    store = ShadowStore(tmp_path / "s.db", max_requests=2)
+    label = _record().citations[0][0]
+    for rid in ("a", "b"):
+        store.write(_record(rid))
+    keys = resolve_used(_record().citations, [label])
+    assert (
+        store.write_many([], [Feedback.of("a", 1.0, keys, None, None, store_content=False)]) == []
+    )
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        size_with = db.execute("SELECT size FROM totals").fetchone()[0]
+        rows = db.execute("SELECT sum(length(body)) FROM requests").fetchone()[0]
+        assert size_with == rows + db.execute("SELECT size FROM feedback").fetchone()[0]
+    store.write(_record("c"))  # "a" is pushed out, and its feedback with it
+    orphans = store.write_many([], [Feedback.of("a", 2.0, keys, None, None, store_content=False)])
+    assert orphans == ["a"]  # feedback for a pruned request is not kept
+    store.close()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        assert db.execute("SELECT count(*) FROM feedback").fetchone()[0] == 0
+        assert (
+            db.execute("SELECT size FROM totals").fetchone()[0]
+            == db.execute("SELECT sum(size) FROM requests").fetchone()[0]
+        )
+    assert [r.request_id for r in store.load()] == ["b", "c"]
+
+
+def _config(tmp_path: Path, shadow: str) -> Path:
+    words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha"]
+    words += ["--frames", "6", "--size", "200"]
+    path = tmp_path / "hostd.toml"
+    path.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f"{shadow}\n"
+        f'[[provider]]\nid = "alpha"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"
+    )
+    return path
+
+
+def test_the_client_reports_used_evidence_to_a_daemon_that_sampled_nothing(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path, "[shadow]\nenabled = true\nsample = 0.0\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Client.spawn(config, env=env, cwd=ROOT) as hostd:
+        result = hostd.compose("first", budget=BUDGET)
+        hostd.compose("second", budget=BUDGET)  # no feedback: never written
+        first = result["citations"][0]
+        reply = hostd.feedback(result, used=[first["label"]], helpful=True)
+        assert reply == {
+            "request_id": result["request_id"],
+            "used": [first["frame"]],
+            "helpful": True,
+        }
+        with pytest.raises(RpcError) as bad:
+            hostd.feedback(result, used=["no such label", first["label"]])
+        assert bad.value.rpc_code == -32602
+        assert bad.value.rpc_data["reason"] == "unknown_citation"
+        assert bad.value.rpc_data["unknown"] == ["no such label"]
+        with pytest.raises(RpcError) as unknown:
+            hostd.feedback("zz-999", used=[])
+        assert unknown.value.remote_reason == "unknown_request"
+        with pytest.raises(RpcError) as malformed:
+            hostd.call("usage/feedback", {"request_id": result["request_id"], "used": [3]})
+        assert malformed.value.remote_reason == "invalid_params"
+    (stored,) = ShadowStore(tmp_path / "state" / "shadow.db").load()
+    assert stored.request_id == result["request_id"] and stored.feedback is not None
+    assert [list(k) for k in stored.feedback.used] == [
+        [
+            first["frame"]["provider_id"],
+            first["frame"]["frame_id"],
+            first["frame"]["content_digest"],
+        ]
+    ]
+
+
+def test_feedback_without_shadow_is_a_typed_error(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Client.spawn(_config(tmp_path, ""), env=env, cwd=ROOT) as hostd:
+        result = hostd.compose("first", budget=BUDGET)
+        with pytest.raises(RpcError) as off:
+            hostd.feedback(result, used=[])
+    assert off.value.remote_reason == "shadow_disabled"
