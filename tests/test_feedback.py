@@ -7,6 +7,9 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -15,7 +18,17 @@ import pytest
 from hostd.client import Client, RpcError
 from hostd.compose import compose_for_prompt
 from hostd.errors import UnknownCitation, UnknownRequest
-from hostd.shadow import Feedback, ShadowRecorder, ShadowStore, resolve_used
+from hostd.shadow import (
+    Feedback,
+    Recorded,
+    ShadowRecorder,
+    ShadowStore,
+    render_replay,
+    replay_all,
+    replay_json,
+    resolve_used,
+    used_summary,
+)
 
 from .test_shadow import BUDGET, ROOT, _frames, _record
 
@@ -182,3 +195,84 @@ def test_feedback_without_shadow_is_a_typed_error(tmp_path: Path) -> None:
         with pytest.raises(RpcError) as off:
             hostd.feedback(result, used=[])
     assert off.value.remote_reason == "shadow_disabled"
+
+
+# -- replay measures the used evidence kept ------------------------------------------------
+
+
+def _with_feedback(request_id: str, used_ids: list[str]) -> Recorded:
+    record = _record(request_id)
+    labels = [c[0] for c in record.citations if c[2] in used_ids]
+    keys = resolve_used(record.citations, labels)
+    return replace(
+        record, feedback=Feedback.of(request_id, 1.0, keys, None, None, store_content=False)
+    )
+
+
+def test_replay_reports_the_used_evidence_a_policy_keeps_with_known_answers(
+    tmp_path: Path,
+) -> None:
+    # Live (score) admits alpha:0-2 and beta:0; round_robin swaps alpha:2 for beta:1.
+    records = [
+        _with_feedback("r-1", ["alpha:0", "alpha:2"]),  # round_robin keeps 1 of 2
+        _with_feedback("r-2", ["beta:0"]),  # kept by both
+        _with_feedback("r-3", []),  # the answer used none of it
+        _record("r-4"),  # no feedback: overlap only
+    ]
+    replays = replay_all(records, "round_robin")
+    assert [r.has_feedback for r in replays] == [True, True, True, False]
+    first = replays[0]
+    assert [c.id for c in first.used_kept] == ["alpha:0"]
+    assert [c.id for c in first.used_dropped] == ["alpha:2"]
+    assert (len(first.used_live), first.gained, first.lost) == (2, 0, 1)
+    summary = used_summary(replays)
+    assert summary == {
+        "requests": 3,
+        "used": 3,
+        "kept": 2,
+        "kept_live": 3,
+        "share": 0.6667,
+        "share_live": 1.0,
+        "gained": 0,
+        "lost": 1,
+        "tokens": {"live": 600, "replayed": 600},
+    }
+    # The live policy against itself keeps every used frame and disagrees on none.
+    same = used_summary(replay_all(records, "score"))
+    assert (same["kept"], same["gained"], same["lost"]) == (3, 0, 0)
+    text = render_replay("round_robin", replays)
+    assert "round_robin keeps 2/3 (0.67), the live policy replayed keeps 3/3 (1.00)" in text
+    assert "+0 -1" in text
+    dropped = text.split("used frames round_robin would drop:")[1].splitlines()
+    assert [line.split()[:3] for line in dropped[2:] if line] == [["r-1", "alpha", "alpha:2"]]
+    wire = replay_json("round_robin", replays)
+    assert wire["used"] == summary and "feedback" not in wire["replays"][3]
+    assert wire["replays"][0]["feedback"]["dropped"][0]["id"] == "alpha:2"
+
+
+def test_replay_through_the_cli_reads_feedback_from_the_store(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = ShadowStore(state / "shadow.db")
+    store.write_many([_record("r-1"), _record("r-2")])
+    label = next(c[0] for c in _record().citations if c[2] == "alpha:2")
+    keys = resolve_used(_record().citations, [label])
+    store.write_many([], [Feedback.of("r-1", 1.0, keys, True, None, store_content=False)])
+    store.close()
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "hostd", "--config", str(config), "shadow", "replay"]
+        + ["--policy", "round_robin", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["requests"] == 2
+    assert report["used"]["requests"] == 1
+    assert (report["used"]["kept"], report["used"]["lost"]) == (0, 1)

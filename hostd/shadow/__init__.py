@@ -11,8 +11,8 @@ models; never the engine or the transport.
 
 from ._feedback import Feedback, resolve_used
 from ._recorder import ShadowRecorder, shadow_path
-from ._replay import Replayed, replay, replay_all
-from ._report import render_replay, replay_json
+from ._replay import Replayed, live_strategy, replay, replay_all
+from ._report import render_replay, replay_json, used_summary
 from ._store import Candidate, Recorded, ShadowStore, build_record
 
 __all__ = [
@@ -23,10 +23,12 @@ __all__ = [
     "ShadowRecorder",
     "ShadowStore",
     "build_record",
+    "live_strategy",
     "render_replay",
     "replay",
     "replay_all",
     "replay_json",
     "resolve_used",
     "shadow_path",
+    "used_summary",
 ]
