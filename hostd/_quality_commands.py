@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +105,16 @@ def add_quality_commands(
         description="Ask every question of a JSONL set ({id, question, gold: [{file, phrase}], "
         "style}) through the configured providers, compose it under each policy and budget "
         "and under each provider alone, and print how often a gold passage reached the prompt, "
-        "per style and policy (docs/eval.md).",
+        "per style and policy (docs/eval.md). --from-shadow asks the recorded requests with "
+        "feedback instead: the used frames are the gold, the recorded candidates the set.",
     )
-    ev.add_argument("--questions", required=True, metavar="PATH", help="the question set")
+    source = ev.add_mutually_exclusive_group(required=True)
+    source.add_argument("--questions", metavar="PATH", help="the question set")
+    source.add_argument(
+        "--from-shadow",
+        action="store_true",
+        help="the recorded requests with feedback (state_dir/shadow.db), at their budgets",
+    )
     ev.add_argument(
         "--budget",
         type=int,
@@ -151,14 +158,28 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.cli import EXIT_OK, _csv, _print_json, _session, _strategy
     from hostd.compose import DEFAULT_STRATEGY, strategy_text
 
-    questions = ev.load_questions(args.questions)
     # _strategy checks each spelling, so a misspelt policy fails before any provider starts
     policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
-    budgets = args.budget or [cfg.host.default_budget]
-    async with _session(cfg, args.connect) as s:
-        outcomes = await ev.run_eval(
-            s, questions, budgets, policies, providers=_csv(args.providers)
-        )
+    questions: Sequence[Any]
+    if args.from_shadow:
+        from hostd import shadow
+
+        if args.budget or args.providers or args.connect is not None:
+            raise ValueError(
+                "--from-shadow composes each recorded candidate set at its recorded budget: "
+                "--budget, --providers and --connect do not apply"
+            )
+        records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load()
+        questions, outcomes = ev.run_from_shadow(records, policies)
+        if not questions:
+            sys.stderr.write("no recorded request has feedback naming used evidence\n")
+    else:
+        questions = ev.load_questions(args.questions)
+        budgets = args.budget or [cfg.host.default_budget]
+        async with _session(cfg, args.connect) as s:
+            outcomes = await ev.run_eval(
+                s, questions, budgets, policies, providers=_csv(args.providers)
+            )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)
     if args.json:

@@ -11,7 +11,7 @@ models; never the engine or the transport.
 
 from ._feedback import Feedback, resolve_used
 from ._recorder import ShadowRecorder, shadow_path
-from ._replay import Replayed, live_strategy, replay, replay_all
+from ._replay import Replayed, live_strategy, recorded_frames, replay, replay_all
 from ._report import render_replay, replay_json, used_summary
 from ._store import Candidate, Recorded, ShadowStore, build_record
 
@@ -24,6 +24,7 @@ __all__ = [
     "ShadowStore",
     "build_record",
     "live_strategy",
+    "recorded_frames",
     "render_replay",
     "replay",
     "replay_all",

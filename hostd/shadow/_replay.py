@@ -28,7 +28,7 @@ from hostd.protocol import ContextFrame, Provenance
 
 from ._store import Candidate, Recorded
 
-__all__ = ["Replayed", "replay", "replay_all"]
+__all__ = ["Replayed", "live_strategy", "recorded_frames", "replay", "replay_all"]
 
 Key = tuple[str, str, str | None]
 
@@ -162,10 +162,15 @@ class Replayed:
         return out
 
 
+def recorded_frames(recorded: Recorded) -> list[tuple[str, ContextFrame]]:
+    """The recorded candidate set as frames (stand-ins of the same cost without content)."""
+    return [(c.provider, _frame(c)) for c in recorded.candidates]
+
+
 def _admitted(recorded: Recorded, strategy: Strategy) -> tuple[Candidate, ...]:
     by_key = {_key(c): c for c in recorded.candidates}
     composed = compose_for_prompt(
-        [(c.provider, _frame(c)) for c in recorded.candidates],
+        recorded_frames(recorded),
         recorded.budget,
         strategy=strategy,
         caps=recorded.caps,
