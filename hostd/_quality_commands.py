@@ -152,6 +152,23 @@ def add_quality_commands(
     replay.add_argument("--limit", type=int, metavar="N", help="only the newest N requests")
     replay.add_argument("--json", action="store_true", help="print JSON")
 
+    cal = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="fit the calibrated policy's maps on recorded feedback",
+        description="Fit, per provider, an isotonic map from its own score to the chance a "
+        "shown frame is used (and one pooled map from rank), on the recorded requests with "
+        "feedback, and write state_dir/calibration.json for the calibrated policy.",
+    )
+    cal.add_argument(
+        "--min-samples",
+        type=int,
+        default=20,
+        metavar="N",
+        help="shown frames a provider needs for a map of its own (default 20)",
+    )
+    cal.add_argument("--json", action="store_true", help="print the file written")
+
 
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import eval as ev
@@ -159,7 +176,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.compose import DEFAULT_STRATEGY, strategy_text
 
     # _strategy checks each spelling, so a misspelt policy fails before any provider starts
-    policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
+    policies = [ev.Policy(p, _bound(cfg, _strategy(p))) for p in args.policy or ev.DEFAULT_POLICIES]
     questions: Sequence[Any]
     if args.from_shadow:
         from hostd import shadow
@@ -193,15 +210,63 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bound(cfg: Config, wire: Any) -> Any:
+    """A policy with what the state directory holds for it (``calibrated``'s maps)."""
+    from hostd import shadow
+    from hostd.compose import strategy_from_wire
+
+    return shadow.bind_calibration(
+        strategy_from_wire(wire), shadow.calibration_path(cfg.state_path)
+    )
+
+
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import shadow
     from hostd.cli import EXIT_OK, _print_json, _strategy
 
-    strategy = _strategy(args.policy)
-    records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(args.limit)
-    replays = shadow.replay_all(records, strategy)
+    records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(
+        getattr(args, "limit", None)
+    )
+    if args.command == "calibrate":
+        return _calibrate(cfg, args, records)
+    wire = _strategy(args.policy)
+    strategy = _bound(cfg, wire)
+    path = shadow.calibration_path(cfg.state_path)
+    replays = shadow.replay_all(
+        records, strategy, bind=lambda live: shadow.bind_calibration(live, path)
+    )
     if args.json:
-        _print_json(shadow.replay_json(strategy, replays))
+        _print_json(shadow.replay_json(wire, replays))
     else:
         sys.stdout.write(shadow.render_replay(args.policy, replays))
+    return EXIT_OK
+
+
+def _calibrate(cfg: Config, args: argparse.Namespace, records: Sequence[Any]) -> int:
+    from hostd import shadow
+    from hostd.cli import EXIT_OK, _print_json
+
+    if args.min_samples < 1:
+        raise ValueError("--min-samples must be at least 1")
+    content = shadow.fit_calibration(records, min_samples=args.min_samples)
+    path = shadow.calibration_path(cfg.state_path)
+    shadow.write_calibration(path, content)
+    if args.json:
+        _print_json(content)
+        return EXIT_OK
+    lines = [
+        f"calibration {content['version']} written to {path}, fitted on "
+        f"{content['fitted_from']['requests']} requests with feedback"
+    ]
+    for pid, m in content["providers"].items():
+        lines.append(f"  {pid}: score -> P(used) on {m['samples']} shown frames, {m['used']} used")
+    pooled = content["pooled"]
+    if pooled:
+        lines.append(f"  pooled: rank -> P(used) on {pooled['samples']} shown frames")
+    if not content["providers"] and not pooled:
+        lines.append(
+            f"  no provider has {args.min_samples} shown frames with feedback yet: "
+            "calibrated ranks as round_robin (and its audit says so)"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
     return EXIT_OK

@@ -467,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ) from err
         if args.command == "serve":
             return _serve(cfg, args)
-        if args.command == "shadow":
+        if args.command in ("shadow", "calibrate"):
             return shadow_command(cfg, args)
         runner = {
             "compose": _compose,

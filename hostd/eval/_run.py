@@ -43,7 +43,14 @@ __all__ = [
 Pairs = Sequence[tuple[str, ContextFrame]]
 
 #: Every registered strategy in its CLI spelling: what ``hostd eval`` compares by default.
-DEFAULT_POLICIES: tuple[str, ...] = ("score", "round_robin", "quota:1", "rrf", "margin")
+DEFAULT_POLICIES: tuple[str, ...] = (
+    "score",
+    "round_robin",
+    "quota:1",
+    "rrf",
+    "margin",
+    "calibrated",
+)
 #: The label of the row that counts gold found anywhere in the candidate set (an upper bound).
 OFFERED = "(offered)"
 

@@ -301,6 +301,10 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         strategy = c.strategy_from_wire(p.strategy) if p.strategy is not None else None
     except (ValueError, TypeError) as exc:
         raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
+    if isinstance(strategy, c.Calibrated):  # its maps live in the state directory
+        from hostd.shadow import bind_calibration, calibration_path
+
+        strategy = bind_calibration(strategy, calibration_path(ctx.daemon.config.state_path))
     _check_named_providers(ctx, "caps", p.caps or {})
     _check_named_providers(ctx, "strategy", getattr(strategy, "weights", None) or {})
     placement = p.placement or "edges"

@@ -19,7 +19,7 @@ paired ``+gained −lost`` against the live replay, say what the shares are made
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,8 +224,19 @@ def replay(
 
 
 def replay_all(
-    records: Sequence[Recorded], strategy: Strategy | str | dict[str, Any]
+    records: Sequence[Recorded],
+    strategy: Strategy | str | dict[str, Any],
+    *,
+    bind: Callable[[Strategy], Strategy] | None = None,
 ) -> list[Replayed]:
+    """``replay`` of every record; ``bind`` completes a policy read from a record (the
+    calibration of a live ``calibrated``) before it is replayed."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
-    return [replay(r, strategy) for r in records]
+    out = []
+    for r in records:
+        live = live_strategy(r) if r.feedback is not None else None
+        if live is not None and bind is not None:
+            live = bind(live)
+        out.append(replay(r, strategy, live=live))
+    return out
