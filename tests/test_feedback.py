@@ -9,11 +9,14 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hostd.client import Client, RpcError
 from hostd.compose import compose_for_prompt
@@ -276,3 +279,46 @@ def test_replay_through_the_cli_reads_feedback_from_the_store(tmp_path: Path) ->
     assert report["requests"] == 2
     assert report["used"]["requests"] == 1
     assert (report["used"]["kept"], report["used"]["lost"]) == (0, 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("record"), st.integers(0, 2000)),
+            st.tuples(st.just("feedback"), st.integers(0, 12)),
+        ),
+        min_size=1,
+        max_size=16,
+    ),
+    st.integers(1, 5),
+    st.integers(4096, 14_000),
+)
+def test_feedback_stays_within_the_stores_bounds_and_totals(
+    steps: list[tuple[str, int]], max_requests: int, max_bytes: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ShadowStore(Path(tmp) / "s.db", max_requests=max_requests, max_bytes=max_bytes)
+        base = _record()
+        keys = resolve_used(base.citations, [base.citations[0][0]])
+        written = 0
+        for kind, n in steps:
+            if kind == "record":
+                store.write(replace(base, request_id=f"r-{written}", goal="g" * n))
+                written += 1
+            else:
+                note = "n" * 4096
+                fb = Feedback.of(f"r-{n}", 1.0, keys, True, note, store_content=True)
+                store.write_many([], [fb])
+        store.close()
+        with sqlite3.connect(Path(tmp) / "s.db") as db:
+            count, size = db.execute("SELECT requests, size FROM totals").fetchone()
+            rows = db.execute("SELECT count(*), ifnull(sum(size), 0) FROM requests").fetchone()
+            fb_size = db.execute("SELECT ifnull(sum(size), 0) FROM feedback").fetchone()[0]
+            orphans = db.execute(
+                "SELECT count(*) FROM feedback WHERE request_id NOT IN "
+                "(SELECT request_id FROM requests)"
+            ).fetchone()[0]
+        assert (count, size) == (rows[0], rows[1] + fb_size)
+        assert orphans == 0 and count <= max_requests
+        assert size <= max_bytes or count == 1

@@ -35,7 +35,7 @@ from hostd.logs import get_logger
 from hostd.protocol import ContextFrame
 
 from ._feedback import Feedback, resolve_used
-from ._store import Recorded, ShadowStore, build_record
+from ._store import Held, Recorded, ShadowStore, hold
 
 __all__ = ["ShadowRecorder", "shadow_path"]
 
@@ -78,8 +78,8 @@ class ShadowRecorder:
         self.store_content = store_content
         self._draw = draw
         self._queue: queue.Queue[_Queued] = queue.Queue(maxsize=pending)
-        #: request id → (its record, whether it is queued or written).
-        self._held: OrderedDict[str, tuple[Recorded, bool]] = OrderedDict()
+        #: request id → (its held composition, whether its record is queued or written).
+        self._held: OrderedDict[str, tuple[Held, bool]] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._closing = threading.Event()
@@ -111,22 +111,23 @@ class ShadowRecorder:
         Drawn or not, its record is held for feedback (``HELD`` newest)."""
         if self._closed:
             return False
-        # Built here, from what the request holds (tens of microseconds): the queue
-        # and the held records then keep small records alive, not whole compositions.
-        record = build_record(
+        # Held as plain tuples (a few attribute reads a frame, docs/benchmarks.md): the
+        # held compositions keep small rows alive, not whole frames and audits. A drawn
+        # one becomes its record here, from what the request holds.
+        held = hold(
             request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
         )
         drawn = self.sample > 0 and self._draw() < self.sample
-        self._hold(record, written=False)
+        self._hold(held, written=False)
         if not drawn:
             return False
-        queued = await self._enqueue(record)
-        self._hold(record, written=queued)
+        queued = await self._enqueue(held.record())
+        self._hold(held, written=queued)
         return queued
 
-    def _hold(self, record: Recorded, *, written: bool) -> None:
-        self._held[record.request_id] = (record, written)
-        self._held.move_to_end(record.request_id)
+    def _hold(self, held: Held, *, written: bool) -> None:
+        self._held[held.request_id] = (held, written)
+        self._held.move_to_end(held.request_id)
         while len(self._held) > HELD:
             self._held.popitem(last=False)
 
@@ -171,8 +172,8 @@ class ShadowRecorder:
         ``UnknownRequest`` when the request is neither held nor stored,
         ``UnknownCitation`` naming every item its map lacks, ``Overloaded`` when the
         writer is too far behind to take it (nothing is half-written)."""
-        held = self._held.get(request_id)
-        if held is None:
+        entry = self._held.get(request_id)
+        if entry is None:
             try:
                 stored = await anyio.to_thread.run_sync(
                     lambda: self.store.load(request_id=request_id)
@@ -185,9 +186,10 @@ class ShadowRecorder:
                     f"{HELD} newest compositions and not recorded)",
                     request_id=request_id,
                 )
-            held = (stored[-1], True)
-        record, written = held
-        keys = resolve_used(record.citations, used)
+            citations, written = stored[-1].citations, True
+        else:
+            citations, written = entry[0].citations, entry[1]
+        keys = resolve_used(citations, used)
         fb = Feedback.of(
             request_id, time.time(), keys, helpful, note, store_content=self.store_content
         )
@@ -196,9 +198,10 @@ class ShadowRecorder:
         room = self._queue.maxsize - self._queue.qsize()
         if room < (1 if written else 2):
             raise Overloaded("the shadow store is behind; send the feedback again later")
-        if not written:
-            self._queue.put_nowait(record)  # the record first: the feedback's row needs it
-            self._hold(record, written=True)
+        if entry is not None and not written:
+            # The record first: the feedback's row needs it.
+            self._queue.put_nowait(entry[0].record())
+            self._hold(entry[0], written=True)
         self._queue.put_nowait(fb)
         log.info(
             "shadow.feedback",
