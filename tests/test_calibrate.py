@@ -7,7 +7,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,8 +33,9 @@ from hostd.shadow import (
     recorded_frames,
     write_calibration,
 )
+from tests.fixtures.cli import run_hostd
 
-from .test_shadow import BUDGET, ROOT, _frames, _record
+from .test_shadow import BUDGET, ROOT, _config, _frames, _record
 
 
 def _brute_isotonic(points: list[tuple[float, float]]) -> list[float]:
@@ -186,37 +186,12 @@ def test_without_feedback_calibrated_is_round_robin_and_says_so(tmp_path: Path) 
     assert "without feedback" in fitted_empty["reason"] and fitted_empty["file"] == str(empty)
 
 
-def _config(tmp_path: Path) -> Path:
-    def provider(name: str, frames: int) -> str:
-        words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", name]
-        words += ["--frames", str(frames), "--size", "200"]
-        return (
-            f'[[provider]]\nid = "{name}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
-            "timeout_ms = 60000\n"
-        )
-
-    path = tmp_path / "hostd.toml"
-    path.write_text(
-        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
-        "[shadow]\nenabled = true\nsample = 0.0\n\n" + provider("alpha", 8) + provider("beta", 2)
-    )
-    return path
-
-
 def test_calibrate_then_compose_names_the_file_and_version_in_the_audit(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+    config = _config(tmp_path, sample=0.0)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def hostd(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hostd", "--config", str(config), *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        return run_hostd("--config", str(config), *args)
 
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         before = client.compose("x", budget=BUDGET, strategy="calibrated")

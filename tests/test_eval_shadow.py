@@ -4,9 +4,7 @@ the very function the JSONL sets go through (equal outcomes on the same data).""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from hostd.shadow import (
     recorded_frames,
     resolve_used,
 )
+from tests.fixtures.cli import run_hostd
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 380
@@ -137,18 +136,9 @@ def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
     store.close()
     config = tmp_path / "hostd.toml"
     config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def hostd(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hostd", "--config", str(config), "eval", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        return run_hostd("--config", str(config), "eval", *args)
 
     done = hostd("--from-shadow", "--json")
     assert done.returncode == 0, done.stderr

@@ -7,8 +7,6 @@ import json
 import os
 import sqlite3
 import stat
-import subprocess
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +30,7 @@ from hostd.shadow import (
     resolve_used,
     used_summary,
 )
+from tests.fixtures.cli import run_hostd
 
 from .test_shadow import BUDGET, ROOT, _frames, _record
 
@@ -263,16 +262,8 @@ def test_replay_through_the_cli_reads_feedback_from_the_store(tmp_path: Path) ->
     store.close()
     config = tmp_path / "hostd.toml"
     config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "hostd", "--config", str(config), "shadow", "replay"]
-        + ["--policy", "round_robin", "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=60,
-        check=False,
+    done = run_hostd(
+        "--config", str(config), "shadow", "replay", "--policy", "round_robin", "--json"
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

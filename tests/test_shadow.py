@@ -153,7 +153,7 @@ def test_the_recorder_samples_and_never_fails_a_request(tmp_path: Path) -> None:
     assert record.candidates  # the record itself was fine
 
 
-def _config(tmp_path: Path) -> Path:
+def _config(tmp_path: Path, sample: float = 1.0) -> Path:
     def provider(name: str, frames: int) -> str:
         words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", name]
         words += ["--frames", str(frames), "--size", "200"]
@@ -165,7 +165,9 @@ def _config(tmp_path: Path) -> Path:
     path = tmp_path / "hostd.toml"
     path.write_text(
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
-        "[shadow]\nenabled = true\nsample = 1.0\n\n" + provider("alpha", 8) + provider("beta", 2)
+        f"[shadow]\nenabled = true\nsample = {sample}\n\n"
+        + provider("alpha", 8)
+        + provider("beta", 2)
     )
     return path
 

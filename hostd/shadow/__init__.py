@@ -21,14 +21,16 @@ from ._calibrate import (
     write_calibration,
 )
 from ._feedback import Feedback, resolve_used
+from ._held import Held, build_record, hold
 from ._recorder import ShadowRecorder, shadow_path
 from ._replay import Replayed, live_strategy, recorded_frames, replay, replay_all
 from ._report import render_replay, replay_json, used_summary
-from ._store import Candidate, Recorded, ShadowStore, build_record
+from ._store import Candidate, Recorded, ShadowStore
 
 __all__ = [
     "Candidate",
     "Feedback",
+    "Held",
     "Recorded",
     "Replayed",
     "ShadowRecorder",
@@ -37,6 +39,7 @@ __all__ = [
     "build_record",
     "calibration_path",
     "fit_calibration",
+    "hold",
     "isotonic",
     "live_strategy",
     "load_calibration",

@@ -35,7 +35,8 @@ from hostd.logs import get_logger
 from hostd.protocol import ContextFrame
 
 from ._feedback import Feedback, resolve_used
-from ._store import Held, Recorded, ShadowStore, hold
+from ._held import Held, hold
+from ._store import Recorded, ShadowStore
 
 __all__ = ["ShadowRecorder", "shadow_path"]
 
