@@ -8,8 +8,9 @@ stop loses nothing; a queue full of unwritten records refuses the newest one
 (``shadow.record_dropped``) rather than make a request wait.
 
 Feedback (``usage/feedback``) needs the request's citation map and candidate
-set whether or not the draw picked it: so every composition's record is built
-(tens of microseconds) and the newest ``HELD`` are kept in memory. Feedback on
+set whether or not the draw picked it: so every composition is held (``_held``:
+plain rows, a few attribute reads a frame) and the newest ``HELD`` are kept in
+memory; a drawn one becomes its record at once. Feedback on
 a request the draw skipped writes its record first, then the feedback, through
 the same queue (in that order); feedback on an older request is checked
 against the store. A request neither held nor stored is ``UnknownRequest``.
