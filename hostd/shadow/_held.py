@@ -2,15 +2,16 @@
 
 With ``[shadow]`` enabled every composition is held (``ShadowRecorder``), drawn
 or not, so ``usage/feedback`` can name it; building a full ``Recorded`` (frozen
-dataclasses, provenance tuples) for each would cost about as much as the
-composition itself, so a held one is plain rows made with a few attribute
-reads a frame, and becomes a ``Recorded`` only when it is drawn or gets feedback.
+dataclasses) for each would cost about as much as the composition itself, so a
+held one is plain tuples of strings and numbers (which the garbage collector
+stops tracking, so the held ring adds nothing to its full passes), and becomes
+a ``Recorded`` only when it is drawn or gets feedback.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,11 @@ from ._store import Candidate, Recorded
 
 __all__ = ["Held", "build_record", "hold"]
 
-#: A candidate as held: its provenance list as the frame had it (regions are made from
-#: it only when the record is), so holding costs a few attribute reads per frame.
-_Row = tuple[str, str, str | None, str, float, int, str, Sequence[Any], str | None]
+#: A candidate as held: a tuple of strings and numbers only, which the garbage
+#: collector stops tracking, so 256 held compositions add nothing to its full passes.
+_Row = tuple[
+    str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,12 +53,7 @@ class Held:
             policy=self.policy,
             caps=self.caps,
             candidates=tuple(
-                Candidate(
-                    *row[:7],
-                    regions=tuple((p.type, p.uri, p.range, p.digest) for p in row[7]),
-                    content=row[8],
-                )
-                for row in self.rows
+                Candidate(*row) for row in self.rows
             ),
             included=tuple((p, i, d) for _, p, i, d in self.citations),
             goal_digest=sha256_digest(self.goal.encode("utf-8")),
@@ -76,18 +74,20 @@ def hold(
 ) -> Held:
     """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``)."""
     rows = tuple(
-        (
-            pid,
-            f.id,
-            f.content_digest,
-            f.kind,
-            f.score,
-            canonical_token_cost(f.content or ""),
-            f.citation_label or f.id,
-            f.provenance,
-            f.content if store_content else None,
-        )
-        for pid, f in accepted
+        [
+            (
+                pid,
+                f.id,
+                f.content_digest,
+                f.kind,
+                f.score,
+                canonical_token_cost(f.content or ""),
+                f.citation_label or f.id,
+                tuple([(p.type, p.uri, p.range, p.digest) for p in f.provenance]),
+                f.content if store_content else None,
+            )
+            for pid, f in accepted
+        ]
     )
     return Held(
         request_id=request_id,
