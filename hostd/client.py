@@ -209,6 +209,25 @@ class AsyncClient:
     async def usage(self, request_id: str) -> Any:
         return await self.call("usage/report", {"request_id": request_id})
 
+    async def feedback(
+        self,
+        result: dict[str, Any] | str,
+        used: Sequence[str | dict[str, Any]],
+        *,
+        helpful: bool | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        """``usage/feedback``: which of ``result``'s citations (labels or FrameIds) the
+        answer used; ``result`` is a ``compose`` result or its ``request_id``."""
+        rid = result if isinstance(result, str) else result["request_id"]
+        body: dict[str, Any] = {"request_id": rid, "used": list(used)}
+        if helpful is not None:
+            body["helpful"] = helpful
+        if note is not None:
+            body["note"] = note
+        reply: dict[str, Any] = await self.call("usage/feedback", body)
+        return reply
+
     async def status(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("host/status")
         return result
@@ -384,6 +403,19 @@ class Client:
 
     def usage(self, request_id: str) -> Any:
         return self._run(self._client.usage, request_id)
+
+    def feedback(
+        self,
+        result: dict[str, Any] | str,
+        used: Sequence[str | dict[str, Any]],
+        *,
+        helpful: bool | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        reply: dict[str, Any] = self._run(
+            self._client.feedback, result, used, helpful=helpful, note=note
+        )
+        return reply
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._run(self._client.status)

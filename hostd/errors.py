@@ -43,8 +43,10 @@ __all__ = [
     "RemoteWire",
     "RequestLineTooLong",
     "RpcError",
+    "ShadowDisabled",
     "ShuttingDown",
     "Unauthorized",
+    "UnknownCitation",
     "UnknownProvider",
     "UnknownRequest",
     "error_to_wire",
@@ -197,6 +199,18 @@ class UnknownRequest(BadRequest):
     """``usage/report`` for a request id this daemon does not remember."""
 
     reason = "unknown_request"
+
+
+class UnknownCitation(InvalidParam):
+    """``usage/feedback`` naming a label or FrameId the request's citation map does not hold."""
+
+    reason = "unknown_citation"
+
+
+class ShadowDisabled(BadRequest):
+    """``usage/feedback`` on a daemon without ``[shadow] enabled``: there is nowhere to keep it."""
+
+    reason = "shadow_disabled"
 
 
 class Unauthorized(BadRequest):
