@@ -12,8 +12,9 @@ from hostd.errors import FloorsExceedBudget
 
 from ._budget import budget_split
 from ._candidates import CandidateSet, frame_sort_key
-from ._compose import Floor, compose_for_prompt
+from ._compose import compose_for_prompt
 from ._dedup import DedupDrop, Deduped, dedup_cross_provider
+from ._floors import AdmittedFloors, Floor, check_floors
 from ._placement import PLACEMENTS, fold_to_edges, order_by, order_by_value, place
 from ._render import (
     EVIDENCE_PREAMBLE,
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "EVIDENCE_PREAMBLE",
     "PLACEMENTS",
+    "AdmittedFloors",
     "AuditEntry",
     "CandidateSet",
     "Citation",
@@ -60,6 +62,7 @@ __all__ = [
     "ScoreDescending",
     "Strategy",
     "budget_split",
+    "check_floors",
     "citation_label_for",
     "compose_context",
     "compose_for_prompt",

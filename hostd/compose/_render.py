@@ -22,7 +22,8 @@ cacheable bytes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
+from operator import add, attrgetter, itemgetter
 
 from hostd.protocol import ContextFrame
 
@@ -32,12 +33,14 @@ from ._lookalikes import IGNORABLE, LOOKALIKES, M_SEQUENCES
 __all__ = [
     "EVIDENCE_PREAMBLE",
     "citation_label_for",
+    "citation_labels",
     "compose_context",
     "escape_attribute",
     "neutralize_controls",
     "neutralize_fences",
     "render_frame",
     "rendered_size",
+    "rendered_sizes",
     "utf8_size",
 ]
 
@@ -122,6 +125,9 @@ def neutralize_fences(content: str) -> str:
     or width with invisible characters anywhere between them. Only that opener
     is touched, so code, markup and ordinary text in any script keep their bytes.
     """
+    if content.isascii():  # every opener but "<" is outside ASCII
+        if "<" not in content:
+            return content
     # No opener, nothing fence-shaped. One substring test per opener: each is a
     # memchr-like scan, and one that cannot occur in the string's storage width
     # (a non-ASCII opener in ASCII text) is refused at once.
@@ -152,12 +158,27 @@ def escape_attribute(value: str) -> str:
     return neutralize_fences(value).translate(_ATTR_TABLE)
 
 
+# Read from the model's ``__dict__`` (pydantic v2 keeps field values there): cheaper
+# than attribute access, once per frame.
+_ATTR_VALUES = itemgetter("id", "kind", "content")
+_LABEL_FIELDS = itemgetter("citation_label", "title")
+_DICT = attrgetter("__dict__")
+
+
 def citation_label_for(frame: ContextFrame) -> str:
     """The label a frame is cited by: ``citation_label`` (F3), else its title."""
     label = frame.citation_label
     if label is None or not label.strip():
         return frame.title
     return label
+
+
+def citation_labels(frames: Sequence[ContextFrame]) -> list[str]:
+    """``citation_label_for`` of every frame, read from the models' ``__dict__``."""
+    return [
+        title if label is None or not label.strip() else label
+        for label, title in map(_LABEL_FIELDS, map(_DICT, frames))
+    ]
 
 
 def render_frame(
@@ -188,6 +209,24 @@ def utf8_size(text: str) -> int:
 
 #: What ``verified=False`` adds to a fence line.
 _UNVERIFIED_MARK = ' verified="no"'
+# Read from the model's ``__dict__`` (pydantic v2 keeps field values there): cheaper
+# than attribute access, once per frame.
+
+
+def _attrs_size(provider_id: str, frame_id: str, kind: str, cite: str) -> int:
+    """The bytes of the four attribute values as ``render_frame`` writes them."""
+    attrs = f"{provider_id}{frame_id}{kind}{cite}"
+    if _ATTR_SPECIAL_RE.search(attrs) is not None:
+        return sum(utf8_size(escape_attribute(a)) for a in (provider_id, frame_id, kind, cite))
+    return len(attrs) if attrs.isascii() else len(attrs.encode())
+
+
+def _content_size(content: str | None) -> int:
+    """The bytes of ``content`` as ``render_frame`` writes it (neutralised)."""
+    if not content:  # a reference frame carries no inline bytes (P3)
+        return 0
+    content = neutralize_fences(neutralize_controls(content))
+    return len(content) if content.isascii() else len(content.encode())
 
 
 def rendered_size(
@@ -201,19 +240,56 @@ def rendered_size(
     encoding of the whole block. A property test holds it equal to the render.
     """
     cite = citation_label_for(frame) if label is None else label
-    fid, kind = frame.id, frame.kind
-    attrs = f"{provider_id}{fid}{kind}{cite}"
-    if _ATTR_SPECIAL_RE.search(attrs) is not None:
-        size = sum(utf8_size(escape_attribute(a)) for a in (provider_id, fid, kind, cite))
-    else:  # utf8_size, inline: this runs once for every excluded frame
-        size = len(attrs) if attrs.isascii() else len(attrs.encode())
+    size = FENCE_MIN_BYTES + _attrs_size(provider_id, frame.id, frame.kind, cite)
     if not verified:
         size += len(_UNVERIFIED_MARK)
-    content = frame.content
-    if content:  # a reference frame carries no inline bytes (P3)
-        content = neutralize_fences(neutralize_controls(content))
-        size += len(content) if content.isascii() else len(content.encode())
-    return FENCE_MIN_BYTES + size
+    return size + _content_size(frame.content)
+
+
+def _clean_ascii(text: str) -> bool:
+    """True if ``text`` renders as itself, byte for byte: ASCII with no ``<`` and no
+    C0 control but tab and newline (so neither neutraliser changes it)."""
+    if not text.isascii() or "<" in text:
+        return False
+    raw = text.encode()
+    return len(raw.translate(None, _C0_BYTES)) == len(raw)
+
+
+def rendered_sizes(
+    provider_ids: Sequence[str],
+    frames: Sequence[ContextFrame],
+    labels: Sequence[str],
+    unverified: Collection[int] = (),
+) -> list[int]:
+    """``rendered_size(provider_ids[i], frames[i], labels[i], verified=i not in
+    unverified)`` for every ``i``, priced in bulk.
+
+    Most evidence is plain ASCII that renders as itself: one test over all the
+    attribute values and one over all the contents (each a C-level pass over the
+    joined text) tell so, and then a block's size is the sum of lengths. Only when
+    a test fails is each value of that kind priced on its own.
+    """
+    n = len(frames)
+    if not n:
+        return []
+    values = list(map(_ATTR_VALUES, map(_DICT, frames)))
+    ids = [v[0] for v in values]
+    kinds = [v[1] for v in values]
+    contents = [v[2] for v in values]
+    everything = "".join([*provider_ids, *ids, *kinds, *labels])
+    if everything.isascii() and _ATTR_SPECIAL_RE.search(everything) is None:
+        sizes = list(map(add, map(add, map(len, provider_ids), map(len, ids)), map(len, kinds)))
+        sizes = list(map(add, sizes, map(len, labels)))
+    else:
+        sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
+    if _clean_ascii("".join([c for c in contents if c])):
+        content_sizes = [len(c) if c else 0 for c in contents]
+    else:
+        content_sizes = list(map(_content_size, contents))
+    out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, content_sizes, strict=True)]
+    for i in unverified:
+        out[i] += len(_UNVERIFIED_MARK)
+    return out
 
 
 def render_floor(label: str, content: str, position: str) -> str:

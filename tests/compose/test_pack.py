@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hostd.compose import compose_for_prompt, render_frame
 from hostd.compose._pack import Labels
-from hostd.compose._render import rendered_size
+from hostd.compose._render import citation_labels, rendered_size, rendered_sizes
 
 from ._helpers import frame
 
@@ -100,3 +100,32 @@ def test_an_excluded_frames_cost_is_its_rendered_blocks_cost() -> None:
         taken = {label for rank, label in included if rank < e.rank}
         block = render_frame("p", by_id[e.frame.frame_id], _reference_peek(taken, "same"))
         assert e.tokens == (len(block.encode()) + 3) // 4
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["", "x", "plain ascii words\n\tand more"]),
+)
+def test_bulk_prices_equal_each_rendered_block(
+    rows: list[tuple[str, str, str, str, str | None, bool]], plain: str
+) -> None:
+    # Clean rows first, so a batch that is all plain ASCII takes the bulk path too.
+    rows = [("p", "f", "snippet", "lab", plain, True), *rows]
+    pids = [pid for pid, *_ in rows]
+    frames = [
+        frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
+        for _, fid, kind, label, content, _ in rows
+    ]
+    labels = citation_labels(frames)
+    unverified = [i for i, row in enumerate(rows) if not row[5]]
+    expected = [
+        len(render_frame(pid, f, label, verified=i not in unverified).encode())
+        for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True))
+    ]
+    assert rendered_sizes(pids, frames, labels, unverified) == expected
+    assert rendered_sizes(pids[:1], frames[:1], labels[:1]) == expected[:1]
