@@ -27,12 +27,12 @@ from typing import Any
 from hostd.protocol import FrameId
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
-from ._candidates import CandidateSet, FramePair
+from ._candidates import CandidateSet, FramePair, pick_from
 from ._dedup import dedup_pool
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
 from ._pack import Packing, pack, tokens_of_bytes
 from ._placement import check_placement, place_indices
-from ._render import EVIDENCE_PREAMBLE, citation_labels, render_frame, rendered_sizes
+from ._render import EVIDENCE_PREAMBLE, kinds_and_labels, render_frame, rendered_sizes
 from ._result import Citation, ComposedPrompt, CompositionAudit
 from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
 
@@ -61,21 +61,24 @@ def _cap_tokens(caps: Mapping[str, float] | None, contested: int) -> dict[str, t
 
 @dataclass(slots=True, frozen=True)
 class Survivors:
-    """The dedup stage's output: one candidate per piece of evidence (``cands``)
-    and the collapsed frames as ``(dropped, kept)`` indices into ``pool`` (the
-    candidates as offered)."""
+    """The dedup stage's output: one candidate per piece of evidence (``cands``,
+    with its ``contents`` column) and the collapsed frames as ``(dropped, kept)``
+    indices into ``pool`` (the candidates as offered)."""
 
     pool: CandidateSet
     cands: CandidateSet
+    contents: Sequence[str | None]
     duplicates: list[tuple[int, int]]
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
     """Cross-provider dedup (D2), every field read from each model once."""
     pairs = frames if isinstance(frames, list | tuple) else list(frames)
-    pool, _contents, provenances = CandidateSet.with_columns(pairs)
+    pool, contents, provenances = CandidateSet.with_columns(pairs)
     deduped = dedup_pool(pool, provenances)
-    return Survivors(pool, deduped.kept, deduped.drops)
+    if deduped.drops:
+        contents = pick_from(deduped.origin)(contents)
+    return Survivors(pool, deduped.kept, contents, deduped.drops)
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,14 +89,18 @@ class Prices:
     sizes: list[int]
 
 
-def price(cands: CandidateSet, verification: Verification | None) -> Prices:
+def price(survivors: Survivors, verification: Verification | None) -> Prices:
     """Every candidate priced as its fenced block, none rendered (``rendered_sizes``)."""
-    labels = citation_labels(cands.frames)
+    cands = survivors.cands
+    kinds, labels = kinds_and_labels(cands.frames)
     unverified: list[int] = []
     if verification and any(s.get("state") == UNVERIFIABLE for s in verification.values()):
         key = cands.key
         unverified = [i for i in range(len(cands)) if not is_verified(verification, key(i))]
-    return Prices(labels, rendered_sizes(cands.provider_ids, cands.frames, labels, unverified))
+    sizes = rendered_sizes(
+        cands.provider_ids, cands.ids, kinds, labels, survivors.contents, unverified
+    )
+    return Prices(labels, sizes)
 
 
 def rank(strategy: Strategy, cands: CandidateSet) -> list[int]:
@@ -250,7 +257,7 @@ def compose_for_prompt(
     survivors = dedup(frames)
     cands = survivors.cands
     order = rank(strategy, cands)
-    prices = price(cands, verification)
+    prices = price(survivors, verification)
     pids, key = cands.provider_ids, cands.key
 
     def render_block(i: int, label: str) -> str:

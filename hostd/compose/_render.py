@@ -33,7 +33,7 @@ from ._lookalikes import IGNORABLE, LOOKALIKES, M_SEQUENCES
 __all__ = [
     "EVIDENCE_PREAMBLE",
     "citation_label_for",
-    "citation_labels",
+    "kinds_and_labels",
     "compose_context",
     "escape_attribute",
     "neutralize_controls",
@@ -160,8 +160,7 @@ def escape_attribute(value: str) -> str:
 
 # Read from the model's ``__dict__`` (pydantic v2 keeps field values there): cheaper
 # than attribute access, once per frame.
-_ATTR_VALUES = itemgetter("id", "kind", "content")
-_LABEL_FIELDS = itemgetter("citation_label", "title")
+_LABEL_FIELDS = itemgetter("kind", "citation_label", "title")
 _DICT = attrgetter("__dict__")
 
 
@@ -173,12 +172,13 @@ def citation_label_for(frame: ContextFrame) -> str:
     return label
 
 
-def citation_labels(frames: Sequence[ContextFrame]) -> list[str]:
-    """``citation_label_for`` of every frame, read from the models' ``__dict__``."""
-    return [
-        title if label is None or not label.strip() else label
-        for label, title in map(_LABEL_FIELDS, map(_DICT, frames))
-    ]
+def kinds_and_labels(frames: Sequence[ContextFrame]) -> tuple[list[str], list[str]]:
+    """Every frame's ``kind`` and ``citation_label_for``, read from the models'
+    ``__dict__`` in one pass."""
+    rows = list(map(_LABEL_FIELDS, map(_DICT, frames)))
+    kinds = [kind for kind, _, _ in rows]
+    labels = [title if label is None or not label.strip() else label for _, label, title in rows]
+    return kinds, labels
 
 
 def render_frame(
@@ -246,43 +246,59 @@ def rendered_size(
     return size + _content_size(frame.content)
 
 
-def _clean_ascii(text: str) -> bool:
-    """True if ``text`` renders as itself, byte for byte: ASCII with no ``<`` and no
-    C0 control but tab and newline (so neither neutraliser changes it)."""
-    if not text.isascii() or "<" in text:
+def _clean_ascii(text: str, specials: bytes) -> bool:
+    """True if ``text`` is ASCII holding none of the bytes ``specials``."""
+    if not text.isascii():
         return False
     raw = text.encode()
-    return len(raw.translate(None, _C0_BYTES)) == len(raw)
+    return len(raw.translate(None, specials)) == len(raw)
+
+
+#: ASCII that changes in content: "<" (a fence may start there) and C0 controls.
+_CONTENT_SPECIALS = b"<" + _C0_BYTES
+#: ASCII that changes in an attribute value (every opener but "<" is outside ASCII).
+_ATTR_SPECIALS = bytes(cp for cp in range(0x80) if cp in _ATTR_TABLE)
+#: The pieces the bulk tests join: small enough for the allocator to reuse their
+#: memory (one join of every content is a fresh mapping of pages each call, which
+#: costs more than the scan itself).
+_PIECE_CHARS = 48 * 1024
+
+
+def _all_clean(texts: Sequence[str], specials: bytes) -> bool:
+    """``_clean_ascii`` of every text, tested a few pieces at a time."""
+    total = sum(map(len, texts))
+    if not total:
+        return True
+    n = len(texts)
+    step = max(1, n * _PIECE_CHARS // total)
+    return all(_clean_ascii("".join(texts[k : k + step]), specials) for k in range(0, n, step))
 
 
 def rendered_sizes(
     provider_ids: Sequence[str],
-    frames: Sequence[ContextFrame],
+    ids: Sequence[str],
+    kinds: Sequence[str],
     labels: Sequence[str],
+    contents: Sequence[str | None],
     unverified: Collection[int] = (),
 ) -> list[int]:
-    """``rendered_size(provider_ids[i], frames[i], labels[i], verified=i not in
-    unverified)`` for every ``i``, priced in bulk.
+    """``rendered_size`` of every candidate, given as columns (provider id, frame id,
+    kind, citation label, content; ``verified=False`` for those in ``unverified``),
+    priced in bulk.
 
     Most evidence is plain ASCII that renders as itself: one test over all the
     attribute values and one over all the contents (each a C-level pass over the
     joined text) tell so, and then a block's size is the sum of lengths. Only when
     a test fails is each value of that kind priced on its own.
     """
-    n = len(frames)
-    if not n:
+    if not ids:
         return []
-    values = list(map(_ATTR_VALUES, map(_DICT, frames)))
-    ids = [v[0] for v in values]
-    kinds = [v[1] for v in values]
-    contents = [v[2] for v in values]
-    everything = "".join([*provider_ids, *ids, *kinds, *labels])
-    if everything.isascii() and _ATTR_SPECIAL_RE.search(everything) is None:
+    if _all_clean([*provider_ids, *ids, *kinds, *labels], _ATTR_SPECIALS):
         sizes = list(map(add, map(add, map(len, provider_ids), map(len, ids)), map(len, kinds)))
         sizes = list(map(add, sizes, map(len, labels)))
     else:
         sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
-    if _clean_ascii("".join([c for c in contents if c])):
+    if _all_clean([c for c in contents if c], _CONTENT_SPECIALS):
         content_sizes = [len(c) if c else 0 for c in contents]
     else:
         content_sizes = list(map(_content_size, contents))

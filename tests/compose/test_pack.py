@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hostd.compose import compose_for_prompt, render_frame
 from hostd.compose._pack import Labels
-from hostd.compose._render import citation_labels, rendered_size, rendered_sizes
+from hostd.compose._render import kinds_and_labels, rendered_size, rendered_sizes
 
 from ._helpers import frame
 
@@ -121,11 +121,14 @@ def test_bulk_prices_equal_each_rendered_block(
         frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
         for _, fid, kind, label, content, _ in rows
     ]
-    labels = citation_labels(frames)
+    kinds, labels = kinds_and_labels(frames)
+    ids = [f.id for f in frames]
+    contents = [f.content for f in frames]
     unverified = [i for i, row in enumerate(rows) if not row[5]]
     expected = [
         len(render_frame(pid, f, label, verified=i not in unverified).encode())
         for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True))
     ]
-    assert rendered_sizes(pids, frames, labels, unverified) == expected
-    assert rendered_sizes(pids[:1], frames[:1], labels[:1]) == expected[:1]
+    assert rendered_sizes(pids, ids, kinds, labels, contents, unverified) == expected
+    one = rendered_sizes(pids[:1], ids[:1], kinds[:1], labels[:1], contents[:1])
+    assert one == expected[:1]
