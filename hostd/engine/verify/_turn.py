@@ -3,7 +3,8 @@
 ``VerifyPlan`` says which held frames each provider is asked about (V1, D3);
 ``ask_one`` sends one ``context/verify`` and ends it at its provider's deadline
 (the fan-out's: the same one as the provider's query), turning any failure into
-a ``VerifyReply`` value; ``StageResult`` is what the stage hands composition.
+a ``VerifyReply`` value (the fan-out runs it in its task group, beside the legs);
+``StageResult`` is what the stage hands composition.
 """
 
 from __future__ import annotations
@@ -110,3 +111,9 @@ class StageResult:
     figures: dict[str, Any]
     #: Per provider, what this pass counted against it (digest_mismatch, rubber_stamp, …).
     health: dict[str, dict[str, int]]
+    #: The session this turn belongs to (None: nothing is held or evicted).
+    session: str | None = None
+    #: Reason (``stale``, ``gone``, ``rubber_stamp``) → the held FrameIds to drop.
+    evict: dict[str, list[FrameId]] = field(default_factory=dict)
+    #: This pass's counters (what ``VerifyStage.figures`` sums over passes).
+    counts: dict[str, int] = field(default_factory=dict)
