@@ -60,9 +60,7 @@ class DaemonState(Protocol):
     stopping: bool
 
     @property
-    def host(self) -> Engine:
-        """The engine the methods call directly (``hostd.engine.Host``)."""
-        ...
+    def host(self) -> Engine: ...  # the engine the methods call directly (``Host``)
 
     def new_request_id(self) -> str: ...
 
@@ -382,8 +380,7 @@ async def consent_list(ctx: RequestContext, p: ConsentListParams) -> dict[str, A
 
 
 def _ledger(ctx: RequestContext) -> ConsentStore:
-    """The consent ledger the engine's gate reads (the daemon always keeps one)."""
-    store = ctx.daemon.host.consent
+    store = ctx.daemon.host.consent  # the ledger the gate reads (the daemon keeps one)
     if not isinstance(store, ConsentStore):
         raise HostdError("no consent ledger: the host runs without a state directory")
     return store
