@@ -148,21 +148,11 @@ class Direct:
 
 
 async def _compose(conn: _Conn, goal: str, budget: int) -> dict[str, Any]:
-    conn.next_id += 1
-    req = {
-        "jsonrpc": "2.0",
-        "id": conn.next_id,
-        "method": "context/compose",
-        "params": {"goal": goal, "budget": budget},
-    }
-    await conn.stream.send(orjson.dumps(req) + b"\n")
-    while b"\n" not in conn.buf:
-        conn.buf += await conn.stream.receive(1 << 20)
-    line, conn.buf = conn.buf.split(b"\n", 1)
-    reply: dict[str, Any] = orjson.loads(line)
+    reply = await conn.call("context/compose", {"goal": goal, "budget": budget})
     if "result" not in reply:
         raise SystemExit(f"compose failed: {reply}")
-    return reply["result"]
+    result: dict[str, Any] = reply["result"]
+    return result
 
 
 async def pair(args: argparse.Namespace, socket: Path, daemon_pid: int, direct: Direct) -> Any:
