@@ -3,6 +3,9 @@ priced exactly as the block they would have been, without rendering it."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -132,3 +135,28 @@ def test_bulk_prices_equal_each_rendered_block(
     assert rendered_sizes(pids, ids, kinds, labels, contents, unverified) == expected
     one = rendered_sizes(pids[:1], ids[:1], kinds[:1], labels[:1], contents[:1])
     assert one == expected[:1]
+
+
+def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hostd.compose._compose as compose_module
+
+    renders: list[str] = []
+    real = compose_module.render_frame
+
+    def counting(*args: Any, **kwargs: Any) -> str:
+        block = real(*args, **kwargs)
+        renders.append(block)
+        return block
+
+    monkeypatch.setattr(compose_module, "render_frame", counting)
+    frames = [("p", frame(f"f{i}", 1 - i / 1000, f"body {i} " * (5 + i % 40))) for i in range(300)]
+    out = compose_for_prompt(frames, 600, strategy="score")
+    over = [e for e in out.audit.entries if e.reason == "over_budget"]
+    assert over and out.citations
+    # Excluded frames are priced, never rendered: one render per included frame.
+    assert len(renders) == len(out.citations)
+    # The entries the wire carries are the ones the composition built, not rebuilt per read.
+    first, again = out.audit.entry_dicts(), out.to_wire()["audit"]["entries"]
+    assert all(a is b for a, b in zip(first, again, strict=True))
