@@ -176,7 +176,7 @@ class CandidateSet(Sequence[FramePair]):
         C, not built one call at a time)."""
         digests = self.digests
         has = [d is not None for d in digests]
-        return list(zip(self.provider_ids, self.ids, has, [d or "" for d in digests]))
+        return list(zip(self.provider_ids, self.ids, has, [d or "" for d in digests], strict=True))
 
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
