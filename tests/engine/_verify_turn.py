@@ -32,14 +32,15 @@ async def ask_all(
     send_verify: SendVerify,
     *,
     limits_ms: Mapping[str, float] | None = None,
+    limit_ms: float = 60_000,
 ) -> dict[str, VerifyReply]:
     """Every planned verify, concurrently, each by ``ask_one`` under its own deadline
-    (``limits_ms``, else the stage's ``verify_timeout_ms``), as the fan-out sends them."""
+    (``limits_ms``, else ``limit_ms``: the fan-out's is the provider's leg deadline)."""
     replies: dict[str, VerifyReply] = {}
     start = anyio.current_time()
 
     async def one(pid: str) -> None:
-        limit = (limits_ms or {}).get(pid, stage.verify_timeout_ms)
+        limit = (limits_ms or {}).get(pid, limit_ms)
         replies[pid] = await ask_one(
             pid, plan.asks[pid], send_verify, deadline=start + limit / 1000, limit_ms=limit
         )
@@ -79,11 +80,12 @@ async def turn(
     session: str | None = None,
     can_verify: Callable[[str], bool] | Mapping[str, bool] | None = None,
     send_verify: SendVerify | None = None,
+    limit_ms: float = 60_000,
 ) -> StageResult:
     """One whole turn; without ``send_verify`` (or ``can_verify``) nothing is revalidated."""
     if send_verify is None or can_verify is None:
         plan = stage.plan(session, can_verify=lambda _pid: False)
         return await finish(stage, fresh, plan=plan)
     plan = stage.plan(session, can_verify=can_verify)
-    replies = await ask_all(stage, plan, send_verify)
+    replies = await ask_all(stage, plan, send_verify, limit_ms=limit_ms)
     return await finish(stage, fresh, plan=plan, replies=replies)

@@ -102,6 +102,7 @@ async def _turn(
     verifier: Verifier | None,
     session: str | None = "s",
     can: dict[str, bool] | None = None,
+    limit_ms: float = 60_000,
 ):
     return await turn(
         stage,
@@ -109,6 +110,7 @@ async def _turn(
         session=session,
         can_verify=can or {"p": True, "q": True},
         send_verify=verifier,
+        limit_ms=limit_ms,
     )
 
 
@@ -278,12 +280,12 @@ async def test_failed_verify_reuses_nothing() -> None:
 
 
 async def test_hung_verify_times_out_and_reuses_nothing() -> None:
-    stage = VerifyStage(verify_timeout_ms=50)
+    stage = VerifyStage()
     await _turn(stage, [("p", _frame("a", "1"))], Verifier())
     verifier = Verifier()
     verifier.hang = True
     with anyio.fail_after(10):
-        result = await _turn(stage, [], verifier)
+        result = await _turn(stage, [], verifier, limit_ms=50)
     assert result.accepted == []
     assert result.excluded[0][2]["note"] == "verify_failed"
 
@@ -371,7 +373,7 @@ async def test_quarantined_provider_contributes_no_held_frames() -> None:
 
 
 async def test_verify_timeout_is_per_provider() -> None:
-    stage = VerifyStage(verify_timeout_ms=60000)
+    stage = VerifyStage()
     await _turn(stage, [("p", _frame("a", "1"))], Verifier())
     verifier = Verifier()
     verifier.hang = True

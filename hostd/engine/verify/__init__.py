@@ -36,7 +36,6 @@ from ._source import (
 )
 from ._stage import VerifyStage
 from ._turn import (
-    DEFAULT_VERIFY_TIMEOUT_MS,
     SendVerify,
     StageResult,
     VerifyPlan,
@@ -49,7 +48,6 @@ __all__ = [
     "DEFAULT_MAX_FRAMES_PER_SESSION",
     "DEFAULT_MAX_FRAMES_TOTAL",
     "DEFAULT_MAX_SOURCE_BYTES",
-    "DEFAULT_VERIFY_TIMEOUT_MS",
     "Checked",
     "Decision",
     "Exclusion",

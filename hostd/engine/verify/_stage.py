@@ -43,7 +43,6 @@ from ._rules import (
 )
 from ._source import DEFAULT_MAX_SOURCE_BYTES, SourceCheck
 from ._turn import (
-    DEFAULT_VERIFY_TIMEOUT_MS,
     Roots,
     StageResult,
     VerifyPlan,
@@ -84,7 +83,6 @@ class VerifyStage:
         trusted_roots: Mapping[str, Roots] | None = None,
         host_roots: Roots = (),
         max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
-        verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
         untrusted: str = "exclude",
         provider_untrusted: Mapping[str, str] | None = None,
         remote: Iterable[str] = (),
@@ -101,8 +99,6 @@ class VerifyStage:
         #: "include" (marked ``unverifiable``), per provider or for all.
         self.untrusted = untrusted
         self.provider_untrusted = dict(provider_untrusted or {})
-        #: The bound on a ``context/verify`` that ``ask`` was given no limit for.
-        self.verify_timeout_ms = verify_timeout_ms
         self._health: dict[str, dict[str, int]] = {}
         self._totals: dict[str, int] = {}
 

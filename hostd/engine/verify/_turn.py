@@ -22,7 +22,6 @@ from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict
 from ._rules import VerifyPlanEntry
 
 __all__ = [
-    "DEFAULT_VERIFY_TIMEOUT_MS",
     "Roots",
     "SendVerify",
     "StageResult",
@@ -30,8 +29,6 @@ __all__ = [
     "VerifyReply",
     "ask_one",
 ]
-
-DEFAULT_VERIFY_TIMEOUT_MS = 2000
 
 #: ``await send_verify(provider_id, identities)`` → that provider's verdicts; raises on failure.
 SendVerify = Callable[[str, list[FrameIdentity]], Awaitable[Sequence[FrameVerdict]]]
