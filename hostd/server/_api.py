@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from hostd import compose as c
+from hostd.compose import ComposedPrompt
 from hostd.config import Config
+from hostd.engine import ConsentStore, Engine, FanOut, LegReport
 from hostd.errors import (
     HostdError,
     InvalidParam,
@@ -30,7 +33,7 @@ from hostd.errors import (
     UnknownRequest,
 )
 from hostd.logs import bind_request, flush_logs, get_logger, log_audit, log_legs
-from hostd.protocol import ContextQuery, canonical_token_cost, check_timestamp
+from hostd.protocol import ContextFrame, ContextQuery, check_timestamp
 from hostd.rpc import Dispatcher, Method, error_reply, reply_id
 
 __all__ = [
@@ -56,23 +59,22 @@ class DaemonState(Protocol):
     counters: Counter[str]
     stopping: bool
 
+    @property
+    def host(self) -> Engine: ...  # the engine the methods call directly (``Host``)
+
     def new_request_id(self) -> str: ...
 
     def provider_ids(self) -> frozenset[str]: ...
 
-    async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any: ...
-
-    async def providers_list(self) -> list[dict[str, Any]]: ...
-
-    async def restart_provider(self, provider_id: str) -> dict[str, Any]: ...
-
-    @property
-    def consent(self) -> Any: ...
-
-    def remember_usage(self, request_id: str, usage: Any) -> None: ...
+    def remember_usage(self, request_id: str, usage: dict[str, Any]) -> None: ...
 
     async def record_shadow(
-        self, request_id: str, params: Any, contested: int, accepted: Any, composed: Any
+        self,
+        request_id: str,
+        params: ComposeParams,
+        contested: int,
+        accepted: Sequence[tuple[str, ContextFrame]],
+        composed: ComposedPrompt,
     ) -> None: ...
 
     def usage_of(self, request_id: str) -> Any: ...
@@ -230,7 +232,8 @@ def _check_named_providers(ctx: RequestContext, field: str, shares: Mapping[str,
             raise UnknownProvider(f"{field}: unknown provider {pid!r}", provider=pid, field=field)
 
 
-async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_budget: int) -> Any:
+async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int) -> FanOut:
+    """Ask the providers for ``budget`` tokens (what the floors left, for compose)."""
     bad_time = check_timestamp(p.as_of, "as_of")
     if bad_time:
         # Q2/F4: a window the providers could not read is the client's error, not theirs.
@@ -242,7 +245,7 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
         kinds=list(p.kinds),
         anchors=list(p.anchors),
         max_frames=p.max_frames,
-        max_tokens=provider_budget,
+        max_tokens=budget,
         as_of=p.as_of,
     )
     on_leg_done = None
@@ -251,7 +254,7 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
         done = 0
         token = p.progress_token
 
-        async def on_leg_done(report: Any) -> None:
+        async def on_leg_done(report: LegReport) -> None:
             nonlocal done
             done += 1
             await ctx.notify(
@@ -267,9 +270,10 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
                 },
             )
 
-    fan = await ctx.daemon.query_all(
+    ctx.daemon.counters["fanouts"] += 1
+    fan = await ctx.daemon.host.query_all(
         query,
-        provider_budget,
+        budget,
         providers=p.providers,
         session=p.session,
         timeout_ms=p.timeout_ms,
@@ -286,7 +290,7 @@ def _overfetch(ctx: RequestContext, p: QueryParams) -> float:
     return float(ctx.daemon.config.host.overfetch)
 
 
-def _reports(fan: Any) -> list[dict[str, Any]]:
+def _reports(fan: FanOut) -> list[dict[str, Any]]:
     return [fan.reports[pid].to_wire() for pid in sorted(fan.reports)]
 
 
@@ -294,8 +298,6 @@ def _reports(fan: Any) -> list[dict[str, Any]]:
 
 
 async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, Any]:
-    from hostd import compose as c
-
     budget = p.budget or ctx.daemon.config.host.default_budget
     try:
         strategy = c.strategy_from_wire(p.strategy) if p.strategy is not None else None
@@ -313,26 +315,29 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
             f"invalid params: placement: must be one of {', '.join(c.PLACEMENTS)}",
             field="placement",
         )
-    floors = [c.Floor(label=f.label, content=f.content, position=f.position) for f in p.floors]
-    kwargs: dict[str, Any] = {"placement": placement, "floors": floors, "caps": p.caps}
-    if strategy is not None:
-        kwargs["strategy"] = strategy
-    # Floors are admitted before ranking: fail before any provider is asked (no silent drop).
-    floor_cost = sum(canonical_token_cost(f.content) for f in p.floors)
-    if floors:
-        c.compose_for_prompt((), budget, **kwargs)  # FloorsExceedBudget is a HostdError
-    fan = await _fan_out(ctx, p, budget, max(budget - floor_cost, 0))
-    composed = c.compose_for_prompt(
-        fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs
+    # Floors are admitted before ranking: priced once, they fail before any provider
+    # is asked (FloorsExceedBudget, no silent drop) and the providers split what is left.
+    floors = c.check_floors(
+        [c.Floor(label=f.label, content=f.content, position=f.position) for f in p.floors],
+        budget,
     )
-    await ctx.daemon.record_shadow(ctx.request_id, p, budget - floor_cost, fan.accepted, composed)
+    fan = await _fan_out(ctx, p, floors.contested)
+    composed = c.compose_for_prompt(
+        fan.accepted,
+        budget,
+        strategy=strategy,
+        placement=placement,
+        floors=floors,
+        caps=p.caps,
+        excluded=fan.excluded,
+        verification=fan.verification,
+        overfetch=fan.overfetch,
+        asked=fan.asked,
+    )
+    await ctx.daemon.record_shadow(ctx.request_id, p, floors.contested, fan.accepted, composed)
     result = composed.to_wire()
-    policy = result.get("audit", {}).get("policy")
-    if isinstance(policy, dict):
-        # What the providers were asked for: share × overfetch, capped at the budget.
-        policy["overfetch"] = fan.overfetch
-        policy["asked"] = dict(fan.asked)
-    log_audit(log, result.get("audit", {}).get("entries", ()))
+    audit = result["audit"]
+    log_audit(log, audit["entries"])
     usage = fan.usage_report()
     ctx.daemon.remember_usage(ctx.request_id, usage)
     result["providers"] = _reports(fan)
@@ -341,14 +346,13 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         # Reuse and verification figures of the verify stage (sessions, V1–V4).
         result["verification"] = fan.figures
     result["request_id"] = ctx.request_id
-    audit = result.get("audit", {})
     log.info(
         "compose.done",
-        frames_offered=len(audit.get("entries", ())),
-        citations=len(result.get("citations", ())),
-        tokens_used=audit.get("tokens_used"),
+        frames_offered=len(audit["entries"]),
+        citations=len(result["citations"]),
+        tokens_used=audit["tokens_used"],
         global_budget=budget,
-        prompt_bytes=len(result.get("prompt", "").encode()),
+        prompt_bytes=len(composed.prompt.encode()),
     )
     return result
 
@@ -359,7 +363,7 @@ def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
 
 async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
-    fan = await _fan_out(ctx, p, budget, budget)
+    fan = await _fan_out(ctx, p, budget)
     result: dict[str, Any] = fan.to_wire()
     result["providers"] = _reports(fan)
     # ``frames`` lists each provider's frames by FrameId; ``rank`` gives their ids in that
@@ -375,34 +379,36 @@ async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
 
 
 async def providers_list(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
-    return {"providers": await ctx.daemon.providers_list()}
+    return {"providers": ctx.daemon.host.providers_list()}
 
 
 async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, Any]:
     """Stop the provider if running, forget its failures, start it now (docs/api.md)."""
-    return {"provider": await ctx.daemon.restart_provider(p.provider)}
+    return {"provider": await ctx.daemon.host.restart_provider(p.provider)}
 
 
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     _check_providers(ctx, [p.provider])
-    receipt = ctx.daemon.consent.grant(p.provider, p.scope, p.grantor)
+    receipt = _ledger(ctx).grant(p.provider, p.scope, p.grantor)
     log.info("consent.granted", provider=p.provider, scope=p.scope, grantor=p.grantor)
-    return {"receipt": _wire(receipt)}
+    return {"receipt": receipt.to_wire()}
 
 
 async def consent_revoke(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
-    receipts = ctx.daemon.consent.revoke(p.provider, p.scope, p.grantor)
+    receipts = _ledger(ctx).revoke(p.provider, p.scope, p.grantor)
     log.info("consent.revoked", provider=p.provider, scope=p.scope, grantor=p.grantor)
-    return {"revoked": [_wire(r) for r in receipts]}
+    return {"revoked": [r.to_wire() for r in receipts]}
 
 
 async def consent_list(ctx: RequestContext, p: ConsentListParams) -> dict[str, Any]:
-    return {"receipts": [_wire(r) for r in ctx.daemon.consent.list(p.provider)]}
+    return {"receipts": [r.to_wire() for r in _ledger(ctx).list(p.provider)]}
 
 
-def _wire(value: Any) -> Any:
-    to_wire = getattr(value, "to_wire", None)
-    return to_wire() if callable(to_wire) else value
+def _ledger(ctx: RequestContext) -> ConsentStore:
+    store = ctx.daemon.host.consent  # the ledger the gate reads (the daemon keeps one)
+    if not isinstance(store, ConsentStore):
+        raise HostdError("no consent ledger: the host runs without a state directory")
+    return store
 
 
 async def usage_report(ctx: RequestContext, p: UsageParams) -> dict[str, Any]:
