@@ -1,4 +1,4 @@
-"""The client API: params models, the methods dict and the one error boundary.
+"""The client API: the methods dict and the one error boundary (params in ``_params``).
 
 Owns what each client method (protocol.md §4) accepts and returns. Every
 method validates its params into a pydantic model first (−32602 naming the
@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Annotated, Any, Literal, Protocol
+from typing import Any, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from hostd import compose as c
 from hostd.compose import ComposedPrompt
@@ -36,20 +36,28 @@ from hostd.logs import bind_request, flush_logs, get_logger, log_audit, log_legs
 from hostd.protocol import ContextFrame, ContextQuery, check_timestamp
 from hostd.rpc import Dispatcher, Method, error_reply, reply_id
 
+from ._params import (
+    CancelParams,
+    ComposeParams,
+    ConsentListParams,
+    ConsentParams,
+    FeedbackParams,
+    NoParams,
+    QueryParams,
+    RestartParams,
+    UsageParams,
+)
+
 __all__ = [
     "DISPATCHER",
     "METHODS",
-    "ComposeParams",
     "DaemonState",
     "Peer",
-    "QueryParams",
     "RequestContext",
     "dispatch_one",
 ]
 
 log = get_logger("hostd.server")
-
-_MAX_STR = 64 * 1024
 
 
 class DaemonState(Protocol):
@@ -113,98 +121,6 @@ class RequestContext:
 
     def cancel_request(self, id_: Any) -> None:
         self.connection.cancel(id_)
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or only whitespace")
-    return value
-
-
-#: A name or text that must say something: whitespace alone is refused (−32602).
-_Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
-#: JSON integers only: ``true``, ``"100"`` and ``1.5`` are refused, never coerced.
-_Count = Annotated[int, Field(strict=True)]
-
-
-class _Params(BaseModel):
-    # Our own API: a misspelt member is a named error, not silently ignored.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FloorParam(_Params):
-    label: Annotated[str, Field(min_length=1, max_length=256)]
-    content: Annotated[str, Field(max_length=4 * 1024 * 1024)]
-    position: Literal["top", "bottom"] = "top"
-
-
-class QueryParams(_Params):
-    goal: Annotated[_Text, Field(max_length=_MAX_STR)]
-    query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
-    kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
-    anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
-    as_of: str | None = None
-    budget: Annotated[_Count, Field(gt=0, le=10_000_000)] | None = None
-    max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
-    providers: list[Annotated[str, Field(min_length=1)]] | None = None
-    timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
-    session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    progress_token: str | int | None = None
-    #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.
-    overfetch: (
-        Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] | None
-    ) = None
-
-
-class ComposeParams(QueryParams):
-    #: Passed to ``hostd.compose.strategy_from_wire`` as given: it owns the spellings.
-    strategy: str | dict[str, Any] | None = None
-    placement: str | None = None
-    floors: list[FloorParam] = Field(default_factory=list)
-    caps: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = None
-
-
-class ConsentParams(_Params):
-    provider: _Text
-    scope: Annotated[_Text, Field(max_length=1024)]
-    grantor: Annotated[_Text, Field(max_length=256)] = "client"
-
-
-class ConsentListParams(_Params):
-    provider: str | None = None
-
-
-class UsageParams(_Params):
-    request_id: Annotated[str, Field(min_length=1)]
-
-
-class FrameIdParam(_Params):
-    provider_id: _Text
-    frame_id: _Text
-    content_digest: str | None = None
-
-
-class FeedbackParams(_Params):
-    request_id: Annotated[str, Field(min_length=1, max_length=256)]
-    #: Citation labels of that request's prompt, or FrameIds; empty: none was used.
-    used: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=4096)] | FrameIdParam],
-        Field(max_length=1024),
-    ]
-    helpful: Annotated[bool, Field(strict=True)] | None = None
-    note: Annotated[str, Field(max_length=4096)] | None = None
-
-
-class CancelParams(_Params):
-    id: str | int | None
-
-
-class RestartParams(_Params):
-    provider: _Text
-
-
-class _NoParams(_Params):
-    pass
 
 
 # -- fan-out shared by context/query and context/compose ------------------------------
@@ -378,7 +294,7 @@ async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     return result
 
 
-async def providers_list(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
+async def providers_list(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     return {"providers": ctx.daemon.host.providers_list()}
 
 
@@ -428,11 +344,11 @@ async def usage_feedback(ctx: RequestContext, p: FeedbackParams) -> dict[str, An
     return {"request_id": p.request_id, **fb.to_wire()}
 
 
-async def host_status(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
+async def host_status(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     return ctx.daemon.status()
 
 
-async def host_shutdown(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
+async def host_shutdown(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     log.info("host.shutdown.requested")
     ctx.daemon.request_stop("host/shutdown")
     return {"stopping": True}
@@ -445,15 +361,15 @@ async def cancel(ctx: RequestContext, p: CancelParams) -> None:
 METHODS: Mapping[str, Method] = {
     "context/compose": Method(ComposeParams, context_compose),
     "context/query": Method(QueryParams, context_query),
-    "providers/list": Method(_NoParams, providers_list),
+    "providers/list": Method(NoParams, providers_list),
     "providers/restart": Method(RestartParams, providers_restart),
     "consent/grant": Method(ConsentParams, consent_grant),
     "consent/revoke": Method(ConsentParams, consent_revoke),
     "consent/list": Method(ConsentListParams, consent_list),
     "usage/report": Method(UsageParams, usage_report),
     "usage/feedback": Method(FeedbackParams, usage_feedback),
-    "host/status": Method(_NoParams, host_status),
-    "host/shutdown": Method(_NoParams, host_shutdown),
+    "host/status": Method(NoParams, host_status),
+    "host/shutdown": Method(NoParams, host_shutdown),
     "$/cancel": Method(CancelParams, cancel),
 }
 

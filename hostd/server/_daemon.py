@@ -34,8 +34,9 @@ from hostd.logs import flush_logs, get_logger
 from hostd.rpc import decode, encode
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
-from ._api import ComposeParams, dispatch_one
+from ._api import dispatch_one
 from ._connection import Connection, Limits
+from ._params import ComposeParams
 from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
