@@ -24,11 +24,13 @@ from ._render import (
     neutralize_fences,
     render_frame,
 )
+from ._rerank import RerankRequest, rerank_request
 from ._result import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
 from .ranking import (
     DEFAULT_STRATEGY,
     MarginFusion,
     PerProviderQuota,
+    PrecomputedOrder,
     ReciprocalRankFusion,
     RoundRobinByRank,
     ScoreDescending,
@@ -55,7 +57,9 @@ __all__ = [
     "FloorsExceedBudget",
     "MarginFusion",
     "PerProviderQuota",
+    "PrecomputedOrder",
     "ReciprocalRankFusion",
+    "RerankRequest",
     "RoundRobinByRank",
     "ScoreDescending",
     "Strategy",
@@ -75,6 +79,7 @@ __all__ = [
     "place",
     "rank_with",
     "render_frame",
+    "rerank_request",
     "strategy_from_wire",
     "strategy_text",
 ]

@@ -36,6 +36,7 @@ from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instru
 from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
 from ._pool import PoolSettings, ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
+from ._rerank import RERANKER_ID, Reranker, RerankOutcome
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
 from .consent import ConsentStore, required_scopes
@@ -43,6 +44,7 @@ from .consent import ConsentStore, required_scopes
 __all__ = [
     "MAX_ERROR_CHARS",
     "QUARANTINE_RULES",
+    "RERANKER_ID",
     "ConsentGate",
     "ConsentStore",
     "Excluded",
@@ -63,6 +65,8 @@ __all__ = [
     "ProviderSpec",
     "ProviderState",
     "ProviderView",
+    "RerankOutcome",
+    "Reranker",
     "RestartPolicy",
     "StartAction",
     "StartDecision",

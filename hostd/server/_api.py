@@ -33,10 +33,13 @@ from hostd.logs import bind_request, flush_logs, get_logger, log_audit, log_legs
 from hostd.protocol import ContextQuery, canonical_token_cost, check_timestamp
 from hostd.rpc import Dispatcher, Method, error_reply, reply_id
 
+from ._rerank import asks_rerank
+
 __all__ = [
     "DISPATCHER",
     "METHODS",
     "ComposeParams",
+    "ContextQueryParams",
     "DaemonState",
     "Peer",
     "QueryParams",
@@ -63,6 +66,8 @@ class DaemonState(Protocol):
     async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any: ...
 
     async def providers_list(self) -> list[dict[str, Any]]: ...
+
+    async def rerank(self, query: str, frames: Any, requested: Any = None) -> Any: ...
 
     async def restart_provider(self, provider_id: str) -> dict[str, Any]: ...
 
@@ -148,6 +153,11 @@ class QueryParams(_Params):
     overfetch: (
         Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] | None
     ) = None
+
+
+class ContextQueryParams(QueryParams):
+    #: Also ask the reranker for its order of the accepted frames (``result.rerank``).
+    rerank: Annotated[bool, Field(strict=True)] = False
 
 
 class ComposeParams(QueryParams):
@@ -262,6 +272,9 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
 def _overfetch(ctx: RequestContext, p: QueryParams) -> float:
     if p.overfetch is not None:
         return p.overfetch
+    reranked = ctx.daemon.config.reranker.overfetch
+    if reranked is not None and asks_rerank(getattr(p, "strategy", None)):
+        return float(reranked)  # [reranker] overfetch: a larger pool for the reranker
     return float(ctx.daemon.config.host.overfetch)
 
 
@@ -297,6 +310,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     if floors:
         c.compose_for_prompt((), budget, **kwargs)  # FloorsExceedBudget is a HostdError
     fan = await _fan_out(ctx, p, budget, max(budget - floor_cost, 0))
+    if isinstance(strategy, c.PrecomputedOrder):  # the rerank stage, before composition
+        kwargs["strategy"] = await ctx.daemon.rerank(p.query_text or p.goal, fan.accepted, strategy)
     composed = c.compose_for_prompt(
         fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs
     )
@@ -332,10 +347,12 @@ def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
     return (-frame["score"], frame["id"], frame.get("content_digest") or "")
 
 
-async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
+async def context_query(ctx: RequestContext, p: ContextQueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
     fan = await _fan_out(ctx, p, budget, budget)
     result: dict[str, Any] = fan.to_wire()
+    if p.rerank:  # the verdict as a strategy value: {"rerank": {order, model, …}}
+        result["rerank"] = (await ctx.daemon.rerank(p.query_text or p.goal, fan.accepted)).to_wire()
     result["providers"] = _reports(fan)
     # ``frames`` lists each provider's frames by FrameId; ``rank`` gives their ids in that
     # provider's own order, score descending (ordinal, F10), ties by FrameId: the order
@@ -406,7 +423,7 @@ async def cancel(ctx: RequestContext, p: CancelParams) -> None:
 
 METHODS: Mapping[str, Method] = {
     "context/compose": Method(ComposeParams, context_compose),
-    "context/query": Method(QueryParams, context_query),
+    "context/query": Method(ContextQueryParams, context_query),
     "providers/list": Method(_NoParams, providers_list),
     "providers/restart": Method(RestartParams, providers_restart),
     "consent/grant": Method(ConsentParams, consent_grant),

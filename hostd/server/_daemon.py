@@ -38,6 +38,7 @@ from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
 from ._connection import Connection, Limits
 from ._repeats import RepeatedEvents
+from ._rerank import make_reranker, rerank_stage
 
 if TYPE_CHECKING:
     from hostd.engine import Host
@@ -90,6 +91,8 @@ class Daemon:
         self.tcp_address: tuple[str, int] | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: Any = None
+        #: The ``[reranker]`` process (``hostd.engine.Reranker``), while the engine runs.
+        self.reranker: Any = None
         if config.shadow.enabled:
             from hostd.shadow import ShadowRecorder
 
@@ -106,6 +109,10 @@ class Daemon:
     async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any:
         self.counters["fanouts"] += 1
         return await self.host.query_all(query, budget, **kwargs)
+
+    async def rerank(self, query: str, frames: Any, requested: Any = None) -> Any:
+        """The rerank stage (``_rerank``): a ``PrecomputedOrder``, never an error."""
+        return await rerank_stage(self.reranker, self.config.reranker, query, frames, requested)
 
     async def providers_list(self) -> list[dict[str, Any]]:
         listed = self.host.providers_list()
@@ -184,13 +191,38 @@ class Daemon:
     async def local(self) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process."""
         try:
-            async with self._make_host() as host:
-                self.host = host
+            async with self._engine():
                 yield LocalSession(self)
         finally:
             await self._close_shadow()
 
     # -- lifecycle ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _engine(self) -> AsyncIterator[Any]:
+        """The engine ``Host`` and, when configured, the reranker beside it (stopped first)."""
+        async with self._make_host() as host:
+            self.host = host
+            from hostd.engine import PoolSettings, RestartPolicy
+
+            cfg = self.config.host
+            reranker = make_reranker(
+                self.config.reranker,
+                PoolSettings(
+                    start=cfg.start_providers,
+                    max_line_bytes=cfg.max_line_bytes,
+                    restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+                ),
+            )
+            if reranker is None:
+                yield host
+                return
+            async with reranker:
+                self.reranker = reranker
+                try:
+                    yield host
+                finally:
+                    self.reranker = None
 
     def _make_host(self) -> Any:
         if self._host_factory is not None:
@@ -248,8 +280,7 @@ class Daemon:
                     if isinstance(address, tuple):
                         self.tcp_address = (str(address[0]), int(address[1]))
                     listeners.append(("tcp", cast(SocketListener, sub)))
-            async with self._make_host() as host:
-                self.host = host
+            async with self._engine():
                 await self._serve(listeners, wire_fd, token, handle_signals, ready)
                 # A connect while the providers stop is refused at once, never left waiting.
                 for _, opened in listeners:
