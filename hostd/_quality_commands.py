@@ -122,6 +122,13 @@ def add_quality_commands(
         help="a strategy as --strategy spells it (repeatable; default: every registered one)",
     )
     ev.add_argument("--providers", metavar="IDS", help="comma-separated provider subset")
+    ev.add_argument(
+        "--pool-budget",
+        type=int,
+        metavar="N",
+        help="ask the fan-out for N tokens and pack each --budget from that pool "
+        "(default: the budget itself)",
+    )
     ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
     connect_arg(ev)
 
@@ -155,9 +162,16 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     # _strategy checks each spelling, so a misspelt policy fails before any provider starts
     policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
     budgets = args.budget or [cfg.host.default_budget]
+    if args.pool_budget is not None and args.pool_budget <= 0:
+        raise ValueError(f"--pool-budget must be a positive token count, got {args.pool_budget}")
     async with _session(cfg, args.connect) as s:
         outcomes = await ev.run_eval(
-            s, questions, budgets, policies, providers=_csv(args.providers)
+            s,
+            questions,
+            budgets,
+            policies,
+            providers=_csv(args.providers),
+            pool_budget=args.pool_budget,
         )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)

@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from hostd.compose import compose_for_prompt
+from hostd.compose import PrecomputedOrder, compose_for_prompt, strategy_from_wire
 from hostd.protocol import ContextFrame, FrameId
 
 from ._questions import Gold, Question
@@ -119,6 +119,14 @@ def _degraded(result: dict[str, Any]) -> bool:
     return any(r.get("status") != "ok" for r in result.get("providers") or ())
 
 
+def _asks_rerank(policy: Policy) -> bool:
+    strategy = policy.strategy
+    if strategy is None or isinstance(strategy, PrecomputedOrder):
+        return isinstance(strategy, PrecomputedOrder) and not strategy.judged
+    parsed = strategy_from_wire(strategy)
+    return isinstance(parsed, PrecomputedOrder) and not parsed.judged
+
+
 def _recall(
     question: Question,
     budget: int,
@@ -126,19 +134,33 @@ def _recall(
     policy: Policy,
     label: str,
     degraded: bool,
+    verdict: Any = None,
 ) -> Outcome:
-    composed = compose_for_prompt(candidates, budget, strategy=policy.strategy)
+    strategy = policy.strategy
+    if verdict is not None and _asks_rerank(policy):
+        # The daemon's reranker judged this very candidate set (``context/query``); a
+        # verdict it could not give (a fallback other than a partial one) degrades the row.
+        strategy = strategy_from_wire(verdict)
+        reason = getattr(strategy, "reason", None)
+        degraded = degraded or reason not in (None, "partial")
+    composed = compose_for_prompt(candidates, budget, strategy=strategy)
     by_id = {FrameId.of(pid, f): f for pid, f in candidates}
     hit = any(holds_gold(by_id[c.frame], question.gold) for c in composed.citations)
     return Outcome(question.id, question.style, budget, label, hit, composed.tokens_used, degraded)
 
 
 async def _query(
-    session: Session, question: Question, budget: int, providers: Sequence[str] | None
+    session: Session,
+    question: Question,
+    budget: int,
+    providers: Sequence[str] | None,
+    rerank: bool = False,
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"goal": question.question, "budget": budget}
     if providers is not None:
         params["providers"] = list(providers)
+    if rerank:
+        params["rerank"] = True
     result: dict[str, Any] = await session.call("context/query", params)
     return result
 
@@ -150,24 +172,32 @@ async def run_eval(
     policies: Sequence[Policy],
     *,
     providers: Sequence[str] | None = None,
+    pool_budget: int | None = None,
 ) -> list[Outcome]:
     """Every question under every budget and policy, plus each provider alone.
 
     ``providers`` restricts the fan-out to a subset (default: every configured
-    provider). Outcomes come in question, budget, row order.
+    provider). ``pool_budget``: the fan-out is asked for that many tokens and each
+    composition packs its budget, so the effect of a larger pool is measurable.
+    ``rerank`` policies compose by the reranker's verdict on the same candidate set.
+    Outcomes come in question, budget, row order.
     """
     outcomes: list[Outcome] = []
     default = Policy("score", None)
+    rerank = any(_asks_rerank(p) for p in policies)
     for question in questions:
         for budget in budgets:
-            result = await _query(session, question, budget, providers)
+            asked = pool_budget or budget
+            result = await _query(session, question, asked, providers, rerank)
             candidates = _candidates(result)
             degraded = _degraded(result)
+            verdict = result.get("rerank")
             outcomes.extend(
-                _recall(question, budget, candidates, p, p.label, degraded) for p in policies
+                _recall(question, budget, candidates, p, p.label, degraded, verdict)
+                for p in policies
             )
             for pid in sorted(r["provider_id"] for r in result.get("providers") or ()):
-                single = await _query(session, question, budget, [pid])
+                single = await _query(session, question, asked, [pid])
                 outcomes.append(
                     _recall(
                         question,

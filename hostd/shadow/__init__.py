@@ -10,7 +10,7 @@ models; never the engine or the transport.
 """
 
 from ._recorder import ShadowRecorder, shadow_path
-from ._replay import Replayed, replay, replay_all
+from ._replay import Replayed, recorded_verdict, replay, replay_all
 from ._report import render_replay, replay_json
 from ._store import Candidate, Recorded, ShadowStore, build_record
 
@@ -21,6 +21,7 @@ __all__ = [
     "ShadowRecorder",
     "ShadowStore",
     "build_record",
+    "recorded_verdict",
     "render_replay",
     "replay",
     "replay_all",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hostd.compose import Strategy, compose_for_prompt, strategy_from_wire
+from hostd.compose import PrecomputedOrder, Strategy, compose_for_prompt, strategy_from_wire
 from hostd.protocol import ContextFrame, Provenance
 
 from ._store import Candidate, Recorded
@@ -113,10 +113,24 @@ class Replayed:
         }
 
 
+def recorded_verdict(recorded: Recorded) -> PrecomputedOrder:
+    """The reranker's verdict a ``rerank`` composition recorded (its audit's
+    ``strategy_params``: order and model); for another live policy, none (``round_robin``)."""
+    if recorded.policy.get("strategy") == PrecomputedOrder.name:
+        verdict = strategy_from_wire(recorded.policy.get("strategy_params") or "rerank")
+        if isinstance(verdict, PrecomputedOrder) and verdict.judged:
+            return verdict
+    live = recorded.policy.get("strategy")
+    return PrecomputedOrder(reason="not_recorded", detail=f"live policy {live}", judged=True)
+
+
 def replay(recorded: Recorded, strategy: Strategy | str | dict[str, Any]) -> Replayed:
-    """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result."""
+    """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result.
+    The bare ``rerank`` replays each record's own recorded verdict (``recorded_verdict``)."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
+    if isinstance(strategy, PrecomputedOrder) and not strategy.judged:
+        strategy = recorded_verdict(recorded)
     by_key = {_key(c): c for c in recorded.candidates}
     composed = compose_for_prompt(
         [(c.provider, _frame(c)) for c in recorded.candidates],
