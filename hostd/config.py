@@ -144,6 +144,8 @@ class RerankerSettings(_Section):
     command: Annotated[list[str], Field(min_length=1)] | None = None
     #: How long a composition waits for its verdict (its start included).
     timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 1500
+    #: Its start deadline (the handshake, after its model has loaded), off the request path.
+    start_timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 60_000
     #: Candidates shown to it at most: the best by the fallback policy (``round_robin``).
     max_candidates: Annotated[int, Field(ge=1, le=10_000)] = 100
     #: The fan-out's overfetch when ``rerank`` composes (unset: ``host.overfetch``).

@@ -99,14 +99,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 command=[sys.executable, *words], timeout_ms=600_000, cwd=ROOT,
                 env={"PYTHONPATH": str(ROOT)}, max_candidates=max(sizes),
             )  # fmt: skip
-            reranker = make_reranker(settings[name], PoolSettings(start="boot"))
+            reranker = make_reranker(settings[name], PoolSettings(start="boot", handshake_timeout_s=300)  # after the model loads)
             rerankers[name] = await stack.enter_async_context(reranker)
-        # The stand-in's model loads after its handshake: poll until its first verdict.
-        for _ in range(1200 if "minilm" in names else 0):
-            warm = await rerank_stage(rerankers["minilm"], settings["minilm"], "warm", _frames(2))
-            if warm.reason is None:
-                break
-            await anyio.sleep(0.5)
         q = 0
         for r in range(args.warmup + args.rounds):
             for n in sizes:

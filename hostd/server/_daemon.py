@@ -210,6 +210,7 @@ class Daemon:
                 self.config.reranker,
                 PoolSettings(
                     start=cfg.start_providers,
+                    handshake_timeout_s=self.config.reranker.start_timeout_ms / 1000,
                     max_line_bytes=cfg.max_line_bytes,
                     restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
                 ),

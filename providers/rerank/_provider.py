@@ -1,11 +1,13 @@
 """``RerankProvider``: the judge behind hostd's ``[reranker]`` protocol, and its CLI.
 
-The handshake is answered at once (hostd's start deadline is the handshake's);
-the model loads on a thread meanwhile. A ``rerank`` that arrives before it is
-loaded is answered at once with ``unavailable`` (hostd falls back for that
-composition) rather than held past hostd's deadline, which would count as a
-missed deadline and, three in a row, as a hung reranker. Scoring runs on a
-thread, one batch of calls at a time, so the process keeps reading its input.
+The model is loaded before the process serves, so an answered handshake means
+a reranker that can answer (hostd waits for it at most ``reranker.start_timeout_ms``,
+and falls back meanwhile with reason ``starting``, off the request's path). Were
+the handshake answered first, a ``rerank`` during the load would either be
+refused or held past hostd's deadline, and three missed deadlines in a row read
+as a hung reranker, restarted, and loading again. A model that cannot be loaded
+exits with status 3 (hostd restarts it with backoff, then parks it). Scoring runs
+on a thread, one call at a time, so the process keeps reading its input.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
-from hostd.protocol import CgpErrorCode, ProviderInfo
-from hostd.provider import Provider, ProviderRefusal, run_stdio
+from hostd.protocol import ProviderInfo
+from hostd.provider import Provider, run_stdio
 from hostd.rpc import Method
 
 from ._judge import BiEncoderJudge, CrossEncoderJudge, Judge, order_by_scores
@@ -59,38 +61,13 @@ class RerankProvider(Provider):
 
     methods = {"rerank": Method(RerankParams, _rerank)}
 
-    def __init__(self, load: Callable[[], Judge]) -> None:
+    def __init__(self, judge: Judge) -> None:
         self.info = ProviderInfo(name="hostd-rerank", version=VERSION)
-        self._load = load
-        self._judge: Judge | None = None
-        self._failure: BaseException | None = None
-        self._ready = threading.Event()
+        self.judge = judge
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        threading.Thread(target=self._build, name="rerank-model", daemon=True).start()
-
-    def _build(self) -> None:
-        try:
-            self._judge = self._load()
-            print(f"providers.rerank: model {self._judge.model} loaded", file=sys.stderr)
-        except BaseException as exc:  # answered on every rerank instead of killing the process
-            self._failure = exc
-            print(f"providers.rerank: model failed to load: {exc!r}", file=sys.stderr)
-        finally:
-            self._ready.set()
-
-    def wait_ready(self) -> None:
-        self._ready.wait()
-
     async def rerank(self, params: RerankParams) -> dict[str, Any]:
-        if not self._ready.is_set():
-            raise ProviderRefusal("the model is still loading", CgpErrorCode.UNAVAILABLE)
-        judge = self._judge
-        if judge is None:
-            raise ProviderRefusal(
-                f"model failed to load: {self._failure!r}", CgpErrorCode.UNAVAILABLE
-            )
+        judge = self.judge
         keys = [c.key for c in params.candidates]
         texts = [f"{c.title}\n{c.content}" if c.title else c.content for c in params.candidates]
 
@@ -135,8 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--model is required (a cross-encoder directory or name)")
     if args.max_length < 8 or args.batch_size < 1:
         parser.error("--max-length must be at least 8 and --batch-size at least 1")
-    # Looked up, not imported: the import (torch) takes seconds, and the handshake,
-    # hostd's start deadline, is answered before the model loads.
+    # Looked up first: a missing extra is one line, not a traceback from deep in the load.
     if importlib.util.find_spec("sentence_transformers") is None:
         print(
             "providers.rerank: sentence-transformers is not installed (the semantic extra)",
@@ -144,16 +120,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 3
 
-    def load() -> Judge:
+    try:
         if args.bi_encoder:
-            return BiEncoderJudge(
+            judge: Judge = BiEncoderJudge(
                 args.model, max_length=args.max_length, batch_size=args.batch_size
             )
-        return CrossEncoderJudge(args.model, max_length=args.max_length, batch_size=args.batch_size)
-
-    provider = RerankProvider(load)
-    provider.start()
-    run_stdio(provider)
+        else:
+            judge = CrossEncoderJudge(
+                args.model, max_length=args.max_length, batch_size=args.batch_size
+            )
+    except Exception as exc:  # a missing directory, a file that is no model, …
+        print(
+            f"providers.rerank: cannot load {args.model or 'the model'}: {exc!r}", file=sys.stderr
+        )
+        return 3
+    print(f"providers.rerank: model {judge.model} loaded", file=sys.stderr)
+    run_stdio(RerankProvider(judge))
     # Interpreter teardown with torch loaded takes seconds; nothing here is durable.
     sys.stdout.flush()
     sys.stderr.flush()

@@ -11,7 +11,6 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from hostd.provider import ProviderServer
@@ -72,33 +71,33 @@ def test_the_input_read_is_bounded(tiny: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_rerank_before_the_model_is_loaded_is_answered_unavailable() -> None:
-    import threading
-
+async def test_the_rerank_method_answers_on_the_provider_runtime() -> None:
     from providers.rerank import RerankProvider
 
-    release = threading.Event()
-
-    class Slow:
-        model = "slow@1"
+    class Flat:
+        model = "flat@1"
 
         def scores(self, query: str, texts: Any) -> list[float]:
-            return [0.0 for _ in texts]
+            return [0.0 if "b" in t else 1.0 for t in texts]
 
-    def load() -> Slow:
-        release.wait()
-        return Slow()
-
-    provider = RerankProvider(load)
-    provider.start()
-    server = ProviderServer(provider)
+    server = ProviderServer(RerankProvider(Flat()))
     line = (
-        b'{"jsonrpc":"2.0","id":1,"method":"rerank",'
-        b'"params":{"query":"q","candidates":[{"key":"1"},{"key":"0"}]}}'
+        b'{"jsonrpc":"2.0","id":1,"method":"rerank","params":{"query":"q","candidates":'
+        b'[{"key":"2","content":"b"},{"key":"1","content":"b"},{"key":"0","content":"a"}]}}'
     )
-    early = await server.handle_line(line)
-    assert early is not None and b'"unavailable"' in early
-    release.set()
-    await anyio.to_thread.run_sync(provider.wait_ready)
-    late = await server.handle_line(line)
-    assert late is not None and b'"order":["0","1"]' in late and b'"model":"slow@1"' in late
+    reply = await server.handle_line(line)
+    assert reply is not None and b'"order":["0","1","2"]' in reply and b'"model":"flat@1"' in reply
+
+
+def test_a_model_that_cannot_load_exits_3_saying_so(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "providers.rerank", "--model", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3 and "providers.rerank: cannot load" in done.stderr
