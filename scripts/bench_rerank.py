@@ -99,7 +99,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 command=[sys.executable, *words], timeout_ms=600_000, cwd=ROOT,
                 env={"PYTHONPATH": str(ROOT)}, max_candidates=max(sizes),
             )  # fmt: skip
-            reranker = make_reranker(settings[name], PoolSettings(start="boot", handshake_timeout_s=300)  # after the model loads)
+            # Started now; its handshake comes once its model has loaded.
+            pool = PoolSettings(start="boot", handshake_timeout_s=300)
+            reranker = make_reranker(settings[name], pool)
             rerankers[name] = await stack.enter_async_context(reranker)
         q = 0
         for r in range(args.warmup + args.rounds):
