@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,16 +96,7 @@ def test_shadow_replay_compares_the_recorded_verdict(tmp_path: Path) -> None:
     assert record["model"] == "fixture@1" and record["reason"] is None
 
     def replay(policy: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-m", "hostd", "--config", str(config), "shadow", "replay"]
-            + ["--policy", policy, "--json"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        done = _hostd("--config", str(config), "shadow", "replay", "--policy", policy, "--json")
         assert done.returncode == 0, done.stderr
         report: dict[str, Any] = json.loads(done.stdout)
         return report
