@@ -166,6 +166,8 @@ class Daemon:
         sessions = getattr(self.host, "session_stats", None)
         if callable(sessions):
             status["sessions"] = sessions()
+        if self.reranker is not None:  # its state and health, as a providers/list row
+            status["reranker"] = self.reranker.row()
         return status
 
     # -- in-flight accounting and stop ---------------------------------------------------

@@ -116,6 +116,12 @@ async def test_a_broken_reranker_costs_only_its_order(
         broken = mode != "shape"
         assert len(starts.read_text().splitlines()) == (turn if broken else 1)
     assert daemon.events("rerank.failed")[0]["reason"] == reason
+    async with connect(daemon.socket) as client:
+        health = (await client.call("host/status"))["reranker"]["health"]
+    if broken:  # each break a failure, with its backoff, as a provider's crash
+        assert (health["starts"], health["consecutive_failures"]) == (2, 2)
+    else:  # a wrong answer is an error leg of a reranker that stays up
+        assert (health["starts"], health["errors"]) == (1, 2)
     assert await daemon.stop() == 0
 
 
