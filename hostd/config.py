@@ -36,6 +36,7 @@ __all__ = [
     "LogSettings",
     "McpSettings",
     "ProviderSettings",
+    "RerankerSettings",
     "ShadowSettings",
     "TcpSettings",
     "default_socket_path",
@@ -136,6 +137,23 @@ class ShadowSettings(_Section):
     retention_days: Annotated[float, Field(gt=0, le=3650, allow_inf_nan=False)] = 7.0
 
 
+class RerankerSettings(_Section):
+    """``[reranker]``: a process that orders the candidates before composition (``rerank``)."""
+
+    #: Its argv (unset: no reranker; ``rerank`` then falls back to ``round_robin``).
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    #: How long a composition waits for its verdict (its start included).
+    timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 1500
+    #: Its start deadline (the handshake, after its model has loaded), off the request path.
+    start_timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 60_000
+    #: Candidates shown to it at most: the best by the fallback policy (``round_robin``).
+    max_candidates: Annotated[int, Field(ge=1, le=10_000)] = 100
+    #: The fan-out's overfetch when ``rerank`` composes (unset: ``host.overfetch``).
+    overfetch: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False)] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+
+
 class McpSettings(_Section):
     """``[provider.mcp]``: what a ``binding = "mcp"`` provider serves as frames (docs/mcp.md)."""
 
@@ -190,6 +208,7 @@ class ProviderSettings(_Section):
         if self.binding != "mcp":
             return {}
         return (self.mcp or McpSettings()).model_dump()
+
     #: A remote provider (docs/remote.md): https:// (http:// to loopback only, C7),
     #: its bearer credential from a file or a variable (C8), a private CA, mutual TLS.
     url: str | None = None
@@ -239,6 +258,7 @@ class Config(_Section):
     tcp: TcpSettings = Field(default_factory=TcpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     shadow: ShadowSettings = Field(default_factory=ShadowSettings)
+    reranker: RerankerSettings = Field(default_factory=RerankerSettings)
     provider: list[ProviderSettings] = Field(default_factory=list)
     #: Where this config came from ("<defaults>" when built in code).
     source: str = Field(default="<defaults>", exclude=True)
@@ -356,8 +376,9 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
     if isinstance(tcp, dict) and isinstance(tcp.get("token_file"), str):
         tcp["token_file"] = _resolve(tcp["token_file"], base)
     providers = raw.get("provider")
-    if isinstance(providers, list):
-        for spec in providers:
+    reranker = raw.get("reranker")  # a process like a provider: the same path rules
+    if isinstance(providers, list) or isinstance(reranker, dict):
+        for spec in [*(providers if isinstance(providers, list) else ()), reranker]:
             if not isinstance(spec, dict):
                 continue
             for key in ("cwd", "token_file", "ca_file", "client_cert", "client_key"):

@@ -22,9 +22,9 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import anyio.abc
@@ -80,6 +80,9 @@ class Provider:
 
     info: ProviderInfo
     capabilities: Capabilities = Capabilities()
+    #: Methods this program answers besides the protocol's, ``name -> Method`` whose
+    #: handler gets ``(ProviderServer, params)`` (a reranker's ``rerank``, say).
+    methods: ClassVar[Mapping[str, Method]] = {}
 
     async def query(self, query: ContextQuery) -> list[ContextFrame] | ContextQueryResult:
         raise NotImplementedError
@@ -197,15 +200,13 @@ def _log_unexpected(method: str, exc: BaseException) -> None:
         sys.stderr.write(f"provider: {method} failed: {type(exc).__name__}: {exc}\n")
 
 
-_DISPATCHER = Dispatcher(
-    {
-        "context/handshake": Method(HandshakeRequest, _handshake),
-        "context/query": Method(_QueryParams, _query),
-        "context/verify": Method(VerifyRequest, _verify),
-        "context/shutdown": Method(_NoParams, _shutdown),
-    },
-    on_error=_log_unexpected,
-)
+_METHODS: Mapping[str, Method] = {
+    "context/handshake": Method(HandshakeRequest, _handshake),
+    "context/query": Method(_QueryParams, _query),
+    "context/verify": Method(VerifyRequest, _verify),
+    "context/shutdown": Method(_NoParams, _shutdown),
+}
+_DISPATCHER = Dispatcher(_METHODS, on_error=_log_unexpected)
 
 
 class ProviderServer:
@@ -217,13 +218,17 @@ class ProviderServer:
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
         self.shutdown_requested = anyio.Event()
+        extra = provider.methods
+        self._dispatcher = (
+            Dispatcher({**_METHODS, **extra}, on_error=_log_unexpected) if extra else _DISPATCHER
+        )
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, with its newline) to one input line; ``None`` for a
         notification."""
         if not line.strip():
             return None
-        return await _DISPATCHER.answer_line(line, self)
+        return await self._dispatcher.answer_line(line, self)
 
 
 def _frames_to_wire(frames: Iterable[ContextFrame | dict[str, Any]]) -> list[Any]:

@@ -126,6 +126,13 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help="a strategy as --strategy spells it (repeatable; default: every registered one)",
     )
     ev.add_argument("--providers", metavar="IDS", help="comma-separated provider subset")
+    ev.add_argument(
+        "--pool-budget",
+        type=int,
+        metavar="N",
+        help="ask the fan-out for N tokens and pack each --budget from that pool "
+        "(default: the budget itself)",
+    )
     ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
     connect_arg(ev)
     ev.set_defaults(run=eval_command)
@@ -178,14 +185,16 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     policies = [
         ev.Policy(p, _bound(cfg, strategy_arg(p))) for p in args.policy or ev.DEFAULT_POLICIES
     ]
+    if args.pool_budget is not None and args.pool_budget <= 0:
+        raise ValueError(f"--pool-budget must be a positive token count, got {args.pool_budget}")
     questions: Sequence[Any]
     if args.from_shadow:
         from hostd import shadow
 
-        if args.budget or args.providers or args.connect is not None:
+        if args.budget or args.providers or args.pool_budget or args.connect is not None:
             raise ValueError(
                 "--from-shadow composes each recorded candidate set at its recorded budget: "
-                "--budget, --providers and --connect do not apply"
+                "--budget, --providers, --pool-budget and --connect do not apply"
             )
         records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load()
         questions, outcomes = ev.run_from_shadow(records, policies)
@@ -196,7 +205,12 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         budgets = args.budget or [cfg.host.default_budget]
         async with session(cfg, args.connect) as s:
             outcomes = await ev.run_eval(
-                s, questions, budgets, policies, providers=csv_arg(args.providers)
+                s,
+                questions,
+                budgets,
+                policies,
+                providers=csv_arg(args.providers),
+                pool_budget=args.pool_budget,
             )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)

@@ -26,12 +26,14 @@ from ._render import (
     neutralize_fences,
     render_frame,
 )
+from ._rerank import RerankRequest, rerank_request
 from ._result import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
 from .ranking import (
     DEFAULT_STRATEGY,
     Calibrated,
     MarginFusion,
     PerProviderQuota,
+    PrecomputedOrder,
     ReciprocalRankFusion,
     RoundRobinByRank,
     ScoreDescending,
@@ -62,7 +64,9 @@ __all__ = [
     "MarginFusion",
     "MonotoneMap",
     "PerProviderQuota",
+    "PrecomputedOrder",
     "ReciprocalRankFusion",
+    "RerankRequest",
     "RoundRobinByRank",
     "ScoreDescending",
     "Strategy",
@@ -83,6 +87,7 @@ __all__ = [
     "place",
     "rank_with",
     "render_frame",
+    "rerank_request",
     "strategy_from_wire",
     "strategy_text",
 ]

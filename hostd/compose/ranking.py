@@ -23,12 +23,14 @@ import orjson
 from ._calibrated import Calibrated
 from ._candidates import CandidateSet, FramePair
 from ._fusion import MarginFusion, ReciprocalRankFusion, provider_lists
+from ._rerank import PrecomputedOrder
 
 __all__ = [
     "DEFAULT_STRATEGY",
     "Calibrated",
     "MarginFusion",
     "PerProviderQuota",
+    "PrecomputedOrder",
     "ReciprocalRankFusion",
     "RoundRobinByRank",
     "ScoreDescending",
@@ -180,7 +182,7 @@ _FUSIONS: dict[str, type[ReciprocalRankFusion] | type[MarginFusion]] = {
 }
 _SPELLINGS = (
     '"score", "round_robin", "quota:K", "rrf", "rrf:k=60,PROVIDER=W", "margin", '
-    '"margin:k=60,PROVIDER=W", "calibrated", or an object {"quota": K}, '
+    '"margin:k=60,PROVIDER=W", "calibrated", "rerank", or an object {"quota": K}, '
     '{"rrf": {"k": 60, "weights": {PROVIDER: W}}}, {"margin": {"k": 60, "weights": {...}}}'
 )
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -212,6 +214,8 @@ def strategy_from_wire(value: object) -> Strategy:
             # The audit's form (file, version, fallback) reads back as the policy; the
             # calibration itself is bound by whoever holds the state directory.
             return Calibrated()
+        if name == "rerank":  # a verdict, e.g. from an audit (PrecomputedOrder.to_wire)
+            return PrecomputedOrder.from_wire(body)
         if name == "quota":
             if isinstance(body, bool) or not isinstance(body, int):
                 raise ValueError(f"strategy quota k must be an integer, got {body!r}")
@@ -237,6 +241,10 @@ def _from_text(text: str) -> Strategy:
         if name == "calibrated":
             return Calibrated()
         return ScoreDescending() if name == "score" else RoundRobinByRank()
+    if name == "rerank":  # the daemon's reranker judges it (docs/eval.md)
+        if sep:
+            raise ValueError(f"strategy 'rerank' takes no parameters, got {text!r}")
+        return PrecomputedOrder()
     if name == "quota":
         if not _INTEGER.fullmatch(params):
             raise ValueError(f"strategy quota needs an integer k, as in 'quota:2'; got {text!r}")

@@ -37,6 +37,7 @@ from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instru
 from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
 from ._pool import PoolSettings, ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
+from ._rerank import RERANKER_ID, Reranker, RerankOutcome
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
 from .consent import ConsentStore, required_scopes
@@ -44,6 +45,7 @@ from .consent import ConsentStore, required_scopes
 __all__ = [
     "MAX_ERROR_CHARS",
     "QUARANTINE_RULES",
+    "RERANKER_ID",
     "ConsentGate",
     "ConsentStore",
     "Engine",
@@ -65,6 +67,8 @@ __all__ = [
     "ProviderSpec",
     "ProviderState",
     "ProviderView",
+    "RerankOutcome",
+    "Reranker",
     "RestartPolicy",
     "StartAction",
     "StartDecision",

@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from hostd.compose import compose_for_prompt
+from hostd.compose import PrecomputedOrder, compose_for_prompt, strategy_from_wire
 from hostd.protocol import ContextFrame, FrameId
 
 from ._questions import Gold, Question
@@ -141,12 +141,17 @@ class Asked:
     caps: dict[str, float] | None = None
     #: The budget the outcomes report (0: each question's own, as recorded).
     reported_budget: int | None = None
+    #: The reranker's verdict on ``candidates`` (``context/query`` with ``rerank``).
+    verdict: Any = None
 
 
 def score_asked(asked: Asked, policies: Sequence[Policy]) -> list[Outcome]:
     """``asked`` under every policy, each provider alone (default policy) and ``(offered)``."""
     default = Policy("score", None)
-    out = [_recall(asked, asked.candidates, p, p.label, asked.degraded) for p in policies]
+    out = [
+        _recall(asked, asked.candidates, p, p.label, asked.degraded, asked.verdict)
+        for p in policies
+    ]
     out += [_recall(asked, c, default, alone(pid), d) for pid, c, d in asked.alone]
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
     offered = any(asked.hit(FrameId.of(pid, f), f) for pid, f in asked.candidates)
@@ -166,10 +171,32 @@ def _degraded(result: dict[str, Any]) -> bool:
     return any(r.get("status") != "ok" for r in result.get("providers") or ())
 
 
-def _recall(asked: Asked, candidates: Pairs, policy: Policy, label: str, degraded: bool) -> Outcome:
+def _asks_rerank(policy: Policy) -> bool:
+    strategy = policy.strategy
+    if strategy is None or isinstance(strategy, PrecomputedOrder):
+        return isinstance(strategy, PrecomputedOrder) and not strategy.judged
+    parsed = strategy_from_wire(strategy)
+    return isinstance(parsed, PrecomputedOrder) and not parsed.judged
+
+
+def _recall(
+    asked: Asked,
+    candidates: Pairs,
+    policy: Policy,
+    label: str,
+    degraded: bool,
+    verdict: Any = None,
+) -> Outcome:
     # Caps bind a mixed candidate set; a provider alone has the whole budget.
     caps = asked.caps if candidates is asked.candidates else None
-    composed = compose_for_prompt(candidates, asked.budget, strategy=policy.strategy, caps=caps)
+    strategy = policy.strategy
+    if verdict is not None and _asks_rerank(policy):
+        # The daemon's reranker judged this very candidate set (``context/query``); a
+        # verdict it could not give (a fallback other than a partial one) degrades the row.
+        strategy = strategy_from_wire(verdict)
+        reason = getattr(strategy, "reason", None)
+        degraded = degraded or reason not in (None, "partial")
+    composed = compose_for_prompt(candidates, asked.budget, strategy=strategy, caps=caps)
     by_id = {FrameId.of(pid, f): f for pid, f in candidates}
     hit = any(asked.hit(c.frame, by_id[c.frame]) for c in composed.citations)
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
@@ -177,11 +204,17 @@ def _recall(asked: Asked, candidates: Pairs, policy: Policy, label: str, degrade
 
 
 async def _query(
-    session: Session, question: Question, budget: int, providers: Sequence[str] | None
+    session: Session,
+    question: Question,
+    budget: int,
+    providers: Sequence[str] | None,
+    rerank: bool = False,
 ) -> dict[str, Any]:
     params: dict[str, Any] = {"goal": question.question, "budget": budget}
     if providers is not None:
         params["providers"] = list(providers)
+    if rerank:
+        params["rerank"] = True
     result: dict[str, Any] = await session.call("context/query", params)
     return result
 
@@ -193,12 +226,17 @@ async def run_eval(
     policies: Sequence[Policy],
     *,
     providers: Sequence[str] | None = None,
+    pool_budget: int | None = None,
 ) -> list[Outcome]:
     """Every question under every budget and policy, plus each provider alone.
 
     ``providers`` restricts the fan-out to a subset (default: every configured
-    provider). Outcomes come in question, budget, row order.
+    provider). ``pool_budget``: the fan-out is asked for that many tokens and each
+    composition packs its budget, so the effect of a larger pool is measurable.
+    ``rerank`` policies compose by the reranker's verdict on the same candidate set.
+    Outcomes come in question, budget, row order.
     """
+    rerank = any(_asks_rerank(p) for p in policies)
     outcomes: list[Outcome] = []
     for question in questions:
         gold = question.gold
@@ -207,10 +245,11 @@ async def run_eval(
             return holds_gold(frame, gold)
 
         for budget in budgets:
-            result = await _query(session, question, budget, providers)
+            pool = pool_budget or budget
+            result = await _query(session, question, pool, providers, rerank)
             singles = []
             for pid in sorted(r["provider_id"] for r in result.get("providers") or ()):
-                single = await _query(session, question, budget, [pid])
+                single = await _query(session, question, pool, [pid])
                 singles.append((pid, _candidates(single), _degraded(single)))
             asked = Asked(
                 question.id,
@@ -220,6 +259,7 @@ async def run_eval(
                 _degraded(result),
                 singles,
                 hit,
+                verdict=result.get("rerank"),
             )
             outcomes.extend(score_asked(asked, policies))
     return outcomes

@@ -41,12 +41,14 @@ from ._params import (
     ComposeParams,
     ConsentListParams,
     ConsentParams,
+    ContextQueryParams,
     FeedbackParams,
     NoParams,
     QueryParams,
     RestartParams,
     UsageParams,
 )
+from ._rerank import asks_rerank
 
 __all__ = [
     "DISPATCHER",
@@ -75,6 +77,13 @@ class DaemonState(Protocol):
     def provider_ids(self) -> frozenset[str]: ...
 
     def remember_usage(self, request_id: str, usage: dict[str, Any]) -> None: ...
+
+    async def rerank(
+        self,
+        query: str,
+        frames: Sequence[tuple[str, ContextFrame]],
+        requested: c.PrecomputedOrder | None = None,
+    ) -> c.PrecomputedOrder: ...
 
     async def record_shadow(
         self,
@@ -203,6 +212,9 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int) -> FanOut:
 def _overfetch(ctx: RequestContext, p: QueryParams) -> float:
     if p.overfetch is not None:
         return p.overfetch
+    reranked = ctx.daemon.config.reranker.overfetch
+    if reranked is not None and asks_rerank(getattr(p, "strategy", None)):
+        return float(reranked)  # [reranker] overfetch: a larger pool for the reranker
     return float(ctx.daemon.config.host.overfetch)
 
 
@@ -238,6 +250,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         budget,
     )
     fan = await _fan_out(ctx, p, floors.contested)
+    if isinstance(strategy, c.PrecomputedOrder):  # the rerank stage, before composition
+        strategy = await ctx.daemon.rerank(p.query_text or p.goal, fan.accepted, strategy)
     composed = c.compose_for_prompt(
         fan.accepted,
         budget,
@@ -277,10 +291,12 @@ def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
     return (-frame["score"], frame["id"], frame.get("content_digest") or "")
 
 
-async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
+async def context_query(ctx: RequestContext, p: ContextQueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
     fan = await _fan_out(ctx, p, budget)
     result: dict[str, Any] = fan.to_wire()
+    if p.rerank:  # the verdict as a strategy value: {"rerank": {order, model, …}}
+        result["rerank"] = (await ctx.daemon.rerank(p.query_text or p.goal, fan.accepted)).to_wire()
     result["providers"] = _reports(fan)
     # ``frames`` lists each provider's frames by FrameId; ``rank`` gives their ids in that
     # provider's own order, score descending (ordinal, F10), ties by FrameId: the order
@@ -360,7 +376,7 @@ async def cancel(ctx: RequestContext, p: CancelParams) -> None:
 
 METHODS: Mapping[str, Method] = {
     "context/compose": Method(ComposeParams, context_compose),
-    "context/query": Method(QueryParams, context_query),
+    "context/query": Method(ContextQueryParams, context_query),
     "providers/list": Method(NoParams, providers_list),
     "providers/restart": Method(RestartParams, providers_restart),
     "consent/grant": Method(ConsentParams, consent_grant),

@@ -38,9 +38,10 @@ from ._api import dispatch_one
 from ._connection import Connection, Limits
 from ._params import ComposeParams
 from ._repeats import RepeatedEvents
+from ._rerank import make_reranker, rerank_stage
 
 if TYPE_CHECKING:
-    from hostd.compose import ComposedPrompt
+    from hostd.compose import ComposedPrompt, PrecomputedOrder
     from hostd.engine import Host
     from hostd.protocol import ContextFrame
 
@@ -92,6 +93,8 @@ class Daemon:
         self.tcp_address: tuple[str, int] | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: Any = None
+        #: The ``[reranker]`` process (``hostd.engine.Reranker``), while the engine runs.
+        self.reranker: Any = None
         if config.shadow.enabled:
             from hostd.shadow import ShadowRecorder
 
@@ -104,6 +107,15 @@ class Daemon:
 
     def provider_ids(self) -> frozenset[str]:
         return self._provider_ids
+
+    async def rerank(
+        self,
+        query: str,
+        frames: Sequence[tuple[str, ContextFrame]],
+        requested: PrecomputedOrder | None = None,
+    ) -> PrecomputedOrder:
+        """The rerank stage (``_rerank``): a ``PrecomputedOrder``, never an error."""
+        return await rerank_stage(self.reranker, self.config.reranker, query, frames, requested)
 
     def remember_usage(self, request_id: str, usage: dict[str, Any]) -> None:
         # Serialised, not kept as an object graph: a report lists every served FrameId.
@@ -158,6 +170,8 @@ class Daemon:
         sessions = getattr(self.host, "session_stats", None)
         if callable(sessions):
             status["sessions"] = sessions()
+        if self.reranker is not None:  # its state and health, as a providers/list row
+            status["reranker"] = self.reranker.row()
         return status
 
     # -- in-flight accounting and stop ---------------------------------------------------
@@ -186,13 +200,39 @@ class Daemon:
     async def local(self) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process."""
         try:
-            async with self._make_host() as host:
-                self.host = host
+            async with self._engine():
                 yield LocalSession(self)
         finally:
             await self._close_shadow()
 
     # -- lifecycle ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _engine(self) -> AsyncIterator[Any]:
+        """The engine ``Host`` and, when configured, the reranker beside it (stopped first)."""
+        async with self._make_host() as host:
+            self.host = host
+            from hostd.engine import PoolSettings, RestartPolicy
+
+            cfg = self.config.host
+            reranker = make_reranker(
+                self.config.reranker,
+                PoolSettings(
+                    start=cfg.start_providers,
+                    handshake_timeout_s=self.config.reranker.start_timeout_ms / 1000,
+                    max_line_bytes=cfg.max_line_bytes,
+                    restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+                ),
+            )
+            if reranker is None:
+                yield host
+                return
+            async with reranker:
+                self.reranker = reranker
+                try:
+                    yield host
+                finally:
+                    self.reranker = None
 
     def _make_host(self) -> Any:
         if self._host_factory is not None:
@@ -250,8 +290,7 @@ class Daemon:
                     if isinstance(address, tuple):
                         self.tcp_address = (str(address[0]), int(address[1]))
                     listeners.append(("tcp", cast(SocketListener, sub)))
-            async with self._make_host() as host:
-                self.host = host
+            async with self._engine():
                 await self._serve(listeners, wire_fd, token, handle_signals, ready)
                 # A connect while the providers stop is refused at once, never left waiting.
                 for _, opened in listeners:

@@ -16,6 +16,7 @@ __all__ = [
     "ComposeParams",
     "ConsentListParams",
     "ConsentParams",
+    "ContextQueryParams",
     "FeedbackParams",
     "FloorParam",
     "FrameIdParam",
@@ -67,6 +68,11 @@ class QueryParams(_Params):
     overfetch: (
         Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] | None
     ) = None
+
+
+class ContextQueryParams(QueryParams):
+    #: Also ask the reranker for its order of the accepted frames (``result.rerank``).
+    rerank: Annotated[bool, Field(strict=True)] = False
 
 
 class ComposeParams(QueryParams):

@@ -23,7 +23,14 @@ from ._calibrate import (
 from ._feedback import Feedback, resolve_used
 from ._held import Held, build_record, hold
 from ._recorder import ShadowRecorder, shadow_path
-from ._replay import Replayed, live_strategy, recorded_frames, replay, replay_all
+from ._replay import (
+    Replayed,
+    live_strategy,
+    recorded_frames,
+    recorded_verdict,
+    replay,
+    replay_all,
+)
 from ._report import render_replay, replay_json, used_summary
 from ._store import Candidate, Recorded, ShadowStore
 
@@ -45,6 +52,7 @@ __all__ = [
     "load_calibration",
     "parse_calibration",
     "recorded_frames",
+    "recorded_verdict",
     "render_replay",
     "replay",
     "replay_all",

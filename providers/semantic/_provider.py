@@ -48,7 +48,7 @@ class SemanticProvider(Provider):
     done (a host gives this provider a generous timeout, or warms its cache).
     """
 
-    def __init__(self, index: SemanticIndex) -> None:
+    def __init__(self, index: SemanticIndex, fingerprint: str = FINGERPRINT) -> None:
         self.index = index
         self.info = ProviderInfo(
             name="hostd-semantic", version=VERSION, data_flow=DataFlow(reads=True)
@@ -56,7 +56,7 @@ class SemanticProvider(Provider):
         self.capabilities = Capabilities(
             query=QueryCapability(kinds=["snippet", "doc"]),
             verify=True,
-            embeddings_fingerprint=FINGERPRINT,  # E1
+            embeddings_fingerprint=fingerprint,  # E1
         )
         self._ready = threading.Event()
         self._failure: BaseException | None = None
@@ -128,6 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="re-check file mtimes at most this often (default: %(default)s)",
     )
     parser.add_argument(
+        "--model",
+        metavar="PATH_OR_NAME",
+        help="a sentence-transformers model directory (or a hub name where the hub is "
+        "reachable, with HF_HUB_OFFLINE=0) instead of the packaged all-MiniLM-L6-v2",
+    )
+    parser.add_argument(
         "--warm",
         action="store_true",
         help="build the index (filling the cache), print its size and exit",
@@ -139,10 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if reason is not None:
         print(f"providers.semantic: {reason}", file=sys.stderr)
         return 3
-    cache = EmbeddingCache(args.cache, FINGERPRINT, MiniLMEmbedder.dim)
+    embedder = MiniLMEmbedder(model=args.model)  # another model is loaded here, for its size
+    cache = EmbeddingCache(args.cache, embedder.fingerprint, embedder.dim)
     index = SemanticIndex(
         corpus_options(args),
-        MiniLMEmbedder(),
+        embedder,
         cache,
         min_score=args.min_score,
         refresh_interval_s=args.refresh_interval,
@@ -156,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
-    provider = SemanticProvider(index)
+    provider = SemanticProvider(index, embedder.fingerprint)
     provider.start()
     run_stdio(provider)
     # Interpreter teardown with torch loaded takes seconds; a host waiting on our exit

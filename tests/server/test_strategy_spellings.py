@@ -78,3 +78,28 @@ def test_the_cli_takes_the_same_spellings_and_names_a_bad_one(tmp_path: Any, mar
     done = _hostd_compose(str(config), "quota:two")
     assert done.returncode == 1
     assert "strategy quota needs an integer k" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_rerank_is_spelt_alike_by_the_cli_the_client_and_the_wire(
+    tmp_path: Any, marker: str
+) -> None:
+    from hostd.client import Client
+    from tests.server.test_rerank import reranker_table
+
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        + provider_table("alpha", marker)
+        + reranker_table("reverse", marker),
+        encoding="utf-8",
+    )
+    done = _hostd_compose(str(config), "rerank")
+    assert done.returncode == 0, done.stderr
+    cli = json.loads(done.stdout)["audit"]["policy"]["strategy_params"]["rerank"]
+    assert (cli["model"], cli["reason"]) == ("fixture@1", None)
+    with Client.spawn(config=str(config)) as client:  # the sync client over stdio
+        result = client.compose("x", strategy="rerank")
+        params = result["audit"]["policy"]["strategy_params"]
+        assert params["rerank"]["model"] == "fixture@1"
+        assert client.compose("x", strategy=params)["prompt"] == result["prompt"]
+    assert "strategy 'rerank' takes no parameters" in _hostd_compose(str(config), "rerank:x").stderr

@@ -1,0 +1,142 @@
+"""``Reranker``: the reranker process, run like a provider, asked for one verdict.
+
+The reranker is a child process on the JSON-RPC binding: it answers
+``context/handshake`` like a provider (its name and version; the handshake is
+its start deadline) and then ``rerank`` with ``{query, candidates: [{key, kind,
+title, content}]}``, replying ``{order: [key, …], model}``. Its life is a
+``ProviderPool`` of one slot, so it gets exactly a provider's lifecycle: lazy
+or boot start in the pool's task group, restart with backoff after a crash or
+a failed start (parked after the bounded attempts), restart when it misses its
+deadline three times in a row, the one teardown ladder, no orphans.
+
+This module does the I/O and reports what happened; it never reads the
+verdict's keys (``hostd.compose.RerankRequest`` does) and never fails a
+composition: every failure is a ``RerankOutcome`` with a reason code.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from hostd.errors import HostdError, ProviderCrashed, ProviderError
+from hostd.transport import JsonRpcClient
+
+from ._pool import PoolSettings, ProviderPool
+from ._spec import ProviderSpec
+
+__all__ = ["RERANKER_ID", "RerankOutcome", "Reranker"]
+
+log = structlog.get_logger("hostd.engine")
+
+#: The reranker's id in the log (``provider.stderr``, ``provider.start.failed`` …).
+RERANKER_ID = "reranker"
+
+
+class _Reply(BaseModel):
+    # A peer's wire: unknown members are ignored (U1); the keys are read by the caller.
+    model_config = ConfigDict(extra="ignore")
+
+    order: list[Any]
+    model: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class RerankOutcome:
+    """The reply's ``order`` and ``model``, or ``reason``/``detail`` when there is none.
+
+    ``reason``: ``unavailable`` (not started: a failed start, its backoff, parked),
+    ``starting`` (still starting at the deadline), ``timeout``, ``crashed`` (its
+    output ended mid-call), ``bad_reply`` (a line or a result of the wrong shape),
+    ``error`` (it answered with an error).
+    """
+
+    order: tuple[Any, ...] = ()
+    model: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+    latency_ms: float = 0.0
+
+
+class Reranker:
+    """``async with Reranker(spec, settings) as r: await r.rerank(query, cands, timeout_s)``."""
+
+    def __init__(self, spec: ProviderSpec, settings: PoolSettings) -> None:
+        self.pool = ProviderPool([spec], settings)
+        self.slot = self.pool.slots[spec.id]
+
+    async def __aenter__(self) -> Reranker:
+        await self.pool.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.pool.__aexit__(*exc_info)
+
+    def row(self) -> dict[str, Any]:
+        """Its state and health, as a ``providers/list`` row."""
+        return self.pool.row(self.slot)
+
+    async def rerank(
+        self, query: str, candidates: list[dict[str, Any]], timeout_s: float
+    ) -> RerankOutcome:
+        """One ``rerank`` call within ``timeout_s``, its start included."""
+        started = time.perf_counter()
+        outcome = await self._rerank(query, candidates, timeout_s, anyio.current_time() + timeout_s)
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        if outcome.reason is None:
+            log.info("rerank.done", candidates=len(candidates), model=outcome.model, latency_ms=ms)
+        else:
+            log.warning(
+                "rerank.failed", reason=outcome.reason, detail=outcome.detail, latency_ms=ms
+            )
+        return RerankOutcome(outcome.order, outcome.model, outcome.reason, outcome.detail, ms)
+
+    async def _rerank(
+        self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float
+    ) -> RerankOutcome:
+        pool, slot = self.pool, self.slot
+        ms = f"{timeout_s * 1000:.0f} ms"
+        conn = None
+        with anyio.move_on_after(timeout_s):
+            try:
+                conn = await pool.ensure(slot, deadline)
+            except HostdError as exc:
+                return RerankOutcome(reason="unavailable", detail=f"{exc.reason}: {exc.message}")
+        if conn is None:  # the start goes on in the pool's task group
+            return RerankOutcome(reason="starting", detail=f"not started within {ms}")
+        client = getattr(conn, "client", None)
+        if not isinstance(client, JsonRpcClient):
+            return RerankOutcome(reason="unavailable", detail="a reranker speaks JSON-RPC")
+        result: Any = None
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
+            try:
+                result = await client.call("rerank", {"query": query, "candidates": candidates})
+            except ProviderError as exc:  # it answered, with an error: alive and in sync
+                pool.record_leg(slot, "error", exc.message)
+                return RerankOutcome(reason="error", detail=exc.message)
+            except HostdError as exc:  # its stream ended or broke: restarted with backoff
+                pool.broken(slot, conn, exc)
+                reason = "crashed" if isinstance(exc, ProviderCrashed) else "bad_reply"
+                return RerankOutcome(reason=reason, detail=f"{exc.reason}: {exc.message}")
+        if waited.cancelled_caught:
+            # Counted like a provider's missed deadline: three in a row and it is restarted.
+            pool.record_leg(slot, "timeout", f"no verdict within {ms}")
+            return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}")
+        try:
+            reply = _Reply.model_validate(result)
+        except ValidationError as exc:
+            pool.record_leg(slot, "error", "bad rerank result")
+            # The field and what was expected, never the value it held.
+            what = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'result'}: {e['msg']}" for e in exc.errors()
+            )
+            return RerankOutcome(reason="bad_reply", detail=f"rerank result: {what}")
+        pool.record_leg(slot, "ok", None)
+        info = conn.info
+        model = reply.model or (f"{info.name}@{info.version}" if info is not None else None)
+        return RerankOutcome(tuple(reply.order), model)

@@ -1,0 +1,5 @@
+import sys
+
+from ._provider import main
+
+sys.exit(main())
