@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from hostd.compose import PrecomputedOrder, compose_for_prompt, strategy_from_wire
+from hostd.compose import PrecomputedOrder, Strategy, compose_for_prompt, strategy_from_wire
 from hostd.protocol import ContextFrame, FrameId
 
 from ._questions import Gold, Question
@@ -172,11 +172,11 @@ def _degraded(result: dict[str, Any]) -> bool:
 
 
 def _asks_rerank(policy: Policy) -> bool:
+    """Whether ``policy`` is the bare ``rerank`` (the reranker's verdict is to be asked)."""
     strategy = policy.strategy
-    if strategy is None or isinstance(strategy, PrecomputedOrder):
-        return isinstance(strategy, PrecomputedOrder) and not strategy.judged
-    parsed = strategy_from_wire(strategy)
-    return isinstance(parsed, PrecomputedOrder) and not parsed.judged
+    if strategy is not None and not isinstance(strategy, Strategy):
+        strategy = strategy_from_wire(strategy)
+    return isinstance(strategy, PrecomputedOrder) and not strategy.judged
 
 
 def _recall(
