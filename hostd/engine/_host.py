@@ -14,18 +14,19 @@ provider id and FrameId, never by arrival.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import structlog
 
-from hostd.errors import ShuttingDown
+from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderConnection, StderrPolicy
+from hostd.transport import DEFAULT_MAX_LINE_BYTES, OnProgress, ProviderConnection, StderrPolicy
 
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
@@ -44,6 +45,9 @@ log = structlog.get_logger("hostd.engine")
 
 #: ``on_leg_done`` callback: called with each report as its leg finishes (sync or async).
 LegDone = Callable[[LegReport], Awaitable[None] | None]
+#: ``on_progress`` callback: a provider's warm-up progress (sync or async).
+ProgressDone = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+T = TypeVar("T")
 
 
 class _Default(Enum):
@@ -76,7 +80,7 @@ class Host:
         untrusted: str = "exclude",
         start: str = "lazy",
         host_info: HostInfo | None = None,
-        handshake_timeout_s: float = 5.0,
+        start_timeout_s: float = 30.0,
         grace_period_s: float = 2.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         restart_policy: RestartPolicy | None = None,
@@ -85,7 +89,7 @@ class Host:
         settings = PoolSettings(
             start=start,
             host_info=host_info,
-            handshake_timeout_s=handshake_timeout_s,
+            start_timeout_s=start_timeout_s,
             grace_period_s=grace_period_s,
             max_line_bytes=max_line_bytes,
             restart_policy=restart_policy or RestartPolicy(),
@@ -143,6 +147,30 @@ class Host:
     async def stop_all(self) -> None:
         await self.pool.stop_all()
 
+    async def warm_all(self, on_progress: OnProgress | None = None) -> dict[str, str]:
+        """Start every provider and wait until each is ready, failed, or past its start
+        deadline (``hostd warm``); the readiness state of each, by provider id."""
+        if on_progress is not None:
+            self.pool.progress_listeners.append(on_progress)
+        states: dict[str, str] = {}
+        try:
+
+            async def one(slot: Slot) -> None:
+                try:
+                    conn = await self.pool.ready(slot)
+                except HostdError as exc:
+                    states[slot.spec.id] = f"{exc.reason}: {exc.message}"
+                else:
+                    states[slot.spec.id] = conn.readiness.state
+
+            async with anyio.create_task_group() as tg:
+                for slot in self.pool.slots.values():
+                    tg.start_soon(one, slot)
+        finally:
+            if on_progress is not None:
+                self.pool.progress_listeners.remove(on_progress)
+        return dict(sorted(states.items()))
+
     # -- fan-out -----------------------------------------------------------------------
 
     async def query_all(
@@ -155,6 +183,7 @@ class Host:
         timeout_ms: float | None = None,
         on_leg_done: LegDone | None = None,
         overfetch: float = 1.0,
+        on_progress: ProgressDone | None = None,
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
@@ -162,6 +191,8 @@ class Host:
         ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
         and B1 is judged against that asked figure (``LegReport.max_tokens``).
         ``timeout_ms`` caps every provider's deadline (its query and its verify).
+        ``on_progress(provider_id, progress)`` hears the selected providers' warm-up
+        progress while this fan-out runs.
         """
         if self.pool.closing:
             raise ShuttingDown("host is shutting down")
@@ -177,7 +208,7 @@ class Host:
         plan = plan_fan_out(
             query,
             global_budget,
-            [_view(slot) for slot in slots],
+            [_view(slot, wait_ready=timeout_ms is None) for slot in slots],
             self._consent,
             now=anyio.current_time(),
             overfetch=overfetch,
@@ -203,11 +234,51 @@ class Host:
                 except Exception as exc:  # a callback never breaks the fan-out
                     log.warning("engine.on_leg_done.failed", error=repr(exc))
 
-        replies = await run_fan_out(plan, self.pool, self._consent, on_reply)
+        if on_progress is None:
+            replies = await run_fan_out(plan, self.pool, self._consent, on_reply)
+        else:
+            replies = await self._with_progress(
+                {s.spec.id for s in slots},
+                on_progress,
+                run_fan_out(plan, self.pool, self._consent, on_reply),
+            )
         fan = judge(plan, judged)
         if stage is not None:
             await self._verify(stage, fan, verify, replies)
         return fan
+
+    async def _with_progress(
+        self, chosen: set[str], on_progress: ProgressDone, work: Awaitable[T]
+    ) -> T:
+        """Run ``work`` while the chosen providers' progress goes to ``on_progress``: heard
+        in a read callback, handed over through a small buffer (a full one drops a step,
+        the next one says as much) to a task that may await the callback."""
+        send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](64)
+
+        def listener(provider_id: str, progress: dict[str, Any]) -> None:
+            if provider_id in chosen:
+                with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
+                    send.send_nowait((provider_id, progress))
+
+        async def forward() -> None:
+            async with receive:
+                async for provider_id, progress in receive:
+                    try:
+                        out = on_progress(provider_id, progress)
+                        if inspect.isawaitable(out):
+                            await out
+                    except Exception as exc:  # a callback never breaks the fan-out
+                        log.warning("engine.on_progress.failed", error=repr(exc))
+
+        self.pool.progress_listeners.append(listener)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(forward)
+                async with send:
+                    result = await work
+        finally:
+            self.pool.progress_listeners.remove(listener)
+        return result
 
     async def _verify(
         self,
@@ -260,10 +331,12 @@ class Host:
         return self.pool.slots[provider_id].conn
 
 
-def _view(slot: Slot) -> ProviderView:
+def _view(slot: Slot, *, wait_ready: bool = False) -> ProviderView:
     conn = slot.live()
     if conn is None or conn.info is None or conn.capabilities is None:
         return ProviderView(slot.spec)
+    if wait_ready and conn.readiness.warming:
+        return ProviderView(slot.spec)  # a ``start`` leg: it waits for readiness first
     return ProviderView(slot.spec, conn.info, conn.capabilities)
 
 

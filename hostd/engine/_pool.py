@@ -24,7 +24,7 @@ from anyio.abc import TaskGroup
 from hostd import __version__
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown, UnknownProvider
 from hostd.protocol import HandshakeAck, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderConnection, StderrPolicy
+from hostd.transport import DEFAULT_MAX_LINE_BYTES, OnProgress, ProviderConnection, StderrPolicy
 
 from ._health import (
     Health,
@@ -50,7 +50,9 @@ class PoolSettings:
 
     start: str = "lazy"
     host_info: HostInfo | None = None
-    handshake_timeout_s: float = 5.0
+    #: A start's deadline (spawn and handshake), unless the provider's spec names its own;
+    #: a request naming no timeout also waits up to it for the provider to be ready.
+    start_timeout_s: float = 30.0
     grace_period_s: float = 2.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     restart_policy: RestartPolicy = RestartPolicy()
@@ -71,7 +73,7 @@ class _Start:
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
-    __slots__ = ("conn", "health", "last_ack", "spec", "starting")
+    __slots__ = ("conn", "health", "last_ack", "spec", "start_deadline", "starting")
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
@@ -79,13 +81,20 @@ class Slot:
         self.health = Health()
         self.last_ack: HandshakeAck | None = None
         self.starting: _Start | None = None
+        #: When the last start's deadline ends (anyio time): up to then it is never killed,
+        #: and a request naming no timeout waits for its readiness.
+        self.start_deadline: float | None = None
 
     @property
     def state(self) -> ProviderState:
-        """The recorded state, or ``crashed`` for a process that died since its last leg."""
+        """The recorded state, or ``crashed`` for a process that died since its last leg,
+        or ``warming`` for a running one that is not ready yet."""
         state = self.health.state
-        if state is ProviderState.READY and (self.conn is None or not self.conn.alive):
-            return ProviderState.CRASHED
+        if state is ProviderState.READY:
+            if self.conn is None or not self.conn.alive:
+                return ProviderState.CRASHED
+            if self.conn.readiness.warming:
+                return ProviderState.WARMING
         return state
 
     def live(self) -> ProviderConnection | None:
@@ -110,6 +119,8 @@ class ProviderPool:
         self.closing = False
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
+        #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
+        self.progress_listeners: list[OnProgress] = []
 
     async def __aenter__(self) -> ProviderPool:
         stack = AsyncExitStack()
@@ -149,7 +160,7 @@ class ProviderPool:
 
         async def one(slot: Slot) -> None:
             try:
-                with anyio.fail_after(s.handshake_timeout_s + s.grace_period_s):
+                with anyio.fail_after(self.start_timeout(slot) + s.grace_period_s):
                     await self.ensure(slot)
             except (HostdError, TimeoutError) as exc:
                 log.warning("provider.start.failed", provider=slot.spec.id, error=str(exc))
@@ -206,6 +217,34 @@ class ProviderPool:
             self._tg.start_soon(self._start, slot, start)
             await self._join(start)
 
+    def start_timeout(self, slot: Slot) -> float:
+        return slot.spec.start_timeout_s or self.settings.start_timeout_s
+
+    async def ready(self, slot: Slot) -> ProviderConnection:
+        """The connection once the provider is ready (or failed its warm-up), waiting no
+        longer than its start deadline; past that, the connection as it is (warming)."""
+        conn = await self.ensure(slot, anyio.current_time() + self.start_timeout(slot))
+        deadline = slot.start_deadline
+        if conn.readiness.warming and deadline is not None:
+            with anyio.move_on_at(deadline):
+                await conn.readiness.settled.wait()
+        return conn
+
+    def _on_progress(self, provider_id: str, progress: dict[str, Any]) -> None:
+        """A provider's ``context/progress``: logged, then told to every listener."""
+        state = progress.get("state", "warming")
+        if state == "ready":
+            log.info("provider.ready", provider=provider_id, message=progress.get("message"))
+        elif state == "failed":
+            log.warning("provider.warm.failed", provider=provider_id, error=progress.get("message"))
+        else:
+            log.info("provider.progress", provider=provider_id, **progress)
+        for listener in list(self.progress_listeners):
+            try:
+                listener(provider_id, progress)
+            except Exception as exc:  # a listener never breaks the provider's stream
+                log.warning("provider.progress.listener_failed", error=repr(exc))
+
     @staticmethod
     async def _join(start: _Start) -> None:
         await start.done.wait()
@@ -216,6 +255,8 @@ class ProviderPool:
         """Spawn and handshake in the pool's task group, bounded by the handshake timeout."""
         assert self._tg is not None
         spec, s = slot.spec, self.settings
+        timeout = self.start_timeout(slot)
+        slot.start_deadline = anyio.current_time() + timeout
         try:
             conn = await ProviderConnection.open(
                 spec.id,
@@ -225,10 +266,11 @@ class ProviderPool:
                 env=spec.env,
                 cwd=spec.cwd,
                 host=self.host_info,
-                handshake_timeout=s.handshake_timeout_s,
+                handshake_timeout=timeout,
                 grace=s.grace_period_s,
                 max_line_bytes=s.max_line_bytes,
                 stderr_policy=s.stderr_policy,
+                on_progress=self._on_progress,
             )
         except HostdError as exc:
             self.record_failure(slot, exc)
@@ -262,7 +304,10 @@ class ProviderPool:
         its process is torn down in the pool's task group and the next request starts
         a fresh one, after the backoff the failure earns."""
         slot.health = record_leg(slot.health, status, error=error)
-        if is_hung(slot.health, self.settings.restart_policy) and slot.conn is not None:
+        conn = slot.conn
+        if conn is not None and conn.readiness.warming:
+            return  # building its index: never "hung" (it said so, _readiness)
+        if is_hung(slot.health, self.settings.restart_policy) and conn is not None:
             n = slot.health.consecutive_timeouts
             log.warning("provider.hung.restart", provider=slot.spec.id, timeouts=n)
             slot.health = record_failure(
@@ -293,6 +338,8 @@ class ProviderPool:
         ack, conn = slot.last_ack, slot.conn
         health = slot.health.to_wire()
         if conn is not None:
+            health["readiness"] = conn.readiness.state
+            health["progress"] = dict(conn.readiness.progress)
             health["pid"] = conn.child.pid
             health["stderr_lines"] = conn.child.stderr_lines
             health["stderr_suppressed"] = conn.child.stderr_suppressed

@@ -36,6 +36,9 @@ class LegStatus(StrEnum):
     QUARANTINED = "quarantined"
     NO_CONSENT = "no_consent"
     SKIPPED = "skipped"
+    #: Started (or starting) but not ready yet: an index to build. Never a fault: it
+    #: counts toward no restart, backoff or hang (``_health``).
+    WARMING = "warming"
 
 
 def honest_cost(frame: ContextFrame) -> int:

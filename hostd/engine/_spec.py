@@ -27,6 +27,10 @@ class ProviderSpec:
     #: "exclude" | "include" for frames whose ``file`` provenance lies outside every
     #: trusted root; ``None``: the host's setting.
     untrusted: str | None = None
+    #: Seconds its start (spawn and handshake) may take before it is killed; ``None``:
+    #: the host's ``start_timeout_s``. A request naming no timeout waits up to this for
+    #: the provider to be ready.
+    start_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -41,6 +45,8 @@ class ProviderSpec:
             raise ValueError(f"provider {self.id!r}: untrusted must be 'exclude' or 'include'")
         if self.weight < 0:
             raise ValueError(f"provider {self.id!r}: weight must not be negative")
+        if self.start_timeout_s is not None and not self.start_timeout_s > 0:
+            raise ValueError(f"provider {self.id!r}: start_timeout_s must be positive")
         object.__setattr__(self, "command", tuple(str(c) for c in self.command))
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "trusted_roots", tuple(self.trusted_roots))
@@ -58,4 +64,5 @@ class ProviderSpec:
             cwd=getattr(settings, "cwd", None),
             trusted_roots=list(getattr(settings, "trusted_roots", []) or []),
             untrusted=getattr(settings, "untrusted", None),
+            start_timeout_s=getattr(settings, "start_timeout_s", None),
         )

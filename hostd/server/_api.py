@@ -240,6 +240,17 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
                 },
             )
 
+    more: dict[str, Any] = {}
+    if p.progress_token is not None:
+        token = p.progress_token
+
+        async def on_progress(provider_id: str, progress: dict[str, Any]) -> None:
+            # A provider warming up: its own figures, apart from the legs' done/total.
+            params = {"progress_token": token, "provider": provider_id, "status": "warming"}
+            await ctx.notify("$/progress", {**params, "warming": progress})
+
+        more["on_progress"] = on_progress
+
     fan = await ctx.daemon.query_all(
         query,
         provider_budget,
@@ -248,6 +259,7 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
         timeout_ms=p.timeout_ms,
         on_leg_done=on_leg_done,
         overfetch=_overfetch(ctx, p),
+        **more,
     )
     log_legs(log, fan.reports)
     return fan

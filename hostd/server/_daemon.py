@@ -191,6 +191,7 @@ class Daemon:
             host_roots=cfg.host.trusted_roots,
             untrusted=cfg.host.untrusted,
             start=cfg.host.start_providers,
+            start_timeout_s=cfg.host.start_timeout_s,
             max_line_bytes=cfg.host.max_line_bytes,
         )
 

@@ -15,6 +15,7 @@ from ._connection import Binding, BindingClient, ProviderConnection
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
+from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
 from ._teardown import stop_process
 
 __all__ = [
@@ -26,9 +27,12 @@ __all__ = [
     "ChildProcess",
     "JsonRpcClient",
     "LineReader",
+    "OnProgress",
+    "PROGRESS_METHOD",
     "Pending",
     "PendingTable",
     "ProviderConnection",
+    "Readiness",
     "StartedCall",
     "StderrPolicy",
     "encode_line",

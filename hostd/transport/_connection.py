@@ -45,6 +45,7 @@ from ._cgp import CgpClient
 from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._jsonrpc import JsonRpcClient
 from ._process import ChildProcess, StderrPolicy
+from ._readiness import OnProgress, Readiness
 
 __all__ = ["Binding", "BindingClient", "ProviderConnection"]
 
@@ -123,6 +124,7 @@ class ProviderConnection:
         client: JsonRpcClient | CgpClient,
         scope: anyio.CancelScope,
         grace: float,
+        on_progress: OnProgress | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.child = child
@@ -131,6 +133,11 @@ class ProviderConnection:
         self._grace = grace
         self.ack: HandshakeAck | None = None
         self.closed = False
+        #: Warming until the provider says it is ready (``_readiness``); fed from the
+        #: first line on, as a provider may report progress before its handshake reply.
+        self.readiness = Readiness(provider_id, on_progress)
+        if isinstance(client, JsonRpcClient):
+            client.on_notification = self.readiness.on_notification
 
     def __repr__(self) -> str:
         return (
@@ -171,10 +178,13 @@ class ProviderConnection:
         grace: float = 2.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_policy: StderrPolicy | None = None,
+        on_progress: OnProgress | None = None,
     ) -> ProviderConnection:
-        """Spawn and handshake. Raises ``HandshakeFailed``/``IncompatibleVersion`` (with
-        ``data["violations"]``), ``ProviderTimeout`` or ``ProviderCrashed``; on any failure
-        the child is already torn down. Background tasks run in ``task_group``."""
+        """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
+        told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
+        ``IncompatibleVersion`` (with ``data["violations"]``), ``ProviderTimeout`` or
+        ``ProviderCrashed``; on any failure the child is already torn down. Background
+        tasks run in ``task_group``."""
         if binding not in ("jsonrpc", "cgp"):
             raise ValueError(f"unknown binding {binding!r}")
         try:
@@ -185,7 +195,14 @@ class ProviderConnection:
             raise ProviderCrashed(f"cannot start provider: {exc}") from exc
         try:
             conn: ProviderConnection = await start_in_clean_context(
-                task_group, cls._serve, provider_id, child, binding, grace, max_line_bytes
+                task_group,
+                cls._serve,
+                provider_id,
+                child,
+                binding,
+                grace,
+                max_line_bytes,
+                on_progress,
             )
         except BaseException:
             await child.aclose(grace=grace)  # never leave a spawned child behind
@@ -206,6 +223,7 @@ class ProviderConnection:
             await conn.aclose()
             raise
         conn.ack = ack
+        conn.readiness.handshake(getattr(conn.client, "handshake_result", None))
         log.info(
             "provider.handshake.ok",
             provider=provider_id,
@@ -223,6 +241,7 @@ class ProviderConnection:
         binding: Binding,
         grace: float,
         max_line_bytes: int,
+        on_progress: OnProgress | None,
         *,
         task_status: TaskStatus[ProviderConnection],
     ) -> None:
@@ -231,7 +250,7 @@ class ProviderConnection:
             None, child.send, provider_id=provider_id, send_nowait=child.send_nowait
         )
         with anyio.CancelScope() as scope:
-            conn = cls(provider_id, child, client, scope, grace)
+            conn = cls(provider_id, child, client, scope, grace, on_progress)
             try:
                 async with anyio.create_task_group() as tg:
                     child.start_pumps(tg)
