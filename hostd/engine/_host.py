@@ -208,7 +208,7 @@ class Host:
         plan = plan_fan_out(
             query,
             global_budget,
-            [_view(slot, wait_ready=timeout_ms is None) for slot in slots],
+            [_view(slot) for slot in slots],
             self._consent,
             now=anyio.current_time(),
             overfetch=overfetch,
@@ -331,11 +331,11 @@ class Host:
         return self.pool.slots[provider_id].conn
 
 
-def _view(slot: Slot, *, wait_ready: bool = False) -> ProviderView:
+def _view(slot: Slot) -> ProviderView:
     conn = slot.live()
     if conn is None or conn.info is None or conn.capabilities is None:
         return ProviderView(slot.spec)
-    if wait_ready and conn.readiness.warming:
+    if conn.readiness.warming:
         return ProviderView(slot.spec)  # a ``start`` leg: it waits for readiness first
     return ProviderView(slot.spec, conn.info, conn.capabilities)
 

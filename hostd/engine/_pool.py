@@ -220,13 +220,15 @@ class ProviderPool:
     def start_timeout(self, slot: Slot) -> float:
         return slot.spec.start_timeout_s or self.settings.start_timeout_s
 
-    async def ready(self, slot: Slot) -> ProviderConnection:
+    async def ready(self, slot: Slot, deadline: float | None = None) -> ProviderConnection:
         """The connection once the provider is ready (or failed its warm-up), waiting no
-        longer than its start deadline; past that, the connection as it is (warming)."""
-        conn = await self.ensure(slot, anyio.current_time() + self.start_timeout(slot))
-        deadline = slot.start_deadline
-        if conn.readiness.warming and deadline is not None:
-            with anyio.move_on_at(deadline):
+        longer than its start deadline; past that, the connection as it is (warming).
+        ``deadline``: the caller's own, for a backoff (``ensure``); its scope bounds the rest."""
+        if deadline is None:
+            deadline = anyio.current_time() + self.start_timeout(slot)
+        conn = await self.ensure(slot, deadline)
+        if conn.readiness.warming and slot.start_deadline is not None:
+            with anyio.move_on_at(slot.start_deadline):
                 await conn.readiness.settled.wait()
         return conn
 

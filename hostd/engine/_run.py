@@ -167,9 +167,9 @@ class _Runner:
                 if isinstance(written, HostdError):
                     raise written
                 call = written
-                if started:  # a ``start`` leg
-                    if conn is None:
-                        conn = await self.pool.ensure(slot, leg.deadline)
+                if started:  # a ``start`` leg: not running, or not ready yet
+                    if conn is None:  # ready within this leg's bound, or warming at its end
+                        conn = await self.pool.ready(slot, leg.deadline)
                     assert conn.info is not None and conn.capabilities is not None
                     query, missing = gate(
                         query, leg.provider_id, conn.info, conn.capabilities, self.consent
@@ -182,8 +182,10 @@ class _Runner:
             if scope.cancelled_caught:
                 raise TimeoutError
         except TimeoutError:
-            if conn is None:  # still starting: the start (in the pool) goes on without us
-                return self.warming(leg, query, "starting", "provider starting")
+            if conn is None:
+                conn = slot.live()  # handshaken while we waited for its readiness?
+                if conn is None:  # still starting: the start (in the pool) goes on without us
+                    return self.warming(leg, query, "starting", "provider starting")
             if conn.readiness.warming:
                 return self.warming(leg, query, "warming", "provider warming")
             if not conn.alive and slot.conn is conn:

@@ -31,7 +31,7 @@ async def fan_out(
     kw: dict[str, Any] = {
         "start": "boot",
         "grace_period_s": 1.0,
-        "handshake_timeout_s": 20.0,
+        "start_timeout_s": 20.0,
         "max_line_bytes": 64 * 1024,
         "restart_policy": RestartPolicy(base_delay_s=0.01),
     }
@@ -76,7 +76,7 @@ async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> Non
     # The hung-provider restart is off: the same stuck process must meet every request.
     keep = RestartPolicy(max_consecutive_timeouts=0)
     async with Host(
-        specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3, restart_policy=keep
+        specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3, restart_policy=keep
     ) as host:
         first = host.connection(ADV)
         with anyio.fail_after(120):  # a blocked write would hang here, not fail a report
@@ -94,7 +94,7 @@ async def test_a_cancelled_fan_out_leaves_no_request_pending() -> None:
     # The request goes out before any leg task runs; cancelled at once (and later,
     # mid-wait), each leg still gives its id up, so nothing lingers on the connection.
     specs = [adversary("hang", ADV, timeout_ms=30_000)]
-    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+    async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         conn = host.connection(ADV)
         assert conn is not None
         with anyio.CancelScope() as scope:
@@ -226,7 +226,7 @@ async def test_frames_outside_as_of_quarantine_the_reply() -> None:
 
 
 async def test_a_slow_handshake_times_out_instead_of_hanging() -> None:
-    fan, _, listed = await fan_out("slow_handshake", host_kw={"handshake_timeout_s": 1.0})
+    fan, _, listed = await fan_out("slow_handshake", host_kw={"start_timeout_s": 1.0})
     assert adv(fan).status is LegStatus.TIMEOUT
     assert adv(fan).error_code == "handshake_timeout"
     assert {p["id"]: p for p in listed}[ADV]["info"] is None
@@ -258,7 +258,7 @@ async def test_legs_written_early_each_keep_their_own_deadline() -> None:
         adversary("hang", "hang-long", timeout_ms=1500),
     ]
     order: list[str] = []
-    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+    async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         fan = await host.query_all(query(), 1000, on_leg_done=lambda r: order.append(r.provider_id))
         for pid in ("hang-short", "hang-long", "slow"):
             assert host.connection(pid).client.in_flight == 0  # type: ignore[union-attr]
@@ -289,7 +289,7 @@ async def test_a_slow_leg_callback_holds_up_no_other_leg_and_is_not_cut_short() 
             await anyio.sleep(2.0)
         completed.append(report.provider_id)
 
-    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+    async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         fan = await host.query_all(query(), 1000, on_leg_done=slow_callback)
     assert fan.reports["fast"].status is LegStatus.OK
     assert fan.reports["hang"].status is LegStatus.TIMEOUT
