@@ -1,0 +1,132 @@
+"""First use: a cold daemon over the default config's providers answers its first
+request with evidence (fresh state and cache dirs, real child processes).
+
+The config is ``config/hostd.toml``'s two providers over this checkout, with the
+memory database, the state dir and the caches moved under the test's own folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.client import Client
+
+from ._stdio import REPO, child_env
+
+pytestmark = pytest.mark.slow
+
+GOAL = "how is the config loaded?"
+
+
+def _config(tmp_path: Path) -> Path:
+    cache = tmp_path / "cache"
+    files = ["python", "-m", "providers.files", "--root", ".", "--cache", str(cache / "files")]
+    memory = ["python", "-m", "providers.memory", "--db", str(tmp_path / "memory.db")]
+    text = (
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'trusted_roots = ["{REPO}"]\n\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
+    )
+    for pid, command in (("files", files), ("memory", memory)):
+        text += (
+            f'\n[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\n'
+            f'cwd = "{REPO}"\ntrusted_roots = ["{REPO}"]\n'
+        )
+    path = tmp_path / "hostd.toml"
+    path.write_text(text)
+    return path
+
+
+def _legs(result: dict[str, Any]) -> dict[str, str]:
+    return {p["provider_id"]: p["status"] for p in result["providers"]}
+
+
+def test_the_first_request_to_a_cold_daemon_returns_evidence(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert not (tmp_path / "state").exists()
+    with Client.spawn(config, env=child_env(), cwd=REPO) as client:
+        first = client.compose(GOAL, budget=1500)  # names no timeout_ms: waits for readiness
+        assert _legs(first)["files"] == "ok", first["providers"]
+        assert first["prompt"].strip() and first["citations"]
+
+
+def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "context/compose",
+            "params": {"goal": GOAL, "budget": 1500},
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"],
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+        timeout=300,  # a hang guard
+        check=True,
+    )
+    reply = json.loads(out.stdout.splitlines()[0])
+    assert reply["id"] == 1 and reply["result"]["prompt"].strip(), reply
+    assert _legs(reply["result"])["files"] == "ok"
+
+
+def test_one_shot_compose_on_a_cold_start_prints_evidence(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    env = child_env()
+    env.pop("HOSTD_CONFIG", None)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hostd",
+            "compose",
+            GOAL,
+            "--budget",
+            "1500",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,  # a hang guard
+        check=True,
+    )
+    assert "```" in out.stdout or out.stdout.strip()
+    assert "files=ok(" in out.stderr, out.stderr
+
+
+def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path: Path) -> None:
+    # The gated provider cannot be ready: the leg must say warming, within its bound.
+    gate = tmp_path / "gate"
+    command = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(gate)]
+    text = (
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'\n[[provider]]\nid = "gated"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+    )
+    config = tmp_path / "hostd.toml"
+    config.write_text(text)
+    with Client.spawn(config, env=child_env(), cwd=REPO) as client:
+        first = client.compose(GOAL, budget=500, timeout_ms=300)
+        listed = client.call("providers/list", {})["providers"][0]
+        gate.touch()
+        after = client.compose(GOAL, budget=500)
+        again = client.call("providers/list", {})["providers"][0]
+    assert _legs(first) == {"gated": "warming"}
+    assert first["providers"][0]["error"]["code"] in ("starting", "warming")
+    assert listed["state"] in ("warming", "idle")
+    assert _legs(after) == {"gated": "ok"} and after["prompt"].strip()
+    assert again["health"]["restarts"] == 0 and again["health"]["starts"] == 1
+    assert os.getpid() != again["health"]["pid"]
