@@ -19,6 +19,7 @@ import anyio
 import orjson
 
 import hostd
+from hostd._progress_bars import ProgressBars, add_warm_command, forward_progress, warm_command
 from hostd._quality_commands import (
     add_quality_commands,
     caps_arg,
@@ -154,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_quality_commands(sub, common, _connect_arg)
 
+    add_warm_command(sub, common)
+
     check = sub.add_parser(
         "check-provider",
         help="drive a provider through the protocol and print a pass/fail table",
@@ -203,8 +206,12 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 @contextlib.asynccontextmanager
-async def _session(cfg: Config, connect: str | None) -> AsyncIterator[Any]:
-    """An object with ``call(method, params)``: a running daemon, or one in-process."""
+async def _session(
+    cfg: Config, connect: str | None, bars: ProgressBars | None = None
+) -> AsyncIterator[Any]:
+    """An object with ``call(method, params)``: a running daemon, or one in-process.
+    ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
+    the daemon for it per request)."""
     if connect is not None:
         from hostd.client import connect as connect_socket
 
@@ -217,8 +224,15 @@ async def _session(cfg: Config, connect: str | None) -> AsyncIterator[Any]:
         cfg = cfg.model_copy(
             update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
         )
-        async with Daemon(cfg).local() as local:
-            yield local
+        daemon = Daemon(cfg)
+        async with daemon.local() as local:
+            if bars is not None and daemon.host is not None:
+                daemon.host.pool.progress_listeners.append(bars)
+            try:
+                yield local
+            finally:
+                if bars is not None:
+                    bars.close()
 
 
 def _print_json(value: Any) -> None:
@@ -292,8 +306,13 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     }
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
-    async with _session(cfg, args.connect) as s:
-        result = await s.call("context/compose", params)
+    bars = ProgressBars()
+    async with _session(cfg, args.connect, bars) as s:
+        if args.connect is not None and bars.enabled:  # the daemon forwards its progress
+            forward = forward_progress(bars)
+            result = await s.call("context/compose", params, on_progress=forward)
+        else:
+            result = await s.call("context/compose", params)
     note = overfetch_note(result)
     if note:
         sys.stderr.write(f"hostd: note: {note}\n")
@@ -396,6 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": eval_command,
             "providers": _providers,
             "consent": _consent,
+            "warm": warm_command,
         }[args.command]
         return anyio.run(runner, cfg, args, backend="asyncio")
     except BaseExceptionGroup as group:
