@@ -26,6 +26,7 @@ from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
 from .._corpus import verify_chunk
+from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
     EmbeddingCache,
@@ -48,8 +49,10 @@ class SemanticProvider(Provider):
     each embedded batch is reported to the host as progress.
     """
 
-    def __init__(self, index: SemanticIndex) -> None:
+    def __init__(self, index: SemanticIndex, corpus_cache: Path | None = None) -> None:
         self.index = index
+        #: Where the chunks persist (``_corpus_cache``): a restart re-reads only changes.
+        self.corpus_cache = corpus_cache
         self.info = ProviderInfo(
             name="hostd-semantic", version=VERSION, data_flow=DataFlow(reads=True)
         )
@@ -65,7 +68,15 @@ class SemanticProvider(Provider):
         # Load the model first, even when every chunk vector is cached, so the first
         # query does not pay for it.
         self.index.embedder.encode(["warm-up"])
+        corpus, cache = self.index.corpus, self.corpus_cache
+        if cache is not None:
+            load_corpus(corpus, cache)
         self.index.refresh(force=True, progress=progress)
+        if cache is not None and corpus.reads:
+            try:
+                save_corpus(corpus, cache)
+            except OSError:  # a cache that cannot be written costs the next start only
+                pass
         print(
             f"providers.semantic: {self.index.chunk_count} chunks indexed "
             f"({self.index.embedded_last} embedded) in "
@@ -141,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
-    run_stdio(SemanticProvider(index))
+    corpus_cache = args.cache.parent / f"corpus-{corpus_key(index.corpus)}.json"
+    run_stdio(SemanticProvider(index, corpus_cache))
     # Interpreter teardown with torch loaded takes seconds; a host waiting on our exit
     # after context/shutdown should not. Everything durable (the cache) is committed.
     sys.stdout.flush()

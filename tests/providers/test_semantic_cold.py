@@ -81,3 +81,13 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
     assert (health.starts, health.restarts) == (1, 0)
     embed = [n for n in notes if n.get("phase") == "embed"]
     assert embed and embed[-1].get("total") == CHUNKS
+
+    # A restart is warm: its chunks and vectors come from the caches, nothing is embedded.
+    again: list[dict[str, Any]] = []
+    with anyio.fail_after(600):  # a hang guard
+        async with Host([spec], start="lazy") as host:
+            host.pool.progress_listeners.append(lambda _pid, note: again.append(note))
+            states = await host.warm_all()
+    assert states == {"semantic": "ready"}
+    assert not [n for n in again if n.get("phase") == "embed"], again
+    assert list(tmp_path.glob("corpus-*.json"))
