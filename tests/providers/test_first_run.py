@@ -1,9 +1,6 @@
-"""First use: a cold daemon over the default config's providers answers its first
-request with evidence (fresh state and cache dirs, real child processes).
-
-The config is ``config/hostd.toml``'s two providers over this checkout, with the
-memory database, the state dir and the caches moved under the test's own folder.
-"""
+"""First use: a cold daemon over the default config answers its first request with
+evidence (``config/hostd.toml`` as shipped, a fresh home, so empty state and cache
+dirs; real child processes)."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from typing import Any
 import pytest
 
 from hostd.client import Client
+from hostd.config import DEFAULT_CONFIG_PATH
 
 from ._stdio import REPO, child_env
 
@@ -25,22 +23,15 @@ pytestmark = pytest.mark.slow
 GOAL = "how is the config loaded?"
 
 
-def _config(tmp_path: Path) -> Path:
-    cache = tmp_path / "cache"
-    files = ["python", "-m", "providers.files", "--root", ".", "--cache", str(cache / "files")]
-    memory = ["python", "-m", "providers.memory", "--db", str(tmp_path / "memory.db")]
-    text = (
-        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
-        f'trusted_roots = ["{REPO}"]\n\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
-    )
-    for pid, command in (("files", files), ("memory", memory)):
-        text += (
-            f'\n[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\n'
-            f'cwd = "{REPO}"\ntrusted_roots = ["{REPO}"]\n'
-        )
-    path = tmp_path / "hostd.toml"
-    path.write_text(text)
-    return path
+def _home(tmp_path: Path) -> dict[str, str]:
+    """A fresh home: the daemon's state dir, the memory database and the files cache all
+    land under it (the providers see ``HOME`` through the environment allow-list)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = child_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(home / "run")})
+    for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "HOSTD_CONFIG"):
+        env.pop(name, None)
+    return env
 
 
 def _legs(result: dict[str, Any]) -> dict[str, str]:
@@ -48,16 +39,16 @@ def _legs(result: dict[str, Any]) -> dict[str, str]:
 
 
 def test_the_first_request_to_a_cold_daemon_returns_evidence(tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    assert not (tmp_path / "state").exists()
-    with Client.spawn(config, env=child_env(), cwd=REPO) as client:
+    env = _home(tmp_path)
+    with Client.spawn(
+        DEFAULT_CONFIG_PATH, env=env, cwd=tmp_path, stderr=subprocess.DEVNULL
+    ) as client:
         first = client.compose(GOAL, budget=1500)  # names no timeout_ms: waits for readiness
         assert _legs(first)["files"] == "ok", first["providers"]
         assert first["prompt"].strip() and first["citations"]
 
 
 def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path) -> None:
-    config = _config(tmp_path)
     line = json.dumps(
         {
             "jsonrpc": "2.0",
@@ -67,12 +58,12 @@ def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_pat
         }
     )
     out = subprocess.run(
-        [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"],
+        [sys.executable, "-m", "hostd", "serve", "--stdio"],  # the embedded default config
         input=line + "\n",
         capture_output=True,
         text=True,
-        cwd=REPO,
-        env=child_env(),
+        cwd=tmp_path,
+        env=_home(tmp_path),
         timeout=300,  # a hang guard
         check=True,
     )
@@ -82,29 +73,17 @@ def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_pat
 
 
 def test_one_shot_compose_on_a_cold_start_prints_evidence(tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    env = child_env()
-    env.pop("HOSTD_CONFIG", None)
+    env = _home(tmp_path)
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hostd",
-            "compose",
-            GOAL,
-            "--budget",
-            "1500",
-            "--config",
-            str(config),
-        ],
+        [sys.executable, "-m", "hostd", "compose", GOAL, "--budget", "1500"],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=tmp_path,
         env=env,
         timeout=300,  # a hang guard
         check=True,
     )
-    assert "```" in out.stdout or out.stdout.strip()
+    assert out.stdout.strip()
     assert "files=ok(" in out.stderr, out.stderr
 
 
