@@ -73,8 +73,8 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
         help="start every provider and wait until each has built its index",
         description="Start the configured providers, show their progress (a bar per "
         "provider on a terminal) and wait until each is ready, so the first request is "
-        "served warm. Exit 1 when a provider failed or was not ready within its start "
-        "deadline (start_timeout_s).",
+        "served warm. Exit 1 when a provider could not start within its start_timeout_s, "
+        "failed its warm-up or exited.",
     )
     warm.add_argument(
         "--progress",

@@ -148,8 +148,9 @@ class Host:
         await self.pool.stop_all()
 
     async def warm_all(self, on_progress: OnProgress | None = None) -> dict[str, str]:
-        """Start every provider and wait until each is ready, failed, or past its start
-        deadline (``hostd warm``); the readiness state of each, by provider id."""
+        """Start every provider and wait until each is ready or failed (``hostd warm``):
+        a warm-up may outlast the start deadline (a cold embedding build), so only the
+        provider's exit ends the wait early. The readiness of each, by provider id."""
         if on_progress is not None:
             self.pool.progress_listeners.append(on_progress)
         states: dict[str, str] = {}
@@ -157,11 +158,20 @@ class Host:
 
             async def one(slot: Slot) -> None:
                 try:
-                    conn = await self.pool.ready(slot)
+                    conn = await self.pool.ensure(slot)
                 except HostdError as exc:
                     states[slot.spec.id] = f"{exc.reason}: {exc.message}"
-                else:
-                    states[slot.spec.id] = conn.readiness.state
+                    return
+                async with anyio.create_task_group() as tg:
+
+                    async def settle(event: anyio.Event) -> None:
+                        await event.wait()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(settle, conn.readiness.settled)
+                    tg.start_soon(settle, conn.child.exited)
+                alive = conn.child.returncode is None
+                states[slot.spec.id] = conn.readiness.state if alive else "crashed"
 
             async with anyio.create_task_group() as tg:
                 for slot in self.pool.slots.values():
