@@ -15,6 +15,7 @@ from hostd.engine import (
     bounded_error,
     decide_start,
     is_hung,
+    is_warming_leg,
     record_failure,
     record_leg,
     record_started,
@@ -143,8 +144,6 @@ def test_recorded_errors_stay_bounded_however_often_they_are_quoted(text: str, r
 
 
 def test_warming_legs_never_count_toward_a_hang_or_a_failure() -> None:
-    from hostd.engine._health import is_warming_leg
-
     policy = RestartPolicy(max_consecutive_timeouts=2)
     health = record_started(Health())
     health = record_leg(health, "timeout")
