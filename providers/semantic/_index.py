@@ -76,9 +76,7 @@ class SemanticIndex:
     def chunk_count(self) -> int:
         return len(self._chunks)
 
-    def refresh(
-        self, *, force: bool = False, progress: Callable[..., None] | None = None
-    ) -> bool:
+    def refresh(self, *, force: bool = False, progress: Callable[..., None] | None = None) -> bool:
         """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
         ``progress(done, total, phase=...)`` is told of each embedded batch."""
         with self._lock:
