@@ -100,12 +100,22 @@ def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path
     with Client.spawn(config, env=child_env(), cwd=REPO) as client:
         first = client.compose(GOAL, budget=500, timeout_ms=300)
         listed = client.call("providers/list", {})["providers"][0]
-        gate.touch()
-        after = client.compose(GOAL, budget=500)
+        notes: list[dict[str, Any]] = []
+
+        def heard(note: dict[str, Any]) -> None:
+            notes.append(note)
+            gate.touch()  # ready once the request has heard it warming
+
+        # No timeout named: it waits for readiness, hearing the warm-up as it goes.
+        after = client.compose(GOAL, budget=500, on_progress=heard)
         again = client.call("providers/list", {})["providers"][0]
     assert _legs(first) == {"gated": "warming"}
     assert first["providers"][0]["error"]["code"] in ("starting", "warming")
     assert listed["state"] in ("warming", "idle")
     assert _legs(after) == {"gated": "ok"} and after["prompt"].strip()
+    warm = [n for n in notes if n.get("status") == "warming"]
+    assert warm and warm[0]["provider"] == "gated" and warm[0]["warming"]["phase"] == "build"
+    assert warm[-1]["warming"]["state"] == "ready"
+    assert [n for n in notes if "done" in n and "warming" not in n]  # and the leg's own
     assert again["health"]["restarts"] == 0 and again["health"]["starts"] == 1
     assert os.getpid() != again["health"]["pid"]
