@@ -326,7 +326,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         raw, error = await d.query(query)
         if error is not None:
             raise _Failed(f"query answered an error: {error}")
-        audit = _audit(query, raw)
+        audit = _audit(query, raw, caps.query.kinds)
         first.append(audit)
         kinds_seen.extend(x["kind"] for x in raw or [] if isinstance(x, dict) and "kind" in x)
         frames.extend(audit.accepted)
@@ -343,7 +343,8 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
     async def budget_honesty() -> None:
         tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
-        breaches = [*(first[0].quarantine if first else ()), *_audit(tight, raw).quarantine]
+        held = _audit(tight, raw, caps.query.kinds).quarantine
+        breaches = [*(first[0].quarantine if first else ()), *held]
         breaches = [v for v in breaches if v.rule.startswith("B")]
         if breaches:
             raise _Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
@@ -358,12 +359,12 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         kind = (caps.query.kinds or kinds_seen or ["doc"])[0]
         q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
         raw, error = await d.query(q)
-        breaches = [v for v in _audit(q, raw).quarantine if v.rule == "Q1"]
+        breaches = [v for v in _audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
         )
         raw2, _ = await d.query(other)
-        breaches += [v for v in _audit(other, raw2).quarantine if v.rule == "Q1"]
+        breaches += [v for v in _audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"]
         if breaches:
             raise _Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = (
@@ -403,7 +404,9 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         if not held:
             results.append(CheckResult("verify honesty", True, "no digest-carrying frame", True))
             return
-        pid = "p"
+        # As the daemon addresses them: over CGP by the handshake name (``_cgp``); over
+        # JSON-RPC by a configured id the provider never learns, so any id must do.
+        pid = ack.provider.name if d.binding == "cgp" else "p"
         idents = [
             {"provider_id": pid, "frame_id": f.id, "content_digest": f.content_digest} for f in held
         ]
@@ -434,9 +437,10 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
     await _step(d, results, "shutdown", shutdown())
 
 
-def _audit(query: ContextQuery, raw: list[Any] | None) -> LegAudit:
-    """The daemon's verdict on one reply (an error reply offers no frame)."""
-    return audit_leg(_PID, query, raw or [])
+def _audit(query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] = ()) -> LegAudit:
+    """The daemon's verdict on one reply (an error reply offers no frame); ``declared``:
+    the provider's ``capabilities.query.kinds`` (Q1)."""
+    return audit_leg(_PID, query, raw or [], declared_kinds=declared)
 
 
 def _rules(violations: Sequence[Any]) -> list[str]:

@@ -4,7 +4,8 @@ Owns argument parsing and what each command prints. A bad config or a
 refused listener ends with one line on stderr naming the problem and exit
 status 2, never a stack trace. ``compose``, ``providers`` and ``consent`` run
 in-process against the configured providers (one shot) unless ``--connect``
-names a running daemon's socket.
+names a running daemon's socket (none there: exit status 3, naming it). An
+empty prompt is exit status 1, saying leg by leg why (``_outcome``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio
 import orjson
 
 import hostd
+from hostd._outcome import NoDaemon, config_hint, leg_failures, no_evidence
 from hostd._progress_bars import ProgressBars, add_warm_command, forward_progress, warm_command
 from hostd._quality_commands import (
     add_quality_commands,
@@ -29,13 +31,15 @@ from hostd._quality_commands import (
     shadow_command,
 )
 from hostd.config import Config, load_config
-from hostd.errors import HostdError
+from hostd.errors import ConfigError, HostdError
 
 __all__ = ["build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: ``--connect`` found no daemon answering at the socket.
+EXIT_NO_DAEMON = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     providers.add_argument("--json", action="store_true", help="print JSON")
     _connect_arg(providers)
+    restart = providers.add_subparsers(dest="providers_command", metavar="COMMAND").add_parser(
+        "restart",
+        help="restart one provider now (a failed one too)",
+        description="Stop the provider if it runs, forget its failures and start it now.",
+    )
+    restart.add_argument("id", help="the provider's id")
+    restart.add_argument("--json", action="store_true", help="print its row as JSON")
+    _connect_arg(restart)
 
     consent = sub.add_parser(
         "consent",
@@ -155,6 +167,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_quality_commands(sub, common, _connect_arg)
 
+    mcp = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the client API as an MCP server on stdio (docs/mcp.md)",
+        description="An MCP server on stdin/stdout with the tools compose_context and "
+        "list_providers: over an in-process daemon from --config, or a running one "
+        "(--connect). Logs go to stderr.",
+    )
+    _connect_arg(mcp)
     add_warm_command(sub, common)
 
     check = sub.add_parser(
@@ -207,7 +228,7 @@ def _csv(value: str | None) -> list[str] | None:
 
 @contextlib.asynccontextmanager
 async def _session(
-    cfg: Config, connect: str | None, bars: ProgressBars | None = None
+    cfg: Config, connect: str | None, bars: ProgressBars | None = None, *, boot: bool = True
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
@@ -215,15 +236,24 @@ async def _session(
     if connect is not None:
         from hostd.client import connect as connect_socket
 
-        async with connect_socket(connect or cfg.socket_path) as client:
+        path = connect or cfg.socket_path
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(connect_socket(path))
+            except OSError as exc:
+                raise NoDaemon(
+                    f"no daemon at {path} ({exc.strerror or exc}); "
+                    f"start one with `hostd serve{config_hint(cfg)}`"
+                ) from exc
             yield client
     else:
         from hostd.server import Daemon
 
         # One shot: start every provider up front, so a slow index build is not a timeout.
-        cfg = cfg.model_copy(
-            update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
-        )
+        if boot:
+            cfg = cfg.model_copy(
+                update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
+            )
         daemon = Daemon(cfg)
         async with daemon.local() as local:
             if bars is not None and daemon.host is not None:
@@ -323,10 +353,21 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         if not result["prompt"].endswith("\n"):
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
-    return EXIT_OK
+    empty = no_evidence(result)
+    for line in empty if empty is not None else leg_failures(result):
+        sys.stderr.write(f"hostd: {line}\n")
+    return EXIT_OK if empty is None else EXIT_FAILED
 
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
+    if getattr(args, "providers_command", None) == "restart":
+        async with _session(cfg, args.connect) as s:
+            row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
+        if args.json:
+            _print_json(row)
+        else:
+            sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
+        return EXIT_OK
     async with _session(cfg, args.connect) as s:
         result = await s.call("providers/list", {})
     providers = result["providers"]
@@ -338,7 +379,16 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     for p in providers:
         info = p.get("info") or {}
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-        sys.stdout.write(f"{p.get('id')}\t{p.get('binding')}\t{p.get('state')}\t{name}\n")
+        line = f"{p.get('id')}\t{p.get('binding')}\t{p.get('state')}\t{name}"
+        remote = p.get("remote")
+        if isinstance(remote, dict):  # the URL, and the credential only as "<redacted>" (C8)
+            line += f"\t{remote.get('url')}"
+            if remote.get("credential"):
+                line += f" bearer {remote['credential']}"
+        sys.stdout.write(line + "\n")
+        failure = (p.get("health") or {}).get("last_failure")
+        if failure and p.get("state") != "ready":
+            sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")
     return EXIT_OK
 
 
@@ -366,6 +416,26 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
             )
     else:
         _print_json(result)
+    return EXIT_OK
+
+
+async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
+    try:
+        from hostd.mcp import serve_mcp
+    except ImportError as exc:
+        extra = 'the mcp extra (pip install "hostd[mcp]")'
+        raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
+
+    from hostd.server import open_stdio, reserve_stdout
+
+    wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
+    # Long-lived: providers start as the config says, so the MCP handshake never waits.
+    async with _session(cfg, args.connect, boot=False) as s:
+        stdio = await open_stdio(0, wire)
+        try:
+            await serve_mcp(s, stdio.receive, stdio.send, max_line_bytes=cfg.host.max_line_bytes)
+        finally:
+            stdio.close()
     return EXIT_OK
 
 
@@ -405,7 +475,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hostd.logs import configure_logging
 
         level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
-        configure_logging(level, settings=cfg.log)
+        try:
+            configure_logging(level, settings=cfg.log)
+        except OSError as err:
+            raise ConfigError(
+                f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
+                file=cfg.source,
+                key="log.file",
+            ) from err
         if args.command == "serve":
             return _serve(cfg, args)
         if args.command == "shadow":
@@ -416,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "providers": _providers,
             "consent": _consent,
             "warm": warm_command,
+            "mcp": _mcp,
         }[args.command]
         return anyio.run(runner, cfg, args, backend="asyncio")
     except BaseExceptionGroup as group:
@@ -425,15 +503,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         exc = _first(matched)
         sys.stderr.write(f"hostd: {_one_line(exc)}\n")
-        return EXIT_USAGE if exc.reason in ("bad_config", "listener_failed") else EXIT_FAILED
+        return _exit_status(exc)
     except HostdError as exc:
         sys.stderr.write(f"hostd: {_one_line(exc)}\n")
-        return EXIT_USAGE if exc.reason in ("bad_config", "listener_failed") else EXIT_FAILED
+        return _exit_status(exc)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"hostd: {exc}\n")
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+def _exit_status(exc: HostdError) -> int:
+    if exc.reason in ("bad_config", "listener_failed"):
+        return EXIT_USAGE
+    return EXIT_NO_DAEMON if isinstance(exc, NoDaemon) else EXIT_FAILED
 
 
 def _first(group: BaseExceptionGroup[HostdError]) -> HostdError:

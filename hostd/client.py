@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -26,7 +27,13 @@ from typing import IO, Any
 
 import anyio
 import orjson
-from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.abc import (
+    ByteReceiveStream,
+    ByteSendStream,
+    Process,
+    SocketAttribute,
+    SocketStream,
+)
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd.config import default_socket_path
@@ -221,7 +228,14 @@ def _token_key(token: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _running(client: AsyncClient) -> AsyncIterator[AsyncClient]:
+async def _running(
+    client: AsyncClient, sock: socket.socket | None = None
+) -> AsyncIterator[AsyncClient]:
+    """Run ``client``'s reader for the block. Over a socket ``sock``, the reader is
+    stopped by shutting the socket down, so its read ends with end-of-stream, through
+    the loop's own reader callback: cancelling (or closing under) a pending read on
+    asyncio's raw UNIX streams can meet a ready socket in the same loop pass, and then
+    anyio's reader callback raises ``InvalidStateError`` into the loop."""
     failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(client._read_loop)
@@ -230,9 +244,18 @@ async def _running(client: AsyncClient) -> AsyncIterator[AsyncClient]:
         except Exception as exc:  # re-raised below, not wrapped in an ExceptionGroup
             failure = exc
         finally:
-            tg.cancel_scope.cancel()
+            if sock is None:
+                tg.cancel_scope.cancel()
+            else:
+                with contextlib.suppress(OSError):  # already gone: the read has ended
+                    sock.shutdown(socket.SHUT_RDWR)
     if failure is not None:
         raise failure
+
+
+def _raw(stream: SocketStream) -> socket.socket:
+    sock: socket.socket = stream.extra(SocketAttribute.raw_socket)
+    return sock
 
 
 @contextlib.asynccontextmanager
@@ -240,7 +263,7 @@ async def connect(path: str | os.PathLike[str] | None = None) -> AsyncIterator[A
     """Connect to a daemon's Unix socket (default: the configured default path)."""
     sock = Path(path) if path is not None else default_socket_path()
     stream = await anyio.connect_unix(sock)
-    async with stream, _running(AsyncClient(stream, stream)) as client:
+    async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client
 
 
@@ -248,7 +271,7 @@ async def connect(path: str | os.PathLike[str] | None = None) -> AsyncIterator[A
 async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncClient]:
     """Connect to a daemon's loopback TCP listener and authenticate with the bearer token."""
     stream = await anyio.connect_tcp(host, port)
-    async with stream, _running(AsyncClient(stream, stream)) as client:
+    async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         await client.call("$/authenticate", {"token": token})
         yield client
 

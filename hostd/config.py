@@ -10,13 +10,21 @@ opens sockets.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hostd.errors import ConfigError
 
@@ -26,6 +34,7 @@ __all__ = [
     "ConfigError",
     "HostSettings",
     "LogSettings",
+    "McpSettings",
     "ProviderSettings",
     "ShadowSettings",
     "TcpSettings",
@@ -89,6 +98,9 @@ class HostSettings(_Section):
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
+    #: A provider whose restart attempts are spent is started again this many seconds
+    #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
+    retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
 
 
 class TcpSettings(_Section):
@@ -128,10 +140,34 @@ class ShadowSettings(_Section):
     retention_days: Annotated[float, Field(gt=0, le=3650, allow_inf_nan=False)] = 7.0
 
 
+class McpSettings(_Section):
+    """``[provider.mcp]``: what a ``binding = "mcp"`` provider serves as frames (docs/mcp.md)."""
+
+    #: Read the server's resources (``resources/list`` then ``resources/read``).
+    resources: bool = True
+    #: Only resources whose URI starts with one of these (empty: every resource).
+    uri_prefixes: list[str] = Field(default_factory=list)
+    #: At most this many resources are read per listing (the rest: ``truncated``).
+    max_resources: Annotated[int, Field(ge=1, le=100_000)] = 256
+    #: One tool called per query; string values in ``arguments`` may hold ``{query}``
+    #: (the query text) and ``{goal}``.
+    tool: Annotated[str, Field(min_length=1)] | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    #: The frame kind every frame of this provider gets.
+    kind: Annotated[str, Field(min_length=1, max_length=64)] = "doc"
+    #: Seconds a listing or a read is reused when the server gives no ``ttlMs``.
+    cache_ttl_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 30.0
+    #: The server sends data off the machine: it needs consent (C1, C6) like any such
+    #: provider; ``egress_scopes`` names where to (default: the generic ``egress``).
+    egress: bool = False
+    egress_scopes: list[str] = Field(default_factory=list)
+
+
 class ProviderSettings(_Section):
     id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
-    command: Annotated[list[str], Field(min_length=1)]
-    binding: Literal["jsonrpc", "cgp"] = "jsonrpc"
+    #: A child process's argv, or ``url``: a remote provider (docs/remote.md).
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    binding: Literal["jsonrpc", "cgp", "mcp"] = "jsonrpc"
     timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 2000
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     env: dict[str, str] = Field(default_factory=dict)
@@ -141,13 +177,67 @@ class ProviderSettings(_Section):
     untrusted: Literal["exclude", "include"] | None = None
     #: Overrides ``host.start_timeout_s`` for this provider.
     start_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] | None = None
+    #: ``binding = "mcp"`` only: what the MCP server's resources and tool become.
+    mcp: McpSettings | None = None
+
+    @model_validator(mode="after")
+    def _mcp_table(self) -> ProviderSettings:
+        if self.mcp is not None and self.binding != "mcp":
+            raise ValueError('mcp: only for binding = "mcp"')
+        if self.binding == "mcp" and self.url is not None:
+            raise ValueError('binding = "mcp" starts a local MCP server: give command, not url')
+        if self.binding == "mcp" and importlib.util.find_spec("mcp") is None:
+            raise ValueError('binding = "mcp" needs the mcp extra: pip install "hostd[mcp]"')
+        return self
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The binding's own settings, as the engine's ``ProviderSpec.options``."""
+        if self.binding != "mcp":
+            return {}
+        return (self.mcp or McpSettings()).model_dump()
+    #: A remote provider (docs/remote.md): https:// (http:// to loopback only, C7),
+    #: its bearer credential from a file or a variable (C8), a private CA, mutual TLS.
+    url: str | None = None
+    token_file: Path | None = None
+    token_env: Annotated[str, Field(min_length=1)] | None = None
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    max_connections: Annotated[int, Field(ge=1, le=1024)] | None = None
 
     @field_validator("command")
     @classmethod
-    def _non_empty_words(cls, value: list[str]) -> list[str]:
-        if any(not word for word in value):
+    def _non_empty_words(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not word for word in value):
             raise ValueError("command words must be non-empty strings")
         return value
+
+    @field_validator("url")
+    @classmethod
+    def _safe_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from hostd.transport import remote_url_problem  # C7, judged on the text only
+
+            problem = remote_url_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _command_or_url(self) -> ProviderSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command or url")
+        remote_only = ("token_file", "token_env", "ca_file", "client_cert", "client_key")
+        if self.url is None:
+            given = [k for k in (*remote_only, "max_connections") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for a remote provider (url)")
+        if self.token_file is not None and self.token_env is not None:
+            raise ValueError("give token_file or token_env, not both")
+        if (self.client_cert is None) != (self.client_key is None):
+            raise ValueError("client_cert and client_key go together")
+        return self
 
 
 class Config(_Section):
@@ -201,7 +291,7 @@ class Config(_Section):
         return [
             ProviderSpec(
                 id=p.id,
-                command=list(p.command),
+                command=list(p.command or ()),
                 binding=p.binding,
                 timeout_ms=p.timeout_ms,
                 weight=p.weight,
@@ -210,9 +300,20 @@ class Config(_Section):
                 trusted_roots=[str(r) for r in p.trusted_roots],
                 untrusted=p.untrusted,
                 start_timeout_s=p.start_timeout_s,
+                options=p.options,
+                **_remote_fields(p),
             )
             for p in self.provider
         ]
+
+
+def _remote_fields(p: ProviderSettings) -> dict[str, Any]:
+    """A remote provider's keys for its ``ProviderSpec`` (none for a child process)."""
+    keys = ("url", "token_file", "token_env", "ca_file", "client_cert", "client_key")
+    out: dict[str, Any] = {k: getattr(p, k) for k in keys if getattr(p, k) is not None}
+    if p.max_connections is not None:
+        out["max_connections"] = p.max_connections
+    return out
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:
@@ -266,8 +367,9 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
         for spec in providers:
             if not isinstance(spec, dict):
                 continue
-            if isinstance(spec.get("cwd"), str):
-                spec["cwd"] = _resolve(spec["cwd"], base)
+            for key in ("cwd", "token_file", "ca_file", "client_cert", "client_key"):
+                if isinstance(spec.get(key), str):
+                    spec[key] = _resolve(spec[key], base)
             roots = spec.get("trusted_roots")
             if isinstance(roots, list):
                 spec["trusted_roots"] = [

@@ -26,6 +26,7 @@ __all__ = [
     "HandshakeFailed",
     "HostdError",
     "IncompatibleVersion",
+    "InsecureTransport",
     "InvalidParam",
     "InvalidRequest",
     "LineTooLong",
@@ -38,7 +39,10 @@ __all__ = [
     "ProviderError",
     "ProviderRefusal",
     "ProviderTimeout",
+    "ProviderUnauthorized",
     "QuestionSetError",
+    "RemoteTransport",
+    "RemoteWire",
     "RequestLineTooLong",
     "RpcError",
     "ShuttingDown",
@@ -355,3 +359,33 @@ class QuestionSetError(BadRequest):
     """A question set that cannot be read: names the file, the line and the problem."""
 
     reason = "bad_questions"
+
+
+# -- remote providers over HTTPS (hostd.transport._http; C4, C7, C8) ---------------------
+
+
+class InsecureTransport(HostdError):
+    """C7: plaintext ``http://`` to a host that is not loopback; refused before any byte."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "insecure_transport"
+
+
+class ProviderUnauthorized(HostdError):
+    """A remote provider answered 401 or 403: its credential is missing, wrong or refused."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "unauthorized"
+
+
+class RemoteTransport(ProviderCrashed):
+    """A remote exchange failed below the envelope: no connection, TLS refused, a non-2xx
+    status (``data.http_status``; the body is never quoted), a redirect, a broken body."""
+
+    reason = "transport"
+
+
+class RemoteWire(ProtocolFault):
+    """A remote provider's response body is not one valid envelope (or is over the bound)."""
+
+    reason = "wire"

@@ -67,6 +67,7 @@ __all__ = [
     "Warming",
     "file_provenance",
     "make_frame",
+    "run_http",
     "run_stdio",
     "serve_stdio",
 ]
@@ -453,3 +454,32 @@ def _silence(stream: Any) -> None:
 def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
     """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF."""
     anyio.run(partial(serve_stdio, provider, max_line_bytes=max_line_bytes), backend="asyncio")
+
+
+def run_http(
+    provider: Provider,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    certfile: str | os.PathLike[str] | None = None,
+    keyfile: str | os.PathLike[str] | None = None,
+    token: str | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    client_ca: str | os.PathLike[str] | None = None,
+) -> None:
+    """Serve ``provider`` over HTTPS (either binding, one request per POST) until
+    interrupted; a ``token`` is then required as ``Authorization: Bearer``, a client
+    certificate signed by ``client_ca`` too when given. The URL is written to stderr
+    once bound. See docs/remote.md."""
+    from hostd._provider_http import run_http as run  # starlette and uvicorn load only here
+
+    run(
+        provider,
+        host,
+        port,
+        certfile,
+        keyfile,
+        token,
+        max_body_bytes=max_body_bytes,
+        client_ca=client_ca,
+    )

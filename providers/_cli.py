@@ -1,9 +1,12 @@
-"""Command-line options shared by the providers that read a directory tree."""
+"""Command-line options shared by the bundled providers: what to read and how to chunk
+it (``files``, ``semantic``), and where to serve (stdio, or HTTPS with ``--http``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from hostd.provider import Provider, run_http, run_stdio
 
 from ._corpus import (
     DEFAULT_CHUNK_TOKENS,
@@ -14,7 +17,7 @@ from ._corpus import (
 )
 from ._tokens import MODEL_WINDOW
 
-__all__ = ["corpus_arguments", "corpus_options"]
+__all__ = ["corpus_arguments", "corpus_options", "http_arguments", "serve"]
 
 #: The smallest chunk budget that leaves room for a title line and some text.
 _MIN_CHUNK_TOKENS_FLAG = 32
@@ -102,3 +105,53 @@ def corpus_options(args: argparse.Namespace) -> CorpusOptions:
         chunk_tokens=args.chunk_tokens,
         min_chunk_tokens=args.min_chunk_tokens,
     )
+
+
+def http_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--http HOST:PORT`` and its TLS and token files (docs/remote.md)."""
+    group = parser.add_argument_group("serving over HTTPS (docs/remote.md)")
+    group.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve over HTTP(S) on this address instead of stdio (port 0: any free one; "
+        "the URL is written to stderr); plaintext only on loopback",
+    )
+    group.add_argument("--certfile", type=Path, help="the server certificate chain (PEM)")
+    group.add_argument("--keyfile", type=Path, help="its private key (PEM)")
+    group.add_argument(
+        "--token-file",
+        type=Path,
+        help="require this file's bearer token (never on the command line, where ps shows it)",
+    )
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise argparse.ArgumentTypeError(f"--http: expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def serve(provider: Provider, args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Serve on stdio, or over HTTPS when ``--http`` was given."""
+    if getattr(args, "http", None) is None:
+        run_stdio(provider)
+        return
+    try:
+        host, port = _address(args.http)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    token = None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            parser.error(f"--token-file {args.token_file}: {exc.strerror}")
+        if not token:
+            parser.error(f"--token-file {args.token_file} is empty")
+    if (args.certfile is None) != (args.keyfile is None):
+        parser.error("--certfile and --keyfile go together")
+    try:
+        run_http(provider, host, port, args.certfile, args.keyfile, token)
+    except ValueError as exc:  # plaintext on a non-loopback address
+        parser.error(str(exc))

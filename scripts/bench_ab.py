@@ -16,6 +16,13 @@ their median, their mean and how often this checkout was faster.
 
 Two runs of this checkout against itself differed by 0.01 to 0.02 ms (median of
 300 paired differences) on the development machine.
+
+``--audit`` pairs the leg audit alone instead (no providers): each side's worker
+runs ``audit_leg`` over the same reply of ``--frames`` raw frames (about 900
+characters of prose each, three F4 timestamps, the query's ``as_of`` inside their
+window) ``--audit-calls`` times per round; "overhead" is then wall ms per audit.
+
+    python scripts/bench_ab.py /tmp/base --audit [--rounds 200] [--frames 50]
 """
 
 from __future__ import annotations
@@ -34,10 +41,55 @@ SCRIPT = Path(__file__).resolve()
 ROOT = SCRIPT.parents[1]
 
 
+def audit_worker(args: argparse.Namespace) -> None:
+    """The leg audit of checkout ``args.worker``: ``--audit-calls`` audits per ``go`` line."""
+    from hostd.engine import audit_leg
+    from hostd.protocol import ContextQuery, canonical_token_cost
+
+    words = "the retry handler reads its budget from the config and backs off".split()
+    raw = []
+    for i in range(args.frames):
+        content = " ".join(words[(i + k) % len(words)] for k in range(160))[:900]
+        raw.append(
+            {
+                "id": f"f{i}",
+                "kind": "snippet",
+                "title": f"frame {i}",
+                "content": content,
+                "score": 0.5,
+                "token_cost": canonical_token_cost(content),
+                "citation_label": f"frame {i}",
+                "valid_from": "2026-01-01T00:00:00Z",
+                "valid_to": "2027-01-01T00:00:00.5Z",
+                "recorded_at": f"2026-06-{1 + i % 28:02d}T12:30:{i % 60:02d}.123456Z",
+            }
+        )
+    query = ContextQuery(
+        goal="benchmark",
+        max_frames=args.frames,
+        max_tokens=10**6,
+        as_of="2026-07-01T00:00:00Z",
+    )
+    assert len(audit_leg("p", query, raw).accepted) == args.frames
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "go":
+            break
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(args.audit_calls):
+            audit_leg("p", query, raw)
+        wall = (time.perf_counter() - t0) * 1000 / args.audit_calls
+        cpu = (time.process_time() - c0) * 1000 / args.audit_calls
+        print(f"{wall:.4f} {cpu:.4f} 1", flush=True)
+
+
 def worker(args: argparse.Namespace) -> None:
     """One host from checkout ``args.worker``: a fan-out per ``go`` line on stdin."""
     root = Path(args.worker).resolve()
     sys.path.insert(0, str(root))
+    if args.audit:
+        audit_worker(args)
+        return
     import anyio
     import structlog
 
@@ -79,6 +131,8 @@ def main() -> None:
     parser.add_argument("--providers", type=int, default=8)
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--audit", action="store_true", help="pair the leg audit alone")
+    parser.add_argument("--audit-calls", type=int, default=20)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -92,8 +146,10 @@ def main() -> None:
     sides = {"other": other, "this": ROOT}
     passed = [
         f"--{name}={getattr(args, name.replace('-', '_'))}"
-        for name in ("providers", "frames", "delay-ms")
+        for name in ("providers", "frames", "delay-ms", "audit-calls")
     ]
+    if args.audit:
+        passed.append("--audit")
     procs = {
         side: subprocess.Popen(
             [sys.executable, str(SCRIPT), "--worker", str(root), *passed],
@@ -135,6 +191,7 @@ def main() -> None:
 
     diff = [b - a for a, b in zip(overhead["other"], overhead["this"], strict=True)]
     out: dict[str, object] = {
+        "measured": "leg audit (ms per audit)" if args.audit else "fan-out overhead",
         "rounds": args.rounds,
         "providers": args.providers,
         "frames": args.frames,

@@ -19,12 +19,20 @@ Targets (not tests): 10k candidates <= 30 ms median on 2 cores, 100k/10k <= 12x.
 LangChain is optional (``pip install -e '.[bench]'``): without it that section
 says so and the other figures are still printed.
 
+``shared_labels``: the same composition (260 frames fit, 540 do not) where every
+frame carries one citation label against one where each label is unique,
+compose + ``to_wire()`` taking turns call by call; target: shared <= 1.1x unique
+(issue 25: unique labels are handed out in linear time).
+
+``--checkout DIR`` imports hostd from another checkout (e.g. ``git archive`` of a
+base commit unpacked in /tmp), so the same script gives before and after figures.
+
 ``--wire`` decodes every frame from its JSON wire form first (``model_validate_json``,
 as the daemon receives them) instead of building it from Python values; the
 models then lie differently in memory, and composing them costs more.
 
     python scripts/bench_compose.py [--repeat N] [--sizes 1000,10000,100000] [--wire]
-        [--lists-repeat N]
+        [--lists-repeat N] [--labels-repeat N] [--checkout DIR]
 """
 
 from __future__ import annotations
@@ -41,7 +49,10 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_checkout import checkout as _checkout  # noqa: E402 - after the path set-up
+
+sys.path.insert(0, str(_checkout()))
 
 from hostd.compose import (  # noqa: E402 - after the path set-up above
     MarginFusion,
@@ -171,6 +182,67 @@ def versus_langchain(repeat: int) -> dict[str, object]:
     }
 
 
+def shared_labels(repeat: int) -> dict[str, object]:
+    """compose + to_wire with every frame under one citation label, against unique labels.
+
+    800 frames of about 30 tokens from one provider, budget 13,300: 260 are included,
+    the rest are over budget (each priced with its label as made unique when the walk
+    reached it).
+    Shared and unique take turns call by call (ABBA), so both see the same load.
+    """
+    rng = random.Random(5)
+    base = []
+    for i in range(800):
+        content = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(18)) + f" #{i}"
+        base.append(
+            {
+                "id": f"f{i}",
+                "kind": "snippet",
+                "title": f"t{i}",
+                "content": content,
+                "score": rng.random(),
+                "token_cost": canonical_token_cost(content),
+            }
+        )
+    # Unique labels are the very labels the shared run hands out (rank order), so both
+    # prompts hold the same bytes and only the label bookkeeping differs.
+    rank = {b["id"]: r for r, b in enumerate(sorted(base, key=lambda b: -b["score"]))}
+
+    def label(b: dict[str, object]) -> str:
+        r = rank[str(b["id"])]
+        return "shared" if r == 0 else f"shared #{r + 1}"
+
+    unique = [
+        (PROVIDERS[0], ContextFrame.model_validate({**b, "citation_label": label(b)})) for b in base
+    ]
+    shared = [
+        (PROVIDERS[0], ContextFrame.model_validate({**b, "citation_label": "shared"})) for b in base
+    ]
+    budget = 13_300
+    included = len(compose_for_prompt(unique, budget, strategy="score").citations)
+    same = compose_for_prompt(shared, budget, strategy="score").prompt
+    assert same == compose_for_prompt(unique, budget, strategy="score").prompt
+    times: dict[str, list[float]] = {"shared": [], "unique": []}
+    for r in range(repeat):
+        order = ("shared", "unique") if r % 2 == 0 else ("unique", "shared")
+        for name in order:
+            frames = shared if name == "shared" else unique
+            gc.collect()
+            c0 = time.process_time()
+            compose_for_prompt(frames, budget, strategy="score").to_wire()
+            times[name].append((time.process_time() - c0) * 1000)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "frames": len(base),
+        "included": included,
+        "budget": budget,
+        "repeat": repeat,
+        "shared_cpu_ms": round(med["shared"], 3),
+        "unique_cpu_ms": round(med["unique"], 3),
+        "ratio": round(med["shared"] / med["unique"], 3),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -179,8 +251,17 @@ def main() -> None:
         "--wire", action="store_true", help="decode the frames from JSON, as the daemon does"
     )
     ap.add_argument("--lists-repeat", type=int, default=200)
+    ap.add_argument("--labels-repeat", type=int, default=60)
+    ap.add_argument("--checkout", help="measure the hostd of another checkout")
+    ap.add_argument(
+        "--only",
+        choices=("policies", "langchain", "labels"),
+        action="append",
+        help="run only these sections (repeatable); all by default",
+    )
     args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    only = set(args.only or ("policies", "langchain", "labels"))
+    sizes = [int(s) for s in args.sizes.split(",") if s] if "policies" in only else []
     policies = {
         "score": ScoreDescending(),
         "round_robin": RoundRobinByRank(),
@@ -241,7 +322,11 @@ def main() -> None:
             }
             for name in big
         }
-    report["vs_langchain"] = versus_langchain(args.lists_repeat)
+    report["checkout"] = str(_checkout())
+    if "langchain" in only:
+        report["vs_langchain"] = versus_langchain(args.lists_repeat)
+    if "labels" in only:
+        report["shared_labels"] = shared_labels(args.labels_repeat)
     print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
 
 

@@ -13,6 +13,22 @@ and the daemon's peak RSS (VmHWM, MB) over the whole run.
 ``--frames`` frames; ``bundled`` uses ``providers.files`` over this repository's docs
 (three instances over different subtrees). Targets (issue 6): >= 200 compositions/s
 with 64 clients against 3 local providers on a 2-core machine; RSS <= 80 MB.
+
+``--shadow`` starts two daemons on the same providers, one with ``shadow.sample = 1.0``
+and its store filled to its bound (``shadow.max_requests`` requests) and one without
+shadow, and measures them in turns (ABBA, ``--rounds`` rounds of ``--seconds`` at each
+``--clients`` level); it prints each side's median compositions/s and p50 and their
+ratios (target, issue 25: shadow <= 1.1x the no-shadow daemon).
+
+``--gate`` times the consent gate in process (``missing_consent`` over a ledger of
+10 events and one of ``--gate-events`` events, both ending in a live grant), call by
+call in turns; target: the long ledger <= 1.1x the short one.
+
+``--checkout DIR`` runs the daemon (and its providers) or the gate from another
+checkout, for before/after figures with this one script.
+
+    python scripts/bench_daemon.py --shadow [--rounds 6] [--seconds 3] [--clients 8]
+    python scripts/bench_daemon.py --gate [--gate-events 10000] [--gate-calls 4000]
 """
 
 from __future__ import annotations
@@ -21,6 +37,8 @@ import argparse
 import os
 import shutil
 import signal
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,11 +48,16 @@ from pathlib import Path
 import anyio
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_checkout import checkout as _checkout  # noqa: E402 - after the path set-up
+
+ROOT = _checkout()
 sys.path.insert(0, str(ROOT))
 
 
-def _config(workdir: Path, kind: str, frames: int, log_level: str) -> Path:
+def _config(
+    workdir: Path, kind: str, frames: int, log_level: str, shadow: dict[str, object] | None = None
+) -> Path:
     lines = [
         "[host]",
         f'socket = "{workdir}/run/hostd.sock"',
@@ -44,6 +67,9 @@ def _config(workdir: Path, kind: str, frames: int, log_level: str) -> Path:
         f'level = "{log_level}"',
         f'file = "{workdir}/hostd.log"',
     ]
+    if shadow is not None:
+        lines.append("[shadow]")
+        lines += [f"{k} = {orjson.dumps(v).decode()}" for k, v in shadow.items()]
     if kind == "fixture":
         for pid in ("alpha", "beta", "gamma"):
             words = [
@@ -179,6 +205,197 @@ async def _level(
     }
 
 
+def _start(config: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    # The log goes to a file; the socket appearing is the sign the daemon serves.
+    socket = config.parent / "run" / "hostd.sock"
+    deadline = time.monotonic() + 60
+    while not socket.exists() and time.monotonic() < deadline and daemon.poll() is None:
+        time.sleep(0.05)
+    return daemon, socket
+
+
+def _stop(daemon: subprocess.Popen[bytes]) -> int:
+    daemon.send_signal(signal.SIGTERM)
+    return daemon.wait(120)
+
+
+def _fill_shadow_store(state_dir: Path, requests: int, candidates: int) -> int:
+    """Write ``requests`` records of ``candidates`` frames each, as the daemon records
+    them (with the checkout's own store); returns the body size of one."""
+    from hostd.compose import compose_for_prompt
+    from hostd.protocol import ContextFrame, canonical_token_cost
+    from hostd.shadow import ShadowStore, build_record
+
+    frames = []
+    for i in range(candidates):
+        content = f"frame {i} " + "x" * 190
+        frames.append(
+            (
+                ("alpha", "beta", "gamma")[i % 3],
+                ContextFrame.model_validate(
+                    {
+                        "id": f"f{i}",
+                        "kind": "snippet",
+                        "title": f"frame {i}",
+                        "content": content,
+                        "score": 1 - i / candidates,
+                        "token_cost": canonical_token_cost(content),
+                        "citation_label": f"frame {i}",
+                    }
+                ),
+            )
+        )
+    composed = compose_for_prompt(frames, 2000)
+    store = ShadowStore(state_dir / "shadow.db", max_requests=requests)
+    record = build_record("fill", "goal", 2000, None, frames, composed, store_content=False)
+    for n in range(requests):
+        store.write(record.__class__(**{**_fields(record), "request_id": f"fill-{n}"}))
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
+    return len(record.body())
+
+
+def _fields(record: object) -> dict[str, object]:
+    return {f: getattr(record, f) for f in record.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+def shadow_pair(args: argparse.Namespace) -> dict[str, object]:
+    """The shadow daemon (store at its bound) against the no-shadow one, in turns."""
+    bound = args.shadow_bound
+    sides: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
+    body = 0
+    for name in ("shadow", "plain"):
+        workdir = Path(tempfile.mkdtemp(prefix=f"hb-{name}-"))
+        shadow = (
+            {"enabled": True, "sample": 1.0, "max_requests": bound} if name == "shadow" else None
+        )
+        config = _config(workdir, args.providers, args.frames, args.log_level, shadow)
+        if name == "shadow":
+            body = _fill_shadow_store(workdir / "state", bound, 3 * args.frames)
+        daemon, socket = _start(config)
+        sides[name] = (daemon, socket, workdir)
+    rounds: dict[str, list[dict[str, object]]] = {"shadow": [], "plain": []}
+    codes: dict[str, int] = {}
+    try:
+        clients = int(args.clients.split(",")[0])
+        for r in range(args.rounds):
+            order = ("shadow", "plain") if r % 2 == 0 else ("plain", "shadow")
+            for name in order:
+                daemon, socket, _ = sides[name]
+                rounds[name].append(
+                    anyio.run(
+                        _level,
+                        socket,
+                        clients,
+                        args.seconds,
+                        args.budget,
+                        daemon.pid,
+                        backend="asyncio",
+                    )
+                )
+        db = sqlite3.connect(sides["shadow"][2] / "state" / "shadow.db")
+        stored_before_stop = db.execute("SELECT count(*) FROM requests").fetchone()[0]
+        db.close()
+    finally:
+        for name, (daemon, _, _) in sides.items():
+            codes[name] = _stop(daemon)
+    db = sqlite3.connect(sides["shadow"][2] / "state" / "shadow.db")
+    stored = db.execute("SELECT count(*), max(seq) FROM requests").fetchone()
+    db.close()
+    for _, _, workdir in sides.values():
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def med(name: str, key: str) -> float:
+        return float(statistics.median(float(x[key]) for x in rounds[name]))  # type: ignore[arg-type]
+
+    def cpu(name: str) -> float:
+        return float(
+            statistics.median(x["cpu_ms_per_composition"]["daemon"] for x in rounds[name])  # type: ignore[index]
+        )
+
+    out: dict[str, object] = {"checkout": str(ROOT), "clients": clients, "rounds": args.rounds}
+    out["seconds_per_turn"] = args.seconds
+    out["store"] = {
+        "max_requests": bound,
+        "body_chars": body,
+        "rows_before_stop": stored_before_stop,
+        "rows_after_stop": stored[0],
+        "last_seq": stored[1],
+    }
+    for name in ("shadow", "plain"):
+        out[name] = {
+            "compositions_per_s": round(med(name, "compositions_per_s"), 1),
+            "p50_ms": round(med(name, "p50_ms"), 2),
+            "daemon_cpu_ms_per_composition": round(cpu(name), 2),
+        }
+    out["ratio_p50"] = round(med("shadow", "p50_ms") / med("plain", "p50_ms"), 3)
+    out["ratio_throughput"] = round(
+        med("plain", "compositions_per_s") / med("shadow", "compositions_per_s"), 3
+    )
+    out["ratio_daemon_cpu"] = round(cpu("shadow") / cpu("plain"), 3)
+    out["exit_codes"] = codes
+    out["load_average_1m"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def gate_pair(args: argparse.Namespace) -> dict[str, object]:
+    """The consent gate over a short and a long ledger, call by call in turns."""
+    from hostd.engine._gate import missing_consent
+    from hostd.engine.consent import ConsentStore
+    from hostd.protocol import DataFlow, ProviderInfo
+
+    info = ProviderInfo(
+        name="cloud",
+        version="1",
+        data_flow=DataFlow(reads=True, egress=True, egress_scopes=["org"]),
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="hb-gate-"))
+    stores = {}
+    for name, events in (("short", 10), ("long", args.gate_events)):
+        store = ConsentStore(workdir / f"{name}.sqlite3")
+        db = store._conn()
+        # Filled in one transaction (the ledger's own API commits once per event).
+        db.execute("BEGIN IMMEDIATE")
+        for n in range(events - 1):
+            db.execute(
+                "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
+                "VALUES (?, 'cloud', 'org', 'ops', '2026-01-14T09:02:00.000000Z')",
+                ("grant" if n % 2 == 0 else "revoke",),
+            )
+        db.execute("COMMIT")
+        store.grant("cloud", "org", "ops")
+        assert missing_consent(store, "cloud", info) == []
+        stores[name] = store
+    times: dict[str, list[float]] = {"short": [], "long": []}
+    for n in range(args.gate_calls):
+        for name in ("short", "long") if n % 2 == 0 else ("long", "short"):
+            t0 = time.perf_counter()
+            missing_consent(stores[name], "cloud", info)
+            times[name].append((time.perf_counter() - t0) * 1e6)
+    for store in stores.values():
+        store.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "checkout": str(ROOT),
+        "events": {"short": 10, "long": args.gate_events},
+        "calls_each": args.gate_calls,
+        "short_us": round(med["short"], 2),
+        "long_us": round(med["long"], 2),
+        "ratio": round(med["long"] / med["short"], 3),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured time per level")
@@ -192,23 +409,23 @@ def main() -> None:
         choices=("debug", "info", "warning"),
         help="daemon log level (info writes one event per audit entry; to a file)",
     )
+    parser.add_argument("--checkout", help="run the daemon of another checkout")
+    parser.add_argument("--shadow", action="store_true", help="shadow vs no-shadow, in turns")
+    parser.add_argument("--shadow-bound", type=int, default=1000, help="shadow.max_requests")
+    parser.add_argument("--rounds", type=int, default=6, help="--shadow: turns per side")
+    parser.add_argument("--gate", action="store_true", help="the consent gate, 10 vs N events")
+    parser.add_argument("--gate-events", type=int, default=10_000)
+    parser.add_argument("--gate-calls", type=int, default=4000)
     args = parser.parse_args()
+    if args.gate or args.shadow:
+        report = gate_pair(args) if args.gate else shadow_pair(args)
+        print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
 
     workdir = Path(tempfile.mkdtemp(prefix="hb-"))
     config = _config(workdir, args.providers, args.frames, args.log_level)
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    daemon, socket = _start(config)
     try:
-        # The log goes to a file; the socket appearing is the sign the daemon serves.
-        socket = workdir / "run" / "hostd.sock"
-        deadline = time.monotonic() + 60
-        while not socket.exists() and time.monotonic() < deadline and daemon.poll() is None:
-            time.sleep(0.05)
         levels = [
             anyio.run(
                 _level, socket, int(n), args.seconds, args.budget, daemon.pid, backend="asyncio"
@@ -227,8 +444,7 @@ def main() -> None:
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        code = daemon.wait(60)
+        code = _stop(daemon)
         shutil.rmtree(workdir, ignore_errors=True)
     out["daemon_exit_code"] = code
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())

@@ -4,13 +4,13 @@ and check-provider's pass/fail table against real provider processes."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from hostd.cli import main
+from tests.fixtures.cli import run_hostd as _hostd
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,17 +47,9 @@ def _config(tmp_path: Path, providers: str) -> Path:
 
 def _provider(pid: str, *extra: str) -> str:
     words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid, *extra]
-    return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
-
-
-def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hostd", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
+    return (
+        f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"  # generous: the leg's deadline includes a lazy start
     )
 
 
@@ -153,6 +145,22 @@ def test_check_provider_reports_a_provider_that_dies() -> None:
     assert done.returncode == 1
     assert "handshake" in done.stdout and "FAIL" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_check_provider_passes_an_sdk_provider_that_verifies_under_its_own_name() -> None:
+    done = _hostd(
+        "check-provider",
+        "--binding",
+        "cgp",
+        "--",
+        sys.executable,
+        "-m",
+        "tests.fixtures.sdk_named_provider",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any(
+        line.startswith("verify honesty") and " pass " in line for line in done.stdout.splitlines()
+    ), done.stdout
 
 
 def test_check_provider_drives_the_cgp_binding_with_a_real_sdk_peer() -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hostd._quality_commands import caps_arg, floors_arg
 from hostd.client import Client
+from tests.fixtures.cli import run_hostd as _hostd
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,17 +28,6 @@ def _config(tmp_path: Path, *providers: tuple[str, int]) -> Path:
     path = tmp_path / "hostd.toml"
     path.write_text(text)
     return path
-
-
-def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hostd", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
 
 
 def test_caps_and_floors_spellings() -> None:

@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _provider(pid: str, *extra: str) -> str:
     words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid, *extra]
-    return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+    return (
+        f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 600000\n"  # far beyond every guard: only a cancel ends "slow"'s leg
+    )
 
 
 @pytest.fixture
@@ -33,7 +36,7 @@ def config() -> Iterator[Path]:
     path.write_text(
         f'[host]\nsocket = "{workdir}/run/s.sock"\nstate_dir = "{workdir}/state"\n'
         + _provider("alpha")
-        + _provider("slow", "--delay-ms", "20000"),
+        + _provider("slow", "--delay-ms", "600000"),
         encoding="utf-8",
     )
     yield path
@@ -94,8 +97,19 @@ def test_sync_client_spawning_a_stdio_daemon(config: Path) -> None:
 @pytest.mark.anyio
 async def test_cancelling_a_call_cancels_the_work_in_the_daemon(daemon: Path) -> None:
     async with connect(daemon) as client:
-        with anyio.move_on_after(0.5):  # bounded wait for a reply that takes 20 s
-            await client.compose("wait", providers=["slow"], timeout_ms=60000)
+        call = anyio.CancelScope()
+
+        async def wait() -> None:
+            with call:  # a reply that never comes: the call is cancelled, not timed out
+                await client.compose("wait", providers=["slow"], timeout_ms=600000)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            # Cancelled once the daemon has the work (host/status counts it besides itself).
+            with anyio.fail_after(30):
+                while (await client.status())["in_flight"] < 2:
+                    pass
+            call.cancel()
         with anyio.fail_after(30):
             while (await client.status())["in_flight"] > 1:
                 pass

@@ -33,12 +33,12 @@ def test_the_embedded_default_config_is_valid() -> None:
         ("[host]\ndefault_budget = -1\n", "host.default_budget", "greater than 0"),
         ("[host]\ndefault_budgte = 10\n", "host.default_budgte", "unknown key"),
         ("[host]\nstart_providers = 'sometimes'\n", "host.start_providers", "'lazy' or 'boot'"),
-        ("[[provider]]\nid = 'a'\n", "provider[0].command", "Field required"),
+        ("[[provider]]\nid = 'a'\n", "provider[0]", "exactly one of command or url"),
         ("[[provider]]\nid = 'a'\ncommand = []\n", "provider[0].command", "at least 1"),
         (
             "[[provider]]\nid = 'a'\ncommand = ['x']\nbinding = 'grpc'\n",
             "provider[0].binding",
-            "'jsonrpc' or 'cgp'",
+            "'jsonrpc', 'cgp' or 'mcp'",
         ),
         (
             "[[provider]]\nid = 'a'\ncommand = ['x']\n[[provider]]\nid = 'a'\ncommand = ['y']\n",
@@ -49,6 +49,11 @@ def test_the_embedded_default_config_is_valid() -> None:
         ("[log]\naudit = 'everything'\n", "log.audit", "'summary', 'sample' or 'entries'"),
         ("[log]\naudit_sample = 1.5\n", "log.audit_sample", "less than or equal to 1"),
         ("[log]\nmax_bytes = -1\n", "log.max_bytes", "greater than or equal to 0"),
+        (
+            "[host]\nretry_failed_after_s = -1\n",
+            "host.retry_failed_after_s",
+            "greater than or equal to 0",
+        ),
     ],
 )
 def test_a_bad_value_names_file_key_and_problem(

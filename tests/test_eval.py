@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -29,6 +28,7 @@ from hostd.eval import (
 from hostd.eval import holds_gold as holds
 from providers import chunk_file
 from providers._tokens import _tokenizer_counter
+from tests.fixtures.cli import run_hostd as _hostd
 from tests.fixtures.file_frames import file_frame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,17 +118,6 @@ def test_paired_counts_the_questions_two_policies_disagree_on() -> None:
     assert to_json([], outcomes)["paired"][0]["lost"] == {"lexical": 1, "paraphrase": 0}
 
 
-def _hostd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hostd", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-
-
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Path, Path]:
     tree = tmp_path / "tree"
@@ -140,6 +129,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
     config.write_text(
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
         f'[[provider]]\nid = "files"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"  # generous: the leg's deadline includes a lazy start
     )
     questions = tmp_path / "q.jsonl"
     questions.write_text(

@@ -130,6 +130,7 @@ def test_a_run_over_a_tiny_corpus_matches_hostd_eval(tmp_path: Path) -> None:
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
         f'[log]\nlevel = "warning"\n\n'
         f'[[provider]]\nid = "files"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"  # generous: the leg's deadline includes a lazy start
     )
     gold_notes = [{"file": "notes.md", "phrase": "gives up after three attempts"}]
     gold_palette = [{"file": "palette.md", "phrase": "teal and orange"}]

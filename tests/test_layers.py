@@ -34,6 +34,9 @@ FORBIDDEN = {
     "transport": {"engine", "compose", "server", "client", "cli"},
     "engine": {"server", "client", "cli"},
     "server": {"client", "cli", "provider"},
+    # The MCP faces are handed a client API session (the CLI wires it) and plug into
+    # the transport as a binding: they never reach into the engine, server or compose.
+    "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}

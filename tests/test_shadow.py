@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hostd.client import Client
 from hostd.compose import compose_for_prompt
@@ -204,3 +210,155 @@ def test_shadow_replay_end_to_end_through_the_daemon(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "on 2 recorded requests" in done.stdout
     assert "newly excluded under score (the live policy included them): none" in done.stdout
+
+
+# -- bounds at O(1) per write, and writes off the request path -----------------------------
+
+
+def _reference_kept(
+    sizes: list[int], times: list[float], max_requests: int, max_bytes: int, retention: float
+) -> list[int]:
+    """The bounds as first written, re-applied after every write: drop rows older than
+    the retention, keep the newest ``max_requests``, then the newest rows whose sizes
+    fit ``max_bytes`` (the newest always kept)."""
+    kept: list[int] = []
+    for i, now in enumerate(times):
+        kept.append(i)
+        kept = [j for j in kept if times[j] >= now - retention * 86400][-max_requests:]
+        total = 0
+        for position, j in enumerate(reversed(kept)):
+            total += sizes[j]
+            if total > max_bytes and position > 0:
+                kept = kept[len(kept) - position :]
+                break
+    return kept
+
+
+def _sized(base: Recorded, i: int, extra: int, at: float) -> Recorded:
+    return Recorded(
+        **{**_asdict(base), "request_id": f"r-{i}", "goal": "g" * extra, "recorded_at": at}
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3)), min_size=1, max_size=14),
+    st.integers(1, 6),
+    st.integers(0, 12_000),
+)
+def test_the_bounds_keep_exactly_what_the_full_scan_kept(
+    writes: list[tuple[int, int]], max_requests: int, max_bytes: int
+) -> None:
+    base = _record()
+    start = base.recorded_at
+    records = []
+    at = start
+    for i, (extra, days) in enumerate(writes):
+        at += days * 0.6 * 86400  # some writes age earlier ones past the retention
+        records.append(_sized(base, i, extra, at))
+    sizes = [len(r.body()) + len(r.goal or "") for r in records]
+    expected = _reference_kept(sizes, [r.recorded_at for r in records], max_requests, max_bytes, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ShadowStore(
+            Path(tmp) / "s.db", max_requests=max_requests, max_bytes=max_bytes, retention_days=1
+        )
+        for r in records:
+            store.write(r)
+        store.close()
+        assert [r.request_id for r in store.load()] == [f"r-{i}" for i in expected]
+
+
+def test_a_write_reads_no_stored_body_to_keep_the_bounds(tmp_path: Path) -> None:
+    store = ShadowStore(tmp_path / "s.db", max_requests=5, max_bytes=10**9)
+    for i in range(8):
+        store.write(_record(f"r-{i}"))
+    statements: list[str] = []
+    store.open()
+    assert store._db is not None
+    store._db.set_trace_callback(statements.append)
+    store.write(_record("r-last"))
+    store.close()
+    assert statements and not any("length(" in sql for sql in statements)
+    assert [r.request_id for r in store.load()] == ["r-4", "r-5", "r-6", "r-7", "r-last"]
+
+
+def test_a_store_from_before_the_size_column_is_migrated_and_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path)
+    raw.execute(
+        "CREATE TABLE requests (seq INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT "
+        "NULL, recorded_at REAL NOT NULL, goal_digest TEXT NOT NULL, goal TEXT, body TEXT NOT NULL)"
+    )
+    old = _record()
+    for i in range(4):
+        raw.execute(
+            "INSERT INTO requests (request_id, recorded_at, goal_digest, goal, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (f"old-{i}", old.recorded_at, old.goal_digest, None, old.body()),
+        )
+    raw.commit()
+    raw.close()
+    one = len(old.body())
+    store = ShadowStore(path, max_bytes=3 * one + 10)
+    store.write(_record("new"))
+    store.close()
+    assert [r.request_id for r in store.load()] == ["old-2", "old-3", "new"]
+
+
+class _HeldStore(ShadowStore):
+    """A store whose writes wait until the test lets them go."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.release = threading.Event()
+
+    def write_many(self, records: Sequence[Recorded]) -> None:
+        assert self.release.wait(60)  # hang guard
+        super().write_many(records)
+
+
+def test_requests_never_wait_for_the_write_and_close_writes_every_queued_record(
+    tmp_path: Path,
+) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    store = _HeldStore(tmp_path / "held.db")
+    recorder = ShadowRecorder(store, sample=1.0)
+
+    async def main() -> list[bool]:
+        with anyio.fail_after(60):  # hang guard: a record that awaited its write would stop here
+            queued = [
+                await recorder.record(f"r-{i}", "goal", BUDGET, None, frames, composed)
+                for i in range(20)
+            ]
+        store.release.set()  # the writer has not written one of them yet
+        await recorder.aclose()
+        return queued
+
+    assert anyio.run(main) == [True] * 20
+    assert [r.request_id for r in ShadowStore(store.path).load()] == [f"r-{i}" for i in range(20)]
+
+
+def test_a_full_queue_drops_the_newest_record_and_a_closed_recorder_records_nothing(
+    tmp_path: Path,
+) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    store = _HeldStore(tmp_path / "held.db")
+    recorder = ShadowRecorder(store, sample=1.0, pending=3)
+
+    async def main() -> list[bool]:
+        out = [
+            await recorder.record(f"r-{i}", "goal", BUDGET, None, frames, composed)
+            for i in range(6)
+        ]
+        store.release.set()
+        await recorder.aclose()
+        out.append(await recorder.record("late", "goal", BUDGET, None, frames, composed))
+        return out
+
+    queued = anyio.run(main)
+    # The writer may have taken the first record off the queue before it was full.
+    assert queued[:3] == [True] * 3 and queued[-1] is False and False in queued
+    kept = [r.request_id for r in ShadowStore(store.path).load()]
+    assert kept == [f"r-{i}" for i, ok in enumerate(queued[:6]) if ok]

@@ -20,6 +20,7 @@ from ._render import (
     citation_label_for,
     compose_context,
     escape_attribute,
+    neutralize_controls,
     neutralize_fences,
     render_frame,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "fold_to_edges",
     "frame_sort_key",
     "is_ranking_permutation",
+    "neutralize_controls",
     "neutralize_fences",
     "order_by",
     "order_by_value",

@@ -30,6 +30,7 @@ from ._render import (
     citation_label_for,
     render_floor,
     render_frame,
+    rendered_size,
 )
 from ._result import Citation, ComposedPrompt, CompositionAudit, FloorRecord, Row
 from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
@@ -205,12 +206,14 @@ def compose_for_prompt(
 
     order = rank_with(strategy, cands)
 
+    def verified(i: int) -> bool:
+        if not verification:
+            return True
+        state = verification.get(frame_id_of_key(cands.key(i)))
+        return state is None or state.get("state") != UNVERIFIABLE
+
     def render(i: int, label: str) -> str:
-        verified = True
-        if verification:
-            state = verification.get(frame_id_of_key(cands.key(i)))
-            verified = state is None or state.get("state") != UNVERIFIABLE
-        return render_frame(c_pids[i], c_frames[i], label, verified=verified)
+        return render_frame(c_pids[i], c_frames[i], label, verified=verified(i))
 
     # Pack: the preamble and floors first, then each ranked frame whose fenced
     # block keeps the whole prompt within the budget (B3 of the prompt).
@@ -233,7 +236,7 @@ def compose_for_prompt(
         # ranked above it (never below 0). Scores come from the pool column
         # (NaN read as -inf); both go to the wire as null.
         replay = Labels(set(floor_labels))
-        key, scores, capped = cands.key, cands.scores, packing.capped
+        peek, key, scores, capped = replay.peek, cands.key, cands.scores, packing.capped
         out: list[Row] = []
         start = 0
         # Between two inclusions the room left and the labels taken stay the same.
@@ -244,8 +247,14 @@ def compose_for_prompt(
                 i = order[rank]
                 cap = capped.get(rank)
                 if cap is None:
-                    block = render(i, replay.peek(citation_label_for(c_frames[i])))
-                    cost = tokens_of_bytes(utf8_size(block))
+                    # Priced, not rendered: nobody reads this block.
+                    f = c_frames[i]
+                    size = rendered_size(
+                        c_pids[i],
+                        f,
+                        peek(citation_label_for(f)),
+                        verified=verified(i) if verification else True,
+                    )
                     row: Row = (
                         key(i),
                         "over_budget",
@@ -253,7 +262,7 @@ def compose_for_prompt(
                         rank,
                         scores[i],
                         None,
-                        cost,
+                        (size + 3) >> 2,  # tokens_of_bytes, inline
                         None,
                         (),
                     )

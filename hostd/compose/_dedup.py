@@ -176,15 +176,15 @@ def dedup_pool(
     support: dict[int, tuple[tuple[str, float], ...]] = {}
     for members in _group_members(links).values():
         ranked = sorted(members, key=lambda i: (-scores[i], key(i)))
+        if any(
+            scores[a] == scores[b] and key(a) == key(b)
+            for a, b in zip(ranked, ranked[1:], strict=False)
+        ):
+            # The same identity offered more than once with different bodies, at
+            # any rank: settle each tie by the frame's own serialisation so the
+            # survivor and the merged provenance's order stay set-pure.
+            ranked.sort(key=lambda i: (-scores[i], key(i), frames[i].model_dump_json()))
         best = ranked[0]
-        if scores[ranked[1]] == scores[best] and key(ranked[1]) == key(best):
-            # The same identity offered twice with different bodies: settle it by
-            # the frame's own serialisation so the survivor is still set-pure.
-            ties = [i for i in ranked if scores[i] == scores[best] and key(i) == key(best)]
-            tied = sorted(ties, key=lambda i: frames[i].model_dump_json())
-            tie_set = set(ties)
-            ranked = tied + [i for i in ranked if i not in tie_set]
-            best = ranked[0]
         merged = _merged_provenance(ranked, best, provs)
         if merged is not None:
             replaced[best] = frames[best].model_copy(update={"provenance": merged})

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from hostd.protocol import ContextFrame
 
-from ._render import FENCE_MIN_BYTES, citation_label_for
+from ._render import FENCE_MIN_BYTES, citation_label_for, utf8_size
 
 __all__ = ["Labels", "Packing", "pack", "tokens_of_bytes", "utf8_size"]
 
@@ -32,25 +32,28 @@ def tokens_of_bytes(n: int) -> int:
     return (n + 3) >> 2
 
 
-def utf8_size(text: str) -> int:
-    """``len(text.encode())``, without the copy when the text is ASCII (a flag
-    CPython keeps on every string)."""
-    return len(text) if text.isascii() else len(text.encode())
-
-
 @dataclass(slots=True)
 class Labels:
-    """Citation labels handed out so far; a repeat gets a stable ``" #n"`` suffix,
-    so two blocks are never cited by one label."""
+    """Citation labels handed out so far; a repeat gets a stable ``" #n"`` suffix
+    (the smallest ``n >= 2`` not taken), so two blocks are never cited by one label.
+
+    ``taken`` only grows, so the smallest free suffix of a label only grows too:
+    ``_next`` remembers where the last search for each label stopped and the next
+    one resumes there. Many frames sharing one label cost linear time, not the
+    quadratic walk from ``#2`` on every call.
+    """
 
     taken: set[str] = field(default_factory=set)
+    _next: dict[str, int] = field(default_factory=dict)
 
     def peek(self, label: str) -> str:
-        if label not in self.taken:
+        taken = self.taken
+        if label not in taken:
             return label
-        n = 2
-        while f"{label} #{n}" in self.taken:
+        n = self._next.get(label, 2)
+        while f"{label} #{n}" in taken:
             n += 1
+        self._next[label] = n
         return f"{label} #{n}"
 
     def claim(self, label: str) -> str:

@@ -11,8 +11,12 @@ before the word, and invisible characters (zero-width and format characters,
 variation selectors, tag characters, Mongolian free variation selectors)
 between its letters are all caught. Attribute values escape ``& " < >`` and every control, line or
 bidirectional separator as numeric character references, so a value stays on
-the fence line. Both are deterministic — no per-render nonce — so identical
-frames render to identical, cacheable bytes.
+the fence line. In content, a NUL or any other C0 control but tab and newline
+(a carriage return, an escape sequence, a backspace) becomes its Unicode
+control picture (U+2400 + code, ``␀`` for NUL): it cannot reach a reader or a
+terminal as a control, and one character stands for one. All three are
+deterministic — no per-render nonce — so identical frames render to identical,
+cacheable bytes.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ __all__ = [
     "citation_label_for",
     "compose_context",
     "escape_attribute",
+    "neutralize_controls",
     "neutralize_fences",
     "render_frame",
+    "rendered_size",
+    "utf8_size",
 ]
 
 #: Opens every composed prompt: the rendered form of R3. A constant, so the
@@ -86,6 +93,25 @@ del _cp
 _ATTR_SPECIAL_RE = re.compile(
     "[" + re.escape("".join(map(chr, _ATTR_TABLE)) + _OPENERS.replace("<", "")) + "]"
 )
+
+
+#: C0 controls but tab and newline, each to its control picture (U+2400 + code point).
+_CONTROL_PICTURES: dict[int, str] = {
+    cp: chr(0x2400 + cp) for cp in range(0x20) if cp not in (0x09, 0x0A)
+}
+_C0_BYTES = bytes(cp for cp in _CONTROL_PICTURES)
+
+
+def neutralize_controls(content: str) -> str:
+    """``content`` with every C0 control but tab and newline replaced by its control
+    picture (``\x00`` → ``␀``, ``\r`` → ``␍``, ``\x1b`` → ``␛``). Most content holds
+    none, which one search tells; one character for one, so lengths in characters hold."""
+    # The test runs on the UTF-8 bytes: no multi-byte sequence holds a byte below 0x80,
+    # and deleting bytes is a C loop over the buffer, about 12x faster than a regex scan.
+    raw = content.encode("utf-8", "surrogatepass")
+    if len(raw.translate(None, _C0_BYTES)) == len(raw):
+        return content
+    return content.translate(_CONTROL_PICTURES)
 
 
 def neutralize_fences(content: str) -> str:
@@ -150,15 +176,51 @@ def render_frame(
         pid, fid, kind, cite = map(escape_attribute, (pid, fid, kind, cite))
     return (
         f'<frame provider="{pid}" id="{fid}" kind="{kind}" cite="{cite}"{mark}>\n'
-        f"{neutralize_fences(content)}\n</frame>\n"
+        f"{neutralize_fences(neutralize_controls(content))}\n</frame>\n"
     )
+
+
+def utf8_size(text: str) -> int:
+    """``len(text.encode())``, without the copy when the text is ASCII (a flag
+    CPython keeps on every string)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
+#: What ``verified=False`` adds to a fence line.
+_UNVERIFIED_MARK = ' verified="no"'
+
+
+def rendered_size(
+    provider_id: str, frame: ContextFrame, label: str | None = None, *, verified: bool = True
+) -> int:
+    """``utf8_size(render_frame(...))`` with the same arguments, without building the block.
+
+    The audit prices every excluded frame as the block it would have been; adding
+    up the parts (the fixed fence, the attribute values as ``render_frame`` would
+    escape them, the neutralised content) costs no copy of the content and no
+    encoding of the whole block. A property test holds it equal to the render.
+    """
+    cite = citation_label_for(frame) if label is None else label
+    fid, kind = frame.id, frame.kind
+    attrs = f"{provider_id}{fid}{kind}{cite}"
+    if _ATTR_SPECIAL_RE.search(attrs) is not None:
+        size = sum(utf8_size(escape_attribute(a)) for a in (provider_id, fid, kind, cite))
+    else:  # utf8_size, inline: this runs once for every excluded frame
+        size = len(attrs) if attrs.isascii() else len(attrs.encode())
+    if not verified:
+        size += len(_UNVERIFIED_MARK)
+    content = frame.content
+    if content:  # a reference frame carries no inline bytes (P3)
+        content = neutralize_fences(neutralize_controls(content))
+        size += len(content) if content.isascii() else len(content.encode())
+    return FENCE_MIN_BYTES + size
 
 
 def render_floor(label: str, content: str, position: str) -> str:
     """A pinned block; its own attribute set, so it cannot pass for a provider's frame."""
     return (
         f'<frame pinned="{escape_attribute(position)}" cite="{escape_attribute(label)}">\n'
-        f"{neutralize_fences(content)}\n</frame>\n"
+        f"{neutralize_fences(neutralize_controls(content))}\n</frame>\n"
     )
 
 

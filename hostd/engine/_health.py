@@ -3,8 +3,10 @@
 Owns the state machine the engine follows for each provider: whether a leg
 may use the running connection, must (re)start it now, must wait out a
 backoff first, or must give up because the bounded restart attempts are
-spent. The engine does the I/O these decisions name; tests drive them with
-a fake clock.
+spent. A provider that gave up is parked, not lost: it gets one start after
+each cool-down (``RestartPolicy.retry_failed_after_s``; ``decide_parked``),
+and ``providers/restart`` clears its failures at once (``record_restart_requested``).
+The engine does the I/O these decisions name; tests drive them with a fake clock.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ __all__ = [
     "StartDecision",
     "backoff_delay",
     "bounded_error",
+    "decide_parked",
     "decide_start",
+    "is_parked",
+    "record_restart_requested",
+    "record_retry",
+    "retry_due",
     "is_hung",
     "is_warming_leg",
     "record_failure",
@@ -35,7 +42,7 @@ class ProviderState(StrEnum):
     IDLE = "idle"  # never started (lazy start)
     READY = "ready"  # running and handshaken
     CRASHED = "crashed"  # died or broke; restarts after its backoff
-    FAILED = "failed"  # restart attempts spent: not started again
+    FAILED = "failed"  # restart attempts spent: parked until its cool-down or a restart
     STOPPED = "stopped"  # the host shut it down
     WARMING = "warming"  # running and handshaken, building its index (not a fault)
 
@@ -58,6 +65,9 @@ class RestartPolicy:
     #: A running provider that misses this many deadlines in a row, answering none,
     #: is hung: it is restarted (counted as a failure) rather than waited on again.
     max_consecutive_timeouts: int = 3
+    #: A parked provider (attempts spent) gets one start this long after its last
+    #: failure, and again after each failed one; 0: never (only ``providers/restart``).
+    retry_failed_after_s: float = 60.0
 
 
 #: The longest error text kept in a provider's health (and so in every report quoting it).
@@ -100,6 +110,9 @@ class Health:
     last_failure: str | None = None
     #: Legs answered "not ready yet" (``warming``): counted apart, never as failures.
     warming: int = 0
+    #: Starts of a parked provider after its cool-down, and restarts asked by a client.
+    retries: int = 0
+    restarts_requested: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -118,6 +131,8 @@ class Health:
             "last_error": self.last_error,
             "last_failure": self.last_failure,
             "warming": self.warming,
+            "retries": self.retries,
+            "restarts_requested": self.restarts_requested,
         }
 
 
@@ -135,14 +150,65 @@ def decide_start(
     """What a leg does before it can send a request."""
     if alive:
         return StartDecision(StartAction.USE)
-    if health.state is ProviderState.FAILED or health.consecutive_failures >= policy.max_attempts:
-        return StartDecision(StartAction.GIVE_UP)
+    if is_parked(health, policy):
+        return decide_parked(health, now=now, policy=policy)
     if health.failed_at is None:
         return StartDecision(StartAction.START)
     due = health.failed_at + backoff_delay(health.consecutive_failures, policy)
     if now >= due:
         return StartDecision(StartAction.START)
     return StartDecision(StartAction.WAIT, due - now)
+
+
+def is_parked(health: Health, policy: RestartPolicy) -> bool:
+    """Whether the bounded restart attempts are spent (the provider gave up)."""
+    return health.state is ProviderState.FAILED or (
+        health.consecutive_failures >= policy.max_attempts
+    )
+
+
+def retry_due(health: Health, policy: RestartPolicy) -> float | None:
+    """When (clock time) a parked provider gets its next start; ``None``: not parked, or
+    never (the cool-down is off)."""
+    if not is_parked(health, policy) or policy.retry_failed_after_s <= 0:
+        return None
+    if health.failed_at is None:  # parked by a policy change, never failed under it
+        return 0.0
+    return health.failed_at + policy.retry_failed_after_s
+
+
+def decide_parked(health: Health, *, now: float, policy: RestartPolicy) -> StartDecision:
+    """A parked provider: ``START`` once its cool-down has passed (one attempt; a failure
+    parks it for another cool-down), else ``GIVE_UP`` at once, with ``delay_s`` the
+    seconds until the retry (``inf`` when none will come). A leg never waits a
+    cool-down out: it is longer than any leg's deadline."""
+    due = retry_due(health, policy)
+    if due is None:
+        return StartDecision(StartAction.GIVE_UP, float("inf"))
+    if now >= due:
+        return StartDecision(StartAction.START)
+    return StartDecision(StartAction.GIVE_UP, due - now)
+
+
+def record_retry(health: Health) -> Health:
+    """A parked provider's cool-down passed and its start begins."""
+    return replace(health, retries=health.retries + 1)
+
+
+def record_restart_requested(health: Health) -> Health:
+    """``providers/restart``: failures forgotten, so the provider starts at once and gets
+    its full restart attempts again; the counters are kept."""
+    state = health.state
+    if state in (ProviderState.FAILED, ProviderState.CRASHED):
+        state = ProviderState.IDLE if health.starts == 0 else ProviderState.CRASHED
+    return replace(
+        health,
+        state=state,
+        consecutive_failures=0,
+        consecutive_timeouts=0,
+        failed_at=None,
+        restarts_requested=health.restarts_requested + 1,
+    )
 
 
 def record_started(health: Health) -> Health:
@@ -214,6 +280,8 @@ def record_leg(health: Health, status: str, *, error: str | None = None) -> Heal
         last_error=health.last_error if error is None else bounded_error(error),
         last_failure=health.last_failure,
         warming=health.warming + is_warming_leg(status),
+        retries=health.retries,
+        restarts_requested=health.restarts_requested,
     )
 
 

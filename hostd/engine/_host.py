@@ -26,7 +26,13 @@ import structlog
 
 from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, OnProgress, ProviderConnection, StderrPolicy
+from hostd.transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    OnProgress,
+    ProviderConnection,
+    ProviderLink,
+    StderrPolicy,
+)
 
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
@@ -67,6 +73,8 @@ class Host:
     the verification/reuse stage run after the leg audit (default: one built
     here from the specs' ``trusted_roots`` and ``untrusted``, ``host_roots`` and
     ``untrusted``; ``None``: frames are reported ``unverified``).
+    ``health_clock`` is the clock restart and cool-down decisions read (default
+    ``anyio.current_time``).
     """
 
     def __init__(
@@ -85,6 +93,7 @@ class Host:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         restart_policy: RestartPolicy | None = None,
         stderr_policy: StderrPolicy | None = None,
+        health_clock: Callable[[], float] | None = None,
     ) -> None:
         settings = PoolSettings(
             start=start,
@@ -94,6 +103,7 @@ class Host:
             max_line_bytes=max_line_bytes,
             restart_policy=restart_policy or RestartPolicy(),
             stderr_policy=stderr_policy,
+            clock=health_clock,
         )
         self.pool = ProviderPool(specs, settings)
         self.state_dir = Path(state_dir) if state_dir is not None else None
@@ -109,6 +119,7 @@ class Host:
                     for pid, s in self.pool.slots.items()
                     if s.spec.untrusted is not None
                 },
+                remote=[pid for pid, s in self.pool.slots.items() if s.spec.remote],
             )
         self.verify_stage: VerifyStage | None = verify_stage
 
@@ -161,6 +172,9 @@ class Host:
                     conn = await self.pool.ensure(slot)
                 except HostdError as exc:
                     states[slot.spec.id] = f"{exc.reason}: {exc.message}"
+                    return
+                if not isinstance(conn, ProviderConnection):  # remote: ready at its handshake
+                    states[slot.spec.id] = conn.readiness.state
                     return
                 async with anyio.create_task_group() as tg:
 
@@ -330,6 +344,16 @@ class Host:
             out.append(row)
         return out
 
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
+        """``providers/restart``: the provider stopped if running, its failures forgotten
+        and started now (``ProviderPool.restart``); its ``providers/list`` row after."""
+        if self.pool.closing:
+            raise ShuttingDown("host is shutting down")
+        (slot,) = self.pool.select([provider_id])  # UnknownProvider when not configured
+        await self.pool.restart(slot)
+        (row,) = (r for r in self.providers_list() if r["id"] == provider_id)
+        return row
+
     def health(self, provider_id: str) -> Health:
         return self.pool.slots[provider_id].health
 
@@ -337,7 +361,7 @@ class Host:
         """Reuse-cache and verification figures for ``host/status`` (empty when off)."""
         return self.verify_stage.figures() if self.verify_stage is not None else {}
 
-    def connection(self, provider_id: str) -> ProviderConnection | None:
+    def connection(self, provider_id: str) -> ProviderLink | None:
         return self.pool.slots[provider_id].conn
 
 

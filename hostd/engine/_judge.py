@@ -1,8 +1,9 @@
 """Judging a fan-out: plain sync functions from raw replies to reports and frames.
 
 ``judge_leg`` turns one ``LegReply`` into its ``LegReport`` and, when the
-provider answered, its leg audit (``_leg_audit``: frame rules, B1–B4, Q1, Q2,
-quarantine). ``judge`` assembles the ``FanOut``: reports keyed by provider id,
+provider answered, its leg audit (``_leg_audit``: frame rules, B1–B4, Q1 against
+the query's and the declared kinds, Q2, quarantine). ``judge`` assembles the
+``FanOut``: reports keyed by provider id,
 accepted frames ordered by provider id then FrameId (never by arrival), every
 dropped frame with its reason, and each accepted frame ``unverified`` until the
 verify stage says more. No I/O, no clock.
@@ -54,7 +55,9 @@ def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
             **fields,
         )
         return JudgedLeg(report)
-    audit = audit_leg(leg.provider_id, reply.query, reply.frames)
+    audit = audit_leg(
+        leg.provider_id, reply.query, reply.frames, declared_kinds=reply.declared_kinds
+    )
     fields["violations"] = audit.violations
     fields["frames_offered"] = audit.offered
     if audit.quarantined:

@@ -7,14 +7,16 @@ itself. Then the leg as a whole, on *recomputed* costs: a misstated
 frames than ``max_frames`` (B4), kinds outside the query's ``kinds`` (Q1) or
 frames outside ``as_of`` (Q2) quarantine the whole reply: every frame is
 dropped with a loud report naming the rule and the figures, never trimmed to
-fit (B2). Notices (U2 unknown kind, R3 instruction-shaped content) keep the
-frame and are reported.
+fit (B2). A frame of a kind the provider did not declare in its capabilities
+(``query.kinds``, when not empty) is invalid under Q1 whatever the query
+asked, and costs only itself. Notices (U2 unknown kind, R3 instruction-shaped
+content) keep the frame and are reported.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -40,7 +42,8 @@ __all__ = ["QUARANTINE_RULES", "LegAudit", "audit_leg", "looks_like_instructions
 QUARANTINE_RULES = ("B3", "B1", "B4", "Q1", "Q2")
 
 # R3: content is data. These shapes are not rejected (a document may quote
-# them); they are flagged so the report and the log show who sent them.
+# them); they are flagged so the report and the log show who sent them. This is
+# the rule; ``looks_like_instructions`` decides it with ``_LOWER_SHAPES``.
 _INSTRUCTION_SHAPES = re.compile(
     r"ignore (all |any )?(the )?(previous|prior|above) (instructions|prompts?)"
     r"|disregard (all |the )?(previous|prior|above)"
@@ -51,10 +54,36 @@ _INSTRUCTION_SHAPES = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 
+# The same shapes, case-sensitive, for content lowered first and led by a "\n": the
+# line-start branch then begins with "\n" instead of the "^" anchor, so every branch
+# begins with a literal and the scan skips every position whose character cannot
+# start one (several times faster than the case-folding search). Exactly the same
+# decision because for every character but _UNSAFE_CASES, ``str.lower()`` gives one
+# character, matches a literal of the rule under IGNORECASE iff it lowers to it, and
+# keeps whether it is whitespace (\s) or a word character (\b); a test checks that
+# over all of Unicode.
+_LOWER_SHAPES = re.compile(
+    r"ignore (all |any )?(the )?(previous|prior|above) (instructions|prompts?)"
+    r"|disregard (all |the )?(previous|prior|above)"
+    r"|you are now\b"
+    r"|\n\s*(system|assistant)\s*:"
+    r"|<\s*/?\s*(system|evidence|instructions?)\s*>"
+    r"|begin (system|new) (prompt|instructions)"
+)
+# Characters the regex case-folds otherwise than ``str.lower``: dotted and dotless
+# capital/small I (U+0130 lowers to two characters) and the long s.
+_UNSAFE_CASES = ("\u0130", "\u0131", "\u017f")
+
 
 def looks_like_instructions(content: str | None) -> bool:
-    """R3: whether ``content`` has an instruction shape (any letter case)."""
-    return content is not None and _INSTRUCTION_SHAPES.search(content) is not None
+    """R3: whether ``content`` has an instruction shape (any letter case): one
+    search of the lowered content; content holding a character ``str.lower`` folds
+    otherwise than the regex does takes the case-folding search instead."""
+    if content is None:
+        return False
+    if not content.isascii() and any(ch in content for ch in _UNSAFE_CASES):
+        return _INSTRUCTION_SHAPES.search(content) is not None
+    return _LOWER_SHAPES.search("\n" + content.lower()) is not None
 
 
 @dataclass(slots=True, frozen=True)
@@ -102,10 +131,25 @@ def _r3(index: int) -> Violation:
     )
 
 
-def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) -> LegAudit:
+#: Q1 against the declared kinds, located by ``_at`` like every frame finding. The kind
+#: itself is not quoted: it is the provider's text.
+_UNDECLARED = Violation(
+    "Q1", "kind", "kind not among the kinds the provider declared (capabilities.query.kinds)"
+)
+
+
+def audit_leg(
+    provider_id: str,
+    query: ContextQuery,
+    raw_frames: Sequence[Any],
+    *,
+    declared_kinds: Collection[str] = (),
+) -> LegAudit:
     """Judge one reply to ``query`` (the per-provider query actually sent), frame by
     frame: each raw frame is parsed on its own (a frame the transport already parsed
-    is checked as it is), so a malformed one costs only itself."""
+    is checked as it is), so a malformed one costs only itself. ``declared_kinds``
+    is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
+    declared = frozenset(declared_kinds)
     violations: list[Violation] = []
     parsed: list[tuple[int, ContextFrame]] = []
     valid: list[tuple[int, ContextFrame]] = []
@@ -118,6 +162,8 @@ def audit_leg(provider_id: str, query: ContextQuery, raw_frames: Sequence[Any]) 
             frame, found = raw, check_frame(raw)
         else:
             frame, found = parse_frame(raw)
+        if declared and frame is not None and frame.kind not in declared:
+            found = [*found, _UNDECLARED]
         if frame is not None and not found:  # the common case: nothing to report
             pair = (i, frame)
             parsed.append(pair)

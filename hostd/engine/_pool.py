@@ -1,7 +1,8 @@
 """``ProviderPool``: the life of every configured provider, apart from any one request.
 
 Owns start (lazy or at boot), restart with bounded exponential backoff
-following ``_health``'s decisions, health records, and teardown with no
+following ``_health``'s decisions (a parked provider retried after its
+cool-down; ``restart`` on request), health records, and teardown with no
 orphan left, also when cancelled. A start runs in the pool's own task group,
 not in the leg that asked for it: a leg waits for it only until its own
 deadline, and a handshake that never completes is torn down off the request's
@@ -12,7 +13,7 @@ pool; it never spawns or closes a process itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,9 +23,25 @@ import structlog
 from anyio.abc import TaskGroup
 
 from hostd import __version__
-from hostd.errors import HostdError, ProviderCrashed, ShuttingDown, UnknownProvider
+from hostd.errors import (
+    HostdError,
+    ProviderCrashed,
+    ProviderTimeout,
+    ShuttingDown,
+    UnknownProvider,
+)
 from hostd.protocol import HandshakeAck, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, OnProgress, ProviderConnection, StderrPolicy
+from hostd.transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    REDACTED,
+    OnProgress,
+    ProviderConnection,
+    ProviderLink,
+    RemoteConnection,
+    RemoteEndpoint,
+    StderrPolicy,
+    read_credential,
+)
 
 from ._health import (
     Health,
@@ -33,9 +50,13 @@ from ._health import (
     StartAction,
     decide_start,
     is_hung,
+    is_parked,
     record_failure,
     record_leg,
+    record_restart_requested,
+    record_retry,
     record_started,
+    retry_due,
 )
 from ._spec import ProviderSpec
 
@@ -57,6 +78,19 @@ class PoolSettings:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     restart_policy: RestartPolicy = RestartPolicy()
     stderr_policy: StderrPolicy | None = None
+    #: The clock health decisions read (default ``anyio.current_time``); tests pass
+    #: their own to move a parked provider past its cool-down without waiting it out.
+    clock: Callable[[], float] | None = None
+
+
+def _client_factory(spec: ProviderSpec) -> Any:
+    """The binding client for bindings the transport does not ship (``None``: its own)."""
+    if spec.binding != "mcp":
+        return None
+    # Imported here: the MCP SDK is an optional extra, needed only by mcp providers.
+    from hostd.mcp import mcp_client_factory
+
+    return mcp_client_factory(spec.options)
 
 
 class _Start:
@@ -66,7 +100,7 @@ class _Start:
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.conn: ProviderConnection | None = None
+        self.conn: ProviderLink | None = None
         self.error: HostdError | None = None
 
 
@@ -77,7 +111,7 @@ class Slot:
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
-        self.conn: ProviderConnection | None = None
+        self.conn: ProviderLink | None = None
         self.health = Health()
         self.last_ack: HandshakeAck | None = None
         self.starting: _Start | None = None
@@ -97,7 +131,7 @@ class Slot:
                 return ProviderState.WARMING
         return state
 
-    def live(self) -> ProviderConnection | None:
+    def live(self) -> ProviderLink | None:
         """The connection when it can take a request now, else ``None``."""
         conn = self.conn
         return conn if conn is not None and conn.alive else None
@@ -117,10 +151,14 @@ class ProviderPool:
         self.settings = settings
         self.host_info = settings.host_info or HostInfo(name="hostd", version=__version__)
         self.closing = False
+        self.now: Callable[[], float] = settings.clock or anyio.current_time
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
         self.progress_listeners: list[OnProgress] = []
+        #: Each remote provider's pooled HTTP client, made on its first start, kept for
+        #: the pool's life (connections are reused across handshakes and requests).
+        self._remotes: dict[str, RemoteEndpoint] = {}
 
     async def __aenter__(self) -> ProviderPool:
         stack = AsyncExitStack()
@@ -134,6 +172,8 @@ class ProviderPool:
         self.closing = True
         with anyio.CancelScope(shield=True):
             await self.stop_all()
+            for endpoint in self._remotes.values():
+                await endpoint.aclose()
         assert self._stack is not None and self._tg is not None
         self._tg.cancel_scope.cancel()
         # The body's own exception is not fed to the task group (it would come back
@@ -180,7 +220,7 @@ class ProviderPool:
 
     # -- starting and restarting -----------------------------------------------------
 
-    async def ensure(self, slot: Slot, deadline: float | None = None) -> ProviderConnection:
+    async def ensure(self, slot: Slot, deadline: float | None = None) -> ProviderLink:
         """The live connection, (re)started per the health decisions (``_health``).
         Waiting for a start is bounded by the caller's scope; the start itself is not."""
         while True:
@@ -190,15 +230,20 @@ class ProviderPool:
             if slot.starting is not None:
                 await self._join(slot.starting)
                 continue
-            now = anyio.current_time()
+            now = self.now()
             policy = self.settings.restart_policy
             decision = decide_start(slot.health, alive=False, now=now, policy=policy)
             if decision.action is StartAction.GIVE_UP:
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
+                retry = (
+                    "no retry until providers/restart"
+                    if decision.delay_s == float("inf")
+                    else f"next retry in {decision.delay_s:.0f} s"
+                )
                 raise ProviderCrashed(
                     f"restart attempts exhausted ({slot.health.consecutive_failures}); "
-                    f"last failure: {slot.health.last_failure}",
+                    f"{retry}; last failure: {slot.health.last_failure}",
                     stage="restart",
                 )
             if decision.action is StartAction.WAIT:
@@ -213,6 +258,14 @@ class ProviderPool:
                 raise ShuttingDown("host is shutting down")
             if slot.conn is not None:
                 self.discard(slot)
+            if is_parked(slot.health, policy):  # its cool-down has passed: one attempt
+                slot.health = record_retry(slot.health)
+                log.info(
+                    "provider.retry",
+                    provider=slot.spec.id,
+                    retries=slot.health.retries,
+                    consecutive_failures=slot.health.consecutive_failures,
+                )
             start = slot.starting = _Start()
             self._tg.start_soon(self._start, slot, start)
             await self._join(start)
@@ -220,7 +273,7 @@ class ProviderPool:
     def start_timeout(self, slot: Slot) -> float:
         return slot.spec.start_timeout_s or self.settings.start_timeout_s
 
-    async def ready(self, slot: Slot, deadline: float | None = None) -> ProviderConnection:
+    async def ready(self, slot: Slot, deadline: float | None = None) -> ProviderLink:
         """The connection once the provider is ready (or failed its warm-up), waiting no
         longer than its start deadline; past that, the connection as it is (warming).
         ``deadline``: the caller's own, for a backoff (``ensure``); its scope bounds the rest."""
@@ -259,21 +312,30 @@ class ProviderPool:
         spec, s = slot.spec, self.settings
         timeout = self.start_timeout(slot)
         slot.start_deadline = anyio.current_time() + timeout
+        conn: ProviderLink
         try:
-            conn = await ProviderConnection.open(
-                spec.id,
-                spec.command,
-                task_group=self._tg,
-                binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
-                env=spec.env,
-                cwd=spec.cwd,
-                host=self.host_info,
-                handshake_timeout=timeout,
-                grace=s.grace_period_s,
-                max_line_bytes=s.max_line_bytes,
-                stderr_policy=s.stderr_policy,
-                on_progress=self._on_progress,
-            )
+            if spec.remote:
+                conn = await RemoteConnection.open(
+                    self._endpoint(spec),
+                    host=self.host_info,
+                    handshake_timeout=timeout,
+                )
+            else:
+                conn = await ProviderConnection.open(
+                    spec.id,
+                    spec.command,
+                    task_group=self._tg,
+                    binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
+                    env=spec.env,
+                    cwd=spec.cwd,
+                    host=self.host_info,
+                    handshake_timeout=timeout,
+                    grace=s.grace_period_s,
+                    max_line_bytes=s.max_line_bytes,
+                    stderr_policy=s.stderr_policy,
+                    client_factory=_client_factory(spec),
+                    on_progress=self._on_progress,
+                )
         except HostdError as exc:
             self.record_failure(slot, exc)
             log.warning(
@@ -291,12 +353,60 @@ class ProviderPool:
             slot.starting = None
             start.done.set()
 
+    async def restart(self, slot: Slot) -> ProviderLink:
+        """``providers/restart``: stop the running process, if any (its in-flight legs
+        fail), forget the failures (``record_restart_requested``) and start it now,
+        waiting at most its start deadline and the grace period. A start already
+        under way is joined instead of doubled."""
+        if self.closing or self._tg is None:
+            raise ShuttingDown("host is shutting down")
+        log.info(
+            "provider.restart.requested",
+            provider=slot.spec.id,
+            state=slot.state.value,
+            consecutive_failures=slot.health.consecutive_failures,
+        )
+        if slot.starting is None:
+            self.discard(slot)
+        slot.health = record_restart_requested(slot.health)
+        s = self.settings
+        limit = self.start_timeout(slot) + s.grace_period_s
+        try:
+            with anyio.fail_after(limit):
+                return await self.ensure(slot)
+        except TimeoutError:
+            raise ProviderTimeout(
+                f"not started within {limit * 1000:.0f} ms", stage="restart"
+            ) from None
+    def _endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
+        """The remote provider's endpoint, made once (C7 is checked before it exists)."""
+        endpoint = self._remotes.get(spec.id)
+        if endpoint is None:
+            try:
+                credential = read_credential(spec.token_file, spec.token_env)
+            except ValueError as exc:  # names the file or variable, never its content
+                raise ProviderCrashed(str(exc), stage="credential") from None
+            assert spec.url is not None
+            endpoint = self._remotes[spec.id] = RemoteEndpoint(
+                spec.id,
+                spec.url,
+                binding=spec.binding,
+                credential=credential,
+                ca_file=spec.ca_file,
+                client_cert=spec.client_cert,
+                client_key=spec.client_key,
+                max_body_bytes=self.settings.max_line_bytes,
+                max_connections=spec.max_connections,
+                user_agent=f"{self.host_info.name}/{self.host_info.version}",
+            )
+        return endpoint
+
     # -- failures ------------------------------------------------------------------------
 
     def record_failure(self, slot: Slot, exc: HostdError) -> None:
         slot.health = record_failure(
             slot.health,
-            now=anyio.current_time(),
+            now=self.now(),
             error=f"{exc.reason}: {exc.message}",
             policy=self.settings.restart_policy,
         )
@@ -314,7 +424,7 @@ class ProviderPool:
             log.warning("provider.hung.restart", provider=slot.spec.id, timeouts=n)
             slot.health = record_failure(
                 slot.health,
-                now=anyio.current_time(),
+                now=self.now(),
                 error=f"hung: no reply to {n} requests in a row",
                 policy=self.settings.restart_policy,
             )
@@ -326,7 +436,7 @@ class ProviderPool:
         if conn is not None and not conn.closed and self._tg is not None:
             self._tg.start_soon(conn.aclose)
 
-    def broken(self, slot: Slot, conn: ProviderConnection | None, exc: HostdError) -> None:
+    def broken(self, slot: Slot, conn: ProviderLink | None, exc: HostdError) -> None:
         """The process died or broke its stream: count a failure, schedule teardown."""
         if conn is None or slot.conn is not conn:
             return  # another leg already handled this connection
@@ -342,10 +452,14 @@ class ProviderPool:
         if conn is not None:
             health["readiness"] = conn.readiness.state
             health["progress"] = dict(conn.readiness.progress)
+        due = retry_due(slot.health, self.settings.restart_policy)
+        if due is not None:  # parked: when its cool-down lets it start again
+            health["retry_in_s"] = round(max(0.0, due - self.now()), 3)
+        if isinstance(conn, ProviderConnection):
             health["pid"] = conn.child.pid
             health["stderr_lines"] = conn.child.stderr_lines
             health["stderr_suppressed"] = conn.child.stderr_suppressed
-        return {
+        row = {
             "id": slot.spec.id,
             "binding": slot.spec.binding,
             "info": ack.provider.to_wire() if ack is not None else None,
@@ -353,3 +467,15 @@ class ProviderPool:
             "state": slot.state.value,
             "health": health,
         }
+        if slot.spec.url is not None:  # the URL and "<redacted>", never the credential (C8)
+            endpoint = self._remotes.get(slot.spec.id)
+            row["remote"] = (
+                endpoint.describe()
+                if endpoint is not None
+                else {"url": slot.spec.url, "credential": _credential_shown(slot.spec)}
+            )
+        return row
+
+
+def _credential_shown(spec: ProviderSpec) -> str | None:
+    return REDACTED if spec.token_file is not None or spec.token_env is not None else None

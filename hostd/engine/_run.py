@@ -28,6 +28,7 @@ from hostd.errors import (
     ProviderCrashed,
     ProviderError,
     ProviderTimeout,
+    ProviderUnauthorized,
 )
 from hostd.protocol import (
     ContextQuery,
@@ -36,7 +37,7 @@ from hostd.protocol import (
     FrameVerdict,
     Violation,
 )
-from hostd.transport import ProviderConnection, StartedCall
+from hostd.transport import ProviderLink, StartedCall
 
 from ._gate import ConsentGate, missing_consent
 from ._plan import FanOutPlan, LegAction, LegPlan, gate
@@ -68,10 +69,12 @@ class LegReply:
     missing_scopes: tuple[str, ...] = ()
     #: From the fan-out's start.
     latency_ms: float = 0.0
+    #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
+    declared_kinds: tuple[str, ...] = ()
 
 
 def _write(
-    conn: ProviderConnection, query: ContextQuery, wire: Mapping[str, Any] | None = None
+    conn: ProviderLink, query: ContextQuery, wire: Mapping[str, Any] | None = None
 ) -> StartedCall | None:
     """The one send path's first step: write now if the connection can take it whole
     (``wire``: the query's wire form, when the plan already built it)."""
@@ -79,7 +82,7 @@ def _write(
 
 
 async def _result(
-    conn: ProviderConnection, query: ContextQuery, call: StartedCall | None
+    conn: ProviderLink, query: ContextQuery, call: StartedCall | None
 ) -> ContextQueryResult:
     """The one send path's second step: the reply (writing first if nothing was written)."""
     return await (call.result() if call is not None else conn.query(query))
@@ -94,7 +97,9 @@ def failure_of(exc: HostdError) -> tuple[LegStatus, str, str, tuple[Violation, .
     """A leg's typed failure as (status, code, message, violations)."""
     if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
         return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
-    if isinstance(exc, ProviderCrashed):
+    if isinstance(exc, ProviderUnauthorized):  # a remote provider's 401/403
+        return LegStatus.UNAUTHORIZED, exc.reason, exc.message, ()
+    if isinstance(exc, ProviderCrashed):  # RemoteTransport included: code ``transport``
         return LegStatus.CRASHED, exc.reason, exc.message, ()
     if isinstance(exc, HandshakeFailed):  # IncompatibleVersion included (H1–H3, H2, C5)
         return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
@@ -139,7 +144,7 @@ class _Runner:
         self,
         leg: LegPlan,
         written: StartedCall | HostdError | None,
-        conn: ProviderConnection | None,
+        conn: ProviderLink | None,
     ) -> None:
         reply = await self._exchange(leg, written, conn)
         await self.on_reply(reply)
@@ -148,7 +153,7 @@ class _Runner:
         self,
         leg: LegPlan,
         written: StartedCall | HostdError | None,
-        conn: ProviderConnection | None,
+        conn: ProviderLink | None,
     ) -> LegReply:
         slot = self.pool.slots[leg.provider_id]
         query = leg.query
@@ -209,7 +214,9 @@ class _Runner:
                 error_message=message,
                 violations=violations,
             )
-        return self.reply(leg, query, frames=result.frames)
+        caps = conn.capabilities if conn is not None else None
+        kinds = tuple(caps.query.kinds) if caps is not None else ()
+        return self.reply(leg, query, frames=result.frames, declared_kinds=kinds)
 
     def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``)."""
@@ -267,7 +274,7 @@ async def run_fan_out(
     as it lands) and the planned verify replies, in one task group."""
     runner = _Runner(plan, pool, consent, on_reply)
     settled: list[LegReply] = []
-    pending: list[tuple[LegPlan, Written, ProviderConnection | None]] = []
+    pending: list[tuple[LegPlan, Written, ProviderLink | None]] = []
     for leg in plan.legs:
         if leg.action is LegAction.SKIP:
             settled.append(

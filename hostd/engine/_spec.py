@@ -12,12 +12,14 @@ __all__ = ["ProviderSpec"]
 
 @dataclass(slots=True, frozen=True)
 class ProviderSpec:
-    """One configured provider. ``command`` is the argv of its child process;
-    ``env`` is added to the scrubbed environment; ``weight`` sizes its budget
-    share (``budget_split``); ``trusted_roots`` is for source re-reads (F5)."""
+    """One configured provider. ``command`` is the argv of its child process, or
+    ``url`` names a remote provider (HTTPS; ``token_file``/``token_env`` its bearer
+    credential, ``ca_file``/``client_cert``/``client_key`` its TLS); ``env`` is added
+    to the scrubbed environment; ``weight`` sizes its budget share
+    (``budget_split``); ``trusted_roots`` is for source re-reads (F5)."""
 
     id: str
-    command: Sequence[str]
+    command: Sequence[str] = ()
     binding: str = "jsonrpc"
     timeout_ms: int = 2000
     weight: float = 1.0
@@ -27,18 +29,38 @@ class ProviderSpec:
     #: "exclude" | "include" for frames whose ``file`` provenance lies outside every
     #: trusted root; ``None``: the host's setting.
     untrusted: str | None = None
+    #: The binding's own settings (``mcp``: ``hostd.config.McpSettings`` as a dict).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: A remote provider: its URL instead of a command (C7 is checked by the transport).
+    url: str | None = None
+    token_file: str | Path | None = None
+    token_env: str | None = None
+    ca_file: str | Path | None = None
+    client_cert: str | Path | None = None
+    client_key: str | Path | None = None
+    #: HTTP connections one remote provider may hold open at once.
+    max_connections: int = 16
     #: Seconds its start (spawn and handshake) may take before it is killed; ``None``:
     #: the host's ``start_timeout_s``. A request naming no timeout waits up to this for
     #: the provider to be ready.
     start_timeout_s: float | None = None
 
+    @property
+    def remote(self) -> bool:
+        return self.url is not None
+
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("provider id must not be empty")
-        if isinstance(self.command, str) or not self.command:
+        if self.url is not None:
+            if self.command:
+                raise ValueError(f"provider {self.id!r}: give command or url, not both")
+            if self.binding == "mcp":
+                raise ValueError(f"provider {self.id!r}: binding 'mcp' takes a command, not a url")
+        elif isinstance(self.command, str) or not self.command:
             raise ValueError(f"provider {self.id!r}: command must be a non-empty argv list")
-        if self.binding not in ("jsonrpc", "cgp"):
-            raise ValueError(f"provider {self.id!r}: binding must be 'jsonrpc' or 'cgp'")
+        if self.binding not in ("jsonrpc", "cgp", "mcp"):
+            raise ValueError(f"provider {self.id!r}: binding must be 'jsonrpc', 'cgp' or 'mcp'")
         if self.timeout_ms <= 0:
             raise ValueError(f"provider {self.id!r}: timeout_ms must be positive")
         if self.untrusted not in (None, "exclude", "include"):
@@ -54,9 +76,22 @@ class ProviderSpec:
     @classmethod
     def from_settings(cls, settings: Any) -> ProviderSpec:
         """From any object with these attribute names (``hostd.config.ProviderSettings``)."""
+        remote = {
+            key: getattr(settings, key)
+            for key in (
+                "url",
+                "token_file",
+                "token_env",
+                "ca_file",
+                "client_cert",
+                "client_key",
+                "max_connections",
+            )
+            if getattr(settings, key, None) is not None
+        }
         return cls(
             id=settings.id,
-            command=list(settings.command),
+            command=list(getattr(settings, "command", None) or ()),
             binding=getattr(settings, "binding", "jsonrpc"),
             timeout_ms=getattr(settings, "timeout_ms", 2000),
             weight=getattr(settings, "weight", 1.0),
@@ -64,5 +99,7 @@ class ProviderSpec:
             cwd=getattr(settings, "cwd", None),
             trusted_roots=list(getattr(settings, "trusted_roots", []) or []),
             untrusted=getattr(settings, "untrusted", None),
+            options=dict(getattr(settings, "options", None) or {}),
+            **remote,
             start_timeout_s=getattr(settings, "start_timeout_s", None),
         )

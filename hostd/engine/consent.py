@@ -5,7 +5,12 @@ one scope, and when. The ledger is append-only: a grant appends a ``grant``
 event, a revocation appends a ``revoke`` event, and nothing is ever updated or
 deleted (triggers refuse it), so the history of consent *is* the audit trail.
 The current state is derived from the events: a grant is live until a later
-revocation of the same ``(provider_id, scope)``.
+revocation of the same ``(provider_id, scope)``. ``consent_state`` beside the
+ledger keeps, per ``(provider_id, scope)``, the seq of its last grant and of its
+last revoke; an ``AFTER INSERT`` trigger updates it in the same transaction as
+each event (whoever writes the event), so the gate reads one row per scope
+instead of the provider's whole history. A ledger from before the table is
+migrated once, on open, from its events.
 
 The gate itself is :meth:`ConsentStore.missing_scopes` over the scopes
 :func:`required_scopes` derives from a provider's handshake ``data_flow``:
@@ -63,6 +68,32 @@ CREATE TRIGGER IF NOT EXISTS consent_events_no_update
 CREATE TRIGGER IF NOT EXISTS consent_events_no_delete
     BEFORE DELETE ON consent_events
     BEGIN SELECT RAISE(ABORT, 'consent ledger is append-only'); END;
+CREATE TABLE IF NOT EXISTS consent_state (
+    provider_id TEXT    NOT NULL,
+    scope       TEXT    NOT NULL,
+    last_grant  INTEGER,
+    last_revoke INTEGER,
+    PRIMARY KEY (provider_id, scope)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS consent_events_keep_state
+    AFTER INSERT ON consent_events
+    BEGIN
+        INSERT INTO consent_state (provider_id, scope, last_grant, last_revoke)
+        VALUES (NEW.provider_id, NEW.scope,
+                CASE WHEN NEW.action = 'grant' THEN NEW.seq END,
+                CASE WHEN NEW.action = 'revoke' THEN NEW.seq END)
+        ON CONFLICT (provider_id, scope) DO UPDATE SET
+            last_grant = COALESCE(excluded.last_grant, last_grant),
+            last_revoke = COALESCE(excluded.last_revoke, last_revoke); END;
+"""
+
+# A ledger written before ``consent_state`` existed: its state, from its events, once.
+_MIGRATE_STATE = """
+INSERT INTO consent_state (provider_id, scope, last_grant, last_revoke)
+SELECT provider_id, scope,
+       MAX(CASE WHEN action = 'grant' THEN seq END),
+       MAX(CASE WHEN action = 'revoke' THEN seq END)
+FROM consent_events GROUP BY provider_id, scope
 """
 
 
@@ -155,9 +186,14 @@ class ConsentStore:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.execute("BEGIN IMMEDIATE")
         try:
+            had_state = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'consent_state'"
+            ).fetchone()
             for stmt in _SCHEMA.split(";\n"):
                 if stmt.strip():
                     self._db.execute(stmt)
+            if had_state is None:  # a new file (no events) or a ledger from before the table
+                self._db.execute(_MIGRATE_STATE)
         finally:
             if self._db.in_transaction:
                 self._db.execute("COMMIT")
@@ -269,14 +305,15 @@ class ConsentStore:
         return [receipts[s] for s in sorted(receipts)]
 
     def active_scopes(self, provider_id: str) -> set[str]:
-        """Scopes of ``provider_id`` with a grant later than their last revocation."""
+        """Scopes of ``provider_id`` with a grant later than their last revocation.
+
+        Read from ``consent_state``: one row per scope, whatever the ledger's length."""
         with self._lock:
             rows = (
                 self._conn()
                 .execute(
-                    "SELECT scope FROM consent_events WHERE provider_id = ? GROUP BY scope "
-                    "HAVING MAX(CASE WHEN action = 'grant' THEN seq END) > "
-                    "COALESCE(MAX(CASE WHEN action = 'revoke' THEN seq END), 0)",
+                    "SELECT scope FROM consent_state WHERE provider_id = ? "
+                    "AND last_grant > COALESCE(last_revoke, 0)",
                     (provider_id,),
                 )
                 .fetchall()

@@ -35,6 +35,7 @@ from ._errors import (
     CgpErrorCode,
     read_cgp_code,
 )
+from ._hosts import is_loopback_host
 from ._identity import FrameId
 from ._jcs import canonical_json, es_number
 from ._lines import (
@@ -164,6 +165,7 @@ __all__ = [
     "check_version",
     "es_number",
     "frame_in_window",
+    "is_loopback_host",
     "is_off_machine_scope",
     "is_sha256_digest",
     "is_version_string",

@@ -27,6 +27,7 @@ from ._models import (
     ProviderInfo,
     Representation,
 )
+from ._time import is_timestamp
 from ._version import is_version_string, version_family, versions_compatible
 
 __all__ = [
@@ -65,7 +66,8 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken rule: its spec id, the field at fault and a human message."""
+    """One broken rule: its spec id, the field at fault and a human message. A message
+    never quotes a frame's values: violations reach reports and the log (C8)."""
 
     rule: str
     field: str
@@ -108,10 +110,10 @@ def parse_timestamp(value: str) -> tuple[datetime, Decimal] | None:
 def check_timestamp(value: str | None, field: str) -> list[Violation]:
     if value is None:
         return []
-    if not isinstance(value, str) or parse_timestamp(value) is None:
+    if not isinstance(value, str) or not is_timestamp(value):
         return [
             Violation(
-                "F4", field, f"{value!r} is not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z"
+                "F4", field, "not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z (not quoted)"
             )
         ]
     return []
@@ -157,8 +159,7 @@ def check_frame(frame: ContextFrame) -> list[Violation]:
                 Violation(
                     "F5",
                     f"provenance[{i}].digest",
-                    "file provenance needs a sha256:<64 lowercase hex> digest, "
-                    f"got {prov.digest!r}",
+                    "file provenance needs a sha256:<64 lowercase hex> digest",
                 )
             )
     if frame.content_digest is not None and not is_sha256_digest(frame.content_digest):
@@ -166,7 +167,7 @@ def check_frame(frame: ContextFrame) -> list[Violation]:
             Violation(
                 "D1",
                 "content_digest",
-                f"{frame.content_digest!r} is not sha256:<64 lowercase hex>",
+                "not sha256:<64 lowercase hex> (not quoted)",
             )
         )
     if (
@@ -194,7 +195,7 @@ def check_frame(frame: ContextFrame) -> list[Violation]:
             Violation(
                 "U2",
                 "kind",
-                f"unknown kind {frame.kind!r}: kept as opaque evidence",
+                "unknown kind: kept as opaque evidence",
                 Severity.NOTICE,
             )
         )
@@ -260,7 +261,7 @@ def check_kinds(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
         return []
     allowed = set(query.kinds)
     return [
-        Violation("Q1", f"frames[{i}].kind", f"kind {f.kind!r} not in requested {sorted(allowed)}")
+        Violation("Q1", f"frames[{i}].kind", f"kind not in requested {sorted(allowed)}")
         for i, f in enumerate(frames)
         if f.kind not in allowed
     ]
@@ -272,8 +273,12 @@ def frame_in_window(frame: ContextFrame, as_of: str) -> bool:
     A missing bound is open. Unparseable bounds make the frame fall outside.
     """
     at = parse_timestamp(as_of)
-    if at is None:
-        return False
+    return at is not None and _in_window(frame, at)
+
+
+def _in_window(frame: ContextFrame, at: tuple[datetime, Decimal]) -> bool:
+    """``frame_in_window`` with ``as_of`` parsed once for the whole leg; a frame with
+    no bounds (the common case) builds no ``datetime`` at all."""
     if frame.valid_from is not None:
         lo = parse_timestamp(frame.valid_from)
         if lo is None or at < lo:
@@ -289,6 +294,7 @@ def check_as_of(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
     """Q2: with ``as_of`` set, every frame's validity window must contain it."""
     if query.as_of is None:
         return []
+    at = parse_timestamp(query.as_of)
     return [
         Violation(
             "Q2",
@@ -296,7 +302,7 @@ def check_as_of(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
             f"valid [{f.valid_from}, {f.valid_to}) does not contain as_of {query.as_of}",
         )
         for i, f in enumerate(frames)
-        if not frame_in_window(f, query.as_of)
+        if at is None or not _in_window(f, at)
     ]
 
 

@@ -8,7 +8,7 @@ it never ranks, renders or speaks to providers itself.
 from ._api import METHODS, ComposeParams, QueryParams, RequestContext
 from ._connection import Connection, Limits
 from ._daemon import Daemon
-from ._listeners import ListenerError, is_loopback
+from ._listeners import ListenerError, open_stdio, reserve_stdout
 
 __all__ = [
     "METHODS",
@@ -19,5 +19,6 @@ __all__ = [
     "ListenerError",
     "QueryParams",
     "RequestContext",
-    "is_loopback",
+    "open_stdio",
+    "reserve_stdout",
 ]

@@ -64,6 +64,8 @@ class DaemonState(Protocol):
 
     async def providers_list(self) -> list[dict[str, Any]]: ...
 
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]: ...
+
     @property
     def consent(self) -> Any: ...
 
@@ -172,6 +174,10 @@ class UsageParams(_Params):
 
 class CancelParams(_Params):
     id: str | int | None
+
+
+class RestartParams(_Params):
+    provider: _Text
 
 
 class _NoParams(_Params):
@@ -359,6 +365,11 @@ async def providers_list(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
     return {"providers": await ctx.daemon.providers_list()}
 
 
+async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, Any]:
+    """Stop the provider if running, forget its failures, start it now (docs/api.md)."""
+    return {"provider": await ctx.daemon.restart_provider(p.provider)}
+
+
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     _check_providers(ctx, [p.provider])
     receipt = ctx.daemon.consent.grant(p.provider, p.scope, p.grantor)
@@ -409,6 +420,7 @@ METHODS: Mapping[str, Method] = {
     "context/compose": Method(ComposeParams, context_compose),
     "context/query": Method(QueryParams, context_query),
     "providers/list": Method(_NoParams, providers_list),
+    "providers/restart": Method(RestartParams, providers_restart),
     "consent/grant": Method(ConsentParams, consent_grant),
     "consent/revoke": Method(ConsentParams, consent_revoke),
     "consent/list": Method(ConsentListParams, consent_list),

@@ -4,7 +4,9 @@ Owns the JSON-RPC 2.0 session rules on one byte stream: one JSON value per
 line (``hostd.protocol.LineSplitter``: an over-long line is answered once and
 skipped, the connection keeps serving); parse errors (−32700) and invalid
 requests (−32600) answered with ``id: null``; batches answered as one array (an
-empty batch is one invalid request; a batch of notifications gets no reply);
+empty batch is one invalid request; a batch of notifications gets no reply; an
+element that is not an object, an inner array included, gets its own −32600 and
+is never run);
 per-connection limits on batch size and requests in flight; ``$/cancel``
 cancels the named request's work and suppresses its reply; and, for sockets, a
 client that goes away cancels everything it had in flight.
@@ -14,7 +16,10 @@ A connection with a token (TCP) is *unauthenticated* until its first message,
 small line (``Limits.pre_auth_line_bytes``), must authenticate within
 ``Limits.auth_timeout_s`` or be closed, and is counted apart
 (``connections_unauthenticated``) so the daemon can cap such connections on
-their own, never at the expense of Unix-socket or authenticated clients.
+their own, never at the expense of Unix-socket or authenticated clients; at the
+cap the daemon ``evict``s the oldest one, which closes it and can never
+authenticate after. The warnings a peer can cause once per connection it opens
+go through the owner's ``RepeatedEvents`` (rate-limited, counted, summarised).
 
 Method semantics are not here: each request is handed to the ``dispatch``
 callable the daemon injects. This module imports neither ``_api`` nor
@@ -33,6 +38,7 @@ import anyio
 
 from hostd.errors import (
     EmptyBatch,
+    InvalidRequest,
     Overloaded,
     ParseError,
     RequestLineTooLong,
@@ -42,6 +48,8 @@ from hostd.errors import (
 from hostd.logs import get_logger
 from hostd.protocol import LineSplitter
 from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
+
+from ._repeats import RepeatedEvents
 
 __all__ = ["Connection", "Dispatch", "Limits", "Owner"]
 
@@ -54,10 +62,16 @@ class Owner(Protocol):
     """What a connection reports to the daemon that owns it."""
 
     counters: Counter[str]
+    #: Where warnings a peer can repeat at will are logged (rate-limited).
+    repeats: RepeatedEvents
 
     def begin_request(self) -> None: ...
 
     def end_request(self) -> None: ...
+
+    def admit_authenticated(self) -> bool:
+        """Room among ``max_connections`` for a TCP client that just authenticated?"""
+        ...
 
 
 #: ``dispatch(connection, request)`` → the reply dict, or ``None`` when none is owed.
@@ -78,6 +92,13 @@ class Limits:
 
 def _id_key(value: Any) -> bytes:
     return encode(value)
+
+
+def _not_a_request() -> dict[str, Any]:
+    """The answer to a batch element that is not an object: its own −32600 with a null
+    id. Refused here, never dispatched: dispatching an inner array would run it as a
+    batch of its own, past ``max_batch`` and ``max_in_flight``, with a nested reply."""
+    return error_reply(InvalidRequest("Invalid Request: a batch element must be an object"))
 
 
 class Connection:
@@ -111,19 +132,36 @@ class Connection:
         self._idle.set()
         self._broken = False
         self._aborting = False
+        self._evicted = False
         self._tg: Any = None
+        # Made here, entered by ``serve``: an eviction before the task runs still counts.
+        self._scope = anyio.CancelScope()
         # Counted from construction (the daemon constructs as it accepts), so a burst of
         # accepts cannot overshoot the caps before the first connection task runs.
         owner.counters["connections_total"] += 1
+        self._counted: str | None = (
+            "connections_open" if self._authenticated else "connections_unauthenticated"
+        )
         owner.counters[self._counted] += 1
-
-    @property
-    def _counted(self) -> str:
-        return "connections_open" if self._authenticated else "connections_unauthenticated"
 
     @property
     def authenticated(self) -> bool:
         return self._authenticated
+
+    def evict(self) -> bool:
+        """Close this connection if it has not authenticated (True if so). It stops being
+        counted at once, so the daemon's cap is exact while it is torn down."""
+        if self._authenticated or self._evicted:
+            return False
+        self._evicted = True
+        self._uncount()
+        self._scope.cancel()
+        return True
+
+    def _uncount(self) -> None:
+        if self._counted is not None:
+            self.owner.counters[self._counted] -= 1
+            self._counted = None
 
     # -- outbound ----------------------------------------------------------------------
 
@@ -174,27 +212,28 @@ class Connection:
     async def serve(self) -> None:
         log.debug("connection.opened", connection=self.name)
         try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                if not self._authenticated:
-                    tg.start_soon(self._auth_deadline)
-                await self._read()
-                if self._drain_on_eof and not self._broken:
-                    await self._idle.wait()
-                tg.cancel_scope.cancel()
+            with self._scope:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    if not self._authenticated:
+                        tg.start_soon(self._auth_deadline)
+                    await self._read()
+                    if self._drain_on_eof and not self._broken:
+                        await self._idle.wait()
+                    tg.cancel_scope.cancel()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         except Exception as exc:  # a bug here costs this connection, never the daemon
             log.error("connection.crashed", connection=self.name, exc_info=exc)
         finally:
-            self.owner.counters[self._counted] -= 1
+            self._uncount()
             log.debug("connection.closed", connection=self.name)
 
     async def _auth_deadline(self) -> None:
         # A timer, not a wait: the client's time to authenticate runs out here.
         await anyio.sleep(self._limits.auth_timeout_s)
         if not self._authenticated:
-            log.warning("client.auth_timeout", connection=self.name)
+            self.owner.repeats.warning("client.auth_timeout", connection=self.name)
             self._tg.cancel_scope.cancel()
 
     async def _read(self) -> None:
@@ -220,7 +259,9 @@ class Connection:
                 return
 
     async def _line_too_long(self, limit: int) -> None:
-        log.warning("client.line_too_long", connection=self.name, max_line_bytes=limit)
+        self.owner.repeats.warning(
+            "client.line_too_long", connection=self.name, max_line_bytes=limit
+        )
         await self.send(error_reply(RequestLineTooLong("line too long", max_line_bytes=limit)))
 
     async def _handle_line(self, line: bytes) -> bool:
@@ -269,8 +310,10 @@ class Connection:
         if self._inflight >= self._limits.max_in_flight:
             errors = [
                 error_reply(self._overloaded(), reply_id(m))
+                if isinstance(m, dict)
+                else _not_a_request()
                 for m in batch
-                if isinstance(m, dict) and "id" in m
+                if not isinstance(m, dict) or "id" in m
             ]
             if errors:
                 await self.send(errors)
@@ -316,8 +359,11 @@ class Connection:
                 replies[i] = await self._dispatch_in(batch[i], scopes[i])
 
         async with anyio.create_task_group() as tg:
-            for i in range(len(batch)):
-                tg.start_soon(one, i)
+            for i, msg in enumerate(batch):
+                if isinstance(msg, dict):
+                    tg.start_soon(one, i)
+                else:  # an inner array is never a batch of its own (nor run), nor any scalar
+                    replies[i] = _not_a_request()
         out = [r for r in replies if r is not None and r is not _NO_REPLY]
         if out:
             await self.send(out)
@@ -342,17 +388,23 @@ class Connection:
             if isinstance(params, dict) and isinstance(params.get("token"), str):
                 token = params["token"]
         assert self._token is not None
+        if self._evicted:  # closed already; the token read since must not reopen it
+            return False
         if token is not None and hmac.compare_digest(token.encode(), self._token.encode()):
-            counters = self.owner.counters
-            counters["connections_unauthenticated"] -= 1
+            self._uncount()
+            if not self.owner.admit_authenticated():  # counted and logged as a refusal
+                full = Overloaded("hostd is serving its max_connections clients")
+                await self.send(error_reply(full, reply_id(msg)))
+                return False
             self._authenticated = True
-            counters["connections_open"] += 1
+            self._counted = "connections_open"
+            self.owner.counters["connections_open"] += 1
             if isinstance(msg, dict) and "id" in msg:
                 await self.send(
                     {"jsonrpc": "2.0", "result": {"authenticated": True}, "id": reply_id(msg)}
                 )
             return True
-        log.warning("client.unauthorized", connection=self.name)
+        self.owner.repeats.warning("client.unauthorized", connection=self.name)
         refusal = Unauthorized("the first message must be $/authenticate with the bearer token")
         await self.send(error_reply(refusal, reply_id(msg)))
         return False

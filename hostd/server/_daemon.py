@@ -1,11 +1,13 @@
 """The daemon: lifecycle, listeners, counters and the state methods share.
 
 Owns start-up (engine ``Host`` from config, listeners), the graceful stop
-(SIGTERM, SIGINT, ``host/shutdown`` or stdin EOF: stop accepting, let
-in-flight requests finish within the grace period, cancel the rest, close
-connections, shut providers down, remove the socket, return normally), and
-the small state the client methods read (counters, usage reports by request
-id). It never ranks or renders; that is ``hostd.compose``.
+(SIGTERM, SIGINT, ``host/shutdown`` or stdin EOF: let in-flight requests
+finish within the grace period while new requests, also on connections opened
+meanwhile, are answered ``shutting_down``; cancel the rest, close the listeners
+so a later connect is refused at once, close connections, shut providers down,
+remove the socket, return normally), and the small state the client methods
+read (counters, usage reports by request id). The connection caps are
+``_admission``'s. It never ranks or renders; that is ``hostd.compose``.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from hostd.errors import RpcError
 from hostd.logs import flush_logs, get_logger
 from hostd.rpc import decode, encode
 
+from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
 from ._connection import Connection, Limits
+from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
     from hostd.engine import Host
@@ -47,7 +51,7 @@ from ._listeners import (
     reserve_stdout,
 )
 
-__all__ = ["Daemon", "LocalSession"]
+__all__ = ["MAX_UNAUTHENTICATED", "Daemon", "LocalSession"]
 
 log = get_logger("hostd.server")
 
@@ -55,9 +59,6 @@ log = get_logger("hostd.server")
 _USAGE_KEPT = 1024
 #: Past the grace period, how long the in-flight requests' shutting_down replies get.
 _ABORT_REPLY_S = 1.0
-#: TCP connections not yet authenticated, counted apart from ``max_connections`` so
-#: that idle or slow ones can never lock Unix-socket or authenticated clients out.
-MAX_UNAUTHENTICATED = 64
 
 
 class Daemon:
@@ -68,6 +69,8 @@ class Daemon:
         #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
         self.host: Host
         self.counters: Counter[str] = Counter()
+        #: Warnings a peer can cause once per connection: bucketed, the rest summarised.
+        self.repeats = RepeatedEvents(log)
         self.stopping = False
         self.started_at = time.time()
         self._host_factory = host_factory
@@ -83,6 +86,7 @@ class Daemon:
         self.socket_path: Path | None = None
         self._drain_scope: anyio.CancelScope | None = None
         self._connections: set[Connection] = set()
+        self._admission = Admission(self.counters, self.repeats, config.host.max_connections)
         self.tcp_address: tuple[str, int] | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: Any = None
@@ -109,6 +113,10 @@ class Daemon:
             listed = await listed
         return list(listed)
 
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
+        row: dict[str, Any] = await self.host.restart_provider(provider_id)
+        return row
+
     @property
     def consent(self) -> Any:
         return self.host.consent
@@ -126,6 +134,11 @@ class Daemon:
             await self.shadow.record(
                 request_id, params.goal, contested, params.caps, accepted, composed
             )
+
+    async def _close_shadow(self) -> None:
+        # Records still queued for the shadow store are written before the stop completes.
+        if self.shadow is not None:
+            await self.shadow.aclose()
 
     def usage_of(self, request_id: str) -> Any:
         raw = self._usage.get(request_id)
@@ -150,6 +163,9 @@ class Daemon:
 
     # -- in-flight accounting and stop ---------------------------------------------------
 
+    def admit_authenticated(self) -> bool:
+        return self._admission.admit(tcp=False)
+
     def begin_request(self) -> None:
         self._inflight += 1
         if self._inflight == 1:
@@ -170,16 +186,19 @@ class Daemon:
     @contextlib.asynccontextmanager
     async def local(self) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process."""
-        async with self._make_host() as host:
-            self.host = host
-            yield LocalSession(self)
+        try:
+            async with self._make_host() as host:
+                self.host = host
+                yield LocalSession(self)
+        finally:
+            await self._close_shadow()
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def _make_host(self) -> Any:
         if self._host_factory is not None:
             return self._host_factory(self.config)
-        from hostd.engine import Host
+        from hostd.engine import Host, RestartPolicy
 
         cfg = self.config
         state = cfg.state_path
@@ -193,6 +212,7 @@ class Daemon:
             start=cfg.host.start_providers,
             start_timeout_s=cfg.host.start_timeout_s,
             max_line_bytes=cfg.host.max_line_bytes,
+            restart_policy=RestartPolicy(retry_failed_after_s=cfg.host.retry_failed_after_s),
         )
 
     async def run(
@@ -235,13 +255,20 @@ class Daemon:
             async with self._make_host() as host:
                 self.host = host
                 await self._serve(listeners, wire_fd, token, handle_signals, ready)
+                # A connect while the providers stop is refused at once, never left waiting.
+                for _, opened in listeners:
+                    await opened.aclose()
                 log.info("host.stopping.providers")
+                flush_logs()  # the periodic flusher has stopped; this phase can take a while
         finally:
+            await self._close_shadow()
             for _, opened in listeners:
                 await opened.aclose()
             if self.socket_path is not None and inode is not None:
                 remove_socket(self.socket_path, inode)
-        log.info("host.stopped", reason=self._stop_reason)
+        self.repeats.summarise(final=True)  # every count still unreported, before the end
+        counters = dict(sorted(self.counters.items()))
+        log.info("host.stopped", reason=self._stop_reason, counters=counters)
         flush_logs()
 
     async def _serve(
@@ -277,27 +304,34 @@ class Daemon:
                 if ready is not None:
                     ready(self)
                 await self._stop.wait()
-                # Stop accepting: close the listeners' accept loops first.
+                # Still accepting through the grace period: a connection opened now is
+                # served, and each of its requests answered shutting_down at once
+                # (dispatch reads ``stopping``), never left waiting to be reset.
+                await self._drain()
                 accepting.cancel_scope.cancel()
-            self.stopping = True
-            grace = self.config.host.grace_period_s
-            log.info("host.stopping", reason=self._stop_reason, in_flight=self._inflight)
-            with anyio.move_on_after(grace) as waited:
-                self._drain_scope = waited
-                await self._idle.wait()
-            if waited.cancelled_caught:
-                log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
-                # Each request still in flight is answered shutting_down, not cut off.
-                with anyio.move_on_after(_ABORT_REPLY_S):
-                    for connection in list(self._connections):
-                        connection.abort_in_flight()
-                    await self._idle.wait()
             conns.cancel_scope.cancel()
+
+    async def _drain(self) -> None:
+        """The grace period: in-flight requests finish, or are answered shutting_down."""
+        self.stopping = True
+        grace = self.config.host.grace_period_s
+        log.info("host.stopping", reason=self._stop_reason, in_flight=self._inflight)
+        with anyio.move_on_after(grace) as waited:
+            self._drain_scope = waited
+            await self._idle.wait()
+        if waited.cancelled_caught:
+            log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
+            # Each request still in flight is answered shutting_down, not cut off.
+            with anyio.move_on_after(_ABORT_REPLY_S):
+                for connection in list(self._connections):
+                    connection.abort_in_flight()
+                await self._idle.wait()
 
     async def _flush_logs_periodically(self) -> None:
         # Events outside requests (provider stderr, lifecycle) reach the log within 0.2 s.
         while True:
             await anyio.sleep(0.2)
+            self.repeats.summarise()
             flush_logs()
 
     async def _watch_signals(
@@ -327,12 +361,7 @@ class Daemon:
                 log.error("host.accept_failed", error=exc.strerror)
                 await anyio.sleep(0.05)
                 continue
-            if token is not None:
-                counted, limit = "connections_unauthenticated", MAX_UNAUTHENTICATED
-            else:
-                counted, limit = "connections_open", self.config.host.max_connections
-            if self.counters[counted] >= limit:
-                log.warning("host.connection_refused", limit=limit, counted=counted)
+            if not self._admission.admit(tcp=token is not None):
                 await stream.aclose()
                 continue
             name = f"{'tcp' if token else 'unix'}#{self.counters['connections_total'] + 1}"
@@ -345,6 +374,8 @@ class Daemon:
 
             # Constructed here, not in the task: it is counted before the next accept.
             connection = self._connection(receive, stream.send, name=name, token=token)
+            if token is not None:
+                self._admission.opened(connection)
             conns.start_soon(self._serve_stream, stream, connection)
 
     async def _serve_stream(self, stream: SocketStream, connection: Connection) -> None:
@@ -357,6 +388,7 @@ class Daemon:
             await connection.serve()
         finally:
             self._connections.discard(connection)
+            self._admission.closed(connection)
 
     def _connection(
         self,
@@ -398,12 +430,17 @@ class Daemon:
 
 
 class _NullConnection:
-    """The connection of an in-process session: notifications go nowhere."""
+    """The connection of an in-process session: ``$/progress`` goes to the caller's
+    ``on_progress`` (as ``AsyncClient.call`` routes it), other notifications nowhere."""
 
     name = "local"
 
+    def __init__(self, on_progress: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        self._on_progress = on_progress
+
     async def send(self, obj: Any) -> None:
-        return None
+        if self._on_progress is not None and obj.get("method") == "$/progress":
+            self._on_progress(obj.get("params") or {})
 
     def cancel(self, id_: Any) -> None:
         return None
@@ -415,9 +452,18 @@ class LocalSession:
     def __init__(self, daemon: Daemon) -> None:
         self._daemon = daemon
 
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-        reply = await dispatch_one(self._daemon, _NullConnection(), msg)
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> Any:
+        params = dict(params or {})
+        if on_progress is not None:
+            params["progress_token"] = "local"
+        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        reply = await dispatch_one(self._daemon, _NullConnection(on_progress), msg)
         if "error" in reply:
             err = reply["error"]
             raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import ipaddress
 import os
 import socket
 import stat
@@ -28,11 +27,11 @@ from anyio.abc import SocketListener, SocketStream
 from anyio.streams.stapled import MultiListener
 
 from hostd.errors import ConfigError, ListenerError
+from hostd.protocol import is_loopback_host
 
 __all__ = [
     "ListenerError",
     "Stdio",
-    "is_loopback",
     "open_stdio",
     "open_tcp_listener",
     "open_unix_listener",
@@ -146,17 +145,8 @@ def remove_socket(path: Path, inode: int | None) -> None:
 # -- TCP --------------------------------------------------------------------------------
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 async def open_tcp_listener(host: str, port: int) -> MultiListener[SocketStream]:
-    if not is_loopback(host):
+    if not is_loopback_host(host):
         raise ListenerError(f"refusing to listen on non-loopback address {host!r}")
     try:
         return await anyio.create_tcp_listener(local_host=host, local_port=port)

@@ -10,12 +10,19 @@ set; otherwise a digest stands for the goal and the content digest for the
 frame. The file is mode 0600 under the state directory; rows older than
 ``retention_days`` and beyond ``max_requests`` or ``max_bytes`` are deleted
 on every write, oldest first.
+
+Keeping those bounds costs the same whatever the store holds: each row carries
+its ``size`` (the characters of its body and goal), triggers keep the row count
+and the total size in ``totals``, and a write deletes only what it pushes past
+a bound, oldest first, through the primary key and a ``recorded_at`` index. A
+file from before the ``size`` column is migrated once, when first written.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,9 +41,25 @@ CREATE TABLE IF NOT EXISTS requests (
     request_id TEXT NOT NULL,
     recorded_at REAL NOT NULL,
     goal_digest TEXT NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0,
     goal TEXT,
     body TEXT NOT NULL
 )
+"""
+
+# The O(1) bounds: a size per row, the running count and total beside the rows.
+# Split on ";\n" and run one statement at a time, inside the writer's transaction.
+_BOUNDS = """
+CREATE INDEX IF NOT EXISTS requests_recorded_at ON requests (recorded_at);
+CREATE TABLE IF NOT EXISTS totals (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    requests INTEGER NOT NULL,
+    size INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS requests_counted AFTER INSERT ON requests
+    BEGIN UPDATE totals SET requests = requests + 1, size = size + NEW.size; END;
+CREATE TRIGGER IF NOT EXISTS requests_uncounted AFTER DELETE ON requests
+    BEGIN UPDATE totals SET requests = requests - 1, size = size - OLD.size; END;
 """
 
 
@@ -153,7 +176,12 @@ def build_record(
 
 
 class ShadowStore:
-    """``shadow.db`` under the state directory; every call opens and closes its connection."""
+    """``shadow.db`` under the state directory.
+
+    Writes go through one connection, opened on the first write and kept until
+    ``close()`` (so the bounds are kept without re-opening the file each time);
+    ``load`` opens and closes its own.
+    """
 
     def __init__(
         self,
@@ -167,6 +195,8 @@ class ShadowStore:
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         self.retention_days = retention_days
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
 
     def _connect(self, *, create: bool) -> sqlite3.Connection:
         if create:
@@ -176,54 +206,120 @@ class ShadowStore:
             os.chmod(self.path, 0o600)
         elif not self.path.exists():
             raise FileNotFoundError(f"no shadow recordings at {self.path}")
-        db = sqlite3.connect(self.path, isolation_level=None)
+        # The writer's connection moves to the recorder's thread; the lock serialises it.
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA busy_timeout = 5000")
         return db
 
-    def write(self, record: Recorded) -> None:
+    def _set_journal(self, db: sqlite3.Connection) -> None:
+        # WAL with synchronous=NORMAL: a commit costs no fsync (0.08 against 0.55 ms
+        # of CPU a write measured, 0.5 against 13 ms wall). A power cut may lose the
+        # last recordings, never the file's consistency: a fair trade for a sample.
+        # The -wal and -shm files get the database file's mode (0600).
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+
+    def _writer(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
         db = self._connect(create=True)
         try:
+            self._set_journal(db)
             db.execute("BEGIN IMMEDIATE")
             db.execute(_SCHEMA)
-            db.execute(
-                "INSERT INTO requests (request_id, recorded_at, goal_digest, goal, body) "
-                "VALUES (?, ?, ?, ?, ?)",
+            columns = {row[1] for row in db.execute("PRAGMA table_info(requests)")}
+            if "size" not in columns:  # a store from before the size column: sized once
+                db.execute("ALTER TABLE requests ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+                db.execute("UPDATE requests SET size = length(body) + ifnull(length(goal), 0)")
+            counted = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'totals'"
+            ).fetchone()
+            for stmt in _BOUNDS.split(";\n"):
+                if stmt.strip():
+                    db.execute(stmt)
+            if counted is None:  # totals are new: count what the file holds, once
+                db.execute(
+                    "INSERT INTO totals (one, requests, size) "
+                    "SELECT 1, count(*), ifnull(sum(size), 0) FROM requests"
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            db.close()
+            raise
+        self._db = db
+        return db
+
+    def open(self) -> None:
+        """Open (and if need be create or migrate) the file for writing now; a store
+        that cannot be written fails here with ``OSError`` or ``sqlite3.Error``."""
+        with self._lock:
+            self._writer()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def write(self, record: Recorded) -> None:
+        self.write_many([record])
+
+    def write_many(self, records: Sequence[Recorded]) -> None:
+        """Append ``records`` in order, each followed by its bounds, in one transaction."""
+        rows = []
+        for record in records:
+            body = record.body()
+            # SQLite's length() of TEXT: characters, as the bound has always counted them.
+            size = len(body) + (len(record.goal) if record.goal is not None else 0)
+            rows.append(
                 (
                     record.request_id,
                     record.recorded_at,
                     record.goal_digest,
                     record.goal,
-                    record.body(),
-                ),
+                    body,
+                    size,
+                )
             )
-            self._prune(db, record.recorded_at)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        finally:
-            db.close()
+        with self._lock:
+            db = self._writer()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for row in rows:
+                    db.execute(
+                        "INSERT INTO requests "
+                        "(request_id, recorded_at, goal_digest, goal, body, size) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                    self._prune(db, row[1])
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
 
     def _prune(self, db: sqlite3.Connection, now: float) -> None:
+        # Through the recorded_at index: nothing is read unless something is stale.
         db.execute(
             "DELETE FROM requests WHERE recorded_at < ?", (now - self.retention_days * 86400,)
         )
-        db.execute(
-            "DELETE FROM requests WHERE seq NOT IN "
-            "(SELECT seq FROM requests ORDER BY seq DESC LIMIT ?)",
-            (self.max_requests,),
-        )
-        # Oldest first until the bodies fit; the newest record is always kept.
-        sizes = db.execute(
-            "SELECT seq, length(body) + ifnull(length(goal), 0) FROM requests ORDER BY seq DESC"
-        ).fetchall()
-        total = 0
-        for position, (seq, size) in enumerate(sizes):
-            total += size
-            if total > self.max_bytes and position > 0:
-                db.execute("DELETE FROM requests WHERE seq <= ?", (seq,))
-                break
+        count, size = db.execute("SELECT requests, size FROM totals").fetchone()
+        if count > self.max_requests:
+            db.execute(
+                "DELETE FROM requests WHERE seq IN (SELECT seq FROM requests ORDER BY seq LIMIT ?)",
+                (count - self.max_requests,),
+            )
+            count, size = db.execute("SELECT requests, size FROM totals").fetchone()
+        # Oldest first until the bodies fit; the newest record is always kept. Each
+        # row is deleted once, so this loop is O(1) amortised per write.
+        while size > self.max_bytes and count > 1:
+            ((freed,),) = db.execute(
+                "DELETE FROM requests WHERE seq = (SELECT min(seq) FROM requests) RETURNING size"
+            ).fetchall()
+            count, size = count - 1, size - freed
 
     def load(self, limit: int | None = None) -> list[Recorded]:
         """Recorded requests, oldest first (the newest ``limit`` when given)."""

@@ -4,27 +4,43 @@ Line framing (bounded, one JSON value per line), the JSON-RPC client binding
 (pipelined, correlated by id, H4), the CGP NDJSON envelope binding (lock-step
 unless ``correlation``), provider child processes (own process group,
 scrubbed env, stderr into the log, teardown ladder) and the handshake
-(H1–H3, H2, C5). This package imports only ``hostd.protocol`` and
-``hostd.errors``; fan-out, audit, consent and restart policy live in
-``hostd.engine``.
+(H1–H3, H2, C5). Remote providers over HTTPS (``_http``: one pooled client per
+provider; C4, C7, C8) are one more end with the same surface. This package
+imports only ``hostd.protocol`` and ``hostd.errors``; fan-out, audit, consent and
+restart policy live in ``hostd.engine``.
 """
 
 from ._calls import Pending, PendingTable, StartedCall
 from ._cgp import CgpClient
-from ._connection import Binding, BindingClient, ProviderConnection
+from ._connection import Binding, BindingClient, ClientFactory, ProviderConnection
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
+from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
 from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
+from ._remote_url import (
+    REDACTED,
+    Credential,
+    read_credential,
+    remote_url_problem,
+)
+from ._stderr import TokenBucket
 from ._teardown import stop_process
+
+#: Either end of a leg: a child process's connection or a remote provider's.
+ProviderLink = ProviderConnection | RemoteConnection
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_REMOTE_CONNECTIONS",
     "ENV_ALLOW_LIST",
+    "REDACTED",
     "Binding",
     "BindingClient",
     "CgpClient",
     "ChildProcess",
+    "ClientFactory",
+    "Credential",
     "JsonRpcClient",
     "LineReader",
     "OnProgress",
@@ -32,11 +48,17 @@ __all__ = [
     "Pending",
     "PendingTable",
     "ProviderConnection",
+    "ProviderLink",
+    "RemoteConnection",
+    "RemoteEndpoint",
     "Readiness",
     "StartedCall",
     "StderrPolicy",
+    "TokenBucket",
     "encode_line",
     "provider_error",
+    "read_credential",
+    "remote_url_problem",
     "scrubbed_env",
     "stop_process",
     "validate_reply",

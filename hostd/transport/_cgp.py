@@ -8,6 +8,13 @@ pipelined, and a ``frames``/``error`` with an unknown or missing id is a
 ``correlation_mismatch`` fault (H4). ``verify`` stays lock-step (the schema
 gives ``verify`` no id). A timed-out lock-step request leaves the stream
 unsynchronised, so the caller must break the connection (``desynchronised``).
+
+``verify`` addresses identities by the provider's handshake name: the envelope
+wire never tells a provider the id the host configured it under, so the one
+``provider_id`` a provider can hold its served identities under is its own name
+(the published SDK's providers do). The host's FrameIds keep the configured id;
+it is swapped for the name on the way out and back in verdicts (V2 still
+matches by full identity).
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ from typing import Any
 import anyio
 import orjson
 import structlog
-from pydantic import ValidationError
 
 from hostd.errors import (
     CorrelationMismatch,
@@ -45,6 +51,7 @@ from hostd.protocol import (
 
 from ._calls import Pending, StartedCall, StreamClient, query_wire
 from ._framing import encode_line
+from ._unquoted import bad_line, described_id, unquoted
 
 __all__ = ["CgpClient"]
 
@@ -61,9 +68,11 @@ def _parse_line(line: bytes) -> Any:
 
 def _envelope_error(env: ErrorEnvelope) -> HostdError:
     code = read_cgp_code(env.code)  # X1/X2: unknown or absent → internal
+    # The message is the provider's own text (it may echo a frame): reported by size only.
+    message = f"provider answered {code.value} (message: {unquoted(env.message)})"
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
-        return IncompatibleVersion(env.message[:500])
-    return ProviderError(env.message[:500], cgp_code=code)
+        return IncompatibleVersion(message)
+    return ProviderError(message, cgp_code=code)
 
 
 def _frames(result: Any) -> ContextQueryResult:
@@ -85,6 +94,8 @@ class CgpClient(StreamClient):
         #: A lock-step request was abandoned mid-flight: its late reply would be
         #: read as the answer to the next request, so the stream is unusable.
         self.desynchronised = False
+        #: The ``provider_id`` verify identities carry on the wire: the handshake name.
+        self.wire_provider_id: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -97,8 +108,8 @@ class CgpClient(StreamClient):
             return None
         try:
             env = _parse_line(line)
-        except (ValueError, ValidationError):
-            return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
+        except ValueError as exc:  # orjson.JSONDecodeError and ValidationError are ones
+            return bad_line(line, exc)
         if isinstance(env, FramesEnvelope | ErrorEnvelope):
             result: Any = env.result if isinstance(env, FramesEnvelope) else None
             if self.correlation and (env.id is not None or not self._table.has(_UNKEYED)):
@@ -109,7 +120,7 @@ class CgpClient(StreamClient):
                     if self._table.was_abandoned(env.id):
                         return None
                     return CorrelationMismatch(
-                        f"{env.type} with unknown id {env.id!r} (H4)", reply_id=env.id
+                        f"{env.type} with unknown id {described_id(env.id)} (H4)"
                     )
             else:
                 slot = self._table.pop(_UNKEYED)
@@ -156,6 +167,7 @@ class CgpClient(StreamClient):
             capabilities=env.capabilities,
         )
         self.correlation = ack.capabilities.correlation
+        self.wire_provider_id = ack.provider.name
         return ack
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
@@ -178,12 +190,23 @@ class CgpClient(StreamClient):
         return self._start(key, line, _frames)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
-        env = await self._unkeyed(
-            {"type": "verify", "request": {"frames": [f.to_wire() for f in frames]}}
-        )
+        ours, theirs = self.provider_id, self.wire_provider_id or self.provider_id
+        wire = [
+            {**f.to_wire(), "provider_id": theirs} if f.provider_id == ours else f.to_wire()
+            for f in frames
+        ]
+        env = await self._unkeyed({"type": "verify", "request": {"frames": wire}})
         if not isinstance(env, VerifiedEnvelope):
             raise ProtocolFault(f"expected verified, got {type(env).__name__}")
-        return env.response
+        if theirs == ours:
+            return env.response
+        verdicts = [
+            v.model_copy(update={"frame": v.frame.model_copy(update={"provider_id": ours})})
+            if v.frame.provider_id == theirs
+            else v
+            for v in env.response.verdicts
+        ]
+        return env.response.model_copy(update={"verdicts": verdicts})
 
     async def shutdown(self) -> None:
         async with self._send_lock:

@@ -51,7 +51,10 @@ __all__ = ["Binding", "BindingClient", "ProviderConnection"]
 
 log = structlog.get_logger("hostd.transport")
 
-Binding = Literal["jsonrpc", "cgp"]
+Binding = Literal["jsonrpc", "cgp", "mcp"]
+#: Builds a binding client this package does not ship (``mcp``: ``hostd.mcp``'s), with
+#: the arguments ``JsonRpcClient`` takes: ``(None, send, provider_id=…, send_nowait=…)``.
+ClientFactory = Callable[..., "BindingClient"]
 
 
 class BindingClient(Protocol):
@@ -64,6 +67,8 @@ class BindingClient(Protocol):
     def failure(self) -> HostdError | None: ...
 
     async def run(self) -> None: ...
+    def on_line(self, line: bytes) -> bool: ...
+    def on_end(self, error: HostdError) -> None: ...
     async def handshake(self, host: HostInfo) -> HandshakeAck: ...
     async def query(self, query: ContextQuery) -> ContextQueryResult: ...
     def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None: ...
@@ -121,7 +126,7 @@ class ProviderConnection:
         self,
         provider_id: str,
         child: ChildProcess,
-        client: JsonRpcClient | CgpClient,
+        client: BindingClient,
         scope: anyio.CancelScope,
         grace: float,
         on_progress: OnProgress | None = None,
@@ -178,6 +183,7 @@ class ProviderConnection:
         grace: float = 2.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_policy: StderrPolicy | None = None,
+        client_factory: ClientFactory | None = None,
         on_progress: OnProgress | None = None,
     ) -> ProviderConnection:
         """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
@@ -185,7 +191,7 @@ class ProviderConnection:
         ``IncompatibleVersion`` (with ``data["violations"]``), ``ProviderTimeout`` or
         ``ProviderCrashed``; on any failure the child is already torn down. Background
         tasks run in ``task_group``."""
-        if binding not in ("jsonrpc", "cgp"):
+        if binding not in ("jsonrpc", "cgp") and client_factory is None:
             raise ValueError(f"unknown binding {binding!r}")
         try:
             child = await ChildProcess.spawn(
@@ -199,7 +205,7 @@ class ProviderConnection:
                 cls._serve,
                 provider_id,
                 child,
-                binding,
+                client_factory or (JsonRpcClient if binding == "jsonrpc" else CgpClient),
                 grace,
                 max_line_bytes,
                 on_progress,
@@ -238,14 +244,13 @@ class ProviderConnection:
         cls,
         provider_id: str,
         child: ChildProcess,
-        binding: Binding,
+        client_cls: ClientFactory,
         grace: float,
         max_line_bytes: int,
         on_progress: OnProgress | None,
         *,
         task_status: TaskStatus[ProviderConnection],
     ) -> None:
-        client_cls = JsonRpcClient if binding == "jsonrpc" else CgpClient
         client = client_cls(
             None, child.send, provider_id=provider_id, send_nowait=child.send_nowait
         )
@@ -257,6 +262,11 @@ class ProviderConnection:
                     # Replies are dispatched from the pipe's read callback; the child's
                     # output is still read to its end before the teardown.
                     await child.start_reading(client, max_line_bytes)
+                    # A binding built on a session library (mcp) runs that session here,
+                    # for as long as the connection lives.
+                    session = getattr(client, "run_session", None)
+                    if session is not None:
+                        await tg.start(session)
                     tg.start_soon(child.output_ended.wait)
                     task_status.started(conn)
             finally:

@@ -39,6 +39,7 @@ from hostd.protocol import (
 
 from ._calls import StartedCall, StreamClient, query_wire
 from ._framing import encode_line
+from ._unquoted import bad_line, described_id, json_type, shape_error, unquoted
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
 
@@ -61,18 +62,17 @@ def validate_reply(model: type[M], data: Any, what: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-        raise ProtocolFault(f"malformed {what}: {loc}: {err['msg']}") from exc
+        raise shape_error(what, exc) from exc
 
 
 def provider_error(error: Any) -> HostdError:
-    """A JSON-RPC error object as a typed error; a malformed one is still an error (X2)."""
+    """A JSON-RPC error object as a typed error; a malformed one is still an error (X2).
+    Its message is the provider's own text (it may echo a frame): reported by size only."""
     if not isinstance(error, dict):
         return ProviderError("provider sent a malformed error object")
     data = error.get("data")
     code = read_cgp_code(data.get("cgp_code") if isinstance(data, dict) else None)
-    message = str(error.get("message") or "provider error")[:500]
+    message = f"provider answered {code.value} (message: {unquoted(error.get('message'))})"
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:
@@ -103,14 +103,17 @@ class JsonRpcClient(StreamClient):
             return None
         try:
             msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return ProtocolFault(f"garbage line from provider: {line[:80]!r}")
+        except orjson.JSONDecodeError as exc:
+            return bad_line(line, exc)
         if not isinstance(msg, dict) or ("result" not in msg and "error" not in msg):
             if isinstance(msg, dict) and isinstance(msg.get("method"), str):
                 if self.on_notification is not None:  # context/progress; others are ignored
                     self.on_notification(msg["method"], msg.get("params"))
                 return None
-            return ProtocolFault(f"not a JSON-RPC response: {line[:80]!r}")
+            return ProtocolFault(
+                f"not a JSON-RPC response ({len(line)} bytes, not quoted): a JSON "
+                f"{json_type(msg)} without result or error"
+            )
         key = msg.get("id")
         if key is None:
             if "error" in msg:
@@ -123,7 +126,7 @@ class JsonRpcClient(StreamClient):
         if slot is None:
             if type(key) is int and self._table.was_abandoned(key):
                 return None  # a late reply to a request whose caller gave up
-            return CorrelationMismatch(f"reply with unknown id {key!r} (H4)", reply_id=repr(key))
+            return CorrelationMismatch(f"reply with unknown id {described_id(key)} (H4)")
         if "error" in msg:
             slot.fail(provider_error(msg["error"]))
         else:

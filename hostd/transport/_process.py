@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,7 +41,7 @@ from hostd.protocol import (
 )
 
 from ._framing import line_too_long
-from ._reaper import REAPER
+from ._reaper import REAPER, read_exec_status
 from ._reaper import supported as reaper_supported
 from ._stderr import StderrPolicy, StderrPump
 from ._teardown import stop_process
@@ -94,12 +95,28 @@ def scrubbed_env(
     return env
 
 
-def _under_reaper(command: Sequence[str]) -> list[str]:
+def _under_reaper(command: Sequence[str], status_fd: int | None = None) -> list[str]:
     """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
-    the host is killed), else as it is."""
+    the host is killed), else as it is. ``status_fd``: where the shim reports an exec
+    that failed."""
     if not reaper_supported():
         return list(command)
-    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *command]
+    status = [f"--status-fd={status_fd}"] if status_fd is not None else []
+    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *status, *command]
+
+
+def _cannot_start(
+    provider_id: str, command: Sequence[str], cwd: str | Path | None, exc: OSError
+) -> ProviderCrashed:
+    """One line: the provider, the command (and its cwd) and the OS error."""
+    where = f" in {cwd}" if cwd is not None else ""
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        why += f": {exc.filename!r}"
+    return ProviderCrashed(
+        f"provider {provider_id!r} cannot start {shlex.join(command)}{where}: {why}",
+        stage="start",
+    )
 
 
 class ChildProcess:
@@ -140,6 +157,9 @@ class ChildProcess:
         #: The stdout reader's protocol and its end, once ``start_reading`` ran.
         self._stdout_protocol: LinePipeProtocol | None = None
         self._end_output: Callable[[HostdError | None], None] | None = None
+        #: The command, its cwd and the shim's exec status pipe (-1: none), for the
+        #: error of a start that failed.
+        self._start: tuple[list[str], str | Path | None, int] = ([], None, -1)
 
     def __repr__(self) -> str:
         return (
@@ -177,8 +197,14 @@ class ChildProcess:
     ) -> ChildProcess:
         """Spawn ``command`` in its own process group; then run ``start_pumps``.
 
-        Raises ``OSError`` when the command cannot be started.
+        Raises ``ProviderCrashed`` when the command cannot be started: one line
+        naming the provider, the command and the OS error.
         """
+        child_env = scrubbed_env(env)
+        # Under the shim the exec happens in the shim: it reports a failed one (command
+        # not found, not executable, a bad interpreter) on this pipe before it exits.
+        shim = reaper_supported()
+        status_read, status_write = os.pipe() if shim else (-1, -1)
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
         # So is stdout: its read end is read in the event loop's own callback once
@@ -187,24 +213,33 @@ class ChildProcess:
         out_read, out_write = os.pipe()
         try:
             process = await anyio.open_process(
-                _under_reaper(command),
+                _under_reaper(command, status_write if shim else None),
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,
-                env=scrubbed_env(env),
+                env=child_env,
                 cwd=cwd,
                 start_new_session=True,
+                pass_fds=(status_write,) if shim else (),
             )
-        except BaseException:
-            os.close(write_end)
-            os.close(out_read)
+        except BaseException as exc:
+            for fd in (write_end, out_read, status_read):
+                if fd >= 0:
+                    os.close(fd)
+            if isinstance(exc, OSError):  # the cwd, or (without the shim) the command
+                raise _cannot_start(provider_id, command, cwd, exc) from exc
             raise
         finally:
-            os.close(read_end)
-            os.close(out_write)
+            for fd in (read_end, out_write, status_write):
+                if fd >= 0:
+                    os.close(fd)
         os.set_blocking(write_end, False)
+        if status_read >= 0:
+            os.set_blocking(status_read, False)
         log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        return cls(provider_id, process, policy or StderrPolicy(), write_end, out_read)
+        child = cls(provider_id, process, policy or StderrPolicy(), write_end, out_read)
+        child._start = (list(command), cwd, status_read)
+        return child
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -287,7 +322,7 @@ class ChildProcess:
                 if self._closing:  # the host is stopping it: an end it asked for
                     stop(ShuttingDown(f"provider closed {how} as the host stopped it"))
                 else:
-                    stop(ProviderCrashed(f"provider closed {how}"))
+                    stop(self._exec_failure() or ProviderCrashed(f"provider closed {how}"))
 
         protocol = LinePipeProtocol(LineSplitter(max_line_bytes), deliver)
         self._stdout_protocol, self._end_output = protocol, stop
@@ -302,7 +337,17 @@ class ChildProcess:
         if self.exited.is_set():  # it exited before its output was read
             self._end_output_at_exit()
 
+    def _exec_failure(self) -> ProviderCrashed | None:
+        """Why the shim could not start the provider, when that is why the output ended."""
+        command, cwd, fd = self._start
+        self._start = (command, cwd, -1)
+        exc = read_exec_status(fd) if fd >= 0 else None
+        return None if exc is None else _cannot_start(self.provider_id, command, cwd, exc)
+
     def _close_stdout(self) -> None:
+        if self._start[2] >= 0:
+            os.close(self._start[2])
+            self._start = (self._start[0], self._start[1], -1)
         if self._stdout is not None:
             self._stdout.close()
         elif self._stdout_fd >= 0:

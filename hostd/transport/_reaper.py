@@ -3,7 +3,7 @@
 On Linux every provider runs under this shim, a file run by path that imports only
 the standard library (so it starts fast whatever the provider's environment says)::
 
-    python -I -S .../hostd/transport/_reaper.py HOST_PID COMMAND...
+    python -I -S .../hostd/transport/_reaper.py HOST_PID [--status-fd=FD] COMMAND...
 
 The shim
 
@@ -15,7 +15,10 @@ The shim
   its parent is still ``HOST_PID`` (the host may have died before the request);
 - starts the provider on the standard streams it was given, with
   ``PR_SET_PDEATHSIG=SIGKILL`` against the shim, and lets go of its own stdin and
-  stdout (the provider's end of output is the host's to see);
+  stdout (the provider's end of output is the host's to see); an exec that fails
+  (command not found, not executable, a bad interpreter) is written on ``FD`` as
+  ``errno NUL strerror NUL filename`` before the shim exits, which closes ``FD``
+  after an exec that worked;
 - reaps: once the provider exits, or the host dies, it kills every descendant
   (``kill_tree``), reaps them, and exits as the provider did (by the same signal,
   when a signal ended it).
@@ -40,7 +43,14 @@ import sys
 from collections.abc import Sequence
 from functools import cache
 
-__all__ = ["REAPER", "descendants", "group_members", "kill_tree", "supported"]
+__all__ = [
+    "REAPER",
+    "descendants",
+    "group_members",
+    "kill_tree",
+    "read_exec_status",
+    "supported",
+]
 
 #: This file: the host runs it by path (``python -I -S REAPER HOST_PID COMMAND...``).
 REAPER = os.path.abspath(__file__)
@@ -123,6 +133,21 @@ def kill_tree(root: int) -> list[int]:
     return killed
 
 
+def read_exec_status(fd: int) -> OSError | None:
+    """The exec error the shim wrote on its status pipe (read end ``fd``, non-blocking;
+    closed here), or ``None``: the shim writes it before it exits, so before the
+    provider's output ends, and closes the pipe empty after an exec that worked."""
+    try:
+        data = os.read(fd, 4096)
+    except OSError:  # BlockingIOError: the shim is still running, so the exec worked
+        data = b""
+    finally:
+        os.close(fd)
+    code, _, rest = data.decode("utf-8", "replace").partition("\0")
+    strerror, _, filename = rest.partition("\0")
+    return OSError(int(code), strerror, filename or None) if code.isdigit() else None
+
+
 # -- the shim -----------------------------------------------------------------------------
 
 
@@ -164,6 +189,9 @@ _FORWARDED = (
 def main(argv: Sequence[str]) -> int:
     host = int(argv[0])
     command = list(argv[1:])
+    status: int | None = None
+    if command and command[0].startswith("--status-fd="):
+        status = int(command.pop(0).partition("=")[2])
     provider: subprocess.Popen[bytes] | None = None
 
     def on_term(signum: int, frame: object) -> None:
@@ -189,8 +217,14 @@ def main(argv: Sequence[str]) -> int:
             command, preexec_fn=lambda: _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         )
     except OSError as exc:
+        if status is not None:
+            name = "" if exc.filename is None else os.fsdecode(exc.filename)
+            report = f"{exc.errno}\0{exc.strerror or ''}\0{name}"
+            os.write(status, report.encode("utf-8", "surrogateescape"))
         sys.stderr.write(f"cannot start provider: {exc}\n")
         return 127
+    if status is not None:
+        os.close(status)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

@@ -20,9 +20,9 @@ from hostd.protocol import (
     ProviderInfo,
     QueryCapability,
 )
-from hostd.provider import Progress, Provider, run_stdio
+from hostd.provider import Progress, Provider
 
-from .._cli import corpus_arguments, corpus_options
+from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import FileIndex
@@ -71,9 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m providers.files",
         description="CGP provider: BM25 search over a directory tree, served on stdio "
-        "(JSON-RPC binding). Honours .gitignore; skips binary and huge files.",
+        "(JSON-RPC binding), or over HTTPS with --http. Honours .gitignore; skips binary "
+        "and huge files.",
     )
     corpus_arguments(parser)
+    http_arguments(parser)
     parser.add_argument(
         "--refresh-interval",
         type=float,
@@ -97,7 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_cache:
         folder = args.cache or cache_dir("files")
         index.cache_path = folder / f"{corpus_key(index.corpus)}.json"
-    # Built after the handshake (FilesProvider.warm): the host learns at once that this
-    # provider is up and warming, instead of waiting blind on a silent process.
-    run_stdio(FilesProvider(index))
+    if getattr(args, "http", None) is not None:
+        # Over HTTPS no progress can reach the host: built before serving, as before.
+        index.build()
+    # On stdio, built after the handshake (FilesProvider.warm): the host learns at once
+    # that this provider is up and warming, instead of waiting blind on a silent process.
+    serve(FilesProvider(index), args, parser)
     return 0

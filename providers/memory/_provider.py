@@ -21,8 +21,9 @@ from hostd.protocol import (
     ProviderInfo,
     QueryCapability,
 )
-from hostd.provider import Provider, run_stdio
+from hostd.provider import Provider
 
+from .._cli import http_arguments, serve
 from ._store import KINDS, Entry, MemoryStore, NewEntry, TimestampError
 
 __all__ = ["MemoryProvider", "default_db_path", "main"]
@@ -74,10 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m providers.memory",
         description="CGP provider: durable, bitemporal agent memory in SQLite. With no "
-        "command it serves on stdio (JSON-RPC binding); the other commands edit the "
-        "database. Timestamps are YYYY-MM-DDTHH:MM:SS(.f)Z, UTC.",
+        "command it serves on stdio (JSON-RPC binding), or over HTTPS with --http; the "
+        "other commands edit the database. Timestamps are YYYY-MM-DDTHH:MM:SS(.f)Z, UTC.",
         parents=[db],
     )
+    http_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("serve", parents=[db], help="serve on stdio (the default)")
 
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with MemoryStore(path) as store:
             if command == "serve":
                 print(f"providers.memory: {store.count()} entries in {path}", file=sys.stderr)
-                run_stdio(MemoryProvider(store))
+                serve(MemoryProvider(store), args, parser)
             elif command == "add":
                 entry = store.add(
                     args.kind,

@@ -12,6 +12,7 @@ at ``as_of`` (Q2). This module knows nothing of the wire runtime.
 from __future__ import annotations
 
 import builtins
+import os
 import re
 import sqlite3
 import threading
@@ -161,7 +162,11 @@ class MemoryStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Memories are the user's alone, like hostd's own databases: a new file is created
+        # 0600 before SQLite opens it (SQLite gives its -wal and -shm files the same mode).
+        # An existing file keeps the mode its owner gave it.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         # Autocommit mode: every write below opens its own explicit transaction.
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._lock = threading.RLock()

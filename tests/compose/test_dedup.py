@@ -96,6 +96,24 @@ def test_distinct_frames_are_all_kept_in_canonical_order() -> None:
     assert out.dropped == []
 
 
+def test_repeated_identities_below_the_survivor_merge_provenance_in_one_order() -> None:
+    # One identity offered four times: the best copy survives, and the three equal
+    # lower-scored copies (different provenance) must merge in an order that does
+    # not depend on arrival (a hypothesis counterexample).
+    whole, ranged = file_prov("file:///a.py"), file_prov("file:///a.py", "L1-5")
+    copies = [
+        ("alpha", frame("f1", 0.0, "retry loop backs off")),
+        ("alpha", frame("f1", 0.1, "retry loop backs off")),
+        ("alpha", frame("f1", 0.0, "retry loop backs off", provenance=[whole])),
+        ("alpha", frame("f1", 0.0, "retry loop backs off", provenance=[ranged])),
+    ]
+    outs = {
+        tuple(f.model_dump_json() for _, f in dedup_cross_provider(order).kept)
+        for order in (copies, copies[::-1], copies[1:] + copies[:1], copies[2:] + copies[:2])
+    }
+    assert len(outs) == 1
+
+
 @given(frame_pairs())
 def test_dedup_is_a_pure_function_of_the_input_set(pairs: list) -> None:
     first = dedup_cross_provider(pairs)

@@ -14,6 +14,7 @@ from hostd.compose import (
     compose_context,
     compose_for_prompt,
     escape_attribute,
+    neutralize_controls,
     neutralize_fences,
     render_frame,
 )
@@ -167,3 +168,34 @@ def test_unverifiable_evidence_is_marked_on_its_fence() -> None:
         render_frame("p", outside, "label b", verified=False)
     )
     assert entry.verification == verification[FrameId.of("p", outside)]
+
+
+# --- C0 controls in content (NUL, CR, ESC, backspace …) never reach the prompt ---------
+
+#: Every C0 control but tab and newline: what must not survive into a prompt.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f]")
+
+
+def test_a_nul_and_other_controls_become_their_control_pictures() -> None:
+    block = render_frame("p", frame("a", content="a\x00b\rc\x1b[2Jd\x08e\tf\ng"))
+    assert "a\u2400b\u240dc\u241b[2Jd\u2408e\tf\ng" in block
+    assert CONTROLS.search(block) is None
+    assert neutralize_controls("plain text\twith\nlines") == "plain text\twith\nlines"
+
+
+@given(
+    st.text(alphabet=st.characters(max_codepoint=0x7F) | st.sampled_from(["\u2400", "é"])),
+    st.text(alphabet=st.characters(max_codepoint=0x3F)),
+)
+def test_no_control_but_tab_and_newline_survives_in_a_prompt(content: str, floor: str) -> None:
+    from hostd.compose import Floor
+
+    f = frame("a", content=content)
+    out = compose_for_prompt([("p", f)], 100_000, floors=[Floor(label="pin", content=floor)])
+    assert CONTROLS.search(out.prompt) is None
+    # Byte-stable and one character for one: only the controls changed.
+    assert render_frame("p", f) == render_frame("p", f)
+    assert len(neutralize_controls(content)) == len(content)
+    kept = [(a, b) for a, b in zip(content, neutralize_controls(content), strict=True) if a != b]
+    assert all(CONTROLS.match(a) and ord(b) == 0x2400 + ord(a) for a, b in kept)
+    assert out.audit.tokens_used <= 100_000

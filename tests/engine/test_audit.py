@@ -102,3 +102,24 @@ def test_accepted_frames_never_exceed_the_share_or_the_frame_count(
     total = sum((len(f.content or "") + 3) // 4 for f in audit.accepted)
     assert total <= budget and len(audit.accepted) <= max_frames
     assert len(audit.accepted) + len(audit.excluded) == len(frames)
+
+
+def test_a_kind_outside_the_declared_kinds_is_an_invalid_frame_whatever_the_query() -> None:
+    fact = raw(2, kind="fact")
+    for query in (q(), q(kinds=["snippet", "fact"])):
+        audit = audit_leg("p", query, [raw(1), fact], declared_kinds=["snippet"])
+        assert [f.id for f in audit.accepted] == ["f1"]
+        assert not audit.quarantined  # the frame costs only itself
+        [(fid, reason, detail)] = audit.excluded
+        assert (fid.frame_id, reason, detail["rules"]) == ("f2", "invalid_frame", ["Q1"])
+        assert [(v.rule, v.field) for v in audit.violations] == [("Q1", "frames[1].kind")]
+
+
+def test_no_declared_kinds_means_any_kind() -> None:
+    audit = audit_leg("p", q(), [raw(1, kind="fact"), raw(2, kind="hologram")], declared_kinds=[])
+    assert [f.id for f in audit.accepted] == ["f1", "f2"]
+
+
+def test_a_requested_kind_the_provider_declared_still_quarantines_when_breached() -> None:
+    audit = audit_leg("p", q(kinds=["snippet"]), [raw(1, kind="fact")], declared_kinds=["fact"])
+    assert audit.quarantined and {v.rule for v in audit.quarantine} == {"Q1"}

@@ -58,15 +58,24 @@ async def test_a_handshake_that_never_completes_costs_a_leg_its_deadline_only() 
 async def test_a_provider_that_answers_nothing_is_restarted_after_timeouts_in_a_row() -> None:
     policy = RestartPolicy(base_delay_s=0.001, max_consecutive_timeouts=2)
     spec = adversary("hang", "h", timeout_ms=300)
-    with anyio.fail_after(30):
-        async with Host([spec], start="boot", grace_period_s=0.3, restart_policy=policy) as host:
+    with anyio.fail_after(90):  # a hang guard
+        async with Host(
+            [spec],
+            start="boot",
+            start_timeout_s=30.0,
+            grace_period_s=0.3,
+            restart_policy=policy,
+        ) as host:
             first_pid = host.connection("h").child.pid  # type: ignore[union-attr]
             for _ in range(2):
                 fan = await host.query_all(query(), 500)
                 assert fan.reports["h"].status is LegStatus.TIMEOUT
             assert host.connection("h") is None  # torn down in the background
             hung = host.providers_list()[0]
+            # The third request starts a fresh process; its leg may give up (300 ms)
+            # before that start is done, which goes on in the pool: join it, by event.
             third = await host.query_all(query(), 500)
+            await host.start_all()
             second_pid = host.connection("h").child.pid  # type: ignore[union-attr]
             health = host.health("h")
     assert hung["state"] == "crashed"

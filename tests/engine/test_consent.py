@@ -271,3 +271,106 @@ def test_live_scopes_agree_with_the_receipts(tmp_path: Path) -> None:
             else:
                 store.revoke("p", scope, "ops")
             assert store.active_scopes("p") == {r.scope for r in store.list("p") if r.active}
+
+
+# -- the current-state table (O(1) gate) ----------------------------------------------
+
+# The ledger as it was before ``consent_state``: events and the append-only triggers.
+_LEDGER_BEFORE_STATE = """
+CREATE TABLE consent_events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    action      TEXT    NOT NULL CHECK (action IN ('grant', 'revoke')),
+    provider_id TEXT    NOT NULL,
+    scope       TEXT    NOT NULL,
+    grantor     TEXT    NOT NULL,
+    at          TEXT    NOT NULL
+);
+CREATE INDEX consent_events_provider ON consent_events (provider_id, scope, seq);
+CREATE TRIGGER consent_events_no_update BEFORE UPDATE ON consent_events
+    BEGIN SELECT RAISE(ABORT, 'consent ledger is append-only'); END;
+CREATE TRIGGER consent_events_no_delete BEFORE DELETE ON consent_events
+    BEGIN SELECT RAISE(ABORT, 'consent ledger is append-only'); END;
+"""
+
+
+def _decided_from_events(db_path: Path, provider_id: str, scopes: list[str]) -> list[str]:
+    """The gate as first written: missing scopes decided by walking the provider's events."""
+    raw = sqlite3.connect(db_path)
+    try:
+        live = {
+            row[0]
+            for row in raw.execute(
+                "SELECT scope FROM consent_events WHERE provider_id = ? GROUP BY scope "
+                "HAVING MAX(CASE WHEN action = 'grant' THEN seq END) > "
+                "COALESCE(MAX(CASE WHEN action = 'revoke' THEN seq END), 0)",
+                (provider_id,),
+            )
+        }
+    finally:
+        raw.close()
+    return [s for s in scopes if s not in live]
+
+
+PROVIDERS = ["p", "q"]
+SCOPES = ["a", "b", "c", GENERIC_EGRESS_SCOPE]
+
+
+def test_a_random_grant_revoke_replay_decides_exactly_as_the_event_walk(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "c.db"
+    for seed in range(5):
+        rng = random.Random(seed)
+        with ConsentStore(db_path) as store:
+            for _ in range(120):
+                pid, scope = rng.choice(PROVIDERS), rng.choice(SCOPES)
+                if rng.random() < 0.55:
+                    store.grant(pid, scope, "ops")
+                else:
+                    store.revoke(pid, scope, "ops")
+                for who in PROVIDERS:
+                    wanted = rng.sample(SCOPES, rng.randint(1, len(SCOPES)))
+                    assert store.missing_scopes(who, wanted) == _decided_from_events(
+                        db_path, who, wanted
+                    )
+
+
+def test_a_ledger_from_before_the_state_table_is_migrated_on_open(tmp_path: Path) -> None:
+    db_path = tmp_path / "old.sqlite3"
+    raw = sqlite3.connect(db_path)
+    raw.executescript(_LEDGER_BEFORE_STATE)
+    rng = random.Random(3)
+    for _ in range(300):
+        raw.execute(
+            "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
+            "VALUES (?, ?, ?, 'ops', '2026-01-14T09:02:00Z')",
+            (rng.choice(["grant", "revoke"]), rng.choice(PROVIDERS), rng.choice(SCOPES)),
+        )
+    raw.commit()
+    raw.close()
+    with ConsentStore(db_path) as store:
+        for who in PROVIDERS:
+            assert store.missing_scopes(who, SCOPES) == _decided_from_events(db_path, who, SCOPES)
+            assert store.active_scopes(who) == {r.scope for r in store.list(who) if r.active}
+        # Events appended after the migration keep the state current, too.
+        store.grant("p", "a", "ops")
+        store.revoke("q", "b", "ops")
+        for who in PROVIDERS:
+            assert store.missing_scopes(who, SCOPES) == _decided_from_events(db_path, who, SCOPES)
+    # Reopening migrates nothing twice: the history is unchanged and decisions agree.
+    with ConsentStore(db_path) as store:
+        assert len(store.history()) == 302
+        assert store.missing_scopes("p", SCOPES) == _decided_from_events(db_path, "p", SCOPES)
+
+
+def test_the_gate_reads_the_state_table_not_the_event_history(tmp_path: Path) -> None:
+    with ConsentStore(tmp_path / "c.db") as store:
+        for _ in range(50):
+            store.grant("p", "a", "ops")
+            store.revoke("p", "a", "ops")
+        store.grant("p", "a", "ops")
+        statements: list[str] = []
+        store._conn().set_trace_callback(statements.append)
+        assert store.missing_scopes("p", ["a", "b"]) == ["b"]
+        store._conn().set_trace_callback(None)
+    assert statements and not any("consent_events" in sql for sql in statements)

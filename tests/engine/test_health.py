@@ -13,12 +13,17 @@ from hostd.engine import (
     StartAction,
     backoff_delay,
     bounded_error,
+    decide_parked,
     decide_start,
     is_hung,
+    is_parked,
     is_warming_leg,
     record_failure,
     record_leg,
+    record_restart_requested,
+    record_retry,
     record_started,
+    retry_due,
 )
 
 POLICY = RestartPolicy(base_delay_s=0.1, max_delay_s=1.0, max_attempts=4)
@@ -45,12 +50,101 @@ def test_backoff_doubles_and_is_capped() -> None:
     assert [backoff_delay(n, POLICY) for n in range(6)] == [0.0, 0.1, 0.2, 0.4, 0.8, 1.0]
 
 
-def test_restart_attempts_are_bounded() -> None:
+def _parked(policy: RestartPolicy = POLICY, at: float = 3.0) -> Health:
     h = Health()
-    for i in range(POLICY.max_attempts):
-        h = record_failure(h, now=float(i), error="boom", policy=POLICY)
-    assert h.state is ProviderState.FAILED
-    assert decide_start(h, alive=False, now=1e9, policy=POLICY).action is StartAction.GIVE_UP
+    for i in range(policy.max_attempts):
+        now = at - policy.max_attempts + 1 + i
+        h = record_failure(h, now=now, error=f"boom {i}", policy=policy)
+    return h
+
+
+def test_restart_attempts_are_bounded_then_the_provider_is_parked() -> None:
+    h = _parked()
+    assert h.state is ProviderState.FAILED and is_parked(h, POLICY) and h.failed_at == 3.0
+    # Within the cool-down every leg gives up at once, told how long is left.
+    for now in (3.0, 30.0, 62.9):
+        d = decide_start(h, alive=False, now=now, policy=POLICY)
+        assert d.action is StartAction.GIVE_UP and abs(d.delay_s - (63.0 - now)) < 1e-9
+
+
+def test_a_parked_provider_gets_one_start_once_its_cool_down_has_passed() -> None:
+    h = _parked()
+    assert retry_due(h, POLICY) == 63.0
+    for now in (63.0, 1e9):
+        assert decide_start(h, alive=False, now=now, policy=POLICY).action is StartAction.START
+    assert record_retry(h).retries == 1 and record_retry(record_retry(h)).retries == 2
+
+
+def test_a_failed_retry_parks_it_for_another_cool_down() -> None:
+    h = record_retry(_parked())
+    h = record_failure(h, now=70.0, error="still broken", policy=POLICY)
+    assert h.state is ProviderState.FAILED and h.consecutive_failures == POLICY.max_attempts + 1
+    assert retry_due(h, POLICY) == 130.0
+    assert decide_start(h, alive=False, now=129.0, policy=POLICY).action is StartAction.GIVE_UP
+    assert decide_start(h, alive=False, now=130.0, policy=POLICY).action is StartAction.START
+
+
+def test_a_retry_that_starts_and_answers_ends_the_parking() -> None:
+    h = record_started(record_retry(_parked()))
+    assert h.state is ProviderState.READY
+    # Started, not yet proven: one more failure parks it again, with no backoff ladder.
+    again = record_failure(h, now=100.0, error="x", policy=POLICY)
+    assert again.state is ProviderState.FAILED
+    served = record_leg(h, "ok")
+    assert served.consecutive_failures == 0 and not is_parked(served, POLICY)
+    crashed = record_failure(served, now=100.0, error="x", policy=POLICY)
+    assert crashed.state is ProviderState.CRASHED  # a fresh streak: backoff, not parking
+    assert decide_start(crashed, alive=False, now=100.0, policy=POLICY).action is StartAction.WAIT
+
+
+def test_a_zero_cool_down_never_retries_on_its_own() -> None:
+    off = RestartPolicy(base_delay_s=0.1, max_delay_s=1.0, max_attempts=4, retry_failed_after_s=0)
+    h = _parked(off)
+    assert retry_due(h, off) is None
+    d = decide_parked(h, now=1e12, policy=off)
+    assert d.action is StartAction.GIVE_UP and d.delay_s == float("inf")
+
+
+def test_the_cool_down_is_one_minute_by_default() -> None:
+    assert RestartPolicy().retry_failed_after_s == 60.0
+
+
+def test_a_provider_that_is_not_parked_has_no_retry() -> None:
+    for h in (Health(), record_failure(Health(), now=0, error="x", policy=POLICY)):
+        assert not is_parked(h, POLICY) and retry_due(h, POLICY) is None
+
+
+def test_a_restart_request_clears_the_failures_and_starts_at_once_keeping_the_counters() -> None:
+    backing_off = record_failure(record_started(Health()), now=5.0, error="x", policy=POLICY)
+    running = record_leg(record_started(Health()), "ok")
+    never = Health()
+    for h in (_parked(), backing_off, running, never):
+        after = record_restart_requested(h)
+        assert (after.consecutive_failures, after.failed_at, after.consecutive_timeouts) == (
+            0,
+            None,
+            0,
+        )
+        assert not is_parked(after, POLICY)
+        assert decide_start(after, alive=False, now=5.0, policy=POLICY).action is StartAction.START
+        kept = ("starts", "restarts", "legs", "ok", "crashes", "last_failure", "retries")
+        assert [getattr(after, k) for k in kept] == [getattr(h, k) for k in kept]
+        assert after.restarts_requested == h.restarts_requested + 1
+    assert record_restart_requested(never).state is ProviderState.IDLE
+    assert record_restart_requested(_parked()).state is ProviderState.IDLE  # never started
+    ran = _parked(at=3.0)
+    ran = record_failure(record_started(ran), now=4.0, error="x", policy=POLICY)
+    assert record_restart_requested(ran).state is ProviderState.CRASHED
+    assert record_restart_requested(running).state is ProviderState.READY
+
+
+def test_new_counters_survive_every_leg_and_reach_the_wire() -> None:
+    h = record_restart_requested(record_retry(_parked()))
+    for status in ("ok", "timeout", "error", "crashed"):
+        h = record_leg(h, status)
+    assert (h.retries, h.restarts_requested) == (1, 1)
+    wire = h.to_wire()
+    assert (wire["retries"], wire["restarts_requested"]) == (1, 1)
 
 
 def test_a_served_leg_resets_the_failure_streak() -> None:
@@ -99,7 +193,8 @@ def test_decisions_are_total_and_waits_never_exceed_the_cap(
     if alive:
         assert d.action is StartAction.USE
     elif failures >= POLICY.max_attempts:
-        assert d.action is StartAction.GIVE_UP
+        assert d.action is StartAction.GIVE_UP  # the cool-down counts from this failure
+        assert d.delay_s == POLICY.retry_failed_after_s
     elif failures == 0:
         assert d.action is StartAction.START
     else:
@@ -153,3 +248,55 @@ def test_warming_legs_never_count_toward_a_hang_or_a_failure() -> None:
     assert health.consecutive_timeouts == 0 and not is_hung(health, policy)
     assert (health.warming, health.timeouts, health.consecutive_failures) == (10, 1, 0)
     assert health.to_wire()["warming"] == 10
+
+
+_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["fail", "start", "ok", "error", "timeout", "restart"]),
+        st.floats(min_value=0, max_value=200, allow_nan=False),
+    ),
+    max_size=40,
+)
+
+
+@given(
+    events=_EVENTS,
+    cool_down=st.sampled_from([0.0, 0.5, 60.0]),
+    attempts=st.integers(min_value=1, max_value=6),
+)
+def test_a_parked_provider_is_retried_exactly_when_its_cool_down_has_passed(
+    events: list[tuple[str, float]], cool_down: float, attempts: int
+) -> None:
+    policy = RestartPolicy(
+        base_delay_s=0.1, max_delay_s=1.0, max_attempts=attempts, retry_failed_after_s=cool_down
+    )
+    h, now = Health(), 0.0
+    for event, step in events:
+        now += step
+        if event == "fail":
+            h = record_failure(h, now=now, error="x", policy=policy)
+        elif event == "start":
+            h = record_started(h)
+        elif event == "restart":
+            h = record_restart_requested(h)
+        else:
+            h = record_leg(h, event)
+        d = decide_start(h, alive=False, now=now, policy=policy)
+        parked = h.state is ProviderState.FAILED or h.consecutive_failures >= attempts
+        assert is_parked(h, policy) is parked
+        if not parked:
+            assert d.action is not StartAction.GIVE_UP
+            assert d.delay_s <= policy.max_delay_s
+            continue
+        # Parked: never waited on by a leg; started again only after a whole cool-down.
+        assert d.action in (StartAction.GIVE_UP, StartAction.START)
+        assert h.failed_at is not None
+        due = h.failed_at + cool_down
+        if cool_down == 0:
+            assert d.action is StartAction.GIVE_UP and d.delay_s == float("inf")
+        elif now >= due:
+            assert d.action is StartAction.START
+        else:
+            assert d.action is StartAction.GIVE_UP and abs(d.delay_s - (due - now)) < 1e-6
+        if event == "restart":
+            raise AssertionError("a restart request never leaves the provider parked")

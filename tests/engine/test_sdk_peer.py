@@ -75,3 +75,25 @@ async def test_verify_over_the_cgp_binding_returns_verdicts() -> None:
         ident = FrameIdentity(provider_id="sdk", frame_id="sdk:retry", content_digest=None)
         response = await conn.verify([ident])
     assert [v.status for v in response.verdicts] == ["valid"]
+
+
+async def test_an_sdk_provider_named_other_than_its_id_keeps_its_session_frames() -> None:
+    # Config id "docs", handshake name "sdk-named": verify must reach the provider
+    # under the name it knows itself by, and the frames stay "docs" frames here.
+    spec = ProviderSpec(
+        "docs",
+        python("tests.fixtures.sdk_named_provider"),
+        binding="cgp",
+        env=marked_env(),
+        cwd=str(ROOT),
+        timeout_ms=15_000,
+    )
+    async with Host([spec], start="boot") as host:
+        with anyio.fail_after(60):
+            first = await host.query_all(query(), 1000, session="s")
+            second = await host.query_all(query(), 1000, session="s")
+    assert {pid for pid, _ in first.accepted} == {"docs"} and len(first.accepted) == 3
+    assert second.figures["verify_requested"] == 3
+    assert second.figures["reused"] == 3 and second.figures["unknown"] == 0
+    assert {v["state"] for v in second.verification.values()} == {"provider_verified"}
+    assert {fid.provider_id for fid in second.verification} == {"docs"}

@@ -195,7 +195,10 @@ class Rig:
             fresh[pid] = out
 
         async def ask() -> None:
-            replies.update(await self.stage.ask(plan, self.send_verify))
+            # A generous deadline per verify (the stage's default is 2 s): these tests
+            # judge verdicts, and a busy machine must not turn one into a timeout.
+            limits = dict.fromkeys(self.conns, 30_000.0)
+            replies.update(await self.stage.ask(plan, self.send_verify, limits_ms=limits))
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
@@ -223,7 +226,7 @@ async def rig(
         try:
             for pid, cmd in providers.items():
                 conns[pid] = await ProviderConnection.open(
-                    pid, cmd, task_group=tg, cwd=REPO, env=marked_env()
+                    pid, cmd, task_group=tg, cwd=REPO, env=marked_env(), handshake_timeout=30
                 )
             yield Rig(conns, stage or VerifyStage())
         finally:

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from hostd.engine.verify import (
     ReuseCache,
@@ -241,6 +242,24 @@ async def test_missing_verdict_is_unknown_and_not_reused() -> None:
     ((fid, reason, detail),) = result.excluded
     assert (fid.frame_id, reason, detail["note"]) == ("b", "verify_unknown", "missing_verdict")
     assert stage.health("p")["verify_missing"] == 1
+
+
+async def test_verdicts_under_identities_never_asked_are_a_warning() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("p", _frame("a", "1"))], Verifier())
+
+    async def renamed(pid: str, identities: list[FrameIdentity]) -> Sequence[FrameVerdict]:
+        return [
+            FrameVerdict(frame=i.model_copy(update={"provider_id": "its-name"}), status="valid")
+            for i in identities
+        ]
+
+    with capture_logs() as logs:
+        result = await _turn(stage, [], renamed)  # type: ignore[arg-type]  # a send_verify
+    assert result.accepted == [] and result.figures["unknown"] == 1
+    (event,) = [e for e in logs if e["event"] == "verify.unmatched"]
+    assert (event["log_level"], event["provider_id"]) == ("warning", "p")
+    assert (event["unrequested"], event["missing"]) == (1, 1)
 
 
 async def test_unknown_verdict_is_not_reused() -> None:

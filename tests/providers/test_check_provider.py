@@ -101,6 +101,7 @@ def _daemon_quarantines(tmp_path: Path) -> dict[str, set[str]]:
         command = [sys.executable, "-m", "tests.fixtures.adversarial_provider", mode]
         lines.append(
             f'[[provider]]\nid = "{mode}"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+            "timeout_ms = 60000\n"  # generous: the leg's deadline includes a lazy start
         )
     config = tmp_path / "hostd.toml"
     config.write_text("\n".join(lines), encoding="utf-8")

@@ -225,6 +225,30 @@ def test_cli_adds_imports_supersedes_and_lists(tmp_path: Path) -> None:
     assert r.returncode == 2 and "F4" in r.stderr
 
 
+def test_the_cli_creates_its_database_private_whatever_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    db = tmp_path / "state" / "memory.db"
+    old = os.umask(0o022)  # the usual umask: a file its creator leaves alone is 0644
+    try:
+        r = _cli(db, "add", "--title", "t", "secret memory")
+        assert r.returncode == 0, r.stderr
+        r = _cli(db, "list")
+        assert "secret memory" in r.stdout
+    finally:
+        os.umask(old)
+    made = sorted(p for p in db.parent.iterdir())
+    assert db in made
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in made} == dict.fromkeys(
+        (p.name for p in made), 0o600
+    )
+    assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+    # A file its owner opened up on purpose is left as it is.
+    db.chmod(0o640)
+    assert _cli(db, "list").returncode == 0 and stat.S_IMODE(db.stat().st_mode) == 0o640
+
+
 def test_help_lists_the_options() -> None:
     r = subprocess.run(
         [sys.executable, "-m", "providers.memory", "--help"],

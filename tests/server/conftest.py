@@ -32,14 +32,26 @@ def daemon_command(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "hostd", "--config", str(config), *args]
 
 
-def provider_table(pid: str, marker: str, **opts: Any) -> str:
-    """A ``[[provider]]`` running the healthy fixture with ``--name <pid>-<marker>``."""
+#: A provider that is still answering whatever the test does: its answer and its leg's
+#: deadline both lie far beyond every hang guard, so only the test's own act (a cancel,
+#: a disconnect, a shutdown) can end its request, never a clock.
+STUCK: dict[str, Any] = {"delay_ms": 600_000, "timeout_ms": 600_000}
+
+
+def provider_table(pid: str, marker: str, timeout_ms: int = 60000, **opts: Any) -> str:
+    """A ``[[provider]]`` running the healthy fixture with ``--name <pid>-<marker>``;
+    ``opts`` are its flags, ``timeout_ms`` its leg deadline: generous, since a lazily
+    started provider's first leg includes its start and 64 clients may share it (a test
+    whose provider must still be answering when the test acts passes ``STUCK``)."""
     extra = [f'"--{k.replace("_", "-")}", "{v}"' for k, v in opts.items()]
     cmd = ", ".join(
         ['"python"', '"-m"', '"tests.fixtures.healthy_provider"', '"--name"', f'"{pid}-{marker}"']
         + extra
     )
-    return f'[[provider]]\nid = "{pid}"\ncommand = [{cmd}]\ntimeout_ms = 10000\ncwd = "{ROOT}"\n'
+    return (
+        f'[[provider]]\nid = "{pid}"\ncommand = [{cmd}]\ntimeout_ms = {timeout_ms}\n'
+        f'cwd = "{ROOT}"\n'
+    )
 
 
 def marked_processes(marker: str) -> list[int]:
@@ -74,6 +86,7 @@ class DaemonProc:
         self.log_text: list[str] = []
         self._serving = anyio.Event()
         self._exited = anyio.Event()
+        self._logged = anyio.Event()  # set (and replaced) at every new log event
 
     async def start(self, tg: Any, *args: str) -> None:
         self.process = await anyio.open_process(
@@ -108,15 +121,27 @@ class DaemonProc:
                         continue
                     if isinstance(event, dict):
                         self.log.append(event)
+                        self._logged.set()
+                        self._logged = anyio.Event()
                         if event.get("event") == "host.serving":
                             self._serving_seen = True
                             self._serving.set()
         finally:
             self._serving.set()
             self._exited.set()
+            self._logged.set()
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.log if e.get("event") == name]
+
+    async def logged(self, name: str) -> dict[str, Any]:
+        """The first ``name`` event, once the daemon has logged it (a hang guard bounds it)."""
+        with anyio.fail_after(60):
+            while not (found := self.events(name)):
+                if self._exited.is_set():
+                    raise AssertionError(f"hostd exited without logging {name!r}")
+                await self._logged.wait()
+        return found[0]
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         assert self.process is not None

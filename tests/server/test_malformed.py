@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from hostd.client import connect
+from tests.server.conftest import STUCK
 
 pytestmark = pytest.mark.anyio
 
@@ -156,7 +157,7 @@ async def test_notifications_get_no_reply_and_batches_mix_per_the_spec(start_dae
 
 
 async def test_half_lines_and_vanishing_clients_cost_nothing(start_daemon) -> None:
-    daemon = await start_daemon({"slow": {"delay_ms": 20000}})
+    daemon = await start_daemon({"slow": STUCK})
     # Half a line, then disconnect.
     async with await anyio.connect_unix(daemon.socket) as stream:
         await stream.send(b'{"jsonrpc":"2.0","id":9,"meth')
@@ -165,7 +166,7 @@ async def test_half_lines_and_vanishing_clients_cost_nothing(start_daemon) -> No
         async with await anyio.connect_unix(daemon.socket) as stream:
             await stream.send(
                 b'{"jsonrpc":"2.0","id":1,"method":"context/compose",'
-                b'"params":{"goal":"wait","timeout_ms":60000}}\n'
+                b'"params":{"goal":"wait","timeout_ms":600000}}\n'
             )
             with anyio.fail_after(30):
                 while (await watcher.status())["in_flight"] < 2:
@@ -178,13 +179,13 @@ async def test_half_lines_and_vanishing_clients_cost_nothing(start_daemon) -> No
 
 
 async def test_a_client_over_its_in_flight_limit_is_told_so(start_daemon) -> None:
-    daemon = await start_daemon({"slow": {"delay_ms": 20000}}, max_in_flight=2)
+    daemon = await start_daemon({"slow": STUCK}, max_in_flight=2)
     async with await anyio.connect_unix(daemon.socket) as stream:
         raw = Raw(stream)
         for i in range(2):
             await raw.send(
                 b'{"jsonrpc":"2.0","id":%d,"method":"context/compose",'
-                b'"params":{"goal":"wait","timeout_ms":60000}}\n' % i
+                b'"params":{"goal":"wait","timeout_ms":600000}}\n' % i
             )
         err = assert_error(await raw.ask(STATUS), None, "s")
         assert err["data"]["reason"] == "overloaded"

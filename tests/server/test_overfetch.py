@@ -30,7 +30,8 @@ def _banded(pid: str, marker: str, low: float, high: float) -> str:
             "--frames", "40", "--size", "120", "--low", str(low), "--high", str(high),
         )
     )  # fmt: skip
-    return f'[[provider]]\nid = "{pid}"\ncommand = [{cmd}]\ntimeout_ms = 10000\ncwd = "{ROOT}"\n'
+    # A generous leg deadline: the first leg includes the provider's lazy start.
+    return f'[[provider]]\nid = "{pid}"\ncommand = [{cmd}]\ntimeout_ms = 60000\ncwd = "{ROOT}"\n'
 
 
 async def _contested(start_daemon: Any, marker: str, **host: Any) -> Any:

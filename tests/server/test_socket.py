@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from hostd.client import RpcError, connect
-from tests.server.conftest import ROOT
+from tests.fixtures.gate import Gate
+from tests.server.conftest import ROOT, STUCK
 
 pytestmark = pytest.mark.anyio
 
@@ -158,11 +159,11 @@ async def test_progress_echoes_the_token_and_is_absent_without_one(start_daemon)
 
 
 async def test_cancel_drops_the_work_and_its_reply(start_daemon) -> None:
-    daemon = await start_daemon({"slow": {"delay_ms": 20000}, "fast": {}})
+    daemon = await start_daemon({"slow": STUCK, "fast": {}})
     async with connect(daemon.socket) as client:
         await client.send_raw(
             b'{"jsonrpc":"2.0","id":"c1","method":"context/compose",'
-            b'"params":{"goal":"slow","providers":["slow"],"timeout_ms":30000}}\n'
+            b'"params":{"goal":"slow","providers":["slow"],"timeout_ms":600000}}\n'
         )
         # The request is in flight once host/status counts it (besides itself).
         with anyio.fail_after(30):
@@ -246,28 +247,37 @@ async def test_sixty_four_concurrent_clients_all_compose(start_daemon) -> None:
 
 
 async def test_sigterm_under_load_loses_no_reply_in_service(start_daemon) -> None:
-    daemon = await start_daemon(
-        {"alpha": {"delay_ms": 1500}, "beta": {"delay_ms": 1500}}, grace_period_s=30
-    )
-    replies: list[Any] = []
-    n = 24
+    # Both providers hold every answer at the gate until the daemon has taken SIGTERM:
+    # each request is still in service then, however long the clients take to get in
+    # (a provider merely slow by N ms could answer the first before the last arrived).
+    async with Gate() as gate:
+        held = {"hold_port": gate.port, "timeout_ms": 600_000}
+        daemon = await start_daemon({"alpha": held, "beta": held}, grace_period_s=60)
+        replies: list[Any] = []
+        n = 24
 
-    async def one(i: int) -> None:
-        async with connect(daemon.socket) as client:
-            replies.append(await client.compose(f"load {i}", budget=200))
+        async def one(i: int) -> None:
+            async with connect(daemon.socket) as client:
+                replies.append(await client.compose(f"load {i}", budget=200))
 
-    async with connect(daemon.socket) as watcher:
-        await watcher.compose("start the providers", budget=200)
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(one, i)
-            # SIGTERM once every request is being served (the watcher's status is one more).
-            with anyio.fail_after(30):
-                while (await watcher.status())["in_flight"] < n + 1:
-                    pass
-            daemon.signal()
+        async with connect(daemon.socket) as watcher:
+            await watcher.compose("start the providers", budget=200)  # the gate is open
+            gate.close()
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(one, i)
+                # SIGTERM once every request is being served (the watcher's status is one
+                # more); the answers go out only once the daemon is stopping.
+                with anyio.fail_after(60):
+                    await gate.wait_held(2 * n)  # each request's two legs are at the gate
+                    while (await watcher.status())["in_flight"] < n + 1:
+                        pass
+                daemon.signal()
+                await daemon.logged("host.stopping")
+                gate.open()
     assert len(replies) == n
     assert all(r["request_id"] and len(r["providers"]) == 2 for r in replies)
+    assert {p["status"] for r in replies for p in r["providers"]} == {"ok"}
     assert await daemon.wait() == 0
     assert not daemon.socket.exists()
 
@@ -286,13 +296,13 @@ async def test_a_session_reuses_verified_frames_on_its_next_turn(start_daemon) -
 
 
 async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> None:
-    daemon = await start_daemon({"slow": {"delay_ms": 60000}}, grace_period_s=600)
+    daemon = await start_daemon({"slow": STUCK}, grace_period_s=600)
     async with connect(daemon.socket) as client:
         async with anyio.create_task_group() as tg:
 
             async def stuck() -> None:
                 with pytest.raises(RpcError) as exc:  # answered, not cut off
-                    await client.compose("stuck", timeout_ms=120000)
+                    await client.compose("stuck", timeout_ms=600_000)
                 assert exc.value.remote_reason == "shutting_down"
 
             tg.start_soon(stuck)
@@ -300,9 +310,7 @@ async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> N
                 while (await client.status())["in_flight"] < 2:
                     pass
             daemon.signal()
-            with anyio.fail_after(30):
-                while not daemon.events("host.stopping"):
-                    await anyio.wait_all_tasks_blocked()
+            await daemon.logged("host.stopping")
             daemon.signal()
     assert await daemon.wait() == 0
     assert daemon.events("host.signal.forced") and daemon.events("host.grace_expired")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from hostd.client import spawn
-from tests.server.conftest import ROOT, marked_processes, write_config
+from tests.server.conftest import ROOT, STUCK, marked_processes, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -101,18 +104,28 @@ class _Pipes:
         return json.loads(line)
 
 
-async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir, marker) -> None:
-    from tests.server.test_malformed import STATUS, assert_error
-
-    config = workdir / "hostd.toml"
-    config.write_text(write_config(workdir, marker, {"alpha": {}}, max_line_bytes=65536))
+@contextlib.asynccontextmanager
+async def stdio_pipes(config: Path) -> AsyncIterator[_Pipes]:
+    """``hostd serve --stdio`` as a child, raw lines over its pipes; on leaving, its
+    stdin is closed and it must exit 0."""
     process = await anyio.open_process(
         [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"],
         cwd=ROOT,
         stderr=subprocess.DEVNULL,
     )
     async with process:
-        pipes = _Pipes(process)
+        yield _Pipes(process)
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            assert await process.wait() == 0
+
+
+async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir, marker) -> None:
+    from tests.server.test_malformed import STATUS, assert_error
+
+    config = workdir / "hostd.toml"
+    config.write_text(write_config(workdir, marker, {"alpha": {}}, max_line_bytes=65536))
+    async with stdio_pipes(config) as pipes:
         assert_error(await pipes.ask(b"{not json\n"), -32700, None)
         assert_error(await pipes.ask(b'{"jsonrpc":"2.0","id":1,"method":"nope"}\n'), -32601, 1)
         err = assert_error(
@@ -134,9 +147,6 @@ async def test_malformed_input_over_stdio_gets_errors_and_keeps_serving(workdir,
             b'{"jsonrpc":"2.0","id":3,"method":"context/compose","params":{"goal":"ok"}}\n'
         )
         assert reply["result"]["citations"]
-        await process.stdin.aclose()
-        with anyio.fail_after(30):
-            assert await process.wait() == 0
     assert not marked_processes(marker)
 
 
@@ -146,9 +156,7 @@ async def test_past_the_grace_period_in_flight_requests_are_answered_shutting_do
     from hostd.client import RpcError
 
     config = workdir / "hostd.toml"
-    config.write_text(
-        write_config(workdir, marker, {"slow": {"delay_ms": 60000}}, grace_period_s=0.3)
-    )
+    config.write_text(write_config(workdir, marker, {"slow": STUCK}, grace_period_s=0.3))
     command = [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"]
     async with spawn(command=command, stderr=subprocess.DEVNULL, cwd=ROOT) as client:
         failures: list[RpcError] = []
@@ -156,7 +164,7 @@ async def test_past_the_grace_period_in_flight_requests_are_answered_shutting_do
 
             async def stuck() -> None:
                 with pytest.raises(RpcError) as exc:
-                    await client.compose("stuck", timeout_ms=120000)
+                    await client.compose("stuck", timeout_ms=600_000)
                 failures.append(exc.value)
 
             tg.start_soon(stuck)

@@ -59,16 +59,19 @@ async def _closed(stream: anyio.abc.SocketStream) -> bytes:
 
 
 async def test_an_idle_unauthenticated_client_is_closed_at_the_deadline(start_daemon) -> None:
-    daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=0.2)
+    # The client authenticates at once, but "at once" is a race with the deadline on a
+    # busy machine: the deadline is generous (3 s), and the idle clients wait it out
+    # side by side, so the test costs one deadline.
+    daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=3)
     host, port = daemon.events("host.serving")[0]["tcp"]
     async with await anyio.connect_tcp(host, port) as idle:
-        assert await _closed(idle) == b""
-    # A client that authenticates in time keeps its connection past the deadline: an
-    # idle client opened after it being closed proves its own deadline has passed.
-    async with connect_tcp(host, port, "s3cret-token") as client:
-        async with await anyio.connect_tcp(host, port) as later:
-            assert await _closed(later) == b""
-        assert (await client.status())["state"] == "serving"
+        # A client that authenticates in time keeps its connection past the deadline:
+        # an idle client opened after it being closed proves its own deadline has passed.
+        async with connect_tcp(host, port, "s3cret-token") as client:
+            async with await anyio.connect_tcp(host, port) as later:
+                assert await _closed(idle) == b""
+                assert await _closed(later) == b""
+            assert (await client.status())["state"] == "serving"
     assert await daemon.stop() == 0
     assert len(daemon.events("client.auth_timeout")) == 2  # the two idle ones, logged
 
@@ -93,13 +96,35 @@ async def test_unauthenticated_connections_never_lock_unix_clients_out(start_dae
     daemon = await start_daemon({"alpha": {}}, extra=TCP, auth_timeout_s=600, max_connections=2)
     host, port = daemon.events("host.serving")[0]["tcp"]
     async with contextlib.AsyncExitStack() as stack:
-        for _ in range(MAX_UNAUTHENTICATED):
+        held = [
             await stack.enter_async_context(await anyio.connect_tcp(host, port))
-        # The cap is full: one more unauthenticated connection is closed at once.
-        async with await anyio.connect_tcp(host, port) as extra:
-            assert await _closed(extra) == b""
-        async with connect(daemon.socket) as client:
-            status = await client.status()
+            for _ in range(MAX_UNAUTHENTICATED)
+        ]
+        # The cap is full: one more unauthenticated connection evicts the oldest.
+        async with await anyio.connect_tcp(host, port):
+            assert await _closed(held[0]) == b""
+            async with connect(daemon.socket) as client:
+                status = await client.status()
         assert status["counters"]["connections_unauthenticated"] == MAX_UNAUTHENTICATED
+        assert status["counters"]["connections_evicted"] == 1
         assert status["counters"]["connections_open"] == 1
+    assert await daemon.stop() == 0
+
+
+async def test_an_authenticated_tcp_client_past_max_connections_is_refused(start_daemon) -> None:
+    # max_connections counts Unix and *authenticated* TCP clients together: with both
+    # slots held, a right token is answered "overloaded" and its connection closed.
+    daemon = await start_daemon({"alpha": {}}, extra=TCP, max_connections=2)
+    host, port = daemon.events("host.serving")[0]["tcp"]
+    async with connect(daemon.socket) as first, connect_tcp(host, port, "s3cret-token") as second:
+        with pytest.raises(RpcError) as exc:
+            async with connect_tcp(host, port, "s3cret-token"):
+                pass
+        assert exc.value.remote_reason == "overloaded"
+        counters = (await first.status())["counters"]
+        assert counters["connections_open"] == 2
+        assert counters["connections_refused"] == 1
+        assert (await second.status())["state"] == "serving"
+    refused = daemon.events("host.connection_refused")
+    assert [(e["counted"], e["limit"]) for e in refused] == [("connections_open", 2)]
     assert await daemon.stop() == 0

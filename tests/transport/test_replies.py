@@ -157,3 +157,73 @@ async def test_cgp_a_frames_envelope_with_an_unknown_id_is_still_h4() -> None:
 
     with pytest.raises(CorrelationMismatch):
         await run_client(client, body)
+
+
+# --- a provider's text is never quoted in a fault (logs C8) ----------------------------
+
+SECRET = "SECRET-4f1c"
+
+#: (what the provider writes back to a query, words the fault must carry instead).
+_JSONRPC_HOSTILE = [
+    (b'{"content": "SECRET-4f1c and more', ["33 bytes", "position 33", "unexpected end"]),
+    (b'{"content": "SECRET-4f1c"}', ["26 bytes", "JSON object"]),
+    (b'["SECRET-4f1c"]', ["15 bytes", "JSON array"]),
+    (b'{"jsonrpc": "2.0", "id": "SECRET-4f1c", "result": {}}', ["string id (11 chars"]),
+    (
+        b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "no SECRET-4f1c",'
+        b' "data": {"cgp_code": "bad_request"}}}',
+        ["bad_request", "14 chars"],
+    ),
+    (b'{"jsonrpc": "2.0", "id": 1, "result": {"frames": "SECRET-4f1c"}}', ["frames"]),
+    (b'{"jsonrpc": "2.0", "id": null, "error": {"message": "SECRET-4f1c"}}', ["without id"]),
+]
+_CGP_HOSTILE = [
+    (b'{"type": "frames", "result": {"SECRET-4f1c', ["42 bytes", "not JSON"]),
+    (b'{"type": "SECRET-4f1c", "result": {}}', ["union_tag_invalid"]),
+    (b'{"type": "frames", "result": {"frames": "SECRET-4f1c"}}', ["frames.result.frames"]),
+    (
+        b'{"type": "error", "id": "ID", "code": "unavailable", "message": "SECRET-4f1c"}',
+        ["unavailable", "11 chars"],
+    ),
+    (b'{"type": "frames", "id": "SECRET-4f1c", "result": {"frames": []}}', ["string id"]),
+]
+
+
+def _unquoting(exc: BaseException, words: list[str]) -> None:
+    from hostd.errors import HostdError, error_to_wire
+
+    assert isinstance(exc, HostdError), exc
+    text = json.dumps(error_to_wire(exc))
+    assert SECRET not in text and SECRET not in repr(exc), text
+    for word in words:
+        assert word in exc.message, exc.message
+
+
+@pytest.mark.parametrize(("reply", "words"), _JSONRPC_HOSTILE)
+async def test_a_jsonrpc_fault_reports_sizes_and_positions_never_the_provider_text(
+    reply: bytes, words: list[str]
+) -> None:
+    client, _ = jsonrpc(lambda m: [reply.replace(b'"id": 1', f'"id": {m["id"]}'.encode()) + b"\n"])
+    with pytest.raises(Exception) as caught:
+        await run_client(client, lambda: client.query(QUERY))
+    _unquoting(caught.value, words)
+
+
+@pytest.mark.parametrize(("reply", "words"), _CGP_HOSTILE)
+async def test_a_cgp_fault_reports_sizes_and_positions_never_the_provider_text(
+    reply: bytes, words: list[str]
+) -> None:
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        if msg["type"] == "handshake":
+            return [line({"type": "handshake_ack", **ACK})]  # correlation: ids are checked
+        return [reply.replace(b'"ID"', json.dumps(msg.get("id")).encode()) + b"\n"]
+
+    client, _ = cgp(respond)
+
+    async def body() -> Any:
+        await client.handshake(HOST)
+        return await client.query(QUERY)
+
+    with pytest.raises(Exception) as caught:
+        await run_client(client, body)
+    _unquoting(caught.value, words)

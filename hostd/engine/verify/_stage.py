@@ -78,7 +78,9 @@ class VerifyStage:
     ``trusted_roots`` maps provider id → roots under which that provider's
     ``file`` sources are re-read; ``host_roots`` apply to every provider. With
     no root for a provider its sources are not re-read (its frames get
-    ``content_checked`` at best). Source files larger than ``max_source_bytes``
+    ``content_checked`` at best). ``remote`` names providers on another machine:
+    their paths name that machine's files, so ``host_roots`` do not cover them (only
+    their own ``trusted_roots`` do). Source files larger than ``max_source_bytes``
     are ``too_large``.
     """
 
@@ -92,8 +94,10 @@ class VerifyStage:
         verify_timeout_ms: float = DEFAULT_VERIFY_TIMEOUT_MS,
         untrusted: str = "exclude",
         provider_untrusted: Mapping[str, str] | None = None,
+        remote: Iterable[str] = (),
     ) -> None:
         self.cache = cache if cache is not None else ReuseCache()
+        self.remote = frozenset(remote)
         self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
         self.host_roots = tuple(host_roots)
         self.max_source_bytes = max_source_bytes
@@ -163,7 +167,8 @@ class VerifyStage:
     # -- step 3: finish ------------------------------------------------------------
 
     def _roots_for(self, provider_id: str) -> tuple[str | os.PathLike[str], ...]:
-        return (*self.trusted_roots.get(provider_id, ()), *self.host_roots)
+        own = self.trusted_roots.get(provider_id, ())
+        return own if provider_id in self.remote else (*own, *self.host_roots)
 
     async def _run_checks(
         self, items: list[tuple[str, ContextFrame]]
@@ -255,6 +260,9 @@ class VerifyStage:
             bump(pid, "verify_missing", anomalies["missing"])
             bump(pid, "verify_unrequested", anomalies["unrequested"])
             bump(pid, "verify_conflicting", anomalies["conflicting"] + anomalies["contradictory"])
+            if anomalies["unrequested"]:  # verdicts under identities never asked (V2)
+                n, missing = anomalies["unrequested"], anomalies["missing"]
+                log.warning("verify.unmatched", provider_id=pid, unrequested=n, missing=missing)
             if verdicts is None:
                 errors[pid] = {
                     "error": reply.error if reply is not None else "not_sent",

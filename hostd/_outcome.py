@@ -1,0 +1,59 @@
+"""What a one-shot command says when it did not get what was asked: failed provider
+legs, an empty prompt, no daemon behind ``--connect``.
+
+Plain functions of a ``context/compose`` reply (the wire dict), so the CLI's
+words and exit status follow the reply and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hostd.config import DEFAULT_CONFIG_PATH, Config
+from hostd.errors import HostdError
+
+__all__ = ["NoDaemon", "config_hint", "leg_failures", "no_evidence"]
+
+
+class NoDaemon(HostdError):
+    """``--connect``: nothing answers at the socket."""
+
+    reason = "no_daemon"
+
+
+def config_hint(cfg: Config) -> str:
+    """`` --config FILE`` when the config is not the one ``hostd serve`` finds itself."""
+    source = cfg.source
+    return f" --config {source}" if source not in ("<defaults>", str(DEFAULT_CONFIG_PATH)) else ""
+
+
+def leg_failures(result: dict[str, Any]) -> list[str]:
+    """One line per provider leg that failed: its id, status and the error it gave."""
+    lines = []
+    for p in result.get("providers") or []:
+        status = p.get("status")
+        if status in ("ok", "skipped"):
+            continue
+        error = p.get("error") or {}
+        how = error.get("message") or ", ".join(
+            f"{v.get('rule')} {v.get('field')}" for v in p.get("violations") or []
+        )
+        lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
+    return lines
+
+
+def no_evidence(result: dict[str, Any]) -> list[str] | None:
+    """Why the prompt is empty, a line per leg; ``None`` when it holds evidence."""
+    if (result.get("prompt") or "").strip():
+        return None
+    offered: dict[str, int] = {}
+    for e in (result.get("audit") or {}).get("entries") or []:
+        pid = str((e.get("frame") or {}).get("provider_id", "?"))
+        offered[pid] = offered.get(pid, 0) + 1
+    lines = ["empty prompt: no provider produced evidence"]
+    for p in result.get("providers") or []:
+        if p.get("status") == "ok":
+            n = offered.get(str(p.get("provider_id")), 0)
+            how = f"{n} frame(s) offered, none included" if n else "no frames"
+            lines.append(f"  {p.get('provider_id')}: ok, {how}")
+    return lines + leg_failures(result)

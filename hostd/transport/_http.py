@@ -1,0 +1,299 @@
+"""Remote providers over HTTPS: one more end of a leg, beside the child process.
+
+``RemoteEndpoint`` is one configured remote provider for the daemon's life: its
+URL (checked by C7 before anything is built, again here and not only at config
+load), its credential (C8: ``<redacted>`` in every rendering, sent only as
+``Authorization: Bearer`` to the configured URL), and one pooled
+``httpx.AsyncClient`` (keep-alive connections reused across requests, a bound on
+how many are open). Each exchange is one POST (``_http_codec``) whose response is
+read incrementally and bounded by ``max_body_bytes``. Redirects are never followed
+(a 3xx fails the exchange: a payload is never re-POSTed elsewhere or over
+plaintext); proxies and ``.netrc`` from the environment are not used
+(``trust_env=False``), so a query goes to the configured origin and nowhere else.
+
+``RemoteConnection`` is what the engine's pool holds: a handshaken endpoint with
+the ``ProviderConnection`` surface the fan-out uses (``info``, ``capabilities``,
+``alive``, ``start_query``, ``query``, ``verify``, ``aclose``). Its handshake's
+``data_flow`` is forced to ``egress: true`` (C4: the transport knows the query
+leaves the machine, whatever the provider claims). A broken exchange (no
+connection, TLS refused, a non-2xx status, a bad body) marks it not alive, so the
+pool records the failure and handshakes again after its backoff; there is no
+process to restart. A cancelled exchange (an abandoned leg) closes its HTTP
+connection mid-flight. This module imports only ``hostd.protocol`` and
+``hostd.errors`` of hostd.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import structlog
+
+from hostd.errors import (
+    HostdError,
+    InsecureTransport,
+    ProviderTimeout,
+    ProviderUnauthorized,
+    RemoteTransport,
+    RemoteWire,
+)
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    Capabilities,
+    ContextQuery,
+    ContextQueryResult,
+    FrameIdentity,
+    HandshakeAck,
+    HostInfo,
+    ProviderInfo,
+    VerifyResponse,
+    check_handshake,
+)
+
+from ._calls import StartedCall
+from ._connection import _handshake_error
+from ._framing import DEFAULT_MAX_LINE_BYTES
+from ._http_codec import Exchange, RemoteCodec, codec_for
+from ._readiness import Readiness
+from ._remote_url import REDACTED, Credential, remote_url_problem
+
+__all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
+
+log = structlog.get_logger("hostd.transport")
+
+#: Connections one remote provider may hold open at once (requests beyond wait for one).
+DEFAULT_REMOTE_CONNECTIONS = 16
+
+_MAX_ERROR_TEXT = 200
+
+
+def _tls_context(
+    ca_file: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
+) -> ssl.SSLContext:
+    """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
+    a way around them. ``client_cert``/``client_key``: mutual TLS."""
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
+        if client_cert is not None:
+            ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise RemoteTransport(f"cannot load the TLS files: {exc}"[:_MAX_ERROR_TEXT]) from exc
+    return ctx
+
+
+def _transport_error(exc: httpx.HTTPError) -> RemoteTransport:
+    # httpx's message names the failure (refused, TLS verify failed, reset), never a
+    # header: the credential cannot be in it (C8). Bounded all the same.
+    text = str(exc) or type(exc).__name__
+    return RemoteTransport(f"{type(exc).__name__}: {text}"[:_MAX_ERROR_TEXT])
+
+
+class RemoteEndpoint:
+    """One remote provider's URL, credential and pooled HTTP client. ``aclose()`` once."""
+
+    def __init__(
+        self,
+        provider_id: str,
+        url: str,
+        *,
+        binding: str = "jsonrpc",
+        credential: Credential | None = None,
+        ca_file: str | Path | None = None,
+        client_cert: str | Path | None = None,
+        client_key: str | Path | None = None,
+        max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_connections: int = DEFAULT_REMOTE_CONNECTIONS,
+        user_agent: str = "hostd",
+    ) -> None:
+        problem = remote_url_problem(url)
+        if problem is not None:  # C7, before a client (or a DNS lookup) exists
+            raise InsecureTransport(f"refused {provider_id!r}: {problem}")
+        self.provider_id = provider_id
+        self.url = url
+        self.codec: RemoteCodec = codec_for(binding)
+        self.binding = binding
+        self.max_body_bytes = max_body_bytes
+        self._credential = credential
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "user-agent": user_agent,
+        }
+        if credential is not None:
+            headers["authorization"] = credential.authorization()
+        # Parsed once: a request is built from these directly (no cookies, no merging
+        # with client defaults), about a quarter of what build_request costs each time.
+        self._url = httpx.URL(url)
+        self._headers = httpx.Headers(headers)
+        verify: ssl.SSLContext | bool = True
+        if url.startswith("https:"):
+            verify = _tls_context(ca_file, client_cert, client_key)
+        self.client = httpx.AsyncClient(
+            verify=verify,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+        self.exchanges = 0
+        log.debug("provider.remote.opened", provider=provider_id, url=url, binding=binding)
+
+    def __repr__(self) -> str:
+        credential = REDACTED if self._credential is not None else None
+        return f"<RemoteEndpoint {self.provider_id} {self.url} credential={credential}>"
+
+    def describe(self) -> dict[str, Any]:
+        """``providers/list``'s ``remote`` member: never the credential itself (C8)."""
+        return {
+            "url": self.url,
+            "credential": REDACTED if self._credential is not None else None,
+            "exchanges": self.exchanges,
+        }
+
+    async def exchange(self, exchange: Exchange) -> Any:
+        """POST one request body; the one reply in the response, read and checked."""
+        body = await self._post(exchange.body)
+        return self.codec.read(exchange, body)
+
+    async def _post(self, body: bytes) -> bytes:
+        self.exchanges += 1
+        request = httpx.Request("POST", self._url, content=body, headers=self._headers)
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc) from exc
+        try:
+            status = response.status_code
+            if status in (401, 403):
+                raise ProviderUnauthorized(
+                    f"HTTP {status}: the provider refused the credential", http_status=status
+                )
+            if 300 <= status < 400:
+                raise RemoteTransport(
+                    f"HTTP {status}: redirect not followed (a payload goes to the "
+                    "configured URL only)",
+                    http_status=status,
+                )
+            if not 200 <= status < 300:
+                # Never the body: an error page may echo the request, headers and all.
+                raise RemoteTransport(f"HTTP {status}", http_status=status)
+            return await self._read_bounded(response)
+        finally:
+            await response.aclose()
+
+    async def _read_bounded(self, response: httpx.Response) -> bytes:
+        limit = self.max_body_bytes
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise RemoteWire(f"response body of {declared} bytes is over {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise RemoteWire(f"response body over {limit} bytes")
+                chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc) from exc
+        return b"".join(chunks)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.client.aclose()
+
+
+def _as_egress(ack: HandshakeAck) -> HandshakeAck:
+    """C4: a remote provider is egress whatever its handshake says."""
+    flow = ack.provider.data_flow
+    if flow.egress:
+        return ack
+    info = ack.provider.model_copy(update={"data_flow": flow.model_copy(update={"egress": True})})
+    return ack.model_copy(update={"provider": info})
+
+
+class RemoteConnection:
+    """A handshaken remote provider, as the pool holds it. Create with ``open``."""
+
+    def __init__(self, endpoint: RemoteEndpoint, ack: HandshakeAck) -> None:
+        self.endpoint = endpoint
+        self.provider_id = endpoint.provider_id
+        self.ack: HandshakeAck | None = ack
+        self.closed = False
+        self.failure: HostdError | None = None
+        #: Ready at its handshake: HTTP carries no ``context/progress``, so a remote
+        #: provider that is still warming says so per query (``unavailable``, ``warming``).
+        self.readiness = Readiness(self.provider_id)
+        self.readiness.handshake(None)
+
+    def __repr__(self) -> str:
+        return f"<RemoteConnection {self.provider_id} alive={self.alive} {self.endpoint!r}>"
+
+    @property
+    def info(self) -> ProviderInfo | None:
+        return self.ack.provider if self.ack else None
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        return self.ack.capabilities if self.ack else None
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed and self.failure is None
+
+    @classmethod
+    async def open(
+        cls, endpoint: RemoteEndpoint, *, host: HostInfo, handshake_timeout: float = 5.0
+    ) -> RemoteConnection:
+        """Handshake (H1–H3, H2, C5 checked as for a child) and force egress (C4)."""
+        try:
+            with anyio.fail_after(handshake_timeout):
+                ack = await endpoint.exchange(endpoint.codec.handshake(host))
+        except TimeoutError:
+            raise ProviderTimeout(
+                f"no handshake reply within {handshake_timeout * 1000:.0f} ms", stage="handshake"
+            ) from None
+        violations = check_handshake(PROTOCOL_VERSION, ack)
+        if violations:
+            raise _handshake_error(violations)
+        log.info(
+            "provider.handshake.ok",
+            provider=endpoint.provider_id,
+            name=ack.provider.name,
+            version=ack.provider.version,
+            protocol_version=ack.protocol_version,
+            remote=True,
+        )
+        return cls(endpoint, _as_egress(ack))
+
+    async def _call(self, exchange: Exchange) -> Any:
+        if self.closed:
+            raise RemoteTransport("remote provider connection closed")
+        try:
+            return await self.endpoint.exchange(exchange)
+        except (RemoteTransport, RemoteWire) as exc:
+            self.failure = exc  # the pool handshakes again, after its backoff
+            raise
+
+    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
+        """Always ``None``: an HTTP exchange is awaited, there is no line to write now."""
+        return None
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult:
+        result: ContextQueryResult = await self._call(self.endpoint.codec.query(query))
+        return result
+
+    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
+        response: VerifyResponse = await self._call(self.endpoint.codec.verify(frames))
+        return response
+
+    async def aclose(self) -> int | None:
+        """Nothing to tear down: the endpoint's pooled client outlives its connections."""
+        self.closed = True
+        return None

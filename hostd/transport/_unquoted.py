@@ -1,0 +1,79 @@
+"""Faults built from what a provider wrote, without quoting it (protocol.md, logs C8).
+
+A provider's reply line, its error messages and the ids it sends are its own
+text: a broken line may be half a frame, an error message may echo one. Every
+fault message built here names sizes, positions, parse errors, JSON types and
+field locations only, so nothing a provider wrote on its protocol stream can
+reach a report (``providers[].error``), a health record or the log. A
+provider's stderr is its own log and is forwarded as such (``provider.stderr``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from hostd.errors import ProtocolFault
+
+__all__ = ["bad_line", "described_id", "json_type", "shape_error", "unquoted"]
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a decoded value (``object``, ``array``, ``string`` …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def unquoted(text: Any) -> str:
+    """How a provider's own text is reported: its size, never its characters."""
+    size = len(text) if isinstance(text, str) else 0
+    return f"{size} chars, not quoted"
+
+
+def described_id(key: Any) -> str:
+    """A reply's id as reported: an integer (the only kind the host sends as-is) by
+    value, any other by its JSON type and size."""
+    if type(key) is int:
+        return str(key)
+    if isinstance(key, str):
+        return f"a string id ({unquoted(key)})"
+    return f"a {json_type(key)} id"
+
+
+def _shape(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+    message = err["msg"]
+    given = err.get("input")
+    # pydantic quotes some inputs in its message (a union's unknown tag): then only the
+    # error's type is given. A field location is ours (model fields, tags we accept).
+    if err["type"] == "union_tag_invalid" or (isinstance(given, str) and given in message):
+        message = err["type"]
+    return f"{loc}: {message}"
+
+
+def shape_error(what: str, exc: ValidationError) -> ProtocolFault:
+    """A reply that decoded but has the wrong shape: where, and what was expected."""
+    return ProtocolFault(f"malformed {what}: {_shape(exc)}")
+
+
+def bad_line(line: bytes, exc: ValueError) -> ProtocolFault:
+    """A line that is not a reply: its size and the parse error with its position."""
+    if isinstance(exc, ValidationError):
+        why = f"not an envelope: {_shape(exc)}"
+    elif isinstance(exc, orjson.JSONDecodeError):
+        why = f"not JSON: {exc.msg} at position {exc.pos}"
+    else:
+        why = "not JSON"
+    return ProtocolFault(f"garbage line from provider ({len(line)} bytes, not quoted): {why}")

@@ -1,0 +1,286 @@
+"""``hostd mcp`` driven by the official MCP SDK client over a real stdio child.
+
+Every test starts ``hostd --config … mcp`` as a child process and talks to it
+with ``mcp.Client`` (or raw JSON-RPC lines, for the version handshakes), so the
+framing, the negotiation and the schemas are the ones real MCP clients meet.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from tests.server.conftest import ROOT, marked_processes, provider_table
+
+from ._harness import hostd_mcp, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def _files_table(root: Path) -> str:
+    return (
+        f'[[provider]]\nid = "files"\n'
+        f'command = ["python", "-m", "providers.files", "--root", "{root}"]\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\ntrusted_roots = ["{root}"]\n'
+    )
+
+
+def _tool(tools: types.ListToolsResult, name: str) -> types.Tool:
+    return next(t for t in tools.tools if t.name == name)
+
+
+async def test_tools_are_listed_in_one_order_read_only_and_idempotent(
+    workdir: Path, marker: str
+) -> None:
+    config = write_config(workdir, marker, {"alpha": {}})
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            first = await client.list_tools(cache_mode="refresh")
+            second = await client.list_tools(cache_mode="refresh")
+    assert [t.name for t in first.tools] == ["compose_context", "list_providers"]
+    assert first.model_dump() == second.model_dump()
+    for tool in first.tools:
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is True
+        assert tool.annotations.idempotent_hint is True
+        assert tool.annotations.destructive_hint is False
+        assert tool.output_schema is not None
+    assert not any("consent" in t.name for t in first.tools)  # C1: the model cannot grant it
+    assert _tool(first, "compose_context").input_schema["required"] == ["goal"]
+
+
+async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
+    workdir: Path, marker: str, corpus: Path
+) -> None:
+    config = write_config(workdir, marker, {"alpha": {}}, extra=_files_table(corpus))
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            tools = await client.list_tools()
+            result = await client.call_tool(
+                "compose_context", {"goal": "how does the cache evict entries", "budget": 2000}
+            )
+            listed = await client.call_tool("list_providers", {})
+    assert result.is_error is False
+    structured = result.structured_content
+    jsonschema.validate(structured, _tool(tools, "compose_context").output_schema)
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text == structured["prompt"]
+    links = [b for b in result.content if isinstance(b, types.ResourceLink)]
+    cited = {c["label"] for c in structured["citations"]}
+    assert links, "a cited file must come back as a resource_link"
+    assert {link.name for link in links} <= cited
+    assert any(link.uri == (corpus / "cache.md").as_uri() for link in links)
+    assert {p["provider_id"] for p in structured["providers"]} == {"alpha", "files"}
+    assert structured["request_id"]
+    assert structured["audit"]["included"] == len(structured["citations"])
+    jsonschema.validate(listed.structured_content, _tool(tools, "list_providers").output_schema)
+    assert [p["id"] for p in listed.structured_content["providers"]] == ["alpha", "files"]
+
+
+async def test_progress_is_reported_per_leg(workdir: Path, marker: str) -> None:
+    config = write_config(workdir, marker, {"alpha": {}, "beta": {}})
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            result = await client.call_tool(
+                "compose_context", {"goal": "progress"}, progress_callback=on_progress
+            )
+    assert result.is_error is False
+    legs = [s for s in seen if s[1] == 2]
+    assert sorted(p for p, _, _ in legs) == [1.0, 2.0]
+    assert {m.split(":")[0] for _, _, m in legs if m} == {"alpha", "beta"}
+
+
+async def test_a_malformed_call_is_a_json_rpc_error(workdir: Path, marker: str) -> None:
+    config = write_config(workdir, marker, {"alpha": {}})
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            for name, arguments in (
+                ("compose_context", {}),
+                ("compose_context", {"goal": "x", "budget": "lots"}),
+                ("compose_context", {"goal": "x", "grant_consent": True}),
+                ("compose_context", {"goal": "   "}),
+                ("no_such_tool", {}),
+            ):
+                with pytest.raises(MCPError) as caught:
+                    await client.call_tool(name, arguments)
+                assert caught.value.code == -32602, (name, arguments)
+            # The session survives each of them.
+            ok = await client.call_tool("compose_context", {"goal": "still serving"})
+    assert ok.is_error is False
+
+
+async def test_a_failing_composition_is_a_tool_error_with_the_reason(
+    workdir: Path, marker: str
+) -> None:
+    config = write_config(workdir, marker, {"alpha": {}})
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            result = await client.call_tool("compose_context", {"goal": "x", "providers": []})
+    assert result.is_error is True
+    assert isinstance(result.content[0], types.TextContent)
+    assert "no_provider_available" in result.content[0].text
+
+
+async def test_a_composition_needing_consent_names_provider_and_scope(
+    workdir: Path, marker: str
+) -> None:
+    config = write_config(
+        workdir, marker, {"alpha": {}, "remote": {"egress_scope": "api.example.com"}}
+    )
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            result = await client.call_tool("compose_context", {"goal": "anything"})
+    assert result.is_error is False
+    assert result.structured_content["consent_required"] == [
+        {"provider": "remote", "scopes": ["api.example.com"]}
+    ]
+    texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+    assert any("remote" in t and "api.example.com" in t for t in texts[1:])
+
+
+async def test_the_stateless_revision_is_served_too(workdir: Path, marker: str) -> None:
+    config = write_config(workdir, marker, {"alpha": {}})
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="auto") as client:
+            version = client.protocol_version
+            result = await client.call_tool("compose_context", {"goal": "modern"})
+    assert version == "2026-07-28"
+    assert result.is_error is False
+    assert result.structured_content["prompt"]
+
+
+async def _exchange(config: Path, lines: list[dict[str, Any]], replies: int) -> list[Any]:
+    """Write raw JSON-RPC lines to ``hostd mcp``; read ``replies`` responses from stdout."""
+    params = hostd_mcp(config, "--log-level", "debug")
+    process = await anyio.open_process(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=params.env,
+        cwd=params.cwd,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    out: list[Any] = []
+    buf = b""
+    async with process:
+        for line in lines:
+            await process.stdin.send(json.dumps(line).encode() + b"\n")
+        while sum(1 for m in out if "id" in m) < replies:
+            buf += await process.stdout.receive()
+            *done, buf = buf.split(b"\n")
+            out.extend(json.loads(raw) for raw in done if raw.strip())
+        await process.stdin.aclose()
+        rest = b""
+        async for chunk in process.stdout:
+            rest += chunk
+        out.extend(json.loads(raw) for raw in (buf + rest).split(b"\n") if raw.strip())
+        assert await process.wait() == 0
+    return out
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+async def test_initialize_negotiates_the_handshake_revisions_and_stdout_is_only_protocol(
+    workdir: Path, marker: str, version: str
+) -> None:
+    config = write_config(workdir, marker, {"alpha": {}})
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    with anyio.fail_after(120):
+        out = await _exchange(
+            config,
+            [
+                init,
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "compose_context", "arguments": {"goal": "raw"}},
+                },
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 7}},
+            ],
+            replies=3,
+        )
+    # Every stdout line is a JSON-RPC message (the logs went to stderr).
+    assert all(isinstance(m, dict) and m.get("jsonrpc") == "2.0" for m in out)
+    by_id = {m["id"]: m for m in out if "id" in m}
+    assert by_id[1]["result"]["protocolVersion"] == version
+    assert by_id[2]["result"]["isError"] is False
+    assert by_id[3]["error"]["code"] == -32602
+    assert marked_processes(marker) == []  # stdin closed: it stopped its providers and exited 0
+
+
+class _Watched(list[dict[str, Any]]):
+    """A daemon's collected log that sets ``event`` when ``name`` is logged."""
+
+    def __init__(self, items: list[dict[str, Any]], name: str) -> None:
+        super().__init__(items)
+        self.name = name
+        self.event = anyio.Event()
+        if any(e.get("event") == name for e in items):
+            self.event.set()
+
+    def append(self, item: dict[str, Any]) -> None:
+        super().append(item)
+        if item.get("event") == self.name:
+            self.event.set()
+
+
+async def test_cancelling_a_call_cancels_the_composition_in_the_daemon(
+    start_daemon: Any, marker: str
+) -> None:
+    slow = provider_table("slow", marker, delay_ms=600_000).replace(
+        "timeout_ms = 10000", "timeout_ms = 600000"
+    )
+    daemon = await start_daemon({"fast": {}}, extra=slow, args=())
+    watched = _Watched(daemon.log, "request.cancelled")
+    daemon.log = watched
+    first_leg = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if progress >= 1:
+            first_leg.set()
+
+    params = hostd_mcp(daemon.config, "--connect", str(daemon.socket))
+    with anyio.fail_after(120):
+        async with Client(params, mode="legacy") as client:
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    await client.call_tool(
+                        "compose_context", {"goal": "wait"}, progress_callback=on_progress
+                    )
+                    pytest.fail("the composition finished although it was cancelled")
+
+                tg.start_soon(call)
+                await first_leg.wait()  # the fast leg is in; the slow one holds the request
+                tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+            await watched.event.wait()  # hostd mcp passed it on: the daemon dropped the work
+            after = await client.call_tool(
+                "compose_context", {"goal": "again", "providers": ["fast"]}
+            )
+    assert after.is_error is False
+    assert await daemon.stop() == 0

@@ -1,0 +1,54 @@
+"""64 concurrent compositions against one remote provider: every one answered, over
+a few reused connections (counted by the server as it accepts them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hostd.config import parse_config
+from hostd.engine import ConsentStore
+from hostd.server import Daemon
+from hostd.transport import DEFAULT_REMOTE_CONNECTIONS
+from tests.remote._servers import TOKEN, make_tls, provider_app, serving
+
+pytestmark = pytest.mark.anyio
+
+CONCURRENT = 64
+ROUNDS = 2
+
+
+async def test_concurrent_composes_reuse_a_few_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOSTD_TEST_REMOTE_TOKEN", TOKEN)
+    tls = make_tls(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with ConsentStore(state) as store:
+        store.grant("remote", "egress", "test")
+    async with serving(provider_app(), tls) as (url, rec):
+        cfg = parse_config(
+            f'[host]\nstate_dir = "{state}"\nsocket = "{tmp_path}/s.sock"\n'
+            f'[[provider]]\nid = "remote"\nurl = "{url}"\nca_file = "{tls.ca_file}"\n'
+            'token_env = "HOSTD_TEST_REMOTE_TOKEN"\ntimeout_ms = 120000\n'
+        )
+        statuses: list[str] = []
+        async with Daemon(cfg).local() as session:
+
+            async def compose(i: int) -> None:
+                result = await session.call("context/compose", {"goal": f"g{i}", "budget": 500})
+                statuses.append(result["providers"][0]["status"])
+
+            for _ in range(ROUNDS):
+                async with anyio.create_task_group() as tg:
+                    for i in range(CONCURRENT):
+                        tg.start_soon(compose, i)
+    requests = len(rec.seen)
+    opened = rec.connections[0]
+    assert statuses == ["ok"] * (CONCURRENT * ROUNDS)
+    assert rec.kinds().count("query") == CONCURRENT * ROUNDS
+    assert opened <= DEFAULT_REMOTE_CONNECTIONS
+    assert opened * 8 <= requests, (opened, requests)

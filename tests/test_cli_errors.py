@@ -1,0 +1,161 @@
+"""What the one-shot CLI says when it fails, at default settings: the real ``hostd``
+run as a child, its stderr and exit status read as a user would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.cli import run_hostd as _hostd
+from tests.fixtures.unstartable import unstartable_files
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _config(tmp_path: Path, body: str = "") -> Path:
+    path = tmp_path / "hostd.toml"
+    path.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n{body}',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _provider(pid: str, command: list[str], cwd: Path | str = ROOT) -> str:
+    return f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{cwd}"\n'
+
+
+def _healthy(pid: str) -> str:
+    return _provider(pid, ["python", "-m", "tests.fixtures.healthy_provider", "--name", pid])
+
+
+def _human(stderr: str) -> list[str]:
+    """The CLI's own lines (the JSON log lines are the log's)."""
+    return [line for line in stderr.splitlines() if not line.startswith("{")]
+
+
+@pytest.fixture
+def unstartable(tmp_path: Path) -> dict[str, str]:
+    """Provider id → the config text of a provider that cannot start, and why."""
+    files = unstartable_files(tmp_path)
+    plain, noformat, badshebang = files["plain"], files["noformat"], files["badshebang"]
+    return {
+        "ghost": _provider("ghost", ["no-such-provider-cmd", "--flag"]),
+        "nocwd": _provider("nocwd", ["python", "-c", "pass"], cwd=tmp_path / "missing"),
+        "noexec": _provider("noexec", [str(plain)]),
+        "noformat": _provider("noformat", [str(noformat)]),
+        "badshebang": _provider("badshebang", [str(badshebang)]),
+    }
+
+
+WHY = {
+    "ghost": ("no-such-provider-cmd --flag", "No such file or directory: 'no-such-provider-cmd'"),
+    "nocwd": ("in ", "No such file or directory:"),
+    "noexec": ("plain.sh", "Permission denied:"),
+    "noformat": ("noformat", "Exec format error:"),
+    "badshebang": ("badshebang", "No such file or directory:"),
+}
+
+
+def test_a_provider_that_cannot_start_says_which_command_and_why(
+    tmp_path: Path, unstartable: dict[str, str]
+) -> None:
+    config = _config(tmp_path, "".join(unstartable.values()))
+    done = _hostd("--config", str(config), "compose", "anything", "--json")
+    errors = {p["provider_id"]: p["error"]["message"] for p in json.loads(done.stdout)["providers"]}
+    for pid, (command, os_error) in WHY.items():
+        message = errors[pid]
+        assert f"provider {pid!r} cannot start" in message and command in message, message
+        assert os_error in message, message
+        lines = [
+            line
+            for line in _human(done.stderr)
+            if line.removeprefix("hostd:").strip().startswith(f"{pid}:")
+        ]
+        assert len(lines) == 1 and os_error in lines[0], done.stderr
+    assert "nocwd" in errors and str(tmp_path / "missing") in errors["nocwd"]
+
+
+def test_an_empty_prompt_exits_1_and_says_how_each_leg_failed(
+    tmp_path: Path, unstartable: dict[str, str]
+) -> None:
+    config = _config(tmp_path, unstartable["ghost"] + unstartable["nocwd"])
+    done = _hostd("--config", str(config), "compose", "anything")
+    assert done.returncode == 1, done.stderr
+    human = _human(done.stderr)
+    assert "hostd: empty prompt: no provider produced evidence" in human, done.stderr
+    assert any("ghost: crashed: provider 'ghost' cannot start" in line for line in human)
+    assert any("nocwd: crashed: provider 'nocwd' cannot start" in line for line in human)
+    assert "Traceback" not in done.stderr
+
+
+def test_a_prompt_with_evidence_exits_0_and_still_names_the_failed_leg(
+    tmp_path: Path, unstartable: dict[str, str]
+) -> None:
+    config = _config(tmp_path, _healthy("alpha") + unstartable["ghost"])
+    done = _hostd("--config", str(config), "compose", "anything")
+    assert done.returncode == 0, done.stderr
+    assert "<frame " in done.stdout
+    assert any(
+        "ghost: crashed" in line and "no-such-provider-cmd" in line for line in _human(done.stderr)
+    )
+
+
+def test_providers_names_why_a_provider_is_down(
+    tmp_path: Path, unstartable: dict[str, str]
+) -> None:
+    config = _config(tmp_path, unstartable["ghost"])
+    done = _hostd("--config", str(config), "providers")
+    assert done.returncode == 0 and done.stdout.startswith("ghost\t")
+    assert any(
+        line.startswith("hostd: ghost: crashed: provider 'ghost' cannot start")
+        for line in _human(done.stderr)
+    ), done.stderr
+
+
+@pytest.mark.parametrize("command", [["compose", "x"], ["providers"], ["consent", "list"]])
+def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
+    tmp_path: Path, command: list[str]
+) -> None:
+    config = _config(tmp_path)
+    done = _hostd("--config", str(config), *command, "--connect")
+    assert done.returncode == 3, done.stderr
+    (line,) = _human(done.stderr)
+    assert f"no daemon at {tmp_path}/run/s.sock" in line
+    assert f"`hostd serve --config {config}`" in line
+    other = tmp_path / "elsewhere.sock"
+    done = _hostd("--config", str(config), *command, "--connect", str(other))
+    assert done.returncode == 3 and f"no daemon at {other}" in done.stderr
+
+
+CONFIG_ERRORS = [
+    ('[log]\nfile = "{tmp}/no/such/folder/hostd.log"\n', "log.file"),
+    ('[log]\nfile = "{tmp}"\n', "log.file"),
+    ("[log]\nlevel = 3\n", "log.level"),
+    ("[shadow]\nno_such_key = 1\n", "shadow.no_such_key"),
+    ('[host]\nstate_dir = "/proc/hostd-no-such"\n', "host.state_dir"),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "command"),
+    [(body, key, ["providers"]) for body, key in CONFIG_ERRORS]
+    + [(body, key, ["serve", "--stdio"]) for body, key in CONFIG_ERRORS]
+    # Only a command that listens on TCP reads the token.
+    + [('[tcp]\nenabled = true\ntoken_file = "{tmp}/none"\n', "tcp.token_file", ["serve"])],
+    ids=lambda v: (
+        v if isinstance(v, str) and "\n" not in v else (v[0] if isinstance(v, list) else "")
+    ),
+)
+def test_every_config_error_exits_2_naming_the_key(
+    tmp_path: Path, body: str, key: str, command: list[str]
+) -> None:
+    config = tmp_path / "bad.toml"
+    text = f'[host]\nsocket = "{tmp_path}/run/s.sock"\n' if not body.startswith("[host]") else ""
+    config.write_text(text + body.format(tmp=tmp_path), encoding="utf-8")
+    done = _hostd("--config", str(config), *command)  # stdin closed: serve --stdio ends
+    assert done.returncode == 2, done.stderr
+    (line,) = _human(done.stderr)
+    assert line.startswith("hostd: ") and key in line and str(config) in line, line
