@@ -319,7 +319,7 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         # What the providers were asked for: share × overfetch, capped at the budget.
         policy["overfetch"] = fan.overfetch
         policy["asked"] = dict(fan.asked)
-    log_audit(log, result.get("audit", {}).get("entries", ()))
+    log_audit(log, result.get("audit", {}).get("entries", ()), _reports(fan))
     usage = fan.usage_report()
     ctx.daemon.remember_usage(ctx.request_id, usage)
     result["providers"] = _reports(fan)

@@ -93,6 +93,7 @@ def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path
     command = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(gate)]
     text = (
         f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
         f'\n[[provider]]\nid = "gated"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
     )
     config = tmp_path / "hostd.toml"
@@ -119,3 +120,8 @@ def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path
     assert [n for n in notes if "done" in n and "warming" not in n]  # and the leg's own
     assert again["health"]["restarts"] == 0 and again["health"]["starts"] == 1
     assert os.getpid() != again["health"]["pid"]
+    # The log's audit summary names the warming leg (it offered no entry to count).
+    events = [json.loads(line) for line in (tmp_path / "hostd.log").read_text().splitlines()]
+    summaries = {e["request_id"]: e for e in events if e["event"] == "compose.audit.summary"}
+    assert summaries[first["request_id"]]["warming"] == ["gated"]
+    assert summaries[after["request_id"]]["warming"] == []
