@@ -125,3 +125,27 @@ def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path
     summaries = {e["request_id"]: e for e in events if e["event"] == "compose.audit.summary"}
     assert summaries[first["request_id"]]["warming"] == ["gated"]
     assert summaries[after["request_id"]]["warming"] == []
+
+
+def test_the_daemon_serves_while_its_providers_start(tmp_path: Path) -> None:
+    # The provider answers no handshake until the gate exists: a bounded request that
+    # arrives meanwhile is answered (its leg starting), not held until every start ends.
+    gate = tmp_path / "gate"
+    command = ["python", "-m", "tests.fixtures.warming_provider", "--handshake-gate", str(gate)]
+    text = (
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'\n[[provider]]\nid = "slow"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+    )
+    config = tmp_path / "hostd.toml"
+    config.write_text(text)
+    with Client.spawn(config, env=child_env(), cwd=REPO) as client:
+        first = client.compose(GOAL, budget=500, timeout_ms=300)
+        gate.touch()
+        after = client.compose(GOAL, budget=500)  # no timeout named: waits for the start
+        row = client.call("providers/list", {})["providers"][0]
+    assert _legs(first) == {"slow": "warming"}
+    assert first["providers"][0]["error"]["code"] == "starting"
+    assert _legs(after) == {"slow": "ok"} and after["prompt"].strip()
+    # One start, never cut: the boot start is the one both requests joined.
+    assert row["health"]["starts"] == 1 and row["health"]["consecutive_failures"] == 0
+
