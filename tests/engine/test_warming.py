@@ -43,6 +43,14 @@ async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_pr
             await host.pool.ensure(slot)  # handshaken (it answers that at once)
             pid = slot.conn.child.pid if slot.conn else None
             assert host.providers_list()[0]["state"] == "warming"
+            # The next bounded ask comes once the host has heard a build step (an event).
+            building = anyio.Event()
+            if slot.conn is not None and slot.conn.readiness.progress.get("phase") == "build":
+                building.set()
+            host.pool.progress_listeners.append(
+                lambda _p, n: building.set() if n.get("phase") == "build" else None
+            )
+            await building.wait()
             again = (await host.query_all(query(), 500, timeout_ms=300)).reports["w"]
             gate.touch()
             # No timeout named: the leg waits for readiness (its start deadline), then asks.
