@@ -307,7 +307,7 @@ class ProviderPool:
             raise start.error
 
     async def _start(self, slot: Slot, start: _Start) -> None:
-        """Spawn and handshake in the pool's task group, bounded by the handshake timeout."""
+        """Spawn and handshake in the pool's task group, bounded by its start deadline."""
         assert self._tg is not None
         spec, s = slot.spec, self.settings
         timeout = self.start_timeout(slot)

@@ -87,17 +87,23 @@ def test_one_shot_compose_on_a_cold_start_prints_evidence(tmp_path: Path) -> Non
     assert "files=ok(" in out.stderr, out.stderr
 
 
+def _gated_config(tmp_path: Path, pid: str, flag: str, gate: Path) -> Path:
+    """A config of one ``warming_provider`` held by ``gate`` (``--warm-gate`` or
+    ``--handshake-gate``), its log in ``hostd.log`` beside it."""
+    command = ["python", "-m", "tests.fixtures.warming_provider", flag, str(gate)]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
+        f'\n[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+    )
+    return config
+
+
 def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path: Path) -> None:
     # The gated provider cannot be ready: the leg must say warming, within its bound.
     gate = tmp_path / "gate"
-    command = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(gate)]
-    text = (
-        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
-        f'\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
-        f'\n[[provider]]\nid = "gated"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
-    )
-    config = tmp_path / "hostd.toml"
-    config.write_text(text)
+    config = _gated_config(tmp_path, "gated", "--warm-gate", gate)
     with Client.spawn(config, env=child_env(), cwd=REPO) as client:
         first = client.compose(GOAL, budget=500, timeout_ms=300)
         listed = client.call("providers/list", {})["providers"][0]
@@ -131,13 +137,7 @@ def test_the_daemon_serves_while_its_providers_start(tmp_path: Path) -> None:
     # The provider answers no handshake until the gate exists: a bounded request that
     # arrives meanwhile is answered (its leg starting), not held until every start ends.
     gate = tmp_path / "gate"
-    command = ["python", "-m", "tests.fixtures.warming_provider", "--handshake-gate", str(gate)]
-    text = (
-        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
-        f'\n[[provider]]\nid = "slow"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
-    )
-    config = tmp_path / "hostd.toml"
-    config.write_text(text)
+    config = _gated_config(tmp_path, "slow", "--handshake-gate", gate)
     with Client.spawn(config, env=child_env(), cwd=REPO) as client:
         first = client.compose(GOAL, budget=500, timeout_ms=300)
         gate.touch()
@@ -148,4 +148,3 @@ def test_the_daemon_serves_while_its_providers_start(tmp_path: Path) -> None:
     assert _legs(after) == {"slow": "ok"} and after["prompt"].strip()
     # One start, never cut: the boot start is the one both requests joined.
     assert row["health"]["starts"] == 1 and row["health"]["consecutive_failures"] == 0
-
