@@ -52,20 +52,20 @@ from hostd.config import Config, load_config
 from hostd.errors import HostdError
 from hostd.eval import (
     DEFAULT_POLICIES,
-    OFFERED,
     STYLES,
     Outcome,
     Policy,
     Question,
     Row,
-    alone,
     degraded_note,
     holds_gold,
     load_questions,
     render_table,
+    score_asked,
     summarise,
 )
-from hostd.eval._run import _candidates, _degraded, _query, _recall
+from hostd.eval import Asked as EvalAsked
+from hostd.eval._run import _candidates, _degraded, _query
 from hostd.logs import configure_logging
 
 #: The signals of docs/eval.md's AUC table, in its row order.
@@ -266,25 +266,19 @@ async def ask(
 
 
 def outcomes_of(asked: Sequence[Asked], policies: Sequence[Policy]) -> list[Outcome]:
-    """What ``run_eval`` returns for the same answers (rows in its order)."""
-    default = Policy("score", None)
+    """What ``run_eval`` returns for the same answers (rows in its order): its own scorer."""
     out: list[Outcome] = []
     for a in asked:
-        q, b = a.question, a.budget
-        out.extend(_recall(q, b, a.candidates, p, p.label, a.degraded) for p in policies)
-        for pid, (cands, degraded) in a.alone.items():
-            out.append(_recall(q, b, cands, default, alone(pid), degraded))
-        out.append(
-            Outcome(
-                q.id,
-                q.style,
-                b,
-                OFFERED,
-                any(holds_gold(f, q.gold) for _, f in a.candidates),
-                sum(f.token_cost for _, f in a.candidates),
-                a.degraded,
-            )
+        gold = a.question.gold
+
+        def hit(_: Any, frame: Any, gold: Any = gold) -> bool:
+            return holds_gold(frame, gold)
+
+        singles = [(pid, c, d) for pid, (c, d) in a.alone.items()]
+        scored = EvalAsked(
+            a.question.id, a.question.style, a.budget, a.candidates, a.degraded, singles, hit
         )
+        out.extend(score_asked(scored, policies))
     return out
 
 

@@ -1,8 +1,11 @@
 """The client library: talk to a running hostd, or spawn one on stdio.
 
 Owns the agent side of the client API (protocol.md §4): one JSON value per
-line, replies matched by ``id``, ``$/progress`` routed to the caller that asked
-for it, and a cancelled call turned into a ``$/cancel`` notification. Two
+line, replies matched by ``id`` (``hostd.rpc``'s correlation table and line
+encoder, the ones the provider transport uses), ``$/progress`` routed to the
+caller that asked for it, and a cancelled call turned into a ``$/cancel``
+notification. It never loads the host side: a spawned daemon is stopped by the
+one teardown ladder (``hostd._teardown``). Two
 faces: ``AsyncClient`` (anyio) opened with ``connect``, ``connect_tcp`` or
 ``spawn``; and ``Client``, a small blocking wrapper for scripts::
 
@@ -26,7 +29,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
-import orjson
 from anyio.abc import (
     ByteReceiveStream,
     ByteSendStream,
@@ -36,10 +38,11 @@ from anyio.abc import (
 )
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from hostd._teardown import stop_process
 from hostd.config import default_socket_path
-from hostd.errors import ConnectionLost, ProtocolFault, RpcError
+from hostd.errors import ConnectionLost, ParseError, ProtocolFault, RpcError
 from hostd.protocol import LineSplitter
-from hostd.transport import stop_process
+from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
 
 __all__ = [
     "AsyncClient",
@@ -66,9 +69,8 @@ class AsyncClient:
         self._send = send
         self._send_lock = anyio.Lock()
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self._calls = PendingTable()
         self._progress: dict[str, ProgressCallback] = {}
-        self._closed: BaseException | None = None
         self.notifications: list[dict[str, Any]] = []
 
     # -- plumbing -------------------------------------------------------------------------
@@ -87,14 +89,12 @@ class AsyncClient:
                     if not line.strip():
                         continue
                     try:
-                        msg = orjson.loads(line)
-                    except (ValueError, RecursionError):
+                        msg = decode(line)
+                    except ParseError:
                         continue  # not ours to crash on; the call times out or fails
                     self._route(msg)
         finally:
-            self._closed = ConnectionLost("hostd closed the connection")
-            for event, _slot in self._pending.values():
-                event.set()
+            self._calls.fail_all(ConnectionLost("hostd closed the connection"))
 
     def _route(self, msg: Any) -> None:
         if isinstance(msg, list):
@@ -111,13 +111,14 @@ class AsyncClient:
             else:
                 self.notifications.append(msg)
             return
-        waiter = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
-        if waiter is not None:
-            waiter[1].append(msg)
-            waiter[0].set()
+        key = msg.get("id")
+        # Our ids are integers: ``true`` or ``1.0`` would hash like ``1``.
+        slot = self._calls.pop(key) if type(key) is int else None
+        if slot is not None:
+            slot.resolve(msg)
 
     async def _write(self, obj: Any) -> None:
-        data = orjson.dumps(obj) + b"\n"
+        data = encode_line(obj)
         async with self._send_lock:
             await self._send.send(data)
 
@@ -134,37 +135,30 @@ class AsyncClient:
 
         Cancelling the caller sends ``$/cancel`` so the daemon drops the work too.
         """
-        if self._closed is not None:
-            raise self._closed
         id_ = next(self._ids)
+        slot = self._calls.add(id_)  # raises ConnectionLost once the reader has ended
         params = dict(params or {})
         if on_progress is not None:
             params["progress_token"] = f"p{id_}"
             self._progress[f"p{id_}"] = on_progress
-        event = anyio.Event()
-        slot: list[Any] = []
-        self._pending[id_] = (event, slot)
         try:
-            await self._write({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
+            await self._write(make_request(method, params, id_))
             try:
-                await event.wait()
+                reply = await slot.wait()
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await self.notify("$/cancel", {"id": id_})
                 raise
         finally:
-            self._pending.pop(id_, None)
+            self._calls.pop(id_)
             self._progress.pop(f"p{id_}", None)
-        if not slot:
-            raise self._closed or ConnectionLost("hostd closed the connection")
-        reply = slot[0]
         if "error" in reply:
             err = reply["error"] or {}
             raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))
         return reply.get("result")
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        await self._write({"jsonrpc": "2.0", "method": method, "params": params or {}})
+        await self._write(make_notification(method, params or {}))
 
     async def send_raw(self, line: bytes) -> None:
         """Send bytes as they are (tests of malformed input)."""
@@ -215,6 +209,25 @@ class AsyncClient:
     async def usage(self, request_id: str) -> Any:
         return await self.call("usage/report", {"request_id": request_id})
 
+    async def feedback(
+        self,
+        result: dict[str, Any] | str,
+        used: Sequence[str | dict[str, Any]],
+        *,
+        helpful: bool | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        """``usage/feedback``: which of ``result``'s citations (labels or FrameIds) the
+        answer used; ``result`` is a ``compose`` result or its ``request_id``."""
+        rid = result if isinstance(result, str) else result["request_id"]
+        body: dict[str, Any] = {"request_id": rid, "used": list(used)}
+        if helpful is not None:
+            body["helpful"] = helpful
+        if note is not None:
+            body["note"] = note
+        reply: dict[str, Any] = await self.call("usage/feedback", body)
+        return reply
+
     async def status(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("host/status")
         return result
@@ -224,7 +237,7 @@ class AsyncClient:
 
 
 def _token_key(token: Any) -> str:
-    return token if isinstance(token, str) else orjson.dumps(token).decode()
+    return token if isinstance(token, str) else encode(token).decode()
 
 
 @contextlib.asynccontextmanager
@@ -277,6 +290,7 @@ async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncCl
 
 
 def serve_command(config: str | os.PathLike[str] | None = None) -> list[str]:
+    """The command that runs ``hostd serve --stdio`` with this interpreter (and ``config``)."""
     cmd = [sys.executable, "-m", "hostd"]
     if config is not None:
         cmd += ["--config", os.fspath(config)]
@@ -389,6 +403,19 @@ class Client:
 
     def usage(self, request_id: str) -> Any:
         return self._run(self._client.usage, request_id)
+
+    def feedback(
+        self,
+        result: dict[str, Any] | str,
+        used: Sequence[str | dict[str, Any]],
+        *,
+        helpful: bool | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        reply: dict[str, Any] = self._run(
+            self._client.feedback, result, used, helpful=helpful, note=note
+        )
+        return reply
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._run(self._client.status)

@@ -18,11 +18,9 @@ __all__ = [
     "BadRequest",
     "ConfigError",
     "ConnectionLost",
-    "ConsentRequired",
     "CorrelationMismatch",
     "EmptyBatch",
     "FloorsExceedBudget",
-    "FloorsOverBudget",
     "HandshakeFailed",
     "HostdError",
     "IncompatibleVersion",
@@ -45,8 +43,10 @@ __all__ = [
     "RemoteWire",
     "RequestLineTooLong",
     "RpcError",
+    "ShadowDisabled",
     "ShuttingDown",
     "Unauthorized",
+    "UnknownCitation",
     "UnknownProvider",
     "UnknownRequest",
     "error_to_wire",
@@ -146,25 +146,11 @@ class IncompatibleVersion(HandshakeFailed):
     reason = "incompatible_version"
 
 
-class ConsentRequired(HostdError):
-    """C2/C6: an egress provider without recorded consent for its scopes."""
-
-    code = CgpErrorCode.UNAVAILABLE
-    reason = "no_consent"
-
-
 class ConfigError(HostdError):
     """A config file that cannot be used; the message names the file, key and problem."""
 
     code = CgpErrorCode.BAD_REQUEST
     reason = "bad_config"
-
-
-class FloorsOverBudget(HostdError):
-    """The client's floors alone cost more than its budget (never a silent drop)."""
-
-    code = CgpErrorCode.BUDGET_UNSATISFIABLE
-    reason = "floors_exceed_budget"
 
 
 class Overloaded(HostdError):
@@ -213,6 +199,18 @@ class UnknownRequest(BadRequest):
     """``usage/report`` for a request id this daemon does not remember."""
 
     reason = "unknown_request"
+
+
+class UnknownCitation(InvalidParam):
+    """``usage/feedback`` naming a label or FrameId the request's citation map does not hold."""
+
+    reason = "unknown_citation"
+
+
+class ShadowDisabled(BadRequest):
+    """``usage/feedback`` on a daemon without ``[shadow] enabled``: there is nowhere to keep it."""
+
+    reason = "shadow_disabled"
 
 
 class Unauthorized(BadRequest):
@@ -309,8 +307,8 @@ def error_to_wire(exc: BaseException) -> dict[str, Any]:
 # --- composition (hostd.compose) ---
 
 
-class FloorsExceedBudget(FloorsOverBudget, ValueError):
-    """The floors alone do not fit the budget; nothing is dropped silently.
+class FloorsExceedBudget(HostdError, ValueError):
+    """The client's floors alone do not fit the budget; nothing is dropped silently.
 
     The budget bounds the whole prompt, so a floor costs its fenced block and
     the floors bring the constant preamble with them: ``floors`` lists
@@ -319,6 +317,7 @@ class FloorsExceedBudget(FloorsOverBudget, ValueError):
     that disagree.
     """
 
+    code = CgpErrorCode.BUDGET_UNSATISFIABLE
     reason = "floors_exceed_budget"
 
     def __init__(

@@ -261,6 +261,7 @@ def configure_logging(
 
 
 def get_logger(name: str) -> Any:
+    """The structlog logger named ``name`` (a module-level logger, dotted event names)."""
     return structlog.get_logger(name)
 
 
@@ -270,6 +271,7 @@ def bind_request(request_id: str, **extra: Any) -> None:
 
 
 def unbind_request(*keys: str) -> None:
+    """Forget the bound ``request_id`` (and ``keys``) in this context."""
     structlog.contextvars.unbind_contextvars("request_id", *keys)
 
 

@@ -46,7 +46,6 @@ from hostd.protocol import (
     HandshakeAck,
     HandshakeRequest,
     LineItem,
-    LinePipeProtocol,
     LineSplitter,
     Provenance,
     ProviderInfo,
@@ -56,7 +55,7 @@ from hostd.protocol import (
     sha256_digest,
     versions_compatible,
 )
-from hostd.rpc import Dispatcher, Method, error_reply
+from hostd.rpc import Dispatcher, LinePipeProtocol, Method, error_reply
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -254,7 +253,8 @@ class ProviderServer:
         return warm_in_thread(self.provider.warm, readiness)
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
-        """The reply line (UTF-8, no newline) to one input line; ``None`` for a notification."""
+        """The reply line (UTF-8, with its newline) to one input line; ``None`` for a
+        notification."""
         if not line.strip():
             return None
         return await _DISPATCHER.answer_line(line, self)
@@ -324,7 +324,7 @@ async def serve_stdio(
 
     def write(data: bytes) -> None:
         try:
-            dst.write(data + b"\n")
+            dst.write(data)
             dst.flush()
         except (BrokenPipeError, ConnectionResetError, ValueError):
             # The host stopped reading (or closed our stdout): nobody is left to

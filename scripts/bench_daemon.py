@@ -276,7 +276,9 @@ def shadow_pair(args: argparse.Namespace) -> dict[str, object]:
     for name in ("shadow", "plain"):
         workdir = Path(tempfile.mkdtemp(prefix=f"hb-{name}-"))
         shadow = (
-            {"enabled": True, "sample": 1.0, "max_requests": bound} if name == "shadow" else None
+            {"enabled": True, "sample": args.shadow_sample, "max_requests": bound}
+            if name == "shadow"
+            else None
         )
         config = _config(workdir, args.providers, args.frames, args.log_level, shadow)
         if name == "shadow":
@@ -413,6 +415,9 @@ def main() -> None:
     parser.add_argument("--shadow", action="store_true", help="shadow vs no-shadow, in turns")
     parser.add_argument("--shadow-bound", type=int, default=1000, help="shadow.max_requests")
     parser.add_argument("--rounds", type=int, default=6, help="--shadow: turns per side")
+    parser.add_argument(
+        "--shadow-sample", type=float, default=1.0, help="--shadow: the shadow side's sample"
+    )
     parser.add_argument("--gate", action="store_true", help="the consent gate, 10 vs N events")
     parser.add_argument("--gate-events", type=int, default=10_000)
     parser.add_argument("--gate-calls", type=int, default=4000)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd._quality_commands import caps_arg, floors_arg
+from hostd.cli._quality import caps_arg, floors_arg
 from hostd.client import Client
 from tests.fixtures.cli import run_hostd as _hostd
 

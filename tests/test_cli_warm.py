@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hostd._progress_bars import ProgressBars
-from hostd.cli import audit_summary
+from hostd.cli._commands import audit_summary
+from hostd.cli._warm import ProgressBars
 from tests.providers._stdio import REPO, child_env
 
 

@@ -2,8 +2,9 @@
 
 server → engine → transport → protocol, server → compose → protocol; engine may
 use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
-hostd.rpc (the JSON-RPC envelope and dispatcher) sits beside errors: the server
-and the provider runtime use it, it uses only protocol and errors. Inside the
+hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
+encoder) sits beside errors: every end uses it, it uses only protocol and errors;
+the client library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
 neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two.
 """
@@ -42,9 +43,12 @@ FORBIDDEN = {
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
-    "rpc.py": _HOST_SIDE | {"provider", "logging", "shadow", "eval"},
     "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+    # The client library talks to a daemon: it never loads the host side.
+    "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
 }
+# hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
+FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {

@@ -24,6 +24,7 @@ from hostd.compose import compose_for_prompt
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
 from hostd.shadow import (
+    Feedback,
     Recorded,
     ShadowRecorder,
     ShadowStore,
@@ -152,7 +153,7 @@ def test_the_recorder_samples_and_never_fails_a_request(tmp_path: Path) -> None:
     assert record.candidates  # the record itself was fine
 
 
-def _config(tmp_path: Path) -> Path:
+def _config(tmp_path: Path, sample: float = 1.0) -> Path:
     def provider(name: str, frames: int) -> str:
         words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", name]
         words += ["--frames", str(frames), "--size", "200"]
@@ -164,7 +165,9 @@ def _config(tmp_path: Path) -> Path:
     path = tmp_path / "hostd.toml"
     path.write_text(
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
-        "[shadow]\nenabled = true\nsample = 1.0\n\n" + provider("alpha", 8) + provider("beta", 2)
+        f"[shadow]\nenabled = true\nsample = {sample}\n\n"
+        + provider("alpha", 8)
+        + provider("beta", 2)
     )
     return path
 
@@ -312,9 +315,11 @@ class _HeldStore(ShadowStore):
         super().__init__(path)
         self.release = threading.Event()
 
-    def write_many(self, records: Sequence[Recorded]) -> None:
+    def write_many(
+        self, records: Sequence[Recorded], feedback: Sequence[Feedback] = ()
+    ) -> list[str]:
         assert self.release.wait(60)  # hang guard
-        super().write_many(records)
+        return super().write_many(records, feedback)
 
 
 def test_requests_never_wait_for_the_write_and_close_writes_every_queued_record(

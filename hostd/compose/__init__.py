@@ -11,6 +11,7 @@ rendering (R3), with an audit entry for every offered frame.
 from hostd.errors import FloorsExceedBudget
 
 from ._budget import budget_split
+from ._calibrated import Calibration, MonotoneMap
 from ._candidates import CandidateSet, frame_sort_key
 from ._compose import Floor, compose_for_prompt
 from ._dedup import DedupDrop, Deduped, dedup_cross_provider
@@ -27,6 +28,7 @@ from ._render import (
 from ._result import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
 from .ranking import (
     DEFAULT_STRATEGY,
+    Calibrated,
     MarginFusion,
     PerProviderQuota,
     ReciprocalRankFusion,
@@ -44,6 +46,8 @@ __all__ = [
     "EVIDENCE_PREAMBLE",
     "PLACEMENTS",
     "AuditEntry",
+    "Calibrated",
+    "Calibration",
     "CandidateSet",
     "Citation",
     "ComposedPrompt",
@@ -54,6 +58,7 @@ __all__ = [
     "FloorRecord",
     "FloorsExceedBudget",
     "MarginFusion",
+    "MonotoneMap",
     "PerProviderQuota",
     "ReciprocalRankFusion",
     "RoundRobinByRank",

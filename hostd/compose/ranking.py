@@ -20,11 +20,13 @@ from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import orjson
 
+from ._calibrated import Calibrated
 from ._candidates import CandidateSet, FramePair
 from ._fusion import MarginFusion, ReciprocalRankFusion, provider_lists
 
 __all__ = [
     "DEFAULT_STRATEGY",
+    "Calibrated",
     "MarginFusion",
     "PerProviderQuota",
     "ReciprocalRankFusion",
@@ -178,7 +180,7 @@ _FUSIONS: dict[str, type[ReciprocalRankFusion] | type[MarginFusion]] = {
 }
 _SPELLINGS = (
     '"score", "round_robin", "quota:K", "rrf", "rrf:k=60,PROVIDER=W", "margin", '
-    '"margin:k=60,PROVIDER=W", or an object {"quota": K}, '
+    '"margin:k=60,PROVIDER=W", "calibrated", or an object {"quota": K}, '
     '{"rrf": {"k": 60, "weights": {PROVIDER: W}}}, {"margin": {"k": 60, "weights": {...}}}'
 )
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -206,6 +208,10 @@ def strategy_from_wire(value: object) -> Strategy:
                 f"expected {_SPELLINGS}"
             )
         ((name, body),) = value.items()
+        if name == "calibrated":
+            # The audit's form (file, version, fallback) reads back as the policy; the
+            # calibration itself is bound by whoever holds the state directory.
+            return Calibrated()
         if name == "quota":
             if isinstance(body, bool) or not isinstance(body, int):
                 raise ValueError(f"strategy quota k must be an integer, got {body!r}")
@@ -225,9 +231,11 @@ def strategy_from_wire(value: object) -> Strategy:
 
 def _from_text(text: str) -> Strategy:
     name, sep, params = text.partition(":")
-    if name in ("score", "round_robin"):
+    if name in ("score", "round_robin", "calibrated"):
         if sep:
             raise ValueError(f"strategy {name!r} takes no parameters, got {text!r}")
+        if name == "calibrated":
+            return Calibrated()
         return ScoreDescending() if name == "score" else RoundRobinByRank()
     if name == "quota":
         if not _INTEGER.fullmatch(params):

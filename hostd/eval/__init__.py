@@ -5,7 +5,8 @@
 composes it under every named policy and budget, and under each provider
 alone (``_run``), then prints recall per style and policy (``_report``). It
 uses the client API (a running daemon or one in-process) and the composition
-library; it never ranks by itself.
+library; it never ranks by itself. ``--from-shadow`` draws the questions from
+recorded traffic with feedback instead (``_shadow``), scored the same way.
 """
 
 from ._questions import STYLES, Gold, Question, QuestionSetError, load_questions, parse_questions
@@ -22,18 +23,23 @@ from ._report import (
 from ._run import (
     DEFAULT_POLICIES,
     OFFERED,
+    Asked,
     Outcome,
     Policy,
     Session,
     alone,
     holds_gold,
     run_eval,
+    score_asked,
 )
+from ._shadow import TRAFFIC, TrafficQuestion, asked_from_shadow, run_from_shadow
 
 __all__ = [
     "DEFAULT_POLICIES",
     "OFFERED",
     "STYLES",
+    "TRAFFIC",
+    "Asked",
     "Gold",
     "Outcome",
     "Paired",
@@ -42,7 +48,9 @@ __all__ = [
     "QuestionSetError",
     "Row",
     "Session",
+    "TrafficQuestion",
     "alone",
+    "asked_from_shadow",
     "degraded_note",
     "holds_gold",
     "load_questions",
@@ -51,6 +59,8 @@ __all__ = [
     "render_paired",
     "render_table",
     "run_eval",
+    "run_from_shadow",
+    "score_asked",
     "summarise",
     "to_json",
 ]

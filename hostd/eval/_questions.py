@@ -68,6 +68,7 @@ def parse_questions(text: str, *, source: str = "<string>") -> list[Question]:
 
 
 def load_questions(path: str | Path) -> list[Question]:
+    """The questions of a question-set file; ``QuestionSetError`` naming the file and entry."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from ._questions import STYLES, Question
+from ._questions import STYLES
 from ._run import OFFERED, Outcome
 
 __all__ = [
@@ -19,6 +19,21 @@ __all__ = [
     "summarise",
     "to_json",
 ]
+
+
+class _Styled(Protocol):
+    @property
+    def style(self) -> str: ...
+
+
+def _styles(seen: Sequence[str] | set[str]) -> tuple[str, ...]:
+    """The JSONL sets' two styles, or (traffic, say) the styles the outcomes hold."""
+    found = set(seen)
+    return STYLES if found <= set(STYLES) else tuple(sorted(found))
+
+
+def _budget(budget: int) -> str:
+    return f"budget {budget}" if budget else "budgets as recorded"
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,7 +55,7 @@ class Row:
         return sum(self.totals.values())
 
     def to_wire(self) -> dict[str, Any]:
-        recall = {s: {"hits": self.hits[s], "total": self.totals[s]} for s in STYLES}
+        recall = {s: {"hits": self.hits[s], "total": self.totals[s]} for s in self.hits}
         recall["all"] = {"hits": self.all_hits, "total": self.all_total}
         return {
             "budget": self.budget,
@@ -53,6 +68,7 @@ class Row:
 def summarise(outcomes: Sequence[Outcome]) -> list[Row]:
     """One row per (budget, policy), budgets ascending, policies in first-seen order."""
     groups: dict[tuple[int, str], list[Outcome]] = {}
+    styles = _styles({o.style for o in outcomes})
     for o in outcomes:
         groups.setdefault((o.budget, o.policy), []).append(o)
     rows: list[Row] = []
@@ -60,8 +76,8 @@ def summarise(outcomes: Sequence[Outcome]) -> list[Row]:
         for (b, policy), group in groups.items():
             if b != budget:
                 continue
-            hits = {s: sum(1 for o in group if o.style == s and o.hit) for s in STYLES}
-            totals = {s: sum(1 for o in group if o.style == s) for s in STYLES}
+            hits = {s: sum(1 for o in group if o.style == s and o.hit) for s in styles}
+            totals = {s: sum(1 for o in group if o.style == s) for s in styles}
             mean = sum(o.tokens for o in group) / len(group)
             rows.append(Row(budget, policy, hits, totals, mean))
     return rows
@@ -73,27 +89,28 @@ def _cell(hits: int, total: int) -> str:
     return f"{hits}/{total} {100 * hits / total:3.0f}%"
 
 
-def render_table(questions: Sequence[Question], rows: Sequence[Row]) -> str:
+def render_table(questions: Sequence[_Styled], rows: Sequence[Row]) -> str:
     """Per budget, one line per policy: recall per style and overall, mean prompt tokens."""
-    counts = {s: sum(1 for q in questions if q.style == s) for s in STYLES}
+    styles = _styles({q.style for q in questions})
+    counts = {s: sum(1 for q in questions if q.style == s) for s in styles}
     lines = [
         "recall: a gold passage is in the composed prompt "
         f"({len(questions)} questions: "
-        + ", ".join(f"{counts[s]} {s}" for s in STYLES)
+        + ", ".join(f"{counts[s]} {s}" for s in styles)
         + f"); {OFFERED} = in any provider's candidates, tokens = candidates' total",
     ]
     width = max([len("policy"), *(len(r.policy) for r in rows)])
     header = (
         f"{'policy':<{width}}  "
-        + "  ".join(f"{name:<12}" for name in (*STYLES, "all"))
+        + "  ".join(f"{name:<12}" for name in (*styles, "all"))
         + "  tokens"
     )
     budget = None
     for row in rows:
         if row.budget != budget:
             budget = row.budget
-            lines += ["", f"budget {budget}", header]
-        cells = [_cell(row.hits[s], row.totals[s]) for s in STYLES]
+            lines += ["", _budget(budget), header]
+        cells = [_cell(row.hits[s], row.totals[s]) for s in styles]
         cells.append(_cell(row.all_hits, row.all_total))
         lines.append(
             f"{row.policy:<{width}}  "
@@ -137,6 +154,7 @@ def paired(outcomes: Sequence[Outcome], baseline: str) -> list[Paired]:
     """
     rows: dict[tuple[int, str], dict[str, bool]] = {}  # (budget, policy) -> question -> hit
     style: dict[str, str] = {}
+    styles = _styles({o.style for o in outcomes})
     for o in outcomes:
         rows.setdefault((o.budget, o.policy), {})[o.question] = o.hit
         style[o.question] = o.style
@@ -147,8 +165,8 @@ def paired(outcomes: Sequence[Outcome], baseline: str) -> list[Paired]:
         base = rows.get((budget, baseline))
         if policy in (baseline, OFFERED) or base is None:
             continue
-        gained = dict.fromkeys(STYLES, 0)
-        lost = dict.fromkeys(STYLES, 0)
+        gained = dict.fromkeys(styles, 0)
+        lost = dict.fromkeys(styles, 0)
         for q, h in rows[(budget, policy)].items():
             if q in base and base[q] != h:
                 (gained if h else lost)[style[q]] += 1
@@ -166,16 +184,17 @@ def render_paired(pairs: Sequence[Paired]) -> str:
         f"-M missed that {baseline} recalled"
     ]
     width = max([len("policy"), *(len(p.policy) for p in pairs)])
+    styles = tuple(pairs[0].gained)
     budget = None
     for p in pairs:
         if p.budget != budget:
             budget = p.budget
             lines += [
                 "",
-                f"budget {budget}",
-                f"{'policy':<{width}}  " + "  ".join(f"{name:<12}" for name in (*STYLES, "all")),
+                _budget(budget),
+                f"{'policy':<{width}}  " + "  ".join(f"{name:<12}" for name in (*styles, "all")),
             ]
-        cells = [f"+{p.gained[s]} -{p.lost[s]}" for s in STYLES]
+        cells = [f"+{p.gained[s]} -{p.lost[s]}" for s in styles]
         cells.append(f"+{sum(p.gained.values())} -{sum(p.lost.values())}")
         lines.append(f"{p.policy:<{width}}  " + "  ".join(f"{c:<12}" for c in cells))
     return "\n".join(lines) + "\n"
@@ -195,11 +214,13 @@ def degraded_note(outcomes: Sequence[Outcome]) -> str:
 
 
 def to_json(
-    questions: Sequence[Question], outcomes: Sequence[Outcome], baseline: str = "score"
+    questions: Sequence[_Styled], outcomes: Sequence[Outcome], baseline: str = "score"
 ) -> dict[str, Any]:
+    """The evaluation report as a JSON-ready dict, policies paired against ``baseline``."""
+    styles = _styles({q.style for q in questions})
     return {
         "questions": len(questions),
-        "styles": {s: sum(1 for q in questions if q.style == s) for s in STYLES},
+        "styles": {s: sum(1 for q in questions if q.style == s) for s in styles},
         "table": [r.to_wire() for r in summarise(outcomes)],
         "paired": [p.to_wire() for p in paired(outcomes, baseline)],
         "degraded": sum(1 for o in outcomes if o.degraded),

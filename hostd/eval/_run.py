@@ -8,11 +8,15 @@ whole budget is its share) and composed with the default policy: the figure a
 policy has to beat. A question is recalled when an included frame holds one of
 its gold passages: a ``file`` provenance ending in the gold ``file`` and the
 gold ``phrase`` in the frame's content (whitespace and case folded).
+
+Both kinds of question set, a JSONL file and recorded traffic (``_shadow``),
+become ``Asked`` values (a question's candidate sets at one budget, with its
+test of a hit) and are scored by one function, ``score_asked``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Protocol
@@ -26,16 +30,27 @@ from ._questions import Gold, Question
 __all__ = [
     "DEFAULT_POLICIES",
     "OFFERED",
+    "Asked",
     "Outcome",
     "Policy",
     "Session",
     "alone",
     "holds_gold",
     "run_eval",
+    "score_asked",
 ]
 
+Pairs = Sequence[tuple[str, ContextFrame]]
+
 #: Every registered strategy in its CLI spelling: what ``hostd eval`` compares by default.
-DEFAULT_POLICIES: tuple[str, ...] = ("score", "round_robin", "quota:1", "rrf", "margin")
+DEFAULT_POLICIES: tuple[str, ...] = (
+    "score",
+    "round_robin",
+    "quota:1",
+    "rrf",
+    "margin",
+    "calibrated",
+)
 #: The label of the row that counts gold found anywhere in the candidate set (an upper bound).
 OFFERED = "(offered)"
 
@@ -110,6 +125,38 @@ def holds_gold(frame: ContextFrame, gold: Iterable[Gold]) -> bool:
     )
 
 
+@dataclass(slots=True, frozen=True)
+class Asked:
+    """One question's candidate sets at one budget: everything its rows are scored on."""
+
+    question: str
+    style: str
+    budget: int
+    candidates: Pairs
+    degraded: bool
+    #: Each provider alone: (provider, its candidate set, degraded).
+    alone: Sequence[tuple[str, Pairs, bool]]
+    #: Whether a frame (by provider and frame) is gold for this question.
+    hit: Callable[[FrameId, ContextFrame], bool]
+    caps: dict[str, float] | None = None
+    #: The budget the outcomes report (0: each question's own, as recorded).
+    reported_budget: int | None = None
+
+
+def score_asked(asked: Asked, policies: Sequence[Policy]) -> list[Outcome]:
+    """``asked`` under every policy, each provider alone (default policy) and ``(offered)``."""
+    default = Policy("score", None)
+    out = [_recall(asked, asked.candidates, p, p.label, asked.degraded) for p in policies]
+    out += [_recall(asked, c, default, alone(pid), d) for pid, c, d in asked.alone]
+    budget = asked.budget if asked.reported_budget is None else asked.reported_budget
+    offered = any(asked.hit(FrameId.of(pid, f), f) for pid, f in asked.candidates)
+    tokens = sum(f.token_cost for _, f in asked.candidates)
+    out.append(
+        Outcome(asked.question, asked.style, budget, OFFERED, offered, tokens, asked.degraded)
+    )
+    return out
+
+
 def _candidates(result: dict[str, Any]) -> list[tuple[str, ContextFrame]]:
     frames: dict[str, list[dict[str, Any]]] = result.get("frames") or {}
     return [(pid, ContextFrame.model_validate(f)) for pid in sorted(frames) for f in frames[pid]]
@@ -119,18 +166,14 @@ def _degraded(result: dict[str, Any]) -> bool:
     return any(r.get("status") != "ok" for r in result.get("providers") or ())
 
 
-def _recall(
-    question: Question,
-    budget: int,
-    candidates: list[tuple[str, ContextFrame]],
-    policy: Policy,
-    label: str,
-    degraded: bool,
-) -> Outcome:
-    composed = compose_for_prompt(candidates, budget, strategy=policy.strategy)
+def _recall(asked: Asked, candidates: Pairs, policy: Policy, label: str, degraded: bool) -> Outcome:
+    # Caps bind a mixed candidate set; a provider alone has the whole budget.
+    caps = asked.caps if candidates is asked.candidates else None
+    composed = compose_for_prompt(candidates, asked.budget, strategy=policy.strategy, caps=caps)
     by_id = {FrameId.of(pid, f): f for pid, f in candidates}
-    hit = any(holds_gold(by_id[c.frame], question.gold) for c in composed.citations)
-    return Outcome(question.id, question.style, budget, label, hit, composed.tokens_used, degraded)
+    hit = any(asked.hit(c.frame, by_id[c.frame]) for c in composed.citations)
+    budget = asked.budget if asked.reported_budget is None else asked.reported_budget
+    return Outcome(asked.question, asked.style, budget, label, hit, composed.tokens_used, degraded)
 
 
 async def _query(
@@ -157,36 +200,26 @@ async def run_eval(
     provider). Outcomes come in question, budget, row order.
     """
     outcomes: list[Outcome] = []
-    default = Policy("score", None)
     for question in questions:
+        gold = question.gold
+
+        def hit(_: FrameId, frame: ContextFrame, gold: Sequence[Gold] = gold) -> bool:
+            return holds_gold(frame, gold)
+
         for budget in budgets:
             result = await _query(session, question, budget, providers)
-            candidates = _candidates(result)
-            degraded = _degraded(result)
-            outcomes.extend(
-                _recall(question, budget, candidates, p, p.label, degraded) for p in policies
-            )
+            singles = []
             for pid in sorted(r["provider_id"] for r in result.get("providers") or ()):
                 single = await _query(session, question, budget, [pid])
-                outcomes.append(
-                    _recall(
-                        question,
-                        budget,
-                        _candidates(single),
-                        default,
-                        alone(pid),
-                        _degraded(single),
-                    )
-                )
-            outcomes.append(
-                Outcome(
-                    question.id,
-                    question.style,
-                    budget,
-                    OFFERED,
-                    any(holds_gold(f, question.gold) for _, f in candidates),
-                    sum(f.token_cost for _, f in candidates),
-                    degraded,
-                )
+                singles.append((pid, _candidates(single), _degraded(single)))
+            asked = Asked(
+                question.id,
+                question.style,
+                budget,
+                _candidates(result),
+                _degraded(result),
+                singles,
+                hit,
             )
+            outcomes.extend(score_asked(asked, policies))
     return outcomes

@@ -17,7 +17,10 @@ __all__ = [
     "COMPOSE_OUTPUT_SCHEMA",
     "PROVIDERS_INPUT_SCHEMA",
     "PROVIDERS_OUTPUT_SCHEMA",
+    "REPORT_INPUT_SCHEMA",
+    "REPORT_OUTPUT_SCHEMA",
     "compose_params",
+    "feedback_params",
     "consent_needed",
     "structured_compose",
 ]
@@ -148,6 +151,45 @@ PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["providers"],
 }
+
+REPORT_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "request_id": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the request_id of the compose_context result the answer drew on",
+        },
+        "used": {
+            "type": "array",
+            "maxItems": 1024,
+            "items": {"type": "string", "minLength": 1},
+            "description": "the citation labels ([label] in the prompt) the answer actually "
+            "used; empty if it used none",
+        },
+        "helpful": {"type": "boolean", "description": "whether the evidence helped"},
+        "note": {"type": "string", "maxLength": 4096},
+    },
+    "required": ["request_id", "used"],
+    "additionalProperties": False,
+}
+
+REPORT_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "request_id": {"type": "string"},
+        "used": {"type": "array", "items": _FRAME_ID},
+        "helpful": {"type": ["boolean", "null"]},
+    },
+    "required": ["request_id", "used", "helpful"],
+}
+
+
+def feedback_params(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``usage/feedback`` params from ``report_used_evidence``'s (schema-checked) arguments."""
+    keys = ("request_id", "used", "helpful", "note")
+    return {k: arguments[k] for k in keys if arguments.get(k) is not None}
+
 
 _ARGUMENTS = (
     "goal",

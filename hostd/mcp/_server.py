@@ -1,7 +1,8 @@
 """``hostd mcp``: hostd's client API as an MCP server on stdio, on the official SDK.
 
-Two tools, ``compose_context`` and ``list_providers``, each one call of the
-client API (``context/compose``, ``providers/list``) on a session the CLI
+Three tools, ``compose_context``, ``list_providers`` and
+``report_used_evidence``, each one call of the client API (``context/compose``,
+``providers/list``, ``usage/feedback``) on a session the CLI
 hands in: the in-process daemon (``Daemon.local``) or a running ``hostd
 serve`` (``hostd.client``). There is no second composition path, and no tool
 changes consent (C1: the operator grants it with ``hostd consent``). The SDK's
@@ -39,7 +40,10 @@ from ._schema import (
     COMPOSE_OUTPUT_SCHEMA,
     PROVIDERS_INPUT_SCHEMA,
     PROVIDERS_OUTPUT_SCHEMA,
+    REPORT_INPUT_SCHEMA,
+    REPORT_OUTPUT_SCHEMA,
     compose_params,
+    feedback_params,
     structured_compose,
 )
 
@@ -69,6 +73,23 @@ TOOLS: tuple[types.Tool, ...] = (
         input_schema=PROVIDERS_INPUT_SCHEMA,
         output_schema=PROVIDERS_OUTPUT_SCHEMA,
         annotations=_READ_ONLY.model_copy(update={"title": "List providers"}),
+    ),
+    types.Tool(
+        name="report_used_evidence",
+        title="Report used evidence",
+        description="After answering, say which citation labels of a compose_context result "
+        "the answer actually used (and optionally whether the evidence helped). hostd keeps "
+        "it beside that request's recording to measure its ranking policies.",
+        input_schema=REPORT_INPUT_SCHEMA,
+        output_schema=REPORT_OUTPUT_SCHEMA,
+        # Writes a record, so not read-only; reporting again replaces the first report.
+        annotations=types.ToolAnnotations(
+            title="Report used evidence",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
     ),
 )
 
@@ -200,6 +221,21 @@ async def _providers(backend: Backend) -> types.CallToolResult:
     )
 
 
+async def _report(backend: Backend, args: dict[str, Any]) -> types.CallToolResult:
+    try:
+        result = await backend.call("usage/feedback", feedback_params(args))
+    except HostdError as exc:
+        if isinstance(exc, RpcError) and exc.remote_reason == "unknown_citation":
+            # The model named labels its prompt did not hold: it can read and retry.
+            return types.CallToolResult(
+                content=[types.TextContent(text=f"hostd: {exc.message} [unknown_citation]")],
+                is_error=True,
+            )
+        return _failed(exc)
+    text = f"recorded: {len(result['used'])} cited frames used in {result['request_id']}"
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
+
+
 def build_server(backend: Backend) -> Server[Any]:
     """The MCP server over one client API session."""
 
@@ -215,6 +251,8 @@ def build_server(backend: Backend) -> Server[Any]:
         try:
             if params.name == "compose_context":
                 return await _compose(backend, ctx, args)
+            if params.name == "report_used_evidence":
+                return await _report(backend, args)
             return await _providers(backend)
         except anyio.get_cancelled_exc_class():
             log.info("mcp.call.cancelled", tool=params.name, request=ctx.request_id)

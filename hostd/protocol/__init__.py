@@ -44,7 +44,6 @@ from ._lines import (
     OVERLONG,
     TRUNCATED,
     LineItem,
-    LinePipeProtocol,
     LineSplitter,
 )
 from ._models import (
@@ -101,7 +100,6 @@ __all__ = [
     "OVERLONG",
     "TRUNCATED",
     "LineItem",
-    "LinePipeProtocol",
     "LineSplitter",
     "DIGEST_RE",
     "FRAME_KINDS",

@@ -39,6 +39,7 @@ def sha256_digest(data: bytes) -> str:
 
 
 def is_sha256_digest(value: object) -> bool:
+    """Whether ``value`` is a ``sha256:`` digest of 64 lowercase hex digits."""
     return isinstance(value, str) and DIGEST_RE.fullmatch(value) is not None
 
 

@@ -3,15 +3,12 @@
 protocol.md §1–2: one JSON value per ``\\n``-terminated line, bounded in length.
 ``LineSplitter`` turns chunks of bytes into whole lines (or ``OVERLONG`` for a
 line past the bound, skipped up to its newline without ever holding more than
-the bound), and ``LinePipeProtocol`` runs it inside asyncio's read callback, so
-a line is handed over the moment its last byte is read: no reader task, no
-event-loop turn between the pipe and the line's consumer.
+the bound). Pure: the pipe that runs it in asyncio's read callback is
+``hostd.rpc.LinePipeProtocol``.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from typing import Final
 
 __all__ = [
@@ -20,7 +17,6 @@ __all__ = [
     "OVERLONG",
     "TRUNCATED",
     "LineItem",
-    "LinePipeProtocol",
     "LineSplitter",
 ]
 
@@ -114,40 +110,3 @@ class LineSplitter:
         tail = bytes(self._buf) if self._buf and not self._discarding else None
         self._buf.clear()
         return tail
-
-
-class LinePipeProtocol(asyncio.Protocol):
-    """A pipe read in the event loop's own callback: each line goes to ``deliver`` as it
-    completes, then at the end an unterminated last line (as a line when
-    ``keep_unterminated``, else ``TRUNCATED``) and ``EOF``. ``deliver`` may see
-    ``EOF`` twice (end of file, then the pipe closing) and should ignore the second."""
-
-    def __init__(
-        self,
-        splitter: LineSplitter,
-        deliver: Callable[[LineItem], None],
-        *,
-        keep_unterminated: bool = False,
-    ) -> None:
-        self.splitter = splitter
-        self.deliver = deliver
-        self.keep_unterminated = keep_unterminated
-        self.transport: asyncio.ReadTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.ReadTransport)  # connect_read_pipe gives one
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        for item in self.splitter.feed(data):
-            self.deliver(item)
-
-    def eof_received(self) -> bool:
-        tail = self.splitter.end()
-        if tail is not None:
-            self.deliver(tail if self.keep_unterminated else TRUNCATED)
-        self.deliver(EOF)
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.deliver(EOF)

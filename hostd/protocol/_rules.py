@@ -108,6 +108,7 @@ def parse_timestamp(value: str) -> tuple[datetime, Decimal] | None:
 
 
 def check_timestamp(value: str | None, field: str) -> list[Violation]:
+    """F4: ``field``'s violation when ``value`` is not an RFC 3339 UTC time (``None`` passes)."""
     if value is None:
         return []
     if not isinstance(value, str) or not is_timestamp(value):
@@ -335,6 +336,7 @@ def check_budget(query: ContextQuery, frames: Sequence[ContextFrame]) -> list[Vi
 
 
 def check_query(query: ContextQuery) -> list[Violation]:
+    """A query's violations: a blank goal, an ``as_of`` that is not an F4 timestamp."""
     v: list[Violation] = []
     if _blank(query.goal):
         v.append(Violation("schema", "goal", "goal is empty"))

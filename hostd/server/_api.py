@@ -77,6 +77,10 @@ class DaemonState(Protocol):
 
     def usage_of(self, request_id: str) -> Any: ...
 
+    async def shadow_feedback(
+        self, request_id: str, used: Any, helpful: bool | None, note: str | None
+    ) -> Any: ...
+
     def status(self) -> dict[str, Any]: ...
 
     def request_stop(self, reason: str) -> None: ...
@@ -170,6 +174,23 @@ class ConsentListParams(_Params):
 
 class UsageParams(_Params):
     request_id: Annotated[str, Field(min_length=1)]
+
+
+class FrameIdParam(_Params):
+    provider_id: _Text
+    frame_id: _Text
+    content_digest: str | None = None
+
+
+class FeedbackParams(_Params):
+    request_id: Annotated[str, Field(min_length=1, max_length=256)]
+    #: Citation labels of that request's prompt, or FrameIds; empty: none was used.
+    used: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=4096)] | FrameIdParam],
+        Field(max_length=1024),
+    ]
+    helpful: Annotated[bool, Field(strict=True)] | None = None
+    note: Annotated[str, Field(max_length=4096)] | None = None
 
 
 class CancelParams(_Params):
@@ -292,6 +313,10 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         strategy = c.strategy_from_wire(p.strategy) if p.strategy is not None else None
     except (ValueError, TypeError) as exc:
         raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
+    if isinstance(strategy, c.Calibrated):  # its maps live in the state directory
+        from hostd.shadow import bind_calibration, calibration_path
+
+        strategy = bind_calibration(strategy, calibration_path(ctx.daemon.config.state_path))
     _check_named_providers(ctx, "caps", p.caps or {})
     _check_named_providers(ctx, "strategy", getattr(strategy, "weights", None) or {})
     placement = p.placement or "edges"
@@ -402,6 +427,13 @@ async def usage_report(ctx: RequestContext, p: UsageParams) -> dict[str, Any]:
     return {"request_id": p.request_id, "usage": usage}
 
 
+async def usage_feedback(ctx: RequestContext, p: FeedbackParams) -> dict[str, Any]:
+    """Which cited frames the answer used, kept with the request's shadow record."""
+    used = [u if isinstance(u, str) else u.model_dump() for u in p.used]
+    fb = await ctx.daemon.shadow_feedback(p.request_id, used, p.helpful, p.note)
+    return {"request_id": p.request_id, **fb.to_wire()}
+
+
 async def host_status(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
     return ctx.daemon.status()
 
@@ -425,6 +457,7 @@ METHODS: Mapping[str, Method] = {
     "consent/revoke": Method(ConsentParams, consent_revoke),
     "consent/list": Method(ConsentListParams, consent_list),
     "usage/report": Method(UsageParams, usage_report),
+    "usage/feedback": Method(FeedbackParams, usage_feedback),
     "host/status": Method(_NoParams, host_status),
     "host/shutdown": Method(_NoParams, host_shutdown),
     "$/cancel": Method(CancelParams, cancel),

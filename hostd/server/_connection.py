@@ -168,7 +168,7 @@ class Connection:
     async def send(self, obj: Any) -> None:
         if self._broken:
             return
-        data = encode_reply(obj) + b"\n"
+        data = encode_reply(obj)
         try:
             async with self._send_lock:
                 await self._send_bytes(data)

@@ -30,7 +30,7 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
-from hostd.errors import RpcError
+from hostd.errors import RpcError, ShadowDisabled
 from hostd.logs import flush_logs, get_logger
 from hostd.rpc import decode, encode
 
@@ -134,6 +134,16 @@ class Daemon:
             await self.shadow.record(
                 request_id, params.goal, contested, params.caps, accepted, composed
             )
+
+    async def shadow_feedback(
+        self, request_id: str, used: Any, helpful: bool | None, note: str | None
+    ) -> Any:
+        if self.shadow is None:
+            raise ShadowDisabled(
+                "usage/feedback is kept beside the shadow records: enable [shadow] "
+                "(sample = 0 keeps only the requests that get feedback)"
+            )
+        return await self.shadow.feedback(request_id, used, helpful, note)
 
     async def _close_shadow(self) -> None:
         # Records still queued for the shadow store are written before the stop completes.

@@ -225,6 +225,7 @@ class Stdio:
 
 
 async def open_stdio(in_fd: int, out_fd: int) -> Stdio:
+    """The daemon's stdio wire on descriptors ``in_fd``/``out_fd``, started."""
     stdio = Stdio(in_fd, out_fd)
     await stdio.start()
     return stdio

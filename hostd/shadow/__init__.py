@@ -5,25 +5,52 @@ in the daemon and writes each one's full candidate set with every
 provider's own scores to ``shadow.db`` under the state directory
 (``_store``); ``hostd shadow replay --policy P`` composes every recorded set
 again under ``P`` (``_replay``) and prints how it differs from what the live
-policy admitted (``_report``). Uses the composition library and the protocol
-models; never the engine or the transport.
+policy admitted (``_report``). Requests can carry feedback, the frames the
+answer used (``_feedback``), which replay measures and ``hostd calibrate``
+fits the ``calibrated`` policy on (``_calibrate``). Uses the composition
+library and the protocol models; never the engine or the transport.
 """
 
+from ._calibrate import (
+    bind_calibration,
+    calibration_path,
+    fit_calibration,
+    isotonic,
+    load_calibration,
+    parse_calibration,
+    write_calibration,
+)
+from ._feedback import Feedback, resolve_used
+from ._held import Held, build_record, hold
 from ._recorder import ShadowRecorder, shadow_path
-from ._replay import Replayed, replay, replay_all
-from ._report import render_replay, replay_json
-from ._store import Candidate, Recorded, ShadowStore, build_record
+from ._replay import Replayed, live_strategy, recorded_frames, replay, replay_all
+from ._report import render_replay, replay_json, used_summary
+from ._store import Candidate, Recorded, ShadowStore
 
 __all__ = [
     "Candidate",
+    "Feedback",
+    "Held",
     "Recorded",
     "Replayed",
     "ShadowRecorder",
     "ShadowStore",
+    "bind_calibration",
     "build_record",
+    "calibration_path",
+    "fit_calibration",
+    "hold",
+    "isotonic",
+    "live_strategy",
+    "load_calibration",
+    "parse_calibration",
+    "recorded_frames",
     "render_replay",
     "replay",
     "replay_all",
     "replay_json",
+    "resolve_used",
     "shadow_path",
+    "used_summary",
+    "write_calibration",
 ]

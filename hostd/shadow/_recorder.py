@@ -6,6 +6,14 @@ transaction happen on that thread, for whatever gathered meanwhile. ``close()`` 
 async code) writes every record still queued before it returns, so a graceful
 stop loses nothing; a queue full of unwritten records refuses the newest one
 (``shadow.record_dropped``) rather than make a request wait.
+
+Feedback (``usage/feedback``) needs the request's citation map and candidate
+set whether or not the draw picked it: so every composition is held (``_held``:
+plain rows, a few attribute reads a frame) and the newest ``HELD`` are kept in
+memory; a drawn one becomes its record at once. Feedback on
+a request the draw skipped writes its record first, then the feedback, through
+the same queue (in that order); feedback on an older request is checked
+against the store. A request neither held nor stored is ``UnknownRequest``.
 """
 
 from __future__ import annotations
@@ -14,17 +22,22 @@ import queue
 import random
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
+from hostd.errors import Overloaded, UnknownRequest
 from hostd.logs import get_logger
 from hostd.protocol import ContextFrame
 
-from ._store import Recorded, ShadowStore, build_record
+from ._feedback import Feedback, resolve_used
+from ._held import Held, hold
+from ._store import Recorded, ShadowStore
 
 __all__ = ["ShadowRecorder", "shadow_path"]
 
@@ -36,9 +49,14 @@ PENDING = 512
 _BATCH = 128
 #: How long the writer lets recordings gather before it writes them.
 _GATHER_S = 0.1
+#: The newest compositions kept in memory (drawn or not), so feedback can name them.
+HELD = 256
+
+_Queued = Recorded | Feedback | None
 
 
 def shadow_path(state_dir: Path) -> Path:
+    """The shadow store's file under ``state_dir``."""
     return state_dir / "shadow.db"
 
 
@@ -62,7 +80,9 @@ class ShadowRecorder:
         self.sample = sample
         self.store_content = store_content
         self._draw = draw
-        self._queue: queue.Queue[Recorded | None] = queue.Queue(maxsize=pending)
+        self._queue: queue.Queue[_Queued] = queue.Queue(maxsize=pending)
+        #: request id → (its held composition, whether its record is queued or written).
+        self._held: OrderedDict[str, tuple[Held, bool]] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._closing = threading.Event()
@@ -89,9 +109,33 @@ class ShadowRecorder:
         accepted: Iterable[tuple[str, ContextFrame]],
         composed: Any,
     ) -> bool:
-        """Queue this composition for writing if it is drawn; whether it was queued."""
-        if self._closed or self.sample <= 0 or self._draw() >= self.sample:
+        """Queue this composition for writing if it is drawn; whether it was queued.
+
+        Drawn or not, its record is held for feedback (``HELD`` newest)."""
+        if self._closed:
             return False
+        # Held as plain tuples (a few attribute reads a frame, docs/benchmarks.md): the
+        # held compositions keep small rows alive, not whole frames and audits. A drawn
+        # one becomes its record here, from what the request holds.
+        held = hold(
+            request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
+        )
+        drawn = self.sample > 0 and self._draw() < self.sample
+        self._hold(held, written=False)
+        if not drawn:
+            return False
+        queued = await self._enqueue(held.record())
+        self._hold(held, written=queued)
+        return queued
+
+    def _hold(self, held: Held, *, written: bool) -> None:
+        self._held[held.request_id] = (held, written)
+        self._held.move_to_end(held.request_id)
+        while len(self._held) > HELD:
+            self._held.popitem(last=False)
+
+    async def _start(self) -> bool:
+        """The store open and the writer running (once); ``False`` if it cannot be."""
         if self._thread is None:
             try:
                 # Opened (created, migrated) once, off the event loop; a store that cannot
@@ -105,19 +149,71 @@ class ShadowRecorder:
                     target=self._write_queued, name="hostd-shadow", daemon=True
                 )
                 self._thread.start()
-        if self._closed:  # closed while the store was opening
+        return not self._closed  # closed while the store was opening: nothing more
+
+    async def _enqueue(self, record: Recorded) -> bool:
+        if not await self._start():
             return False
-        # Built here, from what the request holds (tens of microseconds): the queue
-        # then keeps a few small records alive, not whole compositions and their audits.
-        record = build_record(
-            request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
-        )
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            log.warning("shadow.record_dropped", request_id=request_id, pending=self._queue.qsize())
+            log.warning(
+                "shadow.record_dropped", request_id=record.request_id, pending=self._queue.qsize()
+            )
             return False
         return True
+
+    async def feedback(
+        self,
+        request_id: str,
+        used: Sequence[str | dict[str, Any]],
+        helpful: bool | None = None,
+        note: str | None = None,
+    ) -> Feedback:
+        """Check ``used`` against ``request_id``'s citation map and queue it for the store.
+
+        ``UnknownRequest`` when the request is neither held nor stored,
+        ``UnknownCitation`` naming every item its map lacks, ``Overloaded`` when the
+        writer is too far behind to take it (nothing is half-written)."""
+        entry = self._held.get(request_id)
+        if entry is None:
+            try:
+                stored = await anyio.to_thread.run_sync(
+                    lambda: self.store.load(request_id=request_id)
+                )
+            except (OSError, sqlite3.Error):
+                stored = []
+            if not stored:
+                raise UnknownRequest(
+                    f"no shadow record of request {request_id!r} (unknown, or past the "
+                    f"{HELD} newest compositions and not recorded)",
+                    request_id=request_id,
+                )
+            citations, written = stored[-1].citations, True
+        else:
+            citations, written = entry[0].citations, entry[1]
+        keys = resolve_used(citations, used)
+        fb = Feedback.of(
+            request_id, time.time(), keys, helpful, note, store_content=self.store_content
+        )
+        if self._closed or not await self._start():
+            raise Overloaded("the shadow store cannot be written now", request_id=request_id)
+        room = self._queue.maxsize - self._queue.qsize()
+        if room < (1 if written else 2):
+            raise Overloaded("the shadow store is behind; send the feedback again later")
+        if entry is not None and not written:
+            # The record first: the feedback's row needs it.
+            self._queue.put_nowait(entry[0].record())
+            self._hold(entry[0], written=True)
+        self._queue.put_nowait(fb)
+        log.info(
+            "shadow.feedback",
+            request_id=request_id,
+            used=len(keys),
+            helpful=helpful,
+            recorded_now=not written,
+        )
+        return fb
 
     def _write_queued(self) -> None:
         stop = False
@@ -140,11 +236,12 @@ class ShadowRecorder:
             if batch:
                 self._write(batch)
 
-    def _write(self, batch: list[Recorded | None]) -> None:
-        records = [record for record in batch if record is not None]
+    def _write(self, batch: list[_Queued]) -> None:
+        records = [r for r in batch if isinstance(r, Recorded)]
+        feedback = [f for f in batch if isinstance(f, Feedback)]
         ids = [record.request_id for record in records]
         try:
-            self.store.write_many(records)
+            orphans = self.store.write_many(records, feedback)
         # The thread's boundary: one that died would silently drop every later record.
         except Exception as exc:  # logged; the next batch is still tried
             log.warning(
@@ -152,6 +249,8 @@ class ShadowRecorder:
             )
         else:
             log.debug("shadow.recorded", request_ids=ids)
+            if orphans:  # its request was pruned from the store before the feedback came
+                log.warning("shadow.feedback_dropped", request_ids=orphans)
 
     def close(self) -> None:
         """Write every queued record, stop the writer and close the store (blocking)."""

@@ -7,21 +7,28 @@ kept, newly included and newly excluded, the tokens and the provider mix. A
 frame stored without its content is composed from a stand-in of the same
 canonical cost (B3) and the same identity and regions, which is all ranking,
 dedup (D2) and packing read.
+
+A request with feedback (``usage/feedback``) is also measured by benefit: of
+the frames the answer used, the share the policy would still have admitted,
+beside the share the live policy admits when replayed the same way (1.0 unless
+the replay packs the budget's edge differently, as with floors: the recorded
+budget is what the frames contested). The used frames a policy drops, and the
+paired ``+gained −lost`` against the live replay, say what the shares are made of.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hostd.compose import Strategy, compose_for_prompt, strategy_from_wire
+from hostd.compose import Strategy, compose_for_prompt, strategy_from_wire, strategy_text
 from hostd.protocol import ContextFrame, Provenance
 
 from ._store import Candidate, Recorded
 
-__all__ = ["Replayed", "replay", "replay_all"]
+__all__ = ["Replayed", "live_strategy", "recorded_frames", "replay", "replay_all"]
 
 Key = tuple[str, str, str | None]
 
@@ -55,6 +62,38 @@ class Replayed:
     live_policy: str
     live: tuple[Candidate, ...]
     replayed: tuple[Candidate, ...]
+    #: The request had feedback: ``used`` is what its answer used (possibly nothing),
+    #: ``live_replayed`` what the live policy admits when replayed like ``replayed``.
+    has_feedback: bool = False
+    used: tuple[Candidate, ...] = ()
+    live_replayed: tuple[Candidate, ...] = ()
+
+    @property
+    def used_kept(self) -> list[Candidate]:
+        mine = {_key(c) for c in self.replayed}
+        return [c for c in self.used if _key(c) in mine]
+
+    @property
+    def used_dropped(self) -> list[Candidate]:
+        mine = {_key(c) for c in self.replayed}
+        return [c for c in self.used if _key(c) not in mine]
+
+    @property
+    def used_live(self) -> list[Candidate]:
+        live = {_key(c) for c in self.live_replayed}
+        return [c for c in self.used if _key(c) in live]
+
+    @property
+    def gained(self) -> int:
+        """Used frames this policy admits that the live replay does not."""
+        live = {_key(c) for c in self.live_replayed}
+        return sum(1 for c in self.used_kept if _key(c) not in live)
+
+    @property
+    def lost(self) -> int:
+        """Used frames the live replay admits that this policy does not."""
+        mine = {_key(c) for c in self.replayed}
+        return sum(1 for c in self.used_live if _key(c) not in mine)
 
     @property
     def kept(self) -> list[Candidate]:
@@ -101,7 +140,7 @@ class Replayed:
                 for c in frames
             ]
 
-        return {
+        out: dict[str, Any] = {
             "request_id": self.request_id,
             "live_policy": self.live_policy,
             "overlap": round(self.overlap, 4),
@@ -111,30 +150,93 @@ class Replayed:
             "newly_included": ids(self.newly_included),
             "newly_excluded": ids(self.newly_excluded),
         }
+        if self.has_feedback:
+            out["feedback"] = {
+                "used": len(self.used),
+                "kept": len(self.used_kept),
+                "kept_live": len(self.used_live),
+                "gained": self.gained,
+                "lost": self.lost,
+                "dropped": ids(self.used_dropped),
+            }
+        return out
 
 
-def replay(recorded: Recorded, strategy: Strategy | str | dict[str, Any]) -> Replayed:
-    """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result."""
-    if not isinstance(strategy, Strategy):
-        strategy = strategy_from_wire(strategy)
+def recorded_frames(recorded: Recorded) -> list[tuple[str, ContextFrame]]:
+    """The recorded candidate set as frames (stand-ins of the same cost without content)."""
+    return [(c.provider, _frame(c)) for c in recorded.candidates]
+
+
+def _admitted(recorded: Recorded, strategy: Strategy) -> tuple[Candidate, ...]:
     by_key = {_key(c): c for c in recorded.candidates}
     composed = compose_for_prompt(
-        [(c.provider, _frame(c)) for c in recorded.candidates],
+        recorded_frames(recorded),
         recorded.budget,
         strategy=strategy,
         caps=recorded.caps,
     )
-    replayed = tuple(
+    return tuple(
         by_key[(c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)]
         for c in composed.citations
     )
-    live = tuple(by_key[k] for k in recorded.included if k in by_key)
-    return Replayed(recorded.request_id, str(recorded.policy.get("strategy")), live, replayed)
+
+
+def live_strategy(recorded: Recorded) -> Strategy | None:
+    """The live policy as recorded (its object form first), or ``None`` if unreadable."""
+    for spelling in (recorded.policy.get("strategy_params"), recorded.policy.get("strategy")):
+        if spelling is None:
+            continue
+        try:
+            return strategy_from_wire(spelling)
+        except (ValueError, TypeError):
+            continue
+    return None
+
+
+def replay(
+    recorded: Recorded,
+    strategy: Strategy | str | dict[str, Any],
+    *,
+    live: Strategy | None = None,
+) -> Replayed:
+    """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result.
+
+    ``live`` is the live policy to replay for a request with feedback (default:
+    as recorded; one that cannot be read stands as what it included)."""
+    if not isinstance(strategy, Strategy):
+        strategy = strategy_from_wire(strategy)
+    by_key = {_key(c): c for c in recorded.candidates}
+    replayed = _admitted(recorded, strategy)
+    included = tuple(by_key[k] for k in recorded.included if k in by_key)
+    name = str(recorded.policy.get("strategy"))
+    feedback = recorded.feedback
+    if feedback is None:
+        return Replayed(recorded.request_id, name, included, replayed)
+    live = live or live_strategy(recorded)
+    if live is None:
+        live_replayed = included
+    elif strategy_text(live) == strategy_text(strategy):
+        live_replayed = replayed
+    else:
+        live_replayed = _admitted(recorded, live)
+    used = tuple(by_key[k] for k in feedback.used if k in by_key)
+    return Replayed(recorded.request_id, name, included, replayed, True, used, live_replayed)
 
 
 def replay_all(
-    records: Sequence[Recorded], strategy: Strategy | str | dict[str, Any]
+    records: Sequence[Recorded],
+    strategy: Strategy | str | dict[str, Any],
+    *,
+    bind: Callable[[Strategy], Strategy] | None = None,
 ) -> list[Replayed]:
+    """``replay`` of every record; ``bind`` completes a policy read from a record (the
+    calibration of a live ``calibrated``) before it is replayed."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
-    return [replay(r, strategy) for r in records]
+    out = []
+    for r in records:
+        live = live_strategy(r) if r.feedback is not None else None
+        if live is not None and bind is not None:
+            live = bind(live)
+        out.append(replay(r, strategy, live=live))
+    return out

@@ -23,17 +23,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from hostd.protocol import ContextFrame, canonical_token_cost, sha256_digest
+from ._feedback import FEEDBACK_SCHEMA, CitationRow, Feedback
 
-__all__ = ["Candidate", "Recorded", "ShadowStore", "build_record"]
+__all__ = ["Candidate", "Recorded", "ShadowStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -120,6 +119,10 @@ class Recorded:
     included: tuple[tuple[str, str, str | None], ...]  # (provider, frame id, digest)
     goal_digest: str
     goal: str | None = None
+    #: The citation map as rendered: (label, provider, frame id, digest), render order.
+    citations: tuple[CitationRow, ...] = ()
+    #: What the agent reported it used (``usage/feedback``), when it did.
+    feedback: Feedback | None = None
 
     def body(self) -> str:
         return orjson.dumps(
@@ -129,50 +132,18 @@ class Recorded:
                 "caps": self.caps,
                 "candidates": [c.to_wire() for c in self.candidates],
                 "included": [list(i) for i in self.included],
+                "citations": [list(c) for c in self.citations],
             },
             option=orjson.OPT_SORT_KEYS,
         ).decode()
 
 
-def build_record(
-    request_id: str,
-    goal: str,
-    contested: int,
-    caps: dict[str, float] | None,
-    accepted: Iterable[tuple[str, ContextFrame]],
-    composed: Any,
-    *,
-    store_content: bool,
-) -> Recorded:
-    """A ``Recorded`` from one composition (``composed`` is a ``ComposedPrompt``)."""
-    candidates = tuple(
-        Candidate(
-            provider=pid,
-            id=f.id,
-            digest=f.content_digest,
-            kind=f.kind,
-            score=f.score,
-            cost=canonical_token_cost(f.content or ""),
-            label=f.citation_label or f.id,
-            regions=tuple((p.type, p.uri, p.range, p.digest) for p in f.provenance),
-            content=f.content if store_content else None,
-        )
-        for pid, f in accepted
-    )
-    included = tuple(
-        (c.frame.provider_id, c.frame.frame_id, c.frame.content_digest) for c in composed.citations
-    )
-    return Recorded(
-        request_id=request_id,
-        recorded_at=time.time(),
-        budget=contested,
-        policy=dict(composed.audit.policy),
-        caps=dict(caps) if caps else None,
-        candidates=candidates,
-        included=included,
-        goal_digest=sha256_digest(goal.encode("utf-8")),
-        goal=goal if store_content else None,
-    )
+def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[CitationRow, ...]:
+    if "citations" in raw:
+        return tuple((lb, p, i, d) for lb, p, i, d in raw["citations"])
+    # A record from before the citation map was kept: its candidates' labels stand in.
+    labels = {(c.provider, c.id, c.digest): c.label for c in candidates}
+    return tuple((labels.get((p, i, d), i), p, i, d) for p, i, d in raw["included"])
 
 
 class ShadowStore:
@@ -234,7 +205,7 @@ class ShadowStore:
             counted = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'totals'"
             ).fetchone()
-            for stmt in _BOUNDS.split(";\n"):
+            for stmt in (_BOUNDS + FEEDBACK_SCHEMA).split(";\n"):
                 if stmt.strip():
                     db.execute(stmt)
             if counted is None:  # totals are new: count what the file holds, once
@@ -266,8 +237,12 @@ class ShadowStore:
     def write(self, record: Recorded) -> None:
         self.write_many([record])
 
-    def write_many(self, records: Sequence[Recorded]) -> None:
-        """Append ``records`` in order, each followed by its bounds, in one transaction."""
+    def write_many(
+        self, records: Sequence[Recorded], feedback: Sequence[Feedback] = ()
+    ) -> list[str]:
+        """Append ``records`` in order, each followed by its bounds, then ``feedback``
+        (each replacing its request's earlier one), in one transaction; the request ids
+        whose feedback found no recorded request (pruned meanwhile) and was not kept."""
         rows = []
         for record in records:
             body = record.body()
@@ -295,11 +270,26 @@ class ShadowStore:
                         row,
                     )
                     self._prune(db, row[1])
+                orphans = [f.request_id for f in feedback if not self._feedback(db, f)]
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+        return orphans
+
+    def _feedback(self, db: sqlite3.Connection, feedback: Feedback) -> bool:
+        db.execute("DELETE FROM feedback WHERE request_id = ?", (feedback.request_id,))
+        body = feedback.body()
+        kept = db.execute(
+            "INSERT INTO feedback (request_id, recorded_at, size, body) "
+            "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM requests WHERE request_id = ?)",
+            (feedback.request_id, feedback.recorded_at, len(body), body, feedback.request_id),
+        ).rowcount
+        if kept:  # feedback counts against max_bytes like the records do
+            count, size = db.execute("SELECT requests, size FROM totals").fetchone()
+            self._trim(db, count, size)
+        return bool(kept)
 
     def _prune(self, db: sqlite3.Connection, now: float) -> None:
         # Through the recorded_at index: nothing is read unless something is stale.
@@ -313,40 +303,63 @@ class ShadowStore:
                 (count - self.max_requests,),
             )
             count, size = db.execute("SELECT requests, size FROM totals").fetchone()
-        # Oldest first until the bodies fit; the newest record is always kept. Each
-        # row is deleted once, so this loop is O(1) amortised per write.
-        while size > self.max_bytes and count > 1:
-            ((freed,),) = db.execute(
-                "DELETE FROM requests WHERE seq = (SELECT min(seq) FROM requests) RETURNING size"
-            ).fetchall()
-            count, size = count - 1, size - freed
+        self._trim(db, count, size)
 
-    def load(self, limit: int | None = None) -> list[Recorded]:
-        """Recorded requests, oldest first (the newest ``limit`` when given)."""
+    def _trim(self, db: sqlite3.Connection, count: int, size: int) -> None:
+        # Oldest first until the bodies fit; the newest record is always kept. Each
+        # row is deleted once, so this loop is O(1) amortised per write. The totals
+        # are read again: a request's feedback goes with it (a trigger).
+        while size > self.max_bytes and count > 1:
+            db.execute("DELETE FROM requests WHERE seq = (SELECT min(seq) FROM requests)")
+            count, size = db.execute("SELECT requests, size FROM totals").fetchone()
+
+    def load(self, limit: int | None = None, *, request_id: str | None = None) -> list[Recorded]:
+        """Recorded requests with their feedback, oldest first (the newest ``limit``
+        when given; only ``request_id``'s newest when given)."""
         db = self._connect(create=False)
         try:
             db.execute(_SCHEMA)
+            has_feedback = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'feedback'"
+            ).fetchone()
+            feedback = "f.recorded_at, f.body" if has_feedback else "NULL, NULL"
+            join = "LEFT JOIN feedback f USING (request_id) " if has_feedback else ""
+            where, args = ("WHERE r.request_id = ? ", [request_id]) if request_id else ("", [])
             rows: Sequence[tuple[Any, ...]] = db.execute(
-                "SELECT request_id, recorded_at, goal_digest, goal, body FROM requests "
-                "ORDER BY seq DESC LIMIT ?",
-                (-1 if limit is None else limit,),
+                "SELECT r.request_id, r.recorded_at, r.goal_digest, r.goal, r.body, "
+                f"{feedback} FROM requests r {join}{where}ORDER BY r.seq DESC LIMIT ?",
+                (*args, 1 if request_id else (-1 if limit is None else limit)),
             ).fetchall()
         finally:
             db.close()
-        out = []
-        for request_id, recorded_at, goal_digest, goal, body in reversed(rows):
-            raw = orjson.loads(body)
-            out.append(
-                Recorded(
-                    request_id=request_id,
-                    recorded_at=recorded_at,
-                    budget=raw["budget"],
-                    policy=raw["policy"],
-                    caps=raw.get("caps"),
-                    candidates=tuple(Candidate.from_wire(c) for c in raw["candidates"]),
-                    included=tuple((p, i, d) for p, i, d in raw["included"]),
-                    goal_digest=goal_digest,
-                    goal=goal,
-                )
-            )
-        return out
+        return [_recorded(*row) for row in reversed(rows)]
+
+
+def _recorded(
+    request_id: str,
+    recorded_at: float,
+    goal_digest: str,
+    goal: str | None,
+    body: str,
+    feedback_at: float | None,
+    feedback: str | None,
+) -> Recorded:
+    raw = orjson.loads(body)
+    candidates = tuple(Candidate.from_wire(c) for c in raw["candidates"])
+    return Recorded(
+        request_id=request_id,
+        recorded_at=recorded_at,
+        budget=raw["budget"],
+        policy=raw["policy"],
+        caps=raw.get("caps"),
+        candidates=candidates,
+        included=tuple((p, i, d) for p, i, d in raw["included"]),
+        goal_digest=goal_digest,
+        goal=goal,
+        citations=_citations(raw, candidates),
+        feedback=(
+            Feedback.from_body(request_id, feedback_at or 0.0, feedback)
+            if feedback is not None
+            else None
+        ),
+    )

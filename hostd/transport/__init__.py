@@ -10,10 +10,13 @@ imports only ``hostd.protocol`` and ``hostd.errors``; fan-out, audit, consent an
 restart policy live in ``hostd.engine``.
 """
 
-from ._calls import Pending, PendingTable, StartedCall
+from hostd._teardown import stop_process
+from hostd.rpc import encode_line
+
+from ._calls import StartedCall
 from ._cgp import CgpClient
 from ._connection import Binding, BindingClient, ClientFactory, ProviderConnection
-from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader, encode_line
+from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
@@ -25,7 +28,6 @@ from ._remote_url import (
     remote_url_problem,
 )
 from ._stderr import TokenBucket
-from ._teardown import stop_process
 
 #: Either end of a leg: a child process's connection or a remote provider's.
 ProviderLink = ProviderConnection | RemoteConnection
@@ -45,8 +47,6 @@ __all__ = [
     "LineReader",
     "OnProgress",
     "PROGRESS_METHOD",
-    "Pending",
-    "PendingTable",
     "ProviderConnection",
     "ProviderLink",
     "RemoteConnection",

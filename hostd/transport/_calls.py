@@ -1,15 +1,14 @@
-"""Pending calls shared by both bindings: one-slot waiters and the fault that ends a stream.
+"""Pending calls shared by both bindings: a line source over the one correlation table.
 
-A waiter is an ``anyio.Event`` plus a result or an error; the line source (a
-child's pipe callback, or ``run()`` over a byte stream) fills it, the caller
-awaits it. When the stream ends or breaks, every waiter is woken
-with the same typed error (style: "EOF wakes every waiter with a typed error").
+The table and its one-slot waiters are ``hostd.rpc``'s (the same the client and
+check-provider use); the line source (a child's pipe callback, or ``run()`` over
+a byte stream) fills them, the caller awaits them. When the stream ends or
+breaks, every waiter is woken with the same typed error.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,12 +17,11 @@ import structlog
 
 from hostd.errors import HostdError, LineTooLong, ProviderCrashed
 from hostd.protocol import ContextQuery
+from hostd.rpc import Pending, PendingTable
 
 from ._framing import LineReader
 
 __all__ = [
-    "Pending",
-    "PendingTable",
     "Send",
     "SendNowait",
     "StartedCall",
@@ -36,80 +34,6 @@ Send = Callable[[bytes], Awaitable[None]]
 SendNowait = Callable[[bytes], bool]
 
 log = structlog.get_logger("hostd.transport")
-
-
-class Pending:
-    """One awaited reply."""
-
-    __slots__ = ("done", "error", "result")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def resolve(self, result: Any) -> None:
-        if not self.done.is_set():
-            self.result = result
-            self.done.set()
-
-    def fail(self, error: BaseException) -> None:
-        if not self.done.is_set():
-            self.error = error
-            self.done.set()
-
-    async def wait(self) -> Any:
-        await self.done.wait()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-class PendingTable:
-    """Correlation table: id → ``Pending``. Remembers ids abandoned by their caller
-    (a timed-out leg) so a late reply is dropped quietly rather than read as a
-    correlation fault (H4 is about ids we never sent)."""
-
-    def __init__(self, remember_abandoned: int = 4096) -> None:
-        self._pending: dict[Any, Pending] = {}
-        self._abandoned: OrderedDict[Any, None] = OrderedDict()
-        self._remember = remember_abandoned
-        self.failure: HostdError | None = None
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def __repr__(self) -> str:
-        return f"<PendingTable pending={len(self._pending)} failure={self.failure!r}>"
-
-    def add(self, key: Any) -> Pending:
-        if self.failure is not None:
-            raise self.failure
-        slot = Pending()
-        self._pending[key] = slot
-        return slot
-
-    def abandon(self, key: Any) -> None:
-        if self._pending.pop(key, None) is not None:
-            self._abandoned[key] = None
-            while len(self._abandoned) > self._remember:
-                self._abandoned.popitem(last=False)
-
-    def has(self, key: Any) -> bool:
-        return key in self._pending
-
-    def pop(self, key: Any) -> Pending | None:
-        return self._pending.pop(key, None)
-
-    def was_abandoned(self, key: Any) -> bool:
-        return self._abandoned.pop(key, "missing") is None
-
-    def fail_all(self, error: HostdError) -> None:
-        if self.failure is None:
-            self.failure = error
-        pending, self._pending = self._pending, {}
-        for slot in pending.values():
-            slot.fail(error)
 
 
 def query_wire(query: ContextQuery | dict[str, Any]) -> dict[str, Any]:

@@ -48,9 +48,9 @@ from hostd.protocol import (
     parse_envelope,
     read_cgp_code,
 )
+from hostd.rpc import Pending, encode_line
 
-from ._calls import Pending, StartedCall, StreamClient, query_wire
-from ._framing import encode_line
+from ._calls import StartedCall, StreamClient, query_wire
 from ._unquoted import bad_line, described_id, unquoted
 
 __all__ = ["CgpClient"]

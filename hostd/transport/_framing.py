@@ -1,6 +1,7 @@
 """Line framing for every downstream stream: one JSON value per ``\\n``-terminated line.
 
-Owns the bounded line reader over an anyio byte stream and the line encoder.
+Owns the bounded line reader over an anyio byte stream (the line encoder is
+``hostd.rpc.encode_line``, every end's).
 A line longer than the bound is a fault of that peer (``LineTooLong``); the
 reader skips to the next newline without ever holding more than the bound
 in memory. Nothing here knows JSON-RPC or CGP envelopes.
@@ -9,24 +10,14 @@ in memory. Nothing here knows JSON-RPC or CGP envelopes.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 import anyio
-import orjson
 from anyio.abc import ByteReceiveStream
 
 from hostd.errors import LineTooLong
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, OVERLONG, LineItem, LineSplitter
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "encode_line", "line_too_long"]
-
-
-def encode_line(message: Any) -> bytes:
-    """One compact UTF-8 JSON value and its newline (a JSON encoder never emits a raw
-    newline): the bytes of compact ``json.dumps`` with ``ensure_ascii=False``. A value
-    JSON-RPC cannot carry as given (a non-string key, an integer past 64 bits) raises
-    ``TypeError`` (``orjson.JSONEncodeError``) before anything is written."""
-    return orjson.dumps(message) + b"\n"
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "LineReader", "line_too_long"]
 
 
 def line_too_long(max_line_bytes: int) -> LineTooLong:

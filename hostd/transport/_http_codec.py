@@ -33,6 +33,7 @@ from hostd.protocol import (
     WireModel,
     parse_envelope,
 )
+from hostd.rpc import encode, make_request
 
 from ._calls import query_wire
 from ._cgp import _envelope_error
@@ -83,7 +84,7 @@ class JsonRpcCodec:
 
     def _request(self, method: str, params: dict[str, Any], kind: str) -> Exchange:
         key = next(self._ids)
-        body = orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": key})
+        body = encode(make_request(method, params, key), strict=True)
         return Exchange(body, kind, key)
 
     def handshake(self, host: HostInfo) -> Exchange:

@@ -36,9 +36,9 @@ from hostd.protocol import (
     WireModel,
     read_cgp_code,
 )
+from hostd.rpc import encode_line, make_notification, make_request
 
 from ._calls import StartedCall, StreamClient, query_wire
-from ._framing import encode_line
 from ._unquoted import bad_line, described_id, json_type, shape_error, unquoted
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
@@ -50,7 +50,7 @@ M = TypeVar("M", bound=WireModel)
 
 def _request_line(method: str, params: dict[str, Any], key: int) -> bytes:
     """One JSON-RPC request, encoded as its line."""
-    return encode_line({"jsonrpc": "2.0", "method": method, "params": params, "id": key})
+    return encode_line(make_request(method, params, key))
 
 
 def _query_result(result: Any) -> ContextQueryResult:
@@ -145,11 +145,8 @@ class JsonRpcClient(StreamClient):
             raise
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
         async with self._send_lock:
-            await self._send(encode_line(msg))
+            await self._send(encode_line(make_notification(method, params)))
 
     async def handshake(self, host: HostInfo) -> HandshakeAck:
         result = await self.call(

@@ -30,21 +30,21 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
+from hostd._reaper import REAPER, read_exec_status
+from hostd._reaper import supported as reaper_supported
+from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     OVERLONG,
     TRUNCATED,
     LineItem,
-    LinePipeProtocol,
     LineSplitter,
 )
+from hostd.rpc import LinePipeProtocol
 
 from ._framing import line_too_long
-from ._reaper import REAPER, read_exec_status
-from ._reaper import supported as reaper_supported
 from ._stderr import StderrPolicy, StderrPump
-from ._teardown import stop_process
 
 __all__ = [
     "ENV_ALLOW_LIST",
@@ -164,6 +164,7 @@ class ChildProcess:
         #: The command, its cwd and the shim's exec status pipe (-1: none), for the
         #: error of a start that failed.
         self._start: tuple[list[str], str | Path | None, int] = ([], None, -1)
+        self._exec_error: ProviderCrashed | None = None
 
     def __repr__(self) -> str:
         return (
@@ -342,11 +343,20 @@ class ChildProcess:
             self._end_output_at_exit()
 
     def _exec_failure(self) -> ProviderCrashed | None:
-        """Why the shim could not start the provider, when that is why the output ended."""
+        """Why the shim could not start the provider, when that is why its input or output
+        ended (read once, kept: whichever end notices first, both say the same)."""
         command, cwd, fd = self._start
-        self._start = (command, cwd, -1)
-        exc = read_exec_status(fd) if fd >= 0 else None
-        return None if exc is None else _cannot_start(self.provider_id, command, cwd, exc)
+        if fd >= 0:
+            self._start = (command, cwd, -1)
+            exc = read_exec_status(fd)
+            if exc is not None:
+                self._exec_error = _cannot_start(self.provider_id, command, cwd, exc)
+        return self._exec_error
+
+    def _input_closed(self) -> ProviderCrashed:
+        # The shim writes an exec failure before it exits, so by the time its end of
+        # stdin is gone (EPIPE here) the reason is there to read.
+        return self._exec_failure() or ProviderCrashed("provider closed its input")
 
     def _close_stdout(self) -> None:
         if self._start[2] >= 0:
@@ -379,7 +389,7 @@ class ChildProcess:
         except BlockingIOError:
             return False
         except OSError as exc:  # EPIPE: the provider is gone
-            raise ProviderCrashed("provider closed its input") from exc
+            raise self._input_closed() from exc
         return True
 
     async def send(self, data: bytes) -> None:
@@ -396,7 +406,7 @@ class ChildProcess:
                 except BlockingIOError:
                     written = 0
                 except OSError as exc:
-                    raise ProviderCrashed("provider closed its input") from exc
+                    raise self._input_closed() from exc
                 view = view[written:]
                 if view:
                     try:

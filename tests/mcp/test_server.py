@@ -46,11 +46,13 @@ async def test_tools_are_listed_in_one_order_read_only_and_idempotent(
         async with Client(hostd_mcp(config), mode="legacy") as client:
             first = await client.list_tools(cache_mode="refresh")
             second = await client.list_tools(cache_mode="refresh")
-    assert [t.name for t in first.tools] == ["compose_context", "list_providers"]
+    names = ["compose_context", "list_providers", "report_used_evidence"]
+    assert [t.name for t in first.tools] == names
     assert first.model_dump() == second.model_dump()
     for tool in first.tools:
         assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is True
+        # Reporting used evidence writes a record; the others only read.
+        assert tool.annotations.read_only_hint is (tool.name != "report_used_evidence")
         assert tool.annotations.idempotent_hint is True
         assert tool.annotations.destructive_hint is False
         assert tool.output_schema is not None
@@ -84,6 +86,42 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
     assert structured["audit"]["included"] == len(structured["citations"])
     jsonschema.validate(listed.structured_content, _tool(tools, "list_providers").output_schema)
     assert [p["id"] for p in listed.structured_content["providers"]] == ["alpha", "files"]
+
+
+async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record(
+    workdir: Path, marker: str
+) -> None:
+    from hostd.shadow import ShadowStore
+
+    shadow = "\n[shadow]\nenabled = true\nsample = 0.0\n"
+    config = write_config(workdir, marker, {"alpha": {}}, extra=shadow)
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            tools = await client.list_tools()
+            composed = await client.call_tool("compose_context", {"goal": "what is cached"})
+            structured = composed.structured_content
+            label = structured["citations"][0]["label"]
+            rid = structured["request_id"]
+            reported = await client.call_tool(
+                "report_used_evidence", {"request_id": rid, "used": [label], "helpful": True}
+            )
+            wrong = await client.call_tool(
+                "report_used_evidence", {"request_id": rid, "used": ["[made up]"]}
+            )
+            with pytest.raises(MCPError) as malformed:
+                await client.call_tool("report_used_evidence", {"used": [label]})
+    assert reported.is_error is False
+    jsonschema.validate(
+        reported.structured_content, _tool(tools, "report_used_evidence").output_schema
+    )
+    assert reported.structured_content["used"] == [structured["citations"][0]["frame"]]
+    assert wrong.is_error is True
+    assert isinstance(wrong.content[0], types.TextContent)
+    assert "[made up]" in wrong.content[0].text and "unknown_citation" in wrong.content[0].text
+    assert malformed.value.code == -32602
+    (stored,) = ShadowStore(workdir / "state" / "shadow.db").load()
+    assert stored.request_id == rid and stored.feedback is not None
+    assert stored.feedback.helpful is True and len(stored.feedback.used) == 1
 
 
 async def test_progress_is_reported_per_leg(workdir: Path, marker: str) -> None:

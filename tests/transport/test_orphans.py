@@ -13,11 +13,11 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
+from hostd._reaper import descendants
+from hostd._teardown import wait_exited
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
 from hostd.transport import ProviderConnection, _process
-from hostd.transport._reaper import descendants
-from hostd.transport._teardown import wait_exited
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio

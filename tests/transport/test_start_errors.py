@@ -53,3 +53,23 @@ async def test_a_start_that_cannot_happen_names_the_provider_command_and_os_erro
     assert message.startswith(f"provider 'p1' cannot start {command[0]}"), message
     assert why in message and "\n" not in message, message
     assert leftovers() == []
+
+
+async def test_a_write_to_a_provider_that_never_started_names_why(tmp_path: Path) -> None:
+    # The host may write its handshake before it reads the end of the output: the
+    # write's broken pipe must give the exec's error too, not "closed its input".
+    if not _process.reaper_supported():
+        pytest.skip("the exec status pipe is the shim's")
+    command, _cwd, why = _unstartable(tmp_path)["exec format"]
+    child = await _process.ChildProcess.spawn("p1", command, env=marked_env())
+    try:
+        with anyio.fail_after(60):  # hang guard only
+            await child.process.wait()  # the shim has reported and gone
+            with pytest.raises(ProviderCrashed) as caught:
+                await child.send(b"{}\n")
+        message = caught.value.message
+        assert message.startswith(f"provider 'p1' cannot start {command[0]}"), message
+        assert why in message, message
+    finally:
+        await child.aclose()
+    assert leftovers() == []

@@ -13,7 +13,6 @@ same reply; the handshake, R1, verify and shutdown checks are this module's.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import time
 from collections import deque
@@ -22,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import orjson
 from anyio.abc import Process
 
 import hostd
+from hostd._teardown import stop_process
 from hostd.engine import LegAudit, audit_leg
+from hostd.errors import ParseError
 from hostd.protocol import (
     PROTOCOL_VERSION,
     Capabilities,
@@ -38,6 +38,7 @@ from hostd.protocol import (
     Severity,
     check_handshake,
 )
+from hostd.rpc import PendingTable, decode, encode_line, make_notification, make_request
 
 __all__ = ["CheckResult", "check_provider", "render_table"]
 
@@ -82,6 +83,8 @@ class _Driver:
     splitter: LineSplitter = field(default_factory=lambda: LineSplitter(_MAX_LINE))
     lines: deque[LineItem] = field(default_factory=deque)
     next_id: int = 1
+    #: JSON-RPC replies by id: the one correlation table every requesting end uses.
+    calls: PendingTable = field(default_factory=PendingTable)
     correlation: bool = False
     #: Set once the provider's stdout ended: later checks cannot run (deterministically).
     dead: bool = False
@@ -93,7 +96,7 @@ class _Driver:
         await self.process.stdin.send(data)
 
     async def send(self, obj: Any) -> None:
-        await self.send_raw(orjson.dumps(obj) + b"\n")
+        await self.send_raw(encode_line(obj))
 
     async def read_line(self) -> Any:
         assert self.process.stdout is not None
@@ -105,8 +108,8 @@ class _Driver:
                 if not line.strip():
                     continue
                 try:
-                    return orjson.loads(line)
-                except ValueError as exc:
+                    return decode(line)
+                except ParseError as exc:
                     raise _Failed(f"provider wrote a line that is not JSON: {line[:80]!r}") from exc
             try:
                 self.lines.extend(self.splitter.feed(await self.process.stdout.receive(1 << 16)))
@@ -115,15 +118,25 @@ class _Driver:
                 raise _Failed("provider closed stdout (it exited)") from None
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """JSON-RPC: send one request and return its reply object (result or error)."""
+        """JSON-RPC: send one request and return its reply object (result or error).
+        Lines are read until its reply; replies to nothing we wait for (the id-null
+        answers to deliberate garbage) are passed over."""
         id_ = self.next_id
         self.next_id += 1
-        await self.send({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
-        with anyio.fail_after(self.timeout_s):
-            while True:
-                msg = await self.read_line()
-                if isinstance(msg, dict) and msg.get("id") == id_:
-                    return msg
+        slot = self.calls.add(id_)
+        try:
+            await self.send(make_request(method, params, id_))
+            with anyio.fail_after(self.timeout_s):
+                while not slot.done.is_set():
+                    msg = await self.read_line()
+                    key = msg.get("id") if isinstance(msg, dict) else None
+                    reply = self.calls.pop(key) if type(key) is int else None
+                    if reply is not None:
+                        reply.resolve(msg)
+        finally:
+            self.calls.abandon(id_)
+        reply_msg: dict[str, Any] = await slot.wait()
+        return reply_msg
 
     async def wait_ready(self, timeout_s: float) -> int:
         """Read ``context/progress`` notifications until one says ready (or failed);
@@ -221,7 +234,7 @@ class _Driver:
 
     async def shutdown(self) -> None:
         if self.binding == "jsonrpc":
-            await self.send({"jsonrpc": "2.0", "method": "context/shutdown"})
+            await self.send(make_notification("context/shutdown"))
         else:
             await self.send({"type": "shutdown"})
 
@@ -448,25 +461,12 @@ def _rules(violations: Sequence[Any]) -> list[str]:
 
 
 async def _reap(process: Process) -> None:
+    """Stdin closed, then the one teardown ladder over the provider's own session: its
+    group and every descendant go with it, even after a clean exit."""
     with contextlib.suppress(Exception):
         if process.stdin is not None:
             await process.stdin.aclose()
-    if process.returncode is None:
-        with anyio.move_on_after(2):
-            await process.wait()
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, 15)
-        with anyio.move_on_after(2):
-            await process.wait()
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, 9)
-        await process.wait()
-    else:
-        # The group may hold children the provider started; they go with it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, 9)
+    await stop_process(process, 2.0, group=True)
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             with contextlib.suppress(Exception):

@@ -3,7 +3,7 @@
 On Linux every provider runs under this shim, a file run by path that imports only
 the standard library (so it starts fast whatever the provider's environment says)::
 
-    python -I -S .../hostd/transport/_reaper.py HOST_PID [--status-fd=FD] COMMAND...
+    python -I -S .../hostd/_reaper.py HOST_PID [--status-fd=FD] COMMAND...
 
 The shim
 

@@ -1,75 +1,31 @@
-"""The ``hostd`` command line: serve, compose, providers, consent, eval, shadow, check-provider.
+"""The daemon's own commands: ``serve``, ``compose``, ``providers``, ``consent``, ``mcp``.
 
-Owns argument parsing and what each command prints. A bad config or a
-refused listener ends with one line on stderr naming the problem and exit
-status 2, never a stack trace. ``compose``, ``providers`` and ``consent`` run
-in-process against the configured providers (one shot) unless ``--connect``
-names a running daemon's socket (none there: exit status 3, naming it). An
-empty prompt is exit status 1, saying leg by leg why (``_outcome``).
+Each is registered here with its options and run by the handler beside it
+(``set_defaults(run=…)``); ``_main`` only parses and reports errors. An empty
+prompt from ``compose`` is exit status 1, saying leg by leg why (``_outcome``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
-import orjson
 
-import hostd
-from hostd._outcome import NoDaemon, config_hint, leg_failures, no_evidence
-from hostd._progress_bars import ProgressBars, add_warm_command, forward_progress, warm_command
-from hostd._quality_commands import (
-    add_quality_commands,
-    caps_arg,
-    eval_command,
-    floors_arg,
-    overfetch_note,
-    shadow_command,
-)
-from hostd.config import Config, load_config
-from hostd.errors import ConfigError, HostdError
+from hostd.config import Config
+from hostd.errors import HostdError
 
-__all__ = ["build_parser", "main"]
+from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
+from ._outcome import leg_failures, no_evidence
+from ._quality import caps_arg, floors_arg, overfetch_note
+from ._warm import ProgressBars, forward_progress
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-#: ``--connect`` found no daemon answering at the socket.
-EXIT_NO_DAEMON = 3
+__all__ = ["add_core_commands", "audit_summary"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="hostd",
-        description="An async context host: fans a query out to Context Graph Protocol "
-        "providers, audits and verifies their frames, and composes them into a prompt.",
-    )
-    parser.add_argument("--version", action="version", version=f"hostd {hostd.__version__}")
-    parser.add_argument(
-        "--config",
-        metavar="PATH",
-        help="config file (default: $HOSTD_CONFIG, else the embedded config/hostd.toml)",
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        help="override log.level from the config",
-    )
-    # The same options after the command word too (`hostd compose --config f.toml …`).
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="config file")
-    common.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default=argparse.SUPPRESS,
-        help="override log.level",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``serve``, ``compose``, ``providers``, ``consent`` and ``mcp``."""
     serve = sub.add_parser(
         "serve",
         parents=[common],
@@ -85,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--socket", metavar="PATH", help="Unix socket path (overrides config)")
     serve.add_argument("--tcp", action="store_true", help="also listen on loopback TCP")
     serve.add_argument("--tcp-port", type=int, metavar="PORT", help="TCP port (overrides config)")
+    serve.set_defaults(run=_serve)
 
     compose = sub.add_parser(
         "compose",
@@ -121,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="files admitted before ranking: a,b or JSON [{label, content}]",
     )
     compose.add_argument("--json", action="store_true", help="print the ComposedPrompt as JSON")
-    _connect_arg(compose)
+    connect_arg(compose)
+    compose.set_defaults(run=_compose)
 
     providers = sub.add_parser(
         "providers",
@@ -130,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="List providers: id, binding, name/version, state, health.",
     )
     providers.add_argument("--json", action="store_true", help="print JSON")
-    _connect_arg(providers)
+    connect_arg(providers)
+    providers.set_defaults(run=_providers)
     restart = providers.add_subparsers(dest="providers_command", metavar="COMMAND").add_parser(
         "restart",
         help="restart one provider now (a failed one too)",
@@ -138,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     restart.add_argument("id", help="the provider's id")
     restart.add_argument("--json", action="store_true", help="print its row as JSON")
-    _connect_arg(restart)
+    connect_arg(restart)
 
     consent = sub.add_parser(
         "consent",
@@ -146,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="grant, revoke or list consent receipts (C1, C2, C6)",
         description="Durable consent receipts for providers that send data off the machine.",
     )
+    consent.set_defaults(run=_consent)
     csub = consent.add_subparsers(dest="consent_command", metavar="ACTION", required=True)
     for action, text in (("grant", "record consent"), ("revoke", "revoke consent")):
         p = csub.add_parser(
@@ -157,15 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("provider", help="provider id")
         p.add_argument("scope", help="egress scope, e.g. a host name")
         p.add_argument("--grantor", default="cli", help="who grants (default: cli)")
-        _connect_arg(p)
+        connect_arg(p)
     lst = csub.add_parser(
         "list", help="list receipts", description="List consent receipts.", parents=[common]
     )
     lst.add_argument("provider", nargs="?", help="only this provider")
     lst.add_argument("--json", action="store_true", help="print JSON")
-    _connect_arg(lst)
-
-    add_quality_commands(sub, common, _connect_arg)
+    connect_arg(lst)
 
     mcp = sub.add_parser(
         "mcp",
@@ -175,98 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         "list_providers: over an in-process daemon from --config, or a running one "
         "(--connect). Logs go to stderr.",
     )
-    _connect_arg(mcp)
-    add_warm_command(sub, common)
-
-    check = sub.add_parser(
-        "check-provider",
-        help="drive a provider through the protocol and print a pass/fail table",
-        description="Drive any provider (either binding) through handshake, a query, "
-        "budget honesty, the kinds filter, malformed-input tolerance, verify honesty and "
-        "shutdown. Usage: hostd check-provider [options] -- CMD ARG...",
-    )
-    check.add_argument("--binding", choices=("jsonrpc", "cgp"), default="jsonrpc")
-    check.add_argument("--goal", default="how is the configuration loaded", help="query goal")
-    check.add_argument("--budget", type=int, default=400, help="max_tokens of the test query")
-    check.add_argument("--timeout-ms", type=int, default=10_000, help="per-step timeout")
-    check.add_argument("--json", action="store_true", help="print the results as JSON")
-    check.add_argument("cmd", nargs=argparse.REMAINDER, help="the provider command after --")
-    return parser
-
-
-def _connect_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--connect",
-        nargs="?",
-        const="",
-        metavar="SOCKET",
-        help="use the running daemon (its socket; default: the configured socket)",
-    )
-
-
-# -- helpers ----------------------------------------------------------------------------
-
-
-def _strategy(value: str | None) -> Any:
-    """A ``--strategy`` value as the wire takes it: a text spelling as it is, a JSON
-    value decoded; checked by the one parser (``strategy_from_wire``) before any
-    provider starts."""
-    if value is None:
-        return None
-    from hostd.compose import strategy_from_wire
-
-    wire = orjson.loads(value) if value.lstrip().startswith(("{", "[", '"')) else value
-    strategy_from_wire(wire)
-    return wire
-
-
-def _csv(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-@contextlib.asynccontextmanager
-async def _session(
-    cfg: Config, connect: str | None, bars: ProgressBars | None = None, *, boot: bool = True
-) -> AsyncIterator[Any]:
-    """An object with ``call(method, params)``: a running daemon, or one in-process.
-    ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
-    the daemon for it per request)."""
-    if connect is not None:
-        from hostd.client import connect as connect_socket
-
-        path = connect or cfg.socket_path
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                client = await stack.enter_async_context(connect_socket(path))
-            except OSError as exc:
-                raise NoDaemon(
-                    f"no daemon at {path} ({exc.strerror or exc}); "
-                    f"start one with `hostd serve{config_hint(cfg)}`"
-                ) from exc
-            yield client
-    else:
-        from hostd.server import Daemon
-
-        # One shot: start every provider up front, so a slow index build is not a timeout.
-        if boot:
-            cfg = cfg.model_copy(
-                update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
-            )
-        daemon = Daemon(cfg)
-        async with daemon.local() as local:
-            if bars is not None and daemon.host is not None:
-                daemon.host.pool.progress_listeners.append(bars)
-            try:
-                yield local
-            finally:
-                if bars is not None:
-                    bars.close()
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    connect_arg(mcp)
+    mcp.set_defaults(run=_mcp)
 
 
 def audit_summary(result: dict[str, Any]) -> str:
@@ -296,9 +164,6 @@ def audit_summary(result: dict[str, Any]) -> str:
     )
 
 
-# -- commands ---------------------------------------------------------------------------
-
-
 def _serve(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.server import Daemon
 
@@ -323,10 +188,10 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
 async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     optional = {
         "budget": args.budget,
-        "strategy": _strategy(args.strategy),
+        "strategy": strategy_arg(args.strategy),
         "placement": args.placement,
-        "providers": _csv(args.providers),
-        "kinds": _csv(args.kinds),
+        "providers": csv_arg(args.providers),
+        "kinds": csv_arg(args.kinds),
         "query_text": args.query_text,
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,
@@ -337,7 +202,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
     bars = ProgressBars()
-    async with _session(cfg, args.connect, bars) as s:
+    async with session(cfg, args.connect, bars) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)
             result = await s.call("context/compose", params, on_progress=forward)
@@ -347,7 +212,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     if note:
         sys.stderr.write(f"hostd: note: {note}\n")
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         sys.stdout.write(result["prompt"])
         if not result["prompt"].endswith("\n"):
@@ -361,18 +226,18 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     if getattr(args, "providers_command", None) == "restart":
-        async with _session(cfg, args.connect) as s:
+        async with session(cfg, args.connect) as s:
             row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
         if args.json:
-            _print_json(row)
+            print_json(row)
         else:
             sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
         return EXIT_OK
-    async with _session(cfg, args.connect) as s:
+    async with session(cfg, args.connect) as s:
         result = await s.call("providers/list", {})
     providers = result["providers"]
     if args.json:
-        _print_json(providers)
+        print_json(providers)
         return EXIT_OK
     if not providers:
         sys.stdout.write("no providers configured\n")
@@ -394,7 +259,7 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _consent(cfg: Config, args: argparse.Namespace) -> int:
     action = args.consent_command
-    async with _session(cfg, args.connect) as s:
+    async with session(cfg, args.connect) as s:
         if action == "list":
             result = await s.call(
                 "consent/list", {"provider": args.provider} if args.provider else {}
@@ -415,7 +280,7 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
                 f"granted {r.get('granted_at')}\t{state}\n"
             )
     else:
-        _print_json(result)
+        print_json(result)
     return EXIT_OK
 
 
@@ -430,105 +295,10 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
     # Long-lived: providers start as the config says, so the MCP handshake never waits.
-    async with _session(cfg, args.connect, boot=False) as s:
+    async with session(cfg, args.connect, boot=False) as s:
         stdio = await open_stdio(0, wire)
         try:
             await serve_mcp(s, stdio.receive, stdio.send, max_line_bytes=cfg.host.max_line_bytes)
         finally:
             stdio.close()
     return EXIT_OK
-
-
-def _check_provider(args: argparse.Namespace) -> int:
-    from hostd._check_provider import check_provider, render_table
-
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        sys.stderr.write("hostd check-provider: give the provider command after --\n")
-        return EXIT_USAGE
-    results = anyio.run(
-        lambda: check_provider(
-            cmd,
-            binding=args.binding,
-            goal=args.goal,
-            budget=args.budget,
-            timeout_s=args.timeout_ms / 1000,
-        ),
-        backend="asyncio",
-    )
-    if args.json:
-        _print_json([r.to_wire() for r in results])
-    else:
-        sys.stdout.write(render_table(results))
-    return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "check-provider":
-            return _check_provider(args)
-        cfg = load_config(args.config)
-        from hostd.logs import configure_logging
-
-        level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
-        try:
-            configure_logging(level, settings=cfg.log)
-        except OSError as err:
-            raise ConfigError(
-                f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
-                file=cfg.source,
-                key="log.file",
-            ) from err
-        if args.command == "serve":
-            return _serve(cfg, args)
-        if args.command == "shadow":
-            return shadow_command(cfg, args)
-        runner = {
-            "compose": _compose,
-            "eval": eval_command,
-            "providers": _providers,
-            "consent": _consent,
-            "warm": warm_command,
-            "mcp": _mcp,
-        }[args.command]
-        return anyio.run(runner, cfg, args, backend="asyncio")
-    except BaseExceptionGroup as group:
-        # Errors raised inside task groups arrive wrapped; report the first hostd one plainly.
-        matched, _rest = group.split(HostdError)
-        if matched is None:
-            raise
-        exc = _first(matched)
-        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
-        return _exit_status(exc)
-    except HostdError as exc:
-        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
-        return _exit_status(exc)
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"hostd: {exc}\n")
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        return 130
-
-
-def _exit_status(exc: HostdError) -> int:
-    if exc.reason in ("bad_config", "listener_failed"):
-        return EXIT_USAGE
-    return EXIT_NO_DAEMON if isinstance(exc, NoDaemon) else EXIT_FAILED
-
-
-def _first(group: BaseExceptionGroup[HostdError]) -> HostdError:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    assert isinstance(exc, HostdError)
-    return exc
-
-
-def _one_line(exc: HostdError) -> str:
-    text = str(exc)
-    reason = getattr(exc, "remote_reason", None) or exc.reason
-    return f"{text} [{reason}]" if reason and reason not in text else text

@@ -82,6 +82,7 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
         default="auto",
         help="progress bars on stderr: on a terminal (auto), always, or never",
     )
+    warm.set_defaults(run=warm_command)
 
 
 def forward_progress(bars: ProgressBars) -> Any:

@@ -3,8 +3,11 @@
 Owns ``stop_process``: once a process was asked to exit (stdin closed, a shutdown
 message sent), wait → SIGTERM → wait → SIGKILL, and for a provider (its own
 session) the whole process group and every descendant, waiting until they are
-gone (a pidfd turns readable at a process's exit, whoever its parent is). Used by
-``ChildProcess.aclose`` and by ``hostd.client``'s ``spawn``.
+gone (a pidfd turns readable at a process's exit, whoever its parent is). The one
+ladder: used by the provider transport (``ChildProcess.aclose``), by
+``hostd.client``'s ``spawn`` and by ``hostd check-provider``. It sits beside the
+packages, not in ``hostd.transport``, so the client library never loads the host
+transport; it imports nothing of hostd but the ``_reaper`` shim's ``/proc`` walk.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Sequence
 import anyio
 from anyio.abc import Process
 
-from ._reaper import group_members, kill_tree
+from hostd._reaper import group_members, kill_tree
 
 __all__ = ["stop_process", "wait_exited"]
 

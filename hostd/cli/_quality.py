@@ -1,8 +1,7 @@
 """The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay`` and the
 policy options of ``compose`` (``--caps``, ``--floors``, the overfetch note).
 
-Kept beside ``cli`` (which registers and runs them like its own commands) so
-the command line module stays small. ``eval`` and ``shadow replay`` print a
+``eval`` and ``shadow replay`` print a
 table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
 """
 
@@ -10,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from hostd.config import Config
+
+from ._common import EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 
 __all__ = [
     "add_quality_commands",
@@ -92,11 +93,7 @@ def overfetch_note(result: dict[str, Any]) -> str | None:
     )
 
 
-def add_quality_commands(
-    sub: Any,
-    common: argparse.ArgumentParser,
-    connect_arg: Callable[[argparse.ArgumentParser], None],
-) -> None:
+def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``eval`` and ``shadow replay`` on the CLI's subparsers."""
     ev = sub.add_parser(
         "eval",
@@ -105,9 +102,16 @@ def add_quality_commands(
         description="Ask every question of a JSONL set ({id, question, gold: [{file, phrase}], "
         "style}) through the configured providers, compose it under each policy and budget "
         "and under each provider alone, and print how often a gold passage reached the prompt, "
-        "per style and policy (docs/eval.md).",
+        "per style and policy (docs/eval.md). --from-shadow asks the recorded requests with "
+        "feedback instead: the used frames are the gold, the recorded candidates the set.",
     )
-    ev.add_argument("--questions", required=True, metavar="PATH", help="the question set")
+    source = ev.add_mutually_exclusive_group(required=True)
+    source.add_argument("--questions", metavar="PATH", help="the question set")
+    source.add_argument(
+        "--from-shadow",
+        action="store_true",
+        help="the recorded requests with feedback (state_dir/shadow.db), at their budgets",
+    )
     ev.add_argument(
         "--budget",
         type=int,
@@ -124,6 +128,7 @@ def add_quality_commands(
     ev.add_argument("--providers", metavar="IDS", help="comma-separated provider subset")
     ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
     connect_arg(ev)
+    ev.set_defaults(run=eval_command)
 
     shadow = sub.add_parser(
         "shadow",
@@ -132,6 +137,7 @@ def add_quality_commands(
         description="Shadow ranking: with [shadow] enabled the daemon records a sample of "
         "compositions (state_dir/shadow.db); replay composes them again under a policy.",
     )
+    shadow.set_defaults(run=shadow_command)
     ssub = shadow.add_subparsers(dest="shadow_command", metavar="ACTION", required=True)
     replay = ssub.add_parser(
         "replay",
@@ -145,24 +151,57 @@ def add_quality_commands(
     replay.add_argument("--limit", type=int, metavar="N", help="only the newest N requests")
     replay.add_argument("--json", action="store_true", help="print JSON")
 
+    cal = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="fit the calibrated policy's maps on recorded feedback",
+        description="Fit, per provider, an isotonic map from its own score to the chance a "
+        "shown frame is used (and one pooled map from rank), on the recorded requests with "
+        "feedback, and write state_dir/calibration.json for the calibrated policy.",
+    )
+    cal.add_argument(
+        "--min-samples",
+        type=int,
+        default=20,
+        metavar="N",
+        help="shown frames a provider needs for a map of its own (default 20)",
+    )
+    cal.add_argument("--json", action="store_true", help="print the file written")
+    cal.set_defaults(run=shadow_command)
+
 
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import eval as ev
-    from hostd.cli import EXIT_OK, _csv, _print_json, _session, _strategy
     from hostd.compose import DEFAULT_STRATEGY, strategy_text
 
-    questions = ev.load_questions(args.questions)
-    # _strategy checks each spelling, so a misspelt policy fails before any provider starts
-    policies = [ev.Policy(p, _strategy(p)) for p in args.policy or ev.DEFAULT_POLICIES]
-    budgets = args.budget or [cfg.host.default_budget]
-    async with _session(cfg, args.connect) as s:
-        outcomes = await ev.run_eval(
-            s, questions, budgets, policies, providers=_csv(args.providers)
-        )
+    # strategy_arg checks each spelling, so a misspelt policy fails before any provider starts
+    policies = [
+        ev.Policy(p, _bound(cfg, strategy_arg(p))) for p in args.policy or ev.DEFAULT_POLICIES
+    ]
+    questions: Sequence[Any]
+    if args.from_shadow:
+        from hostd import shadow
+
+        if args.budget or args.providers or args.connect is not None:
+            raise ValueError(
+                "--from-shadow composes each recorded candidate set at its recorded budget: "
+                "--budget, --providers and --connect do not apply"
+            )
+        records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load()
+        questions, outcomes = ev.run_from_shadow(records, policies)
+        if not questions:
+            sys.stderr.write("no recorded request has feedback naming used evidence\n")
+    else:
+        questions = ev.load_questions(args.questions)
+        budgets = args.budget or [cfg.host.default_budget]
+        async with session(cfg, args.connect) as s:
+            outcomes = await ev.run_eval(
+                s, questions, budgets, policies, providers=csv_arg(args.providers)
+            )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)
     if args.json:
-        _print_json(ev.to_json(questions, outcomes, baseline))
+        print_json(ev.to_json(questions, outcomes, baseline))
     else:
         sys.stdout.write(ev.render_table(questions, ev.summarise(outcomes)))
         pairs = ev.render_paired(ev.paired(outcomes, baseline))
@@ -172,15 +211,61 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bound(cfg: Config, wire: Any) -> Any:
+    """A policy with what the state directory holds for it (``calibrated``'s maps)."""
+    from hostd import shadow
+    from hostd.compose import strategy_from_wire
+
+    return shadow.bind_calibration(
+        strategy_from_wire(wire), shadow.calibration_path(cfg.state_path)
+    )
+
+
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import shadow
-    from hostd.cli import EXIT_OK, _print_json, _strategy
 
-    strategy = _strategy(args.policy)
-    records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(args.limit)
-    replays = shadow.replay_all(records, strategy)
+    records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(
+        getattr(args, "limit", None)
+    )
+    if args.command == "calibrate":
+        return _calibrate(cfg, args, records)
+    wire = strategy_arg(args.policy)
+    strategy = _bound(cfg, wire)
+    path = shadow.calibration_path(cfg.state_path)
+    replays = shadow.replay_all(
+        records, strategy, bind=lambda live: shadow.bind_calibration(live, path)
+    )
     if args.json:
-        _print_json(shadow.replay_json(strategy, replays))
+        print_json(shadow.replay_json(wire, replays))
     else:
         sys.stdout.write(shadow.render_replay(args.policy, replays))
+    return EXIT_OK
+
+
+def _calibrate(cfg: Config, args: argparse.Namespace, records: Sequence[Any]) -> int:
+    from hostd import shadow
+
+    if args.min_samples < 1:
+        raise ValueError("--min-samples must be at least 1")
+    content = shadow.fit_calibration(records, min_samples=args.min_samples)
+    path = shadow.calibration_path(cfg.state_path)
+    shadow.write_calibration(path, content)
+    if args.json:
+        print_json(content)
+        return EXIT_OK
+    lines = [
+        f"calibration {content['version']} written to {path}, fitted on "
+        f"{content['fitted_from']['requests']} requests with feedback"
+    ]
+    for pid, m in content["providers"].items():
+        lines.append(f"  {pid}: score -> P(used) on {m['samples']} shown frames, {m['used']} used")
+    pooled = content["pooled"]
+    if pooled:
+        lines.append(f"  pooled: rank -> P(used) on {pooled['samples']} shown frames")
+    if not content["providers"] and not pooled:
+        lines.append(
+            f"  no provider has {args.min_samples} shown frames with feedback yet: "
+            "calibrated ranks as round_robin (and its audit says so)"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
     return EXIT_OK

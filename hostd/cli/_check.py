@@ -1,0 +1,59 @@
+"""``hostd check-provider``: drive any provider through the protocol, print pass/fail.
+
+It needs no config: the provider is the command after ``--``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+
+from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
+
+__all__ = ["add_check_command"]
+
+
+def add_check_command(sub: Any) -> None:
+    check = sub.add_parser(
+        "check-provider",
+        help="drive a provider through the protocol and print a pass/fail table",
+        description="Drive any provider (either binding) through handshake, a query, "
+        "budget honesty, the kinds filter, malformed-input tolerance, verify honesty and "
+        "shutdown. Usage: hostd check-provider [options] -- CMD ARG...",
+    )
+    check.add_argument("--binding", choices=("jsonrpc", "cgp"), default="jsonrpc")
+    check.add_argument("--goal", default="how is the configuration loaded", help="query goal")
+    check.add_argument("--budget", type=int, default=400, help="max_tokens of the test query")
+    check.add_argument("--timeout-ms", type=int, default=10_000, help="per-step timeout")
+    check.add_argument("--json", action="store_true", help="print the results as JSON")
+    check.add_argument("cmd", nargs=argparse.REMAINDER, help="the provider command after --")
+    check.set_defaults(run=_check_provider, needs_config=False)
+
+
+def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
+    from ._checks import check_provider, render_table
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        sys.stderr.write("hostd check-provider: give the provider command after --\n")
+        return EXIT_USAGE
+    results = anyio.run(
+        lambda: check_provider(
+            cmd,
+            binding=args.binding,
+            goal=args.goal,
+            budget=args.budget,
+            timeout_s=args.timeout_ms / 1000,
+        ),
+        backend="asyncio",
+    )
+    if args.json:
+        print_json([r.to_wire() for r in results])
+    else:
+        sys.stdout.write(render_table(results))
+    return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED

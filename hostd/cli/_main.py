@@ -1,0 +1,126 @@
+"""``hostd``'s entry point: the top-level options, the commands' registration, and the
+one place a command's error becomes a line on stderr and an exit status.
+
+A bad config or a refused listener ends with one line naming the problem and
+exit status 2, never a stack trace; ``--connect`` with no daemon there is 3;
+any other hostd error is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+import hostd
+from hostd.config import load_config
+from hostd.errors import ConfigError, HostdError
+
+from ._check import add_check_command
+from ._commands import add_core_commands
+from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
+from ._outcome import NoDaemon
+from ._quality import add_quality_commands
+from ._warm import add_warm_command
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``hostd`` argument parser: global options and one sub-command per verb."""
+    parser = argparse.ArgumentParser(
+        prog="hostd",
+        description="An async context host: fans a query out to Context Graph Protocol "
+        "providers, audits and verifies their frames, and composes them into a prompt.",
+    )
+    parser.add_argument("--version", action="version", version=f"hostd {hostd.__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file (default: $HOSTD_CONFIG, else the embedded config/hostd.toml)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="override log.level from the config",
+    )
+    # The same options after the command word too (`hostd compose --config f.toml …`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="config file")
+    common.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=argparse.SUPPRESS,
+        help="override log.level",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_core_commands(sub, common)
+    add_quality_commands(sub, common)
+    add_warm_command(sub, common)
+    add_check_command(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``hostd`` command line; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        cfg = None
+        if getattr(args, "needs_config", True):
+            cfg = load_config(args.config)
+            from hostd.logs import configure_logging
+
+            level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
+            try:
+                configure_logging(level, settings=cfg.log)
+            except OSError as err:
+                raise ConfigError(
+                    f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
+                    file=cfg.source,
+                    key="log.file",
+                ) from err
+        if inspect.iscoroutinefunction(args.run):
+            status: int = anyio.run(args.run, cfg, args, backend="asyncio")
+        else:
+            status = args.run(cfg, args)
+        return status
+    except BaseExceptionGroup as group:
+        # Errors raised inside task groups arrive wrapped; report the first hostd one plainly.
+        matched, _rest = group.split(HostdError)
+        if matched is None:
+            raise
+        exc = _first(matched)
+        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
+        return _exit_status(exc)
+    except HostdError as exc:
+        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
+        return _exit_status(exc)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"hostd: {exc}\n")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _exit_status(exc: HostdError) -> int:
+    if exc.reason in ("bad_config", "listener_failed"):
+        return EXIT_USAGE
+    return EXIT_NO_DAEMON if isinstance(exc, NoDaemon) else EXIT_FAILED
+
+
+def _first(group: BaseExceptionGroup[HostdError]) -> HostdError:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    assert isinstance(exc, HostdError)
+    return exc
+
+
+def _one_line(exc: HostdError) -> str:
+    text = str(exc)
+    reason = getattr(exc, "remote_reason", None) or exc.reason
+    return f"{text} [{reason}]" if reason and reason not in text else text

@@ -1,0 +1,56 @@
+"""The one JSON-RPC 2.0 core, shared by every end of every JSON-RPC wire hostd speaks.
+
+The daemon (``hostd.server``), the provider runtime (``hostd.provider``), the
+provider transport (``hostd.transport``), the client library (``hostd.client``)
+and check-provider read and write through it:
+
+- the envelope (``_envelope``): ``decode`` (strict), ``encode``, the one line
+  encoder ``encode_line``, request and notification builders, the request
+  shape check, error replies through ``hostd.errors.error_to_wire``;
+- the dispatcher (``_dispatch``): jsonrpcserver through its public API, each
+  method wrapped once in the error boundary (the answering ends);
+- the correlation table (``_pending``): request id → one-slot waiter (the
+  requesting ends);
+- ``LinePipeProtocol`` (``_pipe``): a pipe split into bounded lines in the event
+  loop's read callback.
+
+Imports only ``hostd.errors`` and ``hostd.protocol`` (plus jsonrpcserver, orjson,
+pydantic, anyio).
+"""
+
+from ._dispatch import Dispatcher, Handler, Method
+from ._envelope import (
+    OnError,
+    decode,
+    encode,
+    encode_line,
+    encode_reply,
+    error_reply,
+    log_unexpected,
+    make_notification,
+    make_request,
+    reply_id,
+    validate_request,
+)
+from ._pending import Pending, PendingTable
+from ._pipe import LinePipeProtocol
+
+__all__ = [
+    "Dispatcher",
+    "Handler",
+    "LinePipeProtocol",
+    "Method",
+    "OnError",
+    "Pending",
+    "PendingTable",
+    "decode",
+    "encode",
+    "encode_line",
+    "encode_reply",
+    "error_reply",
+    "log_unexpected",
+    "make_notification",
+    "make_request",
+    "reply_id",
+    "validate_request",
+]

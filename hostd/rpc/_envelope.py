@@ -1,0 +1,152 @@
+"""The JSON-RPC 2.0 envelope: decode a line, encode a message or a line, check a request's shape.
+
+Every end of every JSON-RPC wire hostd speaks (the daemon, the provider runtime,
+the provider transport, the client, check-provider) reads and writes through
+these functions, so a value is decoded and encoded one way everywhere: orjson,
+strict on the way in (``NaN``, ``Infinity``, numbers past a double, invalid UTF-8
+and lone surrogates are parse errors, so an id like ``1e400`` is never echoed as
+``Infinity``), compact UTF-8 on the way out, one message per line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from hostd.errors import HostdError, InvalidRequest, ParseError, error_to_wire
+
+__all__ = [
+    "OnError",
+    "decode",
+    "encode",
+    "encode_line",
+    "encode_reply",
+    "error_reply",
+    "log_unexpected",
+    "make_notification",
+    "make_request",
+    "reply_id",
+    "validate_request",
+]
+
+#: Told of every exception a method raised, by method name (for the caller's log).
+OnError = Callable[[str, BaseException], None]
+
+_log = logging.getLogger("hostd.rpc")
+
+
+def decode(line: bytes | str) -> Any:
+    """One JSON value from a line; ``ParseError`` for anything that is not strict JSON."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:  # also invalid UTF-8, deep nesting, 1e400
+        raise ParseError(f"Parse error: {exc}") from None
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        to_wire = getattr(value, "to_wire", None)
+        return to_wire() if callable(to_wire) else value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def encode(value: Any, *, strict: bool = False) -> bytes:
+    """Compact UTF-8 JSON (no newline: a string's control characters are escaped);
+    pydantic models as their wire form.
+
+    Raises ``TypeError`` for what has no JSON form (an integer past 64 bits, a lone
+    surrogate, an object other than a pydantic model). A non-string key is written
+    as its text, unless ``strict`` (what a requester sends must be what it meant)."""
+    option = 0 if strict else orjson.OPT_NON_STR_KEYS
+    return orjson.dumps(value, default=_default, option=option)
+
+
+def encode_line(message: Any, *, strict: bool = True) -> bytes:
+    """The one line encoder: ``message`` as one compact JSON line and its newline (a
+    JSON encoder never emits a raw newline). Strict by default: a value JSON-RPC
+    cannot carry as given (a non-string key, an integer past 64 bits) raises
+    ``TypeError`` (``orjson.JSONEncodeError``) before anything is written."""
+    return encode(message, strict=strict) + b"\n"
+
+
+def make_request(method: str, params: Any, id_: int | str) -> dict[str, Any]:
+    """A JSON-RPC request message."""
+    return {"jsonrpc": "2.0", "method": method, "params": params, "id": id_}
+
+
+def make_notification(method: str, params: Any = None) -> dict[str, Any]:
+    """A JSON-RPC notification message (``params`` left out when ``None``)."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def error_reply(exc: BaseException, id_: Any = None) -> dict[str, Any]:
+    """The JSON-RPC error response for ``exc`` (through the one ``error_to_wire``)."""
+    return {"jsonrpc": "2.0", "error": error_to_wire(exc), "id": id_}
+
+
+def log_unexpected(method: str, exc: BaseException) -> None:
+    """The default ``OnError``: a failure that is not an answer (a bug) is logged."""
+    if not isinstance(exc, HostdError | ValidationError):
+        _log.error("method %s failed", method, exc_info=exc)
+
+
+def encode_reply(reply: Any, on_error: OnError | None = None) -> bytes:
+    """What an answering end writes: ``reply`` as its line (``encode_line``, keys as
+    text); a result with no JSON form becomes an ``internal`` error for each id it
+    answered (the request is answered, never dropped). A message that is not a reply
+    (a notification) with no JSON form raises ``TypeError``."""
+    try:
+        return encode_line(reply, strict=False)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        replies = reply if isinstance(reply, list) else [reply]
+        if not all(isinstance(r, dict) and "id" in r for r in replies):
+            raise
+        (on_error or log_unexpected)("encode", exc)
+        errors = [error_reply(exc, r["id"]) for r in replies]
+        return encode_line(errors if isinstance(reply, list) else errors[0], strict=False)
+
+
+_REQUEST_KEYS = frozenset({"jsonrpc", "method", "id", "params"})
+
+
+def _valid_id(value: Any) -> bool:
+    # A string, an integer or null. A number with a fraction SHOULD NOT be an id
+    # (JSON-RPC 2.0 §4); refusing every float also refuses an integer past 64 bits,
+    # which orjson reads as a rounded float and which could only be echoed wrong.
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+def _check(item: Any) -> None:
+    if not isinstance(item, dict) or item.get("jsonrpc") != "2.0":
+        raise InvalidRequest("not a JSON-RPC 2.0 request")
+    if not isinstance(item.get("method"), str) or not _REQUEST_KEYS.issuperset(item):
+        raise InvalidRequest("method must be a string; no members beyond the four")
+    if "id" in item and not _valid_id(item["id"]):
+        raise InvalidRequest("id must be a string, an integer or null")
+    if "params" in item and not isinstance(item["params"], dict | list):
+        raise InvalidRequest("params must be an object or an array")
+
+
+def validate_request(request: Any) -> Any:
+    """The JSON-RPC 2.0 request (or batch) shape, checked by hand: jsonrpcserver's default
+    validator runs a jsonschema pass per request. Raising means Invalid Request."""
+    items = request if isinstance(request, list) else [request]
+    if not items:
+        raise InvalidRequest("empty batch")
+    for item in items:
+        _check(item)
+    return request
+
+
+def reply_id(msg: Any) -> Any:
+    """The id an error about ``msg`` is answered with: its own when valid, else null."""
+    if isinstance(msg, dict) and _valid_id(msg.get("id")):
+        return msg.get("id")
+    return None

@@ -1,0 +1,93 @@
+"""The one correlation table: request id → a one-slot waiter, for every end that sends requests.
+
+The provider transport, the client library and check-provider register each
+request they send here and hand each reply to its waiter; what a reply with an
+unknown id means is the end's own rule (a fault of a provider, H4; nothing for a
+client). When the stream ends or breaks, every waiter is woken with the same
+typed error (style: "EOF wakes every waiter with a typed error").
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import anyio
+
+from hostd.errors import HostdError
+
+__all__ = ["Pending", "PendingTable"]
+
+
+class Pending:
+    """One awaited reply."""
+
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def resolve(self, result: Any) -> None:
+        if not self.done.is_set():
+            self.result = result
+            self.done.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done.is_set():
+            self.error = error
+            self.done.set()
+
+    async def wait(self) -> Any:
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class PendingTable:
+    """Correlation table: id → ``Pending``. Remembers ids abandoned by their caller
+    (a timed-out leg) so a late reply is dropped quietly rather than read as a
+    correlation fault (H4 is about ids we never sent)."""
+
+    def __init__(self, remember_abandoned: int = 4096) -> None:
+        self._pending: dict[Any, Pending] = {}
+        self._abandoned: OrderedDict[Any, None] = OrderedDict()
+        self._remember = remember_abandoned
+        self.failure: HostdError | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __repr__(self) -> str:
+        return f"<PendingTable pending={len(self._pending)} failure={self.failure!r}>"
+
+    def add(self, key: Any) -> Pending:
+        if self.failure is not None:
+            raise self.failure
+        slot = Pending()
+        self._pending[key] = slot
+        return slot
+
+    def abandon(self, key: Any) -> None:
+        if self._pending.pop(key, None) is not None:
+            self._abandoned[key] = None
+            while len(self._abandoned) > self._remember:
+                self._abandoned.popitem(last=False)
+
+    def has(self, key: Any) -> bool:
+        return key in self._pending
+
+    def pop(self, key: Any) -> Pending | None:
+        return self._pending.pop(key, None)
+
+    def was_abandoned(self, key: Any) -> bool:
+        return self._abandoned.pop(key, "missing") is None
+
+    def fail_all(self, error: HostdError) -> None:
+        if self.failure is None:
+            self.failure = error
+        pending, self._pending = self._pending, {}
+        for slot in pending.values():
+            slot.fail(error)

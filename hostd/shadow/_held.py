@@ -1,0 +1,117 @@
+"""A composition held for feedback, and the record built from it.
+
+With ``[shadow]`` enabled every composition is held (``ShadowRecorder``), drawn
+or not, so ``usage/feedback`` can name it; building a full ``Recorded`` (frozen
+dataclasses) for each would cost about as much as the composition itself, so a
+held one is plain tuples of strings and numbers (which the garbage collector
+stops tracking, so the held ring adds nothing to its full passes), and becomes
+a ``Recorded`` only when it is drawn or gets feedback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from hostd.protocol import ContextFrame, canonical_token_cost, sha256_digest
+
+from ._feedback import CitationRow
+from ._store import Candidate, Recorded
+
+__all__ = ["Held", "build_record", "hold"]
+
+#: A candidate as held: a tuple of strings and numbers only, which the garbage
+#: collector stops tracking, so 256 held compositions add nothing to its full passes.
+_Row = tuple[str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None]
+
+
+@dataclass(slots=True, frozen=True)
+class Held:
+    """A composition as held for feedback: its record's parts as plain tuples, cheap
+    enough to build for every request; ``record()`` makes the ``Recorded`` on demand.
+    The goal is held in memory either way and stored only with ``store_content``."""
+
+    request_id: str
+    recorded_at: float
+    contested: int
+    policy: dict[str, Any]
+    caps: dict[str, float] | None
+    rows: tuple[_Row, ...]
+    citations: tuple[CitationRow, ...]
+    goal: str
+    store_content: bool
+
+    def record(self) -> Recorded:
+        return Recorded(
+            request_id=self.request_id,
+            recorded_at=self.recorded_at,
+            budget=self.contested,
+            policy=self.policy,
+            caps=self.caps,
+            candidates=tuple(Candidate(*row) for row in self.rows),
+            included=tuple((p, i, d) for _, p, i, d in self.citations),
+            goal_digest=sha256_digest(self.goal.encode("utf-8")),
+            goal=self.goal if self.store_content else None,
+            citations=self.citations,
+        )
+
+
+def hold(
+    request_id: str,
+    goal: str,
+    contested: int,
+    caps: dict[str, float] | None,
+    accepted: Iterable[tuple[str, ContextFrame]],
+    composed: Any,
+    *,
+    store_content: bool,
+) -> Held:
+    """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``)."""
+    rows = tuple(
+        [
+            (
+                pid,
+                f.id,
+                f.content_digest,
+                f.kind,
+                f.score,
+                canonical_token_cost(f.content or ""),
+                f.citation_label or f.id,
+                tuple([(p.type, p.uri, p.range, p.digest) for p in f.provenance]),
+                f.content if store_content else None,
+            )
+            for pid, f in accepted
+        ]
+    )
+    return Held(
+        request_id=request_id,
+        recorded_at=time.time(),
+        contested=contested,
+        policy=dict(composed.audit.policy),
+        caps=dict(caps) if caps else None,
+        rows=rows,
+        citations=tuple(
+            (c.label, c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)
+            for c in composed.citations
+        ),
+        goal=goal,
+        store_content=store_content,
+    )
+
+
+def build_record(
+    request_id: str,
+    goal: str,
+    contested: int,
+    caps: dict[str, float] | None,
+    accepted: Iterable[tuple[str, ContextFrame]],
+    composed: Any,
+    *,
+    store_content: bool,
+) -> Recorded:
+    """A ``Recorded`` from one composition (``composed`` is a ``ComposedPrompt``)."""
+    return hold(
+        request_id, goal, contested, caps, accepted, composed, store_content=store_content
+    ).record()

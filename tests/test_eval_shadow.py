@@ -1,0 +1,150 @@
+"""``hostd eval --from-shadow``: recorded traffic with feedback is a question set, scored by
+the very function the JSONL sets go through (equal outcomes on the same data)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hostd.compose import compose_for_prompt, strategy_from_wire
+from hostd.eval import (
+    DEFAULT_POLICIES,
+    TRAFFIC,
+    Policy,
+    Question,
+    render_table,
+    run_eval,
+    run_from_shadow,
+    summarise,
+)
+from hostd.protocol import ContextFrame
+from hostd.provider import file_provenance, make_frame
+from hostd.shadow import (
+    Feedback,
+    Recorded,
+    ShadowStore,
+    build_record,
+    recorded_frames,
+    resolve_used,
+)
+from tests.fixtures.cli import run_hostd
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET = 380
+
+
+def _frames() -> list[tuple[str, ContextFrame]]:
+    # alpha's scores fall slowly, beta's fast: the policies disagree on this set.
+    out = []
+    for name, count in (("alpha", 8), ("beta", 3)):
+        for i in range(count):
+            content = f"marker-{name}-{i} " + "x" * 192
+            uri = f"file:///corpus/{name}/{i}.md"
+            frame = make_frame(
+                id=f"{name}:{i}",
+                kind="snippet",
+                title=f"{name} #{i}",
+                content=content,
+                citation_label=f"{name}-{i}",
+                score=round(1.0 - i / (count + 1), 4),
+                provenance=[file_provenance(uri, content.encode())],
+            )
+            out.append((name, frame))
+    return out
+
+
+def _recording(used: dict[str, list[str]]) -> list[Recorded]:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    out = []
+    for rid, ids in used.items():
+        record = build_record(
+            rid, f"goal {rid}", BUDGET, None, frames, composed, store_content=True
+        )
+        labels = [c[0] for c in record.citations if c[2] in ids]
+        keys = resolve_used(record.citations, labels)
+        fb = Feedback.of(rid, 1.0, keys, None, None, store_content=True)
+        out.append(replace(record, feedback=fb))
+    return out
+
+
+USED = {"q-1": ["alpha:2"], "q-2": ["beta:0"], "q-3": ["alpha:0", "alpha:1"], "q-4": []}
+
+
+class _Recorded:
+    """A ``context/query`` session answering each question from its recorded candidates."""
+
+    def __init__(self, records: list[Recorded]) -> None:
+        self.by_goal = {r.goal: recorded_frames(r) for r in records}
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        assert method == "context/query" and params is not None
+        pairs = self.by_goal[params["goal"]]
+        wanted = params.get("providers") or sorted({p for p, _ in pairs})
+        frames: dict[str, list[Any]] = {}
+        for pid, f in pairs:
+            if pid in wanted:
+                frames.setdefault(pid, []).append(f.model_dump(mode="json", exclude_none=True))
+        providers = [{"provider_id": p, "status": "ok"} for p in wanted]
+        return {"frames": frames, "providers": providers}
+
+
+def test_eval_from_shadow_equals_the_jsonl_path_on_the_same_data() -> None:
+    records = _recording(USED)
+    policies = [Policy(p, strategy_from_wire(p)) for p in DEFAULT_POLICIES]
+    questions, traffic = run_from_shadow(records, policies)
+    assert [q.id for q in questions] == ["q-1", "q-2", "q-3"]  # q-4 used nothing: no gold
+    # The same candidate sets as a JSONL set: each used frame's file and phrase is gold.
+    jsonl = [
+        Question(
+            id=r.request_id,
+            question=r.goal or "",
+            style="lexical",
+            gold=[
+                {"file": f"{p}/{i.split(':')[1]}.md", "phrase": f"marker-{p}-{i.split(':')[1]}"}
+                for p, i, _ in (r.feedback.used if r.feedback else ())
+            ],
+        )
+        for r in records[:3]
+    ]
+    asked = anyio.run(lambda: run_eval(_Recorded(records), jsonl, [BUDGET], policies))
+
+    def key(o: Any) -> tuple[Any, ...]:
+        return (o.question, o.policy, o.hit, o.tokens, o.degraded)
+
+    assert [key(o) for o in traffic] == [key(o) for o in asked]
+    assert {o.style for o in traffic} == {TRAFFIC} and {o.budget for o in traffic} == {0}
+    # Known answers: q-1's alpha:2 is what round_robin gives up for beta:1.
+    hits = {(o.question, o.policy): o.hit for o in traffic}
+    assert hits[("q-1", "score")] and not hits[("q-1", "round_robin")]
+    assert hits[("q-2", "round_robin")] and not hits[("q-2", "alpha alone")]
+    table = render_table(questions, summarise(traffic))
+    assert "budgets as recorded" in table and "3 traffic" in table
+
+
+def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = ShadowStore(state / "shadow.db")
+    records = _recording(USED)
+    store.write_many([replace(r, feedback=None) for r in records])
+    store.write_many([], [r.feedback for r in records if r.feedback])
+    store.close()
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
+
+    def hostd(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_hostd("--config", str(config), "eval", *args)
+
+    done = hostd("--from-shadow", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["questions"] == 3 and report["styles"] == {"traffic": 3}
+    score = next(r for r in report["table"] if r["policy"] == "score")
+    assert score["recall"]["all"] == {"hits": 3, "total": 3}  # live: every used frame admitted
+    refused = hostd("--from-shadow", "--budget", "100")
+    assert refused.returncode != 0 and "--budget" in refused.stderr
