@@ -44,7 +44,7 @@ import anyio
 import numpy as np
 import orjson
 
-from hostd.cli import _session
+from hostd.cli._common import session as _session
 from hostd.compose import CandidateSet, strategy_from_wire
 from hostd.compose._candidates import FramePair, rank_desc
 from hostd.compose._fusion import provider_lists
