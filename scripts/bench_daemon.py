@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import orjson
@@ -135,19 +136,19 @@ class _Conn:
         self.buf = b""
         self.next_id = 0
 
-    async def compose(self, goal: str, budget: int) -> bool:
+    async def call(self, method: str, params: dict[str, object]) -> dict[str, Any]:
+        """One request, its reply (the whole JSON-RPC object)."""
         self.next_id += 1
-        req = {
-            "jsonrpc": "2.0",
-            "id": self.next_id,
-            "method": "context/compose",
-            "params": {"goal": goal, "budget": budget},
-        }
+        req = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
         await self.stream.send(orjson.dumps(req) + b"\n")
         while b"\n" not in self.buf:
             self.buf += await self.stream.receive(1 << 20)
         line, self.buf = self.buf.split(b"\n", 1)
-        reply = orjson.loads(line)
+        reply: dict[str, Any] = orjson.loads(line)
+        return reply
+
+    async def compose(self, goal: str, budget: int) -> bool:
+        reply = await self.call("context/compose", {"goal": goal, "budget": budget})
         return "result" in reply and reply["result"]["audit"]["entries"] is not None
 
 

@@ -4,6 +4,7 @@ overfetch that cannot change what is asked, and ``context/query``'s rank order."
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from hostd.cli._quality import caps_arg, floors_arg
 from hostd.client import Client
+from hostd.compose import budget_split
 from tests.fixtures.cli import run_hostd as _hostd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +56,15 @@ def test_compose_passes_overfetch_caps_and_floors(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     audit = result["audit"]
     assert audit["policy"]["overfetch"] == 1.5
-    assert audit["policy"]["asked"] == {"alpha": 300, "beta": 300}  # ceil(200 × 1.5)
     assert [f["label"] for f in audit["floors"]] == [str(pinned)]
+    # The providers split what the fenced floor leaves (priced once, as composition
+    # prices it), each asked for its share × 1.5.
+    contested = 500 - audit["floors"][0]["tokens"]
+    shares = budget_split(contested, 2)
+    assert audit["policy"]["asked"] == {
+        "alpha": math.ceil(shares[0] * 1.5),
+        "beta": math.ceil(shares[1] * 1.5),
+    }
     alpha = [e for e in audit["entries"] if e["frame"]["provider_id"] == "alpha"]
     # The budget bounds the prompt: the preamble and the fenced floor leave about
     # 290 tokens, of which alpha may fill 30%: one fenced 50-token frame, not two.

@@ -13,8 +13,9 @@ from hostd.errors import FloorsExceedBudget
 from ._budget import budget_split
 from ._calibrated import Calibration, MonotoneMap
 from ._candidates import CandidateSet, frame_sort_key
-from ._compose import Floor, compose_for_prompt
+from ._compose import compose_for_prompt
 from ._dedup import DedupDrop, Deduped, dedup_cross_provider
+from ._floors import AdmittedFloors, Floor, check_floors
 from ._placement import PLACEMENTS, fold_to_edges, order_by, order_by_value, place
 from ._render import (
     EVIDENCE_PREAMBLE,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "EVIDENCE_PREAMBLE",
     "PLACEMENTS",
+    "AdmittedFloors",
     "AuditEntry",
     "Calibrated",
     "Calibration",
@@ -65,6 +67,7 @@ __all__ = [
     "ScoreDescending",
     "Strategy",
     "budget_split",
+    "check_floors",
     "citation_label_for",
     "compose_context",
     "compose_for_prompt",

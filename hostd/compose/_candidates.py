@@ -172,8 +172,11 @@ class CandidateSet(Sequence[FramePair]):
         return self.key_column()
 
     def key_column(self) -> list[SortKey]:
-        """Every candidate's canonical key, index aligned."""
-        return list(map(self.key, range(len(self.frames))))
+        """Every candidate's canonical key, index aligned (zipped from the columns in
+        C, not built one call at a time)."""
+        digests = self.digests
+        has = [d is not None for d in digests]
+        return list(zip(self.provider_ids, self.ids, has, [d or "" for d in digests], strict=True))
 
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])

@@ -163,7 +163,12 @@ def dedup_pool(
     links = _repeats(digests)
     # ... or the same file region (uri and range).
     flat = list(chain.from_iterable(provs))
-    owners = list(chain.from_iterable(map(repeat, range(n), map(len, provs))))
+    # Most frames carry one provenance entry: then entry k is frame k's.
+    owners: Sequence[int] = (
+        range(n)
+        if len(flat) == n and list(map(len, provs)).count(1) == n
+        else list(chain.from_iterable(map(repeat, range(n), map(len, provs))))
+    )
     links += _region_links(flat, owners)
     if not links:
         return _DedupResult(pool, range(n), [])

@@ -3,9 +3,9 @@
 The budget bounds the rendered prompt (B3: ``ceil(utf8 bytes / 4)`` of the
 whole of it), so the packer counts what the prompt really holds: the constant
 preamble once, each floor's and each frame's fenced block with its attributes.
-A block is rendered when its frame is considered, and admitted only if the
-prompt with it stays within ``4 * budget`` bytes; the block admitted is the
-block later placed, so the count cannot drift from the output.
+A frame is priced (``rendered_sizes``) when the walk considers it and admitted
+only if the prompt with its block stays within ``4 * budget`` bytes; only then
+is the block rendered, and the block admitted is the block later placed.
 
 Labels are made unique here, in rank order (floors first): a label's length
 is part of its block's cost, so it has to be known when the block is counted.
@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hostd.protocol import ContextFrame
-
-from ._render import FENCE_MIN_BYTES, citation_label_for, utf8_size
+from ._render import utf8_size
 
 __all__ = ["Labels", "Packing", "pack", "tokens_of_bytes", "utf8_size"]
 
@@ -86,38 +84,42 @@ class Packing:
 
 def pack(
     order: Sequence[int],
-    frames: Sequence[ContextFrame],
     provider_ids: Sequence[str],
-    lengths: Sequence[int],
+    labels: Sequence[str],
+    sizes: Sequence[int],
     *,
     fixed: int,
     budget: int,
-    labels: Labels,
+    book: Labels,
     caps: Caps,
     render: Render,
 ) -> Packing:
     """Walk ``order`` (best first) and admit each frame whose block still fits.
 
     ``fixed`` is the bytes the prompt holds before any frame (preamble and
-    floors); ``lengths`` each candidate's content length in characters, a lower
-    bound of its content's UTF-8 bytes, so a frame that cannot fit is mostly
-    passed over without rendering it. Once even the shortest frame cannot fit,
-    the walk stops: every frame left is over budget with the same room left.
+    floors); ``labels`` each candidate's citation label and ``sizes`` the bytes
+    of its block under that label (``rendered_sizes``). A repeated label grows
+    by its ASCII ``" #n"`` suffix and the block by as many bytes, so a frame is
+    priced without rendering it; only an admitted frame is rendered. Once even
+    the smallest block cannot fit, the walk stops: every frame left is over
+    budget with the same room left.
     """
     capacity = 4 * budget
     out = Packing(fixed)
     used = fixed
-    shortest = min(lengths, default=0) + FENCE_MIN_BYTES
+    smallest = min(sizes, default=0)
     default_cap = caps.get("*")
     spent: dict[str, int] = {}
+    peek = book.peek
     for rank, i in enumerate(order):
-        if used + shortest > capacity:
+        if used + smallest > capacity:
             break
-        if used + lengths[i] + FENCE_MIN_BYTES > capacity:
+        size = sizes[i]
+        if used + size > capacity:
             continue
-        label = labels.peek(citation_label_for(frames[i]))
-        block = render(i, label)
-        size = utf8_size(block)
+        base = labels[i]
+        label = peek(base)
+        size += len(label) - len(base)  # the suffix is ASCII: one byte a character
         if used + size > capacity:
             continue
         cost = tokens_of_bytes(size)
@@ -130,11 +132,11 @@ def pack(
                     out.capped[rank] = ((pid, cap[0], cap[1]), cost)
                     continue
                 spent[pid] = so_far + cost
-        labels.claim(label)
+        book.claim(label)
         used += size
         out.chosen.append(i)
         out.ranks.append(rank)
-        out.blocks.append(block)
+        out.blocks.append(render(i, label))
         out.labels.append(label)
         out.costs.append(cost)
         out.used_after.append(used)

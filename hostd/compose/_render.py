@@ -22,7 +22,8 @@ cacheable bytes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
+from operator import add, attrgetter, itemgetter
 
 from hostd.protocol import ContextFrame
 
@@ -32,12 +33,14 @@ from ._lookalikes import IGNORABLE, LOOKALIKES, M_SEQUENCES
 __all__ = [
     "EVIDENCE_PREAMBLE",
     "citation_label_for",
+    "kinds_and_labels",
     "compose_context",
     "escape_attribute",
     "neutralize_controls",
     "neutralize_fences",
     "render_frame",
     "rendered_size",
+    "rendered_sizes",
     "utf8_size",
 ]
 
@@ -122,6 +125,9 @@ def neutralize_fences(content: str) -> str:
     or width with invisible characters anywhere between them. Only that opener
     is touched, so code, markup and ordinary text in any script keep their bytes.
     """
+    if content.isascii():  # every opener but "<" is outside ASCII
+        if "<" not in content:
+            return content
     # No opener, nothing fence-shaped. One substring test per opener: each is a
     # memchr-like scan, and one that cannot occur in the string's storage width
     # (a non-ASCII opener in ASCII text) is refused at once.
@@ -152,12 +158,27 @@ def escape_attribute(value: str) -> str:
     return neutralize_fences(value).translate(_ATTR_TABLE)
 
 
+# Read from the model's ``__dict__`` (pydantic v2 keeps field values there): cheaper
+# than attribute access, once per frame.
+_LABEL_FIELDS = itemgetter("kind", "citation_label", "title")
+_DICT = attrgetter("__dict__")
+
+
 def citation_label_for(frame: ContextFrame) -> str:
     """The label a frame is cited by: ``citation_label`` (F3), else its title."""
     label = frame.citation_label
     if label is None or not label.strip():
         return frame.title
     return label
+
+
+def kinds_and_labels(frames: Sequence[ContextFrame]) -> tuple[list[str], list[str]]:
+    """Every frame's ``kind`` and ``citation_label_for``, read from the models'
+    ``__dict__`` in one pass."""
+    rows = list(map(_LABEL_FIELDS, map(_DICT, frames)))
+    kinds = [kind for kind, _, _ in rows]
+    labels = [title if label is None or not label.strip() else label for _, label, title in rows]
+    return kinds, labels
 
 
 def render_frame(
@@ -188,6 +209,24 @@ def utf8_size(text: str) -> int:
 
 #: What ``verified=False`` adds to a fence line.
 _UNVERIFIED_MARK = ' verified="no"'
+# Read from the model's ``__dict__`` (pydantic v2 keeps field values there): cheaper
+# than attribute access, once per frame.
+
+
+def _attrs_size(provider_id: str, frame_id: str, kind: str, cite: str) -> int:
+    """The bytes of the four attribute values as ``render_frame`` writes them."""
+    attrs = f"{provider_id}{frame_id}{kind}{cite}"
+    if _ATTR_SPECIAL_RE.search(attrs) is not None:
+        return sum(utf8_size(escape_attribute(a)) for a in (provider_id, frame_id, kind, cite))
+    return len(attrs) if attrs.isascii() else len(attrs.encode())
+
+
+def _content_size(content: str | None) -> int:
+    """The bytes of ``content`` as ``render_frame`` writes it (neutralised)."""
+    if not content:  # a reference frame carries no inline bytes (P3)
+        return 0
+    content = neutralize_fences(neutralize_controls(content))
+    return len(content) if content.isascii() else len(content.encode())
 
 
 def rendered_size(
@@ -201,19 +240,72 @@ def rendered_size(
     encoding of the whole block. A property test holds it equal to the render.
     """
     cite = citation_label_for(frame) if label is None else label
-    fid, kind = frame.id, frame.kind
-    attrs = f"{provider_id}{fid}{kind}{cite}"
-    if _ATTR_SPECIAL_RE.search(attrs) is not None:
-        size = sum(utf8_size(escape_attribute(a)) for a in (provider_id, fid, kind, cite))
-    else:  # utf8_size, inline: this runs once for every excluded frame
-        size = len(attrs) if attrs.isascii() else len(attrs.encode())
+    size = FENCE_MIN_BYTES + _attrs_size(provider_id, frame.id, frame.kind, cite)
     if not verified:
         size += len(_UNVERIFIED_MARK)
-    content = frame.content
-    if content:  # a reference frame carries no inline bytes (P3)
-        content = neutralize_fences(neutralize_controls(content))
-        size += len(content) if content.isascii() else len(content.encode())
-    return FENCE_MIN_BYTES + size
+    return size + _content_size(frame.content)
+
+
+def _clean_ascii(text: str, specials: bytes) -> bool:
+    """True if ``text`` is ASCII holding none of the bytes ``specials``."""
+    if not text.isascii():
+        return False
+    raw = text.encode()
+    return len(raw.translate(None, specials)) == len(raw)
+
+
+#: ASCII that changes in content: "<" (a fence may start there) and C0 controls.
+_CONTENT_SPECIALS = b"<" + _C0_BYTES
+#: ASCII that changes in an attribute value (every opener but "<" is outside ASCII).
+_ATTR_SPECIALS = bytes(cp for cp in range(0x80) if cp in _ATTR_TABLE)
+#: The pieces the bulk tests join: small enough for the allocator to reuse their
+#: memory (one join of every content is a fresh mapping of pages each call, which
+#: costs more than the scan itself).
+_PIECE_CHARS = 48 * 1024
+
+
+def _all_clean(texts: Sequence[str], specials: bytes) -> bool:
+    """``_clean_ascii`` of every text, tested a few pieces at a time."""
+    total = sum(map(len, texts))
+    if not total:
+        return True
+    n = len(texts)
+    step = max(1, n * _PIECE_CHARS // total)
+    return all(_clean_ascii("".join(texts[k : k + step]), specials) for k in range(0, n, step))
+
+
+def rendered_sizes(
+    provider_ids: Sequence[str],
+    ids: Sequence[str],
+    kinds: Sequence[str],
+    labels: Sequence[str],
+    contents: Sequence[str | None],
+    unverified: Collection[int] = (),
+) -> list[int]:
+    """``rendered_size`` of every candidate, given as columns (provider id, frame id,
+    kind, citation label, content; ``verified=False`` for those in ``unverified``),
+    priced in bulk.
+
+    Most evidence is plain ASCII that renders as itself: one test over all the
+    attribute values and one over all the contents (each a C-level pass over the
+    joined text) tell so, and then a block's size is the sum of lengths. Only when
+    a test fails is each value of that kind priced on its own.
+    """
+    if not ids:
+        return []
+    if _all_clean([*provider_ids, *ids, *kinds, *labels], _ATTR_SPECIALS):
+        sizes = list(map(add, map(add, map(len, provider_ids), map(len, ids)), map(len, kinds)))
+        sizes = list(map(add, sizes, map(len, labels)))
+    else:
+        sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
+    if _all_clean([c for c in contents if c], _CONTENT_SPECIALS):
+        content_sizes = [len(c) if c else 0 for c in contents]
+    else:
+        content_sizes = list(map(_content_size, contents))
+    out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, content_sizes, strict=True)]
+    for i in unverified:
+        out[i] += len(_UNVERIFIED_MARK)
+    return out
 
 
 def render_floor(label: str, content: str, position: str) -> str:

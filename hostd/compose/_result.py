@@ -2,25 +2,18 @@
 
 The audit is a total partition of the offered frames: exactly one entry per
 frame, included (rank, score, position, tokens, verification) or excluded with
-exactly one reason. Entries are kept as compact rows while composing and only
-become ``AuditEntry`` objects (or plain dicts, for one log event per entry)
-when someone reads them, so a 100k-frame composition does not pay for 100k
-objects it may never look at.
+exactly one reason. The composition builds each entry once, as the JSON-ready
+dict the wire and the log carry; ``AuditEntry`` is its typed reading.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Literal
 
-import orjson
-
 from hostd.protocol import FrameId, Provenance
-
-from ._candidates import SortKey, frame_id_of_key, key_to_wire
 
 __all__ = [
     "AuditEntry",
@@ -33,70 +26,9 @@ __all__ = [
 INCLUDED: Literal["included"] = "included"
 EXCLUDED: Literal["excluded"] = "excluded"
 
-# Row layout (internal): (key, reason, extra, rank, score, position, tokens,
-# verification, vouched_by). ``reason`` None means included. ``extra`` holds
-# what the reason's detail is built from: remaining tokens (over_budget), the
-# kept key (duplicate), (provider, cap, share) (provider_cap) or the caller's
-# detail mapping (reasons from earlier stages).
-Row = tuple[
-    SortKey,
-    str | None,
-    Any,
-    int | None,
-    float | None,
-    int | None,
-    int | None,
-    Mapping[str, Any] | None,
-    tuple[str, ...],
-]
-
-
-_RANK = itemgetter(3)
-_BUILTIN_REASONS = frozenset({"over_budget", "duplicate", "provider_cap"})
-
-
-def _row_order(r: Row) -> tuple[Any, ...]:
-    """A total order on rows: canonical FrameId first, then everything else, so the
-    same identity offered twice (even with different bodies) sorts the same way
-    whatever the arrival order."""
-    key, reason, extra, rank, score, _position, tokens, _verification, _vouched = r
-    if reason is None or reason in _BUILTIN_REASONS:
-        extra_key = repr(extra)
-    else:
-        try:
-            extra_key = orjson.dumps(extra, option=orjson.OPT_SORT_KEYS, default=repr).decode()
-        except TypeError:  # a value orjson cannot carry (an integer past 64 bits): still a key
-            extra_key = "\x00" + repr(extra)
-    return (
-        key,
-        reason is not None,
-        reason or "",
-        -1 if rank is None else rank,
-        -1 if tokens is None else tokens,
-        -math.inf if score is None or score != score else score,
-        extra_key,
-    )
-
-
-def _unranked_order(r: Row) -> tuple[Any, ...]:
-    return (r[1] != "duplicate", *_row_order(r))
-
 
 def _json_float(x: float | None) -> float | None:
     return x if x is None or math.isfinite(x) else None
-
-
-def _detail(reason: str | None, extra: Any, tokens: int | None, *, wire: bool) -> dict[str, Any]:
-    if reason is None:
-        return {}
-    if reason == "over_budget":
-        return {"cost": tokens, "remaining": extra}
-    if reason == "duplicate":
-        return {"kept": key_to_wire(extra) if wire else frame_id_of_key(extra)}
-    if reason == "provider_cap":
-        provider, cap, share = extra
-        return {"provider": provider, "cap": cap, "share": share}
-    return dict(extra) if extra else {}
 
 
 @dataclass(slots=True, frozen=True)
@@ -121,6 +53,27 @@ class AuditEntry:
     @property
     def provider_id(self) -> str:
         return self.frame.provider_id
+
+    @classmethod
+    def from_wire(cls, entry: Mapping[str, Any]) -> AuditEntry:
+        """An entry read back from its wire form (``CompositionAudit.entry_dicts``)."""
+        reason = entry.get("reason")
+        detail = dict(entry.get("detail") or {})
+        if reason == "duplicate" and isinstance(detail.get("kept"), dict):
+            detail["kept"] = FrameId.from_wire(detail["kept"])
+        verification = entry.get("verification")
+        return cls(
+            FrameId.from_wire(entry["frame"]),
+            entry["disposition"],
+            reason,
+            detail,
+            entry.get("rank"),
+            entry.get("score"),
+            entry.get("position"),
+            entry.get("tokens"),
+            dict(verification) if verification is not None else None,
+            tuple(entry.get("vouched_by", ())),
+        )
 
     def to_wire(self) -> dict[str, Any]:
         """A JSON-ready dict (also the fields of the ``compose.audit`` log event)."""
@@ -193,88 +146,41 @@ class CompositionAudit:
     included or not, then duplicates, then earlier stages' exclusions, each of
     those in canonical FrameId order), ``global_budget``,
     ``tokens_used`` (the canonical cost of the whole prompt, preamble and fences
-    included, never above the budget), ``policy`` (strategy and placement) and
+    included, never above the budget), ``policy`` (strategy, placement and, from a
+    fan-out, ``overfetch`` and the tokens each provider was ``asked``) and
     ``floors``. An entry's ``tokens`` is what its fenced block costs.
+
+    The entries are built once by the composition, in their wire form
+    (``entry_dicts``, shared: read them, do not change them); ``entries`` reads
+    them as typed ``AuditEntry`` values.
     """
 
-    __slots__ = (
-        "_entries",
-        "_more_rows",
-        "_rows",
-        "_sorted",
-        "floors",
-        "global_budget",
-        "policy",
-        "tokens_used",
-    )
+    __slots__ = ("_entries", "_wire", "floors", "global_budget", "policy", "tokens_used")
 
     def __init__(
         self,
-        rows: list[Row],
+        entries: list[dict[str, Any]],
         *,
         global_budget: int,
         tokens_used: int,
         policy: Mapping[str, Any],
         floors: tuple[FloorRecord, ...] = (),
-        more_rows: Callable[[], list[Row]] | None = None,
     ) -> None:
-        """``more_rows`` produces further rows on first read (the packer's bulk of
-        excluded frames), so a composition nobody audits does not build them."""
-        self._rows = rows
-        self._sorted = False
-        self._more_rows = more_rows
+        self._wire = entries
         self._entries: tuple[AuditEntry, ...] | None = None
         self.global_budget = global_budget
         self.tokens_used = tokens_used
         self.policy = dict(policy)
         self.floors = floors
 
-    def _all_rows(self) -> list[Row]:
-        if self._more_rows is not None:
-            self._rows.extend(self._more_rows())
-            self._more_rows = None
-            self._sorted = False
-        return self._rows
-
-    def _sorted_rows(self) -> list[Row]:
-        rows = self._all_rows()
-        if self._sorted:
-            return rows
-        # Ranked frames first, best first (their rank is already set-pure), then
-        # the rest (duplicates, then earlier stages' exclusions) in canonical
-        # FrameId order with every other field as the tie-break.
-        ranked = [r for r in rows if r[3] is not None]
-        ranked.sort(key=_RANK)
-        rest = [r for r in rows if r[3] is None]
-        rest.sort(key=_unranked_order)
-        rows[:] = ranked + rest
-        self._sorted = True
-        return rows
-
     @property
     def entries(self) -> tuple[AuditEntry, ...]:
         if self._entries is None:
-            self._entries = tuple(
-                AuditEntry(
-                    frame_id_of_key(key),
-                    INCLUDED if reason is None else EXCLUDED,
-                    reason,
-                    _detail(reason, extra, tokens, wire=False),
-                    rank,
-                    score,
-                    position,
-                    tokens,
-                    verification,
-                    vouched,
-                )
-                for key, reason, extra, rank, score, position, tokens, verification, vouched in (
-                    self._sorted_rows()
-                )
-            )
+            self._entries = tuple(map(AuditEntry.from_wire, self._wire))
         return self._entries
 
     def __len__(self) -> int:
-        return len(self._all_rows())
+        return len(self._wire)
 
     def included(self) -> list[AuditEntry]:
         return [e for e in self.entries if e.reason is None]
@@ -283,11 +189,11 @@ class CompositionAudit:
         return [e for e in self.entries if e.reason is not None]
 
     def counts(self) -> dict[str, Any]:
-        """``{"included": n, "excluded": {reason: n}}`` without building entries."""
+        """``{"included": n, "excluded": {reason: n}}``."""
         included = 0
         excluded: dict[str, int] = {}
-        for row in self._all_rows():
-            reason = row[1]
+        for entry in self._wire:
+            reason = entry.get("reason")
             if reason is None:
                 included += 1
             else:
@@ -296,27 +202,11 @@ class CompositionAudit:
 
     def entry_dicts(self) -> list[dict[str, Any]]:
         """Every entry as a JSON-ready dict, in ``entries`` order (one log event each)."""
-        return [
-            _entry_dict(
-                key_to_wire(key),
-                key[0],
-                reason,
-                _detail(reason, extra, tokens, wire=True),
-                rank,
-                score,
-                position,
-                tokens,
-                verification,
-                vouched,
-            )
-            for key, reason, extra, rank, score, position, tokens, verification, vouched in (
-                self._sorted_rows()
-            )
-        ]
+        return list(self._wire)
 
     def to_wire(self) -> dict[str, Any]:
         return {
-            "entries": self.entry_dicts(),
+            "entries": list(self._wire),
             "global_budget": self.global_budget,
             "tokens_used": self.tokens_used,
             "policy": dict(self.policy),

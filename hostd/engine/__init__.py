@@ -9,6 +9,7 @@ through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 ``hostd.compose``.
 """
 
+from ._engine import Engine
 from ._gate import ConsentGate, missing_consent
 from ._health import (
     MAX_ERROR_CHARS,
@@ -46,6 +47,7 @@ __all__ = [
     "QUARANTINE_RULES",
     "ConsentGate",
     "ConsentStore",
+    "Engine",
     "Excluded",
     "FanOut",
     "FanOutPlan",

@@ -154,10 +154,12 @@ def decide_start(
         return decide_parked(health, now=now, policy=policy)
     if health.failed_at is None:
         return StartDecision(StartAction.START)
-    due = health.failed_at + backoff_delay(health.consecutive_failures, policy)
+    backoff = backoff_delay(health.consecutive_failures, policy)
+    due = health.failed_at + backoff
     if now >= due:
         return StartDecision(StartAction.START)
-    return StartDecision(StartAction.WAIT, due - now)
+    # Clamped: (t + d) - t can round to just over d, and a wait never exceeds its backoff.
+    return StartDecision(StartAction.WAIT, min(due - now, backoff))
 
 
 def is_parked(health: Health, policy: RestartPolicy) -> bool:
@@ -187,7 +189,7 @@ def decide_parked(health: Health, *, now: float, policy: RestartPolicy) -> Start
         return StartDecision(StartAction.GIVE_UP, float("inf"))
     if now >= due:
         return StartDecision(StartAction.START)
-    return StartDecision(StartAction.GIVE_UP, due - now)
+    return StartDecision(StartAction.GIVE_UP, min(due - now, policy.retry_failed_after_s))
 
 
 def record_retry(health: Health) -> Health:

@@ -4,9 +4,9 @@ A request runs plan → run → judge: ``plan_fan_out`` (``_plan``) decides ever
 leg from the pool's state, the consent gate and the request (shares before any
 query is built, one deadline per provider, C1/C2/C6 before any payload);
 ``run_fan_out`` (``_run``) writes every planned request and gathers the replies
-and the planned ``context/verify`` answers in one task group; ``judge_leg`` and
-``judge`` (``_judge``) turn them into reports and audited frames; the verify
-stage (``verify``) then re-checks and merges them. Provider lifecycle, health
+and the planned ``context/verify`` answers in one task group, ending with the
+verify stage's one I/O step (verdicts judged, sources re-read); ``judge_leg``
+and ``judge`` (``_judge``) turn it all into the ``FanOut``, built once. Provider lifecycle, health
 and teardown are the pool's (``_pool``). A leg's failure is a ``LegReport``
 value, never an exception that cancels its siblings; results are ordered by
 provider id and FrameId, never by arrival.
@@ -36,14 +36,14 @@ from hostd.transport import (
 
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
-from ._judge import JudgedLeg, judge, judge_leg
+from ._judge import JudgedLeg, audited, judge, judge_leg
 from ._plan import ProviderView, plan_fan_out
 from ._pool import PoolSettings, ProviderPool, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
 from .consent import ConsentStore
-from .verify import VerifyPlan, VerifyReply, VerifyStage
+from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
 __all__ = ["Host", "LegDone"]
 
@@ -258,18 +258,27 @@ class Host:
                 except Exception as exc:  # a callback never breaks the fan-out
                     log.warning("engine.on_leg_done.failed", error=repr(exc))
 
-        if on_progress is None:
-            replies = await run_fan_out(plan, self.pool, self._consent, on_reply)
-        else:
-            replies = await self._with_progress(
-                {s.spec.id for s in slots},
-                on_progress,
-                run_fan_out(plan, self.pool, self._consent, on_reply),
+        async def check(replies: dict[str, VerifyReply]) -> StageResult | None:
+            """The turn's one I/O step after the replies: verdicts judged, sources read."""
+            if stage is None or verify is None:
+                return None
+            got = audited(judged)
+            checked = await stage.check(
+                verify,
+                replies,
+                got.accepted,
+                upstream_excluded=[e[0] for e in got.excluded],
+                distrusted=got.distrusted,
             )
-        fan = judge(plan, judged)
-        if stage is not None:
-            await self._verify(stage, fan, verify, replies)
-        return fan
+            result = stage.merge(checked)
+            stage.record(result)
+            return result
+
+        work = run_fan_out(plan, self.pool, self._consent, on_reply, check)
+        if on_progress is not None:
+            work = self._with_progress({s.spec.id for s in slots}, on_progress, work)
+        verified = await work
+        return judge(plan, judged, verified)
 
     async def _with_progress(
         self, chosen: set[str], on_progress: ProgressDone, work: Awaitable[T]
@@ -303,28 +312,6 @@ class Host:
         finally:
             self.pool.progress_listeners.remove(listener)
         return result
-
-    async def _verify(
-        self,
-        stage: VerifyStage,
-        fan: FanOut,
-        plan: VerifyPlan | None,
-        replies: dict[str, VerifyReply],
-    ) -> None:
-        """Run the verify stage over the audited frames. One audit entry per FrameId: the
-        stage never reuses nor re-reports what the leg audit dropped, and a quarantined
-        provider's held frames stay out (B2)."""
-        result = await stage.finish(
-            fan.accepted,
-            plan=plan,
-            replies=replies,
-            upstream_excluded=[e[0] for e in fan.excluded],
-            distrusted=[pid for pid, r in fan.reports.items() if r.status is LegStatus.QUARANTINED],
-        )
-        fan.accepted = list(result.accepted)
-        fan.excluded = sorted([*fan.excluded, *result.excluded], key=lambda e: e[0])
-        fan.verification = dict(result.verification)
-        fan.figures = dict(result.figures)
 
     def _can_verify(self, provider_id: str) -> bool:
         slot = self.pool.slots.get(provider_id)

@@ -3,10 +3,11 @@
 ``judge_leg`` turns one ``LegReply`` into its ``LegReport`` and, when the
 provider answered, its leg audit (``_leg_audit``: frame rules, B1–B4, Q1 against
 the query's and the declared kinds, Q2, quarantine). ``judge`` assembles the
-``FanOut``: reports keyed by provider id,
-accepted frames ordered by provider id then FrameId (never by arrival), every
-dropped frame with its reason, and each accepted frame ``unverified`` until the
-verify stage says more. No I/O, no clock.
+``FanOut`` once: reports keyed by provider id, accepted frames ordered by
+provider id then FrameId (never by arrival), every dropped frame with its
+reason, and each accepted frame's verification state — the verify stage's
+result when it ran (its source reads are the fan-out's one I/O step, run before
+this), ``unverified`` otherwise. No I/O, no clock.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
-from hostd.protocol import ContextFrame
+from hostd.protocol import ContextFrame, FrameId
 
 from ._leg_audit import LegAudit, audit_leg
 from ._plan import FanOutPlan, LegPlan
 from ._report import Excluded, FanOut, LegReport, LegStatus, report_map
 from ._run import LegReply
+from .verify import StageResult
 
-__all__ = ["JudgedLeg", "judge", "judge_leg"]
+__all__ = ["Audited", "JudgedLeg", "audited", "judge", "judge_leg"]
 
 #: The state of every accepted frame before (or without) verification: one shared,
 #: read-only mapping (readers copy what they keep).
@@ -83,12 +85,19 @@ def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
     return JudgedLeg(report, audit)
 
 
-def judge(plan: FanOutPlan, legs: Mapping[str, JudgedLeg]) -> FanOut:
-    """The fan-out's result from every planned leg's judgement."""
-    fan = FanOut(query=plan.query, global_budget=plan.global_budget, overfetch=plan.overfetch)
-    fan.shares = {leg.provider_id: leg.share for leg in plan.legs}
-    fan.asked = {leg.provider_id: leg.asked for leg in plan.legs}
-    fan.reports = report_map(legs[leg.provider_id].report for leg in plan.legs)
+@dataclass(slots=True, frozen=True)
+class Audited:
+    """What the leg audits let through and dropped, before verification: accepted
+    frames by provider id then FrameId, every drop with its reason, and the
+    providers whose leg was quarantined (B2: their held frames are not reused)."""
+
+    accepted: list[tuple[str, ContextFrame]]
+    excluded: list[Excluded]
+    distrusted: list[str]
+
+
+def audited(legs: Mapping[str, JudgedLeg]) -> Audited:
+    """Every judged leg's frames, merged (pure; never by arrival)."""
     accepted: list[tuple[str, ContextFrame]] = []
     excluded: list[Excluded] = []
     for pid in sorted(legs):
@@ -96,9 +105,33 @@ def judge(plan: FanOutPlan, legs: Mapping[str, JudgedLeg]) -> FanOut:
         if audit is None:
             continue
         excluded.extend(audit.excluded)
-        accepted.extend((pid, frame) for frame in audit.accepted)
         # Already in (provider id, FrameId) order: providers sorted, each audit's sorted.
-        fan.verification.update(dict.fromkeys(audit.accepted_ids, UNVERIFIED))
-    fan.accepted = accepted
-    fan.excluded = sorted(excluded, key=itemgetter(0))
+        accepted.extend((pid, frame) for frame in audit.accepted)
+    distrusted = [p for p in sorted(legs) if legs[p].report.status is LegStatus.QUARANTINED]
+    return Audited(accepted, excluded, distrusted)
+
+
+def judge(
+    plan: FanOutPlan, legs: Mapping[str, JudgedLeg], verified: StageResult | None = None
+) -> FanOut:
+    """The fan-out's result, built once, from every planned leg's judgement and (with
+    the verify stage on) the turn's verified result: its accepted frames and states
+    stand, its drops join the leg audits'. Without it every accepted frame is
+    ``unverified``."""
+    fan = FanOut(query=plan.query, global_budget=plan.global_budget, overfetch=plan.overfetch)
+    fan.shares = {leg.provider_id: leg.share for leg in plan.legs}
+    fan.asked = {leg.provider_id: leg.asked for leg in plan.legs}
+    fan.reports = report_map(legs[leg.provider_id].report for leg in plan.legs)
+    got = audited(legs)
+    if verified is None:
+        fan.accepted = got.accepted
+        fan.excluded = sorted(got.excluded, key=itemgetter(0))
+        fan.verification = dict.fromkeys(
+            (FrameId.of(pid, f) for pid, f in got.accepted), UNVERIFIED
+        )
+        return fan
+    fan.accepted = list(verified.accepted)
+    fan.excluded = sorted([*got.excluded, *verified.excluded], key=itemgetter(0))
+    fan.verification = dict(verified.verification)
+    fan.figures = dict(verified.figures)
     return fan

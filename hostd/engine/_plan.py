@@ -41,6 +41,7 @@ __all__ = [
     "gate",
     "leg_limit_ms",
     "plan_fan_out",
+    "trim_representations",
 ]
 
 
@@ -80,6 +81,8 @@ class LegPlan:
     #: The request named no ``timeout_ms``: a provider that is not ready yet is waited
     #: for up to its start deadline, and the leg's own bound counts from then.
     wait_ready: bool = False
+    #: Consent was decided here (the provider was live); else once after its start.
+    judged: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -126,11 +129,16 @@ def gate(
     missing = missing_consent(consent, provider_id, info)
     if missing:
         return query, tuple(missing)
+    return trim_representations(query, capabilities), ()
+
+
+def trim_representations(query: ContextQuery, capabilities: Capabilities) -> ContextQuery:
+    """P5: the query's representation preferences cut to what the provider advertised."""
     if check_representation_preferences(query, capabilities):
         advertised = {"full", *capabilities.representations}
         kept = [r for r in query.representation_preferences or () if r in advertised]
         query = query.model_copy(update={"representation_preferences": kept})
-    return query, ()
+    return query
 
 
 def plan_fan_out(
@@ -179,18 +187,20 @@ def _leg(
         fields = {"query": leg_query, "wait_ready": timeout_ms is None, **more}
         return LegPlan(spec.id, action, share, asked, limit, now + limit / 1000, **fields)
 
-    if asked <= 0:
-        return leg(LegAction.SKIP)
     if view.info is None or view.capabilities is None:
-        return leg(LegAction.START)  # consent is judged after its handshake, by ``gate``
+        # Consent is judged once after its handshake, by ``gate`` (its leg's or its verify's).
+        return leg(LegAction.SKIP if asked <= 0 else LegAction.START)
+    # Consent is decided here, once, for every live provider (its verify reads it too).
     gated, missing = gate(leg_query, spec.id, view.info, view.capabilities, consent)
+    if asked <= 0:
+        return leg(LegAction.SKIP, missing_scopes=missing, judged=True)
     if missing:
-        return leg(LegAction.NO_CONSENT, missing_scopes=missing)
+        return leg(LegAction.NO_CONSENT, missing_scopes=missing, judged=True)
 
     # The template's wire form with this leg's max_tokens, unless P5 trimmed the query.
     untrimmed = gated.representation_preferences == query.representation_preferences
     wire = {**template, "max_tokens": asked} if untrimmed else gated.to_wire()
-    return leg(LegAction.SEND, query=gated, wire=wire)
+    return leg(LegAction.SEND, query=gated, wire=wire, judged=True)
 
 
 def _check_overfetch(overfetch: float) -> float:

@@ -165,11 +165,3 @@ class FanOut:
 def report_map(reports: Iterable[LegReport]) -> dict[str, LegReport]:
     """Reports keyed and ordered by provider id."""
     return {r.provider_id: r for r in sorted(reports, key=lambda r: r.provider_id)}
-
-
-def sorted_accepted(
-    accepted: Mapping[str, Iterable[ContextFrame]],
-) -> list[tuple[str, ContextFrame]]:
-    out = [(pid, f) for pid, frames in accepted.items() for f in frames]
-    out.sort(key=lambda pf: FrameId.of(pf[0], pf[1]))
-    return out

@@ -8,16 +8,19 @@ and is written the same way. There is one send path: ``start_query`` writes a
 request at once when the binding pipelines and the pipe takes it whole, else the
 leg's task writes it with ``query`` under its deadline. The planned
 ``context/verify`` calls run in the same task group, each ended by its
-provider's leg deadline. Every leg's failure becomes a ``LegReply`` value, so
-siblings are never cancelled; the pool is told of broken connections.
+provider's leg deadline; once every reply is in, the caller's last step (the
+turn's source reads) runs in that same group. Consent is decided once: by the
+plan for a provider live when it planned, else once after its start (``ready``,
+shared by its leg and its verify). Every leg's failure becomes a ``LegReply``
+value, so siblings are never cancelled; the pool is told of broken connections.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -39,9 +42,9 @@ from hostd.protocol import (
 )
 from hostd.transport import ProviderLink, StartedCall
 
-from ._gate import ConsentGate, missing_consent
-from ._plan import FanOutPlan, LegAction, LegPlan, gate
-from ._pool import ProviderPool
+from ._gate import ConsentGate
+from ._plan import FanOutPlan, LegAction, LegPlan, gate, trim_representations
+from ._pool import ProviderPool, Slot
 from ._report import LegStatus
 from .verify import VerifyReply, ask_one
 
@@ -51,6 +54,20 @@ __all__ = ["LegReply", "run_fan_out"]
 OnReply = Callable[["LegReply"], Coroutine[Any, Any, None]]
 #: What a ``send`` leg's early write left: the started call, nothing, or its failure.
 Written = StartedCall | HostdError | None
+#: A live connection and the scopes it still lacks consent for (C1, C2, C6).
+Ready = tuple[ProviderLink, tuple[str, ...]]
+T = TypeVar("T")
+
+
+class _Once(Generic[T]):
+    """One provider's start and consent gate, shared by its leg and its verify."""
+
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.value: T | None = None
+        self.error: HostdError | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -121,7 +138,7 @@ def _figure(progress: Mapping[str, Any]) -> str:
 
 
 class _Runner:
-    __slots__ = ("clock", "consent", "on_reply", "plan", "pool")
+    __slots__ = ("clock", "consent", "on_reply", "plan", "pool", "ready_links", "starts")
 
     def __init__(
         self,
@@ -135,6 +152,43 @@ class _Runner:
         self.consent = consent
         self.on_reply = on_reply
         self.clock = time.perf_counter()
+        #: Consent as the plan decided it, for providers live at planning time.
+        self.ready_links: dict[str, Ready] = {}
+        #: Consent decided once after a start, for the others.
+        self.starts: dict[str, _Once[Ready]] = {}
+
+    async def ready(self, leg: LegPlan) -> Ready:
+        """The provider's live connection and its missing scopes: as the plan decided
+        them for a connection live when it planned, else decided once after its
+        start (by ``gate``), whoever asks first — its leg or its verify."""
+        slot = self.pool.slots[leg.provider_id]
+        planned = self.ready_links.get(leg.provider_id)
+        if planned is not None and planned[0].alive:
+            return planned
+        once = self.starts.get(leg.provider_id)
+        if once is None:
+            once = self.starts[leg.provider_id] = _Once()
+            try:
+                once.value = await self._start(slot, leg)
+            except HostdError as exc:
+                once.error = exc
+                raise
+            finally:
+                if once.value is None and once.error is None:  # cancelled by its deadline
+                    once.error = ProviderTimeout(f"{leg.provider_id}: provider not ready")
+                once.done.set()
+        await once.done.wait()
+        if once.error is not None:
+            raise once.error
+        assert once.value is not None
+        return once.value
+
+    async def _start(self, slot: Slot, leg: LegPlan) -> Ready:
+        # Ready (or failed its warm-up) within the caller's bound, else warming at its end.
+        conn = await self.pool.ready(slot, leg.deadline)
+        assert conn.info is not None and conn.capabilities is not None
+        _, missing = gate(leg.query, leg.provider_id, conn.info, conn.capabilities, self.consent)
+        return conn, missing
 
     def reply(self, leg: LegPlan, query: ContextQuery, **fields: Any) -> LegReply:
         latency = (time.perf_counter() - self.clock) * 1000
@@ -172,15 +226,13 @@ class _Runner:
                 if isinstance(written, HostdError):
                     raise written
                 call = written
-                if started:  # a ``start`` leg: not running, or not ready yet
-                    if conn is None:  # ready within this leg's bound, or warming at its end
-                        conn = await self.pool.ready(slot, leg.deadline)
-                    assert conn.info is not None and conn.capabilities is not None
-                    query, missing = gate(
-                        query, leg.provider_id, conn.info, conn.capabilities, self.consent
-                    )
+                if started:  # a ``start`` leg: not running, or not ready yet; consent is
+                    # judged once, after the start (ready within this leg's bound)
+                    conn, missing = await self.ready(leg)
                     if missing:
                         return self.no_consent(leg, query, missing)
+                    assert conn.capabilities is not None
+                    query = trim_representations(query, conn.capabilities)
                     call = _write(conn, query)
                 assert conn is not None
                 result = await _result(conn, query, call)
@@ -244,11 +296,13 @@ class _Runner:
     async def send_verify(
         self, provider_id: str, identities: list[FrameIdentity]
     ) -> list[FrameVerdict]:
-        """``context/verify`` to one provider (V1: identities only), after the consent gate."""
-        slot = self.pool.slots[provider_id]
-        conn = await self.pool.ensure(slot)
-        if conn.info is not None and missing_consent(self.consent, provider_id, conn.info):
-            raise HostdError("no consent for the provider's scopes")
+        """``context/verify`` to one provider (V1: identities only), on the consent its
+        leg was planned or started with: nothing is sent without it."""
+        leg = self.plan.leg(provider_id)
+        assert leg is not None, "verify is planned only for the fan-out's providers"
+        conn, missing = await self.ready(leg)
+        if missing:
+            raise HostdError("no consent recorded for scope(s): " + ", ".join(missing))
         response = await conn.verify(identities)
         return list(response.verdicts)
 
@@ -269,13 +323,19 @@ async def run_fan_out(
     pool: ProviderPool,
     consent: ConsentGate | None,
     on_reply: OnReply,
-) -> dict[str, VerifyReply]:
+    then: Callable[[dict[str, VerifyReply]], Awaitable[T]],
+) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
-    as it lands) and the planned verify replies, in one task group."""
+    as it lands) and the planned verify replies, in one task group; once all are in,
+    ``then(verify_replies)`` runs in the same group (the turn's source reads) and its
+    value is returned."""
     runner = _Runner(plan, pool, consent, on_reply)
     settled: list[LegReply] = []
     pending: list[tuple[LegPlan, Written, ProviderLink | None]] = []
     for leg in plan.legs:
+        live = pool.slots[leg.provider_id].live() if leg.judged else None
+        if live is not None:
+            runner.ready_links[leg.provider_id] = (live, leg.missing_scopes)
         if leg.action is LegAction.SKIP:
             settled.append(
                 runner.reply(
@@ -289,22 +349,38 @@ async def run_fan_out(
         elif leg.action is LegAction.NO_CONSENT:
             settled.append(runner.no_consent(leg, leg.query, leg.missing_scopes))
         elif leg.action is LegAction.SEND:
-            conn = pool.slots[leg.provider_id].live()
-            assert conn is not None, "a send leg is planned only on a live connection"
+            assert live is not None, "a send leg is planned only on a live connection"
             try:
-                written: Written = _write(conn, leg.query, leg.wire)
+                written: Written = _write(live, leg.query, leg.wire)
             except HostdError as exc:  # the leg's task reports it like any other failure
                 written = exc
-            pending.append((leg, written, conn))
+            pending.append((leg, written, live))
         else:
             pending.append((leg, None, None))
     replies: dict[str, VerifyReply] = {}
+    asks = list(plan.verify.asks) if plan.verify is not None else []
+    waiting = len(pending) + len(settled) + len(asks)
+    all_in = anyio.Event()
+    out: list[T] = []
+
+    async def counted(step: Awaitable[None]) -> None:
+        nonlocal waiting
+        await step
+        waiting -= 1
+        if waiting == 0:
+            all_in.set()
+
+    async def last() -> None:
+        if waiting:
+            await all_in.wait()
+        out.append(await then(replies))
+
     async with anyio.create_task_group() as tg:
         for leg, written, conn in pending:
-            tg.start_soon(runner.leg, leg, written, conn)
+            tg.start_soon(counted, runner.leg(leg, written, conn))
         for reply in settled:
-            tg.start_soon(on_reply, reply)
-        if plan.verify is not None:
-            for pid in plan.verify.asks:
-                tg.start_soon(runner.verify, pid, replies)
-    return replies
+            tg.start_soon(counted, on_reply(reply))
+        for pid in asks:
+            tg.start_soon(counted, runner.verify(pid, replies))
+        tg.start_soon(last)
+    return out[0]

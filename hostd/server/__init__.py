@@ -5,10 +5,11 @@ this package wires the engine's fan-out and the composition library to clients;
 it never ranks, renders or speaks to providers itself.
 """
 
-from ._api import METHODS, ComposeParams, QueryParams, RequestContext
+from ._api import METHODS, RequestContext
 from ._connection import Connection, Limits
 from ._daemon import Daemon
 from ._listeners import ListenerError, open_stdio, reserve_stdout
+from ._params import ComposeParams, QueryParams
 
 __all__ = [
     "METHODS",

@@ -1,4 +1,4 @@
-"""The client API: params models, the methods dict and the one error boundary.
+"""The client API: the methods dict and the one error boundary (params in ``_params``).
 
 Owns what each client method (protocol.md §4) accepts and returns. Every
 method validates its params into a pydantic model first (−32602 naming the
@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Awaitable, Mapping
-from typing import Annotated, Any, Literal, Protocol
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from hostd import compose as c
+from hostd.compose import ComposedPrompt
 from hostd.config import Config
+from hostd.engine import ConsentStore, Engine, FanOut, LegReport
 from hostd.errors import (
     HostdError,
     InvalidParam,
@@ -30,23 +33,31 @@ from hostd.errors import (
     UnknownRequest,
 )
 from hostd.logs import bind_request, flush_logs, get_logger, log_audit, log_legs
-from hostd.protocol import ContextQuery, canonical_token_cost, check_timestamp
+from hostd.protocol import ContextFrame, ContextQuery, check_timestamp
 from hostd.rpc import Dispatcher, Method, error_reply, reply_id
+
+from ._params import (
+    CancelParams,
+    ComposeParams,
+    ConsentListParams,
+    ConsentParams,
+    FeedbackParams,
+    NoParams,
+    QueryParams,
+    RestartParams,
+    UsageParams,
+)
 
 __all__ = [
     "DISPATCHER",
     "METHODS",
-    "ComposeParams",
     "DaemonState",
     "Peer",
-    "QueryParams",
     "RequestContext",
     "dispatch_one",
 ]
 
 log = get_logger("hostd.server")
-
-_MAX_STR = 64 * 1024
 
 
 class DaemonState(Protocol):
@@ -56,23 +67,22 @@ class DaemonState(Protocol):
     counters: Counter[str]
     stopping: bool
 
+    @property
+    def host(self) -> Engine: ...  # the engine the methods call directly (``Host``)
+
     def new_request_id(self) -> str: ...
 
     def provider_ids(self) -> frozenset[str]: ...
 
-    async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any: ...
-
-    async def providers_list(self) -> list[dict[str, Any]]: ...
-
-    async def restart_provider(self, provider_id: str) -> dict[str, Any]: ...
-
-    @property
-    def consent(self) -> Any: ...
-
-    def remember_usage(self, request_id: str, usage: Any) -> None: ...
+    def remember_usage(self, request_id: str, usage: dict[str, Any]) -> None: ...
 
     async def record_shadow(
-        self, request_id: str, params: Any, contested: int, accepted: Any, composed: Any
+        self,
+        request_id: str,
+        params: ComposeParams,
+        contested: int,
+        accepted: Sequence[tuple[str, ContextFrame]],
+        composed: ComposedPrompt,
     ) -> None: ...
 
     def usage_of(self, request_id: str) -> Any: ...
@@ -113,98 +123,6 @@ class RequestContext:
         self.connection.cancel(id_)
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or only whitespace")
-    return value
-
-
-#: A name or text that must say something: whitespace alone is refused (−32602).
-_Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
-#: JSON integers only: ``true``, ``"100"`` and ``1.5`` are refused, never coerced.
-_Count = Annotated[int, Field(strict=True)]
-
-
-class _Params(BaseModel):
-    # Our own API: a misspelt member is a named error, not silently ignored.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FloorParam(_Params):
-    label: Annotated[str, Field(min_length=1, max_length=256)]
-    content: Annotated[str, Field(max_length=4 * 1024 * 1024)]
-    position: Literal["top", "bottom"] = "top"
-
-
-class QueryParams(_Params):
-    goal: Annotated[_Text, Field(max_length=_MAX_STR)]
-    query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
-    kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
-    anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
-    as_of: str | None = None
-    budget: Annotated[_Count, Field(gt=0, le=10_000_000)] | None = None
-    max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
-    providers: list[Annotated[str, Field(min_length=1)]] | None = None
-    timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
-    session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    progress_token: str | int | None = None
-    #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.
-    overfetch: (
-        Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] | None
-    ) = None
-
-
-class ComposeParams(QueryParams):
-    #: Passed to ``hostd.compose.strategy_from_wire`` as given: it owns the spellings.
-    strategy: str | dict[str, Any] | None = None
-    placement: str | None = None
-    floors: list[FloorParam] = Field(default_factory=list)
-    caps: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = None
-
-
-class ConsentParams(_Params):
-    provider: _Text
-    scope: Annotated[_Text, Field(max_length=1024)]
-    grantor: Annotated[_Text, Field(max_length=256)] = "client"
-
-
-class ConsentListParams(_Params):
-    provider: str | None = None
-
-
-class UsageParams(_Params):
-    request_id: Annotated[str, Field(min_length=1)]
-
-
-class FrameIdParam(_Params):
-    provider_id: _Text
-    frame_id: _Text
-    content_digest: str | None = None
-
-
-class FeedbackParams(_Params):
-    request_id: Annotated[str, Field(min_length=1, max_length=256)]
-    #: Citation labels of that request's prompt, or FrameIds; empty: none was used.
-    used: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=4096)] | FrameIdParam],
-        Field(max_length=1024),
-    ]
-    helpful: Annotated[bool, Field(strict=True)] | None = None
-    note: Annotated[str, Field(max_length=4096)] | None = None
-
-
-class CancelParams(_Params):
-    id: str | int | None
-
-
-class RestartParams(_Params):
-    provider: _Text
-
-
-class _NoParams(_Params):
-    pass
-
-
 # -- fan-out shared by context/query and context/compose ------------------------------
 
 
@@ -230,7 +148,8 @@ def _check_named_providers(ctx: RequestContext, field: str, shares: Mapping[str,
             raise UnknownProvider(f"{field}: unknown provider {pid!r}", provider=pid, field=field)
 
 
-async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_budget: int) -> Any:
+async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int) -> FanOut:
+    """Ask the providers for ``budget`` tokens (what the floors left, for compose)."""
     bad_time = check_timestamp(p.as_of, "as_of")
     if bad_time:
         # Q2/F4: a window the providers could not read is the client's error, not theirs.
@@ -242,7 +161,7 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
         kinds=list(p.kinds),
         anchors=list(p.anchors),
         max_frames=p.max_frames,
-        max_tokens=provider_budget,
+        max_tokens=budget,
         as_of=p.as_of,
     )
     on_leg_done = None
@@ -251,7 +170,7 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
         done = 0
         token = p.progress_token
 
-        async def on_leg_done(report: Any) -> None:
+        async def on_leg_done(report: LegReport) -> None:
             nonlocal done
             done += 1
             await ctx.notify(
@@ -278,9 +197,10 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int, provider_bu
 
         more["on_progress"] = on_progress
 
-    fan = await ctx.daemon.query_all(
+    ctx.daemon.counters["fanouts"] += 1
+    fan = await ctx.daemon.host.query_all(
         query,
-        provider_budget,
+        budget,
         providers=p.providers,
         session=p.session,
         timeout_ms=p.timeout_ms,
@@ -298,7 +218,7 @@ def _overfetch(ctx: RequestContext, p: QueryParams) -> float:
     return float(ctx.daemon.config.host.overfetch)
 
 
-def _reports(fan: Any) -> list[dict[str, Any]]:
+def _reports(fan: FanOut) -> list[dict[str, Any]]:
     return [fan.reports[pid].to_wire() for pid in sorted(fan.reports)]
 
 
@@ -306,8 +226,6 @@ def _reports(fan: Any) -> list[dict[str, Any]]:
 
 
 async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, Any]:
-    from hostd import compose as c
-
     budget = p.budget or ctx.daemon.config.host.default_budget
     try:
         strategy = c.strategy_from_wire(p.strategy) if p.strategy is not None else None
@@ -325,26 +243,29 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
             f"invalid params: placement: must be one of {', '.join(c.PLACEMENTS)}",
             field="placement",
         )
-    floors = [c.Floor(label=f.label, content=f.content, position=f.position) for f in p.floors]
-    kwargs: dict[str, Any] = {"placement": placement, "floors": floors, "caps": p.caps}
-    if strategy is not None:
-        kwargs["strategy"] = strategy
-    # Floors are admitted before ranking: fail before any provider is asked (no silent drop).
-    floor_cost = sum(canonical_token_cost(f.content) for f in p.floors)
-    if floors:
-        c.compose_for_prompt((), budget, **kwargs)  # FloorsExceedBudget is a HostdError
-    fan = await _fan_out(ctx, p, budget, max(budget - floor_cost, 0))
-    composed = c.compose_for_prompt(
-        fan.accepted, budget, excluded=fan.excluded, verification=fan.verification, **kwargs
+    # Floors are admitted before ranking: priced once, they fail before any provider
+    # is asked (FloorsExceedBudget, no silent drop) and the providers split what is left.
+    floors = c.check_floors(
+        [c.Floor(label=f.label, content=f.content, position=f.position) for f in p.floors],
+        budget,
     )
-    await ctx.daemon.record_shadow(ctx.request_id, p, budget - floor_cost, fan.accepted, composed)
+    fan = await _fan_out(ctx, p, floors.contested)
+    composed = c.compose_for_prompt(
+        fan.accepted,
+        budget,
+        strategy=strategy,
+        placement=placement,
+        floors=floors,
+        caps=p.caps,
+        excluded=fan.excluded,
+        verification=fan.verification,
+        overfetch=fan.overfetch,
+        asked=fan.asked,
+    )
+    await ctx.daemon.record_shadow(ctx.request_id, p, floors.contested, fan.accepted, composed)
     result = composed.to_wire()
-    policy = result.get("audit", {}).get("policy")
-    if isinstance(policy, dict):
-        # What the providers were asked for: share × overfetch, capped at the budget.
-        policy["overfetch"] = fan.overfetch
-        policy["asked"] = dict(fan.asked)
-    log_audit(log, result.get("audit", {}).get("entries", ()), _reports(fan))
+    audit = result["audit"]
+    log_audit(log, audit["entries"], _reports(fan))
     usage = fan.usage_report()
     ctx.daemon.remember_usage(ctx.request_id, usage)
     result["providers"] = _reports(fan)
@@ -353,14 +274,13 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         # Reuse and verification figures of the verify stage (sessions, V1–V4).
         result["verification"] = fan.figures
     result["request_id"] = ctx.request_id
-    audit = result.get("audit", {})
     log.info(
         "compose.done",
-        frames_offered=len(audit.get("entries", ())),
-        citations=len(result.get("citations", ())),
-        tokens_used=audit.get("tokens_used"),
+        frames_offered=len(audit["entries"]),
+        citations=len(result["citations"]),
+        tokens_used=audit["tokens_used"],
         global_budget=budget,
-        prompt_bytes=len(result.get("prompt", "").encode()),
+        prompt_bytes=len(composed.prompt.encode()),
     )
     return result
 
@@ -371,7 +291,7 @@ def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
 
 async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     budget = p.budget or ctx.daemon.config.host.default_budget
-    fan = await _fan_out(ctx, p, budget, budget)
+    fan = await _fan_out(ctx, p, budget)
     result: dict[str, Any] = fan.to_wire()
     result["providers"] = _reports(fan)
     # ``frames`` lists each provider's frames by FrameId; ``rank`` gives their ids in that
@@ -386,35 +306,37 @@ async def context_query(ctx: RequestContext, p: QueryParams) -> dict[str, Any]:
     return result
 
 
-async def providers_list(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
-    return {"providers": await ctx.daemon.providers_list()}
+async def providers_list(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
+    return {"providers": ctx.daemon.host.providers_list()}
 
 
 async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, Any]:
     """Stop the provider if running, forget its failures, start it now (docs/api.md)."""
-    return {"provider": await ctx.daemon.restart_provider(p.provider)}
+    return {"provider": await ctx.daemon.host.restart_provider(p.provider)}
 
 
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     _check_providers(ctx, [p.provider])
-    receipt = ctx.daemon.consent.grant(p.provider, p.scope, p.grantor)
+    receipt = _ledger(ctx).grant(p.provider, p.scope, p.grantor)
     log.info("consent.granted", provider=p.provider, scope=p.scope, grantor=p.grantor)
-    return {"receipt": _wire(receipt)}
+    return {"receipt": receipt.to_wire()}
 
 
 async def consent_revoke(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
-    receipts = ctx.daemon.consent.revoke(p.provider, p.scope, p.grantor)
+    receipts = _ledger(ctx).revoke(p.provider, p.scope, p.grantor)
     log.info("consent.revoked", provider=p.provider, scope=p.scope, grantor=p.grantor)
-    return {"revoked": [_wire(r) for r in receipts]}
+    return {"revoked": [r.to_wire() for r in receipts]}
 
 
 async def consent_list(ctx: RequestContext, p: ConsentListParams) -> dict[str, Any]:
-    return {"receipts": [_wire(r) for r in ctx.daemon.consent.list(p.provider)]}
+    return {"receipts": [r.to_wire() for r in _ledger(ctx).list(p.provider)]}
 
 
-def _wire(value: Any) -> Any:
-    to_wire = getattr(value, "to_wire", None)
-    return to_wire() if callable(to_wire) else value
+def _ledger(ctx: RequestContext) -> ConsentStore:
+    store = ctx.daemon.host.consent  # the ledger the gate reads (the daemon keeps one)
+    if not isinstance(store, ConsentStore):
+        raise HostdError("no consent ledger: the host runs without a state directory")
+    return store
 
 
 async def usage_report(ctx: RequestContext, p: UsageParams) -> dict[str, Any]:
@@ -434,11 +356,11 @@ async def usage_feedback(ctx: RequestContext, p: FeedbackParams) -> dict[str, An
     return {"request_id": p.request_id, **fb.to_wire()}
 
 
-async def host_status(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
+async def host_status(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     return ctx.daemon.status()
 
 
-async def host_shutdown(ctx: RequestContext, p: _NoParams) -> dict[str, Any]:
+async def host_shutdown(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     log.info("host.shutdown.requested")
     ctx.daemon.request_stop("host/shutdown")
     return {"stopping": True}
@@ -451,15 +373,15 @@ async def cancel(ctx: RequestContext, p: CancelParams) -> None:
 METHODS: Mapping[str, Method] = {
     "context/compose": Method(ComposeParams, context_compose),
     "context/query": Method(QueryParams, context_query),
-    "providers/list": Method(_NoParams, providers_list),
+    "providers/list": Method(NoParams, providers_list),
     "providers/restart": Method(RestartParams, providers_restart),
     "consent/grant": Method(ConsentParams, consent_grant),
     "consent/revoke": Method(ConsentParams, consent_revoke),
     "consent/list": Method(ConsentListParams, consent_list),
     "usage/report": Method(UsageParams, usage_report),
     "usage/feedback": Method(FeedbackParams, usage_feedback),
-    "host/status": Method(_NoParams, host_status),
-    "host/shutdown": Method(_NoParams, host_shutdown),
+    "host/status": Method(NoParams, host_status),
+    "host/shutdown": Method(NoParams, host_shutdown),
     "$/cancel": Method(CancelParams, cancel),
 }
 

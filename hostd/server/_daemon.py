@@ -13,14 +13,13 @@ read (counters, usage reports by request id). The connection caps are
 from __future__ import annotations
 
 import contextlib
-import inspect
 import itertools
 import os
 import secrets
 import signal
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -37,10 +36,13 @@ from hostd.rpc import decode, encode
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
 from ._connection import Connection, Limits
+from ._params import ComposeParams
 from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
+    from hostd.compose import ComposedPrompt
     from hostd.engine import Host
+    from hostd.protocol import ContextFrame
 
 from ._listeners import (
     open_stdio,
@@ -103,32 +105,19 @@ class Daemon:
     def provider_ids(self) -> frozenset[str]:
         return self._provider_ids
 
-    async def query_all(self, query: Any, budget: int, **kwargs: Any) -> Any:
-        self.counters["fanouts"] += 1
-        return await self.host.query_all(query, budget, **kwargs)
-
-    async def providers_list(self) -> list[dict[str, Any]]:
-        listed = self.host.providers_list()
-        if inspect.isawaitable(listed):
-            listed = await listed
-        return list(listed)
-
-    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
-        row: dict[str, Any] = await self.host.restart_provider(provider_id)
-        return row
-
-    @property
-    def consent(self) -> Any:
-        return self.host.consent
-
-    def remember_usage(self, request_id: str, usage: Any) -> None:
+    def remember_usage(self, request_id: str, usage: dict[str, Any]) -> None:
         # Serialised, not kept as an object graph: a report lists every served FrameId.
         self._usage[request_id] = encode(usage)
         while len(self._usage) > _USAGE_KEPT:
             self._usage.popitem(last=False)
 
     async def record_shadow(
-        self, request_id: str, params: Any, contested: int, accepted: Any, composed: Any
+        self,
+        request_id: str,
+        params: ComposeParams,
+        contested: int,
+        accepted: Sequence[tuple[str, ContextFrame]],
+        composed: ComposedPrompt,
     ) -> None:
         if self.shadow is not None:
             await self.shadow.record(

@@ -3,12 +3,15 @@ priced exactly as the block they would have been, without rendering it."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.compose import compose_for_prompt, render_frame
 from hostd.compose._pack import Labels
-from hostd.compose._render import rendered_size
+from hostd.compose._render import kinds_and_labels, rendered_size, rendered_sizes
 
 from ._helpers import frame
 
@@ -100,3 +103,60 @@ def test_an_excluded_frames_cost_is_its_rendered_blocks_cost() -> None:
         taken = {label for rank, label in included if rank < e.rank}
         block = render_frame("p", by_id[e.frame.frame_id], _reference_peek(taken, "same"))
         assert e.tokens == (len(block.encode()) + 3) // 4
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["", "x", "plain ascii words\n\tand more"]),
+)
+def test_bulk_prices_equal_each_rendered_block(
+    rows: list[tuple[str, str, str, str, str | None, bool]], plain: str
+) -> None:
+    # Clean rows first, so a batch that is all plain ASCII takes the bulk path too.
+    rows = [("p", "f", "snippet", "lab", plain, True), *rows]
+    pids = [pid for pid, *_ in rows]
+    frames = [
+        frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
+        for _, fid, kind, label, content, _ in rows
+    ]
+    kinds, labels = kinds_and_labels(frames)
+    ids = [f.id for f in frames]
+    contents = [f.content for f in frames]
+    unverified = [i for i, row in enumerate(rows) if not row[5]]
+    expected = [
+        len(render_frame(pid, f, label, verified=i not in unverified).encode())
+        for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True))
+    ]
+    assert rendered_sizes(pids, ids, kinds, labels, contents, unverified) == expected
+    one = rendered_sizes(pids[:1], ids[:1], kinds[:1], labels[:1], contents[:1])
+    assert one == expected[:1]
+
+
+def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hostd.compose._compose as compose_module
+
+    renders: list[str] = []
+    real = compose_module.render_frame
+
+    def counting(*args: Any, **kwargs: Any) -> str:
+        block = real(*args, **kwargs)
+        renders.append(block)
+        return block
+
+    monkeypatch.setattr(compose_module, "render_frame", counting)
+    frames = [("p", frame(f"f{i}", 1 - i / 1000, f"body {i} " * (5 + i % 40))) for i in range(300)]
+    out = compose_for_prompt(frames, 600, strategy="score")
+    over = [e for e in out.audit.entries if e.reason == "over_budget"]
+    assert over and out.citations
+    # Excluded frames are priced, never rendered: one render per included frame.
+    assert len(renders) == len(out.citations)
+    # The entries the wire carries are the ones the composition built, not rebuilt per read.
+    first, again = out.audit.entry_dicts(), out.to_wire()["audit"]["entries"]
+    assert all(a is b for a, b in zip(first, again, strict=True))

@@ -57,8 +57,7 @@ def test_compose_imports_only_the_protocol_the_error_tree_and_pure_stdlib() -> N
             elif top in FORBIDDEN_STDLIB:
                 bad.append(f"{path.name}: {name}")
             elif (
-                top not in {"hostd", "__future__", "orjson"}
-                and top not in sys.stdlib_module_names
+                top not in {"hostd", "__future__", "orjson"} and top not in sys.stdlib_module_names
             ):
                 # third-party: only pydantic types arrive, through hostd.protocol; orjson
                 # is hostd's one JSON library (pure, no I/O)

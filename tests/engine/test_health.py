@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -194,7 +195,9 @@ def test_decisions_are_total_and_waits_never_exceed_the_cap(
         assert d.action is StartAction.USE
     elif failures >= POLICY.max_attempts:
         assert d.action is StartAction.GIVE_UP  # the cool-down counts from this failure
-        assert d.delay_s == POLICY.retry_failed_after_s
+        # (t + 60) - t is 60 to within float rounding, never more (the code clamps).
+        assert d.delay_s == pytest.approx(POLICY.retry_failed_after_s, rel=1e-12)
+        assert d.delay_s <= POLICY.retry_failed_after_s
     elif failures == 0:
         assert d.action is StartAction.START
     else:

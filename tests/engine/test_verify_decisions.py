@@ -22,7 +22,6 @@ from hostd.engine.verify import (
     decide_frame,
     file_uri_path,
     judge_verdicts,
-    merge_candidates,
 )
 from hostd.protocol import (
     ContextFrame,
@@ -363,23 +362,3 @@ def test_valid_only_on_an_unambiguous_valid(answers: list[tuple[FrameId, str]]) 
     for fid in (F1, F2):
         said = {s for f, s in answers if f == fid}
         assert (judged[fid].status == VerdictStatus.VALID) == (said == {"valid"})
-
-
-# -- merge (D2) --------------------------------------------------------------------------
-
-
-def test_reused_copy_wins_over_fresh_copy_of_same_identity() -> None:
-    held = HeldFrame.of("p", _frame("1", "same", score=0.9))
-    fresh = _frame("1", "same", score=0.1)  # same FrameId, different score
-    merged, from_cache = merge_candidates([("p", fresh), ("p", _frame("0"))], [held])
-    assert [f.id for _, f in merged] == ["0", "1"]
-    assert merged[1][1].score == 0.9
-    assert from_cache == {held.fid}
-
-
-def test_merge_orders_by_provider_then_frame_id() -> None:
-    merged, _ = merge_candidates(
-        [("b", _frame("1")), ("a", _frame("2")), ("a", _frame("1"))],
-        [HeldFrame.of("a", _frame("0"))],
-    )
-    assert [(p, f.id) for p, f in merged] == [("a", "0"), ("a", "1"), ("a", "2"), ("b", "1")]

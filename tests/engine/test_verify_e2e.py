@@ -47,6 +47,8 @@ from hostd.provider import Provider, ProviderRefusal, make_frame, run_stdio
 from hostd.transport import ProviderConnection
 from tests.fixtures.procs import marked_env
 
+from ._verify_turn import ask_all, finish
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -198,7 +200,7 @@ class Rig:
             # A generous deadline per verify (the stage's default is 2 s): these tests
             # judge verdicts, and a busy machine must not turn one into a timeout.
             limits = dict.fromkeys(self.conns, 30_000.0)
-            replies.update(await self.stage.ask(plan, self.send_verify, limits_ms=limits))
+            replies.update(await ask_all(self.stage, plan, self.send_verify, limits_ms=limits))
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
@@ -206,7 +208,7 @@ class Rig:
                     tg.start_soon(leg, pid)
                 tg.start_soon(ask)  # V: concurrently with the fresh queries
             frames = [pair for pid in sorted(fresh) for pair in fresh[pid]]
-            result = await self.stage.finish(frames, plan=plan, replies=replies)
+            result = await finish(self.stage, frames, plan=plan, replies=replies)
         composed = compose_for_prompt(
             result.accepted,
             budget,

@@ -157,3 +157,25 @@ async def test_verification_can_be_turned_off(tmp_path: Path) -> None:
         fan = await _ask(host)
         assert host.session_stats() == {}
     assert {v["state"] for v in fan.verification.values()} == {"unverified"}
+
+
+async def test_consent_is_decided_once_per_provider_for_its_query_and_its_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hostd.engine._gate as gate_module
+
+    asked: list[str] = []
+    required = gate_module.required_scopes
+
+    def counting(info: Any) -> list[str]:
+        asked.append(info.name)  # every consent decision reads the provider's scopes
+        return required(info)
+
+    monkeypatch.setattr(gate_module, "required_scopes", counting)
+    root = _tree(tmp_path)
+    async with Host([spec("p", root)]) as host:
+        await _ask(host)  # a start: consent judged once, after it
+        asked.clear()
+        second = await _ask(host)  # live: judged by the plan, for the query and the verify
+    assert second.figures["verify_providers"] == 1 and second.figures["reused"] == 3
+    assert len(asked) == 1

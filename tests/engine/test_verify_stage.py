@@ -12,11 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from hostd.engine.verify import (
-    ReuseCache,
-    VerifyStage,
-    verify_stage,
-)
+from hostd.engine.verify import HeldFrame, VerifyStage
 from hostd.protocol import (
     ContextFrame,
     FrameId,
@@ -27,6 +23,8 @@ from hostd.protocol import (
     canonical_token_cost,
     sha256_digest,
 )
+
+from ._verify_turn import ask_all, finish, turn
 
 pytestmark = pytest.mark.anyio
 
@@ -104,13 +102,15 @@ async def _turn(
     verifier: Verifier | None,
     session: str | None = "s",
     can: dict[str, bool] | None = None,
+    limit_ms: float = 60_000,
 ):
-    return await verify_stage(
+    return await turn(
+        stage,
         fresh,
-        stage=stage,
         session=session,
         can_verify=can or {"p": True, "q": True},
         send_verify=verifier,
+        limit_ms=limit_ms,
     )
 
 
@@ -280,12 +280,12 @@ async def test_failed_verify_reuses_nothing() -> None:
 
 
 async def test_hung_verify_times_out_and_reuses_nothing() -> None:
-    stage = VerifyStage(verify_timeout_ms=50)
+    stage = VerifyStage()
     await _turn(stage, [("p", _frame("a", "1"))], Verifier())
     verifier = Verifier()
     verifier.hang = True
     with anyio.fail_after(10):
-        result = await _turn(stage, [], verifier)
+        result = await _turn(stage, [], verifier, limit_ms=50)
     assert result.accepted == []
     assert result.excluded[0][2]["note"] == "verify_failed"
 
@@ -333,25 +333,6 @@ async def test_without_session_nothing_is_held() -> None:
     assert len(stage.cache) == 0
 
 
-async def test_ask_runs_providers_concurrently() -> None:
-    stage = VerifyStage(cache=ReuseCache())
-    await _turn(stage, [("p", _frame("a", "1")), ("q", _frame("b", "2"))], Verifier())
-    both_in = anyio.Event()
-    inside: set[str] = set()
-
-    async def send(pid: str, identities: list[FrameIdentity]) -> list[FrameVerdict]:
-        inside.add(pid)
-        if len(inside) == 2:
-            both_in.set()
-        await both_in.wait()  # only returns if the other provider's call is in flight too
-        return [FrameVerdict(frame=i, status="valid") for i in identities]
-
-    plan = stage.plan("s", can_verify={"p": True, "q": True})
-    with anyio.fail_after(10):
-        replies = await stage.ask(plan, send)
-    assert {pid for pid, r in replies.items() if r.verdicts} == {"p", "q"}
-
-
 async def test_figures_and_health_accumulate() -> None:
     stage = VerifyStage()
     await _turn(stage, [("p", _frame("a", "1"))], Verifier())
@@ -368,10 +349,14 @@ async def test_held_copy_of_an_upstream_exclusion_is_neither_reused_nor_reported
     frame = _frame("a", "1")
     await _turn(stage, [("p", frame), ("p", _frame("b", "2"))], Verifier())
     plan = stage.plan("s", can_verify={"p": True})
-    replies = await stage.ask(plan, Verifier({"b": "stale"}))
+    replies = await ask_all(stage, plan, Verifier({"b": "stale"}))
     fid_a = FrameId.of("p", frame)
-    result = await stage.finish(
-        [], plan=plan, replies=replies, upstream_excluded=[fid_a, FrameId.of("p", _frame("b", "2"))]
+    result = await finish(
+        stage,
+        [],
+        plan=plan,
+        replies=replies,
+        upstream_excluded=[fid_a, FrameId.of("p", _frame("b", "2"))],
     )
     assert result.accepted == [] and result.excluded == []
 
@@ -380,21 +365,21 @@ async def test_quarantined_provider_contributes_no_held_frames() -> None:
     stage = VerifyStage()
     await _turn(stage, [("p", _frame("a", "1")), ("q", _frame("b", "2"))], Verifier())
     plan = stage.plan("s", can_verify={"p": True, "q": True})
-    replies = await stage.ask(plan, Verifier())
-    result = await stage.finish([], plan=plan, replies=replies, distrusted={"p": "quarantined"})
+    replies = await ask_all(stage, plan, Verifier())
+    result = await finish(stage, [], plan=plan, replies=replies, distrusted={"p": "quarantined"})
     assert [p for p, _ in result.accepted] == ["q"]
     assert [(f.provider_id, r) for f, r, _ in result.excluded] == [("p", "quarantined")]
     assert result.figures["not_reused_distrusted"] == 1
 
 
 async def test_verify_timeout_is_per_provider() -> None:
-    stage = VerifyStage(verify_timeout_ms=60000)
+    stage = VerifyStage()
     await _turn(stage, [("p", _frame("a", "1"))], Verifier())
     verifier = Verifier()
     verifier.hang = True
     plan = stage.plan("s", can_verify={"p": True})
     with anyio.fail_after(10):
-        replies = await stage.ask(plan, verifier, limits_ms={"p": 50})
+        replies = await ask_all(stage, plan, verifier, limits_ms={"p": 50})
     assert replies["p"].error == "timeout" and replies["p"].verdicts is None
     assert replies["p"].limit_ms == 50
 
@@ -440,9 +425,9 @@ def test_every_frame_id_ends_in_exactly_one_place(
         # As in Host: what the leg audit dropped never reaches the stage as fresh.
         frames = [(p, f) for p, f in frames if FrameId.of(p, f) not in set(up)]
         plan = stage.plan("s", can_verify={"p": True, "q": True})
-        replies = await stage.ask(plan, verifier)
-        result = await stage.finish(
-            frames, plan=plan, replies=replies, upstream_excluded=up, distrusted=distrust
+        replies = await ask_all(stage, plan, verifier)
+        result = await finish(
+            stage, frames, plan=plan, replies=replies, upstream_excluded=up, distrusted=distrust
         )
         accepted = [FrameId.of(p, f) for p, f in result.accepted]
         excluded = [fid for fid, _, _ in result.excluded]
@@ -461,3 +446,34 @@ def test_every_frame_id_ends_in_exactly_one_place(
         assert offered <= set(accepted) | set(excluded)
 
     anyio.run(run, backend="asyncio")
+
+
+# -- merge (D2), through the stage's check and merge --------------------------------------
+
+
+async def test_reused_copy_wins_over_fresh_copy_of_same_identity() -> None:
+    stage = VerifyStage()
+    held = _frame("1", "same", score=0.9)
+    await _turn(stage, [("p", held)], Verifier())
+    fresh = _frame("1", "same", score=0.1)  # same FrameId, different score
+    result = await _turn(stage, [("p", fresh), ("p", _frame("0", "zero"))], Verifier())
+    assert [f.id for _, f in result.accepted] == ["0", "1"]
+    assert result.accepted[1][1].score == 0.9
+    assert result.reused == [HeldFrame.of("p", held).fid]
+
+
+async def test_merge_orders_by_provider_then_frame_id() -> None:
+    stage = VerifyStage()
+    await _turn(stage, [("a", _frame("0", "zero"))], Verifier())
+    result = await _turn(
+        stage,
+        [("b", _frame("1", "one")), ("a", _frame("2", "two")), ("a", _frame("1", "one"))],
+        Verifier(),
+        can={"a": True, "b": True},
+    )
+    assert [(p, f.id) for p, f in result.accepted] == [
+        ("a", "0"),
+        ("a", "1"),
+        ("a", "2"),
+        ("b", "1"),
+    ]

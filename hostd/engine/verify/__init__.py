@@ -1,14 +1,16 @@
 """The verification and reuse stage between fan-out and composition (D2–D4, F5, F17, V1–V4).
 
-``VerifyStage`` (``_stage``) runs a turn in three steps: ``plan`` which held
-frames to revalidate with whom, ``ask`` (``context/verify``, concurrent with the
-fresh legs, each ended by its provider's deadline) and ``finish`` (judge the
-verdicts, check inline digests and re-read sources, merge reused and fresh
-frames, hold this turn's frames). The decisions are pure functions in
-``_rules``; ``_source`` re-reads files under trusted roots; ``_reuse`` is the
-session cache. Nothing here talks to a transport (``send_verify`` is given).
+``VerifyStage`` (``_stage``) runs a turn as ``plan`` (which held frames to
+revalidate with whom; the fan-out sends each ``context/verify`` with ``ask_one``
+beside the fresh legs, ended by its provider's deadline), ``check`` (the one I/O
+step: the verdicts judged by ``judge_held``, then inline digests and sources
+read), ``merge`` (pure: each frame decided once, reused and fresh merged) and
+``record`` (evictions, this turn's frames held, counters). The decisions are
+pure functions in ``_rules`` and ``_judge``; ``_source`` re-reads files under
+trusted roots; ``_reuse`` is the session cache. Nothing here talks to a transport.
 """
 
+from ._judge import Checked, HeldJudgement, judge_held, merge
 from ._reuse import DEFAULT_MAX_FRAMES_PER_SESSION, DEFAULT_MAX_FRAMES_TOTAL, HeldFrame, ReuseCache
 from ._rules import (
     UNTRUSTED_CHOICES,
@@ -23,7 +25,6 @@ from ._rules import (
     check_inline_digest,
     decide_frame,
     judge_verdicts,
-    merge_candidates,
 )
 from ._source import (
     DEFAULT_MAX_SOURCE_BYTES,
@@ -33,9 +34,8 @@ from ._source import (
     Unverifiable,
     file_uri_path,
 )
-from ._stage import VerifyStage, verify_stage
+from ._stage import VerifyStage
 from ._turn import (
-    DEFAULT_VERIFY_TIMEOUT_MS,
     SendVerify,
     StageResult,
     VerifyPlan,
@@ -48,10 +48,11 @@ __all__ = [
     "DEFAULT_MAX_FRAMES_PER_SESSION",
     "DEFAULT_MAX_FRAMES_TOTAL",
     "DEFAULT_MAX_SOURCE_BYTES",
-    "DEFAULT_VERIFY_TIMEOUT_MS",
+    "Checked",
     "Decision",
     "Exclusion",
     "HeldFrame",
+    "HeldJudgement",
     "InlineCheck",
     "InlineOutcome",
     "ReuseCache",
@@ -72,7 +73,7 @@ __all__ = [
     "check_inline_digest",
     "decide_frame",
     "file_uri_path",
+    "judge_held",
     "judge_verdicts",
-    "merge_candidates",
-    "verify_stage",
+    "merge",
 ]

@@ -41,7 +41,6 @@ __all__ = [
     "check_inline_digest",
     "decide_frame",
     "judge_verdicts",
-    "merge_candidates",
 ]
 
 
@@ -313,26 +312,3 @@ def judge_verdicts(
         anomalies["missing"] += 1
         seen[fid] = VerdictJudgement(fid, VerdictStatus.UNKNOWN, note="missing_verdict")
     return seen, anomalies
-
-
-# --- merging fresh and reused candidates (D2) ---------------------------------------
-
-
-def merge_candidates(
-    fresh: Iterable[tuple[str, ContextFrame]], reused: Iterable[HeldFrame]
-) -> tuple[list[tuple[str, ContextFrame]], set[FrameId]]:
-    """Fresh and reused frames deduplicated by FrameId, ordered by provider then FrameId.
-
-    A frame both re-served fresh and held with a ``valid`` verdict is the same
-    content (D2); the held copy is kept so it renders byte-identically to the
-    last turn. Returns the merged list and the FrameIds taken from the cache.
-    """
-    by_id: dict[FrameId, tuple[str, ContextFrame]] = {}
-    from_cache: set[FrameId] = set()
-    for h in reused:
-        if h.fid not in by_id:
-            by_id[h.fid] = (h.provider_id, h.frame)
-            from_cache.add(h.fid)
-    for pid, frame in fresh:
-        by_id.setdefault(FrameId.of(pid, frame), (pid, frame))
-    return [by_id[k] for k in sorted(by_id)], from_cache

@@ -3,7 +3,8 @@
 ``VerifyPlan`` says which held frames each provider is asked about (V1, D3);
 ``ask_one`` sends one ``context/verify`` and ends it at its provider's deadline
 (the fan-out's: the same one as the provider's query), turning any failure into
-a ``VerifyReply`` value; ``StageResult`` is what the stage hands composition.
+a ``VerifyReply`` value (the fan-out runs it in its task group, beside the legs);
+``StageResult`` is what the stage hands composition.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict
 from ._rules import VerifyPlanEntry
 
 __all__ = [
-    "DEFAULT_VERIFY_TIMEOUT_MS",
     "Roots",
     "SendVerify",
     "StageResult",
@@ -29,8 +29,6 @@ __all__ = [
     "VerifyReply",
     "ask_one",
 ]
-
-DEFAULT_VERIFY_TIMEOUT_MS = 2000
 
 #: ``await send_verify(provider_id, identities)`` → that provider's verdicts; raises on failure.
 SendVerify = Callable[[str, list[FrameIdentity]], Awaitable[Sequence[FrameVerdict]]]
@@ -110,3 +108,9 @@ class StageResult:
     figures: dict[str, Any]
     #: Per provider, what this pass counted against it (digest_mismatch, rubber_stamp, …).
     health: dict[str, dict[str, int]]
+    #: The session this turn belongs to (None: nothing is held or evicted).
+    session: str | None = None
+    #: Reason (``stale``, ``gone``, ``rubber_stamp``) → the held FrameIds to drop.
+    evict: dict[str, list[FrameId]] = field(default_factory=dict)
+    #: This pass's counters (what ``VerifyStage.figures`` sums over passes).
+    counts: dict[str, int] = field(default_factory=dict)

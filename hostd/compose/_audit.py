@@ -1,0 +1,180 @@
+"""The audit entries of one composition, built once, in their wire form.
+
+Every offered frame gets exactly one JSON-ready entry: the ranked frames in rank
+order (included, ``provider_cap`` or ``over_budget``), then the duplicates, then
+the earlier stages' exclusions, those two in canonical FrameId order with every
+other field as the tie-break. Nothing is kept to be expanded later: the entries
+the packer's walk produces are the entries the wire carries (and ``AuditEntry``
+reads them back as typed values).
+
+An ``over_budget`` frame is priced as the block it would have been when the walk
+reached it (its label as made unique then, the room left after the last inclusion
+ranked above it) from its ``rendered_sizes`` price: priced, never rendered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from hostd.protocol import FrameId
+
+from ._candidates import CandidateSet, SortKey, key_to_wire
+from ._pack import Labels, Packing, tokens_of_bytes
+
+__all__ = ["ranked_entries", "unranked_entries"]
+
+_UNCHECKED: Mapping[str, Any] = {"state": "unchecked"}
+_INF = math.inf
+#: The verification state of evidence hostd could not check (its fence says so).
+UNVERIFIABLE = "unverifiable"
+
+
+def _wire_score(score: float | None) -> float | None:
+    """A score as JSON carries it: NaN and infinities (NaN is read as -inf) are null."""
+    return score if score is not None and -_INF < score < _INF else None
+
+
+def is_verified(verification: Mapping[FrameId, Mapping[str, Any]] | None, key: SortKey) -> bool:
+    """False for a frame whose verification state is ``unverifiable`` (fenced so).
+
+    A FrameId *is* its sort key (an equal tuple, equal hash): looked up by the key."""
+    if not verification:
+        return True
+    state = verification.get(key)  # type: ignore[call-overload]  # a FrameId equals its key
+    return state is None or state.get("state") != UNVERIFIABLE
+
+
+def ranked_entries(
+    order: Sequence[int],
+    cands: CandidateSet,
+    packing: Packing,
+    positions: Sequence[int],
+    labels: Sequence[str],
+    sizes: Sequence[int],
+    *,
+    budget: int,
+    floor_labels: Iterable[str],
+    verification: Mapping[FrameId, Mapping[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """One entry per ranked candidate, best first. ``positions[j]`` is where the
+    ``j``-th included frame (in rank order) was placed; ``labels`` and ``sizes``
+    are the candidates' prices (``rendered_sizes``)."""
+    frames, scores = cands.frames, cands.scores
+    pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
+    vouched_by, capped = cands.vouched_by, packing.capped
+    replay = Labels(set(floor_labels))
+    peek, taken = replay.peek, replay.taken
+    out: list[dict[str, Any]] = []
+    append = out.append
+    start = 0
+    # The hot loop (one pass per excluded frame) reads plain columns and builds
+    # each wire dict inline: no key tuple, no helper call per frame.
+    for j, stop in enumerate([*packing.ranks, len(order)]):
+        used = packing.used_after[j - 1] if j else packing.fixed
+        remaining = max(0, budget - tokens_of_bytes(used))
+        for rank in range(start, stop):
+            i = order[rank]
+            pid, digest = pids[i], digests[i]
+            frame = (
+                {"provider_id": pid, "frame_id": ids[i]}
+                if digest is None
+                else {"provider_id": pid, "frame_id": ids[i], "content_digest": digest}
+            )
+            cap = capped.get(rank)
+            if cap is None:
+                size = sizes[i]
+                base = labels[i]
+                if base in taken:  # the suffix it gets is ASCII: one byte a character
+                    size += len(peek(base)) - len(base)
+                cost = (size + 3) >> 2  # tokens_of_bytes, inline
+                detail: dict[str, Any] = {"cost": cost, "remaining": remaining}
+                reason = "over_budget"
+            else:
+                (provider, cap_tokens, share), cost = cap
+                detail = {"provider": provider, "cap": cap_tokens, "share": share}
+                reason = "provider_cap"
+            score = scores[i]
+            append(
+                {
+                    "frame": frame,
+                    "provider": pid,
+                    "disposition": "excluded",
+                    "reason": reason,
+                    "detail": detail,
+                    "rank": rank,
+                    "score": score if -_INF < score < _INF else None,
+                    "tokens": cost,
+                }
+            )
+        if j < len(packing.chosen):
+            i = packing.chosen[j]
+            k = cands.key(i)
+            state = verification.get(k) if verification is not None else None  # type: ignore[call-overload]  # a FrameId equals its key
+            append(
+                {
+                    "frame": key_to_wire(k),
+                    "provider": k[0],
+                    "disposition": "included",
+                    "rank": stop,
+                    "score": _wire_score(frames[i].score),
+                    "tokens": packing.costs[j],
+                    "position": positions[j],
+                    "verification": dict(state) if state is not None else dict(_UNCHECKED),
+                    "vouched_by": list(vouched_by(i)),
+                }
+            )
+            replay.claim(packing.labels[j])
+        start = stop + 1
+    return out
+
+
+def _detail_key(detail: Mapping[str, Any]) -> str:
+    try:
+        return orjson.dumps(detail, option=orjson.OPT_SORT_KEYS, default=repr).decode()
+    except TypeError:  # a value orjson cannot carry (an integer past 64 bits): still a key
+        return "\x00" + repr(detail)
+
+
+def unranked_entries(
+    cands: CandidateSet,
+    duplicates: Iterable[tuple[int, int]],
+    excluded: Iterable[tuple[FrameId, str, Mapping[str, Any]]],
+) -> list[dict[str, Any]]:
+    """The duplicates (``(dropped, kept)`` indices into ``cands``' input pool) and the
+    earlier stages' exclusions, each in canonical FrameId order (every field a
+    tie-break, so the same set gives the same entries whatever the arrival order)."""
+    keyed: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    key, scores = cands.key, cands.scores
+    for d, k in duplicates:
+        dk, kk = key(d), key(k)
+        score = scores[d]
+        entry = {
+            "frame": key_to_wire(dk),
+            "provider": dk[0],
+            "disposition": "excluded",
+            "reason": "duplicate",
+            "detail": {"kept": key_to_wire(kk)},
+            "score": _wire_score(score),
+        }
+        keyed.append(((False, dk, "duplicate", score, repr(kk)), entry))
+    for item in excluded:
+        fid, reason, detail = item
+        if not isinstance(fid, FrameId):
+            raise ValueError(f"excluded entries are (FrameId, reason, detail), got {fid!r}")
+        if not isinstance(reason, str) or not reason:
+            raise ValueError(f"excluded {fid}: reason must be a non-empty string")
+        copy = dict(detail) if detail else {}
+        entry = {
+            "frame": fid.to_wire(),
+            "provider": fid.provider_id,
+            "disposition": "excluded",
+            "reason": reason,
+            "detail": copy,
+        }
+        keyed.append(((reason != "duplicate", tuple(fid), reason, -_INF, _detail_key(copy)), entry))
+    keyed.sort(key=lambda ke: ke[0])
+    return [e for _, e in keyed]

@@ -1,0 +1,152 @@
+"""Floors: content admitted before ranking, priced once as the fenced blocks it becomes.
+
+``check_floors`` is the floors stage of a composition, and the one place a floor
+is priced: it hands out the floors' citation labels (floors first), renders their
+fenced blocks, counts them with the constant preamble and fails loudly
+(``FloorsExceedBudget``) if those alone overflow the budget. The server calls it
+before any provider is asked, takes ``contested`` (what the floors leave of the
+budget) for the budget split, and passes the same ``AdmittedFloors`` on to
+``compose_for_prompt``: priced once, for the split and for the prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hostd.errors import FloorsExceedBudget
+from hostd.protocol import canonical_token_cost
+
+from ._pack import Labels, tokens_of_bytes, utf8_size
+from ._render import PREAMBLE_BYTES, render_floor
+from ._result import FloorRecord
+
+__all__ = ["AdmittedFloors", "Floor", "FloorInput", "check_budget", "check_floors"]
+
+
+@dataclass(slots=True, frozen=True)
+class Floor:
+    """Content admitted before ranking (a pinned file, the user's selection).
+
+    It costs its canonical tokens (B3) and is rendered fenced like any frame,
+    at the ``top`` (just after the preamble) or the ``bottom`` of the block,
+    floors at one end in the order given.
+    """
+
+    label: str
+    content: str
+    position: Literal["top", "bottom"] = "top"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, str) or not self.label.strip():
+            raise ValueError("a floor needs a non-empty label to be cited by")
+        if not isinstance(self.content, str):
+            raise ValueError(f"floor {self.label!r}: content must be a string")
+        if self.position not in ("top", "bottom"):
+            raise ValueError(
+                f"floor {self.label!r}: position must be 'top' or 'bottom', got {self.position!r}"
+            )
+
+    @property
+    def cost(self) -> int:
+        return canonical_token_cost(self.content)
+
+    @classmethod
+    def of(cls, value: Floor | Mapping[str, Any] | tuple[Any, ...]) -> Floor:
+        """A floor from itself, a ``{label, content, position?}`` dict or a tuple."""
+        if isinstance(value, Floor):
+            return value
+        if isinstance(value, Mapping):
+            unknown = sorted(set(map(str, value)) - {"label", "content", "position"})
+            if unknown:
+                raise ValueError(f"a floor has unknown member(s) {unknown}")
+            if "label" not in value or "content" not in value:
+                raise ValueError("a floor needs a label and a content")
+            return cls(value["label"], value["content"], value.get("position", "top"))
+        if isinstance(value, tuple) and len(value) in (2, 3):
+            return cls(*value)
+        raise ValueError(f"cannot read a floor from {type(value).__name__}")
+
+
+def check_budget(budget: object) -> int:
+    """``budget`` as a whole number of tokens (a whole float is accepted), or ValueError."""
+    if isinstance(budget, bool) or not isinstance(budget, int | float):
+        raise ValueError(f"budget must be an integer, got {type(budget).__name__}")
+    if isinstance(budget, float):
+        if not math.isfinite(budget) or not budget.is_integer():
+            raise ValueError(f"budget must be a whole, finite number, got {budget!r}")
+        budget = int(budget)
+    if budget < 0:
+        raise ValueError(f"budget must not be negative, got {budget}")
+    return budget
+
+
+#: What a caller may give as a floor.
+FloorInput = Floor | Mapping[str, Any] | tuple[Any, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class AdmittedFloors:
+    """The floors of one composition as admitted against ``budget``.
+
+    ``blocks`` are the fenced blocks with their position, in the order given;
+    ``records`` what each costs; ``labels`` the citation labels they claimed;
+    ``fixed`` the bytes a prompt holds before any frame: the preamble and the
+    blocks (the preamble alone with no floor; an empty prompt holds neither).
+    """
+
+    budget: int
+    blocks: tuple[tuple[str, str], ...] = ()
+    records: tuple[FloorRecord, ...] = ()
+    labels: frozenset[str] = frozenset()
+    fixed: int = PREAMBLE_BYTES
+    #: The floors as given (so another budget can admit them again).
+    given: tuple[Floor, ...] = ()
+
+    @property
+    def contested(self) -> int:
+        """What the floors leave of the budget for the frames: the budget less the
+        floors' fenced blocks (the budget split and the shadow record read it)."""
+        if not self.blocks:
+            return self.budget
+        return max(0, self.budget - tokens_of_bytes(self.fixed - PREAMBLE_BYTES))
+
+    @property
+    def remainder(self) -> int:
+        """The tokens left after the preamble and the floors: what caps are shares of."""
+        return max(0, self.budget - tokens_of_bytes(self.fixed))
+
+    def labels_taken(self) -> Labels:
+        """A fresh label book holding the floors' labels (frames are labelled after them)."""
+        return Labels(set(self.labels))
+
+
+def check_floors(floors: Iterable[FloorInput], budget: int) -> AdmittedFloors:
+    """The floors admitted against ``budget``: labels, blocks, costs (pure).
+
+    Raises ``FloorsExceedBudget`` (naming each floor's block cost, the preamble's
+    and the total) if the preamble and the fenced floors alone cost more than
+    ``budget``, and ``ValueError`` for a floor or budget that cannot be read.
+    """
+    budget = check_budget(budget)
+    labels = Labels()
+    blocks: list[tuple[str, str]] = []
+    records: list[FloorRecord] = []
+    given = tuple(map(Floor.of, floors))
+    for f in given:
+        label = labels.claim(f.label)
+        block = render_floor(label, f.content, f.position)
+        blocks.append((block, f.position))
+        records.append(FloorRecord(label, f.position, tokens_of_bytes(utf8_size(block))))
+    fixed = PREAMBLE_BYTES + sum(utf8_size(b) for b, _ in blocks)
+    if blocks and tokens_of_bytes(fixed) > budget:
+        raise FloorsExceedBudget(
+            [(r.label, r.tokens) for r in records],
+            budget,
+            preamble=tokens_of_bytes(PREAMBLE_BYTES),
+            total=tokens_of_bytes(fixed),
+        )
+    taken = frozenset(labels.taken)
+    return AdmittedFloors(budget, tuple(blocks), tuple(records), taken, fixed, given)

@@ -1,0 +1,54 @@
+"""``Engine``: what the server asks of the fan-out engine, as a typed interface.
+
+``Host`` is the implementation; the server's methods call it through this
+interface and nothing else (no forwarder in between, no ``Any`` on either side),
+so a method's types run straight from its params to the ``FanOut`` it composes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from hostd.protocol import ContextQuery
+
+from ._gate import ConsentGate
+from ._host import LegDone
+from ._report import FanOut
+
+__all__ = ["Engine"]
+
+
+class Engine(Protocol):
+    """The engine as the client API sees it (``hostd.engine.Host``)."""
+
+    @property
+    def consent(self) -> ConsentGate | None:
+        """The consent gate (a ``ConsentStore`` when the host keeps a ledger)."""
+        ...
+
+    async def query_all(
+        self,
+        query: ContextQuery,
+        global_budget: int,
+        *,
+        providers: Iterable[str] | None = None,
+        session: str | None = None,
+        timeout_ms: float | None = None,
+        on_leg_done: LegDone | None = None,
+        overfetch: float = 1.0,
+    ) -> FanOut:
+        """One fan-out: plan, run, judge (see ``Host.query_all``)."""
+        ...
+
+    def providers_list(self) -> list[dict[str, Any]]:
+        """``providers/list`` rows."""
+        ...
+
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
+        """``providers/restart``: the provider's row after its restart."""
+        ...
+
+    def session_stats(self) -> dict[str, Any]:
+        """Reuse-cache and verification figures for ``host/status``."""
+        ...

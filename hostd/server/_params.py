@@ -1,0 +1,120 @@
+"""What each client method accepts: one pydantic model a method (protocol.md §4).
+
+Strict at the wire: a misspelt member is a named error (``extra="forbid"``), JSON
+integers are never coerced from ``true``, ``"100"`` or ``1.5``, and text that must
+say something refuses whitespace alone; each failure is a −32602 naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CancelParams",
+    "ComposeParams",
+    "ConsentListParams",
+    "ConsentParams",
+    "FeedbackParams",
+    "FloorParam",
+    "FrameIdParam",
+    "NoParams",
+    "QueryParams",
+    "RestartParams",
+    "UsageParams",
+]
+
+_MAX_STR = 64 * 1024
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return value
+
+
+#: A name or text that must say something: whitespace alone is refused (−32602).
+_Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+#: JSON integers only: ``true``, ``"100"`` and ``1.5`` are refused, never coerced.
+_Count = Annotated[int, Field(strict=True)]
+
+
+class _Params(BaseModel):
+    # Our own API: a misspelt member is a named error, not silently ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FloorParam(_Params):
+    label: Annotated[str, Field(min_length=1, max_length=256)]
+    content: Annotated[str, Field(max_length=4 * 1024 * 1024)]
+    position: Literal["top", "bottom"] = "top"
+
+
+class QueryParams(_Params):
+    goal: Annotated[_Text, Field(max_length=_MAX_STR)]
+    query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
+    kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
+    anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
+    as_of: str | None = None
+    budget: Annotated[_Count, Field(gt=0, le=10_000_000)] | None = None
+    max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
+    providers: list[Annotated[str, Field(min_length=1)]] | None = None
+    timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
+    session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    progress_token: str | int | None = None
+    #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.
+    overfetch: (
+        Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] | None
+    ) = None
+
+
+class ComposeParams(QueryParams):
+    #: Passed to ``hostd.compose.strategy_from_wire`` as given: it owns the spellings.
+    strategy: str | dict[str, Any] | None = None
+    placement: str | None = None
+    floors: list[FloorParam] = Field(default_factory=list)
+    caps: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = None
+
+
+class ConsentParams(_Params):
+    provider: _Text
+    scope: Annotated[_Text, Field(max_length=1024)]
+    grantor: Annotated[_Text, Field(max_length=256)] = "client"
+
+
+class ConsentListParams(_Params):
+    provider: str | None = None
+
+
+class UsageParams(_Params):
+    request_id: Annotated[str, Field(min_length=1)]
+
+
+class FrameIdParam(_Params):
+    provider_id: _Text
+    frame_id: _Text
+    content_digest: str | None = None
+
+
+class FeedbackParams(_Params):
+    request_id: Annotated[str, Field(min_length=1, max_length=256)]
+    #: Citation labels of that request's prompt, or FrameIds; empty: none was used.
+    used: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=4096)] | FrameIdParam],
+        Field(max_length=1024),
+    ]
+    helpful: Annotated[bool, Field(strict=True)] | None = None
+    note: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class CancelParams(_Params):
+    id: str | int | None
+
+
+class RestartParams(_Params):
+    provider: _Text
+
+
+class NoParams(_Params):
+    pass

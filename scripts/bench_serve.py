@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""``context/compose`` through ``hostd serve`` against the same providers queried directly.
+
+Two bundled providers, ``providers.files`` over this repository (``docs/``, ``hostd/``,
+``providers/`` and the README, as the demo config serves it) and
+``providers.memory`` over a database seeded with ``--memory-entries`` entries, run
+twice: once under ``hostd serve`` (a Unix-socket client sends ``context/compose``)
+and once as plain child processes of this script (``direct``: one
+``context/query`` line written to each, both replies read and decoded with orjson,
+the least a client of the two providers must do). Each provider is asked for the
+same ``max_tokens`` the daemon asks it for (its share × ``overfetch``, read from the
+first composition's ``policy.asked``). The two sides take turns request by request
+(ABBA) for ``--requests`` pairs after ``--warmup`` pairs; the figures are the
+medians, the median of the per-pair ratios (target, issue 25: <= 1.5x), and the
+daemon's CPU per composition.
+
+    python scripts/bench_serve.py [--requests 500] [--warmup 30] [--budget 4000]
+        [--memory-entries 500] [--checkout DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_daemon import ROOT, _Conn, _cpu_s, _start, _stop  # noqa: E402 - after the path set-up
+
+GOALS = [
+    "how does the engine split the budget across providers",
+    "consent receipts and egress scopes",
+    "retry backoff after a provider crash",
+    "citation labels in the composed prompt",
+    "verification of file provenance under trusted roots",
+]
+
+
+def _seed_memory(db: Path, entries: int) -> None:
+    from providers.memory import MemoryStore, NewEntry
+
+    words = " ".join(GOALS).split()
+    with MemoryStore(db) as store:
+        store.add_many(
+            [
+                NewEntry(
+                    ("fact", "memory", "episode")[i % 3],
+                    f"entry {i}",
+                    " ".join(words[(i * 7 + k) % len(words)] for k in range(40)),
+                )
+                for i in range(entries)
+            ]
+        )
+
+
+def _commands(db: Path) -> dict[str, list[str]]:
+    return {
+        "files": [
+            *(sys.executable, "-m", "providers.files", "--root", str(ROOT)),
+            *("--include", "/docs/", "--include", "/hostd/", "--include", "/providers/"),
+            *("--include", "/README.md"),
+        ],
+        "memory": [sys.executable, "-m", "providers.memory", "--db", str(db)],
+    }
+
+
+def _config(workdir: Path, commands: dict[str, list[str]]) -> Path:
+    lines = [
+        "[host]",
+        f'socket = "{workdir}/run/hostd.sock"',
+        f'state_dir = "{workdir}/state"',
+        'start_providers = "boot"',
+        "[log]",
+        'level = "warning"',
+        f'file = "{workdir}/hostd.log"',
+    ]
+    for pid, words in commands.items():
+        words = ["python", *words[1:]]  # "python": the interpreter running hostd
+        lines += ["[[provider]]", f'id = "{pid}"', f"command = {orjson.dumps(words).decode()}"]
+        lines += [f'cwd = "{ROOT}"', "timeout_ms = 10000"]
+    path = workdir / "hostd.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+class Direct:
+    """The two providers as this script's own children, queried over their pipes."""
+
+    def __init__(self, commands: dict[str, list[str]]) -> None:
+        self.commands = commands
+        self.procs: dict[str, Any] = {}
+        self.bufs: dict[str, bytes] = {}
+        self.next_id = 0
+
+    async def start(self) -> None:
+        from hostd.protocol import PROTOCOL_VERSION
+
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        for pid, words in self.commands.items():
+            self.procs[pid] = await anyio.open_process(words, cwd=ROOT, env=env, stderr=None)
+            self.bufs[pid] = b""
+        hello = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "bench", "version": "1"}}
+        await self._round("context/handshake", dict.fromkeys(self.commands, hello))
+
+    async def _line(self, pid: str) -> bytes:
+        proc = self.procs[pid]
+        while b"\n" not in self.bufs[pid]:
+            self.bufs[pid] += await proc.stdout.receive(1 << 20)
+        line, self.bufs[pid] = self.bufs[pid].split(b"\n", 1)
+        return line
+
+    async def _round(self, method: str, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        self.next_id += 1
+        for pid, p in params.items():
+            msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": p}
+            await self.procs[pid].stdin.send(orjson.dumps(msg) + b"\n")
+        out: dict[str, Any] = {}
+
+        async def read(pid: str) -> None:
+            out[pid] = orjson.loads(await self._line(pid))
+
+        async with anyio.create_task_group() as tg:
+            for pid in params:
+                tg.start_soon(read, pid)
+        return out
+
+    async def query(self, goal: str, asked: dict[str, int]) -> int:
+        params = {
+            pid: {"query": {"goal": goal, "max_tokens": asked[pid], "max_frames": 64}}
+            for pid in self.commands
+        }
+        replies = await self._round("context/query", params)
+        return sum(len(r["result"]["frames"]) for r in replies.values())
+
+    async def aclose(self) -> None:
+        for proc in self.procs.values():
+            await proc.stdin.aclose()
+            await proc.wait()
+
+
+async def _compose(conn: _Conn, goal: str, budget: int) -> dict[str, Any]:
+    reply = await conn.call("context/compose", {"goal": goal, "budget": budget})
+    if "result" not in reply:
+        raise SystemExit(f"compose failed: {reply}")
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+async def pair(args: argparse.Namespace, socket: Path, daemon_pid: int, direct: Direct) -> Any:
+    conn = _Conn(await anyio.connect_unix(socket))
+    first = await _compose(conn, GOALS[0], args.budget)
+    asked = first["audit"]["policy"]["asked"]
+    served, composed = [], []
+    cpu_ms: list[float] = []
+    for n in range(args.warmup + args.requests):
+        goal = GOALS[n % len(GOALS)]
+        times: dict[str, float] = {}
+        order = ("serve", "direct") if n % 4 in (0, 3) else ("direct", "serve")
+        for side in order:
+            t0 = time.perf_counter()
+            if side == "serve":
+                c0 = _cpu_s(daemon_pid)
+                await _compose(conn, goal, args.budget)
+                times[side] = (time.perf_counter() - t0) * 1000
+                daemon_cpu = (_cpu_s(daemon_pid) - c0) * 1000
+            else:
+                await direct.query(goal, asked)
+                times[side] = (time.perf_counter() - t0) * 1000
+        if n >= args.warmup:
+            composed.append(times["serve"])
+            served.append(times["direct"])
+            cpu_ms.append(daemon_cpu)
+    await conn.stream.aclose()
+    ratios = [a / b for a, b in zip(composed, served, strict=True)]
+    return {
+        "requests": args.requests,
+        "budget": args.budget,
+        "asked": asked,
+        "serve_median_ms": round(statistics.median(composed), 3),
+        "direct_median_ms": round(statistics.median(served), 3),
+        "serve_minus_direct_median_ms": round(
+            statistics.median(a - b for a, b in zip(composed, served, strict=True)), 3
+        ),
+        "ratio_of_medians": round(statistics.median(composed) / statistics.median(served), 2),
+        "paired_ratio_median": round(statistics.median(ratios), 2),
+        "paired_ratio_quartiles": [round(q, 2) for q in statistics.quantiles(ratios, n=4)],
+        # /proc CPU ticks are 10 ms: the mean over every composition is the figure to read.
+        "daemon_cpu_ms_per_composition": round(statistics.fmean(cpu_ms), 2),
+    }
+
+
+async def run(args: argparse.Namespace, socket: Path, daemon_pid: int, db: Path) -> Any:
+    direct = Direct(_commands(db))
+    await direct.start()
+    try:
+        return await pair(args, socket, daemon_pid, direct)
+    finally:
+        await direct.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument("--memory-entries", type=int, default=500)
+    parser.add_argument("--checkout", help="run the daemon of another checkout")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="hs-"))
+    db = workdir / "memory.db"
+    _seed_memory(db, args.memory_entries)
+    daemon, socket = _start(_config(workdir, _commands(db)))
+    try:
+        out = anyio.run(run, args, socket, daemon.pid, db, backend="asyncio")
+        out["load_average_1m"] = round(os.getloadavg()[0], 2)
+        out["checkout"] = str(ROOT)
+    finally:
+        out_code = _stop(daemon)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["daemon_exit_code"] = out_code
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()
