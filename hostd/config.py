@@ -79,8 +79,12 @@ class HostSettings(_Section):
     #: 1 the providers together offer more than the budget and the ranking policy decides
     #: what gets in. A request's ``overfetch`` param overrides it.
     overfetch: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False, strict=True)] = 2.0
-    #: "lazy": a provider starts on its first query; "boot": all start with the daemon.
-    start_providers: Literal["lazy", "boot"] = "lazy"
+    #: "boot": every provider starts with the daemon (its index builds before the first
+    #: request asks); "lazy": a provider starts on its first query.
+    start_providers: Literal["lazy", "boot"] = "boot"
+    #: Seconds a provider's start (spawn and handshake) may take before it is killed; a
+    #: request naming no ``timeout_ms`` waits up to this for a provider to be ready.
+    start_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     #: Seconds in-flight requests get to finish after a stop is requested.
     grace_period_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
     #: Per-connection limits (protocol.md framing: an over-long line is the peer's fault).
@@ -189,6 +193,8 @@ class ProviderSettings(_Section):
     trusted_roots: list[Path] = Field(default_factory=list)
     #: Overrides ``host.untrusted`` for this provider's frames.
     untrusted: Literal["exclude", "include"] | None = None
+    #: Overrides ``host.start_timeout_s`` for this provider.
+    start_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] | None = None
     #: ``binding = "mcp"`` only: what the MCP server's resources and tool become.
     mcp: McpSettings | None = None
 
@@ -313,6 +319,7 @@ class Config(_Section):
                 cwd=str(p.cwd) if p.cwd is not None else None,
                 trusted_roots=[str(r) for r in p.trusted_roots],
                 untrusted=p.untrusted,
+                start_timeout_s=p.start_timeout_s,
                 options=p.options,
                 **_remote_fields(p),
             )

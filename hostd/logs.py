@@ -316,15 +316,19 @@ _AUDIT_KEYS = (
 )
 
 
-def log_audit(logger: Any, entries: Iterable[Mapping[str, Any]]) -> None:
+def log_audit(
+    logger: Any, entries: Iterable[Mapping[str, Any]], legs: Iterable[Mapping[str, Any]] = ()
+) -> None:
     """A composition's audit in the log: one summary, and entries as ``[log] audit`` says.
 
     ``compose.audit.summary`` (info) counts the entries per disposition, reason and
-    provider. Each entry is a ``compose.audit`` event (FrameId, disposition, reason,
-    rank, score, position, tokens, verification; content never), at info in
-    ``entries`` mode and for the sampled share in ``sample`` mode, at debug
-    otherwise. The entries are rendered in one pass and written in one call: a
-    composition has one entry per offered frame, so this is the log's hot path.
+    provider, and names the providers whose leg (``legs``: the ``providers[]`` reports)
+    was ``warming``: they offered no entry, so only this says why. Each entry is a
+    ``compose.audit`` event (FrameId, disposition, reason, rank, score, position,
+    tokens, verification; content never), at info in ``entries`` mode and for the
+    sampled share in ``sample`` mode, at debug otherwise. The entries are rendered in
+    one pass and written in one call: a composition has one entry per offered frame,
+    so this is the log's hot path.
     """
     if _LEVEL > LEVELS["info"] or _OUT is None:
         return
@@ -338,7 +342,8 @@ def log_audit(logger: Any, entries: Iterable[Mapping[str, Any]]) -> None:
             info = at_info is None or i in at_info
             if info or _LEVEL <= LEVELS["debug"]:
                 lines.append(_audit_line(context, entry, "info" if info else "debug", stamp))
-    lines.append(_summary_line(context, entries, at_info, stamp))
+    warming = sorted(str(r.get("provider_id")) for r in legs if r.get("status") == "warming")
+    lines.append(_summary_line(context, entries, at_info, stamp, warming))
     with _WRITE_LOCK:
         _OUT.write("\n".join(lines) + "\n")
 
@@ -388,6 +393,7 @@ def _summary_line(
     entries: list[Mapping[str, Any]],
     at_info: set[int] | None,
     stamp: str,
+    warming: list[str],
 ) -> str:
     dispositions: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
@@ -407,6 +413,7 @@ def _summary_line(
         reasons=dict(sorted(reasons.items())),
         providers={p: dict(sorted(c.items())) for p, c in sorted(providers.items())},
         logged=len(entries) if at_info is None else len(at_info),
+        warming=warming,
         event="compose.audit.summary",
         level="info",
         timestamp=stamp,

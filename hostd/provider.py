@@ -30,6 +30,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, ConfigDict
 
+from hostd._warmup import PROGRESS_METHOD, Progress, Readiness, Warming, warm_in_thread
 from hostd.errors import IncompatibleVersion, ProviderRefusal, RequestLineTooLong
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
@@ -58,9 +59,11 @@ from hostd.rpc import Dispatcher, LinePipeProtocol, Method, error_reply
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "Progress",
     "Provider",
     "ProviderRefusal",
     "ProviderServer",
+    "Warming",
     "file_provenance",
     "make_frame",
     "run_http",
@@ -89,6 +92,15 @@ class Provider:
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         return [FrameVerdict(frame=f, status="unknown") for f in frames]
+
+    def warm(self, progress: Progress) -> None:
+        """Build or load what queries need (an index); runs once in a worker thread while
+        the provider serves: queries get ``unavailable`` (``data.warming``) until it
+        returns, ``progress(done, total, phase=...)`` reaches the host (``_warmup``)."""
+
+
+def _warms(provider: Provider) -> bool:
+    return type(provider).warm is not Provider.warm
 
 
 # --- helpers for provider authors ---------------------------------------------------
@@ -167,10 +179,15 @@ async def _handshake(server: ProviderServer, req: HandshakeRequest) -> dict[str,
         provider=provider.info,
         capabilities=provider.capabilities,
     )
-    return ack.to_wire()
+    wire = ack.to_wire()
+    if not server.readiness.ready:
+        wire["ready"] = False  # context/progress says when it is (docs/providers.md)
+    return wire
 
 
 async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
+    if not server.readiness.ready:
+        raise server.readiness.refusal()  # answered now: a host never waits on a warm-up
     out = await server.provider.query(params.query)
     if isinstance(out, ContextQueryResult):
         # Frames are usually wire dicts already; a pydantic dump of list[Any] would
@@ -196,7 +213,7 @@ async def _shutdown(server: ProviderServer, params: _NoParams) -> None:
 
 def _log_unexpected(method: str, exc: BaseException) -> None:
     # A provider's log is its stderr; refusals and bad params are answers, not news.
-    if not isinstance(exc, ProviderRefusal | IncompatibleVersion):
+    if not isinstance(exc, ProviderRefusal | IncompatibleVersion | Warming):
         sys.stderr.write(f"provider: {method} failed: {type(exc).__name__}: {exc}\n")
 
 
@@ -222,6 +239,23 @@ class ProviderServer:
         self._dispatcher = (
             Dispatcher({**_METHODS, **extra}, on_error=_log_unexpected) if extra else _DISPATCHER
         )
+        #: Ready unless ``start_warming`` runs a warm-up (in memory, tests build first).
+        self.readiness = Readiness()
+
+    def start_warming(self, notify: Callable[[bytes], None]) -> threading.Thread | None:
+        """Run ``provider.warm`` in a daemon thread; each progress step goes to ``notify``
+        (called from that thread) as one encoded ``context/progress`` notification line."""
+        readiness = self.readiness
+
+        def send(progress: dict[str, Any]) -> None:
+            msg = {"jsonrpc": "2.0", "method": PROGRESS_METHOD, "params": progress}
+            notify(_DISPATCHER.encode_reply(msg))
+
+        readiness.attach(send)
+        if not _warms(self.provider):
+            return None
+        readiness.begin()
+        return warm_in_thread(self.provider.warm, readiness)
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, with its newline) to one input line; ``None`` for a
@@ -366,6 +400,14 @@ async def serve_stdio(
             paused = True
             pipe.transport.pause_reading()
 
+    # Progress lines come from the warm-up thread; every write happens in the loop.
+    def notify(line: bytes) -> None:
+        try:
+            loop.call_soon_threadsafe(write, line)
+        except RuntimeError:  # the loop is closed: the provider is exiting
+            pass
+
+    server.start_warming(notify)
     transport: asyncio.BaseTransport | None = None
     stdin_file = os.fdopen(fd, "rb", buffering=0, closefd=False)
     try:

@@ -10,7 +10,7 @@ knows nothing about ranking or about the wire.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,6 +122,7 @@ class Corpus:
         self._files: dict[str, _FileState] = {}
         self.chunks: list[Chunk] = []
         self.generation = 0  # bumped on every change
+        self._reads = 0
 
     def _walk(self) -> Iterator[tuple[str, Path, os.stat_result]]:
         opts = self.options
@@ -173,11 +174,22 @@ class Corpus:
 
         yield from visit(self.root, "")
 
-    def refresh(self) -> bool:
-        """Bring the chunks up to date with the disk; ``True`` when anything changed."""
+    def refresh(self, progress: Callable[[int, int], None] | None = None) -> bool:
+        """Bring the chunks up to date with the disk; ``True`` when anything changed.
+
+        ``progress(done, total)`` is told of every file read (the walk comes first then,
+        so the total is known)."""
         seen: dict[str, _FileState] = {}
         changed = False
-        for rel, path, st in self._walk():
+        walk: Iterable[tuple[str, Path, os.stat_result]] = self._walk()
+        total = 0
+        if progress is not None:
+            walk = list(walk)
+            total = len(walk)
+            progress(0, total)
+        for n, (rel, path, st) in enumerate(walk, 1):
+            if progress is not None and (n % 50 == 0 or n == total):
+                progress(n, total)
             old = self._files.get(rel)
             if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size:
                 seen[rel] = old
@@ -196,6 +208,7 @@ class Corpus:
                 min_tokens=opts.min_chunk_tokens,
             )
             seen[rel] = _FileState(st.st_mtime_ns, st.st_size, chunks)
+            self._reads += 1
             changed = True
         if set(seen) != set(self._files):
             changed = True
@@ -208,6 +221,21 @@ class Corpus:
     @property
     def file_count(self) -> int:
         return len(self._files)
+
+    @property
+    def reads(self) -> int:
+        """Files read (chunked) since this corpus was made: 0 after a warm restart."""
+        return self._reads
+
+    def state(self) -> dict[str, tuple[int, int, list[Chunk]]]:
+        """Every file's ``(mtime_ns, size, chunks)``, for a cache (``_corpus_cache``)."""
+        return {rel: (f.mtime_ns, f.size, f.chunks) for rel, f in self._files.items()}
+
+    def adopt(self, state: dict[str, tuple[int, int, list[Chunk]]]) -> None:
+        """Take a cached state; the next ``refresh`` re-reads only files whose
+        ``(mtime_ns, size)`` differ from it."""
+        self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in state.items()}
+        self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]
 
 
 def verify_chunk(root: Path, identity: FrameIdentity) -> FrameVerdict:

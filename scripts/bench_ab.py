@@ -107,7 +107,7 @@ def worker(args: argparse.Namespace) -> None:
     expected = args.providers * args.frames
 
     async def run() -> None:
-        async with Host(specs, start="boot", handshake_timeout_s=60, verify_stage=None) as host:
+        async with Host(specs, start="boot", start_timeout_s=60, verify_stage=None) as host:
             print("ready", flush=True)
             for line in sys.stdin:
                 if line.strip() != "go":

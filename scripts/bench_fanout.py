@@ -333,7 +333,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
 
     out: dict[str, object] = {}
     async with (
-        Host(specs, start="boot", handshake_timeout_s=30, **stage_kw) as host,
+        Host(specs, start="boot", start_timeout_s=30, **stage_kw) as host,
         anyio.create_task_group() as tg,
     ):
         for round_ in range(args.warmup + args.rounds):

@@ -100,7 +100,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 env={"PYTHONPATH": str(ROOT)}, max_candidates=max(sizes),
             )  # fmt: skip
             # Started now; its handshake comes once its model has loaded.
-            pool = PoolSettings(start="boot", handshake_timeout_s=300)
+            pool = PoolSettings(start="boot", start_timeout_s=300)
             reranker = make_reranker(settings[name], pool)
             rerankers[name] = await stack.enter_async_context(reranker)
         q = 0

@@ -102,3 +102,17 @@ def test_the_cli_reports_a_bad_config_in_one_line_without_a_traceback(tmp_path: 
     assert len(lines) == 1, done.stderr
     assert str(path) in lines[0] and "host.grace_period_s" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_providers_start_at_boot_with_a_30_s_start_deadline_unless_told_otherwise() -> None:
+    config = parse_config(
+        '[host]\nstart_timeout_s = 12\n\n[[provider]]\nid = "a"\ncommand = ["x"]\n'
+        'start_timeout_s = 90\n\n[[provider]]\nid = "b"\ncommand = ["y"]\n'
+    )
+    assert config.host.start_providers == "boot" and config.host.start_timeout_s == 12
+    specs = {s.id: s for s in config.provider_specs()}
+    assert specs["a"].start_timeout_s == 90 and specs["b"].start_timeout_s is None
+    assert parse_config("").host.start_timeout_s == 30
+    with pytest.raises(ConfigError) as err:
+        parse_config('[[provider]]\nid = "a"\ncommand = ["x"]\nstart_timeout_s = 0\n')
+    assert err.value.data["key"] == "provider[0].start_timeout_s"

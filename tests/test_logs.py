@@ -65,14 +65,17 @@ def _entries(n: int, excluded_every: int = 3) -> list[dict[str, Any]]:
 
 
 def _compose_log(
-    entries: list[dict[str, Any]], request_id: str = "r-1", **settings: Any
+    entries: list[dict[str, Any]],
+    request_id: str = "r-1",
+    legs: tuple[dict[str, Any], ...] = (),
+    **settings: Any,
 ) -> list[dict[str, Any]]:
     out = io.StringIO()
     cfg = LogSettings(**settings)
     logs.configure_logging(settings=cfg, stream=out)
     logs.bind_request(request_id)
     try:
-        logs.log_audit(logs.get_logger("t"), entries)
+        logs.log_audit(logs.get_logger("t"), entries, legs)
     finally:
         logs.unbind_request()
     logs.flush_logs()
@@ -96,6 +99,20 @@ def test_summary_is_one_event_with_counts_and_no_entry_at_info() -> None:
         "beta": {"excluded": 5, "included": 10},
     }
     assert summary["logged"] == 0
+    assert summary["warming"] == []
+
+
+def test_the_summary_names_the_legs_that_were_warming() -> None:
+    # A warming leg offers no entry: only the summary can say why its provider is absent.
+    legs = (
+        {"provider_id": "semantic", "status": "warming"},
+        {"provider_id": "alpha", "status": "ok"},
+        {"provider_id": "files", "status": "warming"},
+        {"provider_id": "beta", "status": "timeout"},
+    )
+    (summary,) = _compose_log(_entries(4), legs=legs)
+    assert summary["warming"] == ["files", "semantic"]
+    assert set(summary["providers"]) == {"alpha", "beta"}
 
 
 def test_summary_mode_writes_every_entry_at_debug_level() -> None:

@@ -88,6 +88,8 @@ class _Driver:
     correlation: bool = False
     #: Set once the provider's stdout ended: later checks cannot run (deterministically).
     dead: bool = False
+    #: The handshake said ``"ready": false``: queries wait for its ``context/progress``.
+    warming: bool = False
 
     async def send_raw(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -136,6 +138,23 @@ class _Driver:
         reply_msg: dict[str, Any] = await slot.wait()
         return reply_msg
 
+    async def wait_ready(self, timeout_s: float) -> int:
+        """Read ``context/progress`` notifications until one says ready (or failed);
+        the number of progress notes seen."""
+        notes = 0
+        with anyio.fail_after(timeout_s):
+            while True:
+                msg = await self.read_line()
+                if isinstance(msg, dict) and msg.get("method") == "context/progress":
+                    notes += 1
+                    params = msg.get("params")
+                    params = params if isinstance(params, dict) else {}
+                    if params.get("state") == "ready":
+                        self.warming = False
+                        return notes
+                    if params.get("state") == "failed":
+                        raise _Failed(f"warm-up failed: {params.get('message')}")
+
     async def envelope(self, message: dict[str, Any], expect: tuple[str, ...]) -> dict[str, Any]:
         """CGP: send one envelope and return the first reply envelope of an expected type."""
         await self.send(message)
@@ -158,7 +177,9 @@ class _Driver:
             )
             if "error" in reply:
                 raise _Failed(f"handshake refused: {reply['error']}")
-            return HandshakeAck.model_validate(reply.get("result"))
+            result = reply.get("result")
+            self.warming = isinstance(result, dict) and result.get("ready") is False
+            return HandshakeAck.model_validate(result)
         env = await self.envelope(
             {"type": "handshake", "protocol_version": PROTOCOL_VERSION}, ("handshake_ack",)
         )
@@ -229,6 +250,10 @@ def _fmt(violations: Sequence[Any], limit: int = 3) -> str:
     return text + (f" (+{more} more)" if more > 0 else "")
 
 
+#: How long a warming provider may take to say it is ready (a cold embedding build).
+_WARM_S = 600.0
+
+
 async def check_provider(
     command: Sequence[str],
     *,
@@ -297,6 +322,11 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         return
     caps: Capabilities = ack.capabilities
     d.correlation = caps.correlation
+    if d.warming:  # an index to build first: its progress notes end with "ready"
+        notes = await _step(d, results, "ready", d.wait_ready(max(d.timeout_s, _WARM_S)))
+        if notes is None:
+            return
+        results.append(CheckResult("ready", True, f"ready after {notes} progress notes"))
 
     # 2. A query whose frames are all valid; 3. budget honesty; 4. the kinds filter: each
     # reply judged by the daemon's leg audit, so the same rule ids fail here as there.

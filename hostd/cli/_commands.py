@@ -19,6 +19,7 @@ from hostd.errors import HostdError
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 from ._outcome import leg_failures, no_evidence
 from ._quality import caps_arg, floors_arg, overfetch_note
+from ._warm import ProgressBars, forward_progress
 
 __all__ = ["add_core_commands", "audit_summary"]
 
@@ -200,8 +201,13 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     }
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
-    async with session(cfg, args.connect) as s:
-        result = await s.call("context/compose", params)
+    bars = ProgressBars()
+    async with session(cfg, args.connect, bars) as s:
+        if args.connect is not None and bars.enabled:  # the daemon forwards its progress
+            forward = forward_progress(bars)
+            result = await s.call("context/compose", params, on_progress=forward)
+        else:
+            result = await s.call("context/compose", params)
     note = overfetch_note(result)
     if note:
         sys.stderr.write(f"hostd: note: {note}\n")

@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,6 +31,13 @@ __all__ = [
     "session",
     "strategy_arg",
 ]
+
+class ProgressListener(Protocol):
+    """A provider's warm-up progress, as the pool tells it (``_warm.ProgressBars``)."""
+
+    def __call__(self, provider_id: str, progress: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -69,8 +76,12 @@ def csv_arg(value: str | None) -> list[str] | None:
 
 
 @contextlib.asynccontextmanager
-async def session(cfg: Config, connect: str | None, *, boot: bool = True) -> AsyncIterator[Any]:
-    """An object with ``call(method, params)``: a running daemon, or one in-process."""
+async def session(
+    cfg: Config, connect: str | None, bars: ProgressListener | None = None, *, boot: bool = True
+) -> AsyncIterator[Any]:
+    """An object with ``call(method, params)``: a running daemon, or one in-process.
+    ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
+    the daemon for it per request) and is closed at the end."""
     if connect is not None:
         from hostd.client import connect as connect_socket
 
@@ -92,8 +103,15 @@ async def session(cfg: Config, connect: str | None, *, boot: bool = True) -> Asy
             cfg = cfg.model_copy(
                 update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
             )
-        async with Daemon(cfg).local() as local:
-            yield local
+        daemon = Daemon(cfg)
+        async with daemon.local() as local:
+            if bars is not None and daemon.host is not None:
+                daemon.host.pool.progress_listeners.append(bars)
+            try:
+                yield local
+            finally:
+                if bars is not None:
+                    bars.close()
 
 
 def print_json(value: Any) -> None:

@@ -24,6 +24,7 @@ from ._commands import add_core_commands
 from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
 from ._outcome import NoDaemon
 from ._quality import add_quality_commands
+from ._warm import add_warm_command
 
 __all__ = ["build_parser", "main"]
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_core_commands(sub, common)
     add_quality_commands(sub, common)
+    add_warm_command(sub, common)
     add_check_command(sub)
     return parser
 

@@ -31,6 +31,7 @@ __all__ = [
     "record_retry",
     "retry_due",
     "is_hung",
+    "is_warming_leg",
     "record_failure",
     "record_leg",
     "record_started",
@@ -43,6 +44,7 @@ class ProviderState(StrEnum):
     CRASHED = "crashed"  # died or broke; restarts after its backoff
     FAILED = "failed"  # restart attempts spent: parked until its cool-down or a restart
     STOPPED = "stopped"  # the host shut it down
+    WARMING = "warming"  # running and handshaken, building its index (not a fault)
 
 
 class StartAction(StrEnum):
@@ -106,6 +108,8 @@ class Health:
     #: The last leg's error, and the last start or crash failure (what a give-up quotes).
     last_error: str | None = None
     last_failure: str | None = None
+    #: Legs answered "not ready yet" (``warming``): counted apart, never as failures.
+    warming: int = 0
     #: Starts of a parked provider after its cool-down, and restarts asked by a client.
     retries: int = 0
     restarts_requested: int = 0
@@ -126,6 +130,7 @@ class Health:
             "consecutive_timeouts": self.consecutive_timeouts,
             "last_error": self.last_error,
             "last_failure": self.last_failure,
+            "warming": self.warming,
             "retries": self.retries,
             "restarts_requested": self.restarts_requested,
         }
@@ -248,8 +253,10 @@ def is_hung(health: Health, policy: RestartPolicy) -> bool:
 
 def record_leg(health: Health, status: str, *, error: str | None = None) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
-    resets the consecutive-failure count: the process works."""
-    answered = status in ("ok", "quarantined")
+    resets the consecutive-failure count: the process works. A ``warming`` leg (the
+    provider is starting or building its index, ``is_warming_leg``) is no failure and no
+    missed deadline: it never leads to a restart, a backoff or ``is_hung``."""
+    answered = status in ("ok", "quarantined") or is_warming_leg(status)
     timeouts = health.consecutive_timeouts
     if answered:
         timeouts = 0
@@ -274,6 +281,12 @@ def record_leg(health: Health, status: str, *, error: str | None = None) -> Heal
         consecutive_timeouts=timeouts,
         last_error=health.last_error if error is None else bounded_error(error),
         last_failure=health.last_failure,
+        warming=health.warming + is_warming_leg(status),
         retries=health.retries,
         restarts_requested=health.restarts_requested,
     )
+
+
+def is_warming_leg(status: str) -> bool:
+    """Whether a leg's status says "not ready yet" rather than "failed"."""
+    return status == "warming"

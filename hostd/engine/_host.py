@@ -14,18 +14,25 @@ provider id and FrameId, never by arrival.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import structlog
 
-from hostd.errors import ShuttingDown
+from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
-from hostd.transport import DEFAULT_MAX_LINE_BYTES, ProviderLink, StderrPolicy
+from hostd.transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    OnProgress,
+    ProviderConnection,
+    ProviderLink,
+    StderrPolicy,
+)
 
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
@@ -44,6 +51,9 @@ log = structlog.get_logger("hostd.engine")
 
 #: ``on_leg_done`` callback: called with each report as its leg finishes (sync or async).
 LegDone = Callable[[LegReport], Awaitable[None] | None]
+#: ``on_progress`` callback: a provider's warm-up progress (sync or async).
+ProgressDone = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+T = TypeVar("T")
 
 
 class _Default(Enum):
@@ -78,7 +88,7 @@ class Host:
         untrusted: str = "exclude",
         start: str = "lazy",
         host_info: HostInfo | None = None,
-        handshake_timeout_s: float = 5.0,
+        start_timeout_s: float = 30.0,
         grace_period_s: float = 2.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         restart_policy: RestartPolicy | None = None,
@@ -88,7 +98,7 @@ class Host:
         settings = PoolSettings(
             start=start,
             host_info=host_info,
-            handshake_timeout_s=handshake_timeout_s,
+            start_timeout_s=start_timeout_s,
             grace_period_s=grace_period_s,
             max_line_bytes=max_line_bytes,
             restart_policy=restart_policy or RestartPolicy(),
@@ -148,6 +158,43 @@ class Host:
     async def stop_all(self) -> None:
         await self.pool.stop_all()
 
+    async def warm_all(self, on_progress: OnProgress | None = None) -> dict[str, str]:
+        """Start every provider and wait until each is ready or failed (``hostd warm``):
+        a warm-up may outlast the start deadline (a cold embedding build), so only the
+        provider's exit ends the wait early. The readiness of each, by provider id."""
+        if on_progress is not None:
+            self.pool.progress_listeners.append(on_progress)
+        states: dict[str, str] = {}
+        try:
+
+            async def one(slot: Slot) -> None:
+                try:
+                    conn = await self.pool.ensure(slot)
+                except HostdError as exc:
+                    states[slot.spec.id] = f"{exc.reason}: {exc.message}"
+                    return
+                if not isinstance(conn, ProviderConnection):  # remote: ready at its handshake
+                    states[slot.spec.id] = conn.readiness.state
+                    return
+                async with anyio.create_task_group() as tg:
+
+                    async def settle(event: anyio.Event) -> None:
+                        await event.wait()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(settle, conn.readiness.settled)
+                    tg.start_soon(settle, conn.child.exited)
+                alive = conn.child.returncode is None
+                states[slot.spec.id] = conn.readiness.state if alive else "crashed"
+
+            async with anyio.create_task_group() as tg:
+                for slot in self.pool.slots.values():
+                    tg.start_soon(one, slot)
+        finally:
+            if on_progress is not None:
+                self.pool.progress_listeners.remove(on_progress)
+        return dict(sorted(states.items()))
+
     # -- fan-out -----------------------------------------------------------------------
 
     async def query_all(
@@ -160,6 +207,7 @@ class Host:
         timeout_ms: float | None = None,
         on_leg_done: LegDone | None = None,
         overfetch: float = 1.0,
+        on_progress: ProgressDone | None = None,
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
@@ -167,6 +215,8 @@ class Host:
         ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
         and B1 is judged against that asked figure (``LegReport.max_tokens``).
         ``timeout_ms`` caps every provider's deadline (its query and its verify).
+        ``on_progress(provider_id, progress)`` hears the selected providers' warm-up
+        progress while this fan-out runs.
         """
         if self.pool.closing:
             raise ShuttingDown("host is shutting down")
@@ -224,8 +274,44 @@ class Host:
             stage.record(result)
             return result
 
-        verified = await run_fan_out(plan, self.pool, self._consent, on_reply, check)
+        work = run_fan_out(plan, self.pool, self._consent, on_reply, check)
+        if on_progress is not None:
+            work = self._with_progress({s.spec.id for s in slots}, on_progress, work)
+        verified = await work
         return judge(plan, judged, verified)
+
+    async def _with_progress(
+        self, chosen: set[str], on_progress: ProgressDone, work: Awaitable[T]
+    ) -> T:
+        """Run ``work`` while the chosen providers' progress goes to ``on_progress``: heard
+        in a read callback, handed over through a small buffer (a full one drops a step,
+        the next one says as much) to a task that may await the callback."""
+        send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](64)
+
+        def listener(provider_id: str, progress: dict[str, Any]) -> None:
+            if provider_id in chosen:
+                with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError):
+                    send.send_nowait((provider_id, progress))
+
+        async def forward() -> None:
+            async with receive:
+                async for provider_id, progress in receive:
+                    try:
+                        out = on_progress(provider_id, progress)
+                        if inspect.isawaitable(out):
+                            await out
+                    except Exception as exc:  # a callback never breaks the fan-out
+                        log.warning("engine.on_progress.failed", error=repr(exc))
+
+        self.pool.progress_listeners.append(listener)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(forward)
+                async with send:
+                    result = await work
+        finally:
+            self.pool.progress_listeners.remove(listener)
+        return result
 
     def _can_verify(self, provider_id: str) -> bool:
         slot = self.pool.slots.get(provider_id)
@@ -270,6 +356,8 @@ def _view(slot: Slot) -> ProviderView:
     conn = slot.live()
     if conn is None or conn.info is None or conn.capabilities is None:
         return ProviderView(slot.spec)
+    if conn.readiness.warming:
+        return ProviderView(slot.spec)  # a ``start`` leg: it waits for readiness first
     return ProviderView(slot.spec, conn.info, conn.capabilities)
 
 

@@ -78,6 +78,9 @@ class LegPlan:
     #: Its wire form, when known at planning time (``send`` legs).
     wire: Mapping[str, Any] | None = None
     missing_scopes: tuple[str, ...] = ()
+    #: The request named no ``timeout_ms``: a provider that is not ready yet is waited
+    #: for up to its start deadline, and the leg's own bound counts from then.
+    wait_ready: bool = False
     #: Consent was decided here (the provider was live); else once after its start.
     judged: bool = False
 
@@ -181,7 +184,7 @@ def _leg(
     leg_query = query.model_copy(update={"max_tokens": asked})
 
     def leg(action: LegAction, **more: Any) -> LegPlan:
-        fields = {"query": leg_query, **more}
+        fields = {"query": leg_query, "wait_ready": timeout_ms is None, **more}
         return LegPlan(spec.id, action, share, asked, limit, now + limit / 1000, **fields)
 
     if view.info is None or view.capabilities is None:

@@ -34,6 +34,7 @@ from hostd.protocol import HandshakeAck, HostInfo
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
     REDACTED,
+    OnProgress,
     ProviderConnection,
     ProviderLink,
     RemoteConnection,
@@ -70,7 +71,9 @@ class PoolSettings:
 
     start: str = "lazy"
     host_info: HostInfo | None = None
-    handshake_timeout_s: float = 5.0
+    #: A start's deadline (spawn and handshake), unless the provider's spec names its own;
+    #: a request naming no timeout also waits up to it for the provider to be ready.
+    start_timeout_s: float = 30.0
     grace_period_s: float = 2.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     restart_policy: RestartPolicy = RestartPolicy()
@@ -104,7 +107,7 @@ class _Start:
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
-    __slots__ = ("conn", "health", "last_ack", "spec", "starting")
+    __slots__ = ("conn", "health", "last_ack", "spec", "start_deadline", "starting")
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
@@ -112,13 +115,20 @@ class Slot:
         self.health = Health()
         self.last_ack: HandshakeAck | None = None
         self.starting: _Start | None = None
+        #: When the last start's deadline ends (anyio time): up to then it is never killed,
+        #: and a request naming no timeout waits for its readiness.
+        self.start_deadline: float | None = None
 
     @property
     def state(self) -> ProviderState:
-        """The recorded state, or ``crashed`` for a process that died since its last leg."""
+        """The recorded state, or ``crashed`` for a process that died since its last leg,
+        or ``warming`` for a running one that is not ready yet."""
         state = self.health.state
-        if state is ProviderState.READY and (self.conn is None or not self.conn.alive):
-            return ProviderState.CRASHED
+        if state is ProviderState.READY:
+            if self.conn is None or not self.conn.alive:
+                return ProviderState.CRASHED
+            if self.conn.readiness.warming:
+                return ProviderState.WARMING
         return state
 
     def live(self) -> ProviderLink | None:
@@ -144,6 +154,8 @@ class ProviderPool:
         self.now: Callable[[], float] = settings.clock or anyio.current_time
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
+        #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
+        self.progress_listeners: list[OnProgress] = []
         #: Each remote provider's pooled HTTP client, made on its first start, kept for
         #: the pool's life (connections are reused across handshakes and requests).
         self._remotes: dict[str, RemoteEndpoint] = {}
@@ -188,7 +200,7 @@ class ProviderPool:
 
         async def one(slot: Slot) -> None:
             try:
-                with anyio.fail_after(s.handshake_timeout_s + s.grace_period_s):
+                with anyio.fail_after(self.start_timeout(slot) + s.grace_period_s):
                     await self.ensure(slot)
             except (HostdError, TimeoutError) as exc:
                 log.warning("provider.start.failed", provider=slot.spec.id, error=str(exc))
@@ -258,6 +270,36 @@ class ProviderPool:
             self._tg.start_soon(self._start, slot, start)
             await self._join(start)
 
+    def start_timeout(self, slot: Slot) -> float:
+        return slot.spec.start_timeout_s or self.settings.start_timeout_s
+
+    async def ready(self, slot: Slot, deadline: float | None = None) -> ProviderLink:
+        """The connection once the provider is ready (or failed its warm-up), waiting no
+        longer than its start deadline; past that, the connection as it is (warming).
+        ``deadline``: the caller's own, for a backoff (``ensure``); its scope bounds the rest."""
+        if deadline is None:
+            deadline = anyio.current_time() + self.start_timeout(slot)
+        conn = await self.ensure(slot, deadline)
+        if conn.readiness.warming and slot.start_deadline is not None:
+            with anyio.move_on_at(slot.start_deadline):
+                await conn.readiness.settled.wait()
+        return conn
+
+    def _on_progress(self, provider_id: str, progress: dict[str, Any]) -> None:
+        """A provider's ``context/progress``: logged, then told to every listener."""
+        state = progress.get("state", "warming")
+        if state == "ready":
+            log.info("provider.ready", provider=provider_id, message=progress.get("message"))
+        elif state == "failed":
+            log.warning("provider.warm.failed", provider=provider_id, error=progress.get("message"))
+        else:
+            log.info("provider.progress", provider=provider_id, **progress)
+        for listener in list(self.progress_listeners):
+            try:
+                listener(provider_id, progress)
+            except Exception as exc:  # a listener never breaks the provider's stream
+                log.warning("provider.progress.listener_failed", error=repr(exc))
+
     @staticmethod
     async def _join(start: _Start) -> None:
         await start.done.wait()
@@ -265,16 +307,18 @@ class ProviderPool:
             raise start.error
 
     async def _start(self, slot: Slot, start: _Start) -> None:
-        """Spawn and handshake in the pool's task group, bounded by the handshake timeout."""
+        """Spawn and handshake in the pool's task group, bounded by its start deadline."""
         assert self._tg is not None
         spec, s = slot.spec, self.settings
+        timeout = self.start_timeout(slot)
+        slot.start_deadline = anyio.current_time() + timeout
         conn: ProviderLink
         try:
             if spec.remote:
                 conn = await RemoteConnection.open(
                     self._endpoint(spec),
                     host=self.host_info,
-                    handshake_timeout=s.handshake_timeout_s,
+                    handshake_timeout=timeout,
                 )
             else:
                 conn = await ProviderConnection.open(
@@ -285,11 +329,12 @@ class ProviderPool:
                     env=spec.env,
                     cwd=spec.cwd,
                     host=self.host_info,
-                    handshake_timeout=s.handshake_timeout_s,
+                    handshake_timeout=timeout,
                     grace=s.grace_period_s,
                     max_line_bytes=s.max_line_bytes,
                     stderr_policy=s.stderr_policy,
                     client_factory=_client_factory(spec),
+                    on_progress=self._on_progress,
                 )
         except HostdError as exc:
             self.record_failure(slot, exc)
@@ -311,7 +356,7 @@ class ProviderPool:
     async def restart(self, slot: Slot) -> ProviderLink:
         """``providers/restart``: stop the running process, if any (its in-flight legs
         fail), forget the failures (``record_restart_requested``) and start it now,
-        waiting at most the handshake timeout and the grace period. A start already
+        waiting at most its start deadline and the grace period. A start already
         under way is joined instead of doubled."""
         if self.closing or self._tg is None:
             raise ShuttingDown("host is shutting down")
@@ -325,7 +370,7 @@ class ProviderPool:
             self.discard(slot)
         slot.health = record_restart_requested(slot.health)
         s = self.settings
-        limit = s.handshake_timeout_s + s.grace_period_s
+        limit = self.start_timeout(slot) + s.grace_period_s
         try:
             with anyio.fail_after(limit):
                 return await self.ensure(slot)
@@ -371,7 +416,10 @@ class ProviderPool:
         its process is torn down in the pool's task group and the next request starts
         a fresh one, after the backoff the failure earns."""
         slot.health = record_leg(slot.health, status, error=error)
-        if is_hung(slot.health, self.settings.restart_policy) and slot.conn is not None:
+        conn = slot.conn
+        if conn is not None and conn.readiness.warming:
+            return  # building its index: never "hung" (it said so, _readiness)
+        if is_hung(slot.health, self.settings.restart_policy) and conn is not None:
             n = slot.health.consecutive_timeouts
             log.warning("provider.hung.restart", provider=slot.spec.id, timeouts=n)
             slot.health = record_failure(
@@ -401,6 +449,9 @@ class ProviderPool:
         """``providers/list``'s entry for one provider (without verification figures)."""
         ack, conn = slot.last_ack, slot.conn
         health = slot.health.to_wire()
+        if conn is not None:
+            health["readiness"] = conn.readiness.state
+            health["progress"] = dict(conn.readiness.progress)
         due = retry_due(slot.health, self.settings.restart_policy)
         if due is not None:  # parked: when its cool-down lets it start again
             health["retry_in_s"] = round(max(0.0, due - self.now()), 3)

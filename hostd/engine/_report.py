@@ -38,6 +38,9 @@ class LegStatus(StrEnum):
     SKIPPED = "skipped"
     #: A remote provider refused the credential (HTTP 401/403).
     UNAUTHORIZED = "unauthorized"
+    #: Started (or starting) but not ready yet: an index to build. Never a fault: it
+    #: counts toward no restart, backoff or hang (``_health``).
+    WARMING = "warming"
 
 
 def honest_cost(frame: ContextFrame) -> int:

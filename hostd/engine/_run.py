@@ -121,8 +121,20 @@ def failure_of(exc: HostdError) -> tuple[LegStatus, str, str, tuple[Violation, .
     if isinstance(exc, HandshakeFailed):  # IncompatibleVersion included (H1–H3, H2, C5)
         return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
     if isinstance(exc, ProviderError):
+        if exc.data.get("warming") is True:  # answered "not ready yet" (_readiness)
+            return LegStatus.WARMING, "warming", exc.message, ()
         return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
     return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
+
+
+def _figure(progress: Mapping[str, Any]) -> str:
+    """``: embed 64/449`` from a provider's last progress, or nothing."""
+    phase, done, total = progress.get("phase"), progress.get("done"), progress.get("total")
+    if not phase or phase == "start":
+        return ""
+    if total is not None:
+        return f": {phase} {done or 0}/{total}"
+    return f": {phase}"
 
 
 class _Runner:
@@ -172,7 +184,8 @@ class _Runner:
         return once.value
 
     async def _start(self, slot: Slot, leg: LegPlan) -> Ready:
-        conn = await self.pool.ensure(slot, leg.deadline)
+        # Ready (or failed its warm-up) within the caller's bound, else warming at its end.
+        conn = await self.pool.ready(slot, leg.deadline)
         assert conn.info is not None and conn.capabilities is not None
         _, missing = gate(leg.query, leg.provider_id, conn.info, conn.capabilities, self.consent)
         return conn, missing
@@ -198,34 +211,48 @@ class _Runner:
     ) -> LegReply:
         slot = self.pool.slots[leg.provider_id]
         query = leg.query
+        deadline = leg.deadline
         try:
-            with anyio.CancelScope(deadline=leg.deadline) as scope:
+            if conn is None and leg.wait_ready and not isinstance(written, HostdError):
+                # No timeout named: wait for a cold provider up to its start deadline, then
+                # give the leg its own bound from there.
+                conn = await self.pool.ready(slot)
+                deadline = max(deadline, anyio.current_time() + leg.limit_ms / 1000)
+                written = None
+                started = True
+            else:
+                started = conn is None
+            with anyio.CancelScope(deadline=deadline) as scope:
                 if isinstance(written, HostdError):
                     raise written
                 call = written
-                if conn is None:  # a ``start`` leg: consent is judged once, after the start
+                if started:  # a ``start`` leg: not running, or not ready yet; consent is
+                    # judged once, after the start (ready within this leg's bound)
                     conn, missing = await self.ready(leg)
                     if missing:
                         return self.no_consent(leg, query, missing)
                     assert conn.capabilities is not None
                     query = trim_representations(query, conn.capabilities)
                     call = _write(conn, query)
+                assert conn is not None
                 result = await _result(conn, query, call)
             if scope.cancelled_caught:
                 raise TimeoutError
         except TimeoutError:
-            if conn is None:  # still starting: the start (in the pool) goes on without us
-                code, what = "handshake_timeout", "provider not ready"
-            else:
-                code, what = "timeout", "no reply"
-                if not conn.alive and slot.conn is conn:
-                    self.pool.discard(slot)  # a lock-step stream abandoned mid-request
+            if conn is None:
+                conn = slot.live()  # handshaken while we waited for its readiness?
+                if conn is None:  # still starting: the start (in the pool) goes on without us
+                    return self.warming(leg, query, "starting", "provider starting")
+            if conn.readiness.warming:
+                return self.warming(leg, query, "warming", "provider warming")
+            if not conn.alive and slot.conn is conn:
+                self.pool.discard(slot)  # a lock-step stream abandoned mid-request
             return self.reply(
                 leg,
                 query,
                 status=LegStatus.TIMEOUT,
-                error_code=code,
-                error_message=f"{what} within {leg.limit_ms:.0f} ms",
+                error_code="timeout",
+                error_message=f"no reply within {leg.limit_ms:.0f} ms",
             )
         except HostdError as exc:
             if isinstance(exc, ProviderCrashed | ProtocolFault):
@@ -242,6 +269,19 @@ class _Runner:
         caps = conn.capabilities if conn is not None else None
         kinds = tuple(caps.query.kinds) if caps is not None else ()
         return self.reply(leg, query, frames=result.frames, declared_kinds=kinds)
+
+    def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
+        """A leg whose provider is not ready within the leg's bound (``warming``)."""
+        slot = self.pool.slots[leg.provider_id]
+        conn = slot.conn
+        progress = conn.readiness.progress if conn is not None else {}
+        return self.reply(
+            leg,
+            query,
+            status=LegStatus.WARMING,
+            error_code=code,
+            error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{_figure(progress)}",
+        )
 
     def no_consent(self, leg: LegPlan, query: ContextQuery, missing: Sequence[str]) -> LegReply:
         return self.reply(

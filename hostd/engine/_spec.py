@@ -40,6 +40,10 @@ class ProviderSpec:
     client_key: str | Path | None = None
     #: HTTP connections one remote provider may hold open at once.
     max_connections: int = 16
+    #: Seconds its start (spawn and handshake) may take before it is killed; ``None``:
+    #: the host's ``start_timeout_s``. A request naming no timeout waits up to this for
+    #: the provider to be ready.
+    start_timeout_s: float | None = None
 
     @property
     def remote(self) -> bool:
@@ -63,6 +67,8 @@ class ProviderSpec:
             raise ValueError(f"provider {self.id!r}: untrusted must be 'exclude' or 'include'")
         if self.weight < 0:
             raise ValueError(f"provider {self.id!r}: weight must not be negative")
+        if self.start_timeout_s is not None and not self.start_timeout_s > 0:
+            raise ValueError(f"provider {self.id!r}: start_timeout_s must be positive")
         object.__setattr__(self, "command", tuple(str(c) for c in self.command))
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "trusted_roots", tuple(self.trusted_roots))
@@ -95,4 +101,5 @@ class ProviderSpec:
             untrusted=getattr(settings, "untrusted", None),
             options=dict(getattr(settings, "options", None) or {}),
             **remote,
+            start_timeout_s=getattr(settings, "start_timeout_s", None),
         )

@@ -195,6 +195,17 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int) -> FanOut:
                 },
             )
 
+    more: dict[str, Any] = {}
+    if p.progress_token is not None:
+        token = p.progress_token
+
+        async def on_progress(provider_id: str, progress: dict[str, Any]) -> None:
+            # A provider warming up: its own figures, apart from the legs' done/total.
+            params = {"progress_token": token, "provider": provider_id, "status": "warming"}
+            await ctx.notify("$/progress", {**params, "warming": progress})
+
+        more["on_progress"] = on_progress
+
     ctx.daemon.counters["fanouts"] += 1
     fan = await ctx.daemon.host.query_all(
         query,
@@ -204,6 +215,7 @@ async def _fan_out(ctx: RequestContext, p: QueryParams, budget: int) -> FanOut:
         timeout_ms=p.timeout_ms,
         on_leg_done=on_leg_done,
         overfetch=_overfetch(ctx, p),
+        **more,
     )
     log_legs(log, fan.reports)
     return fan
@@ -267,7 +279,7 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     await ctx.daemon.record_shadow(ctx.request_id, p, floors.contested, fan.accepted, composed)
     result = composed.to_wire()
     audit = result["audit"]
-    log_audit(log, audit["entries"])
+    log_audit(log, audit["entries"], _reports(fan))
     usage = fan.usage_report()
     ctx.daemon.remember_usage(ctx.request_id, usage)
     result["providers"] = _reports(fan)

@@ -208,9 +208,9 @@ class Daemon:
     # -- lifecycle ------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _engine(self) -> AsyncIterator[Any]:
+    async def _engine(self, start: str | None = None) -> AsyncIterator[Any]:
         """The engine ``Host`` and, when configured, the reranker beside it (stopped first)."""
-        async with self._make_host() as host:
+        async with self._make_host(start) as host:
             self.host = host
             from hostd.engine import PoolSettings, RestartPolicy
 
@@ -219,7 +219,7 @@ class Daemon:
                 self.config.reranker,
                 PoolSettings(
                     start=cfg.start_providers,
-                    handshake_timeout_s=self.config.reranker.start_timeout_ms / 1000,
+                    start_timeout_s=self.config.reranker.start_timeout_ms / 1000,
                     max_line_bytes=cfg.max_line_bytes,
                     restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
                 ),
@@ -234,7 +234,7 @@ class Daemon:
                 finally:
                     self.reranker = None
 
-    def _make_host(self) -> Any:
+    def _make_host(self, start: str | None = None) -> Any:
         if self._host_factory is not None:
             return self._host_factory(self.config)
         from hostd.engine import Host, RestartPolicy
@@ -248,7 +248,8 @@ class Daemon:
             state_dir=state,
             host_roots=cfg.host.trusted_roots,
             untrusted=cfg.host.untrusted,
-            start=cfg.host.start_providers,
+            start=start or cfg.host.start_providers,
+            start_timeout_s=cfg.host.start_timeout_s,
             max_line_bytes=cfg.host.max_line_bytes,
             restart_policy=RestartPolicy(retry_failed_after_s=cfg.host.retry_failed_after_s),
         )
@@ -290,8 +291,12 @@ class Daemon:
                     if isinstance(address, tuple):
                         self.tcp_address = (str(address[0]), int(address[1]))
                     listeners.append(("tcp", cast(SocketListener, sub)))
-            async with self._engine():
-                await self._serve(listeners, wire_fd, token, handle_signals, ready)
+            # "boot" starts every provider as serving begins, not before: a request that
+            # arrives meanwhile joins the start, so one with a timeout_ms is answered
+            # within it (its leg ``warming``) instead of waiting for every handshake.
+            boot = cfg.host.start_providers == "boot" and self._host_factory is None
+            async with self._engine("lazy" if boot else None):
+                await self._serve(listeners, wire_fd, token, handle_signals, ready, boot)
                 # A connect while the providers stop is refused at once, never left waiting.
                 for _, opened in listeners:
                     await opened.aclose()
@@ -315,6 +320,7 @@ class Daemon:
         token: str | None,
         handle_signals: bool,
         ready: Callable[[Daemon], None] | None,
+        boot: bool = False,
     ) -> None:
         async with anyio.create_task_group() as conns:
             async with anyio.create_task_group() as accepting:
@@ -328,6 +334,8 @@ class Daemon:
                     )
                 if wire_fd is not None:
                     conns.start_soon(self._serve_stdio, wire_fd)
+                if boot:
+                    conns.start_soon(self.host.start_all)
                 log.info(
                     "host.serving",
                     pid=os.getpid(),

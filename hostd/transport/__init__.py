@@ -20,6 +20,7 @@ from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
+from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
 from ._remote_url import (
     REDACTED,
     Credential,
@@ -44,10 +45,13 @@ __all__ = [
     "Credential",
     "JsonRpcClient",
     "LineReader",
+    "OnProgress",
+    "PROGRESS_METHOD",
     "ProviderConnection",
     "ProviderLink",
     "RemoteConnection",
     "RemoteEndpoint",
+    "Readiness",
     "StartedCall",
     "StderrPolicy",
     "TokenBucket",

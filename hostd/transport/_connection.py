@@ -45,6 +45,7 @@ from ._cgp import CgpClient
 from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._jsonrpc import JsonRpcClient
 from ._process import ChildProcess, StderrPolicy
+from ._readiness import OnProgress, Readiness
 
 __all__ = ["Binding", "BindingClient", "ProviderConnection"]
 
@@ -128,6 +129,7 @@ class ProviderConnection:
         client: BindingClient,
         scope: anyio.CancelScope,
         grace: float,
+        on_progress: OnProgress | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.child = child
@@ -136,6 +138,11 @@ class ProviderConnection:
         self._grace = grace
         self.ack: HandshakeAck | None = None
         self.closed = False
+        #: Warming until the provider says it is ready (``_readiness``); fed from the
+        #: first line on, as a provider may report progress before its handshake reply.
+        self.readiness = Readiness(provider_id, on_progress)
+        if isinstance(client, JsonRpcClient):
+            client.on_notification = self.readiness.on_notification
 
     def __repr__(self) -> str:
         return (
@@ -177,10 +184,13 @@ class ProviderConnection:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_policy: StderrPolicy | None = None,
         client_factory: ClientFactory | None = None,
+        on_progress: OnProgress | None = None,
     ) -> ProviderConnection:
-        """Spawn and handshake. Raises ``HandshakeFailed``/``IncompatibleVersion`` (with
-        ``data["violations"]``), ``ProviderTimeout`` or ``ProviderCrashed``; on any failure
-        the child is already torn down. Background tasks run in ``task_group``."""
+        """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
+        told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
+        ``IncompatibleVersion`` (with ``data["violations"]``), ``ProviderTimeout`` or
+        ``ProviderCrashed``; on any failure the child is already torn down. Background
+        tasks run in ``task_group``."""
         if binding not in ("jsonrpc", "cgp") and client_factory is None:
             raise ValueError(f"unknown binding {binding!r}")
         try:
@@ -198,6 +208,7 @@ class ProviderConnection:
                 client_factory or (JsonRpcClient if binding == "jsonrpc" else CgpClient),
                 grace,
                 max_line_bytes,
+                on_progress,
             )
         except BaseException:
             await child.aclose(grace=grace)  # never leave a spawned child behind
@@ -218,6 +229,7 @@ class ProviderConnection:
             await conn.aclose()
             raise
         conn.ack = ack
+        conn.readiness.handshake(getattr(conn.client, "handshake_result", None))
         log.info(
             "provider.handshake.ok",
             provider=provider_id,
@@ -235,6 +247,7 @@ class ProviderConnection:
         client_cls: ClientFactory,
         grace: float,
         max_line_bytes: int,
+        on_progress: OnProgress | None,
         *,
         task_status: TaskStatus[ProviderConnection],
     ) -> None:
@@ -242,7 +255,7 @@ class ProviderConnection:
             None, child.send, provider_id=provider_id, send_nowait=child.send_nowait
         )
         with anyio.CancelScope() as scope:
-            conn = cls(provider_id, child, client, scope, grace)
+            conn = cls(provider_id, child, client, scope, grace, on_progress)
             try:
                 async with anyio.create_task_group() as tg:
                     child.start_pumps(tg)

@@ -58,6 +58,7 @@ from ._calls import StartedCall
 from ._connection import _handshake_error
 from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._http_codec import Exchange, RemoteCodec, codec_for
+from ._readiness import Readiness
 from ._remote_url import REDACTED, Credential, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
@@ -226,6 +227,10 @@ class RemoteConnection:
         self.ack: HandshakeAck | None = ack
         self.closed = False
         self.failure: HostdError | None = None
+        #: Ready at its handshake: HTTP carries no ``context/progress``, so a remote
+        #: provider that is still warming says so per query (``unavailable``, ``warming``).
+        self.readiness = Readiness(self.provider_id)
+        self.readiness.handshake(None)
 
     def __repr__(self) -> str:
         return f"<RemoteConnection {self.provider_id} alive={self.alive} {self.endpoint!r}>"

@@ -10,6 +10,7 @@ CGP code read from ``data.cgp_code`` (unknown or absent → ``internal``, X1/X2)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import orjson
@@ -74,6 +75,8 @@ def provider_error(error: Any) -> HostdError:
     message = f"provider answered {code.value} (message: {unquoted(error.get('message'))})"
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
+    if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:
+        return ProviderError(message, cgp_code=code, warming=True)  # not ready yet: no fault
     return ProviderError(message, cgp_code=code)
 
 
@@ -83,6 +86,10 @@ class JsonRpcClient(StreamClient):
 
     binding = "jsonrpc"
     correlation = True  # JSON-RPC always correlates by id
+    #: Told of each provider notification ``(method, params)`` (``context/progress``).
+    on_notification: Callable[[str, Any], None] | None = None
+    #: The handshake's raw result (it may say ``"ready": false``, ``_readiness``).
+    handshake_result: Any = None
 
     def __repr__(self) -> str:
         return f"<JsonRpcClient {self.provider_id} {self._table!r}>"
@@ -99,8 +106,10 @@ class JsonRpcClient(StreamClient):
         except orjson.JSONDecodeError as exc:
             return bad_line(line, exc)
         if not isinstance(msg, dict) or ("result" not in msg and "error" not in msg):
-            if isinstance(msg, dict) and "method" in msg:
-                return None  # a provider notification: nothing is defined, ignore it
+            if isinstance(msg, dict) and isinstance(msg.get("method"), str):
+                if self.on_notification is not None:  # context/progress; others are ignored
+                    self.on_notification(msg["method"], msg.get("params"))
+                return None
             return ProtocolFault(
                 f"not a JSON-RPC response ({len(line)} bytes, not quoted): a JSON "
                 f"{json_type(msg)} without result or error"
@@ -144,6 +153,7 @@ class JsonRpcClient(StreamClient):
             "context/handshake",
             {"protocol_version": PROTOCOL_VERSION, "host": host.to_wire()},
         )
+        self.handshake_result = result
         return validate_reply(HandshakeAck, result, "handshake result")
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:

@@ -79,6 +79,10 @@ ENV_ALLOW_LIST: tuple[str, ...] = (
     "PYTHONPATH",
     "VIRTUAL_ENV",
     "SYSTEMROOT",
+    # Where the bundled providers persist their indexes and databases: a daemon run
+    # with other dirs (a fresh cache, a test's state) has its providers follow.
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
 )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import numpy as np
 from hostd.protocol import ContextFrame, ContextQuery
 
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
+from .._corpus_cache import load_corpus, save_corpus
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
@@ -73,8 +75,17 @@ class FileIndex:
     Thread-safe: ``search`` and ``refresh`` may be called from worker threads.
     """
 
-    def __init__(self, options: CorpusOptions, *, refresh_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        options: CorpusOptions,
+        *,
+        refresh_interval_s: float = 1.0,
+        cache_path: Path | None = None,
+    ) -> None:
         self.corpus = Corpus(options)
+        #: Where the chunks persist (``_corpus_cache``), so a restart re-reads only changes.
+        self.cache_path = cache_path
+        self.loaded_from_cache = False
         self.refresh_interval_s = refresh_interval_s
         self._lock = threading.Lock()
         self._bm25: bm25s.BM25 | None = None
@@ -97,6 +108,29 @@ class FileIndex:
             if changed or self._bm25 is None:
                 self._rebuild()
             return changed
+
+    def build(self, progress: Callable[..., None] | None = None) -> None:
+        """The first build: adopt the cached chunks, re-read what changed on disk, index,
+        and save the cache again when anything was read. ``progress(done, total,
+        phase=...)`` is told how far the reading got."""
+        with self._lock:
+            if self.cache_path is not None:
+                self.loaded_from_cache = load_corpus(self.corpus, self.cache_path)
+
+            def read(done: int, total: int) -> None:
+                if progress is not None:
+                    progress(done, total, phase="read files")
+
+            self.corpus.refresh(read)
+            if progress is not None:
+                progress(0, None, phase="index")
+            self._rebuild()
+            self._last_check = time.monotonic()
+            if self.cache_path is not None and (self.corpus.reads or not self.loaded_from_cache):
+                try:
+                    save_corpus(self.corpus, self.cache_path)
+                except OSError:  # a cache that cannot be written costs the next start only
+                    pass
 
     def _rebuild(self) -> None:
         chunks = list(self.corpus.chunks)

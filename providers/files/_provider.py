@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio.to_thread
 
@@ -18,10 +20,11 @@ from hostd.protocol import (
     ProviderInfo,
     QueryCapability,
 )
-from hostd.provider import Provider
+from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import verify_chunk
+from .._corpus_cache import cache_dir, corpus_key
 from ._index import FileIndex
 
 __all__ = ["FilesProvider", "main"]
@@ -39,6 +42,19 @@ class FilesProvider(Provider):
         )
         self.capabilities = Capabilities(
             query=QueryCapability(kinds=["snippet", "doc"]), verify=True
+        )
+
+    def warm(self, progress: Progress) -> None:
+        # After the handshake is answered (the runtime's worker thread): a cold build of a
+        # large checkout takes seconds, a warm restart reads only what changed.
+        started = time.perf_counter()
+        self.index.build(progress)
+        cached = " (from cache)" if self.index.loaded_from_cache else ""
+        print(
+            f"providers.files: {self.index.chunk_count} chunks from "
+            f"{self.index.corpus.file_count} files under {self.index.root}{cached}, "
+            f"{self.index.corpus.reads} read, in {time.perf_counter() - started:.1f}s",
+            file=sys.stderr,
         )
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
@@ -67,15 +83,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="re-check file mtimes at most this often (default: %(default)s)",
     )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        metavar="DIR",
+        help="keep the chunks here so a restart re-reads only changed files "
+        "(default: $XDG_CACHE_HOME/hostd/files)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="never read or write a cache")
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a directory")
-    index = FileIndex(corpus_options(args), refresh_interval_s=args.refresh_interval)
-    index.refresh(force=True)  # built at start, so the first query is fast
-    print(
-        f"providers.files: {index.chunk_count} chunks from {index.corpus.file_count} files "
-        f"under {index.root}",
-        file=sys.stderr,
-    )
+    options = corpus_options(args)
+    index = FileIndex(options, refresh_interval_s=args.refresh_interval)
+    if not args.no_cache:
+        folder = args.cache or cache_dir("files")
+        index.cache_path = folder / f"{corpus_key(index.corpus)}.json"
+    if getattr(args, "http", None) is not None:
+        # Over HTTPS no progress can reach the host: built before serving, as before.
+        index.build()
+    # On stdio, built after the handshake (FilesProvider.warm): the host learns at once
+    # that this provider is up and warming, instead of waiting blind on a silent process.
     serve(FilesProvider(index), args, parser)
     return 0

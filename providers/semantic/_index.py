@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,10 @@ class EmbeddingMismatch(ValueError):  # noqa: N818 - named for the condition (E1
 class SemanticHit:
     chunk: Chunk
     score: float
+
+
+#: Chunks embedded (and committed to the cache) per step of a build.
+_EMBED_BATCH = 64
 
 
 def _embed_input(chunk: Chunk) -> str:
@@ -71,7 +76,9 @@ class SemanticIndex:
     def chunk_count(self) -> int:
         return len(self._chunks)
 
-    def refresh(self, *, force: bool = False) -> bool:
+    def refresh(self, *, force: bool = False, progress: Callable[..., None] | None = None) -> bool:
+        """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
+        ``progress(done, total, phase=...)`` is told of each embedded batch."""
         with self._lock:
             now = time.monotonic()
             if not force and self._built and now - self._last_check < self.refresh_interval_s:
@@ -79,19 +86,27 @@ class SemanticIndex:
             self._last_check = now
             changed = self.corpus.refresh()
             if changed or not self._built:
-                self._rebuild()
+                self._rebuild(progress)
             return changed
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, progress: Callable[..., None] | None = None) -> None:
         chunks = list(self.corpus.chunks)
         keys = [sha256_digest(_embed_input(c).encode("utf-8")) for c in chunks]
         cached = self.cache.get_many(list(dict.fromkeys(keys)))
         missing = [i for i, k in enumerate(keys) if k not in cached]
-        if missing:
-            vectors = self.embedder.encode([_embed_input(chunks[i]) for i in missing])
-            fresh = [(keys[i], vectors[j]) for j, i in enumerate(missing)]
+        # In batches, each committed to the cache at once: a build cut short (a stop, a
+        # kill) keeps what it embedded, so the next start resumes rather than restarts.
+        step = _EMBED_BATCH
+        for at in range(0, len(missing), step):
+            if progress is not None:
+                progress(at, len(missing), phase="embed")
+            part = missing[at : at + step]
+            vectors = self.embedder.encode([_embed_input(chunks[i]) for i in part])
+            fresh = [(keys[i], vectors[j]) for j, i in enumerate(part)]
             self.cache.put_many(fresh)
             cached.update(fresh)
+        if progress is not None and missing:
+            progress(len(missing), len(missing), phase="embed")
         matrix = (
             np.vstack([cached[k] for k in keys])
             if keys

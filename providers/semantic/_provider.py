@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,10 +22,11 @@ from hostd.protocol import (
     ProviderInfo,
     QueryCapability,
 )
-from hostd.provider import Provider, ProviderRefusal, run_stdio
+from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
 from .._corpus import verify_chunk
+from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
     EmbeddingCache,
@@ -42,14 +42,22 @@ VERSION = "0.1.0"
 
 
 class SemanticProvider(Provider):
-    """Cosine search over sentence embeddings; the index is built in the background.
+    """Cosine search over sentence embeddings; the index is built after the handshake.
 
-    The handshake is answered at once; a query waits until the first build is
-    done (a host gives this provider a generous timeout, or warms its cache).
+    The handshake is answered at once; until the first build is done a query is
+    answered ``unavailable`` saying the provider warms (``hostd.provider``), and
+    each embedded batch is reported to the host as progress.
     """
 
-    def __init__(self, index: SemanticIndex, fingerprint: str = FINGERPRINT) -> None:
+    def __init__(
+        self,
+        index: SemanticIndex,
+        fingerprint: str = FINGERPRINT,
+        corpus_cache: Path | None = None,
+    ) -> None:
         self.index = index
+        #: Where the chunks persist (``_corpus_cache``): a restart re-reads only changes.
+        self.corpus_cache = corpus_cache
         self.info = ProviderInfo(
             name="hostd-semantic", version=VERSION, data_flow=DataFlow(reads=True)
         )
@@ -58,37 +66,30 @@ class SemanticProvider(Provider):
             verify=True,
             embeddings_fingerprint=fingerprint,  # E1
         )
-        self._ready = threading.Event()
-        self._failure: BaseException | None = None
 
-    def start(self) -> None:
-        threading.Thread(target=self._build, name="semantic-index", daemon=True).start()
-
-    def _build(self) -> None:
+    def warm(self, progress: Progress) -> None:
         started = time.perf_counter()
-        try:
-            self.index.refresh(force=True)
-            # Load the model now, even when every chunk vector came from the cache, so
-            # the first query does not pay for it.
-            self.index.embedder.encode(["warm-up"])
-        except BaseException as exc:  # reported on every query instead of killing the process
-            self._failure = exc
-        else:
-            print(
-                f"providers.semantic: {self.index.chunk_count} chunks indexed "
-                f"({self.index.embedded_last} embedded) in "
-                f"{time.perf_counter() - started:.1f}s",
-                file=sys.stderr,
-            )
-        finally:
-            self._ready.set()
+        progress(0, None, phase="load model")
+        # Load the model first, even when every chunk vector is cached, so the first
+        # query does not pay for it.
+        self.index.embedder.encode(["warm-up"])
+        corpus, cache = self.index.corpus, self.corpus_cache
+        if cache is not None:
+            load_corpus(corpus, cache)
+        self.index.refresh(force=True, progress=progress)
+        if cache is not None and corpus.reads:
+            try:
+                save_corpus(corpus, cache)
+            except OSError:  # a cache that cannot be written costs the next start only
+                pass
+        print(
+            f"providers.semantic: {self.index.chunk_count} chunks indexed "
+            f"({self.index.embedded_last} embedded) in "
+            f"{time.perf_counter() - started:.1f}s",
+            file=sys.stderr,
+        )
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
-        await anyio.to_thread.run_sync(self._ready.wait)
-        if self._failure is not None:
-            raise ProviderRefusal(
-                f"index build failed: {self._failure!r}", CgpErrorCode.UNAVAILABLE
-            )
         try:
             packed = await anyio.to_thread.run_sync(self.index.answer, query)
         except EmbeddingMismatch as exc:
@@ -163,9 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
-    provider = SemanticProvider(index, embedder.fingerprint)
-    provider.start()
-    run_stdio(provider)
+    corpus_cache = args.cache.parent / f"corpus-{corpus_key(index.corpus)}.json"
+    run_stdio(SemanticProvider(index, embedder.fingerprint, corpus_cache))
     # Interpreter teardown with torch loaded takes seconds; a host waiting on our exit
     # after context/shutdown should not. Everything durable (the cache) is committed.
     sys.stdout.flush()

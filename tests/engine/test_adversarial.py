@@ -32,7 +32,7 @@ async def fan_out(
     kw: dict[str, Any] = {
         "start": "boot",
         "grace_period_s": 1.0,
-        "handshake_timeout_s": 20.0,
+        "start_timeout_s": 20.0,
         "max_line_bytes": 64 * 1024,
         "restart_policy": RestartPolicy(base_delay_s=0.01),
     }
@@ -77,7 +77,7 @@ async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> Non
     # The hung-provider restart is off: the same stuck process must meet every request.
     keep = RestartPolicy(max_consecutive_timeouts=0)
     async with Host(
-        specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3, restart_policy=keep
+        specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3, restart_policy=keep
     ) as host:
         first = host.connection(ADV)
         with anyio.fail_after(120):  # a blocked write would hang here, not fail a report
@@ -95,7 +95,7 @@ async def test_a_cancelled_fan_out_leaves_no_request_pending() -> None:
     # The request goes out before any leg task runs; cancelled at once (and later,
     # mid-wait), each leg still gives its id up, so nothing lingers on the connection.
     specs = [adversary("hang", ADV, timeout_ms=30_000)]
-    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+    async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         conn = host.connection(ADV)
         assert conn is not None
         with anyio.CancelScope() as scope:
@@ -247,7 +247,7 @@ async def test_a_slow_handshake_times_out_instead_of_hanging() -> None:
     # busy machine may need more than 1 s. test_bounds fans a handshake that never
     # completes out beside a healthy provider, under a generous limit.
     specs = [adversary("slow_handshake", ADV)]
-    kw: dict[str, Any] = {"start": "boot", "grace_period_s": 1.0, "handshake_timeout_s": 1.0}
+    kw: dict[str, Any] = {"start": "boot", "grace_period_s": 1.0, "start_timeout_s": 1.0}
     with anyio.fail_after(60):  # a hang guard: boot and the leg each wait out 1 s
         async with Host(specs, restart_policy=RestartPolicy(base_delay_s=0.01), **kw) as host:
             fan = await host.query_all(query(), 1000)
@@ -296,7 +296,7 @@ async def test_legs_written_early_each_keep_their_own_deadline() -> None:
             adversary("crash", "crash"),
             adversary("hang", "hang-long", timeout_ms=1500),
         ]
-        kw: dict[str, Any] = {"start": "boot", "handshake_timeout_s": 20.0, "grace_period_s": 0.3}
+        kw: dict[str, Any] = {"start": "boot", "start_timeout_s": 20.0, "grace_period_s": 0.3}
         async with Host(specs, **kw) as host:
             start = anyio.current_time()
             with anyio.fail_after(60):  # a hang guard: a leg that waited on another hangs
@@ -338,7 +338,7 @@ async def test_a_slow_leg_callback_holds_up_no_other_leg_and_is_not_cut_short() 
         if report.provider_id == "hang":
             hang_reported.set()
 
-    async with Host(specs, start="boot", handshake_timeout_s=20.0, grace_period_s=0.3) as host:
+    async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         with anyio.fail_after(60):  # a hang guard: a held-up leg would wait forever
             fan = await host.query_all(query(), 1000, on_leg_done=slow_callback)
     assert fan.reports["fast"].status is LegStatus.OK

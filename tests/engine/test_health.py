@@ -18,6 +18,7 @@ from hostd.engine import (
     decide_start,
     is_hung,
     is_parked,
+    is_warming_leg,
     record_failure,
     record_leg,
     record_restart_requested,
@@ -238,6 +239,18 @@ def test_recorded_errors_stay_bounded_however_often_they_are_quoted(text: str, r
     assert len(h.last_error or "") <= MAX_ERROR_CHARS
     assert len(h.last_failure or "") <= MAX_ERROR_CHARS
     assert bounded_error(text) == text or len(bounded_error(text)) == MAX_ERROR_CHARS
+
+
+def test_warming_legs_never_count_toward_a_hang_or_a_failure() -> None:
+    policy = RestartPolicy(max_consecutive_timeouts=2)
+    health = record_started(Health())
+    health = record_leg(health, "timeout")
+    for _ in range(10):
+        health = record_leg(health, "warming", error="warming: embed 64/449")
+    assert is_warming_leg("warming") and not is_warming_leg("timeout")
+    assert health.consecutive_timeouts == 0 and not is_hung(health, policy)
+    assert (health.warming, health.timeouts, health.consecutive_failures) == (10, 1, 0)
+    assert health.to_wire()["warming"] == 10
 
 
 _EVENTS = st.lists(

@@ -33,13 +33,18 @@ def test_the_provider_runtime_imports_only_protocol() -> None:
     tree = ast.parse((ROOT / "hostd/provider.py").read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     # hostd.rpc is the shared JSON-RPC dispatcher; it imports only protocol and errors.
+    # hostd._warmup is the runtime's readiness record, under the same rule.
     # hostd._provider_http (run_http, imported late) is the provider side's HTTPS server.
     assert {m for m in mods if m.startswith("hostd")} == {
         "hostd.protocol",
         "hostd.errors",
         "hostd.rpc",
+        "hostd._warmup",
         "hostd._provider_http",
     }
+    warmup = ast.parse((ROOT / "hostd/_warmup.py").read_text())
+    used = {n.module for n in ast.walk(warmup) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m for m in used if m.startswith("hostd")} <= {"hostd.protocol", "hostd.errors"}
 
 
 def test_the_provider_https_server_imports_only_the_provider_runtime_and_protocol() -> None:

@@ -58,7 +58,7 @@ async def parked_host(
         base_delay_s=0.0, max_attempts=attempts, retry_failed_after_s=retry_after
     )
     async with Host(
-        [flaky(counter, fails)], restart_policy=policy, health_clock=clock, handshake_timeout_s=30
+        [flaky(counter, fails)], restart_policy=policy, health_clock=clock, start_timeout_s=30
     ) as host:
         for i in range(attempts):
             fan = await host.query_all(query(), 1000)
@@ -138,7 +138,9 @@ def _daemon_config(workdir: Path, marker: str, counter: Path, retry_after: float
     command += [f"{PID}-{marker}", "--fail-starts", "5", "--counter", str(counter)]
     return (
         f'[host]\nsocket = "{workdir / "run" / "hostd.sock"}"\n'
-        f'state_dir = "{workdir / "state"}"\nretry_failed_after_s = {retry_after}\n\n'
+        f'state_dir = "{workdir / "state"}"\nretry_failed_after_s = {retry_after}\n'
+        # Started by requests, so each of the first five requests is one failed start.
+        'start_providers = "lazy"\n\n'
         f'[[provider]]\nid = "{PID}"\ncommand = {json.dumps(command)}\n'
         f'timeout_ms = 30000\ncwd = "{ROOT}"\n'
     )

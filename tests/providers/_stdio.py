@@ -32,6 +32,8 @@ class StdioPeer:
         self.args = [sys.executable, *args]
         self.env = child_env(env)
         self._next = 0
+        #: Every ``context/progress`` notification read so far.
+        self.notes: list[dict[str, Any]] = []
         self.proc: Process | None = None
         self._reader: BufferedByteReceiveStream | None = None
 
@@ -80,11 +82,28 @@ class StdioPeer:
             while True:
                 line = await self._reader.receive_until(b"\n", 64 * 1024 * 1024)
                 reply = json.loads(line)
+                if reply.get("method") == "context/progress":
+                    self.notes.append(reply["params"])
                 if reply.get("id") == rid:
                     return reply
 
-    async def handshake(self) -> dict[str, Any]:
-        return await self.call(
+    async def wait_ready(self, within_s: float = 300) -> None:
+        """Read ``context/progress`` notes until one says the provider is ready."""
+        assert self._reader is not None
+        with anyio.fail_after(within_s):  # a hang guard
+            while not self.notes or self.notes[-1].get("state") not in ("ready", "failed"):
+                line = await self._reader.receive_until(b"\n", 64 * 1024 * 1024)
+                reply = json.loads(line)
+                if reply.get("method") == "context/progress":
+                    self.notes.append(reply["params"])
+        assert self.notes[-1]["state"] == "ready", self.notes[-1]
+
+    async def handshake(self, *, wait_ready: bool = True) -> dict[str, Any]:
+        """The handshake result; then (unless told not to) wait until the provider is ready."""
+        ack: dict[str, Any] = await self.call(
             "context/handshake",
             {"protocol_version": PROTOCOL_VERSION, "host": {"name": "test", "version": "0"}},
         )
+        if wait_ready and ack.get("ready") is False:
+            await self.wait_ready()
+        return ack

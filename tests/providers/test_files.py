@@ -252,3 +252,40 @@ async def test_files_provider_serves_a_query_and_verify_over_stdio(tmp_path: Pat
         }
         verified = await peer.call("context/verify", {"frames": [ident]})
         assert verified["verdicts"] == [{"frame": ident, "status": "valid"}]
+
+
+def test_a_restarted_index_adopts_its_cache_and_rereads_only_changed_files(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"  # outside the tree it indexes
+    notes: list[tuple[Any, ...]] = []
+    cold = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    cold.build(lambda done, total, phase: notes.append((phase, done, total)))
+    assert not cold.loaded_from_cache and cold.corpus.reads == cold.corpus.file_count > 0
+    assert ("read files", cold.corpus.file_count, cold.corpus.file_count) in notes
+    assert cache.stat().st_mode & 0o077 == 0  # private, like every file hostd keeps
+
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    assert warm.loaded_from_cache and warm.corpus.reads == 0
+    assert [c.chunk_id for c in warm.corpus.chunks] == [c.chunk_id for c in cold.corpus.chunks]
+    assert (
+        warm.search("retry loop")[0].chunk.chunk_id == cold.search("retry loop")[0].chunk.chunk_id
+    )
+
+    target = next(p for p in sorted(root.rglob("*.py")))
+    target.write_text(target.read_text() + "\n# changed after the cache was written\n")
+    changed = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    changed.build()
+    assert changed.loaded_from_cache and changed.corpus.reads == 1
+
+
+def test_a_torn_cache_is_a_cold_start_not_an_error(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    cache = tmp_path / "corpus.json"
+    cache.write_bytes(b'{"version": 1, "root": "')
+    index = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    index.build()
+    assert not index.loaded_from_cache and index.chunk_count > 0

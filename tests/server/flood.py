@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 from collections.abc import Awaitable, Callable
 
 import anyio
+import anyio.abc
 from anyio.abc import ByteStream
 
 #: What a TCP client that knows the token sends at once: the token, then a request.
@@ -53,10 +56,17 @@ class Flooder:
                 tg.start_soon(self._one)
 
     async def stop(self) -> None:
-        """Call the flood off: no connection is re-opened, those held are closed."""
+        """Call the flood off: no connection is re-opened, those held are shut down (each
+        reader then sees its end and closes its own stream: an ``aclose`` under a pending
+        ``receive`` on a UNIX stream is the same trap as cancelling it)."""
         self._stopped.set()
         for stream in list(self._held):
-            await stream.aclose()
+            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+            if sock is None:
+                await stream.aclose()
+                continue
+            with contextlib.suppress(OSError):  # already closed by the daemon
+                sock.shutdown(socket.SHUT_RDWR)
 
     async def _one(self) -> None:
         while self.closed < self.target and not self._stopped.is_set():

@@ -26,6 +26,13 @@ def test_scrubbed_env_keeps_the_allow_list_and_the_named_extras() -> None:
     assert env == {"PATH": "/bin", "HOME": "/h", "LANG": "C", "PROVIDER_TOKEN": "given"}
 
 
+def test_scrubbed_env_keeps_the_cache_and_state_dirs_the_providers_persist_under() -> None:
+    # files and semantic cache their indexes under XDG_CACHE_HOME, memory keeps its
+    # database under XDG_STATE_HOME: a daemon told to use other dirs must pass them on.
+    source = {"XDG_CACHE_HOME": "/c", "XDG_STATE_HOME": "/s", "XDG_SESSION_COOKIE": "x"}
+    assert scrubbed_env(source=source) == {"XDG_CACHE_HOME": "/c", "XDG_STATE_HOME": "/s"}
+
+
 async def test_a_child_sees_only_the_scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOSTD_TEST_SECRET", "do-not-leak")
     code = "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)) + chr(10))"

@@ -1,0 +1,151 @@
+"""A provider's readiness, from its own side: warming, progress, ready (provider runtime).
+
+A provider that must build or load something before it can answer (an index, a
+model) answers ``context/handshake`` at once with ``"ready": false`` and does
+that work in a worker thread (``Provider.warm``). Meanwhile ``context/query``
+is answered with the CGP ``unavailable`` error carrying ``data.warming: true``
+and the latest progress, never by waiting; and the provider tells the host how
+far it got with ``context/progress`` notifications (``state`` warming, ready or
+failed, ``phase``, ``done``, ``total``, ``message``), the last one saying
+``ready``. docs/providers.md describes this wire. Imports only ``hostd.errors``
+and ``hostd.protocol``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hostd.errors import ProviderRefusal
+from hostd.protocol import CgpErrorCode
+
+__all__ = ["PROGRESS_METHOD", "Progress", "Readiness", "Warming", "warm_in_thread"]
+
+#: The provider → host notification that carries readiness and progress.
+PROGRESS_METHOD = "context/progress"
+
+#: Notifications are at most this often (a tight embedding loop reports per batch);
+#: a phase change and the final one always go out.
+_MIN_INTERVAL_S = 0.2
+
+
+class Warming(ProviderRefusal):
+    """The answer to a query while the provider warms: CGP ``unavailable``, saying so."""
+
+    reason = "warming"
+
+    def __init__(self, message: str, progress: dict[str, Any]) -> None:
+        super().__init__(message, CgpErrorCode.UNAVAILABLE)
+        self.data = {"warming": True, "progress": progress}
+
+
+class Progress:
+    """What ``Provider.warm`` is given: call it as work advances (from any thread).
+
+    ``progress(done, total, phase="embed", message=None)``; ``total`` may be
+    ``None`` when unknown. Cheap to call per item: notifications are throttled."""
+
+    def __init__(self, readiness: Readiness) -> None:
+        self._readiness = readiness
+
+    def __call__(
+        self,
+        done: int,
+        total: int | None = None,
+        *,
+        phase: str = "index",
+        message: str | None = None,
+    ) -> None:
+        self._readiness.update(
+            {"state": "warming", "phase": phase, "done": done, "total": total, "message": message}
+        )
+
+
+class Readiness:
+    """Warming → ready (or failed), with the latest progress; sends each change through
+    ``send`` (a thread-safe callable writing one ``context/progress`` notification)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.state = "ready"
+        self.progress: dict[str, Any] = {"state": self.state, "phase": "start", "done": 0}
+        self._send: Callable[[dict[str, Any]], None] | None = None
+        self._sent_at = float("-inf")
+        self._sent_phase: str | None = None
+        self.failure: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def begin(self) -> None:
+        """A warm-up starts: queries are refused (``refusal``) until ``finish``."""
+        with self._lock:
+            self.state = "warming"
+            self.progress = {"state": "warming", "phase": "start", "done": 0}
+
+    def attach(self, send: Callable[[dict[str, Any]], None]) -> None:
+        with self._lock:
+            self._send = send
+
+    def update(self, progress: dict[str, Any]) -> None:
+        final = progress.get("state") != "warming"
+        with self._lock:
+            if self.state != "warming":
+                return  # ready or failed is final
+            self.progress = {k: v for k, v in progress.items() if v is not None}
+            now = time.monotonic()
+            phase = progress.get("phase")
+            total = progress.get("total")
+            due = (
+                final
+                or phase != self._sent_phase
+                or (total is not None and progress.get("done") == total)
+                or now - self._sent_at >= _MIN_INTERVAL_S
+            )
+            if final:
+                self.state = str(progress["state"])
+            send = self._send if due else None
+            if due:
+                self._sent_at, self._sent_phase = now, phase
+            body = dict(self.progress)
+        if send is not None:
+            send(body)
+
+    def finish(self, error: BaseException | None = None, message: str | None = None) -> None:
+        if error is None:
+            self.update({"state": "ready", "phase": "ready", "message": message})
+        else:
+            self.failure = f"{type(error).__name__}: {error}"
+            self.update({"state": "failed", "phase": "failed", "message": self.failure})
+
+    def refusal(self) -> ProviderRefusal:
+        """What a query gets while not ready."""
+        with self._lock:
+            progress = dict(self.progress)
+        if self.state == "failed":
+            return ProviderRefusal(f"warm-up failed: {self.failure}", CgpErrorCode.UNAVAILABLE)
+        done, total = progress.get("done"), progress.get("total")
+        figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")
+        return Warming(f"warming: {progress.get('phase', 'start')}{figure}", progress)
+
+
+def warm_in_thread(warm: Callable[[Progress], None], readiness: Readiness) -> threading.Thread:
+    """Run ``warm`` in a daemon thread (shutdown never waits for it); its end makes the
+    provider ready, or failed with the error named on every query."""
+
+    def run() -> None:
+        try:
+            warm(Progress(readiness))
+        except BaseException as exc:  # answered on every query instead of exiting
+            sys.stderr.write(f"provider: warm-up failed: {type(exc).__name__}: {exc}\n")
+            readiness.finish(exc)
+        else:
+            readiness.finish()
+
+    thread = threading.Thread(target=run, name="provider-warm", daemon=True)
+    thread.start()
+    return thread

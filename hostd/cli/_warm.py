@@ -1,0 +1,113 @@
+"""Progress bars on a terminal for providers that warm up, and ``hostd warm``.
+
+Fed with ``(provider_id, progress)`` as the engine hears each provider's
+``context/progress`` (or, over ``--connect``, the ``$/progress`` notes the
+daemon forwards): one tqdm bar per provider on stderr, its description the
+phase, its total the provider's figure when it gives one. tqdm rather than
+hand-drawn bars: it sizes, rate-limits and clears itself on any terminal.
+Off unless stderr is a terminal, so pipes and logs stay clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from hostd.config import Config
+
+__all__ = ["ProgressBars", "add_warm_command", "forward_progress", "warm_command"]
+
+
+class ProgressBars:
+    """``bars(provider_id, progress)`` draws; ``bars.close()`` clears every bar."""
+
+    def __init__(self, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._bars: dict[str, tqdm[Any]] = {}
+        self._phase: dict[str, str] = {}
+
+    def __call__(self, provider_id: str, progress: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        state = progress.get("state", "warming")
+        if state != "warming":
+            bar = self._bars.pop(provider_id, None)
+            if bar is not None:
+                bar.close()
+            word = "ready" if state == "ready" else f"failed: {progress.get('message')}"
+            tqdm.write(f"hostd: {provider_id} {word}", file=self.stream)
+            return
+        phase = str(progress.get("phase", "warming"))
+        total, done = progress.get("total"), progress.get("done") or 0
+        bar = self._bars.get(provider_id)
+        if bar is not None and self._phase.get(provider_id) != phase:
+            bar.close()  # a new phase, a new bar: its own total and rate
+            bar = None
+        if bar is None:
+            bar = self._bars[provider_id] = tqdm(
+                total=total,
+                desc=f"{provider_id}: {phase}",
+                file=self.stream,
+                leave=False,
+                dynamic_ncols=True,
+            )
+        self._phase[provider_id] = phase
+        bar.n = int(done)
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+
+
+def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``hostd warm`` on the CLI's subparsers."""
+    warm = sub.add_parser(
+        "warm",
+        parents=[common],
+        help="start every provider and wait until each has built its index",
+        description="Start the configured providers, show their progress (a bar per "
+        "provider on a terminal) and wait until each is ready, so the first request is "
+        "served warm. Exit 1 when a provider could not start within its start_timeout_s, "
+        "failed its warm-up or exited.",
+    )
+    warm.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bars on stderr: on a terminal (auto), always, or never",
+    )
+    warm.set_defaults(run=warm_command)
+
+
+def forward_progress(bars: ProgressBars) -> Any:
+    def forward(note: dict[str, Any]) -> None:
+        if isinstance(note.get("warming"), dict):  # a provider's warm-up, not a leg's end
+            bars(str(note.get("provider")), note["warming"])
+
+    return forward
+
+
+async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
+    """``hostd warm``: boot every provider, show progress, wait until each is ready."""
+    from hostd.server import Daemon
+
+    enabled = {"auto": None, "always": True, "never": False}[args.progress]
+    bars = ProgressBars(enabled)
+    # Started by ``warm_all`` itself, after the bars listen: they hear every note.
+    cfg = cfg.model_copy(update={"host": cfg.host.model_copy(update={"start_providers": "lazy"})})
+    daemon = Daemon(cfg)
+    async with daemon.local():
+        assert daemon.host is not None
+        try:
+            states = await daemon.host.warm_all(bars)
+        finally:
+            bars.close()
+    for pid, state in states.items():
+        sys.stdout.write(f"{pid}\t{state}\n")
+    return 0 if all(s == "ready" for s in states.values()) else 1

@@ -1,0 +1,88 @@
+"""A provider's readiness as the host sees it: warming, ready or failed, and its progress.
+
+A provider may answer its handshake before it can answer queries (an index to
+build): its handshake result then says ``"ready": false``, and its
+``context/progress`` notifications (``state`` warming | ready | failed,
+``phase``, ``done``, ``total``, ``message``; docs/providers.md) say how far it
+got and when it is ready. A provider that says neither is ready at its
+handshake. This record is fed from the binding's read callback and read by
+the engine (wait for readiness, report ``warming``); it does no I/O itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+__all__ = ["PROGRESS_METHOD", "OnProgress", "Readiness"]
+
+PROGRESS_METHOD = "context/progress"
+
+#: Told of each progress notification: ``(provider_id, progress)``.
+OnProgress = Callable[[str, dict[str, Any]], None]
+
+
+def _clean(params: Any) -> dict[str, Any]:
+    """The members the host reads, of the types it reads them as (a peer's wire, U1)."""
+    if not isinstance(params, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key in ("state", "phase", "message"):
+        value = params.get(key)
+        if isinstance(value, str):
+            out[key] = value[:200]
+    for key in ("done", "total"):
+        value = params.get(key)
+        if type(value) is int and value >= 0:
+            out[key] = value
+    return out
+
+
+class Readiness:
+    """Warming until the provider says ready or failed; ``settled`` is the event to wait on."""
+
+    __slots__ = ("_on_progress", "failed", "progress", "provider_id", "settled")
+
+    def __init__(self, provider_id: str, on_progress: OnProgress | None = None) -> None:
+        self.provider_id = provider_id
+        #: Set once ready or failed (a failed warm-up is waited on no longer).
+        self.settled = anyio.Event()
+        self.failed: str | None = None
+        self.progress: dict[str, Any] = {"state": "warming", "phase": "start"}
+        self._on_progress = on_progress
+
+    def __repr__(self) -> str:
+        return f"<Readiness {self.provider_id} {self.state} {self.progress}>"
+
+    @property
+    def state(self) -> str:
+        if not self.settled.is_set():
+            return "warming"
+        return "ready" if self.failed is None else "failed"
+
+    @property
+    def warming(self) -> bool:
+        """Up and handshaken, but neither ready nor failed: its queries are refused."""
+        return not self.settled.is_set()
+
+    def handshake(self, result: Any) -> None:
+        """Read the handshake result: ready unless it says ``"ready": false``."""
+        if not (isinstance(result, dict) and result.get("ready") is False):
+            self.progress = {"state": "ready"}
+            self.settled.set()
+
+    def on_notification(self, method: str, params: Any) -> None:
+        """A provider notification (from the read callback); only progress is read."""
+        if method != PROGRESS_METHOD:
+            return
+        progress = _clean(params)
+        state = progress.get("state", "warming")
+        self.progress = progress
+        if state == "failed":
+            self.failed = progress.get("message") or "warm-up failed"
+        if state in ("ready", "failed"):
+            self.settled.set()
+        if self._on_progress is not None:
+            self._on_progress(self.provider_id, progress)

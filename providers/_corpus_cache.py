@@ -1,0 +1,102 @@
+"""A ``Corpus``'s chunks on disk, so a restarted provider starts warm.
+
+The cache maps every file to the ``(mtime_ns, size)`` it had when it was
+chunked and its chunks; a restart adopts it and re-reads only files whose
+figures changed (``Corpus.refresh``). One file per corpus under
+``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
+decides the chunks: the root, the read and chunk options, and the source of
+the chunker itself (``_chunk``, ``_tokens``), so a changed chunker never
+serves old chunks. A missing, torn or foreign cache is simply a cold start;
+writes are atomic (temporary file, then rename) and private (0600).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._chunk import Chunk
+from ._corpus import Corpus
+
+__all__ = ["cache_dir", "corpus_key", "load_corpus", "save_corpus"]
+
+_VERSION = 1
+_CHUNKER_SOURCES = ("_chunk.py", "_tokens.py")
+
+
+def cache_dir(provider: str) -> Path:
+    """``$XDG_CACHE_HOME/hostd/<provider>``, else under ``~/.cache``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "hostd" / provider
+
+
+def corpus_key(corpus: Corpus) -> str:
+    """The digest of everything that decides the corpus's chunks."""
+    opts = corpus.options
+    h = hashlib.sha256()
+    h.update(
+        orjson.dumps(
+            [
+                _VERSION,
+                str(corpus.root),
+                list(opts.include),
+                list(opts.exclude),
+                opts.max_file_bytes,
+                opts.window_lines,
+                opts.honour_gitignore,
+                opts.chunk_tokens,
+                opts.min_chunk_tokens,
+            ]
+        )
+    )
+    here = Path(__file__).resolve().parent
+    for name in _CHUNKER_SOURCES:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _chunk_row(c: Chunk) -> list[Any]:
+    return [c.start, c.end, c.text, c.digest, c.heading, c.kind]
+
+
+def save_corpus(corpus: Corpus, path: Path) -> None:
+    """Write the corpus's state to ``path`` atomically (0600); errors are the caller's."""
+    files = {
+        rel: [mtime, size, [_chunk_row(c) for c in chunks]]
+        for rel, (mtime, size, chunks) in sorted(corpus.state().items())
+    }
+    body = orjson.dumps({"version": _VERSION, "root": str(corpus.root), "files": files})
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".corpus-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_corpus(corpus: Corpus, path: Path) -> bool:
+    """Adopt the state at ``path``; ``False`` (nothing adopted) when there is none usable."""
+    try:
+        raw = orjson.loads(path.read_bytes())
+        if raw.get("version") != _VERSION or raw.get("root") != str(corpus.root):
+            return False
+        state: dict[str, tuple[int, int, list[Chunk]]] = {}
+        for rel, (mtime, size, rows) in raw["files"].items():
+            file = corpus.root / rel
+            state[rel] = (
+                int(mtime),
+                int(size),
+                [Chunk(rel, file, int(a), int(b), t, d, h, k) for a, b, t, d, h, k in rows],
+            )
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False  # missing, torn or foreign: a cold start
+    corpus.adopt(state)
+    return True

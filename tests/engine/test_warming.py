@@ -1,0 +1,118 @@
+"""Readiness is part of the protocol: a provider that is up but not ready yet is
+``warming``, never a failure; a start has its own deadline; progress is heard.
+
+Real child processes (``tests.fixtures.warming_provider``) whose start and warm-up
+wait on files the test creates, so every verdict follows from events, not speed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.engine import Host, LegStatus, ProviderSpec
+from tests.engine._helpers import query
+from tests.fixtures.procs import ROOT, leftovers, marked_env, python
+
+pytestmark = pytest.mark.anyio
+
+
+def warming(pid: str = "w", *args: str, **kw: Any) -> ProviderSpec:
+    kw.setdefault("timeout_ms", 30_000)
+    return ProviderSpec(
+        pid,
+        python("tests.fixtures.warming_provider", *args),
+        env=marked_env(),
+        cwd=str(ROOT),
+        **kw,
+    )
+
+
+async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_process_serves_next(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "warm.gate"
+    notes: list[dict[str, Any]] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([warming("w", "--warm-gate", str(gate))]) as host:
+            slot = host.pool.slots["w"]
+            fan = await host.query_all(query(), 500, timeout_ms=300)
+            first = fan.reports["w"]
+            await host.pool.ensure(slot)  # handshaken (it answers that at once)
+            pid = slot.conn.child.pid if slot.conn else None
+            assert host.providers_list()[0]["state"] == "warming"
+            # The next bounded ask comes once the host has heard a build step (an event).
+            building = anyio.Event()
+            if slot.conn is not None and slot.conn.readiness.progress.get("phase") == "build":
+                building.set()
+            host.pool.progress_listeners.append(
+                lambda _p, n: building.set() if n.get("phase") == "build" else None
+            )
+            await building.wait()
+            again = (await host.query_all(query(), 500, timeout_ms=300)).reports["w"]
+            gate.touch()
+            # No timeout named: the leg waits for readiness (its start deadline), then asks.
+            ready = await host.query_all(query(), 500, on_progress=lambda p, n: notes.append(n))
+            served_by = slot.conn.child.pid if slot.conn else None
+            health = host.health("w")
+    assert first.status is LegStatus.WARMING, first
+    assert first.error_code in ("starting", "warming")
+    assert again.status is LegStatus.WARMING and again.error_code == "warming", again
+    assert ": build " in (again.error_message or "")  # the provider's own progress
+    assert ready.reports["w"].status is LegStatus.OK and ready.accepted
+    assert served_by == pid is not None
+    # Warming is no failure: no restart, no timeout, no hang count.
+    assert (health.starts, health.restarts, health.timeouts) == (1, 0, 0)
+    assert health.consecutive_timeouts == 0 and health.warming == 2
+    assert any(n.get("state") == "ready" for n in notes)
+    assert leftovers() == []
+
+
+async def test_a_start_slower_than_the_old_five_seconds_is_served_not_killed(
+    tmp_path: Path,
+) -> None:
+    # The provider answers no handshake until the gate exists; the test holds the gate
+    # shut past the old fixed 5 s limit (a deliberately slow start, not a wait for an
+    # event), and nothing here depends on how fast the machine is.
+    gate = tmp_path / "handshake.gate"
+    spec = warming("slow", "--handshake-gate", str(gate), timeout_ms=2000)
+    results: list[Any] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([spec], start="lazy") as host:
+
+            async def ask() -> None:
+                results.append(await host.query_all(query(), 500))  # names no timeout_ms
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await anyio.sleep(6)  # the slow start the test is about
+                gate.touch()
+            health = host.health("slow")
+    report = results[0].reports["slow"]
+    assert report.status is LegStatus.OK, report
+    assert (health.starts, health.restarts, health.consecutive_failures) == (1, 0, 0)
+
+
+async def test_a_start_past_its_own_deadline_is_cut_and_says_so(tmp_path: Path) -> None:
+    spec = warming("stuck", "--handshake-gate", str(tmp_path / "never"), start_timeout_s=0.5)
+    with anyio.fail_after(60):  # a hang guard
+        async with Host([spec], start="lazy", grace_period_s=0.3) as host:
+            fan = await host.query_all(query(), 500)
+    report = fan.reports["stuck"]
+    assert report.status is LegStatus.TIMEOUT and report.error_code == "handshake_timeout"
+
+
+async def test_boot_start_reports_progress_through_providers_list(tmp_path: Path) -> None:
+    gate = tmp_path / "warm.gate"
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([warming("w", "--warm-gate", str(gate), "--steps", "5")]) as host:
+            await host.pool.ensure(host.pool.slots["w"])
+            row = host.providers_list()[0]
+            gate.touch()
+            states = await host.warm_all()
+            after = host.providers_list()[0]
+    assert row["state"] == "warming" and row["health"]["readiness"] == "warming"
+    assert states == {"w": "ready"}
+    assert after["state"] == "ready" and after["health"]["progress"]["state"] == "ready"

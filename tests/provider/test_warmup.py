@@ -1,0 +1,94 @@
+"""The provider runtime's warm-up: handshake at once, ``unavailable`` (warming) queries,
+``context/progress`` notes, then frames (in memory; ``tests/engine/test_warming.py``
+drives real child processes)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.protocol import PROTOCOL_VERSION, ContextQuery, ProviderInfo
+from hostd.provider import Progress, Provider, ProviderServer, make_frame
+
+
+class _Gated(Provider):
+    info = ProviderInfo(name="gated", version="1.0")
+
+    def __init__(self, fail: bool = False) -> None:
+        self.open = threading.Event()
+        self.fail = fail
+
+    def warm(self, progress: Progress) -> None:
+        progress(1, 2, phase="build")
+        self.open.wait(60)  # a hang guard: the test opens it
+        if self.fail:
+            raise RuntimeError("no index today")
+        progress(2, 2, phase="build")
+
+    async def query(self, query: ContextQuery) -> list[Any]:
+        return [make_frame(id="g", kind="fact", title="t", content="c", citation_label="g")]
+
+
+def _req(method: str, params: dict[str, Any], id_: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode()
+
+
+_HANDSHAKE = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "t", "version": "0"}}
+_QUERY = {"query": {"goal": "g", "max_frames": 2, "max_tokens": 100}}
+
+
+@pytest.mark.anyio
+async def test_a_warming_provider_handshakes_at_once_refuses_queries_and_then_serves() -> None:
+    provider = _Gated()
+    server = ProviderServer(provider)
+    notes: list[dict[str, Any]] = []
+    ended = anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def notify(line: bytes) -> None:
+        notes.append(json.loads(line))
+        if notes[-1]["params"]["state"] != "warming":
+            anyio.from_thread.run_sync(ended.set, token=token)
+
+    thread = server.start_warming(notify)
+    assert thread is not None
+    ack = json.loads(await server.handle_line(_req("context/handshake", _HANDSHAKE, 1)))
+    assert ack["result"]["ready"] is False
+    refused = json.loads(await server.handle_line(_req("context/query", _QUERY, 2)))
+    error = refused["error"]
+    assert error["data"]["cgp_code"] == "unavailable" and error["data"]["warming"] is True
+    assert error["data"]["progress"]["phase"] in ("start", "build")
+    provider.open.set()
+    with anyio.fail_after(30):  # a hang guard
+        await ended.wait()
+    served = json.loads(await server.handle_line(_req("context/query", _QUERY, 3)))
+    assert [f["id"] for f in served["result"]["frames"]] == ["g"]
+    assert {n["method"] for n in notes} == {"context/progress"}
+    assert notes[-1]["params"]["state"] == "ready"
+    again = json.loads(await server.handle_line(_req("context/handshake", _HANDSHAKE, 4)))
+    assert "ready" not in again["result"]
+
+
+@pytest.mark.anyio
+async def test_a_failed_warm_up_is_named_on_every_query_and_is_no_longer_warming() -> None:
+    provider = _Gated(fail=True)
+    server = ProviderServer(provider)
+    ended = anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def notify(line: bytes) -> None:
+        if json.loads(line)["params"]["state"] == "failed":
+            anyio.from_thread.run_sync(ended.set, token=token)
+
+    server.start_warming(notify)
+    provider.open.set()
+    with anyio.fail_after(30):  # a hang guard
+        await ended.wait()
+    reply = json.loads(await server.handle_line(_req("context/query", _QUERY, 1)))
+    assert reply["error"]["data"]["cgp_code"] == "unavailable"
+    assert "warming" not in reply["error"]["data"]
+    assert "no index today" in reply["error"]["message"]

@@ -1,0 +1,150 @@
+"""First use: a cold daemon over the default config answers its first request with
+evidence (``config/hostd.toml`` as shipped, a fresh home, so empty state and cache
+dirs; real child processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.client import Client
+from hostd.config import DEFAULT_CONFIG_PATH
+
+from ._stdio import REPO, child_env
+
+pytestmark = pytest.mark.slow
+
+GOAL = "how is the config loaded?"
+
+
+def _home(tmp_path: Path) -> dict[str, str]:
+    """A fresh home: the daemon's state dir, the memory database and the files cache all
+    land under it (the providers see ``HOME`` through the environment allow-list)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = child_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(home / "run")})
+    for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "HOSTD_CONFIG"):
+        env.pop(name, None)
+    return env
+
+
+def _legs(result: dict[str, Any]) -> dict[str, str]:
+    return {p["provider_id"]: p["status"] for p in result["providers"]}
+
+
+def test_the_first_request_to_a_cold_daemon_returns_evidence(tmp_path: Path) -> None:
+    env = _home(tmp_path)
+    with Client.spawn(
+        DEFAULT_CONFIG_PATH, env=env, cwd=tmp_path, stderr=subprocess.DEVNULL
+    ) as client:
+        first = client.compose(GOAL, budget=1500)  # names no timeout_ms: waits for readiness
+        assert _legs(first)["files"] == "ok", first["providers"]
+        assert first["prompt"].strip() and first["citations"]
+
+
+def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path) -> None:
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "context/compose",
+            "params": {"goal": GOAL, "budget": 1500},
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "hostd", "serve", "--stdio"],  # the embedded default config
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_home(tmp_path),
+        timeout=300,  # a hang guard
+        check=True,
+    )
+    reply = json.loads(out.stdout.splitlines()[0])
+    assert reply["id"] == 1 and reply["result"]["prompt"].strip(), reply
+    assert _legs(reply["result"])["files"] == "ok"
+
+
+def test_one_shot_compose_on_a_cold_start_prints_evidence(tmp_path: Path) -> None:
+    env = _home(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "hostd", "compose", GOAL, "--budget", "1500"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,  # a hang guard
+        check=True,
+    )
+    assert out.stdout.strip()
+    assert "files=ok(" in out.stderr, out.stderr
+
+
+def _gated_config(tmp_path: Path, pid: str, flag: str, gate: Path) -> Path:
+    """A config of one ``warming_provider`` held by ``gate`` (``--warm-gate`` or
+    ``--handshake-gate``), its log in ``hostd.log`` beside it."""
+    command = ["python", "-m", "tests.fixtures.warming_provider", flag, str(gate)]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'\n[log]\nfile = "{tmp_path / "hostd.log"}"\n'
+        f'\n[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+    )
+    return config
+
+
+def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path: Path) -> None:
+    # The gated provider cannot be ready: the leg must say warming, within its bound.
+    gate = tmp_path / "gate"
+    config = _gated_config(tmp_path, "gated", "--warm-gate", gate)
+    with Client.spawn(config, env=child_env(), cwd=REPO) as client:
+        first = client.compose(GOAL, budget=500, timeout_ms=300)
+        listed = client.call("providers/list", {})["providers"][0]
+        notes: list[dict[str, Any]] = []
+
+        def heard(note: dict[str, Any]) -> None:
+            notes.append(note)
+            gate.touch()  # ready once the request has heard it warming
+
+        # No timeout named: it waits for readiness, hearing the warm-up as it goes.
+        after = client.compose(GOAL, budget=500, on_progress=heard)
+        again = client.call("providers/list", {})["providers"][0]
+    assert _legs(first) == {"gated": "warming"}
+    assert first["providers"][0]["error"]["code"] in ("starting", "warming")
+    assert listed["state"] in ("warming", "idle")
+    assert _legs(after) == {"gated": "ok"} and after["prompt"].strip()
+    warm = [n for n in notes if n.get("status") == "warming"]
+    assert warm and warm[0]["provider"] == "gated" and warm[0]["warming"]["phase"] == "build"
+    assert warm[-1]["warming"]["state"] == "ready"
+    assert [n for n in notes if "done" in n and "warming" not in n]  # and the leg's own
+    assert again["health"]["restarts"] == 0 and again["health"]["starts"] == 1
+    assert os.getpid() != again["health"]["pid"]
+    # The log's audit summary names the warming leg (it offered no entry to count).
+    events = [json.loads(line) for line in (tmp_path / "hostd.log").read_text().splitlines()]
+    summaries = {e["request_id"]: e for e in events if e["event"] == "compose.audit.summary"}
+    assert summaries[first["request_id"]]["warming"] == ["gated"]
+    assert summaries[after["request_id"]]["warming"] == []
+
+
+def test_the_daemon_serves_while_its_providers_start(tmp_path: Path) -> None:
+    # The provider answers no handshake until the gate exists: a bounded request that
+    # arrives meanwhile is answered (its leg starting), not held until every start ends.
+    gate = tmp_path / "gate"
+    config = _gated_config(tmp_path, "slow", "--handshake-gate", gate)
+    with Client.spawn(config, env=child_env(), cwd=REPO) as client:
+        first = client.compose(GOAL, budget=500, timeout_ms=300)
+        gate.touch()
+        after = client.compose(GOAL, budget=500)  # no timeout named: waits for the start
+        row = client.call("providers/list", {})["providers"][0]
+    assert _legs(first) == {"slow": "warming"}
+    assert first["providers"][0]["error"]["code"] == "starting"
+    assert _legs(after) == {"slow": "ok"} and after["prompt"].strip()
+    # One start, never cut: the boot start is the one both requests joined.
+    assert row["health"]["starts"] == 1 and row["health"]["consecutive_failures"] == 0

@@ -1,0 +1,93 @@
+"""A cold ``semantic`` provider under the engine: asked again and again with a short
+bound while it embeds, it says ``warming`` (with its progress), is never restarted,
+and then serves from the same process. Real model, real child process."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.engine import Host, LegStatus, ProviderSpec
+from hostd.protocol import ContextQuery
+from providers.semantic import semantic_unavailable
+
+from ._stdio import REPO, child_env
+
+_REASON = semantic_unavailable()
+pytestmark = [
+    pytest.mark.skipif(_REASON is not None, reason=f"semantic extra: {_REASON}"),
+    pytest.mark.slow,
+    pytest.mark.anyio,
+]
+
+CHUNKS = 420
+
+
+def _corpus(root: Path) -> None:
+    root.mkdir()
+    # One chunk per line (window 1, no merging): CHUNKS chunks, each cheap to embed.
+    lines = [f"Note {i}: topic {i % 37} is filed under shelf {i % 11}.\n" for i in range(CHUNKS)]
+    (root / "notes.txt").write_text("".join(lines))
+
+
+async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progress(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "tree"
+    _corpus(root)
+    command = [sys.executable, "-m", "providers.semantic", "--root", str(root)]
+    command += ["--window-lines", "1", "--min-chunk-tokens", "0"]
+    command += ["--cache", str(tmp_path / "vectors.db")]
+    env = child_env({"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    spec = ProviderSpec("semantic", command, env=env, cwd=str(REPO), timeout_ms=30_000)
+    notes: list[dict[str, Any]] = []
+    heard = anyio.Event()
+
+    def on_progress(provider: str, progress: dict[str, Any]) -> None:
+        nonlocal heard
+        notes.append(progress)
+        heard.set()
+
+    query = ContextQuery(goal="which shelf holds topic 5", max_frames=5, max_tokens=400)
+    statuses: list[LegStatus] = []
+    with anyio.fail_after(600):  # a hang guard for a cold model on a busy machine
+        async with Host([spec], start="boot") as host:
+            slot = host.pool.slots["semantic"]
+            # Every progress note the provider sends (what ``provider.progress`` logs).
+            host.pool.progress_listeners.append(on_progress)
+            while slot.state.value == "warming":
+                fan = await host.query_all(query, 400, timeout_ms=300)
+                statuses.append(fan.reports["semantic"].status)
+                # The next ask comes after the provider's next progress note (an event).
+                heard = anyio.Event()
+                if slot.state.value == "warming":
+                    with anyio.move_on_after(30):  # the model loads without notes
+                        await heard.wait()
+            pid = slot.conn.child.pid if slot.conn else None
+            # Ready: a request naming no timeout is served by the same process.
+            served = await host.query_all(query, 400)
+            served_by = slot.conn.child.pid if slot.conn else None
+            health = host.health("semantic")
+    assert LegStatus.WARMING in statuses
+    # Every bounded ask while it warmed said so (a busy machine may still miss 300 ms
+    # with the very last one, after the index was ready: that one is a plain timeout).
+    assert set(statuses[:-1]) == {LegStatus.WARMING}
+    assert served.reports["semantic"].status is LegStatus.OK and served.accepted
+    assert served_by == pid is not None
+    assert (health.starts, health.restarts) == (1, 0)
+    embed = [n for n in notes if n.get("phase") == "embed"]
+    assert embed and embed[-1].get("total") == CHUNKS
+
+    # A restart is warm: its chunks and vectors come from the caches, nothing is embedded.
+    again: list[dict[str, Any]] = []
+    with anyio.fail_after(600):  # a hang guard
+        async with Host([spec], start="lazy") as host:
+            host.pool.progress_listeners.append(lambda _pid, note: again.append(note))
+            states = await host.warm_all()
+    assert states == {"semantic": "ready"}
+    assert not [n for n in again if n.get("phase") == "embed"], again
+    assert list(tmp_path.glob("corpus-*.json"))  # noqa: ASYNC240 - the host has stopped

@@ -1,0 +1,72 @@
+"""``hostd warm`` and the progress bars (real child processes for the command)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hostd.cli._commands import audit_summary
+from hostd.cli._warm import ProgressBars
+from tests.providers._stdio import REPO, child_env
+
+
+def _config(tmp_path: Path, *providers: tuple[str, list[str], str]) -> Path:
+    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+    for pid, args, extra in providers:
+        command = ["python", "-m", "tests.fixtures.warming_provider", *args]
+        text += (
+            f'\n[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\n'
+            f'cwd = "{REPO}"\n{extra}'
+        )
+    path = tmp_path / "hostd.toml"
+    path.write_text(text)
+    return path
+
+
+def _warm(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hostd", "--config", str(config), "warm", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+        timeout=300,  # a hang guard
+    )
+
+
+def test_warm_waits_until_every_provider_is_ready_and_draws_its_progress(tmp_path: Path) -> None:
+    config = _config(tmp_path, ("a", ["--steps", "4"], ""), ("b", [], ""))
+    out = _warm(config, "--progress", "always")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["a\tready", "b\tready"]
+    assert "hostd: a ready" in out.stderr and "a: build" in out.stderr
+
+
+def test_warm_exits_1_naming_a_provider_that_never_came_up(tmp_path: Path) -> None:
+    stuck = ["--handshake-gate", str(tmp_path / "never")]
+    config = _config(tmp_path, ("ok", [], ""), ("stuck", stuck, "start_timeout_s = 0.5\n"))
+    out = _warm(config, "--progress", "never")
+    assert out.returncode == 1
+    lines = dict(line.split("\t", 1) for line in out.stdout.splitlines())
+    assert lines["ok"] == "ready" and lines["stuck"].startswith("timeout")
+    assert "it/s" not in out.stderr  # no bars when told so
+
+
+def test_bars_are_off_when_stderr_is_not_a_terminal() -> None:
+    stream = io.StringIO()
+    bars = ProgressBars(stream=stream)
+    bars("files", {"state": "warming", "phase": "read files", "done": 3, "total": 9})
+    bars.close()
+    assert stream.getvalue() == ""
+
+
+def test_the_audit_summary_names_a_warming_leg() -> None:
+    result = {
+        "audit": {"entries": [], "tokens_used": 0, "global_budget": 100},
+        "providers": [{"provider_id": "semantic", "status": "warming"}],
+        "request_id": "r1",
+    }
+    assert "semantic=warming(0)" in audit_summary(result)
