@@ -77,6 +77,11 @@ class Reranker:
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.pool.__aexit__(*exc_info)
 
+    async def start_all(self) -> None:
+        """Start the reranker now (a booting daemon, once it serves); a failure is in its
+        health, as a provider's is."""
+        await self.pool.start_all()
+
     def row(self) -> dict[str, Any]:
         """Its state and health, as a ``providers/list`` row."""
         return self.pool.row(self.slot)

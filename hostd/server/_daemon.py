@@ -218,7 +218,7 @@ class Daemon:
             reranker = make_reranker(
                 self.config.reranker,
                 PoolSettings(
-                    start=cfg.start_providers,
+                    start=start or cfg.start_providers,
                     start_timeout_s=self.config.reranker.start_timeout_ms / 1000,
                     max_line_bytes=cfg.max_line_bytes,
                     restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
@@ -334,8 +334,10 @@ class Daemon:
                     )
                 if wire_fd is not None:
                     conns.start_soon(self._serve_stdio, wire_fd)
-                if boot:
+                if boot:  # the reranker too: a slow model load never holds serving back
                     conns.start_soon(self.host.start_all)
+                    if self.reranker is not None:
+                        conns.start_soon(self.reranker.start_all)
                 log.info(
                     "host.serving",
                     pid=os.getpid(),
