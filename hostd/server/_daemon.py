@@ -29,16 +29,18 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
-from hostd.errors import RpcError, ShadowDisabled
+from hostd.errors import ShadowDisabled
 from hostd.logs import flush_logs, get_logger
 from hostd.rpc import decode, encode
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
 from ._connection import Connection, Limits
+from ._engine import open_engine
+from ._local import LocalSession
 from ._params import ComposeParams
 from ._repeats import RepeatedEvents
-from ._rerank import make_reranker, rerank_stage
+from ._rerank import rerank_stage
 
 if TYPE_CHECKING:
     from hostd.compose import ComposedPrompt, PrecomputedOrder
@@ -49,7 +51,6 @@ from ._listeners import (
     open_stdio,
     open_tcp_listener,
     open_unix_listener,
-    private_state_dir,
     remove_socket,
     reserve_stdout,
 )
@@ -210,49 +211,12 @@ class Daemon:
     @contextlib.asynccontextmanager
     async def _engine(self, start: str | None = None) -> AsyncIterator[Any]:
         """The engine ``Host`` and, when configured, the reranker beside it (stopped first)."""
-        async with self._make_host(start) as host:
-            self.host = host
-            from hostd.engine import PoolSettings, RestartPolicy
-
-            cfg = self.config.host
-            reranker = make_reranker(
-                self.config.reranker,
-                PoolSettings(
-                    start=start or cfg.start_providers,
-                    start_timeout_s=self.config.reranker.start_timeout_ms / 1000,
-                    max_line_bytes=cfg.max_line_bytes,
-                    restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
-                ),
-            )
-            if reranker is None:
+        async with open_engine(self.config, self._host_factory, start) as (host, reranker):
+            self.host, self.reranker = host, reranker
+            try:
                 yield host
-                return
-            async with reranker:
-                self.reranker = reranker
-                try:
-                    yield host
-                finally:
-                    self.reranker = None
-
-    def _make_host(self, start: str | None = None) -> Any:
-        if self._host_factory is not None:
-            return self._host_factory(self.config)
-        from hostd.engine import Host, RestartPolicy
-
-        cfg = self.config
-        state = cfg.state_path
-        private_state_dir(state, cfg.source)  # refused before any provider starts
-        # The engine builds its verify stage from the specs (roots, deadlines): one place.
-        return Host(
-            cfg.provider_specs(),
-            state_dir=state,
-            host_roots=cfg.host.trusted_roots,
-            untrusted=cfg.host.untrusted,
-            start=start or cfg.host.start_providers,
-            start_timeout_s=cfg.host.start_timeout_s,
-            max_line_bytes=cfg.host.max_line_bytes,
-            restart_policy=RestartPolicy(retry_failed_after_s=cfg.host.retry_failed_after_s),
-        )
+            finally:
+                self.reranker = None
 
     async def run(
         self,
@@ -474,44 +438,3 @@ class Daemon:
             stdio.close()
         # The client closed stdin: nobody can send more; stop gracefully.
         self.request_stop("stdin closed")
-
-
-class _NullConnection:
-    """The connection of an in-process session: ``$/progress`` goes to the caller's
-    ``on_progress`` (as ``AsyncClient.call`` routes it), other notifications nowhere."""
-
-    name = "local"
-
-    def __init__(self, on_progress: Callable[[dict[str, Any]], Any] | None = None) -> None:
-        self._on_progress = on_progress
-
-    async def send(self, obj: Any) -> None:
-        if self._on_progress is not None and obj.get("method") == "$/progress":
-            self._on_progress(obj.get("params") or {})
-
-    def cancel(self, id_: Any) -> None:
-        return None
-
-
-class LocalSession:
-    """``call(method, params)`` against a daemon's methods without a socket."""
-
-    def __init__(self, daemon: Daemon) -> None:
-        self._daemon = daemon
-
-    async def call(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        *,
-        on_progress: Callable[[dict[str, Any]], Any] | None = None,
-    ) -> Any:
-        params = dict(params or {})
-        if on_progress is not None:
-            params["progress_token"] = "local"
-        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        reply = await dispatch_one(self._daemon, _NullConnection(on_progress), msg)
-        if "error" in reply:
-            err = reply["error"]
-            raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))
-        return reply.get("result")

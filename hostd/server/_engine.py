@@ -1,0 +1,60 @@
+"""The engine a daemon runs: the ``Host`` over the configured providers and, when a
+``[reranker]`` is configured, the reranker process beside it (stopped first).
+
+``start`` overrides ``host.start_providers`` for both: a daemon that boots in the
+background opens them lazily and starts them as it begins serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from hostd.config import Config
+
+from ._listeners import private_state_dir
+from ._rerank import make_reranker
+
+__all__ = ["open_engine"]
+
+
+@contextlib.asynccontextmanager
+async def open_engine(
+    config: Config, host_factory: Callable[..., Any] | None, start: str | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """``(host, reranker)`` for the block (``reranker`` is ``None`` without ``[reranker]``).
+    ``host_factory`` (tests) builds the host instead of the configured engine."""
+    from hostd.engine import Host, PoolSettings, RestartPolicy
+
+    cfg = config.host
+    if host_factory is not None:
+        host_cm = host_factory(config)
+    else:
+        private_state_dir(config.state_path, config.source)  # refused before any start
+        # The engine builds its verify stage from the specs (roots, deadlines): one place.
+        host_cm = Host(
+            config.provider_specs(),
+            state_dir=config.state_path,
+            host_roots=cfg.trusted_roots,
+            untrusted=cfg.untrusted,
+            start=start or cfg.start_providers,
+            start_timeout_s=cfg.start_timeout_s,
+            max_line_bytes=cfg.max_line_bytes,
+            restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+        )
+    async with host_cm as host:
+        reranker = make_reranker(
+            config.reranker,
+            PoolSettings(
+                start=start or cfg.start_providers,
+                start_timeout_s=config.reranker.start_timeout_ms / 1000,
+                max_line_bytes=cfg.max_line_bytes,
+                restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+            ),
+        )
+        if reranker is None:
+            yield host, None
+            return
+        async with reranker:
+            yield host, reranker
