@@ -44,6 +44,7 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "conf
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
     "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+    "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     # The client library talks to a daemon: it never loads the host side.
     "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
 }
