@@ -34,13 +34,15 @@ def test_the_provider_runtime_imports_only_protocol() -> None:
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     # hostd.rpc is the shared JSON-RPC dispatcher; it imports only protocol and errors.
     # hostd._warmup is the runtime's readiness record, under the same rule.
-    # hostd._provider_http (run_http, imported late) is the provider side's HTTPS server.
+    # hostd._provider_http (run_http, imported late) is the provider side's HTTPS server,
+    # hostd._provider_stdio (serve_stdio's loop, imported late) its stdio one.
     assert {m for m in mods if m.startswith("hostd")} == {
         "hostd.protocol",
         "hostd.errors",
         "hostd.rpc",
         "hostd._warmup",
         "hostd._provider_http",
+        "hostd._provider_stdio",
     }
     warmup = ast.parse((ROOT / "hostd/_warmup.py").read_text())
     used = {n.module for n in ast.walk(warmup) if isinstance(n, ast.ImportFrom) and n.module}
@@ -51,6 +53,17 @@ def test_the_provider_https_server_imports_only_the_provider_runtime_and_protoco
     tree = ast.parse((ROOT / "hostd/_provider_http.py").read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert {m for m in mods if m.startswith("hostd")} <= {"hostd.protocol", "hostd.provider"}
+
+
+def test_the_provider_stdio_loop_imports_only_the_provider_side() -> None:
+    tree = ast.parse((ROOT / "hostd/_provider_stdio.py").read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m for m in mods if m.startswith("hostd")} <= {
+        "hostd.protocol",
+        "hostd.errors",
+        "hostd.rpc",
+        "hostd.provider",
+    }
 
 
 def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
