@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from hostd.protocol import ContextFrame, canonical_token_cost, sha256_digest
+from hostd.protocol import ContextFrame, sha256_digest
 
 from ._feedback import CitationRow
 from ._store import Candidate, Recorded
@@ -77,7 +77,7 @@ def hold(
                 f.content_digest,
                 f.kind,
                 f.score,
-                canonical_token_cost(f.content or ""),
+                f.token_cost,  # accepted frames passed the leg audit's B3: the honest cost
                 f.citation_label or f.id,
                 tuple([(p.type, p.uri, p.range, p.digest) for p in f.provenance]),
                 f.content if store_content else None,
