@@ -26,9 +26,10 @@ class Flooder:
     ``closed`` counts the daemon's closes, ``replies`` the lines it sent before them.
 
     ``stop()`` ends the flood by shutting down what is held, never by cancelling (or
-    closing under) a task that waits on a socket: on asyncio, anyio's raw UNIX streams (receive, connect) answer a
-    cancellation that meets a ready socket in the same loop pass with an
-    ``InvalidStateError`` in a loop callback, which anyio's test runner re-raises."""
+    closing under) a task that waits on a socket: on asyncio, anyio's raw UNIX streams
+    (receive, connect) answer a cancellation that meets a ready socket in the same loop
+    pass with an ``InvalidStateError`` in a loop callback, which anyio's test runner
+    re-raises."""
 
     def __init__(
         self,
