@@ -84,7 +84,7 @@ def ranked_entries(
                 if digest is None
                 else {"provider_id": pid, "frame_id": ids[i], "content_digest": digest}
             )
-            cap = capped.get(rank)
+            cap = capped.get(rank) if capped else None
             if cap is None:
                 size = sizes[i]
                 base = labels[i]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
 from operator import attrgetter, itemgetter
 from typing import Any, TypeAlias, overload
 
@@ -108,6 +107,8 @@ class CandidateSet(Sequence[FramePair]):
     digests: tuple[str | None, ...]
     scores: tuple[float, ...]
     support: Mapping[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
+    #: ``canonical()``, once asked (every copy sorts its own).
+    _canonical: list[int] | None = field(default=None, init=False, compare=False)
 
     @classmethod
     def of(cls, frames: CandidateSet | Iterable[FramePair]) -> CandidateSet:
@@ -178,6 +179,19 @@ class CandidateSet(Sequence[FramePair]):
         has = [d is not None for d in digests]
         return list(zip(self.provider_ids, self.ids, has, [d or "" for d in digests], strict=True))
 
+    def canonical(self) -> list[int]:
+        """Every index in canonical FrameId order, sorted once and then reused.
+
+        Every order the policies produce breaks ties by this one: a stable sort
+        of ``canonical()`` by a value keeps equal values in canonical order, so no
+        run of ties needs sorting again (``rank_desc``).
+        """
+        order = self._canonical
+        if order is None:
+            order = sorted(range(len(self.frames)), key=self.key_column().__getitem__)
+            object.__setattr__(self, "_canonical", order)
+        return order
+
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
 
@@ -197,33 +211,15 @@ class CandidateSet(Sequence[FramePair]):
 
     def by_score(self) -> list[int]:
         """All candidates by score descending, canonical FrameId on ties."""
-        return rank_desc(range(len(self.frames)), self.scores, self.key, self.key_column)
+        return rank_desc(self.canonical(), self.scores)
 
 
-def rank_desc(
-    indices: Iterable[int],
-    values: Sequence[float],
-    key_of: Callable[[int], Any],
-    key_column: Callable[[], Sequence[Any]] | None = None,
-) -> list[int]:
-    """``indices`` by ``values`` descending, equal values in ``key_of`` order.
+def rank_desc(canonical: Iterable[int], values: Sequence[float]) -> list[int]:
+    """Indices given in canonical FrameId order (``CandidateSet.canonical()`` or a
+    subsequence of it), by ``values`` descending, equal values in that order.
 
-    Sorts on the float alone (CPython compares all-float keys on a fast path,
-    and raw scores rarely tie), then re-sorts each run of equal values by its
-    canonical key. ``key_column``, if given, returns every index's key at once
-    (``key_column()[i] == key_of(i)``); it is read instead of ``key_of`` once
-    a run of ties is found. ``values`` hold no NaN (see ``rankable_scores``).
+    One sort on the float alone (CPython compares all-float keys on a fast path);
+    the sort is stable, also in reverse, so ties keep their canonical order and
+    no tie-break key is built. ``values`` hold no NaN (see ``rankable_scores``).
     """
-    order = sorted(indices, key=values.__getitem__, reverse=True)
-    if len(order) < 2:
-        return order
-    key = key_of
-    out: list[int] = []
-    for _, run in groupby(order, key=values.__getitem__):
-        tied = list(run)
-        if len(tied) > 1:
-            if key_column is not None and key is key_of:
-                key = key_column().__getitem__
-            tied.sort(key=key)
-        out += tied
-    return out
+    return sorted(canonical, key=values.__getitem__, reverse=True)

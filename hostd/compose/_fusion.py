@@ -16,6 +16,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from ._candidates import CandidateSet, FramePair, rank_desc
@@ -23,6 +24,7 @@ from ._candidates import CandidateSet, FramePair, rank_desc
 __all__ = ["MarginFusion", "ReciprocalRankFusion", "margin_values", "provider_lists"]
 
 Frames = CandidateSet | Iterable[FramePair]
+_SCORE = itemgetter(1)
 
 
 def provider_lists(frames: Frames) -> dict[str, list[tuple[int, float]]]:
@@ -34,23 +36,17 @@ def provider_lists(frames: Frames) -> dict[str, list[tuple[int, float]]]:
     one list never meet another provider's scores (F10).
     """
     c = CandidateSet.of(frames)
-    support = c.support
+    support, pids, scores = c.support, c.provider_ids, c.scores
     entries: defaultdict[str, list[tuple[int, float]]] = defaultdict(list)
-    for i, (p, s) in enumerate(zip(c.provider_ids, c.scores, strict=True)):
+    # Listed in canonical order, so the stable sort below leaves ties in that order.
+    for i in c.canonical():
         sup = support.get(i)
         if sup is None:
-            entries[p].append((i, s))
+            entries[pids[i]].append((i, scores[i]))
         else:
             for q, t in sup:
                 entries[q].append((i, t))
-    return {p: _ranked(c, entries[p]) for p in sorted(entries)}
-
-
-def _ranked(c: CandidateSet, entries: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """``(candidate, score)`` entries by score descending, canonical FrameId on ties."""
-    idx = [i for i, _ in entries]
-    order = rank_desc(range(len(entries)), [s for _, s in entries], lambda j: c.key(idx[j]))
-    return [entries[j] for j in order]
+    return {p: sorted(entries[p], key=_SCORE, reverse=True) for p in sorted(entries)}
 
 
 def _check_weights(policy: str, weights: object) -> dict[str, float] | None:
@@ -113,7 +109,7 @@ class _Fusion:
 
     def order(self, frames: Frames) -> list[int]:
         c = CandidateSet.of(frames)
-        return rank_desc(range(len(c)), self.fused_scores(c), c.key, c.key_column)
+        return rank_desc(c.canonical(), self.fused_scores(c))
 
     def to_wire(self) -> Any:
         body: dict[str, Any] = {"k": self.k}

@@ -18,6 +18,7 @@ from hostd.compose import (
     neutralize_fences,
     render_frame,
 )
+from hostd.compose._render import rendered_size
 from hostd.protocol import FrameId, canonical_token_cost
 
 from ._helpers import frame, frame_pairs
@@ -172,8 +173,9 @@ def test_unverifiable_evidence_is_marked_on_its_fence() -> None:
 
 # --- C0 controls in content (NUL, CR, ESC, backspace …) never reach the prompt ---------
 
-#: Every C0 control but tab and newline: what must not survive into a prompt.
-CONTROLS = re.compile("[\x00-\x08\x0b-\x1f]")
+#: Every C0 control but tab and newline, DEL and every C1 control: what must not
+#: survive into a prompt.
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def test_a_nul_and_other_controls_become_their_control_pictures() -> None:
@@ -183,8 +185,23 @@ def test_a_nul_and_other_controls_become_their_control_pictures() -> None:
     assert neutralize_controls("plain text\twith\nlines") == "plain text\twith\nlines"
 
 
+def test_del_and_c1_controls_are_neutralised_too() -> None:
+    # DEL erases a character on a terminal; C1 holds CSI (U+009B, an escape sequence
+    # in one character) and NEL (U+0085, a line break to some readers).
+    content = "a\x7fb\x9b2Jc\x85d\x80e é"
+    block = render_frame("p", frame("a", content=content))
+    assert "a\u2421b\ufffd2Jc\ufffdd\ufffde é" in block
+    assert CONTROLS.search(block) is None
+    # The packer's price is the bytes written, for ASCII and non-ASCII content alike.
+    for text in (content, "ascii \x7f only"):
+        f = frame("a", content=text)
+        assert rendered_size("p", f) == len(render_frame("p", f).encode())
+        out = compose_for_prompt([("p", f)], 10_000)
+        assert CONTROLS.search(out.prompt) is None
+
+
 @given(
-    st.text(alphabet=st.characters(max_codepoint=0x7F) | st.sampled_from(["\u2400", "é"])),
+    st.text(alphabet=st.characters(max_codepoint=0xA0) | st.sampled_from(["\u2400", "é"])),
     st.text(alphabet=st.characters(max_codepoint=0x3F)),
 )
 def test_no_control_but_tab_and_newline_survives_in_a_prompt(content: str, floor: str) -> None:
@@ -197,5 +214,9 @@ def test_no_control_but_tab_and_newline_survives_in_a_prompt(content: str, floor
     assert render_frame("p", f) == render_frame("p", f)
     assert len(neutralize_controls(content)) == len(content)
     kept = [(a, b) for a, b in zip(content, neutralize_controls(content), strict=True) if a != b]
-    assert all(CONTROLS.match(a) and ord(b) == 0x2400 + ord(a) for a, b in kept)
+    pictures = {"\x7f": "\u2421"}  # DEL's own picture; C1 controls have none
+    assert all(
+        CONTROLS.match(a) and b == pictures.get(a, chr(0x2400 + ord(a)) if a < " " else "\ufffd")
+        for a, b in kept
+    )
     assert out.audit.tokens_used <= 100_000

@@ -81,16 +81,28 @@ _VALUES = st.lists(st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, float("-inf")]), 
 def test_rank_desc_is_value_descending_then_key(values: list[float], data: st.DataObject) -> None:
     n = len(values)
     keys = [(f"p{i % 3}", f"f{(i * 7919) % 1009:04d}", i) for i in range(n)]
+    canonical = sorted(range(n), key=keys.__getitem__)
     indices = data.draw(st.sampled_from(["all", "subset", "generator"]), label="indices")
     if indices == "all":
-        chosen: object = range(n)
-        expected_from = list(range(n))
+        chosen: object = canonical
+        expected_from = canonical
     else:
-        expected_from = sorted(data.draw(st.sets(st.integers(0, max(n - 1, 0)))) if n else [])
+        drawn = data.draw(st.sets(st.integers(0, max(n - 1, 0)))) if n else set()
+        expected_from = [i for i in canonical if i in drawn]
         chosen = expected_from if indices == "subset" else iter(expected_from)
     expected = sorted(expected_from, key=lambda i: (-values[i], keys[i]))
-    got = rank_desc(chosen, values, keys.__getitem__, lambda: keys)  # type: ignore[arg-type]
-    assert got == expected
+    assert rank_desc(chosen, values) == expected  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(pairs=frame_pairs(max_size=14))
+def test_canonical_and_by_score_follow_the_frame_ids(
+    pairs: list[tuple[str, ContextFrame]],
+) -> None:
+    pool = CandidateSet.of(pairs)
+    assert pool.canonical() == sorted(range(len(pool)), key=pool.key)
+    assert pool.canonical() is pool.canonical()  # sorted once
+    assert pool.by_score() == sorted(range(len(pool)), key=lambda i: (-pool.scores[i], pool.key(i)))
 
 
 @settings(max_examples=100, deadline=None)
