@@ -198,7 +198,7 @@ class CalibratedChance:
             values = [max(zs) for zs in logits]
         else:
             values = [math.fsum(map(_softplus, zs)) for zs in logits]
-        return rank_desc(range(len(c)), values, c.key, c.key_column)
+        return rank_desc(c.canonical(), values)
 
 
 def read_held_out(path: str | Path) -> list[str]:
