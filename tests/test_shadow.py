@@ -29,9 +29,11 @@ from hostd.shadow import (
     ShadowRecorder,
     ShadowStore,
     build_record,
+    hold,
     render_replay,
     replay,
 )
+from tests.compose._helpers import frame_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -269,6 +271,33 @@ def test_the_bounds_keep_exactly_what_the_full_scan_kept(
             store.write(r)
         store.close()
         assert [r.request_id for r in store.load()] == [f"r-{i}" for i in expected]
+        # A batch keeps the bounds once, at its end: the same rows stay.
+        batched = ShadowStore(
+            Path(tmp) / "b.db", max_requests=max_requests, max_bytes=max_bytes, retention_days=1
+        )
+        batched.write_many(records)
+        batched.close()
+        assert [r.request_id for r in batched.load()] == [f"r-{i}" for i in expected]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    frames=frame_pairs(max_size=12),
+    store_content=st.booleans(),
+    budget=st.integers(0, 3000),
+)
+def test_a_held_composition_is_stored_as_its_record_would_be(
+    frames: list[tuple[str, ContextFrame]], store_content: bool, budget: int
+) -> None:
+    composed = compose_for_prompt(frames, budget, strategy="round_robin")
+    held = hold("r", "goal", budget, {"*": 0.5}, frames, composed, store_content=store_content)
+    record = held.record()
+    assert held.body() == record.body()
+    assert (held.goal_digest, held.stored_goal) == (record.goal_digest, record.goal)
+    assert [(c.id, c.cost, c.regions) for c in record.candidates] == [
+        (f.id, f.token_cost, tuple((p.type, p.uri, p.range, p.digest) for p in f.provenance))
+        for _, f in frames
+    ]
 
 
 def test_a_write_reads_no_stored_body_to_keep_the_bounds(tmp_path: Path) -> None:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
+
+import orjson
 
 from hostd.protocol import ContextFrame, sha256_digest
 
@@ -24,6 +27,10 @@ __all__ = ["Held", "build_record", "hold"]
 
 #: A candidate as held: a tuple of strings and numbers only, which the garbage
 #: collector stops tracking, so 256 held compositions add nothing to its full passes.
+_FIELDS = itemgetter(
+    "id", "content_digest", "kind", "score", "token_cost", "citation_label", "provenance", "content"
+)
+_REGION = itemgetter("type", "uri", "range", "digest")
 _Row = tuple[str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None]
 
 
@@ -43,6 +50,45 @@ class Held:
     goal: str
     store_content: bool
 
+    @property
+    def goal_digest(self) -> str:
+        return sha256_digest(self.goal.encode("utf-8"))
+
+    @property
+    def stored_goal(self) -> str | None:
+        """The goal as the store keeps it: only with ``store_content``."""
+        return self.goal if self.store_content else None
+
+    def body(self) -> str:
+        """``self.record().body()``, straight from the rows (the writer thread's work:
+        no ``Candidate`` is built to be turned back into a dict)."""
+        candidates = []
+        for pid, fid, digest, kind, score, cost, label, regions, content in self.rows:
+            c: dict[str, Any] = {
+                "provider": pid,
+                "id": fid,
+                "digest": digest,
+                "kind": kind,
+                "score": score,
+                "cost": cost,
+                "label": label,
+                "regions": regions,  # tuples: orjson writes them as the arrays they were
+            }
+            if content is not None:
+                c["content"] = content
+            candidates.append(c)
+        return orjson.dumps(
+            {
+                "budget": self.contested,
+                "policy": self.policy,
+                "caps": self.caps,
+                "candidates": candidates,
+                "included": [(p, i, d) for _, p, i, d in self.citations],
+                "citations": self.citations,
+            },
+            option=orjson.OPT_SORT_KEYS,
+        ).decode()
+
     def record(self) -> Recorded:
         return Recorded(
             request_id=self.request_id,
@@ -52,8 +98,8 @@ class Held:
             caps=self.caps,
             candidates=tuple(Candidate(*row) for row in self.rows),
             included=tuple((p, i, d) for _, p, i, d in self.citations),
-            goal_digest=sha256_digest(self.goal.encode("utf-8")),
-            goal=self.goal if self.store_content else None,
+            goal_digest=self.goal_digest,
+            goal=self.stored_goal,
             citations=self.citations,
         )
 
@@ -68,21 +114,26 @@ def hold(
     *,
     store_content: bool,
 ) -> Held:
-    """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``)."""
+    """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``).
+
+    Fields are read from each model's ``__dict__`` (where pydantic v2 keeps them),
+    in one C-level pass a frame: this runs for every composition, on its path."""
     rows = tuple(
         [
             (
                 pid,
-                f.id,
-                f.content_digest,
-                f.kind,
-                f.score,
-                f.token_cost,  # accepted frames passed the leg audit's B3: the honest cost
-                f.citation_label or f.id,
-                tuple([(p.type, p.uri, p.range, p.digest) for p in f.provenance]),
-                f.content if store_content else None,
+                fid,
+                digest,
+                kind,
+                score,
+                cost,  # accepted frames passed the leg audit's B3: the honest cost
+                label or fid,
+                tuple([_REGION(p.__dict__) for p in provenance]),
+                content if store_content else None,
             )
-            for pid, f in accepted
+            for pid, (fid, digest, kind, score, cost, label, provenance, content) in (
+                (pid, _FIELDS(f.__dict__)) for pid, f in accepted
+            )
         ]
     )
     return Held(

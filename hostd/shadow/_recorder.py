@@ -52,7 +52,8 @@ _GATHER_S = 0.1
 #: The newest compositions kept in memory (drawn or not), so feedback can name them.
 HELD = 256
 
-_Queued = Recorded | Feedback | None
+#: A drawn composition is queued as held: its body is made on the writer thread.
+_Queued = Held | Recorded | Feedback | None
 
 
 def shadow_path(state_dir: Path) -> Path:
@@ -124,7 +125,7 @@ class ShadowRecorder:
         self._hold(held, written=False)
         if not drawn:
             return False
-        queued = await self._enqueue(held.record())
+        queued = await self._enqueue(held)
         self._hold(held, written=queued)
         return queued
 
@@ -151,7 +152,7 @@ class ShadowRecorder:
                 self._thread.start()
         return not self._closed  # closed while the store was opening: nothing more
 
-    async def _enqueue(self, record: Recorded) -> bool:
+    async def _enqueue(self, record: Held) -> bool:
         if not await self._start():
             return False
         try:
@@ -203,7 +204,7 @@ class ShadowRecorder:
             raise Overloaded("the shadow store is behind; send the feedback again later")
         if entry is not None and not written:
             # The record first: the feedback's row needs it.
-            self._queue.put_nowait(entry[0].record())
+            self._queue.put_nowait(entry[0])
             self._hold(entry[0], written=True)
         self._queue.put_nowait(fb)
         log.info(
@@ -237,7 +238,7 @@ class ShadowRecorder:
                 self._write(batch)
 
     def _write(self, batch: list[_Queued]) -> None:
-        records = [r for r in batch if isinstance(r, Recorded)]
+        records = [r for r in batch if isinstance(r, Held | Recorded)]
         feedback = [f for f in batch if isinstance(f, Feedback)]
         ids = [record.request_id for record in records]
         try:

@@ -26,13 +26,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from ._feedback import FEEDBACK_SCHEMA, CitationRow, Feedback
 
-__all__ = ["Candidate", "Recorded", "ShadowStore"]
+__all__ = ["Candidate", "Recorded", "ShadowStore", "Writable"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -124,6 +124,10 @@ class Recorded:
     #: What the agent reported it used (``usage/feedback``), when it did.
     feedback: Feedback | None = None
 
+    @property
+    def stored_goal(self) -> str | None:
+        return self.goal
+
     def body(self) -> str:
         return orjson.dumps(
             {
@@ -144,6 +148,20 @@ def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[Ci
     # A record from before the citation map was kept: its candidates' labels stand in.
     labels = {(c.provider, c.id, c.digest): c.label for c in candidates}
     return tuple((labels.get((p, i, d), i), p, i, d) for p, i, d in raw["included"])
+
+
+class Writable(Protocol):
+    """What the store writes of a composition: a ``Recorded``, or a held one (``Held``)."""
+
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def recorded_at(self) -> float: ...
+    @property
+    def goal_digest(self) -> str: ...
+    @property
+    def stored_goal(self) -> str | None: ...
+    def body(self) -> str: ...
 
 
 class ShadowStore:
@@ -238,38 +256,36 @@ class ShadowStore:
         self.write_many([record])
 
     def write_many(
-        self, records: Sequence[Recorded], feedback: Sequence[Feedback] = ()
+        self, records: Sequence[Writable], feedback: Sequence[Feedback] = ()
     ) -> list[str]:
-        """Append ``records`` in order, each followed by its bounds, then ``feedback``
+        """Append ``records`` in order, then keep the bounds, then add ``feedback``
         (each replacing its request's earlier one), in one transaction; the request ids
-        whose feedback found no recorded request (pruned meanwhile) and was not kept."""
+        whose feedback found no recorded request (pruned meanwhile) and was not kept.
+
+        The bounds are kept once for the batch: deleting oldest first until they hold
+        leaves what keeping them after each record would have left (every bound is a
+        suffix of the rows by age, and the batch's suffix is the last record's)."""
         rows = []
         for record in records:
             body = record.body()
+            goal = record.stored_goal
             # SQLite's length() of TEXT: characters, as the bound has always counted them.
-            size = len(body) + (len(record.goal) if record.goal is not None else 0)
+            size = len(body) + (len(goal) if goal is not None else 0)
             rows.append(
-                (
-                    record.request_id,
-                    record.recorded_at,
-                    record.goal_digest,
-                    record.goal,
-                    body,
-                    size,
-                )
+                (record.request_id, record.recorded_at, record.goal_digest, goal, body, size)
             )
         with self._lock:
             db = self._writer()
             db.execute("BEGIN IMMEDIATE")
             try:
-                for row in rows:
-                    db.execute(
-                        "INSERT INTO requests "
-                        "(request_id, recorded_at, goal_digest, goal, body, size) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
-                    self._prune(db, row[1])
+                db.executemany(
+                    "INSERT INTO requests "
+                    "(request_id, recorded_at, goal_digest, goal, body, size) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                if rows:
+                    self._prune(db, max(row[1] for row in rows))
                 orphans = [f.request_id for f in feedback if not self._feedback(db, f)]
                 db.execute("COMMIT")
             except BaseException:
