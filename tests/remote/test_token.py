@@ -98,31 +98,13 @@ async def test_a_rotated_token_file_is_used_by_the_next_request(tmp_path: Path) 
     assert OLD not in repr(logs) and NEW not in repr(logs)
 
 
-async def test_a_rewrite_the_stat_cannot_show_is_read_after_a_401_and_sent_once_more(
-    tmp_path: Path,
-) -> None:
-    tls = make_tls(tmp_path)
-    token = tmp_path / "remote.token"
-    token.write_text(OLD)
-    accepted = {OLD}
-    async with serving(_gated(accepted), tls) as (url, rec):
-        spec = remote_spec(url, tls, token_env=None, token_file=token)
-        async with Host([spec], consent=consented(tmp_path, "remote")) as host:
-            assert (await host.query_all(query(), 1000)).reports["remote"].status is LegStatus.OK
-            _rewrite_unseen(token, NEW)
-            accepted.clear()
-            accepted.add(NEW)
-            second = await host.query_all(query(), 1000)
-            assert host.health("remote").consecutive_failures == 0
-    assert second.reports["remote"].status is LegStatus.OK, second.reports["remote"]
-    assert rec.kinds() == ["handshake", "query", "query", "query"]
-    assert _tokens(rec) == [OLD, OLD, OLD, NEW]
-
-
-@pytest.mark.parametrize("file_has", [OLD, "wrong-token-0000"])
-async def test_a_401_the_file_cannot_cure_fails_the_leg_after_at_most_one_retry(
-    tmp_path: Path, file_has: str
-) -> None:
+async def _rewritten_unseen(
+    tmp_path: Path, file_has: str, server_takes: set[str], *, restart: bool = False
+) -> tuple[Any, Any, Any]:
+    """One query with OLD in the file and at the server; then the file rewritten in place
+    (unseen by its stat) to ``file_has``, the server taking ``server_takes`` only, a
+    restart if asked, and a second query: its fan-out, the server's recorder and the
+    provider's health."""
     tls = make_tls(tmp_path)
     token = tmp_path / "remote.token"
     token.write_text(OLD)
@@ -133,8 +115,30 @@ async def test_a_401_the_file_cannot_cure_fails_the_leg_after_at_most_one_retry(
             assert (await host.query_all(query(), 1000)).reports["remote"].status is LegStatus.OK
             _rewrite_unseen(token, file_has)
             accepted.clear()
-            accepted.add(NEW)  # the server moved on; the file holds no token it takes
-            refused = await host.query_all(query(), 1000)
+            accepted.update(server_takes)
+            if restart:
+                await host.restart_provider("remote")
+            second = await host.query_all(query(), 1000)
+            health = host.health("remote")
+    return second, rec, health
+
+
+async def test_a_rewrite_the_stat_cannot_show_is_read_after_a_401_and_sent_once_more(
+    tmp_path: Path,
+) -> None:
+    second, rec, health = await _rewritten_unseen(tmp_path, NEW, {NEW})
+    assert second.reports["remote"].status is LegStatus.OK, second.reports["remote"]
+    assert health.consecutive_failures == 0
+    assert rec.kinds() == ["handshake", "query", "query", "query"]
+    assert _tokens(rec) == [OLD, OLD, OLD, NEW]
+
+
+@pytest.mark.parametrize("file_has", [OLD, "wrong-token-0000"])
+async def test_a_401_the_file_cannot_cure_fails_the_leg_after_at_most_one_retry(
+    tmp_path: Path, file_has: str
+) -> None:
+    # The server moved on to NEW; the file holds no token it takes.
+    refused, rec, _ = await _rewritten_unseen(tmp_path, file_has, {NEW})
     report = refused.reports["remote"]
     assert report.status is LegStatus.UNAUTHORIZED
     assert report.error_code == "unauthorized"
@@ -169,16 +173,8 @@ async def test_a_removed_token_file_fails_the_leg_naming_the_file_before_any_byt
 
 
 async def test_a_restart_reads_the_token_file_again(tmp_path: Path) -> None:
-    tls = make_tls(tmp_path)
-    token = tmp_path / "remote.token"
-    token.write_text(OLD)
-    async with serving(_gated({OLD, NEW}), tls) as (url, rec):
-        spec = remote_spec(url, tls, token_env=None, token_file=token)
-        async with Host([spec], consent=consented(tmp_path, "remote")) as host:
-            assert (await host.query_all(query(), 1000)).reports["remote"].status is LegStatus.OK
-            _rewrite_unseen(token, NEW)  # both are taken: no 401 to prompt a re-read
-            await host.restart_provider("remote")
-            after = await host.query_all(query(), 1000)
+    # Both tokens are taken: no 401 prompts a re-read, only the restart.
+    after, rec, _ = await _rewritten_unseen(tmp_path, NEW, {OLD, NEW}, restart=True)
     assert after.reports["remote"].status is LegStatus.OK
     assert rec.kinds() == ["handshake", "query", "handshake", "query"]
     assert _tokens(rec) == [OLD, OLD, NEW, NEW]
