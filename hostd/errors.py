@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "ConnectionLost",
     "CorrelationMismatch",
+    "CredentialUnavailable",
     "EmptyBatch",
     "FloorsExceedBudget",
     "HandshakeFailed",
@@ -375,6 +376,14 @@ class ProviderUnauthorized(HostdError):
 
     code = CgpErrorCode.UNAVAILABLE
     reason = "unauthorized"
+
+
+class CredentialUnavailable(ProviderUnauthorized):
+    """A remote provider's credential cannot be read (its token file is gone, unreadable
+    or not one line; its variable unset): the message names the file or variable, and
+    nothing is sent."""
+
+    reason = "credential"
 
 
 class RemoteTransport(ProviderCrashed):

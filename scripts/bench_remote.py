@@ -16,8 +16,12 @@ It prints JSON: each side's median and p99, the paired median of ``leg / plain``
 fan-outs at a time, how many TCP connections the server accepted per 1,000 requests
 (counted in the server's protocol as they are accepted).
 
+With ``--token-file`` the leg reads its token from a file (one ``stat`` of it per
+exchange, to see a rotation) instead of a variable; either way it prints what one
+such check of the token costs (``token_check_us``).
+
     python scripts/bench_remote.py [--rounds 400] [--warmup 40] [--frames 20]
-                                   [--concurrent 64] [--requests 1000]
+                                   [--concurrent 64] [--requests 1000] [--token-file]
 
 Run with ``--serve DIR`` it is the server (the URL goes to stdout, then it serves
 until its stdin closes).
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +116,18 @@ async def bench(args: argparse.Namespace, directory: Path, url: str) -> dict[str
 
     configure_logging("warning")  # as a daemon runs: info events per leg off the console
     ca_file = directory / "ca.pem"
+    from hostd.transport import TokenSource
+
     os.environ["HOSTD_BENCH_TOKEN"] = TOKEN
-    spec = ProviderSpec(
-        "remote", url=url, ca_file=ca_file, token_env="HOSTD_BENCH_TOKEN", timeout_ms=60_000
+    token_file = directory / "bench.token"
+    token_file.write_text(TOKEN + "\n")
+    source: dict[str, Any] = (
+        {"token_file": token_file} if args.token_file else {"token_env": "HOSTD_BENCH_TOKEN"}
     )
+    spec = ProviderSpec("remote", url=url, ca_file=ca_file, timeout_ms=60_000, **source)
+    tokens = TokenSource(spec.token_file, spec.token_env)
+    tokens.current()
+    token_check_us = min(timeit.repeat(tokens.current, number=20_000, repeat=5)) / 20_000 * 1e6
     store = ConsentStore(directory / "state")
     store.grant("remote", "egress", "bench")
     query = ContextQuery(goal="retry policy", max_frames=args.frames, max_tokens=0)
@@ -185,6 +198,8 @@ async def bench(args: argparse.Namespace, directory: Path, url: str) -> dict[str
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "frames": args.frames,
         "rounds": args.rounds,
+        "token_from": "token_file" if args.token_file else "token_env",
+        "token_check_us": round(token_check_us, 3),
         "leg_ms": {"median": statistics.median(leg_ms), "p99": _pct(leg_ms, 0.99)},
         "plain_post_ms": {"median": statistics.median(plain_ms), "p99": _pct(plain_ms, 0.99)},
         "paired_leg_over_plain_ms": statistics.median(diffs),
@@ -207,6 +222,7 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=64)
     parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--token-file", action="store_true", help="the leg's token from a file")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:

@@ -6,7 +6,9 @@ hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
 encoder) sits beside errors: every end uses it, it uses only protocol and errors;
 the client library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
-neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two.
+neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. In the CLI,
+check-provider points one way (command → checks → driver) and its driver, which
+owns the bytes only, loads nothing of the host side.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ FORBIDDEN_MODULES = {
     "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     # The client library talks to a daemon: it never loads the host side.
     "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
+    # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
+    "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
@@ -55,6 +59,13 @@ FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
 FORBIDDEN_SIBLINGS = {
     "_connection": {"_api", "_daemon"},
     "_api": {"_connection", "_daemon"},
+}
+# cli module → sibling modules it must never import: check-provider points one way,
+# command (_check) → checks (_checks) → driver (_check_driver), which imports no sibling.
+_CLI = {p.stem for p in (ROOT / "cli").glob("_*.py")}
+CLI_FORBIDDEN_SIBLINGS = {
+    "_check_driver": _CLI - {"_check_driver"},
+    "_checks": _CLI - {"_checks", "_check_driver"},
 }
 
 
@@ -93,8 +104,9 @@ def test_single_modules_import_only_their_layer(module: str) -> None:
     assert bad == []
 
 
-def _server_siblings(path: Path) -> set[str]:
-    """The ``hostd.server`` modules ``path`` imports, by relative or absolute name."""
+def _server_siblings(path: Path, package: str = "server") -> set[str]:
+    """The ``hostd.<package>`` modules ``path`` imports, by relative or absolute name."""
+    dotted = f"hostd.{package}"
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
@@ -103,13 +115,13 @@ def _server_siblings(path: Path) -> set[str]:
                     found.add(node.module.split(".")[0])
                 else:  # from . import _api
                     found.update(a.name for a in node.names)
-            elif node.level == 0 and node.module and node.module.startswith("hostd.server."):
+            elif node.level == 0 and node.module and node.module.startswith(dotted + "."):
                 found.add(node.module.split(".")[2])
-            elif node.level == 0 and node.module == "hostd.server":
+            elif node.level == 0 and node.module == dotted:
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(
-                a.name.split(".")[2] for a in node.names if a.name.startswith("hostd.server.")
+                a.name.split(".")[2] for a in node.names if a.name.startswith(dotted + ".")
             )
     return found
 
@@ -120,9 +132,17 @@ def test_server_modules_do_not_import_in_a_circle(module: str) -> None:
     assert sorted(found & FORBIDDEN_SIBLINGS[module]) == []
 
 
+@pytest.mark.parametrize("module", sorted(CLI_FORBIDDEN_SIBLINGS))
+def test_check_provider_modules_do_not_import_in_a_circle(module: str) -> None:
+    found = _server_siblings(ROOT / "cli" / f"{module}.py", "cli")
+    assert sorted(found & CLI_FORBIDDEN_SIBLINGS[module]) == []
+
+
 def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
     assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
     daemon = _server_siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
+    assert "_check_driver" in _server_siblings(ROOT / "cli" / "_checks.py", "cli")
+    assert {"_check", "_checks"} <= _CLI

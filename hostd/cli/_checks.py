@@ -1,10 +1,10 @@
 """``hostd check-provider``: drive any provider through the protocol and judge it.
 
-Owns a small, deliberately raw driver (its own pipes, so it can send
-malformed bytes on purpose) for either binding, and the checks: handshake
-(H1–H3, H2, C5), a query whose frames are valid (F1–F5, D1, P1–P5), budget
-honesty on recomputed costs (B1, B3, B4), the kinds filter (Q1),
-malformed-input tolerance (R1), verify honesty (V1–V3) and shutdown (R2).
+Owns the checks and their report: handshake (H1–H3, H2, C5), a query whose frames
+are valid (F1–F5, D1, P1–P5), budget honesty on recomputed costs (B1, B3, B4), the
+kinds filter (Q1), malformed-input tolerance (R1), verify honesty (V1–V3) and
+shutdown (R2), each a ``CheckResult``, and the pass/fail table. The bytes are the
+driver's (``_check_driver``: raw pipes, so it can send malformed input on purpose).
 Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``),
 so a provider that passes is never dropped or quarantined by the daemon for the
 same reply; the handshake, R1, verify and shutdown checks are this module's.
@@ -12,38 +12,30 @@ same reply; the handshake, R1, verify and shutdown checks are this module's.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from anyio.abc import Process
 
-import hostd
-from hostd._teardown import stop_process
 from hostd.engine import LegAudit, audit_leg
-from hostd.errors import ParseError
 from hostd.protocol import (
     PROTOCOL_VERSION,
     Capabilities,
     ContextFrame,
     ContextQuery,
     HandshakeAck,
-    LineItem,
-    LineSplitter,
     Severity,
     check_handshake,
 )
-from hostd.rpc import PendingTable, decode, encode_line, make_notification, make_request
+
+from ._check_driver import Driver, Failed, reap
 
 __all__ = ["CheckResult", "check_provider", "render_table"]
 
 _BOGUS_DIGEST = "sha256:" + "0" * 64
-_MAX_LINE = 16 * 1024 * 1024
 #: The provider id the audit's FrameIds carry (the daemon uses the configured id).
 _PID = "p"
 
@@ -65,178 +57,6 @@ class CheckResult:
             "detail": self.detail,
             "rules": list(self.rules),
         }
-
-
-class _Failed(Exception):
-    """A check's verdict, raised to end that check (private control flow)."""
-
-    def __init__(self, detail: str, rules: Sequence[str] = ()) -> None:
-        super().__init__(detail)
-        self.rules = tuple(rules)
-
-
-@dataclass
-class _Driver:
-    process: Process
-    binding: str
-    timeout_s: float
-    splitter: LineSplitter = field(default_factory=lambda: LineSplitter(_MAX_LINE))
-    lines: deque[LineItem] = field(default_factory=deque)
-    next_id: int = 1
-    #: JSON-RPC replies by id: the one correlation table every requesting end uses.
-    calls: PendingTable = field(default_factory=PendingTable)
-    correlation: bool = False
-    #: Set once the provider's stdout ended: later checks cannot run (deterministically).
-    dead: bool = False
-    #: The handshake said ``"ready": false``: queries wait for its ``context/progress``.
-    warming: bool = False
-
-    async def send_raw(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(data)
-
-    async def send(self, obj: Any) -> None:
-        await self.send_raw(encode_line(obj))
-
-    async def read_line(self) -> Any:
-        assert self.process.stdout is not None
-        while True:
-            while self.lines:
-                line = self.lines.popleft()
-                if not isinstance(line, bytes):  # OVERLONG
-                    raise _Failed("provider wrote an over-long line")
-                if not line.strip():
-                    continue
-                try:
-                    return decode(line)
-                except ParseError as exc:
-                    raise _Failed(f"provider wrote a line that is not JSON: {line[:80]!r}") from exc
-            try:
-                self.lines.extend(self.splitter.feed(await self.process.stdout.receive(1 << 16)))
-            except anyio.EndOfStream:
-                self.dead = True
-                raise _Failed("provider closed stdout (it exited)") from None
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """JSON-RPC: send one request and return its reply object (result or error).
-        Lines are read until its reply; replies to nothing we wait for (the id-null
-        answers to deliberate garbage) are passed over."""
-        id_ = self.next_id
-        self.next_id += 1
-        slot = self.calls.add(id_)
-        try:
-            await self.send(make_request(method, params, id_))
-            with anyio.fail_after(self.timeout_s):
-                while not slot.done.is_set():
-                    msg = await self.read_line()
-                    key = msg.get("id") if isinstance(msg, dict) else None
-                    reply = self.calls.pop(key) if type(key) is int else None
-                    if reply is not None:
-                        reply.resolve(msg)
-        finally:
-            self.calls.abandon(id_)
-        reply_msg: dict[str, Any] = await slot.wait()
-        return reply_msg
-
-    async def wait_ready(self, timeout_s: float) -> int:
-        """Read ``context/progress`` notifications until one says ready (or failed);
-        the number of progress notes seen."""
-        notes = 0
-        with anyio.fail_after(timeout_s):
-            while True:
-                msg = await self.read_line()
-                if isinstance(msg, dict) and msg.get("method") == "context/progress":
-                    notes += 1
-                    params = msg.get("params")
-                    params = params if isinstance(params, dict) else {}
-                    if params.get("state") == "ready":
-                        self.warming = False
-                        return notes
-                    if params.get("state") == "failed":
-                        raise _Failed(f"warm-up failed: {params.get('message')}")
-
-    async def envelope(self, message: dict[str, Any], expect: tuple[str, ...]) -> dict[str, Any]:
-        """CGP: send one envelope and return the first reply envelope of an expected type."""
-        await self.send(message)
-        with anyio.fail_after(self.timeout_s):
-            while True:
-                msg = await self.read_line()
-                if isinstance(msg, dict) and msg.get("type") in (*expect, "error"):
-                    return msg
-
-    # -- binding-neutral operations ------------------------------------------------------
-
-    async def handshake(self) -> HandshakeAck:
-        if self.binding == "jsonrpc":
-            reply = await self.request(
-                "context/handshake",
-                {
-                    "protocol_version": PROTOCOL_VERSION,
-                    "host": {"name": "hostd-check-provider", "version": hostd.__version__},
-                },
-            )
-            if "error" in reply:
-                raise _Failed(f"handshake refused: {reply['error']}")
-            result = reply.get("result")
-            self.warming = isinstance(result, dict) and result.get("ready") is False
-            return HandshakeAck.model_validate(result)
-        env = await self.envelope(
-            {"type": "handshake", "protocol_version": PROTOCOL_VERSION}, ("handshake_ack",)
-        )
-        if env.get("type") == "error":
-            raise _Failed(f"handshake refused: {env}")
-        return HandshakeAck.model_validate(env)
-
-    async def query(
-        self, query: ContextQuery, *, skip_errors: bool = False
-    ) -> tuple[list[Any] | None, dict[str, Any] | None]:
-        """Returns (raw frames, None) or (None, error object).
-
-        ``skip_errors`` (CGP, after deliberate garbage): error envelopes that answer
-        the garbage lines are passed over until the query's own reply.
-        """
-        if self.binding == "jsonrpc":
-            reply = await self.request("context/query", {"query": query.to_wire()})
-            if "error" in reply:
-                return None, reply["error"]
-            result = reply.get("result") or {}
-            return list(result.get("frames") or []), None
-        message: dict[str, Any] = {"type": "query", "query": query.to_wire()}
-        if self.correlation:
-            message["id"] = f"q{self.next_id}"
-            self.next_id += 1
-        await self.send(message)
-        with anyio.fail_after(self.timeout_s):
-            while True:
-                env = await self.read_line()
-                if not isinstance(env, dict) or env.get("type") not in ("frames", "error"):
-                    continue
-                if self.correlation and env.get("id") not in (None, message["id"]):
-                    continue
-                if env.get("type") == "error":
-                    if skip_errors and (not self.correlation or env.get("id") is None):
-                        continue
-                    return None, env
-                return list((env.get("result") or {}).get("frames") or []), None
-
-    async def verify(self, identities: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self.binding == "jsonrpc":
-            reply = await self.request("context/verify", {"frames": identities})
-            if "error" in reply:
-                raise _Failed(f"verify answered an error: {reply['error']}")
-            return list((reply.get("result") or {}).get("verdicts") or [])
-        env = await self.envelope(
-            {"type": "verify", "request": {"frames": identities}}, ("verified",)
-        )
-        if env.get("type") == "error":
-            raise _Failed(f"verify answered an error: {env}")
-        return list((env.get("response") or {}).get("verdicts") or [])
-
-    async def shutdown(self) -> None:
-        if self.binding == "jsonrpc":
-            await self.send(make_notification("context/shutdown"))
-        else:
-            await self.send({"type": "shutdown"})
 
 
 def _errors(violations: Sequence[Any]) -> list[Any]:
@@ -278,16 +98,16 @@ async def check_provider(
         )
     except OSError as exc:
         return [CheckResult("start", False, f"cannot start {command[0]!r}: {exc.strerror}")]
-    driver = _Driver(process, binding, timeout_s)
+    driver = Driver(process, binding, timeout_s)
     try:
         await _run_checks(driver, results, goal, budget)
     finally:
         with anyio.CancelScope(shield=True):
-            await _reap(process)
+            await reap(process)
     return results
 
 
-async def _step(d: _Driver, results: list[CheckResult], name: str, coro: Any) -> Any:
+async def _step(d: Driver, results: list[CheckResult], name: str, coro: Any) -> Any:
     if d.dead:
         coro.close()
         results.append(CheckResult(name, False, "not run: the provider had already exited"))
@@ -296,7 +116,7 @@ async def _step(d: _Driver, results: list[CheckResult], name: str, coro: Any) ->
         return await coro
     except TimeoutError:
         results.append(CheckResult(name, False, "no answer within the timeout"))
-    except _Failed as exc:
+    except Failed as exc:
         results.append(CheckResult(name, False, str(exc), rules=exc.rules))
     except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
         results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
@@ -306,13 +126,13 @@ async def _step(d: _Driver, results: list[CheckResult], name: str, coro: Any) ->
     return None
 
 
-async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget: int) -> None:
+async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: int) -> None:
     # 1. Handshake (H1–H3, H2, C5).
     async def handshake() -> HandshakeAck:
         ack = await d.handshake()
         bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
         if bad:
-            raise _Failed(_fmt(bad))
+            raise Failed(_fmt(bad))
         who = f"{ack.provider.name} {ack.provider.version}, {ack.protocol_version}"
         results.append(CheckResult("handshake", True, who))
         return ack
@@ -338,14 +158,14 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
     async def first_query() -> None:
         raw, error = await d.query(query)
         if error is not None:
-            raise _Failed(f"query answered an error: {error}")
+            raise Failed(f"query answered an error: {error}")
         audit = _audit(query, raw, caps.query.kinds)
         first.append(audit)
         kinds_seen.extend(x["kind"] for x in raw or [] if isinstance(x, dict) and "kind" in x)
         frames.extend(audit.accepted)
         invalid = [v for v in _errors(audit.violations) if v not in audit.quarantine]
         if invalid:
-            raise _Failed(
+            raise Failed(
                 f"{len(invalid)} invalid frame finding(s): {_fmt(invalid)}", _rules(invalid)
             )
         results.append(CheckResult("query", True, f"{audit.offered} valid frame(s)"))
@@ -360,7 +180,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         breaches = [*(first[0].quarantine if first else ()), *held]
         breaches = [v for v in breaches if v.rule.startswith("B")]
         if breaches:
-            raise _Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
+            raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = "an error" if error is not None else f"{len(raw or [])} frame(s)"
         detail = f"costs exact; max_tokens=8 answered with {how}"
         results.append(CheckResult("budget honesty", True, detail))
@@ -379,7 +199,7 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         raw2, _ = await d.query(other)
         breaches += [v for v in _audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"]
         if breaches:
-            raise _Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
+            raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = (
             f"error {error.get('message', '')!r}"
             if error is not None
@@ -396,12 +216,12 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         if d.binding == "jsonrpc":
             reply = await d.request("context/query", {"query": {"goal": 5}})
             if "error" not in reply:
-                raise _Failed("a query with goal=5 was answered with a result, not an error")
+                raise Failed("a query with goal=5 was answered with a result, not an error")
         else:
             await d.send({"type": "query", "query": {"goal": 5}})
         raw, error = await d.query(query, skip_errors=d.binding == "cgp")
         if raw is None:
-            raise _Failed(f"after malformed input, a valid query got an error: {error}")
+            raise Failed(f"after malformed input, a valid query got an error: {error}")
         results.append(
             CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
         )
@@ -427,11 +247,11 @@ async def _run_checks(d: _Driver, results: list[CheckResult], goal: str, budget:
         status = {str((v.get("frame") or {}).get("frame_id")): v.get("status") for v in verdicts}
         not_valid = [f.id for f in held if status.get(f.id) != "valid"]
         if not_valid:
-            raise _Failed(f"frames just served are not 'valid': {not_valid[:3]}")
+            raise Failed(f"frames just served are not 'valid': {not_valid[:3]}")
         bogus = [{"provider_id": pid, "frame_id": held[0].id, "content_digest": _BOGUS_DIGEST}]
         verdicts = await d.verify(bogus)
         if any(v.get("status") == "valid" for v in verdicts):
-            raise _Failed("a wrong content_digest was answered 'valid' (rubber stamp)")
+            raise Failed("a wrong content_digest was answered 'valid' (rubber stamp)")
         results.append(
             CheckResult("verify honesty", True, f"{len(held)} valid; a wrong digest is not valid")
         )
@@ -458,19 +278,6 @@ def _audit(query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] =
 
 def _rules(violations: Sequence[Any]) -> list[str]:
     return sorted({v.rule for v in violations})
-
-
-async def _reap(process: Process) -> None:
-    """Stdin closed, then the one teardown ladder over the provider's own session: its
-    group and every descendant go with it, even after a clean exit."""
-    with contextlib.suppress(Exception):
-        if process.stdin is not None:
-            await process.stdin.aclose()
-    await stop_process(process, 2.0, group=True)
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                await stream.aclose()
 
 
 def render_table(results: Sequence[CheckResult]) -> str:

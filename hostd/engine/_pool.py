@@ -40,7 +40,7 @@ from hostd.transport import (
     RemoteConnection,
     RemoteEndpoint,
     StderrPolicy,
-    read_credential,
+    TokenSource,
 )
 
 from ._health import (
@@ -378,20 +378,17 @@ class ProviderPool:
             raise ProviderTimeout(
                 f"not started within {limit * 1000:.0f} ms", stage="restart"
             ) from None
+
     def _endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
         """The remote provider's endpoint, made once (C7 is checked before it exists)."""
         endpoint = self._remotes.get(spec.id)
         if endpoint is None:
-            try:
-                credential = read_credential(spec.token_file, spec.token_env)
-            except ValueError as exc:  # names the file or variable, never its content
-                raise ProviderCrashed(str(exc), stage="credential") from None
             assert spec.url is not None
             endpoint = self._remotes[spec.id] = RemoteEndpoint(
                 spec.id,
                 spec.url,
                 binding=spec.binding,
-                credential=credential,
+                tokens=TokenSource(spec.token_file, spec.token_env),  # read at each handshake
                 ca_file=spec.ca_file,
                 client_cert=spec.client_cert,
                 client_key=spec.client_key,

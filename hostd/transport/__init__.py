@@ -24,7 +24,7 @@ from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
 from ._remote_url import (
     REDACTED,
     Credential,
-    read_credential,
+    TokenSource,
     remote_url_problem,
 )
 from ._stderr import TokenBucket
@@ -55,9 +55,9 @@ __all__ = [
     "StartedCall",
     "StderrPolicy",
     "TokenBucket",
+    "TokenSource",
     "encode_line",
     "provider_error",
-    "read_credential",
     "remote_url_problem",
     "scrubbed_env",
     "stop_process",

@@ -3,7 +3,9 @@
 ``RemoteEndpoint`` is one configured remote provider for the daemon's life: its
 URL (checked by C7 before anything is built, again here and not only at config
 load), its credential (C8: ``<redacted>`` in every rendering, sent only as
-``Authorization: Bearer`` to the configured URL), and one pooled
+``Authorization: Bearer`` to the configured URL; its ``TokenSource`` reads a token
+file again when the file changes, at each handshake, and once after a 401, when a
+changed token is sent once more), and one pooled
 ``httpx.AsyncClient`` (keep-alive connections reused across requests, a bound on
 how many are open). Each exchange is one POST (``_http_codec``) whose response is
 read incrementally and bounded by ``max_body_bytes``. Redirects are never followed
@@ -59,7 +61,7 @@ from ._connection import _handshake_error
 from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._http_codec import Exchange, RemoteCodec, codec_for
 from ._readiness import Readiness
-from ._remote_url import REDACTED, Credential, remote_url_problem
+from ._remote_url import REDACTED, Credential, TokenSource, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
@@ -85,6 +87,12 @@ def _tls_context(
     return ctx
 
 
+def _unauthorized(status: int) -> ProviderUnauthorized:
+    return ProviderUnauthorized(
+        f"HTTP {status}: the provider refused the credential", http_status=status
+    )
+
+
 def _transport_error(exc: httpx.HTTPError) -> RemoteTransport:
     # httpx's message names the failure (refused, TLS verify failed, reset), never a
     # header: the credential cannot be in it (C8). Bounded all the same.
@@ -101,7 +109,7 @@ class RemoteEndpoint:
         url: str,
         *,
         binding: str = "jsonrpc",
-        credential: Credential | None = None,
+        tokens: TokenSource | None = None,
         ca_file: str | Path | None = None,
         client_cert: str | Path | None = None,
         client_key: str | Path | None = None,
@@ -117,18 +125,18 @@ class RemoteEndpoint:
         self.codec: RemoteCodec = codec_for(binding)
         self.binding = binding
         self.max_body_bytes = max_body_bytes
-        self._credential = credential
-        headers = {
+        self.tokens = tokens or TokenSource()
+        self._base_headers = {
             "content-type": "application/json",
             "accept": "application/json",
             "user-agent": user_agent,
         }
-        if credential is not None:
-            headers["authorization"] = credential.authorization()
-        # Parsed once: a request is built from these directly (no cookies, no merging
-        # with client defaults), about a quarter of what build_request costs each time.
+        # Parsed once (and again only for a new credential): a request is built from
+        # these directly (no cookies, no merging with client defaults), about a
+        # quarter of what build_request costs each time.
         self._url = httpx.URL(url)
-        self._headers = httpx.Headers(headers)
+        self._sent_credential: Credential | None = None
+        self._headers = httpx.Headers(self._base_headers)
         verify: ssl.SSLContext | bool = True
         if url.startswith("https:"):
             verify = _tls_context(ca_file, client_cert, client_key)
@@ -145,14 +153,14 @@ class RemoteEndpoint:
         log.debug("provider.remote.opened", provider=provider_id, url=url, binding=binding)
 
     def __repr__(self) -> str:
-        credential = REDACTED if self._credential is not None else None
+        credential = REDACTED if self.tokens.configured else None
         return f"<RemoteEndpoint {self.provider_id} {self.url} credential={credential}>"
 
     def describe(self) -> dict[str, Any]:
         """``providers/list``'s ``remote`` member: never the credential itself (C8)."""
         return {
             "url": self.url,
-            "credential": REDACTED if self._credential is not None else None,
+            "credential": REDACTED if self.tokens.configured else None,
             "exchanges": self.exchanges,
         }
 
@@ -161,19 +169,42 @@ class RemoteEndpoint:
         body = await self._post(exchange.body)
         return self.codec.read(exchange, body)
 
-    async def _post(self, body: bytes) -> bytes:
+    def _headers_for(self, credential: Credential | None) -> httpx.Headers:
+        """The request headers, made again only when the credential is another one."""
+        if credential is not self._sent_credential:
+            headers = dict(self._base_headers)
+            if credential is not None:
+                headers["authorization"] = credential.authorization()
+            if self._sent_credential is not None:
+                log.info("provider.remote.credential.renewed", provider=self.provider_id)
+            self._headers, self._sent_credential = httpx.Headers(headers), credential
+        return self._headers
+
+    async def _send(self, body: bytes, credential: Credential | None) -> httpx.Response:
         self.exchanges += 1
-        request = httpx.Request("POST", self._url, content=body, headers=self._headers)
+        headers = self._headers_for(credential)
+        request = httpx.Request("POST", self._url, content=body, headers=headers)
         try:
-            response = await self.client.send(request, stream=True)
+            return await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise _transport_error(exc) from exc
+
+    async def _post(self, body: bytes) -> bytes:
+        sent = self.tokens.current()  # a stat of the token file, read only if it changed
+        response = await self._send(body, sent)
+        if response.status_code == 401 and self.tokens.configured:
+            # The token may have been rotated under a stat that cannot show it (a
+            # rewrite within one clock tick): read it again, and send once more only
+            # if it is another token; a second 401 fails the exchange.
+            await response.aclose()
+            fresh = self.tokens.reload()
+            if fresh == sent:
+                raise _unauthorized(401)
+            response = await self._send(body, fresh)
         try:
             status = response.status_code
             if status in (401, 403):
-                raise ProviderUnauthorized(
-                    f"HTTP {status}: the provider refused the credential", http_status=status
-                )
+                raise _unauthorized(status)
             if 300 <= status < 400:
                 raise RemoteTransport(
                     f"HTTP {status}: redirect not followed (a payload goes to the "
@@ -251,7 +282,10 @@ class RemoteConnection:
     async def open(
         cls, endpoint: RemoteEndpoint, *, host: HostInfo, handshake_timeout: float = 5.0
     ) -> RemoteConnection:
-        """Handshake (H1–H3, H2, C5 checked as for a child) and force egress (C4)."""
+        """Handshake (H1–H3, H2, C5 checked as for a child) and force egress (C4). The
+        credential is read again first: a (re)start takes a rotated token whatever the
+        token file's stat says."""
+        endpoint.tokens.reload()
         try:
             with anyio.fail_after(handshake_timeout):
                 ack = await endpoint.exchange(endpoint.codec.handshake(host))

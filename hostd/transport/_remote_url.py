@@ -5,7 +5,9 @@ alone (no DNS lookup: a name that resolves to loopback is still a name, and
 resolving it would already be traffic), and ``Credential`` holds a bearer token
 that renders as ``<redacted>`` everywhere a value can end up (``repr``, ``str``,
 f-strings, logs). Config load and the HTTP transport both call these, so the rule
-is the same at both gates.
+is the same at both gates. ``TokenSource`` is where a credential comes from: a
+token file is read again when it changes (one ``stat`` per exchange), so a rotated
+token needs no restart.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from hostd.errors import CredentialUnavailable
 from hostd.protocol import is_loopback_host
 
-__all__ = ["REDACTED", "Credential", "read_credential", "remote_url_problem"]
+__all__ = ["REDACTED", "Credential", "TokenSource", "remote_url_problem"]
 
 #: How a credential is shown wherever a value is printed (C8).
 REDACTED = "<redacted>"
@@ -76,21 +79,81 @@ class Credential:
         return f"Bearer {self._token}"
 
 
-def read_credential(token_file: str | Path | None, token_env: str | None) -> Credential | None:
-    """The credential from a file (first line, stripped) or an environment variable.
-    Raises ``ValueError`` naming the file or variable, never its content."""
-    if token_file is not None:
+class TokenSource:
+    """A remote provider's bearer token, from a file or an environment variable (C8).
+
+    ``current()`` is what each exchange asks: for a file, one ``stat``, and the file
+    is read again only when its device, inode, size or mtime differ from the read
+    before (a rotation renames a new file over it, or rewrites it). ``reload()``
+    reads it whatever the stat says: at each (re)start of the leg, and after a 401,
+    since a rewrite within one tick of a coarse clock leaves the stat as it was. A
+    variable is read at ``reload()`` only: nothing outside the process changes its
+    environment. Both raise ``CredentialUnavailable`` naming the file or variable,
+    never its content.
+    """
+
+    __slots__ = ("_credential", "_loaded", "_stamp", "token_env", "token_file")
+
+    def __init__(self, token_file: str | Path | None = None, token_env: str | None = None) -> None:
+        self.token_file = Path(token_file) if token_file is not None else None
+        self.token_env = token_env
+        self._credential: Credential | None = None
+        self._loaded = False
+        #: The file's (device, inode, size, mtime) when it was last read.
+        self._stamp: tuple[int, int, int, int] | None = None
+
+    def __repr__(self) -> str:
+        where = self.token_file or (f"${self.token_env}" if self.token_env else None)
+        return f"TokenSource({where}, {REDACTED if self.configured else None})"
+
+    @property
+    def configured(self) -> bool:
+        """Whether a credential is configured at all (what ``providers/list`` shows)."""
+        return self.token_file is not None or self.token_env is not None
+
+    def current(self) -> Credential | None:
+        """The credential to send now: the same object while its file is unchanged."""
+        if self.token_file is None:
+            return self._credential if self._loaded else self.reload()
         try:
-            text = Path(token_file).read_text(encoding="utf-8").strip()
+            st = os.stat(self.token_file)
+        except OSError as exc:
+            raise self._unreadable(exc) from None
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self._stamp:
+            self._read_file(self.token_file)
+        return self._credential
+
+    def reload(self) -> Credential | None:
+        """Read the credential again, whatever its file's stat says."""
+        if self.token_file is not None:
+            self._read_file(self.token_file)
+        elif self.token_env is not None:
+            value = os.environ.get(self.token_env, "").strip()
+            if not value:
+                raise CredentialUnavailable(
+                    f"token_env {self.token_env}: the variable is not set or empty"
+                )
+            self._keep(Credential(value))
+        self._loaded = True
+        return self._credential
+
+    def _read_file(self, path: Path) -> None:
+        try:
+            with path.open("rb") as f:
+                st = os.fstat(f.fileno())  # the stamp of the very file read (no race)
+                raw = f.read()
+            text = raw.decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-            raise ValueError(f"token_file {token_file}: cannot read: {reason}") from None
+            raise self._unreadable(exc) from None
         if not text or "\n" in text:
-            raise ValueError(f"token_file {token_file}: must hold one non-empty line")
-        return Credential(text)
-    if token_env is not None:
-        value = os.environ.get(token_env, "").strip()
-        if not value:
-            raise ValueError(f"token_env {token_env}: the variable is not set or empty")
-        return Credential(value)
-    return None
+            raise CredentialUnavailable(f"token_file {path}: must hold one non-empty line")
+        self._keep(Credential(text))
+        self._stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _keep(self, credential: Credential) -> None:
+        if credential != self._credential:  # unchanged: the same object, the same headers
+            self._credential = credential
+
+    def _unreadable(self, exc: OSError | UnicodeDecodeError) -> CredentialUnavailable:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        return CredentialUnavailable(f"token_file {self.token_file}: cannot read: {reason}")
