@@ -27,7 +27,9 @@ FramePair: TypeAlias = tuple[str, ContextFrame]
 # Read straight from the model's ``__dict__`` (where pydantic v2 keeps field
 # values): attribute access on a model goes through its ``__getattr__`` hook and
 # costs several times more, which matters at 100k frames.
-_FIELDS_OF = itemgetter("id", "content_digest", "score", "content", "provenance")
+_FIELD_GETTERS = tuple(
+    map(itemgetter, ("id", "content_digest", "score", "content", "provenance"))
+)
 _DICT = attrgetter("__dict__")
 _NEG_INF = float("-inf")
 _FIRST = itemgetter(0)
@@ -51,8 +53,9 @@ def read_columns(
     """
     if not frames:
         return (), (), (), (), ()
-    rows = list(map(_FIELDS_OF, map(_DICT, frames)))
-    ids, digests, scores, contents, provenances = zip(*rows, strict=True)
+    # A pass per field: no row tuple per frame to build, track and take apart.
+    dicts = list(map(_DICT, frames))
+    ids, digests, scores, contents, provenances = (tuple(map(g, dicts)) for g in _FIELD_GETTERS)
     return ids, digests, scores, contents, provenances
 
 
@@ -188,7 +191,16 @@ class CandidateSet(Sequence[FramePair]):
         """
         order = self._canonical
         if order is None:
-            order = sorted(range(len(self.frames)), key=self.key_column().__getitem__)
+            # Sorted field by field, the least significant first: each pass is stable,
+            # so the result is the key order, and no key tuple is built. The digest
+            # (None first) decides only between equal (provider, id) pairs, so its pass
+            # is skipped when every frame id is distinct.
+            ids = self.ids
+            indices: Iterable[int] = range(len(ids))
+            if len(set(ids)) != len(ids):
+                rest = ["" if d is None else "\x01" + d for d in self.digests]
+                indices = sorted(indices, key=rest.__getitem__)
+            order = sorted(sorted(indices, key=ids.__getitem__), key=self.provider_ids.__getitem__)
             object.__setattr__(self, "_canonical", order)
         return order
 

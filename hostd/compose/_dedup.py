@@ -180,11 +180,18 @@ def dedup_pool(
     replaced: dict[int, ContextFrame] = {}
     support: dict[int, tuple[tuple[str, float], ...]] = {}
     for members in _group_members(links).values():
-        ranked = sorted(members, key=lambda i: (-scores[i], key(i)))
-        if any(
-            scores[a] == scores[b] and key(a) == key(b)
-            for a, b in zip(ranked, ranked[1:], strict=False)
-        ):
+        if len(members) == 2:  # most groups: one frame served twice, ranked by hand
+            a, b = members
+            sa, sb, ka, kb = scores[a], scores[b], key(a), key(b)
+            ranked = [a, b] if sa > sb or (sa == sb and ka <= kb) else [b, a]
+            tied = sa == sb and ka == kb
+        else:
+            ranked = sorted(members, key=lambda i: (-scores[i], key(i)))
+            tied = any(
+                scores[a] == scores[b] and key(a) == key(b)
+                for a, b in zip(ranked, ranked[1:], strict=False)
+            )
+        if tied:
             # The same identity offered more than once with different bodies, at
             # any rank: settle each tie by the frame's own serialisation so the
             # survivor and the merged provenance's order stay set-pure.
