@@ -6,7 +6,8 @@ hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
 encoder) sits beside errors: every end uses it, it uses only protocol and errors;
 the client library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
-neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two.
+neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. Inside the
+transport, ``_stdout`` and ``_shim`` sit below ``_process`` and know no binding.
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ def test_single_modules_import_only_their_layer(module: str) -> None:
     assert bad == []
 
 
-def _server_siblings(path: Path) -> set[str]:
-    """The ``hostd.server`` modules ``path`` imports, by relative or absolute name."""
+def _siblings(path: Path, package: str = "server") -> set[str]:
+    """The ``hostd.<package>`` modules ``path`` imports, by relative or absolute name."""
     found: set[str] = set()
+    prefix = f"hostd.{package}"
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level == 1:
@@ -103,20 +105,20 @@ def _server_siblings(path: Path) -> set[str]:
                     found.add(node.module.split(".")[0])
                 else:  # from . import _api
                     found.update(a.name for a in node.names)
-            elif node.level == 0 and node.module and node.module.startswith("hostd.server."):
+            elif node.level == 0 and node.module and node.module.startswith(prefix + "."):
                 found.add(node.module.split(".")[2])
-            elif node.level == 0 and node.module == "hostd.server":
+            elif node.level == 0 and node.module == prefix:
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(
-                a.name.split(".")[2] for a in node.names if a.name.startswith("hostd.server.")
+                a.name.split(".")[2] for a in node.names if a.name.startswith(prefix + ".")
             )
     return found
 
 
 @pytest.mark.parametrize("module", sorted(FORBIDDEN_SIBLINGS))
 def test_server_modules_do_not_import_in_a_circle(module: str) -> None:
-    found = _server_siblings(ROOT / "server" / f"{module}.py")
+    found = _siblings(ROOT / "server" / f"{module}.py")
     assert sorted(found & FORBIDDEN_SIBLINGS[module]) == []
 
 
@@ -124,5 +126,18 @@ def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
     assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
-    daemon = _server_siblings(ROOT / "server" / "_daemon.py")
+    daemon = _siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
+
+
+# transport module → sibling modules it must never import: a child's stdout feed and its
+# start under the shim sit below the process (``_process`` uses them, never the reverse),
+# and know no binding.
+_BELOW_PROCESS = {"_process", "_connection", "_calls", "_jsonrpc", "_cgp", "_http"}
+FORBIDDEN_TRANSPORT_SIBLINGS = {"_stdout": _BELOW_PROCESS, "_shim": _BELOW_PROCESS | {"_stdout"}}
+
+
+@pytest.mark.parametrize("module", sorted(FORBIDDEN_TRANSPORT_SIBLINGS))
+def test_the_transport_s_process_parts_sit_below_it(module: str) -> None:
+    found = _siblings(ROOT / "transport" / f"{module}.py", "transport")
+    assert sorted(found & FORBIDDEN_TRANSPORT_SIBLINGS[module]) == []

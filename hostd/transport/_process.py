@@ -2,7 +2,7 @@
 
 Owns the OS side of a provider: ``anyio.open_process`` in a new session (its
 own process group, so teardown reaches grandchildren too), under the ``_reaper``
-shim where that works (so no descendant outlives the provider or the host), its
+shim where that works (``_shim``: so no descendant outlives the provider or the host), its
 stdin and stdout pipes (stdout lines handed over from the read callback by
 ``_stdout``; the process's exit is watched apart from them), a scrubbed environment (an
 allow-list plus what the config names), stderr drained into the structured log
@@ -18,10 +18,8 @@ from __future__ import annotations
 import asyncio
 import os
 import select
-import shlex
 import signal
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -29,12 +27,11 @@ import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
-from hostd._reaper import REAPER, read_exec_status
-from hostd._reaper import supported as reaper_supported
 from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
+from ._shim import Start
 from ._stderr import StderrPolicy, StderrPump
 from ._stdout import LineSink, StdoutFeed
 
@@ -83,30 +80,6 @@ def scrubbed_env(
     return env
 
 
-def _under_reaper(command: Sequence[str], status_fd: int | None = None) -> list[str]:
-    """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
-    the host is killed), else as it is. ``status_fd``: where the shim reports an exec
-    that failed."""
-    if not reaper_supported():
-        return list(command)
-    status = [f"--status-fd={status_fd}"] if status_fd is not None else []
-    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *status, *command]
-
-
-def _cannot_start(
-    provider_id: str, command: Sequence[str], cwd: str | Path | None, exc: OSError
-) -> ProviderCrashed:
-    """One line: the provider, the command (and its cwd) and the OS error."""
-    where = f" in {cwd}" if cwd is not None else ""
-    why = exc.strerror or str(exc)
-    if exc.filename is not None:
-        why += f": {exc.filename!r}"
-    return ProviderCrashed(
-        f"provider {provider_id!r} cannot start {shlex.join(command)}{where}: {why}",
-        stage="start",
-    )
-
-
 class ChildProcess:
     """One running provider process. Create with ``await ChildProcess.spawn(...)``.
 
@@ -125,6 +98,7 @@ class ChildProcess:
         policy: StderrPolicy,
         stdin_fd: int,
         stdout_fd: int,
+        start: Start | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.process = process
@@ -143,10 +117,8 @@ class ChildProcess:
         self._stderr = StderrPump(provider_id, policy)
         self.exited = anyio.Event()
         self._closing = False
-        #: The command, its cwd and the shim's exec status pipe (-1: none), for the
-        #: error of a start that failed.
-        self._start: tuple[list[str], str | Path | None, int] = ([], None, -1)
-        self._exec_error: ProviderCrashed | None = None
+        #: The command and the shim's exec status, for the error of a start that failed.
+        self._start = start
 
     def __repr__(self) -> str:
         return (
@@ -188,10 +160,7 @@ class ChildProcess:
         naming the provider, the command and the OS error.
         """
         child_env = scrubbed_env(env)
-        # Under the shim the exec happens in the shim: it reports a failed one (command
-        # not found, not executable, a bad interpreter) on this pipe before it exits.
-        shim = reaper_supported()
-        status_read, status_write = os.pipe() if shim else (-1, -1)
+        start = Start(provider_id, command, cwd)
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
         # So is stdout: its read end is read in the event loop's own callback once
@@ -200,33 +169,29 @@ class ChildProcess:
         out_read, out_write = os.pipe()
         try:
             process = await anyio.open_process(
-                _under_reaper(command, status_write if shim else None),
+                start.argv,
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,
                 env=child_env,
                 cwd=cwd,
                 start_new_session=True,
-                pass_fds=(status_write,) if shim else (),
+                pass_fds=start.pass_fds,
             )
         except BaseException as exc:
-            for fd in (write_end, out_read, status_read):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in (write_end, out_read):
+                os.close(fd)
+            start.close()
             if isinstance(exc, OSError):  # the cwd, or (without the shim) the command
-                raise _cannot_start(provider_id, command, cwd, exc) from exc
+                raise start.cannot_start(exc) from exc
             raise
         finally:
-            for fd in (read_end, out_write, status_write):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in (read_end, out_write):
+                os.close(fd)
+            start.spawned()
         os.set_blocking(write_end, False)
-        if status_read >= 0:
-            os.set_blocking(status_read, False)
         log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        child = cls(provider_id, process, policy or StderrPolicy(), write_end, out_read)
-        child._start = (list(command), cwd, status_read)
-        return child
+        return cls(provider_id, process, policy or StderrPolicy(), write_end, out_read, start)
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -277,14 +242,8 @@ class ChildProcess:
 
     def _exec_failure(self) -> ProviderCrashed | None:
         """Why the shim could not start the provider, when that is why its input or output
-        ended (read once, kept: whichever end notices first, both say the same)."""
-        command, cwd, fd = self._start
-        if fd >= 0:
-            self._start = (command, cwd, -1)
-            exc = read_exec_status(fd)
-            if exc is not None:
-                self._exec_error = _cannot_start(self.provider_id, command, cwd, exc)
-        return self._exec_error
+        ended (``_shim``: whichever end notices first, both say the same)."""
+        return self._start.failure() if self._start is not None else None
 
     def _input_closed(self) -> ProviderCrashed:
         # The shim writes an exec failure before it exits, so by the time its end of
@@ -292,9 +251,8 @@ class ChildProcess:
         return self._exec_failure() or ProviderCrashed("provider closed its input")
 
     def _close_stdout(self) -> None:
-        if self._start[2] >= 0:
-            os.close(self._start[2])
-            self._start = (self._start[0], self._start[1], -1)
+        if self._start is not None:
+            self._start.close()
         if self._stdout is not None:
             self._stdout.close()
         elif self._stdout_fd >= 0:
