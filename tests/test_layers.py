@@ -8,7 +8,8 @@ the client library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
 neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. In the CLI,
 check-provider points one way (command → checks → driver) and its driver, which
-owns the bytes only, loads nothing of the host side.
+owns the bytes only, loads nothing of the host side. Inside the transport,
+``_stdout`` and ``_shim`` sit below ``_process`` and know no binding.
 """
 
 from __future__ import annotations
@@ -104,10 +105,10 @@ def test_single_modules_import_only_their_layer(module: str) -> None:
     assert bad == []
 
 
-def _server_siblings(path: Path, package: str = "server") -> set[str]:
+def _siblings(path: Path, package: str = "server") -> set[str]:
     """The ``hostd.<package>`` modules ``path`` imports, by relative or absolute name."""
-    dotted = f"hostd.{package}"
     found: set[str] = set()
+    prefix = f"hostd.{package}"
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level == 1:
@@ -115,26 +116,26 @@ def _server_siblings(path: Path, package: str = "server") -> set[str]:
                     found.add(node.module.split(".")[0])
                 else:  # from . import _api
                     found.update(a.name for a in node.names)
-            elif node.level == 0 and node.module and node.module.startswith(dotted + "."):
+            elif node.level == 0 and node.module and node.module.startswith(prefix + "."):
                 found.add(node.module.split(".")[2])
-            elif node.level == 0 and node.module == dotted:
+            elif node.level == 0 and node.module == prefix:
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(
-                a.name.split(".")[2] for a in node.names if a.name.startswith(dotted + ".")
+                a.name.split(".")[2] for a in node.names if a.name.startswith(prefix + ".")
             )
     return found
 
 
 @pytest.mark.parametrize("module", sorted(FORBIDDEN_SIBLINGS))
 def test_server_modules_do_not_import_in_a_circle(module: str) -> None:
-    found = _server_siblings(ROOT / "server" / f"{module}.py")
+    found = _siblings(ROOT / "server" / f"{module}.py")
     assert sorted(found & FORBIDDEN_SIBLINGS[module]) == []
 
 
 @pytest.mark.parametrize("module", sorted(CLI_FORBIDDEN_SIBLINGS))
 def test_check_provider_modules_do_not_import_in_a_circle(module: str) -> None:
-    found = _server_siblings(ROOT / "cli" / f"{module}.py", "cli")
+    found = _siblings(ROOT / "cli" / f"{module}.py", "cli")
     assert sorted(found & CLI_FORBIDDEN_SIBLINGS[module]) == []
 
 
@@ -142,7 +143,20 @@ def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
     assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
-    daemon = _server_siblings(ROOT / "server" / "_daemon.py")
+    daemon = _siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
-    assert "_check_driver" in _server_siblings(ROOT / "cli" / "_checks.py", "cli")
+    assert "_check_driver" in _siblings(ROOT / "cli" / "_checks.py", "cli")
     assert {"_check", "_checks"} <= _CLI
+
+
+# transport module → sibling modules it must never import: a child's stdout feed and its
+# start under the shim sit below the process (``_process`` uses them, never the reverse),
+# and know no binding.
+_BELOW_PROCESS = {"_process", "_connection", "_calls", "_jsonrpc", "_cgp", "_http"}
+FORBIDDEN_TRANSPORT_SIBLINGS = {"_stdout": _BELOW_PROCESS, "_shim": _BELOW_PROCESS | {"_stdout"}}
+
+
+@pytest.mark.parametrize("module", sorted(FORBIDDEN_TRANSPORT_SIBLINGS))
+def test_the_transport_s_process_parts_sit_below_it(module: str) -> None:
+    found = _siblings(ROOT / "transport" / f"{module}.py", "transport")
+    assert sorted(found & FORBIDDEN_TRANSPORT_SIBLINGS[module]) == []

@@ -64,7 +64,7 @@ _READS_AT_ONCE = 8
 def mcp_client_factory(options: Mapping[str, Any]) -> Any:
     """The transport's ``ClientFactory`` for one provider's ``[provider.mcp]`` options."""
 
-    def build(_reader: Any, send: Any, *, provider_id: str, send_nowait: Any = None) -> Any:
+    def build(send: Any, *, provider_id: str, send_nowait: Any = None) -> Any:
         return McpBindingClient(send, provider_id=provider_id, options=options)
 
     return build

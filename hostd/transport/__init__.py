@@ -1,7 +1,8 @@
 """Downstream transports: how hostd talks to one provider process.
 
-Line framing (bounded, one JSON value per line), the JSON-RPC client binding
-(pipelined, correlated by id, H4), the CGP NDJSON envelope binding (lock-step
+A child's stdout split into bounded lines (one JSON value per line) and pushed to
+the binding client from the pipe's read callback (``_stdout``), the JSON-RPC client
+binding (pipelined, correlated by id, H4), the CGP NDJSON envelope binding (lock-step
 unless ``correlation``), provider child processes (own process group,
 scrubbed env, stderr into the log, teardown ladder) and the handshake
 (H1–H3, H2, C5). Remote providers over HTTPS (``_http``: one pooled client per
@@ -11,12 +12,12 @@ restart policy live in ``hostd.engine``.
 """
 
 from hostd._teardown import stop_process
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
 from ._calls import StartedCall
 from ._cgp import CgpClient
 from ._connection import Binding, BindingClient, ClientFactory, ProviderConnection
-from ._framing import DEFAULT_MAX_LINE_BYTES, LineReader
 from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
 from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
 from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
@@ -44,7 +45,6 @@ __all__ = [
     "ClientFactory",
     "Credential",
     "JsonRpcClient",
-    "LineReader",
     "OnProgress",
     "PROGRESS_METHOD",
     "ProviderConnection",

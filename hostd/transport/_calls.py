@@ -1,9 +1,9 @@
-"""Pending calls shared by both bindings: a line source over the one correlation table.
+"""Pending calls shared by both bindings: a line sink over the one correlation table.
 
 The table and its one-slot waiters are ``hostd.rpc``'s (the same the client and
-check-provider use); the line source (a child's pipe callback, or ``run()`` over
-a byte stream) fills them, the caller awaits them. When the stream ends or
-breaks, every waiter is woken with the same typed error.
+check-provider use); a child's stdout pipe fills them from its read callback
+(``on_line``/``on_end``, ``_stdout``), the caller awaits them. When the stream ends
+or breaks, every waiter is woken with the same typed error.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import Any
 import anyio
 import structlog
 
-from hostd.errors import HostdError, LineTooLong, ProviderCrashed
+from hostd.errors import HostdError
 from hostd.protocol import ContextQuery
 from hostd.rpc import Pending, PendingTable
-
-from ._framing import LineReader
 
 __all__ = [
     "Send",
@@ -66,26 +64,21 @@ class StartedCall:
 
 
 class StreamClient:
-    """What both bindings share: a line source, a send lock, ids and the pending table.
+    """What both bindings share: a line sink, a send lock, ids and the pending table.
 
-    Lines come in one of two ways. A child process's pipe pushes them: it calls
-    ``on_line`` for each line from the event loop's read callback and ``on_end``
-    once when the stream ends (see ``ChildProcess.start_reading``); the client
-    is built with ``reader=None``. Any other byte stream is pulled: ``run()``
-    reads ``reader``'s lines until the stream ends or breaks. Either way each
-    line goes to the binding's ``_dispatch``, and when the stream stops every
-    waiter is woken with the reason.
+    A child process's pipe pushes the lines: it calls ``on_line`` for each line from
+    the event loop's read callback and ``on_end`` once when the stream ends (see
+    ``ChildProcess.start_reading``). Each line goes to the binding's ``_dispatch``,
+    and when the stream stops every waiter is woken with the reason.
     """
 
     def __init__(
         self,
-        reader: LineReader | None,
         send: Send,
         *,
         provider_id: str = "?",
         send_nowait: SendNowait | None = None,
     ) -> None:
-        self._reader = reader
         self._send = send
         self._send_nowait = send_nowait
         # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
@@ -142,24 +135,3 @@ class StreamClient:
         if self._table.failure is None:
             log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
         self._table.fail_all(error)
-
-    async def run(self) -> None:
-        """Read ``reader``'s lines until the stream ends or breaks; then fail every waiter."""
-        if self._reader is None:
-            raise RuntimeError("this client is fed its lines (on_line), it has no reader")
-        try:
-            while True:
-                try:
-                    line = await self._reader.receive_line()
-                except anyio.EndOfStream:
-                    how = "mid-line" if self._reader.truncated else "its output"
-                    self.on_end(ProviderCrashed(f"provider closed {how}"))
-                    return
-                except LineTooLong as exc:
-                    self.on_end(exc)
-                    return
-                if not self.on_line(line):
-                    return
-        except BaseException:
-            self._table.fail_all(ProviderCrashed("provider connection closed"))
-            raise

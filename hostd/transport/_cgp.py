@@ -82,8 +82,7 @@ def _frames(result: Any) -> ContextQueryResult:
 
 
 class CgpClient(StreamClient):
-    """Envelope calls over one line stream, fed by ``on_line`` (a child's pipe) or by
-    ``run()`` as a background task (any other byte stream)."""
+    """Envelope calls over one line stream, fed by ``on_line`` (a child's pipe)."""
 
     binding = "cgp"
 

@@ -27,6 +27,7 @@ from hostd.errors import (
     ProviderTimeout,
 )
 from hostd.protocol import (
+    DEFAULT_MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     Capabilities,
     ContextQuery,
@@ -42,7 +43,6 @@ from hostd.protocol import (
 
 from ._calls import StartedCall
 from ._cgp import CgpClient
-from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._jsonrpc import JsonRpcClient
 from ._process import ChildProcess, StderrPolicy
 from ._readiness import OnProgress, Readiness
@@ -53,7 +53,7 @@ log = structlog.get_logger("hostd.transport")
 
 Binding = Literal["jsonrpc", "cgp", "mcp"]
 #: Builds a binding client this package does not ship (``mcp``: ``hostd.mcp``'s), with
-#: the arguments ``JsonRpcClient`` takes: ``(None, send, provider_id=…, send_nowait=…)``.
+#: the arguments ``JsonRpcClient`` takes: ``(send, provider_id=…, send_nowait=…)``.
 ClientFactory = Callable[..., "BindingClient"]
 
 
@@ -66,7 +66,6 @@ class BindingClient(Protocol):
     @property
     def failure(self) -> HostdError | None: ...
 
-    async def run(self) -> None: ...
     def on_line(self, line: bytes) -> bool: ...
     def on_end(self, error: HostdError) -> None: ...
     async def handshake(self, host: HostInfo) -> HandshakeAck: ...
@@ -251,9 +250,7 @@ class ProviderConnection:
         *,
         task_status: TaskStatus[ProviderConnection],
     ) -> None:
-        client = client_cls(
-            None, child.send, provider_id=provider_id, send_nowait=child.send_nowait
-        )
+        client = client_cls(child.send, provider_id=provider_id, send_nowait=child.send_nowait)
         with anyio.CancelScope() as scope:
             conn = cls(provider_id, child, client, scope, grace, on_progress)
             try:

@@ -44,6 +44,7 @@ from hostd.errors import (
     RemoteWire,
 )
 from hostd.protocol import (
+    DEFAULT_MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     Capabilities,
     ContextQuery,
@@ -58,7 +59,6 @@ from hostd.protocol import (
 
 from ._calls import StartedCall
 from ._connection import _handshake_error
-from ._framing import DEFAULT_MAX_LINE_BYTES
 from ._http_codec import Exchange, RemoteCodec, codec_for
 from ._readiness import Readiness
 from ._remote_url import REDACTED, Credential, TokenSource, remote_url_problem

@@ -81,8 +81,7 @@ def provider_error(error: Any) -> HostdError:
 
 
 class JsonRpcClient(StreamClient):
-    """Pipelined JSON-RPC calls over one line stream, fed by ``on_line`` (a child's pipe)
-    or by ``run()`` as a background task (any other byte stream)."""
+    """Pipelined JSON-RPC calls over one line stream, fed by ``on_line`` (a child's pipe)."""
 
     binding = "jsonrpc"
     correlation = True  # JSON-RPC always correlates by id

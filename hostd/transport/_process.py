@@ -2,9 +2,9 @@
 
 Owns the OS side of a provider: ``anyio.open_process`` in a new session (its
 own process group, so teardown reaches grandchildren too), under the ``_reaper``
-shim where that works (so no descendant outlives the provider or the host), its
-stdin and stdout pipes (stdout lines handed over from the read callback; the
-process's exit is watched apart from them), a scrubbed environment (an
+shim where that works (``_shim``: so no descendant outlives the provider or the host), its
+stdin and stdout pipes (stdout lines handed over from the read callback by
+``_stdout``; the process's exit is watched apart from them), a scrubbed environment (an
 allow-list plus what the config names), stderr drained into the structured log
 tagged with the provider id (``_stderr``: rate-limited, so a flood neither
 blocks the child nor floods the log), and the teardown ladder (``stop_process``):
@@ -18,48 +18,29 @@ from __future__ import annotations
 import asyncio
 import os
 import select
-import shlex
 import signal
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 import anyio
 import structlog
 from anyio.abc import Process, TaskGroup
 
-from hostd._reaper import REAPER, read_exec_status
-from hostd._reaper import supported as reaper_supported
 from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
-from hostd.protocol import (
-    DEFAULT_MAX_LINE_BYTES,
-    OVERLONG,
-    TRUNCATED,
-    LineItem,
-    LineSplitter,
-)
-from hostd.rpc import LinePipeProtocol
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
-from ._framing import line_too_long
+from ._shim import Start
 from ._stderr import StderrPolicy, StderrPump
+from ._stdout import LineSink, StdoutFeed
 
 __all__ = [
     "ENV_ALLOW_LIST",
     "ChildProcess",
-    "LineSink",
     "StderrPolicy",
     "scrubbed_env",
 ]
-
-
-class LineSink(Protocol):
-    """Where a child's stdout lines go (a binding client is one)."""
-
-    def on_line(self, line: bytes) -> bool: ...
-    def on_end(self, error: HostdError) -> None: ...
 
 
 #: The largest write a pipe takes whole or not at all (POSIX: atomic up to PIPE_BUF).
@@ -99,30 +80,6 @@ def scrubbed_env(
     return env
 
 
-def _under_reaper(command: Sequence[str], status_fd: int | None = None) -> list[str]:
-    """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
-    the host is killed), else as it is. ``status_fd``: where the shim reports an exec
-    that failed."""
-    if not reaper_supported():
-        return list(command)
-    status = [f"--status-fd={status_fd}"] if status_fd is not None else []
-    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *status, *command]
-
-
-def _cannot_start(
-    provider_id: str, command: Sequence[str], cwd: str | Path | None, exc: OSError
-) -> ProviderCrashed:
-    """One line: the provider, the command (and its cwd) and the OS error."""
-    where = f" in {cwd}" if cwd is not None else ""
-    why = exc.strerror or str(exc)
-    if exc.filename is not None:
-        why += f": {exc.filename!r}"
-    return ProviderCrashed(
-        f"provider {provider_id!r} cannot start {shlex.join(command)}{where}: {why}",
-        stage="start",
-    )
-
-
 class ChildProcess:
     """One running provider process. Create with ``await ChildProcess.spawn(...)``.
 
@@ -141,6 +98,7 @@ class ChildProcess:
         policy: StderrPolicy,
         stdin_fd: int,
         stdout_fd: int,
+        start: Start | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.process = process
@@ -149,7 +107,8 @@ class ChildProcess:
         self._stdin_fd = stdin_fd
         #: Our end of the child's stdout pipe, until ``start_reading`` hands it to the loop.
         self._stdout_fd = stdout_fd
-        self._stdout: asyncio.ReadTransport | None = None
+        #: What reads stdout (and to which sink), once ``start_reading`` ran.
+        self._stdout: StdoutFeed | None = None
         #: Set when reading stdout has ended: end of file, a fault, or the teardown.
         self.output_ended = anyio.Event()
         self._write_lock = anyio.Lock(fast_acquire=True)
@@ -158,13 +117,8 @@ class ChildProcess:
         self._stderr = StderrPump(provider_id, policy)
         self.exited = anyio.Event()
         self._closing = False
-        #: The stdout reader's protocol and its end, once ``start_reading`` ran.
-        self._stdout_protocol: LinePipeProtocol | None = None
-        self._end_output: Callable[[HostdError | None], None] | None = None
-        #: The command, its cwd and the shim's exec status pipe (-1: none), for the
-        #: error of a start that failed.
-        self._start: tuple[list[str], str | Path | None, int] = ([], None, -1)
-        self._exec_error: ProviderCrashed | None = None
+        #: The command and the shim's exec status, for the error of a start that failed.
+        self._start = start
 
     def __repr__(self) -> str:
         return (
@@ -206,10 +160,7 @@ class ChildProcess:
         naming the provider, the command and the OS error.
         """
         child_env = scrubbed_env(env)
-        # Under the shim the exec happens in the shim: it reports a failed one (command
-        # not found, not executable, a bad interpreter) on this pipe before it exits.
-        shim = reaper_supported()
-        status_read, status_write = os.pipe() if shim else (-1, -1)
+        start = Start(provider_id, command, cwd)
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
         # So is stdout: its read end is read in the event loop's own callback once
@@ -218,33 +169,29 @@ class ChildProcess:
         out_read, out_write = os.pipe()
         try:
             process = await anyio.open_process(
-                _under_reaper(command, status_write if shim else None),
+                start.argv,
                 stdin=read_end,
                 stdout=out_write,
                 stderr=subprocess.PIPE,
                 env=child_env,
                 cwd=cwd,
                 start_new_session=True,
-                pass_fds=(status_write,) if shim else (),
+                pass_fds=start.pass_fds,
             )
         except BaseException as exc:
-            for fd in (write_end, out_read, status_read):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in (write_end, out_read):
+                os.close(fd)
+            start.close()
             if isinstance(exc, OSError):  # the cwd, or (without the shim) the command
-                raise _cannot_start(provider_id, command, cwd, exc) from exc
+                raise start.cannot_start(exc) from exc
             raise
         finally:
-            for fd in (read_end, out_write, status_write):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in (read_end, out_write):
+                os.close(fd)
+            start.spawned()
         os.set_blocking(write_end, False)
-        if status_read >= 0:
-            os.set_blocking(status_read, False)
         log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        child = cls(provider_id, process, policy or StderrPolicy(), write_end, out_read)
-        child._start = (list(command), cwd, status_read)
-        return child
+        return cls(provider_id, process, policy or StderrPolicy(), write_end, out_read, start)
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -255,31 +202,8 @@ class ChildProcess:
     async def _watch_exit(self) -> None:
         await self.process.wait()
         self.exited.set()
-        self._end_output_at_exit()
-
-    def _end_output_at_exit(self) -> None:
-        """The process is gone, so all it wrote is in the pipe already: read that now,
-        and if its output is still open (a descendant it left holds it), end the stream
-        as a crash rather than wait for an end of file that may never come."""
-        transport, protocol, end = self._stdout, self._stdout_protocol, self._end_output
-        if self.output_ended.is_set() or transport is None or protocol is None or end is None:
-            return
-        fd = transport.get_extra_info("pipe").fileno()  # non-blocking (asyncio's)
-        while not self.output_ended.is_set():
-            try:
-                data = os.read(fd, 65536)
-            except OSError:  # BlockingIOError: nothing more was written
-                break
-            if not data:
-                protocol.eof_received()
-                return
-            protocol.data_received(data)
-        if not self.output_ended.is_set():
-            end(
-                ProviderCrashed(
-                    f"provider exited (code {self.returncode}) while its output stayed open"
-                )
-            )
+        if self._stdout is not None:
+            self._stdout.drain_after_exit(self.returncode)
 
     async def start_reading(
         self, sink: LineSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
@@ -287,71 +211,39 @@ class ChildProcess:
         """Read the child's stdout in the event loop's read callback: each line goes to
         ``sink.on_line`` the moment it is complete (no reader task, no loop turn in
         between); reading stops when that returns ``False``. The end comes to
-        ``sink.on_end`` once, as ``ProviderCrashed`` (end of output, or mid-line) or
-        ``LineTooLong`` (a line past ``max_line_bytes``, a fault of the provider);
-        memory stays within the bound. Needs the asyncio event loop. Called once."""
+        ``sink.on_end`` once, as ``ProviderCrashed`` (end of output, or mid-line),
+        ``ShuttingDown`` (the teardown closed it) or ``LineTooLong`` (a line past
+        ``max_line_bytes``, a fault of the provider); memory stays within the bound
+        (``_stdout``). Needs the asyncio event loop. Called once."""
         if self._stdout is not None or self._stdout_fd < 0:
             raise RuntimeError("stdout is already being read (or closed)")
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError("reading a provider's output needs the asyncio event loop") from None
-        ended = False
-
-        def stop(error: HostdError | None) -> None:
-            nonlocal ended
-            ended = True
-            transport = protocol.transport  # set before the first byte is delivered
-            if transport is not None and not transport.is_closing():
-                transport.pause_reading()  # what follows a fault is never read
-            self.output_ended.set()
-            if error is not None:
-                sink.on_end(error)
-
-        def deliver(item: LineItem) -> None:
-            if ended:
-                return
-            if type(item) is bytes:
-                try:
-                    if sink.on_line(item):
-                        return
-                except Exception as exc:  # a bug of ours: log it, never strand a waiter
-                    log.exception("provider.stdout.dispatch_failed", provider=self.provider_id)
-                    stop(HostdError(f"reading the provider's reply failed: {exc!r}"))
-                    return
-                stop(None)
-            elif item is OVERLONG:
-                stop(line_too_long(max_line_bytes))
-            else:
-                how = "mid-line" if item is TRUNCATED else "its output"
-                if self._closing:  # the host is stopping it: an end it asked for
-                    stop(ShuttingDown(f"provider closed {how} as the host stopped it"))
-                else:
-                    stop(self._exec_failure() or ProviderCrashed(f"provider closed {how}"))
-
-        protocol = LinePipeProtocol(LineSplitter(max_line_bytes), deliver)
-        self._stdout_protocol, self._end_output = protocol, stop
+        feed = StdoutFeed(
+            self.provider_id,
+            sink,
+            max_line_bytes,
+            why_closed=self._why_closed,
+            on_stop=self.output_ended.set,
+        )
         fd, self._stdout_fd = self._stdout_fd, -1
-        pipe = os.fdopen(fd, "rb", buffering=0)  # the transport owns it from here
-        try:
-            transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
-        except BaseException:
-            pipe.close()
-            raise
-        self._stdout = transport
+        await feed.connect(loop, fd)
+        self._stdout = feed
         if self.exited.is_set():  # it exited before its output was read
-            self._end_output_at_exit()
+            feed.drain_after_exit(self.returncode)
+
+    def _why_closed(self, how: str) -> HostdError | None:
+        """Why the output ended, when not a crash: the host stopping it, a failed exec."""
+        if self._closing:  # the host is stopping it: an end it asked for
+            return ShuttingDown(f"provider closed {how} as the host stopped it")
+        return self._exec_failure()
 
     def _exec_failure(self) -> ProviderCrashed | None:
         """Why the shim could not start the provider, when that is why its input or output
-        ended (read once, kept: whichever end notices first, both say the same)."""
-        command, cwd, fd = self._start
-        if fd >= 0:
-            self._start = (command, cwd, -1)
-            exc = read_exec_status(fd)
-            if exc is not None:
-                self._exec_error = _cannot_start(self.provider_id, command, cwd, exc)
-        return self._exec_error
+        ended (``_shim``: whichever end notices first, both say the same)."""
+        return self._start.failure() if self._start is not None else None
 
     def _input_closed(self) -> ProviderCrashed:
         # The shim writes an exec failure before it exits, so by the time its end of
@@ -359,9 +251,8 @@ class ChildProcess:
         return self._exec_failure() or ProviderCrashed("provider closed its input")
 
     def _close_stdout(self) -> None:
-        if self._start[2] >= 0:
-            os.close(self._start[2])
-            self._start = (self._start[0], self._start[1], -1)
+        if self._start is not None:
+            self._start.close()
         if self._stdout is not None:
             self._stdout.close()
         elif self._stdout_fd >= 0:

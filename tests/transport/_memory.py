@@ -1,47 +1,55 @@
-"""In-memory byte streams and a scripted peer, for driving the bindings without a process."""
+"""A scripted peer for driving the bindings without a process, over the production feed.
+
+What the peer writes reaches the client the way a child's stdout does: chunk by chunk
+through ``StdoutFeed`` (``LinePipeProtocol`` over ``LineSplitter``) into the client's
+``on_line``, and its end of file as the same ``on_end`` error the pipe gives.
+"""
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-from anyio.abc import ByteReceiveStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES
+from hostd.transport._stdout import LineSink, StdoutFeed
+
+C = TypeVar("C")
+
+#: The peer each client was wired to (``ScriptedPeer.client``).
+_PEERS: weakref.WeakKeyDictionary[Any, ScriptedPeer] = weakref.WeakKeyDictionary()
 
 
-class ChunkStream(ByteReceiveStream):
-    """A ByteReceiveStream fed chunk by chunk (chunks may split or join lines)."""
-
-    def __init__(self, receive: MemoryObjectReceiveStream[bytes]) -> None:
-        self._receive = receive
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        try:
-            return await self._receive.receive()
-        except anyio.EndOfStream:
-            raise
-        except anyio.ClosedResourceError:
-            raise anyio.EndOfStream from None
-
-    async def aclose(self) -> None:
-        await self._receive.aclose()
-
-
-def byte_pipe() -> tuple[MemoryObjectSendStream[bytes], ChunkStream]:
-    send, receive = anyio.create_memory_object_stream[bytes](1000)
-    return send, ChunkStream(receive)
+def peer_of(client: Any) -> ScriptedPeer:
+    """The peer ``client`` was built against."""
+    return _PEERS[client]
 
 
 class ScriptedPeer:
     """Answers each request line the client sends with ``respond(msg) -> list[bytes]``."""
 
-    def __init__(self, respond: Callable[[dict[str, Any]], list[bytes]]) -> None:
+    def __init__(
+        self,
+        respond: Callable[[dict[str, Any]], list[bytes]],
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
         self.respond = respond
+        self.max_line_bytes = max_line_bytes
         self.received: list[dict[str, Any]] = []
         self.refuse = False
-        self.to_client, self.client_reads = byte_pipe()
+        self.to_client, self._chunks = anyio.create_memory_object_stream[bytes](1000)
+
+    def client(self, cls: Callable[..., C], *, nowait: bool = False, provider_id: str = "p") -> C:
+        """A binding client of ``cls`` writing to this peer, built as a connection builds
+        one; with ``nowait`` it may write without waiting (``send_nowait``)."""
+        client = cls(
+            self.send, provider_id=provider_id, send_nowait=self.send_nowait if nowait else None
+        )
+        _PEERS[client] = self
+        return client
 
     async def send(self, data: bytes) -> None:
         """The client's ``send``: each line is answered in order."""
@@ -62,3 +70,20 @@ class ScriptedPeer:
             for out in self.respond(msg):
                 self.to_client.send_nowait(out)
         return True
+
+    async def pipe(self, sink: LineSink, provider_id: str = "p") -> None:
+        """Hand what this peer writes to ``sink`` as a child's stdout pipe would, until the
+        feed stops (a fault, or the sink's own ``False``) or the peer closes its end."""
+        feed = StdoutFeed(provider_id, sink, self.max_line_bytes)
+        while not feed.ended:
+            try:
+                chunk = await self._chunks.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                feed.protocol.eof_received()
+                feed.protocol.connection_lost(None)  # a second EOF, as the pipe gives
+                return
+            feed.protocol.data_received(chunk)
+
+    def close(self) -> None:
+        self.to_client.close()
+        self._chunks.close()

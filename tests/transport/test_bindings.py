@@ -1,4 +1,7 @@
-"""Both bindings against scripted in-memory peers: correlation, errors, faults."""
+"""Both bindings against scripted in-memory peers: correlation, errors, faults.
+
+Replies reach the client as a child's stdout does (``_memory``: the production feed
+into ``on_line``, the end of file as its ``on_end``)."""
 
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ from hostd.errors import (
     ProviderError,
 )
 from hostd.protocol import CgpErrorCode, ContextQuery, HostInfo
-from hostd.transport import CgpClient, JsonRpcClient, LineReader
-from tests.transport._memory import ScriptedPeer
+from hostd.transport import CgpClient, JsonRpcClient
+from tests.transport._memory import ScriptedPeer, peer_of
 
 pytestmark = pytest.mark.anyio
 
@@ -40,10 +43,12 @@ def frames_result(tag: str) -> dict[str, Any]:
 
 
 async def run_client(client: Any, body: Any) -> Any:
-    """Run the client's reader beside ``body``; re-raise the body's error unwrapped."""
+    """Pipe the peer's replies to the client beside ``body``; re-raise the body's error
+    unwrapped."""
+    peer = peer_of(client)
     outcome: dict[str, Any] = {}
     async with anyio.create_task_group() as tg:
-        tg.start_soon(client.run)
+        tg.start_soon(peer.pipe, client, client.provider_id)
         try:
             with anyio.fail_after(5):
                 outcome["value"] = await body()
@@ -51,22 +56,15 @@ async def run_client(client: Any, body: Any) -> Any:
             outcome["error"] = exc
         finally:
             tg.cancel_scope.cancel()
-    for peer in PEERS:
-        peer.to_client.close()
-        await peer.client_reads.aclose()
-    PEERS.clear()
+    peer.close()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
 
 
-PEERS: list[ScriptedPeer] = []
-
-
 def jsonrpc(respond: Any, limit: int = 1 << 20) -> tuple[JsonRpcClient, ScriptedPeer]:
-    peer = ScriptedPeer(respond)
-    PEERS.append(peer)
-    return JsonRpcClient(LineReader(peer.client_reads, limit), peer.send, provider_id="p"), peer
+    peer = ScriptedPeer(respond, limit)
+    return peer.client(JsonRpcClient), peer
 
 
 async def test_jsonrpc_replies_out_of_order_reach_their_callers() -> None:
@@ -153,9 +151,7 @@ async def test_jsonrpc_incompatible_version_error_is_named() -> None:
 
 
 async def test_jsonrpc_eof_wakes_every_waiter_with_crashed() -> None:
-    peer = ScriptedPeer(lambda _m: [])
-    PEERS.append(peer)
-    client = JsonRpcClient(LineReader(peer.client_reads), peer.send)
+    client, peer = jsonrpc(lambda _m: [])
 
     async def body() -> list[type]:
         errors: list[type] = []
@@ -214,8 +210,7 @@ async def test_jsonrpc_over_long_reply_fails_the_call() -> None:
 
 def cgp(respond: Any) -> tuple[CgpClient, ScriptedPeer]:
     peer = ScriptedPeer(respond)
-    PEERS.append(peer)
-    return CgpClient(LineReader(peer.client_reads), peer.send, provider_id="p"), peer
+    return peer.client(CgpClient), peer
 
 
 def cgp_peer(correlation: bool, *, echo: str = "id") -> Any:

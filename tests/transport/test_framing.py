@@ -1,83 +1,66 @@
-"""The bounded line reader: lines out whole, over-long lines refused, memory bounded."""
+"""Framing on the production path: a child's stdout fed to its sink (``StdoutFeed``,
+``LinePipeProtocol`` over ``LineSplitter``), and the one line encoder."""
 
 from __future__ import annotations
 
 import json
 
-import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.errors import LineTooLong
-from hostd.transport import LineReader, encode_line
-from tests.transport._memory import byte_pipe
+from hostd.errors import LineTooLong, ProviderCrashed
+from hostd.protocol import EOF, OVERLONG, TRUNCATED, LineItem, LineSplitter
+from hostd.rpc import LinePipeProtocol
+from hostd.transport import encode_line
+from hostd.transport._stdout import StdoutFeed
+from tests.fixtures.lines import Lines
+from tests.protocol.test_lines import chunked, line_bodies, plain_split
 
-pytestmark = pytest.mark.anyio
-
-
-async def read_all(chunks: list[bytes], limit: int, **kw: bool) -> list[bytes | str]:
-    send, stream = byte_pipe()
-    async with send:
-        for c in chunks:
-            await send.send(c)
-    reader = LineReader(stream, limit, **kw)
-    out: list[bytes | str] = []
-    async with stream:
-        while True:
-            try:
-                out.append(await reader.receive_line())
-            except LineTooLong:
-                out.append("TOO_LONG")
-            except anyio.EndOfStream:
-                return out
+tails = st.binary(max_size=30).map(lambda b: b.replace(b"\n", b""))
+cut_lists = st.lists(st.integers(min_value=1, max_value=40), max_size=30)
+limits = st.integers(min_value=1, max_value=25)
 
 
-async def test_lines_split_across_chunks_are_reassembled() -> None:
-    assert await read_all([b'{"a"', b":1}\n{", b'"b":2}\n'], 100) == [b'{"a":1}', b'{"b":2}']
+def _pipe_end(protocol: LinePipeProtocol, chunks: list[bytes]) -> None:
+    """What a pipe does: its chunks, then end of file, then the pipe closing."""
+    for chunk in chunks:
+        protocol.data_received(chunk)
+    protocol.eof_received()
+    protocol.connection_lost(None)
 
 
-async def test_an_over_long_line_is_reported_once_and_reading_resumes() -> None:
-    chunks = [b"x" * 60, b"x" * 60, b"x" * 60 + b"\nok\n"]
-    assert await read_all(chunks, 100) == ["TOO_LONG", b"ok"]
+@given(lines=line_bodies, tail=tails, cuts=cut_lists, limit=limits)
+def test_the_feed_hands_over_whole_lines_then_tells_the_end_once(
+    lines: list[bytes], tail: bytes, cuts: list[int], limit: int
+) -> None:
+    data = b"".join(line + b"\n" for line in lines) + tail
+    sink = Lines()
+    _pipe_end(StdoutFeed("p", sink, limit).protocol, chunked(data, cuts))
+    expected = plain_split(data, limit)
+    over = expected.index("TOO_LONG") if "TOO_LONG" in expected else None
+    assert sink.seen == expected[:over]  # nothing after an over-long line is read
+    [end] = sink.ends
+    if over is not None:
+        assert isinstance(end, LineTooLong) and end.data["max_line_bytes"] == limit
+    else:
+        assert isinstance(end, ProviderCrashed)
+        assert end.message == f"provider closed {'mid-line' if tail else 'its output'}"
 
 
-async def test_an_over_long_line_in_one_chunk_is_reported() -> None:
-    assert await read_all([b"y" * 500 + b"\nfine\n"], 100) == ["TOO_LONG", b"fine"]
-
-
-async def test_an_unterminated_final_line_is_dropped_and_marked_truncated() -> None:
-    send, stream = byte_pipe()
-    async with send:
-        await send.send(b'{"complete":1}\n{"cut')
-    reader = LineReader(stream, 100)
-    async with stream:
-        assert await reader.receive_line() == b'{"complete":1}'
-        with pytest.raises(anyio.EndOfStream):
-            await reader.receive_line()
-    assert reader.truncated
-
-
-async def test_an_unterminated_final_line_can_be_kept() -> None:
-    assert await read_all([b"a\nb"], 100, keep_unterminated=True) == [b"a", b"b"]
-
-
-async def test_the_buffer_never_holds_much_more_than_the_bound() -> None:
-    send, stream = byte_pipe()
-    reader = LineReader(stream, 1000)
-
-    async def feed() -> None:
-        async with send:
-            for _ in range(200):
-                await send.send(b"z" * 4096)  # one 800 KiB line
-            await send.send(b"\nafter\n")
-
-    async with stream, anyio.create_task_group() as tg:
-        tg.start_soon(feed)
-        with pytest.raises(LineTooLong):
-            await reader.receive_line()
-        assert await reader.receive_line() == b"after"
-        assert reader.buffered <= 1000 + 65536
+@given(lines=line_bodies, tail=tails, cuts=cut_lists, limit=limits, keep=st.booleans())
+def test_the_pipe_protocol_delivers_lines_then_the_tail_then_the_end(
+    lines: list[bytes], tail: bytes, cuts: list[int], limit: int, keep: bool
+) -> None:
+    data = b"".join(line + b"\n" for line in lines) + tail
+    got: list[LineItem] = []
+    _pipe_end(
+        LinePipeProtocol(LineSplitter(limit), got.append, keep_unterminated=keep),
+        chunked(data, cuts),
+    )
+    cut = [TRUNCATED] if tail and len(tail) <= limit and not keep else []
+    expected = plain_split(data, limit, keep_unterminated=keep)
+    assert ["TOO_LONG" if i is OVERLONG else i for i in got] == [*expected, *cut, EOF, EOF]
 
 
 def test_encode_line_is_one_line_even_with_newlines_in_values() -> None:
@@ -114,18 +97,3 @@ def test_encode_line_round_trips_every_value(value: object) -> None:
     # Floats keep their value; only the exponent's spelling may differ (1e-7, 1e-07).
     line = encode_line(value)
     assert line.count(b"\n") == 1 and json.loads(line) == value
-
-
-@given(
-    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=20),
-    cuts=st.lists(st.integers(min_value=1, max_value=50), max_size=30),
-)
-def test_any_chunking_yields_the_same_lines(lines: list[bytes], cuts: list[int]) -> None:
-    data = b"".join(line + b"\n" for line in lines)
-    chunks, pos = [], 0
-    for c in cuts:
-        chunks.append(data[pos : pos + c])
-        pos += c
-    chunks.append(data[pos:])
-    got = anyio.run(read_all, [c for c in chunks if c], 1000)
-    assert got == lines

@@ -17,7 +17,7 @@ from hostd._reaper import descendants
 from hostd._teardown import wait_exited
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
-from hostd.transport import ProviderConnection, _process
+from hostd.transport import ProviderConnection, _shim
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio
@@ -46,9 +46,9 @@ def reaper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
     """Both ways a provider runs: under the ``_reaper`` shim, and directly (where the
     shim cannot work: then the host must see the exit itself)."""
     if request.param == "no_reaper":
-        monkeypatch.setattr(_process, "reaper_supported", lambda: False)
+        monkeypatch.setattr(_shim, "reaper_supported", lambda: False)
         return False
-    if not _process.reaper_supported():
+    if not _shim.reaper_supported():
         pytest.skip("the reaper shim needs Linux /proc and prctl")
     return True
 
@@ -154,5 +154,5 @@ def test_the_shim_exits_as_its_provider_did(code: str, returncode: int, reaper: 
     if not reaper:
         pytest.skip("the shim itself")
     command = [sys.executable, "-c", code]
-    done = subprocess.run(_process._under_reaper(command), env=marked_env(), timeout=60)
+    done = subprocess.run(_shim.under_reaper(command), env=marked_env(), timeout=60)
     assert done.returncode == returncode

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from hostd.protocol import ContextQuery, ContextQueryResult, HostInfo
-from hostd.transport import CgpClient, JsonRpcClient, LineReader
+from hostd.transport import CgpClient, JsonRpcClient
 from tests.transport._memory import ScriptedPeer
 from tests.transport.test_bindings import cgp_peer, frames_result, line, run_client
 
@@ -24,18 +24,7 @@ def _answer(msg: dict[str, Any]) -> list[bytes]:
 
 def _jsonrpc(respond: Any, *, nowait: bool = True) -> tuple[JsonRpcClient, ScriptedPeer]:
     peer = ScriptedPeer(respond)
-    client = JsonRpcClient(
-        LineReader(peer.client_reads),
-        peer.send,
-        provider_id="p",
-        send_nowait=peer.send_nowait if nowait else None,
-    )
-    return client, peer
-
-
-async def _close(peer: ScriptedPeer) -> None:
-    peer.to_client.close()
-    await peer.client_reads.aclose()
+    return peer.client(JsonRpcClient, nowait=nowait), peer
 
 
 async def test_the_request_is_written_before_any_await_and_its_reply_arrives_later() -> None:
@@ -52,7 +41,7 @@ async def test_the_request_is_written_before_any_await_and_its_reply_arrives_lat
     try:
         result = await run_client(client, body)
     finally:
-        await _close(peer)
+        peer.close()
     assert isinstance(result, ContextQueryResult)
     assert result.frames == [{"id": "f"}]
 
@@ -63,7 +52,7 @@ async def test_the_wire_form_writes_the_same_request_as_the_model() -> None:
     assert client.start_query({**QUERY.to_wire()}) is not None
     first, second = peer.received
     assert json.dumps(first["params"]) == json.dumps(second["params"])
-    await _close(peer)
+    peer.close()
 
 
 async def test_without_an_immediate_write_nothing_is_sent_or_registered() -> None:
@@ -74,7 +63,7 @@ async def test_without_an_immediate_write_nothing_is_sent_or_registered() -> Non
     assert peer_full.start_query(QUERY) is None
     for c, p in ((client, peer), (peer_full, full)):
         assert p.received == [] and c.in_flight == 0
-        await _close(p)
+        p.close()
 
 
 async def test_a_caller_that_gives_up_abandons_its_id_and_the_late_reply_is_dropped() -> None:
@@ -99,15 +88,13 @@ async def test_a_caller_that_gives_up_abandons_its_id_and_the_late_reply_is_drop
     try:
         assert await run_client(client, body) is None  # dropped quietly, no H4 fault
     finally:
-        await _close(peer)
+        peer.close()
 
 
 async def test_cgp_starts_a_query_only_when_the_provider_correlates() -> None:
     for correlation in (False, True):
         peer = ScriptedPeer(cgp_peer(correlation))
-        client = CgpClient(
-            LineReader(peer.client_reads), peer.send, provider_id="p", send_nowait=peer.send_nowait
-        )
+        client = peer.client(CgpClient, nowait=True)
 
         async def body(client: CgpClient = client, correlation: bool = correlation) -> Any:
             await client.handshake(HostInfo(name="h", version="0"))
@@ -120,7 +107,7 @@ async def test_cgp_starts_a_query_only_when_the_provider_correlates() -> None:
         try:
             out = await run_client(client, body)
         finally:
-            await _close(peer)
+            peer.close()
         if correlation:
             assert isinstance(out, ContextQueryResult) and out.frames == [{"id": "g"}]
         else:

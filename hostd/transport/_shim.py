@@ -1,0 +1,96 @@
+"""A provider's start: its command under the ``_reaper`` shim, and why a start failed.
+
+Owns the command line a provider is spawned with (under the shim where that works,
+so no descendant outlives the provider or the host; as it is elsewhere) and the
+shim's exec status pipe: under the shim the exec happens in the shim, which reports
+a failed one (command not found, not executable, a bad interpreter) on that pipe
+before it exits. The report is read once, when an end of the provider's input or
+output puts the start in doubt, and kept: whichever end notices first, both say the
+same one line naming the provider, the command and the OS error. Spawning, pipes
+and teardown are ``_process``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hostd._reaper import REAPER, read_exec_status
+from hostd._reaper import supported as reaper_supported
+from hostd.errors import ProviderCrashed
+
+__all__ = ["Start", "under_reaper"]
+
+
+def under_reaper(command: Sequence[str], status_fd: int | None = None) -> list[str]:
+    """``command`` run under the ``_reaper`` shim where it works (no orphans, even when
+    the host is killed), else as it is. ``status_fd``: where the shim reports an exec
+    that failed."""
+    if not reaper_supported():
+        return list(command)
+    status = [f"--status-fd={status_fd}"] if status_fd is not None else []
+    return [sys.executable, "-I", "-S", REAPER, str(os.getpid()), *status, *command]
+
+
+class Start:
+    """One provider's start: ``argv`` to spawn (passing ``pass_fds`` to the child), then
+    ``spawned()``; ``failure()`` is why the exec failed, if it did; ``close()`` drops
+    the status pipe (the teardown)."""
+
+    __slots__ = ("_error", "_read", "_write", "argv", "command", "cwd", "pass_fds", "provider_id")
+
+    def __init__(
+        self, provider_id: str, command: Sequence[str], cwd: str | Path | None = None
+    ) -> None:
+        self.provider_id = provider_id
+        self.command = list(command)
+        self.cwd = cwd
+        shim = reaper_supported()
+        # Both ends non-inheritable (PEP 446): only the shim gets the write end, by pass_fds.
+        self._read, self._write = os.pipe() if shim else (-1, -1)
+        self.argv = under_reaper(self.command, self._write if shim else None)
+        self.pass_fds: tuple[int, ...] = (self._write,) if shim else ()
+        self._error: ProviderCrashed | None = None
+
+    def __repr__(self) -> str:
+        return f"<Start {self.provider_id} {shlex.join(self.command)!r} status_fd={self._read}>"
+
+    def spawned(self) -> None:
+        """The child holds the write end now (or never will): drop ours, so the pipe ends
+        when the shim does."""
+        if self._write >= 0:
+            os.close(self._write)
+            self._write = -1
+        if self._read >= 0:
+            os.set_blocking(self._read, False)
+
+    def cannot_start(self, exc: OSError) -> ProviderCrashed:
+        """One line: the provider, the command (and its cwd) and the OS error."""
+        where = f" in {self.cwd}" if self.cwd is not None else ""
+        why = exc.strerror or str(exc)
+        if exc.filename is not None:
+            why += f": {exc.filename!r}"
+        return ProviderCrashed(
+            f"provider {self.provider_id!r} cannot start {shlex.join(self.command)}{where}: {why}",
+            stage="start",
+        )
+
+    def failure(self) -> ProviderCrashed | None:
+        """Why the shim could not start the provider, if that is what happened (read once,
+        kept)."""
+        if self._read >= 0:
+            fd, self._read = self._read, -1
+            exc = read_exec_status(fd)  # closes fd
+            if exc is not None:
+                self._error = self.cannot_start(exc)
+        return self._error
+
+    def close(self) -> None:
+        """Drop both ends of the status pipe still held (idempotent)."""
+        for fd in (self._read, self._write):
+            if fd >= 0:
+                os.close(fd)
+        self._read = self._write = -1
