@@ -7,15 +7,16 @@ orphan left, also when cancelled. A start runs in the pool's own task group,
 not in the leg that asked for it: a leg waits for it only until its own
 deadline, and a handshake that never completes is torn down off the request's
 path (the pool's task group walks the ladder). Broken connections are dropped
-at once and closed in the background too. The fan-out (``_fanout``) reads the
-pool; it never spawns or closes a process itself.
+at once and closed in the background too. Opening a connection (spawn and
+handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads
+the pool; it never spawns or closes a process itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -31,22 +32,11 @@ from hostd.errors import (
     UnknownProvider,
 )
 from hostd.protocol import HandshakeAck, HostInfo
-from hostd.transport import (
-    DEFAULT_MAX_LINE_BYTES,
-    REDACTED,
-    OnProgress,
-    ProviderConnection,
-    ProviderLink,
-    RemoteConnection,
-    RemoteEndpoint,
-    StderrPolicy,
-    read_credential,
-)
+from hostd.transport import OnProgress, ProviderConnection, ProviderLink
 
 from ._health import (
     Health,
     ProviderState,
-    RestartPolicy,
     StartAction,
     decide_start,
     is_hung,
@@ -58,39 +48,12 @@ from ._health import (
     record_started,
     retry_due,
 )
+from ._launch import Launcher, PoolSettings
 from ._spec import ProviderSpec
 
-__all__ = ["PoolSettings", "ProviderPool", "Slot"]
+__all__ = ["ProviderPool", "Slot"]
 
 log = structlog.get_logger("hostd.engine")
-
-
-@dataclass(slots=True, frozen=True)
-class PoolSettings:
-    """How the pool starts and stops providers."""
-
-    start: str = "lazy"
-    host_info: HostInfo | None = None
-    #: A start's deadline (spawn and handshake), unless the provider's spec names its own;
-    #: a request naming no timeout also waits up to it for the provider to be ready.
-    start_timeout_s: float = 30.0
-    grace_period_s: float = 2.0
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    restart_policy: RestartPolicy = RestartPolicy()
-    stderr_policy: StderrPolicy | None = None
-    #: The clock health decisions read (default ``anyio.current_time``); tests pass
-    #: their own to move a parked provider past its cool-down without waiting it out.
-    clock: Callable[[], float] | None = None
-
-
-def _client_factory(spec: ProviderSpec) -> Any:
-    """The binding client for bindings the transport does not ship (``None``: its own)."""
-    if spec.binding != "mcp":
-        return None
-    # Imported here: the MCP SDK is an optional extra, needed only by mcp providers.
-    from hostd.mcp import mcp_client_factory
-
-    return mcp_client_factory(spec.options)
 
 
 class _Start:
@@ -150,15 +113,15 @@ class ProviderPool:
             raise ValueError("start must be 'lazy' or 'boot'")
         self.settings = settings
         self.host_info = settings.host_info or HostInfo(name="hostd", version=__version__)
+        #: Opens each connection; holds each remote provider's pooled HTTP client, made on
+        #: its first start and kept for the pool's life.
+        self.launcher = Launcher(settings, self.host_info)
         self.closing = False
         self.now: Callable[[], float] = settings.clock or anyio.current_time
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
         self.progress_listeners: list[OnProgress] = []
-        #: Each remote provider's pooled HTTP client, made on its first start, kept for
-        #: the pool's life (connections are reused across handshakes and requests).
-        self._remotes: dict[str, RemoteEndpoint] = {}
 
     async def __aenter__(self) -> ProviderPool:
         stack = AsyncExitStack()
@@ -172,8 +135,7 @@ class ProviderPool:
         self.closing = True
         with anyio.CancelScope(shield=True):
             await self.stop_all()
-            for endpoint in self._remotes.values():
-                await endpoint.aclose()
+            await self.launcher.aclose()
         assert self._stack is not None and self._tg is not None
         self._tg.cancel_scope.cancel()
         # The body's own exception is not fed to the task group (it would come back
@@ -309,33 +271,13 @@ class ProviderPool:
     async def _start(self, slot: Slot, start: _Start) -> None:
         """Spawn and handshake in the pool's task group, bounded by its start deadline."""
         assert self._tg is not None
-        spec, s = slot.spec, self.settings
+        spec = slot.spec
         timeout = self.start_timeout(slot)
         slot.start_deadline = anyio.current_time() + timeout
-        conn: ProviderLink
         try:
-            if spec.remote:
-                conn = await RemoteConnection.open(
-                    self._endpoint(spec),
-                    host=self.host_info,
-                    handshake_timeout=timeout,
-                )
-            else:
-                conn = await ProviderConnection.open(
-                    spec.id,
-                    spec.command,
-                    task_group=self._tg,
-                    binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
-                    env=spec.env,
-                    cwd=spec.cwd,
-                    host=self.host_info,
-                    handshake_timeout=timeout,
-                    grace=s.grace_period_s,
-                    max_line_bytes=s.max_line_bytes,
-                    stderr_policy=s.stderr_policy,
-                    client_factory=_client_factory(spec),
-                    on_progress=self._on_progress,
-                )
+            conn = await self.launcher.open(
+                spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
+            )
         except HostdError as exc:
             self.record_failure(slot, exc)
             log.warning(
@@ -378,28 +320,6 @@ class ProviderPool:
             raise ProviderTimeout(
                 f"not started within {limit * 1000:.0f} ms", stage="restart"
             ) from None
-    def _endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
-        """The remote provider's endpoint, made once (C7 is checked before it exists)."""
-        endpoint = self._remotes.get(spec.id)
-        if endpoint is None:
-            try:
-                credential = read_credential(spec.token_file, spec.token_env)
-            except ValueError as exc:  # names the file or variable, never its content
-                raise ProviderCrashed(str(exc), stage="credential") from None
-            assert spec.url is not None
-            endpoint = self._remotes[spec.id] = RemoteEndpoint(
-                spec.id,
-                spec.url,
-                binding=spec.binding,
-                credential=credential,
-                ca_file=spec.ca_file,
-                client_cert=spec.client_cert,
-                client_key=spec.client_key,
-                max_body_bytes=self.settings.max_line_bytes,
-                max_connections=spec.max_connections,
-                user_agent=f"{self.host_info.name}/{self.host_info.version}",
-            )
-        return endpoint
 
     # -- failures ------------------------------------------------------------------------
 
@@ -467,15 +387,6 @@ class ProviderPool:
             "state": slot.state.value,
             "health": health,
         }
-        if slot.spec.url is not None:  # the URL and "<redacted>", never the credential (C8)
-            endpoint = self._remotes.get(slot.spec.id)
-            row["remote"] = (
-                endpoint.describe()
-                if endpoint is not None
-                else {"url": slot.spec.url, "credential": _credential_shown(slot.spec)}
-            )
+        if slot.spec.url is not None:
+            row["remote"] = self.launcher.describe_remote(slot.spec)
         return row
-
-
-def _credential_shown(spec: ProviderSpec) -> str | None:
-    return REDACTED if spec.token_file is not None or spec.token_env is not None else None

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.transport import JsonRpcClient
 
-from ._pool import PoolSettings, ProviderPool
+from ._launch import PoolSettings
+from ._pool import ProviderPool
 from ._spec import ProviderSpec
 
 __all__ = ["RERANKER_ID", "RerankOutcome", "Reranker"]
