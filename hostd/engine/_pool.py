@@ -14,6 +14,7 @@ the pool; it never spawns or closes a process itself.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -157,15 +158,19 @@ class ProviderPool:
         return sorted((self.slots[p] for p in wanted), key=lambda s: s.spec.id)
 
     async def start_all(self) -> None:
-        """Start every provider now (boot mode); a failure is recorded in its health."""
+        """Start every provider now (boot mode), waiting for each no longer than its start
+        deadline and the grace period. A failure is recorded in its health and logged
+        once, by the start itself (``provider.start.failed``, its typed error's reason
+        and text): a start outliving this wait (its teardown walks the grace period)
+        goes on in the pool's task group and logs its outcome when it ends."""
         s = self.settings
 
         async def one(slot: Slot) -> None:
-            try:
-                with anyio.fail_after(self.start_timeout(slot) + s.grace_period_s):
+            with anyio.move_on_after(self.start_timeout(slot) + s.grace_period_s):
+                # Not logged here: a failed start logged itself; a parked provider or a
+                # closing host (no start made) is in its health, and nothing failed anew.
+                with contextlib.suppress(HostdError):
                     await self.ensure(slot)
-            except (HostdError, TimeoutError) as exc:
-                log.warning("provider.start.failed", provider=slot.spec.id, error=str(exc))
 
         async with anyio.create_task_group() as tg:
             for slot in self.slots.values():

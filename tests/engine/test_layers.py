@@ -82,7 +82,6 @@ def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
     assert found <= {"budget_split"}
 
 
-
 # What opens a connection: spawning a child, reaching a remote endpoint (its credential
 # read first, C7), the MCP binding's client. ``_launch`` alone does that I/O; the pool
 # keeps the bookkeeping, the fan-out and the reranker only read the pool.
