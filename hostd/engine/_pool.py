@@ -71,7 +71,7 @@ class _Start:
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
-    __slots__ = ("conn", "health", "last_ack", "spec", "start_deadline", "starting")
+    __slots__ = ("conn", "health", "last_ack", "late_seen", "spec", "start_deadline", "starting")
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
@@ -82,6 +82,19 @@ class Slot:
         #: When the last start's deadline ends (anyio time): up to then it is never killed,
         #: and a request naming no timeout waits for its readiness.
         self.start_deadline: float | None = None
+        #: The connection's late replies already counted in ``health`` (``take_late``).
+        self.late_seen = 0
+
+    def take_late(self) -> int:
+        """Late replies the connection read since the last call: replies to legs that had
+        given up (``ProviderConnection.late_replies``; a remote exchange is cancelled
+        with its leg, so none come)."""
+        conn = self.conn
+        if not isinstance(conn, ProviderConnection):
+            return 0
+        total = conn.late_replies
+        late, self.late_seen = total - self.late_seen, total
+        return late
 
     @property
     def state(self) -> ProviderState:
@@ -290,7 +303,7 @@ class ProviderPool:
             )
             start.error = exc
         else:
-            slot.conn = conn
+            slot.conn, slot.late_seen = conn, 0
             slot.last_ack = conn.ack
             slot.health = record_started(slot.health)
             start.conn = conn
@@ -339,8 +352,9 @@ class ProviderPool:
     def record_leg(self, slot: Slot, status: str, error: str | None) -> None:
         """Count a finished leg; restart a provider that is alive but hung (``is_hung``):
         its process is torn down in the pool's task group and the next request starts
-        a fresh one, after the backoff the failure earns."""
-        slot.health = record_leg(slot.health, status, error=error)
+        a fresh one, after the backoff the failure earns. Late replies read since the
+        last leg say it is slow, not hung (``record_leg``'s ``late``)."""
+        slot.health = record_leg(slot.health, status, error=error, late=slot.take_late())
         conn = slot.conn
         if conn is not None and conn.readiness.warming:
             return  # building its index: never "hung" (it said so, _readiness)
