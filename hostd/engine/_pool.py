@@ -14,9 +14,8 @@ the pool; it never spawns or closes a process itself.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -182,7 +181,7 @@ class ProviderPool:
             with anyio.move_on_after(self.start_timeout(slot) + s.grace_period_s):
                 # Not logged here: a failed start logged itself; a parked provider or a
                 # closing host (no start made) is in its health, and nothing failed anew.
-                with contextlib.suppress(HostdError):
+                with suppress(HostdError):
                     await self.ensure(slot)
 
         async with anyio.create_task_group() as tg:
