@@ -1,10 +1,11 @@
 """The fan-out engine: ``Host`` runs one request's query across every provider.
 
-Owns provider lifecycle and restart policy (``_pool``, ``_health``), the fan-out
-as plan → run → judge (``_plan``, ``_run``, ``_judge``): the consent gate before
-any payload (C1, C2, C6), the concurrent legs with one deadline per provider,
-the leg audit (``_leg_audit``: B1–B4, Q1, Q2, frame rules; quarantine, B2), the
-usage report (UR1) and the verification stage (``verify``). It talks to providers only
+Owns provider lifecycle and restart policy (``_pool``, ``_health``; a start's
+I/O: ``_launch``), the fan-out as plan → run → judge (``_plan``, ``_run``,
+``_judge``): the consent gate before any payload (C1, C2, C6), the concurrent
+legs with one deadline per provider, the leg audit (``_leg_audit``: B1–B4, Q1,
+Q2, frame rules; quarantine, B2), the usage report (UR1) and the verification
+stage (``verify``). It talks to providers only
 through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 ``hostd.compose``.
 """
@@ -34,9 +35,10 @@ from ._health import (
 )
 from ._host import Host, LegDone
 from ._judge import JudgedLeg, judge, judge_leg
+from ._launch import PoolSettings
 from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
 from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
-from ._pool import PoolSettings, ProviderPool
+from ._pool import ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
 from ._rerank import RERANKER_ID, Reranker, RerankOutcome
 from ._run import LegReply, run_fan_out

@@ -62,8 +62,9 @@ class RestartPolicy:
     base_delay_s: float = 0.05
     max_delay_s: float = 5.0
     max_attempts: int = 5
-    #: A running provider that misses this many deadlines in a row, answering none,
-    #: is hung: it is restarted (counted as a failure) rather than waited on again.
+    #: A running provider that misses this many deadlines in a row with no reply at all
+    #: in between, not even a late one, is hung: it is restarted (counted as a failure)
+    #: rather than waited on again. One whose late replies still come is slow, not hung.
     max_consecutive_timeouts: int = 3
     #: A parked provider (attempts spent) gets one start this long after its last
     #: failure, and again after each failed one; 0: never (only ``providers/restart``).
@@ -103,8 +104,10 @@ class Health:
     errors: int = 0
     quarantines: int = 0
     no_consent: int = 0
-    #: Timeouts since the provider last answered (``is_hung`` reads it).
+    #: Timeouts since the provider last answered, on time or late (``is_hung`` reads it).
     consecutive_timeouts: int = 0
+    #: Replies that came after their leg gave up: the process answers, past the deadline.
+    late_replies: int = 0
     #: The last leg's error, and the last start or crash failure (what a give-up quotes).
     last_error: str | None = None
     last_failure: str | None = None
@@ -128,6 +131,7 @@ class Health:
             "quarantines": self.quarantines,
             "no_consent": self.no_consent,
             "consecutive_timeouts": self.consecutive_timeouts,
+            "late_replies": self.late_replies,
             "last_error": self.last_error,
             "last_failure": self.last_failure,
             "warming": self.warming,
@@ -241,9 +245,11 @@ def record_failure(health: Health, *, now: float, error: str, policy: RestartPol
 
 
 def is_hung(health: Health, policy: RestartPolicy) -> bool:
-    """Whether a running provider missed ``max_consecutive_timeouts`` deadlines in a row:
-    alive by every sign the pipe gives, yet answering nothing, so every request would
-    pay its full timeout again. It is then restarted, not waited on."""
+    """Whether a running provider missed ``max_consecutive_timeouts`` deadlines in a row
+    with no reply in between, not even a late one: alive by every sign the pipe gives,
+    yet answering nothing, so every request would pay its full timeout again. It is
+    then restarted, not waited on. A provider whose late replies still come is slow:
+    a restart would only pay its start (a model, an index) again, so it is kept."""
     return (
         health.state is ProviderState.READY
         and policy.max_consecutive_timeouts > 0
@@ -251,13 +257,15 @@ def is_hung(health: Health, policy: RestartPolicy) -> bool:
     )
 
 
-def record_leg(health: Health, status: str, *, error: str | None = None) -> Health:
+def record_leg(health: Health, status: str, *, error: str | None = None, late: int = 0) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
     provider is starting or building its index, ``is_warming_leg``) is no failure and no
-    missed deadline: it never leads to a restart, a backoff or ``is_hung``."""
+    missed deadline: it never leads to a restart, a backoff or ``is_hung``. ``late``:
+    replies to given-up legs that came since the last leg was counted; any ends the run
+    of missed deadlines before this leg counts (the process answers, late)."""
     answered = status in ("ok", "quarantined") or is_warming_leg(status)
-    timeouts = health.consecutive_timeouts
+    timeouts = 0 if late > 0 else health.consecutive_timeouts
     if answered:
         timeouts = 0
     elif status == "timeout":
@@ -279,6 +287,7 @@ def record_leg(health: Health, status: str, *, error: str | None = None) -> Heal
         quarantines=health.quarantines + (status == "quarantined"),
         no_consent=health.no_consent + (status == "no_consent"),
         consecutive_timeouts=timeouts,
+        late_replies=health.late_replies + late,
         last_error=health.last_error if error is None else bounded_error(error),
         last_failure=health.last_failure,
         warming=health.warming + is_warming_leg(status),

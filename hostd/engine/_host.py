@@ -37,8 +37,9 @@ from hostd.transport import (
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
 from ._judge import JudgedLeg, audited, judge, judge_leg
+from ._launch import PoolSettings
 from ._plan import ProviderView, plan_fan_out
-from ._pool import PoolSettings, ProviderPool, Slot
+from ._pool import ProviderPool, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec

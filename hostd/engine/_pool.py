@@ -7,15 +7,16 @@ orphan left, also when cancelled. A start runs in the pool's own task group,
 not in the leg that asked for it: a leg waits for it only until its own
 deadline, and a handshake that never completes is torn down off the request's
 path (the pool's task group walks the ladder). Broken connections are dropped
-at once and closed in the background too. The fan-out (``_fanout``) reads the
-pool; it never spawns or closes a process itself.
+at once and closed in the background too. Opening a connection (spawn and
+handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads
+the pool; it never spawns or closes a process itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from contextlib import AsyncExitStack, suppress
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -31,22 +32,11 @@ from hostd.errors import (
     UnknownProvider,
 )
 from hostd.protocol import HandshakeAck, HostInfo
-from hostd.transport import (
-    DEFAULT_MAX_LINE_BYTES,
-    REDACTED,
-    OnProgress,
-    ProviderConnection,
-    ProviderLink,
-    RemoteConnection,
-    RemoteEndpoint,
-    StderrPolicy,
-    TokenSource,
-)
+from hostd.transport import OnProgress, ProviderConnection, ProviderLink
 
 from ._health import (
     Health,
     ProviderState,
-    RestartPolicy,
     StartAction,
     decide_start,
     is_hung,
@@ -58,39 +48,12 @@ from ._health import (
     record_started,
     retry_due,
 )
+from ._launch import Launcher, PoolSettings
 from ._spec import ProviderSpec
 
-__all__ = ["PoolSettings", "ProviderPool", "Slot"]
+__all__ = ["ProviderPool", "Slot"]
 
 log = structlog.get_logger("hostd.engine")
-
-
-@dataclass(slots=True, frozen=True)
-class PoolSettings:
-    """How the pool starts and stops providers."""
-
-    start: str = "lazy"
-    host_info: HostInfo | None = None
-    #: A start's deadline (spawn and handshake), unless the provider's spec names its own;
-    #: a request naming no timeout also waits up to it for the provider to be ready.
-    start_timeout_s: float = 30.0
-    grace_period_s: float = 2.0
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    restart_policy: RestartPolicy = RestartPolicy()
-    stderr_policy: StderrPolicy | None = None
-    #: The clock health decisions read (default ``anyio.current_time``); tests pass
-    #: their own to move a parked provider past its cool-down without waiting it out.
-    clock: Callable[[], float] | None = None
-
-
-def _client_factory(spec: ProviderSpec) -> Any:
-    """The binding client for bindings the transport does not ship (``None``: its own)."""
-    if spec.binding != "mcp":
-        return None
-    # Imported here: the MCP SDK is an optional extra, needed only by mcp providers.
-    from hostd.mcp import mcp_client_factory
-
-    return mcp_client_factory(spec.options)
 
 
 class _Start:
@@ -107,7 +70,7 @@ class _Start:
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
-    __slots__ = ("conn", "health", "last_ack", "spec", "start_deadline", "starting")
+    __slots__ = ("conn", "health", "last_ack", "late_seen", "spec", "start_deadline", "starting")
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
@@ -118,6 +81,19 @@ class Slot:
         #: When the last start's deadline ends (anyio time): up to then it is never killed,
         #: and a request naming no timeout waits for its readiness.
         self.start_deadline: float | None = None
+        #: The connection's late replies already counted in ``health`` (``take_late``).
+        self.late_seen = 0
+
+    def take_late(self) -> int:
+        """Late replies the connection read since the last call: replies to legs that had
+        given up (``ProviderConnection.late_replies``; a remote exchange is cancelled
+        with its leg, so none come)."""
+        conn = self.conn
+        if not isinstance(conn, ProviderConnection):
+            return 0
+        total = conn.late_replies
+        late, self.late_seen = total - self.late_seen, total
+        return late
 
     @property
     def state(self) -> ProviderState:
@@ -150,15 +126,15 @@ class ProviderPool:
             raise ValueError("start must be 'lazy' or 'boot'")
         self.settings = settings
         self.host_info = settings.host_info or HostInfo(name="hostd", version=__version__)
+        #: Opens each connection; holds each remote provider's pooled HTTP client, made on
+        #: its first start and kept for the pool's life.
+        self.launcher = Launcher(settings, self.host_info)
         self.closing = False
         self.now: Callable[[], float] = settings.clock or anyio.current_time
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
         self.progress_listeners: list[OnProgress] = []
-        #: Each remote provider's pooled HTTP client, made on its first start, kept for
-        #: the pool's life (connections are reused across handshakes and requests).
-        self._remotes: dict[str, RemoteEndpoint] = {}
 
     async def __aenter__(self) -> ProviderPool:
         stack = AsyncExitStack()
@@ -172,8 +148,7 @@ class ProviderPool:
         self.closing = True
         with anyio.CancelScope(shield=True):
             await self.stop_all()
-            for endpoint in self._remotes.values():
-                await endpoint.aclose()
+            await self.launcher.aclose()
         assert self._stack is not None and self._tg is not None
         self._tg.cancel_scope.cancel()
         # The body's own exception is not fed to the task group (it would come back
@@ -195,15 +170,19 @@ class ProviderPool:
         return sorted((self.slots[p] for p in wanted), key=lambda s: s.spec.id)
 
     async def start_all(self) -> None:
-        """Start every provider now (boot mode); a failure is recorded in its health."""
+        """Start every provider now (boot mode), waiting for each no longer than its start
+        deadline and the grace period. A failure is recorded in its health and logged
+        once, by the start itself (``provider.start.failed``, its typed error's reason
+        and text): a start outliving this wait (its teardown walks the grace period)
+        goes on in the pool's task group and logs its outcome when it ends."""
         s = self.settings
 
         async def one(slot: Slot) -> None:
-            try:
-                with anyio.fail_after(self.start_timeout(slot) + s.grace_period_s):
+            with anyio.move_on_after(self.start_timeout(slot) + s.grace_period_s):
+                # Not logged here: a failed start logged itself; a parked provider or a
+                # closing host (no start made) is in its health, and nothing failed anew.
+                with suppress(HostdError):
                     await self.ensure(slot)
-            except (HostdError, TimeoutError) as exc:
-                log.warning("provider.start.failed", provider=slot.spec.id, error=str(exc))
 
         async with anyio.create_task_group() as tg:
             for slot in self.slots.values():
@@ -309,33 +288,13 @@ class ProviderPool:
     async def _start(self, slot: Slot, start: _Start) -> None:
         """Spawn and handshake in the pool's task group, bounded by its start deadline."""
         assert self._tg is not None
-        spec, s = slot.spec, self.settings
+        spec = slot.spec
         timeout = self.start_timeout(slot)
         slot.start_deadline = anyio.current_time() + timeout
-        conn: ProviderLink
         try:
-            if spec.remote:
-                conn = await RemoteConnection.open(
-                    self._endpoint(spec),
-                    host=self.host_info,
-                    handshake_timeout=timeout,
-                )
-            else:
-                conn = await ProviderConnection.open(
-                    spec.id,
-                    spec.command,
-                    task_group=self._tg,
-                    binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
-                    env=spec.env,
-                    cwd=spec.cwd,
-                    host=self.host_info,
-                    handshake_timeout=timeout,
-                    grace=s.grace_period_s,
-                    max_line_bytes=s.max_line_bytes,
-                    stderr_policy=s.stderr_policy,
-                    client_factory=_client_factory(spec),
-                    on_progress=self._on_progress,
-                )
+            conn = await self.launcher.open(
+                spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
+            )
         except HostdError as exc:
             self.record_failure(slot, exc)
             log.warning(
@@ -343,7 +302,7 @@ class ProviderPool:
             )
             start.error = exc
         else:
-            slot.conn = conn
+            slot.conn, slot.late_seen = conn, 0
             slot.last_ack = conn.ack
             slot.health = record_started(slot.health)
             start.conn = conn
@@ -379,25 +338,6 @@ class ProviderPool:
                 f"not started within {limit * 1000:.0f} ms", stage="restart"
             ) from None
 
-    def _endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
-        """The remote provider's endpoint, made once (C7 is checked before it exists)."""
-        endpoint = self._remotes.get(spec.id)
-        if endpoint is None:
-            assert spec.url is not None
-            endpoint = self._remotes[spec.id] = RemoteEndpoint(
-                spec.id,
-                spec.url,
-                binding=spec.binding,
-                tokens=TokenSource(spec.token_file, spec.token_env),  # read at each handshake
-                ca_file=spec.ca_file,
-                client_cert=spec.client_cert,
-                client_key=spec.client_key,
-                max_body_bytes=self.settings.max_line_bytes,
-                max_connections=spec.max_connections,
-                user_agent=f"{self.host_info.name}/{self.host_info.version}",
-            )
-        return endpoint
-
     # -- failures ------------------------------------------------------------------------
 
     def record_failure(self, slot: Slot, exc: HostdError) -> None:
@@ -411,8 +351,9 @@ class ProviderPool:
     def record_leg(self, slot: Slot, status: str, error: str | None) -> None:
         """Count a finished leg; restart a provider that is alive but hung (``is_hung``):
         its process is torn down in the pool's task group and the next request starts
-        a fresh one, after the backoff the failure earns."""
-        slot.health = record_leg(slot.health, status, error=error)
+        a fresh one, after the backoff the failure earns. Late replies read since the
+        last leg say it is slow, not hung (``record_leg``'s ``late``)."""
+        slot.health = record_leg(slot.health, status, error=error, late=slot.take_late())
         conn = slot.conn
         if conn is not None and conn.readiness.warming:
             return  # building its index: never "hung" (it said so, _readiness)
@@ -464,15 +405,6 @@ class ProviderPool:
             "state": slot.state.value,
             "health": health,
         }
-        if slot.spec.url is not None:  # the URL and "<redacted>", never the credential (C8)
-            endpoint = self._remotes.get(slot.spec.id)
-            row["remote"] = (
-                endpoint.describe()
-                if endpoint is not None
-                else {"url": slot.spec.url, "credential": _credential_shown(slot.spec)}
-            )
+        if slot.spec.url is not None:
+            row["remote"] = self.launcher.describe_remote(slot.spec)
         return row
-
-
-def _credential_shown(spec: ProviderSpec) -> str | None:
-    return REDACTED if spec.token_file is not None or spec.token_env is not None else None

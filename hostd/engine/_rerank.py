@@ -7,7 +7,9 @@ title, content}]}``, replying ``{order: [key, …], model}``. Its life is a
 ``ProviderPool`` of one slot, so it gets exactly a provider's lifecycle: lazy
 or boot start in the pool's task group, restart with backoff after a crash or
 a failed start (parked after the bounded attempts), restart when it misses its
-deadline three times in a row, the one teardown ladder, no orphans.
+deadline three times in a row answering nothing (a reranker whose verdicts come late
+is slow, not hung: it keeps its process and its loaded model), the one teardown
+ladder, no orphans.
 
 This module does the I/O and reports what happened; it never reads the
 verdict's keys (``hostd.compose.RerankRequest`` does) and never fails a
@@ -27,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.transport import JsonRpcClient
 
-from ._pool import PoolSettings, ProviderPool
+from ._launch import PoolSettings
+from ._pool import ProviderPool
 from ._spec import ProviderSpec
 
 __all__ = ["RERANKER_ID", "RerankOutcome", "Reranker"]
@@ -129,7 +132,8 @@ class Reranker:
                 reason = "crashed" if isinstance(exc, ProviderCrashed) else "bad_reply"
                 return RerankOutcome(reason=reason, detail=f"{exc.reason}: {exc.message}")
         if waited.cancelled_caught:
-            # Counted like a provider's missed deadline: three in a row and it is restarted.
+            # Counted like a provider's missed deadline: three in a row with no verdict
+            # in between, not even a late one, and it is restarted (``is_hung``).
             pool.record_leg(slot, "timeout", f"no verdict within {ms}")
             return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}")
         try:

@@ -86,6 +86,8 @@ class StreamClient:
         self._ids = itertools.count(1)
         self._table = PendingTable()
         self.provider_id = provider_id
+        #: Replies that came after their caller gave up (``_late``).
+        self.late_replies = 0
         self._init_binding()
 
     def _init_binding(self) -> None:
@@ -98,6 +100,16 @@ class StreamClient:
     @property
     def in_flight(self) -> int:
         return len(self._table)
+
+    def _late(self, key: Any) -> bool:
+        """Whether ``key``'s caller gave up on it (a timed-out leg). Its reply, come late,
+        is dropped quietly and counted in ``late_replies``: the process answers, late,
+        so it is slow, not hung (the engine's health reads the count)."""
+        if not self._table.was_abandoned(key):
+            return False
+        self.late_replies += 1
+        log.debug("provider.reply.late", provider=self.provider_id, late=self.late_replies)
+        return True
 
     def _dispatch(self, line: bytes) -> HostdError | None:
         """Handle one line; a returned error ends the stream (the peer's fault)."""

@@ -116,7 +116,7 @@ class CgpClient(StreamClient):
                     return CorrelationMismatch(f"{env.type} without the request id (H4)")
                 slot = self._table.pop(env.id)
                 if slot is None:
-                    if self._table.was_abandoned(env.id):
+                    if self._late(env.id):
                         return None
                     return CorrelationMismatch(
                         f"{env.type} with unknown id {described_id(env.id)} (H4)"

@@ -158,6 +158,12 @@ class ProviderConnection:
         return self.ack.capabilities if self.ack else None
 
     @property
+    def late_replies(self) -> int:
+        """Replies that came after their caller gave up: a process that answers, late."""
+        late: int = getattr(self.client, "late_replies", 0)  # a binding may not count them
+        return late
+
+    @property
     def alive(self) -> bool:
         """Usable for another request: running, stream intact, in sync."""
         return (

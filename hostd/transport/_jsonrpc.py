@@ -123,7 +123,7 @@ class JsonRpcClient(StreamClient):
         # Our ids are integers: ``true`` or ``1.0`` would hash like ``1`` (H4).
         slot = self._table.pop(key) if type(key) is int else None
         if slot is None:
-            if type(key) is int and self._table.was_abandoned(key):
+            if type(key) is int and self._late(key):
                 return None  # a late reply to a request whose caller gave up
             return CorrelationMismatch(f"reply with unknown id {described_id(key)} (H4)")
         if "error" in msg:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from hostd.engine import MAX_ERROR_CHARS, Host, LegStatus, RestartPolicy
 from tests.engine._helpers import adversary, healthy, query
@@ -82,4 +83,23 @@ async def test_a_provider_that_answers_nothing_is_restarted_after_timeouts_in_a_
     assert hung["health"]["last_failure"] == "hung: no reply to 2 requests in a row"
     assert third.reports["h"].status is LegStatus.TIMEOUT
     assert second_pid != first_pid and health.starts == 2 and health.restarts == 1
+    assert leftovers() == []
+
+
+async def test_a_boot_start_that_times_out_is_logged_once_naming_its_deadline() -> None:
+    # The provider never answers its handshake and ignores its shutdown message, so its
+    # teardown walks the whole grace period: the boot wait (start deadline + grace) and
+    # the start's own failure race. Either way the failure is one event, with the text
+    # and the reason of the typed error. The grace is generous so the handshake's own
+    # deadline passes before the host closes, however slow the spawn (a hang guard).
+    spec = adversary("slow_handshake", "slow", start_timeout_s=0.3)
+    with anyio.fail_after(60), capture_logs() as logs:  # a hang guard
+        async with Host([spec], start="boot", grace_period_s=2.0) as host:
+            pass
+        health = host.health("slow")
+    failed = [e for e in logs if e["event"] == "provider.start.failed"]
+    assert len(failed) == 1, failed
+    assert failed[0]["provider"] == "slow" and failed[0]["reason"] == "timeout"
+    assert failed[0]["error"] == "no handshake reply within 300 ms"
+    assert health.last_failure == "timeout: no handshake reply within 300 ms"
     assert leftovers() == []

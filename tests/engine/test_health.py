@@ -219,6 +219,24 @@ def test_timeouts_in_a_row_make_a_running_provider_hung_and_an_answer_resets_the
     assert record_leg(h, "error").consecutive_timeouts == 2
 
 
+def test_a_late_reply_ends_the_run_of_misses_so_a_slow_provider_is_never_hung() -> None:
+    h = record_started(Health())
+    for _ in range(2):
+        h = record_leg(h, "timeout")
+    # A reply to a given-up leg came since: the process answers, late; this miss is
+    # the first of a new run, and a miss after each late reply never makes it hung.
+    h = record_leg(h, "timeout", late=1)
+    assert (h.consecutive_timeouts, h.late_replies, h.timeouts) == (1, 1, 3)
+    for _ in range(10):
+        h = record_leg(h, "timeout", late=1)
+        assert not is_hung(h, HUNG)
+    assert h.late_replies == 11 and h.to_wire()["late_replies"] == 11
+    # With no reply at all, late or not, the misses add up as before.
+    for _ in range(2):
+        h = record_leg(h, "timeout")
+    assert is_hung(h, HUNG)
+
+
 def test_only_a_ready_provider_is_hung_and_zero_turns_the_check_off() -> None:
     h = Health(state=ProviderState.READY, consecutive_timeouts=5)
     assert is_hung(h, HUNG)

@@ -81,3 +81,39 @@ def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
                 found.add(node.module)
     assert found <= {"budget_split"}
 
+
+# What opens a connection: spawning a child, reaching a remote endpoint (its credential
+# read first, C7), the MCP binding's client. ``_launch`` alone does that I/O; the pool
+# keeps the bookkeeping, the fan-out and the reranker only read the pool.
+_OPENERS = {"RemoteConnection", "RemoteEndpoint", "read_credential", "mcp_client_factory"}
+
+
+def _engine_openers() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "hostd/engine").rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.update(a.name for a in node.names if a.name in _OPENERS)
+                if node.module == "hostd.mcp" or node.module.startswith("hostd.mcp."):
+                    names.add(node.module)
+            elif isinstance(node, ast.Attribute) and node.attr == "open":
+                if isinstance(node.value, ast.Name) and node.value.id.endswith("Connection"):
+                    names.add(f"{node.value.id}.open")
+        if names:
+            found[str(path.relative_to(ROOT / "hostd/engine"))] = names
+    return found
+
+
+def test_only_the_launcher_opens_a_provider_connection() -> None:
+    assert _engine_openers() == {
+        "_launch.py": {
+            "RemoteConnection",
+            "RemoteEndpoint",
+            "read_credential",
+            "hostd.mcp",
+            "mcp_client_factory",
+            "RemoteConnection.open",
+            "ProviderConnection.open",
+        }
+    }

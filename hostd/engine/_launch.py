@@ -1,0 +1,139 @@
+"""Opening one provider's connection: the I/O of a start, and nothing of its bookkeeping.
+
+Owns how a start runs (``PoolSettings``), the binding client a spec needs (the
+MCP one, imported only when asked for), spawning and handshaking a child process,
+and each remote provider's endpoint: made on its first start, its token source
+read again at each handshake and when the file changes (C7), never shown (C8),
+kept for the pool's life so its pooled HTTP client is reused across handshakes
+and requests. It records no health
+and decides no restart: ``ProviderPool`` (``_pool``) calls ``Launcher.open`` and
+records what came of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from anyio.abc import TaskGroup
+
+from hostd.protocol import HostInfo
+from hostd.transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    REDACTED,
+    OnProgress,
+    ProviderConnection,
+    ProviderLink,
+    RemoteConnection,
+    RemoteEndpoint,
+    StderrPolicy,
+    TokenSource,
+)
+
+from ._health import RestartPolicy
+from ._spec import ProviderSpec
+
+__all__ = ["Launcher", "PoolSettings"]
+
+
+@dataclass(slots=True, frozen=True)
+class PoolSettings:
+    """How the pool starts and stops providers."""
+
+    start: str = "lazy"
+    host_info: HostInfo | None = None
+    #: A start's deadline (spawn and handshake), unless the provider's spec names its own;
+    #: a request naming no timeout also waits up to it for the provider to be ready.
+    start_timeout_s: float = 30.0
+    grace_period_s: float = 2.0
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    restart_policy: RestartPolicy = RestartPolicy()
+    stderr_policy: StderrPolicy | None = None
+    #: The clock health decisions read (default ``anyio.current_time``); tests pass
+    #: their own to move a parked provider past its cool-down without waiting it out.
+    clock: Callable[[], float] | None = None
+
+
+def _client_factory(spec: ProviderSpec) -> Any:
+    """The binding client for bindings the transport does not ship (``None``: its own)."""
+    if spec.binding != "mcp":
+        return None
+    # Imported here: the MCP SDK is an optional extra, needed only by mcp providers.
+    from hostd.mcp import mcp_client_factory
+
+    return mcp_client_factory(spec.options)
+
+
+class Launcher:
+    """Spawns and handshakes providers for one pool; holds its remote endpoints."""
+
+    def __init__(self, settings: PoolSettings, host_info: HostInfo) -> None:
+        self.settings = settings
+        self.host_info = host_info
+        self._remotes: dict[str, RemoteEndpoint] = {}
+
+    async def open(
+        self,
+        spec: ProviderSpec,
+        *,
+        task_group: TaskGroup,
+        handshake_timeout: float,
+        on_progress: OnProgress,
+    ) -> ProviderLink:
+        """Spawn (or reach) the provider and handshake it within ``handshake_timeout``
+        (the transport's own bound, as its ``open`` names it); a failure is the typed
+        ``HostdError`` the transport raised."""
+        s = self.settings
+        if spec.remote:
+            return await RemoteConnection.open(
+                self.endpoint(spec), host=self.host_info, handshake_timeout=handshake_timeout
+            )
+        return await ProviderConnection.open(
+            spec.id,
+            spec.command,
+            task_group=task_group,
+            binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
+            env=spec.env,
+            cwd=spec.cwd,
+            host=self.host_info,
+            handshake_timeout=handshake_timeout,
+            grace=s.grace_period_s,
+            max_line_bytes=s.max_line_bytes,
+            stderr_policy=s.stderr_policy,
+            client_factory=_client_factory(spec),
+            on_progress=on_progress,
+        )
+
+    def endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
+        """The remote provider's endpoint, made once (C7 is checked before it exists)."""
+        endpoint = self._remotes.get(spec.id)
+        if endpoint is None:
+            assert spec.url is not None
+            endpoint = self._remotes[spec.id] = RemoteEndpoint(
+                spec.id,
+                spec.url,
+                binding=spec.binding,
+                tokens=TokenSource(spec.token_file, spec.token_env),  # read at each handshake
+                ca_file=spec.ca_file,
+                client_cert=spec.client_cert,
+                client_key=spec.client_key,
+                max_body_bytes=self.settings.max_line_bytes,
+                max_connections=spec.max_connections,
+                user_agent=f"{self.host_info.name}/{self.host_info.version}",
+            )
+        return endpoint
+
+    def describe_remote(self, spec: ProviderSpec) -> dict[str, Any]:
+        """``providers/list``'s ``remote`` member: the URL and "<redacted>", never the
+        credential (C8), also before the first start made the endpoint."""
+        endpoint = self._remotes.get(spec.id)
+        if endpoint is not None:
+            return endpoint.describe()
+        shown = REDACTED if spec.token_file is not None or spec.token_env is not None else None
+        return {"url": spec.url, "credential": shown}
+
+    async def aclose(self) -> None:
+        """Close every remote endpoint's pooled client (the pool is ending)."""
+        for endpoint in self._remotes.values():
+            await endpoint.aclose()

@@ -1,0 +1,141 @@
+"""Slow is not hung: one health rule for providers and the reranker, with real processes.
+
+A process that misses its deadline but whose late replies still come is answering,
+just past the deadline: restarting it would only pay its start again (a reranker
+reloads its model), so it is kept. One that answers nothing is hung and restarted
+after ``max_consecutive_timeouts`` misses in a row. When a reply comes is an event
+the test releases (``tests.fixtures.gate``); that the host has read it is the
+transport's ``provider.reply.late`` event; starts are counted by the process itself
+(``--starts``) and in its health, never by elapsed time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from hostd.engine import Host, LegStatus, PoolSettings, ProviderSpec, Reranker, RestartPolicy
+from tests.engine._helpers import healthy, query
+from tests.fixtures.gate import Gate
+from tests.fixtures.procs import ROOT, marked_env, python
+
+pytestmark = pytest.mark.anyio
+
+CANDIDATES = [{"key": str(i), "kind": "snippet", "title": "t", "content": "c"} for i in range(3)]
+TURNS = 5  # more misses than max_consecutive_timeouts (3)
+
+
+class Events:
+    """A structlog processor that keeps every event and wakes whoever waits for one."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self._changed = anyio.Event()
+
+    def __call__(self, _logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+        self.seen.append(dict(event))
+        self._changed.set()
+        self._changed = anyio.Event()
+        return event
+
+    def count(self, name: str) -> int:
+        return sum(1 for e in self.seen if e["event"] == name)
+
+    async def wait_late(self, n: int) -> None:
+        """Until the host has read ``n`` late replies, or restarted the process as hung
+        (then no late reply will come: the test's asserts say what happened)."""
+        while self.count("provider.reply.late") < n and not self.count("provider.hung.restart"):
+            await self._changed.wait()
+
+
+@contextmanager
+def events() -> Iterator[Events]:
+    seen = Events()
+    with capture_logs(processors=[seen]):
+        yield seen
+
+
+def _reranker(mode: str, starts: Path, *extra: str) -> ProviderSpec:
+    args = [mode, "--starts", str(starts), *extra]
+    return ProviderSpec(
+        "reranker", python("tests.fixtures.reranker", *args), env=marked_env(), cwd=str(ROOT)
+    )
+
+
+def _starts(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+async def test_a_reranker_whose_late_verdicts_still_come_is_not_restarted(
+    tmp_path: Path,
+) -> None:
+    starts = tmp_path / "starts"
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with Gate() as gate:
+            gate.close()
+            spec = _reranker("slow", starts, "--hold-port", str(gate.port))
+            async with Reranker(spec, PoolSettings(start_timeout_s=30.0)) as reranker:
+                await reranker.start_all()
+                for turn in range(1, TURNS + 1):
+                    # Held at the gate: the host gives up at its (small) deadline.
+                    outcome = await reranker.rerank("why", CANDIDATES, 0.2)
+                    assert outcome.reason == "timeout"
+                    await gate.wait_held(turn)
+                    gate.open()  # lets the held verdict out, late ...
+                    gate.close()  # ... and holds the next one
+                    await seen.wait_late(turn)
+                health = reranker.slot.health
+                alive = reranker.slot.live() is not None
+    assert seen.count("provider.hung.restart") == 0
+    assert alive and _starts(starts) == 1 and health.starts == 1
+    # Health counts a late reply at the next leg: the last one came after the last leg.
+    late = TURNS - 1
+    assert (health.timeouts, health.late_replies, health.consecutive_failures) == (TURNS, late, 0)
+    assert health.consecutive_timeouts == 1  # each miss since the last late verdict
+
+
+async def test_a_reranker_that_answers_nothing_is_restarted(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        settings = PoolSettings(start_timeout_s=30.0, grace_period_s=0.3)
+        async with Reranker(_reranker("hang", starts), settings) as reranker:
+            await reranker.start_all()
+            for _ in range(3):  # max_consecutive_timeouts
+                outcome = await reranker.rerank("why", CANDIDATES, 0.2)
+                assert outcome.reason == "timeout"
+            assert reranker.slot.conn is None  # torn down in the background
+            await reranker.start_all()  # a fresh process, joined by event
+            health = reranker.slot.health
+    assert seen.count("provider.hung.restart") == 1
+    assert _starts(starts) == 2 and (health.starts, health.restarts) == (2, 1)
+    assert health.last_failure == "hung: no reply to 3 requests in a row"
+    assert health.late_replies == 0
+
+
+async def test_a_provider_whose_late_replies_still_come_is_not_restarted() -> None:
+    # The same rule for a provider: the slow one is kept, its process never replaced.
+    policy = RestartPolicy(max_consecutive_timeouts=2)
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with Gate() as gate:
+            gate.close()
+            spec = healthy("slow", "--hold-port", str(gate.port), timeout_ms=200)
+            async with Host([spec], start="boot", restart_policy=policy) as host:
+                pid = host.connection("slow").child.pid  # type: ignore[union-attr]
+                for turn in range(1, TURNS + 1):
+                    fan = await host.query_all(query(), 500)
+                    assert fan.reports["slow"].status is LegStatus.TIMEOUT
+                    await gate.wait_held(turn)
+                    gate.open()
+                    gate.close()
+                    await seen.wait_late(turn)
+                conn = host.connection("slow")
+                health = host.health("slow")
+    assert seen.count("provider.hung.restart") == 0
+    assert conn is not None and conn.child.pid == pid  # type: ignore[union-attr]
+    assert (health.starts, health.timeouts, health.late_replies) == (1, TURNS, TURNS - 1)
