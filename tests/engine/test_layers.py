@@ -82,10 +82,10 @@ def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
     assert found <= {"budget_split"}
 
 
-# What opens a connection: spawning a child, reaching a remote endpoint (its credential
-# read first, C7), the MCP binding's client. ``_launch`` alone does that I/O; the pool
+# What opens a connection: spawning a child, reaching a remote endpoint (its token
+# source, C7), the MCP binding's client. ``_launch`` alone does that I/O; the pool
 # keeps the bookkeeping, the fan-out and the reranker only read the pool.
-_OPENERS = {"RemoteConnection", "RemoteEndpoint", "read_credential", "mcp_client_factory"}
+_OPENERS = {"RemoteConnection", "RemoteEndpoint", "TokenSource", "mcp_client_factory"}
 
 
 def _engine_openers() -> dict[str, set[str]]:
@@ -110,7 +110,7 @@ def test_only_the_launcher_opens_a_provider_connection() -> None:
         "_launch.py": {
             "RemoteConnection",
             "RemoteEndpoint",
-            "read_credential",
+            "TokenSource",
             "hostd.mcp",
             "mcp_client_factory",
             "RemoteConnection.open",
