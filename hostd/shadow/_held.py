@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import orjson
@@ -31,6 +31,7 @@ _FIELDS = itemgetter(
     "id", "content_digest", "kind", "score", "token_cost", "citation_label", "provenance", "content"
 )
 _REGION = itemgetter("type", "uri", "range", "digest")
+_DICT = attrgetter("__dict__")
 _Row = tuple[str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None]
 
 
@@ -117,9 +118,13 @@ def hold(
     """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``).
 
     Fields are read from each model's ``__dict__`` (where pydantic v2 keeps them),
-    in one C-level pass a frame: this runs for every composition, on its path."""
-    rows = tuple(
-        [
+    in one C-level read a frame, in a plain loop (no generator per frame): this
+    runs for every composition, on its path."""
+    rows: list[_Row] = []
+    append = rows.append
+    for pid, f in accepted:
+        fid, digest, kind, score, cost, label, provenance, content = _FIELDS(f.__dict__)
+        append(
             (
                 pid,
                 fid,
@@ -128,25 +133,22 @@ def hold(
                 score,
                 cost,  # accepted frames passed the leg audit's B3: the honest cost
                 label or fid,
-                tuple([_REGION(p.__dict__) for p in provenance]),
+                tuple(map(_REGION, map(_DICT, provenance))),
                 content if store_content else None,
             )
-            for pid, (fid, digest, kind, score, cost, label, provenance, content) in (
-                (pid, _FIELDS(f.__dict__)) for pid, f in accepted
-            )
-        ]
-    )
+        )
+    citations: list[CitationRow] = []
+    for c in composed.citations:
+        fid_ = c.frame  # a FrameId is the tuple (provider, id, has digest, digest or "")
+        citations.append((c.label, fid_[0], fid_[1], fid_[3] if fid_[2] else None))
     return Held(
         request_id=request_id,
         recorded_at=time.time(),
         contested=contested,
         policy=dict(composed.audit.policy),
         caps=dict(caps) if caps else None,
-        rows=rows,
-        citations=tuple(
-            (c.label, c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)
-            for c in composed.citations
-        ),
+        rows=tuple(rows),
+        citations=tuple(citations),
         goal=goal,
         store_content=store_content,
     )
