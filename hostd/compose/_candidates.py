@@ -207,13 +207,6 @@ class CandidateSet(Sequence[FramePair]):
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
 
-    def supporters(self, index: int) -> tuple[tuple[str, float], ...]:
-        """``(provider_id, best score)`` for each provider vouching for ``index``."""
-        sup = self.support.get(index)
-        if sup is None:
-            return ((self.provider_ids[index], self.scores[index]),)
-        return sup
-
     def vouched_by(self, index: int) -> tuple[str, ...]:
         """Every provider that vouched for the frame, in provider-id order."""
         sup = self.support.get(index)
