@@ -147,11 +147,6 @@ class ContextFrame(WireModel):
     relations: list[Relation] = Field(default_factory=list)
 
     @property
-    def known_kind(self) -> bool:
-        """Whether ``kind`` is in the closed ``contextgraph/1`` set (U2)."""
-        return self.kind in FRAME_KINDS
-
-    @property
     def effective_representation(self) -> str:
         """The representation, ``full`` when absent (P1)."""
         return self.representation or Representation.FULL.value
