@@ -11,7 +11,7 @@ of an exception.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -263,6 +263,3 @@ class FrameVerdict(WireModel):
 class VerifyResponse(WireModel):
     verdicts: list[FrameVerdict] = Field(default_factory=list)
 
-
-# Literal re-exported for callers that want to type the placement names etc.
-RepresentationName = Literal["full", "compact", "reference"]
