@@ -121,7 +121,6 @@ class Corpus:
         self._exclude = pathspec.GitIgnoreSpec.from_lines(options.exclude)
         self._files: dict[str, _FileState] = {}
         self.chunks: list[Chunk] = []
-        self.generation = 0  # bumped on every change
         self._reads = 0
 
     def _walk(self) -> Iterator[tuple[str, Path, os.stat_result]]:
@@ -215,7 +214,6 @@ class Corpus:
         if changed:
             self._files = seen
             self.chunks = [c for rel in sorted(seen) for c in seen[rel].chunks]
-            self.generation += 1
         return changed
 
     @property

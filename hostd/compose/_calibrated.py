@@ -99,10 +99,6 @@ class Calibrated:
     reason: str = "no calibration loaded"
     name: ClassVar[str] = "calibrated"
 
-    @property
-    def falls_back(self) -> bool:
-        return self.calibration is None or self.calibration.empty
-
     def order(self, frames: Frames) -> list[int]:
         from .ranking import RoundRobinByRank  # ranking registers this policy
 

@@ -3,7 +3,7 @@
 Ranking and packing touch every candidate, so they read plain Python columns
 (provider ids, frame ids, digests, scores) pulled out of the pydantic models
 in one C-level pass, instead of going back to the models or minting a
-``FrameId`` per comparison. Canonical keys (``FrameId.sort_key``) are built on
+``FrameId`` per comparison. Canonical keys (the ``FrameId`` tuple) are built on
 demand: only ties, the audit and the rendered frames need them. Every order
 produced here ends in the canonical key, so it is a pure function of the input
 *set* (never of arrival or dict order).
@@ -20,7 +20,7 @@ from hostd.protocol import ContextFrame, FrameId
 
 __all__ = ["CandidateSet", "FramePair", "SortKey", "frame_sort_key", "rank_desc"]
 
-#: ``FrameId.sort_key``: ``(provider_id, frame_id, has_digest, digest or "")``.
+#: A ``FrameId`` as a plain tuple: ``(provider_id, frame_id, has_digest, digest or "")``.
 SortKey: TypeAlias = tuple[str, str, bool, str]
 FramePair: TypeAlias = tuple[str, ContextFrame]
 
@@ -206,13 +206,6 @@ class CandidateSet(Sequence[FramePair]):
 
     def frame_id(self, index: int) -> FrameId:
         return FrameId(self.provider_ids[index], self.ids[index], self.digests[index])
-
-    def supporters(self, index: int) -> tuple[tuple[str, float], ...]:
-        """``(provider_id, best score)`` for each provider vouching for ``index``."""
-        sup = self.support.get(index)
-        if sup is None:
-            return ((self.provider_ids[index], self.scores[index]),)
-        return sup
 
     def vouched_by(self, index: int) -> tuple[str, ...]:
         """Every provider that vouched for the frame, in provider-id order."""

@@ -97,8 +97,6 @@ class LegAudit:
     violations: tuple[Violation, ...]
     #: The leg-level breaches that quarantined the reply; empty when it was not.
     quarantine: tuple[Violation, ...]
-    #: ``FrameId`` of each accepted frame, in the same order (computed once, here).
-    accepted_ids: tuple[FrameId, ...] = ()
     #: Honest (recomputed) cost of the accepted frames.
     accepted_cost: int = 0
 
@@ -244,7 +242,6 @@ def audit_leg(
         tuple(excluded),
         tuple(violations),
         (),
-        tuple(fid for fid, _ in keyed),
         # Accepted frames passed B3/P4, so each declared cost is the honest one.
         sum(f.token_cost for _, f in keyed),
     )

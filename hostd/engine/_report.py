@@ -114,9 +114,6 @@ class FanOut:
     #: Figures the verify/reuse stage adds (reused frames, evictions, …).
     figures: dict[str, Any] = field(default_factory=dict)
 
-    def frame_ids(self) -> list[FrameId]:
-        return [FrameId.of(pid, f) for pid, f in self.accepted]
-
     def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
         """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served
         frames (default: every accepted frame), each listed by its FrameId."""

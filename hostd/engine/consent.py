@@ -328,25 +328,7 @@ class ConsentStore:
         have = self.active_scopes(provider_id)
         return [s for s in wanted if s not in have]
 
-    def missing_for(self, provider_id: str, info: ProviderInfo) -> list[str]:
-        """The required scopes (see :func:`required_scopes`) still without consent."""
-        return self.missing_scopes(provider_id, required_scopes(info))
-
     required_scopes = staticmethod(required_scopes)
-
-    def history(self, provider_id: str | None = None) -> list[dict[str, Any]]:
-        """The raw ledger: every grant and revoke event in order."""
-        return [
-            {
-                "seq": seq,
-                "action": action,
-                "provider_id": pid,
-                "scope": scope,
-                "grantor": who,
-                "at": at,
-            }
-            for seq, action, pid, scope, who, at in self._events(provider_id)
-        ]
 
     def list(self, provider_id: str | None = None) -> list[Receipt]:  # noqa: A003 - interface name
         """Every receipt (live and revoked) in grant order, optionally of one provider."""

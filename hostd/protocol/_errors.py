@@ -40,10 +40,6 @@ class CgpErrorCode(StrEnum):
             return INVALID_PARAMS
         return _NUMBERS[self]
 
-    @property
-    def retryable(self) -> bool:
-        return self in (CgpErrorCode.UNAVAILABLE, CgpErrorCode.SHUTTING_DOWN)
-
 
 _NUMBERS = {
     code: -32001 - i

@@ -18,7 +18,7 @@ class FrameId(tuple[str, str, bool, str]):
     the tuple ``(provider_id, frame_id, has_digest, digest or "")``, so hashing,
     equality and ordering run at C speed wherever frames are keyed or sorted
     (every leg audit, dedup and verification map). It therefore also equals
-    that plain tuple, which is what ``sort_key`` returns.
+    that plain tuple.
     """
 
     __slots__ = ()
@@ -38,10 +38,6 @@ class FrameId(tuple[str, str, bool, str]):
     @property
     def content_digest(self) -> str | None:
         return self[3] if self[2] else None
-
-    @property
-    def sort_key(self) -> tuple[str, str, bool, str]:
-        return self
 
     @classmethod
     def of(cls, provider_id: str, frame: ContextFrame) -> FrameId:

@@ -11,7 +11,7 @@ of an exception.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -147,11 +147,6 @@ class ContextFrame(WireModel):
     relations: list[Relation] = Field(default_factory=list)
 
     @property
-    def known_kind(self) -> bool:
-        """Whether ``kind`` is in the closed ``contextgraph/1`` set (U2)."""
-        return self.kind in FRAME_KINDS
-
-    @property
     def effective_representation(self) -> str:
         """The representation, ``full`` when absent (P1)."""
         return self.representation or Representation.FULL.value
@@ -268,6 +263,3 @@ class FrameVerdict(WireModel):
 class VerifyResponse(WireModel):
     verdicts: list[FrameVerdict] = Field(default_factory=list)
 
-
-# Literal re-exported for callers that want to type the placement names etc.
-RepresentationName = Literal["full", "compact", "reference"]

@@ -144,10 +144,6 @@ class Connection:
         )
         owner.counters[self._counted] += 1
 
-    @property
-    def authenticated(self) -> bool:
-        return self._authenticated
-
     def evict(self) -> bool:
         """Close this connection if it has not authenticated (True if so). It stops being
         counted at once, so the daemon's cap is exact while it is torn down."""

@@ -19,7 +19,6 @@ import os
 import socket
 import stat
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -230,5 +229,3 @@ async def open_stdio(in_fd: int, out_fd: int) -> Stdio:
     await stdio.start()
     return stdio
 
-
-Receive = Callable[[], Awaitable[bytes]]

@@ -65,11 +65,11 @@ def test_compose_imports_only_the_protocol_the_error_tree_and_pure_stdlib() -> N
     assert bad == []
 
 
-def test_the_precomputed_key_is_frame_id_sort_key() -> None:
+def test_the_precomputed_key_is_the_frame_id_tuple() -> None:
     from hostd.protocol import FrameId
 
     from ._helpers import frame
 
     for f in (frame("x", digest="sha256:" + "a" * 64), frame("x")):
-        assert compose.frame_sort_key("p", f) == FrameId.of("p", f).sort_key
-        assert compose.CandidateSet.of([("p", f)]).key(0) == FrameId.of("p", f).sort_key
+        assert compose.frame_sort_key("p", f) == FrameId.of("p", f)
+        assert compose.CandidateSet.of([("p", f)]).key(0) == FrameId.of("p", f)

@@ -317,13 +317,20 @@ def _distinct_kept(pairs: list[tuple[str, ContextFrame]]) -> CandidateSet | None
     return kept if len(distinct) == len(kept) else None
 
 
+def _vouched_scores(c: CandidateSet) -> dict[str, list[tuple[int, float]]]:
+    """Per provider, ``(candidate, its own best score)`` for every candidate it vouched
+    for: the recorded support after dedup, else the candidate's own provider and score."""
+    entries: dict[str, list[tuple[int, float]]] = {}
+    for i in range(len(c)):
+        for p, s in c.support.get(i, ((c.provider_ids[i], c.scores[i]),)):
+            entries.setdefault(p, []).append((i, s))
+    return entries
+
+
 def _reference_fused(c: CandidateSet, rrf: ReciprocalRankFusion) -> list[float]:
     """Rank-space fusion as the docs state it: per provider, every frame it vouches
     for valued by its own best score, ranked; contributions summed in provider order."""
-    entries: dict[str, list[tuple[int, float]]] = {}
-    for i in range(len(c)):
-        for p, s in c.supporters(i):
-            entries.setdefault(p, []).append((i, s))
+    entries = _vouched_scores(c)
     fused = [0.0] * len(c)
     for p in sorted(entries):
         ranked = sorted(entries[p], key=lambda e: (-e[1], c.key(e[0])))
@@ -358,10 +365,7 @@ def test_rrf_order_is_fused_value_descending_then_key(
 def _provider_lists_reference(c: CandidateSet) -> dict[str, list[int]]:
     """Every provider's list as the docs state it: each candidate it vouched for,
     by its own best score for it, canonical key on ties."""
-    entries: dict[str, list[tuple[int, float]]] = {}
-    for i in range(len(c)):
-        for p, s in c.supporters(i):
-            entries.setdefault(p, []).append((i, s))
+    entries = _vouched_scores(c)
     return {
         p: [i for i, _ in sorted(entries[p], key=lambda e: (-e[1], c.key(e[0])))]
         for p in sorted(entries)

@@ -22,7 +22,7 @@ async def test_every_provider_delivers_and_results_are_ordered_by_provider_and_f
         fan = await host.query_all(query(), 1000)
     assert list(fan.reports) == ["alpha", "zeta"]
     assert all(r.status is LegStatus.OK for r in fan.reports.values())
-    keys = [FrameId.of(pid, f).sort_key for pid, f in fan.accepted]
+    keys = [FrameId.of(pid, f) for pid, f in fan.accepted]
     assert keys == sorted(keys)
     assert [pid for pid, _ in fan.accepted] == ["alpha"] * 4 + ["zeta"] * 3
     assert fan.excluded == []

@@ -12,7 +12,7 @@ verify stage does, and tells it what to evict.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,7 +168,3 @@ class ReuseCache:
             "evicted_lru_frames": c.evicted_lru_frames,
             "evicted": dict(sorted(c.evicted.items())),
         }
-
-    def snapshot(self) -> Mapping[str, list[FrameId]]:
-        """Session → held FrameIds, least recently used first (for tests and debugging)."""
-        return {s: [h.fid for h in frames] for s, frames in self._sessions.items()}
