@@ -27,9 +27,7 @@ FramePair: TypeAlias = tuple[str, ContextFrame]
 # Read straight from the model's ``__dict__`` (where pydantic v2 keeps field
 # values): attribute access on a model goes through its ``__getattr__`` hook and
 # costs several times more, which matters at 100k frames.
-_FIELD_GETTERS = tuple(
-    map(itemgetter, ("id", "content_digest", "score", "content", "provenance"))
-)
+_FIELD_GETTERS = tuple(map(itemgetter, ("id", "content_digest", "score", "content", "provenance")))
 _DICT = attrgetter("__dict__")
 _NEG_INF = float("-inf")
 _FIRST = itemgetter(0)
