@@ -8,6 +8,7 @@ prompt from ``compose`` is exit status 1, saying leg by leg why (``_outcome``).
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from typing import Any
 
@@ -164,8 +165,18 @@ def audit_summary(result: dict[str, Any]) -> str:
     )
 
 
+def _freeze_boot_heap() -> None:
+    """Move everything loaded so far (modules, the config, the models' schemas) out of
+    the collector's reach: it lives as long as the process, and a long-running server's
+    full collections would otherwise walk it again and again (docs/benchmarks.md: the
+    daemon's p99 halves). Only the commands that own their process call it."""
+    gc.freeze()
+
+
 def _serve(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.server import Daemon
+
+    _freeze_boot_heap()
 
     updates: dict[str, Any] = {}
     if args.socket:
@@ -294,6 +305,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     from hostd.server import open_stdio, reserve_stdout
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
+    _freeze_boot_heap()
     # Long-lived: providers start as the config says, so the MCP handshake never waits.
     async with session(cfg, args.connect, boot=False) as s:
         stdio = await open_stdio(0, wire)
