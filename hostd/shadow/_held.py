@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
-import orjson
-
 from hostd.protocol import ContextFrame, sha256_digest
 
 from ._feedback import CitationRow
-from ._store import Candidate, Recorded
+from ._store import Candidate, Recorded, candidate_wire, record_body
 
 __all__ = ["Held", "build_record", "hold"]
 
@@ -63,32 +61,14 @@ class Held:
     def body(self) -> str:
         """``self.record().body()``, straight from the rows (the writer thread's work:
         no ``Candidate`` is built to be turned back into a dict)."""
-        candidates = []
-        for pid, fid, digest, kind, score, cost, label, regions, content in self.rows:
-            c: dict[str, Any] = {
-                "provider": pid,
-                "id": fid,
-                "digest": digest,
-                "kind": kind,
-                "score": score,
-                "cost": cost,
-                "label": label,
-                "regions": regions,  # tuples: orjson writes them as the arrays they were
-            }
-            if content is not None:
-                c["content"] = content
-            candidates.append(c)
-        return orjson.dumps(
-            {
-                "budget": self.contested,
-                "policy": self.policy,
-                "caps": self.caps,
-                "candidates": candidates,
-                "included": [(p, i, d) for _, p, i, d in self.citations],
-                "citations": self.citations,
-            },
-            option=orjson.OPT_SORT_KEYS,
-        ).decode()
+        return record_body(
+            self.contested,
+            self.policy,
+            self.caps,
+            [candidate_wire(*row) for row in self.rows],
+            [(p, i, d) for _, p, i, d in self.citations],
+            self.citations,
+        )
 
     def record(self) -> Recorded:
         return Recorded(

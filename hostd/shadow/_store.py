@@ -77,19 +77,17 @@ class Candidate:
     content: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "provider": self.provider,
-            "id": self.id,
-            "digest": self.digest,
-            "kind": self.kind,
-            "score": self.score,
-            "cost": self.cost,
-            "label": self.label,
-            "regions": [list(r) for r in self.regions],
-        }
-        if self.content is not None:
-            out["content"] = self.content
-        return out
+        return candidate_wire(
+            self.provider,
+            self.id,
+            self.digest,
+            self.kind,
+            self.score,
+            self.cost,
+            self.label,
+            self.regions,
+            self.content,
+        )
 
     @classmethod
     def from_wire(cls, raw: dict[str, Any]) -> Candidate:
@@ -129,17 +127,63 @@ class Recorded:
         return self.goal
 
     def body(self) -> str:
-        return orjson.dumps(
-            {
-                "budget": self.budget,
-                "policy": self.policy,
-                "caps": self.caps,
-                "candidates": [c.to_wire() for c in self.candidates],
-                "included": [list(i) for i in self.included],
-                "citations": [list(c) for c in self.citations],
-            },
-            option=orjson.OPT_SORT_KEYS,
-        ).decode()
+        return record_body(
+            self.budget,
+            self.policy,
+            self.caps,
+            [c.to_wire() for c in self.candidates],
+            self.included,
+            self.citations,
+        )
+
+
+def candidate_wire(
+    provider: str,
+    id: str,
+    digest: str | None,
+    kind: str,
+    score: float,
+    cost: int,
+    label: str,
+    regions: Sequence[Sequence[str | None]],
+    content: str | None = None,
+) -> dict[str, Any]:
+    """One candidate as a record's body holds it (``Candidate``'s fields, in order)."""
+    out: dict[str, Any] = {
+        "provider": provider,
+        "id": id,
+        "digest": digest,
+        "kind": kind,
+        "score": score,
+        "cost": cost,
+        "label": label,
+        "regions": regions,  # tuples: orjson writes them as arrays
+    }
+    if content is not None:
+        out["content"] = content
+    return out
+
+
+def record_body(
+    budget: int,
+    policy: dict[str, Any],
+    caps: dict[str, float] | None,
+    candidates: list[dict[str, Any]],
+    included: Sequence[Sequence[str | None]],
+    citations: Sequence[CitationRow],
+) -> str:
+    """The stored body of one composition (``Recorded.body``, ``Held.body``)."""
+    return orjson.dumps(
+        {
+            "budget": budget,
+            "policy": policy,
+            "caps": caps,
+            "candidates": candidates,
+            "included": included,
+            "citations": citations,
+        },
+        option=orjson.OPT_SORT_KEYS,
+    ).decode()
 
 
 def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[CitationRow, ...]:
