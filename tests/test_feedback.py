@@ -20,6 +20,7 @@ from hostd.client import Client, RpcError
 from hostd.compose import compose_for_prompt
 from hostd.errors import UnknownCitation, UnknownRequest
 from hostd.shadow import (
+    Composition,
     Feedback,
     Recorded,
     ShadowRecorder,
@@ -69,7 +70,7 @@ def test_feedback_on_an_undrawn_request_writes_its_record_then_the_feedback(
     recorder = ShadowRecorder(ShadowStore(tmp_path / "s.db"), sample=0.0)
 
     async def main() -> Feedback:
-        assert not await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+        assert not await recorder.record(Composition("r-1", "goal", BUDGET, None, frames, composed))
         assert not (tmp_path / "s.db").exists()  # nothing is written until feedback comes
         with pytest.raises(UnknownRequest):
             await recorder.feedback("r-2", [])

@@ -21,7 +21,7 @@ from ._calibrate import (
     write_calibration,
 )
 from ._feedback import Feedback, resolve_used
-from ._held import Held, build_record, hold
+from ._held import Composition, Held, build_record, hold
 from ._recorder import ShadowRecorder, shadow_path
 from ._replay import (
     Replayed,
@@ -36,6 +36,7 @@ from ._store import Candidate, Recorded, ShadowStore
 
 __all__ = [
     "Candidate",
+    "Composition",
     "Feedback",
     "Held",
     "Recorded",

@@ -11,17 +11,18 @@ a ``Recorded`` only when it is drawn or gets feedback.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from hostd.compose import ComposedPrompt
 from hostd.protocol import ContextFrame, sha256_digest
 
 from ._feedback import CitationRow
 from ._store import Candidate, Recorded, candidate_wire, record_body
 
-__all__ = ["Held", "build_record", "hold"]
+__all__ = ["Composition", "Held", "build_record", "hold"]
 
 #: A candidate as held: a tuple of strings and numbers only, which the garbage
 #: collector stops tracking, so 256 held compositions add nothing to its full passes.
@@ -31,6 +32,22 @@ _FIELDS = itemgetter(
 _REGION = itemgetter("type", "uri", "range", "digest")
 _DICT = attrgetter("__dict__")
 _Row = tuple[str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None]
+
+
+@dataclass(slots=True, frozen=True)
+class Composition:
+    """One composition as it was served: the one value the request path hands the
+    recorder (``ShadowRecorder.record``), held for feedback and written when drawn.
+
+    ``contested`` is the budget the providers shared (what the floors left),
+    ``accepted`` the fan-out's frames (the candidate set), ``composed`` the result."""
+
+    request_id: str
+    goal: str
+    contested: int
+    caps: dict[str, float] | None
+    accepted: Sequence[tuple[str, ContextFrame]]
+    composed: ComposedPrompt
 
 
 @dataclass(slots=True, frozen=True)
@@ -85,24 +102,15 @@ class Held:
         )
 
 
-def hold(
-    request_id: str,
-    goal: str,
-    contested: int,
-    caps: dict[str, float] | None,
-    accepted: Iterable[tuple[str, ContextFrame]],
-    composed: Any,
-    *,
-    store_content: bool,
-) -> Held:
-    """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``).
+def hold(composition: Composition, *, store_content: bool) -> Held:
+    """A ``Held`` from one composition.
 
     Fields are read from each model's ``__dict__`` (where pydantic v2 keeps them),
     in one C-level read a frame, in a plain loop (no generator per frame): this
     runs for every composition, on its path."""
     rows: list[_Row] = []
     append = rows.append
-    for pid, f in accepted:
+    for pid, f in composition.accepted:
         fid, digest, kind, score, cost, label, provenance, content = _FIELDS(f.__dict__)
         append(
             (
@@ -118,33 +126,24 @@ def hold(
             )
         )
     citations: list[CitationRow] = []
+    composed = composition.composed
     for c in composed.citations:
         fid_ = c.frame  # a FrameId is the tuple (provider, id, has digest, digest or "")
         citations.append((c.label, fid_[0], fid_[1], fid_[3] if fid_[2] else None))
+    caps = composition.caps
     return Held(
-        request_id=request_id,
+        request_id=composition.request_id,
         recorded_at=time.time(),
-        contested=contested,
+        contested=composition.contested,
         policy=dict(composed.audit.policy),
         caps=dict(caps) if caps else None,
         rows=tuple(rows),
         citations=tuple(citations),
-        goal=goal,
+        goal=composition.goal,
         store_content=store_content,
     )
 
 
-def build_record(
-    request_id: str,
-    goal: str,
-    contested: int,
-    caps: dict[str, float] | None,
-    accepted: Iterable[tuple[str, ContextFrame]],
-    composed: Any,
-    *,
-    store_content: bool,
-) -> Recorded:
-    """A ``Recorded`` from one composition (``composed`` is a ``ComposedPrompt``)."""
-    return hold(
-        request_id, goal, contested, caps, accepted, composed, store_content=store_content
-    ).record()
+def build_record(composition: Composition, *, store_content: bool) -> Recorded:
+    """A ``Recorded`` from one composition."""
+    return hold(composition, store_content=store_content).record()

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,9 @@ import anyio.to_thread
 
 from hostd.errors import Overloaded, UnknownRequest
 from hostd.logs import get_logger
-from hostd.protocol import ContextFrame
 
 from ._feedback import Feedback, resolve_used
-from ._held import Held, hold
+from ._held import Composition, Held, hold
 from ._store import Recorded, ShadowStore
 
 __all__ = ["ShadowRecorder", "shadow_path"]
@@ -101,15 +100,7 @@ class ShadowRecorder:
         )
         return cls(store, sample=settings.sample, store_content=settings.store_content)
 
-    async def record(
-        self,
-        request_id: str,
-        goal: str,
-        contested: int,
-        caps: dict[str, float] | None,
-        accepted: Iterable[tuple[str, ContextFrame]],
-        composed: Any,
-    ) -> bool:
+    async def record(self, composition: Composition) -> bool:
         """Queue this composition for writing if it is drawn; whether it was queued.
 
         Drawn or not, its record is held for feedback (``HELD`` newest)."""
@@ -118,9 +109,7 @@ class ShadowRecorder:
         # Held as plain tuples (a few attribute reads a frame, docs/benchmarks.md): the
         # held compositions keep small rows alive, not whole frames and audits. A drawn
         # one becomes its record here, from what the request holds.
-        held = hold(
-            request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
-        )
+        held = hold(composition, store_content=self.store_content)
         drawn = self.sample > 0 and self._draw() < self.sample
         self._hold(held, written=False)
         if not drawn:
