@@ -237,6 +237,7 @@ def test_replay_reports_the_used_evidence_a_policy_keeps_with_known_answers(
         "share_live": 1.0,
         "gained": 0,
         "lost": 1,
+        "credited": {"alpha": 2, "beta": 1},
         "tokens": {"live": 600, "replayed": 600},
     }
     # The live policy against itself keeps every used frame and disagrees on none.
@@ -266,7 +267,7 @@ def test_replay_through_the_cli_reads_feedback_from_the_store(tmp_path: Path) ->
         "--config", str(config), "shadow", "replay", "--policy", "round_robin", "--json"
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)
     assert report["requests"] == 2
     assert report["used"]["requests"] == 1
     assert (report["used"]["kept"], report["used"]["lost"]) == (0, 1)

@@ -18,10 +18,15 @@ from typing import Any
 
 from hostd.protocol import ContextFrame, sha256_digest
 
-from ._feedback import CitationRow
-from ._store import Candidate, Recorded, candidate_wire, record_body
+from ._feedback import CitationRow, Key
+from ._store import Candidate, Members, Recorded, candidate_wire, record_body
 
-__all__ = ["Held", "build_record", "hold"]
+__all__ = ["ABSORBED", "Held", "build_record", "absorbed_members", "hold"]
+
+#: The audit reasons under which a frame was folded into another candidate, whose
+#: FrameId the entry names as ``detail.kept``: dedup's (D2) and span merges'. Feedback
+#: on that candidate credits every frame folded into it (docs/eval.md).
+ABSORBED = frozenset({"duplicate", "merged_into", "contained_in"})
 
 #: A candidate as held: a tuple of strings and numbers only, which the garbage
 #: collector stops tracking, so 256 held compositions add nothing to its full passes.
@@ -48,6 +53,7 @@ class Held:
     citations: tuple[CitationRow, ...]
     goal: str
     store_content: bool
+    members: Members = ()
 
     @property
     def goal_digest(self) -> str:
@@ -68,6 +74,7 @@ class Held:
             [candidate_wire(*row) for row in self.rows],
             [(p, i, d) for _, p, i, d in self.citations],
             self.citations,
+            self.members,
         )
 
     def record(self) -> Recorded:
@@ -82,7 +89,26 @@ class Held:
             goal_digest=self.goal_digest,
             goal=self.stored_goal,
             citations=self.citations,
+            members=self.members,
         )
+
+
+def _key(wire: Any) -> Key:
+    return (wire["provider_id"], wire["frame_id"], wire.get("content_digest"))
+
+
+def absorbed_members(entries: Iterable[Any], included: Iterable[Key]) -> Members:
+    """From a composition's audit entries (their wire dicts): each included candidate
+    that absorbed other frames, with those frames, in the audit's order."""
+    shown = set(included)
+    folded: dict[Key, list[Key]] = {}
+    for entry in entries:
+        if entry.get("reason") not in ABSORBED:
+            continue
+        kept = (entry.get("detail") or {}).get("kept")
+        if isinstance(kept, dict) and (into := _key(kept)) in shown:
+            folded.setdefault(into, []).append(_key(entry["frame"]))
+    return tuple((k, tuple(v)) for k, v in folded.items())
 
 
 def hold(
@@ -131,6 +157,9 @@ def hold(
         citations=tuple(citations),
         goal=goal,
         store_content=store_content,
+        members=absorbed_members(
+            composed.audit.entry_dicts(), [(p, i, d) for _, p, i, d in citations]
+        ),
     )
 
 

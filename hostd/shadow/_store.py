@@ -30,9 +30,27 @@ from typing import Any, Protocol
 
 import orjson
 
-from ._feedback import FEEDBACK_SCHEMA, CitationRow, Feedback
+from hostd.errors import ShadowUnavailable
 
-__all__ = ["Candidate", "Recorded", "ShadowStore", "Writable"]
+from ._feedback import FEEDBACK_SCHEMA, CitationRow, Feedback, Key
+
+__all__ = ["Candidate", "Members", "Recorded", "ShadowStore", "Writable", "unavailable"]
+
+#: Each included candidate that absorbed others (dedup, span merges): its key, then the
+#: keys of every frame it absorbed, in the audit's (canonical) order.
+Members = tuple[tuple[Key, tuple[Key, ...]], ...]
+
+
+def unavailable(path: Path, problem: str) -> ShadowUnavailable:
+    """The one error for a shadow store that cannot be used: one line, naming the file,
+    what is wrong and what to do."""
+    return ShadowUnavailable(
+        f"{path}: {problem}; move the file aside (a new store is created on the next "
+        "recording) or restore it from a backup",
+        file=str(path),
+        problem=problem,
+    )
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -121,6 +139,9 @@ class Recorded:
     citations: tuple[CitationRow, ...] = ()
     #: What the agent reported it used (``usage/feedback``), when it did.
     feedback: Feedback | None = None
+    #: The included candidates that absorbed other frames, with those frames (``None``:
+    #: a record from before they were kept; ``credited`` recomputes them).
+    members: Members | None = None
 
     @property
     def stored_goal(self) -> str | None:
@@ -134,6 +155,7 @@ class Recorded:
             [c.to_wire() for c in self.candidates],
             self.included,
             self.citations,
+            self.members or (),
         )
 
 
@@ -171,6 +193,7 @@ def record_body(
     candidates: list[dict[str, Any]],
     included: Sequence[Sequence[str | None]],
     citations: Sequence[CitationRow],
+    members: Members,
 ) -> str:
     """The stored body of one composition (``Recorded.body``, ``Held.body``)."""
     return orjson.dumps(
@@ -181,6 +204,7 @@ def record_body(
             "candidates": candidates,
             "included": included,
             "citations": citations,
+            "members": members,
         },
         option=orjson.OPT_SORT_KEYS,
     ).decode()
@@ -192,6 +216,15 @@ def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[Ci
     # A record from before the citation map was kept: its candidates' labels stand in.
     labels = {(c.provider, c.id, c.digest): c.label for c in candidates}
     return tuple((labels.get((p, i, d), i), p, i, d) for p, i, d in raw["included"])
+
+
+def _members(raw: dict[str, Any]) -> Members | None:
+    if "members" not in raw:
+        return None  # recorded before members were kept
+    return tuple(
+        ((k[0], k[1], k[2]), tuple((p, i, d) for p, i, d in absorbed))
+        for k, absorbed in raw["members"]
+    )
 
 
 class Writable(Protocol):
@@ -300,11 +333,16 @@ class ShadowStore:
         self.write_many([record])
 
     def write_many(
-        self, records: Sequence[Writable], feedback: Sequence[Feedback] = ()
+        self,
+        records: Sequence[Writable],
+        feedback: Sequence[Feedback] = (),
+        *,
+        durable: bool = False,
     ) -> list[str]:
         """Append ``records`` in order, then keep the bounds, then add ``feedback``
         (each replacing its request's earlier one), in one transaction; the request ids
         whose feedback found no recorded request (pruned meanwhile) and was not kept.
+        ``durable``: someone waits on this commit, so it is synced to the disk.
 
         The bounds are kept once for the batch: deleting oldest first until they hold
         leaves what keeping them after each record would have left (every bound is a
@@ -320,6 +358,8 @@ class ShadowStore:
             )
         with self._lock:
             db = self._writer()
+            if durable:  # the WAL is synced before the commit returns
+                db.execute("PRAGMA synchronous = FULL")
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany(
@@ -336,6 +376,9 @@ class ShadowStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+            finally:
+                if durable:
+                    db.execute("PRAGMA synchronous = NORMAL")
         return orphans
 
     def _feedback(self, db: sqlite3.Connection, feedback: Feedback) -> bool:
@@ -375,7 +418,24 @@ class ShadowStore:
 
     def load(self, limit: int | None = None, *, request_id: str | None = None) -> list[Recorded]:
         """Recorded requests with their feedback, oldest first (the newest ``limit``
-        when given; only ``request_id``'s newest when given)."""
+        when given; only ``request_id``'s newest when given).
+
+        ``FileNotFoundError`` when there is no store; ``ShadowUnavailable`` when the file
+        cannot be read as one (damaged, not a database, a record of the wrong shape)."""
+        try:
+            rows = self._rows(limit, request_id)
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, f"not a readable shadow store ({exc})") from None
+        out = []
+        for seq, *row in rows:
+            try:
+                out.append(_recorded(*row))
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                problem = f"record {seq} cannot be read ({type(exc).__name__})"
+                raise unavailable(self.path, problem) from None
+        return out
+
+    def _rows(self, limit: int | None, request_id: str | None) -> list[tuple[Any, ...]]:
         db = self._connect(create=False)
         try:
             db.execute(_SCHEMA)
@@ -385,14 +445,14 @@ class ShadowStore:
             feedback = "f.recorded_at, f.body" if has_feedback else "NULL, NULL"
             join = "LEFT JOIN feedback f USING (request_id) " if has_feedback else ""
             where, args = ("WHERE r.request_id = ? ", [request_id]) if request_id else ("", [])
-            rows: Sequence[tuple[Any, ...]] = db.execute(
-                "SELECT r.request_id, r.recorded_at, r.goal_digest, r.goal, r.body, "
+            rows: list[tuple[Any, ...]] = db.execute(
+                "SELECT r.seq, r.request_id, r.recorded_at, r.goal_digest, r.goal, r.body, "
                 f"{feedback} FROM requests r {join}{where}ORDER BY r.seq DESC LIMIT ?",
                 (*args, 1 if request_id else (-1 if limit is None else limit)),
             ).fetchall()
         finally:
             db.close()
-        return [_recorded(*row) for row in reversed(rows)]
+        return rows[::-1]
 
 
 def _recorded(
@@ -417,6 +477,7 @@ def _recorded(
         goal_digest=goal_digest,
         goal=goal,
         citations=_citations(raw, candidates),
+        members=_members(raw),
         feedback=(
             Feedback.from_body(request_id, feedback_at or 0.0, feedback)
             if feedback is not None
