@@ -11,8 +11,9 @@ a ``Recorded`` only when it is drawn or gets feedback.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -97,14 +98,17 @@ def _key(wire: Any) -> Key:
     return (wire["provider_id"], wire["frame_id"], wire.get("content_digest"))
 
 
-def absorbed_members(entries: Iterable[Any], included: Iterable[Key]) -> Members:
-    """From a composition's audit entries (their wire dicts): each included candidate
-    that absorbed other frames, with those frames, in the audit's order."""
-    shown = set(included)
+def absorbed_members(entries: Sequence[Any], citations: Iterable[CitationRow]) -> Members:
+    """From a composition's audit entries (their wire dicts) and its citation map: each
+    cited candidate that absorbed other frames, with those frames, in the audit's order."""
+    # The absorbed entries picked out in C-level passes: this runs for every composition,
+    # on its path, and most entries (often all) are not absorbed ones.
+    reasons = list(map(dict.get, entries, repeat("reason")))
+    if ABSORBED.isdisjoint(reasons):
+        return ()
+    shown = {(p, i, d) for _, p, i, d in citations}
     folded: dict[Key, list[Key]] = {}
-    for entry in entries:
-        if entry.get("reason") not in ABSORBED:
-            continue
+    for entry in compress(entries, map(ABSORBED.__contains__, reasons)):
         kept = (entry.get("detail") or {}).get("kept")
         if isinstance(kept, dict) and (into := _key(kept)) in shown:
             folded.setdefault(into, []).append(_key(entry["frame"]))
@@ -157,9 +161,7 @@ def hold(
         citations=tuple(citations),
         goal=goal,
         store_content=store_content,
-        members=absorbed_members(
-            composed.audit.entry_dicts(), [(p, i, d) for _, p, i, d in citations]
-        ),
+        members=absorbed_members(composed.audit.entry_dicts(), citations),
     )
 
 

@@ -42,7 +42,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from hostd.errors import HostdError, Overloaded, ShadowUnavailable, UnknownRequest
+from hostd.errors import HostdError, Overloaded, ShadowUnavailable, ShuttingDown, UnknownRequest
 from hostd.logs import get_logger
 from hostd.protocol import ContextFrame
 
@@ -183,7 +183,7 @@ class ShadowRecorder:
         self._hold(held, written=True)
         try:
             await self._durable(held, request_id=held.request_id)
-        except (ShadowUnavailable, Overloaded) as exc:
+        except (ShadowUnavailable, Overloaded, ShuttingDown) as exc:
             self._unwritten(held)
             log.warning("shadow.record_failed", request_id=held.request_id, error=exc.message)
             return False
@@ -202,9 +202,9 @@ class ShadowRecorder:
 
     async def _start(self) -> None:
         """The store open and the writer running (once); ``ShadowUnavailable`` naming
-        the file and the problem when it cannot be."""
+        the file and the problem when it cannot be, ``ShuttingDown`` once closed."""
         if self._closed:
-            raise ShadowUnavailable("the shadow store is closed: hostd is stopping")
+            raise ShuttingDown("the shadow store is closed: hostd is stopping")
         if self._thread is None:
             try:
                 # Opened (created, migrated) once, off the event loop; a store that cannot
@@ -220,12 +220,12 @@ class ShadowRecorder:
                 )
                 self._thread.start()
         if self._closed:  # closed while the store was opening: nothing more
-            raise ShadowUnavailable("the shadow store is closed: hostd is stopping")
+            raise ShuttingDown("the shadow store is closed: hostd is stopping")
 
     async def _enqueue(self, record: Held) -> bool:
         try:
             await self._start()
-        except ShadowUnavailable:
+        except (ShadowUnavailable, ShuttingDown):
             return False
         try:
             self._queue.put_nowait(record)
@@ -240,7 +240,8 @@ class ShadowRecorder:
         """Queue ``items`` as one transaction someone waits on, and wait for its commit.
 
         ``ShadowUnavailable`` when the store cannot be opened or the write failed,
-        ``Overloaded`` when the writer is too far behind to take it (nothing queued)."""
+        ``Overloaded`` when the writer is too far behind to take it (nothing queued),
+        ``ShuttingDown`` once the recorder is closed."""
         await self._start()
         # The daemon runs anyio on the asyncio backend (jsonrpcserver gathers batches with
         # asyncio, hostd.rpc), and waking a task from another thread without blocking that
@@ -298,7 +299,7 @@ class ShadowRecorder:
             self._hold(entry[0], written=True)
             try:
                 await self._durable(entry[0], fb, request_id=request_id)
-            except BaseException:
+            except HostdError:  # not written (a cancelled wait still is: it stays queued)
                 self._unwritten(entry[0])
                 raise
         else:
