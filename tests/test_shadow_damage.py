@@ -13,14 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from hostd.client import Client, RpcError
 from hostd.compose import Calibrated, compose_for_prompt
-from hostd.shadow import ShadowStore, bind_calibration, calibration_path
+from hostd.errors import ShadowUnavailable
+from hostd.shadow import ShadowRecorder, ShadowStore, bind_calibration, calibration_path
 from hostd.shadow._calibrate import FORMAT
 from tests.fixtures.cli import run_hostd
 
@@ -199,3 +202,32 @@ def test_feedback_on_a_damaged_store_is_refused_shadow_unavailable_not_overloade
         assert "move the file aside" in err.message
     assert kept["recorded"] is False and len(kept["citations"]) == 4
     assert json.loads(json.dumps(kept["audit"]))  # the composition itself was served whole
+
+
+def test_a_damaged_store_costs_one_warning_and_a_new_file_is_used_at_once(
+    tmp_path: Path,
+) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    db = tmp_path / "shadow.db"
+    _garbage(db)
+    recorder = ShadowRecorder(ShadowStore(db), sample=1.0)
+
+    async def main() -> list[bool]:
+        drawn = [
+            await recorder.record(f"r-{i}", "goal", BUDGET, None, frames, composed)
+            for i in range(5)
+        ]
+        with pytest.raises(ShadowUnavailable):
+            await recorder.feedback("r-4", [composed.citations[0].label])
+        db.rename(tmp_path / "shadow.db.damaged")  # what the message says to do
+        drawn.append(await recorder.record("r-5", "goal", BUDGET, None, frames, composed))
+        await recorder.aclose()
+        return drawn
+
+    with capture_logs() as logs:
+        drawn = anyio.run(main)
+    assert drawn == [False] * 5 + [True]
+    failed = [e for e in logs if e["event"] == "shadow.record_failed"]
+    assert len(failed) == 1 and failed[0]["path"] == str(db)
+    assert [r.request_id for r in ShadowStore(db).load()] == ["r-5"]

@@ -28,6 +28,7 @@ against the store. A request neither held nor stored is ``UnknownRequest``.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import random
 import sqlite3
@@ -62,6 +63,8 @@ _BATCH = 128
 _GATHER_S = 0.1
 #: The newest compositions kept in memory (drawn or not), so feedback can name them.
 HELD = 256
+#: A store that could not be opened is tried again this often at most (or when it changes).
+_RETRY_S = 30.0
 
 _Item = Held | Recorded | Feedback
 
@@ -129,6 +132,10 @@ class ShadowRecorder:
         self._held: OrderedDict[str, tuple[Held, bool]] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: The last failed open: the file's stamp then, when, and the problem. Not
+        #: retried (nor logged again) until the file changes or ``_RETRY_S`` passed: a
+        #: damaged store costs a warning now and then, not one per composition.
+        self._failed: tuple[tuple[int, int, int] | None, float, str] | None = None
         #: Cuts the writer's gathering short: set by close() and by a durable write.
         self._wake = threading.Event()
 
@@ -206,6 +213,11 @@ class ShadowRecorder:
         if self._closed:
             raise ShuttingDown("the shadow store is closed: hostd is stopping")
         if self._thread is None:
+            stamp, now = self._stamp(), time.monotonic()
+            if self._failed is not None:
+                failed_stamp, failed_at, problem = self._failed
+                if failed_stamp == stamp and now - failed_at < _RETRY_S:
+                    raise unavailable(self.store.path, problem)
             try:
                 # Opened (created, migrated) once, off the event loop; a store that cannot
                 # be written is found here, not later on the writer thread.
@@ -213,7 +225,9 @@ class ShadowRecorder:
             except (OSError, sqlite3.Error) as exc:
                 log.warning("shadow.record_failed", error=str(exc), path=str(self.store.path))
                 problem = f"cannot be opened for writing ({exc})"
+                self._failed = (stamp, now, problem)
                 raise unavailable(self.store.path, problem) from None
+            self._failed = None
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._write_queued, name="hostd-shadow", daemon=True
@@ -221,6 +235,14 @@ class ShadowRecorder:
                 self._thread.start()
         if self._closed:  # closed while the store was opening: nothing more
             raise ShuttingDown("the shadow store is closed: hostd is stopping")
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        """The store file's identity, modification time and size (``None``: not there)."""
+        try:
+            st = os.stat(self.store.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)  # not ctime: opening chmods it
 
     async def _enqueue(self, record: Held) -> bool:
         try:
