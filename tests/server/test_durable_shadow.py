@@ -69,6 +69,7 @@ async def _killed_after(
     return reply, str(state / "shadow.db")
 
 
+@pytest.mark.timeout(600)  # 25 daemon starts: a generous hang guard on a loaded machine
 async def test_feedback_acknowledged_is_on_disk_when_the_daemon_is_killed_at_once(
     workdir: Path, marker: str
 ) -> None:
