@@ -26,6 +26,7 @@ from ._credit import credited, members_of
 from ._feedback import Feedback, resolve_used
 from ._frames import recorded_frames
 from ._held import Held, build_record, hold
+from ._record import Candidate, Recorded
 from ._recorder import ShadowRecorder, shadow_path
 from ._replay import (
     Replayed,
@@ -35,7 +36,7 @@ from ._replay import (
     replay_all,
 )
 from ._report import render_replay, replay_json, used_summary
-from ._store import Candidate, Recorded, ShadowStore
+from ._store import ShadowStore
 
 __all__ = [
     "MIN_FRAMES",

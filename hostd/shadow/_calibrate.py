@@ -39,7 +39,7 @@ from hostd.compose import Calibrated, Calibration, MonotoneMap, Strategy
 from hostd.protocol import sha256_digest
 
 from ._credit import credited
-from ._store import Recorded
+from ._record import Recorded
 
 __all__ = [
     "FORMAT",

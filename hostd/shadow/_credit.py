@@ -23,7 +23,7 @@ from hostd.compose import dedup_cross_provider
 
 from ._feedback import Key
 from ._frames import recorded_frames
-from ._store import Members, Recorded
+from ._record import Members, Recorded
 
 __all__ = ["credited", "members_of"]
 

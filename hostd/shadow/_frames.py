@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hostd.protocol import ContextFrame, Provenance
 
-from ._store import Candidate, Recorded
+from ._record import Candidate, Recorded
 
 __all__ = ["recorded_frames"]
 

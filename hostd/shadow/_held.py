@@ -20,7 +20,7 @@ from typing import Any
 from hostd.protocol import ContextFrame, sha256_digest
 
 from ._feedback import CitationRow, Key
-from ._store import Candidate, Members, Recorded, candidate_wire, record_body
+from ._record import Candidate, Members, Recorded, candidate_wire, record_body
 
 __all__ = ["ABSORBED", "Held", "build_record", "absorbed_members", "hold"]
 

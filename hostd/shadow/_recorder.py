@@ -49,7 +49,8 @@ from hostd.protocol import ContextFrame
 
 from ._feedback import Feedback, resolve_used
 from ._held import Held, hold
-from ._store import Recorded, ShadowStore, unavailable
+from ._record import Recorded
+from ._store import ShadowStore, unavailable
 
 __all__ = ["ShadowRecorder", "shadow_path"]
 

@@ -36,7 +36,7 @@ from hostd.compose import (
 
 from ._credit import members_of
 from ._frames import recorded_frames
-from ._store import Candidate, Recorded
+from ._record import Candidate, Recorded
 
 __all__ = ["Replayed", "live_strategy", "replay", "replay_all"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._record import Candidate
 from ._replay import Replayed
-from ._store import Candidate
 
 __all__ = ["render_replay", "replay_json", "used_summary"]
 

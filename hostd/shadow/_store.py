@@ -16,6 +16,13 @@ its ``size`` (the characters of its body and goal), triggers keep the row count
 and the total size in ``totals``, and a write deletes only what it pushes past
 a bound, oldest first, through the primary key and a ``recorded_at`` index. A
 file from before the ``size`` column is migrated once, when first written.
+
+A write someone waits on (``write_many(durable=True)``: acknowledged feedback, a
+composition that asked for its record) is committed with ``synchronous = FULL``,
+so it survives a power cut as well as a killed process; sampled records nobody
+waits for keep the cheaper ``NORMAL``. A file that cannot be read (damaged, not a
+database, a record of the wrong shape) is ``ShadowUnavailable`` naming the file
+and what to do, never a traceback. The records themselves are ``_record``'s.
 """
 
 from __future__ import annotations
@@ -24,21 +31,15 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
 from hostd.errors import ShadowUnavailable
 
-from ._feedback import FEEDBACK_SCHEMA, CitationRow, Feedback, Key
+from ._feedback import FEEDBACK_SCHEMA, Feedback
+from ._record import Recorded, from_row
 
-__all__ = ["Candidate", "Members", "Recorded", "ShadowStore", "Writable", "unavailable"]
-
-#: Each included candidate that absorbed others (dedup, span merges): its key, then the
-#: keys of every frame it absorbed, in the audit's (canonical) order.
-Members = tuple[tuple[Key, tuple[Key, ...]], ...]
+__all__ = ["ShadowStore", "Writable", "unavailable"]
 
 
 def unavailable(path: Path, problem: str) -> ShadowUnavailable:
@@ -78,153 +79,6 @@ CREATE TRIGGER IF NOT EXISTS requests_counted AFTER INSERT ON requests
 CREATE TRIGGER IF NOT EXISTS requests_uncounted AFTER DELETE ON requests
     BEGIN UPDATE totals SET requests = requests - 1, size = size - OLD.size; END;
 """
-
-
-@dataclass(slots=True, frozen=True)
-class Candidate:
-    """One offered frame as recorded: identity, its provider's score, cost and regions."""
-
-    provider: str
-    id: str
-    digest: str | None
-    kind: str
-    score: float
-    cost: int
-    label: str
-    regions: tuple[tuple[str, str | None, str | None, str | None], ...]
-    content: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return candidate_wire(
-            self.provider,
-            self.id,
-            self.digest,
-            self.kind,
-            self.score,
-            self.cost,
-            self.label,
-            self.regions,
-            self.content,
-        )
-
-    @classmethod
-    def from_wire(cls, raw: dict[str, Any]) -> Candidate:
-        return cls(
-            provider=raw["provider"],
-            id=raw["id"],
-            digest=raw.get("digest"),
-            kind=raw["kind"],
-            score=float(raw["score"]),
-            cost=int(raw["cost"]),
-            label=raw["label"],
-            regions=tuple(tuple(r) for r in raw.get("regions", ())),
-            content=raw.get("content"),
-        )
-
-
-@dataclass(slots=True, frozen=True)
-class Recorded:
-    """One recorded composition: what it contested, how it ranked, what it included."""
-
-    request_id: str
-    recorded_at: float
-    budget: int  # the tokens the frames contested: the global budget minus floors
-    policy: dict[str, Any]
-    caps: dict[str, float] | None
-    candidates: tuple[Candidate, ...]
-    included: tuple[tuple[str, str, str | None], ...]  # (provider, frame id, digest)
-    goal_digest: str
-    goal: str | None = None
-    #: The citation map as rendered: (label, provider, frame id, digest), render order.
-    citations: tuple[CitationRow, ...] = ()
-    #: What the agent reported it used (``usage/feedback``), when it did.
-    feedback: Feedback | None = None
-    #: The included candidates that absorbed other frames, with those frames (``None``:
-    #: a record from before they were kept; ``credited`` recomputes them).
-    members: Members | None = None
-
-    @property
-    def stored_goal(self) -> str | None:
-        return self.goal
-
-    def body(self) -> str:
-        return record_body(
-            self.budget,
-            self.policy,
-            self.caps,
-            [c.to_wire() for c in self.candidates],
-            self.included,
-            self.citations,
-            self.members or (),
-        )
-
-
-def candidate_wire(
-    provider: str,
-    id: str,
-    digest: str | None,
-    kind: str,
-    score: float,
-    cost: int,
-    label: str,
-    regions: Sequence[Sequence[str | None]],
-    content: str | None = None,
-) -> dict[str, Any]:
-    """One candidate as a record's body holds it (``Candidate``'s fields, in order)."""
-    out: dict[str, Any] = {
-        "provider": provider,
-        "id": id,
-        "digest": digest,
-        "kind": kind,
-        "score": score,
-        "cost": cost,
-        "label": label,
-        "regions": regions,  # tuples: orjson writes them as arrays
-    }
-    if content is not None:
-        out["content"] = content
-    return out
-
-
-def record_body(
-    budget: int,
-    policy: dict[str, Any],
-    caps: dict[str, float] | None,
-    candidates: list[dict[str, Any]],
-    included: Sequence[Sequence[str | None]],
-    citations: Sequence[CitationRow],
-    members: Members,
-) -> str:
-    """The stored body of one composition (``Recorded.body``, ``Held.body``)."""
-    return orjson.dumps(
-        {
-            "budget": budget,
-            "policy": policy,
-            "caps": caps,
-            "candidates": candidates,
-            "included": included,
-            "citations": citations,
-            "members": members,
-        },
-        option=orjson.OPT_SORT_KEYS,
-    ).decode()
-
-
-def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[CitationRow, ...]:
-    if "citations" in raw:
-        return tuple((lb, p, i, d) for lb, p, i, d in raw["citations"])
-    # A record from before the citation map was kept: its candidates' labels stand in.
-    labels = {(c.provider, c.id, c.digest): c.label for c in candidates}
-    return tuple((labels.get((p, i, d), i), p, i, d) for p, i, d in raw["included"])
-
-
-def _members(raw: dict[str, Any]) -> Members | None:
-    if "members" not in raw:
-        return None  # recorded before members were kept
-    return tuple(
-        ((k[0], k[1], k[2]), tuple((p, i, d) for p, i, d in absorbed))
-        for k, absorbed in raw["members"]
-    )
 
 
 class Writable(Protocol):
@@ -429,7 +283,7 @@ class ShadowStore:
         out = []
         for seq, *row in rows:
             try:
-                out.append(_recorded(*row))
+                out.append(from_row(*row))
             except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
                 problem = f"record {seq} cannot be read ({type(exc).__name__})"
                 raise unavailable(self.path, problem) from None
@@ -453,34 +307,3 @@ class ShadowStore:
         finally:
             db.close()
         return rows[::-1]
-
-
-def _recorded(
-    request_id: str,
-    recorded_at: float,
-    goal_digest: str,
-    goal: str | None,
-    body: str,
-    feedback_at: float | None,
-    feedback: str | None,
-) -> Recorded:
-    raw = orjson.loads(body)
-    candidates = tuple(Candidate.from_wire(c) for c in raw["candidates"])
-    return Recorded(
-        request_id=request_id,
-        recorded_at=recorded_at,
-        budget=raw["budget"],
-        policy=raw["policy"],
-        caps=raw.get("caps"),
-        candidates=candidates,
-        included=tuple((p, i, d) for p, i, d in raw["included"]),
-        goal_digest=goal_digest,
-        goal=goal,
-        citations=_citations(raw, candidates),
-        members=_members(raw),
-        feedback=(
-            Feedback.from_body(request_id, feedback_at or 0.0, feedback)
-            if feedback is not None
-            else None
-        ),
-    )
