@@ -11,7 +11,13 @@ and the engine import it only when an MCP face is used.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory
-from ._citations import CitationStore, CitedText, cited_texts
+from ._citations import (
+    DEFAULT_MAX_CITED_BYTES,
+    DEFAULT_MAX_CITED_TEXTS,
+    CitationStore,
+    CitedText,
+    cited_texts,
+)
 from ._frames import Document, ReadCache, frames_for, render_arguments
 from ._reconnect import Reconnecting, reconnecting
 from ._schema import (
@@ -22,11 +28,14 @@ from ._schema import (
     structured_compose,
 )
 from ._server import TOOLS, Backend, build_server, serve_mcp
-from ._wire import screen
+from ._wire import DRAIN_S, screen
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
     "COMPOSE_OUTPUT_SCHEMA",
+    "DEFAULT_MAX_CITED_BYTES",
+    "DEFAULT_MAX_CITED_TEXTS",
+    "DRAIN_S",
     "PROVIDERS_INPUT_SCHEMA",
     "PROVIDERS_OUTPUT_SCHEMA",
     "TOOLS",
