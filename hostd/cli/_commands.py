@@ -308,13 +308,13 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
     _freeze_boot_heap()
     config = None if cfg.source == "<defaults>" else cfg.source
+    where = None if args.connect is None else args.connect or str(cfg.socket_path)
     async with contextlib.AsyncExitStack() as stack:
-        if args.connect is None:
+        if where is None:
             # Long-lived: providers start as the config says, so the handshake never waits.
             s = await stack.enter_async_context(session(cfg, None, boot=False))
         else:
             # Connected at the first call, and again after the daemon restarts.
-            where = args.connect or str(cfg.socket_path)
             s = await stack.enter_async_context(
                 reconnecting(lambda: session(cfg, args.connect), where)
             )
@@ -326,6 +326,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
                 stdio.send,
                 max_line_bytes=cfg.host.max_line_bytes,
                 config=config,
+                connect=where,
             )
         finally:
             stdio.close()

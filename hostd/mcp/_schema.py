@@ -281,14 +281,18 @@ def no_evidence(result: dict[str, Any]) -> str | None:
     return "\n".join([head + (":" if lines else "; no provider was asked"), *lines])
 
 
-def consent_hints(structured: dict[str, Any], config: str | None) -> list[str]:
+def consent_hints(
+    structured: dict[str, Any], config: str | None, connect: str | None = None
+) -> list[str]:
     """One text per provider refused for want of consent (C1, C6): the scopes, and the
-    command the operator runs for each, with the config the daemon was started with."""
+    command the operator runs for each, with the config hostd was started with (and
+    the daemon's socket, when the consent lives in a running daemon)."""
     option = f" --config {config}" if config else ""
+    via = f" --connect {connect}" if connect else ""
     hints = []
     for need in structured["consent_required"]:
         provider, scopes = need["provider"], need["scopes"]
-        commands = "; ".join(f"hostd{option} consent grant {provider} {s}" for s in scopes)
+        commands = "; ".join(f"hostd{option} consent grant {provider} {s}{via}" for s in scopes)
         hints.append(
             f"hostd: provider {provider} was not asked: it needs consent for "
             f"{', '.join(scopes)}; only the operator can grant it: {commands}"

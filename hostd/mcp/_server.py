@@ -157,7 +157,7 @@ async def _compose(
     ctx: ServerRequestContext[Any],
     args: dict[str, Any],
     citations: CitationStore,
-    config: str | None,
+    where: tuple[str | None, str | None],
 ) -> types.CallToolResult:
     wants_progress = (ctx.meta or {}).get("progress_token") is not None
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
@@ -191,7 +191,7 @@ async def _compose(
         return _failed(failure)
     structured = structured_compose(result)
     hints: list[types.ContentBlock] = [
-        types.TextContent(text=hint) for hint in consent_hints(structured, config)
+        types.TextContent(text=hint) for hint in consent_hints(structured, *where)
     ]
     empty = no_evidence(result)
     if empty is not None:
@@ -263,10 +263,15 @@ def _not_found(ctx: ServerRequestContext[Any], uri: str) -> MCPError:
 
 
 def build_server(
-    backend: Backend, *, config: str | None = None, citations: CitationStore | None = None
+    backend: Backend,
+    *,
+    config: str | None = None,
+    connect: str | None = None,
+    citations: CitationStore | None = None,
 ) -> Server[Any]:
-    """The MCP server over one client API session. ``config``: the config file the
-    daemon runs with (named in consent hints); ``citations``: the store of cited texts
+    """The MCP server over one client API session. ``config``: the config file hostd
+    was started with, and ``connect`` the daemon's socket when the session is a running
+    daemon's (both named in consent hints); ``citations``: the store of cited texts
     ``resources/read`` serves (a fresh default-bounded one if not given)."""
     store = citations if citations is not None else CitationStore()
 
@@ -281,7 +286,7 @@ def build_server(
         args = _checked(params.name, params.arguments)
         try:
             if params.name == "compose_context":
-                return await _compose(backend, ctx, args, store, config)
+                return await _compose(backend, ctx, args, store, (config, connect))
             if params.name == "report_used_evidence":
                 return await _report(backend, args)
             return await _providers(backend)
@@ -340,12 +345,13 @@ async def serve_mcp(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     config: str | None = None,
+    connect: str | None = None,
     citations: CitationStore | None = None,
     drain_s: float = DRAIN_S,
 ) -> None:
     """Serve MCP on a byte stream (``hostd mcp``: stdin and the reserved stdout) until
     its input ends and every request read from it has been answered."""
-    server = build_server(backend, config=config, citations=citations)
+    server = build_server(backend, config=config, connect=connect, citations=citations)
 
     async def run(inbox: Any, outbox: Any) -> None:
         await server.run(inbox, outbox, server.create_initialization_options())
