@@ -335,8 +335,10 @@ class ProgressTrack:
             figures: dict[str, Any] = warming if isinstance(warming, dict) else {}
             of = figures.get("done"), figures.get("total")
             where = f" {of[0]}/{of[1]}" if _count(of[0]) and _count(of[1]) else ""
+            # The provider's own words are not quoted: its state only when it is one of ours.
+            state = figures.get("state") if figures.get("state") in _STATES else "warming"
             value = self._base + 0.5 * (1 - 0.5**self._notes)
-            return self._sent(value), self.total, f"{provider}: warming{where}"
+            return self._sent(value), self.total, f"{provider}: {state}{where}"
         if _count(note.get("total")):
             self.total = float(note["total"])
         self._base = float(done)
@@ -351,6 +353,10 @@ class ProgressTrack:
             value = math.nextafter(self._last, math.inf)
         self._last = value
         return value
+
+
+#: A warm-up's states (hostd._warmup): named in a note as they are.
+_STATES = frozenset({"warming", "ready", "failed"})
 
 
 def _count(value: Any) -> TypeGuard[int]:

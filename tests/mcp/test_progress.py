@@ -49,6 +49,17 @@ def test_warming_notes_past_the_limit_are_dropped_until_the_next_leg() -> None:
     assert track.update(note) is not None
 
 
+def test_a_warming_note_names_a_known_state_only() -> None:
+    track = ProgressTrack()
+    track.start()
+    notes = [
+        {"provider": "s", "status": "warming", "warming": {"state": "ready"}},
+        {"provider": "s", "status": "warming", "warming": {"state": "\x1b[2J pwned"}},
+    ]
+    updates = [track.update(n) for n in notes]
+    assert [u[2] if u else None for u in updates] == ["s: ready", "s: warming"]
+
+
 def test_no_evidence_names_each_provider_and_why() -> None:
     result = {
         "prompt": "",
