@@ -53,12 +53,23 @@ FORBIDDEN = {
     "server": {"client", "cli", "provider"},
     # One request end to end: the wire, faces and the CLI are its callers, never its parts.
     "pipeline": {"server", "transport", "client", "cli", "mcp", "provider", "rpc"},
-    # Shadow records, feedback and calibration: over the composition library, below the
-    # pipeline that records into them; never the engine or the transport.
-    "shadow": {"engine", "transport", "server", "pipeline", "client", "cli", "mcp"},
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # Shadow ranking records and replays compositions: the composition library and the
+    # protocol models only; the daemon hands it what it records.
+    # (Below the pipeline, which records into it.)
+    "shadow": {
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "client",
+        "cli",
+        "config",
+        "provider",
+        "mcp",
+    },
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", "cli", "config"}

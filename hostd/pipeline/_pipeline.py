@@ -71,10 +71,9 @@ class Pipeline:
         self.recorder = recorder
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self.provider_ids = frozenset(p.id for p in config.provider)
-        self._preparers = preparers(config, reranker)
-        rerank = self._preparers[c.PrecomputedOrder]
-        assert isinstance(rerank, RerankPreparer)  # context/query's ``rerank: true`` asks it
-        self._rerank = rerank
+        #: ``rerank``'s preparer; ``context/query`` with ``rerank: true`` asks it too.
+        self._rerank = RerankPreparer(reranker, config.reranker)
+        self._preparers = preparers(config, self._rerank)
         self._usage: OrderedDict[str, bytes] = OrderedDict()
 
     # -- what requests read and leave -----------------------------------------------------
@@ -115,12 +114,17 @@ class Pipeline:
         self, request_id: str, used: list[Any], helpful: bool | None, note: str | None
     ) -> Feedback:
         """``usage/feedback``: kept beside the request's shadow record (once committed)."""
+        recorder = self._require_recorder("usage/feedback is kept beside the shadow records")
+        return await recorder.feedback(request_id, used, helpful, note)
+
+    def _require_recorder(self, why: str) -> ShadowRecorder:
+        """The shadow recorder; ``ShadowDisabled`` (saying ``why`` it is needed) without one."""
         if self.recorder is None:
             raise ShadowDisabled(
-                "usage/feedback is kept beside the shadow records: enable [shadow] "
-                "(sample = 0 keeps only the requests that get feedback)"
+                f"{why}: enable [shadow] (sample = 0 keeps only the requests that get "
+                "feedback or ask for their record)"
             )
-        return await self.recorder.feedback(request_id, used, helpful, note)
+        return self.recorder
 
     # -- context/compose ------------------------------------------------------------------
 
@@ -130,6 +134,10 @@ class Pipeline:
         """One composition: its ``context/compose`` result (protocol.md §4)."""
         budget = request.budget or self.config.host.default_budget
         strategy = self._strategy(request)
+        if request.record:  # refused before any provider is asked: nowhere to keep it
+            self._require_recorder("record: the composition's record is kept in the shadow store")
+        self._check_named("caps", request.caps or {})
+        self._check_named("strategy", getattr(strategy, "weights", None) or {})
         placement = request.placement or "edges"
         if placement not in c.PLACEMENTS:
             raise InvalidParam(
@@ -170,16 +178,24 @@ class Pipeline:
             overfetch=fan.overfetch,
             asked=fan.asked,
         )
-        # 5. record: one value, for shadow replay and feedback.
+        # 5. record: one value, for shadow replay and feedback. With ``record`` the
+        # reply waits for the record's commit (acknowledged means written).
+        recorded = False
         if self.recorder is not None:
             caps = dict(request.caps) if request.caps is not None else None
-            await self.recorder.record(
-                Composition(
-                    request_id, request.goal, floors.contested, caps, fan.accepted, composed
-                )
+            composition = Composition(
+                request_id, request.goal, floors.contested, caps, fan.accepted, composed
             )
+            recorded = bool(await self.recorder.record(composition, keep=request.record))
         # 6. report.
-        return self._report(request_id, budget, fan, composed, prepared)
+        return self._report(
+            request_id,
+            budget,
+            fan,
+            composed,
+            prepared,
+            recorded=recorded if request.record else None,
+        )
 
     def _strategy(self, request: ComposeRequest) -> c.Strategy | None:
         try:
@@ -188,8 +204,6 @@ class Pipeline:
             )
         except (ValueError, TypeError) as exc:
             raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
-        self._check_named("caps", request.caps or {})
-        self._check_named("strategy", getattr(strategy, "weights", None) or {})
         return strategy
 
     def _check_named(self, field: str, shares: Mapping[str, Any]) -> None:
@@ -207,8 +221,12 @@ class Pipeline:
         fan: FanOut,
         composed: c.ComposedPrompt,
         prepared: Prepared,
+        *,
+        recorded: bool | None = None,
     ) -> dict[str, Any]:
         result = composed.to_wire()
+        if recorded is not None:
+            result["recorded"] = recorded  # asked for (``record``): whether it is on disk
         audit = result["audit"]
         reports = _reports(fan.reports)
         log_audit(log, audit["entries"], reports)

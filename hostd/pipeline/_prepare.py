@@ -127,9 +127,9 @@ class RerankPreparer:
         return Prepared(order, (Degraded("rerank_fallback", detail=order.reason),))
 
 
-def preparers(config: Config, reranker: Reranker | None) -> Mapping[type, Preparer]:
+def preparers(config: Config, rerank: RerankPreparer) -> Mapping[type, Preparer]:
     """The preparer of each stateful strategy type, over this daemon's services."""
     return {
         Calibrated: CalibratedPreparer(calibration_path(config.state_path)),
-        PrecomputedOrder: RerankPreparer(reranker, config.reranker),
+        PrecomputedOrder: rerank,
     }

@@ -83,3 +83,9 @@ class ComposeRequest(QueryRequest, Protocol):
 
     @property
     def caps(self) -> Mapping[str, float] | None: ...
+
+    @property
+    def record(self) -> bool:
+        """Keep this composition's shadow record whatever the sample draws, and answer
+        only once it is committed."""
+        ...

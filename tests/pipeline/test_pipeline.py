@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hostd.config import parse_config
 from hostd.engine import FanOut, LegReport, LegStatus, RerankOutcome
-from hostd.errors import FloorsExceedBudget, UnknownProvider
+from hostd.errors import FloorsExceedBudget, ShadowDisabled, UnknownProvider
 from hostd.pipeline import REASONS, Degraded, Pipeline, degradations, leg_degradation
 from hostd.protocol import ContextQuery, Violation
 from hostd.server import ComposeParams
@@ -76,10 +76,12 @@ class _Reranker:
 class _Recorder:
     def __init__(self) -> None:
         self.recorded: list[Composition] = []
+        self.kept: list[bool] = []
 
-    async def record(self, composition: Composition) -> bool:
+    async def record(self, composition: Composition, *, keep: bool = False) -> bool:
         self.recorded.append(composition)
-        return True
+        self.kept.append(keep)
+        return keep
 
 
 def _pipeline(
@@ -131,6 +133,21 @@ async def test_the_providers_share_what_the_floors_leave_and_one_value_is_record
     assert recorded.composed.prompt == result["prompt"]
     assert pipeline.usage_of("r-1") == result["usage"]
     assert (result["degraded"], result["degraded_reasons"]) == (False, [])
+    assert "recorded" not in result and recorder.kept == [False]
+    # ``record: true``: kept whatever the draw, and the reply says whether it is on disk.
+    kept = await pipeline.compose(ComposeParams(goal="g", record=True), "r-2")
+    assert kept["recorded"] is True and recorder.kept == [False, True]
+
+
+async def test_a_record_with_nowhere_to_keep_it_is_refused_before_the_fan_out(
+    tmp_path: Path,
+) -> None:
+    pipeline, engine = _pipeline(tmp_path)
+    with pytest.raises(ShadowDisabled):
+        await pipeline.compose(ComposeParams(goal="g", record=True), "r-1")
+    with pytest.raises(ShadowDisabled):
+        await pipeline.feedback("r-1", [], None, None)
+    assert engine.calls == []
 
 
 async def test_rerank_is_asked_after_the_fan_out_over_its_own_pool(tmp_path: Path) -> None:
