@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.procs import ROOT, marked_env
 
-WORKING = '''\
+WORKING = """\
 from hostd.protocol import Capabilities, ProviderInfo, QueryCapability
 from hostd.provider import Provider, make_frame, run_stdio
 
@@ -28,7 +28,7 @@ class Notes(Provider):
 
 
 run_stdio(Notes())
-'''
+"""
 
 BROKEN = "from os import no_such_name_in_os  # raises ImportError at start\n"
 
