@@ -251,12 +251,15 @@ class ProviderConnection:
             if violations:
                 raise _handshake_error(violations)
         except HostdError as exc:
-            if isinstance(exc, ProviderCrashed):  # it is exiting: its status is its reason
-                await conn.explain(exc)
-                await conn.aclose()
-            else:  # it runs (a stuck handshake): stopped first, its stderr read to the end
-                await conn.aclose()
-                await conn.explain(exc, anyio.current_time())
+            # Shielded (each wait is bounded): a host closing meanwhile still gets the
+            # start's typed failure, not a cancellation that would swallow it.
+            with anyio.CancelScope(shield=True):
+                if isinstance(exc, ProviderCrashed):  # it is exiting: its status says why
+                    await conn.explain(exc)
+                    await conn.aclose()
+                else:  # it runs (a stuck handshake): stopped first, its stderr read to the end
+                    await conn.aclose()
+                    await conn.explain(exc, anyio.current_time())
             raise
         except BaseException:
             await conn.aclose()
