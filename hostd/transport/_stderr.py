@@ -26,7 +26,7 @@ from hostd.protocol import LineItem, LineSplitter
 
 from ._redact import Redactor, printable
 
-__all__ = ["TAIL_BYTES", "TAIL_CHARS", "StderrPolicy", "StderrPump", "TokenBucket"]
+__all__ = ["TAIL_BYTES", "TAIL_SHOWN_BYTES", "StderrPolicy", "StderrPump", "TokenBucket"]
 
 log = structlog.get_logger("hostd.transport")
 
@@ -34,9 +34,10 @@ log = structlog.get_logger("hostd.transport")
 _CHUNK = 1 << 20
 
 #: The end of a provider's stderr kept for its failure report, and the most of it a
-#: report quotes (the last lines, as one line: a traceback's last frame and its error).
+#: report quotes, in UTF-8 bytes (the last lines, as one line: a traceback's last frame
+#: and its error).
 TAIL_BYTES = 4096
-TAIL_CHARS = 300
+TAIL_SHOWN_BYTES = 300
 _TAIL_LINES = 4
 
 
@@ -131,7 +132,7 @@ class StderrPump:
             self._tail = tail
 
     def tail(self) -> str:
-        """The last lines the provider wrote (at most ``TAIL_CHARS``), as one line: its
+        """The last lines the provider wrote (at most ``TAIL_SHOWN_BYTES`` bytes), as one line: its
         secrets scrubbed, control characters neutralised; ``""`` when it wrote none."""
         raw = self._tail
         if self._cut and b"\n" in raw:  # the first line is a fragment (a secret's end?)
@@ -139,8 +140,9 @@ class StderrPump:
         text = self.redactor.text(raw.decode("utf-8", "replace"))
         lines = [line.rstrip() for line in text.splitlines() if line.strip()]
         shown = printable("\n".join(lines[-_TAIL_LINES:]))
-        if len(shown) > TAIL_CHARS:
-            shown = "…" + shown[-(TAIL_CHARS - 1) :]
+        data = shown.encode()
+        if len(data) > TAIL_SHOWN_BYTES:  # bounded in bytes: its end, whole characters only
+            shown = "…" + data[-(TAIL_SHOWN_BYTES - 3) :].decode("utf-8", "ignore")
         return shown
 
     def feed(self, chunk: bytes) -> None:

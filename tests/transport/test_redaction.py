@@ -20,7 +20,8 @@ import pytest
 import structlog
 
 from hostd.engine import Host, LegStatus, ProviderSpec, RestartPolicy
-from hostd.transport import Redactor, printable, secret_env_values
+from hostd.transport import Redactor, StderrPolicy, printable, secret_env_values
+from hostd.transport._stderr import TAIL_SHOWN_BYTES, StderrPump
 from tests.engine._helpers import healthy, query
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, marked_env, python
@@ -121,3 +122,18 @@ def test_the_redactor_scrubs_every_secret_and_only_secrets() -> None:
 
 def test_printable_neutralises_control_characters_and_joins_lines() -> None:
     assert printable("a\x1b[31mred\x07\r\nnext\u2028line\x00") == "a?[31mred? | next?line?"
+
+
+async def test_the_stderr_tail_is_bounded_one_line_and_never_half_a_secret() -> None:
+    secret = "s" * 40 + "-secret-tail"
+    pump = StderrPump("p", StderrPolicy(), redactor=Redactor([secret]))
+    # A long stream: the kept tail starts mid-line, inside the secret.
+    pump.feed(("x" * 5000 + f" {secret}\n").encode())
+    pump.feed(b"\x1b[2Jcleared\r\n" + "é".encode() * 400 + b"\nImportError: no module\n")
+    tail = pump.tail()
+    assert "secret-tail" not in tail and "\x1b" not in tail and "\n" not in tail
+    assert tail.endswith("ImportError: no module")
+    assert len(tail.encode()) <= TAIL_SHOWN_BYTES
+    short = StderrPump("q", StderrPolicy(), redactor=Redactor([secret]))
+    short.feed(f"token {secret} refused\n".encode())
+    assert short.tail() == "token <redacted> refused"
