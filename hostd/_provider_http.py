@@ -14,7 +14,8 @@ has not sent a complete request head within ``request_timeout_s`` is closed (bef
 any token is checked), a body must follow within the same bound (else ``408``), at
 most ``max_connections`` are open (a newcomer past the cap takes the place of the
 one idle longest), and a failed ``accept`` for want of descriptors is one log line
-per interval. This module uses only ``hostd.provider`` and ``hostd.protocol``.
+per interval. This module uses only ``hostd.provider``, ``hostd.protocol`` and
+``hostd._listener_guard`` (which imports nothing of hostd).
 """
 
 from __future__ import annotations
