@@ -174,8 +174,16 @@ def _freeze_boot_heap() -> None:
 
 
 def _serve(cfg: Config, args: argparse.Namespace) -> int:
+    from hostd.logs import get_logger
     from hostd.server import Daemon
 
+    # The first line of the log: which file this daemon runs on, found how (docs/config.md).
+    log = get_logger("hostd.cli")
+    log.info(
+        "host.config", file=cfg.source, searched=list(cfg.searched), providers=len(cfg.provider)
+    )
+    if not cfg.provider:
+        log.warning("host.no_providers", message=cfg.no_providers())
     _freeze_boot_heap()
 
     updates: dict[str, Any] = {}
@@ -252,6 +260,8 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         return EXIT_OK
     if not providers:
         sys.stdout.write("no providers configured\n")
+        if args.connect is None:  # the config read here is the one that has none
+            sys.stderr.write(f"hostd: {cfg.no_providers()}\n")
     for p in providers:
         info = p.get("info") or {}
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()

@@ -23,6 +23,7 @@ from ._check import add_check_command
 from ._commands import add_core_commands
 from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
 from ._outcome import NoDaemon
+from ._project import add_project_commands
 from ._quality import add_quality_commands
 from ._warm import add_warm_command
 
@@ -40,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="config file (default: $HOSTD_CONFIG, else the embedded config/hostd.toml)",
+        help="config file (default: $HOSTD_CONFIG, else the nearest hostd.toml here or "
+        "above, else $XDG_CONFIG_HOME/hostd/hostd.toml, else the embedded default; "
+        "`hostd config path` shows which)",
     )
     parser.add_argument(
         "--log-level",
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override log.level",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_project_commands(sub, common)
     add_core_commands(sub, common)
     add_quality_commands(sub, common)
     add_warm_command(sub, common)

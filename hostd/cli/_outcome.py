@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostd.config import DEFAULT_CONFIG_PATH, Config
+from hostd.config import Config, find_config
 from hostd.errors import HostdError
 
 __all__ = ["NoDaemon", "config_hint", "leg_failures", "no_evidence"]
@@ -22,9 +22,12 @@ class NoDaemon(HostdError):
 
 
 def config_hint(cfg: Config) -> str:
-    """`` --config FILE`` when the config is not the one ``hostd serve`` finds itself."""
+    """`` --config FILE`` when the config is not the one ``hostd serve`` run here finds
+    itself (discovery, ``hostd._discovery``)."""
     source = cfg.source
-    return f" --config {source}" if source not in ("<defaults>", str(DEFAULT_CONFIG_PATH)) else ""
+    if source == "<defaults>" or source == str(find_config().path):
+        return ""
+    return f" --config {source}"
 
 
 def leg_failures(result: dict[str, Any]) -> list[str]:
