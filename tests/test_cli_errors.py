@@ -120,13 +120,13 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     tmp_path: Path, command: list[str]
 ) -> None:
     config = _config(tmp_path)
-    done = _hostd("--config", str(config), *command, "--connect")
+    done = _hostd("--config", str(config), *command, "--connect", "--wait", "0")
     assert done.returncode == 3, done.stderr
     (line,) = _human(done.stderr)
     assert f"no daemon at {tmp_path}/run/s.sock" in line
     assert f"`hostd serve --config {config}`" in line
     other = tmp_path / "elsewhere.sock"
-    done = _hostd("--config", str(config), *command, "--connect", str(other))
+    done = _hostd("--config", str(config), *command, "--connect", str(other), "--wait", "0")
     assert done.returncode == 3 and f"no daemon at {other}" in done.stderr
 
 

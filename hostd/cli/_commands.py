@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ from hostd.errors import HostdError
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 from ._outcome import leg_failures, no_evidence
 from ._quality import caps_arg, floors_arg, overfetch_note
+from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
 
 __all__ = ["add_core_commands", "audit_summary"]
@@ -42,6 +44,13 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--socket", metavar="PATH", help="Unix socket path (overrides config)")
     serve.add_argument("--tcp", action="store_true", help="also listen on loopback TCP")
     serve.add_argument("--tcp-port", type=int, metavar="PORT", help="TCP port (overrides config)")
+    serve.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="PATH",
+        help="write PATH (JSON: pid, socket, tcp, config) once serving; removed on stop "
+        "(READY=1 goes to $NOTIFY_SOCKET too when a service manager set it)",
+    )
     serve.set_defaults(run=_serve)
 
     compose = sub.add_parser(
@@ -188,8 +197,6 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
 
     updates: dict[str, Any] = {}
     if args.socket:
-        from pathlib import Path
-
         updates["socket"] = Path(args.socket).resolve()
     if updates:
         cfg = cfg.model_copy(update={"host": cfg.host.model_copy(update=updates)})
@@ -197,10 +204,12 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
         cfg = cfg.model_copy(update={"tcp": cfg.tcp.model_copy(update={"port": args.tcp_port})})
     unix = not args.stdio or bool(args.socket)
     tcp = True if args.tcp else None
-    anyio.run(
-        lambda: Daemon(cfg).run(stdio=args.stdio, unix=unix, tcp=tcp),
-        backend="asyncio",
-    )
+    ready_file = args.ready_file.resolve() if args.ready_file else None
+    with ReadySignal(ready_file, cfg.source).held() as ready:
+        anyio.run(
+            lambda: Daemon(cfg).run(stdio=args.stdio, unix=unix, tcp=tcp, ready=ready),
+            backend="asyncio",
+        )
     return EXIT_OK
 
 
@@ -221,7 +230,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
     bars = ProgressBars()
-    async with session(cfg, args.connect, bars) as s:
+    async with session(cfg, args.connect, bars, wait=args.wait) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)
             result = await s.call("context/compose", params, on_progress=forward)
@@ -245,14 +254,14 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     if getattr(args, "providers_command", None) == "restart":
-        async with session(cfg, args.connect) as s:
+        async with session(cfg, args.connect, wait=args.wait) as s:
             row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
         if args.json:
             print_json(row)
         else:
             sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
         return EXIT_OK
-    async with session(cfg, args.connect) as s:
+    async with session(cfg, args.connect, wait=args.wait) as s:
         result = await s.call("providers/list", {})
     providers = result["providers"]
     if args.json:
@@ -280,7 +289,7 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _consent(cfg: Config, args: argparse.Namespace) -> int:
     action = args.consent_command
-    async with session(cfg, args.connect) as s:
+    async with session(cfg, args.connect, wait=args.wait) as s:
         if action == "list":
             result = await s.call(
                 "consent/list", {"provider": args.provider} if args.provider else {}
@@ -317,7 +326,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
     _freeze_boot_heap()
     # Long-lived: providers start as the config says, so the MCP handshake never waits.
-    async with session(cfg, args.connect, boot=False) as s:
+    async with session(cfg, args.connect, boot=False, wait=args.wait) as s:
         stdio = await open_stdio(0, wire)
         try:
             await serve_mcp(s, stdio.receive, stdio.send, max_line_bytes=cfg.host.max_line_bytes)
