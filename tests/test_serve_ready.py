@@ -83,10 +83,16 @@ def test_serve_notifies_ready_on_notify_socket_and_writes_then_removes_its_ready
         cwd=tmp_path,
         env=_env(NOTIFY_SOCKET=address),
         stdin=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:
+        assert proc.stderr is not None
+        first, second = json.loads(proc.stderr.readline()), json.loads(proc.stderr.readline())
+        # The log's first line says which config file this daemon runs on; with no
+        # provider in it, the next says where hostd looked and `hostd init`.
+        assert (first["event"], first["config"]) == ("host.serving", str(config))
+        assert second["event"] == "host.no_providers" and "hostd init" in second["message"]
         message = sock.recv(4096).decode()
         fields = dict(line.split("=", 1) for line in message.splitlines())
         assert fields["READY"] == "1" and fields["MAINPID"] == str(proc.pid)
@@ -103,6 +109,8 @@ def test_serve_notifies_ready_on_notify_socket_and_writes_then_removes_its_ready
             assert client.call("host/status", {})["state"] == "serving"
     finally:
         assert _stop(proc) == 0
+        assert proc.stderr is not None
+        proc.stderr.close()
     assert not ready.exists()
 
 

@@ -1,4 +1,5 @@
-"""The daemon's own commands: ``serve``, ``compose``, ``providers``, ``consent``, ``mcp``.
+"""The daemon's own commands: ``serve``, ``compose``, ``providers``, ``mcp`` (and
+``consent``, registered from ``_consent``).
 
 Each is registered here with its options and run by the handler beside it
 (``set_defaults(run=…)``); ``_main`` only parses and reports errors. An empty
@@ -19,6 +20,7 @@ from hostd.config import Config
 from hostd.errors import HostdError
 
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
+from ._consent import add_consent_command
 from ._outcome import leg_failures, no_evidence
 from ._quality import caps_arg, floors_arg, overfetch_note
 from ._ready import ReadySignal
@@ -109,31 +111,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     restart.add_argument("--json", action="store_true", help="print its row as JSON")
     connect_arg(restart)
 
-    consent = sub.add_parser(
-        "consent",
-        parents=[common],
-        help="grant, revoke or list consent receipts (C1, C2, C6)",
-        description="Durable consent receipts for providers that send data off the machine.",
-    )
-    consent.set_defaults(run=_consent)
-    csub = consent.add_subparsers(dest="consent_command", metavar="ACTION", required=True)
-    for action, text in (("grant", "record consent"), ("revoke", "revoke consent")):
-        p = csub.add_parser(
-            action,
-            help=text,
-            description=f"{text.capitalize()} for a scope.",
-            parents=[common],
-        )
-        p.add_argument("provider", help="provider id")
-        p.add_argument("scope", help="egress scope, e.g. a host name")
-        p.add_argument("--grantor", default="cli", help="who grants (default: cli)")
-        connect_arg(p)
-    lst = csub.add_parser(
-        "list", help="list receipts", description="List consent receipts.", parents=[common]
-    )
-    lst.add_argument("provider", nargs="?", help="only this provider")
-    lst.add_argument("--json", action="store_true", help="print JSON")
-    connect_arg(lst)
+    add_consent_command(sub, common)
 
     mcp = sub.add_parser(
         "mcp",
@@ -183,16 +161,8 @@ def _freeze_boot_heap() -> None:
 
 
 def _serve(cfg: Config, args: argparse.Namespace) -> int:
-    from hostd.logs import get_logger
     from hostd.server import Daemon
 
-    # The first line of the log: which file this daemon runs on, found how (docs/config.md).
-    log = get_logger("hostd.cli")
-    log.info(
-        "host.config", file=cfg.source, searched=list(cfg.searched), providers=len(cfg.provider)
-    )
-    if not cfg.provider:
-        log.warning("host.no_providers", message=cfg.no_providers())
     _freeze_boot_heap()
 
     updates: dict[str, Any] = {}
@@ -205,7 +175,10 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
     unix = not args.stdio or bool(args.socket)
     tcp = True if args.tcp else None
     ready_file = args.ready_file.resolve() if args.ready_file else None
-    with ReadySignal(ready_file, cfg.source).held() as ready:
+    # Once serving (its first log line, host.serving, names the config file): a daemon
+    # with no provider says where hostd looked and what to do.
+    empty = cfg.no_providers() if not cfg.provider else None
+    with ReadySignal(ready_file, cfg.source, empty).held() as ready:
         anyio.run(
             lambda: Daemon(cfg).run(stdio=args.stdio, unix=unix, tcp=tcp, ready=ready),
             backend="asyncio",
@@ -284,33 +257,6 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         failure = (p.get("health") or {}).get("last_failure")
         if failure and p.get("state") != "ready":
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")
-    return EXIT_OK
-
-
-async def _consent(cfg: Config, args: argparse.Namespace) -> int:
-    action = args.consent_command
-    async with session(cfg, args.connect, wait=args.wait) as s:
-        if action == "list":
-            result = await s.call(
-                "consent/list", {"provider": args.provider} if args.provider else {}
-            )
-        else:
-            result = await s.call(
-                f"consent/{action}",
-                {"provider": args.provider, "scope": args.scope, "grantor": args.grantor},
-            )
-    if action == "list" and not args.json:
-        receipts = result["receipts"]
-        if not receipts:
-            sys.stdout.write("no consent receipts\n")
-        for r in receipts:
-            state = "active" if r.get("active") else f"revoked {r.get('revoked_at')}"
-            sys.stdout.write(
-                f"{r.get('provider_id')}\t{r.get('scope')}\t{r.get('grantor')}\t"
-                f"granted {r.get('granted_at')}\t{state}\n"
-            )
-    else:
-        print_json(result)
     return EXIT_OK
 
 

@@ -124,7 +124,8 @@ def render_project_config(
             "# honoured at every level, VCS and tool directories and binary files skipped.",
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
-            'command = ["python", "-m", "providers.files", "--root", ".", "--exclude", "/hostd.toml"]'
+            'command = ["python", "-m", "providers.files", "--root", ".", '
+            '"--exclude", "/hostd.toml"]'
             "  # the bundled provider, over the project but this file",
             'cwd = "."                    # it runs in this directory: --root "." is the project',
             'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
@@ -143,7 +144,8 @@ def render_project_config(
     semantic = [
         "[[provider]]",
         'id = "semantic"              # the name its frames and citations carry',
-        'command = ["python", "-m", "providers.semantic", "--root", ".", "--exclude", "/hostd.toml"]'
+        'command = ["python", "-m", "providers.semantic", "--root", ".", '
+        '"--exclude", "/hostd.toml"]'
         "  # the bundled provider, over the project but this file",
         'cwd = "."                    # it runs in this directory: --root "." is the project',
         'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',

@@ -43,12 +43,18 @@ def sd_notify(state: str, environ: Mapping[str, str] | None = None) -> bool:
 class ReadySignal:
     """Called once by the daemon when it serves (``Daemon.run(ready=…)``)."""
 
-    def __init__(self, ready_file: Path | None, config_file: str) -> None:
+    def __init__(
+        self, ready_file: Path | None, config_file: str, no_providers: str | None = None
+    ) -> None:
         self.ready_file = ready_file
         self.config_file = config_file
+        #: Why no provider will answer (``Config.no_providers``), said once serving.
+        self.no_providers = no_providers
         self._written = False
 
     def __call__(self, daemon: Any) -> None:
+        if self.no_providers is not None:
+            get_logger("hostd.cli").warning("host.no_providers", message=self.no_providers)
         socket_path = getattr(daemon, "socket_path", None)
         tcp = getattr(daemon, "tcp_address", None)
         if self.ready_file is not None:
