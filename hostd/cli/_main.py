@@ -29,6 +29,9 @@ from ._warm import add_warm_command
 
 __all__ = ["build_parser", "main"]
 
+#: ``--log-format``: ``auto`` is human-readable lines when stderr is a terminal.
+LOG_FORMATS = ("auto", "json", "console")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``hostd`` argument parser: global options and one sub-command per verb."""
@@ -50,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         help="override log.level from the config",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="log lines on stderr: human-readable on a terminal, else JSON (auto, the "
+        "default), or always json or console; a log.file is always JSON",
+    )
     # The same options after the command word too (`hostd compose --config f.toml …`).
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="config file")
@@ -58,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("debug", "info", "warning", "error"),
         default=argparse.SUPPRESS,
         help="override log.level",
+    )
+    common.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help="log line format"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_project_commands(sub, common)
@@ -80,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
             try:
-                configure_logging(level, settings=cfg.log)
+                configure_logging(level, settings=cfg.log, log_format=args.log_format or "auto")
             except OSError as err:
                 raise ConfigError(
                     f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
