@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = load_config(args.config)
             from hostd.logs import configure_logging
 
-            level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
+            level = args.log_level or _default_level(args.command, cfg.log.level)
             try:
                 configure_logging(level, settings=cfg.log, log_format=args.log_format or "auto")
             except OSError as err:
@@ -120,6 +120,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+#: Commands whose own output reports every provider failure (a leg's error, a row's
+#: last failure): their log stays at error unless told, so a failure is said once.
+_REPORTING = frozenset({"compose", "providers", "consent", "eval", "shadow", "calibrate"})
+
+
+def _default_level(command: str, configured: str) -> str:
+    """``serve`` logs at ``log.level``; a one-shot command that reports failures itself
+    at ``error``; the others (``mcp``, ``warm``: the log is where a failure shows) at
+    ``warning``."""
+    if command == "serve":
+        return configured
+    return "error" if command in _REPORTING else "warning"
 
 
 def _exit_status(exc: HostdError) -> int:
