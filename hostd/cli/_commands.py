@@ -21,7 +21,7 @@ from hostd.errors import HostdError
 
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 from ._consent import add_consent_command
-from ._outcome import leg_failures, no_evidence
+from ._outcome import leg_failures, no_evidence, policy_fallback
 from ._quality import caps_arg, floors_arg, overfetch_note
 from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
@@ -126,7 +126,8 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def audit_summary(result: dict[str, Any]) -> str:
-    """One line: included/excluded counts by reason, tokens, providers' statuses."""
+    """One line: included/excluded counts by reason, tokens, providers' statuses, and a
+    ``rerank`` or ``calibrated`` policy's fallback and its reason."""
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
     included = sum(1 for e in entries if e.get("disposition") == "included")
@@ -145,10 +146,13 @@ def audit_summary(result: dict[str, Any]) -> str:
         f"({per_provider.get(p.get('provider_id', p.get('id')), 0)})"
         for p in result.get("providers") or []
     )
+    fallback = policy_fallback(result)  # the ranking asked for did not rank: say so
     return (
         f"audit: {len(entries)} offered, {included} included, excluded: {excluded}; "
         f"tokens {audit.get('tokens_used')}/{audit.get('global_budget')}; "
-        f"providers: {provs or 'none'}; request {result.get('request_id')}"
+        f"providers: {provs or 'none'}; "
+        + (f"policy: {fallback}; " if fallback else "")
+        + f"request {result.get('request_id')}"
     )
 
 
