@@ -208,7 +208,10 @@ class ProviderSettings(_Section):
         if self.binding == "mcp" and self.url is not None:
             raise ValueError('binding = "mcp" starts a local MCP server: give command, not url')
         if self.binding == "mcp" and importlib.util.find_spec("mcp") is None:
-            raise ValueError('binding = "mcp" needs the mcp extra: pip install "hostd[mcp]"')
+            raise ValueError(
+                'binding = "mcp" needs the mcp extra: pip install "/path/to/hostd[mcp]" '
+                "(a checkout or a wheel)"
+            )
         return self
 
     @property

@@ -117,9 +117,9 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "mcp",
         parents=[common],
         help="serve the client API as an MCP server on stdio (docs/mcp.md)",
-        description="An MCP server on stdin/stdout with the tools compose_context and "
-        "list_providers: over an in-process daemon from --config, or a running one "
-        "(--connect). Logs go to stderr.",
+        description="An MCP server on stdin/stdout with three tools, compose_context, "
+        "list_providers and report_used_evidence: over an in-process daemon from the "
+        "config, or a running one (--connect). Logs go to stderr.",
     )
     connect_arg(mcp)
     mcp.set_defaults(run=_mcp)
@@ -268,7 +268,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     try:
         from hostd.mcp import serve_mcp
     except ImportError as exc:
-        extra = 'the mcp extra (pip install "hostd[mcp]")'
+        extra = 'the mcp extra (pip install "/path/to/hostd[mcp]", a checkout or a wheel)'
         raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
 
     from hostd.server import open_stdio, reserve_stdout
