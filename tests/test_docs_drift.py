@@ -350,7 +350,7 @@ def test_docs_mcp_md_names_the_tools_in_order_and_their_arguments() -> None:
     tools = _section(MCP_MD, "### Tools")
     count = _NUMBERS[len(TOOLS)]
     assert f"the same {count} tools in this order" in tools, f"say: the same {count} tools"
-    named = re.findall(r"\*\*`([a-z_]+)`\*\*", tools)
+    named = re.findall(r"^\*\*`([a-z_]+)`\*\* — ", MCP_MD, re.M)  # each tool's paragraph
     assert named == [t.name for t in TOOLS], named
     compose = next(t for t in TOOLS if t.name == "compose_context")
     table = _section(tools, "**`compose_context`** — arguments (`additionalProperties: false`):")
@@ -364,7 +364,7 @@ def test_docs_mcp_md_says_how_hostd_mcp_starts_providers_and_logs() -> None:
     from hostd.cli._main import _default_level
     from hostd.config import HostSettings
 
-    start = re.search(r"`host\.start_providers` says\s+\(`\"(\w+)\"` by default", MCP_MD)
+    start = re.search(r"`host\.start_providers` says\s+\(`\"?(\w+)\"?` by default", MCP_MD)
     assert start, "docs/mcp.md: say which host.start_providers hostd mcp starts with"
     assert start.group(1) == HostSettings().start_providers
     level = re.search(r"at `(\w+)` unless\s+`--log-level`", MCP_MD)
