@@ -149,3 +149,18 @@ def test_the_mcp_entry_names_the_projects_config_and_the_three_tools() -> None:
     assert f"with {numbers[len(TOOLS)]} tools" in section
     assert all(f"`{tool.name}`" in section for tool in TOOLS)
     assert "hostd[mcp]" not in section or "/path/to/hostd" in section  # no registry install
+
+
+def test_the_contrib_unit_is_a_notify_service_running_serve_as_its_readme_says() -> None:
+    import configparser
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # keys keep their case
+    unit.read(ROOT / "contrib" / "systemd" / "hostd.service")
+    service = unit["Service"]
+    assert service["Type"] == "notify"  # hostd serve sends READY=1 (tests/test_serve_ready.py)
+    assert service["ExecStart"].split()[-1] == "serve"
+    assert service["Environment"].startswith("HOSTD_CONFIG=")
+    guide = (ROOT / "contrib" / "README.md").read_text(encoding="utf-8")
+    for path in re.findall(r"cp (contrib/\S+)", guide):
+        assert (ROOT / path).is_file(), path
