@@ -39,6 +39,7 @@ _CHUNK = 1 << 20
 TAIL_BYTES = 4096
 TAIL_SHOWN_BYTES = 300
 _TAIL_LINES = 4
+_TRACEBACK_HEAD = "Traceback (most recent call last)"
 
 
 @dataclass(slots=True, frozen=True)
@@ -138,7 +139,13 @@ class StderrPump:
         if self._cut and b"\n" in raw:  # the first line is a fragment (a secret's end?)
             raw = raw[raw.index(b"\n") + 1 :]
         text = self.redactor.text(raw.decode("utf-8", "replace"))
-        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+        # A Python traceback's header says nothing its frames and error do not, and
+        # quoted in hostd's own report it reads as if hostd had crashed: left out.
+        lines = [
+            line.rstrip()
+            for line in text.splitlines()
+            if line.strip() and not line.startswith(_TRACEBACK_HEAD)
+        ]
         shown = printable("\n".join(lines[-_TAIL_LINES:]))
         data = shown.encode()
         if len(data) > TAIL_SHOWN_BYTES:  # bounded in bytes: its end, whole characters only

@@ -83,6 +83,7 @@ async def test_a_provider_that_dies_says_its_exit_status_and_last_words(
     assert "exited with status 3" in message, message
     assert "RuntimeError: the token <redacted> was refused" in message, message
     assert "\n" not in message and len(message) < 600, message
+    assert "Traceback" not in message  # its header says nothing: its frame and error do
     (row,) = [r for r in rows if r["id"] == "echo"]
     assert "RuntimeError: the token <redacted> was refused" in row["health"]["last_failure"]
 
