@@ -77,6 +77,9 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", 
 FORBIDDEN_MODULES = {
     "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+    # The HTTPS provider server and its listener guard: the provider side, like stdio.
+    "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+    "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
     # The client library talks to a daemon: it never loads the host side.
     "client.py": {"compose", "engine", "transport", "server", "pipeline", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).

@@ -88,8 +88,10 @@ class Pipeline:
             chosen = sorted(set(wanted))
         else:
             chosen = sorted(known)
+        if not known:  # the config has none: name it, where else was looked, and `hostd init`
+            raise NoProviderAvailable(self.config.no_providers())
         if not chosen:
-            raise NoProviderAvailable("no provider available: none is configured or selected")
+            raise NoProviderAvailable("no provider available: none is selected")
         return chosen
 
     def consent_ledger(self) -> ConsentStore:

@@ -11,7 +11,7 @@ composition library (the daemon's start-up alone builds the engine).
 from ._api import METHODS, RequestContext
 from ._connection import Connection, Limits
 from ._daemon import Daemon
-from ._listeners import ListenerError, open_stdio, reserve_stdout
+from ._listeners import ListenerError, open_stdio, private_state_dir, reserve_stdout
 from ._params import ComposeParams, QueryParams
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "QueryParams",
     "RequestContext",
     "open_stdio",
+    "private_state_dir",
     "reserve_stdout",
 ]
