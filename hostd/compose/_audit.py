@@ -59,10 +59,12 @@ def ranked_entries(
     budget: int,
     floor_labels: Iterable[str],
     verification: Mapping[FrameId, Mapping[str, Any]] | None,
+    notes: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per ranked candidate, best first. ``positions[j]`` is where the
     ``j``-th included frame (in rank order) was placed; ``labels`` and ``sizes``
-    are the candidates' prices (``rendered_sizes``)."""
+    are the candidates' prices (``rendered_sizes``); ``notes`` adds members to a
+    candidate's entry (span merging's ``merged`` and ``span``)."""
     frames, scores = cands.frames, cands.scores
     pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
     vouched_by, capped = cands.vouched_by, packing.capped
@@ -110,6 +112,8 @@ def ranked_entries(
                     "tokens": cost,
                 }
             )
+            if notes and i in notes:
+                out[-1].update(_copy_notes(notes[i]))
         if j < len(packing.chosen):
             i = packing.chosen[j]
             k = cands.key(i)
@@ -127,8 +131,21 @@ def ranked_entries(
                     "vouched_by": list(vouched_by(i)),
                 }
             )
+            if notes and i in notes:
+                out[-1].update(_copy_notes(notes[i]))
             replay.claim(packing.labels[j])
         start = stop + 1
+    return out
+
+
+def _copy_notes(notes: Mapping[str, Any]) -> dict[str, Any]:
+    """A candidate's notes as fresh dicts (an entry is the wire's: never shared)."""
+    out: dict[str, Any] = {}
+    for k, v in notes.items():
+        note = dict(v)
+        if "members" in note:
+            note["members"] = [dict(m) for m in note["members"]]
+        out[k] = note
     return out
 
 
@@ -143,12 +160,27 @@ def unranked_entries(
     cands: CandidateSet,
     duplicates: Iterable[tuple[int, int]],
     excluded: Iterable[tuple[FrameId, str, Mapping[str, Any]]],
+    absorbed: Iterable[tuple[int, int, str, Mapping[str, str]]] = (),
 ) -> list[dict[str, Any]]:
-    """The duplicates (``(dropped, kept)`` indices into ``cands``' input pool) and the
-    earlier stages' exclusions, each in canonical FrameId order (every field a
-    tie-break, so the same set gives the same entries whatever the arrival order)."""
+    """The duplicates (``(dropped, kept)`` indices into ``cands``' input pool), the
+    frames span merging absorbed (``(member, survivor, reason, region)``, the same
+    indices) and the earlier stages' exclusions, each in canonical FrameId order
+    (every field a tie-break, so the same set gives the same entries whatever the
+    arrival order)."""
     keyed: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     key, scores = cands.key, cands.scores
+    for m, k, reason, region in absorbed:
+        mk, kk = key(m), key(k)
+        score = scores[m]
+        entry = {
+            "frame": key_to_wire(mk),
+            "provider": mk[0],
+            "disposition": "excluded",
+            "reason": reason,
+            "detail": {"kept": key_to_wire(kk), "region": dict(region)},
+            "score": _wire_score(score),
+        }
+        keyed.append(((False, mk, reason, score, repr(kk)), entry))
     for d, k in duplicates:
         dk, kk = key(d), key(k)
         score = scores[d]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hostd.protocol import FrameId
@@ -34,9 +34,21 @@ from ._pack import Packing, pack, tokens_of_bytes
 from ._placement import check_placement, place_indices
 from ._render import EVIDENCE_PREAMBLE, kinds_and_labels, render_frame, rendered_sizes
 from ._result import Citation, ComposedPrompt, CompositionAudit
+from ._spans import DEFAULT_MERGE_MAX_RATIO, check_ratio, merge_spans
+from ._spans import apply as apply_spans
 from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
 
-__all__ = ["Prices", "Survivors", "compose_for_prompt", "dedup", "place", "price", "rank", "render"]
+__all__ = [
+    "Prices",
+    "Survivors",
+    "compose_for_prompt",
+    "dedup",
+    "place",
+    "price",
+    "rank",
+    "render",
+    "spans",
+]
 
 #: ``(FrameId, reason, detail)``: a frame an earlier stage dropped.
 Excluded = tuple[FrameId, str, Mapping[str, Any]]
@@ -61,14 +73,19 @@ def _cap_tokens(caps: Mapping[str, float] | None, contested: int) -> dict[str, t
 
 @dataclass(slots=True, frozen=True)
 class Survivors:
-    """The dedup stage's output: one candidate per piece of evidence (``cands``,
-    with its ``contents`` column) and the collapsed frames as ``(dropped, kept)``
-    indices into ``pool`` (the candidates as offered)."""
+    """The dedup stages' output: one candidate per piece of evidence (``cands``,
+    with its ``contents`` column; ``origin[i]``: candidate ``i``'s index in ``pool``,
+    the candidates as offered), the collapsed frames as ``(dropped, kept)`` indices
+    into ``pool``, the frames span merging absorbed as ``(member, survivor, reason,
+    region)`` (indices into ``pool``) and extra audit members by candidate index."""
 
     pool: CandidateSet
     cands: CandidateSet
     contents: Sequence[str | None]
     duplicates: list[tuple[int, int]]
+    origin: Sequence[int] = ()
+    absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
+    notes: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
@@ -78,7 +95,37 @@ def dedup(frames: Iterable[FramePair]) -> Survivors:
     deduped = dedup_pool(pool, provenances)
     if deduped.drops:
         contents = pick_from(deduped.origin)(contents)
-    return Survivors(pool, deduped.kept, contents, deduped.drops)
+    return Survivors(pool, deduped.kept, contents, deduped.drops, deduped.origin)
+
+
+def spans(
+    survivors: Survivors,
+    sources: Mapping[str, bytes] | None,
+    verification: Verification | None,
+    max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
+) -> Survivors:
+    """Span-aware dedup (``_spans``): touching regions of one verified source merged."""
+    if sources is None:  # off: nothing is looked for
+        check_ratio(max_ratio)
+        return survivors
+    merge = merge_spans(survivors.cands, sources, verification, max_ratio)
+    if not merge.notes:
+        return survivors
+    cands, origin = survivors.cands, survivors.origin
+    keep = merge.keep
+    contents = [
+        merge.frames[i].content if i in merge.frames else survivors.contents[i] for i in keep
+    ]
+    position = {i: k for k, i in enumerate(keep)}
+    return Survivors(
+        survivors.pool,
+        apply_spans(cands, merge),
+        contents,
+        survivors.duplicates,
+        [origin[i] for i in keep],
+        [(origin[m], origin[k], why, region) for m, k, why, region in merge.absorbed],
+        {position[i]: note for i, note in merge.notes.items() if i in position},
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -172,8 +219,9 @@ def render(
         budget=budget,
         floor_labels=floors.labels,
         verification=verification,
+        notes=survivors.notes,
     )
-    entries += unranked_entries(survivors.pool, survivors.duplicates, excluded)
+    entries += unranked_entries(survivors.pool, survivors.duplicates, excluded, survivors.absorbed)
     audit = CompositionAudit(
         entries,
         global_budget=budget,
@@ -214,6 +262,8 @@ def compose_for_prompt(
     verification: Verification | None = None,
     overfetch: float | None = None,
     asked: Mapping[str, int] | None = None,
+    sources: Mapping[str, bytes] | None = None,
+    merge_max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
 ) -> ComposedPrompt:
     """Compose ``(provider_id, frame)`` pairs into a fenced, cited, audited prompt.
 
@@ -236,6 +286,11 @@ def compose_for_prompt(
       ``state`` is ``"unverifiable"`` is fenced with ``verified="no"``.
     - ``overfetch``, ``asked``: from a fan-out, the over-fetch factor and the
       tokens each provider was asked for; recorded in the audit's ``policy``.
+    - ``sources``: ``file`` URI → the bytes the verify stage re-read under the
+      trusted roots (``FanOut.sources``); with it, candidates quoting overlapping,
+      contained or adjacent line ranges of one source are merged into one
+      covering their union (``_spans``), at most ``merge_max_ratio`` times the
+      bytes of its largest member. None: no span merging.
 
     The prompt is a pure function of the frame *set* (and the arguments): any
     order of the same frames gives the same bytes. Its canonical cost is
@@ -254,7 +309,7 @@ def compose_for_prompt(
     if not (isinstance(floors, AdmittedFloors) and floors.budget == budget):
         given = floors.given if isinstance(floors, AdmittedFloors) else floors
         floors = check_floors(given, budget)
-    survivors = dedup(frames)
+    survivors = spans(dedup(frames), sources, verification, merge_max_ratio)
     cands = survivors.cands
     order = rank(strategy, cands)
     prices = price(survivors, verification)
