@@ -99,6 +99,9 @@ class HostSettings(_Section):
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
+    #: Span merging: a candidate made of touching line ranges of one source holds at most
+    #: this many times the bytes of its largest member (so no merge pulls in a whole file).
+    merge_max_ratio: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False)] = 2.0
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0

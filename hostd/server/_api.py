@@ -275,6 +275,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         verification=fan.verification,
         overfetch=fan.overfetch,
         asked=fan.asked,
+        sources=fan.sources,
+        merge_max_ratio=ctx.daemon.config.host.merge_max_ratio,
     )
     await ctx.daemon.record_shadow(ctx.request_id, p, floors.contested, fan.accepted, composed)
     result = composed.to_wire()
