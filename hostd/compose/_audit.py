@@ -15,7 +15,7 @@ ranked above it) from its ``rendered_sizes`` price: priced, never rendered.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -23,6 +23,7 @@ import orjson
 from hostd.protocol import FrameId
 
 from ._candidates import CandidateSet, SortKey, key_to_wire
+from ._meter import CANONICAL, Meter
 from ._pack import Labels, Packing, tokens_of_bytes
 
 __all__ = ["ranked_entries", "unranked_entries"]
@@ -60,11 +61,15 @@ def ranked_entries(
     floor_labels: Iterable[str],
     verification: Mapping[FrameId, Mapping[str, Any]] | None,
     notes: Mapping[int, Mapping[str, Any]] | None = None,
+    meter: Meter = CANONICAL,
+    render_block: Callable[[int, str], str] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per ranked candidate, best first. ``positions[j]`` is where the
     ``j``-th included frame (in rank order) was placed; ``labels`` and ``sizes``
     are the candidates' prices (``rendered_sizes``); ``notes`` adds members to a
-    candidate's entry (span merging's ``merged`` and ``span``)."""
+    candidate's entry (span merging's ``merged`` and ``span``). With a tokenizer
+    ``meter`` costs are its tokens, and a block whose label would have changed is
+    rendered (``render_block``) and counted."""
     frames, scores = cands.frames, cands.scores
     pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
     vouched_by, capped = cands.vouched_by, packing.capped
@@ -73,11 +78,13 @@ def ranked_entries(
     out: list[dict[str, Any]] = []
     append = out.append
     start = 0
+    canonical = meter is CANONICAL
+    recounted = set(packing.recounted)
     # The hot loop (one pass per excluded frame) reads plain columns and builds
     # each wire dict inline: no key tuple, no helper call per frame.
     for j, stop in enumerate([*packing.ranks, len(order)]):
         used = packing.used_after[j - 1] if j else packing.fixed
-        remaining = max(0, budget - tokens_of_bytes(used))
+        remaining = max(0, budget - (tokens_of_bytes(used) if canonical else meter.tokens(used)))
         for rank in range(start, stop):
             i = order[rank]
             pid, digest = pids[i], digests[i]
@@ -90,10 +97,17 @@ def ranked_entries(
             if cap is None:
                 size = sizes[i]
                 base = labels[i]
-                if base in taken:  # the suffix it gets is ASCII: one byte a character
-                    size += len(peek(base)) - len(base)
-                cost = (size + 3) >> 2  # tokens_of_bytes, inline
+                if not canonical:
+                    if base in taken and render_block is not None:
+                        size = meter.size(render_block(i, peek(base)))
+                    cost = meter.tokens(size)
+                else:
+                    if base in taken:  # the suffix it gets is ASCII: one byte a character
+                        size += len(peek(base)) - len(base)
+                    cost = (size + 3) >> 2  # tokens_of_bytes, inline
                 detail: dict[str, Any] = {"cost": cost, "remaining": remaining}
+                if rank in recounted:  # fitted block by block, not once counted whole
+                    detail["whole_prompt"] = True
                 reason = "over_budget"
             else:
                 (provider, cap_tokens, share), cost = cap

@@ -259,10 +259,25 @@ class ComposedPrompt:
     prompt: str
     citations: tuple[Citation, ...]
     audit: CompositionAudit
+    #: With a tokenizer: the prompt's count in its tokens (what the budget bounded).
+    model_tokens: int | None = None
+    #: The tokenizer's name (None: the budget counted canonical tokens, B3).
+    tokenizer: str | None = None
 
     @property
     def tokens_used(self) -> int:
         return self.audit.tokens_used
+
+    def prompt_usage(self) -> dict[str, Any]:
+        """The prompt's size both ways: ``bytes`` (UTF-8), ``canonical_tokens``
+        (B3: ``ceil(bytes / 4)``) and, with a tokenizer, ``tokens`` in its count
+        and its name (``tokenizer``): the ``usage.prompt`` of a composition."""
+        size = len(self.prompt.encode("utf-8", "surrogatepass"))
+        out: dict[str, Any] = {"bytes": size, "canonical_tokens": (size + 3) >> 2}
+        if self.tokenizer is not None:
+            out["tokens"] = self.model_tokens
+            out["tokenizer"] = self.tokenizer
+        return out
 
     def to_wire(self) -> dict[str, Any]:
         return {
