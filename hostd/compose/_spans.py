@@ -33,6 +33,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from hostd.protocol import (
@@ -96,17 +97,30 @@ class _Lines:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        starts = [0]
-        pos = data.find(b"\n")
-        while pos != -1:
-            starts.append(pos + 1)
-            pos = data.find(b"\n", pos + 1)
+        # Each line's start: 0, then one past every LF (summed in C, no loop per line).
+        pieces = data.split(b"\n")
+        starts = [0, *accumulate(map((1).__add__, map(len, pieces[:-1])))]
         self.count = len(starts) if starts[-1] < len(data) else len(starts) - 1
         self.starts = starts
 
     def slice(self, start: int, end: int) -> bytes:
         hi = self.starts[end] if end < len(self.starts) else len(self.data)
         return self.data[self.starts[start - 1] : hi]
+
+
+def _lines_of(rng: str | None, lines: _Lines | None) -> tuple[int, int] | None:
+    """The 1-based inclusive lines ``rng`` addresses (F17: the end clamps to the
+    source when its length is known; no range is the whole source), or None."""
+    if rng is None:
+        return None if lines is None else (1, lines.count)
+    m = _RANGE_RE.fullmatch(rng)
+    if m is None:
+        return None
+    start = int(m.group(1))
+    end = int(m.group(2)) if m.group(2) is not None else start
+    if lines is not None:
+        end = min(end, lines.count)
+    return (start, end) if start <= end else None
 
 
 def _region(
@@ -116,29 +130,20 @@ def _region(
     provs: Sequence[Provenance] = frame.provenance
     if not provs or frame.content is None:
         return None
-    first = provs[0]
-    uri, rng = first.uri or frame.uri, first.range
-    for p in provs:
-        if p.type != "file" or (p.uri or frame.uri) != uri or p.range != rng:
-            return None  # a derivation, or several regions: not one span
+    uri = provs[0].uri or frame.uri
     if uri is None:
         return None
     lines = sources.get(uri)
-    if rng is None:
-        if lines is None:
-            return None  # the whole file, of unknown length
-        start, end = 1, lines.count
-    else:
-        m = _RANGE_RE.fullmatch(rng)
-        if m is None:
+    span = None
+    for p in provs:  # "L12" and "L12-12" differ as text, not as lines: compare lines
+        if p.type != "file" or (p.uri or frame.uri) != uri:
+            return None  # a derivation, or another file: not one span
+        here = _lines_of(p.range, lines)
+        if here is None or (span is not None and here != span):
             return None
-        start = int(m.group(1))
-        end = int(m.group(2)) if m.group(2) is not None else start
-        if lines is not None:
-            end = min(end, lines.count)  # F17: an end past the last line clamps
-    if start > end:
-        return None
-    return _Region(index, uri, start, end, key, lines)
+        span = here
+    assert span is not None
+    return _Region(index, uri, span[0], span[1], key, lines)
 
 
 def _range_text(start: int, end: int) -> str:
@@ -245,7 +250,8 @@ def _merge_run(
     containers: list[tuple[int, int, _Region]] = []
     for k, (members, start, end) in enumerate(blocks):
         best = _survivor(members, cands)
-        if len(members) == 1 or _merge_block(members, start, end, cands, out, dropped):
+        whole = len(members) == 1 and start == members[0].start  # a frame as offered
+        if whole or _merge_block(members, start, end, cands, out, dropped):
             containers.append((start, end, best))
         else:
             for r in members:
@@ -270,7 +276,13 @@ def _merge_run(
 
 
 def _blocks(members: list[_Region], max_ratio: float) -> list[_Block]:
-    """Members (in range order) grouped greedily into blocks within the size cap."""
+    """Members (in range order) grouped greedily into blocks within the size cap.
+
+    A member that would grow the block past the cap starts the next block, which
+    begins after the last line of the one before: the lines they share are quoted
+    by the first block only (the next one is cut from the same verified bytes), so
+    no line is quoted twice. A member wholly inside a block already made joins it.
+    """
     out: list[_Block] = []
     cur: list[_Region] = []
     start = end = largest = 0
@@ -278,17 +290,24 @@ def _blocks(members: list[_Region], max_ratio: float) -> list[_Block]:
         lines = r.lines
         assert lines is not None  # only verified members come here
         size = len(lines.slice(r.start, r.end))
-        if cur and r.end <= end:  # contained: the union does not grow
+        if cur and start <= r.start and r.end <= end:  # contained: the union does not grow
             cur.append(r)
             largest = max(largest, size)
             continue
+        home = next((b for b in reversed(out) if b[1] <= r.start and r.end <= b[2]), None)
+        if home is not None:  # inside a block the cap closed: it joins that one
+            home[0].append(r)
+            continue
         if cur and len(lines.slice(start, r.end)) <= max_ratio * max(largest, size):
             cur.append(r)
-            end, largest = r.end, max(largest, size)
+            end, largest = max(end, r.end), max(largest, size)
             continue
         if cur:
             out.append((cur, start, end))
-        cur, start, end, largest = [r], r.start, r.end, size
+            start = max(r.start, end + 1)
+        else:
+            start = r.start
+        cur, end, largest = [r], r.end, size
     if cur:
         out.append((cur, start, end))
     return out
@@ -362,6 +381,9 @@ def _merge_block(
         "content_digest": digest,
         "members": absorbed,
     }
+    if start > min(r.start for r in members):
+        # its first lines are quoted by the block before it, which the cap closed
+        out.notes[best.index]["merged"]["trimmed"] = True
     return True
 
 
