@@ -32,7 +32,7 @@ class HfTokenizer:
         if importlib.util.find_spec("tokenizers") is None:
             raise ConfigError(
                 f"host.tokenizer: {path} needs the tokenizers library: "
-                'pip install "hostd[tokenizer]"',
+                'pip install "/path/to/hostd[tokenizer]" (a checkout or a wheel)',
                 key="host.tokenizer",
                 problem="tokenizers is not installed",
             )

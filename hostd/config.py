@@ -117,7 +117,10 @@ class HostSettings(_Section):
         if not value.is_file():
             raise ValueError(f"no such file: {value}")
         if importlib.util.find_spec("tokenizers") is None:
-            raise ValueError('needs the tokenizers library: pip install "hostd[tokenizer]"')
+            raise ValueError(
+                'needs the tokenizers library: pip install "/path/to/hostd[tokenizer]" '
+                "(a checkout or a wheel)"
+            )
         return value
 
     #: A provider whose restart attempts are spent is started again this many seconds
