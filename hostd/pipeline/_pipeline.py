@@ -15,14 +15,18 @@ lands; the composition once here (``compose.audit.summary``, ``compose.done``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import orjson
 
 from hostd import compose as c
+from hostd._tokenizer import load_tokenizer
 from hostd.config import Config
 from hostd.engine import ConsentStore, Engine, FanOut, LegReport, Reranker
 from hostd.errors import (
@@ -48,6 +52,8 @@ log = get_logger("hostd.pipeline")
 USAGE_KEPT = 1024
 
 _NO_PREPARATION = Prepared(None)
+#: Policies whose ranking costs in proportion to the candidates: run off the event loop.
+_OFF_LOOP: frozenset[type] = frozenset({c.MaximalMarginalRelevance})
 
 
 class Pipeline:
@@ -146,17 +152,23 @@ class Pipeline:
                 f"invalid params: placement: must be one of {', '.join(c.PLACEMENTS)}",
                 field="placement",
             )
+        host = self.config.host
+        tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
+        # Counting in a model's tokens, or a policy priced by what was offered (MMR's
+        # similarities), is work in proportion to the candidates: a worker thread runs it,
+        # never the event loop.
+        offload = tokenizer is not None or type(strategy) in _OFF_LOOP
         # 1. price floors. Admitted before ranking: priced once, they fail before any
         # provider is asked (FloorsExceedBudget, no silent drop); the providers split
         # what is left.
-        floors = c.check_floors(
-            [
-                c.Floor(label=f.label, content=f.content, position=f.position)
-                for f in request.floors
-            ],
-            budget,
-        )
-        # 2. fan out.
+        given = [
+            c.Floor(label=f.label, content=f.content, position=f.position) for f in request.floors
+        ]
+        check = functools.partial(c.check_floors, given, budget, tokenizer=tokenizer)
+        floors = await anyio.to_thread.run_sync(check) if offload else check()
+        # 2. fan out. With a tokenizer the providers are still asked in CGP units (B3), one
+        # per model token of what the floors leave (docs/api.md: tokenizers average 3 to
+        # 4.5 bytes a token on code, prose and CJK, and overfetch covers the rest).
         preparer = self._preparers.get(type(strategy))
         fan = await self._fan_out(request, floors.contested, preparer, progress)
         # 3. prepare the strategy (state or I/O: calibration maps, the reranker's verdict).
@@ -168,7 +180,8 @@ class Pipeline:
             else await preparer.prepare(strategy, request, fan)
         )
         # 4. compose (pure).
-        composed = c.compose_for_prompt(
+        compose = functools.partial(
+            c.compose_for_prompt,
             fan.accepted,
             budget,
             strategy=prepared.strategy,
@@ -179,7 +192,11 @@ class Pipeline:
             verification=fan.verification,
             overfetch=fan.overfetch,
             asked=fan.asked,
+            sources=fan.sources,
+            merge_max_ratio=host.merge_max_ratio,
+            tokenizer=tokenizer,
         )
+        composed = await anyio.to_thread.run_sync(compose) if offload else compose()
         # 5. record: one value, for shadow replay and feedback. With ``record`` the
         # reply waits for the record's commit (acknowledged means written).
         recorded = False
@@ -232,7 +249,8 @@ class Pipeline:
         audit = result["audit"]
         reports = _reports(fan.reports)
         log_audit(log, audit["entries"], reports)
-        usage = fan.usage_report()
+        # UR1's figures, and the prompt's size both ways (bytes, canonical and model tokens)
+        usage = {**fan.usage_report(), "prompt": composed.prompt_usage()}
         self._remember_usage(request_id, usage)
         result["providers"] = reports
         result["usage"] = usage

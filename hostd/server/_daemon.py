@@ -90,6 +90,10 @@ class Daemon:
         self.shadow: ShadowRecorder | None = None
         #: The ``[reranker]`` process, while the engine runs.
         self.reranker: Reranker | None = None
+        if config.host.tokenizer is not None:  # loaded now: a bad file fails the start
+            from hostd._tokenizer import load_tokenizer
+
+            load_tokenizer(config.host.tokenizer)
         if config.shadow.enabled:
             from hostd.shadow import ShadowRecorder
 
