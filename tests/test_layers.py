@@ -44,6 +44,9 @@ FORBIDDEN = {
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
     "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
+    # Framework adapters are clients of the client API (forward) and of the provider
+    # runtime (backward): never of the host side.
+    "integrations": {"compose", "engine", "transport", "server", "cli", "mcp", "shadow", "eval"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
