@@ -217,7 +217,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     else:
         questions = ev.load_questions(args.questions)
         budgets = args.budget or [cfg.host.default_budget]
-        async with session(cfg, args.connect) as s:
+        async with session(cfg, args.connect, wait=args.wait) as s:
             outcomes = await ev.run_eval(
                 s,
                 questions,

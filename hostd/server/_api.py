@@ -146,8 +146,10 @@ def _check_providers(ctx: RequestContext, wanted: list[str] | None) -> list[str]
         chosen = sorted(set(wanted))
     else:
         chosen = sorted(known)
+    if not known:  # the config has none: name it, where else was looked, and `hostd init`
+        raise NoProviderAvailable(ctx.daemon.config.no_providers())
     if not chosen:
-        raise NoProviderAvailable("no provider available: none is configured or selected")
+        raise NoProviderAvailable("no provider available: none is selected")
     return chosen
 
 

@@ -318,6 +318,7 @@ class Daemon:
                         conns.start_soon(self.reranker.start_all)
                 log.info(
                     "host.serving",
+                    config=self.config.source,  # which file (discovery), in the first line
                     pid=os.getpid(),
                     socket=str(self.socket_path) if self.socket_path else None,
                     tcp=list(self.tcp_address) if self.tcp_address else None,
