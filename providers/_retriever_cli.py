@@ -122,7 +122,10 @@ def main(framework: str, argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module, attr = args.retriever
     if not _module_exists(package):
-        parser.error(f"needs {package.replace('_', '-')}: pip install 'hostd[{extra}]'")
+        parser.error(
+            f"needs {package.replace('_', '-')}: install hostd with the {extra} extra "
+            f'(pip install "/path/to/hostd[{extra}]", a checkout or a wheel)'
+        )
     if not _module_exists(module):
         parser.error(f"--retriever: no module {module!r} on the Python path")
 

@@ -38,7 +38,8 @@ try:
     from langchain_core.vectorstores import VectorStore
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise ImportError(
-        "hostd.integrations.langchain needs langchain-core: pip install 'hostd[langchain]'"
+        "hostd.integrations.langchain needs langchain-core: install hostd with the langchain "
+        'extra (pip install "/path/to/hostd[langchain]", a checkout or a wheel)'
     ) from exc
 from pydantic import ConfigDict, PrivateAttr, model_validator
 

@@ -35,7 +35,8 @@ try:
     from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise ImportError(
-        "hostd.integrations.llama_index needs llama-index-core: pip install 'hostd[llama-index]'"
+        "hostd.integrations.llama_index needs llama-index-core: install hostd with the "
+        'llama-index extra (pip install "/path/to/hostd[llama-index]", a checkout or a wheel)'
     ) from exc
 
 __all__ = ["SCORE_BASIS", "HostdRetriever", "retriever_search"]
