@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Mapping
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -28,11 +29,14 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from hostd.client import AsyncClient, connect, spawn
+from hostd.errors import ConnectionLost
 
 __all__ = ["DaemonSession"]
 
 #: How long ``close`` waits for the loop thread once the daemon is stopped.
 _JOIN_S = 30.0
+#: A call that met these found its connection gone, not an answer.
+_GONE = (ConnectionLost, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 def _start_loop() -> tuple[BlockingPortal, threading.Thread]:
@@ -104,44 +108,66 @@ class DaemonSession:
             return spawn(self._config, **self._spawn_options)
         return connect(self._connect)
 
-    def _client(self) -> tuple[BlockingPortal, AsyncClient]:
-        """The open connection, opened (again) when there is none or it has ended."""
+    def _client(self) -> tuple[BlockingPortal, AsyncClient, bool]:
+        """The open connection, opened (again) when there is none or it has ended; and
+        whether it was opened for this call."""
         with self._lock:
             if self._loop is None:
                 self._loop = _Loop()
                 self._finalizer = weakref.finalize(self, self._loop.close)
             loop = self._loop
-            if loop.client is None or loop.client.closed:
-                loop.drop_client()
-                opened = loop.portal.wrap_async_context_manager(self._opener())
-                try:
-                    loop.client = opened.__enter__()
-                except OSError as exc:
-                    where = (
-                        f"could not start hostd with config {self._config}"
-                        if self._config is not None
-                        else f"no hostd answers at {self._connect or 'the default socket'}"
-                        " (start one with `hostd serve`)"
-                    )
-                    raise ConnectionError(f"{where}: {exc.strerror or exc}") from exc
-                loop.opened = opened
-            return loop.portal, loop.client
+            if loop.client is not None and not loop.client.closed:
+                return loop.portal, loop.client, False
+            loop.drop_client()
+            opened = loop.portal.wrap_async_context_manager(self._opener())
+            try:
+                loop.client = opened.__enter__()
+            except OSError as exc:
+                where = (
+                    f"could not start hostd with config {self._config}"
+                    if self._config is not None
+                    else f"no hostd answers at {self._connect or 'the default socket'}"
+                    " (start one with `hostd serve`)"
+                )
+                raise ConnectionError(f"{where}: {exc.strerror or exc}") from exc
+            loop.opened = opened
+            return loop.portal, loop.client, True
+
+    def _forget(self, client: AsyncClient) -> None:
+        """``client``'s connection is gone: the next call opens a new one."""
+        with self._lock:
+            if self._loop is not None and self._loop.client is client:
+                self._loop.drop_client()
 
     def compose(self, goal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """``context/compose`` from sync code (not from this session's own loop)."""
-        portal, client = self._client()
-        result: dict[str, Any] = portal.call(lambda: client.compose(goal, **params))
-        return result
+        """``context/compose`` from sync code (not from this session's own loop).
 
-    async def acompose(self, goal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """``context/compose`` from an asyncio loop; cancelling it cancels the request."""
-        portal, client = await anyio.to_thread.run_sync(self._client)
-
-        async def call() -> dict[str, Any]:
-            result: dict[str, Any] = await client.compose(goal, **params)
+        A call that finds a kept connection gone (the daemon restarted since the last
+        call, and the end of its connection is not yet read) is sent once more on a new
+        one; a new connection that fails is the caller's error."""
+        while True:
+            portal, client, fresh = self._client()
+            try:
+                result: dict[str, Any] = portal.call(partial(client.compose, goal, **params))
+            except _GONE:
+                if fresh:
+                    raise
+                self._forget(client)
+                continue
             return result
 
-        return await asyncio.wrap_future(portal.start_task_soon(call))
+    async def acompose(self, goal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``context/compose`` from an asyncio loop; cancelling it cancels the request.
+        A kept connection found gone is replaced once, as in ``compose``."""
+        while True:
+            portal, client, fresh = await anyio.to_thread.run_sync(self._client)
+            try:
+                call = partial(client.compose, goal, **params)
+                return await asyncio.wrap_future(portal.start_task_soon(call))
+            except _GONE:
+                if fresh:
+                    raise
+                self._forget(client)
 
     def close(self) -> None:
         """Close the connection (a spawned daemon drains and exits) and stop the loop."""
