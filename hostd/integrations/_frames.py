@@ -33,12 +33,13 @@ from hostd.protocol import (
     ContextQueryResult,
     FrameIdentity,
     FrameVerdict,
+    Provenance,
     UnverifiableRange,
     VerdictStatus,
     address_line_range,
     sha256_digest,
 )
-from hostd.provider import file_provenance, make_frame
+from hostd.provider import make_frame
 
 __all__ = [
     "MAX_SOURCE_BYTES",
@@ -96,20 +97,30 @@ def _local_path(source: str) -> Path | None:
     return Path(source)
 
 
+@dataclass(slots=True, frozen=True)
+class _Source:
+    """A local source file as read for one answer: its resolved path and bytes."""
+
+    path: Path
+    data: bytes
+
+
 class SourceFiles:
-    """The source files one answer reads, each read once, and every file a frame with
-    ``file`` provenance was served from (``served``): verify re-reads only those, so a
-    verify request cannot make the provider read (and digest) any other file."""
+    """The source files one answer reads, each resolved and read once, and every file a
+    frame with ``file`` provenance was served from (``served``): verify re-reads only
+    those, so a verify request cannot make the provider read (and digest) any other
+    file."""
 
     def __init__(self, served: set[Path] | None = None) -> None:
         self.served: set[Path] = served if served is not None else set()
-        self._read: dict[Path, bytes | None] = {}
+        self._read: dict[Path, _Source | None] = {}
 
-    def read(self, path: Path) -> bytes | None:
-        resolved = path.resolve()
-        if resolved not in self._read:
-            self._read[resolved] = _read_bounded(resolved)
-        return self._read[resolved]
+    def read(self, path: Path) -> _Source | None:
+        if path not in self._read:
+            resolved = path.resolve()
+            data = _read_bounded(resolved)
+            self._read[path] = None if data is None else _Source(resolved, data)
+        return self._read[path]
 
 
 def _read_bounded(path: Path) -> bytes | None:
@@ -123,10 +134,13 @@ def _read_bounded(path: Path) -> bytes | None:
     return None if len(data) > MAX_SOURCE_BYTES else data
 
 
-def _whole_lines(data: bytes, needle: bytes, hint: int | None) -> tuple[int, int] | None:
-    """``(a, b)``: the 1-indexed lines ``needle`` fills whole (whitespace around it on
-    those lines aside), at the occurrence nearest ``hint`` (characters, so only a
-    guide); ``None`` when it is not there or starts or ends inside a line."""
+def _whole_lines(data: bytes, needle: bytes, hint: int | None) -> tuple[int, int, slice] | None:
+    """``(a, b, where)``: the 1-indexed lines ``needle`` fills whole (whitespace around
+    it on those lines aside), at the occurrence nearest ``hint`` (characters, so only a
+    guide), and the slice of ``data`` they are: what ``address_line_range(data,
+    "L<a>-<b>")`` returns (F17: each line keeps its LF), found without scanning the
+    whole file for line starts. ``None`` when it is not there or starts or ends inside
+    a line."""
     stripped = needle.strip()
     if not stripped:
         return None
@@ -144,9 +158,9 @@ def _whole_lines(data: bytes, needle: bytes, hint: int | None) -> tuple[int, int
         line_end = len(data) if nl == -1 else nl
         if data[line_start:start].strip() or data[end:line_end].strip():
             continue  # starts or ends inside a line: no whole-line range says exactly it
-        first = data.count(b"\n", 0, start) + 1
-        last = data.count(b"\n", 0, end - 1) + 1
-        return first, last
+        first = data.count(b"\n", 0, line_start) + 1
+        last = first + data.count(b"\n", line_start, end - 1)
+        return first, last, slice(line_start, len(data) if nl == -1 else nl + 1)
     return None
 
 
@@ -162,20 +176,23 @@ def _title(item: Retrieved, source: str | None, range_: str | None) -> str:
 
 
 def _file_frame(
-    item: Retrieved, source: str, path: Path, data: bytes, score: float, kind: str
+    item: Retrieved, source: str, file: _Source, score: float, kind: str
 ) -> ContextFrame | None:
-    """The frame of whole lines of ``path``, or ``None`` when no line range says exactly
+    """The frame of whole lines of ``file``, or ``None`` when no line range says exactly
     the document's text (or those lines are not UTF-8)."""
-    lines = _whole_lines(data, item.text.encode("utf-8", "surrogatepass"), _start_of(item))
+    lines = _whole_lines(file.data, item.text.encode("utf-8", "surrogatepass"), _start_of(item))
     if lines is None:
         return None
-    range_ = f"L{lines[0]}-{lines[1]}"
+    first, last, where = lines
+    addressed = file.data[where]
     try:
-        content = address_line_range(data, range_).decode("utf-8")
+        content = addressed.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    uri = path.resolve().as_uri()
+    range_ = f"L{first}-{last}"
+    uri = file.path.as_uri()
     # Content, content digest and provenance digest are the same bytes (F5, F17).
+    prov = Provenance(type="file", uri=uri, range=range_, digest=sha256_digest(addressed))
     return make_frame(
         id=f"{source}#{range_}",
         kind=kind,
@@ -184,7 +201,7 @@ def _file_frame(
         citation_label=f"{source} {range_}",
         score=score,
         uri=uri,
-        provenance=[file_provenance(uri, data, range_)],
+        provenance=[prov],
     )
 
 
@@ -196,14 +213,14 @@ def _frame(
     source = _source_of(item.metadata)
     score = 1.0 / (rank + 1)  # ordinal, provider-local (F1, F10)
     path = _local_path(source) if source is not None else None
-    data = files.read(path) if path is not None else None
+    file = files.read(path) if path is not None else None
     uri: str | None = None
-    if source is not None and path is not None and data is not None:
-        frame = _file_frame(item, source, path, data, score, kind)
+    if source is not None and file is not None:
+        frame = _file_frame(item, source, file, score, kind)
         if frame is not None:
-            files.served.add(path.resolve())
+            files.served.add(file.path)
             return frame
-        uri = path.resolve().as_uri()
+        uri = file.path.as_uri()
     elif source is not None and path is None:
         uri = source  # a remote source: named, never fetched
     digest = sha256_digest(f"{source or ''}\0{item.text}".encode("utf-8", "surrogatepass"))

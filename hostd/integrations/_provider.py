@@ -22,6 +22,7 @@ import anyio.to_thread
 
 from hostd.protocol import (
     Capabilities,
+    ContextFrame,
     ContextQuery,
     ContextQueryResult,
     DataFlow,
@@ -101,11 +102,13 @@ class RetrieverProvider(Provider):
         if search is None:  # served without a warm-up (in memory, or over HTTPS)
             search = await anyio.to_thread.run_sync(self.load)
         text = (query.query_text or "").strip() or query.goal.strip()
-        items = await anyio.to_thread.run_sync(search, text, limiter=self._limiter)
-        build = partial(
-            frames_of, items, name=self.info.name, kind=self.kind, files=SourceFiles(self._served)
-        )
-        return pack_frames(await anyio.to_thread.run_sync(build), query)
+        # One worker-thread trip: the retriever's call, then reading the sources.
+        answer = partial(self._answer, search, text)
+        return pack_frames(await anyio.to_thread.run_sync(answer, limiter=self._limiter), query)
+
+    def _answer(self, search: Search, text: str) -> list[ContextFrame]:
+        files = SourceFiles(self._served)
+        return frames_of(search(text), name=self.info.name, kind=self.kind, files=files)
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         served = self._served

@@ -74,6 +74,29 @@ def test_whole_lines_of_a_readable_source_become_a_file_frame_of_exactly_those_b
     assert [f.id for f in audit.accepted] == [frame.id] and audit.violations == ()
 
 
+@given(
+    lines=st.lists(st.text(alphabet="ab \t\r", max_size=6), min_size=1, max_size=8),
+    final_newline=st.booleans(),
+    data=st.data(),
+)
+def test_a_run_of_whole_lines_is_found_as_exactly_the_bytes_its_range_addresses(
+    lines: list[str], final_newline: bool, data: st.DataObject
+) -> None:
+    raw = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
+    i = data.draw(st.integers(0, len(lines) - 1))
+    j = data.draw(st.integers(i, len(lines) - 1))
+    needle = "\n".join(lines[i : j + 1]).encode()
+    found = frames_module._whole_lines(raw, needle, None)
+    if not needle.strip():
+        assert found is None  # nothing but whitespace: no evidence
+        return
+    assert found is not None
+    first, last, where = found
+    # F17: the slice is what the range addresses, and it says the text, whitespace aside.
+    assert raw[where] == address_line_range(raw, f"L{first}-{last}")
+    assert raw[where].strip() == needle.strip()
+
+
 def test_a_start_hint_picks_which_of_two_equal_passages_is_meant(tmp_path: Path) -> None:
     path = _file(tmp_path)
     line = "The retry loop gives up after three attempts."
