@@ -22,7 +22,6 @@ import anyio.to_thread
 
 from hostd.protocol import (
     Capabilities,
-    ContextFrame,
     ContextQuery,
     ContextQueryResult,
     DataFlow,
@@ -102,13 +101,14 @@ class RetrieverProvider(Provider):
         if search is None:  # served without a warm-up (in memory, or over HTTPS)
             search = await anyio.to_thread.run_sync(self.load)
         text = (query.query_text or "").strip() or query.goal.strip()
-        # One worker-thread trip: the retriever's call, then reading the sources.
-        answer = partial(self._answer, search, text)
-        return pack_frames(await anyio.to_thread.run_sync(answer, limiter=self._limiter), query)
+        # One worker-thread trip: the retriever's call, reading the sources, packing.
+        answer = partial(self._answer, search, text, query)
+        return await anyio.to_thread.run_sync(answer, limiter=self._limiter)
 
-    def _answer(self, search: Search, text: str) -> list[ContextFrame]:
+    def _answer(self, search: Search, text: str, query: ContextQuery) -> ContextQueryResult:
         files = SourceFiles(self._served)
-        return frames_of(search(text), name=self.info.name, kind=self.kind, files=files)
+        frames = frames_of(search(text), name=self.info.name, kind=self.kind, files=files)
+        return pack_frames(frames, query)
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         served = self._served
