@@ -23,7 +23,7 @@ from ._chunk import (
     parse_chunk_id,
     split_lines,
 )
-from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, estimate_pieces, piece_counter
+from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, Counter, estimate_pieces, piece_counter
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -33,6 +33,7 @@ __all__ = [
     "MODEL_TRAINED_LENGTH",
     "MODEL_WINDOW",
     "Chunk",
+    "Counter",
     "Sections",
     "TextChunk",
     "chunk_file",

@@ -37,7 +37,7 @@ from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._tokens import MODEL_TRAINED_LENGTH, piece_counter
+from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -295,10 +295,13 @@ def chunk_text(
     sections: Sections = "none",
     max_tokens: int = DEFAULT_CHUNK_TOKENS,
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
+    counter: Counter | None = None,
 ) -> list[TextChunk]:
     """The chunks of one UTF-8 text (empty when it is not UTF-8). ``name`` is what a
     chunk's title starts with (a path, a resource or tool name): it takes room in the
-    embedding input, so it is counted as ``chunk_file`` counts a file's path."""
+    embedding input, so it is counted as ``chunk_file`` counts a file's path.
+    ``counter`` counts word pieces (default ``piece_counter()``, the model's count when
+    installed: what a text that is also embedded must be cut by)."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -306,7 +309,7 @@ def chunk_text(
     lines = split_lines(data)
     if not lines:
         return []
-    count = piece_counter()
+    count = counter or piece_counter()
     pieces = count([line.decode("utf-8") for line in lines])
     if sections == "markdown":
         cuts = _markdown_sections(lines)

@@ -18,7 +18,7 @@ import importlib.util
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["MODEL_TRAINED_LENGTH", "MODEL_WINDOW", "estimate_pieces", "piece_counter"]
+__all__ = ["MODEL_TRAINED_LENGTH", "MODEL_WINDOW", "Counter", "estimate_pieces", "piece_counter"]
 
 #: all-MiniLM-L6-v2's ``max_seq_length``, special tokens included: the hard bound.
 MODEL_WINDOW = 256

@@ -3,13 +3,15 @@
 ``serve_mcp``: ``hostd mcp``, an MCP server on stdio whose tools call the
 client API (``compose_context`` → ``context/compose``, ``list_providers`` →
 ``providers/list``). ``mcp_client_factory``: the ``binding = "mcp"`` end of the
-transport, an MCP server child whose resources and tool results become frames.
+transport, an MCP server child whose resources and tool results are cut into
+frames (``cut``, ``rank``: the chunker of ``hostd.chunk``, BM25, budget packing).
 Importing this package needs the SDK; the CLI and the engine import it only
 when an MCP face is used.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory
-from ._frames import Document, ReadCache, frames_for, render_arguments
+from ._cache import ReadCache
+from ._frames import Document, Piece, cut, frames_for, rank, render_arguments
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
     COMPOSE_OUTPUT_SCHEMA,
@@ -28,10 +30,13 @@ __all__ = [
     "Backend",
     "Document",
     "McpBindingClient",
+    "Piece",
     "ReadCache",
     "build_server",
+    "cut",
     "frames_for",
     "mcp_client_factory",
+    "rank",
     "render_arguments",
     "serve_mcp",
     "structured_compose",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.mcp import Document, ReadCache, frames_for, render_arguments
+from hostd.mcp import Document, ReadCache, cut, frames_for, render_arguments
 from hostd.protocol import ContextQuery, canonical_token_cost, parse_frame
 
 
@@ -69,7 +69,7 @@ def test_packing_never_exceeds_the_budget_or_the_frame_count(
     assert len(result.frames) <= max_frames
     assert sum(f["token_cost"] for f in result.frames) <= max_tokens
     assert all(f["token_cost"] == canonical_token_cost(f["content"]) for f in result.frames)
-    kept = len({d.key for d in docs})
+    kept = len({p.key for d in docs for p in cut(d)})
     assert result.truncated == (len(result.frames) < kept)
 
 
@@ -85,8 +85,8 @@ def test_argument_templates_fill_query_and_goal_in_strings_only() -> None:
 def test_a_cached_read_lives_for_its_ttl_or_while_last_modified_is_unchanged() -> None:
     now = [0.0]
     cache = ReadCache(lambda: now[0], default_ttl_s=10)
-    cache.put("a", "A", ttl_ms=None, last_modified="t1")
-    cache.put("b", "B", ttl_ms=2000)
+    cache.put("a", "A", size=1, ttl_ms=None, last_modified="t1")
+    cache.put("b", "B", size=1, ttl_ms=2000)
     now[0] = 5.0
     assert cache.get("a") == "A" and cache.get("b") is None  # b's own ttlMs was 2 s
     now[0] = 11.0
