@@ -9,7 +9,8 @@ encoder) sits beside errors: every end uses it, it uses only protocol and errors
 the client library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
 neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. In the CLI,
-check-provider points one way (command → checks → driver) and its driver, which
+check-provider points one way (command → checks → driver; command → the mcp
+checks → checks) and its driver, which
 owns the bytes only, loads nothing of the host side. Inside the transport,
 ``_stdout`` and ``_shim`` sit below ``_process`` and know no binding.
 """
@@ -72,6 +73,9 @@ _CLI = {p.stem for p in (ROOT / "cli").glob("_*.py")}
 CLI_FORBIDDEN_SIBLINGS = {
     "_check_driver": _CLI - {"_check_driver"},
     "_checks": _CLI - {"_checks", "_check_driver"},
+    # The mcp path (one module, to be registered as a binding's checks) uses the checks'
+    # report and nothing else of the CLI; the checks never import it.
+    "_check_mcp": _CLI - {"_check_mcp", "_checks"},
 }
 
 

@@ -332,13 +332,18 @@ def chunk_text(
             spans.append(_Span(a, b, heading, n, room))
     chunks: list[TextChunk] = []
     for span in _merge_small(spans, window_lines, min_tokens):
-        raw = b"".join(lines[span.start - 1 : span.end])
+        end = span.end
+        if sections == "paragraphs":
+            # The blank lines between records carry nothing: the range ends at the text.
+            while end > span.start and not lines[end - 1].strip():
+                end -= 1
+        raw = b"".join(lines[span.start - 1 : end])
         if not raw.strip():
             continue  # whitespace carries no evidence
         chunks.append(
             TextChunk(
                 start=span.start,
-                end=span.end,
+                end=end,
                 text=raw.decode("utf-8"),
                 digest=sha256_digest(raw),
                 heading=span.heading,

@@ -37,7 +37,14 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-from hostd.chunk import Sections, TextChunk, chunk_text, estimate_pieces, file_sections
+from hostd.chunk import (
+    DEFAULT_MIN_CHUNK_TOKENS,
+    Sections,
+    TextChunk,
+    chunk_text,
+    estimate_pieces,
+    file_sections,
+)
 from hostd.protocol import (
     ContextFrame,
     ContextQuery,
@@ -62,6 +69,10 @@ __all__ = [
 BM25_HALF_SCORE = 8.0
 #: BM25's term-frequency saturation and length normalisation (the usual values).
 _K1, _B = 1.5, 0.75
+#: Below this many word pieces a piece is merged with its neighbour (a file: as the
+#: files provider merges). A record (one ``git log`` entry, a short paragraph) is
+#: often under the files provider's 48 and is evidence of its own: only fragments merge.
+_MIN_PIECE_TOKENS = 16
 #: A label longer than this is cut: it is quoted in the prompt beside every frame.
 _MAX_LABEL = 96
 
@@ -189,6 +200,7 @@ def cut(doc: Document) -> list[Piece]:
         doc.text.encode("utf-8"),
         name,
         sections=_sections(doc),
+        min_tokens=DEFAULT_MIN_CHUNK_TOKENS if is_file else _MIN_PIECE_TOKENS,
         counter=None if is_file else estimate_pieces,
     )
     many = len(chunks) > 1

@@ -12,7 +12,9 @@
 - ``growing --kib K``: every ``resources/list`` names resources never named before
   (``grow://<listing>/<i>``, K KiB each), like a server whose listing keeps changing;
 - ``log``: one ``log`` tool returning a ``git log``-shaped text (many commits), a
-  ``show`` tool returning a unified diff, and a ``plain`` tool returning one long line.
+  ``show`` tool returning a unified diff, and a ``plain`` tool returning one long line;
+- ``stale --root DIR``: every file under DIR as a ``file://`` resource, served with
+  its text upper-cased (a server serving a copy that is not the file).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import itertools
 import os
 import random
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -137,6 +140,11 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
 
             server.list_resources = junk_listing  # type: ignore[method-assign]  # test fixture
 
+    elif args.mode == "stale":
+        for path in sorted(p for p in Path(args.root).rglob("*") if p.is_file()):
+            text = path.read_text("utf-8").upper()
+            uri = path.resolve().as_uri()
+            server.add_resource(TextResource(uri=uri, name=path.name, text=text))
     elif args.mode == "log":
 
         @server.tool()
@@ -159,7 +167,8 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("big", "secret", "junk", "growing", "log"))
+    parser.add_argument("mode", choices=("big", "secret", "junk", "growing", "log", "stale"))
+    parser.add_argument("--root", default=".")
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--mib", type=float, default=2.0)
     parser.add_argument("--kib", type=int, default=64)
