@@ -13,9 +13,10 @@ a provider would:
   commit ids or file paths it names, the resource's title with the heading or range,
   and the tool's name only when nothing better is there (F3);
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
-  [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted:
-  a full index (``bm25s``, as the ``files`` provider keeps one) would build a
-  vocabulary of every word served to answer one query, and could not stop halfway;
+  [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted,
+  one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps
+  one) would build a vocabulary of every word served to answer one query, and could
+  not stop halfway;
 - **pack**: best first (ties by source, position, then frame id), under
   ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
   of the configured kind only (Q1); ``truncated`` when something eligible was left
@@ -60,6 +61,7 @@ __all__ = [
     "Piece",
     "cut",
     "frames_for",
+    "piece_key",
     "rank",
     "render_arguments",
     "terms",
@@ -129,21 +131,23 @@ class Piece:
     title: str
     always: bool
     cost: int  # canonical token cost (B3)
+    #: The frame id: unique within the provider, stable across calls (``piece_key``).
+    key: str
 
     @property
     def range(self) -> str:
         return f"L{self.start}-{self.end}"
 
     @property
-    def key(self) -> str:
-        """A frame id unique within the provider and stable across calls."""
-        basis = f"{self.method}\n{self.uri or ''}\n{self.range}\n{self.digest}"
-        return self.method[:1] + ":" + hashlib.sha256(basis.encode()).hexdigest()[:24]
-
-    @property
     def size(self) -> int:
         """Bytes held (for the read cache's bound)."""
-        return len(self.text) + len(self.label) + len(self.title) + len(self.uri or "") + 160
+        return len(self.text) + len(self.label) + len(self.title) + len(self.uri or "") + 200
+
+
+def piece_key(method: str, uri: str | None, start: int, end: int, digest: str) -> str:
+    """A digest of how, where and what: the same text at the same place is the same id."""
+    basis = f"{method}\n{uri or ''}\nL{start}-{end}\n{digest}"
+    return method[:1] + ":" + hashlib.sha256(basis.encode()).hexdigest()[:24]
 
 
 def _sections(doc: Document) -> Sections:
@@ -219,6 +223,7 @@ def cut(doc: Document) -> list[Piece]:
                 title=label,
                 always=doc.always,
                 cost=canonical_token_cost(chunk.text),
+                key=piece_key(doc.method, doc.uri, chunk.start, chunk.end, chunk.digest),
             )
         )
     return pieces
@@ -255,21 +260,29 @@ def _never() -> None:
 def _bm25(
     groups: Sequence[Sequence[Piece]], query: Sequence[str], check: Callable[[], None]
 ) -> tuple[list[Piece], list[float]]:
-    """Every piece and its score in [0, 1), counting only the query's terms."""
+    """Every piece and its score in [0, 1). One regex pass per piece finds the query's
+    terms (as ``terms`` cuts them: alphanumeric runs); a piece's length is its
+    characters, which BM25 only uses as a ratio to the mean."""
     pieces: list[Piece] = []
     lengths: list[int] = []
     counts: list[list[int]] = []
+    find = (
+        re.compile(r"(?<![a-z0-9])(?:" + "|".join(query) + r")(?![a-z0-9])").findall
+        if query
+        else None
+    )
     for group in groups:
         check()  # between sources: a cancelled leg stops here
         for piece in group:
             pieces.append(piece)
-            if not query:
+            if find is None:
                 continue
             # Label and URI are searchable too: they often say what the text is about.
-            words = Counter(terms(f"{piece.label} {piece.uri or ''} {piece.text}"))
-            lengths.append(words.total())
-            counts.append([words[q] for q in query])
-    if not pieces or not query:
+            hay = f"{piece.label} {piece.uri or ''} {piece.text}".lower()
+            found = Counter(find(hay))
+            lengths.append(len(hay))
+            counts.append([found[q] for q in query])
+    if not pieces or find is None:
         return pieces, [0.0] * len(pieces)
     tf = np.asarray(counts, dtype=np.float64)
     dl = np.asarray(lengths, dtype=np.float64)

@@ -3,6 +3,7 @@ no line is lost, and both search providers cut a tree into the same regions."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,14 @@ def test_a_file_is_cut_as_chunk_file_cuts_it() -> None:
     assert [(c.start, c.end, c.digest) for c in by_file] == [
         (c.start, c.end, c.digest) for c in by_text
     ]
+
+
+@given(st.text(max_size=200))
+def test_the_estimate_is_one_piece_per_punctuation_and_per_started_four_characters(
+    text: str,
+) -> None:
+    words = re.findall(r"\w+|[^\w\s]", text)
+    assert estimate_pieces([text]) == [sum(1 + (len(w) - 1) // 4 for w in words)]
 
 
 def test_the_estimate_counts_punctuation_and_long_words() -> None:
