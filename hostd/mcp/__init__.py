@@ -11,7 +11,7 @@ when an MCP face is used.
 
 from ._binding import McpBindingClient, mcp_client_factory
 from ._cache import ReadCache
-from ._frames import Document, Piece, cut, frames_for, rank, render_arguments
+from ._frames import Cut, Document, Piece, cut, frames_for, rank, render_arguments
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
     COMPOSE_OUTPUT_SCHEMA,
@@ -28,6 +28,7 @@ __all__ = [
     "PROVIDERS_OUTPUT_SCHEMA",
     "TOOLS",
     "Backend",
+    "Cut",
     "Document",
     "McpBindingClient",
     "Piece",

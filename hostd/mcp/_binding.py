@@ -55,7 +55,7 @@ from hostd.transport import StartedCall
 
 from ._build import Builder, Source
 from ._cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, ReadCache
-from ._frames import Piece, render_arguments
+from ._frames import Cut, render_arguments
 from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
 __all__ = ["McpBindingClient", "mcp_client_factory"]
@@ -270,7 +270,7 @@ class McpBindingClient:
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         session = self._live()
-        held: list[list[Piece]] = []
+        held: list[list[Cut]] = []
         fresh: list[Source] = []
         truncated = False
         try:
@@ -290,13 +290,13 @@ class McpBindingClient:
             result = result.model_copy(update={"truncated": True})
         return result
 
-    def _keep(self, source: Source, pieces: list[Piece]) -> None:
+    def _keep(self, source: Source, cuts: list[Cut]) -> None:
         """A resource's pieces, once cut, into the read cache (on the event loop)."""
         if source.key is not None:
-            size = sum(p.size for p in pieces) + 64
+            size = sum(c.size for c in cuts) + 64
             self.cache.put(
                 source.key,
-                pieces,
+                cuts,
                 size=size,
                 ttl_ms=source.ttl_ms,
                 last_modified=source.last_modified,
@@ -324,7 +324,7 @@ class McpBindingClient:
         return resources
 
     async def _resources(
-        self, session: ClientSession, held: list[list[Piece]], fresh: list[Source]
+        self, session: ClientSession, held: list[list[Cut]], fresh: list[Source]
     ) -> bool:
         prefixes = tuple(self.options.get("uri_prefixes") or ())
         wanted = [
@@ -333,7 +333,7 @@ class McpBindingClient:
         wanted.sort(key=lambda r: r.uri)
         limit = int(self.options.get("max_resources", 256))
         limiter = anyio.CapacityLimiter(_READS_AT_ONCE)
-        found: dict[str, list[Piece] | Source] = {}
+        found: dict[str, list[Cut] | Source] = {}
         failed: list[HostdError] = []
 
         async def read(position: int, resource: types.Resource, scope: anyio.CancelScope) -> None:

@@ -23,9 +23,10 @@ import anyio.from_thread
 import anyio.to_thread
 import structlog
 
+from hostd.errors import ProviderError
 from hostd.protocol import ContextQuery, ContextQueryResult
 
-from ._frames import Abandoned, Document, Piece, cut, rank
+from ._frames import Abandoned, Cut, Document, cut, rank
 
 __all__ = ["Builder", "Source"]
 
@@ -47,8 +48,8 @@ class Source:
         return sum(len(d.text) for d in self.docs)
 
 
-#: Called on the event loop with each source and its pieces, once cut (the cache).
-Keep = Callable[[Source, list[Piece]], None]
+#: Called on the event loop with each source and its documents' pieces, once cut.
+Keep = Callable[[Source, list[Cut]], None]
 
 
 class Builder:
@@ -60,7 +61,7 @@ class Builder:
 
     async def build(
         self,
-        held: Sequence[Sequence[Piece]],
+        held: Sequence[Sequence[Cut]],
         fresh: Sequence[Source],
         query: ContextQuery,
         *,
@@ -76,24 +77,24 @@ class Builder:
                 raise Abandoned
 
         def job() -> ContextQueryResult:
-            groups = list(held)
+            cuts = [c for group in held for c in group]
             for source in fresh:
                 check()
-                pieces = [p for d in source.docs for p in cut(d)]
+                cut_now = [cut(d) for d in source.docs]
                 if source.key is not None:
                     try:
-                        anyio.from_thread.run_sync(keep, source, pieces)
+                        anyio.from_thread.run_sync(keep, source, cut_now)
                     except RuntimeError:  # the event loop is closing: nothing to keep for
                         pass
-                groups.append(pieces)
-            return rank(groups, query, kind=kind, server=server, check=check)
+                cuts.extend(cut_now)
+            return rank(cuts, query, kind=kind, server=server, check=check)
 
         log.debug(
             "mcp.frames.building",
             provider=self.provider_id,
             sources=len(fresh),
             bytes=sum(s.size for s in fresh),
-            held=sum(len(g) for g in held),
+            held=sum(len(c) for g in held for c in g),
         )
         try:
             result = await anyio.to_thread.run_sync(
@@ -102,6 +103,12 @@ class Builder:
         except anyio.get_cancelled_exc_class():
             log.debug("mcp.frames.abandoned", provider=self.provider_id)
             raise
+        except Exception as exc:
+            # A fault of ours on what this server served costs its leg, never the fan-out;
+            # the log names the exception's type only (its text may quote the served text).
+            log.warning("mcp.frames.failed", provider=self.provider_id, error=type(exc).__name__)
+            what = type(exc).__name__
+            raise ProviderError(f"MCP: cutting what the server served failed: {what}") from None
         finally:
             stop.set()  # a worker let go of stops at its next check
         log.debug(

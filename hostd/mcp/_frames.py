@@ -17,13 +17,13 @@ a provider would:
   one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps
   one) would build a vocabulary of every word served to answer one query, and could
   not stop halfway;
-- **pack**: best first (ties by source, position, then frame id), under
+- **pack**: best first (ties by source, then position in its text), under
   ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
   of the configured kind only (Q1); ``truncated`` when something eligible was left
   out. Resource pieces that match no query term are left out; tool result pieces are
   kept (they answer this very query).
 
-``rank`` takes a ``check`` callable, called between sources: the binding runs it in
+``rank`` takes a ``check`` callable, called between documents: the binding runs it in
 a worker thread and stops it there (``Abandoned``) when its leg is cancelled.
 """
 
@@ -32,8 +32,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
@@ -57,6 +58,7 @@ from hostd.protocol import (
 __all__ = [
     "BM25_HALF_SCORE",
     "Abandoned",
+    "Cut",
     "Document",
     "Piece",
     "cut",
@@ -117,8 +119,7 @@ class Document:
         return name if kind == "tools/call" and name else None
 
 
-@dataclass(slots=True, frozen=True)
-class Piece:
+class Piece(NamedTuple):
     """One chunk of a document: the text of one frame, its range and its label."""
 
     method: str
@@ -128,7 +129,6 @@ class Piece:
     text: str
     digest: str  # sha256 of exactly the text's bytes (F5, F17)
     label: str
-    title: str
     always: bool
     cost: int  # canonical token cost (B3)
     #: The frame id: unique within the provider, stable across calls (``piece_key``).
@@ -139,9 +139,57 @@ class Piece:
         return f"L{self.start}-{self.end}"
 
     @property
+    def title(self) -> str:
+        return self.label
+
+
+@dataclass(slots=True, frozen=True)
+class Cut:
+    """One document's pieces, column by column.
+
+    Tuples of plain values, not an object per piece, on purpose: a large server is
+    hundreds of thousands of pieces, and the collector walks every object it tracks
+    on each full pass while holding the interpreter lock (half a second a pass at
+    16 MiB served, as long a stall of the event loop). A tuple of strings and numbers
+    is tracked only until its first pass; a ``Cut`` is a handful of objects.
+    """
+
+    method: str
+    uri: str | None
+    always: bool
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    texts: tuple[str, ...]
+    digests: tuple[str, ...]
+    labels: tuple[str, ...]
+    costs: tuple[int, ...]
+    keys: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> Piece:
+        return Piece(
+            self.method,
+            self.uri,
+            self.starts[i],
+            self.ends[i],
+            self.texts[i],
+            self.digests[i],
+            self.labels[i],
+            self.always,
+            self.costs[i],
+            self.keys[i],
+        )
+
+    def __iter__(self) -> Iterator[Piece]:
+        return (self[i] for i in range(len(self)))
+
+    @property
     def size(self) -> int:
-        """Bytes held (for the read cache's bound)."""
-        return len(self.text) + len(self.label) + len(self.title) + len(self.uri or "") + 200
+        """Bytes held, about (for the read cache's bound)."""
+        held = sum(map(len, self.texts)) + sum(map(len, self.labels))
+        return held + len(self) * 160 + len(self.uri or "") + 256
 
 
 def piece_key(method: str, uri: str | None, start: int, end: int, digest: str) -> str:
@@ -193,40 +241,35 @@ def _clip(label: str) -> str:
     return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
 
 
-def cut(doc: Document) -> list[Piece]:
-    """The pieces of one document, in text order (empty for a blank one)."""
+def cut(doc: Document) -> Cut:
+    """The pieces of one document, in text order (none for a blank one)."""
     name = doc.title or doc.uri or doc.tool or "mcp"
     is_file = doc.uri is not None and doc.uri.startswith("file:")
     # A file is cut by the model's count, as the files and semantic providers cut it
     # (one region, one digest: D2 merges them). Nothing else an MCP server serves is
     # embedded, so the estimate sizes it: a tenth of the model tokenizer's cost.
     chunks = chunk_text(
-        doc.text.encode("utf-8"),
+        # A lone surrogate (a JSON ``\\ud800`` escape) cannot be UTF-8: it becomes "?",
+        # and the piece's text, digest and cost are those of the bytes served on.
+        doc.text.encode("utf-8", "replace"),
         name,
         sections=_sections(doc),
         min_tokens=DEFAULT_MIN_CHUNK_TOKENS if is_file else _MIN_PIECE_TOKENS,
         counter=None if is_file else estimate_pieces,
     )
     many = len(chunks) > 1
-    pieces = []
-    for chunk in chunks:
-        label = _clip(_label(doc, chunk, many)) or "mcp"
-        pieces.append(
-            Piece(
-                method=doc.method,
-                uri=doc.uri,
-                start=chunk.start,
-                end=chunk.end,
-                text=chunk.text,
-                digest=chunk.digest,
-                label=label,
-                title=label,
-                always=doc.always,
-                cost=canonical_token_cost(chunk.text),
-                key=piece_key(doc.method, doc.uri, chunk.start, chunk.end, chunk.digest),
-            )
-        )
-    return pieces
+    return Cut(
+        method=doc.method,
+        uri=doc.uri,
+        always=doc.always,
+        starts=tuple(c.start for c in chunks),
+        ends=tuple(c.end for c in chunks),
+        texts=tuple(c.text for c in chunks),
+        digests=tuple(c.digest for c in chunks),
+        labels=tuple(_clip(_label(doc, c, many)) or "mcp" for c in chunks),
+        costs=tuple(canonical_token_cost(c.text) for c in chunks),
+        keys=tuple(piece_key(doc.method, doc.uri, c.start, c.end, c.digest) for c in chunks),
+    )
 
 
 def _frame(piece: Piece, score: float, kind: str, server: str) -> ContextFrame:
@@ -257,82 +300,85 @@ def _never() -> None:
     return None
 
 
-def _bm25(
-    groups: Sequence[Sequence[Piece]], query: Sequence[str], check: Callable[[], None]
-) -> tuple[list[Piece], list[float]]:
-    """Every piece and its score in [0, 1). One regex pass per piece finds the query's
-    terms (as ``terms`` cuts them: alphanumeric runs); a piece's length is its
+def _bm25(cuts: Sequence[Cut], query: Sequence[str], check: Callable[[], None]) -> np.ndarray:
+    """Every piece's score in [0, 1), in order. One regex pass per piece finds the
+    query's terms (as ``terms`` cuts them: alphanumeric runs); a piece's length is its
     characters, which BM25 only uses as a ratio to the mean."""
-    pieces: list[Piece] = []
+    n = sum(len(c) for c in cuts)
+    if not n or not query:
+        for _ in cuts:
+            check()
+        return np.zeros(n)
+    find = re.compile(r"(?<![a-z0-9])(?:" + "|".join(query) + r")(?![a-z0-9])").findall
     lengths: list[int] = []
-    counts: list[list[int]] = []
-    find = (
-        re.compile(r"(?<![a-z0-9])(?:" + "|".join(query) + r")(?![a-z0-9])").findall
-        if query
-        else None
-    )
-    for group in groups:
-        check()  # between sources: a cancelled leg stops here
-        for piece in group:
-            pieces.append(piece)
-            if find is None:
-                continue
-            # Label and URI are searchable too: they often say what the text is about.
-            hay = f"{piece.label} {piece.uri or ''} {piece.text}".lower()
+    counts: list[int] = []  # flat, a row of len(query) per piece: one list, not one each
+    for c in cuts:
+        check()  # between documents: a cancelled leg stops here
+        # Label and URI are searchable too: they often say what the text is about.
+        for label, text in zip(c.labels, c.texts, strict=True):
+            hay = f"{label} {c.uri or ''} {text}".lower()
             found = Counter(find(hay))
             lengths.append(len(hay))
-            counts.append([found[q] for q in query])
-    if not pieces or find is None:
-        return pieces, [0.0] * len(pieces)
-    tf = np.asarray(counts, dtype=np.float64)
+            counts.extend(found[q] for q in query)
+    tf = np.asarray(counts, dtype=np.float64).reshape(n, len(query))
     dl = np.asarray(lengths, dtype=np.float64)
-    n = len(pieces)
     df = (tf > 0).sum(axis=0)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     norm = _K1 * (1 - _B + _B * dl / max(float(dl.mean()), 1.0))
     raw = ((tf * (_K1 + 1)) / (tf + norm[:, None]) * idf).sum(axis=1)
-    return pieces, [float(r) / (float(r) + BM25_HALF_SCORE) if r > 0 else 0.0 for r in raw]
+    return np.where(raw > 0, raw / (raw + BM25_HALF_SCORE), 0.0)
+
+
+def _canonical(cuts: Iterable[Cut]) -> list[Cut]:
+    """Documents in an order of their own (URI, method, first frame id), never the
+    order they were read or held in: the same documents give the same bytes."""
+    return sorted((c for c in cuts if len(c)), key=lambda c: (c.uri or "", c.method, c.keys[0]))
 
 
 def rank(
-    groups: Sequence[Sequence[Piece]],
+    cuts: Iterable[Cut],
     query: ContextQuery,
     *,
     kind: str,
     server: str,
     check: Callable[[], None] = _never,
 ) -> ContextQueryResult:
-    """The frames to return: matched pieces best first, packed under the query's
-    limits. ``truncated`` says an eligible piece was left out."""
+    """The frames to return: matched pieces best first (ties in document order, then
+    text order), packed under the query's limits. ``truncated`` says an eligible
+    piece was left out."""
     if query.kinds and kind not in query.kinds:
         return ContextQueryResult(frames=[])
     text = (query.query_text or "").strip() or query.goal
-    wanted = sorted(set(terms(text)))
-    pieces, scores = _bm25(groups, wanted, check)
+    ordered = _canonical(cuts)
+    scores = _bm25(ordered, sorted(set(terms(text))), check)
     check()
-    order = sorted(
-        (i for i in range(len(pieces)) if scores[i] > 0 or pieces[i].always),
-        key=lambda i: (
-            -scores[i],
-            pieces[i].uri or "",
-            pieces[i].method,
-            pieces[i].start,
-            pieces[i].key,
-        ),
-    )
-    remaining, dropped = query.max_tokens, 0
+    # Piece i is piece local[i] of document doc[i]: numbers, not a tuple per piece.
+    sizes = np.fromiter((len(c) for c in ordered), dtype=np.int64, count=len(ordered))
+    doc = np.repeat(np.arange(len(ordered)), sizes)
+    local = np.arange(len(doc)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    always = np.fromiter((c.always for c in ordered), dtype=bool, count=len(ordered))[doc]
+    eligible = np.flatnonzero((scores > 0) | always)
+    # Best first; ties by position. numpy's stable sort over numbers, not a sort of
+    # Python tuples: it does not hold the interpreter lock for a sort of every piece.
+    order = eligible[np.argsort(-scores[eligible], kind="stable")].tolist()
+    rounded = np.round(scores, 6)
+    remaining = query.max_tokens
     frames: list[dict[str, object]] = []
     seen: set[str] = set()
+    docs, locals_ = doc.tolist(), local.tolist()
     for i in order:
-        piece = pieces[i]
-        if piece.key in seen:  # the same text at the same place, served twice, is one frame
+        c, j = ordered[docs[i]], locals_[i]
+        key = c.keys[j]
+        if key in seen:  # the same text at the same place, served twice, is one frame
             continue
-        seen.add(piece.key)
-        if len(frames) >= query.max_frames or piece.cost > remaining:
-            dropped += 1
-            continue
-        frames.append(_frame(piece, round(scores[i], 6), kind, server).to_wire())
-        remaining -= piece.cost
+        if len(frames) >= query.max_frames:
+            break
+        if c.costs[j] <= remaining:
+            seen.add(key)
+            frames.append(_frame(c[j], float(rounded[i]), kind, server).to_wire())
+            remaining -= c.costs[j]
+    # Every eligible piece not returned was left out (one per distinct frame id).
+    dropped = len({ordered[docs[i]].keys[locals_[i]] for i in order}) - len(frames)
     return ContextQueryResult(
         frames=frames, truncated=dropped > 0, dropped_estimate=dropped or None
     )

@@ -199,3 +199,10 @@ def test_the_cache_never_exceeds_its_bounds(puts: list[tuple[str, int]]) -> None
         cache.put(key, size, size=size, ttl_ms=None)
         assert len(cache) <= 4 and cache.bytes <= 100
         assert cache.get(key) == size  # the newest always stays (it fits alone)
+
+
+def test_a_lone_surrogate_is_served_as_valid_utf8_not_an_exception() -> None:
+    doc = Document(method="tools/call:t", text="cache \ud800 eviction\n", always=True)
+    (raw,) = frames_for([doc], _query(), kind="doc", server="s").frames
+    assert raw["content"] == "cache ? eviction\n"
+    assert raw["content_digest"] == sha256_digest(b"cache ? eviction\n")
