@@ -33,7 +33,8 @@ _LABEL = re.compile(r"^commits? ([0-9a-f]{7})(?:, [0-9a-f]{7})*(?: \+\d+)?$")
 
 @pytest.fixture
 def history(workdir: Path) -> Iterator[Path]:
-    """A repository of 24 commits: ``git_log`` of 20 is about 1,600 tokens."""
+    """A repository of 24 commits: ``git_log`` of 20 is about 1,500 tokens (as the
+    1,576-token log that gave nothing at a budget of 1,200 when it was one frame)."""
     pytest.importorskip("mcp_server_git", reason="mcp-server-git (the dev extra) is not installed")
     path = workdir / "history"
     path.mkdir()
@@ -50,7 +51,11 @@ def history(workdir: Path) -> Iterator[Path]:
     for i in range(24):
         (path / f"module{i % 5}.py").write_text(f"def step_{i}():\n    return {i}\n" * (i + 1))
         git("add", ".")
-        git("commit", "-qm", f"Tune the cache eviction order, step {i}: least recently used first")
+        body = (
+            "Entries are evicted least recently used first; the retry backoff is unchanged,"
+            " and a cold entry older than its lease is dropped before any warm one is."
+        )
+        git("commit", "-qm", f"Tune the cache eviction order, step {i}", "-m", body)
     ids = subprocess.run(
         ["git", "log", "--format=%H"], cwd=path, capture_output=True, text=True, check=True
     )

@@ -1,8 +1,9 @@
 """``hostd check-provider --binding mcp``: an MCP server checked the way the host uses it.
 
 The real command line as a child process, against the published ``mcp-server-git``
-(its ``git_log`` tool over a repository made here) and the SDK servers of these
-tests: one that passes, one serving a stale copy of a file, one without the tool.
+(its ``git_log`` tool over a repository made here), ``server-everything`` (npm) when
+installed, and the SDK servers of these tests: one that passes, one serving a stale
+copy of a file, one without the tool.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.cli import run_hostd
+
+from .test_binding import _everything
 
 
 def _check(*args: str) -> tuple[int, dict[str, dict[str, Any]]]:
@@ -82,3 +85,15 @@ def test_a_tool_the_server_does_not_offer_fails_the_handshake(tmp_path: Path) ->
 def test_tool_flags_belong_to_the_mcp_binding() -> None:
     done = run_hostd("check-provider", "--tool", "x", "--", sys.executable, "-c", "pass")
     assert done.returncode == 2 and "--binding mcp" in done.stderr
+
+
+def test_the_published_everything_server_passes() -> None:
+    command = _everything()
+    if command is None:
+        pytest.skip(
+            "@modelcontextprotocol/server-everything is not installed: "
+            "npm install -g @modelcontextprotocol/server-everything (or set MCP_SERVER_EVERYTHING)"
+        )
+    code, checks = _check("--goal", "how does the server start up", "--", *command)
+    assert code == 0, checks
+    assert checks["query"]["detail"].split()[0] != "0", checks["query"]
