@@ -1,11 +1,11 @@
 """TOML config → validated settings.
 
-Owns the config file format (``config/hostd.toml`` is the embedded default;
-``--config`` or ``$HOSTD_CONFIG`` override it), its pydantic validation, and the
-translation of every problem into a ``ConfigError`` that names the file, the
-key and what is wrong — never a stack trace. Relative paths in a file are
-resolved against that file's directory. Nothing here starts processes or
-opens sockets.
+Owns the config file format, its pydantic validation, and the translation of
+every problem into a ``ConfigError`` that names the file, the key and what is
+wrong — never a stack trace. Which file is read is ``hostd._discovery``'s
+(``--config``, ``$HOSTD_CONFIG``, the nearest ``hostd.toml``, the user's, the
+embedded default inside the package). Relative paths in a file are resolved
+against that file's directory. Nothing here starts processes or opens sockets.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from pydantic import (
     model_validator,
 )
 
+from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
 from hostd.errors import ConfigError
 
 __all__ = [
+    "CONFIG_NAME",
     "DEFAULT_CONFIG_PATH",
     "Config",
     "ConfigError",
@@ -42,12 +44,13 @@ __all__ = [
     "TcpSettings",
     "default_socket_path",
     "default_state_dir",
+    "find_config",
     "load_config",
     "parse_config",
 ]
 
-#: The embedded default: ``config/hostd.toml`` beside the package in a checkout.
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "hostd.toml"
+#: The embedded default (package data): no provider, the host's defaults.
+DEFAULT_CONFIG_PATH = EMBEDDED_CONFIG
 
 _PYTHON_NAMES = frozenset({"python", "python3"})
 
@@ -100,6 +103,27 @@ class HostSettings(_Section):
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
+    #: Span merging: a candidate made of touching line ranges of one source holds at most
+    #: this many times the bytes of its largest member (so no merge pulls in a whole file).
+    merge_max_ratio: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False)] = 2.0
+    #: A Hugging Face ``tokenizer.json``: the budget then counts the prompt in that
+    #: model's tokens (unset: canonical tokens, B3: UTF-8 bytes / 4).
+    tokenizer: Path | None = None
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_file(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        if not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        if importlib.util.find_spec("tokenizers") is None:
+            raise ValueError(
+                'needs the tokenizers library: pip install "/path/to/hostd[tokenizer]" '
+                "(a checkout or a wheel)"
+            )
+        return value
+
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
@@ -219,7 +243,10 @@ class ProviderSettings(_Section):
         if self.binding == "mcp" and self.url is not None:
             raise ValueError('binding = "mcp" starts a local MCP server: give command, not url')
         if self.binding == "mcp" and importlib.util.find_spec("mcp") is None:
-            raise ValueError('binding = "mcp" needs the mcp extra: pip install "hostd[mcp]"')
+            raise ValueError(
+                'binding = "mcp" needs the mcp extra: pip install "/path/to/hostd[mcp]" '
+                "(a checkout or a wheel)"
+            )
         return self
 
     @property
@@ -282,6 +309,8 @@ class Config(_Section):
     provider: list[ProviderSettings] = Field(default_factory=list)
     #: Where this config came from ("<defaults>" when built in code).
     source: str = Field(default="<defaults>", exclude=True)
+    #: What discovery looked at before ``source`` (empty when it was named or nearest).
+    searched: tuple[str, ...] = Field(default=(), exclude=True)
 
     @field_validator("provider")
     @classmethod
@@ -292,6 +321,17 @@ class Config(_Section):
                 raise ValueError(f"duplicate provider id {spec.id!r}")
             seen.add(spec.id)
         return value
+
+    def no_providers(self) -> str:
+        """Why no provider can answer: the file used, where else was looked, the way out."""
+        where = self.source
+        if where == str(DEFAULT_CONFIG_PATH):
+            where += " (the embedded default)"
+        searched = f"; searched {', '.join(self.searched)}" if self.searched else ""
+        return (
+            f"no providers configured in {where}{searched}; run `hostd init` in your "
+            f"project to write its {CONFIG_NAME}, or add a [[provider]] (docs/config.md)"
+        )
 
     @property
     def socket_path(self) -> Path:
@@ -385,7 +425,7 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
         host["trusted_roots"] = [
             _resolve(r, base) if isinstance(r, str) else r for r in host["trusted_roots"]
         ]
-    for section, keys in (("host", ("socket", "state_dir")), ("log", ("file",))):
+    for section, keys in (("host", ("socket", "state_dir", "tokenizer")), ("log", ("file",))):
         table = raw.get(section)
         if isinstance(table, dict):
             for key in keys:
@@ -411,10 +451,23 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
                     _resolve(r, base) if isinstance(r, str) else r for r in roots
                 ]
             command = spec.get("command")
+            if not isinstance(command, list) or not command:
+                continue
+            # A process's paths are the config's, not the caller's: an MCP client or a
+            # service manager launching hostd from elsewhere runs the same providers. Its
+            # working directory defaults to the config file's directory, so the words of
+            # its command (a script, ``--root .``) read against it; a first word that is
+            # a relative path (``./prov``, ``bin/prov``) resolves against it too, while a
+            # bare name (``node``) is looked up in PATH.
+            if "cwd" not in spec:
+                spec["cwd"] = Path(os.path.normpath(base))
+            first = command[0]
             # "python" means the interpreter running hostd: the engine scrubs PATH-derived
             # guesses, and a venv's python is the one that can import the bundled providers.
-            if isinstance(command, list) and command and command[0] in _PYTHON_NAMES:
+            if first in _PYTHON_NAMES:
                 spec["command"] = [sys.executable, *command[1:]]
+            elif isinstance(first, str) and "/" in first:
+                spec["command"] = [str(_resolve(first, base)), *command[1:]]
 
 
 def parse_config(text: str, *, source: str = "<string>", base: Path | None = None) -> Config:
@@ -433,17 +486,10 @@ def parse_config(text: str, *, source: str = "<string>", base: Path | None = Non
         raise _describe(exc, source) from None
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load ``path``, else ``$HOSTD_CONFIG``, else the embedded default (else built-ins)."""
-    if path is None:
-        env = os.environ.get("HOSTD_CONFIG")
-        if env:
-            path = env
-        elif DEFAULT_CONFIG_PATH.is_file():
-            path = DEFAULT_CONFIG_PATH
-        else:
-            return Config()
-    file = Path(path)
+def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None = None) -> Config:
+    """Load ``path``, else the file discovery finds from ``cwd`` (``hostd._discovery``)."""
+    found = find_config(path, cwd=cwd)
+    file = found.path
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -454,4 +500,5 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
-    return parse_config(text, source=str(file), base=file.resolve().parent)
+    config = parse_config(text, source=str(file), base=file.resolve().parent)
+    return config.model_copy(update={"searched": found.searched}) if found.searched else config

@@ -10,6 +10,7 @@ through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 ``hostd.compose``.
 """
 
+from ._declared import HandshakeRecords, spec_digest
 from ._engine import Engine
 from ._gate import ConsentGate, missing_consent
 from ._health import (
@@ -19,6 +20,7 @@ from ._health import (
     RestartPolicy,
     StartAction,
     StartDecision,
+    awaits_start,
     backoff_delay,
     bounded_error,
     decide_parked,
@@ -55,6 +57,7 @@ __all__ = [
     "Excluded",
     "FanOut",
     "FanOutPlan",
+    "HandshakeRecords",
     "Health",
     "Host",
     "JudgedLeg",
@@ -76,6 +79,7 @@ __all__ = [
     "StartAction",
     "StartDecision",
     "audit_leg",
+    "awaits_start",
     "backoff_delay",
     "bounded_error",
     "decide_parked",
@@ -98,4 +102,5 @@ __all__ = [
     "retry_due",
     "required_scopes",
     "run_fan_out",
+    "spec_digest",
 ]

@@ -2,16 +2,26 @@
 
 ``serve_mcp``: ``hostd mcp``, an MCP server on stdio whose tools call the
 client API (``compose_context`` → ``context/compose``, ``list_providers`` →
-``providers/list``). ``mcp_client_factory``: the ``binding = "mcp"`` end of the
-transport, an MCP server child whose resources and tool results are cut into
-frames (``cut``, ``rank``: the chunker of ``hostd.chunk``, BM25, budget packing).
-Importing this package needs the SDK; the CLI and the engine import it only
-when an MCP face is used.
+``providers/list``), whose citations are resources it serves (``CitationStore``),
+and which answers every request it reads once (``screen``); ``reconnecting``
+keeps ``--connect`` across daemon restarts. ``mcp_client_factory``: the
+``binding = "mcp"`` end of the transport, an MCP server child whose resources
+and tool results are cut into frames (``cut``, ``rank``: the chunker of
+``hostd.chunk``, BM25, budget packing). Importing this package needs the SDK; the
+CLI and the engine import it only when an MCP face is used.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory
 from ._cache import ReadCache
+from ._citations import (
+    DEFAULT_MAX_CITED_BYTES,
+    DEFAULT_MAX_CITED_TEXTS,
+    CitationStore,
+    CitedText,
+    cited_texts,
+)
 from ._frames import Cut, Document, Piece, cut, frames_for, rank, render_arguments
+from ._reconnect import Reconnecting, reconnecting
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
     COMPOSE_OUTPUT_SCHEMA,
@@ -20,25 +30,35 @@ from ._schema import (
     structured_compose,
 )
 from ._server import TOOLS, Backend, build_server, serve_mcp
+from ._wire import DRAIN_S, screen
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
     "COMPOSE_OUTPUT_SCHEMA",
+    "DEFAULT_MAX_CITED_BYTES",
+    "DEFAULT_MAX_CITED_TEXTS",
+    "DRAIN_S",
     "PROVIDERS_INPUT_SCHEMA",
     "PROVIDERS_OUTPUT_SCHEMA",
     "TOOLS",
     "Backend",
+    "CitationStore",
+    "CitedText",
     "Cut",
     "Document",
     "McpBindingClient",
     "Piece",
     "ReadCache",
+    "Reconnecting",
     "build_server",
+    "cited_texts",
     "cut",
     "frames_for",
     "mcp_client_factory",
     "rank",
+    "reconnecting",
     "render_arguments",
+    "screen",
     "serve_mcp",
     "structured_compose",
 ]
