@@ -88,6 +88,9 @@ class LegReply:
     latency_ms: float = 0.0
     #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
     declared_kinds: tuple[str, ...] = ()
+    #: The reply said it left eligible frames out (``truncated``), and how many.
+    truncated: bool = False
+    dropped: int | None = None
 
 
 def _write(
@@ -255,6 +258,8 @@ class _Runner:
                 error_message=f"no reply within {leg.limit_ms:.0f} ms",
             )
         except HostdError as exc:
+            if conn is not None:  # what the process said of it, no later than the deadline
+                exc = await conn.explain(exc, deadline)
             if isinstance(exc, ProviderCrashed | ProtocolFault):
                 self.pool.broken(slot, conn, exc)
             status, code, message, violations = failure_of(exc)
@@ -268,7 +273,14 @@ class _Runner:
             )
         caps = conn.capabilities if conn is not None else None
         kinds = tuple(caps.query.kinds) if caps is not None else ()
-        return self.reply(leg, query, frames=result.frames, declared_kinds=kinds)
+        return self.reply(
+            leg,
+            query,
+            frames=result.frames,
+            declared_kinds=kinds,
+            truncated=result.truncated,
+            dropped=result.dropped_estimate,
+        )
 
     def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``)."""
