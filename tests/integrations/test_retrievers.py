@@ -125,7 +125,10 @@ class Daemon:
 
         self._reader = threading.Thread(target=drain, daemon=True)
         self._reader.start()
-        assert serving.wait(120) and proc.poll() is None  # a hang guard
+        if not serving.wait(120) or proc.poll() is not None:  # a hang guard
+            proc.kill()  # never left running past a failed start
+            proc.wait()
+            raise AssertionError("hostd serve did not log host.serving")
 
     def stop(self) -> None:
         if self.proc is None:
