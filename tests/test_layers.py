@@ -2,7 +2,7 @@
 
 server → engine → transport → protocol, server → compose → protocol; engine may
 use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
-hostd.chunk (the one chunker) uses only protocol: the bundled providers and the
+hostd.chunking (the one chunker) uses only protocol: the bundled providers and the
 mcp binding both load it.
 hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
 encoder) sits beside errors: every end uses it, it uses only protocol and errors;
@@ -67,9 +67,9 @@ FORBIDDEN_MODULES = {
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
-# hostd.chunk, the one chunker, serves the bundled providers and the mcp binding alike:
+# hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
-FORBIDDEN["chunk"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
