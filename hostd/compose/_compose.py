@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hostd.protocol import FrameId
+from hostd.protocol import ContextFrame, FrameId
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, pick_from
@@ -139,6 +139,7 @@ def render(
     frames, key = cands.frames, cands.key
     parts: list[str] = []
     citations: list[Citation] = []
+    shown: list[tuple[str, ContextFrame]] = []
     positions = [0] * len(placed)
     for position, j in enumerate(placed):
         i = packing.chosen[j]
@@ -147,6 +148,7 @@ def render(
         k = key(i)
         fid = FrameId(k[0], k[1], k[3] if k[2] else None)
         citations.append(Citation(packing.labels[j], fid, tuple(frames[i].provenance)))
+        shown.append((k[0], frames[i]))
     budget = floors.budget
     if parts or floors.blocks:
         prompt = "".join(
@@ -181,7 +183,7 @@ def render(
         policy=policy,
         floors=floors.records,
     )
-    return ComposedPrompt(prompt, tuple(citations), audit)
+    return ComposedPrompt(prompt, tuple(citations), audit, shown=tuple(shown))
 
 
 def _policy(

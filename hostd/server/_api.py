@@ -277,7 +277,7 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         asked=fan.asked,
     )
     await ctx.daemon.record_shadow(ctx.request_id, p, floors.contested, fan.accepted, composed)
-    result = composed.to_wire()
+    result = composed.to_wire(include_content=p.include_content)
     audit = result["audit"]
     log_audit(log, audit["entries"], _reports(fan))
     usage = fan.usage_report()
