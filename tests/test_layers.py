@@ -41,6 +41,8 @@ FORBIDDEN = {
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # The client library talks to a daemon: it never loads the host side.
+    "client": {"compose", "engine", "transport", "server", "cli", "provider"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
@@ -48,8 +50,6 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "conf
 FORBIDDEN_MODULES = {
     "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
-    # The client library talks to a daemon: it never loads the host side.
-    "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
 }
