@@ -157,6 +157,7 @@ def compose_reply() -> st.SearchStrategy[dict[str, Any]]:
         {
             "evidence": st.lists(evidence(), max_size=3),
             "verification": st.dictionaries(TEXT, JSON, max_size=3),
+            "recorded": st.booleans(),
             "degraded": st.booleans(),
             "degraded_reasons": st.lists(reason, max_size=2),
         },

@@ -43,6 +43,9 @@ FORBIDDEN = {
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
     # The client library talks to a daemon: it never loads the host side.
     "client": {"compose", "engine", "transport", "server", "cli", "provider"},
+    # Shadow ranking records and replays compositions: the composition library and the
+    # protocol models only; the daemon hands it what it records.
+    "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}

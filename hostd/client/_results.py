@@ -234,6 +234,8 @@ class ComposeResult(WireResult):
     usage: Usage | None = None
     verification: dict[str, Any] | None = None
     request_id: str
+    #: Asked with ``record: true``: whether the shadow record is on disk.
+    recorded: bool | None = None
     degraded: bool | None = None
     degraded_reasons: list[DegradedReason | str] = Field(default_factory=list)
 

@@ -10,6 +10,7 @@ through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 ``hostd.compose``.
 """
 
+from ._declared import HandshakeRecords, spec_digest
 from ._engine import Engine
 from ._gate import ConsentGate, missing_consent
 from ._health import (
@@ -55,6 +56,7 @@ __all__ = [
     "Excluded",
     "FanOut",
     "FanOutPlan",
+    "HandshakeRecords",
     "Health",
     "Host",
     "JudgedLeg",
@@ -98,4 +100,5 @@ __all__ = [
     "retry_due",
     "required_scopes",
     "run_fan_out",
+    "spec_digest",
 ]
