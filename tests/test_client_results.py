@@ -263,3 +263,33 @@ def test_a_missing_member_is_named() -> None:
     with pytest.raises(UnexpectedReply) as caught:
         parse_reply(ComposeResult, wire, "context/compose")
     assert caught.value.data["fields"] == ["request_id"]
+
+
+def test_docs_api_md_names_every_model_and_member() -> None:
+    import re
+    from pathlib import Path
+
+    import hostd.client as client
+    from hostd.client._results import WireResult
+
+    api = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text("utf-8")
+    section = api.split("### Typed results\n", 1)[1].split("\n### ", 1)[0]
+    rows = {
+        name: row
+        for row in section.splitlines()
+        if row.startswith("| `")
+        for name in re.findall(r"`([A-Z]\w+)`", row.split("|")[1])
+    }
+    models = [
+        name
+        for name in client.__all__
+        if isinstance(getattr(client, name), type)
+        and issubclass(getattr(client, name), WireResult)
+        and name != "WireResult"
+    ]
+    assert sorted(rows) == sorted(models)
+    for name in models:
+        named = set(re.findall(r"`(\w+)", rows[name].split("|")[2]))
+        missing = set(getattr(client, name).model_fields) - named
+        assert not missing, (name, missing)
+    assert "`include_content?`" in api and "### The evidence" in api
