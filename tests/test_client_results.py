@@ -138,7 +138,7 @@ def compose_reply() -> st.SearchStrategy[dict[str, Any]]:
         },
         {},
     )
-    reason = obj({"reason": TEXT}, {"provider": st.none() | TEXT})
+    reason = obj({"reason": TEXT}, {"provider": st.none() | TEXT, "detail": st.none() | TEXT})
     return obj(
         {
             "prompt": st.text(max_size=40),

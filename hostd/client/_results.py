@@ -210,10 +210,13 @@ class Usage(WireResult):
 
 
 class DegradedReason(WireResult):
-    """Why a composition is not whole: a ``reason`` and the ``provider`` it names."""
+    """Why a composition is not whole: a ``reason`` from hostd's closed vocabulary
+    (``provider_failed``, ``consent_missing``, ``rerank_fallback``, …), the
+    ``provider`` it concerns where one does, and a short ``detail`` code."""
 
     reason: str
     provider: str | None = None
+    detail: str | None = None
 
 
 class ComposeResult(WireResult):
@@ -237,7 +240,7 @@ class ComposeResult(WireResult):
     #: Asked with ``record: true``: whether the shadow record is on disk.
     recorded: bool | None = None
     degraded: bool | None = None
-    degraded_reasons: list[DegradedReason | str] = Field(default_factory=list)
+    degraded_reasons: list[DegradedReason] = Field(default_factory=list)
 
     @property
     def tokens_used(self) -> int:
