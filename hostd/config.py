@@ -102,6 +102,27 @@ class HostSettings(_Section):
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
+    #: Span merging: a candidate made of touching line ranges of one source holds at most
+    #: this many times the bytes of its largest member (so no merge pulls in a whole file).
+    merge_max_ratio: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False)] = 2.0
+    #: A Hugging Face ``tokenizer.json``: the budget then counts the prompt in that
+    #: model's tokens (unset: canonical tokens, B3: UTF-8 bytes / 4).
+    tokenizer: Path | None = None
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_file(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        if not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        if importlib.util.find_spec("tokenizers") is None:
+            raise ValueError(
+                'needs the tokenizers library: pip install "/path/to/hostd[tokenizer]" '
+                "(a checkout or a wheel)"
+            )
+        return value
+
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
@@ -390,7 +411,7 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
         host["trusted_roots"] = [
             _resolve(r, base) if isinstance(r, str) else r for r in host["trusted_roots"]
         ]
-    for section, keys in (("host", ("socket", "state_dir")), ("log", ("file",))):
+    for section, keys in (("host", ("socket", "state_dir", "tokenizer")), ("log", ("file",))):
         table = raw.get(section)
         if isinstance(table, dict):
             for key in keys:
@@ -416,10 +437,23 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
                     _resolve(r, base) if isinstance(r, str) else r for r in roots
                 ]
             command = spec.get("command")
+            if not isinstance(command, list) or not command:
+                continue
+            # A process's paths are the config's, not the caller's: an MCP client or a
+            # service manager launching hostd from elsewhere runs the same providers. Its
+            # working directory defaults to the config file's directory, so the words of
+            # its command (a script, ``--root .``) read against it; a first word that is
+            # a relative path (``./prov``, ``bin/prov``) resolves against it too, while a
+            # bare name (``node``) is looked up in PATH.
+            if "cwd" not in spec:
+                spec["cwd"] = Path(os.path.normpath(base))
+            first = command[0]
             # "python" means the interpreter running hostd: the engine scrubs PATH-derived
             # guesses, and a venv's python is the one that can import the bundled providers.
-            if isinstance(command, list) and command and command[0] in _PYTHON_NAMES:
+            if first in _PYTHON_NAMES:
                 spec["command"] = [sys.executable, *command[1:]]
+            elif isinstance(first, str) and "/" in first:
+                spec["command"] = [str(_resolve(first, base)), *command[1:]]
 
 
 def parse_config(text: str, *, source: str = "<string>", base: Path | None = None) -> Config:

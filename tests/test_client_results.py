@@ -136,7 +136,12 @@ def compose_reply() -> st.SearchStrategy[dict[str, Any]]:
             "frames": st.lists(obj({"frame": frame_ref(), "token_cost": COUNT}, {}), max_size=2),
             "providers": st.dictionaries(TEXT, COUNT, max_size=2),
         },
-        {},
+        {
+            "prompt": obj(
+                {"bytes": COUNT, "canonical_tokens": COUNT},
+                {"tokens": COUNT, "tokenizer": TEXT},
+            )
+        },
     )
     reason = obj({"reason": TEXT}, {"provider": st.none() | TEXT, "detail": st.none() | TEXT})
     return obj(

@@ -53,6 +53,9 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "conf
 FORBIDDEN_MODULES = {
     "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+    # The HTTPS provider server and its listener guard: the provider side, like stdio.
+    "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
+    "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
 }

@@ -34,6 +34,7 @@ __all__ = [
     "FloorRecord",
     "FrameRef",
     "Provenance",
+    "PromptUsage",
     "ProviderFailure",
     "ProviderReport",
     "Usage",
@@ -200,13 +201,25 @@ class UsageFrame(WireResult):
     token_cost: int
 
 
+class PromptUsage(WireResult):
+    """The prompt's size both ways: UTF-8 ``bytes``, ``canonical_tokens`` (B3) and, with
+    ``[host] tokenizer``, ``tokens`` in that tokenizer's count and its name."""
+
+    bytes: int
+    canonical_tokens: int
+    tokens: int | None = None
+    tokenizer: str | None = None
+
+
 class Usage(WireResult):
-    """UR1: the summed canonical cost of the served frames, walkable to each FrameId."""
+    """UR1: the summed canonical cost of the served frames, walkable to each FrameId;
+    ``prompt``: what the composed prompt itself weighs."""
 
     budget_consumed: int
     global_budget: int
     frames: list[UsageFrame] = Field(default_factory=list)
     providers: dict[str, int] = Field(default_factory=dict)
+    prompt: PromptUsage | None = None
 
 
 class DegradedReason(WireResult):

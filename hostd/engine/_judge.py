@@ -134,4 +134,5 @@ def judge(
     fan.excluded = sorted([*got.excluded, *verified.excluded], key=itemgetter(0))
     fan.verification = dict(verified.verification)
     fan.figures = dict(verified.figures)
+    fan.sources = dict(verified.sources)
     return fan

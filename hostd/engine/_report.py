@@ -113,6 +113,9 @@ class FanOut:
     asked: dict[str, int] = field(default_factory=dict)
     #: Figures the verify/reuse stage adds (reused frames, evictions, …).
     figures: dict[str, Any] = field(default_factory=dict)
+    #: ``file`` URI -> the bytes the verify stage matched accepted frames against, for
+    #: each source two or more of them quote (``compose_for_prompt(sources=...)``).
+    sources: dict[str, bytes] = field(default_factory=dict)
 
     def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
         """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served

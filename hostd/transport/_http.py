@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -61,7 +61,8 @@ from ._calls import StartedCall
 from ._connection import _handshake_error
 from ._http_codec import Exchange, RemoteCodec, codec_for
 from ._readiness import Readiness
-from ._remote_url import REDACTED, Credential, TokenSource, remote_url_problem
+from ._redact import REDACTED
+from ._remote_url import Credential, TokenSource, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
@@ -71,6 +72,8 @@ log = structlog.get_logger("hostd.transport")
 DEFAULT_REMOTE_CONNECTIONS = 16
 
 _MAX_ERROR_TEXT = 200
+
+E = TypeVar("E", bound=HostdError)
 
 
 def _tls_context(
@@ -94,10 +97,15 @@ def _unauthorized(status: int) -> ProviderUnauthorized:
 
 
 def _transport_error(exc: httpx.HTTPError) -> RemoteTransport:
-    # httpx's message names the failure (refused, TLS verify failed, reset), never a
-    # header: the credential cannot be in it (C8). Bounded all the same.
-    text = str(exc) or type(exc).__name__
-    return RemoteTransport(f"{type(exc).__name__}: {text}"[:_MAX_ERROR_TEXT])
+    name = type(exc).__name__
+    if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
+        # h11 and the decoders quote what the peer sent (a header name, a status line):
+        # the peer's bytes are never quoted, only the kind of breakage.
+        return RemoteTransport(f"{name}: the response broke HTTP/1.1 or its encoding")
+    # Otherwise the message names the failure (refused, TLS verify failed, reset), from
+    # the OS or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
+    text = str(exc) or name
+    return RemoteTransport(f"{name}: {text}"[:_MAX_ERROR_TEXT])
 
 
 class RemoteEndpoint:
@@ -126,6 +134,8 @@ class RemoteEndpoint:
         self.binding = binding
         self.max_body_bytes = max_body_bytes
         self.tokens = tokens or TokenSource()
+        #: The one redaction point of this provider (C8): every token the source reads.
+        self.redactor = self.tokens.redactor
         self._base_headers = {
             "content-type": "application/json",
             "accept": "application/json",
@@ -165,9 +175,14 @@ class RemoteEndpoint:
         }
 
     async def exchange(self, exchange: Exchange) -> Any:
-        """POST one request body; the one reply in the response, read and checked."""
-        body = await self._post(exchange.body)
-        return self.codec.read(exchange, body)
+        """POST one request body; the one reply in the response, read and checked. Every
+        error leaves through the redactor: no token, even one the peer echoed (C8)."""
+        try:
+            body = await self._post(exchange.body)
+            return self.codec.read(exchange, body)
+        except HostdError as exc:
+            self.redactor.error(exc)
+            raise
 
     def _headers_for(self, credential: Credential | None) -> httpx.Headers:
         """The request headers, made again only when the credential is another one."""
@@ -294,8 +309,8 @@ class RemoteConnection:
                 f"no handshake reply within {handshake_timeout * 1000:.0f} ms", stage="handshake"
             ) from None
         violations = check_handshake(PROTOCOL_VERSION, ack)
-        if violations:
-            raise _handshake_error(violations)
+        if violations:  # the rules quote a version or scope the peer wrote: scrubbed
+            raise endpoint.redactor.error(_handshake_error(violations))
         log.info(
             "provider.handshake.ok",
             provider=endpoint.provider_id,
@@ -314,6 +329,11 @@ class RemoteConnection:
         except (RemoteTransport, RemoteWire) as exc:
             self.failure = exc  # the pool handshakes again, after its backoff
             raise
+
+    async def explain(self, exc: E, deadline: float | None = None) -> E:
+        """``exc`` as it leaves the transport: scrubbed of every token (C8). There is no
+        process to ask why (``ProviderConnection.explain``); the status says it."""
+        return self.endpoint.redactor.error(exc)
 
     def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
         """Always ``None``: an HTTP exchange is awaited, there is no line to write now."""

@@ -38,6 +38,7 @@ from hostd.rpc import encode, make_request
 from ._calls import query_wire
 from ._cgp import _envelope_error
 from ._jsonrpc import provider_error, validate_reply
+from ._unquoted import described_id
 
 __all__ = ["CgpCodec", "Exchange", "JsonRpcCodec", "RemoteCodec", "codec_for"]
 
@@ -50,8 +51,12 @@ def _decode(body: bytes) -> Any:
         raise RemoteWire("empty response body where a reply was expected")
     try:
         return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise RemoteWire(f"response body is not one JSON value: {body[:80]!r}") from None
+    except orjson.JSONDecodeError as exc:
+        # Never the body: a proxy's page may echo the request, its credential included.
+        raise RemoteWire(
+            f"response body ({len(body)} bytes, not quoted) is not one JSON value: "
+            f"{exc.msg} at position {exc.pos}"
+        ) from None
 
 
 def _model(model: type[WireModel], data: Any, what: str) -> Any:
@@ -103,7 +108,9 @@ class JsonRpcCodec:
             raise RemoteWire("response body is not one JSON-RPC response")
         key = msg.get("id")
         if type(key) is not int or key != exchange.key:
-            raise RemoteWire(f"reply id {key!r} is not the request's {exchange.key} (H4)")
+            raise RemoteWire(
+                f"reply id {described_id(key)} is not the request's {exchange.key} (H4)"
+            )
         if "error" in msg:
             raise provider_error(msg["error"])
         result = msg["result"]
@@ -142,7 +149,9 @@ class CgpCodec:
         try:
             env = parse_envelope(data)
         except (ValueError, ValidationError):
-            raise RemoteWire(f"response body is not one CGP envelope: {body[:80]!r}") from None
+            raise RemoteWire(
+                f"response body ({len(body)} bytes, not quoted) is not one CGP envelope"
+            ) from None
         if isinstance(env, ErrorEnvelope):
             raise _envelope_error(env)
         if exchange.kind == "handshake" and isinstance(env, HandshakeAckEnvelope):
@@ -153,7 +162,9 @@ class CgpCodec:
             )
         if exchange.kind == "query" and isinstance(env, FramesEnvelope):
             if env.id is not None and env.id != exchange.key:
-                raise RemoteWire(f"frames for id {env.id!r}, asked {exchange.key!r} (H4)")
+                raise RemoteWire(
+                    f"frames for id {described_id(env.id)}, asked {exchange.key!r} (H4)"
+                )
             result: ContextQueryResult = env.result
             return result
         if exchange.kind == "verify" and isinstance(env, VerifiedEnvelope):

@@ -52,7 +52,15 @@ def test_the_provider_runtime_imports_only_protocol() -> None:
 def test_the_provider_https_server_imports_only_the_provider_runtime_and_protocol() -> None:
     tree = ast.parse((ROOT / "hostd/_provider_http.py").read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in mods if m.startswith("hostd")} <= {"hostd.protocol", "hostd.provider"}
+    allowed = {"hostd.protocol", "hostd.provider", "hostd._listener_guard"}
+    assert {m for m in mods if m.startswith("hostd")} <= allowed
+
+
+def test_the_listener_guard_imports_nothing_of_hostd() -> None:
+    tree = ast.parse((ROOT / "hostd/_listener_guard.py").read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in mods if m.startswith("hostd")}
 
 
 def test_the_provider_stdio_loop_imports_only_the_provider_side() -> None:
