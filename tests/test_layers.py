@@ -2,15 +2,18 @@
 
 server → pipeline → engine → transport → protocol, pipeline → compose → protocol;
 engine may use compose.budget_split; every layer may use hostd.protocol and
-hostd.errors. The pipeline (one request end to end) sits between the wire and
-the engine: nothing below it imports it, and the server's method table reaches
-the engine and the composition library only through it (the daemon's start-up
-alone builds the engine). hostd.rpc (the one JSON-RPC core: envelope, dispatchers,
-correlation table, line encoder) sits beside errors: every end uses it, it uses
-only protocol and errors; the client library never loads the host side. Inside the
+hostd.errors. hostd.chunking (the one chunker) uses only protocol: the bundled
+providers and the mcp binding both load it. The pipeline (one request end to end)
+sits between the wire and the engine: nothing below it imports it, and the
+server's method table reaches the engine and the composition library only
+through it (the daemon's start-up alone builds the engine). hostd.rpc (the one
+JSON-RPC core: envelope, dispatchers, correlation table, line encoder) sits
+beside errors: every end uses it, it uses only protocol and errors; the client
+library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
 neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. In the CLI,
-check-provider points one way (command → checks → driver) and its driver, which
+check-provider points one way (command → checks → driver; command → the mcp
+checks → checks) and its driver, which
 owns the bytes only, loads nothing of the host side. Inside the transport,
 ``_stdout`` and ``_shim`` sit below ``_process`` and know no binding.
 """
@@ -56,6 +59,8 @@ FORBIDDEN = {
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # The client library talks to a daemon: it never loads the host side.
+    "client": {"compose", "engine", "transport", "server", "pipeline", "cli", "provider"},
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
     # (Below the pipeline, which records into it.)
@@ -70,6 +75,19 @@ FORBIDDEN = {
         "provider",
         "mcp",
     },
+    # Framework adapters are clients of the client API (forward) and of the provider
+    # runtime (backward): never of the host side.
+    "integrations": {
+        "compose",
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "cli",
+        "mcp",
+        "shadow",
+        "eval",
+    },
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", "cli", "config"}
@@ -80,8 +98,6 @@ FORBIDDEN_MODULES = {
     # The HTTPS provider server and its listener guard: the provider side, like stdio.
     "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
-    # The client library talks to a daemon: it never loads the host side.
-    "client.py": {"compose", "engine", "transport", "server", "pipeline", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
     # The method table is the wire: requests go to the pipeline, never around it.
@@ -91,6 +107,9 @@ FORBIDDEN_MODULES = {
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval", "pipeline"}
+# hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
+# it uses only protocol (a provider program loads it without the host side).
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
@@ -103,6 +122,9 @@ _CLI = {p.stem for p in (ROOT / "cli").glob("_*.py")}
 CLI_FORBIDDEN_SIBLINGS = {
     "_check_driver": _CLI - {"_check_driver"},
     "_checks": _CLI - {"_checks", "_check_driver"},
+    # The mcp path (one module, to be registered as a binding's checks) uses the checks'
+    # report and nothing else of the CLI; the checks never import it.
+    "_check_mcp": _CLI - {"_check_mcp", "_checks"},
 }
 
 

@@ -214,6 +214,7 @@ class Pipeline:
             composed,
             prepared,
             recorded=recorded if request.record else None,
+            include_content=request.include_content,
         )
 
     def _strategy(self, request: ComposeRequest) -> c.Strategy | None:
@@ -242,8 +243,9 @@ class Pipeline:
         prepared: Prepared,
         *,
         recorded: bool | None = None,
+        include_content: bool = False,
     ) -> dict[str, Any]:
-        result = composed.to_wire()
+        result = composed.to_wire(include_content=include_content)
         if recorded is not None:
             result["recorded"] = recorded  # asked for (``record``): whether it is on disk
         audit = result["audit"]

@@ -85,6 +85,11 @@ class ComposeRequest(QueryRequest, Protocol):
     def caps(self) -> Mapping[str, float] | None: ...
 
     @property
+    def include_content(self) -> bool:
+        """Also return ``evidence``: each included frame's own content."""
+        ...
+
+    @property
     def record(self) -> bool:
         """Keep this composition's shadow record whatever the sample draws, and answer
         only once it is committed."""

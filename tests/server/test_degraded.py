@@ -30,7 +30,7 @@ def _crashing(marker: str) -> str:
 async def test_a_whole_composition_is_not_degraded(start_daemon) -> None:
     daemon = await start_daemon({"alpha": {}, "beta": {}})
     async with connect(daemon.socket) as client:
-        result = await client.compose("a whole composition", budget=300)
+        result = (await client.compose("a whole composition", budget=300)).to_wire()
     assert await daemon.stop() == 0
     assert all(p["status"] == "ok" for p in result["providers"])
     assert (result["degraded"], result["degraded_reasons"]) == (False, [])
@@ -44,7 +44,8 @@ async def test_every_shortfall_is_named_once_and_each_leg_logged_once(
         {"alpha": {}, "cloud": {"egress_scope": "api.example.com"}}, extra=extra
     )
     async with connect(daemon.socket) as client:
-        result = await client.compose("lose some", budget=300, strategy="rerank")
+        typed = await client.compose("lose some", budget=300, strategy="rerank")
+    result = typed.to_wire()
     assert await daemon.stop() == 0
     status = {p["provider_id"]: p["status"] for p in result["providers"]}
     assert status == {"alpha": "ok", "broken": "crashed", "cloud": "no_consent"}
@@ -55,6 +56,12 @@ async def test_every_shortfall_is_named_once_and_each_leg_logged_once(
         {"reason": "consent_missing", "provider": "cloud", "detail": "api.example.com"},
         {"reason": "rerank_fallback", "detail": "not_configured"},
     ]
+    # The typed client reads them as they came.
+    assert typed.degraded is True
+    assert [(d.reason, d.provider) for d in typed.degraded_reasons][0] == (
+        "provider_failed",
+        "broken",
+    )
     # The evidence that did come is still served: degraded, not failed.
     assert result["citations"] and result["prompt"]
     rid = result["request_id"]
@@ -71,7 +78,8 @@ async def test_every_shortfall_is_named_once_and_each_leg_logged_once(
 async def test_a_calibrated_composition_without_maps_says_so(start_daemon) -> None:
     daemon = await start_daemon({"alpha": {}})
     async with connect(daemon.socket) as client:
-        result = await client.compose("no maps yet", budget=300, strategy="calibrated")
+        typed = await client.compose("no maps yet", budget=300, strategy="calibrated")
+    result = typed.to_wire()
     assert await daemon.stop() == 0
     assert result["audit"]["policy"]["strategy_params"]["calibrated"]["fallback"] == "round_robin"
     (reason,) = result["degraded_reasons"]
