@@ -345,6 +345,20 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
 ) -> None:
     config, questions, path = windows
     budget = "2000"
+    # The daemon's merge cap binds the eval's merges too: at 1.0 the two windows' union
+    # (nine lines) outgrows the larger (six), so neither composition merges them.
+    capped = config.with_name("capped.toml")
+    capped.write_text(config.read_text().replace("[host]\n", "[host]\nmerge_max_ratio = 1.0\n", 1))
+    asked = ("eval", "--questions", str(questions), "--budget", budget, "--policy", "score")
+    done = run_hostd("--config", str(capped), "compose", "the fox", "--budget", budget, "--json")
+    assert done.returncode == 0, done.stderr
+    apart = json.loads(done.stdout)["audit"]
+    assert not any(e.get("reason") == "merged_into" for e in apart["entries"])
+    done = run_hostd("--config", str(capped), *asked, "--json")
+    assert done.returncode == 0, done.stderr
+    (score,) = [o for o in json.loads(done.stdout)["outcomes"] if o["policy"] == "score"]
+    assert (score["tokens"], score["frames"]) == (apart["tokens_used"], 2)
+
     done = run_hostd("--config", str(config), "compose", "the fox", "--budget", budget, "--json")
     assert done.returncode == 0, done.stderr
     daemon = json.loads(done.stdout)

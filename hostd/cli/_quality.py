@@ -237,6 +237,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 providers=csv_arg(args.providers),
                 pool_budget=args.pool_budget,
                 trim_oracle=args.trim_oracle,
+                merge_max_ratio=cfg.host.merge_max_ratio,
             )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)

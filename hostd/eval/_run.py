@@ -21,6 +21,7 @@ test of a hit) and are scored by one function, ``score_asked``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -125,6 +126,8 @@ class Verified:
 
     verification: Mapping[FrameId, Mapping[str, Any]] | None = None
     sources: Mapping[str, bytes] | None = None
+    #: ``[host] merge_max_ratio``: how large a merged block may grow (None: compose's default).
+    merge_max_ratio: float | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -228,7 +231,8 @@ def _recall(
         strategy = strategy_from_wire(verdict)
         reason = getattr(strategy, "reason", None)
         degraded = degraded or reason not in (None, "partial")
-    composed = compose_for_prompt(
+    compose = functools.partial(
+        compose_for_prompt,
         candidates,
         asked.budget,
         strategy=strategy,
@@ -236,6 +240,8 @@ def _recall(
         verification=verified.verification,
         sources=verified.sources,
     )
+    ratio = verified.merge_max_ratio
+    composed = compose() if ratio is None else compose(merge_max_ratio=ratio)
     hit = any(asked.hit(fid, frame) for fid, frame in _shown(composed, candidates))
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
     return Outcome(
@@ -270,9 +276,9 @@ def _shown(composed: ComposedPrompt, candidates: Pairs) -> list[tuple[FrameId, C
     return out
 
 
-def _verified(result: dict[str, Any], candidates: Pairs) -> Verified:
+def _verified(result: dict[str, Any], candidates: Pairs, max_ratio: float | None) -> Verified:
     verification = verification_of(result)
-    return Verified(verification, rebuilt_sources(result, candidates, verification))
+    return Verified(verification, rebuilt_sources(result, candidates, verification), max_ratio)
 
 
 async def _query(
@@ -300,6 +306,7 @@ async def run_eval(
     providers: Sequence[str] | None = None,
     pool_budget: int | None = None,
     trim_oracle: bool = False,
+    merge_max_ratio: float | None = None,
 ) -> list[Outcome]:
     """Every question under every budget and policy, plus each provider alone.
 
@@ -307,8 +314,9 @@ async def run_eval(
     provider). ``pool_budget``: the fan-out is asked for that many tokens and each
     composition packs its budget, so the effect of a larger pool is measurable.
     ``rerank`` policies compose by the reranker's verdict on the same candidate set.
-    ``trim_oracle`` adds the ``(trim-oracle)`` row. Outcomes come in question,
-    budget, row order.
+    ``trim_oracle`` adds the ``(trim-oracle)`` row; ``merge_max_ratio`` is the
+    daemon's ``[host]`` setting, so span merges grow as its own do. Outcomes come
+    in question, budget, row order.
     """
     rerank = any(_asks_rerank(p) for p in policies)
     outcomes: list[Outcome] = []
@@ -330,7 +338,7 @@ async def run_eval(
                 single = await _query(session, question, pool, [pid])
                 frames = _candidates(single)
                 singles.append((pid, frames, _degraded(single)))
-                alone_verified[pid] = _verified(single, frames)
+                alone_verified[pid] = _verified(single, frames, merge_max_ratio)
             candidates = _candidates(result)
             asked = Asked(
                 question.id,
@@ -341,7 +349,7 @@ async def run_eval(
                 singles,
                 hit,
                 verdict=result.get("rerank"),
-                verified=_verified(result, candidates),
+                verified=_verified(result, candidates, merge_max_ratio),
                 alone_verified=alone_verified,
                 trim=trim if trim_oracle else None,
             )
