@@ -37,6 +37,7 @@ __all__ = [
     "HostSettings",
     "LogSettings",
     "McpSettings",
+    "McpToolSettings",
     "ProviderSettings",
     "RerankerSettings",
     "ShadowSettings",
@@ -182,6 +183,14 @@ class RerankerSettings(_Section):
     cwd: Path | None = None
 
 
+class McpToolSettings(_Section):
+    """One tool a ``binding = "mcp"`` provider calls per query, with its arguments."""
+
+    name: Annotated[str, Field(min_length=1)]
+    #: String values may hold ``{query}`` (the query text) and ``{goal}``.
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class McpSettings(_Section):
     """``[provider.mcp]``: what a ``binding = "mcp"`` provider serves as frames (docs/mcp.md)."""
 
@@ -192,13 +201,18 @@ class McpSettings(_Section):
     #: At most this many resources are read per listing (the rest: ``truncated``).
     max_resources: Annotated[int, Field(ge=1, le=100_000)] = 256
     #: One tool called per query; string values in ``arguments`` may hold ``{query}``
-    #: (the query text) and ``{goal}``.
+    #: (the query text) and ``{goal}``. ``tools`` names more (each with its arguments).
     tool: Annotated[str, Field(min_length=1)] | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
+    tools: list[McpToolSettings] = Field(default_factory=list)
     #: The frame kind every frame of this provider gets.
     kind: Annotated[str, Field(min_length=1, max_length=64)] = "doc"
     #: Seconds a listing or a read is reused when the server gives no ``ttlMs``.
     cache_ttl_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 30.0
+    #: The read cache's bounds: listings and reads kept at most, and their bytes
+    #: (least recently used out first).
+    cache_max_entries: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
+    cache_max_bytes: Annotated[int, Field(ge=0, le=1 << 34)] = 64 * 1024 * 1024
     #: The server sends data off the machine: it needs consent (C1, C6) like any such
     #: provider; ``egress_scopes`` names where to (default: the generic ``egress``).
     egress: bool = False

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from hostd.chunking._tokens import _tokenizer_counter
 from hostd.eval import (
     Gold,
     Outcome,
@@ -27,7 +28,6 @@ from hostd.eval import (
 )
 from hostd.eval import holds_gold as holds
 from providers import chunk_file
-from providers._tokens import _tokenizer_counter
 from tests.fixtures.cli import run_hostd as _hostd
 from tests.fixtures.file_frames import file_frame
 

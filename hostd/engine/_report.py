@@ -71,6 +71,9 @@ class LegReport:
     tokens_accepted: int = 0
     #: C6: scopes without a consent receipt (status ``no_consent``).
     missing_scopes: tuple[str, ...] = ()
+    #: Why an ``ok`` leg gave nothing, when it can be told (``nothing_fit``): hostd's
+    #: own words and figures, never the provider's.
+    note: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -90,6 +93,8 @@ class LegReport:
             out["error"] = {"code": self.error_code, "message": self.error_message or ""}
         if self.missing_scopes:
             out["missing_scopes"] = list(self.missing_scopes)
+        if self.note is not None:
+            out["note"] = self.note
         return out
 
 
