@@ -5,9 +5,10 @@ fan-out, shares and overfetch ``context/compose`` uses) and the accepted frames
 are composed in-process under every named policy, so the policies are compared
 on one and the same candidate set. Each provider is also asked alone (the
 whole budget is its share) and composed with the default policy: the figure a
-policy has to beat. A question is recalled when an included frame holds one of
-its gold passages: a ``file`` provenance ending in the gold ``file`` and the
-gold ``phrase`` in the frame's content (whitespace and case folded).
+policy has to beat. A question is recalled when the prompt quotes one of its
+gold passages: an included frame, or one dedup or a span merge folded into it,
+has a ``file`` provenance ending in the gold ``file`` and the gold ``phrase`` in
+its content (whitespace and case folded).
 Each composition gets what the daemon's own would: the fan-out's verification
 states and the source bytes span merging reads (``_sources``), so a span merge
 the daemon makes is made here too. Beside the policies, ``(offered)`` (gold
@@ -156,7 +157,8 @@ class Asked:
 
 
 def score_asked(asked: Asked, policies: Sequence[Policy]) -> list[Outcome]:
-    """``asked`` under every policy, each provider alone (default policy) and ``(offered)``."""
+    """``asked`` under every policy, each provider alone (default policy), ``(offered)``
+    and, when ``asked.trim`` is set, ``(trim-oracle)``."""
     default = Policy("score", None)
     out = [
         _recall(asked, asked.candidates, p, p.label, asked.degraded, asked.verified, asked.verdict)
