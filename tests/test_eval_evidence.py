@@ -336,6 +336,16 @@ def windows(tmp_path: Path) -> tuple[Path, Path, Path]:
             }
         )
         + "\n"
+        # line 2 is quoted only by the window the merge absorbs into the other's block
+        + json.dumps(
+            {
+                "id": "early",
+                "question": "the fox",
+                "gold": [{"file": "module.txt", "phrase": LINES[1].split(": ")[1].strip()}],
+                "style": "lexical",
+            }
+        )
+        + "\n"
     )
     return config, questions, path
 
@@ -356,7 +366,11 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
     assert not any(e.get("reason") == "merged_into" for e in apart["entries"])
     done = run_hostd("--config", str(capped), *asked, "--json")
     assert done.returncode == 0, done.stderr
-    (score,) = [o for o in json.loads(done.stdout)["outcomes"] if o["policy"] == "score"]
+    (score,) = [
+        o
+        for o in json.loads(done.stdout)["outcomes"]
+        if o["policy"] == "score" and o["question"] == "oak"
+    ]
     assert (score["tokens"], score["frames"]) == (apart["tokens_used"], 2)
 
     done = run_hostd("--config", str(config), "compose", "the fox", "--budget", budget, "--json")
@@ -372,7 +386,10 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    rows = {(o["policy"]): o for o in result["outcomes"]}
+    rows = {o["policy"]: o for o in result["outcomes"] if o["question"] == "oak"}
+    early = {o["policy"]: o for o in result["outcomes"] if o["question"] == "early"}
+    # the merged block quotes the absorbed window's lines: its gold is in the prompt
+    assert early["score"]["hit"] and early[TRIM_ORACLE]["hit"]
     # the same prompt as the daemon's: one merged frame, the same tokens
     assert rows["score"]["tokens"] == daemon["audit"]["tokens_used"]
     assert rows["score"]["frames"] == len(included) == 1
