@@ -44,6 +44,8 @@ FORBIDDEN = {
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # The client library talks to a daemon: it never loads the host side.
+    "client": {"compose", "engine", "transport", "server", "cli", "provider"},
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
     "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
@@ -60,8 +62,6 @@ FORBIDDEN_MODULES = {
     # The HTTPS provider server and its listener guard: the provider side, like stdio.
     "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
-    # The client library talks to a daemon: it never loads the host side.
-    "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
 }
