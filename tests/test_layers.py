@@ -59,6 +59,8 @@ FORBIDDEN_MODULES = {
     "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
     # The client library talks to a daemon: it never loads the host side.
     "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
+    # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
+    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
 }
