@@ -9,7 +9,7 @@ one teardown ladder (``hostd._teardown``). Two
 faces: ``AsyncClient`` (anyio) opened with ``connect``, ``connect_tcp`` or
 ``spawn``; and ``Client``, a small blocking wrapper for scripts::
 
-    with Client.connect() as hostd:                  # the running daemon's socket
+    with Client.connect() as hostd:      # the socket of the daemon `hostd serve` run here starts
         print(hostd.compose("why does the cache miss?", budget=2000)["prompt"])
 
     with Client.spawn(config="config/demo.toml") as hostd:   # a private daemon on stdio
@@ -39,7 +39,7 @@ from anyio.abc import (
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd._teardown import stop_process
-from hostd.config import default_socket_path
+from hostd.config import discover_socket
 from hostd.errors import ConnectionLost, ParseError, ProtocolFault, RpcError
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
@@ -277,9 +277,16 @@ def _raw(stream: SocketStream) -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def connect(path: str | os.PathLike[str] | None = None) -> AsyncIterator[AsyncClient]:
-    """Connect to a daemon's Unix socket (default: the configured default path)."""
-    sock = Path(path) if path is not None else default_socket_path()
+async def connect(
+    path: str | os.PathLike[str] | None = None, *, config: str | os.PathLike[str] | None = None
+) -> AsyncIterator[AsyncClient]:
+    """Connect to a daemon's Unix socket: ``path``, else the socket of the config the CLI
+    would use here (``config``, else ``$HOSTD_CONFIG``, the nearest ``hostd.toml``, …):
+    its ``host.socket`` or its own default (``hostd.config.discover_socket``), so a
+    script in a project reaches that project's daemon."""
+    sock = (
+        Path(path) if path is not None else await anyio.to_thread.run_sync(discover_socket, config)
+    )
     stream = await anyio.connect_unix(sock)
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client
@@ -354,10 +361,16 @@ class Client:
 
     @classmethod
     @contextlib.contextmanager
-    def connect(cls, path: str | os.PathLike[str] | None = None) -> Iterator[Client]:
+    def connect(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        config: str | os.PathLike[str] | None = None,
+    ) -> Iterator[Client]:
+        """``connect`` (its socket discovery too), blocking."""
         with (
             start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(connect(path)) as client,
+            portal.wrap_async_context_manager(connect(path, config=config)) as client,
         ):
             yield cls(portal, client)
 
