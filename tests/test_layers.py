@@ -2,7 +2,7 @@
 
 server → engine → transport → protocol, server → compose → protocol; engine may
 use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
-hostd.chunk (the one chunker) uses only protocol: the bundled providers and the
+hostd.chunking (the one chunker) uses only protocol: the bundled providers and the
 mcp binding both load it.
 hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
 encoder) sits beside errors: every end uses it, it uses only protocol and errors;
@@ -44,9 +44,14 @@ FORBIDDEN = {
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # The client library talks to a daemon: it never loads the host side.
+    "client": {"compose", "engine", "transport", "server", "cli", "provider"},
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
     "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
+    # Framework adapters are clients of the client API (forward) and of the provider
+    # runtime (backward): never of the host side.
+    "integrations": {"compose", "engine", "transport", "server", "cli", "mcp", "shadow", "eval"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
@@ -57,8 +62,6 @@ FORBIDDEN_MODULES = {
     # The HTTPS provider server and its listener guard: the provider side, like stdio.
     "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
-    # The client library talks to a daemon: it never loads the host side.
-    "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
     "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
@@ -66,9 +69,9 @@ FORBIDDEN_MODULES = {
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
-# hostd.chunk, the one chunker, serves the bundled providers and the mcp binding alike:
+# hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
-FORBIDDEN["chunk"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {

@@ -30,7 +30,7 @@ import json
 from hostd.client import Client
 with Client.connect() as hostd:
     result = hostd.compose({goal!r}, budget=800)
-print(json.dumps(result["prompt"]))
+print(json.dumps(result.prompt))
 """
 
 
