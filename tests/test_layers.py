@@ -98,6 +98,8 @@ FORBIDDEN_MODULES = {
     # The HTTPS provider server and its listener guard: the provider side, like stdio.
     "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
+    # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
+    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
     # The method table is the wire: requests go to the pipeline, never around it.

@@ -22,7 +22,7 @@ from hostd.errors import HostdError
 
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 from ._consent import add_consent_command
-from ._outcome import leg_failures, no_evidence, policy_fallback
+from ._outcome import config_hint, leg_failures, no_evidence, policy_fallback, warming_lines
 from ._quality import caps_arg, floors_arg, overfetch_note
 from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
@@ -230,7 +230,8 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
     empty = no_evidence(result)
-    for line in empty if empty is not None else leg_failures(result):
+    advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
+    for line in [*(empty if empty is not None else leg_failures(result)), *advice]:
         sys.stderr.write(f"hostd: {line}\n")
     return EXIT_OK if empty is None else EXIT_FAILED
 
