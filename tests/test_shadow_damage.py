@@ -239,3 +239,12 @@ def test_a_damaged_store_costs_one_warning_and_a_new_file_is_used_at_once(
     failed = [e for e in logs if e["event"] == "shadow.record_failed"]
     assert len(failed) == 1 and failed[0]["path"] == str(db)
     assert [r.request_id for r in ShadowStore(db).load()] == ["r-5"]
+
+
+def test_a_provider_key_the_file_chose_is_not_quoted_in_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    key = "\nsecret-provider-key"
+    path.write_bytes(orjson.dumps({"format": FORMAT, "version": "v", "providers": {key: []}}))
+    reason = bind_calibration(Calibrated(), path).to_wire()["calibrated"]["reason"]
+    assert "secret-provider-key" not in reason and "\n" not in reason
+    assert reason.startswith(f"{path}: not a readable calibration: providers.<key>: ")
