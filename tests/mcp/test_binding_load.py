@@ -61,7 +61,9 @@ async def test_status_is_answered_while_a_large_mcp_provider_is_composed(
         async with anyio.create_task_group() as tg:
 
             async def compose() -> None:
-                result.update((await a.compose("cache eviction retry backoff", budget=2000)).to_wire())
+                result.update(
+                    (await a.compose("cache eviction retry backoff", budget=2000)).to_wire()
+                )
 
             tg.start_soon(compose)
             await _status_after(daemon, b, "mcp.frames.building")
