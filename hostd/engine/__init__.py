@@ -5,7 +5,8 @@ I/O: ``_launch``), the fan-out as plan → run → judge (``_plan``, ``_run``,
 ``_judge``): the consent gate before any payload (C1, C2, C6), the concurrent
 legs with one deadline per provider, the leg audit (``_leg_audit``: B1–B4, Q1,
 Q2, frame rules; quarantine, B2), the usage report (UR1) and the verification
-stage (``verify``). It talks to providers only
+stage (``verify``), and the reranker: a process (``_rerank``) or a standard rerank
+server (``_rerank_http`` over ``_rerank_api``). It talks to providers only
 through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
 ``hostd.compose``.
 """
@@ -42,7 +43,9 @@ from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instru
 from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
 from ._pool import ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
-from ._rerank import RERANKER_ID, Reranker, RerankOutcome
+from ._rerank import RERANKER_ID, Reranker, RerankOutcome, RerankService
+from ._rerank_api import RerankApi, rerank_url
+from ._rerank_http import HttpReranker, RerankServer
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
 from .consent import ConsentStore, required_scopes
@@ -60,6 +63,7 @@ __all__ = [
     "HandshakeRecords",
     "Health",
     "Host",
+    "HttpReranker",
     "JudgedLeg",
     "LegAction",
     "LegAudit",
@@ -74,7 +78,10 @@ __all__ = [
     "ProviderSpec",
     "ProviderState",
     "ProviderView",
+    "RerankApi",
     "RerankOutcome",
+    "RerankServer",
+    "RerankService",
     "Reranker",
     "RestartPolicy",
     "StartAction",
@@ -100,6 +107,7 @@ __all__ = [
     "record_restart_requested",
     "record_retry",
     "record_started",
+    "rerank_url",
     "retry_due",
     "required_scopes",
     "run_fan_out",
