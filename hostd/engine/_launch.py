@@ -116,6 +116,7 @@ class Launcher:
             client_factory=_client_factory(spec),
             on_progress=on_progress,
             redactor=self.redactor(spec),
+            optional_handshake=spec.optional_handshake,
         )
 
     def endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:

@@ -54,6 +54,7 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
         timeout_ms=settings.timeout_ms,
         env=dict(settings.env),
         cwd=str(settings.cwd) if settings.cwd is not None else None,
+        optional_handshake=True,  # one written to `rerank` alone answers -32601 to it
     )
     return Reranker(spec, pool_settings)
 

@@ -24,6 +24,7 @@ from hostd.errors import (
     HandshakeFailed,
     HostdError,
     IncompatibleVersion,
+    MethodNotFound,
     ProviderCrashed,
     ProviderTimeout,
 )
@@ -204,6 +205,7 @@ class ProviderConnection:
         client_factory: ClientFactory | None = None,
         on_progress: OnProgress | None = None,
         redactor: Redactor | None = None,
+        optional_handshake: bool = False,
     ) -> ProviderConnection:
         """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
         told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
@@ -211,7 +213,9 @@ class ProviderConnection:
         ``ProviderCrashed``; on any failure the child is already torn down, and the error
         says what the process said (``explain``). ``redactor``: the provider's secrets,
         scrubbed from its stderr and every error (C8). Background tasks run in
-        ``task_group``."""
+        ``task_group``. ``optional_handshake``: a process that answers ``-32601`` to
+        ``context/handshake`` (a reranker written to its one method) is kept, with no
+        ack (``info`` is ``None``) and ready at once; a provider always needs one."""
         if binding not in ("jsonrpc", "cgp") and client_factory is None:
             raise ValueError(f"unknown binding {binding!r}")
         redactor = redactor if redactor is not None else Redactor()
@@ -239,6 +243,7 @@ class ProviderConnection:
             await child.aclose(grace=grace)  # never leave a spawned child behind
             raise
         try:
+            ack: HandshakeAck | None = None
             try:
                 with anyio.fail_after(handshake_timeout):
                     ack = await conn.client.handshake(host or HostInfo(name="hostd", version="0"))
@@ -247,9 +252,13 @@ class ProviderConnection:
                     f"no handshake reply within {handshake_timeout * 1000:.0f} ms",
                     stage="handshake",
                 ) from None
-            violations = check_handshake(PROTOCOL_VERSION, ack)
-            if violations:
-                raise _handshake_error(violations)
+            except MethodNotFound:
+                if not optional_handshake:
+                    raise
+            if ack is not None:
+                violations = check_handshake(PROTOCOL_VERSION, ack)
+                if violations:
+                    raise _handshake_error(violations)
         except HostdError as exc:
             # Shielded (each wait is bounded): a host closing meanwhile still gets the
             # start's typed failure, not a cancellation that would swallow it.
@@ -266,6 +275,9 @@ class ProviderConnection:
             raise
         conn.ack = ack
         conn.readiness.handshake(getattr(conn.client, "handshake_result", None))
+        if ack is None:  # it answered: alive and in sync, it only has no handshake
+            log.info("provider.handshake.skipped", provider=provider_id, why="method_not_found")
+            return conn
         log.info(
             "provider.handshake.ok",
             provider=provider_id,

@@ -5,7 +5,9 @@ provider and replies matched by ``id``. A reply with an unknown or missing id
 is a ``correlation_mismatch`` fault of that provider (H4); a line that is not
 a JSON-RPC response is a ``protocol_fault``; both end the stream and wake
 every waiter with the error. Error replies become ``ProviderError`` with the
-CGP code read from ``data.cgp_code`` (unknown or absent → ``internal``, X1/X2).
+CGP code read from ``data.cgp_code`` (unknown or absent → ``internal``, X1/X2);
+JSON-RPC's ``-32601`` is ``MethodNotFound``, one of them, so a caller can tell "no
+such method" from a failed one.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from hostd.errors import (
     CorrelationMismatch,
     HostdError,
     IncompatibleVersion,
+    MethodNotFound,
     ProtocolFault,
     ProviderError,
 )
 from hostd.protocol import (
+    METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
     CgpErrorCode,
     ContextQuery,
@@ -77,6 +81,9 @@ def provider_error(error: Any) -> HostdError:
         return IncompatibleVersion(message)
     if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:
         return ProviderError(message, cgp_code=code, warming=True)  # not ready yet: no fault
+    number = error.get("code")
+    if type(number) is int and number == METHOD_NOT_FOUND:
+        return MethodNotFound(message, cgp_code=code)
     return ProviderError(message, cgp_code=code)
 
 
