@@ -46,15 +46,15 @@ FORBIDDEN = {
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
-    "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
-    "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
     # The client library talks to a daemon: it never loads the host side.
     "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
-FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
+FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval"}
+# The provider runtime runs inside provider programs: it never loads the host side.
+FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "shadow", "eval", "mcp"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
@@ -142,7 +142,7 @@ def test_check_provider_modules_do_not_import_in_a_circle(module: str) -> None:
 def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
-    assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
+    assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider" / "_runtime.py")
     daemon = _siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
     assert "_check_driver" in _siblings(ROOT / "cli" / "_checks.py", "cli")

@@ -29,40 +29,52 @@ def test_transport_imports_only_protocol_and_errors() -> None:
     assert hostd_imports("hostd.transport") <= allowed
 
 
+def _module_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports from, relative ones resolved inside ``hostd.provider``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(f"hostd.provider.{node.module}" if node.level == 1 else node.module)
+    return {m for m in found if m.startswith("hostd")}
+
+
 def test_the_provider_runtime_imports_only_protocol() -> None:
-    tree = ast.parse((ROOT / "hostd/provider.py").read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     # hostd.rpc is the shared JSON-RPC dispatcher; it imports only protocol and errors.
-    # hostd._warmup is the runtime's readiness record, under the same rule.
-    # hostd._provider_http (run_http, imported late) is the provider side's HTTPS server,
-    # hostd._provider_stdio (serve_stdio's loop, imported late) its stdio one.
-    assert {m for m in mods if m.startswith("hostd")} == {
+    # _warmup is the runtime's readiness record, under the same rule.
+    assert _module_imports(ROOT / "hostd/provider/_runtime.py") == {
         "hostd.protocol",
         "hostd.errors",
         "hostd.rpc",
-        "hostd._warmup",
-        "hostd._provider_http",
-        "hostd._provider_stdio",
+        "hostd.provider._warmup",
     }
-    warmup = ast.parse((ROOT / "hostd/_warmup.py").read_text())
-    used = {n.module for n in ast.walk(warmup) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in used if m.startswith("hostd")} <= {"hostd.protocol", "hostd.errors"}
+    used = _module_imports(ROOT / "hostd/provider/_warmup.py")
+    assert used <= {"hostd.protocol", "hostd.errors"}
+
+
+def test_the_provider_package_imports_downward() -> None:
+    # The package re-exports its modules; _http (run_http, imported late) is the
+    # provider side's HTTPS server, _stdio its stdio loop; neither imports the package.
+    assert _module_imports(ROOT / "hostd/provider/__init__.py") == {
+        "hostd.errors",
+        "hostd.protocol",
+        "hostd.provider._runtime",
+        "hostd.provider._stdio",
+        "hostd.provider._warmup",
+        "hostd.provider._http",
+    }
 
 
 def test_the_provider_https_server_imports_only_the_provider_runtime_and_protocol() -> None:
-    tree = ast.parse((ROOT / "hostd/_provider_http.py").read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in mods if m.startswith("hostd")} <= {"hostd.protocol", "hostd.provider"}
+    used = _module_imports(ROOT / "hostd/provider/_http.py")
+    assert used <= {"hostd.protocol", "hostd.provider._runtime"}
 
 
 def test_the_provider_stdio_loop_imports_only_the_provider_side() -> None:
-    tree = ast.parse((ROOT / "hostd/_provider_stdio.py").read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in mods if m.startswith("hostd")} <= {
+    assert _module_imports(ROOT / "hostd/provider/_stdio.py") <= {
         "hostd.protocol",
         "hostd.errors",
         "hostd.rpc",
-        "hostd.provider",
+        "hostd.provider._runtime",
     }
 
 

@@ -9,7 +9,8 @@ a missing or wrong one is ``401`` with no body); a body over ``max_body_bytes`` 
 ``413``, read incrementally. Plaintext is refused unless the listener is loopback
 (C7's mirror on this side). On starlette (routing, request streaming) under
 uvicorn (TLS, keep-alive); the access log is off so no request line or header is
-ever written (C8). This module uses only ``hostd.provider`` and ``hostd.protocol``.
+ever written (C8). This module uses only the runtime (``_runtime``) and
+``hostd.protocol``; starlette and uvicorn load only when it is imported.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, is_loopback_host
-from hostd.provider import Provider, ProviderServer
+
+from ._runtime import Provider, ProviderServer
 
 __all__ = ["make_app", "run_http", "serve_asgi", "serve_http"]
 
