@@ -117,12 +117,14 @@ def _siblings(path: Path, package: str = "server") -> set[str]:
                 else:  # from . import _api
                     found.update(a.name for a in node.names)
             elif node.level == 0 and node.module and node.module.startswith(prefix + "."):
-                found.add(node.module.split(".")[2])
+                found.add(node.module[len(prefix) + 1 :].split(".")[0])
             elif node.level == 0 and node.module == prefix:
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(
-                a.name.split(".")[2] for a in node.names if a.name.startswith(prefix + ".")
+                a.name[len(prefix) + 1 :].split(".")[0]
+                for a in node.names
+                if a.name.startswith(prefix + ".")
             )
     return found
 
@@ -149,14 +151,29 @@ def test_the_walker_sees_imports() -> None:
     assert {"_check", "_checks"} <= _CLI
 
 
-# transport module → sibling modules it must never import: a child's stdout feed and its
-# start under the shim sit below the process (``_process`` uses them, never the reverse),
-# and know no binding.
-_BELOW_PROCESS = {"_process", "_connection", "_calls", "_jsonrpc", "_cgp", "_http"}
+# transport.process module → sibling modules it must never import: a child's stdout feed
+# and its start under the shim sit below the process (``_process`` uses them, never the
+# reverse), and know no binding.
+_BELOW_PROCESS = {"_process", "_connection", "_client"}
 FORBIDDEN_TRANSPORT_SIBLINGS = {"_stdout": _BELOW_PROCESS, "_shim": _BELOW_PROCESS | {"_stdout"}}
 
 
 @pytest.mark.parametrize("module", sorted(FORBIDDEN_TRANSPORT_SIBLINGS))
 def test_the_transport_s_process_parts_sit_below_it(module: str) -> None:
-    found = _siblings(ROOT / "transport" / f"{module}.py", "transport")
+    path = ROOT / "transport" / "process" / f"{module}.py"
+    found = _siblings(path, "transport.process")
     assert sorted(found & FORBIDDEN_TRANSPORT_SIBLINGS[module]) == []
+    # and no binding: nothing from the transport's other rooms
+    assert not {"bindings", "remote"} & (_hostd_submodules(path, "transport"))
+
+
+def _hostd_submodules(path: Path, package: str) -> set[str]:
+    """The ``hostd.<package>`` subpackages ``path`` imports, by relative or absolute name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 2 and node.module:
+                found.add(node.module.split(".")[0])
+            elif node.level == 0 and node.module and node.module.startswith(f"hostd.{package}."):
+                found.add(node.module.split(".")[2])
+    return found

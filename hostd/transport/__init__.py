@@ -15,20 +15,34 @@ from hostd._teardown import stop_process
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
-from ._calls import StartedCall
-from ._cgp import CgpClient
-from ._connection import Binding, BindingClient, ClientFactory, ProviderConnection
-from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
-from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
-from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
 from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
-from ._remote_url import (
+from .process import (
+    ENV_ALLOW_LIST,
+    Binding,
+    BindingClient,
+    ChildProcess,
+    ClientFactory,
+    ProviderConnection,
+    StartedCall,
+    StderrPolicy,
+    TokenBucket,
+    scrubbed_env,
+)
+
+# isort: split
+# .bindings after .process: the process connection imports the binding clients.
+from .bindings import CgpClient, JsonRpcClient, provider_error, validate_reply
+
+# isort: split
+from .remote import (
+    DEFAULT_REMOTE_CONNECTIONS,
     REDACTED,
     Credential,
+    RemoteConnection,
+    RemoteEndpoint,
     TokenSource,
     remote_url_problem,
 )
-from ._stderr import TokenBucket
 
 #: Either end of a leg: a child process's connection or a remote provider's.
 ProviderLink = ProviderConnection | RemoteConnection

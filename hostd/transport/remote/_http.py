@@ -57,11 +57,11 @@ from hostd.protocol import (
     check_handshake,
 )
 
-from ._calls import StartedCall
-from ._connection import _handshake_error
-from ._http_codec import Exchange, RemoteCodec, codec_for
-from ._readiness import Readiness
-from ._remote_url import REDACTED, Credential, TokenSource, remote_url_problem
+from .._readiness import Readiness
+from ..process._client import StartedCall
+from ..process._connection import _handshake_error
+from ._body import Exchange, RemoteCodec, codec_for
+from ._url import REDACTED, Credential, TokenSource, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 

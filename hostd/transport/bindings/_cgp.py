@@ -50,7 +50,7 @@ from hostd.protocol import (
 )
 from hostd.rpc import Pending, encode_line
 
-from ._calls import StartedCall, StreamClient, query_wire
+from ..process._client import StartedCall, StreamClient, query_wire
 from ._unquoted import bad_line, described_id, unquoted
 
 __all__ = ["CgpClient"]

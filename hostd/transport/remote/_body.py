@@ -35,9 +35,9 @@ from hostd.protocol import (
 )
 from hostd.rpc import encode, make_request
 
-from ._calls import query_wire
-from ._cgp import _envelope_error
-from ._jsonrpc import provider_error, validate_reply
+from ..bindings._cgp import _envelope_error
+from ..bindings._jsonrpc import provider_error, validate_reply
+from ..process._client import query_wire
 
 __all__ = ["CgpCodec", "Exchange", "JsonRpcCodec", "RemoteCodec", "codec_for"]
 

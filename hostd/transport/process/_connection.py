@@ -41,11 +41,11 @@ from hostd.protocol import (
     check_handshake,
 )
 
-from ._calls import StartedCall
-from ._cgp import CgpClient
-from ._jsonrpc import JsonRpcClient
+from .._readiness import OnProgress, Readiness
+from ..bindings._cgp import CgpClient
+from ..bindings._jsonrpc import JsonRpcClient
+from ._client import StartedCall
 from ._process import ChildProcess, StderrPolicy
-from ._readiness import OnProgress, Readiness
 
 __all__ = ["Binding", "BindingClient", "ProviderConnection"]
 

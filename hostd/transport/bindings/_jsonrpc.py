@@ -38,7 +38,7 @@ from hostd.protocol import (
 )
 from hostd.rpc import encode_line, make_notification, make_request
 
-from ._calls import StartedCall, StreamClient, query_wire
+from ..process._client import StartedCall, StreamClient, query_wire
 from ._unquoted import bad_line, described_id, json_type, shape_error, unquoted
 
 __all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
