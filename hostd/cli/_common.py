@@ -32,6 +32,7 @@ __all__ = [
     "strategy_arg",
 ]
 
+
 class ProgressListener(Protocol):
     """A provider's warm-up progress, as the pool tells it (``_warm.ProgressBars``)."""
 

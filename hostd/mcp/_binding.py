@@ -46,7 +46,7 @@ from hostd.protocol import (
     VerifyResponse,
     sha256_digest,
 )
-from hostd.transport import StartedCall
+from hostd.transport import BindingRow, StartedCall, register_binding
 
 from ._frames import Document, ReadCache, frames_for, render_arguments
 
@@ -375,3 +375,10 @@ def _document(
         file_digest=digest,
         always=method != "resources/read",
     )
+
+
+# The binding registry's "mcp" row, completed here: the registry imports this module
+# the first time an "mcp" provider starts (the SDK is the mcp extra's).
+register_binding(
+    BindingRow("mcp", carrier="sdk-session", session=mcp_client_factory, extra="mcp", needs="mcp")
+)

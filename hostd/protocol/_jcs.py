@@ -63,9 +63,7 @@ def canonical_json(value: Any) -> str:
         keys = sorted(value, key=lambda k: k.encode("utf-16-be"))
         return (
             "{"
-            + ",".join(
-                orjson.dumps(k).decode() + ":" + canonical_json(value[k]) for k in keys
-            )
+            + ",".join(orjson.dumps(k).decode() + ":" + canonical_json(value[k]) for k in keys)
             + "}"
         )
     raise TypeError(f"{type(value).__name__} is not a JSON value")

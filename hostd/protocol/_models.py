@@ -262,4 +262,3 @@ class FrameVerdict(WireModel):
 
 class VerifyResponse(WireModel):
     verdicts: list[FrameVerdict] = Field(default_factory=list)
-

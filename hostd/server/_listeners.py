@@ -228,4 +228,3 @@ async def open_stdio(in_fd: int, out_fd: int) -> Stdio:
     stdio = Stdio(in_fd, out_fd)
     await stdio.start()
     return stdio
-

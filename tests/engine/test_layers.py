@@ -95,8 +95,9 @@ def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
 
 
 # What opens a connection: spawning a child, reaching a remote endpoint (its token
-# source, C7), the MCP binding's client. ``_launch`` alone does that I/O; the pool
-# keeps the bookkeeping, the fan-out and the reranker only read the pool.
+# source, C7). ``_launch`` alone does that I/O; the pool keeps the bookkeeping, the
+# fan-out and the reranker only read the pool. A binding's client (the MCP one too)
+# is the transport's binding registry's: the engine names no binding module.
 _OPENERS = {"RemoteConnection", "RemoteEndpoint", "TokenSource", "mcp_client_factory"}
 
 
@@ -123,8 +124,6 @@ def test_only_the_launcher_opens_a_provider_connection() -> None:
             "RemoteConnection",
             "RemoteEndpoint",
             "TokenSource",
-            "hostd.mcp",
-            "mcp_client_factory",
             "RemoteConnection.open",
             "ProviderConnection.open",
         }

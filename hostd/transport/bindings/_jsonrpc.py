@@ -1,20 +1,20 @@
-"""The JSON-RPC 2.0 provider binding, host side (protocol.md §1).
+"""The JSON-RPC 2.0 provider binding's codec, host side (protocol.md §1).
 
-Owns request ids and the correlation table: requests are pipelined to one
-provider and replies matched by ``id``. A reply with an unknown or missing id
-is a ``correlation_mismatch`` fault of that provider (H4); a line that is not
-a JSON-RPC response is a ``protocol_fault``; both end the stream and wake
-every waiter with the error. Error replies become ``ProviderError`` with the
-CGP code read from ``data.cgp_code`` (unknown or absent → ``internal``, X1/X2).
+Requests carry integer ids, so every call is correlated (H4) and may be
+pipelined: a reply's ``id`` must be an integer we sent (``true`` or ``1.0`` would
+hash like ``1``, so any other type reads as no key). A line that is not a
+JSON-RPC response is a ``protocol_fault``; a request-shaped line with a
+``method`` is a notification (``context/progress``). Error replies become
+``ProviderError`` with the CGP code read from ``data.cgp_code`` (unknown or
+absent → ``internal``, X1/X2). Pure and synchronous (``_codec``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
 from typing import Any, TypeVar
 
 import orjson
-import structlog
 from pydantic import ValidationError
 
 from hostd.errors import (
@@ -38,23 +38,12 @@ from hostd.protocol import (
 )
 from hostd.rpc import encode_line, make_notification, make_request
 
-from ..process._client import StartedCall, StreamClient, query_wire
+from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire
 from ._unquoted import bad_line, described_id, json_type, shape_error, unquoted
 
-__all__ = ["JsonRpcClient", "provider_error", "validate_reply"]
-
-log = structlog.get_logger("hostd.transport")
+__all__ = ["JsonRpcCodec", "provider_error", "validate_reply"]
 
 M = TypeVar("M", bound=WireModel)
-
-
-def _request_line(method: str, params: dict[str, Any], key: int) -> bytes:
-    """One JSON-RPC request, encoded as its line."""
-    return encode_line(make_request(method, params, key))
-
-
-def _query_result(result: Any) -> ContextQueryResult:
-    return validate_reply(ContextQueryResult, result, "query result")
 
 
 def validate_reply(model: type[M], data: Any, what: str) -> M:
@@ -80,101 +69,80 @@ def provider_error(error: Any) -> HostdError:
     return ProviderError(message, cgp_code=code)
 
 
-class JsonRpcClient(StreamClient):
-    """Pipelined JSON-RPC calls over one line stream, fed by ``on_line`` (a child's pipe)."""
+class JsonRpcCodec:
+    """The JSON-RPC wire for one provider: its request ids and how to read its replies."""
 
-    binding = "jsonrpc"
+    name = "jsonrpc"
     correlation = True  # JSON-RPC always correlates by id
-    #: Told of each provider notification ``(method, params)`` (``context/progress``).
-    on_notification: Callable[[str, Any], None] | None = None
-    #: The handshake's raw result (it may say ``"ready": false``, ``_readiness``).
-    handshake_result: Any = None
+
+    def __init__(self, provider_id: str = "?") -> None:
+        self.provider_id = provider_id
+        self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
-        return f"<JsonRpcClient {self.provider_id} {self._table!r}>"
+        return f"<JsonRpcCodec {self.provider_id}>"
 
-    def _dispatch(self, line: bytes) -> HostdError | None:
-        """The one reply path: decode the line, correlate it by id, hand the result to
-        its caller, who validates it into the model of what it asked (``validate_reply``).
-        A query result's frames stay raw: the leg audit parses each, so one malformed
-        frame costs only itself."""
-        if not line.strip():
+    def request(self, method: str, params: dict[str, Any], kind: str | None = None) -> Request:
+        """Any method's request (a reranker's ``rerank``), keyed by the next id."""
+        key = next(self._ids)
+        return Request(encode_line(make_request(method, params, key)), key, kind or method)
+
+    def notification(self, method: str, params: dict[str, Any] | None = None) -> Request:
+        """A notification: nothing answers it."""
+        return Request(encode_line(make_notification(method, params)), None, method)
+
+    def handshake(self, host: HostInfo) -> Request:
+        params = {"protocol_version": PROTOCOL_VERSION, "host": host.to_wire()}
+        return self.request("context/handshake", params, "handshake")
+
+    def query(self, query: ContextQuery | dict[str, Any]) -> Request:
+        return self.request("context/query", {"query": query_wire(query)}, "query")
+
+    def verify(self, frames: list[FrameIdentity]) -> Request:
+        return self.request("context/verify", {"frames": [f.to_wire() for f in frames]}, "verify")
+
+    def shutdown(self) -> Request:
+        return self.notification("context/shutdown")
+
+    def read(self, data: bytes) -> Message | None:
+        """One line: a reply or error reply by its id, a notification, or a fault. A query
+        result's frames stay raw: the leg audit parses each, so one malformed frame
+        costs only itself."""
+        if not data.strip():
             return None
         try:
-            msg = orjson.loads(line)
+            msg = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            return bad_line(line, exc)
+            return Fault(bad_line(data, exc))
         if not isinstance(msg, dict) or ("result" not in msg and "error" not in msg):
             if isinstance(msg, dict) and isinstance(msg.get("method"), str):
-                if self.on_notification is not None:  # context/progress; others are ignored
-                    self.on_notification(msg["method"], msg.get("params"))
-                return None
-            return ProtocolFault(
-                f"not a JSON-RPC response ({len(line)} bytes, not quoted): a JSON "
-                f"{json_type(msg)} without result or error"
+                return Notice(msg["method"], msg.get("params"))
+            return Fault(
+                ProtocolFault(
+                    f"not a JSON-RPC response ({len(data)} bytes, not quoted): a JSON "
+                    f"{json_type(msg)} without result or error"
+                )
             )
-        key = msg.get("id")
-        if key is None:
-            if "error" in msg:
-                # A provider's parse error about our line has id null; nothing waits on it.
-                err = provider_error(msg["error"])
-                return CorrelationMismatch(f"error reply without id: {err.message}")
-            return CorrelationMismatch("reply without an id (H4)")
-        # Our ids are integers: ``true`` or ``1.0`` would hash like ``1`` (H4).
-        slot = self._table.pop(key) if type(key) is int else None
-        if slot is None:
-            if type(key) is int and self._late(key):
-                return None  # a late reply to a request whose caller gave up
-            return CorrelationMismatch(f"reply with unknown id {described_id(key)} (H4)")
+        raw = msg.get("id")
+        key = raw if type(raw) is int else None  # H4: only the integers we sent
         if "error" in msg:
-            slot.fail(provider_error(msg["error"]))
-        else:
-            slot.resolve(msg["result"])
-        return None
+            return Refusal(key, provider_error(msg["error"]), raw)
+        return Reply(key, msg["result"], raw)
 
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        key = next(self._ids)
-        slot = self._table.add(key)
-        try:
-            async with self._send_lock:
-                await self._send(_request_line(method, params, key))
-            return await slot.wait()
-        except BaseException:
-            self._table.abandon(key)
-            raise
+    def unmatched(self, message: Reply | Refusal) -> HostdError:
+        raw = message.raw_key
+        if raw is None:
+            if isinstance(message, Refusal):
+                # A provider's parse error about our line has id null; nothing waits on it.
+                return CorrelationMismatch(f"error reply without id: {message.error.message}")
+            return CorrelationMismatch("reply without an id (H4)")
+        return CorrelationMismatch(f"reply with unknown id {described_id(raw)} (H4)")
 
-    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        async with self._send_lock:
-            await self._send(encode_line(make_notification(method, params)))
+    def handshake_ack(self, payload: Any) -> HandshakeAck:
+        return validate_reply(HandshakeAck, payload, "handshake result")
 
-    async def handshake(self, host: HostInfo) -> HandshakeAck:
-        result = await self.call(
-            "context/handshake",
-            {"protocol_version": PROTOCOL_VERSION, "host": host.to_wire()},
-        )
-        self.handshake_result = result
-        return validate_reply(HandshakeAck, result, "handshake result")
+    def query_result(self, payload: Any) -> ContextQueryResult:
+        return validate_reply(ContextQueryResult, payload, "query result")
 
-    async def query(self, query: ContextQuery) -> ContextQueryResult:
-        result = await self.call("context/query", {"query": query.to_wire()})
-        return _query_result(result)
-
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
-        """Write a ``context/query`` now, with no event-loop turn, when the pipe takes it
-        whole at once; ``None`` (nothing written) otherwise: then use ``query``.
-        ``query`` may be given in its wire form (``to_wire()``); ``await
-        started.result()`` is the ``ContextQueryResult``."""
-        key = next(self._ids)
-        line = _request_line("context/query", {"query": query_wire(query)}, key)
-        return self._start(key, line, _query_result)
-
-    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
-        result = await self.call("context/verify", {"frames": [f.to_wire() for f in frames]})
-        return validate_reply(VerifyResponse, result, "verify result")
-
-    async def shutdown(self) -> None:
-        await self.notify("context/shutdown")
-
-    def close(self, error: HostdError) -> None:
-        """Fail every waiter (the connection is being torn down)."""
-        self._table.fail_all(error)
+    def verify_response(self, payload: Any) -> VerifyResponse:
+        return validate_reply(VerifyResponse, payload, "verify result")

@@ -1,8 +1,10 @@
 """One provider connection: a child process, its binding client and the handshake.
 
 Owns the order of things for one provider: spawn (own process group, scrubbed
-env), start the binding's reader, handshake before any payload (H1–H3, H2,
-C5, under a timeout so a silent provider never hangs the host), then serve
+env), start the binding's reader (from the registry's row for the binding: a
+``PipeClient`` over its codec, or its SDK session's client), handshake before
+any payload (H1–H3, H2, C5, under a timeout so a silent provider never hangs
+the host), then serve
 ``query``/``verify`` until it breaks or is closed. Closing walks the teardown
 ladder in ``ChildProcess.aclose``. Restart policy is not here (the engine
 decides); a connection is single-use.
@@ -13,22 +15,15 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from hostd.errors import (
-    HandshakeFailed,
-    HostdError,
-    IncompatibleVersion,
-    ProviderCrashed,
-    ProviderTimeout,
-)
+from hostd.errors import HostdError, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
-    PROTOCOL_VERSION,
     Capabilities,
     ContextQuery,
     ContextQueryResult,
@@ -37,31 +32,28 @@ from hostd.protocol import (
     HostInfo,
     ProviderInfo,
     VerifyResponse,
-    Violation,
-    check_handshake,
 )
 
 from .._readiness import OnProgress, Readiness
-from ..bindings._cgp import CgpClient
-from ..bindings._jsonrpc import JsonRpcClient
-from ._client import StartedCall
+from ..bindings import check_ack, find_binding
+from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
 
-__all__ = ["Binding", "BindingClient", "ProviderConnection"]
+__all__ = ["BindingClient", "ClientFactory", "ProviderConnection", "client_factory"]
 
 log = structlog.get_logger("hostd.transport")
 
-Binding = Literal["jsonrpc", "cgp", "mcp"]
-#: Builds a binding client this package does not ship (``mcp``: ``hostd.mcp``'s), with
-#: the arguments ``JsonRpcClient`` takes: ``(send, provider_id=…, send_nowait=…)``.
+#: Builds a connection's binding client: ``(send, provider_id=…, send_nowait=…)``.
 ClientFactory = Callable[..., "BindingClient"]
 
 
 class BindingClient(Protocol):
-    """What the engine needs of either binding (protocol.md §1, §2)."""
+    """What the engine needs of any binding's client (protocol.md §1, §2)."""
 
     binding: str
-    correlation: bool
+
+    @property
+    def correlation(self) -> bool: ...
 
     @property
     def failure(self) -> HostdError | None: ...
@@ -110,12 +102,23 @@ async def start_in_clean_context(
     return outcome["value"]
 
 
-def _handshake_error(violations: list[Violation]) -> HostdError:
-    summary = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in violations)
-    wire = [v.to_wire() for v in violations]
-    if any(v.rule in ("H1", "H3") for v in violations):
-        return IncompatibleVersion(f"handshake rejected: {summary}", violations=wire)
-    return HandshakeFailed(f"handshake rejected: {summary}", violations=wire)
+def client_factory(binding: str, options: Mapping[str, Any] | None = None) -> ClientFactory:
+    """The registry's client for ``binding``: a ``PipeClient`` over its codec, or its
+    SDK session's client built from the provider's ``options``. Raises ``ValueError``
+    for a binding not registered (or whose extra is missing)."""
+    row = find_binding(binding)
+    if row.session is not None:
+        built: ClientFactory = row.session(options or {})
+        return built
+    codec = row.codec
+    assert codec is not None  # a full row has one or the other (register_binding)
+
+    def build(send: Any, *, provider_id: str, send_nowait: Any = None) -> PipeClient:
+        return PipeClient(
+            codec(provider_id), send, provider_id=provider_id, send_nowait=send_nowait
+        )
+
+    return build
 
 
 class ProviderConnection:
@@ -140,7 +143,7 @@ class ProviderConnection:
         #: Warming until the provider says it is ready (``_readiness``); fed from the
         #: first line on, as a provider may report progress before its handshake reply.
         self.readiness = Readiness(provider_id, on_progress)
-        if isinstance(client, JsonRpcClient):
+        if isinstance(client, PipeClient):
             client.on_notification = self.readiness.on_notification
 
     def __repr__(self) -> str:
@@ -180,7 +183,7 @@ class ProviderConnection:
         command: Sequence[str],
         *,
         task_group: TaskGroup,
-        binding: Binding = "jsonrpc",
+        binding: str = "jsonrpc",
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         host: HostInfo | None = None,
@@ -188,16 +191,16 @@ class ProviderConnection:
         grace: float = 2.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_policy: StderrPolicy | None = None,
-        client_factory: ClientFactory | None = None,
+        options: Mapping[str, Any] | None = None,
         on_progress: OnProgress | None = None,
     ) -> ProviderConnection:
         """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
         told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
         ``IncompatibleVersion`` (with ``data["violations"]``), ``ProviderTimeout`` or
         ``ProviderCrashed``; on any failure the child is already torn down. Background
-        tasks run in ``task_group``."""
-        if binding not in ("jsonrpc", "cgp") and client_factory is None:
-            raise ValueError(f"unknown binding {binding!r}")
+        tasks run in ``task_group``. ``binding``: a registered binding's name
+        (``ValueError`` otherwise); ``options``: its own settings (``mcp``'s)."""
+        factory = client_factory(binding, options)
         try:
             child = await ChildProcess.spawn(
                 provider_id, command, env=env, cwd=cwd, policy=stderr_policy
@@ -210,7 +213,7 @@ class ProviderConnection:
                 cls._serve,
                 provider_id,
                 child,
-                client_factory or (JsonRpcClient if binding == "jsonrpc" else CgpClient),
+                factory,
                 grace,
                 max_line_bytes,
                 on_progress,
@@ -227,9 +230,7 @@ class ProviderConnection:
                     f"no handshake reply within {handshake_timeout * 1000:.0f} ms",
                     stage="handshake",
                 ) from None
-            violations = check_handshake(PROTOCOL_VERSION, ack)
-            if violations:
-                raise _handshake_error(violations)
+            check_ack(ack)
         except BaseException:
             await conn.aclose()
             raise
