@@ -51,7 +51,8 @@ FORBIDDEN_MODULES = {
     # The client library talks to a daemon: it never loads the host side.
     "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
-    "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
+    # Of the transport it takes the binding codecs only (below).
+    "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "shadow", "eval", "mcp"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval"}
@@ -141,6 +142,19 @@ def test_server_modules_do_not_import_in_a_circle(module: str) -> None:
 def test_check_provider_modules_do_not_import_in_a_circle(module: str) -> None:
     found = _siblings(ROOT / "cli" / f"{module}.py", "cli")
     assert sorted(found & CLI_FORBIDDEN_SIBLINGS[module]) == []
+
+
+def test_check_provider_s_driver_takes_only_the_binding_codecs_of_the_transport() -> None:
+    # The same codec the daemon's pipes and HTTPS endpoint drive: nothing else of it.
+    tree = ast.parse((ROOT / "cli" / "_check_driver.py").read_text(encoding="utf-8"))
+    taken = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("hostd.transport")
+    }
+    assert taken == {"hostd.transport.bindings"}
 
 
 def test_the_walker_sees_imports() -> None:
