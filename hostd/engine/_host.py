@@ -149,15 +149,8 @@ class Host:
         """The consent gate (a ``ConsentStore``: grant, revoke, list, missing_scopes)."""
         return self._consent
 
-    @property
-    def specs(self) -> list[ProviderSpec]:
-        return [s.spec for s in self.pool.slots.values()]
-
     async def start_all(self) -> None:
         await self.pool.start_all()
-
-    async def stop_all(self) -> None:
-        await self.pool.stop_all()
 
     async def warm_all(self, on_progress: OnProgress | None = None) -> dict[str, str]:
         """Start every provider and wait until each is ready or failed (``hostd warm``):

@@ -218,10 +218,6 @@ class VerifyStage:
 
     # -- state for host/status and providers/list ----------------------------------
 
-    def remember(self, session: str, frames: Iterable[tuple[str, ContextFrame]]) -> int:
-        """Hold exactly these frames (e.g. those composed) as ``session``'s last turn."""
-        return self.cache.remember(session, frames)
-
     def health(self, provider_id: str) -> dict[str, int]:
         """Cumulative verification counters against one provider (all keys present)."""
         h = self._health.get(provider_id, {})
