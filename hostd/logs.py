@@ -32,6 +32,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from hostd._log import get_logger
+
 if TYPE_CHECKING:
     from hostd.config import LogSettings
 
@@ -258,11 +260,6 @@ def configure_logging(
     # jsonrpcserver logs method exceptions itself; our error boundary already does.
     logging.getLogger("jsonrpcserver").setLevel(logging.CRITICAL)
     return out
-
-
-def get_logger(name: str) -> Any:
-    """The structlog logger named ``name`` (a module-level logger, dotted event names)."""
-    return structlog.get_logger(name)
 
 
 def bind_request(request_id: str, **extra: Any) -> None:

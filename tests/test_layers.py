@@ -193,3 +193,21 @@ def _hostd_submodules(path: Path, package: str) -> set[str]:
             elif node.level == 0 and node.module and node.module.startswith(f"hostd.{package}."):
                 found.add(node.module.split(".")[2])
     return found
+
+
+def test_one_logger_factory() -> None:
+    """Loggers come from ``hostd._log.get_logger`` only. ``hostd.rpc`` keeps a stdlib
+    logger (it runs in provider processes, whose stdout is the wire) and ``hostd.logs``
+    configures the stdlib root; nothing else builds a logger of its own."""
+    makers = {("structlog", "get_logger"), ("logging", "getLogger")}
+    found = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and (node.func.value.id, node.func.attr) in makers
+            ):
+                found.add(str(path.relative_to(ROOT)))
+    assert found == {"_log.py", "logs.py", "rpc/_envelope.py"}

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-import structlog
 
+from hostd._log import get_logger
 from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
 from hostd.transport import (
@@ -48,7 +48,7 @@ from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
 __all__ = ["Host", "LegDone"]
 
-log = structlog.get_logger("hostd.engine")
+log = get_logger("hostd.engine")
 
 #: ``on_leg_done`` callback: called with each report as its leg finishes (sync or async).
 LegDone = Callable[[LegReport], Awaitable[None] | None]

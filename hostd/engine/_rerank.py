@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from hostd._log import get_logger
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.transport import JsonRpcCodec, PipeClient
 
@@ -35,7 +35,7 @@ from ._spec import ProviderSpec
 
 __all__ = ["RERANKER_ID", "RerankOutcome", "Reranker"]
 
-log = structlog.get_logger("hostd.engine")
+log = get_logger("hostd.engine")
 
 #: The reranker's id in the log (``provider.stderr``, ``provider.start.failed`` …).
 RERANKER_ID = "reranker"

@@ -23,7 +23,6 @@ from typing import Any, cast
 
 import anyio
 import mcp_types as types
-import structlog
 from anyio.abc import TaskStatus
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -31,6 +30,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 import hostd
+from hostd._log import get_logger
 from hostd.errors import HandshakeFailed, HostdError, ProtocolFault, ProviderCrashed, ProviderError
 from hostd.protocol import (
     PROTOCOL_VERSION,
@@ -52,7 +52,7 @@ from ._frames import Document, ReadCache, frames_for, render_arguments
 
 __all__ = ["McpBindingClient", "mcp_client_factory"]
 
-log = structlog.get_logger("hostd.mcp")
+log = get_logger("hostd.mcp")
 
 #: Messages from the server not yet taken by the session: past this the server is
 #: flooding us, which is its fault (memory stays bounded).

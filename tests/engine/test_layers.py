@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def hostd_imports(package: str) -> set[str]:
     found: set[str] = set()
-    for path in (ROOT / package.replace(".", "/")).glob("*.py"):
+    for path in (ROOT / package.replace(".", "/")).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module.startswith("hostd"):
@@ -24,8 +24,16 @@ def hostd_imports(package: str) -> set[str]:
 
 
 def test_transport_imports_only_protocol_and_errors() -> None:
-    # hostd.rpc: the one JSON-RPC core; _teardown/_reaper: the one teardown ladder.
-    allowed = {"hostd.protocol", "hostd.errors", "hostd.rpc", "hostd._teardown", "hostd._reaper"}
+    # hostd.rpc: the one JSON-RPC core; _teardown/_reaper: the one teardown ladder;
+    # _log: the one logger factory.
+    allowed = {
+        "hostd.protocol",
+        "hostd.errors",
+        "hostd.rpc",
+        "hostd._teardown",
+        "hostd._reaper",
+        "hostd._log",
+    }
     assert hostd_imports("hostd.transport") <= allowed
 
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import structlog
 
+from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId
 
 from ._checks import check_frames, needs_io
@@ -51,7 +51,7 @@ from ._turn import (
 
 __all__ = ["VerifyStage"]
 
-log = structlog.get_logger("hostd.engine.verify")
+log = get_logger("hostd.engine.verify")
 
 _HEALTH_KEYS = (
     "digest_mismatch",

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import structlog
 
+from hostd._log import get_logger
 from hostd.errors import HostdError, ProtocolFault
 from hostd.protocol import (
     ContextQuery,
@@ -45,7 +45,7 @@ Send = Callable[[bytes], Awaitable[None]]
 #: Writes a whole line at once or returns ``False`` having written nothing.
 SendNowait = Callable[[bytes], bool]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 
 class StartedCall:

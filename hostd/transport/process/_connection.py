@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from hostd._log import get_logger
 from hostd.errors import HostdError, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
@@ -41,7 +41,7 @@ from ._process import ChildProcess, StderrPolicy
 
 __all__ = ["BindingClient", "ClientFactory", "ProviderConnection", "client_factory"]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 #: Builds a connection's binding client: ``(send, provider_id=…, send_nowait=…)``.
 ClientFactory = Callable[..., "BindingClient"]

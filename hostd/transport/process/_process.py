@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
-import structlog
 from anyio.abc import Process, TaskGroup
 
+from hostd._log import get_logger
 from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
@@ -46,7 +46,7 @@ __all__ = [
 #: The largest write a pipe takes whole or not at all (POSIX: atomic up to PIPE_BUF).
 ATOMIC_PIPE_WRITE = select.PIPE_BUF
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 #: Variables a provider inherits from the host; everything else must be named in its config.
 ENV_ALLOW_LIST: tuple[str, ...] = (

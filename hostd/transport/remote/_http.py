@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
-import structlog
 
+from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
     InsecureTransport,
@@ -64,7 +64,7 @@ from ._url import REDACTED, Credential, TokenSource, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 #: Connections one remote provider may hold open at once (requests beyond wait for one).
 DEFAULT_REMOTE_CONNECTIONS = 16
