@@ -73,6 +73,11 @@ class AsyncClient:
         self._progress: dict[str, ProgressCallback] = {}
         self.notifications: list[dict[str, Any]] = []
 
+    @property
+    def closed(self) -> bool:
+        """True once the connection has ended: no call on it can be answered any more."""
+        return self._calls.failure is not None
+
     # -- plumbing -------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:

@@ -8,6 +8,7 @@ prompt from ``compose`` is exit status 1, saying leg by leg why (``_outcome``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import sys
 from typing import Any
@@ -297,7 +298,7 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     try:
-        from hostd.mcp import serve_mcp
+        from hostd.mcp import reconnecting, serve_mcp
     except ImportError as exc:
         extra = 'the mcp extra (pip install "hostd[mcp]")'
         raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
@@ -306,11 +307,27 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
     _freeze_boot_heap()
-    # Long-lived: providers start as the config says, so the MCP handshake never waits.
-    async with session(cfg, args.connect, boot=False) as s:
+    config = None if cfg.source == "<defaults>" else cfg.source
+    where = None if args.connect is None else args.connect or str(cfg.socket_path)
+    async with contextlib.AsyncExitStack() as stack:
+        if where is None:
+            # Long-lived: providers start as the config says, so the handshake never waits.
+            s = await stack.enter_async_context(session(cfg, None, boot=False))
+        else:
+            # Connected at the first call, and again after the daemon restarts.
+            s = await stack.enter_async_context(
+                reconnecting(lambda: session(cfg, args.connect), where)
+            )
         stdio = await open_stdio(0, wire)
         try:
-            await serve_mcp(s, stdio.receive, stdio.send, max_line_bytes=cfg.host.max_line_bytes)
+            await serve_mcp(
+                s,
+                stdio.receive,
+                stdio.send,
+                max_line_bytes=cfg.host.max_line_bytes,
+                config=config,
+                connect=where,
+            )
         finally:
             stdio.close()
     return EXIT_OK

@@ -2,14 +2,24 @@
 
 ``serve_mcp``: ``hostd mcp``, an MCP server on stdio whose tools call the
 client API (``compose_context`` → ``context/compose``, ``list_providers`` →
-``providers/list``). ``mcp_client_factory``: the ``binding = "mcp"`` end of the
-transport, an MCP server child whose resources and tool results become frames.
-Importing this package needs the SDK; the CLI and the engine import it only
-when an MCP face is used.
+``providers/list``), whose citations are resources it serves (``CitationStore``),
+and which answers every request it reads once (``screen``); ``reconnecting``
+keeps ``--connect`` across daemon restarts. ``mcp_client_factory``: the
+``binding = "mcp"`` end of the transport, an MCP server child whose resources
+and tool results become frames. Importing this package needs the SDK; the CLI
+and the engine import it only when an MCP face is used.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory
+from ._citations import (
+    DEFAULT_MAX_CITED_BYTES,
+    DEFAULT_MAX_CITED_TEXTS,
+    CitationStore,
+    CitedText,
+    cited_texts,
+)
 from ._frames import Document, ReadCache, frames_for, render_arguments
+from ._reconnect import Reconnecting, reconnecting
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
     COMPOSE_OUTPUT_SCHEMA,
@@ -18,21 +28,31 @@ from ._schema import (
     structured_compose,
 )
 from ._server import TOOLS, Backend, build_server, serve_mcp
+from ._wire import DRAIN_S, screen
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
     "COMPOSE_OUTPUT_SCHEMA",
+    "DEFAULT_MAX_CITED_BYTES",
+    "DEFAULT_MAX_CITED_TEXTS",
+    "DRAIN_S",
     "PROVIDERS_INPUT_SCHEMA",
     "PROVIDERS_OUTPUT_SCHEMA",
     "TOOLS",
     "Backend",
+    "CitationStore",
+    "CitedText",
     "Document",
     "McpBindingClient",
     "ReadCache",
+    "Reconnecting",
     "build_server",
+    "cited_texts",
     "frames_for",
     "mcp_client_factory",
+    "reconnecting",
     "render_arguments",
+    "screen",
     "serve_mcp",
     "structured_compose",
 ]

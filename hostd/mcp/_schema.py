@@ -1,7 +1,9 @@
 """The published schemas of ``hostd mcp``'s tools and the structured results they return.
 
 Plain JSON Schema dicts and pure functions over the client API's results: no
-SDK, no I/O. ``compose_context``'s ``structuredContent`` is the ComposedPrompt
+SDK, no I/O. Also the words a result carries (why a composition holds no evidence,
+what consent the operator has to grant) and the progress values of one call.
+``compose_context``'s ``structuredContent`` is the ComposedPrompt
 wire form (protocol.md §4) with the audit summarised (the per-frame entries can
 run to thousands; ``hostd compose --json`` has them all), plus the consent the
 composition lacked, by provider and scope.
@@ -9,8 +11,9 @@ composition lacked, by provider and scope.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
@@ -19,9 +22,12 @@ __all__ = [
     "PROVIDERS_OUTPUT_SCHEMA",
     "REPORT_INPUT_SCHEMA",
     "REPORT_OUTPUT_SCHEMA",
+    "ProgressTrack",
     "compose_params",
-    "feedback_params",
+    "consent_hints",
     "consent_needed",
+    "feedback_params",
+    "no_evidence",
     "structured_compose",
 ]
 
@@ -237,3 +243,121 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
         "consent_required": consent_needed(result),
         "request_id": result.get("request_id", ""),
     }
+
+
+def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
+    """Why one provider's leg put nothing in the prompt, from its report and the
+    exclusion reasons of its frames (hostd's own words and figures only)."""
+    status = str(report.get("status"))
+    if report.get("missing_scopes"):
+        return f"{status}: needs consent for {', '.join(report['missing_scopes'])}"
+    if status != "ok":
+        error = report.get("error") or {}
+        detail = error.get("message") or error.get("code")
+        return f"{status}: {detail}" if detail else status
+    offered = int(report.get("frames_offered") or 0)
+    if not offered:
+        return "ok, no frames matched"
+    reasons = ", ".join(f"{reason} x{n}" for reason, n in sorted(excluded.items()))
+    return f"ok, {offered} frames offered, none included" + (f" ({reasons})" if reasons else "")
+
+
+def no_evidence(result: dict[str, Any]) -> str | None:
+    """The tool error text for a composition with nothing cited: each provider and
+    why it gave nothing; ``None`` when the prompt cites evidence."""
+    if result.get("citations"):
+        return None
+    excluded: dict[str, Counter[str]] = {}
+    for entry in (result.get("audit") or {}).get("entries") or []:
+        if entry.get("disposition") != "included":
+            pid = str((entry.get("frame") or {}).get("provider_id"))
+            excluded.setdefault(pid, Counter())[str(entry.get("reason"))] += 1
+    reports = result.get("providers") or []
+    lines = [
+        f"- {p.get('provider_id')}: {_why(p, excluded.get(str(p.get('provider_id')), Counter()))}"
+        for p in reports
+    ]
+    head = "hostd: no evidence for this goal [no_evidence]"
+    return "\n".join([head + (":" if lines else "; no provider was asked"), *lines])
+
+
+def consent_hints(
+    structured: dict[str, Any], config: str | None, connect: str | None = None
+) -> list[str]:
+    """One text per provider refused for want of consent (C1, C6): the scopes, and the
+    command the operator runs for each, with the config hostd was started with (and
+    the daemon's socket, when the consent lives in a running daemon)."""
+    option = f" --config {config}" if config else ""
+    via = f" --connect {connect}" if connect else ""
+    hints = []
+    for need in structured["consent_required"]:
+        provider, scopes = need["provider"], need["scopes"]
+        commands = "; ".join(f"hostd{option} consent grant {provider} {s}{via}" for s in scopes)
+        hints.append(
+            f"hostd: provider {provider} was not asked: it needs consent for "
+            f"{', '.join(scopes)}; only the operator can grant it: {commands}"
+        )
+    return hints
+
+
+class ProgressTrack:
+    """The ``notifications/progress`` values of one call, strictly increasing (MCP
+    progress: the value MUST increase with each notification).
+
+    ``0`` when the fan-out starts; each finished leg moves to its count of legs done;
+    a provider still warming up moves less than halfway towards the next leg, by
+    halves, so its messages never reach or pass the next leg's value. Past
+    ``max_notes`` warming notes between two legs, further ones are dropped (MCP:
+    rate-limit progress)."""
+
+    __slots__ = ("_base", "_last", "_notes", "max_notes", "total")
+
+    def __init__(self, max_notes: int = 32) -> None:
+        self.max_notes = max_notes
+        self.total: float | None = None
+        self._base = 0.0
+        self._last = -math.inf
+        self._notes = 0
+
+    def start(self) -> tuple[float, float | None, str]:
+        return self._sent(0.0), None, "asking the providers"
+
+    def update(self, note: dict[str, Any]) -> tuple[float, float | None, str] | None:
+        """The value, total and message for the API's ``$/progress`` ``note``, or
+        ``None`` when none may be sent."""
+        provider = note.get("provider")
+        done = note.get("done")
+        if note.get("status") == "warming" or not _count(done):
+            if self._notes >= self.max_notes:
+                return None
+            self._notes += 1
+            warming = note.get("warming")
+            figures: dict[str, Any] = warming if isinstance(warming, dict) else {}
+            of = figures.get("done"), figures.get("total")
+            where = f" {of[0]}/{of[1]}" if _count(of[0]) and _count(of[1]) else ""
+            # The provider's own words are not quoted: its state only when it is one of ours.
+            state = figures.get("state") if figures.get("state") in _STATES else "warming"
+            value = self._base + 0.5 * (1 - 0.5**self._notes)
+            return self._sent(value), self.total, f"{provider}: {state}{where}"
+        if _count(note.get("total")):
+            self.total = float(note["total"])
+        self._base = float(done)
+        self._notes = 0
+        message = f"{provider}: {note.get('status')}, {note.get('frames_accepted', 0)} frames"
+        return self._sent(self._base), self.total, message
+
+    def _sent(self, value: float) -> float:
+        # The daemon counts legs in order, so a leg's count is past every earlier value;
+        # should one not be, it is moved just past the last value sent.
+        if value <= self._last:
+            value = math.nextafter(self._last, math.inf)
+        self._last = value
+        return value
+
+
+#: A warm-up's states (hostd._warmup): named in a note as they are.
+_STATES = frozenset({"warming", "ready", "failed"})
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

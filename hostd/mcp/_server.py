@@ -4,14 +4,16 @@ Three tools, ``compose_context``, ``list_providers`` and
 ``report_used_evidence``, each one call of the client API (``context/compose``,
 ``providers/list``, ``usage/feedback``) on a session the CLI
 hands in: the in-process daemon (``Daemon.local``) or a running ``hostd
-serve`` (``hostd.client``). There is no second composition path, and no tool
-changes consent (C1: the operator grants it with ``hostd consent``). The SDK's
+serve`` (``hostd.client``, through ``reconnecting``). There is no second
+composition path, and no tool changes consent (C1: the operator grants it with
+``hostd consent``). Every cited frame is a resource (``hostd://citation/…``) that
+``resources/read`` serves from a bounded store (``_citations``). The SDK's
 lowlevel ``Server`` owns the MCP side: version negotiation (the ``initialize``
-handshake and the stateless ``server/discover`` revision), ``tools/list`` and
-``tools/call`` dispatch and ``notifications/cancelled`` (it cancels the
-handler, and with it the composition). The byte stream is the caller's: the CLI
-reserves stdout for the wire (fd 1 then points at stderr, so only protocol
-messages reach it).
+handshake and the stateless ``server/discover`` revision), dispatch and
+``notifications/cancelled`` (it cancels the handler, and with it the
+composition); ``_wire`` stands between it and the byte stream, so every request
+read is answered once. The byte stream is the caller's: the CLI reserves stdout
+for the wire (fd 1 then points at stderr, so only protocol messages reach it).
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from jsonschema import Draft202012Validator
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 
 import hostd
 from hostd._log import get_logger
 from hostd.errors import HostdError, RpcError
-from hostd.protocol import DEFAULT_MAX_LINE_BYTES, INVALID_PARAMS, LineSplitter
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, INVALID_PARAMS
 
+from ._citations import CitationStore, CitedText, cited_texts
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
     COMPOSE_OUTPUT_SCHEMA,
@@ -42,10 +44,14 @@ from ._schema import (
     PROVIDERS_OUTPUT_SCHEMA,
     REPORT_INPUT_SCHEMA,
     REPORT_OUTPUT_SCHEMA,
+    ProgressTrack,
     compose_params,
+    consent_hints,
     feedback_params,
+    no_evidence,
     structured_compose,
 )
+from ._wire import DRAIN_S, serve_stdio
 
 __all__ = ["TOOLS", "Backend", "build_server", "serve_mcp"]
 
@@ -131,71 +137,76 @@ def _failed(exc: HostdError) -> types.CallToolResult:
     )
 
 
-def _content(structured: dict[str, Any]) -> list[types.ContentBlock]:
-    """The prompt as text, one link per cited source with a URI, and any consent
-    the operator still has to grant (for clients that ignore structured output)."""
-    blocks: list[types.ContentBlock] = [types.TextContent(text=structured["prompt"])]
-    for citation in structured["citations"]:
-        uri = next((p["uri"] for p in citation["provenance"] if p.get("uri")), None)
-        if uri is not None:
-            frame = citation["frame"]
-            blocks.append(
-                types.ResourceLink(
-                    name=citation["label"],
-                    uri=uri,
-                    description=f"cited as [{citation['label']}] "
-                    f"({frame['provider_id']} {frame['frame_id']})",
-                )
-            )
-    for need in structured["consent_required"]:
-        scopes = ", ".join(need["scopes"])
-        blocks.append(
-            types.TextContent(
-                text=f"hostd: provider {need['provider']} was not asked: it needs consent "
-                f"for {scopes}; only the operator can grant it "
-                f"(hostd consent grant {need['provider']} SCOPE)."
-            )
+def _links(cited: list[CitedText]) -> list[types.ContentBlock]:
+    """One ``resource_link`` per cited source range, each one ``resources/read`` serves."""
+    return [
+        types.ResourceLink(
+            name=text.label,
+            title=f"[{text.label}]",
+            uri=text.uri,
+            description=text.description,
+            mime_type=text.mime_type,
+            size=text.size,
         )
-    return blocks
+        for text in cited
+    ]
 
 
 async def _compose(
-    backend: Backend, ctx: ServerRequestContext[Any], args: dict[str, Any]
+    backend: Backend,
+    ctx: ServerRequestContext[Any],
+    args: dict[str, Any],
+    citations: CitationStore,
+    where: tuple[str | None, str | None],
 ) -> types.CallToolResult:
     wants_progress = (ctx.meta or {}).get("progress_token") is not None
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+    track = ProgressTrack()
 
     async def forward() -> None:
-        # Each finished leg, as MCP progress (the API's ``$/progress`` per leg).
+        # Each finished leg (and warm-up news), as MCP progress: values only increase.
         async with receive:
-            async for leg in receive:
-                await ctx.session.report_progress(
-                    float(leg.get("done", 0)),
-                    float(leg["total"]) if leg.get("total") else None,
-                    f"{leg.get('provider')}: {leg.get('status')}, "
-                    f"{leg.get('frames_accepted', 0)} frames",
-                )
+            async for note in receive:
+                update = track.update(note)
+                if update is not None:
+                    await ctx.session.report_progress(*update)
 
     failure: HostdError | None = None
-    async with anyio.create_task_group() as tg:
-        if wants_progress:
-            tg.start_soon(forward)
-            await ctx.session.report_progress(0.0, None, "asking the providers")
-        try:
-            result = await backend.call(
-                "context/compose",
-                compose_params(args),
-                on_progress=_pusher(send) if wants_progress else None,
-            )
-        except HostdError as exc:
-            failure = exc  # answered below, outside the task group (no ExceptionGroup)
-        finally:
-            send.close()
-    receive.close()
+    with receive:  # closed on every way out, a cancellation included
+        async with anyio.create_task_group() as tg:
+            if wants_progress:
+                tg.start_soon(forward)
+                await ctx.session.report_progress(*track.start())
+            try:
+                result = await backend.call(
+                    "context/compose",
+                    compose_params(args),
+                    on_progress=_pusher(send) if wants_progress else None,
+                )
+            except HostdError as exc:
+                failure = exc  # answered below, outside the task group (no ExceptionGroup)
+            finally:
+                send.close()
     if failure is not None:
         return _failed(failure)
     structured = structured_compose(result)
-    return types.CallToolResult(content=_content(structured), structured_content=structured)
+    hints: list[types.ContentBlock] = [
+        types.TextContent(text=hint) for hint in consent_hints(structured, *where)
+    ]
+    empty = no_evidence(result)
+    if empty is not None:
+        # Nothing to cite: a tool error the model reads, naming each provider and why.
+        return types.CallToolResult(
+            content=[types.TextContent(text=empty), *hints],
+            structured_content=structured,
+            is_error=True,
+        )
+    # Reading the blocks back is one pass over the prompt, which the budget bounds.
+    kept = citations.add(cited_texts(result))
+    content: list[types.ContentBlock] = [types.TextContent(text=structured["prompt"])]
+    return types.CallToolResult(
+        content=[*content, *_links(kept), *hints], structured_content=structured
+    )
 
 
 def _pusher(send: MemoryObjectSendStream[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
@@ -236,8 +247,33 @@ async def _report(backend: Backend, args: dict[str, Any]) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
 
 
-def build_server(backend: Backend) -> Server[Any]:
-    """The MCP server over one client API session."""
+_PAGE = 256
+
+
+def _not_found(ctx: ServerRequestContext[Any], uri: str) -> MCPError:
+    """resources/read of a URI not held: −32002 in the handshake revisions, −32602 from
+    2026-07-28 on (which retired −32002)."""
+    code = -32002 if ctx.protocol_version < "2026-07-28" else INVALID_PARAMS
+    return MCPError(
+        code=code,
+        message="Resource not found: hostd serves the texts cited by its latest "
+        "compositions only (this one was never cited or has been evicted); compose again",
+        data={"uri": uri} if uri.startswith("hostd://citation/") else None,
+    )
+
+
+def build_server(
+    backend: Backend,
+    *,
+    config: str | None = None,
+    connect: str | None = None,
+    citations: CitationStore | None = None,
+) -> Server[Any]:
+    """The MCP server over one client API session. ``config``: the config file hostd
+    was started with, and ``connect`` the daemon's socket when the session is a running
+    daemon's (both named in consent hints); ``citations``: the store of cited texts
+    ``resources/read`` serves (a fresh default-bounded one if not given)."""
+    store = citations if citations is not None else CitationStore()
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -250,13 +286,44 @@ def build_server(backend: Backend) -> Server[Any]:
         args = _checked(params.name, params.arguments)
         try:
             if params.name == "compose_context":
-                return await _compose(backend, ctx, args)
+                return await _compose(backend, ctx, args, store, (config, connect))
             if params.name == "report_used_evidence":
                 return await _report(backend, args)
             return await _providers(backend)
         except anyio.get_cancelled_exc_class():
-            log.info("mcp.call.cancelled", tool=params.name, request=ctx.request_id)
+            log.info("mcp.call.cancelled", tool=params.name)
             raise
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        texts, after = store.page(cursor, _PAGE)
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    name=t.label,
+                    title=f"[{t.label}]",
+                    uri=t.uri,
+                    description=t.description,
+                    mime_type=t.mime_type,
+                    size=t.size,
+                )
+                for t in texts
+            ],
+            next_cursor=after,
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text = store.get(uri)
+        if text is None:
+            raise _not_found(ctx, uri)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=text.mime_type, text=text.text)]
+        )
 
     return Server(
         "hostd",
@@ -266,6 +333,8 @@ def build_server(backend: Backend) -> Server[Any]:
         "evidence from the configured context providers, within a token budget.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
     )
 
 
@@ -275,48 +344,18 @@ async def serve_mcp(
     send: Callable[[bytes], Awaitable[None]],
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    config: str | None = None,
+    connect: str | None = None,
+    citations: CitationStore | None = None,
+    drain_s: float = DRAIN_S,
 ) -> None:
     """Serve MCP on a byte stream (``hostd mcp``: stdin and the reserved stdout) until
-    its input ends. The streams are the event loop's own pipes, as ``hostd serve
-    --stdio`` uses, not the SDK's ``stdio_server``, which moves every line through a
-    worker thread; a line past ``max_line_bytes`` is refused, never buffered."""
-    server = build_server(backend)
-    inbox_send, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-    outbox, outbox_receive = anyio.create_memory_object_stream[SessionMessage](16)
+    its input ends and every request read from it has been answered."""
+    server = build_server(backend, config=config, connect=connect, citations=citations)
 
-    async def read_in() -> None:
-        splitter = LineSplitter(max_line_bytes)
-        async with inbox_send:
-            while chunk := await receive():
-                for line in splitter.feed(chunk):
-                    if not isinstance(line, bytes):
-                        await inbox_send.send(ValueError(f"line over {max_line_bytes} bytes"))
-                    elif line.strip():
-                        await inbox_send.send(_message(line))
-
-    async def write_out() -> None:
-        async with outbox_receive:
-            async for item in outbox_receive:
-                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    await send(data.encode() + b"\n")
-                except (anyio.BrokenResourceError, OSError):
-                    return  # the client is gone; the read side ends too
+    async def run(inbox: Any, outbox: Any) -> None:
+        await server.run(inbox, outbox, server.create_initialization_options())
 
     log.info("mcp.serving", tools=[t.name for t in TOOLS])
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read_in)
-        tg.start_soon(write_out)
-        async with outbox:
-            await server.run(inbox, outbox, server.create_initialization_options())
-        tg.cancel_scope.cancel()
+    await serve_stdio(run, receive, send, max_line_bytes=max_line_bytes, drain_s=drain_s)
     log.info("mcp.stopped")
-
-
-def _message(line: bytes) -> SessionMessage | Exception:
-    """One inbound line as the SDK reads it; a bad one is handed on as a value (the SDK
-    answers a parse error), never a crash of the read loop."""
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        return exc

@@ -80,7 +80,9 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
     cited = {c["label"] for c in structured["citations"]}
     assert links, "a cited file must come back as a resource_link"
     assert {link.name for link in links} <= cited
-    assert any(link.uri == (corpus / "cache.md").as_uri() for link in links)
+    # Served by hostd itself (resources/read), naming the file it was read from.
+    assert all(link.uri.startswith("hostd://citation/") for link in links)
+    assert any((corpus / "cache.md").as_uri() in (link.description or "") for link in links)
     assert {p["provider_id"] for p in structured["providers"]} == {"alpha", "files"}
     assert structured["request_id"]
     assert structured["audit"]["included"] == len(structured["citations"])
@@ -187,7 +189,10 @@ async def test_a_composition_needing_consent_names_provider_and_scope(
         {"provider": "remote", "scopes": ["api.example.com"]}
     ]
     texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
-    assert any("remote" in t and "api.example.com" in t for t in texts[1:])
+    # The hint names the scope, and the command with the config the operator runs.
+    assert any(
+        f"hostd --config {config} consent grant remote api.example.com" in t for t in texts[1:]
+    )
 
 
 async def test_the_stateless_revision_is_served_too(workdir: Path, marker: str) -> None:

@@ -1,0 +1,144 @@
+"""``hostd mcp --connect``: a client API session that outlives its daemon's restarts.
+
+The MCP client keeps ``hostd mcp`` for its whole session, while the daemon behind
+the socket may be restarted. Each call runs on the current connection; a
+connection the daemon closed is replaced by a new one at the next call, so the
+first call after a restart succeeds. While nothing answers at the socket a call
+fails with the opener's error (the CLI's ``no_daemon``, naming the socket), which
+the tools turn into an ``isError`` result, never a dead server.
+
+Connections are opened by ``open_session`` (the CLI passes ``hostd.client.connect``
+for the socket: this package never imports the client library) and each is held
+open by its own task in one task group, so it is entered and left in one task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from hostd.errors import ConnectionLost
+
+__all__ = ["Reconnecting", "Session", "reconnecting"]
+
+log = structlog.get_logger("hostd.mcp")
+
+
+class Session(Protocol):
+    """A connection's client API session (``hostd.client.AsyncClient``)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
+    ) -> Any: ...
+
+
+Opener = Callable[[], AbstractAsyncContextManager[Session]]
+
+# A write to a connection the daemon has closed: the request never left.
+_UNSENT = (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError)
+
+
+class _Link:
+    __slots__ = ("session", "stop")
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+        self.stop = anyio.Event()
+
+
+class Reconnecting:
+    """A ``Backend`` over whichever connection to the daemon is current."""
+
+    def __init__(self, open_session: Opener, tg: TaskGroup, where: str) -> None:
+        self._open = open_session
+        self._tg = tg
+        self._where = where
+        self._lock = anyio.Lock()
+        self._link: _Link | None = None
+        self.connects = 0
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
+    ) -> Any:
+        for attempt in (1, 2):
+            link = await self._current()
+            assert link.session is not None  # set before the link is published
+            try:
+                return await link.session.call(method, params, on_progress=on_progress)
+            except _UNSENT as exc:
+                # The daemon went away before the request was written: nothing of it ran
+                # there, so it goes once more on a new connection.
+                self._drop(link)
+                if attempt == 2:
+                    raise self._lost() from exc
+            except ConnectionLost as exc:
+                # Sent, then the connection ended: it may have run, so it is not repeated.
+                self._drop(link)
+                raise self._lost() from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _lost(self) -> ConnectionLost:
+        return ConnectionLost(
+            f"the daemon at {self._where} closed the connection before answering; "
+            "the next call connects again"
+        )
+
+    async def _current(self) -> _Link:
+        async with self._lock:
+            link = self._link
+            if link is not None and link.session is not None and not link.session.closed:
+                return link
+            if link is not None:
+                self._drop(link)
+            link = _Link()
+            await self._tg.start(self._hold, link)  # raises the opener's error
+            self._link = link
+            self.connects += 1
+            if self.connects > 1:
+                log.info("mcp.reconnected", socket=self._where, connects=self.connects)
+            return link
+
+    async def _hold(self, link: _Link, *, task_status: TaskStatus[None]) -> None:
+        opened = False
+        try:
+            async with self._open() as session:
+                link.session = session
+                opened = True
+                task_status.started()
+                await link.stop.wait()
+        except Exception as exc:
+            if not opened:
+                raise  # to ``_current``'s caller, through ``start``
+            # The connection's own end (its reader failed): the link is dropped at the
+            # next call; nothing here may take the server down.
+            log.info("mcp.connection.ended", socket=self._where, error=type(exc).__name__)
+
+    def _drop(self, link: _Link) -> None:
+        link.stop.set()
+        if self._link is link:
+            self._link = None
+
+    def close(self) -> None:
+        if self._link is not None:
+            self._drop(self._link)
+
+
+@contextlib.asynccontextmanager
+async def reconnecting(open_session: Opener, where: str) -> AsyncIterator[Reconnecting]:
+    """A ``Reconnecting`` session for the block; its connection is closed at the end.
+    Nothing is opened until the first call."""
+    async with anyio.create_task_group() as tg:
+        backend = Reconnecting(open_session, tg, where)
+        try:
+            yield backend
+        finally:
+            backend.close()

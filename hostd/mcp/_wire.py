@@ -1,0 +1,267 @@
+"""``hostd mcp``'s stdio edge: every request read is answered once.
+
+The SDK's server reads ``SessionMessage`` values and answers what it can parse;
+what it cannot (a line that is not JSON, an invalid envelope, ``params: []``, a
+batch, a line past the bound) it drops, and at the end of its input it cancels the
+requests still running. This edge stands in front of it:
+
+- ``screen`` (pure) reads each line once: what the SDK can serve is handed on; the
+  rest is answered here with the JSON-RPC error that fits (−32700 parse error,
+  −32600 invalid request, −32602 for ``params`` that are not an object, as MCP
+  requires), with the request's id when it can be read, else ``null`` (JSON-RPC
+  2.0 §5); a notification is never answered, a response never replied to;
+- every request handed on is counted until its answer is written (or its client
+  cancels it: MCP's cancellation asks for no answer), and an answer for a request
+  already settled is dropped, so no request is answered twice;
+- when stdin ends, the requests already read are still served: the edge waits for
+  their answers (up to ``drain_s``), answers the rest ``shutting_down`` itself, and
+  only then lets the SDK see the end of its input.
+
+Lines are read and written on the event loop's own pipes (not the SDK's
+``stdio_server``, which moves every line through a worker thread); a line past
+``max_line_bytes`` is refused, never buffered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+import anyio
+import mcp_types as types
+import structlog
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from hostd.errors import (
+    EmptyBatch,
+    HostdError,
+    InvalidParam,
+    InvalidRequest,
+    ParseError,
+    RequestLineTooLong,
+    ShuttingDown,
+)
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, LineSplitter
+from hostd.rpc import decode, encode_line, error_reply
+
+__all__ = ["DRAIN_S", "Screened", "screen", "serve_stdio"]
+
+log = structlog.get_logger("hostd.mcp")
+
+#: How long requests read before stdin closed may still take to be answered.
+DRAIN_S = 30.0
+
+RequestId = int | str
+
+
+@dataclass(slots=True, frozen=True)
+class Screened:
+    """What one line asks: a message for the SDK, a reply to write now, or neither."""
+
+    message: SessionMessage | None = None
+    reply: bytes | None = None
+    request: RequestId | None = None  # the id the SDK now owes an answer
+    cancels: RequestId | None = None  # a request the client cancelled (no answer due)
+
+
+def _is_id(value: Any) -> TypeGuard[RequestId]:
+    # MCP: an id is a string or an integer, never null (JSON-RPC 2.0's null is refused).
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _refuse(exc: HostdError, id_: Any = None) -> Screened:
+    return Screened(reply=encode_line(error_reply(exc, id_ if _is_id(id_) else None)))
+
+
+_BATCH = "batches are not served (MCP 2025-06-18 removed them): send each request alone"
+
+
+def _batch(items: list[Any]) -> Screened:
+    """JSON-RPC 2.0 §6: one answer per request in the batch, in one array; none for
+    notifications and responses."""
+    if not items:
+        return _refuse(EmptyBatch("empty batch"))
+    replies = []
+    for item in items:
+        id_ = None
+        if isinstance(item, dict):
+            if "method" in item and "id" not in item:
+                continue  # a notification: never answered
+            if "method" not in item and ("result" in item or "error" in item):
+                continue  # a response: never replied to
+            id_ = item.get("id")
+        replies.append(error_reply(InvalidRequest(_BATCH), id_ if _is_id(id_) else None))
+    if not replies:
+        return Screened()
+    return Screened(reply=encode_line(replies, strict=False))
+
+
+def _one(value: Any) -> Screened:
+    if not isinstance(value, dict):
+        return _refuse(InvalidRequest("not a JSON-RPC 2.0 message: not an object"))
+    id_ = value.get("id")
+    if "method" not in value:
+        if "result" in value or "error" in value:
+            return _hand_on(value, respond=False)  # a response: never replied to
+        return _refuse(InvalidRequest("not a JSON-RPC 2.0 message: no method"), id_)
+    if value.get("jsonrpc") != "2.0":
+        return _refuse(InvalidRequest('not a JSON-RPC 2.0 message: jsonrpc is not "2.0"'), id_)
+    if not isinstance(value["method"], str):
+        return _refuse(InvalidRequest("method must be a string"), id_)
+    if "id" in value and not _is_id(id_):
+        return _refuse(InvalidRequest("id must be a string or an integer"))
+    if "params" in value and not isinstance(value["params"], dict):
+        if "id" not in value:
+            log.warning("mcp.notification.refused", reason="params_not_object")
+            return Screened()  # a notification is never answered
+        if isinstance(value["params"], list):
+            # JSON-RPC allows positional params; MCP's every method takes an object.
+            return _refuse(InvalidParam("params must be an object (MCP)"), id_)
+        return _refuse(InvalidRequest("params must be an object"), id_)
+    return _hand_on(value, respond="id" in value)
+
+
+def _hand_on(value: dict[str, Any], *, respond: bool) -> Screened:
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except ValidationError:
+        if respond:
+            return _refuse(InvalidRequest("not a valid MCP request"), value.get("id"))
+        log.warning("mcp.message.refused", reason="invalid_message")
+        return Screened()
+    cancels = None
+    if isinstance(message, types.JSONRPCNotification) and message.method == (
+        "notifications/cancelled"
+    ):
+        target = (message.params or {}).get("requestId")
+        cancels = coerce_request_id(target) if _is_id(target) else None
+    request = message.id if isinstance(message, types.JSONRPCRequest) else None
+    return Screened(message=SessionMessage(message), request=request, cancels=cancels)
+
+
+def screen(line: bytes) -> Screened:
+    """One inbound line: handed on to the SDK, or answered here (pure)."""
+    try:
+        value = decode(line)
+    except ParseError as exc:
+        return _refuse(exc)
+    if isinstance(value, list):
+        return _batch(value)
+    return _one(value)
+
+
+class _Owed:
+    """The requests handed on whose answers are not written yet (by coerced id, as the
+    SDK correlates them, keeping the ids as sent), and an event set when none is left."""
+
+    def __init__(self) -> None:
+        self.ids: dict[RequestId, list[RequestId]] = {}
+        self.settled = anyio.Event()
+        self.settled.set()
+
+    def add(self, id_: RequestId) -> None:
+        self.ids.setdefault(coerce_request_id(id_), []).append(id_)
+        if self.settled.is_set():
+            self.settled = anyio.Event()
+
+    def settle(self, id_: RequestId) -> bool:
+        """Count one answer (or cancellation) for ``id_``; False when none was owed."""
+        key = coerce_request_id(id_)
+        sent = self.ids.get(key)
+        if not sent:
+            return False
+        sent.pop(0)
+        if not sent:
+            del self.ids[key]
+        if not self.ids:
+            self.settled.set()
+        return True
+
+    def remaining(self) -> list[RequestId]:
+        return [id_ for sent in self.ids.values() for id_ in sent]
+
+
+async def serve_stdio(
+    run: Callable[[Any, Any], Awaitable[None]],
+    receive: Callable[[], Awaitable[bytes]],
+    send: Callable[[bytes], Awaitable[None]],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    drain_s: float = DRAIN_S,
+) -> None:
+    """Run ``run(inbox, outbox)`` (the SDK server's loop) behind the edge until stdin
+    ends and every request read has been answered (or ``drain_s`` has passed)."""
+    inbox_send, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    outbox, outbox_receive = anyio.create_memory_object_stream[SessionMessage](16)
+    owed = _Owed()
+    write_lock = anyio.Lock()
+    gone = anyio.Event()  # the client stopped reading: nothing more can be answered
+
+    async def write(data: bytes) -> None:
+        if gone.is_set():
+            return
+        async with write_lock:
+            try:
+                await send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                gone.set()
+
+    async def handle(line: bytes) -> None:
+        screened = screen(line)
+        if screened.reply is not None:
+            await write(screened.reply)
+        if screened.cancels is not None:
+            owed.settle(screened.cancels)
+        if screened.message is not None:
+            if screened.request is not None:
+                owed.add(screened.request)
+            await inbox_send.send(screened.message)
+
+    async def read_in() -> None:
+        splitter = LineSplitter(max_line_bytes)
+        async with inbox_send:
+            while chunk := await receive():
+                for line in splitter.feed(chunk):
+                    if not isinstance(line, bytes):
+                        log.warning("mcp.line_too_long", max_line_bytes=max_line_bytes)
+                        refused = RequestLineTooLong("line too long", max_line_bytes=max_line_bytes)
+                        await write(encode_line(error_reply(refused)))
+                    elif line.strip():
+                        await handle(line)
+            tail = splitter.end()  # a last line without its newline is still a message
+            if tail is not None and tail.strip():
+                await handle(tail)
+            with anyio.move_on_after(drain_s):
+                await owed.settled.wait()
+            await abandon()
+
+    async def abandon() -> None:
+        """Answer what is still owed ourselves; the SDK's own late answers are dropped."""
+        remaining = owed.remaining()
+        if remaining:
+            log.warning("mcp.requests.abandoned", count=len(remaining), drain_s=drain_s)
+        stop = ShuttingDown(f"hostd mcp: stdin closed; not answered within {drain_s:g} s")
+        for id_ in remaining:
+            owed.settle(id_)
+            await write(encode_line(error_reply(stop, id_)))
+
+    async def write_out() -> None:
+        async with outbox_receive:
+            async for item in outbox_receive:
+                message = item.message
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    if message.id is not None and not owed.settle(message.id):
+                        # Settled already: cancelled by the client, or answered at the end.
+                        log.info("mcp.reply.dropped")
+                        continue
+                data = message.model_dump_json(by_alias=True, exclude_unset=True)
+                await write(data.encode() + b"\n")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_in)
+        tg.start_soon(write_out)
+        async with outbox:
+            await run(inbox, outbox)

@@ -1,0 +1,100 @@
+"""The words and numbers of ``compose_context``'s results, as pure functions: progress
+values that only increase, why a composition holds no evidence, consent hints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.mcp._schema import ProgressTrack, consent_hints, no_evidence
+
+_WARMING = st.builds(
+    lambda p, d, t: {"provider": p, "status": "warming", "warming": {"done": d, "total": t}},
+    st.sampled_from(["semantic", "files"]),
+    st.integers(0, 10),
+    st.one_of(st.none(), st.integers(1, 10), st.just("ten")),
+)
+
+
+@given(st.lists(st.one_of(st.just("leg"), _WARMING), max_size=120), st.integers(1, 8))
+def test_progress_values_strictly_increase_whatever_arrives(events: list[Any], legs: int) -> None:
+    track = ProgressTrack()
+    sent = [track.start()]
+    done = 0
+    for event in events:
+        if event == "leg":
+            done += 1
+            event = {"provider": "p", "status": "ok", "done": done, "total": max(legs, done)}
+        update = track.update(event)
+        if update is not None:
+            sent.append(update)
+    values = [v for v, _, _ in sent]
+    assert all(a < b for a, b in zip(values, values[1:], strict=False)), values
+    # Each finished leg is reported at its count; warming notes stay short of the next.
+    assert [v for v, _, m in sent if m.startswith("p:")] == [float(i) for i in range(1, done + 1)]
+    assert all(v % 1 < 0.5 for v, _, m in sent if "warming" in m)
+
+
+def test_warming_notes_past_the_limit_are_dropped_until_the_next_leg() -> None:
+    track = ProgressTrack(max_notes=2)
+    track.start()
+    note = {"provider": "s", "status": "warming", "warming": {"done": 1, "total": 3}}
+    first, second, third = (track.update(note) for _ in range(3))
+    assert first is not None and first[2] == "s: warming 1/3"
+    assert second is not None and third is None
+    leg = track.update({"provider": "s", "status": "ok", "done": 1, "total": 1})
+    assert leg == (1.0, 1.0, "s: ok, 0 frames")
+    assert track.update(note) is not None
+
+
+def test_a_warming_note_names_a_known_state_only() -> None:
+    track = ProgressTrack()
+    track.start()
+    notes = [
+        {"provider": "s", "status": "warming", "warming": {"state": "ready"}},
+        {"provider": "s", "status": "warming", "warming": {"state": "\x1b[2J pwned"}},
+    ]
+    updates = [track.update(n) for n in notes]
+    assert [u[2] if u else None for u in updates] == ["s: ready", "s: warming"]
+
+
+def test_no_evidence_names_each_provider_and_why() -> None:
+    result = {
+        "prompt": "",
+        "citations": [],
+        "audit": {
+            "entries": [
+                {"frame": {"provider_id": "files"}, "disposition": "excluded", "reason": "r"},
+                {"frame": {"provider_id": "files"}, "disposition": "excluded", "reason": "r"},
+            ]
+        },
+        "providers": [
+            {"provider_id": "broken", "status": "crashed", "error": {"message": "exit 1"}},
+            {"provider_id": "files", "status": "ok", "frames_offered": 2},
+            {"provider_id": "notes", "status": "ok", "frames_offered": 0},
+            {"provider_id": "web", "status": "no_consent", "missing_scopes": ["api.x"]},
+        ],
+    }
+    text = no_evidence(result)
+    assert text is not None
+    assert text.splitlines() == [
+        "hostd: no evidence for this goal [no_evidence]:",
+        "- broken: crashed: exit 1",
+        "- files: ok, 2 frames offered, none included (r x2)",
+        "- notes: ok, no frames matched",
+        "- web: no_consent: needs consent for api.x",
+    ]
+    assert no_evidence({**result, "citations": [{"label": "x"}]}) is None
+
+
+def test_consent_hints_name_each_scope_the_config_and_the_socket() -> None:
+    structured = {"consent_required": [{"provider": "web", "scopes": ["a.x", "b.x"]}]}
+    (hint,) = consent_hints(structured, "/etc/hostd.toml", "/run/hostd.sock")
+    assert "needs consent for a.x, b.x" in hint
+    for scope in ("a.x", "b.x"):
+        grant = f"consent grant web {scope} --connect /run/hostd.sock"
+        assert f"hostd --config /etc/hostd.toml {grant}" in hint
+    (bare,) = consent_hints(structured, None)
+    assert "hostd consent grant web a.x;" in bare

@@ -1,0 +1,65 @@
+"""``hostd mcp --connect`` follows its daemon through restarts.
+
+A real ``hostd mcp --connect`` child, driven by the SDK's ``ClientSession``, in
+front of real ``hostd serve`` children on one socket: while nothing serves there,
+a tool call is a tool error naming the socket and why; once a daemon serves
+there (again), the next call succeeds.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
+
+from ._harness import hostd_mcp, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def _text(result: Any) -> str:
+    assert isinstance(result, types.CallToolResult)
+    assert isinstance(result.content[0], types.TextContent)
+    return result.content[0].text
+
+
+async def test_connect_follows_the_daemon_through_a_restart(
+    start_daemon: Any, workdir: Path, marker: str
+) -> None:
+    socket = workdir / "run" / "hostd.sock"
+    own = workdir / "mcp"
+    own.mkdir()
+    config = write_config(own, marker, {})  # the daemons below serve at ``socket``
+    params = hostd_mcp(config, "--connect", str(socket))
+    with anyio.fail_after(180):
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                # No daemon yet: the server is up, the call says why it cannot answer.
+                before = await session.call_tool("compose_context", {"goal": "first"})
+                first = await start_daemon({"alpha": {}})
+                served = await session.call_tool("compose_context", {"goal": "served"})
+                first.signal(signal.SIGKILL)
+                await first.wait()
+                down = await session.call_tool("compose_context", {"goal": "down"})
+                second = await start_daemon({"alpha": {}})
+                again = await session.call_tool("compose_context", {"goal": "again"})
+                listed = await session.call_tool("list_providers", {})
+    assert isinstance(before, types.CallToolResult) and before.is_error is True
+    assert "no_daemon" in _text(before) and str(socket) in _text(before)
+    assert isinstance(served, types.CallToolResult) and served.is_error is False
+    assert isinstance(down, types.CallToolResult) and down.is_error is True
+    # Either the connection was seen to end, or the socket no longer answers: named.
+    assert str(socket) in _text(down)
+    assert "no_daemon" in _text(down) or "connection_lost" in _text(down)
+    assert isinstance(again, types.CallToolResult) and again.is_error is False, _text(again)
+    assert again.structured_content is not None
+    assert again.structured_content["citations"]
+    assert isinstance(listed, types.CallToolResult) and listed.is_error is False
+    assert await second.stop() == 0

@@ -1,0 +1,144 @@
+"""``hostd mcp`` keeps MCP's rules, as the official SDK's ``ClientSession`` sees them.
+
+Each test runs a real ``hostd mcp`` child over stdio (``stdio_client``) and a real
+``ClientSession``: progress values only increase, a composition with no evidence is
+a tool error naming each provider and why, and every citation link resolves
+through ``resources/read`` to the text the prompt cites.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from tests.server.conftest import ROOT
+
+from ._harness import hostd_mcp, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def _files_table(root: Path) -> str:
+    return (
+        f'[[provider]]\nid = "files"\n'
+        f'command = ["python", "-m", "providers.files", "--root", "{root}"]\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\ntrusted_roots = ["{root}"]\n'
+    )
+
+
+def _warming_table(gate: Path) -> str:
+    return (
+        f'[[provider]]\nid = "slow"\n'
+        f'command = ["python", "-m", "tests.fixtures.warming_provider", '
+        f'"--warm-gate", "{gate}", "--steps", "4"]\n'
+        f'timeout_ms = 120000\nstart_timeout_s = 120\ncwd = "{ROOT}"\n'
+    )
+
+
+async def test_progress_values_only_increase_while_a_provider_warms_up(
+    workdir: Path, marker: str
+) -> None:
+    gate = workdir / "warm-gate"
+    config = write_config(workdir, marker, {"alpha": {}}, extra=_warming_table(gate))
+    # Providers start on their first query, so the warm-up runs inside the composition.
+    lazy = config.read_text().replace("[host]\n", '[host]\nstart_providers = "lazy"\n', 1)
+    config.write_text(lazy)
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+        if message and "warming" in message:
+            gate.touch()  # the warm-up may end once it has been reported
+
+    with anyio.fail_after(180):
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool(
+                    "compose_context", {"goal": "warm"}, progress_callback=on_progress
+                )
+    assert isinstance(result, types.CallToolResult) and result.is_error is False
+    values = [p for p, _, _ in seen]
+    assert values == sorted(set(values)), f"progress must increase: {values}"
+    assert any(m and m.startswith("slow: warming") for _, _, m in seen)
+    assert seen[-1][:2] == (2.0, 2.0)  # both legs done, out of two
+    legs = [m.split(":")[0] for p, _, m in seen if m and p == int(p) and p >= 1]
+    assert sorted(legs) == ["alpha", "slow"]
+
+
+async def test_a_composition_with_no_evidence_is_a_tool_error_naming_each_provider(
+    workdir: Path, marker: str
+) -> None:
+    missing = workdir / "no-such-program"
+    broken = f'[[provider]]\nid = "broken"\ncommand = ["{missing}"]\ntimeout_ms = 60000\n'
+    config = write_config(workdir, marker, {"quiet": {"frames": 0}}, extra=broken)
+    with anyio.fail_after(120):
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("compose_context", {"goal": "anything"})
+    assert isinstance(result, types.CallToolResult)
+    assert result.is_error is True
+    assert isinstance(result.content[0], types.TextContent)
+    text = result.content[0].text
+    assert "no_evidence" in text
+    lines = text.splitlines()[1:]
+    assert [line.split(":")[0] for line in lines] == ["- broken", "- quiet"]
+    assert "ok, no frames matched" in lines[1]
+    assert "broken: ok" not in text  # the broken one says how it failed
+    assert result.structured_content is not None
+    assert result.structured_content["citations"] == []
+
+
+async def test_every_citation_link_resolves_to_the_cited_text(
+    workdir: Path, marker: str, corpus: Path
+) -> None:
+    (corpus / "cache.md").write_text(
+        "# Cache eviction\n\nThe cache evicts the least recently used entry when it is full.\n"
+        "Eviction runs before every insert into a full cache.\n",
+        encoding="utf-8",
+    )
+    config = write_config(workdir, marker, {"alpha": {}}, extra=_files_table(corpus))
+    with anyio.fail_after(120):
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                result = await session.call_tool(
+                    "compose_context", {"goal": "how does the cache evict entries", "budget": 4000}
+                )
+                assert isinstance(result, types.CallToolResult)
+                links = [b for b in result.content if isinstance(b, types.ResourceLink)]
+                reads = {link.uri: await session.read_resource(link.uri) for link in links}
+                listed = await session.list_resources()
+                with pytest.raises(MCPError) as unknown:
+                    await session.read_resource("hostd://citation/none/1")
+    assert init.capabilities.resources is not None  # declared, as MCP requires
+    assert result.is_error is False
+    structured = result.structured_content
+    assert structured is not None
+    citations = structured["citations"]
+    # Every citation (the fixture's frames have no URI: each is its own source) is linked once.
+    assert len(links) == len(citations) == len({link.uri for link in links})
+    assert [link.name for link in links] == [c["label"] for c in citations]
+    for link in links:
+        assert link.uri.startswith("hostd://citation/")
+        (content,) = reads[link.uri].contents
+        assert isinstance(content, types.TextResourceContents)
+        assert content.mime_type == link.mime_type
+        # Exactly the text the prompt quotes under this label.
+        block = f'cite="{link.name}">\n{content.text}\n</frame>\n'
+        assert block in structured["prompt"]
+        assert link.size == len(content.text.encode())
+    (cache,) = [link for link in links if link.description and "cache.md" in link.description]
+    (cache_text,) = reads[cache.uri].contents
+    assert isinstance(cache_text, types.TextResourceContents)
+    assert cache_text.mime_type == "text/markdown"
+    assert cache_text.text == (corpus / "cache.md").read_text()  # the whole file: L1-4
+    assert {r.uri for r in listed.resources} == {link.uri for link in links}
+    assert unknown.value.code == -32002  # resource not found (2025 revisions)

@@ -1,0 +1,185 @@
+"""``hostd mcp`` answers every request it reads, once, with the error that fits.
+
+Raw bytes to a real ``hostd mcp`` child over its stdio: malformed JSON, invalid
+envelopes, ``params: []``, batches, a line past the bound, a last line without
+its newline, and requests still running when stdin closes. The verdict is read
+after the child exits (stdin closed: every answer is written by then), so no
+test waits on a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.mcp import serve_mcp
+from tests.server.conftest import marked_processes
+
+from ._harness import hostd_mcp, write_config
+
+pytestmark = pytest.mark.anyio
+
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+_INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _line(value: Any) -> bytes:
+    return json.dumps(value).encode() + b"\n"
+
+
+async def _run(config: Path, data: bytes) -> list[Any]:
+    """Write ``data`` to ``hostd mcp``, close its stdin, and read every line it writes."""
+    params = hostd_mcp(config)
+    process = await anyio.open_process(
+        [params.command, *params.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=params.env,
+        cwd=params.cwd,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    out = b""
+    async with process:
+        await process.stdin.send(data)
+        await process.stdin.aclose()
+        async for chunk in process.stdout:
+            out += chunk
+        assert await process.wait() == 0
+    return [json.loads(raw) for raw in out.split(b"\n") if raw.strip()]
+
+
+def _answers(out: list[Any]) -> list[dict[str, Any]]:
+    """Every response written, batch members included."""
+    flat: list[dict[str, Any]] = []
+    for message in out:
+        flat.extend(message if isinstance(message, list) else [message])
+    return [m for m in flat if "result" in m or "error" in m]
+
+
+def _call(id_: Any, goal: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": id_,
+        "method": "tools/call",
+        "params": {"name": "compose_context", "arguments": {"goal": goal}},
+    }
+
+
+async def test_every_malformed_request_is_answered_once_with_the_error_that_fits(
+    workdir: Path, marker: str
+) -> None:
+    config = write_config(workdir, marker, {"alpha": {}})
+    config.write_text(config.read_text().replace("[host]\n", "[host]\nmax_line_bytes = 4096\n"))
+    too_long = {"jsonrpc": "2.0", "id": 90, "method": "ping", "params": {"pad": "x" * 5000}}
+    data = b"".join(
+        [
+            _line(_INIT),
+            _line(_INITIALIZED),
+            _line({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}),
+            b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"\n',  # not JSON
+            _line({"jsonrpc": "1.0", "id": 3, "method": "tools/list"}),
+            _line({"jsonrpc": "2.0", "id": 4}),  # no method, no result
+            _line({"jsonrpc": "2.0", "id": 5, "method": 7}),
+            _line({"jsonrpc": "2.0", "id": None, "method": "ping"}),  # MCP: never null
+            _line({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": "x"}),
+            _line("just a string"),
+            _line(too_long),
+            _line([]),
+            _line([1, {"jsonrpc": "2.0", "id": "b", "method": "ping"}, _INITIALIZED]),
+            _line({"jsonrpc": "2.0", "method": "notifications/progress", "params": []}),
+            _line({"jsonrpc": "2.0", "id": 7, "method": "no/such/method"}),
+            _line({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": 7}}),
+            _line({"jsonrpc": "2.0", "id": "9", "method": "ping"}),
+            _line(_call(10, "read before stdin closed")),
+            json.dumps({"jsonrpc": "2.0", "id": 11, "method": "ping"}).encode(),  # no newline
+        ]
+    )
+    with anyio.fail_after(120):
+        out = await _run(config, data)
+    answers = _answers(out)
+    by_id = Counter(json.dumps(a["id"]) for a in answers)
+    ids: list[Any] = [0, 1, 3, 4, 5, 6, "b", 7, 8, "9", 10, 11]
+    assert by_id == Counter({**{json.dumps(i): 1 for i in ids}, "null": 6}), by_id
+    code = {json.dumps(a["id"]): a["error"]["code"] for a in answers if "error" in a}
+    assert code[json.dumps(1)] == -32602  # MCP params are an object
+    assert code[json.dumps(3)] == code[json.dumps(4)] == code[json.dumps(5)] == -32600
+    assert code[json.dumps(6)] == code[json.dumps("b")] == -32600
+    assert code[json.dumps(7)] == -32601
+    assert code[json.dumps(8)] == -32602
+    nulls = Counter(a["error"]["code"] for a in answers if a["id"] is None)
+    # not JSON; then a null id, a string, over-long, an empty batch, the batch's 1
+    assert nulls == Counter({-32700: 1, -32600: 5})
+    over = [a for a in answers if a["id"] is None and a["error"]["data"].get("max_line_bytes")]
+    assert over[0]["error"]["data"]["reason"] == "line_too_long"
+    batch = next(m for m in out if isinstance(m, list))
+    assert [m["id"] for m in batch] == [None, "b"]  # one array, notifications unanswered
+    results = {json.dumps(a["id"]): a["result"] for a in answers if "result" in a}
+    assert set(results) == {json.dumps(i) for i in (0, "9", 10, 11)}
+    assert results[json.dumps(10)]["isError"] is False  # served, not cut off by the close
+
+
+async def test_requests_read_before_stdin_closes_get_their_results(
+    workdir: Path, marker: str
+) -> None:
+    # A composition that is still running when stdin closes (its provider answers late).
+    config = write_config(workdir, marker, {"slow": {"delay_ms": 1500}})
+    data = b"".join(
+        [
+            _line(_INIT),
+            _line(_INITIALIZED),
+            *(_line(_call(i, f"goal {i}")) for i in range(1, 4)),
+            _line({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+        ]
+    )
+    with anyio.fail_after(120):
+        out = await _run(config, data)
+    answers = {a["id"]: a for a in _answers(out)}
+    assert sorted(answers) == [0, 1, 2, 3, 4]
+    for i in (1, 2, 3):
+        assert answers[i]["result"]["isError"] is False, answers[i]
+        assert answers[i]["result"]["structuredContent"]["citations"]
+    assert marked_processes(marker) == []
+
+
+class _Stuck:
+    """A client API session whose composition never finishes."""
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
+    ) -> Any:
+        await anyio.sleep_forever()
+
+
+async def test_a_request_still_running_past_the_drain_is_answered_shutting_down() -> None:
+    lines = [_line(_INIT), _line(_INITIALIZED), _line(_call(2, "never ends"))]
+    written: list[bytes] = []
+
+    async def receive() -> bytes:
+        return lines.pop(0) if lines else b""
+
+    async def send(data: bytes) -> None:
+        written.append(data)
+
+    with anyio.fail_after(60):
+        # No time at all to drain: whatever is still owed is answered by the edge, once.
+        await serve_mcp(_Stuck(), receive, send, drain_s=0)
+    answers = _answers([json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()])
+    assert Counter(a["id"] for a in answers) == Counter({0: 1, 2: 1})
+    stuck = next(a for a in answers if a["id"] == 2)
+    assert stuck["error"]["data"]["reason"] == "shutting_down"
