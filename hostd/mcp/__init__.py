@@ -6,8 +6,10 @@ client API (``compose_context`` → ``context/compose``, ``list_providers`` →
 and which answers every request it reads once (``screen``); ``reconnecting``
 keeps ``--connect`` across daemon restarts. ``mcp_client_factory``: the
 ``binding = "mcp"`` end of the transport, an MCP server child whose resources
-and tool results become frames. Importing this package needs the SDK; the CLI
-and the engine import it only when an MCP face is used.
+and tool results become frames (``_binding`` registers it in the transport's
+binding registry, which imports that module by name when an mcp provider
+starts). Importing this package needs the SDK; the CLI imports it only when an
+MCP face is used, the engine never.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory

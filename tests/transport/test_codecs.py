@@ -15,7 +15,10 @@ from typing import Any
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
+from hostd.config import ProviderSettings
+from hostd.engine import ProviderSpec
 from hostd.errors import CorrelationMismatch, IncompatibleVersion, ProtocolFault, ProviderError
 from hostd.protocol import CgpErrorCode, ContextQuery, FrameIdentity, HostInfo
 from hostd.provider import ProviderServer
@@ -28,6 +31,7 @@ from hostd.transport.bindings import (
     Refusal,
     Reply,
     binding_names,
+    binding_problem,
     find_binding,
 )
 from tests.fixtures.healthy_provider import HealthyProvider
@@ -221,3 +225,13 @@ def test_the_registry_names_each_binding_once_with_its_carrier() -> None:
     assert mcp.carrier == "sdk-session" and not mcp.remote and mcp.session is not None
     with pytest.raises(ValueError, match="binding must be 'jsonrpc', 'cgp' or 'mcp'"):
         find_binding("grpc")
+
+
+def test_the_registry_says_which_binding_may_be_remote() -> None:
+    # Read by config and ProviderSpec alike: an sdk-session binding starts a local child.
+    assert binding_problem("cgp", remote=True) is None
+    assert "give command, not url" in (binding_problem("mcp", remote=True) or "")
+    with pytest.raises(ValueError, match="give command, not url"):
+        ProviderSpec("m", url="https://example.com/", binding="mcp")
+    with pytest.raises(ValidationError, match="give command, not url"):
+        ProviderSettings(id="m", url="https://example.com/", binding="mcp")
