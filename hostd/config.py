@@ -1,11 +1,11 @@
 """TOML config → validated settings.
 
-Owns the config file format (``config/hostd.toml`` is the embedded default;
-``--config`` or ``$HOSTD_CONFIG`` override it), its pydantic validation, and the
-translation of every problem into a ``ConfigError`` that names the file, the
-key and what is wrong — never a stack trace. Relative paths in a file are
-resolved against that file's directory. Nothing here starts processes or
-opens sockets.
+Owns the config file format, its pydantic validation, and the translation of
+every problem into a ``ConfigError`` that names the file, the key and what is
+wrong — never a stack trace. Which file is read is ``hostd._discovery``'s
+(``--config``, ``$HOSTD_CONFIG``, the nearest ``hostd.toml``, the user's, the
+embedded default inside the package). Relative paths in a file are resolved
+against that file's directory. Nothing here starts processes or opens sockets.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ from pydantic import (
     model_validator,
 )
 
+from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
 from hostd.errors import ConfigError
 
 __all__ = [
+    "CONFIG_NAME",
     "DEFAULT_CONFIG_PATH",
     "Config",
     "ConfigError",
@@ -40,12 +42,13 @@ __all__ = [
     "TcpSettings",
     "default_socket_path",
     "default_state_dir",
+    "find_config",
     "load_config",
     "parse_config",
 ]
 
-#: The embedded default: ``config/hostd.toml`` beside the package in a checkout.
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config" / "hostd.toml"
+#: The embedded default (package data): no provider, the host's defaults.
+DEFAULT_CONFIG_PATH = EMBEDDED_CONFIG
 
 _PYTHON_NAMES = frozenset({"python", "python3"})
 
@@ -280,6 +283,8 @@ class Config(_Section):
     provider: list[ProviderSettings] = Field(default_factory=list)
     #: Where this config came from ("<defaults>" when built in code).
     source: str = Field(default="<defaults>", exclude=True)
+    #: What discovery looked at before ``source`` (empty when it was named or nearest).
+    searched: tuple[str, ...] = Field(default=(), exclude=True)
 
     @field_validator("provider")
     @classmethod
@@ -290,6 +295,17 @@ class Config(_Section):
                 raise ValueError(f"duplicate provider id {spec.id!r}")
             seen.add(spec.id)
         return value
+
+    def no_providers(self) -> str:
+        """Why no provider can answer: the file used, where else was looked, the way out."""
+        where = self.source
+        if where == str(DEFAULT_CONFIG_PATH):
+            where += " (the embedded default)"
+        searched = f"; searched {', '.join(self.searched)}" if self.searched else ""
+        return (
+            f"no providers configured in {where}{searched}; run `hostd init` in your "
+            f"project to write its {CONFIG_NAME}, or add a [[provider]] (docs/config.md)"
+        )
 
     @property
     def socket_path(self) -> Path:
@@ -431,17 +447,10 @@ def parse_config(text: str, *, source: str = "<string>", base: Path | None = Non
         raise _describe(exc, source) from None
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load ``path``, else ``$HOSTD_CONFIG``, else the embedded default (else built-ins)."""
-    if path is None:
-        env = os.environ.get("HOSTD_CONFIG")
-        if env:
-            path = env
-        elif DEFAULT_CONFIG_PATH.is_file():
-            path = DEFAULT_CONFIG_PATH
-        else:
-            return Config()
-    file = Path(path)
+def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None = None) -> Config:
+    """Load ``path``, else the file discovery finds from ``cwd`` (``hostd._discovery``)."""
+    found = find_config(path, cwd=cwd)
+    file = found.path
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -452,4 +461,5 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
-    return parse_config(text, source=str(file), base=file.resolve().parent)
+    config = parse_config(text, source=str(file), base=file.resolve().parent)
+    return config.model_copy(update={"searched": found.searched}) if found.searched else config

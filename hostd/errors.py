@@ -45,6 +45,7 @@ __all__ = [
     "RequestLineTooLong",
     "RpcError",
     "ShadowDisabled",
+    "ShadowUnavailable",
     "ShuttingDown",
     "Unauthorized",
     "UnknownCitation",
@@ -212,6 +213,15 @@ class ShadowDisabled(BadRequest):
     """``usage/feedback`` on a daemon without ``[shadow] enabled``: there is nowhere to keep it."""
 
     reason = "shadow_disabled"
+
+
+class ShadowUnavailable(HostdError):
+    """The shadow store cannot be read or written (a damaged or unwritable ``shadow.db``):
+    ``data.file`` names it and ``data.problem`` says what is wrong. Not ``overloaded``: a
+    retry cannot succeed until the file is moved aside or restored."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "shadow_unavailable"
 
 
 class Unauthorized(BadRequest):

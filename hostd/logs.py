@@ -116,16 +116,32 @@ def _as_text(value: Any) -> Any:
     return value
 
 
+#: How an event becomes a line: JSON (``_dumps``), or structlog's console renderer on
+#: a terminal (``log_format="console"``). The audit's hand-built lines use it too.
+_render: Any = _dumps
+
+
+def _console(colors: bool) -> Any:
+    renderer = structlog.dev.ConsoleRenderer(colors=colors)
+
+    def render(event: Mapping[str, Any]) -> str:
+        return str(renderer(None, str(event.get("level", "info")), dict(event)))
+
+    return render
+
+
 class _StdlibJson(logging.Formatter):
-    """Third-party stdlib log records as JSON lines like ours (never their arguments' repr)."""
+    """Third-party stdlib log records as lines like ours (never their arguments' repr)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return _dumps(
-            {
-                "event": f"stdlib.{record.name}",
-                "message": record.getMessage(),
-                "level": record.levelname.lower(),
-            }
+        return str(
+            _render(
+                {
+                    "event": f"stdlib.{record.name}",
+                    "message": record.getMessage(),
+                    "level": record.levelname.lower(),
+                }
+            )
         )
 
 
@@ -201,6 +217,7 @@ def configure_logging(
     settings: LogSettings | None = None,
     file: str | None = None,
     stream: IO[str] | None = None,
+    log_format: Literal["auto", "json", "console"] = "json",
 ) -> IO[str] | _FileSink:
     """Route structlog to JSON lines on ``stream`` (default stderr) or a file.
 
@@ -208,8 +225,11 @@ def configure_logging(
     and ``file`` override it. Returns the stream written to. Never writes to stdout:
     when serving stdio the real stdout is the wire. Lines are buffered;
     ``flush_logs()`` writes them (and rotates the file when it is due).
+    ``log_format``: ``console`` renders human-readable lines (colours on a terminal);
+    ``auto`` is ``console`` when the log goes to stderr and stderr is a terminal, else
+    JSON. A log file is always JSON lines.
     """
-    global _LEVEL, _OUT, _FILE, _AUDIT, _AUDIT_SAMPLE
+    global _LEVEL, _OUT, _FILE, _AUDIT, _AUDIT_SAMPLE, _render
     level = level or (settings.level if settings is not None else "info")
     if file is None and settings is not None and settings.file is not None:
         file = str(settings.file)
@@ -228,6 +248,9 @@ def configure_logging(
     else:
         # Our own buffered writer on fd 2 (sys.stderr is line-buffered: a syscall a line).
         out = open(2, "w", encoding="utf-8", buffering=1 << 16, closefd=False)  # noqa: SIM115
+    tty = file is None and stream is None and os.isatty(2)
+    console = file is None and (log_format == "console" or (log_format == "auto" and tty))
+    _render = _console(colors=tty) if console else _dumps
     if _OUT is not None and _OUT is not out:
         flush_logs()
     if previous is not None:
@@ -241,7 +264,9 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _redact,
             structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_dumps),
+            structlog.dev.ConsoleRenderer(colors=tty)
+            if console
+            else structlog.processors.JSONRenderer(serializer=_dumps),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         logger_factory=lambda *_args: _LineLogger(out),
@@ -255,8 +280,13 @@ def configure_logging(
         root.removeHandler(old)
     handler: logging.Handler = _FILE if _FILE is not None else logging.StreamHandler(out)
     handler.setFormatter(_StdlibJson())
+    # Their info is chatter (a line per HTTP request): at most warning unless log.level is
+    # debug. The threshold is the handler's too: a library that sets its own logger to
+    # DEBUG (bm25s does, on import) would otherwise bypass the root's level.
+    threshold = LEVELS[level] if level == "debug" else max(LEVELS[level], logging.WARNING)
+    handler.setLevel(threshold)
     root.addHandler(handler)
-    root.setLevel(max(LEVELS[level], logging.WARNING))
+    root.setLevel(threshold)
     # jsonrpcserver logs method exceptions itself; our error boundary already does.
     logging.getLogger("jsonrpcserver").setLevel(logging.CRITICAL)
     return out
@@ -382,7 +412,7 @@ def _audit_line(
     event["event"] = "compose.audit"
     event["level"] = level
     event["timestamp"] = stamp
-    return _dumps(event)
+    return str(_render(event))
 
 
 def _summary_line(
@@ -415,4 +445,4 @@ def _summary_line(
         level="info",
         timestamp=stamp,
     )
-    return _dumps(event)
+    return str(_render(event))

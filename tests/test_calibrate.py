@@ -118,7 +118,7 @@ TRAFFIC = [["beta:0"], ["beta:0", "alpha:0"], ["beta:0"], ["alpha:1"], ["beta:0"
 
 
 def test_the_calibrated_policy_ranks_by_each_providers_chance_of_use() -> None:
-    content = fit_calibration(_traffic(TRAFFIC), min_samples=3)
+    content = fit_calibration(_traffic(TRAFFIC), min_frames=3)
     assert sorted(content["providers"]) == ["alpha", "beta"]
     beta = content["providers"]["beta"]
     assert (beta["samples"], beta["used"], beta["p"]) == (6, 4, [4 / 6])
@@ -149,9 +149,9 @@ def test_scaling_one_providers_scores_leaves_the_calibrated_order_unchanged(
     used: list[list[str]], provider: str, factor: float
 ) -> None:
     records = _traffic(used)
-    fitted = parse_calibration(fit_calibration(records, min_samples=1), "f")
+    fitted = parse_calibration(fit_calibration(records, min_frames=1), "f")
     scaled_records = [_scaled(r, provider, factor) for r in records]
-    scaled = parse_calibration(fit_calibration(scaled_records, min_samples=1), "f")
+    scaled = parse_calibration(fit_calibration(scaled_records, min_frames=1), "f")
     base = rank_with(Calibrated(fitted), recorded_frames(records[0]))
     moved = rank_with(Calibrated(scaled), recorded_frames(scaled_records[0]))
     assert base == moved
@@ -160,11 +160,11 @@ def test_scaling_one_providers_scores_leaves_the_calibrated_order_unchanged(
 def test_the_file_is_deterministic_versioned_and_private(tmp_path: Path) -> None:
     records = _traffic(TRAFFIC)
     first, second = tmp_path / "a" / "cal.json", tmp_path / "b" / "cal.json"
-    write_calibration(first, fit_calibration(records, min_samples=3))
-    write_calibration(second, fit_calibration(list(records), min_samples=3))
+    write_calibration(first, fit_calibration(records, min_frames=3))
+    write_calibration(second, fit_calibration(list(records), min_frames=3))
     assert first.read_bytes() == second.read_bytes()
     assert stat.S_IMODE(os.stat(first).st_mode) == 0o600
-    other = fit_calibration(_traffic(TRAFFIC[:-1]), min_samples=3)
+    other = fit_calibration(_traffic(TRAFFIC[:-1]), min_frames=3)
     assert other["version"] != load_calibration(first).version
     assert json.loads(first.read_text())["format"] == "hostd-calibration/1"
 
@@ -172,7 +172,7 @@ def test_the_file_is_deterministic_versioned_and_private(tmp_path: Path) -> None
 def test_without_feedback_calibrated_is_round_robin_and_says_so(tmp_path: Path) -> None:
     frames = _frames()
     empty = tmp_path / "cal.json"
-    write_calibration(empty, fit_calibration([_record()], min_samples=1))  # no feedback
+    write_calibration(empty, fit_calibration([_record()], min_frames=1))  # no feedback
     for policy in (
         strategy_from_wire("calibrated"),
         bind_calibration(Calibrated(), tmp_path / "missing.json"),
@@ -204,7 +204,7 @@ def test_calibrate_then_compose_names_the_file_and_version_in_the_audit(tmp_path
             result = client.compose(goal, budget=BUDGET)
             beta = [c["label"] for c in result["citations"] if c["frame"]["provider_id"] == "beta"]
             client.feedback(result, used=beta)
-    done = hostd("calibrate", "--min-samples", "1", "--json")
+    done = hostd("calibrate", "--min-frames", "1", "--min-samples", "3", "--json")
     assert done.returncode == 0, done.stderr
     written = json.loads(done.stdout)
     path = tmp_path / "state" / "calibration.json"
@@ -216,7 +216,7 @@ def test_calibrate_then_compose_names_the_file_and_version_in_the_audit(tmp_path
     assert after["citations"][0]["frame"]["provider_id"] == "beta"
     replayed = hostd("shadow", "replay", "--policy", "calibrated", "--json")
     assert replayed.returncode == 0, replayed.stderr
-    report = json.loads(replayed.stdout)
+    (report,) = json.loads(replayed.stdout)
     assert report["used"]["requests"] == 3 and report["used"]["kept"] == report["used"]["used"]
     evaluated = hostd(
         "eval", "--from-shadow", "--json", "--policy", "score", "--policy", "calibrated"

@@ -97,3 +97,24 @@ def test_context_query_returns_each_providers_rank_order(tmp_path: Path) -> None
     assert listed[:3] == ["alpha:0", "alpha:1", "alpha:10"]  # by FrameId
     assert result["rank"]["alpha"] == [f"alpha:{i}" for i in range(12)]  # by its own score
     assert result["rank"]["beta"] == ["beta:0", "beta:1"]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "said"),
+    [
+        ("rerank", "policy: rerank fell back to round_robin (not_configured: no [reranker]"),
+        ("calibrated", "policy: calibrated fell back to round_robin (no calibration file"),
+        ("score", None),
+    ],
+)
+def test_the_summary_names_a_policy_fallback_and_its_reason(
+    tmp_path: Path, strategy: str, said: str | None
+) -> None:
+    config = _config(tmp_path, ("alpha", 2))
+    done = _hostd("--config", str(config), "compose", "x", "--strategy", strategy)
+    assert done.returncode == 0, done.stderr
+    (summary,) = [line for line in done.stderr.splitlines() if line.startswith("audit: ")]
+    if said is None:
+        assert "policy:" not in summary, summary
+    else:
+        assert said in summary, summary

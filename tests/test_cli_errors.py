@@ -120,13 +120,13 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     tmp_path: Path, command: list[str]
 ) -> None:
     config = _config(tmp_path)
-    done = _hostd("--config", str(config), *command, "--connect")
+    done = _hostd("--config", str(config), *command, "--connect", "--wait", "0")
     assert done.returncode == 3, done.stderr
     (line,) = _human(done.stderr)
     assert f"no daemon at {tmp_path}/run/s.sock" in line
     assert f"`hostd serve --config {config}`" in line
     other = tmp_path / "elsewhere.sock"
-    done = _hostd("--config", str(config), *command, "--connect", str(other))
+    done = _hostd("--config", str(config), *command, "--connect", str(other), "--wait", "0")
     assert done.returncode == 3 and f"no daemon at {other}" in done.stderr
 
 
@@ -159,3 +159,19 @@ def test_every_config_error_exits_2_naming_the_key(
     assert done.returncode == 2, done.stderr
     (line,) = _human(done.stderr)
     assert line.startswith("hostd: ") and key in line and str(config) in line, line
+
+
+@pytest.mark.parametrize("command", [["compose", "anything"], ["providers"]])
+def test_a_provider_failure_is_reported_once_per_command(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # A provider whose script fails at import: the start fails at boot and again when
+    # the request retries it; the command's own report says so once, the log not again.
+    (tmp_path / "bad.py").write_text("import no_such_module_anywhere\n")
+    config = _config(tmp_path, _provider("bad", ["python", "bad.py"], cwd=tmp_path))
+    done = _hostd("--config", str(config), *command)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len([line for line in lines if "bad: crashed" in line]) == 1, done.stderr
+    # Not again in the log: its warnings would repeat each failed start.
+    assert not [line for line in lines if line.startswith("{")], done.stderr

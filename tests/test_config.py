@@ -20,8 +20,9 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_the_embedded_default_config_is_valid() -> None:
-    cfg = load_config(DEFAULT_CONFIG_PATH)
+def test_the_checkout_config_is_valid_and_the_embedded_default_has_no_provider() -> None:
+    assert load_config(DEFAULT_CONFIG_PATH).provider == []
+    cfg = load_config(ROOT / "config" / "hostd.toml")
     assert [p.id for p in cfg.provider] == ["files", "memory"]
     assert cfg.provider[0].command[0] == sys.executable
     assert cfg.provider[0].cwd == ROOT

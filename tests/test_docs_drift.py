@@ -1,9 +1,14 @@
-"""Docs that cannot drift: every CLI flag is in docs/cli.md (in its command's row), and
-every log event the code emits is in docs/logging.md.
+"""Docs that cannot drift: docs/cli.md holds every command and flag the parsers have
+(in its command's row) and no flag they lack, and names the MCP tools ``hostd mcp``
+serves; docs/config.md holds every config key with its default, and no key the config
+lacks; docs/mcp.md's stated defaults (the ``[provider.mcp]`` keys, the tools and their
+arguments, how ``hostd mcp`` starts providers and logs) are the code's; every log event
+the code emits is in docs/logging.md.
 
-The flags come from walking the real argparse parsers (every subcommand); the events
-are collected statically, by AST, from the structlog calls in ``hostd/`` and
-``providers/`` (and the ``"event"`` of lines written by hand, the audit's).
+The flags come from walking the real argparse parsers (every subcommand); the keys and
+defaults from the pydantic models; the events are collected statically, by AST, from
+the structlog calls in ``hostd/`` and ``providers/`` (and the ``"event"`` of lines
+written by hand, the audit's). Each failure names exactly what is missing or differs.
 """
 
 from __future__ import annotations
@@ -11,14 +16,20 @@ from __future__ import annotations
 import argparse
 import ast
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from hostd.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_MD = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+CONFIG_MD = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
 LOGGING_MD = (ROOT / "docs" / "logging.md").read_text(encoding="utf-8")
+MCP_MD = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
 
 #: structlog's level methods (and ``msg``/``exception``): the first argument is the event.
 LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "msg"})
@@ -71,6 +82,41 @@ def test_every_command_has_a_row_in_docs_cli_md() -> None:
     parser = build_parser()
     commands = {path[0] for path, _ in _flags(parser) if path}
     assert sorted(c for c in commands if not _rows(c)) == []
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def test_every_flag_in_a_row_of_docs_cli_md_is_one_its_command_has() -> None:
+    parser = build_parser()
+    top = {flag for path, flag in _flags(parser) if not path}
+    stale = []
+    for command, sub in _subcommands(parser).items():
+        have = top | {flag for _, flag in _flags(sub)}
+        for flag in sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", _rows(command)))):
+            if flag not in have:
+                stale.append(f"hostd {command} {flag}")
+    assert stale == [], "in docs/cli.md but not in --help:\n" + "\n".join(stale)
+
+
+_NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def test_docs_cli_md_and_mcp_help_name_every_mcp_tool_and_how_many() -> None:
+    from hostd.mcp._server import TOOLS
+
+    row = _rows("mcp")
+    missing = [t.name for t in TOOLS if f"`{t.name}`" not in row]
+    assert missing == [], f"docs/cli.md's hostd mcp row does not name: {missing}"
+    assert f"{_NUMBERS[len(TOOLS)]} tools" in row, f"say {_NUMBERS[len(TOOLS)]} tools"
+    described = " ".join((_subcommands(build_parser())["mcp"].description or "").split())
+    missing = [t.name for t in TOOLS if t.name not in described]
+    assert missing == [], f"hostd mcp --help does not name: {missing}"
+    assert f"{_NUMBERS[len(TOOLS)]} tools" in described
 
 
 # -- log events ----------------------------------------------------------------------------
@@ -183,23 +229,151 @@ def test_every_emitted_log_event_is_in_docs_logging_md() -> None:
     assert not missing, "not in docs/logging.md:\n" + "\n".join(missing)
 
 
-# -- config keys ---------------------------------------------------------------------------
+# -- config keys and defaults ------------------------------------------------------------
 
 
-def test_every_config_key_is_in_docs_config_md_and_the_default_config_says_where() -> None:
+def _table(text: str) -> dict[str, str]:
+    """``key → default cell`` of every ``| `key` | default | meaning |`` row; a row of
+    several keys (`` `a`, `b` ``) pairs them with as many backticked defaults, or with
+    its one prose default (``—``, ``stderr``)."""
+    rows: dict[str, str] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`") or cells[0] == "---":
+            continue
+        keys = re.findall(r"`(?:\[\[provider\]\] )?([a-z_.]+)`", cells[0])
+        defaults = re.findall(r"`([^`]+)`", cells[1])
+        if len(keys) > 1 and len(defaults) == len(keys):
+            rows.update(zip(keys, (f"`{d}`" for d in defaults), strict=True))
+        else:
+            rows.update(dict.fromkeys(keys, cells[1]))
+    return rows
+
+
+_UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def _literal(cell: str, keys: set[str]) -> tuple[bool, Any]:
+    """(True, value) for a default cell holding one TOML literal (`` `64 MiB` `` too);
+    (False, None) for prose or another key's name (the key inherits: the model's is None)."""
+    found = re.fullmatch(r"`([^`]+)`", cell.strip())
+    if found is None or found.group(1) in keys:
+        return False, None
+    text = found.group(1)
+    sized = re.fullmatch(r"(\d+) ([KMG]iB)", text)
+    if sized:
+        return True, int(sized.group(1)) * _UNITS[sized.group(2)]
+    try:
+        return True, tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return False, None
+
+
+def _model_defaults(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for name, field in model.model_fields.items():
+        if field.exclude is True:  # not a key of the file (source, searched)
+            continue
+        out[prefix + name] = field.get_default(call_default_factory=True)
+    return out
+
+
+def _config_keys() -> dict[str, Any]:
     from hostd.config import Config, ProviderSettings
 
-    config_md = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
-    keys = [
-        f"{section}.{key}"
-        for section, field in Config.model_fields.items()
-        if section not in ("provider", "source")
-        for key in field.annotation.model_fields  # type: ignore[union-attr]  # a section model
+    keys: dict[str, Any] = {}
+    for section, field in Config.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys.update(_model_defaults(annotation, f"{section}."))
+    # The [[provider]] rows name them bare; a key the file leaves unset (None) takes the
+    # engine's default (``ProviderSpec``), which is the one the docs state.
+    from dataclasses import MISSING, fields
+
+    from hostd.engine import ProviderSpec
+
+    engine = {f.name: f.default for f in fields(ProviderSpec) if f.default is not MISSING}
+    for key, default in _model_defaults(ProviderSettings).items():
+        keys[key] = engine.get(key) if default is None else default
+    return keys
+
+
+def _drift(documented: dict[str, str], code: dict[str, Any], where: str) -> list[str]:
+    problems = [f"`{k}` is not in {where}" for k in code if k not in documented]
+    problems += [
+        f"{where} documents `{k}`, which the code has not" for k in documented if k not in code
     ]
-    keys += list(ProviderSettings.model_fields)  # the [[provider]] rows name them bare
-    missing = [
-        k for k in keys if f"`{k}`" not in config_md and f"`[[provider]] {k}`" not in config_md
-    ]
-    assert missing == []
-    header = (ROOT / "config" / "hostd.toml").read_text(encoding="utf-8").split("\n[", 1)[0]
-    assert "docs/config.md" in header
+    for key, cell in documented.items():
+        if key not in code:
+            continue
+        literal, value = _literal(cell, set(code) | set(documented))
+        default = code[key]
+        if literal and (value != default or isinstance(value, bool) != isinstance(default, bool)):
+            problems.append(f"{where} says `{key}` defaults to {cell}; the code: {default!r}")
+        elif not literal and default not in (None, [], {}) and cell.strip() != "—":
+            problems.append(
+                f"{where} gives `{key}` no literal default ({cell}); the code: {default!r}"
+            )
+    return problems
+
+
+def test_docs_config_md_holds_every_key_and_its_default() -> None:
+    problems = _drift(_table(CONFIG_MD), _config_keys(), "docs/config.md")
+    assert problems == [], "\n".join(problems)
+
+
+def test_every_default_config_points_at_docs_config_md() -> None:
+    for default in (ROOT / "config" / "hostd.toml", ROOT / "hostd" / "_data" / "default.toml"):
+        header = default.read_text(encoding="utf-8").split("\n[", 1)[0]
+        assert "docs/config.md" in header, default
+
+
+# -- docs/mcp.md's stated defaults ----------------------------------------------------------
+
+
+def _section(text: str, heading: str) -> str:
+    body = text.split(heading + "\n", 1)[1]
+    return re.split(r"\n#{2,4} ", body, maxsplit=1)[0]
+
+
+def test_docs_mcp_md_holds_every_provider_mcp_key_and_its_default() -> None:
+    from hostd.config import McpSettings
+
+    documented = _table(_section(MCP_MD, "### Keys: `[provider.mcp]` (or `mcp = {…}` inline)"))
+    problems = _drift(documented, _model_defaults(McpSettings), "docs/mcp.md")
+    assert problems == [], "\n".join(problems)
+
+
+def test_docs_mcp_md_names_the_tools_in_order_and_their_arguments() -> None:
+    from hostd.mcp._server import TOOLS
+
+    tools = _section(MCP_MD, "### Tools")
+    count = _NUMBERS[len(TOOLS)]
+    assert f"the same {count} tools in this order" in tools, f"say: the same {count} tools"
+    named = re.findall(r"^\*\*`([a-z_]+)`\*\* — ", MCP_MD, re.M)  # each tool's paragraph
+    assert named == [t.name for t in TOOLS], named
+    compose = next(t for t in TOOLS if t.name == "compose_context")
+    table = _section(tools, "**`compose_context`** — arguments (`additionalProperties: false`):")
+    documented = re.findall(r"^\| `([a-z_]+)` \|", table, re.M)
+    assert documented == list(compose.input_schema["properties"]), documented
+    for name in compose.input_schema.get("required", []):
+        assert re.search(rf"^\| `{name}` \| [^|]*required", table, re.M), name
+
+
+def test_docs_mcp_md_says_how_hostd_mcp_starts_providers_and_logs() -> None:
+    from hostd.cli._main import _default_level
+    from hostd.config import HostSettings
+
+    start = re.search(r"`host\.start_providers` says\s+\(`\"?(\w+)\"?` by default", MCP_MD)
+    assert start, "docs/mcp.md: say which host.start_providers hostd mcp starts with"
+    assert start.group(1) == HostSettings().start_providers
+    level = re.search(r"at `(\w+)` unless\s+`--log-level`", MCP_MD)
+    assert level and level.group(1) == _default_level("mcp", "info")
+
+
+def test_docs_install_from_a_checkout_or_a_wheel_not_a_registry() -> None:
+    # hostd is on no package index: `pip install "hostd[mcp]"` would fetch someone else's.
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        bad = re.findall(r"pip install [\"']?hostd\[", text)
+        assert bad == [], f"{path.relative_to(ROOT)}: {bad}"

@@ -98,7 +98,8 @@ def test_shadow_replay_compares_the_recorded_verdict(tmp_path: Path) -> None:
     def replay(policy: str) -> dict[str, Any]:
         done = _hostd("--config", str(config), "shadow", "replay", "--policy", policy, "--json")
         assert done.returncode == 0, done.stderr
-        report: dict[str, Any] = json.loads(done.stdout)
+        (report,) = json.loads(done.stdout)  # one report per --policy
+        assert isinstance(report, dict)
         return report
 
     def by_live(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

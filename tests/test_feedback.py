@@ -8,6 +8,8 @@ import os
 import sqlite3
 import stat
 import tempfile
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 
 from hostd.client import Client, RpcError
 from hostd.compose import compose_for_prompt
-from hostd.errors import UnknownCitation, UnknownRequest
+from hostd.errors import ShadowUnavailable, UnknownCitation, UnknownRequest
 from hostd.shadow import (
     Feedback,
     Recorded,
@@ -90,6 +92,91 @@ def test_feedback_on_an_undrawn_request_writes_its_record_then_the_feedback(
     assert stored.feedback.helpful is True
     assert stored.feedback.note is None and stored.feedback.note_chars == 7  # no store_content
     assert stat.S_IMODE(os.stat(tmp_path / "s.db").st_mode) == 0o600
+
+
+class _GatedStore(ShadowStore):
+    """A store whose writes wait until the test lets them go, and say when they start;
+    ``fail`` makes the next write raise as a damaged file would."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = False
+        self.durable: list[bool] = []
+
+    def write_many(
+        self,
+        records: Sequence[Recorded],
+        feedback: Sequence[Feedback] = (),
+        *,
+        durable: bool = False,
+    ) -> list[str]:
+        self.entered.set()
+        assert self.release.wait(60)  # hang guard
+        self.durable.append(durable)
+        if self.fail:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return super().write_many(records, feedback, durable=durable)
+
+
+def test_feedback_is_answered_only_after_its_commit(tmp_path: Path) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    store = _GatedStore(tmp_path / "s.db")
+    recorder = ShadowRecorder(store, sample=0.0)
+    answered = anyio.Event()
+    label = composed.citations[0].label
+
+    async def main() -> None:
+        await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+
+        async def send() -> None:
+            await recorder.feedback("r-1", [label])
+            answered.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send)
+            with anyio.fail_after(60):  # hang guard
+                await anyio.to_thread.run_sync(store.entered.wait)
+            # The writer holds the transaction open: the feedback is not answered yet.
+            assert not answered.is_set()
+            assert not ShadowStore(store.path).load()
+            store.release.set()
+            with anyio.fail_after(60):
+                await answered.wait()
+            # Answered: the record and its feedback are in the file, synced.
+            (stored,) = ShadowStore(store.path).load()
+            assert stored.feedback is not None and store.durable == [True]
+        await recorder.aclose()
+
+    anyio.run(main)
+
+
+def test_a_failed_write_refuses_the_feedback_and_loses_nothing(tmp_path: Path) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    store = _GatedStore(tmp_path / "s.db")
+    store.release.set()
+    store.fail = True
+    recorder = ShadowRecorder(store, sample=0.0)
+    label = composed.citations[0].label
+
+    async def main() -> None:
+        await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+        with pytest.raises(ShadowUnavailable) as refused:
+            await recorder.feedback("r-1", [label])
+        assert refused.value.reason == "shadow_unavailable"
+        assert refused.value.data["file"] == str(store.path)
+        assert "malformed" in refused.value.data["problem"]
+        # The record was not written either: the next feedback writes it again.
+        store.fail = False
+        await recorder.feedback("r-1", [label])
+        await recorder.aclose()
+
+    anyio.run(main)
+    (stored,) = ShadowStore(store.path).load()
+    assert stored.request_id == "r-1" and stored.feedback is not None
 
 
 def test_feedback_on_an_older_request_is_checked_against_the_store_and_replaces(
@@ -196,7 +283,10 @@ def test_feedback_without_shadow_is_a_typed_error(tmp_path: Path) -> None:
         result = hostd.compose("first", budget=BUDGET)
         with pytest.raises(RpcError) as off:
             hostd.feedback(result, used=[])
+        with pytest.raises(RpcError) as kept:
+            hostd.call("context/compose", {"goal": "g", "budget": BUDGET, "record": True})
     assert off.value.remote_reason == "shadow_disabled"
+    assert kept.value.remote_reason == "shadow_disabled"
 
 
 # -- replay measures the used evidence kept ------------------------------------------------
@@ -237,6 +327,7 @@ def test_replay_reports_the_used_evidence_a_policy_keeps_with_known_answers(
         "share_live": 1.0,
         "gained": 0,
         "lost": 1,
+        "credited": {"alpha": 2, "beta": 1},
         "tokens": {"live": 600, "replayed": 600},
     }
     # The live policy against itself keeps every used frame and disagrees on none.
@@ -266,7 +357,7 @@ def test_replay_through_the_cli_reads_feedback_from_the_store(tmp_path: Path) ->
         "--config", str(config), "shadow", "replay", "--policy", "round_robin", "--json"
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)
     assert report["requests"] == 2
     assert report["used"]["requests"] == 1
     assert (report["used"]["kept"], report["used"]["lost"]) == (0, 1)

@@ -43,6 +43,9 @@ FORBIDDEN = {
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # Shadow ranking records and replays compositions: the composition library and the
+    # protocol models only; the daemon hands it what it records.
+    "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}

@@ -29,7 +29,7 @@ def test_no_hostd_module_is_named_like_a_stdlib_module() -> None:
 
 @pytest.fixture(autouse=True)
 def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE"):
+    for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE", "_render"):
         monkeypatch.setattr(logs, name, getattr(logs, name))
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
@@ -195,3 +195,33 @@ def test_max_bytes_zero_never_rotates(tmp_path: Path) -> None:
         logs.flush_logs()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostd.log"]
     assert path.stat().st_size > 4096
+
+
+@pytest.mark.parametrize(
+    ("level", "shown"),
+    [
+        ("error", ["error"]),
+        ("warning", ["warning", "error"]),
+        ("info", ["warning", "error"]),  # their info is chatter: warning at least
+        ("debug", ["debug", "info", "warning", "error"]),
+    ],
+)
+def test_third_party_loggers_obey_the_log_level(level: str, shown: list[str]) -> None:
+    import bm25s  # sets its own logger to DEBUG on import: the case that leaked
+
+    out = io.StringIO()
+    logs.configure_logging(level, stream=out)
+    chatty = logging.getLogger("bm25s")
+    assert chatty.level == logging.DEBUG
+    for name in ("debug", "info", "warning", "error"):
+        getattr(chatty, name)(f"a {name} line")
+    index = bm25s.BM25()
+    index.index(
+        bm25s.tokenize(["the frobnicator spins", "a second document"], show_progress=False),
+        show_progress=False,
+    )  # logs "Building index from IDs" at debug
+    logs.flush_logs()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["level"] for e in events if e["message"].startswith("a ")] == shown
+    built = [e for e in events if "Building index" in e["message"]]
+    assert bool(built) == (level == "debug")

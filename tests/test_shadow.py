@@ -197,9 +197,12 @@ def test_shadow_replay_end_to_end_through_the_daemon(tmp_path: Path) -> None:
             check=False,
         )
 
-    done = hostd("--policy", "round_robin", "--json")
+    # --policy repeats, as eval's does: one report each, in the order given.
+    done = hostd("--policy", "round_robin", "--policy", "score", "--json")
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report, same = json.loads(done.stdout)
+    assert (report["policy"], same["policy"]) == ("round_robin", "score")
+    assert same["requests"] == 3 and same["overlap"] == 1.0
     assert report["requests"] == 3 and report["overlap"] == pytest.approx(0.6)
     for r in report["replays"]:
         assert r["live_policy"] == "score"
@@ -211,10 +214,16 @@ def test_shadow_replay_end_to_end_through_the_daemon(tmp_path: Path) -> None:
         }
         assert r["tokens"] == {"live": 200, "replayed": 200}
 
-    done = hostd("--policy", "score", "--limit", "2")
+    done = hostd("--policy", "score", "--limit", "2", "--policy", "round_robin")
     assert done.returncode == 0, done.stderr
-    assert "on 2 recorded requests" in done.stdout
+    heads = [line for line in done.stdout.splitlines() if line.startswith("shadow replay:")]
+    assert heads == [
+        f"shadow replay: {p} against the live policy on 2 recorded requests "
+        "(overlap = included by both / by either)"
+        for p in ("score", "round_robin")
+    ]
     assert "newly excluded under score (the live policy included them): none" in done.stdout
+    assert "newly excluded under round_robin (the live policy included them):\n" in done.stdout
 
 
 # -- bounds at O(1) per write, and writes off the request path -----------------------------
@@ -345,10 +354,14 @@ class _HeldStore(ShadowStore):
         self.release = threading.Event()
 
     def write_many(
-        self, records: Sequence[Recorded], feedback: Sequence[Feedback] = ()
+        self,
+        records: Sequence[Recorded],
+        feedback: Sequence[Feedback] = (),
+        *,
+        durable: bool = False,
     ) -> list[str]:
         assert self.release.wait(60)  # hang guard
-        return super().write_many(records, feedback)
+        return super().write_many(records, feedback, durable=durable)
 
 
 def test_requests_never_wait_for_the_write_and_close_writes_every_queued_record(

@@ -1,4 +1,5 @@
-"""The daemon's own commands: ``serve``, ``compose``, ``providers``, ``consent``, ``mcp``.
+"""The daemon's own commands: ``serve``, ``compose``, ``providers``, ``mcp`` (and
+``consent``, registered from ``_consent``).
 
 Each is registered here with its options and run by the handler beside it
 (``set_defaults(run=…)``); ``_main`` only parses and reports errors. An empty
@@ -11,6 +12,7 @@ import argparse
 import contextlib
 import gc
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,8 +21,10 @@ from hostd.config import Config
 from hostd.errors import HostdError
 
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
-from ._outcome import leg_failures, no_evidence
+from ._consent import add_consent_command
+from ._outcome import leg_failures, no_evidence, policy_fallback
 from ._quality import caps_arg, floors_arg, overfetch_note
+from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
 
 __all__ = ["add_core_commands", "audit_summary"]
@@ -43,6 +47,13 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--socket", metavar="PATH", help="Unix socket path (overrides config)")
     serve.add_argument("--tcp", action="store_true", help="also listen on loopback TCP")
     serve.add_argument("--tcp-port", type=int, metavar="PORT", help="TCP port (overrides config)")
+    serve.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="PATH",
+        help="write PATH (JSON: pid, socket, tcp, config) once serving; removed on stop "
+        "(READY=1 goes to $NOTIFY_SOCKET too when a service manager set it)",
+    )
     serve.set_defaults(run=_serve)
 
     compose = sub.add_parser(
@@ -101,46 +112,23 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     restart.add_argument("--json", action="store_true", help="print its row as JSON")
     connect_arg(restart)
 
-    consent = sub.add_parser(
-        "consent",
-        parents=[common],
-        help="grant, revoke or list consent receipts (C1, C2, C6)",
-        description="Durable consent receipts for providers that send data off the machine.",
-    )
-    consent.set_defaults(run=_consent)
-    csub = consent.add_subparsers(dest="consent_command", metavar="ACTION", required=True)
-    for action, text in (("grant", "record consent"), ("revoke", "revoke consent")):
-        p = csub.add_parser(
-            action,
-            help=text,
-            description=f"{text.capitalize()} for a scope.",
-            parents=[common],
-        )
-        p.add_argument("provider", help="provider id")
-        p.add_argument("scope", help="egress scope, e.g. a host name")
-        p.add_argument("--grantor", default="cli", help="who grants (default: cli)")
-        connect_arg(p)
-    lst = csub.add_parser(
-        "list", help="list receipts", description="List consent receipts.", parents=[common]
-    )
-    lst.add_argument("provider", nargs="?", help="only this provider")
-    lst.add_argument("--json", action="store_true", help="print JSON")
-    connect_arg(lst)
+    add_consent_command(sub, common)
 
     mcp = sub.add_parser(
         "mcp",
         parents=[common],
         help="serve the client API as an MCP server on stdio (docs/mcp.md)",
-        description="An MCP server on stdin/stdout with the tools compose_context and "
-        "list_providers: over an in-process daemon from --config, or a running one "
-        "(--connect). Logs go to stderr.",
+        description="An MCP server on stdin/stdout with three tools, compose_context, "
+        "list_providers and report_used_evidence: over an in-process daemon from the "
+        "config, or a running one (--connect). Logs go to stderr.",
     )
     connect_arg(mcp)
     mcp.set_defaults(run=_mcp)
 
 
 def audit_summary(result: dict[str, Any]) -> str:
-    """One line: included/excluded counts by reason, tokens, providers' statuses."""
+    """One line: included/excluded counts by reason, tokens, providers' statuses, and a
+    ``rerank`` or ``calibrated`` policy's fallback and its reason."""
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
     included = sum(1 for e in entries if e.get("disposition") == "included")
@@ -159,10 +147,13 @@ def audit_summary(result: dict[str, Any]) -> str:
         f"({per_provider.get(p.get('provider_id', p.get('id')), 0)})"
         for p in result.get("providers") or []
     )
+    fallback = policy_fallback(result)  # the ranking asked for did not rank: say so
     return (
         f"audit: {len(entries)} offered, {included} included, excluded: {excluded}; "
         f"tokens {audit.get('tokens_used')}/{audit.get('global_budget')}; "
-        f"providers: {provs or 'none'}; request {result.get('request_id')}"
+        f"providers: {provs or 'none'}; "
+        + (f"policy: {fallback}; " if fallback else "")
+        + f"request {result.get('request_id')}"
     )
 
 
@@ -181,8 +172,6 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
 
     updates: dict[str, Any] = {}
     if args.socket:
-        from pathlib import Path
-
         updates["socket"] = Path(args.socket).resolve()
     if updates:
         cfg = cfg.model_copy(update={"host": cfg.host.model_copy(update=updates)})
@@ -190,10 +179,15 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
         cfg = cfg.model_copy(update={"tcp": cfg.tcp.model_copy(update={"port": args.tcp_port})})
     unix = not args.stdio or bool(args.socket)
     tcp = True if args.tcp else None
-    anyio.run(
-        lambda: Daemon(cfg).run(stdio=args.stdio, unix=unix, tcp=tcp),
-        backend="asyncio",
-    )
+    ready_file = args.ready_file.resolve() if args.ready_file else None
+    # Once serving (its first log line, host.serving, names the config file): a daemon
+    # with no provider says where hostd looked and what to do.
+    empty = cfg.no_providers() if not cfg.provider else None
+    with ReadySignal(ready_file, cfg.source, empty).held() as ready:
+        anyio.run(
+            lambda: Daemon(cfg).run(stdio=args.stdio, unix=unix, tcp=tcp, ready=ready),
+            backend="asyncio",
+        )
     return EXIT_OK
 
 
@@ -214,7 +208,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
     bars = ProgressBars()
-    async with session(cfg, args.connect, bars) as s:
+    async with session(cfg, args.connect, bars, wait=args.wait) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)
             result = await s.call("context/compose", params, on_progress=forward)
@@ -238,14 +232,14 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     if getattr(args, "providers_command", None) == "restart":
-        async with session(cfg, args.connect) as s:
+        async with session(cfg, args.connect, wait=args.wait) as s:
             row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
         if args.json:
             print_json(row)
         else:
             sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
         return EXIT_OK
-    async with session(cfg, args.connect) as s:
+    async with session(cfg, args.connect, wait=args.wait) as s:
         result = await s.call("providers/list", {})
     providers = result["providers"]
     if args.json:
@@ -253,6 +247,8 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         return EXIT_OK
     if not providers:
         sys.stdout.write("no providers configured\n")
+        if args.connect is None:  # the config read here is the one that has none
+            sys.stderr.write(f"hostd: {cfg.no_providers()}\n")
     for p in providers:
         info = p.get("info") or {}
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
@@ -269,38 +265,11 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _consent(cfg: Config, args: argparse.Namespace) -> int:
-    action = args.consent_command
-    async with session(cfg, args.connect) as s:
-        if action == "list":
-            result = await s.call(
-                "consent/list", {"provider": args.provider} if args.provider else {}
-            )
-        else:
-            result = await s.call(
-                f"consent/{action}",
-                {"provider": args.provider, "scope": args.scope, "grantor": args.grantor},
-            )
-    if action == "list" and not args.json:
-        receipts = result["receipts"]
-        if not receipts:
-            sys.stdout.write("no consent receipts\n")
-        for r in receipts:
-            state = "active" if r.get("active") else f"revoked {r.get('revoked_at')}"
-            sys.stdout.write(
-                f"{r.get('provider_id')}\t{r.get('scope')}\t{r.get('grantor')}\t"
-                f"granted {r.get('granted_at')}\t{state}\n"
-            )
-    else:
-        print_json(result)
-    return EXIT_OK
-
-
 async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     try:
         from hostd.mcp import reconnecting, serve_mcp
     except ImportError as exc:
-        extra = 'the mcp extra (pip install "hostd[mcp]")'
+        extra = 'the mcp extra (pip install "/path/to/hostd[mcp]", a checkout or a wheel)'
         raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
 
     from hostd.server import open_stdio, reserve_stdout
@@ -316,7 +285,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
         else:
             # Connected at the first call, and again after the daemon restarts.
             s = await stack.enter_async_context(
-                reconnecting(lambda: session(cfg, args.connect), where)
+                reconnecting(lambda: session(cfg, args.connect, wait=args.wait), where)
             )
         stdio = await open_stdio(0, wire)
         try:

@@ -12,15 +12,19 @@ import argparse
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import orjson
 
 from hostd.config import Config
+from hostd.logs import flush_logs, get_logger
 
 from ._outcome import NoDaemon, config_hint
 
 __all__ = [
+    "DEFAULT_WAIT_S",
     "EXIT_FAILED",
     "EXIT_NO_DAEMON",
     "EXIT_OK",
@@ -47,6 +51,12 @@ EXIT_USAGE = 2
 EXIT_NO_DAEMON = 3
 
 
+#: How long ``--connect`` waits for a starting daemon's socket by default (``--wait``).
+DEFAULT_WAIT_S = 10.0
+#: How often a waiting ``--connect`` tries the socket again.
+_RETRY_S = 0.05
+
+
 def connect_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--connect",
@@ -54,6 +64,14 @@ def connect_arg(p: argparse.ArgumentParser) -> None:
         const="",
         metavar="SOCKET",
         help="use the running daemon (its socket; default: the configured socket)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT_S,
+        metavar="SECONDS",
+        help="with --connect: wait this long for a daemon that is starting "
+        f"(default: {DEFAULT_WAIT_S:g}; 0: fail at once)",
     )
 
 
@@ -76,23 +94,49 @@ def csv_arg(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) -> Any:
+    """A client on the daemon's socket; while nothing listens there yet (no socket, or
+    refused), try again until ``wait`` seconds have passed: ``hostd serve &`` binds its
+    socket a moment after it is started."""
+    from hostd.client import connect as connect_socket
+
+    deadline = anyio.current_time() + max(wait, 0.0)
+    logged = False
+    while True:
+        try:
+            return await stack.enter_async_context(connect_socket(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            if anyio.current_time() >= deadline:
+                raise
+            if not logged:
+                get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)
+                flush_logs()
+                logged = True
+            await anyio.sleep(_RETRY_S)
+
+
 @contextlib.asynccontextmanager
 async def session(
-    cfg: Config, connect: str | None, bars: ProgressListener | None = None, *, boot: bool = True
+    cfg: Config,
+    connect: str | None,
+    bars: ProgressListener | None = None,
+    *,
+    boot: bool = True,
+    wait: float = DEFAULT_WAIT_S,
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
-    the daemon for it per request) and is closed at the end."""
+    the daemon for it per request) and is closed at the end. ``wait``: how long a
+    ``--connect`` waits for a daemon that is starting."""
     if connect is not None:
-        from hostd.client import connect as connect_socket
-
-        path = connect or cfg.socket_path
+        path = Path(connect) if connect else cfg.socket_path
         async with contextlib.AsyncExitStack() as stack:
             try:
-                client = await stack.enter_async_context(connect_socket(path))
+                client = await _connect(stack, path, wait)
             except OSError as exc:
+                waited = f"; waited {wait:g} s" if wait > 0 else ""
                 raise NoDaemon(
-                    f"no daemon at {path} ({exc.strerror or exc}); "
+                    f"no daemon at {path} ({exc.strerror or exc}{waited}); "
                     f"start one with `hostd serve{config_hint(cfg)}`"
                 ) from exc
             yield client

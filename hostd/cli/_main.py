@@ -23,10 +23,14 @@ from ._check import add_check_command
 from ._commands import add_core_commands
 from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
 from ._outcome import NoDaemon
+from ._project import add_project_commands
 from ._quality import add_quality_commands
 from ._warm import add_warm_command
 
 __all__ = ["build_parser", "main"]
+
+#: ``--log-format``: ``auto`` is human-readable lines when stderr is a terminal.
+LOG_FORMATS = ("auto", "json", "console")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,12 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="config file (default: $HOSTD_CONFIG, else the embedded config/hostd.toml)",
+        help="config file (default: $HOSTD_CONFIG, else the nearest hostd.toml here or "
+        "above, else $XDG_CONFIG_HOME/hostd/hostd.toml, else the embedded default; "
+        "`hostd config path` shows which)",
     )
     parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         help="override log.level from the config",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="log lines on stderr: human-readable on a terminal, else JSON (auto, the "
+        "default), or always json or console; a log.file is always JSON",
     )
     # The same options after the command word too (`hostd compose --config f.toml …`).
     common = argparse.ArgumentParser(add_help=False)
@@ -56,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="override log.level",
     )
+    common.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help="log line format"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_project_commands(sub, common)
     add_core_commands(sub, common)
     add_quality_commands(sub, common)
     add_warm_command(sub, common)
@@ -74,9 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = load_config(args.config)
             from hostd.logs import configure_logging
 
-            level = args.log_level or (cfg.log.level if args.command == "serve" else "warning")
+            level = args.log_level or _default_level(args.command, cfg.log.level)
             try:
-                configure_logging(level, settings=cfg.log)
+                configure_logging(level, settings=cfg.log, log_format=args.log_format or "auto")
             except OSError as err:
                 raise ConfigError(
                     f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
@@ -104,6 +120,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+#: Commands whose own output reports every provider failure (a leg's error, a row's
+#: last failure): their log stays at error unless told, so a failure is said once.
+_REPORTING = frozenset({"compose", "providers", "consent", "eval", "shadow", "calibrate"})
+
+
+def _default_level(command: str, configured: str) -> str:
+    """``serve`` logs at ``log.level``; a one-shot command that reports failures itself
+    at ``error``; the others (``mcp``, ``warm``: the log is where a failure shows) at
+    ``warning``."""
+    if command == "serve":
+        return configured
+    return "error" if command in _REPORTING else "warning"
 
 
 def _exit_status(exc: HostdError) -> int:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostd.config import DEFAULT_CONFIG_PATH, Config
+from hostd.config import Config, find_config
 from hostd.errors import HostdError
 
-__all__ = ["NoDaemon", "config_hint", "leg_failures", "no_evidence"]
+__all__ = ["NoDaemon", "config_hint", "leg_failures", "no_evidence", "policy_fallback"]
 
 
 class NoDaemon(HostdError):
@@ -22,9 +22,12 @@ class NoDaemon(HostdError):
 
 
 def config_hint(cfg: Config) -> str:
-    """`` --config FILE`` when the config is not the one ``hostd serve`` finds itself."""
+    """`` --config FILE`` when the config is not the one ``hostd serve`` run here finds
+    itself (discovery, ``hostd._discovery``)."""
     source = cfg.source
-    return f" --config {source}" if source not in ("<defaults>", str(DEFAULT_CONFIG_PATH)) else ""
+    if source == "<defaults>" or source == str(find_config().path):
+        return ""
+    return f" --config {source}"
 
 
 def leg_failures(result: dict[str, Any]) -> list[str]:
@@ -57,3 +60,18 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
             how = f"{n} frame(s) offered, none included" if n else "no frames"
             lines.append(f"  {p.get('provider_id')}: ok, {how}")
     return lines + leg_failures(result)
+
+
+def policy_fallback(result: dict[str, Any]) -> str | None:
+    """``rerank`` or ``calibrated`` that could not rank as asked: the policy it fell back
+    to and why (``audit.policy.strategy_params``), else ``None``."""
+    params = ((result.get("audit") or {}).get("policy") or {}).get("strategy_params")
+    if not isinstance(params, dict) or len(params) != 1:
+        return None
+    ((name, body),) = params.items()
+    if not isinstance(body, dict) or not body.get("fallback"):
+        return None
+    why = str(body.get("reason") or "no reason given")
+    if body.get("detail"):
+        why += f": {body['detail']}"
+    return f"{name} fell back to {body['fallback']} ({why})"

@@ -150,11 +150,17 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "replay",
         parents=[common],
         help="compare a policy with the live one on the recorded requests",
-        description="Compose every recorded candidate set under --policy and print what it "
-        "would have admitted against what the live policy did: overlap, provider mix, the "
-        "newly excluded and included frames, tokens.",
+        description="Compose every recorded candidate set under each --policy and print what "
+        "it would have admitted against what the live policy did: overlap, provider mix, the "
+        "newly excluded and included frames, tokens; one report per policy, in order.",
     )
-    replay.add_argument("--policy", required=True, metavar="S", help="a strategy, as --strategy")
+    replay.add_argument(
+        "--policy",
+        required=True,
+        action="append",
+        metavar="S",
+        help="a strategy, as --strategy spells it (repeatable: one report each)",
+    )
     replay.add_argument("--limit", type=int, metavar="N", help="only the newest N requests")
     replay.add_argument("--json", action="store_true", help="print JSON")
 
@@ -169,7 +175,15 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     cal.add_argument(
         "--min-samples",
         type=int,
-        default=20,
+        metavar="N",
+        # The defaults are hostd.shadow's MIN_REQUESTS and MIN_FRAMES (a test holds them
+        # equal), spelt here so that building the parser imports no shadow code.
+        help="requests with feedback below which the fit is called thin: a warning on "
+        "stderr and in the file (default 50)",
+    )
+    cal.add_argument(
+        "--min-frames",
+        type=int,
         metavar="N",
         help="shown frames a provider needs for a map of its own (default 20)",
     )
@@ -203,7 +217,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     else:
         questions = ev.load_questions(args.questions)
         budgets = args.budget or [cfg.host.default_budget]
-        async with session(cfg, args.connect) as s:
+        async with session(cfg, args.connect, wait=args.wait) as s:
             outcomes = await ev.run_eval(
                 s,
                 questions,
@@ -238,32 +252,57 @@ def _bound(cfg: Config, wire: Any) -> Any:
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import shadow
 
+    if args.command == "calibrate":  # checked before the store is read
+        _check_calibrate_args(args)
+    else:  # every spelling checked before any work
+        wires = [strategy_arg(policy) for policy in args.policy]
+    # A damaged store is ShadowUnavailable: one line naming the file and what to do.
     records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(
         getattr(args, "limit", None)
     )
     if args.command == "calibrate":
         return _calibrate(cfg, args, records)
-    wire = strategy_arg(args.policy)
-    strategy = _bound(cfg, wire)
     path = shadow.calibration_path(cfg.state_path)
-    replays = shadow.replay_all(
-        records, strategy, bind=lambda live: shadow.bind_calibration(live, path)
-    )
-    if args.json:
-        print_json(shadow.replay_json(wire, replays))
+    reports = []
+    for spelling, wire in zip(args.policy, wires, strict=True):
+        replays = shadow.replay_all(
+            records, _bound(cfg, wire), bind=lambda live: shadow.bind_calibration(live, path)
+        )
+        reports.append((spelling, wire, replays))
+    if args.json:  # one report per --policy, in order, always a list
+        print_json([shadow.replay_json(wire, replays) for _, wire, replays in reports])
+    elif not records:
+        sys.stdout.write(shadow.render_replay(args.policy[0], []))
     else:
-        sys.stdout.write(shadow.render_replay(args.policy, replays))
+        sys.stdout.write(
+            "\n".join(shadow.render_replay(spelling, replays) for spelling, _, replays in reports)
+        )
     return EXIT_OK
+
+
+def _check_calibrate_args(args: argparse.Namespace) -> None:
+    from hostd import shadow
+
+    if args.min_samples is None:
+        args.min_samples = shadow.MIN_REQUESTS
+    if args.min_frames is None:
+        args.min_frames = shadow.MIN_FRAMES
+    if args.min_samples < 1:
+        raise ValueError("--min-samples must be at least 1")
+    if args.min_frames < 1:
+        raise ValueError("--min-frames must be at least 1")
 
 
 def _calibrate(cfg: Config, args: argparse.Namespace, records: Sequence[Any]) -> int:
     from hostd import shadow
 
-    if args.min_samples < 1:
-        raise ValueError("--min-samples must be at least 1")
-    content = shadow.fit_calibration(records, min_samples=args.min_samples)
+    content = shadow.fit_calibration(
+        records, min_frames=args.min_frames, min_requests=args.min_samples
+    )
     path = shadow.calibration_path(cfg.state_path)
     shadow.write_calibration(path, content)
+    if "warning" in content:  # also with --json: stdout is the file, stderr the warning
+        sys.stderr.write(f"hostd: warning: {content['warning']} (--min-samples)\n")
     if args.json:
         print_json(content)
         return EXIT_OK
@@ -278,7 +317,7 @@ def _calibrate(cfg: Config, args: argparse.Namespace, records: Sequence[Any]) ->
         lines.append(f"  pooled: rank -> P(used) on {pooled['samples']} shown frames")
     if not content["providers"] and not pooled:
         lines.append(
-            f"  no provider has {args.min_samples} shown frames with feedback yet: "
+            f"  no provider has {args.min_frames} shown frames with feedback yet: "
             "calibrated ranks as round_robin (and its audit says so)"
         )
     sys.stdout.write("\n".join(lines) + "\n")

@@ -95,8 +95,11 @@ def forward_progress(bars: ProgressBars) -> Any:
 
 async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
     """``hostd warm``: boot every provider, show progress, wait until each is ready."""
+    from hostd.errors import NoProviderAvailable
     from hostd.server import Daemon
 
+    if not cfg.provider:  # nothing to warm: say where hostd looked and how to get one
+        raise NoProviderAvailable(cfg.no_providers())
     enabled = {"auto": None, "always": True, "never": False}[args.progress]
     bars = ProgressBars(enabled)
     # Started by ``warm_all`` itself, after the bars listen: they hear every note.

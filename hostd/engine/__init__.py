@@ -13,6 +13,7 @@ names no binding module and imports no face, not ``hostd.mcp``), imports
 ``budget_split`` (nothing else) from ``hostd.compose``, and never renders.
 """
 
+from ._declared import HandshakeRecords, spec_digest
 from ._engine import Engine
 from ._gate import ConsentGate, missing_consent
 from ._health import (
@@ -58,6 +59,7 @@ __all__ = [
     "Excluded",
     "FanOut",
     "FanOutPlan",
+    "HandshakeRecords",
     "Health",
     "Host",
     "JudgedLeg",
@@ -101,4 +103,5 @@ __all__ = [
     "retry_due",
     "required_scopes",
     "run_fan_out",
+    "spec_digest",
 ]

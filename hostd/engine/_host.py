@@ -34,6 +34,7 @@ from hostd.transport import (
     StderrPolicy,
 )
 
+from ._declared import HandshakeRecords
 from ._gate import ConsentGate
 from ._health import Health, RestartPolicy
 from ._judge import JudgedLeg, audited, judge, judge_leg
@@ -108,6 +109,10 @@ class Host:
         )
         self.pool = ProviderPool(specs, settings)
         self.state_dir = Path(state_dir) if state_dir is not None else None
+        #: Each provider's last handshake, for ``hostd consent`` (C1, C6) without a start.
+        self.handshakes = HandshakeRecords(self.state_dir) if self.state_dir else None
+        if self.handshakes is not None:
+            self.pool.handshake_listeners.append(self.handshakes.record)
         self._consent = consent
         self._owned_store: ConsentStore | None = None
         if verify_stage is DEFAULT_VERIFY_STAGE:

@@ -135,6 +135,9 @@ class ProviderPool:
         self._tg: TaskGroup | None = None
         #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
         self.progress_listeners: list[OnProgress] = []
+        #: Told of every successful handshake (``_declared``: the scopes ``hostd consent``
+        #: reads without starting the provider).
+        self.handshake_listeners: list[Callable[[ProviderSpec, HandshakeAck], None]] = []
 
     async def __aenter__(self) -> ProviderPool:
         stack = AsyncExitStack()
@@ -304,6 +307,9 @@ class ProviderPool:
         else:
             slot.conn, slot.late_seen = conn, 0
             slot.last_ack = conn.ack
+            if conn.ack is not None:
+                for heard in list(self.handshake_listeners):
+                    heard(spec, conn.ack)
             slot.health = record_started(slot.health)
             start.conn = conn
         finally:

@@ -2,7 +2,9 @@
 
 Each recorded request whose answer used at least one cited frame is a
 question: its goal (or, without ``store_content``, the goal's digest) asked,
-the used frames its gold (matched by FrameId), its recorded candidate set
+the used frames its gold (matched by FrameId; every member of a used candidate,
+so the copy of the evidence a provider offered that lost the dedup tie is gold
+too, and that provider alone is credited for it), its recorded candidate set
 and contested budget the one candidate set every policy is composed from,
 under its recorded caps. Each provider alone is its own recorded candidates
 (what it answered to its share of the fan-out, not a query with the whole
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hostd.protocol import ContextFrame, FrameId
-from hostd.shadow import Recorded, recorded_frames
+from hostd.shadow import Recorded, credited, recorded_frames
 
 from ._run import Asked, Outcome, Policy, score_asked
 
@@ -43,7 +45,7 @@ class TrafficQuestion:
 def _question(record: Recorded) -> TrafficQuestion | None:
     if record.feedback is None or not record.feedback.used:
         return None
-    gold = frozenset(FrameId(p, i, d) for p, i, d in record.feedback.used)
+    gold = frozenset(FrameId(p, i, d) for p, i, d in credited(record, record.feedback.used))
     return TrafficQuestion(record.request_id, record.goal or record.goal_digest, gold)
 
 

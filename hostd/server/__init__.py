@@ -8,7 +8,7 @@ it never ranks, renders or speaks to providers itself.
 from ._api import METHODS, RequestContext
 from ._connection import Connection, Limits
 from ._daemon import Daemon
-from ._listeners import ListenerError, open_stdio, reserve_stdout
+from ._listeners import ListenerError, open_stdio, private_state_dir, reserve_stdout
 from ._params import ComposeParams, QueryParams
 
 __all__ = [
@@ -21,5 +21,6 @@ __all__ = [
     "QueryParams",
     "RequestContext",
     "open_stdio",
+    "private_state_dir",
     "reserve_stdout",
 ]

@@ -92,7 +92,9 @@ class DaemonState(Protocol):
         contested: int,
         accepted: Sequence[tuple[str, ContextFrame]],
         composed: ComposedPrompt,
-    ) -> None: ...
+    ) -> bool: ...
+
+    def require_shadow(self, why: str) -> None: ...
 
     def usage_of(self, request_id: str) -> Any: ...
 
@@ -144,8 +146,10 @@ def _check_providers(ctx: RequestContext, wanted: list[str] | None) -> list[str]
         chosen = sorted(set(wanted))
     else:
         chosen = sorted(known)
+    if not known:  # the config has none: name it, where else was looked, and `hostd init`
+        raise NoProviderAvailable(ctx.daemon.config.no_providers())
     if not chosen:
-        raise NoProviderAvailable("no provider available: none is configured or selected")
+        raise NoProviderAvailable("no provider available: none is selected")
     return chosen
 
 
@@ -247,6 +251,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         from hostd.shadow import bind_calibration, calibration_path
 
         strategy = bind_calibration(strategy, calibration_path(ctx.daemon.config.state_path))
+    if p.record:  # refused before any provider is asked: nowhere to keep the record
+        ctx.daemon.require_shadow("record: the composition's record is kept in the shadow store")
     _check_named_providers(ctx, "caps", p.caps or {})
     _check_named_providers(ctx, "strategy", getattr(strategy, "weights", None) or {})
     placement = p.placement or "edges"
@@ -276,8 +282,13 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         overfetch=fan.overfetch,
         asked=fan.asked,
     )
-    await ctx.daemon.record_shadow(ctx.request_id, p, floors.contested, fan.accepted, composed)
+    # With record: true the reply waits for the record's commit (acknowledged means written).
+    recorded = await ctx.daemon.record_shadow(
+        ctx.request_id, p, floors.contested, fan.accepted, composed
+    )
     result = composed.to_wire()
+    if p.record:
+        result["recorded"] = recorded
     audit = result["audit"]
     log_audit(log, audit["entries"], _reports(fan))
     usage = fan.usage_report()

@@ -131,21 +131,35 @@ class Daemon:
         contested: int,
         accepted: Sequence[tuple[str, ContextFrame]],
         composed: ComposedPrompt,
-    ) -> None:
-        if self.shadow is not None:
+    ) -> bool:
+        """Whether the composition's record was kept (``params.record``: committed)."""
+        if self.shadow is None:
+            return False
+        return bool(
             await self.shadow.record(
-                request_id, params.goal, contested, params.caps, accepted, composed
+                request_id,
+                params.goal,
+                contested,
+                params.caps,
+                accepted,
+                composed,
+                keep=bool(params.record),
             )
+        )
 
     async def shadow_feedback(
         self, request_id: str, used: Any, helpful: bool | None, note: str | None
     ) -> Any:
+        self.require_shadow("usage/feedback is kept beside the shadow records")
+        return await self.shadow.feedback(request_id, used, helpful, note)
+
+    def require_shadow(self, why: str) -> None:
+        """``ShadowDisabled`` (saying ``why`` it is needed) unless ``[shadow]`` is enabled."""
         if self.shadow is None:
             raise ShadowDisabled(
-                "usage/feedback is kept beside the shadow records: enable [shadow] "
-                "(sample = 0 keeps only the requests that get feedback)"
+                f"{why}: enable [shadow] (sample = 0 keeps only the requests that get "
+                "feedback or ask for their record)"
             )
-        return await self.shadow.feedback(request_id, used, helpful, note)
 
     async def _close_shadow(self) -> None:
         # Records still queued for the shadow store are written before the stop completes.
@@ -304,6 +318,7 @@ class Daemon:
                         conns.start_soon(self.reranker.start_all)
                 log.info(
                     "host.serving",
+                    config=self.config.source,  # which file (discovery), in the first line
                     pid=os.getpid(),
                     socket=str(self.socket_path) if self.socket_path else None,
                     tcp=list(self.tcp_address) if self.tcp_address else None,

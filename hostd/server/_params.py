@@ -81,6 +81,9 @@ class ComposeParams(QueryParams):
     placement: str | None = None
     floors: list[FloorParam] = Field(default_factory=list)
     caps: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = None
+    #: Keep this composition's shadow record whatever the sample draws, and answer
+    #: only once it is committed (needs ``[shadow] enabled``).
+    record: Annotated[bool, Field(strict=True)] = False
 
 
 class ConsentParams(_Params):

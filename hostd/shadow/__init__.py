@@ -12,6 +12,8 @@ library and the protocol models; never the engine or the transport.
 """
 
 from ._calibrate import (
+    MIN_FRAMES,
+    MIN_REQUESTS,
     bind_calibration,
     calibration_path,
     fit_calibration,
@@ -20,21 +22,25 @@ from ._calibrate import (
     parse_calibration,
     write_calibration,
 )
+from ._credit import credited, members_of
 from ._feedback import Feedback, resolve_used
+from ._frames import recorded_frames
 from ._held import Held, build_record, hold
+from ._record import Candidate, Recorded
 from ._recorder import ShadowRecorder, shadow_path
 from ._replay import (
     Replayed,
     live_strategy,
-    recorded_frames,
     recorded_verdict,
     replay,
     replay_all,
 )
 from ._report import render_replay, replay_json, used_summary
-from ._store import Candidate, Recorded, ShadowStore
+from ._store import ShadowStore
 
 __all__ = [
+    "MIN_FRAMES",
+    "MIN_REQUESTS",
     "Candidate",
     "Feedback",
     "Held",
@@ -45,11 +51,13 @@ __all__ = [
     "bind_calibration",
     "build_record",
     "calibration_path",
+    "credited",
     "fit_calibration",
     "hold",
     "isotonic",
     "live_strategy",
     "load_calibration",
+    "members_of",
     "parse_calibration",
     "recorded_frames",
     "recorded_verdict",

@@ -4,15 +4,24 @@ The samples are the frames each recorded request with feedback *showed* (the
 live policy included them): one per frame, its provider, its provider's own
 score, its rank in that provider's list and whether the answer used it. A
 frame never shown cannot have been used, so the fit says how often shown
-frames at a score were used, not how relevant the unshown ones were.
+frames at a score were used, not how relevant the unshown ones were. A frame
+folded into a shown candidate (dedup, a span merge) was shown too, and used
+when that candidate was (``_credit``): the provider whose copy lost the tie
+learns from it like the one whose copy won.
 
-Per provider with at least ``min_samples`` samples: an isotonic map from its
+Per provider with at least ``min_frames`` samples: an isotonic map from its
 score to P(used), fitted by pool-adjacent-violators (weighted, on the distinct
 scores; a small exact algorithm, written here rather than taking scikit-learn
 and SciPy as dependencies of the daemon for thirty lines). Pooled over every
 provider: one map from rank to P(used), for providers with fewer samples. The
 file is JSON with sorted keys and no timestamp, so the same recordings give
-the same bytes; its ``version`` is the digest of its maps.
+the same bytes; its ``version`` is the digest of its maps. Fitted on fewer than
+``min_requests`` requests with feedback, the file carries a ``warning`` saying so.
+
+Reading the file back is total: a file of any shape (truncated, wrong types,
+``providers`` a list) is a ``ValueError`` whose text names the file and the first
+thing wrong, never the file's content, so ``calibrated`` falls back to
+``round_robin`` with that reason in its audit.
 """
 
 from __future__ import annotations
@@ -24,14 +33,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hostd.compose import Calibrated, Calibration, MonotoneMap, Strategy
 from hostd.protocol import sha256_digest
 
-from ._store import Recorded
+from ._credit import credited
+from ._record import Recorded
 
 __all__ = [
     "FORMAT",
+    "MIN_FRAMES",
+    "MIN_REQUESTS",
     "bind_calibration",
     "calibration_path",
     "fit_calibration",
@@ -82,8 +95,9 @@ def _samples(records: Sequence[Recorded]) -> tuple[dict[str, list[tuple[float, f
         if record.feedback is None:
             continue
         rated += 1
-        used = set(record.feedback.used)
-        shown = set(record.included)
+        # Every member of a shown or used candidate counts as shown or used (_credit).
+        used = set(credited(record, record.feedback.used))
+        shown = set(credited(record, record.included))
         lists: dict[str, list[Any]] = defaultdict(list)
         for c in record.candidates:
             lists[c.provider].append(c)
@@ -98,14 +112,26 @@ def _samples(records: Sequence[Recorded]) -> tuple[dict[str, list[tuple[float, f
     return out, rated
 
 
-def fit_calibration(records: Sequence[Recorded], *, min_samples: int = 20) -> dict[str, Any]:
-    """The calibration file's content for ``records`` (those with feedback are read)."""
+#: Requests with feedback below which ``hostd calibrate`` warns that the fit is thin.
+MIN_REQUESTS = 50
+#: Shown frames a provider needs for a map of its own.
+MIN_FRAMES = 20
+
+
+def fit_calibration(
+    records: Sequence[Recorded],
+    *,
+    min_frames: int = MIN_FRAMES,
+    min_requests: int = MIN_REQUESTS,
+) -> dict[str, Any]:
+    """The calibration file's content for ``records`` (those with feedback are read);
+    fitted on fewer than ``min_requests`` of them, its ``warning`` says so."""
     samples, rated = _samples(records)
     pooled = samples.pop("\0pooled", [])
     providers: dict[str, Any] = {}
     for pid in sorted(samples):
         points = samples[pid]
-        if len(points) >= min_samples:
+        if len(points) >= min_frames:
             providers[pid] = {
                 "feature": "score",
                 "samples": len(points),
@@ -121,11 +147,16 @@ def fit_calibration(records: Sequence[Recorded], *, min_samples: int = 20) -> di
                 "used": int(sum(y for _, y in pooled)),
                 **isotonic(pooled).to_wire(),
             }
-            if len(pooled) >= min_samples
+            if len(pooled) >= min_frames
             else None
         ),
-        "fitted_from": {"requests": rated, "min_samples": min_samples},
+        "fitted_from": {"requests": rated, "min_frames": min_frames, "min_requests": min_requests},
     }
+    if rated < min_requests:
+        body["warning"] = (
+            f"fitted on {rated} requests with feedback, fewer than {min_requests}: the maps "
+            "follow a few answers' choices; record more feedback and calibrate again"
+        )
     maps = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     return {"format": FORMAT, "version": sha256_digest(maps).split(":")[-1][:16], **body}
 
@@ -140,17 +171,57 @@ def write_calibration(path: Path, content: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+class _MapFile(BaseModel):
+    """One map as the file holds it; other members (``samples``, ``used``) are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True, allow_inf_nan=False)
+
+    x: list[float] = Field(min_length=1)
+    p: list[float] = Field(min_length=1)
+
+
+class _CalibrationFile(BaseModel):
+    """The calibration file: strict types (a number is not a string, a map is an object);
+    a damaged file fails here, and the policy falls back naming the first problem."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True, allow_inf_nan=False)
+
+    format: str
+    version: str
+    providers: dict[str, _MapFile]
+    pooled: _MapFile | None = None
+
+
+def _problem(exc: ValidationError) -> str:
+    # Where and what, never the input: the file's bytes are not quoted.
+    first = exc.errors(include_url=False, include_input=False, include_context=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    return f"{where}: {first['msg']}"
+
+
 def parse_calibration(raw: Any, file: str) -> Calibration:
-    """A calibration file's decoded JSON as the policy reads it (``file`` names it)."""
+    """A calibration file's decoded JSON as the policy reads it (``file`` names it);
+    ``ValueError`` naming the file and what is wrong for any other shape."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise ValueError(f"{file}: not a {FORMAT} file")
-    pooled = raw.get("pooled")
-    return Calibration(
-        version=str(raw["version"]),
-        providers={p: MonotoneMap.from_wire(m) for p, m in sorted(raw["providers"].items())},
-        pooled=MonotoneMap.from_wire(pooled) if pooled else None,
-        file=file,
-    )
+    try:
+        parsed = _CalibrationFile.model_validate(raw)
+        return Calibration(
+            version=parsed.version,
+            providers={
+                p: MonotoneMap(tuple(m.x), tuple(m.p)) for p, m in sorted(parsed.providers.items())
+            },
+            pooled=(
+                MonotoneMap(tuple(parsed.pooled.x), tuple(parsed.pooled.p))
+                if parsed.pooled is not None
+                else None
+            ),
+            file=file,
+        )
+    except ValidationError as exc:
+        raise ValueError(f"{file}: not a readable calibration: {_problem(exc)}") from None
+    except ValueError as exc:  # a map that is not monotone, or out of [0, 1]
+        raise ValueError(f"{file}: not a readable calibration: {exc}") from None
 
 
 _cache: dict[str, tuple[tuple[int, int], Calibration]] = {}
@@ -164,9 +235,10 @@ def load_calibration(path: Path) -> Calibration:
     if hit is not None and hit[0] == stamp:
         return hit[1]
     try:
-        calibration = parse_calibration(orjson.loads(path.read_bytes()), str(path))
-    except (KeyError, TypeError, orjson.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable calibration: {exc}") from None
+        raw = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not a readable calibration: not JSON ({exc})") from None
+    calibration = parse_calibration(raw, str(path))
     _cache[str(path)] = (stamp, calibration)
     return calibration
 

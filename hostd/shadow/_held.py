@@ -11,17 +11,23 @@ a ``Recorded`` only when it is drawn or gets feedback.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from hostd.protocol import ContextFrame, sha256_digest
 
-from ._feedback import CitationRow
-from ._store import Candidate, Recorded, candidate_wire, record_body
+from ._feedback import CitationRow, Key
+from ._record import Candidate, Members, Recorded, candidate_wire, record_body
 
-__all__ = ["Held", "build_record", "hold"]
+__all__ = ["ABSORBED", "Held", "build_record", "absorbed_members", "hold"]
+
+#: The audit reasons under which a frame was folded into another candidate, whose
+#: FrameId the entry names as ``detail.kept``: dedup's (D2) and span merges'. Feedback
+#: on that candidate credits every frame folded into it (docs/eval.md).
+ABSORBED = frozenset({"duplicate", "merged_into", "contained_in"})
 
 #: A candidate as held: a tuple of strings and numbers only, which the garbage
 #: collector stops tracking, so 256 held compositions add nothing to its full passes.
@@ -48,6 +54,7 @@ class Held:
     citations: tuple[CitationRow, ...]
     goal: str
     store_content: bool
+    members: Members = ()
 
     @property
     def goal_digest(self) -> str:
@@ -68,6 +75,7 @@ class Held:
             [candidate_wire(*row) for row in self.rows],
             [(p, i, d) for _, p, i, d in self.citations],
             self.citations,
+            self.members,
         )
 
     def record(self) -> Recorded:
@@ -82,7 +90,29 @@ class Held:
             goal_digest=self.goal_digest,
             goal=self.stored_goal,
             citations=self.citations,
+            members=self.members,
         )
+
+
+def _key(wire: Any) -> Key:
+    return (wire["provider_id"], wire["frame_id"], wire.get("content_digest"))
+
+
+def absorbed_members(entries: Sequence[Any], citations: Iterable[CitationRow]) -> Members:
+    """From a composition's audit entries (their wire dicts) and its citation map: each
+    cited candidate that absorbed other frames, with those frames, in the audit's order."""
+    # The absorbed entries picked out in C-level passes: this runs for every composition,
+    # on its path, and most entries (often all) are not absorbed ones.
+    reasons = list(map(dict.get, entries, repeat("reason")))
+    if ABSORBED.isdisjoint(reasons):
+        return ()
+    shown = {(p, i, d) for _, p, i, d in citations}
+    folded: dict[Key, list[Key]] = {}
+    for entry in compress(entries, map(ABSORBED.__contains__, reasons)):
+        kept = (entry.get("detail") or {}).get("kept")
+        if isinstance(kept, dict) and (into := _key(kept)) in shown:
+            folded.setdefault(into, []).append(_key(entry["frame"]))
+    return tuple((k, tuple(v)) for k, v in folded.items())
 
 
 def hold(
@@ -131,6 +161,7 @@ def hold(
         citations=tuple(citations),
         goal=goal,
         store_content=store_content,
+        members=absorbed_members(composed.audit.entry_dicts(), citations),
     )
 
 

@@ -2,10 +2,19 @@
 
 A drawn composition becomes a small record, handed to one writer thread through
 a bounded queue, and the request goes on at once: serialising it and the SQLite
-transaction happen on that thread, for whatever gathered meanwhile. ``close()`` (``aclose()`` from
-async code) writes every record still queued before it returns, so a graceful
-stop loses nothing; a queue full of unwritten records refuses the newest one
-(``shadow.record_dropped``) rather than make a request wait.
+transaction happen on that thread, for whatever gathered meanwhile (at most
+``_GATHER_S``). ``close()`` (``aclose()`` from async code) writes every record
+still queued before it returns, so a graceful stop loses nothing; a queue full of
+unwritten records refuses the newest one (``shadow.record_dropped``) rather than
+make a request wait. A sampled record is write-behind: a process killed within
+that window loses it, which costs a sample, not an answer anyone was given.
+
+Acknowledged means written: feedback, and a composition that asked for its record
+(``record(keep=True)``), are queued as one ``_Durable`` item with a future; the
+writer commits it (synced, ``write_many(durable=True)``) without waiting for a
+batch to gather, then resolves the future from its thread
+(``call_soon_threadsafe``, which never blocks the writer), and only then is the
+request answered. A write that fails resolves it with ``ShadowUnavailable``.
 
 Feedback (``usage/feedback``) needs the request's citation map and candidate
 set whether or not the draw picked it: so every composition is held (``_held``:
@@ -18,6 +27,8 @@ against the store. A request neither held nor stored is ``UnknownRequest``.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import queue
 import random
 import sqlite3
@@ -25,19 +36,21 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from hostd.errors import Overloaded, UnknownRequest
+from hostd.errors import HostdError, Overloaded, ShadowUnavailable, ShuttingDown, UnknownRequest
 from hostd.logs import get_logger
 from hostd.protocol import ContextFrame
 
 from ._feedback import Feedback, resolve_used
 from ._held import Held, hold
-from ._store import Recorded, ShadowStore
+from ._record import Recorded
+from ._store import ShadowStore, unavailable
 
 __all__ = ["ShadowRecorder", "shadow_path"]
 
@@ -51,9 +64,41 @@ _BATCH = 128
 _GATHER_S = 0.1
 #: The newest compositions kept in memory (drawn or not), so feedback can name them.
 HELD = 256
+#: A store that could not be opened is tried again this often at most (or when it changes).
+_RETRY_S = 30.0
+
+_Item = Held | Recorded | Feedback
+
+
+@dataclass(slots=True, frozen=True)
+class _Durable:
+    """Writes someone waits on: one queue item (so never split across transactions),
+    committed synced; ``future`` is resolved on ``loop`` once the commit returned."""
+
+    items: tuple[_Item, ...]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+    def settle(self, error: HostdError | None) -> None:
+        """From the writer thread: wake the waiter (never blocks; a loop that has
+        closed has no one waiting)."""
+
+        def done() -> None:
+            if self.future.done():  # the waiting request was cancelled
+                return
+            if error is None:
+                self.future.set_result(None)
+            else:
+                self.future.set_exception(error)
+
+        try:
+            self.loop.call_soon_threadsafe(done)
+        except RuntimeError:  # the loop is closed
+            pass
+
 
 #: A drawn composition is queued as held: its body is made on the writer thread.
-_Queued = Held | Recorded | Feedback | None
+_Queued = _Item | _Durable | None
 
 
 def shadow_path(state_dir: Path) -> Path:
@@ -65,7 +110,9 @@ class ShadowRecorder:
     """Records a ``sample`` share of compositions into a ``ShadowStore``.
 
     Recording never fails a request: a store that cannot be opened is logged
-    (``shadow.record_failed``) and the composition is returned as usual.
+    (``shadow.record_failed``) and the composition is returned as usual (one that
+    asked for its record learns it was not kept). Feedback, which is only worth
+    its acknowledgement, is refused ``ShadowUnavailable`` instead.
     """
 
     def __init__(
@@ -86,7 +133,12 @@ class ShadowRecorder:
         self._held: OrderedDict[str, tuple[Held, bool]] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._closing = threading.Event()
+        #: The last failed open: the file's stamp then, when, and the problem. Not
+        #: retried (nor logged again) until the file changes or ``_RETRY_S`` passed: a
+        #: damaged store costs a warning now and then, not one per composition.
+        self._failed: tuple[tuple[int, int, int] | None, float, str] | None = None
+        #: Cuts the writer's gathering short: set by close() and by a durable write.
+        self._wake = threading.Event()
 
     @classmethod
     def from_settings(cls, settings: Any, state_dir: Path) -> ShadowRecorder | None:
@@ -109,10 +161,14 @@ class ShadowRecorder:
         caps: dict[str, float] | None,
         accepted: Iterable[tuple[str, ContextFrame]],
         composed: Any,
+        *,
+        keep: bool = False,
     ) -> bool:
         """Queue this composition for writing if it is drawn; whether it was queued.
 
-        Drawn or not, its record is held for feedback (``HELD`` newest)."""
+        ``keep``: the composition asked for its record, drawn or not; it is written
+        now and this returns once it is committed (whether it was). Drawn or not, its
+        record is held for feedback (``HELD`` newest)."""
         if self._closed:
             return False
         # Held as plain tuples (a few attribute reads a frame, docs/benchmarks.md): the
@@ -121,6 +177,8 @@ class ShadowRecorder:
         held = hold(
             request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
         )
+        if keep:
+            return await self._keep(held)
         drawn = self.sample > 0 and self._draw() < self.sample
         self._hold(held, written=False)
         if not drawn:
@@ -129,31 +187,68 @@ class ShadowRecorder:
         self._hold(held, written=queued)
         return queued
 
+    async def _keep(self, held: Held) -> bool:
+        self._hold(held, written=True)
+        try:
+            await self._durable(held, request_id=held.request_id)
+        except (ShadowUnavailable, Overloaded, ShuttingDown) as exc:
+            self._unwritten(held)
+            log.warning("shadow.record_failed", request_id=held.request_id, error=exc.message)
+            return False
+        return True
+
     def _hold(self, held: Held, *, written: bool) -> None:
         self._held[held.request_id] = (held, written)
         self._held.move_to_end(held.request_id)
         while len(self._held) > HELD:
             self._held.popitem(last=False)
 
-    async def _start(self) -> bool:
-        """The store open and the writer running (once); ``False`` if it cannot be."""
+    def _unwritten(self, held: Held) -> None:
+        """A write that failed: its record is not in the store (if it is still held)."""
+        if held.request_id in self._held:
+            self._held[held.request_id] = (held, False)
+
+    async def _start(self) -> None:
+        """The store open and the writer running (once); ``ShadowUnavailable`` naming
+        the file and the problem when it cannot be, ``ShuttingDown`` once closed."""
+        if self._closed:
+            raise ShuttingDown("the shadow store is closed: hostd is stopping")
         if self._thread is None:
+            stamp, now = self._stamp(), time.monotonic()
+            if self._failed is not None:
+                failed_stamp, failed_at, problem = self._failed
+                if failed_stamp == stamp and now - failed_at < _RETRY_S:
+                    raise unavailable(self.store.path, problem)
             try:
                 # Opened (created, migrated) once, off the event loop; a store that cannot
                 # be written is found here, not later on the writer thread.
                 await anyio.to_thread.run_sync(self.store.open)
             except (OSError, sqlite3.Error) as exc:
                 log.warning("shadow.record_failed", error=str(exc), path=str(self.store.path))
-                return False
+                problem = f"cannot be opened for writing ({exc})"
+                self._failed = (stamp, now, problem)
+                raise unavailable(self.store.path, problem) from None
+            self._failed = None
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._write_queued, name="hostd-shadow", daemon=True
                 )
                 self._thread.start()
-        return not self._closed  # closed while the store was opening: nothing more
+        if self._closed:  # closed while the store was opening: nothing more
+            raise ShuttingDown("the shadow store is closed: hostd is stopping")
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        """The store file's identity, modification time and size (``None``: not there)."""
+        try:
+            st = os.stat(self.store.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)  # not ctime: opening chmods it
 
     async def _enqueue(self, record: Held) -> bool:
-        if not await self._start():
+        try:
+            await self._start()
+        except (ShadowUnavailable, ShuttingDown):
             return False
         try:
             self._queue.put_nowait(record)
@@ -164,6 +259,27 @@ class ShadowRecorder:
             return False
         return True
 
+    async def _durable(self, *items: _Item, request_id: str) -> None:
+        """Queue ``items`` as one transaction someone waits on, and wait for its commit.
+
+        ``ShadowUnavailable`` when the store cannot be opened or the write failed,
+        ``Overloaded`` when the writer is too far behind to take it (nothing queued),
+        ``ShuttingDown`` once the recorder is closed."""
+        await self._start()
+        # The daemon runs anyio on the asyncio backend (jsonrpcserver gathers batches with
+        # asyncio, hostd.rpc), and waking a task from another thread without blocking that
+        # thread is asyncio's call_soon_threadsafe: the writer never waits on the loop.
+        loop = asyncio.get_running_loop()
+        durable = _Durable(items, loop, loop.create_future())
+        try:
+            self._queue.put_nowait(durable)
+        except queue.Full:
+            raise Overloaded(
+                "the shadow store is behind; send it again later", request_id=request_id
+            ) from None
+        self._wake.set()
+        await durable.future
+
     async def feedback(
         self,
         request_id: str,
@@ -171,19 +287,23 @@ class ShadowRecorder:
         helpful: bool | None = None,
         note: str | None = None,
     ) -> Feedback:
-        """Check ``used`` against ``request_id``'s citation map and queue it for the store.
+        """Check ``used`` against ``request_id``'s citation map, write it, and return once
+        it is committed (acknowledged means written).
 
         ``UnknownRequest`` when the request is neither held nor stored,
         ``UnknownCitation`` naming every item its map lacks, ``Overloaded`` when the
-        writer is too far behind to take it (nothing is half-written)."""
+        writer is too far behind to take it, ``ShadowUnavailable`` when the store cannot
+        be read or written (nothing is half-written)."""
         entry = self._held.get(request_id)
         if entry is None:
             try:
                 stored = await anyio.to_thread.run_sync(
                     lambda: self.store.load(request_id=request_id)
                 )
-            except (OSError, sqlite3.Error):
+            except FileNotFoundError:
                 stored = []
+            except OSError as exc:
+                raise unavailable(self.store.path, f"cannot be read ({exc})") from None
             if not stored:
                 raise UnknownRequest(
                     f"no shadow record of request {request_id!r} (unknown, or past the "
@@ -197,16 +317,16 @@ class ShadowRecorder:
         fb = Feedback.of(
             request_id, time.time(), keys, helpful, note, store_content=self.store_content
         )
-        if self._closed or not await self._start():
-            raise Overloaded("the shadow store cannot be written now", request_id=request_id)
-        room = self._queue.maxsize - self._queue.qsize()
-        if room < (1 if written else 2):
-            raise Overloaded("the shadow store is behind; send the feedback again later")
         if entry is not None and not written:
-            # The record first: the feedback's row needs it.
-            self._queue.put_nowait(entry[0])
+            # The record first, in the same transaction: the feedback's row needs it.
             self._hold(entry[0], written=True)
-        self._queue.put_nowait(fb)
+            try:
+                await self._durable(entry[0], fb, request_id=request_id)
+            except HostdError:  # not written (a cancelled wait still is: it stays queued)
+                self._unwritten(entry[0])
+                raise
+        else:
+            await self._durable(fb, request_id=request_id)
         log.info(
             "shadow.feedback",
             request_id=request_id,
@@ -222,10 +342,13 @@ class ShadowRecorder:
             # One transaction for whatever queued up meanwhile: a busy daemon pays one
             # commit for many recordings.
             batch = [self._queue.get()]
-            # Let recordings gather for a moment (close() cuts it short): the thread then
-            # wakes a few times a second, not once a request, so it rarely contends for
-            # the GIL with the event loop.
-            self._closing.wait(_GATHER_S)
+            if not isinstance(batch[0], _Durable):
+                # Let recordings gather for a moment (close() or a write someone waits on
+                # cuts it short): the thread then wakes a few times a second, not once a
+                # request, so it rarely contends for the GIL with the event loop.
+                self._wake.wait(_GATHER_S)
+            if not self._closed:
+                self._wake.clear()  # before draining: a later durable write wakes us again
             while len(batch) < _BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -238,25 +361,51 @@ class ShadowRecorder:
                 self._write(batch)
 
     def _write(self, batch: list[_Queued]) -> None:
-        records = [r for r in batch if isinstance(r, Held | Recorded)]
-        feedback = [f for f in batch if isinstance(f, Feedback)]
+        items: list[_Item] = []
+        waiters: list[_Durable] = []
+        for queued in batch:
+            if isinstance(queued, _Durable):
+                items += queued.items
+                waiters.append(queued)
+            elif queued is not None:
+                items.append(queued)
+        records = [r for r in items if isinstance(r, Held | Recorded)]
+        feedback = [f for f in items if isinstance(f, Feedback)]
         ids = [record.request_id for record in records]
         try:
-            orphans = self.store.write_many(records, feedback)
+            orphans = self.store.write_many(records, feedback, durable=bool(waiters))
         # The thread's boundary: one that died would silently drop every later record.
-        except Exception as exc:  # logged; the next batch is still tried
+        except Exception as exc:  # logged and told to the waiters; the next batch is tried
             log.warning(
                 "shadow.record_failed", request_ids=ids, error=str(exc), path=str(self.store.path)
             )
-        else:
-            log.debug("shadow.recorded", request_ids=ids)
-            if orphans:  # its request was pruned from the store before the feedback came
-                log.warning("shadow.feedback_dropped", request_ids=orphans)
+            for waiter in waiters:
+                waiter.settle(unavailable(self.store.path, f"cannot be written ({exc})"))
+            return
+        log.debug("shadow.recorded", request_ids=ids)
+        if orphans:  # its request was pruned from the store before the feedback came
+            log.warning("shadow.feedback_dropped", request_ids=orphans)
+        pruned = set(orphans)
+        for waiter in waiters:
+            lost = [
+                i.request_id
+                for i in waiter.items
+                if isinstance(i, Feedback) and i.request_id in pruned
+            ]
+            waiter.settle(
+                UnknownRequest(
+                    f"request {lost[0]!r} was pruned from the shadow store before its "
+                    "feedback was written",
+                    request_id=lost[0],
+                )
+                if lost
+                else None
+            )
 
     def close(self) -> None:
         """Write every queued record, stop the writer and close the store (blocking)."""
         self._closed = True
-        self._closing.set()
+        self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             self._queue.put(None)  # after every queued record: the writer drains first

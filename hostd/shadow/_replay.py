@@ -14,6 +14,9 @@ beside the share the live policy admits when replayed the same way (1.0 unless
 the replay packs the budget's edge differently, as with floors: the recorded
 budget is what the frames contested). The used frames a policy drops, and the
 paired ``+gained −lost`` against the live replay, say what the shares are made of.
+A used candidate counts as kept when the policy admits any of its members (the
+frames dedup or a span merge folded into it, ``_credit``), and every provider that
+served one of them is credited with it.
 """
 
 from __future__ import annotations
@@ -30,34 +33,18 @@ from hostd.compose import (
     strategy_from_wire,
     strategy_text,
 )
-from hostd.protocol import ContextFrame, Provenance
 
-from ._store import Candidate, Recorded
+from ._credit import members_of
+from ._frames import recorded_frames
+from ._record import Candidate, Recorded
 
-__all__ = ["Replayed", "live_strategy", "recorded_frames", "replay", "replay_all"]
+__all__ = ["Replayed", "live_strategy", "replay", "replay_all"]
 
 Key = tuple[str, str, str | None]
 
 
 def _key(c: Candidate) -> Key:
     return (c.provider, c.id, c.digest)
-
-
-def _frame(c: Candidate) -> ContextFrame:
-    content = c.content
-    if content is None and c.cost:
-        content = " " * (4 * c.cost)  # B3: ceil(4 * cost / 4) == cost
-    return ContextFrame(
-        id=c.id,
-        kind=c.kind,
-        title=c.label,
-        content=content,
-        content_digest=c.digest,
-        score=c.score,
-        token_cost=c.cost,
-        provenance=[Provenance(type=t, uri=u, range=r, digest=d) for t, u, r, d in c.regions],
-        citation_label=c.label,
-    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,33 +60,48 @@ class Replayed:
     has_feedback: bool = False
     used: tuple[Candidate, ...] = ()
     live_replayed: tuple[Candidate, ...] = ()
+    #: Every member of each ``used`` candidate (itself and the frames folded into it,
+    #: ``_credit``), in ``used``'s order: a used candidate is kept when any member is.
+    used_members: tuple[tuple[Candidate, ...], ...] = ()
+
+    def _members(self) -> list[tuple[Candidate, tuple[Candidate, ...]]]:
+        members = self.used_members or tuple((c,) for c in self.used)
+        return list(zip(self.used, members, strict=True))
+
+    def _admits(self, frames: Sequence[Candidate]) -> list[Candidate]:
+        admitted = {_key(c) for c in frames}
+        return [c for c, group in self._members() if any(_key(m) in admitted for m in group)]
 
     @property
     def used_kept(self) -> list[Candidate]:
-        mine = {_key(c) for c in self.replayed}
-        return [c for c in self.used if _key(c) in mine]
+        return self._admits(self.replayed)
 
     @property
     def used_dropped(self) -> list[Candidate]:
-        mine = {_key(c) for c in self.replayed}
-        return [c for c in self.used if _key(c) not in mine]
+        kept = {_key(c) for c in self.used_kept}
+        return [c for c in self.used if _key(c) not in kept]
 
     @property
     def used_live(self) -> list[Candidate]:
-        live = {_key(c) for c in self.live_replayed}
-        return [c for c in self.used if _key(c) in live]
+        return self._admits(self.live_replayed)
 
     @property
     def gained(self) -> int:
         """Used frames this policy admits that the live replay does not."""
-        live = {_key(c) for c in self.live_replayed}
+        live = {_key(c) for c in self.used_live}
         return sum(1 for c in self.used_kept if _key(c) not in live)
 
     @property
     def lost(self) -> int:
         """Used frames the live replay admits that this policy does not."""
-        mine = {_key(c) for c in self.replayed}
+        mine = {_key(c) for c in self.used_kept}
         return sum(1 for c in self.used_live if _key(c) not in mine)
+
+    @property
+    def credited(self) -> dict[str, int]:
+        """Per provider, the used frames it served: every member of each used candidate,
+        so a provider whose copy of the evidence lost the dedup tie is credited too."""
+        return self.mix([m for _, group in self._members() for m in group])
 
     @property
     def kept(self) -> list[Candidate]:
@@ -163,6 +165,7 @@ class Replayed:
                 "kept_live": len(self.used_live),
                 "gained": self.gained,
                 "lost": self.lost,
+                "credited": self.credited,
                 "dropped": ids(self.used_dropped),
             }
         return out
@@ -177,11 +180,6 @@ def recorded_verdict(recorded: Recorded) -> PrecomputedOrder:
             return verdict
     live = recorded.policy.get("strategy")
     return PrecomputedOrder(reason="not_recorded", detail=f"live policy {live}", judged=True)
-
-
-def recorded_frames(recorded: Recorded) -> list[tuple[str, ContextFrame]]:
-    """The recorded candidate set as frames (stand-ins of the same cost without content)."""
-    return [(c.provider, _frame(c)) for c in recorded.candidates]
 
 
 def _admitted(recorded: Recorded, strategy: Strategy) -> tuple[Candidate, ...]:
@@ -239,8 +237,18 @@ def replay(
         live_replayed = replayed
     else:
         live_replayed = _admitted(recorded, live)
-    used = tuple(by_key[k] for k in feedback.used if k in by_key)
-    return Replayed(recorded.request_id, name, included, replayed, True, used, live_replayed)
+    members = members_of(recorded)
+    used_keys = [k for k in feedback.used if k in by_key]
+    return Replayed(
+        recorded.request_id,
+        name,
+        included,
+        replayed,
+        True,
+        tuple(by_key[k] for k in used_keys),
+        live_replayed,
+        tuple(tuple(by_key[m] for m in members.get(k, (k,)) if m in by_key) for k in used_keys),
+    )
 
 
 def replay_all(

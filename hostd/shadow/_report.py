@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._record import Candidate
 from ._replay import Replayed
-from ._store import Candidate
 
 __all__ = ["render_replay", "replay_json", "used_summary"]
 
@@ -33,6 +33,14 @@ def _share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({part / whole:.2f})" if whole else "0/0 (-)"
 
 
+def _credited(rated: Sequence[Replayed]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for r in rated:
+        for pid, n in r.credited.items():
+            total[pid] = total.get(pid, 0) + n
+    return dict(sorted(total.items()))
+
+
 def used_summary(replays: Sequence[Replayed]) -> dict[str, Any]:
     """The used-evidence figures over the replays that had feedback."""
     rated = [r for r in replays if r.has_feedback]
@@ -48,6 +56,7 @@ def used_summary(replays: Sequence[Replayed]) -> dict[str, Any]:
         "share_live": round(live / used, 4) if used else None,
         "gained": sum(r.gained for r in rated),
         "lost": sum(r.lost for r in rated),
+        "credited": _credited(rated),
         "tokens": {
             "live": sum(Replayed.tokens(r.live_replayed) for r in rated),
             "replayed": sum(Replayed.tokens(r.replayed) for r in rated),
@@ -87,6 +96,8 @@ def _used_lines(policy: str, replays: Sequence[Replayed]) -> list[str]:
         f"used, as the agent reported): {policy} keeps {_share(t['kept'], t['used'])}, the "
         f"live policy replayed keeps {_share(t['kept_live'], t['used'])}; against it, frame "
         f"by frame, +{t['gained']} -{t['lost']}",
+        f"used evidence served by (every provider whose copy was folded into a used frame "
+        f"is credited): {_mix(t['credited'])}",
         "",
         *_columns(rows),
         "",

@@ -16,6 +16,13 @@ its ``size`` (the characters of its body and goal), triggers keep the row count
 and the total size in ``totals``, and a write deletes only what it pushes past
 a bound, oldest first, through the primary key and a ``recorded_at`` index. A
 file from before the ``size`` column is migrated once, when first written.
+
+A write someone waits on (``write_many(durable=True)``: acknowledged feedback, a
+composition that asked for its record) is committed with ``synchronous = FULL``,
+so it survives a power cut as well as a killed process; sampled records nobody
+waits for keep the cheaper ``NORMAL``. A file that cannot be read (damaged, not a
+database, a record of the wrong shape) is ``ShadowUnavailable`` naming the file
+and what to do, never a traceback. The records themselves are ``_record``'s.
 """
 
 from __future__ import annotations
@@ -24,15 +31,27 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
+from hostd.errors import ShadowUnavailable
 
-from ._feedback import FEEDBACK_SCHEMA, CitationRow, Feedback
+from ._feedback import FEEDBACK_SCHEMA, Feedback
+from ._record import Recorded, from_row
 
-__all__ = ["Candidate", "Recorded", "ShadowStore", "Writable"]
+__all__ = ["ShadowStore", "Writable", "unavailable"]
+
+
+def unavailable(path: Path, problem: str) -> ShadowUnavailable:
+    """The one error for a shadow store that cannot be used: one line, naming the file,
+    what is wrong and what to do."""
+    return ShadowUnavailable(
+        f"{path}: {problem}; move the file aside (a new store is created on the next "
+        "recording) or restore it from a backup",
+        file=str(path),
+        problem=problem,
+    )
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -60,138 +79,6 @@ CREATE TRIGGER IF NOT EXISTS requests_counted AFTER INSERT ON requests
 CREATE TRIGGER IF NOT EXISTS requests_uncounted AFTER DELETE ON requests
     BEGIN UPDATE totals SET requests = requests - 1, size = size - OLD.size; END;
 """
-
-
-@dataclass(slots=True, frozen=True)
-class Candidate:
-    """One offered frame as recorded: identity, its provider's score, cost and regions."""
-
-    provider: str
-    id: str
-    digest: str | None
-    kind: str
-    score: float
-    cost: int
-    label: str
-    regions: tuple[tuple[str, str | None, str | None, str | None], ...]
-    content: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return candidate_wire(
-            self.provider,
-            self.id,
-            self.digest,
-            self.kind,
-            self.score,
-            self.cost,
-            self.label,
-            self.regions,
-            self.content,
-        )
-
-    @classmethod
-    def from_wire(cls, raw: dict[str, Any]) -> Candidate:
-        return cls(
-            provider=raw["provider"],
-            id=raw["id"],
-            digest=raw.get("digest"),
-            kind=raw["kind"],
-            score=float(raw["score"]),
-            cost=int(raw["cost"]),
-            label=raw["label"],
-            regions=tuple(tuple(r) for r in raw.get("regions", ())),
-            content=raw.get("content"),
-        )
-
-
-@dataclass(slots=True, frozen=True)
-class Recorded:
-    """One recorded composition: what it contested, how it ranked, what it included."""
-
-    request_id: str
-    recorded_at: float
-    budget: int  # the tokens the frames contested: the global budget minus floors
-    policy: dict[str, Any]
-    caps: dict[str, float] | None
-    candidates: tuple[Candidate, ...]
-    included: tuple[tuple[str, str, str | None], ...]  # (provider, frame id, digest)
-    goal_digest: str
-    goal: str | None = None
-    #: The citation map as rendered: (label, provider, frame id, digest), render order.
-    citations: tuple[CitationRow, ...] = ()
-    #: What the agent reported it used (``usage/feedback``), when it did.
-    feedback: Feedback | None = None
-
-    @property
-    def stored_goal(self) -> str | None:
-        return self.goal
-
-    def body(self) -> str:
-        return record_body(
-            self.budget,
-            self.policy,
-            self.caps,
-            [c.to_wire() for c in self.candidates],
-            self.included,
-            self.citations,
-        )
-
-
-def candidate_wire(
-    provider: str,
-    id: str,
-    digest: str | None,
-    kind: str,
-    score: float,
-    cost: int,
-    label: str,
-    regions: Sequence[Sequence[str | None]],
-    content: str | None = None,
-) -> dict[str, Any]:
-    """One candidate as a record's body holds it (``Candidate``'s fields, in order)."""
-    out: dict[str, Any] = {
-        "provider": provider,
-        "id": id,
-        "digest": digest,
-        "kind": kind,
-        "score": score,
-        "cost": cost,
-        "label": label,
-        "regions": regions,  # tuples: orjson writes them as arrays
-    }
-    if content is not None:
-        out["content"] = content
-    return out
-
-
-def record_body(
-    budget: int,
-    policy: dict[str, Any],
-    caps: dict[str, float] | None,
-    candidates: list[dict[str, Any]],
-    included: Sequence[Sequence[str | None]],
-    citations: Sequence[CitationRow],
-) -> str:
-    """The stored body of one composition (``Recorded.body``, ``Held.body``)."""
-    return orjson.dumps(
-        {
-            "budget": budget,
-            "policy": policy,
-            "caps": caps,
-            "candidates": candidates,
-            "included": included,
-            "citations": citations,
-        },
-        option=orjson.OPT_SORT_KEYS,
-    ).decode()
-
-
-def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[CitationRow, ...]:
-    if "citations" in raw:
-        return tuple((lb, p, i, d) for lb, p, i, d in raw["citations"])
-    # A record from before the citation map was kept: its candidates' labels stand in.
-    labels = {(c.provider, c.id, c.digest): c.label for c in candidates}
-    return tuple((labels.get((p, i, d), i), p, i, d) for p, i, d in raw["included"])
 
 
 class Writable(Protocol):
@@ -300,11 +187,16 @@ class ShadowStore:
         self.write_many([record])
 
     def write_many(
-        self, records: Sequence[Writable], feedback: Sequence[Feedback] = ()
+        self,
+        records: Sequence[Writable],
+        feedback: Sequence[Feedback] = (),
+        *,
+        durable: bool = False,
     ) -> list[str]:
         """Append ``records`` in order, then keep the bounds, then add ``feedback``
         (each replacing its request's earlier one), in one transaction; the request ids
         whose feedback found no recorded request (pruned meanwhile) and was not kept.
+        ``durable``: someone waits on this commit, so it is synced to the disk.
 
         The bounds are kept once for the batch: deleting oldest first until they hold
         leaves what keeping them after each record would have left (every bound is a
@@ -320,6 +212,8 @@ class ShadowStore:
             )
         with self._lock:
             db = self._writer()
+            if durable:  # the WAL is synced before the commit returns
+                db.execute("PRAGMA synchronous = FULL")
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany(
@@ -336,6 +230,9 @@ class ShadowStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+            finally:
+                if durable:
+                    db.execute("PRAGMA synchronous = NORMAL")
         return orphans
 
     def _feedback(self, db: sqlite3.Connection, feedback: Feedback) -> bool:
@@ -375,7 +272,24 @@ class ShadowStore:
 
     def load(self, limit: int | None = None, *, request_id: str | None = None) -> list[Recorded]:
         """Recorded requests with their feedback, oldest first (the newest ``limit``
-        when given; only ``request_id``'s newest when given)."""
+        when given; only ``request_id``'s newest when given).
+
+        ``FileNotFoundError`` when there is no store; ``ShadowUnavailable`` when the file
+        cannot be read as one (damaged, not a database, a record of the wrong shape)."""
+        try:
+            rows = self._rows(limit, request_id)
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, f"not a readable shadow store ({exc})") from None
+        out = []
+        for seq, *row in rows:
+            try:
+                out.append(from_row(*row))
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                problem = f"record {seq} cannot be read ({type(exc).__name__})"
+                raise unavailable(self.path, problem) from None
+        return out
+
+    def _rows(self, limit: int | None, request_id: str | None) -> list[tuple[Any, ...]]:
         db = self._connect(create=False)
         try:
             db.execute(_SCHEMA)
@@ -385,41 +299,11 @@ class ShadowStore:
             feedback = "f.recorded_at, f.body" if has_feedback else "NULL, NULL"
             join = "LEFT JOIN feedback f USING (request_id) " if has_feedback else ""
             where, args = ("WHERE r.request_id = ? ", [request_id]) if request_id else ("", [])
-            rows: Sequence[tuple[Any, ...]] = db.execute(
-                "SELECT r.request_id, r.recorded_at, r.goal_digest, r.goal, r.body, "
+            rows: list[tuple[Any, ...]] = db.execute(
+                "SELECT r.seq, r.request_id, r.recorded_at, r.goal_digest, r.goal, r.body, "
                 f"{feedback} FROM requests r {join}{where}ORDER BY r.seq DESC LIMIT ?",
                 (*args, 1 if request_id else (-1 if limit is None else limit)),
             ).fetchall()
         finally:
             db.close()
-        return [_recorded(*row) for row in reversed(rows)]
-
-
-def _recorded(
-    request_id: str,
-    recorded_at: float,
-    goal_digest: str,
-    goal: str | None,
-    body: str,
-    feedback_at: float | None,
-    feedback: str | None,
-) -> Recorded:
-    raw = orjson.loads(body)
-    candidates = tuple(Candidate.from_wire(c) for c in raw["candidates"])
-    return Recorded(
-        request_id=request_id,
-        recorded_at=recorded_at,
-        budget=raw["budget"],
-        policy=raw["policy"],
-        caps=raw.get("caps"),
-        candidates=candidates,
-        included=tuple((p, i, d) for p, i, d in raw["included"]),
-        goal_digest=goal_digest,
-        goal=goal,
-        citations=_citations(raw, candidates),
-        feedback=(
-            Feedback.from_body(request_id, feedback_at or 0.0, feedback)
-            if feedback is not None
-            else None
-        ),
-    )
+        return rows[::-1]

@@ -1,6 +1,6 @@
 """First use: a cold daemon over the default config answers its first request with
-evidence (``config/hostd.toml`` as shipped, a fresh home, so empty state and cache
-dirs; real child processes)."""
+evidence (``config/hostd.toml``, the checkout as a project, in a fresh home, so empty
+state and cache dirs; real child processes)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from hostd.client import Client
-from hostd.config import DEFAULT_CONFIG_PATH
 
 from ._stdio import REPO, child_env
 
 pytestmark = pytest.mark.slow
 
 GOAL = "how is the config loaded?"
+#: hostd's own checkout as a project (the embedded default configures no provider).
+CHECKOUT_CONFIG = REPO / "config" / "hostd.toml"
 
 
 def _home(tmp_path: Path) -> dict[str, str]:
@@ -40,15 +41,13 @@ def _legs(result: dict[str, Any]) -> dict[str, str]:
 
 def test_the_first_request_to_a_cold_daemon_returns_evidence(tmp_path: Path) -> None:
     env = _home(tmp_path)
-    with Client.spawn(
-        DEFAULT_CONFIG_PATH, env=env, cwd=tmp_path, stderr=subprocess.DEVNULL
-    ) as client:
+    with Client.spawn(CHECKOUT_CONFIG, env=env, cwd=tmp_path, stderr=subprocess.DEVNULL) as client:
         first = client.compose(GOAL, budget=1500)  # names no timeout_ms: waits for readiness
         assert _legs(first)["files"] == "ok", first["providers"]
         assert first["prompt"].strip() and first["citations"]
 
 
-def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path) -> None:
+def test_the_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path) -> None:
     line = json.dumps(
         {
             "jsonrpc": "2.0",
@@ -58,7 +57,7 @@ def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_pat
         }
     )
     out = subprocess.run(
-        [sys.executable, "-m", "hostd", "serve", "--stdio"],  # the embedded default config
+        [sys.executable, "-m", "hostd", "--config", str(CHECKOUT_CONFIG), "serve", "--stdio"],
         input=line + "\n",
         capture_output=True,
         text=True,
@@ -75,7 +74,8 @@ def test_the_readme_printf_example_answers_with_evidence_on_a_cold_start(tmp_pat
 def test_one_shot_compose_on_a_cold_start_prints_evidence(tmp_path: Path) -> None:
     env = _home(tmp_path)
     out = subprocess.run(
-        [sys.executable, "-m", "hostd", "compose", GOAL, "--budget", "1500"],
+        [sys.executable, "-m", "hostd", "--config", str(CHECKOUT_CONFIG), "compose", GOAL]
+        + ["--budget", "1500"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -64,9 +64,11 @@ async def test_every_file_a_daemon_creates_is_private(workdir, marker, loose_uma
     assert {p["provider_id"]: p["status"] for p in result["providers"]} == {"cloud": "ok"}
     state = workdir / "state"
     assert _mode(state) == 0o700
-    made = sorted(p.name for p in state.iterdir())
-    assert {"consent.sqlite3", "shadow.db"} <= set(made)
-    assert {name: _mode(state / name) for name in made} == dict.fromkeys(made, 0o600)
+    made = sorted(str(p.relative_to(state)) for p in state.rglob("*"))
+    assert {"consent.sqlite3", "shadow.db", "handshakes/cloud.json"} <= set(made)
+    # Files 0600, folders (the last handshakes') 0700, however loose the umask.
+    modes = {name: _mode(state / name) for name in made}
+    assert modes == {n: 0o700 if (state / n).is_dir() else 0o600 for n in made}
     assert _mode(log_file) == 0o600
 
 

