@@ -35,10 +35,11 @@ FORBIDDEN = {
         "provider",
     },
     "compose": {"engine", "transport", "server", "client", "cli", "config", "provider"},
-    "transport": {"engine", "compose", "server", "client", "cli", "mcp", "provider"},
+    "transport": {"engine", "compose", "server", "client", "cli", "mcp", "provider", "logs"},
     # The engine imports no face: the MCP binding reaches it through the transport's
-    # binding registry, which imports that module by name only when it is used.
-    "engine": {"server", "client", "cli", "mcp"},
+    # binding registry, which imports that module by name only when it is used. Its
+    # logger is the one factory's (hostd._log), not the host's logging set-up.
+    "engine": {"server", "client", "cli", "mcp", "logs"},
     "server": {"client", "cli", "provider"},
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
