@@ -425,10 +425,23 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
                     _resolve(r, base) if isinstance(r, str) else r for r in roots
                 ]
             command = spec.get("command")
+            if not isinstance(command, list) or not command:
+                continue
+            # A process's paths are the config's, not the caller's: an MCP client or a
+            # service manager launching hostd from elsewhere runs the same providers. Its
+            # working directory defaults to the config file's directory, so the words of
+            # its command (a script, ``--root .``) read against it; a first word that is
+            # a relative path (``./prov``, ``bin/prov``) resolves against it too, while a
+            # bare name (``node``) is looked up in PATH.
+            if "cwd" not in spec:
+                spec["cwd"] = Path(os.path.normpath(base))
+            first = command[0]
             # "python" means the interpreter running hostd: the engine scrubs PATH-derived
             # guesses, and a venv's python is the one that can import the bundled providers.
-            if isinstance(command, list) and command and command[0] in _PYTHON_NAMES:
+            if first in _PYTHON_NAMES:
                 spec["command"] = [sys.executable, *command[1:]]
+            elif isinstance(first, str) and "/" in first:
+                spec["command"] = [str(_resolve(first, base)), *command[1:]]
 
 
 def parse_config(text: str, *, source: str = "<string>", base: Path | None = None) -> Config:

@@ -116,6 +116,19 @@ def http_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve over HTTP(S) on this address instead of stdio (port 0: any free one; "
         "the URL is written to stderr); plaintext only on loopback",
     )
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection that sends no complete request within this (default 10)",
+    )
+    group.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="connections open at once (default: the descriptor limit less 64, at most 1024)",
+    )
     group.add_argument("--certfile", type=Path, help="the server certificate chain (PEM)")
     group.add_argument("--keyfile", type=Path, help="its private key (PEM)")
     group.add_argument(
@@ -152,6 +165,15 @@ def serve(provider: Provider, args: argparse.Namespace, parser: argparse.Argumen
     if (args.certfile is None) != (args.keyfile is None):
         parser.error("--certfile and --keyfile go together")
     try:
-        run_http(provider, host, port, args.certfile, args.keyfile, token)
+        run_http(
+            provider,
+            host,
+            port,
+            args.certfile,
+            args.keyfile,
+            token,
+            request_timeout_s=args.request_timeout,
+            max_connections=args.max_connections,
+        )
     except ValueError as exc:  # plaintext on a non-loopback address
         parser.error(str(exc))

@@ -117,3 +117,22 @@ def test_providers_start_at_boot_with_a_30_s_start_deadline_unless_told_otherwis
     with pytest.raises(ConfigError) as err:
         parse_config('[[provider]]\nid = "a"\ncommand = ["x"]\nstart_timeout_s = 0\n')
     assert err.value.data["key"] == "provider[0].start_timeout_s"
+
+
+def test_a_providers_command_and_cwd_resolve_against_the_config_file(tmp_path: Path) -> None:
+    cfg = parse_config(
+        "[[provider]]\nid = 'script'\ncommand = ['python', 'prov/notes.py']\n"
+        "[[provider]]\nid = 'local'\ncommand = ['./bin/prov', '--root', '.']\n"
+        "[[provider]]\nid = 'onpath'\ncommand = ['node', 'server.js']\ncwd = 'srv'\n"
+        "[reranker]\ncommand = ['bin/rerank']\n",
+        source="x.toml",
+        base=tmp_path,
+    )
+    script, local, onpath = cfg.provider
+    # No cwd: the config file's directory, so "prov/notes.py" and "." are read there.
+    assert (script.cwd, local.cwd, cfg.reranker.cwd) == (tmp_path, tmp_path, tmp_path)
+    assert script.command == [sys.executable, "prov/notes.py"]
+    assert local.command == [str(tmp_path / "bin" / "prov"), "--root", "."]
+    assert cfg.reranker.command == [str(tmp_path / "bin" / "rerank")]
+    # A bare name is looked up in PATH; a given cwd is the config's too.
+    assert (onpath.command, onpath.cwd) == (["node", "server.js"], tmp_path / "srv")

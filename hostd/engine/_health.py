@@ -6,7 +6,11 @@ backoff first, or must give up because the bounded restart attempts are
 spent. A provider that gave up is parked, not lost: it gets one start after
 each cool-down (``RestartPolicy.retry_failed_after_s``; ``decide_parked``),
 and ``providers/restart`` clears its failures at once (``record_restart_requested``).
-The engine does the I/O these decisions name; tests drive them with a fake clock.
+A start that outlived its deadline (a handshake never answered) marks the provider
+``start_timed_out``: its next starts still follow the backoff and parking of any
+failure, but no request waits for them (``awaits_start``), so a stuck provider costs
+one start deadline once, not once per request. The engine does the I/O these
+decisions name; tests drive them with a fake clock.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "RestartPolicy",
     "StartAction",
     "StartDecision",
+    "awaits_start",
     "backoff_delay",
     "bounded_error",
     "decide_parked",
@@ -116,6 +121,8 @@ class Health:
     #: Starts of a parked provider after its cool-down, and restarts asked by a client.
     retries: int = 0
     restarts_requested: int = 0
+    #: The last start outlived its deadline: later starts run without a request waiting.
+    start_timed_out: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -137,6 +144,7 @@ class Health:
             "warming": self.warming,
             "retries": self.retries,
             "restarts_requested": self.restarts_requested,
+            "start_timed_out": self.start_timed_out,
         }
 
 
@@ -164,6 +172,13 @@ def decide_start(
         return StartDecision(StartAction.START)
     # Clamped: (t + d) - t can round to just over d, and a wait never exceeds its backoff.
     return StartDecision(StartAction.WAIT, min(due - now, backoff))
+
+
+def awaits_start(health: Health) -> bool:
+    """Whether a request may wait for this provider's start: not once a start has
+    outlived its deadline (until one succeeds or a restart is asked for). Its next
+    start then runs in the background, and the request's leg fails at once."""
+    return not health.start_timed_out
 
 
 def is_parked(health: Health, policy: RestartPolicy) -> bool:
@@ -214,6 +229,7 @@ def record_restart_requested(health: Health) -> Health:
         consecutive_timeouts=0,
         failed_at=None,
         restarts_requested=health.restarts_requested + 1,
+        start_timed_out=False,
     )
 
 
@@ -225,11 +241,20 @@ def record_started(health: Health) -> Health:
         state=ProviderState.READY,
         starts=health.starts + 1,
         restarts=health.restarts + (1 if restarted else 0),
+        start_timed_out=False,
     )
 
 
-def record_failure(health: Health, *, now: float, error: str, policy: RestartPolicy) -> Health:
-    """The process could not start, failed its handshake, died or broke its stream."""
+def record_failure(
+    health: Health,
+    *,
+    now: float,
+    error: str,
+    policy: RestartPolicy,
+    start_timed_out: bool = False,
+) -> Health:
+    """The process could not start, failed its handshake, died or broke its stream.
+    ``start_timed_out``: it was a start that outlived its deadline (``awaits_start``)."""
     n = health.consecutive_failures + 1
     state = ProviderState.FAILED if n >= policy.max_attempts else ProviderState.CRASHED
     error = bounded_error(error)
@@ -241,6 +266,7 @@ def record_failure(health: Health, *, now: float, error: str, policy: RestartPol
         consecutive_timeouts=0,
         last_error=error,
         last_failure=error,
+        start_timed_out=start_timed_out,
     )
 
 
@@ -293,6 +319,7 @@ def record_leg(health: Health, status: str, *, error: str | None = None, late: i
         warming=health.warming + is_warming_leg(status),
         retries=health.retries,
         restarts_requested=health.restarts_requested,
+        start_timed_out=health.start_timed_out,
     )
 
 

@@ -6,7 +6,9 @@ for, by the registry),
 and each remote provider's endpoint: made on its first start, its token source
 read again at each handshake and when the file changes (C7), never shown (C8),
 kept for the pool's life so its pooled HTTP client is reused across handshakes
-and requests. It records no health
+and requests. Each provider has one ``Redactor`` for the pool's life (C8): the
+values of its secret-named ``env`` entries and every token its source reads, scrubbed
+from its stderr and from every error its connection raises. It records no health
 and decides no restart: ``ProviderPool`` (``_pool``) calls ``Launcher.open`` and
 records what came of it.
 """
@@ -26,10 +28,12 @@ from hostd.transport import (
     OnProgress,
     ProviderConnection,
     ProviderLink,
+    Redactor,
     RemoteConnection,
     RemoteEndpoint,
     StderrPolicy,
     TokenSource,
+    secret_env_values,
 )
 
 from ._health import RestartPolicy
@@ -63,6 +67,14 @@ class Launcher:
         self.settings = settings
         self.host_info = host_info
         self._remotes: dict[str, RemoteEndpoint] = {}
+        self._redactors: dict[str, Redactor] = {}
+
+    def redactor(self, spec: ProviderSpec) -> Redactor:
+        """The provider's one redaction point, made once (its secrets only grow)."""
+        redactor = self._redactors.get(spec.id)
+        if redactor is None:
+            redactor = self._redactors[spec.id] = Redactor(secret_env_values(spec.env))
+        return redactor
 
     async def open(
         self,
@@ -94,6 +106,7 @@ class Launcher:
             stderr_policy=s.stderr_policy,
             options=spec.options,
             on_progress=on_progress,
+            redactor=self.redactor(spec),
         )
 
     def endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
@@ -105,7 +118,8 @@ class Launcher:
                 spec.id,
                 spec.url,
                 binding=spec.binding,
-                tokens=TokenSource(spec.token_file, spec.token_env),  # read at each handshake
+                # read at each handshake; every token read is scrubbed from what it says
+                tokens=TokenSource(spec.token_file, spec.token_env, redactor=self.redactor(spec)),
                 ca_file=spec.ca_file,
                 client_cert=spec.client_cert,
                 client_key=spec.client_key,

@@ -6,10 +6,13 @@ cool-down; ``restart`` on request), health records, and teardown with no
 orphan left, also when cancelled. A start runs in the pool's own task group,
 not in the leg that asked for it: a leg waits for it only until its own
 deadline, and a handshake that never completes is torn down off the request's
-path (the pool's task group walks the ladder). Broken connections are dropped
-at once and closed in the background too. Opening a connection (spawn and
-handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads
-the pool; it never spawns or closes a process itself.
+path (the pool's task group walks the ladder). Once a start has outlived its
+deadline, no request waits for the next one (``awaits_start``): it begins after
+the backoff, in the background, and the leg that began it fails at once, naming
+the start that timed out; so a stuck provider costs one start deadline, once.
+Broken connections are dropped at once and closed in the background too. Opening
+a connection (spawn and handshake, or a remote endpoint) is ``_launch``'s. The
+fan-out (``_run``) reads the pool; it never spawns or closes a process itself.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ._health import (
     Health,
     ProviderState,
     StartAction,
+    awaits_start,
     decide_start,
     is_hung,
     is_parked,
@@ -209,7 +213,10 @@ class ProviderPool:
             conn = slot.live()
             if conn is not None:
                 return conn
+            waits = awaits_start(slot.health)
             if slot.starting is not None:
+                if not waits:
+                    raise self._not_waited(slot, "a start is under way")
                 await self._join(slot.starting)
                 continue
             now = self.now()
@@ -229,6 +236,10 @@ class ProviderPool:
                     stage="restart",
                 )
             if decision.action is StartAction.WAIT:
+                if not waits:
+                    raise self._not_waited(
+                        slot, f"the next start in {decision.delay_s * 1000:.0f} ms", "backoff"
+                    )
                 if deadline is not None and now + decision.delay_s > deadline:
                     raise ProviderCrashed(
                         f"provider is down; next restart in {decision.delay_s * 1000:.0f} ms",
@@ -250,7 +261,18 @@ class ProviderPool:
                 )
             start = slot.starting = _Start()
             self._tg.start_soon(self._start, slot, start)
+            if not waits:
+                raise self._not_waited(slot, "started again in the background")
             await self._join(start)
+
+    @staticmethod
+    def _not_waited(slot: Slot, what: str, stage: str = "start") -> ProviderCrashed:
+        """The leg's failure when its provider's last start outlived its deadline: it does
+        not wait for another (``awaits_start``); the reason quotes the last failure."""
+        return ProviderCrashed(
+            f"not waited for: its last start failed ({slot.health.last_failure}); {what}",
+            stage=stage,
+        )
 
     def start_timeout(self, slot: Slot) -> float:
         return slot.spec.start_timeout_s or self.settings.start_timeout_s
@@ -299,7 +321,7 @@ class ProviderPool:
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )
         except HostdError as exc:
-            self.record_failure(slot, exc)
+            self.record_failure(slot, exc, start=True)
             log.warning(
                 "provider.start.failed", provider=spec.id, reason=exc.reason, error=exc.message
             )
@@ -346,12 +368,15 @@ class ProviderPool:
 
     # -- failures ------------------------------------------------------------------------
 
-    def record_failure(self, slot: Slot, exc: HostdError) -> None:
+    def record_failure(self, slot: Slot, exc: HostdError, *, start: bool = False) -> None:
+        """``start``: the failure of a start; one that outlived its deadline (the
+        handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``)."""
         slot.health = record_failure(
             slot.health,
             now=self.now(),
             error=f"{exc.reason}: {exc.message}",
             policy=self.settings.restart_policy,
+            start_timed_out=start and isinstance(exc, ProviderTimeout),
         )
 
     def record_leg(self, slot: Slot, status: str, error: str | None) -> None:

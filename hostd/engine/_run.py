@@ -255,6 +255,8 @@ class _Runner:
                 error_message=f"no reply within {leg.limit_ms:.0f} ms",
             )
         except HostdError as exc:
+            if conn is not None:  # what the process said of it, no later than the deadline
+                exc = await conn.explain(exc, deadline)
             if isinstance(exc, ProviderCrashed | ProtocolFault):
                 self.pool.broken(slot, conn, exc)
             status, code, message, violations = failure_of(exc)

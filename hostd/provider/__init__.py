@@ -44,11 +44,15 @@ def run_http(
     *,
     max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
     client_ca: str | os.PathLike[str] | None = None,
+    request_timeout_s: float = 10.0,
+    max_connections: int | None = None,
 ) -> None:
     """Serve ``provider`` over HTTPS (either binding, one request per POST) until
     interrupted; a ``token`` is then required as ``Authorization: Bearer``, a client
-    certificate signed by ``client_ca`` too when given. The URL is written to stderr
-    once bound. See docs/remote.md."""
+    certificate signed by ``client_ca`` too when given. A connection that sends no
+    complete request within ``request_timeout_s`` is closed; at most ``max_connections``
+    are open (default: below the descriptor limit). The URL is written to stderr once
+    bound. See docs/remote.md."""
     from ._http import run_http as run  # starlette and uvicorn (the remote extra) load here
 
     run(
@@ -60,4 +64,6 @@ def run_http(
         token,
         max_body_bytes=max_body_bytes,
         client_ca=client_ca,
+        request_timeout_s=request_timeout_s,
+        max_connections=max_connections,
     )

@@ -9,12 +9,19 @@ a missing or wrong one is ``401`` with no body); a body over ``max_body_bytes`` 
 ``413``, read incrementally. Plaintext is refused unless the listener is loopback
 (C7's mirror on this side). On starlette (routing, request streaming) under
 uvicorn (TLS, keep-alive); the access log is off so no request line or header is
-ever written (C8). This module uses only the runtime (``_runtime``) and
-``hostd.protocol``; starlette and uvicorn load only when it is imported.
+ever written (C8). Idle peers are bounded (``_listener_guard``): a connection that
+has not sent a complete request head within ``request_timeout_s`` is closed (before
+any token is checked), a body must follow within the same bound (else ``408``), at
+most ``max_connections`` are open (a newcomer past the cap takes the place of the
+one idle longest), and a failed ``accept`` for want of descriptors is one log line
+per interval. This module uses only the runtime (``_runtime``), ``hostd.protocol``
+and ``hostd._listener_guard`` (which imports nothing of hostd); starlette and
+uvicorn load only when it is imported.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import os
 import socket
@@ -30,7 +37,14 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hostd._listener_guard import (
+    ConnectionGuard,
+    GuardedSocket,
+    guarded_protocol,
+    install_exhaustion_handler,
+)
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, is_loopback_host
 
 from ._runtime import Provider, ProviderServer
@@ -39,6 +53,9 @@ __all__ = ["make_app", "run_http", "serve_asgi", "serve_http"]
 
 _JSON = "application/json"
 _HOST = {"name": "cgp-http-host", "version": "0"}
+
+#: Seconds a connection has to deliver a complete request head (and then its body).
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
 
 
 async def _jsonrpc(server: ProviderServer, method: str, params: Any) -> dict[str, Any]:
@@ -81,9 +98,14 @@ async def _envelope(server: ProviderServer, env: dict[str, Any]) -> dict[str, An
 
 
 def make_app(
-    provider: Provider, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_LINE_BYTES
+    provider: Provider,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    body_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
 ) -> Starlette:
-    """The ASGI app: POST one request to any path, get one reply."""
+    """The ASGI app: POST one request to any path, get one reply; a body that does not
+    arrive within ``body_timeout_s`` is ``408``."""
     server = ProviderServer(provider)
     expected = f"Bearer {token}".encode() if token else None
 
@@ -94,11 +116,14 @@ def make_app(
                 return Response(status_code=401, headers={"www-authenticate": "Bearer"})
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body_bytes:
-                return Response(status_code=413)
-            chunks.append(chunk)
+        with anyio.move_on_after(body_timeout_s) as waited:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_body_bytes:
+                    return Response(status_code=413)
+                chunks.append(chunk)
+        if waited.cancelled_caught:  # a body trickled in, or never sent
+            return Response(status_code=408, headers={"connection": "close"})
         body = b"".join(chunks)
         try:
             message = orjson.loads(body)
@@ -128,10 +153,14 @@ async def serve_http(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
     client_ca: str | os.PathLike[str] | None = None,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    max_connections: int | None = None,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``provider`` until cancelled; ``task_status.started`` gets the URL."""
-    app = make_app(provider, token=token, max_body_bytes=max_body_bytes)
+    app = make_app(
+        provider, token=token, max_body_bytes=max_body_bytes, body_timeout_s=request_timeout_s
+    )
     await serve_asgi(
         app,
         host=host,
@@ -139,6 +168,8 @@ async def serve_http(
         certfile=certfile,
         keyfile=keyfile,
         client_ca=client_ca,
+        request_timeout_s=request_timeout_s,
+        max_connections=max_connections,
         task_status=task_status,
     )
 
@@ -151,23 +182,24 @@ async def serve_asgi(
     certfile: str | os.PathLike[str] | None = None,
     keyfile: str | os.PathLike[str] | None = None,
     client_ca: str | os.PathLike[str] | None = None,
-    http: Any = "h11",
+    http: type[H11Protocol] = H11Protocol,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    max_connections: int | None = None,
+    exhaustion_log_interval_s: float = 60.0,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve any ASGI ``app`` on uvicorn until cancelled; ``task_status.started`` gets the
     URL with the real port (``port=0``: any free one). ``client_ca``: mutual TLS, a client
-    certificate signed by it is required. ``http``: uvicorn's protocol."""
+    certificate signed by it is required. ``http``: uvicorn's h11 protocol or a subclass.
+    ``request_timeout_s``, ``max_connections`` (default: below the descriptor limit) and
+    ``exhaustion_log_interval_s`` bound idle peers (``_listener_guard``)."""
     if certfile is None and not is_loopback_host(host):
         raise ValueError(f"plaintext HTTP on {host!r} is not loopback: give certfile and keyfile")
     if (certfile is None) != (keyfile is None):
         raise ValueError("certfile and keyfile go together")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says
-    # TCP, and without it a reply written as headers then body waits out a delayed ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host.strip("[]"), port))
-    sock.listen(128)
+    guard = ConnectionGuard(max_connections=max_connections, request_timeout_s=request_timeout_s)
+    sock = GuardedSocket.listen_on(family, host.strip("[]"), port, guard)
     config = uvicorn.Config(
         app,
         ssl_certfile=str(certfile) if certfile is not None else None,
@@ -177,8 +209,10 @@ async def serve_asgi(
         log_level="warning",
         access_log=False,
         lifespan="off",
-        http=http,
+        http=guarded_protocol(http, guard),
         timeout_graceful_shutdown=5,
+        # A kept-alive connection idles no longer than a new one may wait for its request.
+        timeout_keep_alive=max(1, round(request_timeout_s)),
     )
     server = uvicorn.Server(config)
     bound = sock.getsockname()[1]
@@ -191,16 +225,20 @@ async def serve_asgi(
         with anyio.CancelScope(shield=True):
             await server.serve([sock])
 
+    restore = install_exhaustion_handler(asyncio.get_running_loop(), exhaustion_log_interval_s)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
+            tg.start_soon(guard.run_sweeps)
             # The socket already listens: a client's connect waits in its backlog.
             task_status.started(url)
             try:
                 await anyio.sleep_forever()
             finally:
                 server.should_exit = True
+                tg.cancel_scope.cancel()  # the sweeps; the server's run is shielded
     finally:
+        restore()
         sock.close()
 
 
@@ -214,6 +252,8 @@ def run_http(
     *,
     max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
     client_ca: str | os.PathLike[str] | None = None,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    max_connections: int | None = None,
 ) -> None:
     """Serve ``provider`` over HTTPS until interrupted; the URL goes to stderr once bound."""
 
@@ -229,6 +269,8 @@ def run_http(
                     token=token,
                     max_body_bytes=max_body_bytes,
                     client_ca=client_ca,
+                    request_timeout_s=request_timeout_s,
+                    max_connections=max_connections,
                     task_status=task_status,
                 )
             )

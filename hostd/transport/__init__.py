@@ -14,6 +14,9 @@ never each other):
 - ``remote``: providers over HTTPS (one pooled client per provider; C4, C7, C8),
   each exchange one POST of the same codec's request.
 
+Every text about a provider leaves through its ``Redactor`` (``_redact``, shared by
+both carriers: its secrets scrubbed, C8).
+
 ``ProviderLink`` is either end of a leg, with the one surface the engine uses.
 This package imports only ``hostd.protocol``, ``hostd.errors`` and ``hostd.rpc``
 (and the teardown ladder); fan-out, audit, consent and restart policy live in
@@ -25,6 +28,7 @@ from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
 from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
+from ._redact import REDACTED, Redactor, printable, secret_env_values
 from .bindings import (
     BindingRow,
     CgpCodec,
@@ -52,7 +56,6 @@ from .process import (
 )
 from .remote import (
     DEFAULT_REMOTE_CONNECTIONS,
-    REDACTED,
     Credential,
     RemoteConnection,
     RemoteEndpoint,
@@ -83,6 +86,7 @@ __all__ = [
     "ProviderConnection",
     "ProviderLink",
     "Readiness",
+    "Redactor",
     "RemoteConnection",
     "RemoteEndpoint",
     "StartedCall",
@@ -92,10 +96,14 @@ __all__ = [
     "binding_names",
     "binding_problem",
     "encode_line",
+    "printable",
+    "printable",
     "provider_error",
     "register_binding",
     "remote_url_problem",
     "scrubbed_env",
+    "secret_env_values",
+    "secret_env_values",
     "stop_process",
     "unregister_binding",
     "validate_reply",

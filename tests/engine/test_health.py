@@ -12,6 +12,7 @@ from hostd.engine import (
     ProviderState,
     RestartPolicy,
     StartAction,
+    awaits_start,
     backoff_delay,
     bounded_error,
     decide_parked,
@@ -321,3 +322,19 @@ def test_a_parked_provider_is_retried_exactly_when_its_cool_down_has_passed(
             assert d.action is StartAction.GIVE_UP and abs(d.delay_s - (due - now)) < 1e-6
         if event == "restart":
             raise AssertionError("a restart request never leaves the provider parked")
+
+
+def test_after_a_start_outlives_its_deadline_no_request_waits_for_the_next() -> None:
+    fresh = Health()
+    assert awaits_start(fresh)
+    stuck = record_failure(fresh, now=1.0, error="timeout", policy=POLICY, start_timed_out=True)
+    assert not awaits_start(stuck)
+    # Its next starts follow the same backoff and parking as any failure.
+    assert decide_start(stuck, alive=False, now=1.0, policy=POLICY).action is StartAction.WAIT
+    assert decide_start(stuck, alive=False, now=1.2, policy=POLICY).action is StartAction.START
+    assert not awaits_start(record_leg(stuck, "crashed", error="not waited for"))
+    # A start that succeeds, a crash of another kind, or a restart asked for: waited again.
+    assert awaits_start(record_started(stuck))
+    assert awaits_start(record_failure(stuck, now=2.0, error="crashed", policy=POLICY))
+    assert awaits_start(record_restart_requested(stuck))
+    assert stuck.to_wire()["start_timed_out"] is True

@@ -52,7 +52,7 @@ from hostd.protocol import (
 from hostd.rpc import encode_line
 
 from ._codec import UNKEYED, Fault, Message, Refusal, Reply, Request, query_wire
-from ._unquoted import bad_line, described_id, unquoted
+from ._unquoted import bad_line, described_id, parse_problem, unquoted
 
 __all__ = ["CgpCodec", "envelope_error"]
 
@@ -122,7 +122,7 @@ class CgpCodec:
         try:
             env = parse_envelope(orjson.loads(data))
         except ValueError as exc:  # orjson.JSONDecodeError and ValidationError are ones
-            return Fault(bad_line(data, exc))
+            return Fault(bad_line(data, exc), parse_problem(exc))
         if isinstance(env, FramesEnvelope | ErrorEnvelope):
             # Keyed only when the provider correlates and the reply names its request;
             # one without an id answers the lock-step request in flight, if any.

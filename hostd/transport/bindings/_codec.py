@@ -112,9 +112,12 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """The peer broke the wire: the stream (or the exchange) ends with ``error``."""
+    """The peer broke the wire: the stream (or the exchange) ends with ``error``.
+    ``detail``: what is wrong, without the size of what was read (a carrier that
+    names its own unit, an HTTP body, says it), never the peer's text."""
 
     error: HostdError
+    detail: str | None = None
 
 
 Message = Reply | Refusal | Notice | Fault

@@ -39,7 +39,7 @@ from hostd.protocol import (
 from hostd.rpc import encode_line, make_notification, make_request
 
 from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire
-from ._unquoted import bad_line, described_id, json_type, shape_error, unquoted
+from ._unquoted import bad_line, described_id, json_type, parse_problem, shape_error, unquoted
 
 __all__ = ["JsonRpcCodec", "provider_error", "validate_reply"]
 
@@ -113,15 +113,14 @@ class JsonRpcCodec:
         try:
             msg = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            return Fault(bad_line(data, exc))
+            return Fault(bad_line(data, exc), parse_problem(exc))
         if not isinstance(msg, dict) or ("result" not in msg and "error" not in msg):
             if isinstance(msg, dict) and isinstance(msg.get("method"), str):
                 return Notice(msg["method"], msg.get("params"))
+            what = f"a JSON {json_type(msg)} without result or error"
             return Fault(
-                ProtocolFault(
-                    f"not a JSON-RPC response ({len(data)} bytes, not quoted): a JSON "
-                    f"{json_type(msg)} without result or error"
-                )
+                ProtocolFault(f"not a JSON-RPC response ({len(data)} bytes, not quoted): {what}"),
+                f"not a JSON-RPC response: {what}",
             )
         raw = msg.get("id")
         key = raw if type(raw) is int else None  # H4: only the integers we sent

@@ -13,9 +13,10 @@ decides); a connection is single-use.
 from __future__ import annotations
 
 import contextvars
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -35,6 +36,7 @@ from hostd.protocol import (
 )
 
 from .._readiness import OnProgress, Readiness
+from .._redact import Redactor, amend
 from ..bindings import check_ack, find_binding
 from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
@@ -42,6 +44,14 @@ from ._process import ChildProcess, StderrPolicy
 __all__ = ["BindingClient", "ClientFactory", "ProviderConnection", "client_factory"]
 
 log = get_logger("hostd.transport")
+
+E = TypeVar("E", bound=HostdError)
+
+#: The longest ``explain`` waits for a failed process's exit (and its stderr's end).
+EXIT_WAIT_S = 2.0
+
+#: The errors ``explain`` has already amended with what their process said.
+_EXPLAINED: weakref.WeakSet[HostdError] = weakref.WeakSet()
 
 #: Builds a connection's binding client: ``(send, provider_id=…, send_nowait=…)``.
 ClientFactory = Callable[..., "BindingClient"]
@@ -140,6 +150,9 @@ class ProviderConnection:
         self._grace = grace
         self.ack: HandshakeAck | None = None
         self.closed = False
+        #: The process's account of its failure (``explain``), gathered once.
+        self._report: anyio.Event | None = None
+        self._report_text = ""
         #: Warming until the provider says it is ready (``_readiness``); fed from the
         #: first line on, as a provider may report progress before its handshake reply.
         self.readiness = Readiness(provider_id, on_progress)
@@ -193,20 +206,27 @@ class ProviderConnection:
         stderr_policy: StderrPolicy | None = None,
         options: Mapping[str, Any] | None = None,
         on_progress: OnProgress | None = None,
+        redactor: Redactor | None = None,
     ) -> ProviderConnection:
         """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
         told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
         ``IncompatibleVersion`` (with ``data["violations"]``), ``ProviderTimeout`` or
-        ``ProviderCrashed``; on any failure the child is already torn down. Background
-        tasks run in ``task_group``. ``binding``: a registered binding's name
-        (``ValueError`` otherwise); ``options``: its own settings (``mcp``'s)."""
+        ``ProviderCrashed``; on any failure the child is already torn down, and the error
+        says what the process said (``explain``). ``binding``: a registered binding's name
+        (``ValueError`` otherwise); ``options``: its own settings (``mcp``'s).
+        ``redactor``: the provider's secrets, scrubbed from its stderr and every error
+        (C8). Background tasks run in ``task_group``."""
         factory = client_factory(binding, options)
+        redactor = redactor if redactor is not None else Redactor()
         try:
             child = await ChildProcess.spawn(
-                provider_id, command, env=env, cwd=cwd, policy=stderr_policy
+                provider_id, command, env=env, cwd=cwd, policy=stderr_policy, redactor=redactor
             )
+        except HostdError as exc:  # the cwd, or the command (without the shim)
+            redactor.error(exc)
+            raise
         except OSError as exc:
-            raise ProviderCrashed(f"cannot start provider: {exc}") from exc
+            raise redactor.error(ProviderCrashed(f"cannot start provider: {exc}")) from exc
         try:
             conn: ProviderConnection = await start_in_clean_context(
                 task_group,
@@ -231,6 +251,17 @@ class ProviderConnection:
                     stage="handshake",
                 ) from None
             check_ack(ack)
+        except HostdError as exc:
+            # Shielded (each wait is bounded): a host closing meanwhile still gets the
+            # start's typed failure, not a cancellation that would swallow it.
+            with anyio.CancelScope(shield=True):
+                if isinstance(exc, ProviderCrashed):  # it is exiting: its status says why
+                    await conn.explain(exc)
+                    await conn.aclose()
+                else:  # it runs (a stuck handshake): stopped first, its stderr read to the end
+                    await conn.aclose()
+                    await conn.explain(exc, anyio.current_time())
+            raise
         except BaseException:
             await conn.aclose()
             raise
@@ -276,6 +307,38 @@ class ProviderConnection:
             finally:
                 # Cancelled with the host: the child still walks the ladder (shielded).
                 await conn.aclose()
+
+    async def explain(self, exc: E, deadline: float | None = None) -> E:
+        """``exc`` as it leaves the transport: for a crash (or a start that timed out), with
+        what the process says about it (its exit status, the tail of its stderr:
+        ``ChildProcess.failure_report``, waiting for them no later than ``deadline``
+        and ``EXIT_WAIT_S``); always scrubbed of the provider's secrets (C8).
+        Changed in place and returned."""
+        if isinstance(exc, ProviderCrashed | ProviderTimeout):
+            report = await self._failure_report(deadline)
+            # One error may reach many waiters (every call pending when the stream ended):
+            # it is amended once.
+            if exc not in _EXPLAINED:
+                _EXPLAINED.add(exc)
+                amend(exc, report)
+        return self.child.redactor.error(exc)
+
+    async def _failure_report(self, deadline: float | None) -> str:
+        """The process's own account of its failure, gathered once per connection (a
+        process fails once); later callers wait for the first one's."""
+        if self._report is None:
+            self._report = anyio.Event()
+            # A crashed process is gone within moments; one that closed its output and
+            # lives on is not waited for long (the pool tears it down).
+            limit = anyio.current_time() + min(self._grace, EXIT_WAIT_S)
+            deadline = limit if deadline is None else min(deadline, limit)
+            try:
+                self._report_text = await self.child.failure_report(deadline)
+            finally:
+                self._report.set()
+        else:
+            await self._report.wait()
+        return self._report_text
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         return await self.client.query(query)

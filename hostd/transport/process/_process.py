@@ -7,7 +7,9 @@ stdin and stdout pipes (stdout lines handed over from the read callback by
 ``_stdout``; the process's exit is watched apart from them), a scrubbed environment (an
 allow-list plus what the config names), stderr drained into the structured log
 tagged with the provider id (``_stderr``: rate-limited, so a flood neither
-blocks the child nor floods the log), and the teardown ladder (``stop_process``):
+blocks the child nor floods the log; each line scrubbed of the provider's secrets by
+its ``Redactor``), what a failed provider says about itself (``failure_report``:
+its exit status and the tail of its stderr), and the teardown ladder (``stop_process``):
 the binding's shutdown message → grace → SIGTERM to the group → grace →
 SIGKILL to every descendant and the group. Teardown is shielded from
 cancellation, so a host cancelled mid-query still leaves no orphan.
@@ -31,6 +33,7 @@ from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
+from .._redact import Redactor
 from ._shim import Start
 from ._stderr import StderrPolicy, StderrPump
 from ._stdout import LineSink, StdoutFeed
@@ -47,6 +50,9 @@ __all__ = [
 ATOMIC_PIPE_WRITE = select.PIPE_BUF
 
 log = get_logger("hostd.transport")
+
+#: How long a failure report waits, once the process is gone, for the end of its stderr.
+STDERR_DRAIN_S = 1.0
 
 #: Variables a provider inherits from the host; everything else must be named in its config.
 ENV_ALLOW_LIST: tuple[str, ...] = (
@@ -99,6 +105,7 @@ class ChildProcess:
         stdin_fd: int,
         stdout_fd: int,
         start: Start | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.process = process
@@ -114,9 +121,12 @@ class ChildProcess:
         self._write_lock = anyio.Lock(fast_acquire=True)
         #: A cancelled ``send`` left part of a line in the pipe: the stream is unusable.
         self._cut_line = False
-        self._stderr = StderrPump(provider_id, policy)
+        self.redactor = redactor if redactor is not None else Redactor()
+        self._stderr = StderrPump(provider_id, policy, redactor=self.redactor)
         self.exited = anyio.Event()
         self._closing = False
+        #: The process ended before the host began to stop it: its status is its own.
+        self.exited_on_its_own = False
         #: The command and the shim's exec status, for the error of a start that failed.
         self._start = start
 
@@ -153,6 +163,7 @@ class ChildProcess:
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         policy: StderrPolicy | None = None,
+        redactor: Redactor | None = None,
     ) -> ChildProcess:
         """Spawn ``command`` in its own process group; then run ``start_pumps``.
 
@@ -191,7 +202,9 @@ class ChildProcess:
             start.spawned()
         os.set_blocking(write_end, False)
         log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        return cls(provider_id, process, policy or StderrPolicy(), write_end, out_read, start)
+        return cls(
+            provider_id, process, policy or StderrPolicy(), write_end, out_read, start, redactor
+        )
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -201,6 +214,7 @@ class ChildProcess:
 
     async def _watch_exit(self) -> None:
         await self.process.wait()
+        self.exited_on_its_own = not self._closing
         self.exited.set()
         if self._stdout is not None:
             self._stdout.drain_after_exit(self.returncode)
@@ -233,6 +247,35 @@ class ChildProcess:
         self._stdout = feed
         if self.exited.is_set():  # it exited before its output was read
             feed.drain_after_exit(self.returncode)
+
+    def exit_status(self) -> str | None:
+        """How the process ended, when it ended on its own: ``exited with status 1``,
+        ``killed by SIGSEGV``; ``None`` while it runs or when the host stopped it."""
+        code = self.process.returncode
+        if code is None or not self.exited_on_its_own:
+            return None
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with status {code}"
+
+    async def failure_report(self, deadline: float) -> str:
+        """Why the process failed, in its own words: its exit status (when it ended on
+        its own) and the last lines of its stderr (bounded, scrubbed, one line), waiting
+        for its exit and the end of its stderr no later than ``deadline`` (anyio time).
+        ``""`` when it said nothing."""
+        with anyio.move_on_at(deadline):
+            await self.exited.wait()
+        # Gone, so what it wrote is in the pipe; an end of file may never come should a
+        # descendant it left hold its stderr, so the drain gets a short bound of its own.
+        with anyio.move_on_at(min(deadline, anyio.current_time() + STDERR_DRAIN_S)):
+            await self._stderr.ended.wait()
+        parts = [self.exit_status() or "", self._stderr.tail()]
+        if parts[1]:
+            parts[1] = f"stderr: {parts[1]}"
+        return "; ".join(p for p in parts if p)
 
     def _why_closed(self, how: str) -> HostdError | None:
         """Why the output ended, when not a crash: the host stopping it, a failed exec."""
@@ -344,6 +387,10 @@ class ChildProcess:
         # group: also after a clean exit, the group may hold grandchildren it left.
         await stop_process(self.process, grace, group=True, on_signal=self._log_signal)
         self._close_stdout()
+        # What it wrote last is its reason (``failure_report``): read to the end before
+        # the pipe is closed, bounded should a descendant it left still hold it open.
+        with anyio.move_on_after(grace):
+            await self._stderr.ended.wait()
         if self.process.stderr is not None:
             try:
                 await self.process.stderr.aclose()

@@ -34,7 +34,9 @@ def read_reply(codec: Codec, request: Request, body: bytes) -> Any:
         raise RemoteWire("empty response body where a reply was expected")
     message = codec.read(body)
     if isinstance(message, Fault):
-        raise RemoteWire(message.error.message)
+        # Never the body: a proxy's page may echo the request, its credential included.
+        why = message.detail or message.error.message
+        raise RemoteWire(f"response body ({len(body)} bytes, not quoted) is not one reply: {why}")
     if not isinstance(message, Reply | Refusal):
         raise RemoteWire("response body is a notification, not a reply")
     # Each exchange is its own request: a reply names it, or (an envelope without an

@@ -58,9 +58,10 @@ from hostd.protocol import (
 )
 
 from .._readiness import Readiness
+from .._redact import REDACTED
 from ..bindings import Codec, Request, check_ack, find_binding
 from ._body import read_as, read_reply
-from ._url import REDACTED, Credential, TokenSource, remote_url_problem
+from ._url import Credential, TokenSource, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
@@ -72,6 +73,7 @@ DEFAULT_REMOTE_CONNECTIONS = 16
 _MAX_ERROR_TEXT = 200
 
 T = TypeVar("T")
+E = TypeVar("E", bound=HostdError)
 
 
 def _tls_context(
@@ -95,10 +97,15 @@ def _unauthorized(status: int) -> ProviderUnauthorized:
 
 
 def _transport_error(exc: httpx.HTTPError) -> RemoteTransport:
-    # httpx's message names the failure (refused, TLS verify failed, reset), never a
-    # header: the credential cannot be in it (C8). Bounded all the same.
-    text = str(exc) or type(exc).__name__
-    return RemoteTransport(f"{type(exc).__name__}: {text}"[:_MAX_ERROR_TEXT])
+    name = type(exc).__name__
+    if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
+        # h11 and the decoders quote what the peer sent (a header name, a status line):
+        # the peer's bytes are never quoted, only the kind of breakage.
+        return RemoteTransport(f"{name}: the response broke HTTP/1.1 or its encoding")
+    # Otherwise the message names the failure (refused, TLS verify failed, reset), from
+    # the OS or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
+    text = str(exc) or name
+    return RemoteTransport(f"{name}: {text}"[:_MAX_ERROR_TEXT])
 
 
 class RemoteEndpoint:
@@ -130,6 +137,8 @@ class RemoteEndpoint:
         self.binding = binding
         self.max_body_bytes = max_body_bytes
         self.tokens = tokens or TokenSource()
+        #: The one redaction point of this provider (C8): every token the source reads.
+        self.redactor = self.tokens.redactor
         self._base_headers = {
             "content-type": "application/json",
             "accept": "application/json",
@@ -168,10 +177,16 @@ class RemoteEndpoint:
             "exchanges": self.exchanges,
         }
 
-    async def exchange(self, request: Request) -> Any:
-        """POST one request body; the payload of the one reply in the response, checked."""
-        body = await self._post(request.body)
-        return read_reply(self.codec, request, body)
+    async def exchange(self, request: Request, read: Callable[[Any], T]) -> T:
+        """POST one request body; the one reply in the response, read by ``read`` (the
+        codec's model of what was asked) and checked. Every error leaves through the
+        redactor: no token, even one the peer echoed (C8)."""
+        try:
+            body = await self._post(request.body)
+            return read_as(read, read_reply(self.codec, request, body))
+        except HostdError as exc:
+            self.redactor.error(exc)
+            raise
 
     def _headers_for(self, credential: Credential | None) -> httpx.Headers:
         """The request headers, made again only when the credential is another one."""
@@ -293,12 +308,15 @@ class RemoteConnection:
         try:
             with anyio.fail_after(handshake_timeout):
                 codec = endpoint.codec
-                ack = read_as(codec.handshake_ack, await endpoint.exchange(codec.handshake(host)))
+                ack = await endpoint.exchange(codec.handshake(host), codec.handshake_ack)
         except TimeoutError:
             raise ProviderTimeout(
                 f"no handshake reply within {handshake_timeout * 1000:.0f} ms", stage="handshake"
             ) from None
-        check_ack(ack)
+        try:
+            check_ack(ack)
+        except HostdError as exc:  # the rules quote a version or scope the peer wrote
+            raise endpoint.redactor.error(exc) from None
         log.info(
             "provider.handshake.ok",
             provider=endpoint.provider_id,
@@ -313,10 +331,15 @@ class RemoteConnection:
         if self.closed:
             raise RemoteTransport("remote provider connection closed")
         try:
-            return read_as(read, await self.endpoint.exchange(request))
+            return await self.endpoint.exchange(request, read)
         except (RemoteTransport, RemoteWire) as exc:
             self.failure = exc  # the pool handshakes again, after its backoff
             raise
+
+    async def explain(self, exc: E, deadline: float | None = None) -> E:
+        """``exc`` as it leaves the transport: scrubbed of every token (C8). There is no
+        process to ask why (``ProviderConnection.explain``); the status says it."""
+        return self.endpoint.redactor.error(exc)
 
     def start_query(self, query: ContextQuery | dict[str, Any]) -> None:
         """Always ``None``: an HTTP exchange is awaited, there is no line to write now."""

@@ -19,10 +19,9 @@ from urllib.parse import urlsplit
 from hostd.errors import CredentialUnavailable
 from hostd.protocol import is_loopback_host
 
-__all__ = ["REDACTED", "Credential", "TokenSource", "remote_url_problem"]
+from .._redact import REDACTED, Redactor
 
-#: How a credential is shown wherever a value is printed (C8).
-REDACTED = "<redacted>"
+__all__ = ["REDACTED", "Credential", "TokenSource", "remote_url_problem"]
 
 
 def remote_url_problem(url: str) -> str | None:
@@ -78,6 +77,10 @@ class Credential:
         """The ``Authorization`` header's value (the only place the token is written)."""
         return f"Bearer {self._token}"
 
+    def hide_in(self, redactor: Redactor) -> None:
+        """Have ``redactor`` scrub this token from every text it passes (C8)."""
+        redactor.add(self._token)
+
 
 class TokenSource:
     """A remote provider's bearer token, from a file or an environment variable (C8).
@@ -89,14 +92,22 @@ class TokenSource:
     since a rewrite within one tick of a coarse clock leaves the stat as it was. A
     variable is read at ``reload()`` only: nothing outside the process changes its
     environment. Both raise ``CredentialUnavailable`` naming the file or variable,
-    never its content.
+    never its content. Every token read is handed to ``redactor`` (the provider's one
+    redaction point), so neither the current token nor a rotated-out one is ever shown.
     """
 
-    __slots__ = ("_credential", "_loaded", "_stamp", "token_env", "token_file")
+    __slots__ = ("_credential", "_loaded", "_stamp", "redactor", "token_env", "token_file")
 
-    def __init__(self, token_file: str | Path | None = None, token_env: str | None = None) -> None:
+    def __init__(
+        self,
+        token_file: str | Path | None = None,
+        token_env: str | None = None,
+        *,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.token_file = Path(token_file) if token_file is not None else None
         self.token_env = token_env
+        self.redactor = redactor if redactor is not None else Redactor()
         self._credential: Credential | None = None
         self._loaded = False
         #: The file's (device, inode, size, mtime) when it was last read.
@@ -152,6 +163,7 @@ class TokenSource:
 
     def _keep(self, credential: Credential) -> None:
         if credential != self._credential:  # unchanged: the same object, the same headers
+            credential.hide_in(self.redactor)
             self._credential = credential
 
     def _unreadable(self, exc: OSError | UnicodeDecodeError) -> CredentialUnavailable:

@@ -1,0 +1,85 @@
+"""A provider of the user's own, configured with a relative path, run by ``hostd`` from
+any working directory (as an MCP client or a service manager would launch it): the
+config's paths are the config's, and a provider that dies at start says why (its exit
+status and its last stderr line) in the CLI's summary at default settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.procs import ROOT, marked_env
+
+WORKING = """\
+from hostd.protocol import Capabilities, ProviderInfo, QueryCapability
+from hostd.provider import Provider, make_frame, run_stdio
+
+
+class Notes(Provider):
+    info = ProviderInfo(name="notes", version="1.0")
+    capabilities = Capabilities(query=QueryCapability(kinds=["fact"]))
+
+    async def query(self, query):
+        return [make_frame(id="n1", kind="fact", title="Deploys", citation_label="notes #1",
+                           content="Deploys happen on Tuesdays.", score=0.7)]
+
+
+run_stdio(Notes())
+"""
+
+BROKEN = "from os import no_such_name_in_os  # raises ImportError at start\n"
+
+
+def _project(tmp_path: Path, script: str) -> Path:
+    project = tmp_path / "project"
+    (project / "prov").mkdir(parents=True)
+    (project / "prov" / "notes.py").write_text(script)
+    (project / "hostd.toml").write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        '[[provider]]\nid = "notes"\ncommand = ["python", "prov/notes.py"]\n'
+        "timeout_ms = 60000\n"  # a hang guard: child start-up is slow on a loaded machine
+    )
+    return project
+
+
+def _compose(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**marked_env(), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "hostd", "--config", str(config), "compose", "when do we deploy"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize("where", ["project", "elsewhere"])
+def test_a_relative_provider_script_runs_from_any_working_directory(
+    tmp_path: Path, where: str
+) -> None:
+    project = _project(tmp_path, WORKING)
+    cwd = project if where == "project" else ROOT
+    done = _compose(project / "hostd.toml", cwd)
+    assert done.returncode == 0, done.stderr
+    assert "Deploys happen on Tuesdays." in done.stdout
+    assert "notes=ok(1)" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("where", ["project", "elsewhere"])
+def test_a_provider_that_dies_at_start_says_why_at_default_settings(
+    tmp_path: Path, where: str
+) -> None:
+    project = _project(tmp_path, BROKEN)
+    cwd = project if where == "project" else ROOT
+    done = _compose(project / "hostd.toml", cwd)
+    assert done.returncode != 0
+    summary = [line for line in done.stderr.splitlines() if line.startswith("hostd:   notes:")]
+    assert summary, done.stderr
+    assert "crashed" in summary[0] and "exited with status 1" in summary[0], summary
+    assert "ImportError: cannot import name 'no_such_name_in_os'" in summary[0], summary
