@@ -202,9 +202,11 @@ def _hostd_submodules(path: Path, package: str) -> set[str]:
 
 
 def test_one_logger_factory() -> None:
-    """Loggers come from ``hostd._log.get_logger`` only. ``hostd.rpc`` keeps a stdlib
-    logger (it runs in provider processes, whose stdout is the wire) and ``hostd.logs``
-    configures the stdlib root; nothing else builds a logger of its own."""
+    """Loggers come from ``hostd._log.get_logger`` only. ``hostd.rpc`` and the HTTPS
+    provider's listener guard keep a stdlib logger (they run in provider processes,
+    where structlog is not set up and stdout may be the wire; the guard imports nothing
+    of hostd) and ``hostd.logs`` configures the stdlib root; nothing else builds a
+    logger of its own."""
     makers = {("structlog", "get_logger"), ("logging", "getLogger")}
     found = set()
     for path in sorted(ROOT.rglob("*.py")):
@@ -216,4 +218,4 @@ def test_one_logger_factory() -> None:
                 and (node.func.value.id, node.func.attr) in makers
             ):
                 found.add(str(path.relative_to(ROOT)))
-    assert found == {"_log.py", "logs.py", "rpc/_envelope.py"}
+    assert found == {"_log.py", "logs.py", "rpc/_envelope.py", "_listener_guard.py"}
