@@ -10,6 +10,7 @@ against that file's directory. Nothing here starts processes or opens sockets.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tomllib
@@ -36,6 +37,7 @@ __all__ = [
     "HostSettings",
     "LogSettings",
     "McpSettings",
+    "McpToolSettings",
     "ProviderSettings",
     "RerankerSettings",
     "ShadowSettings",
@@ -101,6 +103,27 @@ class HostSettings(_Section):
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
+    #: Span merging: a candidate made of touching line ranges of one source holds at most
+    #: this many times the bytes of its largest member (so no merge pulls in a whole file).
+    merge_max_ratio: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False)] = 2.0
+    #: A Hugging Face ``tokenizer.json``: the budget then counts the prompt in that
+    #: model's tokens (unset: canonical tokens, B3: UTF-8 bytes / 4).
+    tokenizer: Path | None = None
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_file(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        if not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        if importlib.util.find_spec("tokenizers") is None:
+            raise ValueError(
+                'needs the tokenizers library: pip install "/path/to/hostd[tokenizer]" '
+                "(a checkout or a wheel)"
+            )
+        return value
+
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
@@ -160,6 +183,14 @@ class RerankerSettings(_Section):
     cwd: Path | None = None
 
 
+class McpToolSettings(_Section):
+    """One tool a ``binding = "mcp"`` provider calls per query, with its arguments."""
+
+    name: Annotated[str, Field(min_length=1)]
+    #: String values may hold ``{query}`` (the query text) and ``{goal}``.
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class McpSettings(_Section):
     """``[provider.mcp]``: what a ``binding = "mcp"`` provider serves as frames (docs/mcp.md)."""
 
@@ -170,13 +201,18 @@ class McpSettings(_Section):
     #: At most this many resources are read per listing (the rest: ``truncated``).
     max_resources: Annotated[int, Field(ge=1, le=100_000)] = 256
     #: One tool called per query; string values in ``arguments`` may hold ``{query}``
-    #: (the query text) and ``{goal}``.
+    #: (the query text) and ``{goal}``. ``tools`` names more (each with its arguments).
     tool: Annotated[str, Field(min_length=1)] | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
+    tools: list[McpToolSettings] = Field(default_factory=list)
     #: The frame kind every frame of this provider gets.
     kind: Annotated[str, Field(min_length=1, max_length=64)] = "doc"
     #: Seconds a listing or a read is reused when the server gives no ``ttlMs``.
     cache_ttl_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 30.0
+    #: The read cache's bounds: listings and reads kept at most, and their bytes
+    #: (least recently used out first).
+    cache_max_entries: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
+    cache_max_bytes: Annotated[int, Field(ge=0, le=1 << 34)] = 64 * 1024 * 1024
     #: The server sends data off the machine: it needs consent (C1, C6) like any such
     #: provider; ``egress_scopes`` names where to (default: the generic ``egress``).
     egress: bool = False
@@ -399,7 +435,7 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
         host["trusted_roots"] = [
             _resolve(r, base) if isinstance(r, str) else r for r in host["trusted_roots"]
         ]
-    for section, keys in (("host", ("socket", "state_dir")), ("log", ("file",))):
+    for section, keys in (("host", ("socket", "state_dir", "tokenizer")), ("log", ("file",))):
         table = raw.get(section)
         if isinstance(table, dict):
             for key in keys:

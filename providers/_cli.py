@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hostd.chunk import MODEL_WINDOW
 from hostd.provider import Provider, run_http, run_stdio
 
 from ._corpus import (
@@ -15,7 +16,6 @@ from ._corpus import (
     DEFAULT_WINDOW_LINES,
     CorpusOptions,
 )
-from ._tokens import MODEL_WINDOW
 
 __all__ = ["corpus_arguments", "corpus_options", "http_arguments", "serve"]
 

@@ -16,16 +16,7 @@ from pathlib import Path
 
 import pathspec
 
-from hostd.protocol import (
-    FrameIdentity,
-    FrameVerdict,
-    UnverifiableRange,
-    VerdictStatus,
-    address_line_range,
-    sha256_digest,
-)
-
-from ._chunk import (
+from hostd.chunk import (
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_MIN_CHUNK_TOKENS,
     DEFAULT_WINDOW_LINES,
@@ -35,6 +26,14 @@ from ._chunk import (
     chunk_frame,
     parse_chunk_id,
     split_lines,
+)
+from hostd.protocol import (
+    FrameIdentity,
+    FrameVerdict,
+    UnverifiableRange,
+    VerdictStatus,
+    address_line_range,
+    sha256_digest,
 )
 
 __all__ = [

@@ -5,7 +5,7 @@ chunked and its chunks; a restart adopts it and re-reads only files whose
 figures changed (``Corpus.refresh``). One file per corpus under
 ``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
 decides the chunks: the root, the read and chunk options, and the source of
-the chunker itself (``_chunk``, ``_tokens``), so a changed chunker never
+the chunker itself (``hostd.chunk``'s modules), so a changed chunker never
 serves old chunks. A missing, torn or foreign cache is simply a cold start;
 writes are atomic (temporary file, then rename) and private (0600).
 """
@@ -20,13 +20,17 @@ from typing import Any
 
 import orjson
 
-from ._chunk import Chunk
+from hostd.chunk import Chunk
+from hostd.chunk import _chunk as _chunker
+from hostd.chunk import _tokens as _chunker_tokens
+
 from ._corpus import Corpus
 
 __all__ = ["cache_dir", "corpus_key", "load_corpus", "save_corpus"]
 
 _VERSION = 1
-_CHUNKER_SOURCES = ("_chunk.py", "_tokens.py")
+#: The chunker's own sources: a change to either is a change to every chunk.
+_CHUNKER_SOURCES = (Path(_chunker.__file__), Path(_chunker_tokens.__file__))
 
 
 def cache_dir(provider: str) -> Path:
@@ -54,9 +58,8 @@ def corpus_key(corpus: Corpus) -> str:
             ]
         )
     )
-    here = Path(__file__).resolve().parent
-    for name in _CHUNKER_SOURCES:
-        h.update((here / name).read_bytes())
+    for source in _CHUNKER_SOURCES:
+        h.update(source.read_bytes())
     return h.hexdigest()[:32]
 
 

@@ -55,6 +55,8 @@ def test_the_checkout_config_is_valid_and_the_embedded_default_has_no_provider()
             "host.retry_failed_after_s",
             "greater than or equal to 0",
         ),
+        ("[host]\nmerge_max_ratio = 0.5\n", "host.merge_max_ratio", "greater than or equal to 1"),
+        ("[host]\ntokenizer = 'absent/tokenizer.json'\n", "host.tokenizer", "no such file"),
     ],
 )
 def test_a_bad_value_names_file_key_and_problem(
@@ -66,6 +68,14 @@ def test_a_bad_value_names_file_key_and_problem(
     message = str(exc.value)
     assert str(path) in message and key in message and problem in message
     assert exc.value.data["key"] == key
+
+
+def test_a_tokenizer_path_resolves_against_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "tokenizer.json").write_text("{}", encoding="utf-8")
+    cfg = parse_config("[host]\ntokenizer = 'model/tokenizer.json'\n", base=tmp_path)
+    assert cfg.host.tokenizer == tmp_path / "model" / "tokenizer.json"
+    assert cfg.host.merge_max_ratio == 2.0
 
 
 def test_bad_toml_and_a_missing_file_are_named(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from hostd.chunk._tokens import _tokenizer_counter
 from hostd.eval import (
     Gold,
     Outcome,
@@ -27,7 +28,6 @@ from hostd.eval import (
 )
 from hostd.eval import holds_gold as holds
 from providers import chunk_file
-from providers._tokens import _tokenizer_counter
 from tests.fixtures.cli import run_hostd as _hostd
 from tests.fixtures.file_frames import file_frame
 
@@ -188,13 +188,14 @@ def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> Non
         "quota:1",
         "rrf",
         "margin",
+        "mmr",
         "calibrated",  # no calibration file here: round_robin, as its audit says
         "files",
         "(offered)",
     ]
     # every other row against the default, question by question ((offered) is no policy)
     rows = against.splitlines()[4:]
-    others = ["round_robin", "quota:1", "rrf", "margin", "calibrated", "files"]
+    others = ["round_robin", "quota:1", "rrf", "margin", "mmr", "calibrated", "files"]
     assert [r.split()[0] for r in rows] == others
     assert all(re.fullmatch(r"\S+( alone)? +(\+\d+ -\d+ *){3}", r) for r in rows), rows
 

@@ -2,12 +2,15 @@
 
 server → engine → transport → protocol, server → compose → protocol; engine may
 use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
+hostd.chunk (the one chunker) uses only protocol: the bundled providers and the
+mcp binding both load it.
 hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
 encoder) sits beside errors: every end uses it, it uses only protocol and errors;
 the client library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
 neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. In the CLI,
-check-provider points one way (command → checks → driver) and its driver, which
+check-provider points one way (command → checks → driver; command → the mcp
+checks → checks) and its driver, which
 owns the bytes only, loads nothing of the host side. Inside the transport,
 ``_stdout`` and ``_shim`` sit below ``_process`` and know no binding.
 """
@@ -47,6 +50,9 @@ FORBIDDEN = {
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
     "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
+    # Framework adapters are clients of the client API (forward) and of the provider
+    # runtime (backward): never of the host side.
+    "integrations": {"compose", "engine", "transport", "server", "cli", "mcp", "shadow", "eval"},
 }
 
 _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
@@ -64,6 +70,9 @@ FORBIDDEN_MODULES = {
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval"}
 # The provider runtime runs inside provider programs: it never loads the host side.
 FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "shadow", "eval", "mcp"}
+# hostd.chunk, the one chunker, serves the bundled providers and the mcp binding alike:
+# it uses only protocol (a provider program loads it without the host side).
+FORBIDDEN["chunk"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
@@ -76,6 +85,9 @@ _CLI = {p.stem for p in (ROOT / "cli").glob("_*.py")}
 CLI_FORBIDDEN_SIBLINGS = {
     "_check_driver": _CLI - {"_check_driver"},
     "_checks": _CLI - {"_checks", "_check_driver"},
+    # The mcp path (one module, to be registered as a binding's checks) uses the checks'
+    # report and nothing else of the CLI; the checks never import it.
+    "_check_mcp": _CLI - {"_check_mcp", "_checks"},
 }
 
 

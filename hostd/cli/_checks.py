@@ -6,8 +6,8 @@ kinds filter (Q1), malformed-input tolerance (R1), verify honesty (V1–V3) and
 shutdown (R2), each a ``CheckResult``, and the pass/fail table. The binding is
 the registry's (``hostd.transport.bindings``): one with a codec is driven by the
 driver (``_check_driver``: raw pipes through that codec, so it can send
-malformed input on purpose); one carried by an SDK session runs the check its
-registry row names (``BindingRow.check``).
+malformed input on purpose); one carried by an SDK session has a check of its own
+(``mcp``: ``_check_mcp``).
 Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``),
 so a provider that passes is never dropped or quarantined by the daemon for the
 same reply; the handshake, R1, verify and shutdown checks are this module's.
@@ -92,14 +92,9 @@ async def check_provider(
     """Run every check against a fresh child running ``command``; never raises for a bad peer.
     ``binding``: any registered binding (``ValueError`` for one that is not)."""
     row = find_binding(binding)
-    if row.codec is None:
-        if row.check is None:
-            detail = f"check-provider cannot drive the {binding!r} binding yet"
-            return [CheckResult("binding", False, detail)]
-        checked: list[CheckResult] = await row.check(
-            command, goal=goal, budget=budget, timeout_s=timeout_s, cwd=cwd, env=env
-        )
-        return checked
+    if row.codec is None:  # an sdk-session binding has a check of its own (mcp: _check_mcp)
+        detail = f"the {binding!r} binding has no codec for this driver: it has its own check"
+        return [CheckResult("binding", False, detail)]
     results: list[CheckResult] = []
     try:
         process = await anyio.open_process(

@@ -31,10 +31,13 @@ def config_hint(cfg: Config) -> str:
 
 
 def leg_failures(result: dict[str, Any]) -> list[str]:
-    """One line per provider leg that failed: its id, status and the error it gave."""
+    """One line per provider leg that failed: its id, status and the error it gave; and
+    per ``ok`` leg that gave nothing with a reason (its ``note``)."""
     lines = []
     for p in result.get("providers") or []:
         status = p.get("status")
+        if status == "ok" and p.get("note"):  # ok, but nothing it had fit (nothing_fit)
+            lines.append(f"  {p.get('provider_id')}: ok: {p['note']}")
         if status in ("ok", "skipped"):
             continue
         error = p.get("error") or {}
@@ -55,7 +58,7 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
         offered[pid] = offered.get(pid, 0) + 1
     lines = ["empty prompt: no provider produced evidence"]
     for p in result.get("providers") or []:
-        if p.get("status") == "ok":
+        if p.get("status") == "ok" and not p.get("note"):  # a note: leg_failures says it
             n = offered.get(str(p.get("provider_id")), 0)
             how = f"{n} frame(s) offered, none included" if n else "no frames"
             lines.append(f"  {p.get('provider_id')}: ok, {how}")

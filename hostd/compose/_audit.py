@@ -15,7 +15,7 @@ ranked above it) from its ``rendered_sizes`` price: priced, never rendered.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -23,6 +23,7 @@ import orjson
 from hostd.protocol import FrameId
 
 from ._candidates import CandidateSet, SortKey, key_to_wire
+from ._meter import CANONICAL, Meter
 from ._pack import Labels, Packing, tokens_of_bytes
 
 __all__ = ["ranked_entries", "unranked_entries"]
@@ -59,10 +60,16 @@ def ranked_entries(
     budget: int,
     floor_labels: Iterable[str],
     verification: Mapping[FrameId, Mapping[str, Any]] | None,
+    notes: Mapping[int, Mapping[str, Any]] | None = None,
+    meter: Meter = CANONICAL,
+    render_block: Callable[[int, str], str] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per ranked candidate, best first. ``positions[j]`` is where the
     ``j``-th included frame (in rank order) was placed; ``labels`` and ``sizes``
-    are the candidates' prices (``rendered_sizes``)."""
+    are the candidates' prices (``rendered_sizes``); ``notes`` adds members to a
+    candidate's entry (span merging's ``merged`` and ``span``). With a tokenizer
+    ``meter`` costs are its tokens, and a block whose label would have changed is
+    rendered (``render_block``) and counted."""
     frames, scores = cands.frames, cands.scores
     pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
     vouched_by, capped = cands.vouched_by, packing.capped
@@ -71,11 +78,13 @@ def ranked_entries(
     out: list[dict[str, Any]] = []
     append = out.append
     start = 0
+    canonical = meter is CANONICAL
+    recounted = set(packing.recounted)
     # The hot loop (one pass per excluded frame) reads plain columns and builds
     # each wire dict inline: no key tuple, no helper call per frame.
     for j, stop in enumerate([*packing.ranks, len(order)]):
         used = packing.used_after[j - 1] if j else packing.fixed
-        remaining = max(0, budget - tokens_of_bytes(used))
+        remaining = max(0, budget - (tokens_of_bytes(used) if canonical else meter.tokens(used)))
         for rank in range(start, stop):
             i = order[rank]
             pid, digest = pids[i], digests[i]
@@ -88,10 +97,17 @@ def ranked_entries(
             if cap is None:
                 size = sizes[i]
                 base = labels[i]
-                if base in taken:  # the suffix it gets is ASCII: one byte a character
-                    size += len(peek(base)) - len(base)
-                cost = (size + 3) >> 2  # tokens_of_bytes, inline
+                if not canonical:
+                    if base in taken and render_block is not None:
+                        size = meter.size(render_block(i, peek(base)))
+                    cost = meter.tokens(size)
+                else:
+                    if base in taken:  # the suffix it gets is ASCII: one byte a character
+                        size += len(peek(base)) - len(base)
+                    cost = (size + 3) >> 2  # tokens_of_bytes, inline
                 detail: dict[str, Any] = {"cost": cost, "remaining": remaining}
+                if rank in recounted:  # fitted block by block, not once counted whole
+                    detail["whole_prompt"] = True
                 reason = "over_budget"
             else:
                 (provider, cap_tokens, share), cost = cap
@@ -110,6 +126,8 @@ def ranked_entries(
                     "tokens": cost,
                 }
             )
+            if notes and i in notes:
+                out[-1].update(_copy_notes(notes[i]))
         if j < len(packing.chosen):
             i = packing.chosen[j]
             k = cands.key(i)
@@ -127,8 +145,21 @@ def ranked_entries(
                     "vouched_by": list(vouched_by(i)),
                 }
             )
+            if notes and i in notes:
+                out[-1].update(_copy_notes(notes[i]))
             replay.claim(packing.labels[j])
         start = stop + 1
+    return out
+
+
+def _copy_notes(notes: Mapping[str, Any]) -> dict[str, Any]:
+    """A candidate's notes as fresh dicts (an entry is the wire's: never shared)."""
+    out: dict[str, Any] = {}
+    for k, v in notes.items():
+        note = dict(v)
+        if "members" in note:
+            note["members"] = [dict(m) for m in note["members"]]
+        out[k] = note
     return out
 
 
@@ -143,12 +174,27 @@ def unranked_entries(
     cands: CandidateSet,
     duplicates: Iterable[tuple[int, int]],
     excluded: Iterable[tuple[FrameId, str, Mapping[str, Any]]],
+    absorbed: Iterable[tuple[int, int, str, Mapping[str, str]]] = (),
 ) -> list[dict[str, Any]]:
-    """The duplicates (``(dropped, kept)`` indices into ``cands``' input pool) and the
-    earlier stages' exclusions, each in canonical FrameId order (every field a
-    tie-break, so the same set gives the same entries whatever the arrival order)."""
+    """The duplicates (``(dropped, kept)`` indices into ``cands``' input pool), the
+    frames span merging absorbed (``(member, survivor, reason, region)``, the same
+    indices) and the earlier stages' exclusions, each in canonical FrameId order
+    (every field a tie-break, so the same set gives the same entries whatever the
+    arrival order)."""
     keyed: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     key, scores = cands.key, cands.scores
+    for m, k, reason, region in absorbed:
+        mk, kk = key(m), key(k)
+        score = scores[m]
+        entry = {
+            "frame": key_to_wire(mk),
+            "provider": mk[0],
+            "disposition": "excluded",
+            "reason": reason,
+            "detail": {"kept": key_to_wire(kk), "region": dict(region)},
+            "score": _wire_score(score),
+        }
+        keyed.append(((False, mk, reason, score, repr(kk)), entry))
     for d, k in duplicates:
         dk, kk = key(d), key(k)
         score = scores[d]

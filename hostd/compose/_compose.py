@@ -20,8 +20,8 @@ ends in the audit exactly once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hostd.protocol import FrameId
@@ -30,13 +30,26 @@ from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, pick_from
 from ._dedup import dedup_pool
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
-from ._pack import Packing, pack, tokens_of_bytes
+from ._meter import CANONICAL, Meter, TokenCounter, meter_for, same_meter
+from ._pack import Packing, pack
 from ._placement import check_placement, place_indices
 from ._render import EVIDENCE_PREAMBLE, kinds_and_labels, render_frame, rendered_sizes
 from ._result import Citation, ComposedPrompt, CompositionAudit
+from ._spans import DEFAULT_MERGE_MAX_RATIO, check_ratio, merge_spans
+from ._spans import apply as apply_spans
 from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
 
-__all__ = ["Prices", "Survivors", "compose_for_prompt", "dedup", "place", "price", "rank", "render"]
+__all__ = [
+    "Prices",
+    "Survivors",
+    "compose_for_prompt",
+    "dedup",
+    "place",
+    "price",
+    "rank",
+    "render",
+    "spans",
+]
 
 #: ``(FrameId, reason, detail)``: a frame an earlier stage dropped.
 Excluded = tuple[FrameId, str, Mapping[str, Any]]
@@ -61,14 +74,19 @@ def _cap_tokens(caps: Mapping[str, float] | None, contested: int) -> dict[str, t
 
 @dataclass(slots=True, frozen=True)
 class Survivors:
-    """The dedup stage's output: one candidate per piece of evidence (``cands``,
-    with its ``contents`` column) and the collapsed frames as ``(dropped, kept)``
-    indices into ``pool`` (the candidates as offered)."""
+    """The dedup stages' output: one candidate per piece of evidence (``cands``,
+    with its ``contents`` column; ``origin[i]``: candidate ``i``'s index in ``pool``,
+    the candidates as offered), the collapsed frames as ``(dropped, kept)`` indices
+    into ``pool``, the frames span merging absorbed as ``(member, survivor, reason,
+    region)`` (indices into ``pool``) and extra audit members by candidate index."""
 
     pool: CandidateSet
     cands: CandidateSet
     contents: Sequence[str | None]
     duplicates: list[tuple[int, int]]
+    origin: Sequence[int] = ()
+    absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
+    notes: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
@@ -78,7 +96,37 @@ def dedup(frames: Iterable[FramePair]) -> Survivors:
     deduped = dedup_pool(pool, provenances)
     if deduped.drops:
         contents = pick_from(deduped.origin)(contents)
-    return Survivors(pool, deduped.kept, contents, deduped.drops)
+    return Survivors(pool, deduped.kept, contents, deduped.drops, deduped.origin)
+
+
+def spans(
+    survivors: Survivors,
+    sources: Mapping[str, bytes] | None,
+    verification: Verification | None,
+    max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
+) -> Survivors:
+    """Span-aware dedup (``_spans``): touching regions of one verified source merged."""
+    if sources is None:  # off: nothing is looked for
+        check_ratio(max_ratio)
+        return survivors
+    merge = merge_spans(survivors.cands, sources, verification, max_ratio)
+    if not merge.notes:
+        return survivors
+    cands, origin = survivors.cands, survivors.origin
+    keep = merge.keep
+    contents = [
+        merge.frames[i].content if i in merge.frames else survivors.contents[i] for i in keep
+    ]
+    position = {i: k for k, i in enumerate(keep)}
+    return Survivors(
+        survivors.pool,
+        apply_spans(cands, merge),
+        contents,
+        survivors.duplicates,
+        [origin[i] for i in keep],
+        [(origin[m], origin[k], why, region) for m, k, why, region in merge.absorbed],
+        {position[i]: note for i, note in merge.notes.items() if i in position},
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -89,10 +137,20 @@ class Prices:
     sizes: list[int]
 
 
-def price(survivors: Survivors, verification: Verification | None) -> Prices:
-    """Every candidate priced as its fenced block, none rendered (``rendered_sizes``)."""
+def price(
+    survivors: Survivors,
+    verification: Verification | None,
+    meter: Meter = CANONICAL,
+    render_block: Callable[[int, str], str] | None = None,
+) -> Prices:
+    """Every candidate priced as its fenced block: in bytes, none rendered
+    (``rendered_sizes``); with a tokenizer ``meter``, each block rendered (by
+    ``render_block``) and counted."""
     cands = survivors.cands
     kinds, labels = kinds_and_labels(cands.frames)
+    if meter is not CANONICAL:
+        assert render_block is not None
+        return Prices(labels, [meter.size(render_block(i, lb)) for i, lb in enumerate(labels)])
     unverified: list[int] = []
     if verification and any(s.get("state") == UNVERIFIABLE for s in verification.values()):
         key = cands.key
@@ -131,6 +189,8 @@ def render(
     policy: Mapping[str, Any],
     excluded: Iterable[Excluded],
     verification: Verification | None,
+    render_block: Callable[[int, str], str] | None = None,
+    counted: int | None = None,
 ) -> ComposedPrompt:
     """The finished record: the prompt (preamble, top floors, frames in placement
     order, bottom floors; nothing to show is the empty prompt), its citations in
@@ -147,20 +207,14 @@ def render(
         k = key(i)
         fid = FrameId(k[0], k[1], k[3] if k[2] else None)
         citations.append(Citation(packing.labels[j], fid, tuple(frames[i].provenance)))
-    budget = floors.budget
-    if parts or floors.blocks:
-        prompt = "".join(
-            [
-                EVIDENCE_PREAMBLE,
-                *(b for b, pos in floors.blocks if pos == "top"),
-                *parts,
-                *(b for b, pos in floors.blocks if pos == "bottom"),
-            ]
-        )
-        tokens_used = tokens_of_bytes(packing.used)
-    else:
-        prompt = ""
+    budget, meter = floors.budget, floors.meter
+    prompt = assemble(floors, parts)
+    if not prompt:
         tokens_used = 0
+    elif counted is not None:  # the whole prompt, counted by the tokenizer
+        tokens_used = counted
+    else:
+        tokens_used = meter.tokens(packing.used)
     assert tokens_used <= budget  # the packer's invariant; a failure here is a bug
     entries = ranked_entries(
         order,
@@ -172,8 +226,11 @@ def render(
         budget=budget,
         floor_labels=floors.labels,
         verification=verification,
+        notes=survivors.notes,
+        meter=meter,
+        render_block=render_block,
     )
-    entries += unranked_entries(survivors.pool, survivors.duplicates, excluded)
+    entries += unranked_entries(survivors.pool, survivors.duplicates, excluded, survivors.absorbed)
     audit = CompositionAudit(
         entries,
         global_budget=budget,
@@ -181,7 +238,47 @@ def render(
         policy=policy,
         floors=floors.records,
     )
-    return ComposedPrompt(prompt, tuple(citations), audit)
+    model_tokens = tokens_used if meter is not CANONICAL else None
+    return ComposedPrompt(prompt, tuple(citations), audit, model_tokens, _tokenizer_name(meter))
+
+
+def _tokenizer_name(meter: Meter) -> str | None:
+    return None if meter is CANONICAL else meter.name
+
+
+def assemble(floors: AdmittedFloors, parts: Sequence[str]) -> str:
+    """The prompt: the preamble, the top floors, the frames' blocks in placement
+    order, the bottom floors; nothing to show is the empty prompt."""
+    if not (parts or floors.blocks):
+        return ""
+    return "".join(
+        [
+            EVIDENCE_PREAMBLE,
+            *(b for b, pos in floors.blocks if pos == "top"),
+            *parts,
+            *(b for b, pos in floors.blocks if pos == "bottom"),
+        ]
+    )
+
+
+def fit_counted(
+    floors: AdmittedFloors, packing: Packing, placement: str, cands: CandidateSet
+) -> tuple[list[int], int]:
+    """With a tokenizer (whose counts need not add up across blocks): the whole prompt
+    counted, and the last frame admitted dropped until it fits the budget. Returns
+    the placement and the prompt's count; ``packing`` loses the frames dropped."""
+    meter = floors.meter
+    while True:
+        placed = place(placement, packing, cands)
+        prompt = assemble(floors, [packing.blocks[j] for j in placed])
+        counted = meter.size(prompt) if prompt else 0
+        if counted <= floors.budget or not packing.chosen:
+            return placed, counted
+        packing.recounted.append(packing.ranks.pop())
+        for column in (packing.chosen, packing.blocks, packing.labels):
+            column.pop()
+        packing.costs.pop()
+        packing.used_after.pop()
 
 
 def _policy(
@@ -214,6 +311,9 @@ def compose_for_prompt(
     verification: Verification | None = None,
     overfetch: float | None = None,
     asked: Mapping[str, int] | None = None,
+    sources: Mapping[str, bytes] | None = None,
+    merge_max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
+    tokenizer: TokenCounter | Meter | None = None,
 ) -> ComposedPrompt:
     """Compose ``(provider_id, frame)`` pairs into a fenced, cited, audited prompt.
 
@@ -236,6 +336,16 @@ def compose_for_prompt(
       ``state`` is ``"unverifiable"`` is fenced with ``verified="no"``.
     - ``overfetch``, ``asked``: from a fan-out, the over-fetch factor and the
       tokens each provider was asked for; recorded in the audit's ``policy``.
+    - ``sources``: ``file`` URI → the bytes the verify stage re-read under the
+      trusted roots (``FanOut.sources``); with it, candidates quoting overlapping,
+      contained or adjacent line ranges of one source are merged into one
+      covering their union (``_spans``), at most ``merge_max_ratio`` times the
+      bytes of its largest member. None: no span merging.
+    - ``tokenizer``: any ``str -> int`` (the model's tokenizer): the budget then
+      counts the rendered prompt in its tokens (block by block, then the whole
+      prompt once more) and ``tokens_used`` and every entry's ``tokens`` are
+      its tokens; ``prompt_usage()`` reports them beside the canonical count.
+      Without it the budget counts canonical tokens (B3: bytes / 4).
 
     The prompt is a pure function of the frame *set* (and the arguments): any
     order of the same frames gives the same bytes. Its canonical cost is
@@ -249,20 +359,29 @@ def compose_for_prompt(
     elif isinstance(strategy, str | Mapping):  # a client API value, e.g. {"quota": 2}
         strategy = strategy_from_wire(strategy)
     placement = check_placement(placement)
+    meter = meter_for(tokenizer)
     policy = _policy(strategy, placement, overfetch, asked)
+    if meter is not CANONICAL:
+        policy["tokenizer"] = meter.name
 
-    if not (isinstance(floors, AdmittedFloors) and floors.budget == budget):
+    if not (
+        isinstance(floors, AdmittedFloors)
+        and floors.budget == budget
+        and same_meter(floors.meter, meter)
+    ):
         given = floors.given if isinstance(floors, AdmittedFloors) else floors
-        floors = check_floors(given, budget)
-    survivors = dedup(frames)
+        floors = check_floors(given, budget, tokenizer=meter)
+    meter = floors.meter
+    survivors = spans(dedup(frames), sources, verification, merge_max_ratio)
     cands = survivors.cands
     order = rank(strategy, cands)
-    prices = price(survivors, verification)
     pids, key = cands.provider_ids, cands.key
 
     def render_block(i: int, label: str) -> str:
         verified = is_verified(verification, key(i))
         return render_frame(pids[i], cands.frames[i], label, verified=verified)
+
+    prices = price(survivors, verification, meter, render_block)
 
     packing = pack(
         order,
@@ -274,8 +393,13 @@ def compose_for_prompt(
         book=floors.labels_taken(),
         caps=_cap_tokens(caps, floors.remainder),
         render=render_block,
+        meter=meter,
     )
-    placed = place(placement, packing, cands)
+    counted: int | None = None
+    if meter.exact:
+        placed = place(placement, packing, cands)
+    else:
+        placed, counted = fit_counted(floors, packing, placement, cands)
     return render(
         floors,
         survivors,
@@ -286,4 +410,6 @@ def compose_for_prompt(
         policy=policy,
         excluded=excluded,
         verification=verification,
+        render_block=render_block,
+        counted=counted,
     )

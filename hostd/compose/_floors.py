@@ -19,8 +19,9 @@ from typing import Any, Literal
 from hostd.errors import FloorsExceedBudget
 from hostd.protocol import canonical_token_cost
 
-from ._pack import Labels, tokens_of_bytes, utf8_size
-from ._render import PREAMBLE_BYTES, render_floor
+from ._meter import CANONICAL, Meter, TokenCounter, meter_for
+from ._pack import Labels
+from ._render import EVIDENCE_PREAMBLE, PREAMBLE_BYTES, render_floor
 from ._result import FloorRecord
 
 __all__ = ["AdmittedFloors", "Floor", "FloorInput", "check_budget", "check_floors"]
@@ -93,8 +94,9 @@ class AdmittedFloors:
 
     ``blocks`` are the fenced blocks with their position, in the order given;
     ``records`` what each costs; ``labels`` the citation labels they claimed;
-    ``fixed`` the bytes a prompt holds before any frame: the preamble and the
-    blocks (the preamble alone with no floor; an empty prompt holds neither).
+    ``fixed`` the size a prompt holds before any frame: the preamble and the
+    blocks (the preamble alone with no floor; an empty prompt holds neither), in
+    ``meter``'s unit (bytes for the canonical meter, ``preamble`` the preamble's).
     """
 
     budget: int
@@ -104,6 +106,9 @@ class AdmittedFloors:
     fixed: int = PREAMBLE_BYTES
     #: The floors as given (so another budget can admit them again).
     given: tuple[Floor, ...] = ()
+    #: What the budget counts (``_meter``) and the preamble's size in its unit.
+    meter: Meter = CANONICAL
+    preamble: int = PREAMBLE_BYTES
 
     @property
     def contested(self) -> int:
@@ -111,26 +116,31 @@ class AdmittedFloors:
         floors' fenced blocks (the budget split and the shadow record read it)."""
         if not self.blocks:
             return self.budget
-        return max(0, self.budget - tokens_of_bytes(self.fixed - PREAMBLE_BYTES))
+        return max(0, self.budget - self.meter.tokens(self.fixed - self.preamble))
 
     @property
     def remainder(self) -> int:
         """The tokens left after the preamble and the floors: what caps are shares of."""
-        return max(0, self.budget - tokens_of_bytes(self.fixed))
+        return max(0, self.budget - self.meter.tokens(self.fixed))
 
     def labels_taken(self) -> Labels:
         """A fresh label book holding the floors' labels (frames are labelled after them)."""
         return Labels(set(self.labels))
 
 
-def check_floors(floors: Iterable[FloorInput], budget: int) -> AdmittedFloors:
+def check_floors(
+    floors: Iterable[FloorInput], budget: int, *, tokenizer: TokenCounter | Meter | None = None
+) -> AdmittedFloors:
     """The floors admitted against ``budget``: labels, blocks, costs (pure).
 
+    ``tokenizer``: count the budget in that tokenizer's tokens (``str -> int``)
+    instead of canonical ones (B3); pass the same one to ``compose_for_prompt``.
     Raises ``FloorsExceedBudget`` (naming each floor's block cost, the preamble's
     and the total) if the preamble and the fenced floors alone cost more than
     ``budget``, and ``ValueError`` for a floor or budget that cannot be read.
     """
     budget = check_budget(budget)
+    meter = meter_for(tokenizer)
     labels = Labels()
     blocks: list[tuple[str, str]] = []
     records: list[FloorRecord] = []
@@ -139,14 +149,23 @@ def check_floors(floors: Iterable[FloorInput], budget: int) -> AdmittedFloors:
         label = labels.claim(f.label)
         block = render_floor(label, f.content, f.position)
         blocks.append((block, f.position))
-        records.append(FloorRecord(label, f.position, tokens_of_bytes(utf8_size(block))))
-    fixed = PREAMBLE_BYTES + sum(utf8_size(b) for b, _ in blocks)
-    if blocks and tokens_of_bytes(fixed) > budget:
+        records.append(FloorRecord(label, f.position, meter.tokens(meter.size(block))))
+    preamble = PREAMBLE_BYTES if meter is CANONICAL else meter.size(EVIDENCE_PREAMBLE)
+    if meter.exact or not blocks:
+        fixed = preamble + sum(meter.size(b) for b, _ in blocks)
+    else:  # counted whole, as the prompt will be: a tokenizer need not add up
+        fixed = meter.size(
+            "".join([EVIDENCE_PREAMBLE, *(b for b, pos in blocks if pos == "top")])
+            + "".join(b for b, pos in blocks if pos == "bottom")
+        )
+    if blocks and meter.tokens(fixed) > budget:
         raise FloorsExceedBudget(
             [(r.label, r.tokens) for r in records],
             budget,
-            preamble=tokens_of_bytes(PREAMBLE_BYTES),
-            total=tokens_of_bytes(fixed),
+            preamble=meter.tokens(preamble),
+            total=meter.tokens(fixed),
         )
     taken = frozenset(labels.taken)
-    return AdmittedFloors(budget, tuple(blocks), tuple(records), taken, fixed, given)
+    return AdmittedFloors(
+        budget, tuple(blocks), tuple(records), taken, fixed, given, meter, preamble
+    )

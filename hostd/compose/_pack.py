@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ._meter import CANONICAL, Meter
 from ._render import utf8_size
 
 __all__ = ["Labels", "Packing", "pack", "tokens_of_bytes", "utf8_size"]
@@ -76,6 +77,8 @@ class Packing:
     costs: list[int] = field(default_factory=list)
     used_after: list[int] = field(default_factory=list)
     capped: dict[int, tuple[tuple[str, int, float], int]] = field(default_factory=dict)
+    #: Ranks admitted block by block, then dropped when the whole prompt was counted.
+    recounted: list[int] = field(default_factory=list)
 
     @property
     def used(self) -> int:
@@ -93,6 +96,7 @@ def pack(
     book: Labels,
     caps: Caps,
     render: Render,
+    meter: Meter = CANONICAL,
 ) -> Packing:
     """Walk ``order`` (best first) and admit each frame whose block still fits.
 
@@ -102,9 +106,11 @@ def pack(
     by its ASCII ``" #n"`` suffix and the block by as many bytes, so a frame is
     priced without rendering it; only an admitted frame is rendered. Once even
     the smallest block cannot fit, the walk stops: every frame left is over
-    budget with the same room left.
+    budget with the same room left. With a tokenizer ``meter``, ``fixed`` and
+    ``sizes`` are its tokens, and a block whose label changed is counted again.
     """
-    capacity = 4 * budget
+    capacity = meter.capacity(budget)
+    exact = meter is CANONICAL  # bytes add up: a label suffix costs its length
     out = Packing(fixed)
     used = fixed
     smallest = min(sizes, default=0)
@@ -119,10 +125,16 @@ def pack(
             continue
         base = labels[i]
         label = peek(base)
-        size += len(label) - len(base)  # the suffix is ASCII: one byte a character
+        block: str | None = None
+        if label is not base:
+            if exact:
+                size += len(label) - len(base)  # the suffix is ASCII: one byte a character
+            else:
+                block = render(i, label)
+                size = meter.size(block)
         if used + size > capacity:
             continue
-        cost = tokens_of_bytes(size)
+        cost = tokens_of_bytes(size) if exact else meter.tokens(size)
         if caps:
             pid = provider_ids[i]
             cap = caps.get(pid, default_cap)
@@ -136,7 +148,7 @@ def pack(
         used += size
         out.chosen.append(i)
         out.ranks.append(rank)
-        out.blocks.append(render(i, label))
+        out.blocks.append(render(i, label) if block is None else block)
         out.labels.append(label)
         out.costs.append(cost)
         out.used_after.append(used)

@@ -23,6 +23,8 @@ __all__ = [
     "FloorRecord",
 ]
 
+#: Exclusions whose ``detail.kept`` names the candidate that stands for the frame.
+_KEPT_REASONS = frozenset({"duplicate", "merged_into", "contained_in"})
 INCLUDED: Literal["included"] = "included"
 EXCLUDED: Literal["excluded"] = "excluded"
 
@@ -45,6 +47,10 @@ class AuditEntry:
     tokens: int | None = None
     verification: Mapping[str, Any] | None = None
     vouched_by: tuple[str, ...] = ()
+    #: A candidate span merging made: its region, digest and the absorbed ``members``.
+    merged: Mapping[str, Any] | None = None
+    #: Why span merging left this candidate apart from the ones it touches.
+    span: Mapping[str, Any] | None = None
 
     @property
     def included(self) -> bool:
@@ -59,7 +65,7 @@ class AuditEntry:
         """An entry read back from its wire form (``CompositionAudit.entry_dicts``)."""
         reason = entry.get("reason")
         detail = dict(entry.get("detail") or {})
-        if reason == "duplicate" and isinstance(detail.get("kept"), dict):
+        if reason in _KEPT_REASONS and isinstance(detail.get("kept"), dict):
             detail["kept"] = FrameId.from_wire(detail["kept"])
         verification = entry.get("verification")
         return cls(
@@ -73,6 +79,8 @@ class AuditEntry:
             entry.get("tokens"),
             dict(verification) if verification is not None else None,
             tuple(entry.get("vouched_by", ())),
+            entry.get("merged"),
+            entry.get("span"),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -91,6 +99,8 @@ class AuditEntry:
             self.tokens,
             self.verification,
             self.vouched_by,
+            self.merged,
+            self.span,
         )
 
 
@@ -105,6 +115,8 @@ def _entry_dict(
     tokens: int | None,
     verification: Mapping[str, Any] | None,
     vouched_by: tuple[str, ...],
+    merged: Mapping[str, Any] | None = None,
+    span: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "frame": frame,
@@ -124,6 +136,10 @@ def _entry_dict(
         out["position"] = position
         out["verification"] = dict(verification) if verification is not None else None
         out["vouched_by"] = list(vouched_by)
+    if merged is not None:
+        out["merged"] = dict(merged)
+    if span is not None:
+        out["span"] = dict(span)
     return out
 
 
@@ -243,10 +259,25 @@ class ComposedPrompt:
     prompt: str
     citations: tuple[Citation, ...]
     audit: CompositionAudit
+    #: With a tokenizer: the prompt's count in its tokens (what the budget bounded).
+    model_tokens: int | None = None
+    #: The tokenizer's name (None: the budget counted canonical tokens, B3).
+    tokenizer: str | None = None
 
     @property
     def tokens_used(self) -> int:
         return self.audit.tokens_used
+
+    def prompt_usage(self) -> dict[str, Any]:
+        """The prompt's size both ways: ``bytes`` (UTF-8), ``canonical_tokens``
+        (B3: ``ceil(bytes / 4)``) and, with a tokenizer, ``tokens`` in its count
+        and its name (``tokenizer``): the ``usage.prompt`` of a composition."""
+        size = len(self.prompt.encode("utf-8", "surrogatepass"))
+        out: dict[str, Any] = {"bytes": size, "canonical_tokens": (size + 3) >> 2}
+        if self.tokenizer is not None:
+            out["tokens"] = self.model_tokens
+            out["tokenizer"] = self.tokenizer
+        return out
 
     def to_wire(self) -> dict[str, Any]:
         return {

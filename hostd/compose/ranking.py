@@ -22,6 +22,7 @@ import orjson
 from ._calibrated import Calibrated
 from ._candidates import CandidateSet, FramePair
 from ._fusion import MarginFusion, ReciprocalRankFusion, provider_lists
+from ._mmr import DEFAULT_LAMBDA, MaximalMarginalRelevance
 from ._rerank import PrecomputedOrder
 from ._round_robin import RoundRobinByRank
 
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "Calibrated",
     "MarginFusion",
+    "MaximalMarginalRelevance",
     "PerProviderQuota",
     "PrecomputedOrder",
     "ReciprocalRankFusion",
@@ -152,8 +154,9 @@ _FUSIONS: dict[str, type[ReciprocalRankFusion] | type[MarginFusion]] = {
 }
 _SPELLINGS = (
     '"score", "round_robin", "quota:K", "rrf", "rrf:k=60,PROVIDER=W", "margin", '
-    '"margin:k=60,PROVIDER=W", "calibrated", "rerank", or an object {"quota": K}, '
-    '{"rrf": {"k": 60, "weights": {PROVIDER: W}}}, {"margin": {"k": 60, "weights": {...}}}'
+    '"margin:k=60,PROVIDER=W", "mmr", "mmr:lambda=0.7", "calibrated", "rerank", or an '
+    'object {"quota": K}, {"rrf": {"k": 60, "weights": {PROVIDER: W}}}, '
+    '{"margin": {"k": 60, "weights": {...}}}, {"mmr": {"lambda": 0.7}}'
 )
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # A provider id the text form can carry as a weight's name (anything else: the object form).
@@ -166,9 +169,10 @@ def strategy_from_wire(value: object) -> Strategy:
     One parser for the CLI (``--strategy``, ``--policy``), the client and the
     wire (``context/compose``): the text forms ``score``, ``round_robin``,
     ``quota:K``, ``rrf``, ``rrf:k=60,files=2``, ``margin``, ``margin:k=60,files=2``
-    (``k=`` the constant, every other ``name=number`` a provider's weight) and
-    the object forms ``{"quota": K}``, ``{"rrf": {"k"?, "weights"?}}``,
-    ``{"margin": {"k"?, "weights"?}}``. Errors name the strategy and the
+    (``k=`` the constant, every other ``name=number`` a provider's weight),
+    ``mmr``, ``mmr:lambda=0.7`` and the object forms ``{"quota": K}``,
+    ``{"rrf": {"k"?, "weights"?}}``, ``{"margin": {"k"?, "weights"?}}``,
+    ``{"mmr": {"lambda"?, "similarity"?}}``. Errors name the strategy and the
     expected spellings.
     """
     if isinstance(value, str):
@@ -190,6 +194,8 @@ def strategy_from_wire(value: object) -> Strategy:
             if isinstance(body, bool) or not isinstance(body, int):
                 raise ValueError(f"strategy quota k must be an integer, got {body!r}")
             return PerProviderQuota(body)
+        if name == "mmr":
+            return _mmr_from_object(body)
         if name in _FUSIONS:
             if body is None:
                 body = {}
@@ -219,6 +225,8 @@ def _from_text(text: str) -> Strategy:
         if not _INTEGER.fullmatch(params):
             raise ValueError(f"strategy quota needs an integer k, as in 'quota:2'; got {text!r}")
         return PerProviderQuota(int(params))
+    if name == "mmr":
+        return _mmr_from_text(text, params if sep else None)
     if name in _FUSIONS:
         k: float = 60
         weights: dict[str, float] = {}
@@ -253,6 +261,9 @@ def strategy_text(strategy: Strategy) -> str:
     """
     if isinstance(strategy, PerProviderQuota):
         return f"quota:{strategy.k}"
+    if isinstance(strategy, MaximalMarginalRelevance):
+        # similarity has one value today, so the text form leaves it out
+        return "mmr" if strategy.lam == DEFAULT_LAMBDA else f"mmr:lambda={_number(strategy.lam)}"
     if isinstance(strategy, ReciprocalRankFusion | MarginFusion):
         weights = dict(sorted((strategy.weights or {}).items()))
         if any(p == "k" or not _TEXT_ID.fullmatch(p) for p in weights):
@@ -267,3 +278,29 @@ def strategy_text(strategy: Strategy) -> str:
 def _number(v: float) -> str:
     """``2`` for 2.0, the shortest round-tripping digits otherwise."""
     return str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else repr(float(v))
+
+
+def _mmr_from_object(body: object) -> MaximalMarginalRelevance:
+    if body is None:
+        body = {}
+    if not isinstance(body, Mapping):
+        raise ValueError(f"strategy mmr takes an object {{lambda?, similarity?}}, got {body!r}")
+    unknown = sorted(set(map(str, body)) - {"lambda", "similarity"})
+    if unknown:
+        raise ValueError(f"strategy mmr has unknown member(s) {unknown}")
+    return MaximalMarginalRelevance(
+        body.get("lambda", DEFAULT_LAMBDA), body.get("similarity", "shingles")
+    )
+
+
+def _mmr_from_text(text: str, params: str | None) -> MaximalMarginalRelevance:
+    if params is None:
+        return MaximalMarginalRelevance()
+    key, eq, number = params.partition("=")
+    if key != "lambda" or not eq:
+        raise ValueError(f"strategy mmr: expected mmr or mmr:lambda=NUMBER; got {text!r}")
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"strategy mmr: lambda must be a number, got {number!r}") from None
+    return MaximalMarginalRelevance(value)

@@ -26,7 +26,7 @@ from ._report import Excluded, FanOut, LegReport, LegStatus, report_map
 from ._run import LegReply
 from .verify import StageResult
 
-__all__ = ["Audited", "JudgedLeg", "audited", "judge", "judge_leg"]
+__all__ = ["Audited", "JudgedLeg", "audited", "judge", "judge_leg", "nothing_fit"]
 
 #: The state of every accepted frame before (or without) verification: one shared,
 #: read-only mapping (readers copy what they keep).
@@ -80,9 +80,19 @@ def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
         LegStatus.OK,
         frames_accepted=len(audit.accepted),
         tokens_accepted=audit.accepted_cost,
+        note=nothing_fit(reply, audit.offered, leg.asked),
         **fields,
     )
     return JudgedLeg(report, audit)
+
+
+def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
+    """The note of a leg that answered no frame and said it left some out
+    (``truncated``): what it had did not fit what it was asked for. ``None`` otherwise."""
+    if offered or not reply.truncated or reply.query.max_frames == 0:
+        return None
+    left = f" (it left out {reply.dropped} frame(s))" if reply.dropped else ""
+    return f"nothing fit: no frame within its share of {asked} tokens{left}"
 
 
 @dataclass(slots=True, frozen=True)
@@ -134,4 +144,5 @@ def judge(
     fan.excluded = sorted([*got.excluded, *verified.excluded], key=itemgetter(0))
     fan.verification = dict(verified.verification)
     fan.figures = dict(verified.figures)
+    fan.sources = dict(verified.sources)
     return fan

@@ -71,6 +71,9 @@ class LegReport:
     tokens_accepted: int = 0
     #: C6: scopes without a consent receipt (status ``no_consent``).
     missing_scopes: tuple[str, ...] = ()
+    #: Why an ``ok`` leg gave nothing, when it can be told (``nothing_fit``): hostd's
+    #: own words and figures, never the provider's.
+    note: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -90,6 +93,8 @@ class LegReport:
             out["error"] = {"code": self.error_code, "message": self.error_message or ""}
         if self.missing_scopes:
             out["missing_scopes"] = list(self.missing_scopes)
+        if self.note is not None:
+            out["note"] = self.note
         return out
 
 
@@ -113,6 +118,9 @@ class FanOut:
     asked: dict[str, int] = field(default_factory=dict)
     #: Figures the verify/reuse stage adds (reused frames, evictions, …).
     figures: dict[str, Any] = field(default_factory=dict)
+    #: ``file`` URI -> the bytes the verify stage matched accepted frames against, for
+    #: each source two or more of them quote (``compose_for_prompt(sources=...)``).
+    sources: dict[str, bytes] = field(default_factory=dict)
 
     def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
         """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served

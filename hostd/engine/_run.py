@@ -88,6 +88,9 @@ class LegReply:
     latency_ms: float = 0.0
     #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
     declared_kinds: tuple[str, ...] = ()
+    #: The reply said it left eligible frames out (``truncated``), and how many.
+    truncated: bool = False
+    dropped: int | None = None
 
 
 def _write(
@@ -270,7 +273,14 @@ class _Runner:
             )
         caps = conn.capabilities if conn is not None else None
         kinds = tuple(caps.query.kinds) if caps is not None else ()
-        return self.reply(leg, query, frames=result.frames, declared_kinds=kinds)
+        return self.reply(
+            leg,
+            query,
+            frames=result.frames,
+            declared_kinds=kinds,
+            truncated=result.truncated,
+            dropped=result.dropped_estimate,
+        )
 
     def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``)."""

@@ -49,6 +49,7 @@ DEFAULT_POLICIES: tuple[str, ...] = (
     "quota:1",
     "rrf",
     "margin",
+    "mmr",
     "calibrated",
 )
 #: The label of the row that counts gold found anywhere in the candidate set (an upper bound).

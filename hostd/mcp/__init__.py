@@ -6,13 +6,15 @@ client API (``compose_context`` → ``context/compose``, ``list_providers`` →
 and which answers every request it reads once (``screen``); ``reconnecting``
 keeps ``--connect`` across daemon restarts. ``mcp_client_factory``: the
 ``binding = "mcp"`` end of the transport, an MCP server child whose resources
-and tool results become frames (``_binding`` registers it in the transport's
-binding registry, which imports that module by name when an mcp provider
-starts). Importing this package needs the SDK; the CLI imports it only when an
-MCP face is used, the engine never.
+and tool results are cut into frames (``cut``, ``rank``: the chunker of
+``hostd.chunk``, BM25, budget packing; ``_binding`` registers it in the
+transport's binding registry, which imports that module by name when an mcp
+provider starts). Importing this package needs the SDK; the CLI imports it only
+when an MCP face is used, the engine never.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory
+from ._cache import ReadCache
 from ._citations import (
     DEFAULT_MAX_CITED_BYTES,
     DEFAULT_MAX_CITED_TEXTS,
@@ -20,7 +22,7 @@ from ._citations import (
     CitedText,
     cited_texts,
 )
-from ._frames import Document, ReadCache, frames_for, render_arguments
+from ._frames import Cut, Document, Piece, cut, frames_for, rank, render_arguments
 from ._reconnect import Reconnecting, reconnecting
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
@@ -44,14 +46,18 @@ __all__ = [
     "Backend",
     "CitationStore",
     "CitedText",
+    "Cut",
     "Document",
     "McpBindingClient",
+    "Piece",
     "ReadCache",
     "Reconnecting",
     "build_server",
     "cited_texts",
+    "cut",
     "frames_for",
     "mcp_client_factory",
+    "rank",
     "reconnecting",
     "render_arguments",
     "screen",

@@ -8,15 +8,21 @@ it does for the other bindings; this client hands them to the SDK's
 answered to the engine as a CGP handshake: the server's name and version, the
 configured kind, and the configured ``data_flow`` (``egress``), so the consent
 gate, the leg timeout, the leg audit and the restart policy treat it like any
-provider. ``query`` turns resources and/or one tool's results into frames
-(``_frames``). Every failure leaves as a ``HostdError``: a crashing, hanging or
+provider. ``query`` reads resources and calls the configured tools (I/O, on the
+loop), then hands what they served to ``_build``: cutting and scoring run in a
+worker thread, under the leg's deadline, so a server serving megabytes never stalls
+the daemon. Every failure leaves as a ``HostdError``: a crashing, hanging or
 babbling server costs its own leg only.
+
+Nothing the server writes is quoted into an error or the log (it may echo a
+credential): a line that is not JSON-RPC, a read or call refused, a tool's
+``isError`` text are reported by size, position and code only. The SDK's own
+loggers, which would quote method names and payloads, are given the same rule
+(``_served.withhold_sdk_logs``).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 from collections.abc import Mapping
 from typing import Any, cast
@@ -44,11 +50,13 @@ from hostd.protocol import (
     ProviderInfo,
     QueryCapability,
     VerifyResponse,
-    sha256_digest,
 )
 from hostd.transport import BindingRow, StartedCall, register_binding
 
-from ._frames import Document, ReadCache, frames_for, render_arguments
+from ._build import Builder, Source
+from ._cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, ReadCache
+from ._frames import Cut, render_arguments
+from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
 __all__ = ["McpBindingClient", "mcp_client_factory"]
 
@@ -91,12 +99,21 @@ class McpBindingClient:
         )
         self._session: ClientSession | None = None
         self._server = "?"
-        self._cache = ReadCache(anyio.current_time, float(self.options.get("cache_ttl_s", 30.0)))
+        self._tools = tool_calls(self.options)
+        self._kind = str(self.options.get("kind", "doc"))
+        self.cache = ReadCache(
+            anyio.current_time,
+            float(self.options.get("cache_ttl_s", 30.0)),
+            max_entries=int(self.options.get("cache_max_entries", DEFAULT_MAX_ENTRIES)),
+            max_bytes=int(self.options.get("cache_max_bytes", DEFAULT_MAX_BYTES)),
+        )
+        self._builder = Builder(provider_id)
+        withhold_sdk_logs()
 
     def __repr__(self) -> str:
         return (
             f"<McpBindingClient {self.provider_id} server={self._server!r} "
-            f"failure={self._failure!r}>"
+            f"failure={self._failure!r} cache={self.cache!r}>"
         )
 
     @property
@@ -113,7 +130,10 @@ class McpBindingClient:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
-            self.on_end(ProtocolFault(f"garbage line from MCP server: {line[:80]!r}"))
+            # Its size only: the line may hold anything the server echoes (a credential).
+            self.on_end(
+                ProtocolFault(f"MCP server wrote a line that is not JSON-RPC ({len(line)} bytes)")
+            )
             return False
         try:
             self._inbox_send.send_nowait(SessionMessage(message))
@@ -174,27 +194,37 @@ class McpBindingClient:
         return self._session
 
     def _error(self, what: str, exc: Exception) -> HostdError:
-        """A session failure as the leg's typed error (the stream's end when it ended)."""
+        """A session failure as the leg's typed error (the stream's end when it ended).
+        The server's own words (an error message, the values a reply failed to
+        validate with) are never quoted: its code, or how many fields failed."""
         if self._failure is not None:
             return self._failure
         if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
             return ProviderCrashed(f"MCP {what}: the server closed the connection")
         if isinstance(exc, MCPError):
-            return ProviderError(f"MCP {what}: {exc.message[:500]}", mcp_code=exc.code)
-        return ProtocolFault(f"MCP {what}: {type(exc).__name__}: {str(exc)[:300]}")
+            return ProviderError(
+                f"MCP {what}: the server answered error {exc.code} "
+                f"({len(exc.message.encode())} bytes of message, not quoted)",
+                mcp_code=exc.code,
+            )
+        if isinstance(exc, ValidationError):
+            return ProtocolFault(
+                f"MCP {what}: a reply that does not fit MCP ({exc.error_count()} field(s))"
+            )
+        return ProtocolFault(f"MCP {what}: {type(exc).__name__}")
 
     async def handshake(self, host: HostInfo) -> HandshakeAck:
         session = self._live()
         try:
             init = await session.initialize()
-            tools = await session.list_tools() if self.options.get("tool") else None
+            offered = await self._tool_names(session) if self._tools else set()
         except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
             raise self._error("initialize", exc) from None
         caps = init.capabilities
-        tool = self.options.get("tool")
-        if tool and tools is not None and tool not in {t.name for t in tools.tools}:
-            raise HandshakeFailed(f"MCP server offers no tool {tool!r}")
-        if not tool and (not self.options.get("resources", True) or caps.resources is None):
+        missing = sorted({name for name, _ in self._tools} - offered)
+        if missing:  # the names are this config's, not the server's
+            raise HandshakeFailed(f"MCP server offers no tool {', '.join(map(repr, missing))}")
+        if not self._tools and (not self.options.get("resources", True) or caps.resources is None):
             raise HandshakeFailed("MCP server offers no resources and no tool is configured")
         name = init.server_info.name or "mcp-server"
         self._server = name
@@ -217,42 +247,69 @@ class McpBindingClient:
                 ),
             ),
             capabilities=Capabilities(
-                query=QueryCapability(kinds=[str(self.options.get("kind", "doc"))]),
+                query=QueryCapability(kinds=[self._kind]),
                 correlation=True,
             ),
         )
+
+    async def _tool_names(self, session: ClientSession) -> set[str]:
+        names: set[str] = set()
+        cursor: str | None = None
+        for _ in range(64):  # pages: a server paging forever costs a bounded handshake
+            page = await session.list_tools(
+                params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            )
+            names.update(t.name for t in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return names
 
     def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
         return None  # an SDK call always takes a loop turn: the engine awaits ``query``
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         session = self._live()
-        docs: list[Document] = []
+        held: list[list[Cut]] = []
+        fresh: list[Source] = []
         truncated = False
         try:
             if self.options.get("resources", True) and session.server_capabilities:
                 if session.server_capabilities.resources is not None:
-                    truncated = await self._resources(session, docs)
-            if self.options.get("tool"):
-                await self._tool(session, query, docs)
+                    truncated = await self._resources(session, held, fresh)
+            if self._tools:
+                await self._call_tools(session, query, fresh, resources=bool(held or fresh))
         except HostdError:
             raise
         except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
             raise self._error("query", exc) from None
-        result = frames_for(
-            docs, query, kind=str(self.options.get("kind", "doc")), server=self._server
+        result = await self._builder.build(
+            held, fresh, query, kind=self._kind, server=self._server, keep=self._keep
         )
         if truncated and not result.truncated:
             result = result.model_copy(update={"truncated": True})
         return result
 
+    def _keep(self, source: Source, cuts: list[Cut]) -> None:
+        """A resource's pieces, once cut, into the read cache (on the event loop)."""
+        if source.key is not None:
+            size = sum(c.size for c in cuts) + 64
+            self.cache.put(
+                source.key,
+                cuts,
+                size=size,
+                ttl_ms=source.ttl_ms,
+                last_modified=source.last_modified,
+            )
+
     async def _listing(self, session: ClientSession) -> list[types.Resource]:
-        cached = self._cache.get("\x00list")
+        cached = self.cache.get("\x00list")
         if isinstance(cached, list):
             return cached
         resources: list[types.Resource] = []
         cursor: str | None = None
         ttl: int | None = None
+        limit = int(self.options.get("max_resources", 256))
         while True:
             page = await session.list_resources(
                 params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -260,12 +317,15 @@ class McpBindingClient:
             resources.extend(page.resources)
             ttl = page.ttl_ms if ttl is None else min(ttl, page.ttl_ms)
             cursor = page.next_cursor
-            if not cursor or len(resources) > int(self.options.get("max_resources", 256)):
+            if not cursor or len(resources) > limit:
                 break
-        self._cache.put("\x00list", resources, ttl_ms=ttl)
+        size = sum(len(r.uri) + len(r.name) + len(r.title or "") + 64 for r in resources)
+        self.cache.put("\x00list", resources, size=size, ttl_ms=ttl)
         return resources
 
-    async def _resources(self, session: ClientSession, docs: list[Document]) -> bool:
+    async def _resources(
+        self, session: ClientSession, held: list[list[Cut]], fresh: list[Source]
+    ) -> bool:
         prefixes = tuple(self.options.get("uri_prefixes") or ())
         wanted = [
             r for r in await self._listing(session) if not prefixes or r.uri.startswith(prefixes)
@@ -273,13 +333,12 @@ class McpBindingClient:
         wanted.sort(key=lambda r: r.uri)
         limit = int(self.options.get("max_resources", 256))
         limiter = anyio.CapacityLimiter(_READS_AT_ONCE)
-        found: dict[str, list[Document]] = {}
-
+        found: dict[str, list[Cut] | Source] = {}
         failed: list[HostdError] = []
 
-        async def read(resource: types.Resource, scope: anyio.CancelScope) -> None:
+        async def read(position: int, resource: types.Resource, scope: anyio.CancelScope) -> None:
             modified = resource.annotations.last_modified if resource.annotations else None
-            cached = self._cache.get(resource.uri, modified)
+            cached = self.cache.get(resource.uri, modified)
             if isinstance(cached, list):
                 found[resource.uri] = cached
                 return
@@ -288,12 +347,13 @@ class McpBindingClient:
                     result = await session.read_resource(resource.uri)
                 except MCPError as exc:
                     if self._failure is None and exc.code != types.CONNECTION_CLOSED:
-                        # One unreadable resource costs only itself.
+                        # One unreadable resource costs only itself; its position in
+                        # the listing and the code say which and why, nothing it wrote.
                         log.info(
                             "mcp.resource.unreadable",
                             provider=self.provider_id,
-                            uri=resource.uri,
-                            error=exc.message[:200],
+                            position=position,
+                            code=exc.code,
                         )
                         return
                     failed.append(self._error("resources/read", exc))
@@ -304,40 +364,69 @@ class McpBindingClient:
                     failed.append(self._error("resources/read", exc))
                     scope.cancel()
                     return
-            title = resource.title or resource.name
-            read_docs = [d for d in (_document(c, title) for c in result.contents) if d]
-            found[resource.uri] = read_docs
-            self._cache.put(resource.uri, read_docs, ttl_ms=result.ttl_ms, last_modified=modified)
+            title = resource.title or resource.name or None
+            docs = tuple(
+                d
+                for d in (document(c, title, resource.mime_type) for c in result.contents)
+                if d is not None
+            )
+            found[resource.uri] = Source(docs, resource.uri, result.ttl_ms, modified)
 
         async with anyio.create_task_group() as tg:
-            for resource in wanted[:limit]:
-                tg.start_soon(read, resource, tg.cancel_scope)
+            for position, resource in enumerate(wanted[:limit]):
+                tg.start_soon(read, position, resource, tg.cancel_scope)
         if failed:
             raise failed[0]
         for uri in sorted(found):  # by URI, never by arrival
-            docs.extend(found[uri])
+            item = found[uri]
+            if isinstance(item, Source):
+                fresh.append(item)
+            else:
+                held.append(item)
         return len(wanted) > limit
 
-    async def _tool(
-        self, session: ClientSession, query: ContextQuery, docs: list[Document]
+    async def _call_tools(
+        self, session: ClientSession, query: ContextQuery, fresh: list[Source], *, resources: bool
     ) -> None:
-        name = str(self.options["tool"])
+        """Every configured tool, at once; a tool that fails costs only its own results
+        unless nothing else served anything (then the leg fails, saying which)."""
         text = (query.query_text or "").strip() or query.goal
-        arguments = render_arguments(
-            self.options.get("arguments") or {}, query=text, goal=query.goal
-        )
-        result = await session.call_tool(name, cast(dict[str, Any], arguments))
-        if result.is_error:
-            message = " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
-            raise ProviderError(f"MCP tool {name!r} failed: {message[:500]}")
-        method = f"tools/call:{name}"
-        for block in result.content:
-            if isinstance(block, types.TextContent) and block.text.strip():
-                docs.append(Document(method=method, text=block.text, title=f"{name}", always=True))
-            elif isinstance(block, types.EmbeddedResource):
-                doc = _document(block.resource, None, method=method)
-                if doc is not None:
-                    docs.append(doc)
+        results: dict[int, Source] = {}
+        failures: dict[int, HostdError] = {}
+
+        async def call(i: int, name: str, template: Any) -> None:
+            arguments = render_arguments(template, query=text, goal=query.goal)
+            try:
+                result = await session.call_tool(name, cast(dict[str, Any], arguments))
+            except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+                failures[i] = self._error(f"tool {name!r}", exc)
+                return
+            if result.is_error:
+                sizes = sum(
+                    len(b.text.encode()) for b in result.content if isinstance(b, types.TextContent)
+                )
+                failures[i] = ProviderError(
+                    f"MCP tool {name!r} answered isError "
+                    f"({len(result.content)} block(s), {sizes} bytes of text, not quoted)"
+                )
+                return
+            results[i] = Source(tuple(tool_documents(name, result.content)))
+
+        async with anyio.create_task_group() as tg:
+            for i, (name, template) in enumerate(self._tools):
+                tg.start_soon(call, i, name, template)
+        if self._failure is not None:
+            raise self._failure
+        for i in sorted(failures):
+            log.info(
+                "mcp.tool.failed",
+                provider=self.provider_id,
+                tool=self._tools[i][0],
+                reason=failures[i].reason,
+            )
+        if failures and not results and not resources:
+            raise failures[min(failures)]
+        fresh.extend(results[i] for i in sorted(results))  # config order, never arrival
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         # Capabilities say verify: false, so the engine never asks; file provenance is
@@ -346,35 +435,6 @@ class McpBindingClient:
 
     async def shutdown(self) -> None:
         """MCP over stdio ends by closing the server's input: the ladder's next step."""
-
-
-def _document(
-    contents: types.TextResourceContents | types.BlobResourceContents,
-    title: str | None,
-    *,
-    method: str = "resources/read",
-) -> Document | None:
-    """One resource content as a document; binary contents that are not UTF-8 are skipped."""
-    if isinstance(contents, types.TextResourceContents):
-        text, data = contents.text, contents.text.encode()
-    else:
-        try:
-            data = base64.b64decode(contents.blob, validate=True)
-            text = data.decode()
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-    if not text.strip():
-        return None
-    uri = str(contents.uri)
-    digest = sha256_digest(data) if uri.startswith("file:") else None
-    return Document(
-        method=method,
-        text=text,
-        uri=uri,
-        title=title or uri,
-        file_digest=digest,
-        always=method != "resources/read",
-    )
 
 
 # The binding registry's "mcp" row, completed here: the registry imports this module

@@ -1,52 +1,102 @@
-"""What an MCP server served, as frames: documents, BM25 relevance, budget packing, caching.
+"""What an MCP server served, as evidence: documents cut into pieces, scored, packed.
 
-Pure code over plain values, apart from the clock the cache is given: no SDK
-session, no I/O. An MCP server has no notion of relevance or budgets, so the
-adapter supplies both, the way a provider would: every served text is scored
-by BM25 (``bm25s``, the library the bundled ``files`` provider uses) against
-the query text, mapped into [0, 1) (F1; ordinal, F10), and the frames are
-packed best first under ``max_frames`` (B4) and ``max_tokens`` (B1) with the
-canonical ``token_cost`` (B3), of the configured kind only (Q1): the leg is
-honest by construction, and the leg audit still checks it like any other.
+Pure code over plain values: no SDK session, no I/O, no clock. An MCP server has no
+notion of relevance, budgets or regions, so the binding supplies all three, the way
+a provider would:
+
+- **cut** (``cut``): every served text (a resource's contents, a tool result block)
+  is cut by the chunker the bundled providers use (``hostd.chunk``: runs of whole
+  lines; a ``file://`` resource as the ``files`` provider cuts that file, markdown at
+  its headings, anything else at its blank lines, so each ``git log`` entry or
+  paragraph stands alone). Each piece keeps its range (``L10-40``) and the digest of
+  exactly its bytes (F5, F17), and a label drawn from its content or its source: the
+  commit ids or file paths it names, the resource's title with the heading or range,
+  and the tool's name only when nothing better is there (F3);
+- **score** (``rank``): BM25 of each piece against the query text, mapped into
+  [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted,
+  one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps
+  one) would build a vocabulary of every word served to answer one query, and could
+  not stop halfway;
+- **pack**: best first (ties by source, then position in its text), under
+  ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
+  of the configured kind only (Q1); ``truncated`` when something eligible was left
+  out. Resource pieces that match no query term are left out; tool result pieces are
+  kept (they answer this very query).
+
+``rank`` takes a ``check`` callable, called between documents: the binding runs it in
+a worker thread and stops it there (``Abandoned``) when its leg is cancelled.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+from urllib.parse import unquote, urlsplit
 
-import bm25s
 import numpy as np
 
+from hostd.chunk import (
+    DEFAULT_MIN_CHUNK_TOKENS,
+    Sections,
+    TextChunk,
+    chunk_text,
+    estimate_pieces,
+    file_sections,
+)
 from hostd.protocol import (
     ContextFrame,
     ContextQuery,
     ContextQueryResult,
     Provenance,
     canonical_token_cost,
-    sha256_digest,
 )
 
 __all__ = [
     "BM25_HALF_SCORE",
+    "Abandoned",
+    "Cut",
     "Document",
-    "ReadCache",
+    "Piece",
+    "cut",
     "frames_for",
+    "piece_key",
+    "rank",
     "render_arguments",
     "terms",
 ]
 
 #: The raw BM25 score that maps to 0.5 (F1): a strong match sits mid-range, not at 1.
 BM25_HALF_SCORE = 8.0
+#: BM25's term-frequency saturation and length normalisation (the usual values).
+_K1, _B = 1.5, 0.75
+#: Below this many word pieces a piece is merged with its neighbour (a file: as the
+#: files provider merges). A record (one ``git log`` entry, a short paragraph) is
+#: often under the files provider's 48 and is evidence of its own: only fragments merge.
+_MIN_PIECE_TOKENS = 16
+#: A label longer than this is cut: it is quoted in the prompt beside every frame.
+_MAX_LABEL = 96
 
 _TERM_RE = re.compile(r"[A-Za-z0-9]+")
+_COMMIT_RE = re.compile(r"^[ \t]*commit:?[ \t]+'?([0-9a-f]{7,64})\b", re.IGNORECASE | re.MULTILINE)
+_DIFF_PATH_RE = re.compile(r"^(?:diff --git a/(\S+) b/|\+\+\+ b/(\S+))", re.MULTILINE)
+# ``path/to/file.py:12: …`` (grep) or ``notes.md: …``: a file named at a line's start.
+_PATH_LINE_RE = re.compile(
+    r"^([\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8}):(?:\d+:)?[ \t]", re.MULTILINE
+)
+_MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
+
+
+class Abandoned(Exception):
+    """Raised by a ``check`` callable: the leg this work was for is gone (cancelled)."""
 
 
 def terms(text: str) -> list[str]:
     """Lower-cased alphanumeric runs: the BM25 vocabulary of queries and served texts."""
-    return [t.lower() for t in _TERM_RE.findall(text)]
+    return _TERM_RE.findall(text.lower())
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,86 +107,288 @@ class Document:
     method: str
     text: str
     uri: str | None = None
+    #: The resource's title (else its name), as the server listed it.
     title: str | None = None
-    #: The digest of the bytes behind a ``file://`` resource (its ``file`` provenance).
-    file_digest: str | None = None
+    mime_type: str | None = None
     #: Tool results answer this very query: kept even when no query term matches.
     always: bool = False
 
     @property
-    def key(self) -> str:
-        """A frame id unique within the provider and stable across calls."""
-        basis = f"{self.method}\n{self.uri or ''}\n{sha256_digest(self.text.encode())}"
-        return (
-            self.method.split(":", 1)[0][:1] + ":" + hashlib.sha256(basis.encode()).hexdigest()[:24]
+    def tool(self) -> str | None:
+        kind, _, name = self.method.partition(":")
+        return name if kind == "tools/call" and name else None
+
+
+class Piece(NamedTuple):
+    """One chunk of a document: the text of one frame, its range and its label."""
+
+    method: str
+    uri: str | None
+    start: int
+    end: int
+    text: str
+    digest: str  # sha256 of exactly the text's bytes (F5, F17)
+    label: str
+    always: bool
+    cost: int  # canonical token cost (B3)
+    #: The frame id: unique within the provider, stable across calls (``piece_key``).
+    key: str
+
+    @property
+    def range(self) -> str:
+        return f"L{self.start}-{self.end}"
+
+    @property
+    def title(self) -> str:
+        return self.label
+
+
+@dataclass(slots=True, frozen=True)
+class Cut:
+    """One document's pieces, column by column.
+
+    Tuples of plain values, not an object per piece, on purpose: a large server is
+    hundreds of thousands of pieces, and the collector walks every object it tracks
+    on each full pass while holding the interpreter lock (half a second a pass at
+    16 MiB served, as long a stall of the event loop). A tuple of strings and numbers
+    is tracked only until its first pass; a ``Cut`` is a handful of objects.
+    """
+
+    method: str
+    uri: str | None
+    always: bool
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    texts: tuple[str, ...]
+    digests: tuple[str, ...]
+    labels: tuple[str, ...]
+    costs: tuple[int, ...]
+    keys: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> Piece:
+        return Piece(
+            self.method,
+            self.uri,
+            self.starts[i],
+            self.ends[i],
+            self.texts[i],
+            self.digests[i],
+            self.labels[i],
+            self.always,
+            self.costs[i],
+            self.keys[i],
         )
 
+    def __iter__(self) -> Iterator[Piece]:
+        return (self[i] for i in range(len(self)))
 
-def _scores(docs: Sequence[Document], text: str) -> list[float]:
-    query = terms(text)
-    if not docs or not query:
-        return [0.0] * len(docs)
-    index = bm25s.BM25()
-    # Title and URI are searchable too: a file's name often says what it is about.
-    index.index(
-        [terms(f"{d.title or ''} {d.uri or ''} {d.text}") or ["\x00"] for d in docs],
-        show_progress=False,
+    @property
+    def size(self) -> int:
+        """Bytes held, about (for the read cache's bound)."""
+        held = sum(map(len, self.texts)) + sum(map(len, self.labels))
+        return held + len(self) * 160 + len(self.uri or "") + 256
+
+
+def piece_key(method: str, uri: str | None, start: int, end: int, digest: str) -> str:
+    """A digest of how, where and what: the same text at the same place is the same id."""
+    basis = f"{method}\n{uri or ''}\nL{start}-{end}\n{digest}"
+    return method[:1] + ":" + hashlib.sha256(basis.encode()).hexdigest()[:24]
+
+
+def _sections(doc: Document) -> Sections:
+    if doc.uri and doc.uri.startswith("file:"):
+        return file_sections(unquote(urlsplit(doc.uri).path))  # as the files provider cuts it
+    names = (doc.uri or "", doc.title or "")
+    if doc.mime_type in _MARKDOWN_TYPES or any(n.endswith((".md", ".markdown")) for n in names):
+        return "markdown"
+    return "paragraphs"
+
+
+def _unique(found: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(f for f in found if f))
+
+
+def _listed(what: str, names: Sequence[str]) -> str:
+    shown = ", ".join(names[:3])
+    more = f" +{len(names) - 3}" if len(names) > 3 else ""
+    return f"{what}{'s' if len(names) > 1 else ''} {shown}{more}" if what else shown + more
+
+
+def _label(doc: Document, chunk: TextChunk, many: bool) -> str:
+    """F3: what the frame is, in a few words, from its content or its source."""
+    source = doc.title or doc.uri
+    if doc.tool is not None and doc.title is None:
+        # A tool's output has no name of its own: what it is about is in its text.
+        commits = _unique(c[:7] for c in _COMMIT_RE.findall(chunk.text))
+        if commits:
+            return _listed("commit", commits)
+        paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(chunk.text))
+        paths = paths or _unique(_PATH_LINE_RE.findall(chunk.text))
+        if paths:
+            return _listed("", paths)
+        source = doc.uri
+    if chunk.heading:
+        return f"{source} § {chunk.heading}" if source else chunk.heading
+    base = source or doc.tool or "mcp"
+    return f"{base} {chunk.range}" if many else base
+
+
+def _clip(label: str) -> str:
+    label = " ".join(label.split())  # one line: it is an attribute in the prompt's fence
+    return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
+
+
+def cut(doc: Document) -> Cut:
+    """The pieces of one document, in text order (none for a blank one)."""
+    name = doc.title or doc.uri or doc.tool or "mcp"
+    is_file = doc.uri is not None and doc.uri.startswith("file:")
+    # A file is cut by the model's count, as the files and semantic providers cut it
+    # (one region, one digest: D2 merges them). Nothing else an MCP server serves is
+    # embedded, so the estimate sizes it: a tenth of the model tokenizer's cost.
+    chunks = chunk_text(
+        # A lone surrogate (a JSON ``\\ud800`` escape) cannot be UTF-8: it becomes "?",
+        # and the piece's text, digest and cost are those of the bytes served on.
+        doc.text.encode("utf-8", "replace"),
+        name,
+        sections=_sections(doc),
+        min_tokens=DEFAULT_MIN_CHUNK_TOKENS if is_file else _MIN_PIECE_TOKENS,
+        counter=None if is_file else estimate_pieces,
     )
-    raw = np.asarray(index.get_scores(query), dtype=np.float64)
-    return [float(r) / (float(r) + BM25_HALF_SCORE) if r > 0 else 0.0 for r in raw]
-
-
-def _frame(doc: Document, score: float, kind: str, server: str) -> ContextFrame:
-    provenance = [Provenance(type="mcp", uri=doc.uri, method=doc.method, by=server)]
-    if doc.file_digest is not None:
-        # F5: the host re-reads this file under its trusted roots and compares digests.
-        provenance.append(Provenance(type="file", uri=doc.uri, digest=doc.file_digest))
-    label = doc.title or doc.uri or f"{server} {doc.method}"
-    return ContextFrame(
-        id=doc.key,
-        kind=kind,
-        title=label,
-        content=doc.text,
-        content_digest=sha256_digest(doc.text.encode()),
+    many = len(chunks) > 1
+    return Cut(
+        method=doc.method,
         uri=doc.uri,
+        always=doc.always,
+        starts=tuple(c.start for c in chunks),
+        ends=tuple(c.end for c in chunks),
+        texts=tuple(c.text for c in chunks),
+        digests=tuple(c.digest for c in chunks),
+        labels=tuple(_clip(_label(doc, c, many)) or "mcp" for c in chunks),
+        costs=tuple(canonical_token_cost(c.text) for c in chunks),
+        keys=tuple(piece_key(doc.method, doc.uri, c.start, c.end, c.digest) for c in chunks),
+    )
+
+
+def _frame(piece: Piece, score: float, kind: str, server: str) -> ContextFrame:
+    provenance = [
+        Provenance(type="mcp", uri=piece.uri, range=piece.range, method=piece.method, by=server)
+    ]
+    if piece.uri is not None and piece.uri.startswith("file:"):
+        # F5: the host re-reads this range under its trusted roots and compares digests.
+        provenance.append(
+            Provenance(type="file", uri=piece.uri, range=piece.range, digest=piece.digest)
+        )
+    return ContextFrame(
+        id=piece.key,
+        kind=kind,
+        title=piece.title,
+        content=piece.text,
+        content_digest=piece.digest,
+        uri=piece.uri,
         score=score,
-        token_cost=canonical_token_cost(doc.text),
-        canonical_token_cost=canonical_token_cost(doc.text),
+        token_cost=piece.cost,
+        canonical_token_cost=piece.cost,
         provenance=provenance,
-        citation_label=label,
+        citation_label=piece.label,
+    )
+
+
+def _never() -> None:
+    return None
+
+
+def _bm25(cuts: Sequence[Cut], query: Sequence[str], check: Callable[[], None]) -> np.ndarray:
+    """Every piece's score in [0, 1), in order. One regex pass per piece finds the
+    query's terms (as ``terms`` cuts them: alphanumeric runs); a piece's length is its
+    characters, which BM25 only uses as a ratio to the mean."""
+    n = sum(len(c) for c in cuts)
+    if not n or not query:
+        for _ in cuts:
+            check()
+        return np.zeros(n)
+    find = re.compile(r"(?<![a-z0-9])(?:" + "|".join(query) + r")(?![a-z0-9])").findall
+    lengths: list[int] = []
+    counts: list[int] = []  # flat, a row of len(query) per piece: one list, not one each
+    for c in cuts:
+        check()  # between documents: a cancelled leg stops here
+        # Label and URI are searchable too: they often say what the text is about.
+        for label, text in zip(c.labels, c.texts, strict=True):
+            hay = f"{label} {c.uri or ''} {text}".lower()
+            found = Counter(find(hay))
+            lengths.append(len(hay))
+            counts.extend(found[q] for q in query)
+    tf = np.asarray(counts, dtype=np.float64).reshape(n, len(query))
+    dl = np.asarray(lengths, dtype=np.float64)
+    df = (tf > 0).sum(axis=0)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    norm = _K1 * (1 - _B + _B * dl / max(float(dl.mean()), 1.0))
+    raw = ((tf * (_K1 + 1)) / (tf + norm[:, None]) * idf).sum(axis=1)
+    return np.where(raw > 0, raw / (raw + BM25_HALF_SCORE), 0.0)
+
+
+def _canonical(cuts: Iterable[Cut]) -> list[Cut]:
+    """Documents in an order of their own (URI, method, first frame id), never the
+    order they were read or held in: the same documents give the same bytes."""
+    return sorted((c for c in cuts if len(c)), key=lambda c: (c.uri or "", c.method, c.keys[0]))
+
+
+def rank(
+    cuts: Iterable[Cut],
+    query: ContextQuery,
+    *,
+    kind: str,
+    server: str,
+    check: Callable[[], None] = _never,
+) -> ContextQueryResult:
+    """The frames to return: matched pieces best first (ties in document order, then
+    text order), packed under the query's limits. ``truncated`` says an eligible
+    piece was left out."""
+    if query.kinds and kind not in query.kinds:
+        return ContextQueryResult(frames=[])
+    text = (query.query_text or "").strip() or query.goal
+    ordered = _canonical(cuts)
+    scores = _bm25(ordered, sorted(set(terms(text))), check)
+    check()
+    # Piece i is piece local[i] of document doc[i]: numbers, not a tuple per piece.
+    sizes = np.fromiter((len(c) for c in ordered), dtype=np.int64, count=len(ordered))
+    doc = np.repeat(np.arange(len(ordered)), sizes)
+    local = np.arange(len(doc)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    always = np.fromiter((c.always for c in ordered), dtype=bool, count=len(ordered))[doc]
+    eligible = np.flatnonzero((scores > 0) | always)
+    # Best first; ties by position. numpy's stable sort over numbers, not a sort of
+    # Python tuples: it does not hold the interpreter lock for a sort of every piece.
+    order = eligible[np.argsort(-scores[eligible], kind="stable")].tolist()
+    rounded = np.round(scores, 6)
+    remaining = query.max_tokens
+    frames: list[dict[str, object]] = []
+    seen: set[str] = set()
+    docs, locals_ = doc.tolist(), local.tolist()
+    for i in order:
+        c, j = ordered[docs[i]], locals_[i]
+        key = c.keys[j]
+        if key in seen:  # the same text at the same place, served twice, is one frame
+            continue
+        if len(frames) >= query.max_frames:
+            break
+        if c.costs[j] <= remaining:
+            seen.add(key)
+            frames.append(_frame(c[j], float(rounded[i]), kind, server).to_wire())
+            remaining -= c.costs[j]
+    # Every eligible piece not returned was left out (one per distinct frame id).
+    dropped = len({ordered[docs[i]].keys[locals_[i]] for i in order}) - len(frames)
+    return ContextQueryResult(
+        frames=frames, truncated=dropped > 0, dropped_estimate=dropped or None
     )
 
 
 def frames_for(
     docs: Sequence[Document], query: ContextQuery, *, kind: str, server: str
 ) -> ContextQueryResult:
-    """The frames to return: matched documents best first (ties by frame id), packed
-    under the query's limits. ``truncated`` says an eligible document was left out."""
-    if query.kinds and kind not in query.kinds:
-        return ContextQueryResult(frames=[])
-    text = (query.query_text or "").strip() or query.goal
-    scored = [
-        (score, doc)
-        for score, doc in zip(_scores(docs, text), docs, strict=True)
-        if score > 0 or doc.always
-    ]
-    scored.sort(key=lambda pair: (-pair[0], pair[1].key))
-    remaining, dropped = query.max_tokens, 0
-    frames: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for score, doc in scored:
-        if doc.key in seen:  # the same text served twice under one URI is one frame
-            continue
-        seen.add(doc.key)
-        cost = canonical_token_cost(doc.text)
-        if len(frames) >= query.max_frames or cost > remaining:
-            dropped += 1
-            continue
-        frames.append(_frame(doc, score, kind, server).to_wire())
-        remaining -= cost
-    return ContextQueryResult(
-        frames=frames, truncated=dropped > 0, dropped_estimate=dropped or None
-    )
+    """``rank`` over the pieces of ``docs``, cut here: the whole job in one call."""
+    return rank([cut(d) for d in docs], query, kind=kind, server=server)
 
 
 def render_arguments(template: object, *, query: str, goal: str) -> object:
@@ -149,38 +401,3 @@ def render_arguments(template: object, *, query: str, goal: str) -> object:
     if isinstance(template, list):
         return [render_arguments(v, query=query, goal=goal) for v in template]
     return template
-
-
-@dataclass(slots=True, frozen=True)
-class _Entry:
-    value: object
-    expires: float
-    last_modified: str | None
-
-
-class ReadCache:
-    """Listings and reads kept per the server's ``ttlMs`` (else ``default_ttl_s``); a
-    read whose resource reports the same ``lastModified`` as when it was read is kept
-    past its expiry too: the server said it has not changed."""
-
-    def __init__(self, clock: Callable[[], float], default_ttl_s: float) -> None:
-        self._clock = clock
-        self._default = default_ttl_s
-        self._entries: dict[str, _Entry] = {}
-
-    def get(self, key: str, last_modified: str | None = None) -> object | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if self._clock() < entry.expires:
-            return entry.value
-        if last_modified is not None and last_modified == entry.last_modified:
-            return entry.value
-        del self._entries[key]
-        return None
-
-    def put(
-        self, key: str, value: object, *, ttl_ms: int | None, last_modified: str | None = None
-    ) -> None:
-        ttl = ttl_ms / 1000 if ttl_ms else self._default
-        self._entries[key] = _Entry(value, self._clock() + ttl, last_modified)

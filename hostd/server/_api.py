@@ -13,14 +13,18 @@ rendering live in ``hostd.compose``; fan-out, consent and verification in
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol
 
+import anyio
+import anyio.to_thread
 from pydantic import ValidationError
 
 from hostd import compose as c
+from hostd._tokenizer import load_tokenizer
 from hostd.compose import ComposedPrompt
 from hostd.config import Config
 from hostd.engine import ConsentStore, Engine, FanOut, LegReport
@@ -261,16 +265,24 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
             f"invalid params: placement: must be one of {', '.join(c.PLACEMENTS)}",
             field="placement",
         )
+    host = ctx.daemon.config.host
+    tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
+    # Counting in a model's tokens, or MMR's similarities, is work in proportion to what
+    # was offered: it runs in a worker thread, never on the event loop.
+    offload = tokenizer is not None or isinstance(strategy, c.MaximalMarginalRelevance)
     # Floors are admitted before ranking: priced once, they fail before any provider
     # is asked (FloorsExceedBudget, no silent drop) and the providers split what is left.
-    floors = c.check_floors(
-        [c.Floor(label=f.label, content=f.content, position=f.position) for f in p.floors],
-        budget,
-    )
+    given = [c.Floor(label=f.label, content=f.content, position=f.position) for f in p.floors]
+    check = functools.partial(c.check_floors, given, budget, tokenizer=tokenizer)
+    floors = await anyio.to_thread.run_sync(check) if offload else check()
+    # With a tokenizer the providers are still asked in CGP units (B3), one per model
+    # token of what the floors leave (docs/api.md: tokenizers average 3 to 4.5 bytes a
+    # token on code, prose and CJK, and overfetch covers the rest).
     fan = await _fan_out(ctx, p, floors.contested)
     if isinstance(strategy, c.PrecomputedOrder):  # the rerank stage, before composition
         strategy = await ctx.daemon.rerank(p.query_text or p.goal, fan.accepted, strategy)
-    composed = c.compose_for_prompt(
+    compose = functools.partial(
+        c.compose_for_prompt,
         fan.accepted,
         budget,
         strategy=strategy,
@@ -281,7 +293,11 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         verification=fan.verification,
         overfetch=fan.overfetch,
         asked=fan.asked,
+        sources=fan.sources,
+        merge_max_ratio=host.merge_max_ratio,
+        tokenizer=tokenizer,
     )
+    composed = await anyio.to_thread.run_sync(compose) if offload else compose()
     # With record: true the reply waits for the record's commit (acknowledged means written).
     recorded = await ctx.daemon.record_shadow(
         ctx.request_id, p, floors.contested, fan.accepted, composed
@@ -291,7 +307,8 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
         result["recorded"] = recorded
     audit = result["audit"]
     log_audit(log, audit["entries"], _reports(fan))
-    usage = fan.usage_report()
+    # UR1's figures, and the prompt's size both ways (bytes, canonical and model tokens)
+    usage = {**fan.usage_report(), "prompt": composed.prompt_usage()}
     ctx.daemon.remember_usage(ctx.request_id, usage)
     result["providers"] = _reports(fan)
     result["usage"] = usage

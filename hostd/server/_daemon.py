@@ -96,6 +96,10 @@ class Daemon:
         self.shadow: Any = None
         #: The ``[reranker]`` process (``hostd.engine.Reranker``), while the engine runs.
         self.reranker: Any = None
+        if config.host.tokenizer is not None:  # loaded now: a bad file fails the start
+            from hostd._tokenizer import load_tokenizer
+
+            load_tokenizer(config.host.tokenizer)
         if config.shadow.enabled:
             from hostd.shadow import ShadowRecorder
 

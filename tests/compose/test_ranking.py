@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hostd.compose import (
     CandidateSet,
     MarginFusion,
+    MaximalMarginalRelevance,
     PerProviderQuota,
     ReciprocalRankFusion,
     RoundRobinByRank,
@@ -35,6 +36,8 @@ ALL = [
     ReciprocalRankFusion(k=1, weights={"alpha": 0.0, "beta": 3.0}),
     MarginFusion(),
     MarginFusion(k=0, weights={"alpha": 0.0, "gamma": 2.5}),
+    MaximalMarginalRelevance(),
+    MaximalMarginalRelevance(0.2),
 ]
 
 

@@ -206,3 +206,18 @@ def test_judge_orders_by_provider_and_frame_id_whatever_the_arrival(order, rnd) 
     assert set(fan.verification) == set(ids)
     assert all(v["state"] == "unverified" for v in fan.verification.values())
     assert fan.asked == {"a": 334, "b": 333, "c": 333} == fan.shares
+
+
+def test_an_answer_with_nothing_that_fit_says_so() -> None:
+    plan = _plan("a", budget=6)
+    leg = plan.legs[0]
+    empty = judge_leg(leg, LegReply("a", leg.query, frames=[], truncated=True, dropped=3)).report
+    assert empty.status is LegStatus.OK and empty.frames_accepted == 0
+    assert (
+        empty.note == "nothing fit: no frame within its share of 6 tokens (it left out 3 frame(s))"
+    )
+    assert empty.to_wire()["note"] == empty.note
+    # Nothing left out, or something given: nothing to explain.
+    plain = judge_leg(leg, LegReply("a", leg.query, frames=[])).report
+    some = judge_leg(leg, LegReply("a", leg.query, frames=[raw("a", 1)], truncated=True)).report
+    assert plain.note is None and some.note is None and "note" not in plain.to_wire()

@@ -477,3 +477,26 @@ async def test_merge_orders_by_provider_then_frame_id() -> None:
         ("a", "2"),
         ("b", "1"),
     ]
+
+
+async def test_the_bytes_of_a_source_two_accepted_frames_quote_are_handed_on(src: Path) -> None:
+    """Span merging quotes a union of lines from what this pass matched: the stage
+    hands on exactly the sources two or more accepted frames were verified against."""
+    path = src / "a.py"
+    data = path.read_bytes()
+    lines = [line.decode() for line in data.splitlines(keepends=True)]
+    stage = VerifyStage(trusted_roots={"p": [src], "q": [src]})
+    frames = [
+        ("p", _frame("one", lines[0], path=path, range_="L1")),
+        ("q", _frame("both", "".join(lines), path=path, range_="L1-2")),
+        ("q", _frame("lonely", "def b():\n", path=src / "b.py", range_="L1")),
+    ]
+    result = await _turn(stage, frames, None, session=None)
+    assert {f.frame_id for f in result.verification} == {"one", "both", "lonely"}
+    assert result.sources == {path.as_uri(): data}  # b.py has one frame: nothing to merge
+    # a frame that no longer matches its source is not vouched for by its bytes
+    path.write_bytes(data.replace(b"return", b"yield"))
+    result = await _turn(VerifyStage(trusted_roots={"p": [src], "q": [src]}), frames, None, None)
+    assert result.sources == {}
+    # without a root nothing is re-read, so there are no bytes to hand on
+    assert (await _turn(VerifyStage(), frames, None, None)).sources == {}

@@ -32,8 +32,11 @@ pytestmark = pytest.mark.anyio
 
 
 def _value(value: Any) -> str:
+    """A TOML inline value (tables inline, at any depth)."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
     return json.dumps(value)
 
 

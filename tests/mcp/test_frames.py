@@ -1,12 +1,21 @@
-"""The adapter's pure parts: BM25 relevance, honest packing, argument templates, the cache."""
+"""The binding's pure parts: cutting and labels, BM25 relevance, honest packing, argument
+templates, the bounded cache."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.mcp import Document, ReadCache, frames_for, render_arguments
-from hostd.protocol import ContextQuery, canonical_token_cost, parse_frame
+from hostd.mcp import Document, ReadCache, cut, frames_for, rank, render_arguments
+from hostd.mcp._frames import Abandoned
+from hostd.protocol import (
+    ContextQuery,
+    address_line_range,
+    canonical_token_cost,
+    parse_frame,
+    sha256_digest,
+)
 
 
 def _query(**over: object) -> ContextQuery:
@@ -69,7 +78,7 @@ def test_packing_never_exceeds_the_budget_or_the_frame_count(
     assert len(result.frames) <= max_frames
     assert sum(f["token_cost"] for f in result.frames) <= max_tokens
     assert all(f["token_cost"] == canonical_token_cost(f["content"]) for f in result.frames)
-    kept = len({d.key for d in docs})
+    kept = len({p.key for d in docs for p in cut(d)})
     assert result.truncated == (len(result.frames) < kept)
 
 
@@ -85,11 +94,115 @@ def test_argument_templates_fill_query_and_goal_in_strings_only() -> None:
 def test_a_cached_read_lives_for_its_ttl_or_while_last_modified_is_unchanged() -> None:
     now = [0.0]
     cache = ReadCache(lambda: now[0], default_ttl_s=10)
-    cache.put("a", "A", ttl_ms=None, last_modified="t1")
-    cache.put("b", "B", ttl_ms=2000)
+    cache.put("a", "A", size=1, ttl_ms=None, last_modified="t1")
+    cache.put("b", "B", size=1, ttl_ms=2000)
     now[0] = 5.0
     assert cache.get("a") == "A" and cache.get("b") is None  # b's own ttlMs was 2 s
     now[0] = 11.0
     assert cache.get("a", "t1") == "A"  # expired, but the server says it has not changed
     assert cache.get("a", "t2") is None  # changed: read again
     assert cache.get("a", "t1") is None  # and forgotten
+
+
+GIT_LOG = "Commit history:\n" + "\n".join(
+    f"Commit: {i:02x}{'ab' * 19}\nAuthor: Dev\nDate: 2025-01-0{i + 1}\n"
+    f"Message: cache eviction step {i}, least recently used entries first\n"
+    for i in range(6)
+)
+DIFF = (
+    "diff --git a/src/cache.py b/src/cache.py\n--- a/src/cache.py\n+++ b/src/cache.py\n"
+    "@@ -1 +1 @@\n-    cache.pop()\n+    cache.popitem(last=False)\n"
+)
+
+
+def test_tool_output_is_cut_into_pieces_labelled_by_what_they_name() -> None:
+    log = cut(Document(method="tools/call:git_log", text=GIT_LOG, always=True))
+    assert [p.label for p in log] == [f"commit {i:02x}ababa" for i in range(6)]
+    assert all(p.text.count("Commit: ") == 1 for p in log)
+    diff = cut(Document(method="tools/call:git_show", text=DIFF, always=True))
+    assert [p.label for p in diff] == ["src/cache.py"]
+    plain = cut(Document(method="tools/call:search", text="one\n\n" * 3 + "x " * 400))
+    assert {p.label.split()[0] for p in plain} == {"search"}  # the tool: the last resort
+
+
+def test_a_resource_piece_is_labelled_by_its_title_and_heading_or_range() -> None:
+    text = "".join(f"## Part {i}\n\n" + f"The cache evicts entry {i}.\n" * 12 for i in range(4))
+    md = cut(Document(method="resources/read", text=text, uri="memo://g.md", title="Guide"))
+    assert [p.label for p in md] == [f"Guide § Part {i}" for i in range(4)]
+    prose = "\n\n".join("The cache evicts cold entries. " * 30 for _ in range(3))
+    plain = cut(Document(method="resources/read", text=prose, uri="memo://n", title="Notes"))
+    assert [p.label for p in plain] == [f"Notes {p.range}" for p in plain] and len(plain) == 3
+    one = cut(Document(method="resources/read", text="short note\n", uri="memo://s", title="S"))
+    assert [p.label for p in one] == ["S"]
+
+
+def test_pieces_pass_the_frame_rules_with_ranges_and_digests_of_their_bytes() -> None:
+    doc = Document(method="tools/call:git_log", text=GIT_LOG, always=True)
+    result = frames_for([doc], _query(max_tokens=10_000), kind="episode", server="srv")
+    assert len(result.frames) == 6
+    data = GIT_LOG.encode()
+    for raw in result.frames:
+        frame, violations = parse_frame(raw)
+        assert frame is not None and violations == []
+        (prov,) = raw["provenance"]
+        addressed = address_line_range(data, prov["range"])
+        assert raw["content_digest"] == sha256_digest(addressed)
+        assert raw["token_cost"] == canonical_token_cost(addressed.decode())
+
+
+@given(st.permutations(range(4)), st.integers(0, 400))
+def test_the_same_pieces_in_any_order_give_the_same_bytes(order: list[int], budget: int) -> None:
+    docs = [
+        Document(method="tools/call:git_log", text=GIT_LOG, always=True),
+        Document(method="tools/call:git_show", text=DIFF, always=True),
+        *DOCS[:2],
+    ]
+    query = _query(max_tokens=budget)
+    groups = [cut(d) for d in docs]
+    a = rank(groups, query, kind="doc", server="s")
+    b = rank([groups[i] for i in order], query, kind="doc", server="s")
+    assert a.model_dump_json() == b.model_dump_json()
+
+
+def test_a_cancelled_ranking_stops_between_sources() -> None:
+    checked: list[int] = []
+
+    def check() -> None:
+        checked.append(1)
+        if len(checked) > 1:
+            raise Abandoned
+
+    groups = [cut(d) for d in DOCS]
+    with pytest.raises(Abandoned):
+        rank(groups, _query(), kind="doc", server="s", check=check)
+    assert len(checked) == 2  # the first source, then stopped at the second
+
+
+def test_the_cache_evicts_the_least_recently_used_within_its_bounds() -> None:
+    cache = ReadCache(lambda: 0.0, default_ttl_s=60, max_entries=3, max_bytes=100)
+    for key in "abc":
+        cache.put(key, key.upper(), size=20, ttl_ms=None)
+    assert cache.get("a") == "A"  # a is now the most recently used
+    cache.put("d", "D", size=20, ttl_ms=None)  # over 3 entries: b goes
+    assert cache.get("b") is None and len(cache) == 3
+    cache.put("e", "E", size=70, ttl_ms=None)  # over 100 bytes: c, then a, go
+    assert [cache.get(k) for k in "acde"] == [None, None, "D", "E"]
+    assert cache.bytes == 90 and cache.evicted == 3
+    cache.put("huge", "H", size=101, ttl_ms=None)  # larger than the bound alone: not kept
+    assert cache.get("huge") is None and cache.bytes == 90
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 60)), max_size=60))
+def test_the_cache_never_exceeds_its_bounds(puts: list[tuple[str, int]]) -> None:
+    cache = ReadCache(lambda: 0.0, default_ttl_s=60, max_entries=4, max_bytes=100)
+    for key, size in puts:
+        cache.put(key, size, size=size, ttl_ms=None)
+        assert len(cache) <= 4 and cache.bytes <= 100
+        assert cache.get(key) == size  # the newest always stays (it fits alone)
+
+
+def test_a_lone_surrogate_is_served_as_valid_utf8_not_an_exception() -> None:
+    doc = Document(method="tools/call:t", text="cache \ud800 eviction\n", always=True)
+    (raw,) = frames_for([doc], _query(), kind="doc", server="s").frames
+    assert raw["content"] == "cache ? eviction\n"
+    assert raw["content_digest"] == sha256_digest(b"cache ? eviction\n")

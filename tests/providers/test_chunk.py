@@ -3,6 +3,7 @@ no line is lost, and both search providers cut a tree into the same regions."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +12,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hostd.chunk import (
+    MODEL_TRAINED_LENGTH,
+    MODEL_WINDOW,
+    Sections,
+    chunk_text,
+    estimate_pieces,
+    file_sections,
+    piece_counter,
+)
 from hostd.protocol import address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_file, split_lines
-from providers._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, estimate_pieces, piece_counter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,6 +105,62 @@ def test_chunks_cover_every_line_with_text_and_digest_their_range(
         # Nothing lost: every line that carries text is in exactly one chunk.
         assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered
         assert sum(c.end - c.start + 1 for c in chunks) == len(covered)
+
+
+@given(
+    st.text(alphabet=st.sampled_from("ab _(#\n`é"), max_size=600),
+    st.sampled_from(["none", "markdown", "paragraphs"]),
+    st.integers(1, 9),
+    st.integers(0, 40),
+)
+def test_text_chunks_cover_every_line_whatever_the_sections(
+    text: str, sections: Sections, window: int, min_tokens: int
+) -> None:
+    data = text.encode("utf-8")
+    lines = split_lines(data)
+    chunks = chunk_text(data, "tool", window, sections=sections, min_tokens=min_tokens)
+    covered: set[int] = set()
+    for c in chunks:
+        addressed = address_line_range(data, c.range)
+        assert c.text.encode("utf-8") == addressed and c.digest == sha256_digest(addressed)
+        assert c.end - c.start + 1 <= window
+        covered |= set(range(c.start, c.end + 1))
+    assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered
+    assert sum(c.end - c.start + 1 for c in chunks) == len(covered)
+
+
+def test_paragraph_sections_cut_records_apart() -> None:
+    # A ``git log`` layout: one block per commit, blank-line apart; each block is big
+    # enough to stand alone, so each commit is its own chunk, header with the first.
+    blocks = [
+        f"Commit: {i:040x}\nAuthor: Dev <dev@example.com>\nDate: 2025-01-0{i + 1}\n"
+        f"Message: change {i} to the cache eviction order and its retry backoff\n"
+        for i in range(4)
+    ]
+    data = ("Commit history:\n" + "\n".join(blocks)).encode()
+    chunks = chunk_text(data, "git_log", sections="paragraphs", min_tokens=16)
+    assert [c.text.count("Commit: ") for c in chunks] == [1, 1, 1, 1]
+    assert chunks[0].text.startswith("Commit history:\nCommit: ")
+    whole = chunk_text(data, "git_log", sections="none", min_tokens=16)
+    assert len(whole) < len(chunks)  # without sections, windows span commits
+
+
+def test_a_file_is_cut_as_chunk_file_cuts_it() -> None:
+    data = "".join(f"## Part {i}\n\nA note about part {i} of it.\n\n" for i in range(30))
+    raw = data.encode()
+    by_file = chunk_file(Path("/r/notes.md"), "notes.md", raw)
+    by_text = chunk_text(raw, "notes.md", sections=file_sections("notes.md"))
+    assert [(c.start, c.end, c.digest) for c in by_file] == [
+        (c.start, c.end, c.digest) for c in by_text
+    ]
+
+
+@given(st.text(max_size=200))
+def test_the_estimate_is_one_piece_per_punctuation_and_per_started_four_characters(
+    text: str,
+) -> None:
+    words = re.findall(r"\w+|[^\w\s]", text)
+    assert estimate_pieces([text]) == [sum(1 + (len(w) - 1) // 4 for w in words)]
 
 
 def test_the_estimate_counts_punctuation_and_long_words() -> None:

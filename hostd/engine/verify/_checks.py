@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 from hostd.protocol import ContextFrame
 
 from ._rules import InlineCheck, check_inline_digest
-from ._source import SourceCheck, SourceReader
+from ._source import SourceCheck, SourceOutcome, SourceReader, file_uri_path
 
-__all__ = ["RootsFor", "check_frames", "needs_io"]
+__all__ = ["RootsFor", "Sources", "check_frames", "needs_io"]
+
+#: ``file`` URI -> the bytes a frame's provenance was matched against (F5, F17).
+Sources = dict[str, bytes]
 
 #: Provider id -> the roots its ``file`` sources may be re-read under.
 RootsFor = Callable[[str], tuple[str | os.PathLike[str], ...]]
@@ -29,12 +32,15 @@ def needs_io(items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor) -> 
 
 def check_frames(
     items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor, max_source_bytes: int
-) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
+) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
     """Each frame's inline check and source check (``None``: no roots or no provenance),
-    and how many files were read. One reader per distinct set of roots."""
+    how many files were read, and the bytes of every source some frame was matched
+    against (by URI: span merging quotes a union of lines from them, never re-reading).
+    One reader per distinct set of roots."""
     by_roots: dict[tuple[str, ...], SourceReader] = {}
     by_pid: dict[str, SourceReader | None] = {}
     out: list[tuple[InlineCheck, SourceCheck | None]] = []
+    sources: Sources = {}
     for pid, frame in items:
         if pid in by_pid:
             reader = by_pid[pid]
@@ -48,5 +54,21 @@ def check_frames(
                     reader = by_roots[key] = SourceReader(roots, max_bytes=max_source_bytes)
             by_pid[pid] = reader
         source = reader.check_frame(frame) if reader is not None and frame.provenance else None
+        if source is not None and source.outcome == SourceOutcome.VERIFIED:
+            assert reader is not None
+            _keep_bytes(reader, frame, sources)
         out.append((check_inline_digest(frame), source))
-    return out, sum(r.reads for r in by_roots.values())
+    return out, sum(r.reads for r in by_roots.values()), sources
+
+
+def _keep_bytes(reader: SourceReader, frame: ContextFrame, sources: Sources) -> None:
+    """The bytes (as read once this pass, no copy) of each source ``frame`` matched."""
+    for p in frame.provenance:
+        uri = p.uri or frame.uri
+        if p.type != "file" or uri is None or uri in sources:
+            continue
+        path, _ = file_uri_path(uri)
+        if path is not None:
+            data, _, _ = reader.read(path)  # cached by the reader: read once per pass
+            if data is not None:
+                sources[uri] = data

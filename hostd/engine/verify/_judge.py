@@ -82,6 +82,8 @@ class Checked:
     checks: Checks
     n_reused: int
     reads: int
+    #: ``file`` URI -> the bytes frames were matched against this turn.
+    sources: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def judge_held(
@@ -233,6 +235,7 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
         figures["verify_errors"] = held.errors
     figures.update(counts)
     return StageResult(
+        sources=_shared_sources(checked.sources, accepted),
         accepted=accepted,
         excluded=[excluded[k] for k in sorted(excluded)],
         verification=verification,
@@ -263,6 +266,18 @@ def split_held(
             first.append(pair)
             first_fids.append(fid)
     return first, first_fids, deferred
+
+
+def _shared_sources(sources: Mapping[str, bytes], accepted: Sequence[Pair]) -> dict[str, bytes]:
+    """The sources two or more accepted frames quote: the only ones span merging can use."""
+    if not sources:
+        return {}
+    quoting: dict[str, int] = {}
+    for _, frame in accepted:
+        for uri in {p.uri or frame.uri for p in frame.provenance if p.type == "file"}:
+            if uri is not None and uri in sources:
+                quoting[uri] = quoting.get(uri, 0) + 1
+    return {uri: sources[uri] for uri in sorted(quoting) if quoting[uri] > 1}
 
 
 def _safe(detail: Mapping[str, Any]) -> dict[str, Any]:

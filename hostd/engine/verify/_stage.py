@@ -32,7 +32,7 @@ import anyio.to_thread
 from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId
 
-from ._checks import check_frames, needs_io
+from ._checks import Sources, check_frames, needs_io
 from ._judge import Checked, judge_held, merge, split_held
 from ._reuse import ReuseCache
 from ._rules import (
@@ -126,10 +126,10 @@ class VerifyStage:
 
     async def _run_checks(
         self, items: list[tuple[str, ContextFrame]]
-    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int]:
+    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
         """``check_frames`` in a worker thread when it will touch files, inline otherwise."""
         if not items:
-            return [], 0
+            return [], 0, {}
         if needs_io(items, self._roots_for):
             return await anyio.to_thread.run_sync(
                 check_frames, items, self._roots_for, self.max_source_bytes
@@ -168,7 +168,7 @@ class VerifyStage:
             blocked=blocked,
         )
         first, first_fids, deferred = split_held(held.valid, fresh_list, fresh_fids)
-        checks, reads = await self._run_checks(first)
+        checks, reads, sources = await self._run_checks(first)
         # D2: a deferred fresh copy is checked only if its held copy fell out.
         fallen = {
             h.fid
@@ -180,13 +180,14 @@ class VerifyStage:
         }
         retry = [(fid, pair) for fid, pair in deferred if fid in fallen]
         if retry:
-            more, n = await self._run_checks([pair for _, pair in retry])
+            more, n, more_sources = await self._run_checks([pair for _, pair in retry])
             first += [pair for _, pair in retry]
             first_fids += [fid for fid, _ in retry]
             checks += more
             reads += n
+            sources = {**more_sources, **sources}
         return Checked(
-            plan, held, len(fresh_list), first, first_fids, checks, len(held.valid), reads
+            plan, held, len(fresh_list), first, first_fids, checks, len(held.valid), reads, sources
         )
 
     def _untrusted(self, provider_id: str) -> str:

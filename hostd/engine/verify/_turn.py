@@ -114,3 +114,6 @@ class StageResult:
     evict: dict[str, list[FrameId]] = field(default_factory=dict)
     #: This pass's counters (what ``VerifyStage.figures`` sums over passes).
     counts: dict[str, int] = field(default_factory=dict)
+    #: ``file`` URI -> the bytes accepted frames were matched against, for every
+    #: source two or more of them quote (span merging's union of lines comes from here).
+    sources: dict[str, bytes] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -42,22 +42,19 @@ Carrier = Literal["pipe", "sdk-session"]
 
 @dataclass(frozen=True, slots=True)
 class BindingRow:
-    """One binding. ``codec(provider_id)`` builds a connection's codec (``pipe``);
-    ``session(options)`` returns the client factory of an ``sdk-session`` binding,
-    called as ``(send, provider_id=…, send_nowait=…)``; ``check``: check-provider for
-    a binding without a codec, awaited as ``check(command, goal=…, budget=…,
-    timeout_s=…, cwd=…, env=…)`` and returning its check results (a binding with a
-    codec is driven by check-provider's own driver); ``module``: a lazy row's module,
-    which registers the full row when imported; ``extra``: the package extra it
-    needs (``pip install "/path/to/hostd[<extra>]"``); ``needs``: the distribution the extra
-    brings, looked for without importing it."""
+    """One binding. ``codec(provider_id)`` builds a connection's codec (``pipe``;
+    check-provider drives it too); ``session(options)`` returns the client factory of
+    an ``sdk-session`` binding, called as ``(send, provider_id=…, send_nowait=…)``
+    (such a binding has a check-provider of its own, as ``mcp`` has); ``module``: a
+    lazy row's module, which registers the full row when imported; ``extra``: the
+    package extra it needs (``pip install "/path/to/hostd[<extra>]"``); ``needs``: the
+    distribution the extra brings, looked for without importing it."""
 
     name: str
     carrier: Carrier = "pipe"
     remote: bool = False
     codec: Callable[[str], Codec] | None = None
     session: Callable[[Mapping[str, Any]], Callable[..., Any]] | None = None
-    check: Callable[..., Awaitable[Any]] | None = None
     module: str | None = None
     extra: str | None = None
     needs: str | None = None

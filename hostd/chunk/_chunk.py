@@ -1,10 +1,13 @@
-"""How a file becomes chunks: runs of whole lines sized by the embedding model's count.
+"""How a text becomes chunks: runs of whole lines sized by the embedding model's count.
 
 Shared by the ``files`` and ``semantic`` providers, so both serve exactly the
 same regions of a file (one uri and range, one digest) and cross-provider
-dedup (D2) merges them instead of quoting a region twice. A chunk is a run of
-whole lines (markdown is first cut at its headings, fenced code is not a
-heading) that
+dedup (D2) merges them instead of quoting a region twice, and by the ``mcp``
+binding, which cuts what an MCP server serves (resources, tool results) the same
+way (``chunk_text``; a ``file://`` resource exactly as ``chunk_file`` cuts the
+file). A chunk is a run of whole lines (markdown is first cut at its headings,
+fenced code is not a heading; other text may be cut at its blank lines first,
+``sections="paragraphs"``) that
 
 - fits what the model reads well: its embedding input (title line plus text)
   takes at most ``max_tokens`` word pieces by the model tokenizer's count
@@ -30,10 +33,11 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._tokens import MODEL_TRAINED_LENGTH, piece_counter
+from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -41,8 +45,12 @@ __all__ = [
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
     "Chunk",
+    "Sections",
+    "TextChunk",
     "chunk_file",
     "chunk_frame",
+    "chunk_text",
+    "file_sections",
     "parse_chunk_id",
     "split_lines",
 ]
@@ -60,6 +68,24 @@ _FENCE_RE = re.compile(rb"(```|~~~)")
 _BINARY_SNIFF_BYTES = 8192
 #: ``[CLS]`` and ``[SEP]``: the model spends two pieces of its window on them.
 _SPECIAL_PIECES = 2
+#: How a text is cut before its runs are sized: not at all, at markdown headings, or
+#: at blank lines (records such as ``git log`` entries, paragraphs of prose).
+Sections = Literal["none", "markdown", "paragraphs"]
+
+
+@dataclass(slots=True, frozen=True)
+class TextChunk:
+    """A run of whole lines ``start..end`` (1-indexed, inclusive) of one text."""
+
+    start: int
+    end: int
+    text: str  # exactly the addressed bytes, decoded (UTF-8, nothing normalised)
+    digest: str  # sha256 of exactly those bytes (F5, F17)
+    heading: str | None
+
+    @property
+    def range(self) -> str:
+        return f"L{self.start}-{self.end}"
 
 
 @dataclass(slots=True, frozen=True)
@@ -155,6 +181,22 @@ def _markdown_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | Non
     return sections
 
 
+def _paragraph_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | None]]:
+    """``(start, end, None)`` per paragraph: a new one starts at a non-blank line after a
+    blank one; blank lines stay with the paragraph before them, so no line is lost."""
+    sections: list[tuple[int, int, str | None]] = []
+    start, blank_before = 1, False
+    for i, line in enumerate(lines, start=1):
+        blank = not line.strip()
+        if not blank and blank_before and i > start:
+            sections.append((start, i - 1, None))
+            start = i
+        blank_before = blank
+    if lines:
+        sections.append((start, len(lines), None))
+    return sections
+
+
 @dataclass(slots=True, frozen=True)
 class _Span:
     start: int
@@ -215,6 +257,51 @@ def chunk_file(
     """The chunks of one file's bytes; empty for binary or non-UTF-8 content."""
     if b"\0" in data[:_BINARY_SNIFF_BYTES]:
         return []
+    suffix = path.suffix.lower()
+    kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
+    sections: Sections = "markdown" if suffix in _MARKDOWN_SUFFIXES else "none"
+    return [
+        Chunk(
+            rel=rel,
+            path=path,
+            start=c.start,
+            end=c.end,
+            text=c.text,
+            digest=c.digest,
+            heading=c.heading,
+            kind=kind,
+        )
+        for c in chunk_text(
+            data,
+            rel,
+            window_lines,
+            sections=sections,
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+        )
+    ]
+
+
+def file_sections(path: str) -> Sections:
+    """How ``chunk_file`` cuts a file of this name (by its suffix)."""
+    return "markdown" if Path(path).suffix.lower() in _MARKDOWN_SUFFIXES else "none"
+
+
+def chunk_text(
+    data: bytes,
+    name: str,
+    window_lines: int = DEFAULT_WINDOW_LINES,
+    *,
+    sections: Sections = "none",
+    max_tokens: int = DEFAULT_CHUNK_TOKENS,
+    min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
+    counter: Counter | None = None,
+) -> list[TextChunk]:
+    """The chunks of one UTF-8 text (empty when it is not UTF-8). ``name`` is what a
+    chunk's title starts with (a path, a resource or tool name): it takes room in the
+    embedding input, so it is counted as ``chunk_file`` counts a file's path.
+    ``counter`` counts word pieces (default ``piece_counter()``, the model's count when
+    installed: what a text that is also embedded must be cut by)."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -222,40 +309,44 @@ def chunk_file(
     lines = split_lines(data)
     if not lines:
         return []
-    count = piece_counter()
+    count = counter or piece_counter()
     pieces = count([line.decode("utf-8") for line in lines])
-    suffix = path.suffix.lower()
-    kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
-    if suffix in _MARKDOWN_SUFFIXES:
-        sections = _markdown_sections(lines)
+    if sections == "markdown":
+        cuts = _markdown_sections(lines)
+    elif sections == "paragraphs":
+        cuts = _paragraph_sections(lines)
     else:
-        sections = [(1, len(lines), None)]
+        cuts = [(1, len(lines), None)]
     # A title names its range when it has no heading. The range's pieces are bounded
     # by its characters (WordPiece never makes more pieces than characters), so the
     # room is known before the range is: how digits split varies from number to number.
     widest = len(f"L{len(lines)}-{len(lines)}")
     spans: list[_Span] = []
-    for s_start, s_end, heading in sections:
-        (title,) = count([_title(rel, heading, "")])
-        title += 0 if heading else widest
+    titles: dict[str | None, int] = {}
+    for s_start, s_end, heading in cuts:
+        if heading not in titles:
+            (titles[heading],) = count([_title(name, heading, "")])
+        title = titles[heading] + (0 if heading else widest)
         room = max(max_tokens - _SPECIAL_PIECES - title, 1)
         for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room):
             spans.append(_Span(a, b, heading, n, room))
-    chunks: list[Chunk] = []
+    chunks: list[TextChunk] = []
     for span in _merge_small(spans, window_lines, min_tokens):
-        raw = b"".join(lines[span.start - 1 : span.end])
+        end = span.end
+        if sections == "paragraphs":
+            # The blank lines between records carry nothing: the range ends at the text.
+            while end > span.start and not lines[end - 1].strip():
+                end -= 1
+        raw = b"".join(lines[span.start - 1 : end])
         if not raw.strip():
             continue  # whitespace carries no evidence
         chunks.append(
-            Chunk(
-                rel=rel,
-                path=path,
+            TextChunk(
                 start=span.start,
-                end=span.end,
+                end=end,
                 text=raw.decode("utf-8"),
                 digest=sha256_digest(raw),
                 heading=span.heading,
-                kind=kind,
             )
         )
     return chunks

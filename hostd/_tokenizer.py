@@ -1,0 +1,67 @@
+"""``[host] tokenizer``: a Hugging Face ``tokenizer.json`` as the budget's token counter.
+
+Every open model ships a ``tokenizer.json``; the ``tokenizers`` library (the
+``tokenizer`` extra, also part of ``semantic``) reads it with no model, no torch
+and no network. ``load_tokenizer`` returns a ``str -> int`` counter for
+``compose_for_prompt(tokenizer=...)``, loaded once per file and shared: the
+``tokenizers`` object encodes from several threads at once, which is where the
+daemon counts (a worker thread, never its event loop).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from hostd.errors import ConfigError
+
+__all__ = ["HfTokenizer", "load_tokenizer"]
+
+
+class HfTokenizer:
+    """A ``tokenizer.json`` as a counter: ``tok(text)`` is the number of tokens the
+    model reads for ``text`` (no special tokens: the prompt sits inside a larger
+    input). ``name`` is the file's name and the start of its SHA-256, for the audit."""
+
+    __slots__ = ("_tokenizer", "name", "path")
+
+    def __init__(self, path: Path) -> None:
+        if importlib.util.find_spec("tokenizers") is None:
+            raise ConfigError(
+                f"host.tokenizer: {path} needs the tokenizers library: "
+                'pip install "/path/to/hostd[tokenizer]" (a checkout or a wheel)',
+                key="host.tokenizer",
+                problem="tokenizers is not installed",
+            )
+        from tokenizers import Tokenizer
+
+        try:
+            data = path.read_bytes()
+            tokenizer: Any = Tokenizer.from_str(data.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, Exception) as exc:
+            raise ConfigError(
+                f"host.tokenizer: {path} is not a tokenizer.json the tokenizers library "
+                f"reads ({type(exc).__name__})",
+                key="host.tokenizer",
+                problem="unreadable tokenizer",
+            ) from exc
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
+        self.path = path
+        self.name = f"{path.name}@{hashlib.sha256(data).hexdigest()[:12]}"
+
+    def __call__(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def __repr__(self) -> str:
+        return f"HfTokenizer({self.name!r})"
+
+
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(path: Path) -> HfTokenizer:
+    """The counter for ``path`` (loaded once; ``ConfigError`` naming the key if it cannot)."""
+    return HfTokenizer(Path(path))

@@ -1,0 +1,47 @@
+"""One chunker for every source of evidence: runs of whole lines sized by a model's count.
+
+The bundled ``files`` and ``semantic`` providers cut files with ``chunk_file``, so
+both serve the same regions (one uri and range, one digest) and cross-provider
+dedup (D2) merges them; the ``mcp`` binding cuts what an MCP server serves with
+``chunk_text`` (a ``file://`` resource as ``chunk_file`` would). Word pieces are
+counted by the embedding model's tokenizer when the ``semantic`` extra is installed,
+else estimated (``piece_counter``). Imports only ``hostd.protocol``.
+"""
+
+from ._chunk import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_MIN_CHUNK_TOKENS,
+    DEFAULT_WINDOW_LINES,
+    DOC_SUFFIXES,
+    Chunk,
+    Sections,
+    TextChunk,
+    chunk_file,
+    chunk_frame,
+    chunk_text,
+    file_sections,
+    parse_chunk_id,
+    split_lines,
+)
+from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, Counter, estimate_pieces, piece_counter
+
+__all__ = [
+    "DEFAULT_CHUNK_TOKENS",
+    "DEFAULT_MIN_CHUNK_TOKENS",
+    "DEFAULT_WINDOW_LINES",
+    "DOC_SUFFIXES",
+    "MODEL_TRAINED_LENGTH",
+    "MODEL_WINDOW",
+    "Chunk",
+    "Counter",
+    "Sections",
+    "TextChunk",
+    "chunk_file",
+    "chunk_frame",
+    "chunk_text",
+    "estimate_pieces",
+    "file_sections",
+    "parse_chunk_id",
+    "piece_counter",
+    "split_lines",
+]

@@ -1,0 +1,197 @@
+"""``hostd check-provider --binding mcp``: an MCP server checked the way the host uses it.
+
+Self-contained: one entry point, ``check_mcp_provider``, over the host's own path,
+never a second client: the transport starts the server (scrubbed environment, own
+process group, the teardown ladder) and the ``mcp`` binding (``hostd.mcp``, the
+SDK's ``ClientSession``) initialises it, reads its resources, calls the configured
+tools, cuts and scores what they serve. Each reply is judged by the daemon's leg
+audit, as ``_checks`` judges the other bindings, so a server that passes is served
+by the daemon the same way. The checks: the handshake (MCP ``initialize``, the tools
+named exist; H1–H3, C5 on the handshake it answers the engine with), a query whose
+frames are valid (F1–F5, D1), budget honesty at a tight budget (B1, B3, B4), the
+kinds filter (Q1), the ``file://`` sources it serves against the files on disk (F5,
+F17: what the host's re-read would find) and shutdown (the server exits when its
+stdin closes, as MCP's stdio transport says). Malformed input and verify are not
+asked of an MCP server: the host never sends either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import anyio
+
+from hostd.config import McpSettings
+from hostd.engine import audit_leg
+from hostd.errors import HostdError
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    ContextQuery,
+    UnverifiableRange,
+    address_line_range,
+    check_handshake,
+    sha256_digest,
+)
+from hostd.transport import ProviderConnection
+
+from ._checks import CheckResult, _errors, _fmt, _rules
+
+__all__ = ["check_mcp_provider"]
+
+_PID = "p"
+
+
+async def check_mcp_provider(
+    command: Sequence[str],
+    *,
+    options: Mapping[str, Any] | None = None,
+    goal: str = "how is the configuration loaded",
+    budget: int = 400,
+    timeout_s: float = 10.0,
+    cwd: str | None = None,
+) -> list[CheckResult]:
+    """Every check against a fresh server running ``command``, configured as
+    ``[provider.mcp]`` would (``options``); never raises for a bad server."""
+    settings = McpSettings.model_validate(dict(options or {})).model_dump()
+    results: list[CheckResult] = []
+    async with anyio.create_task_group() as tg:
+        try:
+            conn = await ProviderConnection.open(
+                _PID,
+                list(command),
+                task_group=tg,
+                binding="mcp",
+                cwd=cwd,
+                handshake_timeout=timeout_s,
+                options=settings,  # the binding registry's mcp row builds its client
+            )
+        except HostdError as exc:
+            results.append(CheckResult("handshake", False, f"{exc.reason}: {exc.message}"))
+            tg.cancel_scope.cancel()
+            return results
+        try:
+            await _run(conn, results, settings, goal, budget, timeout_s)
+        finally:
+            with anyio.CancelScope(shield=True):
+                code = await conn.aclose()
+            _shutdown(results, code)
+        tg.cancel_scope.cancel()
+    return results
+
+
+def _shutdown(results: list[CheckResult], code: int | None) -> None:
+    if code is not None and code >= 0:
+        results.append(CheckResult("shutdown", True, f"exited with {code} when stdin closed"))
+    else:
+        how = f"signal {-code}" if code is not None else "an unknown way"
+        detail = f"did not exit when its stdin closed (ended by {how})"
+        results.append(CheckResult("shutdown", False, detail))
+
+
+async def _run(
+    conn: ProviderConnection,
+    results: list[CheckResult],
+    settings: Mapping[str, Any],
+    goal: str,
+    budget: int,
+    timeout_s: float,
+) -> None:
+    ack = conn.ack
+    assert ack is not None and conn.capabilities is not None
+    bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
+    if bad:
+        results.append(CheckResult("handshake", False, _fmt(bad), rules=tuple(_rules(bad))))
+        return
+    tools = [t["name"] for t in settings["tools"]] + (
+        [settings["tool"]] if settings["tool"] else []
+    )
+    who = f"{ack.provider.name} {ack.provider.version}"
+    offers = f"tools {', '.join(sorted(tools))}" if tools else "resources"
+    results.append(CheckResult("handshake", True, f"{who}; reads {offers}"))
+    kinds = list(conn.capabilities.query.kinds)
+
+    async def ask(query: ContextQuery) -> tuple[Any, str | None]:
+        try:
+            with anyio.fail_after(timeout_s):
+                result = await conn.query(query)
+        except TimeoutError:
+            return None, "no answer within the timeout"
+        except HostdError as exc:
+            return None, f"{exc.reason}: {exc.message}"
+        return result, None
+
+    query = ContextQuery(goal=goal, query_text=goal, max_frames=8, max_tokens=budget)
+    result, error = await ask(query)
+    if result is None:
+        results.append(CheckResult("query", False, f"query failed: {error}"))
+        return
+    audit = audit_leg(_PID, query, result.frames, declared_kinds=kinds)
+    invalid = [v for v in _errors(audit.violations) if v not in audit.quarantine]
+    if invalid or audit.quarantine:
+        found = invalid or list(audit.quarantine)
+        detail = f"the daemon would drop or quarantine it: {_fmt(found)}"
+        results.append(CheckResult("query", False, detail, rules=tuple(_rules(found))))
+    else:
+        labels = sorted({f.citation_label or f.id for f in audit.accepted})
+        shown = ", ".join(labels[:3]) + (" …" if len(labels) > 3 else "")
+        note = ""
+        if not labels:
+            hint = "nothing fit: truncated" if result.truncated else "nothing served"
+            note = f" ({hint}{'' if tools else '; name a --tool?'})"
+        detail = f"{audit.offered} valid frame(s){note}" + (f": {shown}" if shown else "")
+        results.append(CheckResult("query", True, detail))
+
+    tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
+    small, error = await ask(tight)
+    held = audit_leg(_PID, tight, small.frames if small else [], declared_kinds=kinds).quarantine
+    breaches = [v for v in held if v.rule.startswith("B")]
+    if error is not None or breaches:
+        detail = error or f"the daemon would quarantine it: {_fmt(breaches)}"
+        results.append(CheckResult("budget honesty", False, detail, rules=tuple(_rules(breaches))))
+    else:
+        detail = f"costs exact; max_tokens=8 answered with {len(small.frames)} frame(s)"
+        results.append(CheckResult("budget honesty", True, detail))
+
+    other = ContextQuery(
+        goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
+    )
+    none, error = await ask(other)
+    q1 = list(audit_leg(_PID, other, none.frames if none else []).quarantine)
+    if error is not None or q1 or (none is not None and none.frames):
+        detail = error or "frames of a kind the query did not ask for"
+        results.append(CheckResult("kinds filter", False, detail, rules=("Q1",)))
+    else:
+        results.append(CheckResult("kinds filter", True, "kinds=[x-no-such-kind] → 0 frame(s)"))
+
+    results.append(_sources(audit.accepted))
+
+
+def _sources(frames: Sequence[Any]) -> CheckResult:
+    """F5, F17: each ``file://`` range it served, against the file on disk now."""
+    checked = mismatched = 0
+    for frame in frames:
+        for prov in frame.provenance:
+            if prov.type != "file" or not prov.uri or not prov.uri.startswith("file:"):
+                continue
+            path = Path(unquote(urlsplit(prov.uri).path))
+            checked += 1
+            data = b""
+            with contextlib.suppress(OSError):
+                data = path.read_bytes()
+            try:
+                addressed = address_line_range(data, prov.range) if prov.range else data
+            except UnverifiableRange:
+                mismatched += 1
+                continue
+            if sha256_digest(addressed) != prov.digest:
+                mismatched += 1
+    if not checked:
+        return CheckResult("file sources", True, "no file:// evidence served", skipped=True)
+    if mismatched:
+        detail = f"{mismatched} of {checked} file range(s) differ from the file on disk"
+        return CheckResult("file sources", False, detail, rules=("F5",))
+    return CheckResult("file sources", True, f"{checked} file range(s) match the files on disk")

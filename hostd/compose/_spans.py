@@ -1,0 +1,404 @@
+"""Span-aware dedup: overlapping, contained or adjacent regions of one file quoted once.
+
+Exact dedup (``_dedup``) joins the same region served twice; two providers that
+chunk a file differently (``L1-6`` and ``L4-9``) still quote lines 4-6 twice.
+Here, after it, candidates whose ``file`` provenance addresses touching line
+ranges of the same ``uri`` (F17 ranges) become one candidate covering their
+union, its content the union's lines from the source bytes the engine's verify
+stage re-read under the trusted roots (handed in as ``sources``; compose reads
+no file) and its digest recomputed (F5, F17).
+
+A member takes part only when its bytes are known good: its verification state
+says the source was re-read and matched (``source_verified``), the source bytes
+are at hand, and its content *is* the lines its range addresses. The merged
+candidate keeps the identity, label and score of its best member (highest
+score, then canonical FrameId) and stands in each provider's list at that
+provider's best member's score (F10: no score arithmetic across providers).
+Every other member leaves the ranking with reason ``merged_into`` (it widened
+the union) or ``contained_in`` (its range lies within another member's), naming
+the survivor and the merged region. A member whose bytes cannot be trusted is
+never merged: dropped as ``contained_in`` when its range lies wholly within a
+verified candidate's, else kept apart, its entry saying why.
+
+A merged block never holds more than ``max_ratio`` times the bytes of its
+largest member: members are taken in range order and a block that would grow
+past that is closed, the next one starting with the member that did not fit.
+So merging cannot pull a whole file into the prompt. Everything is sorted on
+explicit keys ending in the canonical FrameId: a pure function of the input set.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
+from typing import Any
+
+from hostd.protocol import (
+    ContextFrame,
+    FrameId,
+    Provenance,
+    canonical_token_cost,
+    sha256_digest,
+)
+
+from ._candidates import CandidateSet, SortKey, key_to_wire
+
+__all__ = ["DEFAULT_MERGE_MAX_RATIO", "SpanMerge", "apply", "check_ratio", "merge_spans"]
+
+#: A merged block holds at most this many times the bytes of its largest member.
+DEFAULT_MERGE_MAX_RATIO = 2.0
+
+_RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
+_SOURCE_STATES = ("source_verified",)
+
+Verification = Mapping[FrameId, Mapping[str, Any]]
+
+
+@dataclass(slots=True, frozen=True)
+class _Region:
+    """Candidate ``index``'s lines ``start``-``end`` (1-based, inclusive) of ``uri``;
+    ``lines`` is the source as re-read (the end clamped to it, F17), None when the
+    verify stage handed no bytes for ``uri``."""
+
+    index: int
+    uri: str
+    start: int
+    end: int
+    key: SortKey
+    lines: _Lines | None
+
+
+@dataclass(slots=True)
+class SpanMerge:
+    """The dedup survivors after span merging.
+
+    ``keep``: indices into the candidates given that stay (in their order);
+    ``frames``: a survivor's merged frame by that index; ``support``: the
+    providers behind a merged survivor, each at its best member's score;
+    ``absorbed``: ``(member, survivor, reason, region)``, indices into the
+    candidates given; ``notes``: extra audit members by candidate index (a
+    survivor's ``merged``, a member kept apart's ``span``).
+    """
+
+    keep: list[int]
+    frames: dict[int, ContextFrame] = field(default_factory=dict)
+    support: dict[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
+    absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
+    notes: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+class _Lines:
+    """A source's line starts (F17: LF ends a line, a final unterminated line counts)."""
+
+    __slots__ = ("count", "data", "starts")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        # Each line's start: 0, then one past every LF (summed in C, no loop per line).
+        pieces = data.split(b"\n")
+        starts = [0, *accumulate(map((1).__add__, map(len, pieces[:-1])))]
+        self.count = len(starts) if starts[-1] < len(data) else len(starts) - 1
+        self.starts = starts
+
+    def slice(self, start: int, end: int) -> bytes:
+        hi = self.starts[end] if end < len(self.starts) else len(self.data)
+        return self.data[self.starts[start - 1] : hi]
+
+
+def _lines_of(rng: str | None, lines: _Lines | None) -> tuple[int, int] | None:
+    """The 1-based inclusive lines ``rng`` addresses (F17: the end clamps to the
+    source when its length is known; no range is the whole source), or None."""
+    if rng is None:
+        return None if lines is None else (1, lines.count)
+    m = _RANGE_RE.fullmatch(rng)
+    if m is None:
+        return None
+    start = int(m.group(1))
+    end = int(m.group(2)) if m.group(2) is not None else start
+    if lines is not None:
+        end = min(end, lines.count)
+    return (start, end) if start <= end else None
+
+
+def _region(
+    index: int, frame: ContextFrame, key: SortKey, sources: Mapping[str, _Lines]
+) -> _Region | None:
+    """The one line region every provenance entry of ``frame`` addresses, if any."""
+    provs: Sequence[Provenance] = frame.provenance
+    if not provs or frame.content is None:
+        return None
+    uri = provs[0].uri or frame.uri
+    if uri is None:
+        return None
+    lines = sources.get(uri)
+    span = None
+    for p in provs:  # "L12" and "L12-12" differ as text, not as lines: compare lines
+        if p.type != "file" or (p.uri or frame.uri) != uri:
+            return None  # a derivation, or another file: not one span
+        here = _lines_of(p.range, lines)
+        if here is None or (span is not None and here != span):
+            return None
+        span = here
+    assert span is not None
+    return _Region(index, uri, span[0], span[1], key, lines)
+
+
+def _range_text(start: int, end: int) -> str:
+    return f"L{start}" if start == end else f"L{start}-{end}"
+
+
+def _runs(regions: Sequence[_Region]) -> list[list[_Region]]:
+    """Maximal runs of overlapping or adjacent regions (given sorted by start)."""
+    runs: list[list[_Region]] = []
+    reach = 0
+    for r in regions:
+        if runs and r.start <= reach + 1:
+            runs[-1].append(r)
+            reach = max(reach, r.end)
+        else:
+            runs.append([r])
+            reach = r.end
+    return runs
+
+
+def _distrust(verification: Verification | None, r: _Region, content: str) -> str | None:
+    """Why the bytes of ``r``'s frame cannot be merged, or None when they can."""
+    if r.lines is None:
+        return "source_unavailable"  # not re-read: no trusted root, too large, unreadable
+    state = verification.get(r.key) if verification else None  # type: ignore[call-overload]  # a FrameId equals its key
+    if state is None or not (
+        state.get("state") in _SOURCE_STATES or state.get("source") in _SOURCE_STATES
+    ):
+        return "not_source_verified"
+    if content.encode("utf-8", "surrogatepass") != r.lines.slice(r.start, r.end):
+        return "content_differs"  # not the lines its range addresses: a derivation
+    return None
+
+
+def check_ratio(max_ratio: float) -> None:
+    if isinstance(max_ratio, bool) or not isinstance(max_ratio, int | float):
+        raise ValueError(f"merge_max_ratio must be a number, got {max_ratio!r}")
+    if not (max_ratio >= 1.0 and math.isfinite(max_ratio)):
+        raise ValueError(f"merge_max_ratio must be at least 1, got {max_ratio!r}")
+
+
+def merge_spans(
+    cands: CandidateSet,
+    sources: Mapping[str, bytes] | None,
+    verification: Verification | None,
+    max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
+) -> SpanMerge:
+    """Merge the candidates' touching regions of one file (see the module's docstring).
+
+    ``sources``: ``file`` URI -> the bytes the verify stage re-read and matched;
+    None turns span merging off (no overlap is even looked for).
+    """
+    check_ratio(max_ratio)
+    n = len(cands)
+    out = SpanMerge(list(range(n)))
+    if sources is None or n < 2:
+        return out
+    lines = {uri: _Lines(data) for uri, data in sources.items()}
+    frames, key = cands.frames, cands.key
+    by_uri: dict[str, list[_Region]] = {}
+    for i in range(n):
+        r = _region(i, frames[i], key(i), lines)
+        if r is not None:
+            by_uri.setdefault(r.uri, []).append(r)
+    dropped: set[int] = set()
+    for uri in sorted(by_uri):
+        regions = by_uri[uri]
+        if len(regions) < 2:
+            continue
+        regions.sort(key=lambda r: (r.start, r.end, r.key))
+        for run in _runs(regions):
+            if len(run) > 1:
+                _merge_run(run, cands, verification, max_ratio, out, dropped)
+    if dropped:
+        out.keep = [i for i in range(n) if i not in dropped]
+    return out
+
+
+_Block = tuple[list[_Region], int, int]  # (members in range order, start, end)
+
+
+def _merge_run(
+    run: list[_Region],
+    cands: CandidateSet,
+    verification: Verification | None,
+    max_ratio: float,
+    out: SpanMerge,
+    dropped: set[int],
+) -> None:
+    """One run of touching regions: verified blocks merged, the rest placed or noted."""
+    frames = cands.frames
+    good: list[_Region] = []
+    apart: list[tuple[_Region, str]] = []
+    for r in run:
+        why = _distrust(verification, r, frames[r.index].content or "")
+        if why is None:
+            good.append(r)
+        else:
+            apart.append((r, why))
+    blocks: list[_Block] = []
+    for members in _runs(good):
+        blocks.extend(_blocks(members, max_ratio))
+    # Verified candidates as they now stand: (start, end, survivor) in range order.
+    containers: list[tuple[int, int, _Region]] = []
+    for k, (members, start, end) in enumerate(blocks):
+        best = _survivor(members, cands)
+        whole = len(members) == 1 and start == members[0].start  # a frame as offered
+        if whole or _merge_block(members, start, end, cands, out, dropped):
+            containers.append((start, end, best))
+        else:
+            for r in members:
+                out.notes.setdefault(r.index, {})["span"] = {"kept_apart": "not_text"}
+                containers.append((r.start, r.end, r))
+        if k and start <= blocks[k - 1][2] + 1:  # closed by the cap while still touching
+            out.notes.setdefault(best.index, {})["span"] = {"kept_apart": "merge_cap"}
+    for r, why in apart:
+        found = next(((s, e, c) for s, e, c in containers if s <= r.start and r.end <= e), None)
+        if found is None:
+            out.notes.setdefault(r.index, {})["span"] = {"kept_apart": why}
+            continue
+        start, end, best = found
+        region = {"uri": r.uri, "range": _range_text(start, end)}
+        out.absorbed.append((r.index, best.index, "contained_in", region))
+        dropped.add(r.index)
+        digest = out.frames.get(best.index, frames[best.index]).content_digest
+        note: dict[str, Any] = out.notes.setdefault(best.index, {}).setdefault(
+            "merged", {**region, "content_digest": digest, "members": []}
+        )
+        note["members"].append(key_to_wire(r.key))
+
+
+def _blocks(members: list[_Region], max_ratio: float) -> list[_Block]:
+    """Members (in range order) grouped greedily into blocks within the size cap.
+
+    A member that would grow the block past the cap starts the next block, which
+    begins after the last line of the one before: the lines they share are quoted
+    by the first block only (the next one is cut from the same verified bytes), so
+    no line is quoted twice. A member wholly inside a block already made joins it.
+    """
+    out: list[_Block] = []
+    cur: list[_Region] = []
+    start = end = largest = 0
+    for r in members:
+        lines = r.lines
+        assert lines is not None  # only verified members come here
+        size = len(lines.slice(r.start, r.end))
+        if cur and start <= r.start and r.end <= end:  # contained: the union does not grow
+            cur.append(r)
+            largest = max(largest, size)
+            continue
+        home = next((b for b in reversed(out) if b[1] <= r.start and r.end <= b[2]), None)
+        if home is not None:  # inside a block the cap closed: it joins that one
+            home[0].append(r)
+            continue
+        if cur and len(lines.slice(start, r.end)) <= max_ratio * max(largest, size):
+            cur.append(r)
+            end, largest = max(end, r.end), max(largest, size)
+            continue
+        if cur:
+            out.append((cur, start, end))
+            start = max(r.start, end + 1)
+        else:
+            start = r.start
+        cur, end, largest = [r], r.end, size
+    if cur:
+        out.append((cur, start, end))
+    return out
+
+
+def _survivor(members: Sequence[_Region], cands: CandidateSet) -> _Region:
+    """The best member: highest score, then the canonical FrameId."""
+    scores = cands.scores
+    return min(members, key=lambda r: (-scores[r.index], r.key))
+
+
+def _merge_block(
+    members: list[_Region],
+    start: int,
+    end: int,
+    cands: CandidateSet,
+    out: SpanMerge,
+    dropped: set[int],
+) -> bool:
+    """One candidate for the block's union, its members absorbed; False (nothing
+    done) when the union's bytes are not UTF-8 text."""
+    best = _survivor(members, cands)
+    assert best.lines is not None
+    data = best.lines.slice(start, end)
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    digest = sha256_digest(data)
+    rng = _range_text(start, end)
+    frames, scores, pids = cands.frames, cands.scores, cands.provider_ids
+    ranked = sorted(members, key=lambda r: (-scores[r.index], r.key))
+    # The region quoted first (F17: its digest covers exactly these bytes), then every
+    # member's own provenance, so the citation resolves to all of them.
+    provenance = [Provenance(type="file", uri=best.uri, range=rng, digest=digest)]
+    seen = {(p.type, p.uri, p.range, p.digest, p.method, p.by) for p in provenance}
+    for r in ranked:
+        for p in frames[r.index].provenance:
+            k = (p.type, p.uri, p.range, p.digest, p.method, p.by)
+            if k not in seen:
+                seen.add(k)
+                provenance.append(p)
+    out.frames[best.index] = frames[best.index].model_copy(
+        update={
+            "content": content,
+            "content_digest": digest,
+            "token_cost": canonical_token_cost(content),
+            "provenance": provenance,
+        }
+    )
+    # Each provider at its best member's score (F10: within its own list).
+    support: dict[str, float] = {}
+    for r in ranked:
+        for pid, score in cands.support.get(r.index, ((pids[r.index], scores[r.index]),)):
+            if score > support.get(pid, float("-inf")):
+                support[pid] = score
+    out.support[best.index] = tuple(sorted(support.items()))
+    region = {"uri": best.uri, "range": rng}
+    absorbed = []
+    for r in members:
+        if r is best:
+            continue
+        inside = any(o is not r and o.start <= r.start and r.end <= o.end for o in members)
+        out.absorbed.append(
+            (r.index, best.index, "contained_in" if inside else "merged_into", region)
+        )
+        dropped.add(r.index)
+        absorbed.append(key_to_wire(r.key))
+    out.notes.setdefault(best.index, {})["merged"] = {
+        **region,
+        "content_digest": digest,
+        "members": absorbed,
+    }
+    if start > min(r.start for r in members):
+        # its first lines are quoted by the block before it, which the cap closed
+        out.notes[best.index]["merged"]["trimmed"] = True
+    return True
+
+
+def apply(cands: CandidateSet, merge: SpanMerge) -> CandidateSet:
+    """``cands`` with the absorbed members gone and the survivors' merged frames in
+    place; the identity columns (id, digest) stay the survivor's as offered."""
+    keep = merge.keep
+    sub = cands.subset(keep)
+    if merge.frames:
+        sub = replace(sub, frames=tuple([merge.frames.get(i, cands.frames[i]) for i in keep]))
+    position = {i: k for k, i in enumerate(keep)}
+    support = {position[i]: s for i, s in cands.support.items() if i in position}
+    for i, s in merge.support.items():
+        if len(s) > 1:
+            support[position[i]] = s
+        else:  # one provider behind every member: no support record (``vouched_by``)
+            support.pop(position[i], None)
+    return replace(sub, support=support)

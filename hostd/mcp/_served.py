@@ -1,0 +1,110 @@
+"""What an MCP server served, as documents; and what the SDK may say of it, withheld.
+
+``document`` and ``tool_documents`` turn a read's contents and a tool result's blocks
+into ``Document`` values (text, and binary contents that are UTF-8). ``tool_calls``
+reads the configured tools (``tool``/``arguments``, the older keys, and ``tools``).
+``withhold_sdk_logs`` gives the SDK's client-side loggers hostd's rule: nothing a
+peer writes is quoted (their own words stay, their arguments and tracebacks go).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+
+from ._frames import Document
+
+__all__ = ["document", "tool_calls", "tool_documents", "withhold_sdk_logs"]
+
+#: The SDK's client-side loggers: they quote what the server sent (method names,
+#: payloads in validation tracebacks, tool names).
+_SDK_LOGGERS = (
+    "client",  # mcp.client.session's logger
+    "mcp.client.caching",
+    "mcp.shared.dispatcher",
+    "mcp.shared.direct_dispatcher",
+    "mcp.shared.jsonrpc_dispatcher",
+    "mcp.shared.tool_name_validation",
+)
+_PLACEHOLDER_RE = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrfix]")
+
+
+class _Withhold(logging.Filter):
+    """Keeps the SDK's own words and drops what it would quote: arguments, tracebacks,
+    and any message not a constant (f-strings carry the peer's text inline)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args or "%" in str(record.msg):
+            record.msg = _PLACEHOLDER_RE.sub("…", str(record.msg)) + " (peer text withheld)"
+        elif record.name.endswith("tool_name_validation"):
+            record.msg = "tool name validation warning (peer text withheld)"
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def withhold_sdk_logs() -> None:
+    """Install the filter once on each of the SDK's client-side loggers."""
+    for name in _SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Withhold) for f in logger.filters):
+            logger.addFilter(_Withhold())
+
+
+def tool_calls(options: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The configured tools and their argument templates: ``tool``/``arguments`` (one
+    tool, the older keys) first, then ``tools``."""
+    calls: list[tuple[str, Any]] = []
+    if options.get("tool"):
+        calls.append((str(options["tool"]), options.get("arguments") or {}))
+    for entry in options.get("tools") or ():
+        calls.append((str(entry["name"]), entry.get("arguments") or {}))
+    return calls
+
+
+def tool_documents(name: str, content: list[types.ContentBlock]) -> list[Document]:
+    method = f"tools/call:{name}"
+    docs: list[Document] = []
+    for block in content:
+        if isinstance(block, types.TextContent) and block.text.strip():
+            docs.append(Document(method=method, text=block.text, always=True))
+        elif isinstance(block, types.EmbeddedResource):
+            doc = document(block.resource, None, None, method=method)
+            if doc is not None:
+                docs.append(doc)
+    return docs
+
+
+def document(
+    contents: types.TextResourceContents | types.BlobResourceContents,
+    title: str | None,
+    mime_type: str | None,
+    *,
+    method: str = "resources/read",
+) -> Document | None:
+    """One resource content as a document; binary contents that are not UTF-8 are skipped."""
+    if isinstance(contents, types.TextResourceContents):
+        text = contents.text
+    else:
+        try:
+            text = base64.b64decode(contents.blob, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    if not text.strip():
+        return None
+    return Document(
+        method=method,
+        text=text,
+        uri=str(contents.uri),
+        title=title,
+        mime_type=contents.mime_type or mime_type,
+        always=method != "resources/read",
+    )

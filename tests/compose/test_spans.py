@@ -1,0 +1,272 @@
+"""Span-aware dedup: touching regions of one verified source quoted once (F5, F17)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostd.compose import compose_for_prompt
+from hostd.protocol import (
+    ContextFrame,
+    FrameId,
+    Provenance,
+    address_line_range,
+    canonical_token_cost,
+    sha256_digest,
+)
+
+URI = "file:///srv/repo/module.py"
+SOURCE = "".join(f"line {n:02d} of the module, distinct words {n * 7919}\n" for n in range(1, 13))
+DATA = SOURCE.encode()
+VERIFIED = {"state": "source_verified"}
+
+
+def window(fid: str, rng: str, score: float = 0.5, *, content: str | None = None) -> ContextFrame:
+    """A frame quoting ``rng`` of the source, honest digests (F5, F17)."""
+    body = address_line_range(DATA, rng)
+    text = body.decode() if content is None else content
+    return ContextFrame(
+        id=fid,
+        kind="snippet",
+        title=f"module.py {rng}",
+        content=text,
+        content_digest=sha256_digest(text.encode()),
+        uri=URI,
+        score=score,
+        token_cost=canonical_token_cost(text),
+        citation_label=f"module.py {rng}",
+        provenance=[Provenance(type="file", uri=URI, range=rng, digest=sha256_digest(body))],
+    )
+
+
+def verified(*pairs: tuple[str, ContextFrame]) -> dict[FrameId, dict[str, Any]]:
+    return {FrameId.of(p, f): dict(VERIFIED) for p, f in pairs}
+
+
+def compose(pairs: list[tuple[str, ContextFrame]], **kw: Any):  # type: ignore[no-untyped-def]
+    kw.setdefault("verification", verified(*pairs))
+    kw.setdefault("sources", {URI: DATA})
+    return compose_for_prompt(pairs, kw.pop("budget", 4000), **kw)
+
+
+def entries(result) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
+    return {e["frame"]["frame_id"]: e for e in result.audit.entry_dicts()}
+
+
+def source_lines_in(prompt: str) -> Counter[str]:
+    return Counter(line for line in prompt.splitlines() if line.startswith("line "))
+
+
+SHIFTED = [("lexical", window("a", "L1-6", 0.4)), ("dense", window("b", "L4-9", 0.8))]
+
+
+def test_shifted_windows_become_one_verified_frame_with_every_line_once() -> None:
+    merged = compose(SHIFTED)
+    apart = compose(SHIFTED, sources=None)
+    assert source_lines_in(merged.prompt) == Counter(SOURCE.splitlines()[:9])
+    assert source_lines_in(apart.prompt)["line 05 of the module, distinct words 39595"] == 2
+    # the overlap (three lines) and one fence are paid once
+    overlap = canonical_token_cost(address_line_range(DATA, "L4-6").decode())
+    assert merged.tokens_used <= apart.tokens_used - overlap
+    by_id = entries(merged)
+    # the best member (dense, 0.8) stands for the union: its identity, label and score
+    kept = by_id["b"]
+    assert kept["disposition"] == "included"
+    assert kept["verification"] == VERIFIED
+    assert kept["vouched_by"] == ["dense", "lexical"]
+    union = address_line_range(DATA, "L1-9")
+    assert kept["merged"] == {
+        "uri": URI,
+        "range": "L1-9",
+        "content_digest": sha256_digest(union),
+        "members": [
+            {
+                "provider_id": "lexical",
+                "frame_id": "a",
+                "content_digest": sha256_digest(address_line_range(DATA, "L1-6")),
+            }
+        ],
+    }
+    absorbed = by_id["a"]
+    assert absorbed["reason"] == "merged_into"
+    assert absorbed["detail"]["kept"]["frame_id"] == "b"
+    assert absorbed["detail"]["region"] == {"uri": URI, "range": "L1-9"}
+    # the citation resolves to the union's region and every member's provenance
+    (citation,) = merged.citations
+    ranges = [p.range for p in citation.provenance]
+    assert ranges == ["L1-9", "L4-9", "L1-6"]
+    assert citation.provenance[0].digest == sha256_digest(union)
+
+
+def test_a_contained_range_is_absorbed_and_adjacent_ranges_join() -> None:
+    pairs = [
+        ("p", window("outer", "L1-6", 0.3)),
+        ("q", window("inner", "L2-4", 0.9)),
+        ("q", window("next", "L7-8", 0.1)),
+    ]
+    result = compose(pairs)
+    by_id = entries(result)
+    assert by_id["inner"]["merged"]["range"] == "L1-8"
+    assert by_id["next"]["reason"] == "merged_into"
+    # inner lies within outer: contained; outer widened the union: merged
+    assert by_id["outer"]["reason"] == "merged_into"
+    pairs2 = [("p", window("outer", "L1-6", 0.9)), ("q", window("inner", "L2-4", 0.3))]
+    by_id2 = entries(compose(pairs2))
+    assert by_id2["inner"]["reason"] == "contained_in"
+    assert by_id2["outer"]["merged"]["range"] == "L1-6"
+    assert source_lines_in(compose(pairs2).prompt) == Counter(SOURCE.splitlines()[:6])
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        ({"state": "content_checked"}, "not_source_verified"),
+        ({"state": "unverifiable", "reason": "outside_trusted_roots"}, "not_source_verified"),
+    ],
+)
+def test_unverified_bytes_are_never_merged(state: dict[str, Any], reason: str) -> None:
+    pairs = list(SHIFTED)
+    verification = verified(*pairs)
+    verification[FrameId.of(*pairs[0])] = state
+    result = compose(pairs, verification=verification)
+    by_id = entries(result)
+    assert by_id["a"]["disposition"] == by_id["b"]["disposition"] == "included"
+    assert by_id["a"]["span"] == {"kept_apart": reason}
+    assert "merged" not in by_id["b"]
+
+
+def test_an_unverified_range_inside_a_verified_one_is_dropped() -> None:
+    pairs = [("p", window("big", "L1-9", 0.2)), ("q", window("small", "L3-5", 0.9))]
+    verification = verified(pairs[0])  # the small one is not source_verified
+    by_id = entries(compose(pairs, verification=verification))
+    assert by_id["small"]["reason"] == "contained_in"
+    assert by_id["small"]["detail"] == {
+        "kept": FrameId.of(*pairs[0]).to_wire(),
+        "region": {"uri": URI, "range": "L1-9"},
+    }
+    assert by_id["big"]["merged"]["members"] == [FrameId.of(*pairs[1]).to_wire()]
+
+
+def test_content_that_is_not_the_addressed_lines_is_kept_apart() -> None:
+    pairs = [
+        ("p", window("a", "L1-6", 0.5)),
+        ("q", window("b", "L4-9", 0.5, content="a summary of lines four to nine\n")),
+    ]
+    by_id = entries(compose(pairs))
+    assert by_id["b"]["span"] == {"kept_apart": "content_differs"}
+    assert "merged" not in by_id["a"]
+
+
+def test_a_source_not_re_read_leaves_the_frames_apart_saying_so() -> None:
+    by_id = entries(compose(SHIFTED, sources={}))
+    assert by_id["a"]["span"] == by_id["b"]["span"] == {"kept_apart": "source_unavailable"}
+
+
+def test_the_cap_keeps_a_merged_block_within_a_multiple_of_its_largest_member() -> None:
+    pairs = [
+        ("p", window("a", "L1-6", 0.9)),
+        ("q", window("b", "L4-9", 0.8)),
+        ("r", window("c", "L7-12", 0.7)),
+    ]
+    result = compose(pairs, merge_max_ratio=1.5)
+    by_id = entries(result)
+    assert by_id["a"]["merged"]["range"] == "L1-9"
+    # the next block starts after it: lines 7-9 are quoted once, by the first block
+    assert by_id["c"]["merged"]["range"] == "L10-12"
+    assert by_id["c"]["merged"]["trimmed"] is True
+    assert by_id["c"]["span"] == {"kept_apart": "merge_cap"}
+    assert source_lines_in(result.prompt) == Counter(SOURCE.splitlines())
+    whole = entries(compose(pairs, merge_max_ratio=2.0))
+    assert whole["a"]["merged"]["range"] == "L1-12"
+    with pytest.raises(ValueError, match="merge_max_ratio must be at least 1"):
+        compose(pairs, merge_max_ratio=0.5)
+
+
+def test_the_merged_candidate_stands_in_each_providers_list_at_its_own_rank() -> None:
+    pairs = [
+        *SHIFTED,
+        ("dense", window("d2", "L11-12", 0.7)),
+        # no provenance: never part of a span
+        ("lexical", window("l2", "L11", 0.1).model_copy(update={"provenance": []})),
+    ]
+
+    def ranked(result) -> list[str]:  # type: ignore[no-untyped-def]
+        with_rank = [e for e in result.audit.entry_dicts() if "rank" in e]
+        return [e["frame"]["frame_id"] for e in sorted(with_rank, key=lambda e: e["rank"])]
+
+    # round_robin, providers in id order (dense, lexical): apart, a is lexical's rank 1
+    assert ranked(compose(pairs, strategy="round_robin", sources=None)) == ["b", "a", "d2", "l2"]
+    # merged, b is rank 1 of both lists (lexical's at its own best member's rank), so
+    # round 1 is b alone and l2 is lexical's rank 2, never promoted to its rank 1
+    assert ranked(compose(pairs, strategy="round_robin")) == ["b", "d2", "l2"]
+
+
+def test_without_sources_nothing_is_merged_or_noted() -> None:
+    result = compose(SHIFTED, sources=None)
+    for entry in result.audit.entry_dicts():
+        assert "merged" not in entry and "span" not in entry
+
+
+RANGES = st.tuples(st.integers(1, 12), st.integers(0, 5)).map(
+    lambda t: f"L{t[0]}-{min(12, t[0] + t[1])}" if t[1] else f"L{t[0]}"
+)
+
+
+@st.composite
+def windows(draw: st.DrawFn) -> list[tuple[str, ContextFrame]]:
+    n = draw(st.integers(1, 7))
+    out = []
+    for k in range(n):
+        rng = draw(RANGES)
+        score = draw(st.sampled_from([0.1, 0.5, 0.5, 0.9]))
+        out.append((draw(st.sampled_from(["p", "q", "r"])), window(f"w{k}-{rng}", rng, score)))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(windows(), st.sampled_from([1.0, 1.5, 2.0, 100.0]), st.randoms(use_true_random=False))
+def test_span_merging_is_a_pure_function_of_the_input_set(pairs, ratio, rnd) -> None:  # type: ignore[no-untyped-def]
+    shuffled = list(pairs)
+    rnd.shuffle(shuffled)
+    first = compose(pairs, merge_max_ratio=ratio)
+    second = compose(shuffled, merge_max_ratio=ratio)
+    assert first.prompt == second.prompt
+    assert first.audit.entry_dicts() == second.audit.entry_dicts()
+    assert [c.to_wire() for c in first.citations] == [c.to_wire() for c in second.citations]
+    # every offered frame is in the audit exactly once
+    offered = Counter(FrameId.of(p, f) for p, f in pairs)
+    audited = Counter(FrameId.from_wire(e["frame"]) for e in first.audit.entry_dicts())
+    assert audited == offered
+
+
+@settings(max_examples=300, deadline=None)
+@given(windows(), st.sampled_from([1.0, 1.5, 2.0, 100.0]))
+def test_every_quoted_line_appears_exactly_once(pairs, ratio) -> None:  # type: ignore[no-untyped-def]
+    result = compose(pairs, merge_max_ratio=ratio, budget=100_000)
+    wanted: set[str] = set()
+    for _, f in pairs:
+        wanted.update((f.content or "").splitlines())
+    assert source_lines_in(result.prompt) == Counter(wanted)
+
+
+@settings(max_examples=150, deadline=None)
+@given(windows(), st.sampled_from([1.0, 1.5, 2.0]))
+def test_a_merged_block_never_exceeds_the_cap(pairs, ratio) -> None:  # type: ignore[no-untyped-def]
+    result = compose(pairs, merge_max_ratio=ratio, budget=100_000)
+    sizes = {FrameId.of(p, f): len((f.content or "").encode()) for p, f in pairs}
+    absorbed: dict[str, list[FrameId]] = {}
+    for e in result.audit.entry_dicts():
+        if e.get("reason") in ("merged_into", "contained_in"):
+            absorbed.setdefault(e["detail"]["kept"]["frame_id"], []).append(
+                FrameId.from_wire(e["frame"])
+            )
+    for e in result.audit.included():
+        if e.merged is None:
+            continue
+        members = [e.frame, *absorbed.get(e.frame.frame_id, [])]
+        union = address_line_range(DATA, e.merged["range"])
+        assert len(union) <= ratio * max(sizes[m] for m in members)

@@ -1,0 +1,397 @@
+"""hostd as a LangChain and a LlamaIndex retriever, against a real daemon whose bundled
+providers (``files``, ``memory``) run as child processes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.client import Client, RpcError
+from hostd.protocol import address_line_range, sha256_digest
+from providers.memory import MemoryStore
+from tests.providers._stdio import REPO, child_env
+
+pytestmark = pytest.mark.slow
+
+GOAL = "why does the retry loop give up"
+FACT = "the retry loop gives up after three attempts"
+METADATA = {
+    "citation_label",
+    "provider_id",
+    "frame_id",
+    "uri",
+    "range",
+    "verification",
+    "request_id",
+    "degraded",
+    "degraded_reasons",
+}
+
+
+def _config(workdir: Path, *, extra: str = "") -> Path:
+    tree = workdir / "tree"
+    tree.mkdir()
+    (tree / "net.py").write_text(
+        "def retry_loop(attempts):\n    # the retry loop gives up after three attempts\n"
+        "    for _ in range(attempts):\n        pass\n"
+    )
+    (tree / "notes.md").write_text("# Retries\n\nThe retry loop gives up after three tries.\n")
+    db = workdir / "memory.db"
+    with MemoryStore(db) as store:
+        store.add("fact", "retries", FACT)
+    providers = "".join(
+        f'\n[[provider]]\nid = "{pid}"\ncommand = {json.dumps(cmd)}\n'
+        f'timeout_ms = 100000\ncwd = "{REPO}"\n'
+        for pid, cmd in [
+            ("files", ["python", "-m", "providers.files", "--root", str(tree), "--no-cache"]),
+            ("memory", ["python", "-m", "providers.memory", "--db", str(db)]),
+        ]
+    )
+    path = workdir / "hostd.toml"
+    path.write_text(
+        f'[host]\nstate_dir = "{workdir / "state"}"\nsocket = "{workdir / "run" / "s.sock"}"\n'
+        f'trusted_roots = ["{tree}"]\n' + providers + extra
+    )
+    return path
+
+
+@functools.cache
+def _evidence_refused() -> bool:
+    """Whether this hostd refuses ``include_content`` (asked once, of a daemon with no
+    provider: the params are checked before anything is asked)."""
+    with tempfile.TemporaryDirectory(prefix="hp-") as tmp:
+        config = Path(tmp) / "hostd.toml"
+        config.write_text(f'[host]\nstate_dir = "{tmp}/state"\nsocket = "{tmp}/s.sock"\n')
+        spawned = Client.spawn(config, env=child_env(), cwd=REPO, stderr=subprocess.DEVNULL)
+        with spawned as client:
+            try:
+                client.compose(GOAL, budget=50, include_content=True)
+            except RpcError as exc:
+                return (exc.rpc_data or {}).get("field") == "include_content"
+    return False
+
+
+def _skip_without_evidence() -> None:
+    """The adapters need ``include_content``; a daemon that refuses it cannot be used."""
+    if _evidence_refused():
+        pytest.skip("this hostd does not return evidence (include_content) yet")
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="ha-"))  # short: AF_UNIX path limit
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+class Daemon:
+    """``hostd serve`` on a socket, started (again) on demand; ``start`` returns once it
+    logs ``host.serving``."""
+
+    def __init__(self, config: Path) -> None:
+        self.config = config
+        self.socket = config.parent / "run" / "s.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.proc = proc = subprocess.Popen(
+            [sys.executable, "-m", "hostd", "--config", str(self.config), "serve"],
+            cwd=REPO,
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        serving = threading.Event()
+
+        def drain() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if b'"host.serving"' in line:
+                    serving.set()
+            serving.set()
+
+        self._reader = threading.Thread(target=drain, daemon=True)
+        self._reader.start()
+        if not serving.wait(120) or proc.poll() is not None:  # a hang guard
+            proc.kill()  # never left running past a failed start
+            proc.wait()
+            raise AssertionError("hostd serve did not log host.serving")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(60) == 0
+        assert self._reader is not None and self.proc.stderr is not None
+        self._reader.join(10)
+        self.proc.stderr.close()
+        self.proc = None
+
+
+@pytest.fixture
+def daemon(workdir: Path) -> Iterator[Daemon]:
+    config = _config(workdir)
+    _skip_without_evidence()
+    d = Daemon(config)
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def _assert_provider_bytes(page: str, meta: dict[str, Any]) -> None:
+    """The content is the provider's own: the file's lines for ``files``, the stored fact
+    for ``memory``; never the fenced text of the prompt."""
+    assert METADATA <= set(meta)
+    if meta["provider_id"] == "files":
+        data = Path(meta["uri"].removeprefix("file://")).read_bytes()
+        assert page.encode() == address_line_range(data, meta["range"])
+        assert meta["content_digest"] == sha256_digest(page.encode())
+    else:
+        assert meta["provider_id"] == "memory" and page == FACT
+
+
+# -- LangChain ----------------------------------------------------------------------------
+
+
+def test_a_langchain_chain_and_agent_use_hostd_as_their_retriever(daemon: Daemon) -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.language_models.fake_chat_models import (
+        FakeListChatModel,
+        GenericFakeChatModel,
+    )
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+    from langchain_core.tools import create_retriever_tool
+
+    from hostd.integrations.langchain import HostdRetriever
+
+    class Seen(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
+
+        def on_chat_model_start(
+            self, serialized: Any, messages: list[list[BaseMessage]], **kw: Any
+        ) -> None:
+            self.prompts += [str(m.content) for batch in messages for m in batch]
+
+    with HostdRetriever(connect=daemon.socket, budget=2000, strategy="round_robin") as retriever:
+        docs = retriever.invoke(GOAL)
+        assert {d.metadata["provider_id"] for d in docs} == {"files", "memory"}
+        for doc in docs:
+            _assert_provider_bytes(doc.page_content, doc.metadata)
+        assert len({d.metadata["request_id"] for d in docs}) == 1
+        composition = retriever.last_composition
+        assert composition is not None and composition.request_id == docs[0].metadata["request_id"]
+        # Prompt order, and every document is one of the prompt's citations.
+        labels = [d.metadata["citation_label"] for d in docs]
+        assert sorted(labels, key=composition.prompt.index) == labels
+
+        # A chain: retrieve, stuff, ask a (fake) chat model.
+        prompt = ChatPromptTemplate.from_messages(
+            [("system", "Answer from this context:\n{context}"), ("human", "{question}")]
+        )
+        seen = Seen()
+        chain = (
+            {
+                "context": retriever | (lambda ds: "\n\n".join(d.page_content for d in ds)),
+                "question": RunnablePassthrough(),
+            }
+            | prompt
+            | FakeListChatModel(responses=["after three attempts"])
+            | StrOutputParser()
+        )
+        assert chain.invoke(GOAL, config={"callbacks": [seen]}) == "after three attempts"
+        assert any(FACT in p for p in seen.prompts)
+
+        # An agent: the model calls the retriever as a tool, then answers.
+        tool = create_retriever_tool(retriever, "search_context", "Search the project.")
+        model = GenericFakeChatModel(
+            messages=iter(
+                [
+                    AIMessage(
+                        "", tool_calls=[{"name": tool.name, "args": {"query": GOAL}, "id": "c1"}]
+                    ),
+                    AIMessage("It gives up after three attempts."),
+                ]
+            )
+        )
+        messages: list[BaseMessage] = [HumanMessage(GOAL)]
+        while True:
+            reply = model.invoke(messages)
+            messages.append(reply)
+            if not isinstance(reply, AIMessage) or not reply.tool_calls:
+                break
+            for call in reply.tool_calls:
+                messages.append(tool.invoke(call))
+        (observation,) = [m for m in messages if isinstance(m, ToolMessage)]
+        assert FACT in str(observation.content)
+        assert messages[-1].content == "It gives up after three attempts."
+
+
+@pytest.mark.anyio
+async def test_the_langchain_retriever_is_async_too(daemon: Daemon) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+
+    with HostdRetriever(connect=daemon.socket, budget=2000) as retriever:
+        sync = retriever.invoke(GOAL)
+        both = [await retriever.ainvoke(GOAL), await retriever.ainvoke(GOAL)]
+    # The same input composes the same evidence; each call is its own request.
+    for docs in both:
+        assert [(d.page_content, d.metadata["frame_id"]) for d in docs] == [
+            (d.page_content, d.metadata["frame_id"]) for d in sync
+        ]
+    ids = {docs[0].metadata["request_id"] for docs in [sync, *both]}
+    assert len(ids) == 3
+
+
+def test_the_retriever_connects_again_after_the_daemon_restarts(daemon: Daemon) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+
+    with HostdRetriever(connect=daemon.socket, budget=500) as retriever:
+        first = retriever.invoke(GOAL)
+        daemon.stop()
+        daemon.start()
+        again = retriever.invoke(GOAL)
+    assert [d.page_content for d in again] == [d.page_content for d in first]
+
+
+def test_no_daemon_at_the_socket_is_a_connection_error_naming_it(workdir: Path) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+
+    socket = workdir / "none.sock"
+    with HostdRetriever(connect=socket) as retriever, pytest.raises(ConnectionError) as exc:
+        retriever.invoke(GOAL)
+    assert str(socket) in str(exc.value) and "hostd serve" in str(exc.value)
+
+
+def test_connect_and_config_together_are_refused() -> None:
+    from hostd.integrations.langchain import HostdRetriever
+
+    with pytest.raises(ValueError, match="not both"):
+        HostdRetriever(connect="a.sock", config="hostd.toml")
+    with pytest.raises(ValueError, match="budgte"):
+        HostdRetriever(budgte=100)  # type: ignore[call-arg]  # a typo is an error, not ignored
+
+
+def test_a_provider_that_is_down_is_reported_with_the_documents(workdir: Path) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+
+    broken = '\n[[provider]]\nid = "broken"\ncommand = ["python", "-c", "raise SystemExit(3)"]\n'
+    config = _config(workdir, extra=broken)
+    _skip_without_evidence()
+    spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
+    with HostdRetriever(config=config, budget=2000, spawn_options=spawn) as retriever:
+        docs = retriever.invoke(GOAL)
+        composition = retriever.last_composition
+    assert composition is not None and docs
+    assert {d.metadata["provider_id"] for d in docs} == {"files", "memory"}
+    status = {p["provider_id"]: p["status"] for p in composition.providers}
+    assert status["broken"] != "ok" and status["files"] == status["memory"] == "ok"
+    for doc in docs:
+        meta = doc.metadata
+        if composition.degraded is None:  # a daemon that does not report it says nothing
+            assert (meta["degraded"], meta["degraded_reasons"]) == (None, [])
+        else:
+            assert meta["degraded"] is True
+            assert "broken" in {r.get("provider") for r in meta["degraded_reasons"]}
+
+
+# -- LlamaIndex ---------------------------------------------------------------------------
+
+
+def test_a_llama_index_query_engine_uses_hostd_as_its_retriever(workdir: Path) -> None:
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from hostd.integrations.llama_index import SCORE_BASIS, HostdRetriever
+
+    config = _config(workdir)
+    _skip_without_evidence()
+    spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
+    with HostdRetriever(config=config, budget=2000, spawn_options=spawn) as retriever:
+        # MockLLM answers with the prompt it was given: what the model saw.
+        engine = RetrieverQueryEngine.from_args(retriever=retriever, llm=MockLLM())
+        response = engine.query(GOAL)
+        nodes = response.source_nodes
+        assert {n.node.metadata["provider_id"] for n in nodes} == {"files", "memory"}
+        for scored in nodes:
+            meta = scored.node.metadata
+            _assert_provider_bytes(scored.node.get_content(), meta)
+            # F10: the score is the composition's rank, labelled so.
+            assert meta["score_basis"] == SCORE_BASIS
+            assert scored.score == 1.0 / (meta["rank"] + 1)
+        text = str(response)
+        assert FACT in text
+        labels = [n.node.metadata["citation_label"] for n in nodes]
+        assert all(label in text for label in labels)
+        # Only the label of a node's metadata reaches the model.
+        assert "provider_score" not in text and "request_id" not in text
+        assert retriever.last_composition is not None
+        assert {n.node.node_id for n in nodes} == {
+            f"hostd:{m['provider_id']}/{m['frame_id']}" for m in (n.node.metadata for n in nodes)
+        }
+
+
+@pytest.mark.anyio
+async def test_the_llama_index_retriever_is_async_too(workdir: Path) -> None:
+    from hostd.integrations.llama_index import HostdRetriever
+
+    config = _config(workdir)
+    _skip_without_evidence()
+    spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
+    retriever = HostdRetriever(config=config, budget=2000, spawn_options=spawn)
+    try:
+        nodes = await retriever.aretrieve(GOAL)
+        again = retriever.retrieve(GOAL)
+    finally:
+        retriever.close()
+    assert [n.node.get_content() for n in nodes] == [n.node.get_content() for n in again]
+    assert {n.node.metadata["provider_id"] for n in nodes} == {"files", "memory"}
+
+
+def test_closing_a_retriever_stops_the_daemon_it_spawned(workdir: Path) -> None:
+    from hostd.integrations.llama_index import HostdRetriever
+
+    config = _config(workdir)
+    _skip_without_evidence()
+    spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
+    retriever = HostdRetriever(config=config, budget=500, spawn_options=spawn)
+    retriever.retrieve(GOAL)
+    assert _processes_naming(str(config))
+    retriever.close()
+    assert _processes_naming(str(config)) == []
+
+
+def _processes_naming(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found

@@ -1,0 +1,182 @@
+"""An MCP server on the official SDK's ``MCPServer``, built to stress the binding.
+
+``python -m tests.mcp.mcpserver_app MODE [options]``:
+
+- ``big --count N --mib S``: N text resources (``big://doc/<i>``) of S MiB each,
+  lines of words, so reading them is cheap and cutting and scoring them is not;
+- ``secret --secret S``: a server that echoes ``S`` wherever it writes text of its
+  own: a resource whose read fails with ``S`` in the error, a tool whose ``isError``
+  result and a tool whose protocol error carry ``S``; one good resource beside them;
+- ``junk --secret S``: writes a line that is not JSON-RPC, holding ``S``, to stdout on
+  the first listing (past the SDK, straight onto the pipe);
+- ``growing --kib K``: every ``resources/list`` names resources never named before
+  (``grow://<listing>/<i>``, K KiB each), like a server whose listing keeps changing;
+- ``log``: one ``log`` tool returning a ``git log``-shaped text (many commits), a
+  ``show`` tool returning a unified diff, and a ``plain`` tool returning one long line;
+- ``stale --root DIR``: every file under DIR as a ``file://`` resource, served with
+  its text upper-cased (a server serving a copy that is not the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.resources import FunctionResource, TextResource
+from mcp.shared.exceptions import MCPError
+from mcp_types import Resource as WireResource
+
+#: A duplicate of the real stdout, taken before the SDK points fd 1 elsewhere.
+WIRE_FD = os.dup(1)
+
+WORDS = (
+    "cache evict entry lease retry backoff parser token frame budget index shard replica "
+    "commit branch merge rebase socket buffer queue worker thread deadline cancel scope"
+).split()
+
+
+def big_text(seed: int, mib: float) -> str:
+    rng = random.Random(seed)
+    lines: list[str] = []
+    size = 0
+    while size < mib * (1 << 20):
+        line = f"{seed}.{len(lines)} " + " ".join(rng.choices(WORDS, k=12))
+        lines.append(line)
+        size += len(line) + 1
+        if len(lines) % 9 == 0:
+            lines.append("")
+            size += 1
+    return "\n".join(lines) + "\n"
+
+
+def log_text(commits: int) -> str:
+    """``mcp-server-git``'s ``git_log`` layout: one block per commit, blank-line apart."""
+    blocks = []
+    for i in range(commits):
+        sha = f"{i:04x}" + "ab" * 18
+        blocks.append(
+            f"Commit: {sha}\nAuthor: Dev {i} <dev{i}@example.com>\n"
+            f"Date: 2025-01-{1 + i % 28:02d} 10:00:00+00:00\n"
+            f"Message: cache eviction change number {i}: " + " ".join(WORDS[: 4 + i % 8]) + "\n"
+        )
+    return "Commit history:\n" + "\n".join(blocks)
+
+
+DIFF = """\
+diff --git a/src/cache.py b/src/cache.py
+index 1111111..2222222 100644
+--- a/src/cache.py
++++ b/src/cache.py
+@@ -1,3 +1,4 @@
+ def evict(cache):
+-    cache.pop()
++    # least recently used first
++    cache.popitem(last=False)
+"""
+
+
+class GrowingServer(MCPServer[Any]):
+    """Every listing names resources no earlier listing named."""
+
+    def __init__(self, kib: int) -> None:
+        super().__init__("growing-server", version="1.0")
+        self._kib = kib
+        self._listings = itertools.count()
+
+    async def list_resources(self) -> list[WireResource]:
+        n = next(self._listings)
+        out = []
+        for i in range(4):
+            uri = f"grow://{n}/{i}"
+            text = f"cache entry {n}.{i}\n" + big_text(n * 10 + i, self._kib / 1024)
+            self.add_resource(TextResource(uri=uri, name=f"grow {n}.{i}", text=text))
+            out.append(WireResource(uri=uri, name=f"grow {n}.{i}"))
+        return out
+
+
+def build(args: argparse.Namespace) -> MCPServer[Any]:
+    if args.mode == "growing":
+        return GrowingServer(args.kib)
+    # Quiet: what the server logs is its own stderr, not what the binding reports.
+    server: MCPServer[Any] = MCPServer(f"{args.mode}-server", version="1.0", log_level="CRITICAL")
+    if args.mode == "big":
+        for i in range(args.count):
+            server.add_resource(
+                TextResource(uri=f"big://doc/{i}", name=f"doc {i}", text=big_text(i, args.mib))
+            )
+    elif args.mode in ("secret", "junk"):
+        secret = args.secret
+        server.add_resource(
+            TextResource(uri="ok://cache", name="cache notes", text="The cache evicts entries.\n")
+        )
+
+        def unreadable() -> str:
+            raise ResourceError(f"cannot read: token {secret}")
+
+        server.add_resource(FunctionResource(uri="bad://secret", name="locked", fn=unreadable))
+
+        @server.tool()
+        def leak(query: str) -> str:
+            """Fails, echoing a credential in its error text."""
+            raise ToolError(f"denied for Authorization: Bearer {secret}")
+
+        @server.tool()
+        def refuse(query: str) -> str:
+            """Fails at the protocol level, echoing a credential."""
+            raise MCPError(code=-32050, message=f"refused: Bearer {secret}")
+
+        if args.mode == "junk":
+            original = server.list_resources
+
+            async def junk_listing() -> list[WireResource]:
+                os.write(WIRE_FD, f"not json {secret}\n".encode())
+                return await original()
+
+            server.list_resources = junk_listing  # type: ignore[method-assign]  # test fixture
+
+    elif args.mode == "stale":
+        for path in sorted(p for p in Path(args.root).rglob("*") if p.is_file()):
+            text = path.read_text("utf-8").upper()
+            uri = path.resolve().as_uri()
+            server.add_resource(TextResource(uri=uri, name=path.name, text=text))
+    elif args.mode == "log":
+
+        @server.tool()
+        def log(max_count: int = 40) -> str:
+            """A git log."""
+            return log_text(max_count)
+
+        @server.tool()
+        def show(revision: str = "HEAD") -> str:
+            """A diff."""
+            return DIFF
+
+        @server.tool()
+        def plain(query: str = "") -> str:
+            """One long line, no structure."""
+            return "cache " * 2000
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=("big", "secret", "junk", "growing", "log", "stale"))
+    parser.add_argument("--root", default=".")
+    parser.add_argument("--count", type=int, default=16)
+    parser.add_argument("--mib", type=float, default=2.0)
+    parser.add_argument("--kib", type=int, default=64)
+    parser.add_argument("--secret", default="")
+    parser.add_argument("--marker", default="", help="ignored: names the process for the test")
+    args = parser.parse_args()
+    build(args).run("stdio")
+
+
+if __name__ == "__main__":
+    main()
