@@ -48,6 +48,7 @@ __all__ = [
     "ShadowUnavailable",
     "ShuttingDown",
     "Unauthorized",
+    "UnexpectedReply",
     "UnknownCitation",
     "UnknownProvider",
     "UnknownRequest",
@@ -270,6 +271,13 @@ class ConnectionLost(ProtocolFault):
     """The daemon closed the connection before answering."""
 
     reason = "connection_lost"
+
+
+class UnexpectedReply(ProtocolFault):
+    """A daemon's result that does not have its method's shape (``.data["fields"]``
+    names where, never what: the values are the peer's)."""
+
+    reason = "unexpected_reply"
 
 
 def _field_of(loc: tuple[int | str, ...]) -> str:

@@ -12,7 +12,7 @@ chunker for both search providers, sized by the embedding model's word-piece
 count) and ``pack`` (the budget rules every provider must honour).
 """
 
-from hostd.chunk import Chunk, chunk_file, chunk_frame, split_lines
+from hostd.chunking import Chunk, chunk_file, chunk_frame, split_lines
 
 from ._corpus import Corpus, CorpusOptions, verify_chunk
 from ._frames import Packed, format_timestamp, now_timestamp, pack, query_text, saturate

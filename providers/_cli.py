@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hostd.chunk import MODEL_WINDOW
+from hostd.chunking import MODEL_WINDOW
 from hostd.provider import Provider, run_http, run_stdio
 
 from ._corpus import (

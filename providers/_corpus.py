@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pathspec
 
-from hostd.chunk import (
+from hostd.chunking import (
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_MIN_CHUNK_TOKENS,
     DEFAULT_WINDOW_LINES,

@@ -5,7 +5,7 @@ chunked and its chunks; a restart adopts it and re-reads only files whose
 figures changed (``Corpus.refresh``). One file per corpus under
 ``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
 decides the chunks: the root, the read and chunk options, and the source of
-the chunker itself (``hostd.chunk``'s modules), so a changed chunker never
+the chunker itself (``hostd.chunking``'s modules), so a changed chunker never
 serves old chunks. A missing, torn or foreign cache is simply a cold start;
 writes are atomic (temporary file, then rename) and private (0600).
 """
@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from hostd.chunk import Chunk
-from hostd.chunk import _chunk as _chunker
-from hostd.chunk import _tokens as _chunker_tokens
+from hostd.chunking import Chunk
+from hostd.chunking import _chunk as _chunker
+from hostd.chunking import _tokens as _chunker_tokens
 
 from ._corpus import Corpus
 

@@ -105,8 +105,9 @@ def main() -> int:
                 placement="ranked",
                 timeout_ms=120_000,
             )
-            _head(composed["prompt"], args.head_lines)
-            _summary(composed["audit"], composed.get("providers"))
+            _head(composed.prompt, args.head_lines)
+            wire = composed.to_wire()
+            _summary(wire["audit"], wire["providers"])
 
         _rule("memory is bitemporal: what it held true then and now")
         for as_of in (PAST, None):

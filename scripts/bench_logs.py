@@ -59,7 +59,7 @@ async def _run(mode: str, args: argparse.Namespace) -> tuple[int, int, int]:
         async with spawn(config, cwd=ROOT) as client:
             for i in range(args.compositions):
                 result = await client.compose(f"how is request {i} composed", budget=2000)
-                ids.add(result["request_id"])
+                ids.add(result.request_id)
         size = lines = 0
         for raw in (workdir / "hostd.log").read_bytes().splitlines():
             if orjson.loads(raw).get("request_id") in ids:

@@ -168,7 +168,8 @@ async def _connect_mode(config: Path, workdir: Path, rounds: int) -> dict[str, A
         async with connect(socket) as client, _mcp(config, "--connect", str(socket)) as mcp:
 
             async def api() -> Any:
-                return await client.compose(GOAL)
+                # compose_context returns no evidence: this side asks for none either.
+                return await client.compose(GOAL, include_content=False)
 
             figures = await _paired(api, mcp, rounds)
         daemon.terminate()
@@ -184,7 +185,7 @@ async def _local_mode(config: Path, rounds: int) -> dict[str, Any]:
     ):
 
         async def api() -> Any:
-            return await client.compose(GOAL)
+            return await client.compose(GOAL, include_content=False)
 
         return await _paired(api, mcp, rounds)
 

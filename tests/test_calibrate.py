@@ -197,12 +197,10 @@ def test_calibrate_then_compose_names_the_file_and_version_in_the_audit(tmp_path
 
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         before = client.compose("x", budget=BUDGET, strategy="calibrated")
-        assert (
-            before["audit"]["policy"]["strategy_params"]["calibrated"]["fallback"] == "round_robin"
-        )
+        assert before.audit.policy["strategy_params"]["calibrated"]["fallback"] == "round_robin"
         for goal in ("a", "b", "c"):
             result = client.compose(goal, budget=BUDGET)
-            beta = [c["label"] for c in result["citations"] if c["frame"]["provider_id"] == "beta"]
+            beta = [c.label for c in result.citations if c.frame.provider_id == "beta"]
             client.feedback(result, used=beta)
     done = hostd("calibrate", "--min-frames", "1", "--min-samples", "3", "--json")
     assert done.returncode == 0, done.stderr
@@ -211,9 +209,9 @@ def test_calibrate_then_compose_names_the_file_and_version_in_the_audit(tmp_path
     assert json.loads(path.read_text()) == written
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         after = client.compose("x", budget=BUDGET, strategy="calibrated")
-    params = after["audit"]["policy"]["strategy_params"]["calibrated"]
+    params = after.audit.policy["strategy_params"]["calibrated"]
     assert params["file"] == str(path) and params["version"] == written["version"]
-    assert after["citations"][0]["frame"]["provider_id"] == "beta"
+    assert after.citations[0].frame.provider_id == "beta"
     replayed = hostd("shadow", "replay", "--policy", "calibrated", "--json")
     assert replayed.returncode == 0, replayed.stderr
     (report,) = json.loads(replayed.stdout)

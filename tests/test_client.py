@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hostd.client import Client, RpcError, connect
+from hostd.client import Client, ComposeResult, RpcError, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,8 +79,9 @@ def daemon(config: Path) -> Iterator[Path]:
 def test_sync_client_over_the_socket(daemon: Path) -> None:
     with Client.connect(daemon) as hostd:
         result = hostd.compose("sync please", budget=200, providers=["alpha"])
-        assert len(result["citations"]) == 3
-        assert hostd.usage(result["request_id"])["usage"] == result["usage"]
+        assert isinstance(result, ComposeResult) and len(result.citations) == 3
+        assert result.usage is not None
+        assert hostd.usage(result.request_id)["usage"] == result.usage.to_wire()
         assert [p["id"] for p in hostd.providers()] == ["alpha", "slow"]
         assert hostd.status()["state"] == "serving"
         with pytest.raises(RpcError) as exc:
@@ -91,7 +92,7 @@ def test_sync_client_over_the_socket(daemon: Path) -> None:
 def test_sync_client_spawning_a_stdio_daemon(config: Path) -> None:
     with Client.spawn(config, stderr=subprocess.DEVNULL, cwd=ROOT) as hostd:
         result = hostd.compose("spawned", budget=200, providers=["alpha"])
-        assert result["prompt"].count("<frame ") == 3
+        assert result.prompt.count("<frame ") == 3 == len(result.evidence)
 
 
 @pytest.mark.anyio
@@ -113,7 +114,8 @@ async def test_cancelling_a_call_cancels_the_work_in_the_daemon(daemon: Path) ->
         with anyio.fail_after(30):
             while (await client.status())["in_flight"] > 1:
                 pass
-        assert (await client.compose("still here", providers=["alpha"]))["citations"]
+        still = await client.compose("still here", providers=["alpha"])
+        assert isinstance(still, ComposeResult) and still.citations and still.evidence
 
 
 @pytest.mark.anyio

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hostd.chunk._tokens import _tokenizer_counter
+from hostd.chunking._tokens import _tokenizer_counter
 from hostd.eval import (
     Gold,
     Outcome,

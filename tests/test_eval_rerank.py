@@ -92,7 +92,7 @@ def test_shadow_replay_compares_the_recorded_verdict(tmp_path: Path) -> None:
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         live = client.compose("the retry loop and the theme", budget=60, strategy="rerank")
         client.compose("the retry loop and the theme", budget=60, strategy="score")
-    record = live["audit"]["policy"]["strategy_params"]["rerank"]
+    record = live.audit.policy["strategy_params"]["rerank"]
     assert record["model"] == "fixture@1" and record["reason"] is None
 
     def replay(policy: str) -> dict[str, Any]:

@@ -248,15 +248,15 @@ def test_the_client_reports_used_evidence_to_a_daemon_that_sampled_nothing(
     with Client.spawn(config, env=env, cwd=ROOT) as hostd:
         result = hostd.compose("first", budget=BUDGET)
         hostd.compose("second", budget=BUDGET)  # no feedback: never written
-        first = result["citations"][0]
-        reply = hostd.feedback(result, used=[first["label"]], helpful=True)
+        first = result.citations[0]
+        reply = hostd.feedback(result, used=[first.label], helpful=True)
         assert reply == {
-            "request_id": result["request_id"],
-            "used": [first["frame"]],
+            "request_id": result.request_id,
+            "used": [first.frame.to_wire()],
             "helpful": True,
         }
         with pytest.raises(RpcError) as bad:
-            hostd.feedback(result, used=["no such label", first["label"]])
+            hostd.feedback(result, used=["no such label", first.label])
         assert bad.value.rpc_code == -32602
         assert bad.value.rpc_data["reason"] == "unknown_citation"
         assert bad.value.rpc_data["unknown"] == ["no such label"]
@@ -264,15 +264,15 @@ def test_the_client_reports_used_evidence_to_a_daemon_that_sampled_nothing(
             hostd.feedback("zz-999", used=[])
         assert unknown.value.remote_reason == "unknown_request"
         with pytest.raises(RpcError) as malformed:
-            hostd.call("usage/feedback", {"request_id": result["request_id"], "used": [3]})
+            hostd.call("usage/feedback", {"request_id": result.request_id, "used": [3]})
         assert malformed.value.remote_reason == "invalid_params"
     (stored,) = ShadowStore(tmp_path / "state" / "shadow.db").load()
-    assert stored.request_id == result["request_id"] and stored.feedback is not None
+    assert stored.request_id == result.request_id and stored.feedback is not None
     assert [list(k) for k in stored.feedback.used] == [
         [
-            first["frame"]["provider_id"],
-            first["frame"]["frame_id"],
-            first["frame"]["content_digest"],
+            first.frame.provider_id,
+            first.frame.frame_id,
+            first.frame.content_digest,
         ]
     ]
 

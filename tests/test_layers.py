@@ -2,7 +2,7 @@
 
 server → engine → transport → protocol, server → compose → protocol; engine may
 use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
-hostd.chunk (the one chunker) uses only protocol: the bundled providers and the
+hostd.chunking (the one chunker) uses only protocol: the bundled providers and the
 mcp binding both load it.
 hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
 encoder) sits beside errors: every end uses it, it uses only protocol and errors;
@@ -47,6 +47,8 @@ FORBIDDEN = {
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    # The client library talks to a daemon: it never loads the host side.
+    "client": {"compose", "engine", "transport", "server", "cli", "provider"},
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
     "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
@@ -70,9 +72,9 @@ FORBIDDEN_MODULES = {
 FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval"}
 # The provider runtime runs inside provider programs: it never loads the host side.
 FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "shadow", "eval", "mcp"}
-# hostd.chunk, the one chunker, serves the bundled providers and the mcp binding alike:
+# hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
-FORBIDDEN["chunk"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"}
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {

@@ -99,6 +99,11 @@ def test_the_quickstart_and_the_python_client_run_as_written_from_your_own_proje
     )
     assert cites and all(c.split()[0] in ("settings.md", "app.py") for c in cites), done.stdout
     assert "Traceback" not in done.stderr
+    # The evidence loop: each label, its file and range, and the digest of its content.
+    shown = re.findall(
+        r"^(settings\.md|app\.py) (L\S+) file://\S+/(\S+) (L\S+) sha256:", done.stdout, re.M
+    )
+    assert shown and all(f == u and r == ur for f, r, u, ur in shown), done.stdout
     fed = re.search(r"^\{'request_id': .*\}$", done.stdout, re.M)  # print(hostd.feedback(…))
     assert fed, done.stdout
     assert "used" in fed.group(0)

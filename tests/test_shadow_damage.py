@@ -116,9 +116,9 @@ def test_a_daemon_with_a_damaged_calibration_composes_by_round_robin(tmp_path: P
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         result = client.compose("x", budget=BUDGET, strategy="calibrated")
-    params = result["audit"]["policy"]["strategy_params"]["calibrated"]
+    params = result.audit.policy["strategy_params"]["calibrated"]
     assert params["fallback"] == "round_robin" and str(path) in params["reason"]
-    assert len(result["citations"]) == 4
+    assert len(result.citations) == 4
 
 
 # -- a damaged shadow.db -----------------------------------------------------------------------
@@ -190,7 +190,7 @@ def test_feedback_on_a_damaged_store_is_refused_shadow_unavailable_not_overloade
     with Client.spawn(config, env=env, cwd=ROOT) as client:
         result = client.compose("x", budget=BUDGET)
         with pytest.raises(RpcError) as refused:
-            client.feedback(result, used=[result["citations"][0]["label"]])
+            client.feedback(result, used=[result.citations[0].label])
         # Older requests are looked up in the store: the same refusal, not unknown_request.
         with pytest.raises(RpcError) as older:
             client.feedback("gone-1", used=[])

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostd.protocol import FrameId
+from hostd.protocol import ContextFrame, FrameId
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, pick_from
@@ -199,6 +199,7 @@ def render(
     frames, key = cands.frames, cands.key
     parts: list[str] = []
     citations: list[Citation] = []
+    shown: list[tuple[str, ContextFrame]] = []
     positions = [0] * len(placed)
     for position, j in enumerate(placed):
         i = packing.chosen[j]
@@ -207,6 +208,7 @@ def render(
         k = key(i)
         fid = FrameId(k[0], k[1], k[3] if k[2] else None)
         citations.append(Citation(packing.labels[j], fid, tuple(frames[i].provenance)))
+        shown.append((k[0], frames[i]))
     budget, meter = floors.budget, floors.meter
     prompt = assemble(floors, parts)
     if not prompt:
@@ -239,7 +241,9 @@ def render(
         floors=floors.records,
     )
     model_tokens = tokens_used if meter is not CANONICAL else None
-    return ComposedPrompt(prompt, tuple(citations), audit, model_tokens, _tokenizer_name(meter))
+    return ComposedPrompt(
+        prompt, tuple(citations), audit, model_tokens, _tokenizer_name(meter), tuple(shown)
+    )
 
 
 def _tokenizer_name(meter: Meter) -> str | None:

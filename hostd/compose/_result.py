@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hostd.protocol import FrameId, Provenance
+from hostd.protocol import ContextFrame, FrameId, Provenance
+
+from ._evidence import evidence_dicts
 
 __all__ = [
     "AuditEntry",
@@ -254,7 +256,11 @@ class Citation:
 
 @dataclass(slots=True, frozen=True)
 class ComposedPrompt:
-    """The prompt block, its citation map (render order) and its audit record."""
+    """The prompt block, its citation map (render order) and its audit record.
+
+    ``shown``: the ``(provider_id, frame)`` behind each citation, in the same
+    (prompt) order: the evidence itself, laid out only when a client asks for it.
+    """
 
     prompt: str
     citations: tuple[Citation, ...]
@@ -263,6 +269,7 @@ class ComposedPrompt:
     model_tokens: int | None = None
     #: The tokenizer's name (None: the budget counted canonical tokens, B3).
     tokenizer: str | None = None
+    shown: tuple[tuple[str, ContextFrame], ...] = ()
 
     @property
     def tokens_used(self) -> int:
@@ -279,9 +286,21 @@ class ComposedPrompt:
             out["tokenizer"] = self.tokenizer
         return out
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
+    def evidence(self) -> list[dict[str, Any]]:
+        """The included frames in prompt order, each with its provider's own content
+        (not the fenced text) and a digest of it (``_evidence``)."""
+        return evidence_dicts(
+            [c.label for c in self.citations], self.shown, self.audit.entry_dicts()
+        )
+
+    def to_wire(self, *, include_content: bool = False) -> dict[str, Any]:
+        """The wire form; ``include_content`` adds ``evidence`` (absent otherwise, so a
+        reply that did not ask is the same bytes as one from before it existed)."""
+        out: dict[str, Any] = {
             "prompt": self.prompt,
             "citations": [c.to_wire() for c in self.citations],
-            "audit": self.audit.to_wire(),
         }
+        if include_content:
+            out["evidence"] = self.evidence()
+        out["audit"] = self.audit.to_wire()
+        return out

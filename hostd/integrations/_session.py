@@ -148,13 +148,13 @@ class DaemonSession:
         while True:
             portal, client, fresh = self._client()
             try:
-                result: dict[str, Any] = portal.call(partial(client.compose, goal, **params))
+                result = portal.call(partial(client.compose, goal, **params))
             except _GONE:
                 if fresh:
                     raise
                 self._forget(client)
                 continue
-            return result
+            return result.to_wire()  # validated on receipt; read as the wire's dict
 
     async def acompose(self, goal: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """``context/compose`` from an asyncio loop; cancelling it cancels the request.
@@ -163,7 +163,8 @@ class DaemonSession:
             portal, client, fresh = await anyio.to_thread.run_sync(self._client)
             try:
                 call = partial(client.compose, goal, **params)
-                return await asyncio.wrap_future(portal.start_task_soon(call))
+                result = await asyncio.wrap_future(portal.start_task_soon(call))
+                return result.to_wire()  # validated on receipt; read as the wire's dict
             except _GONE:
                 if fresh:
                     raise

@@ -5,7 +5,7 @@ notion of relevance, budgets or regions, so the binding supplies all three, the 
 a provider would:
 
 - **cut** (``cut``): every served text (a resource's contents, a tool result block)
-  is cut by the chunker the bundled providers use (``hostd.chunk``: runs of whole
+  is cut by the chunker the bundled providers use (``hostd.chunking``: runs of whole
   lines; a ``file://`` resource as the ``files`` provider cuts that file, markdown at
   its headings, anything else at its blank lines, so each ``git log`` entry or
   paragraph stands alone). Each piece keeps its range (``L10-40``) and the digest of
@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-from hostd.chunk import (
+from hostd.chunking import (
     DEFAULT_MIN_CHUNK_TOKENS,
     Sections,
     TextChunk,

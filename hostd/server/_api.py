@@ -302,7 +302,7 @@ async def context_compose(ctx: RequestContext, p: ComposeParams) -> dict[str, An
     recorded = await ctx.daemon.record_shadow(
         ctx.request_id, p, floors.contested, fan.accepted, composed
     )
-    result = composed.to_wire()
+    result = composed.to_wire(include_content=p.include_content)
     if p.record:
         result["recorded"] = recorded
     audit = result["audit"]

@@ -84,6 +84,9 @@ class ComposeParams(QueryParams):
     #: Keep this composition's shadow record whatever the sample draws, and answer
     #: only once it is committed (needs ``[shadow] enabled``).
     record: Annotated[bool, Field(strict=True)] = False
+    #: Also return ``evidence``: each included frame's own content. Off unless asked,
+    #: so a client that wants only the prompt gets the same reply as before.
+    include_content: Annotated[bool, Field(strict=True)] = False
 
 
 class ConsentParams(_Params):

@@ -69,7 +69,10 @@ async def test_no_provider_text_reaches_the_log_or_the_reports(tmp_path: Path) -
         assert set(SEQUENCE) == set(GOALS)
         for goal in SEQUENCE:
             for method in ("context/compose", "context/query"):
-                result = await client.call(method, {"goal": goal, "budget": 400})
+                params: dict[str, Any] = {"goal": goal, "budget": 400}
+                if method == "context/compose":
+                    params["include_content"] = True  # the evidence quotes no dropped frame
+                result = await client.call(method, params)
                 # The whole reply: no frame carrying the marker is served (the one valid
                 # frame with a wrong content_digest is dropped by verification, D1).
                 replies.append((f"{method} {goal}", result))

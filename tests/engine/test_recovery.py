@@ -164,7 +164,7 @@ async def _statuses(client: Any, n: int) -> list[str]:
     out = []
     for _ in range(n):
         result = await client.compose("retry policy", budget=300)
-        out.append(result["providers"][0]["status"])
+        out.append(result.providers[0].status)
     return out
 
 
@@ -202,7 +202,9 @@ async def test_providers_restart_brings_a_parked_provider_back_over_the_wire_and
     async with _parked(daemon_dir, 0) as (daemon, client, counter):
         # With the cool-down off it stays parked, answering at once without a start.
         result = await client.compose("retry policy", budget=300)
-        error = result["providers"][0]["error"]["message"]
+        failure = result.providers[0].error
+        assert failure is not None
+        error = failure.message
         assert "no retry until providers/restart" in error and starts(counter) == 5
         with pytest.raises(RpcError) as refused:
             await client.call("providers/restart", {"provider": "nope"})

@@ -145,18 +145,20 @@ def test_both_served_retrievers_compose_through_the_daemon(tmp_path: Path, facto
     )
     with Client.spawn(config, env=_env(factories), cwd=REPO) as client:
         result = client.compose(GOAL, budget=2000, strategy="round_robin")
-    status = {p["provider_id"]: p["status"] for p in result["providers"]}
+    status = {p.provider_id: p.status for p in result.providers}
     assert status == {"langchain": "ok", "llama_index": "ok"}
-    cited = {c["frame"]["provider_id"] for c in result["citations"]}
+    cited = {c.frame.provider_id for c in result.citations}
     assert cited <= {"langchain", "llama_index"} and cited
-    entries = result["audit"]["entries"]
-    included = [e for e in entries if e["disposition"] == "included"]
+    entries = result.audit.entries
+    included = result.audit.included()
     # The host re-read each frame's source under its trusted root (F5, F17).
-    assert included and {e["verification"]["state"] for e in included} == {"source_verified"}
-    assert "retry loop gives up after three attempts" in result["prompt"]
+    states = {e.verification.state if e.verification else None for e in included}
+    assert included and states == {"source_verified"}
+    assert "retry loop gives up after three attempts" in result.prompt
     # Both serve net.py whole (no blank line splits it): one piece of evidence (D2),
     # the other copy excluded as its duplicate, naming the survivor.
-    (dup,) = [e for e in entries if e.get("reason") == "duplicate"]
-    kept = dup["detail"]["kept"]
-    assert dup["frame"]["frame_id"] == kept["frame_id"] == f"{tmp_path / 'corpus' / 'net.py'}#L1-4"
-    assert {dup["frame"]["provider_id"], kept["provider_id"]} == {"langchain", "llama_index"}
+    (dup,) = [e for e in entries if e.reason == "duplicate"]
+    assert dup.detail is not None
+    kept = dup.detail["kept"]
+    assert dup.frame.frame_id == kept["frame_id"] == f"{tmp_path / 'corpus' / 'net.py'}#L1-4"
+    assert {dup.frame.provider_id, kept["provider_id"]} == {"langchain", "llama_index"}

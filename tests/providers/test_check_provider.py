@@ -108,10 +108,10 @@ def _daemon_quarantines(tmp_path: Path) -> dict[str, set[str]]:
     with Client.spawn(config, cwd=REPO, env=child_env()) as client:
         result = client.compose(GOAL, budget=400, kinds=["snippet"])
     out: dict[str, set[str]] = {}
-    for report in result["providers"]:
-        assert report["status"] == "quarantined", report
-        out[report["provider_id"]] = {
-            v["rule"] for v in report["violations"] if v["rule"] in QUARANTINE_RULES
+    for report in result.providers:
+        assert report.status == "quarantined", report
+        out[report.provider_id] = {
+            v["rule"] for v in report.violations if v["rule"] in QUARANTINE_RULES
         }
     return out
 

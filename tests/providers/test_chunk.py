@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.chunk import (
+from hostd.chunking import (
     MODEL_TRAINED_LENGTH,
     MODEL_WINDOW,
     Sections,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import Client
+from hostd.client import Client, ComposeResult
 
 from ._stdio import REPO, child_env
 
@@ -35,16 +35,16 @@ def _home(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _legs(result: dict[str, Any]) -> dict[str, str]:
-    return {p["provider_id"]: p["status"] for p in result["providers"]}
+def _legs(result: ComposeResult) -> dict[str, str]:
+    return {p.provider_id: p.status for p in result.providers}
 
 
 def test_the_first_request_to_a_cold_daemon_returns_evidence(tmp_path: Path) -> None:
     env = _home(tmp_path)
     with Client.spawn(CHECKOUT_CONFIG, env=env, cwd=tmp_path, stderr=subprocess.DEVNULL) as client:
         first = client.compose(GOAL, budget=1500)  # names no timeout_ms: waits for readiness
-        assert _legs(first)["files"] == "ok", first["providers"]
-        assert first["prompt"].strip() and first["citations"]
+        assert _legs(first)["files"] == "ok", first.providers
+        assert first.prompt.strip() and first.citations
 
 
 def test_the_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_the_printf_example_answers_with_evidence_on_a_cold_start(tmp_path: Path
     )
     reply = json.loads(out.stdout.splitlines()[0])
     assert reply["id"] == 1 and reply["result"]["prompt"].strip(), reply
-    assert _legs(reply["result"])["files"] == "ok"
+    assert _legs(ComposeResult.model_validate(reply["result"]))["files"] == "ok"
 
 
 def test_one_shot_compose_on_a_cold_start_prints_evidence(tmp_path: Path) -> None:
@@ -117,9 +117,10 @@ def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path
         after = client.compose(GOAL, budget=500, on_progress=heard)
         again = client.call("providers/list", {})["providers"][0]
     assert _legs(first) == {"gated": "warming"}
-    assert first["providers"][0]["error"]["code"] in ("starting", "warming")
+    error = first.providers[0].error
+    assert error is not None and error.code in ("starting", "warming")
     assert listed["state"] in ("warming", "idle")
-    assert _legs(after) == {"gated": "ok"} and after["prompt"].strip()
+    assert _legs(after) == {"gated": "ok"} and after.prompt.strip()
     warm = [n for n in notes if n.get("status") == "warming"]
     assert warm and warm[0]["provider"] == "gated" and warm[0]["warming"]["phase"] == "build"
     assert warm[-1]["warming"]["state"] == "ready"
@@ -129,8 +130,8 @@ def test_a_bounded_first_request_reports_warming_through_the_client_api(tmp_path
     # The log's audit summary names the warming leg (it offered no entry to count).
     events = [json.loads(line) for line in (tmp_path / "hostd.log").read_text().splitlines()]
     summaries = {e["request_id"]: e for e in events if e["event"] == "compose.audit.summary"}
-    assert summaries[first["request_id"]]["warming"] == ["gated"]
-    assert summaries[after["request_id"]]["warming"] == []
+    assert summaries[first.request_id]["warming"] == ["gated"]
+    assert summaries[after.request_id]["warming"] == []
 
 
 def test_the_daemon_serves_while_its_providers_start(tmp_path: Path) -> None:
@@ -144,7 +145,8 @@ def test_the_daemon_serves_while_its_providers_start(tmp_path: Path) -> None:
         after = client.compose(GOAL, budget=500)  # no timeout named: waits for the start
         row = client.call("providers/list", {})["providers"][0]
     assert _legs(first) == {"slow": "warming"}
-    assert first["providers"][0]["error"]["code"] == "starting"
-    assert _legs(after) == {"slow": "ok"} and after["prompt"].strip()
+    error = first.providers[0].error
+    assert error is not None and error.code == "starting"
+    assert _legs(after) == {"slow": "ok"} and after.prompt.strip()
     # One start, never cut: the boot start is the one both requests joined.
     assert row["health"]["starts"] == 1 and row["health"]["consecutive_failures"] == 0

@@ -79,13 +79,14 @@ def test_providers_compose_through_the_daemon(tmp_path: Path, with_semantic: boo
     with Client.spawn(config, env=child_env(), cwd=REPO) as client:
         for strategy in ("score", "rrf"):
             composed = client.compose(GOAL, budget=2000, strategy=strategy, timeout_ms=100_000)
-            legs = {r["provider_id"]: r["status"] for r in composed["providers"]}
-            assert legs == dict.fromkeys(expected, "ok"), composed["providers"]
-            included = [e for e in composed["audit"]["entries"] if e["disposition"] == "included"]
+            legs = {r.provider_id: r.status for r in composed.providers}
+            assert legs == dict.fromkeys(expected, "ok"), composed.providers
+            included = composed.audit.included()
             # A chunk both files and semantic serve is merged by dedup: one entry vouched by both.
-            vouched = {p for e in included for p in [e["provider"], *e.get("vouched_by", [])]}
+            vouched = {p for e in included for p in [e.provider, *e.vouched_by]}
             assert vouched == expected
-            file_frames = [e for e in included if e["provider"] != "memory"]
+            file_frames = [e for e in included if e.provider != "memory"]
             # The daemon re-read every file frame's range and found the same digest (F5, F17).
-            assert {e["verification"]["state"] for e in file_frames} == {"source_verified"}
-            assert "the retry loop gives up" in composed["prompt"]
+            states = {e.verification.state if e.verification else None for e in file_frames}
+            assert states == {"source_verified"}
+            assert "the retry loop gives up" in composed.prompt

@@ -54,12 +54,16 @@ async def _killed_after(
     async with anyio.create_task_group() as tg:
         await daemon.start(tg)
         assert daemon.process is not None
+        killed = False
         try:
             async with await anyio.connect_unix(daemon.socket) as stream:
                 reply = await ask(Raw(stream))
                 daemon.signal(signal.SIGKILL)  # no await between the reply and the kill
+                killed = True
         finally:
-            if daemon.process.returncode is None:
+            # One kill only: a second send_signal polls the child first (Popen), which can
+            # reap it before asyncio's child watcher does, and the exit status is then lost.
+            if not killed and daemon.process.returncode is None:
                 daemon.signal(signal.SIGKILL)
             assert await daemon.wait() == -signal.SIGKILL
     # The providers follow their host (the reaper's death signal); wait for them here so

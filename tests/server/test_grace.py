@@ -91,7 +91,7 @@ async def test_a_connect_while_the_providers_stop_is_refused_at_once(start_daemo
     host, port = daemon.events("host.serving")[0]["tcp"]
     async with connect(daemon.socket) as client:
         result = await client.compose("put the provider to sleep")
-        assert [p["status"] for p in result["providers"]] != ["ok"]
+        assert [p.status for p in result.providers] != ["ok"]
         assert (await client.shutdown())["stopping"] is True
     with anyio.fail_after(60):  # hang guard only
         while not daemon.events("host.stopping.providers"):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import RpcError, connect
+from hostd.client import ComposeResult, RpcError, connect
 from hostd.config import parse_config
 from hostd.errors import ConfigError
 from tests.server.conftest import ROOT
@@ -39,9 +39,8 @@ async def _contested(start_daemon: Any, marker: str, **host: Any) -> Any:
     return await start_daemon(providers={}, extra=extra, **host)
 
 
-def _included(result: dict[str, Any]) -> Counter[str]:
-    entries = result["audit"]["entries"]
-    return Counter(e["provider"] for e in entries if e["disposition"] == "included")
+def _included(result: ComposeResult) -> Counter[str]:
+    return Counter(e.provider for e in result.audit.included())
 
 
 async def test_score_admits_only_the_high_band_and_rrf_admits_both(start_daemon, marker) -> None:
@@ -50,19 +49,19 @@ async def test_score_admits_only_the_high_band_and_rrf_admits_both(start_daemon,
         by_score = await client.compose("contested", budget=400, strategy="score")
         fused = await client.compose("contested", budget=400, strategy={"rrf": {"k": 60}})
     for result in (by_score, fused):
-        audit = result["audit"]
-        assert audit["tokens_used"] <= audit["global_budget"] == 400
+        audit = result.audit
+        assert audit.tokens_used <= audit.global_budget == 400
         # The asked figure is visible: the policy and each provider's report carry it.
-        assert audit["policy"]["overfetch"] == 2.0
-        assert audit["policy"]["asked"] == {"high": 400, "low": 400}
-        reports = {r["provider_id"]: r for r in result["providers"]}
-        assert {pid: (r["share"], r["max_tokens"]) for pid, r in reports.items()} == {
+        assert audit.policy["overfetch"] == 2.0
+        assert audit.policy["asked"] == {"high": 400, "low": 400}
+        reports = {r.provider_id: r for r in result.providers}
+        assert {pid: (r.share, r.max_tokens) for pid, r in reports.items()} == {
             "high": (200, 400),
             "low": (200, 400),
         }
-        assert all(r["status"] == "ok" for r in reports.values())
+        assert all(r.ok for r in reports.values())
         # Both offered more than the whole budget's worth between them.
-        assert sum(r["tokens_accepted"] for r in reports.values()) > 400
+        assert sum(r.tokens_accepted for r in reports.values()) > 400
     assert _included(by_score)["high"] > 0
     assert _included(by_score)["low"] == 0
     assert _included(fused)["high"] > 0 and _included(fused)["low"] > 0
@@ -74,10 +73,10 @@ async def test_overfetch_one_param_gives_each_provider_its_share_only(start_daem
     async with connect(daemon.socket) as client:
         result = await client.compose("contested", budget=400, strategy="score", overfetch=1)
         default = await client.query("contested", budget=400)
-    assert result["audit"]["policy"]["asked"] == {"high": 200, "low": 200}
+    assert result.audit.policy["asked"] == {"high": 200, "low": 200}
     # Each provider offered no more than its share: only the fences of the prompt
     # (which the budget also bounds) are contested now.
-    assert sum(r["tokens_accepted"] for r in result["providers"]) <= 400
+    assert sum(r.tokens_accepted for r in result.providers) <= 400
     assert default["overfetch"] == 2.0
     assert {r["provider_id"]: r["max_tokens"] for r in default["providers"]} == {
         "high": 400,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import connect
+from hostd.client import ComposeResult, connect
 from hostd.compose import compose_for_prompt, rerank_request, strategy_from_wire
 from hostd.protocol import ContextFrame, FrameId
 from tests.server.conftest import ROOT
@@ -39,16 +39,14 @@ def _frames(query: dict[str, Any]) -> list[tuple[str, ContextFrame]]:
     ]
 
 
-def _ranked(result: dict[str, Any]) -> list[FrameId]:
+def _ranked(result: ComposeResult) -> list[FrameId]:
     """The audit's entries in rank order (every candidate has a rank)."""
-    entries = sorted(
-        (e for e in result["audit"]["entries"] if e.get("rank") is not None),
-        key=lambda e: e["rank"],
-    )
-    return [FrameId.from_wire(e["frame"]) for e in entries]
+    ranked = [e for e in result.audit.entries if e.rank is not None]
+    entries = sorted(ranked, key=lambda e: e.rank or 0)
+    return [FrameId.from_wire(e.frame.to_wire()) for e in entries]
 
 
-async def _compose(daemon: Any) -> tuple[dict[str, Any], list[FrameId]]:
+async def _compose(daemon: Any) -> tuple[ComposeResult, list[FrameId]]:
     """A ``rerank`` composition, and the keys the reranker was shown (in their order)."""
     async with connect(daemon.socket) as client:
         result = await client.compose("why", budget=4000, strategy="rerank")
@@ -56,8 +54,8 @@ async def _compose(daemon: Any) -> tuple[dict[str, Any], list[FrameId]]:
     return result, list(rerank_request(_frames(query), 100).keys)
 
 
-def _record(result: dict[str, Any]) -> dict[str, Any]:
-    policy = result["audit"]["policy"]
+def _record(result: ComposeResult) -> dict[str, Any]:
+    policy = result.audit.policy
     assert policy["strategy"] == "rerank"
     record: dict[str, Any] = policy["strategy_params"]["rerank"]
     return record
@@ -110,7 +108,7 @@ async def test_a_broken_reranker_costs_only_its_order(
         result, shown = await _compose(daemon)
         record = _record(result)
         assert (record["fallback"], record["reason"]) == ("round_robin", reason)
-        assert record["order"] == [] and record["candidates"] == 8 and result["citations"]
+        assert record["order"] == [] and record["candidates"] == 8 and result.citations
         assert _ranked(result) == shown  # all by the fallback
         # A reranker whose stream broke is started afresh for the next composition.
         broken = mode != "shape"
@@ -134,7 +132,7 @@ async def test_a_reranker_that_misses_its_deadline_is_waited_for_no_longer(
     result, shown = await _compose(daemon)
     record = _record(result)
     assert (record["reason"], record["detail"]) == ("timeout", "no verdict within 300 ms")
-    assert _ranked(result) == shown and result["citations"]
+    assert _ranked(result) == shown and result.citations
     assert await daemon.stop() == 0
 
 
@@ -147,7 +145,7 @@ async def test_a_reranker_that_never_starts_never_holds_a_composition(
     result, shown = await _compose(daemon)
     record = _record(result)
     assert record["reason"] == "starting" and record["detail"] == "not started within 300 ms"
-    assert _ranked(result) == shown and result["citations"]
+    assert _ranked(result) == shown and result.citations
     assert await daemon.stop() == 0
 
 
@@ -165,11 +163,11 @@ async def test_the_recorded_verdict_composes_the_same_bytes(start_daemon, marker
         result = await client.compose("why", budget=600, strategy="rerank")
         query = await client.query("why", budget=600, rerank=True)
         again = await client.compose(
-            "why", budget=600, strategy=result["audit"]["policy"]["strategy_params"]
+            "why", budget=600, strategy=result.audit.policy["strategy_params"]
         )
     # context/query's verdict is the same order; composing it locally gives the same prompt.
     assert query["rerank"]["rerank"]["order"] == _record(result)["order"]
     local = compose_for_prompt(_frames(query), 600, strategy=strategy_from_wire(query["rerank"]))
-    assert local.prompt == result["prompt"] == again["prompt"]
+    assert local.prompt == result.prompt == again.prompt
     assert len(daemon.events("rerank.done")) == 2  # a client's own verdict is not re-asked
     assert await daemon.stop() == 0

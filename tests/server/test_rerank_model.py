@@ -57,7 +57,7 @@ async def test_through_the_daemon_the_composition_follows_the_model(
     keys = [c["key"] for c in request.candidates]
     texts = [f"{c['title']}\n{c['content']}" for c in request.candidates]
     want = [request.keys[int(k)] for k in expected_order(tiny, QUERY, keys, texts)]
-    record = result["audit"]["policy"]["strategy_params"]["rerank"]
+    record = result.audit.policy["strategy_params"]["rerank"]
     assert (record["model"], record["reason"]) == (model_identity(str(tiny)), None)
     assert [FrameId.from_wire(f) for f in record["order"]] == want
     assert await daemon.stop() == 0

@@ -11,52 +11,51 @@ from typing import Any
 import anyio
 import pytest
 
-from hostd.client import RpcError, connect
+from hostd.client import ComposeResult, RpcError, connect
 from tests.fixtures.gate import Gate
 from tests.server.conftest import ROOT, STUCK
 
 pytestmark = pytest.mark.anyio
 
 
-def _audit_explains(result: dict[str, Any]) -> None:
-    audit = result["audit"]
-    entries = audit["entries"]
-    included = [e for e in entries if e["disposition"] == "included"]
+def _audit_explains(result: ComposeResult) -> None:
+    audit = result.audit
+    included = audit.included()
     assert included, "nothing was included"
     # Every rendered frame is cited and explained by exactly one included entry.
-    cited = sorted(json.dumps(c["frame"], sort_keys=True) for c in result["citations"])
-    explained = sorted(json.dumps(e["frame"], sort_keys=True) for e in included)
+    cited = sorted(json.dumps(c.frame.to_wire(), sort_keys=True) for c in result.citations)
+    explained = sorted(json.dumps(e.frame.to_wire(), sort_keys=True) for e in included)
     assert cited == explained
-    for e in entries:
-        if e["disposition"] == "excluded":
-            assert e["reason"]
+    for e in audit.entries:
+        if not e.included:
+            assert e.reason
         else:
-            assert "position" in e and "rank" in e
-    assert audit["tokens_used"] <= audit["global_budget"]
+            assert e.position is not None and e.rank is not None
+    assert audit.tokens_used <= audit.global_budget
 
 
 async def test_compose_returns_a_prompt_whose_audit_explains_every_frame(start_daemon) -> None:
     daemon = await start_daemon()
     async with connect(daemon.socket) as client:
         result = await client.compose("how are frames composed", budget=300)
-        assert result["prompt"].count("<frame ") == len(result["citations"])
+        assert result.prompt.count("<frame ") == len(result.citations)
         _audit_explains(result)
-        assert sorted(p["provider_id"] for p in result["providers"]) == ["alpha", "beta", "gamma"]
-        assert all(p["status"] == "ok" for p in result["providers"])
-        assert result["request_id"]
+        assert sorted(p.provider_id for p in result.providers) == ["alpha", "beta", "gamma"]
+        assert all(p.ok for p in result.providers)
+        assert result.request_id
         # The usage of that request can be fetched again by its request_id (UR1).
-        usage = await client.usage(result["request_id"])
-        assert usage["usage"] == result["usage"]
+        usage = await client.usage(result.request_id)
+        assert result.usage is not None and usage["usage"] == result.usage.to_wire()
     assert await daemon.stop() == 0
     assert not daemon.socket.exists()
     # The log: one provider.leg per leg and one audit summary (no entry at info), by id.
-    rid = result["request_id"]
+    rid = result.request_id
     legs = [e for e in daemon.events("provider.leg") if e.get("request_id") == rid]
     assert sorted(e["provider"] for e in legs) == ["alpha", "beta", "gamma"]
     (summary,) = [e for e in daemon.events("compose.audit.summary") if e["request_id"] == rid]
-    entries = result["audit"]["entries"]
+    entries = result.audit.entries
     assert summary["entries"] == len(entries)
-    included = sum(e["disposition"] == "included" for e in entries)
+    included = sum(e.included for e in entries)
     assert summary["dispositions"].get("included", 0) == included
     assert daemon.events("compose.audit") == []
 
@@ -66,9 +65,9 @@ async def test_audit_entries_mode_logs_one_event_per_entry(start_daemon) -> None
     async with connect(daemon.socket) as client:
         result = await client.compose("how are frames composed", budget=300)
     assert await daemon.stop() == 0
-    rid = result["request_id"]
+    rid = result.request_id
     audits = [e for e in daemon.events("compose.audit") if e.get("request_id") == rid]
-    expected = sorted(json.dumps(e["frame"], sort_keys=True) for e in result["audit"]["entries"])
+    expected = sorted(json.dumps(e.frame.to_wire(), sort_keys=True) for e in result.audit.entries)
     assert sorted(json.dumps(e["frame"], sort_keys=True) for e in audits) == expected
     assert len(daemon.events("compose.audit.summary")) == 1
 
@@ -175,7 +174,7 @@ async def test_cancel_drops_the_work_and_its_reply(start_daemon) -> None:
                 pass
         # The daemon still serves, and no reply for "c1" ever arrived.
         result = await client.compose("fast", providers=["fast"], budget=200)
-        assert result["providers"][0]["status"] == "ok"
+        assert result.providers[0].status == "ok"
     assert await daemon.stop() == 0
     cancelled = daemon.events("request.cancelled")
     assert len(cancelled) == 1
@@ -229,7 +228,7 @@ async def test_host_shutdown_stops_gracefully(start_daemon) -> None:
 
 async def test_sixty_four_concurrent_clients_all_compose(start_daemon) -> None:
     daemon = await start_daemon()
-    results: list[dict[str, Any]] = []
+    results: list[ComposeResult] = []
 
     async def one(i: int) -> None:
         async with connect(daemon.socket) as client:
@@ -240,9 +239,9 @@ async def test_sixty_four_concurrent_clients_all_compose(start_daemon) -> None:
             for i in range(64):
                 tg.start_soon(one, i)
     assert len(results) == 64
-    assert len({r["request_id"] for r in results}) == 64
+    assert len({r.request_id for r in results}) == 64
     for r in results:
-        assert all(p["status"] == "ok" for p in r["providers"])
+        assert all(p.ok for p in r.providers)
     assert await daemon.stop() == 0
 
 
@@ -276,8 +275,8 @@ async def test_sigterm_under_load_loses_no_reply_in_service(start_daemon) -> Non
                 await daemon.logged("host.stopping")
                 gate.open()
     assert len(replies) == n
-    assert all(r["request_id"] and len(r["providers"]) == 2 for r in replies)
-    assert {p["status"] for r in replies for p in r["providers"]} == {"ok"}
+    assert all(r.request_id and len(r.providers) == 2 for r in replies)
+    assert {p.status for r in replies for p in r.providers} == {"ok"}
     assert await daemon.wait() == 0
     assert not daemon.socket.exists()
 
@@ -288,11 +287,12 @@ async def test_a_session_reuses_verified_frames_on_its_next_turn(start_daemon) -
         first = await client.compose("turn one", budget=300, session="s1")
         second = await client.compose("turn one", budget=300, session="s1")
     assert await daemon.stop() == 0
-    assert first["verification"]["held"] == 0
-    assert second["verification"]["held"] == 3
-    assert second["verification"]["verify_requested"] == 3
+    assert first.verification is not None and second.verification is not None
+    assert first.verification["held"] == 0
+    assert second.verification["held"] == 3
+    assert second.verification["verify_requested"] == 3
     # Unchanged evidence renders byte-identically across turns (prompt caches depend on it).
-    assert second["prompt"] == first["prompt"]
+    assert second.prompt == first.prompt
 
 
 async def test_a_second_sigterm_ends_the_grace_period_at_once(start_daemon) -> None:
@@ -321,18 +321,18 @@ async def test_consent_gates_an_egress_provider_over_the_api(start_daemon) -> No
     daemon = await start_daemon({"local": {}, "cloud": {"egress_scope": "api.example.com"}})
     async with connect(daemon.socket) as client:
         before = await client.compose("needs consent", budget=300)
-        status = {p["provider_id"]: p for p in before["providers"]}
-        assert status["local"]["status"] == "ok"
-        assert status["cloud"]["status"] == "no_consent"
-        assert status["cloud"]["missing_scopes"] == ["api.example.com"]
+        status = {p.provider_id: p for p in before.providers}
+        assert status["local"].status == "ok"
+        assert status["cloud"].status == "no_consent"
+        assert status["cloud"].missing_scopes == ["api.example.com"]
         receipt = (await client.consent_grant("cloud", "api.example.com", "tester"))["receipt"]
         assert receipt["grantor"] == "tester" and receipt["active"]
         after = await client.compose("needs consent", budget=300)
-        assert {p["provider_id"]: p["status"] for p in after["providers"]}["cloud"] == "ok"
+        assert {p.provider_id: p.status for p in after.providers}["cloud"] == "ok"
         assert [r["scope"] for r in await client.consent_list("cloud")] == ["api.example.com"]
         assert (await client.consent_revoke("cloud", "api.example.com", "tester"))["revoked"]
         again = await client.compose("needs consent", budget=300)
-        assert {p["provider_id"]: p["status"] for p in again["providers"]}["cloud"] == "no_consent"
+        assert {p.provider_id: p.status for p in again.providers}["cloud"] == "no_consent"
         with pytest.raises(RpcError) as exc:
             await client.consent_grant("nope", "x")
         assert exc.value.remote_reason == "unknown_provider"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hostd.client import connect
+from hostd.client import ComposeResult, connect
 from hostd.compose import compose_for_prompt
 from hostd.protocol import ContextFrame, address_line_range, canonical_token_cost, sha256_digest
 from tests.server.conftest import ROOT
@@ -59,8 +59,8 @@ def _source_lines(prompt: str) -> Counter[str]:
     return Counter(line for line in prompt.splitlines() if line.startswith("line "))
 
 
-def _by_id(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {e["frame"]["frame_id"]: e for e in result["audit"]["entries"]}
+def _by_id(result: ComposeResult) -> dict[str, dict[str, Any]]:
+    return {e.frame.frame_id: e.to_wire() for e in result.audit.entries}
 
 
 async def test_shifted_windows_are_quoted_once_and_a_stale_one_is_not_merged(
@@ -72,7 +72,7 @@ async def test_shifted_windows_are_quoted_once_and_a_stale_one_is_not_merged(
         offered = await client.query("the fox", budget=2000)
 
     # every line the two windows quote is in the prompt exactly once, none is lost
-    assert _source_lines(result["prompt"]) == Counter(line.rstrip("\n") for line in LINES[:9])
+    assert _source_lines(result.prompt) == Counter(line.rstrip("\n") for line in LINES[:9])
     by_id = _by_id(result)
     kept, absorbed = by_id["module.txt#L4-9"], by_id["module.txt#L1-6"]
     assert kept["disposition"] == "included"
@@ -84,8 +84,12 @@ async def test_shifted_windows_are_quoted_once_and_a_stale_one_is_not_merged(
     assert absorbed["reason"] == "merged_into"
     assert absorbed["detail"]["kept"]["frame_id"] == "module.txt#L4-9"
     # the citation resolves the label to the union and to both windows' provenance
-    (citation,) = result["citations"]
-    assert [p["range"] for p in citation["provenance"]] == ["L1-9", "L4-9", "L1-6"]
+    (citation,) = result.citations
+    assert [p.range for p in citation.provenance] == ["L1-9", "L4-9", "L1-6"]
+    # its evidence is the union as cut from the file, with the union's range and digest
+    (evidence,) = result.evidence
+    assert (evidence.frame_id, evidence.range) == ("module.txt#L4-9", "L1-9")
+    assert evidence.content == union.decode() and evidence.content_digest == sha256_digest(union)
     # the same frames composed apart pay the overlap (and a fence) twice
     frames = [
         (pid, ContextFrame.model_validate(f))
@@ -94,7 +98,7 @@ async def test_shifted_windows_are_quoted_once_and_a_stale_one_is_not_merged(
     ]
     apart = compose_for_prompt(frames, 2000)
     overlap = canonical_token_cost("".join(LINES[3:6]))
-    assert result["audit"]["tokens_used"] <= apart.tokens_used - overlap
+    assert result.audit.tokens_used <= apart.tokens_used - overlap
 
     # Line 8 changes after the providers read the file: L4-9 is stale, L1-6 still holds.
     data = path.read_bytes()
@@ -109,5 +113,5 @@ async def test_shifted_windows_are_quoted_once_and_a_stale_one_is_not_merged(
     only = by_id["module.txt#L1-6"]
     assert only["disposition"] == "included" and "merged" not in only
     assert only["verification"] == {"state": "source_verified"}
-    assert _source_lines(stale["prompt"]) == Counter(line.rstrip("\n") for line in LINES[:6])
+    assert _source_lines(stale.prompt) == Counter(line.rstrip("\n") for line in LINES[:6])
     assert await daemon.stop() == 0

@@ -61,7 +61,7 @@ async def test_every_file_a_daemon_creates_is_private(workdir, marker, loose_uma
     async with spawn(command=command, cwd=ROOT) as client:
         await client.consent_grant("cloud", "api.example.com", "tester")
         result = await client.compose("private files", budget=200)
-    assert {p["provider_id"]: p["status"] for p in result["providers"]} == {"cloud": "ok"}
+    assert {p.provider_id: p.status for p in result.providers} == {"cloud": "ok"}
     state = workdir / "state"
     assert _mode(state) == 0o700
     made = sorted(str(p.relative_to(state)) for p in state.rglob("*"))

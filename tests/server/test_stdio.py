@@ -40,8 +40,8 @@ async def test_compose_over_stdio_survives_stray_prints(workdir, marker) -> None
     command = [sys.executable, "-c", _NOISY, "--config", str(config), "serve", "--stdio"]
     async with spawn(command=command, stderr=log, cwd=ROOT) as client:
         result = await client.compose("stdio works", budget=600)
-        assert len(result["citations"]) == 6
-        assert {p["status"] for p in result["providers"]} == {"ok"}
+        assert len(result.citations) == 6
+        assert {p.status for p in result.providers} == {"ok"}
         process = client.process
     log.close()
     assert process.returncode == 0
@@ -80,7 +80,7 @@ async def test_the_log_goes_to_the_configured_file_as_json_lines(workdir, marker
     # Providers start at boot, before the daemon announces it serves.
     hosts = [n for n in names if n.startswith("host.")]
     assert hosts[0] == "host.serving" and names[-1] == "host.stopped"
-    mine = [e for e in events if e.get("request_id") == result["request_id"]]
+    mine = [e for e in events if e.get("request_id") == result.request_id]
     assert {"provider.leg", "compose.audit.summary", "compose.done", "request.done"} <= {
         e["event"] for e in mine
     }

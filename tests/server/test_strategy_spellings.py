@@ -33,7 +33,7 @@ async def test_every_spelling_is_taken_over_json_rpc(start_daemon: Any) -> None:
     async with connect(daemon.socket) as client:
         for sent, params in SPELLINGS:
             result = await client.compose("spellings", budget=300, strategy=sent)
-            assert result["audit"]["policy"]["strategy_params"] == params, sent
+            assert result.audit.policy["strategy_params"] == params, sent
         for bad, message in [
             ("quota:x", "strategy quota needs an integer k"),
             ("margin:k=-1", "margin k must be finite and >= 0"),
@@ -99,7 +99,7 @@ def test_rerank_is_spelt_alike_by_the_cli_the_client_and_the_wire(
     assert (cli["model"], cli["reason"]) == ("fixture@1", None)
     with Client.spawn(config=str(config)) as client:  # the sync client over stdio
         result = client.compose("x", strategy="rerank")
-        params = result["audit"]["policy"]["strategy_params"]
+        params = result.audit.policy["strategy_params"]
         assert params["rerank"]["model"] == "fixture@1"
-        assert client.compose("x", strategy=params)["prompt"] == result["prompt"]
+        assert client.compose("x", strategy=params).prompt == result.prompt
     assert "strategy 'rerank' takes no parameters" in _hostd_compose(str(config), "rerank:x").stderr

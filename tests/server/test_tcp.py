@@ -21,7 +21,7 @@ async def test_tcp_serves_only_after_the_bearer_token(start_daemon) -> None:
     daemon = await start_daemon({"alpha": {}}, extra=TCP)
     host, port = daemon.events("host.serving")[0]["tcp"]
     async with connect_tcp(host, port, "s3cret-token") as client:
-        assert (await client.compose("over tcp", budget=300))["citations"]
+        assert (await client.compose("over tcp", budget=300)).citations
     with pytest.raises(RpcError) as exc:
         async with connect_tcp(host, port, "wrong"):
             pass

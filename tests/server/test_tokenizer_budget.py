@@ -33,14 +33,15 @@ async def test_the_prompt_fits_the_budget_in_the_tokenizers_tokens(
     async with connect(daemon.socket) as client:
         result = await client.compose("why", budget=600, strategy=strategy)
         plain = await client.query("why", budget=600)
-    usage = result["usage"]["prompt"]
-    counted = tokenizer(result["prompt"])
-    assert result["prompt"] and counted <= 600
-    assert usage["tokens"] == counted == result["audit"]["tokens_used"]
-    assert usage["tokenizer"] == tokenizer.name == result["audit"]["policy"]["tokenizer"]
-    assert usage["bytes"] == len(result["prompt"].encode())
-    assert usage["canonical_tokens"] == (usage["bytes"] + 3) // 4
+    assert result.usage is not None and result.usage.prompt is not None
+    usage = result.usage.prompt
+    counted = tokenizer(result.prompt)
+    assert result.prompt and counted <= 600
+    assert usage.tokens == counted == result.audit.tokens_used
+    assert usage.tokenizer == tokenizer.name == result.audit.policy["tokenizer"]
+    assert usage.bytes == len(result.prompt.encode())
+    assert usage.canonical_tokens == (usage.bytes + 3) // 4
     # the providers were asked in canonical tokens, one per model token the floors left
-    assert sum(r["max_tokens"] for r in result["providers"]) >= 600
+    assert sum(r.max_tokens or 0 for r in result.providers) >= 600
     assert "prompt" not in plain["usage"]  # context/query composes nothing
     assert await daemon.stop() == 0

@@ -1,19 +1,13 @@
-"""The client library: talk to a running hostd, or spawn one on stdio.
+"""The async client: one JSON-RPC connection to a daemon, over a socket or a child's pipes.
 
 Owns the agent side of the client API (protocol.md §4): one JSON value per
 line, replies matched by ``id`` (``hostd.rpc``'s correlation table and line
 encoder, the ones the provider transport uses), ``$/progress`` routed to the
 caller that asked for it, and a cancelled call turned into a ``$/cancel``
 notification. It never loads the host side: a spawned daemon is stopped by the
-one teardown ladder (``hostd._teardown``). Two
-faces: ``AsyncClient`` (anyio) opened with ``connect``, ``connect_tcp`` or
-``spawn``; and ``Client``, a small blocking wrapper for scripts::
-
-    with Client.connect() as hostd:                  # the running daemon's socket
-        print(hostd.compose("why does the cache miss?", budget=2000)["prompt"])
-
-    with Client.spawn(config="config/demo.toml") as hostd:   # a private daemon on stdio
-        ...
+one teardown ladder (``hostd._teardown``). ``AsyncClient`` is opened with
+``connect``, ``connect_tcp`` or ``spawn``; ``compose`` returns a typed
+``ComposeResult`` (``_results``).
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,7 +30,6 @@ from anyio.abc import (
     SocketAttribute,
     SocketStream,
 )
-from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from hostd._teardown import stop_process
 from hostd.config import default_socket_path
@@ -44,11 +37,12 @@ from hostd.errors import ConnectionLost, ParseError, ProtocolFault, RpcError
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
 
+from ._results import Citation, ComposeResult, Evidence, FrameRef, parse_reply
+
 __all__ = [
     "AsyncClient",
-    "Client",
-    "ConnectionLost",
-    "RpcError",
+    "ProgressCallback",
+    "Used",
     "connect",
     "connect_tcp",
     "serve_command",
@@ -59,6 +53,19 @@ _MAX_LINE = 64 * 1024 * 1024
 
 
 ProgressCallback = Callable[[dict[str, Any]], Any]
+#: What ``feedback`` accepts as ``used``: a citation label, a FrameId (as a dict or a
+#: ``FrameRef``), or a ``Citation`` / ``Evidence`` of the result (its label).
+Used = str | Mapping[str, Any] | FrameRef | Citation | Evidence
+
+
+def _used_item(item: Used) -> str | dict[str, Any]:
+    if isinstance(item, Citation | Evidence):
+        return item.label
+    if isinstance(item, FrameRef):
+        return item.to_wire()
+    if isinstance(item, Mapping):
+        return dict(item)
+    return item
 
 
 class AsyncClient:
@@ -177,15 +184,23 @@ class AsyncClient:
         goal: str,
         *,
         budget: int | None = None,
+        include_content: bool = True,
         on_progress: ProgressCallback | None = None,
         **params: Any,
-    ) -> dict[str, Any]:
-        """``context/compose``: the ComposedPrompt (``prompt``, ``citations``, ``audit``…)."""
+    ) -> ComposeResult:
+        """``context/compose``: the ComposedPrompt as a ``ComposeResult`` (``prompt``,
+        ``citations``, ``evidence``, ``audit``…), validated once here.
+
+        ``include_content`` (default on) asks for ``evidence``, each included frame's
+        own content; off, the request is the plain wire one and ``evidence`` is empty.
+        """
         body = {"goal": goal, **{k: v for k, v in params.items() if v is not None}}
         if budget is not None:
             body["budget"] = budget
-        result: dict[str, Any] = await self.call("context/compose", body, on_progress=on_progress)
-        return result
+        if include_content:
+            body["include_content"] = True
+        raw = await self.call("context/compose", body, on_progress=on_progress)
+        return parse_reply(ComposeResult, raw, "context/compose")
 
     async def query(self, goal: str, *, budget: int | None = None, **params: Any) -> Any:
         body = {"goal": goal, **{k: v for k, v in params.items() if v is not None}}
@@ -216,16 +231,20 @@ class AsyncClient:
 
     async def feedback(
         self,
-        result: dict[str, Any] | str,
-        used: Sequence[str | dict[str, Any]],
+        result: ComposeResult | Mapping[str, Any] | str,
+        used: Sequence[Used],
         *,
         helpful: bool | None = None,
         note: str | None = None,
     ) -> dict[str, Any]:
-        """``usage/feedback``: which of ``result``'s citations (labels or FrameIds) the
-        answer used; ``result`` is a ``compose`` result or its ``request_id``."""
-        rid = result if isinstance(result, str) else result["request_id"]
-        body: dict[str, Any] = {"request_id": rid, "used": list(used)}
+        """``usage/feedback``: which of ``result``'s citations the answer used (labels,
+        FrameIds, or the result's own ``Citation``/``Evidence`` items); ``result`` is a
+        ``compose`` result (typed or its wire dict) or its ``request_id``."""
+        if isinstance(result, ComposeResult):
+            rid = result.request_id
+        else:
+            rid = result if isinstance(result, str) else result["request_id"]
+        body: dict[str, Any] = {"request_id": rid, "used": [_used_item(u) for u in used]}
         if helpful is not None:
             body["helpful"] = helpful
         if note is not None:
@@ -343,88 +362,3 @@ async def _stop_child(process: Process, grace_s: float) -> None:
         if process.stdin is not None:
             await process.stdin.aclose()
     await stop_process(process, grace_s, term_grace=5)
-
-
-class Client:
-    """A blocking wrapper over ``AsyncClient`` (it runs its own event loop thread)."""
-
-    def __init__(self, portal: BlockingPortal, client: AsyncClient) -> None:
-        self._portal = portal
-        self._client = client
-
-    @classmethod
-    @contextlib.contextmanager
-    def connect(cls, path: str | os.PathLike[str] | None = None) -> Iterator[Client]:
-        with (
-            start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(connect(path)) as client,
-        ):
-            yield cls(portal, client)
-
-    @classmethod
-    @contextlib.contextmanager
-    def connect_tcp(cls, host: str, port: int, token: str) -> Iterator[Client]:
-        with (
-            start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(connect_tcp(host, port, token)) as client,
-        ):
-            yield cls(portal, client)
-
-    @classmethod
-    @contextlib.contextmanager
-    def spawn(cls, config: str | os.PathLike[str] | None = None, **kwargs: Any) -> Iterator[Client]:
-        with (
-            start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(spawn(config, **kwargs)) as client,
-        ):
-            yield cls(portal, client)
-
-    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        return self._portal.call(lambda: fn(*args, **kwargs))
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        return self._run(self._client.call, method, params)
-
-    def compose(self, goal: str, *, budget: int | None = None, **params: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._run(self._client.compose, goal, budget=budget, **params)
-        return result
-
-    def query(self, goal: str, *, budget: int | None = None, **params: Any) -> Any:
-        return self._run(self._client.query, goal, budget=budget, **params)
-
-    def providers(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._run(self._client.providers)
-        return result
-
-    def consent_grant(self, provider: str, scope: str, grantor: str = "client") -> Any:
-        return self._run(self._client.consent_grant, provider, scope, grantor)
-
-    def consent_revoke(self, provider: str, scope: str, grantor: str = "client") -> Any:
-        return self._run(self._client.consent_revoke, provider, scope, grantor)
-
-    def consent_list(self, provider: str | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._run(self._client.consent_list, provider)
-        return result
-
-    def usage(self, request_id: str) -> Any:
-        return self._run(self._client.usage, request_id)
-
-    def feedback(
-        self,
-        result: dict[str, Any] | str,
-        used: Sequence[str | dict[str, Any]],
-        *,
-        helpful: bool | None = None,
-        note: str | None = None,
-    ) -> dict[str, Any]:
-        reply: dict[str, Any] = self._run(
-            self._client.feedback, result, used, helpful=helpful, note=note
-        )
-        return reply
-
-    def status(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._run(self._client.status)
-        return result
-
-    def shutdown(self) -> Any:
-        return self._run(self._client.shutdown)

@@ -1,0 +1,73 @@
+"""The client library: talk to a running hostd, or spawn one on stdio.
+
+Two faces over one wire: ``AsyncClient`` (anyio), opened with ``connect``,
+``connect_tcp`` or ``spawn``; and ``Client``, a small blocking wrapper for
+scripts::
+
+    with Client.connect() as hostd:                  # the running daemon's socket
+        result = hostd.compose("why does the cache miss?", budget=2000)
+        print(result.prompt)                         # fenced, cited evidence
+        first = result.evidence[0]                   # the frame itself, unescaped
+        print(first.label, first.uri, first.range, first.content)
+
+    with Client.spawn(config="config/demo.toml") as hostd:   # a private daemon on stdio
+        ...
+
+``compose`` returns a ``ComposeResult``: the wire's members as attributes,
+validated once on receipt (unknown members carried, never read: U1), ``to_wire()``
+the dict received. It asks for the evidence's own content
+(``include_content``) unless told not to. It never loads the host side.
+"""
+
+from hostd.errors import ConnectionLost, RpcError, UnexpectedReply
+
+from ._async import AsyncClient, ProgressCallback, Used, connect, connect_tcp, serve_command, spawn
+from ._results import (
+    Audit,
+    AuditEntry,
+    Citation,
+    ComposeResult,
+    DegradedReason,
+    Evidence,
+    FloorRecord,
+    FrameRef,
+    PromptUsage,
+    Provenance,
+    ProviderFailure,
+    ProviderReport,
+    Usage,
+    UsageFrame,
+    Verification,
+    WireResult,
+)
+from ._sync import Client
+
+__all__ = [
+    "AsyncClient",
+    "Audit",
+    "AuditEntry",
+    "Citation",
+    "Client",
+    "ComposeResult",
+    "ConnectionLost",
+    "DegradedReason",
+    "Evidence",
+    "FloorRecord",
+    "FrameRef",
+    "ProgressCallback",
+    "PromptUsage",
+    "Provenance",
+    "ProviderFailure",
+    "ProviderReport",
+    "RpcError",
+    "UnexpectedReply",
+    "Usage",
+    "UsageFrame",
+    "Used",
+    "Verification",
+    "WireResult",
+    "connect",
+    "connect_tcp",
+    "serve_command",
+    "spawn",
+]

@@ -1,0 +1,282 @@
+"""Typed results: what ``context/compose`` returns, as pydantic models for the client.
+
+``hostd.client`` validates a reply into a ``ComposeResult`` once, when it arrives;
+after that every member is a plain attribute (``result.prompt``,
+``result.evidence[0].content``, ``result.audit.entries``). The models are the
+wire's reading, not a second schema: field names are the wire's members and
+``to_wire()`` gives back the dict that was received, member for member.
+
+Members a model does not know are accepted and left alone (U1: a newer daemon
+never breaks an older client). They are not typed or checked, only carried, so
+``to_wire()`` still returns them; a member the wire omitted stays omitted and an
+explicit ``null`` stays ``null``. A reply that does not fit (a missing ``prompt``,
+a count that is not a number) is one ``UnexpectedReply`` naming the fields, never
+quoting their values.
+
+This module imports nothing of the host side: a client loads only these models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hostd.errors import UnexpectedReply
+
+__all__ = [
+    "Audit",
+    "AuditEntry",
+    "Citation",
+    "ComposeResult",
+    "DegradedReason",
+    "Evidence",
+    "FloorRecord",
+    "FrameRef",
+    "Provenance",
+    "PromptUsage",
+    "ProviderFailure",
+    "ProviderReport",
+    "Usage",
+    "UsageFrame",
+    "Verification",
+    "WireResult",
+    "parse_reply",
+]
+
+M = TypeVar("M", bound="WireResult")
+
+
+class WireResult(BaseModel):
+    """Base of the result models: frozen, unknown members carried but not read (U1)."""
+
+    # ``allow``, not ``ignore``: an unknown member is never validated or used, but it
+    # is kept, so ``to_wire()`` is the exact dict received from a newer daemon too.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict this was read from: the members it had, as they were."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class FrameRef(WireResult):
+    """A FrameId: ``(provider_id, frame_id, content_digest)``, the one key of a frame
+    (D2, A1); what ``usage/feedback`` accepts besides a citation label."""
+
+    provider_id: str
+    frame_id: str
+    content_digest: str | None = None
+
+
+class Provenance(WireResult):
+    """One origin of a frame (``type`` ``file``, ``derivation``, …)."""
+
+    type: str
+    uri: str | None = None
+    range: str | None = None
+    digest: str | None = None
+
+
+class Verification(WireResult):
+    """What hostd established about a frame: ``state`` (``source_verified``,
+    ``content_checked``, ``provider_verified``, ``unverifiable``, ``unverified`` or
+    ``unchecked``) and, for ``unverifiable``, the ``reason``."""
+
+    state: str
+    reason: str | None = None
+
+
+class Citation(WireResult):
+    """A label of the prompt resolved to its frame and merged provenance."""
+
+    label: str
+    frame: FrameRef
+    provenance: list[Provenance] = Field(default_factory=list)
+
+
+class Evidence(WireResult):
+    """One included frame as its provider sent it (``include_content``), in prompt order.
+
+    ``content`` is the provider's own text, never the fenced, neutralised copy in the
+    prompt; ``content_digest`` is ``sha256:`` of its UTF-8 bytes, computed by hostd
+    (``None`` for a frame without inline content). ``score`` is the provider's own,
+    meaningful only against that provider's other frames (F10); ``rank`` is the
+    frame's place in the composition's order, best first."""
+
+    label: str
+    provider_id: str
+    frame_id: str
+    kind: str
+    title: str
+    uri: str | None = None
+    range: str | None = None
+    content: str | None = None
+    content_digest: str | None = None
+    score: float | None = None
+    rank: int | None = None
+    verification: Verification | None = None
+
+
+class AuditEntry(WireResult):
+    """One offered frame and what became of it: ``included`` (``rank``, ``position``,
+    ``tokens``, ``verification``) or excluded with one ``reason`` and its ``detail``."""
+
+    frame: FrameRef
+    provider: str
+    disposition: str
+    reason: str | None = None
+    detail: dict[str, Any] | None = None
+    rank: int | None = None
+    score: float | None = None
+    tokens: int | None = None
+    position: int | None = None
+    verification: Verification | None = None
+    vouched_by: list[str] = Field(default_factory=list)
+
+    @property
+    def included(self) -> bool:
+        return self.disposition == "included"
+
+
+class FloorRecord(WireResult):
+    """A floor as admitted: its label, where it was pinned and what it cost."""
+
+    label: str
+    position: str
+    tokens: int
+
+
+class Audit(WireResult):
+    """The record of one composition: exactly one entry per offered frame, the budget,
+    what the prompt cost (``tokens_used``), the ``policy`` and the floors."""
+
+    entries: list[AuditEntry] = Field(default_factory=list)
+    global_budget: int
+    tokens_used: int
+    policy: dict[str, Any] = Field(default_factory=dict)
+    floors: list[FloorRecord] = Field(default_factory=list)
+
+    def included(self) -> list[AuditEntry]:
+        """The included entries, in audit (rank) order."""
+        return [e for e in self.entries if e.included]
+
+    def excluded(self) -> list[AuditEntry]:
+        """The excluded entries, each with its ``reason``."""
+        return [e for e in self.entries if not e.included]
+
+
+class ProviderFailure(WireResult):
+    """Why a provider's leg did not end ``ok``: hostd's ``code`` and a ``message``."""
+
+    code: str
+    message: str = ""
+
+
+class ProviderReport(WireResult):
+    """One provider's leg of the fan-out: ``status`` (``ok``, ``timeout``, ``crashed``,
+    ``error``, ``quarantined``, ``no_consent``, ``skipped``, ``warming``, …), its frame
+    counts, latency, the tokens it was asked for and, on failure, the ``error``."""
+
+    provider_id: str
+    status: str
+    frames_offered: int = 0
+    frames_accepted: int = 0
+    latency_ms: float = 0.0
+    tokens_accepted: int = 0
+    violations: list[dict[str, Any]] = Field(default_factory=list)
+    max_tokens: int | None = None
+    share: int | None = None
+    error: ProviderFailure | None = None
+    missing_scopes: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class UsageFrame(WireResult):
+    """One served frame and its canonical cost (UR1)."""
+
+    frame: FrameRef
+    token_cost: int
+
+
+class PromptUsage(WireResult):
+    """The prompt's size both ways: UTF-8 ``bytes``, ``canonical_tokens`` (B3) and, with
+    ``[host] tokenizer``, ``tokens`` in that tokenizer's count and its name."""
+
+    bytes: int
+    canonical_tokens: int
+    tokens: int | None = None
+    tokenizer: str | None = None
+
+
+class Usage(WireResult):
+    """UR1: the summed canonical cost of the served frames, walkable to each FrameId;
+    ``prompt``: what the composed prompt itself weighs."""
+
+    budget_consumed: int
+    global_budget: int
+    frames: list[UsageFrame] = Field(default_factory=list)
+    providers: dict[str, int] = Field(default_factory=dict)
+    prompt: PromptUsage | None = None
+
+
+class DegradedReason(WireResult):
+    """Why a composition is not whole: a ``reason`` from hostd's closed vocabulary
+    (``provider_failed``, ``consent_missing``, ``rerank_fallback``, …), the
+    ``provider`` it concerns where one does, and a short ``detail`` code."""
+
+    reason: str
+    provider: str | None = None
+    detail: str | None = None
+
+
+class ComposeResult(WireResult):
+    """What ``context/compose`` returns (a ComposedPrompt on the wire).
+
+    ``prompt`` is the fenced, cited evidence to paste; ``citations`` resolve its
+    labels (prompt order); ``evidence`` (asked with ``include_content``) holds each
+    included frame's own content in the same order, empty when not asked;
+    ``audit`` says what became of every offered frame; ``providers`` report each
+    leg; ``usage`` is UR1; ``request_id`` names the request (feedback, usage).
+    ``degraded`` is ``None`` when the daemon does not say."""
+
+    prompt: str
+    citations: list[Citation] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    audit: Audit
+    providers: list[ProviderReport] = Field(default_factory=list)
+    usage: Usage | None = None
+    verification: dict[str, Any] | None = None
+    request_id: str
+    #: Asked with ``record: true``: whether the shadow record is on disk.
+    recorded: bool | None = None
+    degraded: bool | None = None
+    degraded_reasons: list[DegradedReason] = Field(default_factory=list)
+
+    @property
+    def tokens_used(self) -> int:
+        return self.audit.tokens_used
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out or "result"
+
+
+def parse_reply(model: type[M], raw: Any, method: str) -> M:
+    """``raw`` (a reply's ``result``) validated into ``model`` once, or ``UnexpectedReply``
+    naming the fields that do not fit (at most 20), never their values."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        fields = list(dict.fromkeys(_where(e["loc"]) for e in errors))[:20]
+        # ``from None``: the ValidationError's own text quotes the values.
+        raise UnexpectedReply(
+            f"{method}: the reply does not fit {model.__name__} at {', '.join(fields)}",
+            fields=fields,
+        ) from None
