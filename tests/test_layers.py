@@ -62,8 +62,6 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "conf
 FORBIDDEN_MODULES = {
     # The HTTPS provider server's listener guard: the provider side, and a leaf.
     "_listener_guard.py": _HOST_SIDE | {"logs", "shadow", "eval", "provider", "protocol"},
-    # The client library talks to a daemon: it never loads the host side.
-    "client.py": {"compose", "engine", "transport", "server", "cli", "provider"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     # Of the transport it takes the binding codecs only (below).
     "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "shadow", "eval", "mcp"},
