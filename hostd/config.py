@@ -10,8 +10,10 @@ against that file's directory. Nothing here starts processes or opens sockets.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -44,6 +46,7 @@ __all__ = [
     "TcpSettings",
     "default_socket_path",
     "default_state_dir",
+    "discover_socket",
     "find_config",
     "load_config",
     "parse_config",
@@ -55,12 +58,55 @@ DEFAULT_CONFIG_PATH = EMBEDDED_CONFIG
 _PYTHON_NAMES = frozenset({"python", "python3"})
 
 
-def default_socket_path() -> Path:
-    """``$XDG_RUNTIME_DIR/hostd/hostd.sock``, else ``/tmp/hostd-<uid>/hostd.sock``."""
+#: What a socket's name keeps of a config file's stem (the rest becomes ``_``).
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def default_socket_path(config_file: str | os.PathLike[str] | None = None) -> Path:
+    """The socket of a daemon whose config names none, in ``$XDG_RUNTIME_DIR/hostd``
+    (else ``/tmp/hostd-<uid>``): ``<stem>-<digest>.sock`` for ``config_file`` (the
+    digest of its real absolute path, so two projects' daemons never share one and
+    every name of the same file finds the same); ``hostd.sock`` with no file (the
+    embedded default, a config built in code)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        return Path(runtime) / "hostd" / "hostd.sock"
-    return Path(f"/tmp/hostd-{os.getuid()}") / "hostd.sock"
+    base = Path(runtime) / "hostd" if runtime else Path(f"/tmp/hostd-{os.getuid()}")
+    if config_file is None:
+        return base / "hostd.sock"
+    real = os.path.realpath(config_file)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
+    # A Unix socket's path is short (about 108 bytes): the stem is capped.
+    stem = _UNSAFE_NAME.sub("_", Path(real).stem)[:32] or "hostd"
+    return base / f"{stem}-{digest}.sock"
+
+
+def _own_file(file: Path) -> Path | None:
+    """``file`` when its daemon gets a socket of its own; None for the embedded default."""
+    return None if os.path.realpath(file) == os.path.realpath(EMBEDDED_CONFIG) else file
+
+
+def discover_socket(
+    config: str | os.PathLike[str] | None = None, *, cwd: Path | None = None
+) -> Path:
+    """The socket ``hostd serve`` listens on with the config discovery finds (``config``,
+    else ``$HOSTD_CONFIG``, the nearest ``hostd.toml`` from ``cwd``, …): its
+    ``host.socket``, else its default (``default_socket_path``). Reads only that key, so
+    a client needs nothing the daemon's providers need."""
+    file = find_config(config, cwd=cwd).path
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{file}: no such config file", file=str(file), key=None, problem="not found"
+        ) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
+        ) from None
+    host = raw.get("host")
+    named = host.get("socket") if isinstance(host, dict) else None
+    if isinstance(named, str) and named:
+        return _resolve(named, file.resolve().parent)
+    return default_socket_path(_own_file(file))
 
 
 def default_state_dir() -> Path:
@@ -321,6 +367,9 @@ class Config(_Section):
     source: str = Field(default="<defaults>", exclude=True)
     #: What discovery looked at before ``source`` (empty when it was named or nearest).
     searched: tuple[str, ...] = Field(default=(), exclude=True)
+    #: The file loaded, when its daemon's default socket is its own (not the embedded
+    #: default's, not a config built in code): ``default_socket_path``.
+    file: Path | None = Field(default=None, exclude=True)
 
     @field_validator("provider")
     @classmethod
@@ -345,7 +394,8 @@ class Config(_Section):
 
     @property
     def socket_path(self) -> Path:
-        return self.host.socket or default_socket_path()
+        """``host.socket``, else the default socket of this config's file."""
+        return self.host.socket or default_socket_path(self.file)
 
     @property
     def state_path(self) -> Path:
@@ -511,4 +561,4 @@ def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None 
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
     config = parse_config(text, source=str(file), base=file.resolve().parent)
-    return config.model_copy(update={"searched": found.searched}) if found.searched else config
+    return config.model_copy(update={"searched": found.searched, "file": _own_file(file)})

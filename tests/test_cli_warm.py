@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from hostd.cli._commands import audit_summary
+from hostd.cli._outcome import leg_failures, warming_lines
 from hostd.cli._warm import ProgressBars
 from tests.providers._stdio import REPO, child_env
 
@@ -70,3 +71,73 @@ def test_the_audit_summary_names_a_warming_leg() -> None:
         "request_id": "r1",
     }
     assert "semantic=warming(0)" in audit_summary(result)
+
+
+def test_the_audit_summary_names_what_left_the_composition_short() -> None:
+    result = {
+        "audit": {"entries": [], "tokens_used": 0, "global_budget": 100},
+        "providers": [{"provider_id": "files", "status": "crashed"}],
+        "degraded": True,
+        "degraded_reasons": [
+            {"reason": "provider_failed", "provider": "files", "detail": "crashed"},
+            {"reason": "rerank_fallback", "detail": "timeout"},
+        ],
+        "request_id": "r1",
+    }
+    line = audit_summary(result)
+    assert "degraded: provider_failed(files), rerank_fallback;" in line
+    whole = {**result, "degraded": False, "degraded_reasons": []}
+    assert "degraded: no;" in audit_summary(whole)
+
+
+def _compose(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hostd", "--config", str(config), "compose", "q", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+        timeout=300,  # a hang guard
+    )
+
+
+def test_a_one_shot_compose_says_a_warming_provider_builds_its_index_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    # Its warm-up never ends (the gate is never made): the leg is warming at its bound
+    # whatever the machine's speed, still starting or already building.
+    gate = ["--warm-gate", str(tmp_path / "never")]
+    config = _config(tmp_path, ("semantic", gate, ""))
+    out = _compose(config, "--timeout-ms", "500")
+    assert out.returncode == 1, out.stderr  # no evidence
+    lines = out.stderr.splitlines()
+    leg = next(line for line in lines if line.startswith("hostd:   semantic: warming: "))
+    assert "still building its index (" in leg or "still starting (" in leg
+    assert "not quoted" not in out.stderr
+    (advice,) = [line for line in lines if "still warming: semantic." in line]
+    assert "this command stops its providers when it ends" in advice.lower()
+    assert f"`hostd warm --config {config}` once" in advice
+    assert f"`hostd serve --config {config}` running" in advice and "--connect" in advice
+
+
+def test_the_advice_follows_where_the_provider_goes_on_building() -> None:
+    result = {
+        "providers": [
+            {"provider_id": "files", "status": "ok"},
+            {
+                "provider_id": "semantic",
+                "status": "warming",
+                "error": {"code": "warming", "message": "provider warming, answered not ready"},
+            },
+        ]
+    }
+    assert leg_failures(result) == [
+        "  semantic: warming: still building its index (provider warming, answered not ready)"
+    ]
+    one_shot = warming_lines(result, connected=False)
+    daemon = warming_lines(result, connected=True, config=" --config /p/hostd.toml")
+    assert len(one_shot) == len(daemon) == 1
+    assert "`hostd warm` once" in one_shot[0] and "`hostd serve` running" in one_shot[0]
+    assert "goes on building in the background" in daemon[0]
+    assert "`hostd providers --config /p/hostd.toml --connect`" in daemon[0]
+    assert warming_lines({"providers": [{"provider_id": "files", "status": "ok"}]}) == []

@@ -3,19 +3,31 @@ is wrong, and reaches the user as one line without a stack trace."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hostd.config import DEFAULT_CONFIG_PATH, ConfigError, load_config, parse_config
+from hostd.config import (
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    default_socket_path,
+    discover_socket,
+    load_config,
+    parse_config,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "hostd.toml"
+    return _write_as(tmp_path, "hostd.toml", text)
+
+
+def _write_as(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -146,3 +158,52 @@ def test_a_providers_command_and_cwd_resolve_against_the_config_file(tmp_path: P
     assert cfg.reranker.command == [str(tmp_path / "bin" / "rerank")]
     # A bare name is looked up in PATH; a given cwd is the config's too.
     assert (onpath.command, onpath.cwd) == (["node", "server.js"], tmp_path / "srv")
+
+
+# -- the default socket: one per config file ----------------------------------------------
+
+
+def test_each_config_file_gets_a_socket_of_its_own_unless_it_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = load_config(_write(tmp_path / "a", "")).socket_path
+    b = load_config(_write(tmp_path / "b", "")).socket_path
+    assert a != b
+    for sock in (a, b):
+        assert sock.parent == tmp_path / "run" / "hostd"
+        assert re.fullmatch(r"hostd-[0-9a-f]{12}\.sock", sock.name), sock.name
+    # the same file, however it is named (relative, through a symlink), the same socket
+    monkeypatch.chdir(tmp_path)
+    assert load_config(Path("a/hostd.toml")).socket_path == a
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    assert load_config(tmp_path / "link" / "hostd.toml").socket_path == a
+    # the stem names it: another file in the same directory, another socket
+    other = load_config(_write_as(tmp_path / "a", "agent.toml", "")).socket_path
+    assert other.name.startswith("agent-") and other != a
+    # an explicit host.socket wins; the embedded default (and a config built in code)
+    # keeps the one fixed path
+    named = load_config(_write(tmp_path / "b", "[host]\nsocket = 'run/h.sock'\n"))
+    assert named.socket_path == tmp_path / "b" / "run" / "h.sock"
+    assert load_config(DEFAULT_CONFIG_PATH).socket_path == tmp_path / "run" / "hostd" / "hostd.sock"
+    assert parse_config("").socket_path == tmp_path / "run" / "hostd" / "hostd.sock"
+    assert default_socket_path() == tmp_path / "run" / "hostd" / "hostd.sock"
+
+
+def test_a_client_finds_the_socket_of_the_config_discovery_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.delenv("HOSTD_CONFIG", raising=False)
+    project = tmp_path / "p"
+    (project / "src").mkdir(parents=True)
+    config = _write(project, "[[provider]]\nid = 'a'\ncommand = ['python3', '-m', 'x']\n")
+    assert discover_socket(cwd=project / "src") == load_config(config).socket_path
+    monkeypatch.setenv("HOSTD_CONFIG", str(_write_as(tmp_path, "env.toml", "")))
+    assert discover_socket(cwd=project / "src") == load_config(tmp_path / "env.toml").socket_path
+    assert discover_socket(config) == load_config(config).socket_path
+    monkeypatch.delenv("HOSTD_CONFIG")
+    _write(project, "[host]\nsocket = 'run/x.sock'\n")
+    assert discover_socket(cwd=project) == project / "run" / "x.sock"

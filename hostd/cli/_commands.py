@@ -22,7 +22,7 @@ from hostd.errors import HostdError
 
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 from ._consent import add_consent_command
-from ._outcome import leg_failures, no_evidence, policy_fallback
+from ._outcome import config_hint, leg_failures, no_evidence, policy_fallback, warming_lines
 from ._quality import caps_arg, floors_arg, overfetch_note
 from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
@@ -127,7 +127,8 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def audit_summary(result: dict[str, Any]) -> str:
-    """One line: included/excluded counts by reason, tokens, providers' statuses, and a
+    """One line: included/excluded counts by reason, tokens, providers' statuses, what
+    left the composition short (``degraded_reasons``; ``no`` when it is whole), and a
     ``rerank`` or ``calibrated`` policy's fallback and its reason."""
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
@@ -147,11 +148,15 @@ def audit_summary(result: dict[str, Any]) -> str:
         f"({per_provider.get(p.get('provider_id', p.get('id')), 0)})"
         for p in result.get("providers") or []
     )
+    degraded = ", ".join(
+        f"{d.get('reason')}({d['provider']})" if d.get("provider") else str(d.get("reason"))
+        for d in result.get("degraded_reasons") or []
+    )
     fallback = policy_fallback(result)  # the ranking asked for did not rank: say so
     return (
         f"audit: {len(entries)} offered, {included} included, excluded: {excluded}; "
         f"tokens {audit.get('tokens_used')}/{audit.get('global_budget')}; "
-        f"providers: {provs or 'none'}; "
+        f"providers: {provs or 'none'}; degraded: {degraded or 'no'}; "
         + (f"policy: {fallback}; " if fallback else "")
         + f"request {result.get('request_id')}"
     )
@@ -225,7 +230,8 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
     empty = no_evidence(result)
-    for line in empty if empty is not None else leg_failures(result):
+    advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
+    for line in [*(empty if empty is not None else leg_failures(result)), *advice]:
         sys.stderr.write(f"hostd: {line}\n")
     return EXIT_OK if empty is None else EXIT_FAILED
 

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from hostd._hints import warming_advice, warming_ids, warming_state
 from hostd.config import Config, find_config
 from hostd.errors import HostdError
 
-__all__ = ["NoDaemon", "config_hint", "leg_failures", "no_evidence", "policy_fallback"]
+__all__ = [
+    "NoDaemon",
+    "config_hint",
+    "leg_failures",
+    "no_evidence",
+    "policy_fallback",
+    "warming_lines",
+]
 
 
 class NoDaemon(HostdError):
@@ -39,6 +47,10 @@ def leg_failures(result: dict[str, Any]) -> list[str]:
         if status == "ok" and p.get("note"):  # ok, but nothing it had fit (nothing_fit)
             lines.append(f"  {p.get('provider_id')}: ok: {p['note']}")
         if status in ("ok", "skipped"):
+            continue
+        warming = warming_state(p)  # what it is doing, not the refusal it answered
+        if warming is not None:
+            lines.append(f"  {p.get('provider_id')}: warming: {warming}")
             continue
         error = p.get("error") or {}
         how = error.get("message") or ", ".join(
@@ -78,3 +90,14 @@ def policy_fallback(result: dict[str, Any]) -> str | None:
     if body.get("detail"):
         why += f": {body['detail']}"
     return f"{name} fell back to {body['fallback']} ({why})"
+
+
+def warming_lines(
+    result: dict[str, Any], *, connected: bool = False, config: str = ""
+) -> list[str]:
+    """What to do about the providers still warming up: one line, or none. A one-shot
+    command stops them when it ends (``hostd warm`` or a running ``hostd serve``
+    helps); a daemon behind ``--connect`` goes on building (``hostd._hints``)."""
+    where = "daemon" if connected else "one_shot"
+    advice = warming_advice(warming_ids(result), where=where, config=config)
+    return [] if advice is None else [advice]

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hostd.config import CONFIG_NAME, default_state_dir, find_config
-from hostd.errors import HostdError
+from hostd.config import CONFIG_NAME, default_state_dir, discover_socket, find_config
+from hostd.errors import ConfigError, HostdError
 
 from ._common import EXIT_OK, csv_arg, print_json
 
@@ -75,9 +75,11 @@ def add_project_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Print the config file a command run here uses (discovery: --config, "
         "$HOSTD_CONFIG, the nearest hostd.toml here or above, "
         "$XDG_CONFIG_HOME/hostd/hostd.toml, the embedded default); what was searched "
-        "before it goes to stderr.",
+        "before it, and the socket its daemon listens on, go to stderr.",
     )
-    path.add_argument("--json", action="store_true", help="print file, how and searched as JSON")
+    path.add_argument(
+        "--json", action="store_true", help="print file, how, searched and socket as JSON"
+    )
     config.set_defaults(run=_config_path, needs_config=False)
 
 
@@ -221,6 +223,10 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
 
 def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
     found = find_config(args.config)
+    try:  # the one `hostd serve` with this file listens on, and --connect tries
+        sock: str | None = str(discover_socket(found.path))
+    except ConfigError:  # unreadable: the file's own problem, said by any other command
+        sock = None
     if args.json:
         print_json(
             {
@@ -228,6 +234,7 @@ def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
                 "how": found.how,
                 "exists": found.path.is_file(),
                 "searched": list(found.searched),
+                "socket": sock,
             }
         )
         return EXIT_OK
@@ -236,4 +243,6 @@ def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
     sys.stderr.write(f"hostd: chosen by {found.how}{note}\n")
     for place in found.searched:
         sys.stderr.write(f"hostd: searched {place}\n")
+    if sock is not None:
+        sys.stderr.write(f"hostd: its daemon's socket: {sock}\n")
     return EXIT_OK

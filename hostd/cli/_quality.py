@@ -133,6 +133,12 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help="ask the fan-out for N tokens and pack each --budget from that pool "
         "(default: the budget itself)",
     )
+    ev.add_argument(
+        "--trim-oracle",
+        action="store_true",
+        help="add the (trim-oracle) row: every candidate cut to its gold lines, composed at "
+        "the budget (the ceiling a line judge is measured against)",
+    )
     ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
     connect_arg(ev)
     ev.set_defaults(run=eval_command)
@@ -210,6 +216,11 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 "--from-shadow composes each recorded candidate set at its recorded budget: "
                 "--budget, --providers, --pool-budget and --connect do not apply"
             )
+        if args.trim_oracle:
+            raise ValueError(
+                "--trim-oracle cuts frames to the lines holding a gold phrase: recorded "
+                "traffic names used frames, not phrases"
+            )
         records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load()
         questions, outcomes = ev.run_from_shadow(records, policies)
         if not questions:
@@ -225,6 +236,8 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 policies,
                 providers=csv_arg(args.providers),
                 pool_budget=args.pool_budget,
+                trim_oracle=args.trim_oracle,
+                merge_max_ratio=cfg.host.merge_max_ratio,
             )
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)

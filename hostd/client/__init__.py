@@ -4,7 +4,7 @@ Two faces over one wire: ``AsyncClient`` (anyio), opened with ``connect``,
 ``connect_tcp`` or ``spawn``; and ``Client``, a small blocking wrapper for
 scripts::
 
-    with Client.connect() as hostd:                  # the running daemon's socket
+    with Client.connect() as hostd:      # the daemon of the hostd.toml found here
         result = hostd.compose("why does the cache miss?", budget=2000)
         print(result.prompt)                         # fenced, cited evidence
         first = result.evidence[0]                   # the frame itself, unescaped

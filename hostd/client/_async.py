@@ -32,7 +32,7 @@ from anyio.abc import (
 )
 
 from hostd._teardown import stop_process
-from hostd.config import default_socket_path
+from hostd.config import discover_socket
 from hostd.errors import ConnectionLost, ParseError, ProtocolFault, RpcError
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
@@ -296,9 +296,16 @@ def _raw(stream: SocketStream) -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def connect(path: str | os.PathLike[str] | None = None) -> AsyncIterator[AsyncClient]:
-    """Connect to a daemon's Unix socket (default: the configured default path)."""
-    sock = Path(path) if path is not None else default_socket_path()
+async def connect(
+    path: str | os.PathLike[str] | None = None, *, config: str | os.PathLike[str] | None = None
+) -> AsyncIterator[AsyncClient]:
+    """Connect to a daemon's Unix socket: ``path``, else the socket of the config the CLI
+    would use here (``config``, else ``$HOSTD_CONFIG``, the nearest ``hostd.toml``, …):
+    its ``host.socket`` or its own default (``hostd.config.discover_socket``), so a
+    script in a project reaches that project's daemon."""
+    sock = (
+        Path(path) if path is not None else await anyio.to_thread.run_sync(discover_socket, config)
+    )
     stream = await anyio.connect_unix(sock)
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client

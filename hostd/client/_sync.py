@@ -28,10 +28,16 @@ class Client:
 
     @classmethod
     @contextlib.contextmanager
-    def connect(cls, path: str | os.PathLike[str] | None = None) -> Iterator[Client]:
+    def connect(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        config: str | os.PathLike[str] | None = None,
+    ) -> Iterator[Client]:
+        """``connect`` (its socket discovery too), blocking."""
         with (
             start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(connect(path)) as client,
+            portal.wrap_async_context_manager(connect(path, config=config)) as client,
         ):
             yield cls(portal, client)
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, count, repeat
 from typing import Any, ClassVar
 
 from ._candidates import CandidateSet, FramePair, rank_desc
@@ -101,29 +103,41 @@ class MaximalMarginalRelevance:
         return [pool[k] for k in self._greedy(c, pool, rel)] + rest
 
     def _greedy(self, c: CandidateSet, pool: Sequence[int], rel: Sequence[float]) -> list[int]:
-        """Positions in ``pool`` in the order MMR takes them (ties: the earlier position)."""
+        """Positions in ``pool`` in the order MMR takes them (ties: the earlier position).
+
+        Each candidate's shingles become one bit set (an int, a bit per shingle two
+        or more candidates of the pool share; the others never meet in an
+        intersection), so an intersection's size is ``(a & b).bit_count()``, a few
+        machine words at a time. Each candidate's current MMR value is kept and
+        changed only when its largest similarity grows, so a step's argmax reads a list.
+        """
         lam = self.lam
         sets = [shingles(c.frames[i].content) for i in pool]
+        # Only a shingle two candidates share can be in an intersection: one bit each.
+        common = [s for s, n in Counter(chain.from_iterable(sets)).items() if n > 1]
+        bit = dict(zip(common, map((1).__lshift__, count()), strict=False)).get
+        masks = [sum(map(bit, s, repeat(0))) for s in sets]
         sizes = list(map(len, sets))
         gain = [lam * rel[i] for i in pool]
         worst = [0.0] * len(pool)  # each one's largest similarity to a taken candidate
-        left = list(range(len(pool)))
+        value = [g - (1.0 - lam) * w for g, w in zip(gain, worst, strict=True)]
+        left = list(range(len(pool)))  # ascending: max() keeps the first of equal values
         out: list[int] = []
         while left:
-            best = max(left, key=lambda k: (gain[k] - (1.0 - lam) * worst[k], -k))
+            best = max(left, key=value.__getitem__)
             out.append(best)
             left.remove(best)
             if lam == 1.0 or not sizes[best]:
                 continue
-            chosen, size = sets[best], sizes[best]
-            # Jaccard of ``best`` with each one left; the intersections run in C.
-            for k, n in zip(
-                left, map(len, map(chosen.intersection, map(sets.__getitem__, left))), strict=True
-            ):
+            chosen, size = masks[best], sizes[best]
+            # Jaccard of ``best`` with each one left; the ANDs and bit counts run in C.
+            shared = map(int.bit_count, map(chosen.__and__, map(masks.__getitem__, left)))
+            for k, n in zip(left, shared, strict=False):
                 if n:
                     sim = n / (size + sizes[k] - n)
                     if sim > worst[k]:
                         worst[k] = sim
+                        value[k] = gain[k] - (1.0 - lam) * sim
         return out
 
     def to_wire(self) -> Any:

@@ -20,6 +20,12 @@ the survivor and the merged region. A member whose bytes cannot be trusted is
 never merged: dropped as ``contained_in`` when its range lies wholly within a
 verified candidate's, else kept apart, its entry saying why.
 
+The merged candidate's citation label tells the truth about what it quotes: a
+label that ends with the survivor's own range in the ``L<a>[-<b>]`` form (as the
+bundled providers' ``path L12-40`` labels do) has that range replaced by the merged
+region's; any other label gets the region appended (``label (L1-40)``). The
+fence's ``id`` stays the survivor's, so feedback by FrameId is unchanged.
+
 A merged block never holds more than ``max_ratio`` times the bytes of its
 largest member: members are taken in range order and a block that would grow
 past that is closed, the next one starting with the member that did not fit.
@@ -45,6 +51,7 @@ from hostd.protocol import (
 )
 
 from ._candidates import CandidateSet, SortKey, key_to_wire
+from ._render import citation_label_for
 
 __all__ = ["DEFAULT_MERGE_MAX_RATIO", "SpanMerge", "apply", "check_ratio", "merge_spans"]
 
@@ -53,6 +60,8 @@ DEFAULT_MERGE_MAX_RATIO = 2.0
 
 _RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
 _SOURCE_STATES = ("source_verified",)
+#: A label's trailing range token: ``L<a>[-<b>]`` after a non-alphanumeric (or nothing).
+_LABEL_RANGE_RE = re.compile(r"(?<![0-9A-Za-z])L([1-9][0-9]*)(?:-([1-9][0-9]*))?\Z")
 
 Verification = Mapping[FrameId, Mapping[str, Any]]
 
@@ -148,6 +157,21 @@ def _region(
 
 def _range_text(start: int, end: int) -> str:
     return f"L{start}" if start == end else f"L{start}-{end}"
+
+
+def _merged_label(frame: ContextFrame, own: _Region, rng: str) -> str:
+    """``frame``'s citation label (F3) for the merged region ``rng``: its own trailing
+    range replaced when it ends with one (compared as lines: ``L12`` is ``L12-12``, and
+    the range as stated or as clamped to the source, F17), else ``rng`` appended."""
+    label = citation_label_for(frame)
+    m = _LABEL_RANGE_RE.search(label)
+    if m is not None:
+        a = int(m.group(1))
+        said = (a, int(m.group(2)) if m.group(2) is not None else a)
+        stated = _lines_of(frame.provenance[0].range, None)
+        if said in ((own.start, own.end), stated):
+            return label[: m.start()] + rng
+    return f"{label} ({rng})"
 
 
 def _runs(regions: Sequence[_Region]) -> list[list[_Region]]:
@@ -356,6 +380,7 @@ def _merge_block(
             "content_digest": digest,
             "token_cost": canonical_token_cost(content),
             "provenance": provenance,
+            "citation_label": _merged_label(frames[best.index], best, rng),
         }
     )
     # Each provider at its best member's score (F10: within its own list).

@@ -164,7 +164,17 @@ class FanOut:
             ],
             "usage": self.usage_report(),
             "overfetch": self.overfetch,
+            # The sources span merging reads, by their line counts only: the lines that
+            # matter are those the accepted frames quote (their content, source_verified),
+            # so a client recomposing this set rebuilds what merging reads without the
+            # daemon sending a byte of the file no provider offered.
+            "sources": {uri: _line_count(self.sources[uri]) for uri in sorted(self.sources)},
         }
+
+
+def _line_count(data: bytes) -> int:
+    """F17's count: LF ends a line, a final unterminated line counts, a final LF opens none."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def report_map(reports: Iterable[LegReport]) -> dict[str, LegReport]:

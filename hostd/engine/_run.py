@@ -113,8 +113,11 @@ def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
     return tuple(Violation(v["rule"], v["field"], v["message"]) for v in raw if isinstance(v, dict))
 
 
-def failure_of(exc: HostdError) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
-    """A leg's typed failure as (status, code, message, violations)."""
+def failure_of(
+    exc: HostdError, progress: Mapping[str, Any] | None = None
+) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
+    """A leg's typed failure as (status, code, message, violations); ``progress``: the
+    provider's last warm-up figures, told with a ``warming`` answer."""
     if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
         return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
     if isinstance(exc, ProviderUnauthorized):  # a remote provider's 401/403
@@ -125,7 +128,10 @@ def failure_of(exc: HostdError) -> tuple[LegStatus, str, str, tuple[Violation, .
         return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
     if isinstance(exc, ProviderError):
         if exc.data.get("warming") is True:  # answered "not ready yet" (_readiness)
-            return LegStatus.WARMING, "warming", exc.message, ()
+            # hostd's words and the provider's last figures: its own message (by size
+            # only, C8) would tell the user nothing.
+            message = f"provider warming, answered not ready{_figure(progress or {})}"
+            return LegStatus.WARMING, "warming", message, ()
         return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
     return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
 
@@ -262,7 +268,8 @@ class _Runner:
                 exc = await conn.explain(exc, deadline)
             if isinstance(exc, ProviderCrashed | ProtocolFault):
                 self.pool.broken(slot, conn, exc)
-            status, code, message, violations = failure_of(exc)
+            progress = conn.readiness.progress if conn is not None else None
+            status, code, message, violations = failure_of(exc, progress)
             return self.reply(
                 leg,
                 query,

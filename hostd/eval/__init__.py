@@ -3,12 +3,15 @@
 ``hostd eval --config C --questions Q.jsonl`` reads a question set
 (``_questions``), asks each question through the configured providers and
 composes it under every named policy and budget, and under each provider
-alone (``_run``), then prints recall per style and policy (``_report``). It
+alone (``_run``), with the daemon's verification states and span merges
+(``_sources``), then prints recall per style and policy, prompt tokens per
+question recalled and the median frames in the prompt (``_report``). It
 uses the client API (a running daemon or one in-process) and the composition
 library; it never ranks by itself. ``--from-shadow`` draws the questions from
 recorded traffic with feedback instead (``_shadow``), scored the same way.
 """
 
+from ._gold import holds_gold, trim_to_gold
 from ._questions import STYLES, Gold, Question, QuestionSetError, load_questions, parse_questions
 from ._report import (
     Paired,
@@ -23,12 +26,13 @@ from ._report import (
 from ._run import (
     DEFAULT_POLICIES,
     OFFERED,
+    TRIM_ORACLE,
     Asked,
     Outcome,
     Policy,
     Session,
+    Verified,
     alone,
-    holds_gold,
     run_eval,
     score_asked,
 )
@@ -39,6 +43,7 @@ __all__ = [
     "OFFERED",
     "STYLES",
     "TRAFFIC",
+    "TRIM_ORACLE",
     "Asked",
     "Gold",
     "Outcome",
@@ -49,6 +54,7 @@ __all__ = [
     "Row",
     "Session",
     "TrafficQuestion",
+    "Verified",
     "alone",
     "asked_from_shadow",
     "degraded_note",
@@ -63,4 +69,5 @@ __all__ = [
     "score_asked",
     "summarise",
     "to_json",
+    "trim_to_gold",
 ]

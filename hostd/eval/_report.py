@@ -1,13 +1,19 @@
-"""Outcomes → recall per budget, policy and style: a table for people, a dict for machines."""
+"""Outcomes → recall per budget, policy and style: a table for people, a dict for machines.
+
+Beside recall, each row says what its evidence cost: the mean prompt tokens, the
+prompt tokens per question recalled (all its compositions' tokens over its hits:
+what one recalled answer costs in the budget) and the median frames in a prompt.
+"""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._questions import STYLES
-from ._run import OFFERED, Outcome
+from ._run import OFFERED, TRIM_ORACLE, Outcome
 
 __all__ = [
     "Paired",
@@ -45,6 +51,8 @@ class Row:
     hits: dict[str, int]
     totals: dict[str, int]
     mean_tokens: float
+    #: The median number of frames in a prompt (``(offered)``: candidates in the set).
+    median_frames: float = 0.0
 
     @property
     def all_hits(self) -> int:
@@ -54,14 +62,23 @@ class Row:
     def all_total(self) -> int:
         return sum(self.totals.values())
 
+    @property
+    def tokens_per_hit(self) -> float | None:
+        """Prompt tokens spent per question recalled (None: nothing recalled)."""
+        hits = self.all_hits
+        return self.mean_tokens * self.all_total / hits if hits else None
+
     def to_wire(self) -> dict[str, Any]:
         recall = {s: {"hits": self.hits[s], "total": self.totals[s]} for s in self.hits}
         recall["all"] = {"hits": self.all_hits, "total": self.all_total}
+        per_hit = self.tokens_per_hit
         return {
             "budget": self.budget,
             "policy": self.policy,
             "recall": recall,
             "mean_tokens": round(self.mean_tokens, 1),
+            "tokens_per_hit": None if per_hit is None else round(per_hit, 1),
+            "median_frames": self.median_frames,
         }
 
 
@@ -79,7 +96,8 @@ def summarise(outcomes: Sequence[Outcome]) -> list[Row]:
             hits = {s: sum(1 for o in group if o.style == s and o.hit) for s in styles}
             totals = {s: sum(1 for o in group if o.style == s) for s in styles}
             mean = sum(o.tokens for o in group) / len(group)
-            rows.append(Row(budget, policy, hits, totals, mean))
+            frames = statistics.median(o.frames for o in group)
+            rows.append(Row(budget, policy, hits, totals, mean, frames))
     return rows
 
 
@@ -90,20 +108,27 @@ def _cell(hits: int, total: int) -> str:
 
 
 def render_table(questions: Sequence[_Styled], rows: Sequence[Row]) -> str:
-    """Per budget, one line per policy: recall per style and overall, mean prompt tokens."""
+    """Per budget, one line per policy: recall per style and overall, mean prompt tokens,
+    tokens per question recalled, median frames in the prompt."""
     styles = _styles({q.style for q in questions})
     counts = {s: sum(1 for q in questions if q.style == s) for s in styles}
     lines = [
         "recall: a gold passage is in the composed prompt "
         f"({len(questions)} questions: "
         + ", ".join(f"{counts[s]} {s}" for s in styles)
-        + f"); {OFFERED} = in any provider's candidates, tokens = candidates' total",
+        + f"); {OFFERED} = in any provider's candidates, its tokens and frames the "
+        "candidates' total; tok/hit = prompt tokens per question recalled; frames = median "
+        "frames in the prompt",
     ]
+    if any(r.policy == TRIM_ORACLE for r in rows):
+        lines.append(
+            f"{TRIM_ORACLE} = every candidate cut to its gold lines, composed at the budget"
+        )
     width = max([len("policy"), *(len(r.policy) for r in rows)])
     header = (
         f"{'policy':<{width}}  "
         + "  ".join(f"{name:<12}" for name in (*styles, "all"))
-        + "  tokens"
+        + "  tokens  tok/hit  frames"
     )
     budget = None
     for row in rows:
@@ -112,10 +137,12 @@ def render_table(questions: Sequence[_Styled], rows: Sequence[Row]) -> str:
             lines += ["", _budget(budget), header]
         cells = [_cell(row.hits[s], row.totals[s]) for s in styles]
         cells.append(_cell(row.all_hits, row.all_total))
+        per_hit = row.tokens_per_hit
         lines.append(
             f"{row.policy:<{width}}  "
             + "  ".join(f"{c:<12}" for c in cells)
-            + f"  {row.mean_tokens:.0f}"
+            + f"  {row.mean_tokens:<6.0f}  {'-' if per_hit is None else f'{per_hit:.0f}':<7}"
+            + f"  {row.median_frames:g}"
         )
     return "\n".join(lines) + "\n"
 
@@ -163,7 +190,7 @@ def paired(outcomes: Sequence[Outcome], baseline: str) -> list[Paired]:
         return out
     for budget, policy in sorted(rows, key=lambda row: row[0]):  # stable: first-seen order
         base = rows.get((budget, baseline))
-        if policy in (baseline, OFFERED) or base is None:
+        if policy in (baseline, OFFERED, TRIM_ORACLE) or base is None:
             continue
         gained = dict.fromkeys(styles, 0)
         lost = dict.fromkeys(styles, 0)

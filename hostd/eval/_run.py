@@ -5,9 +5,15 @@ fan-out, shares and overfetch ``context/compose`` uses) and the accepted frames
 are composed in-process under every named policy, so the policies are compared
 on one and the same candidate set. Each provider is also asked alone (the
 whole budget is its share) and composed with the default policy: the figure a
-policy has to beat. A question is recalled when an included frame holds one of
-its gold passages: a ``file`` provenance ending in the gold ``file`` and the
-gold ``phrase`` in the frame's content (whitespace and case folded).
+policy has to beat. A question is recalled when the prompt quotes one of its
+gold passages: an included frame, or one dedup or a span merge folded into it,
+has a ``file`` provenance ending in the gold ``file`` and the gold ``phrase`` in
+its content (whitespace and case folded).
+Each composition gets what the daemon's own would: the fan-out's verification
+states and the source bytes span merging reads (``_sources``), so a span merge
+the daemon makes is made here too. Beside the policies, ``(offered)`` (gold
+anywhere in the candidate set) and, asked for, ``(trim-oracle)``: every
+candidate cut to its gold lines (``_gold``), composed at the budget.
 
 Both kinds of question set, a JSONL file and recorded traffic (``_shadow``),
 become ``Asked`` values (a question's candidate sets at one budget, with its
@@ -16,24 +22,33 @@ test of a hit) and are scored by one function, ``score_asked``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import PurePosixPath
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
 
-from hostd.compose import PrecomputedOrder, Strategy, compose_for_prompt, strategy_from_wire
+from hostd.compose import (
+    ComposedPrompt,
+    PrecomputedOrder,
+    Strategy,
+    compose_for_prompt,
+    strategy_from_wire,
+)
 from hostd.protocol import ContextFrame, FrameId
 
+from ._gold import holds_gold, trim_to_gold
 from ._questions import Gold, Question
+from ._sources import rebuilt_sources, verification_of
 
 __all__ = [
     "DEFAULT_POLICIES",
     "OFFERED",
+    "TRIM_ORACLE",
     "Asked",
     "Outcome",
     "Policy",
     "Session",
+    "Verified",
     "alone",
     "holds_gold",
     "run_eval",
@@ -54,6 +69,8 @@ DEFAULT_POLICIES: tuple[str, ...] = (
 )
 #: The label of the row that counts gold found anywhere in the candidate set (an upper bound).
 OFFERED = "(offered)"
+#: The label of the row that composes every candidate cut to its gold lines (a ceiling).
+TRIM_ORACLE = "(trim-oracle)"
 
 
 def alone(provider_id: str) -> str:
@@ -87,6 +104,8 @@ class Outcome:
     tokens: int
     #: A provider of this row's fan-out did not answer ``ok`` (timeout, crash, …).
     degraded: bool = False
+    #: Frames in the prompt (for ``(offered)``: candidates in the set).
+    frames: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -96,34 +115,20 @@ class Outcome:
             "policy": self.policy,
             "hit": self.hit,
             "tokens": self.tokens,
+            "frames": self.frames,
             "degraded": self.degraded,
         }
 
 
-def _fold(text: str) -> str:
-    return " ".join(text.split()).casefold()
+@dataclass(slots=True, frozen=True)
+class Verified:
+    """What the verify stage established for one candidate set, as composition reads it:
+    each frame's state and the source bytes span merging reads (None: merging off)."""
 
-
-def _paths(frame: ContextFrame) -> set[str]:
-    uris = [p.uri for p in frame.provenance if p.type == "file" and p.uri]
-    if frame.uri:
-        uris.append(frame.uri)
-    return {unquote(urlsplit(u).path) if "://" in u else u for u in uris}
-
-
-def _same_file(path: str, gold: str) -> bool:
-    want = PurePosixPath(gold).parts
-    have = PurePosixPath(path).parts
-    return len(have) >= len(want) and have[-len(want) :] == want
-
-
-def holds_gold(frame: ContextFrame, gold: Iterable[Gold]) -> bool:
-    """Whether ``frame`` quotes one of the gold passages (file and phrase)."""
-    content = _fold(frame.content or "")
-    paths = _paths(frame)
-    return any(
-        _fold(g.phrase) in content and any(_same_file(p, g.file) for p in paths) for g in gold
-    )
+    verification: Mapping[FrameId, Mapping[str, Any]] | None = None
+    sources: Mapping[str, bytes] | None = None
+    #: ``[host] merge_max_ratio``: how large a merged block may grow (None: compose's default).
+    merge_max_ratio: float | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -144,23 +149,53 @@ class Asked:
     reported_budget: int | None = None
     #: The reranker's verdict on ``candidates`` (``context/query`` with ``rerank``).
     verdict: Any = None
+    #: The verify stage's findings on ``candidates``, and on each provider alone's set.
+    verified: Verified = Verified()
+    alone_verified: Mapping[str, Verified] = field(default_factory=dict)
+    #: A frame cut to its gold lines (None: no gold line): adds the ``(trim-oracle)`` row.
+    trim: Callable[[ContextFrame], ContextFrame | None] | None = None
 
 
 def score_asked(asked: Asked, policies: Sequence[Policy]) -> list[Outcome]:
-    """``asked`` under every policy, each provider alone (default policy) and ``(offered)``."""
+    """``asked`` under every policy, each provider alone (default policy), ``(offered)``
+    and, when ``asked.trim`` is set, ``(trim-oracle)``."""
     default = Policy("score", None)
     out = [
-        _recall(asked, asked.candidates, p, p.label, asked.degraded, asked.verdict)
+        _recall(asked, asked.candidates, p, p.label, asked.degraded, asked.verified, asked.verdict)
         for p in policies
     ]
-    out += [_recall(asked, c, default, alone(pid), d) for pid, c, d in asked.alone]
+    out += [
+        _recall(asked, c, default, alone(pid), d, asked.alone_verified.get(pid, Verified()))
+        for pid, c, d in asked.alone
+    ]
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
     offered = any(asked.hit(FrameId.of(pid, f), f) for pid, f in asked.candidates)
     tokens = sum(f.token_cost for _, f in asked.candidates)
     out.append(
-        Outcome(asked.question, asked.style, budget, OFFERED, offered, tokens, asked.degraded)
+        Outcome(
+            asked.question,
+            asked.style,
+            budget,
+            OFFERED,
+            offered,
+            tokens,
+            asked.degraded,
+            len(asked.candidates),
+        )
     )
+    if asked.trim is not None:
+        out.append(_trim_oracle(asked, asked.trim, default))
     return out
+
+
+def _trim_oracle(
+    asked: Asked, trim: Callable[[ContextFrame], ContextFrame | None], policy: Policy
+) -> Outcome:
+    """Every candidate cut to its gold lines (one holding none drops out), composed by
+    the default policy without span merging (a cut frame is no longer its range's
+    bytes): what a perfect line judge could put in the prompt, and at what cost."""
+    cut = [(pid, t) for pid, f in asked.candidates if (t := trim(f)) is not None]
+    return _recall(asked, cut, policy, TRIM_ORACLE, asked.degraded, Verified())
 
 
 def _candidates(result: dict[str, Any]) -> list[tuple[str, ContextFrame]]:
@@ -186,6 +221,7 @@ def _recall(
     policy: Policy,
     label: str,
     degraded: bool,
+    verified: Verified,
     verdict: Any = None,
 ) -> Outcome:
     # Caps bind a mixed candidate set; a provider alone has the whole budget.
@@ -197,11 +233,54 @@ def _recall(
         strategy = strategy_from_wire(verdict)
         reason = getattr(strategy, "reason", None)
         degraded = degraded or reason not in (None, "partial")
-    composed = compose_for_prompt(candidates, asked.budget, strategy=strategy, caps=caps)
-    by_id = {FrameId.of(pid, f): f for pid, f in candidates}
-    hit = any(asked.hit(c.frame, by_id[c.frame]) for c in composed.citations)
+    compose = functools.partial(
+        compose_for_prompt,
+        candidates,
+        asked.budget,
+        strategy=strategy,
+        caps=caps,
+        verification=verified.verification,
+        sources=verified.sources,
+    )
+    ratio = verified.merge_max_ratio
+    composed = compose() if ratio is None else compose(merge_max_ratio=ratio)
+    hit = any(asked.hit(fid, frame) for fid, frame in _shown(composed, candidates))
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
-    return Outcome(asked.question, asked.style, budget, label, hit, composed.tokens_used, degraded)
+    return Outcome(
+        asked.question,
+        asked.style,
+        budget,
+        label,
+        hit,
+        composed.tokens_used,
+        degraded,
+        len(composed.citations),
+    )
+
+
+#: The audit reasons under which a frame was folded into a candidate the audit names as
+#: ``detail.kept`` (D2's dedup and span merges, as hostd.shadow's ABSORBED).
+_FOLDED = frozenset({"duplicate", "merged_into", "contained_in"})
+
+
+def _shown(composed: ComposedPrompt, candidates: Pairs) -> list[tuple[FrameId, ContextFrame]]:
+    """Every frame whose lines the prompt quotes: each cited frame, and each one dedup or
+    a span merge folded into a cited one (a merged block holds its members' lines)."""
+    by_id = {FrameId.of(pid, f): f for pid, f in candidates}
+    cited = {c.frame for c in composed.citations}
+    out = [(fid, by_id[fid]) for fid in sorted(cited)]
+    for e in composed.audit.excluded():
+        kept = e.detail.get("kept") if e.reason in _FOLDED else None
+        if isinstance(kept, dict):
+            kept = FrameId.from_wire(kept)
+        if kept in cited and e.frame in by_id:
+            out.append((e.frame, by_id[e.frame]))
+    return out
+
+
+def _verified(result: dict[str, Any], candidates: Pairs, max_ratio: float | None) -> Verified:
+    verification = verification_of(result)
+    return Verified(verification, rebuilt_sources(result, candidates, verification), max_ratio)
 
 
 async def _query(
@@ -228,6 +307,8 @@ async def run_eval(
     *,
     providers: Sequence[str] | None = None,
     pool_budget: int | None = None,
+    trim_oracle: bool = False,
+    merge_max_ratio: float | None = None,
 ) -> list[Outcome]:
     """Every question under every budget and policy, plus each provider alone.
 
@@ -235,7 +316,9 @@ async def run_eval(
     provider). ``pool_budget``: the fan-out is asked for that many tokens and each
     composition packs its budget, so the effect of a larger pool is measurable.
     ``rerank`` policies compose by the reranker's verdict on the same candidate set.
-    Outcomes come in question, budget, row order.
+    ``trim_oracle`` adds the ``(trim-oracle)`` row; ``merge_max_ratio`` is the
+    daemon's ``[host]`` setting, so span merges grow as its own do. Outcomes come
+    in question, budget, row order.
     """
     rerank = any(_asks_rerank(p) for p in policies)
     outcomes: list[Outcome] = []
@@ -245,22 +328,32 @@ async def run_eval(
         def hit(_: FrameId, frame: ContextFrame, gold: Sequence[Gold] = gold) -> bool:
             return holds_gold(frame, gold)
 
+        def trim(frame: ContextFrame, gold: Sequence[Gold] = gold) -> ContextFrame | None:
+            return trim_to_gold(frame, gold)
+
         for budget in budgets:
             pool = pool_budget or budget
             result = await _query(session, question, pool, providers, rerank)
             singles = []
+            alone_verified = {}
             for pid in sorted(r["provider_id"] for r in result.get("providers") or ()):
                 single = await _query(session, question, pool, [pid])
-                singles.append((pid, _candidates(single), _degraded(single)))
+                frames = _candidates(single)
+                singles.append((pid, frames, _degraded(single)))
+                alone_verified[pid] = _verified(single, frames, merge_max_ratio)
+            candidates = _candidates(result)
             asked = Asked(
                 question.id,
                 question.style,
                 budget,
-                _candidates(result),
+                candidates,
                 _degraded(result),
                 singles,
                 hit,
                 verdict=result.get("rerank"),
+                verified=_verified(result, candidates, merge_max_ratio),
+                alone_verified=alone_verified,
+                trim=trim if trim_oracle else None,
             )
             outcomes.extend(score_asked(asked, policies))
     return outcomes

@@ -6,7 +6,7 @@ what consent the operator has to grant) and the progress values of one call.
 ``compose_context``'s ``structuredContent`` is the ComposedPrompt
 wire form (protocol.md §4) with the audit summarised (the per-frame entries can
 run to thousands; ``hostd compose --json`` has them all), plus the consent the
-composition lacked, by provider and scope.
+composition lacked, by provider and scope, and the ``degraded`` flag with its reasons.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from typing import Any, TypeGuard
+
+from hostd._hints import warming_advice, warming_ids, warming_state
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
@@ -29,6 +31,7 @@ __all__ = [
     "feedback_params",
     "no_evidence",
     "structured_compose",
+    "warming_hints",
 ]
 
 _STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}
@@ -69,6 +72,7 @@ _FRAME_ID = {
     "required": ["provider_id", "frame_id"],
 }
 
+#: One leg's report (``LegReport.to_wire``), every member it may carry declared.
 _PROVIDER_REPORT = {
     "type": "object",
     "properties": {
@@ -78,11 +82,30 @@ _PROVIDER_REPORT = {
         "frames_accepted": {"type": "integer"},
         "tokens_accepted": {"type": "integer"},
         "latency_ms": {"type": "number"},
+        "max_tokens": {"type": "integer", "description": "the tokens it was asked for (B1)"},
+        "share": {"type": "integer", "description": "its share of the budget"},
         "error": {
             "type": "object",
             "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
         },
+        "violations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "rule": {"type": "string"},
+                    "field": {"type": "string"},
+                    "message": {"type": "string"},
+                    "severity": {"type": "string"},
+                },
+                "required": ["rule", "field", "message"],
+            },
+        },
         "missing_scopes": {"type": "array", "items": {"type": "string"}},
+        "note": {
+            "type": "string",
+            "description": "why an ok leg gave nothing, when hostd can tell (nothing fit)",
+        },
     },
     "required": ["provider_id", "status", "frames_offered", "frames_accepted"],
 }
@@ -135,8 +158,30 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
             },
         },
         "request_id": {"type": "string"},
+        "degraded": {"type": "boolean"},
+        "degraded_reasons": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string"},
+                    "provider": {"type": "string"},
+                    "detail": {"type": "string"},
+                },
+                "required": ["reason"],
+            },
+        },
     },
-    "required": ["prompt", "citations", "audit", "providers", "consent_required", "request_id"],
+    "required": [
+        "prompt",
+        "citations",
+        "audit",
+        "providers",
+        "consent_required",
+        "request_id",
+        "degraded",
+        "degraded_reasons",
+    ],
 }
 
 PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
@@ -242,6 +287,8 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
         "providers": result.get("providers") or [],
         "consent_required": consent_needed(result),
         "request_id": result.get("request_id", ""),
+        "degraded": bool(result.get("degraded", False)),
+        "degraded_reasons": result.get("degraded_reasons") or [],
     }
 
 
@@ -251,10 +298,15 @@ def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
     status = str(report.get("status"))
     if report.get("missing_scopes"):
         return f"{status}: needs consent for {', '.join(report['missing_scopes'])}"
+    warming = warming_state(report)
+    if warming is not None:  # what it is doing, not the refusal it answered
+        return f"{status}: {warming}"
     if status != "ok":
         error = report.get("error") or {}
         detail = error.get("message") or error.get("code")
         return f"{status}: {detail}" if detail else status
+    if report.get("note"):  # it had evidence, but none fit its share (hostd's words)
+        return f"ok: {report['note']}"
     offered = int(report.get("frames_offered") or 0)
     if not offered:
         return "ok, no frames matched"
@@ -262,9 +314,11 @@ def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
     return f"ok, {offered} frames offered, none included" + (f" ({reasons})" if reasons else "")
 
 
-def no_evidence(result: dict[str, Any]) -> str | None:
+def no_evidence(result: dict[str, Any], config: str | None = None) -> str | None:
     """The tool error text for a composition with nothing cited: each provider and
-    why it gave nothing; ``None`` when the prompt cites evidence."""
+    why it gave nothing, then what to do about those still warming up (``config``:
+    the config hostd was started with, named in the commands); ``None`` when the
+    prompt cites evidence."""
     if result.get("citations"):
         return None
     excluded: dict[str, Counter[str]] = {}
@@ -278,7 +332,21 @@ def no_evidence(result: dict[str, Any]) -> str | None:
         for p in reports
     ]
     head = "hostd: no evidence for this goal [no_evidence]"
-    return "\n".join([head + (":" if lines else "; no provider was asked"), *lines])
+    return "\n".join(
+        [
+            head + (":" if lines else "; no provider was asked"),
+            *lines,
+            *warming_hints(result, config),
+        ]
+    )
+
+
+def warming_hints(result: dict[str, Any], config: str | None) -> list[str]:
+    """One text naming the providers still warming up (they go on building while
+    ``hostd mcp`` or its daemon runs) and what to do; none when no leg was warming."""
+    option = f" --config {config}" if config else ""
+    advice = warming_advice(warming_ids(result), where="mcp", config=option)
+    return [] if advice is None else [f"hostd: {advice}"]
 
 
 def consent_hints(
@@ -336,7 +404,7 @@ class ProgressTrack:
             of = figures.get("done"), figures.get("total")
             where = f" {of[0]}/{of[1]}" if _count(of[0]) and _count(of[1]) else ""
             # The provider's own words are not quoted: its state only when it is one of ours.
-            state = figures.get("state") if figures.get("state") in _STATES else "warming"
+            state = figures.get("state") if figures.get("state") in _STATES else _BUILDING
             value = self._base + 0.5 * (1 - 0.5**self._notes)
             return self._sent(value), self.total, f"{provider}: {state}{where}"
         if _count(note.get("total")):
@@ -355,8 +423,10 @@ class ProgressTrack:
         return value
 
 
-#: A warm-up's states (hostd._warmup): named in a note as they are.
-_STATES = frozenset({"warming", "ready", "failed"})
+#: A warm-up's states (hostd.provider._warmup): named in a note as they are; ``warming`` says
+#: what it is doing.
+_BUILDING = "warming, building its index"
+_STATES = frozenset({"ready", "failed"})
 
 
 def _count(value: Any) -> TypeGuard[int]:

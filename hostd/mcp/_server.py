@@ -50,6 +50,7 @@ from ._schema import (
     feedback_params,
     no_evidence,
     structured_compose,
+    warming_hints,
 )
 from ._wire import DRAIN_S, serve_stdio
 
@@ -193,7 +194,7 @@ async def _compose(
     hints: list[types.ContentBlock] = [
         types.TextContent(text=hint) for hint in consent_hints(structured, *where)
     ]
-    empty = no_evidence(result)
+    empty = no_evidence(result, where[0])
     if empty is not None:
         # Nothing to cite: a tool error the model reads, naming each provider and why.
         return types.CallToolResult(
@@ -202,6 +203,8 @@ async def _compose(
             is_error=True,
         )
     # Reading the blocks back is one pass over the prompt, which the budget bounds.
+    # A provider still warming gave nothing this time: the model reads that it may ask again.
+    hints += [types.TextContent(text=hint) for hint in warming_hints(result, where[0])]
     kept = citations.add(cited_texts(result))
     content: list[types.ContentBlock] = [types.TextContent(text=structured["prompt"])]
     return types.CallToolResult(

@@ -76,9 +76,16 @@ class SemanticIndex:
     def chunk_count(self) -> int:
         return len(self._chunks)
 
-    def refresh(self, *, force: bool = False, progress: Callable[..., None] | None = None) -> bool:
+    def refresh(
+        self,
+        *,
+        force: bool = False,
+        progress: Callable[..., None] | None = None,
+        chunked: Callable[[], None] | None = None,
+    ) -> bool:
         """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
-        ``progress(done, total, phase=...)`` is told of each embedded batch."""
+        ``progress(done, total, phase=...)`` is told of each embedded batch, and
+        ``chunked()`` once the chunks are known, before any is embedded."""
         with self._lock:
             now = time.monotonic()
             if not force and self._built and now - self._last_check < self.refresh_interval_s:
@@ -86,6 +93,8 @@ class SemanticIndex:
             self._last_check = now
             changed = self.corpus.refresh()
             if changed or not self._built:
+                if chunked is not None:
+                    chunked()
                 self._rebuild(progress)
             return changed
 

@@ -76,12 +76,18 @@ class SemanticProvider(Provider):
         corpus, cache = self.index.corpus, self.corpus_cache
         if cache is not None:
             load_corpus(corpus, cache)
-        self.index.refresh(force=True, progress=progress)
-        if cache is not None and corpus.reads:
-            try:
-                save_corpus(corpus, cache)
-            except OSError:  # a cache that cannot be written costs the next start only
-                pass
+
+        def save_chunks() -> None:
+            # Before embedding, which takes longest: a build stopped midway (a one-shot
+            # command ends, a kill) keeps its chunks, as the vector cache keeps every
+            # embedded batch, so the next start resumes where this one stopped.
+            if cache is not None and corpus.reads:
+                try:
+                    save_corpus(corpus, cache)
+                except OSError:  # a cache that cannot be written costs the next start only
+                    pass
+
+        self.index.refresh(force=True, progress=progress, chunked=save_chunks)
         print(
             f"providers.semantic: {self.index.chunk_count} chunks indexed "
             f"({self.index.embedded_last} embedded) in "

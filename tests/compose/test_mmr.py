@@ -17,6 +17,7 @@ from hostd.compose import (
     strategy_from_wire,
     strategy_text,
 )
+from hostd.compose._candidates import CandidateSet, rank_desc
 from hostd.compose._mmr import DEPTH, shingles
 from hostd.protocol import FrameId
 
@@ -165,3 +166,58 @@ def test_mmr_differs_from_score_only_by_order() -> None:
     frames = _near_duplicates()
     for a, b in itertools.combinations([ScoreDescending(), MaximalMarginalRelevance()], 2):
         assert sorted(a.order(frames)) == sorted(b.order(frames))
+
+
+# -- the greedy walk against a straightforward reference --------------------------------
+
+_VOCAB = ["retry", "backoff", "socket", "cache", "frame", "budget", "日", "本", "語"]
+
+
+def _reference_order(
+    policy: MaximalMarginalRelevance, frames: list[tuple[str, object]]
+) -> list[int]:
+    """MMR as its definition reads: at each step every candidate left is scored anew,
+    ``λ·rel − (1 − λ)·max Jaccard`` against every candidate taken (0 when none shares a
+    shingle), the largest value taken, ties to the earlier position by relevance."""
+    c = CandidateSet.of(frames)  # type: ignore[arg-type]  # pairs of (str, ContextFrame)
+    rel = policy.relevance(c)
+    by_rel = rank_desc(c.canonical(), rel)
+    pool, rest = by_rel[:DEPTH], by_rel[DEPTH:]
+    sets = [shingles(c.frames[i].content) for i in pool]
+    lam = policy.lam
+    taken: list[int] = []
+    left = list(range(len(pool)))
+
+    def value(k: int) -> float:
+        sims = [len(sets[k] & sets[t]) / len(sets[k] | sets[t]) for t in taken if sets[k] & sets[t]]
+        sim = max(sims, default=0.0)
+        return lam * rel[pool[k]] - (1.0 - lam) * sim
+
+    while left:
+        best = max(left, key=lambda k: (value(k), -k))
+        taken.append(best)
+        left.remove(best)
+    return [pool[k] for k in taken] + rest
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["dense", "lexical", "mcp"]),
+            st.floats(0, 1),
+            st.lists(st.sampled_from(_VOCAB), max_size=40),
+        ),
+        max_size=24,
+    ),
+    st.one_of(st.sampled_from([0.0, 0.3, 0.7, 1.0]), st.floats(0, 1)),
+)
+def test_mmr_orders_as_the_reference_walk(
+    drawn: list[tuple[str, float, list[str]]], lam: float
+) -> None:
+    frames: list[tuple[str, object]] = [
+        (pid, frame(f"f{n:02d}", score, " ".join(words)))
+        for n, (pid, score, words) in enumerate(drawn)
+    ]
+    policy = MaximalMarginalRelevance(lam)
+    assert policy.order(frames) == _reference_order(policy, frames)  # type: ignore[arg-type]

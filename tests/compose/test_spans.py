@@ -102,6 +102,76 @@ def test_shifted_windows_become_one_verified_frame_with_every_line_once() -> Non
     assert citation.provenance[0].digest == sha256_digest(union)
 
 
+def labels(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Each citation's label by its frame id, checked against the fence it cites."""
+    out = {c.frame.frame_id: c.label for c in result.citations}
+    for fid, label in out.items():
+        assert f'id="{fid}" kind="snippet" cite="{label}"' in result.prompt
+    return out
+
+
+def test_a_merged_label_names_the_merged_range_not_its_best_members() -> None:
+    result = compose(SHIFTED)
+    assert labels(result) == {"b": "module.py L1-9"}
+    # the fence's id stays the survivor's; the label is the one feedback resolves
+    assert 'id="b"' in result.prompt and "module.py L4-9" not in result.prompt
+
+
+@pytest.mark.parametrize(
+    ("label", "expected"),
+    [
+        ("module.py#L4-9", "module.py#L1-9"),  # its own range, another separator
+        ("module.py L4-L9", "module.py L4-L9 (L1-9)"),  # not the L<a>-<b> form
+        ("module.py L3-9", "module.py L3-9 (L1-9)"),  # a range, but not its own
+        ("module.py XL4-9", "module.py XL4-9 (L1-9)"),  # not a range token
+        ("parse_config", "parse_config (L1-9)"),
+    ],
+)
+def test_a_label_without_its_own_range_gets_the_merged_region_appended(
+    label: str, expected: str
+) -> None:
+    lexical, dense = SHIFTED
+    pairs = [lexical, ("dense", dense[1].model_copy(update={"citation_label": label}))]
+    assert labels(compose(pairs)) == {"b": expected}
+
+
+def test_a_blank_label_falls_back_to_the_title_with_the_merged_region() -> None:
+    lexical, dense = SHIFTED
+    frame = dense[1].model_copy(update={"citation_label": " ", "title": "module.py § setup"})
+    assert labels(compose([lexical, ("dense", frame)])) == {"b": "module.py § setup (L1-9)"}
+
+
+def test_a_frame_left_whole_keeps_its_label() -> None:
+    pairs = [("p", window("outer", "L1-6", 0.9)), ("q", window("inner", "L2-4", 0.3))]
+    # the union is outer's own range: its label already tells the truth
+    assert labels(compose(pairs)) == {"outer": "module.py L1-6"}
+    assert labels(compose(SHIFTED, sources=None)) == {"a": "module.py L1-6", "b": "module.py L4-9"}
+
+
+def test_blocks_the_cap_closed_are_labelled_with_their_own_lines() -> None:
+    pairs = [
+        ("p", window("a", "L1-6", 0.9)),
+        ("q", window("b", "L4-9", 0.8)),
+        ("r", window("c", "L7-12", 0.7)),
+    ]
+    # c's block starts after the first block's lines: L10-12, not its offered L7-12
+    assert labels(compose(pairs, merge_max_ratio=1.5)) == {
+        "a": "module.py L1-9",
+        "c": "module.py L10-12",
+    }
+
+
+def test_feedback_resolves_a_merged_label_to_the_survivor_and_credits_its_members() -> None:
+    from hostd.shadow import build_record, credited, resolve_used
+
+    result = compose(SHIFTED)
+    record = build_record("r-1", "goal", 4000, None, SHIFTED, result, store_content=False)
+    kept = resolve_used(record.citations, ["module.py L1-9"])
+    b, a = (FrameId.of(*SHIFTED[1]), FrameId.of(*SHIFTED[0]))
+    assert kept == ((b.provider_id, "b", b.content_digest),)
+    assert credited(record, kept) == (*kept, (a.provider_id, "a", a.content_digest))
+
+
 def test_a_contained_range_is_absorbed_and_adjacent_ranges_join() -> None:
     pairs = [
         ("p", window("outer", "L1-6", 0.3)),
@@ -237,6 +307,8 @@ def test_span_merging_is_a_pure_function_of_the_input_set(pairs, ratio, rnd) -> 
     assert first.prompt == second.prompt
     assert first.audit.entry_dicts() == second.audit.entry_dicts()
     assert [c.to_wire() for c in first.citations] == [c.to_wire() for c in second.citations]
+    citation_labels = [c.label for c in first.citations]
+    assert len(set(citation_labels)) == len(citation_labels)
     # every offered frame is in the audit exactly once
     offered = Counter(FrameId.of(p, f) for p, f in pairs)
     audited = Counter(FrameId.from_wire(e["frame"]) for e in first.audit.entry_dicts())

@@ -13,6 +13,8 @@ import anyio
 import pytest
 
 from hostd.engine import Host, LegStatus, ProviderSpec
+from hostd.engine._run import failure_of
+from hostd.transport import provider_error
 from tests.engine._helpers import query
 from tests.fixtures.procs import ROOT, leftovers, marked_env, python
 
@@ -116,3 +118,22 @@ async def test_boot_start_reports_progress_through_providers_list(tmp_path: Path
     assert row["state"] == "warming" and row["health"]["readiness"] == "warming"
     assert states == {"w": "ready"}
     assert after["state"] == "ready" and after["health"]["progress"]["state"] == "ready"
+
+
+def test_a_warming_answer_is_told_in_hostds_words_with_the_providers_progress() -> None:
+    # What a provider that is up but not ready answers (hostd.provider's refusal).
+    exc = provider_error(
+        {
+            "code": -32006,
+            "message": "still indexing, try again",
+            "data": {"cgp_code": "unavailable", "warming": True},
+        }
+    )
+    progress = {"state": "warming", "phase": "embed", "done": 64, "total": 449}
+    status, code, message, _ = failure_of(exc, progress)
+    assert (status, code) == (LegStatus.WARMING, "warming")
+    assert message == "provider warming, answered not ready: embed 64/449"
+    assert failure_of(exc)[2] == "provider warming, answered not ready"
+    # Any other unavailable answer is the provider's error, reported by size only.
+    other = provider_error({"code": -32006, "message": "down", "data": {"cgp_code": "unavailable"}})
+    assert failure_of(other, progress)[:2] == (LegStatus.ERROR, "unavailable")

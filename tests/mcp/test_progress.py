@@ -7,8 +7,17 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
-from hostd.mcp._schema import ProgressTrack, consent_hints, no_evidence
+from hostd.engine import LegReport, LegStatus
+from hostd.mcp._schema import (
+    COMPOSE_OUTPUT_SCHEMA,
+    ProgressTrack,
+    consent_hints,
+    no_evidence,
+    warming_hints,
+)
+from hostd.protocol import Violation
 
 _WARMING = st.builds(
     lambda p, d, t: {"provider": p, "status": "warming", "warming": {"done": d, "total": t}},
@@ -42,7 +51,7 @@ def test_warming_notes_past_the_limit_are_dropped_until_the_next_leg() -> None:
     track.start()
     note = {"provider": "s", "status": "warming", "warming": {"done": 1, "total": 3}}
     first, second, third = (track.update(note) for _ in range(3))
-    assert first is not None and first[2] == "s: warming 1/3"
+    assert first is not None and first[2] == "s: warming, building its index 1/3"
     assert second is not None and third is None
     leg = track.update({"provider": "s", "status": "ok", "done": 1, "total": 1})
     assert leg == (1.0, 1.0, "s: ok, 0 frames")
@@ -57,7 +66,7 @@ def test_a_warming_note_names_a_known_state_only() -> None:
         {"provider": "s", "status": "warming", "warming": {"state": "\x1b[2J pwned"}},
     ]
     updates = [track.update(n) for n in notes]
-    assert [u[2] if u else None for u in updates] == ["s: ready", "s: warming"]
+    assert [u[2] if u else None for u in updates] == ["s: ready", "s: warming, building its index"]
 
 
 def test_no_evidence_names_each_provider_and_why() -> None:
@@ -98,3 +107,62 @@ def test_consent_hints_name_each_scope_the_config_and_the_socket() -> None:
         assert f"hostd --config /etc/hostd.toml {grant}" in hint
     (bare,) = consent_hints(structured, None)
     assert "hostd consent grant web a.x;" in bare
+
+
+WARMING_LEG = {
+    "provider_id": "semantic",
+    "status": "warming",
+    "frames_offered": 0,
+    "frames_accepted": 0,
+    "error": {"code": "warming", "message": "provider warming, answered not ready: embed 64/449"},
+}
+
+
+def test_no_evidence_says_a_warming_provider_builds_its_index_and_what_to_do() -> None:
+    result = {"prompt": "", "citations": [], "audit": {"entries": []}, "providers": [WARMING_LEG]}
+    text = no_evidence(result, "/p/hostd.toml")
+    assert text is not None
+    head, leg, advice = text.splitlines()
+    assert leg == (
+        "- semantic: warming: still building its index "
+        "(provider warming, answered not ready: embed 64/449)"
+    )
+    assert advice.startswith("hostd: still warming: semantic. ")
+    assert "call compose_context again shortly" in advice
+    assert "`hostd warm --config /p/hostd.toml`" in advice
+    assert "`hostd warm`" in (no_evidence(result) or "")
+
+
+def test_a_warming_provider_beside_evidence_is_named_with_what_to_do() -> None:
+    files = {"provider_id": "files", "status": "ok", "frames_offered": 1, "frames_accepted": 1}
+    result = {"citations": [{"label": "x"}], "providers": [files, WARMING_LEG]}
+    (hint,) = warming_hints(result, None)
+    assert hint.startswith("hostd: still warming: semantic. ")
+    assert warming_hints({"providers": [files]}, None) == []
+
+
+def test_no_evidence_tells_why_an_ok_leg_gave_nothing_from_its_note() -> None:
+    note = "nothing fit: no frame within its share of 1200 tokens (it left out 3 frame(s))"
+    files = {"provider_id": "files", "status": "ok", "frames_offered": 0, "note": note}
+    text = no_evidence({"citations": [], "audit": {"entries": []}, "providers": [files]})
+    assert text is not None
+    assert text.splitlines()[1] == f"- files: ok: {note}"
+
+
+def test_the_output_schema_declares_every_member_of_a_provider_report() -> None:
+    report = LegReport(
+        "files",
+        LegStatus.OK,
+        error_code="warming",
+        error_message="provider warming",
+        violations=(Violation("B1", "max_tokens", "over what it was asked"),),
+        max_tokens=1200,
+        share=600,
+        missing_scopes=("api.example.com",),
+        note="nothing fit: no frame within its share of 1200 tokens",
+    )
+    wire = report.to_wire()
+    item = COMPOSE_OUTPUT_SCHEMA["properties"]["providers"]["items"]
+    assert set(wire) == set(item["properties"])
+    Draft202012Validator({**item, "additionalProperties": False}).validate(wire)
+    assert item["properties"]["note"]["type"] == "string"

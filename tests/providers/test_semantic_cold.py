@@ -4,6 +4,7 @@ and then serves from the same process. Real model, real child process."""
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,3 +92,53 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
     assert states == {"semantic": "ready"}
     assert not [n for n in again if n.get("phase") == "embed"], again
     assert list(tmp_path.glob("corpus-*.json"))  # noqa: ASYNC240 - the host has stopped
+
+
+@pytest.mark.timeout(400)  # two cold model loads: a generous hang guard on a loaded machine
+async def test_a_build_stopped_midway_keeps_its_chunks_and_every_embedded_batch(
+    tmp_path: Path,
+) -> None:
+    # A one-shot command stops its providers when it ends, often mid-build: what was
+    # done must be kept, so the next run resumes instead of starting over.
+    root = tmp_path / "tree"
+    root.mkdir()
+    many = 4000  # many batches: the stop lands long before the last one
+    lines = [f"Entry {i}: item {i % 53} rests on rack {i % 17}.\n" for i in range(many)]
+    (root / "notes.txt").write_text("".join(lines))
+    vectors = tmp_path / "vectors.db"
+    command = [sys.executable, "-m", "providers.semantic", "--root", str(root)]
+    command += ["--window-lines", "1", "--min-chunk-tokens", "0", "--cache", str(vectors)]
+    env = child_env({"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    spec = ProviderSpec("semantic", command, env=env, cwd=str(REPO), timeout_ms=30_000)
+    committed = anyio.Event()
+
+    def on_progress(_pid: str, note: dict[str, Any]) -> None:
+        # "embed N/total" is sent before batch N+1: the first N are committed by then.
+        if note.get("phase") == "embed" and (note.get("done") or 0) >= 64:
+            committed.set()
+
+    with anyio.fail_after(600):  # a hang guard for a cold model on a busy machine
+        async with Host([spec], start="boot") as host:
+            host.pool.progress_listeners.append(on_progress)
+            await committed.wait()
+        # the host has stopped: the provider with it, mid-build
+    with sqlite3.connect(vectors) as db:
+        (kept,) = db.execute("SELECT count(*) FROM vectors").fetchone()
+    assert 64 <= kept < many
+    assert list(tmp_path.glob("corpus-*.json"))  # noqa: ASYNC240 - the host has stopped
+
+    # The next start embeds only what the first did not reach: its first embed note
+    # says how many are left (it is stopped there too).
+    resumed: list[dict[str, Any]] = []
+    embedding = anyio.Event()
+
+    def on_resume(_pid: str, note: dict[str, Any]) -> None:
+        if note.get("phase") == "embed":
+            resumed.append(note)
+            embedding.set()
+
+    with anyio.fail_after(600):  # a hang guard
+        async with Host([spec], start="boot") as host:
+            host.pool.progress_listeners.append(on_resume)
+            await embedding.wait()
+    assert resumed[0].get("total") == many - kept
