@@ -356,14 +356,17 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
     config, questions, path = windows
     budget = "2000"
     # The daemon's merge cap binds the eval's merges too: at 1.0 the two windows' union
-    # (nine lines) outgrows the larger (six), so neither composition merges them.
+    # (nine lines) outgrows the larger (six), so neither composition merges them before
+    # ranking (the second block starts after the first's lines); both are admitted and,
+    # touching, quoted as one block after packing, in both compositions alike.
     capped = config.with_name("capped.toml")
     capped.write_text(config.read_text().replace("[host]\n", "[host]\nmerge_max_ratio = 1.0\n", 1))
     asked = ("eval", "--questions", str(questions), "--budget", budget, "--policy", "score")
     done = run_hostd("--config", str(capped), "compose", "the fox", "--budget", budget, "--json")
     assert done.returncode == 0, done.stderr
     apart = json.loads(done.stdout)["audit"]
-    assert not any(e.get("reason") == "merged_into" for e in apart["entries"])
+    folded = [e for e in apart["entries"] if e.get("reason") == "merged_into"]
+    assert [e["detail"].get("coalesced") for e in folded] == [True]
     done = run_hostd("--config", str(capped), *asked, "--json")
     assert done.returncode == 0, done.stderr
     (score,) = [
@@ -371,7 +374,7 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
         for o in json.loads(done.stdout)["outcomes"]
         if o["policy"] == "score" and o["question"] == "oak"
     ]
-    assert (score["tokens"], score["frames"]) == (apart["tokens_used"], 2)
+    assert (score["tokens"], score["frames"]) == (apart["tokens_used"], 1)
 
     done = run_hostd("--config", str(config), "compose", "the fox", "--budget", budget, "--json")
     assert done.returncode == 0, done.stderr
