@@ -358,10 +358,11 @@ def compose_for_prompt(
     - ``overfetch``, ``asked``: from a fan-out, the over-fetch factor and the
       tokens each provider was asked for; recorded in the audit's ``policy``.
     - ``sources``: ``file`` URI → the bytes the verify stage re-read under the
-      trusted roots (``FanOut.sources``); with it, candidates quoting overlapping,
-      contained or adjacent line ranges of one source are merged into one
-      covering their union (``_spans``), at most ``merge_max_ratio`` times the
-      bytes of its largest member. None: no span merging.
+      trusted roots (``FanOut.sources``); with it, candidates quoting overlapping
+      or contained line ranges of one source are merged into one covering their
+      union before ranking (``_spans``), at most ``merge_max_ratio`` times the
+      bytes of its largest member, and admitted blocks whose ranges touch are
+      quoted as one after packing (``_coalesce``). None: neither.
     - ``tokenizer``: any ``str -> int`` (the model's tokenizer): the budget then
       counts the rendered prompt in its tokens (block by block, then the whole
       prompt once more) and ``tokens_used`` and every entry's ``tokens`` are
