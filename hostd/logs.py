@@ -3,8 +3,7 @@
 Owns the log format: JSON lines (one object per event) to stderr or a file,
 ``timestamp`` (UTC, ISO 8601), ``level``, dotted ``event`` names, and whatever
 is bound in contextvars (``request_id`` for the life of a client request).
-It also owns the events that describe a request's evidence: one
-``provider.leg`` per provider leg, and per composition one
+It also owns the events that describe a composition's evidence: one
 ``compose.audit.summary`` (counts per disposition, reason and provider) with
 per-entry ``compose.audit`` events as ``[log] audit`` says (``summary``:
 at debug only; ``sample``: a share at info; ``entries``: all at info).
@@ -24,6 +23,7 @@ import math
 import os
 import stat
 import threading
+import traceback
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, MutableMapping
@@ -45,7 +45,6 @@ __all__ = [
     "flush_logs",
     "get_logger",
     "log_audit",
-    "log_legs",
     "unbind_request",
 ]
 
@@ -141,6 +140,31 @@ class _StdlibJson(logging.Formatter):
                 }
             )
         )
+
+
+_library_log = structlog.get_logger("hostd.rpc")
+
+
+class _ToStructlog(logging.Handler):
+    """A library's stdlib records as our events: ``rpc.library.failed`` with the
+    ``logger`` it came from, at the record's level, with whatever is bound (the request
+    id), the exception's type and where it was raised; never the record's message or
+    the exception's text (either may quote what a peer sent)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        fields = {
+            "logger": record.name,
+            "error": type(error).__name__ if error is not None else None,
+            # Where it failed, without the exception's text: that may quote a peer.
+            "traceback": "".join(traceback.format_tb(error.__traceback__)) if error else None,
+        }
+        if record.levelno >= logging.ERROR:
+            _library_log.error("rpc.library.failed", **fields)
+        elif record.levelno >= logging.WARNING:
+            _library_log.warning("rpc.library.failed", **fields)
+        else:
+            _library_log.debug("rpc.library.failed", **fields)
 
 
 class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
@@ -285,8 +309,15 @@ def configure_logging(
     handler.setLevel(threshold)
     root.addHandler(handler)
     root.setLevel(threshold)
-    # jsonrpcserver logs method exceptions itself; our error boundary already does.
-    logging.getLogger("jsonrpcserver").setLevel(logging.CRITICAL)
+    # jsonrpcserver logs what fails inside the library itself (a method's own failures
+    # never reach it: the error boundary answers them): through our loggers, with the
+    # request id bound, at its own level.
+    library = logging.getLogger("jsonrpcserver")
+    for old in list(library.handlers):
+        library.removeHandler(old)
+    library.addHandler(_ToStructlog())
+    library.setLevel(logging.NOTSET)
+    library.propagate = False
     return out
 
 
@@ -303,35 +334,6 @@ def bind_request(request_id: str, **extra: Any) -> None:
 def unbind_request(*keys: str) -> None:
     """Forget the bound ``request_id`` (and ``keys``) in this context."""
     structlog.contextvars.unbind_contextvars("request_id", *keys)
-
-
-def log_legs(logger: Any, reports: Mapping[str, Any]) -> None:
-    """One ``provider.leg`` event per provider leg: status, latency, frames, violations."""
-    if _LEVEL > LEVELS["info"]:
-        return
-    for provider_id in sorted(reports):
-        report = reports[provider_id]
-        violations = getattr(report, "violations", ()) or ()
-        logger.info(
-            "provider.leg",
-            provider=provider_id,
-            status=str(getattr(report, "status", "unknown")),
-            latency_ms=getattr(report, "latency_ms", None),
-            frames_offered=getattr(report, "frames_offered", None),
-            frames_accepted=getattr(report, "frames_accepted", None),
-            error_code=getattr(report, "error_code", None),
-            violations=[_violation(v) for v in violations],
-        )
-
-
-def _violation(v: Any) -> dict[str, Any]:
-    if isinstance(v, Mapping):
-        return {k: v.get(k) for k in ("rule", "field", "severity")}
-    return {
-        "rule": getattr(v, "rule", None),
-        "field": getattr(v, "field", None),
-        "severity": str(getattr(v, "severity", "")) or None,
-    }
 
 
 _AUDIT_KEYS = (

@@ -233,7 +233,7 @@ def _fill_shadow_store(state_dir: Path, requests: int, candidates: int) -> int:
     them (with the checkout's own store); returns the body size of one."""
     from hostd.compose import compose_for_prompt
     from hostd.protocol import ContextFrame, canonical_token_cost
-    from hostd.shadow import ShadowStore, build_record
+    from hostd.shadow import Composition, ShadowStore, build_record
 
     frames = []
     for i in range(candidates):
@@ -256,7 +256,9 @@ def _fill_shadow_store(state_dir: Path, requests: int, candidates: int) -> int:
         )
     composed = compose_for_prompt(frames, 2000)
     store = ShadowStore(state_dir / "shadow.db", max_requests=requests)
-    record = build_record("fill", "goal", 2000, None, frames, composed, store_content=False)
+    record = build_record(
+        Composition("fill", "goal", 2000, None, frames, composed), store_content=False
+    )
     for n in range(requests):
         store.write(record.__class__(**{**_fields(record), "request_id": f"fill-{n}"}))
     close = getattr(store, "close", None)

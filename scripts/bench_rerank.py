@@ -44,8 +44,9 @@ from hostd.compose import compose_for_prompt  # noqa: E402 - after the sys.path 
 from hostd.config import RerankerSettings  # noqa: E402
 from hostd.engine import PoolSettings  # noqa: E402
 from hostd.logs import configure_logging  # noqa: E402
+from hostd.pipeline import RerankPreparer  # noqa: E402
 from hostd.provider import make_frame  # noqa: E402
-from hostd.server._rerank import make_reranker, rerank_stage  # noqa: E402
+from hostd.server._engine import make_reranker  # noqa: E402
 
 RERANKERS = {
     "pipe": ["-m", "tests.fixtures.reranker", "reverse"],
@@ -111,7 +112,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     q += 1
                     query = questions[q % len(questions)]
                     started = time.perf_counter()
-                    verdict = await rerank_stage(rerankers[name], settings[name], query, frames)
+                    verdict = await RerankPreparer(rerankers[name], settings[name]).judge(
+                        query, frames
+                    )
                     took = (time.perf_counter() - started) * 1000
                     assert verdict.reason is None and verdict.candidates == n, verdict
                     t0 = time.perf_counter()

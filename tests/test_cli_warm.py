@@ -73,6 +73,23 @@ def test_the_audit_summary_names_a_warming_leg() -> None:
     assert "semantic=warming(0)" in audit_summary(result)
 
 
+def test_the_audit_summary_names_what_left_the_composition_short() -> None:
+    result = {
+        "audit": {"entries": [], "tokens_used": 0, "global_budget": 100},
+        "providers": [{"provider_id": "files", "status": "crashed"}],
+        "degraded": True,
+        "degraded_reasons": [
+            {"reason": "provider_failed", "provider": "files", "detail": "crashed"},
+            {"reason": "rerank_fallback", "detail": "timeout"},
+        ],
+        "request_id": "r1",
+    }
+    line = audit_summary(result)
+    assert "degraded: provider_failed(files), rerank_fallback;" in line
+    whole = {**result, "degraded": False, "degraded_reasons": []}
+    assert "degraded: no;" in audit_summary(whole)
+
+
 def _compose(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hostd", "--config", str(config), "compose", "q", *args],

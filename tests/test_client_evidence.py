@@ -127,6 +127,8 @@ def test_without_include_content_the_reply_is_the_plain_wire(config: Path) -> No
             "providers",
             "usage",
             "verification",
+            "degraded",
+            "degraded_reasons",
             "request_id",
         ]
         unasked = hostd.compose(GOAL, providers=["alpha"], include_content=False)

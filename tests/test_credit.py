@@ -13,6 +13,7 @@ from hostd.eval import Policy, run_from_shadow
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
 from hostd.shadow import (
+    Composition,
     Feedback,
     Recorded,
     ShadowStore,
@@ -72,7 +73,7 @@ def _recording(n: int, *, members: bool = True) -> list[Recorded]:
     out = []
     for i in range(n):
         record = build_record(
-            f"r-{i}", f"goal {i}", BUDGET, None, frames, composed, store_content=True
+            Composition(f"r-{i}", f"goal {i}", BUDGET, None, frames, composed), store_content=True
         )
         keys = resolve_used(record.citations, ["alpha-shared"])
         fb = Feedback.of(record.request_id, 1.0, keys, True, None, store_content=True)

@@ -25,6 +25,7 @@ from hostd.eval import (
 from hostd.protocol import ContextFrame
 from hostd.provider import file_provenance, make_frame
 from hostd.shadow import (
+    Composition,
     Feedback,
     Recorded,
     ShadowStore,
@@ -64,7 +65,7 @@ def _recording(used: dict[str, list[str]]) -> list[Recorded]:
     out = []
     for rid, ids in used.items():
         record = build_record(
-            rid, f"goal {rid}", BUDGET, None, frames, composed, store_content=True
+            Composition(rid, f"goal {rid}", BUDGET, None, frames, composed), store_content=True
         )
         labels = [c[0] for c in record.citations if c[2] in ids]
         keys = resolve_used(record.citations, labels)

@@ -22,6 +22,7 @@ from hostd.client import Client, RpcError
 from hostd.compose import compose_for_prompt
 from hostd.errors import ShadowUnavailable, UnknownCitation, UnknownRequest
 from hostd.shadow import (
+    Composition,
     Feedback,
     Recorded,
     ShadowRecorder,
@@ -71,7 +72,7 @@ def test_feedback_on_an_undrawn_request_writes_its_record_then_the_feedback(
     recorder = ShadowRecorder(ShadowStore(tmp_path / "s.db"), sample=0.0)
 
     async def main() -> Feedback:
-        assert not await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+        assert not await recorder.record(Composition("r-1", "goal", BUDGET, None, frames, composed))
         assert not (tmp_path / "s.db").exists()  # nothing is written until feedback comes
         with pytest.raises(UnknownRequest):
             await recorder.feedback("r-2", [])
@@ -129,7 +130,7 @@ def test_feedback_is_answered_only_after_its_commit(tmp_path: Path) -> None:
     label = composed.citations[0].label
 
     async def main() -> None:
-        await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+        await recorder.record(Composition("r-1", "goal", BUDGET, None, frames, composed))
 
         async def send() -> None:
             await recorder.feedback("r-1", [label])
@@ -163,7 +164,7 @@ def test_a_failed_write_refuses_the_feedback_and_loses_nothing(tmp_path: Path) -
     label = composed.citations[0].label
 
     async def main() -> None:
-        await recorder.record("r-1", "goal", BUDGET, None, frames, composed)
+        await recorder.record(Composition("r-1", "goal", BUDGET, None, frames, composed))
         with pytest.raises(ShadowUnavailable) as refused:
             await recorder.feedback("r-1", [label])
         assert refused.value.reason == "shadow_unavailable"

@@ -1,12 +1,15 @@
 """The dependency direction of architecture.md, checked by walking imports.
 
-server → engine → transport → protocol, server → compose → protocol; engine may
-use compose.budget_split; every layer may use hostd.protocol and hostd.errors.
-hostd.chunking (the one chunker) uses only protocol: the bundled providers and the
-mcp binding both load it.
-hostd.rpc (the one JSON-RPC core: envelope, dispatcher, correlation table, line
-encoder) sits beside errors: every end uses it, it uses only protocol and errors;
-the client library never loads the host side. Inside the
+server → pipeline → engine → transport → protocol, pipeline → compose → protocol;
+engine may use compose.budget_split; every layer may use hostd.protocol and
+hostd.errors. hostd.chunking (the one chunker) uses only protocol: the bundled
+providers and the mcp binding both load it. The pipeline (one request end to end)
+sits between the wire and the engine: nothing below it imports it, and the
+server's method table reaches the engine and the composition library only
+through it (the daemon's start-up alone builds the engine). hostd.rpc (the one
+JSON-RPC core: envelope, dispatchers, correlation table, line encoder) sits
+beside errors: every end uses it, it uses only protocol and errors; the client
+library never loads the host side. Inside the
 server, a connection is given its dispatch callable: ``_connection`` imports
 neither ``_api`` nor ``_daemon``, and ``_api`` neither of those two. In the CLI,
 check-provider points one way (command → checks → driver; command → the mcp
@@ -27,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent / "hostd"
 # package → hostd packages/modules it must never import
 FORBIDDEN = {
     "protocol": {
+        "pipeline",
         "compose",
         "engine",
         "transport",
@@ -37,24 +41,56 @@ FORBIDDEN = {
         "config",
         "provider",
     },
-    "compose": {"engine", "transport", "server", "client", "cli", "config", "provider"},
-    "transport": {"engine", "compose", "server", "client", "cli"},
-    "engine": {"server", "client", "cli"},
+    "compose": {
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "client",
+        "cli",
+        "config",
+        "provider",
+    },
+    "transport": {"engine", "compose", "server", "pipeline", "client", "cli"},
+    "engine": {"server", "pipeline", "client", "cli"},
     "server": {"client", "cli", "provider"},
+    # One request end to end: the wire, faces and the CLI are its callers, never its parts.
+    "pipeline": {"server", "transport", "client", "cli", "mcp", "provider", "rpc"},
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
     "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
     # The client library talks to a daemon: it never loads the host side.
-    "client": {"compose", "engine", "transport", "server", "cli", "provider"},
+    "client": {"compose", "engine", "transport", "server", "pipeline", "cli", "provider"},
     # Shadow ranking records and replays compositions: the composition library and the
     # protocol models only; the daemon hands it what it records.
-    "shadow": {"engine", "transport", "server", "client", "cli", "config", "provider", "mcp"},
+    # (Below the pipeline, which records into it.)
+    "shadow": {
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "client",
+        "cli",
+        "config",
+        "provider",
+        "mcp",
+    },
     # Framework adapters are clients of the client API (forward) and of the provider
     # runtime (backward): never of the host side.
-    "integrations": {"compose", "engine", "transport", "server", "cli", "mcp", "shadow", "eval"},
+    "integrations": {
+        "compose",
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "cli",
+        "mcp",
+        "shadow",
+        "eval",
+    },
 }
 
-_HOST_SIDE = {"compose", "engine", "transport", "server", "client", "cli", "config"}
+_HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", "cli", "config"}
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
     "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
@@ -66,9 +102,13 @@ FORBIDDEN_MODULES = {
     "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
+    # The method table is the wire: requests go to the pipeline, never around it.
+    "server/_api.py": {"engine", "compose", "transport", "shadow"},
+    "server/_local.py": {"engine", "compose", "transport", "shadow"},
+    "server/_params.py": {"engine", "compose", "transport", "shadow", "pipeline"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
-FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval"}
+FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval", "pipeline"}
 # hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
 FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
@@ -96,6 +136,8 @@ def _hostd_imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "hostd":
+            names = [f"hostd.{a.name}" for a in node.names]  # from hostd import compose
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
         else:
@@ -163,6 +205,8 @@ def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
     assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
+    assert "pipeline" in _hostd_imports(ROOT / "server" / "_api.py")
+    assert {"engine", "compose", "shadow"} <= _hostd_imports(ROOT / "pipeline" / "_pipeline.py")
     daemon = _siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
     assert "_check_driver" in _siblings(ROOT / "cli" / "_checks.py", "cli")

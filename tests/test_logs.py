@@ -197,6 +197,31 @@ def test_max_bytes_zero_never_rotates(tmp_path: Path) -> None:
     assert path.stat().st_size > 4096
 
 
+def test_jsonrpcservers_own_log_comes_through_ours_at_its_level() -> None:
+    # Not silenced: what fails inside the library is an error event of ours, with the
+    # request id bound and the exception's type; never the record's arguments.
+    out = io.StringIO()
+    logs.configure_logging(settings=LogSettings(), stream=out)
+    library = logging.getLogger("jsonrpcserver.async_dispatcher")
+    sent = "what a peer sent"
+    logs.bind_request("r-9")
+    try:
+        try:
+            raise KeyError(sent)
+        except KeyError as exc:
+            library.exception(exc)
+        library.debug("below the configured level")
+    finally:
+        logs.unbind_request()
+    logs.flush_logs()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    (event,) = events
+    assert event["event"] == "rpc.library.failed" and event["level"] == "error"
+    assert (event["logger"], event["error"]) == ("jsonrpcserver.async_dispatcher", "KeyError")
+    assert event["request_id"] == "r-9" and "raise KeyError" in event["traceback"]
+    assert sent not in out.getvalue()
+
+
 @pytest.mark.parametrize(
     ("level", "shown"),
     [

@@ -83,3 +83,43 @@ def test_a_provider_that_dies_at_start_says_why_at_default_settings(
     assert summary, done.stderr
     assert "crashed" in summary[0] and "exited with status 1" in summary[0], summary
     assert "ImportError: cannot import name 'no_such_name_in_os'" in summary[0], summary
+
+
+@pytest.mark.parametrize("script", ["broken", "working"])
+def test_an_mcp_client_launching_hostd_elsewhere_sees_why_the_provider_failed(
+    tmp_path: Path, script: str
+) -> None:
+    """The official MCP SDK client launches ``hostd mcp`` from another working directory
+    (as an MCP client does): a provider that dies at start is named with its exit status
+    and its ImportError line in the tool result, and a working one serves its frame."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    project = _project(tmp_path, BROKEN if script == "broken" else WORKING)
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hostd", "--config", str(project / "hostd.toml"), "mcp"],
+        env={**marked_env(), "PATH": "/usr/bin:/bin"},
+        cwd=str(tmp_path),  # neither the project nor the checkout
+    )
+
+    async def call() -> tuple[bool, str]:
+        with anyio.fail_after(120):  # a hang guard
+            async with stdio_client(server) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    result = await session.call_tool(
+                        "compose_context", {"goal": "when do we deploy"}
+                    )
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        return bool(result.is_error), text
+
+    is_error, text = anyio.run(call)
+    if script == "working":
+        assert not is_error and "Deploys happen on Tuesdays." in text
+        return
+    assert is_error, text
+    line = next((ln for ln in text.splitlines() if "notes" in ln), "")
+    assert "exited with status 1" in line, text
+    assert "ImportError: cannot import name 'no_such_name_in_os'" in line, text

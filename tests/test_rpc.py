@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,9 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from hostd.errors import ParseError, ShuttingDown
+from hostd.errors import ParseError, RpcError, ShuttingDown
 from hostd.protocol import ProviderInfo
-from hostd.rpc import Dispatcher, Method, decode, encode
+from hostd.rpc import DirectDispatcher, Dispatcher, Method, decode, encode
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # JSON values as replies hold them: finite floats, 64-bit integers, Unicode text.
 _scalars = (
@@ -134,3 +138,84 @@ async def test_the_librarys_own_errors_carry_reason_and_cgp_code() -> None:
     parse = json.loads(await d.answer_line(b'{"id": NaN}', None) or b"")
     assert parse["error"]["code"] == -32700 and parse["id"] is None
     assert await d.answer_line(b'{"jsonrpc":"2.0","method":"echo","params":{"n":3}}', None) is None
+
+
+@pytest.mark.anyio
+async def test_the_direct_dispatcher_answers_as_the_wire_does_without_an_envelope() -> None:
+    # In-process callers get the same methods and the same error contract, as RpcError.
+    seen: list[tuple[str, BaseException]] = []
+    wire = _dispatcher(seen)
+    methods = {"echo": Method(_Echo, _echo)}
+    direct = DirectDispatcher(methods, on_error=lambda name, exc: seen.append((name, exc)))
+    assert await direct.call("echo", {"n": 5}, None) == {"n": 5}
+    for params, name in (({"n": "x"}, "n"), ({"n": 0}, None), ({"n": 1}, None), (None, "n")):
+        with pytest.raises(RpcError) as raised:
+            await direct.call("echo", params, None)
+        line = await wire.answer_line(_req(params if params is not None else {}), None)
+        error = json.loads(line or b"")["error"]
+        assert (raised.value.rpc_code, raised.value.message) == (error["code"], error["message"])
+        assert raised.value.rpc_data == error["data"]
+        if name is not None:
+            assert raised.value.rpc_data["field"] == name
+    with pytest.raises(RpcError) as unknown:
+        await direct.call("nope", {}, None)
+    assert unknown.value.rpc_code == -32601
+    assert unknown.value.remote_reason == "method_not_found"
+    # Each failure was told to on_error once per dispatcher (wire, then direct).
+    assert [type(e).__name__ for _, e in seen] == [
+        "ValidationError",
+        "ValidationError",
+        "ShuttingDown",
+        "ShuttingDown",
+        "RuntimeError",
+        "RuntimeError",
+        "ValidationError",
+        "ValidationError",
+    ]
+
+
+_JSONRPC_LIBS = ("jsonrpcserver", "oslash", "returns")
+
+
+def _uses_a_jsonrpc_lib(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        else:
+            continue
+        if any(n.split(".")[0] in _JSONRPC_LIBS for n in names):
+            return True
+    return False
+
+
+def test_jsonrpcserver_is_used_through_its_public_api_only() -> None:
+    """No private slot of jsonrpcserver's (or oslash's, returns') objects is read, and
+    only names the package itself exports are imported (its ``__all__``)."""
+    import jsonrpcserver
+
+    exported = set(jsonrpcserver.__all__)
+    users, private, deep = [], [], []
+    for path in sorted((ROOT / "hostd").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if not _uses_a_jsonrpc_lib(tree):
+            continue
+        users.append(path.name)
+        for node in ast.walk(tree):
+            # ``obj._slot`` on anything but self/cls: a library's private state.
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                private.append(f"{path.name}:{node.lineno} .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module:
+                top = node.module.split(".")[0]
+                if top in _JSONRPC_LIBS and (
+                    node.module != "jsonrpcserver" or {a.name for a in node.names} - exported
+                ):
+                    deep.append(f"{path.name}:{node.lineno} from {node.module}")
+    assert "_dispatch.py" in users  # the walk sees the dispatcher
+    assert (private, deep) == ([], [])

@@ -24,6 +24,7 @@ from hostd.compose import compose_for_prompt
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
 from hostd.shadow import (
+    Composition,
     Feedback,
     Recorded,
     ShadowRecorder,
@@ -63,12 +64,7 @@ def _record(request_id: str = "r-1", *, store_content: bool = False) -> Recorded
     frames = _frames()
     composed = compose_for_prompt(frames, BUDGET, strategy="score")
     return build_record(
-        request_id,
-        "the secret goal",
-        BUDGET,
-        None,
-        frames,
-        composed,
+        Composition(request_id, "the secret goal", BUDGET, None, frames, composed),
         store_content=store_content,
     )
 
@@ -141,7 +137,7 @@ def test_the_recorder_samples_and_never_fails_a_request(tmp_path: Path) -> None:
     composed = compose_for_prompt(frames, 200)
 
     async def offer(recorder: ShadowRecorder) -> bool:
-        return await recorder.record("r", "goal", 200, None, frames, composed)
+        return await recorder.record(Composition("r", "goal", 200, None, frames, composed))
 
     never = ShadowRecorder(ShadowStore(tmp_path / "never.db"), sample=0.0)
     assert anyio.run(offer, never) is False and not (tmp_path / "never.db").exists()
@@ -299,7 +295,10 @@ def test_a_held_composition_is_stored_as_its_record_would_be(
     frames: list[tuple[str, ContextFrame]], store_content: bool, budget: int
 ) -> None:
     composed = compose_for_prompt(frames, budget, strategy="round_robin")
-    held = hold("r", "goal", budget, {"*": 0.5}, frames, composed, store_content=store_content)
+    held = hold(
+        Composition("r", "goal", budget, {"*": 0.5}, frames, composed),
+        store_content=store_content,
+    )
     record = held.record()
     assert held.body() == record.body()
     assert (held.goal_digest, held.stored_goal) == (record.goal_digest, record.goal)
@@ -375,7 +374,7 @@ def test_requests_never_wait_for_the_write_and_close_writes_every_queued_record(
     async def main() -> list[bool]:
         with anyio.fail_after(60):  # hang guard: a record that awaited its write would stop here
             queued = [
-                await recorder.record(f"r-{i}", "goal", BUDGET, None, frames, composed)
+                await recorder.record(Composition(f"r-{i}", "goal", BUDGET, None, frames, composed))
                 for i in range(20)
             ]
         store.release.set()  # the writer has not written one of them yet
@@ -396,12 +395,14 @@ def test_a_full_queue_drops_the_newest_record_and_a_closed_recorder_records_noth
 
     async def main() -> list[bool]:
         out = [
-            await recorder.record(f"r-{i}", "goal", BUDGET, None, frames, composed)
+            await recorder.record(Composition(f"r-{i}", "goal", BUDGET, None, frames, composed))
             for i in range(6)
         ]
         store.release.set()
         await recorder.aclose()
-        out.append(await recorder.record("late", "goal", BUDGET, None, frames, composed))
+        out.append(
+            await recorder.record(Composition("late", "goal", BUDGET, None, frames, composed))
+        )
         return out
 
     queued = anyio.run(main)

@@ -23,7 +23,13 @@ from structlog.testing import capture_logs
 from hostd.client import Client, RpcError
 from hostd.compose import Calibrated, compose_for_prompt
 from hostd.errors import ShadowUnavailable
-from hostd.shadow import ShadowRecorder, ShadowStore, bind_calibration, calibration_path
+from hostd.shadow import (
+    Composition,
+    ShadowRecorder,
+    ShadowStore,
+    bind_calibration,
+    calibration_path,
+)
 from hostd.shadow._calibrate import FORMAT
 from tests.fixtures.cli import run_hostd
 
@@ -215,13 +221,15 @@ def test_a_damaged_store_costs_one_warning_and_a_new_file_is_used_at_once(
 
     async def main() -> list[bool]:
         drawn = [
-            await recorder.record(f"r-{i}", "goal", BUDGET, None, frames, composed)
+            await recorder.record(Composition(f"r-{i}", "goal", BUDGET, None, frames, composed))
             for i in range(5)
         ]
         with pytest.raises(ShadowUnavailable):
             await recorder.feedback("r-4", [composed.citations[0].label])
         db.rename(tmp_path / "shadow.db.damaged")  # what the message says to do
-        drawn.append(await recorder.record("r-5", "goal", BUDGET, None, frames, composed))
+        drawn.append(
+            await recorder.record(Composition("r-5", "goal", BUDGET, None, frames, composed))
+        )
         await recorder.aclose()
         return drawn
 
@@ -231,3 +239,12 @@ def test_a_damaged_store_costs_one_warning_and_a_new_file_is_used_at_once(
     failed = [e for e in logs if e["event"] == "shadow.record_failed"]
     assert len(failed) == 1 and failed[0]["path"] == str(db)
     assert [r.request_id for r in ShadowStore(db).load()] == ["r-5"]
+
+
+def test_a_provider_key_the_file_chose_is_not_quoted_in_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    key = "\nsecret-provider-key"
+    path.write_bytes(orjson.dumps({"format": FORMAT, "version": "v", "providers": {key: []}}))
+    reason = bind_calibration(Calibrated(), path).to_wire()["calibrated"]["reason"]
+    assert "secret-provider-key" not in reason and "\n" not in reason
+    assert reason.startswith(f"{path}: not a readable calibration: providers.<key>: ")

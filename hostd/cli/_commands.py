@@ -127,7 +127,8 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def audit_summary(result: dict[str, Any]) -> str:
-    """One line: included/excluded counts by reason, tokens, providers' statuses, and a
+    """One line: included/excluded counts by reason, tokens, providers' statuses, what
+    left the composition short (``degraded_reasons``; ``no`` when it is whole), and a
     ``rerank`` or ``calibrated`` policy's fallback and its reason."""
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
@@ -147,11 +148,15 @@ def audit_summary(result: dict[str, Any]) -> str:
         f"({per_provider.get(p.get('provider_id', p.get('id')), 0)})"
         for p in result.get("providers") or []
     )
+    degraded = ", ".join(
+        f"{d.get('reason')}({d['provider']})" if d.get("provider") else str(d.get("reason"))
+        for d in result.get("degraded_reasons") or []
+    )
     fallback = policy_fallback(result)  # the ranking asked for did not rank: say so
     return (
         f"audit: {len(entries)} offered, {included} included, excluded: {excluded}; "
         f"tokens {audit.get('tokens_used')}/{audit.get('global_budget')}; "
-        f"providers: {provs or 'none'}; "
+        f"providers: {provs or 'none'}; degraded: {degraded or 'no'}; "
         + (f"policy: {fallback}; " if fallback else "")
         + f"request {result.get('request_id')}"
     )

@@ -35,7 +35,7 @@ from ._health import (
     record_started,
     retry_due,
 )
-from ._host import Host, LegDone
+from ._host import Host, LegDone, ProgressDone
 from ._judge import JudgedLeg, judge, judge_leg
 from ._launch import PoolSettings
 from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
@@ -69,6 +69,7 @@ __all__ = [
     "LegReport",
     "LegStatus",
     "PoolSettings",
+    "ProgressDone",
     "ProviderPool",
     "ProviderSpec",
     "ProviderState",

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from hostd.protocol import ContextQuery
 
 from ._gate import ConsentGate
-from ._host import LegDone
+from ._host import LegDone, ProgressDone
 from ._report import FanOut
 
 __all__ = ["Engine"]
@@ -37,6 +37,7 @@ class Engine(Protocol):
         timeout_ms: float | None = None,
         on_leg_done: LegDone | None = None,
         overfetch: float = 1.0,
+        on_progress: ProgressDone | None = None,
     ) -> FanOut:
         """One fan-out: plan, run, judge (see ``Host.query_all``)."""
         ...

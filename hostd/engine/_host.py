@@ -47,7 +47,7 @@ from ._spec import ProviderSpec
 from .consent import ConsentStore
 from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
-__all__ = ["Host", "LegDone"]
+__all__ = ["Host", "LegDone", "ProgressDone"]
 
 log = structlog.get_logger("hostd.engine")
 
@@ -367,20 +367,33 @@ def _view(slot: Slot) -> ProviderView:
     return ProviderView(slot.spec, conn.info, conn.capabilities)
 
 
+#: Legs that are a provider's fault: logged ``provider.leg.failed`` at warning.
+_FAULTS = frozenset({LegStatus.TIMEOUT, LegStatus.CRASHED, LegStatus.ERROR, LegStatus.UNAUTHORIZED})
+
+
 def _log_leg(report: LegReport) -> None:
-    if report.status is LegStatus.QUARANTINED:
-        log.warning(
-            "provider.leg.quarantined",
-            provider=report.provider_id,
-            message=report.error_message,
-            frames_offered=report.frames_offered,
-            max_tokens=report.max_tokens,
-        )
-    elif report.status is not LegStatus.OK:
-        log.info(
-            "provider.leg.failed",
-            provider=report.provider_id,
-            status=report.status.value,
-            code=report.error_code,
-            message=report.error_message,
-        )
+    """The one log event of a leg, as it is judged: ``provider.leg`` (info) for a leg
+    that is no fault (ok, or not asked: warming, no consent, no budget share),
+    ``provider.leg.failed`` or ``provider.leg.quarantined`` (warning) otherwise; every
+    one with the same fields. Its ``message`` is hostd's own (never a provider's text)."""
+    status = report.status
+    fields = {
+        "provider": report.provider_id,
+        "status": status.value,
+        "latency_ms": report.latency_ms,
+        "frames_offered": report.frames_offered,
+        "frames_accepted": report.frames_accepted,
+        "max_tokens": report.max_tokens,
+        "error_code": report.error_code,
+        "message": report.error_message,
+        "violations": [
+            {"rule": v.rule, "field": v.field, "severity": v.severity.value}
+            for v in report.violations
+        ],
+    }
+    if status is LegStatus.QUARANTINED:
+        log.warning("provider.leg.quarantined", **fields)
+    elif status in _FAULTS:
+        log.warning("provider.leg.failed", **fields)
+    else:
+        log.info("provider.leg", **fields)

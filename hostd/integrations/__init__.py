@@ -7,14 +7,14 @@ CGP provider: ``RetrieverProvider`` serves any ``Search`` (query text in,
 ``Retrieved`` documents out) on the provider runtime, and each framework module's
 ``retriever_search`` makes one from a retriever; ``python -m providers.langchain``
 and ``python -m providers.llama_index`` run them. This package imports no
-framework: the framework modules do, when imported.
+framework: the framework modules do, when imported. The forward adapters read the typed
+``hostd.client.ComposeResult`` (``retriever.last_composition``).
 
 Layers: a client of the client API (``hostd.client``) and of the provider runtime
 (``hostd.provider``); it never imports the host side (engine, server, compose).
 """
 
-from ._evidence import Composition, Evidence
 from ._frames import Retrieved
 from ._provider import RetrieverProvider, Search
 
-__all__ = ["Composition", "Evidence", "Retrieved", "RetrieverProvider", "Search"]
+__all__ = ["Retrieved", "RetrieverProvider", "Search"]

@@ -2,9 +2,8 @@
 
 ``context/compose`` with ``include_content: true`` lists the included frames in
 prompt order as ``evidence``, each with the provider's own ``content`` (not the
-fenced text of the prompt). ``read_composition`` is the one place that reads the
-wire's result for the adapters, so moving to typed results changes this module
-only; the framework halves read ``Composition`` and ``Evidence``.
+fenced text of the prompt); the typed client (``hostd.client.ComposeResult``) has
+validated it on receipt, so the adapters read its attributes.
 
 The metadata a framework document carries (``evidence_metadata``) is the same for
 LangChain and LlamaIndex. The composition's score fields are labelled for what
@@ -14,43 +13,12 @@ they are: ``rank`` is the composition's order under its named strategy and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Composition", "Evidence", "compose_params", "evidence_metadata", "read_composition"]
+from hostd.client import ComposeResult, Evidence
 
-
-@dataclass(slots=True, frozen=True)
-class Evidence:
-    """One included frame, as the composition showed it."""
-
-    label: str
-    provider_id: str
-    frame_id: str
-    content: str
-    content_digest: str | None
-    uri: str | None
-    range: str | None
-    kind: str | None
-    title: str | None
-    rank: int | None
-    provider_score: float | None
-    verification: Any
-
-
-@dataclass(slots=True, frozen=True)
-class Composition:
-    """A composition as the adapters use it: its evidence in prompt order, its request id,
-    and ``degraded`` with its ``degraded_reasons`` (``None`` and empty from a daemon that
-    does not report them)."""
-
-    request_id: str
-    evidence: tuple[Evidence, ...]
-    degraded: bool | None
-    degraded_reasons: tuple[Mapping[str, Any], ...]
-    prompt: str
-    providers: tuple[Mapping[str, Any], ...]
+__all__ = ["compose_params", "evidence_metadata"]
 
 
 def compose_params(
@@ -67,81 +35,25 @@ def compose_params(
     return params
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def read_composition(result: Mapping[str, Any]) -> Composition:
-    """A ``context/compose`` result (asked with ``include_content``) as a ``Composition``.
-
-    Raises ``ValueError`` when the result has no ``evidence`` list: the daemon did not
-    honour ``include_content``, so the adapters have nothing faithful to return.
-    """
-    items = result.get("evidence")
-    if not isinstance(items, list):
-        raise ValueError(
-            "the daemon's compose result has no evidence list (include_content); "
-            "the adapters need a hostd that returns each frame's own content"
-        )
-    evidence = tuple(
-        Evidence(
-            label=str(item.get("label", "")),
-            provider_id=str(item.get("provider_id", "")),
-            frame_id=str(item.get("frame_id", "")),
-            content=_str(item.get("content")) or "",
-            content_digest=_str(item.get("content_digest")),
-            uri=_str(item.get("uri")),
-            range=_str(item.get("range")),
-            kind=_str(item.get("kind")),
-            title=_str(item.get("title")),
-            rank=_int(item.get("rank")),
-            provider_score=_float(item.get("score")),
-            verification=item.get("verification"),
-        )
-        for item in items
-        if isinstance(item, Mapping)
-    )
-    degraded = result.get("degraded")
-    reasons: Sequence[Any] = result.get("degraded_reasons") or ()
-    providers: Sequence[Any] = result.get("providers") or ()
-    return Composition(
-        request_id=str(result.get("request_id", "")),
-        evidence=evidence,
-        degraded=degraded if isinstance(degraded, bool) else None,
-        degraded_reasons=tuple(dict(r) for r in reasons if isinstance(r, Mapping)),
-        prompt=str(result.get("prompt", "")),
-        providers=tuple(dict(p) for p in providers if isinstance(p, Mapping)),
-    )
-
-
-def evidence_metadata(item: Evidence, composition: Composition) -> dict[str, Any]:
+def evidence_metadata(item: Evidence, result: ComposeResult) -> dict[str, Any]:
     """The metadata of one adapter document: where the evidence came from, how it was
     checked, which request it belongs to, and whether that composition was whole."""
+    verification = item.verification.to_wire() if item.verification is not None else None
     return {
         "citation_label": item.label,
         "provider_id": item.provider_id,
         "frame_id": item.frame_id,
         "uri": item.uri,
         "range": item.range,
-        "verification": item.verification,
-        "request_id": composition.request_id,
+        "verification": verification,
+        "request_id": result.request_id,
         "content_digest": item.content_digest,
         "kind": item.kind,
         "title": item.title,
         # F10: the composition's order and the provider's own score, never a relevance
         # comparable across providers.
         "rank": item.rank,
-        "provider_score": item.provider_score,
-        "degraded": composition.degraded,
-        "degraded_reasons": [dict(r) for r in composition.degraded_reasons],
+        "provider_score": item.score,
+        "degraded": result.degraded,
+        "degraded_reasons": [r.to_wire() for r in result.degraded_reasons],
     }

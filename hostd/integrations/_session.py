@@ -28,8 +28,9 @@ import anyio
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
-from hostd.client import AsyncClient, connect, spawn
-from hostd.errors import ConnectionLost
+from hostd.client import AsyncClient, ComposeResult, connect, spawn
+from hostd.config import discover_socket
+from hostd.errors import ConfigError, ConnectionLost
 
 __all__ = ["DaemonSession"]
 
@@ -80,6 +81,14 @@ class _Loop:
         self.thread.join(_JOIN_S)
 
 
+def _discovered_socket() -> str:
+    """The socket ``connect()`` with no argument tried: the discovered config's."""
+    try:
+        return str(discover_socket())
+    except ConfigError:
+        return "the socket of the config discovery finds (`hostd config path`)"
+
+
 class DaemonSession:
     """``compose`` and ``acompose`` against one hostd (``connect`` xor ``config``).
 
@@ -126,7 +135,7 @@ class DaemonSession:
                 where = (
                     f"could not start hostd with config {self._config}"
                     if self._config is not None
-                    else f"no hostd answers at {self._connect or 'the default socket'}"
+                    else f"no hostd answers at {self._connect or _discovered_socket()}"
                     " (start one with `hostd serve`)"
                 )
                 raise ConnectionError(f"{where}: {exc.strerror or exc}") from exc
@@ -139,7 +148,7 @@ class DaemonSession:
             if self._loop is not None and self._loop.client is client:
                 self._loop.drop_client()
 
-    def compose(self, goal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def compose(self, goal: str, params: Mapping[str, Any]) -> ComposeResult:
         """``context/compose`` from sync code (not from this session's own loop).
 
         A call that finds a kept connection gone (the daemon restarted since the last
@@ -154,9 +163,9 @@ class DaemonSession:
                     raise
                 self._forget(client)
                 continue
-            return result.to_wire()  # validated on receipt; read as the wire's dict
+            return result
 
-    async def acompose(self, goal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def acompose(self, goal: str, params: Mapping[str, Any]) -> ComposeResult:
         """``context/compose`` from an asyncio loop; cancelling it cancels the request.
         A kept connection found gone is replaced once, as in ``compose``."""
         while True:
@@ -164,7 +173,7 @@ class DaemonSession:
             try:
                 call = partial(client.compose, goal, **params)
                 result = await asyncio.wrap_future(portal.start_task_soon(call))
-                return result.to_wire()  # validated on receipt; read as the wire's dict
+                return result
             except _GONE:
                 if fresh:
                     raise

@@ -18,12 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hostd.integrations._evidence import (
-    Composition,
-    compose_params,
-    evidence_metadata,
-    read_composition,
-)
+from hostd.client import ComposeResult
+from hostd.integrations._evidence import compose_params, evidence_metadata
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
 
@@ -68,7 +64,7 @@ class HostdRetriever(BaseRetriever):
     spawn_options: dict[str, Any] = {}
 
     _session: DaemonSession | None = PrivateAttr(default=None)
-    _last: Composition | None = PrivateAttr(default=None)
+    _last: ComposeResult | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _one_daemon(self) -> HostdRetriever:
@@ -77,7 +73,7 @@ class HostdRetriever(BaseRetriever):
         return self
 
     @property
-    def last_composition(self) -> Composition | None:
+    def last_composition(self) -> ComposeResult | None:
         """The composition of the latest call (with concurrent calls, whichever ended last)."""
         return self._last
 
@@ -88,12 +84,11 @@ class HostdRetriever(BaseRetriever):
             )
         return self._session
 
-    def _documents(self, result: dict[str, Any]) -> list[Document]:
-        composition = read_composition(result)
-        self._last = composition
+    def _documents(self, result: ComposeResult) -> list[Document]:
+        self._last = result
         return [
-            Document(page_content=item.content, metadata=evidence_metadata(item, composition))
-            for item in composition.evidence
+            Document(page_content=item.content or "", metadata=evidence_metadata(item, result))
+            for item in result.evidence
         ]
 
     def _get_relevant_documents(

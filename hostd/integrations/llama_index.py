@@ -19,12 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hostd.integrations._evidence import (
-    Composition,
-    compose_params,
-    evidence_metadata,
-    read_composition,
-)
+from hostd.client import ComposeResult
+from hostd.integrations._evidence import compose_params, evidence_metadata
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
 
@@ -74,22 +70,21 @@ class HostdRetriever(BaseRetriever):
         self.budget = budget
         self.strategy = strategy
         self.compose_options = dict(compose_options or {})
-        self.last_composition: Composition | None = None
+        self.last_composition: ComposeResult | None = None
 
     def _params(self) -> dict[str, Any]:
         return compose_params(self.budget, self.strategy, self.compose_options)
 
-    def _nodes(self, result: dict[str, Any]) -> list[NodeWithScore]:
-        composition = read_composition(result)
-        self.last_composition = composition
+    def _nodes(self, result: ComposeResult) -> list[NodeWithScore]:
+        self.last_composition = result
         nodes: list[NodeWithScore] = []
-        for position, item in enumerate(composition.evidence):
+        for position, item in enumerate(result.evidence):
             rank = item.rank if item.rank is not None else position
-            metadata = evidence_metadata(item, composition)
+            metadata = evidence_metadata(item, result)
             metadata["score_basis"] = SCORE_BASIS
             node = TextNode(
                 id_=f"hostd:{item.provider_id}/{item.frame_id}",
-                text=item.content,
+                text=item.content or "",
                 metadata=metadata,
                 excluded_llm_metadata_keys=sorted(set(metadata) - _LLM_KEYS),
                 excluded_embed_metadata_keys=sorted(metadata),

@@ -6,7 +6,7 @@ what consent the operator has to grant) and the progress values of one call.
 ``compose_context``'s ``structuredContent`` is the ComposedPrompt
 wire form (protocol.md §4) with the audit summarised (the per-frame entries can
 run to thousands; ``hostd compose --json`` has them all), plus the consent the
-composition lacked, by provider and scope.
+composition lacked, by provider and scope, and the ``degraded`` flag with its reasons.
 """
 
 from __future__ import annotations
@@ -158,8 +158,30 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
             },
         },
         "request_id": {"type": "string"},
+        "degraded": {"type": "boolean"},
+        "degraded_reasons": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string"},
+                    "provider": {"type": "string"},
+                    "detail": {"type": "string"},
+                },
+                "required": ["reason"],
+            },
+        },
     },
-    "required": ["prompt", "citations", "audit", "providers", "consent_required", "request_id"],
+    "required": [
+        "prompt",
+        "citations",
+        "audit",
+        "providers",
+        "consent_required",
+        "request_id",
+        "degraded",
+        "degraded_reasons",
+    ],
 }
 
 PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
@@ -265,6 +287,8 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
         "providers": result.get("providers") or [],
         "consent_required": consent_needed(result),
         "request_id": result.get("request_id", ""),
+        "degraded": bool(result.get("degraded", False)),
+        "degraded_reasons": result.get("degraded_reasons") or [],
     }
 
 

@@ -7,8 +7,9 @@ and check-provider read and write through it:
 - the envelope (``_envelope``): ``decode`` (strict), ``encode``, the one line
   encoder ``encode_line``, request and notification builders, the request
   shape check, error replies through ``hostd.errors.error_to_wire``;
-- the dispatcher (``_dispatch``): jsonrpcserver through its public API, each
-  method wrapped once in the error boundary (the answering ends);
+- the dispatchers (``_dispatch``): jsonrpcserver through its public API at the
+  wire, and a direct one for in-process callers (no envelope), each method
+  wrapped once in the error boundary (the answering ends);
 - the correlation table (``_pending``): request id → one-slot waiter (the
   requesting ends);
 - ``LinePipeProtocol`` (``_pipe``): a pipe split into bounded lines in the event
@@ -18,7 +19,7 @@ Imports only ``hostd.errors`` and ``hostd.protocol`` (plus jsonrpcserver, orjson
 pydantic, anyio).
 """
 
-from ._dispatch import Dispatcher, Handler, Method
+from ._dispatch import DirectDispatcher, Dispatcher, Handler, Method
 from ._envelope import (
     OnError,
     decode,
@@ -36,6 +37,7 @@ from ._pending import Pending, PendingTable
 from ._pipe import LinePipeProtocol
 
 __all__ = [
+    "DirectDispatcher",
     "Dispatcher",
     "Handler",
     "LinePipeProtocol",

@@ -1,19 +1,23 @@
-"""The dispatcher: jsonrpcserver, called through its public API, with one error boundary.
+"""The dispatchers: jsonrpcserver at the wire, a direct one in-process; one error boundary.
 
-Dispatch is jsonrpcserver's ``async_dispatch_to_response`` with an explicit
-methods dict, our request-shape validator, an identity deserializer (callers
-decode first: a connection reads a message's shape, batch, ``$/cancel`` or
-``$/authenticate``, before dispatching it), and a ``post_process`` that renders each
-response in hostd's wire form once: every error reply carries ``data.reason``
-and ``data.cgp_code``, the ones jsonrpcserver makes itself (unknown method,
-bad shape) included. Each method is wrapped once in the boundary: params are
+``Dispatcher`` is jsonrpcserver's ``async_dispatch_to_serializable``, called
+through its public API: an explicit methods dict, our request-shape validator,
+an identity deserializer (callers decode first: a connection reads a message's
+shape, batch, ``$/cancel`` or ``$/authenticate``, before dispatching it). Its
+serializable replies are rendered in hostd's wire form once: every error reply
+carries ``data.reason`` and ``data.cgp_code``, the ones jsonrpcserver makes
+itself (unknown method, bad shape) included. jsonrpcserver gathers batches with
+asyncio, so run anyio on the asyncio backend.
+
+``DirectDispatcher`` serves the same methods to an in-process caller (the
+MCP SDK's direct dispatcher is the model): no envelope, no library in between;
+a failure is raised as the ``RpcError`` a client of the wire would get.
+
+Each method is wrapped once in the boundary (``Method.invoke``): params are
 validated into its pydantic model, and every exception leaves through
-``hostd.errors.error_to_wire``. jsonrpcserver gathers batches with asyncio, so
-run anyio on the asyncio backend.
-
-What jsonrpcserver does not do (line limits, auth, cancellation, refusing
-nested batches) is done once, at the connection edge (``hostd.server``'s
-connection, the provider runtime's stdio loop).
+``hostd.errors.error_to_wire``. What jsonrpcserver does not do (line limits,
+auth, cancellation, refusing nested batches) is done once, at the connection
+edge (``hostd.server``'s connection, the provider runtime's stdio loop).
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonrpcserver import Error, JsonRpcError, Result, Success, async_dispatch_to_response
+from jsonrpcserver import Error, JsonRpcError, Result, Success, async_dispatch_to_serializable
 from pydantic import BaseModel
 
-from hostd.errors import InvalidParam, ParseError, error_to_wire
+from hostd.errors import InvalidParam, ParseError, RpcError, error_to_wire
 from hostd.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -36,7 +40,7 @@ from hostd.protocol import (
 
 from ._envelope import OnError, decode, encode_reply, error_reply, log_unexpected, validate_request
 
-__all__ = ["Dispatcher", "Handler", "Method"]
+__all__ = ["DirectDispatcher", "Dispatcher", "Handler", "Method"]
 
 #: A method's body: ``(context, params model) -> result`` (anything ``encode`` takes).
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -48,6 +52,10 @@ class Method:
 
     params: type[BaseModel]
     handler: Handler
+
+    async def invoke(self, context: Any, params: Mapping[str, Any] | None) -> Any:
+        """The body on ``params`` validated into the model (a ``ValidationError``: −32602)."""
+        return await self.handler(context, self.params.model_validate(params or {}))
 
 
 # jsonrpcserver's own errors (it answers these before any method runs) are bad input (R1).
@@ -69,24 +77,15 @@ def _own_error_data(code: int, data: Any) -> dict[str, Any]:
     return out
 
 
-def _to_wire(response: Any) -> dict[str, Any]:
-    """jsonrpcserver's ``post_process``: one response (its ``Either``) as the reply dict.
-
-    ``Right`` holds a ``SuccessResponse``, ``Left`` an ``ErrorResponse`` (named
-    tuples); oslash's ``Either`` has no public accessor, so this reads its slot as
-    jsonrpcserver's own ``to_serializable`` does."""
-    if hasattr(response, "_error"):
-        err = response._error
-        data = err.data
+def _rendered(reply: dict[str, Any]) -> dict[str, Any]:
+    """One serializable reply in hostd's wire form: an error jsonrpcserver made itself
+    gets ``data.reason`` and ``data.cgp_code`` (the boundary's errors carry them)."""
+    error = reply.get("error")
+    if error is not None:
+        data = error.get("data")
         if not (isinstance(data, dict) and "cgp_code" in data):  # made by the library
-            data = _own_error_data(err.code, data)
-        return {
-            "jsonrpc": "2.0",
-            "error": {"code": err.code, "message": err.message, "data": data},
-            "id": err.id,
-        }
-    ok = response._value
-    return {"jsonrpc": "2.0", "result": ok.result, "id": ok.id}
+            error["data"] = _own_error_data(error["code"], data)
+    return reply
 
 
 def _as_decoded(value: Any) -> Any:
@@ -103,8 +102,6 @@ class Dispatcher:
 
     def _bound(self, name: str, method: Method) -> Callable[..., Awaitable[Result]]:
         on_error = self._on_error
-        model = method.params
-        handler = method.handler
 
         async def call(context: Any, *args: Any, **kwargs: Any) -> Result:
             # Positional params reach the body, so the boundary answers them, by name.
@@ -114,7 +111,7 @@ class Dispatcher:
                         "invalid params: params must be an object (by name), not an array",
                         field="params",
                     )
-                return Success(await handler(context, model.model_validate(kwargs)))
+                return Success(await method.invoke(context, kwargs))
             except JsonRpcError as exc:  # jsonrpcserver's public way to answer an error
                 return Error(exc.code, exc.message, exc.data)
             except Exception as exc:  # the boundary: nothing escapes a method as a crash
@@ -127,14 +124,16 @@ class Dispatcher:
 
     async def dispatch(self, request: Any, context: Any) -> Any:
         """The reply to one decoded request or batch (``None`` for notifications only)."""
-        return await async_dispatch_to_response(
+        reply = await async_dispatch_to_serializable(
             request,
             self.methods,
             context=context,
             deserializer=_as_decoded,
             validator=validate_request,
-            post_process=_to_wire,
         )
+        if isinstance(reply, list):
+            return [_rendered(r) for r in reply]
+        return None if reply is None else _rendered(reply)
 
     async def answer_line(self, line: bytes | str, context: Any) -> bytes | None:
         """Decode, dispatch and encode one line: the reply line (with its newline) or
@@ -149,3 +148,29 @@ class Dispatcher:
     def encode_reply(self, reply: Any) -> bytes:
         """``encode_reply`` with this dispatcher's error hook."""
         return encode_reply(reply, self._on_error)
+
+
+class DirectDispatcher:
+    """The same methods for an in-process caller: no envelope, no library in between.
+
+    ``call`` validates the params into the method's model and awaits its body; a
+    failure is told to ``on_error`` and raised as the ``RpcError`` its wire reply
+    would carry (chained from the exception), so an in-process session and a
+    client of the socket see one error contract."""
+
+    def __init__(self, methods: Mapping[str, Method], *, on_error: OnError | None = None):
+        self._on_error = on_error if on_error is not None else log_unexpected
+        self.methods = dict(methods)
+
+    async def call(self, name: str, params: Mapping[str, Any] | None, context: Any) -> Any:
+        """``name``'s result on ``params``; ``RpcError`` as the wire would answer."""
+        method = self.methods.get(name)
+        if method is None:
+            data = _own_error_data(METHOD_NOT_FOUND, name)
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", data)
+        try:
+            return await method.invoke(context, params)
+        except Exception as exc:  # the boundary, as at the wire
+            self._on_error(name, exc)
+            wire = error_to_wire(exc)
+            raise RpcError(wire["code"], wire["message"], wire["data"]) from exc

@@ -1,8 +1,11 @@
-"""The daemon's client side: JSON-RPC 2.0 API, listeners and lifecycle.
+"""The daemon's wire: listeners, connections, params, the method table, lifecycle.
 
-``server → engine → transport → protocol`` and ``server → compose → protocol``:
-this package wires the engine's fan-out and the composition library to clients;
-it never ranks, renders or speaks to providers itself.
+``server → pipeline → engine → transport → protocol``: each client method
+(``_api``) validates its params (``_params``) and calls the request pipeline
+(``hostd.pipeline``); the daemon (``_daemon``) starts the engine, builds the
+pipeline over it and serves connections. This package never ranks, renders or
+speaks to providers itself; the method table never imports the engine or the
+composition library (the daemon's start-up alone builds the engine).
 """
 
 from ._api import METHODS, RequestContext

@@ -5,9 +5,9 @@ Owns start-up (engine ``Host`` from config, listeners), the graceful stop
 finish within the grace period while new requests, also on connections opened
 meanwhile, are answered ``shutting_down``; cancel the rest, close the listeners
 so a later connect is refused at once, close connections, shut providers down,
-remove the socket, return normally), and the small state the client methods
-read (counters, usage reports by request id). The connection caps are
-``_admission``'s. It never ranks or renders; that is ``hostd.compose``.
+remove the socket, return normally), and the counters ``host/status`` reports.
+The connection caps are ``_admission``'s. What a request does (and keeps: usage
+reports, shadow records) is the pipeline's (``hostd.pipeline``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import os
 import secrets
 import signal
 import time
-from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -29,23 +29,19 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
-from hostd.errors import ShadowDisabled
 from hostd.logs import flush_logs, get_logger
-from hostd.rpc import decode, encode
+from hostd.pipeline import Pipeline
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
 from ._connection import Connection, Limits
 from ._engine import open_engine
 from ._local import LocalSession
-from ._params import ComposeParams
 from ._repeats import RepeatedEvents
-from ._rerank import rerank_stage
 
 if TYPE_CHECKING:
-    from hostd.compose import ComposedPrompt, PrecomputedOrder
-    from hostd.engine import Host
-    from hostd.protocol import ContextFrame
+    from hostd.engine import Host, Reranker
+    from hostd.shadow import ShadowRecorder
 
 from ._listeners import (
     open_stdio,
@@ -59,8 +55,6 @@ __all__ = ["MAX_UNAUTHENTICATED", "Daemon", "LocalSession"]
 
 log = get_logger("hostd.server")
 
-#: Usage reports kept for ``usage/report`` (UR1), as compact JSON: bounded memory.
-_USAGE_KEPT = 1024
 #: Past the grace period, how long the in-flight requests' shutting_down replies get.
 _ABORT_REPLY_S = 1.0
 
@@ -72,6 +66,8 @@ class Daemon:
         self.config = config
         #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
         self.host: Host
+        #: The request path over it, set with it.
+        self.pipeline: Pipeline
         self.counters: Counter[str] = Counter()
         #: Warnings a peer can cause once per connection: bucketed, the rest summarised.
         self.repeats = RepeatedEvents(log)
@@ -83,19 +79,17 @@ class Daemon:
         self._inflight = 0
         self._idle = anyio.Event()
         self._idle.set()
-        self._usage: OrderedDict[str, bytes] = OrderedDict()
         self._prefix = secrets.token_hex(3)
         self._seq = itertools.count(1)
-        self._provider_ids = frozenset(p.id for p in config.provider)
         self.socket_path: Path | None = None
         self._drain_scope: anyio.CancelScope | None = None
         self._connections: set[Connection] = set()
         self._admission = Admission(self.counters, self.repeats, config.host.max_connections)
         self.tcp_address: tuple[str, int] | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
-        self.shadow: Any = None
-        #: The ``[reranker]`` process (``hostd.engine.Reranker``), while the engine runs.
-        self.reranker: Any = None
+        self.shadow: ShadowRecorder | None = None
+        #: The ``[reranker]`` process, while the engine runs.
+        self.reranker: Reranker | None = None
         if config.host.tokenizer is not None:  # loaded now: a bad file fails the start
             from hostd._tokenizer import load_tokenizer
 
@@ -110,69 +104,10 @@ class Daemon:
     def new_request_id(self) -> str:
         return f"{self._prefix}-{next(self._seq)}"
 
-    def provider_ids(self) -> frozenset[str]:
-        return self._provider_ids
-
-    async def rerank(
-        self,
-        query: str,
-        frames: Sequence[tuple[str, ContextFrame]],
-        requested: PrecomputedOrder | None = None,
-    ) -> PrecomputedOrder:
-        """The rerank stage (``_rerank``): a ``PrecomputedOrder``, never an error."""
-        return await rerank_stage(self.reranker, self.config.reranker, query, frames, requested)
-
-    def remember_usage(self, request_id: str, usage: dict[str, Any]) -> None:
-        # Serialised, not kept as an object graph: a report lists every served FrameId.
-        self._usage[request_id] = encode(usage)
-        while len(self._usage) > _USAGE_KEPT:
-            self._usage.popitem(last=False)
-
-    async def record_shadow(
-        self,
-        request_id: str,
-        params: ComposeParams,
-        contested: int,
-        accepted: Sequence[tuple[str, ContextFrame]],
-        composed: ComposedPrompt,
-    ) -> bool:
-        """Whether the composition's record was kept (``params.record``: committed)."""
-        if self.shadow is None:
-            return False
-        return bool(
-            await self.shadow.record(
-                request_id,
-                params.goal,
-                contested,
-                params.caps,
-                accepted,
-                composed,
-                keep=bool(params.record),
-            )
-        )
-
-    async def shadow_feedback(
-        self, request_id: str, used: Any, helpful: bool | None, note: str | None
-    ) -> Any:
-        self.require_shadow("usage/feedback is kept beside the shadow records")
-        return await self.shadow.feedback(request_id, used, helpful, note)
-
-    def require_shadow(self, why: str) -> None:
-        """``ShadowDisabled`` (saying ``why`` it is needed) unless ``[shadow]`` is enabled."""
-        if self.shadow is None:
-            raise ShadowDisabled(
-                f"{why}: enable [shadow] (sample = 0 keeps only the requests that get "
-                "feedback or ask for their record)"
-            )
-
     async def _close_shadow(self) -> None:
         # Records still queued for the shadow store are written before the stop completes.
         if self.shadow is not None:
             await self.shadow.aclose()
-
-    def usage_of(self, request_id: str) -> Any:
-        raw = self._usage.get(request_id)
-        return None if raw is None else decode(raw)
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {
@@ -182,7 +117,7 @@ class Daemon:
             "state": "stopping" if self.stopping else "serving",
             "socket": str(self.socket_path) if self.socket_path else None,
             "tcp": list(self.tcp_address) if self.tcp_address else None,
-            "providers": len(self._provider_ids),
+            "providers": len(self.config.provider),
             "in_flight": self._inflight,
             "counters": dict(sorted(self.counters.items())),
         }
@@ -228,9 +163,13 @@ class Daemon:
 
     @contextlib.asynccontextmanager
     async def _engine(self, start: str | None = None) -> AsyncIterator[Any]:
-        """The engine ``Host`` and, when configured, the reranker beside it (stopped first)."""
+        """The engine ``Host`` and, when configured, the reranker beside it (stopped
+        first), with the request pipeline over them."""
         async with open_engine(self.config, self._host_factory, start) as (host, reranker):
             self.host, self.reranker = host, reranker
+            self.pipeline = Pipeline(
+                self.config, host, reranker=reranker, recorder=self.shadow, counters=self.counters
+            )
             try:
                 yield host
             finally:
@@ -327,7 +266,7 @@ class Daemon:
                     socket=str(self.socket_path) if self.socket_path else None,
                     tcp=list(self.tcp_address) if self.tcp_address else None,
                     stdio=wire_fd is not None,
-                    providers=sorted(self._provider_ids),
+                    providers=sorted(p.id for p in self.config.provider),
                 )
                 flush_logs()
                 conns.start_soon(self._flush_logs_periodically)

@@ -9,14 +9,32 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hostd.config import Config
+from hostd.config import Config, RerankerSettings
 
 from ._listeners import private_state_dir
-from ._rerank import make_reranker
 
-__all__ = ["open_engine"]
+if TYPE_CHECKING:
+    from hostd.engine import PoolSettings, Reranker
+
+__all__ = ["make_reranker", "open_engine"]
+
+
+def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Reranker | None:
+    """The engine's ``Reranker`` for ``[reranker]`` (``None`` when no command is set)."""
+    if settings.command is None:
+        return None
+    from hostd.engine import RERANKER_ID, ProviderSpec, Reranker
+
+    spec = ProviderSpec(
+        id=RERANKER_ID,
+        command=list(settings.command),
+        timeout_ms=settings.timeout_ms,
+        env=dict(settings.env),
+        cwd=str(settings.cwd) if settings.cwd is not None else None,
+    )
+    return Reranker(spec, pool_settings)
 
 
 @contextlib.asynccontextmanager

@@ -1,34 +1,37 @@
 """In-process use of a daemon (the CLI's one-shot commands, ``hostd mcp`` without
-``--connect``): a session that dispatches to the daemon's methods without a socket.
+``--connect``): a session that calls the client API's methods directly.
+
+No envelope is built and no JSON-RPC library runs: ``call`` validates the params
+into the method's model and awaits it (``_api.call_local``, over the direct
+dispatcher), in the same request scope as a request off the wire (request id,
+counters, ``request.done``). Its errors are the ``RpcError`` a socket client gets,
+and its progress notes go straight to the caller's ``on_progress``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from hostd.errors import RpcError
-
-from ._api import DaemonState, dispatch_one
+from ._api import DaemonState, call_local
 
 __all__ = ["LocalSession"]
 
 
-class _NullConnection:
-    """The connection of an in-process session: ``$/progress`` goes to the caller's
-    ``on_progress`` (as ``AsyncClient.call`` routes it), other notifications nowhere."""
+class _NoPeer:
+    """The connection of an in-process session: nothing to notify, nothing to cancel
+    (a caller cancels its own task)."""
 
     name = "local"
 
-    def __init__(self, on_progress: Callable[[dict[str, Any]], Any] | None = None) -> None:
-        self._on_progress = on_progress
-
     async def send(self, obj: Any) -> None:
-        if self._on_progress is not None and obj.get("method") == "$/progress":
-            self._on_progress(obj.get("params") or {})
+        return None
 
     def cancel(self, id_: Any) -> None:
         return None
+
+
+_PEER = _NoPeer()
 
 
 class LocalSession:
@@ -40,16 +43,11 @@ class LocalSession:
     async def call(
         self,
         method: str,
-        params: dict[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
         *,
         on_progress: Callable[[dict[str, Any]], Any] | None = None,
     ) -> Any:
-        params = dict(params or {})
-        if on_progress is not None:
-            params["progress_token"] = "local"
-        msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        reply = await dispatch_one(self._daemon, _NullConnection(on_progress), msg)
-        if "error" in reply:
-            err = reply["error"]
-            raise RpcError(err.get("code", 0), err.get("message", ""), err.get("data"))
-        return reply.get("result")
+        """``method``'s result; ``RpcError`` as the wire would answer. ``on_progress``
+        hears the request's progress notes (``$/progress`` params, as
+        ``AsyncClient.call`` hands them on)."""
+        return await call_local(self._daemon, _PEER, method, params, on_progress)

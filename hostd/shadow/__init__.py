@@ -25,7 +25,7 @@ from ._calibrate import (
 from ._credit import credited, members_of
 from ._feedback import Feedback, resolve_used
 from ._frames import recorded_frames
-from ._held import Held, build_record, hold
+from ._held import Composition, Held, build_record, hold
 from ._record import Candidate, Recorded
 from ._recorder import ShadowRecorder, shadow_path
 from ._replay import (
@@ -42,6 +42,7 @@ __all__ = [
     "MIN_FRAMES",
     "MIN_REQUESTS",
     "Candidate",
+    "Composition",
     "Feedback",
     "Held",
     "Recorded",

@@ -192,10 +192,21 @@ class _CalibrationFile(BaseModel):
     pooled: _MapFile | None = None
 
 
+_FIELDS = frozenset({"format", "version", "providers", "pooled", "x", "p"})
+
+
 def _problem(exc: ValidationError) -> str:
     # Where and what, never the input: the file's bytes are not quoted.
+    # A location part that is not one of the schema's own fields is a key the file chose
+    # (a provider id): named by its position, never quoted.
     first = exc.errors(include_url=False, include_input=False, include_context=False)[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    where = (
+        ".".join(
+            str(part) if isinstance(part, int) or part in _FIELDS else "<key>"
+            for part in first["loc"]
+        )
+        or "the file"
+    )
     return f"{where}: {first['msg']}"
 
 

@@ -17,12 +17,13 @@ from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from hostd.compose import ComposedPrompt
 from hostd.protocol import ContextFrame, sha256_digest
 
 from ._feedback import CitationRow, Key
 from ._record import Candidate, Members, Recorded, candidate_wire, record_body
 
-__all__ = ["ABSORBED", "Held", "build_record", "absorbed_members", "hold"]
+__all__ = ["ABSORBED", "Composition", "Held", "absorbed_members", "build_record", "hold"]
 
 #: The audit reasons under which a frame was folded into another candidate, whose
 #: FrameId the entry names as ``detail.kept``: dedup's (D2) and span merges'. Feedback
@@ -37,6 +38,22 @@ _FIELDS = itemgetter(
 _REGION = itemgetter("type", "uri", "range", "digest")
 _DICT = attrgetter("__dict__")
 _Row = tuple[str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None]
+
+
+@dataclass(slots=True, frozen=True)
+class Composition:
+    """One composition as it was served: the one value the request path hands the
+    recorder (``ShadowRecorder.record``), held for feedback and written when drawn.
+
+    ``contested`` is the budget the providers shared (what the floors left),
+    ``accepted`` the fan-out's frames (the candidate set), ``composed`` the result."""
+
+    request_id: str
+    goal: str
+    contested: int
+    caps: dict[str, float] | None
+    accepted: Sequence[tuple[str, ContextFrame]]
+    composed: ComposedPrompt
 
 
 @dataclass(slots=True, frozen=True)
@@ -115,24 +132,15 @@ def absorbed_members(entries: Sequence[Any], citations: Iterable[CitationRow]) -
     return tuple((k, tuple(v)) for k, v in folded.items())
 
 
-def hold(
-    request_id: str,
-    goal: str,
-    contested: int,
-    caps: dict[str, float] | None,
-    accepted: Iterable[tuple[str, ContextFrame]],
-    composed: Any,
-    *,
-    store_content: bool,
-) -> Held:
-    """A ``Held`` from one composition (``composed`` is a ``ComposedPrompt``).
+def hold(composition: Composition, *, store_content: bool) -> Held:
+    """A ``Held`` from one composition.
 
     Fields are read from each model's ``__dict__`` (where pydantic v2 keeps them),
     in one C-level read a frame, in a plain loop (no generator per frame): this
     runs for every composition, on its path."""
     rows: list[_Row] = []
     append = rows.append
-    for pid, f in accepted:
+    for pid, f in composition.accepted:
         fid, digest, kind, score, cost, label, provenance, content = _FIELDS(f.__dict__)
         append(
             (
@@ -148,34 +156,25 @@ def hold(
             )
         )
     citations: list[CitationRow] = []
+    composed = composition.composed
     for c in composed.citations:
         fid_ = c.frame  # a FrameId is the tuple (provider, id, has digest, digest or "")
         citations.append((c.label, fid_[0], fid_[1], fid_[3] if fid_[2] else None))
+    caps = composition.caps
     return Held(
-        request_id=request_id,
+        request_id=composition.request_id,
         recorded_at=time.time(),
-        contested=contested,
+        contested=composition.contested,
         policy=dict(composed.audit.policy),
         caps=dict(caps) if caps else None,
         rows=tuple(rows),
         citations=tuple(citations),
-        goal=goal,
+        goal=composition.goal,
         store_content=store_content,
         members=absorbed_members(composed.audit.entry_dicts(), citations),
     )
 
 
-def build_record(
-    request_id: str,
-    goal: str,
-    contested: int,
-    caps: dict[str, float] | None,
-    accepted: Iterable[tuple[str, ContextFrame]],
-    composed: Any,
-    *,
-    store_content: bool,
-) -> Recorded:
-    """A ``Recorded`` from one composition (``composed`` is a ``ComposedPrompt``)."""
-    return hold(
-        request_id, goal, contested, caps, accepted, composed, store_content=store_content
-    ).record()
+def build_record(composition: Composition, *, store_content: bool) -> Recorded:
+    """A ``Recorded`` from one composition."""
+    return hold(composition, store_content=store_content).record()

@@ -35,7 +35,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +45,9 @@ import anyio.to_thread
 
 from hostd.errors import HostdError, Overloaded, ShadowUnavailable, ShuttingDown, UnknownRequest
 from hostd.logs import get_logger
-from hostd.protocol import ContextFrame
 
 from ._feedback import Feedback, resolve_used
-from ._held import Held, hold
+from ._held import Composition, Held, hold
 from ._record import Recorded
 from ._store import ShadowStore, unavailable
 
@@ -153,17 +152,7 @@ class ShadowRecorder:
         )
         return cls(store, sample=settings.sample, store_content=settings.store_content)
 
-    async def record(
-        self,
-        request_id: str,
-        goal: str,
-        contested: int,
-        caps: dict[str, float] | None,
-        accepted: Iterable[tuple[str, ContextFrame]],
-        composed: Any,
-        *,
-        keep: bool = False,
-    ) -> bool:
+    async def record(self, composition: Composition, *, keep: bool = False) -> bool:
         """Queue this composition for writing if it is drawn; whether it was queued.
 
         ``keep``: the composition asked for its record, drawn or not; it is written
@@ -174,9 +163,7 @@ class ShadowRecorder:
         # Held as plain tuples (a few attribute reads a frame, docs/benchmarks.md): the
         # held compositions keep small rows alive, not whole frames and audits. A drawn
         # one becomes its record here, from what the request holds.
-        held = hold(
-            request_id, goal, contested, caps, accepted, composed, store_content=self.store_content
-        )
+        held = hold(composition, store_content=self.store_content)
         if keep:
             return await self._keep(held)
         drawn = self.sample > 0 and self._draw() < self.sample

@@ -69,6 +69,11 @@ async def test_a_hung_verify_ends_at_the_request_deadline(tmp_path: Path) -> Non
     # request's 3 s, so each is dropped as ``verify_unknown`` and the pass says why.
     errors = second["verification"]["verify_errors"]
     assert errors == {"p": {"error": "timeout", "limit_ms": 3000}}
+    # Whole the first time; the second is degraded, and says by whom and why.
+    assert (first["degraded"], first["degraded_reasons"]) == (False, [])
+    assert second["degraded_reasons"] == [
+        {"reason": "verify_skipped", "provider": "p", "detail": "timeout"}
+    ]
     # No verdict vouched for the held copies: the fresh copies stand, re-read from the files.
     states = {e["frame"]["frame_id"]: e["verification"] for e in second["audit"]["entries"]}
     assert states == {"a.py": {"state": "source_verified"}, "b.py": {"state": "source_verified"}}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from hostd.integrations._evidence import compose_params, evidence_metadata, read_composition
+from hostd.client import ComposeResult
+from hostd.integrations._evidence import compose_params, evidence_metadata
 
 ITEM = {
     "label": "net.py L1-4",
@@ -33,23 +36,23 @@ def test_every_adapter_call_asks_for_the_evidence_and_only_for_what_is_set() -> 
     assert compose_params(None, None, {}) == {"include_content": True}
 
 
-def test_a_result_without_evidence_is_refused_not_read_as_no_evidence() -> None:
-    with pytest.raises(ValueError, match="include_content"):
-        read_composition({"prompt": "", "citations": [], "request_id": "r1"})
-    empty = read_composition({"evidence": [], "request_id": "r1"})
-    assert empty.evidence == () and empty.request_id == "r1"
+def _result(*, r7: bool, **extra: object) -> ComposeResult:
+    """A compose result as the typed client validates it from the wire."""
+    wire = {
+        "prompt": "",
+        "citations": [],
+        "evidence": [ITEM],
+        "audit": {"entries": [], "global_budget": 100, "tokens_used": 0, "policy": {}},
+        "providers": [{"provider_id": "files", "status": "ok"}],
+        "request_id": "r7" if r7 else "r8",
+        **extra,
+    }
+    return ComposeResult.model_validate(wire)
 
 
 def test_metadata_names_the_source_the_check_and_the_request() -> None:
     reasons = [{"reason": "provider_failed", "provider": "memory"}]
-    result = {
-        "evidence": [ITEM],
-        "request_id": "r7",
-        "degraded": True,
-        "degraded_reasons": reasons,
-        "providers": [{"provider_id": "files", "status": "ok"}],
-    }
-    composition = read_composition(result)
+    composition = _result(r7=True, degraded=True, degraded_reasons=reasons)
     (item,) = composition.evidence
     assert item.content == ITEM["content"]
     meta = evidence_metadata(item, composition)
@@ -61,5 +64,23 @@ def test_metadata_names_the_source_the_check_and_the_request() -> None:
     meta["degraded_reasons"][0]["reason"] = "changed"  # each document gets its own copy
     assert evidence_metadata(item, composition)["degraded_reasons"] == reasons
     # A daemon that does not report degradation: nothing is claimed either way.
-    quiet = read_composition({"evidence": [ITEM], "request_id": "r8"})
-    assert (quiet.degraded, quiet.degraded_reasons) == (None, ())
+    quiet = _result(r7=False)
+    (item,) = quiet.evidence
+    assert (evidence_metadata(item, quiet)["degraded"], quiet.degraded_reasons) == (None, [])
+
+
+def test_no_daemon_names_the_socket_discovery_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hostd.integrations._session import DaemonSession
+
+    socket = tmp_path / "nobody.sock"
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nsocket = "{socket}"\n')
+    monkeypatch.setenv("HOSTD_CONFIG", str(config))
+    session = DaemonSession(connect=None, config=None)
+    try:
+        with pytest.raises(ConnectionError, match=f"no hostd answers at {socket}"):
+            session.compose("g", compose_params(50, None, {}))
+    finally:
+        session.close()

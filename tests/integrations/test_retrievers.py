@@ -3,7 +3,6 @@ providers (``files``, ``memory``) run as child processes."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -17,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from hostd.client import Client, RpcError
 from hostd.protocol import address_line_range, sha256_digest
 from providers.memory import MemoryStore
 from tests.providers._stdio import REPO, child_env
@@ -64,28 +62,6 @@ def _config(workdir: Path, *, extra: str = "") -> Path:
         f'trusted_roots = ["{tree}"]\n' + providers + extra
     )
     return path
-
-
-@functools.cache
-def _evidence_refused() -> bool:
-    """Whether this hostd refuses ``include_content`` (asked once, of a daemon with no
-    provider: the params are checked before anything is asked)."""
-    with tempfile.TemporaryDirectory(prefix="hp-") as tmp:
-        config = Path(tmp) / "hostd.toml"
-        config.write_text(f'[host]\nstate_dir = "{tmp}/state"\nsocket = "{tmp}/s.sock"\n')
-        spawned = Client.spawn(config, env=child_env(), cwd=REPO, stderr=subprocess.DEVNULL)
-        with spawned as client:
-            try:
-                client.compose(GOAL, budget=50, include_content=True)
-            except RpcError as exc:
-                return (exc.rpc_data or {}).get("field") == "include_content"
-    return False
-
-
-def _skip_without_evidence() -> None:
-    """The adapters need ``include_content``; a daemon that refuses it cannot be used."""
-    if _evidence_refused():
-        pytest.skip("this hostd does not return evidence (include_content) yet")
 
 
 @pytest.fixture
@@ -144,7 +120,6 @@ class Daemon:
 @pytest.fixture
 def daemon(workdir: Path) -> Iterator[Daemon]:
     config = _config(workdir)
-    _skip_without_evidence()
     d = Daemon(config)
     d.start()
     try:
@@ -295,22 +270,18 @@ def test_a_provider_that_is_down_is_reported_with_the_documents(workdir: Path) -
 
     broken = '\n[[provider]]\nid = "broken"\ncommand = ["python", "-c", "raise SystemExit(3)"]\n'
     config = _config(workdir, extra=broken)
-    _skip_without_evidence()
     spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
     with HostdRetriever(config=config, budget=2000, spawn_options=spawn) as retriever:
         docs = retriever.invoke(GOAL)
         composition = retriever.last_composition
     assert composition is not None and docs
     assert {d.metadata["provider_id"] for d in docs} == {"files", "memory"}
-    status = {p["provider_id"]: p["status"] for p in composition.providers}
+    status = {p.provider_id: p.status for p in composition.providers}
     assert status["broken"] != "ok" and status["files"] == status["memory"] == "ok"
     for doc in docs:
         meta = doc.metadata
-        if composition.degraded is None:  # a daemon that does not report it says nothing
-            assert (meta["degraded"], meta["degraded_reasons"]) == (None, [])
-        else:
-            assert meta["degraded"] is True
-            assert "broken" in {r.get("provider") for r in meta["degraded_reasons"]}
+        assert meta["degraded"] is True and composition.degraded is True
+        assert "broken" in {r.get("provider") for r in meta["degraded_reasons"]}
 
 
 # -- LlamaIndex ---------------------------------------------------------------------------
@@ -323,7 +294,6 @@ def test_a_llama_index_query_engine_uses_hostd_as_its_retriever(workdir: Path) -
     from hostd.integrations.llama_index import SCORE_BASIS, HostdRetriever
 
     config = _config(workdir)
-    _skip_without_evidence()
     spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
     with HostdRetriever(config=config, budget=2000, spawn_options=spawn) as retriever:
         # MockLLM answers with the prompt it was given: what the model saw.
@@ -354,7 +324,6 @@ async def test_the_llama_index_retriever_is_async_too(workdir: Path) -> None:
     from hostd.integrations.llama_index import HostdRetriever
 
     config = _config(workdir)
-    _skip_without_evidence()
     spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
     retriever = HostdRetriever(config=config, budget=2000, spawn_options=spawn)
     try:
@@ -370,7 +339,6 @@ def test_closing_a_retriever_stops_the_daemon_it_spawned(workdir: Path) -> None:
     from hostd.integrations.llama_index import HostdRetriever
 
     config = _config(workdir)
-    _skip_without_evidence()
     spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
     retriever = HostdRetriever(config=config, budget=500, spawn_options=spawn)
     retriever.retrieve(GOAL)

@@ -61,7 +61,9 @@ async def test_status_is_answered_while_a_large_mcp_provider_is_composed(
         async with anyio.create_task_group() as tg:
 
             async def compose() -> None:
-                result.update(await a.compose("cache eviction retry backoff", budget=2000))
+                result.update(
+                    (await a.compose("cache eviction retry backoff", budget=2000)).to_wire()
+                )
 
             tg.start_soon(compose)
             await _status_after(daemon, b, "mcp.frames.building")
@@ -100,7 +102,7 @@ async def test_a_cancelled_leg_abandons_its_work_and_the_daemon_serves_on(
             cancelled.set()  # the client's cancel sends $/cancel (hostd.client)
         # The abandoned work is over once the binding says so; the daemon serves on.
         await daemon.logged("mcp.frames.abandoned")
-        again = await a.compose("cache eviction", budget=300, providers=["alpha"])
+        again = (await a.compose("cache eviction", budget=300, providers=["alpha"])).to_wire()
         assert again["providers"][0]["status"] == "ok"
     assert await daemon.stop() == 0
     assert daemon.events("request.cancelled")

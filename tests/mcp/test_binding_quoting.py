@@ -59,7 +59,7 @@ async def test_nothing_a_server_echoes_reaches_the_log_or_the_reply(
     ]
     daemon = await start_daemon({"alpha": {}}, extra="".join(tables))
     async with connect(daemon.socket) as client:
-        result = await client.compose("how does the cache evict entries", budget=2000)
+        result = (await client.compose("how does the cache evict entries", budget=2000)).to_wire()
         listed = await client.providers()
     assert await daemon.stop() == 0
     legs = {p["provider_id"]: p for p in result["providers"]}

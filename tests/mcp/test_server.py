@@ -86,6 +86,10 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
     assert {p["provider_id"] for p in structured["providers"]} == {"alpha", "files"}
     assert structured["request_id"]
     assert structured["audit"]["included"] == len(structured["citations"])
+    # The one degraded flag: each reason names a provider whose leg was not ok.
+    short = {p["provider_id"] for p in structured["providers"] if p["status"] != "ok"}
+    assert structured["degraded"] is bool(short)
+    assert {d["provider"] for d in structured["degraded_reasons"]} == short
     jsonschema.validate(listed.structured_content, _tool(tools, "list_providers").output_schema)
     assert [p["id"] for p in listed.structured_content["providers"]] == ["alpha", "files"]
 

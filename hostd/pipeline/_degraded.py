@@ -1,0 +1,103 @@
+"""One degraded flag: whether a composition is whole, and if not, every reason why.
+
+A composition is whole when every leg it asked answered ``ok``, every held frame
+it reused was verified, and its strategy ran as asked (the reranker's verdict,
+the calibration's maps). Otherwise it is ``degraded``, and each shortfall is
+one ``Degraded`` from a closed vocabulary (``REASONS``), naming the provider
+where one applies, so a client can tell "no evidence exists" from "a provider
+was down". Computed once, in the pipeline's report stage, from values the
+stages already hold: pure, and ordered so the same shortfalls give the same bytes.
+Details are codes and counts hostd chose, never text a provider wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hostd.engine import LegReport, LegStatus
+
+__all__ = ["REASONS", "Degraded", "degradations", "leg_degradation"]
+
+#: The closed vocabulary of ``degraded_reasons[].reason``.
+REASONS = (
+    "provider_failed",  # the leg ended timeout, crashed, error or unauthorized
+    "provider_warming",  # started but not ready within the leg's bound
+    "provider_skipped",  # not asked: its budget share was 0
+    "quarantined",  # its reply broke a budget or kind rule (B1–B4, Q1, Q2): none served
+    "consent_missing",  # not asked: a scope it declares has no consent receipt (C1, C6)
+    "verify_skipped",  # its context/verify gave no verdicts: held frames read unknown
+    "rerank_fallback",  # strategy rerank without the reranker's verdict
+    "calibration_missing",  # strategy calibrated without maps: round_robin
+)
+
+_FAILED = frozenset({LegStatus.TIMEOUT, LegStatus.CRASHED, LegStatus.ERROR, LegStatus.UNAUTHORIZED})
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    """One reason a composition is not whole: ``reason`` from ``REASONS``, the
+    ``provider`` it concerns (if one), and a short ``detail`` code."""
+
+    reason: str
+    provider: str | None = None
+    detail: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:
+            raise ValueError(f"unknown degraded reason {self.reason!r}")
+
+    def to_wire(self) -> dict[str, str]:
+        out = {"reason": self.reason}
+        if self.provider is not None:
+            out["provider"] = self.provider
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
+
+
+def leg_degradation(report: LegReport) -> Degraded | None:
+    """Why this leg leaves the composition short (``None`` for an ``ok`` leg)."""
+    status, pid = report.status, report.provider_id
+    if status is LegStatus.OK:
+        return None
+    if status in _FAILED:
+        return Degraded("provider_failed", pid, status.value)
+    if status is LegStatus.QUARANTINED:
+        rules = sorted({v.rule for v in report.violations})
+        return Degraded("quarantined", pid, ",".join(rules) or None)
+    if status is LegStatus.NO_CONSENT:
+        return Degraded("consent_missing", pid, ",".join(report.missing_scopes) or None)
+    if status is LegStatus.WARMING:
+        return Degraded("provider_warming", pid, report.error_code)
+    return Degraded("provider_skipped", pid, report.error_code)
+
+
+def _verify_code(error: Any) -> str | None:
+    # The verify stage keeps ``"timeout"``, ``"not_sent"`` or ``"ExcType: message"``: the
+    # code is what comes before the message (which may hold a provider's words).
+    if not isinstance(error, str):
+        return None
+    return error.split(":", 1)[0] or None
+
+
+def degradations(
+    reports: Mapping[str, LegReport],
+    figures: Mapping[str, Any],
+    strategy: Iterable[Degraded] = (),
+) -> tuple[Degraded, ...]:
+    """Every reason the composition is not whole, sorted (empty: it is whole).
+
+    ``reports`` are the fan-out's legs, ``figures`` its verify stage's figures
+    (``verify_errors``), ``strategy`` what preparing the strategy fell back on."""
+    found = [d for d in map(leg_degradation, reports.values()) if d is not None]
+    errors = figures.get("verify_errors")
+    if isinstance(errors, Mapping):
+        for pid, error in errors.items():
+            code = _verify_code(error.get("error") if isinstance(error, Mapping) else None)
+            found.append(Degraded("verify_skipped", str(pid), code))
+    found.extend(strategy)
+    return tuple(
+        sorted(found, key=lambda d: (REASONS.index(d.reason), d.provider or "", d.detail or ""))
+    )

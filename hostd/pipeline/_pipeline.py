@@ -1,0 +1,388 @@
+"""``Pipeline``: one request end to end, as named stages.
+
+``compose``: price floors → fan out → prepare strategy → compose → record → report.
+``query``: fan out → (rerank, when asked) → report. Each stage is one call here
+(the work is the engine's, the composition library's, a preparer's or the
+recorder's); each hands the next a value, never a dict to re-read. The wire
+(``hostd.server``) and every in-process caller (``hostd mcp``, the CLI's
+one-shot commands, an embedded session) call these methods directly.
+
+The pipeline owns what a request reads and leaves behind: the configured
+provider ids, the usage reports kept for ``usage/report`` (UR1), the shadow
+recorder (``usage/feedback``). Each leg is logged once, by the engine as it
+lands; the composition once here (``compose.audit.summary``, ``compose.done``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from hostd import compose as c
+from hostd._tokenizer import load_tokenizer
+from hostd.config import Config
+from hostd.engine import ConsentStore, Engine, FanOut, LegReport, Reranker
+from hostd.errors import (
+    HostdError,
+    InvalidParam,
+    NoProviderAvailable,
+    ShadowDisabled,
+    UnknownProvider,
+)
+from hostd.logs import get_logger, log_audit
+from hostd.protocol import ContextQuery, check_timestamp
+from hostd.shadow import Composition, Feedback, ShadowRecorder
+
+from ._degraded import degradations
+from ._prepare import Prepared, Preparer, RerankPreparer, preparers
+from ._request import ComposeRequest, Progress, QueryRequest
+
+__all__ = ["USAGE_KEPT", "Pipeline"]
+
+log = get_logger("hostd.pipeline")
+
+#: Usage reports kept for ``usage/report`` (UR1), as compact JSON: bounded memory.
+USAGE_KEPT = 1024
+
+_NO_PREPARATION = Prepared(None)
+#: Policies whose ranking costs in proportion to the candidates: run off the event loop.
+_OFF_LOOP: frozenset[type] = frozenset({c.MaximalMarginalRelevance})
+
+
+class Pipeline:
+    """The request path over one engine: ``compose``, ``query`` and what they keep.
+
+    ``reranker`` and ``recorder`` are the daemon's services (``None``: not
+    configured); ``counters`` is the daemon's (``fanouts`` is counted here).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        engine: Engine,
+        *,
+        reranker: Reranker | None = None,
+        recorder: ShadowRecorder | None = None,
+        counters: Counter[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.recorder = recorder
+        self.counters: Counter[str] = counters if counters is not None else Counter()
+        self.provider_ids = frozenset(p.id for p in config.provider)
+        #: ``rerank``'s preparer; ``context/query`` with ``rerank: true`` asks it too.
+        self._rerank = RerankPreparer(reranker, config.reranker)
+        self._preparers = preparers(config, self._rerank)
+        self._usage: OrderedDict[str, bytes] = OrderedDict()
+
+    # -- what requests read and leave -----------------------------------------------------
+
+    def chosen(self, wanted: Sequence[str] | None) -> list[str]:
+        """The providers a request asks (all when ``wanted`` is None), each configured."""
+        known = self.provider_ids
+        if wanted is not None:
+            for pid in wanted:
+                if pid not in known:
+                    raise UnknownProvider(f"unknown provider {pid!r}", provider=pid)
+            chosen = sorted(set(wanted))
+        else:
+            chosen = sorted(known)
+        if not known:  # the config has none: name it, where else was looked, and `hostd init`
+            raise NoProviderAvailable(self.config.no_providers())
+        if not chosen:
+            raise NoProviderAvailable("no provider available: none is selected")
+        return chosen
+
+    def consent_ledger(self) -> ConsentStore:
+        """The ledger the consent gate reads (the daemon keeps one under its state dir)."""
+        store = self.engine.consent
+        if not isinstance(store, ConsentStore):
+            raise HostdError("no consent ledger: the host runs without a state directory")
+        return store
+
+    def usage_of(self, request_id: str) -> Any:
+        """The usage report of an earlier request (``None``: unknown or expired)."""
+        raw = self._usage.get(request_id)
+        return None if raw is None else orjson.loads(raw)
+
+    def _remember_usage(self, request_id: str, usage: dict[str, Any]) -> None:
+        # Serialised, not kept as an object graph: a report lists every served FrameId.
+        self._usage[request_id] = orjson.dumps(usage)
+        while len(self._usage) > USAGE_KEPT:
+            self._usage.popitem(last=False)
+
+    async def feedback(
+        self, request_id: str, used: list[Any], helpful: bool | None, note: str | None
+    ) -> Feedback:
+        """``usage/feedback``: kept beside the request's shadow record (once committed)."""
+        recorder = self._require_recorder("usage/feedback is kept beside the shadow records")
+        return await recorder.feedback(request_id, used, helpful, note)
+
+    def _require_recorder(self, why: str) -> ShadowRecorder:
+        """The shadow recorder; ``ShadowDisabled`` (saying ``why`` it is needed) without one."""
+        if self.recorder is None:
+            raise ShadowDisabled(
+                f"{why}: enable [shadow] (sample = 0 keeps only the requests that get "
+                "feedback or ask for their record)"
+            )
+        return self.recorder
+
+    # -- context/compose ------------------------------------------------------------------
+
+    async def compose(
+        self, request: ComposeRequest, request_id: str, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """One composition: its ``context/compose`` result (protocol.md §4)."""
+        budget = request.budget or self.config.host.default_budget
+        strategy = self._strategy(request)
+        if request.record:  # refused before any provider is asked: nowhere to keep it
+            self._require_recorder("record: the composition's record is kept in the shadow store")
+        self._check_named("caps", request.caps or {})
+        self._check_named("strategy", getattr(strategy, "weights", None) or {})
+        placement = request.placement or "edges"
+        if placement not in c.PLACEMENTS:
+            raise InvalidParam(
+                f"invalid params: placement: must be one of {', '.join(c.PLACEMENTS)}",
+                field="placement",
+            )
+        host = self.config.host
+        tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
+        # Counting in a model's tokens, or a policy priced by what was offered (MMR's
+        # similarities), is work in proportion to the candidates: a worker thread runs it,
+        # never the event loop.
+        offload = tokenizer is not None or type(strategy) in _OFF_LOOP
+        # 1. price floors. Admitted before ranking: priced once, they fail before any
+        # provider is asked (FloorsExceedBudget, no silent drop); the providers split
+        # what is left.
+        given = [
+            c.Floor(label=f.label, content=f.content, position=f.position) for f in request.floors
+        ]
+        check = functools.partial(c.check_floors, given, budget, tokenizer=tokenizer)
+        floors = await anyio.to_thread.run_sync(check) if offload else check()
+        # 2. fan out. With a tokenizer the providers are still asked in CGP units (B3), one
+        # per model token of what the floors leave (docs/api.md: tokenizers average 3 to
+        # 4.5 bytes a token on code, prose and CJK, and overfetch covers the rest).
+        preparer = self._preparers.get(type(strategy))
+        fan = await self._fan_out(request, floors.contested, preparer, progress)
+        # 3. prepare the strategy (state or I/O: calibration maps, the reranker's verdict).
+        prepared = (
+            _NO_PREPARATION
+            if strategy is None
+            else Prepared(strategy)
+            if preparer is None
+            else await preparer.prepare(strategy, request, fan)
+        )
+        # 4. compose (pure).
+        compose = functools.partial(
+            c.compose_for_prompt,
+            fan.accepted,
+            budget,
+            strategy=prepared.strategy,
+            placement=placement,
+            floors=floors,
+            caps=request.caps,
+            excluded=fan.excluded,
+            verification=fan.verification,
+            overfetch=fan.overfetch,
+            asked=fan.asked,
+            sources=fan.sources,
+            merge_max_ratio=host.merge_max_ratio,
+            tokenizer=tokenizer,
+        )
+        composed = await anyio.to_thread.run_sync(compose) if offload else compose()
+        # 5. record: one value, for shadow replay and feedback. With ``record`` the
+        # reply waits for the record's commit (acknowledged means written).
+        recorded = False
+        if self.recorder is not None:
+            caps = dict(request.caps) if request.caps is not None else None
+            composition = Composition(
+                request_id, request.goal, floors.contested, caps, fan.accepted, composed
+            )
+            recorded = bool(await self.recorder.record(composition, keep=request.record))
+        # 6. report.
+        return self._report(
+            request_id,
+            budget,
+            fan,
+            composed,
+            prepared,
+            recorded=recorded if request.record else None,
+            include_content=request.include_content,
+        )
+
+    def _strategy(self, request: ComposeRequest) -> c.Strategy | None:
+        try:
+            strategy = (
+                c.strategy_from_wire(request.strategy) if request.strategy is not None else None
+            )
+        except (ValueError, TypeError) as exc:
+            raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
+        return strategy
+
+    def _check_named(self, field: str, shares: Mapping[str, Any]) -> None:
+        """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
+        for pid in sorted(shares):
+            if pid != "*" and pid not in self.provider_ids:
+                raise UnknownProvider(
+                    f"{field}: unknown provider {pid!r}", provider=pid, field=field
+                )
+
+    def _report(
+        self,
+        request_id: str,
+        budget: int,
+        fan: FanOut,
+        composed: c.ComposedPrompt,
+        prepared: Prepared,
+        *,
+        recorded: bool | None = None,
+        include_content: bool = False,
+    ) -> dict[str, Any]:
+        result = composed.to_wire(include_content=include_content)
+        if recorded is not None:
+            result["recorded"] = recorded  # asked for (``record``): whether it is on disk
+        audit = result["audit"]
+        reports = _reports(fan.reports)
+        log_audit(log, audit["entries"], reports)
+        # UR1's figures, and the prompt's size both ways (bytes, canonical and model tokens)
+        usage = {**fan.usage_report(), "prompt": composed.prompt_usage()}
+        self._remember_usage(request_id, usage)
+        result["providers"] = reports
+        result["usage"] = usage
+        if fan.figures:
+            # Reuse and verification figures of the verify stage (sessions, V1–V4).
+            result["verification"] = fan.figures
+        degraded = degradations(fan.reports, fan.figures, prepared.degraded)
+        result["degraded"] = bool(degraded)
+        result["degraded_reasons"] = [d.to_wire() for d in degraded]
+        result["request_id"] = request_id
+        log.info(
+            "compose.done",
+            frames_offered=len(audit["entries"]),
+            citations=len(result["citations"]),
+            tokens_used=audit["tokens_used"],
+            global_budget=budget,
+            prompt_bytes=len(composed.prompt.encode()),
+            degraded=list(dict.fromkeys(d.reason for d in degraded)),
+        )
+        return result
+
+    # -- context/query --------------------------------------------------------------------
+
+    async def query(
+        self,
+        request: QueryRequest,
+        request_id: str,
+        progress: Progress | None = None,
+        *,
+        rerank: bool = False,
+    ) -> dict[str, Any]:
+        """One fan-out: its ``context/query`` result (frames per provider, each ranked in
+        its provider's own order; with ``rerank`` the reranker's verdict as well)."""
+        budget = request.budget or self.config.host.default_budget
+        fan = await self._fan_out(request, budget, None, progress)
+        result: dict[str, Any] = fan.to_wire()
+        if rerank:  # the verdict as a strategy value: {"rerank": {order, model, …}}
+            query = request.query_text or request.goal
+            result["rerank"] = (await self._rerank.judge(query, fan.accepted)).to_wire()
+        result["providers"] = _reports(fan.reports)
+        # ``frames`` lists each provider's frames by FrameId; ``rank`` gives their ids in that
+        # provider's own order, score descending (ordinal, F10), ties by FrameId: the order
+        # every ranking policy reads a provider's list in.
+        result["rank"] = {
+            pid: [f["id"] for f in sorted(frames, key=_rank_key)]
+            for pid, frames in result["frames"].items()
+        }
+        self._remember_usage(request_id, result["usage"])
+        result["request_id"] = request_id
+        return result
+
+    # -- the fan-out stage ----------------------------------------------------------------
+
+    async def _fan_out(
+        self,
+        request: QueryRequest,
+        budget: int,
+        preparer: Preparer | None,
+        progress: Progress | None,
+    ) -> FanOut:
+        """Ask the providers for ``budget`` tokens (what the floors left, for compose)."""
+        bad_time = check_timestamp(request.as_of, "as_of")
+        if bad_time:
+            # Q2/F4: a window the providers could not read is the client's error, not theirs.
+            raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
+        chosen = self.chosen(request.providers)
+        query = ContextQuery(
+            goal=request.goal,
+            query_text=request.query_text,
+            kinds=list(request.kinds),
+            anchors=list(request.anchors),
+            max_frames=request.max_frames,
+            max_tokens=budget,
+            as_of=request.as_of,
+        )
+        overfetch = request.overfetch
+        if overfetch is None and preparer is not None:
+            overfetch = preparer.overfetch  # e.g. [reranker] overfetch: a larger pool
+        if overfetch is None:
+            overfetch = float(self.config.host.overfetch)
+        self.counters["fanouts"] += 1
+        notes = _Notes(progress, len(chosen)) if progress is not None else None
+        return await self.engine.query_all(
+            query,
+            budget,
+            providers=request.providers,
+            session=request.session,
+            timeout_ms=request.timeout_ms,
+            on_leg_done=notes.leg_done if notes is not None else None,
+            overfetch=overfetch,
+            on_progress=notes.warming if notes is not None else None,
+        )
+
+
+class _Notes:
+    """A request's progress notes: one per finished leg (``done`` of ``total``) and one
+    per warm-up step of a provider it asks (its own figures, apart from done/total)."""
+
+    __slots__ = ("_done", "_progress", "_total")
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self._progress = progress
+        self._total = total
+        self._done = 0
+
+    async def _send(self, note: dict[str, Any]) -> None:
+        out = self._progress(note)
+        if inspect.isawaitable(out):
+            await out
+
+    async def leg_done(self, report: LegReport) -> None:
+        self._done += 1
+        await self._send(
+            {
+                "provider": report.provider_id,
+                "status": str(report.status),
+                "frames_accepted": report.frames_accepted,
+                "latency_ms": report.latency_ms,
+                "done": self._done,
+                "total": self._total,
+            }
+        )
+
+    async def warming(self, provider_id: str, progress: dict[str, Any]) -> None:
+        await self._send({"provider": provider_id, "status": "warming", "warming": progress})
+
+
+def _reports(reports: Mapping[str, LegReport]) -> list[dict[str, Any]]:
+    return [reports[pid].to_wire() for pid in sorted(reports)]
+
+
+def _rank_key(frame: dict[str, Any]) -> tuple[float, str, str]:
+    return (-frame["score"], frame["id"], frame.get("content_digest") or "")

@@ -1,0 +1,232 @@
+"""``hostd.pipeline``: the stages of one request, over an in-memory engine.
+
+The engine here is a plain object with ``query_all`` (the ``Engine`` interface):
+what the pipeline decides (when it asks, with what over-fetch, what it prepares,
+records and reports) is observable without a process. The same path over real
+provider children is ``tests/server`` (wire) and ``tests/server/test_local.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.config import parse_config
+from hostd.engine import FanOut, LegReport, LegStatus, RerankOutcome
+from hostd.errors import FloorsExceedBudget, ShadowDisabled, UnknownProvider
+from hostd.pipeline import REASONS, Degraded, Pipeline, degradations, leg_degradation
+from hostd.protocol import ContextQuery, Violation
+from hostd.server import ComposeParams
+from hostd.shadow import Composition
+from tests.compose._helpers import frame
+
+pytestmark = pytest.mark.anyio
+
+
+class _Engine:
+    """``query_all`` answering from a fixed set of legs; counts and keeps each call."""
+
+    consent = None
+
+    def __init__(self, reports: dict[str, LegReport], accepted: list[Any]) -> None:
+        self.reports = reports
+        self.accepted = accepted
+        self.calls: list[dict[str, Any]] = []
+
+    async def query_all(self, query: ContextQuery, global_budget: int, **kw: Any) -> FanOut:
+        self.calls.append({"budget": global_budget, **kw})
+        for report in self.reports.values():
+            done = kw.get("on_leg_done")
+            if done is not None:
+                await done(report)
+        return FanOut(
+            query,
+            global_budget,
+            accepted=list(self.accepted),
+            reports=dict(self.reports),
+            overfetch=kw.get("overfetch", 1.0),
+        )
+
+    def providers_list(self) -> list[dict[str, Any]]:
+        return []
+
+    async def restart_provider(self, provider_id: str) -> dict[str, Any]:
+        return {}
+
+    def session_stats(self) -> dict[str, Any]:
+        return {}
+
+
+class _Reranker:
+    def __init__(self, outcome: RerankOutcome) -> None:
+        self.outcome = outcome
+        self.asked: list[tuple[str, int]] = []
+
+    async def rerank(self, query: str, candidates: list[Any], timeout_s: float) -> RerankOutcome:
+        self.asked.append((query, len(candidates)))
+        return self.outcome
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.recorded: list[Composition] = []
+        self.kept: list[bool] = []
+
+    async def record(self, composition: Composition, *, keep: bool = False) -> bool:
+        self.recorded.append(composition)
+        self.kept.append(keep)
+        return keep
+
+
+def _pipeline(
+    tmp_path: Path,
+    legs: Iterable[tuple[str, LegStatus]] = (("alpha", LegStatus.OK), ("beta", LegStatus.OK)),
+    *,
+    reranker: Any = None,
+    recorder: Any = None,
+    extra: str = "",
+) -> tuple[Pipeline, _Engine]:
+    legs = list(legs)
+    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\noverfetch = 1.5\n{extra}\n'
+    for pid, _ in legs:
+        text += f'[[provider]]\nid = "{pid}"\ncommand = ["x"]\n'
+    config = parse_config(text, source="<test>", base=tmp_path)
+    reports = {pid: LegReport(pid, status) for pid, status in legs}
+    accepted = [
+        (pid, frame(f"{pid}-{i}", score=0.9 - i / 10, content=f"{pid} evidence {i}"))
+        for pid, status in legs
+        if status is LegStatus.OK
+        for i in range(3)
+    ]
+    engine = _Engine(reports, accepted)
+    return Pipeline(config, engine, reranker=reranker, recorder=recorder), engine
+
+
+async def test_floors_that_cannot_fit_fail_before_any_provider_is_asked(tmp_path: Path) -> None:
+    pipeline, engine = _pipeline(tmp_path)
+    params = ComposeParams(goal="g", budget=20, floors=[{"label": "f", "content": "x" * 400}])
+    with pytest.raises(FloorsExceedBudget):
+        await pipeline.compose(params, "r-1")
+    with pytest.raises(UnknownProvider):  # a policy naming no configured provider: refused
+        await pipeline.compose(ComposeParams(goal="g", caps={"nobody": 0.5}), "r-2")
+    assert engine.calls == []
+
+
+async def test_the_providers_share_what_the_floors_leave_and_one_value_is_recorded(
+    tmp_path: Path,
+) -> None:
+    recorder = _Recorder()
+    pipeline, engine = _pipeline(tmp_path, recorder=recorder)
+    floors = [{"label": "rules", "content": "be brief"}]
+    result = await pipeline.compose(ComposeParams(goal="g", budget=400, floors=floors), "r-1")
+    (asked,) = engine.calls
+    assert asked["budget"] < 400 and asked["overfetch"] == 1.5  # [host] overfetch
+    (recorded,) = recorder.recorded
+    assert (recorded.request_id, recorded.goal, recorded.contested) == ("r-1", "g", asked["budget"])
+    assert list(recorded.accepted) == engine.accepted
+    assert recorded.composed.prompt == result["prompt"]
+    assert pipeline.usage_of("r-1") == result["usage"]
+    assert (result["degraded"], result["degraded_reasons"]) == (False, [])
+    assert "recorded" not in result and recorder.kept == [False]
+    # ``record: true``: kept whatever the draw, and the reply says whether it is on disk.
+    kept = await pipeline.compose(ComposeParams(goal="g", record=True), "r-2")
+    assert kept["recorded"] is True and recorder.kept == [False, True]
+
+
+async def test_a_record_with_nowhere_to_keep_it_is_refused_before_the_fan_out(
+    tmp_path: Path,
+) -> None:
+    pipeline, engine = _pipeline(tmp_path)
+    with pytest.raises(ShadowDisabled):
+        await pipeline.compose(ComposeParams(goal="g", record=True), "r-1")
+    with pytest.raises(ShadowDisabled):
+        await pipeline.feedback("r-1", [], None, None)
+    assert engine.calls == []
+
+
+async def test_rerank_is_asked_after_the_fan_out_over_its_own_pool(tmp_path: Path) -> None:
+    reranker = _Reranker(RerankOutcome(order=("2", "0"), model="m"))
+    extra = '[reranker]\ncommand = ["x"]\noverfetch = 4\n'
+    pipeline, engine = _pipeline(tmp_path, reranker=reranker, extra=extra)
+    result = await pipeline.compose(ComposeParams(goal="g", query_text="q", strategy="rerank"), "r")
+    assert engine.calls[0]["overfetch"] == 4.0  # [reranker] overfetch, for its larger pool
+    assert reranker.asked == [("q", 6)]
+    verdict = result["audit"]["policy"]["strategy_params"]["rerank"]
+    assert (verdict["model"], verdict["reason"], len(verdict["order"])) == ("m", "partial", 2)
+    assert result["degraded"] is False  # a partial verdict is still the reranker's
+
+    broken = _Reranker(RerankOutcome(reason="timeout", detail="no verdict within 1500 ms"))
+    pipeline, engine = _pipeline(tmp_path, reranker=broken, extra=extra)
+    params = ComposeParams(goal="g", strategy="rerank", overfetch=2.0)
+    result = await pipeline.compose(params, "r")
+    assert engine.calls[0]["overfetch"] == 2.0  # the request's own wins
+    assert result["degraded_reasons"] == [{"reason": "rerank_fallback", "detail": "timeout"}]
+
+
+async def test_each_failed_leg_is_named_and_the_rest_is_served(tmp_path: Path) -> None:
+    legs = [("alpha", LegStatus.OK), ("beta", LegStatus.TIMEOUT), ("gamma", LegStatus.WARMING)]
+    pipeline, _ = _pipeline(tmp_path, legs)
+    notes: list[dict[str, Any]] = []
+    result = await pipeline.compose(ComposeParams(goal="g"), "r", notes.append)
+    assert result["degraded_reasons"] == [
+        {"reason": "provider_failed", "provider": "beta", "detail": "timeout"},
+        {"reason": "provider_warming", "provider": "gamma"},
+    ]
+    assert {c["frame"]["provider_id"] for c in result["citations"]} == {"alpha"}
+    assert [(n["provider"], n["done"], n["total"]) for n in notes] == [
+        ("alpha", 1, 3),
+        ("beta", 2, 3),
+        ("gamma", 3, 3),
+    ]
+
+
+def _report(pid: str, status: LegStatus) -> LegReport:
+    if status is LegStatus.QUARANTINED:
+        violations = (Violation("B3", "token_cost", "misstated"), Violation("B1", "frames", "x"))
+        return LegReport(pid, status, violations=violations)
+    if status is LegStatus.NO_CONSENT:
+        return LegReport(pid, status, missing_scopes=("a.example", "b.example"))
+    return LegReport(pid, status, error_code="no_budget" if status is LegStatus.SKIPPED else None)
+
+
+def test_every_leg_status_but_ok_is_a_named_reason() -> None:
+    got = {s: leg_degradation(_report("p", s)) for s in LegStatus}
+    assert got.pop(LegStatus.OK) is None
+    assert {s: (d.reason, d.detail) for s, d in got.items() if d is not None} == {
+        LegStatus.TIMEOUT: ("provider_failed", "timeout"),
+        LegStatus.CRASHED: ("provider_failed", "crashed"),
+        LegStatus.ERROR: ("provider_failed", "error"),
+        LegStatus.UNAUTHORIZED: ("provider_failed", "unauthorized"),
+        LegStatus.QUARANTINED: ("quarantined", "B1,B3"),
+        LegStatus.NO_CONSENT: ("consent_missing", "a.example,b.example"),
+        LegStatus.WARMING: ("provider_warming", None),
+        LegStatus.SKIPPED: ("provider_skipped", "no_budget"),
+    }
+    with pytest.raises(ValueError, match="unknown degraded reason"):
+        Degraded("provider_sad")
+
+
+_STATUSES = st.sampled_from(list(LegStatus))
+
+
+@given(st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), _STATUSES, min_size=1))
+def test_the_same_shortfalls_give_the_same_reasons_in_any_order(legs: dict[str, Any]) -> None:
+    reports = [_report(pid, status) for pid, status in legs.items()]
+    figures = {"verify_errors": {"c": {"error": "ProviderCrashed: the text it wrote"}}}
+    strategy = [Degraded("rerank_fallback", detail="timeout")]
+    outs = {
+        degradations({r.provider_id: r for r in order}, figures, strategy)
+        for order in itertools.permutations(reports)
+    }
+    (out,) = outs
+    assert [d.reason for d in out] == sorted((d.reason for d in out), key=REASONS.index)
+    assert Degraded("verify_skipped", "c", "ProviderCrashed") in out  # the code, not the text
+    assert sum(d.provider is not None for d in out) == 1 + sum(
+        s is not LegStatus.OK for s in legs.values()
+    )
