@@ -163,10 +163,12 @@ def test_blocks_the_cap_closed_are_labelled_with_their_own_lines() -> None:
 
 
 def test_feedback_resolves_a_merged_label_to_the_survivor_and_credits_its_members() -> None:
-    from hostd.shadow import build_record, credited, resolve_used
+    from hostd.shadow import Composition, build_record, credited, resolve_used
 
     result = compose(SHIFTED)
-    record = build_record("r-1", "goal", 4000, None, SHIFTED, result, store_content=False)
+    record = build_record(
+        Composition("r-1", "goal", 4000, None, SHIFTED, result), store_content=False
+    )
     kept = resolve_used(record.citations, ["module.py L1-9"])
     b, a = (FrameId.of(*SHIFTED[1]), FrameId.of(*SHIFTED[0]))
     assert kept == ((b.provider_id, "b", b.content_digest),)
@@ -275,7 +277,7 @@ def test_adjacent_blocks_both_admitted_are_rendered_as_one() -> None:
 
 
 def test_a_coalesced_block_credits_every_member_and_their_copies() -> None:
-    from hostd.shadow import build_record, credited, resolve_used
+    from hostd.shadow import Composition, build_record, credited, resolve_used
 
     first = ("lexical", window("first", "L1-4", 0.4))
     copy = ("dense", window("first", "L1-4", 0.3))  # dedup folds it into lexical's
@@ -286,7 +288,9 @@ def test_a_coalesced_block_credits_every_member_and_their_copies() -> None:
     # the copy names the block that quotes it, not the member that left the prompt
     assert by_id[("dense", "first")]["reason"] == "duplicate"
     assert by_id[("dense", "first")]["detail"]["kept"]["frame_id"] == "second"
-    record = build_record("r-1", "goal", 4000, None, pairs, result, store_content=False)
+    record = build_record(
+        Composition("r-1", "goal", 4000, None, pairs, result), store_content=False
+    )
     kept = resolve_used(record.citations, ["module.py L1-8"])
     assert kept == (("dense", "second", second[1].content_digest),)
     assert set(credited(record, kept)) == {
