@@ -333,7 +333,8 @@ class ProviderSettings(_Section):
     id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
     #: A child process's argv, or ``url``: a remote provider (docs/remote.md).
     command: Annotated[list[str], Field(min_length=1)] | None = None
-    binding: Literal["jsonrpc", "cgp", "mcp"] = "jsonrpc"
+    #: A registered binding's name (``hostd.transport.binding_names()``).
+    binding: str = "jsonrpc"
     timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 2000
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     env: dict[str, str] = Field(default_factory=dict)
@@ -346,17 +347,26 @@ class ProviderSettings(_Section):
     #: ``binding = "mcp"`` only: what the MCP server's resources and tool become.
     mcp: McpSettings | None = None
 
+    @field_validator("binding")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        from hostd.transport import binding_problem  # imported late, as remote_url_problem
+
+        problem = binding_problem(value)  # the binding registry: known, its extra installed
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _mcp_table(self) -> ProviderSettings:
         if self.mcp is not None and self.binding != "mcp":
             raise ValueError('mcp: only for binding = "mcp"')
-        if self.binding == "mcp" and self.url is not None:
-            raise ValueError('binding = "mcp" starts a local MCP server: give command, not url')
-        if self.binding == "mcp" and importlib.util.find_spec("mcp") is None:
-            raise ValueError(
-                'binding = "mcp" needs the mcp extra: pip install "/path/to/hostd[mcp]" '
-                "(a checkout or a wheel)"
-            )
+        # The binding registry decides whether it may be remote.
+        from hostd.transport import binding_problem
+
+        problem = binding_problem(self.binding, remote=self.url is not None)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property

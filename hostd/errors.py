@@ -385,7 +385,7 @@ class QuestionSetError(BadRequest):
     reason = "bad_questions"
 
 
-# -- remote providers over HTTPS (hostd.transport._http; C4, C7, C8) ---------------------
+# -- remote providers over HTTPS (hostd.transport.remote; C4, C7, C8) ---------------------
 
 
 class InsecureTransport(HostdError):

@@ -32,6 +32,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from hostd._log import get_logger
+
 if TYPE_CHECKING:
     from hostd.config import LogSettings
 
@@ -142,7 +144,7 @@ class _StdlibJson(logging.Formatter):
         )
 
 
-_library_log = structlog.get_logger("hostd.rpc")
+_library_log = get_logger("hostd.rpc")
 
 
 class _ToStructlog(logging.Handler):
@@ -319,11 +321,6 @@ def configure_logging(
     library.setLevel(logging.NOTSET)
     library.propagate = False
     return out
-
-
-def get_logger(name: str) -> Any:
-    """The structlog logger named ``name`` (a module-level logger, dotted event names)."""
-    return structlog.get_logger(name)
 
 
 def bind_request(request_id: str, **extra: Any) -> None:

@@ -64,7 +64,7 @@ TOKEN = "bench-token-not-secret"
 def serve(directory: Path, frames: int) -> None:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    from hostd._provider_http import make_app, serve_asgi
+    from hostd.provider._http import make_app, serve_asgi
 
     counts = {"connections": 0, "requests": 0}
 

@@ -51,8 +51,21 @@ FORBIDDEN = {
         "config",
         "provider",
     },
-    "transport": {"engine", "compose", "server", "pipeline", "client", "cli"},
-    "engine": {"server", "pipeline", "client", "cli"},
+    "transport": {
+        "engine",
+        "compose",
+        "server",
+        "pipeline",
+        "client",
+        "cli",
+        "mcp",
+        "provider",
+        "logs",
+    },
+    # The engine imports no face: the MCP binding reaches it through the transport's
+    # binding registry, which imports that module by name only when it is used. Its
+    # logger is the one factory's (hostd._log), not the host's logging set-up.
+    "engine": {"server", "pipeline", "client", "cli", "mcp", "logs"},
     "server": {"client", "cli", "provider"},
     # One request end to end: the wire, faces and the CLI are its callers, never its parts.
     "pipeline": {"server", "transport", "client", "cli", "mcp", "provider", "rpc"},
@@ -93,25 +106,25 @@ FORBIDDEN = {
 _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", "cli", "config"}
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
-    "provider.py": _HOST_SIDE | {"logging", "shadow", "eval"},
-    "_provider_stdio.py": _HOST_SIDE | {"logging", "shadow", "eval"},
-    # The HTTPS provider server and its listener guard: the provider side, like stdio.
-    "_provider_http.py": _HOST_SIDE | {"logging", "shadow", "eval"},
-    "_listener_guard.py": _HOST_SIDE | {"logging", "shadow", "eval", "provider", "protocol"},
+    # The HTTPS provider server's listener guard: the provider side, and a leaf.
+    "_listener_guard.py": _HOST_SIDE | {"logs", "shadow", "eval", "provider", "protocol"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
-    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"},
+    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
-    "cli/_check_driver.py": _HOST_SIDE | {"provider", "shadow", "eval", "mcp"},
+    # Of the transport it takes the binding codecs only (below).
+    "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "shadow", "eval", "mcp"},
     # The method table is the wire: requests go to the pipeline, never around it.
     "server/_api.py": {"engine", "compose", "transport", "shadow"},
     "server/_local.py": {"engine", "compose", "transport", "shadow"},
     "server/_params.py": {"engine", "compose", "transport", "shadow", "pipeline"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
-FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logging", "shadow", "eval", "pipeline"}
+FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval", "pipeline"}
+# The provider runtime runs inside provider programs: it never loads the host side.
+FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "shadow", "eval", "mcp", "pipeline"}
 # hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
-FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logging", "shadow", "eval"}
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
@@ -179,12 +192,14 @@ def _siblings(path: Path, package: str = "server") -> set[str]:
                 else:  # from . import _api
                     found.update(a.name for a in node.names)
             elif node.level == 0 and node.module and node.module.startswith(prefix + "."):
-                found.add(node.module.split(".")[2])
+                found.add(node.module[len(prefix) + 1 :].split(".")[0])
             elif node.level == 0 and node.module == prefix:
                 found.update(a.name for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(
-                a.name.split(".")[2] for a in node.names if a.name.startswith(prefix + ".")
+                a.name[len(prefix) + 1 :].split(".")[0]
+                for a in node.names
+                if a.name.startswith(prefix + ".")
             )
     return found
 
@@ -201,10 +216,23 @@ def test_check_provider_modules_do_not_import_in_a_circle(module: str) -> None:
     assert sorted(found & CLI_FORBIDDEN_SIBLINGS[module]) == []
 
 
+def test_check_provider_s_driver_takes_only_the_binding_codecs_of_the_transport() -> None:
+    # The same codec the daemon's pipes and HTTPS endpoint drive: nothing else of it.
+    tree = ast.parse((ROOT / "cli" / "_check_driver.py").read_text(encoding="utf-8"))
+    taken = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("hostd.transport")
+    }
+    assert taken == {"hostd.transport.bindings"}
+
+
 def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
-    assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider.py")
+    assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider" / "_runtime.py")
     assert "pipeline" in _hostd_imports(ROOT / "server" / "_api.py")
     assert {"engine", "compose", "shadow"} <= _hostd_imports(ROOT / "pipeline" / "_pipeline.py")
     daemon = _siblings(ROOT / "server" / "_daemon.py")
@@ -213,14 +241,52 @@ def test_the_walker_sees_imports() -> None:
     assert {"_check", "_checks"} <= _CLI
 
 
-# transport module → sibling modules it must never import: a child's stdout feed and its
-# start under the shim sit below the process (``_process`` uses them, never the reverse),
-# and know no binding.
-_BELOW_PROCESS = {"_process", "_connection", "_calls", "_jsonrpc", "_cgp", "_http"}
+# transport.process module → sibling modules it must never import: a child's stdout feed
+# and its start under the shim sit below the process (``_process`` uses them, never the
+# reverse), and know no binding.
+_BELOW_PROCESS = {"_process", "_connection", "_client"}
 FORBIDDEN_TRANSPORT_SIBLINGS = {"_stdout": _BELOW_PROCESS, "_shim": _BELOW_PROCESS | {"_stdout"}}
 
 
 @pytest.mark.parametrize("module", sorted(FORBIDDEN_TRANSPORT_SIBLINGS))
 def test_the_transport_s_process_parts_sit_below_it(module: str) -> None:
-    found = _siblings(ROOT / "transport" / f"{module}.py", "transport")
+    path = ROOT / "transport" / "process" / f"{module}.py"
+    found = _siblings(path, "transport.process")
     assert sorted(found & FORBIDDEN_TRANSPORT_SIBLINGS[module]) == []
+    # and no binding: nothing from the transport's other rooms
+    assert not {"bindings", "remote"} & (_hostd_submodules(path, "transport"))
+
+
+def _hostd_submodules(path: Path, package: str) -> set[str]:
+    """The ``hostd.<package>`` subpackages ``path`` imports, by relative or absolute name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 2 and node.module:
+                found.add(node.module.split(".")[0])
+            elif node.level == 0 and node.module and node.module.startswith(f"hostd.{package}."):
+                found.add(node.module.split(".")[2])
+    return found
+
+
+def test_one_logger_factory() -> None:
+    """hostd's loggers come from ``hostd._log.get_logger`` only. ``hostd.rpc`` and the
+    HTTPS provider's listener guard keep a stdlib ``hostd.*`` logger (they run in
+    provider processes, where structlog is not set up and stdout may be the wire; the
+    guard imports nothing of hostd); looking up another library's logger (to configure
+    or filter it) is not building one."""
+    found = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+            ):
+                continue
+            call = (node.func.value.id, node.func.attr)
+            named = node.args[0] if node.args else None
+            ours = isinstance(named, ast.Constant) and str(named.value).startswith("hostd")
+            if call == ("structlog", "get_logger") or (call == ("logging", "getLogger") and ours):
+                found.add(str(path.relative_to(ROOT)))
+    assert found == {"_log.py", "rpc/_envelope.py", "_listener_guard.py"}

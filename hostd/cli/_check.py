@@ -21,14 +21,18 @@ def add_check_command(sub: Any) -> None:
     check = sub.add_parser(
         "check-provider",
         help="drive a provider through the protocol and print a pass/fail table",
-        description="Drive any provider (either binding) through handshake, a query, "
+        description="Drive any provider (any registered binding) through handshake, a query, "
         "budget honesty, the kinds filter, malformed-input tolerance, verify honesty and "
         "shutdown; an MCP server (--binding mcp) the way the host uses it: initialize, its "
         "resources and --tool results as frames, budget honesty, the kinds filter, its "
         "file:// ranges against the files, shutdown. "
         "Usage: hostd check-provider [options] -- CMD ARG...",
     )
-    check.add_argument("--binding", choices=("jsonrpc", "cgp", "mcp"), default="jsonrpc")
+    check.add_argument(
+        "--binding",
+        default="jsonrpc",
+        help="any registered binding: jsonrpc (default), cgp, mcp, …",
+    )
     check.add_argument(
         "--tool",
         action="append",
@@ -61,8 +65,14 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
+    from hostd.transport import binding_problem  # the binding registry, loaded when used
+
     from ._checks import check_provider, render_table
 
+    problem = binding_problem(args.binding)
+    if problem is not None:
+        sys.stderr.write(f"hostd check-provider: {problem}\n")
+        return EXIT_USAGE
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

@@ -1,33 +1,48 @@
-"""check-provider's driver: a provider child spoken to over raw pipes, either binding.
+"""check-provider's driver: a provider child spoken to over raw pipes, through its binding's codec.
 
-Owns the bytes: it sends well-formed requests and envelopes, and malformed bytes on
-purpose (it writes its own pipes for that), reads replies line by line and matches
-JSON-RPC replies through the one correlation table, and reaps the child by the one
-teardown ladder. It judges nothing: what a reply means is ``_checks``'s (and the
-daemon's leg audit's); it never imports the engine. A step that cannot go on raises
-``Failed``.
+Owns the bytes: it sends the requests the binding's codec builds (the same codec
+the daemon's pipe client and HTTPS endpoint drive, so a provider is asked
+exactly as the daemon asks it, verify identities under the handshake name
+included) and malformed bytes on purpose (it writes its own pipes for that),
+reads what the provider writes line by line through the same codec, passes over
+what answers nothing it waits for (the answers to deliberate garbage), and reaps
+the child by the one teardown ladder. It judges nothing: what a reply means is
+``_checks``'s (and the daemon's leg audit's); it never imports the engine. A step
+that cannot go on raises ``Failed``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import Process
 
 import hostd
 from hostd._teardown import stop_process
-from hostd.errors import ParseError
-from hostd.protocol import PROTOCOL_VERSION, ContextQuery, HandshakeAck, LineItem, LineSplitter
-from hostd.rpc import PendingTable, decode, encode_line, make_notification, make_request
+from hostd.errors import HostdError, ProtocolFault
+from hostd.protocol import (
+    ContextQuery,
+    FrameIdentity,
+    HandshakeAck,
+    HostInfo,
+    LineItem,
+    LineSplitter,
+    VerifyResponse,
+)
+from hostd.transport.bindings import UNKEYED, Codec, Fault, Notice, Refusal, Reply, Request
 
 __all__ = ["Driver", "Failed", "reap"]
 
 _MAX_LINE = 16 * 1024 * 1024
+_HOST = HostInfo(name="hostd-check-provider", version=hostd.__version__)
+_PROGRESS = "context/progress"
+
+T = TypeVar("T")
 
 
 class Failed(Exception):
@@ -38,170 +53,147 @@ class Failed(Exception):
         self.rules = tuple(rules)
 
 
+def _read(read: Callable[[Any], T], payload: Any) -> T:
+    """A reply's payload as the model of what was asked; a bad shape fails the check."""
+    try:
+        return read(payload)
+    except ProtocolFault as exc:
+        raise Failed(f"malformed reply: {exc.message}") from None
+
+
 @dataclass
 class Driver:
-    """One provider child and what has been read from it."""
+    """One provider child, the codec of its binding and what has been read from it."""
 
     process: Process
-    binding: str
+    codec: Codec
     timeout_s: float
     splitter: LineSplitter = field(default_factory=lambda: LineSplitter(_MAX_LINE))
     lines: deque[LineItem] = field(default_factory=deque)
-    next_id: int = 1
-    #: JSON-RPC replies by id: the one correlation table every requesting end uses.
-    calls: PendingTable = field(default_factory=PendingTable)
-    correlation: bool = False
     #: Set once the provider's stdout ended: later checks cannot run (deterministically).
     dead: bool = False
     #: The handshake said ``"ready": false``: queries wait for its ``context/progress``.
     warming: bool = False
+    #: Progress notifications read while waiting for a reply, not yet counted.
+    notes: list[Notice] = field(default_factory=list)
 
     async def send_raw(self, data: bytes) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.send(data)
 
-    async def send(self, obj: Any) -> None:
-        await self.send_raw(encode_line(obj))
+    async def send(self, request: Request) -> None:
+        await self.send_raw(request.line)
 
-    async def read_line(self) -> Any:
+    async def read_message(self) -> Reply | Refusal | Notice:
+        """The next message the provider wrote; one that breaks the wire fails the step."""
         assert self.process.stdout is not None
         while True:
             while self.lines:
                 line = self.lines.popleft()
                 if not isinstance(line, bytes):  # OVERLONG
                     raise Failed("provider wrote an over-long line")
-                if not line.strip():
+                message = self.codec.read(line)
+                if message is None:
                     continue
-                try:
-                    return decode(line)
-                except ParseError as exc:
-                    raise Failed(f"provider wrote a line that is not JSON: {line[:80]!r}") from exc
+                if isinstance(message, Fault):
+                    raise Failed(f"provider broke the wire: {message.error.message}")
+                return message
             try:
                 self.lines.extend(self.splitter.feed(await self.process.stdout.receive(1 << 16)))
             except anyio.EndOfStream:
                 self.dead = True
                 raise Failed("provider closed stdout (it exited)") from None
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """JSON-RPC: send one request and return its reply object (result or error).
-        Lines are read until its reply; replies to nothing we wait for (the id-null
-        answers to deliberate garbage) are passed over."""
-        id_ = self.next_id
-        self.next_id += 1
-        slot = self.calls.add(id_)
-        try:
-            await self.send(make_request(method, params, id_))
-            with anyio.fail_after(self.timeout_s):
-                while not slot.done.is_set():
-                    msg = await self.read_line()
-                    key = msg.get("id") if isinstance(msg, dict) else None
-                    reply = self.calls.pop(key) if type(key) is int else None
-                    if reply is not None:
-                        reply.resolve(msg)
-        finally:
-            self.calls.abandon(id_)
-        reply_msg: dict[str, Any] = await slot.wait()
-        return reply_msg
+    async def answer(
+        self, request: Request, *, skip_errors: bool = False, refused: Any = None
+    ) -> Reply | Refusal:
+        """The reply to ``request`` (already sent). What answers another key is passed
+        over: an error reply to deliberate garbage, a progress note (kept in ``notes``).
+        ``skip_errors``: lock-step error replies are passed over too (after garbage, a
+        lock-step provider's errors cannot be told from the query's own). ``refused``:
+        the key of a request that must be refused; a result for it fails the step."""
+        with anyio.fail_after(self.timeout_s):
+            while True:
+                msg = await self.read_message()
+                if isinstance(msg, Notice):
+                    self.notes.append(msg)
+                    continue
+                key = msg.key
+                if refused is not None and key == refused and isinstance(msg, Reply):
+                    raise Failed("a malformed query was answered with a result, not an error")
+                if key != request.key:
+                    continue
+                if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
+                    continue
+                return msg
+
+    async def exchange(self, request: Request, what: str) -> Any:
+        """Send ``request`` and return its reply's payload; an error reply fails the step."""
+        await self.send(request)
+        msg = await self.answer(request)
+        if isinstance(msg, Refusal):
+            raise Failed(f"{what} answered an error: {msg.error.message}")
+        return msg.payload
 
     async def wait_ready(self, timeout_s: float) -> int:
         """Read ``context/progress`` notifications until one says ready (or failed);
         the number of progress notes seen."""
-        notes = 0
+        count = 0
         with anyio.fail_after(timeout_s):
             while True:
-                msg = await self.read_line()
-                if isinstance(msg, dict) and msg.get("method") == "context/progress":
-                    notes += 1
-                    params = msg.get("params")
-                    params = params if isinstance(params, dict) else {}
+                while self.notes:
+                    note = self.notes.pop(0)
+                    if note.method != _PROGRESS:
+                        continue
+                    count += 1
+                    params = note.params if isinstance(note.params, dict) else {}
                     if params.get("state") == "ready":
                         self.warming = False
-                        return notes
+                        return count
                     if params.get("state") == "failed":
                         raise Failed(f"warm-up failed: {params.get('message')}")
+                msg = await self.read_message()
+                if isinstance(msg, Notice):
+                    self.notes.append(msg)
 
-    async def envelope(self, message: dict[str, Any], expect: tuple[str, ...]) -> dict[str, Any]:
-        """CGP: send one envelope and return the first reply envelope of an expected type."""
-        await self.send(message)
-        with anyio.fail_after(self.timeout_s):
-            while True:
-                msg = await self.read_line()
-                if isinstance(msg, dict) and msg.get("type") in (*expect, "error"):
-                    return msg
-
-    # -- binding-neutral operations ------------------------------------------------------
+    # -- the protocol's operations, in the binding's codec -------------------------------
 
     async def handshake(self) -> HandshakeAck:
-        if self.binding == "jsonrpc":
-            reply = await self.request(
-                "context/handshake",
-                {
-                    "protocol_version": PROTOCOL_VERSION,
-                    "host": {"name": "hostd-check-provider", "version": hostd.__version__},
-                },
-            )
-            if "error" in reply:
-                raise Failed(f"handshake refused: {reply['error']}")
-            result = reply.get("result")
-            self.warming = isinstance(result, dict) and result.get("ready") is False
-            return HandshakeAck.model_validate(result)
-        env = await self.envelope(
-            {"type": "handshake", "protocol_version": PROTOCOL_VERSION}, ("handshake_ack",)
-        )
-        if env.get("type") == "error":
-            raise Failed(f"handshake refused: {env}")
-        return HandshakeAck.model_validate(env)
+        request = self.codec.handshake(_HOST)
+        await self.send(request)
+        msg = await self.answer(request)
+        if isinstance(msg, Refusal):
+            raise Failed(f"handshake refused: {msg.error.message}")
+        self.warming = isinstance(msg.payload, dict) and msg.payload.get("ready") is False
+        return _read(self.codec.handshake_ack, msg.payload)
 
     async def query(
-        self, query: ContextQuery, *, skip_errors: bool = False
-    ) -> tuple[list[Any] | None, dict[str, Any] | None]:
-        """Returns (raw frames, None) or (None, error object).
+        self,
+        query: ContextQuery | dict[str, Any],
+        *,
+        skip_errors: bool = False,
+        refused: Any = None,
+    ) -> tuple[list[Any] | None, HostdError | None]:
+        """Returns (raw frames, None) or (None, the error reply as its typed error)."""
+        request = self.codec.query(query)
+        await self.send(request)
+        msg = await self.answer(request, skip_errors=skip_errors, refused=refused)
+        if isinstance(msg, Refusal):
+            return None, msg.error
+        return list(_read(self.codec.query_result, msg.payload).frames), None
 
-        ``skip_errors`` (CGP, after deliberate garbage): error envelopes that answer
-        the garbage lines are passed over until the query's own reply.
-        """
-        if self.binding == "jsonrpc":
-            reply = await self.request("context/query", {"query": query.to_wire()})
-            if "error" in reply:
-                return None, reply["error"]
-            result = reply.get("result") or {}
-            return list(result.get("frames") or []), None
-        message: dict[str, Any] = {"type": "query", "query": query.to_wire()}
-        if self.correlation:
-            message["id"] = f"q{self.next_id}"
-            self.next_id += 1
-        await self.send(message)
-        with anyio.fail_after(self.timeout_s):
-            while True:
-                env = await self.read_line()
-                if not isinstance(env, dict) or env.get("type") not in ("frames", "error"):
-                    continue
-                if self.correlation and env.get("id") not in (None, message["id"]):
-                    continue
-                if env.get("type") == "error":
-                    if skip_errors and (not self.correlation or env.get("id") is None):
-                        continue
-                    return None, env
-                return list((env.get("result") or {}).get("frames") or []), None
+    async def send_query(self, query: ContextQuery | dict[str, Any]) -> Request:
+        """Send a query and do not wait: its answer is read (or passed over) later."""
+        request = self.codec.query(query)
+        await self.send(request)
+        return request
 
-    async def verify(self, identities: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self.binding == "jsonrpc":
-            reply = await self.request("context/verify", {"frames": identities})
-            if "error" in reply:
-                raise Failed(f"verify answered an error: {reply['error']}")
-            return list((reply.get("result") or {}).get("verdicts") or [])
-        env = await self.envelope(
-            {"type": "verify", "request": {"frames": identities}}, ("verified",)
-        )
-        if env.get("type") == "error":
-            raise Failed(f"verify answered an error: {env}")
-        return list((env.get("response") or {}).get("verdicts") or [])
+    async def verify(self, identities: list[FrameIdentity]) -> VerifyResponse:
+        payload = await self.exchange(self.codec.verify(identities), "verify")
+        return _read(self.codec.verify_response, payload)
 
     async def shutdown(self) -> None:
-        if self.binding == "jsonrpc":
-            await self.send(make_notification("context/shutdown"))
-        else:
-            await self.send({"type": "shutdown"})
+        await self.send(self.codec.shutdown())
 
 
 async def reap(process: Process) -> None:

@@ -56,8 +56,6 @@ async def check_mcp_provider(
 ) -> list[CheckResult]:
     """Every check against a fresh server running ``command``, configured as
     ``[provider.mcp]`` would (``options``); never raises for a bad server."""
-    from hostd.mcp import mcp_client_factory  # the mcp extra: only when asked for
-
     settings = McpSettings.model_validate(dict(options or {})).model_dump()
     results: list[CheckResult] = []
     async with anyio.create_task_group() as tg:
@@ -69,7 +67,7 @@ async def check_mcp_provider(
                 binding="mcp",
                 cwd=cwd,
                 handshake_timeout=timeout_s,
-                client_factory=mcp_client_factory(settings),
+                options=settings,  # the binding registry's mcp row builds its client
             )
         except HostdError as exc:
             results.append(CheckResult("handshake", False, f"{exc.reason}: {exc.message}"))

@@ -3,8 +3,11 @@
 Owns the checks and their report: handshake (H1–H3, H2, C5), a query whose frames
 are valid (F1–F5, D1, P1–P5), budget honesty on recomputed costs (B1, B3, B4), the
 kinds filter (Q1), malformed-input tolerance (R1), verify honesty (V1–V3) and
-shutdown (R2), each a ``CheckResult``, and the pass/fail table. The bytes are the
-driver's (``_check_driver``: raw pipes, so it can send malformed input on purpose).
+shutdown (R2), each a ``CheckResult``, and the pass/fail table. The binding is
+the registry's (``hostd.transport.bindings``): one with a codec is driven by the
+driver (``_check_driver``: raw pipes through that codec, so it can send
+malformed input on purpose); one carried by an SDK session has a check of its own
+(``mcp``: ``_check_mcp``).
 Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``),
 so a provider that passes is never dropped or quarantined by the daemon for the
 same reply; the handshake, R1, verify and shutdown checks are this module's.
@@ -26,10 +29,12 @@ from hostd.protocol import (
     Capabilities,
     ContextFrame,
     ContextQuery,
+    FrameIdentity,
     HandshakeAck,
     Severity,
     check_handshake,
 )
+from hostd.transport.bindings import UNKEYED, find_binding
 
 from ._check_driver import Driver, Failed, reap
 
@@ -84,7 +89,12 @@ async def check_provider(
     cwd: str | None = None,
     env: dict[str, str] | None = None,
 ) -> list[CheckResult]:
-    """Run every check against a fresh child running ``command``; never raises for a bad peer."""
+    """Run every check against a fresh child running ``command``; never raises for a bad peer.
+    ``binding``: any registered binding (``ValueError`` for one that is not)."""
+    row = find_binding(binding)
+    if row.codec is None:  # an sdk-session binding has a check of its own (mcp: _check_mcp)
+        detail = f"the {binding!r} binding has no codec for this driver: it has its own check"
+        return [CheckResult("binding", False, detail)]
     results: list[CheckResult] = []
     try:
         process = await anyio.open_process(
@@ -98,7 +108,9 @@ async def check_provider(
         )
     except OSError as exc:
         return [CheckResult("start", False, f"cannot start {command[0]!r}: {exc.strerror}")]
-    driver = Driver(process, binding, timeout_s)
+    # The codec knows the provider by the id the audit's FrameIds carry (``_PID``), as
+    # the daemon's knows it by its configured id: verify goes out as the daemon's does.
+    driver = Driver(process, row.codec(_PID), timeout_s)
     try:
         await _run_checks(driver, results, goal, budget)
     finally:
@@ -141,7 +153,6 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
     if ack is None:
         return
     caps: Capabilities = ack.capabilities
-    d.correlation = caps.correlation
     if d.warming:  # an index to build first: its progress notes end with "ready"
         notes = await _step(d, results, "ready", d.wait_ready(max(d.timeout_s, _WARM_S)))
         if notes is None:
@@ -200,11 +211,7 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
         breaches += [v for v in _audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"]
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
-        how = (
-            f"error {error.get('message', '')!r}"
-            if error is not None
-            else f"{len(raw or [])} frame(s)"
-        )
+        how = f"error {error.message!r}" if error is not None else f"{len(raw or [])} frame(s)"
         results.append(CheckResult("kinds filter", True, f"kinds=[{kind}] → {how}"))
 
     await _step(d, results, "kinds filter", kinds_filter())
@@ -213,13 +220,11 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
     async def malformed() -> None:
         await d.send_raw(b"this is not json\n")
         await d.send_raw(b'{"half": \n')
-        if d.binding == "jsonrpc":
-            reply = await d.request("context/query", {"query": {"goal": 5}})
-            if "error" not in reply:
-                raise Failed("a query with goal=5 was answered with a result, not an error")
-        else:
-            await d.send({"type": "query", "query": {"goal": 5}})
-        raw, error = await d.query(query, skip_errors=d.binding == "cgp")
+        bad = await d.send_query({"goal": 5})
+        # Where the bad query has a key of its own its answer must be an error; a
+        # lock-step provider's errors are passed over until the valid query's frames.
+        refused = bad.key if bad.key is not UNKEYED else None
+        raw, error = await d.query(query, skip_errors=True, refused=refused)
         if raw is None:
             raise Failed(f"after malformed input, a valid query got an error: {error}")
         results.append(
@@ -237,20 +242,21 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
         if not held:
             results.append(CheckResult("verify honesty", True, "no digest-carrying frame", True))
             return
-        # As the daemon addresses them: over CGP by the handshake name (``_cgp``); over
-        # JSON-RPC by a configured id the provider never learns, so any id must do.
-        pid = ack.provider.name if d.binding == "cgp" else "p"
+        # Under the configured id, as the daemon sends them: the binding's codec addresses
+        # them as the daemon's does (over CGP by the handshake name; over JSON-RPC by an
+        # id the provider never learns, so any id must do).
         idents = [
-            {"provider_id": pid, "frame_id": f.id, "content_digest": f.content_digest} for f in held
+            FrameIdentity(provider_id=_PID, frame_id=f.id, content_digest=f.content_digest)
+            for f in held
         ]
-        verdicts = await d.verify(idents)
-        status = {str((v.get("frame") or {}).get("frame_id")): v.get("status") for v in verdicts}
+        response = await d.verify(idents)
+        status = {v.frame.frame_id: v.status for v in response.verdicts}
         not_valid = [f.id for f in held if status.get(f.id) != "valid"]
         if not_valid:
             raise Failed(f"frames just served are not 'valid': {not_valid[:3]}")
-        bogus = [{"provider_id": pid, "frame_id": held[0].id, "content_digest": _BOGUS_DIGEST}]
-        verdicts = await d.verify(bogus)
-        if any(v.get("status") == "valid" for v in verdicts):
+        bogus = [FrameIdentity(provider_id=_PID, frame_id=held[0].id, content_digest=_BOGUS_DIGEST)]
+        response = await d.verify(bogus)
+        if any(v.status == "valid" for v in response.verdicts):
             raise Failed("a wrong content_digest was answered 'valid' (rubber stamp)")
         results.append(
             CheckResult("verify honesty", True, f"{len(held)} valid; a wrong digest is not valid")

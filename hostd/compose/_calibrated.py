@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from ._candidates import CandidateSet, FramePair
 from ._fusion import provider_lists
+from ._round_robin import RoundRobinByRank
 
 __all__ = ["Calibrated", "Calibration", "MonotoneMap"]
 
@@ -100,8 +101,6 @@ class Calibrated:
     name: ClassVar[str] = "calibrated"
 
     def order(self, frames: Frames) -> list[int]:
-        from .ranking import RoundRobinByRank  # ranking registers this policy
-
         c = CandidateSet.of(frames)
         cal = self.calibration
         if cal is None or cal.empty:

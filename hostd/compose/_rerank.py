@@ -25,6 +25,7 @@ from hostd.protocol import FrameId
 
 from ._candidates import CandidateSet, FramePair
 from ._dedup import dedup_pool
+from ._round_robin import RoundRobinByRank
 
 __all__ = ["FALLBACK", "PrecomputedOrder", "RerankRequest", "rerank_request"]
 
@@ -34,9 +35,6 @@ _MEMBERS = frozenset({"order", "model", "candidates", "fallback", "reason", "det
 
 
 def _fallback_order(c: CandidateSet) -> list[int]:
-    # Imported here: ``ranking`` imports this module for its parser.
-    from .ranking import RoundRobinByRank
-
     return RoundRobinByRank().order(c)
 
 

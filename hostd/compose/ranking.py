@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import zip_longest
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import orjson
@@ -25,6 +24,7 @@ from ._candidates import CandidateSet, FramePair
 from ._fusion import MarginFusion, ReciprocalRankFusion, provider_lists
 from ._mmr import DEFAULT_LAMBDA, MaximalMarginalRelevance
 from ._rerank import PrecomputedOrder
+from ._round_robin import RoundRobinByRank
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -72,36 +72,6 @@ class ScoreDescending:
 
     def to_wire(self) -> Any:
         return "score"
-
-
-@dataclass(slots=True, frozen=True)
-class RoundRobinByRank:
-    """Each provider's best frame, then each one's second, and so on.
-
-    A provider's list is every candidate it vouched for, by its own score
-    (``provider_lists``, F10): evidence two providers served is, after dedup,
-    one candidate that stands in both lists at each one's own rank, so the
-    provider whose copy lost the dedup tie keeps its rank-1 hit. Round ``r``
-    emits each provider's rank-``r`` candidate, providers in id order; a
-    candidate already emitted is not emitted again (a shared hit spends both
-    providers' turn in its round). No score crosses a provider boundary.
-    """
-
-    name: ClassVar[str] = "round_robin"
-
-    def order(self, frames: Frames) -> list[int]:
-        lists = [[i for i, _ in entries] for entries in provider_lists(frames).values()]
-        seen: set[int] = set()
-        out: list[int] = []
-        for rnd in zip_longest(*lists):
-            for i in rnd:
-                if i is not None and i not in seen:
-                    seen.add(i)
-                    out.append(i)
-        return out
-
-    def to_wire(self) -> Any:
-        return "round_robin"
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,14 +1,17 @@
 """The fan-out engine: ``Host`` runs one request's query across every provider.
 
 Owns provider lifecycle and restart policy (``_pool``, ``_health``; a start's
-I/O: ``_launch``), the fan-out as plan → run → judge (``_plan``, ``_run``,
-``_judge``): the consent gate before any payload (C1, C2, C6), the concurrent
-legs with one deadline per provider, the leg audit (``_leg_audit``: B1–B4, Q1,
-Q2, frame rules; quarantine, B2), the usage report (UR1) and the verification
-stage (``verify``), and the reranker: a process (``_rerank``) or a standard rerank
-server (``_rerank_http`` over ``_rerank_api``). It talks to providers only
-through ``hostd.transport`` and imports ``budget_split`` (nothing else) from
-``hostd.compose``.
+I/O: ``_launch``), the provider spec (``_spec``: its binding checked against the
+transport's binding registry), the fan-out as plan → run → judge (``_plan``,
+``_run``, ``_judge``): the consent gate before any payload (``_gate``,
+``consent``: C1, C2, C6), the concurrent legs with one deadline per provider,
+the leg audit (``_leg_audit``: B1–B4, Q1, Q2, frame rules; quarantine, B2), the
+usage report (``_report``, UR1), the verification stage (``verify``) and the
+reranker: a process (``_rerank``) or a standard rerank server (``_rerank_http``
+over ``_rerank_api``). It talks to providers only through
+``hostd.transport`` (whose registry brings each binding's client: the engine
+names no binding module and imports no face, not ``hostd.mcp``), imports
+``budget_split`` (nothing else) from ``hostd.compose``, and never renders.
 """
 
 from ._declared import HandshakeRecords, spec_digest

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hostd.logs import get_logger
+from hostd._log import get_logger
 from hostd.protocol import HandshakeAck, ProviderInfo
 
 from ._spec import ProviderSpec

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-import structlog
 
+from hostd._log import get_logger
 from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
 from hostd.transport import (
@@ -49,7 +49,7 @@ from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
 __all__ = ["Host", "LegDone", "ProgressDone"]
 
-log = structlog.get_logger("hostd.engine")
+log = get_logger("hostd.engine")
 
 #: ``on_leg_done`` callback: called with each report as its leg finishes (sync or async).
 LegDone = Callable[[LegReport], Awaitable[None] | None]
@@ -154,15 +154,8 @@ class Host:
         """The consent gate (a ``ConsentStore``: grant, revoke, list, missing_scopes)."""
         return self._consent
 
-    @property
-    def specs(self) -> list[ProviderSpec]:
-        return [s.spec for s in self.pool.slots.values()]
-
     async def start_all(self) -> None:
         await self.pool.start_all()
-
-    async def stop_all(self) -> None:
-        await self.pool.stop_all()
 
     async def warm_all(self, on_progress: OnProgress | None = None) -> dict[str, str]:
         """Start every provider and wait until each is ready or failed (``hostd warm``):

@@ -1,7 +1,8 @@
 """Opening one provider's connection: the I/O of a start, and nothing of its bookkeeping.
 
-Owns how a start runs (``PoolSettings``), the binding client a spec needs (the
-MCP one, imported only when asked for), spawning and handshaking a child process,
+Owns how a start runs (``PoolSettings``), spawning and handshaking a child process
+(its binding client is the binding registry's, the MCP one imported only when asked
+for, by the registry),
 and each remote provider's endpoint: made on its first start, its token source
 read again at each handshake and when the file changes (C7), never shown (C8),
 kept for the pool's life so its pooled HTTP client is reused across handshakes
@@ -59,16 +60,6 @@ class PoolSettings:
     clock: Callable[[], float] | None = None
 
 
-def _client_factory(spec: ProviderSpec) -> Any:
-    """The binding client for bindings the transport does not ship (``None``: its own)."""
-    if spec.binding != "mcp":
-        return None
-    # Imported here: the MCP SDK is an optional extra, needed only by mcp providers.
-    from hostd.mcp import mcp_client_factory
-
-    return mcp_client_factory(spec.options)
-
-
 class Launcher:
     """Spawns and handshakes providers for one pool; holds its remote endpoints."""
 
@@ -105,7 +96,7 @@ class Launcher:
             spec.id,
             spec.command,
             task_group=task_group,
-            binding=spec.binding,  # type: ignore[arg-type]  # ProviderSpec validated it
+            binding=spec.binding,
             env=spec.env,
             cwd=spec.cwd,
             host=self.host_info,
@@ -113,7 +104,7 @@ class Launcher:
             grace=s.grace_period_s,
             max_line_bytes=s.max_line_bytes,
             stderr_policy=s.stderr_policy,
-            client_factory=_client_factory(spec),
+            options=spec.options,
             on_progress=on_progress,
             redactor=self.redactor(spec),
             optional_handshake=spec.optional_handshake,

@@ -23,10 +23,10 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
 from hostd import __version__
+from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
     ProviderCrashed,
@@ -57,7 +57,7 @@ from ._spec import ProviderSpec
 
 __all__ = ["ProviderPool", "Slot"]
 
-log = structlog.get_logger("hostd.engine")
+log = get_logger("hostd.engine")
 
 
 class _Start:

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
-import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from hostd._log import get_logger
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
-from hostd.transport import JsonRpcClient
+from hostd.transport import JsonRpcCodec, PipeClient
 
 from ._launch import PoolSettings
 from ._pool import ProviderPool
@@ -35,7 +35,7 @@ from ._spec import ProviderSpec
 
 __all__ = ["RERANKER_ID", "RerankOutcome", "RerankService", "Reranker"]
 
-log = structlog.get_logger("hostd.engine")
+log = get_logger("hostd.engine")
 
 #: The reranker's id in the log (``provider.stderr``, ``provider.start.failed`` …).
 RERANKER_ID = "reranker"
@@ -141,12 +141,13 @@ class Reranker:
         if conn is None:  # the start goes on in the pool's task group
             return RerankOutcome(reason="starting", detail=f"not started within {ms}")
         client = getattr(conn, "client", None)
-        if not isinstance(client, JsonRpcClient):
+        if not (isinstance(client, PipeClient) and isinstance(client.codec, JsonRpcCodec)):
             return RerankOutcome(reason="unavailable", detail="a reranker speaks JSON-RPC")
+        request = client.codec.request("rerank", {"query": query, "candidates": candidates})
         result: Any = None
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
             try:
-                result = await client.call("rerank", {"query": query, "candidates": candidates})
+                result = await client.exchange(request)
             except ProviderError as exc:  # it answered, with an error: alive and in sync
                 pool.record_leg(slot, "error", exc.message)
                 return RerankOutcome(reason="error", detail=exc.message)

@@ -2,10 +2,11 @@
 
 The process reranker's stand-in when ``[reranker] url`` is set: the same surface
 (``rerank`` → ``RerankOutcome``, ``row``, ``start_all``, an async context) over the
-remote providers' HTTPS client (``hostd.transport.RemoteEndpoint``: one pooled
-client for the daemon's life, C7 on the URL, the bearer token from ``token_file``/
-``token_env`` read again when it changes and never shown, C8, no redirect followed,
-the body bounded). ``_rerank_api`` owns the two wires; this module does the I/O.
+remote providers' HTTPS client, made by the same ``Launcher``
+(``hostd.transport.RemoteEndpoint``: one pooled client for the daemon's life, C7 on
+the URL, the bearer token from ``token_file``/``token_env`` read again when it
+changes and never shown, C8, no redirect followed, the body bounded). ``_rerank_api``
+owns the two wires; this module does the I/O.
 
 There is no process and no handshake: each composition's candidates are POSTed
 (in ``batch_size`` chunks, at once, when set) within the request's ``timeout_ms``.
@@ -25,8 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import structlog
 
+from hostd import __version__
+from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
     InsecureTransport,
@@ -34,15 +36,17 @@ from hostd.errors import (
     RemoteTransport,
     RemoteWire,
 )
-from hostd.transport import REDACTED, RemoteEndpoint, TokenSource
+from hostd.protocol import HostInfo
 
 from ._health import Health, ProviderState, record_leg
+from ._launch import Launcher, PoolSettings
 from ._rerank import RERANKER_ID, RerankOutcome
 from ._rerank_api import RerankApi, Scored, document_text, order_by_scores, rerank_url
+from ._spec import ProviderSpec
 
 __all__ = ["HttpReranker", "RerankServer"]
 
-log = structlog.get_logger("hostd.engine")
+log = get_logger("hostd.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +87,29 @@ def _failure(exc: HostdError) -> tuple[str, str]:
 
 
 class HttpReranker:
-    """``async with HttpReranker(server) as r: await r.rerank(query, cands, timeout_s)``."""
+    """``async with HttpReranker(server, settings) as r: await r.rerank(query, cands, t)``.
 
-    def __init__(
-        self, server: RerankServer, *, max_body_bytes: int, user_agent: str = "hostd"
-    ) -> None:
+    Its endpoint is made by the engine's ``Launcher``, as a remote provider's is (the
+    same client, token source and redaction point), at the first verdict asked: a TLS
+    file that cannot be loaded is that verdict's ``unavailable``, not the daemon's
+    failure."""
+
+    def __init__(self, server: RerankServer, settings: PoolSettings) -> None:
         self.server = server
         self.api = RerankApi(server.api, server.model)
         self.url = rerank_url(server.url)
-        self._max_body_bytes = max_body_bytes
-        self._user_agent = user_agent
-        self._endpoint: RemoteEndpoint | None = None
+        host = settings.host_info or HostInfo(name="hostd", version=__version__)
+        self._launcher = Launcher(settings, host)
+        self.spec = ProviderSpec(
+            id=RERANKER_ID,
+            url=self.url,
+            token_file=server.token_file,
+            token_env=server.token_env,
+            ca_file=server.ca_file,
+            client_cert=server.client_cert,
+            client_key=server.client_key,
+            max_connections=server.max_connections,
+        )
         self.health = Health()
 
     def __repr__(self) -> str:
@@ -103,40 +119,14 @@ class HttpReranker:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
-            self._endpoint = None
+        await self._launcher.aclose()
 
     async def start_all(self) -> None:
         """Nothing to start: a server is reached per composition."""
 
-    def endpoint(self) -> RemoteEndpoint:
-        """The pooled HTTPS client, made at the first verdict asked (a TLS file that cannot
-        be loaded is that verdict's ``unavailable``, not the daemon's failure)."""
-        if self._endpoint is None:
-            s = self.server
-            self._endpoint = RemoteEndpoint(
-                RERANKER_ID,
-                self.url,
-                tokens=TokenSource(s.token_file, s.token_env),
-                ca_file=s.ca_file,
-                client_cert=s.client_cert,
-                client_key=s.client_key,
-                max_body_bytes=self._max_body_bytes,
-                max_connections=s.max_connections,
-                user_agent=self._user_agent,
-            )
-        return self._endpoint
-
     def row(self) -> dict[str, Any]:
         """Its state and health, as a ``providers/list`` row (never the credential, C8)."""
         s = self.server
-        configured = s.token_file is not None or s.token_env is not None
-        remote = (
-            self._endpoint.describe()
-            if self._endpoint is not None
-            else {"url": self.url, "credential": REDACTED if configured else None}
-        )
         return {
             "id": RERANKER_ID,
             "binding": "http",
@@ -146,7 +136,7 @@ class HttpReranker:
             "capabilities": None,
             "state": self.health.state.value,
             "health": self.health.to_wire(),
-            "remote": remote,
+            "remote": self._launcher.describe_remote(self.spec),
         }
 
     async def rerank(
@@ -182,7 +172,7 @@ class HttpReranker:
         replies: list[Scored | HostdError | None] = [None] * len(batches)
         with anyio.move_on_after(timeout_s) as waited:
             try:
-                endpoint = self.endpoint()
+                endpoint = self._launcher.endpoint(self.spec)  # made once
             except HostdError as exc:  # the TLS files, the URL (C7)
                 return RerankOutcome(reason="unavailable", detail=exc.message)
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hostd.transport import binding_problem
+
 __all__ = ["ProviderSpec"]
 
 
@@ -58,12 +60,12 @@ class ProviderSpec:
         if self.url is not None:
             if self.command:
                 raise ValueError(f"provider {self.id!r}: give command or url, not both")
-            if self.binding == "mcp":
-                raise ValueError(f"provider {self.id!r}: binding 'mcp' takes a command, not a url")
         elif isinstance(self.command, str) or not self.command:
             raise ValueError(f"provider {self.id!r}: command must be a non-empty argv list")
-        if self.binding not in ("jsonrpc", "cgp", "mcp"):
-            raise ValueError(f"provider {self.id!r}: binding must be 'jsonrpc', 'cgp' or 'mcp'")
+        # The binding registry decides: known, may it be remote, is its extra installed.
+        problem = binding_problem(self.binding, remote=self.url is not None)
+        if problem is not None:
+            raise ValueError(f"provider {self.id!r}: {problem}")
         if self.timeout_ms <= 0:
             raise ValueError(f"provider {self.id!r}: timeout_ms must be positive")
         if self.untrusted not in (None, "exclude", "include"):

@@ -7,8 +7,10 @@ and which answers every request it reads once (``screen``); ``reconnecting``
 keeps ``--connect`` across daemon restarts. ``mcp_client_factory``: the
 ``binding = "mcp"`` end of the transport, an MCP server child whose resources
 and tool results are cut into frames (``cut``, ``rank``: the chunker of
-``hostd.chunking``, BM25, budget packing). Importing this package needs the SDK; the
-CLI and the engine import it only when an MCP face is used.
+``hostd.chunking``, BM25, budget packing; ``_binding`` registers it in the
+transport's binding registry, which imports that module by name when an mcp
+provider starts). Importing this package needs the SDK; the CLI imports it only
+when an MCP face is used, the engine never.
 """
 
 from ._binding import McpBindingClient, mcp_client_factory

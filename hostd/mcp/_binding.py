@@ -29,7 +29,6 @@ from typing import Any, cast
 
 import anyio
 import mcp_types as types
-import structlog
 from anyio.abc import TaskStatus
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -37,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 import hostd
+from hostd._log import get_logger
 from hostd.errors import HandshakeFailed, HostdError, ProtocolFault, ProviderCrashed, ProviderError
 from hostd.protocol import (
     PROTOCOL_VERSION,
@@ -51,7 +51,7 @@ from hostd.protocol import (
     QueryCapability,
     VerifyResponse,
 )
-from hostd.transport import StartedCall
+from hostd.transport import BindingRow, StartedCall, register_binding
 
 from ._build import Builder, Source
 from ._cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, ReadCache
@@ -60,7 +60,7 @@ from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
 __all__ = ["McpBindingClient", "mcp_client_factory"]
 
-log = structlog.get_logger("hostd.mcp")
+log = get_logger("hostd.mcp")
 
 #: Messages from the server not yet taken by the session: past this the server is
 #: flooding us, which is its fault (memory stays bounded).
@@ -435,3 +435,10 @@ class McpBindingClient:
 
     async def shutdown(self) -> None:
         """MCP over stdio ends by closing the server's input: the ladder's next step."""
+
+
+# The binding registry's "mcp" row, completed here: the registry imports this module
+# the first time an "mcp" provider starts (the SDK is the mcp extra's).
+register_binding(
+    BindingRow("mcp", carrier="sdk-session", session=mcp_client_factory, extra="mcp", needs="mcp")
+)

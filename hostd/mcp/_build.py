@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import structlog
 
+from hostd._log import get_logger
 from hostd.errors import ProviderError
 from hostd.protocol import ContextQuery, ContextQueryResult
 
@@ -30,7 +30,7 @@ from ._frames import Abandoned, Cut, Document, cut, rank
 
 __all__ = ["Builder", "Source"]
 
-log = structlog.get_logger("hostd.mcp")
+log = get_logger("hostd.mcp")
 
 
 @dataclass(slots=True, frozen=True)

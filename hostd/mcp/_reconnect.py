@@ -20,14 +20,14 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from hostd._log import get_logger
 from hostd.errors import ConnectionLost
 
 __all__ = ["Reconnecting", "Session", "reconnecting"]
 
-log = structlog.get_logger("hostd.mcp")
+log = get_logger("hostd.mcp")
 
 
 class Session(Protocol):

@@ -423,7 +423,7 @@ class ProgressTrack:
         return value
 
 
-#: A warm-up's states (hostd._warmup): named in a note as they are; ``warming`` says
+#: A warm-up's states (hostd.provider._warmup): named in a note as they are; ``warming`` says
 #: what it is doing.
 _BUILDING = "warming, building its index"
 _STATES = frozenset({"ready", "failed"})

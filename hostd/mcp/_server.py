@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
-import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 from jsonschema import Draft202012Validator
 from mcp.server.context import ServerRequestContext
@@ -33,6 +32,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 import hostd
+from hostd._log import get_logger
 from hostd.errors import HostdError, RpcError
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, INVALID_PARAMS
 
@@ -56,7 +56,7 @@ from ._wire import DRAIN_S, serve_stdio
 
 __all__ = ["TOOLS", "Backend", "build_server", "serve_mcp"]
 
-log = structlog.get_logger("hostd.mcp")
+log = get_logger("hostd.mcp")
 
 _READ_ONLY = types.ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False

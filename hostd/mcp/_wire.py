@@ -30,11 +30,11 @@ from typing import Any, TypeGuard
 
 import anyio
 import mcp_types as types
-import structlog
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from hostd._log import get_logger
 from hostd.errors import (
     EmptyBatch,
     HostdError,
@@ -49,7 +49,7 @@ from hostd.rpc import decode, encode_line, error_reply
 
 __all__ = ["DRAIN_S", "Screened", "screen", "serve_stdio"]
 
-log = structlog.get_logger("hostd.mcp")
+log = get_logger("hostd.mcp")
 
 #: How long requests read before stdin closed may still take to be answered.
 DRAIN_S = 30.0

@@ -26,7 +26,6 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
     """The engine's reranker for ``[reranker]``: its process (``command``), its rerank
     server (``url``), or ``None`` when neither is set."""
     if settings.url is not None:
-        from hostd import __version__
         from hostd.engine import HttpReranker, RerankServer
 
         server = RerankServer(
@@ -41,9 +40,7 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
             max_connections=settings.max_connections,
             batch_size=settings.batch_size,
         )
-        return HttpReranker(
-            server, max_body_bytes=pool_settings.max_line_bytes, user_agent=f"hostd/{__version__}"
-        )
+        return HttpReranker(server, pool_settings)
     if settings.command is None:
         return None
     from hostd.engine import RERANKER_ID, ProviderSpec, Reranker

@@ -1,35 +1,67 @@
-"""Downstream transports: how hostd talks to one provider process.
+"""Downstream transports: how hostd reaches one provider. It moves bytes; the wire is a codec's.
 
-A child's stdout split into bounded lines (one JSON value per line) and pushed to
-the binding client from the pipe's read callback (``_stdout``), the JSON-RPC client
-binding (pipelined, correlated by id, H4), the CGP NDJSON envelope binding (lock-step
-unless ``correlation``), provider child processes (own process group,
-scrubbed env, stderr into the log, teardown ladder) and the handshake
-(H1–H3, H2, C5). Every text about a provider leaves through its ``Redactor``
-(``_redact``: its secrets scrubbed, C8). Remote providers over HTTPS (``_http``: one
-pooled client per provider; C4, C7, C8) are one more end with the same surface. This package
-imports only ``hostd.protocol`` and ``hostd.errors``; fan-out, audit, consent and
-restart policy live in ``hostd.engine``.
+Three rooms, imports pointing one way (``process`` and ``remote`` use ``bindings``,
+never each other):
+
+- ``bindings``: one pure, synchronous codec per binding (``jsonrpc``: pipelined,
+  correlated by id, H4; ``cgp``: the NDJSON envelopes, lock-step unless
+  ``correlation``) and the one registry of bindings (name → codec, carrier, may it
+  be remote, the extra it needs), read by config, the engine and check-provider.
+- ``process``: provider child processes (own process group, scrubbed env, stderr
+  into the log, the reaper shim, the teardown ladder), their stdout split into
+  bounded lines pushed from the pipe's read callback to a ``PipeClient`` driving
+  the binding's codec, and the handshake (H1–H3, H2, C5).
+- ``remote``: providers over HTTPS (one pooled client per provider; C4, C7, C8),
+  each exchange one POST of the same codec's request.
+
+Every text about a provider leaves through its ``Redactor`` (``_redact``, shared by
+both carriers: its secrets scrubbed, C8).
+
+``ProviderLink`` is either end of a leg, with the one surface the engine uses.
+This package imports only ``hostd.protocol``, ``hostd.errors`` and ``hostd.rpc``
+(and the teardown ladder); fan-out, audit, consent and restart policy live in
+``hostd.engine``.
 """
 
 from hostd._teardown import stop_process
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
-from ._calls import StartedCall
-from ._cgp import CgpClient
-from ._connection import Binding, BindingClient, ClientFactory, ProviderConnection
-from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
-from ._jsonrpc import JsonRpcClient, provider_error, validate_reply
-from ._process import ENV_ALLOW_LIST, ChildProcess, StderrPolicy, scrubbed_env
 from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
 from ._redact import REDACTED, Redactor, printable, secret_env_values
-from ._remote_url import (
+from .bindings import (
+    BindingRow,
+    CgpCodec,
+    JsonRpcCodec,
+    binding_names,
+    binding_problem,
+    provider_error,
+    register_binding,
+    unregister_binding,
+    validate_reply,
+)
+from .process import (
+    ENV_ALLOW_LIST,
+    BindingClient,
+    CgpClient,
+    ChildProcess,
+    ClientFactory,
+    JsonRpcClient,
+    PipeClient,
+    ProviderConnection,
+    StartedCall,
+    StderrPolicy,
+    TokenBucket,
+    scrubbed_env,
+)
+from .remote import (
+    DEFAULT_REMOTE_CONNECTIONS,
     Credential,
+    RemoteConnection,
+    RemoteEndpoint,
     TokenSource,
     remote_url_problem,
 )
-from ._stderr import TokenBucket
 
 #: Either end of a leg: a child process's connection or a remote provider's.
 ProviderLink = ProviderConnection | RemoteConnection
@@ -38,32 +70,39 @@ __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_REMOTE_CONNECTIONS",
     "ENV_ALLOW_LIST",
+    "PROGRESS_METHOD",
     "REDACTED",
-    "Binding",
     "BindingClient",
+    "BindingRow",
     "CgpClient",
+    "CgpCodec",
     "ChildProcess",
     "ClientFactory",
     "Credential",
     "JsonRpcClient",
+    "JsonRpcCodec",
     "OnProgress",
-    "PROGRESS_METHOD",
+    "PipeClient",
     "ProviderConnection",
     "ProviderLink",
-    "RemoteConnection",
-    "RemoteEndpoint",
     "Readiness",
     "Redactor",
+    "RemoteConnection",
+    "RemoteEndpoint",
     "StartedCall",
     "StderrPolicy",
     "TokenBucket",
     "TokenSource",
+    "binding_names",
+    "binding_problem",
     "encode_line",
     "printable",
     "provider_error",
+    "register_binding",
     "remote_url_problem",
     "scrubbed_env",
     "secret_env_values",
     "stop_process",
+    "unregister_binding",
     "validate_reply",
 ]

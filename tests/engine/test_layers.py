@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def hostd_imports(package: str) -> set[str]:
     found: set[str] = set()
-    for path in (ROOT / package.replace(".", "/")).glob("*.py"):
+    for path in (ROOT / package.replace(".", "/")).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module.startswith("hostd"):
@@ -24,36 +24,57 @@ def hostd_imports(package: str) -> set[str]:
 
 
 def test_transport_imports_only_protocol_and_errors() -> None:
-    # hostd.rpc: the one JSON-RPC core; _teardown/_reaper: the one teardown ladder.
-    allowed = {"hostd.protocol", "hostd.errors", "hostd.rpc", "hostd._teardown", "hostd._reaper"}
-    assert hostd_imports("hostd.transport") <= allowed
-
-
-def test_the_provider_runtime_imports_only_protocol() -> None:
-    tree = ast.parse((ROOT / "hostd/provider.py").read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    # hostd.rpc is the shared JSON-RPC dispatcher; it imports only protocol and errors.
-    # hostd._warmup is the runtime's readiness record, under the same rule.
-    # hostd._provider_http (run_http, imported late) is the provider side's HTTPS server,
-    # hostd._provider_stdio (serve_stdio's loop, imported late) its stdio one.
-    assert {m for m in mods if m.startswith("hostd")} == {
+    # hostd.rpc: the one JSON-RPC core; _teardown/_reaper: the one teardown ladder;
+    # _log: the one logger factory.
+    allowed = {
         "hostd.protocol",
         "hostd.errors",
         "hostd.rpc",
-        "hostd._warmup",
-        "hostd._provider_http",
-        "hostd._provider_stdio",
+        "hostd._teardown",
+        "hostd._reaper",
+        "hostd._log",
     }
-    warmup = ast.parse((ROOT / "hostd/_warmup.py").read_text())
-    used = {n.module for n in ast.walk(warmup) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in used if m.startswith("hostd")} <= {"hostd.protocol", "hostd.errors"}
+    assert hostd_imports("hostd.transport") <= allowed
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports from, relative ones resolved inside ``hostd.provider``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(f"hostd.provider.{node.module}" if node.level == 1 else node.module)
+    return {m for m in found if m.startswith("hostd")}
+
+
+def test_the_provider_runtime_imports_only_protocol() -> None:
+    # hostd.rpc is the shared JSON-RPC dispatcher; it imports only protocol and errors.
+    # _warmup is the runtime's readiness record, under the same rule.
+    assert _module_imports(ROOT / "hostd/provider/_runtime.py") == {
+        "hostd.protocol",
+        "hostd.errors",
+        "hostd.rpc",
+        "hostd.provider._warmup",
+    }
+    used = _module_imports(ROOT / "hostd/provider/_warmup.py")
+    assert used <= {"hostd.protocol", "hostd.errors"}
+
+
+def test_the_provider_package_imports_downward() -> None:
+    # The package re-exports its modules; _http (run_http, imported late) is the
+    # provider side's HTTPS server, _stdio its stdio loop; neither imports the package.
+    assert _module_imports(ROOT / "hostd/provider/__init__.py") == {
+        "hostd.errors",
+        "hostd.protocol",
+        "hostd.provider._runtime",
+        "hostd.provider._stdio",
+        "hostd.provider._warmup",
+        "hostd.provider._http",
+    }
 
 
 def test_the_provider_https_server_imports_only_the_provider_runtime_and_protocol() -> None:
-    tree = ast.parse((ROOT / "hostd/_provider_http.py").read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    allowed = {"hostd.protocol", "hostd.provider", "hostd._listener_guard"}
-    assert {m for m in mods if m.startswith("hostd")} <= allowed
+    used = _module_imports(ROOT / "hostd/provider/_http.py")
+    assert used <= {"hostd.protocol", "hostd.provider._runtime", "hostd._listener_guard"}
 
 
 def test_the_listener_guard_imports_nothing_of_hostd() -> None:
@@ -64,13 +85,11 @@ def test_the_listener_guard_imports_nothing_of_hostd() -> None:
 
 
 def test_the_provider_stdio_loop_imports_only_the_provider_side() -> None:
-    tree = ast.parse((ROOT / "hostd/_provider_stdio.py").read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in mods if m.startswith("hostd")} <= {
+    assert _module_imports(ROOT / "hostd/provider/_stdio.py") <= {
         "hostd.protocol",
         "hostd.errors",
         "hostd.rpc",
-        "hostd.provider",
+        "hostd.provider._runtime",
     }
 
 
@@ -91,8 +110,9 @@ def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
 
 
 # What opens a connection: spawning a child, reaching a remote endpoint (its token
-# source, C7), the MCP binding's client. ``_launch`` alone does that I/O; the pool
-# keeps the bookkeeping, the fan-out and the reranker only read the pool.
+# source, C7). ``_launch`` alone does that I/O; the pool keeps the bookkeeping, the
+# fan-out and the reranker only read the pool. A binding's client (the MCP one too)
+# is the transport's binding registry's: the engine names no binding module.
 _OPENERS = {"RemoteConnection", "RemoteEndpoint", "TokenSource", "mcp_client_factory"}
 
 
@@ -119,8 +139,6 @@ def test_only_the_launcher_opens_a_provider_connection() -> None:
             "RemoteConnection",
             "RemoteEndpoint",
             "TokenSource",
-            "hostd.mcp",
-            "mcp_client_factory",
             "RemoteConnection.open",
             "ProviderConnection.open",
         }

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.engine import HttpReranker, RerankServer
+from hostd.engine import HttpReranker, PoolSettings, RerankServer
 from tests.fixtures.rerank_server import fixture_score
 from tests.remote._servers import make_tls
 from tests.server.test_rerank_server import rerank_server
@@ -35,7 +35,7 @@ async def test_an_https_rerank_server_signed_by_the_configured_ca_gives_its_verd
     flags = ("--tls", str(tls.cert_file), str(tls.key_file), "--model", "m@1")
     async with rerank_server("ok", *flags) as port:
         server = RerankServer(f"https://127.0.0.1:{port}/v1", ca_file=tls.ca_file, batch_size=3)
-        async with HttpReranker(server, max_body_bytes=1 << 20) as reranker:
+        async with HttpReranker(server, PoolSettings()) as reranker:
             assert reranker.url == f"https://127.0.0.1:{port}/v1/rerank"
             assert (reranker.row()["state"], reranker.row()["remote"]["credential"]) == (
                 "idle",
@@ -52,7 +52,7 @@ async def test_a_server_no_configured_ca_signed_is_unavailable(tmp_path: Path) -
     tls = make_tls(tmp_path)
     async with rerank_server("ok", "--tls", str(tls.cert_file), str(tls.key_file)) as port:
         server = RerankServer(f"https://127.0.0.1:{port}")  # the system's CAs only
-        async with HttpReranker(server, max_body_bytes=1 << 20) as reranker:
+        async with HttpReranker(server, PoolSettings()) as reranker:
             outcome = await reranker.rerank("why", CANDIDATES, 60.0)
             row = reranker.row()
     assert (outcome.reason, outcome.order) == ("unavailable", ())

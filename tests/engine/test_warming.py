@@ -14,7 +14,7 @@ import pytest
 
 from hostd.engine import Host, LegStatus, ProviderSpec
 from hostd.engine._run import failure_of
-from hostd.transport._jsonrpc import provider_error
+from hostd.transport import provider_error
 from tests.engine._helpers import query
 from tests.fixtures.procs import ROOT, leftovers, marked_env, python
 

@@ -19,7 +19,6 @@ import anyio
 import pytest
 
 from hostd.config import McpSettings
-from hostd.mcp import mcp_client_factory
 from hostd.protocol import ContextQuery, address_line_range, sha256_digest
 from hostd.transport import ProviderConnection
 from tests.server.conftest import ROOT
@@ -154,7 +153,7 @@ async def test_the_read_cache_stays_bounded_while_the_listing_keeps_growing(mark
             binding="mcp",
             cwd=ROOT,
             handshake_timeout=60,
-            client_factory=mcp_client_factory(options.model_dump()),
+            options=options.model_dump(),  # the binding registry's mcp row builds it
         )
         try:
             cache = conn.client.cache

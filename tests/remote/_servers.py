@@ -21,9 +21,9 @@ import orjson
 import trustme
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from hostd._provider_http import make_app, serve_asgi
 from hostd.engine import ConsentStore, ProviderSpec
 from hostd.provider import Provider
+from hostd.provider._http import make_app, serve_asgi
 from tests.fixtures.healthy_provider import HealthyProvider
 
 TOKEN = "s3cret-token-value-7f3a9c"

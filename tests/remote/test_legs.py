@@ -10,7 +10,14 @@ import orjson
 import pytest
 
 from hostd.engine import Host, LegStatus, RestartPolicy
-from hostd.protocol import ContextFrame, DataFlow, ProviderInfo
+from hostd.protocol import (
+    Capabilities,
+    ContextFrame,
+    DataFlow,
+    FrameIdentity,
+    FrameVerdict,
+    ProviderInfo,
+)
 from hostd.provider import Provider, file_provenance, make_frame
 from tests.engine._helpers import healthy, query
 from tests.fixtures.healthy_provider import HealthyProvider
@@ -215,3 +222,50 @@ async def test_a_remote_reply_goes_through_the_same_leg_audit(tmp_path: Path) ->
     assert report.status is LegStatus.QUARANTINED
     assert "B4" in {v.rule for v in report.violations}
     assert fan.accepted == []
+
+
+class _Named(Provider):
+    """Serves three frames and vouches in ``verify`` only for identities under its own
+    handshake name (the one ``provider_id`` the envelope wire lets it know)."""
+
+    def __init__(self) -> None:
+        self.info = ProviderInfo(name="named-remote", version="1", data_flow=DataFlow())
+        self.capabilities = Capabilities(verify=True)
+        self.frames = [
+            make_frame(
+                id=f"n:{i}", kind="doc", title=f"t{i}", content=f"c{i}", citation_label=f"n{i}"
+            )
+            for i in range(3)
+        ]
+
+    async def query(self, q: object) -> list[ContextFrame]:
+        return self.frames
+
+    async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
+        served = {f.id: f.content_digest for f in self.frames}
+        return [
+            FrameVerdict(
+                frame=f,
+                status="valid"
+                if f.provider_id == self.info.name and served.get(f.frame_id) == f.content_digest
+                else "unknown",
+            )
+            for f in frames
+        ]
+
+
+async def test_cgp_verify_over_https_goes_under_the_handshake_name(tmp_path: Path) -> None:
+    # Config id "remote", handshake name "named-remote": as over a pipe, verify reaches
+    # the provider under the name it knows itself by, and the frames stay "remote"'s.
+    tls = make_tls(tmp_path)
+    async with serving(provider_app(_Named()), tls) as (url, rec):
+        spec = remote_spec(url, tls, binding="cgp")
+        async with Host([spec], consent=consented(tmp_path, "remote")) as host:
+            first = await host.query_all(query(), 1000, session="s")
+            second = await host.query_all(query(), 1000, session="s")
+    assert len(first.accepted) == 3
+    sent = [orjson.loads(s.body) for s in rec.seen if s.kind == "verify"]
+    assert {f["provider_id"] for m in sent for f in m["request"]["frames"]} == {"named-remote"}
+    assert second.figures["reused"] == 3 and second.figures["unknown"] == 0
+    assert {v["state"] for v in second.verification.values()} == {"provider_verified"}
+    assert {fid.provider_id for fid in second.verification} == {"remote"}

@@ -15,8 +15,8 @@ import anyio
 import httpx
 import pytest
 
-from hostd._provider_http import serve_asgi
 from hostd.engine import Host, LegStatus, ProviderSpec
+from hostd.provider._http import serve_asgi
 from tests.engine._helpers import query
 from tests.fixtures.procs import ROOT, marked_env
 from tests.remote._servers import TOKEN, consented, make_tls, provider_app, serving

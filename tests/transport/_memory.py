@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import anyio
 
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
-from hostd.transport._stdout import LineSink, StdoutFeed
+from hostd.transport.process._stdout import LineSink, StdoutFeed
 
 C = TypeVar("C")
 

@@ -13,7 +13,7 @@ from hostd.errors import LineTooLong, ProviderCrashed
 from hostd.protocol import EOF, OVERLONG, TRUNCATED, LineItem, LineSplitter
 from hostd.rpc import LinePipeProtocol
 from hostd.transport import encode_line
-from hostd.transport._stdout import StdoutFeed
+from hostd.transport.process._stdout import StdoutFeed
 from tests.fixtures.lines import Lines
 from tests.protocol.test_lines import chunked, line_bodies, plain_split
 

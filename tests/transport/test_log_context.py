@@ -13,7 +13,7 @@ from structlog.contextvars import bind_contextvars, unbind_contextvars
 
 from hostd.protocol import ContextQuery
 from hostd.transport import ProviderConnection
-from hostd.transport._connection import start_in_clean_context
+from hostd.transport.process._connection import start_in_clean_context
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,8 @@ from hostd._reaper import descendants
 from hostd._teardown import wait_exited
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
-from hostd.transport import ProviderConnection, _shim
+from hostd.transport import ProviderConnection
+from hostd.transport.process import _shim
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio

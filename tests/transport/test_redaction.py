@@ -21,7 +21,7 @@ import structlog
 
 from hostd.engine import Host, LegStatus, ProviderSpec, RestartPolicy
 from hostd.transport import Redactor, StderrPolicy, printable, secret_env_values
-from hostd.transport._stderr import TAIL_SHOWN_BYTES, StderrPump
+from hostd.transport.process._stderr import TAIL_SHOWN_BYTES, StderrPump
 from tests.engine._helpers import healthy, query
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, marked_env, python

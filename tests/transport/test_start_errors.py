@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from hostd.errors import ProviderCrashed
-from hostd.transport import ProviderConnection, _process, _shim
+from hostd.transport import ProviderConnection
+from hostd.transport.process import _process, _shim
 from tests.fixtures.procs import leftovers, marked_env
 from tests.fixtures.unstartable import unstartable_files
 

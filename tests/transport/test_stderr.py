@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from hostd.transport import ChildProcess, StderrPolicy
-from hostd.transport._stderr import TokenBucket
+from hostd.transport.process._stderr import TokenBucket
 from tests.fixtures.procs import marked_env
 
 pytestmark = pytest.mark.anyio

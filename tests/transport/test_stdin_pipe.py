@@ -17,7 +17,7 @@ import pytest
 
 from hostd.errors import ProviderCrashed
 from hostd.transport import ChildProcess
-from hostd.transport._process import ATOMIC_PIPE_WRITE
+from hostd.transport.process._process import ATOMIC_PIPE_WRITE
 from tests.fixtures.lines import Lines, read_stdout
 from tests.fixtures.procs import marked_env
 

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
+from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId, VerdictStatus
 
 from ._reuse import HeldFrame
@@ -28,7 +27,7 @@ from ._turn import StageResult, VerifyPlan, VerifyReply
 
 __all__ = ["Checked", "HeldJudgement", "judge_held", "merge"]
 
-log = structlog.get_logger("hostd.engine.verify")
+log = get_logger("hostd.engine.verify")
 
 Pair = tuple[str, ContextFrame]
 Excluded = tuple[FrameId, str, dict[str, Any]]

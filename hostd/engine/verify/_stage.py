@@ -28,8 +28,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import structlog
 
+from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId
 
 from ._checks import Sources, check_frames, needs_io
@@ -51,7 +51,7 @@ from ._turn import (
 
 __all__ = ["VerifyStage"]
 
-log = structlog.get_logger("hostd.engine.verify")
+log = get_logger("hostd.engine.verify")
 
 _HEALTH_KEYS = (
     "digest_mismatch",
@@ -218,10 +218,6 @@ class VerifyStage:
         log.info("verify.stage.done", **figures)
 
     # -- state for host/status and providers/list ----------------------------------
-
-    def remember(self, session: str, frames: Iterable[tuple[str, ContextFrame]]) -> int:
-        """Hold exactly these frames (e.g. those composed) as ``session``'s last turn."""
-        return self.cache.remember(session, frames)
 
     def health(self, provider_id: str) -> dict[str, int]:
         """Cumulative verification counters against one provider (all keys present)."""

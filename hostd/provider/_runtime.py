@@ -1,4 +1,4 @@
-"""The provider-side runtime: a Python CGP provider as a small class plus ``run_stdio``.
+"""The provider-side runtime: a Python CGP provider as a small class and its server.
 
 Owns the JSON-RPC provider binding (protocol.md §1) from the provider's side:
 ``context/handshake`` (H1/H3 version-family check), ``context/query``,
@@ -12,27 +12,25 @@ It also offers the helpers a provider author needs to be honest on the wire:
 the content, ``file_provenance`` digests exactly the bytes a range addresses
 (F5, F17). The envelope, the error boundary and the dispatcher are the ones
 the daemon uses (``hostd.rpc``). This module imports only ``hostd.protocol``,
-``hostd.errors`` and ``hostd.rpc``; it never touches the host side (engine,
-transport, server), and leaves the process's own settings (gc, signals) alone.
+``hostd.errors``, ``hostd.rpc`` and its package's ``_warmup``; it never touches the
+host side (engine, transport, server), and leaves the process's own settings (gc,
+signals) alone. The loops that carry it (``_stdio``, ``_http``) import it, never the
+reverse.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
 from typing import Any, ClassVar
 
 import anyio
 import anyio.abc
 from pydantic import BaseModel, ConfigDict
 
-from hostd._warmup import PROGRESS_METHOD, Progress, Readiness, Warming, warm_in_thread
 from hostd.errors import IncompatibleVersion, ProviderRefusal
 from hostd.protocol import (
-    DEFAULT_MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     Capabilities,
     ContextFrame,
@@ -52,19 +50,9 @@ from hostd.protocol import (
 )
 from hostd.rpc import Dispatcher, Method
 
-__all__ = [
-    "DEFAULT_MAX_LINE_BYTES",
-    "Progress",
-    "Provider",
-    "ProviderRefusal",
-    "ProviderServer",
-    "Warming",
-    "file_provenance",
-    "make_frame",
-    "run_http",
-    "run_stdio",
-    "serve_stdio",
-]
+from ._warmup import PROGRESS_METHOD, Progress, Readiness, Warming, warm_in_thread
+
+__all__ = ["Provider", "ProviderServer", "file_provenance", "make_frame"]
 
 
 class Provider:
@@ -267,61 +255,3 @@ def _frames_to_wire(frames: Iterable[ContextFrame | dict[str, Any]]) -> list[Any
     if set(map(type, frames)) <= {dict}:
         return frames
     return [f if isinstance(f, dict) else f.to_wire() for f in frames]
-
-
-# --- stdio ---------------------------------------------------------------------------
-
-
-async def serve_stdio(
-    provider: Provider,
-    *,
-    stdin: int | None = None,
-    stdout: Any = None,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> None:
-    """Serve ``provider`` on the ``stdin`` descriptor and binary ``stdout`` until shutdown
-    or EOF: requests concurrently, replies whole, one a line; the replies in flight are
-    written at EOF (R2). The loop itself is ``hostd._provider_stdio``'s."""
-    from hostd._provider_stdio import serve_stdio as serve
-
-    await serve(provider, stdin=stdin, stdout=stdout, max_line_bytes=max_line_bytes)
-
-
-def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
-    """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF."""
-    anyio.run(partial(serve_stdio, provider, max_line_bytes=max_line_bytes), backend="asyncio")
-
-
-def run_http(
-    provider: Provider,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    certfile: str | os.PathLike[str] | None = None,
-    keyfile: str | os.PathLike[str] | None = None,
-    token: str | None = None,
-    *,
-    max_body_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    client_ca: str | os.PathLike[str] | None = None,
-    request_timeout_s: float = 10.0,
-    max_connections: int | None = None,
-) -> None:
-    """Serve ``provider`` over HTTPS (either binding, one request per POST) until
-    interrupted; a ``token`` is then required as ``Authorization: Bearer``, a client
-    certificate signed by ``client_ca`` too when given. A connection that sends no
-    complete request within ``request_timeout_s`` is closed; at most ``max_connections``
-    are open (default: below the descriptor limit). The URL is written to stderr once
-    bound. See docs/remote.md."""
-    from hostd._provider_http import run_http as run  # starlette and uvicorn load only here
-
-    run(
-        provider,
-        host,
-        port,
-        certfile,
-        keyfile,
-        token,
-        max_body_bytes=max_body_bytes,
-        client_ca=client_ca,
-        request_timeout_s=request_timeout_s,
-        max_connections=max_connections,
-    )

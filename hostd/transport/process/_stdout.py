@@ -17,15 +17,14 @@ import os
 from collections.abc import Callable
 from typing import Protocol
 
-import structlog
-
+from hostd._log import get_logger
 from hostd.errors import HostdError, LineTooLong, ProviderCrashed
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, OVERLONG, TRUNCATED, LineItem, LineSplitter
 from hostd.rpc import LinePipeProtocol
 
 __all__ = ["LineSink", "StdoutFeed", "line_too_long"]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 
 class LineSink(Protocol):

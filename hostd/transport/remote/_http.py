@@ -7,7 +7,8 @@ load), its credential (C8: ``<redacted>`` in every rendering, sent only as
 file again when the file changes, at each handshake, and once after a 401, when a
 changed token is sent once more), and one pooled
 ``httpx.AsyncClient`` (keep-alive connections reused across requests, a bound on
-how many are open). Each exchange is one POST (``_http_codec``) whose response is
+how many are open). Each exchange is one POST of the binding's codec's request
+(the registry's, the same codec a child's pipes drive; ``_body``) whose response is
 read incrementally and bounded by ``max_body_bytes``. Redirects are never followed
 (a 3xx fails the exchange: a payload is never re-POSTed elsewhere or over
 plaintext); proxies and ``.netrc`` from the environment are not used
@@ -28,13 +29,14 @@ connection mid-flight. This module imports only ``hostd.protocol`` and
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import httpx
-import structlog
 
+from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
     InsecureTransport,
@@ -45,7 +47,6 @@ from hostd.errors import (
 )
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
-    PROTOCOL_VERSION,
     Capabilities,
     ContextQuery,
     ContextQueryResult,
@@ -54,25 +55,24 @@ from hostd.protocol import (
     HostInfo,
     ProviderInfo,
     VerifyResponse,
-    check_handshake,
 )
 
-from ._calls import StartedCall
-from ._connection import _handshake_error
-from ._http_codec import Exchange, RemoteCodec, codec_for
-from ._readiness import Readiness
-from ._redact import REDACTED
-from ._remote_url import Credential, TokenSource, remote_url_problem
+from .._readiness import Readiness
+from .._redact import REDACTED
+from ..bindings import Codec, Request, check_ack, find_binding
+from ._body import read_as, read_reply
+from ._url import Credential, TokenSource, remote_url_problem
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 #: Connections one remote provider may hold open at once (requests beyond wait for one).
 DEFAULT_REMOTE_CONNECTIONS = 16
 
 _MAX_ERROR_TEXT = 200
 
+T = TypeVar("T")
 E = TypeVar("E", bound=HostdError)
 
 
@@ -130,7 +130,10 @@ class RemoteEndpoint:
             raise InsecureTransport(f"refused {provider_id!r}: {problem}")
         self.provider_id = provider_id
         self.url = url
-        self.codec: RemoteCodec = codec_for(binding)
+        row = find_binding(binding)
+        if not row.remote or row.codec is None:
+            raise ValueError(f"binding {binding!r} cannot reach a remote provider")
+        self.codec: Codec = row.codec(provider_id)
         self.binding = binding
         self.max_body_bytes = max_body_bytes
         self.tokens = tokens or TokenSource()
@@ -174,12 +177,13 @@ class RemoteEndpoint:
             "exchanges": self.exchanges,
         }
 
-    async def exchange(self, exchange: Exchange) -> Any:
-        """POST one request body; the one reply in the response, read and checked. Every
-        error leaves through the redactor: no token, even one the peer echoed (C8)."""
+    async def exchange(self, request: Request, read: Callable[[Any], T]) -> T:
+        """POST one request body; the one reply in the response, read by ``read`` (the
+        codec's model of what was asked) and checked. Every error leaves through the
+        redactor: no token, even one the peer echoed (C8)."""
         try:
-            body = await self._post(exchange.body)
-            return self.codec.read(exchange, body)
+            body = await self._post(request.body)
+            return read_as(read, read_reply(self.codec, request, body))
         except HostdError as exc:
             self.redactor.error(exc)
             raise
@@ -313,14 +317,16 @@ class RemoteConnection:
         endpoint.tokens.reload()
         try:
             with anyio.fail_after(handshake_timeout):
-                ack = await endpoint.exchange(endpoint.codec.handshake(host))
+                codec = endpoint.codec
+                ack = await endpoint.exchange(codec.handshake(host), codec.handshake_ack)
         except TimeoutError:
             raise ProviderTimeout(
                 f"no handshake reply within {handshake_timeout * 1000:.0f} ms", stage="handshake"
             ) from None
-        violations = check_handshake(PROTOCOL_VERSION, ack)
-        if violations:  # the rules quote a version or scope the peer wrote: scrubbed
-            raise endpoint.redactor.error(_handshake_error(violations))
+        try:
+            check_ack(ack)
+        except HostdError as exc:  # the rules quote a version or scope the peer wrote
+            raise endpoint.redactor.error(exc) from None
         log.info(
             "provider.handshake.ok",
             provider=endpoint.provider_id,
@@ -331,11 +337,11 @@ class RemoteConnection:
         )
         return cls(endpoint, _as_egress(ack))
 
-    async def _call(self, exchange: Exchange) -> Any:
+    async def _call(self, request: Request, read: Callable[[Any], T]) -> T:
         if self.closed:
             raise RemoteTransport("remote provider connection closed")
         try:
-            return await self.endpoint.exchange(exchange)
+            return await self.endpoint.exchange(request, read)
         except (RemoteTransport, RemoteWire) as exc:
             self.failure = exc  # the pool handshakes again, after its backoff
             raise
@@ -345,17 +351,17 @@ class RemoteConnection:
         process to ask why (``ProviderConnection.explain``); the status says it."""
         return self.endpoint.redactor.error(exc)
 
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
+    def start_query(self, query: ContextQuery | dict[str, Any]) -> None:
         """Always ``None``: an HTTP exchange is awaited, there is no line to write now."""
         return None
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
-        result: ContextQueryResult = await self._call(self.endpoint.codec.query(query))
-        return result
+        codec = self.endpoint.codec
+        return await self._call(codec.query(query), codec.query_result)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
-        response: VerifyResponse = await self._call(self.endpoint.codec.verify(frames))
-        return response
+        codec = self.endpoint.codec
+        return await self._call(codec.verify(frames), codec.verify_response)
 
     async def aclose(self) -> int | None:
         """Nothing to tear down: the endpoint's pooled client outlives its connections."""

@@ -1,9 +1,9 @@
-"""The provider runtime's stdio loop: ``hostd.provider.serve_stdio`` runs here.
+"""The provider runtime's stdio loop: ``serve_stdio`` and ``run_stdio``.
 
 Each request runs in its own task, started straight from the pipe's read
 callback; replies are written whole by one synchronous write each; reading
-pauses under back-pressure. Kept apart from ``hostd.provider`` (the classes and
-helpers a provider author reads) as ``_provider_http`` is for HTTPS.
+pauses under back-pressure. Kept apart from ``_runtime`` (the classes and helpers a
+provider author reads) as ``_http`` is for HTTPS.
 """
 
 from __future__ import annotations
@@ -13,16 +13,18 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
 
 from hostd.errors import RequestLineTooLong
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, EOF, OVERLONG, LineItem, LineSplitter
-from hostd.provider import Provider, ProviderServer
 from hostd.rpc import LinePipeProtocol, encode_reply, error_reply
 
-__all__ = ["serve_stdio"]
+from ._runtime import Provider, ProviderServer
+
+__all__ = ["run_stdio", "serve_stdio"]
 
 
 def _read_in_thread(fd: int, splitter: LineSplitter, deliver: Callable[[LineItem], None]) -> None:
@@ -202,3 +204,8 @@ def _silence(stream: Any) -> None:
             os.close(devnull)
     except (OSError, ValueError, AttributeError):  # not a real descriptor (tests' buffers)
         pass
+
+
+def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF."""
+    anyio.run(partial(serve_stdio, provider, max_line_bytes=max_line_bytes), backend="asyncio")

@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
-import structlog
 from anyio.abc import ByteReceiveStream
 
+from hostd._log import get_logger
 from hostd.protocol import LineItem, LineSplitter
 
-from ._redact import Redactor, printable
+from .._redact import Redactor, printable
 
 __all__ = ["TAIL_BYTES", "TAIL_SHOWN_BYTES", "StderrPolicy", "StderrPump", "TokenBucket"]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 #: How much is read from the pipe at once: a flood costs a wake-up per chunk, not per line.
 _CHUNK = 1 << 20

@@ -1,8 +1,10 @@
 """One provider connection: a child process, its binding client and the handshake.
 
 Owns the order of things for one provider: spawn (own process group, scrubbed
-env), start the binding's reader, handshake before any payload (H1–H3, H2,
-C5, under a timeout so a silent provider never hangs the host), then serve
+env), start the binding's reader (from the registry's row for the binding: a
+``PipeClient`` over its codec, or its SDK session's client), handshake before
+any payload (H1–H3, H2, C5, under a timeout so a silent provider never hangs
+the host), then serve
 ``query``/``verify`` until it breaks or is closed. Closing walks the teardown
 ladder in ``ChildProcess.aclose``. Restart policy is not here (the engine
 decides); a connection is single-use.
@@ -14,23 +16,15 @@ import contextvars
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from hostd.errors import (
-    HandshakeFailed,
-    HostdError,
-    IncompatibleVersion,
-    MethodNotFound,
-    ProviderCrashed,
-    ProviderTimeout,
-)
+from hostd._log import get_logger
+from hostd.errors import HostdError, MethodNotFound, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
-    PROTOCOL_VERSION,
     Capabilities,
     ContextQuery,
     ContextQueryResult,
@@ -39,20 +33,17 @@ from hostd.protocol import (
     HostInfo,
     ProviderInfo,
     VerifyResponse,
-    Violation,
-    check_handshake,
 )
 
-from ._calls import StartedCall
-from ._cgp import CgpClient
-from ._jsonrpc import JsonRpcClient
+from .._readiness import OnProgress, Readiness
+from .._redact import Redactor, amend
+from ..bindings import check_ack, find_binding
+from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
-from ._readiness import OnProgress, Readiness
-from ._redact import Redactor, amend
 
-__all__ = ["Binding", "BindingClient", "ProviderConnection"]
+__all__ = ["BindingClient", "ClientFactory", "ProviderConnection", "client_factory"]
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 E = TypeVar("E", bound=HostdError)
 
@@ -62,17 +53,17 @@ EXIT_WAIT_S = 2.0
 #: The errors ``explain`` has already amended with what their process said.
 _EXPLAINED: weakref.WeakSet[HostdError] = weakref.WeakSet()
 
-Binding = Literal["jsonrpc", "cgp", "mcp"]
-#: Builds a binding client this package does not ship (``mcp``: ``hostd.mcp``'s), with
-#: the arguments ``JsonRpcClient`` takes: ``(send, provider_id=…, send_nowait=…)``.
+#: Builds a connection's binding client: ``(send, provider_id=…, send_nowait=…)``.
 ClientFactory = Callable[..., "BindingClient"]
 
 
 class BindingClient(Protocol):
-    """What the engine needs of either binding (protocol.md §1, §2)."""
+    """What the engine needs of any binding's client (protocol.md §1, §2)."""
 
     binding: str
-    correlation: bool
+
+    @property
+    def correlation(self) -> bool: ...
 
     @property
     def failure(self) -> HostdError | None: ...
@@ -121,12 +112,23 @@ async def start_in_clean_context(
     return outcome["value"]
 
 
-def _handshake_error(violations: list[Violation]) -> HostdError:
-    summary = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in violations)
-    wire = [v.to_wire() for v in violations]
-    if any(v.rule in ("H1", "H3") for v in violations):
-        return IncompatibleVersion(f"handshake rejected: {summary}", violations=wire)
-    return HandshakeFailed(f"handshake rejected: {summary}", violations=wire)
+def client_factory(binding: str, options: Mapping[str, Any] | None = None) -> ClientFactory:
+    """The registry's client for ``binding``: a ``PipeClient`` over its codec, or its
+    SDK session's client built from the provider's ``options``. Raises ``ValueError``
+    for a binding not registered (or whose extra is missing)."""
+    row = find_binding(binding)
+    if row.session is not None:
+        built: ClientFactory = row.session(options or {})
+        return built
+    codec = row.codec
+    assert codec is not None  # a full row has one or the other (register_binding)
+
+    def build(send: Any, *, provider_id: str, send_nowait: Any = None) -> PipeClient:
+        return PipeClient(
+            codec(provider_id), send, provider_id=provider_id, send_nowait=send_nowait
+        )
+
+    return build
 
 
 class ProviderConnection:
@@ -154,7 +156,7 @@ class ProviderConnection:
         #: Warming until the provider says it is ready (``_readiness``); fed from the
         #: first line on, as a provider may report progress before its handshake reply.
         self.readiness = Readiness(provider_id, on_progress)
-        if isinstance(client, JsonRpcClient):
+        if isinstance(client, PipeClient):
             client.on_notification = self.readiness.on_notification
 
     def __repr__(self) -> str:
@@ -194,7 +196,7 @@ class ProviderConnection:
         command: Sequence[str],
         *,
         task_group: TaskGroup,
-        binding: Binding = "jsonrpc",
+        binding: str = "jsonrpc",
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         host: HostInfo | None = None,
@@ -202,7 +204,7 @@ class ProviderConnection:
         grace: float = 2.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         stderr_policy: StderrPolicy | None = None,
-        client_factory: ClientFactory | None = None,
+        options: Mapping[str, Any] | None = None,
         on_progress: OnProgress | None = None,
         redactor: Redactor | None = None,
         optional_handshake: bool = False,
@@ -211,13 +213,14 @@ class ProviderConnection:
         told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
         ``IncompatibleVersion`` (with ``data["violations"]``), ``ProviderTimeout`` or
         ``ProviderCrashed``; on any failure the child is already torn down, and the error
-        says what the process said (``explain``). ``redactor``: the provider's secrets,
-        scrubbed from its stderr and every error (C8). Background tasks run in
-        ``task_group``. ``optional_handshake``: a process that answers ``-32601`` to
-        ``context/handshake`` (a reranker written to its one method) is kept, with no
-        ack (``info`` is ``None``) and ready at once; a provider always needs one."""
-        if binding not in ("jsonrpc", "cgp") and client_factory is None:
-            raise ValueError(f"unknown binding {binding!r}")
+        says what the process said (``explain``). ``binding``: a registered binding's name
+        (``ValueError`` otherwise); ``options``: its own settings (``mcp``'s).
+        ``redactor``: the provider's secrets, scrubbed from its stderr and every error
+        (C8). Background tasks run in ``task_group``. ``optional_handshake``: a process
+        that answers ``-32601`` to ``context/handshake`` (a reranker written to its one
+        method) is kept, with no ack (``info`` is ``None``) and ready at once; a
+        provider always needs one."""
+        factory = client_factory(binding, options)
         redactor = redactor if redactor is not None else Redactor()
         try:
             child = await ChildProcess.spawn(
@@ -234,7 +237,7 @@ class ProviderConnection:
                 cls._serve,
                 provider_id,
                 child,
-                client_factory or (JsonRpcClient if binding == "jsonrpc" else CgpClient),
+                factory,
                 grace,
                 max_line_bytes,
                 on_progress,
@@ -256,9 +259,7 @@ class ProviderConnection:
                 if not optional_handshake:
                     raise
             if ack is not None:
-                violations = check_handshake(PROTOCOL_VERSION, ack)
-                if violations:
-                    raise _handshake_error(violations)
+                check_ack(ack)
         except HostdError as exc:
             # Shielded (each wait is bounded): a host closing meanwhile still gets the
             # start's typed failure, not a cancellation that would swallow it.

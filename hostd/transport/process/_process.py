@@ -26,14 +26,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
-import structlog
 from anyio.abc import Process, TaskGroup
 
+from hostd._log import get_logger
 from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
-from ._redact import Redactor
+from .._redact import Redactor
 from ._shim import Start
 from ._stderr import StderrPolicy, StderrPump
 from ._stdout import LineSink, StdoutFeed
@@ -49,7 +49,7 @@ __all__ = [
 #: The largest write a pipe takes whole or not at all (POSIX: atomic up to PIPE_BUF).
 ATOMIC_PIPE_WRITE = select.PIPE_BUF
 
-log = structlog.get_logger("hostd.transport")
+log = get_logger("hostd.transport")
 
 #: How long a failure report waits, once the process is gone, for the end of its stderr.
 STDERR_DRAIN_S = 1.0

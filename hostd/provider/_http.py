@@ -14,8 +14,9 @@ has not sent a complete request head within ``request_timeout_s`` is closed (bef
 any token is checked), a body must follow within the same bound (else ``408``), at
 most ``max_connections`` are open (a newcomer past the cap takes the place of the
 one idle longest), and a failed ``accept`` for want of descriptors is one log line
-per interval. This module uses only ``hostd.provider``, ``hostd.protocol`` and
-``hostd._listener_guard`` (which imports nothing of hostd).
+per interval. This module uses only the runtime (``_runtime``), ``hostd.protocol``
+and ``hostd._listener_guard`` (which imports nothing of hostd); starlette and
+uvicorn load only when it is imported.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from hostd._listener_guard import (
     install_exhaustion_handler,
 )
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, is_loopback_host
-from hostd.provider import Provider, ProviderServer
+
+from ._runtime import Provider, ProviderServer
 
 __all__ = ["make_app", "run_http", "serve_asgi", "serve_http"]
 

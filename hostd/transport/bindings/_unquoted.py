@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from hostd.errors import ProtocolFault
 
-__all__ = ["bad_line", "described_id", "json_type", "shape_error", "unquoted"]
+__all__ = ["bad_line", "described_id", "json_type", "parse_problem", "shape_error", "unquoted"]
 
 
 def json_type(value: Any) -> str:
@@ -68,12 +68,17 @@ def shape_error(what: str, exc: ValidationError) -> ProtocolFault:
     return ProtocolFault(f"malformed {what}: {_shape(exc)}")
 
 
+def parse_problem(exc: ValueError) -> str:
+    """Why a message did not parse: the parse error with its position, or where its
+    shape is wrong; never the text itself."""
+    if isinstance(exc, ValidationError):
+        return f"not an envelope: {_shape(exc)}"
+    if isinstance(exc, orjson.JSONDecodeError):
+        return f"not JSON: {exc.msg} at position {exc.pos}"
+    return "not JSON"
+
+
 def bad_line(line: bytes, exc: ValueError) -> ProtocolFault:
     """A line that is not a reply: its size and the parse error with its position."""
-    if isinstance(exc, ValidationError):
-        why = f"not an envelope: {_shape(exc)}"
-    elif isinstance(exc, orjson.JSONDecodeError):
-        why = f"not JSON: {exc.msg} at position {exc.pos}"
-    else:
-        why = "not JSON"
+    why = parse_problem(exc)
     return ProtocolFault(f"garbage line from provider ({len(line)} bytes, not quoted): {why}")

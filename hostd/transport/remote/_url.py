@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from hostd.errors import CredentialUnavailable
 from hostd.protocol import is_loopback_host
 
-from ._redact import REDACTED, Redactor
+from .._redact import REDACTED, Redactor
 
 __all__ = ["REDACTED", "Credential", "TokenSource", "remote_url_problem"]
 

@@ -1,0 +1,60 @@
+"""One pure, synchronous codec per binding, and the one registry of bindings.
+
+A codec (``_codec``) builds a provider's requests as bytes with their correlation
+keys and reads one message it wrote as a reply, an error, a notification or a
+fault; the carriers (``hostd.transport.process``'s pipes, ``hostd.transport.remote``'s
+HTTPS endpoint, check-provider) drive the same codec and do the I/O. The registry
+(``_registry``) maps a binding's name to its codec, how it is carried, whether it
+may be remote and which extra it needs. Imports only ``hostd.protocol``,
+``hostd.errors`` and ``hostd.rpc``.
+"""
+
+from ._cgp import CgpCodec, envelope_error
+from ._codec import (
+    UNKEYED,
+    Codec,
+    Fault,
+    Message,
+    Notice,
+    Refusal,
+    Reply,
+    Request,
+    query_wire,
+)
+from ._handshake import check_ack, handshake_error
+from ._jsonrpc import JsonRpcCodec, provider_error, validate_reply
+from ._registry import (
+    BindingRow,
+    Carrier,
+    binding_names,
+    binding_problem,
+    find_binding,
+    register_binding,
+    unregister_binding,
+)
+
+__all__ = [
+    "UNKEYED",
+    "BindingRow",
+    "Carrier",
+    "CgpCodec",
+    "Codec",
+    "Fault",
+    "JsonRpcCodec",
+    "Message",
+    "Notice",
+    "Refusal",
+    "Reply",
+    "Request",
+    "binding_names",
+    "binding_problem",
+    "check_ack",
+    "envelope_error",
+    "find_binding",
+    "handshake_error",
+    "provider_error",
+    "query_wire",
+    "register_binding",
+    "unregister_binding",
+    "validate_reply",
+]

@@ -1,0 +1,177 @@
+"""The CGP NDJSON envelope binding's codec, host side (protocol.md §2).
+
+Speaks the upstream envelope wire exactly: ``handshake`` → ``handshake_ack``,
+``query`` → ``frames`` | ``error``, ``verify`` → ``verified``, ``shutdown``.
+Requests are answered in lock-step (``UNKEYED``: one in flight) unless the
+provider declared ``capabilities.correlation``; then queries carry an ``id``
+and may be pipelined, and a ``frames``/``error`` with an unknown or missing id
+is a ``correlation_mismatch`` fault (H4). ``verify`` stays lock-step (the
+schema gives ``verify`` no id). Pure and synchronous (``_codec``): the same
+codec serves a child's pipes, an HTTPS endpoint (one envelope per body, the
+spec's HTTP binding) and check-provider.
+
+``verify`` addresses identities by the provider's handshake name: the envelope
+wire never tells a provider the id the host configured it under, so the one
+``provider_id`` a provider can hold its served identities under is its own name
+(the published SDK's providers do). The host's FrameIds keep the configured id;
+it is swapped for the name on the way out and back in verdicts (V2 still
+matches by full identity), over every carrier alike.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+
+from hostd.errors import (
+    CorrelationMismatch,
+    HostdError,
+    IncompatibleVersion,
+    ProtocolFault,
+    ProviderError,
+)
+from hostd.protocol import (
+    PROTOCOL_VERSION,
+    CgpErrorCode,
+    ContextQuery,
+    ContextQueryResult,
+    ErrorEnvelope,
+    FrameIdentity,
+    FramesEnvelope,
+    HandshakeAck,
+    HandshakeAckEnvelope,
+    HostInfo,
+    VerifiedEnvelope,
+    VerifyResponse,
+    WireModel,
+    parse_envelope,
+    read_cgp_code,
+)
+from hostd.rpc import encode_line
+
+from ._codec import UNKEYED, Fault, Message, Refusal, Reply, Request, query_wire
+from ._unquoted import bad_line, described_id, parse_problem, unquoted
+
+__all__ = ["CgpCodec", "envelope_error"]
+
+_SHUTDOWN = encode_line({"type": "shutdown"})
+
+
+def envelope_error(env: ErrorEnvelope) -> HostdError:
+    """An error envelope as the typed error its caller gets (X1, X2)."""
+    code = read_cgp_code(env.code)  # X1/X2: unknown or absent → internal
+    # The message is the provider's own text (it may echo a frame): reported by size only.
+    message = f"provider answered {code.value} (message: {unquoted(env.message)})"
+    if code is CgpErrorCode.INCOMPATIBLE_VERSION:
+        return IncompatibleVersion(message)
+    return ProviderError(message, cgp_code=code)
+
+
+def _expected(what: str, payload: Any) -> ProtocolFault:
+    got = payload.type if isinstance(payload, WireModel) and hasattr(payload, "type") else "?"
+    return ProtocolFault(f"expected {what}, got {got!r}")
+
+
+class CgpCodec:
+    """The envelope wire for one provider: lock-step or keyed queries, and the name its
+    verify identities go under, both learnt from its handshake."""
+
+    name = "cgp"
+
+    def __init__(self, provider_id: str = "?") -> None:
+        self.provider_id = provider_id
+        self._ids = itertools.count(1)
+        #: Set from the handshake's capabilities: queries carry ids and may pipeline.
+        self.correlation = False
+        #: The ``provider_id`` verify identities carry on the wire: the handshake name.
+        self.wire_provider_id: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<CgpCodec {self.provider_id} correlation={self.correlation}>"
+
+    def handshake(self, host: HostInfo) -> Request:
+        line = encode_line({"type": "handshake", "protocol_version": PROTOCOL_VERSION})
+        return Request(line, UNKEYED, "handshake")
+
+    def query(self, query: ContextQuery | dict[str, Any]) -> Request:
+        body: dict[str, Any] = {"type": "query", "query": query_wire(query)}
+        if not self.correlation:
+            return Request(encode_line(body), UNKEYED, "query")
+        key = f"q{next(self._ids)}"
+        body["id"] = key
+        return Request(encode_line(body), key, "query")
+
+    def verify(self, frames: list[FrameIdentity]) -> Request:
+        ours, theirs = self.provider_id, self.wire_provider_id or self.provider_id
+        wire = [
+            {**f.to_wire(), "provider_id": theirs} if f.provider_id == ours else f.to_wire()
+            for f in frames
+        ]
+        line = encode_line({"type": "verify", "request": {"frames": wire}})
+        return Request(line, UNKEYED, "verify")
+
+    def shutdown(self) -> Request:
+        return Request(_SHUTDOWN, None, "shutdown")
+
+    def read(self, data: bytes) -> Message | None:
+        """One envelope, its frames left raw for the leg audit."""
+        if not data.strip():
+            return None
+        try:
+            env = parse_envelope(orjson.loads(data))
+        except ValueError as exc:  # orjson.JSONDecodeError and ValidationError are ones
+            return Fault(bad_line(data, exc), parse_problem(exc))
+        if isinstance(env, FramesEnvelope | ErrorEnvelope):
+            # Keyed only when the provider correlates and the reply names its request;
+            # one without an id answers the lock-step request in flight, if any.
+            key = env.id if self.correlation and env.id is not None else UNKEYED
+            if isinstance(env, ErrorEnvelope):
+                return Refusal(key, envelope_error(env), env.id, env.type)
+            return Reply(key, env, env.id, env.type)
+        if isinstance(env, HandshakeAckEnvelope | VerifiedEnvelope):
+            return Reply(UNKEYED, env, None, env.type)
+        return Fault(ProtocolFault(f"a provider may not send {env.type!r}"))
+
+    def unmatched(self, message: Reply | Refusal) -> HostdError:
+        label = message.label
+        if message.key is not UNKEYED:
+            return CorrelationMismatch(
+                f"{label} with unknown id {described_id(message.raw_key)} (H4)"
+            )
+        if self.correlation and label in ("frames", "error"):
+            return CorrelationMismatch(f"{label} without the request id (H4)")
+        return ProtocolFault(f"unsolicited {label} envelope")
+
+    def handshake_ack(self, payload: Any) -> HandshakeAck:
+        if not isinstance(payload, HandshakeAckEnvelope):
+            raise _expected("handshake_ack", payload)
+        ack = HandshakeAck(
+            protocol_version=payload.protocol_version,
+            provider=payload.provider,
+            capabilities=payload.capabilities,
+        )
+        self.correlation = ack.capabilities.correlation
+        self.wire_provider_id = ack.provider.name
+        return ack
+
+    def query_result(self, payload: Any) -> ContextQueryResult:
+        if not isinstance(payload, FramesEnvelope):
+            raise _expected("frames", payload)
+        result: ContextQueryResult = payload.result
+        return result
+
+    def verify_response(self, payload: Any) -> VerifyResponse:
+        if not isinstance(payload, VerifiedEnvelope):
+            raise _expected("verified", payload)
+        ours, theirs = self.provider_id, self.wire_provider_id or self.provider_id
+        if theirs == ours:
+            return payload.response
+        verdicts = [
+            v.model_copy(update={"frame": v.frame.model_copy(update={"provider_id": ours})})
+            if v.frame.provider_id == theirs
+            else v
+            for v in payload.response.verdicts
+        ]
+        return payload.response.model_copy(update={"verdicts": verdicts})
