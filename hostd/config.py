@@ -237,6 +237,12 @@ class RerankerSettings(_Section):
     #: Documents per request at most (a server's own cap: TEI's default is 32); more
     #: candidates are scored in several requests at once (unset: one request).
     batch_size: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    #: A server that gives no answer (no connection, a timeout, a 5xx or 429) this many
+    #: times in a row is not asked for ``cool_down_ms``, doubled after each failed try
+    #: up to ``max_cool_down_ms``, then asked once (0: asked every time).
+    cool_down_after: Annotated[int, Field(ge=0, le=1000)] = 3
+    cool_down_ms: Annotated[int, Field(gt=0, le=86_400_000)] = 1000
+    max_cool_down_ms: Annotated[int, Field(gt=0, le=86_400_000)] = 60_000
     #: How long a composition waits for its verdict (its start included).
     timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 1500
     #: Its start deadline (the handshake, after its model has loaded), off the request path.
@@ -290,6 +296,9 @@ _RERANK_SERVER_KEYS = (
     "client_key",
     "max_connections",
     "batch_size",
+    "cool_down_after",
+    "cool_down_ms",
+    "max_cool_down_ms",
 )
 
 

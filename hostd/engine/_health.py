@@ -11,6 +11,11 @@ A start that outlived its deadline (a handshake never answered) marks the provid
 failure, but no request waits for them (``awaits_start``), so a stuck provider costs
 one start deadline once, not once per request. The engine does the I/O these
 decisions name; tests drive them with a fake clock.
+
+A peer asked once per request with no process to restart (a rerank server) keeps the
+same ``Health`` and is judged by ``decide_ask``: after ``CoolDownPolicy.after``
+failures in a row it is not asked for a cool-down that doubles with each failed try
+(``record_down``), then asked once; a verdict forgets its failures (``record_answer``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "MAX_ERROR_CHARS",
+    "CoolDownPolicy",
     "Health",
     "ProviderState",
     "RestartPolicy",
@@ -29,6 +35,8 @@ __all__ = [
     "awaits_start",
     "backoff_delay",
     "bounded_error",
+    "cool_down_s",
+    "decide_ask",
     "decide_parked",
     "decide_start",
     "is_parked",
@@ -37,6 +45,8 @@ __all__ = [
     "retry_due",
     "is_hung",
     "is_warming_leg",
+    "record_answer",
+    "record_down",
     "record_failure",
     "record_leg",
     "record_started",
@@ -326,3 +336,77 @@ def record_leg(health: Health, status: str, *, error: str | None = None, late: i
 def is_warming_leg(status: str) -> bool:
     """Whether a leg's status says "not ready yet" rather than "failed"."""
     return status == "warming"
+
+
+# -- a peer asked once per request: skipped while it cools down ----------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class CoolDownPolicy:
+    """When a peer with nothing to restart (a rerank server) is left alone: after
+    ``after`` failures in a row it is not asked for ``base_s``, twice as long after each
+    failed try past that, at most ``max_s``; ``after`` 0: it is asked every time."""
+
+    after: int = 3
+    base_s: float = 1.0
+    max_s: float = 60.0
+
+
+#: Doublings past which the cool-down is its cap for any sane ``base_s``/``max_s``: a
+#: peer down for weeks counts failures past where ``2.0 ** n`` overflows.
+_MAX_DOUBLINGS = 64
+
+
+def cool_down_s(consecutive_failures: int, policy: CoolDownPolicy) -> float:
+    """Seconds a peer that failed ``consecutive_failures`` times in a row is not asked
+    (0: below ``after``, or the cool-down is off)."""
+    past = consecutive_failures - policy.after
+    if policy.after <= 0 or past < 0:
+        return 0.0
+    return min(policy.base_s * 2.0 ** min(past, _MAX_DOUBLINGS), policy.max_s)
+
+
+def decide_ask(
+    health: Health, *, now: float, policy: CoolDownPolicy, probing: bool = False
+) -> StartDecision:
+    """Whether a request asks the peer: ``USE`` (no cool-down: healthy, or fewer failures
+    in a row than ``after``), ``START`` (its cool-down has passed: ask it once, a try,
+    ``record_retry``) or ``GIVE_UP`` (skip it; ``delay_s`` until it may be asked again,
+    0 when a try is already out, ``probing``: one at a time, so a peer that hangs
+    costs one request its deadline per cool-down, not every request that came)."""
+    delay = cool_down_s(health.consecutive_failures, policy)
+    if delay <= 0 or health.failed_at is None:
+        return StartDecision(StartAction.USE)
+    due = health.failed_at + delay
+    if now >= due:
+        return StartDecision(StartAction.GIVE_UP if probing else StartAction.START)
+    # Clamped as in decide_start: (t + d) - t can round to just over d.
+    return StartDecision(StartAction.GIVE_UP, min(due - now, delay))
+
+
+def record_answer(health: Health, status: str = "ok", *, error: str | None = None) -> Health:
+    """The peer answered. ``ok`` (a verdict): it works, its failures are forgotten.
+    ``error`` (an answer that is no verdict: a refusal, a redirect, a bad body): it is
+    reachable, so its failures and cool-down stand (it is not what a cool-down spares)."""
+    if status == "ok":
+        return record_leg(replace(health, state=ProviderState.READY), "ok", error=error)
+    state = ProviderState.READY if health.state is ProviderState.IDLE else health.state
+    return record_leg(replace(health, state=state), status, error=error)
+
+
+def record_down(
+    health: Health, status: str, *, now: float, error: str, policy: CoolDownPolicy
+) -> Health:
+    """The peer gave no answer: ``timeout``, ``crashed`` (no connection, TLS refused),
+    or ``error`` (it is failing: a 5xx, a 429). One more failure in a row, counted from
+    ``now``; state ``failed`` while that earns a cool-down, else ``crashed``."""
+    counted = record_leg(health, status, error=error)
+    n = counted.consecutive_failures + 1
+    cooling = cool_down_s(n, policy) > 0
+    return replace(
+        counted,
+        state=ProviderState.FAILED if cooling else ProviderState.CRASHED,
+        consecutive_failures=n,
+        failed_at=now,
+        last_failure=counted.last_error,
+    )

@@ -110,8 +110,9 @@ class Launcher:
             optional_handshake=spec.optional_handshake,
         )
 
-    def endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:
-        """The remote provider's endpoint, made once (C7 is checked before it exists)."""
+    def endpoint(self, spec: ProviderSpec, *, wire: str | None = None) -> RemoteEndpoint:
+        """The remote provider's endpoint, made once (C7 is checked before it exists).
+        ``wire``: what the peer speaks when it is on no CGP binding (a rerank server)."""
         endpoint = self._remotes.get(spec.id)
         if endpoint is None:
             assert spec.url is not None
@@ -119,6 +120,7 @@ class Launcher:
                 spec.id,
                 spec.url,
                 binding=spec.binding,
+                wire=wire,
                 # read at each handshake; every token read is scrubbed from what it says
                 tokens=TokenSource(spec.token_file, spec.token_env, redactor=self.redactor(spec)),
                 ca_file=spec.ca_file,

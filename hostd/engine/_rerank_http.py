@@ -16,12 +16,18 @@ refused, the credential unreadable), ``error`` (a non-2xx status, a redirect),
 ``bad_reply`` (a body that is not a whole verdict, ``_rerank_api``), ``timeout``.
 A detail says what failed in hostd's words: a status code, a size, a position,
 never the server's text.
+
+Its health follows ``_health``'s decisions for a peer asked per request
+(``decide_ask``): a server that gave no answer (``unavailable``, ``timeout``, a 5xx
+or 429) ``CoolDownPolicy.after`` times in a row is not asked while it cools down
+(the outcome is ``unavailable``, detail ``cooling_down: …``, costing nothing), then
+asked once, one request at a time; a verdict forgets its failures.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +44,16 @@ from hostd.errors import (
 )
 from hostd.protocol import HostInfo
 
-from ._health import Health, ProviderState, record_leg
+from ._health import (
+    CoolDownPolicy,
+    Health,
+    StartAction,
+    cool_down_s,
+    decide_ask,
+    record_answer,
+    record_down,
+    record_retry,
+)
 from ._launch import Launcher, PoolSettings
 from ._rerank import RERANKER_ID, RerankOutcome
 from ._rerank_api import RerankApi, Scored, document_text, order_by_scores, rerank_url
@@ -64,6 +79,8 @@ class RerankServer:
     max_connections: int = 4
     #: Documents per request at most (``None``: all in one).
     batch_size: int | None = None
+    #: When a server that gives no answer is left alone (``_health.decide_ask``).
+    cool_down: CoolDownPolicy = CoolDownPolicy()
 
 
 def _batches(n: int, size: int | None) -> list[range]:
@@ -71,19 +88,27 @@ def _batches(n: int, size: int | None) -> list[range]:
     return [range(i, min(n, i + step)) for i in range(0, n, max(1, step))]
 
 
-def _failure(exc: HostdError) -> tuple[str, str]:
+def _failure(exc: HostdError) -> tuple[str, str, bool]:
     """The outcome's reason and detail for a failed exchange (hostd's own words: the
-    transport never puts the server's text in an error)."""
+    transport never puts the server's text in an error), and whether the server gave
+    no answer (counted toward its cool-down) rather than a wrong one."""
     status = exc.data.get("http_status")
     if isinstance(exc, RemoteWire):
-        return "bad_reply", exc.message
+        return "bad_reply", exc.message, False
     if isinstance(exc, ProviderUnauthorized) and isinstance(status, int):
-        return "error", f"HTTP {status}: the credential was refused"
+        return "error", f"HTTP {status}: the credential was refused", False
     if isinstance(exc, RemoteTransport) and isinstance(status, int):
-        return "error", exc.message
+        # A 5xx or a 429 is a server failing or shedding load: asking again at once
+        # only adds to it. Any other status is its answer to this request.
+        return "error", exc.message, status >= 500 or status == 429
     if isinstance(exc, ProviderUnauthorized | RemoteTransport | InsecureTransport):
-        return "unavailable", exc.message  # no connection, TLS refused, no credential to send
-    return "error", exc.message
+        # no connection, TLS refused, no credential to send
+        return "unavailable", exc.message, True
+    return "error", exc.message, False
+
+
+#: ``Health`` counts a failed ask under the status a provider's leg would have.
+_LEG_STATUS = {"timeout": "timeout", "unavailable": "crashed"}
 
 
 class HttpReranker:
@@ -111,6 +136,11 @@ class HttpReranker:
             max_connections=server.max_connections,
         )
         self.health = Health()
+        self._now = settings.clock or anyio.current_time
+        #: A try after a cool-down is out (``decide_ask``: one at a time).
+        self._probing = False
+        #: Compositions that did not ask it because it was cooling down.
+        self.skipped = 0
 
     def __repr__(self) -> str:
         return f"<HttpReranker {self.server.api} {self.url}>"
@@ -135,18 +165,46 @@ class HttpReranker:
             "info": None,
             "capabilities": None,
             "state": self.health.state.value,
-            "health": self.health.to_wire(),
+            "health": self._health_row(),
             "remote": self._launcher.describe_remote(self.spec),
         }
+
+    def _health_row(self) -> dict[str, Any]:
+        health = self.health.to_wire()
+        health["skipped"] = self.skipped
+        wait = cool_down_s(self.health.consecutive_failures, self.server.cool_down)
+        if wait > 0 and self.health.failed_at is not None:  # cooling down: when it is asked
+            health["retry_in_s"] = round(max(0.0, self.health.failed_at + wait - self._now()), 3)
+        return health
 
     async def rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float
     ) -> RerankOutcome:
-        """One verdict over ``candidates`` within ``timeout_s``; never an exception."""
+        """One verdict over ``candidates`` within ``timeout_s``; never an exception. A
+        server cooling down is not asked (``decide_ask``)."""
         started = time.perf_counter()
-        outcome = await self._rerank(query, candidates, timeout_s)
+        policy = self.server.cool_down
+        decision = decide_ask(self.health, now=self._now(), policy=policy, probing=self._probing)
+        if decision.action is StartAction.GIVE_UP:
+            self.skipped += 1
+            outcome = RerankOutcome(reason="unavailable", detail=self._cooling(decision.delay_s))
+        else:
+            probe = decision.action is StartAction.START
+            if probe:  # its cool-down has passed: this request tries it, alone
+                self._probing = True
+                self.health = record_retry(self.health)
+                log.info(
+                    "rerank.retry",
+                    retries=self.health.retries,
+                    consecutive_failures=self.health.consecutive_failures,
+                )
+            try:
+                outcome, down = await self._rerank(query, candidates, timeout_s)
+            finally:
+                if probe:
+                    self._probing = False
+            self._count(outcome, down)
         ms = round((time.perf_counter() - started) * 1000, 3)
-        self._count(outcome)
         if outcome.reason is None:
             log.info("rerank.done", candidates=len(candidates), model=outcome.model, latency_ms=ms)
         else:
@@ -155,26 +213,52 @@ class HttpReranker:
             )
         return RerankOutcome(outcome.order, outcome.model, outcome.reason, outcome.detail, ms)
 
-    def _count(self, outcome: RerankOutcome) -> None:
+    def _cooling(self, delay_s: float) -> str:
+        """A skipped request's detail: why, and when the server is asked again. Quotes
+        the last failure recorded, never a detail like this one: it stays bounded."""
+        h = self.health
+        when = "a try is under way" if delay_s <= 0 else f"next try in {delay_s:.1f} s"
+        return (
+            f"cooling_down: {h.consecutive_failures} failures in a row, the last "
+            f"{h.last_failure}; {when}"
+        )
+
+    def _count(self, outcome: RerankOutcome, down: bool) -> None:
         reason = outcome.reason
-        status = {None: "ok", "timeout": "timeout", "unavailable": "crashed"}.get(reason, "error")
-        health = record_leg(self.health, status, error=outcome.detail)
-        state = ProviderState.READY if status == "ok" else health.state
-        if reason == "unavailable":
-            state = ProviderState.CRASHED
-        self.health = replace(health, state=state)
+        if reason is None:
+            self.health = record_answer(self.health)
+            return
+        error = f"{reason}: {outcome.detail}"
+        status = _LEG_STATUS.get(reason, "error")
+        if not down:
+            self.health = record_answer(self.health, status, error=error)
+            return
+        policy = self.server.cool_down
+        self.health = health = record_down(
+            self.health, status, now=self._now(), error=error, policy=policy
+        )
+        wait = cool_down_s(health.consecutive_failures, policy)
+        if wait > 0:
+            log.warning(
+                "rerank.cooling_down",
+                consecutive_failures=health.consecutive_failures,
+                retry_in_s=round(wait, 3),
+                last_failure=health.last_failure,
+            )
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float
-    ) -> RerankOutcome:
+    ) -> tuple[RerankOutcome, bool]:
+        """The outcome, and whether the server gave no answer (``_failure``)."""
         texts = [document_text(c) for c in candidates]
         batches = _batches(len(texts), self.server.batch_size)
         replies: list[Scored | HostdError | None] = [None] * len(batches)
         with anyio.move_on_after(timeout_s) as waited:
             try:
-                endpoint = self._launcher.endpoint(self.spec)  # made once
+                # made once; its log line names the API, not a CGP binding it never speaks
+                endpoint = self._launcher.endpoint(self.spec, wire=f"rerank-http:{self.api.name}")
             except HostdError as exc:  # the TLS files, the URL (C7)
-                return RerankOutcome(reason="unavailable", detail=exc.message)
+                return RerankOutcome(reason="unavailable", detail=exc.message), True
 
             async def score(k: int) -> None:
                 batch = [texts[i] for i in batches[k]]
@@ -192,17 +276,17 @@ class HttpReranker:
                         tg.start_soon(score, k)
         if waited.cancelled_caught:
             ms = f"{timeout_s * 1000:.0f} ms"
-            return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}")
+            return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}"), True
         scores: list[float] = []
         model = self.server.model
         for k, reply in enumerate(replies):
             if isinstance(reply, HostdError):
-                reason, detail = _failure(reply)
+                reason, detail, down = _failure(reply)
                 if len(batches) > 1:
                     detail = f"batch {k + 1} of {len(batches)}: {detail}"
-                return RerankOutcome(reason=reason, detail=detail)
+                return RerankOutcome(reason=reason, detail=detail), down
             assert reply is not None  # every batch ran to its end: no timeout
             scores.extend(reply.scores)
             model = model or reply.model
         order = tuple(candidates[i]["key"] for i in order_by_scores(scores))
-        return RerankOutcome(order, model)
+        return RerankOutcome(order, model), False

@@ -26,7 +26,7 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
     """The engine's reranker for ``[reranker]``: its process (``command``), its rerank
     server (``url``), or ``None`` when neither is set."""
     if settings.url is not None:
-        from hostd.engine import HttpReranker, RerankServer
+        from hostd.engine import CoolDownPolicy, HttpReranker, RerankServer
 
         server = RerankServer(
             url=settings.url,
@@ -39,6 +39,11 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
             client_key=settings.client_key,
             max_connections=settings.max_connections,
             batch_size=settings.batch_size,
+            cool_down=CoolDownPolicy(
+                after=settings.cool_down_after,
+                base_s=settings.cool_down_ms / 1000,
+                max_s=settings.max_cool_down_ms / 1000,
+            ),
         )
         return HttpReranker(server, pool_settings)
     if settings.command is None:

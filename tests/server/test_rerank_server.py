@@ -188,3 +188,48 @@ async def test_a_refused_token_and_a_stopped_server_fall_back_with_their_reasons
     assert _ranked(down) == shown and down.degraded is True
     assert "not-the-token-at-all" not in "\n".join(daemon.log_text)
     assert await daemon.stop() == 0
+
+
+async def test_a_hanging_server_is_left_alone_after_its_failures_and_status_says_so(
+    start_daemon: Any, workdir: Path
+) -> None:
+    """After ``cool_down_after`` timeouts in a row, a composition does not ask the server:
+    its audit says ``cooling_down`` and when it is tried again, no exchange is made (the
+    server's count stays), and ``host/status`` shows the reranker's health."""
+    seen = workdir / "seen.jsonl"
+    async with rerank_server("hang", "--seen", str(seen)) as port:
+        # The only deadline that may pass is timeout_ms; the cool-down (10 min) is a
+        # hang guard's length, so the third composition always falls in it.
+        table = server_table(
+            port, cool_down_after=2, cool_down_ms=600_000, max_cool_down_ms=600_000
+        ).replace("timeout_ms = 60000", "timeout_ms = 1000")
+        daemon = await start_daemon(providers=PROVIDERS, extra=table, start_providers="boot")
+        async with connect(daemon.socket) as client:
+            results = [
+                await client.compose("why", budget=4000, strategy="rerank") for _ in range(3)
+            ]
+            status = await client.call("host/status")
+    reasons = [(_record(r)["reason"], r.degraded) for r in results]
+    assert reasons == [("timeout", True), ("timeout", True), ("unavailable", True)]
+    detail = _record(results[2])["detail"]
+    assert detail.startswith(
+        "cooling_down: 2 failures in a row, the last timeout: no verdict within 1000 ms; "
+        "next try in "
+    )
+    assert [(d.reason, d.detail) for d in results[2].degraded_reasons] == [
+        ("rerank_fallback", "unavailable")
+    ]
+    row = status["reranker"]
+    health = row["health"]
+    assert (row["state"], health["consecutive_failures"], health["timeouts"]) == ("failed", 2, 2)
+    assert health["skipped"] == 1 and 0 < health["retry_in_s"] <= 600
+    assert row["remote"]["exchanges"] == 2  # the third composition sent nothing
+    assert len(_seen(seen)) <= 2  # nor did the server ever see a third request
+    (cooling,) = daemon.events("rerank.cooling_down")
+    assert (cooling["consecutive_failures"], cooling["retry_in_s"]) == (2, 600.0)
+    assert [e["reason"] for e in daemon.events("rerank.failed")] == [
+        "timeout",
+        "timeout",
+        "unavailable",
+    ]
+    assert await daemon.stop() == 0

@@ -109,7 +109,10 @@ def _transport_error(exc: httpx.HTTPError) -> RemoteTransport:
 
 
 class RemoteEndpoint:
-    """One remote provider's URL, credential and pooled HTTP client. ``aclose()`` once."""
+    """One remote provider's URL, credential and pooled HTTP client. ``aclose()`` once.
+
+    ``wire``: the peer speaks no CGP binding but this (a rerank server:
+    ``rerank-http:cohere``); it is reached by ``post`` only and the log names it."""
 
     def __init__(
         self,
@@ -117,6 +120,7 @@ class RemoteEndpoint:
         url: str,
         *,
         binding: str = "jsonrpc",
+        wire: str | None = None,
         tokens: TokenSource | None = None,
         ca_file: str | Path | None = None,
         client_cert: str | Path | None = None,
@@ -135,6 +139,7 @@ class RemoteEndpoint:
             raise ValueError(f"binding {binding!r} cannot reach a remote provider")
         self.codec: Codec = row.codec(provider_id)
         self.binding = binding
+        self.wire = wire or binding
         self.max_body_bytes = max_body_bytes
         self.tokens = tokens or TokenSource()
         #: The one redaction point of this provider (C8): every token the source reads.
@@ -163,7 +168,7 @@ class RemoteEndpoint:
             ),
         )
         self.exchanges = 0
-        log.debug("provider.remote.opened", provider=provider_id, url=url, binding=binding)
+        log.debug("provider.remote.opened", provider=provider_id, url=url, binding=self.wire)
 
     def __repr__(self) -> str:
         credential = REDACTED if self.tokens.configured else None
