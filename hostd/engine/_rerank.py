@@ -9,7 +9,8 @@ or boot start in the pool's task group, restart with backoff after a crash or
 a failed start (parked after the bounded attempts), restart when it misses its
 deadline three times in a row answering nothing (a reranker whose verdicts come late
 is slow, not hung: it keeps its process and its loaded model), the one teardown
-ladder, no orphans.
+ladder, no orphans, and a crash explained as a provider's is (its exit status and
+the tail of its stderr, redacted: ``explain``).
 
 This module does the I/O and reports what happened; it never reads the
 verdict's keys (``hostd.compose.RerankRequest`` does) and never fails a
@@ -145,6 +146,7 @@ class Reranker:
             return RerankOutcome(reason="unavailable", detail="a reranker speaks JSON-RPC")
         request = client.codec.request("rerank", {"query": query, "candidates": candidates})
         result: Any = None
+        broke: HostdError | None = None
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
             try:
                 result = await client.exchange(request)
@@ -152,9 +154,16 @@ class Reranker:
                 pool.record_leg(slot, "error", exc.message)
                 return RerankOutcome(reason="error", detail=exc.message)
             except HostdError as exc:  # its stream ended or broke: restarted with backoff
-                pool.broken(slot, conn, exc)
-                reason = "crashed" if isinstance(exc, ProviderCrashed) else "bad_reply"
-                return RerankOutcome(reason=reason, detail=f"{exc.reason}: {exc.message}")
+                broke = exc
+        if broke is not None:
+            # What the process says of it, as a provider's leg gets (its exit status, the
+            # tail of its stderr, redacted: C8), no later than the verdict's deadline;
+            # out of the exchange's scope, so that deadline cannot turn a crash into a
+            # timeout. Then counted, so its health quotes the same words.
+            broke = await conn.explain(broke, deadline)
+            pool.broken(slot, conn, broke)
+            reason = "crashed" if isinstance(broke, ProviderCrashed) else "bad_reply"
+            return RerankOutcome(reason=reason, detail=f"{broke.reason}: {broke.message}")
         if waited.cancelled_caught:
             # Counted like a provider's missed deadline: three in a row with no verdict
             # in between, not even a late one, and it is restarted (``is_hung``).

@@ -196,3 +196,33 @@ async def test_the_recorded_verdict_composes_the_same_bytes(start_daemon, marker
     assert local.prompt == result.prompt == again.prompt
     assert len(daemon.events("rerank.done")) == 2  # a client's own verdict is not re-asked
     assert await daemon.stop() == 0
+
+
+SECRET = "rk-5ec2e7a9c0ffee71"
+
+
+@pytest.mark.parametrize("mode", ["importerror", "lazyimport"])
+async def test_a_reranker_that_dies_says_why_as_a_provider_does(
+    start_daemon: Any, marker: str, mode: str
+) -> None:
+    """A reranker that dies of an ``ImportError`` (at start, or at its first verdict as its
+    model library loads) is named in the audit with its exit status and its last stderr
+    lines, as a provider is; a secret of its ``env`` it wrote there is not shown."""
+    extra = reranker_table(mode, marker) + f'env = {{ RERANK_API_KEY = "{SECRET}" }}\n'
+    daemon = await start_daemon(providers=PROVIDERS, extra=extra)
+    result, shown = await _compose(daemon)
+    record = _record(result)
+    why = "ImportError: cannot import name 'no_such_"
+    assert (record["fallback"], record["reason"]) == (
+        "round_robin",
+        "unavailable" if mode == "importerror" else "crashed",
+    )
+    assert "exited with status 1" in record["detail"] and why in record["detail"]
+    assert _ranked(result) == shown and result.degraded is True
+    async with connect(daemon.socket) as client:
+        health = (await client.call("host/status"))["reranker"]["health"]
+    assert why in health["last_failure"] and "exited with status 1" in health["last_failure"]
+    if mode == "lazyimport":  # its last lines, redacted as a provider's are
+        assert "stderr: loading the model with key <redacted> | ImportError" in record["detail"]
+    assert SECRET not in result.model_dump_json() and SECRET not in "\n".join(daemon.log_text)
+    assert await daemon.stop() == 0
