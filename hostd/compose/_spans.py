@@ -39,12 +39,12 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import accumulate
 from typing import Any
 
 from hostd.protocol import (
     ContextFrame,
     FrameId,
+    LineIndex,
     Provenance,
     canonical_token_cost,
     sha256_digest,
@@ -77,7 +77,7 @@ class _Region:
     start: int
     end: int
     key: SortKey
-    lines: _Lines | None
+    lines: LineIndex | None
 
 
 @dataclass(slots=True)
@@ -99,25 +99,7 @@ class SpanMerge:
     notes: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
-class _Lines:
-    """A source's line starts (F17: LF ends a line, a final unterminated line counts)."""
-
-    __slots__ = ("count", "data", "starts")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        # Each line's start: 0, then one past every LF (summed in C, no loop per line).
-        pieces = data.split(b"\n")
-        starts = [0, *accumulate(map((1).__add__, map(len, pieces[:-1])))]
-        self.count = len(starts) if starts[-1] < len(data) else len(starts) - 1
-        self.starts = starts
-
-    def slice(self, start: int, end: int) -> bytes:
-        hi = self.starts[end] if end < len(self.starts) else len(self.data)
-        return self.data[self.starts[start - 1] : hi]
-
-
-def _lines_of(rng: str | None, lines: _Lines | None) -> tuple[int, int] | None:
+def _lines_of(rng: str | None, lines: LineIndex | None) -> tuple[int, int] | None:
     """The 1-based inclusive lines ``rng`` addresses (F17: the end clamps to the
     source when its length is known; no range is the whole source), or None."""
     if rng is None:
@@ -133,7 +115,7 @@ def _lines_of(rng: str | None, lines: _Lines | None) -> tuple[int, int] | None:
 
 
 def _region(
-    index: int, frame: ContextFrame, key: SortKey, sources: Mapping[str, _Lines]
+    index: int, frame: ContextFrame, key: SortKey, sources: Mapping[str, LineIndex]
 ) -> _Region | None:
     """The one line region every provenance entry of ``frame`` addresses, if any."""
     provs: Sequence[Provenance] = frame.provenance
@@ -209,26 +191,46 @@ def check_ratio(max_ratio: float) -> None:
         raise ValueError(f"merge_max_ratio must be at least 1, got {max_ratio!r}")
 
 
+def _indexed(source: bytes | LineIndex) -> LineIndex:
+    return source if isinstance(source, LineIndex) else LineIndex(source)
+
+
 def merge_spans(
     cands: CandidateSet,
-    sources: Mapping[str, bytes] | None,
+    sources: Mapping[str, bytes | LineIndex] | None,
     verification: Verification | None,
     max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
 ) -> SpanMerge:
     """Merge the candidates' touching regions of one file (see the module's docstring).
 
-    ``sources``: ``file`` URI -> the bytes the verify stage re-read and matched;
-    None turns span merging off (no overlap is even looked for).
+    ``sources``: ``file`` URI -> the bytes the verify stage re-read and matched (as
+    bytes, or with their lines already found); None turns span merging off (no
+    overlap is even looked for).
     """
     check_ratio(max_ratio)
     n = len(cands)
     out = SpanMerge(list(range(n)))
     if sources is None or n < 2:
         return out
-    lines = {uri: _Lines(data) for uri, data in sources.items()}
     frames, key = cands.frames, cands.key
+    # Only a URI two or more candidates quote can hold a run: the others are not looked
+    # at further (no range parsed, no line found), so a composition where no two frames
+    # share a source pays one pass over the provenance and nothing else.
+    first: list[str | None] = []
+    quoted: dict[str, int] = {}
+    for f in frames:
+        uri = (f.provenance[0].uri or f.uri) if f.provenance else None
+        first.append(uri)
+        if uri is not None:
+            quoted[uri] = quoted.get(uri, 0) + 1
+    shared = {uri for uri, count in quoted.items() if count > 1}
+    if not shared:
+        return out
+    lines = {uri: _indexed(sources[uri]) for uri in shared if uri in sources}
     by_uri: dict[str, list[_Region]] = {}
     for i in range(n):
+        if first[i] not in shared:
+            continue
         r = _region(i, frames[i], key(i), lines)
         if r is not None:
             by_uri.setdefault(r.uri, []).append(r)

@@ -7,6 +7,7 @@ error codes. This package imports nothing else from hostd.
 
 from ._bytes import (
     DIGEST_RE,
+    LineIndex,
     RangeProblem,
     UnverifiableRange,
     address_line_range,
@@ -129,6 +130,7 @@ __all__ = [
     "HandshakeEnvelope",
     "HandshakeRequest",
     "HostInfo",
+    "LineIndex",
     "Provenance",
     "ProviderInfo",
     "QueryCapability",
