@@ -90,6 +90,7 @@ from ._rules import (
     frame_in_window,
     is_off_machine_scope,
     parse_frame,
+    parse_frames,
     parse_timestamp,
 )
 from ._strict import unknown_members
@@ -171,6 +172,7 @@ __all__ = [
     "is_version_string",
     "parse_envelope",
     "parse_frame",
+    "parse_frames",
     "parse_timestamp",
     "read_cgp_code",
     "sha256_digest",
