@@ -213,10 +213,30 @@ class ShadowSettings(_Section):
 
 
 class RerankerSettings(_Section):
-    """``[reranker]``: a process that orders the candidates before composition (``rerank``)."""
+    """``[reranker]``: what orders the candidates before composition (``rerank``): a
+    process (``command``) or a standard rerank server (``url``, docs/eval.md)."""
 
-    #: Its argv (unset: no reranker; ``rerank`` then falls back to ``round_robin``).
+    #: Its argv (unset, and no ``url``: no reranker; ``rerank`` then falls back to
+    #: ``round_robin``).
     command: Annotated[list[str], Field(min_length=1)] | None = None
+    #: A rerank server instead of a process: https:// (http:// to loopback only, C7).
+    url: str | None = None
+    #: The server's API: ``cohere`` (``{model, query, documents, top_n}`` →
+    #: ``results[].index, relevance_score``; Infinity, vLLM, Jina, Cohere) or ``tei``
+    #: (text-embeddings-inference: ``{query, texts, truncate}`` → ``[{index, score}]``).
+    api: Literal["cohere", "tei"] = "cohere"
+    #: The model the server is asked for (``cohere``) and the audit names.
+    model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    #: The server's bearer credential (C8), its private CA, mutual TLS, its connections.
+    token_file: Path | None = None
+    token_env: Annotated[str, Field(min_length=1)] | None = None
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+    max_connections: Annotated[int, Field(ge=1, le=1024)] = 4
+    #: Documents per request at most (a server's own cap: TEI's default is 32); more
+    #: candidates are scored in several requests at once (unset: one request).
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] | None = None
     #: How long a composition waits for its verdict (its start included).
     timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 1500
     #: Its start deadline (the handshake, after its model has loaded), off the request path.
@@ -227,6 +247,50 @@ class RerankerSettings(_Section):
     overfetch: Annotated[float, Field(ge=1.0, le=1000.0, allow_inf_nan=False)] | None = None
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _safe_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from hostd.transport import remote_url_problem  # C7, judged on the text only
+
+            problem = remote_url_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _command_or_url(self) -> RerankerSettings:
+        if self.command is not None and self.url is not None:
+            raise ValueError("give command or url, not both")
+        given = self.model_fields_set
+        if self.url is None:
+            remote = [k for k in _RERANK_SERVER_KEYS if k in given]
+            if remote:
+                raise ValueError(f"{', '.join(remote)}: only for a rerank server (url)")
+        else:
+            local = [k for k in ("env", "cwd", "start_timeout_ms") if k in given]
+            if local:
+                raise ValueError(f"{', '.join(local)}: only for a reranker process (command)")
+        if self.token_file is not None and self.token_env is not None:
+            raise ValueError("give token_file or token_env, not both")
+        if (self.client_cert is None) != (self.client_key is None):
+            raise ValueError("client_cert and client_key go together")
+        return self
+
+
+#: ``[reranker]`` keys that only a rerank server (``url``) reads.
+_RERANK_SERVER_KEYS = (
+    "api",
+    "model",
+    "token_file",
+    "token_env",
+    "ca_file",
+    "client_cert",
+    "client_key",
+    "max_connections",
+    "batch_size",
+)
 
 
 class McpToolSettings(_Section):

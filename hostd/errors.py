@@ -30,6 +30,7 @@ __all__ = [
     "InvalidRequest",
     "LineTooLong",
     "ListenerError",
+    "MethodNotFound",
     "NoProviderAvailable",
     "Overloaded",
     "ParseError",
@@ -110,6 +111,11 @@ class ProviderError(HostdError):
     ) -> None:
         super().__init__(message, cgp_code=cgp_code.value, **data)
         self.cgp_code = cgp_code
+
+
+class MethodNotFound(ProviderError):
+    """A provider answered JSON-RPC ``-32601``: it has no such method (a reranker written
+    to the ``rerank`` method alone answers it to ``context/handshake``)."""
 
 
 class ProviderTimeout(HostdError):

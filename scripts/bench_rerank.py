@@ -15,13 +15,17 @@ the queries rotate through ``evals/repo.jsonl``. Two rerankers, taking turns:
 - ``pipe``: ``tests.fixtures.reranker reverse`` answers at once, so its figure is
   the stage's own machinery (keys, JSON both ways, the pipe);
 - ``minilm``: ``providers.rerank --bi-encoder``, the packaged all-MiniLM-L6-v2 as a
-  stand-in judge (a cross-encoder of the same size costs about the same per pair).
+  stand-in judge (a cross-encoder of the same size costs about the same per pair);
+- ``http``: ``[reranker] url`` at ``tests.fixtures.rerank_server ok``, a Cohere-style
+  rerank server on loopback that scores by a digest (``hostd.engine.HttpReranker``):
+  the stage's machinery over HTTP (the pooled client, JSON both ways, a starlette
+  server's own cost).
 
 Prints JSON: per reranker and candidate count, the median and the p10/p90 and
 min/max of the stage's milliseconds.
 
     python scripts/bench_rerank.py [--rounds 15] [--warmup 2] [--sizes 25,50,100]
-                                   [--rerankers pipe,minilm]
+                                   [--rerankers pipe,minilm,http]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,7 +56,22 @@ from hostd.server._engine import make_reranker  # noqa: E402
 RERANKERS = {
     "pipe": ["-m", "tests.fixtures.reranker", "reverse"],
     "minilm": ["-m", "providers.rerank", "--bi-encoder", "--max-length", "256"],
+    "http": ["-m", "tests.fixtures.rerank_server", "ok"],
 }
+
+
+async def _serve(stack: contextlib.AsyncExitStack, words: list[str]) -> str:
+    """The rerank server's URL, once its socket listens; stopped when ``stack`` closes."""
+    process = await anyio.open_process(
+        [sys.executable, *words], cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    stack.push_async_callback(process.wait)
+    stack.callback(process.kill)
+    assert process.stdout is not None
+    line = b""
+    while not line.endswith(b"\n"):  # "port N", once it listens
+        line += await process.stdout.receive(1)
+    return f"http://127.0.0.1:{int(line.split()[1])}"
 
 
 def _frames(n: int) -> list[tuple[str, Any]]:
@@ -96,13 +116,20 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         settings = {}
         for name in names:
             words = RERANKERS[name]
-            settings[name] = RerankerSettings(
-                command=[sys.executable, *words], timeout_ms=600_000, cwd=ROOT,
-                env={"PYTHONPATH": str(ROOT)}, max_candidates=max(sizes),
-            )  # fmt: skip
+            if name == "http":
+                url = await _serve(stack, words)
+                settings[name] = RerankerSettings(
+                    url=url, timeout_ms=600_000, max_candidates=max(sizes)
+                )
+            else:
+                settings[name] = RerankerSettings(
+                    command=[sys.executable, *words], timeout_ms=600_000, cwd=ROOT,
+                    env={"PYTHONPATH": str(ROOT)}, max_candidates=max(sizes),
+                )  # fmt: skip
             # Started now; its handshake comes once its model has loaded.
             pool = PoolSettings(start="boot", start_timeout_s=300)
             reranker = make_reranker(settings[name], pool)
+            assert reranker is not None
             rerankers[name] = await stack.enter_async_context(reranker)
         q = 0
         for r in range(args.warmup + args.rounds):
@@ -146,7 +173,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--sizes", default="25,50,100")
-    parser.add_argument("--rerankers", default="pipe,minilm", help="which of pipe, minilm")
+    parser.add_argument(
+        "--rerankers", default="pipe,minilm,http", help="which of pipe, minilm, http"
+    )
     args = parser.parse_args()
     configure_logging("warning")  # as a daemon runs: events on stderr, stdout is the JSON
     result = anyio.run(_run, args, backend="asyncio")

@@ -6,9 +6,10 @@ so that most windows overlap one of the other provider's, scores on one scale,
 every frame ``source_verified``. Each pair below is timed call by call, taking turns (ABBA),
 median process-CPU milliseconds of ``compose_for_prompt`` at budget 4,000:
 
-- ``spans``: with the verified source bytes (span merging on) against without;
-  also, each way, the prompt's canonical tokens, the source lines it quotes more
-  than once (each repeat counted) and the distinct source lines it quotes;
+- ``spans``: with the verified source bytes (span merging and coalescing on)
+  against without; also, each way, the prompt's canonical tokens, the source lines
+  it quotes more than once (each repeat counted), the distinct source lines it
+  quotes and its frames, and the frames merged before ranking and coalesced after;
 - ``mmr``: ``mmr`` against ``score`` on the same candidates (its greedy walk over
   the first 128 by relevance);
 - ``tokenizer``: the budget in MiniLM's tokens (``tokenizer.json`` of the
@@ -139,8 +140,10 @@ def main() -> None:
             "merged_frames": len(m.audit.included()),
             "apart_frames": len(p.audit.included()),
             "absorbed": sum(
-                e.reason in ("merged_into", "contained_in") for e in m.audit.excluded()
+                e.reason in ("merged_into", "contained_in") and not e.detail.get("coalesced")
+                for e in m.audit.excluded()
             ),
+            "coalesced": sum(bool(e.detail.get("coalesced")) for e in m.audit.excluded()),
         }
     )
     mmr = paired(

@@ -4,6 +4,7 @@ composes (verification states and span merges), through real provider processes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -21,6 +22,7 @@ from hostd.eval import (
     Asked,
     Gold,
     Policy,
+    Verified,
     holds_gold,
     score_asked,
     summarise,
@@ -214,6 +216,30 @@ def test_a_row_that_recalls_nothing_has_no_tokens_per_hit() -> None:
     assert row.to_wire()["tokens_per_hit"] is None
 
 
+def test_gold_in_lines_a_merge_cap_cut_from_the_block_is_not_recalled() -> None:
+    # L1-6 and L4-9 overlap; at a merge cap of 1.0 the second block starts after the
+    # first's lines: L4-9's block quotes L7-9 only. The budget holds that block alone,
+    # so line 5 (gold, in L4-9 as offered) is not in the prompt and nothing recalls it.
+    lines = [FILLER.format(f"part{k}") for k in range(1, 10)]
+    lines[4] = "The retry loop gives up after three attempts.\n"
+    gold = [Gold(file="notes.md", phrase="gives up after three attempts")]
+    first = ("files", _frame("notes.md", 1, lines[0:6], 0.5))
+    second = ("dense", _frame("notes.md", 4, lines[3:9], 0.9))
+    pairs = [first, second]
+    verification = {FrameId.of(p, f): dict(VERIFIED) for p, f in pairs}
+    verified = Verified(verification, {first[1].uri: "".join(lines).encode()}, 1.0)
+    asked = Asked("q", "lexical", 200, pairs, False, [], lambda _, f: holds_gold(f, gold))
+    asked = dataclasses.replace(asked, verified=verified)
+    composed = compose_for_prompt(
+        pairs, 200, verification=verification, sources=verified.sources, merge_max_ratio=1.0
+    )
+    (citation,) = composed.citations
+    assert citation.frame == FrameId.of(*second) and citation.label == "notes.md L7-9"
+    assert "three attempts" not in composed.prompt
+    (row,) = [o for o in score_asked(asked, [Policy("score", None)]) if o.policy == "score"]
+    assert not row.hit
+
+
 # -- the sources span merging reads, rebuilt from the query result -------------------
 
 SECRET = "API_KEY=hunter2 (a line no frame quotes)\n"
@@ -356,14 +382,17 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
     config, questions, path = windows
     budget = "2000"
     # The daemon's merge cap binds the eval's merges too: at 1.0 the two windows' union
-    # (nine lines) outgrows the larger (six), so neither composition merges them.
+    # (nine lines) outgrows the larger (six), so neither composition merges them before
+    # ranking (the second block starts after the first's lines); both are admitted and,
+    # touching, quoted as one block after packing, in both compositions alike.
     capped = config.with_name("capped.toml")
     capped.write_text(config.read_text().replace("[host]\n", "[host]\nmerge_max_ratio = 1.0\n", 1))
     asked = ("eval", "--questions", str(questions), "--budget", budget, "--policy", "score")
     done = run_hostd("--config", str(capped), "compose", "the fox", "--budget", budget, "--json")
     assert done.returncode == 0, done.stderr
     apart = json.loads(done.stdout)["audit"]
-    assert not any(e.get("reason") == "merged_into" for e in apart["entries"])
+    folded = [e for e in apart["entries"] if e.get("reason") == "merged_into"]
+    assert [e["detail"].get("coalesced") for e in folded] == [True]
     done = run_hostd("--config", str(capped), *asked, "--json")
     assert done.returncode == 0, done.stderr
     (score,) = [
@@ -371,7 +400,7 @@ def test_eval_composes_what_the_daemon_composes_span_merges_included(
         for o in json.loads(done.stdout)["outcomes"]
         if o["policy"] == "score" and o["question"] == "oak"
     ]
-    assert (score["tokens"], score["frames"]) == (apart["tokens_used"], 2)
+    assert (score["tokens"], score["frames"]) == (apart["tokens_used"], 1)
 
     done = run_hostd("--config", str(config), "compose", "the fox", "--budget", budget, "--json")
     assert done.returncode == 0, done.stderr

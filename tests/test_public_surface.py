@@ -48,9 +48,7 @@ def _surface(mod: ModuleType) -> set[str]:
 
 def test_the_walk_finds_every_layer() -> None:
     # Guard against a walker that silently finds nothing.
-    assert {"hostd.rpc", "hostd.transport", "hostd.client", "hostd.compose.ranking"} <= set(
-        MODULES
-    )
+    assert {"hostd.rpc", "hostd.transport", "hostd.client", "hostd.compose.ranking"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -94,7 +94,7 @@ async def _declared_here(cfg: Config, ids: list[str], start: bool) -> dict[str, 
                 update={
                     "provider": [p for p in cfg.provider if p.id == pid],
                     "shadow": cfg.shadow.model_copy(update={"enabled": False}),
-                    "reranker": cfg.reranker.model_copy(update={"command": None}),
+                    "reranker": cfg.reranker.model_copy(update={"command": None, "url": None}),
                 }
             )
             async with session(one, None) as s:

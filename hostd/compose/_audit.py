@@ -63,13 +63,17 @@ def ranked_entries(
     notes: Mapping[int, Mapping[str, Any]] | None = None,
     meter: Meter = CANONICAL,
     render_block: Callable[[int, str], str] | None = None,
+    coalesced: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per ranked candidate, best first. ``positions[j]`` is where the
     ``j``-th included frame (in rank order) was placed; ``labels`` and ``sizes``
     are the candidates' prices (``rendered_sizes``); ``notes`` adds members to a
     candidate's entry (span merging's ``merged`` and ``span``). With a tokenizer
     ``meter`` costs are its tokens, and a block whose label would have changed is
-    rendered (``render_block``) and counted."""
+    rendered (``render_block``) and counted. ``coalesced`` (``_coalesce.audit_notes``,
+    by candidate index): a group lead's ``coalesced`` note and ``vouched_by``; each
+    other member, admitted but quoted by the lead's block, is ``merged_into`` it
+    (with its rank and the tokens the walk charged it)."""
     frames, scores = cands.frames, cands.scores
     pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
     vouched_by, capped = cands.vouched_by, packing.capped
@@ -128,7 +132,29 @@ def ranked_entries(
             )
             if notes and i in notes:
                 out[-1].update(_copy_notes(notes[i]))
-        if j < len(packing.chosen):
+        folded = coalesced.get(packing.chosen[j]) if coalesced and j < len(packing.ranks) else None
+        if folded is not None and "kept" in folded:
+            i = packing.chosen[j]
+            append(
+                {
+                    "frame": key_to_wire(cands.key(i)),
+                    "provider": pids[i],
+                    "disposition": "excluded",
+                    "reason": "merged_into",
+                    "detail": {
+                        **folded,
+                        "kept": dict(folded["kept"]),
+                        "region": dict(folded["region"]),
+                    },
+                    "rank": stop,
+                    "score": _wire_score(frames[i].score),
+                    "tokens": packing.costs[j],
+                }
+            )
+            if notes and i in notes:
+                out[-1].update(_copy_notes(notes[i]))
+            replay.claim(packing.labels[j])
+        elif j < len(packing.chosen):
             i = packing.chosen[j]
             k = cands.key(i)
             state = verification.get(k) if verification is not None else None  # type: ignore[call-overload]  # a FrameId equals its key
@@ -147,6 +173,9 @@ def ranked_entries(
             )
             if notes and i in notes:
                 out[-1].update(_copy_notes(notes[i]))
+            if folded is not None:  # a group's lead: its block quotes the others too
+                out[-1]["vouched_by"] = list(folded["vouched_by"])
+                out[-1]["coalesced"] = _copy_notes({"c": folded["coalesced"]})["c"]
             replay.claim(packing.labels[j])
         start = stop + 1
     return out

@@ -1,11 +1,12 @@
-"""``compose_for_prompt``: floors → dedup → rank → pack → place → render.
+"""``compose_for_prompt``: floors → dedup → spans → rank → pack → place → render.
 
-The one entry point for every strategy, as six named stages, each a function
+The one entry point for every strategy, as named stages, each a function
 of what the one before returned: ``check_floors`` (``_floors``), ``dedup``,
-``rank`` (the strategy's order; the one place a policy decides), ``pack``
-(``_pack``, over the blocks' ``price``), ``place`` and ``render``, which
-returns the finished record: the prompt, its citations and the audit, every
-entry built once (``_audit``).
+``spans`` (overlapping regions of one source merged, ``_spans``), ``rank`` (the
+strategy's order; the one place a policy decides), ``pack`` (``_pack``, over the
+blocks' ``price``), ``place`` (admitted blocks that touch coalesced into one,
+``_coalesce``) and ``render``, which returns the finished record: the prompt, its
+citations and the audit, every entry built once (``_audit``).
 
 The budget bounds the rendered prompt: its *canonical* token cost (B3:
 ``ceil(utf8 bytes / 4)`` of the whole prompt, preamble and fences included,
@@ -21,15 +22,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, pick_from
+from ._coalesce import Layout, audit_notes, lay_out, refold
 from ._dedup import dedup_pool
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
+from ._lines import Span
 from ._meter import CANONICAL, Meter, TokenCounter, meter_for, same_meter
 from ._pack import Packing, pack
 from ._placement import check_placement, place_indices
@@ -78,7 +81,8 @@ class Survivors:
     with its ``contents`` column; ``origin[i]``: candidate ``i``'s index in ``pool``,
     the candidates as offered), the collapsed frames as ``(dropped, kept)`` indices
     into ``pool``, the frames span merging absorbed as ``(member, survivor, reason,
-    region)`` (indices into ``pool``) and extra audit members by candidate index."""
+    region)`` (indices into ``pool``), extra audit members by candidate index, and
+    the candidates whose bytes are known good as ``Span``s (what coalescing reads)."""
 
     pool: CandidateSet
     cands: CandidateSet
@@ -87,6 +91,7 @@ class Survivors:
     origin: Sequence[int] = ()
     absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
     notes: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    spans: Mapping[int, Span] = field(default_factory=dict)
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
@@ -105,13 +110,13 @@ def spans(
     verification: Verification | None,
     max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
 ) -> Survivors:
-    """Span-aware dedup (``_spans``): touching regions of one verified source merged."""
+    """Span-aware dedup (``_spans``): overlapping regions of one verified source merged."""
     if sources is None:  # off: nothing is looked for
         check_ratio(max_ratio)
         return survivors
     merge = merge_spans(survivors.cands, sources, verification, max_ratio)
-    if not merge.notes:
-        return survivors
+    if not merge.notes:  # nothing merged: the candidates stand, some as spans
+        return replace(survivors, spans=merge.spans) if merge.spans else survivors
     cands, origin = survivors.cands, survivors.origin
     keep = merge.keep
     contents = [
@@ -126,6 +131,7 @@ def spans(
         [origin[i] for i in keep],
         [(origin[m], origin[k], why, region) for m, k, why, region in merge.absorbed],
         {position[i]: note for i, note in merge.notes.items() if i in position},
+        {position[i]: span for i, span in merge.spans.items() if i in position},
     )
 
 
@@ -183,7 +189,7 @@ def render(
     survivors: Survivors,
     order: Sequence[int],
     packing: Packing,
-    placed: Sequence[int],
+    layout: Layout,
     prices: Prices,
     *,
     policy: Mapping[str, Any],
@@ -197,26 +203,28 @@ def render(
     render order and the audit, each entry built once."""
     cands = survivors.cands
     frames, key = cands.frames, cands.key
-    parts: list[str] = []
     citations: list[Citation] = []
     shown: list[tuple[str, ContextFrame]] = []
-    positions = [0] * len(placed)
-    for position, j in enumerate(placed):
+    positions = [0] * len(packing.chosen)
+    for position, j in enumerate(layout.placed):
         i = packing.chosen[j]
         positions[j] = position
-        parts.append(packing.blocks[j])
         k = key(i)
         fid = FrameId(k[0], k[1], k[3] if k[2] else None)
-        citations.append(Citation(packing.labels[j], fid, tuple(frames[i].provenance)))
-        shown.append((k[0], frames[i]))
+        group = layout.groups.get(j)
+        label, frame = (packing.labels[j], frames[i]) if group is None else group.label_frame
+        citations.append(Citation(label, fid, tuple(frame.provenance)))
+        shown.append((k[0], frame))
+    for j, lead in layout.lead_of.items():
+        positions[j] = positions[lead]
     budget, meter = floors.budget, floors.meter
-    prompt = assemble(floors, parts)
+    prompt = assemble(floors, layout.parts)
     if not prompt:
         tokens_used = 0
     elif counted is not None:  # the whole prompt, counted by the tokenizer
         tokens_used = counted
     else:
-        tokens_used = meter.tokens(packing.used)
+        tokens_used = meter.tokens(packing.used - layout.saved)
     assert tokens_used <= budget  # the packer's invariant; a failure here is a bug
     entries = ranked_entries(
         order,
@@ -231,8 +239,12 @@ def render(
         notes=survivors.notes,
         meter=meter,
         render_block=render_block,
+        coalesced=audit_notes(layout, packing, cands, meter) if layout.groups else None,
     )
-    entries += unranked_entries(survivors.pool, survivors.duplicates, excluded, survivors.absorbed)
+    duplicates, absorbed = survivors.duplicates, survivors.absorbed
+    if layout.groups or absorbed:  # every fold names the block that quotes it
+        duplicates, absorbed = refold(layout, packing, survivors.origin, duplicates, absorbed)
+    entries += unranked_entries(survivors.pool, duplicates, excluded, absorbed)
     audit = CompositionAudit(
         entries,
         global_budget=budget,
@@ -266,18 +278,23 @@ def assemble(floors: AdmittedFloors, parts: Sequence[str]) -> str:
 
 
 def fit_counted(
-    floors: AdmittedFloors, packing: Packing, placement: str, cands: CandidateSet
-) -> tuple[list[int], int]:
+    floors: AdmittedFloors,
+    packing: Packing,
+    placement: str,
+    cands: CandidateSet,
+    lay: Callable[[list[int]], Layout],
+) -> tuple[Layout, int]:
     """With a tokenizer (whose counts need not add up across blocks): the whole prompt
     counted, and the last frame admitted dropped until it fits the budget. Returns
-    the placement and the prompt's count; ``packing`` loses the frames dropped."""
+    the layout (``lay`` of the placement) and the prompt's count; ``packing`` loses
+    the frames dropped."""
     meter = floors.meter
     while True:
-        placed = place(placement, packing, cands)
-        prompt = assemble(floors, [packing.blocks[j] for j in placed])
+        layout = lay(place(placement, packing, cands))
+        prompt = assemble(floors, layout.parts)
         counted = meter.size(prompt) if prompt else 0
         if counted <= floors.budget or not packing.chosen:
-            return placed, counted
+            return layout, counted
         packing.recounted.append(packing.ranks.pop())
         for column in (packing.chosen, packing.blocks, packing.labels):
             column.pop()
@@ -341,10 +358,11 @@ def compose_for_prompt(
     - ``overfetch``, ``asked``: from a fan-out, the over-fetch factor and the
       tokens each provider was asked for; recorded in the audit's ``policy``.
     - ``sources``: ``file`` URI → the bytes the verify stage re-read under the
-      trusted roots (``FanOut.sources``); with it, candidates quoting overlapping,
-      contained or adjacent line ranges of one source are merged into one
-      covering their union (``_spans``), at most ``merge_max_ratio`` times the
-      bytes of its largest member. None: no span merging.
+      trusted roots (``FanOut.sources``); with it, candidates quoting overlapping
+      or contained line ranges of one source are merged into one covering their
+      union before ranking (``_spans``), at most ``merge_max_ratio`` times the
+      bytes of its largest member, and admitted blocks whose ranges touch are
+      quoted as one after packing (``_coalesce``). None: neither.
     - ``tokenizer``: any ``str -> int`` (the model's tokenizer): the budget then
       counts the rendered prompt in its tokens (block by block, then the whole
       prompt once more) and ``tokens_used`` and every entry's ``tokens`` are
@@ -399,17 +417,25 @@ def compose_for_prompt(
         render=render_block,
         meter=meter,
     )
+
+    def render_as(i: int, frame: ContextFrame, label: str) -> str:
+        return render_frame(pids[i], frame, label, verified=is_verified(verification, key(i)))
+
+    def lay(placed: list[int]) -> Layout:
+        spans = survivors.spans
+        return lay_out(packing, placed, cands, spans, floors.labels, render_as, meter)
+
     counted: int | None = None
     if meter.exact:
-        placed = place(placement, packing, cands)
+        layout = lay(place(placement, packing, cands))
     else:
-        placed, counted = fit_counted(floors, packing, placement, cands)
+        layout, counted = fit_counted(floors, packing, placement, cands, lay)
     return render(
         floors,
         survivors,
         order,
         packing,
-        placed,
+        layout,
         prices,
         policy=policy,
         excluded=excluded,

@@ -53,6 +53,9 @@ class AuditEntry:
     merged: Mapping[str, Any] | None = None
     #: Why span merging left this candidate apart from the ones it touches.
     span: Mapping[str, Any] | None = None
+    #: Admitted blocks that touch, quoted as this one's: the region, digest, the
+    #: block's ``tokens`` and the other ``members`` (each ``merged_into`` this one).
+    coalesced: Mapping[str, Any] | None = None
 
     @property
     def included(self) -> bool:
@@ -83,6 +86,7 @@ class AuditEntry:
             tuple(entry.get("vouched_by", ())),
             entry.get("merged"),
             entry.get("span"),
+            entry.get("coalesced"),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -103,6 +107,7 @@ class AuditEntry:
             self.vouched_by,
             self.merged,
             self.span,
+            self.coalesced,
         )
 
 
@@ -119,6 +124,7 @@ def _entry_dict(
     vouched_by: tuple[str, ...],
     merged: Mapping[str, Any] | None = None,
     span: Mapping[str, Any] | None = None,
+    coalesced: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "frame": frame,
@@ -142,6 +148,8 @@ def _entry_dict(
         out["merged"] = dict(merged)
     if span is not None:
         out["span"] = dict(span)
+    if coalesced is not None:
+        out["coalesced"] = dict(coalesced)
     return out
 
 

@@ -1,12 +1,18 @@
-"""Span-aware dedup: overlapping, contained or adjacent regions of one file quoted once.
+"""Span-aware dedup: overlapping or contained regions of one file quoted once.
 
 Exact dedup (``_dedup``) joins the same region served twice; two providers that
 chunk a file differently (``L1-6`` and ``L4-9``) still quote lines 4-6 twice.
-Here, after it, candidates whose ``file`` provenance addresses touching line
+Here, after it, candidates whose ``file`` provenance addresses overlapping line
 ranges of the same ``uri`` (F17 ranges) become one candidate covering their
 union, its content the union's lines from the source bytes the engine's verify
 stage re-read under the trusted roots (handed in as ``sources``; compose reads
 no file) and its digest recomputed (F5, F17).
+
+Ranges that only *touch* (``L1-4`` and ``L5-8``) are not merged here: a union
+would stand at its best member's rank and carry the weaker neighbour into the
+prompt with it, crowding out other evidence. Each is ranked on its own; what
+``spans`` records for them (``SpanMerge.spans``) lets ``_coalesce`` render two
+that the packer admitted, each on its own merit, as one block.
 
 A member takes part only when its bytes are known good: its verification state
 says the source was re-read and matched (``source_verified``), the source bytes
@@ -28,7 +34,8 @@ fence's ``id`` stays the survivor's, so feedback by FrameId is unchanged.
 
 A merged block never holds more than ``max_ratio`` times the bytes of its
 largest member: members are taken in range order and a block that would grow
-past that is closed, the next one starting with the member that did not fit.
+past that is closed, the next one starting with the member that did not fit
+(after the last line of the one before, so the two touch and never overlap).
 So merging cannot pull a whole file into the prompt. Everything is sorted on
 explicit keys ending in the canonical FrameId: a pure function of the input set.
 """
@@ -36,7 +43,6 @@ explicit keys ending in the canonical FrameId: a pure function of the input set.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,24 +50,20 @@ from typing import Any
 from hostd.protocol import (
     ContextFrame,
     FrameId,
-    LineIndex,
     Provenance,
     canonical_token_cost,
     sha256_digest,
 )
 
 from ._candidates import CandidateSet, SortKey, key_to_wire
-from ._render import citation_label_for
+from ._lines import Lines, Span, lines_of, merged_label, range_text
 
 __all__ = ["DEFAULT_MERGE_MAX_RATIO", "SpanMerge", "apply", "check_ratio", "merge_spans"]
 
 #: A merged block holds at most this many times the bytes of its largest member.
 DEFAULT_MERGE_MAX_RATIO = 2.0
 
-_RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
 _SOURCE_STATES = ("source_verified",)
-#: A label's trailing range token: ``L<a>[-<b>]`` after a non-alphanumeric (or nothing).
-_LABEL_RANGE_RE = re.compile(r"(?<![0-9A-Za-z])L([1-9][0-9]*)(?:-([1-9][0-9]*))?\Z")
 
 Verification = Mapping[FrameId, Mapping[str, Any]]
 
@@ -77,7 +79,7 @@ class _Region:
     start: int
     end: int
     key: SortKey
-    lines: LineIndex | None
+    lines: Lines | None
 
 
 @dataclass(slots=True)
@@ -89,7 +91,9 @@ class SpanMerge:
     providers behind a merged survivor, each at its best member's score;
     ``absorbed``: ``(member, survivor, reason, region)``, indices into the
     candidates given; ``notes``: extra audit members by candidate index (a
-    survivor's ``merged``, a member kept apart's ``span``).
+    survivor's ``merged``, a member kept apart's ``span``); ``spans``: every
+    candidate of a source the verify stage re-read whose bytes are known good,
+    merged or not, by index (what coalescing reads after packing).
     """
 
     keep: list[int]
@@ -97,25 +101,11 @@ class SpanMerge:
     support: dict[int, tuple[tuple[str, float], ...]] = field(default_factory=dict)
     absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
     notes: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-
-def _lines_of(rng: str | None, lines: LineIndex | None) -> tuple[int, int] | None:
-    """The 1-based inclusive lines ``rng`` addresses (F17: the end clamps to the
-    source when its length is known; no range is the whole source), or None."""
-    if rng is None:
-        return None if lines is None else (1, lines.count)
-    m = _RANGE_RE.fullmatch(rng)
-    if m is None:
-        return None
-    start = int(m.group(1))
-    end = int(m.group(2)) if m.group(2) is not None else start
-    if lines is not None:
-        end = min(end, lines.count)
-    return (start, end) if start <= end else None
+    spans: dict[int, Span] = field(default_factory=dict)
 
 
 def _region(
-    index: int, frame: ContextFrame, key: SortKey, sources: Mapping[str, LineIndex]
+    index: int, frame: ContextFrame, key: SortKey, sources: Mapping[str, Lines]
 ) -> _Region | None:
     """The one line region every provenance entry of ``frame`` addresses, if any."""
     provs: Sequence[Provenance] = frame.provenance
@@ -129,7 +119,7 @@ def _region(
     for p in provs:  # "L12" and "L12-12" differ as text, not as lines: compare lines
         if p.type != "file" or (p.uri or frame.uri) != uri:
             return None  # a derivation, or another file: not one span
-        here = _lines_of(p.range, lines)
+        here = lines_of(p.range, lines)
         if here is None or (span is not None and here != span):
             return None
         span = here
@@ -137,31 +127,13 @@ def _region(
     return _Region(index, uri, span[0], span[1], key, lines)
 
 
-def _range_text(start: int, end: int) -> str:
-    return f"L{start}" if start == end else f"L{start}-{end}"
-
-
-def _merged_label(frame: ContextFrame, own: _Region, rng: str) -> str:
-    """``frame``'s citation label (F3) for the merged region ``rng``: its own trailing
-    range replaced when it ends with one (compared as lines: ``L12`` is ``L12-12``, and
-    the range as stated or as clamped to the source, F17), else ``rng`` appended."""
-    label = citation_label_for(frame)
-    m = _LABEL_RANGE_RE.search(label)
-    if m is not None:
-        a = int(m.group(1))
-        said = (a, int(m.group(2)) if m.group(2) is not None else a)
-        stated = _lines_of(frame.provenance[0].range, None)
-        if said in ((own.start, own.end), stated):
-            return label[: m.start()] + rng
-    return f"{label} ({rng})"
-
-
 def _runs(regions: Sequence[_Region]) -> list[list[_Region]]:
-    """Maximal runs of overlapping or adjacent regions (given sorted by start)."""
+    """Maximal runs of overlapping regions (given sorted by start); regions that only
+    touch fall in separate runs (they are ranked apart and may be coalesced later)."""
     runs: list[list[_Region]] = []
     reach = 0
     for r in regions:
-        if runs and r.start <= reach + 1:
+        if runs and r.start <= reach:
             runs[-1].append(r)
             reach = max(reach, r.end)
         else:
@@ -191,13 +163,13 @@ def check_ratio(max_ratio: float) -> None:
         raise ValueError(f"merge_max_ratio must be at least 1, got {max_ratio!r}")
 
 
-def _indexed(source: bytes | LineIndex) -> LineIndex:
-    return source if isinstance(source, LineIndex) else LineIndex(source)
+def _indexed(source: bytes | Lines) -> Lines:
+    return source if isinstance(source, Lines) else Lines(source)
 
 
 def merge_spans(
     cands: CandidateSet,
-    sources: Mapping[str, bytes | LineIndex] | None,
+    sources: Mapping[str, bytes | Lines] | None,
     verification: Verification | None,
     max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
 ) -> SpanMerge:
@@ -243,6 +215,8 @@ def merge_spans(
         for run in _runs(regions):
             if len(run) > 1:
                 _merge_run(run, cands, verification, max_ratio, out, dropped)
+            elif _distrust(verification, run[0], frames[run[0].index].content or "") is None:
+                out.spans[run[0].index] = _span(run[0], frames[run[0].index])
     if dropped:
         out.keep = [i for i in range(n) if i not in dropped]
     return out
@@ -269,29 +243,30 @@ def _merge_run(
             good.append(r)
         else:
             apart.append((r, why))
-    blocks: list[_Block] = []
-    for members in _runs(good):
-        blocks.extend(_blocks(members, max_ratio))
     # Verified candidates as they now stand: (start, end, survivor) in range order.
     containers: list[tuple[int, int, _Region]] = []
-    for k, (members, start, end) in enumerate(blocks):
-        best = _survivor(members, cands)
-        whole = len(members) == 1 and start == members[0].start  # a frame as offered
-        if whole or _merge_block(members, start, end, cands, out, dropped):
-            containers.append((start, end, best))
-        else:
-            for r in members:
-                out.notes.setdefault(r.index, {})["span"] = {"kept_apart": "not_text"}
-                containers.append((r.start, r.end, r))
-        if k and start <= blocks[k - 1][2] + 1:  # closed by the cap while still touching
-            out.notes.setdefault(best.index, {})["span"] = {"kept_apart": "merge_cap"}
+    for good_run in _runs(good):
+        for k, (members, start, end) in enumerate(_blocks(good_run, max_ratio)):
+            best = _survivor(members, cands)
+            whole = len(members) == 1 and start == members[0].start  # a frame as offered
+            if whole or _merge_block(members, start, end, cands, out, dropped):
+                containers.append((start, end, best))
+                out.spans[best.index] = replace(
+                    _span(best, frames[best.index]), start=start, end=end
+                )
+            else:
+                for r in members:
+                    out.notes.setdefault(r.index, {})["span"] = {"kept_apart": "not_text"}
+                    containers.append((r.start, r.end, r))
+            if k:  # the cap closed the block before it (they touch: no line twice)
+                out.notes.setdefault(best.index, {})["span"] = {"kept_apart": "merge_cap"}
     for r, why in apart:
         found = next(((s, e, c) for s, e, c in containers if s <= r.start and r.end <= e), None)
         if found is None:
             out.notes.setdefault(r.index, {})["span"] = {"kept_apart": why}
             continue
         start, end, best = found
-        region = {"uri": r.uri, "range": _range_text(start, end)}
+        region = {"uri": r.uri, "range": range_text(start, end)}
         out.absorbed.append((r.index, best.index, "contained_in", region))
         dropped.add(r.index)
         digest = out.frames.get(best.index, frames[best.index]).content_digest
@@ -299,6 +274,11 @@ def _merge_run(
             "merged", {**region, "content_digest": digest, "members": []}
         )
         note["members"].append(key_to_wire(r.key))
+
+
+def _span(r: _Region, frame: ContextFrame) -> Span:
+    assert r.lines is not None  # only verified regions are spans
+    return Span(r.uri, r.start, r.end, r.lines, frame, (r.start, r.end))
 
 
 def _blocks(members: list[_Region], max_ratio: float) -> list[_Block]:
@@ -363,7 +343,7 @@ def _merge_block(
     except UnicodeDecodeError:
         return False
     digest = sha256_digest(data)
-    rng = _range_text(start, end)
+    rng = range_text(start, end)
     frames, scores, pids = cands.frames, cands.scores, cands.provider_ids
     ranked = sorted(members, key=lambda r: (-scores[r.index], r.key))
     # The region quoted first (F17: its digest covers exactly these bytes), then every
@@ -382,7 +362,7 @@ def _merge_block(
             "content_digest": digest,
             "token_cost": canonical_token_cost(content),
             "provenance": provenance,
-            "citation_label": _merged_label(frames[best.index], best, rng),
+            "citation_label": merged_label(frames[best.index], (best.start, best.end), rng),
         }
     )
     # Each provider at its best member's score (F10: within its own list).

@@ -7,7 +7,8 @@ transport's binding registry), the fan-out as plan → run → judge (``_plan``,
 ``consent``: C1, C2, C6), the concurrent legs with one deadline per provider,
 the leg audit (``_leg_audit``: B1–B4, Q1, Q2, frame rules; quarantine, B2), the
 usage report (``_report``, UR1), the verification stage (``verify``) and the
-reranker process (``_rerank``). It talks to providers only through
+reranker: a process (``_rerank``) or a standard rerank server (``_rerank_http``
+over ``_rerank_api``). It talks to providers only through
 ``hostd.transport`` (whose registry brings each binding's client: the engine
 names no binding module and imports no face, not ``hostd.mcp``), imports
 ``budget_split`` (nothing else) from ``hostd.compose``, and never renders.
@@ -45,7 +46,9 @@ from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instru
 from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
 from ._pool import ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
-from ._rerank import RERANKER_ID, Reranker, RerankOutcome
+from ._rerank import RERANKER_ID, Reranker, RerankOutcome, RerankService
+from ._rerank_api import RerankApi, rerank_url
+from ._rerank_http import HttpReranker, RerankServer
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
 from .consent import ConsentStore, required_scopes
@@ -63,6 +66,7 @@ __all__ = [
     "HandshakeRecords",
     "Health",
     "Host",
+    "HttpReranker",
     "JudgedLeg",
     "LegAction",
     "LegAudit",
@@ -77,7 +81,10 @@ __all__ = [
     "ProviderSpec",
     "ProviderState",
     "ProviderView",
+    "RerankApi",
     "RerankOutcome",
+    "RerankServer",
+    "RerankService",
     "Reranker",
     "RestartPolicy",
     "StartAction",
@@ -103,6 +110,7 @@ __all__ = [
     "record_restart_requested",
     "record_retry",
     "record_started",
+    "rerank_url",
     "retry_due",
     "required_scopes",
     "run_fan_out",

@@ -107,6 +107,7 @@ class Launcher:
             options=spec.options,
             on_progress=on_progress,
             redactor=self.redactor(spec),
+            optional_handshake=spec.optional_handshake,
         )
 
     def endpoint(self, spec: ProviderSpec) -> RemoteEndpoint:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -33,7 +33,7 @@ from ._launch import PoolSettings
 from ._pool import ProviderPool
 from ._spec import ProviderSpec
 
-__all__ = ["RERANKER_ID", "RerankOutcome", "Reranker"]
+__all__ = ["RERANKER_ID", "RerankOutcome", "RerankService", "Reranker"]
 
 log = get_logger("hostd.engine")
 
@@ -64,6 +64,29 @@ class RerankOutcome:
     reason: str | None = None
     detail: str | None = None
     latency_ms: float = 0.0
+
+
+class RerankService(Protocol):
+    """What composition asks for a verdict: the process ``Reranker`` or a rerank server
+    (``HttpReranker``). Used as an async context for the daemon's life."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc_info: Any) -> None: ...
+
+    async def start_all(self) -> None:
+        """Start what needs starting now (a booting daemon, once it serves)."""
+        ...
+
+    def row(self) -> dict[str, Any]:
+        """Its state and health, as a ``providers/list`` row."""
+        ...
+
+    async def rerank(
+        self, query: str, candidates: list[dict[str, Any]], timeout_s: float
+    ) -> RerankOutcome:
+        """One verdict over ``candidates`` within ``timeout_s``: never an exception."""
+        ...
 
 
 class Reranker:

@@ -46,6 +46,9 @@ class ProviderSpec:
     #: the host's ``start_timeout_s``. A request naming no timeout waits up to this for
     #: the provider to be ready.
     start_timeout_s: float | None = None
+    #: Kept when it answers ``-32601`` to the handshake, without one: the reranker only
+    #: (a process written to the ``rerank`` method alone); a provider needs its handshake.
+    optional_handshake: bool = False
 
     @property
     def remote(self) -> bool:

@@ -264,17 +264,21 @@ _FOLDED = frozenset({"duplicate", "merged_into", "contained_in"})
 
 
 def _shown(composed: ComposedPrompt, candidates: Pairs) -> list[tuple[FrameId, ContextFrame]]:
-    """Every frame whose lines the prompt quotes: each cited frame, and each one dedup or
-    a span merge folded into a cited one (a merged block holds its members' lines)."""
+    """Every frame whose lines the prompt quotes: each cited frame as the prompt quotes
+    it (a merged or coalesced block: the union's lines; a block a merge cap closed:
+    only its own), and each one dedup, a span merge or coalescing folded into a cited
+    one whose content that block holds (a merged block holds its members' lines)."""
     by_id = {FrameId.of(pid, f): f for pid, f in candidates}
-    cited = {c.frame for c in composed.citations}
-    out = [(fid, by_id[fid]) for fid in sorted(cited)]
+    quoted = {c.frame: f for c, (_, f) in zip(composed.citations, composed.shown, strict=True)}
+    out = [(fid, quoted[fid]) for fid in sorted(quoted)]
     for e in composed.audit.excluded():
         kept = e.detail.get("kept") if e.reason in _FOLDED else None
         if isinstance(kept, dict):
             kept = FrameId.from_wire(kept)
-        if kept in cited and e.frame in by_id:
-            out.append((e.frame, by_id[e.frame]))
+        if kept in quoted and e.frame in by_id:
+            member = by_id[e.frame]
+            if (member.content or "") in (quoted[kept].content or ""):
+                out.append((e.frame, member))
     return out
 
 

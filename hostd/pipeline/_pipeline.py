@@ -28,7 +28,7 @@ import orjson
 from hostd import compose as c
 from hostd._tokenizer import load_tokenizer
 from hostd.config import Config
-from hostd.engine import ConsentStore, Engine, FanOut, LegReport, Reranker
+from hostd.engine import ConsentStore, Engine, FanOut, LegReport, RerankService
 from hostd.errors import (
     HostdError,
     InvalidParam,
@@ -68,7 +68,7 @@ class Pipeline:
         config: Config,
         engine: Engine,
         *,
-        reranker: Reranker | None = None,
+        reranker: RerankService | None = None,
         recorder: ShadowRecorder | None = None,
         counters: Counter[str] | None = None,
     ) -> None:

@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from hostd.compose import Calibrated, PrecomputedOrder, Strategy, rerank_request
 from hostd.config import Config, RerankerSettings
-from hostd.engine import FanOut, Reranker
+from hostd.engine import FanOut, RerankService
 from hostd.protocol import ContextFrame
 from hostd.shadow import bind_calibration, calibration_path
 
@@ -82,7 +82,8 @@ _PARTIAL = "partial"
 
 
 class RerankPreparer:
-    """``rerank``: the reranker's order of the fan-out's frames (``hostd.engine.Reranker``).
+    """``rerank``: the reranker's order of the fan-out's frames (``hostd.engine.RerankService``:
+    the process reranker or a rerank server).
 
     ``hostd.compose.rerank_request`` picks what the reranker is shown and reads its
     answer. The result is always a ``PrecomputedOrder`` (a verdict, or the fallback
@@ -90,7 +91,7 @@ class RerankPreparer:
     composition. A verdict the client brought itself (the object form) is used as is.
     """
 
-    def __init__(self, reranker: Reranker | None, settings: RerankerSettings) -> None:
+    def __init__(self, reranker: RerankService | None, settings: RerankerSettings) -> None:
         self.reranker = reranker
         self.settings = settings
 
@@ -111,7 +112,8 @@ class RerankPreparer:
             return requested
         request = rerank_request(frames, self.settings.max_candidates)
         if self.reranker is None:
-            return request.fallback("not_configured", "no [reranker] command in the config")
+            why = "no [reranker] command or url in the config"
+            return request.fallback("not_configured", why)
         if not request.candidates:
             return request.verdict((), None)
         timeout_s = self.settings.timeout_ms / 1000

@@ -40,7 +40,7 @@ from ._local import LocalSession
 from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
-    from hostd.engine import Host, Reranker
+    from hostd.engine import Host, RerankService
     from hostd.shadow import ShadowRecorder
 
 from ._listeners import (
@@ -89,7 +89,7 @@ class Daemon:
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: ShadowRecorder | None = None
         #: The ``[reranker]`` process, while the engine runs.
-        self.reranker: Reranker | None = None
+        self.reranker: RerankService | None = None
         if config.host.tokenizer is not None:  # loaded now: a bad file fails the start
             from hostd._tokenizer import load_tokenizer
 

@@ -1,5 +1,6 @@
 """The engine a daemon runs: the ``Host`` over the configured providers and, when a
-``[reranker]`` is configured, the reranker process beside it (stopped first).
+``[reranker]`` is configured, the reranker beside it (stopped first): its process, or
+the pooled client of its rerank server (``url``).
 
 ``start`` overrides ``host.start_providers`` for both: a daemon that boots in the
 background opens them lazily and starts them as it begins serving.
@@ -16,13 +17,30 @@ from hostd.config import Config, RerankerSettings
 from ._listeners import private_state_dir
 
 if TYPE_CHECKING:
-    from hostd.engine import PoolSettings, Reranker
+    from hostd.engine import PoolSettings, RerankService
 
 __all__ = ["make_reranker", "open_engine"]
 
 
-def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Reranker | None:
-    """The engine's ``Reranker`` for ``[reranker]`` (``None`` when no command is set)."""
+def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> RerankService | None:
+    """The engine's reranker for ``[reranker]``: its process (``command``), its rerank
+    server (``url``), or ``None`` when neither is set."""
+    if settings.url is not None:
+        from hostd.engine import HttpReranker, RerankServer
+
+        server = RerankServer(
+            url=settings.url,
+            api=settings.api,
+            model=settings.model,
+            token_file=settings.token_file,
+            token_env=settings.token_env,
+            ca_file=settings.ca_file,
+            client_cert=settings.client_cert,
+            client_key=settings.client_key,
+            max_connections=settings.max_connections,
+            batch_size=settings.batch_size,
+        )
+        return HttpReranker(server, pool_settings)
     if settings.command is None:
         return None
     from hostd.engine import RERANKER_ID, ProviderSpec, Reranker
@@ -33,6 +51,7 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
         timeout_ms=settings.timeout_ms,
         env=dict(settings.env),
         cwd=str(settings.cwd) if settings.cwd is not None else None,
+        optional_handshake=True,  # one written to `rerank` alone answers -32601 to it
     )
     return Reranker(spec, pool_settings)
 

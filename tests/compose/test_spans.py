@@ -150,45 +150,156 @@ def test_a_frame_left_whole_keeps_its_label() -> None:
 
 def test_blocks_the_cap_closed_are_labelled_with_their_own_lines() -> None:
     pairs = [
-        ("p", window("a", "L1-6", 0.9)),
+        ("p", window("a", "L1-6", 0.7)),
         ("q", window("b", "L4-9", 0.8)),
-        ("r", window("c", "L7-12", 0.7)),
+        ("r", window("c", "L7-12", 0.9)),
     ]
-    # c's block starts after the first block's lines: L10-12, not its offered L7-12
-    assert labels(compose(pairs, merge_max_ratio=1.5)) == {
-        "a": "module.py L1-9",
-        "c": "module.py L10-12",
-    }
+    # c's block starts after the first block's lines: L10-12, not its offered L7-12;
+    # a budget that holds it but not the nine-line block shows it alone
+    alone = compose(pairs, merge_max_ratio=1.5, budget=150)
+    assert labels(alone) == {"c": "module.py L10-12"}
+    # with room for both, the two blocks touch and are rendered as one
+    assert labels(compose(pairs, merge_max_ratio=1.5)) == {"c": "module.py L1-12"}
 
 
 def test_feedback_resolves_a_merged_label_to_the_survivor_and_credits_its_members() -> None:
-    from hostd.shadow import build_record, credited, resolve_used
+    from hostd.shadow import Composition, build_record, credited, resolve_used
 
     result = compose(SHIFTED)
-    record = build_record("r-1", "goal", 4000, None, SHIFTED, result, store_content=False)
+    record = build_record(
+        Composition("r-1", "goal", 4000, None, SHIFTED, result), store_content=False
+    )
     kept = resolve_used(record.citations, ["module.py L1-9"])
     b, a = (FrameId.of(*SHIFTED[1]), FrameId.of(*SHIFTED[0]))
     assert kept == ((b.provider_id, "b", b.content_digest),)
     assert credited(record, kept) == (*kept, (a.provider_id, "a", a.content_digest))
 
 
-def test_a_contained_range_is_absorbed_and_adjacent_ranges_join() -> None:
+def test_a_contained_range_is_absorbed_and_an_adjacent_one_is_not_merged_before_ranking() -> None:
     pairs = [
         ("p", window("outer", "L1-6", 0.3)),
         ("q", window("inner", "L2-4", 0.9)),
         ("q", window("next", "L7-8", 0.1)),
     ]
-    result = compose(pairs)
-    by_id = entries(result)
-    assert by_id["inner"]["merged"]["range"] == "L1-8"
-    assert by_id["next"]["reason"] == "merged_into"
-    # inner lies within outer: contained; outer widened the union: merged
+    by_id = entries(compose(pairs))
+    # inner lies within outer: one candidate, at inner's (the best member's) rank
+    assert by_id["inner"]["merged"]["range"] == "L1-6"
     assert by_id["outer"]["reason"] == "merged_into"
+    assert by_id["outer"]["detail"]["region"] == {"uri": URI, "range": "L1-6"}
+    # next only touches it: ranked on its own (rank 1), then, both admitted, coalesced
+    assert by_id["next"]["rank"] == 1
+    assert by_id["next"]["detail"]["coalesced"] is True
     pairs2 = [("p", window("outer", "L1-6", 0.9)), ("q", window("inner", "L2-4", 0.3))]
     by_id2 = entries(compose(pairs2))
     assert by_id2["inner"]["reason"] == "contained_in"
     assert by_id2["outer"]["merged"]["range"] == "L1-6"
     assert source_lines_in(compose(pairs2).prompt) == Counter(SOURCE.splitlines()[:6])
+
+
+OTHER = "file:///srv/repo/other.py"
+
+
+def elsewhere(fid: str, score: float) -> ContextFrame:
+    """A frame of another file, as long as a four-line window of the module."""
+    text = "".join(
+        f"other {n:02d} of another file, its own words {n * 104729}\n" for n in (1, 2, 3, 4)
+    )
+    return ContextFrame(
+        id=fid,
+        kind="snippet",
+        title="other.py",
+        content=text,
+        content_digest=sha256_digest(text.encode()),
+        uri=OTHER,
+        score=score,
+        token_cost=canonical_token_cost(text),
+        citation_label="other.py L1-4",
+        provenance=[Provenance(type="file", uri=OTHER, range="L1-4")],
+    )
+
+
+def test_a_weak_adjacent_window_does_not_ride_in_beside_its_strong_neighbour() -> None:
+    strong = ("p", window("strong", "L1-4", 0.9))
+    weak = ("p", window("weak", "L5-8", 0.1))
+    other = ("q", elsewhere("other", 0.5))
+    pairs = [strong, weak, other]
+    # a budget that holds two four-line blocks, not three
+    two = compose([strong, other], budget=10_000).tokens_used
+    result = compose(pairs, budget=two + 10)
+    by_id = entries(result)
+    # ranked on its own, the weak neighbour is the one left out, not the other file
+    assert by_id["other"]["disposition"] == "included"
+    assert by_id["strong"]["disposition"] == "included"
+    assert by_id["weak"]["reason"] == "over_budget"
+    assert "merged" not in by_id["strong"] and "coalesced" not in by_id["strong"]
+    assert labels(result) == {"strong": "module.py L1-4", "other": "other.py L1-4"}
+
+
+def test_adjacent_blocks_both_admitted_are_rendered_as_one() -> None:
+    first = ("lexical", window("first", "L1-4", 0.4))
+    second = ("dense", window("second", "L5-8", 0.8))
+    result = compose([first, second])
+    apart = compose([first, second], sources=None)
+    # one fence over lines 1-8, each line once; the second fence is not paid
+    assert result.prompt.count("<frame ") == 1 and apart.prompt.count("<frame ") == 2
+    assert source_lines_in(result.prompt) == Counter(SOURCE.splitlines()[:8])
+    assert result.tokens_used < apart.tokens_used
+    assert result.prompt_usage()["canonical_tokens"] == result.tokens_used
+    by_id = entries(result)
+    # the block is the best-ranked member's (second, 0.8): its identity, the union's label
+    lead, follower = by_id["second"], by_id["first"]
+    assert labels(result) == {"second": "module.py L1-8"}
+    union = address_line_range(DATA, "L1-8")
+    assert lead["disposition"] == "included" and lead["rank"] == 0
+    assert lead["vouched_by"] == ["dense", "lexical"]
+    assert lead["coalesced"] == {
+        "uri": URI,
+        "range": "L1-8",
+        "content_digest": sha256_digest(union),
+        "tokens": lead["coalesced"]["tokens"],
+        "members": [FrameId.of(*first).to_wire()],
+    }
+    # admitted on its own merit (its rank and the tokens the walk charged it), then
+    # folded into the block that quotes it: feedback and the eval read it as a member
+    assert follower["disposition"] == "excluded" and follower["reason"] == "merged_into"
+    assert follower["rank"] == 1 and follower["tokens"] > 0
+    assert follower["detail"] == {
+        "kept": FrameId.of(*second).to_wire(),
+        "region": {"uri": URI, "range": "L1-8"},
+        "coalesced": True,
+    }
+    # the citation resolves to the union and to both members' provenance
+    (citation,) = result.citations
+    assert [p.range for p in citation.provenance] == ["L1-8", "L5-8", "L1-4"]
+    assert citation.provenance[0].digest == sha256_digest(union)
+    (shown,) = result.evidence()
+    assert shown["range"] == "L1-8" and shown["content"] == union.decode()
+
+
+def test_a_coalesced_block_credits_every_member_and_their_copies() -> None:
+    from hostd.shadow import Composition, build_record, credited, resolve_used
+
+    first = ("lexical", window("first", "L1-4", 0.4))
+    copy = ("dense", window("first", "L1-4", 0.3))  # dedup folds it into lexical's
+    second = ("dense", window("second", "L5-8", 0.8))
+    pairs = [first, copy, second]
+    result = compose(pairs)
+    by_id = {(e["frame"]["provider_id"], e["frame"]["frame_id"]): e for e in entries_of(result)}
+    # the copy names the block that quotes it, not the member that left the prompt
+    assert by_id[("dense", "first")]["reason"] == "duplicate"
+    assert by_id[("dense", "first")]["detail"]["kept"]["frame_id"] == "second"
+    record = build_record(
+        Composition("r-1", "goal", 4000, None, pairs, result), store_content=False
+    )
+    kept = resolve_used(record.citations, ["module.py L1-8"])
+    assert kept == (("dense", "second", second[1].content_digest),)
+    assert set(credited(record, kept)) == {
+        (p, f.id, f.content_digest) for p, f in (first, copy, second)
+    }
+
+
+def entries_of(result) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    return result.audit.entry_dicts()
 
 
 @pytest.mark.parametrize(
@@ -249,6 +360,9 @@ def test_the_cap_keeps_a_merged_block_within_a_multiple_of_its_largest_member() 
     assert by_id["c"]["merged"]["range"] == "L10-12"
     assert by_id["c"]["merged"]["trimmed"] is True
     assert by_id["c"]["span"] == {"kept_apart": "merge_cap"}
+    # ranked apart, admitted apart, then rendered as one block: each line once
+    assert by_id["c"]["detail"]["coalesced"] is True
+    assert by_id["a"]["coalesced"]["range"] == "L1-12"
     assert source_lines_in(result.prompt) == Counter(SOURCE.splitlines())
     whole = entries(compose(pairs, merge_max_ratio=2.0))
     assert whole["a"]["merged"]["range"] == "L1-12"
@@ -330,15 +444,68 @@ def test_every_quoted_line_appears_exactly_once(pairs, ratio) -> None:  # type: 
 def test_a_merged_block_never_exceeds_the_cap(pairs, ratio) -> None:  # type: ignore[no-untyped-def]
     result = compose(pairs, merge_max_ratio=ratio, budget=100_000)
     sizes = {FrameId.of(p, f): len((f.content or "").encode()) for p, f in pairs}
-    absorbed: dict[str, list[FrameId]] = {}
-    for e in result.audit.entry_dicts():
-        if e.get("reason") in ("merged_into", "contained_in"):
-            absorbed.setdefault(e["detail"]["kept"]["frame_id"], []).append(
-                FrameId.from_wire(e["frame"])
-            )
-    for e in result.audit.included():
+    # a candidate as ranked: its pre-rank ``merged`` note (on its entry, included or
+    # folded into a coalesced block after packing), with the members it absorbed
+    for e in result.audit.entries:
         if e.merged is None:
             continue
-        members = [e.frame, *absorbed.get(e.frame.frame_id, [])]
+        members = [e.frame, *(FrameId.from_wire(m) for m in e.merged["members"])]
         union = address_line_range(DATA, e.merged["range"])
         assert len(union) <= ratio * max(sizes[m] for m in members)
+
+
+@st.composite
+def chunkings(draw: st.DrawFn) -> list[tuple[str, ContextFrame]]:
+    """Windows of one chunker: they touch or lie apart, never overlap."""
+    cuts = sorted(draw(st.sets(st.integers(2, 12), max_size=6)))
+    bounds = list(zip([1, *cuts], [c - 1 for c in cuts] + [12], strict=True))
+    out = []
+    for start, end in bounds:
+        if draw(st.booleans()) or len(bounds) == 1:
+            rng = f"L{start}-{end}" if end > start else f"L{start}"
+            score = draw(st.sampled_from([0.1, 0.3, 0.5, 0.9]))
+            out.append((draw(st.sampled_from(["p", "q"])), window(f"c{start}", rng, score)))
+    return out
+
+
+def admitted(result) -> set[FrameId]:  # type: ignore[no-untyped-def]
+    """Every frame the packer's walk admitted: included, or coalesced into one that is."""
+    return {
+        e.frame
+        for e in result.audit.entries
+        if e.included or (e.reason == "merged_into" and e.detail.get("coalesced"))
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chunkings(),
+    st.integers(100, 1500),
+    st.sampled_from(["score", "round_robin"]),
+    st.sampled_from(["edges", "ranked", "grouped", "canonical"]),
+)
+def test_coalescing_never_changes_what_the_walk_admits(pairs, budget, strategy, placement) -> None:  # type: ignore[no-untyped-def]
+    kw = {"budget": budget, "strategy": strategy, "placement": placement}
+    result = compose(pairs, **kw)
+    apart = compose(pairs, sources=None, **kw)
+    # the same evidence as with nothing merged, at no more tokens, each line once
+    assert admitted(result) == admitted(apart)
+    assert result.tokens_used <= apart.tokens_used
+    assert result.prompt_usage()["canonical_tokens"] == result.tokens_used
+    assert source_lines_in(result.prompt) == source_lines_in(apart.prompt)
+    assert max(source_lines_in(result.prompt).values(), default=1) == 1
+    # one fence fewer for every member folded into a block
+    folded = len(admitted(result)) - len(result.citations)
+    assert result.prompt.count("<frame ") == apart.prompt.count("<frame ") - folded
+
+
+def test_a_tokenizer_budget_counts_the_coalesced_prompt() -> None:
+    first = ("lexical", window("first", "L1-4", 0.4))
+    second = ("dense", window("second", "L5-8", 0.8))
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    result = compose([first, second], tokenizer=words)
+    assert result.prompt.count("<frame ") == 1
+    assert result.tokens_used == words(result.prompt)

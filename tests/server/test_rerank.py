@@ -73,6 +73,31 @@ async def test_a_whole_verdict_orders_the_composition(start_daemon, marker) -> N
     assert await daemon.stop() == 0
 
 
+async def test_a_reranker_without_a_handshake_is_used_without_one(start_daemon, marker) -> None:
+    # Written to the documented `rerank` method alone: -32601 to context/handshake.
+    daemon = await start_daemon(providers=PROVIDERS, extra=reranker_table("bare", marker))
+    result, shown = await _compose(daemon)
+    record = _record(result)
+    assert (record["model"], record["reason"], record["fallback"]) == (None, None, None)
+    assert _ranked(result) == shown[::-1] and result.degraded is False
+    assert daemon.events("provider.handshake.skipped")[0]["provider"] == "reranker"
+    async with connect(daemon.socket) as client:
+        row = (await client.call("host/status"))["reranker"]
+    assert (row["state"], row["info"], row["health"]["starts"]) == ("ready", None, 1)
+    assert await daemon.stop() == 0
+
+
+async def test_a_provider_without_a_handshake_still_fails_its_start(start_daemon, marker):
+    # Only the reranker may skip it: a provider's handshake carries what the host needs.
+    cmd = ", ".join(f'"{w}"' for w in ["python", "-m", "tests.fixtures.reranker", "bare", marker])
+    table = f'[[provider]]\nid = "bare"\ncommand = [{cmd}]\ncwd = "{ROOT}"\n'
+    daemon = await start_daemon(providers={}, extra=table, start_providers="boot")
+    failed = await daemon.logged("provider.start.failed")
+    assert (failed["provider"], failed["reason"]) == ("bare", "provider_error")
+    assert daemon.events("provider.handshake.skipped") == []
+    assert await daemon.stop() == 0
+
+
 async def test_a_partial_verdict_leads_and_round_robin_takes_the_rest(start_daemon, marker):
     daemon = await start_daemon(providers=PROVIDERS, extra=reranker_table("partial", marker))
     result, shown = await _compose(daemon)

@@ -6,7 +6,9 @@ hash like ``1``, so any other type reads as no key). A line that is not a
 JSON-RPC response is a ``protocol_fault``; a request-shaped line with a
 ``method`` is a notification (``context/progress``). Error replies become
 ``ProviderError`` with the CGP code read from ``data.cgp_code`` (unknown or
-absent → ``internal``, X1/X2). Pure and synchronous (``_codec``).
+absent → ``internal``, X1/X2); JSON-RPC's ``-32601`` is ``MethodNotFound``, one of
+them, so a caller can tell "no such method" from a failed one. Pure and synchronous
+(``_codec``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from hostd.errors import (
     CorrelationMismatch,
     HostdError,
     IncompatibleVersion,
+    MethodNotFound,
     ProtocolFault,
     ProviderError,
 )
 from hostd.protocol import (
+    METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
     CgpErrorCode,
     ContextQuery,
@@ -66,6 +70,9 @@ def provider_error(error: Any) -> HostdError:
         return IncompatibleVersion(message)
     if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:
         return ProviderError(message, cgp_code=code, warming=True)  # not ready yet: no fault
+    number = error.get("code")
+    if type(number) is int and number == METHOD_NOT_FOUND:
+        return MethodNotFound(message, cgp_code=code)
     return ProviderError(message, cgp_code=code)
 
 

@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from hostd._log import get_logger
-from hostd.errors import HostdError, ProviderCrashed, ProviderTimeout
+from hostd.errors import HostdError, MethodNotFound, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     Capabilities,
@@ -207,6 +207,7 @@ class ProviderConnection:
         options: Mapping[str, Any] | None = None,
         on_progress: OnProgress | None = None,
         redactor: Redactor | None = None,
+        optional_handshake: bool = False,
     ) -> ProviderConnection:
         """Spawn and handshake (``handshake_timeout``: the start deadline; ``on_progress``:
         told of each ``context/progress`` the provider sends). Raises ``HandshakeFailed``/
@@ -215,7 +216,10 @@ class ProviderConnection:
         says what the process said (``explain``). ``binding``: a registered binding's name
         (``ValueError`` otherwise); ``options``: its own settings (``mcp``'s).
         ``redactor``: the provider's secrets, scrubbed from its stderr and every error
-        (C8). Background tasks run in ``task_group``."""
+        (C8). Background tasks run in ``task_group``. ``optional_handshake``: a process
+        that answers ``-32601`` to ``context/handshake`` (a reranker written to its one
+        method) is kept, with no ack (``info`` is ``None``) and ready at once; a
+        provider always needs one."""
         factory = client_factory(binding, options)
         redactor = redactor if redactor is not None else Redactor()
         try:
@@ -242,6 +246,7 @@ class ProviderConnection:
             await child.aclose(grace=grace)  # never leave a spawned child behind
             raise
         try:
+            ack: HandshakeAck | None = None
             try:
                 with anyio.fail_after(handshake_timeout):
                     ack = await conn.client.handshake(host or HostInfo(name="hostd", version="0"))
@@ -250,7 +255,11 @@ class ProviderConnection:
                     f"no handshake reply within {handshake_timeout * 1000:.0f} ms",
                     stage="handshake",
                 ) from None
-            check_ack(ack)
+            except MethodNotFound:
+                if not optional_handshake:
+                    raise
+            if ack is not None:
+                check_ack(ack)
         except HostdError as exc:
             # Shielded (each wait is bounded): a host closing meanwhile still gets the
             # start's typed failure, not a cancellation that would swallow it.
@@ -267,6 +276,9 @@ class ProviderConnection:
             raise
         conn.ack = ack
         conn.readiness.handshake(getattr(conn.client, "handshake_result", None))
+        if ack is None:  # it answered: alive and in sync, it only has no handshake
+            log.info("provider.handshake.skipped", provider=provider_id, why="method_not_found")
+            return conn
         log.info(
             "provider.handshake.ok",
             provider=provider_id,

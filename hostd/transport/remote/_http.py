@@ -188,6 +188,16 @@ class RemoteEndpoint:
             self.redactor.error(exc)
             raise
 
+    async def post(self, body: bytes) -> bytes:
+        """POST ``body`` as it is; the response body, bounded and checked as an exchange's
+        (a 2xx status, no redirect, the credential's 401 rule), for a peer on no CGP
+        binding (a rerank server). Errors leave through the redactor, as ``exchange``'s."""
+        try:
+            return await self._post(body)
+        except HostdError as exc:
+            self.redactor.error(exc)
+            raise
+
     def _headers_for(self, credential: Credential | None) -> httpx.Headers:
         """The request headers, made again only when the credential is another one."""
         if credential is not self._sent_credential:

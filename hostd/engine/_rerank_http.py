@@ -1,0 +1,208 @@
+"""``HttpReranker``: a standard rerank server (Cohere-style or TEI-style) asked for a verdict.
+
+The process reranker's stand-in when ``[reranker] url`` is set: the same surface
+(``rerank`` → ``RerankOutcome``, ``row``, ``start_all``, an async context) over the
+remote providers' HTTPS client, made by the same ``Launcher``
+(``hostd.transport.RemoteEndpoint``: one pooled client for the daemon's life, C7 on
+the URL, the bearer token from ``token_file``/``token_env`` read again when it
+changes and never shown, C8, no redirect followed, the body bounded). ``_rerank_api``
+owns the two wires; this module does the I/O.
+
+There is no process and no handshake: each composition's candidates are POSTed
+(in ``batch_size`` chunks, at once, when set) within the request's ``timeout_ms``.
+Every failure is a ``RerankOutcome`` with the process reranker's reason codes, and
+the composition falls back to ``round_robin``: ``unavailable`` (no connection, TLS
+refused, the credential unreadable), ``error`` (a non-2xx status, a redirect),
+``bad_reply`` (a body that is not a whole verdict, ``_rerank_api``), ``timeout``.
+A detail says what failed in hostd's words: a status code, a size, a position,
+never the server's text.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from hostd import __version__
+from hostd._log import get_logger
+from hostd.errors import (
+    HostdError,
+    InsecureTransport,
+    ProviderUnauthorized,
+    RemoteTransport,
+    RemoteWire,
+)
+from hostd.protocol import HostInfo
+
+from ._health import Health, ProviderState, record_leg
+from ._launch import Launcher, PoolSettings
+from ._rerank import RERANKER_ID, RerankOutcome
+from ._rerank_api import RerankApi, Scored, document_text, order_by_scores, rerank_url
+from ._spec import ProviderSpec
+
+__all__ = ["HttpReranker", "RerankServer"]
+
+log = get_logger("hostd.engine")
+
+
+@dataclass(frozen=True, slots=True)
+class RerankServer:
+    """A configured rerank server: where, which API and model, its credential and TLS."""
+
+    url: str
+    api: Literal["cohere", "tei"] = "cohere"
+    model: str | None = None
+    token_file: str | Path | None = None
+    token_env: str | None = None
+    ca_file: str | Path | None = None
+    client_cert: str | Path | None = None
+    client_key: str | Path | None = None
+    max_connections: int = 4
+    #: Documents per request at most (``None``: all in one).
+    batch_size: int | None = None
+
+
+def _batches(n: int, size: int | None) -> list[range]:
+    step = n if size is None else max(1, size)
+    return [range(i, min(n, i + step)) for i in range(0, n, max(1, step))]
+
+
+def _failure(exc: HostdError) -> tuple[str, str]:
+    """The outcome's reason and detail for a failed exchange (hostd's own words: the
+    transport never puts the server's text in an error)."""
+    status = exc.data.get("http_status")
+    if isinstance(exc, RemoteWire):
+        return "bad_reply", exc.message
+    if isinstance(exc, ProviderUnauthorized) and isinstance(status, int):
+        return "error", f"HTTP {status}: the credential was refused"
+    if isinstance(exc, RemoteTransport) and isinstance(status, int):
+        return "error", exc.message
+    if isinstance(exc, ProviderUnauthorized | RemoteTransport | InsecureTransport):
+        return "unavailable", exc.message  # no connection, TLS refused, no credential to send
+    return "error", exc.message
+
+
+class HttpReranker:
+    """``async with HttpReranker(server, settings) as r: await r.rerank(query, cands, t)``.
+
+    Its endpoint is made by the engine's ``Launcher``, as a remote provider's is (the
+    same client, token source and redaction point), at the first verdict asked: a TLS
+    file that cannot be loaded is that verdict's ``unavailable``, not the daemon's
+    failure."""
+
+    def __init__(self, server: RerankServer, settings: PoolSettings) -> None:
+        self.server = server
+        self.api = RerankApi(server.api, server.model)
+        self.url = rerank_url(server.url)
+        host = settings.host_info or HostInfo(name="hostd", version=__version__)
+        self._launcher = Launcher(settings, host)
+        self.spec = ProviderSpec(
+            id=RERANKER_ID,
+            url=self.url,
+            token_file=server.token_file,
+            token_env=server.token_env,
+            ca_file=server.ca_file,
+            client_cert=server.client_cert,
+            client_key=server.client_key,
+            max_connections=server.max_connections,
+        )
+        self.health = Health()
+
+    def __repr__(self) -> str:
+        return f"<HttpReranker {self.server.api} {self.url}>"
+
+    async def __aenter__(self) -> HttpReranker:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._launcher.aclose()
+
+    async def start_all(self) -> None:
+        """Nothing to start: a server is reached per composition."""
+
+    def row(self) -> dict[str, Any]:
+        """Its state and health, as a ``providers/list`` row (never the credential, C8)."""
+        s = self.server
+        return {
+            "id": RERANKER_ID,
+            "binding": "http",
+            "api": s.api,
+            "model": s.model,
+            "info": None,
+            "capabilities": None,
+            "state": self.health.state.value,
+            "health": self.health.to_wire(),
+            "remote": self._launcher.describe_remote(self.spec),
+        }
+
+    async def rerank(
+        self, query: str, candidates: list[dict[str, Any]], timeout_s: float
+    ) -> RerankOutcome:
+        """One verdict over ``candidates`` within ``timeout_s``; never an exception."""
+        started = time.perf_counter()
+        outcome = await self._rerank(query, candidates, timeout_s)
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        self._count(outcome)
+        if outcome.reason is None:
+            log.info("rerank.done", candidates=len(candidates), model=outcome.model, latency_ms=ms)
+        else:
+            log.warning(
+                "rerank.failed", reason=outcome.reason, detail=outcome.detail, latency_ms=ms
+            )
+        return RerankOutcome(outcome.order, outcome.model, outcome.reason, outcome.detail, ms)
+
+    def _count(self, outcome: RerankOutcome) -> None:
+        reason = outcome.reason
+        status = {None: "ok", "timeout": "timeout", "unavailable": "crashed"}.get(reason, "error")
+        health = record_leg(self.health, status, error=outcome.detail)
+        state = ProviderState.READY if status == "ok" else health.state
+        if reason == "unavailable":
+            state = ProviderState.CRASHED
+        self.health = replace(health, state=state)
+
+    async def _rerank(
+        self, query: str, candidates: list[dict[str, Any]], timeout_s: float
+    ) -> RerankOutcome:
+        texts = [document_text(c) for c in candidates]
+        batches = _batches(len(texts), self.server.batch_size)
+        replies: list[Scored | HostdError | None] = [None] * len(batches)
+        with anyio.move_on_after(timeout_s) as waited:
+            try:
+                endpoint = self._launcher.endpoint(self.spec)  # made once
+            except HostdError as exc:  # the TLS files, the URL (C7)
+                return RerankOutcome(reason="unavailable", detail=exc.message)
+
+            async def score(k: int) -> None:
+                batch = [texts[i] for i in batches[k]]
+                try:
+                    body = await endpoint.post(self.api.body(query, batch))
+                    replies[k] = self.api.read(body, len(batch))
+                except HostdError as exc:  # a value: its siblings run on
+                    replies[k] = endpoint.redactor.error(exc)
+
+            if len(batches) == 1:
+                await score(0)
+            else:
+                async with anyio.create_task_group() as tg:
+                    for k in range(len(batches)):
+                        tg.start_soon(score, k)
+        if waited.cancelled_caught:
+            ms = f"{timeout_s * 1000:.0f} ms"
+            return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}")
+        scores: list[float] = []
+        model = self.server.model
+        for k, reply in enumerate(replies):
+            if isinstance(reply, HostdError):
+                reason, detail = _failure(reply)
+                if len(batches) > 1:
+                    detail = f"batch {k + 1} of {len(batches)}: {detail}"
+                return RerankOutcome(reason=reason, detail=detail)
+            assert reply is not None  # every batch ran to its end: no timeout
+            scores.extend(reply.scores)
+            model = model or reply.model
+        order = tuple(candidates[i]["key"] for i in order_by_scores(scores))
+        return RerankOutcome(order, model)
