@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """``context/compose`` through ``hostd serve`` against the same providers queried directly.
 
-Two bundled providers, ``providers.files`` over this repository (``docs/``, ``hostd/``,
-``providers/`` and the README, as the demo config serves it) and
+Two bundled providers, ``providers.files`` over this repository and
 ``providers.memory`` over a database seeded with ``--memory-entries`` entries, run
 twice: once under ``hostd serve`` (a Unix-socket client sends ``context/compose``)
 and once as plain child processes of this script (``direct``: one
@@ -11,11 +10,17 @@ the least a client of the two providers must do). Each provider is asked for the
 same ``max_tokens`` the daemon asks it for (its share × ``overfetch``, read from the
 first composition's ``policy.asked``). The two sides take turns request by request
 (ABBA) for ``--requests`` pairs after ``--warmup`` pairs; the figures are the
-medians, the median of the per-pair ratios (target, issue 25: <= 1.5x), and the
-daemon's CPU per composition.
+medians, the median of the per-pair ratios (target: <= 1.5x), and the daemon's CPU
+per composition. Both sides wait until every provider is warm (its
+``context/progress`` says ``ready``) before measuring.
+
+``--corpus`` picks the set-up: ``large`` (the default) serves ``docs/``, ``hostd/``,
+``providers/`` and the README with no trusted roots, as the demo config does;
+``docs`` serves ``docs/`` and the README with ``[host] trusted_roots`` set to this
+checkout, so every ``file`` source is re-read and checked on the daemon side.
 
     python scripts/bench_serve.py [--requests 500] [--warmup 30] [--budget 4000]
-        [--memory-entries 500] [--checkout DIR]
+        [--corpus large|docs] [--memory-entries 500] [--checkout DIR]
 """
 
 from __future__ import annotations
@@ -62,23 +67,29 @@ def _seed_memory(db: Path, entries: int) -> None:
         )
 
 
-def _commands(db: Path) -> dict[str, list[str]]:
+#: What ``providers.files`` serves in each set-up (``--include`` patterns).
+CORPORA = {
+    "large": ("/docs/", "/hostd/", "/providers/", "/README.md"),
+    "docs": ("/docs/", "/README.md"),
+}
+
+
+def _commands(db: Path, corpus: str) -> dict[str, list[str]]:
+    includes = [w for pattern in CORPORA[corpus] for w in ("--include", pattern)]
     return {
-        "files": [
-            *(sys.executable, "-m", "providers.files", "--root", str(ROOT)),
-            *("--include", "/docs/", "--include", "/hostd/", "--include", "/providers/"),
-            *("--include", "/README.md"),
-        ],
+        "files": [sys.executable, "-m", "providers.files", "--root", str(ROOT), *includes],
         "memory": [sys.executable, "-m", "providers.memory", "--db", str(db)],
     }
 
 
-def _config(workdir: Path, commands: dict[str, list[str]]) -> Path:
+def _config(workdir: Path, commands: dict[str, list[str]], corpus: str) -> Path:
+    roots = [f"trusted_roots = [{orjson.dumps(str(ROOT)).decode()}]"] if corpus == "docs" else []
     lines = [
         "[host]",
         f'socket = "{workdir}/run/hostd.sock"',
         f'state_dir = "{workdir}/state"',
         'start_providers = "boot"',
+        *roots,
         "[log]",
         'level = "warning"',
         f'file = "{workdir}/hostd.log"',
@@ -100,6 +111,8 @@ class Direct:
         self.procs: dict[str, Any] = {}
         self.bufs: dict[str, bytes] = {}
         self.next_id = 0
+        #: Providers whose ``context/progress`` said ``ready``.
+        self.ready: set[str] = set()
 
     async def start(self) -> None:
         from hostd.protocol import PROTOCOL_VERSION
@@ -110,13 +123,47 @@ class Direct:
             self.bufs[pid] = b""
         hello = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "bench", "version": "1"}}
         await self._round("context/handshake", dict.fromkeys(self.commands, hello))
+        await self._until_warm()
 
-    async def _line(self, pid: str) -> bytes:
+    async def _until_warm(self) -> None:
+        """Ask each provider once; one still warming (CGP ``unavailable`` with
+        ``data.warming``) is waited for until its ``context/progress`` says ``ready``."""
+        probe = {"query": {"goal": "warm", "max_tokens": 100, "max_frames": 1}}
+        replies = await self._round("context/query", dict.fromkeys(self.commands, probe))
+        for pid, reply in replies.items():
+            if "result" in reply or pid in self.ready:
+                continue
+            if not (reply.get("error", {}).get("data") or {}).get("warming"):
+                raise SystemExit(f"{pid} refused the probe: {reply}")
+            with anyio.fail_after(600):  # a hang guard, not a wait
+                while pid not in self.ready:
+                    self._heard(pid, orjson.loads(await self._raw_line(pid)))
+
+    async def _raw_line(self, pid: str) -> bytes:
         proc = self.procs[pid]
         while b"\n" not in self.bufs[pid]:
             self.bufs[pid] += await proc.stdout.receive(1 << 20)
         line, self.bufs[pid] = self.bufs[pid].split(b"\n", 1)
         return line
+
+    def _heard(self, pid: str, note: dict[str, Any]) -> None:
+        """A notification read between replies: ``context/progress`` says when it is warm."""
+        if "id" in note:
+            raise SystemExit(f"{pid}: a reply with nothing asked: {note}")
+        params = note.get("params") or {}
+        if note.get("method") == "context/progress" and params.get("state") != "warming":
+            if params.get("state") != "ready":
+                raise SystemExit(f"{pid} did not warm: {params}")
+            self.ready.add(pid)
+
+    async def _line(self, pid: str) -> bytes:
+        """The next reply line; notifications before it (progress) are read and noted."""
+        while True:
+            line = await self._raw_line(pid)
+            msg = orjson.loads(line)
+            if "id" in msg:
+                return line
+            self._heard(pid, msg)
 
     async def _round(self, method: str, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
         self.next_id += 1
@@ -155,9 +202,23 @@ async def _compose(conn: _Conn, goal: str, budget: int) -> dict[str, Any]:
     return result
 
 
+async def _warm_daemon(conn: _Conn, budget: int) -> dict[str, Any]:
+    """Compose until every provider's leg is ``ok`` (the daemon starts them at boot and
+    reports a leg ``warming`` until its provider is ready)."""
+    with anyio.fail_after(600):  # a hang guard
+        while True:
+            result = await _compose(conn, GOALS[0], budget)
+            legs = {leg["provider_id"]: leg["status"] for leg in result["providers"]}
+            if all(status == "ok" for status in legs.values()):
+                return result
+            if any(status not in ("ok", "warming") for status in legs.values()):
+                raise SystemExit(f"a provider failed under the daemon: {legs}")
+            await anyio.sleep(0.2)  # a bench pacing its retries, not a test's wait
+
+
 async def pair(args: argparse.Namespace, socket: Path, daemon_pid: int, direct: Direct) -> Any:
     conn = _Conn(await anyio.connect_unix(socket))
-    first = await _compose(conn, GOALS[0], args.budget)
+    first = await _warm_daemon(conn, args.budget)
     asked = first["audit"]["policy"]["asked"]
     served, composed = [], []
     cpu_ms: list[float] = []
@@ -184,6 +245,7 @@ async def pair(args: argparse.Namespace, socket: Path, daemon_pid: int, direct: 
     return {
         "requests": args.requests,
         "budget": args.budget,
+        "corpus": args.corpus,
         "asked": asked,
         "serve_median_ms": round(statistics.median(composed), 3),
         "direct_median_ms": round(statistics.median(served), 3),
@@ -199,7 +261,7 @@ async def pair(args: argparse.Namespace, socket: Path, daemon_pid: int, direct: 
 
 
 async def run(args: argparse.Namespace, socket: Path, daemon_pid: int, db: Path) -> Any:
-    direct = Direct(_commands(db))
+    direct = Direct(_commands(db, args.corpus))
     await direct.start()
     try:
         return await pair(args, socket, daemon_pid, direct)
@@ -212,13 +274,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="large")
     parser.add_argument("--memory-entries", type=int, default=500)
     parser.add_argument("--checkout", help="run the daemon of another checkout")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hs-"))
     db = workdir / "memory.db"
     _seed_memory(db, args.memory_entries)
-    daemon, socket = _start(_config(workdir, _commands(db)))
+    daemon, socket = _start(_config(workdir, _commands(db, args.corpus), args.corpus))
     try:
         out = anyio.run(run, args, socket, daemon.pid, db, backend="asyncio")
         out["load_average_1m"] = round(os.getloadavg()[0], 2)

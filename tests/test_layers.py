@@ -21,6 +21,8 @@ owns the bytes only, loads nothing of the host side. Inside the transport,
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,7 +109,7 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", 
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
     # The HTTPS provider server's listener guard: the provider side, and a leaf.
-    "_listener_guard.py": _HOST_SIDE | {"logs", "shadow", "eval", "provider", "protocol"},
+    "provider/_listener_guard.py": _HOST_SIDE | {"logs", "shadow", "eval", "provider", "protocol"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
     "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
@@ -289,4 +291,20 @@ def test_one_logger_factory() -> None:
             ours = isinstance(named, ast.Constant) and str(named.value).startswith("hostd")
             if call == ("structlog", "get_logger") or (call == ("logging", "getLogger") and ours):
                 found.add(str(path.relative_to(ROOT)))
-    assert found == {"_log.py", "rpc/_envelope.py", "_listener_guard.py"}
+    assert found == {"_log.py", "rpc/_envelope.py", "provider/_listener_guard.py"}
+
+
+def test_the_mcp_binding_loads_without_the_mcp_server_face() -> None:
+    """The engine's lazy binding row imports ``hostd.mcp._binding``; that runs
+    ``hostd/mcp/__init__``, which must load its names on use only, so the ``hostd mcp``
+    server face (``_server``, ``_schema``) stays unloaded (the engine imports no face)."""
+    code = (
+        "import sys, hostd.mcp._binding, hostd.mcp as m;"
+        "faces = sorted(k for k in ('hostd.mcp._server', 'hostd.mcp._schema') if k in sys.modules);"
+        "print(','.join(faces) or 'none');"
+        "m.serve_mcp; print('hostd.mcp._server' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["none", "True"], done.stdout + done.stderr

@@ -162,12 +162,21 @@ def audit_summary(result: dict[str, Any]) -> str:
     )
 
 
+#: Container allocations (net of frees) between two young collections while serving,
+#: against the interpreter's 700: a composition allocates and frees tens of thousands
+#: of objects, nearly all freed by their reference counts, so the default ran a young
+#: collection every few hundred microseconds to find almost nothing (docs/benchmarks.md).
+SERVING_GC_THRESHOLD = (10_000, 20, 20)
+
+
 def _freeze_boot_heap() -> None:
     """Move everything loaded so far (modules, the config, the models' schemas) out of
     the collector's reach: it lives as long as the process, and a long-running server's
     full collections would otherwise walk it again and again (docs/benchmarks.md: the
-    daemon's p99 halves). Only the commands that own their process call it."""
+    daemon's p99 halves); then collect less often while serving (``SERVING_GC_THRESHOLD``).
+    Only the commands that own their process call it."""
     gc.freeze()
+    gc.set_threshold(*SERVING_GC_THRESHOLD)
 
 
 def _serve(cfg: Config, args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hostd.protocol import ContextFrame, FrameId
+from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
 from ._candidates import CandidateSet, FramePair, pick_from
@@ -106,7 +106,7 @@ def dedup(frames: Iterable[FramePair]) -> Survivors:
 
 def spans(
     survivors: Survivors,
-    sources: Mapping[str, bytes] | None,
+    sources: Mapping[str, bytes | LineIndex] | None,
     verification: Verification | None,
     max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
 ) -> Survivors:
@@ -332,7 +332,7 @@ def compose_for_prompt(
     verification: Verification | None = None,
     overfetch: float | None = None,
     asked: Mapping[str, int] | None = None,
-    sources: Mapping[str, bytes] | None = None,
+    sources: Mapping[str, bytes | LineIndex] | None = None,
     merge_max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
     tokenizer: TokenCounter | Meter | None = None,
 ) -> ComposedPrompt:

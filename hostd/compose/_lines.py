@@ -1,6 +1,7 @@
 """Line regions of a re-read source (F17) and the labels of merged regions.
 
-``Lines`` cuts a source's bytes at whole lines; ``lines_of`` reads an F17 range;
+``Lines`` (the protocol's ``LineIndex``) cuts a source's bytes at whole lines;
+``lines_of`` reads an F17 range;
 ``Span`` is a candidate whose bytes are known good, as the lines it quotes; and
 ``merged_label`` says in a label which lines a merged or coalesced block quotes.
 Shared by span merging (``_spans``, before ranking) and coalescing (``_coalesce``,
@@ -11,9 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import accumulate
 
-from hostd.protocol import ContextFrame
+from hostd.protocol import ContextFrame, LineIndex
 
 from ._render import citation_label_for
 
@@ -24,22 +24,10 @@ _RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
 _LABEL_RANGE_RE = re.compile(r"(?<![0-9A-Za-z])L([1-9][0-9]*)(?:-([1-9][0-9]*))?\Z")
 
 
-class Lines:
-    """A source's line starts (F17: LF ends a line, a final unterminated line counts)."""
-
-    __slots__ = ("count", "data", "starts")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        # Each line's start: 0, then one past every LF (summed in C, no loop per line).
-        pieces = data.split(b"\n")
-        starts = [0, *accumulate(map((1).__add__, map(len, pieces[:-1])))]
-        self.count = len(starts) if starts[-1] < len(data) else len(starts) - 1
-        self.starts = starts
-
-    def slice(self, start: int, end: int) -> bytes:
-        hi = self.starts[end] if end < len(self.starts) else len(self.data)
-        return self.data[self.starts[start - 1] : hi]
+#: A source's line starts, found once (F17): the protocol's ``LineIndex``, which the
+#: verify stage hands over with the bytes it re-read (``sources``), so no line is
+#: looked for twice.
+Lines = LineIndex
 
 
 def lines_of(rng: str | None, lines: Lines | None) -> tuple[int, int] | None:

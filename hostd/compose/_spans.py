@@ -163,26 +163,46 @@ def check_ratio(max_ratio: float) -> None:
         raise ValueError(f"merge_max_ratio must be at least 1, got {max_ratio!r}")
 
 
+def _indexed(source: bytes | Lines) -> Lines:
+    return source if isinstance(source, Lines) else Lines(source)
+
+
 def merge_spans(
     cands: CandidateSet,
-    sources: Mapping[str, bytes] | None,
+    sources: Mapping[str, bytes | Lines] | None,
     verification: Verification | None,
     max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
 ) -> SpanMerge:
     """Merge the candidates' touching regions of one file (see the module's docstring).
 
-    ``sources``: ``file`` URI -> the bytes the verify stage re-read and matched;
-    None turns span merging off (no overlap is even looked for).
+    ``sources``: ``file`` URI -> the bytes the verify stage re-read and matched (as
+    bytes, or with their lines already found); None turns span merging off (no
+    overlap is even looked for).
     """
     check_ratio(max_ratio)
     n = len(cands)
     out = SpanMerge(list(range(n)))
     if sources is None or n < 2:
         return out
-    lines = {uri: Lines(data) for uri, data in sources.items()}
     frames, key = cands.frames, cands.key
+    # Only a URI two or more candidates quote can hold a run: the others are not looked
+    # at further (no range parsed, no line found), so a composition where no two frames
+    # share a source pays one pass over the provenance and nothing else.
+    first: list[str | None] = []
+    quoted: dict[str, int] = {}
+    for f in frames:
+        uri = (f.provenance[0].uri or f.uri) if f.provenance else None
+        first.append(uri)
+        if uri is not None:
+            quoted[uri] = quoted.get(uri, 0) + 1
+    shared = {uri for uri, count in quoted.items() if count > 1}
+    if not shared:
+        return out
+    lines = {uri: _indexed(sources[uri]) for uri in shared if uri in sources}
     by_uri: dict[str, list[_Region]] = {}
     for i in range(n):
+        if first[i] not in shared:
+            continue
         r = _region(i, frames[i], key(i), lines)
         if r is not None:
             by_uri.setdefault(r.uri, []).append(r)

@@ -29,9 +29,8 @@ from hostd.protocol import (
     Violation,
     check_as_of,
     check_budget,
-    check_frame,
     check_kinds,
-    parse_frame,
+    parse_frames,
 )
 
 from ._report import Excluded
@@ -144,8 +143,9 @@ def audit_leg(
     declared_kinds: Collection[str] = (),
 ) -> LegAudit:
     """Judge one reply to ``query`` (the per-provider query actually sent), frame by
-    frame: each raw frame is parsed on its own (a frame the transport already parsed
-    is checked as it is), so a malformed one costs only itself. ``declared_kinds``
+    frame: the reply's frames are validated in one call, each on its own only when
+    one breaks the schema (a frame the transport already parsed is checked as it
+    is), so a malformed one costs only itself. ``declared_kinds``
     is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
     declared = frozenset(declared_kinds)
     violations: list[Violation] = []
@@ -154,12 +154,7 @@ def audit_leg(
     excluded: list[Excluded] = []
     quarantine: list[Violation] = []
 
-    for i, raw in enumerate(raw_frames):
-        frame: ContextFrame | None
-        if isinstance(raw, ContextFrame):
-            frame, found = raw, check_frame(raw)
-        else:
-            frame, found = parse_frame(raw)
+    for i, (frame, found) in enumerate(parse_frames(raw_frames)):
         if declared and frame is not None and frame.kind not in declared:
             found = [*found, _UNDECLARED]
         if frame is not None and not found:  # the common case: nothing to report
@@ -174,7 +169,7 @@ def audit_leg(
         if frame is None:
             excluded.append(
                 (
-                    _raw_id(provider_id, raw, i),
+                    _raw_id(provider_id, raw_frames[i], i),
                     "invalid_frame",
                     {
                         "rules": sorted({v.rule for v in found}),

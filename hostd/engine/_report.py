@@ -17,6 +17,7 @@ from hostd.protocol import (
     ContextFrame,
     ContextQuery,
     FrameId,
+    LineIndex,
     Representation,
     Violation,
     canonical_token_cost,
@@ -120,7 +121,7 @@ class FanOut:
     figures: dict[str, Any] = field(default_factory=dict)
     #: ``file`` URI -> the bytes the verify stage matched accepted frames against, for
     #: each source two or more of them quote (``compose_for_prompt(sources=...)``).
-    sources: dict[str, bytes] = field(default_factory=dict)
+    sources: dict[str, LineIndex] = field(default_factory=dict)
 
     def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
         """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served
@@ -133,7 +134,9 @@ class FanOut:
             fid = FrameId.of(pid, frame)
             if wanted is not None and fid not in wanted:
                 continue
-            cost = honest_cost(frame)
+            # The leg audit accepted it only when its declared cost is the honest one
+            # (B3, P4): read it, do not recount its content.
+            cost = frame.token_cost
             total += cost
             per_provider[pid] = per_provider.get(pid, 0) + cost
             frames.append({"frame": fid.to_wire(), "token_cost": cost})
@@ -168,13 +171,8 @@ class FanOut:
             # matter are those the accepted frames quote (their content, source_verified),
             # so a client recomposing this set rebuilds what merging reads without the
             # daemon sending a byte of the file no provider offered.
-            "sources": {uri: _line_count(self.sources[uri]) for uri in sorted(self.sources)},
+            "sources": {uri: self.sources[uri].count for uri in sorted(self.sources)},
         }
-
-
-def _line_count(data: bytes) -> int:
-    """F17's count: LF ends a line, a final unterminated line counts, a final LF opens none."""
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def report_map(reports: Iterable[LegReport]) -> dict[str, LegReport]:

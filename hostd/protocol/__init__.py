@@ -7,6 +7,7 @@ error codes. This package imports nothing else from hostd.
 
 from ._bytes import (
     DIGEST_RE,
+    LineIndex,
     RangeProblem,
     UnverifiableRange,
     address_line_range,
@@ -89,6 +90,7 @@ from ._rules import (
     frame_in_window,
     is_off_machine_scope,
     parse_frame,
+    parse_frames,
     parse_timestamp,
 )
 from ._strict import unknown_members
@@ -129,6 +131,7 @@ __all__ = [
     "HandshakeEnvelope",
     "HandshakeRequest",
     "HostInfo",
+    "LineIndex",
     "Provenance",
     "ProviderInfo",
     "QueryCapability",
@@ -169,6 +172,7 @@ __all__ = [
     "is_version_string",
     "parse_envelope",
     "parse_frame",
+    "parse_frames",
     "parse_timestamp",
     "read_cgp_code",
     "sha256_digest",

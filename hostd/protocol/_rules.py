@@ -15,7 +15,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ._bytes import canonical_token_cost, is_sha256_digest
 from ._models import (
@@ -48,6 +48,7 @@ __all__ = [
     "frame_in_window",
     "is_off_machine_scope",
     "parse_frame",
+    "parse_frames",
     "parse_timestamp",
 ]
 
@@ -134,6 +135,27 @@ def parse_frame(data: Any) -> tuple[ContextFrame | None, list[Violation]]:
             out.append(Violation("schema", loc, err["msg"]))
         return None, out
     return frame, check_frame(frame)
+
+
+_FRAME_LIST: TypeAdapter[list[ContextFrame]] = TypeAdapter(list[ContextFrame])
+
+
+def parse_frames(data: Sequence[Any]) -> list[tuple[ContextFrame | None, list[Violation]]]:
+    """``parse_frame`` of each raw frame: the whole list validated in one call, and only
+    when some frame breaks the schema, each on its own (so that one costs only itself).
+    A frame already parsed is checked as it is."""
+    frames: list[ContextFrame] | None = None
+    if not any(isinstance(raw, ContextFrame) for raw in data):
+        try:
+            frames = _FRAME_LIST.validate_python(data)
+        except ValidationError:
+            frames = None
+    if frames is None:
+        return [
+            (raw, check_frame(raw)) if isinstance(raw, ContextFrame) else parse_frame(raw)
+            for raw in data
+        ]
+    return [(frame, check_frame(frame)) for frame in frames]
 
 
 def check_frame(frame: ContextFrame) -> list[Violation]:

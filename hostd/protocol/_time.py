@@ -6,11 +6,16 @@ Every timestamp of every frame is checked (``check_timestamp`` in ``_rules``); o
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["is_timestamp"]
 
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
+# Pure, and a provider's frames repeat their stamps (one file's mtime on every chunk of
+# it, one index time on every frame): a hit costs a lookup, not the walk below.
+@lru_cache(maxsize=4096)
 def is_timestamp(value: str) -> bool:
     """Whether ``value`` is an F4 timestamp, exactly as ``parse_timestamp`` decides,
     without building a ``datetime`` or a ``Decimal`` (every frame's stamps are checked;

@@ -15,7 +15,7 @@ any token is checked), a body must follow within the same bound (else ``408``), 
 most ``max_connections`` are open (a newcomer past the cap takes the place of the
 one idle longest), and a failed ``accept`` for want of descriptors is one log line
 per interval. This module uses only the runtime (``_runtime``), ``hostd.protocol``
-and ``hostd._listener_guard`` (which imports nothing of hostd); starlette and
+and ``hostd.provider._listener_guard`` (which imports nothing of hostd); starlette and
 uvicorn load only when it is imported.
 """
 
@@ -39,14 +39,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from hostd._listener_guard import (
+from hostd.protocol import DEFAULT_MAX_LINE_BYTES, is_loopback_host
+
+from ._listener_guard import (
     ConnectionGuard,
     GuardedSocket,
     guarded_protocol,
     install_exhaustion_handler,
 )
-from hostd.protocol import DEFAULT_MAX_LINE_BYTES, is_loopback_host
-
 from ._runtime import Provider, ProviderServer
 
 __all__ = ["make_app", "run_http", "serve_asgi", "serve_http"]

@@ -74,11 +74,11 @@ def test_the_provider_package_imports_downward() -> None:
 
 def test_the_provider_https_server_imports_only_the_provider_runtime_and_protocol() -> None:
     used = _module_imports(ROOT / "hostd/provider/_http.py")
-    assert used <= {"hostd.protocol", "hostd.provider._runtime", "hostd._listener_guard"}
+    assert used <= {"hostd.protocol", "hostd.provider._runtime", "hostd.provider._listener_guard"}
 
 
 def test_the_listener_guard_imports_nothing_of_hostd() -> None:
-    tree = ast.parse((ROOT / "hostd/_listener_guard.py").read_text())
+    tree = ast.parse((ROOT / "hostd/provider/_listener_guard.py").read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not {m for m in mods if m.startswith("hostd")}

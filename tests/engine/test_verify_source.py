@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hostd.engine.verify import SourceOutcome, SourceReader
+from hostd.engine.verify import SETTLE_NS, SourceCache, SourceOutcome, SourceReader
 from hostd.protocol import ContextFrame, Provenance, address_line_range, sha256_digest
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "range" / "range-vectors.json"
@@ -236,3 +236,104 @@ def test_published_range_vectors_agree(tmp_path: Path, case: dict[str, Any]) -> 
         )
         assert got is not None
         assert (got.outcome, got.reason) == (SourceOutcome.UNVERIFIABLE, case["unverifiable"])
+
+
+# -- sources kept across passes (SourceCache) ---------------------------------------------
+
+
+class _Later:
+    """A clock far past every file's timestamps: what it read has settled."""
+
+    def __call__(self) -> int:
+        return 2**62
+
+
+def _check(cache: SourceCache, root: Path, frame: ContextFrame) -> tuple[SourceOutcome, int]:
+    reader = SourceReader([root], cache=cache)
+    got = reader.check_frame(frame)
+    assert got is not None
+    return got.outcome, reader.reads
+
+
+def test_an_unchanged_source_is_not_read_again_on_the_next_pass(root: Path) -> None:
+    path = root / "src" / "a.py"
+    frame = _frame(_prov(path, path.read_bytes(), "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 0)
+    assert (cache.reads, cache.hits) == (1, 1)
+
+
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_read_again(root: Path) -> None:
+    """ctime cannot be put back: the identity changes though size and mtime do not."""
+    path = root / "src" / "a.py"
+    frame = _frame(_prov(path, path.read_bytes(), "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame)[0] is SourceOutcome.VERIFIED
+    before = path.stat()
+    path.write_bytes(b"one\r\ntwo\nthreE\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert _check(cache, root, frame) == (SourceOutcome.MISMATCH, 1)
+
+
+def test_a_source_replaced_by_another_file_is_read_again(root: Path) -> None:
+    path = root / "src" / "a.py"
+    frame = _frame(_prov(path, path.read_bytes(), "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame)[0] is SourceOutcome.VERIFIED
+    other = root / "src" / "new.py"
+    other.write_bytes(b"one\r\ntwo\nthreE\n")
+    os.replace(other, path)  # another inode at the same path
+    assert _check(cache, root, frame) == (SourceOutcome.MISMATCH, 1)
+
+
+def test_a_source_changed_just_now_is_read_on_every_pass(root: Path) -> None:
+    """A timestamp is one clock tick wide: a file written within the settling time of
+    its read could change again unseen, so it is not reused until it has settled."""
+    path = root / "src" / "a.py"
+    frame = _frame(_prov(path, path.read_bytes(), "L2-3"))
+    changed = path.stat().st_ctime_ns
+    cache = SourceCache(clock=lambda: changed + SETTLE_NS - 1)
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    assert cache.hits == 0
+
+
+def test_the_cache_keeps_at_most_its_bytes_least_recent_out(root: Path) -> None:
+    files = []
+    for name in ("b", "c", "d"):
+        path = root / "src" / f"{name}.txt"
+        path.write_bytes(name.encode() * 100 + b"\n")  # 101 bytes, 1 line: cost 109
+        files.append(_frame(_prov(path, path.read_bytes())))
+    cache = SourceCache(250, clock=_Later())
+    for frame in files:
+        assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    assert len(cache) == 2 and cache.size <= 250
+    assert _check(cache, root, files[2])[1] == 0  # the most recent is kept
+    assert _check(cache, root, files[0])[1] == 1  # the least recent went first
+
+
+def test_a_cached_range_that_addresses_nothing_stays_unverifiable(root: Path) -> None:
+    path = root / "src" / "a.py"
+    frame = _frame(_prov(path, None, "L9", digest="sha256:" + "0" * 64))
+    cache = SourceCache(clock=_Later())
+    for reads in (1, 0):
+        reader = SourceReader([root], cache=cache)
+        got = reader.check_frame(frame)
+        assert got is not None and got.outcome is SourceOutcome.UNVERIFIABLE
+        assert (got.reason, reader.reads) == ("start_past_end", reads)
+
+
+def test_a_symlink_planted_over_a_cached_source_is_not_followed(root: Path, tmp_path: Path) -> None:
+    path = root / "src" / "a.py"
+    frame = _frame(_prov(path, path.read_bytes(), "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame)[0] is SourceOutcome.VERIFIED
+    outside = tmp_path / "outside.py"
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(outside)
+    got = SourceReader([root], cache=cache).check_frame(frame)
+    assert got is not None and got.outcome is SourceOutcome.UNVERIFIABLE
+    assert got.reason == "untrusted_path"

@@ -493,7 +493,9 @@ async def test_the_bytes_of_a_source_two_accepted_frames_quote_are_handed_on(src
     ]
     result = await _turn(stage, frames, None, session=None)
     assert {f.frame_id for f in result.verification} == {"one", "both", "lonely"}
-    assert result.sources == {path.as_uri(): data}  # b.py has one frame: nothing to merge
+    # b.py has one frame: nothing to merge; a.py's bytes come with their lines found
+    assert {uri: s.data for uri, s in result.sources.items()} == {path.as_uri(): data}
+    assert result.sources[path.as_uri()].count == 2
     # a frame that no longer matches its source is not vouched for by its bytes
     path.write_bytes(data.replace(b"return", b"yield"))
     result = await _turn(VerifyStage(trusted_roots={"p": [src], "q": [src]}), frames, None, None)

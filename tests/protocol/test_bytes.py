@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.protocol import (
+    LineIndex,
     RangeProblem,
     UnverifiableRange,
     address_line_range,
@@ -83,6 +84,36 @@ def test_range_vectors(case: dict) -> None:
         got = address_line_range(data, rng)
         assert got == case["bytes"].encode("utf-8")
         assert sha256_digest(got) == case["digest"]
+
+
+@pytest.mark.parametrize("case", _CASES, ids=[f"{c['resource']}:{c.get('range')}" for c in _CASES])
+def test_a_line_index_addresses_every_vector_alike(case: dict) -> None:
+    data = RANGE["resources"][case["resource"]].encode("utf-8")
+    index = LineIndex(data)
+    rng = case.get("range")
+    if "unverifiable" in case:
+        with pytest.raises(UnverifiableRange) as info:
+            index.address(rng)
+        assert info.value.reason is RangeProblem(case["unverifiable"])
+    else:
+        assert index.address(rng) == case["bytes"].encode("utf-8")
+
+
+@given(st.binary(max_size=40).map(lambda b: b.replace(b"x", b"\n")), st.integers(1, 12))
+def test_a_line_index_agrees_with_the_scan_for_every_range(data: bytes, start: int) -> None:
+    """The lines found once address what the scan addresses, start past end included."""
+    index = LineIndex(data)
+    assert index.count == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    for rng in (f"L{start}", f"L{start}-{start + 2}", f"L{start}-{10**30}", None):
+        try:
+            want: bytes | RangeProblem = address_line_range(data, rng)
+        except UnverifiableRange as exc:
+            want = exc.reason
+        try:
+            got: bytes | RangeProblem = index.address(rng)
+        except UnverifiableRange as exc:
+            got = exc.reason
+        assert got == want
 
 
 def test_range_vectors_cover_every_unverifiable_reason() -> None:

@@ -23,6 +23,8 @@ from hostd.protocol import (
     check_representation_preferences,
     check_version,
     frame_in_window,
+    parse_frame,
+    parse_frames,
     sha256_digest,
     versions_compatible,
 )
@@ -99,6 +101,41 @@ def test_valid_timestamps_and_file_digest_pass() -> None:
         relations=[{"rel": "calls", "target_uri": "sym://x", "display_name": "x()"}],
     )
     assert rules(f) == []
+
+
+def _raw(i: int, **over: Any) -> dict[str, Any]:
+    return {**frame(id=f"f{i}").model_dump(mode="json", exclude_none=True), **over}
+
+
+def _outcome(pair: tuple[ContextFrame | None, list[Any]]) -> tuple[Any, list[Any]]:
+    got, found = pair
+    return (None if got is None else got.model_dump()), [(v.rule, v.field) for v in found]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,  # every frame good: one validation of the list
+        {"score": "high"},  # a schema error: each on its own
+        {"title": " "},  # valid shape, a rule broken (F2)
+        {"token_cost": 99},  # B3
+    ],
+)
+def test_a_reply_parses_as_each_of_its_frames_would_alone(bad: dict[str, Any] | None) -> None:
+    raws: list[Any] = [_raw(i) for i in range(5)]
+    if bad is not None:
+        raws[2] = {**raws[2], **bad}
+    raws.append(frame(id="parsed"))  # already a frame: checked as it is
+    want = [
+        _outcome((r, check_frame(r)) if isinstance(r, ContextFrame) else parse_frame(r))
+        for r in raws
+    ]
+    assert [_outcome(p) for p in parse_frames(raws)] == want
+    assert [_outcome(p) for p in parse_frames(raws[:-1])] == want[:-1]
+    # a schema error costs its own frame only
+    assert [got is None for got, _ in parse_frames(raws)] == [
+        bad is not None and "score" in bad and i == 2 for i in range(6)
+    ]
 
 
 def test_non_file_provenance_needs_no_digest() -> None:

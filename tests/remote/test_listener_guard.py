@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hostd._listener_guard import ConnectionGuard, install_exhaustion_handler
+from hostd.provider._listener_guard import ConnectionGuard, install_exhaustion_handler
 
 
 class Clock:

@@ -7,9 +7,11 @@ step: the verdicts judged by ``judge_held``, then inline digests and sources
 read), ``merge`` (pure: each frame decided once, reused and fresh merged) and
 ``record`` (evictions, this turn's frames held, counters). The decisions are
 pure functions in ``_rules`` and ``_judge``; ``_source`` re-reads files under
-trusted roots; ``_reuse`` is the session cache. Nothing here talks to a transport.
+trusted roots, keeping files across passes while their ``stat`` identity holds
+(``_files``); ``_reuse`` is the session cache. Nothing here talks to a transport.
 """
 
+from ._files import DEFAULT_CACHE_BYTES, SETTLE_NS, SourceCache, SourceFile
 from ._judge import Checked, HeldJudgement, judge_held, merge
 from ._reuse import DEFAULT_MAX_FRAMES_PER_SESSION, DEFAULT_MAX_FRAMES_TOTAL, HeldFrame, ReuseCache
 from ._rules import (
@@ -45,6 +47,7 @@ from ._turn import (
 
 __all__ = [
     "UNTRUSTED_CHOICES",
+    "DEFAULT_CACHE_BYTES",
     "DEFAULT_MAX_FRAMES_PER_SESSION",
     "DEFAULT_MAX_FRAMES_TOTAL",
     "DEFAULT_MAX_SOURCE_BYTES",
@@ -56,8 +59,11 @@ __all__ = [
     "InlineCheck",
     "InlineOutcome",
     "ReuseCache",
+    "SETTLE_NS",
     "SendVerify",
+    "SourceCache",
     "SourceCheck",
+    "SourceFile",
     "SourceOutcome",
     "SourceReader",
     "StageResult",

@@ -9,15 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from hostd.protocol import ContextFrame
+from hostd.protocol import ContextFrame, LineIndex
 
+from ._files import SourceCache
 from ._rules import InlineCheck, check_inline_digest
 from ._source import SourceCheck, SourceOutcome, SourceReader, file_uri_path
 
 __all__ = ["RootsFor", "Sources", "check_frames", "needs_io"]
 
-#: ``file`` URI -> the bytes a frame's provenance was matched against (F5, F17).
-Sources = dict[str, bytes]
+#: ``file`` URI -> the bytes a frame's provenance was matched against (F5, F17), with
+#: their lines found (span merging slices them without scanning again).
+Sources = dict[str, LineIndex]
 
 #: Provider id -> the roots its ``file`` sources may be re-read under.
 RootsFor = Callable[[str], tuple[str | os.PathLike[str], ...]]
@@ -31,12 +33,15 @@ def needs_io(items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor) -> 
 
 
 def check_frames(
-    items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor, max_source_bytes: int
+    items: Sequence[tuple[str, ContextFrame]],
+    roots_for: RootsFor,
+    max_source_bytes: int,
+    cache: SourceCache | None = None,
 ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
     """Each frame's inline check and source check (``None``: no roots or no provenance),
     how many files were read, and the bytes of every source some frame was matched
     against (by URI: span merging quotes a union of lines from them, never re-reading).
-    One reader per distinct set of roots."""
+    One reader per distinct set of roots, all over ``cache`` (files kept across passes)."""
     by_roots: dict[tuple[str, ...], SourceReader] = {}
     by_pid: dict[str, SourceReader | None] = {}
     out: list[tuple[InlineCheck, SourceCheck | None]] = []
@@ -51,7 +56,9 @@ def check_frames(
                 key = tuple(os.fspath(r) for r in roots)
                 reader = by_roots.get(key)
                 if reader is None:
-                    reader = by_roots[key] = SourceReader(roots, max_bytes=max_source_bytes)
+                    reader = by_roots[key] = SourceReader(
+                        roots, max_bytes=max_source_bytes, cache=cache
+                    )
             by_pid[pid] = reader
         source = reader.check_frame(frame) if reader is not None and frame.provenance else None
         if source is not None and source.outcome == SourceOutcome.VERIFIED:
@@ -69,6 +76,6 @@ def _keep_bytes(reader: SourceReader, frame: ContextFrame, sources: Sources) -> 
             continue
         path, _ = file_uri_path(uri)
         if path is not None:
-            data, _, _ = reader.read(path)  # cached by the reader: read once per pass
-            if data is not None:
-                sources[uri] = data
+            source, _, _ = reader.read(path)  # cached by the reader: looked at once per pass
+            if source is not None:
+                sources[uri] = source.lines

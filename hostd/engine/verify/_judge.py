@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hostd._log import get_logger
-from hostd.protocol import ContextFrame, FrameId, VerdictStatus
+from hostd.protocol import ContextFrame, FrameId, LineIndex, VerdictStatus
 
 from ._reuse import HeldFrame
 from ._rules import Exclusion, InlineCheck, decide_frame, judge_verdicts
@@ -83,7 +83,7 @@ class Checked:
     n_reused: int
     reads: int
     #: ``file`` URI -> the bytes frames were matched against this turn.
-    sources: Mapping[str, bytes] = field(default_factory=dict)
+    sources: Mapping[str, LineIndex] = field(default_factory=dict)
 
 
 def judge_held(
@@ -268,7 +268,9 @@ def split_held(
     return first, first_fids, deferred
 
 
-def _shared_sources(sources: Mapping[str, bytes], accepted: Sequence[Pair]) -> dict[str, bytes]:
+def _shared_sources(
+    sources: Mapping[str, LineIndex], accepted: Sequence[Pair]
+) -> dict[str, LineIndex]:
     """The sources two or more accepted frames quote: the only ones span merging can use."""
     if not sources:
         return {}

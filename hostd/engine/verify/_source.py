@@ -5,7 +5,8 @@ its range addresses, and a source is re-read only under a host-trusted root.
 filesystem; it is sync on purpose so the async stage runs it in a worker thread
 (``anyio.to_thread.run_sync``), never on the event loop. The URI is resolved with
 symlinks and ``..`` followed, and a path that leaves every root is refused before
-anything is opened.
+anything is opened. A file whose identity (``stat``) is the one the stage's
+``SourceCache`` holds is not read again (``_files``).
 """
 
 from __future__ import annotations
@@ -18,14 +19,9 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from hostd.protocol import (
-    ContextFrame,
-    Provenance,
-    UnverifiableRange,
-    address_line_range,
-    is_sha256_digest,
-    sha256_digest,
-)
+from hostd.protocol import ContextFrame, Provenance, UnverifiableRange, is_sha256_digest
+
+from ._files import SourceCache, SourceFile
 
 __all__ = [
     "DEFAULT_MAX_SOURCE_BYTES",
@@ -107,7 +103,11 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root + os.sep)
 
 
-_ReadResult = tuple[bytes | None, Unverifiable | None, str]
+_ReadResult = tuple[SourceFile | None, Unverifiable | None, str]
+
+
+def _key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class SourceReader:
@@ -116,22 +116,29 @@ class SourceReader:
     Roots are resolved once (symlinks followed) when the reader is made. A
     candidate path is resolved the same way and must land inside a root before
     it is opened; it is then opened without following a final symlink, must be
-    a regular file and at most ``max_bytes`` long. Each file is read once per
+    a regular file and at most ``max_bytes`` long. Each file is looked at once per
     reader (one reader per verification pass), so many frames from one file
-    cost one read.
+    cost one read; with a ``cache`` shared across passes, a file whose ``stat``
+    identity is unchanged (and settled) costs a ``stat`` and no read.
     """
 
     def __init__(
-        self, roots: Iterable[str | os.PathLike[str]], *, max_bytes: int = DEFAULT_MAX_SOURCE_BYTES
+        self,
+        roots: Iterable[str | os.PathLike[str]],
+        *,
+        max_bytes: int = DEFAULT_MAX_SOURCE_BYTES,
+        cache: SourceCache | None = None,
     ) -> None:
         self.roots = tuple(dict.fromkeys(os.path.realpath(os.fspath(r)) for r in roots))
         self.max_bytes = max_bytes
+        self.cache = cache if cache is not None else SourceCache(0)  # 0: keeps nothing
         self._files: dict[str, _ReadResult] = {}
         self._dirs: dict[str, str] = {}
+        #: Files read this pass (not served from the cache).
         self.reads = 0
 
     def read(self, path: str) -> _ReadResult:
-        """``(bytes, None, real)`` or ``(None, reason, real)``; never reads outside roots."""
+        """``(file, None, real)`` or ``(None, reason, real)``; never reads outside roots."""
         cached = self._files.get(path)
         if cached is not None:
             return cached
@@ -163,6 +170,15 @@ class SourceReader:
         real = self._resolve(path)
         if not any(_within(real, root) for root in self.roots):
             return None, Unverifiable.UNTRUSTED_PATH, real
+        try:
+            # Not following a final symlink, as the open below does not.
+            st = os.stat(real, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            cached = self.cache.get(real, _key(st))
+            if cached is not None:
+                return cached, None, real
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         # O_NONBLOCK so a FIFO planted under a root cannot hang the worker thread.
         flags |= getattr(os, "O_NONBLOCK", 0)
@@ -188,7 +204,9 @@ class SourceReader:
             if len(data) > self.max_bytes:
                 return None, Unverifiable.TOO_LARGE, real
             self.reads += 1
-            return data, None, real
+            # Keyed by the identity taken before the read: a write during it changes the
+            # file's mtime after that, so the next pass reads it again.
+            return self.cache.put(real, _key(st), data), None, real
         except OSError:
             return None, Unverifiable.UNREADABLE, real
         finally:
@@ -207,17 +225,16 @@ class SourceReader:
             return SourceCheck(
                 SourceOutcome.UNVERIFIABLE, Unverifiable.NO_CONTENT_DIGEST.value, base
             )
-        data, problem, _real = self.read(path)
-        if data is None:
+        source, problem, _real = self.read(path)
+        if source is None:
             assert problem is not None
             return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
         try:
-            addressed = address_line_range(data, prov.range)
+            actual = source.digest(prov.range)
         except UnverifiableRange as exc:
             return SourceCheck(
                 SourceOutcome.UNVERIFIABLE, exc.reason.value, {**base, "detail": exc.detail}
             )
-        actual = sha256_digest(addressed)
         if actual != prov.digest:
             return SourceCheck(
                 SourceOutcome.MISMATCH,

@@ -33,6 +33,7 @@ from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId
 
 from ._checks import Sources, check_frames, needs_io
+from ._files import SourceCache
 from ._judge import Checked, judge_held, merge, split_held
 from ._reuse import ReuseCache
 from ._rules import (
@@ -92,6 +93,8 @@ class VerifyStage:
         self.trusted_roots = {pid: tuple(r) for pid, r in (trusted_roots or {}).items()}
         self.host_roots = tuple(host_roots)
         self.max_source_bytes = max_source_bytes
+        #: Source files kept across passes while their ``stat`` identity holds (F5, F17).
+        self.sources = SourceCache()
         for choice in (untrusted, *(provider_untrusted or {}).values()):
             if choice not in UNTRUSTED_CHOICES:
                 raise ValueError(f"untrusted must be one of {UNTRUSTED_CHOICES}, got {choice!r}")
@@ -132,9 +135,9 @@ class VerifyStage:
             return [], 0, {}
         if needs_io(items, self._roots_for):
             return await anyio.to_thread.run_sync(
-                check_frames, items, self._roots_for, self.max_source_bytes
+                check_frames, items, self._roots_for, self.max_source_bytes, self.sources
             )
-        return check_frames(items, self._roots_for, self.max_source_bytes)
+        return check_frames(items, self._roots_for, self.max_source_bytes, self.sources)
 
     async def check(
         self,

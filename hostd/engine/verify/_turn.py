@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict
+from hostd.protocol import ContextFrame, FrameId, FrameIdentity, FrameVerdict, LineIndex
 
 from ._rules import VerifyPlanEntry
 
@@ -116,4 +116,4 @@ class StageResult:
     counts: dict[str, int] = field(default_factory=dict)
     #: ``file`` URI -> the bytes accepted frames were matched against, for every
     #: source two or more of them quote (span merging's union of lines comes from here).
-    sources: dict[str, bytes] = field(default_factory=dict)
+    sources: dict[str, LineIndex] = field(default_factory=dict)

@@ -1,0 +1,144 @@
+"""Every benchmark script keeps running: each one at tiny sizes, its JSON read back.
+
+Figures are not judged here (benchmarks are not tests, and a loaded machine moves
+them); that each script starts, drives what it measures to the end and prints the
+figures it promises is. A script that an interface change broke fails here, not on
+the day someone measures with it. A new ``scripts/bench_*.py`` must get a row below
+(``test_every_bench_script_has_a_smoke_run``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Scripts smoke-run by a test file of their own (which checks more of their output).
+ELSEWHERE = {
+    "bench_fanout": "tests/test_bench_fanout.py",
+    "bench_rerank": "tests/test_bench_rerank.py",
+    "bench_stderr": "tests/transport/test_bench_stderr.py",
+}
+
+#: script -> (tiny arguments, top-level keys its JSON must hold).
+RUNS: dict[str, tuple[list[str], set[str]]] = {
+    "bench_ab": (
+        [str(ROOT), "--rounds", "2", "--warmup", "0", "--providers", "1", "--frames", "2"]
+        + ["--delay-ms", "1"],
+        {"this", "other", "this_minus_other_ms"},
+    ),
+    "bench_compose": (
+        ["--repeat", "1", "--sizes", "50", "--lists-repeat", "2", "--labels-repeat", "2"],
+        {"median_ms", "vs_langchain", "shared_labels"},
+    ),
+    "bench_daemon": (
+        ["--seconds", "1", "--clients", "1,2", "--frames", "3"],
+        {"levels", "daemon_peak_rss_mb", "daemon_exit_code"},
+    ),
+    "bench_feedback": (["--requests", "3"], {"compose_ms", "feedback_ms", "errors"}),
+    "bench_integrations": (
+        ["--queries", "3", "--k", "2"],
+        {"retriever_ms", "served_ms", "frames_with_file_provenance"},
+    ),
+    "bench_logs": (
+        ["--providers", "2", "--frames", "3", "--compositions", "2", "--rounds", "1"],
+        {"modes"},
+    ),
+    "bench_mcp": (["--rounds", "3", "--frames", "2"], {"connect", "local"}),
+    "bench_mcp_provider": (
+        ["--count", "2", "--mib", "0.01", "--rounds", "1"],
+        {"generous", "deadline", "in_process"},
+    ),
+    "bench_providers": (
+        ["--repeat", "1", "--memory-entries", "10", "--skip-semantic-cold"],
+        {"files", "memory", "semantic"},
+    ),
+    "bench_remote": (
+        ["--rounds", "3", "--warmup", "1", "--frames", "2", "--concurrent", "2"]
+        + ["--requests", "4"],
+        {"leg_ms", "plain_post_ms", "paired_ratio_median"},
+    ),
+    "bench_results": (
+        ["--frames", "8", "--budget", "500", "--repeat", "3"],
+        {"reply_bytes", "server_cpu_ms", "client_cpu_ms"},
+    ),
+    "bench_serve": (
+        ["--requests", "3", "--warmup", "1", "--memory-entries", "10"],
+        {"serve_median_ms", "direct_median_ms", "daemon_cpu_ms_per_composition"},
+    ),
+    "bench_spans": (["--repeat", "1"], {"candidates", "spans (a: merged, b: apart)"}),
+    "bench_verify": (
+        ["--providers", "2", "--frames", "3", "--lines", "2", "--rounds", "2", "--warmup", "1"]
+        + ["--delay-ms", "1"],
+        {"compose_latency_ms", "turn2_reused_frames", "evidence_block_identical"},
+    ),
+}
+
+
+def _run(script: str, args: list[str]) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / f"{script}.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,  # a hang guard: a tiny run takes seconds
+        check=False,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def test_every_bench_script_has_a_smoke_run() -> None:
+    scripts = {p.stem for p in (ROOT / "scripts").glob("bench_*.py")}
+    assert scripts == set(RUNS) | set(ELSEWHERE)
+    for test_file in ELSEWHERE.values():
+        assert (ROOT / test_file).is_file(), test_file
+
+
+@pytest.mark.timeout(450)
+@pytest.mark.parametrize("script", sorted(set(RUNS) - {"bench_providers", "bench_serve"}))
+def test_bench_script_runs_at_tiny_sizes(script: str) -> None:
+    args, keys = RUNS[script]
+    out = _run(script, args)
+    assert keys <= set(out), sorted(out)
+
+
+@pytest.mark.timeout(450)
+def test_bench_providers_on_a_tiny_tree(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "budget.md").write_text(
+        "# Budget\n\nThe budget split across providers.\n\nRetry loop gives up.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "tool.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    args, keys = RUNS["bench_providers"]
+    out = _run("bench_providers", [*args, "--root", str(tmp_path)])
+    assert keys <= set(out), sorted(out)
+    assert out["files"]["files"] == 2 and out["memory"]["entries"] == 10
+
+
+@pytest.mark.timeout(450)
+def test_bench_serve_both_set_ups_through_warming_providers() -> None:
+    """The files provider answers ``warming`` (with progress notifications) after its
+    handshake: both sides wait for it, and each set-up composes with every leg ``ok``
+    at the budget asked, the docs one with trusted roots (sources re-read)."""
+    for corpus, budget in (("large", "4000"), ("docs", "2000")):
+        out = _run(
+            "bench_serve",
+            ["--requests", "3", "--warmup", "1", "--memory-entries", "10"]
+            + ["--corpus", corpus, "--budget", budget],
+        )
+        assert RUNS["bench_serve"][1] <= set(out), sorted(out)
+        assert (out["corpus"], out["budget"], out["requests"]) == (corpus, int(budget), 3)
+        assert set(out["asked"]) == {"files", "memory"}
+        assert out["daemon_exit_code"] == 0
