@@ -304,10 +304,18 @@ class ComposedPrompt:
     def to_wire(self, *, include_content: bool = False) -> dict[str, Any]:
         """The wire form; ``include_content`` adds ``evidence`` (absent otherwise, so a
         reply that did not ask is the same bytes as one from before it existed)."""
-        out: dict[str, Any] = {
-            "prompt": self.prompt,
-            "citations": [c.to_wire() for c in self.citations],
-        }
+        citations = self.citations
+        # Every citation's provenance in one serializer call, then sliced back.
+        dumped = Provenance.many_to_wire([p for c in citations for p in c.provenance])
+        wire: list[dict[str, Any]] = []
+        at = 0
+        for c in citations:
+            end = at + len(c.provenance)
+            wire.append(
+                {"label": c.label, "frame": c.frame.to_wire(), "provenance": dumped[at:end]}
+            )
+            at = end
+        out: dict[str, Any] = {"prompt": self.prompt, "citations": wire}
         if include_content:
             out["evidence"] = self.evidence()
         out["audit"] = self.audit.to_wire()

@@ -131,15 +131,19 @@ class FanOut:
         per_provider: dict[str, int] = {}
         total = 0
         for pid, frame in self.accepted:
-            fid = FrameId.of(pid, frame)
-            if wanted is not None and fid not in wanted:
+            digest = frame.content_digest
+            if wanted is not None and FrameId(pid, frame.id, digest) not in wanted:
                 continue
             # The leg audit accepted it only when its declared cost is the honest one
             # (B3, P4): read it, do not recount its content.
             cost = frame.token_cost
             total += cost
             per_provider[pid] = per_provider.get(pid, 0) + cost
-            frames.append({"frame": fid.to_wire(), "token_cost": cost})
+            # FrameId.to_wire, without building the FrameId on the default path.
+            wire = {"provider_id": pid, "frame_id": frame.id}
+            if digest is not None:
+                wire["content_digest"] = digest
+            frames.append({"frame": wire, "token_cost": cost})
         return {
             "budget_consumed": total,
             "global_budget": self.global_budget,

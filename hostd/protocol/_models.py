@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
     "FRAME_KINDS",
@@ -84,6 +84,17 @@ class Provenance(WireModel):
     digest: str | None = None
     method: str | None = None
     by: str | None = None
+
+    @staticmethod
+    def many_to_wire(items: list[Provenance]) -> list[dict[str, Any]]:
+        """``to_wire`` of each item, in one serializer call (not one per item)."""
+        out: list[dict[str, Any]] = _PROVENANCE_LIST.dump_python(
+            items, mode="json", exclude_none=True
+        )
+        return out
+
+
+_PROVENANCE_LIST: TypeAdapter[list[Provenance]] = TypeAdapter(list[Provenance])
 
 
 class Relation(WireModel):

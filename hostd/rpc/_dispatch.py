@@ -22,6 +22,7 @@ edge (``hostd.server``'s connection, the provider runtime's stdio loop).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +121,9 @@ class Dispatcher:
                 return Error(wire["code"], wire["message"], wire["data"])
 
         call.__name__ = call.__qualname__ = name
+        # jsonrpcserver checks the params against ``inspect.signature`` of the method on
+        # every request; a ``__signature__`` set once is read back instead of derived.
+        call.__signature__ = inspect.signature(call)  # type: ignore[attr-defined]  # a function takes any attribute
         return call
 
     async def dispatch(self, request: Any, context: Any) -> Any:
