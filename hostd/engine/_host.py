@@ -239,7 +239,6 @@ class Host:
             verify=verify,
         )
         judged: dict[str, JudgedLeg] = {}
-        pre = stage.prechecks(verify) if stage is not None and verify is not None else None
 
         async def on_reply(reply: LegReply) -> None:
             leg = plan.leg(reply.provider_id)
@@ -257,9 +256,6 @@ class Host:
                         await out
                 except Exception as exc:  # a callback never breaks the fan-out
                     log.warning("engine.on_leg_done.failed", error=repr(exc))
-            if pre is not None and done.audit is not None:
-                # This leg's checks (and reads) now, while other legs are still out.
-                await pre.run([(reply.provider_id, f) for f in done.audit.accepted])
 
         async def check(replies: dict[str, VerifyReply]) -> StageResult | None:
             """The turn's one I/O step after the replies: verdicts judged, sources read."""
@@ -272,7 +268,6 @@ class Host:
                 got.accepted,
                 upstream_excluded=[e[0] for e in got.excluded],
                 distrusted=got.distrusted,
-                prechecked=pre,
             )
             result = stage.merge(checked)
             stage.record(result)

@@ -66,19 +66,6 @@ async def test_every_accepted_frame_carries_a_verification_state(tmp_path: Path)
     _one_entry_per_frame_id(fan)
 
 
-async def test_two_legs_quoting_the_same_files_read_each_once_per_turn(tmp_path: Path) -> None:
-    # Each leg's frames are checked as it lands; the turn is still one pass, so a file
-    # both providers quote is looked at once (three files, not six reads).
-    root = _tree(tmp_path)
-    async with Host([spec("p", root), spec("q", root)]) as host:
-        fan = await _ask(host, session=None)
-    assert len(fan.accepted) == 6
-    assert {v["state"] for v in fan.verification.values()} == {"source_verified"}
-    assert fan.figures["source_reads"] == 3
-    assert sorted(fan.sources) == sorted(p.as_uri() for p in root.iterdir())
-    _one_entry_per_frame_id(fan)
-
-
 async def test_second_turn_reuses_valid_frames_and_keeps_the_prompt(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     async with Host([spec("p", root), spec("q", _tree(tmp_path, "other"))]) as host:

@@ -11,10 +11,7 @@ trip overlaps the fresh queries instead of following them:
 2. ``checked = await stage.check(plan, replies, fresh, ...)`` — the one I/O step,
    run in the fan-out's task group once every leg and verify is in: the verdicts
    judged (``judge_held``, pure: V2, V3, V4), then inline digests (D4) and ``file``
-   sources under trusted roots (F5, F17) read in a worker thread. A turn that holds
-   nothing to revalidate checks each leg's accepted frames as the leg lands
-   (``stage.prechecks(plan)``, one pass for the turn), so the reads of one leg
-   overlap the wait for the others and ``check`` finds them done.
+   sources under trusted roots (F5, F17) read in a worker thread.
 3. ``result = stage.merge(checked)`` — pure: each frame decided once, reused and
    fresh frames merged by FrameId (D2); ``stage.record(result)`` then evicts,
    holds this turn's frames for the next and counts.
@@ -35,7 +32,7 @@ import anyio.to_thread
 from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId
 
-from ._checks import CheckPass, Checks, Sources, check_frames, needs_io
+from ._checks import Sources, check_frames, needs_io
 from ._files import SourceCache
 from ._judge import Checked, judge_held, merge, split_held
 from ._reuse import ReuseCache
@@ -53,45 +50,9 @@ from ._turn import (
     VerifyReply,
 )
 
-__all__ = ["Prechecks", "VerifyStage"]
+__all__ = ["VerifyStage"]
 
 log = get_logger("hostd.engine.verify")
-
-
-class Prechecks:
-    """A turn's checks run leg by leg as the legs land, in one pass (``CheckPass``: a
-    file is looked at once per turn, as in one ``check_frames`` call): only for a turn
-    with no held frame, whose frames to check are exactly its legs' accepted frames.
-    One run at a time (the pass is not thread-safe)."""
-
-    __slots__ = ("_lock", "done", "one")
-
-    def __init__(self, one: CheckPass) -> None:
-        self.one = one
-        self._lock = anyio.Lock()
-        #: ``id(frame)`` -> the frame (kept, so the id stays its) and its checks.
-        self.done: dict[int, tuple[ContextFrame, Checks]] = {}
-
-    async def run(self, items: list[tuple[str, ContextFrame]]) -> None:
-        """Check ``items`` now: in a worker thread when a file is to be read."""
-        if not items:
-            return
-        async with self._lock:
-            if needs_io(items, self.one.roots_for):
-                checks = await anyio.to_thread.run_sync(self.one.check, items)
-            else:
-                checks = self.one.check(items)
-        for (_, frame), found in zip(items, checks, strict=True):
-            self.done[id(frame)] = (frame, found)
-
-    async def checks(
-        self, items: list[tuple[str, ContextFrame]]
-    ) -> tuple[list[Checks], int, Sources]:
-        """``check_frames``'s answer for ``items``: what the legs checked, the rest now."""
-        await self.run([item for item in items if id(item[1]) not in self.done])
-        checks = [self.done[id(frame)][1] for _, frame in items]
-        return checks, self.one.reads, self.one.sources(items, checks)
-
 
 _HEALTH_KEYS = (
     "digest_mismatch",
@@ -166,22 +127,12 @@ class VerifyStage:
         own = self.trusted_roots.get(provider_id, ())
         return own if provider_id in self.remote else (*own, *self.host_roots)
 
-    def prechecks(self, plan: VerifyPlan) -> Prechecks | None:
-        """Checks run as each leg lands, for a turn that holds nothing to revalidate
-        (then no fresh frame waits on a held copy, D2); None otherwise."""
-        if plan.held or plan.entries:
-            return None
-        return Prechecks(CheckPass(self._roots_for, self.max_source_bytes, self.sources))
-
     async def _run_checks(
-        self, items: list[tuple[str, ContextFrame]], pre: Prechecks | None = None
+        self, items: list[tuple[str, ContextFrame]]
     ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
-        """``check_frames`` in a worker thread when it will touch files, inline otherwise
-        (with ``pre``: over the turn's pass, what the legs checked reused)."""
+        """``check_frames`` in a worker thread when it will touch files, inline otherwise."""
         if not items:
             return [], 0, {}
-        if pre is not None:
-            return await pre.checks(items)
         if needs_io(items, self._roots_for):
             return await anyio.to_thread.run_sync(
                 check_frames, items, self._roots_for, self.max_source_bytes, self.sources
@@ -196,7 +147,6 @@ class VerifyStage:
         *,
         upstream_excluded: Iterable[FrameId] = (),
         distrusted: Mapping[str, str] | Iterable[str] = (),
-        prechecked: Prechecks | None = None,
     ) -> Checked:
         """The verdicts judged and every frame's checks read: the turn's one I/O step.
 
@@ -205,8 +155,7 @@ class VerifyStage:
         so each FrameId has one audit entry. ``distrusted``: providers whose leg
         was quarantined this turn (id → reason, or ids with reason
         ``quarantined``); their held frames are not reused (B2: a rejected
-        provider contributes nothing). ``prechecked``: this turn's ``prechecks``,
-        run on the legs' accepted frames as they landed.
+        provider contributes nothing).
         """
         fresh_list = list(fresh)
         fresh_fids = [FrameId.of(pid, f) for pid, f in fresh_list]
@@ -222,7 +171,7 @@ class VerifyStage:
             blocked=blocked,
         )
         first, first_fids, deferred = split_held(held.valid, fresh_list, fresh_fids)
-        checks, reads, sources = await self._run_checks(first, prechecked)
+        checks, reads, sources = await self._run_checks(first)
         # D2: a deferred fresh copy is checked only if its held copy fell out.
         fallen = {
             h.fid
