@@ -34,6 +34,7 @@ from hostd.protocol import (
     ContextFrame,
     ContextQuery,
     FrameId,
+    LineIndex,
     Provenance,
     address_line_range,
     canonical_token_cost,
@@ -292,7 +293,7 @@ def test_the_rebuilt_sources_merge_as_the_file_does_and_send_no_unquoted_line(
         4000,
         accepted=pairs,
         verification=dict(states),
-        sources={uri: data},
+        sources={uri: LineIndex(data)},
     )
     wire = json.loads(json.dumps(fan.to_wire()))
     assert wire["sources"] == {uri: n}  # a line count, not the file
