@@ -42,6 +42,7 @@ FORBIDDEN = {
         "cli",
         "config",
         "provider",
+        "quality",
     },
     "compose": {
         "engine",
@@ -52,6 +53,7 @@ FORBIDDEN = {
         "cli",
         "config",
         "provider",
+        "quality",
     },
     "transport": {
         "engine",
@@ -63,23 +65,34 @@ FORBIDDEN = {
         "mcp",
         "provider",
         "logs",
+        "quality",
     },
     # The engine imports no face: the MCP binding reaches it through the transport's
     # binding registry, which imports that module by name only when it is used. Its
     # logger is the one factory's (hostd._log), not the host's logging set-up.
-    "engine": {"server", "pipeline", "client", "cli", "mcp", "logs"},
+    # Nor the quality package: recording is the pipeline's stage, replay the CLI's.
+    "engine": {"server", "pipeline", "client", "cli", "mcp", "logs", "quality"},
     "server": {"client", "cli", "provider"},
     # One request end to end: the wire, faces and the CLI are its callers, never its parts.
     "pipeline": {"server", "transport", "client", "cli", "mcp", "provider", "rpc"},
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
-    "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    "mcp": {"compose", "engine", "server", "client", "cli", "provider", "quality"},
     # The client library talks to a daemon: it never loads the host side.
-    "client": {"compose", "engine", "transport", "server", "pipeline", "cli", "provider"},
-    # Shadow ranking records and replays compositions: the composition library and the
-    # protocol models only; the daemon hands it what it records.
-    # (Below the pipeline, which records into it.)
-    "shadow": {
+    "client": {
+        "compose",
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "cli",
+        "provider",
+        "quality",
+    },
+    # Quality (shadow records, feedback, replay, calibration, eval) judges compositions
+    # after the fact: the composition library and the protocol models only; the pipeline
+    # hands it what it records, the CLI runs its commands.
+    "quality": {
         "engine",
         "transport",
         "server",
@@ -100,8 +113,7 @@ FORBIDDEN = {
         "pipeline",
         "cli",
         "mcp",
-        "shadow",
-        "eval",
+        "quality",
     },
 }
 
@@ -109,24 +121,24 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", 
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
     # The HTTPS provider server's listener guard: the provider side, and a leaf.
-    "provider/_listener_guard.py": _HOST_SIDE | {"logs", "shadow", "eval", "provider", "protocol"},
+    "provider/_listener_guard.py": _HOST_SIDE | {"logs", "quality", "provider", "protocol"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
-    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"},
+    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     # Of the transport it takes the binding codecs only (below).
-    "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "shadow", "eval", "mcp"},
+    "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "quality", "mcp"},
     # The method table is the wire: requests go to the pipeline, never around it.
-    "server/_api.py": {"engine", "compose", "transport", "shadow"},
-    "server/_local.py": {"engine", "compose", "transport", "shadow"},
-    "server/_params.py": {"engine", "compose", "transport", "shadow", "pipeline"},
+    "server/_api.py": {"engine", "compose", "transport", "quality"},
+    "server/_local.py": {"engine", "compose", "transport", "quality"},
+    "server/_params.py": {"engine", "compose", "transport", "quality", "pipeline"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
-FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval", "pipeline"}
+FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "quality", "pipeline"}
 # The provider runtime runs inside provider programs: it never loads the host side.
-FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "shadow", "eval", "mcp", "pipeline"}
+FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "quality", "mcp", "pipeline"}
 # hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
-FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"}
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
@@ -236,7 +248,7 @@ def test_the_walker_sees_imports() -> None:
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
     assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider" / "_runtime.py")
     assert "pipeline" in _hostd_imports(ROOT / "server" / "_api.py")
-    assert {"engine", "compose", "shadow"} <= _hostd_imports(ROOT / "pipeline" / "_pipeline.py")
+    assert {"engine", "compose", "quality"} <= _hostd_imports(ROOT / "pipeline" / "_pipeline.py")
     daemon = _siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
     assert "_check_driver" in _siblings(ROOT / "cli" / "_checks.py", "cli")

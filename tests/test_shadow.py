@@ -23,7 +23,7 @@ from hostd.client import Client
 from hostd.compose import compose_for_prompt
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
-from hostd.shadow import (
+from hostd.quality import (
     Composition,
     Feedback,
     Recorded,
