@@ -36,7 +36,7 @@ from hostd.quality import (
 )
 from tests.compose._helpers import frame_pairs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _frames() -> list[tuple[str, ContextFrame]]:

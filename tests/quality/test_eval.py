@@ -31,7 +31,7 @@ from providers import chunk_file
 from tests.fixtures.cli import run_hostd as _hostd
 from tests.fixtures.file_frames import file_frame
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 LINE = {
     "id": "q1",

@@ -33,7 +33,7 @@ from hostd.quality import (
 )
 from tests.fixtures.cli import run_hostd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 380
 
 

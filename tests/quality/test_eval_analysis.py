@@ -20,7 +20,7 @@ from hostd.compose import CandidateSet
 from hostd.quality import parse_questions
 from tests.fixtures.file_frames import file_frame
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "evals" / "analyse.py"
 
 
