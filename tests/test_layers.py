@@ -6,7 +6,11 @@ hostd.errors. hostd.chunking (the one chunker) uses only protocol: the bundled
 providers and the mcp binding both load it. The pipeline (one request end to end)
 sits between the wire and the engine: nothing below it imports it, and the
 server's method table reaches the engine and the composition library only
-through it (the daemon's start-up alone builds the engine). hostd.rpc (the one
+through it (the lifecycle module ``server/_engine.py`` alone builds the engine).
+hostd.quality (shadow records, feedback, replay, calibration, eval) is a library of
+the CLI and the pipeline (and of the daemon, which builds the recorder), never of the
+engine, the transport or the composition library; the mcp binding the engine starts
+loads nothing of the ``hostd mcp`` face. hostd.rpc (the one
 JSON-RPC core: envelope, dispatchers, correlation table, line encoder) sits
 beside errors: every end uses it, it uses only protocol and errors; the client
 library never loads the host side. Inside the
@@ -241,6 +245,63 @@ def test_check_provider_s_driver_takes_only_the_binding_codecs_of_the_transport(
         and node.module.startswith("hostd.transport")
     }
     assert taken == {"hostd.transport.bindings"}
+
+
+# The server's lifecycle module builds the engine and the reranker process; every other
+# server module reaches the engine and the composition library through the pipeline.
+SERVER_LIFECYCLE = "_engine.py"
+# The daemon builds the ``[shadow]`` recorder it hands the pipeline and closes it at its
+# stop: of the server, it alone names the quality package.
+SERVER_RECORDER = "_daemon.py"
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (ROOT / "server").glob("*.py")))
+def test_the_server_reaches_the_engine_only_through_its_lifecycle_module(module: str) -> None:
+    forbidden = set()
+    if module != SERVER_LIFECYCLE:
+        forbidden |= {"engine", "compose"}
+    if module != SERVER_RECORDER:
+        forbidden.add("quality")
+    assert sorted(_hostd_imports(ROOT / "server" / module) & forbidden) == []
+
+
+# Who may use hostd.quality: the CLI runs its commands (replay, eval, calibrate), the
+# pipeline records into it and binds calibrations, the daemon builds the recorder.
+QUALITY_USERS = ("cli/", "pipeline/", f"server/{SERVER_RECORDER}")
+
+
+def test_quality_is_a_library_of_the_cli_and_the_pipeline() -> None:
+    users = sorted(
+        rel
+        for path in ROOT.rglob("*.py")
+        if not (rel := str(path.relative_to(ROOT))).startswith("quality/")
+        and "quality" in _hostd_imports(path)
+    )
+    assert users, "the walker found no user of hostd.quality"
+    assert [u for u in users if not u.startswith(QUALITY_USERS)] == []
+
+
+# The ``hostd mcp`` server face: the stdio server, its schemas, its request screen, its
+# citation store and its reconnecting session. The engine starts an mcp provider through
+# the binding (``_binding``, imported by name by the transport's registry): nothing the
+# binding loads may be part of the face.
+MCP_FACE = {"_server", "_schema", "_wire", "_citations", "_reconnect"}
+
+
+def test_the_engine_s_mcp_binding_never_loads_the_hostd_mcp_face() -> None:
+    loaded, todo = set(), ["_binding"]
+    while todo:
+        module = todo.pop()
+        if module not in loaded:
+            loaded.add(module)
+            todo.extend(_siblings(ROOT / "mcp" / f"{module}.py", "mcp") - {"__init__"})
+    assert {"_binding", "_frames"} <= loaded  # the walker follows the binding's imports
+    assert sorted(loaded & MCP_FACE) == []
+    # and the engine and the transport name hostd.mcp in no import (the registry's row is
+    # a module name in a string)
+    for package in ("engine", "transport"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            assert "mcp" not in _hostd_imports(path), path
 
 
 def test_the_walker_sees_imports() -> None:
