@@ -1,5 +1,7 @@
-"""The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay`` and the
-policy options of ``compose`` (``--caps``, ``--floors``, the overfetch note).
+"""The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay``,
+``calibrate`` (each a face of ``hostd.quality``, imported when the command runs, never
+to build the parser) and the policy options of ``compose`` (``--caps``, ``--floors``,
+the overfetch note).
 
 ``eval`` and ``shadow replay`` print a
 table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
