@@ -16,7 +16,17 @@ from hypothesis import strategies as st
 
 from hostd.compose import compose_for_prompt
 from hostd.engine import FanOut
-from hostd.eval import (
+from hostd.protocol import (
+    ContextFrame,
+    ContextQuery,
+    FrameId,
+    LineIndex,
+    Provenance,
+    address_line_range,
+    canonical_token_cost,
+    sha256_digest,
+)
+from hostd.quality import (
     OFFERED,
     TRIM_ORACLE,
     Asked,
@@ -29,17 +39,7 @@ from hostd.eval import (
     to_json,
     trim_to_gold,
 )
-from hostd.eval._sources import rebuilt_sources, verification_of
-from hostd.protocol import (
-    ContextFrame,
-    ContextQuery,
-    FrameId,
-    LineIndex,
-    Provenance,
-    address_line_range,
-    canonical_token_cost,
-    sha256_digest,
-)
+from hostd.quality._sources import rebuilt_sources, verification_of
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
 from tests.fixtures.window_provider import WindowProvider
