@@ -5,7 +5,7 @@
         --held-out evals/held-out.txt --calibrate-on evals/stdlib.toml:evals/stdlib.jsonl
 
 asks every question exactly as ``hostd eval`` does (one ``context/query`` fan-out
-per question and budget, then each provider alone; ``hostd.eval``'s own helpers
+per question and budget, then each provider alone; ``hostd.quality``'s own helpers
 compose and score them) and prints:
 
 - the recall table ``hostd eval`` prints for the same set (every default policy,
@@ -50,7 +50,8 @@ from hostd.compose._candidates import FramePair, rank_desc
 from hostd.compose._fusion import provider_lists
 from hostd.config import Config, load_config
 from hostd.errors import HostdError
-from hostd.eval import (
+from hostd.logs import configure_logging
+from hostd.quality import (
     DEFAULT_POLICIES,
     STYLES,
     Outcome,
@@ -64,9 +65,8 @@ from hostd.eval import (
     score_asked,
     summarise,
 )
-from hostd.eval import Asked as EvalAsked
-from hostd.eval._run import _candidates, _degraded, _query
-from hostd.logs import configure_logging
+from hostd.quality import Asked as EvalAsked
+from hostd.quality._run import _candidates, _degraded, _query
 
 #: The signals of docs/eval.md's AUC table, in its row order.
 SIGNALS: tuple[str, ...] = ("top", "top/mean", "head z", "gap/sigma")

@@ -233,7 +233,7 @@ def _fill_shadow_store(state_dir: Path, requests: int, candidates: int) -> int:
     them (with the checkout's own store); returns the body size of one."""
     from hostd.compose import compose_for_prompt
     from hostd.protocol import ContextFrame, canonical_token_cost
-    from hostd.shadow import Composition, ShadowStore, build_record
+    from hostd.quality import Composition, ShadowStore, build_record
 
     frames = []
     for i in range(candidates):

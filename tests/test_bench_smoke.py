@@ -60,6 +60,10 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         ["--repeat", "1", "--memory-entries", "10", "--skip-semantic-cold"],
         {"files", "memory", "semantic"},
     ),
+    "bench_rerank_down": (
+        ["--compositions", "5", "--timeout-ms", "50", "--cool-down-ms", "60000"],
+        {"hang", "refused", "compositions"},
+    ),
     "bench_remote": (
         ["--rounds", "3", "--warmup", "1", "--frames", "2", "--concurrent", "2"]
         + ["--requests", "4"],

@@ -6,7 +6,11 @@ hostd.errors. hostd.chunking (the one chunker) uses only protocol: the bundled
 providers and the mcp binding both load it. The pipeline (one request end to end)
 sits between the wire and the engine: nothing below it imports it, and the
 server's method table reaches the engine and the composition library only
-through it (the daemon's start-up alone builds the engine). hostd.rpc (the one
+through it (the lifecycle module ``server/_engine.py`` alone builds the engine).
+hostd.quality (shadow records, feedback, replay, calibration, eval) is a library of
+the CLI and the pipeline (and of the daemon, which builds the recorder), never of the
+engine, the transport or the composition library; the mcp binding the engine starts
+loads nothing of the ``hostd mcp`` face. hostd.rpc (the one
 JSON-RPC core: envelope, dispatchers, correlation table, line encoder) sits
 beside errors: every end uses it, it uses only protocol and errors; the client
 library never loads the host side. Inside the
@@ -42,6 +46,7 @@ FORBIDDEN = {
         "cli",
         "config",
         "provider",
+        "quality",
     },
     "compose": {
         "engine",
@@ -52,6 +57,7 @@ FORBIDDEN = {
         "cli",
         "config",
         "provider",
+        "quality",
     },
     "transport": {
         "engine",
@@ -63,23 +69,34 @@ FORBIDDEN = {
         "mcp",
         "provider",
         "logs",
+        "quality",
     },
     # The engine imports no face: the MCP binding reaches it through the transport's
     # binding registry, which imports that module by name only when it is used. Its
     # logger is the one factory's (hostd._log), not the host's logging set-up.
-    "engine": {"server", "pipeline", "client", "cli", "mcp", "logs"},
+    # Nor the quality package: recording is the pipeline's stage, replay the CLI's.
+    "engine": {"server", "pipeline", "client", "cli", "mcp", "logs", "quality"},
     "server": {"client", "cli", "provider"},
     # One request end to end: the wire, faces and the CLI are its callers, never its parts.
     "pipeline": {"server", "transport", "client", "cli", "mcp", "provider", "rpc"},
     # The MCP faces are handed a client API session (the CLI wires it) and plug into
     # the transport as a binding: they never reach into the engine, server or compose.
-    "mcp": {"compose", "engine", "server", "client", "cli", "provider"},
+    "mcp": {"compose", "engine", "server", "client", "cli", "provider", "quality"},
     # The client library talks to a daemon: it never loads the host side.
-    "client": {"compose", "engine", "transport", "server", "pipeline", "cli", "provider"},
-    # Shadow ranking records and replays compositions: the composition library and the
-    # protocol models only; the daemon hands it what it records.
-    # (Below the pipeline, which records into it.)
-    "shadow": {
+    "client": {
+        "compose",
+        "engine",
+        "transport",
+        "server",
+        "pipeline",
+        "cli",
+        "provider",
+        "quality",
+    },
+    # Quality (shadow records, feedback, replay, calibration, eval) judges compositions
+    # after the fact: the composition library and the protocol models only; the pipeline
+    # hands it what it records, the CLI runs its commands.
+    "quality": {
         "engine",
         "transport",
         "server",
@@ -100,8 +117,7 @@ FORBIDDEN = {
         "pipeline",
         "cli",
         "mcp",
-        "shadow",
-        "eval",
+        "quality",
     },
 }
 
@@ -109,24 +125,24 @@ _HOST_SIDE = {"compose", "engine", "transport", "server", "pipeline", "client", 
 # single modules → hostd packages/modules they must never import
 FORBIDDEN_MODULES = {
     # The HTTPS provider server's listener guard: the provider side, and a leaf.
-    "provider/_listener_guard.py": _HOST_SIDE | {"logs", "shadow", "eval", "provider", "protocol"},
+    "provider/_listener_guard.py": _HOST_SIDE | {"logs", "quality", "provider", "protocol"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
-    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"},
+    "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     # Of the transport it takes the binding codecs only (below).
-    "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "shadow", "eval", "mcp"},
+    "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "quality", "mcp"},
     # The method table is the wire: requests go to the pipeline, never around it.
-    "server/_api.py": {"engine", "compose", "transport", "shadow"},
-    "server/_local.py": {"engine", "compose", "transport", "shadow"},
-    "server/_params.py": {"engine", "compose", "transport", "shadow", "pipeline"},
+    "server/_api.py": {"engine", "compose", "transport", "quality"},
+    "server/_local.py": {"engine", "compose", "transport", "quality"},
+    "server/_params.py": {"engine", "compose", "transport", "quality", "pipeline"},
 }
 # hostd.rpc, the one JSON-RPC core, is shared by every end: it uses only protocol and errors.
-FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "shadow", "eval", "pipeline"}
+FORBIDDEN["rpc"] = _HOST_SIDE | {"provider", "logs", "quality", "pipeline"}
 # The provider runtime runs inside provider programs: it never loads the host side.
-FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "shadow", "eval", "mcp", "pipeline"}
+FORBIDDEN["provider"] = _HOST_SIDE | {"logs", "quality", "mcp", "pipeline"}
 # hostd.chunking, the one chunker, serves the bundled providers and the mcp binding alike:
 # it uses only protocol (a provider program loads it without the host side).
-FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "shadow", "eval"}
+FORBIDDEN["chunking"] = _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"}
 
 # server module → sibling modules it must never import (absolute or relative)
 FORBIDDEN_SIBLINGS = {
@@ -231,12 +247,69 @@ def test_check_provider_s_driver_takes_only_the_binding_codecs_of_the_transport(
     assert taken == {"hostd.transport.bindings"}
 
 
+# The server's lifecycle module builds the engine and the reranker process; every other
+# server module reaches the engine and the composition library through the pipeline.
+SERVER_LIFECYCLE = "_engine.py"
+# The daemon builds the ``[shadow]`` recorder it hands the pipeline and closes it at its
+# stop: of the server, it alone names the quality package.
+SERVER_RECORDER = "_daemon.py"
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (ROOT / "server").glob("*.py")))
+def test_the_server_reaches_the_engine_only_through_its_lifecycle_module(module: str) -> None:
+    forbidden = set()
+    if module != SERVER_LIFECYCLE:
+        forbidden |= {"engine", "compose"}
+    if module != SERVER_RECORDER:
+        forbidden.add("quality")
+    assert sorted(_hostd_imports(ROOT / "server" / module) & forbidden) == []
+
+
+# Who may use hostd.quality: the CLI runs its commands (replay, eval, calibrate), the
+# pipeline records into it and binds calibrations, the daemon builds the recorder.
+QUALITY_USERS = ("cli/", "pipeline/", f"server/{SERVER_RECORDER}")
+
+
+def test_quality_is_a_library_of_the_cli_and_the_pipeline() -> None:
+    users = sorted(
+        rel
+        for path in ROOT.rglob("*.py")
+        if not (rel := str(path.relative_to(ROOT))).startswith("quality/")
+        and "quality" in _hostd_imports(path)
+    )
+    assert users, "the walker found no user of hostd.quality"
+    assert [u for u in users if not u.startswith(QUALITY_USERS)] == []
+
+
+# The ``hostd mcp`` server face: the stdio server, its schemas, its request screen, its
+# citation store and its reconnecting session. The engine starts an mcp provider through
+# the binding (``_binding``, imported by name by the transport's registry): nothing the
+# binding loads may be part of the face.
+MCP_FACE = {"_server", "_schema", "_wire", "_citations", "_reconnect"}
+
+
+def test_the_engine_s_mcp_binding_never_loads_the_hostd_mcp_face() -> None:
+    loaded, todo = set(), ["_binding"]
+    while todo:
+        module = todo.pop()
+        if module not in loaded:
+            loaded.add(module)
+            todo.extend(_siblings(ROOT / "mcp" / f"{module}.py", "mcp") - {"__init__"})
+    assert {"_binding", "_frames"} <= loaded  # the walker follows the binding's imports
+    assert sorted(loaded & MCP_FACE) == []
+    # and the engine and the transport name hostd.mcp in no import (the registry's row is
+    # a module name in a string)
+    for package in ("engine", "transport"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            assert "mcp" not in _hostd_imports(path), path
+
+
 def test_the_walker_sees_imports() -> None:
     # Guard against a walker that silently finds nothing.
     assert "protocol" in _hostd_imports(ROOT / "errors.py")
     assert {"rpc", "errors"} <= _hostd_imports(ROOT / "provider" / "_runtime.py")
     assert "pipeline" in _hostd_imports(ROOT / "server" / "_api.py")
-    assert {"engine", "compose", "shadow"} <= _hostd_imports(ROOT / "pipeline" / "_pipeline.py")
+    assert {"engine", "compose", "quality"} <= _hostd_imports(ROOT / "pipeline" / "_pipeline.py")
     daemon = _siblings(ROOT / "server" / "_daemon.py")
     assert {"_api", "_connection"} <= daemon
     assert "_check_driver" in _siblings(ROOT / "cli" / "_checks.py", "cli")

@@ -163,7 +163,7 @@ def test_the_contrib_unit_is_a_notify_service_running_serve_as_its_readme_says()
     unit.optionxform = str  # keys keep their case
     unit.read(ROOT / "contrib" / "systemd" / "hostd.service")
     service = unit["Service"]
-    assert service["Type"] == "notify"  # hostd serve sends READY=1 (tests/test_serve_ready.py)
+    assert service["Type"] == "notify"  # hostd serve sends READY=1 (tests/cli/test_serve_ready.py)
     assert service["ExecStart"].split()[-1] == "serve"
     assert service["Environment"].startswith("HOSTD_CONFIG=")
     guide = (ROOT / "contrib" / "README.md").read_text(encoding="utf-8")

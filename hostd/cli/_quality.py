@@ -1,5 +1,7 @@
-"""The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay`` and the
-policy options of ``compose`` (``--caps``, ``--floors``, the overfetch note).
+"""The evidence-quality parts of the ``hostd`` CLI: ``eval``, ``shadow replay``,
+``calibrate`` (each a face of ``hostd.quality``, imported when the command runs, never
+to build the parser) and the policy options of ``compose`` (``--caps``, ``--floors``,
+the overfetch note).
 
 ``eval`` and ``shadow replay`` print a
 table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
@@ -182,8 +184,8 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--min-samples",
         type=int,
         metavar="N",
-        # The defaults are hostd.shadow's MIN_REQUESTS and MIN_FRAMES (a test holds them
-        # equal), spelt here so that building the parser imports no shadow code.
+        # The defaults are hostd.quality's MIN_REQUESTS and MIN_FRAMES (a test holds them
+        # equal), spelt here so that building the parser imports no quality code.
         help="requests with feedback below which the fit is called thin: a warning on "
         "stderr and in the file (default 50)",
     )
@@ -198,19 +200,18 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
-    from hostd import eval as ev
+    from hostd import quality
     from hostd.compose import DEFAULT_STRATEGY, strategy_text
 
     # strategy_arg checks each spelling, so a misspelt policy fails before any provider starts
     policies = [
-        ev.Policy(p, _bound(cfg, strategy_arg(p))) for p in args.policy or ev.DEFAULT_POLICIES
+        quality.Policy(p, _bound(cfg, strategy_arg(p)))
+        for p in args.policy or quality.DEFAULT_POLICIES
     ]
     if args.pool_budget is not None and args.pool_budget <= 0:
         raise ValueError(f"--pool-budget must be a positive token count, got {args.pool_budget}")
     questions: Sequence[Any]
     if args.from_shadow:
-        from hostd import shadow
-
         if args.budget or args.providers or args.pool_budget or args.connect is not None:
             raise ValueError(
                 "--from-shadow composes each recorded candidate set at its recorded budget: "
@@ -221,15 +222,15 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 "--trim-oracle cuts frames to the lines holding a gold phrase: recorded "
                 "traffic names used frames, not phrases"
             )
-        records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load()
-        questions, outcomes = ev.run_from_shadow(records, policies)
+        records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load()
+        questions, outcomes = quality.run_from_shadow(records, policies)
         if not questions:
             sys.stderr.write("no recorded request has feedback naming used evidence\n")
     else:
-        questions = ev.load_questions(args.questions)
+        questions = quality.load_questions(args.questions)
         budgets = args.budget or [cfg.host.default_budget]
         async with session(cfg, args.connect, wait=args.wait) as s:
-            outcomes = await ev.run_eval(
+            outcomes = await quality.run_eval(
                 s,
                 questions,
                 budgets,
@@ -242,64 +243,64 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     # Each policy is also set against the default, question by question.
     baseline = strategy_text(DEFAULT_STRATEGY)
     if args.json:
-        print_json(ev.to_json(questions, outcomes, baseline))
+        print_json(quality.to_json(questions, outcomes, baseline))
     else:
-        sys.stdout.write(ev.render_table(questions, ev.summarise(outcomes)))
-        pairs = ev.render_paired(ev.paired(outcomes, baseline))
+        sys.stdout.write(quality.render_table(questions, quality.summarise(outcomes)))
+        pairs = quality.render_paired(quality.paired(outcomes, baseline))
         if pairs:
             sys.stdout.write("\n" + pairs)
-    sys.stderr.write(ev.degraded_note(outcomes))
+    sys.stderr.write(quality.degraded_note(outcomes))
     return EXIT_OK
 
 
 def _bound(cfg: Config, wire: Any) -> Any:
     """A policy with what the state directory holds for it (``calibrated``'s maps)."""
-    from hostd import shadow
+    from hostd import quality
     from hostd.compose import strategy_from_wire
 
-    return shadow.bind_calibration(
-        strategy_from_wire(wire), shadow.calibration_path(cfg.state_path)
+    return quality.bind_calibration(
+        strategy_from_wire(wire), quality.calibration_path(cfg.state_path)
     )
 
 
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
-    from hostd import shadow
+    from hostd import quality
 
     if args.command == "calibrate":  # checked before the store is read
         _check_calibrate_args(args)
     else:  # every spelling checked before any work
         wires = [strategy_arg(policy) for policy in args.policy]
     # A damaged store is ShadowUnavailable: one line naming the file and what to do.
-    records = shadow.ShadowStore(shadow.shadow_path(cfg.state_path)).load(
+    records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load(
         getattr(args, "limit", None)
     )
     if args.command == "calibrate":
         return _calibrate(cfg, args, records)
-    path = shadow.calibration_path(cfg.state_path)
+    path = quality.calibration_path(cfg.state_path)
     reports = []
     for spelling, wire in zip(args.policy, wires, strict=True):
-        replays = shadow.replay_all(
-            records, _bound(cfg, wire), bind=lambda live: shadow.bind_calibration(live, path)
+        replays = quality.replay_all(
+            records, _bound(cfg, wire), bind=lambda live: quality.bind_calibration(live, path)
         )
         reports.append((spelling, wire, replays))
     if args.json:  # one report per --policy, in order, always a list
-        print_json([shadow.replay_json(wire, replays) for _, wire, replays in reports])
+        print_json([quality.replay_json(wire, replays) for _, wire, replays in reports])
     elif not records:
-        sys.stdout.write(shadow.render_replay(args.policy[0], []))
+        sys.stdout.write(quality.render_replay(args.policy[0], []))
     else:
         sys.stdout.write(
-            "\n".join(shadow.render_replay(spelling, replays) for spelling, _, replays in reports)
+            "\n".join(quality.render_replay(spelling, replays) for spelling, _, replays in reports)
         )
     return EXIT_OK
 
 
 def _check_calibrate_args(args: argparse.Namespace) -> None:
-    from hostd import shadow
+    from hostd import quality
 
     if args.min_samples is None:
-        args.min_samples = shadow.MIN_REQUESTS
+        args.min_samples = quality.MIN_REQUESTS
     if args.min_frames is None:
-        args.min_frames = shadow.MIN_FRAMES
+        args.min_frames = quality.MIN_FRAMES
     if args.min_samples < 1:
         raise ValueError("--min-samples must be at least 1")
     if args.min_frames < 1:
@@ -307,13 +308,13 @@ def _check_calibrate_args(args: argparse.Namespace) -> None:
 
 
 def _calibrate(cfg: Config, args: argparse.Namespace, records: Sequence[Any]) -> int:
-    from hostd import shadow
+    from hostd import quality
 
-    content = shadow.fit_calibration(
+    content = quality.fit_calibration(
         records, min_frames=args.min_frames, min_requests=args.min_samples
     )
-    path = shadow.calibration_path(cfg.state_path)
-    shadow.write_calibration(path, content)
+    path = quality.calibration_path(cfg.state_path)
+    quality.write_calibration(path, content)
     if "warning" in content:  # also with --json: stdout is the file, stderr the warning
         sys.stderr.write(f"hostd: warning: {content['warning']} (--min-samples)\n")
     if args.json:

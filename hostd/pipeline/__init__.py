@@ -5,7 +5,7 @@
 in named stages: price floors → fan out → prepare strategy → compose → record →
 report. A strategy that needs state or I/O (``calibrated``, ``rerank``) is
 prepared by a ``Preparer`` chosen by its type (``_prepare``); what is recorded
-for shadow replay and feedback is one ``hostd.shadow.Composition``; the report
+for shadow replay and feedback is one ``hostd.quality.Composition``; the report
 stage computes the one ``degraded`` flag and its reasons (``_degraded``). The
 server (``hostd.server``) is the wire in front of it; in-process callers
 (``hostd mcp``, the CLI) call it without an envelope. It never speaks to a

@@ -38,7 +38,7 @@ from hostd.errors import (
 )
 from hostd.logs import get_logger, log_audit
 from hostd.protocol import ContextQuery, check_timestamp
-from hostd.shadow import Composition, Feedback, ShadowRecorder
+from hostd.quality import Composition, Feedback, ShadowRecorder
 
 from ._degraded import degradations
 from ._prepare import Prepared, Preparer, RerankPreparer, preparers

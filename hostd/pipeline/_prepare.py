@@ -24,7 +24,7 @@ from hostd.compose import Calibrated, PrecomputedOrder, Strategy, rerank_request
 from hostd.config import Config, RerankerSettings
 from hostd.engine import FanOut, RerankService
 from hostd.protocol import ContextFrame
-from hostd.shadow import bind_calibration, calibration_path
+from hostd.quality import bind_calibration, calibration_path
 
 from ._degraded import Degraded
 from ._request import QueryRequest

@@ -40,8 +40,9 @@ from ._local import LocalSession
 from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
-    from hostd.engine import Host, RerankService
-    from hostd.shadow import ShadowRecorder
+    from hostd.quality import ShadowRecorder
+
+    from ._engine import Host, RerankService
 
 from ._listeners import (
     open_stdio,
@@ -95,7 +96,7 @@ class Daemon:
 
             load_tokenizer(config.host.tokenizer)
         if config.shadow.enabled:
-            from hostd.shadow import ShadowRecorder
+            from hostd.quality import ShadowRecorder
 
             self.shadow = ShadowRecorder.from_settings(config.shadow, config.state_path)
 

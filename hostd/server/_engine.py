@@ -17,7 +17,11 @@ from hostd.config import Config, RerankerSettings
 from ._listeners import private_state_dir
 
 if TYPE_CHECKING:
-    from hostd.engine import PoolSettings, RerankService
+    # Host and RerankService are named again for the daemon's annotations: of the server,
+    # only this module (its lifecycle) imports the engine (tests/test_layers.py).
+    from hostd.engine import Host as Host
+    from hostd.engine import PoolSettings
+    from hostd.engine import RerankService as RerankService
 
 __all__ = ["make_reranker", "open_engine"]
 

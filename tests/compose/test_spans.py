@@ -163,7 +163,7 @@ def test_blocks_the_cap_closed_are_labelled_with_their_own_lines() -> None:
 
 
 def test_feedback_resolves_a_merged_label_to_the_survivor_and_credits_its_members() -> None:
-    from hostd.shadow import Composition, build_record, credited, resolve_used
+    from hostd.quality import Composition, build_record, credited, resolve_used
 
     result = compose(SHIFTED)
     record = build_record(
@@ -277,7 +277,7 @@ def test_adjacent_blocks_both_admitted_are_rendered_as_one() -> None:
 
 
 def test_a_coalesced_block_credits_every_member_and_their_copies() -> None:
-    from hostd.shadow import Composition, build_record, credited, resolve_used
+    from hostd.quality import Composition, build_record, credited, resolve_used
 
     first = ("lexical", window("first", "L1-4", 0.4))
     copy = ("dense", window("first", "L1-4", 0.3))  # dedup folds it into lexical's

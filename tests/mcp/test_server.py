@@ -97,7 +97,7 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
 async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record(
     workdir: Path, marker: str
 ) -> None:
-    from hostd.shadow import ShadowStore
+    from hostd.quality import ShadowStore
 
     shadow = "\n[shadow]\nenabled = true\nsample = 0.0\n"
     config = write_config(workdir, marker, {"alpha": {}}, extra=shadow)

@@ -22,8 +22,8 @@ from hostd.engine import FanOut, LegReport, LegStatus, RerankOutcome
 from hostd.errors import FloorsExceedBudget, ShadowDisabled, UnknownProvider
 from hostd.pipeline import REASONS, Degraded, Pipeline, degradations, leg_degradation
 from hostd.protocol import ContextQuery, Violation
+from hostd.quality import Composition
 from hostd.server import ComposeParams
-from hostd.shadow import Composition
 from tests.compose._helpers import frame
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hostd.shadow import ShadowStore
+from hostd.quality import ShadowStore
 from tests.server.conftest import DaemonProc, marked_processes, write_config
 from tests.server.test_malformed import Raw
 

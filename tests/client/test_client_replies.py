@@ -13,7 +13,7 @@ from hostd.client import spawn
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_a_reply_whose_id_is_true_does_not_answer_request_1() -> None:

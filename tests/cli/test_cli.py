@@ -12,7 +12,7 @@ import pytest
 from hostd.cli import main
 from tests.fixtures.cli import run_hostd as _hostd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 HELP = [
     [],

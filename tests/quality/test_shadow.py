@@ -23,7 +23,7 @@ from hostd.client import Client
 from hostd.compose import compose_for_prompt
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
-from hostd.shadow import (
+from hostd.quality import (
     Composition,
     Feedback,
     Recorded,
@@ -36,7 +36,7 @@ from hostd.shadow import (
 )
 from tests.compose._helpers import frame_pairs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _frames() -> list[tuple[str, ContextFrame]]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hostd.chunking._tokens import _tokenizer_counter
-from hostd.eval import (
+from hostd.quality import (
     Gold,
     Outcome,
     QuestionSetError,
@@ -26,12 +26,12 @@ from hostd.eval import (
     summarise,
     to_json,
 )
-from hostd.eval import holds_gold as holds
+from hostd.quality import holds_gold as holds
 from providers import chunk_file
 from tests.fixtures.cli import run_hostd as _hostd
 from tests.fixtures.file_frames import file_frame
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 LINE = {
     "id": "q1",

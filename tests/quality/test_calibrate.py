@@ -22,7 +22,7 @@ from hostd.compose import (
     rank_with,
     strategy_from_wire,
 )
-from hostd.shadow import (
+from hostd.quality import (
     Feedback,
     Recorded,
     bind_calibration,

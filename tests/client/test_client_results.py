@@ -277,7 +277,7 @@ def test_docs_api_md_names_every_model_and_member() -> None:
     import hostd.client as client
     from hostd.client._results import WireResult
 
-    api = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text("utf-8")
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text("utf-8")
     section = api.split("### Typed results\n", 1)[1].split("\n### ", 1)[0]
     rows = {
         name: row

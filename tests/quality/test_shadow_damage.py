@@ -23,14 +23,14 @@ from structlog.testing import capture_logs
 from hostd.client import Client, RpcError
 from hostd.compose import Calibrated, compose_for_prompt
 from hostd.errors import ShadowUnavailable
-from hostd.shadow import (
+from hostd.quality import (
     Composition,
     ShadowRecorder,
     ShadowStore,
     bind_calibration,
     calibration_path,
 )
-from hostd.shadow._calibrate import FORMAT
+from hostd.quality._calibrate import FORMAT
 from tests.fixtures.cli import run_hostd
 
 from .test_shadow import BUDGET, ROOT, _config, _frames, _record

@@ -9,12 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from hostd.compose import compose_for_prompt, strategy_from_wire
-from hostd.eval import Policy, run_from_shadow
 from hostd.protocol import ContextFrame
 from hostd.provider import make_frame
-from hostd.shadow import (
+from hostd.quality import (
     Composition,
     Feedback,
+    Policy,
     Recorded,
     ShadowStore,
     build_record,
@@ -23,6 +23,7 @@ from hostd.shadow import (
     members_of,
     replay_all,
     resolve_used,
+    run_from_shadow,
     used_summary,
 )
 from tests.fixtures.cli import run_hostd

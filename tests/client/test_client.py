@@ -18,7 +18,7 @@ import pytest
 
 from hostd.client import Client, ComposeResult, RpcError, connect
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _provider(pid: str, *extra: str) -> str:

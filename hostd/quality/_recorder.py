@@ -53,7 +53,7 @@ from ._store import ShadowStore, unavailable
 
 __all__ = ["ShadowRecorder", "shadow_path"]
 
-log = get_logger("hostd.shadow")
+log = get_logger("hostd.quality")
 
 #: Records waiting for the writer before a new one is dropped.
 PENDING = 512

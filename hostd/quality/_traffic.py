@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hostd.protocol import ContextFrame, FrameId
-from hostd.shadow import Recorded, credited, recorded_frames
 
+from ._credit import credited
+from ._frames import recorded_frames
+from ._record import Recorded
 from ._run import Asked, Outcome, Policy, score_asked
 
 __all__ = ["TRAFFIC", "TrafficQuestion", "asked_from_shadow", "run_from_shadow"]

@@ -16,7 +16,17 @@ from hypothesis import strategies as st
 
 from hostd.compose import compose_for_prompt
 from hostd.engine import FanOut
-from hostd.eval import (
+from hostd.protocol import (
+    ContextFrame,
+    ContextQuery,
+    FrameId,
+    LineIndex,
+    Provenance,
+    address_line_range,
+    canonical_token_cost,
+    sha256_digest,
+)
+from hostd.quality import (
     OFFERED,
     TRIM_ORACLE,
     Asked,
@@ -29,16 +39,7 @@ from hostd.eval import (
     to_json,
     trim_to_gold,
 )
-from hostd.eval._sources import rebuilt_sources, verification_of
-from hostd.protocol import (
-    ContextFrame,
-    ContextQuery,
-    FrameId,
-    Provenance,
-    address_line_range,
-    canonical_token_cost,
-    sha256_digest,
-)
+from hostd.quality._sources import rebuilt_sources, verification_of
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
 from tests.fixtures.window_provider import WindowProvider
@@ -292,7 +293,7 @@ def test_the_rebuilt_sources_merge_as_the_file_does_and_send_no_unquoted_line(
         4000,
         accepted=pairs,
         verification=dict(states),
-        sources={uri: data},
+        sources={uri: LineIndex(data)},
     )
     wire = json.loads(json.dumps(fan.to_wire()))
     assert wire["sources"] == {uri: n}  # a line count, not the file

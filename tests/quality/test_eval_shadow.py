@@ -12,30 +12,28 @@ from typing import Any
 import anyio
 
 from hostd.compose import compose_for_prompt, strategy_from_wire
-from hostd.eval import (
-    DEFAULT_POLICIES,
-    TRAFFIC,
-    Policy,
-    Question,
-    render_table,
-    run_eval,
-    run_from_shadow,
-    summarise,
-)
 from hostd.protocol import ContextFrame
 from hostd.provider import file_provenance, make_frame
-from hostd.shadow import (
+from hostd.quality import (
+    DEFAULT_POLICIES,
+    TRAFFIC,
     Composition,
     Feedback,
+    Policy,
+    Question,
     Recorded,
     ShadowStore,
     build_record,
     recorded_frames,
+    render_table,
     resolve_used,
+    run_eval,
+    run_from_shadow,
+    summarise,
 )
 from tests.fixtures.cli import run_hostd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 380
 
 

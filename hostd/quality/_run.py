@@ -15,7 +15,7 @@ the daemon makes is made here too. Beside the policies, ``(offered)`` (gold
 anywhere in the candidate set) and, asked for, ``(trim-oracle)``: every
 candidate cut to its gold lines (``_gold``), composed at the budget.
 
-Both kinds of question set, a JSONL file and recorded traffic (``_shadow``),
+Both kinds of question set, a JSONL file and recorded traffic (``_traffic``),
 become ``Asked`` values (a question's candidate sets at one budget, with its
 test of a hit) and are scored by one function, ``score_asked``.
 """
@@ -37,6 +37,7 @@ from hostd.compose import (
 from hostd.protocol import ContextFrame, FrameId
 
 from ._gold import holds_gold, trim_to_gold
+from ._held import ABSORBED  # what dedup and span merges fold (D2): one set for all
 from ._questions import Gold, Question
 from ._sources import rebuilt_sources, verification_of
 
@@ -258,11 +259,6 @@ def _recall(
     )
 
 
-#: The audit reasons under which a frame was folded into a candidate the audit names as
-#: ``detail.kept`` (D2's dedup and span merges, as hostd.shadow's ABSORBED).
-_FOLDED = frozenset({"duplicate", "merged_into", "contained_in"})
-
-
 def _shown(composed: ComposedPrompt, candidates: Pairs) -> list[tuple[FrameId, ContextFrame]]:
     """Every frame whose lines the prompt quotes: each cited frame as the prompt quotes
     it (a merged or coalesced block: the union's lines; a block a merge cap closed:
@@ -272,7 +268,7 @@ def _shown(composed: ComposedPrompt, candidates: Pairs) -> list[tuple[FrameId, C
     quoted = {c.frame: f for c, (_, f) in zip(composed.citations, composed.shown, strict=True)}
     out = [(fid, quoted[fid]) for fid in sorted(quoted)]
     for e in composed.audit.excluded():
-        kept = e.detail.get("kept") if e.reason in _FOLDED else None
+        kept = e.detail.get("kept") if e.reason in ABSORBED else None
         if isinstance(kept, dict):
             kept = FrameId.from_wire(kept)
         if kept in quoted and e.frame in by_id:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hostd.client import Client, RpcError
 from hostd.compose import compose_for_prompt
 from hostd.errors import ShadowUnavailable, UnknownCitation, UnknownRequest
-from hostd.shadow import (
+from hostd.quality import (
     Composition,
     Feedback,
     Recorded,

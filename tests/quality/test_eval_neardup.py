@@ -14,7 +14,7 @@ import pytest
 
 from hostd.compose._mmr import shingles
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> Any:

@@ -15,7 +15,7 @@ from hostd.client import Client
 from hostd.compose import budget_split
 from tests.fixtures.cli import run_hostd as _hostd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(tmp_path: Path, *providers: tuple[str, int]) -> Path:

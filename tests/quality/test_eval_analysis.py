@@ -17,10 +17,10 @@ from types import ModuleType
 import pytest
 
 from hostd.compose import CandidateSet
-from hostd.eval import parse_questions
+from hostd.quality import parse_questions
 from tests.fixtures.file_frames import file_frame
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "evals" / "analyse.py"
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures.cli import run_hostd as _hostd
 from tests.fixtures.unstartable import unstartable_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(tmp_path: Path, body: str = "") -> Path:

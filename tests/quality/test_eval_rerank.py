@@ -12,7 +12,7 @@ from hostd.client import Client
 from tests.fixtures.cli import run_hostd as _hostd
 from tests.server.test_rerank import reranker_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = [
     {
         "id": "retries",

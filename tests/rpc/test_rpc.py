@@ -16,7 +16,7 @@ from hostd.errors import ParseError, RpcError, ShuttingDown
 from hostd.protocol import ProviderInfo
 from hostd.rpc import DirectDispatcher, Dispatcher, Method, decode, encode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # JSON values as replies hold them: finite floats, 64-bit integers, Unicode text.
 _scalars = (

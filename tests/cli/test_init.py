@@ -18,7 +18,7 @@ from hostd.cli._project import render_project_config
 from hostd.config import DEFAULT_CONFIG_PATH, load_config, parse_config
 from tests.fixtures.home import fresh_home, hostd_in
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOAL = "how fast does the frobnicator spin?"
 
 

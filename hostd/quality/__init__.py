@@ -1,0 +1,152 @@
+"""Quality: what a composition was worth, measured on recorded traffic and question sets.
+
+One package for everything that judges ranking after the fact; a library of the
+CLI (``hostd shadow replay``, ``hostd eval``, ``hostd calibrate``) and of the
+pipeline (which records into it), never of the engine, the transport or the
+composition library (``tests/test_layers.py``).
+
+Shadow records (opt-in, ``[shadow]`` in the config). ``ShadowRecorder``
+(``_recorder``) samples compositions in the daemon and writes each one's full
+candidate set with every provider's own scores (``_record``, built once per
+composition by ``_held``) to ``shadow.db`` under the state directory
+(``_store``). Requests can carry feedback, the frames the answer used
+(``_feedback``), credited to every copy dedup folded into a used frame
+(``_credit``).
+
+Replay. ``hostd shadow replay --policy P`` composes every recorded set again
+under ``P`` (``_replay``, from the frames ``_frames`` rebuilds) and prints how it
+differs from what the live policy admitted (``_replay_report``).
+
+Calibration. ``hostd calibrate`` fits the ``calibrated`` policy's per-provider
+maps on the feedback (``_calibrate``); the pipeline binds them when a request
+asks for that policy.
+
+Eval. ``hostd eval --config C --questions Q.jsonl`` reads a question set
+(``_questions``), asks each question through the configured providers and
+composes it under every named policy and budget, and under each provider alone
+(``_run``), with the daemon's verification states and span merges
+(``_sources``), judging gold by file and phrase (``_gold``), then prints recall
+per style and policy, prompt tokens per question recalled and the median frames
+in the prompt (``_eval_report``). ``--from-shadow`` draws the questions from
+recorded traffic with feedback instead (``_traffic``), scored the same way. It
+uses the client API (a running daemon or one in-process) and the composition
+library; it never ranks by itself.
+"""
+
+from ._calibrate import (
+    MIN_FRAMES,
+    MIN_REQUESTS,
+    bind_calibration,
+    calibration_path,
+    fit_calibration,
+    isotonic,
+    load_calibration,
+    parse_calibration,
+    write_calibration,
+)
+from ._credit import credited, members_of
+from ._eval_report import (
+    Paired,
+    Row,
+    degraded_note,
+    paired,
+    render_paired,
+    render_table,
+    summarise,
+    to_json,
+)
+from ._feedback import Feedback, resolve_used
+from ._frames import recorded_frames
+from ._gold import holds_gold, trim_to_gold
+from ._held import Composition, Held, build_record, hold
+from ._questions import STYLES, Gold, Question, QuestionSetError, load_questions, parse_questions
+from ._record import Candidate, Recorded
+from ._recorder import ShadowRecorder, shadow_path
+from ._replay import (
+    Replayed,
+    live_strategy,
+    recorded_verdict,
+    replay,
+    replay_all,
+)
+from ._replay_report import render_replay, replay_json, used_summary
+from ._run import (
+    DEFAULT_POLICIES,
+    OFFERED,
+    TRIM_ORACLE,
+    Asked,
+    Outcome,
+    Policy,
+    Session,
+    Verified,
+    alone,
+    run_eval,
+    score_asked,
+)
+from ._store import ShadowStore
+from ._traffic import TRAFFIC, TrafficQuestion, asked_from_shadow, run_from_shadow
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "MIN_FRAMES",
+    "MIN_REQUESTS",
+    "OFFERED",
+    "STYLES",
+    "TRAFFIC",
+    "TRIM_ORACLE",
+    "Asked",
+    "Candidate",
+    "Composition",
+    "Feedback",
+    "Gold",
+    "Held",
+    "Outcome",
+    "Paired",
+    "Policy",
+    "Question",
+    "QuestionSetError",
+    "Recorded",
+    "Replayed",
+    "Row",
+    "Session",
+    "ShadowRecorder",
+    "ShadowStore",
+    "TrafficQuestion",
+    "Verified",
+    "alone",
+    "asked_from_shadow",
+    "bind_calibration",
+    "build_record",
+    "calibration_path",
+    "credited",
+    "degraded_note",
+    "fit_calibration",
+    "hold",
+    "holds_gold",
+    "isotonic",
+    "live_strategy",
+    "load_calibration",
+    "load_questions",
+    "members_of",
+    "paired",
+    "parse_calibration",
+    "parse_questions",
+    "recorded_frames",
+    "recorded_verdict",
+    "render_paired",
+    "render_replay",
+    "render_table",
+    "replay",
+    "replay_all",
+    "replay_json",
+    "resolve_used",
+    "run_eval",
+    "run_from_shadow",
+    "score_asked",
+    "shadow_path",
+    "summarise",
+    "to_json",
+    "trim_to_gold",
+    "used_summary",
+    "write_calibration",
+]
