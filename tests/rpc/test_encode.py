@@ -1,0 +1,44 @@
+"""``encode``: the non-strict encoder writes what ``OPT_NON_STR_KEYS`` writes, byte for byte."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.rpc import encode
+
+
+class _Key(enum.StrEnum):
+    A = "a"
+
+
+_KEYS = st.text(max_size=4) | st.integers(-5, 5) | st.booleans() | st.sampled_from([_Key.A])
+_LEAVES = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(_VALUES)
+def test_non_strict_encode_is_the_non_str_keys_encoding(value: Any) -> None:
+    assert encode(value) == orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+
+
+def test_strict_encode_refuses_a_key_that_is_not_text() -> None:
+    with pytest.raises(TypeError):
+        encode({1: "x"}, strict=True)
+    assert encode({1: "x"}) == b'{"1":"x"}'
+
+
+def test_what_has_no_json_form_still_raises() -> None:
+    with pytest.raises(TypeError):
+        encode({1: object()})
+    with pytest.raises(TypeError):
+        encode({"a": 2**64})
