@@ -212,6 +212,17 @@ class ShadowSettings(_Section):
     retention_days: Annotated[float, Field(gt=0, le=3650, allow_inf_nan=False)] = 7.0
 
 
+def _remote_url(value: str | None) -> str | None:
+    """A ``url`` key's check (C7, judged on the text only), for every section that has one."""
+    if value is not None:
+        from hostd.transport import remote_url_problem
+
+        problem = remote_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
+
 class RerankerSettings(_Section):
     """``[reranker]``: what orders the candidates before composition (``rerank``): a
     process (``command``) or a standard rerank server (``url``, docs/eval.md)."""
@@ -254,16 +265,7 @@ class RerankerSettings(_Section):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
 
-    @field_validator("url")
-    @classmethod
-    def _safe_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            from hostd.transport import remote_url_problem  # C7, judged on the text only
-
-            problem = remote_url_problem(value)
-            if problem is not None:
-                raise ValueError(problem)
-        return value
+    _safe_url = field_validator("url")(_remote_url)
 
     @model_validator(mode="after")
     def _command_or_url(self) -> RerankerSettings:
@@ -402,16 +404,7 @@ class ProviderSettings(_Section):
             raise ValueError("command words must be non-empty strings")
         return value
 
-    @field_validator("url")
-    @classmethod
-    def _safe_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            from hostd.transport import remote_url_problem  # C7, judged on the text only
-
-            problem = remote_url_problem(value)
-            if problem is not None:
-                raise ValueError(problem)
-        return value
+    _safe_url = field_validator("url")(_remote_url)
 
     @model_validator(mode="after")
     def _command_or_url(self) -> ProviderSettings:
