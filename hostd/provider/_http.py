@@ -255,12 +255,7 @@ def run_http(
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     max_connections: int | None = None,
 ) -> None:
-    """Serve ``provider`` over HTTPS (either binding, one request per POST) until
-    interrupted; a ``token`` is then required as ``Authorization: Bearer``, a client
-    certificate signed by ``client_ca`` too when given. A connection that sends no
-    complete request within ``request_timeout_s`` is closed; at most ``max_connections``
-    are open (default: below the descriptor limit). The URL is written to stderr once
-    bound. See docs/remote.md."""
+    """Serve ``provider`` over HTTPS until interrupted; the URL goes to stderr once bound."""
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
