@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import anyio
 import pytest
 
 from hostd.client import Client, ComposeResult, RpcError, connect
+from tests.fixtures.procs import ServeChild
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,34 +46,13 @@ def config() -> Iterator[Path]:
 @pytest.fixture
 def daemon(config: Path) -> Iterator[Path]:
     """A ``hostd serve`` child; yields its socket once it logs ``host.serving``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    serving = threading.Event()
-
-    def drain() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if b'"host.serving"' in line:
-                serving.set()
-        serving.set()
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    child = ServeChild(config)
+    serving = child.start(60)
     try:
-        assert serving.wait(60) and proc.poll() is None
+        assert serving
         yield config.parent / "run" / "s.sock"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
-        reader.join(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
-        assert code == 0
+        assert child.stop() == 0
 
 
 def test_sync_client_over_the_socket(daemon: Path) -> None:

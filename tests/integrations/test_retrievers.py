@@ -4,12 +4,8 @@ providers (``files``, ``memory``) run as child processes."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +14,9 @@ import pytest
 
 from hostd.protocol import address_line_range, sha256_digest
 from providers.memory import MemoryStore
+from tests.fixtures.procs import ServeChild
 from tests.providers._stdio import REPO, child_env
+from tests.server.conftest import marked_processes
 
 pytestmark = pytest.mark.slow
 
@@ -78,43 +76,15 @@ class Daemon:
     def __init__(self, config: Path) -> None:
         self.config = config
         self.socket = config.parent / "run" / "s.sock"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
+        self.child = ServeChild(config, cwd=REPO, env=child_env())
 
     def start(self) -> None:
-        self.proc = proc = subprocess.Popen(
-            [sys.executable, "-m", "hostd", "--config", str(self.config), "serve"],
-            cwd=REPO,
-            env=child_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        serving = threading.Event()
-
-        def drain() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                if b'"host.serving"' in line:
-                    serving.set()
-            serving.set()
-
-        self._reader = threading.Thread(target=drain, daemon=True)
-        self._reader.start()
-        if not serving.wait(120) or proc.poll() is not None:  # a hang guard
-            proc.kill()  # never left running past a failed start
-            proc.wait()
+        if not self.child.start(120):  # a hang guard
             raise AssertionError("hostd serve did not log host.serving")
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(60) == 0
-        assert self._reader is not None and self.proc.stderr is not None
-        self._reader.join(10)
-        self.proc.stderr.close()
-        self.proc = None
+        code = self.child.stop()
+        assert code in (None, 0)
 
 
 @pytest.fixture
@@ -342,24 +312,6 @@ def test_closing_a_retriever_stops_the_daemon_it_spawned(workdir: Path) -> None:
     spawn = {"env": child_env(), "cwd": REPO, "stderr": subprocess.DEVNULL}
     retriever = HostdRetriever(config=config, budget=500, spawn_options=spawn)
     retriever.retrieve(GOAL)
-    assert _processes_naming(str(config))
+    assert marked_processes(str(config))
     retriever.close()
-    assert _processes_naming(str(config)) == []
-
-
-def _processes_naming(marker: str) -> list[int]:
-    """Live (not zombie) processes whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != b"Z":
-            found.append(int(entry))
-    return found
+    assert marked_processes(str(config)) == []
