@@ -30,11 +30,9 @@ from hostd.chunking import (
 from hostd.protocol import (
     FrameIdentity,
     FrameVerdict,
-    UnverifiableRange,
     VerdictStatus,
-    address_line_range,
-    sha256_digest,
 )
+from hostd.provider import verify_file_range
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -251,19 +249,4 @@ def verify_chunk(root: Path, identity: FrameIdentity) -> FrameVerdict:
     path = (root / rel).resolve()
     if not path.is_relative_to(root):
         return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
-    except OSError:
-        return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
-    try:
-        current = sha256_digest(address_line_range(data, range_))
-    except UnverifiableRange:
-        # The lines the frame addressed are no longer there (F17 start_past_end).
-        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
-    if current == identity.content_digest:
-        return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
-    return FrameVerdict(
-        frame=identity, status=VerdictStatus.STALE.value, replacement_digest=current
-    )
+    return verify_file_range(identity, path, range_)

@@ -34,12 +34,10 @@ from hostd.protocol import (
     FrameIdentity,
     FrameVerdict,
     Provenance,
-    UnverifiableRange,
     VerdictStatus,
-    address_line_range,
     sha256_digest,
 )
-from hostd.provider import make_frame
+from hostd.provider import make_frame, verify_file_range
 
 __all__ = [
     "MAX_SOURCE_BYTES",
@@ -289,18 +287,4 @@ def verify_frame(identity: FrameIdentity, served: set[Path]) -> FrameVerdict:
     path = _local_path(source)
     if path is None or path.resolve() not in served:
         return unknown
-    try:
-        data = path.resolve().read_bytes()
-    except FileNotFoundError:
-        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
-    except OSError:
-        return unknown
-    try:
-        current = sha256_digest(address_line_range(data, range_))
-    except UnverifiableRange:
-        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
-    if current == identity.content_digest:
-        return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
-    return FrameVerdict(
-        frame=identity, status=VerdictStatus.STALE.value, replacement_digest=current
-    )
+    return verify_file_range(identity, path.resolve(), range_)

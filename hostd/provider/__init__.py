@@ -1,9 +1,9 @@
 """The runtime for writing providers in Python: a small class, its helpers, its loops.
 
 ``Provider`` and ``ProviderServer`` (``_runtime``: the JSON-RPC provider binding
-from the provider's side), the honest-frame helpers ``make_frame`` and
-``file_provenance``, the warm-up record (``_warmup``), the stdio loop
-(``_stdio``: ``serve_stdio``, ``run_stdio``) and the HTTPS server (``_http``:
+from the provider's side), the honest-frame helpers ``make_frame``,
+``file_provenance`` and ``verify_file_range``, the warm-up record (``_warmup``), the
+stdio loop (``_stdio``: ``serve_stdio``, ``run_stdio``) and the HTTPS server (``_http``:
 ``run_http``, which loads starlette and uvicorn only when called). Imports point
 down: this package's ``__init__`` imports its modules, ``_stdio`` and ``_http``
 import ``_runtime``, none of them imports the package. It uses only
@@ -15,7 +15,7 @@ import os
 from hostd.errors import ProviderRefusal
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
-from ._runtime import Provider, ProviderServer, file_provenance, make_frame
+from ._runtime import Provider, ProviderServer, file_provenance, make_frame, verify_file_range
 from ._stdio import run_stdio, serve_stdio
 from ._warmup import Progress, Warming
 
@@ -31,6 +31,7 @@ __all__ = [
     "run_http",
     "run_stdio",
     "serve_stdio",
+    "verify_file_range",
 ]
 
 

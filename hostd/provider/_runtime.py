@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
@@ -42,6 +43,8 @@ from hostd.protocol import (
     HandshakeRequest,
     Provenance,
     ProviderInfo,
+    UnverifiableRange,
+    VerdictStatus,
     VerifyRequest,
     address_line_range,
     canonical_token_cost,
@@ -52,7 +55,7 @@ from hostd.rpc import Dispatcher, Method
 
 from ._warmup import PROGRESS_METHOD, Progress, Readiness, Warming, warm_in_thread
 
-__all__ = ["Provider", "ProviderServer", "file_provenance", "make_frame"]
+__all__ = ["Provider", "ProviderServer", "file_provenance", "make_frame", "verify_file_range"]
 
 
 class Provider:
@@ -135,6 +138,34 @@ def file_provenance(
     """
     digest = sha256_digest(address_line_range(data, range))
     return Provenance(type="file", uri=uri, range=range, digest=digest, method=method, by=by)
+
+
+def verify_file_range(identity: FrameIdentity, path: Path, range: str) -> FrameVerdict:  # noqa: A002 - the wire name
+    """Re-read the lines ``range`` addresses in ``path`` and judge the held digest (V3, V4).
+
+    ``valid`` only when the digest of those bytes now equals the held one; ``stale``
+    (with the current digest) when they changed; ``gone`` when the file or the lines
+    are no longer there (F17 ``start_past_end``); ``unknown`` when the identity holds
+    no digest or the file cannot be read. Which paths a provider may re-read is its
+    own decision, made before this call.
+    """
+    if identity.content_digest is None:
+        return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
+    except OSError:
+        return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
+    try:
+        current = sha256_digest(address_line_range(data, range))
+    except UnverifiableRange:
+        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
+    if current == identity.content_digest:
+        return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
+    return FrameVerdict(
+        frame=identity, status=VerdictStatus.STALE.value, replacement_digest=current
+    )
 
 
 # --- the JSON-RPC methods -------------------------------------------------------------
