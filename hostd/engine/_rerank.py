@@ -66,6 +66,16 @@ class RerankOutcome:
     detail: str | None = None
     latency_ms: float = 0.0
 
+    def timed(self, candidates: int, started: float) -> RerankOutcome:
+        """This outcome with its latency since ``started`` (``time.perf_counter``),
+        logged as ``rerank.done`` or ``rerank.failed``: one end for every reranker."""
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        if self.reason is None:
+            log.info("rerank.done", candidates=candidates, model=self.model, latency_ms=ms)
+        else:
+            log.warning("rerank.failed", reason=self.reason, detail=self.detail, latency_ms=ms)
+        return RerankOutcome(self.order, self.model, self.reason, self.detail, ms)
+
 
 class RerankService(Protocol):
     """What composition asks for a verdict: the process ``Reranker`` or a rerank server
@@ -119,14 +129,7 @@ class Reranker:
         """One ``rerank`` call within ``timeout_s``, its start included."""
         started = time.perf_counter()
         outcome = await self._rerank(query, candidates, timeout_s, anyio.current_time() + timeout_s)
-        ms = round((time.perf_counter() - started) * 1000, 3)
-        if outcome.reason is None:
-            log.info("rerank.done", candidates=len(candidates), model=outcome.model, latency_ms=ms)
-        else:
-            log.warning(
-                "rerank.failed", reason=outcome.reason, detail=outcome.detail, latency_ms=ms
-            )
-        return RerankOutcome(outcome.order, outcome.model, outcome.reason, outcome.detail, ms)
+        return outcome.timed(len(candidates), started)
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float

@@ -204,14 +204,7 @@ class HttpReranker:
                 if probe:
                     self._probing = False
             self._count(outcome, down)
-        ms = round((time.perf_counter() - started) * 1000, 3)
-        if outcome.reason is None:
-            log.info("rerank.done", candidates=len(candidates), model=outcome.model, latency_ms=ms)
-        else:
-            log.warning(
-                "rerank.failed", reason=outcome.reason, detail=outcome.detail, latency_ms=ms
-            )
-        return RerankOutcome(outcome.order, outcome.model, outcome.reason, outcome.detail, ms)
+        return outcome.timed(len(candidates), started)
 
     def _cooling(self, delay_s: float) -> str:
         """A skipped request's detail: why, and when the server is asked again. Quotes
