@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from hostd.protocol import ContextFrame, LineIndex
 
 from ._files import SourceCache
-from ._rules import InlineCheck, check_inline_digest
+from ._rules import InlineCheck, quick_inline_check
 from ._source import SourceCheck, SourceOutcome, SourceReader, file_uri_path
 
 __all__ = ["RootsFor", "Sources", "check_frames", "needs_io"]
@@ -26,10 +26,18 @@ RootsFor = Callable[[str], tuple[str | os.PathLike[str], ...]]
 
 
 def needs_io(items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor) -> bool:
-    return any(
-        frame.provenance and roots_for(pid) and any(p.type == "file" for p in frame.provenance)
-        for pid, frame in items
-    )
+    """Whether some frame has ``file`` provenance under roots (its provider's, looked
+    up once per provider)."""
+    rooted: dict[str, bool] = {}
+    for pid, frame in items:
+        if not frame.provenance:
+            continue
+        has = rooted.get(pid)
+        if has is None:
+            has = rooted[pid] = bool(roots_for(pid))
+        if has and any(p.type == "file" for p in frame.provenance):
+            return True
+    return False
 
 
 def check_frames(
@@ -38,33 +46,35 @@ def check_frames(
     max_source_bytes: int,
     cache: SourceCache | None = None,
 ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
-    """Each frame's inline check and source check (``None``: no roots or no provenance),
-    how many files were read, and the bytes of every source some frame was matched
-    against (by URI: span merging quotes a union of lines from them, never re-reading).
-    One reader per distinct set of roots, all over ``cache`` (files kept across passes)."""
+    """Each frame's inline check (``quick_inline_check``) and source check (``None``: no
+    roots or no provenance), how many files were read, and the bytes of every source
+    some frame was matched against (by URI: span merging quotes a union of lines from
+    them, never re-reading). One reader per distinct set of roots, all over ``cache``
+    (files kept across passes)."""
     by_roots: dict[tuple[str, ...], SourceReader] = {}
     by_pid: dict[str, SourceReader | None] = {}
+    for pid in dict.fromkeys(pid for pid, _ in items):
+        roots = roots_for(pid)
+        reader = None
+        if roots:
+            key = tuple(os.fspath(r) for r in roots)
+            reader = by_roots.get(key)
+            if reader is None:
+                reader = by_roots[key] = SourceReader(
+                    roots, max_bytes=max_source_bytes, cache=cache
+                )
+        by_pid[pid] = reader
+    if not by_roots:  # no provider has roots: inline digests only (D4)
+        return [(quick_inline_check(frame), None) for _, frame in items], 0, {}
     out: list[tuple[InlineCheck, SourceCheck | None]] = []
     sources: Sources = {}
     for pid, frame in items:
-        if pid in by_pid:
-            reader = by_pid[pid]
-        else:
-            roots = roots_for(pid)
-            reader = None
-            if roots:
-                key = tuple(os.fspath(r) for r in roots)
-                reader = by_roots.get(key)
-                if reader is None:
-                    reader = by_roots[key] = SourceReader(
-                        roots, max_bytes=max_source_bytes, cache=cache
-                    )
-            by_pid[pid] = reader
+        reader = by_pid[pid]
         source = reader.check_frame(frame) if reader is not None and frame.provenance else None
         if source is not None and source.outcome == SourceOutcome.VERIFIED:
             assert reader is not None
             _keep_bytes(reader, frame, sources)
-        out.append((check_inline_digest(frame), source))
+        out.append((quick_inline_check(frame), source))
     return out, sum(r.reads for r in by_roots.values()), sources
 
 

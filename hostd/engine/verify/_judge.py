@@ -21,7 +21,7 @@ from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId, LineIndex, VerdictStatus
 
 from ._reuse import HeldFrame
-from ._rules import Exclusion, InlineCheck, decide_frame, judge_verdicts
+from ._rules import Exclusion, InlineCheck, decide_frame, judge_verdicts, settled_state
 from ._source import SourceCheck
 from ._turn import StageResult, VerifyPlan, VerifyReply
 
@@ -173,44 +173,53 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
 
     accepted_reused: list[HeldFrame] = []
     accepted_fresh: dict[FrameId, Pair] = {}
-    verification: dict[FrameId, dict[str, Any]] = {}
+    # Shared read-only states (``settled_state``): most frames allocate none.
+    verification: dict[FrameId, Mapping[str, Any]] = {}
+    n_reused = checked.n_reused
     items = zip(checked.items, checked.fids, checked.checks, strict=True)
-    for i, ((pid, frame), fid, (inline, source)) in enumerate(items):
+    for i, (pair, fid, (inline, source)) in enumerate(items):
         if fid in verification:
             # D2: same FrameId, same content: the held copy (or the first fresh one)
             # already stands for it, one FrameId, one audit entry.
             continue
-        reused = i < checked.n_reused
-        choice = untrusted_for.get(pid, untrusted)
-        d = decide_frame(inline, source, reused=reused, untrusted=choice)
-        if d.excluded is None:
+        reused = i < n_reused
+        state = settled_state(inline, source, reused)
+        if state is None:
+            pid = pair[0]
+            choice = untrusted_for.get(pid, untrusted)
+            d = decide_frame(inline, source, reused=reused, untrusted=choice)
+            if d.excluded is not None:
+                counts[d.excluded.value] = counts.get(d.excluded.value, 0) + 1
+                bump(pid, d.excluded.value)
+                detail = dict(d.detail)
+                if d.rubber_stamp:
+                    counts["rubber_stamp"] += 1
+                    bump(pid, "rubber_stamp")
+                    detail["rubber_stamp"] = True
+                    evict.setdefault("rubber_stamp", []).append(fid)
+                    log.warning(
+                        "verify.rubber_stamp",
+                        provider_id=pid,
+                        frame=str(fid),
+                        uri=detail.get("uri"),
+                        session=session,
+                    )
+                else:
+                    log.warning(
+                        f"verify.{d.excluded.value}",
+                        provider_id=pid,
+                        frame=str(fid),
+                        **_safe(detail),
+                    )
+                excluded.setdefault(fid, (fid, d.excluded.value, detail))
+                continue
             assert d.state is not None
-            verification[fid] = dict(d.state)
-            if reused:
-                accepted_reused.append(held.valid[i])
-            else:
-                accepted_fresh[fid] = (pid, frame)
-            continue
-        counts[d.excluded.value] = counts.get(d.excluded.value, 0) + 1
-        bump(pid, d.excluded.value)
-        detail = dict(d.detail)
-        if d.rubber_stamp:
-            counts["rubber_stamp"] += 1
-            bump(pid, "rubber_stamp")
-            detail["rubber_stamp"] = True
-            evict.setdefault("rubber_stamp", []).append(fid)
-            log.warning(
-                "verify.rubber_stamp",
-                provider_id=pid,
-                frame=str(fid),
-                uri=detail.get("uri"),
-                session=session,
-            )
+            state = d.state
+        verification[fid] = state
+        if reused:
+            accepted_reused.append(held.valid[i])
         else:
-            log.warning(
-                f"verify.{d.excluded.value}", provider_id=pid, frame=str(fid), **_safe(detail)
-            )
-        excluded.setdefault(fid, (fid, d.excluded.value, detail))
+            accepted_fresh[fid] = pair
 
     # D2: one entry per FrameId, ordered by provider then FrameId; a standing held copy
     # wins over a fresh copy of the same identity (it renders as the last turn did).
@@ -255,6 +264,8 @@ def split_held(
     held copy stands for) and the fresh copies of held frames, deferred: D2, each
     checked only if its held copy falls out, so an unchanged session reads each
     source once."""
+    if not held:  # no session, or nothing of it stands: every fresh frame, at once
+        return list(fresh), list(fresh_fids), []
     held_ids = {h.fid for h in held}
     first: list[Pair] = [(h.provider_id, h.frame) for h in held]
     first_fids: list[FrameId] = [h.fid for h in held]

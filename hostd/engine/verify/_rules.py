@@ -9,9 +9,11 @@ about the inline bytes), D2/D3 (identity and reuse), V1–V4 (verify).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from hostd.protocol import (
@@ -41,6 +43,8 @@ __all__ = [
     "check_inline_digest",
     "decide_frame",
     "judge_verdicts",
+    "quick_inline_check",
+    "settled_state",
 ]
 
 
@@ -105,6 +109,33 @@ def check_inline_digest(frame: ContextFrame) -> InlineCheck:
     if actual != frame.content_digest:
         return InlineCheck(InlineOutcome.MISMATCH, frame.content_digest, actual)
     return InlineCheck(InlineOutcome.CHECKED, frame.content_digest, actual)
+
+
+_CHECKED = InlineCheck(InlineOutcome.CHECKED)
+_ABSENT = InlineCheck(InlineOutcome.ABSENT)
+_NO_CONTENT = InlineCheck(InlineOutcome.NO_CONTENT)
+_REFERENCE = Representation.REFERENCE.value
+_sha256 = hashlib.sha256
+
+
+def quick_inline_check(frame: ContextFrame) -> InlineCheck:
+    """``check_inline_digest`` for the stage's per-frame pass: the same outcome, and the
+    same value for a mismatch (the audit names both digests) and for a digest without
+    content, but a matching digest gives one shared ``checked`` value without the
+    digests (equal to the frame's own: nothing reads them), so the pass allocates
+    nothing per verified frame."""
+    digest = frame.content_digest
+    content = frame.content
+    if digest is None:
+        if content is None or frame.representation == _REFERENCE:
+            return _NO_CONTENT
+        return _ABSENT
+    if content is None:
+        return InlineCheck(InlineOutcome.NO_CONTENT, expected=digest)
+    actual = "sha256:" + _sha256(content.encode("utf-8")).hexdigest()
+    if actual != digest:
+        return InlineCheck(InlineOutcome.MISMATCH, digest, actual)
+    return _CHECKED
 
 
 @dataclass(slots=True, frozen=True)
@@ -180,6 +211,41 @@ def decide_frame(
         )
         state = {"state": VerificationState.UNVERIFIABLE.value, "reason": reason.value}
     return Decision(None, {}, state)
+
+
+def _settled() -> dict[tuple[InlineOutcome, SourceOutcome | None, bool], Mapping[str, Any]]:
+    """``decide_frame``'s state for every input no per-frame detail enters: an inline
+    check other than a mismatch, and no source check or a verified one with no reason.
+    Computed by ``decide_frame`` itself, once, each state one read-only value."""
+    out: dict[tuple[InlineOutcome, SourceOutcome | None, bool], Mapping[str, Any]] = {}
+    for outcome in (InlineOutcome.CHECKED, InlineOutcome.ABSENT, InlineOutcome.NO_CONTENT):
+        for source in (None, SourceCheck(SourceOutcome.VERIFIED)):
+            for reused in (False, True):
+                state = decide_frame(InlineCheck(outcome), source, reused=reused).state
+                assert state is not None  # nothing here excludes
+                key = (outcome, None if source is None else source.outcome, reused)
+                out[key] = MappingProxyType(dict(state))
+    return out
+
+
+_SETTLED = _settled()
+_VERIFIED = SourceOutcome.VERIFIED
+
+
+def settled_state(
+    inline: InlineCheck, source: SourceCheck | None, reused: bool
+) -> Mapping[str, Any] | None:
+    """The state ``decide_frame`` gives these checks, shared and read-only, when it takes
+    nothing from the frame's own detail (its common cases: ``content_checked``,
+    ``source_verified``, ``provider_verified``, ``unverifiable`` for want of a digest
+    or content); ``None`` otherwise (a mismatch, an unverifiable or untrusted source):
+    then ``decide_frame`` decides. Whatever ``untrusted`` is: it only reads an
+    ``untrusted_path`` source."""
+    if source is None:
+        return _SETTLED.get((inline.outcome, None, reused))
+    if source.outcome is _VERIFIED and source.reason is None:
+        return _SETTLED.get((inline.outcome, _VERIFIED, reused))
+    return None
 
 
 # --- verify requests (V1, D3) -------------------------------------------------------

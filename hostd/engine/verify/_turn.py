@@ -100,8 +100,8 @@ class StageResult:
     accepted: list[tuple[str, ContextFrame]]
     #: ``(FrameId, reason, detail)`` for every frame this stage dropped.
     excluded: list[tuple[FrameId, str, dict[str, Any]]]
-    #: The state of every accepted frame.
-    verification: dict[FrameId, dict[str, Any]]
+    #: The state of every accepted frame (read-only: states may be shared).
+    verification: dict[FrameId, Mapping[str, Any]]
     #: FrameIds served from the session cache.
     reused: list[FrameId]
     #: Reuse and verification figures of this pass (compose result and log).

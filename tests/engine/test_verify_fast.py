@@ -1,0 +1,192 @@
+"""The verify stage's per-frame fast paths give what the reference functions give.
+
+``quick_inline_check`` against ``check_inline_digest`` (D1, D4), ``settled_state``
+against ``decide_frame`` (D4, F5, F17, V3), and ``merge`` with its shared states
+against ``merge`` deciding every frame with ``decide_frame``: on generated inputs,
+honest, lying and malformed alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hostd.engine.verify import (
+    Checked,
+    HeldFrame,
+    HeldJudgement,
+    InlineCheck,
+    InlineOutcome,
+    SourceCheck,
+    SourceOutcome,
+    Unverifiable,
+    VerifyPlan,
+    _judge,
+    check_inline_digest,
+    decide_frame,
+    merge,
+)
+from hostd.engine.verify._rules import quick_inline_check, settled_state
+from hostd.protocol import ContextFrame, FrameId, canonical_token_cost, sha256_digest
+
+D_A = sha256_digest(b"a")
+D_B = sha256_digest(b"b")
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> ContextFrame:
+    """A frame whose digest is honest, lying, absent or malformed, with or without
+    content, in any representation (the stage sees what the leg audit let through and
+    more)."""
+    content = draw(st.none() | _text)
+    honest = sha256_digest(content.encode()) if content is not None else None
+    digest = draw(
+        st.sampled_from([honest, None, D_A, D_B, "sha256:XYZ", ""])
+        | _text.map(lambda t: sha256_digest(t.encode()))
+    )
+    representation = draw(st.sampled_from([None, "full", "compact", "reference", "other"]))
+    return ContextFrame(
+        id=draw(st.sampled_from(["a", "b", "c"])),
+        kind="snippet",
+        title="t",
+        content=content,
+        content_digest=digest,
+        representation=representation,
+        score=0.5,
+        token_cost=canonical_token_cost(content),
+        citation_label="c",
+    )
+
+
+def _honest() -> ContextFrame:
+    return ContextFrame(
+        id="x",
+        kind="snippet",
+        title="t",
+        content="a",
+        content_digest=D_A,
+        score=0.5,
+        token_cost=1,
+        citation_label="c",
+    )
+
+
+_inlines = st.sampled_from(
+    [
+        InlineCheck(InlineOutcome.CHECKED, D_A, D_A),
+        quick_inline_check(_honest()),  # the shared value, without the digests
+        InlineCheck(InlineOutcome.MISMATCH, D_A, D_B),
+        InlineCheck(InlineOutcome.ABSENT),
+        InlineCheck(InlineOutcome.NO_CONTENT),
+        InlineCheck(InlineOutcome.NO_CONTENT, expected=D_A),
+    ]
+)
+_reasons = st.sampled_from([None, *(u.value for u in Unverifiable)])
+_sources = st.none() | st.builds(
+    SourceCheck,
+    st.sampled_from(list(SourceOutcome)),
+    _reasons,
+    st.sampled_from([{}, {"uri": "file:///x"}, {"uri": "file:///x", "expected": D_A}]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames(), _sources, st.booleans(), st.sampled_from(["exclude", "include"]))
+def test_quick_inline_check_decides_as_check_inline_digest(
+    frame: ContextFrame, source: SourceCheck | None, reused: bool, untrusted: str
+) -> None:
+    full = check_inline_digest(frame)
+    quick = quick_inline_check(frame)
+    assert quick.outcome == full.outcome
+    if full.outcome != InlineOutcome.CHECKED:
+        assert quick == full  # a mismatch names both digests, as before
+    assert decide_frame(quick, source, reused=reused, untrusted=untrusted) == decide_frame(
+        full, source, reused=reused, untrusted=untrusted
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(_inlines, _sources, st.booleans(), st.sampled_from(["exclude", "include"]))
+def test_settled_state_is_decide_frames_state(
+    inline: InlineCheck, source: SourceCheck | None, reused: bool, untrusted: str
+) -> None:
+    got = settled_state(inline, source, reused)
+    if got is None:
+        return  # decide_frame decides
+    d = decide_frame(inline, source, reused=reused, untrusted=untrusted)
+    assert d.excluded is None and not d.rubber_stamp
+    assert dict(got) == d.state
+
+
+def test_settled_state_covers_the_common_frames() -> None:
+    # Without this the fast path could silently never be taken.
+    checked = InlineCheck(InlineOutcome.CHECKED, D_A, D_A)
+    verified = SourceCheck(SourceOutcome.VERIFIED, None, {"provenance_checked": 1})
+    assert settled_state(checked, None, False) == {"state": "content_checked"}
+    assert settled_state(checked, verified, False) == {"state": "source_verified"}
+    assert settled_state(InlineCheck(InlineOutcome.ABSENT), None, False) == {
+        "state": "unverifiable",
+        "reason": "no_content_digest",
+    }
+    assert settled_state(checked, None, True) == {"state": "provider_verified"}
+    assert settled_state(InlineCheck(InlineOutcome.MISMATCH, D_A, D_B), None, False) is None
+    outside = SourceCheck(SourceOutcome.UNVERIFIABLE, "untrusted_path", {"uri": "file:///x"})
+    assert settled_state(checked, outside, False) is None
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> Checked:
+    """A checked turn: held copies standing first, then fresh frames, FrameIds repeating."""
+    n_held = draw(st.integers(0, 4))
+    n_fresh = draw(st.integers(0, 12))
+    pids = st.sampled_from(["p", "q"])
+    items: list[tuple[str, ContextFrame]] = []
+    held: list[HeldFrame] = []
+    checks: list[tuple[InlineCheck, SourceCheck | None]] = []
+    for i in range(n_held + n_fresh):
+        pid, frame = draw(pids), draw(frames())
+        items.append((pid, frame))
+        if i < n_held:
+            held.append(HeldFrame.of(pid, frame))
+        inline = draw(st.sampled_from([quick_inline_check(frame), check_inline_digest(frame)]))
+        checks.append((draw(_inlines | st.just(inline)), draw(_sources)))
+    judgement = HeldJudgement("s" if held else None, valid=held)
+    return Checked(
+        VerifyPlan(judgement.session),
+        judgement,
+        n_fresh,
+        items,
+        [FrameId.of(pid, f) for pid, f in items],
+        checks,
+        n_held,
+        0,
+    )
+
+
+def _plain(result: Any) -> dict[str, Any]:
+    return {
+        "accepted": result.accepted,
+        "excluded": result.excluded,
+        "verification": {k: dict(v) for k, v in result.verification.items()},
+        "reused": result.reused,
+        "figures": result.figures,
+        "health": result.health,
+        "evict": result.evict,
+        "counts": result.counts,
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns(), st.sampled_from(["exclude", "include"]), st.sampled_from([{}, {"q": "include"}]))
+def test_merge_with_shared_states_is_merge_deciding_every_frame(
+    checked: Checked, untrusted: str, untrusted_for: dict[str, str]
+) -> None:
+    fast = merge(checked, untrusted_for, untrusted)
+    with mock.patch.object(_judge, "settled_state", lambda *_: None):
+        slow = merge(checked, untrusted_for, untrusted)
+    assert _plain(fast) == _plain(slow)
