@@ -269,7 +269,7 @@ class Pipeline:
             citations=len(result["citations"]),
             tokens_used=audit["tokens_used"],
             global_budget=budget,
-            prompt_bytes=len(composed.prompt.encode()),
+            prompt_bytes=usage["prompt"]["bytes"],  # counted once, by prompt_usage
             degraded=list(dict.fromkeys(d.reason for d in degraded)),
         )
         return result

@@ -73,6 +73,9 @@ async def test_every_shortfall_is_named_once_and_each_leg_logged_once(
     ]
     (done,) = [e for e in daemon.events("compose.done") if e["request_id"] == rid]
     assert done["degraded"] == ["provider_failed", "consent_missing", "rerank_fallback"]
+    # The log's prompt size is the reply's (counted once).
+    assert done["prompt_bytes"] == result["usage"]["prompt"]["bytes"]
+    assert done["prompt_bytes"] == len(result["prompt"].encode())
 
 
 async def test_a_calibrated_composition_without_maps_says_so(start_daemon) -> None:
