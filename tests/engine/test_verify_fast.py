@@ -29,7 +29,7 @@ from hostd.engine.verify import (
     decide_frame,
     merge,
 )
-from hostd.engine.verify._rules import quick_inline_check, settled_state
+from hostd.engine.verify._rules import quick_inline_check, settled_state, sourceless_states
 from hostd.protocol import ContextFrame, FrameId, canonical_token_cost, sha256_digest
 
 D_A = sha256_digest(b"a")
@@ -123,6 +123,12 @@ def test_settled_state_is_decide_frames_state(
     assert dict(got) == d.state
 
 
+@settings(max_examples=200, deadline=None)
+@given(_inlines, st.booleans())
+def test_sourceless_states_are_settled_states(inline: InlineCheck, reused: bool) -> None:
+    assert sourceless_states(reused).get(inline.outcome) == settled_state(inline, None, reused)
+
+
 def test_settled_state_covers_the_common_frames() -> None:
     # Without this the fast path could silently never be taken.
     checked = InlineCheck(InlineOutcome.CHECKED, D_A, D_A)
@@ -187,6 +193,9 @@ def test_merge_with_shared_states_is_merge_deciding_every_frame(
     checked: Checked, untrusted: str, untrusted_for: dict[str, str]
 ) -> None:
     fast = merge(checked, untrusted_for, untrusted)
-    with mock.patch.object(_judge, "settled_state", lambda *_: None):
+    with (
+        mock.patch.object(_judge, "settled_state", lambda *_: None),
+        mock.patch.object(_judge, "sourceless_states", lambda _: {}),
+    ):
         slow = merge(checked, untrusted_for, untrusted)
     assert _plain(fast) == _plain(slow)

@@ -13,15 +13,24 @@ health) is in the ``StageResult`` for ``VerifyStage.record``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from hostd._log import get_logger
 from hostd.protocol import ContextFrame, FrameId, LineIndex, VerdictStatus
 
 from ._reuse import HeldFrame
-from ._rules import Exclusion, InlineCheck, decide_frame, judge_verdicts, settled_state
+from ._rules import (
+    Exclusion,
+    InlineCheck,
+    decide_frame,
+    judge_verdicts,
+    settled_state,
+    sourceless_states,
+)
 from ._source import SourceCheck
 from ._turn import StageResult, VerifyPlan, VerifyReply
 
@@ -32,6 +41,8 @@ log = get_logger("hostd.engine.verify")
 Pair = tuple[str, ContextFrame]
 Excluded = tuple[FrameId, str, dict[str, Any]]
 Checks = list[tuple[InlineCheck, SourceCheck | None]]
+
+_STATE = itemgetter("state")
 
 _COUNTS = (
     "reused",
@@ -176,6 +187,7 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     # Shared read-only states (``settled_state``): most frames allocate none.
     verification: dict[FrameId, Mapping[str, Any]] = {}
     n_reused = checked.n_reused
+    held_sourceless, fresh_sourceless = sourceless_states(True), sourceless_states(False)
     items = zip(checked.items, checked.fids, checked.checks, strict=True)
     for i, (pair, fid, (inline, source)) in enumerate(items):
         if fid in verification:
@@ -183,7 +195,10 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
             # already stands for it, one FrameId, one audit entry.
             continue
         reused = i < n_reused
-        state = settled_state(inline, source, reused)
+        if source is None:
+            state = (held_sourceless if reused else fresh_sourceless).get(inline.outcome)
+        else:
+            state = settled_state(inline, source, reused)
         if state is None:
             pid = pair[0]
             choice = untrusted_for.get(pid, untrusted)
@@ -226,10 +241,12 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     by_id = dict(accepted_fresh)
     by_id.update((h.fid, (h.provider_id, h.frame)) for h in accepted_reused)
     accepted = [by_id[k] for k in sorted(by_id)]
-    for fid in verification:
-        excluded.pop(fid, None)  # accepted under this FrameId: not also an exclusion
-    for state in verification.values():
-        counts[state["state"]] = counts.get(state["state"], 0) + 1
+    if excluded:
+        for fid in verification:
+            excluded.pop(fid, None)  # accepted under this FrameId: not also an exclusion
+    # Counted in C; a Counter keeps first-seen order, so the figures' keys keep theirs.
+    for key, n in Counter(map(_STATE, verification.values())).items():
+        counts[key] = counts.get(key, 0) + n
     counts["reused"] = len(accepted_reused)
     figures: dict[str, Any] = {
         "session": session,

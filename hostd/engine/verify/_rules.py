@@ -45,6 +45,7 @@ __all__ = [
     "judge_verdicts",
     "quick_inline_check",
     "settled_state",
+    "sourceless_states",
 ]
 
 
@@ -230,6 +231,16 @@ def _settled() -> dict[tuple[InlineOutcome, SourceOutcome | None, bool], Mapping
 
 _SETTLED = _settled()
 _VERIFIED = SourceOutcome.VERIFIED
+_SOURCELESS = {
+    reused: {o: st for (o, src, r), st in _SETTLED.items() if src is None and r == reused}
+    for reused in (False, True)
+}
+
+
+def sourceless_states(reused: bool) -> Mapping[InlineOutcome, Mapping[str, Any]]:
+    """``settled_state`` of a frame with no source check, by its inline outcome (a
+    mismatch is absent: ``decide_frame`` decides it): one lookup per frame."""
+    return _SOURCELESS[reused]
 
 
 def settled_state(
