@@ -19,6 +19,7 @@ from hostd.engine.verify import (
     HeldFrame,
     HeldJudgement,
     InlineCheck,
+    InlineMemo,
     InlineOutcome,
     SourceCheck,
     SourceOutcome,
@@ -35,7 +36,10 @@ from hostd.protocol import ContextFrame, FrameId, canonical_token_cost, sha256_d
 D_A = sha256_digest(b"a")
 D_B = sha256_digest(b"b")
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+# Few distinct texts too, so the same content and digest come back (InlineMemo).
+_text = st.sampled_from(["a", "b", "", "caf\u00e9\r\n"]) | st.text(
+    st.characters(blacklist_categories=("Cs",)), max_size=40
+)
 
 
 @st.composite
@@ -108,6 +112,29 @@ def test_quick_inline_check_decides_as_check_inline_digest(
     assert decide_frame(quick, source, reused=reused, untrusted=untrusted) == decide_frame(
         full, source, reused=reused, untrusted=untrusted
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(frames(), max_size=12), st.integers(1, 4), st.integers(0, 8))
+def test_inline_memo_checks_as_quick_inline_check(
+    batch: list[ContextFrame], max_entries: int, max_chars: int
+) -> None:
+    # Twice over the same memo: the second pass answers from what the first kept.
+    memo = InlineMemo(max_entries=max_entries, max_chars=max_chars)
+    for frame in [*batch, *batch]:
+        assert memo.check(frame) == quick_inline_check(frame)
+        assert len(memo) <= max_entries
+
+
+def test_inline_memo_remembers_honest_contents_only() -> None:
+    memo = InlineMemo()
+    lying = _honest().model_copy(update={"content": "b"})  # claims sha256("a")
+    assert memo.check(lying).outcome == InlineOutcome.MISMATCH
+    assert len(memo) == 0  # a mismatch is never remembered
+    assert memo.check(lying).outcome == InlineOutcome.MISMATCH
+    assert memo.check(_honest()).outcome == InlineOutcome.CHECKED and len(memo) == 1
+    # The same digest with other content is hashed again, and still a mismatch.
+    assert memo.check(lying) == quick_inline_check(lying)
 
 
 @settings(max_examples=500, deadline=None)

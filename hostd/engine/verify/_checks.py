@@ -45,8 +45,10 @@ def check_frames(
     roots_for: RootsFor,
     max_source_bytes: int,
     cache: SourceCache | None = None,
+    inline: Callable[[ContextFrame], InlineCheck] = quick_inline_check,
 ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
-    """Each frame's inline check (``quick_inline_check``) and source check (``None``: no
+    """Each frame's inline check (``inline``: ``quick_inline_check`` or an ``InlineMemo``'s)
+    and source check (``None``: no
     roots or no provenance), how many files were read, and the bytes of every source
     some frame was matched against (by URI: span merging quotes a union of lines from
     them, never re-reading). One reader per distinct set of roots, all over ``cache``
@@ -65,7 +67,7 @@ def check_frames(
                 )
         by_pid[pid] = reader
     if not by_roots:  # no provider has roots: inline digests only (D4)
-        return [(quick_inline_check(frame), None) for _, frame in items], 0, {}
+        return [(inline(frame), None) for _, frame in items], 0, {}
     out: list[tuple[InlineCheck, SourceCheck | None]] = []
     sources: Sources = {}
     for pid, frame in items:
@@ -74,7 +76,7 @@ def check_frames(
         if source is not None and source.outcome == SourceOutcome.VERIFIED:
             assert reader is not None
             _keep_bytes(reader, frame, sources)
-        out.append((quick_inline_check(frame), source))
+        out.append((inline(frame), source))
     return out, sum(r.reads for r in by_roots.values()), sources
 
 

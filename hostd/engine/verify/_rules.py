@@ -35,6 +35,7 @@ __all__ = [
     "Decision",
     "Exclusion",
     "InlineCheck",
+    "InlineMemo",
     "InlineOutcome",
     "VerdictJudgement",
     "VerificationState",
@@ -137,6 +138,46 @@ def quick_inline_check(frame: ContextFrame) -> InlineCheck:
     if actual != digest:
         return InlineCheck(InlineOutcome.MISMATCH, digest, actual)
     return _CHECKED
+
+
+class InlineMemo:
+    """``quick_inline_check`` that remembers the contents it found honest, by digest.
+
+    A frame carrying a remembered digest and the very same content (equal text is
+    equal UTF-8 bytes, and those hashed to that digest) is ``checked`` without hashing
+    it again: providers offer the same frames turn after turn. Anything else is hashed,
+    and only a matching digest is remembered (a mismatch never is). Bounded: at most
+    ``max_entries`` contents of at most ``max_chars`` characters each; when full it
+    starts over. Safe to share between the stage's worker threads (single dict
+    operations)."""
+
+    __slots__ = ("_seen", "max_chars", "max_entries")
+
+    def __init__(self, *, max_entries: int = 4096, max_chars: int = 4096) -> None:
+        self._seen: dict[str, str] = {}
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def check(self, frame: ContextFrame) -> InlineCheck:
+        digest = frame.content_digest
+        content = frame.content
+        if digest is not None and content is not None and self._seen.get(digest) == content:
+            return _CHECKED
+        got = quick_inline_check(frame)
+        if (
+            got is _CHECKED
+            and digest is not None
+            and content is not None
+            and len(content) <= self.max_chars
+        ):
+            seen = self._seen
+            if len(seen) >= self.max_entries:
+                seen.clear()
+            seen[digest] = content
+        return got
 
 
 @dataclass(slots=True, frozen=True)

@@ -22,6 +22,7 @@ talks to a transport (the fan-out does).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -39,9 +40,9 @@ from ._reuse import ReuseCache
 from ._rules import (
     UNTRUSTED_CHOICES,
     InlineCheck,
+    InlineMemo,
     build_verify_requests,
     decide_frame,
-    quick_inline_check,
 )
 from ._source import DEFAULT_MAX_SOURCE_BYTES, SourceCheck
 from ._turn import (
@@ -96,6 +97,8 @@ class VerifyStage:
         self.max_source_bytes = max_source_bytes
         #: Source files kept across passes while their ``stat`` identity holds (F5, F17).
         self.sources = SourceCache()
+        #: Contents whose inline digest held, kept across passes (D4: not hashed again).
+        self.inline = InlineMemo()
         for choice in (untrusted, *(provider_untrusted or {}).values()):
             if choice not in UNTRUSTED_CHOICES:
                 raise ValueError(f"untrusted must be one of {UNTRUSTED_CHOICES}, got {choice!r}")
@@ -135,12 +138,16 @@ class VerifyStage:
         if not items:
             return [], 0, {}
         if not self.host_roots and not any(self.trusted_roots.values()):
-            return [(quick_inline_check(frame), None) for _, frame in items], 0, {}  # D4 only
-        if needs_io(items, self._roots_for):
-            return await anyio.to_thread.run_sync(
-                check_frames, items, self._roots_for, self.max_source_bytes, self.sources
-            )
-        return check_frames(items, self._roots_for, self.max_source_bytes, self.sources)
+            return [(self.inline.check(frame), None) for _, frame in items], 0, {}  # D4 only
+        run = functools.partial(
+            check_frames,
+            items,
+            self._roots_for,
+            self.max_source_bytes,
+            self.sources,
+            self.inline.check,
+        )
+        return await anyio.to_thread.run_sync(run) if needs_io(items, self._roots_for) else run()
 
     async def check(
         self,
