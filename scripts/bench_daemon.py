@@ -206,14 +206,16 @@ async def _level(
     }
 
 
-def _start(config: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def _start(config: Path, root: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+    """``hostd serve`` of ``root`` (this checkout by default) with ``config``."""
+    root = root or ROOT
     daemon = subprocess.Popen(
         [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
-        cwd=ROOT,
+        cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
     # The log goes to a file; the socket appearing is the sign the daemon serves.
     socket = config.parent / "run" / "hostd.sock"
