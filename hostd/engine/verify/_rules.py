@@ -147,13 +147,14 @@ class InlineMemo:
     equal UTF-8 bytes, and those hashed to that digest) is ``checked`` without hashing
     it again: providers offer the same frames turn after turn. Anything else is hashed,
     and only a matching digest is remembered (a mismatch never is). Bounded: at most
-    ``max_entries`` contents of at most ``max_chars`` characters each; when full it
-    starts over. Safe to share between the stage's worker threads (single dict
-    operations)."""
+    ``max_entries`` contents (one more per pass running beside another) of at most
+    ``max_chars`` characters each, 8 MB of ASCII text by default; when full it starts
+    over. Safe to share between the stage's worker threads: each step is one dict
+    operation, and a lost race costs a hash, never a wrong answer."""
 
     __slots__ = ("_seen", "max_chars", "max_entries")
 
-    def __init__(self, *, max_entries: int = 4096, max_chars: int = 4096) -> None:
+    def __init__(self, *, max_entries: int = 4096, max_chars: int = 2048) -> None:
         self._seen: dict[str, str] = {}
         self.max_entries = max_entries
         self.max_chars = max_chars
