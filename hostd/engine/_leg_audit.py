@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from hostd.protocol import (
@@ -27,6 +27,7 @@ from hostd.protocol import (
     FrameId,
     Severity,
     Violation,
+    accept_frames,
     check_as_of,
     check_budget,
     check_kinds,
@@ -151,6 +152,40 @@ _UNDECLARED = Violation(
 )
 
 
+def _audit_clean(
+    provider_id: str,
+    query: ContextQuery,
+    declared: frozenset[str],
+    frames: list[ContextFrame],
+    costs: list[int],
+) -> LegAudit | None:
+    """``audit_leg`` of a reply whose every frame passed every frame rule
+    (``accept_frames``): what is left to judge is the declared kinds (Q1), the leg-level
+    rules and R3. ``None`` when one of those finds something: the general path then
+    names it with the frame's index, exactly as it always does."""
+    if declared and not declared.issuperset(map(_KIND, frames)):
+        return None
+    if check_budget(query, frames, sum(costs)) or check_kinds(query, frames):
+        return None
+    if query.as_of is not None and check_as_of(query, frames):
+        return None
+    contents = map(_CONTENT, frames)
+    violations = tuple(_r3(i) for i, c in enumerate(contents) if looks_like_instructions(c))
+    keyed = sorted(zip(FrameId.many(provider_id, frames), frames, strict=True), key=itemgetter(0))
+    return LegAudit(
+        len(frames),
+        tuple(map(itemgetter(1), keyed)),
+        (),
+        violations,
+        (),
+        sum(costs),
+    )
+
+
+_KIND = attrgetter("kind")
+_CONTENT = attrgetter("content")
+
+
 def audit_leg(
     provider_id: str,
     query: ContextQuery,
@@ -164,6 +199,11 @@ def audit_leg(
     is), so a malformed one costs only itself. ``declared_kinds``
     is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
     declared = frozenset(declared_kinds)
+    clean = accept_frames(raw_frames)
+    if clean is not None:
+        audit = _audit_clean(provider_id, query, declared, *clean)
+        if audit is not None:
+            return audit
     violations: list[Violation] = []
     parsed: list[tuple[int, ContextFrame]] = []
     valid: list[tuple[int, ContextFrame]] = []
