@@ -73,19 +73,6 @@ _LOWER_SHAPES = re.compile(
 # Characters the regex case-folds otherwise than ``str.lower``: dotted and dotless
 # capital/small I (U+0130 lowers to two characters) and the long s.
 _UNSAFE_CASES = ("\u0130", "\u0131", "\u017f")
-# A literal every branch of _LOWER_SHAPES holds (the line-start and tag branches each
-# name one of their words): lowered content holding none of them cannot match, and
-# most content holds none, so the regex scan is skipped for it (``in`` is a C search).
-_LOWER_WORDS = (
-    "ignore ",
-    "disregard ",
-    "you are now",
-    "begin ",
-    "system",
-    "assistant",
-    "evidence",
-    "instruction",
-)
 
 
 def looks_like_instructions(content: str | None) -> bool:
@@ -96,10 +83,23 @@ def looks_like_instructions(content: str | None) -> bool:
         return False
     if not content.isascii() and any(ch in content for ch in _UNSAFE_CASES):
         return _INSTRUCTION_SHAPES.search(content) is not None
-    lowered = content.lower()
-    if not any(word in lowered for word in _LOWER_WORDS):
+    low = content.lower()
+    # A literal every branch of _LOWER_SHAPES holds (the line-start and tag branches each
+    # name one of their words): lowered content holding none of them cannot match, and
+    # most content holds none, so the regex scan is skipped for it. Spelled out, one C
+    # search each with no generator step between (most frequent first).
+    if not (
+        "system" in low
+        or "instruction" in low
+        or "ignore " in low
+        or "disregard " in low
+        or "you are now" in low
+        or "begin " in low
+        or "assistant" in low
+        or "evidence" in low
+    ):
         return False
-    return _LOWER_SHAPES.search("\n" + lowered) is not None
+    return _LOWER_SHAPES.search("\n" + low) is not None
 
 
 @dataclass(slots=True, frozen=True)
