@@ -19,6 +19,7 @@ checks, on generated frames and near misses, that acceptance implies
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 from operator import attrgetter, ne
 from typing import Any
 
@@ -160,7 +161,7 @@ def accept_frames(data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] |
     """A reply's frames and their honest costs when every frame passes every frame rule
     (``check_frame`` would find nothing in any); ``None`` when one might not, and then
     ``parse_frames`` judges them one by one. Frames already parsed are left to it."""
-    if any(isinstance(raw, ContextFrame) for raw in data):
+    if any(map(isinstance, data, repeat(ContextFrame))):
         return None  # an instance is not revalidated by a schema: check it as it is
     try:
         frames: list[ContextFrame] = _STRICT_FRAMES.validate_python(data)

@@ -42,7 +42,8 @@ class FrameId(tuple[str, str, bool, str]):
 
     @classmethod
     def of(cls, provider_id: str, frame: ContextFrame) -> FrameId:
-        return cls(provider_id, frame.id, frame.content_digest)
+        digest = frame.content_digest  # built as ``__new__`` does, one call fewer a frame
+        return tuple.__new__(cls, (provider_id, frame.id, digest is not None, digest or ""))
 
     @classmethod
     def many(cls, provider_id: str, frames: Iterable[ContextFrame]) -> list[FrameId]:
