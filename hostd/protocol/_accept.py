@@ -10,8 +10,8 @@ F4 (calendar-valid UTC stamps, ASCII digits), F5 (a ``file`` provenance carries 
 kind). B3 (the declared cost is ``ceil(utf8 bytes/4)``) is the one rule a schema cannot
 state: it is checked here in one pass, and its honest costs are returned for B1.
 
-It only ever accepts: anything it refuses (an unknown kind, a compact frame, a leap
-second of a stamp …) takes ``parse_frames``, which names every rule exactly. A test
+It only ever accepts: anything it refuses (an unknown kind, a compact frame, a stamp
+in another script's digits …) takes ``parse_frames``, which names every rule exactly. A test
 checks, on generated frames and near misses, that acceptance implies
 ``check_frame(frame) == []`` and equal instances.
 """
@@ -29,7 +29,7 @@ from pydantic_core import core_schema as cs
 from ._bytes import canonical_token_cost
 from ._models import FRAME_KINDS, ContextFrame
 
-__all__ = ["accept_frames"]
+__all__ = ["PY_WHITESPACE", "accept_frames"]
 
 #: Every character ``str.isspace`` holds (``str.strip`` removes them, so ``_blank`` in
 #: ``_rules`` calls a string of only these blank). Rust's ``\s`` is Unicode White_Space,
