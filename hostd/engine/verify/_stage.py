@@ -168,7 +168,7 @@ class VerifyStage:
         provider contributes nothing).
         """
         fresh_list = list(fresh)
-        fresh_fids = [FrameId(pid, f.id, f.content_digest) for pid, f in fresh_list]
+        fresh_fids = [FrameId.of(pid, f) for pid, f in fresh_list]
         if isinstance(distrusted, Mapping):
             blocked = dict(distrusted)
         else:
