@@ -37,8 +37,11 @@ __all__ = [
     "kinds_and_labels",
     "compose_context",
     "escape_attribute",
+    "fence",
     "neutralize_controls",
     "neutralize_fences",
+    "neutral_bodies",
+    "priced_blocks",
     "render_frame",
     "rendered_size",
     "rendered_sizes",
@@ -201,14 +204,31 @@ def render_frame(
     fence, so the reader sees it too."""
     cite = citation_label_for(frame) if label is None else label
     content = frame.content or ""  # a reference frame carries no inline bytes (P3)
-    mark = "" if verified else ' verified="no"'
-    pid, fid, kind = provider_id, frame.id, frame.kind
+    body = neutralize_fences(neutralize_controls(content))
+    return fence(provider_id, frame.id, frame.kind, cite, body, verified=verified)
+
+
+def fence(
+    provider_id: str,
+    frame_id: str,
+    kind: str,
+    cite: str,
+    body: str,
+    *,
+    verified: bool = True,
+    clean: bool = False,
+) -> str:
+    """``render_frame``'s block from its parts: ``body`` is the content already
+    neutralised (``neutral_bodies``), so a block priced and then admitted is
+    neutralised once. ``clean``: the four attribute values are known to need no
+    escaping (``priced_blocks`` tested them in bulk), so they are not searched again."""
+    mark = "" if verified else _UNVERIFIED_MARK
+    pid, fid = provider_id, frame_id
     # One search over all four values tells whether any needs escaping at all.
-    if _ATTR_SPECIAL_RE.search(f"{pid}{fid}{kind}{cite}") is not None:
+    if not clean and _ATTR_SPECIAL_RE.search(f"{pid}{fid}{kind}{cite}") is not None:
         pid, fid, kind, cite = map(escape_attribute, (pid, fid, kind, cite))
     return (
-        f'<frame provider="{pid}" id="{fid}" kind="{kind}" cite="{cite}"{mark}>\n'
-        f"{neutralize_fences(neutralize_controls(content))}\n</frame>\n"
+        f'<frame provider="{pid}" id="{fid}" kind="{kind}" cite="{cite}"{mark}>\n{body}\n</frame>\n'
     )
 
 
@@ -292,6 +312,61 @@ def _all_clean(texts: Sequence[str], specials: bytes) -> bool:
     return all(_clean_ascii("".join(texts[k : k + step]), specials) for k in range(0, n, step))
 
 
+def _neutral(text: str) -> str:
+    return neutralize_fences(neutralize_controls(text))
+
+
+def neutral_bodies(contents: Sequence[str | None]) -> list[str]:
+    """Every content as ``render_frame`` writes it in its block (neutralised; a
+    reference frame's None as the empty body), in bulk.
+
+    Most evidence is plain ASCII that renders as itself: one test over the joined
+    ASCII texts (``_all_clean``) tells so. Only the texts that are not ASCII, or
+    every text when that test fails, are neutralised one by one.
+    """
+    texts = [c or "" for c in contents]  # a reference frame carries no inline bytes (P3)
+    if _all_clean(texts, _CONTENT_SPECIALS):
+        return texts
+    plain = [t for t in texts if t.isascii()]
+    if len(plain) < len(texts) and _all_clean(plain, _CONTENT_SPECIALS):
+        return [t if t.isascii() else _neutral(t) for t in texts]
+    return list(map(_neutral, texts))
+
+
+def priced_blocks(
+    provider_ids: Sequence[str],
+    ids: Sequence[str],
+    kinds: Sequence[str],
+    labels: Sequence[str],
+    contents: Sequence[str | None],
+    unverified: Collection[int] = (),
+) -> tuple[list[str], list[int], bool]:
+    """``(bodies, sizes, clean)``: every candidate's neutralised body
+    (``neutral_bodies``), the bytes of its block (``rendered_size``, given as columns:
+    provider id, frame id, kind, citation label, content; ``verified=False`` for
+    those in ``unverified``), and whether every attribute value renders as itself.
+
+    One test over all the attribute values (a C-level pass over the joined text)
+    tells whether they need escaping; when none does, a block's size is the sum of
+    lengths. Only when it fails is each candidate's attributes priced on its own.
+    """
+    if not ids:
+        return [], [], True
+    # Provider ids and kinds repeat: each distinct value is tested once.
+    clean = _all_clean([*set(provider_ids), *ids, *set(kinds), *labels], _ATTR_SPECIALS)
+    if clean:
+        sizes = list(map(add, map(add, map(len, provider_ids), map(len, ids)), map(len, kinds)))
+        sizes = list(map(add, sizes, map(len, labels)))
+    else:
+        sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
+    bodies = neutral_bodies(contents)
+    body_sizes = [len(b) if b.isascii() else len(b.encode()) for b in bodies]
+    out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, body_sizes, strict=True)]
+    for i in unverified:
+        out[i] += len(_UNVERIFIED_MARK)
+    return bodies, out, clean
+
+
 def rendered_sizes(
     provider_ids: Sequence[str],
     ids: Sequence[str],
@@ -302,29 +377,8 @@ def rendered_sizes(
 ) -> list[int]:
     """``rendered_size`` of every candidate, given as columns (provider id, frame id,
     kind, citation label, content; ``verified=False`` for those in ``unverified``),
-    priced in bulk.
-
-    Most evidence is plain ASCII that renders as itself: one test over all the
-    attribute values and one over all the contents (each a C-level pass over the
-    joined text) tell so, and then a block's size is the sum of lengths. Only when
-    a test fails is each value of that kind priced on its own.
-    """
-    if not ids:
-        return []
-    # Provider ids and kinds repeat: each distinct value is tested once.
-    if _all_clean([*set(provider_ids), *ids, *set(kinds), *labels], _ATTR_SPECIALS):
-        sizes = list(map(add, map(add, map(len, provider_ids), map(len, ids)), map(len, kinds)))
-        sizes = list(map(add, sizes, map(len, labels)))
-    else:
-        sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
-    if _all_clean([c for c in contents if c], _CONTENT_SPECIALS):
-        content_sizes = [len(c) if c else 0 for c in contents]
-    else:
-        content_sizes = list(map(_content_size, contents))
-    out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, content_sizes, strict=True)]
-    for i in unverified:
-        out[i] += len(_UNVERIFIED_MARK)
-    return out
+    priced in bulk (``priced_blocks``)."""
+    return priced_blocks(provider_ids, ids, kinds, labels, contents, unverified)[1]
 
 
 def render_floor(label: str, content: str, position: str) -> str:
