@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Sequence
+from itertools import compress
 from operator import add, attrgetter, itemgetter
 
 from hostd.protocol import ContextFrame
@@ -113,6 +114,8 @@ _CONTROL_PICTURES: dict[int, str] = {
 #: The ASCII ones, as bytes (no multi-byte UTF-8 sequence holds a byte below 0x80).
 _ASCII_CONTROLS = bytes(cp for cp in _CONTROL_PICTURES if cp < 0x80)
 _C1_RE = re.compile("[\x80-\x9f]")
+#: The UTF-8 lead byte of U+0080-U+00BF, so of every C1 control (C2 80 - C2 9F).
+_C1_LEAD = b"\xc2"
 
 
 def neutralize_controls(content: str) -> str:
@@ -122,10 +125,11 @@ def neutralize_controls(content: str) -> str:
     search tells; one character for one, so lengths in characters hold."""
     # The ASCII test runs on the UTF-8 bytes: deleting bytes is a C loop over the
     # buffer, about 12x faster than a regex scan. C1 controls are not ASCII: only
-    # text that is not gets the second search.
+    # text that is not gets the second search, and only if its UTF-8 holds the lead
+    # byte every C1 control's two bytes start with (0xC2: a memchr-like scan).
     raw = content.encode("utf-8", "surrogatepass")
     if len(raw.translate(None, _ASCII_CONTROLS)) == len(raw) and (
-        len(raw) == len(content) or _C1_RE.search(content) is None
+        len(raw) == len(content) or _C1_LEAD not in raw or _C1_RE.search(content) is None
     ):
         return content
     return content.translate(_CONTROL_PICTURES)
@@ -321,16 +325,16 @@ def neutral_bodies(contents: Sequence[str | None]) -> list[str]:
     reference frame's None as the empty body), in bulk.
 
     Most evidence is plain ASCII that renders as itself: one test over the joined
-    ASCII texts (``_all_clean``) tells so. Only the texts that are not ASCII, or
-    every text when that test fails, are neutralised one by one.
+    ASCII texts (``_all_clean``, a C-level pass) tells so. Only the texts that are
+    not ASCII, or every text when that test fails, are neutralised one by one.
     """
     texts = [c or "" for c in contents]  # a reference frame carries no inline bytes (P3)
-    if _all_clean(texts, _CONTENT_SPECIALS):
+    plain = list(map(str.isascii, texts))
+    if not _all_clean(list(compress(texts, plain)), _CONTENT_SPECIALS):
+        return list(map(_neutral, texts))
+    if all(plain):
         return texts
-    plain = [t for t in texts if t.isascii()]
-    if len(plain) < len(texts) and _all_clean(plain, _CONTENT_SPECIALS):
-        return [t if t.isascii() else _neutral(t) for t in texts]
-    return list(map(_neutral, texts))
+    return [t if p else _neutral(t) for t, p in zip(texts, plain, strict=True)]
 
 
 def priced_blocks(
