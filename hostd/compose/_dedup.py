@@ -12,6 +12,7 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, chain, compress, repeat
@@ -99,18 +100,18 @@ def _groups(
     already in one such group (the same evidence served twice quotes the same region
     under the same digest), those are the groups; else the union-find decides.
     """
-    root = list(range(n))
-    for k, f in same:
-        root[k] = f
-    if any(root[a] != root[b] for a, b in regions):
-        return _group_members(same + regions)
-    groups: dict[int, list[int]] = {}
-    for k, f in same:
-        members = groups.get(f)
-        if members is None:
-            groups[f] = [f, k]
-        else:
-            members.append(k)
+    if not same:
+        return _group_members(regions)
+    repeats, firsts = zip(*same, strict=True)
+    if regions:
+        root = list(range(n))
+        for k, f in same:
+            root[k] = f
+        if any(root[a] != root[b] for a, b in regions):
+            return _group_members(same + regions)
+    # Each group opens with its first position, then its repeats in order (C loops).
+    groups = {f: [f] for f in firsts}
+    deque(map(list.append, map(groups.__getitem__, firsts), repeats), maxlen=0)
     return groups
 
 
@@ -171,6 +172,22 @@ def _merged_provenance(
                 merged.append(pv)
                 changed = changed or i != best
     return merged if changed else None
+
+
+def _merged_single(
+    ranked: Sequence[int],
+    provs: Sequence[Sequence[Provenance]],
+    pkeys: Sequence[Sequence[tuple[str | None, ...]]],
+) -> list[Provenance] | None:
+    """``_merged_provenance`` of a group whose members each carry one entry: the
+    first member (the survivor) cannot repeat itself, so the union differs from its
+    own exactly when another member's entry is new; the union is each distinct
+    entry's first holder's, in rank order (found in C, one dict pass)."""
+    first: dict[tuple[str | None, ...], int] = {}
+    deque(map(first.setdefault, [pkeys[i][0] for i in ranked], ranked), maxlen=0)
+    if len(first) == 1:
+        return None
+    return [provs[i][0] for i in first.values()]
 
 
 def dedup_pool(
@@ -240,17 +257,24 @@ def dedup_pool(
             # survivor and the merged provenance's order stay set-pure.
             ranked.sort(key=lambda i: (-scores[i], keys[i], frames[i].model_dump_json()))
         best = ranked[0]
-        merged = _merged_provenance(ranked, best, provs, pkeys)
+        merged = (
+            _merged_single(ranked, provs, pkeys)
+            if single
+            else _merged_provenance(ranked, best, provs, pkeys)
+        )
         if merged is not None:
             replaced[best] = frames[best].model_copy(update={"provenance": merged})
-        best_by_provider: dict[str, float] = {}
-        for i in ranked:  # best first, so the first score seen per provider is its best
-            best_by_provider.setdefault(pids[i], scores[i])
+        # Each provider's best score: the members best first, so its first one (the
+        # last written when the ranking is walked backwards).
+        back = ranked[::-1]
+        best_by_provider = dict(
+            zip(map(pids.__getitem__, back), map(scores.__getitem__, back), strict=True)
+        )
         if len(best_by_provider) > 1:
             support[best] = tuple(sorted(best_by_provider.items()))
-        for i in ranked[1:]:
-            keep_mask[i] = 0
-            drops.append((i, best))
+        lost = ranked[1:]
+        deque(map(keep_mask.__setitem__, lost, repeat(0)), maxlen=0)
+        drops.extend(zip(lost, repeat(best)))
 
     origin = list(compress(range(n), keep_mask))
     kept = pool.subset(origin)

@@ -185,3 +185,29 @@ def test_groups_by_first_position_equal_the_union_find(
         root: sorted(m) for root, m in slow.items()
     }
     assert all(root == min(members) for root, members in fast.items())
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["file:///a", "file:///b", None]), st.sampled_from(["L1", None])),
+        min_size=1,
+        max_size=8,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_a_group_of_single_entries_merges_as_the_general_rule_does(
+    entries: list[tuple[str | None, str | None]], rnd: random.Random
+) -> None:
+    from hostd.compose._dedup import _merged_provenance, _merged_single, _prov_key
+    from hostd.protocol import Provenance
+
+    provs = [[Provenance(type="file", uri=uri, range=rng)] for uri, rng in entries]
+    pkeys = [[_prov_key(p) for p in entry] for entry in provs]
+    ranked = list(range(len(provs)))
+    rnd.shuffle(ranked)
+    general = _merged_provenance(ranked, ranked[0], provs, pkeys)
+    fast = _merged_single(ranked, provs, pkeys)
+    assert fast == general
+    if fast is not None:
+        assert all(a is b for a, b in zip(fast, general, strict=True))
