@@ -281,32 +281,26 @@ def rendered_size(
     return size + _content_size(frame.content)
 
 
-def _flag_table(specials: bytes) -> bytes:
-    """A ``bytes.translate`` table taking each byte of ``specials`` to NUL, any other to 1."""
-    return bytes(0 if b in specials else 1 for b in range(256))
+def _clean_ascii(text: str, specials: str) -> bool:
+    """True if ``text`` is ASCII holding none of the characters of ``specials``.
 
-
-def _clean_ascii(text: str, flags: bytes) -> bool:
-    """True if ``text`` is ASCII holding none of the bytes ``flags`` marks (``_flag_table``).
-
-    A table translation writes one byte per byte, with no branch to delete: then one
-    memchr-like search for NUL (about 1.3x faster than deleting the specials)."""
-    if not text.isascii():
-        return False
-    return 0 not in text.encode().translate(flags)
+    One substring test per special character: each is a memchr over the text's
+    one-byte storage, so some thirty of them read fewer bytes, with fewer
+    instructions, than encoding the text and translating it byte by byte."""
+    return text.isascii() and not any(map(text.__contains__, specials))
 
 
 #: ASCII that changes in content: "<" (a fence may start there), C0 controls and DEL.
-_CONTENT_SPECIALS = _flag_table(b"<" + _ASCII_CONTROLS)
+_CONTENT_SPECIALS = "<" + _ASCII_CONTROLS.decode()
 #: ASCII that changes in an attribute value (every opener but "<" is outside ASCII).
-_ATTR_SPECIALS = _flag_table(bytes(cp for cp in range(0x80) if cp in _ATTR_TABLE))
+_ATTR_SPECIALS = "".join(chr(cp) for cp in range(0x80) if cp in _ATTR_TABLE)
 #: The pieces the bulk tests join: small enough for the allocator to reuse their
 #: memory (one join of every content is a fresh mapping of pages each call, which
 #: costs more than the scan itself).
 _PIECE_CHARS = 48 * 1024
 
 
-def _all_clean(texts: Sequence[str], specials: bytes) -> bool:
+def _all_clean(texts: Sequence[str], specials: str) -> bool:
     """``_clean_ascii`` of every text, tested a few pieces at a time."""
     total = sum(map(len, texts))
     if not total:
