@@ -599,3 +599,23 @@ def test_span_merging_equals_the_region_by_region_rule(pairs, how, re_read, rati
     assert fast.absorbed == slow.absorbed
     assert fast.notes == slow.notes
     assert fast.spans == slow.spans
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        RANGES,
+        st.text(st.sampled_from("L0123456789-x "), max_size=30),
+        st.builds(lambda a: f"L{a}-{a}", st.integers(1, 10**30)),
+    )
+)
+def test_a_remembered_range_reads_as_a_fresh_parse(rng: str) -> None:
+    from hostd.compose._lines import Lines, _parse, lines_of
+
+    again = lines_of(rng, None)  # the second read of a short range is the cache's
+    assert lines_of(rng, None) == again
+    parsed = _parse(rng)
+    assert again == (parsed if parsed is None or parsed[0] <= parsed[1] else None)
+    lines = Lines(DATA)
+    clamped = None if parsed is None else (parsed[0], min(parsed[1], lines.count))
+    assert lines_of(rng, lines) == (clamped if clamped and clamped[0] <= clamped[1] else None)
