@@ -232,8 +232,11 @@ def unranked_entries(
     rows: list[tuple[tuple[Any, ...], Callable[[], str], dict[str, Any]]] = []
     duplicates = duplicates if isinstance(duplicates, list) else list(duplicates)
     absorbed = absorbed if isinstance(absorbed, list) else list(absorbed)
+    excluded = excluded if isinstance(excluded, list) else list(excluded)
     keys = cands.key_column() if duplicates or absorbed else []
     scores = cands.scores
+    if not (absorbed or excluded):
+        return _duplicate_entries(keys, scores, duplicates)
     for m, k, reason, region in absorbed:
         mk, kk = keys[m], keys[k]
         score = scores[m]
@@ -286,3 +289,46 @@ def unranked_entries(
     if any(map(eq, map(_FIRST, rows), map(_FIRST, rows[1:]))):
         rows.sort(key=lambda row: (*row[0], row[1]()))
     return list(map(_THIRD, rows))
+
+
+def _duplicate_entries(
+    keys: Sequence[SortKey], scores: Sequence[float], duplicates: Sequence[tuple[int, int]]
+) -> list[dict[str, Any]]:
+    """``unranked_entries`` when dedup's folds are all there is (the common case):
+    the entries ordered by the dropped frame's key, then its score, by two stable
+    sorts on those columns (no order tuple per entry); the kept frame's repr, the
+    last tie-break, is read only when one key occurs twice."""
+    entries: list[dict[str, Any]] = []
+    append = entries.append
+    kept_wire: dict[int, dict[str, Any]] = {}
+    dropped_keys: list[SortKey] = []
+    dropped_scores: list[float] = []
+    for d, k in duplicates:
+        dk = keys[d]
+        kept = kept_wire.get(k)
+        if kept is None:
+            kept = kept_wire[k] = key_to_wire(keys[k])
+        score = scores[d]
+        dropped_keys.append(dk)
+        dropped_scores.append(score)
+        append(
+            {
+                "frame": (
+                    {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
+                    if dk[2]
+                    else {"provider_id": dk[0], "frame_id": dk[1]}
+                ),
+                "provider": dk[0],
+                "disposition": "excluded",
+                "reason": "duplicate",
+                "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
+                "score": score if -_INF < score < _INF else None,
+            }
+        )
+    order = sorted(range(len(entries)), key=dropped_scores.__getitem__)
+    order.sort(key=dropped_keys.__getitem__)
+    in_order = list(map(dropped_keys.__getitem__, order))
+    if any(map(eq, in_order, in_order[1:])):  # one identity dropped twice
+        kept_keys = [repr(keys[k]) for _, k in duplicates]
+        order.sort(key=lambda j: (dropped_keys[j], dropped_scores[j], kept_keys[j]))
+    return list(map(entries.__getitem__, order))

@@ -177,42 +177,48 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
             max_size=4,
         )
     )
-    got = unranked_entries(pool, dups, excluded, absorbed)
 
     # The rule as first written: one sort on the whole key, every part built up front.
     def score(x: float) -> float | None:
         return x if -float("inf") < x < float("inf") else None
 
-    keyed: list[tuple[tuple[object, ...], dict[str, object]]] = []
-    for m, k, reason, region in absorbed:
-        entry = {
-            "frame": pool.frame_id(m).to_wire(),
-            "provider": pool.provider_ids[m],
-            "disposition": "excluded",
-            "reason": reason,
-            "detail": {"kept": pool.frame_id(k).to_wire(), "region": dict(region)},
-            "score": score(pool.scores[m]),
-        }
-        keyed.append(((False, pool.key(m), reason, pool.scores[m], repr(pool.key(k))), entry))
-    for d, k in dups:
-        entry = {
-            "frame": pool.frame_id(d).to_wire(),
-            "provider": pool.provider_ids[d],
-            "disposition": "excluded",
-            "reason": "duplicate",
-            "detail": {"kept": pool.frame_id(k).to_wire()},
-            "score": score(pool.scores[d]),
-        }
-        keyed.append(((False, pool.key(d), "duplicate", pool.scores[d], repr(pool.key(k))), entry))
-    for fid, reason, detail in excluded:
-        last = orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()
-        entry = {
-            "frame": fid.to_wire(),
-            "provider": fid.provider_id,
-            "disposition": "excluded",
-            "reason": reason,
-            "detail": dict(detail),
-        }
-        keyed.append(((reason != "duplicate", tuple(fid), reason, -float("inf"), last), entry))
-    keyed.sort(key=lambda row: row[0])
-    assert got == [entry for _, entry in keyed]
+    def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:  # type: ignore[type-arg]
+        keyed: list[tuple[tuple[object, ...], dict[str, object]]] = []
+        for m, k, reason, region in absorbed:
+            entry = {
+                "frame": pool.frame_id(m).to_wire(),
+                "provider": pool.provider_ids[m],
+                "disposition": "excluded",
+                "reason": reason,
+                "detail": {"kept": pool.frame_id(k).to_wire(), "region": dict(region)},
+                "score": score(pool.scores[m]),
+            }
+            keyed.append(((False, pool.key(m), reason, pool.scores[m], repr(pool.key(k))), entry))
+        for d, k in dups:
+            entry = {
+                "frame": pool.frame_id(d).to_wire(),
+                "provider": pool.provider_ids[d],
+                "disposition": "excluded",
+                "reason": "duplicate",
+                "detail": {"kept": pool.frame_id(k).to_wire()},
+                "score": score(pool.scores[d]),
+            }
+            keyed.append(
+                ((False, pool.key(d), "duplicate", pool.scores[d], repr(pool.key(k))), entry)
+            )
+        for fid, reason, detail in excluded:
+            last = orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()
+            entry = {
+                "frame": fid.to_wire(),
+                "provider": fid.provider_id,
+                "disposition": "excluded",
+                "reason": reason,
+                "detail": dict(detail),
+            }
+            keyed.append(((reason != "duplicate", tuple(fid), reason, -float("inf"), last), entry))
+        keyed.sort(key=lambda row: row[0])
+        return [entry for _, entry in keyed]
+
+    assert unranked_entries(pool, dups, excluded, absorbed) == reference(dups, excluded, absorbed)
+    # Dedup's folds alone (the common case) take their own path.
+    assert unranked_entries(pool, dups, [], []) == reference(dups, [], [])
