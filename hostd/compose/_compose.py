@@ -28,7 +28,7 @@ from typing import Any
 from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
-from ._candidates import CandidateSet, FramePair, pick_from
+from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
 from ._coalesce import Layout, audit_notes, lay_out, refold
 from ._dedup import dedup_pool
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
@@ -219,7 +219,7 @@ def render(
         i = packing.chosen[j]
         positions[j] = position
         k = key(i)
-        fid = FrameId(k[0], k[1], k[3] if k[2] else None)
+        fid = frame_id_of_key(k)
         group = layout.groups.get(j)
         label, frame = (packing.labels[j], frames[i]) if group is None else group.label_frame
         citations.append(Citation(label, fid, tuple(frame.provenance)))

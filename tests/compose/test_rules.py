@@ -222,3 +222,19 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
     assert unranked_entries(pool, dups, excluded, absorbed) == reference(dups, excluded, absorbed)
     # Dedup's folds alone (the common case) take their own path.
     assert unranked_entries(pool, dups, [], []) == reference(dups, [], [])
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=5), st.text(max_size=5), st.one_of(st.none(), st.text(max_size=5)))
+def test_a_frame_id_made_from_its_key_is_the_frame_id(
+    pid: str, fid: str, digest: str | None
+) -> None:
+    from hostd.compose._candidates import frame_id_of_key
+    from hostd.protocol import FrameId
+
+    made = FrameId(pid, fid, digest)
+    again = frame_id_of_key((pid, fid, digest is not None, digest or ""))
+    assert type(again) is FrameId
+    assert again == made and hash(again) == hash(made)
+    assert (again.provider_id, again.frame_id, again.content_digest) == (pid, fid, digest)
+    assert again.to_wire() == made.to_wire() and repr(again) == repr(made)
