@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from operator import eq, itemgetter
 from typing import Any
 
 import orjson
@@ -29,6 +31,8 @@ from ._pack import Labels, Packing, tokens_of_bytes
 __all__ = ["ranked_entries", "unranked_entries"]
 
 _UNCHECKED: Mapping[str, Any] = {"state": "unchecked"}
+_FIRST = itemgetter(0)
+_THIRD = itemgetter(2)
 _INF = math.inf
 #: The verification state of evidence hostd could not check (its fence says so).
 UNVERIFIABLE = "unverifiable"
@@ -76,7 +80,7 @@ def ranked_entries(
     (with its rank and the tokens the walk charged it)."""
     frames, scores = cands.frames, cands.scores
     pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
-    vouched_by, capped = cands.vouched_by, packing.capped
+    support, capped = cands.support, packing.capped
     replay = Labels(set(floor_labels))
     peek, taken = replay.peek, replay.taken
     out: list[dict[str, Any]] = []
@@ -156,19 +160,27 @@ def ranked_entries(
             replay.claim(packing.labels[j])
         elif j < len(packing.chosen):
             i = packing.chosen[j]
-            k = cands.key(i)
-            state = verification.get(k) if verification is not None else None  # type: ignore[call-overload]  # a FrameId equals its key
+            pid, digest = pids[i], digests[i]
+            if digest is None:
+                frame = {"provider_id": pid, "frame_id": ids[i]}
+                state = verification.get((pid, ids[i], False, "")) if verification else None  # type: ignore[call-overload]  # a FrameId equals its key
+            else:
+                frame = {"provider_id": pid, "frame_id": ids[i], "content_digest": digest}
+                state = verification.get((pid, ids[i], True, digest)) if verification else None  # type: ignore[call-overload]  # a FrameId equals its key
+            # Scores are the frames' own with NaN read as -inf: both are null on the wire.
+            score = scores[i]
+            sup = support.get(i) if support else None
             append(
                 {
-                    "frame": key_to_wire(k),
-                    "provider": k[0],
+                    "frame": frame,
+                    "provider": pid,
                     "disposition": "included",
                     "rank": stop,
-                    "score": _wire_score(frames[i].score),
+                    "score": score if -_INF < score < _INF else None,
                     "tokens": packing.costs[j],
                     "position": positions[j],
                     "verification": dict(state) if state is not None else dict(_UNCHECKED),
-                    "vouched_by": list(vouched_by(i)),
+                    "vouched_by": [pid] if sup is None else [p for p, _ in sup],
                 }
             )
             if notes and i in notes:
@@ -176,7 +188,11 @@ def ranked_entries(
             if folded is not None:  # a group's lead: its block quotes the others too
                 out[-1]["vouched_by"] = list(folded["vouched_by"])
                 out[-1]["coalesced"] = _copy_notes({"c": folded["coalesced"]})["c"]
-            replay.claim(packing.labels[j])
+            label = packing.labels[j]
+            if label in taken:  # else the walk's label is this one's too: no suffix to find
+                replay.claim(label)
+            else:
+                taken.add(label)
         start = stop + 1
     return out
 
@@ -210,10 +226,19 @@ def unranked_entries(
     indices) and the earlier stages' exclusions, each in canonical FrameId order
     (every field a tie-break, so the same set gives the same entries whatever the
     arrival order)."""
-    keyed: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    key, scores = cands.key, cands.scores
+    # Each row: (order key, its last tie-break as a function, entry). The last
+    # tie-break (the kept frame's repr, the detail's JSON) is built only when two
+    # rows tie on all the rest, which takes one identity offered twice.
+    rows: list[tuple[tuple[Any, ...], Callable[[], str], dict[str, Any]]] = []
+    duplicates = duplicates if isinstance(duplicates, list) else list(duplicates)
+    absorbed = absorbed if isinstance(absorbed, list) else list(absorbed)
+    excluded = excluded if isinstance(excluded, list) else list(excluded)
+    keys = cands.key_column() if duplicates or absorbed else []
+    scores = cands.scores
+    if not (absorbed or excluded):
+        return _duplicate_entries(keys, scores, duplicates)
     for m, k, reason, region in absorbed:
-        mk, kk = key(m), key(k)
+        mk, kk = keys[m], keys[k]
         score = scores[m]
         entry = {
             "frame": key_to_wire(mk),
@@ -223,19 +248,27 @@ def unranked_entries(
             "detail": {"kept": key_to_wire(kk), "region": dict(region)},
             "score": _wire_score(score),
         }
-        keyed.append(((False, mk, reason, score, repr(kk)), entry))
+        rows.append(((False, mk, reason, score), partial(repr, kk), entry))
+    kept_wire: dict[int, dict[str, Any]] = {}
     for d, k in duplicates:
-        dk, kk = key(d), key(k)
+        dk = keys[d]
+        kept = kept_wire.get(k)
+        if kept is None:
+            kept = kept_wire[k] = key_to_wire(keys[k])
         score = scores[d]
         entry = {
-            "frame": key_to_wire(dk),
+            "frame": (
+                {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
+                if dk[2]
+                else {"provider_id": dk[0], "frame_id": dk[1]}
+            ),
             "provider": dk[0],
             "disposition": "excluded",
             "reason": "duplicate",
-            "detail": {"kept": key_to_wire(kk)},
-            "score": _wire_score(score),
+            "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
+            "score": score if -_INF < score < _INF else None,
         }
-        keyed.append(((False, dk, "duplicate", score, repr(kk)), entry))
+        rows.append(((False, dk, "duplicate", score), partial(repr, keys[k]), entry))
     for item in excluded:
         fid, reason, detail = item
         if not isinstance(fid, FrameId):
@@ -250,6 +283,52 @@ def unranked_entries(
             "reason": reason,
             "detail": copy,
         }
-        keyed.append(((reason != "duplicate", tuple(fid), reason, -_INF, _detail_key(copy)), entry))
-    keyed.sort(key=lambda ke: ke[0])
-    return [e for _, e in keyed]
+        order = (reason != "duplicate", tuple(fid), reason, -_INF)
+        rows.append((order, partial(_detail_key, copy), entry))
+    rows.sort(key=_FIRST)
+    if any(map(eq, map(_FIRST, rows), map(_FIRST, rows[1:]))):
+        rows.sort(key=lambda row: (*row[0], row[1]()))
+    return list(map(_THIRD, rows))
+
+
+def _duplicate_entries(
+    keys: Sequence[SortKey], scores: Sequence[float], duplicates: Sequence[tuple[int, int]]
+) -> list[dict[str, Any]]:
+    """``unranked_entries`` when dedup's folds are all there is (the common case):
+    the entries ordered by the dropped frame's key, then its score, by two stable
+    sorts on those columns (no order tuple per entry); the kept frame's repr, the
+    last tie-break, is read only when one key occurs twice."""
+    entries: list[dict[str, Any]] = []
+    append = entries.append
+    kept_wire: dict[int, dict[str, Any]] = {}
+    dropped_keys: list[SortKey] = []
+    dropped_scores: list[float] = []
+    for d, k in duplicates:
+        dk = keys[d]
+        kept = kept_wire.get(k)
+        if kept is None:
+            kept = kept_wire[k] = key_to_wire(keys[k])
+        score = scores[d]
+        dropped_keys.append(dk)
+        dropped_scores.append(score)
+        append(
+            {
+                "frame": (
+                    {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
+                    if dk[2]
+                    else {"provider_id": dk[0], "frame_id": dk[1]}
+                ),
+                "provider": dk[0],
+                "disposition": "excluded",
+                "reason": "duplicate",
+                "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
+                "score": score if -_INF < score < _INF else None,
+            }
+        )
+    order = sorted(range(len(entries)), key=dropped_scores.__getitem__)
+    order.sort(key=dropped_keys.__getitem__)
+    in_order = list(map(dropped_keys.__getitem__, order))
+    if any(map(eq, in_order, in_order[1:])):  # one identity dropped twice
+        kept_keys = [repr(keys[k]) for _, k in duplicates]
+        order.sort(key=lambda j: (dropped_keys[j], dropped_scores[j], kept_keys[j]))
+    return list(map(entries.__getitem__, order))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter, itemgetter
 from typing import Any, TypeAlias, overload
 
@@ -75,7 +76,12 @@ def frame_sort_key(provider_id: str, frame: ContextFrame) -> SortKey:
 
 
 def frame_id_of_key(key: SortKey) -> FrameId:
-    return FrameId(key[0], key[1], key[3] if key[2] else None)
+    """The ``FrameId`` whose sort key is ``key``: a FrameId *is* that tuple, so it is
+    made from it in C (``FrameId.__new__`` would take it apart and build it again)."""
+    return _FRAME_ID(key)
+
+
+_FRAME_ID = partial(tuple.__new__, FrameId)
 
 
 def key_to_wire(key: SortKey) -> dict[str, Any]:

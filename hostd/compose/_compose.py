@@ -28,7 +28,7 @@ from typing import Any
 from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
-from ._candidates import CandidateSet, FramePair, pick_from
+from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
 from ._coalesce import Layout, audit_notes, lay_out, refold
 from ._dedup import dedup_pool
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
@@ -36,7 +36,7 @@ from ._lines import Span
 from ._meter import CANONICAL, Meter, TokenCounter, meter_for, same_meter
 from ._pack import Packing, pack
 from ._placement import check_placement, place_indices
-from ._render import EVIDENCE_PREAMBLE, kinds_and_labels, render_frame, rendered_sizes
+from ._render import EVIDENCE_PREAMBLE, fence, kinds_and_labels, priced_blocks, render_frame
 from ._result import Citation, ComposedPrompt, CompositionAudit
 from ._spans import DEFAULT_MERGE_MAX_RATIO, check_ratio, merge_spans
 from ._spans import apply as apply_spans
@@ -137,34 +137,43 @@ def spans(
 
 @dataclass(slots=True, frozen=True)
 class Prices:
-    """Each candidate's citation label and the bytes of its block under it."""
+    """Each candidate's citation label and the size of its block under it (bytes,
+    or a tokenizer meter's tokens); ``bodies``: its content as its block quotes it
+    (neutralised once, for pricing and for rendering); ``unverified``: the
+    candidates fenced ``verified="no"``; ``clean``: no attribute value needs escaping."""
 
     labels: list[str]
     sizes: list[int]
+    bodies: list[str] = field(default_factory=list)
+    unverified: frozenset[int] = frozenset()
+    clean: bool = False
+    kinds: list[str] = field(default_factory=list)
 
 
-def price(
-    survivors: Survivors,
-    verification: Verification | None,
-    meter: Meter = CANONICAL,
-    render_block: Callable[[int, str], str] | None = None,
-) -> Prices:
-    """Every candidate priced as its fenced block: in bytes, none rendered
-    (``rendered_sizes``); with a tokenizer ``meter``, each block rendered (by
-    ``render_block``) and counted."""
+def unverified_of(cands: CandidateSet, verification: Verification | None) -> frozenset[int]:
+    """The candidates whose verification state is ``unverifiable`` (fenced so)."""
+    if not verification or not any(s.get("state") == UNVERIFIABLE for s in verification.values()):
+        return frozenset()
+    key = cands.key
+    return frozenset(i for i in range(len(cands)) if not is_verified(verification, key(i)))
+
+
+def price(survivors: Survivors, verification: Verification | None) -> Prices:
+    """Every candidate priced as its fenced block, in bytes, none rendered
+    (``priced_blocks``); with a tokenizer, ``count_blocks`` prices them again."""
     cands = survivors.cands
     kinds, labels = kinds_and_labels(cands.frames)
-    if meter is not CANONICAL:
-        assert render_block is not None
-        return Prices(labels, [meter.size(render_block(i, lb)) for i, lb in enumerate(labels)])
-    unverified: list[int] = []
-    if verification and any(s.get("state") == UNVERIFIABLE for s in verification.values()):
-        key = cands.key
-        unverified = [i for i in range(len(cands)) if not is_verified(verification, key(i))]
-    sizes = rendered_sizes(
+    unverified = unverified_of(cands, verification)
+    bodies, sizes, clean = priced_blocks(
         cands.provider_ids, cands.ids, kinds, labels, survivors.contents, unverified
     )
-    return Prices(labels, sizes)
+    return Prices(labels, sizes, bodies, unverified, clean, kinds)
+
+
+def count_blocks(prices: Prices, meter: Meter, render_block: Callable[[int, str], str]) -> Prices:
+    """With a tokenizer ``meter``: each candidate's block rendered and counted."""
+    sizes = [meter.size(render_block(i, label)) for i, label in enumerate(prices.labels)]
+    return replace(prices, sizes=sizes)
 
 
 def rank(strategy: Strategy, cands: CandidateSet) -> list[int]:
@@ -210,7 +219,7 @@ def render(
         i = packing.chosen[j]
         positions[j] = position
         k = key(i)
-        fid = FrameId(k[0], k[1], k[3] if k[2] else None)
+        fid = frame_id_of_key(k)
         group = layout.groups.get(j)
         label, frame = (packing.labels[j], frames[i]) if group is None else group.label_frame
         citations.append(Citation(label, fid, tuple(frame.provenance)))
@@ -397,13 +406,17 @@ def compose_for_prompt(
     survivors = spans(dedup(frames), sources, verification, merge_max_ratio)
     cands = survivors.cands
     order = rank(strategy, cands)
-    pids, key = cands.provider_ids, cands.key
+    pids, ids = cands.provider_ids, cands.ids
+    prices = price(survivors, verification)
 
     def render_block(i: int, label: str) -> str:
-        verified = is_verified(verification, key(i))
-        return render_frame(pids[i], cands.frames[i], label, verified=verified)
+        verified = i not in prices.unverified
+        clean = prices.clean and label == prices.labels[i]  # tested in bulk as priced
+        body, kind = prices.bodies[i], prices.kinds[i]
+        return fence(pids[i], ids[i], kind, label, body, verified=verified, clean=clean)
 
-    prices = price(survivors, verification, meter, render_block)
+    if meter is not CANONICAL:
+        prices = count_blocks(prices, meter, render_block)
 
     packing = pack(
         order,
@@ -419,7 +432,7 @@ def compose_for_prompt(
     )
 
     def render_as(i: int, frame: ContextFrame, label: str) -> str:
-        return render_frame(pids[i], frame, label, verified=is_verified(verification, key(i)))
+        return render_frame(pids[i], frame, label, verified=i not in prices.unverified)
 
     def lay(placed: list[int]) -> Layout:
         spans = survivors.spans

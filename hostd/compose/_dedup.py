@@ -12,15 +12,16 @@ FrameId) and carries the de-duplicated union of the group's provenance.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from itertools import chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, itemgetter, ne
 from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, Provenance
 
-from ._candidates import CandidateSet, FramePair, frame_id_of_key
+from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key
 
 __all__ = ["DedupDrop", "Deduped", "dedup_cross_provider"]
 
@@ -88,6 +89,32 @@ def _group_members(n_links: list[tuple[int, int]]) -> dict[int, list[int]]:
     return groups
 
 
+def _groups(
+    same: list[tuple[int, int]], regions: list[tuple[int, int]], n: int
+) -> dict[int, list[int]]:
+    """The groups of ``same`` (``_repeats`` pairs: each repeat with its key's first
+    position) joined with the ``regions`` links, as ``_group_members`` finds them.
+
+    ``same`` alone needs no union-find: every repeat points at its key's first
+    position, which is its group's root. When each region link joins two frames
+    already in one such group (the same evidence served twice quotes the same region
+    under the same digest), those are the groups; else the union-find decides.
+    """
+    if not same:
+        return _group_members(regions)
+    repeats, firsts = zip(*same, strict=True)
+    if regions:
+        root = list(range(n))
+        for k, f in same:
+            root[k] = f
+        if any(root[a] != root[b] for a, b in regions):
+            return _group_members(same + regions)
+    # Each group opens with its first position, then its repeats in order (C loops).
+    groups = {f: [f] for f in firsts}
+    deque(map(list.append, map(groups.__getitem__, firsts), repeats), maxlen=0)
+    return groups
+
+
 _PROVENANCE = attrgetter("provenance")
 _PROV_FROM_DICT = itemgetter("type", "uri", "range", "digest", "method", "by")
 _REGION_FROM_DICT = itemgetter("type", "uri", "range")
@@ -109,14 +136,14 @@ def _repeats(keys: Sequence[Hashable]) -> list[tuple[int, int]]:
     return [(k, firsts[k]) for k in compress(range(n), map(ne, firsts, range(n)))]
 
 
-def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
+def _region_links(dicts: list[Any], owners: Sequence[int]) -> list[tuple[int, int]]:
     """Links between owners of equal ``file`` regions (same ``uri`` and ``range``).
 
     Keyed by the exact ``(type, uri, range)`` triple of every provenance entry,
-    read from the model's ``__dict__``; ``_repeats`` pairs each repeat with the
-    region's first entry.
+    read from its model's ``__dict__`` (``dicts``); ``_repeats`` pairs each repeat
+    with the region's first entry.
     """
-    regions = list(map(_REGION_FROM_DICT, map(_DICT, flat)))
+    regions = list(map(_REGION_FROM_DICT, dicts))
     return [
         (owners[k], owners[f])
         for k, f in _repeats(regions)
@@ -125,16 +152,19 @@ def _region_links(flat: list[Any], owners: Sequence[int]) -> list[tuple[int, int
 
 
 def _merged_provenance(
-    ranked: Sequence[int], best: int, provs: Sequence[Sequence[Provenance]]
+    ranked: Sequence[int],
+    best: int,
+    provs: Sequence[Sequence[Provenance]],
+    pkeys: Sequence[Sequence[tuple[str | None, ...]]],
 ) -> list[Provenance] | None:
     """The de-duplicated union of the group's provenance, best first, or None when
-    it equals the survivor's own (nothing added from another member, no repeat)."""
+    it equals the survivor's own (nothing added from another member, no repeat).
+    ``pkeys[i]``: the ``_prov_key`` of each of ``provs[i]``."""
     merged: list[Provenance] = []
     seen: set[tuple[str | None, ...]] = set()
     changed = False  # anything added from another member, or a repeat dropped
     for i in ranked:
-        for pv in provs[i]:
-            k = _prov_key(pv)
+        for pv, k in zip(provs[i], pkeys[i], strict=True):
             if k in seen:
                 changed = changed or i == best
             else:
@@ -142,6 +172,22 @@ def _merged_provenance(
                 merged.append(pv)
                 changed = changed or i != best
     return merged if changed else None
+
+
+def _merged_single(
+    ranked: Sequence[int],
+    provs: Sequence[Sequence[Provenance]],
+    pkeys: Sequence[Sequence[tuple[str | None, ...]]],
+) -> list[Provenance] | None:
+    """``_merged_provenance`` of a group whose members each carry one entry: the
+    first member (the survivor) cannot repeat itself, so the union differs from its
+    own exactly when another member's entry is new; the union is each distinct
+    entry's first holder's, in rank order (found in C, one dict pass)."""
+    first: dict[tuple[str | None, ...], int] = {}
+    deque(map(first.setdefault, [pkeys[i][0] for i in ranked], ranked), maxlen=0)
+    if len(first) == 1:
+        return None
+    return [provs[i][0] for i in first.values()]
 
 
 def dedup_pool(
@@ -155,59 +201,80 @@ def dedup_pool(
     n = len(frames)
     digests: Sequence[Any] = pool.digests
     provs = provenances if provenances is not None else list(map(_PROVENANCE, frames))
-    key = pool.key
+    keys: list[SortKey] | None = None
     # Same evidence (D2): an equal content digest, else an equal identity ...
     if None in digests:
         # a 4-tuple identity never equals a digest string
-        digests = [key(i) if d is None else d for i, d in enumerate(digests)]
-    links = _repeats(digests)
+        keys = pool.key_column()
+        digests = [keys[i] if d is None else d for i, d in enumerate(digests)]
+    same = _repeats(digests)
     # ... or the same file region (uri and range).
     flat = list(chain.from_iterable(provs))
     # Most frames carry one provenance entry: then entry k is frame k's.
+    single = len(flat) == n and list(map(len, provs)).count(1) == n
     owners: Sequence[int] = (
-        range(n)
-        if len(flat) == n and list(map(len, provs)).count(1) == n
-        else list(chain.from_iterable(map(repeat, range(n), map(len, provs))))
+        range(n) if single else list(chain.from_iterable(map(repeat, range(n), map(len, provs))))
     )
-    links += _region_links(flat, owners)
-    if not links:
+    dicts = list(map(_DICT, flat))
+    regions = _region_links(dicts, owners)
+    if not (same or regions):
         return _DedupResult(pool, range(n), [])
 
+    if keys is None:
+        keys = pool.key_column()
+    # Every entry's fields, read once: the merged provenance compares them.
+    flat_keys = list(map(_PROV_FROM_DICT, dicts))
+    pkeys: Sequence[Sequence[tuple[str | None, ...]]]
+    if single:
+        pkeys = [(k,) for k in flat_keys]
+    else:
+        ends = list(accumulate(map(len, provs)))
+        pkeys = [flat_keys[e - len(p) : e] for p, e in zip(provs, ends, strict=True)]
     scores = pool.scores
     pids = pool.provider_ids
     keep_mask = bytearray(b"\x01") * n
     drops: list[tuple[int, int]] = []
     replaced: dict[int, ContextFrame] = {}
     support: dict[int, tuple[tuple[str, float], ...]] = {}
-    for members in _group_members(links).values():
+    for members in _groups(same, regions, n).values():
         if len(members) == 2:  # most groups: one frame served twice, ranked by hand
             a, b = members
-            sa, sb, ka, kb = scores[a], scores[b], key(a), key(b)
+            sa, sb, ka, kb = scores[a], scores[b], keys[a], keys[b]
             ranked = [a, b] if sa > sb or (sa == sb and ka <= kb) else [b, a]
             tied = sa == sb and ka == kb
         else:
-            ranked = sorted(members, key=lambda i: (-scores[i], key(i)))
-            tied = any(
-                scores[a] == scores[b] and key(a) == key(b)
+            # Score descending, then the canonical key: two stable sorts, no key tuple.
+            ranked = sorted(members, key=keys.__getitem__)
+            ranked.sort(key=scores.__getitem__, reverse=True)
+            # A tie needs one identity twice in the group: most groups have none.
+            tied = len(set(map(keys.__getitem__, ranked))) < len(ranked) and any(
+                scores[a] == scores[b] and keys[a] == keys[b]
                 for a, b in zip(ranked, ranked[1:], strict=False)
             )
         if tied:
             # The same identity offered more than once with different bodies, at
             # any rank: settle each tie by the frame's own serialisation so the
             # survivor and the merged provenance's order stay set-pure.
-            ranked.sort(key=lambda i: (-scores[i], key(i), frames[i].model_dump_json()))
+            ranked.sort(key=lambda i: (-scores[i], keys[i], frames[i].model_dump_json()))
         best = ranked[0]
-        merged = _merged_provenance(ranked, best, provs)
+        merged = (
+            _merged_single(ranked, provs, pkeys)
+            if single
+            else _merged_provenance(ranked, best, provs, pkeys)
+        )
         if merged is not None:
             replaced[best] = frames[best].model_copy(update={"provenance": merged})
-        best_by_provider: dict[str, float] = {}
-        for i in ranked:  # best first, so the first score seen per provider is its best
-            best_by_provider.setdefault(pids[i], scores[i])
+        # Each provider's best score: the members best first, so its first one (the
+        # last written when the ranking is walked backwards).
+        back = ranked[::-1]
+        best_by_provider = dict(
+            zip(map(pids.__getitem__, back), map(scores.__getitem__, back), strict=True)
+        )
         if len(best_by_provider) > 1:
             support[best] = tuple(sorted(best_by_provider.items()))
-        for i in ranked[1:]:
-            keep_mask[i] = 0
-            drops.append((i, best))
+        lost = ranked[1:]
+        deque(map(keep_mask.__setitem__, lost, repeat(0)), maxlen=0)
+        drops.extend(zip(lost, repeat(best)))
 
     origin = list(compress(range(n), keep_mask))
     kept = pool.subset(origin)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hostd.protocol import ContextFrame, LineIndex
 
@@ -35,14 +36,32 @@ def lines_of(rng: str | None, lines: Lines | None) -> tuple[int, int] | None:
     source when its length is known; no range is the whole source), or None."""
     if rng is None:
         return None if lines is None else (1, lines.count)
+    stated = _stated(rng) if len(rng) <= _CACHED_RANGE_CHARS else _parse(rng)
+    if stated is None:
+        return None
+    start, end = stated
+    if lines is not None:
+        end = min(end, lines.count)
+    return (start, end) if start <= end else None
+
+
+#: Ranges remembered are short (a few KB of cache at most, whatever a peer sends).
+_CACHED_RANGE_CHARS = 24
+
+
+def _parse(rng: str) -> tuple[int, int] | None:
+    """The lines an F17 range states (before any clamping), or None if it is not one."""
     m = _RANGE_RE.fullmatch(rng)
     if m is None:
         return None
     start = int(m.group(1))
-    end = int(m.group(2)) if m.group(2) is not None else start
-    if lines is not None:
-        end = min(end, lines.count)
-    return (start, end) if start <= end else None
+    return start, int(m.group(2)) if m.group(2) is not None else start
+
+
+#: ``_parse``, remembered: the same few ranges ("L1-40") come back in every
+#: composition, and a regex match with two int conversions costs several times the
+#: cache's lookup.
+_stated = lru_cache(maxsize=4096)(_parse)
 
 
 @dataclass(slots=True, frozen=True)

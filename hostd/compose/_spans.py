@@ -43,6 +43,7 @@ explicit keys ending in the canonical FrameId: a pure function of the input set.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -102,29 +103,6 @@ class SpanMerge:
     absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
     notes: dict[int, dict[str, Any]] = field(default_factory=dict)
     spans: dict[int, Span] = field(default_factory=dict)
-
-
-def _region(
-    index: int, frame: ContextFrame, key: SortKey, sources: Mapping[str, Lines]
-) -> _Region | None:
-    """The one line region every provenance entry of ``frame`` addresses, if any."""
-    provs: Sequence[Provenance] = frame.provenance
-    if not provs or frame.content is None:
-        return None
-    uri = provs[0].uri or frame.uri
-    if uri is None:
-        return None
-    lines = sources.get(uri)
-    span = None
-    for p in provs:  # "L12" and "L12-12" differ as text, not as lines: compare lines
-        if p.type != "file" or (p.uri or frame.uri) != uri:
-            return None  # a derivation, or another file: not one span
-        here = lines_of(p.range, lines)
-        if here is None or (span is not None and here != span):
-            return None
-        span = here
-    assert span is not None
-    return _Region(index, uri, span[0], span[1], key, lines)
 
 
 def _runs(regions: Sequence[_Region]) -> list[list[_Region]]:
@@ -188,38 +166,83 @@ def merge_spans(
     # Only a URI two or more candidates quote can hold a run: the others are not looked
     # at further (no range parsed, no line found), so a composition where no two frames
     # share a source pays one pass over the provenance and nothing else.
-    first: list[str | None] = []
-    quoted: dict[str, int] = {}
-    for f in frames:
-        uri = (f.provenance[0].uri or f.uri) if f.provenance else None
-        first.append(uri)
-        if uri is not None:
-            quoted[uri] = quoted.get(uri, 0) + 1
-    shared = {uri for uri, count in quoted.items() if count > 1}
+    first = list(map(_first_uri, frames))
+    quoted = Counter(first)
+    shared = {uri for uri, count in quoted.items() if count > 1 and uri is not None}
     if not shared:
         return out
     lines = {uri: _indexed(sources[uri]) for uri in shared if uri in sources}
-    by_uri: dict[str, list[_Region]] = {}
+    # Each region as a plain row (start, end, key, index): a run of one whose source was
+    # not re-read can be neither merged nor a span, so it is never made a ``_Region``.
+    by_uri: dict[str, list[tuple[int, int, SortKey, int]]] = {}
     for i in range(n):
-        if first[i] not in shared:
+        uri = first[i]
+        if uri not in shared:
             continue
-        r = _region(i, frames[i], key(i), lines)
-        if r is not None:
-            by_uri.setdefault(r.uri, []).append(r)
+        span = _lines_addressed(frames[i], uri, lines.get(uri))
+        if span is not None:
+            by_uri.setdefault(uri, []).append((span[0], span[1], key(i), i))
     dropped: set[int] = set()
     for uri in sorted(by_uri):
-        regions = by_uri[uri]
-        if len(regions) < 2:
+        rows = by_uri[uri]
+        if len(rows) < 2:
             continue
-        regions.sort(key=lambda r: (r.start, r.end, r.key))
-        for run in _runs(regions):
+        rows.sort()  # (start, end, key): keys are distinct, so the index never decides
+        source = lines.get(uri)
+        for run in _row_runs(rows):
             if len(run) > 1:
-                _merge_run(run, cands, verification, max_ratio, out, dropped)
-            elif _distrust(verification, run[0], frames[run[0].index].content or "") is None:
-                out.spans[run[0].index] = _span(run[0], frames[run[0].index])
+                regions = [_Region(i, uri, a, b, k, source) for a, b, k, i in run]
+                _merge_run(regions, cands, verification, max_ratio, out, dropped)
+            elif source is not None:  # else: "source_unavailable", nothing to note
+                a, b, k, i = run[0]
+                r = _Region(i, uri, a, b, k, source)
+                if _distrust(verification, r, frames[i].content or "") is None:
+                    out.spans[i] = _span(r, frames[i])
     if dropped:
         out.keep = [i for i in range(n) if i not in dropped]
     return out
+
+
+def _first_uri(frame: ContextFrame) -> str | None:
+    """The URI of ``frame``'s first provenance entry (else the frame's own), or None
+    without provenance; read from the models' ``__dict__`` (pydantic v2)."""
+    fields = frame.__dict__
+    provs = fields["provenance"]
+    if not provs:
+        return None
+    return provs[0].__dict__["uri"] or fields["uri"]  # type: ignore[no-any-return]  # str | None
+
+
+def _lines_addressed(frame: ContextFrame, uri: str, lines: Lines | None) -> tuple[int, int] | None:
+    """The one line region every provenance entry of ``frame`` (whose first entry
+    names ``uri``) addresses, if any."""
+    if frame.content is None:
+        return None
+    span = None
+    for p in frame.provenance:  # "L12" and "L12-12" differ as text, not as lines
+        if p.type != "file" or (p.uri or frame.uri) != uri:
+            return None  # a derivation, or another file: not one span
+        here = lines_of(p.range, lines)
+        if here is None or (span is not None and here != span):
+            return None
+        span = here
+    return span
+
+
+def _row_runs(
+    rows: Sequence[tuple[int, int, SortKey, int]],
+) -> list[list[tuple[int, int, SortKey, int]]]:
+    """``_runs`` over plain rows ``(start, end, key, index)`` sorted by start."""
+    runs: list[list[tuple[int, int, SortKey, int]]] = []
+    reach = 0
+    for row in rows:
+        if runs and row[0] <= reach:
+            runs[-1].append(row)
+            reach = max(reach, row[1])
+        else:
+            runs.append([row])
+            reach = row[1]
+    return runs
 
 
 _Block = tuple[list[_Region], int, int]  # (members in range order, start, end)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hostd.compose import DedupDrop, dedup_cross_provider
 from hostd.protocol import FrameId
@@ -151,16 +152,62 @@ def test_merging_drops_repeats_and_keeps_what_only_the_loser_had() -> None:
     assert [p.uri for p in kept.provenance] == ["file:///1", "file:///2"]
 
 
-class _FakeProvenance:
-    """Field values whose hashes collide: hash(-1) == hash(-2) in CPython."""
-
-    def __init__(self, uri: object) -> None:
-        self.type, self.uri, self.range = "file", uri, None
+def _fake_provenance(uri: object) -> dict[str, object]:
+    """A provenance entry's fields (its model's ``__dict__``) whose hashes collide:
+    hash(-1) == hash(-2) in CPython."""
+    return {"type": "file", "uri": uri, "range": None}
 
 
 def test_a_region_hash_collision_falls_back_to_exact_comparison() -> None:
     from hostd.compose._dedup import _region_links
 
     assert hash(("file", -1, None)) == hash(("file", -2, None))
-    provs = [_FakeProvenance(-1), _FakeProvenance(-2), _FakeProvenance(-1)]
+    provs = [_fake_provenance(-1), _fake_provenance(-2), _fake_provenance(-1)]
     assert _region_links(provs, range(3)) == [(2, 0)]
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.integers(0, 4), max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=6),
+)
+def test_groups_by_first_position_equal_the_union_find(
+    keys: list[int], pairs: list[tuple[int, int]]
+) -> None:
+    from hostd.compose._dedup import _group_members, _groups, _repeats
+
+    n = len(keys)
+    same = _repeats(keys)
+    regions = [(a, b) for a, b in pairs if a < n and b < n and a != b]
+    fast = _groups(same, regions, n)
+    slow = _group_members(same + regions)
+    assert {root: sorted(m) for root, m in fast.items()} == {
+        root: sorted(m) for root, m in slow.items()
+    }
+    assert all(root == min(members) for root, members in fast.items())
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["file:///a", "file:///b", None]), st.sampled_from(["L1", None])),
+        min_size=1,
+        max_size=8,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_a_group_of_single_entries_merges_as_the_general_rule_does(
+    entries: list[tuple[str | None, str | None]], rnd: random.Random
+) -> None:
+    from hostd.compose._dedup import _merged_provenance, _merged_single, _prov_key
+    from hostd.protocol import Provenance
+
+    provs = [[Provenance(type="file", uri=uri, range=rng)] for uri, rng in entries]
+    pkeys = [[_prov_key(p) for p in entry] for entry in provs]
+    ranked = list(range(len(provs)))
+    rnd.shuffle(ranked)
+    general = _merged_provenance(ranked, ranked[0], provs, pkeys)
+    fast = _merged_single(ranked, provs, pkeys)
+    assert fast == general
+    if fast is not None:
+        assert all(a is b for a, b in zip(fast, general, strict=True))

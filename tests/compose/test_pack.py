@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from hostd.compose import compose_for_prompt, render_frame
 from hostd.compose._pack import Labels
-from hostd.compose._render import kinds_and_labels, rendered_size, rendered_sizes
+from hostd.compose._render import (
+    fence,
+    kinds_and_labels,
+    neutral_bodies,
+    priced_blocks,
+    rendered_size,
+    rendered_sizes,
+)
 
 from ._helpers import frame
 
@@ -143,14 +150,14 @@ def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
     import hostd.compose._compose as compose_module
 
     renders: list[str] = []
-    real = compose_module.render_frame
+    real = compose_module.fence
 
     def counting(*args: Any, **kwargs: Any) -> str:
         block = real(*args, **kwargs)
         renders.append(block)
         return block
 
-    monkeypatch.setattr(compose_module, "render_frame", counting)
+    monkeypatch.setattr(compose_module, "fence", counting)
     frames = [("p", frame(f"f{i}", 1 - i / 1000, f"body {i} " * (5 + i % 40))) for i in range(300)]
     out = compose_for_prompt(frames, 600, strategy="score")
     over = [e for e in out.audit.entries if e.reason == "over_budget"]
@@ -160,3 +167,39 @@ def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
     # The entries the wire carries are the ones the composition built, not rebuilt per read.
     first, again = out.audit.entry_dicts(), out.to_wire()["audit"]["entries"]
     assert all(a is b for a, b in zip(first, again, strict=True))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans()),
+        min_size=0,
+        max_size=6,
+    ),
+    st.lists(st.sampled_from(["", "x", "plain ascii words\n\tand more", "a < b"]), max_size=3),
+    st.randoms(use_true_random=False),
+)
+def test_blocks_built_from_the_bulk_bodies_equal_render_frame(
+    rows: list[tuple[str, str, str, str, str | None, bool]], plain: list[str], rnd: Any
+) -> None:
+    # Plain rows mixed in at any place, so each bulk path (all clean ASCII, clean ASCII
+    # beside other text, neither) is taken.
+    rows = rows + [("p", "f", "snippet", "lab", text, True) for text in plain]
+    rnd.shuffle(rows)
+    pids = [pid for pid, *_ in rows]
+    frames = [
+        frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
+        for _, fid, kind, label, content, _ in rows
+    ]
+    kinds, labels = kinds_and_labels(frames)
+    ids = [f.id for f in frames]
+    contents = [f.content for f in frames]
+    unverified = [i for i, row in enumerate(rows) if not row[5]]
+    bodies, sizes, clean = priced_blocks(pids, ids, kinds, labels, contents, unverified)
+    assert bodies == neutral_bodies(contents)
+    for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True)):
+        verified = i not in unverified
+        block = render_frame(pid, f, label, verified=verified)
+        assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified, clean=clean) == block
+        assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified) == block
+        assert sizes[i] == len(block.encode())

@@ -6,7 +6,7 @@ import random
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.compose import (
@@ -220,3 +220,17 @@ def test_no_control_but_tab_and_newline_survives_in_a_prompt(content: str, floor
         for a, b in kept
     )
     assert out.audit.tokens_used <= 100_000
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=80))
+def test_the_skeleton_table_reads_only_lookalikes_and_ignorables(text: str) -> None:
+    from hostd.compose._lookalikes import IGNORABLE, LOOKALIKES
+    from hostd.compose._render import _SKELETON
+
+    def reference(ch: str) -> str:
+        if any(lo <= ord(ch) <= hi for lo, hi in IGNORABLE):
+            return "\x00"
+        return LOOKALIKES.get(ch, ch)
+
+    assert text.translate(_SKELETON) == "".join(map(reference, text))

@@ -131,3 +131,110 @@ def test_dedup_survivor_and_support_follow_the_group_rule(
         )
         union = {_prov_key(pv) for i in members for pv in pool.frames[i].provenance}
         assert {_prov_key(pv) for pv in res.kept.frames[j].provenance} == union
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pairs=frame_pairs(max_size=10),
+    data=st.data(),
+)
+def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
+    pairs: list[tuple[str, ContextFrame]], data: st.DataObject
+) -> None:
+    import orjson
+
+    from hostd.compose._audit import unranked_entries
+    from hostd.protocol import FrameId
+
+    pool = CandidateSet.of(pairs)
+    n = len(pool)
+    index = st.integers(0, max(0, n - 1))
+    # The same frame dropped twice, into one survivor or two: rows that tie but for
+    # the last field.
+    dups = data.draw(st.lists(st.tuples(index, index), max_size=6)) if n else []
+    absorbed = (
+        data.draw(
+            st.lists(
+                st.tuples(
+                    index,
+                    index,
+                    st.sampled_from(["merged_into", "contained_in"]),
+                    st.just({"uri": "file:///a.py", "range": "L1-5"}),
+                ),
+                max_size=3,
+            )
+        )
+        if n
+        else []
+    )
+    excluded = data.draw(
+        st.lists(
+            st.tuples(
+                st.builds(FrameId, st.sampled_from(["p", "q"]), st.sampled_from(["f1", "f2"])),
+                st.sampled_from(["duplicate", "stale", "quarantined"]),
+                st.sampled_from([{}, {"why": "a"}, {"why": "b"}]),
+            ),
+            max_size=4,
+        )
+    )
+
+    # The rule as first written: one sort on the whole key, every part built up front.
+    def score(x: float) -> float | None:
+        return x if -float("inf") < x < float("inf") else None
+
+    def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:  # type: ignore[type-arg]
+        keyed: list[tuple[tuple[object, ...], dict[str, object]]] = []
+        for m, k, reason, region in absorbed:
+            entry = {
+                "frame": pool.frame_id(m).to_wire(),
+                "provider": pool.provider_ids[m],
+                "disposition": "excluded",
+                "reason": reason,
+                "detail": {"kept": pool.frame_id(k).to_wire(), "region": dict(region)},
+                "score": score(pool.scores[m]),
+            }
+            keyed.append(((False, pool.key(m), reason, pool.scores[m], repr(pool.key(k))), entry))
+        for d, k in dups:
+            entry = {
+                "frame": pool.frame_id(d).to_wire(),
+                "provider": pool.provider_ids[d],
+                "disposition": "excluded",
+                "reason": "duplicate",
+                "detail": {"kept": pool.frame_id(k).to_wire()},
+                "score": score(pool.scores[d]),
+            }
+            keyed.append(
+                ((False, pool.key(d), "duplicate", pool.scores[d], repr(pool.key(k))), entry)
+            )
+        for fid, reason, detail in excluded:
+            last = orjson.dumps(detail, option=orjson.OPT_SORT_KEYS).decode()
+            entry = {
+                "frame": fid.to_wire(),
+                "provider": fid.provider_id,
+                "disposition": "excluded",
+                "reason": reason,
+                "detail": dict(detail),
+            }
+            keyed.append(((reason != "duplicate", tuple(fid), reason, -float("inf"), last), entry))
+        keyed.sort(key=lambda row: row[0])
+        return [entry for _, entry in keyed]
+
+    assert unranked_entries(pool, dups, excluded, absorbed) == reference(dups, excluded, absorbed)
+    # Dedup's folds alone (the common case) take their own path.
+    assert unranked_entries(pool, dups, [], []) == reference(dups, [], [])
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=5), st.text(max_size=5), st.one_of(st.none(), st.text(max_size=5)))
+def test_a_frame_id_made_from_its_key_is_the_frame_id(
+    pid: str, fid: str, digest: str | None
+) -> None:
+    from hostd.compose._candidates import frame_id_of_key
+    from hostd.protocol import FrameId
+
+    made = FrameId(pid, fid, digest)
+    again = frame_id_of_key((pid, fid, digest is not None, digest or ""))
+    assert type(again) is FrameId
+    assert again == made and hash(again) == hash(made)
+    assert (again.provider_id, again.frame_id, again.content_digest) == (pid, fid, digest)
+    assert again.to_wire() == made.to_wire() and repr(again) == repr(made)

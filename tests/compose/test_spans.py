@@ -509,3 +509,113 @@ def test_a_tokenizer_budget_counts_the_coalesced_prompt() -> None:
     result = compose([first, second], tokenizer=words)
     assert result.prompt.count("<frame ") == 1
     assert result.tokens_used == words(result.prompt)
+
+
+OTHER_URI = "file:///srv/repo/other.py"
+
+
+def _reference_region(index: int, frame: ContextFrame, key: Any, sources: Any) -> Any:
+    """The region rule as first written: one ``_Region`` per frame, whatever it shares."""
+    from hostd.compose._lines import lines_of
+    from hostd.compose._spans import _Region
+
+    provs = frame.provenance
+    if not provs or frame.content is None:
+        return None
+    uri = provs[0].uri or frame.uri
+    if uri is None:
+        return None
+    lines = sources.get(uri)
+    span = None
+    for p in provs:
+        if p.type != "file" or (p.uri or frame.uri) != uri:
+            return None
+        here = lines_of(p.range, lines)
+        if here is None or (span is not None and here != span):
+            return None
+        span = here
+    assert span is not None
+    return _Region(index, uri, span[0], span[1], key, lines)
+
+
+def _reference_merge(cands: Any, sources: Any, verification: Any, ratio: float) -> Any:
+    """``merge_spans`` as first written: every candidate made a region, every run looked at."""
+    from hostd.compose import _spans as s
+
+    out = s.SpanMerge(list(range(len(cands))))
+    by_uri: dict[str, list[Any]] = {}
+    for i, f in enumerate(cands.frames):
+        r = _reference_region(i, f, cands.key(i), sources)
+        if r is not None:
+            by_uri.setdefault(r.uri, []).append(r)
+    dropped: set[int] = set()
+    for uri in sorted(by_uri):
+        regions = by_uri[uri]
+        if len(regions) < 2:
+            continue
+        regions.sort(key=lambda r: (r.start, r.end, r.key))
+        for run in s._runs(regions):
+            frame = cands.frames[run[0].index]
+            if len(run) > 1:
+                s._merge_run(run, cands, verification, ratio, out, dropped)
+            elif s._distrust(verification, run[0], frame.content or "") is None:
+                out.spans[run[0].index] = s._span(run[0], frame)
+    if dropped:
+        out.keep = [i for i in range(len(cands)) if i not in dropped]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    windows(),
+    st.lists(st.integers(0, 3), min_size=7, max_size=7),
+    st.sampled_from([{}, {URI}, {OTHER_URI}, {URI, OTHER_URI}]),
+    st.sampled_from([1.0, 2.0, 100.0]),
+)
+def test_span_merging_equals_the_region_by_region_rule(pairs, how, re_read, ratio) -> None:  # type: ignore[no-untyped-def]
+    from hostd.compose import CandidateSet
+    from hostd.compose._lines import Lines
+    from hostd.compose._spans import merge_spans
+
+    # Each window in one of two files, verified or not, its bytes the lines or not.
+    mixed = []
+    for (pid, f), kind in zip(pairs, how, strict=False):
+        if kind == 1:
+            prov = [p.model_copy(update={"uri": OTHER_URI}) for p in f.provenance]
+            f = f.model_copy(update={"uri": OTHER_URI, "provenance": prov})
+        elif kind == 2:
+            f = f.model_copy(update={"content": (f.content or "") + "x"})
+        mixed.append((pid, f))
+    state = {
+        FrameId.of(p, f): dict(VERIFIED) for k, (p, f) in zip(how, mixed, strict=False) if k != 3
+    }
+    sources = {uri: Lines(DATA) for uri in re_read}
+    cands = CandidateSet.of(mixed)
+    fast = merge_spans(cands, sources, state, ratio)
+    slow = _reference_merge(cands, sources, state, ratio)
+    assert fast.keep == slow.keep
+    assert fast.frames == slow.frames
+    assert fast.support == slow.support
+    assert fast.absorbed == slow.absorbed
+    assert fast.notes == slow.notes
+    assert fast.spans == slow.spans
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        RANGES,
+        st.text(st.sampled_from("L0123456789-x "), max_size=30),
+        st.builds(lambda a: f"L{a}-{a}", st.integers(1, 10**30)),
+    )
+)
+def test_a_remembered_range_reads_as_a_fresh_parse(rng: str) -> None:
+    from hostd.compose._lines import Lines, _parse, lines_of
+
+    again = lines_of(rng, None)  # the second read of a short range is the cache's
+    assert lines_of(rng, None) == again
+    parsed = _parse(rng)
+    assert again == (parsed if parsed is None or parsed[0] <= parsed[1] else None)
+    lines = Lines(DATA)
+    clamped = None if parsed is None else (parsed[0], min(parsed[1], lines.count))
+    assert lines_of(rng, lines) == (clamped if clamped and clamped[0] <= clamped[1] else None)
