@@ -1,24 +1,31 @@
 """Running a fan-out plan: write every planned request, gather the raw replies.
 
-One task group per fan-out. The requests of ``send`` legs are written first,
-back to back, before any task starts (so the last provider's clock starts
-nearly as early as the first's); a ``start`` leg waits for its provider's start
-(the pool's, bounded only by this leg's deadline), passes the same ``gate``
-and is written the same way. There is one send path: ``start_query`` writes a
-request at once when the binding pipelines and the pipe takes it whole, else the
-leg's task writes it with ``query`` under its deadline. The planned
-``context/verify`` calls run in the same task group, each ended by its
-provider's leg deadline; once every reply is in, the caller's last step (the
-turn's source reads) runs in that same group. Consent is decided once: by the
-plan for a provider live when it planned, else once after its start (``ready``,
-shared by its leg and its verify). Every leg's failure becomes a ``LegReply``
-value, so siblings are never cancelled; the pool is told of broken connections.
+The requests of ``send`` legs are written first, back to back, before any
+await (so the last provider's clock starts nearly as early as the first's), each
+with its leg's deadline: ``start_query`` writes it at once when the binding
+pipelines and the pipe takes it whole, and from then on the leg is one call —
+its reply read, matched and validated in the pipe's read callback, or its
+deadline's timer failing it with ``TimeoutError`` (the id abandoned, so a late
+reply is counted, not read as a fault) — that tells the fan-out's ``_Inbox`` as
+it lands. The fan-out's own task gathers them there, waking once per batch of
+landed replies: no task, no cancel scope per leg. What cannot go that way runs in
+one task group beside it: a ``start`` leg waits for its provider's start (the
+pool's, bounded only by this leg's deadline), passes the same ``gate`` and is
+written the same way; a leg whose write must wait (a lock-step provider, a full
+pipe, an HTTP or SDK binding) awaits ``query`` under its deadline; the planned
+``context/verify`` calls, each ended by its provider's leg deadline. Once every
+reply is in, the caller's last step (the turn's source reads) runs. Consent is
+decided once: by the plan for a provider live when it planned, else once after
+its start (``ready``, shared by its leg and its verify). Every leg's failure
+becomes a ``LegReply`` value, so siblings are never cancelled; the pool is told
+of broken connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -50,8 +57,9 @@ from .verify import VerifyReply, ask_one
 
 __all__ = ["LegReply", "run_fan_out"]
 
-#: Called with each leg's reply as it lands (outside the leg's deadline).
-OnReply = Callable[["LegReply"], Coroutine[Any, Any, None]]
+#: Called with each leg's reply as it lands (outside the leg's deadline); it does not
+#: wait: a caller's callback that awaits runs in a task of the caller's.
+OnReply = Callable[["LegReply"], None]
 #: What a ``send`` leg's early write left: the started call, nothing, or its failure.
 Written = StartedCall | HostdError | None
 #: A live connection and the scopes it still lacks consent for (C1, C2, C6).
@@ -91,6 +99,33 @@ class LegReply:
     #: The reply said it left eligible frames out (``truncated``), and how many.
     truncated: bool = False
     dropped: int | None = None
+
+
+class _Inbox:
+    """Where written calls land, told from the pipe's read callback (or their deadline's
+    timer) with the time they landed: the fan-out's task wakes once per batch."""
+
+    __slots__ = ("_wake", "landed")
+
+    def __init__(self) -> None:
+        self.landed: list[tuple[StartedCall, float]] = []
+        self._wake: asyncio.Future[None] | None = None
+
+    def put(self, call: StartedCall) -> None:
+        self.landed.append((call, time.perf_counter()))
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def take(self) -> list[tuple[StartedCall, float]]:
+        while not self.landed:
+            self._wake = asyncio.get_running_loop().create_future()
+            try:
+                await self._wake
+            finally:
+                self._wake = None
+        landed, self.landed = self.landed, []
+        return landed
 
 
 def _write(
@@ -199,9 +234,107 @@ class _Runner:
         _, missing = gate(leg.query, leg.provider_id, conn.info, conn.capabilities, self.consent)
         return conn, missing
 
-    def reply(self, leg: LegPlan, query: ContextQuery, **fields: Any) -> LegReply:
-        latency = (time.perf_counter() - self.clock) * 1000
+    def reply(
+        self, leg: LegPlan, query: ContextQuery, at: float | None = None, **fields: Any
+    ) -> LegReply:
+        """The leg's reply, its latency up to ``at`` (when it landed), else now."""
+        latency = ((time.perf_counter() if at is None else at) - self.clock) * 1000
         return LegReply(leg.provider_id, query, latency_ms=latency, **fields)
+
+    async def gather(
+        self, calls: dict[StartedCall, tuple[LegPlan, ProviderLink]], inbox: _Inbox
+    ) -> None:
+        """Every written leg's reply, as it lands in ``inbox``, judged and handed to
+        ``on_reply``. Given up (cancelled), the calls still out are abandoned."""
+        left = len(calls)
+        try:
+            while left:
+                for call, at in await inbox.take():
+                    leg, conn = calls[call]
+                    left -= 1
+                    self.on_reply(await self._landed(leg, conn, call, at))
+        finally:
+            for call in calls:
+                call.abandon()  # nothing for the settled ones
+
+    async def _landed(
+        self, leg: LegPlan, conn: ProviderLink, call: StartedCall, at: float
+    ) -> LegReply:
+        exc = call.future.exception()
+        if exc is None:
+            return self._answered(leg, leg.query, conn, call.future.result(), at)
+        if isinstance(exc, TimeoutError):
+            return self._timed_out(leg, leg.query, conn)
+        if isinstance(exc, HostdError):
+            return await self._failed(leg, leg.query, conn, exc, leg.deadline, at)
+        raise exc  # a bug of ours, not the provider's: it is not a leg's failure
+
+    def _answered(
+        self,
+        leg: LegPlan,
+        query: ContextQuery,
+        conn: ProviderLink | None,
+        result: ContextQueryResult,
+        at: float | None = None,
+    ) -> LegReply:
+        caps = conn.capabilities if conn is not None else None
+        kinds = tuple(caps.query.kinds) if caps is not None else ()
+        return self.reply(
+            leg,
+            query,
+            at,
+            frames=result.frames,
+            declared_kinds=kinds,
+            truncated=result.truncated,
+            dropped=result.dropped_estimate,
+        )
+
+    def _timed_out(self, leg: LegPlan, query: ContextQuery, conn: ProviderLink | None) -> LegReply:
+        """Past the leg's deadline: warming, starting, or a timeout (a lock-step stream
+        abandoned mid-request is discarded)."""
+        slot = self.pool.slots[leg.provider_id]
+        if conn is None:
+            conn = slot.live()  # handshaken while we waited for its readiness?
+            if conn is None:  # still starting: the start (in the pool) goes on without us
+                return self.warming(leg, query, "starting", "provider starting")
+        if conn.readiness.warming:
+            return self.warming(leg, query, "warming", "provider warming")
+        if not conn.alive and slot.conn is conn:
+            self.pool.discard(slot)  # a lock-step stream abandoned mid-request
+        return self.reply(
+            leg,
+            query,
+            status=LegStatus.TIMEOUT,
+            error_code="timeout",
+            error_message=f"no reply within {leg.limit_ms:.0f} ms",
+        )
+
+    async def _failed(
+        self,
+        leg: LegPlan,
+        query: ContextQuery,
+        conn: ProviderLink | None,
+        exc: HostdError,
+        deadline: float,
+        at: float | None = None,
+    ) -> LegReply:
+        """A typed failure, with what the process said of it (no later than
+        ``deadline``); a crash or a protocol fault breaks the connection."""
+        if conn is not None:
+            exc = await conn.explain(exc, deadline)
+        if isinstance(exc, ProviderCrashed | ProtocolFault):
+            self.pool.broken(self.pool.slots[leg.provider_id], conn, exc)
+        progress = conn.readiness.progress if conn is not None else None
+        status, code, message, violations = failure_of(exc, progress)
+        return self.reply(
+            leg,
+            query,
+            at,
+            status=status,
+            error_code=code,
+            error_message=message,
+            violations=violations,
+        )
 
     async def leg(
         self,
@@ -209,8 +342,7 @@ class _Runner:
         written: StartedCall | HostdError | None,
         conn: ProviderLink | None,
     ) -> None:
-        reply = await self._exchange(leg, written, conn)
-        await self.on_reply(reply)
+        self.on_reply(await self._exchange(leg, written, conn))
 
     async def _exchange(
         self,
@@ -248,46 +380,10 @@ class _Runner:
             if scope.cancelled_caught:
                 raise TimeoutError
         except TimeoutError:
-            if conn is None:
-                conn = slot.live()  # handshaken while we waited for its readiness?
-                if conn is None:  # still starting: the start (in the pool) goes on without us
-                    return self.warming(leg, query, "starting", "provider starting")
-            if conn.readiness.warming:
-                return self.warming(leg, query, "warming", "provider warming")
-            if not conn.alive and slot.conn is conn:
-                self.pool.discard(slot)  # a lock-step stream abandoned mid-request
-            return self.reply(
-                leg,
-                query,
-                status=LegStatus.TIMEOUT,
-                error_code="timeout",
-                error_message=f"no reply within {leg.limit_ms:.0f} ms",
-            )
+            return self._timed_out(leg, query, conn)
         except HostdError as exc:
-            if conn is not None:  # what the process said of it, no later than the deadline
-                exc = await conn.explain(exc, deadline)
-            if isinstance(exc, ProviderCrashed | ProtocolFault):
-                self.pool.broken(slot, conn, exc)
-            progress = conn.readiness.progress if conn is not None else None
-            status, code, message, violations = failure_of(exc, progress)
-            return self.reply(
-                leg,
-                query,
-                status=status,
-                error_code=code,
-                error_message=message,
-                violations=violations,
-            )
-        caps = conn.capabilities if conn is not None else None
-        kinds = tuple(caps.query.kinds) if caps is not None else ()
-        return self.reply(
-            leg,
-            query,
-            frames=result.frames,
-            declared_kinds=kinds,
-            truncated=result.truncated,
-            dropped=result.dropped_estimate,
-        )
+            return await self._failed(leg, query, conn, exc, deadline)
+        return self._answered(leg, query, conn, result)
 
     def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``)."""
@@ -345,12 +441,13 @@ async def run_fan_out(
     then: Callable[[dict[str, VerifyReply]], Awaitable[T]],
 ) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
-    as it lands) and the planned verify replies, in one task group; once all are in,
-    ``then(verify_replies)`` runs in the same group (the turn's source reads) and its
-    value is returned."""
+    as it lands) and the planned verify replies; once all are in, ``then(verify_replies)``
+    runs (the turn's source reads) and its value is returned."""
     runner = _Runner(plan, pool, consent, on_reply)
+    inbox = _Inbox()
     settled: list[LegReply] = []
-    pending: list[tuple[LegPlan, Written, ProviderLink | None]] = []
+    written: dict[StartedCall, tuple[LegPlan, ProviderLink]] = {}
+    waiting: list[tuple[LegPlan, Written, ProviderLink | None]] = []
     for leg in plan.legs:
         live = pool.slots[leg.provider_id].live() if leg.judged else None
         if live is not None:
@@ -370,36 +467,35 @@ async def run_fan_out(
         elif leg.action is LegAction.SEND:
             assert live is not None, "a send leg is planned only on a live connection"
             try:
-                written: Written = _write(live, leg.query, leg.wire)
+                call = live.start_query(
+                    dict(leg.wire) if leg.wire is not None else leg.query,
+                    deadline=leg.deadline,
+                    on_settled=inbox.put,
+                )
             except HostdError as exc:  # the leg's task reports it like any other failure
-                written = exc
-            pending.append((leg, written, live))
+                waiting.append((leg, exc, live))
+                continue
+            if call is not None:
+                written[call] = (leg, live)
+            else:  # written by the leg's task, which awaits room or the binding's turn
+                waiting.append((leg, None, live))
         else:
-            pending.append((leg, None, None))
+            waiting.append((leg, None, None))
     replies: dict[str, VerifyReply] = {}
     asks = list(plan.verify.asks) if plan.verify is not None else []
-    waiting = len(pending) + len(settled) + len(asks)
-    all_in = anyio.Event()
-    out: list[T] = []
-
-    async def counted(step: Awaitable[None]) -> None:
-        nonlocal waiting
-        await step
-        waiting -= 1
-        if waiting == 0:
-            all_in.set()
-
-    async def last() -> None:
-        if waiting:
-            await all_in.wait()
-        out.append(await then(replies))
-
-    async with anyio.create_task_group() as tg:
-        for leg, written, conn in pending:
-            tg.start_soon(counted, runner.leg(leg, written, conn))
+    try:
         for reply in settled:
-            tg.start_soon(counted, on_reply(reply))
-        for pid in asks:
-            tg.start_soon(counted, runner.verify(pid, replies))
-        tg.start_soon(last)
-    return out[0]
+            on_reply(reply)
+        if waiting or asks:
+            async with anyio.create_task_group() as tg:
+                for leg, w, conn in waiting:
+                    tg.start_soon(runner.leg, leg, w, conn)
+                for pid in asks:
+                    tg.start_soon(runner.verify, pid, replies)
+                await runner.gather(written, inbox)
+        else:  # every leg written at once: gathered here, no task, no scope
+            await runner.gather(written, inbox)
+    finally:
+        for call in written:
+            call.abandon()  # given up before the gather began
+    return await then(replies)
