@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hmac
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,7 +90,13 @@ class Limits:
     auth_timeout_s: float = 5.0
 
 
-def _id_key(value: Any) -> bytes:
+def _id_key(value: Any) -> Hashable:
+    """A request id as a key: JSON-equal ids alike, ``1``, ``1.0``, ``"1"`` and ``true``
+    apart. An int or a string (nearly every id) is its own key, typed; anything else
+    its canonical bytes."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return (kind, value)
     return encode(value)
 
 
@@ -125,11 +131,12 @@ class Connection:
         self._token = token
         self._authenticated = token is None
         self._drain_on_eof = drain_on_eof
-        self._send_lock = anyio.Lock()
-        self._scopes: dict[bytes, list[anyio.CancelScope]] = {}
+        # fast_acquire: an uncontended write does not yield first (one loop turn a reply).
+        self._send_lock = anyio.Lock(fast_acquire=True)
+        self._scopes: dict[Hashable, list[anyio.CancelScope]] = {}
         self._inflight = 0
-        self._idle = anyio.Event()
-        self._idle.set()
+        #: Made only when ``serve`` drains the requests in flight at EOF.
+        self._idle: anyio.Event | None = None
         self._broken = False
         self._aborting = False
         self._evicted = False
@@ -214,7 +221,8 @@ class Connection:
                     if not self._authenticated:
                         tg.start_soon(self._auth_deadline)
                     await self._read()
-                    if self._drain_on_eof and not self._broken:
+                    if self._drain_on_eof and not self._broken and self._inflight:
+                        self._idle = anyio.Event()
                         await self._idle.wait()
                     tg.cancel_scope.cancel()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -279,7 +287,9 @@ class Connection:
                 if isinstance(msg, dict) and "id" in msg:
                     await self.send(error_reply(self._overloaded(), reply_id(msg)))
                 return True
-            self._start(self._run_single, msg)
+            scope = self._register(msg)  # before the task: a $/cancel next finds it
+            self._begin()
+            self._tg.start_soon(self._finish_after, msg, scope)
         return True
 
     def _overloaded(self) -> Overloaded:
@@ -314,37 +324,40 @@ class Connection:
             if errors:
                 await self.send(errors)
             return
-        self._start(self._run_batch, batch)
-
-    def _start(self, runner: Callable[[Any, Any], Awaitable[None]], msg: Any) -> None:
         # Scopes are registered before the task starts, so a $/cancel on the very next
         # line always finds the request it names.
-        scopes = [self._register(m) for m in msg] if isinstance(msg, list) else self._register(msg)
+        scopes = [self._register(m) for m in batch]
+        self._begin()
+        self._tg.start_soon(self._finish_batch, batch, scopes)
+
+    def _begin(self) -> None:
         self._inflight += 1
-        self._idle = anyio.Event() if self._inflight == 1 else self._idle
         self.owner.begin_request()
-        self._tg.start_soon(self._finish_after, runner, msg, scopes)
 
-    async def _finish_after(
-        self, runner: Callable[[Any, Any], Awaitable[None]], msg: Any, scopes: Any
-    ) -> None:
+    def _end(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._idle is not None:
+            self._idle.set()
+        self.owner.end_request()
+
+    async def _finish_after(self, msg: Any, scope: anyio.CancelScope) -> None:
+        """One request: run in its scope, its reply written (outside it: a cancel never
+        cuts a reply short), then forgotten."""
         try:
-            await runner(msg, scopes)
+            reply = await self._dispatch_in(msg, scope)
+            if reply is not _NO_REPLY and reply is not None:
+                await self.send(reply)
         finally:
-            if isinstance(msg, list):
-                for m, scope in zip(msg, scopes, strict=True):
-                    self._unregister(m, scope)
-            else:
-                self._unregister(msg, scopes)
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
-            self.owner.end_request()
+            self._unregister(msg, scope)
+            self._end()
 
-    async def _run_single(self, msg: Any, scope: anyio.CancelScope) -> None:
-        reply = await self._dispatch_in(msg, scope)
-        if reply is not _NO_REPLY and reply is not None:
-            await self.send(reply)
+    async def _finish_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
+        try:
+            await self._run_batch(batch, scopes)
+        finally:
+            for m, scope in zip(batch, scopes, strict=True):
+                self._unregister(m, scope)
+            self._end()
 
     async def _run_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
         replies: list[Any] = [None] * len(batch)
