@@ -255,7 +255,8 @@ class _Runner:
                     self.on_reply(await self._landed(leg, conn, call, at))
         finally:
             for call in calls:
-                call.abandon()  # nothing for the settled ones
+                if call.open:  # given up: its id abandoned, a late reply counted
+                    call.abandon()
 
     async def _landed(
         self, leg: LegPlan, conn: ProviderLink, call: StartedCall, at: float
@@ -497,5 +498,6 @@ async def run_fan_out(
             await runner.gather(written, inbox)
     finally:
         for call in written:
-            call.abandon()  # given up before the gather began
+            if call.open:  # given up before the gather began
+                call.abandon()
     return await then(replies)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hostd.errors import ProtocolFault
 from hostd.protocol import ContextQuery, ContextQueryResult
 from hostd.transport import JsonRpcClient, StartedCall
-from tests.transport._memory import ScriptedPeer
+from tests.transport._memory import _PEERS, ScriptedPeer
 from tests.transport.test_bindings import frames_result, line, run_client
 
 pytestmark = pytest.mark.anyio
@@ -199,3 +199,30 @@ async def _both_paths(body: dict[str, Any]) -> tuple[tuple[str, str], tuple[str,
 async def test_the_settled_outcome_equals_the_awaited_one(body: dict[str, Any]) -> None:
     fast, slow = await _both_paths(body)
     assert fast == slow
+
+
+async def test_an_awaited_call_is_written_at_once_when_the_pipe_takes_it_whole() -> None:
+    # A verify or a reranker call: written by send_nowait, with no lock and no turn,
+    # and only when the pipe refuses it (full) through the awaited send.
+    peer = ScriptedPeer(lambda msg: [_reply(msg, {"ok": msg["id"]})])
+    awaited: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        awaited.append(data)
+        await peer.send(data)
+
+    client = JsonRpcClient(send, provider_id="p", send_nowait=peer.send_nowait)
+    _PEERS[client] = peer  # what run_client pipes the peer's replies from
+
+    async def body() -> list[Any]:
+        first = await client.call("m", {})
+        peer.refuse = True  # a full pipe: the awaited path writes it
+        second = await client.call("m", {})
+        return [first, second]
+
+    try:
+        got = await run_client(client, body)
+    finally:
+        peer.close()
+    assert got == [{"ok": 1}, {"ok": 2}]
+    assert [json.loads(line)["id"] for line in awaited] == [2]

@@ -252,8 +252,12 @@ class PipeClient:
         call = StartedCall(self._table, request.key, _same)
         self._table.put(request.key, call)
         try:
-            async with self._send_lock:
-                await self._send(request.line)
+            # Written at once when the pipe takes the line whole (no lock, no turn), else
+            # in turn, waiting for room.
+            nowait = self._send_nowait
+            if nowait is None or self._send_lock.locked() or not nowait(request.line):
+                async with self._send_lock:
+                    await self._send(request.line)
             return await call.future
         except BaseException:
             if request.key is UNKEYED and call.open:
