@@ -26,30 +26,26 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import anyio
 
 from hostd.errors import (
-    HandshakeFailed,
     HostdError,
     ProtocolFault,
     ProviderCrashed,
-    ProviderError,
     ProviderTimeout,
-    ProviderUnauthorized,
 )
 from hostd.protocol import (
     ContextQuery,
     ContextQueryResult,
     FrameIdentity,
     FrameVerdict,
-    Violation,
 )
 from hostd.transport import ProviderLink, StartedCall
 
 from ._gate import ConsentGate
+from ._outcome import LegReply, failure_of, progress_figure
 from ._plan import FanOutPlan, LegAction, LegPlan, gate, trim_representations
 from ._pool import ProviderPool, Slot
 from ._report import LegStatus
@@ -76,29 +72,6 @@ class _Once(Generic[T]):
         self.done = anyio.Event()
         self.value: T | None = None
         self.error: HostdError | None = None
-
-
-@dataclass(slots=True, frozen=True)
-class LegReply:
-    """What one leg brought back, before any judgement: the frames as received, or why
-    there are none (``status``: timeout, crashed, error, no_consent, skipped)."""
-
-    provider_id: str
-    #: The query actually sent (after the gate); the leg audit judges against it.
-    query: ContextQuery
-    frames: Sequence[Any] | None = None
-    status: LegStatus | None = None
-    error_code: str | None = None
-    error_message: str | None = None
-    violations: tuple[Violation, ...] = ()
-    missing_scopes: tuple[str, ...] = ()
-    #: From the fan-out's start.
-    latency_ms: float = 0.0
-    #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
-    declared_kinds: tuple[str, ...] = ()
-    #: The reply said it left eligible frames out (``truncated``), and how many.
-    truncated: bool = False
-    dropped: int | None = None
 
 
 class _Inbox:
@@ -141,44 +114,6 @@ async def _result(
 ) -> ContextQueryResult:
     """The one send path's second step: the reply (writing first if nothing was written)."""
     return await (call.result() if call is not None else conn.query(query))
-
-
-def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
-    raw = exc.data.get("violations") or []
-    return tuple(Violation(v["rule"], v["field"], v["message"]) for v in raw if isinstance(v, dict))
-
-
-def failure_of(
-    exc: HostdError, progress: Mapping[str, Any] | None = None
-) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
-    """A leg's typed failure as (status, code, message, violations); ``progress``: the
-    provider's last warm-up figures, told with a ``warming`` answer."""
-    if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
-        return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
-    if isinstance(exc, ProviderUnauthorized):  # a remote provider's 401/403
-        return LegStatus.UNAUTHORIZED, exc.reason, exc.message, ()
-    if isinstance(exc, ProviderCrashed):  # RemoteTransport included: code ``transport``
-        return LegStatus.CRASHED, exc.reason, exc.message, ()
-    if isinstance(exc, HandshakeFailed):  # IncompatibleVersion included (H1–H3, H2, C5)
-        return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
-    if isinstance(exc, ProviderError):
-        if exc.data.get("warming") is True:  # answered "not ready yet" (_readiness)
-            # hostd's words and the provider's last figures: its own message (by size
-            # only, C8) would tell the user nothing.
-            message = f"provider warming, answered not ready{_figure(progress or {})}"
-            return LegStatus.WARMING, "warming", message, ()
-        return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
-    return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
-
-
-def _figure(progress: Mapping[str, Any]) -> str:
-    """``: embed 64/449`` from a provider's last progress, or nothing."""
-    phase, done, total = progress.get("phase"), progress.get("done"), progress.get("total")
-    if not phase or phase == "start":
-        return ""
-    if total is not None:
-        return f": {phase} {done or 0}/{total}"
-    return f": {phase}"
 
 
 class _Runner:
@@ -265,7 +200,7 @@ class _Runner:
         if exc is None:
             return self._answered(leg, leg.query, conn, call.future.result(), at)
         if isinstance(exc, TimeoutError):
-            return self._timed_out(leg, leg.query, conn)
+            return self._timed_out(leg, leg.query, conn, at)
         if isinstance(exc, HostdError):
             return await self._failed(leg, leg.query, conn, exc, leg.deadline, at)
         raise exc  # a bug of ours, not the provider's: it is not a leg's failure
@@ -290,7 +225,9 @@ class _Runner:
             dropped=result.dropped_estimate,
         )
 
-    def _timed_out(self, leg: LegPlan, query: ContextQuery, conn: ProviderLink | None) -> LegReply:
+    def _timed_out(
+        self, leg: LegPlan, query: ContextQuery, conn: ProviderLink | None, at: float | None = None
+    ) -> LegReply:
         """Past the leg's deadline: warming, starting, or a timeout (a lock-step stream
         abandoned mid-request is discarded)."""
         slot = self.pool.slots[leg.provider_id]
@@ -299,12 +236,13 @@ class _Runner:
             if conn is None:  # still starting: the start (in the pool) goes on without us
                 return self.warming(leg, query, "starting", "provider starting")
         if conn.readiness.warming:
-            return self.warming(leg, query, "warming", "provider warming")
+            return self.warming(leg, query, "warming", "provider warming", at)
         if not conn.alive and slot.conn is conn:
             self.pool.discard(slot)  # a lock-step stream abandoned mid-request
         return self.reply(
             leg,
             query,
+            at,
             status=LegStatus.TIMEOUT,
             error_code="timeout",
             error_message=f"no reply within {leg.limit_ms:.0f} ms",
@@ -386,17 +324,21 @@ class _Runner:
             return await self._failed(leg, query, conn, exc, deadline)
         return self._answered(leg, query, conn, result)
 
-    def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
+    def warming(
+        self, leg: LegPlan, query: ContextQuery, code: str, what: str, at: float | None = None
+    ) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``)."""
         slot = self.pool.slots[leg.provider_id]
         conn = slot.conn
         progress = conn.readiness.progress if conn is not None else {}
+        figure = progress_figure(progress)
         return self.reply(
             leg,
             query,
+            at,
             status=LegStatus.WARMING,
             error_code=code,
-            error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{_figure(progress)}",
+            error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{figure}",
         )
 
     def no_consent(self, leg: LegPlan, query: ContextQuery, missing: Sequence[str]) -> LegReply:
