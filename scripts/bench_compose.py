@@ -22,7 +22,7 @@ says so and the other figures are still printed.
 ``shared_labels``: the same composition (260 frames fit, 540 do not) where every
 frame carries one citation label against one where each label is unique,
 compose + ``to_wire()`` taking turns call by call; target: shared <= 1.1x unique
-(issue 25: unique labels are handed out in linear time).
+(unique labels are handed out in linear time).
 
 ``--checkout DIR`` imports hostd from another checkout (e.g. ``git archive`` of a
 base commit unpacked in /tmp), so the same script gives before and after figures.

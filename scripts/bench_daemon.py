@@ -11,14 +11,14 @@ and the daemon's peak RSS (VmHWM, MB) over the whole run.
 
 ``fixture`` providers are ``tests.fixtures.healthy_provider`` children answering
 ``--frames`` frames; ``bundled`` uses ``providers.files`` over this repository's docs
-(three instances over different subtrees). Targets (issue 6): >= 200 compositions/s
+(three instances over different subtrees). Targets: >= 200 compositions/s
 with 64 clients against 3 local providers on a 2-core machine; RSS <= 80 MB.
 
 ``--shadow`` starts two daemons on the same providers, one with ``shadow.sample = 1.0``
 and its store filled to its bound (``shadow.max_requests`` requests) and one without
 shadow, and measures them in turns (ABBA, ``--rounds`` rounds of ``--seconds`` at each
 ``--clients`` level); it prints each side's median compositions/s and p50 and their
-ratios (target, issue 25: shadow <= 1.1x the no-shadow daemon).
+ratios (target: shadow <= 1.1x the no-shadow daemon).
 
 ``--gate`` times the consent gate in process (``missing_consent`` over a ledger of
 10 events and one of ``--gate-events`` events, both ending in a live grant), call by
@@ -206,14 +206,16 @@ async def _level(
     }
 
 
-def _start(config: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def _start(config: Path, root: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+    """``hostd serve`` of ``root`` (this checkout by default) with ``config``."""
+    root = root or ROOT
     daemon = subprocess.Popen(
         [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
-        cwd=ROOT,
+        cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
     # The log goes to a file; the socket appearing is the sign the daemon serves.
     socket = config.parent / "run" / "hostd.sock"

@@ -4,7 +4,7 @@
 Prints JSON with the median and p99 of (fan-out latency − the slowest provider's
 delay), i.e. what the host adds on top of its slowest provider: writing the
 queries, the providers' encoding, the pipes, parsing, the leg audit, ordering.
-Target (issue 4): median ≤ 5 ms.
+Target: median ≤ 5 ms.
 
 It then measures a *floor*: the same kind of provider processes (eight more)
 driven by the least the work needs, in plain code (write every query line at
@@ -226,7 +226,7 @@ async def paired_with_floor(
             "median": round(statistics.median(diffs), 3),
             "engine_slower_in": f"{sum(d > 0 for d in diffs)}/{len(diffs)}",
         },
-        # The target (issue 15): the engine's paired overhead at most 1.3x the floor's.
+        # The target: the engine's paired overhead at most 1.3x the floor's.
         "engine_to_floor_ratio": (
             round(statistics.median(engine) / floor_median, 3) if floor_median > 0 else None
         ),

@@ -12,8 +12,8 @@ Two pairings on one config of three fixture providers:
 
 Each round's two calls form a pair; reported, as JSON: median and p90 latency (ms)
 of each side, the median of the per-pair ratios (MCP / API), the SDK client's own
-``structuredContent`` schema check (timed apart), and the ratio without it. Target
-(issue 26): ratio <= 1.2.
+``structuredContent`` schema check (timed apart), and the ratio without it. Target:
+ratio <= 1.2.
 
     python scripts/bench_mcp.py [--rounds 200] [--frames 8] [--mode connect,local]
 """

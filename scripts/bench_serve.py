@@ -20,7 +20,13 @@ per composition. Both sides wait until every provider is warm (its
 checkout, so every ``file`` source is re-read and checked on the daemon side.
 
     python scripts/bench_serve.py [--requests 500] [--warmup 30] [--budget 4000]
-        [--corpus large|docs] [--memory-entries 500] [--checkout DIR]
+        [--corpus large|docs] [--memory-entries 500] [--checkout DIR] [--against DIR]
+
+``--against DIR`` runs a second daemon, of checkout ``DIR`` (the base commit, say),
+beside this checkout's, over the same providers and corpus (this checkout's): the
+three sides (this daemon, that daemon, direct) take turns request by request, and
+``cpu_ratio_to_against`` is this daemon's CPU per composition over that one's, with
+both daemon/direct ratios, measured in the same minutes of the same machine.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -216,57 +223,98 @@ async def _warm_daemon(conn: _Conn, budget: int) -> dict[str, Any]:
             await anyio.sleep(0.2)  # a bench pacing its retries, not a test's wait
 
 
-async def pair(args: argparse.Namespace, socket: Path, daemon_pid: int, direct: Direct) -> Any:
-    conn = _Conn(await anyio.connect_unix(socket))
-    first = await _warm_daemon(conn, args.budget)
+@dataclass
+class Side:
+    """One measured path: a daemon (``socket``, ``pid``) or, with neither, the direct one."""
+
+    name: str
+    conn: _Conn | None = None
+    pid: int = 0
+    ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+
+
+def _figures(side: Side, direct: Side) -> dict[str, Any]:
+    ratios = [a / b for a, b in zip(side.ms, direct.ms, strict=True)]
+    return {
+        "serve_median_ms": round(statistics.median(side.ms), 3),
+        "serve_minus_direct_median_ms": round(
+            statistics.median(a - b for a, b in zip(side.ms, direct.ms, strict=True)), 3
+        ),
+        "ratio_of_medians": round(statistics.median(side.ms) / statistics.median(direct.ms), 2),
+        "paired_ratio_median": round(statistics.median(ratios), 2),
+        "paired_ratio_quartiles": [round(q, 2) for q in statistics.quantiles(ratios, n=4)],
+        # /proc CPU ticks are 10 ms: the mean over every composition is the figure to read.
+        "daemon_cpu_ms_per_composition": round(statistics.fmean(side.cpu_ms), 2),
+    }
+
+
+async def pair(args: argparse.Namespace, daemons: list[Side], direct: Direct) -> Any:
+    for side in daemons:
+        assert side.conn is not None
+        first = await _warm_daemon(side.conn, args.budget)
     asked = first["audit"]["policy"]["asked"]
-    served, composed = [], []
-    cpu_ms: list[float] = []
+    plain = Side("direct")
+    sides = [*daemons, plain]
     for n in range(args.warmup + args.requests):
         goal = GOALS[n % len(GOALS)]
-        times: dict[str, float] = {}
-        order = ("serve", "direct") if n % 4 in (0, 3) else ("direct", "serve")
+        # Every side goes first as often as last: the order turns request by request.
+        k = n % len(sides)
+        order = sides[k:] + sides[:k]
+        if (n // len(sides)) % 2:
+            order.reverse()
         for side in order:
             t0 = time.perf_counter()
-            if side == "serve":
-                c0 = _cpu_s(daemon_pid)
-                await _compose(conn, goal, args.budget)
-                times[side] = (time.perf_counter() - t0) * 1000
-                daemon_cpu = (_cpu_s(daemon_pid) - c0) * 1000
-            else:
+            if side.conn is None:
                 await direct.query(goal, asked)
-                times[side] = (time.perf_counter() - t0) * 1000
-        if n >= args.warmup:
-            composed.append(times["serve"])
-            served.append(times["direct"])
-            cpu_ms.append(daemon_cpu)
-    await conn.stream.aclose()
-    ratios = [a / b for a, b in zip(composed, served, strict=True)]
-    return {
+            else:
+                c0 = _cpu_s(side.pid)
+                await _compose(side.conn, goal, args.budget)
+                cpu = (_cpu_s(side.pid) - c0) * 1000
+            ms = (time.perf_counter() - t0) * 1000
+            if n >= args.warmup:
+                side.ms.append(ms)
+                if side.conn is not None:
+                    side.cpu_ms.append(cpu)
+    for side in daemons:
+        assert side.conn is not None
+        await side.conn.stream.aclose()
+    this = daemons[0]
+    out: dict[str, Any] = {
         "requests": args.requests,
         "budget": args.budget,
         "corpus": args.corpus,
         "asked": asked,
-        "serve_median_ms": round(statistics.median(composed), 3),
-        "direct_median_ms": round(statistics.median(served), 3),
-        "serve_minus_direct_median_ms": round(
-            statistics.median(a - b for a, b in zip(composed, served, strict=True)), 3
-        ),
-        "ratio_of_medians": round(statistics.median(composed) / statistics.median(served), 2),
-        "paired_ratio_median": round(statistics.median(ratios), 2),
-        "paired_ratio_quartiles": [round(q, 2) for q in statistics.quantiles(ratios, n=4)],
-        # /proc CPU ticks are 10 ms: the mean over every composition is the figure to read.
-        "daemon_cpu_ms_per_composition": round(statistics.fmean(cpu_ms), 2),
+        **_figures(this, plain),
+        "direct_median_ms": round(statistics.median(plain.ms), 3),
     }
+    if len(daemons) > 1:
+        other = daemons[1]
+        out["against"] = {"checkout": str(args.against), **_figures(other, plain)}
+        # The two daemons' CPU side by side: < 1 means this checkout spends less.
+        # (None when a run too short to see one /proc tick gives that daemon 0 ms.)
+        cpu_other = statistics.fmean(other.cpu_ms)
+        out["cpu_ratio_to_against"] = (
+            round(statistics.fmean(this.cpu_ms) / cpu_other, 3) if cpu_other else None
+        )
+        out["latency_ratio_to_against_paired_median"] = round(
+            statistics.median(a / b for a, b in zip(this.ms, other.ms, strict=True)), 3
+        )
+    return out
 
 
-async def run(args: argparse.Namespace, socket: Path, daemon_pid: int, db: Path) -> Any:
+async def run(args: argparse.Namespace, daemons: list[tuple[int, Path]], db: Path) -> Any:
     direct = Direct(_commands(db, args.corpus))
     await direct.start()
+    sides = [Side(str(i), await _connect(socket), pid) for i, (pid, socket) in enumerate(daemons)]
     try:
-        return await pair(args, socket, daemon_pid, direct)
+        return await pair(args, sides, direct)
     finally:
         await direct.aclose()
+
+
+async def _connect(socket: Path) -> _Conn:
+    return _Conn(await anyio.connect_unix(socket))
 
 
 def main() -> None:
@@ -277,19 +325,31 @@ def main() -> None:
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="large")
     parser.add_argument("--memory-entries", type=int, default=500)
     parser.add_argument("--checkout", help="run the daemon of another checkout")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="a second checkout whose daemon runs beside this one's, over the same "
+        "providers and corpus, request by request",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hs-"))
     db = workdir / "memory.db"
     _seed_memory(db, args.memory_entries)
-    daemon, socket = _start(_config(workdir, _commands(db, args.corpus), args.corpus))
+    commands = _commands(db, args.corpus)
+    roots = [ROOT] if args.against is None else [ROOT, args.against.resolve()]
+    started = []
     try:
-        out = anyio.run(run, args, socket, daemon.pid, db, backend="asyncio")
+        for i, root in enumerate(roots):
+            (workdir / str(i)).mkdir()
+            started.append(_start(_config(workdir / str(i), commands, args.corpus), root))
+        daemons = [(daemon.pid, socket) for daemon, socket in started]
+        out = anyio.run(run, args, daemons, db, backend="asyncio")
         out["load_average_1m"] = round(os.getloadavg()[0], 2)
         out["checkout"] = str(ROOT)
     finally:
-        out_code = _stop(daemon)
+        codes = [_stop(daemon) for daemon, _ in started]
         shutil.rmtree(workdir, ignore_errors=True)
-    out["daemon_exit_code"] = out_code
+    out["daemon_exit_code"] = max(codes, key=abs)
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 

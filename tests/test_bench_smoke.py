@@ -146,3 +146,17 @@ def test_bench_serve_both_set_ups_through_warming_providers() -> None:
         assert (out["corpus"], out["budget"], out["requests"]) == (corpus, int(budget), 3)
         assert set(out["asked"]) == {"files", "memory"}
         assert out["daemon_exit_code"] == 0
+
+
+@pytest.mark.timeout(450)
+def test_bench_serve_against_a_second_checkout() -> None:
+    """``--against`` runs a second daemon beside this one over the same providers: both
+    are measured request by request and compared (here the same checkout twice)."""
+    out = _run(
+        "bench_serve",
+        ["--requests", "3", "--warmup", "1", "--memory-entries", "10", "--against", str(ROOT)],
+    )
+    assert out["against"]["checkout"] == str(ROOT)
+    assert {"serve_median_ms", "daemon_cpu_ms_per_composition"} <= set(out["against"])
+    assert "cpu_ratio_to_against" in out
+    assert out["daemon_exit_code"] == 0

@@ -1,5 +1,5 @@
 """One deadline per leg, through the daemon: a request's ``timeout_ms`` bounds the
-leg's query *and* its ``context/verify`` (issue: the daemon built its own verify
+leg's query *and* its ``context/verify`` (the daemon once built its own verify
 stage, so a hung verify cost its own 2 s default whatever the request asked).
 
 The daemon runs in-process (``Daemon.local``) over real provider children on real
