@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 
 from hostd.errors import (
     EmptyBatch,
@@ -51,7 +52,7 @@ from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 
 from ._repeats import RepeatedEvents
 
-__all__ = ["Connection", "Dispatch", "Limits", "Owner"]
+__all__ = ["Connection", "Dispatch", "Limits", "Owner", "SendNowait", "socket_send_nowait"]
 
 log = get_logger("hostd.server")
 
@@ -76,6 +77,29 @@ class Owner(Protocol):
 
 #: ``dispatch(connection, request)`` → the reply dict, or ``None`` when none is owed.
 Dispatch = Callable[["Connection", Any], Awaitable[Any]]
+#: Writes what the peer's socket takes now, without waiting: the bytes written (0: full).
+SendNowait = Callable[[bytes], int]
+
+
+def socket_send_nowait(stream: Any) -> SendNowait | None:
+    """A Unix socket stream's non-blocking write (its raw socket's ``send``), or ``None``
+    for any other stream (TCP, stdio). A reply the socket takes whole is written with no
+    event-loop turn; the rest goes through the stream's own ``send``."""
+    # A Unix socket stream only: anyio drives it by plain socket calls, as this does. A
+    # TCP stream is an asyncio transport with a write buffer of its own (a direct write
+    # could overtake it), and a wrapped one (TLS) would be skipped.
+    if not isinstance(stream, anyio.abc.UNIXSocketStream):
+        return None
+    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+
+    def send_nowait(data: bytes) -> int:
+        try:
+            sent: int = sock.send(data)
+        except BlockingIOError:  # full: the stream's send waits for room
+            return 0
+        return sent
+
+    return send_nowait
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +145,13 @@ class Connection:
         name: str,
         token: str | None = None,
         drain_on_eof: bool = False,
+        send_nowait: SendNowait | None = None,
     ) -> None:
         self.owner = owner
         self.name = name
         self._receive = receive
         self._send_bytes = send
+        self._send_nowait = send_nowait
         self._dispatch_one = dispatch
         self._limits = limits
         self._token = token
@@ -173,8 +199,11 @@ class Connection:
             return
         data = encode_reply(obj)
         try:
-            async with self._send_lock:
-                await self._send_bytes(data)
+            async with self._send_lock:  # uncontended: taken without a turn
+                # What the socket takes now is written now; only a rest waits for room.
+                sent = self._send_nowait(data) if self._send_nowait is not None else 0
+                if sent < len(data):
+                    await self._send_bytes(data[sent:] if sent else data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             # The client went away: its remaining work is cancelled (nobody to answer).
             self._broken = True
