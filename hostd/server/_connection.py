@@ -253,6 +253,9 @@ class Connection:
                     if self._drain_on_eof and not self._broken and self._inflight:
                         self._idle = anyio.Event()
                         await self._idle.wait()
+                    # Closing: no longer open, before its requests are told to stop (so
+                    # no status sees its requests gone and the connection still open).
+                    self._uncount()
                     tg.cancel_scope.cancel()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
