@@ -34,6 +34,10 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         + ["--delay-ms", "1"],
         {"this", "other", "this_minus_other_ms"},
     ),
+    "bench_audit": (
+        ["--frames", "3", "--repeat", "4"],
+        {"accept_us", "exact_us", "accept_over_exact", "same_audit"},
+    ),
     "bench_compose": (
         ["--repeat", "1", "--sizes", "50", "--lists-repeat", "2", "--labels-repeat", "2"],
         {"median_ms", "vs_langchain", "shared_labels"},

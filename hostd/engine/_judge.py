@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
@@ -116,7 +117,7 @@ def audited(legs: Mapping[str, JudgedLeg]) -> Audited:
             continue
         excluded.extend(audit.excluded)
         # Already in (provider id, FrameId) order: providers sorted, each audit's sorted.
-        accepted.extend((pid, frame) for frame in audit.accepted)
+        accepted.extend(zip(repeat(pid), audit.accepted))
     distrusted = [p for p in sorted(legs) if legs[p].report.status is LegStatus.QUARANTINED]
     return Audited(accepted, excluded, distrusted)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from hostd.protocol import (
@@ -27,6 +27,7 @@ from hostd.protocol import (
     FrameId,
     Severity,
     Violation,
+    accept_frames,
     check_as_of,
     check_budget,
     check_kinds,
@@ -72,19 +73,6 @@ _LOWER_SHAPES = re.compile(
 # Characters the regex case-folds otherwise than ``str.lower``: dotted and dotless
 # capital/small I (U+0130 lowers to two characters) and the long s.
 _UNSAFE_CASES = ("\u0130", "\u0131", "\u017f")
-# A literal every branch of _LOWER_SHAPES holds (the line-start and tag branches each
-# name one of their words): lowered content holding none of them cannot match, and
-# most content holds none, so the regex scan is skipped for it (``in`` is a C search).
-_LOWER_WORDS = (
-    "ignore ",
-    "disregard ",
-    "you are now",
-    "begin ",
-    "system",
-    "assistant",
-    "evidence",
-    "instruction",
-)
 
 
 def looks_like_instructions(content: str | None) -> bool:
@@ -95,10 +83,23 @@ def looks_like_instructions(content: str | None) -> bool:
         return False
     if not content.isascii() and any(ch in content for ch in _UNSAFE_CASES):
         return _INSTRUCTION_SHAPES.search(content) is not None
-    lowered = content.lower()
-    if not any(word in lowered for word in _LOWER_WORDS):
+    low = content.lower()
+    # A literal every branch of _LOWER_SHAPES holds (the line-start and tag branches each
+    # name one of their words): lowered content holding none of them cannot match, and
+    # most content holds none, so the regex scan is skipped for it. Spelled out, one C
+    # search each with no generator step between (most frequent first).
+    if not (
+        "system" in low
+        or "instruction" in low
+        or "ignore " in low
+        or "disregard " in low
+        or "you are now" in low
+        or "begin " in low
+        or "assistant" in low
+        or "evidence" in low
+    ):
         return False
-    return _LOWER_SHAPES.search("\n" + lowered) is not None
+    return _LOWER_SHAPES.search("\n" + low) is not None
 
 
 @dataclass(slots=True, frozen=True)
@@ -151,6 +152,40 @@ _UNDECLARED = Violation(
 )
 
 
+def _audit_clean(
+    provider_id: str,
+    query: ContextQuery,
+    declared: frozenset[str],
+    frames: list[ContextFrame],
+    costs: list[int],
+) -> LegAudit | None:
+    """``audit_leg`` of a reply whose every frame passed every frame rule
+    (``accept_frames``): what is left to judge is the declared kinds (Q1), the leg-level
+    rules and R3. ``None`` when one of those finds something: the general path then
+    names it with the frame's index, exactly as it always does."""
+    if declared and not declared.issuperset(map(_KIND, frames)):
+        return None
+    if check_budget(query, frames, sum(costs)) or check_kinds(query, frames):
+        return None
+    if query.as_of is not None and check_as_of(query, frames):
+        return None
+    contents = map(_CONTENT, frames)
+    violations = tuple(_r3(i) for i, c in enumerate(contents) if looks_like_instructions(c))
+    keyed = sorted(zip(FrameId.many(provider_id, frames), frames, strict=True), key=itemgetter(0))
+    return LegAudit(
+        len(frames),
+        tuple(map(itemgetter(1), keyed)),
+        (),
+        violations,
+        (),
+        sum(costs),
+    )
+
+
+_KIND = attrgetter("kind")
+_CONTENT = attrgetter("content")
+
+
 def audit_leg(
     provider_id: str,
     query: ContextQuery,
@@ -164,6 +199,11 @@ def audit_leg(
     is), so a malformed one costs only itself. ``declared_kinds``
     is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
     declared = frozenset(declared_kinds)
+    clean = accept_frames(raw_frames)
+    if clean is not None:
+        audit = _audit_clean(provider_id, query, declared, *clean)
+        if audit is not None:
+            return audit
     violations: list[Violation] = []
     parsed: list[tuple[int, ContextFrame]] = []
     valid: list[tuple[int, ContextFrame]] = []

@@ -5,6 +5,7 @@ typed ``Violation``s, token cost, digests, F17 line ranges, version families and
 error codes. This package imports nothing else from hostd.
 """
 
+from ._accept import PY_WHITESPACE, accept_frames
 from ._bytes import (
     DIGEST_RE,
     LineIndex,
@@ -98,20 +99,19 @@ from ._version import PROTOCOL_VERSION, is_version_string, version_family, versi
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
-    "EOF",
-    "OVERLONG",
-    "TRUNCATED",
-    "LineItem",
-    "LineSplitter",
     "DIGEST_RE",
+    "EOF",
     "FRAME_KINDS",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "LOCAL_ONLY_SCOPE",
     "METHOD_NOT_FOUND",
+    "OVERLONG",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
+    "PY_WHITESPACE",
+    "TRUNCATED",
     "Capabilities",
     "CgpErrorCode",
     "ContentRef",
@@ -132,6 +132,8 @@ __all__ = [
     "HandshakeRequest",
     "HostInfo",
     "LineIndex",
+    "LineItem",
+    "LineSplitter",
     "Provenance",
     "ProviderInfo",
     "QueryCapability",
@@ -150,6 +152,7 @@ __all__ = [
     "VerifyResponse",
     "Violation",
     "WireModel",
+    "accept_frames",
     "address_line_range",
     "canonical_json",
     "canonical_token_cost",

@@ -329,15 +329,19 @@ def check_as_of(query: ContextQuery, frames: Iterable[ContextFrame]) -> list[Vio
     ]
 
 
-def check_budget(query: ContextQuery, frames: Sequence[ContextFrame]) -> list[Violation]:
-    """B1 and B4 on the honest (recomputed) costs, never the declared ones (B3)."""
+def check_budget(
+    query: ContextQuery, frames: Sequence[ContextFrame], honest: int | None = None
+) -> list[Violation]:
+    """B1 and B4 on the honest (recomputed) costs, never the declared ones (B3).
+    ``honest`` is their total when the caller already computed it (``accept_frames``)."""
     v: list[Violation] = []
-    honest = sum(
-        0
-        if f.effective_representation == Representation.REFERENCE
-        else canonical_token_cost(f.content)
-        for f in frames
-    )
+    if honest is None:
+        honest = sum(
+            0
+            if f.effective_representation == Representation.REFERENCE
+            else canonical_token_cost(f.content)
+            for f in frames
+        )
     if honest > query.max_tokens:
         v.append(
             Violation(

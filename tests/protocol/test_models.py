@@ -267,6 +267,18 @@ def test_frame_id_survives_pickle_and_copy_with_its_fields(digest: str | None) -
     assert repr(fid) == f"FrameId(provider_id='p', frame_id='f', content_digest={digest!r})"
 
 
+@pytest.mark.parametrize("digest", [None, "", "sha256:" + "0" * 64])
+def test_frame_id_of_and_many_build_what_the_constructor_builds(digest: str | None) -> None:
+    frame = ContextFrame(
+        id="f", kind="doc", title="t", score=0.5, token_cost=0, content_digest=digest
+    )
+    made = FrameId("p", "f", digest)
+    for fid in (FrameId.of("p", frame), *FrameId.many("p", [frame])):
+        assert type(fid) is FrameId and fid == made and hash(fid) == hash(made)
+        assert fid.content_digest == digest
+    assert FrameId.many("p", []) == []
+
+
 def test_capabilities_ignore_unknown_members() -> None:
     caps = Capabilities.model_validate({"query": {"kinds": ["doc"], "x": 1}, "teleport": True})
     assert caps.query.kinds == ["doc"]

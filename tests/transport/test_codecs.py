@@ -199,6 +199,8 @@ def test_jsonrpc_notifications_faults_and_error_codes() -> None:
     note = codec.read(b'{"jsonrpc":"2.0","method":"context/progress","params":{"state":"ready"}}')
     assert note == Notice("context/progress", {"state": "ready"})
     assert codec.read(b"  ") is None
+    assert codec.read(b"") is None and codec.read(b" \t\r\n\x0b\x0c") is None
+    assert isinstance(codec.read(b" \x00 "), Fault)  # NUL is not blank
     assert isinstance(codec.read(b"[1,2]"), Fault)
     assert isinstance(codec.read(b'{"half": '), Fault)
     version = codec.read(

@@ -115,7 +115,7 @@ class JsonRpcCodec:
         """One line: a reply or error reply by its id, a notification, or a fault. A query
         result's frames stay raw: the leg audit parses each, so one malformed frame
         costs only itself."""
-        if not data.strip():
+        if not data or data.isspace():  # blank, without copying the line as strip() does
             return None
         try:
             msg = orjson.loads(data)

@@ -1,0 +1,173 @@
+"""An accept-only schema for a reply's frames: the frame rules checked in pydantic-core.
+
+``accept_frames`` validates a whole reply with a tightened copy of ``ContextFrame``'s
+own core schema (the same class, fields and coercions; only constraints added), so a
+list it accepts holds real ``ContextFrame``s for which ``check_frame`` finds nothing:
+F1 (score in [0, 1], finite), F2/F3 (title, citation_label present and not blank),
+F4 (calendar-valid UTC stamps, ASCII digits), F5 (a ``file`` provenance carries a
+``sha256:`` digest), D1, P1 (a full frame: content, no ``representation``,
+``content_ref``, ``transform`` or ``canonical_content_hash``), G1/G2 and U2 (a known
+kind). B3 (the declared cost is ``ceil(utf8 bytes/4)``) is the one rule a schema cannot
+state: it is checked here in one pass, and its honest costs are returned for B1.
+
+It only ever accepts: anything it refuses (an unknown kind, a compact frame, a stamp
+in another script's digits …) takes ``parse_frames``, which names every rule exactly. A test
+checks, on generated frames and near misses, that acceptance implies
+``check_frame(frame) == []`` and equal instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import repeat
+from operator import attrgetter, ne
+from typing import Any
+
+from pydantic_core import CoreSchema, SchemaValidator, ValidationError
+from pydantic_core import core_schema as cs
+
+from ._bytes import canonical_token_cost
+from ._models import FRAME_KINDS, ContextFrame
+
+__all__ = ["PY_WHITESPACE", "accept_frames"]
+
+#: Every character ``str.isspace`` holds (``str.strip`` removes them, so ``_blank`` in
+#: ``_rules`` calls a string of only these blank). Rust's ``\s`` is Unicode White_Space,
+#: which lacks U+001C–U+001F, hence the explicit set; a test compares it with all of
+#: Unicode.
+PY_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# At least one character outside that set: not blank (F2, F3, G1, G2). Searched, not
+# anchored (pydantic-core's rust-regex ``pattern`` is a search).
+_NOT_BLANK = "[^" + "".join(f"\\x{{{ord(c):x}}}" for c in PY_WHITESPACE) + "]"
+
+# F4 with the calendar ``is_timestamp`` enforces, in ASCII digits only (the rule takes
+# any script's; those frames take the exact path): year 0001–9999, each month's days,
+# 29 February in Gregorian leap years, hours 00–23, minutes and seconds 00–59.
+_YEAR = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+_MONTH_DAY = (
+    "(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+    "|(?:0[13-9]|1[0-2])-(?:29|30)"
+    "|(?:0[13578]|1[02])-31)"
+)
+_LEAP_DAY = (
+    "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)-02-29"
+)
+_TIMESTAMP = (
+    f"^(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?Z$"
+)
+_DIGEST = "^sha256:[0-9a-f]{64}$"  # F5, D1 (``DIGEST_RE`` in full)
+# Any string but exactly "file" (a provenance of another type needs no digest, F5).
+_NOT_FILE = "^(?s:(?:[^f]|f[^i]|fi[^l]|fil[^e]|file.).*|f|fi|fil)?$"
+
+
+def _text(pattern: str) -> CoreSchema:
+    return cs.str_schema(pattern=pattern, regex_engine="rust-regex")
+
+
+def _optional(schema: CoreSchema) -> CoreSchema:
+    return cs.with_default_schema(cs.nullable_schema(schema), default=None)
+
+
+def _absent() -> CoreSchema:
+    """Only ``null`` or missing: a full frame's P1 members."""
+    return cs.with_default_schema(cs.none_schema(), default=None)
+
+
+def _tighten(model: Any, fields: dict[str, CoreSchema]) -> CoreSchema:
+    """``model``'s core schema with the named fields' value schemas replaced; the
+    class, config and every other field stay as they are."""
+    base = model if isinstance(model, dict) else model.__pydantic_core_schema__
+    inner = base["schema"]
+    missing = set(fields) - set(inner["fields"])
+    if missing:  # a renamed field must not silently lose its constraint
+        raise KeyError(f"no such field(s): {sorted(missing)}")
+    new_fields = {
+        name: {**field, "schema": fields[name]} if name in fields else field
+        for name, field in inner["fields"].items()
+    }
+    out = {k: v for k, v in base.items() if k != "ref"}
+    out["schema"] = {**inner, "fields": new_fields}
+    return out
+
+
+def _provenance_items() -> CoreSchema:
+    from ._models import Provenance
+
+    file = _tighten(Provenance, {"type": _text("^file$"), "digest": _text(_DIGEST)})
+    other = _tighten(Provenance, {"type": _text(_NOT_FILE)})
+    return cs.union_schema([file, other], mode="left_to_right")
+
+
+def _frame_schema() -> CoreSchema:
+    from ._models import Relation
+
+    relation = _tighten(
+        Relation, {"target_uri": _text(_NOT_BLANK), "display_name": _text(_NOT_BLANK)}
+    )
+    stamp = _optional(_text(_TIMESTAMP))
+    return _tighten(
+        ContextFrame,
+        {
+            "kind": cs.literal_schema(sorted(FRAME_KINDS)),  # U2
+            "title": _text(_NOT_BLANK),  # F2
+            "citation_label": _text(_NOT_BLANK),  # F3: required here
+            "score": cs.float_schema(ge=0.0, le=1.0, allow_inf_nan=False),  # F1
+            "valid_from": stamp,  # F4
+            "valid_to": stamp,
+            "recorded_at": stamp,
+            "content": cs.str_schema(),  # P1: a full frame carries content
+            "content_digest": _optional(_text(_DIGEST)),  # D1
+            "representation": _absent(),  # P1: absent means full
+            "content_ref": _absent(),
+            "transform": _absent(),
+            "canonical_content_hash": _absent(),
+            "provenance": cs.with_default_schema(
+                cs.list_schema(_provenance_items()), default_factory=list
+            ),  # F5
+            "relations": cs.with_default_schema(
+                cs.list_schema(relation), default_factory=list
+            ),  # G1, G2
+        },
+    )
+
+
+def _own_validator(schema: CoreSchema) -> SchemaValidator:
+    """A validator of ``schema`` itself. pydantic-core builds a schema naming a complete
+    model's class as that model's own (lenient) validator, whatever fields it lists; it
+    reads completeness from the class's ``__dict__`` at build time only, so the models
+    tightened here are marked incomplete while it builds, and complete again after."""
+    from ._models import Provenance, Relation
+
+    models = (ContextFrame, Provenance, Relation)
+    for model in models:
+        type.__setattr__(model, "__pydantic_complete__", False)
+    try:
+        return SchemaValidator(schema)
+    finally:
+        for model in models:
+            type.__setattr__(model, "__pydantic_complete__", True)
+
+
+_STRICT_FRAMES = _own_validator(cs.list_schema(_frame_schema()))
+_TOKEN_COST = attrgetter("token_cost")
+_CONTENT = attrgetter("content")
+
+
+def accept_frames(data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] | None:
+    """A reply's frames and their honest costs when every frame passes every frame rule
+    (``check_frame`` would find nothing in any); ``None`` when one might not, and then
+    ``parse_frames`` judges them one by one. Frames already parsed are left to it."""
+    if any(map(isinstance, data, repeat(ContextFrame))):
+        return None  # an instance is not revalidated by a schema: check it as it is
+    try:
+        frames: list[ContextFrame] = _STRICT_FRAMES.validate_python(data)
+    except ValidationError:
+        return None
+    costs = list(map(canonical_token_cost, map(_CONTENT, frames)))
+    if any(map(ne, costs, map(_TOKEN_COST, frames))):
+        return None  # B3: named, with its figures, by the exact path
+    return frames, costs
