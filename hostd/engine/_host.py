@@ -4,7 +4,7 @@ A request runs plan → run → judge: ``plan_fan_out`` (``_plan``) decides ever
 leg from the pool's state, the consent gate and the request (shares before any
 query is built, one deadline per provider, C1/C2/C6 before any payload);
 ``run_fan_out`` (``_run``) writes every planned request and gathers the replies
-and the planned ``context/verify`` answers in one task group, ending with the
+as they land (each leg one call) and the planned ``context/verify`` answers, ending with the
 verify stage's one I/O step (verdicts judged, sources re-read); ``judge_leg``
 and ``judge`` (``_judge``) turn it all into the ``FanOut``, built once. Provider lifecycle, health
 and teardown are the pool's (``_pool``). A leg's failure is a ``LegReport``
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 from hostd._log import get_logger
 from hostd.errors import HostdError, ShuttingDown
@@ -239,8 +240,11 @@ class Host:
             verify=verify,
         )
         judged: dict[str, JudgedLeg] = {}
+        # A callback that awaits runs in a task of its own, so none holds up another leg
+        # (nor is cut short by one's deadline); without one, no task group at all.
+        callbacks: TaskGroup | None = None
 
-        async def on_reply(reply: LegReply) -> None:
+        def on_reply(reply: LegReply) -> None:
             leg = plan.leg(reply.provider_id)
             assert leg is not None
             done = judged[reply.provider_id] = judge_leg(leg, reply)
@@ -252,10 +256,12 @@ class Host:
             if on_leg_done is not None:
                 try:
                     out = on_leg_done(report)
-                    if inspect.isawaitable(out):
-                        await out
                 except Exception as exc:  # a callback never breaks the fan-out
                     log.warning("engine.on_leg_done.failed", error=repr(exc))
+                    return
+                if inspect.isawaitable(out):
+                    assert callbacks is not None
+                    callbacks.start_soon(_guarded, out)
 
         async def check(replies: dict[str, VerifyReply]) -> StageResult | None:
             """The turn's one I/O step after the replies: verdicts judged, sources read."""
@@ -276,7 +282,11 @@ class Host:
         work = run_fan_out(plan, self.pool, self._consent, on_reply, check)
         if on_progress is not None:
             work = self._with_progress({s.spec.id for s in slots}, on_progress, work)
-        verified = await work
+        if on_leg_done is None:
+            verified = await work
+        else:
+            async with anyio.create_task_group() as callbacks:
+                verified = await work
         return judge(plan, judged, verified)
 
     async def _with_progress(
@@ -362,6 +372,13 @@ def _view(slot: Slot) -> ProviderView:
 
 #: Legs that are a provider's fault: logged ``provider.leg.failed`` at warning.
 _FAULTS = frozenset({LegStatus.TIMEOUT, LegStatus.CRASHED, LegStatus.ERROR, LegStatus.UNAUTHORIZED})
+
+
+async def _guarded(out: Awaitable[Any]) -> None:
+    try:
+        await out
+    except Exception as exc:  # a callback never breaks the fan-out
+        log.warning("engine.on_leg_done.failed", error=repr(exc))
 
 
 def _log_leg(report: LegReport) -> None:

@@ -1,48 +1,51 @@
 """Running a fan-out plan: write every planned request, gather the raw replies.
 
-One task group per fan-out. The requests of ``send`` legs are written first,
-back to back, before any task starts (so the last provider's clock starts
-nearly as early as the first's); a ``start`` leg waits for its provider's start
-(the pool's, bounded only by this leg's deadline), passes the same ``gate``
-and is written the same way. There is one send path: ``start_query`` writes a
-request at once when the binding pipelines and the pipe takes it whole, else the
-leg's task writes it with ``query`` under its deadline. The planned
-``context/verify`` calls run in the same task group, each ended by its
-provider's leg deadline; once every reply is in, the caller's last step (the
-turn's source reads) runs in that same group. Consent is decided once: by the
-plan for a provider live when it planned, else once after its start (``ready``,
-shared by its leg and its verify). Every leg's failure becomes a ``LegReply``
-value, so siblings are never cancelled; the pool is told of broken connections.
+The requests of ``send`` legs are written first, back to back, before any
+await (so the last provider's clock starts nearly as early as the first's), each
+with its leg's deadline: ``start_query`` writes it at once when the binding
+pipelines and the pipe takes it whole, and from then on the leg is one call —
+its reply read, matched and validated in the pipe's read callback, or its
+deadline's timer failing it with ``TimeoutError`` (the id abandoned, so a late
+reply is counted, not read as a fault) — that tells the fan-out's ``_Inbox`` as
+it lands. The fan-out's own task gathers them there, waking once per batch of
+landed replies: no task, no cancel scope per leg. What cannot go that way runs in
+one task group beside it: a ``start`` leg waits for its provider's start (the
+pool's, bounded only by this leg's deadline), passes the same ``gate`` and is
+written the same way; a leg whose write must wait (a lock-step provider, a full
+pipe, an HTTP or SDK binding) awaits ``query`` under its deadline; the planned
+``context/verify`` calls, each ended by its provider's leg deadline. Once every
+reply is in, the caller's last step (the turn's source reads) runs. Consent is
+decided once: by the plan for a provider live when it planned, else once after
+its start (``ready``, shared by its leg and its verify). Every leg's failure
+becomes a ``LegReply`` value, so siblings are never cancelled; the pool is told
+of broken connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
 
 from hostd.errors import (
-    HandshakeFailed,
     HostdError,
     ProtocolFault,
     ProviderCrashed,
-    ProviderError,
     ProviderTimeout,
-    ProviderUnauthorized,
 )
 from hostd.protocol import (
     ContextQuery,
     ContextQueryResult,
     FrameIdentity,
     FrameVerdict,
-    Violation,
 )
 from hostd.transport import ProviderLink, StartedCall
 
 from ._gate import ConsentGate
+from ._outcome import LegReply, failure_of, progress_figure
 from ._plan import FanOutPlan, LegAction, LegPlan, gate, trim_representations
 from ._pool import ProviderPool, Slot
 from ._report import LegStatus
@@ -50,8 +53,9 @@ from .verify import VerifyReply, ask_one
 
 __all__ = ["LegReply", "run_fan_out"]
 
-#: Called with each leg's reply as it lands (outside the leg's deadline).
-OnReply = Callable[["LegReply"], Coroutine[Any, Any, None]]
+#: Called with each leg's reply as it lands (outside the leg's deadline); it does not
+#: wait: a caller's callback that awaits runs in a task of the caller's.
+OnReply = Callable[["LegReply"], None]
 #: What a ``send`` leg's early write left: the started call, nothing, or its failure.
 Written = StartedCall | HostdError | None
 #: A live connection and the scopes it still lacks consent for (C1, C2, C6).
@@ -70,27 +74,31 @@ class _Once(Generic[T]):
         self.error: HostdError | None = None
 
 
-@dataclass(slots=True, frozen=True)
-class LegReply:
-    """What one leg brought back, before any judgement: the frames as received, or why
-    there are none (``status``: timeout, crashed, error, no_consent, skipped)."""
+class _Inbox:
+    """Where written calls land, told from the pipe's read callback (or their deadline's
+    timer) with the time they landed: the fan-out's task wakes once per batch."""
 
-    provider_id: str
-    #: The query actually sent (after the gate); the leg audit judges against it.
-    query: ContextQuery
-    frames: Sequence[Any] | None = None
-    status: LegStatus | None = None
-    error_code: str | None = None
-    error_message: str | None = None
-    violations: tuple[Violation, ...] = ()
-    missing_scopes: tuple[str, ...] = ()
-    #: From the fan-out's start.
-    latency_ms: float = 0.0
-    #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
-    declared_kinds: tuple[str, ...] = ()
-    #: The reply said it left eligible frames out (``truncated``), and how many.
-    truncated: bool = False
-    dropped: int | None = None
+    __slots__ = ("_wake", "landed")
+
+    def __init__(self) -> None:
+        self.landed: list[tuple[StartedCall, float]] = []
+        self._wake: asyncio.Future[None] | None = None
+
+    def put(self, call: StartedCall) -> None:
+        self.landed.append((call, time.perf_counter()))
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def take(self) -> list[tuple[StartedCall, float]]:
+        while not self.landed:
+            self._wake = asyncio.get_running_loop().create_future()
+            try:
+                await self._wake
+            finally:
+                self._wake = None
+        landed, self.landed = self.landed, []
+        return landed
 
 
 def _write(
@@ -106,44 +114,6 @@ async def _result(
 ) -> ContextQueryResult:
     """The one send path's second step: the reply (writing first if nothing was written)."""
     return await (call.result() if call is not None else conn.query(query))
-
-
-def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
-    raw = exc.data.get("violations") or []
-    return tuple(Violation(v["rule"], v["field"], v["message"]) for v in raw if isinstance(v, dict))
-
-
-def failure_of(
-    exc: HostdError, progress: Mapping[str, Any] | None = None
-) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
-    """A leg's typed failure as (status, code, message, violations); ``progress``: the
-    provider's last warm-up figures, told with a ``warming`` answer."""
-    if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
-        return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
-    if isinstance(exc, ProviderUnauthorized):  # a remote provider's 401/403
-        return LegStatus.UNAUTHORIZED, exc.reason, exc.message, ()
-    if isinstance(exc, ProviderCrashed):  # RemoteTransport included: code ``transport``
-        return LegStatus.CRASHED, exc.reason, exc.message, ()
-    if isinstance(exc, HandshakeFailed):  # IncompatibleVersion included (H1–H3, H2, C5)
-        return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
-    if isinstance(exc, ProviderError):
-        if exc.data.get("warming") is True:  # answered "not ready yet" (_readiness)
-            # hostd's words and the provider's last figures: its own message (by size
-            # only, C8) would tell the user nothing.
-            message = f"provider warming, answered not ready{_figure(progress or {})}"
-            return LegStatus.WARMING, "warming", message, ()
-        return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
-    return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
-
-
-def _figure(progress: Mapping[str, Any]) -> str:
-    """``: embed 64/449`` from a provider's last progress, or nothing."""
-    phase, done, total = progress.get("phase"), progress.get("done"), progress.get("total")
-    if not phase or phase == "start":
-        return ""
-    if total is not None:
-        return f": {phase} {done or 0}/{total}"
-    return f": {phase}"
 
 
 class _Runner:
@@ -199,9 +169,111 @@ class _Runner:
         _, missing = gate(leg.query, leg.provider_id, conn.info, conn.capabilities, self.consent)
         return conn, missing
 
-    def reply(self, leg: LegPlan, query: ContextQuery, **fields: Any) -> LegReply:
-        latency = (time.perf_counter() - self.clock) * 1000
+    def reply(
+        self, leg: LegPlan, query: ContextQuery, at: float | None = None, **fields: Any
+    ) -> LegReply:
+        """The leg's reply, its latency up to ``at`` (when it landed), else now."""
+        latency = ((time.perf_counter() if at is None else at) - self.clock) * 1000
         return LegReply(leg.provider_id, query, latency_ms=latency, **fields)
+
+    async def gather(
+        self, calls: dict[StartedCall, tuple[LegPlan, ProviderLink]], inbox: _Inbox
+    ) -> None:
+        """Every written leg's reply, as it lands in ``inbox``, judged and handed to
+        ``on_reply``. Given up (cancelled), the calls still out are abandoned."""
+        left = len(calls)
+        try:
+            while left:
+                for call, at in await inbox.take():
+                    leg, conn = calls[call]
+                    left -= 1
+                    self.on_reply(await self._landed(leg, conn, call, at))
+        finally:
+            for call in calls:
+                if call.open:  # given up: its id abandoned, a late reply counted
+                    call.abandon()
+
+    async def _landed(
+        self, leg: LegPlan, conn: ProviderLink, call: StartedCall, at: float
+    ) -> LegReply:
+        exc = call.future.exception()
+        if exc is None:
+            return self._answered(leg, leg.query, conn, call.future.result(), at)
+        if isinstance(exc, TimeoutError):
+            return self._timed_out(leg, leg.query, conn, at)
+        if isinstance(exc, HostdError):
+            return await self._failed(leg, leg.query, conn, exc, leg.deadline, at)
+        raise exc  # a bug of ours, not the provider's: it is not a leg's failure
+
+    def _answered(
+        self,
+        leg: LegPlan,
+        query: ContextQuery,
+        conn: ProviderLink | None,
+        result: ContextQueryResult,
+        at: float | None = None,
+    ) -> LegReply:
+        caps = conn.capabilities if conn is not None else None
+        kinds = tuple(caps.query.kinds) if caps is not None else ()
+        return self.reply(
+            leg,
+            query,
+            at,
+            frames=result.frames,
+            declared_kinds=kinds,
+            truncated=result.truncated,
+            dropped=result.dropped_estimate,
+        )
+
+    def _timed_out(
+        self, leg: LegPlan, query: ContextQuery, conn: ProviderLink | None, at: float | None = None
+    ) -> LegReply:
+        """Past the leg's deadline: warming, starting, or a timeout (a lock-step stream
+        abandoned mid-request is discarded)."""
+        slot = self.pool.slots[leg.provider_id]
+        if conn is None:
+            conn = slot.live()  # handshaken while we waited for its readiness?
+            if conn is None:  # still starting: the start (in the pool) goes on without us
+                return self.warming(leg, query, "starting", "provider starting")
+        if conn.readiness.warming:
+            return self.warming(leg, query, "warming", "provider warming", at)
+        if not conn.alive and slot.conn is conn:
+            self.pool.discard(slot)  # a lock-step stream abandoned mid-request
+        return self.reply(
+            leg,
+            query,
+            at,
+            status=LegStatus.TIMEOUT,
+            error_code="timeout",
+            error_message=f"no reply within {leg.limit_ms:.0f} ms",
+        )
+
+    async def _failed(
+        self,
+        leg: LegPlan,
+        query: ContextQuery,
+        conn: ProviderLink | None,
+        exc: HostdError,
+        deadline: float,
+        at: float | None = None,
+    ) -> LegReply:
+        """A typed failure, with what the process said of it (no later than
+        ``deadline``); a crash or a protocol fault breaks the connection."""
+        if conn is not None:
+            exc = await conn.explain(exc, deadline)
+        if isinstance(exc, ProviderCrashed | ProtocolFault):
+            self.pool.broken(self.pool.slots[leg.provider_id], conn, exc)
+        progress = conn.readiness.progress if conn is not None else None
+        status, code, message, violations = failure_of(exc, progress)
+        return self.reply(
+            leg,
+            query,
+            at,
+            status=status,
+            error_code=code,
+            error_message=message,
+            violations=violations,
+        )
 
     async def leg(
         self,
@@ -209,8 +281,7 @@ class _Runner:
         written: StartedCall | HostdError | None,
         conn: ProviderLink | None,
     ) -> None:
-        reply = await self._exchange(leg, written, conn)
-        await self.on_reply(reply)
+        self.on_reply(await self._exchange(leg, written, conn))
 
     async def _exchange(
         self,
@@ -248,58 +319,26 @@ class _Runner:
             if scope.cancelled_caught:
                 raise TimeoutError
         except TimeoutError:
-            if conn is None:
-                conn = slot.live()  # handshaken while we waited for its readiness?
-                if conn is None:  # still starting: the start (in the pool) goes on without us
-                    return self.warming(leg, query, "starting", "provider starting")
-            if conn.readiness.warming:
-                return self.warming(leg, query, "warming", "provider warming")
-            if not conn.alive and slot.conn is conn:
-                self.pool.discard(slot)  # a lock-step stream abandoned mid-request
-            return self.reply(
-                leg,
-                query,
-                status=LegStatus.TIMEOUT,
-                error_code="timeout",
-                error_message=f"no reply within {leg.limit_ms:.0f} ms",
-            )
+            return self._timed_out(leg, query, conn)
         except HostdError as exc:
-            if conn is not None:  # what the process said of it, no later than the deadline
-                exc = await conn.explain(exc, deadline)
-            if isinstance(exc, ProviderCrashed | ProtocolFault):
-                self.pool.broken(slot, conn, exc)
-            progress = conn.readiness.progress if conn is not None else None
-            status, code, message, violations = failure_of(exc, progress)
-            return self.reply(
-                leg,
-                query,
-                status=status,
-                error_code=code,
-                error_message=message,
-                violations=violations,
-            )
-        caps = conn.capabilities if conn is not None else None
-        kinds = tuple(caps.query.kinds) if caps is not None else ()
-        return self.reply(
-            leg,
-            query,
-            frames=result.frames,
-            declared_kinds=kinds,
-            truncated=result.truncated,
-            dropped=result.dropped_estimate,
-        )
+            return await self._failed(leg, query, conn, exc, deadline)
+        return self._answered(leg, query, conn, result)
 
-    def warming(self, leg: LegPlan, query: ContextQuery, code: str, what: str) -> LegReply:
+    def warming(
+        self, leg: LegPlan, query: ContextQuery, code: str, what: str, at: float | None = None
+    ) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``)."""
         slot = self.pool.slots[leg.provider_id]
         conn = slot.conn
         progress = conn.readiness.progress if conn is not None else {}
+        figure = progress_figure(progress)
         return self.reply(
             leg,
             query,
+            at,
             status=LegStatus.WARMING,
             error_code=code,
-            error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{_figure(progress)}",
+            error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{figure}",
         )
 
     def no_consent(self, leg: LegPlan, query: ContextQuery, missing: Sequence[str]) -> LegReply:
@@ -345,12 +384,13 @@ async def run_fan_out(
     then: Callable[[dict[str, VerifyReply]], Awaitable[T]],
 ) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
-    as it lands) and the planned verify replies, in one task group; once all are in,
-    ``then(verify_replies)`` runs in the same group (the turn's source reads) and its
-    value is returned."""
+    as it lands) and the planned verify replies; once all are in, ``then(verify_replies)``
+    runs (the turn's source reads) and its value is returned."""
     runner = _Runner(plan, pool, consent, on_reply)
+    inbox = _Inbox()
     settled: list[LegReply] = []
-    pending: list[tuple[LegPlan, Written, ProviderLink | None]] = []
+    written: dict[StartedCall, tuple[LegPlan, ProviderLink]] = {}
+    waiting: list[tuple[LegPlan, Written, ProviderLink | None]] = []
     for leg in plan.legs:
         live = pool.slots[leg.provider_id].live() if leg.judged else None
         if live is not None:
@@ -370,36 +410,36 @@ async def run_fan_out(
         elif leg.action is LegAction.SEND:
             assert live is not None, "a send leg is planned only on a live connection"
             try:
-                written: Written = _write(live, leg.query, leg.wire)
+                call = live.start_query(
+                    dict(leg.wire) if leg.wire is not None else leg.query,
+                    deadline=leg.deadline,
+                    on_settled=inbox.put,
+                )
             except HostdError as exc:  # the leg's task reports it like any other failure
-                written = exc
-            pending.append((leg, written, live))
+                waiting.append((leg, exc, live))
+                continue
+            if call is not None:
+                written[call] = (leg, live)
+            else:  # written by the leg's task, which awaits room or the binding's turn
+                waiting.append((leg, None, live))
         else:
-            pending.append((leg, None, None))
+            waiting.append((leg, None, None))
     replies: dict[str, VerifyReply] = {}
     asks = list(plan.verify.asks) if plan.verify is not None else []
-    waiting = len(pending) + len(settled) + len(asks)
-    all_in = anyio.Event()
-    out: list[T] = []
-
-    async def counted(step: Awaitable[None]) -> None:
-        nonlocal waiting
-        await step
-        waiting -= 1
-        if waiting == 0:
-            all_in.set()
-
-    async def last() -> None:
-        if waiting:
-            await all_in.wait()
-        out.append(await then(replies))
-
-    async with anyio.create_task_group() as tg:
-        for leg, written, conn in pending:
-            tg.start_soon(counted, runner.leg(leg, written, conn))
+    try:
         for reply in settled:
-            tg.start_soon(counted, on_reply(reply))
-        for pid in asks:
-            tg.start_soon(counted, runner.verify(pid, replies))
-        tg.start_soon(last)
-    return out[0]
+            on_reply(reply)
+        if waiting or asks:
+            async with anyio.create_task_group() as tg:
+                for leg, w, conn in waiting:
+                    tg.start_soon(runner.leg, leg, w, conn)
+                for pid in asks:
+                    tg.start_soon(runner.verify, pid, replies)
+                await runner.gather(written, inbox)
+        else:  # every leg written at once: gathered here, no task, no scope
+            await runner.gather(written, inbox)
+    finally:
+        for call in written:
+            if call.open:  # given up before the gather began
+                call.abandon()
+    return await then(replies)

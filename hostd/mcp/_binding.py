@@ -265,7 +265,7 @@ class McpBindingClient:
                 break
         return names
 
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
+    def start_query(self, query: ContextQuery | dict[str, Any], **_: Any) -> StartedCall | None:
         return None  # an SDK call always takes a loop turn: the engine awaits ``query``
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:

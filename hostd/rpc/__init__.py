@@ -33,7 +33,7 @@ from ._envelope import (
     reply_id,
     validate_request,
 )
-from ._pending import Pending, PendingTable
+from ._pending import Pending, PendingSlot, PendingTable
 from ._pipe import LinePipeProtocol
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Method",
     "OnError",
     "Pending",
+    "PendingSlot",
     "PendingTable",
     "decode",
     "encode",

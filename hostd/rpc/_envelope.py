@@ -54,30 +54,32 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} has no JSON form")
 
 
-def encode(value: Any, *, strict: bool = False) -> bytes:
+def encode(value: Any, *, strict: bool = False, option: int = 0) -> bytes:
     """Compact UTF-8 JSON (no newline: a string's control characters are escaped);
     pydantic models as their wire form.
 
     Raises ``TypeError`` for what has no JSON form (an integer past 64 bits, a lone
     surrogate, an object other than a pydantic model). A non-string key is written
-    as its text, unless ``strict`` (what a requester sends must be what it meant)."""
+    as its text, unless ``strict`` (what a requester sends must be what it meant).
+    ``option``: more orjson options (``encode_line``'s newline)."""
     if strict:
-        return orjson.dumps(value, default=_default)
+        return orjson.dumps(value, default=_default, option=option)
     try:
         # Every key text, the common case: written without OPT_NON_STR_KEYS, which
         # doubles the time of a large reply; the same bytes, since that option changes
         # only keys that are not exactly ``str`` (and without it those raise).
-        return orjson.dumps(value, default=_default)
+        return orjson.dumps(value, default=_default, option=option)
     except TypeError:
-        return orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(value, default=_default, option=option | orjson.OPT_NON_STR_KEYS)
 
 
 def encode_line(message: Any, *, strict: bool = True) -> bytes:
     """The one line encoder: ``message`` as one compact JSON line and its newline (a
-    JSON encoder never emits a raw newline). Strict by default: a value JSON-RPC
-    cannot carry as given (a non-string key, an integer past 64 bits) raises
-    ``TypeError`` (``orjson.JSONEncodeError``) before anything is written."""
-    return encode(message, strict=strict) + b"\n"
+    JSON encoder never emits a raw newline; orjson appends it, so a large reply is not
+    copied once more to add it). Strict by default: a value JSON-RPC cannot carry as
+    given (a non-string key, an integer past 64 bits) raises ``TypeError``
+    (``orjson.JSONEncodeError``) before anything is written."""
+    return encode(message, strict=strict, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def make_request(method: str, params: Any, id_: int | str) -> dict[str, Any]:

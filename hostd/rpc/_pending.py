@@ -10,13 +10,20 @@ typed error (style: "EOF wakes every waiter with a typed error").
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from hostd.errors import HostdError
 
-__all__ = ["Pending", "PendingTable"]
+__all__ = ["Pending", "PendingTable", "PendingSlot"]
+
+
+class PendingSlot(Protocol):
+    """What the table holds for one id: resolved with the reply's payload, or failed."""
+
+    def resolve(self, result: Any) -> None: ...
+    def fail(self, error: BaseException) -> None: ...
 
 
 class Pending:
@@ -52,7 +59,7 @@ class PendingTable:
     correlation fault (H4 is about ids we never sent)."""
 
     def __init__(self, remember_abandoned: int = 4096) -> None:
-        self._pending: dict[Any, Pending] = {}
+        self._pending: dict[Any, PendingSlot] = {}
         self._abandoned: OrderedDict[Any, None] = OrderedDict()
         self._remember = remember_abandoned
         self.failure: HostdError | None = None
@@ -70,6 +77,12 @@ class PendingTable:
         self._pending[key] = slot
         return slot
 
+    def put(self, key: Any, slot: PendingSlot) -> None:
+        """Register a slot of the caller's own (one that settles a future, say)."""
+        if self.failure is not None:
+            raise self.failure
+        self._pending[key] = slot
+
     def abandon(self, key: Any) -> None:
         if self._pending.pop(key, None) is not None:
             self._abandoned[key] = None
@@ -79,7 +92,7 @@ class PendingTable:
     def has(self, key: Any) -> bool:
         return key in self._pending
 
-    def pop(self, key: Any) -> Pending | None:
+    def pop(self, key: Any) -> PendingSlot | None:
         return self._pending.pop(key, None)
 
     def was_abandoned(self, key: Any) -> bool:

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import hmac
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 
 from hostd.errors import (
     EmptyBatch,
@@ -51,7 +52,7 @@ from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 
 from ._repeats import RepeatedEvents
 
-__all__ = ["Connection", "Dispatch", "Limits", "Owner"]
+__all__ = ["Connection", "Dispatch", "Limits", "Owner", "SendNowait", "socket_send_nowait"]
 
 log = get_logger("hostd.server")
 
@@ -76,6 +77,29 @@ class Owner(Protocol):
 
 #: ``dispatch(connection, request)`` → the reply dict, or ``None`` when none is owed.
 Dispatch = Callable[["Connection", Any], Awaitable[Any]]
+#: Writes what the peer's socket takes now, without waiting: the bytes written (0: full).
+SendNowait = Callable[[bytes], int]
+
+
+def socket_send_nowait(stream: Any) -> SendNowait | None:
+    """A Unix socket stream's non-blocking write (its raw socket's ``send``), or ``None``
+    for any other stream (TCP, stdio). A reply the socket takes whole is written with no
+    event-loop turn; the rest goes through the stream's own ``send``."""
+    # A Unix socket stream only: anyio drives it by plain socket calls, as this does. A
+    # TCP stream is an asyncio transport with a write buffer of its own (a direct write
+    # could overtake it), and a wrapped one (TLS) would be skipped.
+    if not isinstance(stream, anyio.abc.UNIXSocketStream):
+        return None
+    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+
+    def send_nowait(data: bytes) -> int:
+        try:
+            sent: int = sock.send(data)
+        except BlockingIOError:  # full: the stream's send waits for room
+            return 0
+        return sent
+
+    return send_nowait
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +114,13 @@ class Limits:
     auth_timeout_s: float = 5.0
 
 
-def _id_key(value: Any) -> bytes:
+def _id_key(value: Any) -> Hashable:
+    """A request id as a key: JSON-equal ids alike, ``1``, ``1.0``, ``"1"`` and ``true``
+    apart. An int or a string (nearly every id) is its own key, typed; anything else
+    its canonical bytes."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return (kind, value)
     return encode(value)
 
 
@@ -115,21 +145,24 @@ class Connection:
         name: str,
         token: str | None = None,
         drain_on_eof: bool = False,
+        send_nowait: SendNowait | None = None,
     ) -> None:
         self.owner = owner
         self.name = name
         self._receive = receive
         self._send_bytes = send
+        self._send_nowait = send_nowait
         self._dispatch_one = dispatch
         self._limits = limits
         self._token = token
         self._authenticated = token is None
         self._drain_on_eof = drain_on_eof
-        self._send_lock = anyio.Lock()
-        self._scopes: dict[bytes, list[anyio.CancelScope]] = {}
+        # fast_acquire: an uncontended write does not yield first (one loop turn a reply).
+        self._send_lock = anyio.Lock(fast_acquire=True)
+        self._scopes: dict[Hashable, list[anyio.CancelScope]] = {}
         self._inflight = 0
-        self._idle = anyio.Event()
-        self._idle.set()
+        #: Made only when ``serve`` drains the requests in flight at EOF.
+        self._idle: anyio.Event | None = None
         self._broken = False
         self._aborting = False
         self._evicted = False
@@ -166,8 +199,11 @@ class Connection:
             return
         data = encode_reply(obj)
         try:
-            async with self._send_lock:
-                await self._send_bytes(data)
+            async with self._send_lock:  # uncontended: taken without a turn
+                # What the socket takes now is written now; only a rest waits for room.
+                sent = self._send_nowait(data) if self._send_nowait is not None else 0
+                if sent < len(data):
+                    await self._send_bytes(data[sent:] if sent else data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             # The client went away: its remaining work is cancelled (nobody to answer).
             self._broken = True
@@ -214,8 +250,12 @@ class Connection:
                     if not self._authenticated:
                         tg.start_soon(self._auth_deadline)
                     await self._read()
-                    if self._drain_on_eof and not self._broken:
+                    if self._drain_on_eof and not self._broken and self._inflight:
+                        self._idle = anyio.Event()
                         await self._idle.wait()
+                    # Closing: no longer open, before its requests are told to stop (so
+                    # no status sees its requests gone and the connection still open).
+                    self._uncount()
                     tg.cancel_scope.cancel()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
@@ -279,7 +319,9 @@ class Connection:
                 if isinstance(msg, dict) and "id" in msg:
                     await self.send(error_reply(self._overloaded(), reply_id(msg)))
                 return True
-            self._start(self._run_single, msg)
+            scope = self._register(msg)  # before the task: a $/cancel next finds it
+            self._begin()
+            self._tg.start_soon(self._finish_after, msg, scope)
         return True
 
     def _overloaded(self) -> Overloaded:
@@ -314,37 +356,40 @@ class Connection:
             if errors:
                 await self.send(errors)
             return
-        self._start(self._run_batch, batch)
-
-    def _start(self, runner: Callable[[Any, Any], Awaitable[None]], msg: Any) -> None:
         # Scopes are registered before the task starts, so a $/cancel on the very next
         # line always finds the request it names.
-        scopes = [self._register(m) for m in msg] if isinstance(msg, list) else self._register(msg)
+        scopes = [self._register(m) for m in batch]
+        self._begin()
+        self._tg.start_soon(self._finish_batch, batch, scopes)
+
+    def _begin(self) -> None:
         self._inflight += 1
-        self._idle = anyio.Event() if self._inflight == 1 else self._idle
         self.owner.begin_request()
-        self._tg.start_soon(self._finish_after, runner, msg, scopes)
 
-    async def _finish_after(
-        self, runner: Callable[[Any, Any], Awaitable[None]], msg: Any, scopes: Any
-    ) -> None:
+    def _end(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._idle is not None:
+            self._idle.set()
+        self.owner.end_request()
+
+    async def _finish_after(self, msg: Any, scope: anyio.CancelScope) -> None:
+        """One request: run in its scope, its reply written (outside it: a cancel never
+        cuts a reply short), then forgotten."""
         try:
-            await runner(msg, scopes)
+            reply = await self._dispatch_in(msg, scope)
+            if reply is not _NO_REPLY and reply is not None:
+                await self.send(reply)
         finally:
-            if isinstance(msg, list):
-                for m, scope in zip(msg, scopes, strict=True):
-                    self._unregister(m, scope)
-            else:
-                self._unregister(msg, scopes)
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
-            self.owner.end_request()
+            self._unregister(msg, scope)
+            self._end()
 
-    async def _run_single(self, msg: Any, scope: anyio.CancelScope) -> None:
-        reply = await self._dispatch_in(msg, scope)
-        if reply is not _NO_REPLY and reply is not None:
-            await self.send(reply)
+    async def _finish_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
+        try:
+            await self._run_batch(batch, scopes)
+        finally:
+            for m, scope in zip(batch, scopes, strict=True):
+                self._unregister(m, scope)
+            self._end()
 
     async def _run_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
         replies: list[Any] = [None] * len(batch)

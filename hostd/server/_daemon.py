@@ -34,7 +34,7 @@ from hostd.pipeline import Pipeline
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import dispatch_one
-from ._connection import Connection, Limits
+from ._connection import Connection, Limits, SendNowait, socket_send_nowait
 from ._engine import open_engine
 from ._local import LocalSession
 from ._repeats import RepeatedEvents
@@ -343,7 +343,9 @@ class Daemon:
                     return b""
 
             # Constructed here, not in the task: it is counted before the next accept.
-            connection = self._connection(receive, stream.send, name=name, token=token)
+            connection = self._connection(
+                receive, stream.send, name=name, token=token, send_nowait=socket_send_nowait(stream)
+            )
             if token is not None:
                 self._admission.opened(connection)
             conns.start_soon(self._serve_stream, stream, connection)
@@ -368,6 +370,7 @@ class Daemon:
         name: str,
         token: str | None = None,
         drain_on_eof: bool = False,
+        send_nowait: SendNowait | None = None,
     ) -> Connection:
         cfg = self.config.host
         limits = Limits(
@@ -385,6 +388,7 @@ class Daemon:
             name=name,
             token=token,
             drain_on_eof=drain_on_eof,
+            send_nowait=send_nowait,
         )
 
     async def _serve_stdio(self, wire_fd: int) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.rpc import encode
+from hostd.rpc import encode, encode_line, encode_reply
 
 
 class _Key(enum.StrEnum):
@@ -42,3 +42,28 @@ def test_what_has_no_json_form_still_raises() -> None:
         encode({1: object()})
     with pytest.raises(TypeError):
         encode({"a": 2**64})
+
+
+_BIG = st.integers(2**64, 2**70) | st.sampled_from([object(), "\ud800"])
+
+
+@given(_VALUES | st.dictionaries(_KEYS, _BIG | _VALUES, max_size=3))
+def test_a_line_is_the_value_and_one_newline(value: Any) -> None:
+    # The newline comes from orjson (no copy of the encoded value to add it): the same
+    # bytes as the value's encoding and b"\n", and the same refusals, strict or not.
+    for strict in (True, False):
+        try:
+            expected = encode(value, strict=strict) + b"\n"
+        except TypeError:
+            with pytest.raises(TypeError):
+                encode_line(value, strict=strict)
+            continue
+        assert encode_line(value, strict=strict) == expected
+    if isinstance(value, dict):
+        reply = {"jsonrpc": "2.0", "result": value, "id": 1}
+        try:
+            expected = encode(reply) + b"\n"
+        except TypeError:
+            assert b'"reason":"internal"' in encode_reply(reply)
+        else:
+            assert encode_reply(reply) == expected

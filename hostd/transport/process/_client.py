@@ -13,6 +13,8 @@ the same typed error.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,7 +30,7 @@ from hostd.protocol import (
     HostInfo,
     VerifyResponse,
 )
-from hostd.rpc import Pending, PendingTable
+from hostd.rpc import PendingTable
 
 from ..bindings import UNKEYED, CgpCodec, Codec, Fault, JsonRpcCodec, Notice, Refusal, Request
 
@@ -48,28 +50,93 @@ SendNowait = Callable[[bytes], bool]
 log = get_logger("hostd.transport")
 
 
-class StartedCall:
-    """A request already written; ``await result()`` is its reply, converted by the
-    binding. Cancelled or failed while waiting, the id is abandoned (a late reply is
-    then dropped quietly, not read as a correlation fault)."""
+def _same(payload: Any) -> Any:
+    return payload
 
-    __slots__ = ("_convert", "_key", "_slot", "_table")
+
+class StartedCall:
+    """A request already written, its reply settled in the pipe's read callback: read
+    by the codec, converted (validated) by the binding there, then ``future`` resolved
+    and ``on_settled`` told at once, so its waiter wakes once, on a finished value.
+    ``deadline`` (the event loop's clock, ``anyio.current_time``): a timer fails it
+    with ``TimeoutError`` then, abandoning its id; so does a waiter that gives up. An
+    abandoned id's reply, come late, is dropped quietly and counted, never read as a
+    correlation fault."""
+
+    __slots__ = ("_convert", "_key", "_table", "_timer", "future", "on_settled", "open")
 
     def __init__(
-        self, table: PendingTable, key: Any, slot: Pending, convert: Callable[[Any], Any]
+        self,
+        table: PendingTable,
+        key: Any,
+        convert: Callable[[Any], Any],
+        deadline: float | None = None,
+        on_settled: Callable[[StartedCall], None] | None = None,
     ) -> None:
         self._table = table
         self._key = key
-        self._slot = slot
         self._convert = convert
+        self.on_settled = on_settled
+        #: Neither answered, failed, timed out nor abandoned yet. (Not ``future.done()``:
+        #: a waiter's cancellation cancels the future it awaits.)
+        self.open = True
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self._timer = (
+            loop.call_at(deadline, self._expire)
+            if deadline is not None and deadline != math.inf
+            else None
+        )
+
+    def _settled(self) -> None:
+        self.open = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.on_settled is not None:
+            self.on_settled(self)
+
+    # The table's slot: the read callback resolves or fails it, the stream's end fails it.
+    def resolve(self, payload: Any) -> None:
+        if not self.open or self.future.done():
+            return
+        try:
+            value = self._convert(payload)
+        except Exception as exc:  # the reply's own fault (ProtocolFault): this call's alone
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(value)
+        self._settled()
+
+    def fail(self, error: BaseException) -> None:
+        if self.open and not self.future.done():
+            self.future.set_exception(error)
+            self._settled()
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self.open and not self.future.done():
+            self._table.abandon(self._key)
+            self.future.set_exception(TimeoutError())
+            self._settled()
+
+    def abandon(self) -> None:
+        """The caller gives up (cancelled): the id is abandoned, nobody is told."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.open:
+            self.open = False
+            self._table.abandon(self._key)
+            self.future.cancel()
 
     async def result(self) -> Any:
+        """The converted reply (an error reply, a broken stream or the deadline raises)."""
         try:
-            reply = await self._slot.wait()
+            return await self.future
         except BaseException:
-            self._table.abandon(self._key)
+            self.abandon()
             raise
-        return self._convert(reply)
 
 
 class PipeClient:
@@ -180,15 +247,22 @@ class PipeClient:
         self._table.fail_all(error)
 
     async def _exchange(self, request: Request) -> Any:
-        slot: Pending = self._table.add(request.key)
+        if self._table.failure is not None:
+            raise self._table.failure
+        call = StartedCall(self._table, request.key, _same)
+        self._table.put(request.key, call)
         try:
-            async with self._send_lock:
-                await self._send(request.line)
-            return await slot.wait()
+            # Written at once when the pipe takes the line whole (no lock, no turn), else
+            # in turn, waiting for room.
+            nowait = self._send_nowait
+            if nowait is None or self._send_lock.locked() or not nowait(request.line):
+                async with self._send_lock:
+                    await self._send(request.line)
+            return await call.future
         except BaseException:
-            if request.key is UNKEYED and not slot.done.is_set():
+            if request.key is UNKEYED and call.open:
                 self.desynchronised = True
-            self._table.abandon(request.key)
+            call.abandon()
             raise
 
     async def exchange(self, request: Request) -> Any:
@@ -200,21 +274,33 @@ class PipeClient:
         async with self._lockstep:
             return await self._exchange(request)
 
-    def _start(self, key: Any, line: bytes, convert: Callable[[Any], Any]) -> StartedCall | None:
+    def _start(
+        self,
+        key: Any,
+        line: bytes,
+        convert: Callable[[Any], Any],
+        deadline: float | None,
+        on_settled: Callable[[StartedCall], None] | None,
+    ) -> StartedCall | None:
         """Register ``key`` and write ``line`` now if that needs no waiting (see
         ``send_nowait``); ``None``, with nothing registered or written, otherwise."""
         if self._send_nowait is None or self._send_lock.locked():
             return None
-        slot = self._table.add(key)  # raises the stream's failure, if it broke
+        if self._table.failure is not None:  # the stream broke: its failure, at once
+            raise self._table.failure
+        call = StartedCall(self._table, key, convert, deadline, on_settled)
+        self._table.put(key, call)
         try:
             sent = self._send_nowait(line)
         except BaseException:
             self._table.pop(key)
+            call.abandon()
             raise
         if not sent:
             self._table.pop(key)
+            call.abandon()
             return None
-        return StartedCall(self._table, key, slot, convert)
+        return call
 
     async def handshake(self, host: HostInfo) -> HandshakeAck:
         payload = await self.exchange(self.codec.handshake(host))
@@ -224,16 +310,23 @@ class PipeClient:
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         return self.codec.query_result(await self.exchange(self.codec.query(query)))
 
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
+    def start_query(
+        self,
+        query: ContextQuery | dict[str, Any],
+        *,
+        deadline: float | None = None,
+        on_settled: Callable[[StartedCall], None] | None = None,
+    ) -> StartedCall | None:
         """Write a query now, with no event-loop turn, when the provider pipelines and
         the pipe takes the line whole at once; ``None`` (nothing written) otherwise, a
         lock-step provider always: then use ``query``. ``query`` may be given in its
-        wire form (``to_wire()``); ``await started.result()`` is the
-        ``ContextQueryResult``."""
+        wire form (``to_wire()``); ``await started.result()`` (or ``started.future``,
+        once ``on_settled`` told of it) is the ``ContextQueryResult``, validated in the
+        read callback; past ``deadline`` it is ``TimeoutError``."""
         if not self.codec.correlation:
             return None
         request = self.codec.query(query)
-        return self._start(request.key, request.line, self.codec.query_result)
+        return self._start(request.key, request.line, self.codec.query_result, deadline, on_settled)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return self.codec.verify_response(await self.exchange(self.codec.verify(frames)))

@@ -72,7 +72,13 @@ class BindingClient(Protocol):
     def on_end(self, error: HostdError) -> None: ...
     async def handshake(self, host: HostInfo) -> HandshakeAck: ...
     async def query(self, query: ContextQuery) -> ContextQueryResult: ...
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None: ...
+    def start_query(
+        self,
+        query: ContextQuery | dict[str, Any],
+        *,
+        deadline: float | None = None,
+        on_settled: Callable[[StartedCall], None] | None = None,
+    ) -> StartedCall | None: ...
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
     async def shutdown(self) -> None: ...
     def close(self, error: HostdError) -> None: ...
@@ -355,11 +361,19 @@ class ProviderConnection:
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         return await self.client.query(query)
 
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> StartedCall | None:
+    def start_query(
+        self,
+        query: ContextQuery | dict[str, Any],
+        *,
+        deadline: float | None = None,
+        on_settled: Callable[[StartedCall], None] | None = None,
+    ) -> StartedCall | None:
         """Write ``query`` now, with no event-loop turn, when the binding pipelines and
-        the pipe takes it whole; ``None`` (nothing written) otherwise. Raises
-        ``ProviderCrashed`` when the provider closed its input."""
-        return self.client.start_query(query)
+        the pipe takes it whole; ``None`` (nothing written) otherwise. The call's reply
+        is validated in the read callback, ``on_settled`` told then (or at ``deadline``,
+        with ``TimeoutError``). Raises ``ProviderCrashed`` when the provider closed its
+        input."""
+        return self.client.start_query(query, deadline=deadline, on_settled=on_settled)
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return await self.client.verify(frames)

@@ -356,7 +356,7 @@ class RemoteConnection:
         process to ask why (``ProviderConnection.explain``); the status says it."""
         return self.endpoint.redactor.error(exc)
 
-    def start_query(self, query: ContextQuery | dict[str, Any]) -> None:
+    def start_query(self, query: ContextQuery | dict[str, Any], **_: Any) -> None:
         """Always ``None``: an HTTP exchange is awaited, there is no line to write now."""
         return None
 

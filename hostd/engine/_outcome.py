@@ -1,0 +1,87 @@
+"""What one leg brought back, before any judgement, and a typed failure's report fields.
+
+``LegReply`` is the value every leg of a fan-out ends as (``_run``), judged by
+``judge_leg`` (``_judge``); ``failure_of`` maps a leg's typed failure to its status,
+code, message and violations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hostd.errors import (
+    HandshakeFailed,
+    HostdError,
+    ProviderCrashed,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnauthorized,
+)
+from hostd.protocol import ContextQuery, Violation
+
+from ._report import LegStatus
+
+__all__ = ["LegReply", "failure_of", "progress_figure"]
+
+
+@dataclass(slots=True, frozen=True)
+class LegReply:
+    """What one leg brought back, before any judgement: the frames as received, or why
+    there are none (``status``: timeout, crashed, error, no_consent, skipped)."""
+
+    provider_id: str
+    #: The query actually sent (after the gate); the leg audit judges against it.
+    query: ContextQuery
+    frames: Sequence[Any] | None = None
+    status: LegStatus | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    violations: tuple[Violation, ...] = ()
+    missing_scopes: tuple[str, ...] = ()
+    #: From the fan-out's start.
+    latency_ms: float = 0.0
+    #: The answering provider's ``capabilities.query.kinds`` (Q1: empty is any kind).
+    declared_kinds: tuple[str, ...] = ()
+    #: The reply said it left eligible frames out (``truncated``), and how many.
+    truncated: bool = False
+    dropped: int | None = None
+
+
+def _violations_of(exc: HostdError) -> tuple[Violation, ...]:
+    raw = exc.data.get("violations") or []
+    return tuple(Violation(v["rule"], v["field"], v["message"]) for v in raw if isinstance(v, dict))
+
+
+def failure_of(
+    exc: HostdError, progress: Mapping[str, Any] | None = None
+) -> tuple[LegStatus, str, str, tuple[Violation, ...]]:
+    """A leg's typed failure as (status, code, message, violations); ``progress``: the
+    provider's last warm-up figures, told with a ``warming`` answer."""
+    if isinstance(exc, ProviderTimeout):  # the handshake's own timeout
+        return LegStatus.TIMEOUT, "handshake_timeout", exc.message, ()
+    if isinstance(exc, ProviderUnauthorized):  # a remote provider's 401/403
+        return LegStatus.UNAUTHORIZED, exc.reason, exc.message, ()
+    if isinstance(exc, ProviderCrashed):  # RemoteTransport included: code ``transport``
+        return LegStatus.CRASHED, exc.reason, exc.message, ()
+    if isinstance(exc, HandshakeFailed):  # IncompatibleVersion included (H1–H3, H2, C5)
+        return LegStatus.ERROR, exc.reason, exc.message, _violations_of(exc)
+    if isinstance(exc, ProviderError):
+        if exc.data.get("warming") is True:  # answered "not ready yet" (_readiness)
+            # hostd's words and the provider's last figures: its own message (by size
+            # only, C8) would tell the user nothing.
+            message = f"provider warming, answered not ready{progress_figure(progress or {})}"
+            return LegStatus.WARMING, "warming", message, ()
+        return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
+    return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
+
+
+def progress_figure(progress: Mapping[str, Any]) -> str:
+    """``: embed 64/449`` from a provider's last progress, or nothing."""
+    phase, done, total = progress.get("phase"), progress.get("done"), progress.get("total")
+    if not phase or phase == "start":
+        return ""
+    if total is not None:
+        return f": {phase} {done or 0}/{total}"
+    return f": {phase}"
