@@ -93,68 +93,32 @@ def _as_decoded(value: Any) -> Any:
     return value
 
 
-_ABSENT = object()
-
-
-def _reply(ok: bool, value: Any, id_: Any) -> dict[str, Any]:
-    """A reply as jsonrpcserver serialises one (same members, same order), rendered."""
-    if ok:
-        return {"jsonrpc": "2.0", "result": value, "id": id_}
-    code, message, data = value
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not _NODATA:
-        error["data"] = data
-    return _rendered({"jsonrpc": "2.0", "error": error, "id": id_})
-
-
-#: jsonrpcserver's "no data" (an error reply without a ``data`` member), read off its
-#: public exception's default rather than imported from a private module.
-_NODATA = JsonRpcError(0, "").data
-
-#: Answered by a bound method: ``(True, result)`` or ``(False, (code, message, data))``.
-Answer = tuple[bool, Any]
-
-
 class Dispatcher:
     """Methods by name, each wrapped once in the error boundary; ``dispatch`` answers a
-    decoded request (or batch) with its reply dict(s), ``None`` when nothing is owed.
-
-    A single request with an id, a known method and params by name (nearly every
-    request) is answered here, in the caller's task: jsonrpcserver would run it in a
-    task of its own (it gathers every request, even one) for the same reply, which
-    tests/rpc/test_dispatch_paths.py holds byte for byte against the library's. Anything
-    else (a batch, a notification, a bad shape, an unknown method, positional params)
-    goes through jsonrpcserver."""
+    decoded request (or batch) with its reply dict(s), ``None`` when nothing is owed."""
 
     def __init__(self, methods: Mapping[str, Method], *, on_error: OnError | None = None):
         self._on_error = on_error if on_error is not None else log_unexpected
-        self._methods = dict(methods)
         self.methods = {name: self._bound(name, method) for name, method in methods.items()}
 
-    async def _answer(
-        self, name: str, method: Method, context: Any, args: Any, kwargs: dict[str, Any]
-    ) -> Answer:
-        """The boundary: the method's result, or the error its wire reply carries."""
-        try:
-            if args:  # positional params reach the body, so the boundary answers them
-                raise InvalidParam(
-                    "invalid params: params must be an object (by name), not an array",
-                    field="params",
-                )
-            return True, await method.invoke(context, kwargs)
-        except JsonRpcError as exc:  # jsonrpcserver's public way to answer an error
-            return False, (exc.code, exc.message, exc.data)
-        except Exception as exc:  # the boundary: nothing escapes a method as a crash
-            self._on_error(name, exc)
-            wire = error_to_wire(exc)
-            return False, (wire["code"], wire["message"], wire["data"])
-
     def _bound(self, name: str, method: Method) -> Callable[..., Awaitable[Result]]:
-        answer = self._answer
+        on_error = self._on_error
 
         async def call(context: Any, *args: Any, **kwargs: Any) -> Result:
-            ok, value = await answer(name, method, context, args, kwargs)
-            return Success(value) if ok else Error(*value)
+            # Positional params reach the body, so the boundary answers them, by name.
+            try:
+                if args:
+                    raise InvalidParam(
+                        "invalid params: params must be an object (by name), not an array",
+                        field="params",
+                    )
+                return Success(await method.invoke(context, kwargs))
+            except JsonRpcError as exc:  # jsonrpcserver's public way to answer an error
+                return Error(exc.code, exc.message, exc.data)
+            except Exception as exc:  # the boundary: nothing escapes a method as a crash
+                on_error(name, exc)
+                wire = error_to_wire(exc)
+                return Error(wire["code"], wire["message"], wire["data"])
 
         call.__name__ = call.__qualname__ = name
         # jsonrpcserver checks the params against ``inspect.signature`` of the method on
@@ -162,35 +126,8 @@ class Dispatcher:
         call.__signature__ = inspect.signature(call)  # type: ignore[attr-defined]  # a function takes any attribute
         return call
 
-    def _direct(self, request: dict[str, Any]) -> tuple[Method, dict[str, Any]] | None:
-        """The method and params of a request answered without the library, else None."""
-        if "id" not in request:
-            return None  # a notification: the library's rules (no reply)
-        name = request.get("method")
-        method = self._methods.get(name) if type(name) is str else None
-        if method is None:
-            return None
-        params = request.get("params", _ABSENT)
-        if params is _ABSENT:
-            params = {}
-        # ``context`` by name would collide with the bound method's own first argument:
-        # the library answers it (invalid params), so it goes there.
-        elif type(params) is not dict or "context" in params:
-            return None
-        try:
-            validate_request(request)
-        except Exception:  # a bad shape: the library answers it (invalid request)
-            return None
-        return method, params
-
     async def dispatch(self, request: Any, context: Any) -> Any:
         """The reply to one decoded request or batch (``None`` for notifications only)."""
-        if type(request) is dict:
-            direct = self._direct(request)
-            if direct is not None:
-                method, params = direct
-                ok, value = await self._answer(request["method"], method, context, (), params)
-                return _reply(ok, value, request["id"])
         reply = await async_dispatch_to_serializable(
             request,
             self.methods,
