@@ -256,18 +256,7 @@ def unranked_entries(
         if kept is None:
             kept = kept_wire[k] = key_to_wire(keys[k])
         score = scores[d]
-        entry = {
-            "frame": (
-                {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
-                if dk[2]
-                else {"provider_id": dk[0], "frame_id": dk[1]}
-            ),
-            "provider": dk[0],
-            "disposition": "excluded",
-            "reason": "duplicate",
-            "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
-            "score": score if -_INF < score < _INF else None,
-        }
+        entry = _duplicate_entry(dk, kept, score)
         rows.append(((False, dk, "duplicate", score), partial(repr, keys[k]), entry))
     for item in excluded:
         fid, reason, detail = item
@@ -291,6 +280,22 @@ def unranked_entries(
     return list(map(_THIRD, rows))
 
 
+def _duplicate_entry(dk: SortKey, kept: dict[str, Any], score: float) -> dict[str, Any]:
+    """The audit entry of a frame dedup folded into ``kept`` (its wire FrameId)."""
+    return {
+        "frame": (
+            {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
+            if dk[2]
+            else {"provider_id": dk[0], "frame_id": dk[1]}
+        ),
+        "provider": dk[0],
+        "disposition": "excluded",
+        "reason": "duplicate",
+        "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
+        "score": score if -_INF < score < _INF else None,
+    }
+
+
 def _duplicate_entries(
     keys: Sequence[SortKey], scores: Sequence[float], duplicates: Sequence[tuple[int, int]]
 ) -> list[dict[str, Any]]:
@@ -311,20 +316,7 @@ def _duplicate_entries(
         score = scores[d]
         dropped_keys.append(dk)
         dropped_scores.append(score)
-        append(
-            {
-                "frame": (
-                    {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
-                    if dk[2]
-                    else {"provider_id": dk[0], "frame_id": dk[1]}
-                ),
-                "provider": dk[0],
-                "disposition": "excluded",
-                "reason": "duplicate",
-                "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
-                "score": score if -_INF < score < _INF else None,
-            }
-        )
+        append(_duplicate_entry(dk, kept, score))
     order = sorted(range(len(entries)), key=dropped_scores.__getitem__)
     order.sort(key=dropped_keys.__getitem__)
     in_order = list(map(dropped_keys.__getitem__, order))
