@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from hostd.protocol import ContextFrame, LineIndex
+from hostd.protocol import ContextFrame, LineIndex, line_number
 
 from ._render import citation_label_for
 
@@ -54,8 +54,8 @@ def _parse(rng: str) -> tuple[int, int] | None:
     m = _RANGE_RE.fullmatch(rng)
     if m is None:
         return None
-    start = int(m.group(1))
-    return start, int(m.group(2)) if m.group(2) is not None else start
+    start = line_number(m.group(1))
+    return start, line_number(m.group(2)) if m.group(2) is not None else start
 
 
 #: ``_parse``, remembered: the same few ranges ("L1-40") come back in every
@@ -90,8 +90,8 @@ def merged_label(frame: ContextFrame, own: tuple[int, int], rng: str) -> str:
     label = citation_label_for(frame)
     m = _LABEL_RANGE_RE.search(label)
     if m is not None:
-        a = int(m.group(1))
-        said = (a, int(m.group(2)) if m.group(2) is not None else a)
+        a = line_number(m.group(1))
+        said = (a, line_number(m.group(2)) if m.group(2) is not None else a)
         stated = lines_of(frame.provenance[0].range, None)
         if said in (own, stated):
             return label[: m.start()] + rng

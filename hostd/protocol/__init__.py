@@ -14,6 +14,7 @@ from ._bytes import (
     address_line_range,
     canonical_token_cost,
     is_sha256_digest,
+    line_number,
     sha256_digest,
 )
 from ._envelopes import (
@@ -154,6 +155,7 @@ __all__ = [
     "WireModel",
     "accept_frames",
     "address_line_range",
+    "line_number",
     "canonical_json",
     "canonical_token_cost",
     "check_as_of",

@@ -101,6 +101,19 @@ class LineIndex:
         return self.slice(start, min(end, self.count))
 
 
+#: Digits past which a line number is past the end of any file. Such a number is read as
+#: ``PAST_ANY_FILE`` (an end clamps to the source, F17; a start is past its end), never
+#: converted whole: past 4,300 digits Python's ``int`` refuses the string.
+_MAX_LINE_DIGITS = 18
+PAST_ANY_FILE = 10**_MAX_LINE_DIGITS
+
+
+def line_number(digits: str) -> int:
+    """An F17 range's line number (its decimal digits) as an int, ``PAST_ANY_FILE`` when
+    it has more than 18 digits."""
+    return int(digits) if len(digits) <= _MAX_LINE_DIGITS else PAST_ANY_FILE
+
+
 def _range_lines(range: str) -> tuple[int, int]:  # noqa: A002 - wire name
     """``L<n>[-<m>]`` as its 1-based inclusive lines; a malformed or inverted range raises."""
     m = _RANGE_RE.fullmatch(range)
@@ -108,8 +121,8 @@ def _range_lines(range: str) -> tuple[int, int]:  # noqa: A002 - wire name
         raise UnverifiableRange(
             RangeProblem.UNRECOGNISED, range, "not L<n> or L<n>-<m> (1-indexed, no zeros or signs)"
         )
-    start = int(m.group(1))
-    end = int(m.group(2)) if m.group(2) is not None else start
+    start = line_number(m.group(1))
+    end = line_number(m.group(2)) if m.group(2) is not None else start
     if end < start:
         raise UnverifiableRange(RangeProblem.INVERTED, range, f"end {end} precedes start {start}")
     return start, end

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hostd.protocol import ContextFrame, FrameId
+from hostd.protocol import ContextFrame, FrameId, line_number
 
 __all__ = ["rebuilt_sources", "verification_of"]
 
@@ -54,8 +54,8 @@ def _span(rng: str | None, count: int) -> tuple[int, int] | None:
     m = _RANGE_RE.fullmatch(rng)
     if m is None:
         return None
-    start = int(m.group(1))
-    end = min(int(m.group(2) or start), count)
+    start = line_number(m.group(1))
+    end = min(line_number(m.group(2)) if m.group(2) else start, count)
     return (start, end) if start <= end else None
 
 

@@ -619,3 +619,28 @@ def test_a_remembered_range_reads_as_a_fresh_parse(rng: str) -> None:
     lines = Lines(DATA)
     clamped = None if parsed is None else (parsed[0], min(parsed[1], lines.count))
     assert lines_of(rng, lines) == (clamped if clamped and clamped[0] <= clamped[1] else None)
+
+
+HUGE = "1" * 5000  # past Python's int conversion limit (4,300 digits)
+
+
+def test_a_range_or_label_of_thousands_of_digits_is_no_range_not_a_crash() -> None:
+    """A provider stating a line number of 5,000 digits (in its provenance range or in
+    its label's trailing range) costs its own frame its span merging, never the
+    composition: such a range is not a range (F17), as any other malformed one."""
+    # an honest range under a hostile label: merged, and the label's range not read
+    loud = window("h", "L4-9", 0.9).model_copy(update={"citation_label": f"module.py L{HUGE}"})
+    result = compose([("lexical", window("a", "L1-6", 0.4)), ("dense", loud)])
+    assert labels(result) == {"h": f"module.py L{HUGE} (L1-9)"}
+    # a hostile range: left whole, beside the frame it would have overlapped
+    body = address_line_range(DATA, "L4-9")
+    far = window("f", "L4-9", 0.9).model_copy(
+        update={
+            "provenance": [
+                Provenance(type="file", uri=URI, range=f"L{HUGE}-9", digest=sha256_digest(body))
+            ]
+        }
+    )
+    result = compose([("lexical", window("a", "L1-6", 0.4)), ("dense", far)])
+    assert {e["frame"]["frame_id"] for e in result.audit.entry_dicts()} == {"a", "f"}
+    assert labels(result) == {"a": "module.py L1-6", "f": "module.py L4-9"}

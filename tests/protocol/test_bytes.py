@@ -15,6 +15,7 @@ from hostd.protocol import (
     address_line_range,
     canonical_token_cost,
     is_sha256_digest,
+    line_number,
     sha256_digest,
 )
 
@@ -142,3 +143,16 @@ def test_single_lines_concatenate_to_the_whole_resource(lines: list[str], _: int
     if data:
         assert address_line_range(data, f"L1-{i + 5}") == data
     assert hashlib.sha256(b"".join(parts)).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_a_line_number_of_thousands_of_digits_is_past_the_end_not_a_crash() -> None:
+    """Past 4,300 digits Python's ``int`` refuses the string: such a line number is read
+    as past any file's end, so an end clamps to the source and a start is past it (F17),
+    as the published vectors' shorter huge numbers are."""
+    data = b"one\ntwo\n"
+    huge = "9" * 5000
+    assert address_line_range(data, f"L2-{huge}") == b"two\n"
+    with pytest.raises(UnverifiableRange) as info:
+        address_line_range(data, f"L{huge}")
+    assert info.value.reason is RangeProblem.START_PAST_END
+    assert line_number("12") == 12 and line_number(huge) == line_number("9" * 19) > 10**17
