@@ -283,16 +283,12 @@ def unranked_entries(
 def _duplicate_entry(dk: SortKey, kept: dict[str, Any], score: float) -> dict[str, Any]:
     """The audit entry of a frame dedup folded into ``kept`` (its wire FrameId)."""
     return {
-        "frame": (
-            {"provider_id": dk[0], "frame_id": dk[1], "content_digest": dk[3]}
-            if dk[2]
-            else {"provider_id": dk[0], "frame_id": dk[1]}
-        ),
+        "frame": key_to_wire(dk),
         "provider": dk[0],
         "disposition": "excluded",
         "reason": "duplicate",
         "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
-        "score": score if -_INF < score < _INF else None,
+        "score": _wire_score(score),
     }
 
 
