@@ -136,12 +136,14 @@ class Reranker:
     ) -> RerankOutcome:
         pool, slot = self.pool, self.slot
         ms = f"{timeout_s * 1000:.0f} ms"
-        conn = None
-        with anyio.move_on_after(timeout_s):
-            try:
-                conn = await pool.ensure(slot, deadline)
-            except HostdError as exc:
-                return RerankOutcome(reason="unavailable", detail=f"{exc.reason}: {exc.message}")
+        conn = slot.live()  # running: asked at once, with no scope to wait in
+        if conn is None:
+            with anyio.move_on_after(timeout_s):
+                try:
+                    conn = await pool.ensure(slot, deadline)
+                except HostdError as exc:
+                    detail = f"{exc.reason}: {exc.message}"
+                    return RerankOutcome(reason="unavailable", detail=detail)
         if conn is None:  # the start goes on in the pool's task group
             return RerankOutcome(reason="starting", detail=f"not started within {ms}")
         client = getattr(conn, "client", None)
@@ -150,14 +152,16 @@ class Reranker:
         request = client.codec.request("rerank", {"query": query, "candidates": candidates})
         result: Any = None
         broke: HostdError | None = None
-        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
-            try:
-                result = await client.exchange(request)
-            except ProviderError as exc:  # it answered, with an error: alive and in sync
-                pool.record_leg(slot, "error", exc.message)
-                return RerankOutcome(reason="error", detail=exc.message)
-            except HostdError as exc:  # its stream ended or broke: restarted with backoff
-                broke = exc
+        timed_out = False
+        try:  # one call, its deadline the transport's timer (its id abandoned then)
+            result = await client.exchange(request, deadline=deadline)
+        except ProviderError as exc:  # it answered, with an error: alive and in sync
+            pool.record_leg(slot, "error", exc.message)
+            return RerankOutcome(reason="error", detail=exc.message)
+        except HostdError as exc:  # its stream ended or broke: restarted with backoff
+            broke = exc
+        except TimeoutError:
+            timed_out = True
         if broke is not None:
             # What the process says of it, as a provider's leg gets (its exit status, the
             # tail of its stderr, redacted: C8), no later than the verdict's deadline;
@@ -167,7 +171,7 @@ class Reranker:
             pool.broken(slot, conn, broke)
             reason = "crashed" if isinstance(broke, ProviderCrashed) else "bad_reply"
             return RerankOutcome(reason=reason, detail=f"{broke.reason}: {broke.message}")
-        if waited.cancelled_caught:
+        if timed_out:
             # Counted like a provider's missed deadline: three in a row with no verdict
             # in between, not even a late one, and it is restarted (``is_hung``).
             pool.record_leg(slot, "timeout", f"no verdict within {ms}")

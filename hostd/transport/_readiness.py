@@ -43,12 +43,16 @@ def _clean(params: Any) -> dict[str, Any]:
 class Readiness:
     """Warming until the provider says ready or failed; ``settled`` is the event to wait on."""
 
-    __slots__ = ("_on_progress", "failed", "progress", "provider_id", "settled")
+    __slots__ = ("_on_progress", "failed", "progress", "provider_id", "settled", "warming")
 
     def __init__(self, provider_id: str, on_progress: OnProgress | None = None) -> None:
         self.provider_id = provider_id
         #: Set once ready or failed (a failed warm-up is waited on no longer).
         self.settled = anyio.Event()
+        #: Up and handshaken, but neither ready nor failed: its queries are refused.
+        #: A plain flag, cleared with ``settled`` (``_settle``): every leg of every
+        #: request reads it, and a read is no call into the event's library.
+        self.warming = True
         self.failed: str | None = None
         self.progress: dict[str, Any] = {"state": "warming", "phase": "start"}
         self._on_progress = on_progress
@@ -58,20 +62,19 @@ class Readiness:
 
     @property
     def state(self) -> str:
-        if not self.settled.is_set():
+        if self.warming:
             return "warming"
         return "ready" if self.failed is None else "failed"
 
-    @property
-    def warming(self) -> bool:
-        """Up and handshaken, but neither ready nor failed: its queries are refused."""
-        return not self.settled.is_set()
+    def _settle(self) -> None:
+        self.warming = False
+        self.settled.set()
 
     def handshake(self, result: Any) -> None:
         """Read the handshake result: ready unless it says ``"ready": false``."""
         if not (isinstance(result, dict) and result.get("ready") is False):
             self.progress = {"state": "ready"}
-            self.settled.set()
+            self._settle()
 
     def on_notification(self, method: str, params: Any) -> None:
         """A provider notification (from the read callback); only progress is read."""
@@ -83,6 +86,6 @@ class Readiness:
         if state == "failed":
             self.failed = progress.get("message") or "warm-up failed"
         if state in ("ready", "failed"):
-            self.settled.set()
+            self._settle()
         if self._on_progress is not None:
             self._on_progress(self.provider_id, progress)

@@ -112,3 +112,53 @@ async def test_cgp_starts_a_query_only_when_the_provider_correlates() -> None:
             assert isinstance(out, ContextQueryResult) and out.frames == [{"id": "g"}]
         else:
             assert out is None  # lock-step: the leg sends it itself, one at a time
+
+
+async def test_an_exchange_past_its_deadline_times_out_and_its_late_reply_is_counted() -> None:
+    """``exchange(request, deadline=…)``: one call, its deadline the transport's timer
+    (as ``start_query``'s): ``TimeoutError`` then, the id abandoned, so the reply that
+    comes later is dropped quietly and counted, and the stream stays usable."""
+    held: list[dict[str, Any]] = []
+    client, peer = _jsonrpc(lambda msg: held.append(msg) or [])
+
+    async def body() -> Any:
+        request = client.codec.request("rerank", {"query": "q"})
+        with pytest.raises(TimeoutError):
+            await client.exchange(request, deadline=anyio.current_time() + 0.05)
+        assert client.in_flight == 0 and client.late_replies == 0
+        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {}}))
+        pending = client.start_query(QUERY)
+        assert pending is not None
+        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[1]["id"], "result": {}}))
+        await pending.result()  # read after the late reply: that one was handled first
+        return client.late_replies, client.failure
+
+    try:
+        assert await run_client(client, body) == (1, None)
+    finally:
+        peer.close()
+
+
+async def test_a_lock_step_exchange_past_its_deadline_leaves_the_stream_unusable() -> None:
+    """A CGP provider without correlation answers in order: a request given up at its
+    deadline would have its late reply read as the next one's, so the stream is
+    ``desynchronised`` and refuses the next exchange."""
+    answer = cgp_peer(False)
+
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        return [] if msg["type"] == "query" else answer(msg)
+
+    peer = ScriptedPeer(respond)
+    client = peer.client(CgpClient, nowait=True)
+
+    async def body() -> Any:
+        await client.handshake(HostInfo(name="h", version="0"))
+        request = client.codec.query(QUERY)
+        with pytest.raises(TimeoutError):
+            await client.exchange(request, deadline=anyio.current_time() + 0.05)
+        return client.desynchronised
+
+    try:
+        assert await run_client(client, body) is True
+    finally:
+        peer.close()

@@ -54,6 +54,10 @@ def _same(payload: Any) -> Any:
     return payload
 
 
+def _or_never(deadline: float | None) -> float:
+    return math.inf if deadline is None else deadline
+
+
 class StartedCall:
     """A request already written, its reply settled in the pipe's read callback: read
     by the codec, converted (validated) by the binding there, then ``future`` resolved
@@ -162,6 +166,9 @@ class PipeClient:
         self._send_nowait = send_nowait
         # fast_acquire: an uncontended lock does not yield (a yield per request adds up).
         self._send_lock = anyio.Lock(fast_acquire=True)
+        #: Writers holding or awaiting ``_send_lock``: non-zero exactly while it is held
+        #: (a released lock passes straight to its next waiter), read without a call.
+        self._senders = 0
         self._lockstep = anyio.Lock()  # one UNKEYED request at a time
         self._table = PendingTable()
         self.provider_id = provider_id
@@ -246,18 +253,20 @@ class PipeClient:
             log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
         self._table.fail_all(error)
 
-    async def _exchange(self, request: Request) -> Any:
+    async def _exchange(self, request: Request, deadline: float | None) -> Any:
         if self._table.failure is not None:
             raise self._table.failure
-        call = StartedCall(self._table, request.key, _same)
+        call = StartedCall(self._table, request.key, _same, deadline)
         self._table.put(request.key, call)
         try:
             # Written at once when the pipe takes the line whole (no lock, no turn), else
-            # in turn, waiting for room.
+            # in turn, waiting for room (no longer than the deadline).
             nowait = self._send_nowait
-            if nowait is None or self._send_lock.locked() or not nowait(request.line):
-                async with self._send_lock:
-                    await self._send(request.line)
+            if nowait is None or self._senders or not nowait(request.line):
+                with anyio.CancelScope(deadline=_or_never(deadline)) as waited:
+                    await self._send_in_turn(request.line)
+                if waited.cancelled_caught:
+                    raise TimeoutError
             return await call.future
         except BaseException:
             if request.key is UNKEYED and call.open:
@@ -265,14 +274,21 @@ class PipeClient:
             call.abandon()
             raise
 
-    async def exchange(self, request: Request) -> Any:
-        """Send ``request`` and await its reply's payload (an error reply raises)."""
+    async def exchange(self, request: Request, *, deadline: float | None = None) -> Any:
+        """Send ``request`` and await its reply's payload (an error reply raises).
+        ``deadline`` (the event loop's clock, as ``start_query``'s): past it,
+        ``TimeoutError``, its id abandoned (a late reply counted in ``late_replies``)."""
         if request.key is not UNKEYED:
-            return await self._exchange(request)
+            return await self._exchange(request, deadline)
         if self.desynchronised:
             raise ProtocolFault("stream desynchronised by an abandoned request")
-        async with self._lockstep:
-            return await self._exchange(request)
+        # One at a time, the wait for its turn included: given up at the deadline (the
+        # scope's, so the call is still open then) it leaves the stream desynchronised.
+        with anyio.CancelScope(deadline=_or_never(deadline)) as waited:
+            async with self._lockstep:
+                return await self._exchange(request, None)
+        assert waited.cancelled_caught  # the only way out of the block without a return
+        raise TimeoutError
 
     def _start(
         self,
@@ -284,7 +300,7 @@ class PipeClient:
     ) -> StartedCall | None:
         """Register ``key`` and write ``line`` now if that needs no waiting (see
         ``send_nowait``); ``None``, with nothing registered or written, otherwise."""
-        if self._send_nowait is None or self._send_lock.locked():
+        if self._send_nowait is None or self._senders:
             return None
         if self._table.failure is not None:  # the stream broke: its failure, at once
             raise self._table.failure
@@ -331,10 +347,18 @@ class PipeClient:
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return self.codec.verify_response(await self.exchange(self.codec.verify(frames)))
 
+    async def _send_in_turn(self, line: bytes) -> None:
+        """Write ``line`` after the writes before it, waiting for room as long as it takes."""
+        self._senders += 1
+        try:
+            async with self._send_lock:
+                await self._send(line)
+        finally:
+            self._senders -= 1
+
     async def send(self, request: Request) -> None:
         """Write a request nothing answers (a notification, ``shutdown``)."""
-        async with self._send_lock:
-            await self._send(request.line)
+        await self._send_in_turn(request.line)
 
     async def shutdown(self) -> None:
         await self.send(self.codec.shutdown())

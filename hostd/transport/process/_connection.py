@@ -154,7 +154,7 @@ class ProviderConnection:
         self.client = client
         self._scope = scope
         self._grace = grace
-        self.ack: HandshakeAck | None = None
+        self.ack = None
         self.closed = False
         #: The process's account of its failure (``explain``), gathered once.
         self._report: anyio.Event | None = None
@@ -172,12 +172,16 @@ class ProviderConnection:
         )
 
     @property
-    def info(self) -> ProviderInfo | None:
-        return self.ack.provider if self.ack else None
+    def ack(self) -> HandshakeAck | None:
+        """The handshake's ack; ``info`` and ``capabilities`` are read from it when it is
+        set (plain attributes: every leg of every request reads them)."""
+        return self._ack
 
-    @property
-    def capabilities(self) -> Capabilities | None:
-        return self.ack.capabilities if self.ack else None
+    @ack.setter
+    def ack(self, ack: HandshakeAck | None) -> None:
+        self._ack = ack
+        self.info: ProviderInfo | None = ack.provider if ack is not None else None
+        self.capabilities: Capabilities | None = ack.capabilities if ack is not None else None
 
     @property
     def late_replies(self) -> int:

@@ -119,6 +119,9 @@ class ChildProcess:
         #: Set when reading stdout has ended: end of file, a fault, or the teardown.
         self.output_ended = anyio.Event()
         self._write_lock = anyio.Lock(fast_acquire=True)
+        #: Sends holding or awaiting ``_write_lock``: non-zero exactly while it is held
+        #: (a released lock passes straight to its next waiter), read without a call.
+        self._writers = 0
         #: A cancelled ``send`` left part of a line in the pipe: the stream is unusable.
         self._cut_line = False
         self.redactor = redactor if redactor is not None else Redactor()
@@ -316,7 +319,7 @@ class ChildProcess:
         pipe): nothing was written, use ``send``. Raises ``ProviderCrashed`` when the
         provider closed its input."""
         fd = self._check_writable()
-        if len(data) > ATOMIC_PIPE_WRITE or self._write_lock.locked():
+        if len(data) > ATOMIC_PIPE_WRITE or self._writers:
             return False
         try:
             os.write(fd, data)  # atomic: all of it, or EAGAIN and none
@@ -331,6 +334,13 @@ class ChildProcess:
         as it takes (the caller's timeout bounds it). A closed pipe means the provider
         is gone (``ProviderCrashed``). Cancelled after part of a line went out, the
         stream is unusable and every later send raises ``ProviderCrashed``."""
+        self._writers += 1
+        try:
+            await self._send_locked(data)
+        finally:
+            self._writers -= 1
+
+    async def _send_locked(self, data: bytes) -> None:
         async with self._write_lock:
             view = memoryview(data)
             while view:

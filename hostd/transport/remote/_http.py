@@ -289,7 +289,7 @@ class RemoteConnection:
     def __init__(self, endpoint: RemoteEndpoint, ack: HandshakeAck) -> None:
         self.endpoint = endpoint
         self.provider_id = endpoint.provider_id
-        self.ack: HandshakeAck | None = ack
+        self.ack = ack
         self.closed = False
         self.failure: HostdError | None = None
         #: Ready at its handshake: HTTP carries no ``context/progress``, so a remote
@@ -301,12 +301,16 @@ class RemoteConnection:
         return f"<RemoteConnection {self.provider_id} alive={self.alive} {self.endpoint!r}>"
 
     @property
-    def info(self) -> ProviderInfo | None:
-        return self.ack.provider if self.ack else None
+    def ack(self) -> HandshakeAck | None:
+        """The handshake's ack; ``info`` and ``capabilities`` are read from it when it is
+        set (plain attributes: every leg of every request reads them)."""
+        return self._ack
 
-    @property
-    def capabilities(self) -> Capabilities | None:
-        return self.ack.capabilities if self.ack else None
+    @ack.setter
+    def ack(self, ack: HandshakeAck | None) -> None:
+        self._ack = ack
+        self.info: ProviderInfo | None = ack.provider if ack is not None else None
+        self.capabilities: Capabilities | None = ack.capabilities if ack is not None else None
 
     @property
     def alive(self) -> bool:
