@@ -274,6 +274,7 @@ class Host:
                 got.accepted,
                 upstream_excluded=[e[0] for e in got.excluded],
                 distrusted=got.distrusted,
+                fresh_ids=got.accepted_ids,
             )
             result = stage.merge(checked)
             stage.record(result)

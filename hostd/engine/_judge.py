@@ -105,11 +105,14 @@ class Audited:
     accepted: list[tuple[str, ContextFrame]]
     excluded: list[Excluded]
     distrusted: list[str]
+    #: The FrameId of each accepted frame, in the same order (the leg audits built them).
+    accepted_ids: list[FrameId]
 
 
 def audited(legs: Mapping[str, JudgedLeg]) -> Audited:
     """Every judged leg's frames, merged (pure; never by arrival)."""
     accepted: list[tuple[str, ContextFrame]] = []
+    ids: list[FrameId] = []
     excluded: list[Excluded] = []
     for pid in sorted(legs):
         audit = legs[pid].audit
@@ -118,8 +121,12 @@ def audited(legs: Mapping[str, JudgedLeg]) -> Audited:
         excluded.extend(audit.excluded)
         # Already in (provider id, FrameId) order: providers sorted, each audit's sorted.
         accepted.extend(zip(repeat(pid), audit.accepted))
+        if len(audit.accepted_ids) == len(audit.accepted):
+            ids.extend(audit.accepted_ids)
+        else:  # an audit built without them
+            ids.extend(FrameId.many(pid, audit.accepted))
     distrusted = [p for p in sorted(legs) if legs[p].report.status is LegStatus.QUARANTINED]
-    return Audited(accepted, excluded, distrusted)
+    return Audited(accepted, excluded, distrusted, ids)
 
 
 def judge(
@@ -137,9 +144,7 @@ def judge(
     if verified is None:
         fan.accepted = got.accepted
         fan.excluded = sorted(got.excluded, key=itemgetter(0))
-        fan.verification = dict.fromkeys(
-            (FrameId.of(pid, f) for pid, f in got.accepted), UNVERIFIED
-        )
+        fan.verification = dict.fromkeys(got.accepted_ids, UNVERIFIED)
         return fan
     fan.accepted = list(verified.accepted)
     fan.excluded = sorted([*got.excluded, *verified.excluded], key=itemgetter(0))

@@ -115,6 +115,9 @@ class LegAudit:
     quarantine: tuple[Violation, ...]
     #: Honest (recomputed) cost of the accepted frames.
     accepted_cost: int = 0
+    #: The FrameId of each accepted frame, in the same order: built once here, for the
+    #: verify stage and the report.
+    accepted_ids: tuple[FrameId, ...] = ()
 
     @property
     def quarantined(self) -> bool:
@@ -179,6 +182,7 @@ def _audit_clean(
         violations,
         (),
         sum(costs),
+        tuple(map(itemgetter(0), keyed)),
     )
 
 
@@ -295,4 +299,5 @@ def audit_leg(
         (),
         # Accepted frames passed B3/P4, so each declared cost is the honest one.
         sum(f.token_cost for _, f in keyed),
+        tuple(fid for fid, _ in keyed),
     )

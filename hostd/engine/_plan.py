@@ -134,7 +134,8 @@ def gate(
 
 def trim_representations(query: ContextQuery, capabilities: Capabilities) -> ContextQuery:
     """P5: the query's representation preferences cut to what the provider advertised."""
-    if check_representation_preferences(query, capabilities):
+    # No preferences (the common query): nothing P5 could find, nothing to trim.
+    if query.representation_preferences and check_representation_preferences(query, capabilities):
         advertised = {"full", *capabilities.representations}
         kept = [r for r in query.representation_preferences or () if r in advertised]
         query = query.model_copy(update={"representation_preferences": kept})
@@ -204,7 +205,8 @@ def _leg(
 
 
 def _check_overfetch(overfetch: float) -> float:
-    if not (isinstance(overfetch, int | float) and math.isfinite(overfetch) and overfetch >= 1):
+    # Finite and at least 1 (NaN fails every comparison).
+    if not (isinstance(overfetch, int | float) and 1 <= overfetch < math.inf):
         raise BadRequest(
             f"overfetch must be a finite number >= 1, got {overfetch!r}", field="overfetch"
         )

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hostd.engine import _leg_audit, audit_leg
-from hostd.protocol import ContextQuery, canonical_token_cost
+from hostd.protocol import ContextQuery, FrameId, canonical_token_cost
 from tests.protocol.test_accept import _valid, raw_frames
 
 _SHAPED = st.sampled_from(
@@ -104,3 +104,20 @@ def test_a_clean_reply_takes_the_fast_path() -> None:
         audit = audit_leg("p", query, frames)
     assert [f.id for f in audit.accepted] == ["a", "b"]
     assert audit.accepted_cost == 2 and audit.violations == ()
+
+
+@given(replies(), _QUERIES, _DECLARED)
+@settings(max_examples=300, deadline=None)
+@example([_valid(), {**_valid(), "id": "b"}], _q(), ())
+@example([_valid(), {**_valid(), "id": "b", "content_digest": 7}], _q(), ())
+def test_each_accepted_frame_carries_its_frame_id_on_either_path(
+    frames: list[dict[str, Any]], query: ContextQuery, declared: tuple[str, ...]
+) -> None:
+    """The FrameIds the audit hands on (to the verify stage and the report, built once)
+    are the accepted frames' own, in their order: on the fast path, and on the exact
+    path a reply with an invalid frame takes."""
+    fast = audit_leg("p", query, frames, declared_kinds=declared)
+    with mock.patch.object(_leg_audit, "accept_frames", lambda _data: None):
+        exact = audit_leg("p", query, frames, declared_kinds=declared)
+    for audit in (fast, exact):
+        assert audit.accepted_ids == tuple(FrameId.of("p", f) for f in audit.accepted)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -157,6 +157,7 @@ class VerifyStage:
         *,
         upstream_excluded: Iterable[FrameId] = (),
         distrusted: Mapping[str, str] | Iterable[str] = (),
+        fresh_ids: Sequence[FrameId] | None = None,
     ) -> Checked:
         """The verdicts judged and every frame's checks read: the turn's one I/O step.
 
@@ -165,11 +166,16 @@ class VerifyStage:
         so each FrameId has one audit entry. ``distrusted``: providers whose leg
         was quarantined this turn (id → reason, or ids with reason
         ``quarantined``); their held frames are not reused (B2: a rejected
-        provider contributes nothing).
+        provider contributes nothing). ``fresh_ids``: the FrameId of each ``fresh`` frame,
+        in order, when the caller built them already (the leg audit does).
         """
         fresh_list = list(fresh)
-        fresh_fids = [FrameId.of(pid, f) for pid, f in fresh_list]
-        if isinstance(distrusted, Mapping):
+        if fresh_ids is not None and len(fresh_ids) == len(fresh_list):
+            fresh_fids = list(fresh_ids)
+        else:
+            fresh_fids = [FrameId.of(pid, f) for pid, f in fresh_list]
+        # A list (the engine's) is no mapping: told apart without an ABC check.
+        if type(distrusted) is not list and isinstance(distrusted, Mapping):
             blocked = dict(distrusted)
         else:
             blocked = dict.fromkeys(distrusted, "quarantined")
