@@ -249,8 +249,9 @@ class Host:
             assert leg is not None
             done = judged[reply.provider_id] = judge_leg(leg, reply)
             report = done.report
+            # The status itself (a StrEnum is its value): no enum property read per leg.
             self.pool.record_leg(
-                self.pool.slots[leg.provider_id], report.status.value, report.error_message
+                self.pool.slots[leg.provider_id], report.status, report.error_message
             )
             _log_leg(report)
             if on_leg_done is not None:

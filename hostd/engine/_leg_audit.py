@@ -168,7 +168,9 @@ def _audit_clean(
     names it with the frame's index, exactly as it always does."""
     if declared and not declared.issuperset(map(_KIND, frames)):
         return None
-    if check_budget(query, frames, sum(costs)) or check_kinds(query, frames):
+    if check_budget(query, frames, sum(costs)):
+        return None
+    if query.kinds and check_kinds(query, frames):  # no kinds asked: none to check (Q1)
         return None
     if query.as_of is not None and check_as_of(query, frames):
         return None

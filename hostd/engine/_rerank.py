@@ -149,12 +149,12 @@ class Reranker:
         client = getattr(conn, "client", None)
         if not (isinstance(client, PipeClient) and isinstance(client.codec, JsonRpcCodec)):
             return RerankOutcome(reason="unavailable", detail="a reranker speaks JSON-RPC")
-        request = client.codec.request("rerank", {"query": query, "candidates": candidates})
+        params = {"query": query, "candidates": candidates}
         result: Any = None
         broke: HostdError | None = None
         timed_out = False
         try:  # one call, its deadline the transport's timer (its id abandoned then)
-            result = await client.exchange(request, deadline=deadline)
+            result = await client.call("rerank", params, deadline=deadline)
         except ProviderError as exc:  # it answered, with an error: alive and in sync
             pool.record_leg(slot, "error", exc.message)
             return RerankOutcome(reason="error", detail=exc.message)

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
+from hostd.errors import ProtocolFault
 from hostd.protocol import ContextQuery, ContextQueryResult, HostInfo
 from hostd.transport import CgpClient, JsonRpcClient
 from tests.transport._memory import ScriptedPeer
@@ -160,5 +161,33 @@ async def test_a_lock_step_exchange_past_its_deadline_leaves_the_stream_unusable
 
     try:
         assert await run_client(client, body) is True
+    finally:
+        peer.close()
+
+
+async def test_a_method_called_by_name_needs_a_binding_that_names_methods() -> None:
+    """``call`` (a reranker's ``rerank``) is JSON-RPC's: a CGP client refuses it, typed,
+    with nothing written."""
+    peer = ScriptedPeer(cgp_peer(True))
+    client = peer.client(CgpClient, nowait=True)
+    try:
+        with pytest.raises(ProtocolFault):
+            await client.call("rerank", {"query": "q"})
+        assert peer.received == []
+    finally:
+        peer.close()
+
+
+async def test_a_method_called_by_name_returns_its_raw_result() -> None:
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        return [line({"jsonrpc": "2.0", "id": msg["id"], "result": {"order": [msg["method"]]}})]
+
+    client, peer = _jsonrpc(respond)
+
+    async def body() -> Any:
+        return await client.call("rerank", {"query": "q"}, deadline=anyio.current_time() + 60)
+
+    try:
+        assert await run_client(client, body) == {"order": ["rerank"]}
     finally:
         peer.close()

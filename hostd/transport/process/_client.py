@@ -174,6 +174,8 @@ class PipeClient:
         self.provider_id = provider_id
         #: Replies that came after their caller gave up (``_late``).
         self.late_replies = 0
+        #: Told the new count as each late reply comes (its connection keeps it).
+        self.on_late: Callable[[int], None] | None = None
         #: A lock-step request was abandoned mid-flight: its late reply would be
         #: read as the answer to the next request, so the stream is unusable.
         self.desynchronised = False
@@ -208,6 +210,8 @@ class PipeClient:
         if not self._table.was_abandoned(key):
             return False
         self.late_replies += 1
+        if self.on_late is not None:
+            self.on_late(self.late_replies)
         log.debug("provider.reply.late", provider=self.provider_id, late=self.late_replies)
         return True
 
@@ -289,6 +293,17 @@ class PipeClient:
                 return await self._exchange(request, None)
         assert waited.cancelled_caught  # the only way out of the block without a return
         raise TimeoutError
+
+    async def call(
+        self, method: str, params: dict[str, Any], *, deadline: float | None = None
+    ) -> Any:
+        """One request to ``method`` (a reranker's ``rerank``) and its raw result, on a
+        binding that calls methods by name (JSON-RPC; ``ProtocolFault`` for another): an
+        error reply raises, and past ``deadline`` it is ``TimeoutError`` (``exchange``)."""
+        codec = self.codec
+        if not isinstance(codec, JsonRpcCodec):
+            raise ProtocolFault(f"the {self.binding} binding calls no method by name")
+        return await self.exchange(codec.request(method, params), deadline=deadline)
 
     def _start(
         self,
@@ -379,10 +394,6 @@ class JsonRpcClient(PipeClient):
         super().__init__(
             JsonRpcCodec(provider_id), send, provider_id=provider_id, send_nowait=send_nowait
         )
-
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
-        """One request to ``method``; its raw result (an error reply raises)."""
-        return await self.exchange(self.codec.request(method, params))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.send(self.codec.notification(method, params))

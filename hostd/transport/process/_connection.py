@@ -162,8 +162,13 @@ class ProviderConnection:
         #: Warming until the provider says it is ready (``_readiness``); fed from the
         #: first line on, as a provider may report progress before its handshake reply.
         self.readiness = Readiness(provider_id, on_progress)
+        #: Replies that came after their caller gave up: a process that answers, late.
+        #: Told by the client as each comes (a binding may not count them: then 0), so
+        #: the pool reads a number after every leg, not a property.
+        self.late_replies = 0
         if isinstance(client, PipeClient):
             client.on_notification = self.readiness.on_notification
+            client.on_late = self._count_late
 
     def __repr__(self) -> str:
         return (
@@ -183,11 +188,8 @@ class ProviderConnection:
         self.info: ProviderInfo | None = ack.provider if ack is not None else None
         self.capabilities: Capabilities | None = ack.capabilities if ack is not None else None
 
-    @property
-    def late_replies(self) -> int:
-        """Replies that came after their caller gave up: a process that answers, late."""
-        late: int = getattr(self.client, "late_replies", 0)  # a binding may not count them
-        return late
+    def _count_late(self, total: int) -> None:
+        self.late_replies = total
 
     @property
     def alive(self) -> bool:
