@@ -113,7 +113,14 @@ def asked_tokens(share: int, global_budget: int, overfetch: float) -> int:
     so the composer's ranking policy decides what gets in (B1 is judged on this figure)."""
     if share <= 0:
         return 0
+    if float(overfetch).is_integer() and share < _EXACT:  # 1.0, 2.0 …: nothing to round up
+        return min(global_budget, share * int(overfetch))
     return min(global_budget, math.ceil(share * overfetch))
+
+
+#: Below this a float holds every integer exactly, so ``share * int(overfetch)`` is
+#: ``ceil(share * overfetch)`` for an integral ``overfetch`` (up to 1000, ``config``).
+_EXACT = 2**43
 
 
 def gate(
@@ -182,7 +189,11 @@ def _leg(
     spec = view.spec
     asked = asked_tokens(share, global_budget, overfetch)
     limit = leg_limit_ms(spec, timeout_ms)
-    leg_query = query.model_copy(update={"max_tokens": asked})
+    # Asked for the whole budget (an overfetch that covers it, one provider): the
+    # request's own query already says so, no copy to make.
+    leg_query = (
+        query if asked == query.max_tokens else query.model_copy(update={"max_tokens": asked})
+    )
 
     def leg(action: LegAction, **more: Any) -> LegPlan:
         fields = {"query": leg_query, "wait_ready": timeout_ms is None, **more}

@@ -19,6 +19,7 @@ from hostd.engine import (
     judge_leg,
     plan_fan_out,
 )
+from hostd.engine._plan import asked_tokens
 from hostd.errors import BadRequest
 from hostd.protocol import (
     Capabilities,
@@ -221,3 +222,43 @@ def test_an_answer_with_nothing_that_fit_says_so() -> None:
     plain = judge_leg(leg, LegReply("a", leg.query, frames=[])).report
     some = judge_leg(leg, LegReply("a", leg.query, frames=[raw("a", 1)], truncated=True)).report
     assert plain.note is None and some.note is None and "note" not in plain.to_wire()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    share=st.integers(-3, 2**32),
+    budget=st.integers(0, 2**32),
+    overfetch=st.one_of(
+        st.integers(1, 1000),
+        st.integers(1, 1000).map(float),
+        st.floats(1.0, 1000.0),
+    ),
+)
+def test_the_tokens_asked_are_the_share_times_overfetch_rounded_up_capped_at_the_budget(
+    share: int, budget: int, overfetch: float
+) -> None:
+    """An integral overfetch multiplies without rounding: the same figure as
+    ``ceil(share * overfetch)``, whatever the overfetch's type."""
+    want = 0 if share <= 0 else min(budget, math.ceil(share * overfetch))
+    assert asked_tokens(share, budget, overfetch) == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    max_tokens=st.integers(0, 5000),
+    budget=st.integers(1, 5000),
+    weights=st.lists(st.sampled_from([0.5, 1.0, 3.0]), min_size=1, max_size=4),
+    overfetch=st.sampled_from([1.0, 1.5, 2.0, 10.0]),
+)
+def test_each_leg_query_is_the_request_query_with_the_tokens_asked(
+    max_tokens: int, budget: int, weights: list[float], overfetch: float
+) -> None:
+    """Every leg's query (and its wire form) is the request's with ``max_tokens`` the
+    figure asked, whether a copy was needed or the request's already said so."""
+    query = QUERY.model_copy(update={"max_tokens": max_tokens})
+    views = [live(f"p{i}", weight=w) for i, w in enumerate(weights)]
+    plan = plan_fan_out(query, budget, views, Gate(), now=0.0, overfetch=overfetch)
+    for leg in plan.legs:
+        assert leg.query.to_wire() == {**query.to_wire(), "max_tokens": leg.asked}
+        if leg.wire is not None:
+            assert dict(leg.wire) == leg.query.to_wire()
