@@ -14,6 +14,7 @@ provider id and FrameId, never by arrival.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -129,6 +130,8 @@ class Host:
                 remote=[pid for pid, s in self.pool.slots.items() if s.spec.remote],
             )
         self.verify_stage: VerifyStage | None = verify_stage
+        #: The event loop the host runs in (its pool's task group lives there).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         states = ", ".join(f"{pid}={s.health.state.value}" for pid, s in self.pool.slots.items())
@@ -141,6 +144,7 @@ class Host:
             self._owned_store = ConsentStore(self.state_dir)
             self._consent = self._owned_store
         await self.pool.__aenter__()
+        self._loop = asyncio.get_running_loop()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -281,7 +285,7 @@ class Host:
             stage.record(result)
             return result
 
-        work = run_fan_out(plan, self.pool, self._consent, on_reply, check)
+        work = run_fan_out(plan, self.pool, self._consent, on_reply, check, loop=self._loop)
         if on_progress is not None:
             work = self._with_progress({s.spec.id for s in slots}, on_progress, work)
         if on_leg_done is None:

@@ -78,11 +78,12 @@ class _Inbox:
     """Where written calls land, told from the pipe's read callback (or their deadline's
     timer) with the time they landed: the fan-out's task wakes once per batch."""
 
-    __slots__ = ("_wake", "landed")
+    __slots__ = ("_loop", "_wake", "landed")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.landed: list[tuple[StartedCall, float]] = []
         self._wake: asyncio.Future[None] | None = None
+        self._loop = loop
 
     def put(self, call: StartedCall) -> None:
         self.landed.append((call, time.perf_counter()))
@@ -92,7 +93,9 @@ class _Inbox:
 
     async def take(self) -> list[tuple[StartedCall, float]]:
         while not self.landed:
-            self._wake = asyncio.get_running_loop().create_future()
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._wake = self._loop.create_future()
             try:
                 await self._wake
             finally:
@@ -382,12 +385,15 @@ async def run_fan_out(
     consent: ConsentGate | None,
     on_reply: OnReply,
     then: Callable[[dict[str, VerifyReply]], Awaitable[T]],
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
     as it lands) and the planned verify replies; once all are in, ``then(verify_replies)``
-    runs (the turn's source reads) and its value is returned."""
+    runs (the turn's source reads) and its value is returned. ``loop``: the running
+    event loop, when the caller knows it (else looked up)."""
     runner = _Runner(plan, pool, consent, on_reply)
-    inbox = _Inbox()
+    inbox = _Inbox(loop)
     settled: list[LegReply] = []
     written: dict[StartedCall, tuple[LegPlan, ProviderLink]] = {}
     waiting: list[tuple[LegPlan, Written, ProviderLink | None]] = []

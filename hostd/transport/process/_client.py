@@ -76,6 +76,7 @@ class StartedCall:
         convert: Callable[[Any], Any],
         deadline: float | None = None,
         on_settled: Callable[[StartedCall], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self._table = table
         self._key = key
@@ -84,7 +85,8 @@ class StartedCall:
         #: Neither answered, failed, timed out nor abandoned yet. (Not ``future.done()``:
         #: a waiter's cancellation cancels the future it awaits.)
         self.open = True
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
         self.future: asyncio.Future[Any] = loop.create_future()
         self._timer = (
             loop.call_at(deadline, self._expire)
@@ -183,12 +185,20 @@ class PipeClient:
         self.on_notification: Callable[[str, Any], None] | None = None
         #: The handshake's raw payload (it may say ``"ready": false``, ``_readiness``).
         self.handshake_result: Any = None
+        #: The event loop its pipe is read in (a stream lives in one): looked up once.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self.provider_id} {self.codec!r} "
             f"desynchronised={self.desynchronised} {self._table!r}>"
         )
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     @property
     def correlation(self) -> bool:
@@ -260,7 +270,7 @@ class PipeClient:
     async def _exchange(self, request: Request, deadline: float | None) -> Any:
         if self._table.failure is not None:
             raise self._table.failure
-        call = StartedCall(self._table, request.key, _same, deadline)
+        call = StartedCall(self._table, request.key, _same, deadline, loop=self._event_loop())
         self._table.put(request.key, call)
         try:
             # Written at once when the pipe takes the line whole (no lock, no turn), else
@@ -319,7 +329,7 @@ class PipeClient:
             return None
         if self._table.failure is not None:  # the stream broke: its failure, at once
             raise self._table.failure
-        call = StartedCall(self._table, key, convert, deadline, on_settled)
+        call = StartedCall(self._table, key, convert, deadline, on_settled, self._event_loop())
         self._table.put(key, call)
         try:
             sent = self._send_nowait(line)
