@@ -204,12 +204,13 @@ class AcceptMemo:
     modified after validation (a copy is made with ``model_copy``).
 
     Bounded: at most ``max_entries`` frames whose text is at most ``max_bytes``
-    bytes (8 MB of text by default, and the frames built from it); when full it
-    starts over. Safe to share between threads: each step is one dict operation."""
+    bytes (4 MB of text by default, and the frames built from it: about 10 MB in
+    all); when full it starts over. Safe to share between threads: each step is one
+    dict operation."""
 
     __slots__ = ("_seen", "max_bytes", "max_entries")
 
-    def __init__(self, *, max_entries: int = 2048, max_bytes: int = 4096) -> None:
+    def __init__(self, *, max_entries: int = 1024, max_bytes: int = 4096) -> None:
         self._seen: dict[bytes, tuple[ContextFrame, int]] = {}
         self.max_entries = max_entries
         self.max_bytes = max_bytes
@@ -250,5 +251,7 @@ class AcceptMemo:
                 if key is not None and len(key) <= self.max_bytes and b"null" not in key:
                     if len(seen) >= self.max_entries:
                         seen.clear()
-                    seen[key] = (frame, cost)
+                    # orjson's bytes keep their spare capacity (up to 8x the text): the
+                    # key is remembered as an exact-size copy.
+                    seen[memoryview(key).tobytes()] = (frame, cost)
         return cast(list[ContextFrame], frames), costs  # every None was filled above
