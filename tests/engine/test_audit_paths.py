@@ -117,7 +117,7 @@ def test_each_accepted_frame_carries_its_frame_id_on_either_path(
     are the accepted frames' own, in their order: on the fast path, and on the exact
     path a reply with an invalid frame takes."""
     fast = audit_leg("p", query, frames, declared_kinds=declared)
-    with mock.patch.object(_leg_audit, "accept_frames", lambda _data: None):
+    with mock.patch.object(_leg_audit, "accept_frames", lambda _data, _memo=None: None):
         exact = audit_leg("p", query, frames, declared_kinds=declared)
     for audit in (fast, exact):
         assert audit.accepted_ids == tuple(FrameId.of("p", f) for f in audit.accepted)
