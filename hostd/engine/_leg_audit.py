@@ -175,8 +175,7 @@ def _audit_clean(
         return None
     if query.as_of is not None and check_as_of(query, frames):
         return None
-    contents = map(_CONTENT, frames)
-    violations = tuple(_r3(i) for i, c in enumerate(contents) if looks_like_instructions(c))
+    violations = tuple(_r3(i) for i, c in enumerate(map(_CONTENT, frames)) if _R3.flags(c))
     keyed = sorted(zip(FrameId.many(provider_id, frames), frames, strict=True), key=itemgetter(0))
     return LegAudit(
         len(frames),
@@ -189,9 +188,43 @@ def _audit_clean(
     )
 
 
+class R3Memo:
+    """``looks_like_instructions`` of the contents it was asked about, by their text, so
+    a content offered again (providers offer the same frames turn after turn, and the
+    accept memo hands out the same frame, the same string, whose hash Python keeps) is
+    looked up instead of lowered and scanned again: the answer is a function of the
+    text alone. Bounded: at most ``max_entries`` contents of at most ``max_chars``
+    characters each; when full it starts over. One dict operation per step."""
+
+    __slots__ = ("_seen", "max_chars", "max_entries")
+
+    def __init__(self, *, max_entries: int = 1024, max_chars: int = 4096) -> None:
+        self._seen: dict[str, bool] = {}
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def flags(self, content: str | None) -> bool:
+        """``looks_like_instructions(content)``, remembered."""
+        if content is None:
+            return False
+        seen = self._seen
+        flagged = seen.get(content)
+        if flagged is None:
+            flagged = looks_like_instructions(content)
+            if len(content) <= self.max_chars:
+                if len(seen) >= self.max_entries:
+                    seen.clear()
+                seen[content] = flagged
+        return flagged
+
+
 _KIND = attrgetter("kind")
 _ACCEPTED = AcceptMemo()
 _CONTENT = attrgetter("content")
+_R3 = R3Memo()
 
 
 def audit_leg(
