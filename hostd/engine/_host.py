@@ -233,10 +233,13 @@ class Host:
             verify = stage.plan(
                 session, can_verify=self._can_verify, providers=[s.spec.id for s in slots]
             )
+        # Each live connection as the plan saw it: nothing runs between the plan and the
+        # writes (no await), so the run takes the same ones without asking again.
+        links: dict[str, ProviderLink] = {}
         plan = plan_fan_out(
             query,
             global_budget,
-            [_view(slot) for slot in slots],
+            [_view(slot, links) for slot in slots],
             self._consent,
             now=anyio.current_time(),
             overfetch=overfetch,
@@ -285,7 +288,9 @@ class Host:
             stage.record(result)
             return result
 
-        work = run_fan_out(plan, self.pool, self._consent, on_reply, check, loop=self._loop)
+        work = run_fan_out(
+            plan, self.pool, self._consent, on_reply, check, loop=self._loop, links=links
+        )
         if on_progress is not None:
             work = self._with_progress({s.spec.id for s in slots}, on_progress, work)
         if on_leg_done is None:
@@ -367,9 +372,13 @@ class Host:
         return self.pool.slots[provider_id].conn
 
 
-def _view(slot: Slot) -> ProviderView:
+def _view(slot: Slot, links: dict[str, ProviderLink]) -> ProviderView:
+    """What the plan knows of ``slot``; its live connection, if any, kept in ``links``."""
     conn = slot.live()
-    if conn is None or conn.info is None or conn.capabilities is None:
+    if conn is None:
+        return ProviderView(slot.spec)
+    links[slot.spec.id] = conn
+    if conn.info is None or conn.capabilities is None:
         return ProviderView(slot.spec)
     if conn.readiness.warming:
         return ProviderView(slot.spec)  # a ``start`` leg: it waits for readiness first

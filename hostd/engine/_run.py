@@ -387,18 +387,26 @@ async def run_fan_out(
     then: Callable[[dict[str, VerifyReply]], Awaitable[T]],
     *,
     loop: asyncio.AbstractEventLoop | None = None,
+    links: Mapping[str, ProviderLink] | None = None,
 ) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
     as it lands) and the planned verify replies; once all are in, ``then(verify_replies)``
     runs (the turn's source reads) and its value is returned. ``loop``: the running
-    event loop, when the caller knows it (else looked up)."""
+    event loop, when the caller knows it (else looked up). ``links``: the live
+    connections the plan was made from, by provider id, when called with no await since
+    (else each is asked for again)."""
     runner = _Runner(plan, pool, consent, on_reply)
     inbox = _Inbox(loop)
     settled: list[LegReply] = []
     written: dict[StartedCall, tuple[LegPlan, ProviderLink]] = {}
     waiting: list[tuple[LegPlan, Written, ProviderLink | None]] = []
     for leg in plan.legs:
-        live = pool.slots[leg.provider_id].live() if leg.judged else None
+        if not leg.judged:
+            live = None
+        elif links is not None:
+            live = links.get(leg.provider_id)
+        else:
+            live = pool.slots[leg.provider_id].live()
         if live is not None:
             runner.ready_links[leg.provider_id] = (live, leg.missing_scopes)
         if leg.action is LegAction.SKIP:
