@@ -346,9 +346,16 @@ _AUDIT_KEYS = (
 
 
 def log_audit(
-    logger: Any, entries: Iterable[Mapping[str, Any]], legs: Iterable[Mapping[str, Any]] = ()
+    logger: Any,
+    entries: Iterable[Mapping[str, Any]],
+    legs: Iterable[Mapping[str, Any]] = (),
+    *,
+    done: Mapping[str, Any] | None = None,
 ) -> None:
-    """A composition's audit in the log: one summary, and entries as ``[log] audit`` says.
+    """A composition's audit in the log: one summary, and entries as ``[log] audit`` says;
+    then, given ``done`` (its figures), the composition's ``compose.done`` event, through
+    ``logger``. Below info level neither is written (the summary not even counted): a
+    composition's whole log is this one call.
 
     ``compose.audit.summary`` (info) counts the entries per disposition, reason and
     provider, and names the providers whose leg (``legs``: the ``providers[]`` reports)
@@ -359,8 +366,20 @@ def log_audit(
     one pass and written in one call: a composition has one entry per offered frame,
     so this is the log's hot path.
     """
-    if _LEVEL > LEVELS["info"] or _OUT is None:
+    if _LEVEL > LEVELS["info"]:  # the level the loggers filter by (configure_logging)
         return
+    out = _OUT
+    if out is not None:
+        _write_audit(out, entries, legs)
+    if done is not None:
+        logger.info("compose.done", **done)
+
+
+def _write_audit(
+    out: IO[str] | _FileSink,
+    entries: Iterable[Mapping[str, Any]],
+    legs: Iterable[Mapping[str, Any]],
+) -> None:
     entries = list(entries)
     context = structlog.contextvars.get_contextvars()
     stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -374,7 +393,7 @@ def log_audit(
     warming = sorted(str(r.get("provider_id")) for r in legs if r.get("status") == "warming")
     lines.append(_summary_line(context, entries, at_info, stamp, warming))
     with _WRITE_LOCK:
-        _OUT.write("\n".join(lines) + "\n")
+        out.write("\n".join(lines) + "\n")
 
 
 def _entries_at_info(entries: list[Mapping[str, Any]], request_id: str) -> set[int] | None:

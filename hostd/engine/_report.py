@@ -151,6 +151,21 @@ class FanOut:
             "providers": per_provider,
         }
 
+    def compose_part(self) -> dict[str, Any]:
+        """The fan-out's part of a ``context/compose`` result, in the reply's order: the
+        legs' ``providers`` (sorted by id), ``usage`` (UR1, every accepted frame) and,
+        when the verify stage added any, its ``verification`` figures (the same dict).
+        One call builds it, so the report stage asks the fan-out once."""
+        reports = self.reports
+        part: dict[str, Any] = {
+            "providers": [reports[pid].to_wire() for pid in sorted(reports)],
+            "usage": self.usage_report(),
+        }
+        if self.figures:
+            # Reuse and verification figures of the verify stage (sessions, V1–V4).
+            part["verification"] = self.figures
+        return part
+
     def to_wire(self) -> dict[str, Any]:
         """The ``context/query`` result shape: frames per provider and each report."""
         frames: dict[str, list[dict[str, Any]]] = {pid: [] for pid in self.reports}

@@ -245,33 +245,29 @@ class Pipeline:
         recorded: bool | None = None,
         include_content: bool = False,
     ) -> dict[str, Any]:
-        result = composed.to_wire(include_content=include_content)
-        if recorded is not None:
-            result["recorded"] = recorded  # asked for (``record``): whether it is on disk
-        audit = result["audit"]
-        reports = _reports(fan.reports)
-        log_audit(log, audit["entries"], reports)
-        # UR1's figures, and the prompt's size both ways (bytes, canonical and model tokens)
-        usage = {**fan.usage_report(), "prompt": composed.prompt_usage()}
+        # The fan-out's part (legs, UR1 usage, verify figures) in one call, the reply
+        # built around it in one more (the prompt's size both ways added to its usage):
+        # each wire dict is built once, in the reply's order.
+        part = fan.compose_part()
+        if recorded is not None:  # asked for (``record``): whether it is on disk
+            part = {"recorded": recorded, **part}
+        result = composed.to_wire(include_content=include_content, then=part)
+        usage = part["usage"]
         self._remember_usage(request_id, usage)
-        result["providers"] = reports
-        result["usage"] = usage
-        if fan.figures:
-            # Reuse and verification figures of the verify stage (sessions, V1–V4).
-            result["verification"] = fan.figures
         degraded = degradations(fan.reports, fan.figures, prepared.degraded)
         result["degraded"] = bool(degraded)
         result["degraded_reasons"] = [d.to_wire() for d in degraded]
         result["request_id"] = request_id
-        log.info(
-            "compose.done",
-            frames_offered=len(audit["entries"]),
-            citations=len(result["citations"]),
-            tokens_used=audit["tokens_used"],
-            global_budget=budget,
-            prompt_bytes=usage["prompt"]["bytes"],  # counted once, by prompt_usage
-            degraded=list(dict.fromkeys(d.reason for d in degraded)),
-        )
+        audit = result["audit"]
+        done = {
+            "frames_offered": len(audit["entries"]),
+            "citations": len(result["citations"]),
+            "tokens_used": audit["tokens_used"],
+            "global_budget": budget,
+            "prompt_bytes": usage["prompt"]["bytes"],  # counted once, by prompt_usage
+            "degraded": list(dict.fromkeys(d.reason for d in degraded)),
+        }
+        log_audit(log, audit["entries"], part["providers"], done=done)
         return result
 
     # -- context/query --------------------------------------------------------------------
@@ -314,10 +310,11 @@ class Pipeline:
         progress: Progress | None,
     ) -> FanOut:
         """Ask the providers for ``budget`` tokens (what the floors left, for compose)."""
-        bad_time = check_timestamp(request.as_of, "as_of")
-        if bad_time:
-            # Q2/F4: a window the providers could not read is the client's error, not theirs.
-            raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
+        if request.as_of is not None:  # no window: nothing to check (check_timestamp passes None)
+            bad_time = check_timestamp(request.as_of, "as_of")
+            if bad_time:
+                # Q2/F4: a window the providers could not read is the client's error.
+                raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
         chosen = self.chosen(request.providers)
         query = ContextQuery(
             goal=request.goal,
