@@ -156,7 +156,11 @@ class Pipeline:
         tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
         # Counting in a model's tokens, or a policy priced by what was offered (MMR's
         # similarities), is work in proportion to the candidates: a worker thread runs it,
-        # never the event loop.
+        # never the event loop. A handoff costs the loop ~40 µs and four turns
+        # (docs/pipeline.md): the floors go to the thread only when a tokenizer counts
+        # them (their canonical price does not depend on the strategy: MMR's floors are
+        # priced here, as every other policy's), and the composition whenever either
+        # holds (MMR over even four candidates costs the loop more than a handoff).
         offload = tokenizer is not None or type(strategy) in _OFF_LOOP
         # 1. price floors. Admitted before ranking: priced once, they fail before any
         # provider is asked (FloorsExceedBudget, no silent drop); the providers split
@@ -165,7 +169,7 @@ class Pipeline:
             c.Floor(label=f.label, content=f.content, position=f.position) for f in request.floors
         ]
         check = functools.partial(c.check_floors, given, budget, tokenizer=tokenizer)
-        floors = await anyio.to_thread.run_sync(check) if offload else check()
+        floors = await anyio.to_thread.run_sync(check) if tokenizer is not None else check()
         # 2. fan out. With a tokenizer the providers are still asked in CGP units (B3), one
         # per model token of what the floors leave (docs/api.md: tokenizers average 3 to
         # 4.5 bytes a token on code, prose and CJK, and overfetch covers the rest).

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -280,3 +281,26 @@ async def test_the_reply_is_the_composition_then_the_fan_out_in_protocol_order(
     other = await plain.compose(ComposeParams(goal="g", budget=300), "r-10")
     assert "recorded" not in other and "verification" not in other
     assert list(other)[3:5] == ["providers", "usage"]
+
+
+async def test_only_work_that_grows_with_the_candidates_is_handed_to_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MMR's ranking grows with what was offered, its floors' canonical price does not:
+    # the composition goes to a worker thread, the floors are priced on the loop.
+    handed: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counting(fn: Any, *args: Any, **kw: Any) -> Any:
+        handed.append(getattr(fn, "func", fn).__name__)
+        return await run_sync(fn, *args, **kw)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    pipeline, _ = _pipeline(tmp_path)
+    floors = [{"label": "rules", "content": "be brief"}]
+    mmr = await pipeline.compose(ComposeParams(goal="g", strategy="mmr", floors=floors), "r-1")
+    assert handed == ["compose_for_prompt"]
+    assert mmr["audit"]["floors"][0]["label"] == "rules"
+    handed.clear()
+    await pipeline.compose(ComposeParams(goal="g", floors=floors), "r-2")
+    assert handed == []  # canonical counting, score: all of it on the loop
