@@ -128,22 +128,36 @@ class FanOut:
         frames (default: every accepted frame), each listed by its FrameId."""
         wanted = None if served is None else set(served)
         frames: list[dict[str, Any]] = []
+        append = frames.append
         per_provider: dict[str, int] = {}
-        total = 0
+        # ``accepted`` runs provider by provider: each run's cost is summed apart and
+        # added once (the same figures, without a dict update per frame).
+        last: str | None = None
+        run = 0
         for pid, frame in self.accepted:
             digest = frame.content_digest
             if wanted is not None and FrameId(pid, frame.id, digest) not in wanted:
                 continue
+            if pid != last:
+                if last is not None:
+                    per_provider[last] = per_provider.get(last, 0) + run
+                last, run = pid, 0
             # The leg audit accepted it only when its declared cost is the honest one
             # (B3, P4): read it, do not recount its content.
             cost = frame.token_cost
-            total += cost
-            per_provider[pid] = per_provider.get(pid, 0) + cost
+            run += cost
             # FrameId.to_wire, without building the FrameId on the default path.
-            wire = {"provider_id": pid, "frame_id": frame.id}
-            if digest is not None:
-                wire["content_digest"] = digest
-            frames.append({"frame": wire, "token_cost": cost})
+            append(
+                {
+                    "frame": {"provider_id": pid, "frame_id": frame.id}
+                    if digest is None
+                    else {"provider_id": pid, "frame_id": frame.id, "content_digest": digest},
+                    "token_cost": cost,
+                }
+            )
+        if last is not None:
+            per_provider[last] = per_provider.get(last, 0) + run
+        total = sum(per_provider.values())
         return {
             "budget_consumed": total,
             "global_budget": self.global_budget,
