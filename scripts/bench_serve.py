@@ -20,7 +20,13 @@ per composition. Both sides wait until every provider is warm (its
 checkout, so every ``file`` source is re-read and checked on the daemon side.
 
     python scripts/bench_serve.py [--requests 500] [--warmup 30] [--budget 4000]
-        [--corpus large|docs] [--memory-entries 500] [--checkout DIR] [--against DIR]
+        [--corpus large|docs] [--goals rotate|fresh] [--memory-entries 500] [--checkout DIR]
+        [--against DIR]
+
+``--goals rotate`` (the default) asks the five ``GOALS`` in turn, so providers offer
+many of the same frames again, as an agent's turns on one task do; ``--goals fresh``
+asks a new goal every request (four words drawn, seeded, from the corpus's Markdown),
+so most frames are new to the daemon: the figure for the caches that pay on repeats.
 
 ``--against DIR`` runs a second daemon, of checkout ``DIR`` (the base commit, say),
 beside this checkout's, over the same providers and corpus (this checkout's): the
@@ -33,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import re
 import shutil
 import statistics
 import sys
@@ -55,6 +63,18 @@ GOALS = [
     "citation labels in the composed prompt",
     "verification of file provenance under trusted roots",
 ]
+
+
+def _goals(kind: str, n: int) -> list[str]:
+    """``n`` goals: the five ``GOALS`` in turn, or fresh ones drawn from the corpus."""
+    if kind == "rotate":
+        return [GOALS[i % len(GOALS)] for i in range(n)]
+    words: set[str] = set()
+    for path in sorted(ROOT.glob("docs/*.md")):
+        words.update(re.findall(r"[a-z]{5,}", path.read_text(encoding="utf-8").lower()))
+    pool = sorted(words)
+    draw = random.Random(7)
+    return [" ".join(draw.sample(pool, 4)) for _ in range(n)]
 
 
 def _seed_memory(db: Path, entries: int) -> None:
@@ -256,8 +276,8 @@ async def pair(args: argparse.Namespace, daemons: list[Side], direct: Direct) ->
     asked = first["audit"]["policy"]["asked"]
     plain = Side("direct")
     sides = [*daemons, plain]
-    for n in range(args.warmup + args.requests):
-        goal = GOALS[n % len(GOALS)]
+    goals = _goals(args.goals, args.warmup + args.requests)
+    for n, goal in enumerate(goals):
         # Every side goes first as often as last: the order turns request by request.
         k = n % len(sides)
         order = sides[k:] + sides[:k]
@@ -284,6 +304,7 @@ async def pair(args: argparse.Namespace, daemons: list[Side], direct: Direct) ->
         "requests": args.requests,
         "budget": args.budget,
         "corpus": args.corpus,
+        "goals": args.goals,
         "asked": asked,
         **_figures(this, plain),
         "direct_median_ms": round(statistics.median(plain.ms), 3),
@@ -323,6 +344,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--budget", type=int, default=4000)
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="large")
+    parser.add_argument("--goals", choices=["rotate", "fresh"], default="rotate")
     parser.add_argument("--memory-entries", type=int, default=500)
     parser.add_argument("--checkout", help="run the daemon of another checkout")
     parser.add_argument(

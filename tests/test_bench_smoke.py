@@ -155,11 +155,14 @@ def test_bench_serve_both_set_ups_through_warming_providers() -> None:
 @pytest.mark.timeout(450)
 def test_bench_serve_against_a_second_checkout() -> None:
     """``--against`` runs a second daemon beside this one over the same providers: both
-    are measured request by request and compared (here the same checkout twice)."""
+    are measured request by request and compared (here the same checkout twice), with
+    a fresh goal every request."""
     out = _run(
         "bench_serve",
-        ["--requests", "3", "--warmup", "1", "--memory-entries", "10", "--against", str(ROOT)],
+        ["--requests", "3", "--warmup", "1", "--memory-entries", "10", "--against", str(ROOT)]
+        + ["--goals", "fresh"],
     )
+    assert out["goals"] == "fresh"
     assert out["against"]["checkout"] == str(ROOT)
     assert {"serve_median_ms", "daemon_cpu_ms_per_composition"} <= set(out["against"])
     assert "cpu_ratio_to_against" in out

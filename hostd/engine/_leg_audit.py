@@ -22,6 +22,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from hostd.protocol import (
+    AcceptMemo,
     ContextFrame,
     ContextQuery,
     FrameId,
@@ -183,6 +184,7 @@ def _audit_clean(
 
 
 _KIND = attrgetter("kind")
+_ACCEPTED = AcceptMemo()
 _CONTENT = attrgetter("content")
 
 
@@ -199,7 +201,7 @@ def audit_leg(
     is), so a malformed one costs only itself. ``declared_kinds``
     is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
     declared = frozenset(declared_kinds)
-    clean = accept_frames(raw_frames)
+    clean = accept_frames(raw_frames, _ACCEPTED)
     if clean is not None:
         audit = _audit_clean(provider_id, query, declared, *clean)
         if audit is not None:

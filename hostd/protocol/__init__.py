@@ -5,7 +5,7 @@ typed ``Violation``s, token cost, digests, F17 line ranges, version families and
 error codes. This package imports nothing else from hostd.
 """
 
-from ._accept import PY_WHITESPACE, accept_frames
+from ._accept import PY_WHITESPACE, AcceptMemo, accept_frames
 from ._bytes import (
     DIGEST_RE,
     LineIndex,
@@ -153,6 +153,7 @@ __all__ = [
     "VerifyResponse",
     "Violation",
     "WireModel",
+    "AcceptMemo",
     "accept_frames",
     "address_line_range",
     "line_number",

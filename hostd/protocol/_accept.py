@@ -21,15 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, ne
-from typing import Any
+from typing import Any, cast
 
+import orjson
 from pydantic_core import CoreSchema, SchemaValidator, ValidationError
 from pydantic_core import core_schema as cs
 
 from ._bytes import canonical_token_cost
 from ._models import FRAME_KINDS, ContextFrame
 
-__all__ = ["PY_WHITESPACE", "accept_frames"]
+__all__ = ["PY_WHITESPACE", "AcceptMemo", "accept_frames"]
 
 #: Every character ``str.isspace`` holds (``str.strip`` removes them, so ``_blank`` in
 #: ``_rules`` calls a string of only these blank). Rust's ``\s`` is Unicode White_Space,
@@ -157,10 +158,21 @@ _TOKEN_COST = attrgetter("token_cost")
 _CONTENT = attrgetter("content")
 
 
-def accept_frames(data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] | None:
+def accept_frames(
+    data: Sequence[Any], memo: AcceptMemo | None = None
+) -> tuple[list[ContextFrame], list[int]] | None:
     """A reply's frames and their honest costs when every frame passes every frame rule
     (``check_frame`` would find nothing in any); ``None`` when one might not, and then
-    ``parse_frames`` judges them one by one. Frames already parsed are left to it."""
+    ``parse_frames`` judges them one by one. Frames already parsed are left to it.
+
+    With a ``memo``, a frame whose JSON text was accepted before is not validated
+    again (see ``AcceptMemo``): ``data`` must then be values decoded from JSON text."""
+    if memo is not None:
+        return memo.accept(data)
+    return _accept(data)
+
+
+def _accept(data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] | None:
     if any(map(isinstance, data, repeat(ContextFrame))):
         return None  # an instance is not revalidated by a schema: check it as it is
     try:
@@ -171,3 +183,75 @@ def accept_frames(data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] |
     if any(map(ne, costs, map(_TOKEN_COST, frames))):
         return None  # B3: named, with its figures, by the exact path
     return frames, costs
+
+
+# A key is the frame's own JSON text; values orjson would write as JSON of another
+# value (a datetime or a dataclass as an object or a string) raise instead, so they
+# are never keyed.
+_KEY_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+class AcceptMemo:
+    """The frames ``accept_frames`` accepted, by their JSON text, so a frame offered
+    again (providers offer the same frames turn after turn) is not validated again.
+
+    A frame is keyed by ``orjson.dumps`` of its decoded value: equal text decodes to
+    an equal value, which the same schema accepts as the same frame with the same
+    honest cost, so a hit answers what validating would. orjson writes NaN and the
+    infinities as ``null``; a key holding the bytes ``null`` anywhere (a ``None``
+    member, or the word in a string) is never remembered, so no two values share an
+    entry. The accepted instance itself is handed out again: frames are never
+    modified after validation (a copy is made with ``model_copy``).
+
+    Bounded: at most ``max_entries`` frames whose text is at most ``max_bytes``
+    bytes (4 MB of text by default, and the frames built from it: about 10 MB in
+    all); when full it starts over. Safe to share between threads: each step is one
+    dict operation."""
+
+    __slots__ = ("_seen", "max_bytes", "max_entries")
+
+    def __init__(self, *, max_entries: int = 1024, max_bytes: int = 4096) -> None:
+        self._seen: dict[bytes, tuple[ContextFrame, int]] = {}
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def accept(self, data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] | None:
+        """``accept_frames(data)``, validating only the frames not remembered."""
+        seen = self._seen
+        frames: list[ContextFrame | None] = []
+        costs: list[int] = []
+        missed: list[int] = []
+        keys: list[bytes | None] = []
+        for i, item in enumerate(data):
+            if type(item) is not dict:
+                return _accept(data)  # a parsed frame, or not a frame: as it is
+            try:
+                key: bytes | None = orjson.dumps(item, option=_KEY_OPTIONS)
+            except orjson.JSONEncodeError:
+                key = None
+            hit = seen.get(key) if key is not None else None
+            if hit is None:
+                missed.append(i)
+                keys.append(key)
+                frames.append(None)
+                costs.append(0)
+            else:
+                frames.append(hit[0])
+                costs.append(hit[1])
+        if missed:
+            fresh = _accept([data[i] for i in missed])
+            if fresh is None:
+                return None
+            for i, key, frame, cost in zip(missed, keys, *fresh, strict=True):
+                frames[i] = frame
+                costs[i] = cost
+                if key is not None and len(key) <= self.max_bytes and b"null" not in key:
+                    if len(seen) >= self.max_entries:
+                        seen.clear()
+                    # orjson's bytes keep their spare capacity (up to 8x the text): the
+                    # key is remembered as an exact-size copy.
+                    seen[memoryview(key).tobytes()] = (frame, cost)
+        return cast(list[ContextFrame], frames), costs  # every None was filled above

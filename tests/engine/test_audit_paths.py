@@ -90,7 +90,7 @@ def test_the_fast_path_judges_a_reply_as_the_exact_path_does(
     frames: list[dict[str, Any]], query: ContextQuery, declared: tuple[str, ...]
 ) -> None:
     fast = audit_leg("p", query, frames, declared_kinds=declared)
-    with mock.patch.object(_leg_audit, "accept_frames", lambda _data: None):
+    with mock.patch.object(_leg_audit, "accept_frames", lambda _data, _memo=None: None):
         exact = audit_leg("p", query, frames, declared_kinds=declared)
     assert fast == exact
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from hostd.protocol import (
     PY_WHITESPACE,
+    AcceptMemo,
     ContextFrame,
     accept_frames,
     canonical_token_cost,
@@ -208,3 +209,52 @@ def test_what_it_refuses_the_exact_path_names() -> None:
 def test_the_whitespace_set_is_what_str_isspace_holds() -> None:
     every = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
     assert every == PY_WHITESPACE
+
+
+@given(st.lists(st.lists(raw_frames(), min_size=1, max_size=4), min_size=1, max_size=4))
+@settings(max_examples=500, deadline=None)
+@example([[_valid()], [_valid(), {**_valid(), "score": math.nan}], [{**_valid(), "score": None}]])
+def test_a_memo_answers_what_validating_answers(replies: list[list[dict]]) -> None:
+    """Replies decoded from JSON, judged in turn through one memo: each answer equals
+    the memo-less one, frames and costs, whatever the memo already holds."""
+    memo = AcceptMemo(max_entries=3)  # small: the memo also starts over mid-run
+    for raw in replies:
+        for reply in (raw, raw[::-1], raw):  # the same frames again, hit this time
+            plain = accept_frames(reply)
+            remembered = accept_frames(reply, memo)
+            assert (plain is None) == (remembered is None), reply
+            if plain is not None and remembered is not None:
+                assert remembered[0] == plain[0]
+                assert [f.model_fields_set for f in remembered[0]] == [
+                    f.model_fields_set for f in plain[0]
+                ]
+                assert remembered[1] == plain[1]
+                assert all(type(f) is ContextFrame for f in remembered[0])
+        assert len(memo) <= memo.max_entries
+
+
+def test_a_memo_validates_a_frame_once_and_never_keys_a_null() -> None:
+    memo = AcceptMemo()
+    one, two = _valid("one"), {**_valid("two"), "id": "b"}
+    first = accept_frames([one, two], memo)
+    assert first is not None and len(memo) == 2
+    again = accept_frames([two, one], memo)
+    assert again is not None
+    assert again[0][0] is first[0][1] and again[0][1] is first[0][0]  # not built again
+    # NaN is written as null: neither it nor a null member is ever remembered, so a
+    # NaN score cannot be answered by an accepted frame whose text reads the same.
+    assert accept_frames([{**one, "uri": None}], memo) is not None
+    assert accept_frames([{**one, "score": math.nan}], memo) is None
+    assert accept_frames([{**one, "uri": math.inf}], memo) is None  # reads as uri: null
+    assert len(memo) == 2
+    # Too long to remember, still accepted.
+    assert accept_frames([_valid("x" * 5000)], memo) is not None
+    assert len(memo) == 2
+
+
+def test_a_memo_refuses_what_it_would_refuse_unremembered() -> None:
+    memo = AcceptMemo()
+    assert accept_frames([_valid()], memo) is not None
+    for bent in ({**_valid(), "token_cost": 99}, {**_valid(), "kind": "x-new"}):
+        assert accept_frames([_valid(), bent], memo) is None
+    assert accept_frames([ContextFrame.model_validate(_valid())], memo) is None
