@@ -23,6 +23,7 @@ import math
 import os
 import stat
 import threading
+import time
 import traceback
 import zlib
 from collections import Counter
@@ -42,8 +43,10 @@ import structlog
 __all__ = [
     "AUDIT_MODES",
     "LEVELS",
+    "begin_request",
     "bind_request",
     "configure_logging",
+    "end_request",
     "flush_logs",
     "get_logger",
     "log_audit",
@@ -331,6 +334,38 @@ def bind_request(request_id: str, **extra: Any) -> None:
 def unbind_request(*keys: str) -> None:
     """Forget the bound ``request_id`` (and ``keys``) in this context."""
     structlog.contextvars.unbind_contextvars("request_id", *keys)
+
+
+def begin_request(request_id: str) -> float:
+    """A client request's start: ``request_id`` bound (``bind_request``), and the time
+    its ``request.done`` measures from; 0.0 when that event is below the log level (it
+    is not written, so the clock is not read)."""
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    return time.perf_counter() if _LEVEL <= LEVELS["info"] else 0.0
+
+
+def end_request(
+    logger: Any,
+    started: float,
+    method: str | None,
+    connection: str,
+    error_code: int | None,
+    error_reason: str | None,
+) -> None:
+    """A client request's end: one ``request.done`` (info; none when ``logger`` is None)
+    with its ``duration_ms`` since ``started`` (``begin_request``), then every buffered
+    line written (one write for all the events the request caused). Below the log level
+    the event is not even built."""
+    if logger is not None and _LEVEL <= LEVELS["info"]:
+        logger.info(
+            "request.done",
+            method=method,
+            connection=connection,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            error_code=error_code,
+            error_reason=error_reason,
+        )
+    flush_logs()
 
 
 _AUDIT_KEYS = (

@@ -285,3 +285,32 @@ def test_the_composition_done_event_follows_its_summary_and_neither_is_made_belo
     logs.configure_logging("info", stream=quiet)
     logs.log_audit(counting, _entries(3), done=done)
     assert counting.events == [("compose.done", done)]
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
+def test_a_requests_end_is_one_request_done_at_info_and_nothing_above(level: str) -> None:
+    out = io.StringIO()
+    logs.configure_logging(level, stream=out)
+    started = logs.begin_request("r-7")
+    try:
+        logs.get_logger("t").warning("inside.warned")
+        logs.end_request(logs.get_logger("t"), started, "m/x", "unix#1", -32001, "bad")
+        logs.end_request(None, started, "$/cancel", "unix#1", None, None)  # no event
+    finally:
+        logs.unbind_request()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]  # written out
+    if level == "error":
+        assert events == []
+        return
+    assert events[0]["event"] == "inside.warned" and events[0]["request_id"] == "r-7"
+    done = [e for e in events if e["event"] == "request.done"]
+    if level == "warning":
+        assert done == [] and started == 0.0  # not built, and the clock not read
+        return
+    (event,) = done
+    assert event["request_id"] == "r-7" and event["level"] == "info"
+    assert event["duration_ms"] >= 0 and started > 0
+    keys = ["method", "connection", "duration_ms", "error_code", "error_reason"]
+    assert [k for k in event if k in keys] == keys
+    assert (event["method"], event["connection"]) == ("m/x", "unix#1")
+    assert (event["error_code"], event["error_reason"]) == (-32001, "bad")
