@@ -23,6 +23,7 @@ import math
 import os
 import stat
 import threading
+import time
 import traceback
 import zlib
 from collections import Counter
@@ -42,8 +43,10 @@ import structlog
 __all__ = [
     "AUDIT_MODES",
     "LEVELS",
+    "begin_request",
     "bind_request",
     "configure_logging",
+    "end_request",
     "flush_logs",
     "get_logger",
     "log_audit",
@@ -333,6 +336,38 @@ def unbind_request(*keys: str) -> None:
     structlog.contextvars.unbind_contextvars("request_id", *keys)
 
 
+def begin_request(request_id: str) -> float:
+    """A client request's start: ``request_id`` bound (``bind_request``), and the time
+    its ``request.done`` measures from; 0.0 when that event is below the log level (it
+    is not written, so the clock is not read)."""
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    return time.perf_counter() if _LEVEL <= LEVELS["info"] else 0.0
+
+
+def end_request(
+    logger: Any,
+    started: float,
+    method: str | None,
+    connection: str,
+    error_code: int | None,
+    error_reason: str | None,
+) -> None:
+    """A client request's end: one ``request.done`` (info; none when ``logger`` is None)
+    with its ``duration_ms`` since ``started`` (``begin_request``), then every buffered
+    line written (one write for all the events the request caused). Below the log level
+    the event is not even built."""
+    if logger is not None and _LEVEL <= LEVELS["info"]:
+        logger.info(
+            "request.done",
+            method=method,
+            connection=connection,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            error_code=error_code,
+            error_reason=error_reason,
+        )
+    flush_logs()
+
+
 _AUDIT_KEYS = (
     "disposition",
     "reason",
@@ -346,9 +381,16 @@ _AUDIT_KEYS = (
 
 
 def log_audit(
-    logger: Any, entries: Iterable[Mapping[str, Any]], legs: Iterable[Mapping[str, Any]] = ()
+    logger: Any,
+    entries: Iterable[Mapping[str, Any]],
+    legs: Iterable[Mapping[str, Any]] = (),
+    *,
+    done: Mapping[str, Any] | None = None,
 ) -> None:
-    """A composition's audit in the log: one summary, and entries as ``[log] audit`` says.
+    """A composition's audit in the log: one summary, and entries as ``[log] audit`` says;
+    then, given ``done`` (its figures), the composition's ``compose.done`` event, through
+    ``logger``. Below info level neither is written (the summary not even counted): a
+    composition's whole log is this one call.
 
     ``compose.audit.summary`` (info) counts the entries per disposition, reason and
     provider, and names the providers whose leg (``legs``: the ``providers[]`` reports)
@@ -359,8 +401,20 @@ def log_audit(
     one pass and written in one call: a composition has one entry per offered frame,
     so this is the log's hot path.
     """
-    if _LEVEL > LEVELS["info"] or _OUT is None:
+    if _LEVEL > LEVELS["info"]:  # the level the loggers filter by (configure_logging)
         return
+    out = _OUT
+    if out is not None:
+        _write_audit(out, entries, legs)
+    if done is not None:
+        logger.info("compose.done", **done)
+
+
+def _write_audit(
+    out: IO[str] | _FileSink,
+    entries: Iterable[Mapping[str, Any]],
+    legs: Iterable[Mapping[str, Any]],
+) -> None:
     entries = list(entries)
     context = structlog.contextvars.get_contextvars()
     stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -374,7 +428,7 @@ def log_audit(
     warming = sorted(str(r.get("provider_id")) for r in legs if r.get("status") == "warming")
     lines.append(_summary_line(context, entries, at_info, stamp, warming))
     with _WRITE_LOCK:
-        _OUT.write("\n".join(lines) + "\n")
+        out.write("\n".join(lines) + "\n")
 
 
 def _entries_at_info(entries: list[Mapping[str, Any]], request_id: str) -> set[int] | None:

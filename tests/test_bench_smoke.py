@@ -73,6 +73,10 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         + ["--requests", "4"],
         {"leg_ms", "plain_post_ms", "paired_ratio_median"},
     ),
+    "bench_report": (
+        ["--frames", "6", "--budget", "300", "--repeat", "2", "--rounds", "1"],
+        {"report_us", "ranked_entries_us", "unranked_entries_us"},
+    ),
     "bench_results": (
         ["--frames", "8", "--budget", "500", "--repeat", "3"],
         {"reply_bytes", "server_cpu_ms", "client_cpu_ms"},

@@ -250,3 +250,67 @@ def test_third_party_loggers_obey_the_log_level(level: str, shown: list[str]) ->
     assert [e["level"] for e in events if e["message"].startswith("a ")] == shown
     built = [e for e in events if "Building index" in e["message"]]
     assert bool(built) == (level == "debug")
+
+
+class _Counting:
+    """A logger that keeps each event it is handed (and is never filtered)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.events.append((event, fields))
+
+
+def test_the_composition_done_event_follows_its_summary_and_neither_is_made_below_info() -> None:
+    done = {"frames_offered": 3, "citations": 2, "degraded": []}
+    out = io.StringIO()
+    logs.configure_logging("info", stream=out)
+    logs.bind_request("r-1")
+    try:
+        logs.log_audit(logs.get_logger("t"), _entries(3), done=done)
+    finally:
+        logs.unbind_request()
+    logs.flush_logs()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["compose.audit.summary", "compose.done"]
+    assert {k: events[1][k] for k in done} == done and events[1]["request_id"] == "r-1"
+    # Below info neither event is written, nor is the logger asked for one.
+    quiet = io.StringIO()
+    logs.configure_logging("warning", stream=quiet)
+    counting = _Counting()
+    logs.log_audit(counting, _entries(3), done=done)
+    logs.flush_logs()
+    assert (quiet.getvalue(), counting.events) == ("", [])
+    logs.configure_logging("info", stream=quiet)
+    logs.log_audit(counting, _entries(3), done=done)
+    assert counting.events == [("compose.done", done)]
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
+def test_a_requests_end_is_one_request_done_at_info_and_nothing_above(level: str) -> None:
+    out = io.StringIO()
+    logs.configure_logging(level, stream=out)
+    started = logs.begin_request("r-7")
+    try:
+        logs.get_logger("t").warning("inside.warned")
+        logs.end_request(logs.get_logger("t"), started, "m/x", "unix#1", -32001, "bad")
+        logs.end_request(None, started, "$/cancel", "unix#1", None, None)  # no event
+    finally:
+        logs.unbind_request()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]  # written out
+    if level == "error":
+        assert events == []
+        return
+    assert events[0]["event"] == "inside.warned" and events[0]["request_id"] == "r-7"
+    done = [e for e in events if e["event"] == "request.done"]
+    if level == "warning":
+        assert done == [] and started == 0.0  # not built, and the clock not read
+        return
+    (event,) = done
+    assert event["request_id"] == "r-7" and event["level"] == "info"
+    assert event["duration_ms"] >= 0 and started > 0
+    keys = ["method", "connection", "duration_ms", "error_code", "error_reason"]
+    assert [k for k in event if k in keys] == keys
+    assert (event["method"], event["connection"]) == ("m/x", "unix#1")
+    assert (event["error_code"], event["error_reason"]) == (-32001, "bad")

@@ -30,7 +30,6 @@ from ._pack import Labels, Packing, tokens_of_bytes
 
 __all__ = ["ranked_entries", "unranked_entries"]
 
-_UNCHECKED: Mapping[str, Any] = {"state": "unchecked"}
 _FIRST = itemgetter(0)
 _THIRD = itemgetter(2)
 _INF = math.inf
@@ -88,11 +87,22 @@ def ranked_entries(
     start = 0
     canonical = meter is CANONICAL
     recounted = set(packing.recounted)
+    chosen, costs, walk_labels, used_after = (
+        packing.chosen,
+        packing.costs,
+        packing.labels,
+        packing.used_after,
+    )
+    admitted = len(chosen)
     # The hot loop (one pass per excluded frame) reads plain columns and builds
-    # each wire dict inline: no key tuple, no helper call per frame.
+    # each wire dict inline: no key tuple, no helper call per frame. The room left
+    # is worked out only where an excluded frame reads it (most inclusions follow
+    # one another with none between).
     for j, stop in enumerate([*packing.ranks, len(order)]):
-        used = packing.used_after[j - 1] if j else packing.fixed
-        remaining = max(0, budget - (tokens_of_bytes(used) if canonical else meter.tokens(used)))
+        if start < stop:
+            used = used_after[j - 1] if j else packing.fixed
+            spent = tokens_of_bytes(used) if canonical else meter.tokens(used)
+            remaining = max(0, budget - spent)
         for rank in range(start, stop):
             i = order[rank]
             pid, digest = pids[i], digests[i]
@@ -136,9 +146,11 @@ def ranked_entries(
             )
             if notes and i in notes:
                 out[-1].update(_copy_notes(notes[i]))
-        folded = coalesced.get(packing.chosen[j]) if coalesced and j < len(packing.ranks) else None
+        if j == admitted:  # the ranked frames past the last inclusion: done
+            break
+        i = chosen[j]
+        folded = coalesced.get(i) if coalesced else None
         if folded is not None and "kept" in folded:
-            i = packing.chosen[j]
             append(
                 {
                     "frame": key_to_wire(cands.key(i)),
@@ -152,14 +164,13 @@ def ranked_entries(
                     },
                     "rank": stop,
                     "score": _wire_score(frames[i].score),
-                    "tokens": packing.costs[j],
+                    "tokens": costs[j],
                 }
             )
             if notes and i in notes:
                 out[-1].update(_copy_notes(notes[i]))
-            replay.claim(packing.labels[j])
-        elif j < len(packing.chosen):
-            i = packing.chosen[j]
+            replay.claim(walk_labels[j])
+        else:
             pid, digest = pids[i], digests[i]
             if digest is None:
                 frame = {"provider_id": pid, "frame_id": ids[i]}
@@ -177,9 +188,9 @@ def ranked_entries(
                     "disposition": "included",
                     "rank": stop,
                     "score": score if -_INF < score < _INF else None,
-                    "tokens": packing.costs[j],
+                    "tokens": costs[j],
                     "position": positions[j],
-                    "verification": dict(state) if state is not None else dict(_UNCHECKED),
+                    "verification": dict(state) if state is not None else {"state": "unchecked"},
                     "vouched_by": [pid] if sup is None else [p for p, _ in sup],
                 }
             )
@@ -188,7 +199,7 @@ def ranked_entries(
             if folded is not None:  # a group's lead: its block quotes the others too
                 out[-1]["vouched_by"] = list(folded["vouched_by"])
                 out[-1]["coalesced"] = _copy_notes({"c": folded["coalesced"]})["c"]
-            label = packing.labels[j]
+            label = walk_labels[j]
             if label in taken:  # else the walk's label is this one's too: no suffix to find
                 replay.claim(label)
             else:
@@ -304,6 +315,8 @@ def _duplicate_entries(
     kept_wire: dict[int, dict[str, Any]] = {}
     dropped_keys: list[SortKey] = []
     dropped_scores: list[float] = []
+    # ``_duplicate_entry`` inline (one dict literal an entry, no call): the hot loop of
+    # a composition whose providers overlap.
     for d, k in duplicates:
         dk = keys[d]
         kept = kept_wire.get(k)
@@ -312,7 +325,21 @@ def _duplicate_entries(
         score = scores[d]
         dropped_keys.append(dk)
         dropped_scores.append(score)
-        append(_duplicate_entry(dk, kept, score))
+        pid = dk[0]
+        append(
+            {
+                "frame": (
+                    {"provider_id": pid, "frame_id": dk[1], "content_digest": dk[3]}
+                    if dk[2]
+                    else {"provider_id": pid, "frame_id": dk[1]}
+                ),
+                "provider": pid,
+                "disposition": "excluded",
+                "reason": "duplicate",
+                "detail": {"kept": kept.copy()},  # a copy each: an entry is the wire's own
+                "score": score if score is not None and -_INF < score < _INF else None,
+            }
+        )
     order = sorted(range(len(entries)), key=dropped_scores.__getitem__)
     order.sort(key=dropped_keys.__getitem__)
     in_order = list(map(dropped_keys.__getitem__, order))

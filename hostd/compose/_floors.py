@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hostd.errors import FloorsExceedBudget
@@ -109,14 +109,18 @@ class AdmittedFloors:
     #: What the budget counts (``_meter``) and the preamble's size in its unit.
     meter: Meter = CANONICAL
     preamble: int = PREAMBLE_BYTES
+    #: What the floors leave of the budget for the frames: the budget less the floors'
+    #: fenced blocks (the budget split and the shadow record read it). Worked out once,
+    #: here, so admitting the floors and reading what they leave is one call.
+    contested: int = field(init=False)
 
-    @property
-    def contested(self) -> int:
-        """What the floors leave of the budget for the frames: the budget less the
-        floors' fenced blocks (the budget split and the shadow record read it)."""
-        if not self.blocks:
-            return self.budget
-        return max(0, self.budget - self.meter.tokens(self.fixed - self.preamble))
+    def __post_init__(self) -> None:
+        contested = (
+            self.budget
+            if not self.blocks
+            else max(0, self.budget - self.meter.tokens(self.fixed - self.preamble))
+        )
+        object.__setattr__(self, "contested", contested)  # frozen: set once, at admission
 
     @property
     def remainder(self) -> int:

@@ -301,9 +301,16 @@ class ComposedPrompt:
             [c.label for c in self.citations], self.shown, self.audit.entry_dicts()
         )
 
-    def to_wire(self, *, include_content: bool = False) -> dict[str, Any]:
+    def to_wire(
+        self, *, include_content: bool = False, then: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The wire form; ``include_content`` adds ``evidence`` (absent otherwise, so a
-        reply that did not ask is the same bytes as one from before it existed)."""
+        reply that did not ask is the same bytes as one from before it existed).
+
+        ``then``: members the caller's reply carries after ``audit``, in their order
+        (a fan-out's ``providers`` and ``usage``, say); a ``usage`` among them gets the
+        prompt's size as its ``prompt`` (``prompt_usage``). The whole reply is built in
+        this one call, each dict once: ``then``'s are taken as they are, not copied."""
         citations = self.citations
         # Every citation's provenance in one serializer call, then sliced back.
         dumped = Provenance.many_to_wire([p for c in citations for p in c.provenance])
@@ -319,4 +326,9 @@ class ComposedPrompt:
         if include_content:
             out["evidence"] = self.evidence()
         out["audit"] = self.audit.to_wire()
+        if then is not None:
+            out.update(then)
+            usage = then.get("usage")
+            if isinstance(usage, dict):
+                usage["prompt"] = self.prompt_usage()
         return out

@@ -128,28 +128,57 @@ class FanOut:
         frames (default: every accepted frame), each listed by its FrameId."""
         wanted = None if served is None else set(served)
         frames: list[dict[str, Any]] = []
+        append = frames.append
         per_provider: dict[str, int] = {}
-        total = 0
+        # ``accepted`` runs provider by provider: each run's cost is summed apart and
+        # added once (the same figures, without a dict update per frame).
+        last: str | None = None
+        run = 0
         for pid, frame in self.accepted:
             digest = frame.content_digest
             if wanted is not None and FrameId(pid, frame.id, digest) not in wanted:
                 continue
+            if pid != last:
+                if last is not None:
+                    per_provider[last] = per_provider.get(last, 0) + run
+                last, run = pid, 0
             # The leg audit accepted it only when its declared cost is the honest one
             # (B3, P4): read it, do not recount its content.
             cost = frame.token_cost
-            total += cost
-            per_provider[pid] = per_provider.get(pid, 0) + cost
+            run += cost
             # FrameId.to_wire, without building the FrameId on the default path.
-            wire = {"provider_id": pid, "frame_id": frame.id}
-            if digest is not None:
-                wire["content_digest"] = digest
-            frames.append({"frame": wire, "token_cost": cost})
+            append(
+                {
+                    "frame": {"provider_id": pid, "frame_id": frame.id}
+                    if digest is None
+                    else {"provider_id": pid, "frame_id": frame.id, "content_digest": digest},
+                    "token_cost": cost,
+                }
+            )
+        if last is not None:
+            per_provider[last] = per_provider.get(last, 0) + run
+        total = sum(per_provider.values())
         return {
             "budget_consumed": total,
             "global_budget": self.global_budget,
             "frames": frames,
             "providers": per_provider,
         }
+
+    def compose_part(self) -> dict[str, Any]:
+        """The fan-out's part of a ``context/compose`` result, in the reply's order: the
+        legs' ``providers`` (sorted by id), ``usage`` (UR1, every accepted frame) and,
+        when the verify stage added any, its ``verification`` figures (the same dict).
+        One call builds it, so the report stage asks the fan-out once."""
+        reports = self.reports
+        part: dict[str, Any] = {
+            "providers": [reports[pid].to_wire() for pid in sorted(reports)],
+            "usage": self.usage_report(),
+        }
+        if self.figures:
+            # Reuse and verification figures of the verify stage (sessions, V1–V4).
+            part["verification"] = self.figures
+        return part
 
     def to_wire(self) -> dict[str, Any]:
         """The ``context/query`` result shape: frames per provider and each report."""

@@ -93,7 +93,8 @@ def degradations(
     (``verify_errors``), ``strategy`` what preparing the strategy fell back on."""
     found = [d for d in map(leg_degradation, reports.values()) if d is not None]
     errors = figures.get("verify_errors")
-    if isinstance(errors, Mapping):
+    # ``errors and``: no verify error (the common case) costs no ABC instance check.
+    if errors and isinstance(errors, Mapping):
         for pid, error in errors.items():
             code = _verify_code(error.get("error") if isinstance(error, Mapping) else None)
             found.append(Degraded("verify_skipped", str(pid), code))

@@ -156,7 +156,11 @@ class Pipeline:
         tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
         # Counting in a model's tokens, or a policy priced by what was offered (MMR's
         # similarities), is work in proportion to the candidates: a worker thread runs it,
-        # never the event loop.
+        # never the event loop. A handoff costs the loop ~40 µs and four turns
+        # (docs/pipeline.md): the floors go to the thread only when a tokenizer counts
+        # them (their canonical price does not depend on the strategy: MMR's floors are
+        # priced here, as every other policy's), and the composition whenever either
+        # holds (MMR over even four candidates costs the loop more than a handoff).
         offload = tokenizer is not None or type(strategy) in _OFF_LOOP
         # 1. price floors. Admitted before ranking: priced once, they fail before any
         # provider is asked (FloorsExceedBudget, no silent drop); the providers split
@@ -165,7 +169,7 @@ class Pipeline:
             c.Floor(label=f.label, content=f.content, position=f.position) for f in request.floors
         ]
         check = functools.partial(c.check_floors, given, budget, tokenizer=tokenizer)
-        floors = await anyio.to_thread.run_sync(check) if offload else check()
+        floors = await anyio.to_thread.run_sync(check) if tokenizer is not None else check()
         # 2. fan out. With a tokenizer the providers are still asked in CGP units (B3), one
         # per model token of what the floors leave (docs/api.md: tokenizers average 3 to
         # 4.5 bytes a token on code, prose and CJK, and overfetch covers the rest).
@@ -245,33 +249,29 @@ class Pipeline:
         recorded: bool | None = None,
         include_content: bool = False,
     ) -> dict[str, Any]:
-        result = composed.to_wire(include_content=include_content)
-        if recorded is not None:
-            result["recorded"] = recorded  # asked for (``record``): whether it is on disk
-        audit = result["audit"]
-        reports = _reports(fan.reports)
-        log_audit(log, audit["entries"], reports)
-        # UR1's figures, and the prompt's size both ways (bytes, canonical and model tokens)
-        usage = {**fan.usage_report(), "prompt": composed.prompt_usage()}
+        # The fan-out's part (legs, UR1 usage, verify figures) in one call, the reply
+        # built around it in one more (the prompt's size both ways added to its usage):
+        # each wire dict is built once, in the reply's order.
+        part = fan.compose_part()
+        if recorded is not None:  # asked for (``record``): whether it is on disk
+            part = {"recorded": recorded, **part}
+        result = composed.to_wire(include_content=include_content, then=part)
+        usage = part["usage"]
         self._remember_usage(request_id, usage)
-        result["providers"] = reports
-        result["usage"] = usage
-        if fan.figures:
-            # Reuse and verification figures of the verify stage (sessions, V1–V4).
-            result["verification"] = fan.figures
         degraded = degradations(fan.reports, fan.figures, prepared.degraded)
         result["degraded"] = bool(degraded)
         result["degraded_reasons"] = [d.to_wire() for d in degraded]
         result["request_id"] = request_id
-        log.info(
-            "compose.done",
-            frames_offered=len(audit["entries"]),
-            citations=len(result["citations"]),
-            tokens_used=audit["tokens_used"],
-            global_budget=budget,
-            prompt_bytes=usage["prompt"]["bytes"],  # counted once, by prompt_usage
-            degraded=list(dict.fromkeys(d.reason for d in degraded)),
-        )
+        audit = result["audit"]
+        done = {
+            "frames_offered": len(audit["entries"]),
+            "citations": len(result["citations"]),
+            "tokens_used": audit["tokens_used"],
+            "global_budget": budget,
+            "prompt_bytes": usage["prompt"]["bytes"],  # counted once, by prompt_usage
+            "degraded": list(dict.fromkeys(d.reason for d in degraded)),
+        }
+        log_audit(log, audit["entries"], part["providers"], done=done)
         return result
 
     # -- context/query --------------------------------------------------------------------
@@ -314,10 +314,11 @@ class Pipeline:
         progress: Progress | None,
     ) -> FanOut:
         """Ask the providers for ``budget`` tokens (what the floors left, for compose)."""
-        bad_time = check_timestamp(request.as_of, "as_of")
-        if bad_time:
-            # Q2/F4: a window the providers could not read is the client's error, not theirs.
-            raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
+        if request.as_of is not None:  # no window: nothing to check (check_timestamp passes None)
+            bad_time = check_timestamp(request.as_of, "as_of")
+            if bad_time:
+                # Q2/F4: a window the providers could not read is the client's error.
+                raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
         chosen = self.chosen(request.providers)
         query = ContextQuery(
             goal=request.goal,

@@ -139,6 +139,13 @@ class Dispatcher:
             return [_rendered(r) for r in reply]
         return None if reply is None else _rendered(reply)
 
+    async def answer(self, request: Any, context: Any) -> tuple[Any, bytes | None]:
+        """``dispatch`` and ``encode_reply`` in one call: the reply (for the caller's
+        accounting) and its line (``None`` when nothing is owed), for an end that writes
+        the line as it is."""
+        reply = await self.dispatch(request, context)
+        return reply, None if reply is None else self.encode_reply(reply)
+
     async def answer_line(self, line: bytes | str, context: Any) -> bytes | None:
         """Decode, dispatch and encode one line: the reply line (with its newline) or
         ``None`` when nothing is owed."""

@@ -15,7 +15,6 @@ path itself (floors, fan-out, strategy, composition, recording, the report) is
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
@@ -23,7 +22,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from hostd.errors import HostdError, RpcError, ShuttingDown, UnknownRequest, error_to_wire
-from hostd.logs import bind_request, flush_logs, get_logger
+from hostd.logs import begin_request, end_request, get_logger
 from hostd.pipeline import Pipeline, Progress
 from hostd.rpc import DirectDispatcher, Dispatcher, Method, error_reply, reply_id
 
@@ -46,6 +45,7 @@ __all__ = [
     "DaemonState",
     "Peer",
     "RequestContext",
+    "answer_one",
     "call_local",
     "dispatch_one",
 ]
@@ -218,41 +218,57 @@ DISPATCHER = Dispatcher(METHODS, on_error=_log_failure)
 DIRECT = DirectDispatcher(METHODS, on_error=_log_failure)
 
 
-def _begin(daemon: DaemonState) -> str:
-    request_id = daemon.new_request_id()
-    bind_request(request_id)
-    return request_id
-
-
 def _done(daemon: DaemonState, method: Any, connection: str, started: float, error: Any) -> None:
     """A request's end: counted, one ``request.done`` (not for ``$/cancel``), logs written."""
     daemon.counters["requests_total"] += 1
     if error is not None:
         daemon.counters["requests_failed"] += 1
-    if method != "$/cancel":
-        data = error.get("data") if error else None
-        log.info(
-            "request.done",
-            method=method if isinstance(method, str) else None,
-            connection=connection,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-            error_code=error.get("code") if error else None,
-            error_reason=data.get("reason") if isinstance(data, dict) else None,
-        )
-    flush_logs()  # one write for all the events this request caused
+    data = error.get("data") if error else None
+    end_request(
+        log if method != "$/cancel" else None,
+        started,
+        method if isinstance(method, str) else None,
+        connection,
+        error.get("code") if error else None,
+        data.get("reason") if isinstance(data, dict) else None,
+    )
+
+
+def _refusal(daemon: DaemonState, method: Any, msg: Any) -> dict[str, Any] | None:
+    """While stopping, a request (not ``$/cancel``, not a notification) is refused."""
+    if daemon.stopping and method != "$/cancel" and isinstance(msg, dict) and "id" in msg:
+        return error_reply(ShuttingDown("hostd is shutting down"), reply_id(msg))
+    return None
 
 
 async def dispatch_one(daemon: DaemonState, connection: Peer, msg: Any) -> Any:
     """Dispatch one request object (not a batch) and return its reply (None: no reply)."""
-    request_id = _begin(daemon)
+    request_id = daemon.new_request_id()
+    started = begin_request(request_id)  # bound for the log; 0.0 if no request.done
     method = msg.get("method") if isinstance(msg, dict) else None
-    if daemon.stopping and method != "$/cancel" and isinstance(msg, dict) and "id" in msg:
-        return error_reply(ShuttingDown("hostd is shutting down"), reply_id(msg))
-    started = time.perf_counter()
+    refused = _refusal(daemon, method, msg)
+    if refused is not None:
+        return refused
     reply = await DISPATCHER.dispatch(msg, RequestContext(daemon, connection, request_id))
     error = reply.get("error") if isinstance(reply, dict) else None
     _done(daemon, method, connection.name, started, error)
     return reply
+
+
+async def answer_one(daemon: DaemonState, connection: Peer, msg: Any) -> bytes | None:
+    """``dispatch_one``, its reply encoded by the same call into the dispatcher: the line
+    to write (None: no reply)."""
+    request_id = daemon.new_request_id()
+    started = begin_request(request_id)  # bound for the log; 0.0 if no request.done
+    method = msg.get("method") if isinstance(msg, dict) else None
+    refused = _refusal(daemon, method, msg)
+    if refused is not None:
+        return DISPATCHER.encode_reply(refused)
+    ctx = RequestContext(daemon, connection, request_id)
+    reply, line = await DISPATCHER.answer(msg, ctx)
+    error = reply.get("error") if isinstance(reply, dict) else None
+    _done(daemon, method, connection.name, started, error)
+    return line
 
 
 async def call_local(
@@ -263,11 +279,11 @@ async def call_local(
     on_progress: Progress | None = None,
 ) -> Any:
     """One in-process call: ``method``'s result, or the ``RpcError`` the wire would answer."""
-    request_id = _begin(daemon)
+    request_id = daemon.new_request_id()
+    started = begin_request(request_id)
     if daemon.stopping and method != "$/cancel":
         wire = error_to_wire(ShuttingDown("hostd is shutting down"))
         raise RpcError(wire["code"], wire["message"], wire["data"])
-    started = time.perf_counter()
     ctx = RequestContext(daemon, connection, request_id, on_progress)
     try:
         result = await DIRECT.call(method, params, ctx)

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from hostd.errors import (
     EmptyBatch,
@@ -52,11 +53,42 @@ from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
 
 from ._repeats import RepeatedEvents
 
-__all__ = ["Connection", "Dispatch", "Limits", "Owner", "SendNowait", "socket_send_nowait"]
+__all__ = [
+    "Answer",
+    "Connection",
+    "Dispatch",
+    "Limits",
+    "Owner",
+    "Receive",
+    "SendNowait",
+    "socket_receive",
+    "socket_send_nowait",
+]
 
 log = get_logger("hostd.server")
 
 _NO_REPLY = object()
+
+
+class _Running:
+    """One request in flight outside a batch: its task (``TaskHandle``: the task's own
+    cancel scope, so no scope of ours per request) and whether this connection
+    cancelled it (``$/cancel``, or the end of the grace period)."""
+
+    __slots__ = ("cancelled", "handle")
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.handle is not None:
+            self.handle.cancel()
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
 
 
 class Owner(Protocol):
@@ -77,8 +109,49 @@ class Owner(Protocol):
 
 #: ``dispatch(connection, request)`` → the reply dict, or ``None`` when none is owed.
 Dispatch = Callable[["Connection", Any], Awaitable[Any]]
+#: ``answer(connection, request)`` → the reply as its encoded line, or ``None``: a
+#: request outside a batch, dispatched and encoded in one call.
+Answer = Callable[["Connection", Any], Awaitable[bytes | None]]
 #: Writes what the peer's socket takes now, without waiting: the bytes written (0: full).
 SendNowait = Callable[[bytes], int]
+#: The next bytes the peer sent; ``b""`` at its end (EOF, a reset, a closed stream).
+Receive = Callable[[], Awaitable[bytes]]
+
+
+def socket_receive(stream: Any, max_bytes: int = 1 << 16) -> Receive | None:
+    """A Unix socket stream's read as plain socket calls, or ``None`` for any other
+    stream (TCP, stdio): what the socket holds is read at once, and only a read that
+    would block waits for the socket to be readable (no event-loop turn first)."""
+    # A Unix socket stream only, as ``socket_send_nowait``: anyio reads it by the same
+    # calls (recv until EAGAIN, then wait for readability), after a turn of the loop
+    # each time; a TCP stream is an asyncio transport with a buffer of its own.
+    if not isinstance(stream, anyio.abc.UNIXSocketStream):
+        return None
+    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    waited = True  # the last read found the socket empty and waited for it
+
+    async def receive() -> bytes:
+        nonlocal waited
+        while True:
+            try:
+                data: bytes = sock.recv(max_bytes)
+            except BlockingIOError:
+                try:
+                    await anyio.wait_readable(sock)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return b""
+                waited = True
+                continue
+            except OSError:  # reset or closed: the peer is gone
+                return b""
+            if not waited:
+                # Read twice running without waiting: a peer that keeps the socket full
+                # must not hold the loop, so this read yields once before its lines run.
+                await anyio.lowlevel.checkpoint()
+            waited = False
+            return data
+
+    return receive
 
 
 def socket_send_nowait(stream: Any) -> SendNowait | None:
@@ -146,6 +219,7 @@ class Connection:
         token: str | None = None,
         drain_on_eof: bool = False,
         send_nowait: SendNowait | None = None,
+        answer: Answer | None = None,
     ) -> None:
         self.owner = owner
         self.name = name
@@ -153,13 +227,19 @@ class Connection:
         self._send_bytes = send
         self._send_nowait = send_nowait
         self._dispatch_one = dispatch
+        self._answer = answer
         self._limits = limits
         self._token = token
         self._authenticated = token is None
         self._drain_on_eof = drain_on_eof
-        # fast_acquire: an uncontended write does not yield first (one loop turn a reply).
+        # Taken only by a write that must wait (the socket full, or another write under
+        # way); fast_acquire: a free lock does not yield first.
         self._send_lock = anyio.Lock(fast_acquire=True)
-        self._scopes: dict[Hashable, list[anyio.CancelScope]] = {}
+        #: Writes under way or waiting for the lock; 0 lets a line skip the lock.
+        self._writers = 0
+        #: What a ``$/cancel`` of an id reaches: a request's ``_Running``, or the
+        #: cancel scope of a batch's element.
+        self._scopes: dict[Hashable, list[_Cancellable]] = {}
         self._inflight = 0
         #: Made only when ``serve`` drains the requests in flight at EOF.
         self._idle: anyio.Event | None = None
@@ -195,15 +275,32 @@ class Connection:
     # -- outbound ----------------------------------------------------------------------
 
     async def send(self, obj: Any) -> None:
+        """Write ``obj`` as one line (``encode_reply``), after every line handed in before."""
+        await self.send_line(encode_reply(obj))
+
+    async def send_line(self, data: bytes) -> None:
+        """Write one encoded line whole, after every line handed in before it."""
         if self._broken:
             return
-        data = encode_reply(obj)
         try:
-            async with self._send_lock:  # uncontended: taken without a turn
-                # What the socket takes now is written now; only a rest waits for room.
-                sent = self._send_nowait(data) if self._send_nowait is not None else 0
-                if sent < len(data):
-                    await self._send_bytes(data[sent:] if sent else data)
+            sent = 0
+            nowait = self._send_nowait
+            tried = self._writers == 0 and nowait is not None
+            if tried and nowait is not None:
+                # No write under way nor waiting: what the socket takes now is written
+                # now, with no lock and no turn; only a rest waits for room, in order.
+                sent = nowait(data)
+                if sent == len(data):
+                    return
+            self._writers += 1  # from here until written, later lines queue behind it
+            try:
+                async with self._send_lock:  # free when no writer was counted: no turn
+                    if not tried and nowait is not None:
+                        sent = nowait(data)
+                    if sent < len(data):
+                        await self._send_bytes(data[sent:] if sent else data)
+            finally:
+                self._writers -= 1
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             # The client went away: its remaining work is cancelled (nobody to answer).
             self._broken = True
@@ -232,12 +329,15 @@ class Connection:
 
     def _unregister(self, msg: Any, scope: anyio.CancelScope) -> None:
         if isinstance(msg, dict) and "id" in msg:
-            key = _id_key(msg["id"])
-            scopes = self._scopes.get(key)
-            if scopes is not None:
-                scopes.remove(scope)
-                if not scopes:
-                    del self._scopes[key]
+            self._forget(_id_key(msg["id"]), scope)
+
+    def _forget(self, key: Hashable, entry: _Cancellable) -> None:
+        """``entry`` no longer reachable by a ``$/cancel`` of ``key`` (if it was)."""
+        entries = self._scopes.get(key)
+        if entries is not None and entry in entries:
+            entries.remove(entry)
+            if not entries:
+                del self._scopes[key]
 
     # -- serving -----------------------------------------------------------------------
 
@@ -319,9 +419,13 @@ class Connection:
                 if isinstance(msg, dict) and "id" in msg:
                     await self.send(error_reply(self._overloaded(), reply_id(msg)))
                 return True
-            scope = self._register(msg)  # before the task: a $/cancel next finds it
+            running = _Running()
+            key: Hashable = None
+            if isinstance(msg, dict) and "id" in msg:
+                key = _id_key(msg["id"])  # before the task: a $/cancel next finds it
+                self._scopes.setdefault(key, []).append(running)
             self._begin()
-            self._tg.start_soon(self._finish_after, msg, scope)
+            running.handle = self._tg.start_soon(self._finish_after, msg, key, running)
         return True
 
     def _overloaded(self) -> Overloaded:
@@ -372,15 +476,49 @@ class Connection:
             self._idle.set()
         self.owner.end_request()
 
-    async def _finish_after(self, msg: Any, scope: anyio.CancelScope) -> None:
-        """One request: run in its scope, its reply written (outside it: a cancel never
-        cuts a reply short), then forgotten."""
+    async def _finish_after(self, msg: Any, key: Hashable, running: _Running) -> None:
+        """One request in its own task: dispatched, forgotten (a ``$/cancel`` from then on
+        finds nothing, so a cancel never cuts a reply short), its reply written."""
+        ended = False
         try:
-            reply = await self._dispatch_in(msg, scope)
-            if reply is not _NO_REPLY and reply is not None:
-                await self.send(reply)
+            try:
+                if self._answer is not None:
+                    line = await self._answer(self, msg)
+                else:
+                    reply = await self._dispatch_one(self, msg)
+                    line = None if reply is None else encode_reply(reply)
+            except anyio.get_cancelled_exc_class():
+                if running.cancelled:
+                    ended = self._cancelled(msg)
+                raise
+            if key is not None:
+                self._forget(key, running)
+            if line is not None:
+                await self.send_line(line)
         finally:
-            self._unregister(msg, scope)
+            if key is not None:
+                self._forget(key, running)
+            if not ended:
+                self._end()
+
+    def _cancelled(self, msg: Any) -> bool:
+        """A request this connection cancelled: by ``$/cancel`` (no reply for it), or at
+        the end of the grace period (the client is told why, by a task of its own: this
+        one's scope is cancelled). True when that task ends the request."""
+        if self._aborting:
+            log.info("request.aborted", connection=self.name)
+            reply = error_reply(
+                ShuttingDown("hostd is shutting down: the grace period is over"), reply_id(msg)
+            )
+            self._tg.start_soon(self._reply_then_end, reply)
+            return True
+        log.info("request.cancelled", connection=self.name)
+        return False
+
+    async def _reply_then_end(self, reply: Any) -> None:
+        try:
+            await self.send(reply)
+        finally:
             self._end()
 
     async def _finish_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:

@@ -33,8 +33,8 @@ from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
-from ._api import dispatch_one
-from ._connection import Connection, Limits, SendNowait, socket_send_nowait
+from ._api import answer_one, dispatch_one
+from ._connection import Connection, Limits, SendNowait, socket_receive, socket_send_nowait
 from ._engine import open_engine
 from ._local import LocalSession
 from ._repeats import RepeatedEvents
@@ -78,8 +78,9 @@ class Daemon:
         self._stop = anyio.Event()
         self._stop_reason: str | None = None
         self._inflight = 0
-        self._idle = anyio.Event()
-        self._idle.set()
+        #: Made only while the grace period waits for the requests in flight; set when
+        #: the count falls to 0 (no event per request: most are never waited on).
+        self._idle: anyio.Event | None = None
         self._prefix = secrets.token_hex(3)
         self._seq = itertools.count(1)
         self.socket_path: Path | None = None
@@ -136,13 +137,18 @@ class Daemon:
 
     def begin_request(self) -> None:
         self._inflight += 1
-        if self._inflight == 1:
-            self._idle = anyio.Event()
 
     def end_request(self) -> None:
         self._inflight -= 1
-        if self._inflight == 0:
+        if self._inflight == 0 and self._idle is not None:
             self._idle.set()
+
+    async def _wait_idle(self) -> None:
+        """Until no request is in flight (at once when none is)."""
+        if self._inflight:
+            if self._idle is None or self._idle.is_set():
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     def request_stop(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -288,14 +294,14 @@ class Daemon:
         log.info("host.stopping", reason=self._stop_reason, in_flight=self._inflight)
         with anyio.move_on_after(grace) as waited:
             self._drain_scope = waited
-            await self._idle.wait()
+            await self._wait_idle()
         if waited.cancelled_caught:
             log.warning("host.grace_expired", in_flight=self._inflight, grace_s=grace)
             # Each request still in flight is answered shutting_down, not cut off.
             with anyio.move_on_after(_ABORT_REPLY_S):
                 for connection in list(self._connections):
                     connection.abort_in_flight()
-                await self._idle.wait()
+                await self._wait_idle()
 
     async def _flush_logs_periodically(self) -> None:
         # Events outside requests (provider stderr, lifecycle) reach the log within 0.2 s.
@@ -343,8 +349,13 @@ class Daemon:
                     return b""
 
             # Constructed here, not in the task: it is counted before the next accept.
+            # A Unix socket is read by plain socket calls, waiting only when it is empty.
             connection = self._connection(
-                receive, stream.send, name=name, token=token, send_nowait=socket_send_nowait(stream)
+                socket_receive(stream) or receive,
+                stream.send,
+                name=name,
+                token=token,
+                send_nowait=socket_send_nowait(stream),
             )
             if token is not None:
                 self._admission.opened(connection)
@@ -389,6 +400,7 @@ class Daemon:
             token=token,
             drain_on_eof=drain_on_eof,
             send_nowait=send_nowait,
+            answer=partial(answer_one, self),
         )
 
     async def _serve_stdio(self, wire_fd: int) -> None:

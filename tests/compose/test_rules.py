@@ -146,6 +146,13 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
     from hostd.compose._audit import unranked_entries
     from hostd.protocol import FrameId
 
+    # Scores a caller did not validate (NaN, infinities) are null on the wire, on
+    # either path.
+    odd = st.sampled_from([None, float("nan"), float("inf"), -float("inf")])
+    pairs = [
+        (pid, f if (s := data.draw(odd)) is None else f.model_copy(update={"score": s}))
+        for pid, f in pairs
+    ]
     pool = CandidateSet.of(pairs)
     n = len(pool)
     index = st.integers(0, max(0, n - 1))

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -230,3 +231,76 @@ def test_the_same_shortfalls_give_the_same_reasons_in_any_order(legs: dict[str, 
     assert sum(d.provider is not None for d in out) == 1 + sum(
         s is not LegStatus.OK for s in legs.values()
     )
+
+
+async def test_the_reply_is_the_composition_then_the_fan_out_in_protocol_order(
+    tmp_path: Path,
+) -> None:
+    # The report stage builds the reply from two calls (the fan-out's part, then the
+    # composition's wire form around it): the members, their order and their values
+    # are those of the parts, each built once.
+    figures = {"reused": 1, "verify_errors": {"beta": {"error": "timeout"}}}
+
+    class _Verified(_Engine):
+        async def query_all(self, query: ContextQuery, global_budget: int, **kw: Any) -> FanOut:
+            fan = await super().query_all(query, global_budget, **kw)
+            fan.figures = figures
+            self.fan = fan
+            return fan
+
+    recorder = _Recorder()
+    pipeline, engine = _pipeline(tmp_path, recorder=recorder)
+    verified = _Verified(engine.reports, engine.accepted)
+    pipeline.engine = verified
+    result = await pipeline.compose(ComposeParams(goal="g", budget=300, record=True), "r-9")
+    assert list(result) == [
+        "prompt",
+        "citations",
+        "audit",
+        "recorded",
+        "providers",
+        "usage",
+        "verification",
+        "degraded",
+        "degraded_reasons",
+        "request_id",
+    ]
+    fan = verified.fan
+    (composed,) = [r.composed for r in recorder.recorded]
+    assert result["providers"] == [fan.reports[p].to_wire() for p in sorted(fan.reports)]
+    assert result["usage"] == {**fan.usage_report(), "prompt": composed.prompt_usage()}
+    assert list(result["usage"]) == [*fan.usage_report(), "prompt"]
+    assert result["verification"] is figures
+    assert {k: result[k] for k in ("prompt", "citations", "audit")} == composed.to_wire()
+    assert result["degraded_reasons"] == [
+        {"reason": "verify_skipped", "provider": "beta", "detail": "timeout"}
+    ]
+    assert pipeline.usage_of("r-9") == result["usage"]
+    # Without ``record`` or verify figures neither member is there.
+    plain, _ = _pipeline(tmp_path)
+    other = await plain.compose(ComposeParams(goal="g", budget=300), "r-10")
+    assert "recorded" not in other and "verification" not in other
+    assert list(other)[3:5] == ["providers", "usage"]
+
+
+async def test_only_work_that_grows_with_the_candidates_is_handed_to_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MMR's ranking grows with what was offered, its floors' canonical price does not:
+    # the composition goes to a worker thread, the floors are priced on the loop.
+    handed: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counting(fn: Any, *args: Any, **kw: Any) -> Any:
+        handed.append(getattr(fn, "func", fn).__name__)
+        return await run_sync(fn, *args, **kw)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    pipeline, _ = _pipeline(tmp_path)
+    floors = [{"label": "rules", "content": "be brief"}]
+    mmr = await pipeline.compose(ComposeParams(goal="g", strategy="mmr", floors=floors), "r-1")
+    assert handed == ["compose_for_prompt"]
+    assert mmr["audit"]["floors"][0]["label"] == "rules"
+    handed.clear()
+    await pipeline.compose(ComposeParams(goal="g", floors=floors), "r-2")
+    assert handed == []  # canonical counting, score: all of it on the loop

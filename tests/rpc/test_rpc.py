@@ -219,3 +219,32 @@ def test_jsonrpcserver_is_used_through_its_public_api_only() -> None:
                     deep.append(f"{path.name}:{node.lineno} from {node.module}")
     assert "_dispatch.py" in users  # the walk sees the dispatcher
     assert (private, deep) == ([], [])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"jsonrpc": "2.0", "method": "echo", "params": {"n": 5}, "id": 7},
+        {"jsonrpc": "2.0", "method": "echo", "params": {"n": "x"}, "id": "a"},
+        {"jsonrpc": "2.0", "method": "echo", "params": {"n": 2}, "id": 8},
+        {"jsonrpc": "2.0", "method": "nope", "id": 9},
+        {"jsonrpc": "2.0", "method": "echo", "params": {"n": 5}},
+        [{"jsonrpc": "2.0", "method": "echo", "params": {"n": 5}, "id": 1}, {"bad": 1}],
+    ],
+)
+async def test_answer_is_the_dispatchers_reply_and_its_line(request_: Any) -> None:
+    """One call: the reply ``dispatch`` gives (the caller counts its error) and the line
+    ``encode_reply`` makes of it, an unencodable result an internal error of its id."""
+    d = _dispatcher([])
+    reply, line = await d.answer(request_, None)
+    assert reply == await d.dispatch(request_, None)
+    if reply is None:
+        assert line is None
+        return
+    assert line == d.encode_reply(reply) and line.endswith(b"\n")
+    out = json.loads(line)
+    if isinstance(request_, dict) and request_.get("params") == {"n": 2}:
+        assert out["error"]["data"]["reason"] == "internal" and out["id"] == 8
+    else:
+        assert out == reply
