@@ -13,7 +13,25 @@ from typing import Any
 
 import structlog
 
-__all__ = ["get_logger"]
+__all__ = ["INFO", "WARNING", "get_logger", "level"]
+
+INFO = 20
+WARNING = 30
+
+
+class _Level:
+    """The level events below which are dropped (the stdlib's numbers), as
+    ``hostd.logs.configure_logging`` set it; 0 until it runs (structlog's default
+    writes every level). Read as ``level.at``: a hot path (a leg, a verify pass) skips
+    building an event that would be dropped, with no call into the logger."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = 0
+
+
+level = _Level()
 
 
 def get_logger(name: str) -> Any:

@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import orjson
 
 from hostd._log import get_logger
+from hostd._log import level as _log_level
 
 if TYPE_CHECKING:
     from hostd.config import LogSettings
@@ -301,6 +302,7 @@ def configure_logging(
         cache_logger_on_first_use=True,
     )
     _LEVEL = LEVELS[level]
+    _log_level.at = _LEVEL  # what the engine's hot paths read (it imports no hostd.logs)
     # Third-party libraries log through the stdlib; send them to the same place, never stdout.
     root = logging.getLogger()
     for old in list(root.handlers):

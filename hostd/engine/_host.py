@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from hostd._log import get_logger
+from hostd._log import INFO, WARNING, get_logger
+from hostd._log import level as log_level
 from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
 from hostd.transport import (
@@ -402,6 +403,9 @@ def _log_leg(report: LegReport) -> None:
     ``provider.leg.failed`` or ``provider.leg.quarantined`` (warning) otherwise; every
     one with the same fields. Its ``message`` is hostd's own (never a provider's text)."""
     status = report.status
+    fault = status is LegStatus.QUARANTINED or status in _FAULTS
+    if log_level.at > (WARNING if fault else INFO):
+        return  # dropped at this level: not built (once per leg, every request)
     fields = {
         "provider": report.provider_id,
         "status": status.value,
@@ -418,7 +422,7 @@ def _log_leg(report: LegReport) -> None:
     }
     if status is LegStatus.QUARANTINED:
         log.warning("provider.leg.quarantined", **fields)
-    elif status in _FAULTS:
+    elif fault:
         log.warning("provider.leg.failed", **fields)
     else:
         log.info("provider.leg", **fields)

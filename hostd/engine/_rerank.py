@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from hostd._log import get_logger
+from hostd._log import INFO, WARNING, get_logger
+from hostd._log import level as log_level
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.transport import JsonRpcCodec, PipeClient
 
@@ -71,8 +72,9 @@ class RerankOutcome:
         logged as ``rerank.done`` or ``rerank.failed``: one end for every reranker."""
         ms = round((time.perf_counter() - started) * 1000, 3)
         if self.reason is None:
-            log.info("rerank.done", candidates=candidates, model=self.model, latency_ms=ms)
-        else:
+            if log_level.at <= INFO:
+                log.info("rerank.done", candidates=candidates, model=self.model, latency_ms=ms)
+        elif log_level.at <= WARNING:
             log.warning("rerank.failed", reason=self.reason, detail=self.detail, latency_ms=ms)
         return RerankOutcome(self.order, self.model, self.reason, self.detail, ms)
 

@@ -30,7 +30,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from hostd._log import get_logger
+from hostd._log import INFO, get_logger
+from hostd._log import level as log_level
 from hostd.protocol import ContextFrame, FrameId
 
 from ._checks import Sources, check_frames, needs_io
@@ -233,8 +234,9 @@ class VerifyStage:
         for k, n in result.counts.items():
             self._totals[k] = self._totals.get(k, 0) + n
         self._totals["passes"] = self._totals.get("passes", 0) + 1
-        figures = {k: v for k, v in result.figures.items() if k != "cache"}
-        log.info("verify.stage.done", **figures)
+        if log_level.at <= INFO:  # else dropped: not built (every request)
+            figures = {k: v for k, v in result.figures.items() if k != "cache"}
+            log.info("verify.stage.done", **figures)
 
     # -- state for host/status and providers/list ----------------------------------
 
