@@ -76,7 +76,7 @@ def _read_and_audit(line: bytes, query: ContextQuery) -> LegAudit:
 
 
 def _exact(line: bytes, query: ContextQuery) -> LegAudit:
-    with mock.patch.object(_leg_audit, "accept_frames", lambda _data: None):
+    with mock.patch.object(_leg_audit, "accept_frames", lambda _data, _memo=None: None):
         return _read_and_audit(line, query)
 
 
