@@ -25,16 +25,15 @@ from hostd._log import get_logger
 from hostd.errors import HostdError, MethodNotFound, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
-    Capabilities,
     ContextQuery,
     ContextQueryResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
-    ProviderInfo,
     VerifyResponse,
 )
 
+from .._ack import Acked
 from .._readiness import OnProgress, Readiness
 from .._redact import Redactor, amend
 from ..bindings import check_ack, find_binding
@@ -137,7 +136,7 @@ def client_factory(binding: str, options: Mapping[str, Any] | None = None) -> Cl
     return build
 
 
-class ProviderConnection:
+class ProviderConnection(Acked):
     """A started, handshaken provider. Create with ``await ProviderConnection.open(...)``."""
 
     def __init__(
@@ -175,18 +174,6 @@ class ProviderConnection:
             f"<ProviderConnection {self.provider_id} {self.client.binding} "
             f"alive={self.alive} {self.child!r}>"
         )
-
-    @property
-    def ack(self) -> HandshakeAck | None:
-        """The handshake's ack; ``info`` and ``capabilities`` are read from it when it is
-        set (plain attributes: every leg of every request reads them)."""
-        return self._ack
-
-    @ack.setter
-    def ack(self, ack: HandshakeAck | None) -> None:
-        self._ack = ack
-        self.info: ProviderInfo | None = ack.provider if ack is not None else None
-        self.capabilities: Capabilities | None = ack.capabilities if ack is not None else None
 
     def _count_late(self, total: int) -> None:
         self.late_replies = total

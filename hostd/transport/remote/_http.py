@@ -47,16 +47,15 @@ from hostd.errors import (
 )
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
-    Capabilities,
     ContextQuery,
     ContextQueryResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
-    ProviderInfo,
     VerifyResponse,
 )
 
+from .._ack import Acked
 from .._readiness import Readiness
 from .._redact import REDACTED
 from ..bindings import Codec, Request, check_ack, find_binding
@@ -283,7 +282,7 @@ def _as_egress(ack: HandshakeAck) -> HandshakeAck:
     return ack.model_copy(update={"provider": info})
 
 
-class RemoteConnection:
+class RemoteConnection(Acked):
     """A handshaken remote provider, as the pool holds it. Create with ``open``."""
 
     def __init__(self, endpoint: RemoteEndpoint, ack: HandshakeAck) -> None:
@@ -299,18 +298,6 @@ class RemoteConnection:
 
     def __repr__(self) -> str:
         return f"<RemoteConnection {self.provider_id} alive={self.alive} {self.endpoint!r}>"
-
-    @property
-    def ack(self) -> HandshakeAck | None:
-        """The handshake's ack; ``info`` and ``capabilities`` are read from it when it is
-        set (plain attributes: every leg of every request reads them)."""
-        return self._ack
-
-    @ack.setter
-    def ack(self, ack: HandshakeAck | None) -> None:
-        self._ack = ack
-        self.info: ProviderInfo | None = ack.provider if ack is not None else None
-        self.capabilities: Capabilities | None = ack.capabilities if ack is not None else None
 
     @property
     def alive(self) -> bool:
