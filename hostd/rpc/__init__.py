@@ -31,6 +31,7 @@ from ._envelope import (
     make_notification,
     make_request,
     reply_id,
+    request_line,
     validate_request,
 )
 from ._pending import Pending, PendingSlot, PendingTable
@@ -55,5 +56,6 @@ __all__ = [
     "make_notification",
     "make_request",
     "reply_id",
+    "request_line",
     "validate_request",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "make_notification",
     "make_request",
     "reply_id",
+    "request_line",
     "validate_request",
 ]
 
@@ -85,6 +86,12 @@ def encode_line(message: Any, *, strict: bool = True) -> bytes:
 def make_request(method: str, params: Any, id_: int | str) -> dict[str, Any]:
     """A JSON-RPC request message."""
     return {"jsonrpc": "2.0", "method": method, "params": params, "id": id_}
+
+
+def request_line(method: str, params: Any, id_: int | str) -> bytes:
+    """A JSON-RPC request as the line a requester writes: ``make_request`` encoded by
+    ``encode_line`` (strict: what a requester sends must be what it meant), in one call."""
+    return encode_line({"jsonrpc": "2.0", "method": method, "params": params, "id": id_})
 
 
 def make_notification(method: str, params: Any = None) -> dict[str, Any]:

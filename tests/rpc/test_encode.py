@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.rpc import encode, encode_line, encode_reply
+from hostd.rpc import encode, encode_line, encode_reply, make_request, request_line
 
 
 class _Key(enum.StrEnum):
@@ -67,3 +67,17 @@ def test_a_line_is_the_value_and_one_newline(value: Any) -> None:
             assert b'"reason":"internal"' in encode_reply(reply)
         else:
             assert encode_reply(reply) == expected
+
+
+@given(st.text(max_size=8), _VALUES, st.integers(1, 2**63 - 1) | st.text(max_size=4))
+def test_a_request_line_is_its_message_encoded_as_a_line(
+    method: str, params: Any, id_: int | str
+) -> None:
+    try:
+        expected = encode_line(make_request(method, params, id_))
+    except TypeError:  # a non-string key: strict, as every requester's line
+        with pytest.raises(TypeError):
+            request_line(method, params, id_)
+        return
+    assert request_line(method, params, id_) == expected
+    assert list(orjson.loads(expected)) == ["jsonrpc", "method", "params", "id"]

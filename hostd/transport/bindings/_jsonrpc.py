@@ -40,7 +40,7 @@ from hostd.protocol import (
     WireModel,
     read_cgp_code,
 )
-from hostd.rpc import encode_line, make_notification, make_request
+from hostd.rpc import encode_line, make_notification, request_line
 
 from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire
 from ._unquoted import bad_line, described_id, json_type, parse_problem, shape_error, unquoted
@@ -92,7 +92,7 @@ class JsonRpcCodec:
     def request(self, method: str, params: dict[str, Any], kind: str | None = None) -> Request:
         """Any method's request (a reranker's ``rerank``), keyed by the next id."""
         key = next(self._ids)
-        return Request(encode_line(make_request(method, params, key)), key, kind or method)
+        return Request(request_line(method, params, key), key, kind or method)
 
     def notification(self, method: str, params: dict[str, Any] | None = None) -> Request:
         """A notification: nothing answers it."""

@@ -59,13 +59,14 @@ def _or_never(deadline: float | None) -> float:
 
 
 class StartedCall:
-    """A request already written, its reply settled in the pipe's read callback: read
-    by the codec, converted (validated) by the binding there, then ``future`` resolved
-    and ``on_settled`` told at once, so its waiter wakes once, on a finished value.
-    ``deadline`` (the event loop's clock, ``anyio.current_time``): a timer fails it
-    with ``TimeoutError`` then, abandoning its id; so does a waiter that gives up. An
-    abandoned id's reply, come late, is dropped quietly and counted, never read as a
-    correlation fault."""
+    """A request about to be written, its reply settled in the pipe's read callback:
+    read by the codec, converted (validated) by the binding there, then ``future``
+    resolved and ``on_settled`` told at once, so its waiter wakes once, on a finished
+    value. Made, it is ``key``'s slot in ``table`` (a broken stream's failure raises
+    instead, with nothing registered or scheduled). ``deadline`` (the event loop's
+    clock, ``anyio.current_time``): a timer fails it with ``TimeoutError`` then,
+    abandoning its id; so does a waiter that gives up. An abandoned id's reply, come
+    late, is dropped quietly and counted, never read as a correlation fault."""
 
     __slots__ = ("_convert", "_key", "_table", "_timer", "future", "on_settled", "open")
 
@@ -78,6 +79,7 @@ class StartedCall:
         on_settled: Callable[[StartedCall], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        table.put(key, self)  # first: a broken stream raises before a timer is set
         self._table = table
         self._key = key
         self._convert = convert
@@ -268,10 +270,8 @@ class PipeClient:
         self._table.fail_all(error)
 
     async def _exchange(self, request: Request, deadline: float | None) -> Any:
-        if self._table.failure is not None:
-            raise self._table.failure
+        # Registered as it is made (a broken stream's failure raises here).
         call = StartedCall(self._table, request.key, _same, deadline, loop=self._event_loop())
-        self._table.put(request.key, call)
         try:
             # Written at once when the pipe takes the line whole (no lock, no turn), else
             # in turn, waiting for room (no longer than the deadline).
@@ -327,10 +327,8 @@ class PipeClient:
         ``send_nowait``); ``None``, with nothing registered or written, otherwise."""
         if self._send_nowait is None or self._senders:
             return None
-        if self._table.failure is not None:  # the stream broke: its failure, at once
-            raise self._table.failure
+        # Registered as it is made; the stream broke: its failure, at once.
         call = StartedCall(self._table, key, convert, deadline, on_settled, self._event_loop())
-        self._table.put(key, call)
         try:
             sent = self._send_nowait(line)
         except BaseException:
