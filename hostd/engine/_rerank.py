@@ -19,7 +19,6 @@ composition: every failure is a ``RerankOutcome`` with a reason code.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -67,10 +66,11 @@ class RerankOutcome:
     detail: str | None = None
     latency_ms: float = 0.0
 
-    def timed(self, candidates: int, started: float) -> RerankOutcome:
-        """This outcome with its latency since ``started`` (``time.perf_counter``),
-        logged as ``rerank.done`` or ``rerank.failed``: one end for every reranker."""
-        ms = round((time.perf_counter() - started) * 1000, 3)
+    def timed(self, candidates: int, elapsed_s: float) -> RerankOutcome:
+        """This outcome with its latency (``elapsed_s``, read by the reranker on the clock
+        it keeps its deadline by), logged as ``rerank.done`` or ``rerank.failed``: one
+        end for every reranker."""
+        ms = round(elapsed_s * 1000, 3)
         if self.reason is None:
             if log_level.at <= INFO:
                 log.info("rerank.done", candidates=candidates, model=self.model, latency_ms=ms)
@@ -129,9 +129,11 @@ class Reranker:
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float
     ) -> RerankOutcome:
         """One ``rerank`` call within ``timeout_s``, its start included."""
-        started = time.perf_counter()
-        outcome = await self._rerank(query, candidates, timeout_s, anyio.current_time() + timeout_s)
-        return outcome.timed(len(candidates), started)
+        # One clock, the event loop's: the deadline the transport's timer keeps and the
+        # latency reported are read on it (not a second clock read for the latency).
+        started = anyio.current_time()
+        outcome = await self._rerank(query, candidates, timeout_s, started + timeout_s)
+        return outcome.timed(len(candidates), anyio.current_time() - started)
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float

@@ -204,7 +204,7 @@ class HttpReranker:
                 if probe:
                     self._probing = False
             self._count(outcome, down)
-        return outcome.timed(len(candidates), started)
+        return outcome.timed(len(candidates), time.perf_counter() - started)
 
     def _cooling(self, delay_s: float) -> str:
         """A skipped request's detail: why, and when the server is asked again. Quotes
