@@ -10,6 +10,7 @@ rendering (R3), with an audit entry for every offered frame.
 
 from hostd.errors import FloorsExceedBudget
 
+from ._admit import AdmittedRequest, admit_request
 from ._budget import budget_split
 from ._calibrated import Calibration, MonotoneMap
 from ._candidates import CandidateSet, frame_sort_key
@@ -50,6 +51,7 @@ __all__ = [
     "EVIDENCE_PREAMBLE",
     "PLACEMENTS",
     "AdmittedFloors",
+    "AdmittedRequest",
     "AuditEntry",
     "Calibrated",
     "Calibration",
@@ -72,6 +74,7 @@ __all__ = [
     "RoundRobinByRank",
     "ScoreDescending",
     "Strategy",
+    "admit_request",
     "budget_split",
     "check_floors",
     "citation_label_for",

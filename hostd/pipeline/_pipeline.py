@@ -141,19 +141,14 @@ class Pipeline:
     ) -> dict[str, Any]:
         """One composition: its ``context/compose`` result (protocol.md §4)."""
         budget = request.budget or self.config.host.default_budget
-        strategy = self._strategy(request)
-        if request.record:  # refused before any provider is asked: nowhere to keep it
+        if request.record:  # refused before anything is read: nowhere to keep the record
             self._require_recorder("record: the composition's record is kept in the shadow store")
-        self._check_named("caps", request.caps or {})
-        self._check_named("strategy", getattr(strategy, "weights", None) or {})
-        placement = request.placement or "edges"
-        if placement not in c.PLACEMENTS:
-            raise InvalidParam(
-                f"invalid params: placement: must be one of {', '.join(c.PLACEMENTS)}",
-                field="placement",
-            )
         host = self.config.host
         tokenizer = load_tokenizer(host.tokenizer) if host.tokenizer is not None else None
+        # 1. read the request and price the floors, in one call: the strategy parsed, the
+        # provider ids it and the caps name checked, the placement, then the floors.
+        # Admitted before ranking: priced once, they fail before any provider is asked
+        # (FloorsExceedBudget, no silent drop); the providers split what is left.
         # Counting in a model's tokens, or a policy priced by what was offered (MMR's
         # similarities), is work in proportion to the candidates: a worker thread runs it,
         # never the event loop. A handoff costs the loop ~40 µs and four turns
@@ -161,15 +156,19 @@ class Pipeline:
         # them (their canonical price does not depend on the strategy: MMR's floors are
         # priced here, as every other policy's), and the composition whenever either
         # holds (MMR over even four candidates costs the loop more than a handoff).
+        admit = functools.partial(
+            c.admit_request,
+            budget,
+            strategy=request.strategy,
+            placement=request.placement,
+            caps=request.caps,
+            floors=[(f.label, f.content, f.position) for f in request.floors],
+            providers=self.provider_ids,
+            tokenizer=tokenizer,
+        )
+        admitted = await anyio.to_thread.run_sync(admit) if tokenizer is not None else admit()
+        strategy, placement, floors = admitted.strategy, admitted.placement, admitted.floors
         offload = tokenizer is not None or type(strategy) in _OFF_LOOP
-        # 1. price floors. Admitted before ranking: priced once, they fail before any
-        # provider is asked (FloorsExceedBudget, no silent drop); the providers split
-        # what is left.
-        given = [
-            c.Floor(label=f.label, content=f.content, position=f.position) for f in request.floors
-        ]
-        check = functools.partial(c.check_floors, given, budget, tokenizer=tokenizer)
-        floors = await anyio.to_thread.run_sync(check) if tokenizer is not None else check()
         # 2. fan out. With a tokenizer the providers are still asked in CGP units (B3), one
         # per model token of what the floors leave (docs/api.md: tokenizers average 3 to
         # 4.5 bytes a token on code, prose and CJK, and overfetch covers the rest).
@@ -220,23 +219,6 @@ class Pipeline:
             recorded=recorded if request.record else None,
             include_content=request.include_content,
         )
-
-    def _strategy(self, request: ComposeRequest) -> c.Strategy | None:
-        try:
-            strategy = (
-                c.strategy_from_wire(request.strategy) if request.strategy is not None else None
-            )
-        except (ValueError, TypeError) as exc:
-            raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
-        return strategy
-
-    def _check_named(self, field: str, shares: Mapping[str, Any]) -> None:
-        """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
-        for pid in sorted(shares):
-            if pid != "*" and pid not in self.provider_ids:
-                raise UnknownProvider(
-                    f"{field}: unknown provider {pid!r}", provider=pid, field=field
-                )
 
     def _report(
         self,

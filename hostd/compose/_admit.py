@@ -1,0 +1,75 @@
+"""``admit_request``: a composition's own parameters read and checked in one call, before
+any provider is asked.
+
+A ``context/compose`` request names a strategy (any spelling ``strategy_from_wire``
+reads), a placement, caps and floors. Each is read here, in this order, and the first
+that is wrong is the request's error: the strategy (``InvalidParam`` naming
+``strategy``), the provider ids the caps and the strategy's weights name against the
+configured ones (``UnknownProvider``; ``"*"`` names the rest), the placement
+(``InvalidParam``), then the floors, priced once (``check_floors``:
+``FloorsExceedBudget`` when they alone overflow the budget). What comes back is what
+the fan-out and ``compose_for_prompt`` take: the strategy, the placement and the
+admitted floors (``contested``: what they leave for the providers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hostd.errors import InvalidParam, UnknownProvider
+
+from ._floors import AdmittedFloors, FloorInput, check_floors
+from ._meter import Meter, TokenCounter
+from ._placement import PLACEMENTS
+from .ranking import Strategy, strategy_from_wire
+
+__all__ = ["AdmittedRequest", "admit_request"]
+
+
+@dataclass(slots=True, frozen=True)
+class AdmittedRequest:
+    """A composition's parameters as read: the policy (``None``: the default), the
+    placement and the floors admitted against the budget."""
+
+    strategy: Strategy | None
+    placement: str
+    floors: AdmittedFloors
+
+
+def admit_request(
+    budget: int,
+    *,
+    strategy: object = None,
+    placement: str | None = None,
+    caps: Mapping[str, float] | None = None,
+    floors: Iterable[FloorInput] = (),
+    providers: Collection[str] = (),
+    tokenizer: TokenCounter | Meter | None = None,
+) -> AdmittedRequest:
+    """The request's strategy, placement and floors, read and checked in that order (see
+    the module's docstring): ``providers`` are the configured ids the caps and the
+    strategy's weights may name; ``tokenizer`` counts the floors as ``check_floors``
+    does (pass the same to ``compose_for_prompt``). Pure: a tokenizer's caller may run
+    it in a worker thread."""
+    try:
+        policy = strategy_from_wire(strategy) if strategy is not None else None
+    except (ValueError, TypeError) as exc:
+        raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
+    _check_named("caps", caps or {}, providers)
+    _check_named("strategy", getattr(policy, "weights", None) or {}, providers)
+    placement = placement or "edges"
+    if placement not in PLACEMENTS:
+        raise InvalidParam(
+            f"invalid params: placement: must be one of {', '.join(PLACEMENTS)}",
+            field="placement",
+        )
+    return AdmittedRequest(policy, placement, check_floors(floors, budget, tokenizer=tokenizer))
+
+
+def _check_named(field: str, shares: Mapping[str, Any], providers: Collection[str]) -> None:
+    """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
+    for pid in sorted(shares):
+        if pid != "*" and pid not in providers:
+            raise UnknownProvider(f"{field}: unknown provider {pid!r}", provider=pid, field=field)
