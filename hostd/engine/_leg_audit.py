@@ -22,13 +22,14 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from hostd.protocol import (
+    AcceptedReply,
     AcceptMemo,
     ContextFrame,
     ContextQuery,
     FrameId,
     Severity,
     Violation,
-    accept_frames,
+    accept_reply,
     check_as_of,
     check_budget,
     check_kinds,
@@ -157,33 +158,28 @@ _UNDECLARED = Violation(
 
 
 def _audit_clean(
-    provider_id: str,
-    query: ContextQuery,
-    declared: frozenset[str],
-    frames: list[ContextFrame],
-    costs: list[int],
+    query: ContextQuery, declared: frozenset[str], clean: AcceptedReply
 ) -> LegAudit | None:
-    """``audit_leg`` of a reply whose every frame passed every frame rule
-    (``accept_frames``): what is left to judge is the declared kinds (Q1), the leg-level
-    rules and R3. ``None`` when one of those finds something: the general path then
-    names it with the frame's index, exactly as it always does."""
+    """``audit_leg`` of a reply accepted whole (``accept_reply``: every frame passed every
+    frame rule, and B1/B4): what is left to judge is the declared kinds (Q1), the
+    other leg-level rules and R3. ``None`` when one of those finds something: the
+    general path then names it with the frame's index, exactly as it always does."""
+    frames = clean.frames
     if declared and not declared.issuperset(map(_KIND, frames)):
-        return None
-    if check_budget(query, frames, sum(costs)):
         return None
     if query.kinds and check_kinds(query, frames):  # no kinds asked: none to check (Q1)
         return None
     if query.as_of is not None and check_as_of(query, frames):
         return None
     violations = tuple(_r3(i) for i, c in enumerate(map(_CONTENT, frames)) if _R3.flags(c))
-    keyed = sorted(zip(FrameId.many(provider_id, frames), frames, strict=True), key=itemgetter(0))
+    keyed = sorted(zip(clean.ids, frames, strict=True), key=itemgetter(0))
     return LegAudit(
         len(frames),
         tuple(map(itemgetter(1), keyed)),
         (),
         violations,
         (),
-        sum(costs),
+        clean.tokens,
         tuple(map(itemgetter(0), keyed)),
     )
 
@@ -240,9 +236,9 @@ def audit_leg(
     is), so a malformed one costs only itself. ``declared_kinds``
     is the provider's ``capabilities.query.kinds`` (empty: any kind, Q1)."""
     declared = frozenset(declared_kinds)
-    clean = accept_frames(raw_frames, _ACCEPTED)
+    clean = accept_reply(raw_frames, query, provider_id, _ACCEPTED)
     if clean is not None:
-        audit = _audit_clean(provider_id, query, declared, *clean)
+        audit = _audit_clean(query, declared, clean)
         if audit is not None:
             return audit
     violations: list[Violation] = []

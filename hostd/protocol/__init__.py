@@ -5,7 +5,7 @@ typed ``Violation``s, token cost, digests, F17 line ranges, version families and
 error codes. This package imports nothing else from hostd.
 """
 
-from ._accept import PY_WHITESPACE, AcceptMemo, accept_frames
+from ._accept import PY_WHITESPACE, AcceptedReply, AcceptMemo, accept_frames, accept_reply
 from ._bytes import (
     DIGEST_RE,
     LineIndex,
@@ -154,7 +154,9 @@ __all__ = [
     "Violation",
     "WireModel",
     "AcceptMemo",
+    "AcceptedReply",
     "accept_frames",
+    "accept_reply",
     "address_line_range",
     "line_number",
     "canonical_json",

@@ -10,6 +10,9 @@ F4 (calendar-valid UTC stamps, ASCII digits), F5 (a ``file`` provenance carries 
 kind). B3 (the declared cost is ``ceil(utf8 bytes/4)``) is the one rule a schema cannot
 state: it is checked here in one pass, and its honest costs are returned for B1.
 
+``accept_reply`` is what a leg's audit asks: a reply accepted whole, its frames also
+within the query's budget (B1, B4, on those honest costs), each with its ``FrameId``.
+
 It only ever accepts: anything it refuses (an unknown kind, a compact frame, a stamp
 in another script's digits …) takes ``parse_frames``, which names every rule exactly. A test
 checks, on generated frames and near misses, that acceptance implies
@@ -19,6 +22,7 @@ checks, on generated frames and near misses, that acceptance implies
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, ne
 from typing import Any, cast
@@ -28,9 +32,11 @@ from pydantic_core import CoreSchema, SchemaValidator, ValidationError
 from pydantic_core import core_schema as cs
 
 from ._bytes import canonical_token_cost
-from ._models import FRAME_KINDS, ContextFrame
+from ._identity import FrameId
+from ._models import FRAME_KINDS, ContextFrame, ContextQuery
+from ._rules import check_budget
 
-__all__ = ["PY_WHITESPACE", "AcceptMemo", "accept_frames"]
+__all__ = ["PY_WHITESPACE", "AcceptMemo", "AcceptedReply", "accept_frames", "accept_reply"]
 
 #: Every character ``str.isspace`` holds (``str.strip`` removes them, so ``_blank`` in
 #: ``_rules`` calls a string of only these blank). Rust's ``\s`` is Unicode White_Space,
@@ -170,6 +176,34 @@ def accept_frames(
     if memo is not None:
         return memo.accept(data)
     return _accept(data)
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedReply:
+    """A reply ``accept_reply`` accepted: its frames in the reply's order, each one's
+    ``FrameId`` (``ids[i]`` is ``frames[i]``'s) and their honest total cost (B3)."""
+
+    frames: list[ContextFrame]
+    ids: list[FrameId]
+    tokens: int
+
+
+def accept_reply(
+    data: Sequence[Any], query: ContextQuery, provider_id: str, memo: AcceptMemo | None = None
+) -> AcceptedReply | None:
+    """``provider_id``'s reply to ``query`` accepted whole: every frame passes every frame
+    rule (``accept_frames``) and together they keep to the query's budget (B1, B4:
+    ``check_budget`` on the honest costs). ``None`` when any might not: then the
+    reply is judged frame by frame (``parse_frames``, ``check_budget``), which names
+    what is wrong."""
+    clean = accept_frames(data, memo)
+    if clean is None:
+        return None
+    frames, costs = clean
+    tokens = sum(costs)
+    if check_budget(query, frames, tokens):
+        return None
+    return AcceptedReply(frames, FrameId.many(provider_id, frames), tokens)
 
 
 def _accept(data: Sequence[Any]) -> tuple[list[ContextFrame], list[int]] | None:

@@ -1,5 +1,5 @@
 """The leg audit's two paths decide alike: a reply whose every frame passes the
-accept-only schema (``accept_frames``) is judged without ``check_frame``; the same
+accept-only schema (``accept_reply``) is judged without ``check_frame``; the same
 reply judged the exact way (frame by frame) gives an equal ``LegAudit``, on generated
 replies with bent frames, duplicate ids, instruction-shaped content, tight budgets,
 frame counts, requested and declared kinds and ``as_of`` windows."""
@@ -90,7 +90,7 @@ def test_the_fast_path_judges_a_reply_as_the_exact_path_does(
     frames: list[dict[str, Any]], query: ContextQuery, declared: tuple[str, ...]
 ) -> None:
     fast = audit_leg("p", query, frames, declared_kinds=declared)
-    with mock.patch.object(_leg_audit, "accept_frames", lambda _data, _memo=None: None):
+    with mock.patch.object(_leg_audit, "accept_reply", lambda *_args: None):
         exact = audit_leg("p", query, frames, declared_kinds=declared)
     assert fast == exact
 
@@ -117,7 +117,7 @@ def test_each_accepted_frame_carries_its_frame_id_on_either_path(
     are the accepted frames' own, in their order: on the fast path, and on the exact
     path a reply with an invalid frame takes."""
     fast = audit_leg("p", query, frames, declared_kinds=declared)
-    with mock.patch.object(_leg_audit, "accept_frames", lambda _data, _memo=None: None):
+    with mock.patch.object(_leg_audit, "accept_reply", lambda *_args: None):
         exact = audit_leg("p", query, frames, declared_kinds=declared)
     for audit in (fast, exact):
         assert audit.accepted_ids == tuple(FrameId.of("p", f) for f in audit.accepted)

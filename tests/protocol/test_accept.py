@@ -21,8 +21,12 @@ from hostd.protocol import (
     PY_WHITESPACE,
     AcceptMemo,
     ContextFrame,
+    ContextQuery,
+    FrameId,
     accept_frames,
+    accept_reply,
     canonical_token_cost,
+    check_budget,
     check_frame,
     parse_frames,
     sha256_digest,
@@ -258,3 +262,22 @@ def test_a_memo_refuses_what_it_would_refuse_unremembered() -> None:
     for bent in ({**_valid(), "token_cost": 99}, {**_valid(), "kind": "x-new"}):
         assert accept_frames([_valid(), bent], memo) is None
     assert accept_frames([ContextFrame.model_validate(_valid())], memo) is None
+
+
+@given(st.lists(raw_frames(), min_size=1, max_size=4), st.integers(0, 40), st.integers(1, 5))
+@settings(max_examples=500, deadline=None)
+@example([_valid()], 10_000, 4)
+def test_an_accepted_reply_is_accepted_frames_within_the_budget_with_their_ids(
+    raw: list[dict], max_tokens: int, max_frames: int
+) -> None:
+    query = ContextQuery(goal="g", max_tokens=max_tokens, max_frames=max_frames)
+    got = accept_reply(raw, query, "alpha")
+    clean = accept_frames(raw)
+    if clean is None or check_budget(query, clean[0], sum(clean[1])):
+        assert got is None  # the exact path judges it, and names what breaks B1/B4
+        return
+    assert got is not None
+    assert got.frames == clean[0]
+    assert got.tokens == sum(clean[1]) <= max_tokens
+    assert len(got.frames) <= max_frames
+    assert got.ids == [FrameId.of("alpha", f) for f in got.frames]
