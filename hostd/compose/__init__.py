@@ -27,6 +27,7 @@ from ._render import (
     neutralize_fences,
     render_frame,
 )
+from ._reply import compose_reply
 from ._rerank import RerankRequest, rerank_request
 from ._result import AuditEntry, Citation, ComposedPrompt, CompositionAudit, FloorRecord
 from .ranking import (
@@ -80,6 +81,7 @@ __all__ = [
     "citation_label_for",
     "compose_context",
     "compose_for_prompt",
+    "compose_reply",
     "dedup_cross_provider",
     "escape_attribute",
     "fold_to_edges",

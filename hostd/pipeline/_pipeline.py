@@ -182,11 +182,20 @@ class Pipeline:
             if preparer is None
             else await preparer.prepare(strategy, request, fan)
         )
-        # 4. compose (pure).
+        # 4. compose (pure), and the reply around it in the same call: the fan-out's part
+        # (legs, UR1 usage, verify figures: asked of the fan-out once) after the audit, the
+        # prompt's size both ways added to its usage. Each wire dict is built once, in the
+        # reply's order; ``recorded`` (asked for with ``record``) holds its place there
+        # until the record is committed.
+        part = fan.compose_part()
+        if request.record:
+            part = {"recorded": False, **part}
         compose = functools.partial(
-            c.compose_for_prompt,
+            c.compose_reply,
             fan.accepted,
             budget,
+            include_content=request.include_content,
+            then=part,
             strategy=prepared.strategy,
             placement=placement,
             floors=floors,
@@ -199,7 +208,7 @@ class Pipeline:
             merge_max_ratio=host.merge_max_ratio,
             tokenizer=tokenizer,
         )
-        composed = await anyio.to_thread.run_sync(compose) if offload else compose()
+        composed, result = await anyio.to_thread.run_sync(compose) if offload else compose()
         # 5. record: one value, for shadow replay and feedback. With ``record`` the
         # reply waits for the record's commit (acknowledged means written).
         recorded = False
@@ -209,35 +218,23 @@ class Pipeline:
                 request_id, request.goal, floors.contested, caps, fan.accepted, composed
             )
             recorded = bool(await self.recorder.record(composition, keep=request.record))
+        if request.record:  # whether it is on disk, in the place kept for it
+            result["recorded"] = recorded
         # 6. report.
-        return self._report(
-            request_id,
-            budget,
-            fan,
-            composed,
-            prepared,
-            recorded=recorded if request.record else None,
-            include_content=request.include_content,
-        )
+        return self._report(request_id, budget, fan, result, part, prepared)
 
     def _report(
         self,
         request_id: str,
         budget: int,
         fan: FanOut,
-        composed: c.ComposedPrompt,
+        result: dict[str, Any],
+        part: dict[str, Any],
         prepared: Prepared,
-        *,
-        recorded: bool | None = None,
-        include_content: bool = False,
     ) -> dict[str, Any]:
-        # The fan-out's part (legs, UR1 usage, verify figures) in one call, the reply
-        # built around it in one more (the prompt's size both ways added to its usage):
-        # each wire dict is built once, in the reply's order.
-        part = fan.compose_part()
-        if recorded is not None:  # asked for (``record``): whether it is on disk
-            part = {"recorded": recorded, **part}
-        result = composed.to_wire(include_content=include_content, then=part)
+        """The reply (``result``: the composition's wire form with the fan-out's ``part``
+        after its audit) finished: UR1's usage kept, ``degraded`` and its reasons, the
+        request id; the composition logged once."""
         usage = part["usage"]
         self._remember_usage(request_id, usage)
         degraded = degradations(fan.reports, fan.figures, prepared.degraded)

@@ -299,7 +299,7 @@ async def test_only_work_that_grows_with_the_candidates_is_handed_to_a_worker_th
     pipeline, _ = _pipeline(tmp_path)
     floors = [{"label": "rules", "content": "be brief"}]
     mmr = await pipeline.compose(ComposeParams(goal="g", strategy="mmr", floors=floors), "r-1")
-    assert handed == ["compose_for_prompt"]
+    assert handed == ["compose_reply"]
     assert mmr["audit"]["floors"][0]["label"] == "rules"
     handed.clear()
     await pipeline.compose(ComposeParams(goal="g", floors=floors), "r-2")
