@@ -79,7 +79,9 @@ class LegReport:
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "provider_id": self.provider_id,
-            "status": self.status.value,
+            # A StrEnum's str() is its value, a plain str, read without the enum
+            # module's ``value`` descriptor (a Python-level call per leg).
+            "status": str(self.status),
             "frames_offered": self.frames_offered,
             "frames_accepted": self.frames_accepted,
             "latency_ms": round(self.latency_ms, 3),
