@@ -24,7 +24,6 @@ of broken connections.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -76,25 +75,24 @@ class _Once(Generic[T]):
 
 class _Inbox:
     """Where written calls land, told from the pipe's read callback (or their deadline's
-    timer) with the time they landed: the fan-out's task wakes once per batch."""
+    timer) with the time they landed, on the event loop's clock (the plan's start and
+    every deadline are read on it): the fan-out's task wakes once per batch."""
 
     __slots__ = ("_loop", "_wake", "landed")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.landed: list[tuple[StartedCall, float]] = []
         self._wake: asyncio.Future[None] | None = None
-        self._loop = loop
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
 
     def put(self, call: StartedCall) -> None:
-        self.landed.append((call, time.perf_counter()))
+        self.landed.append((call, self._loop.time()))
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
 
     async def take(self) -> list[tuple[StartedCall, float]]:
         while not self.landed:
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
             self._wake = self._loop.create_future()
             try:
                 await self._wake
@@ -133,7 +131,9 @@ class _Runner:
         self.pool = pool
         self.consent = consent
         self.on_reply = on_reply
-        self.clock = time.perf_counter()
+        #: The fan-out's start (the loop's clock), as the plan read it: every latency
+        #: counts from it, as every deadline does.
+        self.clock = plan.started
         #: Consent as the plan decided it, for providers live at planning time.
         self.ready_links: dict[str, Ready] = {}
         #: Consent decided once after a start, for the others.
@@ -175,8 +175,9 @@ class _Runner:
     def reply(
         self, leg: LegPlan, query: ContextQuery, at: float | None = None, **fields: Any
     ) -> LegReply:
-        """The leg's reply, its latency up to ``at`` (when it landed), else now."""
-        latency = ((time.perf_counter() if at is None else at) - self.clock) * 1000
+        """The leg's reply, its latency up to ``at`` (when it landed), else now (both on
+        the event loop's clock)."""
+        latency = ((anyio.current_time() if at is None else at) - self.clock) * 1000
         return LegReply(leg.provider_id, query, latency_ms=latency, **fields)
 
     async def gather(
