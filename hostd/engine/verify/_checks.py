@@ -77,13 +77,14 @@ def needs_io(items: Sequence[tuple[str, ContextFrame]], roots_for: RootsFor) -> 
     up once per provider)."""
     rooted: dict[str, bool] = {}
     for pid, frame in items:
-        if not frame.provenance:
-            continue
-        has = rooted.get(pid)
-        if has is None:
-            has = rooted[pid] = bool(roots_for(pid))
-        if has and any(p.type == "file" for p in frame.provenance):
-            return True
+        for p in frame.provenance:  # a plain loop: no generator per frame
+            if p.type == "file":
+                has = rooted.get(pid)
+                if has is None:
+                    has = rooted[pid] = bool(roots_for(pid))
+                if has:
+                    return True
+                break
     return False
 
 

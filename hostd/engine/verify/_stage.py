@@ -152,8 +152,8 @@ class VerifyStage:
         turn's I/O started early, its results the same (``check`` takes them as they
         are). Only frames no held copy may stand for (D2), and only when one touches
         files."""
-        todo = [pair for pair, fid in zip(fresh, fresh_ids, strict=True) if fid not in early.skip]
-        todo = [pair for pair in todo if early.get(pair[1]) is None]
+        skip = early.skip
+        todo = [pair for pair, fid in zip(fresh, fresh_ids, strict=True) if fid not in skip]
         if not todo or not needs_io(todo, self._roots_for):
             return
         run = functools.partial(
@@ -179,13 +179,12 @@ class VerifyStage:
             return [(self.inline.check(frame), None) for _, frame in items], 0, {}  # D4 only
         if early is None or not early.done:
             return await self._check_now(items, None)
-        rest = [pair for pair in items if early.get(pair[1]) is None]
+        done = early.done  # holds each frame it checked, so no live frame shares its id
+        hits = [done.get(id(frame)) for _, frame in items]
+        rest = [pair for pair, hit in zip(items, hits, strict=True) if hit is None]
         more, _, more_sources = await self._check_now(rest, early.readers)
-        checks: list[FrameChecks] = []
         fresh_checks = iter(more)
-        for _, frame in items:
-            got = early.get(frame)
-            checks.append(got if got is not None else next(fresh_checks))
+        checks = [hit[1] if hit is not None else next(fresh_checks) for hit in hits]
         reads = sum(r.reads for r in early.readers.values())
         return checks, reads, {**early.sources, **more_sources}
 
