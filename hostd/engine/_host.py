@@ -4,8 +4,9 @@ A request runs plan → run → judge: ``plan_fan_out`` (``_plan``) decides ever
 leg from the pool's state, the consent gate and the request (shares before any
 query is built, one deadline per provider, C1/C2/C6 before any payload);
 ``run_fan_out`` (``_run``) writes every planned request and gathers the replies
-as they land (each leg one call) and the planned ``context/verify`` answers, ending with the
-verify stage's one I/O step (verdicts judged, sources re-read); ``judge_leg``
+as they land (each leg one call) and the planned ``context/verify`` answers, the frames
+of legs already in checked while others are still out, ending with the verify stage's
+one I/O step (verdicts judged, the other sources re-read); ``judge_leg``
 and ``judge`` (``_judge``) turn it all into the ``FanOut``, built once. Provider lifecycle, health
 and teardown are the pool's (``_pool``). A leg's failure is a ``LegReport``
 value, never an exception that cancels its siblings; results are ordered by
