@@ -4,8 +4,9 @@ A request runs plan → run → judge: ``plan_fan_out`` (``_plan``) decides ever
 leg from the pool's state, the consent gate and the request (shares before any
 query is built, one deadline per provider, C1/C2/C6 before any payload);
 ``run_fan_out`` (``_run``) writes every planned request and gathers the replies
-as they land (each leg one call) and the planned ``context/verify`` answers, ending with the
-verify stage's one I/O step (verdicts judged, sources re-read); ``judge_leg``
+as they land (each leg one call) and the planned ``context/verify`` answers, the frames
+of legs already in checked while others are still out, ending with the verify stage's
+one I/O step (verdicts judged, the other sources re-read); ``judge_leg``
 and ``judge`` (``_judge``) turn it all into the ``FanOut``, built once. Provider lifecycle, health
 and teardown are the pool's (``_pool``). A leg's failure is a ``LegReport``
 value, never an exception that cancels its siblings; results are ordered by
@@ -248,6 +249,9 @@ class Host:
             verify=verify,
         )
         judged: dict[str, JudgedLeg] = {}
+        # The verify stage's checks of legs already in, run while others are still out.
+        early = stage.early(verify) if stage is not None and verify is not None else None
+        unchecked: list[str] = []
         # A callback that awaits runs in a task of its own, so none holds up another leg
         # (nor is cut short by one's deadline); without one, no task group at all.
         callbacks: TaskGroup | None = None
@@ -256,6 +260,8 @@ class Host:
             leg = plan.leg(reply.provider_id)
             assert leg is not None
             done = judged[reply.provider_id] = judge_leg(leg, reply)
+            if early is not None and done.audit is not None and done.audit.accepted:
+                unchecked.append(reply.provider_id)
             report = done.report
             # The status itself (a StrEnum is its value): no enum property read per leg.
             self.pool.record_leg(
@@ -272,6 +278,13 @@ class Host:
                     assert callbacks is not None
                     callbacks.start_soon(_guarded, out)
 
+        async def check_landed() -> None:
+            """The landed legs' frames checked while other legs are still out."""
+            assert stage is not None and early is not None
+            got = audited({pid: judged[pid] for pid in unchecked})
+            unchecked.clear()
+            await stage.check_early(early, got.accepted, got.accepted_ids)
+
         async def check(replies: dict[str, VerifyReply]) -> StageResult | None:
             """The turn's one I/O step after the replies: verdicts judged, sources read."""
             if stage is None or verify is None:
@@ -284,13 +297,21 @@ class Host:
                 upstream_excluded=[e[0] for e in got.excluded],
                 distrusted=got.distrusted,
                 fresh_ids=got.accepted_ids,
+                early=early,
             )
             result = stage.merge(checked)
             stage.record(result)
             return result
 
         work = run_fan_out(
-            plan, self.pool, self._consent, on_reply, check, loop=self._loop, links=links
+            plan,
+            self.pool,
+            self._consent,
+            on_reply,
+            check,
+            loop=self._loop,
+            links=links,
+            between=check_landed if early is not None else None,
         )
         if on_progress is not None:
             work = self._with_progress({s.spec.id for s in slots}, on_progress, work)

@@ -181,10 +181,16 @@ class _Runner:
         return LegReply(leg.provider_id, query, latency_ms=latency, **fields)
 
     async def gather(
-        self, calls: dict[StartedCall, tuple[LegPlan, ProviderLink]], inbox: _Inbox
+        self,
+        calls: dict[StartedCall, tuple[LegPlan, ProviderLink]],
+        inbox: _Inbox,
+        between: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Every written leg's reply, as it lands in ``inbox``, judged and handed to
-        ``on_reply``. Given up (cancelled), the calls still out are abandoned."""
+        ``on_reply``; after each batch, while calls are still out, ``between()`` (work
+        that can overlap the wait: replies landing meanwhile wait in ``inbox``, each
+        deadline is its own timer). Given up (cancelled), the calls still out are
+        abandoned."""
         left = len(calls)
         try:
             while left:
@@ -192,6 +198,8 @@ class _Runner:
                     leg, conn = calls[call]
                     left -= 1
                     self.on_reply(await self._landed(leg, conn, call, at))
+                if left and between is not None:
+                    await between()
         finally:
             for call in calls:
                 if call.open:  # given up: its id abandoned, a late reply counted
@@ -389,13 +397,15 @@ async def run_fan_out(
     *,
     loop: asyncio.AbstractEventLoop | None = None,
     links: Mapping[str, ProviderLink] | None = None,
+    between: Callable[[], Awaitable[None]] | None = None,
 ) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
     as it lands) and the planned verify replies; once all are in, ``then(verify_replies)``
     runs (the turn's source reads) and its value is returned. ``loop``: the running
     event loop, when the caller knows it (else looked up). ``links``: the live
     connections the plan was made from, by provider id, when called with no await since
-    (else each is asked for again)."""
+    (else each is asked for again). ``between``: awaited after each batch of written
+    legs lands while others are still out (the verify stage's early checks)."""
     runner = _Runner(plan, pool, consent, on_reply)
     inbox = _Inbox(loop)
     settled: list[LegReply] = []
@@ -450,9 +460,9 @@ async def run_fan_out(
                     tg.start_soon(runner.leg, leg, w, conn)
                 for pid in asks:
                     tg.start_soon(runner.verify, pid, replies)
-                await runner.gather(written, inbox)
+                await runner.gather(written, inbox, between)
         else:  # every leg written at once: gathered here, no task, no scope
-            await runner.gather(written, inbox)
+            await runner.gather(written, inbox, between)
     finally:
         for call in written:
             if call.open:  # given up before the gather began

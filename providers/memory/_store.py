@@ -50,7 +50,9 @@ KINDS = ("fact", "memory", "episode")
 FTS_HALF_SCORE = 4.0
 _FRACTION_DIGITS = 9
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
-_ID_RE = re.compile(r"mem-([1-9][0-9]*)")
+#: Row ids are SQLite integers (at most 2**63 - 1, 19 digits): a longer id is no row's.
+_ID_RE = re.compile(r"mem-([1-9][0-9]{0,18})")
+_MAX_ROW_ID = 2**63 - 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -386,7 +388,7 @@ class MemoryStore:
         successor is another frame): the held copy's open window is no longer true.
         """
         m = _ID_RE.fullmatch(identity.frame_id)
-        if m is None or identity.content_digest is None:
+        if m is None or identity.content_digest is None or int(m.group(1)) > _MAX_ROW_ID:
             return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
         entry = self.get(int(m.group(1)))
         if entry is None:

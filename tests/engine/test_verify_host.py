@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,11 @@ import pytest
 
 from hostd.compose import compose_for_prompt
 from hostd.engine import FanOut, Host, ProviderSpec
+from hostd.engine.verify import SourceCache
 from hostd.protocol import ContextQuery, FrameId, sha256_digest
+from tests.engine._helpers import healthy
 from tests.engine.test_verify_e2e import provider_command
+from tests.fixtures.gate import Gate
 from tests.fixtures.procs import ROOT, marked_env
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +95,51 @@ async def test_verify_runs_concurrently_with_the_fresh_query(tmp_path: Path) -> 
         second = await _ask(host)
     assert second.reports["p"].status == "ok", second.reports["p"].to_wire()
     assert second.figures["reused"] == 3
+
+
+class _Watched(SourceCache):
+    """A source cache that tells when a source is first looked up (from the worker
+    thread that reads it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looked = threading.Event()
+
+    def get(self, real: str, key: Any) -> Any:
+        self.looked.set()
+        return super().get(real, key)
+
+
+async def test_a_landed_legs_sources_are_read_while_another_leg_is_still_out(
+    tmp_path: Path,
+) -> None:
+    # "held" answers only when the gate opens; "p"'s files are looked at before that,
+    # so the turn's reads overlap its slowest provider, and decide as they did before.
+    root = _tree(tmp_path)
+    async with Gate() as gate:
+        specs = [spec("p", root), healthy("held", "--hold-port", str(gate.port))]
+        async with Host(specs) as host:
+            before = await _ask(host, session=None)  # both live: the next turn writes both
+            stage = host.verify_stage
+            assert stage is not None
+            watched = stage.sources = _Watched()
+            gate.close()
+            turn: dict[str, FanOut] = {}
+
+            async def ask() -> None:
+                turn["fan"] = await _ask(host, session=None)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await gate.wait_held(1)
+                looked = await anyio.to_thread.run_sync(watched.looked.wait, 30)
+                gate.open()
+            assert looked, "p's sources were not read while held's leg was out"
+    fan = turn["fan"]
+    assert fan.reports["held"].status == "ok" and fan.reports["p"].status == "ok"
+    assert fan.verification == before.verification
+    assert fan.figures["source_reads"] == before.figures["source_reads"] == 3
+    _one_entry_per_frame_id(fan)
 
 
 async def test_edited_and_deleted_files_are_stale_and_gone(tmp_path: Path) -> None:

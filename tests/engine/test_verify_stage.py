@@ -502,3 +502,59 @@ async def test_the_bytes_of_a_source_two_accepted_frames_quote_are_handed_on(src
     assert result.sources == {}
     # without a root nothing is re-read, so there are no bytes to hand on
     assert (await _turn(VerifyStage(), frames, None, None)).sources == {}
+
+
+async def test_checks_run_early_decide_as_one_pass_and_skip_what_a_held_copy_stands_for(
+    src: Path,
+) -> None:
+    """The fan-out checks the frames of legs already in while others are still out
+    (``check_early``); the turn then decides exactly as one pass would: the same states,
+    drops, sources and reads. A fresh copy of a held frame (D2) is not checked early."""
+    path = src / "a.py"
+    lines = path.read_text().splitlines(keepends=True)
+    held = _frame("a", lines[0], path=path, range_="L1")
+    fresh = [
+        ("p", _frame("a", lines[0], path=path, range_="L1")),  # its held copy stands
+        ("p", _frame("two", lines[1], path=path, range_="L2")),
+        (
+            "p",
+            _frame("liar", "nope\n", path=path, range_="L2", content_digest="sha256:" + "0" * 64),
+        ),
+        ("q", _frame("b", "def b():\n", path=src / "b.py", range_="L1")),
+        ("q", _frame("plain", "no source")),
+    ]
+    results = []
+    for early_first in (None, ["p"], ["q"], ["p", "q"]):
+        stage = VerifyStage(host_roots=[src])
+        await _turn(stage, [("p", held)], Verifier())
+        plan = stage.plan("s", can_verify={"p": True, "q": True})
+        replies = await ask_all(stage, plan, Verifier())
+        fids = [FrameId.of(pid, f) for pid, f in fresh]
+        early = stage.early(plan)
+        assert early is not None
+        for pid in early_first or ():
+            mine = [(pair, fid) for pair, fid in zip(fresh, fids, strict=True) if pair[0] == pid]
+            await stage.check_early(early, [p for p, _ in mine], [f for _, f in mine])
+        if early_first is not None and "p" in early_first:
+            assert early.get(fresh[0][1]) is None  # D2: checked only if its held copy falls
+            assert early.get(fresh[1][1]) is not None
+        checked = await stage.check(plan, replies, fresh, fresh_ids=fids, early=early)
+        result = stage.merge(checked)
+        results.append(result)
+        assert checked.reads == 2  # a.py and b.py, each once a turn, however split
+    first = results[0]
+    assert first.verification[FrameId.of("p", fresh[1][1])]["state"] == "source_verified"
+    assert [e[1] for e in first.excluded] == ["digest_mismatch"]
+    for other in results[1:]:
+        assert other.accepted == first.accepted
+        assert other.verification == first.verification
+        assert other.excluded == first.excluded
+        assert other.figures == first.figures
+        assert {u: s.data for u, s in other.sources.items()} == {
+            u: s.data for u, s in first.sources.items()
+        }
+
+
+async def test_nothing_is_checked_early_without_roots() -> None:
+    stage = VerifyStage()
+    assert stage.early(stage.plan(None, can_verify={})) is None

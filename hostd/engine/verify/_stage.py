@@ -11,7 +11,9 @@ trip overlaps the fresh queries instead of following them:
 2. ``checked = await stage.check(plan, replies, fresh, ...)`` — the one I/O step,
    run in the fan-out's task group once every leg and verify is in: the verdicts
    judged (``judge_held``, pure: V2, V3, V4), then inline digests (D4) and ``file``
-   sources under trusted roots (F5, F17) read in a worker thread.
+   sources under trusted roots (F5, F17) read in a worker thread. The frames of legs
+   that land while others are still out are checked then (``check_early``, the same
+   pass): the turn's reads overlap the wait for its slowest provider.
 3. ``result = stage.merge(checked)`` — pure: each frame decided once, reused and
    fresh frames merged by FrameId (D2); ``stage.record(result)`` then evicts,
    holds this turn's frames for the next and counts.
@@ -34,18 +36,17 @@ from hostd._log import INFO, get_logger
 from hostd._log import level as log_level
 from hostd.protocol import ContextFrame, FrameId
 
-from ._checks import Sources, check_frames, needs_io
+from ._checks import EarlyChecks, FrameChecks, Readers, Sources, check_frames, needs_io
 from ._files import SourceCache
 from ._judge import Checked, judge_held, merge, split_held
 from ._reuse import ReuseCache
 from ._rules import (
     UNTRUSTED_CHOICES,
-    InlineCheck,
     InlineMemo,
     build_verify_requests,
     decide_frame,
 )
-from ._source import DEFAULT_MAX_SOURCE_BYTES, SourceCheck
+from ._source import DEFAULT_MAX_SOURCE_BYTES
 from ._turn import (
     Roots,
     StageResult,
@@ -132,14 +133,66 @@ class VerifyStage:
         own = self.trusted_roots.get(provider_id, ())
         return own if provider_id in self.remote else (*own, *self.host_roots)
 
+    def early(self, plan: VerifyPlan) -> EarlyChecks | None:
+        """Where a turn keeps the checks it runs before every reply is in, or ``None``
+        when no frame's check touches files (no roots): inline checks gain nothing
+        from running early."""
+        if not self.host_roots and not any(self.trusted_roots.values()):
+            return None
+        asked = frozenset(h.fid for entry in plan.entries.values() for h in entry.ask)
+        return EarlyChecks(asked)
+
+    async def check_early(
+        self,
+        early: EarlyChecks,
+        fresh: Sequence[tuple[str, ContextFrame]],
+        fresh_ids: Sequence[FrameId],
+    ) -> None:
+        """The source checks of legs already in, run while others are still out: the
+        turn's I/O started early, its results the same (``check`` takes them as they
+        are). Only frames no held copy may stand for (D2), and only when one touches
+        files."""
+        skip = early.skip
+        todo = [pair for pair, fid in zip(fresh, fresh_ids, strict=True) if fid not in skip]
+        if not todo or not needs_io(todo, self._roots_for):
+            return
+        run = functools.partial(
+            check_frames,
+            todo,
+            self._roots_for,
+            self.max_source_bytes,
+            self.sources,
+            self.inline.check,
+            early.readers,
+        )
+        checks, _, sources = await anyio.to_thread.run_sync(run)
+        early.add(todo, checks, sources)
+
     async def _run_checks(
-        self, items: list[tuple[str, ContextFrame]]
-    ) -> tuple[list[tuple[InlineCheck, SourceCheck | None]], int, Sources]:
-        """``check_frames`` in a worker thread when it will touch files, inline otherwise."""
+        self, items: list[tuple[str, ContextFrame]], early: EarlyChecks | None = None
+    ) -> tuple[list[FrameChecks], int, Sources]:
+        """``check_frames`` in a worker thread when it will touch files, inline otherwise;
+        with ``early``, only over the frames it has not checked, in the same pass."""
         if not items:
             return [], 0, {}
         if not self.host_roots and not any(self.trusted_roots.values()):
             return [(self.inline.check(frame), None) for _, frame in items], 0, {}  # D4 only
+        if early is None or not early.done:
+            return await self._check_now(items, None)
+        done = early.done  # holds each frame it checked, so no live frame shares its id
+        hits = [done.get(id(frame)) for _, frame in items]
+        rest = [pair for pair, hit in zip(items, hits, strict=True) if hit is None]
+        more, _, more_sources = await self._check_now(rest, early.readers)
+        fresh_checks = iter(more)
+        checks = [hit[1] if hit is not None else next(fresh_checks) for hit in hits]
+        reads = sum(r.reads for r in early.readers.values())
+        return checks, reads, {**early.sources, **more_sources}
+
+    async def _check_now(
+        self, items: list[tuple[str, ContextFrame]], readers: Readers | None
+    ) -> tuple[list[FrameChecks], int, Sources]:
+        if not items:
+            return [], 0, {}
         run = functools.partial(
             check_frames,
             items,
@@ -147,6 +200,7 @@ class VerifyStage:
             self.max_source_bytes,
             self.sources,
             self.inline.check,
+            readers,
         )
         return await anyio.to_thread.run_sync(run) if needs_io(items, self._roots_for) else run()
 
@@ -159,6 +213,7 @@ class VerifyStage:
         upstream_excluded: Iterable[FrameId] = (),
         distrusted: Mapping[str, str] | Iterable[str] = (),
         fresh_ids: Sequence[FrameId] | None = None,
+        early: EarlyChecks | None = None,
     ) -> Checked:
         """The verdicts judged and every frame's checks read: the turn's one I/O step.
 
@@ -169,6 +224,7 @@ class VerifyStage:
         ``quarantined``); their held frames are not reused (B2: a rejected
         provider contributes nothing). ``fresh_ids``: the FrameId of each ``fresh`` frame,
         in order, when the caller built them already (the leg audit does).
+        ``early``: the checks ``check_early`` ran this turn, taken as they are.
         """
         fresh_list = list(fresh)
         if fresh_ids is not None and len(fresh_ids) == len(fresh_list):
@@ -188,7 +244,7 @@ class VerifyStage:
             blocked=blocked,
         )
         first, first_fids, deferred = split_held(held.valid, fresh_list, fresh_fids)
-        checks, reads, sources = await self._run_checks(first)
+        checks, reads, sources = await self._run_checks(first, early)
         # D2: a deferred fresh copy is checked only if its held copy fell out.
         fallen = {
             h.fid
