@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -141,7 +142,7 @@ def test_a_blank_label_falls_back_to_the_title() -> None:
 
 
 def test_floors_are_admitted_first_and_pinned_top_or_bottom() -> None:
-    floors = [
+    floors: list[Floor | dict[str, Any]] = [
         Floor("pinned.md", sized(4, "TOP")),
         {"label": "selection", "content": sized(3, "BOTTOM"), "position": "bottom"},
     ]
@@ -435,7 +436,7 @@ def test_the_audit_lists_ranked_frames_best_first_then_the_rest() -> None:
 
 
 def test_frames_built_without_validation_compose_the_same() -> None:
-    data = {
+    data: dict[str, Any] = {
         "id": "c1",
         "kind": "fact",
         "title": "t",

@@ -138,7 +138,7 @@ def test_the_audit_is_a_total_partition_within_budget(
 @given(frame_pairs(), BUDGETS, CAPS)
 def test_caps_bound_every_providers_share(pairs: list, budget: int, caps: dict | None) -> None:
     out = compose_for_prompt(pairs, budget, caps=caps)
-    used = Counter()
+    used: Counter[str] = Counter()
     for e in out.audit.entries:
         if e.included:
             used[e.provider_id] += e.tokens or 0

@@ -189,7 +189,7 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
     def score(x: float) -> float | None:
         return x if -float("inf") < x < float("inf") else None
 
-    def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:  # type: ignore[type-arg]
+    def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:
         keyed: list[tuple[tuple[object, ...], dict[str, object]]] = []
         for m, k, reason, region in absorbed:
             entry = {

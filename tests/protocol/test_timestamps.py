@@ -21,7 +21,8 @@ def _reference(value: str) -> bool:
     if m is None:
         return False
     try:
-        datetime(*(int(m.group(i)) for i in range(1, 7)))
+        year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         return False
     Decimal("0" + m.group(7)) if m.group(7) else Decimal(0)

@@ -192,7 +192,7 @@ def after_handshake(rest: App, token: str | None = TOKEN) -> App:
             if not replayed:
                 replayed = True
                 return message
-            return await receive()  # type: ignore[no-any-return]
+            return await receive()
 
         is_handshake = b'"context/handshake"' in body or b'"type":"handshake"' in body
         await (provider if is_handshake else rest)(scope, again, send)
