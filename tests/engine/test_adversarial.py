@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from hostd.engine import FanOut, Host, LegReport, LegStatus, RestartPolicy
+from hostd.transport import PipeClient, ProviderConnection
 from tests.engine._helpers import adversary, healthy, query
 from tests.fixtures.gate import Gate
 
@@ -88,6 +89,7 @@ async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> Non
                 assert adv(fan).status is LegStatus.TIMEOUT
         conn = host.connection(ADV)
         assert conn is first and conn is not None and conn.alive  # no line was cut short
+        assert isinstance(conn, ProviderConnection)
         assert not conn.child.send_nowait(b" " * 3500 + b"{}\n")  # the pipe is full indeed
 
 
@@ -97,7 +99,7 @@ async def test_a_cancelled_fan_out_leaves_no_request_pending() -> None:
     specs = [adversary("hang", ADV, timeout_ms=30_000)]
     async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         conn = host.connection(ADV)
-        assert conn is not None
+        assert isinstance(conn, ProviderConnection) and isinstance(conn.client, PipeClient)
         with anyio.CancelScope() as scope:
             scope.cancel()
             await host.query_all(query(), 1000)

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from structlog.testing import capture_logs
+from structlog.typing import EventDict
 
 from hostd.engine import Host, LegStatus, PoolSettings, ProviderSpec, Reranker, RestartPolicy
 from tests.engine._helpers import healthy, query
@@ -38,7 +39,7 @@ class Events:
         self.seen: list[dict[str, Any]] = []
         self._changed = anyio.Event()
 
-    def __call__(self, _logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, _logger: Any, _name: str, event: EventDict) -> EventDict:
         self.seen.append(dict(event))
         self._changed.set()
         self._changed = anyio.Event()

@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hostd.protocol import check_timestamp, parse_timestamp
-from hostd.protocol._rules import is_timestamp
+from hostd.protocol._time import is_timestamp
 
 # The check as first written: the regex, then ``datetime`` and ``Decimal``.
 _REFERENCE_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?Z")

@@ -113,13 +113,14 @@ class Recorder:
 
         await self.app(scope, replay, send)
 
-    def protocol(self) -> type[asyncio.Protocol]:
+    def protocol(self) -> type[H11Protocol]:
         counter = self.connections
 
         class Counting(H11Protocol):
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
                 counter[0] += 1
-                super().connection_made(transport)  # type: ignore[arg-type]
+                # uvicorn narrows the parameter to Transport, which a stream always gets
+                super().connection_made(transport)  # type: ignore[arg-type]  # see above
 
         return Counting
 
