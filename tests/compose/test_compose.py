@@ -15,6 +15,7 @@ from hostd.compose import (
     ReciprocalRankFusion,
     RoundRobinByRank,
     ScoreDescending,
+    Strategy,
     compose_for_prompt,
 )
 from hostd.compose._render import render_floor
@@ -379,8 +380,8 @@ def starvation_frames() -> list:
 FOUR_FRAMES = fits() + 4 * (10 + 20)
 
 
-def included_providers(strategy: object) -> set[str]:
-    out = compose_for_prompt(starvation_frames(), FOUR_FRAMES, strategy=strategy)  # type: ignore[arg-type]
+def included_providers(strategy: Strategy | str) -> set[str]:
+    out = compose_for_prompt(starvation_frames(), FOUR_FRAMES, strategy=strategy)
     assert len(out.citations) == 4
     return {c.frame.provider_id for c in out.citations}
 
@@ -392,7 +393,7 @@ def test_score_descending_starves_the_low_scale_provider() -> None:
 @pytest.mark.parametrize(
     "strategy", [RoundRobinByRank(), ReciprocalRankFusion(), PerProviderQuota(1)]
 )
-def test_rank_based_policies_include_both_providers(strategy: object) -> None:
+def test_rank_based_policies_include_both_providers(strategy: Strategy) -> None:
     assert included_providers(strategy) == {"semantic", "lexical"}
 
 

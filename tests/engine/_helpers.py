@@ -47,3 +47,9 @@ def child_pid(conn: ProviderLink | None) -> int | None:
         return None
     assert isinstance(conn, ProviderConnection)  # a local provider, not a remote one
     return conn.child.pid
+
+
+def local(conn: ProviderLink | None) -> ProviderConnection:
+    """``conn``, which the test knows is a local provider's live connection."""
+    assert isinstance(conn, ProviderConnection)
+    return conn
