@@ -300,7 +300,10 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
         else:
             # Connected at the first call, and again after the daemon restarts.
             s = await stack.enter_async_context(
-                reconnecting(lambda: session(cfg, args.connect, wait=args.wait), where)
+                reconnecting(
+                    lambda patient: session(cfg, args.connect, wait=args.wait if patient else 0),
+                    where,
+                )
             )
         stdio = await open_stdio(0, wire)
         try:

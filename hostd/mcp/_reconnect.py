@@ -5,7 +5,11 @@ the socket may be restarted. Each call runs on the current connection; a
 connection the daemon closed is replaced by a new one at the next call, so the
 first call after a restart succeeds. While nothing answers at the socket a call
 fails with the opener's error (the CLI's ``no_daemon``, naming the socket), which
-the tools turn into an ``isError`` result, never a dead server.
+the tools turn into an ``isError`` result, never a dead server. The opener waits for
+a daemon that is starting (``--wait``) only while the last attempt did not fail: once
+a wait found nobody, each call tries the socket once and fails at once, until a
+connection is made again, so a daemon that is down costs the MCP client one wait,
+not one per tool call.
 
 Connections are opened by ``open_session`` (the CLI passes ``hostd.client.connect``
 for the socket: this package never imports the client library) and each is held
@@ -41,7 +45,8 @@ class Session(Protocol):
     ) -> Any: ...
 
 
-Opener = Callable[[], AbstractAsyncContextManager[Session]]
+#: Opens a connection; its argument says whether to wait for a daemon that is starting.
+Opener = Callable[[bool], AbstractAsyncContextManager[Session]]
 
 # A write to a connection the daemon has closed: the request never left.
 _UNSENT = (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError)
@@ -65,6 +70,8 @@ class Reconnecting:
         self._lock = anyio.Lock()
         self._link: _Link | None = None
         self.connects = 0
+        #: Whether the next open may wait for a starting daemon: not after a wait failed.
+        self.patient = True
 
     async def call(
         self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
@@ -100,7 +107,12 @@ class Reconnecting:
             if link is not None:
                 self._drop(link)
             link = _Link()
-            await self._tg.start(self._hold, link)  # raises the opener's error
+            try:
+                await self._tg.start(self._hold, link)  # raises the opener's error
+            except Exception:
+                self.patient = False
+                raise
+            self.patient = True
             self._link = link
             self.connects += 1
             if self.connects > 1:
@@ -110,7 +122,7 @@ class Reconnecting:
     async def _hold(self, link: _Link, *, task_status: TaskStatus[None]) -> None:
         opened = False
         try:
-            async with self._open() as session:
+            async with self._open(self.patient) as session:
                 link.session = session
                 opened = True
                 task_status.started()

@@ -63,3 +63,36 @@ async def test_connect_follows_the_daemon_through_a_restart(
     assert again.structured_content["citations"]
     assert isinstance(listed, types.CallToolResult) and listed.is_error is False
     assert await second.stop() == 0
+
+
+async def test_a_daemon_found_down_costs_one_wait_not_one_per_call(
+    start_daemon: Any, workdir: Path, marker: str
+) -> None:
+    # The first call waits --wait for a daemon that may be starting; once that wait
+    # found nobody, later calls try the socket once and fail at once, until a daemon
+    # answers again; then a lost daemon is waited for again (it may be restarting).
+    socket = workdir / "run" / "hostd.sock"
+    own = workdir / "mcp"
+    own.mkdir()
+    config = write_config(own, marker, {})
+    params = hostd_mcp(config, "--connect", str(socket), "--wait", "1")
+    with anyio.fail_after(180):
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                waited = await session.call_tool("compose_context", {"goal": "first"})
+                at_once = await session.call_tool("compose_context", {"goal": "second"})
+                daemon = await start_daemon({"alpha": {}})
+                served = await session.call_tool("compose_context", {"goal": "served"})
+                daemon.signal(signal.SIGKILL)
+                await daemon.wait()
+                lost = [await session.call_tool("compose_context", {"goal": "down"})]
+                if "connection_lost" in _text(lost[0]):  # the end was seen first: then a wait
+                    lost.append(await session.call_tool("compose_context", {"goal": "down"}))
+    assert waited.is_error is True and "no_daemon" in _text(waited)
+    assert "waited 1 s" in _text(waited)
+    assert at_once.is_error is True and "no_daemon" in _text(at_once)
+    assert "waited" not in _text(at_once)
+    assert str(socket) in _text(at_once) and "hostd serve" in _text(at_once)
+    assert served.is_error is False, _text(served)
+    assert lost[-1].is_error is True and "waited 1 s" in _text(lost[-1])
