@@ -36,7 +36,8 @@ def test_the_checkout_config_is_valid_and_the_embedded_default_has_no_provider()
     assert load_config(DEFAULT_CONFIG_PATH).provider == []
     cfg = load_config(ROOT / "config" / "hostd.toml")
     assert [p.id for p in cfg.provider] == ["files", "memory"]
-    assert cfg.provider[0].command[0] == sys.executable
+    command = cfg.provider[0].command
+    assert command is not None and command[0] == sys.executable
     assert cfg.provider[0].cwd == ROOT
 
 

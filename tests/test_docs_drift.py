@@ -138,10 +138,12 @@ def _prefix(node: ast.expr) -> str | None:
     """The constant head of a name built at run time (f-string, ``+``), else ``None``."""
     if isinstance(node, ast.JoinedStr) and node.values:
         head = node.values[0]
-        return head.value if isinstance(head, ast.Constant) else None
+        value = head.value if isinstance(head, ast.Constant) else None
+        return value if isinstance(value, str) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left = node.left
-        return left.value if isinstance(left, ast.Constant) else None
+        value = left.value if isinstance(left, ast.Constant) else None
+        return value if isinstance(value, str) else None
     return None
 
 

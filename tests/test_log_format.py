@@ -34,7 +34,7 @@ def _first_serving_line(tmp_path: Path, *flags: str, tty: bool) -> str:
             proc.communicate(timeout=HANG_GUARD_S)
         return line
     main, sub = pty.openpty()
-    proc = subprocess.Popen(command, env=env, stderr=sub, stdin=subprocess.DEVNULL)
+    on_tty = subprocess.Popen(command, env=env, stderr=sub, stdin=subprocess.DEVNULL)
     os.close(sub)
     seen = b""
     try:
@@ -43,8 +43,8 @@ def _first_serving_line(tmp_path: Path, *flags: str, tty: bool) -> str:
             assert ready, "no log line within the hang guard"
             seen += os.read(main, 4096)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=HANG_GUARD_S) == 0
+        on_tty.send_signal(signal.SIGTERM)
+        assert on_tty.wait(timeout=HANG_GUARD_S) == 0
         os.close(main)
     return seen.split(b"\n", 1)[0].decode()
 

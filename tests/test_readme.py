@@ -159,8 +159,11 @@ def test_the_mcp_entry_names_the_projects_config_and_the_three_tools() -> None:
 def test_the_contrib_unit_is_a_notify_service_running_serve_as_its_readme_says() -> None:
     import configparser
 
-    unit = configparser.ConfigParser(strict=False, interpolation=None)
-    unit.optionxform = str  # keys keep their case
+    class CaseKept(configparser.ConfigParser):
+        def optionxform(self, optionstr: str) -> str:
+            return optionstr  # keys keep their case
+
+    unit = CaseKept(strict=False, interpolation=None)
     unit.read(ROOT / "contrib" / "systemd" / "hostd.service")
     service = unit["Service"]
     assert service["Type"] == "notify"  # hostd serve sends READY=1 (tests/cli/test_serve_ready.py)

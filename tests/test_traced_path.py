@@ -39,8 +39,11 @@ def _defined(tree: ast.AST, parts: list[str]) -> bool:
     if head in _INNER:
         return not rest
     for node in ast.walk(tree):
-        is_def = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-        if is_def and node.name == head and _defined(node, rest):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name == head
+            and _defined(node, rest)
+        ):
             return True
         # A dataclass's generated __init__: the class is there, and a dataclass.
         if (

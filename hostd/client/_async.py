@@ -79,6 +79,8 @@ class AsyncClient:
         self._calls = PendingTable()
         self._progress: dict[str, ProgressCallback] = {}
         self.notifications: list[dict[str, Any]] = []
+        self.process: Process | None = None
+        """The daemon's child process when ``spawn`` started it (for its pid), else None."""
 
     @property
     def closed(self) -> bool:
@@ -355,7 +357,7 @@ async def spawn(
     assert process.stdin is not None and process.stdout is not None
     try:
         async with _running(AsyncClient(process.stdout, process.stdin)) as client:
-            client.process = process  # type: ignore[attr-defined]  # for callers that need the pid
+            client.process = process
             yield client
     finally:
         with anyio.CancelScope(shield=True):

@@ -105,5 +105,6 @@ async def test_a_spawned_daemon_that_ignores_its_closed_stdin_is_terminated() ->
     stubborn = [sys.executable, "-c", "import time; time.sleep(600)"]
     with anyio.fail_after(60):
         async with spawn(command=stubborn, grace_s=0.1, stderr=subprocess.DEVNULL) as client:
-            process = client.process  # type: ignore[attr-defined]  # set by spawn for callers
+            process = client.process
+    assert process is not None
     assert process.returncode == -signal.SIGTERM

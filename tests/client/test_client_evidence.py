@@ -87,6 +87,7 @@ def test_evidence_is_each_included_frames_own_content(config: Path) -> None:
         assert isinstance(result, ComposeResult)
         first = result.evidence[0]
         assert first.content == sent[(first.provider_id, first.frame_id)]
+        assert first.content is not None
         assert _digest(first.content) == first.content_digest
 
         assert [e.label for e in result.evidence] == [c.label for c in result.citations]
@@ -143,7 +144,8 @@ async def _raw_replies(config: Path) -> list[tuple[dict[str, Any], ComposeResult
     out: list[tuple[dict[str, Any], ComposeResult]] = []
     with anyio.fail_after(300):  # a hang guard, not the thing tested
         async with spawn(config, env=_env(), cwd=ROOT) as client:
-            for extra in ({"include_content": True}, {}):
+            extras: tuple[dict[str, Any], ...] = ({"include_content": True}, {})
+            for extra in extras:
                 raw = await client.call("context/compose", {"goal": GOAL, "budget": 900, **extra})
                 out.append((raw, await client.compose(GOAL, budget=900, **extra)))
     return out

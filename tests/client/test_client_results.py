@@ -230,7 +230,7 @@ def test_an_unknown_member_is_carried_but_not_read() -> None:
 def test_the_models_are_frozen() -> None:
     item = Evidence(label="l", provider_id="p", frame_id="f", kind="doc", title="t")
     with pytest.raises(ValueError, match="frozen"):
-        item.content = "changed"  # type: ignore[misc]
+        item.content = "changed"
 
 
 @pytest.mark.parametrize(

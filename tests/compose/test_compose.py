@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from hostd.compose import (
     ReciprocalRankFusion,
     RoundRobinByRank,
     ScoreDescending,
+    Strategy,
     compose_for_prompt,
 )
 from hostd.compose._render import render_floor
@@ -141,7 +143,7 @@ def test_a_blank_label_falls_back_to_the_title() -> None:
 
 
 def test_floors_are_admitted_first_and_pinned_top_or_bottom() -> None:
-    floors = [
+    floors: list[Floor | dict[str, Any]] = [
         Floor("pinned.md", sized(4, "TOP")),
         {"label": "selection", "content": sized(3, "BOTTOM"), "position": "bottom"},
     ]
@@ -378,8 +380,8 @@ def starvation_frames() -> list:
 FOUR_FRAMES = fits() + 4 * (10 + 20)
 
 
-def included_providers(strategy: object) -> set[str]:
-    out = compose_for_prompt(starvation_frames(), FOUR_FRAMES, strategy=strategy)  # type: ignore[arg-type]
+def included_providers(strategy: Strategy | str) -> set[str]:
+    out = compose_for_prompt(starvation_frames(), FOUR_FRAMES, strategy=strategy)
     assert len(out.citations) == 4
     return {c.frame.provider_id for c in out.citations}
 
@@ -391,7 +393,7 @@ def test_score_descending_starves_the_low_scale_provider() -> None:
 @pytest.mark.parametrize(
     "strategy", [RoundRobinByRank(), ReciprocalRankFusion(), PerProviderQuota(1)]
 )
-def test_rank_based_policies_include_both_providers(strategy: object) -> None:
+def test_rank_based_policies_include_both_providers(strategy: Strategy) -> None:
     assert included_providers(strategy) == {"semantic", "lexical"}
 
 
@@ -435,7 +437,7 @@ def test_the_audit_lists_ranked_frames_best_first_then_the_rest() -> None:
 
 
 def test_frames_built_without_validation_compose_the_same() -> None:
-    data = {
+    data: dict[str, Any] = {
         "id": "c1",
         "kind": "fact",
         "title": "t",

@@ -210,4 +210,5 @@ def test_a_group_of_single_entries_merges_as_the_general_rule_does(
     fast = _merged_single(ranked, provs, pkeys)
     assert fast == general
     if fast is not None:
+        assert general is not None
         assert all(a is b for a, b in zip(fast, general, strict=True))

@@ -64,6 +64,7 @@ def test_evidence_lists_the_included_frames_in_prompt_order_with_their_own_conte
         sent = source[(item["provider_id"], item["frame_id"])]
         entry = included[(item["provider_id"], item["frame_id"])]
         assert item["content"] == sent.content
+        assert sent.content is not None
         assert item["content_digest"] == digest_of(sent.content)
         assert (item["kind"], item["title"]) == (sent.kind, sent.title)
         assert entry["position"] == position

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hostd.compose import (
     MaximalMarginalRelevance,
     ScoreDescending,
+    Strategy,
     compose_for_prompt,
     is_ranking_permutation,
     strategy_from_wire,
@@ -19,7 +20,7 @@ from hostd.compose import (
 )
 from hostd.compose._candidates import CandidateSet, rank_desc
 from hostd.compose._mmr import DEPTH, shingles
-from hostd.protocol import FrameId
+from hostd.protocol import ContextFrame, FrameId
 
 from ._helpers import block, fits, frame, frame_pairs
 
@@ -40,7 +41,7 @@ DISTINCT = [
 ]
 
 
-def _near_duplicates() -> list[tuple[str, object]]:
+def _near_duplicates() -> list[tuple[str, ContextFrame]]:
     words = PASSAGE.split()
     out = []
     for n in range(6):
@@ -52,7 +53,7 @@ def _near_duplicates() -> list[tuple[str, object]]:
     return out
 
 
-def _included(result) -> list[FrameId]:  # type: ignore[no-untyped-def]
+def _included(result) -> list[FrameId]:
     return [e.frame for e in result.audit.included()]
 
 
@@ -116,11 +117,13 @@ def test_shingles_see_near_duplicates_and_cjk_words() -> None:
         ),
     ],
 )
-def test_mmr_spellings_parse_back_equal(text: str, wire: object, expected: object) -> None:
+def test_mmr_spellings_parse_back_equal(
+    text: str, wire: object, expected: MaximalMarginalRelevance
+) -> None:
     assert strategy_from_wire(text) == expected
     assert strategy_from_wire(wire) == expected
-    assert strategy_text(expected) == text  # type: ignore[arg-type]  # a built-in policy
-    assert strategy_from_wire(expected.to_wire()) == expected  # type: ignore[attr-defined]
+    assert strategy_text(expected) == text
+    assert strategy_from_wire(expected.to_wire()) == expected
 
 
 @pytest.mark.parametrize(
@@ -152,7 +155,7 @@ def test_beyond_the_depth_candidates_keep_their_relevance_order() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(frame_pairs(max_size=8), st.floats(0, 1), st.randoms(use_true_random=False))
-def test_mmr_is_a_pure_function_of_the_candidate_set(pairs, lam, rnd) -> None:  # type: ignore[no-untyped-def]
+def test_mmr_is_a_pure_function_of_the_candidate_set(pairs, lam, rnd) -> None:
     policy = MaximalMarginalRelevance(lam)
     shuffled = list(pairs)
     rnd.shuffle(shuffled)
@@ -164,7 +167,8 @@ def test_mmr_is_a_pure_function_of_the_candidate_set(pairs, lam, rnd) -> None:  
 
 def test_mmr_differs_from_score_only_by_order() -> None:
     frames = _near_duplicates()
-    for a, b in itertools.combinations([ScoreDescending(), MaximalMarginalRelevance()], 2):
+    policies: list[Strategy] = [ScoreDescending(), MaximalMarginalRelevance()]
+    for a, b in itertools.combinations(policies, 2):
         assert sorted(a.order(frames)) == sorted(b.order(frames))
 
 
@@ -174,12 +178,12 @@ _VOCAB = ["retry", "backoff", "socket", "cache", "frame", "budget", "日", "本"
 
 
 def _reference_order(
-    policy: MaximalMarginalRelevance, frames: list[tuple[str, object]]
+    policy: MaximalMarginalRelevance, frames: list[tuple[str, ContextFrame]]
 ) -> list[int]:
     """MMR as its definition reads: at each step every candidate left is scored anew,
     ``λ·rel − (1 − λ)·max Jaccard`` against every candidate taken (0 when none shares a
     shingle), the largest value taken, ties to the earlier position by relevance."""
-    c = CandidateSet.of(frames)  # type: ignore[arg-type]  # pairs of (str, ContextFrame)
+    c = CandidateSet.of(frames)
     rel = policy.relevance(c)
     by_rel = rank_desc(c.canonical(), rel)
     pool, rest = by_rel[:DEPTH], by_rel[DEPTH:]
@@ -215,9 +219,9 @@ def _reference_order(
 def test_mmr_orders_as_the_reference_walk(
     drawn: list[tuple[str, float, list[str]]], lam: float
 ) -> None:
-    frames: list[tuple[str, object]] = [
+    frames: list[tuple[str, ContextFrame]] = [
         (pid, frame(f"f{n:02d}", score, " ".join(words)))
         for n, (pid, score, words) in enumerate(drawn)
     ]
     policy = MaximalMarginalRelevance(lam)
-    assert policy.order(frames) == _reference_order(policy, frames)  # type: ignore[arg-type]
+    assert policy.order(frames) == _reference_order(policy, frames)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.compose import compose_for_prompt, render_frame
+from hostd.compose import AuditEntry, compose_for_prompt, render_frame
 from hostd.compose._pack import Labels
 from hostd.compose._render import (
     fence,
@@ -94,6 +94,11 @@ def test_the_price_of_a_block_is_the_size_of_its_render(
         assert rendered_size(pid, f, cite, verified=verified) == len(block.encode())
 
 
+def _rank(entry: AuditEntry) -> int:
+    assert entry.rank is not None  # the walk ranks every frame it reaches
+    return entry.rank
+
+
 def test_an_excluded_frames_cost_is_its_rendered_blocks_cost() -> None:
     shared = [
         ("p", frame(f"f{i}", 1 - i / 100, f"body <frame> {i} é" * (1 + i % 3), label="same"))
@@ -104,10 +109,10 @@ def test_an_excluded_frames_cost_is_its_rendered_blocks_cost() -> None:
     assert over and out.citations
     by_id = {f.id: f for _, f in shared}
     label_of = {c.frame: c.label for c in out.citations}
-    included = [(e.rank, label_of[e.frame]) for e in out.audit.entries if e.included]
+    included = [(_rank(e), label_of[e.frame]) for e in out.audit.entries if e.included]
     for e in over:
         # Its label as made unique when the walk reached it: by the inclusions above it.
-        taken = {label for rank, label in included if rank < e.rank}
+        taken = {label for rank, label in included if rank < _rank(e)}
         block = render_frame("p", by_id[e.frame.frame_id], _reference_peek(taken, "same"))
         assert e.tokens == (len(block.encode()) + 3) // 4
 
@@ -150,7 +155,7 @@ def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
     import hostd.compose._compose as compose_module
 
     renders: list[str] = []
-    real = compose_module.fence
+    real = fence  # the function hostd.compose._compose calls
 
     def counting(*args: Any, **kwargs: Any) -> str:
         block = real(*args, **kwargs)

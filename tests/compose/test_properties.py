@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from hostd.compose import (
     ReciprocalRankFusion,
     RoundRobinByRank,
     ScoreDescending,
+    Strategy,
     compose_for_prompt,
     ranking,
 )
@@ -91,17 +93,17 @@ EXCLUDED = st.lists(
 def test_any_shuffle_of_the_input_gives_identical_bytes_and_audit(
     pairs: list,
     budget: int,
-    strategy: object,
+    strategy: Strategy | str,
     placement: str,
     caps: dict | None,
     excluded: list,
     rnd: random.Random,
 ) -> None:
-    kw = {"strategy": strategy, "placement": placement, "caps": caps}
-    first = compose_for_prompt(pairs, budget, excluded=excluded, **kw)  # type: ignore[arg-type]
+    kw: dict[str, Any] = {"strategy": strategy, "placement": placement, "caps": caps}
+    first = compose_for_prompt(pairs, budget, excluded=excluded, **kw)
     shuffled = list(pairs)
     rnd.shuffle(shuffled)
-    again = compose_for_prompt(iter(shuffled), budget, excluded=excluded[::-1], **kw)  # type: ignore[arg-type]
+    again = compose_for_prompt(iter(shuffled), budget, excluded=excluded[::-1], **kw)
     assert again.prompt == first.prompt
     assert again.to_wire() == first.to_wire()
 
@@ -109,9 +111,9 @@ def test_any_shuffle_of_the_input_gives_identical_bytes_and_audit(
 @settings(max_examples=150)
 @given(frame_pairs(), BUDGETS, STRATEGIES, CAPS, EXCLUDED)
 def test_the_audit_is_a_total_partition_within_budget(
-    pairs: list, budget: int, strategy: object, caps: dict | None, excluded: list
+    pairs: list, budget: int, strategy: Strategy | str, caps: dict | None, excluded: list
 ) -> None:
-    out = compose_for_prompt(pairs, budget, strategy=strategy, caps=caps, excluded=excluded)  # type: ignore[arg-type]
+    out = compose_for_prompt(pairs, budget, strategy=strategy, caps=caps, excluded=excluded)
     audit = out.audit
     offered = Counter([FrameId.of(p, f) for p, f in pairs] + [fid for fid, _, _ in excluded])
     assert Counter(e.frame for e in audit.entries) == offered
@@ -126,7 +128,9 @@ def test_the_audit_is_a_total_partition_within_budget(
     assert [c.frame for c in out.citations] == [
         e.frame for e in sorted(included, key=lambda e: e.position or 0)
     ]
-    assert sorted(e.position for e in included) == list(range(len(included)))  # type: ignore[type-var]
+    positions = [e.position for e in included if e.position is not None]
+    assert len(positions) == len(included)
+    assert sorted(positions) == list(range(len(included)))
     # an included identity is never also excluded as a duplicate of itself... unless
     # it was offered twice, in which case one copy is the duplicate
     dup = [e for e in audit.entries if e.reason == "duplicate"]
@@ -138,7 +142,7 @@ def test_the_audit_is_a_total_partition_within_budget(
 @given(frame_pairs(), BUDGETS, CAPS)
 def test_caps_bound_every_providers_share(pairs: list, budget: int, caps: dict | None) -> None:
     out = compose_for_prompt(pairs, budget, caps=caps)
-    used = Counter()
+    used: Counter[str] = Counter()
     for e in out.audit.entries:
         if e.included:
             used[e.provider_id] += e.tokens or 0
@@ -150,11 +154,12 @@ def test_caps_bound_every_providers_share(pairs: list, budget: int, caps: dict |
 
 @given(frame_pairs(), BUDGETS, STRATEGIES)
 def test_every_included_rank_is_distinct_and_better_than_no_later_over_budget_fit(
-    pairs: list, budget: int, strategy: object
+    pairs: list, budget: int, strategy: Strategy | str
 ) -> None:
-    out = compose_for_prompt(pairs, budget, strategy=strategy)  # type: ignore[arg-type]
+    out = compose_for_prompt(pairs, budget, strategy=strategy)
     ranked = [e for e in out.audit.entries if e.rank is not None]
-    assert sorted(e.rank for e in ranked) == list(range(len(ranked)))  # type: ignore[type-var]
+    ranks = [e.rank for e in ranked if e.rank is not None]
+    assert sorted(ranks) == list(range(len(ranked)))
     # greedy packing: an over-budget frame really did not fit when it was reached
     for e in ranked:
         if e.reason == "over_budget":
@@ -183,7 +188,7 @@ def test_every_named_policy_is_exercised() -> None:
 def test_the_prompt_never_costs_more_than_the_budget(
     pairs: list,
     budget: int,
-    strategy: object,
+    strategy: Strategy | str,
     placement: str,
     caps: dict | None,
     floors: list,
@@ -192,7 +197,7 @@ def test_the_prompt_never_costs_more_than_the_budget(
     # every other frame unverifiable: its fence carries a mark that costs bytes too
     states = {"state": "unverifiable", "reason": "outside_trusted_roots"}
     verification = {FrameId.of(p, f): states for p, f in pairs[::2]} if unverifiable else None
-    kw = {
+    kw: dict[str, Any] = {
         "strategy": strategy,
         "placement": placement,
         "caps": caps,
@@ -200,7 +205,7 @@ def test_the_prompt_never_costs_more_than_the_budget(
         "verification": verification,
     }
     try:
-        out = compose_for_prompt(pairs, budget, **kw)  # type: ignore[arg-type]
+        out = compose_for_prompt(pairs, budget, **kw)
     except FloorsExceedBudget as err:
         # only when the preamble and the fenced floors alone overflow
         labels = [

@@ -4,7 +4,7 @@ policies' definitions, and that a composition leaves the garbage collector alone
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -20,6 +20,7 @@ from hostd.compose import (
 )
 from hostd.compose._candidates import rank_desc
 from hostd.compose._dedup import _prov_key, dedup_pool
+from hostd.compose.ranking import Frames
 from hostd.protocol import ContextFrame
 
 from ._helpers import frame, frame_pairs
@@ -44,11 +45,11 @@ class _Recording:
         self.seen: list[bool] = []
         self.fail = fail
 
-    def order(self, frames: object) -> list[int]:
+    def order(self, frames: Frames) -> list[int]:
         self.seen.append(gc.isenabled())
         if self.fail:
             raise RuntimeError("policy failed")
-        return ScoreDescending().order(frames)  # type: ignore[arg-type]
+        return ScoreDescending().order(frames)
 
 
 def _pairs() -> list[tuple[str, ContextFrame]]:
@@ -84,14 +85,14 @@ def test_rank_desc_is_value_descending_then_key(values: list[float], data: st.Da
     canonical = sorted(range(n), key=keys.__getitem__)
     indices = data.draw(st.sampled_from(["all", "subset", "generator"]), label="indices")
     if indices == "all":
-        chosen: object = canonical
+        chosen: Iterable[int] = canonical
         expected_from = canonical
     else:
         drawn = data.draw(st.sets(st.integers(0, max(n - 1, 0)))) if n else set()
         expected_from = [i for i in canonical if i in drawn]
         chosen = expected_from if indices == "subset" else iter(expected_from)
     expected = sorted(expected_from, key=lambda i: (-values[i], keys[i]))
-    assert rank_desc(chosen, values) == expected  # type: ignore[arg-type]
+    assert rank_desc(chosen, values) == expected
 
 
 @settings(max_examples=100, deadline=None)
@@ -189,7 +190,7 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
     def score(x: float) -> float | None:
         return x if -float("inf") < x < float("inf") else None
 
-    def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:  # type: ignore[type-arg]
+    def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:
         keyed: list[tuple[tuple[object, ...], dict[str, object]]] = []
         for m, k, reason, region in absorbed:
             entry = {

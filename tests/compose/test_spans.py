@@ -47,13 +47,13 @@ def verified(*pairs: tuple[str, ContextFrame]) -> dict[FrameId, dict[str, Any]]:
     return {FrameId.of(p, f): dict(VERIFIED) for p, f in pairs}
 
 
-def compose(pairs: list[tuple[str, ContextFrame]], **kw: Any):  # type: ignore[no-untyped-def]
+def compose(pairs: list[tuple[str, ContextFrame]], **kw: Any):
     kw.setdefault("verification", verified(*pairs))
     kw.setdefault("sources", {URI: DATA})
     return compose_for_prompt(pairs, kw.pop("budget", 4000), **kw)
 
 
-def entries(result) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
+def entries(result) -> dict[str, dict[str, Any]]:
     return {e["frame"]["frame_id"]: e for e in result.audit.entry_dicts()}
 
 
@@ -102,7 +102,7 @@ def test_shifted_windows_become_one_verified_frame_with_every_line_once() -> Non
     assert citation.provenance[0].digest == sha256_digest(union)
 
 
-def labels(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def labels(result) -> dict[str, str]:
     """Each citation's label by its frame id, checked against the fence it cites."""
     out = {c.frame.frame_id: c.label for c in result.citations}
     for fid, label in out.items():
@@ -298,7 +298,7 @@ def test_a_coalesced_block_credits_every_member_and_their_copies() -> None:
     }
 
 
-def entries_of(result) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+def entries_of(result) -> list[dict[str, Any]]:
     return result.audit.entry_dicts()
 
 
@@ -378,7 +378,7 @@ def test_the_merged_candidate_stands_in_each_providers_list_at_its_own_rank() ->
         ("lexical", window("l2", "L11", 0.1).model_copy(update={"provenance": []})),
     ]
 
-    def ranked(result) -> list[str]:  # type: ignore[no-untyped-def]
+    def ranked(result) -> list[str]:
         with_rank = [e for e in result.audit.entry_dicts() if "rank" in e]
         return [e["frame"]["frame_id"] for e in sorted(with_rank, key=lambda e: e["rank"])]
 
@@ -413,7 +413,7 @@ def windows(draw: st.DrawFn) -> list[tuple[str, ContextFrame]]:
 
 @settings(max_examples=150, deadline=None)
 @given(windows(), st.sampled_from([1.0, 1.5, 2.0, 100.0]), st.randoms(use_true_random=False))
-def test_span_merging_is_a_pure_function_of_the_input_set(pairs, ratio, rnd) -> None:  # type: ignore[no-untyped-def]
+def test_span_merging_is_a_pure_function_of_the_input_set(pairs, ratio, rnd) -> None:
     shuffled = list(pairs)
     rnd.shuffle(shuffled)
     first = compose(pairs, merge_max_ratio=ratio)
@@ -431,7 +431,7 @@ def test_span_merging_is_a_pure_function_of_the_input_set(pairs, ratio, rnd) -> 
 
 @settings(max_examples=300, deadline=None)
 @given(windows(), st.sampled_from([1.0, 1.5, 2.0, 100.0]))
-def test_every_quoted_line_appears_exactly_once(pairs, ratio) -> None:  # type: ignore[no-untyped-def]
+def test_every_quoted_line_appears_exactly_once(pairs, ratio) -> None:
     result = compose(pairs, merge_max_ratio=ratio, budget=100_000)
     wanted: set[str] = set()
     for _, f in pairs:
@@ -441,7 +441,7 @@ def test_every_quoted_line_appears_exactly_once(pairs, ratio) -> None:  # type: 
 
 @settings(max_examples=150, deadline=None)
 @given(windows(), st.sampled_from([1.0, 1.5, 2.0]))
-def test_a_merged_block_never_exceeds_the_cap(pairs, ratio) -> None:  # type: ignore[no-untyped-def]
+def test_a_merged_block_never_exceeds_the_cap(pairs, ratio) -> None:
     result = compose(pairs, merge_max_ratio=ratio, budget=100_000)
     sizes = {FrameId.of(p, f): len((f.content or "").encode()) for p, f in pairs}
     # a candidate as ranked: its pre-rank ``merged`` note (on its entry, included or
@@ -468,7 +468,7 @@ def chunkings(draw: st.DrawFn) -> list[tuple[str, ContextFrame]]:
     return out
 
 
-def admitted(result) -> set[FrameId]:  # type: ignore[no-untyped-def]
+def admitted(result) -> set[FrameId]:
     """Every frame the packer's walk admitted: included, or coalesced into one that is."""
     return {
         e.frame
@@ -484,7 +484,7 @@ def admitted(result) -> set[FrameId]:  # type: ignore[no-untyped-def]
     st.sampled_from(["score", "round_robin"]),
     st.sampled_from(["edges", "ranked", "grouped", "canonical"]),
 )
-def test_coalescing_never_changes_what_the_walk_admits(pairs, budget, strategy, placement) -> None:  # type: ignore[no-untyped-def]
+def test_coalescing_never_changes_what_the_walk_admits(pairs, budget, strategy, placement) -> None:
     kw = {"budget": budget, "strategy": strategy, "placement": placement}
     result = compose(pairs, **kw)
     apart = compose(pairs, sources=None, **kw)
@@ -572,7 +572,7 @@ def _reference_merge(cands: Any, sources: Any, verification: Any, ratio: float) 
     st.sampled_from([{}, {URI}, {OTHER_URI}, {URI, OTHER_URI}]),
     st.sampled_from([1.0, 2.0, 100.0]),
 )
-def test_span_merging_equals_the_region_by_region_rule(pairs, how, re_read, ratio) -> None:  # type: ignore[no-untyped-def]
+def test_span_merging_equals_the_region_by_region_rule(pairs, how, re_read, ratio) -> None:
     from hostd.compose import CandidateSet
     from hostd.compose._lines import Lines
     from hostd.compose._spans import merge_spans

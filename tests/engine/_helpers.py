@@ -6,6 +6,7 @@ from typing import Any
 
 from hostd.engine import ProviderSpec
 from hostd.protocol import ContextQuery
+from hostd.transport import ProviderConnection, ProviderLink
 from tests.fixtures.procs import ROOT, marked_env, python
 
 
@@ -38,3 +39,17 @@ def query(**kw: Any) -> ContextQuery:
     fields: dict[str, Any] = {"goal": "find the retry policy", "max_frames": 10, "max_tokens": 0}
     fields.update(kw)
     return ContextQuery(**fields)
+
+
+def child_pid(conn: ProviderLink | None) -> int | None:
+    """The process id of a local provider's connection; None when it has none."""
+    if conn is None:
+        return None
+    assert isinstance(conn, ProviderConnection)  # a local provider, not a remote one
+    return conn.child.pid
+
+
+def local(conn: ProviderLink | None) -> ProviderConnection:
+    """``conn``, which the test knows is a local provider's live connection."""
+    assert isinstance(conn, ProviderConnection)
+    return conn

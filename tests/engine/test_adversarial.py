@@ -9,7 +9,8 @@ import anyio
 import pytest
 
 from hostd.engine import FanOut, Host, LegReport, LegStatus, RestartPolicy
-from tests.engine._helpers import adversary, healthy, query
+from hostd.transport import PipeClient, ProviderConnection
+from tests.engine._helpers import adversary, healthy, local, query
 from tests.fixtures.gate import Gate
 
 pytestmark = pytest.mark.anyio
@@ -88,6 +89,7 @@ async def test_a_provider_that_stops_reading_never_holds_up_the_fan_out() -> Non
                 assert adv(fan).status is LegStatus.TIMEOUT
         conn = host.connection(ADV)
         assert conn is first and conn is not None and conn.alive  # no line was cut short
+        assert isinstance(conn, ProviderConnection)
         assert not conn.child.send_nowait(b" " * 3500 + b"{}\n")  # the pipe is full indeed
 
 
@@ -97,7 +99,7 @@ async def test_a_cancelled_fan_out_leaves_no_request_pending() -> None:
     specs = [adversary("hang", ADV, timeout_ms=30_000)]
     async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=0.3) as host:
         conn = host.connection(ADV)
-        assert conn is not None
+        assert isinstance(conn, ProviderConnection) and isinstance(conn.client, PipeClient)
         with anyio.CancelScope() as scope:
             scope.cancel()
             await host.query_all(query(), 1000)
@@ -302,7 +304,8 @@ async def test_legs_written_early_each_keep_their_own_deadline() -> None:
             with anyio.fail_after(60):  # a hang guard: a leg that waited on another hangs
                 fan = await host.query_all(query(), 1000, on_leg_done=done)
             for pid in ("hang-short", "hang-long", "held"):
-                assert host.connection(pid).client.in_flight == 0  # type: ignore[union-attr]
+                client = local(host.connection(pid)).client
+                assert isinstance(client, PipeClient) and client.in_flight == 0
     reports = fan.reports
     assert reports["hang-short"].status is LegStatus.TIMEOUT
     assert reports["hang-short"].error_message == "no reply within 300 ms"

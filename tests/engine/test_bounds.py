@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from hostd.engine import MAX_ERROR_CHARS, Host, LegStatus, RestartPolicy
-from tests.engine._helpers import adversary, healthy, query
+from tests.engine._helpers import adversary, healthy, local, query
 from tests.fixtures.procs import leftovers
 
 pytestmark = pytest.mark.anyio
@@ -67,7 +67,7 @@ async def test_a_provider_that_answers_nothing_is_restarted_after_timeouts_in_a_
             grace_period_s=0.3,
             restart_policy=policy,
         ) as host:
-            first_pid = host.connection("h").child.pid  # type: ignore[union-attr]
+            first_pid = local(host.connection("h")).child.pid
             for _ in range(2):
                 fan = await host.query_all(query(), 500)
                 assert fan.reports["h"].status is LegStatus.TIMEOUT
@@ -77,7 +77,7 @@ async def test_a_provider_that_answers_nothing_is_restarted_after_timeouts_in_a_
             # before that start is done, which goes on in the pool: join it, by event.
             third = await host.query_all(query(), 500)
             await host.start_all()
-            second_pid = host.connection("h").child.pid  # type: ignore[union-attr]
+            second_pid = local(host.connection("h")).child.pid
             health = host.health("h")
     assert hung["state"] == "crashed"
     assert hung["health"]["last_failure"] == "hung: no reply to 2 requests in a row"

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hostd.engine import (
+    FanOutPlan,
     LegAction,
     LegReply,
     LegStatus,
@@ -131,9 +132,14 @@ def test_plans_are_total_ordered_and_independent_of_input_order(
     views = [live(f"p{i}", weight=w, timeout_ms=1000 + i) for i, w in enumerate(weights)]
     shuffled = list(views)
     seed.shuffle(shuffled)
-    kw = {"now": 5.0, "overfetch": overfetch, "timeout_ms": timeout}
-    plan = plan_fan_out(QUERY, budget, views, Gate(), **kw)
-    assert plan == plan_fan_out(QUERY, budget, shuffled, Gate(), **kw)
+
+    def plan_of(ordered: list[ProviderView]) -> FanOutPlan:
+        return plan_fan_out(
+            QUERY, budget, ordered, Gate(), now=5.0, overfetch=overfetch, timeout_ms=timeout
+        )
+
+    plan = plan_of(views)
+    assert plan == plan_of(shuffled)
     assert sum(leg.share for leg in plan.legs) == budget
     for leg in plan.legs:
         assert leg.asked == (0 if leg.share == 0 else min(budget, math.ceil(leg.share * overfetch)))
@@ -187,7 +193,8 @@ def test_an_answer_is_audited_against_the_query_sent() -> None:
     ok = judge_leg(leg, LegReply("a", leg.query, frames=frames)).report
     assert ok.status is LegStatus.OK and ok.frames_accepted == 2 and ok.tokens_accepted == 6
     over = judge_leg(leg, LegReply("a", leg.query, frames=[*frames, raw("a", 3)])).report
-    assert over.status is LegStatus.QUARANTINED and over.error_message.startswith("B1")
+    assert over.status is LegStatus.QUARANTINED
+    assert over.error_message is not None and over.error_message.startswith("B1")
 
 
 @settings(max_examples=40, deadline=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
@@ -191,7 +192,7 @@ class _Gate:
         self.granted = granted
         self.asked: list[tuple[str, list[str]]] = []
 
-    def missing_scopes(self, provider_id: str, scopes: list[str]) -> list[str]:
+    def missing_scopes(self, provider_id: str, scopes: Iterable[str]) -> list[str]:
         self.asked.append((provider_id, list(scopes)))
         return [s for s in scopes if s not in self.granted]
 

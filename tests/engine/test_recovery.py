@@ -187,10 +187,11 @@ async def _parked(daemon_dir: tuple[Path, str], retry_after: float) -> AsyncIter
                 yield daemon, client, counter
             assert await daemon.stop() == 0
         finally:
-            if daemon.process.returncode is None:
+            process = daemon.process
+            if process is not None and process.returncode is None:
                 daemon.signal(signal.SIGKILL)
                 with anyio.CancelScope(shield=True):
-                    await daemon.process.wait()
+                    await process.wait()
             tg.cancel_scope.cancel()
 
 

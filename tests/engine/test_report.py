@@ -15,7 +15,9 @@ from tests.compose._helpers import frame
 def _usage(fan: FanOut, served: list[FrameId] | None) -> dict[str, Any]:
     # UR1 as first written: one pass, every figure summed per frame.
     wanted = None if served is None else set(served)
-    frames, per_provider, total = [], {}, 0
+    frames: list[dict[str, Any]] = []
+    per_provider: dict[str, int] = {}
+    total = 0
     for pid, f in fan.accepted:
         fid = FrameId(pid, f.id, f.content_digest)
         if wanted is not None and fid not in wanted:

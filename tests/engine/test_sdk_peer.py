@@ -7,6 +7,7 @@ import pytest
 
 from hostd.engine import Host, LegStatus, ProviderSpec
 from hostd.protocol import FrameIdentity
+from hostd.transport import ProviderConnection
 from tests.engine._helpers import healthy, query
 from tests.fixtures.procs import ROOT, marked_env, python
 
@@ -29,7 +30,7 @@ async def test_an_sdk_provider_serves_frames_over_the_cgp_binding(args: tuple[st
     async with Host([sdk("sdk", *args), healthy("h")], start="boot") as host:
         fan = await host.query_all(query(), 1000)
         conn = host.connection("sdk")
-        assert conn is not None and conn.client.correlation is (not args)
+        assert isinstance(conn, ProviderConnection) and conn.client.correlation is (not args)
         listed = {p["id"]: p for p in host.providers_list()}
     assert fan.reports["sdk"].status is LegStatus.OK
     assert [f.id for pid, f in fan.accepted if pid == "sdk"] == [

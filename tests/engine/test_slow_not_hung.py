@@ -19,9 +19,11 @@ from typing import Any
 import anyio
 import pytest
 from structlog.testing import capture_logs
+from structlog.typing import EventDict
 
 from hostd.engine import Host, LegStatus, PoolSettings, ProviderSpec, Reranker, RestartPolicy
-from tests.engine._helpers import healthy, query
+from hostd.transport import ProviderConnection
+from tests.engine._helpers import healthy, local, query
 from tests.fixtures.gate import Gate
 from tests.fixtures.procs import ROOT, marked_env, python
 
@@ -38,7 +40,7 @@ class Events:
         self.seen: list[dict[str, Any]] = []
         self._changed = anyio.Event()
 
-    def __call__(self, _logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, _logger: Any, _name: str, event: EventDict) -> EventDict:
         self.seen.append(dict(event))
         self._changed.set()
         self._changed = anyio.Event()
@@ -126,7 +128,7 @@ async def test_a_provider_whose_late_replies_still_come_is_not_restarted() -> No
             gate.close()
             spec = healthy("slow", "--hold-port", str(gate.port), timeout_ms=200)
             async with Host([spec], start="boot", restart_policy=policy) as host:
-                pid = host.connection("slow").child.pid  # type: ignore[union-attr]
+                pid = local(host.connection("slow")).child.pid
                 for turn in range(1, TURNS + 1):
                     fan = await host.query_all(query(), 500)
                     assert fan.reports["slow"].status is LegStatus.TIMEOUT
@@ -137,5 +139,5 @@ async def test_a_provider_whose_late_replies_still_come_is_not_restarted() -> No
                 conn = host.connection("slow")
                 health = host.health("slow")
     assert seen.count("provider.hung.restart") == 0
-    assert conn is not None and conn.child.pid == pid  # type: ignore[union-attr]
+    assert isinstance(conn, ProviderConnection) and conn.child.pid == pid
     assert (health.starts, health.timeouts, health.late_replies) == (1, TURNS, TURNS - 1)

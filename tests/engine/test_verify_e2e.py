@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,7 @@ def files(tmp_path: Path) -> Path:
     return root
 
 
-def _states(result: StageResult) -> dict[str, dict[str, Any]]:
+def _states(result: StageResult) -> dict[str, Mapping[str, Any]]:
     return {f"{fid.provider_id}/{fid.frame_id}": st for fid, st in result.verification.items()}
 
 

@@ -38,7 +38,7 @@ D_B = sha256_digest(b"b")
 
 # Few distinct texts too, so the same content and digest come back (InlineMemo).
 _text = st.sampled_from(["a", "b", "", "caf\u00e9\r\n"]) | st.text(
-    st.characters(blacklist_categories=("Cs",)), max_size=40
+    st.characters(exclude_categories=["Cs"]), max_size=40
 )
 
 

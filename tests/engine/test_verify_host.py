@@ -212,9 +212,9 @@ async def test_consent_is_decided_once_per_provider_for_its_query_and_its_verify
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import hostd.engine._gate as gate_module
+    from hostd.engine.consent import required_scopes as required
 
     asked: list[str] = []
-    required = gate_module.required_scopes
 
     def counting(info: Any) -> list[str]:
         asked.append(info.name)  # every consent decision reads the provider's scopes

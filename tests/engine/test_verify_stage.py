@@ -410,13 +410,14 @@ def test_every_frame_id_ends_in_exactly_one_place(
         await _turn(stage, [(p, _frame(f"f{i}", f"v{i}")) for p, i in held], Verifier())
         verifier = Verifier({f"f{i}": s for i, s in answers.items() if s is not None})
         verifier.omit = {f"f{i}" for i, s in answers.items() if s is None}
+        lie: dict[str, Any] = {"content_digest": sha256_digest(b"lie")}
         frames = [
             (
                 p,
                 _frame(
                     f"f{i}",
                     f"v{i}" if same else f"w{i}",
-                    **({} if honest else {"content_digest": sha256_digest(b"lie")}),
+                    **({} if honest else lie),
                 ),
             )
             for p, i, same, honest in fresh

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from hostd.engine import Host, LegStatus, ProviderSpec
-from hostd.engine._run import failure_of
+from hostd.engine._outcome import failure_of
 from hostd.transport import provider_error
-from tests.engine._helpers import query
+from tests.engine._helpers import child_pid, query
 from tests.fixtures.procs import ROOT, leftovers, marked_env, python
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +43,7 @@ async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_pr
             fan = await host.query_all(query(), 500, timeout_ms=300)
             first = fan.reports["w"]
             await host.pool.ensure(slot)  # handshaken (it answers that at once)
-            pid = slot.conn.child.pid if slot.conn else None
+            pid = child_pid(slot.conn)
             assert host.providers_list()[0]["state"] == "warming"
             # The next bounded ask comes once the host has heard a build step (an event).
             building = anyio.Event()
@@ -57,7 +57,7 @@ async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_pr
             gate.touch()
             # No timeout named: the leg waits for readiness (its start deadline), then asks.
             ready = await host.query_all(query(), 500, on_progress=lambda p, n: notes.append(n))
-            served_by = slot.conn.child.pid if slot.conn else None
+            served_by = child_pid(slot.conn)
             health = host.health("w")
     assert first.status is LegStatus.WARMING, first
     assert first.error_code in ("starting", "warming")

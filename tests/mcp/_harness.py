@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from mcp import StdioServerParameters
 
@@ -14,7 +15,7 @@ __all__ = ["ROOT", "hostd_mcp", "write_config"]
 
 
 def write_config(
-    workdir: Path, marker: str, providers: dict[str, dict[str, object]], extra: str = ""
+    workdir: Path, marker: str, providers: dict[str, dict[str, Any]], extra: str = ""
 ) -> Path:
     """A config of healthy fixture providers (``--name <id>-<marker>``) plus ``extra``."""
     lines = [

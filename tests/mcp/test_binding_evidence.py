@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 from hostd.config import McpSettings
+from hostd.mcp import McpBindingClient
 from hostd.protocol import ContextQuery, address_line_range, sha256_digest
 from hostd.transport import ProviderConnection
 from tests.server.conftest import ROOT
@@ -156,6 +157,7 @@ async def test_the_read_cache_stays_bounded_while_the_listing_keeps_growing(mark
             options=options.model_dump(),  # the binding registry's mcp row builds it
         )
         try:
+            assert isinstance(conn.client, McpBindingClient)
             cache = conn.client.cache
             for _ in range(10):  # 4 resources never named before, each time
                 with anyio.fail_after(120):

@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from hostd.mcp._build import Builder, Source
-from hostd.mcp._frames import Document, Piece
+from hostd.mcp._frames import Cut, Document
 from hostd.protocol import ContextQuery
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +27,7 @@ async def test_the_work_is_done_off_the_loop_and_each_source_kept_once_cut() -> 
     kept: list[str] = []
     loop_ran = anyio.Event()
 
-    def keep(source: Source, pieces: list[Piece]) -> None:
+    def keep(source: Source, pieces: list[Cut]) -> None:
         assert pieces and source.key is not None
         kept.append(source.key)
 
@@ -46,7 +46,7 @@ async def test_a_cancelled_build_stops_at_the_next_source() -> None:
     kept: list[str] = []
     with anyio.CancelScope() as scope:
 
-        def keep(source: Source, pieces: list[Piece]) -> None:
+        def keep(source: Source, pieces: list[Cut]) -> None:
             kept.append(str(source.key))
             scope.cancel()  # the leg is let go as soon as the first source is cut
 

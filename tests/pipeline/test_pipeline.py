@@ -25,6 +25,7 @@ from hostd.pipeline import REASONS, Degraded, Pipeline, degradations, leg_degrad
 from hostd.protocol import ContextQuery, Violation
 from hostd.quality import Composition
 from hostd.server import ComposeParams
+from hostd.server._params import FloorParam
 from tests.compose._helpers import frame
 
 pytestmark = pytest.mark.anyio
@@ -111,7 +112,7 @@ def _pipeline(
 
 async def test_floors_that_cannot_fit_fail_before_any_provider_is_asked(tmp_path: Path) -> None:
     pipeline, engine = _pipeline(tmp_path)
-    params = ComposeParams(goal="g", budget=20, floors=[{"label": "f", "content": "x" * 400}])
+    params = ComposeParams(goal="g", budget=20, floors=[FloorParam(label="f", content="x" * 400)])
     with pytest.raises(FloorsExceedBudget):
         await pipeline.compose(params, "r-1")
     with pytest.raises(UnknownProvider):  # a policy naming no configured provider: refused
@@ -124,7 +125,7 @@ async def test_the_providers_share_what_the_floors_leave_and_one_value_is_record
 ) -> None:
     recorder = _Recorder()
     pipeline, engine = _pipeline(tmp_path, recorder=recorder)
-    floors = [{"label": "rules", "content": "be brief"}]
+    floors = [FloorParam(label="rules", content="be brief")]
     result = await pipeline.compose(ComposeParams(goal="g", budget=400, floors=floors), "r-1")
     (asked,) = engine.calls
     assert asked["budget"] < 400 and asked["overfetch"] == 1.5  # [host] overfetch
@@ -297,7 +298,7 @@ async def test_only_work_that_grows_with_the_candidates_is_handed_to_a_worker_th
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
     pipeline, _ = _pipeline(tmp_path)
-    floors = [{"label": "rules", "content": "be brief"}]
+    floors = [FloorParam(label="rules", content="be brief")]
     mmr = await pipeline.compose(ComposeParams(goal="g", strategy="mmr", floors=floors), "r-1")
     assert handed == ["compose_reply"]
     assert mmr["audit"]["floors"][0]["label"] == "rules"

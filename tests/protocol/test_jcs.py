@@ -61,7 +61,9 @@ def test_es_number_round_trips(x: float) -> None:
         ("fixtures/context-query.valid.json", ContextQuery),
     ],
 )
-def test_fixture_normalisation_and_digest(rel: str, model: type) -> None:
+def test_fixture_normalisation_and_digest(
+    rel: str, model: type[ContextFrame] | type[ContextQuery]
+) -> None:
     for case in load_json(rel)["cases"]:
         parsed = model.model_validate(case["source"])
         wire = parsed.to_wire()

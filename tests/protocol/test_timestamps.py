@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hostd.protocol import check_timestamp, parse_timestamp
-from hostd.protocol._rules import is_timestamp
+from hostd.protocol._time import is_timestamp
 
 # The check as first written: the regex, then ``datetime`` and ``Decimal``.
 _REFERENCE_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?Z")
@@ -21,7 +21,8 @@ def _reference(value: str) -> bool:
     if m is None:
         return False
     try:
-        datetime(*(int(m.group(i)) for i in range(1, 7)))
+        year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         return False
     Decimal("0" + m.group(7)) if m.group(7) else Decimal(0)

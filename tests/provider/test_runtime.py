@@ -37,6 +37,13 @@ def _req(method: str, params: Any = None, id: Any = None) -> bytes:
     return json.dumps(msg).encode() + b"\n"
 
 
+async def _ask(server: ProviderServer, line: bytes) -> Any:
+    """The decoded reply to a request line (a request always gets one)."""
+    raw = await server.handle_line(line)
+    assert raw is not None
+    return json.loads(raw)
+
+
 HANDSHAKE = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "t", "version": "0"}}
 QUERY = {"query": {"goal": "g", "max_frames": 5, "max_tokens": 1000}}
 
@@ -178,7 +185,7 @@ async def test_in_memory_server_answers_verify_and_ignores_blank_lines() -> None
     server = ProviderServer(HealthyProvider())
     assert await server.handle_line(b"   \n") is None
     frames = [{"provider_id": "healthy", "frame_id": "healthy:0"}]
-    reply = json.loads(await server.handle_line(_req("context/verify", {"frames": frames}, 1)))
+    reply = await _ask(server, _req("context/verify", {"frames": frames}, 1))
     assert reply["result"]["verdicts"][0]["status"] == "valid"
     assert await server.handle_line(_req("context/shutdown")) is None
     assert server.shutdown_requested.is_set()
@@ -225,7 +232,7 @@ class _Unencodable(HealthyProvider):
 async def test_a_reply_that_cannot_be_encoded_becomes_an_internal_error() -> None:
     server = ProviderServer(_Unencodable())
     line = _req("context/query", QUERY, 7)
-    reply = json.loads(await server.handle_line(line))
+    reply = await _ask(server, line)
     assert reply["id"] == 7 and reply["error"]["data"]["cgp_code"] == "internal"
 
 

@@ -37,6 +37,13 @@ def _req(method: str, params: dict[str, Any], id_: int) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params}).encode()
 
 
+async def _ask(server: ProviderServer, line: bytes) -> Any:
+    """The decoded reply to a request line (a request always gets one)."""
+    raw = await server.handle_line(line)
+    assert raw is not None
+    return json.loads(raw)
+
+
 _HANDSHAKE = {"protocol_version": PROTOCOL_VERSION, "host": {"name": "t", "version": "0"}}
 _QUERY = {"query": {"goal": "g", "max_frames": 2, "max_tokens": 100}}
 
@@ -56,20 +63,20 @@ async def test_a_warming_provider_handshakes_at_once_refuses_queries_and_then_se
 
     thread = server.start_warming(notify)
     assert thread is not None
-    ack = json.loads(await server.handle_line(_req("context/handshake", _HANDSHAKE, 1)))
+    ack = await _ask(server, _req("context/handshake", _HANDSHAKE, 1))
     assert ack["result"]["ready"] is False
-    refused = json.loads(await server.handle_line(_req("context/query", _QUERY, 2)))
+    refused = await _ask(server, _req("context/query", _QUERY, 2))
     error = refused["error"]
     assert error["data"]["cgp_code"] == "unavailable" and error["data"]["warming"] is True
     assert error["data"]["progress"]["phase"] in ("start", "build")
     provider.open.set()
     with anyio.fail_after(30):  # a hang guard
         await ended.wait()
-    served = json.loads(await server.handle_line(_req("context/query", _QUERY, 3)))
+    served = await _ask(server, _req("context/query", _QUERY, 3))
     assert [f["id"] for f in served["result"]["frames"]] == ["g"]
     assert {n["method"] for n in notes} == {"context/progress"}
     assert notes[-1]["params"]["state"] == "ready"
-    again = json.loads(await server.handle_line(_req("context/handshake", _HANDSHAKE, 4)))
+    again = await _ask(server, _req("context/handshake", _HANDSHAKE, 4))
     assert "ready" not in again["result"]
 
 
@@ -88,7 +95,7 @@ async def test_a_failed_warm_up_is_named_on_every_query_and_is_no_longer_warming
     provider.open.set()
     with anyio.fail_after(30):  # a hang guard
         await ended.wait()
-    reply = json.loads(await server.handle_line(_req("context/query", _QUERY, 1)))
+    reply = await _ask(server, _req("context/query", _QUERY, 1))
     assert reply["error"]["data"]["cgp_code"] == "unavailable"
     assert "warming" not in reply["error"]["data"]
     assert "no index today" in reply["error"]["message"]

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -33,7 +34,7 @@ def _pieces(text: str) -> int:
 
 @pytest.mark.parametrize("limit", [None, MODEL_WINDOW], ids=["default", "window"])
 def test_every_chunk_of_this_repository_fits_its_piece_budget(limit: int | None) -> None:
-    extra = {} if limit is None else {"chunk_tokens": limit}
+    extra: dict[str, Any] = {} if limit is None else {"chunk_tokens": limit}
     opts = CorpusOptions(root=REPO, include=("/docs/", "/hostd/", "/providers/"), **extra)
     corpus = Corpus(opts)
     corpus.refresh()

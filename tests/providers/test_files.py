@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.protocol import (
+    ContextFrame,
     ContextQuery,
     FrameIdentity,
     address_line_range,
@@ -54,10 +55,15 @@ def _index(root: Path, **kw: Any) -> FileIndex:
     return ix
 
 
+def _label(f: ContextFrame) -> str:
+    assert f.citation_label is not None  # the files provider labels every frame
+    return f.citation_label
+
+
 def test_frame_ranges_and_digests_match_the_bytes_on_disk(tmp_path: Path) -> None:
     ix = _index(_tree(tmp_path))
     frames = ix.answer(_q("retry loop attempts crlf zebra wombat installer")).frames
-    assert {f.citation_label.split(" ")[0] for f in frames} >= {
+    assert {_label(f).split(" ")[0] for f in frames} >= {
         "src/net.py",
         "src/win.py",
         "docs/guide.md",
@@ -65,6 +71,7 @@ def test_frame_ranges_and_digests_match_the_bytes_on_disk(tmp_path: Path) -> Non
     for f in frames:
         assert check_frame(f) == []
         (prov,) = f.provenance
+        assert f.uri is not None and prov.range is not None
         assert prov.type == "file" and prov.uri == f.uri and f.uri.startswith("file://")
         data = Path(f.uri.removeprefix("file://")).read_bytes()
         addressed = address_line_range(data, prov.range)
@@ -72,7 +79,7 @@ def test_frame_ranges_and_digests_match_the_bytes_on_disk(tmp_path: Path) -> Non
         assert prov.digest == sha256_digest(addressed) == f.content_digest
         assert f.token_cost == canonical_token_cost(f.content)
         assert 0.0 <= f.score <= 1.0
-        assert f.citation_label.endswith(prov.range)
+        assert _label(f).endswith(prov.range)
 
 
 def test_code_is_snippet_and_markdown_is_doc_cut_at_headings(tmp_path: Path) -> None:
@@ -107,7 +114,7 @@ def test_query_honours_max_frames_max_tokens_and_kinds(tmp_path: Path) -> None:
 def test_scores_are_ordered_best_first(tmp_path: Path) -> None:
     ix = _index(_tree(tmp_path))
     frames = ix.answer(_q("retry loop")).frames
-    assert frames[0].citation_label.startswith("src/net.py")
+    assert _label(frames[0]).startswith("src/net.py")
     scores = [f.score for f in frames]
     assert scores == sorted(scores, reverse=True)
 

@@ -15,6 +15,7 @@ import pytest
 from hostd.engine import Host, LegStatus, ProviderSpec
 from hostd.protocol import ContextQuery
 from providers.semantic import semantic_unavailable
+from tests.engine._helpers import child_pid
 
 from ._stdio import REPO, child_env
 
@@ -68,10 +69,10 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
                 if slot.state.value == "warming":
                     with anyio.move_on_after(30):  # the model loads without notes
                         await heard.wait()
-            pid = slot.conn.child.pid if slot.conn else None
+            pid = child_pid(slot.conn)
             # Ready: a request naming no timeout is served by the same process.
             served = await host.query_all(query, 400)
-            served_by = slot.conn.child.pid if slot.conn else None
+            served_by = child_pid(slot.conn)
             health = host.health("semantic")
     assert LegStatus.WARMING in statuses
     # Every bounded ask while it warmed said so (a busy machine may still miss 300 ms

@@ -57,7 +57,8 @@ def test_demo_config_names_the_three_providers() -> None:
     config = load_config(REPO / "config" / "demo.toml")
     assert [p.id for p in config.provider] == ["files", "memory", "semantic"]
     for p in config.provider:
-        assert p.cwd == REPO and p.command[1:3] == ["-m", f"providers.{p.id}"]
+        assert p.cwd == REPO and p.command is not None
+        assert p.command[1:3] == ["-m", f"providers.{p.id}"]
 
 
 @pytest.mark.parametrize(

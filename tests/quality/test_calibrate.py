@@ -38,6 +38,13 @@ from tests.fixtures.cli import run_hostd
 from .test_shadow import BUDGET, ROOT, _config, _frames, _record
 
 
+def _bound(path: Path) -> Calibrated:
+    """``calibrated`` bound to the file at ``path`` (bind_calibration keeps its kind)."""
+    bound = bind_calibration(Calibrated(), path)
+    assert isinstance(bound, Calibrated)
+    return bound
+
+
 def _brute_isotonic(points: list[tuple[float, float]]) -> list[float]:
     """The fit at each distinct x by the min-max formula (exact, slow)."""
     xs = sorted({x for x, _ in points})
@@ -182,9 +189,9 @@ def test_without_feedback_calibrated_is_round_robin_and_says_so(tmp_path: Path) 
         audit = compose_for_prompt(frames, BUDGET, strategy=policy).audit.policy
         assert audit["strategy"] == "calibrated"
         assert audit["strategy_params"]["calibrated"]["fallback"] == "round_robin"
-    missing = bind_calibration(Calibrated(), tmp_path / "missing.json").to_wire()
+    missing = _bound(tmp_path / "missing.json").to_wire()
     assert "missing.json" in missing["calibrated"]["reason"]
-    fitted_empty = bind_calibration(Calibrated(), empty).to_wire()["calibrated"]
+    fitted_empty = _bound(empty).to_wire()["calibrated"]
     assert "without feedback" in fitted_empty["reason"] and fitted_empty["file"] == str(empty)
 
 

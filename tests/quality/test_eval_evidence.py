@@ -195,6 +195,7 @@ def test_each_row_reports_tokens_per_recalled_question_and_median_frames() -> No
         for s in sets.values()
     ]
     assert oracle.tokens_per_hit == pytest.approx(sum(cut) / 2)
+    assert oracle.tokens_per_hit is not None and score.tokens_per_hit is not None
     assert oracle.tokens_per_hit < score.tokens_per_hit
 
     wire = {r["policy"]: r for r in to_json([], outcomes)["table"]}
@@ -228,6 +229,7 @@ def test_gold_in_lines_a_merge_cap_cut_from_the_block_is_not_recalled() -> None:
     second = ("dense", _frame("notes.md", 4, lines[3:9], 0.9))
     pairs = [first, second]
     verification = {FrameId.of(p, f): dict(VERIFIED) for p, f in pairs}
+    assert first[1].uri is not None
     verified = Verified(verification, {first[1].uri: "".join(lines).encode()}, 1.0)
     asked = Asked("q", "lexical", 200, pairs, False, [], lambda _, f: holds_gold(f, gold))
     asked = dataclasses.replace(asked, verified=verified)

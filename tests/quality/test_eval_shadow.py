@@ -19,6 +19,7 @@ from hostd.quality import (
     TRAFFIC,
     Composition,
     Feedback,
+    Gold,
     Policy,
     Question,
     Recorded,
@@ -105,7 +106,7 @@ def test_eval_from_shadow_equals_the_jsonl_path_on_the_same_data() -> None:
             question=r.goal or "",
             style="lexical",
             gold=[
-                {"file": f"{p}/{i.split(':')[1]}.md", "phrase": f"marker-{p}-{i.split(':')[1]}"}
+                Gold(file=f"{p}/{i.split(':')[1]}.md", phrase=f"marker-{p}-{i.split(':')[1]}")
                 for p, i, _ in (r.feedback.used if r.feedback else ())
             ],
         )

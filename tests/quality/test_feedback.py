@@ -33,6 +33,7 @@ from hostd.quality import (
     resolve_used,
     used_summary,
 )
+from hostd.quality._store import Writable
 from tests.fixtures.cli import run_hostd
 
 from .test_shadow import BUDGET, ROOT, _frames, _record
@@ -108,7 +109,7 @@ class _GatedStore(ShadowStore):
 
     def write_many(
         self,
-        records: Sequence[Recorded],
+        records: Sequence[Writable],
         feedback: Sequence[Feedback] = (),
         *,
         durable: bool = False,

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -34,6 +35,7 @@ from hostd.quality import (
     render_replay,
     replay,
 )
+from hostd.quality._store import Writable
 from tests.compose._helpers import frame_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,13 +124,9 @@ def test_the_store_keeps_the_newest_requests_within_its_bounds(tmp_path: Path) -
 
     aging = ShadowStore(tmp_path / "aging.db", retention_days=1)
     old = _record("old")
-    aging.write(Recorded(**{**_asdict(old), "recorded_at": old.recorded_at - 2 * 86400}))
+    aging.write(replace(old, recorded_at=old.recorded_at - 2 * 86400))
     aging.write(_record("new"))
     assert [r.request_id for r in aging.load()] == ["new"]
-
-
-def _asdict(record: Recorded) -> dict[str, object]:
-    return {f: getattr(record, f) for f in Recorded.__dataclass_fields__}
 
 
 def test_the_recorder_samples_and_never_fails_a_request(tmp_path: Path) -> None:
@@ -245,9 +243,7 @@ def _reference_kept(
 
 
 def _sized(base: Recorded, i: int, extra: int, at: float) -> Recorded:
-    return Recorded(
-        **{**_asdict(base), "request_id": f"r-{i}", "goal": "g" * extra, "recorded_at": at}
-    )
+    return replace(base, request_id=f"r-{i}", goal="g" * extra, recorded_at=at)
 
 
 @settings(max_examples=25, deadline=None)
@@ -354,7 +350,7 @@ class _HeldStore(ShadowStore):
 
     def write_many(
         self,
-        records: Sequence[Recorded],
+        records: Sequence[Writable],
         feedback: Sequence[Feedback] = (),
         *,
         durable: bool = False,

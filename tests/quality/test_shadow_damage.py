@@ -62,6 +62,13 @@ _NEAR = st.fixed_dictionaries(
 )
 
 
+def _bound(path: Path) -> Calibrated:
+    """``calibrated`` bound to the file at ``path`` (bind_calibration keeps its kind)."""
+    bound = bind_calibration(Calibrated(), path)
+    assert isinstance(bound, Calibrated)
+    return bound
+
+
 def _valid_file() -> bytes:
     return orjson.dumps(
         {
@@ -109,7 +116,7 @@ def test_the_two_shapes_that_failed_compositions_fall_back_with_the_reason(
 ) -> None:
     path = tmp_path / "calibration.json"
     path.write_bytes(orjson.dumps({"format": FORMAT, "version": "v", "providers": providers}))
-    params = bind_calibration(Calibrated(), path).to_wire()["calibrated"]
+    params = _bound(path).to_wire()["calibrated"]
     assert params["fallback"] == "round_robin"
     assert params["reason"].startswith(f"{path}: not a readable calibration: {problem}")
 
@@ -245,6 +252,6 @@ def test_a_provider_key_the_file_chose_is_not_quoted_in_the_reason(tmp_path: Pat
     path = tmp_path / "calibration.json"
     key = "\nsecret-provider-key"
     path.write_bytes(orjson.dumps({"format": FORMAT, "version": "v", "providers": {key: []}}))
-    reason = bind_calibration(Calibrated(), path).to_wire()["calibrated"]["reason"]
+    reason = _bound(path).to_wire()["calibrated"]["reason"]
     assert "secret-provider-key" not in reason and "\n" not in reason
     assert reason.startswith(f"{path}: not a readable calibration: providers.<key>: ")

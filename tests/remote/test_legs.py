@@ -164,7 +164,7 @@ async def test_a_failed_remote_is_handshaken_again_after_its_backoff(tmp_path: P
     inner = provider_app()
     fail = {"next": False}
 
-    async def flaky(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+    async def flaky(scope, receive, send) -> None:
         if fail["next"]:
             fail["next"] = False
             await send({"type": "http.response.start", "status": 503, "headers": []})
@@ -208,7 +208,7 @@ async def test_providers_list_shows_the_url_and_a_redacted_credential(tmp_path: 
 class _Overflowing(HealthyProvider):
     """Answers more frames than asked (B4): the leg audit quarantines the reply."""
 
-    async def query(self, query):  # type: ignore[no-untyped-def]
+    async def query(self, query):
         wide = query.model_copy(update={"max_frames": 50})
         return await super().query(wide)
 

@@ -250,7 +250,7 @@ async def test_mutual_tls_sends_the_configured_client_certificate(
     clients.cert_pem.write_to_path(str(client_ca))
     me.cert_chain_pems[0].write_to_path(str(cert))
     me.private_key_pem.write_to_path(str(key))
-    extra = {"client_cert": cert, "client_key": key} if with_client_cert else {}
+    extra: dict[str, Any] = {"client_cert": cert, "client_key": key} if with_client_cert else {}
     async with serving(provider_app(), tls, client_ca=client_ca) as (url, rec):
         report, _ = await _leg(tmp_path, remote_spec(url, tls, **extra))
     if with_client_cert:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,7 @@ class DaemonProc:
                 await self._logged.wait()
         return found[0]
 
-    def signal(self, signum: int = signal.SIGTERM) -> None:
+    def signal(self, signum: signal.Signals = signal.SIGTERM) -> None:
         assert self.process is not None
         self.process.send_signal(signum)
 
@@ -177,7 +177,7 @@ def write_config(
 
 
 @pytest.fixture
-def workdir() -> AsyncIterator[Path]:
+def workdir() -> Iterator[Path]:
     # Short and private: AF_UNIX paths are limited to ~108 bytes.
     path = Path(tempfile.mkdtemp(prefix="hd-"))
     yield path

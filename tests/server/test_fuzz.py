@@ -411,14 +411,14 @@ async def test_ten_thousand_generated_lines_each_get_the_answer_they_deserve(
             chunk = lines[start : start + CHUNK]
             await process.stdin.send(b"".join(line + b"\n" for line, _ in chunk))
             expects = [e for _, e in chunk if e is not None]
-            replies = []
+            replies: list[Any] = []
             with anyio.fail_after(60):
                 while len(replies) < len(expects):
                     replies.append(await wire.reply())
             _resolve(replies, expects, f"lines {start}..{start + len(chunk)}")
             assert process.returncode is None, "the daemon died"
         # A normal compose still succeeds after all of it.
-        final = {"jsonrpc": "2.0", "id": "final", "method": "context/compose"}
+        final: dict[str, object] = {"jsonrpc": "2.0", "id": "final", "method": "context/compose"}
         final["params"] = {"goal": "after the fuzz", "budget": 300}
         await process.stdin.send(_dump(final) + b"\n")
         with anyio.fail_after(60):

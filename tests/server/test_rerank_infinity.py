@@ -97,7 +97,7 @@ async def test_an_infinity_server_orders_the_composition_and_its_absence_degrade
         env=_env(),
     )
     assert built.returncode == 0
-    cmd = [
+    cmd: list[str | Path] = [
         venv / "bin" / "infinity_emb",
         "v2",
         "--model-id",

@@ -121,7 +121,7 @@ async def test_domain_failures_are_errors_with_a_reason(start_daemon) -> None:
             await client.compose("x", providers=["nope"])
         assert unknown.value.remote_reason == "unknown_provider"
         with pytest.raises(RpcError) as bad:
-            await client.compose("x", budget="lots")
+            await client.compose("x", budget="lots")  # type: ignore[arg-type]  # on purpose
         assert bad.value.rpc_code == -32602 and "budget" in bad.value.message
         with pytest.raises(RpcError) as typo:
             await client.call("context/compose", {"goal": "x", "budgte": 5})

@@ -43,6 +43,7 @@ async def test_compose_over_stdio_survives_stray_prints(workdir, marker) -> None
         assert len(result.citations) == 6
         assert {p.status for p in result.providers} == {"ok"}
         process = client.process
+        assert process is not None
     log.close()
     assert process.returncode == 0
     assert b"STRAY OUTPUT FROM A LIBRARY" in (workdir / "stderr.log").read_bytes()
@@ -55,6 +56,7 @@ async def test_sigterm_stops_a_stdio_daemon_cleanly(workdir, marker) -> None:
     command = [sys.executable, "-m", "hostd", "--config", str(config), "serve", "--stdio"]
     async with spawn(command=command, stderr=subprocess.DEVNULL, cwd=ROOT) as client:
         await client.compose("start the provider", budget=100)
+        assert client.process is not None
         client.process.send_signal(signal.SIGTERM)
         with anyio.fail_after(30):
             code = await client.process.wait()
@@ -115,6 +117,7 @@ async def stdio_pipes(config: Path) -> AsyncIterator[_Pipes]:
     )
     async with process:
         yield _Pipes(process)
+        assert process.stdin is not None
         await process.stdin.aclose()
         with anyio.fail_after(30):
             assert await process.wait() == 0
@@ -173,6 +176,7 @@ async def test_past_the_grace_period_in_flight_requests_are_answered_shutting_do
                     pass
             assert (await client.shutdown())["stopping"] is True
         process = client.process
+        assert process is not None
     with anyio.fail_after(30):
         assert await process.wait() == 0
     assert [(f.rpc_code, f.remote_reason) for f in failures] == [(-32006, "shutting_down")]

@@ -28,6 +28,16 @@ def peer_of(client: Any) -> ScriptedPeer:
     return _PEERS[client]
 
 
+def holding(held: list[dict[str, Any]]) -> Callable[[dict[str, Any]], list[bytes]]:
+    """A ``respond`` that keeps every request in ``held`` and answers none."""
+
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        held.append(msg)
+        return []
+
+    return respond
+
+
 class ScriptedPeer:
     """Answers each request line the client sends with ``respond(msg) -> list[bytes]``."""
 

@@ -25,4 +25,5 @@ async def main(mode: str, pidfile: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:3], backend="asyncio")
+    mode, pidfile = sys.argv[1:3]
+    anyio.run(main, mode, pidfile, backend="asyncio")

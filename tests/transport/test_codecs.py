@@ -169,6 +169,7 @@ def test_jsonrpc_reads_what_the_provider_runtime_writes() -> None:
     bad = codec.query({"goal": 5})
     refused = codec.read(_answer(server, bad.line))
     assert isinstance(refused, Refusal) and refused.key == bad.key
+    assert isinstance(refused.error, ProviderError)
     assert refused.error.cgp_code is CgpErrorCode.BAD_REQUEST
 
 

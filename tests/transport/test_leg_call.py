@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hostd.errors import ProtocolFault
 from hostd.protocol import ContextQuery, ContextQueryResult
 from hostd.transport import JsonRpcClient, StartedCall
-from tests.transport._memory import _PEERS, ScriptedPeer
+from tests.transport._memory import _PEERS, ScriptedPeer, holding
 from tests.transport.test_bindings import frames_result, line, run_client
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +29,7 @@ QUERY = ContextQuery(goal="g", max_frames=5, max_tokens=100)
 
 def _held() -> tuple[JsonRpcClient, ScriptedPeer, list[dict[str, Any]]]:
     held: list[dict[str, Any]] = []
-    peer = ScriptedPeer(lambda msg: held.append(msg) or [])
+    peer = ScriptedPeer(holding(held))
     return peer.client(JsonRpcClient, nowait=True), peer, held
 
 

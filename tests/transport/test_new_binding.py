@@ -214,7 +214,8 @@ def _serve() -> None:
             return ack
         if op == "query":
             q = ContextQuery.model_validate(body)
-            out, spent = [], 0
+            out: list[dict[str, Any]] = []
+            spent = 0
             for f in frames if not q.kinds or "doc" in q.kinds else []:
                 if len(out) == q.max_frames or spent + f.token_cost > q.max_tokens:
                     break

@@ -14,6 +14,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from hostd._reaper import descendants
+from hostd._reaper import supported as reaper_supported
 from hostd._teardown import wait_exited
 from hostd.errors import ProviderCrashed
 from hostd.protocol import ContextQuery
@@ -49,7 +50,7 @@ def reaper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
     if request.param == "no_reaper":
         monkeypatch.setattr(_shim, "reaper_supported", lambda: False)
         return False
-    if not _shim.reaper_supported():
+    if not reaper_supported():
         pytest.skip("the reaper shim needs Linux /proc and prctl")
     return True
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hostd._reaper import supported as reaper_supported
 from hostd.errors import ProviderCrashed
 from hostd.transport import ProviderConnection
 from hostd.transport.process import _process, _shim
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.anyio
 def reaper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     if request.param == "no_reaper":
         monkeypatch.setattr(_shim, "reaper_supported", lambda: False)
-    elif not _shim.reaper_supported():
+    elif not reaper_supported():
         pytest.skip("the reaper shim needs Linux /proc and prctl")
     return request.param == "reaper"
 
@@ -59,7 +60,7 @@ async def test_a_start_that_cannot_happen_names_the_provider_command_and_os_erro
 async def test_a_write_to_a_provider_that_never_started_names_why(tmp_path: Path) -> None:
     # The host may write its handshake before it reads the end of the output: the
     # write's broken pipe must give the exec's error too, not "closed its input".
-    if not _shim.reaper_supported():
+    if not reaper_supported():
         pytest.skip("the exec status pipe is the shim's")
     command, _cwd, why = _unstartable(tmp_path)["exec format"]
     child = await _process.ChildProcess.spawn("p1", command, env=marked_env())

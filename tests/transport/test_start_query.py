@@ -11,7 +11,7 @@ import pytest
 from hostd.errors import ProtocolFault
 from hostd.protocol import ContextQuery, ContextQueryResult, HostInfo
 from hostd.transport import CgpClient, JsonRpcClient
-from tests.transport._memory import ScriptedPeer
+from tests.transport._memory import ScriptedPeer, holding
 from tests.transport.test_bindings import cgp_peer, frames_result, line, run_client
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +69,7 @@ async def test_without_an_immediate_write_nothing_is_sent_or_registered() -> Non
 
 async def test_a_caller_that_gives_up_abandons_its_id_and_the_late_reply_is_dropped() -> None:
     held: list[dict[str, Any]] = []
-    client, peer = _jsonrpc(lambda msg: held.append(msg) or [])
+    client, peer = _jsonrpc(holding(held))
     started = client.start_query(QUERY)
     assert started is not None
 
@@ -120,7 +120,7 @@ async def test_an_exchange_past_its_deadline_times_out_and_its_late_reply_is_cou
     (as ``start_query``'s): ``TimeoutError`` then, the id abandoned, so the reply that
     comes later is dropped quietly and counted, and the stream stays usable."""
     held: list[dict[str, Any]] = []
-    client, peer = _jsonrpc(lambda msg: held.append(msg) or [])
+    client, peer = _jsonrpc(holding(held))
 
     async def body() -> Any:
         request = client.codec.request("rerank", {"query": "q"})
