@@ -5,7 +5,7 @@ Two replies like the bundled providers' (``files``: snippets with a ``file``
 provenance and digests; ``memory``: facts with a validity start), each a JSON-RPC line,
 each read as the daemon reads it (``JsonRpcCodec.read``, ``query_result``) and audited
 (``audit_leg``). ``accept``: as the daemon does (the whole reply validated against the
-accept-only schema, ``accept_frames``); ``exact``: with that schema refused, every frame
+accept-only schema, ``accept_reply``); ``exact``: with that schema refused, every frame
 parsed and checked on its own (``check_frame``), as before it. Both audits must be
 equal (``same_audit``). Taking turns (ABBA), median thread-CPU microseconds per reply.
 
@@ -76,7 +76,7 @@ def _read_and_audit(line: bytes, query: ContextQuery) -> LegAudit:
 
 
 def _exact(line: bytes, query: ContextQuery) -> LegAudit:
-    with mock.patch.object(_leg_audit, "accept_frames", lambda _data, _memo=None: None):
+    with mock.patch.object(_leg_audit, "accept_reply", lambda *_args: None):
         return _read_and_audit(line, query)
 
 
