@@ -9,18 +9,12 @@ prompt's count in the tokenizer's tokens included), not on the caller's event lo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from hostd.protocol import LineIndex
-
 from ._candidates import FramePair
-from ._compose import Excluded, Verification, compose_for_prompt
-from ._floors import AdmittedFloors, FloorInput
-from ._meter import Meter, TokenCounter
+from ._compose import compose_for_prompt
 from ._result import ComposedPrompt
-from ._spans import DEFAULT_MERGE_MAX_RATIO
-from .ranking import Strategy
 
 __all__ = ["compose_reply"]
 
@@ -31,36 +25,11 @@ def compose_reply(
     *,
     include_content: bool = False,
     then: dict[str, Any] | None = None,
-    strategy: Strategy | str | Mapping[str, Any] | None = None,
-    placement: str = "edges",
-    floors: AdmittedFloors | Iterable[FloorInput] = (),
-    caps: Mapping[str, float] | None = None,
-    excluded: Iterable[Excluded] = (),
-    verification: Verification | None = None,
-    overfetch: float | None = None,
-    asked: Mapping[str, int] | None = None,
-    sources: Mapping[str, bytes | LineIndex] | None = None,
-    merge_max_ratio: float = DEFAULT_MERGE_MAX_RATIO,
-    tokenizer: TokenCounter | Meter | None = None,
+    **options: Any,
 ) -> tuple[ComposedPrompt, dict[str, Any]]:
-    """``compose_for_prompt`` (the same arguments after ``include_content`` and
-    ``then``) and its wire form, ``ComposedPrompt.to_wire(include_content=...,
-    then=...)``: ``then``'s members after ``audit``, in their order, taken as they are;
-    a ``usage`` among them gets the prompt's size. Pure. (Each argument is passed on by
-    name, not through ``**kwargs``: no dict built per composition.)"""
-    composed = compose_for_prompt(
-        frames,
-        budget,
-        strategy=strategy,
-        placement=placement,
-        floors=floors,
-        caps=caps,
-        excluded=excluded,
-        verification=verification,
-        overfetch=overfetch,
-        asked=asked,
-        sources=sources,
-        merge_max_ratio=merge_max_ratio,
-        tokenizer=tokenizer,
-    )
+    """``compose_for_prompt(frames, budget, **options)`` and its wire form
+    (``ComposedPrompt.to_wire(include_content=..., then=...)``: ``then``'s members
+    after ``audit``, in their order, taken as they are; a ``usage`` among them gets the
+    prompt's size). Pure."""
+    composed = compose_for_prompt(frames, budget, **options)
     return composed, composed.to_wire(include_content=include_content, then=then)

@@ -3,7 +3,6 @@ and then writing the wire form with the caller's members after the audit."""
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from hypothesis import given, settings
@@ -34,12 +33,3 @@ def test_the_reply_is_the_composition_written_with_the_callers_members(
     assert list(reply)[-3:] == ["recorded", "providers", "usage"]
     assert reply["usage"] is then["usage"]  # taken as it is, the prompt's size added
     assert then["usage"]["prompt"] == composed.prompt_usage()
-
-
-def test_it_takes_every_keyword_compose_for_prompt_takes_with_the_same_default() -> None:
-    # Passed on by name (no **kwargs dict per composition): a keyword added to
-    # compose_for_prompt and not here would be one the reply path cannot set.
-    mine = inspect.signature(compose_reply).parameters
-    theirs = inspect.signature(compose_for_prompt).parameters
-    assert [n for n in mine if n not in ("include_content", "then")] == list(theirs)
-    assert all(mine[n].default == theirs[n].default for n in theirs)
