@@ -15,12 +15,22 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from ._harness import hostd_mcp, write_config
 
 pytestmark = pytest.mark.anyio
+
+
+def _params(workdir: Path, marker: str, *args: str) -> tuple[Path, StdioServerParameters]:
+    """The daemons' socket, and ``hostd mcp --connect SOCKET ARGS`` from a folder of its
+    own (the daemons started below serve at that socket)."""
+    socket = workdir / "run" / "hostd.sock"
+    own = workdir / "mcp"
+    own.mkdir()
+    config = write_config(own, marker, {})
+    return socket, hostd_mcp(config, "--connect", str(socket), *args)
 
 
 def _text(result: Any) -> str:
@@ -32,11 +42,7 @@ def _text(result: Any) -> str:
 async def test_connect_follows_the_daemon_through_a_restart(
     start_daemon: Any, workdir: Path, marker: str
 ) -> None:
-    socket = workdir / "run" / "hostd.sock"
-    own = workdir / "mcp"
-    own.mkdir()
-    config = write_config(own, marker, {})  # the daemons below serve at ``socket``
-    params = hostd_mcp(config, "--connect", str(socket))
+    socket, params = _params(workdir, marker)
     with anyio.fail_after(180):
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
@@ -71,11 +77,7 @@ async def test_a_daemon_found_down_costs_one_wait_not_one_per_call(
     # The first call waits --wait for a daemon that may be starting; once that wait
     # found nobody, later calls try the socket once and fail at once, until a daemon
     # answers again; then a lost daemon is waited for again (it may be restarting).
-    socket = workdir / "run" / "hostd.sock"
-    own = workdir / "mcp"
-    own.mkdir()
-    config = write_config(own, marker, {})
-    params = hostd_mcp(config, "--connect", str(socket), "--wait", "1")
+    socket, params = _params(workdir, marker, "--wait", "1")
     with anyio.fail_after(180):
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
