@@ -91,7 +91,7 @@ def make_request(method: str, params: Any, id_: int | str) -> dict[str, Any]:
 def request_line(method: str, params: Any, id_: int | str) -> bytes:
     """A JSON-RPC request as the line a requester writes: ``make_request`` encoded by
     ``encode_line`` (strict: what a requester sends must be what it meant), in one call."""
-    return encode_line({"jsonrpc": "2.0", "method": method, "params": params, "id": id_})
+    return encode_line(make_request(method, params, id_))
 
 
 def make_notification(method: str, params: Any = None) -> dict[str, Any]:

@@ -133,11 +133,15 @@ class VerifyStage:
         own = self.trusted_roots.get(provider_id, ())
         return own if provider_id in self.remote else (*own, *self.host_roots)
 
+    def _reads_files(self) -> bool:
+        """Whether any provider has roots its ``file`` sources are re-read under."""
+        return bool(self.host_roots) or any(self.trusted_roots.values())
+
     def early(self, plan: VerifyPlan) -> EarlyChecks | None:
         """Where a turn keeps the checks it runs before every reply is in, or ``None``
         when no frame's check touches files (no roots): inline checks gain nothing
         from running early."""
-        if not self.host_roots and not any(self.trusted_roots.values()):
+        if not self._reads_files():
             return None
         asked = frozenset(h.fid for entry in plan.entries.values() for h in entry.ask)
         return EarlyChecks(asked)
@@ -175,16 +179,15 @@ class VerifyStage:
         with ``early``, only over the frames it has not checked, in the same pass."""
         if not items:
             return [], 0, {}
-        if not self.host_roots and not any(self.trusted_roots.values()):
+        if not self._reads_files():
             return [(self.inline.check(frame), None) for _, frame in items], 0, {}  # D4 only
         if early is None or not early.done:
             return await self._check_now(items, None)
-        done = early.done  # holds each frame it checked, so no live frame shares its id
-        hits = [done.get(id(frame)) for _, frame in items]
+        hits = [early.get(frame) for _, frame in items]
         rest = [pair for pair, hit in zip(items, hits, strict=True) if hit is None]
         more, _, more_sources = await self._check_now(rest, early.readers)
         fresh_checks = iter(more)
-        checks = [hit[1] if hit is not None else next(fresh_checks) for hit in hits]
+        checks = [hit if hit is not None else next(fresh_checks) for hit in hits]
         reads = sum(r.reads for r in early.readers.values())
         return checks, reads, {**early.sources, **more_sources}
 
