@@ -121,7 +121,8 @@ Receive = Callable[[], Awaitable[bytes]]
 def socket_receive(stream: Any, max_bytes: int = 1 << 16) -> Receive | None:
     """A Unix socket stream's read as plain socket calls, or ``None`` for any other
     stream (TCP, stdio): what the socket holds is read at once, and only a read that
-    would block waits for the socket to be readable (no event-loop turn first)."""
+    would block (or one after a read that emptied it) waits for the socket to be
+    readable (no event-loop turn first)."""
     # A Unix socket stream only, as ``socket_send_nowait``: anyio reads it by the same
     # calls (recv until EAGAIN, then wait for readability), after a turn of the loop
     # each time; a TCP stream is an asyncio transport with a buffer of its own.
@@ -129,18 +130,25 @@ def socket_receive(stream: Any, max_bytes: int = 1 << 16) -> Receive | None:
         return None
     sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
     waited = True  # the last read found the socket empty and waited for it
+    # The last read took less than ``max_bytes``: the socket held no more then, so the
+    # next read would fail (EAGAIN) and wait. It waits first instead: one system call
+    # and one exception fewer per request, before its task runs. Readiness is level-
+    # triggered, so bytes that came meanwhile end the wait at the next turn.
+    drained = False
 
     async def receive() -> bytes:
-        nonlocal waited
+        nonlocal waited, drained
         while True:
-            try:
-                data: bytes = sock.recv(max_bytes)
-            except BlockingIOError:
+            if drained:
                 try:
                     await anyio.wait_readable(sock)
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return b""
                 waited = True
+            try:
+                data: bytes = sock.recv(max_bytes)
+            except BlockingIOError:
+                drained = True
                 continue
             except OSError:  # reset or closed: the peer is gone
                 return b""
@@ -149,6 +157,7 @@ def socket_receive(stream: Any, max_bytes: int = 1 << 16) -> Receive | None:
                 # must not hold the loop, so this read yields once before its lines run.
                 await anyio.lowlevel.checkpoint()
             waited = False
+            drained = len(data) < max_bytes
             return data
 
     return receive

@@ -333,6 +333,55 @@ async def test_reading_a_socket_kept_full_yields_to_the_loop_between_reads() -> 
         await stream.aclose()
 
 
+class _CountingSocket(socket.socket):
+    """A Unix socket that counts its reads that found nothing (EAGAIN)."""
+
+    empty_reads = 0
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        try:
+            return super().recv(bufsize, flags)
+        except BlockingIOError:
+            self.empty_reads += 1
+            raise
+
+
+async def test_after_a_read_that_emptied_the_socket_the_next_read_waits_first() -> None:
+    """A short read found the socket empty: the next read waits for readability rather
+    than trying a read that would fail (EAGAIN); bytes that come before or during the
+    wait are read whole, and a full read is followed by a read at once."""
+    ours, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _CountingSocket(ours.family, ours.type, ours.proto, ours.detach())
+    stream = await anyio.abc.UNIXSocketStream.from_socket(sock)
+    receive = socket_receive(stream, max_bytes=64)
+    assert receive is not None
+    try:
+        with anyio.fail_after(30):
+            peer.sendall(b"one\n")
+            assert await receive() == b"one\n"  # short: the socket was emptied
+            got: list[bytes] = []
+            async with anyio.create_task_group() as tg:
+
+                async def read() -> None:
+                    got.append(await receive())
+
+                tg.start_soon(read)
+                await anyio.wait_all_tasks_blocked()
+                peer.sendall(b"two\n")
+            assert got == [b"two\n"]
+            peer.sendall(b"three\n")  # there before the read starts
+            assert await receive() == b"three\n"
+            assert sock.empty_reads == 0  # each wait came first, no read failed
+            peer.sendall(b"x" * 64)
+            assert await receive() == b"x" * 64  # full: the next read tries at once
+            peer.sendall(b"y\n")
+            assert await receive() == b"y\n"
+            assert sock.empty_reads == 0
+    finally:
+        peer.close()
+        await stream.aclose()
+
+
 async def _append(ran: list[bool]) -> None:
     ran.append(True)
 
