@@ -57,8 +57,10 @@ def admit_request(
         policy = strategy_from_wire(strategy) if strategy is not None else None
     except (ValueError, TypeError) as exc:
         raise InvalidParam(f"invalid params: strategy: {exc}", field="strategy") from None
-    _check_named("caps", caps or {}, providers)
-    _check_named("strategy", getattr(policy, "weights", None) or {}, providers)
+    if caps:  # none named (most requests): nothing to check
+        _check_named("caps", caps, providers)
+    if policy is not None and (weights := getattr(policy, "weights", None)):
+        _check_named("strategy", weights, providers)
     placement = placement or "edges"
     if placement not in PLACEMENTS:
         raise InvalidParam(

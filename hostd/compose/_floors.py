@@ -145,6 +145,10 @@ def check_floors(
     """
     budget = check_budget(budget)
     meter = meter_for(tokenizer)
+    if meter is CANONICAL and isinstance(floors, list | tuple) and not floors:
+        # No floor (most requests): nothing to label, render or count; the preamble
+        # alone, in canonical units, is what the defaults say.
+        return AdmittedFloors(budget)
     labels = Labels()
     blocks: list[tuple[str, str]] = []
     records: list[FloorRecord] = []

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hostd.compose import (
     AdmittedFloors,
@@ -41,3 +45,35 @@ def test_floors_that_cannot_fit_fail_before_anything_is_composed() -> None:
     with pytest.raises(FloorsExceedBudget) as err:
         check_floors([Floor("big", "x" * 4000)], 100)
     assert err.value.reason == "floors_exceed_budget"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    budget=st.one_of(
+        st.integers(min_value=-5, max_value=2**40),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=3),
+    ),
+    empty=st.sampled_from([[], ()]),
+)
+def test_no_floors_admit_as_the_full_pricing_of_no_floors(budget: object, empty: Any) -> None:
+    """A list or tuple of no floors is admitted without pricing anything: the same value,
+    or the same error, as pricing an (empty) iterable of floors one by one."""
+
+    def admitted(floors: Any) -> AdmittedFloors | str:
+        try:
+            return check_floors(floors, budget)  # type: ignore[arg-type]  # any budget, bad ones too
+        except ValueError as exc:
+            return f"ValueError: {exc}"
+
+    fast, full = admitted(empty), admitted(iter(empty))
+    assert fast == full
+    if isinstance(fast, AdmittedFloors):
+        assert isinstance(full, AdmittedFloors)
+        assert (fast.contested, fast.remainder, fast.labels_taken().taken) == (
+            full.contested,
+            full.remainder,
+            full.labels_taken().taken,
+        )
