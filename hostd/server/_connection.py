@@ -70,6 +70,10 @@ log = get_logger("hostd.server")
 _NO_REPLY = object()
 
 
+#: The name of a request's task (what ``start_soon`` would derive from its method).
+_REQUEST_TASK = f"{__name__}.Connection._finish_after"
+
+
 class _Running:
     """One request in flight outside a batch: its task (``TaskHandle``: the task's own
     cancel scope, so no scope of ours per request) and whether this connection
@@ -434,7 +438,10 @@ class Connection:
                 key = _id_key(msg["id"])  # before the task: a $/cancel next finds it
                 self._scopes.setdefault(key, []).append(running)
             self._begin()
-            running.handle = self._tg.start_soon(self._finish_after, msg, key, running)
+            # The coroutine and its name given (anyio >= 4.14): the name is not derived
+            # from the method, nor the call checked for a coroutine, per request.
+            coro = self._finish_after(msg, key, running)
+            running.handle = self._tg.create_task(coro, name=_REQUEST_TASK)
         return True
 
     def _overloaded(self) -> Overloaded:
