@@ -189,30 +189,41 @@ def _leg(
     spec = view.spec
     asked = asked_tokens(share, global_budget, overfetch)
     limit = leg_limit_ms(spec, timeout_ms)
+    deadline = now + limit / 1000
+    wait_ready = timeout_ms is None
     # Asked for the whole budget (an overfetch that covers it, one provider): the
     # request's own query already says so, no copy to make.
     leg_query = (
         query if asked == query.max_tokens else query.model_copy(update={"max_tokens": asked})
     )
-
-    def leg(action: LegAction, **more: Any) -> LegPlan:
-        fields = {"query": leg_query, "wait_ready": timeout_ms is None, **more}
-        return LegPlan(spec.id, action, share, asked, limit, now + limit / 1000, **fields)
-
     if view.info is None or view.capabilities is None:
         # Consent is judged once after its handshake, by ``gate`` (its leg's or its verify's).
-        return leg(LegAction.SKIP if asked <= 0 else LegAction.START)
+        action = LegAction.SKIP if asked <= 0 else LegAction.START
+        return LegPlan(
+            spec.id, action, share, asked, limit, deadline, leg_query, wait_ready=wait_ready
+        )
     # Consent is decided here, once, for every live provider (its verify reads it too).
     gated, missing = gate(leg_query, spec.id, view.info, view.capabilities, consent)
-    if asked <= 0:
-        return leg(LegAction.SKIP, missing_scopes=missing, judged=True)
-    if missing:
-        return leg(LegAction.NO_CONSENT, missing_scopes=missing, judged=True)
-
+    if asked <= 0 or missing:
+        action = LegAction.SKIP if asked <= 0 else LegAction.NO_CONSENT
+        return LegPlan(
+            spec.id,
+            action,
+            share,
+            asked,
+            limit,
+            deadline,
+            leg_query,
+            missing_scopes=missing,
+            wait_ready=wait_ready,
+            judged=True,
+        )
     # The template's wire form with this leg's max_tokens, unless P5 trimmed the query.
     untrimmed = gated.representation_preferences == query.representation_preferences
     wire = {**template, "max_tokens": asked} if untrimmed else gated.to_wire()
-    return leg(LegAction.SEND, query=gated, wire=wire, judged=True)
+    return LegPlan(
+        spec.id, LegAction.SEND, share, asked, limit, deadline, gated, wire, (), wait_ready, True
+    )
 
 
 def _check_overfetch(overfetch: float) -> float:

@@ -126,6 +126,7 @@ class ProviderPool:
             if spec.id in self.slots:
                 raise ValueError(f"duplicate provider id {spec.id!r}")
             self.slots[spec.id] = Slot(spec)
+        self._ordered = tuple(sorted(self.slots.values(), key=lambda s: s.spec.id))
         if settings.start not in ("lazy", "boot"):
             raise ValueError("start must be 'lazy' or 'boot'")
         self.settings = settings
@@ -169,7 +170,9 @@ class ProviderPool:
     def select(self, providers: Iterable[str] | None) -> list[Slot]:
         """The named (default: all) slots, ordered by provider id."""
         if providers is None:
-            return sorted(self.slots.values(), key=lambda s: s.spec.id)
+            # Every request without a ``providers`` list asks for this order; the slots
+            # are fixed at construction, so it was sorted then (a copy for the caller).
+            return list(self._ordered)
         wanted = list(dict.fromkeys(providers))
         unknown = [p for p in wanted if p not in self.slots]
         if unknown:

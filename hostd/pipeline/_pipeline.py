@@ -77,6 +77,7 @@ class Pipeline:
         self.recorder = recorder
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self.provider_ids = frozenset(p.id for p in config.provider)
+        self._all_ids = tuple(sorted(self.provider_ids))  # ``chosen(None)``: sorted once
         #: ``rerank``'s preparer; ``context/query`` with ``rerank: true`` asks it too.
         self._rerank = RerankPreparer(reranker, config.reranker)
         self._preparers = preparers(config, self._rerank)
@@ -93,7 +94,7 @@ class Pipeline:
                     raise UnknownProvider(f"unknown provider {pid!r}", provider=pid)
             chosen = sorted(set(wanted))
         else:
-            chosen = sorted(known)
+            chosen = list(self._all_ids)
         if not known:  # the config has none: name it, where else was looked, and `hostd init`
             raise NoProviderAvailable(self.config.no_providers())
         if not chosen:
