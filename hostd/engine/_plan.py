@@ -41,6 +41,7 @@ __all__ = [
     "gate",
     "leg_limit_ms",
     "plan_fan_out",
+    "query_wire",
     "trim_representations",
 ]
 
@@ -166,9 +167,14 @@ def plan_fan_out(
     overfetch = _check_overfetch(overfetch)
     views = sorted(providers, key=lambda v: v.spec.id)
     shares = _split(global_budget, tuple(v.spec.weight for v in views)) if views else ()
-    template = query.to_wire()
+    template = query_wire(query)
+    # A whole ``overfetch`` (1.0, 2.0 …), read once for every leg: ``asked_tokens``'s
+    # exact product, without asking it again per leg.
+    whole = int(overfetch) if overfetch.is_integer() else 0
     legs = [
-        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now)
+        _leg(
+            view, share, query, template, consent, global_budget, overfetch, whole, timeout_ms, now
+        )
         for view, share in zip(views, shares, strict=True)
     ]
     return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify)
@@ -182,12 +188,17 @@ def _leg(
     consent: ConsentGate | None,
     global_budget: int,
     overfetch: float,
+    whole: int,
     timeout_ms: float | None,
     now: float,
 ) -> LegPlan:
-    """One provider's leg (``template``: the query's wire form, shared by every leg)."""
+    """One provider's leg (``template``: the query's wire form, shared by every leg;
+    ``whole``: ``overfetch`` when it is a whole number, else 0)."""
     spec = view.spec
-    asked = asked_tokens(share, global_budget, overfetch)
+    if whole and 0 < share < _EXACT:  # asked_tokens' first case, its test made once
+        asked = min(global_budget, share * whole)
+    else:
+        asked = asked_tokens(share, global_budget, overfetch)
     limit = leg_limit_ms(spec, timeout_ms)
     deadline = now + limit / 1000
     wait_ready = timeout_ms is None
@@ -220,10 +231,30 @@ def _leg(
         )
     # The template's wire form with this leg's max_tokens, unless P5 trimmed the query.
     untrimmed = gated.representation_preferences == query.representation_preferences
-    wire = {**template, "max_tokens": asked} if untrimmed else gated.to_wire()
+    wire = {**template, "max_tokens": asked} if untrimmed else query_wire(gated)
     return LegPlan(
         spec.id, LegAction.SEND, share, asked, limit, deadline, gated, wire, (), wait_ready, True
     )
+
+
+def query_wire(query: ContextQuery) -> dict[str, Any]:
+    """``query.to_wire()``, built from its fields (the common query: no embedding, whose
+    floats the JSON mode would have to convert): the members in the model's order, the
+    ``None`` ones left out, the lists copied, as ``model_dump`` makes them."""
+    if query.embedding is not None or type(query) is not ContextQuery:
+        return query.to_wire()
+    wire: dict[str, Any] = {"goal": query.goal}
+    if query.query_text is not None:
+        wire["query_text"] = query.query_text
+    wire["kinds"] = list(query.kinds)
+    wire["anchors"] = list(query.anchors)
+    wire["max_frames"] = query.max_frames
+    wire["max_tokens"] = query.max_tokens
+    if query.as_of is not None:
+        wire["as_of"] = query.as_of
+    if query.representation_preferences is not None:
+        wire["representation_preferences"] = list(query.representation_preferences)
+    return wire
 
 
 def _check_overfetch(overfetch: float) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from hostd.engine import (
     judge_leg,
     plan_fan_out,
 )
-from hostd.engine._plan import asked_tokens
+from hostd.engine._plan import asked_tokens, query_wire
 from hostd.errors import BadRequest
 from hostd.protocol import (
     Capabilities,
@@ -269,3 +270,57 @@ def test_each_leg_query_is_the_request_query_with_the_tokens_asked(
         assert leg.query.to_wire() == {**query.to_wire(), "max_tokens": leg.asked}
         if leg.wire is not None:
             assert dict(leg.wire) == leg.query.to_wire()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    budget=st.integers(0, 2**40),
+    weights=st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=1, max_size=5),
+    overfetch=st.one_of(
+        st.integers(1, 1000).map(float), st.floats(1.0, 1000.0), st.sampled_from([1.0, 2.0])
+    ),
+)
+def test_each_leg_asks_what_asked_tokens_says_for_its_share(
+    budget: int, weights: list[float], overfetch: float
+) -> None:
+    """The plan reads a whole ``overfetch`` once for all its legs: every leg's figure is
+    still ``asked_tokens`` of its share, whole or not, past 2**43 or not."""
+    if sum(weights) == 0:
+        weights[0] = 1.0
+    views = [live(f"p{i}", weight=w) for i, w in enumerate(weights)]
+    plan = plan_fan_out(QUERY, budget, views, Gate(), now=0.0, overfetch=overfetch)
+    for leg in plan.legs:
+        assert leg.asked == asked_tokens(leg.share, budget, overfetch)
+
+
+_TEXT = st.text(max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fields=st.fixed_dictionaries(
+        {
+            "goal": _TEXT,
+            "max_frames": st.integers(0, 2**32 - 1),
+            "max_tokens": st.integers(0, 2**32 - 1),
+        },
+        optional={
+            "query_text": st.none() | _TEXT,
+            "embedding": st.none() | st.lists(st.floats(allow_nan=True), max_size=3),
+            "kinds": st.lists(_TEXT, max_size=3),
+            "anchors": st.lists(_TEXT, max_size=3),
+            "as_of": st.none() | _TEXT,
+            "representation_preferences": st.none() | st.lists(_TEXT, max_size=3),
+        },
+    )
+)
+def test_a_query_wire_form_built_from_its_fields_is_its_to_wire(fields: dict) -> None:
+    """``query_wire`` (the plan's template) is ``to_wire()``: the same members in the
+    same order (so the same bytes), lists that are copies, not the query's own."""
+    query = ContextQuery(**fields)
+    fast, full = query_wire(query), query.to_wire()
+    assert list(fast.items()) == list(full.items())
+    assert orjson.dumps(fast) == orjson.dumps(full)
+    for name in ("kinds", "anchors", "representation_preferences"):
+        if fast.get(name) is not None:
+            assert fast[name] is not getattr(query, name)
