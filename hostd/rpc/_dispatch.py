@@ -112,7 +112,10 @@ class Dispatcher:
                         "invalid params: params must be an object (by name), not an array",
                         field="params",
                     )
-                return Success(await method.invoke(context, kwargs))
+                # ``method.invoke``'s body, inline: one coroutine fewer in the chain every
+                # resumption of the method passes through.
+                params = method.params.model_validate(kwargs)
+                return Success(await method.handler(context, params))
             except JsonRpcError as exc:  # jsonrpcserver's public way to answer an error
                 return Error(exc.code, exc.message, exc.data)
             except Exception as exc:  # the boundary: nothing escapes a method as a crash
