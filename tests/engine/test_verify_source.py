@@ -140,6 +140,12 @@ def test_directory_is_not_a_file(root: Path) -> None:
     assert got is not None and got.reason in ("not_a_file", "unreadable")
 
 
+def test_a_root_itself_is_inside_and_not_a_file(root: Path) -> None:
+    # A root is within itself (``_within``): refused as a directory, not as untrusted.
+    got = SourceReader([root / "src"]).check_frame(_frame(_prov(root / "src", b"")))
+    assert got is not None and got.reason in ("not_a_file", "unreadable")
+
+
 def test_fifo_does_not_hang(root: Path) -> None:
     os.mkfifo(root / "pipe")
     prov = _prov(root / "pipe", None, digest=sha256_digest(b""))

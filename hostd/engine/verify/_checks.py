@@ -13,7 +13,7 @@ from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._files import SourceCache
 from ._rules import InlineCheck, quick_inline_check
-from ._source import SourceCheck, SourceOutcome, SourceReader, file_uri_path
+from ._source import SourceCheck, SourceReader
 
 __all__ = [
     "EarlyChecks",
@@ -123,22 +123,9 @@ def check_frames(
     sources: Sources = {}
     for pid, frame in items:
         reader = by_pid[pid]
-        source = reader.check_frame(frame) if reader is not None and frame.provenance else None
-        if source is not None and source.outcome == SourceOutcome.VERIFIED:
-            assert reader is not None
-            _keep_bytes(reader, frame, sources)
+        # A verified frame's sources go into ``sources`` as its check finds them.
+        source = (
+            reader.check_frame(frame, sources) if reader is not None and frame.provenance else None
+        )
         out.append((inline(frame), source))
     return out, sum(r.reads for r in by_roots.values()), sources
-
-
-def _keep_bytes(reader: SourceReader, frame: ContextFrame, sources: Sources) -> None:
-    """The bytes (as read once this pass, no copy) of each source ``frame`` matched."""
-    for p in frame.provenance:
-        uri = p.uri or frame.uri
-        if p.type != "file" or uri is None or uri in sources:
-            continue
-        path, _ = file_uri_path(uri)
-        if path is not None:
-            source, _, _ = reader.read(path)  # cached by the reader: looked at once per pass
-            if source is not None:
-                sources[uri] = source.lines
