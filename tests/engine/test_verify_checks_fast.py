@@ -48,6 +48,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[
     (out / "c.py").write_bytes(b"secret\n")
     os.symlink(root / "sub" / "a.py", root / "alias.py")
     os.symlink(out / "c.py", root / "leak.py")
+    os.symlink(root / "sub", root / "inner", target_is_directory=True)
+    os.symlink(out, root / "outer", target_is_directory=True)
     sub = (root / "sub").as_posix()
     uris: list[str | None] = [
         *(f"file://{sub}/{n}" for n in _FILES),
@@ -57,6 +59,11 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[
         f"file://{sub}/../sub/a.py",
         f"file://{root.as_posix()}/alias.py",
         f"file://{root.as_posix()}/leak.py",
+        f"file://{root.as_posix()}/inner/b.txt",
+        f"file://{root.as_posix()}/outer/c.py",
+        f"file://{root.as_posix()}/sub/./a.py",
+        f"file://{root.as_posix()}//sub/a.py",
+        f"file://{root.as_posix()}/nowhere/a.py",
         f"file://{sub}/missing.py",
         f"file://{sub}",
         f"file://{root.as_posix()}",
@@ -186,3 +193,21 @@ def test_check_provenance_is_the_plain_entry_check(
         for p in frame.provenance:
             assert fast.check_provenance(p, frame.uri) == _entry(plain, p, frame.uri)
     assert fast.reads == plain.reads
+
+
+_NAMES = ["sub", "inner", "outer", "a.py", "c.py", "alias.py", "leak.py", ".", "..", "", "nowhere"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), st.lists(st.sampled_from(_NAMES), min_size=1, max_size=5))
+def test_a_path_resolves_as_realpath_says(
+    tree: tuple[Path, list[str | None]], above: bool, names: list[str]
+) -> None:
+    """The reader resolves below a root by ``lstat`` alone, ``realpath`` elsewhere: the
+    same path either way, through symlinks in and out, ``.``, ``..`` and doubled slashes."""
+    root, _ = tree
+    start = root.parent if above else root
+    paths = [start.as_posix() + "/" + "/".join(names), start.as_posix() + "/" + names[0]]
+    reader = SourceReader([root])
+    for path in paths:
+        assert reader._resolve(path)[0] == os.path.realpath(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 from hostd.protocol import ContextFrame, FrameId, LineIndex
 
@@ -106,7 +107,7 @@ def check_frames(
     files read is the pass's whole."""
     by_roots = readers if readers is not None else {}
     by_pid: dict[str, SourceReader | None] = {}
-    for pid in dict.fromkeys(pid for pid, _ in items):
+    for pid in dict.fromkeys(map(itemgetter(0), items)):  # each provider once, in order
         roots = roots_for(pid)
         reader = None
         if roots:
@@ -123,9 +124,9 @@ def check_frames(
     sources: Sources = {}
     for pid, frame in items:
         reader = by_pid[pid]
-        # A verified frame's sources go into ``sources`` as its check finds them.
-        source = (
-            reader.check_frame(frame, sources) if reader is not None and frame.provenance else None
-        )
-        out.append((inline(frame), source))
+        if reader is not None and frame.provenance:
+            # A verified frame's sources go into ``sources`` as its check finds them.
+            out.append((inline(frame), reader.check_frame(frame, sources)))
+        else:
+            out.append((inline(frame), None))
     return out, sum(r.reads for r in by_roots.values()), sources

@@ -166,13 +166,15 @@ class SourceReader:
         Symlinks and ``..`` are resolved exactly as ``realpath`` does; only a plain
         final component (not ``.``/``..``, not a symlink) skips re-walking its directory.
         """
-        head, name = os.path.split(path)
+        # ``os.path.split`` and ``join`` by hand (POSIX): ``head`` may keep a doubled
+        # slash, which ``realpath`` folds as ``split`` would have.
+        head, _, name = path.rpartition("/")
         if not head or name in ("", ".", ".."):
             return os.path.realpath(path), None
         real_dir = self._dirs.get(head)
         if real_dir is None:
-            real_dir = self._dirs[head] = os.path.realpath(head)
-        candidate = os.path.join(real_dir, name)
+            real_dir = self._dirs[head] = self._real_dir(head)
+        candidate = real_dir + "/" + name if real_dir != "/" else "/" + name
         try:
             st = os.lstat(candidate)
         except OSError:
@@ -180,6 +182,34 @@ class SourceReader:
         if stat.S_ISLNK(st.st_mode):
             return os.path.realpath(candidate), None
         return candidate, st
+
+    def _real_dir(self, head: str) -> str:
+        """``os.path.realpath(head)``, walking only the components below a root.
+
+        A root was resolved by ``realpath`` when this pass's reader was made, so it and
+        every directory above it named no symlink this pass; whoever could swap one of
+        those could as well swap the root itself, which the next pass follows wherever
+        it points (F5: roots and sources are resolved each pass, never across passes).
+        Below the root each component is ``lstat``ed now, as ``realpath`` would: a
+        symlink, ``.``, ``..`` or an empty component hands the whole path to ``realpath``.
+        """
+        for root, prefix in zip(self.roots, self._prefixes, strict=True):
+            if head == root:
+                return root
+            if head.startswith(prefix):
+                cur = prefix[:-1]
+                for name in head[len(prefix) :].split("/"):
+                    if name in ("", ".", ".."):
+                        return os.path.realpath(head)
+                    cur += "/" + name
+                    try:
+                        mode = os.lstat(cur).st_mode
+                    except OSError:
+                        continue  # as ``realpath``: a missing component is taken as named
+                    if stat.S_ISLNK(mode):
+                        return os.path.realpath(head)
+                return head
+        return os.path.realpath(head)
 
     def _read(self, path: str) -> _ReadResult:
         real, st = self._resolve(path)
@@ -294,13 +324,16 @@ class SourceReader:
         n = 0
         mismatch: SourceCheck | None = None
         unverifiable: SourceCheck | None = None
-        found: list[tuple[str, SourceFile]] | None = [] if keep is not None else None
+        found: list[tuple[str, SourceFile]] = []
         for p in frame.provenance:
             if p.type != "file":
                 continue
             uri = p.uri or frame_uri
             got = self._verify(p, uri)
-            if isinstance(got, SourceCheck):
+            if got.__class__ is SourceFile:
+                if uri is not None:  # verified: it has one
+                    found.append((uri, got))
+            elif isinstance(got, SourceCheck):
                 if got.outcome == SourceOutcome.MISMATCH:
                     if mismatch is None:
                         mismatch = SourceCheck(got.outcome, None, {**got.detail, "provenance": n})
@@ -308,8 +341,6 @@ class SourceReader:
                     unverifiable = SourceCheck(
                         got.outcome, got.reason, {**got.detail, "provenance": n}
                     )
-            elif found is not None and uri is not None:  # verified: it has a URI
-                found.append((uri, got))
             n += 1
         if not n:
             return None
@@ -317,7 +348,7 @@ class SourceReader:
             return mismatch
         if unverifiable is not None:
             return unverifiable
-        if found is not None and keep is not None:
+        if keep is not None:
             for uri, source in found:
                 if uri not in keep:
                     keep[uri] = source.lines
