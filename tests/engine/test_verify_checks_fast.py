@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +25,7 @@ from hostd.engine.verify import (
 )
 from hostd.engine.verify._checks import check_frames
 from hostd.engine.verify._rules import quick_inline_check
+from hostd.engine.verify._source import _within
 from hostd.protocol import (
     ContextFrame,
     Provenance,
@@ -211,3 +213,46 @@ def test_a_path_resolves_as_realpath_says(
     reader = SourceReader([root])
     for path in paths:
         assert reader._resolve(path)[0] == os.path.realpath(path)
+
+
+_SEGMENTS = st.sampled_from(["", "a", "ab", "a.py", "b", ".", "..", "a b", "é"])
+
+
+@given(
+    st.lists(st.lists(_SEGMENTS, max_size=3).map("/".join), min_size=1, max_size=3),
+    st.lists(_SEGMENTS, max_size=4).map("/".join),
+)
+def test_inside_is_within_some_root(roots: list[str], rest: str) -> None:
+    reader = SourceReader([])
+    reader.roots = tuple(dict.fromkeys("/" + r.strip("/") if r.strip("/") else "/" for r in roots))
+    reader._prefixes = tuple("/" if r == "/" else r + "/" for r in reader.roots)
+    for real in ("/" + rest, "/" + rest.strip("/"), reader.roots[0] + rest, reader.roots[0]):
+        assert reader._inside(real) == any(_within(real, r) for r in reader.roots)
+
+
+_URI_CHARS = st.sampled_from(["/", "a", ".", "%", "%2F", "%00", "?", "#", "\x00", " ", "é", ":"])
+
+
+@given(
+    st.sampled_from(["file:///", "file://", "file:/", "file://localhost/", "FILE:///", "http://"]),
+    st.lists(_URI_CHARS, max_size=8).map("".join),
+)
+def test_file_uri_path_is_its_general_parse(head: str, tail: str) -> None:
+    """The common spelling's shortcut gives what the general parse gives."""
+    uri = head + tail
+
+    def general(uri: str) -> tuple[str | None, Unverifiable | None]:
+        try:
+            parts = urlsplit(uri)
+        except ValueError:
+            return None, Unverifiable.UNSUPPORTED_URI
+        if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+            return None, Unverifiable.UNSUPPORTED_URI
+        if parts.query or parts.fragment:
+            return None, Unverifiable.UNSUPPORTED_URI
+        path = unquote(parts.path)
+        if not path.startswith("/") or "\x00" in path:
+            return None, Unverifiable.UNSUPPORTED_URI
+        return path, None
+
+    assert file_uri_path(uri) == general(uri)

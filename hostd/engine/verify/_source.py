@@ -87,7 +87,7 @@ def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
     """
     if not uri:
         return None, Unverifiable.NO_URI
-    if uri.startswith("file:///") and not any(c in uri for c in "?#%\x00"):
+    if uri.startswith("file:///") and not ("%" in uri or "?" in uri or "#" in uri or "\x00" in uri):
         return uri[7:], None  # the common spelling, nothing to decode
     try:
         parts = urlsplit(uri)
@@ -183,6 +183,10 @@ class SourceReader:
             return os.path.realpath(candidate), None
         return candidate, st
 
+    def _inside(self, real: str) -> bool:
+        """``_within`` some root (``real`` resolved)."""
+        return real in self.roots or real.startswith(self._prefixes)
+
     def _real_dir(self, head: str) -> str:
         """``os.path.realpath(head)``, walking only the components below a root.
 
@@ -213,7 +217,7 @@ class SourceReader:
 
     def _read(self, path: str) -> _ReadResult:
         real, st = self._resolve(path)
-        if real not in self.roots and not real.startswith(self._prefixes):
+        if not self._inside(real):
             return None, Unverifiable.UNTRUSTED_PATH, real
         if st is None:
             try:
@@ -352,7 +356,7 @@ class SourceReader:
             for uri, source in found:
                 if uri not in keep:
                     keep[uri] = source.lines
-        return _verified(n)
+        return _VERIFIED.get(n) or _verified(n)
 
 
 def _unverifiable(prov: Provenance, uri: str | None, reason: str) -> SourceCheck:
