@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, itemgetter, ne
@@ -155,7 +155,7 @@ def _merged_provenance(
     ranked: Sequence[int],
     best: int,
     provs: Sequence[Sequence[Provenance]],
-    pkeys: Sequence[Sequence[tuple[str | None, ...]]],
+    pkeys: Mapping[int, Sequence[tuple[str | None, ...]]],
 ) -> list[Provenance] | None:
     """The de-duplicated union of the group's provenance, best first, or None when
     it equals the survivor's own (nothing added from another member, no repeat).
@@ -177,7 +177,7 @@ def _merged_provenance(
 def _merged_single(
     ranked: Sequence[int],
     provs: Sequence[Sequence[Provenance]],
-    pkeys: Sequence[Sequence[tuple[str | None, ...]]],
+    pkeys: Mapping[int, Sequence[tuple[str | None, ...]]],
 ) -> list[Provenance] | None:
     """``_merged_provenance`` of a group whose members each carry one entry: the
     first member (the survivor) cannot repeat itself, so the union differs from its
@@ -220,16 +220,20 @@ def dedup_pool(
     if not (same or regions):
         return _DedupResult(pool, range(n), [])
 
-    if keys is None:
-        keys = pool.key_column()
-    # Every entry's fields, read once: the merged provenance compares them.
-    flat_keys = list(map(_PROV_FROM_DICT, dicts))
-    pkeys: Sequence[Sequence[tuple[str | None, ...]]]
+    # Only the groups' members are read further: most frames are in none, and their
+    # keys and provenance fields are never built (nor their models' memory touched).
+    key_of = keys.__getitem__ if keys is not None else pool.key
     if single:
-        pkeys = [(k,) for k in flat_keys]
+
+        def pkeys_of(i: int) -> Sequence[tuple[str | None, ...]]:
+            return (_PROV_FROM_DICT(dicts[i]),)
+
     else:
         ends = list(accumulate(map(len, provs)))
-        pkeys = [flat_keys[e - len(p) : e] for p, e in zip(provs, ends, strict=True)]
+
+        def pkeys_of(i: int) -> Sequence[tuple[str | None, ...]]:
+            return list(map(_PROV_FROM_DICT, dicts[ends[i] - len(provs[i]) : ends[i]]))
+
     scores = pool.scores
     pids = pool.provider_ids
     keep_mask = bytearray(b"\x01") * n
@@ -237,25 +241,28 @@ def dedup_pool(
     replaced: dict[int, ContextFrame] = {}
     support: dict[int, tuple[tuple[str, float], ...]] = {}
     for members in _groups(same, regions, n).values():
+        # Every member's entries' fields, read once: the merged provenance compares them.
+        pkeys = {i: pkeys_of(i) for i in members}
         if len(members) == 2:  # most groups: one frame served twice, ranked by hand
             a, b = members
-            sa, sb, ka, kb = scores[a], scores[b], keys[a], keys[b]
+            sa, sb, ka, kb = scores[a], scores[b], key_of(a), key_of(b)
             ranked = [a, b] if sa > sb or (sa == sb and ka <= kb) else [b, a]
             tied = sa == sb and ka == kb
         else:
             # Score descending, then the canonical key: two stable sorts, no key tuple.
-            ranked = sorted(members, key=keys.__getitem__)
+            keys_of = {i: key_of(i) for i in members}
+            ranked = sorted(members, key=keys_of.__getitem__)
             ranked.sort(key=scores.__getitem__, reverse=True)
             # A tie needs one identity twice in the group: most groups have none.
-            tied = len(set(map(keys.__getitem__, ranked))) < len(ranked) and any(
-                scores[a] == scores[b] and keys[a] == keys[b]
+            tied = len(set(keys_of.values())) < len(ranked) and any(
+                scores[a] == scores[b] and keys_of[a] == keys_of[b]
                 for a, b in zip(ranked, ranked[1:], strict=False)
             )
         if tied:
             # The same identity offered more than once with different bodies, at
             # any rank: settle each tie by the frame's own serialisation so the
             # survivor and the merged provenance's order stay set-pure.
-            ranked.sort(key=lambda i: (-scores[i], keys[i], frames[i].model_dump_json()))
+            ranked.sort(key=lambda i: (-scores[i], key_of(i), frames[i].model_dump_json()))
         best = ranked[0]
         merged = (
             _merged_single(ranked, provs, pkeys)

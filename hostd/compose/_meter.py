@@ -75,6 +75,11 @@ class CanonicalMeter:
     def __repr__(self) -> str:
         return "CanonicalMeter()"
 
+    def __reduce__(self) -> str:
+        # The one canonical meter: a copy (pickle, deepcopy) is ``CANONICAL`` itself, so
+        # floors admitted in one process are taken as they are in another (``same_meter``).
+        return "CANONICAL"
+
 
 #: The meter a composition uses when no tokenizer is given.
 CANONICAL = CanonicalMeter()

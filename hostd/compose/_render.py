@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Sequence
+from functools import lru_cache
 from itertools import compress
 from operator import add, attrgetter, itemgetter
 
@@ -321,21 +322,57 @@ def _neutral(text: str) -> str:
     return neutralize_fences(neutralize_controls(text))
 
 
+def _neutral_and_size(text: str) -> tuple[str, int]:
+    body = _neutral(text)
+    return body, len(body) if body.isascii() else len(body.encode())
+
+
+#: Bodies of texts that are not ASCII, neutralised and sized, by text: the same
+#: evidence comes back turn after turn, and each such text costs two scans and an
+#: encoding, where a hit costs one lookup (a text's hash is kept on the string). A
+#: miss costs the hash and the insert. Bounded: the last ``_BODIES_KEPT`` texts of at
+#: most ``_BODY_CHARS`` characters each (a few MB).
+_BODIES_KEPT = 1024
+_BODY_CHARS = 4096
+_remembered = lru_cache(maxsize=_BODIES_KEPT)(_neutral_and_size)
+
+
+def _neutral_sized(text: str) -> tuple[str, int]:
+    """``_neutral(text)`` and its UTF-8 size, for a ``text`` that is not ASCII."""
+    return _remembered(text) if len(text) <= _BODY_CHARS else _neutral_and_size(text)
+
+
 def neutral_bodies(contents: Sequence[str | None]) -> list[str]:
     """Every content as ``render_frame`` writes it in its block (neutralised; a
-    reference frame's None as the empty body), in bulk.
+    reference frame's None as the empty body), in bulk."""
+    return neutral_bodies_sized(contents)[0]
+
+
+def neutral_bodies_sized(contents: Sequence[str | None]) -> tuple[list[str], list[int]]:
+    """``neutral_bodies`` and each body's UTF-8 size.
 
     Most evidence is plain ASCII that renders as itself: one test over the joined
-    ASCII texts (``_all_clean``, a C-level pass) tells so. Only the texts that are
-    not ASCII, or every text when that test fails, are neutralised one by one.
+    ASCII texts (``_all_clean``, a C-level pass) tells so, and its size is its
+    length. Only the texts that are not ASCII (remembered, ``_neutral_sized``), or
+    every text when that test fails, are neutralised one by one.
     """
     texts = [c or "" for c in contents]  # a reference frame carries no inline bytes (P3)
     plain = list(map(str.isascii, texts))
     if not _all_clean(list(compress(texts, plain)), _CONTENT_SPECIALS):
-        return list(map(_neutral, texts))
+        bodies = list(map(_neutral, texts))
+        return bodies, [len(b) if b.isascii() else len(b.encode()) for b in bodies]
     if all(plain):
-        return texts
-    return [t if p else _neutral(t) for t, p in zip(texts, plain, strict=True)]
+        return texts, list(map(len, texts))
+    bodies, sizes = [], []
+    for t, p in zip(texts, plain, strict=True):
+        if p:
+            bodies.append(t)
+            sizes.append(len(t))
+        else:
+            body, size = _neutral_sized(t)
+            bodies.append(body)
+            sizes.append(size)
+    return bodies, sizes
 
 
 def priced_blocks(
@@ -364,8 +401,7 @@ def priced_blocks(
         sizes = list(map(add, sizes, map(len, labels)))
     else:
         sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
-    bodies = neutral_bodies(contents)
-    body_sizes = [len(b) if b.isascii() else len(b.encode()) for b in bodies]
+    bodies, body_sizes = neutral_bodies_sized(contents)
     out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, body_sizes, strict=True)]
     for i in unverified:
         out[i] += len(_UNVERIFIED_MARK)

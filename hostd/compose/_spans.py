@@ -124,12 +124,24 @@ def _distrust(verification: Verification | None, r: _Region, content: str) -> st
     """Why the bytes of ``r``'s frame cannot be merged, or None when they can."""
     if r.lines is None:
         return "source_unavailable"  # not re-read: no trusted root, too large, unreadable
-    state = verification.get(r.key) if verification else None  # type: ignore[call-overload]  # a FrameId equals its key
+    return _distrust_lines(verification, r.key, r.lines, r.start, r.end, content)
+
+
+def _distrust_lines(
+    verification: Verification | None,
+    key: SortKey,
+    lines: Lines,
+    start: int,
+    end: int,
+    content: str,
+) -> str | None:
+    """``_distrust`` of a region given as its parts (a run of one makes no ``_Region``)."""
+    state = verification.get(key) if verification else None  # type: ignore[call-overload]  # a FrameId equals its key
     if state is None or not (
         state.get("state") in _SOURCE_STATES or state.get("source") in _SOURCE_STATES
     ):
         return "not_source_verified"
-    if content.encode("utf-8", "surrogatepass") != r.lines.slice(r.start, r.end):
+    if content.encode("utf-8", "surrogatepass") != lines.slice(start, end):
         return "content_differs"  # not the lines its range addresses: a derivation
     return None
 
@@ -195,9 +207,9 @@ def merge_spans(
                 _merge_run(regions, cands, verification, max_ratio, out, dropped)
             elif source is not None:  # else: "source_unavailable", nothing to note
                 a, b, k, i = run[0]
-                r = _Region(i, uri, a, b, k, source)
-                if _distrust(verification, r, frames[i].content or "") is None:
-                    out.spans[i] = _span(r, frames[i])
+                frame = frames[i]
+                if _distrust_lines(verification, k, source, a, b, frame.content or "") is None:
+                    out.spans[i] = Span(uri, a, b, source, frame, (a, b))
     if dropped:
         out.keep = [i for i in range(n) if i not in dropped]
     return out

@@ -3,18 +3,21 @@ priced exactly as the block they would have been, without rendering it."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.compose import AuditEntry, compose_for_prompt, render_frame
+from hostd.compose import AuditEntry, _render, compose_for_prompt, render_frame
 from hostd.compose._pack import Labels
 from hostd.compose._render import (
+    _neutral,
     fence,
     kinds_and_labels,
     neutral_bodies,
+    neutral_bodies_sized,
     priced_blocks,
     rendered_size,
     rendered_sizes,
@@ -208,3 +211,27 @@ def test_blocks_built_from_the_bulk_bodies_equal_render_frame(
         assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified, clean=clean) == block
         assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified) == block
         assert sizes[i] == len(block.encode())
+
+
+@settings(max_examples=200)
+@given(st.lists(NASTY.filter(lambda t: not t.isascii()), min_size=1, max_size=8))
+def test_remembered_bodies_are_the_bodies_neutralised_afresh(texts: list[str]) -> None:
+    # Asked twice: the first asking may neutralise (or find a text from an earlier
+    # example), the second finds every text; both answer what a fresh pass does.
+    want = [_neutral(t) for t in texts]
+    sizes = [len(b.encode()) for b in want]
+    for _ in range(2):
+        assert neutral_bodies_sized(texts) == (want, sizes)
+
+
+def test_the_remembered_bodies_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = functools.lru_cache(maxsize=4)(_render._neutral_and_size)
+    monkeypatch.setattr(_render, "_remembered", kept)
+    monkeypatch.setattr(_render, "_BODY_CHARS", 10)
+    texts = [f"é{i}<frame" for i in range(9)]
+    for t in texts:
+        neutral_bodies_sized([t])
+    assert kept.cache_info().currsize == 4
+    neutral_bodies_sized(["é" * 11])  # too long to keep
+    assert kept.cache_info().misses == 9
+    assert neutral_bodies_sized(["é" * 11])[0] == [_neutral("é" * 11)]

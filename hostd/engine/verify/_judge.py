@@ -304,7 +304,15 @@ def _shared_sources(
         return {}
     quoting: dict[str, int] = {}
     for _, frame in accepted:
-        for uri in {p.uri or frame.uri for p in frame.provenance if p.type == "file"}:
+        provenance = frame.provenance
+        if len(provenance) == 1:  # most frames: one entry, so no set of URIs to build
+            p = provenance[0]
+            if p.type == "file":
+                uri = p.uri or frame.uri
+                if uri is not None and uri in sources:
+                    quoting[uri] = quoting.get(uri, 0) + 1
+            continue
+        for uri in {p.uri or frame.uri for p in provenance if p.type == "file"}:
             if uri is not None and uri in sources:
                 quoting[uri] = quoting.get(uri, 0) + 1
     return {uri: sources[uri] for uri in sorted(quoting) if quoting[uri] > 1}
