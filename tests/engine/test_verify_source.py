@@ -373,3 +373,13 @@ def test_a_directory_swapped_for_a_symlink_within_is_followed(root: Path) -> Non
     (root / "moved" / "a.py").write_bytes(data.replace(b"two", b"TWO"))
     (root / "src").symlink_to(root / "moved", target_is_directory=True)
     assert _check(cache, root, frame) == (SourceOutcome.MISMATCH, 1)
+
+
+def test_a_source_named_through_a_symlink_is_served_from_the_cache(root: Path) -> None:
+    """Its identity is taken (``stat``) at the resolved path, so the next pass reuses it."""
+    (root / "alias.py").symlink_to(root / "src" / "a.py")
+    data = (root / "src" / "a.py").read_bytes()
+    frame = _frame(_prov(root / "alias.py", data, "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 0)
