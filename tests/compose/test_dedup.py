@@ -203,7 +203,7 @@ def test_a_group_of_single_entries_merges_as_the_general_rule_does(
     from hostd.protocol import Provenance
 
     provs = [[Provenance(type="file", uri=uri, range=rng)] for uri, rng in entries]
-    pkeys = [[_prov_key(p) for p in entry] for entry in provs]
+    pkeys = {i: [_prov_key(p) for p in entry] for i, entry in enumerate(provs)}
     ranked = list(range(len(provs)))
     rnd.shuffle(ranked)
     general = _merged_provenance(ranked, ranked[0], provs, pkeys)

@@ -140,6 +140,12 @@ def test_directory_is_not_a_file(root: Path) -> None:
     assert got is not None and got.reason in ("not_a_file", "unreadable")
 
 
+def test_a_root_itself_is_inside_and_not_a_file(root: Path) -> None:
+    # A root is within itself (``_within``): refused as a directory, not as untrusted.
+    got = SourceReader([root / "src"]).check_frame(_frame(_prov(root / "src", b"")))
+    assert got is not None and got.reason in ("not_a_file", "unreadable")
+
+
 def test_fifo_does_not_hang(root: Path) -> None:
     os.mkfifo(root / "pipe")
     prov = _prov(root / "pipe", None, digest=sha256_digest(b""))
@@ -337,3 +343,43 @@ def test_a_symlink_planted_over_a_cached_source_is_not_followed(root: Path, tmp_
     got = SourceReader([root], cache=cache).check_frame(frame)
     assert got is not None and got.outcome is SourceOutcome.UNVERIFIABLE
     assert got.reason == "untrusted_path"
+
+
+def test_a_directory_swapped_for_a_symlink_out_is_refused(root: Path, tmp_path: Path) -> None:
+    """Directories below a root are resolved each pass: a directory replaced by a symlink
+    out of the root, over a file of the very same bytes, is refused unread."""
+    path = root / "src" / "a.py"
+    data = path.read_bytes()
+    frame = _frame(_prov(path, data, "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.py").write_bytes(data)
+    (root / "src").rename(root / "old")
+    (root / "src").symlink_to(outside, target_is_directory=True)
+    reader = SourceReader([root], cache=cache)
+    got = reader.check_frame(frame)
+    assert got is not None and got.reason == "untrusted_path" and reader.reads == 0
+
+
+def test_a_directory_swapped_for_a_symlink_within_is_followed(root: Path) -> None:
+    path = root / "src" / "a.py"
+    data = path.read_bytes()
+    frame = _frame(_prov(path, data, "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame)[0] is SourceOutcome.VERIFIED
+    (root / "src").rename(root / "moved")
+    (root / "moved" / "a.py").write_bytes(data.replace(b"two", b"TWO"))
+    (root / "src").symlink_to(root / "moved", target_is_directory=True)
+    assert _check(cache, root, frame) == (SourceOutcome.MISMATCH, 1)
+
+
+def test_a_source_named_through_a_symlink_is_served_from_the_cache(root: Path) -> None:
+    """Its identity is taken (``stat``) at the resolved path, so the next pass reuses it."""
+    (root / "alias.py").symlink_to(root / "src" / "a.py")
+    data = (root / "src" / "a.py").read_bytes()
+    frame = _frame(_prov(root / "alias.py", data, "L2-3"))
+    cache = SourceCache(clock=_Later())
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 1)
+    assert _check(cache, root, frame) == (SourceOutcome.VERIFIED, 0)

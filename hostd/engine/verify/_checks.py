@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._files import SourceCache
 from ._rules import InlineCheck, quick_inline_check
-from ._source import SourceCheck, SourceOutcome, SourceReader, file_uri_path
+from ._source import SourceCheck, SourceReader
 
 __all__ = [
     "EarlyChecks",
@@ -106,7 +107,7 @@ def check_frames(
     files read is the pass's whole."""
     by_roots = readers if readers is not None else {}
     by_pid: dict[str, SourceReader | None] = {}
-    for pid in dict.fromkeys(pid for pid, _ in items):
+    for pid in dict.fromkeys(map(itemgetter(0), items)):  # each provider once, in order
         roots = roots_for(pid)
         reader = None
         if roots:
@@ -123,22 +124,9 @@ def check_frames(
     sources: Sources = {}
     for pid, frame in items:
         reader = by_pid[pid]
-        source = reader.check_frame(frame) if reader is not None and frame.provenance else None
-        if source is not None and source.outcome == SourceOutcome.VERIFIED:
-            assert reader is not None
-            _keep_bytes(reader, frame, sources)
-        out.append((inline(frame), source))
+        if reader is not None and frame.provenance:
+            # A verified frame's sources go into ``sources`` as its check finds them.
+            out.append((inline(frame), reader.check_frame(frame, sources)))
+        else:
+            out.append((inline(frame), None))
     return out, sum(r.reads for r in by_roots.values()), sources
-
-
-def _keep_bytes(reader: SourceReader, frame: ContextFrame, sources: Sources) -> None:
-    """The bytes (as read once this pass, no copy) of each source ``frame`` matched."""
-    for p in frame.provenance:
-        uri = p.uri or frame.uri
-        if p.type != "file" or uri is None or uri in sources:
-            continue
-        path, _ = file_uri_path(uri)
-        if path is not None:
-            source, _, _ = reader.read(path)  # cached by the reader: looked at once per pass
-            if source is not None:
-                sources[uri] = source.lines

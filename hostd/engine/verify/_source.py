@@ -16,10 +16,17 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from hostd.protocol import ContextFrame, Provenance, UnverifiableRange, is_sha256_digest
+from hostd.protocol import (
+    ContextFrame,
+    LineIndex,
+    Provenance,
+    UnverifiableRange,
+    is_sha256_digest,
+)
 
 from ._files import SourceCache, SourceFile
 
@@ -80,7 +87,7 @@ def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
     """
     if not uri:
         return None, Unverifiable.NO_URI
-    if uri.startswith("file:///") and not any(c in uri for c in "?#%\x00"):
+    if uri.startswith("file:///") and not ("%" in uri or "?" in uri or "#" in uri or "\x00" in uri):
         return uri[7:], None  # the common spelling, nothing to decode
     try:
         parts = urlsplit(uri)
@@ -130,10 +137,16 @@ class SourceReader:
         cache: SourceCache | None = None,
     ) -> None:
         self.roots = tuple(dict.fromkeys(os.path.realpath(os.fspath(r)) for r in roots))
+        # ``_within`` for every root in one ``str.startswith`` (a root itself matches by
+        # equality: ``root + sep`` is not a prefix of ``root``).
+        self._prefixes = tuple(os.sep if r == os.sep else r + os.sep for r in self.roots)
         self.max_bytes = max_bytes
         self.cache = cache if cache is not None else SourceCache(0)  # 0: keeps nothing
         self._files: dict[str, _ReadResult] = {}
         self._dirs: dict[str, str] = {}
+        #: ``file`` URI -> its file as read this pass (each URI parsed once a pass; only
+        #: URIs that name a path, looked up only after their digest was found usable).
+        self._by_uri: dict[str, _ReadResult] = {}
         #: Files read this pass (not served from the cache).
         self.reads = 0
 
@@ -146,35 +159,74 @@ class SourceReader:
         self._files[path] = result
         return result
 
-    def _resolve(self, path: str) -> str:
-        """``os.path.realpath`` with the directory part cached for this reader's pass.
+    def _resolve(self, path: str) -> tuple[str, os.stat_result | None]:
+        """``os.path.realpath`` with the directory part cached for this reader's pass,
+        and the resolved path's ``lstat`` when resolving took it (``None``: not taken).
 
         Symlinks and ``..`` are resolved exactly as ``realpath`` does; only a plain
         final component (not ``.``/``..``, not a symlink) skips re-walking its directory.
         """
-        head, name = os.path.split(path)
+        # ``os.path.split`` and ``join`` by hand (POSIX): ``head`` may keep a doubled
+        # slash, which ``realpath`` folds as ``split`` would have.
+        head, _, name = path.rpartition("/")
         if not head or name in ("", ".", ".."):
-            return os.path.realpath(path)
+            return os.path.realpath(path), None
         real_dir = self._dirs.get(head)
         if real_dir is None:
-            real_dir = self._dirs[head] = os.path.realpath(head)
-        candidate = os.path.join(real_dir, name)
+            real_dir = self._dirs[head] = self._real_dir(head)
+        candidate = real_dir + "/" + name if real_dir != "/" else "/" + name
         try:
-            if stat.S_ISLNK(os.lstat(candidate).st_mode):
-                return os.path.realpath(candidate)
+            st = os.lstat(candidate)
         except OSError:
-            pass
-        return candidate
+            return candidate, None
+        if stat.S_ISLNK(st.st_mode):
+            return os.path.realpath(candidate), None
+        return candidate, st
+
+    def _inside(self, real: str) -> bool:
+        """``_within`` some root (``real`` resolved)."""
+        return real in self.roots or real.startswith(self._prefixes)
+
+    def _real_dir(self, head: str) -> str:
+        """``os.path.realpath(head)``, walking only the components below a root.
+
+        A root was resolved by ``realpath`` when this pass's reader was made, so it and
+        every directory above it named no symlink this pass; whoever could swap one of
+        those could as well swap the root itself, which the next pass follows wherever
+        it points (F5: roots and sources are resolved each pass, never across passes).
+        Below the root each component is ``lstat``ed now, as ``realpath`` would: a
+        symlink, ``.``, ``..`` or an empty component hands the whole path to ``realpath``.
+        """
+        for root, prefix in zip(self.roots, self._prefixes, strict=True):
+            if head == root:
+                return root
+            if head.startswith(prefix):
+                cur = prefix[:-1]
+                for name in head[len(prefix) :].split("/"):
+                    if name in ("", ".", ".."):
+                        return os.path.realpath(head)
+                    cur += "/" + name
+                    try:
+                        mode = os.lstat(cur).st_mode
+                    except OSError:
+                        continue  # as ``realpath``: a missing component is taken as named
+                    if stat.S_ISLNK(mode):
+                        return os.path.realpath(head)
+                return head
+        return os.path.realpath(head)
 
     def _read(self, path: str) -> _ReadResult:
-        real = self._resolve(path)
-        if not any(_within(real, root) for root in self.roots):
+        real, st = self._resolve(path)
+        if not self._inside(real):
             return None, Unverifiable.UNTRUSTED_PATH, real
-        try:
-            # Not following a final symlink, as the open below does not.
-            st = os.stat(real, follow_symlinks=False)
-        except OSError:
-            st = None
+        if st is None:
+            try:
+                # Not following a final symlink, as the open below does not.
+                st = os.stat(real, follow_symlinks=False)
+            except OSError:
+                st = None
+        # Else ``st`` is the ``lstat`` that just found ``real`` no symlink: the same call
+        # again would only move the moment the identity is taken (F5: still every pass).
         if st is not None and stat.S_ISREG(st.st_mode):
             cached = self.cache.get(real, _key(st))
             if cached is not None:
@@ -212,56 +264,117 @@ class SourceReader:
         finally:
             os.close(fd)
 
-    def check_provenance(self, prov: Provenance, frame_uri: str | None) -> SourceCheck:
-        """One ``file`` provenance: re-read, address the range (F17), compare the digest."""
-        uri = prov.uri or frame_uri
-        base: dict[str, Any] = {"uri": uri, "range": prov.range}
-        path, problem = file_uri_path(uri)
-        if path is None:
-            assert problem is not None
-            return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
-        if not is_sha256_digest(prov.digest):
-            # F5 is the leg audit's to enforce; here it only means nothing to compare.
-            return SourceCheck(
-                SourceOutcome.UNVERIFIABLE, Unverifiable.NO_CONTENT_DIGEST.value, base
-            )
-        source, problem, _real = self.read(path)
+    def _verify(self, prov: Provenance, uri: str | None) -> SourceFile | SourceCheck:
+        """One ``file`` provenance: its file when the digest of the range it addresses
+        (F17) is its own, else the ``SourceCheck`` saying why not. The verified case
+        allocates nothing. ``uri``: the entry's own, else its frame's."""
+        digest = prov.digest
+        got = self._by_uri.get(uri) if uri is not None else None
+        if got is None:
+            path, problem = file_uri_path(uri)
+            if path is None:
+                assert problem is not None
+                return _unverifiable(prov, uri, problem.value)
+            if not is_sha256_digest(digest):
+                # F5 is the leg audit's to enforce; here it only means nothing to compare.
+                return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
+            assert uri is not None
+            got = self._by_uri[uri] = self.read(path)
+        source, problem, _real = got
         if source is None:
+            if not is_sha256_digest(digest):  # checked before the read, as above
+                return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
             assert problem is not None
-            return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
+            return _unverifiable(prov, uri, problem.value)
         try:
             actual = source.digest(prov.range)
         except UnverifiableRange as exc:
-            return SourceCheck(
-                SourceOutcome.UNVERIFIABLE, exc.reason.value, {**base, "detail": exc.detail}
-            )
-        if actual != prov.digest:
-            return SourceCheck(
-                SourceOutcome.MISMATCH,
-                None,
-                {**base, "expected": prov.digest, "actual": actual},
-            )
+            if not is_sha256_digest(digest):
+                return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
+            base = {"uri": uri, "range": prov.range, "detail": exc.detail}
+            return SourceCheck(SourceOutcome.UNVERIFIABLE, exc.reason.value, base)
+        if actual == digest:  # ``actual`` is a well-formed digest, so ``digest`` is too
+            return source
+        if not is_sha256_digest(digest):
+            return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
+        return SourceCheck(
+            SourceOutcome.MISMATCH,
+            None,
+            {"uri": uri, "range": prov.range, "expected": digest, "actual": actual},
+        )
+
+    def check_provenance(self, prov: Provenance, frame_uri: str | None) -> SourceCheck:
+        """One ``file`` provenance: re-read, address the range (F17), compare the digest."""
+        uri = prov.uri or frame_uri
+        got = self._verify(prov, uri)
+        if isinstance(got, SourceCheck):
+            return got
+        base = {"uri": uri, "range": prov.range}
         return SourceCheck(SourceOutcome.VERIFIED, None, base)
 
-    def check_frame(self, frame: ContextFrame) -> SourceCheck | None:
+    def check_frame(
+        self, frame: ContextFrame, keep: dict[str, LineIndex] | None = None
+    ) -> SourceCheck | None:
         """All ``file`` provenance of a frame, or ``None`` when there is none or no root.
 
         Any mismatch makes the frame a mismatch; all verified makes it verified;
-        otherwise it is unverifiable with the first reason.
+        otherwise it is unverifiable with the first reason. Every entry is checked
+        (each file looked at once a pass whatever the outcome). ``keep``: when the
+        frame is verified, each of its sources' lines by URI, unless already there.
         """
         if not self.roots:
             return None
-        files = [p for p in frame.provenance if p.type == "file"]
-        if not files:
+        frame_uri = frame.uri
+        n = 0
+        mismatch: SourceCheck | None = None
+        unverifiable: SourceCheck | None = None
+        found: list[tuple[str, SourceFile]] = []
+        for p in frame.provenance:
+            if p.type != "file":
+                continue
+            uri = p.uri or frame_uri
+            got = self._verify(p, uri)
+            if got.__class__ is SourceFile:
+                if uri is not None:  # verified: it has one
+                    found.append((uri, got))
+            elif isinstance(got, SourceCheck):
+                if got.outcome == SourceOutcome.MISMATCH:
+                    if mismatch is None:
+                        mismatch = SourceCheck(got.outcome, None, {**got.detail, "provenance": n})
+                elif unverifiable is None:
+                    unverifiable = SourceCheck(
+                        got.outcome, got.reason, {**got.detail, "provenance": n}
+                    )
+            n += 1
+        if not n:
             return None
-        checks = [self.check_provenance(p, frame.uri) for p in files]
-        for i, c in enumerate(checks):
-            if c.outcome == SourceOutcome.MISMATCH:
-                return SourceCheck(c.outcome, None, {**c.detail, "provenance": i})
-        for i, c in enumerate(checks):
-            if c.outcome == SourceOutcome.UNVERIFIABLE:
-                return SourceCheck(c.outcome, c.reason, {**c.detail, "provenance": i})
-        return SourceCheck(SourceOutcome.VERIFIED, None, {"provenance_checked": len(checks)})
+        if mismatch is not None:
+            return mismatch
+        if unverifiable is not None:
+            return unverifiable
+        if keep is not None:
+            for uri, source in found:
+                if uri not in keep:
+                    keep[uri] = source.lines
+        return _VERIFIED.get(n) or _verified(n)
+
+
+def _unverifiable(prov: Provenance, uri: str | None, reason: str) -> SourceCheck:
+    return SourceCheck(SourceOutcome.UNVERIFIABLE, reason, {"uri": uri, "range": prov.range})
+
+
+_VERIFIED: dict[int, SourceCheck] = {}
+
+
+def _verified(n: int) -> SourceCheck:
+    """The verified check of a frame with ``n`` ``file`` entries: one shared, read-only
+    value per count (nothing reads a verified check's detail but a reader of the audit)."""
+    got = _VERIFIED.get(n)
+    if got is None:
+        got = SourceCheck(SourceOutcome.VERIFIED, None, MappingProxyType({"provenance_checked": n}))
+        if n <= 64:
+            _VERIFIED[n] = got
+    return got
 
 
 # --- the per-frame decision ---------------------------------------------------------
