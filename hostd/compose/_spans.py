@@ -184,30 +184,35 @@ def merge_spans(
     if not shared:
         return out
     lines = {uri: _indexed(sources[uri]) for uri in shared if uri in sources}
-    # Each region as a plain row (start, end, key, index): a run of one whose source was
-    # not re-read can be neither merged nor a span, so it is never made a ``_Region``.
-    by_uri: dict[str, list[tuple[int, int, SortKey, int]]] = {}
+    # Each region as a plain row (start, end, index): a run of one whose source was
+    # not re-read can be neither merged nor a span, so it is never made a ``_Region``,
+    # and its key is read only when its source was.
+    by_uri: dict[str, list[tuple[int, int, int]]] = {}
     for i in range(n):
         uri = first[i]
         if uri not in shared:
             continue
         span = _lines_addressed(frames[i], uri, lines.get(uri))
         if span is not None:
-            by_uri.setdefault(uri, []).append((span[0], span[1], key(i), i))
+            by_uri.setdefault(uri, []).append((span[0], span[1], i))
     dropped: set[int] = set()
     for uri in sorted(by_uri):
         rows = by_uri[uri]
         if len(rows) < 2:
             continue
-        rows.sort()  # (start, end, key): keys are distinct, so the index never decides
+        # By start then end: rows that tie on both overlap, so they fall in one run,
+        # which is put in key order below (the index never decides).
+        rows.sort()
         source = lines.get(uri)
         for run in _row_runs(rows):
             if len(run) > 1:
-                regions = [_Region(i, uri, a, b, k, source) for a, b, k, i in run]
+                keyed = sorted((a, b, key(i), i) for a, b, i in run)
+                regions = [_Region(i, uri, a, b, k, source) for a, b, k, i in keyed]
                 _merge_run(regions, cands, verification, max_ratio, out, dropped)
             elif source is not None:  # else: "source_unavailable", nothing to note
-                a, b, k, i = run[0]
+                a, b, i = run[0]
                 frame = frames[i]
+                k = key(i)
                 if _distrust_lines(verification, k, source, a, b, frame.content or "") is None:
                     out.spans[i] = Span(uri, a, b, source, frame, (a, b))
     if dropped:
@@ -241,11 +246,9 @@ def _lines_addressed(frame: ContextFrame, uri: str, lines: Lines | None) -> tupl
     return span
 
 
-def _row_runs(
-    rows: Sequence[tuple[int, int, SortKey, int]],
-) -> list[list[tuple[int, int, SortKey, int]]]:
-    """``_runs`` over plain rows ``(start, end, key, index)`` sorted by start."""
-    runs: list[list[tuple[int, int, SortKey, int]]] = []
+def _row_runs(rows: Sequence[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """``_runs`` over plain rows ``(start, end, index)`` sorted by start."""
+    runs: list[list[tuple[int, int, int]]] = []
     reach = 0
     for row in rows:
         if runs and row[0] <= reach:

@@ -196,6 +196,11 @@ class VerifyStage:
     ) -> tuple[list[FrameChecks], int, Sources]:
         if not items:
             return [], 0, {}
+        if not needs_io(items, self._roots_for):
+            # No frame has a ``file`` entry its provider's roots let us re-read: every
+            # source check would be None, so only the inline checks run (D4).
+            reads = sum(r.reads for r in readers.values()) if readers else 0
+            return [(self.inline.check(frame), None) for _, frame in items], reads, {}
         run = functools.partial(
             check_frames,
             items,
@@ -205,7 +210,7 @@ class VerifyStage:
             self.inline.check,
             readers,
         )
-        return await anyio.to_thread.run_sync(run) if needs_io(items, self._roots_for) else run()
+        return await anyio.to_thread.run_sync(run)
 
     async def check(
         self,
