@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hostd.engine import ProviderSpec
-from hostd.protocol import ContextQuery
+from hostd.protocol import ContextFrame, ContextQuery, Provenance
 from hostd.transport import ProviderConnection, ProviderLink
 from tests.fixtures.procs import ROOT, marked_env, python
 
@@ -53,3 +53,18 @@ def local(conn: ProviderLink | None) -> ProviderConnection:
     """``conn``, which the test knows is a local provider's live connection."""
     assert isinstance(conn, ProviderConnection)
     return conn
+
+
+def source_frame(provenance: list[Provenance], uri: str | None = None) -> ContextFrame:
+    """A frame whose only interest is its provenance (the verify stage's source checks)."""
+    return ContextFrame(
+        id="f",
+        kind="snippet",
+        title="t",
+        content="x",
+        score=0.5,
+        token_cost=1,
+        citation_label="c",
+        provenance=provenance,
+        uri=uri,
+    )

@@ -10,7 +10,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +24,7 @@ from hostd.engine.verify import (
 )
 from hostd.engine.verify._checks import check_frames
 from hostd.engine.verify._rules import quick_inline_check
-from hostd.engine.verify._source import _within
+from hostd.engine.verify._source import _within, parse_file_uri
 from hostd.protocol import (
     ContextFrame,
     Provenance,
@@ -34,6 +33,8 @@ from hostd.protocol import (
     is_sha256_digest,
     sha256_digest,
 )
+
+from ._helpers import source_frame
 
 _FILES = {"a.py": b"one\ntwo\nthree\n", "b.txt": b"alpha\r\nbeta\n", "e.md": b""}
 _RANGES = [None, "L1", "L2-3", "L3-2", "L1-1", "L9", "L0", "lines 1", ""]
@@ -106,17 +107,7 @@ def frames(draw: st.DrawFn, uris: list[str | None]) -> ContextFrame:
         }[how]
         kind = draw(st.sampled_from(["file", "file", "derivation"]))
         provs.append(Provenance(type=kind, uri=uri, range=range_, digest=digest))
-    return ContextFrame(
-        id="f",
-        kind="snippet",
-        title="t",
-        content="x",
-        score=0.5,
-        token_cost=1,
-        citation_label="c",
-        provenance=provs,
-        uri=draw(st.sampled_from(uris)),
-    )
+    return source_frame(provs, draw(st.sampled_from(uris)))
 
 
 def _entry(reader: SourceReader, prov: Provenance, frame_uri: str | None) -> SourceCheck:
@@ -241,18 +232,4 @@ def test_file_uri_path_is_its_general_parse(head: str, tail: str) -> None:
     """The common spelling's shortcut gives what the general parse gives."""
     uri = head + tail
 
-    def general(uri: str) -> tuple[str | None, Unverifiable | None]:
-        try:
-            parts = urlsplit(uri)
-        except ValueError:
-            return None, Unverifiable.UNSUPPORTED_URI
-        if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
-            return None, Unverifiable.UNSUPPORTED_URI
-        if parts.query or parts.fragment:
-            return None, Unverifiable.UNSUPPORTED_URI
-        path = unquote(parts.path)
-        if not path.startswith("/") or "\x00" in path:
-            return None, Unverifiable.UNSUPPORTED_URI
-        return path, None
-
-    assert file_uri_path(uri) == general(uri)
+    assert file_uri_path(uri) == (parse_file_uri(uri) if uri else (None, Unverifiable.NO_URI))

@@ -12,6 +12,8 @@ import pytest
 from hostd.engine.verify import SETTLE_NS, SourceCache, SourceOutcome, SourceReader
 from hostd.protocol import ContextFrame, Provenance, address_line_range, sha256_digest
 
+from ._helpers import source_frame
+
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "range" / "range-vectors.json"
 
 
@@ -24,17 +26,7 @@ def _prov(path: Path | str, data: bytes | None, range_: str | None = None, **kw:
 
 
 def _frame(*provs: Provenance, uri: str | None = None) -> ContextFrame:
-    return ContextFrame(
-        id="f",
-        kind="snippet",
-        title="t",
-        content="x",
-        score=0.5,
-        token_cost=1,
-        citation_label="c",
-        provenance=list(provs),
-        uri=uri,
-    )
+    return source_frame(list(provs), uri)
 
 
 @pytest.fixture

@@ -288,6 +288,22 @@ async def _unix_pair() -> tuple[Any, socket.socket]:
     return await anyio.abc.UNIXSocketStream.from_socket(ours), theirs
 
 
+async def _read_while_empty(receive: Any, peer: socket.socket, data: bytes) -> bytes:
+    """A read started on an empty socket: it waits (nothing read yet), then gets what
+    the peer sends."""
+    got: list[bytes] = []
+    async with anyio.create_task_group() as tg:
+
+        async def read() -> None:
+            got.append(await receive())
+
+        tg.start_soon(read)
+        await anyio.wait_all_tasks_blocked()
+        assert got == []  # empty: it waits
+        peer.sendall(data)
+    return got[0]
+
+
 async def test_a_unix_socket_is_read_at_once_waits_only_when_empty_and_ends_at_eof() -> None:
     stream, peer = await _unix_pair()
     receive = socket_receive(stream)
@@ -297,17 +313,7 @@ async def test_a_unix_socket_is_read_at_once_waits_only_when_empty_and_ends_at_e
         with anyio.fail_after(30):
             peer.sendall(b"one\n")
             assert await receive() == b"one\n"
-            got: list[bytes] = []
-            async with anyio.create_task_group() as tg:
-
-                async def read() -> None:
-                    got.append(await receive())
-
-                tg.start_soon(read)
-                await anyio.wait_all_tasks_blocked()
-                assert got == []  # empty: it waits
-                peer.sendall(b"two\n")
-            assert got == [b"two\n"]
+            assert await _read_while_empty(receive, peer, b"two\n") == b"two\n"
             peer.close()
             assert await receive() == b""
     finally:
@@ -359,16 +365,7 @@ async def test_after_a_read_that_emptied_the_socket_the_next_read_waits_first() 
         with anyio.fail_after(30):
             peer.sendall(b"one\n")
             assert await receive() == b"one\n"  # short: the socket was emptied
-            got: list[bytes] = []
-            async with anyio.create_task_group() as tg:
-
-                async def read() -> None:
-                    got.append(await receive())
-
-                tg.start_soon(read)
-                await anyio.wait_all_tasks_blocked()
-                peer.sendall(b"two\n")
-            assert got == [b"two\n"]
+            assert await _read_while_empty(receive, peer, b"two\n") == b"two\n"
             peer.sendall(b"three\n")  # there before the read starts
             assert await receive() == b"three\n"
             assert sock.empty_reads == 0  # each wait came first, no read failed

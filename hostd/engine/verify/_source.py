@@ -89,6 +89,11 @@ def file_uri_path(uri: str | None) -> tuple[str | None, Unverifiable | None]:
         return None, Unverifiable.NO_URI
     if uri.startswith("file:///") and not ("%" in uri or "?" in uri or "#" in uri or "\x00" in uri):
         return uri[7:], None  # the common spelling, nothing to decode
+    return parse_file_uri(uri)
+
+
+def parse_file_uri(uri: str) -> tuple[str | None, Unverifiable | None]:
+    """``file_uri_path`` of a non-empty ``uri`` by the general parse (no shortcut)."""
     try:
         parts = urlsplit(uri)
     except ValueError:
