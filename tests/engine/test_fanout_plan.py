@@ -324,3 +324,19 @@ def test_a_query_wire_form_built_from_its_fields_is_its_to_wire(fields: dict) ->
     for name in ("kinds", "anchors", "representation_preferences"):
         if fast.get(name) is not None:
             assert fast[name] is not getattr(query, name)
+
+
+def test_the_query_wire_form_knows_every_field_of_the_query() -> None:
+    # ``query_wire`` names the query's fields one by one: a field added to the model
+    # must be added there (and to the property test above) before this passes.
+    assert set(ContextQuery.model_fields) == {
+        "goal",
+        "query_text",
+        "embedding",
+        "kinds",
+        "anchors",
+        "max_frames",
+        "max_tokens",
+        "as_of",
+        "representation_preferences",
+    }
