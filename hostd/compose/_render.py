@@ -327,18 +327,19 @@ def _neutral_and_size(text: str) -> tuple[str, int]:
     return body, len(body) if body.isascii() else len(body.encode())
 
 
-#: Bodies of texts that are not ASCII, neutralised and sized, by text: the same
-#: evidence comes back turn after turn, and each such text costs two scans and an
-#: encoding, where a hit costs one lookup (a text's hash is kept on the string). A
-#: miss costs the hash and the insert. Bounded: the last ``_BODIES_KEPT`` texts of at
-#: most ``_BODY_CHARS`` characters each (a few MB).
+#: Bodies neutralised one by one (texts that are not ASCII, or every text when the
+#: bulk test fails), with their sizes, by text: the same evidence comes back turn after
+#: turn, and each such text costs two scans and an encoding, where a hit costs one
+#: lookup (a text's hash is kept on the string). A miss costs the hash and the insert.
+#: Bounded: the last ``_BODIES_KEPT`` texts of at most ``_BODY_CHARS`` characters each
+#: (a few MB).
 _BODIES_KEPT = 1024
 _BODY_CHARS = 4096
 _remembered = lru_cache(maxsize=_BODIES_KEPT)(_neutral_and_size)
 
 
 def _neutral_sized(text: str) -> tuple[str, int]:
-    """``_neutral(text)`` and its UTF-8 size, for a ``text`` that is not ASCII."""
+    """``_neutral(text)`` and its UTF-8 size."""
     return _remembered(text) if len(text) <= _BODY_CHARS else _neutral_and_size(text)
 
 
@@ -353,14 +354,16 @@ def neutral_bodies_sized(contents: Sequence[str | None]) -> tuple[list[str], lis
 
     Most evidence is plain ASCII that renders as itself: one test over the joined
     ASCII texts (``_all_clean``, a C-level pass) tells so, and its size is its
-    length. Only the texts that are not ASCII (remembered, ``_neutral_sized``), or
-    every text when that test fails, are neutralised one by one.
+    length. Only the texts that are not ASCII, or every text when that test fails,
+    are neutralised one by one (each remembered by its text, ``_neutral_sized``).
     """
     texts = [c or "" for c in contents]  # a reference frame carries no inline bytes (P3)
     plain = list(map(str.isascii, texts))
     if not _all_clean(list(compress(texts, plain)), _CONTENT_SPECIALS):
-        bodies = list(map(_neutral, texts))
-        return bodies, [len(b) if b.isascii() else len(b.encode()) for b in bodies]
+        # Some ASCII text holds a "<" (code often does) or a control: every text is
+        # neutralised on its own, remembered by its text as the others are.
+        pairs = list(map(_neutral_sized, texts))
+        return [body for body, _ in pairs], [size for _, size in pairs]
     if all(plain):
         return texts, list(map(len, texts))
     bodies, sizes = [], []
