@@ -168,13 +168,8 @@ def plan_fan_out(
     views = sorted(providers, key=lambda v: v.spec.id)
     shares = _split(global_budget, tuple(v.spec.weight for v in views)) if views else ()
     template = query_wire(query)
-    # A whole ``overfetch`` (1.0, 2.0 …), read once for every leg: ``asked_tokens``'s
-    # exact product, without asking it again per leg.
-    whole = int(overfetch) if overfetch.is_integer() else 0
     legs = [
-        _leg(
-            view, share, query, template, consent, global_budget, overfetch, whole, timeout_ms, now
-        )
+        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now)
         for view, share in zip(views, shares, strict=True)
     ]
     return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify)
@@ -188,17 +183,12 @@ def _leg(
     consent: ConsentGate | None,
     global_budget: int,
     overfetch: float,
-    whole: int,
     timeout_ms: float | None,
     now: float,
 ) -> LegPlan:
-    """One provider's leg (``template``: the query's wire form, shared by every leg;
-    ``whole``: ``overfetch`` when it is a whole number, else 0)."""
+    """One provider's leg (``template``: the query's wire form, shared by every leg)."""
     spec = view.spec
-    if whole and 0 < share < _EXACT:  # asked_tokens' first case, its test made once
-        asked = min(global_budget, share * whole)
-    else:
-        asked = asked_tokens(share, global_budget, overfetch)
+    asked = asked_tokens(share, global_budget, overfetch)
     limit = leg_limit_ms(spec, timeout_ms)
     deadline = now + limit / 1000
     wait_ready = timeout_ms is None

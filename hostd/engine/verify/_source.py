@@ -280,28 +280,24 @@ class SourceReader:
             if path is None:
                 assert problem is not None
                 return _unverifiable(prov, uri, problem.value)
-            if not is_sha256_digest(digest):
-                # F5 is the leg audit's to enforce; here it only means nothing to compare.
-                return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
-            assert uri is not None
+        # A URI read this pass parsed as a path: the digest is tested next either way.
+        if not is_sha256_digest(digest):
+            # F5 is the leg audit's to enforce; here it only means nothing to compare.
+            return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
+        if got is None:
+            assert uri is not None and path is not None
             got = self._by_uri[uri] = self.read(path)
         source, problem, _real = got
         if source is None:
-            if not is_sha256_digest(digest):  # checked before the read, as above
-                return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
             assert problem is not None
             return _unverifiable(prov, uri, problem.value)
         try:
             actual = source.digest(prov.range)
         except UnverifiableRange as exc:
-            if not is_sha256_digest(digest):
-                return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
             base = {"uri": uri, "range": prov.range, "detail": exc.detail}
             return SourceCheck(SourceOutcome.UNVERIFIABLE, exc.reason.value, base)
-        if actual == digest:  # ``actual`` is a well-formed digest, so ``digest`` is too
+        if actual == digest:
             return source
-        if not is_sha256_digest(digest):
-            return _unverifiable(prov, uri, Unverifiable.NO_CONTENT_DIGEST.value)
         return SourceCheck(
             SourceOutcome.MISMATCH,
             None,
@@ -342,7 +338,8 @@ class SourceReader:
             if got.__class__ is SourceFile:
                 if uri is not None:  # verified: it has one
                     found.append((uri, got))
-            elif isinstance(got, SourceCheck):
+            else:
+                assert isinstance(got, SourceCheck)
                 if got.outcome == SourceOutcome.MISMATCH:
                     if mismatch is None:
                         mismatch = SourceCheck(got.outcome, None, {**got.detail, "provenance": n})
@@ -361,7 +358,7 @@ class SourceReader:
             for uri, source in found:
                 if uri not in keep:
                     keep[uri] = source.lines
-        return _VERIFIED.get(n) or _verified(n)
+        return _verified(n)
 
 
 def _unverifiable(prov: Provenance, uri: str | None, reason: str) -> SourceCheck:
