@@ -29,7 +29,7 @@ traced: with this config the whole path runs on the event loop.
 
     python scripts/trace_path.py [--markdown] [--checkout DIR]
 
-prints JSON (hops, crossings, per-pair counts), or with ``--markdown`` the table
+prints JSON (hops, crossings, per-pair counts, each crossing call), or with ``--markdown`` the table
 docs/pipeline.md lists.
 """
 
@@ -197,17 +197,21 @@ class Tracer:
     def figures(self) -> dict[str, Any]:
         pairs: dict[str, int] = {}
         route: set[str] = set()
+        crossings: list[str] = []
         for caller, callee in self.edges:
             a, b = self.hops[caller][1], self.hops[callee][1]
             if a != b:
                 pairs[f"{a} -> {b}"] = pairs.get(f"{a} -> {b}", 0) + 1
                 route.add(callee)
+                crossings.append(f"{caller} -> {callee}")
         return {
             "functions": len(self.hops),
             "hops": len(route),
             "crossings": sum(pairs.values()),
             "most_crossed": max(pairs.values(), default=0),
             "pairs": dict(sorted(pairs.items())),
+            # Every crossing, caller -> callee, in the order first made.
+            "crossing_calls": crossings,
             "path": [
                 {"hop": name, "file": file, "package": package, "stage": stage}
                 for name, (file, package, stage) in self.hops.items()

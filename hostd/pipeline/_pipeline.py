@@ -26,6 +26,8 @@ import anyio.to_thread
 import orjson
 
 from hostd import compose as c
+from hostd._log import INFO
+from hostd._log import level as log_level
 from hostd._tokenizer import load_tokenizer
 from hostd.config import Config
 from hostd.engine import ConsentStore, Engine, FanOut, LegReport, RerankService
@@ -242,6 +244,8 @@ class Pipeline:
         result["degraded"] = bool(degraded)
         result["degraded_reasons"] = [d.to_wire() for d in degraded]
         result["request_id"] = request_id
+        if log_level.at > INFO:  # nothing of a composition's log is written above info
+            return result
         audit = result["audit"]
         done = {
             "frames_offered": len(audit["entries"]),

@@ -305,3 +305,30 @@ async def test_only_work_that_grows_with_the_candidates_is_handed_to_a_worker_th
     handed.clear()
     await pipeline.compose(ComposeParams(goal="g", floors=floors), "r-2")
     assert handed == []  # canonical counting, score: all of it on the loop
+
+
+@pytest.mark.parametrize(("at", "logged"), [(10, True), (20, True), (30, False), (40, False)])
+async def test_a_composition_is_logged_once_at_info_and_not_built_above_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int, logged: bool
+) -> None:
+    # Its whole log is one ``log_audit`` call with its figures; above info (warning, the
+    # bench's level) nothing of it is built: no figures, no call.
+    from hostd import _log
+    from hostd.pipeline import _pipeline as module
+
+    calls: list[tuple[int, dict[str, Any]]] = []
+
+    def log_audit(_logger: Any, entries: Any, legs: Any, *, done: dict[str, Any]) -> None:
+        calls.append((len(list(entries)), done))
+
+    monkeypatch.setattr(module, "log_audit", log_audit)
+    monkeypatch.setattr(_log.level, "at", at)
+    pipeline, _ = _pipeline(tmp_path)
+    result = await pipeline.compose(ComposeParams(goal="g", budget=300), "r-1")
+    if not logged:
+        assert calls == []
+        return
+    ((entries, done),) = calls
+    assert entries == len(result["audit"]["entries"]) == done["frames_offered"] == 6
+    assert done["citations"] == len(result["citations"]) and done["global_budget"] == 300
+    assert done["tokens_used"] == result["audit"]["tokens_used"]
