@@ -21,12 +21,16 @@ checkout, so every ``file`` source is re-read and checked on the daemon side.
 
     python scripts/bench_serve.py [--requests 500] [--warmup 30] [--budget 4000]
         [--corpus large|docs] [--goals rotate|fresh] [--memory-entries 500] [--checkout DIR]
-        [--against DIR]
+        [--against DIR] [--runs 1]
 
 ``--goals rotate`` (the default) asks the five ``GOALS`` in turn, so providers offer
 many of the same frames again, as an agent's turns on one task do; ``--goals fresh``
 asks a new goal every request (four words drawn, seeded, from the corpus's Markdown),
 so most frames are new to the daemon: the figure for the caches that pay on repeats.
+
+``--runs N`` measures N times over (fresh daemons, providers and database each
+time) and prints the runs' medians, each run's own figures under ``each_run``: the
+figures docs/benchmarks.md gives are the medians of three runs.
 
 ``--against DIR`` runs a second daemon, of checkout ``DIR`` (the base commit, say),
 beside this checkout's, over the same providers and corpus (this checkout's): the
@@ -338,6 +342,49 @@ async def _connect(socket: Path) -> _Conn:
     return _Conn(await anyio.connect_unix(socket))
 
 
+def _one_run(args: argparse.Namespace) -> dict[str, Any]:
+    """One measurement: fresh providers, daemons and memory database, stopped after."""
+    workdir = Path(tempfile.mkdtemp(prefix="hs-"))
+    db = workdir / "memory.db"
+    _seed_memory(db, args.memory_entries)
+    commands = _commands(db, args.corpus)
+    roots = [ROOT] if args.against is None else [ROOT, args.against.resolve()]
+    started = []
+    try:
+        for i, root in enumerate(roots):
+            (workdir / str(i)).mkdir()
+            started.append(_start(_config(workdir / str(i), commands, args.corpus), root))
+        daemons = [(daemon.pid, socket) for daemon, socket in started]
+        out: dict[str, Any] = anyio.run(run, args, daemons, db, backend="asyncio")
+        out["load_average_1m"] = round(os.getloadavg()[0], 2)
+        out["checkout"] = str(ROOT)
+    finally:
+        codes = [_stop(daemon) for daemon, _ in started]
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["daemon_exit_code"] = max(codes, key=abs)
+    return out
+
+
+def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs' figures as one: each number the median over the runs (an exit code the
+    one furthest from 0), a member that is the same in every run as it is, any other
+    (a list, a string that differs) as the list of the runs' values."""
+    out: dict[str, Any] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        if all(isinstance(v, dict) for v in values):
+            out[key] = median_of_runs(values)
+        elif key.endswith("exit_code"):
+            out[key] = max(values, key=abs)
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            out[key] = statistics.median(values)
+        elif all(v == values[0] for v in values):
+            out[key] = values[0]
+        else:
+            out[key] = values
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=500)
@@ -353,25 +400,18 @@ def main() -> None:
         help="a second checkout whose daemon runs beside this one's, over the same "
         "providers and corpus, request by request",
     )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="measure this many times, each with fresh daemons and providers; the "
+        "figures printed are the runs' medians, each run's under 'each_run'",
+    )
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="hs-"))
-    db = workdir / "memory.db"
-    _seed_memory(db, args.memory_entries)
-    commands = _commands(db, args.corpus)
-    roots = [ROOT] if args.against is None else [ROOT, args.against.resolve()]
-    started = []
-    try:
-        for i, root in enumerate(roots):
-            (workdir / str(i)).mkdir()
-            started.append(_start(_config(workdir / str(i), commands, args.corpus), root))
-        daemons = [(daemon.pid, socket) for daemon, socket in started]
-        out = anyio.run(run, args, daemons, db, backend="asyncio")
-        out["load_average_1m"] = round(os.getloadavg()[0], 2)
-        out["checkout"] = str(ROOT)
-    finally:
-        codes = [_stop(daemon) for daemon, _ in started]
-        shutil.rmtree(workdir, ignore_errors=True)
-    out["daemon_exit_code"] = max(codes, key=abs)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    runs = [_one_run(args) for _ in range(args.runs)]
+    out = runs[0] if args.runs == 1 else {**median_of_runs(runs), "each_run": runs}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -160,11 +161,19 @@ def test_bench_serve_both_set_ups_through_warming_providers() -> None:
 def test_bench_serve_against_a_second_checkout() -> None:
     """``--against`` runs a second daemon beside this one over the same providers: both
     are measured request by request and compared (here the same checkout twice), with
-    a fresh goal every request."""
+    a fresh goal every request; ``--runs 2`` prints the two runs' medians, each run's
+    figures under ``each_run``."""
     out = _run(
         "bench_serve",
         ["--requests", "3", "--warmup", "1", "--memory-entries", "10", "--against", str(ROOT)]
-        + ["--goals", "fresh"],
+        + ["--goals", "fresh", "--runs", "2"],
+    )
+    runs = out.pop("each_run")
+    assert len(runs) == 2 and all(set(run) == set(out) for run in runs)
+    for key in ("serve_median_ms", "direct_median_ms", "daemon_cpu_ms_per_composition"):
+        assert out[key] == statistics.median(run[key] for run in runs), key
+    assert out["against"]["serve_median_ms"] == statistics.median(
+        run["against"]["serve_median_ms"] for run in runs
     )
     assert out["goals"] == "fresh"
     assert out["against"]["checkout"] == str(ROOT)
