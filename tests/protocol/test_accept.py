@@ -281,3 +281,27 @@ def test_an_accepted_reply_is_accepted_frames_within_the_budget_with_their_ids(
     assert got.tokens == sum(clean[1]) <= max_tokens
     assert len(got.frames) <= max_frames
     assert got.ids == [FrameId.of("alpha", f) for f in got.frames]
+
+
+def test_a_full_memo_drops_its_oldest_frame_for_each_new_one() -> None:
+    # First in, first out, one frame at a time (never emptied at once): the three most
+    # recently remembered frames are answered from the memo, the older ones built again.
+    memo = AcceptMemo(max_entries=3)
+    frames = [{**_valid(f"text {i}"), "id": f"f{i}"} for i in range(5)]
+
+    def accepted(i: int) -> ContextFrame:
+        got = accept_frames([frames[i]], memo)
+        assert got is not None
+        return got[0][0]
+
+    first = []
+    for i in range(5):
+        first.append(accepted(i))
+        assert len(memo) == min(i + 1, 3)
+    for i in (4, 3, 2, 1):  # hits first (a hit remembers nothing new), then a miss
+        again = accepted(i)
+        assert (again is first[i]) is (i >= 2), i
+        assert again == first[i]
+    # The miss was remembered in place of the oldest (2): 3 and 4 are still answered.
+    assert accepted(3) is first[3] and accepted(4) is first[4]
+    assert accepted(2) is not first[2] and len(memo) == 3
