@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Host CPU under a provider that floods its stderr.
 
-A child writes 100-byte lines to its stderr, ``--rate`` lines a second, for
-``--seconds``; the host drains them through ``ChildProcess`` (the stderr pump, its
-rate limit and the JSON log, written to /dev/null as the daemon writes its log).
+A child writes ``--rate`` × ``--seconds`` 100-byte lines to its stderr, ``--rate`` lines
+a second (a fixed count, so both sides are sent the same flood however fast the
+machine runs; a host that drains slower only makes it last longer); the host drains
+them through ``ChildProcess`` (the stderr pump, its rate limit and the JSON log,
+written to /dev/null as the daemon writes its log).
 Beside it, turn by turn, a floor: the same child drained by a bare read loop that
 drops the bytes (the least the pipe needs). Prints JSON with each side's host CPU
 (share of one core, and microseconds per line) and their ratio, and how many lines
@@ -31,20 +33,30 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The flooding child: 100-byte lines in 64 KiB batches, ``rate`` lines a second (as
-#: fast as the pipe takes them, if the host drains slower), for ``seconds``.
+#: Lines per write of the flooding child (64 KiB of 100-byte lines).
+BATCH = 655
+
+
+def flood_lines(seconds: float, rate: float) -> int:
+    """How many lines the child writes: ``rate`` × ``seconds`` in whole batches, one at
+    least."""
+    return max(1, round(seconds * rate / BATCH)) * BATCH
+
+
+#: The flooding child: ``flood_lines`` 100-byte lines in batches, ``rate`` lines a
+#: second (as fast as the pipe takes them, if the host drains slower).
 FLOOD = (
     "import os, sys, time\n"
-    "seconds, rate = float(sys.argv[1]), float(sys.argv[2])\n"
-    "batch = (b'x' * 99 + b'\\n') * 655\n"
+    "total, rate = int(sys.argv[1]), float(sys.argv[2])\n"
+    f"batch = (b'x' * 99 + b'\\n') * {BATCH}\n"
     "start = time.monotonic()\n"
     "sent = 0\n"
-    "while (now := time.monotonic()) < start + seconds:\n"
-    "    ahead = start + sent / rate - now\n"
+    "while sent < total:\n"
+    "    ahead = start + sent / rate - time.monotonic()\n"
     "    if ahead > 0:\n"
     "        time.sleep(ahead)\n"
     "    os.write(2, batch)\n"
-    "    sent += 655\n"
+    f"    sent += {BATCH}\n"
 )
 
 
@@ -56,7 +68,7 @@ async def _hostd_round(seconds: float, rate: float) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         t0, c0 = time.perf_counter(), time.process_time()
         child = await ChildProcess.spawn(
-            "flood", [sys.executable, "-c", FLOOD, str(seconds), str(rate)]
+            "flood", [sys.executable, "-c", FLOOD, str(flood_lines(seconds, rate)), str(rate)]
         )
         child.start_pumps(tg)
         await child.exited.wait()
@@ -76,7 +88,7 @@ async def _floor_round(seconds: float, rate: float) -> dict[str, Any]:
 
     t0, c0 = time.perf_counter(), time.process_time()
     process = await anyio.open_process(
-        [sys.executable, "-c", FLOOD, str(seconds), str(rate)],
+        [sys.executable, "-c", FLOOD, str(flood_lines(seconds, rate)), str(rate)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -109,6 +121,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "checkout": str(args.checkout),
         "seconds_per_round": args.seconds,
         "flood_lines_per_s": args.rate,
+        "flood_lines": flood_lines(args.seconds, args.rate),
         "rounds": args.rounds,
         "hostd": {
             "host_cpu_share": _median(hostd_rows, "cpu_share"),
