@@ -13,6 +13,13 @@ requests still running. This edge stands in front of it:
 - every request handed on is counted until its answer is written (or its client
   cancels it: MCP's cancellation asks for no answer), and an answer for a request
   already settled is dropped, so no request is answered twice;
+- a batch is served member by member to a client whose ``initialize`` asked for
+  2024-11-05 or 2025-03-26 (the SDK agrees to both; 2025-03-26: implementations
+  "MUST support receiving JSON-RPC batches"; 2025-06-18 removed them, and later
+  sessions get one ``-32600`` per request in it): each member is screened as a
+  line of its own and handed on, and the members' answers are written as one array
+  once every request in it is answered or cancelled (JSON-RPC 2.0 §6: none for its
+  notifications, no array when nothing in it is answered);
 - when stdin ends, the requests already read are still served: the edge waits for
   their answers (up to ``drain_s``), answers the rest ``shutting_down`` itself, and
   only then lets the SDK see the end of its input.
@@ -57,14 +64,22 @@ DRAIN_S = 30.0
 RequestId = int | str
 
 
+#: The revisions whose clients may send batches: 2025-03-26 says implementations "MUST
+#: support receiving JSON-RPC batches", 2024-11-05 speaks plain JSON-RPC 2.0 (batches
+#: included), and 2025-06-18 removed them.
+BATCH_REVISIONS = frozenset({"2024-11-05", "2025-03-26"})
+
+
 @dataclass(slots=True, frozen=True)
 class Screened:
-    """What one line asks: a message for the SDK, a reply to write now, or neither."""
+    """What one line asks: a message for the SDK, a reply to write now, or neither; for
+    a batch served member by member, each member's own ``Screened``."""
 
     message: SessionMessage | None = None
-    reply: bytes | None = None
+    reply: Any = None  # the JSON-RPC answer (an object, or a batch's array) to write now
     request: RequestId | None = None  # the id the SDK now owes an answer
     cancels: RequestId | None = None  # a request the client cancelled (no answer due)
+    members: tuple[Screened, ...] = ()
 
 
 def _is_id(value: Any) -> TypeGuard[RequestId]:
@@ -73,17 +88,23 @@ def _is_id(value: Any) -> TypeGuard[RequestId]:
 
 
 def _refuse(exc: HostdError, id_: Any = None) -> Screened:
-    return Screened(reply=encode_line(error_reply(exc, id_ if _is_id(id_) else None)))
+    return Screened(reply=error_reply(exc, id_ if _is_id(id_) else None))
 
 
-_BATCH = "batches are not served (MCP 2025-06-18 removed them): send each request alone"
+_BATCH = (
+    "batches are served only to MCP 2024-11-05 and 2025-03-26 sessions (2025-06-18 "
+    "removed them): send each request alone"
+)
 
 
-def _batch(items: list[Any]) -> Screened:
+def _batch(items: list[Any], *, served: bool) -> Screened:
     """JSON-RPC 2.0 §6: one answer per request in the batch, in one array; none for
-    notifications and responses."""
+    notifications and responses. ``served``: each member screened as a line of its own
+    (``members``), else each request in it refused."""
     if not items:
         return _refuse(EmptyBatch("empty batch"))
+    if served:
+        return Screened(members=tuple(_member(item) for item in items))
     replies = []
     for item in items:
         id_ = None
@@ -96,7 +117,14 @@ def _batch(items: list[Any]) -> Screened:
         replies.append(error_reply(InvalidRequest(_BATCH), id_ if _is_id(id_) else None))
     if not replies:
         return Screened()
-    return Screened(reply=encode_line(replies, strict=False))
+    return Screened(reply=replies)
+
+
+def _member(item: Any) -> Screened:
+    if isinstance(item, dict) and item.get("method") == "initialize":
+        # 2025-03-26: "The initialization request MUST NOT be part of a JSON-RPC batch".
+        return _refuse(InvalidRequest("initialize must not be part of a batch"), item.get("id"))
+    return _one(item)
 
 
 def _one(value: Any) -> Screened:
@@ -142,15 +170,45 @@ def _hand_on(value: dict[str, Any], *, respond: bool) -> Screened:
     return Screened(message=SessionMessage(message), request=request, cancels=cancels)
 
 
-def screen(line: bytes) -> Screened:
-    """One inbound line: handed on to the SDK, or answered here (pure)."""
+def screen(line: bytes, *, batches: bool = False) -> Screened:
+    """One inbound line: handed on to the SDK, or answered here (pure). ``batches``: the
+    session's revision receives batches (``BATCH_REVISIONS``)."""
     try:
         value = decode(line)
     except ParseError as exc:
         return _refuse(exc)
     if isinstance(value, list):
-        return _batch(value)
+        return _batch(value, served=batches)
     return _one(value)
+
+
+class _Batch:
+    """One served batch: its answers in the order of its members, written as one array
+    once the last member handed on is answered or cancelled (and not before every
+    member was read)."""
+
+    __slots__ = ("answers", "open", "owed")
+
+    def __init__(self) -> None:
+        self.answers: list[Any] = []  # an answer, or None while owed (dropped if cancelled)
+        self.owed: dict[RequestId, int] = {}  # coerced id -> its place in ``answers``
+        self.open = True  # members still being read
+
+    def expect(self, key: RequestId) -> None:
+        self.owed[key] = len(self.answers)
+        self.answers.append(None)
+
+    def settle(self, key: RequestId, answer: Any) -> bool:
+        """``answer`` (None: cancelled) in ``key``'s place; True when the batch is done."""
+        self.answers[self.owed.pop(key)] = answer
+        return self.done
+
+    @property
+    def done(self) -> bool:
+        return not self.open and not self.owed
+
+    def array(self) -> list[Any]:
+        return [answer for answer in self.answers if answer is not None]
 
 
 class _Owed:
@@ -199,6 +257,12 @@ async def serve_stdio(
     owed = _Owed()
     write_lock = anyio.Lock()
     gone = anyio.Event()  # the client stopped reading: nothing more can be answered
+    in_batch: dict[RequestId, _Batch] = {}  # a served batch's requests, by coerced id
+    # The revision the client's ``initialize`` asked for. The SDK answers with the one
+    # asked for when it knows it, as it knows every one of ``BATCH_REVISIONS``; read
+    # from the request, not the answer, so a client that sends on without waiting for
+    # the answer is served the same.
+    revision: list[Any] = []
 
     async def write(data: bytes) -> None:
         if gone.is_set():
@@ -209,16 +273,70 @@ async def serve_stdio(
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 gone.set()
 
+    async def answer(id_: RequestId, reply: Any) -> None:
+        """Write the answer to ``id_`` (owed and now settled): alone, or in its batch."""
+        key = coerce_request_id(id_)
+        batch = in_batch.pop(key, None)
+        if batch is None:
+            await write(encode_line(reply, strict=False))
+        elif batch.settle(key, reply):
+            await flush(batch)
+
+    async def cancel(id_: RequestId) -> None:
+        if owed.settle(id_):
+            key = coerce_request_id(id_)
+            batch = in_batch.pop(key, None)
+            if batch is not None and batch.settle(key, None):
+                await flush(batch)
+
+    async def flush(batch: _Batch) -> None:
+        array = batch.array()
+        if array:  # every request in it cancelled: nothing to answer
+            await write(encode_line(array, strict=False))
+
+    async def hand_on(screened: Screened, batch: _Batch | None = None) -> None:
+        assert screened.message is not None
+        message = screened.message.message
+        if isinstance(message, types.JSONRPCRequest) and message.method == "initialize":
+            revision.append((message.params or {}).get("protocolVersion"))
+        if screened.request is not None:
+            owed.add(screened.request)
+            if batch is not None:
+                key = coerce_request_id(screened.request)
+                batch.expect(key)
+                in_batch[key] = batch
+        await inbox_send.send(screened.message)
+
+    async def serve_batch(members: tuple[Screened, ...]) -> None:
+        batch = _Batch()
+        for member in members:
+            if member.reply is not None:
+                batch.answers.append(member.reply)
+            if member.cancels is not None:
+                await cancel(member.cancels)
+            if member.message is None:
+                continue
+            if member.request is not None and coerce_request_id(member.request) in owed.ids:
+                # Its answer could not be told from the other's (MCP: ids are not reused).
+                used = InvalidRequest("id already in use by a request not answered yet")
+                batch.answers.append(error_reply(used, member.request))
+                continue
+            await hand_on(member, batch)
+        batch.open = False
+        if batch.done:
+            await flush(batch)
+
     async def handle(line: bytes) -> None:
-        screened = screen(line)
+        screened = screen(line, batches=bool(revision) and revision[-1] in BATCH_REVISIONS)
+        if screened.members:
+            await serve_batch(screened.members)
+            return
         if screened.reply is not None:
-            await write(screened.reply)
+            await write(encode_line(screened.reply, strict=False))
         if screened.cancels is not None:
-            owed.settle(screened.cancels)
+            await cancel(screened.cancels)
         if screened.message is not None:
-            if screened.request is not None:
-                owed.add(screened.request)
-            await inbox_send.send(screened.message)
+            await hand_on(screened)
 
     async def read_in() -> None:
         splitter = LineSplitter(max_line_bytes)
@@ -246,7 +364,7 @@ async def serve_stdio(
         stop = ShuttingDown(f"hostd mcp: stdin closed; not answered within {drain_s:g} s")
         for id_ in remaining:
             owed.settle(id_)
-            await write(encode_line(error_reply(stop, id_)))
+            await answer(id_, error_reply(stop, id_))
 
     async def write_out() -> None:
         async with outbox_receive:
@@ -256,6 +374,10 @@ async def serve_stdio(
                     if message.id is not None and not owed.settle(message.id):
                         # Settled already: cancelled by the client, or answered at the end.
                         log.info("mcp.reply.dropped")
+                        continue
+                    if message.id is not None and coerce_request_id(message.id) in in_batch:
+                        reply = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                        await answer(message.id, reply)
                         continue
                 data = message.model_dump_json(by_alias=True, exclude_unset=True)
                 await write(data.encode() + b"\n")

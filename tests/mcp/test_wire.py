@@ -25,7 +25,7 @@ from ._harness import hostd_mcp, write_config
 
 pytestmark = pytest.mark.anyio
 
-_INIT = {
+_INIT: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 0,
     "method": "initialize",
@@ -183,3 +183,96 @@ async def test_a_request_still_running_past_the_drain_is_answered_shutting_down(
     assert Counter(a["id"] for a in answers) == Counter({0: 1, 2: 1})
     stuck = next(a for a in answers if a["id"] == 2)
     assert stuck["error"]["data"]["reason"] == "shutting_down"
+
+
+def _init(revision: str) -> dict[str, Any]:
+    return {**_INIT, "params": {**_INIT["params"], "protocolVersion": revision}}
+
+
+@pytest.mark.parametrize("revision", ["2024-11-05", "2025-03-26"])
+async def test_a_batch_from_a_session_of_a_revision_with_batches_is_served_as_one_array(
+    workdir: Path, marker: str, revision: str
+) -> None:
+    # 2025-03-26: implementations "MUST support receiving JSON-RPC batches".
+    config = write_config(workdir, marker, {"alpha": {}})
+    batch = [
+        {"jsonrpc": "2.0", "id": "a", "method": "ping"},
+        {"jsonrpc": "2.0", "id": "b", "method": "tools/list"},
+        _INITIALIZED,  # a notification: handed on, never answered
+        _call("c", "served inside a batch"),
+        1,
+        _init(revision) | {"id": "d"},  # "MUST NOT be part of a JSON-RPC batch"
+        {"jsonrpc": "2.0", "id": "e", "method": "no/such/method"},
+    ]
+    data = b"".join(
+        [
+            _line(_init(revision)),
+            _line(_INITIALIZED),
+            _line(batch),
+            _line([_INITIALIZED, _INITIALIZED]),  # nothing in it to answer: no array
+            _line({"jsonrpc": "2.0", "id": "f", "method": "ping"}),
+        ]
+    )
+    with anyio.fail_after(120):
+        out = await _run(config, data)
+    assert out[0]["id"] == 0 and out[0]["result"]["protocolVersion"] == revision
+    arrays = [m for m in out if isinstance(m, list)]
+    assert len(arrays) == 1, out
+    array = arrays[0]
+    assert [m["id"] for m in array] == ["a", "b", "c", None, "d", "e"]  # in the batch's order
+    assert array[0]["result"] == {}
+    assert [t["name"] for t in array[1]["result"]["tools"]][0] == "compose_context"
+    assert array[2]["result"]["isError"] is False
+    assert array[2]["result"]["structuredContent"]["citations"]
+    assert [m["error"]["code"] for m in array[3:]] == [-32600, -32600, -32601]
+    singles = [m for m in out[1:] if isinstance(m, dict) and "id" in m]
+    assert [m["id"] for m in singles] == ["f"]  # nothing else answered outside the array
+
+
+async def test_a_batch_member_cancelled_is_left_out_of_its_array() -> None:
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "changed my mind"},
+    }
+    batch = [_call(2, "never ends"), cancel, {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
+    lines = [_line(_init("2025-03-26")), _line(_INITIALIZED), _line(batch)]
+    written: list[bytes] = []
+
+    async def receive() -> bytes:
+        return lines.pop(0) if lines else b""
+
+    async def send(data: bytes) -> None:
+        written.append(data)
+
+    with anyio.fail_after(60):  # a hang guard: the drain waits for the ping's answer only
+        await serve_mcp(_Stuck(), receive, send, drain_s=60)
+    out = [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+    arrays = [m for m in out if isinstance(m, list)]
+    assert len(arrays) == 1, out
+    assert [m["id"] for m in arrays[0]] == [3]
+    assert Counter(a["id"] for a in _answers(out)) == Counter({0: 1, 3: 1})
+
+
+async def test_a_batch_still_running_at_the_drain_is_answered_in_its_array() -> None:
+    # The second member reuses the id of the first, which is still owed: refused, since
+    # its answer could not be told from the first's.
+    batch = [_call(2, "never ends"), {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    lines = [_line(_init("2025-03-26")), _line(_INITIALIZED), _line(batch)]
+    written: list[bytes] = []
+
+    async def receive() -> bytes:
+        return lines.pop(0) if lines else b""
+
+    async def send(data: bytes) -> None:
+        written.append(data)
+
+    with anyio.fail_after(60):
+        await serve_mcp(_Stuck(), receive, send, drain_s=0)
+    out = [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+    arrays = [m for m in out if isinstance(m, list)]
+    assert len(arrays) == 1, out
+    first, second = arrays[0]
+    assert first["id"] == 2 and first["error"]["data"]["reason"] == "shutting_down"
+    assert second["id"] == 2 and second["error"]["code"] == -32600
+    assert "in use" in second["error"]["message"]
