@@ -52,6 +52,7 @@ from ._health import (
     decide_ask,
     record_answer,
     record_down,
+    record_leg,
     record_retry,
 )
 from ._launch import Launcher, PoolSettings
@@ -139,6 +140,9 @@ class HttpReranker:
         self._now = settings.clock or anyio.current_time
         #: A try after a cool-down is out (``decide_ask``: one at a time).
         self._probing = False
+        #: Failures counted toward its cool-down so far: an ask that was already out
+        #: when the last one was counted does not double the cool-down (``_count``).
+        self._counted = 0
         #: Compositions that did not ask it because it was cooling down.
         self.skipped = 0
 
@@ -184,6 +188,7 @@ class HttpReranker:
         server cooling down is not asked (``decide_ask``)."""
         started = time.perf_counter()
         policy = self.server.cool_down
+        counted = self._counted
         decision = decide_ask(self.health, now=self._now(), policy=policy, probing=self._probing)
         if decision.action is StartAction.GIVE_UP:
             self.skipped += 1
@@ -203,7 +208,7 @@ class HttpReranker:
             finally:
                 if probe:
                     self._probing = False
-            self._count(outcome, down)
+            self._count(outcome, down, counted)
         return outcome.timed(len(candidates), time.perf_counter() - started)
 
     def _cooling(self, delay_s: float) -> str:
@@ -216,7 +221,12 @@ class HttpReranker:
             f"{h.last_failure}; {when}"
         )
 
-    def _count(self, outcome: RerankOutcome, down: bool) -> None:
+    def _count(self, outcome: RerankOutcome, down: bool, counted: int) -> None:
+        """Its health after one ask; ``counted``: ``_counted`` when the ask began. Below
+        ``cool_down.after`` every failure counts toward the cool-down (many requests
+        failing at once leave a server alone at once); past it, only a failure of an ask
+        made after the last one counted does (a try after the cool-down): asks that were
+        out together when a server went down double its cool-down once, not once each."""
         reason = outcome.reason
         if reason is None:
             self.health = record_answer(self.health)
@@ -227,9 +237,14 @@ class HttpReranker:
             self.health = record_answer(self.health, status, error=error)
             return
         policy = self.server.cool_down
+        cooling = cool_down_s(self.health.consecutive_failures, policy) > 0
+        if cooling and counted != self._counted:  # out before the failure counted last
+            self.health = record_leg(self.health, status, error=error)
+            return
         self.health = health = record_down(
             self.health, status, now=self._now(), error=error, policy=policy
         )
+        self._counted += 1
         wait = cool_down_s(health.consecutive_failures, policy)
         if wait > 0:
             log.warning(

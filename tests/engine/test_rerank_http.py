@@ -149,6 +149,32 @@ async def test_a_server_that_comes_back_is_asked_again_and_its_failures_forgotte
     assert row["remote"]["exchanges"] == 4
 
 
+async def test_asks_out_together_when_a_server_fails_double_its_cool_down_once() -> None:
+    clock = _Clock()
+    # No request is answered before all five are in: every ask is out before any fails.
+    async with rerank_server("status500", "--gather", "5") as port:
+        server = RerankServer(
+            f"http://127.0.0.1:{port}", cool_down=_cooling(2, 10.0), max_connections=5
+        )
+        async with HttpReranker(server, PoolSettings(clock=clock)) as reranker:
+            outcomes: list[RerankOutcome] = []
+
+            async def ask() -> None:
+                outcomes.append(await reranker.rerank("why", CANDIDATES, 60.0))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(5):
+                    tg.start_soon(ask)
+            row = reranker.row()
+    assert [o.reason for o in outcomes] == ["error"] * 5
+    health = row["health"]
+    # Two failures start the cool-down (``after``); the three asks that were out with
+    # them are counted as errors but do not double it three more times (80 s).
+    assert (health["errors"], health["consecutive_failures"]) == (5, 2)
+    assert (row["state"], health["retry_in_s"]) == ("failed", 10.0)
+    assert row["remote"]["exchanges"] == 5
+
+
 @pytest.mark.parametrize(
     ("mode", "down"),
     [("status500", True), ("redirect", False), ("junk", False), ("shape", False)],
