@@ -19,7 +19,9 @@ import anyio
 import orjson
 
 from hostd.config import Config
+from hostd.errors import HostdError
 from hostd.logs import flush_logs, get_logger
+from hostd.protocol import CgpErrorCode
 
 from ._outcome import NoDaemon, config_hint
 
@@ -29,6 +31,7 @@ __all__ = [
     "EXIT_NO_DAEMON",
     "EXIT_OK",
     "EXIT_USAGE",
+    "UsageError",
     "connect_arg",
     "csv_arg",
     "print_json",
@@ -46,9 +49,17 @@ class ProgressListener(Protocol):
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+#: A command line that cannot be run as given (argparse's own errors exit 2 too).
 EXIT_USAGE = 2
 #: ``--connect`` found no daemon answering at the socket.
 EXIT_NO_DAEMON = 3
+
+
+class UsageError(HostdError):
+    """A command line that cannot be run as given: exit ``EXIT_USAGE``."""
+
+    code = CgpErrorCode.BAD_REQUEST
+    reason = "usage"
 
 
 #: How long ``--connect`` waits for a starting daemon's socket by default (``--wait``).

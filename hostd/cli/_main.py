@@ -137,7 +137,7 @@ def _default_level(command: str, configured: str) -> str:
 
 
 def _exit_status(exc: HostdError) -> int:
-    if exc.reason in ("bad_config", "listener_failed"):
+    if exc.reason in ("bad_config", "listener_failed", "usage"):
         return EXIT_USAGE
     return EXIT_NO_DAEMON if isinstance(exc, NoDaemon) else EXIT_FAILED
 

@@ -27,7 +27,7 @@ from typing import Any
 from hostd.config import CONFIG_NAME, default_state_dir, discover_socket, find_config
 from hostd.errors import ConfigError, HostdError
 
-from ._common import EXIT_OK, csv_arg, print_json
+from ._common import EXIT_OK, UsageError, csv_arg, print_json
 
 __all__ = ["BUNDLED", "add_project_commands", "render_project_config", "semantic_installed"]
 
@@ -177,10 +177,12 @@ def _chosen(value: str | None) -> tuple[str, ...]:
         return BUNDLED
     unknown = [w for w in wanted if w not in BUNDLED]
     if unknown:
-        raise HostdError(
+        raise UsageError(
             f"--providers: unknown bundled provider(s) {', '.join(unknown)} "
             f"(known: {', '.join(BUNDLED)})"
         )
+    if not wanted:
+        raise UsageError(f"--providers: name at least one of {', '.join(BUNDLED)}")
     return tuple(p for p in BUNDLED if p in wanted)
 
 
@@ -202,7 +204,8 @@ def _write_new(target: Path, text: str, force: bool) -> None:
 def _init(_cfg: Any, args: argparse.Namespace) -> int:
     project = Path(args.dir).expanduser().resolve()
     if not project.is_dir():
-        raise HostdError(f"{args.dir}: not a directory")
+        what = "does not exist" if not project.exists() else "is not a directory"
+        raise UsageError(f"hostd init {args.dir}: {project} {what}")
     providers = _chosen(args.providers)
     ok = semantic_installed()
     text = render_project_config(

@@ -117,6 +117,27 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert forced.returncode == 0 and (project / "hostd.toml").read_text() == written
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["init", "nowhere"], "does not exist"),
+        (["init", "frob/docs/frobnicator.md"], "is not a directory"),
+        (["init", "frob", "--providers", "files,memroy"], "unknown bundled provider(s) memroy"),
+        (["init", "frob", "--providers", ""], "name at least one of files, memory"),
+    ],
+)
+def test_init_refuses_a_command_line_it_cannot_run_as_a_usage_error(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    env = fresh_home(tmp_path)
+    _project(tmp_path)
+    refused = hostd_in(tmp_path, env, *args)
+    assert refused.returncode == 2, refused.stderr  # as argparse's own usage errors
+    assert said in refused.stderr and "[usage]" in refused.stderr
+    assert "internal" not in refused.stderr
+    assert not (tmp_path / "frob" / "hostd.toml").exists()
+
+
 def test_with_no_config_compose_names_what_it_searched_and_suggests_init(tmp_path: Path) -> None:
     env = fresh_home(tmp_path)
     where = tmp_path / "elsewhere"
