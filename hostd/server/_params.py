@@ -52,8 +52,12 @@ class FloorParam(_Params):
     position: Literal["top", "bottom"] = "top"
 
 
+#: The goal: bounded before the blank check, so a long one is told in characters.
+_Goal = Annotated[str, Field(min_length=1, max_length=_MAX_STR), AfterValidator(_not_blank)]
+
+
 class QueryParams(_Params):
-    goal: Annotated[_Text, Field(max_length=_MAX_STR)]
+    goal: _Goal
     query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
     kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
     anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
