@@ -205,6 +205,21 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_params(params: dict[str, Any]) -> None:
+    """Refuse what the daemon would refuse (``InvalidParam``, the same message) before
+    any provider is started for it, or the request sent."""
+    from pydantic import ValidationError
+
+    from hostd.errors import InvalidParam, error_to_wire
+    from hostd.server import ComposeParams
+
+    try:
+        ComposeParams.model_validate(params)
+    except ValidationError as exc:
+        wire = error_to_wire(exc)
+        raise InvalidParam(wire["message"], field=wire["data"]["field"]) from None
+
+
 async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     optional = {
         "budget": args.budget,
@@ -221,6 +236,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     }
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
+    _check_params(params)
     bars = ProgressBars()
     async with session(cfg, args.connect, bars, wait=args.wait) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress

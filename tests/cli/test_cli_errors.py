@@ -4,6 +4,7 @@ run as a child, its stderr and exit status read as a user would."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,30 @@ def test_an_empty_prompt_exits_1_and_says_how_each_leg_failed(
     assert any("ghost: crashed: provider 'ghost' cannot start" in line for line in human)
     assert any("nocwd: crashed: provider 'nocwd' cannot start" in line for line in human)
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--budget", "0"], "invalid params: budget: Input should be greater than 0"),
+        (["--max-frames", "0"], "invalid params: max_frames:"),
+    ],
+)
+def test_params_the_daemon_would_refuse_are_refused_before_a_provider_starts(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    started = tmp_path / "started"
+    # A provider that leaves a mark when it is started.
+    run = f'touch "{started}"; exec "$0" -m tests.fixtures.healthy_provider'
+    mark = ["sh", "-c", run, sys.executable]
+    config = _config(tmp_path, _provider("alpha", mark))
+    done = _hostd("--config", str(config), "compose", "anything", *args)
+    assert done.returncode == 1, done.stderr
+    assert any(said in line and "[invalid_params]" in line for line in _human(done.stderr))
+    assert not started.exists()
+    # The same provider starts for a request it can serve (the mark is a real one).
+    assert _hostd("--config", str(config), "compose", "anything").returncode == 0
+    assert started.exists()
 
 
 def test_a_prompt_with_evidence_exits_0_and_still_names_the_failed_leg(
