@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from hostd._log import INFO
+from hostd._log import level as log_level
 from hostd.config import Config
 from hostd.errors import HostdError
 
@@ -256,7 +258,13 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         sys.stderr.write(audit_summary(result) + "\n")
     empty = no_evidence(result)
     advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
-    for line in [*(empty if empty is not None else leg_failures(result)), *advice]:
+    failures = empty if empty is not None else leg_failures(result)
+    if log_level.at > INFO and any("provider.stderr" in line for line in failures):
+        failures.append(
+            "what a provider writes on stderr is logged at info: "
+            "`hostd --log-level info compose …` shows it"
+        )
+    for line in [*failures, *advice]:
         sys.stderr.write(f"hostd: {line}\n")
     return EXIT_OK if empty is None else EXIT_FAILED
 

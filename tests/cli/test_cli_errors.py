@@ -116,6 +116,42 @@ def test_params_the_daemon_would_refuse_are_refused_before_a_provider_starts(
     assert started.exists()
 
 
+_RAISES = """\
+from hostd.protocol import Capabilities, ProviderInfo, QueryCapability
+from hostd.provider import Provider, run_stdio
+
+
+class Raises(Provider):
+    info = ProviderInfo(name="raises", version="1.0")
+    capabilities = Capabilities(query=QueryCapability(kinds=["fact"]))
+
+    async def query(self, query):
+        raise RuntimeError("notes database is locked")
+
+
+run_stdio(Raises())
+"""
+
+
+def test_a_provider_whose_query_fails_is_pointed_at_its_stderr(tmp_path: Path) -> None:
+    script = tmp_path / "raises.py"
+    script.write_text(_RAISES, encoding="utf-8")
+    config = _config(tmp_path, _provider("raises", ["python", str(script)]))
+    done = _hostd("--config", str(config), "compose", "anything")
+    assert done.returncode == 1, done.stderr
+    human = _human(done.stderr)
+    failed = next(line for line in human if "raises: error:" in line)
+    assert "provider answered internal" in failed and "provider.stderr" in failed, failed
+    assert any("--log-level info" in line for line in human), human
+    assert "database is locked" not in done.stderr  # the error's text is not quoted
+    # Where the hint points: the provider's own account, in the log at info.
+    shown = _hostd("--config", str(config), "--log-level", "info", "compose", "anything")
+    said = [json.loads(line) for line in shown.stderr.splitlines() if line.startswith("{")]
+    stderr = [e["line"] for e in said if e.get("event") == "provider.stderr"]
+    assert any("RuntimeError: notes database is locked" in line for line in stderr), stderr
+    assert not any("--log-level info" in line for line in _human(shown.stderr))
+
+
 def test_a_prompt_with_evidence_exits_0_and_still_names_the_failed_leg(
     tmp_path: Path, unstartable: dict[str, str]
 ) -> None:

@@ -43,7 +43,15 @@ from hostd.protocol import (
 from hostd.rpc import encode_line, make_notification, request_line
 
 from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire
-from ._unquoted import bad_line, described_id, json_type, parse_problem, shape_error, unquoted
+from ._unquoted import (
+    STDERR_HINT,
+    bad_line,
+    described_id,
+    json_type,
+    parse_problem,
+    shape_error,
+    unquoted,
+)
 
 __all__ = ["JsonRpcCodec", "provider_error", "validate_reply"]
 
@@ -66,6 +74,8 @@ def provider_error(error: Any) -> HostdError:
     data = error.get("data")
     code = read_cgp_code(data.get("cgp_code") if isinstance(data, dict) else None)
     message = f"provider answered {code.value} (message: {unquoted(error.get('message'))})"
+    if code is CgpErrorCode.INTERNAL:  # its own failure: what it logged says why, we do not
+        message = message[:-1] + f"; {STDERR_HINT})"
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:

@@ -17,7 +17,20 @@ from pydantic import ValidationError
 
 from hostd.errors import ProtocolFault
 
-__all__ = ["bad_line", "described_id", "json_type", "parse_problem", "shape_error", "unquoted"]
+__all__ = [
+    "STDERR_HINT",
+    "bad_line",
+    "described_id",
+    "json_type",
+    "parse_problem",
+    "shape_error",
+    "unquoted",
+]
+
+
+#: Where an error a provider answered about itself (``internal``) is explained: not in
+#: its message, which is not quoted, but on its stderr, which the log keeps.
+STDERR_HINT = "its stderr, logged as provider.stderr, may say why"
 
 
 def json_type(value: Any) -> str:
