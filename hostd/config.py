@@ -10,6 +10,7 @@ against that file's directory. Nothing here starts processes or opens sockets.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import os
@@ -17,7 +18,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -526,13 +527,39 @@ def _loc(parts: tuple[int | str, ...]) -> str:
     return out or "<top level>"
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The config section an annotation holds (``Section``, ``list[Section]``, ``Section |
+    None`` …), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the section at ``loc`` knows (none when ``loc`` names no section)."""
+    model: type[BaseModel] | None = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if model is not None else None
+        model = _model_in(field.annotation) if field is not None else None
+    return list(model.model_fields) if model is not None else []
+
+
 def _describe(exc: ValidationError, source: str) -> ConfigError:
     problems = []
     for err in exc.errors():
         key = _loc(err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            close = difflib.get_close_matches(str(err["loc"][-1]), _keys_at(err["loc"][:-1]), 1)
+            msg = "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+        elif err["type"] == "value_error":  # our own validator's words, without pydantic's
+            msg = msg.removeprefix("Value error, ")
         problems.append((key, msg))
     key, msg = problems[0]
     text = "; ".join(f"{k}: {m}" for k, m in problems)

@@ -293,12 +293,18 @@ def _field_of(loc: tuple[int | str, ...]) -> str:
     return out or "params"
 
 
+def _problem(error: Any) -> str:
+    """A validation error's words; our own validators' without pydantic's prefix."""
+    msg = str(error["msg"])
+    return msg.removeprefix("Value error, ") if error["type"] == "value_error" else msg
+
+
 def _invalid_params(exc: ValidationError) -> dict[str, Any]:
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     first = errors[0]
     field = _field_of(first["loc"])
-    msg = "unknown member" if first["type"] == "extra_forbidden" else first["msg"]
-    detail = [{"field": _field_of(e["loc"]), "problem": e["msg"]} for e in errors[:20]]
+    msg = "unknown member" if first["type"] == "extra_forbidden" else _problem(first)
+    detail = [{"field": _field_of(e["loc"]), "problem": _problem(e)} for e in errors[:20]]
     data = {
         "reason": "invalid_params",
         "cgp_code": CgpErrorCode.BAD_REQUEST.value,

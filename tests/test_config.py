@@ -83,6 +83,40 @@ def test_a_bad_value_names_file_key_and_problem(
     assert exc.value.data["key"] == key
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "[host]\ndefualt_budget = 3\n",
+            "host.defualt_budget: unknown key (did you mean default_budget?)",
+        ),
+        (
+            "[[provider]]\nid = 'a'\ncomand = ['x']\n",
+            "provider[0].comand: unknown key (did you mean command?)",
+        ),
+        ("[hots]\n", "hots: unknown key (did you mean host?)"),
+        ("[host]\nzzz = 1\n", "host.zzz: unknown key"),
+    ],
+)
+def test_a_misspelt_key_is_told_with_the_key_it_is_closest_to(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        load_config(_write(tmp_path, text))
+    assert said in str(exc.value)
+    assert "did you mean" not in said or str(exc.value).count("did you mean") == 1
+    if "zzz" in text:
+        assert "did you mean" not in str(exc.value)
+
+
+def test_our_own_checks_are_told_in_our_words_without_pydantics_prefix(tmp_path: Path) -> None:
+    text = "[[provider]]\nid = 'a'\ncommand = ['x']\n[[provider]]\nid = 'a'\ncommand = ['y']\n"
+    with pytest.raises(ConfigError) as exc:
+        load_config(_write(tmp_path, text))
+    assert "provider: duplicate provider id 'a'" in str(exc.value)
+    assert "Value error" not in str(exc.value)
+
+
 def test_a_tokenizer_path_resolves_against_the_config_file(tmp_path: Path) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "tokenizer.json").write_text("{}", encoding="utf-8")

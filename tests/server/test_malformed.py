@@ -218,6 +218,8 @@ async def test_input_edges_get_typed_errors_and_the_daemon_keeps_serving(start_d
         # A goal with nothing but whitespace asks for nothing.
         err = assert_error(await raw.ask(_compose(2, goal=" \t\n ")), -32602, 2)
         assert err["data"]["field"] == "goal"
+        # In our words: "must not be empty …", without pydantic's "Value error, ".
+        assert err["message"] == "invalid params: goal: must not be empty or only whitespace"
         # A goal past its bound is told in characters (not as a collection's "items").
         err = assert_error(await raw.ask(_compose(2, goal="g" * (64 * 1024 + 1))), -32602, 2)
         assert err["data"]["field"] == "goal" and "65536 characters" in err["message"], err
