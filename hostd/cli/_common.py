@@ -146,9 +146,11 @@ async def session(
                 client = await _connect(stack, path, wait)
             except OSError as exc:
                 waited = f"; waited {wait:g} s" if wait > 0 else ""
+                start = f"start one with `hostd serve{config_hint(cfg)}`"
+                if not cfg.provider:  # a daemon of this config would have nothing to ask
+                    start = cfg.no_providers()
                 raise NoDaemon(
-                    f"no daemon at {path} ({exc.strerror or exc}{waited}); "
-                    f"start one with `hostd serve{config_hint(cfg)}`"
+                    f"no daemon at {path} ({exc.strerror or exc}{waited}); {start}"
                 ) from exc
             yield client
     else:

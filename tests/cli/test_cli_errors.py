@@ -180,7 +180,7 @@ def test_providers_names_why_a_provider_is_down(
 def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     tmp_path: Path, command: list[str]
 ) -> None:
-    config = _config(tmp_path)
+    config = _config(tmp_path, _healthy("alpha"))
     done = _hostd("--config", str(config), *command, "--connect", "--wait", "0")
     assert done.returncode == 3, done.stderr
     (line,) = _human(done.stderr)
@@ -189,6 +189,14 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     other = tmp_path / "elsewhere.sock"
     done = _hostd("--config", str(config), *command, "--connect", str(other), "--wait", "0")
     assert done.returncode == 3 and f"no daemon at {other}" in done.stderr
+    # A config with no provider: a daemon of it would have nothing to ask, so the way
+    # out is a config that has some, not `hostd serve`.
+    empty = _config(tmp_path)
+    done = _hostd("--config", str(empty), *command, "--connect", "--wait", "0")
+    assert done.returncode == 3, done.stderr
+    (line,) = _human(done.stderr)
+    assert f"no providers configured in {empty}" in line and "`hostd init`" in line
+    assert "hostd serve" not in line
 
 
 CONFIG_ERRORS = [
