@@ -147,7 +147,7 @@ async def session(
             except OSError as exc:
                 waited = f"; waited {wait:g} s" if wait > 0 else ""
                 start = f"start one with `hostd serve{config_hint(cfg)}`"
-                if not cfg.provider:  # a daemon of this config would have nothing to ask
+                if not connect and not cfg.provider:  # this config's daemon: nothing to ask
                     start = cfg.no_providers()
                 raise NoDaemon(
                     f"no daemon at {path} ({exc.strerror or exc}{waited}); {start}"

@@ -197,6 +197,9 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     (line,) = _human(done.stderr)
     assert f"no providers configured in {empty}" in line and "`hostd init`" in line
     assert "hostd serve" not in line
+    # A socket named outright is some daemon's, whatever this config holds.
+    done = _hostd("--config", str(empty), *command, "--connect", str(other), "--wait", "0")
+    assert done.returncode == 3 and "start one with `hostd serve" in done.stderr
 
 
 CONFIG_ERRORS = [
