@@ -13,17 +13,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import os
-import sys
 from collections.abc import Sequence
-from functools import partial
-from typing import Any, BinaryIO
-
-import anyio
+from typing import Any
 
 from hostd.integrations import RetrieverProvider, Search
 from hostd.protocol import FRAME_KINDS
-from hostd.provider import serve_stdio
+from hostd.provider import run_stdio
 
 from ._cli import http_arguments, serve
 
@@ -68,18 +63,6 @@ def _module_exists(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a parent package that is not there, or not one
         return False
-
-
-def _wire() -> BinaryIO:
-    """Keep the stdout descriptor for the wire alone and point descriptor 1 at stderr.
-
-    The retriever is the user's code and its framework's: either may print (LlamaIndex
-    prints notices on stdout), and so may a native library. Every such write now
-    lands in the provider's log, never between two replies on the wire."""
-    wire = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    sys.stdout.flush()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    return wire
 
 
 def main(framework: str, argv: Sequence[str] | None = None) -> int:
@@ -138,5 +121,5 @@ def main(framework: str, argv: Sequence[str] | None = None) -> int:
         provider.load()  # over HTTPS no progress can reach the host: loaded before serving
         serve(provider, args, parser)
         return 0
-    anyio.run(partial(serve_stdio, provider, stdout=_wire()), backend="asyncio")
+    run_stdio(provider)  # stdout is the wire alone: what the framework prints goes to stderr
     return 0

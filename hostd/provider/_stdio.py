@@ -2,34 +2,58 @@
 
 Each request runs in its own task, started straight from the pipe's read
 callback; replies are written whole by one synchronous write each; reading
-pauses under back-pressure. Kept apart from ``_runtime`` (the classes and helpers a
-provider author reads) as ``_http`` is for HTTPS.
+pauses under back-pressure. ``run_stdio`` owns the wire: the replies go out on a
+private copy of descriptor 1, and descriptor 1 itself leads to stderr. Kept apart from
+``_runtime`` (the classes and helpers a provider author reads) as ``_http`` is for HTTPS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 
 from hostd.errors import RequestLineTooLong
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, EOF, OVERLONG, LineItem, LineSplitter
-from hostd.rpc import LinePipeProtocol, encode_reply, error_reply
+from hostd.rpc import LinePipeProtocol, encode_reply, error_reply, reserve_stdout
 
 from ._runtime import Provider, ProviderServer
 
 __all__ = ["run_stdio", "serve_stdio"]
 
 
+def _watchable(loop: asyncio.AbstractEventLoop, fd: int) -> bool:
+    """Whether the event loop can watch ``fd`` for input: a pipe, a socket or a terminal.
+
+    Not a regular file nor ``/dev/null``: epoll refuses both (EPERM), and
+    ``connect_read_pipe`` takes ``/dev/null`` (a character device) only to fail later
+    in a callback, so its end of input would never be seen. Probed once, with the loop.
+    """
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+            return False
+        loop.add_reader(fd, _ignore)
+    except (OSError, ValueError):
+        return False
+    loop.remove_reader(fd)
+    return True
+
+
+def _ignore() -> None:
+    pass
+
+
 def _read_in_thread(fd: int, splitter: LineSplitter, deliver: Callable[[LineItem], None]) -> None:
-    """Fallback for a stdin that is not a pipe (a regular file): a daemon reader thread
-    on the raw descriptor, so shutdown never waits for it."""
+    """For a stdin the event loop cannot watch (a regular file, ``/dev/null``): a daemon
+    reader thread on the raw descriptor, read to its end, so shutdown never waits for it."""
     while True:
         try:
             chunk = os.read(fd, 65536)
@@ -64,7 +88,10 @@ async def serve_stdio(
     interleave). At EOF the replies in flight are still written before the
     provider exits (R2); ``context/shutdown`` cancels them. Reading pauses
     while 64 requests are in flight and resumes below 16 (back-pressure on the
-    host). Needs the asyncio backend (jsonrpcserver gathers batches with asyncio).
+    host). A ``stdin`` the event loop cannot watch (a regular file, ``/dev/null``) is
+    read in a thread to its end instead. ``stdout`` defaults to ``sys.stdout.buffer``
+    as it stands (``run_stdio`` passes the wire it took over). Needs the asyncio backend
+    (jsonrpcserver gathers batches with asyncio).
     """
     server = ProviderServer(provider)
     fd = stdin if stdin is not None else sys.stdin.fileno()
@@ -159,16 +186,17 @@ async def serve_stdio(
 
     server.start_warming(notify)
     transport: asyncio.BaseTransport | None = None
-    stdin_file = os.fdopen(fd, "rb", buffering=0, closefd=False)
+    stdin_file: BinaryIO | None = None
     try:
         async with anyio.create_task_group() as serving:
             serving.start_soon(stop_on_shutdown, serving.cancel_scope)
-            try:
+            if _watchable(loop, fd):
+                stdin_file = os.fdopen(fd, "rb", buffering=0, closefd=False)
                 transport, pipe = await loop.connect_read_pipe(
                     lambda: LinePipeProtocol(splitter, deliver, keep_unterminated=True),
                     stdin_file,
                 )
-            except (ValueError, OSError):  # not a pipe, socket or character device
+            else:
                 threading.Thread(
                     target=_read_in_thread,
                     args=(fd, splitter, lambda item: loop.call_soon_threadsafe(deliver, item)),
@@ -190,7 +218,8 @@ async def serve_stdio(
                 await asyncio.wait(set(answers))
         if transport is not None:
             transport.close()
-        stdin_file.close()
+        if stdin_file is not None:
+            stdin_file.close()
     if crashed:
         raise crashed[0]
 
@@ -207,5 +236,13 @@ def _silence(stream: Any) -> None:
 
 
 def run_stdio(provider: Provider, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
-    """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF."""
-    anyio.run(partial(serve_stdio, provider, max_line_bytes=max_line_bytes), backend="asyncio")
+    """Run ``provider`` on the JSON-RPC binding over stdin/stdout; returns on shutdown or EOF.
+
+    It takes stdout over first: replies alone go out on it, and anything else written
+    to stdout goes to stderr (``hostd.rpc.reserve_stdout``). stdin may be a pipe, a
+    regular file or ``/dev/null`` (at once the end of input)."""
+    wire = os.fdopen(reserve_stdout(), "wb")
+    anyio.run(
+        partial(serve_stdio, provider, stdout=wire, max_line_bytes=max_line_bytes),
+        backend="asyncio",
+    )

@@ -13,7 +13,8 @@ and check-provider read and write through it:
 - the correlation table (``_pending``): request id → one-slot waiter (the
   requesting ends);
 - ``LinePipeProtocol`` (``_pipe``): a pipe split into bounded lines in the event
-  loop's read callback.
+  loop's read callback; ``reserve_stdout``: descriptor 1 kept for a stdout wire,
+  whatever else the process prints sent to stderr.
 
 Imports only ``hostd.errors`` and ``hostd.protocol`` (plus jsonrpcserver, orjson,
 pydantic, anyio).
@@ -35,7 +36,7 @@ from ._envelope import (
     validate_request,
 )
 from ._pending import Pending, PendingSlot, PendingTable
-from ._pipe import LinePipeProtocol
+from ._pipe import LinePipeProtocol, reserve_stdout
 
 __all__ = [
     "DirectDispatcher",
@@ -57,5 +58,6 @@ __all__ = [
     "make_request",
     "reply_id",
     "request_line",
+    "reserve_stdout",
     "validate_request",
 ]

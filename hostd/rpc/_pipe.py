@@ -4,16 +4,39 @@
 callback, so a line is handed over the moment its last byte is read: no reader
 task, no event-loop turn between the pipe and the line's consumer. The provider
 runtime reads its stdin with it, the provider transport a child's stdout.
+
+``reserve_stdout`` keeps descriptor 1 for an end whose stdout is its wire (``hostd
+serve --stdio``, ``hostd mcp``, a provider's ``run_stdio``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Callable
 
 from hostd.protocol import EOF, TRUNCATED, LineItem, LineSplitter
 
-__all__ = ["LinePipeProtocol"]
+__all__ = ["LinePipeProtocol", "reserve_stdout"]
+
+
+def reserve_stdout() -> int:
+    """Keep a private copy of descriptor 1 for the wire; point descriptor 1 and
+    ``sys.stdout`` at stderr. Returns the wire's descriptor (not inherited by
+    subprocesses).
+
+    Whatever the process prints from then on (``print``, a library, a C library or a
+    subprocess writing to descriptor 1) lands on its stderr, never between two
+    messages on the wire; what it printed before, still in ``sys.stdout``'s buffer,
+    goes there too.
+    """
+    wire = os.dup(1)  # non-inheritable, as every descriptor Python makes
+    os.dup2(2, 1)
+    if sys.stdout is not None:
+        sys.stdout.flush()  # printed earlier, not yet written: now to stderr
+    sys.stdout = sys.stderr
+    return wire
 
 
 class LinePipeProtocol(asyncio.Protocol):

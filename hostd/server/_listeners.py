@@ -18,7 +18,6 @@ import errno
 import os
 import socket
 import stat
-import sys
 from pathlib import Path
 
 import anyio
@@ -27,6 +26,7 @@ from anyio.streams.stapled import MultiListener
 
 from hostd.errors import ConfigError, ListenerError
 from hostd.protocol import is_loopback_host
+from hostd.rpc import reserve_stdout
 
 __all__ = [
     "ListenerError",
@@ -154,19 +154,6 @@ async def open_tcp_listener(host: str, port: int) -> MultiListener[SocketStream]
 
 
 # -- stdio ------------------------------------------------------------------------------
-
-
-def reserve_stdout() -> int:
-    """Duplicate fd 1 for the wire and point fd 1 at stderr; returns the wire fd.
-
-    After this, ``print`` and any library writing to stdout land on stderr and
-    can never corrupt the JSON-RPC stream.
-    """
-    sys.stdout.flush()
-    wire = os.dup(1)
-    os.dup2(2, 1)
-    os.set_inheritable(wire, False)
-    return wire
 
 
 class Stdio:
