@@ -166,8 +166,9 @@ class _Stuck:
         await anyio.sleep_forever()
 
 
-async def test_a_request_still_running_past_the_drain_is_answered_shutting_down() -> None:
-    lines = [_line(_INIT), _line(_INITIALIZED), _line(_call(2, "never ends"))]
+async def _serve_stuck(lines: list[bytes], drain_s: float) -> list[Any]:
+    """``lines`` read by the edge in front of a session whose compositions never end;
+    every message it wrote, once stdin ended and the drain is over."""
     written: list[bytes] = []
 
     async def receive() -> bytes:
@@ -176,10 +177,15 @@ async def test_a_request_still_running_past_the_drain_is_answered_shutting_down(
     async def send(data: bytes) -> None:
         written.append(data)
 
-    with anyio.fail_after(60):
-        # No time at all to drain: whatever is still owed is answered by the edge, once.
-        await serve_mcp(_Stuck(), receive, send, drain_s=0)
-    answers = _answers([json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()])
+    with anyio.fail_after(60):  # a hang guard
+        await serve_mcp(_Stuck(), receive, send, drain_s=drain_s)
+    return [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+
+
+async def test_a_request_still_running_past_the_drain_is_answered_shutting_down() -> None:
+    lines = [_line(_INIT), _line(_INITIALIZED), _line(_call(2, "never ends"))]
+    # No time at all to drain: whatever is still owed is answered by the edge, once.
+    answers = _answers(await _serve_stuck(lines, drain_s=0))
     assert Counter(a["id"] for a in answers) == Counter({0: 1, 2: 1})
     stuck = next(a for a in answers if a["id"] == 2)
     assert stuck["error"]["data"]["reason"] == "shutting_down"
@@ -237,17 +243,8 @@ async def test_a_batch_member_cancelled_is_left_out_of_its_array() -> None:
     }
     batch = [_call(2, "never ends"), cancel, {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
     lines = [_line(_init("2025-03-26")), _line(_INITIALIZED), _line(batch)]
-    written: list[bytes] = []
-
-    async def receive() -> bytes:
-        return lines.pop(0) if lines else b""
-
-    async def send(data: bytes) -> None:
-        written.append(data)
-
-    with anyio.fail_after(60):  # a hang guard: the drain waits for the ping's answer only
-        await serve_mcp(_Stuck(), receive, send, drain_s=60)
-    out = [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+    # The drain waits for the ping's answer only: the cancelled call is owed nothing.
+    out = await _serve_stuck(lines, drain_s=60)
     arrays = [m for m in out if isinstance(m, list)]
     assert len(arrays) == 1, out
     assert [m["id"] for m in arrays[0]] == [3]
@@ -259,17 +256,7 @@ async def test_a_batch_still_running_at_the_drain_is_answered_in_its_array() -> 
     # its answer could not be told from the first's.
     batch = [_call(2, "never ends"), {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
     lines = [_line(_init("2025-03-26")), _line(_INITIALIZED), _line(batch)]
-    written: list[bytes] = []
-
-    async def receive() -> bytes:
-        return lines.pop(0) if lines else b""
-
-    async def send(data: bytes) -> None:
-        written.append(data)
-
-    with anyio.fail_after(60):
-        await serve_mcp(_Stuck(), receive, send, drain_s=0)
-    out = [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+    out = await _serve_stuck(lines, drain_s=0)
     arrays = [m for m in out if isinstance(m, list)]
     assert len(arrays) == 1, out
     first, second = arrays[0]
