@@ -51,6 +51,7 @@ __all__ = [
     "find_config",
     "load_config",
     "parse_config",
+    "provider_command",
 ]
 
 #: The embedded default (package data): no provider, the host's defaults.
@@ -614,13 +615,22 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
             # bare name (``node``) is looked up in PATH.
             if "cwd" not in spec:
                 spec["cwd"] = Path(os.path.normpath(base))
-            first = command[0]
-            # "python" means the interpreter running hostd: the engine scrubs PATH-derived
-            # guesses, and a venv's python is the one that can import the bundled providers.
-            if first in _PYTHON_NAMES:
-                spec["command"] = [sys.executable, *command[1:]]
-            elif isinstance(first, str) and "/" in first:
-                spec["command"] = [str(_resolve(first, base)), *command[1:]]
+            spec["command"] = provider_command(command, base)
+
+
+def provider_command(command: list[Any], base: Path) -> list[Any]:
+    """A provider's ``command`` as the daemon runs it: ``python`` is the interpreter
+    running hostd (the engine scrubs PATH-derived guesses, and a venv's python is the
+    one that can import the bundled providers); a first word that is a relative path
+    (``./prov``, ``bin/prov``) reads against ``base``; a bare name is PATH's."""
+    if not command:
+        return command
+    first = command[0]
+    if first in _PYTHON_NAMES:
+        return [sys.executable, *command[1:]]
+    if isinstance(first, str) and "/" in first:
+        return [str(_resolve(first, base)), *command[1:]]
+    return list(command)
 
 
 def parse_config(text: str, *, source: str = "<string>", base: Path | None = None) -> Config:

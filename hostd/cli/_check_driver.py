@@ -1,48 +1,60 @@
-"""check-provider's driver: a provider child spoken to over raw pipes, through its binding's codec.
+"""check-provider's driver: a provider child spoken to over its pipes, through its binding's codec.
 
 Owns the bytes: it sends the requests the binding's codec builds (the same codec
 the daemon's pipe client and HTTPS endpoint drive, so a provider is asked
 exactly as the daemon asks it, verify identities under the handshake name
-included) and malformed bytes on purpose (it writes its own pipes for that),
-reads what the provider writes line by line through the same codec, passes over
-what answers nothing it waits for (the answers to deliberate garbage), and reaps
-the child by the one teardown ladder. It judges nothing: what a reply means is
-``_checks``'s (and the daemon's leg audit's); it never imports the engine. A step
-that cannot go on raises ``Failed``.
+included) and malformed bytes on purpose, reads what the provider writes line by
+line through the same codec, passes over what answers nothing it waits for (the
+answers to deliberate garbage), and times each call. The child is the daemon's
+own (``_checks`` spawns it as the transport does: ``Child``); the driver is its
+stdout's sink (``on_line``/``on_end``, as a binding client is), so the lines, the
+bound on them and the end of the output (with the daemon's words for it) are the
+daemon's too. It judges nothing: what a reply means is ``_checks``'s (and the
+daemon's leg audit's); it never imports the engine. A step that cannot go on
+raises ``Failed``.
 """
 
 from __future__ import annotations
 
-import contextlib
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
-from anyio.abc import Process
 
 import hostd
-from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProtocolFault
 from hostd.protocol import (
     ContextQuery,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
-    LineItem,
-    LineSplitter,
     VerifyResponse,
 )
 from hostd.transport.bindings import UNKEYED, Codec, Fault, Notice, Refusal, Reply, Request
 
-__all__ = ["Driver", "Failed", "reap"]
+__all__ = ["Child", "Driver", "Failed"]
 
-_MAX_LINE = 16 * 1024 * 1024
 _HOST = HostInfo(name="hostd-check-provider", version=hostd.__version__)
 _PROGRESS = "context/progress"
+#: Lines read and not yet waited for, at most: a provider writing what nobody asked for
+#: without end is cut off rather than held in memory.
+_MAX_QUEUED = 10_000
 
 T = TypeVar("T")
+
+
+class Child(Protocol):
+    """The provider process as the driver uses it (the transport's ``ChildProcess``)."""
+
+    exited: anyio.Event
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def send(self, data: bytes) -> None: ...
 
 
 class Failed(Exception):
@@ -65,72 +77,119 @@ def _read(read: Callable[[Any], T], payload: Any) -> T:
 class Driver:
     """One provider child, the codec of its binding and what has been read from it."""
 
-    process: Process
+    child: Child
     codec: Codec
+    #: A call's deadline (the daemon's ``timeout_ms``), in seconds.
     timeout_s: float
-    splitter: LineSplitter = field(default_factory=lambda: LineSplitter(_MAX_LINE))
-    lines: deque[LineItem] = field(default_factory=deque)
-    #: Set once the provider's stdout ended: later checks cannot run (deterministically).
+    lines: deque[bytes] = field(default_factory=deque)
+    #: How its output ended (the transport's error: a crash, an over-long line, an exec
+    #: that failed), or how its input broke; ``None`` while it is read.
+    ended: HostdError | None = None
+    #: Set once the provider's output ended: later checks cannot run (deterministically).
     dead: bool = False
     #: The handshake said ``"ready": false``: queries wait for its ``context/progress``.
     warming: bool = False
     #: Progress notifications read while waiting for a reply, not yet counted.
     notes: list[Notice] = field(default_factory=list)
+    #: How long the last call took to be answered, in milliseconds.
+    last_ms: float = 0.0
+    #: A lock-step (unkeyed) call missed its deadline: its late reply would answer the
+    #: next call, so nothing more can be asked (the daemon restarts such a provider).
+    out_of_step: bool = False
+    _more: anyio.Event | None = None
+
+    # -- the sink of the child's stdout (called from the pipe's read callback) ---------
+
+    def on_line(self, line: bytes) -> bool:
+        if len(self.lines) >= _MAX_QUEUED:
+            self.on_end(ProtocolFault(f"provider wrote over {_MAX_QUEUED} lines nobody asked for"))
+            return False
+        self.lines.append(line)
+        self._wake()
+        return True
+
+    def on_end(self, error: HostdError) -> None:
+        if self.ended is None:
+            self.ended = error
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._more is not None:
+            self._more.set()
+
+    # -- the bytes ---------------------------------------------------------------------
+
+    def _gone(self) -> Failed:
+        self.dead = True
+        assert self.ended is not None
+        return Failed(self.ended.message)
 
     async def send_raw(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(data)
+        try:
+            await self.child.send(data)
+        except HostdError as exc:  # its input closed: it exited (or never started)
+            self.on_end(exc)
+            raise self._gone() from None
 
     async def send(self, request: Request) -> None:
         await self.send_raw(request.line)
 
     async def read_message(self) -> Reply | Refusal | Notice:
         """The next message the provider wrote; one that breaks the wire fails the step."""
-        assert self.process.stdout is not None
         while True:
             while self.lines:
-                line = self.lines.popleft()
-                if not isinstance(line, bytes):  # OVERLONG
-                    raise Failed("provider wrote an over-long line")
-                message = self.codec.read(line)
+                message = self.codec.read(self.lines.popleft())
                 if message is None:
                     continue
                 if isinstance(message, Fault):
                     raise Failed(f"provider broke the wire: {message.error.message}")
                 return message
-            try:
-                self.lines.extend(self.splitter.feed(await self.process.stdout.receive(1 << 16)))
-            except anyio.EndOfStream:
-                self.dead = True
-                raise Failed("provider closed stdout (it exited)") from None
+            if self.ended is not None:
+                raise self._gone()
+            self._more = anyio.Event()
+            await self._more.wait()
 
-    async def answer(
-        self, request: Request, *, skip_errors: bool = False, refused: Any = None
+    async def call(
+        self,
+        request: Request,
+        *,
+        timeout_s: float | None = None,
+        skip_errors: bool = False,
+        refused: Any = None,
     ) -> Reply | Refusal:
-        """The reply to ``request`` (already sent). What answers another key is passed
-        over: an error reply to deliberate garbage, a progress note (kept in ``notes``).
-        ``skip_errors``: lock-step error replies are passed over too (after garbage, a
-        lock-step provider's errors cannot be told from the query's own). ``refused``:
-        the key of a request that must be refused; a result for it fails the step."""
-        with anyio.fail_after(self.timeout_s):
-            while True:
-                msg = await self.read_message()
-                if isinstance(msg, Notice):
-                    self.notes.append(msg)
-                    continue
-                key = msg.key
-                if refused is not None and key == refused and isinstance(msg, Reply):
-                    raise Failed("a malformed query was answered with a result, not an error")
-                if key != request.key:
-                    continue
-                if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
-                    continue
-                return msg
+        """Send ``request`` and return its reply, within ``timeout_s`` (default: a call's
+        deadline, ``TimeoutError`` past it), the time it took in ``last_ms``. What answers
+        another key is passed over: an error reply to deliberate garbage, a progress note
+        (kept in ``notes``). ``skip_errors``: lock-step error replies are passed over too
+        (after garbage, a lock-step provider's errors cannot be told from the query's
+        own). ``refused``: the key of a request that must be refused; a result for it
+        fails the step."""
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(self.timeout_s if timeout_s is None else timeout_s):
+                await self.send(request)
+                while True:
+                    msg = await self.read_message()
+                    if isinstance(msg, Notice):
+                        self.notes.append(msg)
+                        continue
+                    key = msg.key
+                    if refused is not None and key == refused and isinstance(msg, Reply):
+                        raise Failed("a malformed query was answered with a result, not an error")
+                    if key != request.key:
+                        continue
+                    if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
+                        continue
+                    self.last_ms = (time.monotonic() - started) * 1000
+                    return msg
+        except TimeoutError:
+            if request.key is UNKEYED:
+                self.out_of_step = True
+            raise
 
     async def exchange(self, request: Request, what: str) -> Any:
         """Send ``request`` and return its reply's payload; an error reply fails the step."""
-        await self.send(request)
-        msg = await self.answer(request)
+        msg = await self.call(request)
         if isinstance(msg, Refusal):
             raise Failed(f"{what} answered an error: {msg.error.message}")
         return msg.payload
@@ -158,10 +217,9 @@ class Driver:
 
     # -- the protocol's operations, in the binding's codec -------------------------------
 
-    async def handshake(self) -> HandshakeAck:
-        request = self.codec.handshake(_HOST)
-        await self.send(request)
-        msg = await self.answer(request)
+    async def handshake(self, timeout_s: float) -> HandshakeAck:
+        """The handshake, within ``timeout_s`` (the daemon's start deadline)."""
+        msg = await self.call(self.codec.handshake(_HOST), timeout_s=timeout_s)
         if isinstance(msg, Refusal):
             raise Failed(f"handshake refused: {msg.error.message}")
         self.warming = isinstance(msg.payload, dict) and msg.payload.get("ready") is False
@@ -176,8 +234,7 @@ class Driver:
     ) -> tuple[list[Any] | None, HostdError | None]:
         """Returns (raw frames, None) or (None, the error reply as its typed error)."""
         request = self.codec.query(query)
-        await self.send(request)
-        msg = await self.answer(request, skip_errors=skip_errors, refused=refused)
+        msg = await self.call(request, skip_errors=skip_errors, refused=refused)
         if isinstance(msg, Refusal):
             return None, msg.error
         return list(_read(self.codec.query_result, msg.payload).frames), None
@@ -194,16 +251,3 @@ class Driver:
 
     async def shutdown(self) -> None:
         await self.send(self.codec.shutdown())
-
-
-async def reap(process: Process) -> None:
-    """Stdin closed, then the one teardown ladder over the provider's own session: its
-    group and every descendant go with it, even after a clean exit."""
-    with contextlib.suppress(Exception):
-        if process.stdin is not None:
-            await process.stdin.aclose()
-    await stop_process(process, 2.0, group=True)
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                await stream.aclose()

@@ -5,25 +5,38 @@ are valid (F1–F5, D1, P1–P5), budget honesty on recomputed costs (B1, B3, B4
 kinds filter (Q1), malformed-input tolerance (R1), verify honesty (V1–V3) and
 shutdown (R2), each a ``CheckResult``, and the pass/fail table. The binding is
 the registry's (``hostd.transport.bindings``): one with a codec is driven by the
-driver (``_check_driver``: raw pipes through that codec, so it can send
+driver (``_check_driver``: the pipes through that codec, so it can send
 malformed input on purpose); one carried by an SDK session has a check of its own
 (``mcp``: ``_check_mcp``).
 Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``),
 so a provider that passes is never dropped or quarantined by the daemon for the
 same reply; the handshake, R1, verify and shutdown checks are this module's.
+The provider runs as the daemon runs it: its command as ``hostd.toml`` would resolve
+it (``daemon_command``: ``python`` is hostd's own interpreter), spawned by the
+transport's ``ChildProcess`` (the daemon's scrubbed environment plus the provider's
+own ``env``, its own process group under the reaper shim, stderr drained and its
+tail kept, scrubbed by the provider's ``Redactor``), each call held to the
+daemon's deadlines (``Deadlines``: ``timeout_ms`` by default); a check that fails
+says what the provider said about it (``ChildProcess.failure_report``: its exit
+status and the last lines of its stderr, as the daemon explains a crash).
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
+import shlex
+import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from hostd.engine import LegAudit, audit_leg
+from hostd.config import HostSettings, ProviderSettings, provider_command
+from hostd.engine import LegAudit, PoolSettings, audit_leg
+from hostd.errors import HostdError, ProviderCrashed
 from hostd.protocol import (
     PROTOCOL_VERSION,
     Capabilities,
@@ -34,11 +47,31 @@ from hostd.protocol import (
     Severity,
     check_handshake,
 )
+from hostd.transport import ENV_ALLOW_LIST, ChildProcess, Redactor, secret_env_values
 from hostd.transport.bindings import UNKEYED, find_binding
 
-from ._check_driver import Driver, Failed, reap
+from ._check_driver import Driver, Failed
 
-__all__ = ["CheckResult", "check_provider", "render_table"]
+__all__ = [
+    "DEFAULT_TIMEOUT_MS",
+    "CheckResult",
+    "Checked",
+    "Deadlines",
+    "check_provider",
+    "daemon_command",
+    "render_header",
+    "render_stderr",
+    "render_table",
+    "run_check_provider",
+]
+
+#: The daemon's defaults, read from the config's own models: a call's deadline
+#: (``[[provider]] timeout_ms``), a start's (``host.start_timeout_s``) and the longest
+#: line it reads (``host.max_line_bytes``); and the grace of its teardown ladder.
+DEFAULT_TIMEOUT_MS: int = ProviderSettings.model_fields["timeout_ms"].default
+_START_TIMEOUT_S: float = HostSettings.model_fields["start_timeout_s"].default
+_MAX_LINE_BYTES: int = HostSettings.model_fields["max_line_bytes"].default
+_GRACE_S: float = PoolSettings().grace_period_s
 
 _BOGUS_DIGEST = "sha256:" + "0" * 64
 #: The provider id the audit's FrameIds carry (the daemon uses the configured id).
@@ -79,69 +112,232 @@ def _fmt(violations: Sequence[Any], limit: int = 3) -> str:
 _WARM_S = 600.0
 
 
+def daemon_command(command: Sequence[str], cwd: str | None = None) -> list[str]:
+    """``command`` as the daemon runs it when ``hostd.toml`` names it (the config's own
+    rule): ``python`` is the interpreter running hostd, a relative path (``./prov``)
+    reads against ``cwd`` (default: the working directory), a bare name is PATH's."""
+    return provider_command(list(command), Path(cwd) if cwd is not None else Path.cwd())
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """How long a step may take, and what that bound is in the daemon's terms."""
+
+    seconds: float
+    why: str
+    #: What missing it means.
+    what: str = "no answer"
+
+    def missed(self) -> str:
+        return f"{self.what} within {self.seconds * 1000:.0f} ms ({self.why})"
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """The daemon's deadlines for one provider: each call (``timeout_ms``), its start
+    (``start_timeout_s``), a warm-up, and its exit after shutdown (the ladder's grace
+    before SIGTERM); a call's deadline asked for longer than either stands for it."""
+
+    call: Deadline
+    start: Deadline
+    ready: Deadline
+    exit: Deadline
+
+    @classmethod
+    def of(cls, timeout_s: float | None = None, why: str | None = None) -> Deadlines:
+        """The daemon's defaults, or a call's deadline of ``timeout_s`` (``why``: what
+        that bound is, when it was not asked for)."""
+        asked = why or "the timeout asked for"
+        if timeout_s is None:
+            call = Deadline(
+                DEFAULT_TIMEOUT_MS / 1000,
+                "the daemon's default timeout_ms; set timeout_ms in [[provider]] to allow more",
+            )
+        else:
+            call = Deadline(timeout_s, f"{asked}; the daemon's default is {DEFAULT_TIMEOUT_MS} ms")
+        start = Deadline(
+            _START_TIMEOUT_S,
+            "the daemon's default start_timeout_s; set start_timeout_s in [[provider]] "
+            "to allow more",
+        )
+        if call.seconds > start.seconds:
+            why = f"{asked}; the daemon's default start_timeout_s is {_START_TIMEOUT_S:g} s"
+            start = Deadline(call.seconds, why)
+        ready = Deadline(max(call.seconds, _WARM_S), "a warm-up's bound here", "not ready")
+        exit_ = Deadline(_GRACE_S, "the daemon then stops it with SIGTERM", "did not exit")
+        if call.seconds > exit_.seconds:
+            why = f"{asked}; the daemon stops it with SIGTERM after {_GRACE_S * 1000:.0f} ms"
+            exit_ = Deadline(call.seconds, why, "did not exit")
+        return cls(call, start, ready, exit_)
+
+
+@dataclass(slots=True)
+class Checked:
+    """One run of check-provider: each check's result, the command as it ran, and the
+    last lines of the provider's stderr when a check failed while it lived on (one that
+    exited says so, and what it wrote, on the row of the check it ended)."""
+
+    results: list[CheckResult]
+    command: list[str]
+    stderr: str = ""
+
+
 async def check_provider(
     command: Sequence[str],
     *,
     binding: str = "jsonrpc",
     goal: str = "how is the configuration loaded",
     budget: int = 400,
-    timeout_s: float = 10.0,
+    timeout_s: float | None = None,
     cwd: str | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> list[CheckResult]:
-    """Run every check against a fresh child running ``command``; never raises for a bad peer.
-    ``binding``: any registered binding (``ValueError`` for one that is not)."""
+    """Every check's result (``run_check_provider``'s)."""
+    checked = await run_check_provider(
+        command, binding=binding, goal=goal, budget=budget, timeout_s=timeout_s, cwd=cwd, env=env
+    )
+    return checked.results
+
+
+async def run_check_provider(
+    command: Sequence[str],
+    *,
+    binding: str = "jsonrpc",
+    goal: str = "how is the configuration loaded",
+    budget: int = 400,
+    timeout_s: float | None = None,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Checked:
+    """Run every check against a fresh child running ``command`` as the daemon would run
+    it; never raises for a bad peer. ``binding``: any registered binding (``ValueError``
+    for one that is not); ``timeout_s``: a call's deadline (default: the daemon's
+    ``timeout_ms``); ``env``: the provider's own variables (``[[provider]] env``), on top
+    of the daemon's allow-list (their secret-named values are scrubbed from what it
+    says, as the daemon scrubs them)."""
     row = find_binding(binding)
+    ran = daemon_command(command, cwd)
     if row.codec is None:  # an sdk-session binding has a check of its own (mcp: _check_mcp)
         detail = f"the {binding!r} binding has no codec for this driver: it has its own check"
-        return [CheckResult("binding", False, detail)]
-    results: list[CheckResult] = []
+        return Checked([CheckResult("binding", False, detail)], ran)
+    deadlines = Deadlines.of(timeout_s)
+    redactor = Redactor(secret_env_values(env or {}))  # the daemon's (engine ``Launcher``)
     try:
-        process = await anyio.open_process(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
+        child = await ChildProcess.spawn(_PID, ran, env=env, cwd=cwd, redactor=redactor)
+    except HostdError as exc:  # the cwd, or the command (without the reaper shim)
+        return Checked([CheckResult("start", False, _unnamed(redactor.error(exc).message))], ran)
     except OSError as exc:
-        return [CheckResult("start", False, f"cannot start {command[0]!r}: {exc.strerror}")]
+        detail = f"cannot start {ran[0]!r}: {exc.strerror}"
+        return Checked([CheckResult("start", False, detail)], ran)
     # The codec knows the provider by the id the audit's FrameIds carry (``_PID``), as
     # the daemon's knows it by its configured id: verify goes out as the daemon's does.
-    driver = Driver(process, row.codec(_PID), timeout_s)
-    try:
-        await _run_checks(driver, results, goal, budget)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await reap(process)
-    return results
+    run = _Run(Driver(child, row.codec(_PID), deadlines.call.seconds), deadlines)
+    checked = Checked(run.results, ran)
+    async with anyio.create_task_group() as tg:
+        child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
+        try:
+            await child.start_reading(run.d, _MAX_LINE_BYTES)
+            await _run_checks(run, goal, budget)
+        finally:
+            with anyio.CancelScope(shield=True):
+                checked.stderr = await _close(child, run)
+        tg.cancel_scope.cancel()
+    return checked
 
 
-async def _step(d: Driver, results: list[CheckResult], name: str, coro: Any) -> Any:
-    if d.dead:
-        coro.close()
-        results.append(CheckResult(name, False, "not run: the provider had already exited"))
+def _unnamed(message: str) -> str:
+    """A transport message about the provider without its check-provider id."""
+    return message.removeprefix(f"provider {_PID!r} ")
+
+
+async def _close(child: ChildProcess, run: _Run) -> str:
+    """The teardown ladder, and what the provider said about a failure. One whose output
+    ended: its exit status and stderr's last lines (``failure_report``, waited for
+    before it is stopped, as the daemon explains a crash), told on the row of the check
+    it ended. One that failed a check and lived on: its stderr's last lines once it is
+    stopped (read to the end then), returned."""
+    d = run.d
+    crashed = d.dead and isinstance(d.ended, ProviderCrashed)
+    report = ""
+    if crashed:  # it is exiting: its own status says why
+        report = await child.failure_report(anyio.current_time() + _GRACE_S)
+    await child.aclose(grace=_GRACE_S)  # the ladder: stdin closed, grace, SIGTERM, SIGKILL
+    if run.died_in is not None:
+        assert d.ended is not None
+        if d.ended.data.get("stage") == "start":
+            run.died_in.name = "start"  # the command could not be run: the exec said why
+            run.died_in.detail = _unnamed(d.ended.message)
+            return ""
+        if not crashed:  # its output broke the wire (an over-long line): it was stopped
+            report = await child.failure_report(anyio.current_time())
+        if report:
+            run.died_in.detail = f"{run.died_in.detail}; {report}"
+        return ""
+    if all(r.passed for r in run.results):
+        return ""
+    report = await child.failure_report(anyio.current_time())
+    status = child.exit_status()  # an exit after the shutdown message: its own row says it
+    if status is not None:
+        report = report.removeprefix(status).removeprefix("; ")
+    return report.removeprefix("stderr: ")
+
+
+@dataclass
+class _Run:
+    """One run of the checks: the driver, the deadlines, the results so far."""
+
+    d: Driver
+    deadlines: Deadlines
+    results: list[CheckResult] = field(default_factory=list)
+    #: The check during which the provider's output ended (it exited).
+    died_in: CheckResult | None = None
+
+    async def step(
+        self,
+        name: str,
+        coro: Coroutine[Any, Any, Any],
+        deadline: Deadline | None = None,
+        *,
+        in_step: bool = True,
+    ) -> Any:
+        """Run one check; its failure is its row. ``deadline``: the bound the step's calls
+        are held to (default: a call's); ``in_step``: it needs a provider that is in step
+        (a lock-step one that missed a deadline is not)."""
+        d, results = self.d, self.results
+        if d.dead:
+            coro.close()
+            if isinstance(d.ended, ProviderCrashed):
+                why = "the provider had already exited"
+            else:  # no more of its output is read, as the daemon reads no more of it
+                why = f"its output was cut off ({d.ended.message if d.ended else 'ended'})"
+            results.append(CheckResult(name, False, f"not run: {why}"))
+            return None
+        if in_step and d.out_of_step:
+            coro.close()
+            why = "a lock-step provider that missed a deadline is out of step"
+            results.append(CheckResult(name, False, f"not run: {why} (the daemon restarts it)"))
+            return None
+        try:
+            return await coro
+        except TimeoutError:
+            results.append(CheckResult(name, False, (deadline or self.deadlines.call).missed()))
+        except Failed as exc:
+            results.append(CheckResult(name, False, str(exc), rules=exc.rules))
+        except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
+            results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
+        except HostdError as exc:
+            results.append(CheckResult(name, False, f"{exc.reason}: {exc.message}"))
+        if d.dead and self.died_in is None:
+            self.died_in = results[-1]
         return None
-    try:
-        return await coro
-    except TimeoutError:
-        results.append(CheckResult(name, False, "no answer within the timeout"))
-    except Failed as exc:
-        results.append(CheckResult(name, False, str(exc), rules=exc.rules))
-    except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
-        results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        d.dead = True
-        results.append(CheckResult(name, False, "the provider's pipe broke (it exited)"))
-    return None
 
 
-async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: int) -> None:
+async def _run_checks(run: _Run, goal: str, budget: int) -> None:
+    d, results, deadlines = run.d, run.results, run.deadlines
+
     # 1. Handshake (H1–H3, H2, C5).
     async def handshake() -> HandshakeAck:
-        ack = await d.handshake()
+        ack = await d.handshake(deadlines.start.seconds)
         bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
         if bad:
             raise Failed(_fmt(bad))
@@ -149,12 +345,13 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
         results.append(CheckResult("handshake", True, who))
         return ack
 
-    ack = await _step(d, results, "handshake", handshake())
+    ack = await run.step("handshake", handshake(), deadlines.start)
     if ack is None:
         return
     caps: Capabilities = ack.capabilities
     if d.warming:  # an index to build first: its progress notes end with "ready"
-        notes = await _step(d, results, "ready", d.wait_ready(max(d.timeout_s, _WARM_S)))
+        ready = deadlines.ready
+        notes = await run.step("ready", d.wait_ready(ready.seconds), ready)
         if notes is None:
             return
         results.append(CheckResult("ready", True, f"ready after {notes} progress notes"))
@@ -179,9 +376,10 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
             raise Failed(
                 f"{len(invalid)} invalid frame finding(s): {_fmt(invalid)}", _rules(invalid)
             )
-        results.append(CheckResult("query", True, f"{audit.offered} valid frame(s)"))
+        detail = f"{audit.offered} valid frame(s) in {d.last_ms:.0f} ms"
+        results.append(CheckResult("query", True, detail))
 
-    await _step(d, results, "query", first_query())
+    await run.step("query", first_query())
 
     # Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
     async def budget_honesty() -> None:
@@ -193,16 +391,17 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = "an error" if error is not None else f"{len(raw or [])} frame(s)"
-        detail = f"costs exact; max_tokens=8 answered with {how}"
+        detail = f"costs exact; max_tokens=8 answered with {how} in {d.last_ms:.0f} ms"
         results.append(CheckResult("budget honesty", True, detail))
 
-    await _step(d, results, "budget honesty", budget_honesty())
+    await run.step("budget honesty", budget_honesty())
 
     # Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
     async def kinds_filter() -> None:
         kind = (caps.query.kinds or kinds_seen or ["doc"])[0]
         q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
         raw, error = await d.query(q)
+        took = d.last_ms
         breaches = [v for v in _audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
@@ -212,9 +411,11 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = f"error {error.message!r}" if error is not None else f"{len(raw or [])} frame(s)"
-        results.append(CheckResult("kinds filter", True, f"kinds=[{kind}] → {how}"))
+        results.append(
+            CheckResult("kinds filter", True, f"kinds=[{kind}] → {how} in {took:.0f} ms")
+        )
 
-    await _step(d, results, "kinds filter", kinds_filter())
+    await run.step("kinds filter", kinds_filter())
 
     # 5. Malformed input (R1): garbage, a wrong-typed request, then a valid query still served.
     async def malformed() -> None:
@@ -231,7 +432,7 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
             CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
         )
 
-    await _step(d, results, "malformed input", malformed())
+    await run.step("malformed input", malformed())
 
     # 6. Verify honesty (V1–V3): held frames are valid; a wrong digest is not.
     async def verify() -> None:
@@ -262,18 +463,22 @@ async def _run_checks(d: Driver, results: list[CheckResult], goal: str, budget: 
             CheckResult("verify honesty", True, f"{len(held)} valid; a wrong digest is not valid")
         )
 
-    await _step(d, results, "verify honesty", verify())
+    await run.step("verify honesty", verify())
 
     # 7. Shutdown (R2): the provider exits after the shutdown message.
     async def shutdown() -> None:
         started = time.monotonic()
         await d.shutdown()
-        with anyio.fail_after(d.timeout_s):
-            code = await d.process.wait()
+        try:
+            with anyio.fail_after(deadlines.exit.seconds):
+                await d.child.exited.wait()
+        except TimeoutError:
+            raise Failed(deadlines.exit.missed()) from None
         took = round((time.monotonic() - started) * 1000)
+        code = d.child.returncode
         results.append(CheckResult("shutdown", True, f"exited with {code} after {took} ms"))
 
-    await _step(d, results, "shutdown", shutdown())
+    await run.step("shutdown", shutdown(), deadlines.exit, in_step=False)
 
 
 def _audit(query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] = ()) -> LegAudit:
@@ -292,6 +497,32 @@ def render_table(results: Sequence[CheckResult]) -> str:
     for r in results:
         mark = "skip" if r.skipped else ("pass" if r.passed else "FAIL")
         lines.append(f"{r.name.ljust(width)}  {mark.ljust(6)}  {r.detail}")
-    passed = sum(1 for r in results if r.passed)
-    lines.append(f"{passed}/{len(results)} passed")
+    # A skipped check ran nothing: it is counted apart, never as passed.
+    skipped = sum(1 for r in results if r.skipped)
+    passed = sum(1 for r in results if r.passed and not r.skipped)
+    summary = f"{passed}/{len(results) - skipped} passed"
+    lines.append(summary + (f", {skipped} skipped" if skipped else ""))
     return "\n".join(lines) + "\n"
+
+
+def render_header(given: Sequence[str], ran: Sequence[str], deadlines: Deadlines) -> str:
+    """What was run and against which deadline, before the table: the command as the
+    daemon runs it (saying so when ``python`` became hostd's interpreter), in the
+    daemon's environment, and a call's deadline."""
+    how = ""
+    if given and ran and given[0] != ran[0] and ran[0] == sys.executable:
+        how = f" ({given[0]!r} is hostd's own interpreter, as in hostd.toml)"
+    call = deadlines.call
+    passed = [name for name in ENV_ALLOW_LIST if name in os.environ]
+    return (
+        f"ran {shlex.join(ran)}{how}\n"
+        f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}\n"
+        f"each call must answer within {call.seconds * 1000:.0f} ms "
+        f"({call.why.split(';')[0]})\n"
+    )
+
+
+def render_stderr(stderr: str) -> str:
+    """The last lines of a provider's stderr, after the table (a check failed while it
+    ran); ``""`` when it wrote none."""
+    return f"the provider's stderr ended with: {stderr}\n" if stderr else ""

@@ -1,0 +1,213 @@
+"""``hostd check-provider`` judges a provider the way the daemon will: it runs the command
+as ``hostd.toml`` would (``python`` is hostd's interpreter, the daemon's scrubbed
+environment), says why a provider that exited did (its exit status and the last lines
+of its stderr, scrubbed of its secrets), and holds each call to the daemon's deadline.
+
+Every provider here is a real child process over real pipes; what times out is a
+provider that never answers, so each verdict follows from an event, not a race.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.cli._checks import run_check_provider
+from tests.fixtures.cli import run_hostd
+from tests.fixtures.procs import ROOT
+
+
+def _rows(stdout: str) -> dict[str, str]:
+    """The table's rows: check name → "result  detail" (the name is left of two spaces)."""
+    rows = {}
+    for line in stdout.splitlines():
+        name, sep, rest = line.partition("  ")
+        if sep and rest.lstrip().split(" ", 1)[0] in ("pass", "FAIL", "skip"):
+            rows[name] = rest.strip()
+    return rows
+
+
+def _json(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
+    done = run_hostd("check-provider", "--json", *args)
+    assert done.stdout, done.stderr[-2000:]
+    return done, {r["check"]: r for r in json.loads(done.stdout)}
+
+
+# -- what a provider that exits says about it ----------------------------------------------
+
+
+def test_a_provider_failing_on_import_shows_its_exit_status_and_error() -> None:
+    done, checks = _json("--", "python", "-c", "import hostd_check_no_such_module")
+    assert done.returncode == 1
+    assert list(checks) == ["handshake"]
+    detail = checks["handshake"]["detail"]
+    # The daemon's own words for the same crash (ChildProcess.failure_report).
+    assert detail.startswith("provider closed its output; exited with status 1; stderr: "), detail
+    assert "ModuleNotFoundError: No module named 'hostd_check_no_such_module'" in detail
+    assert "Traceback (most recent call last)" not in detail  # the tail leaves its header out
+
+
+def test_a_provider_exiting_mid_query_shows_its_status_on_that_check() -> None:
+    done, checks = _json("--", "python", "-m", "tests.fixtures.adversarial_provider", "crash")
+    assert done.returncode == 1
+    assert checks["handshake"]["passed"]
+    assert checks["query"]["detail"] == "provider closed mid-line; exited with status 3"
+    assert checks["shutdown"]["detail"] == "not run: the provider had already exited"
+
+
+@pytest.mark.anyio
+async def test_its_stderr_is_scrubbed_of_its_secrets_as_the_daemon_scrubs_it() -> None:
+    secret = "tok-3f9a27c1d84e"
+    script = "import os, sys; sys.exit('auth failed with ' + os.environ['NOTES_API_TOKEN'])"
+    checked = await run_check_provider(
+        [sys.executable, "-c", script], env={"NOTES_API_TOKEN": secret}, cwd=str(ROOT)
+    )
+    (handshake,) = checked.results
+    assert not handshake.passed
+    # The provider got its own env entry (as [[provider]] env) and said it: scrubbed.
+    assert handshake.detail.endswith("exited with status 1; stderr: auth failed with <redacted>")
+    assert secret not in handshake.detail
+
+
+def test_a_flooding_stderr_is_drained_and_its_last_lines_are_shown() -> None:
+    # 2 MB on stderr before it reads a line: undrained, it would block on a full pipe
+    # and never answer the handshake.
+    done, checks = _json(
+        "--", "python", "-m", "tests.fixtures.adversarial_provider", "stderr_flood"
+    )
+    assert checks["handshake"]["passed"], checks
+    assert not checks["kinds filter"]["passed"]  # it ignores the kinds filter (Q1)
+    # A check failed while it ran: its stderr's last lines, on stderr beside the JSON.
+    (said,) = [line for line in done.stderr.splitlines() if "stderr ended with" in line]
+    assert said.startswith("the provider's stderr ended with: ")
+    assert said.endswith("noise line 19999 " + "n" * 100), said[-200:]
+
+
+# -- the command and environment the daemon would give it ------------------------------
+
+
+def test_python_is_hostd_s_interpreter_not_the_one_on_path(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    impostor = bin_dir / "python"
+    impostor.write_text("#!/bin/sh\necho 'not the interpreter hostd runs on' >&2\nexit 7\n")
+    impostor.chmod(0o755)
+    # hostd installed in a venv that is not on PATH; PATH has another "python".
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "hostd", "check-provider"]
+        + ["--", "python", "-m", "tests.fixtures.healthy_provider"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=90,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    rows = _rows(done.stdout)
+    assert rows["handshake"].startswith("pass"), done.stdout + done.stderr
+    assert re.fullmatch(r"pass\s+3 valid frame\(s\) in \d+ ms", rows["query"]), rows["query"]
+    # And it says what it ran.
+    assert done.stdout.splitlines()[0] == (
+        f"ran {sys.executable} -m tests.fixtures.healthy_provider "
+        "('python' is hostd's own interpreter, as in hostd.toml)"
+    ), done.stdout
+
+
+def test_the_provider_gets_the_daemon_s_environment_not_the_caller_s() -> None:
+    # PYTHONUNBUFFERED in a user's shell hides a provider's buffering bug the daemon hits.
+    script = (
+        "import os, sys; sys.exit('unbuffered=%s leak=%s path=%s' % tuple("
+        "os.environ.get(k) is not None for k in ('PYTHONUNBUFFERED', 'HOSTD_CHECK_LEAK', 'PATH')))"
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HOSTD_CHECK_LEAK": "yes"}
+    done = subprocess.run(
+        [sys.executable, "-m", "hostd", "check-provider", "--json", "--", "python", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=90,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    (handshake,) = json.loads(done.stdout)
+    assert handshake["detail"].endswith(
+        "exited with status 1; stderr: unbuffered=False leak=False path=True"
+    ), handshake
+
+
+# -- the daemon's deadline -------------------------------------------------------------------
+
+#: A CGP provider that answers its handshake, lock-step, and then never a query: it
+#: reads on, and exits on ``shutdown``.
+MUTE_CGP = """
+import json, sys
+ack = {
+    "type": "handshake_ack",
+    "protocol_version": "contextgraph/1.0-draft",
+    "provider": {"name": "mute", "version": "1",
+                 "data_flow": {"reads": True, "writes": False, "egress": False}},
+    "capabilities": {"query": {"kinds": []}, "correlation": False, "verify": False},
+}
+for line in sys.stdin:
+    kind = json.loads(line).get("type") if line.strip() else None
+    if kind == "handshake":
+        print(json.dumps(ack), flush=True)
+    elif kind == "shutdown":
+        break
+"""
+
+
+def test_by_default_a_call_is_held_to_the_daemon_s_timeout_ms() -> None:
+    done, checks = _json("--binding", "cgp", "--", "python", "-c", MUTE_CGP)
+    assert done.returncode == 1
+    assert checks["handshake"]["passed"], checks
+    assert checks["query"]["detail"] == (
+        "no answer within 2000 ms "
+        "(the daemon's default timeout_ms; set timeout_ms in [[provider]] to allow more)"
+    )
+    # Lock-step: its late answer would answer the next query, so nothing more is asked.
+    out_of_step = (
+        "not run: a lock-step provider that missed a deadline is out of step "
+        "(the daemon restarts it)"
+    )
+    for name in ("budget honesty", "kinds filter", "malformed input", "verify honesty"):
+        assert checks[name]["detail"] == out_of_step, checks[name]
+    assert checks["shutdown"]["passed"], checks["shutdown"]
+
+
+def test_a_provider_that_never_answers_fails_at_the_deadline_asked_for() -> None:
+    done = run_hostd(
+        "check-provider",
+        "--timeout-ms",
+        "300",
+        "--",
+        "python",
+        "-m",
+        "tests.fixtures.adversarial_provider",
+        "hang",
+    )
+    assert done.returncode == 1
+    rows = _rows(done.stdout)
+    missed = (
+        "FAIL    no answer within 300 ms (the timeout asked for; the daemon's default is 2000 ms)"
+    )
+    for name in ("query", "budget honesty", "kinds filter", "malformed input"):
+        assert rows[name] == missed, done.stdout
+    assert rows["verify honesty"] == "skip    verify not declared"
+    # It ignores shutdown: the daemon gives it its grace, then SIGTERM.
+    assert rows["shutdown"] == (
+        "FAIL    did not exit within 2000 ms (the daemon then stops it with SIGTERM)"
+    )
+    # The skipped check is counted apart, never as passed.
+    assert done.stdout.splitlines()[-1] == "1/6 passed, 1 skipped", done.stdout
+    assert "each call must answer within 300 ms (the timeout asked for)" in done.stdout
