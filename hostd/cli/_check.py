@@ -85,11 +85,11 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     from ._checks import (
         Checked,
         Deadlines,
+        check_provider,
         daemon_command,
         render_header,
         render_stderr,
         render_table,
-        run_check_provider,
     )
 
     problem = binding_problem(args.binding)
@@ -146,7 +146,7 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     else:
         deadlines = Deadlines.of(timeout_s)
         checked = anyio.run(
-            lambda: run_check_provider(
+            lambda: check_provider(
                 cmd,
                 binding=args.binding,
                 goal=args.goal,

@@ -62,7 +62,6 @@ __all__ = [
     "render_header",
     "render_stderr",
     "render_table",
-    "run_check_provider",
 ]
 
 #: The daemon's defaults, read from the config's own models: a call's deadline
@@ -183,23 +182,6 @@ class Checked:
 
 
 async def check_provider(
-    command: Sequence[str],
-    *,
-    binding: str = "jsonrpc",
-    goal: str = "how is the configuration loaded",
-    budget: int = 400,
-    timeout_s: float | None = None,
-    cwd: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> list[CheckResult]:
-    """Every check's result (``run_check_provider``'s)."""
-    checked = await run_check_provider(
-        command, binding=binding, goal=goal, budget=budget, timeout_s=timeout_s, cwd=cwd, env=env
-    )
-    return checked.results
-
-
-async def run_check_provider(
     command: Sequence[str],
     *,
     binding: str = "jsonrpc",

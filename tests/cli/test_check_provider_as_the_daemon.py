@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hostd.cli._checks import run_check_provider
+from hostd.cli._checks import check_provider
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
 
@@ -66,7 +66,7 @@ def test_a_provider_exiting_mid_query_shows_its_status_on_that_check() -> None:
 async def test_its_stderr_is_scrubbed_of_its_secrets_as_the_daemon_scrubs_it() -> None:
     secret = "tok-3f9a27c1d84e"
     script = "import os, sys; sys.exit('auth failed with ' + os.environ['NOTES_API_TOKEN'])"
-    checked = await run_check_provider(
+    checked = await check_provider(
         [sys.executable, "-c", script], env={"NOTES_API_TOKEN": secret}, cwd=str(ROOT)
     )
     (handshake,) = checked.results
@@ -101,16 +101,8 @@ def test_python_is_hostd_s_interpreter_not_the_one_on_path(tmp_path: Path) -> No
     impostor.chmod(0o755)
     # hostd installed in a venv that is not on PATH; PATH has another "python".
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-m", "hostd", "check-provider"]
-        + ["--", "python", "-m", "tests.fixtures.healthy_provider"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=90,
-        check=False,
-        stdin=subprocess.DEVNULL,
+    done = run_hostd(
+        "check-provider", "--", "python", "-m", "tests.fixtures.healthy_provider", env=env
     )
     rows = _rows(done.stdout)
     assert rows["handshake"].startswith("pass"), done.stdout + done.stderr
@@ -129,16 +121,7 @@ def test_the_provider_gets_the_daemon_s_environment_not_the_caller_s() -> None:
         "os.environ.get(k) is not None for k in ('PYTHONUNBUFFERED', 'HOSTD_CHECK_LEAK', 'PATH')))"
     )
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HOSTD_CHECK_LEAK": "yes"}
-    done = subprocess.run(
-        [sys.executable, "-m", "hostd", "check-provider", "--json", "--", "python", "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=90,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_hostd("check-provider", "--json", "--", "python", "-c", script, env=env)
     (handshake,) = json.loads(done.stdout)
     assert handshake["detail"].endswith(
         "exited with status 1; stderr: unbuffered=False leak=False path=True"

@@ -164,9 +164,10 @@ async def test_the_engine_runs_a_fan_out_and_verify_over_a_registered_binding(
 
 async def test_check_provider_drives_a_registered_binding(tuple_binding: BindingRow) -> None:
     with anyio.fail_after(120):
-        results = await check_provider(
+        checked = await check_provider(
             COMMAND, binding="tuple", cwd=str(ROOT), env=marked_env(), timeout_s=30
         )
+    results = checked.results
     assert [(r.name, r.passed) for r in results] == [
         ("handshake", True),
         ("query", True),
