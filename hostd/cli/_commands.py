@@ -246,7 +246,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
             result = await s.call("context/compose", params, on_progress=forward)
         else:
             result = await s.call("context/compose", params)
-    note = overfetch_note(result)
+    note = overfetch_note(result) if args.overfetch is not None else None  # the one asked
     if note:
         sys.stderr.write(f"hostd: note: {note}\n")
     if args.json:

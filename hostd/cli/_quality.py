@@ -74,9 +74,9 @@ def floors_arg(value: str | None) -> list[dict[str, Any]] | None:
 def overfetch_note(result: dict[str, Any]) -> str | None:
     """Why the overfetch of a composition changed nothing, or ``None`` when it did.
 
-    A provider is asked for ``min(budget, ceil(share × overfetch))``: when every
-    provider's share already is the whole budget (one provider, say), each is
-    asked for exactly its share and the factor is inert.
+    A provider is asked for ``min(budget, ceil(share × overfetch))``: when that is its
+    share for every provider (one provider, whose share is the whole budget, say; or
+    a budget so small the shares are 1 and 0), the factor is inert.
     """
     overfetch = ((result.get("audit") or {}).get("policy") or {}).get("overfetch")
     if not isinstance(overfetch, int | float) or overfetch <= 1:
@@ -90,8 +90,9 @@ def overfetch_note(result: dict[str, Any]) -> str | None:
         return None
     asked = ", ".join(f"{p['provider_id']} {p['max_tokens']}" for p in legs)
     return (
-        f"overfetch {overfetch:g} cannot change what is asked: every provider's share is "
-        f"already the whole budget, so each is asked for just its share ({asked} tokens)"
+        f"overfetch {overfetch:g} cannot change what is asked: no provider's share times "
+        f"{overfetch:g} fits under the budget, so each is asked for just its share "
+        f"({asked} tokens)"
     )
 
 

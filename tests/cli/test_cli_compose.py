@@ -79,6 +79,10 @@ def test_an_overfetch_that_changes_nothing_is_reported(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "overfetch 4 cannot change what is asked" in done.stderr
     assert "alpha 300 tokens" in done.stderr
+    # Only an --overfetch asked for is reported: the config's own is not the user's doing.
+    done = _hostd("--config", str(config), "compose", "goal", "--budget", "300")
+    assert done.returncode == 0, done.stderr
+    assert "overfetch" not in done.stderr
 
 
 def test_a_bad_caps_value_is_one_line(tmp_path: Path) -> None:
