@@ -27,7 +27,15 @@ from ._report import Excluded, FanOut, LegReport, LegStatus, report_map
 from ._run import LegReply
 from .verify import StageResult
 
-__all__ = ["Audited", "JudgedLeg", "audited", "judge", "judge_leg", "nothing_fit"]
+__all__ = [
+    "Audited",
+    "JudgedLeg",
+    "audited",
+    "judge",
+    "judge_leg",
+    "no_kind_declared",
+    "nothing_fit",
+]
 
 #: The state of every accepted frame before (or without) verification: one shared,
 #: read-only mapping (readers copy what they keep).
@@ -81,7 +89,7 @@ def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
         LegStatus.OK,
         frames_accepted=len(audit.accepted),
         tokens_accepted=audit.accepted_cost,
-        note=nothing_fit(reply, audit.offered, leg.asked),
+        note=nothing_fit(reply, audit.offered, leg.asked) or no_kind_declared(reply, audit.offered),
         **fields,
     )
     return JudgedLeg(report, audit)
@@ -94,6 +102,19 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
         return None
     left = f" (it left out {reply.dropped} frame(s))" if reply.dropped else ""
     return f"nothing fit: no frame within its share of {asked} tokens{left}"
+
+
+def no_kind_declared(reply: LegReply, offered: int) -> str | None:
+    """The note of a leg that answered no frame when the request asked for kinds its
+    provider declares none of (its ``capabilities.query.kinds``, which are not quoted:
+    they are its text). ``None`` otherwise."""
+    kinds, declared = reply.query.kinds, reply.declared_kinds
+    if offered or not kinds or not declared or not set(kinds).isdisjoint(declared):
+        return None
+    return (
+        f"no frame: none of the kinds asked ({', '.join(kinds)}) is among the "
+        f"{len(declared)} it declares"
+    )
 
 
 @dataclass(slots=True, frozen=True)

@@ -232,6 +232,24 @@ def test_an_answer_with_nothing_that_fit_says_so() -> None:
     assert plain.note is None and some.note is None and "note" not in plain.to_wire()
 
 
+def test_an_answer_asked_only_for_kinds_its_provider_does_not_declare_says_so() -> None:
+    plan = _plan("a")
+    leg = plan.legs[0]
+    query = leg.query.model_copy(update={"kinds": ["nosuchkind", "x"]})
+    declared = ("snippet", "doc")
+    empty = judge_leg(leg, LegReply("a", query, frames=[], declared_kinds=declared)).report
+    assert empty.status is LegStatus.OK
+    assert (
+        empty.note == "no frame: none of the kinds asked (nosuchkind, x) is among the 2 it declares"
+    )
+    assert "snippet" not in empty.note  # what the provider declared is its text: not quoted
+    # A kind it declares asked, no kind asked, or any kind declared: nothing to explain.
+    overlap = query.model_copy(update={"kinds": ["doc", "x"]})
+    for q, kinds in ((overlap, declared), (leg.query, declared), (query, ())):
+        plain = judge_leg(leg, LegReply("a", q, frames=[], declared_kinds=kinds)).report
+        assert plain.note is None, (q.kinds, kinds)
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     share=st.integers(-3, 2**32),
