@@ -290,7 +290,8 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
             sys.stderr.write(f"hostd: {cfg.no_providers()}\n")
     for p in providers:
         info = p.get("info") or {}
-        name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
+        # What its handshake said; one that never answered one has no name to show.
+        name = f"{info['name']} {info.get('version', '')}".strip() if info.get("name") else "-"
         line = f"{p.get('id')}\t{p.get('binding')}\t{p.get('state')}\t{name}"
         remote = p.get("remote")
         if isinstance(remote, dict):  # the URL, and the credential only as "<redacted>" (C8)

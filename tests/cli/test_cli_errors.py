@@ -170,6 +170,8 @@ def test_providers_names_why_a_provider_is_down(
     config = _config(tmp_path, unstartable["ghost"])
     done = _hostd("--config", str(config), "providers")
     assert done.returncode == 0 and done.stdout.startswith("ghost\t")
+    # It never answered a handshake: no name to show, and no "?" standing for one.
+    assert done.stdout.split("\n")[0].split("\t")[3] == "-", done.stdout
     assert any(
         line.startswith("hostd: ghost: crashed: provider 'ghost' cannot start")
         for line in _human(done.stderr)
