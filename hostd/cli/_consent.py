@@ -31,6 +31,12 @@ class UndeclaredScope(HostdError):
     reason = "undeclared_scope"
 
 
+class NotStarted(HostdError):
+    """The provider named could not be started to read the scopes it declares."""
+
+    reason = "provider_not_started"
+
+
 def add_consent_command(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``consent grant|revoke|list``."""
     consent = sub.add_parser(
@@ -102,9 +108,10 @@ async def _declared_here(cfg: Config, ids: list[str], start: bool) -> dict[str, 
             info = records.read(specs[pid])
             if info is None:
                 failure = (row.get("health") or {}).get("last_failure") or row.get("state")
-                raise HostdError(
+                raise NotStarted(
                     f"provider {pid!r} did not start, so its declared scopes are unknown: "
-                    f"{failure}; `--force` records a scope anyway"
+                    f"{failure}; `--force` records (or revokes) the scope without them",
+                    provider=pid,
                 )
         if info is not None:
             found[pid] = info.to_wire()
@@ -127,13 +134,15 @@ def _known(ids: list[str], pid: str | None, where: str) -> list[str]:
 
 
 def _check_scope(pid: str, scope: str, info: dict[str, Any] | None, held: bool) -> None:
+    if held:  # a receipt on record: its scope was recorded once, declared or forced
+        return
     if info is None:
         raise UndeclaredScope(
             f"provider {pid!r} has no recorded handshake, so its declared scopes are "
             "unknown; query it once, or `--force` records the scope anyway"
         )
     declared, _ = declared_scopes(info)
-    if scope in declared or held:
+    if scope in declared:
         return
     says = ", ".join(declared) if declared else "none: it sends nothing off the machine"
     raise UndeclaredScope(
@@ -159,20 +168,43 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
         from hostd.server import private_state_dir
 
         private_state_dir(cfg.state_path, cfg.source)  # as the daemon: refused before use
-        infos = await _declared_here(cfg, ids, start=args.provider is not None)
-        result = await _apply(action, args, infos, _Ledger(cfg))
+        ledger = _Ledger(cfg)
+        start = args.provider is not None and await _needs_declared(action, args, ledger)
+        try:
+            infos = await _declared_here(cfg, ids, start=start)
+        except NotStarted as exc:
+            if action != "list":
+                raise
+            # The receipts are listed all the same; its scopes are told unknown.
+            sys.stderr.write(f"hostd: {exc.message}\n")
+            infos = await _declared_here(cfg, ids, start=False)
+        result = await _apply(action, args, infos, ledger)
     _print(action, args, result, infos, ids)
     return EXIT_OK
+
+
+async def _held(s: Any, pid: str, scope: str) -> bool:
+    """Whether a live receipt for ``scope`` of ``pid`` is on record."""
+    receipts = (await s.call("consent/list", {"provider": pid}))["receipts"]
+    return any(r["scope"] == scope and r["active"] for r in receipts)
+
+
+async def _needs_declared(action: str, args: argparse.Namespace, s: Any) -> bool:
+    """Whether the named provider's declared scopes are needed, so it may be started
+    to read them: not for ``--force``, nor to revoke a receipt on record."""
+    if action == "list":
+        return True
+    if args.force:
+        return False
+    return action == "grant" or not await _held(s, args.provider, args.scope)
 
 
 async def _apply(action: str, args: argparse.Namespace, infos: dict[str, Any], s: Any) -> Any:
     if action == "list":
         return await s.call("consent/list", {"provider": args.provider} if args.provider else {})
     if not args.force:
-        held = False
-        if action == "revoke":  # a receipt on record can always be revoked, declared or not
-            receipts = (await s.call("consent/list", {"provider": args.provider}))["receipts"]
-            held = any(r["scope"] == args.scope and r["active"] for r in receipts)
+        # A receipt on record can always be revoked, declared or not.
+        held = action == "revoke" and await _held(s, args.provider, args.scope)
         _check_scope(args.provider, args.scope, infos.get(args.provider), held)
     params = {"provider": args.provider, "scope": args.scope, "grantor": args.grantor}
     return await s.call(f"consent/{action}", params)

@@ -116,3 +116,32 @@ def test_an_unknown_provider_is_named_with_the_configured_ones(tmp_path: Path) -
     config = _config(tmp_path)
     code, _, err = _hostd_at(config, "consent", "grant", "clod", "egress")
     assert code == 1 and "unknown provider 'clod'" in err and "alpha, cloud" in err
+
+
+def test_force_and_a_revoke_of_a_held_receipt_need_no_start_of_a_provider_that_cannot(
+    tmp_path: Path,
+) -> None:
+    # A provider that cannot start (a remote one down, a broken command): its declared
+    # scopes cannot be read, but a forced grant and the revoke of a receipt on record
+    # do not need them.
+    config = _config(tmp_path)
+    ghost = '[[provider]]\nid = "ghost"\ncommand = ["/no/such/provider-cmd"]\n'
+    config.write_text(config.read_text() + ghost)
+    code, _, err = _hostd_at(config, "consent", "grant", "ghost", "egress")
+    assert code == 1 and "[provider_not_started]" in err, err
+    assert "did not start, so its declared scopes are unknown" in err
+    assert "[internal]" not in err
+    code, out, err = _hostd_at(config, "consent", "grant", "ghost", "egress", "--force")
+    assert code == 0, err
+    assert json.loads(out)["receipt"]["scope"] == "egress"
+    code, out, err = _hostd_at(config, "consent", "list", "ghost", "--json")
+    assert code == 0 and "did not start" in err, err  # listed all the same, and why not known
+    listed = json.loads(out)
+    assert [r["scope"] for r in listed["receipts"] if r["active"]] == ["egress"]
+    assert listed["declared"]["ghost"] == {"recorded": False}
+    code, out, err = _hostd_at(config, "consent", "revoke", "ghost", "egress")
+    assert code == 0, err
+    assert [r["scope"] for r in json.loads(out)["revoked"]] == ["egress"]
+    # Nothing held any more: to revoke it again its scopes are needed, and it cannot start.
+    code, _, err = _hostd_at(config, "consent", "revoke", "ghost", "egress")
+    assert code == 1 and "[provider_not_started]" in err, err
