@@ -65,10 +65,19 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
     if (result.get("prompt") or "").strip():
         return None
     offered: dict[str, int] = {}
+    reasons: dict[str, int] = {}
     for e in (result.get("audit") or {}).get("entries") or []:
         pid = str((e.get("frame") or {}).get("provider_id", "?"))
         offered[pid] = offered.get(pid, 0) + 1
-    lines = ["empty prompt: no provider produced evidence"]
+        reason = str(e.get("reason") or e.get("disposition") or "?")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not offered:
+        lines = ["empty prompt: no provider produced evidence"]
+    else:  # evidence came, and the audit says why none of it is in the prompt
+        why = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda i: -i[1]))
+        lines = [f"empty prompt: {sum(offered.values())} frame(s) offered, none included ({why})"]
+        if "over_budget" in reasons:
+            lines.append("  no frame fit what the budget left after the preamble: raise --budget")
     for p in result.get("providers") or []:
         if p.get("status") == "ok" and not p.get("note"):  # a note: leg_failures says it
             n = offered.get(str(p.get("provider_id")), 0)

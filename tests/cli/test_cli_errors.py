@@ -152,6 +152,18 @@ def test_a_provider_whose_query_fails_is_pointed_at_its_stderr(tmp_path: Path) -
     assert not any("--log-level info" in line for line in _human(shown.stderr))
 
 
+def test_an_empty_prompt_of_evidence_that_did_not_fit_says_so(tmp_path: Path) -> None:
+    # Frames came, and the preamble left too little of the budget for any of them.
+    words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha", "--size", "200"]
+    config = _config(tmp_path, _provider("alpha", words))
+    done = _hostd("--config", str(config), "compose", "anything", "--budget", "100")
+    assert done.returncode == 1, done.stderr
+    human = _human(done.stderr)
+    assert "hostd: empty prompt: 2 frame(s) offered, none included (over_budget 2)" in human
+    assert any("raise --budget" in line for line in human), human
+    assert not any("no provider produced evidence" in line for line in human)
+
+
 def test_a_prompt_with_evidence_exits_0_and_still_names_the_failed_leg(
     tmp_path: Path, unstartable: dict[str, str]
 ) -> None:
