@@ -251,6 +251,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         if pairs:
             sys.stdout.write("\n" + pairs)
     sys.stderr.write(quality.degraded_note(outcomes))
+    sys.stderr.write(_fallback_notes([(p.label, p.strategy) for p in policies]))
     return EXIT_OK
 
 
@@ -262,6 +263,19 @@ def _bound(cfg: Config, wire: Any) -> Any:
     return quality.bind_calibration(
         strategy_from_wire(wire), quality.calibration_path(cfg.state_path)
     )
+
+
+def _fallback_notes(policies: Sequence[tuple[str, Any]]) -> str:
+    """A line per policy that cannot rank as asked here (``calibrated`` before ``hostd
+    calibrate``): what it ranked by instead, so its row is not read as the policy's."""
+    out = ""
+    for spelling, bound in policies:
+        said = getattr(bound, "to_wire", lambda: None)()  # a stateful policy's own account
+        body = next(iter(said.values())) if isinstance(said, dict) and len(said) == 1 else None
+        if isinstance(body, dict) and body.get("fallback"):
+            why = body.get("reason")
+            out += f"hostd: note: {spelling} ranks as {body['fallback']} here: {why}\n"
+    return out
 
 
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
@@ -279,9 +293,12 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
         return _calibrate(cfg, args, records)
     path = quality.calibration_path(cfg.state_path)
     reports = []
-    for spelling, wire in zip(args.policy, wires, strict=True):
+    bound = [
+        (spelling, _bound(cfg, wire)) for spelling, wire in zip(args.policy, wires, strict=True)
+    ]
+    for (spelling, strategy), wire in zip(bound, wires, strict=True):
         replays = quality.replay_all(
-            records, _bound(cfg, wire), bind=lambda live: quality.bind_calibration(live, path)
+            records, strategy, bind=lambda live: quality.bind_calibration(live, path)
         )
         reports.append((spelling, wire, replays))
     if args.json:  # one report per --policy, in order, always a list
@@ -292,6 +309,7 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(
             "\n".join(quality.render_replay(spelling, replays) for spelling, _, replays in reports)
         )
+    sys.stderr.write(_fallback_notes(bound))
     return EXIT_OK
 
 

@@ -146,5 +146,12 @@ def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
     assert report["questions"] == 3 and report["styles"] == {"traffic": 3}
     score = next(r for r in report["table"] if r["policy"] == "score")
     assert score["recall"]["all"] == {"hits": 3, "total": 3}  # live: every used frame admitted
+    # The default policies include calibrated: before `hostd calibrate` it ranks by its
+    # fallback, and the run says so rather than showing that row as its own.
+    (note,) = [line for line in done.stderr.splitlines() if "ranks as" in line]
+    assert note.startswith("hostd: note: calibrated ranks as round_robin here: no calibration")
+    assert "ranks as" not in hostd("--from-shadow", "--policy", "score").stderr
+    replayed = run_hostd("--config", str(config), "shadow", "replay", "--policy", "calibrated")
+    assert replayed.returncode == 0 and "calibrated ranks as round_robin" in replayed.stderr
     refused = hostd("--from-shadow", "--budget", "100")
     assert refused.returncode != 0 and "--budget" in refused.stderr
