@@ -225,6 +225,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
             )
         records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load()
         questions, outcomes = quality.run_from_shadow(records, policies)
+        sys.stderr.write(_units_note(records))
         if not questions:
             sys.stderr.write("no recorded request has feedback naming used evidence\n")
     else:
@@ -262,6 +263,20 @@ def _bound(cfg: Config, wire: Any) -> Any:
 
     return quality.bind_calibration(
         strategy_from_wire(wire), quality.calibration_path(cfg.state_path)
+    )
+
+
+def _units_note(records: Sequence[Any]) -> str:
+    """A line when some records were composed in a tokenizer's tokens: a replay counts
+    canonical tokens, so their budgets and token figures are in another unit."""
+    counted = [r.policy["tokenizer"] for r in records if r.policy.get("tokenizer")]
+    if not counted:
+        return ""
+    names = ", ".join(sorted(set(map(str, counted))))
+    return (
+        f"hostd: note: {len(counted)} of {len(records)} records were composed in a "
+        f"tokenizer's tokens ({names}); replays count canonical tokens (UTF-8 bytes / 4), "
+        "so their budgets and token figures are not the live composition's\n"
     )
 
 
@@ -309,7 +324,7 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(
             "\n".join(quality.render_replay(spelling, replays) for spelling, _, replays in reports)
         )
-    sys.stderr.write(_fallback_notes(bound))
+    sys.stderr.write(_fallback_notes(bound) + _units_note(records))
     return EXIT_OK
 
 

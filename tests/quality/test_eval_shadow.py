@@ -155,3 +155,24 @@ def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
     assert replayed.returncode == 0 and "calibrated ranks as round_robin" in replayed.stderr
     refused = hostd("--from-shadow", "--budget", "100")
     assert refused.returncode != 0 and "--budget" in refused.stderr
+
+
+def test_records_composed_in_a_tokenizers_tokens_are_said_to_replay_in_another_unit(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    store = ShadowStore(state / "shadow.db")
+    records = _recording(USED)
+    # One composition was counted in a tokenizer's tokens (its policy names it).
+    first = replace(records[0], policy={**records[0].policy, "tokenizer": "tokenizer.json@be50"})
+    records = [first, *records[1:]]
+    store.write_many([replace(r, feedback=None) for r in records])
+    store.write_many([], [r.feedback for r in records if r.feedback])
+    store.close()
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
+    for args in (["eval", "--from-shadow"], ["shadow", "replay", "--policy", "score"]):
+        done = run_hostd("--config", str(config), *args)
+        assert done.returncode == 0, done.stderr
+        (note,) = [line for line in done.stderr.splitlines() if "tokenizer's tokens" in line]
+        assert "1 of 4 records" in note and "tokenizer.json@be50" in note, note
