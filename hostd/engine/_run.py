@@ -62,6 +62,16 @@ Ready = tuple[ProviderLink, tuple[str, ...]]
 T = TypeVar("T")
 
 
+def no_consent_message(provider_id: str, missing: Sequence[str]) -> str:
+    """Why a provider got no payload, and the command that records what it lacks."""
+    scope = missing[0] if len(missing) == 1 else "SCOPE"
+    each = "it" if len(missing) == 1 else "each"
+    return (
+        f"no consent recorded for scope(s): {', '.join(missing)}; "
+        f"`hostd consent grant {provider_id} {scope}` records {each}"
+    )
+
+
 class _Once(Generic[T]):
     """One provider's start and consent gate, shared by its leg and its verify."""
 
@@ -359,7 +369,7 @@ class _Runner:
             query,
             status=LegStatus.NO_CONSENT,
             error_code="no_consent",
-            error_message="no consent recorded for scope(s): " + ", ".join(missing),
+            error_message=no_consent_message(leg.provider_id, missing),
             missing_scopes=tuple(missing),
         )
 
@@ -372,7 +382,7 @@ class _Runner:
         assert leg is not None, "verify is planned only for the fan-out's providers"
         conn, missing = await self.ready(leg)
         if missing:
-            raise HostdError("no consent recorded for scope(s): " + ", ".join(missing))
+            raise HostdError(no_consent_message(provider_id, missing))
         response = await conn.verify(identities)
         return list(response.verdicts)
 

@@ -207,6 +207,10 @@ async def test_no_query_payload_reaches_an_unconsented_provider() -> None:
     assert gate.asked == [("e", ["vendor:x"])]  # local-only providers need no receipt
     assert fan.reports["e"].status is LegStatus.NO_CONSENT
     assert fan.reports["local"].status is LegStatus.OK
+    # What it lacks, and the command that records it.
+    assert fan.reports["e"].error_message == (
+        "no consent recorded for scope(s): vendor:x; `hostd consent grant e vendor:x` records it"
+    )
     # The provider answered nothing because it was asked nothing (C2).
     assert fan.reports["e"].frames_offered == 0 and health.no_consent == 1
 
