@@ -52,7 +52,7 @@ from hostd.protocol import (
 from hostd.rpc import encode_line
 
 from ._codec import UNKEYED, Fault, Message, Refusal, Reply, Request, query_wire
-from ._unquoted import STDERR_HINT, bad_line, described_id, parse_problem, unquoted
+from ._unquoted import answered, bad_line, described_id, parse_problem
 
 __all__ = ["CgpCodec", "envelope_error"]
 
@@ -63,9 +63,7 @@ def envelope_error(env: ErrorEnvelope) -> HostdError:
     """An error envelope as the typed error its caller gets (X1, X2)."""
     code = read_cgp_code(env.code)  # X1/X2: unknown or absent → internal
     # The message is the provider's own text (it may echo a frame): reported by size only.
-    message = f"provider answered {code.value} (message: {unquoted(env.message)})"
-    if code is CgpErrorCode.INTERNAL:  # its own failure: what it logged says why, we do not
-        message = message[:-1] + f"; {STDERR_HINT})"
+    message = answered(code, env.message)
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     return ProviderError(message, cgp_code=code)

@@ -44,13 +44,12 @@ from hostd.rpc import encode_line, make_notification, request_line
 
 from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire
 from ._unquoted import (
-    STDERR_HINT,
+    answered,
     bad_line,
     described_id,
     json_type,
     parse_problem,
     shape_error,
-    unquoted,
 )
 
 __all__ = ["JsonRpcCodec", "provider_error", "validate_reply"]
@@ -73,9 +72,7 @@ def provider_error(error: Any) -> HostdError:
         return ProviderError("provider sent a malformed error object")
     data = error.get("data")
     code = read_cgp_code(data.get("cgp_code") if isinstance(data, dict) else None)
-    message = f"provider answered {code.value} (message: {unquoted(error.get('message'))})"
-    if code is CgpErrorCode.INTERNAL:  # its own failure: what it logged says why, we do not
-        message = message[:-1] + f"; {STDERR_HINT})"
+    message = answered(code, error.get("message"))
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:

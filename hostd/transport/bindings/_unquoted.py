@@ -16,9 +16,10 @@ import orjson
 from pydantic import ValidationError
 
 from hostd.errors import ProtocolFault
+from hostd.protocol import CgpErrorCode
 
 __all__ = [
-    "STDERR_HINT",
+    "answered",
     "bad_line",
     "described_id",
     "json_type",
@@ -28,9 +29,13 @@ __all__ = [
 ]
 
 
-#: Where an error a provider answered about itself (``internal``) is explained: not in
-#: its message, which is not quoted, but on its stderr, which the log keeps.
-STDERR_HINT = "its stderr, logged as provider.stderr, may say why"
+def answered(code: CgpErrorCode, message: Any) -> str:
+    """How an error a provider answered is reported: its code and its message's size. Its
+    own failure (``internal``) is explained not in that message, which is not quoted, but
+    on its stderr, which the log keeps: the report says so."""
+    where = "; its stderr, logged as provider.stderr, may say why"
+    hint = where if code is CgpErrorCode.INTERNAL else ""
+    return f"provider answered {code.value} (message: {unquoted(message)}{hint})"
 
 
 def json_type(value: Any) -> str:
