@@ -118,6 +118,13 @@ async def _declared_here(cfg: Config, ids: list[str], start: bool) -> dict[str, 
     return found
 
 
+def destinations(cfg: Config) -> dict[str, str]:
+    """Each remote provider's destination as its receipts name it (its URL's origin)."""
+    from hostd.engine import consent_destination
+
+    return {p.id: consent_destination(p.url) for p in cfg.provider if p.url}
+
+
 def _ids(cfg: Config) -> list[str]:
     return [p.id for p in cfg.provider]
 
@@ -158,6 +165,7 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
             rows = (await s.call("providers/list", {}))["providers"]
             ids = _known([str(r.get("id")) for r in rows], args.provider, "the daemon")
             infos = {r["id"]: r["info"] for r in rows if r.get("id") in ids and r.get("info")}
+            where = _daemon_destinations(rows)
             # One the daemon has not started yet: its last handshake recorded here, if any.
             here = [pid for pid in ids if pid not in infos and pid in _ids(cfg)]
             if here:
@@ -165,6 +173,7 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
             result = await _apply(action, args, infos, s)
     else:
         ids = _known(_ids(cfg), args.provider, cfg.source)
+        where = destinations(cfg)
         from hostd.server import private_state_dir
 
         private_state_dir(cfg.state_path, cfg.source)  # as the daemon: refused before use
@@ -179,8 +188,20 @@ async def _consent(cfg: Config, args: argparse.Namespace) -> int:
             sys.stderr.write(f"hostd: {exc.message}\n")
             infos = await _declared_here(cfg, ids, start=False)
         result = await _apply(action, args, infos, ledger)
-    _print(action, args, result, infos, ids)
+    _print(action, args, result, infos, ids, where)
     return EXIT_OK
+
+
+def _daemon_destinations(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Each remote provider's destination, from the daemon's ``providers/list``."""
+    from hostd.engine import consent_destination
+
+    found: dict[str, str] = {}
+    for row in rows:
+        url = (row.get("remote") or {}).get("url")
+        if isinstance(url, str) and url:
+            found[str(row.get("id"))] = consent_destination(url)
+    return found
 
 
 async def _held(s: Any, pid: str, scope: str) -> bool:
@@ -222,7 +243,7 @@ class _Ledger:
         from hostd.logs import get_logger
 
         log = get_logger("hostd.cli")
-        with ConsentStore(self.cfg.state_path) as store:
+        with ConsentStore(self.cfg.state_path, destinations=destinations(self.cfg)) as store:
             if method == "consent/list":
                 return {"receipts": [r.to_wire() for r in store.list(params.get("provider"))]}
             who = (params["provider"], params["scope"], params["grantor"])
@@ -241,15 +262,23 @@ def _print(
     result: dict[str, Any],
     infos: dict[str, Any],
     ids: list[str],
+    where: dict[str, str],
 ) -> None:
     if action != "list":
         print_json(result)
         return
     receipts = result["receipts"]
+    # A receipt counts for a provider at the destination it was granted for: a remote
+    # provider's origin (``where``), none for a child process.
     active: dict[str, set[str]] = {}
+    elsewhere: dict[str, set[str]] = {}
     for r in receipts:
         if r.get("active"):
-            active.setdefault(str(r.get("provider_id")), set()).add(str(r.get("scope")))
+            pid, made_for = str(r.get("provider_id")), r.get("destination") or ""
+            if made_for == where.get(pid, ""):
+                active.setdefault(pid, set()).add(str(r.get("scope")))
+            else:
+                elsewhere.setdefault(pid, set()).add(made_for)
     declared: dict[str, Any] = {}
     for pid in ids:
         info = infos.get(pid)
@@ -258,7 +287,12 @@ def _print(
             continue
         scopes, required = declared_scopes(info)
         missing = [s for s in required if s not in active.get(pid, set())]
-        declared[pid] = {"recorded": True, "scopes": scopes, "missing": missing}
+        declared[pid] = {
+            "recorded": True,
+            "scopes": scopes,
+            "missing": missing,
+            "destination": where.get(pid) or None,
+        }
     if args.json:
         print_json({"receipts": receipts, "declared": declared})
         return
@@ -266,9 +300,10 @@ def _print(
         sys.stdout.write("no consent receipts\n")
     for r in receipts:
         state = "active" if r.get("active") else f"revoked {r.get('revoked_at')}"
+        made_for = f"\tfor {r['destination']}" if r.get("destination") else ""
         sys.stdout.write(
             f"{r.get('provider_id')}\t{r.get('scope')}\t{r.get('grantor')}\t"
-            f"granted {r.get('granted_at')}\t{state}\n"
+            f"granted {r.get('granted_at')}{made_for}\t{state}\n"
         )
     for pid, d in declared.items():  # what each provider needs, on stderr beside the table
         if not d["recorded"]:
@@ -279,4 +314,10 @@ def _print(
             words = f"declares {', '.join(d['scopes'])}"
             if d["missing"]:
                 words += f"; not granted: {', '.join(d['missing'])}"
+                if pid in elsewhere and pid in where:
+                    others = ", ".join(sorted(o or "no destination" for o in elsewhere[pid]))
+                    words += (
+                        f" (live receipts are for {others}, not {where[pid]}: a remote "
+                        "provider needs consent for the origin it is sent to)"
+                    )
         sys.stderr.write(f"hostd: {pid}: {words}\n")

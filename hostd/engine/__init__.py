@@ -56,7 +56,7 @@ from ._rerank_api import RerankApi, rerank_url
 from ._rerank_http import HttpReranker, RerankServer
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
-from .consent import ConsentStore, required_scopes
+from .consent import ConsentStore, consent_destination, required_scopes
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -99,6 +99,7 @@ __all__ = [
     "awaits_start",
     "backoff_delay",
     "bounded_error",
+    "consent_destination",
     "cool_down_s",
     "decide_ask",
     "decide_parked",

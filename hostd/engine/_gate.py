@@ -16,7 +16,7 @@ from hostd.protocol import ProviderInfo
 
 from .consent import required_scopes
 
-__all__ = ["ConsentGate", "missing_consent"]
+__all__ = ["ConsentGate", "destination_of", "missing_consent"]
 
 
 class ConsentGate(Protocol):
@@ -32,3 +32,10 @@ def missing_consent(gate: ConsentGate | None, provider_id: str, info: ProviderIn
     if gate is None:
         return scopes
     return list(gate.missing_scopes(provider_id, scopes))
+
+
+def destination_of(gate: ConsentGate | None, provider_id: str) -> str:
+    """The origin a gate's receipts must name for ``provider_id`` (a ``ConsentStore``
+    says; ``""`` for a child process, or a gate that keeps no destinations)."""
+    where = getattr(gate, "destination", None)
+    return str(where(provider_id)) if callable(where) else ""

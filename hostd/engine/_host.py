@@ -48,7 +48,7 @@ from ._pool import ProviderPool, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
-from .consent import ConsentStore
+from .consent import ConsentStore, consent_destination
 from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
 __all__ = ["Host", "LegDone", "ProgressDone"]
@@ -74,7 +74,8 @@ DEFAULT_VERIFY_STAGE = _Default.STAGE
 class Host:
     """The fan-out engine. ``async with Host(specs, state_dir=...) as host: ...``.
 
-    ``consent`` is the gate (default: a ``ConsentStore`` under ``state_dir``;
+    ``consent`` is the gate (default: a ``ConsentStore`` under ``state_dir``, each remote
+    provider's receipts pinned to its origin;
     with neither, egress providers are always refused). ``verify_stage`` is
     the verification/reuse stage run after the leg audit (default: one built
     here from the specs' ``trusted_roots`` and ``untrusted``, ``host_roots`` and
@@ -143,7 +144,12 @@ class Host:
 
     async def __aenter__(self) -> Host:
         if self._consent is None and self.state_dir is not None:
-            self._owned_store = ConsentStore(self.state_dir)
+            # Each remote provider's receipts name the origin its queries go to.
+            where = {pid: s.spec.url for pid, s in self.pool.slots.items() if s.spec.url}
+            self._owned_store = ConsentStore(
+                self.state_dir,
+                destinations={pid: consent_destination(url) for pid, url in where.items()},
+            )
             self._consent = self._owned_store
         await self.pool.__aenter__()
         self._loop = asyncio.get_running_loop()

@@ -43,7 +43,7 @@ from hostd.protocol import (
 )
 from hostd.transport import ProviderLink, StartedCall
 
-from ._gate import ConsentGate
+from ._gate import ConsentGate, destination_of
 from ._outcome import LegReply, failure_of, progress_figure
 from ._plan import FanOutPlan, LegAction, LegPlan, gate, trim_representations
 from ._pool import ProviderPool, Slot
@@ -62,12 +62,14 @@ Ready = tuple[ProviderLink, tuple[str, ...]]
 T = TypeVar("T")
 
 
-def no_consent_message(provider_id: str, missing: Sequence[str]) -> str:
-    """Why a provider got no payload, and the command that records what it lacks."""
+def no_consent_message(provider_id: str, missing: Sequence[str], destination: str = "") -> str:
+    """Why a provider got no payload, and the command that records what it lacks; for a
+    remote provider, the origin the consent must name."""
     scope = missing[0] if len(missing) == 1 else "SCOPE"
     each = "it" if len(missing) == 1 else "each"
+    at = f" for {destination}" if destination else ""
     return (
-        f"no consent recorded for scope(s): {', '.join(missing)}; "
+        f"no consent recorded{at} for scope(s): {', '.join(missing)}; "
         f"`hostd consent grant {provider_id} {scope}` records {each}"
     )
 
@@ -369,7 +371,9 @@ class _Runner:
             query,
             status=LegStatus.NO_CONSENT,
             error_code="no_consent",
-            error_message=no_consent_message(leg.provider_id, missing),
+            error_message=no_consent_message(
+                leg.provider_id, missing, destination_of(self.consent, leg.provider_id)
+            ),
             missing_scopes=tuple(missing),
         )
 
@@ -382,7 +386,8 @@ class _Runner:
         assert leg is not None, "verify is planned only for the fan-out's providers"
         conn, missing = await self.ready(leg)
         if missing:
-            raise HostdError(no_consent_message(provider_id, missing))
+            where = destination_of(self.consent, provider_id)
+            raise HostdError(no_consent_message(provider_id, missing, where))
         response = await conn.verify(identities)
         return list(response.verdicts)
 

@@ -5,12 +5,23 @@ one scope, and when. The ledger is append-only: a grant appends a ``grant``
 event, a revocation appends a ``revoke`` event, and nothing is ever updated or
 deleted (triggers refuse it), so the history of consent *is* the audit trail.
 The current state is derived from the events: a grant is live until a later
-revocation of the same ``(provider_id, scope)``. ``consent_state`` beside the
-ledger keeps, per ``(provider_id, scope)``, the seq of its last grant and of its
-last revoke; an ``AFTER INSERT`` trigger updates it in the same transaction as
-each event (whoever writes the event), so the gate reads one row per scope
-instead of the provider's whole history. A ledger from before the table is
-migrated once, on open, from its events.
+revocation of the same ``(provider_id, scope)``. ``consent_grants`` beside the
+ledger keeps, per ``(provider_id, scope, destination)``, the seq of its last grant
+and of the last revocation of its ``(provider_id, scope)``; an ``AFTER INSERT``
+trigger updates it in the same transaction as each event (whoever writes the
+event), so the gate reads one row per scope instead of the provider's whole
+history. A ledger from before the table is migrated once, on open, from its events.
+
+A receipt also names its *destination*: for a remote provider (``url``) the origin
+its queries go to (``https://search.example.com``), for a child process ``""`` (the
+transport cannot see where a process sends what it reads; its scopes say). A store
+is opened with the destinations of the config it serves (``destinations``, by
+provider id), records each grant with the provider's destination, and counts only
+the grants made for that destination: a remote provider pointed at another origin
+under the same id needs consent again. A revocation ends every grant of its
+``(provider_id, scope)``, whatever its destination. A ledger from before receipts
+named a destination is migrated on open: its receipts name none, so they still
+cover child processes and no remote provider.
 
 The gate itself is :meth:`ConsentStore.missing_scopes` over the scopes
 :func:`required_scopes` derives from a provider's handshake ``data_flow``:
@@ -29,11 +40,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from hostd.protocol import ProviderInfo, is_off_machine_scope
 
@@ -42,6 +54,7 @@ __all__ = [
     "GENERIC_EGRESS_SCOPE",
     "ConsentStore",
     "Receipt",
+    "consent_destination",
     "required_scopes",
 ]
 
@@ -59,7 +72,8 @@ CREATE TABLE IF NOT EXISTS consent_events (
     provider_id TEXT    NOT NULL,
     scope       TEXT    NOT NULL,
     grantor     TEXT    NOT NULL,
-    at          TEXT    NOT NULL
+    at          TEXT    NOT NULL,
+    destination TEXT    NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS consent_events_provider ON consent_events (provider_id, scope, seq);
 CREATE TRIGGER IF NOT EXISTS consent_events_no_update
@@ -68,33 +82,64 @@ CREATE TRIGGER IF NOT EXISTS consent_events_no_update
 CREATE TRIGGER IF NOT EXISTS consent_events_no_delete
     BEFORE DELETE ON consent_events
     BEGIN SELECT RAISE(ABORT, 'consent ledger is append-only'); END;
-CREATE TABLE IF NOT EXISTS consent_state (
-    provider_id TEXT    NOT NULL,
-    scope       TEXT    NOT NULL,
-    last_grant  INTEGER,
-    last_revoke INTEGER,
-    PRIMARY KEY (provider_id, scope)
-) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS consent_events_keep_state
-    AFTER INSERT ON consent_events
-    BEGIN
-        INSERT INTO consent_state (provider_id, scope, last_grant, last_revoke)
-        VALUES (NEW.provider_id, NEW.scope,
-                CASE WHEN NEW.action = 'grant' THEN NEW.seq END,
-                CASE WHEN NEW.action = 'revoke' THEN NEW.seq END)
-        ON CONFLICT (provider_id, scope) DO UPDATE SET
-            last_grant = COALESCE(excluded.last_grant, last_grant),
-            last_revoke = COALESCE(excluded.last_revoke, last_revoke); END;
 """
 
-# A ledger written before ``consent_state`` existed: its state, from its events, once.
-_MIGRATE_STATE = """
-INSERT INTO consent_state (provider_id, scope, last_grant, last_revoke)
-SELECT provider_id, scope,
-       MAX(CASE WHEN action = 'grant' THEN seq END),
-       MAX(CASE WHEN action = 'revoke' THEN seq END)
-FROM consent_events GROUP BY provider_id, scope
-"""
+# Derived from the events, rebuilt from them whenever its shape changes (a ledger from
+# before a table or a column): one row per (provider, scope, destination) ever granted,
+# with the seq of its last grant and of the last revoke of its (provider, scope).
+_STATE = (
+    """CREATE TABLE consent_grants (
+        provider_id TEXT    NOT NULL,
+        scope       TEXT    NOT NULL,
+        destination TEXT    NOT NULL,
+        last_grant  INTEGER NOT NULL,
+        last_revoke INTEGER,
+        PRIMARY KEY (provider_id, scope, destination)
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER consent_events_keep_grants
+        AFTER INSERT ON consent_events
+        BEGIN
+            INSERT INTO consent_grants (provider_id, scope, destination, last_grant)
+            SELECT NEW.provider_id, NEW.scope, NEW.destination, NEW.seq
+            WHERE NEW.action = 'grant'
+            ON CONFLICT (provider_id, scope, destination) DO UPDATE SET
+                last_grant = excluded.last_grant;
+            UPDATE consent_grants SET last_revoke = NEW.seq
+            WHERE NEW.action = 'revoke' AND provider_id = NEW.provider_id
+                AND scope = NEW.scope;
+        END""",
+    """INSERT INTO consent_grants (provider_id, scope, destination, last_grant, last_revoke)
+    SELECT g.provider_id, g.scope, g.destination, MAX(g.seq),
+           (SELECT MAX(r.seq) FROM consent_events r WHERE r.provider_id = g.provider_id
+            AND r.scope = g.scope AND r.action = 'revoke')
+    FROM consent_events g WHERE g.action = 'grant'
+    GROUP BY g.provider_id, g.scope, g.destination""",
+)
+
+# What ledgers of earlier versions kept beside their events, dropped when ``_STATE`` is built.
+_OLD_STATE = (
+    "DROP TRIGGER IF EXISTS consent_events_keep_state",
+    "DROP TABLE IF EXISTS consent_state",
+)
+
+
+def consent_destination(url: str | None) -> str:
+    """Where a provider's queries go, as its receipts name it: the origin of a remote
+    provider's ``url`` (scheme, host, and a port that is not the scheme's own; never
+    a credential, a path or a query), ``""`` for a child process."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"https": 443, "http": 80}.get(scheme)
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
 def _utc_now() -> datetime:
@@ -119,6 +164,9 @@ class Receipt:
     granted_at: str
     revoked_at: str | None = None
     revoked_by: str | None = None
+    #: The origin the grant was made for (``""``: a child process, or a receipt from
+    #: before receipts named one).
+    destination: str = ""
 
     @property
     def active(self) -> bool:
@@ -133,6 +181,7 @@ class Receipt:
             "granted_at": self.granted_at,
             "revoked_at": self.revoked_at,
             "revoked_by": self.revoked_by,
+            "destination": self.destination or None,
             "active": self.active,
         }
 
@@ -164,7 +213,13 @@ class ConsentStore:
     ``consent.sqlite3`` is used. Parent directories are created.
     """
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        destinations: Mapping[str, str] | None = None,
+    ) -> None:
         p = Path(path)
         if p.is_dir():
             p = p / CONSENT_DB_NAME
@@ -175,6 +230,9 @@ class ConsentStore:
         os.chmod(p, 0o600)
         self.path = p
         self._clock = clock
+        #: Each provider's destination (:func:`consent_destination`), by id; ``""`` for
+        #: one not named.
+        self.destinations: dict[str, str] = dict(destinations or {})
         self._lock = threading.Lock()
         # isolation_level=None: explicit BEGIN IMMEDIATE per write, so concurrent
         # writers queue on SQLite's lock instead of failing a deferred upgrade.
@@ -186,17 +244,28 @@ class ConsentStore:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            had_state = self._db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'consent_state'"
-            ).fetchone()
-            for stmt in _SCHEMA.split(";\n"):
-                if stmt.strip():
-                    self._db.execute(stmt)
-            if had_state is None:  # a new file (no events) or a ledger from before the table
-                self._db.execute(_MIGRATE_STATE)
+            self._migrate(self._db)
         finally:
             if self._db.in_transaction:
                 self._db.execute("COMMIT")
+
+    @staticmethod
+    def _migrate(db: sqlite3.Connection) -> None:
+        """The schema, in the open transaction: a ledger of an earlier version gains the
+        ``destination`` column (its receipts name none) and its derived state is rebuilt
+        from its events, once."""
+        columns = {row[1] for row in db.execute("PRAGMA table_info(consent_events)")}
+        if columns and "destination" not in columns:
+            db.execute("ALTER TABLE consent_events ADD COLUMN destination TEXT NOT NULL DEFAULT ''")
+        for stmt in _SCHEMA.split(";\n"):
+            if stmt.strip():
+                db.execute(stmt)
+        built = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'consent_grants'"
+        ).fetchone()
+        if built is None:
+            for stmt in (*_OLD_STATE, *_STATE):
+                db.execute(stmt)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -249,9 +318,10 @@ class ConsentStore:
                     ).fetchall()
                     closed = [row[0] for row in rows]
                 cur = db.execute(
-                    "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (action, provider_id, scope, grantor, at),
+                    "INSERT INTO consent_events "
+                    "(action, provider_id, scope, grantor, at, destination) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (action, provider_id, scope, grantor, at, self.destination(provider_id)),
                 )
                 seq = cur.lastrowid
                 db.execute("COMMIT")
@@ -261,10 +331,17 @@ class ConsentStore:
         assert seq is not None
         return seq, at, closed
 
+    def destination(self, provider_id: str) -> str:
+        """Where ``provider_id``'s queries go, as its receipts name it (``""``: a process)."""
+        return self.destinations.get(provider_id, "")
+
     def grant(self, provider_id: str, scope: str, grantor: str) -> Receipt:
-        """Record consent for ``provider_id`` under ``scope``; returns the new receipt."""
+        """Record consent for ``provider_id`` under ``scope``, for its destination; returns
+        the new receipt."""
         seq, at, _ = self._append("grant", provider_id, scope, grantor)
-        return Receipt(seq, provider_id, scope, grantor, at)
+        return Receipt(
+            seq, provider_id, scope, grantor, at, destination=self.destination(provider_id)
+        )
 
     def revoke(self, provider_id: str, scope: str, grantor: str) -> list[Receipt]:
         """Revoke every live grant of ``(provider_id, scope)``; returns those receipts, closed.
@@ -279,7 +356,7 @@ class ConsentStore:
     # -- reads -------------------------------------------------------------------
 
     def _events(self, provider_id: str | None) -> list[tuple[Any, ...]]:
-        sql = "SELECT seq, action, provider_id, scope, grantor, at FROM consent_events"
+        sql = "SELECT seq, action, provider_id, scope, grantor, at, destination FROM consent_events"
         args: tuple[str, ...] = ()
         if provider_id is not None:
             sql += " WHERE provider_id = ?"
@@ -291,37 +368,36 @@ class ConsentStore:
     def _receipts(self, provider_id: str | None) -> list[Receipt]:
         receipts: dict[int, Receipt] = {}
         live: dict[tuple[str, str], list[int]] = {}
-        for seq, action, pid, scope, who, at in self._events(provider_id):
+        for seq, action, pid, scope, who, at, where in self._events(provider_id):
             key = (pid, scope)
             if action == "grant":
-                receipts[seq] = Receipt(seq, pid, scope, who, at)
+                receipts[seq] = Receipt(seq, pid, scope, who, at, destination=where)
                 live.setdefault(key, []).append(seq)
-            else:
+            else:  # a revocation ends every live grant of its scope, whatever its destination
                 for open_seq in live.pop(key, []):
-                    r = receipts[open_seq]
-                    receipts[open_seq] = Receipt(
-                        r.seq, r.provider_id, r.scope, r.grantor, r.granted_at, at, who
-                    )
+                    receipts[open_seq] = replace(receipts[open_seq], revoked_at=at, revoked_by=who)
         return [receipts[s] for s in sorted(receipts)]
 
     def active_scopes(self, provider_id: str) -> set[str]:
-        """Scopes of ``provider_id`` with a grant later than their last revocation.
+        """Scopes of ``provider_id`` with a grant for its destination later than their
+        last revocation.
 
-        Read from ``consent_state``: one row per scope, whatever the ledger's length."""
+        Read from ``consent_grants``: one row per scope, whatever the ledger's length."""
         with self._lock:
             rows = (
                 self._conn()
                 .execute(
-                    "SELECT scope FROM consent_state WHERE provider_id = ? "
-                    "AND last_grant > COALESCE(last_revoke, 0)",
-                    (provider_id,),
+                    "SELECT scope FROM consent_grants WHERE provider_id = ? "
+                    "AND destination = ? AND last_grant > COALESCE(last_revoke, 0)",
+                    (provider_id, self.destination(provider_id)),
                 )
                 .fetchall()
             )
         return {row[0] for row in rows}
 
     def missing_scopes(self, provider_id: str, scopes: Iterable[str]) -> list[str]:
-        """The scopes in ``scopes`` with no live receipt for ``provider_id``, in given order."""
+        """The scopes in ``scopes`` with no live receipt for ``provider_id`` at its
+        destination, in given order."""
         wanted = list(dict.fromkeys(scopes))
         if not wanted:
             return []

@@ -59,8 +59,14 @@ def test_consent_list_reads_the_recorded_handshakes_and_starts_no_provider(
         "recorded": True,
         "scopes": ["api.example.com"],
         "missing": ["api.example.com"],
+        "destination": None,  # a child process: its receipts name no origin
     }
-    assert declared["alpha"] == {"recorded": True, "scopes": [], "missing": []}
+    assert declared["alpha"] == {
+        "recorded": True,
+        "scopes": [],
+        "missing": [],
+        "destination": None,
+    }
     code, _, err = _hostd_at(config, "consent", "list")
     assert "hostd: cloud: declares api.example.com; not granted: api.example.com" in err
 

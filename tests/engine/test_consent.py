@@ -18,6 +18,7 @@ from hostd.engine.consent import (
     GENERIC_EGRESS_SCOPE,
     ConsentStore,
     Receipt,
+    consent_destination,
     required_scopes,
 )
 from hostd.protocol import DataFlow, ProviderInfo
@@ -390,3 +391,169 @@ def test_the_gate_reads_the_state_table_not_the_event_history(tmp_path: Path) ->
         assert store.missing_scopes("p", ["a", "b"]) == ["b"]
         store._conn().set_trace_callback(None)
     assert statements and not any("consent_events" in sql for sql in statements)
+
+
+# -- destinations: a remote provider's receipts name the origin it is sent to ---------
+
+# The ledger as the version before destinations wrote it: the state table and its trigger.
+_LEDGER_WITH_STATE = """
+CREATE TABLE IF NOT EXISTS consent_events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    action      TEXT    NOT NULL CHECK (action IN ('grant', 'revoke')),
+    provider_id TEXT    NOT NULL,
+    scope       TEXT    NOT NULL,
+    grantor     TEXT    NOT NULL,
+    at          TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS consent_events_provider ON consent_events (provider_id, scope, seq);
+CREATE TRIGGER IF NOT EXISTS consent_events_no_update
+    BEFORE UPDATE ON consent_events
+    BEGIN SELECT RAISE(ABORT, 'consent ledger is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS consent_events_no_delete
+    BEFORE DELETE ON consent_events
+    BEGIN SELECT RAISE(ABORT, 'consent ledger is append-only'); END;
+CREATE TABLE IF NOT EXISTS consent_state (
+    provider_id TEXT    NOT NULL,
+    scope       TEXT    NOT NULL,
+    last_grant  INTEGER,
+    last_revoke INTEGER,
+    PRIMARY KEY (provider_id, scope)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS consent_events_keep_state
+    AFTER INSERT ON consent_events
+    BEGIN
+        INSERT INTO consent_state (provider_id, scope, last_grant, last_revoke)
+        VALUES (NEW.provider_id, NEW.scope,
+                CASE WHEN NEW.action = 'grant' THEN NEW.seq END,
+                CASE WHEN NEW.action = 'revoke' THEN NEW.seq END)
+        ON CONFLICT (provider_id, scope) DO UPDATE SET
+            last_grant = COALESCE(excluded.last_grant, last_grant),
+            last_revoke = COALESCE(excluded.last_revoke, last_revoke); END;
+"""
+
+
+def _decided_for(db_path: Path, provider_id: str, destination: str, scopes: list[str]) -> list[str]:
+    """The gate by walking the events: a grant counts at the destination it was made for,
+    a revocation ends every grant of its scope."""
+    raw = sqlite3.connect(db_path)
+    try:
+        live: set[str] = set()
+        for action, scope, where in raw.execute(
+            "SELECT action, scope, destination FROM consent_events WHERE provider_id = ? "
+            "ORDER BY seq",
+            (provider_id,),
+        ):
+            if action == "revoke":
+                live.discard(scope)
+            elif where == destination:
+                live.add(scope)
+    finally:
+        raw.close()
+    return [s for s in scopes if s not in live]
+
+
+def test_a_remote_providers_receipt_counts_only_at_the_origin_it_was_granted_for(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "c.db"
+    with ConsentStore(db, destinations={"cloud": "https://a.example"}) as store:
+        receipt = store.grant("cloud", "egress", "ops")
+        assert receipt.destination == "https://a.example"
+        assert receipt.to_wire()["destination"] == "https://a.example"
+        assert store.missing_scopes("cloud", ["egress"]) == []
+    # The same id pointed at another origin: the receipt does not follow it.
+    with ConsentStore(db, destinations={"cloud": "https://b.example"}) as store:
+        assert store.missing_scopes("cloud", ["egress"]) == ["egress"]
+        assert [(r.destination, r.active) for r in store.list("cloud")] == [
+            ("https://a.example", True)
+        ]
+        store.grant("cloud", "egress", "ops")
+        assert store.missing_scopes("cloud", ["egress"]) == []
+        # A revocation ends the grants of every destination.
+        revoked = store.revoke("cloud", "egress", "ops")
+        assert sorted(r.destination for r in revoked) == ["https://a.example", "https://b.example"]
+    with ConsentStore(db, destinations={"cloud": "https://a.example"}) as store:
+        assert store.missing_scopes("cloud", ["egress"]) == ["egress"]
+    # A child process (no destination) is not covered by a remote origin's receipt.
+    with ConsentStore(db) as store:
+        store.destinations = {"cloud": "https://a.example"}
+        store.grant("cloud", "org-tenant", "ops")
+        store.destinations = {}
+        assert store.missing_scopes("cloud", ["org-tenant"]) == ["org-tenant"]
+        assert store.list("cloud")[-1].to_wire()["destination"] == "https://a.example"
+
+
+def test_random_grants_at_random_destinations_decide_as_the_event_walk(tmp_path: Path) -> None:
+    db_path = tmp_path / "c.db"
+    origins = ["", "https://a.example", "https://b.example:8443"]
+    rng = random.Random(11)
+    with ConsentStore(db_path) as store:
+        for _ in range(300):
+            pid, scope = rng.choice(PROVIDERS), rng.choice(SCOPES)
+            store.destinations = {p: rng.choice(origins) for p in PROVIDERS}
+            if rng.random() < 0.6:
+                store.grant(pid, scope, "ops")
+            else:
+                store.revoke(pid, scope, "ops")
+            for who in PROVIDERS:
+                where = store.destination(who)
+                assert store.missing_scopes(who, SCOPES) == _decided_for(
+                    db_path, who, where, SCOPES
+                )
+
+
+def test_a_ledger_of_the_version_before_destinations_is_migrated_on_open(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "old.sqlite3"
+    raw = sqlite3.connect(db_path)
+    raw.executescript(_LEDGER_WITH_STATE)
+    rng = random.Random(5)
+    for _ in range(200):  # written through the old trigger, as that version did
+        raw.execute(
+            "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
+            "VALUES (?, ?, ?, 'ops', '2026-01-14T09:02:00Z')",
+            (rng.choice(["grant", "revoke"]), rng.choice(PROVIDERS), rng.choice(SCOPES)),
+        )
+    raw.commit()
+    raw.close()
+    with ConsentStore(db_path) as store:
+        for who in PROVIDERS:
+            # A child process keeps every receipt it had: they name no destination.
+            assert store.missing_scopes(who, SCOPES) == _decided_from_events(db_path, who, SCOPES)
+        assert {r.destination for r in store.list()} == {""}
+        # A remote provider is covered by none of them.
+        store.destinations = {"p": "https://a.example"}
+        assert store.missing_scopes("p", SCOPES) == SCOPES
+        store.grant("p", "a", "ops")
+        store.revoke("q", "b", "ops")
+        assert store.missing_scopes("p", SCOPES) == _decided_for(
+            db_path, "p", "https://a.example", SCOPES
+        )
+    raw = sqlite3.connect(db_path)
+    try:
+        tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
+    finally:
+        raw.close()
+    assert "consent_state" not in tables and "consent_events_keep_state" not in tables
+    # Reopening migrates nothing twice.
+    with ConsentStore(db_path) as store:
+        assert store.missing_scopes("q", SCOPES) == _decided_for(db_path, "q", "", SCOPES)
+    assert len(_ledger(db_path)) == 202
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        (None, ""),
+        ("https://Search.Example.COM/v1/cgp?x=1", "https://search.example.com"),
+        ("https://search.example.com:443/", "https://search.example.com"),
+        ("https://user:secret@search.example.com:8443/p", "https://search.example.com:8443"),
+        ("http://127.0.0.1:9000/cgp", "http://127.0.0.1:9000"),
+        ("https://[::1]:8443/", "https://[::1]:8443"),
+    ],
+)
+def test_a_destination_is_the_urls_origin_and_never_its_credential(
+    url: str | None, origin: str
+) -> None:
+    assert consent_destination(url) == origin

@@ -21,7 +21,7 @@ import orjson
 import trustme
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from hostd.engine import ConsentStore, ProviderSpec
+from hostd.engine import ConsentStore, ProviderSpec, consent_destination
 from hostd.provider import Provider
 from hostd.provider._http import make_app, serve_asgi
 from tests.fixtures.healthy_provider import HealthyProvider
@@ -160,8 +160,12 @@ def remote_spec(url: str, tls: TlsFiles | None, pid: str = "remote", **kw: Any) 
     return ProviderSpec(pid, url=url, **kw)
 
 
-def consented(directory: Path, *pids: str) -> ConsentStore:
-    store = ConsentStore(directory)
+def consented(directory: Path, *pids: str, url: str | None = None) -> ConsentStore:
+    """A ledger granting ``egress`` to each of ``pids``: for the remote provider at ``url``
+    (a daemon's ledger names each remote provider's origin), else for a store given to a
+    ``Host`` as its gate, which names none."""
+    where = {pid: consent_destination(url) for pid in pids} if url else None
+    store = ConsentStore(directory, destinations=where)
     for pid in pids:
         store.grant(pid, "egress", "test")
     return store

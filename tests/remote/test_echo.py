@@ -152,7 +152,7 @@ async def test_the_cli_never_shows_an_echoed_token(tmp_path: Path) -> None:
             f'[[provider]]\nid = "team"\nurl = "{url}"\nca_file = "{tls.ca_file}"\n'
             f'token_file = "{token_file}"\ntimeout_ms = 60000\n'
         )
-        consented(tmp_path / "state", "team")
+        consented(tmp_path / "state", "team", url=url).close()
         base = [sys.executable, "-m", "hostd", "--config", str(config)]
         env = {**marked_env(), "PATH": "/usr/bin:/bin"}
         outputs = []

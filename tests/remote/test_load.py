@@ -9,10 +9,9 @@ import anyio
 import pytest
 
 from hostd.config import parse_config
-from hostd.engine import ConsentStore
 from hostd.server import Daemon
 from hostd.transport import DEFAULT_REMOTE_CONNECTIONS
-from tests.remote._servers import TOKEN, make_tls, provider_app, serving
+from tests.remote._servers import TOKEN, consented, make_tls, provider_app, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -27,9 +26,8 @@ async def test_concurrent_composes_reuse_a_few_connections(
     tls = make_tls(tmp_path)
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    with ConsentStore(state) as store:
-        store.grant("remote", "egress", "test")
     async with serving(provider_app(), tls) as (url, rec):
+        consented(state, "remote", url=url).close()
         cfg = parse_config(
             f'[host]\nstate_dir = "{state}"\nsocket = "{tmp_path}/s.sock"\n'
             f'[[provider]]\nid = "remote"\nurl = "{url}"\nca_file = "{tls.ca_file}"\n'
