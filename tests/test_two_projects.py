@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hostd.config import load_config
 from tests.fixtures.home import fresh_home, hostd_in
 
 pytestmark = pytest.mark.slow
@@ -105,3 +106,12 @@ def test_two_projects_daemons_serve_side_by_side_each_reached_from_its_project(
         assert where["socket"] == sockets[name]
     for sock in sockets.values():
         assert Path(sock).parent == tmp_path / "run" / "hostd"
+    # Each daemon kept its consent ledger and handshake records in its project's own
+    # state directory (`hostd init`'s host.state_dir), none in the global one.
+    states = {load_config(project / "hostd.toml").state_path for project in projects.values()}
+    assert len(states) == 2
+    for state in states:
+        assert {"consent.sqlite3", "handshakes"} <= {p.name for p in state.iterdir()}
+        assert (state / "handshakes" / "files.json").is_file()
+    glob = tmp_path / "home" / ".local" / "state" / "hostd"
+    assert not {"consent.sqlite3", "handshakes"} & {p.name for p in glob.iterdir()}

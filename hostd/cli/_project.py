@@ -1,14 +1,16 @@
 """A project's own config: ``hostd init [DIR]`` writes it, ``hostd config path`` says
 which file a command uses.
 
-``init`` writes ``DIR/hostd.toml``: the bundled ``files`` provider over DIR (its
-``.gitignore`` files honoured), ``memory`` with a database of DIR's own under the
-state directory, ``semantic`` when its extra is installed (else a commented block
-saying how), and ``[shadow]`` on with ``sample = 0``, so ``usage/feedback`` is kept
-from the first request. Every line says what it does. An existing file is kept
-unless ``--force``; the new one is written beside it and renamed over it, so a
-reader never sees half a file. Discovery (``hostd._discovery``) then finds it from
-DIR or any directory below.
+``init`` writes ``DIR/hostd.toml``: a state directory of DIR's own (``host.state_dir``,
+under the global one's ``projects/``), so two projects never share consent receipts,
+shadow records, calibration or handshake records; the bundled ``files`` provider over
+DIR (its ``.gitignore`` files honoured), ``memory`` with a database of DIR's own under
+the global state directory (where earlier versions put it, so a re-run keeps it),
+``semantic`` when its extra is installed (else a commented block saying how), and
+``[shadow]`` on with ``sample = 0``, so ``usage/feedback`` is kept from the first
+request. Every line says what it does. An existing file is kept unless ``--force``;
+the new one is written beside it and renamed over it, so a reader never sees half a
+file. Discovery (``hostd._discovery``) then finds it from DIR or any directory below.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import re
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +49,10 @@ def add_project_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     init = sub.add_parser(
         "init",
         help="write DIR/hostd.toml for a project",
-        description="Write DIR/hostd.toml (DIR: the current directory): the bundled files "
-        "and memory providers over DIR, semantic search when its extra is installed, and "
-        "[shadow] on for feedback; every line commented. hostd then uses it from DIR and "
-        "every directory below.",
+        description="Write DIR/hostd.toml (DIR: the current directory): a state directory "
+        "of DIR's own, the bundled files and memory providers over DIR, semantic search "
+        "when its extra is installed, and [shadow] on for feedback; every line commented. "
+        "hostd then uses it from DIR and every directory below.",
     )
     init.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the project directory")
     init.add_argument("--force", action="store_true", help="overwrite an existing hostd.toml")
@@ -89,12 +92,24 @@ def semantic_installed() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
-def _memory_db(project: Path, state_dir: Path) -> Path:
-    """The project's own memory database: its name and a digest of its path, so two
-    projects of the same name never share one."""
+def _project_key(project: Path) -> str:
+    """``<slug>-<digest8>``: the project's name and a digest of its path, so two projects
+    of the same name never share a database or a state directory."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", project.name).strip("-.") or "project"
     digest = hashlib.sha256(str(project).encode("utf-8", "surrogateescape")).hexdigest()[:8]
-    return state_dir / "memory" / f"{slug}-{digest}.db"
+    return f"{slug}-{digest}"
+
+
+def _memory_db(project: Path, state_dir: Path) -> Path:
+    """The project's own memory database under the global ``state_dir``. Its path is the
+    one every earlier ``init`` wrote: ``init --force`` must not move a user's memories."""
+    return state_dir / "memory" / f"{_project_key(project)}.db"
+
+
+def _project_state_dir(project: Path, state_dir: Path) -> Path:
+    """The project's own state directory under the global ``state_dir`` (absolute: the
+    config file says where it is wherever hostd is started from)."""
+    return Path(os.path.abspath(state_dir / "projects" / _project_key(project)))
 
 
 def _toml(value: Any) -> str:
@@ -105,14 +120,20 @@ def _toml(value: Any) -> str:
 def render_project_config(
     project: Path, *, providers: tuple[str, ...], state_dir: Path, semantic_ok: bool
 ) -> str:
-    """The text of ``PROJECT/hostd.toml`` (``project`` absolute)."""
+    """The text of ``PROJECT/hostd.toml`` (``project`` absolute; ``state_dir`` the global
+    state directory, which holds the project's own state directory and memory database)."""
     db = _memory_db(project, state_dir)
+    own = _project_state_dir(project, state_dir)
     lines = [
         f"# hostd config for the project in {project}, written by `hostd init`.",
         "# hostd uses it from this directory and every directory below (the nearest",
         "# hostd.toml wins; `hostd config path` shows which file a command uses).",
         "# Relative paths resolve against this file's directory; \"python\" as a command's",
         "# first word is the interpreter running hostd. Every key: docs/config.md.",
+        "",
+        "[host]",
+        "# consent receipts, shadow records and feedback, calibration, handshake records:",
+        f"state_dir = {_toml(str(own))}  # this project's own (docs/config.md: host.state_dir)",
         "",
         "[shadow]",
         "enabled = true               # keep what your agent's feedback (usage/feedback) is about,",
@@ -136,7 +157,8 @@ def render_project_config(
         lines += [
             "",
             "# Durable agent memory (facts, notes, episodes) in a SQLite database of this",
-            "# project's own under the state directory; edit it with `python -m providers.memory`.",
+            "# project's own under hostd's global state directory, where `hostd init` has always",
+            "# put it (not under [host] state_dir); edit it with `python -m providers.memory`.",
             "[[provider]]",
             'id = "memory"                # the name its frames and citations carry',
             f'command = ["python", "-m", "providers.memory", "--db", {_toml(str(db))}]'
@@ -201,6 +223,40 @@ def _write_new(target: Path, text: str, force: bool) -> None:
         raise
 
 
+def _names_state_dir(config: Path) -> bool:
+    """Whether the config file names a ``host.state_dir``; one that is missing or cannot
+    be read or parsed names none (its daemon, if any, used the global one)."""
+    try:
+        raw = tomllib.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    host = raw.get("host")
+    named = host.get("state_dir") if isinstance(host, dict) else None
+    return isinstance(named, str) and named != ""  # "" is unset (hostd.config)
+
+
+def _left_behind(global_dir: Path) -> list[str]:
+    """The files of the global state directory a project stops using when it gets its
+    own: the shadow records and feedback, the calibration, the consent ledger."""
+    from hostd.engine.consent import CONSENT_DB_NAME
+    from hostd.quality import calibration_path, shadow_path
+
+    kept = (shadow_path(global_dir), calibration_path(global_dir), global_dir / CONSENT_DB_NAME)
+    return [path.name for path in kept if path.exists()]
+
+
+def _make_parents(own: Path) -> None:
+    """Create the directories above the project's state directory, mode 0700, where they
+    are missing. The daemon creates the state directory itself (0700) but its parents
+    with the umask's mode (0755), which would let other users list every project's
+    state directory. A failure is left to the daemon, whose start names it (exit 2)."""
+    for folder in (own.parent.parent, own.parent):  # the global directory, its projects/
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return
+
+
 def _init(_cfg: Any, args: argparse.Namespace) -> int:
     project = Path(args.dir).expanduser().resolve()
     if not project.is_dir():
@@ -208,11 +264,14 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         raise UsageError(f"hostd init {args.dir}: {project} {what}")
     providers = _chosen(args.providers)
     ok = semantic_installed()
-    text = render_project_config(
-        project, providers=providers, state_dir=default_state_dir(), semantic_ok=ok
-    )
+    global_dir = default_state_dir()
+    text = render_project_config(project, providers=providers, state_dir=global_dir, semantic_ok=ok)
     target = project / CONFIG_NAME
+    # Read before it is replaced: a config naming no state_dir used the global one.
+    replaces_global = target.exists() and not _names_state_dir(target)
     _write_new(target, text, args.force)
+    own = _project_state_dir(project, global_dir)
+    _make_parents(own)
     written = [p for p in providers if p != "semantic" or ok]
     sys.stdout.write(f"wrote {target} (providers: {', '.join(written) or 'none'})\n")
     if "semantic" in providers and not ok:
@@ -221,6 +280,14 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         f'next: cd {project} && hostd compose "a question about the project"\n'
         f"an MCP client: {_toml({'command': 'hostd', 'args': ['--config', str(target), 'mcp']})}\n"
     )
+    left = _left_behind(global_dir) if replaces_global else []
+    if left:  # nothing is copied or moved: those files may be other projects' too
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"hostd: note: the replaced config named no state directory; the global one, "
+            f"{global_dir}, holds {', '.join(left)}: they stay there, and this project now "
+            f"uses {own}\n"
+        )
     return EXIT_OK
 
 
