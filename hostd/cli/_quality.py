@@ -4,22 +4,28 @@ to build the parser) and the policy options of ``compose`` (``--caps``, ``--floo
 the overfetch note).
 
 ``eval`` and ``shadow replay`` print a
-table, or JSON with ``--json``; both spell policies as ``--strategy`` does.
+table, or JSON with ``--json``; both spell policies as ``--strategy`` does. Both replay
+a record composed with ``[host] tokenizer`` in that tokenizer's tokens when the
+``[host] tokenizer`` here is the same file (``_RecordedTokenizers``), and say on stderr
+which records they replayed in canonical tokens instead, and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from hostd.config import Config
 
 from ._common import EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
+
+if TYPE_CHECKING:
+    from hostd.quality import Recorded
 
 __all__ = [
     "add_quality_commands",
@@ -224,8 +230,9 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 "traffic names used frames, not phrases"
             )
         records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load()
-        questions, outcomes = quality.run_from_shadow(records, policies)
-        sys.stderr.write(_units_note(records))
+        tokenizers = _RecordedTokenizers(cfg.host.tokenizer)
+        questions, outcomes = quality.run_from_shadow(records, policies, tokenizers)
+        sys.stderr.write(tokenizers.note(len(records)))
         if not questions:
             sys.stderr.write("no recorded request has feedback naming used evidence\n")
     else:
@@ -266,18 +273,74 @@ def _bound(cfg: Config, wire: Any) -> Any:
     )
 
 
-def _units_note(records: Sequence[Any]) -> str:
-    """A line when some records were composed in a tokenizer's tokens: a replay counts
-    canonical tokens, so their budgets and token figures are in another unit."""
-    counted = [r.policy["tokenizer"] for r in records if r.policy.get("tokenizer")]
-    if not counted:
-        return ""
-    names = ", ".join(sorted(set(map(str, counted))))
-    return (
-        f"hostd: note: {len(counted)} of {len(records)} records were composed in a "
-        f"tokenizer's tokens ({names}); replays count canonical tokens (UTF-8 bytes / 4), "
-        "so their budgets and token figures are not the live composition's\n"
-    )
+class _RecordedTokenizers:
+    """The tokenizer each record is replayed in (``replay_all``'s ``tokenizer_of``).
+
+    A record composed with ``[host] tokenizer`` names it in its policy as the daemon's
+    loader does (``HfTokenizer.name``: the file's name and digest). It is replayed in
+    that tokenizer when the ``[host] tokenizer`` here is that very file, loaded as the
+    daemon loads it and once for all records (per name recorded). Otherwise it is
+    replayed in canonical tokens, and ``note`` says so: which tokenizer, how many
+    records, why. A record with no tokenizer is replayed in canonical tokens, as made.
+    """
+
+    __slots__ = ("_configured", "_fallen", "_found")
+
+    def __init__(self, configured: Path | None) -> None:
+        self._configured = configured
+        #: Per recorded name: the loaded tokenizer, or why it cannot be used here.
+        self._found: dict[str, Callable[[str], int] | str] = {}
+        #: (name, why) -> the records replayed in canonical tokens for that reason
+        #: (by identity: one record is counted once, however many policies replay it).
+        self._fallen: dict[tuple[str, str], set[int]] = {}
+
+    def __call__(self, record: Recorded) -> Callable[[str], int] | None:
+        name = record.policy.get("tokenizer")
+        if not name:
+            return None
+        name = str(name)
+        if any(c.content is None and c.cost for c in record.candidates):
+            # A stand-in (spaces of the same canonical cost, _frames) is priced right in
+            # canonical tokens only: a tokenizer would count spaces, not the evidence.
+            why = (
+                "they keep no frame content ([shadow] store_content is off), and a "
+                "tokenizer counts the content itself"
+            )
+        else:
+            if name not in self._found:
+                self._found[name] = self._load(name)
+            found = self._found[name]
+            if not isinstance(found, str):
+                return found
+            why = found
+        self._fallen.setdefault((name, why), set()).add(id(record))
+        return None
+
+    def _load(self, name: str) -> Callable[[str], int] | str:
+        """The ``[host] tokenizer`` here if it is the one ``name`` names, else why not."""
+        if self._configured is None:
+            return "no [host] tokenizer is set here (set it to that file to replay them in it)"
+        from hostd._tokenizer import load_tokenizer
+        from hostd.errors import ConfigError
+
+        try:
+            tokenizer = load_tokenizer(self._configured)
+        except ConfigError as exc:
+            problem = exc.data.get("problem") or "it cannot be read"
+            return f"the [host] tokenizer here, {self._configured}, cannot be loaded: {problem}"
+        if tokenizer.name != name:
+            return f"the [host] tokenizer here is {tokenizer.name}, another file"
+        return tokenizer
+
+    def note(self, total: int) -> str:
+        """A line per tokenizer (and reason) whose records were replayed in canonical
+        tokens; ``""`` when every record was replayed in the tokens it was composed in."""
+        return "".join(
+            f"hostd: note: {len(records)} of {total} records were composed in {name}'s "
+            "tokens and replayed in canonical tokens (UTF-8 bytes / 4), so their budgets and "
+            f"token figures are not the live composition's: {why}\n"
+            for (name, why), records in sorted(self._fallen.items())
+        )
 
 
 def _fallback_notes(policies: Sequence[tuple[str, Any]]) -> str:
@@ -311,9 +374,13 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
     bound = [
         (spelling, _bound(cfg, wire)) for spelling, wire in zip(args.policy, wires, strict=True)
     ]
+    tokenizers = _RecordedTokenizers(cfg.host.tokenizer)
     for (spelling, strategy), wire in zip(bound, wires, strict=True):
         replays = quality.replay_all(
-            records, strategy, bind=lambda live: quality.bind_calibration(live, path)
+            records,
+            strategy,
+            bind=lambda live: quality.bind_calibration(live, path),
+            tokenizer_of=tokenizers,
         )
         reports.append((spelling, wire, replays))
     if args.json:  # one report per --policy, in order, always a list
@@ -324,7 +391,7 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(
             "\n".join(quality.render_replay(spelling, replays) for spelling, _, replays in reports)
         )
-    sys.stderr.write(_fallback_notes(bound) + _units_note(records))
+    sys.stderr.write(_fallback_notes(bound) + tokenizers.note(len(records)))
     return EXIT_OK
 
 

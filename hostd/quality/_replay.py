@@ -8,6 +8,11 @@ frame stored without its content is composed from a stand-in of the same
 canonical cost (B3) and the same identity and regions, which is all ranking,
 dedup (D2) and packing read.
 
+A record composed in a model's tokens (``[host] tokenizer``: its policy names the
+tokenizer) is composed again in that tokenizer's tokens when the caller hands it
+over (``tokenizer``, ``tokenizer_of``), so packing and ``over_budget`` are decided
+in the unit the recorded budget counts; without it, in canonical tokens (B3).
+
 A request with feedback (``usage/feedback``) is also measured by benefit: of
 the frames the answer used, the share the policy would still have admitted,
 beside the share the live policy admits when replayed the same way (1.0 unless
@@ -38,9 +43,13 @@ from ._credit import members_of
 from ._frames import recorded_frames
 from ._record import Candidate, Recorded
 
-__all__ = ["Replayed", "live_strategy", "replay", "replay_all"]
+__all__ = ["Replayed", "TokenCounter", "TokenizerOf", "live_strategy", "replay", "replay_all"]
 
 Key = tuple[str, str, str | None]
+#: A model's tokenizer as ``compose_for_prompt(tokenizer=...)`` takes it: ``str -> int``.
+TokenCounter = Callable[[str], int]
+#: The tokenizer a record is replayed in (``None``: canonical tokens, B3).
+TokenizerOf = Callable[[Recorded], TokenCounter | None]
 
 
 def _key(c: Candidate) -> Key:
@@ -182,13 +191,16 @@ def recorded_verdict(recorded: Recorded) -> PrecomputedOrder:
     return PrecomputedOrder(reason="not_recorded", detail=f"live policy {live}", judged=True)
 
 
-def _admitted(recorded: Recorded, strategy: Strategy) -> tuple[Candidate, ...]:
+def _admitted(
+    recorded: Recorded, strategy: Strategy, tokenizer: TokenCounter | None = None
+) -> tuple[Candidate, ...]:
     by_key = {_key(c): c for c in recorded.candidates}
     composed = compose_for_prompt(
         recorded_frames(recorded),
         recorded.budget,
         strategy=strategy,
         caps=recorded.caps,
+        tokenizer=tokenizer,
     )
     return tuple(
         by_key[(c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)]
@@ -213,18 +225,21 @@ def replay(
     strategy: Strategy | str | dict[str, Any],
     *,
     live: Strategy | None = None,
+    tokenizer: TokenCounter | None = None,
 ) -> Replayed:
     """Compose ``recorded``'s candidates under ``strategy`` and compare with the live result.
 
     ``live`` is the live policy to replay for a request with feedback (default:
     as recorded; one that cannot be read stands as what it included). The bare
-    ``rerank`` replays each record's own recorded verdict (``recorded_verdict``)."""
+    ``rerank`` replays each record's own recorded verdict (``recorded_verdict``).
+    ``tokenizer``: the budget counts its tokens, as it did for a record made with
+    ``[host] tokenizer`` (both policies are replayed in it); ``None``: canonical tokens."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
     if isinstance(strategy, PrecomputedOrder) and not strategy.judged:
         strategy = recorded_verdict(recorded)
     by_key = {_key(c): c for c in recorded.candidates}
-    replayed = _admitted(recorded, strategy)
+    replayed = _admitted(recorded, strategy, tokenizer)
     included = tuple(by_key[k] for k in recorded.included if k in by_key)
     name = str(recorded.policy.get("strategy"))
     feedback = recorded.feedback
@@ -236,7 +251,7 @@ def replay(
     elif strategy_text(live) == strategy_text(strategy):
         live_replayed = replayed
     else:
-        live_replayed = _admitted(recorded, live)
+        live_replayed = _admitted(recorded, live, tokenizer)
     members = members_of(recorded)
     used_keys = [k for k in feedback.used if k in by_key]
     return Replayed(
@@ -256,9 +271,11 @@ def replay_all(
     strategy: Strategy | str | dict[str, Any],
     *,
     bind: Callable[[Strategy], Strategy] | None = None,
+    tokenizer_of: TokenizerOf | None = None,
 ) -> list[Replayed]:
     """``replay`` of every record; ``bind`` completes a policy read from a record (the
-    calibration of a live ``calibrated``) before it is replayed."""
+    calibration of a live ``calibrated``) before it is replayed; ``tokenizer_of`` names
+    the tokenizer each record is replayed in (``None``, or none given: canonical tokens)."""
     if not isinstance(strategy, Strategy):
         strategy = strategy_from_wire(strategy)
     out = []
@@ -266,5 +283,6 @@ def replay_all(
         live = live_strategy(r) if r.feedback is not None else None
         if live is not None and bind is not None:
             live = bind(live)
-        out.append(replay(r, strategy, live=live))
+        tokenizer = tokenizer_of(r) if tokenizer_of is not None else None
+        out.append(replay(r, strategy, live=live, tokenizer=tokenizer))
     return out

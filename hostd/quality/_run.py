@@ -11,7 +11,9 @@ has a ``file`` provenance ending in the gold ``file`` and the gold ``phrase`` in
 its content (whitespace and case folded).
 Each composition gets what the daemon's own would: the fan-out's verification
 states and the source bytes span merging reads (``_sources``), so a span merge
-the daemon makes is made here too. Beside the policies, ``(offered)`` (gold
+the daemon makes is made here too, and an ``Asked`` that names a tokenizer (recorded
+traffic composed with ``[host] tokenizer``) has every row composed in its tokens, as
+the daemon counted that budget. Beside the policies, ``(offered)`` (gold
 anywhere in the candidate set) and, asked for, ``(trim-oracle)``: every
 candidate cut to its gold lines (``_gold``), composed at the budget.
 
@@ -155,6 +157,10 @@ class Asked:
     alone_verified: Mapping[str, Verified] = field(default_factory=dict)
     #: A frame cut to its gold lines (None: no gold line): adds the ``(trim-oracle)`` row.
     trim: Callable[[ContextFrame], ContextFrame | None] | None = None
+    #: The model's tokenizer (``str -> int``) the budget counts, as ``[host] tokenizer``
+    #: made a recorded composition count it (None: canonical tokens, B3): every row is
+    #: composed, and ``(offered)``'s candidates totalled, in its tokens.
+    tokenizer: Callable[[str], int] | None = None
 
 
 def score_asked(asked: Asked, policies: Sequence[Policy]) -> list[Outcome]:
@@ -171,7 +177,11 @@ def score_asked(asked: Asked, policies: Sequence[Policy]) -> list[Outcome]:
     ]
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
     offered = any(asked.hit(FrameId.of(pid, f), f) for pid, f in asked.candidates)
-    tokens = sum(f.token_cost for _, f in asked.candidates)
+    count = asked.tokenizer
+    if count is None:
+        tokens = sum(f.token_cost for _, f in asked.candidates)
+    else:  # the same unit as the rows' prompts: the candidates' content in its tokens
+        tokens = sum(count(f.content or "") for _, f in asked.candidates)
     out.append(
         Outcome(
             asked.question,
@@ -242,6 +252,7 @@ def _recall(
         caps=caps,
         verification=verified.verification,
         sources=verified.sources,
+        tokenizer=asked.tokenizer,
     )
     ratio = verified.merge_max_ratio
     composed = compose() if ratio is None else compose(merge_max_ratio=ratio)

@@ -26,6 +26,7 @@ from hostd.protocol import ContextFrame, FrameId
 from ._credit import credited
 from ._frames import recorded_frames
 from ._record import Recorded
+from ._replay import TokenizerOf
 from ._run import Asked, Outcome, Policy, score_asked
 
 __all__ = ["TRAFFIC", "TrafficQuestion", "asked_from_shadow", "run_from_shadow"]
@@ -52,10 +53,11 @@ def _question(record: Recorded) -> TrafficQuestion | None:
 
 
 def asked_from_shadow(
-    records: Sequence[Recorded],
+    records: Sequence[Recorded], tokenizer_of: TokenizerOf | None = None
 ) -> tuple[list[TrafficQuestion], list[Asked]]:
     """The questions and their candidate sets, in recorded order (requests whose answer
-    used nothing, and those without feedback, are left out: they have no gold)."""
+    used nothing, and those without feedback, are left out: they have no gold); each
+    composed in the tokens ``tokenizer_of`` gives for its record (None: canonical)."""
     questions: list[TrafficQuestion] = []
     asked: list[Asked] = []
     for record in records:
@@ -81,14 +83,18 @@ def asked_from_shadow(
                 hit,
                 caps=record.caps,
                 reported_budget=0,  # each request's own budget: one table, "as recorded"
+                tokenizer=tokenizer_of(record) if tokenizer_of is not None else None,
             )
         )
     return questions, asked
 
 
 def run_from_shadow(
-    records: Sequence[Recorded], policies: Sequence[Policy]
+    records: Sequence[Recorded],
+    policies: Sequence[Policy],
+    tokenizer_of: TokenizerOf | None = None,
 ) -> tuple[list[TrafficQuestion], list[Outcome]]:
-    """Every recorded request with used evidence under every policy and provider alone."""
-    questions, asked = asked_from_shadow(records)
+    """Every recorded request with used evidence under every policy and provider alone,
+    each in the tokens ``tokenizer_of`` gives for its record (None: canonical)."""
+    questions, asked = asked_from_shadow(records, tokenizer_of)
     return questions, [o for a in asked for o in score_asked(a, policies)]

@@ -157,7 +157,7 @@ def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
     assert refused.returncode != 0 and "--budget" in refused.stderr
 
 
-def test_records_composed_in_a_tokenizers_tokens_are_said_to_replay_in_another_unit(
+def test_records_in_a_tokenizer_not_set_here_are_said_to_replay_in_canonical_tokens(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
@@ -174,5 +174,8 @@ def test_records_composed_in_a_tokenizers_tokens_are_said_to_replay_in_another_u
     for args in (["eval", "--from-shadow"], ["shadow", "replay", "--policy", "score"]):
         done = run_hostd("--config", str(config), *args)
         assert done.returncode == 0, done.stderr
-        (note,) = [line for line in done.stderr.splitlines() if "tokenizer's tokens" in line]
-        assert "1 of 4 records" in note and "tokenizer.json@be50" in note, note
+        (note,) = [line for line in done.stderr.splitlines() if "canonical tokens" in line]
+        assert "1 of 4 records were composed in tokenizer.json@be50's tokens" in note, note
+        assert note.endswith(
+            "no [host] tokenizer is set here (set it to that file to replay them in it)"
+        )
