@@ -43,9 +43,18 @@ __all__ = [
 # -- Unix socket ------------------------------------------------------------------------
 
 
+def _make_private(directory: Path) -> None:
+    """``directory`` and each missing parent, mode 0700 (``mkdir(parents=True)`` gives the
+    parents the umask's mode): their names, a project's under ``hostd init``'s
+    ``projects/``, are no other user's to list."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+
+
 def _private_dir(directory: Path) -> None:
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private(directory)
         st = directory.stat()
     except OSError as exc:
         raise ListenerError(f"cannot create socket directory {directory}: {exc.strerror}") from exc
@@ -65,7 +74,7 @@ def private_state_dir(directory: Path, source: str = "<config>") -> None:
     or the shadow store under us; like the socket directory, it is refused at start.
     """
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private(directory)
         st = directory.stat()
     except OSError as exc:
         raise ConfigError(

@@ -94,3 +94,16 @@ async def test_a_state_dir_readable_by_others_is_accepted(start_daemon, workdir)
     (workdir / "state").chmod(0o755)
     daemon = await start_daemon({"alpha": {}})
     assert await daemon.stop() == 0
+
+
+def test_the_missing_parents_of_a_state_dir_are_made_private_too(
+    tmp_path: Path, loose_umask
+) -> None:
+    from hostd.server import private_state_dir
+
+    (tmp_path / "home").mkdir(mode=0o755)
+    state = tmp_path / "home" / "hostd" / "projects" / "app-0123abcd"
+    private_state_dir(state)
+    made = [tmp_path / "home" / "hostd", tmp_path / "home" / "hostd" / "projects", state]
+    assert [_mode(d) for d in made] == [0o700, 0o700, 0o700]
+    assert _mode(tmp_path / "home") == 0o755  # one that was there is left as it was
