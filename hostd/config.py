@@ -48,6 +48,7 @@ __all__ = [
     "default_socket_path",
     "default_state_dir",
     "discover_socket",
+    "discover_state_dir",
     "find_config",
     "load_config",
     "parse_config",
@@ -86,14 +87,8 @@ def _own_file(file: Path) -> Path | None:
     return None if os.path.realpath(file) == os.path.realpath(EMBEDDED_CONFIG) else file
 
 
-def discover_socket(
-    config: str | os.PathLike[str] | None = None, *, cwd: Path | None = None
-) -> Path:
-    """The socket ``hostd serve`` listens on with the config discovery finds (``config``,
-    else ``$HOSTD_CONFIG``, the nearest ``hostd.toml`` from ``cwd``, …): its
-    ``host.socket``, else its default (``default_socket_path``). Reads only that key, so
-    a client needs nothing the daemon's providers need."""
-    file = find_config(config, cwd=cwd).path
+def _host_table(file: Path) -> dict[str, Any]:
+    """The ``[host]`` table of a config file, read raw (nothing else validated)."""
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -105,10 +100,33 @@ def discover_socket(
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
     host = raw.get("host")
-    named = host.get("socket") if isinstance(host, dict) else None
+    return host if isinstance(host, dict) else {}
+
+
+def discover_socket(
+    config: str | os.PathLike[str] | None = None, *, cwd: Path | None = None
+) -> Path:
+    """The socket ``hostd serve`` listens on with the config discovery finds (``config``,
+    else ``$HOSTD_CONFIG``, the nearest ``hostd.toml`` from ``cwd``, …): its
+    ``host.socket``, else its default (``default_socket_path``). Reads only that key, so
+    a client needs nothing the daemon's providers need."""
+    file = find_config(config, cwd=cwd).path
+    named = _host_table(file).get("socket")
     if isinstance(named, str) and named:
         return _resolve(named, file.resolve().parent)
     return default_socket_path(_own_file(file))
+
+
+def discover_state_dir(
+    config: str | os.PathLike[str] | None = None, *, cwd: Path | None = None
+) -> Path:
+    """The state directory of the config discovery finds: its ``host.state_dir``, else
+    the global one (``default_state_dir``). Reads only that key, as ``discover_socket``."""
+    file = find_config(config, cwd=cwd).path
+    named = _host_table(file).get("state_dir")
+    if isinstance(named, str) and named:
+        return _resolve(named, file.resolve().parent)
+    return default_state_dir()
 
 
 def default_state_dir() -> Path:

@@ -27,7 +27,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from hostd.config import CONFIG_NAME, default_state_dir, discover_socket, find_config
+from hostd.config import (
+    CONFIG_NAME,
+    default_state_dir,
+    discover_socket,
+    discover_state_dir,
+    find_config,
+)
 from hostd.errors import ConfigError, HostdError
 
 from ._common import EXIT_OK, UsageError, csv_arg, print_json
@@ -78,7 +84,7 @@ def add_project_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Print the config file a command run here uses (discovery: --config, "
         "$HOSTD_CONFIG, the nearest hostd.toml here or above, "
         "$XDG_CONFIG_HOME/hostd/hostd.toml, the embedded default); what was searched "
-        "before it, and the socket its daemon listens on, go to stderr.",
+        "before it, the socket its daemon listens on and its state directory go to stderr.",
     )
     path.add_argument(
         "--json", action="store_true", help="print file, how, searched and socket as JSON"
@@ -295,8 +301,9 @@ def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
     found = find_config(args.config)
     try:  # the one `hostd serve` with this file listens on, and --connect tries
         sock: str | None = str(discover_socket(found.path))
+        state: str | None = str(discover_state_dir(found.path))
     except ConfigError:  # unreadable: the file's own problem, said by any other command
-        sock = None
+        sock = state = None
     if args.json:
         print_json(
             {
@@ -305,6 +312,7 @@ def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
                 "exists": found.path.is_file(),
                 "searched": list(found.searched),
                 "socket": sock,
+                "state_dir": state,
             }
         )
         return EXIT_OK
@@ -315,4 +323,6 @@ def _config_path(_cfg: Any, args: argparse.Namespace) -> int:
         sys.stderr.write(f"hostd: searched {place}\n")
     if sock is not None:
         sys.stderr.write(f"hostd: its daemon's socket: {sock}\n")
+    if state is not None:  # consent receipts, shadow records, calibration, handshakes
+        sys.stderr.write(f"hostd: its state directory: {state}\n")
     return EXIT_OK

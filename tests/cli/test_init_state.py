@@ -8,6 +8,7 @@ fresh home."""
 from __future__ import annotations
 
 import hashlib
+import json
 import stat
 from pathlib import Path
 
@@ -125,3 +126,22 @@ def test_init_force_over_a_config_that_used_the_global_state_dir_says_what_stays
     assert sorted(p.name for p in glob.iterdir() if p.is_file()) == sorted(present)
     assert all((glob / name).read_bytes() == b"kept" for name in present)
     assert not own.exists()
+
+
+def test_config_path_names_the_state_directory_a_command_here_uses(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    project = tmp_path / "app"
+    project.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert hostd_in(tmp_path, env, "init", str(project)).returncode == 0
+    inside = hostd_in(project, env, "config", "path", "--json")
+    assert inside.returncode == 0, inside.stderr
+    own = load_config(project / "hostd.toml").state_path
+    assert inside.stdout and own != _global(tmp_path)
+    assert json.loads(inside.stdout)["state_dir"] == str(own)
+    told = hostd_in(project, env, "config", "path")
+    assert f"hostd: its state directory: {own}" in told.stderr.splitlines()
+    # With no project config, the embedded default's: the global directory.
+    outside = hostd_in(elsewhere, env, "config", "path", "--json")
+    assert json.loads(outside.stdout)["state_dir"] == str(_global(tmp_path))
