@@ -281,8 +281,9 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     async with session(cfg, args.connect, wait=args.wait) as s:
         result = await s.call("providers/list", {})
     providers = result["providers"]
+    reranker = result.get("reranker")  # a daemon older than the key has none to show
     if args.json:
-        print_json(providers)
+        print_json({"providers": providers, "reranker": reranker})
         return EXIT_OK
     if not providers:
         sys.stdout.write("no providers configured\n")
@@ -302,7 +303,43 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         failure = (p.get("health") or {}).get("last_failure")
         if failure and p.get("state") != "ready":
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")
+    if isinstance(reranker, dict):
+        _reranker_lines(reranker)
     return EXIT_OK
+
+
+def _reranker_lines(r: dict[str, Any]) -> None:
+    """The ``[reranker]``'s line after the providers' (named as its config table is: a
+    provider id cannot hold brackets), with what became of its verdicts and, while it
+    cools down (a server) or is parked (a process), when it is tried again; on stderr,
+    why the latest ask fell back, or why it is down, as a provider's last failure."""
+    health, info = r.get("health") or {}, r.get("info") or {}
+    if info.get("name"):  # a process: what its handshake said
+        name = f"{info['name']} {info.get('version', '')}".strip()
+    else:  # a server: its API and the model asked for
+        name = " ".join(str(w) for w in (r.get("api"), r.get("model")) if w) or "-"
+    where = "-"
+    remote = r.get("remote")
+    if isinstance(remote, dict):  # the URL (no query), the credential as "<redacted>" (C8)
+        where = str(remote.get("url"))
+        if remote.get("credential"):
+            where += f" bearer {remote['credential']}"
+    figures = [f"asks {r.get('asks', 0)}", f"fallbacks {r.get('fallbacks', 0)}"]
+    failures = health.get("consecutive_failures") or 0
+    if failures:
+        figures.append(f"{failures} failure{'' if failures == 1 else 's'} in a row")
+    retry = health.get("retry_in_s")
+    if isinstance(retry, int | float):
+        again = "next try" if r.get("kind") == "url" else "next start"
+        figures.append(f"cooling down: {again} in {retry:.1f} s")
+    state = r.get("state")
+    line = f"[reranker]\t{r.get('kind')}\t{state}\t{name}\t{where}\t{', '.join(figures)}"
+    sys.stdout.write(line + "\n")
+    fell_back, failure = r.get("last_fallback"), health.get("last_failure")
+    if fell_back:
+        sys.stderr.write(f"hostd: [reranker]: the last ask fell back: {fell_back}\n")
+    elif failure and state in ("crashed", "failed"):
+        sys.stderr.write(f"hostd: [reranker]: {failure}\n")
 
 
 async def _mcp(cfg: Config, args: argparse.Namespace) -> int:

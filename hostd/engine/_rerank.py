@@ -30,11 +30,12 @@ from hostd._log import level as log_level
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.transport import JsonRpcCodec, PipeClient
 
+from ._health import bounded_error
 from ._launch import PoolSettings
 from ._pool import ProviderPool
 from ._spec import ProviderSpec
 
-__all__ = ["RERANKER_ID", "RerankOutcome", "RerankService", "Reranker"]
+__all__ = ["RERANKER_ID", "RerankOutcome", "RerankService", "RerankTally", "Reranker"]
 
 log = get_logger("hostd.engine")
 
@@ -79,6 +80,35 @@ class RerankOutcome:
         return RerankOutcome(self.order, self.model, self.reason, self.detail, ms)
 
 
+class RerankTally:
+    """What became of the verdicts asked for since the daemon started: ``asks``, the
+    ``fallbacks`` among them (no verdict: the composition used the policy's fallback),
+    and why the latest ask fell back (``None`` when it got a verdict). Kept by each
+    reranker beside its health: a provider's counters do not see an ask that never
+    reached it (one skipped while a server cools down, a process not started yet)."""
+
+    __slots__ = ("asks", "fallbacks", "last_fallback")
+
+    def __init__(self) -> None:
+        self.asks = 0
+        self.fallbacks = 0
+        self.last_fallback: str | None = None
+
+    def count(self, outcome: RerankOutcome) -> RerankOutcome:
+        """``outcome`` counted (two integer steps and a store on the request path)."""
+        self.asks += 1
+        if outcome.reason is None:
+            self.last_fallback = None
+        else:
+            self.fallbacks += 1
+            # Its reason and detail, in hostd's words (the audit's); bounded as an error is.
+            self.last_fallback = bounded_error(f"{outcome.reason}: {outcome.detail}")
+        return outcome
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"asks": self.asks, "fallbacks": self.fallbacks, "last_fallback": self.last_fallback}
+
+
 class RerankService(Protocol):
     """What composition asks for a verdict: the process ``Reranker`` or a rerank server
     (``HttpReranker``). Used as an async context for the daemon's life."""
@@ -92,7 +122,8 @@ class RerankService(Protocol):
         ...
 
     def row(self) -> dict[str, Any]:
-        """Its state and health, as a ``providers/list`` row."""
+        """Its state and health, as a ``providers/list`` row, with its ``kind``
+        (``process`` or ``url``) and ``RerankTally``'s figures."""
         ...
 
     async def rerank(
@@ -108,6 +139,7 @@ class Reranker:
     def __init__(self, spec: ProviderSpec, settings: PoolSettings) -> None:
         self.pool = ProviderPool([spec], settings)
         self.slot = self.pool.slots[spec.id]
+        self.tally = RerankTally()
 
     async def __aenter__(self) -> Reranker:
         await self.pool.__aenter__()
@@ -122,8 +154,9 @@ class Reranker:
         await self.pool.start_all()
 
     def row(self) -> dict[str, Any]:
-        """Its state and health, as a ``providers/list`` row."""
-        return self.pool.row(self.slot)
+        """Its state and health, as a ``providers/list`` row (``RerankService.row``)."""
+        row = self.pool.row(self.slot)
+        return {"id": row.pop("id"), "kind": "process", **row, **self.tally.to_wire()}
 
     async def rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float
@@ -133,7 +166,7 @@ class Reranker:
         # latency reported are read on it (not a second clock read for the latency).
         started = anyio.current_time()
         outcome = await self._rerank(query, candidates, timeout_s, started + timeout_s)
-        return outcome.timed(len(candidates), anyio.current_time() - started)
+        return self.tally.count(outcome.timed(len(candidates), anyio.current_time() - started))
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float

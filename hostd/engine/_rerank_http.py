@@ -56,8 +56,15 @@ from ._health import (
     record_retry,
 )
 from ._launch import Launcher, PoolSettings
-from ._rerank import RERANKER_ID, RerankOutcome
-from ._rerank_api import RerankApi, Scored, document_text, order_by_scores, rerank_url
+from ._rerank import RERANKER_ID, RerankOutcome, RerankTally
+from ._rerank_api import (
+    RerankApi,
+    Scored,
+    document_text,
+    order_by_scores,
+    rerank_url,
+    shown_url,
+)
 from ._spec import ProviderSpec
 
 __all__ = ["HttpReranker", "RerankServer"]
@@ -145,6 +152,7 @@ class HttpReranker:
         self._counted = 0
         #: Compositions that did not ask it because it was cooling down.
         self.skipped = 0
+        self.tally = RerankTally()
 
     def __repr__(self) -> str:
         return f"<HttpReranker {self.server.api} {self.url}>"
@@ -159,10 +167,13 @@ class HttpReranker:
         """Nothing to start: a server is reached per composition."""
 
     def row(self) -> dict[str, Any]:
-        """Its state and health, as a ``providers/list`` row (never the credential, C8)."""
+        """Its state and health, as a ``providers/list`` row (``RerankService.row``): never
+        the credential (C8), nor the URL's query (``shown_url``)."""
         s = self.server
+        remote = self._launcher.describe_remote(self.spec)
         return {
             "id": RERANKER_ID,
+            "kind": "url",
             "binding": "http",
             "api": s.api,
             "model": s.model,
@@ -170,7 +181,8 @@ class HttpReranker:
             "capabilities": None,
             "state": self.health.state.value,
             "health": self._health_row(),
-            "remote": self._launcher.describe_remote(self.spec),
+            "remote": {**remote, "url": shown_url(self.url)},
+            **self.tally.to_wire(),
         }
 
     def _health_row(self) -> dict[str, Any]:
@@ -209,7 +221,7 @@ class HttpReranker:
                 if probe:
                     self._probing = False
             self._count(outcome, down, counted)
-        return outcome.timed(len(candidates), time.perf_counter() - started)
+        return self.tally.count(outcome.timed(len(candidates), time.perf_counter() - started))
 
     def _cooling(self, delay_s: float) -> str:
         """A skipped request's detail: why, and when the server is asked again. Quotes

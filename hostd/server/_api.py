@@ -135,7 +135,11 @@ async def context_query(ctx: RequestContext, p: ContextQueryParams) -> dict[str,
 
 
 async def providers_list(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
-    return {"providers": ctx.pipeline.engine.providers_list()}
+    # The reranker is the daemon's, beside the engine: its row (the one host/status
+    # shows) under a key of its own, so `providers` holds providers alone; null
+    # without a [reranker], so a client can tell "none" from an older daemon.
+    reranker = ctx.daemon.status().get("reranker")
+    return {"providers": ctx.pipeline.engine.providers_list(), "reranker": reranker}
 
 
 async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, Any]:

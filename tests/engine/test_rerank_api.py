@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.engine import RerankApi, rerank_url
-from hostd.engine._rerank_api import document_text, order_by_scores
+from hostd.engine._rerank_api import document_text, order_by_scores, shown_url
 from hostd.errors import RemoteWire
 
 SECRET = "tok-3c9f1a77e0b2"
@@ -37,6 +37,19 @@ TEI = RerankApi("tei")
 )
 def test_the_rerank_path_is_decided_by_the_url(url: str, posted: str) -> None:
     assert rerank_url(url) == posted
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:7997/rerank", "http://127.0.0.1:7997/rerank"),
+        (f"https://h.example/v1/rerank?api_key={SECRET}", "https://h.example/v1/rerank"),
+        (f"https://user:{SECRET}@h.example:8443/rerank#x", "https://h.example:8443/rerank"),
+        (f"http://{SECRET}@[::1]:7997/rerank?k=1", "http://[::1]:7997/rerank"),
+    ],
+)
+def test_a_listed_url_shows_no_user_password_query_or_fragment(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
 
 
 def test_a_cohere_body_names_the_model_only_when_one_is_configured() -> None:
