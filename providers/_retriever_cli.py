@@ -5,7 +5,13 @@ The framework is imported only when the retriever is loaded, after the handshake
 (``RetrieverProvider.warm``), so the host learns at once that the provider is up;
 what can be checked without running the user's code (the reference's form, that
 its module exists, that the framework is installed) is checked before serving, and
-a mistake there exits 2 with one line.
+a mistake there exits 2 with one line, no usage block (1 when a package the module is
+in raised as it was imported to look). Loading then says what went wrong in one line
+naming the reference (``RetrieverNotFound``: no such attribute; ``RetrieverFailed``:
+the module's import, the factory or the framework's adapter raised, with the
+exception's type and message, the user's own): on stdio the warm-up's failure, which
+every query then names; over ``--http``, where it is loaded before serving, the exit
+(2, or 1 when code raised).
 """
 
 from __future__ import annotations
@@ -13,7 +19,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-from collections.abc import Sequence
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hostd.integrations import RetrieverProvider, Search
@@ -22,7 +32,7 @@ from hostd.provider import run_stdio
 
 from ._cli import http_arguments, serve
 
-__all__ = ["FRAMEWORKS", "main"]
+__all__ = ["FRAMEWORKS", "RetrieverFailed", "RetrieverNotFound", "RetrieverNotLoaded", "main"]
 
 #: Framework → (the module its ``retriever_search`` lives in, the package it needs,
 #: the extra that installs it, what a factory may return).
@@ -51,11 +61,93 @@ def _reference(text: str) -> tuple[str, str]:
     return module, attr
 
 
+class RetrieverNotLoaded(Exception):
+    """The retriever ``--retriever`` names could not be loaded; ``exit_code`` when that
+    ends the process (before serving)."""
+
+    exit_code = 1
+
+
+class RetrieverNotFound(RetrieverNotLoaded):
+    """``--retriever`` names nothing there: no such module, or no such attribute in it."""
+
+    exit_code = 2
+
+
+class RetrieverFailed(RetrieverNotLoaded):
+    """The code ``--retriever`` names raised: its module's import, the factory, or the
+    framework's adapter refusing what the factory returned."""
+
+
+#: The longest exception message quoted: a line, even for a validation error's essay.
+_MAX_MESSAGE_CHARS = 500
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _described(exc: BaseException) -> str:
+    """An exception raised by the user's code as one line: its type and its message (the
+    user's own words, so shown; controls neutralised, lines joined, bounded)."""
+    lines = (line.strip() for line in str(exc).splitlines())
+    message = _CONTROL.sub("?", " | ".join(line for line in lines if line))
+    if len(message) > _MAX_MESSAGE_CHARS:
+        message = message[: _MAX_MESSAGE_CHARS - 1] + "…"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _find_module(module: str) -> None:
+    """Raise unless ``module`` is there, naming the first dotted part that is not. Only a
+    parent package is imported to look (as ``find_spec`` does): the module itself is run
+    after the handshake."""
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        name, parent = ".".join(parts[:i]), ".".join(parts[: i - 1])
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # the parent's own import needs a module that is not there
+                raise RetrieverFailed(f"importing {parent} raised {_described(exc)}") from exc
+            raise RetrieverNotFound(
+                f"no module named {name!r} ({parent} is a module, not a package)"
+            ) from None
+        except Exception as exc:  # the parent's own import raised
+            raise RetrieverFailed(f"importing {parent} raised {_described(exc)}") from exc
+        if spec is None:
+            where = (
+                f" (is it installed in this interpreter, {sys.executable}, or in {os.getcwd()}?)"
+            )
+            raise RetrieverNotFound(f"no module named {name!r}{where if i == 1 else ''}")
+
+
 def _resolve(module: str, attr: str) -> Any:
-    target: Any = importlib.import_module(module)
+    """The object ``module:attr`` names (the module imported now); a factory among them
+    (a function or class, which the framework's adapter calls) reports its own failure."""
+    try:
+        target: Any = importlib.import_module(module)
+    except Exception as exc:
+        raise RetrieverFailed(f"importing {module} raised {_described(exc)}") from exc
+    walked: list[str] = []
     for name in attr.split("."):
-        target = getattr(target, name)
+        try:
+            target = getattr(target, name)
+        except AttributeError:
+            owner = f"{module}:{'.'.join(walked)}" if walked else f"module {module}"
+            raise RetrieverNotFound(f"{owner} has no attribute {name!r}") from None
+        walked.append(name)
+    if inspect.isroutine(target) or inspect.isclass(target):
+        return _factory(target)
     return target
+
+
+def _factory(factory: Callable[[], Any]) -> Callable[[], Any]:
+    """``factory``, its failure named as the factory's (called as the adapter would)."""
+
+    def call() -> Any:
+        try:
+            return factory()
+        except Exception as exc:
+            raise RetrieverFailed(f"the factory raised {_described(exc)}") from exc
+
+    return call
 
 
 def _module_exists(module: str) -> bool:
@@ -104,22 +196,49 @@ def main(framework: str, argv: Sequence[str] | None = None) -> int:
     http_arguments(parser)
     args = parser.parse_args(argv)
     module, attr = args.retriever
+    reference = f"{module}:{attr}"
+    # One line each, no usage block: the command line was read, what it names is not there.
     if not _module_exists(package):
-        parser.error(
-            f"needs {package.replace('_', '-')}: install hostd with the {extra} extra "
-            f'(pip install "/path/to/hostd[{extra}]", a checkout or a wheel)'
+        sys.stderr.write(
+            f"providers.{framework}: needs {package.replace('_', '-')}: install hostd with "
+            f'the {extra} extra (pip install "/path/to/hostd[{extra}]", a checkout or a wheel)\n'
         )
-    if not _module_exists(module):
-        parser.error(f"--retriever: no module {module!r} on the Python path")
+        return 2
+    try:
+        _find_module(module)
+    except RetrieverNotLoaded as exc:
+        return _refused(framework, _named(exc, reference))
 
     def load() -> Search:
-        search: Search = importlib.import_module(glue).retriever_search(_resolve(module, attr))
+        adapter = importlib.import_module(glue).retriever_search
+        try:
+            search: Search = adapter(_resolve(module, attr))
+        except RetrieverNotLoaded as exc:
+            _named(exc, reference)
+            raise
+        except Exception as exc:  # the adapter refused what the factory returned
+            raise RetrieverFailed(f"--retriever {reference}: {_described(exc)}") from exc
         return search
 
     provider = RetrieverProvider(load, name=args.name, kind=args.kind, egress_scopes=args.egress)
     if getattr(args, "http", None) is not None:
-        provider.load()  # over HTTPS no progress can reach the host: loaded before serving
+        try:  # over HTTPS no progress can reach the host: loaded before serving
+            provider.load()
+        except RetrieverNotLoaded as exc:
+            return _refused(framework, exc)
         serve(provider, args, parser)
         return 0
     run_stdio(provider)  # stdout is the wire alone: what the framework prints goes to stderr
     return 0
+
+
+def _named(exc: RetrieverNotLoaded, reference: str) -> RetrieverNotLoaded:
+    """``exc`` with the reference it is about in front of its message (type, cause kept)."""
+    exc.args = (f"--retriever {reference}: {exc}",)
+    return exc
+
+
+def _refused(framework: str, exc: RetrieverNotLoaded) -> int:
+    """``exc`` as the one line on stderr, and its exit status."""
+    sys.stderr.write(f"providers.{framework}: {exc}\n")
+    return exc.exit_code

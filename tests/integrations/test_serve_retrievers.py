@@ -90,20 +90,39 @@ def _assert_frames_quote_their_lines(frames: list[dict[str, Any]]) -> None:
         assert prov["digest"] == frame["content_digest"] == sha256_digest(addressed)
 
 
+@pytest.mark.parametrize(
+    ("reference", "says"),
+    [
+        (
+            "lc_factory:broken",
+            "RetrieverFailed: --retriever lc_factory:broken: "
+            "the factory raised RuntimeError: the index is not there",
+        ),
+        (
+            "lc_factory:nope",
+            "RetrieverNotFound: --retriever lc_factory:nope: "
+            "module lc_factory has no attribute 'nope'",
+        ),
+    ],
+)
 @pytest.mark.anyio
-async def test_a_factory_that_fails_is_named_on_every_query(factories: Path) -> None:
-    args = ["-m", "providers.langchain", "--retriever", "lc_factory:broken"]
+async def test_a_factory_that_fails_or_is_not_there_is_named_on_every_query(
+    reference: str, says: str, factories: Path
+) -> None:
+    """On stdio the module is imported after the handshake (it may take long to import):
+    what loading it found is the warm-up's failure, named on stderr and on every query."""
+    args = ["-m", "providers.langchain", "--retriever", reference]
     async with StdioPeer(args, env={"PYTHONPATH": _env(factories)["PYTHONPATH"]}) as peer:
         await peer.handshake(wait_ready=False)
         with pytest.raises(AssertionError):
             await peer.wait_ready()  # it ends 'failed', not 'ready'
         assert peer.notes[-1]["state"] == "failed"
-        assert "the index is not there" in peer.notes[-1]["message"]
+        assert peer.notes[-1]["message"] == says
         reply = await peer.request(
             "context/query", {"query": {"goal": GOAL, "max_frames": 4, "max_tokens": 400}}
         )
     assert reply["error"]["data"]["cgp_code"] == "unavailable"
-    assert "the index is not there" in reply["error"]["message"]
+    assert reply["error"]["message"] == f"warm-up failed: {says}"
 
 
 @pytest.mark.parametrize(
@@ -111,15 +130,75 @@ async def test_a_factory_that_fails_is_named_on_every_query(factories: Path) -> 
     [
         ("lc_factory", "expected MODULE:FACTORY"),
         ("lc factory:build", "expected MODULE:FACTORY"),
-        ("no_such_module:build", "no module 'no_such_module'"),
     ],
 )
-def test_a_bad_retriever_reference_exits_2_with_one_line(
+def test_a_retriever_reference_of_the_wrong_form_is_a_usage_error(
     reference: str, says: str, factories: Path
 ) -> None:
     r = _run(["-m", "providers.langchain", "--retriever", reference], _env(factories), 60)
     assert r.returncode == 2 and r.stdout == ""
     assert says in r.stderr and "Traceback" not in r.stderr
+
+
+#: A package whose own import needs a module that is not there (a dependency missing).
+BROKEN_PACKAGE = "import faiss_is_not_installed_here\n"
+
+
+@pytest.mark.parametrize("framework", sorted(FACTORIES))
+@pytest.mark.parametrize(
+    ("reference", "says", "code"),
+    [
+        (
+            "no_such_module:build",
+            "no module named 'no_such_module' (is it installed in this interpreter, "
+            f"{sys.executable}, or in {REPO}?)",
+            2,
+        ),
+        (
+            "lc_factory.sub:build",
+            "no module named 'lc_factory.sub' (lc_factory is a module, not a package)",
+            2,
+        ),
+        (
+            "broken_pkg.rag:build",
+            "importing broken_pkg raised ModuleNotFoundError: "
+            "No module named 'faiss_is_not_installed_here'",
+            1,
+        ),
+    ],
+)
+def test_a_retriever_module_that_is_not_there_is_one_line_before_serving(
+    framework: str, reference: str, says: str, code: int, factories: Path
+) -> None:
+    """Checked before the handshake: one line naming the reference, no usage block."""
+    (factories / "broken_pkg").mkdir()
+    (factories / "broken_pkg" / "__init__.py").write_text(BROKEN_PACKAGE)
+    r = _run(["-m", f"providers.{framework}", "--retriever", reference], _env(factories), 60)
+    assert (r.returncode, r.stdout) == (code, "")
+    assert r.stderr == f"providers.{framework}: --retriever {reference}: {says}\n"
+
+
+@pytest.mark.parametrize("framework", sorted(FACTORIES))
+@pytest.mark.parametrize(
+    ("reference", "says", "code"),
+    [
+        ("lc_factory:nope", "module lc_factory has no attribute 'nope'", 2),
+        ("lc_factory:build.nope", "lc_factory:build has no attribute 'nope'", 2),
+        ("lc_factory:broken", "the factory raised RuntimeError: the index is not there", 1),
+        ("lc_factory:CORPUS", "TypeError: expected a ", 1),
+    ],
+)
+def test_over_https_a_retriever_that_does_not_load_is_one_line(
+    framework: str, reference: str, says: str, code: int, factories: Path
+) -> None:
+    """Over ``--http`` the retriever is loaded before serving: what failed is one line
+    naming the reference (a factory's own exception with its type and message), and the
+    exit: 2 when it names nothing there, 1 when the code it names raised."""
+    args = ["-m", f"providers.{framework}", "--retriever", reference, "--http", "127.0.0.1:0"]
+    r = _run(args, _env(factories), 60)
+    assert (r.returncode, r.stdout) == (code, "")
+    assert r.stderr.startswith(f"providers.{framework}: --retriever {reference}: {says}")
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("framework", sorted(FACTORIES))
