@@ -9,8 +9,12 @@ and ``providers/restart`` clears its failures at once (``record_restart_requeste
 A start that outlived its deadline (a handshake never answered) marks the provider
 ``start_timed_out``: its next starts still follow the backoff and parking of any
 failure, but no request waits for them (``awaits_start``), so a stuck provider costs
-one start deadline once, not once per request. The engine does the I/O these
-decisions name; tests drive them with a fake clock.
+one start deadline once, not once per request. A remote provider that refused its
+credential (HTTP 401/403, or none could be read) did not crash and no restart cures
+it: ``record_refused`` parks it at once, with no backoff and no failure counted, and
+``decide_start`` starts it again as soon as its credential changes (a token file
+rewritten), else as any parked provider (its cool-down, or ``providers/restart``).
+The engine does the I/O these decisions name; tests drive them with a fake clock.
 
 A peer asked once per request with no process to restart (a rerank server) keeps the
 same ``Health`` and is judged by ``decide_ask``: after ``CoolDownPolicy.after``
@@ -49,6 +53,7 @@ __all__ = [
     "record_down",
     "record_failure",
     "record_leg",
+    "record_refused",
     "record_started",
 ]
 
@@ -57,7 +62,8 @@ class ProviderState(StrEnum):
     IDLE = "idle"  # never started (lazy start)
     READY = "ready"  # running and handshaken
     CRASHED = "crashed"  # died or broke; restarts after its backoff
-    FAILED = "failed"  # restart attempts spent: parked until its cool-down or a restart
+    FAILED = "failed"  # attempts spent, or its credential refused: parked until its
+    # cool-down or a restart (a refused one also until its credential changes)
     STOPPED = "stopped"  # the host shut it down
     WARMING = "warming"  # running and handshaken, building its index (not a fault)
 
@@ -133,6 +139,8 @@ class Health:
     restarts_requested: int = 0
     #: The last start outlived its deadline: later starts run without a request waiting.
     start_timed_out: bool = False
+    #: Parked because its credential was refused (``record_refused``), not for crashes.
+    refused: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -167,11 +175,20 @@ def backoff_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
 
 
 def decide_start(
-    health: Health, *, alive: bool, now: float, policy: RestartPolicy
+    health: Health,
+    *,
+    alive: bool,
+    now: float,
+    policy: RestartPolicy,
+    credential_changed: bool = False,
 ) -> StartDecision:
-    """What a leg does before it can send a request."""
+    """What a leg does before it can send a request. ``credential_changed``: the
+    credential source now gives another credential than the one refused (asked only of
+    a ``refused`` provider): it starts at once, whatever its cool-down."""
     if alive:
         return StartDecision(StartAction.USE)
+    if health.refused and credential_changed:
+        return StartDecision(StartAction.START)
     if is_parked(health, policy):
         return decide_parked(health, now=now, policy=policy)
     if health.failed_at is None:
@@ -240,6 +257,7 @@ def record_restart_requested(health: Health) -> Health:
         failed_at=None,
         restarts_requested=health.restarts_requested + 1,
         start_timed_out=False,
+        refused=False,
     )
 
 
@@ -252,6 +270,7 @@ def record_started(health: Health) -> Health:
         starts=health.starts + 1,
         restarts=health.restarts + (1 if restarted else 0),
         start_timed_out=False,
+        refused=False,
     )
 
 
@@ -277,6 +296,26 @@ def record_failure(
         last_error=error,
         last_failure=error,
         start_timed_out=start_timed_out,
+        refused=False,
+    )
+
+
+def record_refused(health: Health, *, now: float, error: str) -> Health:
+    """A remote provider refused its credential (HTTP 401/403), or none could be read.
+    The server is up and nothing crashed, and a restart would send the same credential:
+    so no failure is counted and no backoff earned. It is parked (``failed``) at once,
+    ``error`` (what to fix) its last failure, until its credential changes
+    (``decide_start``), its cool-down passes or a restart is asked for."""
+    error = bounded_error(error)
+    return replace(
+        health,
+        state=ProviderState.FAILED,
+        failed_at=now,
+        consecutive_timeouts=0,
+        last_error=error,
+        last_failure=error,
+        start_timed_out=False,
+        refused=True,
     )
 
 
@@ -330,6 +369,7 @@ def record_leg(health: Health, status: str, *, error: str | None = None, late: i
         retries=health.retries,
         restarts_requested=health.restarts_requested,
         start_timed_out=health.start_timed_out,
+        refused=health.refused,
     )
 
 

@@ -6,7 +6,9 @@ for, by the registry),
 and each remote provider's endpoint: made on its first start, its token source
 read again at each handshake and when the file changes (C7), never shown (C8),
 kept for the pool's life so its pooled HTTP client is reused across handshakes
-and requests. Each provider has one ``Redactor`` for the pool's life (C8): the
+and requests; while a refusal parks it, its credential is read again at each
+request (``credential_changed``), and a refusal met mid-leg is handed to the pool
+(``take_refusal``). Each provider has one ``Redactor`` for the pool's life (C8): the
 values of its secret-named ``env`` entries and every token its source reads, scrubbed
 from its stderr and from every error its connection raises. It records no health
 and decides no restart: ``ProviderPool`` (``_pool``) calls ``Launcher.open`` and
@@ -21,6 +23,7 @@ from typing import Any
 
 from anyio.abc import TaskGroup
 
+from hostd.errors import ProviderUnauthorized
 from hostd.protocol import HostInfo
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
@@ -131,6 +134,21 @@ class Launcher:
                 user_agent=f"{self.host_info.name}/{self.host_info.version}",
             )
         return endpoint
+
+    def credential_changed(self, spec: ProviderSpec) -> bool:
+        """Whether a remote provider's credential source now gives another credential
+        than the one its server refused (a token file rewritten, or back)."""
+        endpoint = self._remotes.get(spec.id)
+        return endpoint is not None and endpoint.credential_changed()
+
+    @staticmethod
+    def take_refusal(conn: ProviderLink | None) -> ProviderUnauthorized | None:
+        """The refusal of its credential a remote connection met (HTTP 401/403, or none
+        could be read), taken once; ``None`` for any other connection."""
+        if not isinstance(conn, RemoteConnection):
+            return None
+        refusal, conn.refusal = conn.refusal, None
+        return refusal
 
     def describe_remote(self, spec: ProviderSpec) -> dict[str, Any]:
         """``providers/list``'s ``remote`` member: the URL and "<redacted>", never the

@@ -10,9 +10,13 @@ path (the pool's task group walks the ladder). Once a start has outlived its
 deadline, no request waits for the next one (``awaits_start``): it begins after
 the backoff, in the background, and the leg that began it fails at once, naming
 the start that timed out; so a stuck provider costs one start deadline, once.
-Broken connections are dropped at once and closed in the background too. Opening
-a connection (spawn and handshake, or a remote endpoint) is ``_launch``'s. The
-fan-out (``_run``) reads the pool; it never spawns or closes a process itself.
+Broken connections are dropped at once and closed in the background too. A remote
+provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
+is parked at once, not restarted in a loop (``record_refused``): its legs fail at
+once with the refusal's words (what to fix) until its credential changes, its
+cool-down passes or ``restart`` is asked. Opening a connection (spawn and
+handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads the
+pool; it never spawns or closes a process itself.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from hostd.errors import (
     HostdError,
     ProviderCrashed,
     ProviderTimeout,
+    ProviderUnauthorized,
     ShuttingDown,
     UnknownProvider,
 )
@@ -47,6 +52,7 @@ from ._health import (
     is_parked,
     record_failure,
     record_leg,
+    record_refused,
     record_restart_requested,
     record_retry,
     record_started,
@@ -74,7 +80,16 @@ class _Start:
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
-    __slots__ = ("conn", "health", "last_ack", "late_seen", "spec", "start_deadline", "starting")
+    __slots__ = (
+        "conn",
+        "health",
+        "last_ack",
+        "late_seen",
+        "refusal",
+        "spec",
+        "start_deadline",
+        "starting",
+    )
 
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
@@ -87,6 +102,8 @@ class Slot:
         self.start_deadline: float | None = None
         #: The connection's late replies already counted in ``health`` (``take_late``).
         self.late_seen = 0
+        #: The refusal that parked it (``health.refused``): what its legs say meanwhile.
+        self.refusal: ProviderUnauthorized | None = None
 
     def take_late(self) -> int:
         """Late replies the connection read since the last call: replies to legs that had
@@ -224,8 +241,16 @@ class ProviderPool:
                 continue
             now = self.now()
             policy = self.settings.restart_policy
-            decision = decide_start(slot.health, alive=False, now=now, policy=policy)
+            changed = slot.health.refused and self.launcher.credential_changed(slot.spec)
+            decision = decide_start(
+                slot.health, alive=False, now=now, policy=policy, credential_changed=changed
+            )
             if decision.action is StartAction.GIVE_UP:
+                if slot.health.refused and slot.refusal is not None:
+                    # What to fix, in the refusal's own words: waiting is no cure (and
+                    # a one-shot command ends long before any retry).
+                    refusal = slot.refusal
+                    raise type(refusal)(refusal.message, **refusal.data)
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
                 retry = (
@@ -254,7 +279,9 @@ class ProviderPool:
                 raise ShuttingDown("host is shutting down")
             if slot.conn is not None:
                 self.discard(slot)
-            if is_parked(slot.health, policy):  # its cool-down has passed: one attempt
+            # A changed credential starts it at once: no cool-down passed, no retry counted
+            # (its new token is logged as sent: ``provider.remote.credential.renewed``).
+            if is_parked(slot.health, policy) and not changed:  # cool-down over: one try
                 slot.health = record_retry(slot.health)
                 log.info(
                     "provider.retry",
@@ -324,7 +351,10 @@ class ProviderPool:
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )
         except HostdError as exc:
-            self.record_failure(slot, exc, start=True)
+            if isinstance(exc, ProviderUnauthorized):
+                self.record_refused(slot, exc)
+            else:
+                self.record_failure(slot, exc, start=True)
             log.warning(
                 "provider.start.failed", provider=spec.id, reason=exc.reason, error=exc.message
             )
@@ -382,13 +412,28 @@ class ProviderPool:
             start_timed_out=start and isinstance(exc, ProviderTimeout),
         )
 
+    def record_refused(self, slot: Slot, exc: ProviderUnauthorized) -> None:
+        """The provider refused its credential, or none could be read: parked at once
+        (``record_refused``), its legs failing with ``exc``'s words meanwhile."""
+        slot.refusal = exc
+        slot.health = record_refused(
+            slot.health, now=self.now(), error=f"{exc.reason}: {exc.message}"
+        )
+
     def record_leg(self, slot: Slot, status: str, error: str | None) -> None:
         """Count a finished leg; restart a provider that is alive but hung (``is_hung``):
         its process is torn down in the pool's task group and the next request starts
         a fresh one, after the backoff the failure earns. Late replies read since the
-        last leg say it is slow, not hung (``record_leg``'s ``late``)."""
+        last leg say it is slow, not hung (``record_leg``'s ``late``). A remote leg
+        ``unauthorized`` by its connection's refusal parks the provider (``record_refused``)."""
         slot.health = record_leg(slot.health, status, error=error, late=slot.take_late())
         conn = slot.conn
+        if status == "unauthorized":
+            refusal = self.launcher.take_refusal(conn)
+            if refusal is not None:
+                self.record_refused(slot, refusal)
+                self.discard(slot)
+                return
         if conn is not None and conn.readiness.warming:
             return  # building its index: never "hung" (it said so, _readiness)
         if is_hung(slot.health, self.settings.restart_policy) and conn is not None:

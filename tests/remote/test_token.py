@@ -168,8 +168,10 @@ async def test_a_removed_token_file_fails_the_leg_naming_the_file_before_any_byt
     assert report.error_code == "credential"
     assert str(token) in (report.error_message or "")
     assert OLD not in repr(report) + orjson.dumps(rows).decode()
+    assert rows[0]["state"] == "failed"  # parked until the file is back
     assert back.reports["remote"].status is LegStatus.OK, back.reports["remote"]
-    assert rec.kinds() == ["handshake", "query", "query"]  # nothing sent without it
+    # Nothing sent without it; once it is back, the provider starts again at once.
+    assert rec.kinds() == ["handshake", "query", "handshake", "query"]
 
 
 async def test_a_restart_reads_the_token_file_again(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@
 URL (checked by C7 before anything is built, again here and not only at config
 load), its credential (C8: ``<redacted>`` in every rendering, sent only as
 ``Authorization: Bearer`` to the configured URL; its ``TokenSource`` reads a token
-file again when the file changes, at each handshake, and once after a 401, when a
-changed token is sent once more), and one pooled
+file again when the file changes, at each handshake, once after a 401, when a
+changed token is sent once more, and at each request while a refusal parks the
+provider), and one pooled
 ``httpx.AsyncClient`` (keep-alive connections reused across requests, a bound on
 how many are open). Each exchange is one POST of the binding's codec's request
 (the registry's, the same codec a child's pipes drive; ``_body``) whose response is
@@ -21,8 +22,15 @@ the ``ProviderConnection`` surface the fan-out uses (``info``, ``capabilities``,
 leaves the machine, whatever the provider claims). A broken exchange (no
 connection, TLS refused, a non-2xx status, a bad body) marks it not alive, so the
 pool records the failure and handshakes again after its backoff; there is no
-process to restart. A cancelled exchange (an abandoned leg) closes its HTTP
-connection mid-flight. This module imports only ``hostd.protocol`` and
+process to restart. A refused credential (HTTP 401/403, or none could be read) is
+kept as the connection's ``refusal`` instead: no restart cures it, so the pool parks
+the provider until the credential changes (``RemoteEndpoint.credential_changed``).
+A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight.
+
+The words for what the user must fix are made here, once, for every caller of an
+endpoint (a provider's leg, the reranker): a refusal names where the token comes
+from (``$VAR`` or the token file, never the token), a certificate no trusted CA
+signed names ``ca_file``. This module imports only ``hostd.protocol`` and
 ``hostd.errors`` of hostd.
 """
 
@@ -38,6 +46,7 @@ import httpx
 
 from hostd._log import get_logger
 from hostd.errors import (
+    CredentialUnavailable,
     HostdError,
     InsecureTransport,
     ProviderTimeout,
@@ -89,20 +98,69 @@ def _tls_context(
     return ctx
 
 
-def _unauthorized(status: int) -> ProviderUnauthorized:
-    return ProviderUnauthorized(
-        f"HTTP {status}: the provider refused the credential", http_status=status
-    )
+def _refusal_text(status: int, tokens: TokenSource) -> str:
+    """What a 401/403 tells the user to fix: where the token comes from (the variable's
+    name or the file's path, never the token; C8). The server's body is never quoted."""
+    if tokens.token_env is not None:
+        where = f"${tokens.token_env}"
+    elif tokens.token_file is not None:
+        where = f"token_file {tokens.token_file}"
+    else:
+        return (
+            f"remote provider refused the request (HTTP {status}): it wants a credential; "
+            "set token_env or token_file"
+        )
+    return f"remote provider refused the credential (HTTP {status}): check the token in {where}"
 
 
-def _transport_error(exc: httpx.HTTPError) -> RemoteTransport:
+#: OpenSSL's verify codes for a chain no trusted CA signed (x509_vfy.h: unable to get
+#: the issuer's certificate, self-signed leaf or chain, unable to verify the leaf):
+#: what ``ca_file`` cures. An expired certificate or another host's is not.
+_UNKNOWN_ISSUER = frozenset({2, 18, 19, 20, 21})
+#: X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH.
+_OTHER_HOST = frozenset({62, 64})
+#: Enough of OpenSSL's reason ("unable to get local issuer certificate").
+_MAX_REASON = 120
+
+
+def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error under an httpx error (httpx wraps httpcore's,
+    which chains OpenSSL's), or ``None``."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path | None) -> str:
+    """The server's certificate failed verification: why (OpenSSL's reason, which names
+    nothing the peer wrote), and the config key that cures it when one does."""
+    reason = (failure.verify_message or failure.reason or "verify failed")[:_MAX_REASON]
+    why = f"({reason}; CERTIFICATE_VERIFY_FAILED)"
+    if failure.verify_code in _UNKNOWN_ISSUER:
+        if ca_file is None:
+            return f"certificate not trusted {why}: set ca_file to the CA that signed it"
+        return f"certificate not trusted {why}: the CA that signed it is not in ca_file {ca_file}"
+    if failure.verify_code in _OTHER_HOST:
+        return f"certificate rejected {why}: it does not name the url's host"
+    return f"certificate rejected {why}"
+
+
+def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> RemoteTransport:
     name = type(exc).__name__
     if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
         # h11 and the decoders quote what the peer sent (a header name, a status line):
         # the peer's bytes are never quoted, only the kind of breakage.
         return RemoteTransport(f"{name}: the response broke HTTP/1.1 or its encoding")
-    # Otherwise the message names the failure (refused, TLS verify failed, reset), from
-    # the OS or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
+    failure = _verify_failure(exc)
+    if failure is not None:
+        return RemoteTransport(_certificate_text(failure, ca_file))
+    # Otherwise the message names the failure (refused, a TLS alert, reset), from the OS
+    # or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
     text = str(exc) or name
     return RemoteTransport(f"{name}: {text}"[:_MAX_ERROR_TEXT])
 
@@ -153,6 +211,10 @@ class RemoteEndpoint:
         # quarter of what build_request costs each time.
         self._url = httpx.URL(url)
         self._sent_credential: Credential | None = None
+        #: The credential the last refusal was for (``None``: none configured, or none
+        #: could be read); ``credential_changed`` compares the source's with it.
+        self._refused_with: Credential | None = None
+        self.ca_file = ca_file
         self._headers = httpx.Headers(self._base_headers)
         verify: ssl.SSLContext | bool = True
         if url.startswith("https:"):
@@ -202,6 +264,28 @@ class RemoteEndpoint:
             self.redactor.error(exc)
             raise
 
+    def reload_credential(self) -> Credential | None:
+        """Read the credential again, whatever its file's stat says (a (re)start)."""
+        try:
+            return self.tokens.reload()
+        except CredentialUnavailable:
+            self._refused_with = None
+            raise
+
+    def credential_changed(self) -> bool:
+        """Whether the source now gives a credential other than the one last refused: a
+        token file rewritten (read whatever its stat says: asked only while the provider
+        is parked, so no hot path pays the read), or back after it could not be read."""
+        try:
+            credential = self.tokens.reload()
+        except CredentialUnavailable:
+            return False
+        return credential is not None and credential != self._refused_with
+
+    def _refused(self, status: int, sent: Credential | None) -> ProviderUnauthorized:
+        self._refused_with = sent
+        return ProviderUnauthorized(_refusal_text(status, self.tokens), http_status=status)
+
     def _headers_for(self, credential: Credential | None) -> httpx.Headers:
         """The request headers, made again only when the credential is another one."""
         if credential is not self._sent_credential:
@@ -220,24 +304,29 @@ class RemoteEndpoint:
         try:
             return await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise _transport_error(exc) from exc
+            raise _transport_error(exc, self.ca_file) from exc
 
     async def _post(self, body: bytes) -> bytes:
-        sent = self.tokens.current()  # a stat of the token file, read only if it changed
+        try:
+            sent = self.tokens.current()  # a stat of the token file, read only if it changed
+        except CredentialUnavailable:
+            self._refused_with = None
+            raise
         response = await self._send(body, sent)
         if response.status_code == 401 and self.tokens.configured:
             # The token may have been rotated under a stat that cannot show it (a
             # rewrite within one clock tick): read it again, and send once more only
             # if it is another token; a second 401 fails the exchange.
             await response.aclose()
-            fresh = self.tokens.reload()
+            fresh = self.reload_credential()
             if fresh == sent:
-                raise _unauthorized(401)
+                raise self._refused(401, sent)
+            sent = fresh
             response = await self._send(body, fresh)
         try:
             status = response.status_code
             if status in (401, 403):
-                raise _unauthorized(status)
+                raise self._refused(status, sent)
             if 300 <= status < 400:
                 raise RemoteTransport(
                     f"HTTP {status}: redirect not followed (a payload goes to the "
@@ -265,7 +354,7 @@ class RemoteEndpoint:
                     raise RemoteWire(f"response body over {limit} bytes")
                 chunks.append(chunk)
         except httpx.HTTPError as exc:
-            raise _transport_error(exc) from exc
+            raise _transport_error(exc, self.ca_file) from exc
         return b"".join(chunks)
 
     async def aclose(self) -> None:
@@ -291,6 +380,10 @@ class RemoteConnection(Acked):
         self.ack = ack
         self.closed = False
         self.failure: HostdError | None = None
+        #: The last refusal of its credential (HTTP 401/403, or none could be read): not
+        #: a broken exchange, so it stays alive; the pool takes it when it counts the
+        #: refused leg and parks the provider (no restart cures a credential).
+        self.refusal: ProviderUnauthorized | None = None
         #: Ready at its handshake: HTTP carries no ``context/progress``, so a remote
         #: provider that is still warming says so per query (``unavailable``, ``warming``).
         self.readiness = Readiness(self.provider_id)
@@ -310,7 +403,7 @@ class RemoteConnection(Acked):
         """Handshake (H1–H3, H2, C5 checked as for a child) and force egress (C4). The
         credential is read again first: a (re)start takes a rotated token whatever the
         token file's stat says."""
-        endpoint.tokens.reload()
+        endpoint.reload_credential()
         try:
             with anyio.fail_after(handshake_timeout):
                 codec = endpoint.codec
@@ -340,6 +433,9 @@ class RemoteConnection(Acked):
             return await self.endpoint.exchange(request, read)
         except (RemoteTransport, RemoteWire) as exc:
             self.failure = exc  # the pool handshakes again, after its backoff
+            raise
+        except ProviderUnauthorized as exc:
+            self.refusal = exc
             raise
 
     async def explain(self, exc: E, deadline: float | None = None) -> E:
