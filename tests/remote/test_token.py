@@ -222,3 +222,21 @@ def test_a_variable_is_read_at_reload_only(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("HOSTD_TEST_ROTATED")
     with pytest.raises(CredentialUnavailable, match="HOSTD_TEST_ROTATED"):
         tokens.reload()
+
+
+@pytest.mark.parametrize("inside", ["\r", "\x00", "\x1b", "\x7f", "\r\n"])
+def test_a_token_with_a_control_character_inside_is_unavailable_naming_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inside: str
+) -> None:
+    token = tmp_path / "remote.token"
+    token.write_text(f"{OLD}{inside}{NEW}\n")
+    with pytest.raises(CredentialUnavailable, match="token_file .*remote.token") as from_file:
+        TokenSource(token).current()
+    caught = [from_file]
+    if inside != "\x00":  # an environment cannot hold a NUL
+        monkeypatch.setenv("HOSTD_TEST_BROKEN", f"{OLD}{inside}{NEW}")
+        with pytest.raises(CredentialUnavailable, match="token_env HOSTD_TEST_BROKEN") as env:
+            TokenSource(token_env="HOSTD_TEST_BROKEN").current()
+        caught.append(env)
+    for one in caught:
+        assert OLD not in one.value.message and NEW not in one.value.message

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from hostd.errors import CredentialUnavailable
 from hostd.protocol import is_loopback_host
 
 from .._redact import REDACTED, Redactor
 
-__all__ = ["REDACTED", "Credential", "TokenSource", "remote_url_problem"]
+__all__ = ["REDACTED", "Credential", "TokenSource", "remote_url_problem", "shown_url"]
 
 
 def remote_url_problem(url: str) -> str | None:
@@ -52,13 +52,28 @@ def remote_url_problem(url: str) -> str | None:
     return None
 
 
+def shown_url(url: str) -> str:
+    """``url`` as ``providers/list``, ``host/status`` and the log show it: scheme, host, port and
+    path. A user or password (refused by the config, C8), a query (a server may take its
+    key there) and a fragment are left out: whatever they hold is never shown."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _one_line(token: str) -> bool:
+    """Whether a token can be one header value: no line break, no other control
+    character (an HTTP library refuses them, or a header would be split)."""
+    return not any(ord(c) < 0x20 or ord(c) == 0x7F for c in token)
+
+
 class Credential:
     """A bearer token. Its value is reachable only through ``authorization()``."""
 
     __slots__ = ("_token",)
 
     def __init__(self, token: str) -> None:
-        if not token or any(c in token for c in "\r\n"):
+        if not token or not _one_line(token):
             raise ValueError("a bearer token must be one non-empty line")
         self._token = token
 
@@ -144,6 +159,10 @@ class TokenSource:
                 raise CredentialUnavailable(
                     f"token_env {self.token_env}: the variable is not set or empty"
                 )
+            if not _one_line(value):
+                raise CredentialUnavailable(
+                    f"token_env {self.token_env}: must hold one line, no control characters"
+                )
             self._keep(Credential(value))
         self._loaded = True
         return self._credential
@@ -156,8 +175,10 @@ class TokenSource:
             text = raw.decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise self._unreadable(exc) from None
-        if not text or "\n" in text:
-            raise CredentialUnavailable(f"token_file {path}: must hold one non-empty line")
+        if not text or not _one_line(text):
+            raise CredentialUnavailable(
+                f"token_file {path}: must hold one non-empty line, no control characters"
+            )
         self._keep(Credential(text))
         self._stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
