@@ -37,6 +37,7 @@ from hostd.transport import (
     StderrPolicy,
     TokenSource,
     secret_env_values,
+    shown_url,
 )
 
 from ._health import RestartPolicy
@@ -157,7 +158,7 @@ class Launcher:
         if endpoint is not None:
             return endpoint.describe()
         shown = REDACTED if spec.token_file is not None or spec.token_env is not None else None
-        return {"url": spec.url, "credential": shown}
+        return {"url": shown_url(spec.url or ""), "credential": shown}
 
     async def aclose(self) -> None:
         """Close every remote endpoint's pooled client (the pool is ending)."""

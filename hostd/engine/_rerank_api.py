@@ -35,7 +35,7 @@ import orjson
 
 from hostd.errors import RemoteWire
 
-__all__ = ["RerankApi", "Scored", "document_text", "order_by_scores", "rerank_url", "shown_url"]
+__all__ = ["RerankApi", "Scored", "document_text", "order_by_scores", "rerank_url"]
 
 #: A model name a server reports is recorded only when it looks like one (bounded, no
 #: spaces or controls); anything else is not quoted.
@@ -50,15 +50,6 @@ def rerank_url(url: str) -> str:
     if not path.endswith("/rerank"):
         path += "/rerank"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def shown_url(url: str) -> str:
-    """``url`` as ``providers/list`` and ``host/status`` show it: scheme, host, port and
-    path. A user or password (refused by the config, C8), a query (a server may take its
-    key there) and a fragment are left out: whatever they hold is never shown."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def document_text(candidate: Mapping[str, Any]) -> str:

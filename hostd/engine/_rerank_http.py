@@ -43,6 +43,7 @@ from hostd.errors import (
     RemoteWire,
 )
 from hostd.protocol import HostInfo
+from hostd.transport import shown_url
 
 from ._health import (
     CoolDownPolicy,
@@ -63,7 +64,6 @@ from ._rerank_api import (
     document_text,
     order_by_scores,
     rerank_url,
-    shown_url,
 )
 from ._spec import ProviderSpec
 

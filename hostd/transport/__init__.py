@@ -61,6 +61,7 @@ from .remote import (
     RemoteEndpoint,
     TokenSource,
     remote_url_problem,
+    shown_url,
 )
 
 #: Either end of a leg: a child process's connection or a remote provider's.
@@ -100,6 +101,7 @@ __all__ = [
     "provider_error",
     "register_binding",
     "remote_url_problem",
+    "shown_url",
     "scrubbed_env",
     "secret_env_values",
     "stop_process",

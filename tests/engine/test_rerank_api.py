@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.engine import RerankApi, rerank_url
-from hostd.engine._rerank_api import document_text, order_by_scores, shown_url
+from hostd.engine._rerank_api import document_text, order_by_scores
 from hostd.errors import RemoteWire
+from hostd.transport import shown_url
 
 SECRET = "tok-3c9f1a77e0b2"
 

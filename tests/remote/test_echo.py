@@ -25,6 +25,7 @@ from tests.remote._servers import (
     after_handshake,
     consented,
     make_tls,
+    provider_app,
     remote_spec,
     serving,
 )
@@ -164,3 +165,22 @@ async def test_the_cli_never_shows_an_echoed_token(tmp_path: Path) -> None:
     assert "team: error: response body (" in outputs[1], outputs[1]
     for shown in outputs:
         assert TOKEN not in shown
+
+
+async def test_a_key_in_the_urls_query_is_sent_but_never_shown(tmp_path: Path) -> None:
+    """Some servers take their key in the query: it goes to the server, and nowhere else
+    (``providers/list``, the endpoint's repr, the log)."""
+    tls = make_tls(tmp_path)
+    async with serving(provider_app(), tls) as (url, rec):
+        spec = remote_spec(f"{url.rstrip('/')}/?api_key=q-{TOKEN}", tls)
+        with structlog.testing.capture_logs() as logs:
+            async with Host([spec], consent=consented(tmp_path, spec.id)) as host:
+                fan = await host.query_all(query(), 1000)
+                rows = host.providers_list()
+                shown = repr(host.pool.launcher._remotes[spec.id])
+    assert fan.reports[spec.id].status is LegStatus.OK
+    assert rec.seen and all(s.kind in ("handshake", "query") for s in rec.seen)
+    (row,) = rows
+    assert row["remote"]["url"] == url.rstrip("/") + "/"
+    for text in (json.dumps(rows), shown, repr(logs)):
+        assert f"q-{TOKEN}" not in text and "api_key" not in text

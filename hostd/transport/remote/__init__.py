@@ -2,7 +2,7 @@
 
 from .._redact import REDACTED
 from ._http import DEFAULT_REMOTE_CONNECTIONS, RemoteConnection, RemoteEndpoint
-from ._url import Credential, TokenSource, remote_url_problem
+from ._url import Credential, TokenSource, remote_url_problem, shown_url
 
 __all__ = [
     "DEFAULT_REMOTE_CONNECTIONS",
@@ -12,4 +12,5 @@ __all__ = [
     "RemoteEndpoint",
     "TokenSource",
     "remote_url_problem",
+    "shown_url",
 ]

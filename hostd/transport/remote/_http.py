@@ -69,7 +69,7 @@ from .._readiness import Readiness
 from .._redact import REDACTED
 from ..bindings import Codec, Request, check_ack, find_binding
 from ._body import read_as, read_reply
-from ._url import Credential, TokenSource, remote_url_problem
+from ._url import Credential, TokenSource, remote_url_problem, shown_url
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
@@ -229,16 +229,18 @@ class RemoteEndpoint:
             ),
         )
         self.exchanges = 0
-        log.debug("provider.remote.opened", provider=provider_id, url=url, binding=self.wire)
+        log.debug(
+            "provider.remote.opened", provider=provider_id, url=shown_url(url), binding=self.wire
+        )
 
     def __repr__(self) -> str:
         credential = REDACTED if self.tokens.configured else None
-        return f"<RemoteEndpoint {self.provider_id} {self.url} credential={credential}>"
+        return f"<RemoteEndpoint {self.provider_id} {shown_url(self.url)} credential={credential}>"
 
     def describe(self) -> dict[str, Any]:
         """``providers/list``'s ``remote`` member: never the credential itself (C8)."""
         return {
-            "url": self.url,
+            "url": shown_url(self.url),  # never its query, where a server may take a key
             "credential": REDACTED if self.tokens.configured else None,
             "exchanges": self.exchanges,
         }
