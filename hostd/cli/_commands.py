@@ -259,11 +259,17 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     empty = no_evidence(result)
     advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
     failures = empty if empty is not None else leg_failures(result)
-    if log_level.at > INFO and any("provider.stderr" in line for line in failures):
-        failures.append(
-            "what a provider writes on stderr is logged at info: "
-            "`hostd --log-level info compose …` shows it"
-        )
+    if any("provider.stderr" in line for line in failures):
+        if args.connect is not None:  # the provider runs under the daemon: its log has it
+            failures.append(
+                "what a provider writes on stderr is in the daemon's log "
+                "(its [log] file, else its stderr), at info"
+            )
+        elif log_level.at > INFO:
+            failures.append(
+                "what a provider writes on stderr is logged at info: "
+                "`hostd --log-level info compose …` shows it"
+            )
     for line in [*failures, *advice]:
         sys.stderr.write(f"hostd: {line}\n")
     return EXIT_OK if empty is None else EXIT_FAILED

@@ -4,6 +4,7 @@ run as a child, its stderr and exit status read as a user would."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -150,6 +151,33 @@ def test_a_provider_whose_query_fails_is_pointed_at_its_stderr(tmp_path: Path) -
     stderr = [e["line"] for e in said if e.get("event") == "provider.stderr"]
     assert any("RuntimeError: notes database is locked" in line for line in stderr), stderr
     assert not any("--log-level info" in line for line in _human(shown.stderr))
+
+
+def test_with_connect_the_hint_points_at_the_daemons_log(tmp_path: Path) -> None:
+    script = tmp_path / "raises.py"
+    script.write_text(_RAISES, encoding="utf-8")
+    config = _config(tmp_path, _provider("raises", ["python", str(script)]))
+    log = tmp_path / "daemon.log"
+    with log.open("w") as sink:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+        try:  # --wait: the CLI waits for the daemon's socket (an event), not a sleep
+            done = _hostd("--config", str(config), "compose", "x", "--connect", "--wait", "60")
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=60)
+    assert done.returncode == 1, done.stderr
+    human = _human(done.stderr)
+    assert any("raises: error:" in line and "provider.stderr" in line for line in human), human
+    assert any("in the daemon's log" in line for line in human), human
+    assert not any("--log-level info" in line for line in human), human
+    # And the daemon's log does hold the provider's account.
+    assert "RuntimeError: notes database is locked" in log.read_text()
 
 
 def test_an_empty_prompt_of_evidence_that_did_not_fit_says_so(tmp_path: Path) -> None:
