@@ -66,11 +66,14 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
         return None
     offered: dict[str, int] = {}
     reasons: dict[str, int] = {}
+    each: dict[str, dict[str, int]] = {}  # per provider: reason -> frames
     for e in (result.get("audit") or {}).get("entries") or []:
         pid = str((e.get("frame") or {}).get("provider_id", "?"))
         offered[pid] = offered.get(pid, 0) + 1
         reason = str(e.get("reason") or e.get("disposition") or "?")
         reasons[reason] = reasons.get(reason, 0) + 1
+        mine = each.setdefault(pid, {})
+        mine[reason] = mine.get(reason, 0) + 1
     if not offered:
         lines = ["empty prompt: no provider produced evidence"]
     else:  # evidence came, and the audit says why none of it is in the prompt
@@ -80,9 +83,15 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
             lines.append("  no frame fit what the budget left after the preamble: raise --budget")
     for p in result.get("providers") or []:
         if p.get("status") == "ok" and not p.get("note"):  # a note: leg_failures says it
-            n = offered.get(str(p.get("provider_id")), 0)
+            pid = str(p.get("provider_id"))
+            n = offered.get(pid, 0)
             how = f"{n} frame(s) offered, none included" if n else "no frames"
-            lines.append(f"  {p.get('provider_id')}: ok, {how}")
+            if n:  # why, in the audit's reasons, and the rules of frames dropped as invalid
+                why = ", ".join(f"{r} {k}" for r, k in sorted(each.get(pid, {}).items()))
+                dropped = [v for v in p.get("violations") or [] if v.get("severity") == "error"]
+                rules = sorted({str(v.get("rule")) for v in dropped})
+                how += f" ({why}" + (f": {', '.join(rules)}" if rules else "") + ")"
+            lines.append(f"  {pid}: ok, {how}")
     return lines + leg_failures(result)
 
 

@@ -1,7 +1,7 @@
 """One degraded flag: whether a composition is whole, and if not, every reason why.
 
-A composition is whole when every leg it asked answered ``ok``, every held frame
-it reused was verified, and its strategy ran as asked (the reranker's verdict,
+A composition is whole when every leg it asked answered ``ok`` with no frame
+dropped as invalid, every held frame it reused was verified, and its strategy ran as asked (the reranker's verdict,
 the calibration's maps). Otherwise it is ``degraded``, and each shortfall is
 one ``Degraded`` from a closed vocabulary (``REASONS``), naming the provider
 where one applies, so a client can tell "no evidence exists" from "a provider
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hostd.engine import LegReport, LegStatus
+from hostd.protocol import Severity
 
 __all__ = ["REASONS", "Degraded", "degradations", "leg_degradation"]
 
@@ -26,6 +27,7 @@ REASONS = (
     "provider_warming",  # started but not ready within the leg's bound
     "provider_skipped",  # not asked: its budget share was 0
     "quarantined",  # its reply broke a budget or kind rule (B1–B4, Q1, Q2): none served
+    "frames_invalid",  # an ok leg's frames dropped for breaking a frame rule (F1–F5, D1, Q1…)
     "consent_missing",  # not asked: a scope it declares has no consent receipt (C1, C6)
     "verify_skipped",  # its context/verify gave no verdicts: held frames read unknown
     "rerank_fallback",  # strategy rerank without the reranker's verdict
@@ -61,7 +63,11 @@ def leg_degradation(report: LegReport) -> Degraded | None:
     """Why this leg leaves the composition short (``None`` for an ``ok`` leg)."""
     status, pid = report.status, report.provider_id
     if status is LegStatus.OK:
-        return None
+        if not report.violations:  # the common case: one attribute read
+            return None
+        # An ok leg's errors are its frames dropped as invalid (notices are kept frames).
+        dropped = sorted({v.rule for v in report.violations if v.severity is Severity.ERROR})
+        return Degraded("frames_invalid", pid, ",".join(dropped)) if dropped else None
     if status in _FAILED:
         return Degraded("provider_failed", pid, status.value)
     if status is LegStatus.QUARANTINED:

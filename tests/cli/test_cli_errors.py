@@ -289,3 +289,16 @@ def test_a_provider_failure_is_reported_once_per_command(
     assert len([line for line in lines if "bad: crashed" in line]) == 1, done.stderr
     # Not again in the log: its warnings would repeat each failed start.
     assert not [line for line in lines if line.startswith("{")], done.stderr
+
+
+def test_frames_dropped_as_invalid_are_named_with_their_rules(tmp_path: Path) -> None:
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "invalid_frames"]
+    config = _config(tmp_path, _provider("adv", words))
+    # A budget no frame fits: the valid one is over_budget, the rest were dropped.
+    done = _hostd("--config", str(config), "compose", "anything", "--budget", "60")
+    assert done.returncode == 1, done.stderr
+    human = _human(done.stderr)
+    line = next(line for line in human if line.startswith("hostd:   adv: ok"))
+    assert "invalid_frame 5" in line and "over_budget 1" in line, line
+    assert all(rule in line for rule in ("F1", "F3", "F4", "F5")), line
+    assert any("degraded: frames_invalid(adv)" in line for line in human), human

@@ -88,3 +88,24 @@ async def test_a_calibrated_composition_without_maps_says_so(start_daemon) -> No
     (reason,) = result["degraded_reasons"]
     assert reason["reason"] == "calibration_missing" and "provider" not in reason
     assert "hostd calibrate" in reason["detail"]
+
+
+async def test_an_ok_leg_whose_frames_were_dropped_as_invalid_is_named(
+    start_daemon, marker: str
+) -> None:
+    # Its one frame is of a kind it did not declare (Q1): dropped, the leg still ok.
+    extra = (
+        '[[provider]]\nid = "odd"\ncommand = ["python", "-m", '
+        '"tests.fixtures.adversarial_provider", "undeclared_kind", "--name", '
+        f'"odd-{marker}"]\ntimeout_ms = 60000\ncwd = "{ROOT}"\n'
+    )
+    daemon = await start_daemon({"alpha": {}}, extra=extra)
+    async with connect(daemon.socket) as client:
+        result = (await client.compose("kinds", budget=300)).to_wire()
+    assert await daemon.stop() == 0
+    status = {p["provider_id"]: p["status"] for p in result["providers"]}
+    assert status == {"alpha": "ok", "odd": "ok"}
+    assert result["degraded"] is True
+    assert result["degraded_reasons"] == [
+        {"reason": "frames_invalid", "provider": "odd", "detail": "Q1"}
+    ]
