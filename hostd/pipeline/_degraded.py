@@ -1,13 +1,14 @@
 """One degraded flag: whether a composition is whole, and if not, every reason why.
 
 A composition is whole when every leg it asked answered ``ok`` with no frame
-dropped as invalid, every held frame it reused was verified, and its strategy ran as asked (the reranker's verdict,
-the calibration's maps). Otherwise it is ``degraded``, and each shortfall is
-one ``Degraded`` from a closed vocabulary (``REASONS``), naming the provider
-where one applies, so a client can tell "no evidence exists" from "a provider
-was down". Computed once, in the pipeline's report stage, from values the
-stages already hold: pure, and ordered so the same shortfalls give the same bytes.
-Details are codes and counts hostd chose, never text a provider wrote.
+dropped as invalid, every held frame it reused was verified, and its strategy ran
+as asked (the reranker's verdict, the calibration's maps). Otherwise it is
+``degraded``, and each shortfall is one ``Degraded`` from a closed vocabulary
+(``REASONS``), naming the provider where one applies, so a client can tell "no
+evidence exists" from "a provider was down". Computed once, in the pipeline's
+report stage, from values the stages already hold: pure, and ordered so the same
+shortfalls give the same bytes. Details are codes and counts hostd chose, never
+text a provider wrote.
 """
 
 from __future__ import annotations
