@@ -2,7 +2,11 @@
 
 It needs no config: the provider is the command after ``--``, run as the daemon
 would run it from ``hostd.toml`` (``python`` is hostd's own interpreter; the daemon's
-scrubbed environment) and held to the daemon's default deadlines (``_checks``).
+scrubbed environment), or a remote provider's ``--url`` with the config's own keys
+for its credential and TLS files, held to the daemon's default deadlines
+(``_checks``). ``--provider ID`` reads the config in use and checks that provider
+as it is configured there (its command or url, binding, env, cwd, credential,
+``timeout_ms`` and ``start_timeout_s``).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,10 +22,24 @@ from hostd.config import ProviderSettings
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
+if TYPE_CHECKING:
+    from hostd.engine import ProviderSpec
+
+    from ._checks import Deadlines
+
 __all__ = ["add_check_command"]
 
 #: ``--binding mcp``: the one timeout its check holds the handshake and each call to.
 _MCP_TIMEOUT_S = 10.0
+
+#: A remote provider's options, as ``[[provider]]`` spells them: the flag's name.
+_REMOTE_FLAGS = {
+    "token_env": "--token-env",
+    "token_file": "--token-file",
+    "ca_file": "--ca-file",
+    "client_cert": "--client-cert",
+    "client_key": "--client-key",
+}
 
 
 def add_check_command(sub: Any) -> None:
@@ -32,13 +50,43 @@ def add_check_command(sub: Any) -> None:
         "budget honesty, the kinds filter, malformed-input tolerance, verify honesty and "
         "shutdown; an MCP server (--binding mcp) the way the host uses it: initialize, its "
         "resources and --tool results as frames, budget honesty, the kinds filter, its "
-        "file:// ranges against the files, shutdown. "
-        "Usage: hostd check-provider [options] -- CMD ARG...",
+        "file:// ranges against the files, shutdown. A remote provider (--url) is reached "
+        "over HTTPS as the daemon reaches a [[provider]] url; the checks a process alone "
+        "can show (malformed input on its stdin, shutdown) are skipped. "
+        "Usage: hostd check-provider [options] -- CMD ARG... | --url URL | --provider ID",
     )
     check.add_argument(
         "--binding",
-        default="jsonrpc",
+        default=None,
         help="any registered binding: jsonrpc (default), cgp, mcp, …",
+    )
+    check.add_argument(
+        "--url",
+        help="a remote provider's https:// URL (http:// to loopback only), checked instead "
+        "of a command",
+    )
+    check.add_argument(
+        "--token-env", metavar="NAME", help="--url: the variable holding its bearer token"
+    )
+    check.add_argument(
+        "--token-file", metavar="PATH", help="--url: the file holding its bearer token"
+    )
+    check.add_argument(
+        "--ca-file", metavar="PATH", help="--url: the CA(s) to trust instead of the system's"
+    )
+    check.add_argument("--client-cert", metavar="PATH", help="--url: mutual TLS certificate")
+    check.add_argument("--client-key", metavar="PATH", help="--url: mutual TLS key")
+    check.add_argument(
+        "--provider",
+        metavar="ID",
+        help="check the provider of this id in the config in use (hostd --config PATH), "
+        "command or url, as configured there",
+    )
+    check.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,  # as hostd --config (the top-level option's default)
+        help="--provider: the config file (default: the one hostd would use)",
     )
     check.add_argument(
         "--tool",
@@ -79,9 +127,142 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
+    from hostd.engine import ProviderSpec
     from hostd.logs import configure_logging, flush_logs
-    from hostd.transport import binding_problem  # the binding registry, loaded when used
 
+    from ._checks import Deadlines
+
+    given = list(args.cmd)
+    if given and given[0] == "--":
+        given = given[1:]
+    problem = _usage_problem(args, given)
+    if problem is not None:
+        sys.stderr.write(f"hostd check-provider: {problem}\n")
+        return EXIT_USAGE
+    timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000
+    spec: ProviderSpec | None = None
+    deadlines, said = Deadlines.of(timeout_s), ""
+    if args.provider is not None:
+        found = _configured(args, timeout_s)
+        if isinstance(found, str):
+            sys.stderr.write(f"hostd check-provider: {found}\n")
+            return EXIT_USAGE
+        spec, deadlines, said = found
+    elif args.url is not None:
+        remote = {key: getattr(args, key) for key in _REMOTE_FLAGS}
+        spec = ProviderSpec("check", url=args.url, binding=args.binding or "jsonrpc", **remote)
+    # The host's own transport and bindings log as they do in the daemon: on stderr, at
+    # warning unless told (the table is the report; a provider's stderr is in it).
+    configure_logging(
+        getattr(args, "log_level", None) or "warning",
+        log_format=getattr(args, "log_format", None) or "auto",
+    )
+    if spec is not None and spec.remote:
+        status = _check_remote(spec, args, deadlines, said)
+    else:
+        status = _check_command(given, spec, args, deadlines, said)
+    flush_logs()
+    return status
+
+
+def _usage_problem(args: argparse.Namespace, given: list[str]) -> str | None:
+    """What is wrong with how check-provider was called, or ``None``."""
+    from hostd.transport import binding_problem, remote_url_problem  # loaded when used
+
+    if given and given[0].lower().startswith(("https://", "http://")):
+        # Never echoed: a URL may carry a credential (C8).
+        return "a URL is not a command: check a remote provider with --url URL"
+    targets = [bool(given), args.url is not None, args.provider is not None]
+    if sum(targets) != 1:
+        how = "the provider command after --, --url URL or --provider ID"
+        return f"give {'one of ' if sum(targets) > 1 else ''}{how}"
+    remote = [flag for key, flag in _REMOTE_FLAGS.items() if getattr(args, key) is not None]
+    if remote and args.url is None:
+        return f"{', '.join(remote)}: only with --url"
+    if args.token_env is not None and args.token_file is not None:
+        return "give --token-env or --token-file, not both"
+    if (args.client_cert is None) != (args.client_key is None):
+        return "--client-cert and --client-key go together"
+    if args.provider is not None and (args.binding or args.tool or args.arguments):
+        return "--provider ID takes its binding and its options from the config"
+    binding = args.binding or "jsonrpc"
+    if args.url is not None:
+        problem = remote_url_problem(args.url)  # C7, C8: the config's rule, and the transport's
+        if problem is not None:
+            return f"--url: {problem}"
+    problem = binding_problem(binding, remote=args.url is not None)
+    if problem is not None:
+        return problem
+    if (args.tool or args.arguments) and binding != "mcp":
+        return "--tool and --arguments are for --binding mcp"
+    if len(args.arguments) > len(args.tool):
+        return "each --arguments goes with a --tool"
+    if args.timeout_ms is not None and args.timeout_ms <= 0:
+        return "--timeout-ms must be positive"
+    return None
+
+
+def _configured(
+    args: argparse.Namespace, timeout_s: float | None
+) -> tuple[ProviderSpec, Deadlines, str] | str:
+    """The provider ``--provider`` names in the config in use, the daemon's deadlines
+    for it (``--timeout-ms`` wins over its ``timeout_ms``) and the line saying where it
+    came from; or why it cannot be checked. A bad config raises ``ConfigError``."""
+    from hostd.config import load_config
+
+    from ._checks import Deadlines
+
+    cfg = load_config(args.config)
+    specs = {spec.id: spec for spec in cfg.provider_specs()}
+    spec = specs.get(args.provider)
+    if spec is None:
+        ids = ", ".join(sorted(specs)) or "none"
+        return f"no provider {args.provider!r} in {cfg.source} (its providers: {ids})"
+    if spec.binding == "mcp" and spec.env:
+        return f"--provider {spec.id}: the mcp check cannot give a provider its env"
+    of = f"of [[provider]] {spec.id}"
+    if spec.start_timeout_s is not None:
+        start_s, start_why = spec.start_timeout_s, f"start_timeout_s {of}"
+    else:
+        start_s, start_why = cfg.host.start_timeout_s, f"host.start_timeout_s in {cfg.source}"
+    deadlines = Deadlines.of(
+        spec.timeout_ms / 1000 if timeout_s is None else timeout_s,
+        f"timeout_ms {of}" if timeout_s is None else None,
+        start_s=start_s,
+        start_why=start_why,
+    )
+    return spec, deadlines, f"provider {spec.id} of {cfg.source}\n"
+
+
+def _check_remote(
+    spec: ProviderSpec, args: argparse.Namespace, deadlines: Deadlines, said: str
+) -> int:
+    from ._checks import check_remote_provider, render_remote_header, render_table
+
+    checked = anyio.run(
+        lambda: check_remote_provider(
+            spec, goal=args.goal, budget=args.budget, deadlines=deadlines
+        ),
+        backend="asyncio",
+    )
+    if args.json:
+        print_json([r.to_wire() for r in checked.results])
+    else:
+        sys.stdout.write(
+            said + render_remote_header(spec, deadlines) + render_table(checked.results)
+        )
+    return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED
+
+
+def _check_command(
+    given: list[str],
+    spec: ProviderSpec | None,
+    args: argparse.Namespace,
+    deadlines: Deadlines,
+    said: str,
+) -> int:
+    """Check the command after ``--``, or the configured one of ``spec`` (its binding,
+    options, cwd and env)."""
     from ._checks import (
         Checked,
         Deadlines,
@@ -92,76 +273,60 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
         render_table,
     )
 
-    problem = binding_problem(args.binding)
-    if problem is not None:
-        sys.stderr.write(f"hostd check-provider: {problem}\n")
-        return EXIT_USAGE
-    given = list(args.cmd)
-    if given and given[0] == "--":
-        given = given[1:]
-    if not given:
-        sys.stderr.write("hostd check-provider: give the provider command after --\n")
-        return EXIT_USAGE
-    if (args.tool or args.arguments) and args.binding != "mcp":
-        sys.stderr.write("hostd check-provider: --tool and --arguments are for --binding mcp\n")
-        return EXIT_USAGE
-    if len(args.arguments) > len(args.tool):
-        sys.stderr.write("hostd check-provider: each --arguments goes with a --tool\n")
-        return EXIT_USAGE
-    if args.timeout_ms is not None and args.timeout_ms <= 0:
-        sys.stderr.write("hostd check-provider: --timeout-ms must be positive\n")
-        return EXIT_USAGE
+    binding = args.binding or "jsonrpc"
+    options: dict[str, Any] = {}
+    cwd: str | None = None
+    env: dict[str, str] = {}
+    if spec is not None:
+        given, binding, options = list(spec.command), spec.binding, dict(spec.options)
+        env, cwd = dict(spec.env), None if spec.cwd is None else str(spec.cwd)
     # Run as the daemon runs it from hostd.toml: "python" is hostd's own interpreter.
-    cmd = daemon_command(given)
-    timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000
-    # The host's own transport and bindings log as they do in the daemon: on stderr, at
-    # warning unless told (the table is the report; a provider's stderr is in it).
-    configure_logging(
-        getattr(args, "log_level", None) or "warning",
-        log_format=getattr(args, "log_format", None) or "auto",
-    )
-    if args.binding == "mcp":
+    cmd = daemon_command(given, cwd)
+    if binding == "mcp":
         from ._check_mcp import check_mcp_provider
 
-        arguments = [*args.arguments, *([{}] * (len(args.tool) - len(args.arguments)))]
-        tools = [{"name": t, "arguments": a} for t, a in zip(args.tool, arguments, strict=True)]
-        # Its check holds the handshake and each call to one timeout: the daemon's start
-        # deadline is not a call's, so it keeps its own default.
-        if timeout_s is None:
-            timeout_s = _MCP_TIMEOUT_S
-            deadlines = Deadlines.of(timeout_s, "the mcp check's default, its handshake included")
-        else:
-            deadlines = Deadlines.of(timeout_s)
+        if spec is None:
+            arguments = [*args.arguments, *([{}] * (len(args.tool) - len(args.arguments)))]
+            tools = zip(args.tool, arguments, strict=True)
+            options = {"tools": [{"name": t, "arguments": a} for t, a in tools]}
+            # Its check holds the handshake and each call to one timeout: the daemon's
+            # start deadline is not a call's, so it keeps its own default.
+            if args.timeout_ms is None:
+                why = "the mcp check's default, its handshake included"
+                deadlines = Deadlines.of(_MCP_TIMEOUT_S, why)
+        timeout_s = deadlines.call.seconds
         results = anyio.run(
             lambda: check_mcp_provider(
                 cmd,
-                options={"tools": tools},
+                options=options,
                 goal=args.goal,
                 budget=args.budget,
                 timeout_s=timeout_s,
+                cwd=cwd,
             ),
             backend="asyncio",
         )
         checked = Checked(results, cmd)
     else:
-        deadlines = Deadlines.of(timeout_s)
         checked = anyio.run(
             lambda: check_provider(
                 cmd,
-                binding=args.binding,
+                binding=binding,
                 goal=args.goal,
                 budget=args.budget,
-                timeout_s=timeout_s,
+                deadlines=deadlines,
+                cwd=cwd,
+                env=env,
             ),
             backend="asyncio",
         )
-    flush_logs()
     if args.json:
         print_json([r.to_wire() for r in checked.results])
         sys.stderr.write(render_stderr(checked.stderr))
     else:
         sys.stdout.write(
-            render_header(given, checked.command, deadlines)
+            said
+            + render_header(given, checked.command, deadlines)
             + render_table(checked.results)
             + render_stderr(checked.stderr)
         )

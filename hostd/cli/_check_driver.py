@@ -12,22 +12,37 @@ bound on them and the end of the output (with the daemon's words for it) are the
 daemon's too. It judges nothing: what a reply means is ``_checks``'s (and the
 daemon's leg audit's); it never imports the engine. A step that cannot go on
 raises ``Failed``.
+
+A remote provider has no pipes to own: ``RemoteDriver`` asks it through the
+transport's own connection (``_checks`` opens it as the daemon's engine does), one
+HTTP exchange per call, each held to the same deadline; it tells an error reply
+(the provider's answer, X1/X2) from an exchange that broke (no connection, TLS, a
+refused credential, a body that is not one reply), as ``Driver`` tells a refusal
+from a crash.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import anyio
 
 import hostd
-from hostd.errors import HostdError, ProtocolFault
+from hostd.errors import (
+    HostdError,
+    ProtocolFault,
+    ProviderTimeout,
+    ProviderUnauthorized,
+    RemoteTransport,
+    RemoteWire,
+)
 from hostd.protocol import (
     ContextQuery,
+    ContextQueryResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
@@ -35,9 +50,11 @@ from hostd.protocol import (
 )
 from hostd.transport.bindings import UNKEYED, Codec, Fault, Notice, Refusal, Reply, Request
 
-__all__ = ["Child", "Driver", "Failed"]
+__all__ = ["HOST", "Child", "Driver", "Failed", "Link", "RemoteDriver"]
 
-_HOST = HostInfo(name="hostd-check-provider", version=hostd.__version__)
+#: Who check-provider says it is in the handshake (and, to a remote provider, its
+#: HTTP user agent).
+HOST = HostInfo(name="hostd-check-provider", version=hostd.__version__)
 _PROGRESS = "context/progress"
 #: Lines read and not yet waited for, at most: a provider writing what nobody asked for
 #: without end is cut off rather than held in memory.
@@ -219,7 +236,7 @@ class Driver:
 
     async def handshake(self, timeout_s: float) -> HandshakeAck:
         """The handshake, within ``timeout_s`` (the daemon's start deadline)."""
-        msg = await self.call(self.codec.handshake(_HOST), timeout_s=timeout_s)
+        msg = await self.call(self.codec.handshake(HOST), timeout_s=timeout_s)
         if isinstance(msg, Refusal):
             raise Failed(f"handshake refused: {msg.error.message}")
         self.warming = isinstance(msg.payload, dict) and msg.payload.get("ready") is False
@@ -251,3 +268,84 @@ class Driver:
 
     async def shutdown(self) -> None:
         await self.send(self.codec.shutdown())
+
+
+class Link(Protocol):
+    """A handshaken remote provider as the driver uses it (the transport's
+    ``RemoteConnection``)."""
+
+    @property
+    def ack(self) -> HandshakeAck | None: ...
+
+    async def query(self, query: ContextQuery) -> ContextQueryResult: ...
+
+    async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
+
+
+#: The errors of an exchange that broke rather than was answered: the connection or
+#: TLS failed or the status was not 2xx (``RemoteTransport``), the body was not one reply
+#: (``RemoteWire``), the credential was refused or could not be read. Anything else an
+#: exchange raises is the provider's own error reply (X1, X2).
+_BROKEN = (RemoteTransport, RemoteWire, ProviderUnauthorized)
+
+
+@dataclass
+class RemoteDriver:
+    """One remote provider, asked through the transport's connection: ``opener`` makes
+    it (the handshake, within the deadline it is given, by the daemon's own path)."""
+
+    opener: Callable[[float], Awaitable[Link]]
+    #: A call's deadline (the daemon's ``timeout_ms``), in seconds.
+    timeout_s: float
+    link: Link | None = None
+    #: How long the last call took to be answered, in milliseconds.
+    last_ms: float = 0.0
+    # Each exchange stands alone: no output ends, nothing falls out of step, and HTTP
+    # carries no ``context/progress`` (a remote provider still warming says so per query).
+    dead: bool = False
+    ended: HostdError | None = None
+    out_of_step: bool = False
+    warming: bool = False
+
+    def _link(self) -> Link:
+        if self.link is None:
+            raise Failed("not handshaken")
+        return self.link
+
+    async def handshake(self, timeout_s: float) -> HandshakeAck:
+        """The handshake, within ``timeout_s`` (the daemon's start deadline): its rules
+        (H1–H3, H2, C5) judged by the transport as the daemon's are."""
+        try:
+            self.link = await self.opener(timeout_s)
+        except ProviderTimeout:
+            raise TimeoutError from None  # the step names the deadline it missed
+        ack = self.link.ack
+        if ack is None:
+            raise Failed("the connection holds no handshake ack")
+        return ack
+
+    async def query(self, query: ContextQuery) -> tuple[list[Any] | None, HostdError | None]:
+        """Returns (raw frames, None) or (None, the error reply as its typed error); an
+        exchange that broke raises its error (the step's row names it)."""
+        link = self._link()
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(self.timeout_s):
+                result = await link.query(query)
+        except _BROKEN:
+            raise
+        except HostdError as exc:
+            self.last_ms = (time.monotonic() - started) * 1000
+            return None, exc
+        self.last_ms = (time.monotonic() - started) * 1000
+        return list(result.frames), None
+
+    async def verify(self, identities: list[FrameIdentity]) -> VerifyResponse:
+        link = self._link()
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await link.verify(identities)
+        except _BROKEN:
+            raise
+        except HostdError as exc:
+            raise Failed(f"verify answered an error: {exc.message}") from None

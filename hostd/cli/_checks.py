@@ -19,6 +19,11 @@ tail kept, scrubbed by the provider's ``Redactor``), each call held to the
 daemon's deadlines (``Deadlines``: ``timeout_ms`` by default); a check that fails
 says what the provider said about it (``ChildProcess.failure_report``: its exit
 status and the last lines of its stderr, as the daemon explains a crash).
+A remote provider (``check_remote_provider``: a ``url``) is reached as the daemon
+reaches it: the endpoint and connection are the engine ``Launcher``'s (C7, the
+credential read at the handshake and scrubbed from every row, C8), the same checks
+run over HTTP exchanges (``RemoteDriver``), and those only a child's pipes can show
+(malformed input on its stdin, shutdown and its exit) are skipped, saying why.
 """
 
 from __future__ import annotations
@@ -28,14 +33,15 @@ import shlex
 import sys
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
 from hostd.config import HostSettings, ProviderSettings, provider_command
-from hostd.engine import LegAudit, PoolSettings, audit_leg
+from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
 from hostd.errors import HostdError, ProviderCrashed
 from hostd.protocol import (
     PROTOCOL_VERSION,
@@ -47,10 +53,16 @@ from hostd.protocol import (
     Severity,
     check_handshake,
 )
-from hostd.transport import ENV_ALLOW_LIST, ChildProcess, Redactor, secret_env_values
+from hostd.transport import (
+    ENV_ALLOW_LIST,
+    ChildProcess,
+    Redactor,
+    RemoteConnection,
+    secret_env_values,
+)
 from hostd.transport.bindings import UNKEYED, find_binding
 
-from ._check_driver import Driver, Failed
+from ._check_driver import HOST, Driver, Failed, Link, RemoteDriver
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS",
@@ -58,8 +70,10 @@ __all__ = [
     "Checked",
     "Deadlines",
     "check_provider",
+    "check_remote_provider",
     "daemon_command",
     "render_header",
+    "render_remote_header",
     "render_stderr",
     "render_table",
 ]
@@ -143,9 +157,17 @@ class Deadlines:
     exit: Deadline
 
     @classmethod
-    def of(cls, timeout_s: float | None = None, why: str | None = None) -> Deadlines:
+    def of(
+        cls,
+        timeout_s: float | None = None,
+        why: str | None = None,
+        *,
+        start_s: float | None = None,
+        start_why: str | None = None,
+    ) -> Deadlines:
         """The daemon's defaults, or a call's deadline of ``timeout_s`` (``why``: what
-        that bound is, when it was not asked for)."""
+        that bound is, when it was not asked for) and a start's of ``start_s`` (a
+        config's ``start_timeout_s``; ``start_why``: where it comes from)."""
         asked = why or "the timeout asked for"
         if timeout_s is None:
             call = Deadline(
@@ -154,13 +176,17 @@ class Deadlines:
             )
         else:
             call = Deadline(timeout_s, f"{asked}; the daemon's default is {DEFAULT_TIMEOUT_MS} ms")
-        start = Deadline(
-            _START_TIMEOUT_S,
-            "the daemon's default start_timeout_s; set start_timeout_s in [[provider]] "
-            "to allow more",
-        )
+        if start_s is None:
+            start = Deadline(
+                _START_TIMEOUT_S,
+                "the daemon's default start_timeout_s; set start_timeout_s in [[provider]] "
+                "to allow more",
+            )
+        else:
+            start = Deadline(start_s, start_why or "the start_timeout_s asked for")
         if call.seconds > start.seconds:
-            why = f"{asked}; the daemon's default start_timeout_s is {_START_TIMEOUT_S:g} s"
+            default = "default " if start_s is None else ""
+            why = f"{asked}; the daemon's {default}start_timeout_s is {start.seconds:g} s"
             start = Deadline(call.seconds, why)
         ready = Deadline(max(call.seconds, _WARM_S), "a warm-up's bound here", "not ready")
         exit_ = Deadline(_GRACE_S, "the daemon then stops it with SIGTERM", "did not exit")
@@ -188,21 +214,22 @@ async def check_provider(
     goal: str = "how is the configuration loaded",
     budget: int = 400,
     timeout_s: float | None = None,
+    deadlines: Deadlines | None = None,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Checked:
     """Run every check against a fresh child running ``command`` as the daemon would run
     it; never raises for a bad peer. ``binding``: any registered binding (``ValueError``
     for one that is not); ``timeout_s``: a call's deadline (default: the daemon's
-    ``timeout_ms``); ``env``: the provider's own variables (``[[provider]] env``), on top
-    of the daemon's allow-list (their secret-named values are scrubbed from what it
-    says, as the daemon scrubs them)."""
+    ``timeout_ms``), or ``deadlines`` all of them (a config's); ``env``: the provider's
+    own variables (``[[provider]] env``), on top of the daemon's allow-list (their
+    secret-named values are scrubbed from what it says, as the daemon scrubs them)."""
     row = find_binding(binding)
     ran = daemon_command(command, cwd)
     if row.codec is None:  # an sdk-session binding has a check of its own (mcp: _check_mcp)
         detail = f"the {binding!r} binding has no codec for this driver: it has its own check"
         return Checked([CheckResult("binding", False, detail)], ran)
-    deadlines = Deadlines.of(timeout_s)
+    deadlines = deadlines or Deadlines.of(timeout_s)
     redactor = Redactor(secret_env_values(env or {}))  # the daemon's (engine ``Launcher``)
     try:
         child = await ChildProcess.spawn(_PID, ran, env=env, cwd=cwd, redactor=redactor)
@@ -213,12 +240,13 @@ async def check_provider(
         return Checked([CheckResult("start", False, detail)], ran)
     # The codec knows the provider by the id the audit's FrameIds carry (``_PID``), as
     # the daemon's knows it by its configured id: verify goes out as the daemon's does.
-    run = _Run(Driver(child, row.codec(_PID), deadlines.call.seconds), deadlines)
+    driver = Driver(child, row.codec(_PID), deadlines.call.seconds)
+    run = _Run(driver, deadlines)
     checked = Checked(run.results, ran)
     async with anyio.create_task_group() as tg:
         child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
         try:
-            await child.start_reading(run.d, _MAX_LINE_BYTES)
+            await child.start_reading(driver, _MAX_LINE_BYTES)
             await _run_checks(run, goal, budget)
         finally:
             with anyio.CancelScope(shield=True):
@@ -227,9 +255,53 @@ async def check_provider(
     return checked
 
 
+async def check_remote_provider(
+    spec: ProviderSpec,
+    *,
+    goal: str = "how is the configuration loaded",
+    budget: int = 400,
+    timeout_s: float | None = None,
+    deadlines: Deadlines | None = None,
+) -> Checked:
+    """Run every check that applies to a remote provider against ``spec``'s ``url``
+    (with its binding, credential and TLS files), over the endpoint and connection the
+    daemon's engine makes for it (``Launcher``: C7 checked before anything is built,
+    the token read at the handshake, every error scrubbed of it, C8); never raises for
+    a bad peer. Malformed input and shutdown are skipped, with why: a remote provider
+    has no stdin and no process here. ``timeout_s``/``deadlines`` as ``check_provider``'s."""
+    url = spec.url
+    assert url is not None
+    deadlines = deadlines or Deadlines.of(timeout_s)
+    # Under the id the audit's FrameIds carry, so verify goes out as the daemon's does.
+    spec = replace(spec, id=_PID)
+    launcher = Launcher(PoolSettings(max_line_bytes=_MAX_LINE_BYTES), HOST)
+    try:
+        endpoint = launcher.endpoint(spec)
+    except HostdError as exc:  # the URL (C7), or the TLS files cannot be loaded
+        start = CheckResult("start", False, f"{exc.reason}: {_unnamed(exc.message)}")
+        return Checked([start], [url])
+
+    async def open_link(handshake_timeout: float) -> Link:
+        # As the engine opens a remote provider: the token read again, the handshake's
+        # rules (H1–H3, H2, C5) checked, egress forced (C4).
+        return await RemoteConnection.open(endpoint, host=HOST, handshake_timeout=handshake_timeout)
+
+    run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines)
+    try:
+        await _run_checks(run, goal, budget)
+    finally:
+        await launcher.aclose()  # shielded: its pooled client is closed whatever happened
+    # Nothing a row says may carry a token the source read, even one the server echoed
+    # into its handshake (C8): every row leaves through the provider's redactor.
+    redactor = launcher.redactor(spec)
+    for result in run.results:
+        result.detail = redactor.text(result.detail)
+    return Checked(run.results, [url])
+
+
 def _unnamed(message: str) -> str:
     """A transport message about the provider without its check-provider id."""
-    return message.removeprefix(f"provider {_PID!r} ")
+    return message.removeprefix(f"provider {_PID!r} ").replace(f"refused {_PID!r}: ", "")
 
 
 async def _close(child: ChildProcess, run: _Run) -> str:
@@ -268,7 +340,7 @@ async def _close(child: ChildProcess, run: _Run) -> str:
 class _Run:
     """One run of the checks: the driver, the deadlines, the results so far."""
 
-    d: Driver
+    d: Driver | RemoteDriver
     deadlines: Deadlines
     results: list[CheckResult] = field(default_factory=list)
     #: The check during which the provider's output ended (it exited).
@@ -331,7 +403,8 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     if ack is None:
         return
     caps: Capabilities = ack.capabilities
-    if d.warming:  # an index to build first: its progress notes end with "ready"
+    # An index to build first: its progress notes end with "ready" (over a pipe only).
+    if isinstance(d, Driver) and d.warming:
         ready = deadlines.ready
         notes = await run.step("ready", d.wait_ready(ready.seconds), ready)
         if notes is None:
@@ -400,7 +473,7 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     await run.step("kinds filter", kinds_filter())
 
     # 5. Malformed input (R1): garbage, a wrong-typed request, then a valid query still served.
-    async def malformed() -> None:
+    async def malformed(d: Driver) -> None:
         await d.send_raw(b"this is not json\n")
         await d.send_raw(b'{"half": \n')
         bad = await d.send_query({"goal": 5})
@@ -414,7 +487,10 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
             CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
         )
 
-    await run.step("malformed input", malformed())
+    if isinstance(d, Driver):
+        await run.step("malformed input", malformed(d))
+    else:
+        results.append(CheckResult("malformed input", True, _NO_STDIN, skipped=True))
 
     # 6. Verify honesty (V1–V3): held frames are valid; a wrong digest is not.
     async def verify() -> None:
@@ -448,7 +524,7 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     await run.step("verify honesty", verify())
 
     # 7. Shutdown (R2): the provider exits after the shutdown message.
-    async def shutdown() -> None:
+    async def shutdown(d: Driver) -> None:
         started = time.monotonic()
         await d.shutdown()
         try:
@@ -460,7 +536,18 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         code = d.child.returncode
         results.append(CheckResult("shutdown", True, f"exited with {code} after {took} ms"))
 
-    await run.step("shutdown", shutdown(), deadlines.exit, in_step=False)
+    if isinstance(d, Driver):
+        await run.step("shutdown", shutdown(d), deadlines.exit, in_step=False)
+    else:
+        results.append(CheckResult("shutdown", True, _NO_PROCESS, skipped=True))
+
+
+#: Why a remote provider is not asked what only a child's pipes can show.
+_NO_STDIN = "not asked of a remote provider: no stdin here (the daemon POSTs whole requests)"
+_NO_PROCESS = (
+    "not asked of a remote provider: no process here to exit or show its stderr "
+    "(the daemon sends it no shutdown)"
+)
 
 
 def _audit(query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] = ()) -> LegAudit:
@@ -499,6 +586,35 @@ def render_header(given: Sequence[str], ran: Sequence[str], deadlines: Deadlines
     return (
         f"ran {shlex.join(ran)}{how}\n"
         f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}\n"
+        f"each call must answer within {call.seconds * 1000:.0f} ms "
+        f"({call.why.split(';')[0]})\n"
+    )
+
+
+def render_remote_header(spec: ProviderSpec, deadlines: Deadlines) -> str:
+    """What was asked and against which deadline, before the table: the URL, how the
+    daemon reaches it (its binding; where its credential comes from, named, never its
+    value, C8; the TLS files), and a call's deadline."""
+    assert spec.url is not None
+    scheme = urlsplit(spec.url).scheme.upper()
+    if spec.token_env is not None:
+        credential = f"the bearer token in ${spec.token_env} (never shown)"
+    elif spec.token_file is not None:
+        credential = f"the bearer token in token_file {spec.token_file} (never shown)"
+    else:
+        credential = "none"
+    if scheme != "HTTPS":
+        trust = "no TLS: loopback only (C7)"
+    elif spec.ca_file is not None:
+        trust = f"trusting ca_file {spec.ca_file}"
+    else:
+        trust = "trusting the system's CAs"
+    mutual = f"; client_cert {spec.client_cert}" if spec.client_cert is not None else ""
+    call = deadlines.call
+    return (
+        f"asked {spec.url} over {scheme} ({spec.binding}), as the daemon asks a "
+        "[[provider]] url\n"
+        f"credential: {credential}; {trust}{mutual}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
         f"({call.why.split(';')[0]})\n"
     )

@@ -47,7 +47,7 @@ from ._health import (
 )
 from ._host import Host, LegDone, ProgressDone
 from ._judge import JudgedLeg, judge, judge_leg
-from ._launch import PoolSettings
+from ._launch import Launcher, PoolSettings
 from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
 from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
 from ._pool import ProviderPool
@@ -75,6 +75,7 @@ __all__ = [
     "Host",
     "HttpReranker",
     "JudgedLeg",
+    "Launcher",
     "LegAction",
     "LegAudit",
     "LegDone",
