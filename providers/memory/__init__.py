@@ -1,10 +1,12 @@
 """``providers.memory``: durable, bitemporal agent memory (SQLite, FTS5) as a CGP provider.
 
 ``python -m providers.memory`` serves; ``add``/``import``/``supersede``/``list``/``forget``
-edit the database (``--help`` lists options).
+edit the database: without ``--db``, the one of the memory provider in the hostd config
+found from the current directory (``--help`` lists options).
 """
 
-from ._provider import MemoryProvider, default_db_path, main
+from ._database import DatabaseChoiceError, default_db_path
+from ._provider import MemoryProvider, main
 from ._store import (
     FTS_HALF_SCORE,
     KINDS,
@@ -18,6 +20,7 @@ from ._store import (
 __all__ = [
     "FTS_HALF_SCORE",
     "KINDS",
+    "DatabaseChoiceError",
     "Entry",
     "MemoryProvider",
     "MemoryStore",

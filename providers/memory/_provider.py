@@ -1,9 +1,10 @@
-"""``providers.memory`` on the provider runtime, plus its CLI (serve, add, supersede, list)."""
+"""``providers.memory`` on the provider runtime, plus its CLI (serve, add, import,
+supersede, list, forget). Serving uses ``--db`` or the global default; the editing
+commands choose as ``_database`` says and name their choice on stderr."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,17 +25,12 @@ from hostd.protocol import (
 from hostd.provider import Provider
 
 from .._cli import http_arguments, serve
+from ._database import DatabaseChoiceError, choose_database, default_db_path
 from ._store import KINDS, Entry, MemoryStore, NewEntry, TimestampError
 
-__all__ = ["MemoryProvider", "default_db_path", "main"]
+__all__ = ["MemoryProvider", "main"]
 
 VERSION = "0.1.0"
-
-
-def default_db_path() -> Path:
-    """``$XDG_STATE_HOME/hostd/memory.db``, else ``~/.local/state/hostd/memory.db``."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "hostd" / "memory.db"
 
 
 class MemoryProvider(Provider):
@@ -72,18 +68,35 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help=f"memory database (default: {default_db_path()})",
     )
+    # The editing commands' choice: a project's memory is edited from inside the project.
+    edit = argparse.ArgumentParser(add_help=False)
+    edit.add_argument(
+        "--db",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="memory database (default: the database of the memory provider in the hostd "
+        "config used here, as `hostd config path` shows it; with none, "
+        f"{default_db_path()}); the one used is named on stderr",
+    )
+    edit.add_argument(
+        "--provider",
+        metavar="ID",
+        help="the memory provider (by id) whose database to use, when the config has several",
+    )
     parser = argparse.ArgumentParser(
         prog="python -m providers.memory",
         description="CGP provider: durable, bitemporal agent memory in SQLite. With no "
         "command it serves on stdio (JSON-RPC binding), or over HTTPS with --http; the "
-        "other commands edit the database. Timestamps are YYYY-MM-DDTHH:MM:SS(.f)Z, UTC.",
+        "other commands edit the database: without --db, the one of the memory provider "
+        "in the hostd config found from the current directory. Timestamps are "
+        "YYYY-MM-DDTHH:MM:SS(.f)Z, UTC.",
         parents=[db],
     )
     http_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("serve", parents=[db], help="serve on stdio (the default)")
 
-    add = sub.add_parser("add", parents=[db], help="add one entry")
+    add = sub.add_parser("add", parents=[edit], help="add one entry")
     add.add_argument("--kind", choices=KINDS, default="fact")
     add.add_argument("--title", required=True)
     add.add_argument("--valid-from", help="when it became true (default: now)")
@@ -93,14 +106,14 @@ def _parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser(
         "import",
-        parents=[db],
+        parents=[edit],
         help="add JSON lines from stdin ({kind, title, content, valid_from?, valid_to?}) "
         "in one transaction",
     )
     imp.add_argument("--json", action="store_true", help="print the entries as JSON")
 
     sup = sub.add_parser(
-        "supersede", parents=[db], help="close an entry's window and open its successor"
+        "supersede", parents=[edit], help="close an entry's window and open its successor"
     )
     sup.add_argument("id", type=int)
     sup.add_argument("--title", help="title of the successor (default: the old title)")
@@ -108,12 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     sup.add_argument("--json", action="store_true", help="print both entries as JSON")
     sup.add_argument("content")
 
-    lst = sub.add_parser("list", parents=[db], help="entries valid now (or --as-of)")
+    lst = sub.add_parser("list", parents=[edit], help="entries valid now (or --as-of)")
     lst.add_argument("--as-of", help="list what was valid at this instant")
     lst.add_argument("--all", action="store_true", help="every entry, closed ones too")
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    fgt = sub.add_parser("forget", parents=[db], help="delete an entry")
+    fgt = sub.add_parser("forget", parents=[edit], help="delete an entry")
     fgt.add_argument("id", type=int)
     return parser
 
@@ -121,9 +134,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    path: Path = getattr(args, "db", None) or default_db_path()
+    given: Path | None = getattr(args, "db", None)
     command = args.command or "serve"
     try:
+        if command == "serve":
+            path = given or default_db_path()
+        else:
+            chosen = choose_database(given, args.provider)
+            path = chosen.path
+            # Named every time: a memory written to a database no provider reads is lost.
+            print(f"providers.memory: database {path} ({chosen.why})", file=sys.stderr)
         with MemoryStore(path) as store:
             if command == "serve":
                 print(f"providers.memory: {store.count()} entries in {path}", file=sys.stderr)
@@ -150,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     _print_entry(entry, args.json)
             elif command == "forget":
                 store.forget(args.id)
-    except (KeyError, ValueError, TimestampError, TypeError) as exc:
+    except (DatabaseChoiceError, KeyError, ValueError, TimestampError, TypeError) as exc:
         print(f"providers.memory: {exc}", file=sys.stderr)
         return 2
     return 0
