@@ -42,7 +42,7 @@ import anyio
 
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
-from hostd.errors import HostdError, ProviderCrashed
+from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.protocol import (
     PROTOCOL_VERSION,
     Capabilities,
@@ -440,6 +440,8 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     async def budget_honesty() -> None:
         tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
+        if error is not None and _code(error) != "budget_unsatisfiable":
+            raise Failed(f"max_tokens=8 answered an error: {error.message} ({_ANSWERED})")
         held = _audit(tight, raw, caps.query.kinds).quarantine
         breaches = [*(first[0].quarantine if first else ()), *held]
         breaches = [v for v in breaches if v.rule.startswith("B")]
@@ -457,11 +459,17 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
         raw, error = await d.query(q)
         took = d.last_ms
+        if error is not None and _code(error) != "unsupported_kind":
+            raise Failed(f"kinds=[{kind}] answered an error: {error.message} ({_ANSWERED})")
         breaches = [v for v in _audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
         )
-        raw2, _ = await d.query(other)
+        raw2, error2 = await d.query(other)
+        if error2 is not None and _code(error2) != "unsupported_kind":
+            raise Failed(
+                f"kinds=[x-no-such-kind] answered an error: {error2.message} ({_ANSWERED})"
+            )
         breaches += [v for v in _audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"]
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
@@ -618,6 +626,16 @@ def render_remote_header(spec: ProviderSpec, deadlines: Deadlines) -> str:
         f"each call must answer within {call.seconds * 1000:.0f} ms "
         f"({call.why.split(';')[0]})\n"
     )
+
+
+#: Why an error answer to a valid query fails its check.
+_ANSWERED = "the daemon reports such a leg error, with none of its frames"
+
+
+def _code(error: HostdError) -> str | None:
+    """The CGP error code a provider answered (``None`` for hostd's own errors)."""
+    code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
+    return str(code) if code is not None else None
 
 
 def render_stderr(stderr: str) -> str:

@@ -194,3 +194,61 @@ def test_a_provider_that_never_answers_fails_at_the_deadline_asked_for() -> None
     # The skipped check is counted apart, never as passed.
     assert done.stdout.splitlines()[-1] == "1/6 passed, 1 skipped", done.stdout
     assert "each call must answer within 300 ms (the timeout asked for)" in done.stdout
+
+
+# -- an error answer to a valid query ------------------------------------------------------
+
+_FAILS_AFTER = """\
+import sys
+from hostd.errors import ProviderError
+from hostd.protocol import Capabilities, CgpErrorCode, ProviderInfo, QueryCapability
+from hostd.provider import Provider, make_frame, run_stdio
+
+FAIL_FROM = int(sys.argv[1])
+CODE = CgpErrorCode(sys.argv[2])
+
+
+class Flaky(Provider):
+    info = ProviderInfo(name="flaky", version="1.0")
+    capabilities = Capabilities(query=QueryCapability(kinds=["fact"]))
+    calls = 0
+
+    async def query(self, query):
+        Flaky.calls += 1
+        if Flaky.calls == FAIL_FROM:
+            if CODE is CgpErrorCode.INTERNAL:
+                raise IndexError("list index out of range")  # a bug: answered internal
+            raise ProviderError("cannot", cgp_code=CODE)
+        frame = make_frame(
+            id="f1", kind="fact", title="t", citation_label="fact 1", content="a fact", score=0.5
+        )
+        return [frame] if "fact" in (query.kinds or ["fact"]) else []
+
+
+run_stdio(Flaky())
+"""
+
+
+@pytest.mark.parametrize(
+    ("fail_from", "code", "failed"),
+    [
+        (2, "internal", "budget honesty"),  # the second query (only) raises
+        (3, "internal", "kinds filter"),
+        (2, "budget_unsatisfiable", None),  # its honest answer to max_tokens=8
+        (3, "unsupported_kind", None),  # Q1 allows it for kinds it does not serve
+    ],
+)
+def test_an_error_answer_to_a_valid_query_fails_its_check_unless_the_spec_allows_it(
+    tmp_path: Path, fail_from: int, code: str, failed: str | None
+) -> None:
+    script = tmp_path / "flaky.py"
+    script.write_text(_FAILS_AFTER, encoding="utf-8")
+    done, checks = _json("--", "python", str(script), str(fail_from), code)
+    if failed is None:
+        assert done.returncode == 0, checks
+        return
+    assert done.returncode == 1, checks
+    row = checks[failed]
+    assert not row["passed"] and "answered an error" in row["detail"], row
+    assert "provider answered internal" in row["detail"], row
+    assert "index out of range" not in row["detail"]  # its words are not quoted
