@@ -10,7 +10,6 @@ against that file's directory. Nothing here starts processes or opens sockets.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import os
@@ -30,6 +29,7 @@ from pydantic import (
 )
 
 from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
+from hostd._hints import did_you_mean
 from hostd.errors import ConfigError
 
 __all__ = [
@@ -575,8 +575,8 @@ def _describe(exc: ValidationError, source: str) -> ConfigError:
         key = _loc(err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(err["loc"][-1]), _keys_at(err["loc"][:-1]), 1)
-            msg = "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+            close = did_you_mean(str(err["loc"][-1]), _keys_at(err["loc"][:-1]))
+            msg = "unknown key" + (f" (did you mean {close}?)" if close else "")
         elif err["type"] == "value_error":  # our own validator's words, without pydantic's
             msg = msg.removeprefix("Value error, ")
         problems.append((key, msg))

@@ -3,15 +3,21 @@ session a command talks through, and how values are spelt and printed.
 
 A command reaches providers through ``session``: a running daemon's socket with
 ``--connect``, else a daemon started in-process for the one shot. Either way it
-is one ``call(method, params)``, so the command's code is the same.
+is one ``call(method, params)``, so the command's code is the same. A daemon runs
+the config it was started from: on connecting, one ``host/status`` tells which file
+that was and its digest then, and a file edited since is said once, on stderr
+(``stale_config``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +42,7 @@ __all__ = [
     "csv_arg",
     "print_json",
     "session",
+    "stale_config",
     "strategy_arg",
 ]
 
@@ -126,6 +133,55 @@ async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) ->
             await anyio.sleep(_RETRY_S)
 
 
+def stale_config(cfg: Config, status: Mapping[str, Any], socket: Path) -> str | None:
+    """The line saying the daemon at ``socket`` runs an older version of the config file
+    this command read (``status``: its ``host/status``), or None: a daemon started from
+    another file, or from this one as it still is, or one too old to say (no
+    ``config``). Only the daemon's own figures and this file's bytes are used."""
+    started = status.get("config")
+    if not isinstance(started, Mapping) or cfg.source.startswith("<"):
+        return None
+    file, digest = started.get("file"), started.get("digest")
+    if not isinstance(file, str) or not isinstance(digest, str):
+        return None
+    if os.path.realpath(file) != os.path.realpath(cfg.source):
+        return None
+    try:
+        now = "sha256:" + hashlib.sha256(Path(cfg.source).read_bytes()).hexdigest()
+    except OSError:  # gone or unreadable now: nothing to compare
+        return None
+    if now == digest:
+        return None
+    since = _local_time(started.get("loaded_at"))
+    return (
+        f"the daemon at {socket} was started from an older {cfg.source}"
+        f"{f' (changed since {since})' if since else ''}: restart it "
+        f"(hostd serve{config_hint(cfg)}) to use the edits"
+    )
+
+
+def _local_time(value: Any) -> str | None:
+    """A ``host/status`` time (UTC, RFC 3339) as local time to the second."""
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S") if when is not None else None
+
+
+async def _say_if_stale(client: Any, cfg: Config, socket: Path) -> None:
+    """One ``host/status`` on a new connection; the ``stale_config`` line on stderr when
+    the daemon's config file has changed since it started. A daemon that cannot say
+    (an error answered, the connection lost) is let be: the command's own call tells."""
+    try:
+        status = await client.call("host/status", {})
+    except (HostdError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return
+    line = stale_config(cfg, status, socket) if isinstance(status, Mapping) else None
+    if line is not None:
+        sys.stderr.write(f"hostd: {line}\n")
+
+
 @contextlib.asynccontextmanager
 async def session(
     cfg: Config,
@@ -152,6 +208,10 @@ async def session(
                 raise NoDaemon(
                     f"no daemon at {path} ({exc.strerror or exc}{waited}); {start}"
                 ) from exc
+            # Once per connection, so once per command (not per request): an edit the
+            # daemon does not run is said before it can surprise (an unknown provider, a
+            # provider silently left out of a composition).
+            await _say_if_stale(client, cfg, path)
             yield client
     else:
         from hostd.server import Daemon

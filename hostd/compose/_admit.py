@@ -5,7 +5,8 @@ A ``context/compose`` request names a strategy (any spelling ``strategy_from_wir
 reads), a placement, caps and floors. Each is read here, in this order, and the first
 that is wrong is the request's error: the strategy (``InvalidParam`` naming
 ``strategy``), the provider ids the caps and the strategy's weights name against the
-configured ones (``UnknownProvider``; ``"*"`` names the rest), the placement
+configured ones (``UnknownProvider``, its message naming the configured ids; ``"*"``
+names the rest), the placement
 (``InvalidParam``), then the floors, priced once (``check_floors``:
 ``FloorsExceedBudget`` when they alone overflow the budget). What comes back is what
 the fan-out and ``compose_for_prompt`` take: the strategy, the placement and the
@@ -18,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hostd._hints import unknown_provider
 from hostd.errors import InvalidParam, UnknownProvider
 
 from ._floors import AdmittedFloors, FloorInput, check_floors
@@ -74,4 +76,5 @@ def _check_named(field: str, shares: Mapping[str, Any], providers: Collection[st
     """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
     for pid in sorted(shares):
         if pid != "*" and pid not in providers:
-            raise UnknownProvider(f"{field}: unknown provider {pid!r}", provider=pid, field=field)
+            message = f"{field}: {unknown_provider(pid, providers)}"
+            raise UnknownProvider(message, provider=pid, field=field)

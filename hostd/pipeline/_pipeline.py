@@ -26,6 +26,7 @@ import anyio.to_thread
 import orjson
 
 from hostd import compose as c
+from hostd._hints import unknown_provider
 from hostd._log import INFO
 from hostd._log import level as log_level
 from hostd._tokenizer import load_tokenizer
@@ -93,7 +94,7 @@ class Pipeline:
         if wanted is not None:
             for pid in wanted:
                 if pid not in known:
-                    raise UnknownProvider(f"unknown provider {pid!r}", provider=pid)
+                    raise UnknownProvider(unknown_provider(pid, known), provider=pid)
             chosen = sorted(set(wanted))
         else:
             chosen = list(self._all_ids)

@@ -21,7 +21,15 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from hostd.errors import HostdError, RpcError, ShuttingDown, UnknownRequest, error_to_wire
+from hostd._hints import unknown_provider
+from hostd.errors import (
+    HostdError,
+    RpcError,
+    ShuttingDown,
+    UnknownProvider,
+    UnknownRequest,
+    error_to_wire,
+)
 from hostd.logs import begin_request, end_request, get_logger
 from hostd.pipeline import Pipeline, Progress
 from hostd.rpc import DirectDispatcher, Dispatcher, Method, error_reply, reply_id
@@ -144,6 +152,9 @@ async def providers_list(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
 
 async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, Any]:
     """Stop the provider if running, forget its failures, start it now (docs/api.md)."""
+    known = ctx.pipeline.provider_ids
+    if p.provider not in known:  # the engine's refusal, with the configured ids named
+        raise UnknownProvider(unknown_provider(p.provider, known), providers=[p.provider])
     return {"provider": await ctx.pipeline.engine.restart_provider(p.provider)}
 
 

@@ -5,7 +5,9 @@ Owns start-up (engine ``Host`` from config, listeners), the graceful stop
 finish within the grace period while new requests, also on connections opened
 meanwhile, are answered ``shutting_down``; cancel the rest, close the listeners
 so a later connect is refused at once, close connections, shut providers down,
-remove the socket, return normally), and the counters ``host/status`` reports.
+remove the socket, return normally), and the counters ``host/status`` reports,
+with the config file the daemon was started from (``_config_stamp``: read once, at
+start; a running daemon keeps that config, whatever the file says later).
 The connection caps are ``_admission``'s. What a request does (and keeps: usage
 reports, shadow records) is the pipeline's (``hostd.pipeline``).
 """
@@ -13,6 +15,7 @@ reports, shadow records) is the pipeline's (``hostd.pipeline``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
 import secrets
@@ -20,6 +23,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -60,6 +64,31 @@ log = get_logger("hostd.server")
 _ABORT_REPLY_S = 1.0
 
 
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _config_stamp(source: str) -> dict[str, Any] | None:
+    """The config file ``source`` as it is now: its real path, the sha256 of its bytes,
+    its mtime and this moment (``host/status`` answers it as ``config``, and a client
+    compares the file's digest with it). None for a config built in code
+    (``<defaults>``) or a file that cannot be read any more."""
+    if source.startswith("<"):
+        return None
+    path = Path(source)
+    try:
+        mtime = path.stat().st_mtime
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+    return {
+        "file": str(path.resolve()),
+        "digest": f"sha256:{digest}",
+        "mtime": _utc(mtime),
+        "loaded_at": _utc(time.time()),
+    }
+
+
 class Daemon:
     """One running hostd. ``await Daemon(config).run(...)`` returns after a graceful stop."""
 
@@ -74,6 +103,9 @@ class Daemon:
         self.repeats = RepeatedEvents(log)
         self.stopping = False
         self.started_at = time.time()
+        #: The config file as it was at start (``host/status``'s ``config``): read here
+        #: once, never per request.
+        self.config_file = _config_stamp(config.source)
         self._host_factory = host_factory
         self._stop = anyio.Event()
         self._stop_reason: str | None = None
@@ -120,6 +152,7 @@ class Daemon:
             "socket": str(self.socket_path) if self.socket_path else None,
             "tcp": list(self.tcp_address) if self.tcp_address else None,
             "providers": len(self.config.provider),
+            "config": self.config_file,
             "in_flight": self._inflight,
             "counters": dict(sorted(self.counters.items())),
         }
