@@ -456,6 +456,9 @@ class Config(_Section):
     #: The file loaded, when its daemon's default socket is its own (not the embedded
     #: default's, not a config built in code): ``default_socket_path``.
     file: Path | None = Field(default=None, exclude=True)
+    #: ``sha256:<hex>`` of the bytes ``load_config`` parsed (None when built in code): what
+    #: a running daemon was started from, whatever the file holds later.
+    digest: str | None = Field(default=None, exclude=True)
 
     @field_validator("provider")
     @classmethod
@@ -672,7 +675,8 @@ def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None 
     found = find_config(path, cwd=cwd)
     file = found.path
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(
             f"{file}: no such config file", file=str(file), key=None, problem="not found"
@@ -682,4 +686,7 @@ def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None 
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
     config = parse_config(text, source=str(file), base=file.resolve().parent)
-    return config.model_copy(update={"searched": found.searched, "file": _own_file(file)})
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()  # the very bytes parsed
+    return config.model_copy(
+        update={"searched": found.searched, "file": _own_file(file), "digest": digest}
+    )

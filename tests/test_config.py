@@ -3,6 +3,7 @@ is wrong, and reaches the user as one line without a stack trace."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -242,3 +243,17 @@ def test_a_client_finds_the_socket_of_the_config_discovery_finds(
     monkeypatch.delenv("HOSTD_CONFIG")
     _write(project, "[host]\nsocket = 'run/x.sock'\n")
     assert discover_socket(cwd=project) == project / "run" / "x.sock"
+
+
+def test_the_digest_is_of_the_bytes_parsed_even_with_crlf_line_ends(tmp_path: Path) -> None:
+    from hostd.config import load_config
+    from hostd.server._daemon import _config_stamp
+
+    config = tmp_path / "hostd.toml"
+    raw = b'[host]\r\nsocket = "s.sock"\r\n'
+    config.write_bytes(raw)
+    loaded = load_config(config)
+    config.write_bytes(raw + b"# edited after it was read\r\n")
+    stamp = _config_stamp(loaded)
+    assert stamp is not None
+    assert stamp["digest"] == "sha256:" + hashlib.sha256(raw).hexdigest()

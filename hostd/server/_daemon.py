@@ -68,22 +68,26 @@ def _utc(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _config_stamp(source: str) -> dict[str, Any] | None:
-    """The config file ``source`` as it is now: its real path, the sha256 of its bytes,
-    its mtime and this moment (``host/status`` answers it as ``config``, and a client
-    compares the file's digest with it). None for a config built in code
-    (``<defaults>``) or a file that cannot be read any more."""
+def _config_stamp(config: Config) -> dict[str, Any] | None:
+    """The config file ``config`` was loaded from: its real path, the sha256 of the bytes
+    it was parsed from (kept by ``load_config``, so an edit made while it started cannot
+    pass for what it runs), the file's mtime and this moment (``host/status`` answers it
+    as ``config``, and a client compares the file's digest with it). None for a config
+    built in code (``<defaults>``)."""
+    source = config.source
     if source.startswith("<"):
         return None
     path = Path(source)
+    digest = config.digest
     try:
         mtime = path.stat().st_mtime
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest is None:  # parsed from text by a caller: the file as it is now
+            digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
     return {
         "file": str(path.resolve()),
-        "digest": f"sha256:{digest}",
+        "digest": digest,
         "mtime": _utc(mtime),
         "loaded_at": _utc(time.time()),
     }
@@ -105,7 +109,7 @@ class Daemon:
         self.started_at = time.time()
         #: The config file as it was at start (``host/status``'s ``config``): read here
         #: once, never per request.
-        self.config_file = _config_stamp(config.source)
+        self.config_file = _config_stamp(config)
         self._host_factory = host_factory
         self._stop = anyio.Event()
         self._stop_reason: str | None = None
