@@ -322,12 +322,12 @@ def _check_command(
         )
     if args.json:
         print_json([r.to_wire() for r in checked.results])
-        sys.stderr.write(render_stderr(checked.stderr))
+        sys.stderr.write(render_stderr(checked.stderr, checked.results))
     else:
         sys.stdout.write(
             said
             + render_header(given, checked.command, deadlines)
             + render_table(checked.results)
-            + render_stderr(checked.stderr)
+            + render_stderr(checked.stderr, checked.results)
         )
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED

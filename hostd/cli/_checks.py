@@ -638,7 +638,20 @@ def _code(error: HostdError) -> str | None:
     return str(code) if code is not None else None
 
 
-def render_stderr(stderr: str) -> str:
+def render_stderr(stderr: str, results: Sequence[CheckResult] = ()) -> str:
     """The last lines of a provider's stderr, after the table (a check failed while it
-    ran); ``""`` when it wrote none."""
-    return f"the provider's stderr ended with: {stderr}\n" if stderr else ""
+    ran); ``""`` when it wrote none. When the malformed-input check ran after the first
+    failure, its bad requests came last: the note says so, so what the provider logged
+    about them is not read as the failure's cause."""
+    if not stderr:
+        return ""
+    names = [r.name for r in results]
+    failed = next((i for i, r in enumerate(results) if not r.passed), None)
+    probed = "malformed input" in names and not results[names.index("malformed input")].skipped
+    if failed is not None and probed and names.index("malformed input") > failed:
+        return (
+            "the provider's stderr ended with (the malformed-input check came after the "
+            f"failure and sends bad requests on purpose: its last lines may be about them): "
+            f"{stderr}\n"
+        )
+    return f"the provider's stderr ended with: {stderr}\n"

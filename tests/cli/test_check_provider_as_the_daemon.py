@@ -86,7 +86,9 @@ def test_a_flooding_stderr_is_drained_and_its_last_lines_are_shown() -> None:
     assert not checks["kinds filter"]["passed"]  # it ignores the kinds filter (Q1)
     # A check failed while it ran: its stderr's last lines, on stderr beside the JSON.
     (said,) = [line for line in done.stderr.splitlines() if "stderr ended with" in line]
-    assert said.startswith("the provider's stderr ended with: ")
+    # The malformed-input check ran after the failure: the tail says its last lines may be
+    # about the bad requests it sent on purpose.
+    assert said.startswith("the provider's stderr ended with (the malformed-input check came")
     assert said.endswith("noise line 19999 " + "n" * 100), said[-200:]
 
 
@@ -252,3 +254,17 @@ def test_an_error_answer_to_a_valid_query_fails_its_check_unless_the_spec_allows
     assert not row["passed"] and "answered an error" in row["detail"], row
     assert "provider answered internal" in row["detail"], row
     assert "index out of range" not in row["detail"]  # its words are not quoted
+
+
+def test_a_tail_read_after_the_malformed_probe_says_so_and_one_before_does_not() -> None:
+    from hostd.cli._checks import CheckResult, render_stderr
+
+    ok, bad = CheckResult("query", True), CheckResult("budget honesty", False, "B3")
+    probe = CheckResult("malformed input", True)
+    noted = render_stderr("ValidationError", [ok, bad, probe])
+    assert "the malformed-input check came after the failure" in noted
+    # The probe skipped (a remote provider), or the failure after it: no note.
+    skipped = CheckResult("malformed input", True, skipped=True)
+    for results in ([ok, bad, skipped], [ok, probe, bad]):
+        assert render_stderr("boom", results) == "the provider's stderr ended with: boom\n"
+    assert render_stderr("", [ok, bad, probe]) == ""
