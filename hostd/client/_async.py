@@ -322,11 +322,16 @@ async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncCl
         yield client
 
 
-def serve_command(config: str | os.PathLike[str] | None = None) -> list[str]:
-    """The command that runs ``hostd serve --stdio`` with this interpreter (and ``config``)."""
+def serve_command(
+    config: str | os.PathLike[str] | None = None, *, log_level: str | None = None
+) -> list[str]:
+    """The command that runs ``hostd serve --stdio`` with this interpreter (and ``config``,
+    and ``--log-level`` when ``log_level`` is given)."""
     cmd = [sys.executable, "-m", "hostd"]
     if config is not None:
         cmd += ["--config", os.fspath(config)]
+    if log_level is not None:
+        cmd += ["--log-level", log_level]
     return [*cmd, "serve", "--stdio"]
 
 
@@ -339,15 +344,19 @@ async def spawn(
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     grace_s: float = 15.0,
+    log_level: str | None = "warning",
 ) -> AsyncIterator[AsyncClient]:
     """Start ``hostd serve --stdio`` as a child and talk to it; stop it on exit.
 
-    ``stderr`` (the daemon's JSON log) is inherited unless given. On exit stdin is
-    closed (the daemon drains and exits 0); a daemon that outlives ``grace_s`` is
-    terminated, then killed.
+    ``stderr`` (the daemon's JSON log) is inherited unless given. ``log_level``: the
+    child's log level while its log shares your stderr (default ``warning``: a provider
+    that fails is told, each request is not); ``None``, or a ``stderr`` of your own,
+    keeps the config's ``[log] level``. On exit stdin is closed (the daemon drains and
+    exits 0); a daemon that outlives ``grace_s`` is terminated, then killed.
     """
+    level = log_level if stderr is None else None
     process: Process = await anyio.open_process(
-        list(command or serve_command(config)),
+        list(command or serve_command(config, log_level=level)),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,

@@ -53,6 +53,10 @@ class Client:
     @classmethod
     @contextlib.contextmanager
     def spawn(cls, config: str | os.PathLike[str] | None = None, **kwargs: Any) -> Iterator[Client]:
+        """Start ``hostd serve --stdio`` as a child with ``config`` and talk to it; stop it
+        on exit. ``kwargs`` are ``hostd.client.spawn``'s: ``stderr`` (the daemon's log;
+        inherited unless given), ``log_level`` (``warning`` while the log shares your
+        stderr; ``None`` keeps the config's), ``env``, ``cwd``, ``command``, ``grace_s``."""
         with (
             start_blocking_portal(backend="asyncio") as portal,
             portal.wrap_async_context_manager(spawn(config, **kwargs)) as client,

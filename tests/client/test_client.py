@@ -74,6 +74,35 @@ def test_sync_client_spawning_a_stdio_daemon(config: Path) -> None:
         assert result.prompt.count("<frame ") == 3 == len(result.evidence)
 
 
+_SPAWNS = """
+import sys
+from hostd.client import Client
+level = {"default": "warning", "none": None}[sys.argv[2]]
+with Client.spawn(sys.argv[1], log_level=level) as hostd:
+    hostd.compose("spawned", budget=200, providers=["alpha"])
+print("done")
+"""
+
+
+@pytest.mark.parametrize(("level", "info_logged"), [("default", False), ("none", True)])
+def test_a_spawned_daemon_sharing_the_callers_stderr_logs_at_warning(
+    config: Path, level: str, info_logged: bool
+) -> None:
+    # The caller's script inherits its stderr to the daemon, as a user's script does.
+    done = subprocess.run(
+        [sys.executable, "-c", _SPAWNS, str(config), level],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+    lines = done.stderr.splitlines()
+    events = [json.loads(line)["event"] for line in lines if line.startswith("{")]
+    assert ("provider.leg" in events) is info_logged, events
+
+
 @pytest.mark.anyio
 async def test_cancelling_a_call_cancels_the_work_in_the_daemon(daemon: Path) -> None:
     async with connect(daemon) as client:
