@@ -286,6 +286,14 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         return EXIT_OK
     async with session(cfg, args.connect, wait=args.wait) as s:
         result = await s.call("providers/list", {})
+    if args.connect is None:
+        from hostd.server import socket_is_live
+
+        if socket_is_live(cfg.socket_path):  # the states below are a fresh one-shot's
+            sys.stderr.write(
+                f"hostd: a daemon is serving this config at {cfg.socket_path}: "
+                "`hostd providers --connect` shows its providers\n"
+            )
     providers = result["providers"]
     reranker = result.get("reranker")  # a daemon older than the key has none to show
     if args.json:

@@ -11,7 +11,13 @@ composition library (the daemon's start-up alone builds the engine).
 from ._api import METHODS, RequestContext
 from ._connection import Connection, Limits
 from ._daemon import Daemon
-from ._listeners import ListenerError, open_stdio, private_state_dir, reserve_stdout
+from ._listeners import (
+    ListenerError,
+    open_stdio,
+    private_state_dir,
+    reserve_stdout,
+    socket_is_live,
+)
 from ._params import ComposeParams, QueryParams
 
 __all__ = [
@@ -26,4 +32,5 @@ __all__ = [
     "open_stdio",
     "private_state_dir",
     "reserve_stdout",
+    "socket_is_live",
 ]

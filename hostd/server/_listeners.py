@@ -35,6 +35,7 @@ __all__ = [
     "open_tcp_listener",
     "open_unix_listener",
     "private_state_dir",
+    "socket_is_live",
     "remove_socket",
     "reserve_stdout",
 ]
@@ -100,7 +101,8 @@ def private_state_dir(directory: Path, source: str = "<config>") -> None:
         )
 
 
-def _is_live(path: Path) -> bool:
+def socket_is_live(path: Path) -> bool:
+    """Whether a listener answers on the Unix socket ``path`` (one connect, at most 2 s)."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(2.0)
     try:
@@ -123,7 +125,7 @@ def _prepare_socket_path(path: Path) -> None:
         st = path.lstat()
         if not stat.S_ISSOCK(st.st_mode):
             raise ListenerError(f"{path} exists and is not a socket; refusing to replace it")
-        if _is_live(path):
+        if socket_is_live(path):
             raise ListenerError(f"another hostd is already serving on {path}")
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -302,3 +302,21 @@ def test_frames_dropped_as_invalid_are_named_with_their_rules(tmp_path: Path) ->
     assert "invalid_frame 5" in line and "over_budget 1" in line, line
     assert all(rule in line for rule in ("F1", "F3", "F4", "F5")), line
     assert any("degraded: frames_invalid(adv)" in line for line in human), human
+
+
+def test_providers_without_connect_says_when_a_daemon_serves_this_config(tmp_path: Path) -> None:
+    from tests.fixtures.procs import ServeChild
+
+    config = _config(tmp_path, _healthy("alpha"))
+    note = "a daemon is serving this config at"
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        shown = _hostd("--config", str(config), "providers")
+    finally:
+        assert child.stop() == 0
+    assert shown.returncode == 0, shown.stderr
+    (said,) = [line for line in _human(shown.stderr) if note in line]
+    assert str(tmp_path / "run" / "s.sock") in said and "--connect" in said
+    alone = _hostd("--config", str(config), "providers")  # no daemon now: no note
+    assert alone.returncode == 0 and note not in alone.stderr
