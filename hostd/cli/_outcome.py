@@ -56,6 +56,8 @@ def leg_failures(result: dict[str, Any]) -> list[str]:
         how = error.get("message") or ", ".join(
             f"{v.get('rule')} {v.get('field')}" for v in p.get("violations") or []
         )
+        if status == "timeout":  # what to change when it is only slow
+            how += "; if it is only slow, raise its [[provider]] timeout_ms"
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
     return lines
 

@@ -320,3 +320,15 @@ def test_providers_without_connect_says_when_a_daemon_serves_this_config(tmp_pat
     assert str(tmp_path / "run" / "s.sock") in said and "--connect" in said
     alone = _hostd("--config", str(config), "providers")  # no daemon now: no note
     assert alone.returncode == 0 and note not in alone.stderr
+
+
+def test_a_timed_out_leg_says_which_setting_allows_more(tmp_path: Path) -> None:
+    # It answers after ten minutes; its deadline is 300 ms: the leg times out whatever
+    # the machine's speed.
+    words = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "slow"]
+    body = _provider("slow", [*words, "--delay-ms", "600000"]) + "timeout_ms = 300\n"
+    config = _config(tmp_path, body + _healthy("alpha"))
+    done = _hostd("--config", str(config), "compose", "anything")
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in _human(done.stderr) if line.startswith("hostd:   slow: timeout")]
+    assert "raise its [[provider]] timeout_ms" in line, line
