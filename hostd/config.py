@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -572,19 +574,36 @@ def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
     return list(model.model_fields) if model is not None else []
 
 
-def _describe(exc: ValidationError, source: str) -> ConfigError:
+def _named(loc: tuple[int | str, ...], raw: Mapping[str, Any]) -> str:
+    """``_loc``, and the id of the ``[[provider]]`` it is in, when it has one:
+    ``provider[2].timeout_ms (provider "facts")``, so a user finds the table by its name."""
+    key = _loc(loc)
+    providers = raw.get("provider")
+    if len(loc) > 1 and loc[0] == "provider" and isinstance(loc[1], int):
+        at = loc[1]
+        table = providers[at] if isinstance(providers, list) and at < len(providers) else None
+        pid = table.get("id") if isinstance(table, dict) else None
+        if isinstance(pid, str) and pid and len(pid) <= 64:
+            key += f" (provider {json.dumps(pid)})"
+    return key
+
+
+def _describe(
+    exc: ValidationError, source: str, raw: Mapping[str, Any] | None = None
+) -> ConfigError:
     problems = []
     for err in exc.errors():
         key = _loc(err["loc"])
+        shown = _named(err["loc"], raw or {})
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             close = did_you_mean(str(err["loc"][-1]), _keys_at(err["loc"][:-1]))
             msg = "unknown key" + (f" (did you mean {close}?)" if close else "")
         elif err["type"] == "value_error":  # our own validator's words, without pydantic's
             msg = msg.removeprefix("Value error, ")
-        problems.append((key, msg))
-    key, msg = problems[0]
-    text = "; ".join(f"{k}: {m}" for k, m in problems)
+        problems.append((key, shown, msg))
+    key, _, msg = problems[0]
+    text = "; ".join(f"{k}: {m}" for _, k, m in problems)
     return ConfigError(f"{source}: {text}", file=source, key=key, problem=msg)
 
 
@@ -667,7 +686,7 @@ def parse_config(text: str, *, source: str = "<string>", base: Path | None = Non
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise _describe(exc, source) from None
+        raise _describe(exc, source, raw) from None
 
 
 def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None = None) -> Config:

@@ -93,7 +93,7 @@ def test_a_bad_value_names_file_key_and_problem(
         ),
         (
             "[[provider]]\nid = 'a'\ncomand = ['x']\n",
-            "provider[0].comand: unknown key (did you mean command?)",
+            'provider[0].comand (provider "a"): unknown key (did you mean command?)',
         ),
         ("[hots]\n", "hots: unknown key (did you mean host?)"),
         ("[host]\nzzz = 1\n", "host.zzz: unknown key"),
@@ -257,3 +257,14 @@ def test_the_digest_is_of_the_bytes_parsed_even_with_crlf_line_ends(tmp_path: Pa
     stamp = _config_stamp(loaded)
     assert stamp is not None
     assert stamp["digest"] == "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def test_a_provider_tables_error_names_its_id_beside_its_index() -> None:
+    text = (
+        '[[provider]]\nid = "alpha"\ncommand = ["x"]\n'
+        '[[provider]]\nid = "facts"\ncommand = ["y"]\ntimeout_ms = "5 s"\n'
+    )
+    with pytest.raises(ConfigError) as exc:
+        parse_config(text)
+    assert 'provider[1].timeout_ms (provider "facts"): ' in exc.value.message
+    assert exc.value.data["key"] == "provider[1].timeout_ms"  # the data keeps the path
