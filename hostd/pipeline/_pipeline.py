@@ -218,8 +218,18 @@ class Pipeline:
         recorded = False
         if self.recorder is not None:
             caps = dict(request.caps) if request.caps is not None else None
+            # What span merging was handed goes by reference: the recorder keeps line
+            # counts of it, and only for a record that keeps content (``hold``).
             composition = Composition(
-                request_id, request.goal, floors.contested, caps, fan.accepted, composed
+                request_id,
+                request.goal,
+                floors.contested,
+                caps,
+                fan.accepted,
+                composed,
+                fan.verification,
+                fan.sources,
+                host.merge_max_ratio,
             )
             recorded = bool(await self.recorder.record(composition, keep=request.record))
         if request.record:  # whether it is on disk, in the place kept for it

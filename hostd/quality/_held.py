@@ -6,24 +6,40 @@ dataclasses) for each would cost about as much as the composition itself, so a
 held one is plain tuples of strings and numbers (which the garbage collector
 stops tracking, so the held ring adds nothing to its full passes), and becomes
 a ``Recorded`` only when it is drawn or gets feedback.
+
+Any held composition may be written (feedback writes an undrawn one), so what span
+merging read (``Merging``) is taken when it is held, but only when it can matter:
+with ``store_content`` (a record without content has no lines to merge) and when
+the fan-out handed composition sources to merge (``FanOut.sources``). Every other
+composition pays nothing for it; one that does pays a read of each source's line
+count and one pass over its verification states.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from hostd.compose import ComposedPrompt
-from hostd.protocol import ContextFrame, sha256_digest
+from hostd.protocol import ContextFrame, FrameId, LineIndex, sha256_digest
 
 from ._feedback import CitationRow, Key
-from ._record import Candidate, Members, Recorded, candidate_wire, record_body
+from ._record import Candidate, Members, Merging, Recorded, candidate_wire, record_body
+from ._sources import source_verified
 
-__all__ = ["ABSORBED", "Composition", "Held", "absorbed_members", "build_record", "hold"]
+__all__ = [
+    "ABSORBED",
+    "Composition",
+    "Held",
+    "absorbed_members",
+    "build_record",
+    "hold",
+    "merging_of",
+]
 
 #: The audit reasons under which a frame was folded into another candidate, whose
 #: FrameId the entry names as ``detail.kept``: dedup's (D2) and span merges'. Feedback
@@ -46,7 +62,9 @@ class Composition:
     recorder (``ShadowRecorder.record``), held for feedback and written when drawn.
 
     ``contested`` is the budget the providers shared (what the floors left),
-    ``accepted`` the fan-out's frames (the candidate set), ``composed`` the result."""
+    ``accepted`` the fan-out's frames (the candidate set), ``composed`` the result;
+    ``verification``, ``sources`` and ``merge_max_ratio`` what composition was handed
+    for span merging (the fan-out's, read only: ``hold`` keeps line counts)."""
 
     request_id: str
     goal: str
@@ -54,6 +72,9 @@ class Composition:
     caps: dict[str, float] | None
     accepted: Sequence[tuple[str, ContextFrame]]
     composed: ComposedPrompt
+    verification: Mapping[FrameId, Mapping[str, Any]] | None = None
+    sources: Mapping[str, LineIndex] | None = None
+    merge_max_ratio: float | None = None  # None: compose's default
 
 
 @dataclass(slots=True, frozen=True)
@@ -72,6 +93,7 @@ class Held:
     goal: str
     store_content: bool
     members: Members = ()
+    merging: Merging | None = None
 
     @property
     def goal_digest(self) -> str:
@@ -93,6 +115,7 @@ class Held:
             [(p, i, d) for _, p, i, d in self.citations],
             self.citations,
             self.members,
+            None if self.merging is None else self.merging.to_wire(self.rows),
         )
 
     def record(self) -> Recorded:
@@ -108,6 +131,7 @@ class Held:
             goal=self.stored_goal,
             citations=self.citations,
             members=self.members,
+            merging=self.merging,
         )
 
 
@@ -130,6 +154,22 @@ def absorbed_members(entries: Sequence[Any], citations: Iterable[CitationRow]) -
         if isinstance(kept, dict) and (into := _key(kept)) in shown:
             folded.setdefault(into, []).append(_key(entry["frame"]))
     return tuple((k, tuple(v)) for k, v in folded.items())
+
+
+def merging_of(composition: Composition) -> Merging | None:
+    """What span merging read of ``composition``: each source's line count and the
+    candidates it could join (``source_verified``); None when it had no source."""
+    sources = composition.sources
+    if not sources:
+        return None
+    verification = composition.verification or {}
+    verified = tuple(
+        (f[0], f[1], f[3] if f[2] else None)  # a FrameId's (provider, id, digest)
+        for f, state in verification.items()
+        if source_verified(state)
+    )
+    counts = tuple((uri, sources[uri].count) for uri in sorted(sources))
+    return Merging(counts, verified, composition.merge_max_ratio)
 
 
 def hold(composition: Composition, *, store_content: bool) -> Held:
@@ -172,6 +212,8 @@ def hold(composition: Composition, *, store_content: bool) -> Held:
         goal=composition.goal,
         store_content=store_content,
         members=absorbed_members(composed.audit.entry_dicts(), citations),
+        # Only a record with content can merge again (its frames' lines are the bytes).
+        merging=merging_of(composition) if store_content else None,
     )
 
 

@@ -3,9 +3,13 @@
 ``Recorded`` holds what a replay needs to compose a request again (the contested
 budget, the caps, the live policy, every candidate with its provider's own score,
 identity, cost and regions, what was included and the citation map), the members
-folded into each shown candidate (``_credit``) and the request's feedback. The
-body is JSON with sorted keys; ``from_row`` reads one back, and any shape it cannot
-read is an error the store turns into ``ShadowUnavailable``.
+folded into each shown candidate (``_credit``) and the request's feedback. A record
+that keeps content keeps what span merging read as well (``Merging``: which
+candidates were ``source_verified``, each merged source's line count, the merge
+cap), never a byte of a file beyond what its frames quote. The body is JSON with
+sorted keys; ``from_row`` reads one back (a body from before a field was kept reads
+as it did then), and any shape it cannot read is an error the store turns into
+``ShadowUnavailable``.
 """
 
 from __future__ import annotations
@@ -18,11 +22,59 @@ import orjson
 
 from ._feedback import CitationRow, Feedback, Key
 
-__all__ = ["Candidate", "Members", "Recorded", "candidate_wire", "from_row", "record_body"]
+__all__ = [
+    "Candidate",
+    "Members",
+    "Merging",
+    "Recorded",
+    "candidate_wire",
+    "from_row",
+    "record_body",
+]
 
 #: Each included candidate that absorbed others (dedup, span merges): its key, then the
 #: keys of every frame it absorbed, in the audit's (canonical) order.
 Members = tuple[tuple[Key, tuple[Key, ...]], ...]
+
+
+@dataclass(slots=True, frozen=True)
+class Merging:
+    """What span merging read of a composition, as a record keeps it: enough for a
+    replay to rebuild the source bytes it read from the candidates' own content
+    (``_sources.rebuild``), so the live policy's replay merges what the daemon merged.
+
+    Plain tuples (no dict, no set): a held composition's parts stay untracked by the
+    garbage collector (``_held``)."""
+
+    #: ``file`` URI -> its line count, for each source two or more candidates quote
+    #: (``FanOut.sources``): line counts only, never the file's bytes.
+    sources: tuple[tuple[str, int], ...]
+    #: The candidates whose verification state was ``source_verified``: the only ones
+    #: span merging joins (its other states it does not read).
+    verified: tuple[Key, ...]
+    #: ``[host] merge_max_ratio`` when the composition was made (None: compose's default).
+    max_ratio: float | None
+
+    def to_wire(self, candidates: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """The body's form: ``verified`` as indices into ``candidates`` (each a wire
+        candidate or a held row: provider, id, digest first), which keeps it short."""
+        at = {(c[0], c[1], c[2]): n for n, c in enumerate(candidates)}
+        return {
+            "sources": dict(self.sources),
+            "verified": sorted(at[k] for k in self.verified if k in at),
+            "max_ratio": self.max_ratio,
+        }
+
+    @classmethod
+    def from_wire(cls, raw: dict[str, Any], candidates: Sequence[Candidate]) -> Merging:
+        return cls(
+            sources=tuple((str(u), int(n)) for u, n in sorted(raw["sources"].items())),
+            verified=tuple(
+                (candidates[n].provider, candidates[n].id, candidates[n].digest)
+                for n in raw["verified"]
+            ),
+            max_ratio=None if raw.get("max_ratio") is None else float(raw["max_ratio"]),
+        )
 
 
 @dataclass(slots=True, frozen=True)
@@ -87,20 +139,27 @@ class Recorded:
     #: The included candidates that absorbed other frames, with those frames (``None``:
     #: a record from before they were kept; ``credited`` recomputes them).
     members: Members | None = None
+    #: What span merging read (``None``: kept without content, or recorded before it
+    #: was kept; a replay then merges no spans).
+    merging: Merging | None = None
 
     @property
     def stored_goal(self) -> str | None:
         return self.goal
 
     def body(self) -> str:
+        candidates = [c.to_wire() for c in self.candidates]
         return record_body(
             self.budget,
             self.policy,
             self.caps,
-            [c.to_wire() for c in self.candidates],
+            candidates,
             self.included,
             self.citations,
             self.members or (),
+            None
+            if self.merging is None
+            else self.merging.to_wire([(c.provider, c.id, c.digest) for c in self.candidates]),
         )
 
 
@@ -139,20 +198,22 @@ def record_body(
     included: Sequence[Sequence[str | None]],
     citations: Sequence[CitationRow],
     members: Members,
+    merging: dict[str, Any] | None = None,
 ) -> str:
-    """The stored body of one composition (``Recorded.body``, ``Held.body``)."""
-    return orjson.dumps(
-        {
-            "budget": budget,
-            "policy": policy,
-            "caps": caps,
-            "candidates": candidates,
-            "included": included,
-            "citations": citations,
-            "members": members,
-        },
-        option=orjson.OPT_SORT_KEYS,
-    ).decode()
+    """The stored body of one composition (``Recorded.body``, ``Held.body``); without
+    ``merging`` (``Merging.to_wire``), the shape it had before merging was kept."""
+    body = {
+        "budget": budget,
+        "policy": policy,
+        "caps": caps,
+        "candidates": candidates,
+        "included": included,
+        "citations": citations,
+        "members": members,
+    }
+    if merging is not None:
+        body["merging"] = merging
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[CitationRow, ...]:
@@ -195,6 +256,8 @@ def from_row(
         goal=goal,
         citations=_citations(raw, candidates),
         members=_members(raw),
+        # A record from before merging was kept, or kept without content: none.
+        merging=Merging.from_wire(raw["merging"], candidates) if "merging" in raw else None,
         feedback=(
             Feedback.from_body(request_id, feedback_at or 0.0, feedback)
             if feedback is not None

@@ -8,6 +8,13 @@ frame stored without its content is composed from a stand-in of the same
 canonical cost (B3) and the same identity and regions, which is all ranking,
 dedup (D2) and packing read.
 
+A record that kept what span merging read (``Merging``: records with content) is
+composed with the source bytes rebuilt from its candidates' own lines and their
+verification states (``_sources.recorded_sources``), so overlapping windows the live
+composition merged, and adjacent ones it coalesced, are merged and coalesced again:
+the live policy's replay is the live prompt. A record without it (no content, or
+recorded before it was kept) merges nothing.
+
 A record composed in a model's tokens (``[host] tokenizer``: its policy names the
 tokenizer) is composed again in that tokenizer's tokens when the caller hands it
 over (``tokenizer``, ``tokenizer_of``), so packing and ``over_budget`` are decided
@@ -26,6 +33,7 @@ served one of them is credited with it.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +50,7 @@ from hostd.compose import (
 from ._credit import members_of
 from ._frames import recorded_frames
 from ._record import Candidate, Recorded
+from ._sources import recorded_sources
 
 __all__ = ["Replayed", "TokenCounter", "TokenizerOf", "live_strategy", "replay", "replay_all"]
 
@@ -195,13 +204,19 @@ def _admitted(
     recorded: Recorded, strategy: Strategy, tokenizer: TokenCounter | None = None
 ) -> tuple[Candidate, ...]:
     by_key = {_key(c): c for c in recorded.candidates}
-    composed = compose_for_prompt(
-        recorded_frames(recorded),
+    frames = recorded_frames(recorded)
+    verification, sources, ratio = recorded_sources(recorded, frames) or (None, None, None)
+    compose = functools.partial(
+        compose_for_prompt,
+        frames,
         recorded.budget,
         strategy=strategy,
         caps=recorded.caps,
         tokenizer=tokenizer,
+        verification=verification,
+        sources=sources,
     )
+    composed = compose() if ratio is None else compose(merge_max_ratio=ratio)
     return tuple(
         by_key[(c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)]
         for c in composed.citations

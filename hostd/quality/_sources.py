@@ -12,6 +12,11 @@ the union of touching ranges, so every byte it reads is a byte such a frame
 quotes. Those lines are put back at their line numbers, every other line left
 empty, and the line count kept, so ranges clamp as they do on the file itself
 (F17) and the merge is the daemon's, byte for byte.
+
+A shadow record that keeps content keeps the same two things (``Merging``: the
+``source_verified`` candidates and each source's line count), so ``shadow replay``
+and ``eval --from-shadow`` rebuild the bytes the same way (``recorded_sources``):
+one function, ``rebuild``, serves both.
 """
 
 from __future__ import annotations
@@ -22,7 +27,16 @@ from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, line_number
 
-__all__ = ["rebuilt_sources", "verification_of"]
+from ._record import Recorded
+
+__all__ = [
+    "RecordedSources",
+    "rebuild",
+    "rebuilt_sources",
+    "recorded_sources",
+    "source_verified",
+    "verification_of",
+]
 
 Verification = dict[FrameId, Mapping[str, Any]]
 
@@ -59,7 +73,8 @@ def _span(rng: str | None, count: int) -> tuple[int, int] | None:
     return (start, end) if start <= end else None
 
 
-def _verified(state: Mapping[str, Any] | None) -> bool:
+def source_verified(state: Mapping[str, Any] | None) -> bool:
+    """Whether span merging takes a frame in this state (``hostd.compose._spans``)."""
     return state is not None and (
         state.get("state") in _SOURCE_STATES or state.get("source") in _SOURCE_STATES
     )
@@ -75,12 +90,22 @@ def rebuilt_sources(
     None when the result names no source (a daemon before ``sources`` was sent, or
     verification off): composition then merges nothing, as the daemon's did.
     """
-    counts: Mapping[str, Any] = result.get("sources") or {}
+    return rebuild(result.get("sources") or {}, candidates, verification)
+
+
+def rebuild(
+    counts: Mapping[str, Any],
+    candidates: Sequence[tuple[str, ContextFrame]],
+    verification: Mapping[FrameId, Mapping[str, Any]],
+) -> dict[str, bytes] | None:
+    """``file`` URI -> the bytes span merging reads, from each source's line count
+    (``counts``) and the lines the ``source_verified`` candidates quote; None when
+    ``counts`` names no source."""
     if not counts:
         return None
     lines = {uri: [b"\n"] * n for uri, n in counts.items() if isinstance(n, int) and n >= 0}
     for pid, frame in candidates:
-        if frame.content is None or not _verified(verification.get(FrameId.of(pid, frame))):
+        if frame.content is None or not source_verified(verification.get(FrameId.of(pid, frame))):
             continue
         for p in frame.provenance:
             uri = p.uri or frame.uri
@@ -93,3 +118,25 @@ def rebuilt_sources(
             if span is not None and len(quoted) == span[1] - span[0] + 1:
                 lines[uri][span[0] - 1 : span[1]] = quoted
     return {uri: b"".join(held) for uri, held in sorted(lines.items())}
+
+
+#: What a record hands composition for span merging: the states, the bytes and the
+#: merge cap (None: compose's default).
+RecordedSources = tuple[Verification, dict[str, bytes], float | None]
+
+
+def recorded_sources(
+    recorded: Recorded, candidates: Sequence[tuple[str, ContextFrame]]
+) -> RecordedSources | None:
+    """A record's verification states (``source_verified`` ones, all merging reads), the
+    source bytes rebuilt from ``candidates`` (its frames, ``recorded_frames``) and its
+    merge cap; None
+    for a record that kept no ``Merging`` (no content, or recorded before it was kept):
+    composed without them, it merges nothing, as replays always did."""
+    merging = recorded.merging
+    if merging is None:
+        return None
+    state = {"state": _SOURCE_STATES[0]}
+    verification: Verification = {FrameId(p, i, d): state for p, i, d in merging.verified}
+    sources = rebuild(dict(merging.sources), candidates, verification)
+    return verification, sources or {}, merging.max_ratio

@@ -7,9 +7,11 @@ candidate with its provider and that provider's own score (F10), its
 identity, canonical cost and ``file`` regions (so dedup, D2, works the same on
 replay). Frame content and the goal are stored only when ``store_content`` is
 set; otherwise a digest stands for the goal and the content digest for the
-frame. The file is mode 0600 under the state directory; rows older than
-``retention_days`` and beyond ``max_requests`` or ``max_bytes`` are deleted
-on every write, oldest first.
+frame. With content, a record also keeps what span merging read (each merged
+source's line count and which candidates were ``source_verified``, ``Merging``), so a
+replay merges as the live composition did. The file is mode 0600 under the state
+directory; rows older than ``retention_days`` and beyond ``max_requests`` or
+``max_bytes`` are deleted on every write, oldest first.
 
 Keeping those bounds costs the same whatever the store holds: each row carries
 its ``size`` (the characters of its body and goal), triggers keep the row count

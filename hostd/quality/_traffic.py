@@ -9,7 +9,9 @@ and contested budget the one candidate set every policy is composed from,
 under its recorded caps. Each provider alone is its own recorded candidates
 (what it answered to its share of the fan-out, not a query with the whole
 budget, as the JSONL sets ask), composed by the default policy. The rows are
-scored by ``score_asked``, the same function the JSONL sets go through.
+scored by ``score_asked``, the same function the JSONL sets go through. A record
+that kept what span merging read is composed with it (``_sources.recorded_sources``),
+the mixed set and each provider alone, so every row merges as the daemon would.
 
 Feedback is what the model used, not what was relevant: a frame the live
 policy never admitted cannot have been used, so every figure here leans
@@ -27,7 +29,8 @@ from ._credit import credited
 from ._frames import recorded_frames
 from ._record import Recorded
 from ._replay import TokenizerOf
-from ._run import Asked, Outcome, Policy, score_asked
+from ._run import Asked, Outcome, Policy, Verified, score_asked
+from ._sources import recorded_sources
 
 __all__ = ["TRAFFIC", "TrafficQuestion", "asked_from_shadow", "run_from_shadow"]
 
@@ -67,6 +70,8 @@ def asked_from_shadow(
         candidates = recorded_frames(record)
         providers = sorted({pid for pid, _ in candidates})
         alone = [(pid, [c for c in candidates if c[0] == pid], False) for pid in providers]
+        found = recorded_sources(record, candidates)
+        verified = Verified() if found is None else Verified(*found)
 
         def hit(fid: FrameId, _: ContextFrame, gold: frozenset[FrameId] = question.gold) -> bool:
             return fid in gold
@@ -84,6 +89,10 @@ def asked_from_shadow(
                 caps=record.caps,
                 reported_budget=0,  # each request's own budget: one table, "as recorded"
                 tokenizer=tokenizer_of(record) if tokenizer_of is not None else None,
+                # The sources are rebuilt from the whole set: a provider alone's frames
+                # quote the same lines, and merging reads only its own members' lines.
+                verified=verified,
+                alone_verified=dict.fromkeys(providers, verified),
             )
         )
     return questions, asked
