@@ -692,7 +692,9 @@ def parse_config(text: str, *, source: str = "<string>", base: Path | None = Non
 def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None = None) -> Config:
     """Load ``path``, else the file discovery finds from ``cwd`` (``hostd._discovery``)."""
     found = find_config(path, cwd=cwd)
-    file = found.path
+    # Absolute (as named, symlinks kept): the file logs, errors and hints name is the
+    # same wherever they are read, and `hostd serve --config` with it works from anywhere.
+    file = found.path.absolute()
     try:
         raw = file.read_bytes()
         text = raw.decode("utf-8")

@@ -268,3 +268,16 @@ def test_a_provider_tables_error_names_its_id_beside_its_index() -> None:
         parse_config(text)
     assert 'provider[1].timeout_ms (provider "facts"): ' in exc.value.message
     assert exc.value.data["key"] == "provider[1].timeout_ms"  # the data keeps the path
+
+
+def test_a_config_named_by_a_relative_path_is_known_by_its_absolute_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bad.toml").write_text("[host]\ndefault_budget = 0\n")
+    (tmp_path / "good.toml").write_text("[host]\ndefault_budget = 10\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config("good.toml").source == str(tmp_path / "good.toml")
+    with pytest.raises(ConfigError) as exc:
+        load_config("bad.toml")
+    assert exc.value.data["file"] == str(tmp_path / "bad.toml")
+    assert exc.value.message.startswith(f"{tmp_path / 'bad.toml'}: ")
