@@ -332,6 +332,23 @@ PROVIDERS = ["p", "q"]
 SCOPES = ["a", "b", "c", GENERIC_EGRESS_SCOPE]
 
 
+def _old_ledger(tmp_path: Path, schema: str, *, seed: int, events: int) -> Path:
+    """A ledger of an earlier version's ``schema``, with random grants and revokes."""
+    db_path = tmp_path / "old.sqlite3"
+    raw = sqlite3.connect(db_path)
+    raw.executescript(schema)
+    rng = random.Random(seed)
+    for _ in range(events):
+        raw.execute(
+            "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
+            "VALUES (?, ?, ?, 'ops', '2026-01-14T09:02:00Z')",
+            (rng.choice(["grant", "revoke"]), rng.choice(PROVIDERS), rng.choice(SCOPES)),
+        )
+    raw.commit()
+    raw.close()
+    return db_path
+
+
 def test_a_random_grant_revoke_replay_decides_exactly_as_the_event_walk(
     tmp_path: Path,
 ) -> None:
@@ -353,18 +370,7 @@ def test_a_random_grant_revoke_replay_decides_exactly_as_the_event_walk(
 
 
 def test_a_ledger_from_before_the_state_table_is_migrated_on_open(tmp_path: Path) -> None:
-    db_path = tmp_path / "old.sqlite3"
-    raw = sqlite3.connect(db_path)
-    raw.executescript(_LEDGER_BEFORE_STATE)
-    rng = random.Random(3)
-    for _ in range(300):
-        raw.execute(
-            "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
-            "VALUES (?, ?, ?, 'ops', '2026-01-14T09:02:00Z')",
-            (rng.choice(["grant", "revoke"]), rng.choice(PROVIDERS), rng.choice(SCOPES)),
-        )
-    raw.commit()
-    raw.close()
+    db_path = _old_ledger(tmp_path, _LEDGER_BEFORE_STATE, seed=3, events=300)
     with ConsentStore(db_path) as store:
         for who in PROVIDERS:
             assert store.missing_scopes(who, SCOPES) == _decided_from_events(db_path, who, SCOPES)
@@ -505,18 +511,8 @@ def test_random_grants_at_random_destinations_decide_as_the_event_walk(tmp_path:
 def test_a_ledger_of_the_version_before_destinations_is_migrated_on_open(
     tmp_path: Path,
 ) -> None:
-    db_path = tmp_path / "old.sqlite3"
-    raw = sqlite3.connect(db_path)
-    raw.executescript(_LEDGER_WITH_STATE)
-    rng = random.Random(5)
-    for _ in range(200):  # written through the old trigger, as that version did
-        raw.execute(
-            "INSERT INTO consent_events (action, provider_id, scope, grantor, at) "
-            "VALUES (?, ?, ?, 'ops', '2026-01-14T09:02:00Z')",
-            (rng.choice(["grant", "revoke"]), rng.choice(PROVIDERS), rng.choice(SCOPES)),
-        )
-    raw.commit()
-    raw.close()
+    # Written through the old trigger, as that version did.
+    db_path = _old_ledger(tmp_path, _LEDGER_WITH_STATE, seed=5, events=200)
     with ConsentStore(db_path) as store:
         for who in PROVIDERS:
             # A child process keeps every receipt it had: they name no destination.
