@@ -1,9 +1,5 @@
-"""What hostd tells a user: a name it does not know, and a provider still warming up.
-
-A name that is not one hostd knows (a config key, a provider id a request names) is
-answered with the closest known one, when one is close (``did_you_mean``); an
-unknown provider id also with the ids configured (``unknown_provider``). Only the
-names are quoted, never more of what a peer wrote.
+"""What hostd tells a user about a provider still warming up (a name it does not know
+is answered in ``hostd.errors``: ``did_you_mean``, ``unknown_provider``).
 
 A provider still warming up: pure words over a ``context/compose`` reply (its
 ``providers[]`` entries), shared by the CLI's summary and ``hostd mcp``'s texts. A
@@ -18,43 +14,14 @@ the background. Only hostd's own words and figures are used (the engine's report
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "did_you_mean",
-    "unknown_provider",
     "warming_advice",
     "warming_ids",
     "warming_state",
 ]
-
-#: An unknown provider's message names at most this many configured ids (the rest counted).
-IDS_NAMED = 20
-
-
-def did_you_mean(word: str, known: Iterable[str]) -> str | None:
-    """The one of ``known`` closest to ``word`` when one is close (difflib's ratio at
-    least 0.6), else None."""
-    close = difflib.get_close_matches(word, list(known), 1)
-    return close[0] if close else None
-
-
-def unknown_provider(provider_id: str, configured: Iterable[str]) -> str:
-    """``unknown provider 'fact' (configured: facts, notes); did you mean 'facts'?``: the
-    id a request named, the ids configured (sorted; at most ``IDS_NAMED``, the rest
-    counted) and, when one is close, the closest."""
-    ids = sorted(set(configured))
-    if not ids:
-        named = "no provider is configured"
-    else:
-        more = len(ids) - IDS_NAMED
-        named = "configured: " + ", ".join(ids[:IDS_NAMED])
-        named += f" and {more} more" if more > 0 else ""
-    close = did_you_mean(provider_id, ids)
-    guess = f"; did you mean {close!r}?" if close is not None else ""
-    return f"unknown provider {provider_id!r} ({named}){guess}"
 
 
 def warming_state(report: Mapping[str, Any]) -> str | None:

@@ -31,8 +31,7 @@ from pydantic import (
 )
 
 from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
-from hostd._hints import did_you_mean
-from hostd.errors import ConfigError
+from hostd.errors import ConfigError, did_you_mean
 
 __all__ = [
     "CONFIG_NAME",
@@ -51,6 +50,7 @@ __all__ = [
     "default_state_dir",
     "discover_socket",
     "discover_state_dir",
+    "logs_to_stderr",
     "find_config",
     "load_config",
     "parse_config",
@@ -117,6 +117,22 @@ def discover_socket(
     if isinstance(named, str) and named:
         return _resolve(named, file.resolve().parent)
     return default_socket_path(_own_file(file))
+
+
+def logs_to_stderr(
+    config: str | os.PathLike[str] | None = None, *, cwd: Path | None = None
+) -> bool:
+    """Whether ``hostd serve`` with the config discovery finds writes its log to stderr
+    (no ``[log] file``). Reads only that key; a file that cannot be read says yes (the
+    daemon would then fail at start, on stderr)."""
+    file = find_config(config, cwd=cwd).path
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return True
+    log = raw.get("log")
+    named = log.get("file") if isinstance(log, dict) else None
+    return not (isinstance(named, str) and named)
 
 
 def discover_state_dir(

@@ -8,6 +8,8 @@ This module imports only ``hostd.protocol`` so every layer may raise these.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
@@ -15,6 +17,7 @@ from pydantic import ValidationError
 from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode
 
 __all__ = [
+    "IDS_NAMED",
     "BadRequest",
     "ConfigError",
     "ConnectionLost",
@@ -54,6 +57,8 @@ __all__ = [
     "UnknownProvider",
     "UnknownRequest",
     "error_to_wire",
+    "did_you_mean",
+    "unknown_provider",
 ]
 
 
@@ -427,3 +432,32 @@ class RemoteWire(ProtocolFault):
     """A remote provider's response body is not one valid envelope (or is over the bound)."""
 
     reason = "wire"
+
+
+# -- words for a name hostd does not know ------------------------------------------------
+
+#: An unknown provider's message names at most this many configured ids (the rest counted).
+IDS_NAMED = 20
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` closest to ``word`` when one is close (difflib's ratio at
+    least 0.6), else None."""
+    close = difflib.get_close_matches(word, list(known), 1)
+    return close[0] if close else None
+
+
+def unknown_provider(provider_id: str, configured: Iterable[str]) -> str:
+    """``unknown provider 'fact' (configured: facts, notes); did you mean 'facts'?``: the
+    id a request named, the ids configured (sorted; at most ``IDS_NAMED``, the rest
+    counted) and, when one is close, the closest."""
+    ids = sorted(set(configured))
+    if not ids:
+        named = "no provider is configured"
+    else:
+        more = len(ids) - IDS_NAMED
+        named = "configured: " + ", ".join(ids[:IDS_NAMED])
+        named += f" and {more} more" if more > 0 else ""
+    close = did_you_mean(provider_id, ids)
+    guess = f"; did you mean {close!r}?" if close is not None else ""
+    return f"unknown provider {provider_id!r} ({named}){guess}"

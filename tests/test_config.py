@@ -281,3 +281,13 @@ def test_a_config_named_by_a_relative_path_is_known_by_its_absolute_one(
         load_config("bad.toml")
     assert exc.value.data["file"] == str(tmp_path / "bad.toml")
     assert exc.value.message.startswith(f"{tmp_path / 'bad.toml'}: ")
+
+
+def test_logs_to_stderr_reads_only_the_log_file_key(tmp_path: Path) -> None:
+    from hostd.config import logs_to_stderr
+
+    plain, filed = tmp_path / "plain.toml", tmp_path / "filed.toml"
+    plain.write_text("[host]\ndefault_budget = 10\n")
+    filed.write_text('[log]\nfile = "hostd.log"\n')
+    assert logs_to_stderr(plain) is True
+    assert logs_to_stderr(filed) is False

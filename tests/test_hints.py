@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd._hints import IDS_NAMED, did_you_mean, unknown_provider
+from hostd.errors import IDS_NAMED, did_you_mean, unknown_provider
 
 
 def test_a_close_name_is_offered_and_a_far_one_is_not() -> None:

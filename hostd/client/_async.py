@@ -32,7 +32,7 @@ from anyio.abc import (
 )
 
 from hostd._teardown import stop_process
-from hostd.config import discover_socket
+from hostd.config import discover_socket, logs_to_stderr
 from hostd.errors import ConnectionLost, ParseError, ProtocolFault, RpcError
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
@@ -322,6 +322,10 @@ async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncCl
         yield client
 
 
+def _cwd(cwd: str | os.PathLike[str] | None) -> Path | None:
+    return Path(cwd) if cwd is not None else None
+
+
 def serve_command(
     config: str | os.PathLike[str] | None = None, *, log_level: str | None = None
 ) -> list[str]:
@@ -350,11 +354,14 @@ async def spawn(
 
     ``stderr`` (the daemon's JSON log) is inherited unless given. ``log_level``: the
     child's log level while its log shares your stderr (default ``warning``: a provider
-    that fails is told, each request is not); ``None``, or a ``stderr`` of your own,
-    keeps the config's ``[log] level``. On exit stdin is closed (the daemon drains and
-    exits 0); a daemon that outlives ``grace_s`` is terminated, then killed.
+    that fails is told, each request is not); ``None``, a ``stderr`` of your own or a
+    config with a ``[log] file`` keeps the config's ``[log] level``. On exit stdin is
+    closed (the daemon drains and exits 0); a daemon that outlives ``grace_s`` is
+    terminated, then killed.
     """
-    level = log_level if stderr is None else None
+    # Only a log that shares the caller's stderr is quieted: a [log] file keeps its level.
+    shared = stderr is None and command is None and logs_to_stderr(config, cwd=_cwd(cwd))
+    level = log_level if shared else None
     process: Process = await anyio.open_process(
         list(command or serve_command(config, log_level=level)),
         stdin=subprocess.PIPE,

@@ -19,8 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hostd._hints import unknown_provider
-from hostd.errors import InvalidParam, UnknownProvider
+from hostd.errors import InvalidParam, UnknownProvider, unknown_provider
 
 from ._floors import AdmittedFloors, FloorInput, check_floors
 from ._meter import Meter, TokenCounter

@@ -26,7 +26,6 @@ import anyio.to_thread
 import orjson
 
 from hostd import compose as c
-from hostd._hints import unknown_provider
 from hostd._log import INFO
 from hostd._log import level as log_level
 from hostd._tokenizer import load_tokenizer
@@ -38,6 +37,7 @@ from hostd.errors import (
     NoProviderAvailable,
     ShadowDisabled,
     UnknownProvider,
+    unknown_provider,
 )
 from hostd.logs import get_logger, log_audit
 from hostd.protocol import ContextQuery, check_timestamp

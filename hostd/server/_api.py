@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from hostd._hints import unknown_provider
 from hostd.errors import (
     HostdError,
     RpcError,
@@ -29,6 +28,7 @@ from hostd.errors import (
     UnknownProvider,
     UnknownRequest,
     error_to_wire,
+    unknown_provider,
 )
 from hostd.logs import begin_request, end_request, get_logger
 from hostd.pipeline import Pipeline, Progress
