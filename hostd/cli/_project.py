@@ -23,7 +23,6 @@ import os
 import re
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -230,16 +229,14 @@ def _write_new(target: Path, text: str, force: bool) -> None:
         raise
 
 
-def _names_state_dir(config: Path) -> bool:
-    """Whether the config file names a ``host.state_dir``; one that is missing or cannot
-    be read or parsed names none (its daemon, if any, used the global one)."""
+def _used_global_state(config: Path, global_dir: Path) -> bool:
+    """Whether the config file's daemon kept its state in the global directory: it names
+    no ``host.state_dir`` (or that one), or cannot be read (its daemon, if any, could
+    only have used the global one)."""
     try:
-        raw = tomllib.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    host = raw.get("host")
-    named = host.get("state_dir") if isinstance(host, dict) else None
-    return isinstance(named, str) and named != ""  # "" is unset (hostd.config)
+        return discover_state_dir(config) == global_dir
+    except ConfigError:
+        return True
 
 
 def _left_behind(global_dir: Path) -> list[str]:
@@ -275,7 +272,7 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
     text = render_project_config(project, providers=providers, state_dir=global_dir, semantic_ok=ok)
     target = project / CONFIG_NAME
     # Read before it is replaced: a config naming no state_dir used the global one.
-    replaces_global = target.exists() and not _names_state_dir(target)
+    replaces_global = target.exists() and _used_global_state(target, global_dir)
     _write_new(target, text, args.force)
     own = _project_state_dir(project, global_dir)
     _make_parents(own)
