@@ -198,7 +198,19 @@ PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
                 },
                 "required": ["id", "binding", "state"],
             },
-        }
+        },
+        # The [reranker] (strategy "rerank"), null without one: its kind, its state and
+        # what became of its verdicts (docs/api.md, the reranker in providers/list).
+        "reranker": {
+            "type": ["object", "null"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["process", "url"]},
+                "state": {"type": "string"},
+                "asks": {"type": "integer", "minimum": 0},
+                "fallbacks": {"type": "integer", "minimum": 0},
+            },
+            "required": ["kind", "state"],
+        },
     },
     "required": ["providers"],
 }

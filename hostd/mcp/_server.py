@@ -227,8 +227,15 @@ async def _providers(backend: Backend) -> types.CallToolResult:
         result = await backend.call("providers/list", {})
     except HostdError as exc:
         return _failed(exc)
-    structured = {"providers": result["providers"]}
+    reranker = result.get("reranker")  # a daemon older than the key has none
+    structured = {"providers": result["providers"], "reranker": reranker}
     lines = [f"{p['id']}\t{p['binding']}\t{p['state']}" for p in result["providers"]]
+    if isinstance(reranker, dict):  # whether strategy "rerank" is ranked by it now
+        asks, fell = reranker.get("asks", 0), reranker.get("fallbacks", 0)
+        lines.append(
+            f"[reranker]\t{reranker.get('kind')}\t{reranker.get('state')}\t"
+            f"asks {asks}, fallbacks {fell}"
+        )
     return types.CallToolResult(
         content=[types.TextContent(text="\n".join(lines) or "no providers configured")],
         structured_content=structured,

@@ -92,6 +92,26 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
     assert {d["provider"] for d in structured["degraded_reasons"]} == short
     jsonschema.validate(listed.structured_content, _tool(tools, "list_providers").output_schema)
     assert [p["id"] for p in listed.structured_content["providers"]] == ["alpha", "files"]
+    assert listed.structured_content["reranker"] is None  # none configured
+
+
+async def test_list_providers_shows_the_reranker(workdir: Path, marker: str) -> None:
+    from tests.server.test_rerank import reranker_table
+
+    config = write_config(workdir, marker, {"alpha": {}}, extra=reranker_table("reverse", marker))
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            tools = await client.list_tools()
+            await client.call_tool("compose_context", {"goal": "x", "strategy": "rerank"})
+            listed = await client.call_tool("list_providers", {})
+    assert listed.is_error is False
+    structured = listed.structured_content
+    jsonschema.validate(structured, _tool(tools, "list_providers").output_schema)
+    reranker = structured["reranker"]
+    assert (reranker["kind"], reranker["asks"], reranker["fallbacks"]) == ("process", 1, 0)
+    text = listed.content[0]
+    assert isinstance(text, types.TextContent)
+    assert text.text.splitlines()[-1].startswith("[reranker]\tprocess\t")
 
 
 async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record(
