@@ -32,6 +32,7 @@ from pydantic import (
 
 from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
 from hostd.errors import ConfigError, did_you_mean
+from hostd.protocol import sha256_digest
 
 __all__ = [
     "CONFIG_NAME",
@@ -89,8 +90,8 @@ def _own_file(file: Path) -> Path | None:
     return None if os.path.realpath(file) == os.path.realpath(EMBEDDED_CONFIG) else file
 
 
-def _host_table(file: Path) -> dict[str, Any]:
-    """The ``[host]`` table of a config file, read raw (nothing else validated)."""
+def _table(file: Path, name: str) -> dict[str, Any]:
+    """The ``[name]`` table of a config file, read raw (nothing else validated)."""
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -101,8 +102,8 @@ def _host_table(file: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
-    host = raw.get("host")
-    return host if isinstance(host, dict) else {}
+    table = raw.get(name)
+    return table if isinstance(table, dict) else {}
 
 
 def discover_socket(
@@ -113,7 +114,7 @@ def discover_socket(
     ``host.socket``, else its default (``default_socket_path``). Reads only that key, so
     a client needs nothing the daemon's providers need."""
     file = find_config(config, cwd=cwd).path
-    named = _host_table(file).get("socket")
+    named = _table(file, "host").get("socket")
     if isinstance(named, str) and named:
         return _resolve(named, file.resolve().parent)
     return default_socket_path(_own_file(file))
@@ -125,13 +126,10 @@ def logs_to_stderr(
     """Whether ``hostd serve`` with the config discovery finds writes its log to stderr
     (no ``[log] file``). Reads only that key; a file that cannot be read says yes (the
     daemon would then fail at start, on stderr)."""
-    file = find_config(config, cwd=cwd).path
     try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        named = _table(find_config(config, cwd=cwd).path, "log").get("file")
+    except ConfigError:
         return True
-    log = raw.get("log")
-    named = log.get("file") if isinstance(log, dict) else None
     return not (isinstance(named, str) and named)
 
 
@@ -141,7 +139,7 @@ def discover_state_dir(
     """The state directory of the config discovery finds: its ``host.state_dir``, else
     the global one (``default_state_dir``). Reads only that key, as ``discover_socket``."""
     file = find_config(config, cwd=cwd).path
-    named = _host_table(file).get("state_dir")
+    named = _table(file, "host").get("state_dir")
     if isinstance(named, str) and named:
         return _resolve(named, file.resolve().parent)
     return default_state_dir()
@@ -723,7 +721,7 @@ def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None 
             f"{file}: cannot read: {exc}", file=str(file), key=None, problem=str(exc)
         ) from None
     config = parse_config(text, source=str(file), base=file.resolve().parent)
-    digest = "sha256:" + hashlib.sha256(raw).hexdigest()  # the very bytes parsed
+    digest = sha256_digest(raw)  # the very bytes parsed
     return config.model_copy(
         update={"searched": found.searched, "file": _own_file(file), "digest": digest}
     )

@@ -58,6 +58,7 @@ from hostd.transport import (
     ChildProcess,
     Redactor,
     RemoteConnection,
+    TokenSource,
     secret_env_values,
 )
 from hostd.transport.bindings import UNKEYED, find_binding
@@ -440,8 +441,7 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     async def budget_honesty() -> None:
         tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
-        if error is not None and _code(error) != "budget_unsatisfiable":
-            raise Failed(f"max_tokens=8 answered an error: {error.message} ({_ANSWERED})")
+        _fail_on_error(error, "max_tokens=8", allowed="budget_unsatisfiable")
         held = _audit(tight, raw, caps.query.kinds).quarantine
         breaches = [*(first[0].quarantine if first else ()), *held]
         breaches = [v for v in breaches if v.rule.startswith("B")]
@@ -459,17 +459,13 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
         raw, error = await d.query(q)
         took = d.last_ms
-        if error is not None and _code(error) != "unsupported_kind":
-            raise Failed(f"kinds=[{kind}] answered an error: {error.message} ({_ANSWERED})")
+        _fail_on_error(error, f"kinds=[{kind}]", allowed="unsupported_kind")
         breaches = [v for v in _audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
         )
         raw2, error2 = await d.query(other)
-        if error2 is not None and _code(error2) != "unsupported_kind":
-            raise Failed(
-                f"kinds=[x-no-such-kind] answered an error: {error2.message} ({_ANSWERED})"
-            )
+        _fail_on_error(error2, "kinds=[x-no-such-kind]", allowed="unsupported_kind")
         breaches += [v for v in _audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"]
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
@@ -605,12 +601,8 @@ def render_remote_header(spec: ProviderSpec, deadlines: Deadlines) -> str:
     value, C8; the TLS files), and a call's deadline."""
     assert spec.url is not None
     scheme = urlsplit(spec.url).scheme.upper()
-    if spec.token_env is not None:
-        credential = f"the bearer token in ${spec.token_env} (never shown)"
-    elif spec.token_file is not None:
-        credential = f"the bearer token in token_file {spec.token_file} (never shown)"
-    else:
-        credential = "none"
+    where = TokenSource(spec.token_file, spec.token_env).named  # reads nothing
+    credential = "none" if where is None else f"the bearer token in {where} (never shown)"
     if scheme != "HTTPS":
         trust = "no TLS: loopback only (C7)"
     elif spec.ca_file is not None:
@@ -628,14 +620,18 @@ def render_remote_header(spec: ProviderSpec, deadlines: Deadlines) -> str:
     )
 
 
-#: Why an error answer to a valid query fails its check.
-_ANSWERED = "the daemon reports such a leg error, with none of its frames"
-
-
-def _code(error: HostdError) -> str | None:
-    """The CGP error code a provider answered (``None`` for hostd's own errors)."""
+def _fail_on_error(error: HostdError | None, asked: str, *, allowed: str) -> None:
+    """A check's failure when a valid query (``asked``) was answered an error other than
+    the one CGP ``allowed`` for it: the daemon reports such a leg error, with none of
+    its frames."""
+    if error is None:
+        return
     code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
-    return str(code) if code is not None else None
+    if code is None or str(code) != allowed:
+        raise Failed(
+            f"{asked} answered an error: {error.message} "
+            "(the daemon reports such a leg error, with none of its frames)"
+        )
 
 
 def render_stderr(stderr: str, results: Sequence[CheckResult] = ()) -> str:

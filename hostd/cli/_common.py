@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -27,7 +26,7 @@ import orjson
 from hostd.config import Config
 from hostd.errors import HostdError
 from hostd.logs import flush_logs, get_logger
-from hostd.protocol import CgpErrorCode
+from hostd.protocol import CgpErrorCode, sha256_digest
 
 from ._outcome import NoDaemon, config_hint
 
@@ -147,7 +146,7 @@ def stale_config(cfg: Config, status: Mapping[str, Any], socket: Path) -> str | 
     if os.path.realpath(file) != os.path.realpath(cfg.source):
         return None
     try:
-        now = "sha256:" + hashlib.sha256(Path(cfg.source).read_bytes()).hexdigest()
+        now = sha256_digest(Path(cfg.source).read_bytes())
     except OSError:  # gone or unreadable now: nothing to compare
         return None
     if now == digest:

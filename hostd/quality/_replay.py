@@ -33,7 +33,6 @@ served one of them is credited with it.
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,6 @@ from typing import Any
 from hostd.compose import (
     PrecomputedOrder,
     Strategy,
-    compose_for_prompt,
     strategy_from_wire,
     strategy_text,
 )
@@ -50,6 +48,7 @@ from hostd.compose import (
 from ._credit import members_of
 from ._frames import recorded_frames
 from ._record import Candidate, Recorded
+from ._run import Verified, compose_verified
 from ._sources import recorded_sources
 
 __all__ = ["Replayed", "TokenCounter", "TokenizerOf", "live_strategy", "replay", "replay_all"]
@@ -205,18 +204,16 @@ def _admitted(
 ) -> tuple[Candidate, ...]:
     by_key = {_key(c): c for c in recorded.candidates}
     frames = recorded_frames(recorded)
-    verification, sources, ratio = recorded_sources(recorded, frames) or (None, None, None)
-    compose = functools.partial(
-        compose_for_prompt,
+    found = recorded_sources(recorded, frames)
+    verified = Verified() if found is None else Verified(*found)
+    composed = compose_verified(
         frames,
         recorded.budget,
+        verified,
         strategy=strategy,
         caps=recorded.caps,
         tokenizer=tokenizer,
-        verification=verification,
-        sources=sources,
     )
-    composed = compose() if ratio is None else compose(merge_max_ratio=ratio)
     return tuple(
         by_key[(c.frame.provider_id, c.frame.frame_id, c.frame.content_digest)]
         for c in composed.citations

@@ -24,7 +24,6 @@ test of a hit) and are scored by one function, ``score_asked``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -132,6 +131,25 @@ class Verified:
     sources: Mapping[str, bytes] | None = None
     #: ``[host] merge_max_ratio``: how large a merged block may grow (None: compose's default).
     merge_max_ratio: float | None = None
+
+
+def compose_verified(
+    candidates: Sequence[tuple[str, ContextFrame]],
+    budget: int,
+    verified: Verified,
+    **options: Any,
+) -> ComposedPrompt:
+    """``compose_for_prompt`` of ``candidates`` with what ``verified`` established (the
+    states, the source bytes span merging reads, its cap when one was given)."""
+    if verified.merge_max_ratio is not None:
+        options["merge_max_ratio"] = verified.merge_max_ratio
+    return compose_for_prompt(
+        candidates,
+        budget,
+        verification=verified.verification,
+        sources=verified.sources,
+        **options,
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -244,18 +262,14 @@ def _recall(
         strategy = strategy_from_wire(verdict)
         reason = getattr(strategy, "reason", None)
         degraded = degraded or reason not in (None, "partial")
-    compose = functools.partial(
-        compose_for_prompt,
+    composed = compose_verified(
         candidates,
         asked.budget,
+        verified,
         strategy=strategy,
         caps=caps,
-        verification=verified.verification,
-        sources=verified.sources,
         tokenizer=asked.tokenizer,
     )
-    ratio = verified.merge_max_ratio
-    composed = compose() if ratio is None else compose(merge_max_ratio=ratio)
     hit = any(asked.hit(fid, frame) for fid, frame in _shown(composed, candidates))
     budget = asked.budget if asked.reported_budget is None else asked.reported_budget
     return Outcome(

@@ -15,7 +15,6 @@ reports, shadow records) is the pipeline's (``hostd.pipeline``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import os
 import secrets
@@ -35,6 +34,7 @@ import hostd
 from hostd.config import Config
 from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
+from hostd.protocol import sha256_digest
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import answer_one, dispatch_one
@@ -82,7 +82,7 @@ def _config_stamp(config: Config) -> dict[str, Any] | None:
     try:
         mtime = path.stat().st_mtime
         if digest is None:  # parsed from text by a caller: the file as it is now
-            digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+            digest = sha256_digest(path.read_bytes())
     except OSError:
         return None
     return {

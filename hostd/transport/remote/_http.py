@@ -101,11 +101,8 @@ def _tls_context(
 def _refusal_text(status: int, tokens: TokenSource) -> str:
     """What a 401/403 tells the user to fix: where the token comes from (the variable's
     name or the file's path, never the token; C8). The server's body is never quoted."""
-    if tokens.token_env is not None:
-        where = f"${tokens.token_env}"
-    elif tokens.token_file is not None:
-        where = f"token_file {tokens.token_file}"
-    else:
+    where = tokens.named
+    if where is None:
         return (
             f"remote provider refused the request (HTTP {status}): it wants a credential; "
             "set token_env or token_file"

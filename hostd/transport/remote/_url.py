@@ -133,6 +133,16 @@ class TokenSource:
         return f"TokenSource({where}, {REDACTED if self.configured else None})"
 
     @property
+    def named(self) -> str | None:
+        """Where the token comes from, as a user fixes it: ``$VAR`` or ``token_file PATH``
+        (never the token); ``None`` when none is configured."""
+        if self.token_env is not None:
+            return f"${self.token_env}"
+        if self.token_file is not None:
+            return f"token_file {self.token_file}"
+        return None
+
+    @property
     def configured(self) -> bool:
         """Whether a credential is configured at all (what ``providers/list`` shows)."""
         return self.token_file is not None or self.token_env is not None
