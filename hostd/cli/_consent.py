@@ -61,6 +61,7 @@ def add_consent_command(sub: Any, common: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--force", action="store_true", help="record a scope the provider did not declare"
         )
+        p.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
         connect_arg(p)
     lst = csub.add_parser(
         "list",
@@ -265,7 +266,7 @@ def _print(
     where: dict[str, str],
 ) -> None:
     if action != "list":
-        print_json(result)
+        _print_change(action, args, result)
         return
     receipts = result["receipts"]
     # A receipt counts for a provider at the destination it was granted for: a remote
@@ -321,3 +322,20 @@ def _print(
                         "provider needs consent for the origin it is sent to)"
                     )
         sys.stderr.write(f"hostd: {pid}: {words}\n")
+
+
+def _print_change(action: str, args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """One line per receipt granted or revoked (``--json``: the daemon's answer)."""
+    if args.json:
+        print_json(result)
+        return
+    changed = [result["receipt"]] if action == "grant" else result["revoked"]
+    done = {"grant": "granted", "revoke": "revoked"}[action]
+    if not changed:
+        sys.stdout.write(f"no live receipt for {args.provider} {args.scope}: nothing revoked\n")
+    for r in changed:
+        made_for = f" for {r['destination']}" if r.get("destination") else ""
+        sys.stdout.write(
+            f"{done} {r.get('provider_id')} {r.get('scope')}{made_for} "
+            f"(receipt {r.get('receipt')}, by {args.grantor})\n"
+        )

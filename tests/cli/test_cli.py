@@ -95,11 +95,16 @@ def test_providers_and_consent_one_shot(tmp_path: Path) -> None:
     assert [line.split("\t")[0] for line in done.stdout.splitlines()] == ["alpha", "cloud"]
     done = _hostd("--config", str(config), "consent", "grant", "cloud", "api.example.com")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["receipt"]["scope"] == "api.example.com"
+    # One line for a person; --json for a script.
+    assert done.stdout.startswith("granted cloud api.example.com (receipt ")
+    assert done.stdout.endswith(", by cli)\n")
     done = _hostd("--config", str(config), "consent", "list")
     assert "cloud\tapi.example.com\tcli" in done.stdout and "active" in done.stdout
     done = _hostd("--config", str(config), "consent", "revoke", "cloud", "api.example.com")
-    assert done.returncode == 0 and json.loads(done.stdout)["revoked"]
+    assert done.returncode == 0 and done.stdout.startswith("revoked cloud api.example.com ")
+    done = _hostd("--config", str(config), "consent", "revoke", "cloud", "api.example.com")
+    assert done.returncode == 0
+    assert done.stdout == "no live receipt for cloud api.example.com: nothing revoked\n"
     done = _hostd("--config", str(config), "consent", "list", "cloud", "--json")
     assert json.loads(done.stdout)["receipts"][0]["active"] is False
 

@@ -73,7 +73,7 @@ def test_consent_list_reads_the_recorded_handshakes_and_starts_no_provider(
 
 def test_a_grant_with_no_record_starts_only_the_named_provider_once(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    code, out, err = _hostd_at(config, "consent", "grant", "cloud", "api.example.com")
+    code, out, err = _hostd_at(config, "consent", "grant", "cloud", "api.example.com", "--json")
     assert code == 0, err
     assert json.loads(out)["receipt"]["scope"] == "api.example.com"
     assert (_starts(tmp_path, "alpha"), _starts(tmp_path, "cloud")) == (0, 1)
@@ -103,7 +103,7 @@ def test_an_undeclared_scope_is_refused_unless_forced(tmp_path: Path) -> None:
     code, out, err = _hostd_at(config, "consent", "grant", "cloud", "api.exmaple.com", "--force")
     assert code == 0, err
     # A receipt on record can be revoked, declared or not.
-    code, out, err = _hostd_at(config, "consent", "revoke", "cloud", "api.exmaple.com")
+    code, out, err = _hostd_at(config, "consent", "revoke", "cloud", "api.exmaple.com", "--json")
     assert code == 0 and json.loads(out)["revoked"][0]["scope"] == "api.exmaple.com", err
     code, _, err = _hostd_at(config, "consent", "revoke", "cloud", "api.exmaple.com")
     assert code == 1 and "did not declare" in err  # nothing live left to revoke
@@ -137,7 +137,7 @@ def test_force_and_a_revoke_of_a_held_receipt_need_no_start_of_a_provider_that_c
     assert code == 1 and "[provider_not_started]" in err, err
     assert "did not start, so its declared scopes are unknown" in err
     assert "[internal]" not in err
-    code, out, err = _hostd_at(config, "consent", "grant", "ghost", "egress", "--force")
+    code, out, err = _hostd_at(config, "consent", "grant", "ghost", "egress", "--force", "--json")
     assert code == 0, err
     assert json.loads(out)["receipt"]["scope"] == "egress"
     code, out, err = _hostd_at(config, "consent", "list", "ghost", "--json")
@@ -145,7 +145,7 @@ def test_force_and_a_revoke_of_a_held_receipt_need_no_start_of_a_provider_that_c
     listed = json.loads(out)
     assert [r["scope"] for r in listed["receipts"] if r["active"]] == ["egress"]
     assert listed["declared"]["ghost"] == {"recorded": False}
-    code, out, err = _hostd_at(config, "consent", "revoke", "ghost", "egress")
+    code, out, err = _hostd_at(config, "consent", "revoke", "ghost", "egress", "--json")
     assert code == 0, err
     assert [r["scope"] for r in json.loads(out)["revoked"]] == ["egress"]
     # Nothing held any more: to revoke it again its scopes are needed, and it cannot start.
