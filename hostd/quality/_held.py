@@ -28,7 +28,15 @@ from hostd.compose import ComposedPrompt
 from hostd.protocol import ContextFrame, FrameId, LineIndex, sha256_digest
 
 from ._feedback import CitationRow, Key
-from ._record import Candidate, Members, Merging, Recorded, candidate_wire, record_body
+from ._record import (
+    Candidate,
+    Members,
+    Merging,
+    Recorded,
+    candidate_wire,
+    key_indices,
+    record_body,
+)
 from ._sources import source_verified
 
 __all__ = [
@@ -94,6 +102,7 @@ class Held:
     store_content: bool
     members: Members = ()
     merging: Merging | None = None
+    unverifiable: tuple[Key, ...] = ()
 
     @property
     def goal_digest(self) -> str:
@@ -116,6 +125,7 @@ class Held:
             self.citations,
             self.members,
             None if self.merging is None else self.merging.to_wire(self.rows),
+            key_indices(self.unverifiable, self.rows),
         )
 
     def record(self) -> Recorded:
@@ -132,6 +142,7 @@ class Held:
             citations=self.citations,
             members=self.members,
             merging=self.merging,
+            unverifiable=self.unverifiable,
         )
 
 
@@ -156,6 +167,20 @@ def absorbed_members(entries: Sequence[Any], citations: Iterable[CitationRow]) -
     return tuple((k, tuple(v)) for k, v in folded.items())
 
 
+def _frame_key(f: FrameId) -> Key:
+    """A FrameId (the tuple provider, id, has digest, digest or "") as a record's key."""
+    return (f[0], f[1], f[3] if f[2] else None)
+
+
+def unverifiable_of(composition: Composition) -> tuple[Key, ...]:
+    """The candidates whose state was ``unverifiable`` (fenced ``verified="no"``)."""
+    return tuple(
+        _frame_key(f)
+        for f, state in (composition.verification or {}).items()
+        if state.get("state") == "unverifiable"
+    )
+
+
 def merging_of(composition: Composition) -> Merging | None:
     """What span merging read of ``composition``: each source's line count and the
     candidates it could join (``source_verified``); None when it had no source."""
@@ -163,11 +188,7 @@ def merging_of(composition: Composition) -> Merging | None:
     if not sources:
         return None
     verification = composition.verification or {}
-    verified = tuple(
-        (f[0], f[1], f[3] if f[2] else None)  # a FrameId's (provider, id, digest)
-        for f, state in verification.items()
-        if source_verified(state)
-    )
+    verified = tuple(_frame_key(f) for f, state in verification.items() if source_verified(state))
     counts = tuple((uri, sources[uri].count) for uri in sorted(sources))
     return Merging(counts, verified, composition.merge_max_ratio)
 
@@ -198,8 +219,7 @@ def hold(composition: Composition, *, store_content: bool) -> Held:
     citations: list[CitationRow] = []
     composed = composition.composed
     for c in composed.citations:
-        fid_ = c.frame  # a FrameId is the tuple (provider, id, has digest, digest or "")
-        citations.append((c.label, fid_[0], fid_[1], fid_[3] if fid_[2] else None))
+        citations.append((c.label, *_frame_key(c.frame)))
     caps = composition.caps
     return Held(
         request_id=composition.request_id,
@@ -214,6 +234,7 @@ def hold(composition: Composition, *, store_content: bool) -> Held:
         members=absorbed_members(composed.audit.entry_dicts(), citations),
         # Only a record with content can merge again (its frames' lines are the bytes).
         merging=merging_of(composition) if store_content else None,
+        unverifiable=unverifiable_of(composition),
     )
 
 

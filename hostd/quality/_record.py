@@ -29,6 +29,7 @@ __all__ = [
     "Recorded",
     "candidate_wire",
     "from_row",
+    "key_indices",
     "record_body",
 ]
 
@@ -56,12 +57,10 @@ class Merging:
     max_ratio: float | None
 
     def to_wire(self, candidates: Sequence[Sequence[Any]]) -> dict[str, Any]:
-        """The body's form: ``verified`` as indices into ``candidates`` (each a wire
-        candidate or a held row: provider, id, digest first), which keeps it short."""
-        at = {(c[0], c[1], c[2]): n for n, c in enumerate(candidates)}
+        """The body's form: ``verified`` as indices into ``candidates`` (``key_indices``)."""
         return {
             "sources": dict(self.sources),
-            "verified": sorted(at[k] for k in self.verified if k in at),
+            "verified": key_indices(self.verified, candidates),
             "max_ratio": self.max_ratio,
         }
 
@@ -142,6 +141,9 @@ class Recorded:
     #: What span merging read (``None``: kept without content, or recorded before it
     #: was kept; a replay then merges no spans).
     merging: Merging | None = None
+    #: The candidates hostd could not check (state ``unverifiable``), whose blocks were
+    #: fenced ``verified="no"``: a replay fences (and prices) them the same.
+    unverifiable: tuple[Key, ...] = ()
 
     @property
     def stored_goal(self) -> str | None:
@@ -149,6 +151,7 @@ class Recorded:
 
     def body(self) -> str:
         candidates = [c.to_wire() for c in self.candidates]
+        keys = [(c.provider, c.id, c.digest) for c in self.candidates]
         return record_body(
             self.budget,
             self.policy,
@@ -157,9 +160,8 @@ class Recorded:
             self.included,
             self.citations,
             self.members or (),
-            None
-            if self.merging is None
-            else self.merging.to_wire([(c.provider, c.id, c.digest) for c in self.candidates]),
+            None if self.merging is None else self.merging.to_wire(keys),
+            key_indices(self.unverifiable, keys),
         )
 
 
@@ -199,9 +201,11 @@ def record_body(
     citations: Sequence[CitationRow],
     members: Members,
     merging: dict[str, Any] | None = None,
+    unverifiable: Sequence[int] = (),
 ) -> str:
     """The stored body of one composition (``Recorded.body``, ``Held.body``); without
-    ``merging`` (``Merging.to_wire``), the shape it had before merging was kept."""
+    ``merging`` (``Merging.to_wire``), the shape it had before merging was kept, and
+    without ``unverifiable`` (``key_indices``) the shape from before it was."""
     body = {
         "budget": budget,
         "policy": policy,
@@ -213,7 +217,18 @@ def record_body(
     }
     if merging is not None:
         body["merging"] = merging
+    if unverifiable:
+        body["unverifiable"] = unverifiable
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def key_indices(keys: Sequence[Key], candidates: Sequence[Sequence[Any]]) -> list[int]:
+    """``keys`` as a body keeps them, which keeps it short: sorted indices into
+    ``candidates`` (each a wire candidate or a held row: provider, id, digest first)."""
+    if not keys:
+        return []
+    at = {(c[0], c[1], c[2]): n for n, c in enumerate(candidates)}
+    return sorted(at[k] for k in keys if k in at)
 
 
 def _citations(raw: dict[str, Any], candidates: Sequence[Candidate]) -> tuple[CitationRow, ...]:
@@ -258,6 +273,10 @@ def from_row(
         members=_members(raw),
         # A record from before merging was kept, or kept without content: none.
         merging=Merging.from_wire(raw["merging"], candidates) if "merging" in raw else None,
+        unverifiable=tuple(
+            (candidates[n].provider, candidates[n].id, candidates[n].digest)
+            for n in raw.get("unverifiable", ())
+        ),
         feedback=(
             Feedback.from_body(request_id, feedback_at or 0.0, feedback)
             if feedback is not None

@@ -204,8 +204,7 @@ def _admitted(
 ) -> tuple[Candidate, ...]:
     by_key = {_key(c): c for c in recorded.candidates}
     frames = recorded_frames(recorded)
-    found = recorded_sources(recorded, frames)
-    verified = Verified() if found is None else Verified(*found)
+    verified = Verified(*recorded_sources(recorded, frames))
     composed = compose_verified(
         frames,
         recorded.budget,

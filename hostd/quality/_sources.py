@@ -120,23 +120,26 @@ def rebuild(
     return {uri: b"".join(held) for uri, held in sorted(lines.items())}
 
 
-#: What a record hands composition for span merging: the states, the bytes and the
-#: merge cap (None: compose's default).
-RecordedSources = tuple[Verification, dict[str, bytes], float | None]
+#: What a record hands composition: the states it kept (None: none), the source bytes
+#: span merging reads (None: merging off) and the merge cap (None: compose's default).
+RecordedSources = tuple[Verification | None, dict[str, bytes] | None, float | None]
+
+_UNVERIFIABLE = {"state": "unverifiable"}
 
 
 def recorded_sources(
     recorded: Recorded, candidates: Sequence[tuple[str, ContextFrame]]
-) -> RecordedSources | None:
-    """A record's verification states (``source_verified`` ones, all merging reads), the
+) -> RecordedSources:
+    """A record's verification states (its ``unverifiable`` candidates, fenced
+    ``verified="no"`` again, and the ``source_verified`` ones, all merging reads), the
     source bytes rebuilt from ``candidates`` (its frames, ``recorded_frames``) and its
-    merge cap; None
-    for a record that kept no ``Merging`` (no content, or recorded before it was kept):
-    composed without them, it merges nothing, as replays always did."""
+    merge cap. A record that kept no ``Merging`` (no content, or recorded before it was
+    kept) has no bytes: composed without them, it merges nothing, as replays always did."""
+    verification: Verification = {FrameId(*k): _UNVERIFIABLE for k in recorded.unverifiable}
     merging = recorded.merging
     if merging is None:
-        return None
+        return verification or None, None, None
     state = {"state": _SOURCE_STATES[0]}
-    verification: Verification = {FrameId(p, i, d): state for p, i, d in merging.verified}
+    verification.update((FrameId(p, i, d), state) for p, i, d in merging.verified)
     sources = rebuild(dict(merging.sources), candidates, verification)
     return verification, sources or {}, merging.max_ratio

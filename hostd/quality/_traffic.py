@@ -70,8 +70,7 @@ def asked_from_shadow(
         candidates = recorded_frames(record)
         providers = sorted({pid for pid, _ in candidates})
         alone = [(pid, [c for c in candidates if c[0] == pid], False) for pid in providers]
-        found = recorded_sources(record, candidates)
-        verified = Verified() if found is None else Verified(*found)
+        verified = Verified(*recorded_sources(record, candidates))
 
         def hit(fid: FrameId, _: ContextFrame, gold: frozenset[FrameId] = question.gold) -> bool:
             return fid in gold

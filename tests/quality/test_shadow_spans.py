@@ -98,7 +98,7 @@ def test_the_live_policys_replay_of_merged_spans_is_the_live_prompt(
 
     # In process: the same prompt, to the token.
     frames = recorded_frames(record)
-    verification, sources, ratio = recorded_sources(record, frames) or (None, None, None)
+    verification, sources, ratio = recorded_sources(record, frames)
     again = compose_for_prompt(
         frames, record.budget, strategy="score", verification=verification, sources=sources
     )
@@ -128,7 +128,7 @@ def test_a_record_from_before_merging_was_kept_replays_without_merging(
     )
     assert old.merging is None and replace(record, merging=None, feedback=None) == old
     frames = recorded_frames(old)
-    assert recorded_sources(old, frames) is None
+    assert recorded_sources(old, frames) == (None, None, None)
     # Replayed as before: every window stands apart, the absorbed ones newly included.
     result = replay(old, "score")
     apart = compose_for_prompt(frames, old.budget, strategy="score")
