@@ -34,6 +34,7 @@ __all__ = [
     "LineTooLong",
     "ListenerError",
     "MethodNotFound",
+    "NoDaemon",
     "NoProviderAvailable",
     "Overloaded",
     "ParseError",
@@ -93,6 +94,17 @@ class BadRequest(HostdError):
 
 class UnknownProvider(BadRequest):
     reason = "unknown_provider"
+
+
+class NoDaemon(HostdError, ConnectionError):
+    """A client found no daemon at the socket (or TCP port) it was pointed at: a
+    ``ConnectionError`` too, so code that catches ``OSError`` still does; its ``errno``
+    and ``strerror`` are the OS's, its text hostd's message."""
+
+    reason = "no_daemon"
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class NoProviderAvailable(HostdError):

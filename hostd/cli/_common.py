@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -111,6 +112,10 @@ def csv_arg(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+#: What a socket answers while its daemon is still starting: not there yet, or refused.
+_NOT_YET = frozenset({errno.ENOENT, errno.ECONNREFUSED})
+
+
 async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) -> Any:
     """A client on the daemon's socket; while nothing listens there yet (no socket, or
     refused), try again until ``wait`` seconds have passed: ``hostd serve &`` binds its
@@ -122,8 +127,8 @@ async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) ->
     while True:
         try:
             return await stack.enter_async_context(connect_socket(path))
-        except (FileNotFoundError, ConnectionRefusedError):
-            if anyio.current_time() >= deadline:
+        except NoDaemon as exc:  # no socket yet, or refused: the daemon may be starting
+            if exc.errno not in _NOT_YET or anyio.current_time() >= deadline:
                 raise
             if not logged:
                 get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)

@@ -11,7 +11,7 @@ from typing import Any
 
 from hostd._hints import warming_advice, warming_ids, warming_state
 from hostd.config import Config, find_config
-from hostd.errors import HostdError
+from hostd.errors import NoDaemon
 
 __all__ = [
     "NoDaemon",
@@ -21,12 +21,6 @@ __all__ = [
     "policy_fallback",
     "warming_lines",
 ]
-
-
-class NoDaemon(HostdError):
-    """``--connect``: nothing answers at the socket."""
-
-    reason = "no_daemon"
 
 
 def config_hint(cfg: Config) -> str:

@@ -19,7 +19,7 @@ the dict received. It asks for the evidence's own content
 (``include_content``) unless told not to. It never loads the host side.
 """
 
-from hostd.errors import ConnectionLost, RpcError, UnexpectedReply
+from hostd.errors import ConnectionLost, NoDaemon, RpcError, UnexpectedReply
 
 from ._async import AsyncClient, ProgressCallback, Used, connect, connect_tcp, serve_command, spawn
 from ._results import (
@@ -54,6 +54,7 @@ __all__ = [
     "Evidence",
     "FloorRecord",
     "FrameRef",
+    "NoDaemon",
     "ProgressCallback",
     "PromptUsage",
     "Provenance",

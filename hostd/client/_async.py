@@ -33,7 +33,7 @@ from anyio.abc import (
 
 from hostd._teardown import stop_process
 from hostd.config import discover_socket, logs_to_stderr
-from hostd.errors import ConnectionLost, ParseError, ProtocolFault, RpcError
+from hostd.errors import ConnectionLost, NoDaemon, ParseError, ProtocolFault, RpcError
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
 
@@ -297,6 +297,14 @@ def _raw(stream: SocketStream) -> socket.socket:
     return sock
 
 
+def _no_daemon(exc: OSError, where: str, start: str) -> NoDaemon:
+    """Nothing listens at ``where``: the OS's reason (its ``errno`` and ``strerror``
+    kept, as an ``OSError`` carries them) and the command that starts a daemon."""
+    error = NoDaemon(f"no daemon at {where} ({exc.strerror or exc}); start one with `{start}`")
+    error.errno, error.strerror = exc.errno, exc.strerror
+    return error
+
+
 @contextlib.asynccontextmanager
 async def connect(
     path: str | os.PathLike[str] | None = None, *, config: str | os.PathLike[str] | None = None
@@ -308,7 +316,10 @@ async def connect(
     sock = (
         Path(path) if path is not None else await anyio.to_thread.run_sync(discover_socket, config)
     )
-    stream = await anyio.connect_unix(sock)
+    try:
+        stream = await anyio.connect_unix(sock)
+    except OSError as exc:
+        raise _no_daemon(exc, str(sock), "hostd serve") from exc
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client
 
@@ -316,7 +327,10 @@ async def connect(
 @contextlib.asynccontextmanager
 async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncClient]:
     """Connect to a daemon's loopback TCP listener and authenticate with the bearer token."""
-    stream = await anyio.connect_tcp(host, port)
+    try:
+        stream = await anyio.connect_tcp(host, port)
+    except OSError as exc:
+        raise _no_daemon(exc, f"{host}:{port}", "hostd serve --tcp") from exc
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         await client.call("$/authenticate", {"token": token})
         yield client

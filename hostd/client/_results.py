@@ -175,7 +175,8 @@ class ProviderFailure(WireResult):
 class ProviderReport(WireResult):
     """One provider's leg of the fan-out: ``status`` (``ok``, ``timeout``, ``crashed``,
     ``error``, ``quarantined``, ``no_consent``, ``skipped``, ``warming``, …), its frame
-    counts, latency, the tokens it was asked for and, on failure, the ``error``."""
+    counts, latency, the tokens it was asked for, on failure the ``error``, and for an
+    ``ok`` leg that gave nothing, the ``note`` saying why."""
 
     provider_id: str
     status: str
@@ -188,6 +189,8 @@ class ProviderReport(WireResult):
     share: int | None = None
     error: ProviderFailure | None = None
     missing_scopes: list[str] = Field(default_factory=list)
+    #: Why an ``ok`` leg gave nothing, when hostd can tell (``nothing fit: …``).
+    note: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -137,3 +137,22 @@ async def test_a_spawned_daemon_that_ignores_its_closed_stdin_is_terminated() ->
             process = client.process
     assert process is not None
     assert process.returncode == -signal.SIGTERM
+
+
+def test_connecting_where_no_daemon_serves_is_a_typed_error_naming_the_socket(
+    tmp_path: Path,
+) -> None:
+    from hostd.errors import NoDaemon
+
+    missing = tmp_path / "none.sock"
+    with pytest.raises(NoDaemon) as caught, Client.connect(missing):
+        pass
+    assert str(missing) in str(caught.value) and "hostd serve" in str(caught.value)
+    assert isinstance(caught.value, ConnectionError)  # what callers catching OSError see
+
+    async def main() -> None:
+        async with connect(missing):
+            pass
+
+    with pytest.raises(NoDaemon):
+        anyio.run(main)

@@ -298,3 +298,12 @@ def test_docs_api_md_names_every_model_and_member() -> None:
         missing = set(getattr(client, name).model_fields) - named
         assert not missing, (name, missing)
     assert "`include_content?`" in api and "### The evidence" in api
+
+
+def test_a_legs_note_is_a_typed_member_present_or_not() -> None:
+    from hostd.client import ProviderReport
+
+    quiet = ProviderReport.model_validate({"provider_id": "files", "status": "ok"})
+    assert quiet.note is None  # an attribute on every leg, not only those that sent one
+    told = {"provider_id": "files", "status": "ok", "note": "nothing fit: no frame within 1"}
+    assert ProviderReport.model_validate(told).note == told["note"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ LINES = [f"line {n:02d}: the quick brown fox number {n * 7919} jumps\n" for n in
 WINDOWS = ("L1-3:0.9", "L5-7:0.7", "L9-11:0.5", "L13-14:0.3")
 
 
-def _spawn(tmp_path: Path) -> Client:
+def _spawn(tmp_path: Path) -> AbstractContextManager[Client]:
     """A daemon whose one provider quotes a file outside the trusted roots, kept
     (``untrusted = "include"``) and so fenced ``verified="no"``; every composition
     recorded, without content."""
