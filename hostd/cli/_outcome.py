@@ -32,14 +32,52 @@ def config_hint(cfg: Config) -> str:
     return f" --config {source}"
 
 
-def leg_failures(result: dict[str, Any]) -> list[str]:
-    """One line per provider leg that failed: its id, status and the error it gave; and
-    per ``ok`` leg that gave nothing with a reason (its ``note``)."""
+#: Audit reasons that drop a frame for what its provider sent, and what to fix.
+_PROVIDER_FAULTS = {
+    "invalid_frame": "",  # the rules its frames broke say what (``violations``)
+    "digest_mismatch": "content_digest is not the sha256 of the content (D1)",
+    "source_mismatch": "the cited lines differ from the file",
+    "untrusted_source": "the file is outside the trusted roots (host.untrusted)",
+}
+
+
+def _dropped(result: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per provider: the frames dropped for what it sent (``_PROVIDER_FAULTS``), by reason."""
+    out: dict[str, dict[str, int]] = {}
+    for e in (result.get("audit") or {}).get("entries") or []:
+        reason = e.get("reason")
+        if reason in _PROVIDER_FAULTS:
+            mine = out.setdefault(str((e.get("frame") or {}).get("provider_id")), {})
+            mine[reason] = mine.get(reason, 0) + 1
+    return out
+
+
+def _dropped_line(p: dict[str, Any], reasons: dict[str, int]) -> str:
+    """``ID: ok, but N frame(s) dropped: reason n (why), …``."""
+    parts = []
+    for reason, n in sorted(reasons.items()):
+        why = _PROVIDER_FAULTS[reason]
+        if reason == "invalid_frame":
+            broken = [v for v in p.get("violations") or [] if v.get("severity") == "error"]
+            why = ", ".join(sorted({f"{v.get('rule')} {v.get('field')}" for v in broken}))
+        parts.append(f"{reason} {n}" + (f" ({why})" if why else ""))
+    total = sum(reasons.values())
+    return f"  {p.get('provider_id')}: ok, but {total} frame(s) dropped: {'; '.join(parts)}"
+
+
+def leg_failures(result: dict[str, Any], *, dropped: bool = True) -> list[str]:
+    """One line per provider leg that failed: its id, status and the error it gave; per
+    ``ok`` leg that gave nothing with a reason (its ``note``); and with ``dropped``, per
+    ``ok`` leg whose frames were dropped for what it sent (an invalid frame, a wrong
+    digest, …): how many, and why."""
     lines = []
+    faults = _dropped(result) if dropped else {}
     for p in result.get("providers") or []:
         status = p.get("status")
         if status == "ok" and p.get("note"):  # ok, but nothing it had fit (nothing_fit)
             lines.append(f"  {p.get('provider_id')}: ok: {p['note']}")
+        elif status == "ok" and str(p.get("provider_id")) in faults:
+            lines.append(_dropped_line(p, faults[str(p.get("provider_id"))]))
         if status in ("ok", "skipped"):
             continue
         warming = warming_state(p)  # what it is doing, not the refusal it answered
@@ -88,7 +126,7 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
                 rules = sorted({str(v.get("rule")) for v in dropped})
                 how += f" ({why}" + (f": {', '.join(rules)}" if rules else "") + ")"
             lines.append(f"  {pid}: ok, {how}")
-    return lines + leg_failures(result)
+    return lines + leg_failures(result, dropped=False)  # its ok lines say why
 
 
 def policy_fallback(result: dict[str, Any]) -> str | None:

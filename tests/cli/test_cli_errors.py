@@ -304,6 +304,27 @@ def test_frames_dropped_as_invalid_are_named_with_their_rules(tmp_path: Path) ->
     assert any("degraded: frames_invalid(adv)" in line for line in human), human
 
 
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        (
+            "invalid_frames",
+            ["invalid_frame 5 (", "F1 frames[1].score", "F3 frames[2].citation_label"],
+        ),
+        ("wrong_digest", ["1 frame(s) dropped: digest_mismatch 1 (content_digest is not"]),
+    ],
+)
+def test_an_ok_leg_whose_frames_were_dropped_says_how_many_and_why(
+    tmp_path: Path, mode: str, said: list[str]
+) -> None:
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", mode]
+    config = _config(tmp_path, _provider("adv", words))
+    done = _hostd("--config", str(config), "compose", "anything", "--budget", "2000")
+    assert done.returncode == 0, done.stderr  # frame 0 is good: the prompt holds it
+    (line,) = [x for x in _human(done.stderr) if x.startswith("hostd:   adv: ok, but ")]
+    assert all(words in line for words in said), line
+
+
 def test_providers_without_connect_says_when_a_daemon_serves_this_config(tmp_path: Path) -> None:
     from tests.fixtures.procs import ServeChild
 
