@@ -89,10 +89,15 @@ def test_the_quickstart_and_the_python_client_run_as_written_from_your_own_proje
     (client,) = _blocks("## Quickstart, from your own project", "python")
     (project.parent / "client.py").write_text(client)
     # Run as written; then, with the daemon it started still serving, the Python
-    # example; then stop the daemon (`serve &` is the last background job).
-    script = f"{quickstart}\npython ../client.py\nstatus=$?\nkill $!\nwait $!\nexit $status\n"
+    # example; then `hostd stop`, as the README says, and the daemon (`serve &`, the
+    # last background job) has exited 0 when it returns.
+    script = (
+        f"{quickstart}\npython ../client.py\nstatus=$?\nhostd stop || exit 90\n"
+        "wait $! || exit 91\nexit $status\n"
+    )
     done = _bash(script, tmp_path, env)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^stopped hostd \(pid \d+\) at ", done.stdout, re.M), done.stdout
     assert (project / "hostd.toml").is_file()
     cites = re.findall(
         r'<frame provider="[^"]+" id="[^"]+" kind="[^"]+" cite="([^"]+)"', done.stdout

@@ -160,7 +160,7 @@ def stale_config(cfg: Config, status: Mapping[str, Any], socket: Path) -> str | 
     return (
         f"the daemon at {socket} was started from an older {cfg.source}"
         f"{f' (changed since {since})' if since else ''}: restart it "
-        f"(hostd serve{config_hint(cfg)}) to use the edits"
+        f"(`hostd stop{config_hint(cfg)}`, then `hostd serve{config_hint(cfg)}`) to use the edits"
     )
 
 

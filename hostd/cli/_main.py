@@ -22,6 +22,7 @@ from hostd.errors import ConfigError, HostdError
 from ._check import add_check_command
 from ._commands import add_core_commands
 from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
+from ._daemon import add_daemon_commands
 from ._outcome import NoDaemon
 from ._project import add_project_commands
 from ._quality import add_quality_commands
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_project_commands(sub, common)
     add_core_commands(sub, common)
+    add_daemon_commands(sub, common)
     add_quality_commands(sub, common)
     add_warm_command(sub, common)
     add_check_command(sub)

@@ -126,7 +126,9 @@ def _prepare_socket_path(path: Path) -> None:
         if not stat.S_ISSOCK(st.st_mode):
             raise ListenerError(f"{path} exists and is not a socket; refusing to replace it")
         if socket_is_live(path):
-            raise ListenerError(f"another hostd is already serving on {path}")
+            raise ListenerError(
+                f"another hostd is already serving on {path}; `hostd stop` stops it"
+            )
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 

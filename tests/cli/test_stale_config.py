@@ -35,7 +35,10 @@ def test_a_file_edited_since_the_daemon_started_is_said_with_the_socket_and_the_
     line = stale_config(load_config(path), _status(path, old), SOCKET)
     assert line is not None
     assert line.startswith(f"the daemon at {SOCKET} was started from an older {path} (changed")
-    assert line.endswith("): restart it (hostd serve --config " + f"{path}) to use the edits")
+    assert line.endswith(
+        f"): restart it (`hostd stop --config {path}`, then `hostd serve --config {path}`) "
+        "to use the edits"
+    )
 
 
 def test_the_same_bytes_say_nothing(tmp_path: Path) -> None:

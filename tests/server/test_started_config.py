@@ -76,7 +76,8 @@ async def test_an_edited_config_is_said_once_by_each_connected_command(start_dae
     said = [x for x in _human(err) if STALE in x]
     assert len(said) == 1 and said[0].startswith(line), err
     assert said[0].endswith(
-        "): restart it (hostd serve --config " + f"{daemon.config}) to use the edits"
+        f"): restart it (`hostd stop --config {daemon.config}`, then "
+        f"`hostd serve --config {daemon.config}`) to use the edits"
     )
 
     # The provider added is unknown to it: the refusal, and the line that says why.

@@ -1,0 +1,165 @@
+"""``hostd status`` and ``hostd stop``: the running daemon of this config (its socket,
+or the one named), asked over its own API.
+
+``status`` prints what ``host/status`` answers (pid, uptime, socket, the config it
+runs and whether that file changed since, requests in flight) and each provider's
+state from ``providers/list``. ``stop`` asks for a graceful stop (``host/shutdown``:
+in-flight requests finish within the grace period, every provider is shut down)
+and says ``stopped`` only once the daemon's process has exited, watched through a
+pidfd where the system has one; past ``--timeout`` it says the daemon is still
+stopping, with its pid, and exits 1. Where nothing serves the socket both say so,
+exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hostd.config import Config
+from hostd.errors import HostdError, NoDaemon
+
+from ._common import EXIT_OK, print_json, stale_config
+
+__all__ = ["add_daemon_commands"]
+
+#: How long ``stop`` waits for the daemon to exit by default: its grace period (30 s
+#: at most by default) and the providers' own shutdown fit well inside.
+_STOP_TIMEOUT_S = 60.0
+#: Between two looks at a process where no pidfd can be had (not Linux).
+_POLL_S = 0.05
+
+
+class StillStopping(HostdError):
+    """``hostd stop``: the daemon acknowledged the stop but had not exited in time."""
+
+    reason = "still_stopping"
+
+
+def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``status`` and ``stop``."""
+    status = sub.add_parser(
+        "status",
+        parents=[common],
+        help="show the running daemon of this config",
+        description="Show the daemon serving this config's socket (or SOCKET): pid, "
+        "uptime, the config it runs, requests in flight and each provider's state.",
+    )
+    status.add_argument("socket", nargs="?", metavar="SOCKET", help="its socket")
+    status.add_argument("--json", action="store_true", help="print host/status as JSON")
+    status.set_defaults(run=_status)
+    stop = sub.add_parser(
+        "stop",
+        parents=[common],
+        help="stop the running daemon of this config",
+        description="Stop the daemon serving this config's socket (or SOCKET) gracefully: "
+        "requests in flight finish within its grace period, every provider is shut down. "
+        "Returns once its process has exited.",
+    )
+    stop.add_argument("socket", nargs="?", metavar="SOCKET", help="its socket")
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=_STOP_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long to wait for it to exit (default: {_STOP_TIMEOUT_S:g})",
+    )
+    stop.set_defaults(run=_stop)
+
+
+@contextlib.asynccontextmanager
+async def _daemon(cfg: Config, socket: str | None, doing: str) -> AsyncIterator[Any]:
+    from hostd.client import connect
+
+    path = Path(socket) if socket else cfg.socket_path
+    try:
+        async with connect(path) as client:
+            yield client
+    except NoDaemon as exc:
+        raise NoDaemon(f"no daemon at {path} ({exc.strerror or exc}): {doing}") from exc
+
+
+async def _status(cfg: Config, args: argparse.Namespace) -> int:
+    async with _daemon(cfg, args.socket, "none is running") as client:
+        status = await client.call("host/status", {})
+        providers = (await client.call("providers/list", {})).get("providers") or []
+    if args.json:
+        print_json(status)
+        return EXIT_OK
+    config = status.get("config") or {}
+    uptime = float(status.get("uptime_s") or 0.0)
+    out = [
+        f"hostd {status.get('version')} (pid {status.get('pid')}), {status.get('state')} "
+        f"for {_duration(uptime)}",
+        f"socket: {status.get('socket')}",
+        f"config: {config.get('file') or 'built in code'}",
+        f"in flight: {status.get('in_flight')}",
+    ]
+    for row in providers:
+        out.append(f"provider {row.get('id')}: {row.get('state')}")
+    sys.stdout.write("".join(f"{line}\n" for line in out))
+    line = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
+    if line is not None:
+        sys.stderr.write(f"hostd: {line}\n")
+    return EXIT_OK
+
+
+async def _stop(cfg: Config, args: argparse.Namespace) -> int:
+    async with _daemon(cfg, args.socket, "nothing to stop") as client:
+        status = await client.call("host/status", {})
+        await client.call("host/shutdown", {})
+    pid = int(status["pid"])
+    where = status.get("socket") or args.socket or cfg.socket_path
+    with anyio.move_on_after(max(args.timeout, 0.0)):
+        await _exited(pid)
+        sys.stdout.write(f"stopped hostd (pid {pid}) at {where}\n")
+        return EXIT_OK
+    raise StillStopping(
+        f"hostd (pid {pid}) is still stopping after {args.timeout:g} s "
+        f"(its providers may be slow to exit); `kill {pid}` stops it now"
+    )
+
+
+async def _exited(pid: int) -> None:
+    """Return once process ``pid`` has exited: a pidfd turns readable then (Linux);
+    elsewhere, a look every ``_POLL_S``."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfd here: look, then look again
+        while _alive(pid):  # noqa: ASYNC110 - no event tells another process's exit
+            await anyio.sleep(_POLL_S)
+        return
+    try:
+        await anyio.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

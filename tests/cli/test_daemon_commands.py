@@ -1,0 +1,70 @@
+"""``hostd status`` and ``hostd stop`` against a real daemon process (docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.fixtures.cli import run_hostd
+from tests.fixtures.procs import ROOT, ServeChild
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "hostd.toml"
+    command = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha"]
+    path.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "alpha"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _human(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if not line.startswith("{")]
+
+
+def test_status_shows_the_daemon_and_stop_returns_once_it_has_exited(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        assert child.proc is not None
+        pid = child.proc.pid
+        shown = run_hostd("--config", str(config), "status")
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert lines[0].startswith("hostd ") and f"(pid {pid}), serving for " in lines[0]
+        assert f"socket: {tmp_path}/run/s.sock" in lines
+        assert f"config: {config.resolve()}" in lines
+        assert "provider alpha: ready" in lines or "provider alpha: idle" in lines, lines
+        raw = run_hostd("--config", str(config), "status", "--json")
+        assert json.loads(raw.stdout)["pid"] == pid
+
+        stopped = run_hostd("--config", str(config), "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout == f"stopped hostd (pid {pid}) at {tmp_path}/run/s.sock\n"
+        # Said once its process had exited: it is gone (a zombie until reaped) already.
+        assert child.proc.poll() is not None or _zombie(pid)
+        assert not (tmp_path / "run" / "s.sock").exists()
+    finally:
+        code = child.stop()  # reaps it (a signal to an exited process does nothing)
+    assert code == 0  # a graceful stop
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_status_and_stop_without_a_daemon_say_so(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    for command, says in (("status", "none is running"), ("stop", "nothing to stop")):
+        done = run_hostd("--config", str(config), command)
+        assert done.returncode == 3, done.stderr  # the CLI's exit status for no daemon
+        (line,) = _human(done.stderr)
+        assert line.startswith(f"hostd: no daemon at {tmp_path}/run/s.sock (") and says in line
+        assert done.stdout == ""
