@@ -153,8 +153,11 @@ def test_the_mcp_entry_names_the_projects_config_and_the_three_tools() -> None:
 
     section = README.split("## Use from an MCP client\n", 1)[1].split("\n## ", 1)[0]
     (entry,) = re.findall(r"```json\n(.*?)```", section, re.S)
-    args = json.loads(entry)["mcpServers"]["hostd"]["args"]
+    server = json.loads(entry)["mcpServers"]["hostd"]
+    args = server["args"]
     assert args[0] == "--config" and args[1].endswith("/hostd.toml") and args[2:] == ["mcp"]
+    # As hostd init prints it (tests/mcp/test_init_entry.py): hostd by its absolute path.
+    assert server["command"].startswith("/") and server["command"].endswith("/bin/hostd")
     numbers = {2: "two", 3: "three", 4: "four"}
     assert f"with {numbers[len(TOOLS)]} tools" in section
     assert all(f"`{tool.name}`" in section for tool in TOOLS)

@@ -43,6 +43,16 @@ __all__ = ["BUNDLED", "add_project_commands", "render_project_config", "semantic
 BUNDLED = ("files", "memory", "semantic")
 
 
+def mcp_entry(config: Path) -> dict[str, Any]:
+    """The MCP client entry that runs ``hostd mcp`` on ``config``, by absolute paths: a
+    desktop client starts it with its own PATH and working directory, where a bare
+    ``hostd`` is seldom found. The ``hostd`` script beside this interpreter, else this
+    interpreter with ``-m hostd``."""
+    script = Path(sys.executable).parent / "hostd"
+    command = [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-m", "hostd"]
+    return {"command": command[0], "args": [*command[1:], "--config", str(config), "mcp"]}
+
+
 class ConfigExists(HostdError):
     """``hostd init`` would overwrite a config file (``--force`` to do it)."""
 
@@ -282,7 +292,7 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         sys.stdout.write("semantic: left commented out, its extra is not installed\n")
     sys.stdout.write(
         f'next: cd {project} && hostd compose "a question about the project"\n'
-        f"an MCP client: {_toml({'command': 'hostd', 'args': ['--config', str(target), 'mcp']})}\n"
+        f"an MCP client: {_toml(mcp_entry(target))}\n"
     )
     left = _left_behind(global_dir) if replaces_global else []
     if left:  # nothing is copied or moved: those files may be other projects' too
