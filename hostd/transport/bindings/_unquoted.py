@@ -96,7 +96,18 @@ def parse_problem(exc: ValueError) -> str:
     return "not JSON"
 
 
+#: Why a line that is not JSON at all is there, most often: the provider printed to its
+#: stdout (a debug line, a banner), which carries the protocol alone.
+_STDOUT_IS_THE_WIRE = "not JSON; a provider writes only protocol messages to stdout (log to stderr)"
+
+
 def bad_line(line: bytes, exc: ValueError) -> ProtocolFault:
-    """A line that is not a reply: its size and the parse error with its position."""
-    why = parse_problem(exc)
+    """A line that is not a reply: its size and why. A line that is not JSON at all (it
+    fails at its first byte, or does not start as an object does) is most likely a
+    print to stdout: the fault says what to do instead of what the parser expected. One
+    that starts as JSON and breaks later gets the parse error and its position."""
+    printed = isinstance(exc, orjson.JSONDecodeError) and (
+        exc.pos == 0 or not line.lstrip().startswith(b"{")
+    )
+    why = _STDOUT_IS_THE_WIRE if printed else parse_problem(exc)
     return ProtocolFault(f"garbage line from provider ({len(line)} bytes, not quoted): {why}")

@@ -266,8 +266,9 @@ class ChildProcess:
 
     async def failure_report(self, deadline: float) -> str:
         """Why the process failed, in its own words: its exit status (when it ended on
-        its own) and the last lines of its stderr (bounded, scrubbed, one line), waiting
-        for its exit and the end of its stderr no later than ``deadline`` (anyio time).
+        its own) and what its stderr says (its error line and last lines: bounded,
+        scrubbed, one line), waiting for its exit and the end of its stderr no later
+        than ``deadline`` (anyio time).
         ``""`` when it said nothing."""
         with anyio.move_on_at(deadline):
             await self.exited.wait()

@@ -7,15 +7,20 @@ provider id; past it they are only counted (``bytes.count``, nothing split,
 decoded or buffered beyond the one line under way), and the count is logged as
 ``provider.stderr.suppressed`` at most every ``summary_s`` seconds and at the end.
 The pipe is always drained, so a flooding provider never blocks on its stderr.
-Every line logged passes the provider's ``Redactor`` first (C8). The last bytes
-of the stream, logged or not, are kept (``TAIL_BYTES``): ``tail()`` is what a
-failed start or a crash reports as its reason (bounded, one line, scrubbed).
+Every line logged passes the provider's ``Redactor`` first (C8). The first and the
+last bytes of the stream, logged or not, are kept (``HEAD_BYTES``, ``TAIL_BYTES``):
+``tail()`` is what a failed start or a crash reports as its reason (bounded, one
+line, scrubbed). A Python traceback ends with its error, but Node, Go, Rust and Java
+print the error first and the stack after it, so the reason is the last lines *and*
+the last line that reads as an error (``SyntaxError: …``, ``panic: …``, ``sh: 1: x:
+not found``), wherever it is in what was kept (``failure_reason``).
 """
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -26,20 +31,49 @@ from hostd.protocol import LineItem, LineSplitter
 
 from .._redact import Redactor, printable
 
-__all__ = ["TAIL_BYTES", "TAIL_SHOWN_BYTES", "StderrPolicy", "StderrPump", "TokenBucket"]
+__all__ = [
+    "HEAD_BYTES",
+    "TAIL_BYTES",
+    "TAIL_SHOWN_BYTES",
+    "StderrPolicy",
+    "StderrPump",
+    "TokenBucket",
+    "failure_reason",
+]
 
 log = get_logger("hostd.transport")
 
 #: How much is read from the pipe at once: a flood costs a wake-up per chunk, not per line.
 _CHUNK = 1 << 20
 
-#: The end of a provider's stderr kept for its failure report, and the most of it a
-#: report quotes, in UTF-8 bytes (the last lines, as one line: a traceback's last frame
-#: and its error).
+#: The start and the end of a provider's stderr kept for its failure report, and the
+#: most of it a report quotes, in UTF-8 bytes (its error line and its last lines, as
+#: one line). The start holds the error of a provider that dies as it starts and
+#: prints a long stack or goroutine dump after it.
+HEAD_BYTES = 2048
 TAIL_BYTES = 4096
 TAIL_SHOWN_BYTES = 300
 _TAIL_LINES = 4
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
+_LEFT_OUT = "…"
+
+#: A line that states an error: ``SyntaxError: …`` (Node, Python), ``java.lang.X: …``,
+#: ``error: …``, ``fatal error: …`` (Go), ``panic: …`` (Go), ``thread 'main' panicked
+#: at …`` (Rust), ``sh: 1: foo: not found``, ``… No such file or directory``.
+_ERROR_LINE = re.compile(
+    r"(?:error|exception):|\bpanic:|\bpanicked at\b|\bfatal\b|\bnot found\b"
+    r"|\bno such file or directory\b",
+    re.IGNORECASE,
+)
+#: A line of a stack, matched at its start: ``    at f (file:1:2)`` (Node, Java, a Rust
+#: backtrace's file), ``  File "x.py", line 3`` (Python), ``goroutine 1 [running]:``,
+#: ``main.main()``, ``\t/src/main.go:5 +0x1d``, ``created by …`` (Go), ``   0: f``
+#: (Rust), ``\t... 5 more`` (Java); and the ``^^^^`` under a line of source (Python,
+#: Node), which says nothing without it.
+_FRAME_LINE = re.compile(
+    r"\s+at\s|\s*File \"|goroutine \d+ \[|created by \S|[\w./*()\[\]-]+\(.*\)$"
+    r"|\s+\S+:\d+ \+0x[0-9a-f]+$|\s+\d+: \S|\s*\.\.\. \d+ more$|\s*[\^~]+$"
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,6 +111,79 @@ class TokenBucket:
         self.tokens -= n
 
 
+def _decoded(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _is_error(line: str) -> bool:
+    return _ERROR_LINE.search(line) is not None and _FRAME_LINE.match(line) is None
+
+
+def failure_reason(lines: Sequence[str | None], fragment: str | None = None) -> str:
+    """What a failure report quotes of a stream's kept ``lines`` (``None``: lines lost
+    between its start and its end), as one line of at most ``TAIL_SHOWN_BYTES`` bytes.
+
+    It is the last error line (the error of the last crash, whether its language prints
+    it before its stack or after it), with the line after it when it ends with ``:``
+    (Rust puts the message there), and the last ``_TAIL_LINES`` lines, in their order,
+    joined by `` | ``, with ``…`` where lines are left out. When that is too long,
+    stack frames go first, then other lines, earliest first; the error lines stay, cut
+    at their end if they must be. Without an error line, the last line stays, cut at
+    its start: its end is a crash's last words. ``fragment``: the end of the stream,
+    part of a line (its start lost), never taken for an error line."""
+    items = list(lines)
+    whole = len(items)  # items past it are the fragment
+    if fragment is not None and fragment.strip():
+        items.append(fragment.rstrip())
+    errors = [i for i in range(whole) if (line := items[i]) is not None and _is_error(line)]
+    block = errors[-1:]
+    if block and _text(items, block[0]).endswith(":") and block[0] + 1 < whole:
+        after = items[block[0] + 1]
+        if after is not None and _FRAME_LINE.match(after) is None:
+            block.append(block[0] + 1)
+    end = range(max(0, len(items) - _TAIL_LINES), len(items))
+    keep = sorted({*block, *(i for i in end if items[i] is not None)})
+    rest = [i for i in keep if i not in block]
+    frames = [i for i in rest if _FRAME_LINE.match(_text(items, i))]
+    dropping = frames + [i for i in rest if i not in frames]
+    shown = _joined(items, keep)
+    while len(shown.encode()) > TAIL_SHOWN_BYTES and dropping and len(keep) > 1:
+        keep.remove(dropping.pop(0))
+        shown = _joined(items, keep)
+    data = shown.encode()
+    if len(data) <= TAIL_SHOWN_BYTES:
+        return shown
+    # Bounded in bytes, whole characters only: an error line by its start (its kind and
+    # message), any other line by its end.
+    cut = TAIL_SHOWN_BYTES - len(_LEFT_OUT.encode())
+    if block:
+        return data[:cut].decode("utf-8", "ignore") + _LEFT_OUT
+    return _LEFT_OUT + data[-cut:].decode("utf-8", "ignore")
+
+
+def _text(items: list[str | None], i: int) -> str:
+    line = items[i]
+    assert line is not None  # only lines are kept, never the mark of lost ones
+    return line
+
+
+def _joined(items: list[str | None], keep: list[int]) -> str:
+    """The ``keep`` lines of ``items`` as one printable line, ``…`` where lines are left
+    out (``""`` for none)."""
+    if not keep:
+        return ""
+    parts: list[str] = []
+    after = 0  # the index just past the last line shown
+    for i in keep:
+        if i > after:
+            parts.append(_LEFT_OUT)
+        parts.append(_text(items, i))
+        after = i + 1
+    if after < len(items):
+        parts.append(_LEFT_OUT)
+    return printable("\n".join(parts))
+
+
 def _after_newlines(chunk: bytes, n: int) -> int:
     """The offset just past the ``n``-th newline of ``chunk`` (its length if fewer)."""
     pos = -1
@@ -102,9 +209,10 @@ class StderrPump:
         self.policy = policy
         self.redactor = redactor if redactor is not None else Redactor()
         self._clock = clock
-        #: The stream's last ``TAIL_BYTES``; ``_cut``: its start is mid-line.
+        #: The stream's first ``HEAD_BYTES`` and last ``TAIL_BYTES``, and its length.
+        self._head = b""
         self._tail = b""
-        self._cut = False
+        self._seen = 0
         #: Set once the stream has ended (end of file, or closed by the teardown).
         self.ended = anyio.Event()
         self._splitter = LineSplitter(policy.max_line_bytes)
@@ -123,37 +231,47 @@ class StderrPump:
             self.feed(chunk)
         self.end()
 
-    def _keep_tail(self, chunk: bytes) -> None:
+    def _keep(self, chunk: bytes) -> None:
+        self._seen += len(chunk)
+        if len(self._head) < HEAD_BYTES:
+            self._head += chunk[: HEAD_BYTES - len(self._head)]
         if len(chunk) >= TAIL_BYTES:
-            self._tail, self._cut = chunk[-TAIL_BYTES:], True
+            self._tail = chunk[-TAIL_BYTES:]
         else:
-            tail = self._tail + chunk
-            if len(tail) > TAIL_BYTES:
-                tail, self._cut = tail[-TAIL_BYTES:], True
-            self._tail = tail
+            self._tail = (self._tail + chunk)[-TAIL_BYTES:]
 
     def tail(self) -> str:
-        """The last lines the provider wrote (at most ``TAIL_SHOWN_BYTES`` bytes), as one line: its
-        secrets scrubbed, control characters neutralised; ``""`` when it wrote none."""
-        raw = self._tail
-        if self._cut and b"\n" in raw:  # the first line is a fragment (a secret's end?)
-            raw = raw[raw.index(b"\n") + 1 :]
-        text = self.redactor.text(raw.decode("utf-8", "replace"))
-        # A Python traceback's header says nothing its frames and error do not, and
-        # quoted in hostd's own report it reads as if hostd had crashed: left out.
-        lines = [
+        """Why the provider said it failed, as one line of at most ``TAIL_SHOWN_BYTES``
+        bytes: its error line and its last lines (``failure_reason``), its secrets scrubbed,
+        control characters neutralised; ``""`` when it wrote nothing."""
+        head, tail = self._head, self._tail
+        start = self._seen - len(tail)  # where the kept end starts in the stream
+        if start <= len(head):  # they meet: the whole stream, once
+            return failure_reason(self._lines(head[:start] + tail))
+        # A part cut mid-line loses the fragment (a secret's start or end?); a kept end
+        # that is one fragment is shown only by its end, as it always was.
+        head = head[: head.rfind(b"\n") + 1]
+        if b"\n" in tail:
+            return failure_reason(
+                [*self._lines(head), None, *self._lines(tail[tail.index(b"\n") + 1 :])]
+            )
+        return failure_reason(
+            [*self._lines(head), None], fragment=self.redactor.text(_decoded(tail))
+        )
+
+    def _lines(self, raw: bytes) -> list[str]:
+        """The lines of whole lines of the stream, scrubbed; blank ones and a Python
+        traceback's header left out (it says nothing its frames and error do not, and
+        quoted in hostd's own report it reads as if hostd had crashed)."""
+        text = self.redactor.text(_decoded(raw))
+        return [
             line.rstrip()
             for line in text.splitlines()
             if line.strip() and not line.startswith(_TRACEBACK_HEAD)
         ]
-        shown = printable("\n".join(lines[-_TAIL_LINES:]))
-        data = shown.encode()
-        if len(data) > TAIL_SHOWN_BYTES:  # bounded in bytes: its end, whole characters only
-            shown = "…" + data[-(TAIL_SHOWN_BYTES - 3) :].decode("utf-8", "ignore")
-        return shown
 
     def feed(self, chunk: bytes) -> None:
-        self._keep_tail(chunk)
+        self._keep(chunk)
         now = self._clock()
         allowed = self._bucket.available(now)
         cut = _after_newlines(chunk, allowed) if allowed else 0
