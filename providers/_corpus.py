@@ -2,7 +2,8 @@
 
 Shared by the ``files`` (lexical) and ``semantic`` (embedding) providers. It
 owns which files are read (``.gitignore`` at every level, include/exclude
-globs, no binaries, no huge files) and the verdict on a held chunk (V3, V4);
+globs, no binaries, no huge files, never a file that holds credentials, no
+lockfile unless an include glob names it) and the verdict on a held chunk (V3, V4);
 how a file becomes chunks is ``_chunk``'s, one chunker for both providers. It
 knows nothing about ranking or about the wire.
 """
@@ -10,7 +11,8 @@ knows nothing about ranking or about the wire.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,12 +42,18 @@ __all__ = [
     "DEFAULT_MIN_CHUNK_TOKENS",
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
+    "SKIP_LOCKFILE",
+    "SKIP_SECRET",
+    "SKIP_SECRET_DIR",
+    "SKIP_TOO_LARGE",
     "Chunk",
     "Corpus",
     "CorpusOptions",
     "chunk_file",
     "chunk_frame",
+    "is_secret_name",
     "parse_chunk_id",
+    "skipped_summary",
     "split_lines",
     "verify_chunk",
 ]
@@ -55,6 +63,114 @@ DEFAULT_MAX_FILE_BYTES = 1 << 20
 _ALWAYS_SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache"}
 )
+
+# Never indexed, whatever the ignore files, --include or --no-gitignore say: files that
+# hold credentials by convention, so a project with no (or a thin) .gitignore never sends
+# one to a model. Drawn from what filename-based secret scanners flag (gitrob, shhgit)
+# and what GitHub's gitignore templates keep out of repositories (Node: .env and
+# .env.*.local; Terraform: *.tfstate, *.tfvars "likely to contain sensitive data"). Kept
+# short: each name is a credential store by design, not merely a place one might be.
+# Matched on the file's own name, case-insensitively. There is no opt-out flag: no search
+# needs a private key or a token in a model's prompt, and one sent cannot be taken back.
+_SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg"})
+_SECRET_NAMES = frozenset(
+    {
+        ".env",  # dotenv; its variants below
+        ".git-credentials",  # git's credential store: tokens in clear
+        ".htpasswd",
+        ".netrc",  # machine/login/password lines (curl, git, pip)
+        "_netrc",  # .netrc's Windows name
+        ".npmrc",  # npm's _authToken
+        ".pgpass",  # PostgreSQL passwords in clear
+        ".pypirc",  # PyPI upload tokens
+        "credentials.json",  # Google OAuth client / service-account downloads
+        "id_dsa",  # SSH private keys (their .pub is public and stays)
+        "id_ecdsa",
+        "id_ecdsa_sk",
+        "id_ed25519",
+        "id_ed25519_sk",
+        "id_rsa",
+    }
+)
+_SECRET_SUFFIXES = (
+    ".pem",  # PEM private keys (public certificates too: a price worth paying)
+    ".key",
+    ".p8",  # PKCS#8 keys (Apple's AuthKey_*.p8)
+    ".ppk",  # PuTTY private keys
+    ".p12",  # PKCS#12 bundles, key included
+    ".pfx",
+    ".jks",  # Java keystores
+    ".keystore",
+    ".tfstate",  # Terraform state holds every resource's secrets in clear
+    ".tfstate.backup",
+    ".tfvars",
+    ".tfvars.json",
+)
+# ``.env.<name>`` is a secret unless its last part says it is the committed template.
+_ENV_TEMPLATES = frozenset({"example", "sample", "template", "dist"})
+
+# Skipped unless an --include glob names them: machine-written dependency pins, large
+# and keyword-dense, so they crowd real code out of a lexical ranking.
+_LOCKFILES = frozenset(
+    {
+        ".terraform.lock.hcl",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "Package.resolved",
+        "Pipfile.lock",
+        "Podfile.lock",
+        "bun.lock",
+        "bun.lockb",
+        "composer.lock",
+        "deno.lock",
+        "flake.lock",
+        "go.sum",
+        "go.work.sum",
+        "gradle.lockfile",
+        "mix.lock",
+        "npm-shrinkwrap.json",
+        "package-lock.json",
+        "packages.lock.json",
+        "pdm.lock",
+        "pnpm-lock.yaml",
+        "poetry.lock",
+        "pubspec.lock",
+        "uv.lock",
+        "yarn.lock",
+    }
+)
+#: A sibling name no glob that names a lockfile would match (``Corpus._names``).
+_PROBE_NAME = "_"
+
+#: Why a path was left out, as ``Corpus.skipped`` counts it.
+SKIP_SECRET = "secret"
+SKIP_SECRET_DIR = "secret_dir"
+SKIP_LOCKFILE = "lockfile"
+SKIP_TOO_LARGE = "too_large"
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a file of this name holds credentials by convention (never indexed)."""
+    lower = name.lower()
+    if lower in _SECRET_NAMES or lower.endswith(_SECRET_SUFFIXES):
+        return True
+    return lower.startswith(".env.") and lower.rsplit(".", 1)[1] not in _ENV_TEMPLATES
+
+
+def skipped_summary(skipped: Mapping[str, int]) -> str:
+    """``"2 secret files, 1 lockfile"`` for a log line; ``""`` when nothing was skipped."""
+    labels = {
+        SKIP_SECRET: ("secret file", "secret files"),
+        SKIP_SECRET_DIR: ("secret directory", "secret directories"),
+        SKIP_LOCKFILE: ("lockfile", "lockfiles"),
+        SKIP_TOO_LARGE: ("file over --max-file-bytes", "files over --max-file-bytes"),
+    }
+    parts = []
+    for reason, (one, many) in labels.items():
+        n = skipped.get(reason, 0)
+        if n:
+            parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(parts)
 
 
 @dataclass(slots=True, frozen=True)
@@ -115,14 +231,43 @@ class Corpus:
         self._include = (
             pathspec.GitIgnoreSpec.from_lines(options.include) if options.include else None
         )
+        # Each include glob alone, to tell one that names a lockfile from one that only
+        # matches everything in its directory (``_names``).
+        self._include_each = [pathspec.GitIgnoreSpec.from_lines([g]) for g in options.include]
         self._exclude = pathspec.GitIgnoreSpec.from_lines(options.exclude)
         self._files: dict[str, _FileState] = {}
         self.chunks: list[Chunk] = []
         self._reads = 0
+        self._modified = False
+        self._skipped: dict[str, int] = {}
+
+    def _names(self, rel: str) -> bool:
+        """Whether an include glob names this file itself: it matches the file but not a
+        sibling called ``_``, so ``package-lock.json`` or ``*.lock`` does, ``src/``, ``*``
+        or ``**`` (which match everything in the file's directory) do not."""
+        if self._include is None or not self._include.match_file(rel):
+            return False
+        head, _, _ = rel.rpartition("/")
+        probe = f"{head}/{_PROBE_NAME}" if head else _PROBE_NAME
+        return any(g.match_file(rel) and not g.match_file(probe) for g in self._include_each)
+
+    def _refused(self, rel: str) -> str | None:
+        """The built-in rule that keeps ``rel`` out (a ``SKIP_*`` reason), else ``None``."""
+        *dirs, name = rel.split("/")
+        if not _SECRET_DIRS.isdisjoint(dirs):
+            return SKIP_SECRET_DIR
+        if is_secret_name(name):
+            return SKIP_SECRET
+        if name in _LOCKFILES and not self._names(rel):
+            return SKIP_LOCKFILE
+        return None
 
     def _walk(self) -> Iterator[tuple[str, Path, os.stat_result]]:
         opts = self.options
         stack: list[_Ignore] = []
+        # Only what the built-in rules and the size limit left out, so a user can learn
+        # why a file is missing; what the user's own ignore files and globs drop is not.
+        skipped: Counter[str] = Counter()
 
         def visit(dir_path: Path, dir_rel: str) -> Iterator[tuple[str, Path, os.stat_result]]:
             pushed = False
@@ -151,6 +296,9 @@ class Corpus:
                             continue
                         if self._exclude.match_file(rel + "/"):
                             continue
+                        if entry.name in _SECRET_DIRS:
+                            skipped[SKIP_SECRET_DIR] += 1
+                            continue
                         yield from visit(Path(entry.path), rel)
                         continue
                     if not entry.is_file() or _ignored(rel, False, stack):
@@ -159,16 +307,26 @@ class Corpus:
                         continue
                     if self._include is not None and not self._include.match_file(rel):
                         continue
+                    if is_secret_name(entry.name):  # whatever --include says
+                        skipped[SKIP_SECRET] += 1
+                        continue
+                    if entry.name in _LOCKFILES and not self._names(rel):
+                        skipped[SKIP_LOCKFILE] += 1
+                        continue
                     st = entry.stat()
                 except OSError:
                     continue
-                if st.st_size > opts.max_file_bytes or st.st_size == 0:
+                if st.st_size > opts.max_file_bytes:
+                    skipped[SKIP_TOO_LARGE] += 1
+                    continue
+                if st.st_size == 0:
                     continue
                 yield rel, Path(entry.path), st
             if pushed:
                 stack.pop()
 
         yield from visit(self.root, "")
+        self._skipped = dict(skipped)
 
     def refresh(self, progress: Callable[[int, int], None] | None = None) -> bool:
         """Bring the chunks up to date with the disk; ``True`` when anything changed.
@@ -207,10 +365,11 @@ class Corpus:
             self._reads += 1
             changed = True
         if set(seen) != set(self._files):
-            changed = True
+            changed = True  # a file went, or a cached one the rules now refuse was dropped
         if changed:
             self._files = seen
             self.chunks = [c for rel in sorted(seen) for c in seen[rel].chunks]
+            self._modified = True
         return changed
 
     @property
@@ -222,15 +381,34 @@ class Corpus:
         """Files read (chunked) since this corpus was made: 0 after a warm restart."""
         return self._reads
 
+    @property
+    def modified(self) -> bool:
+        """Whether the chunks differ from what was adopted (or, with nothing adopted,
+        whether a refresh found any): a cache written before is out of date."""
+        return self._modified
+
+    @property
+    def skipped(self) -> Mapping[str, int]:
+        """Paths the last walk left out by a built-in rule or the size limit, counted by
+        reason (``SKIP_SECRET``, ``SKIP_SECRET_DIR``, ``SKIP_LOCKFILE``,
+        ``SKIP_TOO_LARGE``; absent when 0). A secret directory counts once, unread."""
+        return dict(self._skipped)
+
     def state(self) -> dict[str, tuple[int, int, list[Chunk]]]:
         """Every file's ``(mtime_ns, size, chunks)``, for a cache (``_corpus_cache``)."""
         return {rel: (f.mtime_ns, f.size, f.chunks) for rel, f in self._files.items()}
 
     def adopt(self, state: dict[str, tuple[int, int, list[Chunk]]]) -> None:
         """Take a cached state; the next ``refresh`` re-reads only files whose
-        ``(mtime_ns, size)`` differ from it."""
-        self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in state.items()}
+        ``(mtime_ns, size)`` differ from it.
+
+        A file the built-in rules refuse is dropped here, not served until the walk: a
+        cache written by an older version may hold a ``.env``. Dropping one marks the
+        corpus ``modified``, so the cache is written again without it."""
+        kept = {rel: entry for rel, entry in state.items() if self._refused(rel) is None}
+        self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in kept.items()}
         self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]
+        self._modified = len(kept) != len(state)
 
 
 def verify_chunk(root: Path, identity: FrameIdentity) -> FrameVerdict:

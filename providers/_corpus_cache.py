@@ -6,8 +6,13 @@ figures changed (``Corpus.refresh``). One file per corpus under
 ``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
 decides the chunks: the root, the read and chunk options, and the source of
 the chunker itself (``hostd.chunking``'s modules), so a changed chunker never
-serves old chunks. A missing, torn or foreign cache is simply a cold start;
-writes are atomic (temporary file, then rename) and private (0600).
+serves old chunks. Which files belong is not in the key: every refresh walks the
+tree again and keeps only what the walk yields, and ``Corpus.adopt`` drops at
+once a cached file the built-in rules refuse (a ``.env`` cached by a version
+without them), marking the corpus modified so the cache is written again without
+it. Keeping the key unchanged for that matters: a new key would leave the old
+file, secret and all, in the cache directory. A missing, torn or foreign cache is
+simply a cold start; writes are atomic (temporary file, then rename) and private (0600).
 """
 
 from __future__ import annotations

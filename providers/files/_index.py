@@ -126,7 +126,9 @@ class FileIndex:
                 progress(0, None, phase="index")
             self._rebuild()
             self._last_check = time.monotonic()
-            if self.cache_path is not None and (self.corpus.reads or not self.loaded_from_cache):
+            # ``modified``, not ``reads``: a cache that held a file now refused (a ``.env``
+            # written by an older version) is rewritten without it though nothing was read.
+            if self.cache_path is not None and (self.corpus.modified or not self.loaded_from_cache):
                 try:
                     save_corpus(self.corpus, self.cache_path)
                 except OSError:  # a cache that cannot be written costs the next start only

@@ -23,13 +23,26 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
-from .._corpus import verify_chunk
+from .._corpus import skipped_summary, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import FileIndex
 
 __all__ = ["FilesProvider", "main"]
 
 VERSION = "0.1.0"
+
+
+def _report_build(index: FileIndex, seconds: float) -> None:
+    """One stderr line per build: what it holds, and what the built-in rules left out,
+    so a user can find out why a file is missing."""
+    cached = " (from cache)" if index.loaded_from_cache else ""
+    skipped = skipped_summary(index.corpus.skipped)
+    print(
+        f"providers.files: {index.chunk_count} chunks from {index.corpus.file_count} files "
+        f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
+        + (f"; not indexed: {skipped}" if skipped else ""),
+        file=sys.stderr,
+    )
 
 
 class FilesProvider(Provider):
@@ -49,13 +62,7 @@ class FilesProvider(Provider):
         # large checkout takes seconds, a warm restart reads only what changed.
         started = time.perf_counter()
         self.index.build(progress)
-        cached = " (from cache)" if self.index.loaded_from_cache else ""
-        print(
-            f"providers.files: {self.index.chunk_count} chunks from "
-            f"{self.index.corpus.file_count} files under {self.index.root}{cached}, "
-            f"{self.index.corpus.reads} read, in {time.perf_counter() - started:.1f}s",
-            file=sys.stderr,
-        )
+        _report_build(self.index, time.perf_counter() - started)
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         # Ranking is CPU work; keep the stdio loop free for pipelined requests.
@@ -72,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m providers.files",
         description="CGP provider: BM25 search over a directory tree, served on stdio "
         "(JSON-RPC binding), or over HTTPS with --http. Honours .gitignore; skips binary "
-        "and huge files.",
+        "and huge files, lockfiles (unless an --include glob names one) and, always, files "
+        "that hold credentials (.env, private keys, .npmrc, *.tfstate, ...).",
     )
     corpus_arguments(parser)
     http_arguments(parser)
@@ -101,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         index.cache_path = folder / f"{corpus_key(index.corpus)}.json"
     if getattr(args, "http", None) is not None:
         # Over HTTPS no progress can reach the host: built before serving, as before.
+        started = time.perf_counter()
         index.build()
+        _report_build(index, time.perf_counter() - started)
     # On stdio, built after the handshake (FilesProvider.warm): the host learns at once
     # that this provider is up and warming, instead of waiting blind on a silent process.
     serve(FilesProvider(index), args, parser)

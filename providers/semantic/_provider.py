@@ -25,7 +25,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
-from .._corpus import verify_chunk
+from .._corpus import Corpus, skipped_summary, verify_chunk
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
@@ -39,6 +39,12 @@ from ._index import EmbeddingMismatch, SemanticIndex
 __all__ = ["SemanticProvider", "main"]
 
 VERSION = "0.1.0"
+
+
+def _not_indexed(corpus: Corpus) -> str:
+    """``"; not indexed: 2 secret files"`` for the summary line, or ``""``."""
+    skipped = skipped_summary(corpus.skipped)
+    return f"; not indexed: {skipped}" if skipped else ""
 
 
 class SemanticProvider(Provider):
@@ -81,7 +87,9 @@ class SemanticProvider(Provider):
             # Before embedding, which takes longest: a build stopped midway (a one-shot
             # command ends, a kill) keeps its chunks, as the vector cache keeps every
             # embedded batch, so the next start resumes where this one stopped.
-            if cache is not None and corpus.reads:
+            # ``modified``: something was read, or a cached file the rules now refuse (a
+            # ``.env`` from an older version) was dropped and must leave the cache too.
+            if cache is not None and corpus.modified:
                 try:
                     save_corpus(corpus, cache)
                 except OSError:  # a cache that cannot be written costs the next start only
@@ -91,7 +99,7 @@ class SemanticProvider(Provider):
         print(
             f"providers.semantic: {self.index.chunk_count} chunks indexed "
             f"({self.index.embedded_last} embedded) in "
-            f"{time.perf_counter() - started:.1f}s",
+            f"{time.perf_counter() - started:.1f}s{_not_indexed(corpus)}",
             file=sys.stderr,
         )
 
@@ -166,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         index.refresh(force=True)
         print(
             f"providers.semantic: {index.chunk_count} chunks, {index.embedded_last} embedded, "
-            f"in {time.perf_counter() - started:.1f}s (cache {args.cache})",
+            f"in {time.perf_counter() - started:.1f}s (cache {args.cache})"
+            f"{_not_indexed(index.corpus)}",
             file=sys.stderr,
         )
         return 0

@@ -1,0 +1,378 @@
+"""The corpus walker never serves a file that holds credentials, and leaves lockfiles out
+unless an ``--include`` glob names one: the rules themselves, then the real ``files``
+provider as a child process (default, ``--include``, a cache written before the rules,
+its stderr summary), and the ``semantic`` one, which walks with the same code."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from providers._cli import corpus_arguments, corpus_options
+from providers._corpus import (
+    SKIP_LOCKFILE,
+    SKIP_SECRET,
+    SKIP_SECRET_DIR,
+    SKIP_TOO_LARGE,
+    Corpus,
+    CorpusOptions,
+    chunk_file,
+    is_secret_name,
+    skipped_summary,
+)
+from providers._corpus_cache import corpus_key
+from providers.semantic import semantic_unavailable
+
+from ._stdio import REPO, StdioPeer
+
+#: Every file of the project says this word, so one query reaches all of them.
+WORD = "zebracorn"
+#: Text that appears only in files that must never be served.
+SECRET_MARKS = ("sk-live-", "PRIVATE KEY", "lockfileVersion")
+
+
+def _project(root: Path) -> Path:
+    """A new user's JavaScript project with no .gitignore."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / ".env").write_text(f"# {WORD} settings\nAPI_TOKEN=sk-live-4f9a8b7c6d5e\n")
+    (root / ".env.example").write_text(f"# {WORD} settings\nAPI_TOKEN=changeme\n")
+    (root / "id_rsa").write_text(
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{WORD}b3BlbnNzaC1rZXktdjEAAAAA\n"
+        "-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    (root / "id_rsa.pub").write_text(f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 {WORD}@laptop\n")
+    (root / "config").mkdir()
+    (root / "config" / "secrets.pem").write_text(
+        f"-----BEGIN PRIVATE KEY-----\n{WORD}MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+        "-----END PRIVATE KEY-----\n"
+    )
+    (root / "package-lock.json").write_text(
+        f'{{\n  "name": "{WORD}",\n  "lockfileVersion": 3,\n  "requires": true\n}}\n'
+    )
+    (root / "src").mkdir()
+    (root / "src" / "app.ts").write_text(
+        f"// {WORD}: rate limiting\nexport function limit(n: number): number {{\n"
+        "  return Math.min(n, 10);\n}\n"
+    )
+    return root
+
+
+SERVED_BY_DEFAULT = {".env.example", "id_rsa.pub", "src/app.ts"}
+
+
+def _rels(corpus: Corpus) -> set[str]:
+    corpus.refresh()
+    return {c.rel for c in corpus.chunks}
+
+
+# --- the rules -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".env",
+        ".env.local",
+        ".env.production",
+        ".env.development.local",
+        "id_rsa",
+        "id_ed25519",
+        "server.key",
+        "CERT.PEM",
+        "bundle.p12",
+        "store.pfx",
+        "release.keystore",
+        "app.jks",
+        ".npmrc",
+        ".pypirc",
+        ".netrc",
+        ".git-credentials",
+        ".htpasswd",
+        "credentials.json",
+        "terraform.tfstate",
+        "terraform.tfstate.backup",
+        "prod.tfvars",
+    ],
+)
+def test_a_credential_file_is_named_secret(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".env.example",
+        ".env.sample",
+        ".env.template",
+        ".env.dist",
+        ".env.local.example",
+        ".envrc",
+        "id_rsa.pub",
+        "id_ed25519.pub",
+        "env.py",
+        "keys.py",
+        "credentials.py",
+        "package-lock.json",
+        "README.md",
+    ],
+)
+def test_a_template_public_key_or_source_file_is_not_named_secret(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_the_walk_leaves_out_secrets_and_lockfiles_and_counts_each_reason(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path / "p")
+    (root / ".aws").mkdir()
+    (root / ".aws" / "credentials").write_text(f"[default]\n{WORD} = AKIA0000\n")
+    (root / "big.txt").write_text(f"{WORD}\n" * 100)
+    corpus = Corpus(CorpusOptions(root=root, max_file_bytes=500))
+    assert _rels(corpus) == SERVED_BY_DEFAULT
+    assert corpus.skipped == {
+        SKIP_SECRET: 3,  # .env, id_rsa, config/secrets.pem
+        SKIP_SECRET_DIR: 1,  # .aws
+        SKIP_LOCKFILE: 1,
+        SKIP_TOO_LARGE: 1,
+    }
+    assert skipped_summary(corpus.skipped) == (
+        "3 secret files, 1 secret directory, 1 lockfile, 1 file over --max-file-bytes"
+    )
+
+
+def test_neither_no_gitignore_nor_a_negated_gitignore_line_brings_a_secret_back(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path / "p")
+    (root / ".gitignore").write_text("!.env\n!id_rsa\n")
+    for honour in (True, False):
+        corpus = Corpus(CorpusOptions(root=root, honour_gitignore=honour))
+        rels = _rels(corpus)
+        assert not rels & {".env", "id_rsa", "config/secrets.pem"}, honour
+        assert ".env.example" in rels
+
+
+def test_only_an_include_glob_that_names_a_lockfile_brings_it_back(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    (root / "web").mkdir()
+    (root / "web" / "yarn.lock").write_text(f"# {WORD}\nleft-pad@^1.3.0:\n")
+    (root / "web" / "index.ts").write_text(f"// {WORD}\n")
+    named = {
+        ("package-lock.json",): {"package-lock.json"},
+        ("/package-lock.json", "src/"): {"package-lock.json", "src/app.ts"},
+        ("*.lock",): {"web/yarn.lock"},
+        ("**/yarn.lock", "*.ts"): {"web/yarn.lock", "web/index.ts", "src/app.ts"},
+        ("*.json",): {"package-lock.json"},
+    }
+    for globs, want in named.items():
+        assert _rels(Corpus(CorpusOptions(root=root, include=globs))) == want, globs
+    # A glob that matches everything in a directory does not name the lockfile in it.
+    for globs in (("web/",), ("web/**",), ("*",), ("**",)):
+        rels = _rels(Corpus(CorpusOptions(root=root, include=globs)))
+        assert not rels & {"package-lock.json", "web/yarn.lock"}, globs
+        assert "web/index.ts" in rels, globs
+    # What the user's own globs leave out is not counted as the rules' doing.
+    only_web = Corpus(CorpusOptions(root=root, include=("web/",)))
+    only_web.refresh()
+    assert only_web.skipped == {SKIP_LOCKFILE: 1}
+
+
+def test_an_adopted_cache_entry_for_a_secret_is_dropped_and_marks_the_corpus_modified(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path / "p")
+    state: dict[str, tuple[int, int, list[Any]]] = {}
+    for rel in (".env", "src/app.ts"):
+        path = root / rel
+        st = path.stat()
+        state[rel] = (st.st_mtime_ns, st.st_size, chunk_file(path, rel, path.read_bytes()))
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.adopt(state)
+    assert {c.rel for c in corpus.chunks} == {"src/app.ts"}  # before any walk
+    assert corpus.modified
+    clean = Corpus(CorpusOptions(root=root))
+    clean.adopt({"src/app.ts": state["src/app.ts"]})
+    assert not clean.modified
+
+
+# --- the files provider, a real child process -------------------------------------------
+
+
+class _Peer(StdioPeer):
+    """A ``StdioPeer`` that also reads the provider's stderr."""
+
+    async def __aenter__(self) -> _Peer:
+        self.proc = await anyio.open_process(
+            self.args, cwd=REPO, env=self.env, stderr=subprocess.PIPE
+        )
+        assert self.proc.stdout is not None
+        self._reader = BufferedByteReceiveStream(self.proc.stdout)
+        return self
+
+    async def stderr_line(self, prefix: bytes) -> str:
+        """The first stderr line starting with ``prefix`` (the child writes it before it
+        says ready, and stderr is line-buffered)."""
+        assert self.proc is not None and self.proc.stderr is not None
+        err = BufferedByteReceiveStream(self.proc.stderr)
+        with anyio.fail_after(30):  # a hang guard
+            while True:
+                line = await err.receive_until(b"\n", 1 << 20)
+                if line.startswith(prefix):
+                    return line.decode()
+
+
+async def _served(peer: StdioPeer, goal: str) -> dict[str, str]:
+    """``{file: content}`` of every frame a query for ``goal`` gets."""
+    result = await peer.call(
+        "context/query", {"query": {"goal": goal, "max_frames": 50, "max_tokens": 100_000}}
+    )
+    out: dict[str, str] = {}
+    for frame in result["frames"]:
+        rel = frame["citation_label"].rsplit(" ", 1)[0]
+        out[rel] = out.get(rel, "") + frame["content"]
+    return out
+
+
+def _files_args(root: Path, *extra: str) -> list[str]:
+    return ["-m", "providers.files", "--root", str(root), "--no-cache", *extra]
+
+
+def _no_secret_in(served: dict[str, str]) -> None:
+    for rel, content in served.items():
+        for mark in SECRET_MARKS:
+            assert mark not in content, (rel, mark)
+
+
+@pytest.mark.anyio
+async def test_the_files_provider_serves_no_secret_and_no_lockfile_and_says_so(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path / "p")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    async with _Peer(_files_args(root), env) as peer:
+        await peer.handshake()
+        served = await _served(peer, WORD)
+        assert set(served) == SERVED_BY_DEFAULT
+        _no_secret_in(served)
+        asked = await _served(peer, "API_TOKEN sk live private key lockfileVersion")
+        assert set(asked) <= SERVED_BY_DEFAULT
+        _no_secret_in(asked)
+        line = await peer.stderr_line(b"providers.files:")
+        assert line.rstrip().endswith("; not indexed: 3 secret files, 1 lockfile"), line
+
+
+@pytest.mark.anyio
+async def test_an_include_naming_a_lockfile_brings_it_back_and_a_wildcard_does_not(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path / "p")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    async with _Peer(
+        _files_args(root, "--include", "package-lock.json", "--include", "src/"), env
+    ) as peer:
+        await peer.handshake()
+        served = await _served(peer, WORD)
+        assert set(served) == {"package-lock.json", "src/app.ts"}
+        assert "lockfileVersion" in served["package-lock.json"]
+    async with _Peer(_files_args(root, "--include", "*"), env) as peer:
+        await peer.handshake()
+        assert set(await _served(peer, WORD)) == SERVED_BY_DEFAULT
+
+
+@pytest.mark.anyio
+async def test_an_include_naming_a_secret_file_does_not_bring_it_back(tmp_path: Path) -> None:
+    root = _project(tmp_path / "p")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    globs = ["--include", ".env", "--include", "id_rsa", "--include", "*.pem", "--include", "src/"]
+    async with _Peer(_files_args(root, *globs), env) as peer:
+        await peer.handshake()
+        served = await _served(peer, WORD)
+        assert set(served) == {"src/app.ts"}
+        _no_secret_in(served)
+
+
+def _key_for(root: Path) -> str:
+    """The cache key the provider computes for ``--root root`` and default options."""
+    parser = argparse.ArgumentParser()
+    corpus_arguments(parser)
+    return corpus_key(Corpus(corpus_options(parser.parse_args(["--root", str(root)]))))
+
+
+def _cache_before_the_rules(root: Path, path: Path, rels: list[str]) -> None:
+    """The cache a version without the rules wrote: ``.env`` included, with the figures it
+    has on disk now, so nothing tells the provider to re-read it."""
+    files: dict[str, Any] = {}
+    for rel in rels:
+        file = root / rel
+        st = file.stat()
+        rows = [
+            [c.start, c.end, c.text, c.digest, c.heading, c.kind]
+            for c in chunk_file(file, rel, file.read_bytes())
+        ]
+        files[rel] = [st.st_mtime_ns, st.st_size, rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps({"version": 1, "root": str(root.resolve()), "files": files}))
+
+
+@pytest.mark.anyio
+async def test_a_cache_written_before_the_rules_never_serves_its_secret_and_is_rewritten(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    (root / "src").mkdir(parents=True)
+    (root / ".env").write_text(f"# {WORD}\nAPI_TOKEN=sk-live-4f9a8b7c6d5e\n")
+    (root / "src" / "app.ts").write_text(f"// {WORD}: rate limiting\n")
+    cache_dir = tmp_path / "cache"
+    cache_file = cache_dir / f"{_key_for(root)}.json"
+    _cache_before_the_rules(root, cache_file, [".env", "src/app.ts"])
+    assert b"sk-live-" in cache_file.read_bytes()
+
+    args = ["-m", "providers.files", "--root", str(root), "--cache", str(cache_dir)]
+    async with _Peer(args, {"XDG_CACHE_HOME": str(tmp_path / "xdg")}) as peer:
+        await peer.handshake()
+        line = await peer.stderr_line(b"providers.files:")
+        # The cache was adopted (nothing re-read), and still .env is not served.
+        assert "(from cache), 0 read" in line, line
+        served = await _served(peer, f"{WORD} API_TOKEN sk live")
+        assert set(served) == {"src/app.ts"}
+        _no_secret_in(served)
+    # Written again without it: the secret no longer sits in the cache directory.
+    body = cache_file.read_bytes()
+    assert set(orjson.loads(body)["files"]) == {"src/app.ts"}
+    assert b"sk-live-" not in body
+
+
+# --- the semantic provider shares the walker ---------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+@pytest.mark.skipif(semantic_unavailable() is not None, reason="semantic extra not installed")
+async def test_the_semantic_provider_serves_no_secret_not_even_from_its_cache(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path / "p")
+    vectors = tmp_path / "sem" / "vectors.db"
+    chunks = vectors.parent / f"corpus-{_key_for(root)}.json"  # beside it, as it keeps them
+    # Every file it serves is cached too, so nothing is read: the cache must be written
+    # again because .env was dropped, not because something changed.
+    _cache_before_the_rules(root, chunks, [".env", *sorted(SERVED_BY_DEFAULT)])
+    # --min-score -1: every chunk it holds is a hit, so a secret it held would show.
+    args = ["-m", "providers.semantic", "--root", str(root), "--cache", str(vectors)]
+    async with _Peer([*args, "--min-score", "-1"]) as peer:
+        await peer.handshake()
+        line = await peer.stderr_line(b"providers.semantic:")
+        assert line.rstrip().endswith("; not indexed: 3 secret files, 1 lockfile"), line
+        served = await _served(peer, "API token for the rate limiter")
+        assert set(served) == SERVED_BY_DEFAULT
+        _no_secret_in(served)
+    body = chunks.read_bytes()
+    assert ".env" not in orjson.loads(body)["files"]
+    assert b"sk-live-" not in body
