@@ -232,7 +232,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load()
         tokenizers = _RecordedTokenizers(cfg.host.tokenizer)
         questions, outcomes = quality.run_from_shadow(records, policies, tokenizers)
-        sys.stderr.write(tokenizers.note(len(records)))
+        sys.stderr.write(tokenizers.note(len(records)) + _unmerged_note(records))
         if not questions:
             sys.stderr.write("no recorded request has feedback naming used evidence\n")
     else:
@@ -343,6 +343,24 @@ class _RecordedTokenizers:
         )
 
 
+def _unmerged_note(records: Sequence[Any]) -> str:
+    """A line when records kept without content quote overlapping or touching ranges of a
+    file: their replays (the live policy's too) quote apart what the live prompt may have
+    quoted as one, so their overlap and token figures differ from it; ``""`` otherwise."""
+    from hostd import quality
+
+    apart = sum(1 for r in records if quality.spans_unmerged(r))
+    if not apart:
+        return ""
+    return (
+        f"hostd: note: {apart} of {len(records)} records were kept without content "
+        "([shadow] store_content = false) and quote overlapping or touching lines of a "
+        "file: their replays merge no spans, so the live policy's replay may differ from "
+        "the live prompt (newly included windows, more tokens); set store_content = true "
+        "to replay new records as served (docs/eval.md)\n"
+    )
+
+
 def _fallback_notes(policies: Sequence[tuple[str, Any]]) -> str:
     """A line per policy that cannot rank as asked here (``calibrated`` before ``hostd
     calibrate``): what it ranked by instead, so its row is not read as the policy's."""
@@ -391,7 +409,9 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(
             "\n".join(quality.render_replay(spelling, replays) for spelling, _, replays in reports)
         )
-    sys.stderr.write(_fallback_notes(bound) + tokenizers.note(len(records)))
+    sys.stderr.write(
+        _fallback_notes(bound) + tokenizers.note(len(records)) + _unmerged_note(records)
+    )
     return EXIT_OK
 
 

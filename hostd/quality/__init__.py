@@ -83,6 +83,7 @@ from ._run import (
     run_eval,
     score_asked,
 )
+from ._sources import spans_unmerged
 from ._store import ShadowStore
 from ._traffic import TRAFFIC, TrafficQuestion, asked_from_shadow, run_from_shadow
 
@@ -144,6 +145,7 @@ __all__ = [
     "run_from_shadow",
     "score_asked",
     "shadow_path",
+    "spans_unmerged",
     "summarise",
     "to_json",
     "trim_to_gold",

@@ -34,6 +34,7 @@ __all__ = [
     "rebuild",
     "rebuilt_sources",
     "recorded_sources",
+    "spans_unmerged",
     "source_verified",
     "verification_of",
 ]
@@ -143,3 +144,24 @@ def recorded_sources(
     verification.update((FrameId(p, i, d), state) for p, i, d in merging.verified)
     sources = rebuild(dict(merging.sources), candidates, verification)
     return verification, sources or {}, merging.max_ratio
+
+
+def spans_unmerged(recorded: Recorded) -> bool:
+    """Whether a replay of ``recorded`` may quote apart what the live composition quoted
+    as one: it kept no ``Merging`` (no content) and two of its candidates quote
+    overlapping or touching line ranges of one ``file`` source, which span merging
+    joins and admitted touching blocks coalesce."""
+    if recorded.merging is not None:
+        return False
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for c in recorded.candidates:
+        for kind, uri, rng, _ in c.regions:
+            m = _RANGE_RE.fullmatch(rng or "") if kind == "file" and uri else None
+            if m is not None:
+                start = int(m.group(1))
+                spans.setdefault(str(uri), []).append((start, int(m.group(2) or start)))
+    for ranges in spans.values():
+        ranges.sort()
+        if any(b[0] <= a[1] + 1 for a, b in zip(ranges, ranges[1:], strict=False)):
+            return True
+    return False

@@ -39,6 +39,10 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     """One composition through the daemon, recorded with content: two providers quote
     overlapping windows of a file under a trusted root (merged), and a third an adjacent
     one (coalesced), then feedback that the answer used its first citation."""
+    return _record(tmp_path, store_content=True)
+
+
+def _record(tmp_path: Path, *, store_content: bool) -> tuple[Path, dict[str, Any]]:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     path = corpus / "module.txt"
@@ -47,7 +51,7 @@ def recorded(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     config.write_text(
         f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
         f"trusted_roots = [{json.dumps(str(corpus))}]\n\n"
-        "[shadow]\nenabled = true\nsample = 1.0\nstore_content = true\n\n"
+        f"[shadow]\nenabled = true\nsample = 1.0\nstore_content = {str(store_content).lower()}\n\n"
         + _window("dense", path, "L4-9:0.8")
         + _window("lexical", path, "L1-6:0.4")
         + _window("tail", path, "L10-12:0.3")
@@ -82,6 +86,7 @@ def test_the_live_policys_replay_of_merged_spans_is_the_live_prompt(
     # Through the CLI, as the user ran it.
     done = run_hostd("--config", str(config), "shadow", "replay", "--policy", "score", "--json")
     assert done.returncode == 0, done.stderr
+    assert "kept without content" not in done.stderr  # kept with it: nothing to warn of
     (report,) = json.loads(done.stdout)
     (one,) = report["replays"]
     assert one["overlap"] == 1.0
@@ -135,3 +140,15 @@ def test_a_record_from_before_merging_was_kept_replays_without_merging(
     assert [c.id for c in result.replayed] == [c.frame.frame_id for c in apart.citations]
     assert result.newly_included and result.overlap < 1.0
     assert apart.tokens_used != live["audit"]["tokens_used"]
+
+
+def test_replaying_records_kept_without_content_says_their_spans_are_not_merged(
+    tmp_path: Path,
+) -> None:
+    config, _ = _record(tmp_path, store_content=False)
+    for command in (["shadow", "replay", "--policy", "score"], ["eval", "--from-shadow"]):
+        done = run_hostd("--config", str(config), *command)
+        assert done.returncode == 0, done.stderr
+        (note,) = [x for x in done.stderr.splitlines() if "kept without content" in x]
+        assert note.startswith("hostd: note: 1 of 1 records were kept without content")
+        assert "store_content = true" in note
