@@ -6,7 +6,10 @@ scrubbed environment), or a remote provider's ``--url`` with the config's own ke
 for its credential and TLS files, held to the daemon's default deadlines
 (``_checks``). ``--provider ID`` reads the config in use and checks that provider
 as it is configured there (its command or url, binding, env, cwd, credential,
-``timeout_ms`` and ``start_timeout_s``).
+``timeout_ms`` and ``start_timeout_s``). The human report is the header (what ran,
+where, against which deadline, the goal asked), the table and its notes on stdout;
+``--json`` puts the rows on stdout and the notes on stderr. The host's own log stays
+at error unless ``--log-level`` says otherwise, so no log record lands in the table.
 """
 
 from __future__ import annotations
@@ -151,10 +154,12 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
     elif args.url is not None:
         remote = {key: getattr(args, key) for key in _REMOTE_FLAGS}
         spec = ProviderSpec("check", url=args.url, binding=args.binding or "jsonrpc", **remote)
-    # The host's own transport and bindings log as they do in the daemon: on stderr, at
-    # warning unless told (the table is the report; a provider's stderr is in it).
+    # The host's own transport and bindings log as they do in the daemon, on stderr, but
+    # at error unless told (--log-level), as the commands that report every failure
+    # themselves: the table is the report, and what the log would say of the provider
+    # (its stderr, how much of it the rate limit drops) is in it, in words.
     configure_logging(
-        getattr(args, "log_level", None) or "warning",
+        getattr(args, "log_level", None) or "error",
         log_format=getattr(args, "log_format", None) or "auto",
     )
     if spec is not None and spec.remote:
@@ -248,9 +253,8 @@ def _check_remote(
     if args.json:
         print_json([r.to_wire() for r in checked.results])
     else:
-        sys.stdout.write(
-            said + render_remote_header(spec, deadlines) + render_table(checked.results)
-        )
+        header = render_remote_header(spec, deadlines, goal=args.goal, budget=args.budget)
+        sys.stdout.write(said + header + render_table(checked.results))
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED
 
 
@@ -268,7 +272,9 @@ def _check_command(
         Deadlines,
         check_provider,
         daemon_command,
+        provider_name,
         render_header,
+        render_notes,
         render_stderr,
         render_table,
     )
@@ -277,9 +283,12 @@ def _check_command(
     options: dict[str, Any] = {}
     cwd: str | None = None
     env: dict[str, str] = {}
+    # Known by its configured id, else by its command's name (in the log, as in the daemon's).
+    pid = provider_name(given)
     if spec is not None:
         given, binding, options = list(spec.command), spec.binding, dict(spec.options)
         env, cwd = dict(spec.env), None if spec.cwd is None else str(spec.cwd)
+        pid = spec.id
     # Run as the daemon runs it from hostd.toml: "python" is hostd's own interpreter.
     cmd = daemon_command(given, cwd)
     if binding == "mcp":
@@ -303,6 +312,7 @@ def _check_command(
                 budget=args.budget,
                 timeout_s=timeout_s,
                 cwd=cwd,
+                provider_id=pid,
             ),
             backend="asyncio",
         )
@@ -317,17 +327,17 @@ def _check_command(
                 deadlines=deadlines,
                 cwd=cwd,
                 env=env,
+                provider_id=pid,
             ),
             backend="asyncio",
         )
+    notes = render_stderr(checked.stderr, checked.results) + render_notes(checked)
     if args.json:
         print_json([r.to_wire() for r in checked.results])
-        sys.stderr.write(render_stderr(checked.stderr, checked.results))
+        sys.stderr.write(notes)
     else:
-        sys.stdout.write(
-            said
-            + render_header(given, checked.command, deadlines)
-            + render_table(checked.results)
-            + render_stderr(checked.stderr, checked.results)
+        header = render_header(
+            given, checked.command, deadlines, cwd=cwd, goal=args.goal, budget=args.budget
         )
+        sys.stdout.write(said + header + render_table(checked.results) + notes)
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED

@@ -5,10 +5,12 @@ never a second client: the transport starts the server (scrubbed environment, ow
 process group, the teardown ladder) and the ``mcp`` binding (``hostd.mcp``, the
 SDK's ``ClientSession``) initialises it, reads its resources, calls the configured
 tools, cuts and scores what they serve. Each reply is judged by the daemon's leg
-audit, as ``_checks`` judges the other bindings, so a server that passes is served
-by the daemon the same way. The checks: the handshake (MCP ``initialize``, the tools
-named exist; H1–H3, C5 on the handshake it answers the engine with), a query whose
-frames are valid (F1–F5, D1), budget honesty at a tight budget (B1, B3, B4), the
+audit, as ``_checks`` judges the other bindings (the query's row by the same
+``reply_fault``: its frames, the reply as a whole, each inline digest; a reply with
+no frame is a warning), so a server that passes is served by the daemon the same
+way. The checks: the handshake (MCP ``initialize``, the tools named exist; H1–H3, C5
+on the handshake it answers the engine with), a query whose frames are valid
+(F1–F5, D1, D4) and not quarantined (B1–B4), budget honesty at a tight budget (B1, B3, B4), the
 kinds filter (Q1), the ``file://`` sources it serves against the files on disk (F5,
 F17: what the host's re-read would find) and shutdown (the server exits when its
 stdin closes, as MCP's stdio transport says). Malformed input and verify are not
@@ -38,11 +40,17 @@ from hostd.protocol import (
 )
 from hostd.transport import ProviderConnection
 
-from ._checks import CheckResult, _errors, _fmt, _rules
+from ._checks import (
+    CheckResult,
+    _errors,
+    _fmt,
+    _rules,
+    no_frame_result,
+    provider_name,
+    reply_fault,
+)
 
 __all__ = ["check_mcp_provider"]
-
-_PID = "p"
 
 
 async def check_mcp_provider(
@@ -53,15 +61,18 @@ async def check_mcp_provider(
     budget: int = 400,
     timeout_s: float = 10.0,
     cwd: str | None = None,
+    provider_id: str | None = None,
 ) -> list[CheckResult]:
     """Every check against a fresh server running ``command``, configured as
-    ``[provider.mcp]`` would (``options``); never raises for a bad server."""
+    ``[provider.mcp]`` would (``options``); never raises for a bad server.
+    ``provider_id``: its configured id (default: its command's name)."""
     settings = McpSettings.model_validate(dict(options or {})).model_dump()
     results: list[CheckResult] = []
+    pid = provider_id or provider_name(command)
     async with anyio.create_task_group() as tg:
         try:
             conn = await ProviderConnection.open(
-                _PID,
+                pid,
                 list(command),
                 task_group=tg,
                 binding="mcp",
@@ -74,7 +85,7 @@ async def check_mcp_provider(
             tg.cancel_scope.cancel()
             return results
         try:
-            await _run(conn, results, settings, goal, budget, timeout_s)
+            await _run(conn, pid, results, settings, goal, budget, timeout_s)
         finally:
             with anyio.CancelScope(shield=True):
                 code = await conn.aclose()
@@ -94,6 +105,7 @@ def _shutdown(results: list[CheckResult], code: int | None) -> None:
 
 async def _run(
     conn: ProviderConnection,
+    pid: str,
     results: list[CheckResult],
     settings: Mapping[str, Any],
     goal: str,
@@ -129,25 +141,23 @@ async def _run(
     if result is None:
         results.append(CheckResult("query", False, f"query failed: {error}"))
         return
-    audit = audit_leg(_PID, query, result.frames, declared_kinds=kinds)
-    invalid = [v for v in _errors(audit.violations) if v not in audit.quarantine]
-    if invalid or audit.quarantine:
-        found = invalid or list(audit.quarantine)
-        detail = f"the daemon would drop or quarantine it: {_fmt(found)}"
-        results.append(CheckResult("query", False, detail, rules=tuple(_rules(found))))
+    audit = audit_leg(pid, query, result.frames, declared_kinds=kinds)
+    fault = reply_fault(audit)  # as the pipe's query row: the frames, the reply, each digest
+    if fault is not None:
+        results.append(CheckResult("query", False, fault[0], rules=fault[1]))
+    elif audit.offered == 0:
+        hint = "nothing fit max_tokens: truncated" if result.truncated else ""
+        if not hint and not tools:
+            hint = "it was asked for its resources: name a --tool?"
+        results.append(no_frame_result(goal, hint=hint))
     else:
         labels = sorted({f.citation_label or f.id for f in audit.accepted})
         shown = ", ".join(labels[:3]) + (" …" if len(labels) > 3 else "")
-        note = ""
-        if not labels:
-            hint = "nothing fit: truncated" if result.truncated else "nothing served"
-            note = f" ({hint}{'' if tools else '; name a --tool?'})"
-        detail = f"{audit.offered} valid frame(s){note}" + (f": {shown}" if shown else "")
-        results.append(CheckResult("query", True, detail))
+        results.append(CheckResult("query", True, f"{audit.offered} valid frame(s): {shown}"))
 
     tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
     small, error = await ask(tight)
-    held = audit_leg(_PID, tight, small.frames if small else [], declared_kinds=kinds).quarantine
+    held = audit_leg(pid, tight, small.frames if small else [], declared_kinds=kinds).quarantine
     breaches = [v for v in held if v.rule.startswith("B")]
     if error is not None or breaches:
         detail = error or f"the daemon would quarantine it: {_fmt(breaches)}"
@@ -160,7 +170,7 @@ async def _run(
         goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
     )
     none, error = await ask(other)
-    q1 = list(audit_leg(_PID, other, none.frames if none else []).quarantine)
+    q1 = list(audit_leg(pid, other, none.frames if none else []).quarantine)
     if error is not None or q1 or (none is not None and none.frames):
         detail = error or "frames of a kind the query did not ask for"
         results.append(CheckResult("kinds filter", False, detail, rules=("Q1",)))

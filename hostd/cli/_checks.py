@@ -9,14 +9,21 @@ driver (``_check_driver``: the pipes through that codec, so it can send
 malformed input on purpose); one carried by an SDK session has a check of its own
 (``mcp``: ``_check_mcp``).
 Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``),
-so a provider that passes is never dropped or quarantined by the daemon for the
-same reply; the handshake, R1, verify and shutdown checks are this module's.
+and the query's frames by its verify stage's inline digest check
+(``hostd.engine.verify``: ``check_inline_digest``, ``decide_frame``; D4), so a
+provider that passes is never dropped or quarantined by the daemon for the same
+reply; the handshake, R1, verify and shutdown checks are this module's. A query
+answered with no frame judged nothing: its row is a warning naming the goal (the
+exit status stays 0). A start, handshake or warm-up that failed lists every check
+it kept from running as ``not run``.
 The provider runs as the daemon runs it: its command as ``hostd.toml`` would resolve
 it (``daemon_command``: ``python`` is hostd's own interpreter), spawned by the
 transport's ``ChildProcess`` (the daemon's scrubbed environment plus the provider's
 own ``env``, its own process group under the reaper shim, stderr drained and its
-tail kept, scrubbed by the provider's ``Redactor``), each call held to the
-daemon's deadlines (``Deadlines``: ``timeout_ms`` by default); a check that fails
+tail kept, scrubbed by the provider's ``Redactor``; how much of it the daemon's log
+would leave out is counted for the report), known by its configured id or its
+command's name, each call held to the daemon's deadlines (``Deadlines``:
+``timeout_ms`` by default); a check that fails
 says what the provider said about it (``ChildProcess.failure_report``: its exit
 status and the last lines of its stderr, as the daemon explains a crash).
 A remote provider (``check_remote_provider``: a ``url``) is reached as the daemon
@@ -33,7 +40,7 @@ import shlex
 import sys
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +49,7 @@ import anyio
 
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
+from hostd.engine.verify import Exclusion, check_inline_digest, decide_frame
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.protocol import (
     PROTOCOL_VERSION,
@@ -66,6 +74,7 @@ from hostd.transport.bindings import UNKEYED, find_binding
 from ._check_driver import HOST, Driver, Failed, Link, RemoteDriver
 
 __all__ = [
+    "CHECKS",
     "DEFAULT_TIMEOUT_MS",
     "CheckResult",
     "Checked",
@@ -73,7 +82,12 @@ __all__ = [
     "check_provider",
     "check_remote_provider",
     "daemon_command",
+    "digest_mismatches",
+    "no_frame_result",
+    "provider_name",
+    "reply_fault",
     "render_header",
+    "render_notes",
     "render_remote_header",
     "render_stderr",
     "render_table",
@@ -88,8 +102,24 @@ _MAX_LINE_BYTES: int = HostSettings.model_fields["max_line_bytes"].default
 _GRACE_S: float = PoolSettings().grace_period_s
 
 _BOGUS_DIGEST = "sha256:" + "0" * 64
-#: The provider id the audit's FrameIds carry (the daemon uses the configured id).
-_PID = "p"
+
+#: Every check of a provider run as a child, in the order they run (``ready`` only runs
+#: for a provider that warms up first); a remote provider's are the same.
+CHECKS = (
+    "handshake",
+    "query",
+    "budget honesty",
+    "kinds filter",
+    "malformed input",
+    "verify honesty",
+    "shutdown",
+)
+#: Rows whose failure means nothing after them was run.
+_GATES = {
+    "start": "the provider did not start",
+    "handshake": "the handshake failed",
+    "ready": "the provider never said it was ready",
+}
 
 
 @dataclass(slots=True)
@@ -100,12 +130,19 @@ class CheckResult:
     skipped: bool = False
     #: The rule ids that failed it (the leg audit's, as the daemon would report them).
     rules: tuple[str, ...] = ()
+    #: Passed, but it judged nothing (a query answered with no frame): shown ``warn``,
+    #: counted apart, and the exit status stays 0.
+    warning: bool = False
+    #: Never run: an earlier check failed (its detail says which). A failure.
+    not_run: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "check": self.name,
             "passed": self.passed,
             "skipped": self.skipped,
+            "warning": self.warning,
+            "not_run": self.not_run,
             "detail": self.detail,
             "rules": list(self.rules),
         }
@@ -201,11 +238,21 @@ class Deadlines:
 class Checked:
     """One run of check-provider: each check's result, the command as it ran, and the
     last lines of the provider's stderr when a check failed while it lived on (one that
-    exited says so, and what it wrote, on the row of the check it ended)."""
+    exited says so, and what it wrote, on the row of the check it ended); how many
+    lines it wrote to stderr, and how many of them the daemon's log would leave out
+    (its rate limit: the transport's ``StderrPump``)."""
 
     results: list[CheckResult]
     command: list[str]
     stderr: str = ""
+    stderr_lines: int = 0
+    stderr_unlogged: int = 0
+
+
+def provider_name(command: Sequence[str]) -> str:
+    """The id a provider run from ``command`` is known by here (in the log, in what the
+    transport says): its command's name, as no config names it."""
+    return Path(command[0]).name if command else "provider"
 
 
 async def check_provider(
@@ -218,31 +265,35 @@ async def check_provider(
     deadlines: Deadlines | None = None,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
+    provider_id: str | None = None,
 ) -> Checked:
     """Run every check against a fresh child running ``command`` as the daemon would run
     it; never raises for a bad peer. ``binding``: any registered binding (``ValueError``
     for one that is not); ``timeout_s``: a call's deadline (default: the daemon's
     ``timeout_ms``), or ``deadlines`` all of them (a config's); ``env``: the provider's
     own variables (``[[provider]] env``), on top of the daemon's allow-list (their
-    secret-named values are scrubbed from what it says, as the daemon scrubs them)."""
+    secret-named values are scrubbed from what it says, as the daemon scrubs them);
+    ``provider_id``: its configured id (default: its command's name)."""
     row = find_binding(binding)
     ran = daemon_command(command, cwd)
+    pid = provider_id or provider_name(command)
     if row.codec is None:  # an sdk-session binding has a check of its own (mcp: _check_mcp)
         detail = f"the {binding!r} binding has no codec for this driver: it has its own check"
         return Checked([CheckResult("binding", False, detail)], ran)
     deadlines = deadlines or Deadlines.of(timeout_s)
     redactor = Redactor(secret_env_values(env or {}))  # the daemon's (engine ``Launcher``)
     try:
-        child = await ChildProcess.spawn(_PID, ran, env=env, cwd=cwd, redactor=redactor)
+        child = await ChildProcess.spawn(pid, ran, env=env, cwd=cwd, redactor=redactor)
     except HostdError as exc:  # the cwd, or the command (without the reaper shim)
-        return Checked([CheckResult("start", False, _unnamed(redactor.error(exc).message))], ran)
+        start = CheckResult("start", False, _unnamed(pid, redactor.error(exc).message))
+        return Checked(_not_run_after([start]), ran)
     except OSError as exc:
         detail = f"cannot start {ran[0]!r}: {exc.strerror}"
-        return Checked([CheckResult("start", False, detail)], ran)
-    # The codec knows the provider by the id the audit's FrameIds carry (``_PID``), as
-    # the daemon's knows it by its configured id: verify goes out as the daemon's does.
-    driver = Driver(child, row.codec(_PID), deadlines.call.seconds)
-    run = _Run(driver, deadlines)
+        return Checked(_not_run_after([CheckResult("start", False, detail)]), ran)
+    # The codec knows the provider by the id the audit's FrameIds carry, as the daemon's
+    # knows it by its configured id: verify goes out as the daemon's does.
+    driver = Driver(child, row.codec(pid), deadlines.call.seconds)
+    run = _Run(driver, deadlines, pid)
     checked = Checked(run.results, ran)
     async with anyio.create_task_group() as tg:
         child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
@@ -253,6 +304,9 @@ async def check_provider(
             with anyio.CancelScope(shield=True):
                 checked.stderr = await _close(child, run)
         tg.cancel_scope.cancel()
+    # Read once the ladder has read its stderr to the end (or given up on it).
+    checked.stderr_lines, checked.stderr_unlogged = child.stderr_lines, child.stderr_suppressed
+    _not_run_after(run.results)
     return checked
 
 
@@ -273,25 +327,25 @@ async def check_remote_provider(
     url = spec.url
     assert url is not None
     deadlines = deadlines or Deadlines.of(timeout_s)
-    # Under the id the audit's FrameIds carry, so verify goes out as the daemon's does.
-    spec = replace(spec, id=_PID)
     launcher = Launcher(PoolSettings(max_line_bytes=_MAX_LINE_BYTES), HOST)
     try:
         endpoint = launcher.endpoint(spec)
     except HostdError as exc:  # the URL (C7), or the TLS files cannot be loaded
-        start = CheckResult("start", False, f"{exc.reason}: {_unnamed(exc.message)}")
-        return Checked([start], [url])
+        start = CheckResult("start", False, f"{exc.reason}: {_unnamed(spec.id, exc.message)}")
+        return Checked(_not_run_after([start], remote=True), [url])
 
     async def open_link(handshake_timeout: float) -> Link:
         # As the engine opens a remote provider: the token read again, the handshake's
         # rules (H1–H3, H2, C5) checked, egress forced (C4).
         return await RemoteConnection.open(endpoint, host=HOST, handshake_timeout=handshake_timeout)
 
-    run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines)
+    # Under its own id, as the audit's FrameIds carry it: verify goes out as the daemon's.
+    run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines, spec.id)
     try:
         await _run_checks(run, goal, budget)
     finally:
         await launcher.aclose()  # shielded: its pooled client is closed whatever happened
+    _not_run_after(run.results, remote=True)
     # Nothing a row says may carry a token the source read, even one the server echoed
     # into its handshake (C8): every row leaves through the provider's redactor.
     redactor = launcher.redactor(spec)
@@ -300,9 +354,28 @@ async def check_remote_provider(
     return Checked(run.results, [url])
 
 
-def _unnamed(message: str) -> str:
-    """A transport message about the provider without its check-provider id."""
-    return message.removeprefix(f"provider {_PID!r} ").replace(f"refused {_PID!r}: ", "")
+def _unnamed(pid: str, message: str) -> str:
+    """A transport message about the provider ``pid`` without its id."""
+    return message.removeprefix(f"provider {pid!r} ").replace(f"refused {pid!r}: ", "")
+
+
+def _not_run_after(results: list[CheckResult], *, remote: bool = False) -> list[CheckResult]:
+    """``results`` with a row for each check that was never run because a check that gates
+    the rest failed (the start, the handshake, the warm-up): it says which. A remote
+    provider's pipe-only checks keep their own ``skip`` rows. Returns ``results``."""
+    gate = next((r for r in results if r.name in _GATES and not r.passed), None)
+    if gate is None:
+        return results
+    names = {r.name for r in results}
+    for name in CHECKS:
+        if name in names:
+            continue
+        if remote and name in _REMOTE_SKIPS:
+            results.append(CheckResult(name, True, _REMOTE_SKIPS[name], skipped=True))
+        else:
+            why = f"not run: {_GATES[gate.name]}"
+            results.append(CheckResult(name, False, why, not_run=True))
+    return results
 
 
 async def _close(child: ChildProcess, run: _Run) -> str:
@@ -321,7 +394,7 @@ async def _close(child: ChildProcess, run: _Run) -> str:
         assert d.ended is not None
         if d.ended.data.get("stage") == "start":
             run.died_in.name = "start"  # the command could not be run: the exec said why
-            run.died_in.detail = _unnamed(d.ended.message)
+            run.died_in.detail = _unnamed(run.pid, d.ended.message)
             return ""
         if not crashed:  # its output broke the wire (an over-long line): it was stopped
             report = await child.failure_report(anyio.current_time())
@@ -339,10 +412,13 @@ async def _close(child: ChildProcess, run: _Run) -> str:
 
 @dataclass
 class _Run:
-    """One run of the checks: the driver, the deadlines, the results so far."""
+    """One run of the checks: the driver, the deadlines, the provider's id, the results
+    so far."""
 
     d: Driver | RemoteDriver
     deadlines: Deadlines
+    #: The provider's id: the FrameIds the audit gives its frames carry it.
+    pid: str
     results: list[CheckResult] = field(default_factory=list)
     #: The check during which the provider's output ended (it exited).
     died_in: CheckResult | None = None
@@ -365,12 +441,13 @@ class _Run:
                 why = "the provider had already exited"
             else:  # no more of its output is read, as the daemon reads no more of it
                 why = f"its output was cut off ({d.ended.message if d.ended else 'ended'})"
-            results.append(CheckResult(name, False, f"not run: {why}"))
+            results.append(CheckResult(name, False, f"not run: {why}", not_run=True))
             return None
         if in_step and d.out_of_step:
             coro.close()
             why = "a lock-step provider that missed a deadline is out of step"
-            results.append(CheckResult(name, False, f"not run: {why} (the daemon restarts it)"))
+            detail = f"not run: {why} (the daemon restarts it)"
+            results.append(CheckResult(name, False, detail, not_run=True))
             return None
         try:
             return await coro
@@ -385,6 +462,13 @@ class _Run:
         if d.dead and self.died_in is None:
             self.died_in = results[-1]
         return None
+
+    def audit(
+        self, query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] = ()
+    ) -> LegAudit:
+        """The daemon's verdict on one reply (an error reply offers no frame); ``declared``:
+        the provider's ``capabilities.query.kinds`` (Q1)."""
+        return audit_leg(self.pid, query, raw or [], declared_kinds=declared)
 
 
 async def _run_checks(run: _Run, goal: str, budget: int) -> None:
@@ -423,17 +507,22 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         raw, error = await d.query(query)
         if error is not None:
             raise Failed(f"query answered an error: {error}")
-        audit = _audit(query, raw, caps.query.kinds)
+        audit = run.audit(query, raw, caps.query.kinds)
         first.append(audit)
         kinds_seen.extend(x["kind"] for x in raw or [] if isinstance(x, dict) and "kind" in x)
         frames.extend(audit.accepted)
-        invalid = [v for v in _errors(audit.violations) if v not in audit.quarantine]
-        if invalid:
-            raise Failed(
-                f"{len(invalid)} invalid frame finding(s): {_fmt(invalid)}", _rules(invalid)
-            )
-        detail = f"{audit.offered} valid frame(s) in {d.last_ms:.0f} ms"
-        results.append(CheckResult("query", True, detail))
+        # The row judges the reply as the daemon takes it: its frames (F1–F5, D1 …), the
+        # reply as a whole (B1–B4 quarantine it, B2) and each frame's inline digest (D4).
+        fault = reply_fault(audit)
+        if fault is not None:
+            raise Failed(*fault)
+        took = f"in {d.last_ms:.0f} ms"
+        if audit.offered == 0:
+            results.append(no_frame_result(goal, took))
+            return
+        # Its honest cost against the budget it was asked for: the row judged that too (B1).
+        cost = f"costing {audit.accepted_cost} of max_tokens {query.max_tokens}"
+        results.append(CheckResult("query", True, f"{audit.offered} valid frame(s) {cost} {took}"))
 
     await run.step("query", first_query())
 
@@ -442,7 +531,7 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
         _fail_on_error(error, "max_tokens=8", allowed="budget_unsatisfiable")
-        held = _audit(tight, raw, caps.query.kinds).quarantine
+        held = run.audit(tight, raw, caps.query.kinds).quarantine
         breaches = [*(first[0].quarantine if first else ()), *held]
         breaches = [v for v in breaches if v.rule.startswith("B")]
         if breaches:
@@ -460,13 +549,15 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         raw, error = await d.query(q)
         took = d.last_ms
         _fail_on_error(error, f"kinds=[{kind}]", allowed="unsupported_kind")
-        breaches = [v for v in _audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
+        breaches = [v for v in run.audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
         )
         raw2, error2 = await d.query(other)
         _fail_on_error(error2, "kinds=[x-no-such-kind]", allowed="unsupported_kind")
-        breaches += [v for v in _audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"]
+        breaches += [
+            v for v in run.audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"
+        ]
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = f"error {error.message!r}" if error is not None else f"{len(raw or [])} frame(s)"
@@ -509,7 +600,7 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         # them as the daemon's does (over CGP by the handshake name; over JSON-RPC by an
         # id the provider never learns, so any id must do).
         idents = [
-            FrameIdentity(provider_id=_PID, frame_id=f.id, content_digest=f.content_digest)
+            FrameIdentity(provider_id=run.pid, frame_id=f.id, content_digest=f.content_digest)
             for f in held
         ]
         response = await d.verify(idents)
@@ -517,7 +608,9 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
         not_valid = [f.id for f in held if status.get(f.id) != "valid"]
         if not_valid:
             raise Failed(f"frames just served are not 'valid': {not_valid[:3]}")
-        bogus = [FrameIdentity(provider_id=_PID, frame_id=held[0].id, content_digest=_BOGUS_DIGEST)]
+        bogus = [
+            FrameIdentity(provider_id=run.pid, frame_id=held[0].id, content_digest=_BOGUS_DIGEST)
+        ]
         response = await d.verify(bogus)
         if any(v.status == "valid" for v in response.verdicts):
             raise Failed("a wrong content_digest was answered 'valid' (rubber stamp)")
@@ -552,50 +645,152 @@ _NO_PROCESS = (
     "not asked of a remote provider: no process here to exit or show its stderr "
     "(the daemon sends it no shutdown)"
 )
+_REMOTE_SKIPS = {"malformed input": _NO_STDIN, "shutdown": _NO_PROCESS}
 
 
-def _audit(query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] = ()) -> LegAudit:
-    """The daemon's verdict on one reply (an error reply offers no frame); ``declared``:
-    the provider's ``capabilities.query.kinds`` (Q1)."""
-    return audit_leg(_PID, query, raw or [], declared_kinds=declared)
+def reply_fault(audit: LegAudit) -> tuple[str, tuple[str, ...]] | None:
+    """Why the daemon would not serve a query's reply whole, and the rule ids; ``None``
+    when it would: invalid frames (dropped, each costing only itself), a reply it
+    quarantines (B2: every frame dropped), or a frame its verify stage drops for an
+    inline digest that is not its content's (D4, ``digest_mismatch``)."""
+    invalid = [v for v in _errors(audit.violations) if v not in audit.quarantine]
+    said = []
+    if invalid:
+        said.append(f"{len(invalid)} invalid frame finding(s): {_fmt(invalid)}")
+    if audit.quarantine:
+        said.append(f"the daemon would quarantine the whole reply: {_fmt(audit.quarantine)}")
+    if said:
+        return "; ".join(said), tuple(_rules([*invalid, *audit.quarantine]))
+    dropped = digest_mismatches(audit.accepted)
+    if not dropped:
+        return None
+    fid, actual = dropped[0]
+    more = f" (and {len(dropped) - 1} more frame(s))" if len(dropped) > 1 else ""
+    detail = (
+        f"the daemon drops frame {_shown_id(fid)} ({Exclusion.DIGEST_MISMATCH.value}, D4): "
+        "its content_digest must be 'sha256:' and the lowercase hex SHA-256 of its "
+        f"content's UTF-8 bytes, here {actual}{more}"
+    )
+    return detail, ("D4",)
+
+
+def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str]]:
+    """The frames the daemon's verify stage excludes for their inline digest (D4), by its
+    own check (``check_inline_digest``, ``decide_frame``): each id, and the digest its
+    content has."""
+    out = []
+    for frame in frames:
+        inline = check_inline_digest(frame)
+        if decide_frame(inline, None, reused=False).excluded is Exclusion.DIGEST_MISMATCH:
+            assert inline.actual is not None  # a mismatch names both digests
+            out.append((frame.id, inline.actual))
+    return out
+
+
+def no_frame_result(goal: str, took: str = "", *, hint: str = "") -> CheckResult:
+    """The query row of a reply with no frame: nothing was judged, said as a warning
+    naming the goal asked (``took``: how long it took; ``hint``: what else may be why)."""
+    when = f" {took}" if took else ""
+    why = f" ({hint})" if hint else ""
+    detail = (
+        f"the query returned no frame for goal {goal!r}{when}: check-provider judged nothing; "
+        f"pass --goal with words your provider matches{why}"
+    )
+    return CheckResult("query", True, detail, warning=True)
+
+
+def _shown_id(fid: str) -> str:
+    """A frame id as a row shows it: quoted (control characters escaped), bounded."""
+    return repr(fid if len(fid) <= 80 else fid[:79] + "…")
 
 
 def _rules(violations: Sequence[Any]) -> list[str]:
     return sorted({v.rule for v in violations})
 
 
+def _mark(r: CheckResult) -> str:
+    if r.skipped:
+        return "skip"
+    if r.warning:
+        return "warn"
+    return "pass" if r.passed else "FAIL"
+
+
 def render_table(results: Sequence[CheckResult]) -> str:
     width = max((len(r.name) for r in results), default=5)
     lines = [f"{'check'.ljust(width)}  result  detail"]
     for r in results:
-        mark = "skip" if r.skipped else ("pass" if r.passed else "FAIL")
-        lines.append(f"{r.name.ljust(width)}  {mark.ljust(6)}  {r.detail}")
-    # A skipped check ran nothing: it is counted apart, never as passed.
+        lines.append(f"{r.name.ljust(width)}  {_mark(r).ljust(6)}  {r.detail}")
+    # A skipped check ran nothing, a warned one judged nothing: each is counted apart,
+    # never as passed. A check never run is a failure, counted too.
     skipped = sum(1 for r in results if r.skipped)
-    passed = sum(1 for r in results if r.passed and not r.skipped)
-    summary = f"{passed}/{len(results) - skipped} passed"
-    lines.append(summary + (f", {skipped} skipped" if skipped else ""))
+    warned = sum(1 for r in results if r.warning and not r.skipped)
+    passed = sum(1 for r in results if r.passed and not r.skipped and not r.warning)
+    not_run = sum(1 for r in results if r.not_run)
+    summary = f"{passed}/{len(results) - skipped - warned} passed"
+    if not_run:
+        summary += f", {not_run} not run"
+    if warned:
+        summary += f", {warned} warning{'s' if warned > 1 else ''}"
+    if skipped:
+        summary += f", {skipped} skipped"
+    last = results[-1] if results else None
+    if last is not None and last.name in _GATES and not last.passed:
+        # Nothing after it was run (a check with no row for what it did not run).
+        summary += f": {_GATES[last.name]}, nothing else was checked"
+    lines.append(summary)
     return "\n".join(lines) + "\n"
 
 
-def render_header(given: Sequence[str], ran: Sequence[str], deadlines: Deadlines) -> str:
+def render_header(
+    given: Sequence[str],
+    ran: Sequence[str],
+    deadlines: Deadlines,
+    *,
+    cwd: str | None = None,
+    goal: str | None = None,
+    budget: int | None = None,
+) -> str:
     """What was run and against which deadline, before the table: the command as the
-    daemon runs it (saying so when ``python`` became hostd's interpreter), in the
-    daemon's environment, and a call's deadline."""
+    daemon runs it and where (``cwd``, default: here; saying so when ``python``
+    became hostd's interpreter), in the daemon's environment, a call's deadline, and
+    the query asked (``goal``, ``budget``)."""
+    where = os.path.abspath(cwd if cwd is not None else os.getcwd())
     how = ""
     if given and ran and given[0] != ran[0] and ran[0] == sys.executable:
-        how = f" ({given[0]!r} is hostd's own interpreter, as in hostd.toml)"
+        how = f"; {given[0]!r} is hostd's own interpreter, as in hostd.toml"
     call = deadlines.call
     passed = [name for name in ENV_ALLOW_LIST if name in os.environ]
     return (
-        f"ran {shlex.join(ran)}{how}\n"
+        f"ran {shlex.join(ran)} (in {where}{how})\n"
         f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
-        f"({call.why.split(';')[0]})\n"
+        f"({call.why.split(';')[0]})\n" + _asked(goal, budget)
     )
 
 
-def render_remote_header(spec: ProviderSpec, deadlines: Deadlines) -> str:
+def _asked(goal: str | None, budget: int | None) -> str:
+    """The header's line naming the query asked (the defaults are shown nowhere else)."""
+    if goal is None:
+        return ""
+    within = "" if budget is None else f", max_tokens {budget} (--budget)"
+    return f"asked the goal {goal!r} (--goal){within}\n"
+
+
+def render_notes(checked: Checked) -> str:
+    """What the run showed beside its rows, one line each: a provider's stderr the
+    daemon's log would not keep (its rate limit), counted, never quoted."""
+    if checked.stderr_unlogged <= 0:
+        return ""
+    return (
+        f"note: the provider wrote {checked.stderr_lines} lines to stderr; the daemon's "
+        f"log would leave out {checked.stderr_unlogged} of them (its rate limit)\n"
+    )
+
+
+def render_remote_header(
+    spec: ProviderSpec, deadlines: Deadlines, *, goal: str | None = None, budget: int | None = None
+) -> str:
     """What was asked and against which deadline, before the table: the URL, how the
     daemon reaches it (its binding; where its credential comes from, named, never its
     value, C8; the TLS files), and a call's deadline."""
@@ -616,7 +811,7 @@ def render_remote_header(spec: ProviderSpec, deadlines: Deadlines) -> str:
         "[[provider]] url\n"
         f"credential: {credential}; {trust}{mutual}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
-        f"({call.why.split(';')[0]})\n"
+        f"({call.why.split(';')[0]})\n" + _asked(goal, budget)
     )
 
 

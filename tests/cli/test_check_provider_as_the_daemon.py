@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hostd.cli._checks import check_provider
+from hostd.cli._checks import CHECKS, check_provider
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
 
@@ -29,7 +29,7 @@ def _rows(stdout: str) -> dict[str, str]:
     rows = {}
     for line in stdout.splitlines():
         name, sep, rest = line.partition("  ")
-        if sep and rest.lstrip().split(" ", 1)[0] in ("pass", "FAIL", "skip"):
+        if sep and rest.lstrip().split(" ", 1)[0] in ("pass", "FAIL", "skip", "warn"):
             rows[name] = rest.strip()
     return rows
 
@@ -46,7 +46,8 @@ def _json(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[
 def test_a_provider_failing_on_import_shows_its_exit_status_and_error() -> None:
     done, checks = _json("--", "python", "-c", "import hostd_check_no_such_module")
     assert done.returncode == 1
-    assert list(checks) == ["handshake"]
+    assert list(checks) == list(CHECKS)
+    assert all(r["detail"] == "not run: the handshake failed" for r in list(checks.values())[1:])
     detail = checks["handshake"]["detail"]
     # The daemon's own words for the same crash (ChildProcess.failure_report).
     assert detail.startswith("provider closed its output; exited with status 1; stderr: "), detail
@@ -69,7 +70,7 @@ async def test_its_stderr_is_scrubbed_of_its_secrets_as_the_daemon_scrubs_it() -
     checked = await check_provider(
         [sys.executable, "-c", script], env={"NOTES_API_TOKEN": secret}, cwd=str(ROOT)
     )
-    (handshake,) = checked.results
+    handshake = checked.results[0]
     assert not handshake.passed
     # The provider got its own env entry (as [[provider]] env) and said it: scrubbed.
     assert handshake.detail.endswith("exited with status 1; stderr: auth failed with <redacted>")
@@ -108,11 +109,12 @@ def test_python_is_hostd_s_interpreter_not_the_one_on_path(tmp_path: Path) -> No
     )
     rows = _rows(done.stdout)
     assert rows["handshake"].startswith("pass"), done.stdout + done.stderr
-    assert re.fullmatch(r"pass\s+3 valid frame\(s\) in \d+ ms", rows["query"]), rows["query"]
-    # And it says what it ran.
+    query = r"pass\s+3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms"
+    assert re.fullmatch(query, rows["query"]), rows["query"]
+    # And it says what it ran, and where.
     assert done.stdout.splitlines()[0] == (
         f"ran {sys.executable} -m tests.fixtures.healthy_provider "
-        "('python' is hostd's own interpreter, as in hostd.toml)"
+        f"(in {ROOT}; 'python' is hostd's own interpreter, as in hostd.toml)"
     ), done.stdout
 
 
@@ -124,7 +126,7 @@ def test_the_provider_gets_the_daemon_s_environment_not_the_caller_s() -> None:
     )
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HOSTD_CHECK_LEAK": "yes"}
     done = run_hostd("check-provider", "--json", "--", "python", "-c", script, env=env)
-    (handshake,) = json.loads(done.stdout)
+    handshake = json.loads(done.stdout)[0]
     assert handshake["detail"].endswith(
         "exited with status 1; stderr: unbuffered=False leak=False path=True"
     ), handshake

@@ -66,6 +66,18 @@ def _check(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str
     return done.returncode, rows, done.stdout + done.stderr
 
 
+def _assert_nothing_after_the_handshake(rows: dict[str, Any]) -> None:
+    """The handshake failed: every other check is listed, never run (a failure), save
+    the pipe-only ones a remote provider skips anyway."""
+    assert list(rows) == ["handshake", *_CHECKED[1:4], "malformed input", "verify honesty",
+                          "shutdown"]  # fmt: skip
+    for name in ("query", "budget honesty", "kinds filter", "verify honesty"):
+        assert rows[name]["detail"] == "not run: the handshake failed", rows[name]
+        assert (rows[name]["passed"], rows[name]["not_run"]) == (False, True), rows[name]
+    for name in _SKIPPED:
+        assert rows[name]["skipped"], rows[name]
+
+
 def test_a_remote_provider_passes_over_https_and_the_pipe_only_checks_are_skipped(
     remote: Served,
 ) -> None:
@@ -126,7 +138,7 @@ def test_a_refused_token_fails_the_handshake_naming_its_file_never_its_value(
         "--url", remote.url, "--token-file", str(token_file), "--ca-file", str(remote.ca_file)
     )
     assert code == 1
-    assert list(rows) == ["handshake"]
+    _assert_nothing_after_the_handshake(rows)
     assert rows["handshake"]["detail"] == (
         "unauthorized: remote provider refused the credential (HTTP 401): "
         f"check the token in token_file {token_file}"
@@ -157,7 +169,7 @@ def test_a_refused_token_from_a_variable_is_named_by_the_variable(remote: Served
 def test_without_its_ca_file_the_handshake_says_to_set_ca_file(remote: Served) -> None:
     code, rows, said = _check("--url", remote.url, "--token-file", str(remote.token_file))
     assert code == 1
-    assert list(rows) == ["handshake"]
+    _assert_nothing_after_the_handshake(rows)
     detail = rows["handshake"]["detail"]
     assert detail.startswith("transport: certificate not trusted ("), detail
     assert detail.endswith("CERTIFICATE_VERIFY_FAILED): set ca_file to the CA that signed it")
@@ -195,7 +207,11 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
         checked = await check_remote_provider(
             ProviderSpec("silent", url=url), deadlines=Deadlines.of(0.5, start_s=0.5)
         )
-    assert [(r.name, r.passed) for r in checked.results] == [("handshake", False)]
+    assert [(r.name, r.passed) for r in checked.results[:2]] == [
+        ("handshake", False),
+        ("query", False),
+    ]
+    assert checked.results[1].detail == "not run: the handshake failed"
     assert checked.results[0].detail == "no answer within 500 ms (the start_timeout_s asked for)"
 
 
@@ -228,7 +244,17 @@ async def test_the_transport_itself_refuses_plaintext_off_loopback() -> None:
     # The library entry, past the command line's check: the daemon's endpoint refuses it
     # before a client (or a name lookup) exists.
     checked = await check_remote_provider(ProviderSpec("x", url="http://search.example/cgp"))
-    assert [(r.name, r.passed) for r in checked.results] == [("start", False)]
+    assert [(r.name, r.passed, r.skipped) for r in checked.results] == [
+        ("start", False, False),
+        ("handshake", False, False),
+        ("query", False, False),
+        ("budget honesty", False, False),
+        ("kinds filter", False, False),
+        ("malformed input", True, True),
+        ("verify honesty", False, False),
+        ("shutdown", True, True),
+    ]
+    assert checked.results[1].detail == "not run: the provider did not start"
     assert checked.results[0].detail.startswith(
         "insecure_transport: plaintext http:// to 'search.example', which is not loopback"
     ), checked.results[0].detail

@@ -1,0 +1,259 @@
+"""``hostd check-provider`` judges a provider as the daemon will, and says so plainly.
+
+A new author's mistakes, each made by a small facts provider written as one would
+write it in any language (``tests/fixtures/facts_provider.py``: stdlib ``json``, the
+JSON-RPC wire by hand), run as a real child process: a ``content_digest`` that is not
+its content's (the daemon's verify stage drops the frame), a goal read from the wrong
+place (no frame, so nothing judged), a reply over its own budget (B1), a stderr
+flood, a handshake hostd refuses; and the header saying where the command ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hostd.cli._checks import CHECKS
+from tests.fixtures.cli import run_hostd
+from tests.fixtures.facts_provider import FACTS
+from tests.fixtures.procs import ROOT
+
+SCRIPT = "tests/fixtures/facts_provider.py"
+DEFAULT_GOAL = "how is the configuration loaded"
+
+
+def _table(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_hostd("check-provider", *args)
+
+
+def _json(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
+    done = run_hostd("check-provider", "--json", *args)
+    assert done.stdout, done.stderr[-2000:]
+    return done, {r["check"]: r for r in json.loads(done.stdout)}
+
+
+def _rows(stdout: str) -> dict[str, str]:
+    """The table's rows: check name → "result  detail"."""
+    rows = {}
+    for line in stdout.splitlines():
+        name, sep, rest = line.partition("  ")
+        if sep and rest.lstrip().split(" ", 1)[0] in ("pass", "FAIL", "skip", "warn"):
+            rows[name] = rest.strip()
+    return rows
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- 1. an inline digest that is not the content's: the daemon drops the frame -------------
+
+
+def test_a_digest_of_the_wrong_text_fails_the_query_naming_the_frame_and_the_digest() -> None:
+    done, checks = _json("--", "python", SCRIPT, "title_digest")
+    assert done.returncode == 1
+    query = checks["query"]
+    assert not query["passed"] and query["rules"] == ["D4"], query
+    # The first frame the audit accepted (they are ordered by id) and what its digest
+    # must be: sha256 over the content's UTF-8 bytes, in the code's "sha256:<hex>" form.
+    served = sorted((fid, content) for fid, _title, content in FACTS)
+    fid, content = served[0]
+    assert query["detail"] == (
+        f"the daemon drops frame {fid!r} (digest_mismatch, D4): its content_digest must be "
+        "'sha256:' and the lowercase hex SHA-256 of its content's UTF-8 bytes, here "
+        f"{_digest(content)} (and {len(served) - 1} more frame(s))"
+    )
+    # Nothing the provider wrote but the frame id: not its titles, not its content.
+    for _fid, title, text in FACTS:
+        assert title not in query["detail"] and text not in query["detail"]
+
+
+def test_the_same_provider_with_honest_digests_passes() -> None:
+    done, checks = _json("--", "python", SCRIPT, "honest")
+    assert done.returncode == 0, checks
+    assert checks["query"]["passed"] and not checks["query"]["warning"], checks["query"]
+
+
+def test_the_frames_the_daemon_drops_fail_check_provider(tmp_path: Path) -> None:
+    """What check-provider says is what the daemon does: compose through a real daemon
+    excludes each such frame as ``digest_mismatch``, and check-provider fails it (D4)."""
+    from hostd.client import Client
+
+    command = [sys.executable, str(ROOT / SCRIPT), "title_digest"]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\n\n'
+        f'[[provider]]\nid = "facts"\ncommand = {json.dumps(command)}\ntimeout_ms = 60000\n',
+        encoding="utf-8",
+    )
+    with Client.spawn(config, cwd=ROOT) as client:
+        result = client.compose(DEFAULT_GOAL, budget=400)
+    reasons = {e.frame.frame_id: e.reason for e in result.audit.excluded()}
+    assert reasons == {fid: "digest_mismatch" for fid, _t, _c in FACTS}, reasons
+    assert result.audit.included() == []
+    done, checks = _json("--", *command)
+    assert done.returncode == 1
+    assert checks["query"]["rules"] == ["D4"], checks["query"]
+
+
+# -- 2. a query answered with no frame judged nothing: a warning naming the goal -----------
+
+
+def test_a_query_answered_with_no_frame_is_a_warning_naming_the_goal() -> None:
+    done = _table("--", "python", SCRIPT, "goal_from_params")
+    assert done.returncode == 0, done.stdout  # a warning, not a failure
+    lines = done.stdout.splitlines()
+    # The goal asked, shown before the table (the default is said nowhere else).
+    assert f"asked the goal {DEFAULT_GOAL!r} (--goal), max_tokens 400 (--budget)" in lines
+    assert re.fullmatch(
+        rf"warn\s+the query returned no frame for goal '{DEFAULT_GOAL}' in \d+ ms: "
+        "check-provider judged nothing; pass --goal with words your provider matches",
+        _rows(done.stdout)["query"],
+    ), done.stdout
+    # The summary counts it apart: never as passed.
+    assert lines[-1] == "5/5 passed, 1 warning, 1 skipped", done.stdout
+
+
+def test_a_warning_is_a_passed_row_flagged_in_json() -> None:
+    done, checks = _json("--goal", "zebra quantum", "--", "python", SCRIPT, "honest")
+    assert done.returncode == 0
+    query = checks["query"]
+    assert (query["passed"], query["warning"]) == (True, True), query
+    assert "for goal 'zebra quantum'" in query["detail"]
+    assert not any(r["warning"] for name, r in checks.items() if name != "query")
+
+
+# -- 3. the query row judges its reply against its own budget -------------------------------
+
+
+def test_a_reply_over_its_own_max_tokens_fails_the_query_row_too() -> None:
+    done, checks = _json("--budget", "20", "--", "python", SCRIPT, "ignores_budget")
+    assert done.returncode == 1
+    query = checks["query"]
+    assert not query["passed"] and query["rules"] == ["B1"], query
+    assert query["detail"].startswith("the daemon would quarantine the whole reply: B1 "), query
+    assert "over the query's max_tokens 20" in query["detail"]
+    assert not checks["budget honesty"]["passed"]
+
+
+def test_an_honest_reply_says_what_it_cost_of_its_budget() -> None:
+    done, checks = _json("--budget", "20", "--", "python", SCRIPT, "honest")
+    assert done.returncode == 0, checks
+    assert re.fullmatch(
+        r"1 valid frame\(s\) costing 14 of max_tokens 20 in \d+ ms", checks["query"]["detail"]
+    ), checks["query"]
+
+
+# -- 4. a stderr flood: one human line, never a log record ----------------------------------
+
+
+def test_a_stderr_flood_is_one_note_and_no_log_record() -> None:
+    done = _table("--", "python", SCRIPT, "stderr_flood")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert not [line for line in said.splitlines() if line.lstrip().startswith("{")], said
+    assert "provider.stderr" not in said
+    notes = [line for line in said.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1, said
+    found = re.fullmatch(
+        r"note: the provider wrote (\d+) lines to stderr; the daemon's log would leave out "
+        r"(\d+) of them \(its rate limit\)",
+        notes[0],
+    )
+    assert found, notes
+    wrote, left_out = int(found[1]), int(found[2])
+    assert 0 < left_out < wrote <= 20000, notes
+    assert done.stdout.splitlines()[-1] == notes[0]  # after the table, on stdout
+
+
+def test_asked_for_the_log_it_names_the_provider_by_its_command() -> None:
+    done = run_hostd(
+        "--log-level",
+        "warning",
+        "--log-format",
+        "json",
+        "check-provider",
+        "--json",
+        "--",
+        "python",
+        SCRIPT,
+        "stderr_flood",
+    )
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    suppressed = [r for r in records if r["event"] == "provider.stderr.suppressed"]
+    assert suppressed, done.stderr[-2000:]
+    assert {r["provider"] for r in suppressed} == {"python"}, suppressed
+
+
+# -- 5. a failed handshake: the checks after it are listed, not run -------------------------
+
+
+def test_a_failed_handshake_lists_every_other_check_as_not_run() -> None:
+    done = _table("--", "python", SCRIPT, "bad_version")
+    assert done.returncode == 1
+    rows = _rows(done.stdout)
+    assert list(rows) == list(CHECKS), done.stdout
+    assert rows["handshake"].startswith("FAIL    H3 protocol_version: "), rows["handshake"]
+    for name in CHECKS[1:]:
+        assert rows[name] == "FAIL    not run: the handshake failed", (name, done.stdout)
+    assert done.stdout.splitlines()[-1] == f"0/{len(CHECKS)} passed, {len(CHECKS) - 1} not run"
+
+
+def test_a_command_that_cannot_start_lists_the_rest_as_not_run() -> None:
+    done, checks = _json("--", "./hostd-check-no-such-provider")
+    assert done.returncode == 1
+    assert list(checks) == ["start", *CHECKS]
+    assert not checks["start"]["not_run"]
+    for name in CHECKS:
+        assert checks[name]["detail"] == "not run: the provider did not start", checks[name]
+        assert (checks[name]["passed"], checks[name]["not_run"]) == (False, True)
+
+
+# -- 6. the header says where the command ran -----------------------------------------------
+
+
+def test_the_header_says_where_the_command_ran() -> None:
+    done = _table("--", "python", SCRIPT, "honest")
+    assert done.stdout.splitlines()[0] == (
+        f"ran {sys.executable} {SCRIPT} honest "
+        f"(in {ROOT}; 'python' is hostd's own interpreter, as in hostd.toml)"
+    ), done.stdout
+
+
+def test_a_configured_provider_runs_in_its_cwd_and_is_named_by_its_id(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / SCRIPT, work / "facts.py")
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        '[[provider]]\nid = "facts"\ncommand = ["python", "facts.py", "stderr_flood"]\n'
+        f'cwd = "{work}"\n',
+        encoding="utf-8",
+    )
+    done = run_hostd(
+        "--log-level",
+        "warning",
+        "--log-format",
+        "json",
+        "--config",
+        str(config),
+        "check-provider",
+        "--provider",
+        "facts",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"provider facts of {config}"
+    # A relative script path reads against the cwd shown (the config has already made
+    # "python" hostd's interpreter).
+    assert lines[1] == f"ran {sys.executable} facts.py stderr_flood (in {work})"
+    # The log, asked for, names it by its configured id.
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert {r.get("provider") for r in records if "provider" in r} == {"facts"}, records
