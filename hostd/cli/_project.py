@@ -127,6 +127,17 @@ def _project_state_dir(project: Path, state_dir: Path) -> Path:
     return Path(os.path.abspath(state_dir / "projects" / _project_key(project)))
 
 
+def _home_relative(path: Path) -> str:
+    """``path`` as the config file names it: under the home directory, as ``~/…`` (hostd
+    expands it in ``host`` paths, the memory provider in ``--db``), so the file names no
+    user's home and a team can commit it; elsewhere, as it is."""
+    try:
+        rest = path.relative_to(Path.home())
+    except ValueError:
+        return str(path)
+    return f"~/{rest.as_posix()}"
+
+
 def _toml(value: Any) -> str:
     """A TOML literal: JSON's spelling of strings and arrays of strings is TOML's too."""
     return json.dumps(value, ensure_ascii=False)
@@ -148,7 +159,8 @@ def render_project_config(
         "",
         "[host]",
         "# consent receipts, shadow records and feedback, calibration, handshake records:",
-        f"state_dir = {_toml(str(own))}  # this project's own (docs/config.md: host.state_dir)",
+        f"state_dir = {_toml(_home_relative(own))}"
+        "  # this project's own (docs/config.md: host.state_dir)",
         "",
         "[shadow]",
         "enabled = true               # keep what your agent's feedback (usage/feedback) is about,",
@@ -177,7 +189,7 @@ def render_project_config(
             "# import, supersede, list, forget) run here or below edits it (stderr names it).",
             "[[provider]]",
             'id = "memory"                # the name its frames and citations carry',
-            f'command = ["python", "-m", "providers.memory", "--db", {_toml(str(db))}]'
+            f'command = ["python", "-m", "providers.memory", "--db", {_toml(_home_relative(db))}]'
             "  # the bundled provider, its database",
             'cwd = "."                    # it runs in this directory',
         ]

@@ -103,7 +103,7 @@ def memory_databases(config: Config) -> list[MemoryDatabase]:
             continue
         named = _db_word(args)
         if named is not None:
-            path = Path(named)
+            path = Path(named).expanduser()  # as the provider's own parser reads it
         else:
             inherited = {k: os.environ[k] for k in ("HOME", "XDG_STATE_HOME") if k in os.environ}
             path = default_db_path({**inherited, **spec.env})

@@ -60,11 +60,16 @@ def _print_entry(entry: Entry, as_json: bool) -> None:
     print(f"#{entry.id} {entry.kind} {window}{flag}\n    {entry.title}: {entry.content}")
 
 
+def _db_path(value: str) -> Path:
+    """A ``--db`` value: ``~`` is the home directory (``hostd init`` writes it so)."""
+    return Path(value).expanduser()
+
+
 def _parser() -> argparse.ArgumentParser:
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument(
         "--db",
-        type=Path,
+        type=_db_path,
         default=argparse.SUPPRESS,
         help=f"memory database (default: {default_db_path()})",
     )
@@ -72,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     edit = argparse.ArgumentParser(add_help=False)
     edit.add_argument(
         "--db",
-        type=Path,
+        type=_db_path,
         default=argparse.SUPPRESS,
         help="memory database (default: the database of the memory provider in the hostd "
         "config used here, as `hostd config path` shows it; with none, "

@@ -17,6 +17,7 @@ import pytest
 from hostd.cli._project import render_project_config
 from hostd.config import load_config, parse_config
 from hostd.server import private_state_dir
+from providers.memory._database import memory_databases
 from tests.fixtures.home import fresh_home, hostd_in
 
 # What `hostd init` wrote before projects had state directories of their own: no [host].
@@ -33,8 +34,11 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_two_projects_get_state_dirs_of_their_own_under_the_global_one(tmp_path: Path) -> None:
+def test_two_projects_get_state_dirs_of_their_own_under_the_global_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = fresh_home(tmp_path)
+    monkeypatch.setenv("HOME", env["HOME"])  # the file names its paths from ~
     projects = [tmp_path / "a" / "frob", tmp_path / "b" / "frob"]  # one name, two places
     for project in projects:
         project.mkdir(parents=True)
@@ -100,9 +104,14 @@ LEFT = ("shadow.db", "calibration.json", "consent.sqlite3")
     ],
 )
 def test_init_force_over_a_config_that_used_the_global_state_dir_says_what_stays_there(
-    tmp_path: Path, old: str | None, present: list[str], noted: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    old: str | None,
+    present: list[str],
+    noted: bool,
 ) -> None:
     env = fresh_home(tmp_path)
+    monkeypatch.setenv("HOME", env["HOME"])  # the file names its paths from ~
     project = tmp_path / "frob"
     project.mkdir()
     if old is not None:
@@ -128,8 +137,11 @@ def test_init_force_over_a_config_that_used_the_global_state_dir_says_what_stays
     assert not own.exists()
 
 
-def test_config_path_names_the_state_directory_a_command_here_uses(tmp_path: Path) -> None:
+def test_config_path_names_the_state_directory_a_command_here_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = fresh_home(tmp_path)
+    monkeypatch.setenv("HOME", env["HOME"])  # the file names its paths from ~
     project = tmp_path / "app"
     project.mkdir()
     elsewhere = tmp_path / "elsewhere"
@@ -145,3 +157,24 @@ def test_config_path_names_the_state_directory_a_command_here_uses(tmp_path: Pat
     # With no project config, the embedded default's: the global directory.
     outside = hostd_in(elsewhere, env, "config", "path", "--json")
     assert json.loads(outside.stdout)["state_dir"] == str(_global(tmp_path))
+
+
+def test_the_written_config_names_no_home_so_a_team_can_commit_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = fresh_home(tmp_path)
+    project = tmp_path / "app"
+    project.mkdir()
+    assert hostd_in(project, env, "init", "--providers", "files,memory").returncode == 0
+    text = (project / "hostd.toml").read_text()
+    home = env["HOME"]
+    assert home not in text.replace(f"project in {project}", "")  # but the header comment
+    assert 'state_dir = "~/.local/state/hostd/projects/app-' in text
+    # A teammate's clone, with another home: their own state and memory under their home.
+    mate = tmp_path / "mate"
+    mate.mkdir()
+    monkeypatch.setenv("HOME", str(mate))
+    cfg = load_config(project / "hostd.toml")
+    assert cfg.state_path.parent == mate / ".local" / "state" / "hostd" / "projects"
+    (db,) = memory_databases(cfg)
+    assert db.path.parent == mate / ".local" / "state" / "hostd" / "memory"

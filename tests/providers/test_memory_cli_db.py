@@ -62,7 +62,7 @@ def test_a_memory_added_inside_a_project_is_cited_by_its_memory_provider(
     project = _init(tmp_path, env)
     (spec,) = load_config(project / "hostd.toml").provider
     command = spec.command or []
-    db = Path(command[command.index("--db") + 1])
+    db = Path(command[command.index("--db") + 1].replace("~", env["HOME"], 1))  # init's ~
 
     added = _memory(project / "src" / "billing", env, "add", "--title", "Invoice numbering", FACT)
 
