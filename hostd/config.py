@@ -10,10 +10,12 @@ against that file's directory. Nothing here starts processes or opens sockets.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
 import os
+import pkgutil
 import re
 import sys
 import tomllib
@@ -672,16 +674,51 @@ def _absolutise(raw: dict[str, Any], base: Path) -> None:
             spec["command"] = provider_command(command, base)
 
 
+#: The directory of hostd's own ``providers`` package: installed beside ``hostd`` (one
+#: distribution). Not ``find_spec("providers")``: run as ``python -m hostd`` in a project,
+#: this process has the project first on its path, and a package of its own named so.
+_BUNDLED_DIR = Path(__file__).resolve().parents[1] / "providers"
+
+
+@functools.cache
+def _bundled_modules() -> frozenset[str]:
+    """``providers.files``, ``providers.memory``, …: every module of hostd's own
+    ``providers`` package, as ``python -m`` names it (empty when it is not there)."""
+    return frozenset(f"providers.{m.name}" for m in pkgutil.iter_modules([str(_BUNDLED_DIR)]))
+
+
+def _runs_bundled(args: list[Any]) -> bool:
+    """Whether an interpreter's ``args`` run a bundled provider: ``-m providers.X``,
+    after nothing but the interpreter's own options (``-u``, ``-X dev``)."""
+    words = iter(args)
+    for word in words:
+        if word == "-m":
+            return next(words, None) in _bundled_modules()
+        if word in ("-X", "-W"):  # an option whose value is the next word
+            next(words, None)
+        elif not isinstance(word, str) or word == "-" or not word.startswith("-"):
+            return False  # a script, or ``-`` (stdin): no module is run
+        elif word.startswith(("-c", "--")):
+            return False  # ``-c CODE``, or the end of the options
+    return False
+
+
 def provider_command(command: list[Any], base: Path) -> list[Any]:
     """A provider's ``command`` as the daemon runs it: ``python`` is the interpreter
     running hostd (the engine scrubs PATH-derived guesses, and a venv's python is the
     one that can import the bundled providers); a first word that is a relative path
-    (``./prov``, ``bin/prov``) reads against ``base``; a bare name is PATH's."""
+    (``./prov``, ``bin/prov``) reads against ``base``; a bare name is PATH's.
+
+    ``python -m providers.files`` (any bundled provider) runs with ``-P``: ``-m`` puts
+    the working directory (the project) first on the module path, where a package of the
+    project's own named ``providers`` (or ``hostd``) would shadow hostd's. A user's own
+    ``python -m mypkg.provider`` keeps it: that module is found there."""
     if not command:
         return command
     first = command[0]
     if first in _PYTHON_NAMES:
-        return [sys.executable, *command[1:]]
+        safe = ["-P"] if _runs_bundled(command[1:]) else []
+        return [sys.executable, *safe, *command[1:]]
     if isinstance(first, str) and "/" in first:
         return [str(_resolve(first, base)), *command[1:]]
     return list(command)

@@ -12,18 +12,32 @@ the module's import, the factory or the framework's adapter raised, with the
 exception's type and message, the user's own): on stdio the warm-up's failure, which
 every query then names; over ``--http``, where it is loaded before serving, the exit
 (2, or 1 when code raised).
+
+The user's module is the project's, found in the working directory; the framework is
+the installed library, found before it. hostd runs the bundled providers with ``-P``
+(``hostd.config.provider_command``), so the working directory is not on the module
+path; run by hand as ``python -m``, it is first. Either way it is taken off, the
+framework's package is looked up, and only then is the working directory searched: a
+project's ``llama_index/`` directory never stands in for the library, and the module
+``--retriever`` names is read from the project even when an installed module has its
+name.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hostd.integrations import RetrieverProvider, Search
@@ -150,11 +164,78 @@ def _factory(factory: Callable[[], Any]) -> Callable[[], Any]:
     return call
 
 
-def _module_exists(module: str) -> bool:
+def _package_exists(package: str) -> bool:
+    """Whether the package ``package`` (a framework's) is found: a module of its name (a
+    ``langchain_core.py``) is not it."""
     try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package that is not there, or not one
+        spec = importlib.util.find_spec(package)
+    except Exception:  # a parent package that is not there, not one, or that raised
         return False
+    return spec is not None and spec.submodule_search_locations is not None
+
+
+def _off_the_path(directory: str) -> None:
+    """Take ``directory`` (the working directory) off ``sys.path``, in every spelling:
+    ``python -m`` puts it first, and ``''`` or ``.`` may name it too."""
+    real = os.path.realpath(directory)
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != real]
+
+
+class _ProjectFinder(importlib.abc.MetaPathFinder):
+    """Finds one top-level module, the one ``--retriever`` names, in the project first
+    (as ``python -m`` always did), though the project is last on the module path."""
+
+    def __init__(self, name: str, directory: str) -> None:
+        self.name = name
+        self.directory = directory
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != self.name or path is not None:
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.directory])
+
+
+def _search_project(directory: str, module: str) -> None:
+    """Let the user's code be imported from the project: ``module`` (its top-level
+    package) from there first, anything else it imports after the installed packages."""
+    sys.path.append(directory)
+    sys.meta_path.insert(0, _ProjectFinder(module.partition(".")[0], directory))
+
+
+def _shadow(package: str) -> Path | None:
+    """What ``package``'s top-level name is found as when that is not the library, which
+    is installed further down the module path; ``None`` when nothing shadows it."""
+    top = package.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except Exception:  # a name that raised as it was imported to look is no library's
+        spec = None
+    if spec is None or not spec.has_location or spec.origin is None:
+        return None  # not there, or a namespace package, which merges with the library's
+    found = Path(spec.origin)
+    if spec.submodule_search_locations is not None:
+        found = found.parent  # a package: its directory, not its __init__.py
+    parts = package.split(".")
+    suffixes = importlib.machinery.all_suffixes()
+    for entry in sys.path:
+        base = Path(entry or os.curdir)
+        if (base / top).resolve() == found.resolve():
+            continue
+        library = base.joinpath(*parts)
+        if library.is_dir() or any(library.with_name(parts[-1] + s).is_file() for s in suffixes):
+            return found
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a user reads it: ``./llama_index`` under the working directory."""
+    try:
+        inside = path.relative_to(os.getcwd())
+    except ValueError:
+        return str(path)
+    return f"./{inside}" if inside.parts else "."
 
 
 def main(framework: str, argv: Sequence[str] | None = None) -> int:
@@ -171,8 +252,9 @@ def main(framework: str, argv: Sequence[str] | None = None) -> int:
         required=True,
         type=_reference,
         metavar="MODULE:FACTORY",
-        help="where the retriever is: a module on the Python path and a function of no "
-        "arguments returning it (or the object itself); called once, after the handshake",
+        help="where the retriever is: a module of the working directory (or on the Python "
+        "path) and a function of no arguments returning it (or the object itself); called "
+        "once, after the handshake",
     )
     parser.add_argument(
         "--name",
@@ -197,13 +279,27 @@ def main(framework: str, argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     module, attr = args.retriever
     reference = f"{module}:{attr}"
+    project = os.getcwd()
+    # The framework is looked up with the project off the path: looking imports its
+    # parent package (``llama_index``, a namespace package), and one imported stays the
+    # library's, where a project's regular ``llama_index/`` would win a later search.
+    _off_the_path(project)
+    library = package.replace("_", "-").replace(".", "-")  # its distribution's name
     # One line each, no usage block: the command line was read, what it names is not there.
-    if not _module_exists(package):
-        sys.stderr.write(
-            f"providers.{framework}: needs {package.replace('_', '-')}: install hostd with "
-            f'the {extra} extra (pip install "/path/to/hostd[{extra}]", a checkout or a wheel)\n'
-        )
+    if not _package_exists(package):
+        shadow = _shadow(package)
+        if shadow is not None:
+            sys.stderr.write(
+                f"providers.{framework}: {_shown(shadow)} shadows the {library} library; "
+                f"rename it, or take {_shown(shadow.parent)} off the Python path\n"
+            )
+        else:
+            sys.stderr.write(
+                f"providers.{framework}: needs {library}: install hostd with the {extra} "
+                f'extra (pip install "/path/to/hostd[{extra}]", a checkout or a wheel)\n'
+            )
         return 2
+    _search_project(project, module)
     try:
         _find_module(module)
     except RetrieverNotLoaded as exc:

@@ -196,6 +196,34 @@ def test_a_providers_command_and_cwd_resolve_against_the_config_file(tmp_path: P
     assert (onpath.command, onpath.cwd) == (["node", "server.js"], tmp_path / "srv")
 
 
+def test_a_bundled_provider_runs_with_P_so_the_project_cannot_shadow_it(tmp_path: Path) -> None:
+    """``-m`` puts the working directory (the project) first on the module path, where a
+    package of its own named ``providers`` would stand in for hostd's: each bundled
+    provider runs with ``-P``; a user's own module keeps the project on the path."""
+    cfg = parse_config(
+        "[[provider]]\nid = 'files'\ncommand = ['python', '-m', 'providers.files', '--root', '.']\n"
+        "[[provider]]\nid = 'memory'\ncommand = ['python3', '-u', '-m', 'providers.memory']\n"
+        "[[provider]]\nid = 'li'\n"
+        "command = ['python', '-X', 'dev', '-m', 'providers.llama_index']\n"
+        "[[provider]]\nid = 'own'\ncommand = ['python', '-m', 'mypkg.provider']\n"
+        "[[provider]]\nid = 'theirs'\ncommand = ['python', '-m', 'providers.notes']\n"
+        "[[provider]]\nid = 'script'\ncommand = ['python', 'serve.py', '-m', 'providers.files']\n"
+        "[reranker]\ncommand = ['python', '-m', 'providers.rerank']\n",
+        source="x.toml",
+        base=tmp_path,
+    )
+    commands = {p.id: p.command for p in cfg.provider}
+    py = sys.executable
+    assert commands["files"] == [py, "-P", "-m", "providers.files", "--root", "."]
+    assert commands["memory"] == [py, "-P", "-u", "-m", "providers.memory"]
+    assert commands["li"] == [py, "-P", "-X", "dev", "-m", "providers.llama_index"]
+    assert cfg.reranker.command == [py, "-P", "-m", "providers.rerank"]
+    # Not hostd's: the module (or script) is the project's, found there.
+    assert commands["own"] == [py, "-m", "mypkg.provider"]
+    assert commands["theirs"] == [py, "-m", "providers.notes"]
+    assert commands["script"] == [py, "serve.py", "-m", "providers.files"]
+
+
 # -- the default socket: one per config file ----------------------------------------------
 
 

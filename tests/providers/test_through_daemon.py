@@ -58,7 +58,8 @@ def test_demo_config_names_the_three_providers() -> None:
     assert [p.id for p in config.provider] == ["files", "memory", "semantic"]
     for p in config.provider:
         assert p.cwd == REPO and p.command is not None
-        assert p.command[1:3] == ["-m", f"providers.{p.id}"]
+        # -P: the bundled provider, never a module of the directory it runs in
+        assert p.command[1:4] == ["-P", "-m", f"providers.{p.id}"]
 
 
 @pytest.mark.parametrize(
