@@ -7,7 +7,8 @@ binding, which cuts what an MCP server serves (resources, tool results) the same
 way (``chunk_text``; a ``file://`` resource exactly as ``chunk_file`` cuts the
 file). A chunk is a run of whole lines (markdown is first cut at its headings,
 fenced code is not a heading; other text may be cut at its blank lines first,
-``sections="paragraphs"``) that
+``sections="paragraphs"``, or into its records, ``sections="records"``: see
+``_record_sections``) that
 
 - fits what the model reads well: its embedding input (title line plus text)
   takes at most ``max_tokens`` word pieces by the model tokenizer's count
@@ -68,9 +69,28 @@ _FENCE_RE = re.compile(rb"(```|~~~)")
 _BINARY_SNIFF_BYTES = 8192
 #: ``[CLS]`` and ``[SEP]``: the model spends two pieces of its window on them.
 _SPECIAL_PIECES = 2
-#: How a text is cut before its runs are sized: not at all, at markdown headings, or
-#: at blank lines (records such as ``git log`` entries, paragraphs of prose).
-Sections = Literal["none", "markdown", "paragraphs"]
+#: How a text is cut before its runs are sized: not at all, at markdown headings, at
+#: blank lines (paragraphs of prose), or into records (``git log`` entries, numbered
+#: items: ``_record_sections``), at its blank lines when it has none.
+Sections = Literal["none", "markdown", "paragraphs", "records"]
+#: Record headers: unindented lines of a few recognisable shapes, one kind each (a
+#: rule, a markdown heading, a numbered item, a JSON object, ``commit <hex>``, else
+#: ``Key:``, one kind per key); and fence lines, inside which nothing is a header.
+#: Matched at a line's start (``$``: before its newline).
+_HEADER_RE = re.compile(
+    rb"(?:[ \t]*(?P<fence>```|~~~)"
+    rb"|(?P<rule>-{3,}|={3,}|\*{3,}|_{3,})[ \t\r]*$"
+    rb"|(?P<heading>#{1,6}[ \t]+\S)"
+    rb"|(?P<numbered>(?:[0-9]{1,4}[.)]|\[[0-9]{1,4}\])(?:[ \t]|\r?$))"
+    rb"|(?P<json>\{[^\n]*\})[ \t\r]*$"
+    rb"|(?P<commit>commit [0-9a-f]{7,64}\b)"
+    rb"|(?P<key>[A-Za-z][A-Za-z0-9_-]{0,31}):(?:[ \t]|\r?$))"
+)
+_KINDS = {"rule": b"---", "heading": b"#", "numbered": b"1.", "json": b"{}", "commit": b"commit"}
+_NUMBER_MARK_RE = re.compile(r"(?:[0-9]{1,4}[.)]|\[[0-9]{1,4}\])\s*")
+#: A record's heading (its header line) is cut to this many characters: it is counted
+#: in the room of every piece of the record, and it is a label, not evidence.
+_MAX_RECORD_HEADING = 80
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,6 +102,9 @@ class TextChunk:
     text: str  # exactly the addressed bytes, decoded (UTF-8, nothing normalised)
     digest: str  # sha256 of exactly those bytes (F5, F17)
     heading: str | None
+    #: ``sections="records"``: which record (from 0) this chunk is or is a part of;
+    #: ``None`` for the lines before the first record, and for any other cut.
+    record: int | None = None
 
     @property
     def range(self) -> str:
@@ -197,6 +220,82 @@ def _paragraph_sections(lines: Sequence[bytes]) -> list[tuple[int, int, str | No
     return sections
 
 
+def _header_kinds(lines: Sequence[bytes]) -> dict[int, bytes]:
+    """The record header lines of a text, ``{line index (from 0): kind}``; lines in
+    fenced code are none."""
+    kinds: dict[int, bytes] = {}
+    fence: bytes | None = None
+    # One match per line, mapped in C: most lines are none and cost no Python step.
+    for i, m in enumerate(map(_HEADER_RE.match, lines)):
+        if m is None:
+            continue
+        what = m.lastgroup
+        if what == "fence":
+            tick = m.group("fence")
+            fence = None if fence == tick else (fence or tick)
+        elif fence is None and what is not None:
+            kinds[i] = m.group("key") + b":" if what == "key" else _KINDS[what]
+    return kinds
+
+
+def _record_heading(lines: Sequence[bytes], start: int, end: int, kind: bytes) -> str | None:
+    """What a record is called: its header line, without a heading's ``#`` or an item's
+    number (both say where it is, not what); after a rule, the first line of text."""
+    for i in range(start, end + 1):
+        text = lines[i - 1].decode("utf-8", "replace").strip()
+        if not text or (kind == b"---" and i == start):
+            continue
+        if kind == b"#":
+            text = text.lstrip("#").strip()
+        elif kind == b"1.":
+            text = _NUMBER_MARK_RE.sub("", text, count=1) or text
+        return text[:_MAX_RECORD_HEADING]
+    return None
+
+
+def _record_sections(
+    lines: Sequence[bytes],
+) -> list[tuple[int, int, str | None, int | None]] | None:
+    """``(start, end, heading, record)`` per record, after the lines before the first one
+    (cut at their blank lines, ``record`` None); ``None`` when the text has no records.
+
+    A header (``_HEADER_RE``; lines in fenced code are none) *opens a block* when it is
+    the text's first line, follows a blank line, or follows a header of its own kind (a
+    run of one-line records, as JSON lines are). A kind *recurs* when it starts two
+    records or more: the lines of it that open a block, and its first line wherever it
+    is (after a caption such as ``Commit history:``). The record header is the
+    recurring kind whose first line comes first (the outer structure: ``Commit:``
+    before the ``Signed-off-by:`` trailers of each message). A record runs from one of
+    its header lines to the next; blank lines inside it (a message's paragraphs) stay.
+    """
+    kinds = _header_kinds(lines)
+    opens = {
+        i: i == 0 or not lines[i - 1].strip() or kinds.get(i - 1) == kind
+        for i, kind in kinds.items()
+    }
+    first: dict[bytes, int] = {}
+    records: dict[bytes, int] = {}
+    for i, kind in kinds.items():  # in text order
+        if kind not in first:
+            first[kind] = i
+            records[kind] = 1
+        elif opens[i]:
+            records[kind] += 1
+    recurring = [k for k, n in records.items() if n >= 2]
+    if not recurring:
+        return None
+    chosen = min(recurring, key=first.__getitem__)
+    starts = [i + 1 for i, k in kinds.items() if k == chosen and (opens[i] or i == first[chosen])]
+    sections: list[tuple[int, int, str | None, int | None]] = []
+    if starts[0] > 1:
+        preamble = _paragraph_sections(lines[: starts[0] - 1])
+        sections.extend((a, b, None, None) for a, b, _ in preamble)
+    ends = [s - 1 for s in starts[1:]] + [len(lines)]
+    for n, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        sections.append((a, b, _record_heading(lines, a, b, chosen), n))
+    return sections
+
+
 @dataclass(slots=True, frozen=True)
 class _Span:
     start: int
@@ -204,6 +303,7 @@ class _Span:
     heading: str | None
     pieces: int  # word pieces of the text
     room: int  # word pieces the text may take beside this span's title
+    record: int | None = None  # which record it is part of: spans never merge across
 
 
 def _windows(
@@ -233,13 +333,13 @@ def _merge_small(spans: list[_Span], size: int, min_pieces: int) -> list[_Span]:
     the two together still fit the first one's room and ``size`` lines."""
     out: list[_Span] = []
     for span in spans:
-        if out:
+        if out and out[-1].record == span.record:
             prev = out[-1]
             small = span.pieces < min_pieces or prev.pieces < min_pieces
             pieces = prev.pieces + span.pieces
             if small and pieces <= prev.room and span.end - prev.start + 1 <= size:
                 heading = prev.heading or span.heading
-                out[-1] = _Span(prev.start, span.end, heading, pieces, prev.room)
+                out[-1] = _Span(prev.start, span.end, heading, pieces, prev.room, span.record)
                 continue
         out.append(span)
     return out
@@ -296,12 +396,20 @@ def chunk_text(
     max_tokens: int = DEFAULT_CHUNK_TOKENS,
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
     counter: Counter | None = None,
+    record_tokens: int | None = None,
 ) -> list[TextChunk]:
     """The chunks of one UTF-8 text (empty when it is not UTF-8). ``name`` is what a
     chunk's title starts with (a path, a resource or tool name): it takes room in the
     embedding input, so it is counted as ``chunk_file`` counts a file's path.
     ``counter`` counts word pieces (default ``piece_counter()``, the model's count when
-    installed: what a text that is also embedded must be cut by)."""
+    installed: what a text that is also embedded must be cut by).
+
+    ``sections="records"``: each record (``_record_sections``) is cut on its own, under
+    ``record_tokens`` (default ``max_tokens``) and ``window_lines``: one chunk when it
+    fits, however small (records never merge), else runs of its lines; the lines
+    before the first record as ``"paragraphs"`` cuts them. A text without records is
+    cut as ``"paragraphs"`` cuts it. A record's chunks depend on its own lines only,
+    never on where it sits: the same record cuts the same wherever it is."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -311,29 +419,40 @@ def chunk_text(
         return []
     count = counter or piece_counter()
     pieces = count([line.decode("utf-8") for line in lines])
-    if sections == "markdown":
-        cuts = _markdown_sections(lines)
-    elif sections == "paragraphs":
-        cuts = _paragraph_sections(lines)
-    else:
-        cuts = [(1, len(lines), None)]
+    cuts: list[tuple[int, int, str | None, int | None]] | None = None
+    if sections == "records":
+        cuts = _record_sections(lines)
+        if cuts is not None:
+            # Its blank lines at the end say nothing and would move a cut inside a long
+            # record (a window backs off to a blank line): the record ends at its text.
+            cuts = [(a, _last_text(lines, a, b), h, r) for a, b, h, r in cuts]
+    if cuts is None:
+        if sections == "markdown":
+            found = _markdown_sections(lines)
+        elif sections in ("paragraphs", "records"):
+            found = _paragraph_sections(lines)
+        else:
+            found = [(1, len(lines), None)]
+        cuts = [(a, b, h, None) for a, b, h in found]
     # A title names its range when it has no heading. The range's pieces are bounded
     # by its characters (WordPiece never makes more pieces than characters), so the
     # room is known before the range is: how digits split varies from number to number.
     widest = len(f"L{len(lines)}-{len(lines)}")
     spans: list[_Span] = []
-    titles: dict[str | None, int] = {}
-    for s_start, s_end, heading in cuts:
-        if heading not in titles:
-            (titles[heading],) = count([_title(name, heading, "")])
+    # Every title counted in one call: a text of records has a heading per record.
+    headings = list(dict.fromkeys(heading for _, _, heading, _ in cuts))
+    counted = count([_title(name, heading, "") for heading in headings])
+    titles = dict(zip(headings, counted, strict=True))
+    for s_start, s_end, heading, record in cuts:
         title = titles[heading] + (0 if heading else widest)
-        room = max(max_tokens - _SPECIAL_PIECES - title, 1)
+        limit = max_tokens if record is None else (record_tokens or max_tokens)
+        room = max(limit - _SPECIAL_PIECES - title, 1)
         for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room):
-            spans.append(_Span(a, b, heading, n, room))
+            spans.append(_Span(a, b, heading, n, room, record))
     chunks: list[TextChunk] = []
     for span in _merge_small(spans, window_lines, min_tokens):
         end = span.end
-        if sections == "paragraphs":
+        if sections in ("paragraphs", "records"):
             # The blank lines between records carry nothing: the range ends at the text.
             while end > span.start and not lines[end - 1].strip():
                 end -= 1
@@ -347,6 +466,14 @@ def chunk_text(
                 text=raw.decode("utf-8"),
                 digest=sha256_digest(raw),
                 heading=span.heading,
+                record=span.record,
             )
         )
     return chunks
+
+
+def _last_text(lines: Sequence[bytes], start: int, end: int) -> int:
+    """The last line of ``start..end`` that is not blank (``start`` when none is)."""
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return end

@@ -7,11 +7,14 @@ a provider would:
 - **cut** (``cut``): every served text (a resource's contents, a tool result block)
   is cut by the chunker the bundled providers use (``hostd.chunking``: runs of whole
   lines; a ``file://`` resource as the ``files`` provider cuts that file, markdown at
-  its headings, anything else at its blank lines, so each ``git log`` entry or
-  paragraph stands alone). Each piece keeps its range (``L10-40``) and the digest of
-  exactly its bytes (F5, F17), and a label drawn from its content or its source: the
-  commit ids or file paths it names, the resource's title with the heading or range,
-  and the tool's name only when nothing better is there (F3);
+  its headings, anything else into its records when it is a sequence of them, so each
+  ``git log`` entry stands alone with its paragraphs, else at its blank lines). Each
+  piece keeps its range (``L10-40``) and the digest of exactly its bytes (F5, F17), and
+  a label drawn from its content or its source: the commit ids or file paths it
+  names, the record's header, the resource's title with the heading or range, and the
+  tool's name only when nothing better is there (F3). A piece of a text with no URI
+  (a tool's answer) is named by what it holds, not where: a tool answers anew each
+  time, and the same record at other lines is the same frame (D2, feedback by FrameId);
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
   [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted,
   one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps
@@ -41,6 +44,7 @@ import numpy as np
 
 from hostd.chunking import (
     DEFAULT_MIN_CHUNK_TOKENS,
+    MODEL_WINDOW,
     Sections,
     TextChunk,
     chunk_text,
@@ -74,9 +78,13 @@ BM25_HALF_SCORE = 8.0
 #: BM25's term-frequency saturation and length normalisation (the usual values).
 _K1, _B = 1.5, 0.75
 #: Below this many word pieces a piece is merged with its neighbour (a file: as the
-#: files provider merges). A record (one ``git log`` entry, a short paragraph) is
-#: often under the files provider's 48 and is evidence of its own: only fragments merge.
+#: files provider merges). A short paragraph is often under the files provider's 48
+#: and is evidence of its own: only fragments merge (records never do).
 _MIN_PIECE_TOKENS = 16
+#: Word pieces a record (one ``git log`` entry with its message) may take in one piece:
+#: the most any chunk may, the model's window. Nothing an MCP server serves is embedded
+#: (outside files), and a commit cut from its message is two half-answers.
+_RECORD_TOKENS = MODEL_WINDOW
 #: A label longer than this is cut: it is quoted in the prompt beside every frame.
 _MAX_LABEL = 96
 
@@ -131,7 +139,8 @@ class Piece(NamedTuple):
     label: str
     always: bool
     cost: int  # canonical token cost (B3)
-    #: The frame id: unique within the provider, stable across calls (``piece_key``).
+    #: The frame id: stable across calls (``piece_key``); pieces of equal text from one
+    #: tool share it (one piece of evidence, as D2 would merge them anyway).
     key: str
 
     @property
@@ -192,9 +201,15 @@ class Cut:
         return held + len(self) * 160 + len(self.uri or "") + 256
 
 
-def piece_key(method: str, uri: str | None, start: int, end: int, digest: str) -> str:
-    """A digest of how, where and what: the same text at the same place is the same id."""
-    basis = f"{method}\n{uri or ''}\nL{start}-{end}\n{digest}"
+def piece_key(method: str, uri: str | None, range_: str | None, digest: str) -> str:
+    """A digest of how, where and what: the same text at the same place is the same id.
+
+    A text with a URI (a resource) is a place: its pieces are named with their range.
+    A tool's answer (no URI) is not: it is made anew for each call and its lines shift
+    (a new commit pushes every ``git log`` entry down), so its pieces are named by
+    method and content alone (``range_`` None) and a record keeps its id from call to
+    call, as dedup (D2), session reuse and feedback by FrameId need."""
+    basis = f"{method}\n{uri or ''}\n{range_ or ''}\n{digest}"
     return method[:1] + ":" + hashlib.sha256(basis.encode()).hexdigest()[:24]
 
 
@@ -204,7 +219,7 @@ def _sections(doc: Document) -> Sections:
     names = (doc.uri or "", doc.title or "")
     if doc.mime_type in _MARKDOWN_TYPES or any(n.endswith((".md", ".markdown")) for n in names):
         return "markdown"
-    return "paragraphs"
+    return "records"  # at its blank lines when it has none
 
 
 def _unique(found: Iterable[str]) -> list[str]:
@@ -218,27 +233,65 @@ def _listed(what: str, names: Sequence[str]) -> str:
 
 
 def _label(doc: Document, chunk: TextChunk, many: bool) -> str:
-    """F3: what the frame is, in a few words, from its content or its source."""
+    """F3: what the frame is, in a few words, from its content or its source. A record's
+    label is its first piece's (``cut`` numbers the parts of one cut within itself)."""
     source = doc.title or doc.uri
     if doc.tool is not None and doc.title is None:
-        # A tool's output has no name of its own: what it is about is in its text.
-        commits = _unique(c[:7] for c in _COMMIT_RE.findall(chunk.text))
+        # A tool's output has no name of its own: what it is about is in its text. A
+        # record whose header names a commit is that commit, whatever its message cites.
+        named = _COMMIT_RE.findall(chunk.heading or "") if chunk.record is not None else []
+        commits = _unique(c[:7] for c in named or _COMMIT_RE.findall(chunk.text))
         if commits:
             return _listed("commit", commits)
         paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(chunk.text))
         paths = paths or _unique(_PATH_LINE_RE.findall(chunk.text))
         if paths:
             return _listed("", paths)
-        source = doc.uri
+        source = doc.uri or doc.tool
     if chunk.heading:
         return f"{source} § {chunk.heading}" if source else chunk.heading
     base = source or doc.tool or "mcp"
     return f"{base} {chunk.range}" if many else base
 
 
-def _clip(label: str) -> str:
+def _clip(label: str, suffix: str = "") -> str:
     label = " ".join(label.split())  # one line: it is an attribute in the prompt's fence
-    return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
+    room = _MAX_LABEL - len(suffix)
+    return (label if len(label) <= room else label[: room - 1] + "…") + suffix
+
+
+def _labels(doc: Document, chunks: Sequence[TextChunk]) -> list[str]:
+    """Each chunk's label; the parts of one record share the record's, numbered
+    ``(2/3)``, so every part says which record it is of."""
+    many = len(chunks) > 1
+    parts = Counter(c.record for c in chunks if c.record is not None)
+    named: dict[int, str] = {}
+    seen: Counter[int] = Counter()
+    labels: list[str] = []
+    for c in chunks:
+        if c.record is None:
+            labels.append(_clip(_label(doc, c, many)) or "mcp")
+            continue
+        if c.record not in named:
+            named[c.record] = _label(doc, c, many)
+        seen[c.record] += 1
+        n = parts[c.record]
+        suffix = f" ({seen[c.record]}/{n})" if n > 1 else ""
+        labels.append(_clip(named[c.record], suffix) or "mcp")
+    return labels
+
+
+def _captions(chunks: list[TextChunk]) -> list[TextChunk]:
+    """Without the text before the first record when it is one line ending in a colon
+    (``Commit history:``, ``Found 4 results:``): it announces the records, it is not
+    evidence of its own."""
+    before = [c for c in chunks if c.record is None]
+    if len(before) != 1 or len(chunks) == 1:
+        return chunks
+    (caption,) = before
+    if caption.start != caption.end or not caption.text.rstrip().endswith(":"):
+        return chunks
+    return [c for c in chunks if c.record is not None]
 
 
 def cut(doc: Document) -> Cut:
@@ -256,8 +309,11 @@ def cut(doc: Document) -> Cut:
         sections=_sections(doc),
         min_tokens=DEFAULT_MIN_CHUNK_TOKENS if is_file else _MIN_PIECE_TOKENS,
         counter=None if is_file else estimate_pieces,
+        record_tokens=_RECORD_TOKENS,
     )
-    many = len(chunks) > 1
+    chunks = _captions(chunks)
+    # A tool's answer has no URI: its pieces are named by content, not range (piece_key).
+    placed = doc.uri is not None
     return Cut(
         method=doc.method,
         uri=doc.uri,
@@ -266,9 +322,11 @@ def cut(doc: Document) -> Cut:
         ends=tuple(c.end for c in chunks),
         texts=tuple(c.text for c in chunks),
         digests=tuple(c.digest for c in chunks),
-        labels=tuple(_clip(_label(doc, c, many)) or "mcp" for c in chunks),
+        labels=tuple(_labels(doc, chunks)),
         costs=tuple(canonical_token_cost(c.text) for c in chunks),
-        keys=tuple(piece_key(doc.method, doc.uri, c.start, c.end, c.digest) for c in chunks),
+        keys=tuple(
+            piece_key(doc.method, doc.uri, c.range if placed else None, c.digest) for c in chunks
+        ),
     )
 
 
@@ -369,7 +427,7 @@ def rank(
     for i in order:
         c, j = ordered[docs[i]], locals_[i]
         key = c.keys[j]
-        if key in seen:  # the same text at the same place, served twice, is one frame
+        if key in seen:  # one frame id, served twice (piece_key), is one frame
             continue
         if len(frames) >= query.max_frames:
             break

@@ -14,6 +14,18 @@ handshake and the stateless ``server/discover`` revision), dispatch and
 composition); ``_wire`` stands between it and the byte stream, so every request
 read is answered once. The byte stream is the caller's: the CLI reserves stdout
 for the wire (fd 1 then points at stderr, so only protocol messages reach it).
+
+A tool's bad arguments (its input schema's, or the client API's refusal, −32602)
+come back as a result with ``isError`` and the one-line reason, so the model reads
+it and can correct its call: MCP 2025-11-25 made input validation errors tool
+execution errors (SEP-1303, server/tools "Error Handling"). Every revision served
+gets that one behaviour: the SEP calls itself a backwards-compatible clarification
+of the older texts (which listed both "invalid arguments" as a protocol error and
+"invalid input data" as a tool error), and the SDK's own ``MCPServer`` does the
+same on every revision. An unknown tool or a malformed request stays a JSON-RPC
+error (−32602). A failure while a tool runs is a tool error too: the API's
+(``hostd: MESSAGE [REASON]``) and a fault of hostd's own (``request.crashed`` in the
+log; the model reads only ``[internal]``).
 """
 
 from __future__ import annotations
@@ -111,31 +123,41 @@ class Backend(Protocol):
     ) -> Any: ...
 
 
-def _checked(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """The arguments when they fit the tool's schema; else a JSON-RPC error (−32602)."""
-    validator = _VALIDATORS.get(name)
-    if validator is None:
-        raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
-    args = arguments or {}
-    problems = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-    if problems:
-        where = "/".join(str(p) for p in problems[0].absolute_path) or "arguments"
-        raise MCPError(
-            code=INVALID_PARAMS,
-            message=f"Invalid arguments for {name}: {where}: {problems[0].message}",
-        )
-    return args
+def _tool_error(text: str) -> types.CallToolResult:
+    """A tool execution error: one text block the model reads (``isError``). No
+    ``structuredContent``: the output schema describes results, and clients skip it
+    for an error (MCP 2025-11-25, server/tools "Output Schema"; the SDK's client)."""
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+def _problem(name: str, arguments: dict[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit tool ``name``'s input schema, in one line naming
+    the field, what is wrong and what is expected; None when they fit."""
+    validator = _VALIDATORS[name]
+    problems = sorted(
+        validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path]
+    )
+    if not problems:
+        return None
+    first = problems[0]
+    where = "/".join(str(p) for p in first.absolute_path) or "arguments"
+    what = first.message
+    if first.validator == "additionalProperties" and isinstance(first.instance, dict):
+        # jsonschema's words name the stray member but not what the tool takes.
+        known = list(first.schema.get("properties", {})) if isinstance(first.schema, dict) else []
+        stray = next(k for k in first.instance if k not in known)  # repr: one line
+        what = f"unknown argument {stray!r}; expected {', '.join(known) or 'no arguments'}"
+    return f"Invalid arguments for {name}: {where}: {what}"
 
 
 def _failed(exc: HostdError) -> types.CallToolResult:
-    """A composition that failed: the reason, for the model to read (isError)."""
+    """A call that failed: the reason, for the model to read (isError)."""
     if isinstance(exc, RpcError) and exc.rpc_code == INVALID_PARAMS:
-        # The API refused the params: a malformed call, so a protocol error (−32602).
-        raise MCPError(code=INVALID_PARAMS, message=exc.message) from None
+        # The API refused the arguments (a blank goal, an unknown strategy or
+        # provider): an input validation error, so a tool execution error (SEP-1303).
+        return _tool_error(exc.message)
     reason = getattr(exc, "remote_reason", None) or exc.reason
-    return types.CallToolResult(
-        content=[types.TextContent(text=f"hostd: {exc.message} [{reason}]")], is_error=True
-    )
+    return _tool_error(f"hostd: {exc.message} [{reason}]")
 
 
 def _links(cited: list[CitedText]) -> list[types.ContentBlock]:
@@ -248,10 +270,7 @@ async def _report(backend: Backend, args: dict[str, Any]) -> types.CallToolResul
     except HostdError as exc:
         if isinstance(exc, RpcError) and exc.remote_reason == "unknown_citation":
             # The model named labels its prompt did not hold: it can read and retry.
-            return types.CallToolResult(
-                content=[types.TextContent(text=f"hostd: {exc.message} [unknown_citation]")],
-                is_error=True,
-            )
+            return _tool_error(f"hostd: {exc.message} [unknown_citation]")
         return _failed(exc)
     text = f"recorded: {len(result['used'])} cited frames used in {result['request_id']}"
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
@@ -293,7 +312,14 @@ def build_server(
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        args = _checked(params.name, params.arguments)
+        if params.name not in _VALIDATORS:
+            # A protocol error (MCP server/tools "Error Handling"): nothing the model can fix.
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        args = params.arguments or {}
+        problem = _problem(params.name, args)
+        if problem is not None:
+            # An input validation error: a tool execution error (SEP-1303).
+            return _tool_error(problem)
         try:
             if params.name == "compose_context":
                 return await _compose(backend, ctx, args, store, (config, connect))
@@ -303,6 +329,14 @@ def build_server(
         except anyio.get_cancelled_exc_class():
             log.info("mcp.call.cancelled", tool=params.name)
             raise
+        except MCPError:
+            raise
+        except Exception as exc:
+            # A fault of hostd's own (a bug, a daemon reply it cannot read): the SDK would
+            # answer code 0 with the exception's own text, which may quote a peer. A tool
+            # error instead, as the SDK's MCPServer gives; the traceback goes to the log.
+            log.error("request.crashed", method="tools/call", tool=params.name, exc_info=exc)
+            return _tool_error(f"hostd: {params.name} failed inside hostd mcp [internal]")
 
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

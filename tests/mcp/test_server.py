@@ -16,7 +16,8 @@ import anyio
 import jsonschema
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from tests.server.conftest import ROOT, marked_processes, provider_table
@@ -36,6 +37,10 @@ def _files_table(root: Path) -> str:
 
 def _tool(tools: types.ListToolsResult, name: str) -> types.Tool:
     return next(t for t in tools.tools if t.name == name)
+
+
+def _texts(result: types.CallToolResult) -> list[str]:
+    return [b.text for b in result.content if isinstance(b, types.TextContent)]
 
 
 async def test_tools_are_listed_in_one_order_read_only_and_idempotent(
@@ -134,8 +139,7 @@ async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record
             wrong = await client.call_tool(
                 "report_used_evidence", {"request_id": rid, "used": ["[made up]"]}
             )
-            with pytest.raises(MCPError) as malformed:
-                await client.call_tool("report_used_evidence", {"used": [label]})
+            malformed = await client.call_tool("report_used_evidence", {"used": [label]})
     assert reported.is_error is False
     jsonschema.validate(
         reported.structured_content, _tool(tools, "report_used_evidence").output_schema
@@ -144,7 +148,10 @@ async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record
     assert wrong.is_error is True
     assert isinstance(wrong.content[0], types.TextContent)
     assert "[made up]" in wrong.content[0].text and "unknown_citation" in wrong.content[0].text
-    assert malformed.value.code == -32602
+    assert malformed.is_error is True and malformed.structured_content is None
+    assert _texts(malformed) == [
+        "Invalid arguments for report_used_evidence: arguments: 'request_id' is a required property"
+    ]
     (stored,) = ShadowStore(workdir / "state" / "shadow.db").load()
     assert stored.request_id == rid and stored.feedback is not None
     assert stored.feedback.helpful is True and len(stored.feedback.used) == 1
@@ -168,23 +175,87 @@ async def test_progress_is_reported_per_leg(workdir: Path, marker: str) -> None:
     assert {m.split(":")[0] for _, _, m in legs if m} == {"alpha", "beta"}
 
 
-async def test_a_malformed_call_is_a_json_rpc_error(workdir: Path, marker: str) -> None:
+#: Arguments a model may send, each with words its tool error must carry: the field,
+#: what is wrong, what is expected. Both kinds: those the input schema refuses and
+#: those only the client API can judge (a strategy, a provider, a blank goal).
+_BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], tuple[str, ...]], ...] = (
+    (
+        "compose_context",
+        {"goal": "x", "strategy": "bm25"},
+        ("strategy: unknown strategy 'bm25'; expected ", '"rrf"'),
+    ),
+    ("compose_context", {"goal": "x", "providers": ["nope"]}, ("unknown provider 'nope'", "alpha")),
+    (
+        "compose_context",
+        {"goal": "x", "budget": "600"},
+        ("budget: '600' is not of type 'integer'",),
+    ),
+    (
+        "compose_context",
+        {"goal": "x", "budgte": 5},
+        ("arguments: unknown argument 'budgte'; expected goal, budget, strategy",),
+    ),
+    ("compose_context", {}, ("arguments: 'goal' is a required property",)),
+    ("compose_context", {"goal": "   "}, ("goal: must not be empty",)),
+    (
+        "compose_context",
+        {"goal": "x", "grant_consent": True},
+        ("unknown argument 'grant_consent'",),
+    ),
+    (
+        "list_providers",
+        {"verbose": True},
+        ("arguments: unknown argument 'verbose'; expected no arguments",),
+    ),
+    ("report_used_evidence", {"request_id": "r", "used": "x"}, ("used: 'x' is not of type",)),
+)
+
+
+async def test_a_bad_argument_is_a_tool_error_the_model_reads_and_an_unknown_tool_is_not(
+    workdir: Path, marker: str
+) -> None:
+    # MCP 2025-11-25 (SEP-1303): input validation errors are tool execution errors, so
+    # the client hands them to the model; an unknown tool stays a protocol error.
     config = write_config(workdir, marker, {"alpha": {}})
     with anyio.fail_after(120):
-        async with Client(hostd_mcp(config), mode="legacy") as client:
-            for name, arguments in (
-                ("compose_context", {}),
-                ("compose_context", {"goal": "x", "budget": "lots"}),
-                ("compose_context", {"goal": "x", "grant_consent": True}),
-                ("compose_context", {"goal": "   "}),
-                ("no_such_tool", {}),
-            ):
-                with pytest.raises(MCPError) as caught:
-                    await client.call_tool(name, arguments)
-                assert caught.value.code == -32602, (name, arguments)
-            # The session survives each of them.
-            ok = await client.call_tool("compose_context", {"goal": "still serving"})
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                results = [await session.call_tool(n, a) for n, a, _ in _BAD_ARGUMENTS]
+                with pytest.raises(MCPError) as unknown:
+                    await session.call_tool("no_such_tool", {"goal": "x"})
+                # The session survives each of them.
+                ok = await session.call_tool("compose_context", {"goal": "still serving"})
+    assert init.protocol_version == "2025-11-25"
+    for (name, arguments, words), result in zip(_BAD_ARGUMENTS, results, strict=True):
+        assert result.is_error is True, (name, arguments)
+        # One text block, one line; no structuredContent (the output schema is a success's).
+        (text,) = _texts(result)
+        assert len(result.content) == 1 and "\n" not in text, text
+        assert all(w in text for w in words), text
+        assert result.structured_content is None
+    assert unknown.value.error.code == -32602
+    assert unknown.value.error.message == "Unknown tool: no_such_tool"
+    assert ok.is_error is False and ok.structured_content is not None
+
+
+async def test_connect_gives_the_daemon_s_refusal_of_an_argument_to_the_model(
+    start_daemon: Any, marker: str
+) -> None:
+    daemon = await start_daemon({"alpha": {}}, args=())
+    params = hostd_mcp(daemon.config, "--connect", str(daemon.socket))
+    with anyio.fail_after(120):
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                refused = await session.call_tool(
+                    "compose_context", {"goal": "x", "strategy": "bm25"}
+                )
+                ok = await session.call_tool("compose_context", {"goal": "x"})
+    assert refused.is_error is True
+    assert _texts(refused)[0].startswith("invalid params: strategy: unknown strategy 'bm25'")
     assert ok.is_error is False
+    assert await daemon.stop() == 0
 
 
 async def test_a_failing_composition_is_a_tool_error_with_the_reason(
@@ -225,7 +296,9 @@ async def test_the_stateless_revision_is_served_too(workdir: Path, marker: str) 
         async with Client(hostd_mcp(config), mode="auto") as client:
             version = client.protocol_version
             result = await client.call_tool("compose_context", {"goal": "modern"})
+            bad = await client.call_tool("compose_context", {"goal": "modern", "budget": "600"})
     assert version == "2026-07-28"
+    assert bad.is_error is True and "budget: '600' is not of type 'integer'" in _texts(bad)[0]
     assert result.is_error is False
     assert result.structured_content["prompt"]
 
@@ -288,15 +361,36 @@ async def test_initialize_negotiates_the_handshake_revisions_and_stdout_is_only_
                     "params": {"name": "compose_context", "arguments": {"goal": "raw"}},
                 },
                 {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 7}},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 4,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "compose_context",
+                        "arguments": {"goal": "raw", "budget": 0},
+                    },
+                },
             ],
-            replies=3,
+            replies=4,
         )
     # Every stdout line is a JSON-RPC message (the logs went to stderr).
     assert all(isinstance(m, dict) and m.get("jsonrpc") == "2.0" for m in out)
     by_id = {m["id"]: m for m in out if "id" in m}
     assert by_id[1]["result"]["protocolVersion"] == version
     assert by_id[2]["result"]["isError"] is False
-    assert by_id[3]["error"]["code"] == -32602
+    assert by_id[3]["error"]["code"] == -32602  # a malformed request: a protocol error
+    # A bad argument is a tool error on every revision served (SEP-1303 clarifies, and
+    # the older revisions' words allowed it), with no structuredContent.
+    assert by_id[4]["result"] == {
+        "content": [
+            {
+                "type": "text",
+                "text": "Invalid arguments for compose_context: "
+                "budget: 0 is less than the minimum of 1",
+            }
+        ],
+        "isError": True,
+    }
     assert marked_processes(marker) == []  # stdin closed: it stopped its providers and exited 0
 
 
