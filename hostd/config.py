@@ -200,7 +200,11 @@ class HostSettings(_Section):
         if value is None:
             return None
         if not value.is_file():
-            raise ValueError(f"no such file: {value}")
+            raise ValueError(
+                f"no such file: {value} (the path of a Hugging Face tokenizer.json, such as "
+                "the one a model ships beside its weights; an encoding name such as "
+                "cl100k_base is not one: docs/api.md#what-the-budget-counts)"
+            )
         if importlib.util.find_spec("tokenizers") is None:
             raise ValueError(
                 'needs the tokenizers library: pip install "/path/to/hostd[tokenizer]" '

@@ -126,6 +126,14 @@ def test_a_tokenizer_path_resolves_against_the_config_file(tmp_path: Path) -> No
     assert cfg.host.merge_max_ratio == 2.0
 
 
+def test_a_tokenizer_that_is_not_a_file_says_what_the_key_wants(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_config("[host]\ntokenizer = 'cl100k_base'\n", base=tmp_path)
+    message = str(exc.value)
+    assert f"no such file: {tmp_path / 'cl100k_base'}" in message
+    assert "Hugging Face tokenizer.json" in message and "cl100k_base is not one" in message
+
+
 def test_bad_toml_and_a_missing_file_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(_write(tmp_path, "[host\n"))
