@@ -24,7 +24,14 @@ from hostd.errors import HostdError
 
 from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
 from ._consent import add_consent_command
-from ._outcome import config_hint, leg_failures, no_evidence, policy_fallback, warming_lines
+from ._outcome import (
+    config_hint,
+    interpreter_advice,
+    leg_failures,
+    no_evidence,
+    policy_fallback,
+    warming_lines,
+)
 from ._quality import caps_arg, floors_arg, overfetch_note
 from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
@@ -259,6 +266,13 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     empty = no_evidence(result)
     advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
     failures = empty if empty is not None else leg_failures(result)
+    failures += interpreter_advice(
+        cfg,
+        {
+            str(p.get("provider_id")): str((p.get("error") or {}).get("message") or "")
+            for p in result.get("providers") or []
+        },
+    )
     if any("provider.stderr" in line for line in failures):
         if args.connect is not None:  # the provider runs under the daemon: its log has it
             failures.append(
@@ -317,6 +331,8 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         failure = (p.get("health") or {}).get("last_failure")
         if failure and p.get("state") != "ready":
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")
+            for line in interpreter_advice(cfg, {str(p.get("id")): str(failure)}):
+                sys.stderr.write(f"hostd: {line.strip()}\n")
     if isinstance(reranker, dict):
         _reranker_lines(reranker)
     return EXIT_OK

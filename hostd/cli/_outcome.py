@@ -7,6 +7,7 @@ words and exit status follow the reply and nothing else.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hostd._hints import warming_advice, warming_ids, warming_state
@@ -16,6 +17,7 @@ from hostd.errors import NoDaemon
 __all__ = [
     "NoDaemon",
     "config_hint",
+    "interpreter_advice",
     "leg_failures",
     "no_evidence",
     "policy_fallback",
@@ -32,10 +34,25 @@ def config_hint(cfg: Config) -> str:
     return f" --config {source}"
 
 
+def interpreter_advice(cfg: Config, failed: dict[str, str]) -> list[str]:
+    """A line per provider whose failure (``failed``: id -> its message) is a module its
+    interpreter could not import, when that interpreter is hostd's own: a command's
+    ``python`` is hostd's interpreter, not the one a virtualenv put on ``PATH``, so a
+    provider's own dependencies are not there (docs/config.md)."""
+    ours = {p.id for p in cfg.provider if p.command and p.command[0] == sys.executable}
+    return [
+        f"  {pid}: `python` in its command is hostd's own interpreter ({sys.executable}), "
+        "which cannot import that module: name the provider's interpreter by its path "
+        "(/path/to/venv/bin/python) or install the module beside hostd"
+        for pid, message in failed.items()
+        if pid in ours and "No module named" in message
+    ]
+
+
 #: Audit reasons that drop a frame for what its provider sent, and what to fix.
 _PROVIDER_FAULTS = {
     "invalid_frame": "",  # the rules its frames broke say what (``violations``)
-    "digest_mismatch": "content_digest is not the sha256 of the content (D1)",
+    "digest_mismatch": "content_digest is not the sha256 of the content (D4)",
     "source_mismatch": "the cited lines differ from the file",
     "untrusted_source": "the file is outside the trusted roots (host.untrusted)",
 }
