@@ -64,9 +64,10 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
 
 
 def test_two_projects_daemons_serve_side_by_side_each_reached_from_its_project(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = fresh_home(tmp_path)
+    monkeypatch.setenv("HOME", env["HOME"])  # init names the state directories from ~
     projects = {name: _project(tmp_path, name) for name in FACTS}
     for project in projects.values():
         made = hostd_in(project, env, "init", "--providers", "files")
