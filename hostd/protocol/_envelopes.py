@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, TypeAdapter
 
@@ -17,6 +17,7 @@ from ._models import (
 )
 
 __all__ = [
+    "ENVELOPE_TYPES",
     "Envelope",
     "ErrorEnvelope",
     "FramesEnvelope",
@@ -91,7 +92,21 @@ Envelope = Annotated[
 
 _ENVELOPE: TypeAdapter[Any] = TypeAdapter(Envelope)
 
+#: The envelope vocabulary of this revision (SPEC §2.1): every ``type`` hostd implements.
+ENVELOPE_TYPES: frozenset[str] = frozenset(
+    model.model_fields["type"].default for model in get_args(get_args(Envelope)[0])
+)
+
 
 def parse_envelope(data: Any) -> Any:
-    """Parse one decoded envelope. Raises ``pydantic.ValidationError`` on a bad shape."""
+    """Parse one decoded envelope; ``None`` for one whose ``type`` is a string outside
+    the vocabulary (``ENVELOPE_TYPES``). A receiver must not reject an envelope only
+    because it does not implement its type (SPEC §2.1, §13): the vocabulary grows within
+    ``contextgraph/1``, so the caller ignores it. Raises ``pydantic.ValidationError`` on
+    a bad shape: not an object, no ``type``, a ``type`` that is not a string, or a known
+    type whose members are wrong."""
+    if isinstance(data, dict):
+        kind = data.get("type")
+        if isinstance(kind, str) and kind not in ENVELOPE_TYPES:
+            return None
     return _ENVELOPE.validate_python(data)

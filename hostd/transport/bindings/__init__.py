@@ -6,7 +6,8 @@ fault; the carriers (``hostd.transport.process``'s pipes, ``hostd.transport.remo
 HTTPS endpoint, check-provider) drive the same codec and do the I/O. The registry
 (``_registry``) maps a binding's name to its codec, how it is carried, whether it
 may be remote and which extra it needs. Imports only ``hostd.protocol``,
-``hostd.errors`` and ``hostd.rpc``.
+``hostd.errors``, ``hostd.rpc`` and the logger factory (``hostd._log``: the cgp
+codec notes an envelope type it ignores).
 """
 
 from ._cgp import CgpCodec, envelope_error

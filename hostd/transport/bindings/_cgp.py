@@ -6,9 +6,13 @@ Requests are answered in lock-step (``UNKEYED``: one in flight) unless the
 provider declared ``capabilities.correlation``; then queries carry an ``id``
 and may be pipelined, and a ``frames``/``error`` with an unknown or missing id
 is a ``correlation_mismatch`` fault (H4). ``verify`` stays lock-step (the
-schema gives ``verify`` no id). Pure and synchronous (``_codec``): the same
-codec serves a child's pipes, an HTTPS endpoint (one envelope per body, the
-spec's HTTP binding) and check-provider.
+schema gives ``verify`` no id). An envelope whose ``type`` is outside the
+vocabulary (one a later ``1.x`` may add) is ignored, never a fault (SPEC §2.1,
+§13): whatever its members, an ``id`` included, it answers nothing hostd asked, as
+hostd sends the requests. Pure and synchronous (``_codec``), but for one side
+effect: it notes such a type in the log, once per type. The same codec serves a
+child's pipes, an HTTPS endpoint (one envelope per body, the spec's HTTP binding)
+and check-provider.
 
 ``verify`` addresses identities by the provider's handshake name: the envelope
 wire never tells a provider the id the host configured it under, so the one
@@ -21,10 +25,12 @@ matches by full identity), over every carrier alike.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import orjson
 
+from hostd._log import get_logger
 from hostd.errors import (
     CorrelationMismatch,
     HostdError,
@@ -58,12 +64,21 @@ __all__ = ["CgpCodec", "envelope_error"]
 
 _SHUTDOWN = encode_line({"type": "shutdown"})
 
+log = get_logger("hostd.transport")
+
+#: An envelope type logged as it is: a short token, as the vocabulary's own are. Any
+#: other is the peer's free text, logged by its length only.
+_TOKEN = re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: How many types a codec notes in the log before it notes no more (a provider inventing
+#: types line after line costs a bounded log and a bounded set).
+_NOTED_TYPES = 16
+
 
 def envelope_error(env: ErrorEnvelope) -> HostdError:
     """An error envelope as the typed error its caller gets (X1, X2)."""
     code = read_cgp_code(env.code)  # X1/X2: unknown or absent → internal
     # The message is the provider's own text (it may echo a frame): reported by size only.
-    message = answered(code, env.message)
+    message = answered(code, env.message, env.code)
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     return ProviderError(message, cgp_code=code)
@@ -87,6 +102,8 @@ class CgpCodec:
         self.correlation = False
         #: The ``provider_id`` verify identities carry on the wire: the handshake name.
         self.wire_provider_id: str | None = None
+        #: The envelope types ignored and logged so far (``None``: those not a token).
+        self._noted: set[str | None] = set()
 
     def __repr__(self) -> str:
         return f"<CgpCodec {self.provider_id} correlation={self.correlation}>"
@@ -120,9 +137,13 @@ class CgpCodec:
         if not data.strip():
             return None
         try:
-            env = parse_envelope(orjson.loads(data))
+            decoded = orjson.loads(data)
+            env = parse_envelope(decoded)
         except ValueError as exc:  # orjson.JSONDecodeError and ValidationError are ones
             return Fault(bad_line(data, exc), parse_problem(exc))
+        if env is None:  # §2.1: a type hostd does not implement is ignored, not rejected
+            self._ignored(decoded["type"])
+            return None
         if isinstance(env, FramesEnvelope | ErrorEnvelope):
             # Keyed only when the provider correlates and the reply names its request;
             # one without an id answers the lock-step request in flight, if any.
@@ -133,6 +154,19 @@ class CgpCodec:
         if isinstance(env, HandshakeAckEnvelope | VerifiedEnvelope):
             return Reply(UNKEYED, env, None, env.type)
         return Fault(ProtocolFault(f"a provider may not send {env.type!r}"))
+
+    def _ignored(self, kind: str) -> None:
+        """Note an ignored envelope type in the log, once per type (every type that is
+        not a token counts as one), for the first ``_NOTED_TYPES`` types."""
+        token = _TOKEN.fullmatch(kind) is not None
+        key = kind if token else None
+        if key in self._noted or len(self._noted) >= _NOTED_TYPES:
+            return
+        self._noted.add(key)
+        if token:
+            log.info("provider.envelope.ignored", provider=self.provider_id, type=kind)
+        else:
+            log.info("provider.envelope.ignored", provider=self.provider_id, type_chars=len(kind))
 
     def unmatched(self, message: Reply | Refusal) -> HostdError:
         label = message.label

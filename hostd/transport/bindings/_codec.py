@@ -137,7 +137,8 @@ class Codec(Protocol):
     def verify(self, frames: list[FrameIdentity]) -> Request: ...
     def shutdown(self) -> Request: ...
     def read(self, data: bytes) -> Message | None:
-        """One message (``None``: a blank line, nothing)."""
+        """One message (``None``: nothing to act on: a blank line, or a message the
+        binding ignores, as a CGP envelope of a type hostd does not implement)."""
         ...
 
     def unmatched(self, message: Reply | Refusal) -> HostdError:

@@ -71,8 +71,9 @@ def provider_error(error: Any) -> HostdError:
     if not isinstance(error, dict):
         return ProviderError("provider sent a malformed error object")
     data = error.get("data")
-    code = read_cgp_code(data.get("cgp_code") if isinstance(data, dict) else None)
-    message = answered(code, error.get("message"))
+    given = data.get("cgp_code") if isinstance(data, dict) else None
+    code = read_cgp_code(given)
+    message = answered(code, error.get("message"), given)
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     if code is CgpErrorCode.UNAVAILABLE and isinstance(data, dict) and data.get("warming") is True:

@@ -29,12 +29,21 @@ __all__ = [
 ]
 
 
-def answered(code: CgpErrorCode, message: Any) -> str:
+def answered(code: CgpErrorCode, message: Any, given: Any = None) -> str:
     """How an error a provider answered is reported: its code and its message's size. Its
     own failure (``internal``) is explained not in that message, which is not quoted, but
-    on its stderr, which the log keeps: the report says so."""
+    on its stderr, which the log keeps: the report says so. ``given``: the code as the
+    provider sent it (``None``: it sent none, X2). A code hostd does not know is read as
+    ``internal`` (X1) and reported as such, by its size: the provider did not say
+    ``internal``, and its code is its own text."""
     where = "; its stderr, logged as provider.stderr, may say why"
     hint = where if code is CgpErrorCode.INTERNAL else ""
+    if given is not None and given != code.value:
+        what = unquoted(given) if isinstance(given, str) else f"a JSON {json_type(given)}"
+        return (
+            f"provider answered an unknown error code ({what}), read as internal; "
+            f"message: {unquoted(message)}{hint}"
+        )
     return f"provider answered {code.value} (message: {unquoted(message)}{hint})"
 
 
