@@ -22,7 +22,10 @@ the ``ProviderConnection`` surface the fan-out uses (``info``, ``capabilities``,
 leaves the machine, whatever the provider claims). A broken exchange (no
 connection, TLS refused, a non-2xx status, a bad body) marks it not alive, so the
 pool records the failure and handshakes again after its backoff; there is no
-process to restart. A refused credential (HTTP 401/403, or none could be read) is
+process to restart. A non-2xx status whose body is the binding's error reply to the
+request (a CGP SDK's server answers a query that threw with ``500`` and an ``error``
+envelope) is that error reply, as a pipe's error line is (X1, X2): the provider
+answered, nothing broke. A refused credential (HTTP 401/403, or none could be read) is
 kept as the connection's ``refusal`` instead: no restart cures it, so the pool parks
 the provider until the credential changes (``RemoteEndpoint.credential_changed``).
 A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight.
@@ -68,7 +71,7 @@ from .._ack import Acked
 from .._readiness import Readiness
 from .._redact import REDACTED
 from ..bindings import Codec, Request, check_ack, find_binding
-from ._body import read_as, read_reply
+from ._body import error_reply, other_binding, read_as, read_reply
 from ._url import Credential, TokenSource, remote_url_problem, shown_url
 
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
@@ -247,7 +250,7 @@ class RemoteEndpoint:
         codec's model of what was asked) and checked. Every error leaves through the
         redactor: no token, even one the peer echoed (C8)."""
         try:
-            body = await self._post(request.body)
+            body = await self._post(request.body, request)
             return read_as(read, read_reply(self.codec, request, body))
         except HostdError as exc:
             self.redactor.error(exc)
@@ -305,7 +308,9 @@ class RemoteEndpoint:
         except httpx.HTTPError as exc:
             raise _transport_error(exc, self.ca_file) from exc
 
-    async def _post(self, body: bytes) -> bytes:
+    async def _post(self, body: bytes, request: Request | None = None) -> bytes:
+        """POST ``body``; the 2xx response's body. ``request``: the codec's request the
+        body is, so that a non-2xx response carrying its error reply is read as one."""
         try:
             sent = self.tokens.current()  # a stat of the token file, read only if it changed
         except CredentialUnavailable:
@@ -333,11 +338,39 @@ class RemoteEndpoint:
                     http_status=status,
                 )
             if not 200 <= status < 300:
-                # Never the body: an error page may echo the request, headers and all.
-                raise RemoteTransport(f"HTTP {status}", http_status=status)
+                raise await self._status_error(response, request)
             return await self._read_bounded(response)
         finally:
             await response.aclose()
+
+    async def _status_error(self, response: httpx.Response, request: Request | None) -> HostdError:
+        """What a non-2xx status (not 401/403, not a redirect) fails the exchange with: the
+        provider's error reply to ``request`` when the body, read as bounded as a 2xx
+        one, is one (its code, X1/X2: the provider answered, nothing broke); otherwise
+        ``HTTP <status>``, a transport failure, with the binding to set when the body
+        is the other binding's reply. Never the body: an error page may echo the
+        request, headers and all."""
+        status = response.status_code
+        failed = RemoteTransport(f"HTTP {status}", http_status=status)
+        if request is None:  # a peer on no CGP binding (``post``): the status says it
+            return failed
+        try:
+            body = await self._read_bounded(response)
+        except (RemoteWire, RemoteTransport):
+            return failed  # over the bound or cut off: no error reply to read
+        answered = error_reply(self.codec, request, body)
+        if answered is not None:
+            log.debug(
+                "provider.remote.error_status",
+                provider=self.provider_id,
+                status=status,
+                code=answered.data.get("cgp_code", answered.cgp.value),
+            )
+            return answered
+        hint = other_binding(self.codec, body) if body.strip() else None
+        if hint is None:
+            return failed
+        return RemoteTransport(f"HTTP {status}; {hint}", http_status=status)
 
     async def _read_bounded(self, response: httpx.Response) -> bytes:
         limit = self.max_body_bytes
