@@ -122,6 +122,10 @@ async def test_an_error_reply_behind_any_error_status_is_the_leg_it_is_behind_20
         for status, leg in legs.items():
             assert leg == behind_200, (code, status, leg)
             assert TOKEN not in str(leg[2]) and SECRET not in str(leg[2])
+            # A server's own failure is in its log: hostd reads no stderr of a remote one.
+            assert "stderr" not in str(leg[2]), leg
+    said = seen[("internal", False)][200][2]
+    assert str(said).endswith("; the server's own log may say why)"), said
     assert (health.consecutive_failures, health.crashes) == (0, 0), health
     assert rec.kinds().count("handshake") == 1  # nothing broke: never handshaken again
 

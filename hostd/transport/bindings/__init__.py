@@ -33,8 +33,10 @@ from ._registry import (
     register_binding,
     unregister_binding,
 )
+from ._unquoted import STDERR_HINT
 
 __all__ = [
+    "STDERR_HINT",
     "UNKEYED",
     "BindingRow",
     "Carrier",

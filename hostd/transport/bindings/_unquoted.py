@@ -19,6 +19,7 @@ from hostd.errors import ProtocolFault
 from hostd.protocol import CgpErrorCode
 
 __all__ = [
+    "STDERR_HINT",
     "answered",
     "bad_line",
     "described_id",
@@ -29,6 +30,11 @@ __all__ = [
 ]
 
 
+#: Where a local provider explains its own failure; a remote one's carrier says where
+#: its own is (``hostd.transport.remote``).
+STDERR_HINT = "; its stderr, logged as provider.stderr, may say why"
+
+
 def answered(code: CgpErrorCode, message: Any, given: Any = None) -> str:
     """How an error a provider answered is reported: its code and its message's size. Its
     own failure (``internal``) is explained not in that message, which is not quoted, but
@@ -36,8 +42,7 @@ def answered(code: CgpErrorCode, message: Any, given: Any = None) -> str:
     provider sent it (``None``: it sent none, X2). A code hostd does not know is read as
     ``internal`` (X1) and reported as such, by its size: the provider did not say
     ``internal``, and its code is its own text."""
-    where = "; its stderr, logged as provider.stderr, may say why"
-    hint = where if code is CgpErrorCode.INTERNAL else ""
+    hint = STDERR_HINT if code is CgpErrorCode.INTERNAL else ""
     if given is not None and given != code.value:
         what = unquoted(given) if isinstance(given, str) else f"a JSON {json_type(given)}"
         return (

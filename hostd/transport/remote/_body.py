@@ -22,7 +22,17 @@ from typing import Any, TypeVar
 
 from hostd.errors import HostdError, ProtocolFault, RemoteWire
 
-from ..bindings import UNKEYED, CgpCodec, Codec, Fault, JsonRpcCodec, Refusal, Reply, Request
+from ..bindings import (
+    STDERR_HINT,
+    UNKEYED,
+    CgpCodec,
+    Codec,
+    Fault,
+    JsonRpcCodec,
+    Refusal,
+    Reply,
+    Request,
+)
 
 __all__ = ["error_reply", "other_binding", "read_as", "read_reply"]
 
@@ -92,7 +102,7 @@ def read_reply(codec: Codec, request: Request, body: bytes) -> Any:
     if not _answers(message, request):
         raise _wire(codec.unmatched(message).message, codec, body)
     if isinstance(message, Refusal):
-        raise message.error
+        raise _served(message.error)
     return message.payload
 
 
@@ -105,8 +115,17 @@ def error_reply(codec: Codec, request: Request, body: bytes) -> HostdError | Non
         return None
     message = codec.read(body)
     if isinstance(message, Refusal) and _answers(message, request):
-        return message.error
+        return _served(message.error)
     return None
+
+
+def _served(error: HostdError) -> HostdError:
+    """An error a remote provider answered, told as a server's: its own failure is
+    explained in its server's log, not on a stderr hostd reads (a pipe's wording)."""
+    if STDERR_HINT in error.message:
+        error.message = error.message.replace(STDERR_HINT, "; the server's own log may say why")
+        error.args = (error.message,)
+    return error
 
 
 def read_as(read: Callable[[Any], T], payload: Any) -> T:
