@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hostd.config import ProviderSettings
+from hostd.config import HostSettings, ProviderSettings
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
@@ -105,6 +105,13 @@ def add_check_command(sub: Any) -> None:
         help="mcp: the JSON arguments of the --tool in the same position ({query}, {goal})",
     )
     check.add_argument("--goal", default="how is the configuration loaded", help="query goal")
+    check.add_argument(
+        "--query-text",
+        metavar="TEXT",
+        default=None,
+        help="the queries' query_text (default: none, as the daemon sends for a plain "
+        "`hostd compose GOAL`; providers then search for the goal)",
+    )
     check.add_argument("--budget", type=int, default=400, help="max_tokens of the test query")
     check.add_argument(
         "--timeout-ms",
@@ -113,6 +120,15 @@ def add_check_command(sub: Any) -> None:
         help="a call's deadline (default: the daemon's default timeout_ms, "
         f"{ProviderSettings.model_fields['timeout_ms'].default}; mcp: "
         f"{_MCP_TIMEOUT_S * 1000:.0f}, its handshake included)",
+    )
+    check.add_argument(
+        "--start-timeout-s",
+        metavar="S",
+        type=float,
+        default=None,
+        help="the handshake's deadline, as start_timeout_s (default: the daemon's, "
+        f"{HostSettings.model_fields['start_timeout_s'].default:g}, or --timeout-ms when "
+        "longer; --provider: its configured one)",
     )
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("cmd", nargs=argparse.REMAINDER, help="the provider command after --")
@@ -144,7 +160,7 @@ def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     timeout_s = None if args.timeout_ms is None else args.timeout_ms / 1000
     spec: ProviderSpec | None = None
-    deadlines, said = Deadlines.of(timeout_s), ""
+    deadlines, said = Deadlines.of(timeout_s, start_asked=args.start_timeout_s), ""
     if args.provider is not None:
         found = _configured(args, timeout_s)
         if isinstance(found, str):
@@ -204,6 +220,14 @@ def _usage_problem(args: argparse.Namespace, given: list[str]) -> str | None:
         return "each --arguments goes with a --tool"
     if args.timeout_ms is not None and args.timeout_ms <= 0:
         return "--timeout-ms must be positive"
+    if args.start_timeout_s is not None and not args.start_timeout_s > 0:
+        return "--start-timeout-s must be positive"
+    if binding == "mcp":
+        # Its check holds the handshake to --timeout-ms, and fills {query} from --goal.
+        if args.start_timeout_s is not None:
+            return "--start-timeout-s: --binding mcp holds its handshake to --timeout-ms"
+        if args.query_text is not None:
+            return "--query-text: --binding mcp asks its tools with --goal"
     return None
 
 
@@ -225,6 +249,10 @@ def _configured(
         return f"no provider {args.provider!r} in {cfg.source} (its providers: {ids})"
     if spec.binding == "mcp" and spec.env:
         return f"--provider {spec.id}: the mcp check cannot give a provider its env"
+    if spec.binding == "mcp" and args.start_timeout_s is not None:
+        return f"--provider {spec.id}: the mcp check holds its handshake to --timeout-ms"
+    if spec.binding == "mcp" and args.query_text is not None:
+        return f"--provider {spec.id}: the mcp check asks its tools with --goal"
     of = f"of [[provider]] {spec.id}"
     if spec.start_timeout_s is not None:
         start_s, start_why = spec.start_timeout_s, f"start_timeout_s {of}"
@@ -235,6 +263,7 @@ def _configured(
         f"timeout_ms {of}" if timeout_s is None else None,
         start_s=start_s,
         start_why=start_why,
+        start_asked=args.start_timeout_s,
     )
     return spec, deadlines, f"provider {spec.id} of {cfg.source}\n"
 
@@ -246,14 +275,20 @@ def _check_remote(
 
     checked = anyio.run(
         lambda: check_remote_provider(
-            spec, goal=args.goal, budget=args.budget, deadlines=deadlines
+            spec,
+            goal=args.goal,
+            budget=args.budget,
+            deadlines=deadlines,
+            query_text=args.query_text,
         ),
         backend="asyncio",
     )
     if args.json:
         print_json([r.to_wire() for r in checked.results])
     else:
-        header = render_remote_header(spec, deadlines, goal=args.goal, budget=args.budget)
+        header = render_remote_header(
+            spec, deadlines, goal=args.goal, budget=args.budget, query_text=args.query_text
+        )
         sys.stdout.write(said + header + render_table(checked.results))
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED
 
@@ -328,6 +363,8 @@ def _check_command(
                 cwd=cwd,
                 env=env,
                 provider_id=pid,
+                query_text=args.query_text,
+                configured=spec is not None,
             ),
             backend="asyncio",
         )
@@ -337,7 +374,13 @@ def _check_command(
         sys.stderr.write(notes)
     else:
         header = render_header(
-            given, checked.command, deadlines, cwd=cwd, goal=args.goal, budget=args.budget
+            given,
+            checked.command,
+            deadlines,
+            cwd=cwd,
+            goal=args.goal,
+            budget=args.budget,
+            query_text=args.query_text,
         )
         sys.stdout.write(said + header + render_table(checked.results) + notes)
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED

@@ -5,7 +5,10 @@ the daemon's pipe client and HTTPS endpoint drive, so a provider is asked
 exactly as the daemon asks it, verify identities under the handshake name
 included) and malformed bytes on purpose, reads what the provider writes line by
 line through the same codec, passes over what answers nothing it waits for (the
-answers to deliberate garbage), and times each call. The child is the daemon's
+answers to deliberate garbage, noting a result to a request that should have been
+refused), and times each call. After a handshake that got no reply it can write the
+CGP envelope handshake and tell, once the output has ended, whether the provider
+answered that one instead (``probe_cgp``, ``speaks_cgp``). The child is the daemon's
 own (``_checks`` spawns it as the transport does: ``Child``); the driver is its
 stdout's sink (``on_line``/``on_end``, as a binding client is), so the lines, the
 bound on them and the end of the output (with the daemon's words for it) are the
@@ -48,7 +51,16 @@ from hostd.protocol import (
     HostInfo,
     VerifyResponse,
 )
-from hostd.transport.bindings import UNKEYED, Codec, Fault, Notice, Refusal, Reply, Request
+from hostd.transport.bindings import (
+    UNKEYED,
+    CgpCodec,
+    Codec,
+    Fault,
+    Notice,
+    Refusal,
+    Reply,
+    Request,
+)
 
 __all__ = ["HOST", "Child", "Driver", "Failed", "Link", "RemoteDriver"]
 
@@ -113,6 +125,8 @@ class Driver:
     #: A lock-step (unkeyed) call missed its deadline: its late reply would answer the
     #: next call, so nothing more can be asked (the daemon restarts such a provider).
     out_of_step: bool = False
+    #: A request that should have been refused (``call``'s ``refused``) got a result.
+    answered_refused: bool = False
     _more: anyio.Event | None = None
 
     # -- the sink of the child's stdout (called from the pipe's read callback) ---------
@@ -179,8 +193,8 @@ class Driver:
         another key is passed over: an error reply to deliberate garbage, a progress note
         (kept in ``notes``). ``skip_errors``: lock-step error replies are passed over too
         (after garbage, a lock-step provider's errors cannot be told from the query's
-        own). ``refused``: the key of a request that must be refused; a result for it
-        fails the step."""
+        own). ``refused``: the key of a request that should be refused; a result for it
+        is passed over too, and noted in ``answered_refused``."""
         started = time.monotonic()
         try:
             with anyio.fail_after(self.timeout_s if timeout_s is None else timeout_s):
@@ -192,7 +206,7 @@ class Driver:
                         continue
                     key = msg.key
                     if refused is not None and key == refused and isinstance(msg, Reply):
-                        raise Failed("a malformed query was answered with a result, not an error")
+                        self.answered_refused = True
                     if key != request.key:
                         continue
                     if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
@@ -255,6 +269,32 @@ class Driver:
         if isinstance(msg, Refusal):
             return None, msg.error
         return list(_read(self.codec.query_result, msg.payload).frames), None
+
+    async def probe_cgp(self) -> bool:
+        """After a handshake that got no reply: write the CGP envelope handshake, within a
+        call's deadline; whether it was written. Its answer is read once the output has
+        ended (``speaks_cgp``)."""
+        line = CgpCodec().handshake(HOST).line
+        try:
+            with anyio.fail_after(self.timeout_s):
+                await self.send_raw(line)
+        except (Failed, TimeoutError):  # its input closed, or a pipe with no room for it
+            return False
+        return True
+
+    def speaks_cgp(self) -> bool:
+        """Whether a line it wrote (and nothing read) is a CGP envelope ``handshake_ack``:
+        it answered ``probe_cgp``'s handshake."""
+        codec = CgpCodec()
+        for line in self.lines:
+            message = codec.read(line)
+            if isinstance(message, Reply):
+                try:
+                    codec.handshake_ack(message.payload)
+                except (HostdError, ValueError):  # not a (valid) handshake_ack
+                    continue
+                return True
+        return False
 
     async def send_query(self, query: ContextQuery | dict[str, Any]) -> Request:
         """Send a query and do not wait: its answer is read (or passed over) later."""

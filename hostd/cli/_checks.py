@@ -12,10 +12,14 @@ Every reply is judged by the daemon's own leg audit (``hostd.engine.audit_leg``)
 and the query's frames by its verify stage's inline digest check
 (``hostd.engine.verify``: ``check_inline_digest``, ``decide_frame``; D4), so a
 provider that passes is never dropped or quarantined by the daemon for the same
-reply; the handshake, R1, verify and shutdown checks are this module's. A query
-answered with no frame judged nothing: its row is a warning naming the goal (the
-exit status stays 0). A start, handshake or warm-up that failed lists every check
-it kept from running as ``not run``.
+reply; the handshake, R1, verify and shutdown checks are this module's. The queries
+are the daemon's for a plain ``compose GOAL``: no ``query_text`` unless one is asked
+for. A query answered with no frame judged nothing, and a malformed query answered
+with a result broke only R1's SHOULD: each row is a warning (the exit status stays
+0). A JSON-RPC handshake that got no reply is followed by the CGP envelope
+handshake; a provider that answers that one is told to use ``--binding cgp`` on the
+same row. A start, handshake or warm-up that failed lists every check it kept from
+running as ``not run``.
 The provider runs as the daemon runs it: its command as ``hostd.toml`` would resolve
 it (``daemon_command``: ``python`` is hostd's own interpreter), spawned by the
 transport's ``ChildProcess`` (the daemon's scrubbed environment plus the provider's
@@ -202,10 +206,13 @@ class Deadlines:
         *,
         start_s: float | None = None,
         start_why: str | None = None,
+        start_asked: float | None = None,
     ) -> Deadlines:
         """The daemon's defaults, or a call's deadline of ``timeout_s`` (``why``: what
         that bound is, when it was not asked for) and a start's of ``start_s`` (a
-        config's ``start_timeout_s``; ``start_why``: where it comes from)."""
+        config's ``start_timeout_s``; ``start_why``: where it comes from). A call's
+        deadline asked for (``--timeout-ms``) longer than the start's stands for it,
+        unless ``start_asked`` (``--start-timeout-s``) names the start's itself."""
         asked = why or "the timeout asked for"
         if timeout_s is None:
             call = Deadline(
@@ -215,14 +222,21 @@ class Deadlines:
         else:
             call = Deadline(timeout_s, f"{asked}; the daemon's default is {DEFAULT_TIMEOUT_MS} ms")
         if start_s is None:
+            # No config names it (a command after --): the flag is what changes it here.
             start = Deadline(
                 _START_TIMEOUT_S,
-                "the daemon's default start_timeout_s; set start_timeout_s in [[provider]] "
-                "to allow more",
+                "the daemon's default start_timeout_s; --start-timeout-s S sets it here",
             )
         else:
             start = Deadline(start_s, start_why or "the start_timeout_s asked for")
-        if call.seconds > start.seconds:
+        if start_asked is not None:
+            was = f"the daemon's default is {_START_TIMEOUT_S:g} s"
+            if start_s is not None:
+                was = f"{start_why or 'the configured one'} is {start_s:g} s"
+            start = Deadline(start_asked, f"the start_timeout_s asked for; {was}")
+        elif timeout_s is not None and why is None and call.seconds > start.seconds:
+            # Only a deadline asked for (--timeout-ms): the daemon holds a start to its
+            # start_timeout_s, whatever a call's timeout_ms.
             default = "default " if start_s is None else ""
             why = f"{asked}; the daemon's {default}start_timeout_s is {start.seconds:g} s"
             start = Deadline(call.seconds, why)
@@ -266,6 +280,8 @@ async def check_provider(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     provider_id: str | None = None,
+    query_text: str | None = None,
+    configured: bool = False,
 ) -> Checked:
     """Run every check against a fresh child running ``command`` as the daemon would run
     it; never raises for a bad peer. ``binding``: any registered binding (``ValueError``
@@ -273,7 +289,10 @@ async def check_provider(
     ``timeout_ms``), or ``deadlines`` all of them (a config's); ``env``: the provider's
     own variables (``[[provider]] env``), on top of the daemon's allow-list (their
     secret-named values are scrubbed from what it says, as the daemon scrubs them);
-    ``provider_id``: its configured id (default: its command's name)."""
+    ``provider_id``: its configured id (default: its command's name); ``query_text``:
+    what the queries carry as ``query_text`` (default: none, as the daemon sends none
+    unless its client gave one); ``configured``: it is a config's ``[[provider]]``
+    (what to change is said in the config's words, else in check-provider's flags)."""
     row = find_binding(binding)
     ran = daemon_command(command, cwd)
     pid = provider_id or provider_name(command)
@@ -293,13 +312,13 @@ async def check_provider(
     # The codec knows the provider by the id the audit's FrameIds carry, as the daemon's
     # knows it by its configured id: verify goes out as the daemon's does.
     driver = Driver(child, row.codec(pid), deadlines.call.seconds)
-    run = _Run(driver, deadlines, pid)
+    run = _Run(driver, deadlines, pid, configured=configured)
     checked = Checked(run.results, ran)
     async with anyio.create_task_group() as tg:
         child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
         try:
             await child.start_reading(driver, _MAX_LINE_BYTES)
-            await _run_checks(run, goal, budget)
+            await _run_checks(run, goal, budget, query_text)
         finally:
             with anyio.CancelScope(shield=True):
                 checked.stderr = await _close(child, run)
@@ -317,13 +336,15 @@ async def check_remote_provider(
     budget: int = 400,
     timeout_s: float | None = None,
     deadlines: Deadlines | None = None,
+    query_text: str | None = None,
 ) -> Checked:
     """Run every check that applies to a remote provider against ``spec``'s ``url``
     (with its binding, credential and TLS files), over the endpoint and connection the
     daemon's engine makes for it (``Launcher``: C7 checked before anything is built,
     the token read at the handshake, every error scrubbed of it, C8); never raises for
     a bad peer. Malformed input and shutdown are skipped, with why: a remote provider
-    has no stdin and no process here. ``timeout_s``/``deadlines`` as ``check_provider``'s."""
+    has no stdin and no process here. ``timeout_s``/``deadlines``/``query_text`` as
+    ``check_provider``'s."""
     url = spec.url
     assert url is not None
     deadlines = deadlines or Deadlines.of(timeout_s)
@@ -342,7 +363,7 @@ async def check_remote_provider(
     # Under its own id, as the audit's FrameIds carry it: verify goes out as the daemon's.
     run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines, spec.id)
     try:
-        await _run_checks(run, goal, budget)
+        await _run_checks(run, goal, budget, query_text)
     finally:
         await launcher.aclose()  # shielded: its pooled client is closed whatever happened
     _not_run_after(run.results, remote=True)
@@ -390,6 +411,10 @@ async def _close(child: ChildProcess, run: _Run) -> str:
     if crashed:  # it is exiting: its own status says why
         report = await child.failure_report(anyio.current_time() + _GRACE_S)
     await child.aclose(grace=_GRACE_S)  # the ladder: stdin closed, grace, SIGTERM, SIGKILL
+    # Its output is read to its end now: did it answer the CGP handshake probed for?
+    if run.probed and isinstance(d, Driver) and d.speaks_cgp():
+        row = next(r for r in run.results if r.name == "handshake")
+        row.detail = f"{row.detail}; {_cgp_hint(run.configured)}"
     if run.died_in is not None:
         assert d.ended is not None
         if d.ended.data.get("stage") == "start":
@@ -422,6 +447,12 @@ class _Run:
     results: list[CheckResult] = field(default_factory=list)
     #: The check during which the provider's output ended (it exited).
     died_in: CheckResult | None = None
+    #: A config's ``[[provider]]`` (``check_provider``'s ``configured``).
+    configured: bool = False
+    #: A JSON-RPC handshake got no reply, and the CGP envelope handshake was written after
+    #: it (``Driver.probe_cgp``): ``_close`` says on the handshake row whether the
+    #: provider answered that one.
+    probed: bool = False
 
     async def step(
         self,
@@ -471,12 +502,30 @@ class _Run:
         return audit_leg(self.pid, query, raw or [], declared_kinds=declared)
 
 
-async def _run_checks(run: _Run, goal: str, budget: int) -> None:
+def _cgp_hint(configured: bool) -> str:
+    """What a provider that answered the CGP envelope handshake, when the JSON-RPC one
+    got no reply, is told: in the config's words when a config named it, else in the
+    flag's (a command after ``--`` has no ``[[provider]]``)."""
+    fix = 'set binding = "cgp" in its [[provider]]' if configured else "check it with --binding cgp"
+    return (
+        "it answers the CGP envelope handshake instead: a provider built with a CGP SDK "
+        f"(contextgraph-sdk) speaks the envelope wire; {fix}"
+    )
+
+
+async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None = None) -> None:
     d, results, deadlines = run.d, run.results, run.deadlines
 
     # 1. Handshake (H1–H3, H2, C5).
     async def handshake() -> HandshakeAck:
-        ack = await d.handshake(deadlines.start.seconds)
+        try:
+            ack = await d.handshake(deadlines.start.seconds)
+        except TimeoutError:
+            # The envelope wire ignores a line it does not understand: a CGP provider
+            # meets the JSON-RPC handshake with silence. Asked its own, it says so.
+            if isinstance(d, Driver) and d.codec.name == "jsonrpc":
+                run.probed = await d.probe_cgp()
+            raise
         bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
         if bad:
             raise Failed(_fmt(bad))
@@ -498,7 +547,9 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
 
     # 2. A query whose frames are all valid; 3. budget honesty; 4. the kinds filter: each
     # reply judged by the daemon's leg audit, so the same rule ids fail here as there.
-    query = ContextQuery(goal=goal, query_text=goal, max_frames=8, max_tokens=budget)
+    # Each carries the query_text asked for, or none: the daemon sends one only when its
+    # client gave one (a plain ``compose GOAL`` does not), so none is what most get.
+    query = ContextQuery(goal=goal, query_text=query_text, max_frames=8, max_tokens=budget)
     frames: list[ContextFrame] = []
     first: list[LegAudit] = []
     kinds_seen: list[str] = []
@@ -528,7 +579,7 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
 
     # Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
     async def budget_honesty() -> None:
-        tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
+        tight = ContextQuery(goal=goal, query_text=query_text, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
         _fail_on_error(error, "max_tokens=8", allowed="budget_unsatisfiable")
         held = run.audit(tight, raw, caps.query.kinds).quarantine
@@ -545,13 +596,19 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     # Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
     async def kinds_filter() -> None:
         kind = (caps.query.kinds or kinds_seen or ["doc"])[0]
-        q = ContextQuery(goal=goal, query_text=goal, kinds=[kind], max_frames=8, max_tokens=budget)
+        q = ContextQuery(
+            goal=goal, query_text=query_text, kinds=[kind], max_frames=8, max_tokens=budget
+        )
         raw, error = await d.query(q)
         took = d.last_ms
         _fail_on_error(error, f"kinds=[{kind}]", allowed="unsupported_kind")
         breaches = [v for v in run.audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
-            goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
+            goal=goal,
+            query_text=query_text,
+            kinds=["x-no-such-kind"],
+            max_frames=8,
+            max_tokens=budget,
         )
         raw2, error2 = await d.query(other)
         _fail_on_error(error2, "kinds=[x-no-such-kind]", allowed="unsupported_kind")
@@ -568,16 +625,21 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     await run.step("kinds filter", kinds_filter())
 
     # 5. Malformed input (R1): garbage, a wrong-typed request, then a valid query still served.
+    # R1's MUST is that the provider neither crashes nor stops serving (a failure); its
+    # SHOULD, an error reply (bad_request) to the bad query: a result instead is a warning.
     async def malformed(d: Driver) -> None:
         await d.send_raw(b"this is not json\n")
         await d.send_raw(b'{"half": \n')
         bad = await d.send_query({"goal": 5})
-        # Where the bad query has a key of its own its answer must be an error; a
-        # lock-step provider's errors are passed over until the valid query's frames.
+        # Where the bad query has a key of its own its answer is told apart; a lock-step
+        # provider's errors are passed over until the valid query's frames.
         refused = bad.key if bad.key is not UNKEYED else None
         raw, error = await d.query(query, skip_errors=True, refused=refused)
         if raw is None:
             raise Failed(f"after malformed input, a valid query got an error: {error}")
+        if d.answered_refused:  # R1's MUST kept, its SHOULD not: said, not failed
+            results.append(CheckResult("malformed input", True, _ANSWERED, warning=True))
+            return
         results.append(
             CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
         )
@@ -638,6 +700,13 @@ async def _run_checks(run: _Run, goal: str, budget: int) -> None:
     else:
         results.append(CheckResult("shutdown", True, _NO_PROCESS, skipped=True))
 
+
+#: The malformed-input row of a provider that kept serving but answered the bad query
+#: with a result.
+_ANSWERED = (
+    "still serving, but a malformed query (goal: 5) was answered with a result, not an "
+    "error: R1 says a provider SHOULD reply error bad_request (it MUST NOT crash: it did not)"
+)
 
 #: Why a remote provider is not asked what only a child's pipes can show.
 _NO_STDIN = "not asked of a remote provider: no stdin here (the daemon POSTs whole requests)"
@@ -750,11 +819,12 @@ def render_header(
     cwd: str | None = None,
     goal: str | None = None,
     budget: int | None = None,
+    query_text: str | None = None,
 ) -> str:
     """What was run and against which deadline, before the table: the command as the
     daemon runs it and where (``cwd``, default: here; saying so when ``python``
     became hostd's interpreter), in the daemon's environment, a call's deadline, and
-    the query asked (``goal``, ``budget``)."""
+    the query asked (``goal``, ``budget``, ``query_text``)."""
     where = os.path.abspath(cwd if cwd is not None else os.getcwd())
     how = ""
     if given and ran and given[0] != ran[0] and ran[0] == sys.executable:
@@ -765,16 +835,17 @@ def render_header(
         f"ran {shlex.join(ran)} (in {where}{how})\n"
         f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
-        f"({call.why.split(';')[0]})\n" + _asked(goal, budget)
+        f"({call.why.split(';')[0]})\n" + _asked(goal, budget, query_text)
     )
 
 
-def _asked(goal: str | None, budget: int | None) -> str:
+def _asked(goal: str | None, budget: int | None, query_text: str | None = None) -> str:
     """The header's line naming the query asked (the defaults are shown nowhere else)."""
     if goal is None:
         return ""
+    text = "" if query_text is None else f", query_text {query_text!r} (--query-text)"
     within = "" if budget is None else f", max_tokens {budget} (--budget)"
-    return f"asked the goal {goal!r} (--goal){within}\n"
+    return f"asked the goal {goal!r} (--goal){text}{within}\n"
 
 
 def render_notes(checked: Checked) -> str:
@@ -789,7 +860,12 @@ def render_notes(checked: Checked) -> str:
 
 
 def render_remote_header(
-    spec: ProviderSpec, deadlines: Deadlines, *, goal: str | None = None, budget: int | None = None
+    spec: ProviderSpec,
+    deadlines: Deadlines,
+    *,
+    goal: str | None = None,
+    budget: int | None = None,
+    query_text: str | None = None,
 ) -> str:
     """What was asked and against which deadline, before the table: the URL, how the
     daemon reaches it (its binding; where its credential comes from, named, never its
@@ -811,7 +887,7 @@ def render_remote_header(
         "[[provider]] url\n"
         f"credential: {credential}; {trust}{mutual}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
-        f"({call.why.split(';')[0]})\n" + _asked(goal, budget)
+        f"({call.why.split(';')[0]})\n" + _asked(goal, budget, query_text)
     )
 
 

@@ -105,8 +105,10 @@ def leg_failures(result: dict[str, Any], *, dropped: bool = True) -> list[str]:
         how = error.get("message") or ", ".join(
             f"{v.get('rule')} {v.get('field')}" for v in p.get("violations") or []
         )
-        if status == "timeout":  # what to change when it is only slow
-            how += "; if it is only slow, raise its [[provider]] timeout_ms"
+        if status == "timeout" and 'binding = "cgp"' not in how:  # when it is only slow
+            starting = error.get("code") == "handshake_timeout"  # its start, not a call
+            key = "start_timeout_s" if starting else "timeout_ms"
+            how += f"; if it is only slow, raise its [[provider]] {key}"
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
     return lines
 

@@ -9,7 +9,9 @@ deadline, and a handshake that never completes is torn down off the request's
 path (the pool's task group walks the ladder). Once a start has outlived its
 deadline, no request waits for the next one (``awaits_start``): it begins after
 the backoff, in the background, and the leg that began it fails at once, naming
-the start that timed out; so a stuck provider costs one start deadline, once.
+the start that timed out; so a stuck provider costs one start deadline, once. A boot
+start (``start_all``: a one-shot command's, whose request comes after it) that timed
+out is told to the first leg as it failed, promising no next start.
 Broken connections are dropped at once and closed in the background too. A remote
 provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
 is parked at once, not restarted in a loop (``record_refused``): its legs fail at
@@ -67,11 +69,13 @@ log = get_logger("hostd.engine")
 
 
 class _Start:
-    """One start in flight, shared by every leg that waits for it."""
+    """One start in flight, shared by every leg that waits for it; ``boot``: begun by
+    ``start_all``, not by a request."""
 
-    __slots__ = ("conn", "done", "error")
+    __slots__ = ("boot", "conn", "done", "error")
 
-    def __init__(self) -> None:
+    def __init__(self, *, boot: bool = False) -> None:
+        self.boot = boot
         self.done = anyio.Event()
         self.conn: ProviderLink | None = None
         self.error: HostdError | None = None
@@ -89,6 +93,7 @@ class Slot:
         "spec",
         "start_deadline",
         "starting",
+        "untold",
     )
 
     def __init__(self, spec: ProviderSpec) -> None:
@@ -104,6 +109,10 @@ class Slot:
         self.late_seen = 0
         #: The refusal that parked it (``health.refused``): what its legs say meanwhile.
         self.refusal: ProviderUnauthorized | None = None
+        #: The failure of a boot start that outlived its deadline, no request having waited
+        #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
+        #: of a start that may never come.
+        self.untold: HostdError | None = None
 
     def take_late(self) -> int:
         """Late replies the connection read since the last call: replies to legs that had
@@ -209,7 +218,7 @@ class ProviderPool:
                 # Not logged here: a failed start logged itself; a parked provider or a
                 # closing host (no start made) is in its health, and nothing failed anew.
                 with suppress(HostdError):
-                    await self.ensure(slot)
+                    await self.ensure(slot, boot=True)
 
         async with anyio.create_task_group() as tg:
             for slot in self.slots.values():
@@ -226,9 +235,12 @@ class ProviderPool:
 
     # -- starting and restarting -----------------------------------------------------
 
-    async def ensure(self, slot: Slot, deadline: float | None = None) -> ProviderLink:
+    async def ensure(
+        self, slot: Slot, deadline: float | None = None, *, boot: bool = False
+    ) -> ProviderLink:
         """The live connection, (re)started per the health decisions (``_health``).
-        Waiting for a start is bounded by the caller's scope; the start itself is not."""
+        Waiting for a start is bounded by the caller's scope; the start itself is not.
+        ``boot``: asked by ``start_all``, for no request."""
         while True:
             conn = slot.live()
             if conn is not None:
@@ -237,7 +249,7 @@ class ProviderPool:
             if slot.starting is not None:
                 if not waits:
                     raise self._not_waited(slot, "a start is under way")
-                await self._join(slot.starting)
+                await self._join(slot.starting, slot, boot=boot)
                 continue
             now = self.now()
             policy = self.settings.restart_policy
@@ -289,16 +301,22 @@ class ProviderPool:
                     retries=slot.health.retries,
                     consecutive_failures=slot.health.consecutive_failures,
                 )
-            start = slot.starting = _Start()
+            start = slot.starting = _Start(boot=boot)
             self._tg.start_soon(self._start, slot, start)
             if not waits:
                 raise self._not_waited(slot, "started again in the background")
-            await self._join(start)
+            await self._join(start, slot, boot=boot)
 
     @staticmethod
-    def _not_waited(slot: Slot, what: str, stage: str = "start") -> ProviderCrashed:
+    def _not_waited(slot: Slot, what: str, stage: str = "start") -> HostdError:
         """The leg's failure when its provider's last start outlived its deadline: it does
-        not wait for another (``awaits_start``); the reason quotes the last failure."""
+        not wait for another (``awaits_start``); the reason quotes the last failure.
+        The first leg to meet a boot start's failure (no request waited for that start)
+        is told that failure itself: it says what failed, and promises no next start
+        (a one-shot command, which starts its providers at boot, ends before any)."""
+        untold, slot.untold = slot.untold, None
+        if untold is not None:
+            return type(untold)(untold.message, **untold.data)
         return ProviderCrashed(
             f"not waited for: its last start failed ({slot.health.last_failure}); {what}",
             stage=stage,
@@ -335,9 +353,13 @@ class ProviderPool:
                 log.warning("provider.progress.listener_failed", error=repr(exc))
 
     @staticmethod
-    async def _join(start: _Start) -> None:
+    async def _join(start: _Start, slot: Slot, *, boot: bool = False) -> None:
+        """Wait for ``start``; its failure is raised (and, to a request, told: the slot
+        has no untold failure left)."""
         await start.done.wait()
         if start.error is not None:
+            if not boot and slot.untold is start.error:
+                slot.untold = None
             raise start.error
 
     async def _start(self, slot: Slot, start: _Start) -> None:
@@ -355,6 +377,10 @@ class ProviderPool:
                 self.record_refused(slot, exc)
             else:
                 self.record_failure(slot, exc, start=True)
+            # A boot start that outlived its deadline: no request waited for it, so the
+            # first leg to meet it is told it (``_not_waited``).
+            timed_out = start.boot and isinstance(exc, ProviderTimeout)
+            slot.untold = exc if timed_out else None
             log.warning(
                 "provider.start.failed", provider=spec.id, reason=exc.reason, error=exc.message
             )
@@ -366,6 +392,7 @@ class ProviderPool:
                 for heard in list(self.handshake_listeners):
                     heard(spec, conn.ack)
             slot.health = record_started(slot.health)
+            slot.untold = None
             start.conn = conn
         finally:
             if start.conn is None and start.error is None:  # cancelled with the pool

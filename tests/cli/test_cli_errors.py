@@ -353,3 +353,15 @@ def test_a_timed_out_leg_says_which_setting_allows_more(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in _human(done.stderr) if line.startswith("hostd:   slow: timeout")]
     assert "raise its [[provider]] timeout_ms" in line, line
+
+
+def test_a_start_that_timed_out_names_start_timeout_s(tmp_path: Path) -> None:
+    # It never answers its handshake; its start deadline is 0.3 s: whatever the machine.
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "slow_handshake"]
+    body = _provider("stuck", words) + "start_timeout_s = 0.3\n"
+    config = _config(tmp_path, body + _healthy("alpha"))
+    done = _hostd("--config", str(config), "compose", "anything")
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in _human(done.stderr) if line.startswith("hostd:   stuck: ")]
+    assert "timeout" in line and "raise its [[provider]] start_timeout_s" in line, line
+    assert "timeout_ms" not in line, line

@@ -13,9 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from hostd.engine import Host, LegStatus, ProviderState, RestartPolicy
+from hostd.engine import Host, LegStatus, ProviderSpec, ProviderState, RestartPolicy
 from hostd.errors import HostdError
 from tests.engine._helpers import adversary, healthy, query
+from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio
 
@@ -102,3 +103,37 @@ async def test_a_restart_asked_for_waits_for_the_start_again() -> None:
                 await start.done.wait()
         assert slot.health.restarts_requested == 1
         assert slot.health.consecutive_failures == 1 and slot.health.start_timed_out
+
+
+async def test_a_boot_start_that_timed_out_is_told_to_the_first_leg_as_it_failed() -> None:
+    """A one-shot command (``hostd compose``) starts its providers at boot, then asks
+    once: the leg says what failed (the handshake's own words), not that its start
+    was not waited for, nor when a next start comes (none will: the command ends).
+    Later legs are the daemon's: not waited for, quoting the last failure.
+
+    The provider (on the CGP SDK, run under the default JSON-RPC binding) never answers
+    the JSON-RPC handshake, so its start deadline ends it, whatever its length; it
+    exits when its input closes, well within the boot wait (its deadline and a grace
+    that is only a hang guard)."""
+    spec = ProviderSpec(
+        "sdk",
+        python("tests.fixtures.sdk_provider"),
+        env=marked_env(),
+        cwd=str(ROOT),
+        start_timeout_s=0.3,
+    )
+    with anyio.fail_after(60):  # a hang guard
+        async with Host([spec], start="boot", grace_period_s=10.0) as host:
+            first = (await host.query_all(query(), 1000)).reports["sdk"]
+            second = (await host.query_all(query(), 1000)).reports["sdk"]
+    assert first.status is LegStatus.TIMEOUT, first
+    assert first.error_code == "handshake_timeout"
+    assert first.error_message == (
+        "no handshake reply within 300 ms; it answers the CGP envelope handshake instead: "
+        "a provider built with a CGP SDK (contextgraph-sdk) speaks the envelope wire and "
+        'needs binding = "cgp" in its [[provider]]'
+    )
+    assert second.status is LegStatus.CRASHED, second
+    assert "not waited for: its last start failed (timeout: no handshake reply" in (
+        second.error_message or ""
+    )

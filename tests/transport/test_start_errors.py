@@ -1,5 +1,7 @@
 """A provider that cannot start: its start fails with one line naming the provider, the
-command and the OS error, under the ``_reaper`` shim and without it."""
+command and the OS error, under the ``_reaper`` shim and without it. A JSON-RPC
+handshake that meets silence says so, and names the CGP binding when the provider
+answers the envelope handshake instead."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ import anyio
 import pytest
 
 from hostd._reaper import supported as reaper_supported
-from hostd.errors import ProviderCrashed
+from hostd.errors import ProviderCrashed, ProviderTimeout
 from hostd.transport import ProviderConnection
 from hostd.transport.process import _process, _shim
-from tests.fixtures.procs import leftovers, marked_env
+from tests.fixtures.procs import ROOT, leftovers, marked_env, python
 from tests.fixtures.unstartable import unstartable_files
 
 pytestmark = pytest.mark.anyio
@@ -74,4 +76,43 @@ async def test_a_write_to_a_provider_that_never_started_names_why(tmp_path: Path
         assert why in message, message
     finally:
         await child.aclose()
+    assert leftovers() == []
+
+
+# -- a handshake that meets silence: the wrong binding, or a provider that hangs ------------
+
+_CGP_HINT = (
+    "it answers the CGP envelope handshake instead: a provider built with a CGP SDK "
+    '(contextgraph-sdk) speaks the envelope wire and needs binding = "cgp" in its [[provider]]'
+)
+
+
+async def _silent_start(command: list[str]) -> str:
+    """The message of a start whose JSON-RPC handshake got no reply. The provider never
+    answers it, so the bound's length changes nothing (0.3 s: no test waits 30 s)."""
+    with anyio.fail_after(60):  # a hang guard: the start deadline and a grace end it
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ProviderTimeout) as caught:
+                await ProviderConnection.open(
+                    "p1",
+                    command,
+                    task_group=tg,
+                    env=marked_env(),
+                    cwd=ROOT,
+                    handshake_timeout=0.3,
+                    grace=1.0,
+                )
+    return caught.value.message
+
+
+async def test_a_cgp_sdk_provider_under_jsonrpc_is_told_its_binding_and_a_hung_one_is_not(
+    reaper: bool,
+) -> None:
+    # Built on the published SDK: it ignores the JSON-RPC handshake (a line it does not
+    # understand, as the envelope wire says), and answers the envelope handshake.
+    sdk = await _silent_start(python("tests.fixtures.sdk_provider"))
+    assert sdk == f"no handshake reply within 300 ms; {_CGP_HINT}", sdk
+    # A JSON-RPC provider that never answers its handshake answers no envelope either.
+    hung = await _silent_start(python("tests.fixtures.adversarial_provider", "slow_handshake"))
+    assert hung == "no handshake reply within 300 ms", hung
     assert leftovers() == []

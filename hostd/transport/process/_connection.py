@@ -5,8 +5,11 @@ env), start the binding's reader (from the registry's row for the binding: a
 ``PipeClient`` over its codec, or its SDK session's client), handshake before
 any payload (H1–H3, H2, C5, under a timeout so a silent provider never hangs
 the host), then serve
-``query``/``verify`` until it breaks or is closed. Closing walks the teardown
-ladder in ``ChildProcess.aclose``. Restart policy is not here (the engine
+``query``/``verify`` until it breaks or is closed. A JSON-RPC handshake that got no
+reply is followed, before the teardown, by the CGP envelope handshake: a provider
+that answers it (one built on a CGP SDK, run under the wrong binding) is told to set
+``binding = "cgp"`` in the same error. Closing walks the teardown ladder in
+``ChildProcess.aclose``. Restart policy is not here (the engine
 decides); a connection is single-use.
 """
 
@@ -36,9 +39,10 @@ from hostd.protocol import (
 from .._ack import Acked
 from .._readiness import OnProgress, Readiness
 from .._redact import Redactor, amend
-from ..bindings import check_ack, find_binding
+from ..bindings import CgpCodec, Reply, check_ack, find_binding
 from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
+from ._stdout import LineSink
 
 __all__ = ["BindingClient", "ClientFactory", "ProviderConnection", "client_factory"]
 
@@ -54,6 +58,14 @@ _EXPLAINED: weakref.WeakSet[HostdError] = weakref.WeakSet()
 
 #: Builds a connection's binding client: ``(send, provider_id=…, send_nowait=…)``.
 ClientFactory = Callable[..., "BindingClient"]
+
+#: What a provider that answered the CGP envelope handshake, after the JSON-RPC one got
+#: no reply, is told (the envelope wire ignores a line it does not understand, so the
+#: JSON-RPC handshake meets silence).
+_CGP_WIRE_HINT = (
+    "it answers the CGP envelope handshake instead: a provider built with a CGP SDK "
+    '(contextgraph-sdk) speaks the envelope wire and needs binding = "cgp" in its [[provider]]'
+)
 
 
 class BindingClient(Protocol):
@@ -81,6 +93,36 @@ class BindingClient(Protocol):
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
     async def shutdown(self) -> None: ...
     def close(self, error: HostdError) -> None: ...
+
+
+class _Stdout:
+    """A JSON-RPC child's stdout sink: its binding client, until a handshake that got no
+    reply is probed for the CGP envelope wire (``probe``). From then on each line is
+    read as that wire's handshake reply (``speaks_cgp``); the client, whose start has
+    failed, hears no more of it."""
+
+    __slots__ = ("client", "probe", "speaks_cgp")
+
+    def __init__(self, client: BindingClient) -> None:
+        self.client = client
+        self.probe: CgpCodec | None = None
+        self.speaks_cgp = False
+
+    def on_line(self, line: bytes) -> bool:
+        probe = self.probe
+        if probe is None:
+            return self.client.on_line(line)
+        message = probe.read(line)
+        if isinstance(message, Reply) and not self.speaks_cgp:
+            try:
+                probe.handshake_ack(message.payload)
+            except (HostdError, ValueError):  # not a (valid) handshake_ack: no word on it
+                return True
+            self.speaks_cgp = True
+        return True
+
+    def on_end(self, error: HostdError) -> None:
+        self.client.on_end(error)
 
 
 async def start_in_clean_context(
@@ -165,6 +207,8 @@ class ProviderConnection(Acked):
         #: Told by the client as each comes (a binding may not count them: then 0), so
         #: the pool reads a number after every leg, not a property.
         self.late_replies = 0
+        #: The sink of a JSON-RPC child's stdout (``_serve``): probes a silent handshake.
+        self._stdout: _Stdout | None = None
         if isinstance(client, PipeClient):
             client.on_notification = self.readiness.on_notification
             client.on_late = self._count_late
@@ -267,7 +311,12 @@ class ProviderConnection(Acked):
                     await conn.explain(exc)
                     await conn.aclose()
                 else:  # it runs (a stuck handshake): stopped first, its stderr read to the end
+                    probed = isinstance(exc, ProviderTimeout) and not optional_handshake
+                    if probed:
+                        conn.probe_cgp(host or HostInfo(name="hostd", version="0"))
                     await conn.aclose()
+                    if probed and conn.speaks_cgp:
+                        amend(exc, _CGP_WIRE_HINT)
                     await conn.explain(exc, anyio.current_time())
             raise
         except BaseException:
@@ -306,8 +355,13 @@ class ProviderConnection(Acked):
                 async with anyio.create_task_group() as tg:
                     child.start_pumps(tg)
                     # Replies are dispatched from the pipe's read callback; the child's
-                    # output is still read to its end before the teardown.
-                    await child.start_reading(client, max_line_bytes)
+                    # output is still read to its end before the teardown. Under JSON-RPC
+                    # through a sink that can tell, should the handshake meet silence,
+                    # whether the provider speaks the CGP envelope wire instead.
+                    sink: LineSink = client
+                    if client.binding == "jsonrpc":
+                        sink = conn._stdout = _Stdout(client)
+                    await child.start_reading(sink, max_line_bytes)
                     # A binding built on a session library (mcp) runs that session here,
                     # for as long as the connection lives.
                     session = getattr(client, "run_session", None)
@@ -318,6 +372,25 @@ class ProviderConnection(Acked):
             finally:
                 # Cancelled with the host: the child still walks the ladder (shielded).
                 await conn.aclose()
+
+    def probe_cgp(self, host: HostInfo) -> None:
+        """After a JSON-RPC handshake got no reply: write the CGP envelope handshake, so
+        the teardown that follows (which reads the output to its end) hears whether
+        the provider answers it (``speaks_cgp``). Not waited for: a pipe with no room
+        for it, or one the provider closed, leaves nothing to say."""
+        sink = self._stdout
+        if sink is None or self.child.returncode is not None:
+            return
+        sink.probe = CgpCodec(self.provider_id)
+        try:
+            self.child.send_nowait(sink.probe.handshake(host).line)
+        except HostdError:
+            pass
+
+    @property
+    def speaks_cgp(self) -> bool:
+        """It answered the CGP envelope handshake ``probe_cgp`` wrote."""
+        return self._stdout is not None and self._stdout.speaks_cgp
 
     async def explain(self, exc: E, deadline: float | None = None) -> E:
         """``exc`` as it leaves the transport: for a crash (or a start that timed out), with
