@@ -136,7 +136,7 @@ async def _run(
             return None, f"{exc.reason}: {exc.message}"
         return result, None
 
-    query = ContextQuery(goal=goal, query_text=goal, max_frames=8, max_tokens=budget)
+    query = ContextQuery(goal=goal, max_frames=8, max_tokens=budget)
     result, error = await ask(query)
     if result is None:
         results.append(CheckResult("query", False, f"query failed: {error}"))
@@ -155,7 +155,7 @@ async def _run(
         shown = ", ".join(labels[:3]) + (" …" if len(labels) > 3 else "")
         results.append(CheckResult("query", True, f"{audit.offered} valid frame(s): {shown}"))
 
-    tight = ContextQuery(goal=goal, query_text=goal, max_frames=1, max_tokens=8)
+    tight = ContextQuery(goal=goal, max_frames=1, max_tokens=8)
     small, error = await ask(tight)
     held = audit_leg(pid, tight, small.frames if small else [], declared_kinds=kinds).quarantine
     breaches = [v for v in held if v.rule.startswith("B")]
@@ -166,9 +166,7 @@ async def _run(
         detail = f"costs exact; max_tokens=8 answered with {len(small.frames)} frame(s)"
         results.append(CheckResult("budget honesty", True, detail))
 
-    other = ContextQuery(
-        goal=goal, query_text=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget
-    )
+    other = ContextQuery(goal=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget)
     none, error = await ask(other)
     q1 = list(audit_leg(pid, other, none.frames if none else []).quarantine)
     if error is not None or q1 or (none is not None and none.frames):
