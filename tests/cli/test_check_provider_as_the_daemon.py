@@ -20,18 +20,8 @@ from typing import Any
 import pytest
 
 from hostd.cli._checks import CHECKS, check_provider
-from tests.fixtures.cli import run_hostd
+from tests.fixtures.cli import check_rows, run_hostd
 from tests.fixtures.procs import ROOT
-
-
-def _rows(stdout: str) -> dict[str, str]:
-    """The table's rows: check name → "result  detail" (the name is left of two spaces)."""
-    rows = {}
-    for line in stdout.splitlines():
-        name, sep, rest = line.partition("  ")
-        if sep and rest.lstrip().split(" ", 1)[0] in ("pass", "FAIL", "skip", "warn"):
-            rows[name] = rest.strip()
-    return rows
 
 
 def _json(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
@@ -107,7 +97,7 @@ def test_python_is_hostd_s_interpreter_not_the_one_on_path(tmp_path: Path) -> No
     done = run_hostd(
         "check-provider", "--", "python", "-m", "tests.fixtures.healthy_provider", env=env
     )
-    rows = _rows(done.stdout)
+    rows = check_rows(done.stdout)
     assert rows["handshake"].startswith("pass"), done.stdout + done.stderr
     query = r"pass\s+3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms"
     assert re.fullmatch(query, rows["query"]), rows["query"]
@@ -184,7 +174,7 @@ def test_a_provider_that_never_answers_fails_at_the_deadline_asked_for() -> None
         "hang",
     )
     assert done.returncode == 1
-    rows = _rows(done.stdout)
+    rows = check_rows(done.stdout)
     missed = (
         "FAIL    no answer within 300 ms (the timeout asked for; the daemon's default is 2000 ms)"
     )

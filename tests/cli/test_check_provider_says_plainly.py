@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.cli._checks import CHECKS
-from tests.fixtures.cli import run_hostd
+from tests.fixtures.cli import check_rows, run_hostd
 from tests.fixtures.facts_provider import FACTS
 from tests.fixtures.procs import ROOT
 
@@ -36,16 +36,6 @@ def _json(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[
     done = run_hostd("check-provider", "--json", *args)
     assert done.stdout, done.stderr[-2000:]
     return done, {r["check"]: r for r in json.loads(done.stdout)}
-
-
-def _rows(stdout: str) -> dict[str, str]:
-    """The table's rows: check name → "result  detail"."""
-    rows = {}
-    for line in stdout.splitlines():
-        name, sep, rest = line.partition("  ")
-        if sep and rest.lstrip().split(" ", 1)[0] in ("pass", "FAIL", "skip", "warn"):
-            rows[name] = rest.strip()
-    return rows
 
 
 def _digest(text: str) -> str:
@@ -114,7 +104,7 @@ def test_a_query_answered_with_no_frame_is_a_warning_naming_the_goal() -> None:
     assert re.fullmatch(
         rf"warn\s+the query returned no frame for goal '{DEFAULT_GOAL}' in \d+ ms: "
         "check-provider judged nothing; pass --goal with words your provider matches",
-        _rows(done.stdout)["query"],
+        check_rows(done.stdout)["query"],
     ), done.stdout
     # The summary counts it apart: never as passed.
     assert lines[-1] == "5/5 passed, 1 warning, 1 skipped", done.stdout
@@ -197,7 +187,7 @@ def test_asked_for_the_log_it_names_the_provider_by_its_command() -> None:
 def test_a_failed_handshake_lists_every_other_check_as_not_run() -> None:
     done = _table("--", "python", SCRIPT, "bad_version")
     assert done.returncode == 1
-    rows = _rows(done.stdout)
+    rows = check_rows(done.stdout)
     assert list(rows) == list(CHECKS), done.stdout
     assert rows["handshake"].startswith("FAIL    H3 protocol_version: "), rows["handshake"]
     for name in CHECKS[1:]:

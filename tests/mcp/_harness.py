@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from mcp import StdioServerParameters
 
 from tests.server.conftest import ROOT, provider_table
 
-__all__ = ["ROOT", "hostd_mcp", "write_config"]
+__all__ = ["ROOT", "hostd_mcp", "serve_lines", "write_config"]
 
 
 def write_config(
@@ -42,3 +43,23 @@ def hostd_mcp(config: Path, *args: str) -> StdioServerParameters:
         env=env,
         cwd=str(ROOT),
     )
+
+
+async def serve_lines(session: Any, lines: list[bytes], **options: Any) -> list[Any]:
+    """Every message ``hostd mcp``'s edge (``serve_mcp``, in process, in front of
+    ``session``) wrote for ``lines``, once stdin ended; ``options`` are ``serve_mcp``'s."""
+    import anyio
+
+    from hostd.mcp import serve_mcp
+
+    written: list[bytes] = []
+
+    async def receive() -> bytes:
+        return lines.pop(0) if lines else b""
+
+    async def send(data: bytes) -> None:
+        written.append(data)
+
+    with anyio.fail_after(60):  # a hang guard
+        await serve_mcp(session, receive, send, **options)
+    return [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]

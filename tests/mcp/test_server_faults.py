@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 import pytest
 
-from hostd.mcp import serve_mcp
+from ._harness import serve_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -37,17 +36,7 @@ def _line(value: Any) -> bytes:
 
 async def _serve(lines: list[bytes]) -> list[Any]:
     """Every message ``hostd mcp`` wrote for ``lines``, once stdin ended."""
-    written: list[bytes] = []
-
-    async def receive() -> bytes:
-        return lines.pop(0) if lines else b""
-
-    async def send(data: bytes) -> None:
-        written.append(data)
-
-    with anyio.fail_after(60):  # a hang guard
-        await serve_mcp(_Crashing(), receive, send)
-    return [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+    return await serve_lines(_Crashing(), lines)
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,9 @@ from typing import Any
 import anyio
 import pytest
 
-from hostd.mcp import serve_mcp
 from tests.server.conftest import marked_processes
 
-from ._harness import hostd_mcp, write_config
+from ._harness import hostd_mcp, serve_lines, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -169,17 +168,7 @@ class _Stuck:
 async def _serve_stuck(lines: list[bytes], drain_s: float) -> list[Any]:
     """``lines`` read by the edge in front of a session whose compositions never end;
     every message it wrote, once stdin ended and the drain is over."""
-    written: list[bytes] = []
-
-    async def receive() -> bytes:
-        return lines.pop(0) if lines else b""
-
-    async def send(data: bytes) -> None:
-        written.append(data)
-
-    with anyio.fail_after(60):  # a hang guard
-        await serve_mcp(_Stuck(), receive, send, drain_s=drain_s)
-    return [json.loads(x) for x in b"".join(written).split(b"\n") if x.strip()]
+    return await serve_lines(_Stuck(), lines, drain_s=drain_s)
 
 
 async def test_a_request_still_running_past_the_drain_is_answered_shutting_down() -> None:
