@@ -54,7 +54,7 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     status.add_argument("socket", nargs="?", metavar="SOCKET", help="its socket")
     status.add_argument("--json", action="store_true", help="print host/status as JSON")
-    status.set_defaults(run=_status)
+    status.set_defaults(run=_status, socket_only=True)
     stop = sub.add_parser(
         "stop",
         parents=[common],
@@ -71,7 +71,7 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"how long to wait for it to exit (default: {_STOP_TIMEOUT_S:g})",
     )
-    stop.set_defaults(run=_stop)
+    stop.set_defaults(run=_stop, socket_only=True)
 
 
 @contextlib.asynccontextmanager

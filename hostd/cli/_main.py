@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import anyio
 
 import hostd
-from hostd.config import load_config
+from hostd.config import DEFAULT_CONFIG_PATH, Config, discover_socket, load_config
 from hostd.errors import ConfigError, HostdError
 
 from ._check import add_check_command
@@ -89,12 +89,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = None
         if getattr(args, "needs_config", True):
-            cfg = load_config(args.config)
+            cfg = _config(args)
             from hostd.logs import configure_logging
 
             level = args.log_level or _default_level(args.command, cfg.log.level)
+            # ``log.file`` is the daemon's log: a one-shot command logs to stderr, so it
+            # never writes into (or rotates) the file a running daemon writes.
+            settings = (
+                cfg.log if args.command in _SERVERS else cfg.log.model_copy(update={"file": None})
+            )
             try:
-                configure_logging(level, settings=cfg.log, log_format=args.log_format or "auto")
+                configure_logging(level, settings=settings, log_format=args.log_format or "auto")
             except OSError as err:
                 raise ConfigError(
                     f"{cfg.source}: log.file: cannot open {cfg.log.file}: {err.strerror or err}",
@@ -122,6 +127,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+#: The commands that serve until stopped: ``log.file`` is their log.
+_SERVERS = frozenset({"serve", "mcp"})
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The config a command runs with. ``status`` and ``stop`` (``socket_only``) need only
+    the daemon's socket: a config that no longer loads (an edit under a running daemon)
+    does not lock them out of it; they say why and use its ``host.socket``."""
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        if not getattr(args, "socket_only", False):
+            raise
+        socket = discover_socket(args.config)  # its one key, read raw (still a ConfigError
+        # when the file cannot be read at all)
+        sys.stderr.write(f"hostd: note: {exc.message}; using its socket only\n")
+        base = load_config(DEFAULT_CONFIG_PATH)
+        return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})
 
 
 #: Commands whose own output reports every provider failure (a leg's error, a row's

@@ -255,7 +255,8 @@ CONFIG_ERRORS = [
 
 @pytest.mark.parametrize(
     ("body", "key", "command"),
-    [(body, key, ["providers"]) for body, key in CONFIG_ERRORS]
+    # log.file is the daemon's log: a one-shot command logs to stderr and never opens it.
+    [(body, key, ["providers"]) for body, key in CONFIG_ERRORS if key != "log.file"]
     + [(body, key, ["serve", "--stdio"]) for body, key in CONFIG_ERRORS]
     # Only a command that listens on TCP reads the token.
     + [('[tcp]\nenabled = true\ntoken_file = "{tmp}/none"\n', "tcp.token_file", ["serve"])],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hostd.client import Client
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, ServeChild
 
@@ -68,3 +69,42 @@ def test_status_and_stop_without_a_daemon_say_so(tmp_path: Path) -> None:
         (line,) = _human(done.stderr)
         assert line.startswith(f"hostd: no daemon at {tmp_path}/run/s.sock (") and says in line
         assert done.stdout == ""
+
+
+def test_an_edit_that_breaks_the_config_does_not_lock_status_and_stop_out(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        assert child.proc is not None
+        pid = child.proc.pid
+        # Edited under the running daemon: the file no longer loads.
+        config.write_text(config.read_text() + "bogus_key = 1\n", encoding="utf-8")
+        assert run_hostd("--config", str(config), "providers").returncode == 2
+        shown = run_hostd("--config", str(config), "status")
+        assert shown.returncode == 0, shown.stderr
+        assert f"(pid {pid})" in shown.stdout
+        (note,) = _human(shown.stderr)
+        assert note.startswith("hostd: note: ") and "bogus_key" in note
+        assert note.endswith("; using its socket only")
+        stopped = run_hostd("--config", str(config), "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout.startswith(f"stopped hostd (pid {pid})")
+    finally:
+        code = child.stop()
+    assert code == 0
+
+
+def test_log_file_is_the_daemons_a_one_shot_command_logs_to_stderr(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    log = tmp_path / "hostd.log"
+    config.write_text(config.read_text() + f'[log]\nfile = "{log}"\nlevel = "info"\n')
+    done = run_hostd("--config", str(config), "--log-level", "info", "compose", "anything")
+    assert done.returncode in (0, 1), done.stderr
+    assert not log.exists()  # never opened, so never rotated under a daemon
+    assert '"request.done"' in done.stderr  # its log went to stderr
+    with Client.spawn(config, cwd=ROOT) as daemon:  # hostd serve --stdio
+        daemon.call("host/status", {})
+    assert '"host.serving"' in log.read_text()  # the daemon's log is the file
