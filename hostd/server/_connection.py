@@ -74,6 +74,16 @@ _NO_REPLY = object()
 _REQUEST_TASK = f"{__name__}.Connection._finish_after"
 
 
+def _refusal_text(msg: Any, token: str | None) -> str:
+    """Why a first message did not authenticate a TCP client: a wrong token, a token not
+    where it goes, or another message first. Never the token sent (the sender knows it)."""
+    if token is not None:
+        return "$/authenticate: the bearer token is not this daemon's (its [tcp] token)"
+    if isinstance(msg, dict) and msg.get("method") == "$/authenticate":
+        return '$/authenticate takes the bearer token as params {"token": "…"}'
+    return "the first message must be $/authenticate with the bearer token"
+
+
 class _Running:
     """One request in flight outside a batch: its task (``TaskHandle``: the task's own
     cancel scope, so no scope of ours per request) and whether this connection
@@ -600,6 +610,6 @@ class Connection:
                 )
             return True
         self.owner.repeats.warning("client.unauthorized", connection=self.name)
-        refusal = Unauthorized("the first message must be $/authenticate with the bearer token")
+        refusal = Unauthorized(_refusal_text(msg, token))
         await self.send(error_reply(refusal, reply_id(msg)))
         return False

@@ -26,11 +26,21 @@ async def test_tcp_serves_only_after_the_bearer_token(start_daemon) -> None:
         async with connect_tcp(host, port, "wrong"):
             pass
     assert exc.value.remote_reason == "unauthorized"
-    # Without $/authenticate first, a request is refused and the connection closed.
-    async with await anyio.connect_tcp(host, port) as stream:
-        await stream.send(b'{"jsonrpc":"2.0","id":1,"method":"host/status"}\n')
-        reply = json.loads((await stream.receive()).split(b"\n")[0])
+    assert "the bearer token is not this daemon's" in str(exc.value)  # a wrong token
+    # Each way of getting it wrong is told apart, the token never repeated.
+    told = {
+        b'{"jsonrpc":"2.0","id":1,"method":"host/status"}\n': "the first message must be",
+        b'{"jsonrpc":"2.0","id":1,"method":"$/authenticate","params":["s3cret-token"]}\n': (
+            'takes the bearer token as params {"token"'
+        ),
+    }
+    for line, words in told.items():
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(line)
+            reply = json.loads((await stream.receive()).split(b"\n")[0])
         assert reply["error"]["data"]["reason"] == "unauthorized"
+        assert words in reply["error"]["message"], reply
+        assert "s3cret" not in reply["error"]["message"]
     assert "s3cret-token" not in "\n".join(daemon.log_text)
     assert await daemon.stop() == 0
 
