@@ -133,6 +133,11 @@ async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) ->
             if not logged:
                 get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)
                 flush_logs()
+                # Said to the person too: the wait is otherwise silent (--wait 0: none).
+                sys.stderr.write(
+                    f"hostd: waiting up to {wait:g} s for a daemon at {path} "
+                    "(--wait 0: do not wait)\n"
+                )
                 logged = True
             await anyio.sleep(_RETRY_S)
 

@@ -100,7 +100,8 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
         f"for {_duration(uptime)}",
         f"socket: {status.get('socket')}",
         f"config: {config.get('file') or 'built in code'}",
-        f"in flight: {status.get('in_flight')}",
+        # Less this command's own host/status.
+        f"other requests in flight: {max(int(status.get('in_flight') or 1) - 1, 0)}",
     ]
     for row in providers:
         out.append(f"provider {row.get('id')}: {row.get('state')}")

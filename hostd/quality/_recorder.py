@@ -293,8 +293,9 @@ class ShadowRecorder:
                 raise unavailable(self.store.path, f"cannot be read ({exc})") from None
             if not stored:
                 raise UnknownRequest(
-                    f"no shadow record of request {request_id!r} (unknown, or past the "
-                    f"{HELD} newest compositions and not recorded)",
+                    f"no shadow record of request {request_id!r} (unknown, past the "
+                    f"{HELD} newest compositions, or composed before the daemon restarted, "
+                    "and not recorded)",
                     request_id=request_id,
                 )
             citations, written = stored[-1].citations, True

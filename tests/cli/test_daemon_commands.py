@@ -108,3 +108,16 @@ def test_log_file_is_the_daemons_a_one_shot_command_logs_to_stderr(tmp_path: Pat
     with Client.spawn(config, cwd=ROOT) as daemon:  # hostd serve --stdio
         daemon.call("host/status", {})
     assert '"host.serving"' in log.read_text()  # the daemon's log is the file
+
+
+def test_a_connect_that_waits_for_a_daemon_says_so_first(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    done = run_hostd("--config", str(config), "compose", "x", "--connect", "--wait", "0.5")
+    assert done.returncode == 3
+    waiting, gone = _human(done.stderr)
+    assert waiting == (
+        f"hostd: waiting up to 0.5 s for a daemon at {tmp_path}/run/s.sock (--wait 0: do not wait)"
+    )
+    assert gone.startswith("hostd: no daemon at ") and "waited 0.5 s" in gone
+    at_once = run_hostd("--config", str(config), "compose", "x", "--connect", "--wait", "0")
+    assert "waiting" not in at_once.stderr
