@@ -258,6 +258,11 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         pairs = quality.render_paired(quality.paired(outcomes, baseline))
         if pairs:
             sys.stdout.write("\n" + pairs)
+        elif baseline not in {o.policy for o in outcomes}:  # nothing to pair against
+            sys.stderr.write(
+                f"hostd: note: the +gained -lost table (question by question) sets each policy "
+                f"against {baseline}, which was not run: add --policy {baseline} to see it\n"
+            )
     sys.stderr.write(quality.degraded_note(outcomes))
     sys.stderr.write(_fallback_notes([(p.label, p.strategy) for p in policies]))
     return EXIT_OK

@@ -152,6 +152,19 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
     return config, questions
 
 
+def test_eval_without_the_baseline_says_why_no_paired_table(setup: tuple[Path, Path]) -> None:
+    config, questions = setup
+    args = ["--config", str(config), "eval", "--questions", str(questions), "--budget", "300"]
+    alone = _hostd(*args, "--policy", "rrf")
+    assert alone.returncode == 0, alone.stderr
+    assert "question by question" not in alone.stdout
+    (note,) = [x for x in alone.stderr.splitlines() if "+gained -lost table" in x]
+    assert note.endswith("which was not run: add --policy score to see it")
+    both = _hostd(*args, "--policy", "rrf", "--policy", "score")
+    assert "against score, question by question" in both.stdout
+    assert "+gained -lost table" not in both.stderr
+
+
 def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> None:
     config, questions = setup
     args = ["--config", str(config), "eval", "--questions", str(questions)]
