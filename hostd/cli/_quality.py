@@ -265,7 +265,29 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
             )
     sys.stderr.write(quality.degraded_note(outcomes))
     sys.stderr.write(_fallback_notes([(p.label, p.strategy) for p in policies]))
+    if not args.from_shadow:
+        sys.stderr.write(_unreachable_gold(outcomes))
     return EXIT_OK
+
+
+def _unreachable_gold(outcomes: Sequence[Any]) -> str:
+    """A line naming the questions whose gold no provider offered at any budget (their
+    ``(offered)`` row missed everywhere): no policy can recall them, and a gold phrase
+    with a typo, or a gold file no provider reads, looks just like that."""
+    from hostd import quality
+
+    offered: dict[str, bool] = {}
+    for o in outcomes:
+        if o.policy == quality.OFFERED:
+            offered[o.question] = offered.get(o.question, False) or o.hit
+    missed = [q for q, hit in offered.items() if not hit]
+    if not missed:
+        return ""
+    return (
+        f"hostd: note: no provider offered the gold of {len(missed)} question(s) at any "
+        f"budget ({', '.join(missed)}): no policy can recall them; check their gold file "
+        "and phrase (its phrase must appear, case and whitespace aside, in a frame of that file)\n"
+    )
 
 
 def _bound(cfg: Config, wire: Any) -> Any:

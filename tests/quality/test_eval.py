@@ -165,6 +165,24 @@ def test_eval_without_the_baseline_says_why_no_paired_table(setup: tuple[Path, P
     assert "+gained -lost table" not in both.stderr
 
 
+def test_a_question_whose_gold_no_provider_offers_is_named(setup: tuple[Path, Path]) -> None:
+    config, questions = setup
+    typo = {
+        "id": "typo",
+        "question": "teal orange accents",
+        "gold": [{"file": "palette.md", "phrase": "teal and ornage"}],
+        "style": "lexical",
+    }
+    questions.write_text(questions.read_text() + json.dumps(typo) + "\n")
+    args = ["--config", str(config), "eval", "--questions", str(questions), "--budget", "300"]
+    done = _hostd(*args, "--policy", "rrf")
+    assert done.returncode == 0, done.stderr
+    (note,) = [x for x in done.stderr.splitlines() if "no provider offered the gold" in x]
+    # The paraphrase no lexical provider finds is named too: nothing could recall it.
+    assert "of 2 question(s) at any budget (colours, typo)" in note, note
+    assert "check their gold file and phrase" in note
+
+
 def test_eval_runs_end_to_end_and_prints_recall(setup: tuple[Path, Path]) -> None:
     config, questions = setup
     args = ["--config", str(config), "eval", "--questions", str(questions)]
