@@ -26,6 +26,7 @@ from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, ses
 from ._consent import add_consent_command
 from ._outcome import (
     config_hint,
+    frames_cap_note,
     interpreter_advice,
     leg_failures,
     no_evidence,
@@ -214,6 +215,14 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _default_max_frames() -> int:
+    """``context/compose``'s ``max_frames`` when a request names none."""
+    from hostd.server import ComposeParams
+
+    default: int = ComposeParams.model_fields["max_frames"].default
+    return default
+
+
 def _check_params(params: dict[str, Any]) -> None:
     """Refuse what the daemon would refuse (``InvalidParam``, the same message) before
     any provider is started for it, or the request sent."""
@@ -256,6 +265,9 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     note = overfetch_note(result) if args.overfetch is not None else None  # the one asked
     if note:
         sys.stderr.write(f"hostd: note: {note}\n")
+    capped = frames_cap_note(result, args.max_frames or _default_max_frames())
+    if capped:
+        sys.stderr.write(f"hostd: note: {capped}\n")
     if args.json:
         print_json(result)
     else:

@@ -17,6 +17,7 @@ from hostd.errors import NoDaemon
 __all__ = [
     "NoDaemon",
     "config_hint",
+    "frames_cap_note",
     "interpreter_advice",
     "leg_failures",
     "no_evidence",
@@ -47,6 +48,28 @@ def interpreter_advice(cfg: Config, failed: dict[str, str]) -> list[str]:
         for pid, message in failed.items()
         if pid in ours and "No module named" in message
     ]
+
+
+def frames_cap_note(result: dict[str, Any], max_frames: int) -> str | None:
+    """Why a prompt left budget unspent, when it is the per-provider frame cap: no frame
+    was left out for the budget (``over_budget``) and a provider offered as many frames as
+    it may (``max_frames``), so it may have had more. ``None`` otherwise."""
+    entries = (result.get("audit") or {}).get("entries") or []
+    if any(e.get("reason") == "over_budget" for e in entries):
+        return None  # the budget was what bound it
+    capped = [
+        str(p.get("provider_id"))
+        for p in result.get("providers") or []
+        if p.get("status") == "ok" and (p.get("frames_offered") or 0) >= max_frames
+    ]
+    if not capped:
+        return None
+    audit = result.get("audit") or {}
+    return (
+        f"{audit.get('tokens_used')} of {audit.get('global_budget')} tokens used: "
+        f"{', '.join(capped)} offered as many frames as a provider may ({max_frames}; "
+        "--max-frames raises it)"
+    )
 
 
 #: Audit reasons that drop a frame for what its provider sent, and what to fix.

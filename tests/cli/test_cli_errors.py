@@ -366,3 +366,16 @@ def test_a_start_that_timed_out_names_start_timeout_s(tmp_path: Path) -> None:
     (line,) = [line for line in _human(done.stderr) if line.startswith("hostd:   stuck: ")]
     assert "timeout" in line and "raise its [[provider]] start_timeout_s" in line, line
     assert "timeout_ms" not in line, line
+
+
+def test_budget_left_unspent_by_the_frame_cap_says_so(tmp_path: Path) -> None:
+    # Each provider offers up to max_frames small frames: at --max-frames 1 both offer
+    # one, far under a large budget, and nothing was left out for the budget.
+    config = _config(tmp_path, _healthy("alpha") + _healthy("beta"))
+    done = _hostd("--config", str(config), "compose", "x", "--budget", "50000", "--max-frames", "1")
+    assert done.returncode == 0, done.stderr
+    (note,) = [x for x in _human(done.stderr) if "as many frames as a provider may" in x]
+    assert note.startswith("hostd: note: ") and "of 50000 tokens used" in note
+    assert "alpha, beta offered as many frames as a provider may (1; --max-frames" in note
+    roomy = _hostd("--config", str(config), "compose", "x", "--budget", "50000")
+    assert "as many frames as" not in roomy.stderr  # they had fewer than 64 to offer
