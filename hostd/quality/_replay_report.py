@@ -69,7 +69,9 @@ def _used_lines(policy: str, replays: Sequence[Replayed]) -> list[str]:
     if not rated:
         return ["used evidence: no recorded request has feedback (usage/feedback)"]
     t = used_summary(rated)
-    rows = [["request", "used", f"kept by {policy}", "kept by live", "+/-", "tokens live→new"]]
+    rows = [
+        ["request", "used", f"kept by {policy}", "kept by live", "+/-", "tokens live replay→new"]
+    ]
     rows += [
         [
             r.request_id,
@@ -95,7 +97,8 @@ def _used_lines(policy: str, replays: Sequence[Replayed]) -> list[str]:
         f"used evidence on {t['requests']} requests with feedback (the frames the answer "
         f"used, as the agent reported): {policy} keeps {_share(t['kept'], t['used'])}, the "
         f"live policy replayed keeps {_share(t['kept_live'], t['used'])}; against it, frame "
-        f"by frame, +{t['gained']} -{t['lost']}",
+        f"by frame, +{t['gained']} -{t['lost']} (live replay: the live policy composed "
+        "again from the record, the pair each share is set against)",
         f"used evidence served by (every provider whose copy was folded into a used frame "
         f"is credited): {_mix(t['credited'])}",
         "",
@@ -155,6 +158,8 @@ def render_replay(policy: str, replays: Sequence[Replayed]) -> str:
     lines = [
         f"shadow replay: {policy} against the live policy on {len(replays)} recorded requests "
         "(overlap = included by both / by either)",
+        f"kept: included by both; +in: only under {policy}; -out: only in the live prompt; "
+        "tokens live→new: the live prompt's frames, then the replay's (their canonical costs)",
         "",
         *_columns(rows),
         "",

@@ -216,6 +216,8 @@ def test_shadow_replay_end_to_end_through_the_daemon(tmp_path: Path) -> None:
         "(overlap = included by both / by either)"
         for p in ("score", "round_robin")
     ]
+    legend = "kept: included by both; +in: only under score; -out: only in the live prompt;"
+    assert legend in done.stdout  # every column the table shows is said
     assert "newly excluded under score (the live policy included them): none" in done.stdout
     assert "newly excluded under round_robin (the live policy included them):\n" in done.stdout
 
