@@ -307,11 +307,9 @@ class Corpus:
                         continue
                     if self._include is not None and not self._include.match_file(rel):
                         continue
-                    if is_secret_name(entry.name):  # whatever --include says
-                        skipped[SKIP_SECRET] += 1
-                        continue
-                    if entry.name in _LOCKFILES and not self._names(rel):
-                        skipped[SKIP_LOCKFILE] += 1
+                    refused = self._refused(rel)  # a secret whatever --include says
+                    if refused is not None:
+                        skipped[refused] += 1
                         continue
                     st = entry.stat()
                 except OSError:

@@ -286,15 +286,7 @@ class Driver:
         """Whether a line it wrote (and nothing read) is a CGP envelope ``handshake_ack``:
         it answered ``probe_cgp``'s handshake."""
         codec = CgpCodec()
-        for line in self.lines:
-            message = codec.read(line)
-            if isinstance(message, Reply):
-                try:
-                    codec.handshake_ack(message.payload)
-                except (HostdError, ValueError):  # not a (valid) handshake_ack
-                    continue
-                return True
-        return False
+        return any(codec.answers_handshake(line) for line in self.lines)
 
     async def send_query(self, query: ContextQuery | dict[str, Any]) -> Request:
         """Send a query and do not wait: its answer is read (or passed over) later."""

@@ -73,7 +73,7 @@ from hostd.transport import (
     TokenSource,
     secret_env_values,
 )
-from hostd.transport.bindings import UNKEYED, find_binding
+from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 
 from ._check_driver import HOST, Driver, Failed, Link, RemoteDriver
 
@@ -507,10 +507,7 @@ def _cgp_hint(configured: bool) -> str:
     got no reply, is told: in the config's words when a config named it, else in the
     flag's (a command after ``--`` has no ``[[provider]]``)."""
     fix = 'set binding = "cgp" in its [[provider]]' if configured else "check it with --binding cgp"
-    return (
-        "it answers the CGP envelope handshake instead: a provider built with a CGP SDK "
-        f"(contextgraph-sdk) speaks the envelope wire; {fix}"
-    )
+    return f"it answers the CGP envelope handshake instead: {CGP_SDK_WIRE}; {fix}"
 
 
 async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None = None) -> None:

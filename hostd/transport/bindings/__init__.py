@@ -10,7 +10,7 @@ may be remote and which extra it needs. Imports only ``hostd.protocol``,
 codec notes an envelope type it ignores).
 """
 
-from ._cgp import CgpCodec, envelope_error
+from ._cgp import CGP_SDK_WIRE, CgpCodec, envelope_error
 from ._codec import (
     UNKEYED,
     Codec,
@@ -36,6 +36,7 @@ from ._registry import (
 from ._unquoted import STDERR_HINT
 
 __all__ = [
+    "CGP_SDK_WIRE",
     "STDERR_HINT",
     "UNKEYED",
     "BindingRow",

@@ -60,7 +60,11 @@ from hostd.rpc import encode_line
 from ._codec import UNKEYED, Fault, Message, Refusal, Reply, Request, query_wire
 from ._unquoted import answered, bad_line, described_id, parse_problem
 
-__all__ = ["CgpCodec", "envelope_error"]
+__all__ = ["CGP_SDK_WIRE", "CgpCodec", "envelope_error"]
+
+#: What a provider that answers the envelope handshake where a JSON-RPC one met silence
+#: (or whose HTTP body is an envelope) is told: the words of every such hint.
+CGP_SDK_WIRE = "a provider built with a CGP SDK (contextgraph-sdk) speaks the envelope wire"
 
 _SHUTDOWN = encode_line({"type": "shutdown"})
 
@@ -177,6 +181,18 @@ class CgpCodec:
         if self.correlation and label in ("frames", "error"):
             return CorrelationMismatch(f"{label} without the request id (H4)")
         return ProtocolFault(f"unsolicited {label} envelope")
+
+    def answers_handshake(self, line: bytes) -> bool:
+        """Whether ``line`` is a valid ``handshake_ack``: the provider answered the
+        envelope handshake (a probe for the wire a silent provider speaks)."""
+        message = self.read(line)
+        if not isinstance(message, Reply):
+            return False
+        try:
+            self.handshake_ack(message.payload)
+        except (HostdError, ValueError):  # not a (valid) handshake_ack
+            return False
+        return True
 
     def handshake_ack(self, payload: Any) -> HandshakeAck:
         if not isinstance(payload, HandshakeAckEnvelope):

@@ -39,7 +39,7 @@ from hostd.protocol import (
 from .._ack import Acked
 from .._readiness import OnProgress, Readiness
 from .._redact import Redactor, amend
-from ..bindings import CgpCodec, Reply, check_ack, find_binding
+from ..bindings import CGP_SDK_WIRE, CgpCodec, check_ack, find_binding
 from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
 from ._stdout import LineSink
@@ -63,8 +63,8 @@ ClientFactory = Callable[..., "BindingClient"]
 #: no reply, is told (the envelope wire ignores a line it does not understand, so the
 #: JSON-RPC handshake meets silence).
 _CGP_WIRE_HINT = (
-    "it answers the CGP envelope handshake instead: a provider built with a CGP SDK "
-    '(contextgraph-sdk) speaks the envelope wire and needs binding = "cgp" in its [[provider]]'
+    f'it answers the CGP envelope handshake instead: {CGP_SDK_WIRE} and needs binding = "cgp" '
+    "in its [[provider]]"
 )
 
 
@@ -112,13 +112,8 @@ class _Stdout:
         probe = self.probe
         if probe is None:
             return self.client.on_line(line)
-        message = probe.read(line)
-        if isinstance(message, Reply) and not self.speaks_cgp:
-            try:
-                probe.handshake_ack(message.payload)
-            except (HostdError, ValueError):  # not a (valid) handshake_ack: no word on it
-                return True
-            self.speaks_cgp = True
+        if not self.speaks_cgp:
+            self.speaks_cgp = probe.answers_handshake(line)
         return True
 
     def on_end(self, error: HostdError) -> None:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from hostd.errors import HostdError, ProtocolFault, RemoteWire
 
 from ..bindings import (
+    CGP_SDK_WIRE,
     STDERR_HINT,
     UNKEYED,
     CgpCodec,
@@ -39,10 +40,7 @@ __all__ = ["error_reply", "other_binding", "read_as", "read_reply"]
 T = TypeVar("T")
 
 #: What to set when the body is the envelope wire's, or empty, under ``jsonrpc``.
-_SAY_CGP = (
-    "a provider built with a CGP SDK (contextgraph-sdk) speaks the envelope wire: "
-    'set binding = "cgp" (check-provider: --binding cgp)'
-)
+_SAY_CGP = f'{CGP_SDK_WIRE}: set binding = "cgp" (check-provider: --binding cgp)'
 #: What to set when the body is a JSON-RPC reply under ``cgp``.
 _SAY_JSONRPC = (
     'the body is a JSON-RPC response: set binding = "jsonrpc" (check-provider: --binding jsonrpc)'
