@@ -175,6 +175,9 @@ class HostSettings(_Section):
     start_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     #: Seconds in-flight requests get to finish after a stop is requested.
     grace_period_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    #: Seconds between checks that the Unix socket file is still this daemon's. One that
+    #: was removed or replaced stops a daemon the socket was the only way into; 0: never.
+    socket_check_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 5.0
     #: Per-connection limits (protocol.md framing: an over-long line is the peer's fault).
     max_line_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 8 * 1024 * 1024
     max_in_flight: Annotated[int, Field(ge=1, le=100_000)] = 64

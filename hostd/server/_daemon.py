@@ -32,6 +32,7 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config
+from hostd.errors import ListenerError
 from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
 from hostd.protocol import sha256_digest
@@ -54,6 +55,7 @@ from ._listeners import (
     open_unix_listener,
     remove_socket,
     reserve_stdout,
+    socket_owner_lost,
 )
 
 __all__ = ["MAX_UNAUTHENTICATED", "Daemon", "LocalSession"]
@@ -120,6 +122,7 @@ class Daemon:
         self._prefix = secrets.token_hex(3)
         self._seq = itertools.count(1)
         self.socket_path: Path | None = None
+        self._socket_identity: tuple[int, int] | None = None
         self._drain_scope: anyio.CancelScope | None = None
         self._connections: set[Connection] = set()
         self._admission = Admission(self.counters, self.repeats, config.host.max_connections)
@@ -233,7 +236,6 @@ class Daemon:
         wire_fd = reserve_stdout() if stdio else None
         tcp = cfg.tcp.enabled if tcp is None else tcp
         listeners: list[tuple[str, SocketListener]] = []
-        inode: int | None = None
         token = cfg.tcp_token() if tcp else None
         if tcp and not token:
             from hostd.errors import ConfigError
@@ -247,7 +249,8 @@ class Daemon:
             if unix:
                 self.socket_path = cfg.socket_path
                 listener = await open_unix_listener(self.socket_path)
-                inode = self.socket_path.lstat().st_ino
+                st = self.socket_path.lstat()
+                self._socket_identity = (st.st_dev, st.st_ino)
                 listeners.append(("unix", listener))
             if tcp:
                 multi = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
@@ -271,8 +274,8 @@ class Daemon:
             await self._close_shadow()
             for _, opened in listeners:
                 await opened.aclose()
-            if self.socket_path is not None and inode is not None:
-                remove_socket(self.socket_path, inode)
+            if self.socket_path is not None and self._socket_identity is not None:
+                remove_socket(self.socket_path, self._socket_identity[1])
         self.repeats.summarise(final=True)  # every count still unreported, before the end
         counters = dict(sorted(self.counters.items()))
         log.info("host.stopped", reason=self._stop_reason, counters=counters)
@@ -299,6 +302,8 @@ class Daemon:
                     )
                 if wire_fd is not None:
                     conns.start_soon(self._serve_stdio, wire_fd)
+                if self._socket_identity is not None and self.config.host.socket_check_s:
+                    conns.start_soon(self._watch_socket, listeners, accepting, conns, wire_fd)
                 if boot:  # the reranker too: a slow model load never holds serving back
                     conns.start_soon(self.host.start_all)
                     if self.reranker is not None:
@@ -346,6 +351,55 @@ class Daemon:
             await anyio.sleep(0.2)
             self.repeats.summarise()
             flush_logs()
+
+    async def _watch_socket(
+        self,
+        listeners: list[tuple[str, SocketListener]],
+        accepting: anyio.abc.TaskGroup,
+        conns: anyio.abc.TaskGroup,
+        wire_fd: int | None,
+    ) -> None:
+        """Keep our socket file ours. One deleted (a clean-up of /tmp, a stray ``rm``)
+        is bound again, so clients, ``hostd status`` and ``hostd stop`` still find this
+        daemon; one replaced (another daemon bound the path after it went) means that
+        one serves this config now: this one steps aside, unless stdio or TCP still
+        reach it, which it keeps serving."""
+        assert self.socket_path is not None and self._socket_identity is not None
+        path = self.socket_path
+        while True:
+            await anyio.sleep(self.config.host.socket_check_s)
+            why = await anyio.to_thread.run_sync(socket_owner_lost, path, self._socket_identity)
+            if why is None:
+                continue
+            if why == "removed":
+                try:
+                    listener = await open_unix_listener(path)
+                except ListenerError as exc:  # e.g. another daemon bound it meanwhile
+                    error: str | None = str(exc)
+                else:
+                    st = await anyio.to_thread.run_sync(path.lstat)
+                    self._socket_identity = (st.st_dev, st.st_ino)
+                    index = next(i for i, (kind, _) in enumerate(listeners) if kind == "unix")
+                    old = listeners[index][1]
+                    listeners[index] = ("unix", listener)
+                    await old.aclose()  # its path is gone: no client can reach it
+                    accepting.start_soon(self._accept, listener, conns, None)
+                    log.warning("host.socket_restored", socket=str(path))
+                    continue
+            else:
+                error = None
+            only_way_in = wire_fd is None and len(listeners) == 1
+            log.warning(
+                "host.socket_lost",
+                socket=str(path),
+                why=why,
+                error=error,
+                action="stopping" if only_way_in else "serving",
+            )
+            self._socket_identity = None  # not ours: never removed at the end
+            if only_way_in:
+                self.request_stop(f"socket {why}")
+            return
 
     async def _watch_signals(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

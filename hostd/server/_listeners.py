@@ -147,6 +147,18 @@ async def open_unix_listener(path: Path) -> SocketListener:
     return listener
 
 
+def socket_owner_lost(path: Path, identity: tuple[int, int]) -> str | None:
+    """Why ``path`` is no longer the socket we bound (``identity``: its device and
+    inode): "removed", "replaced", or None while it is still ours."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return "removed"
+    except OSError:
+        return None  # unreadable now (e.g. a permission change): not proof it is gone
+    return None if (st.st_dev, st.st_ino) == identity else "replaced"
+
+
 def remove_socket(path: Path, inode: int | None) -> None:
     """Remove our socket file (only if it is still ours: same inode)."""
     with contextlib.suppress(OSError):
