@@ -267,6 +267,8 @@ def _record_sections(
     recurring kind whose first line comes first (the outer structure: ``Commit:``
     before the ``Signed-off-by:`` trailers of each message). A record runs from one of
     its header lines to the next; blank lines inside it (a message's paragraphs) stay.
+    A text that opens with a ``commit <hex>`` line and has no recurring kind is one
+    record (``git show``: the header, the message and its diff belong together).
     """
     kinds = _header_kinds(lines)
     opens = {
@@ -283,6 +285,8 @@ def _record_sections(
             records[kind] += 1
     recurring = [k for k, n in records.items() if n >= 2]
     if not recurring:
+        if kinds.get(0) == _KINDS["commit"]:  # one commit (``git show``): one record
+            return [(1, len(lines), _record_heading(lines, 1, len(lines), b"commit"), 0)]
         return None
     chosen = min(recurring, key=first.__getitem__)
     starts = [i + 1 for i, k in kinds.items() if k == chosen and (opens[i] or i == first[chosen])]

@@ -262,7 +262,8 @@ def _clip(label: str, suffix: str = "") -> str:
 
 def _labels(doc: Document, chunks: Sequence[TextChunk]) -> list[str]:
     """Each chunk's label; the parts of one record share the record's, numbered
-    ``(2/3)``, so every part says which record it is of."""
+    ``(2/3)``, so every part says which record it is of (and, a tool's, which files
+    of a diff it shows: ``commit 1a2b3c4 (2/3): src/cache.py``)."""
     many = len(chunks) > 1
     parts = Counter(c.record for c in chunks if c.record is not None)
     named: dict[int, str] = {}
@@ -277,6 +278,10 @@ def _labels(doc: Document, chunks: Sequence[TextChunk]) -> list[str]:
         seen[c.record] += 1
         n = parts[c.record]
         suffix = f" ({seen[c.record]}/{n})" if n > 1 else ""
+        if n > 1 and doc.tool is not None and doc.title is None:
+            # A part of one commit's diff also says which files it shows.
+            paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(c.text))
+            suffix += f": {_listed('', paths)}" if paths else ""
         labels.append(_clip(named[c.record], suffix) or "mcp")
     return labels
 

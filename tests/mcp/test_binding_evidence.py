@@ -104,7 +104,9 @@ async def test_one_provider_entry_calls_several_tools(workdir: Path, history: Pa
     methods = {p["method"] for f in frames for p in f["provenance"]}
     assert methods == {"tools/call:git_log", "tools/call:git_show"}
     labels = [f["citation_label"] for f in frames]
-    assert any(label.startswith("module") and label.endswith(".py") for label in labels), labels
+    # git_show's one commit is one record: each part is that commit's, and a part of
+    # its diff names the file it shows.
+    assert any(re.fullmatch(r"commit \w{7} \(\d+/\d+\): module\d+\.py", x) for x in labels), labels
     assert all(label not in ("git_log", "git_show") for label in labels), labels
 
 

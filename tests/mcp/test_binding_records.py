@@ -149,3 +149,28 @@ async def test_a_new_commit_leaves_the_older_commits_frames_as_they_were(
         assert (after[label]["id"], after[label]["digest"]) == (frame["id"], frame["digest"])
         assert after[label]["content"] == frame["content"]
         assert after[label]["ranges"] != frame["ranges"]  # the lines moved, the frame did not
+
+
+async def test_git_show_of_one_commit_is_one_record_every_part_named_by_it(
+    workdir: Path, repo: Repo
+) -> None:
+    """``git_show`` prints one commit (``commit <sha>``, ``Author:``, ``Date:``, the
+    message indented, then its diff): no header recurs, yet its parts belong to that
+    commit, so each is labelled by it and no message paragraph is a frame alone."""
+    head = repo.git("rev-parse", "HEAD").strip()
+    command = [sys.executable, "-m", "mcp_server_git", "--repository", str(repo.path)]
+    show = {"repo_path": str(repo.path), "revision": "HEAD"}
+    tools = [{"name": "git_show", "arguments": show}]
+    table = mcp_table("git", command, [repo.path], resources=False, kind="episode", tools=tools)
+    async with Daemon(config_of(workdir, table)).local() as session:
+        result = await _compose(session)
+    leg = report(result, "git")
+    assert leg["status"] == "ok" and leg["violations"] == [], leg
+    labels = [c["label"] for c in result["citations"] if c["frame"]["provider_id"] == "git"]
+    assert labels, result["audit"]
+    named = re.compile(rf"commit {head[:7]}( \(\d+/\d+\)(: .+)?)?")
+    assert all(named.fullmatch(label) for label in labels), labels
+    quoted = "\n".join(text for _, _, text in _FENCE.findall(result["prompt"]))
+    subject, first, second = repo.messages[head]
+    for paragraph in (subject, first, second):
+        assert f"    {paragraph}\n" in quoted  # the message, whole, in the composition
