@@ -22,7 +22,16 @@ from hostd._log import level as log_level
 from hostd.config import Config
 from hostd.errors import HostdError
 
-from ._common import EXIT_FAILED, EXIT_OK, connect_arg, csv_arg, print_json, session, strategy_arg
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    connect_arg,
+    csv_arg,
+    duration,
+    print_json,
+    session,
+    strategy_arg,
+)
 from ._consent import add_consent_command
 from ._outcome import (
     config_hint,
@@ -342,7 +351,9 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(line + "\n")
         failure = (p.get("health") or {}).get("last_failure")
         if failure and p.get("state") != "ready":
-            sys.stderr.write(f"hostd: {p.get('id')}: {failure}\n")
+            ago = (p.get("health") or {}).get("last_failure_s_ago")
+            when = f" ({duration(float(ago))} ago)" if ago is not None else ""
+            sys.stderr.write(f"hostd: {p.get('id')}: {failure}{when}\n")
             for line in interpreter_advice(cfg, {str(p.get("id")): str(failure)}):
                 sys.stderr.write(f"hostd: {line.strip()}\n")
     if isinstance(reranker, dict):

@@ -40,6 +40,7 @@ __all__ = [
     "UsageError",
     "connect_arg",
     "csv_arg",
+    "duration",
     "print_json",
     "session",
     "stale_config",
@@ -243,3 +244,15 @@ async def session(
 
 def print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def duration(seconds: float) -> str:
+    """``12 s``, ``3 min 4 s``, ``2 h 5 min``: a span for a reader."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

@@ -26,7 +26,7 @@ import anyio
 from hostd.config import Config
 from hostd.errors import HostdError, NoDaemon
 
-from ._common import EXIT_OK, print_json, stale_config
+from ._common import EXIT_OK, duration, print_json, stale_config
 
 __all__ = ["add_daemon_commands"]
 
@@ -97,14 +97,14 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     uptime = float(status.get("uptime_s") or 0.0)
     out = [
         f"hostd {status.get('version')} (pid {status.get('pid')}), {status.get('state')} "
-        f"for {_duration(uptime)}",
+        f"for {duration(uptime)}",
         f"socket: {status.get('socket')}",
         f"config: {config.get('file') or 'built in code'}",
         # Less this command's own host/status.
         f"other requests in flight: {max(int(status.get('in_flight') or 1) - 1, 0)}",
     ]
     for row in providers:
-        out.append(f"provider {row.get('id')}: {row.get('state')}")
+        out.append(f"provider {row.get('id')}: {_provider_state(row)}")
     sys.stdout.write("".join(f"{line}\n" for line in out))
     line = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
     if line is not None:
@@ -155,12 +155,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _duration(seconds: float) -> str:
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
+def _provider_state(row: dict[str, Any]) -> str:
+    """A provider's state; one that is down (crashed, failed) also says why, how long
+    ago and when it is tried again: what an operator reads status for."""
+    state = str(row.get("state"))
+    health = row.get("health") or {}
+    failure = health.get("last_failure")
+    if state not in ("crashed", "failed") or not failure:
+        return state
+    ago = health.get("last_failure_s_ago")
+    when = f" {duration(float(ago))} ago" if ago is not None else ""
+    retry = health.get("retry_in_s")
+    if retry is not None:
+        nxt = f"; next try in {duration(float(retry))}"
+    elif state == "failed":
+        nxt = f"; `hostd providers restart {row.get('id')} --connect` starts it now"
+    else:
+        nxt = ""
+    return f"{state}{when}: {' '.join(str(failure).split())}{nxt}"

@@ -132,6 +132,9 @@ class Health:
     #: The last leg's error, and the last start or crash failure (what a give-up quotes).
     last_error: str | None = None
     last_failure: str | None = None
+    #: When ``last_failure`` happened (the clock ``now`` reads); kept after a recovery,
+    #: as the failure is, so a reader can tell old history from a fresh failure.
+    last_failure_at: float | None = None
     #: Legs answered "not ready yet" (``warming``): counted apart, never as failures.
     warming: int = 0
     #: Starts of a parked provider after its cool-down, and restarts asked by a client.
@@ -142,7 +145,12 @@ class Health:
     #: Parked because its credential was refused (``record_refused``), not for crashes.
     refused: bool = False
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self, now: float | None = None) -> dict[str, Any]:
+        """The counters; with ``now`` (the clock ``failed_at`` reads), also
+        ``last_failure_s_ago``: how long ago the last failure was."""
+        ago = None
+        if now is not None and self.last_failure_at is not None:
+            ago = round(max(0.0, now - self.last_failure_at), 1)
         return {
             "state": self.state.value,
             "starts": self.starts,
@@ -159,6 +167,7 @@ class Health:
             "late_replies": self.late_replies,
             "last_error": self.last_error,
             "last_failure": self.last_failure,
+            "last_failure_s_ago": ago,
             "warming": self.warming,
             "retries": self.retries,
             "restarts_requested": self.restarts_requested,
@@ -295,6 +304,7 @@ def record_failure(
         consecutive_timeouts=0,
         last_error=error,
         last_failure=error,
+        last_failure_at=now,
         start_timed_out=start_timed_out,
         refused=False,
     )
@@ -314,6 +324,7 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
         consecutive_timeouts=0,
         last_error=error,
         last_failure=error,
+        last_failure_at=now,
         start_timed_out=False,
         refused=True,
     )
@@ -365,6 +376,7 @@ def record_leg(health: Health, status: str, *, error: str | None = None, late: i
         late_replies=health.late_replies + late,
         last_error=health.last_error if error is None else bounded_error(error),
         last_failure=health.last_failure,
+        last_failure_at=health.last_failure_at,
         warming=health.warming + is_warming_leg(status),
         retries=health.retries,
         restarts_requested=health.restarts_requested,
@@ -449,4 +461,5 @@ def record_down(
         consecutive_failures=n,
         failed_at=now,
         last_failure=counted.last_error,
+        last_failure_at=now,
     )

@@ -492,7 +492,7 @@ class ProviderPool:
     def row(self, slot: Slot) -> dict[str, Any]:
         """``providers/list``'s entry for one provider (without verification figures)."""
         ack, conn = slot.last_ack, slot.conn
-        health = slot.health.to_wire()
+        health = slot.health.to_wire(self.now())
         if conn is not None:
             health["readiness"] = conn.readiness.state
             health["progress"] = dict(conn.readiness.progress)

@@ -186,7 +186,7 @@ class HttpReranker:
         }
 
     def _health_row(self) -> dict[str, Any]:
-        health = self.health.to_wire()
+        health = self.health.to_wire(self._now())
         health["skipped"] = self.skipped
         wait = cool_down_s(self.health.consecutive_failures, self.server.cool_down)
         if wait > 0 and self.health.failed_at is not None:  # cooling down: when it is asked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from hostd.client import Client
@@ -121,3 +122,45 @@ def test_a_connect_that_waits_for_a_daemon_says_so_first(tmp_path: Path) -> None
     assert gone.startswith("hostd: no daemon at ") and "waited 0.5 s" in gone
     at_once = run_hostd("--config", str(config), "compose", "x", "--connect", "--wait", "0")
     assert "waiting" not in at_once.stderr
+
+
+def test_status_says_why_a_provider_is_down_and_since_when(tmp_path: Path) -> None:
+    """A provider that dies at every start is parked ``failed``: ``status`` shows its
+    last failure, how long ago it was and how to start it again; ``providers`` the age
+    of that failure too."""
+    config = _config(tmp_path)
+    crash = ["python", "-m", "tests.fixtures.echoing_provider", "start_crash"]
+    text = config.read_text(encoding="utf-8").replace(
+        "[host]\n", "[host]\nretry_failed_after_s = 0\n"
+    )
+    text += (
+        f'[[provider]]\nid = "broken"\ncommand = {json.dumps(crash)}\ncwd = "{ROOT}"\n'
+        '[provider.env]\nAPI_TOKEN = "tok-123"\n'
+    )
+    config.write_text(text, encoding="utf-8")
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            # A crashed provider starts again on a request once its backoff is over;
+            # its restart attempts spent, it is parked.
+            while _state(client.providers(), "broken") != "failed":
+                client.call("context/query", {"goal": "anything", "budget": 100})
+        shown = run_hostd("--config", str(config), "status")
+        assert shown.returncode == 0, shown.stderr
+        (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider broken:")]
+        assert re.fullmatch(
+            r"provider broken: failed \d+ s ago: .*exited with status 3.*; "
+            r"`hostd providers restart broken --connect` starts it now",
+            line,
+        ), line
+        assert "tok-123" not in shown.stdout  # what it wrote is scrubbed
+        assert "provider alpha: ready" in shown.stdout.splitlines()
+        listed = run_hostd("--config", str(config), "providers", "--connect")
+        assert re.search(r"hostd: broken: .*\(\d+ s ago\)\n", listed.stderr), listed.stderr
+    finally:
+        assert child.stop() == 0
+
+
+def _state(rows: list[dict[str, object]], pid: str) -> object:
+    return next(row["state"] for row in rows if row["id"] == pid)

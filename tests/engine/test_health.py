@@ -338,3 +338,17 @@ def test_after_a_start_outlives_its_deadline_no_request_waits_for_the_next() -> 
     assert awaits_start(record_failure(stuck, now=2.0, error="crashed", policy=POLICY))
     assert awaits_start(record_restart_requested(stuck))
     assert stuck.to_wire()["start_timed_out"] is True
+
+
+def test_the_last_failure_keeps_its_time_after_a_recovery() -> None:
+    crashed = record_failure(
+        record_started(Health()), now=100.0, error="exited with status 3", policy=POLICY
+    )
+    assert crashed.to_wire(now=112.34)["last_failure_s_ago"] == 12.3
+    healed = record_leg(record_started(crashed), "ok")
+    wire = healed.to_wire(now=700.0)
+    # History, and how old it is: a reader tells it from a fresh failure.
+    assert wire["state"] == "ready" and wire["last_failure"] == "exited with status 3"
+    assert wire["last_failure_s_ago"] == 600.0
+    assert Health().to_wire(now=5.0)["last_failure_s_ago"] is None
+    assert crashed.to_wire()["last_failure_s_ago"] is None  # no clock given: no age
