@@ -18,6 +18,8 @@ from tqdm import tqdm
 
 from hostd.config import Config
 
+from ._common import connect_arg, session
+
 __all__ = ["ProgressBars", "add_warm_command", "forward_progress", "warm_command"]
 
 
@@ -73,8 +75,9 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
         help="start every provider and wait until each has built its index",
         description="Start the configured providers, show their progress (a bar per "
         "provider on a terminal) and wait until each is ready, so the first request is "
-        "served warm. Exit 1 when a provider could not start within its start_timeout_s, "
-        "failed its warm-up or exited.",
+        "served warm. When a daemon serves this config (or with --connect), its own "
+        "providers are warmed and waited for: no second set is started. Exit 1 when a "
+        "provider could not start within its start_timeout_s, failed its warm-up or exited.",
     )
     warm.add_argument(
         "--progress",
@@ -82,6 +85,7 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
         default="auto",
         help="progress bars on stderr: on a terminal (auto), always, or never",
     )
+    connect_arg(warm)
     warm.set_defaults(run=warm_command)
 
 
@@ -94,23 +98,32 @@ def forward_progress(bars: ProgressBars) -> Any:
 
 
 async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
-    """``hostd warm``: boot every provider, show progress, wait until each is ready."""
+    """``hostd warm``: every provider started and waited for, with progress; through the
+    daemon serving this config when there is one (its providers are the ones the next
+    request meets; a second set beside them would build the same index twice)."""
     from hostd.errors import NoProviderAvailable
-    from hostd.server import Daemon
+    from hostd.server import socket_is_live
 
-    if not cfg.provider:  # nothing to warm: say where hostd looked and how to get one
+    connect = args.connect
+    if connect is None and socket_is_live(cfg.socket_path):
+        connect = ""
+        sys.stderr.write(
+            f"hostd: a daemon is serving this config at {cfg.socket_path}: warming its providers\n"
+        )
+    if connect is None and not cfg.provider:  # nothing to warm: say where hostd looked
         raise NoProviderAvailable(cfg.no_providers())
     enabled = {"auto": None, "always": True, "never": False}[args.progress]
     bars = ProgressBars(enabled)
-    # Started by ``warm_all`` itself, after the bars listen: they hear every note.
-    cfg = cfg.model_copy(update={"host": cfg.host.model_copy(update={"start_providers": "lazy"})})
-    daemon = Daemon(cfg)
-    async with daemon.local():
-        assert daemon.host is not None
-        try:
-            states = await daemon.host.warm_all(bars)
-        finally:
-            bars.close()
+    if connect is None:
+        # Started by the warm-up itself, after the bars listen: they hear every note.
+        host = cfg.host.model_copy(update={"start_providers": "lazy"})
+        cfg = cfg.model_copy(update={"host": host})
+    try:
+        async with session(cfg, connect, boot=False, wait=args.wait) as s:
+            result = await s.call("providers/warm", {}, on_progress=forward_progress(bars))
+    finally:
+        bars.close()
+    states: dict[str, str] = result["providers"]
     for pid, state in states.items():
         sys.stdout.write(f"{pid}\t{state}\n")
     return 0 if all(s == "ready" for s in states.values()) else 1

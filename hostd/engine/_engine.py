@@ -50,6 +50,10 @@ class Engine(Protocol):
         """``providers/restart``: the provider's row after its restart."""
         ...
 
+    async def warm_all(self, on_progress: ProgressDone | None = None) -> dict[str, str]:
+        """``providers/warm``: every provider started and waited for, its readiness."""
+        ...
+
     def session_stats(self) -> dict[str, Any]:
         """Reuse-cache and verification figures for ``host/status``."""
         ...

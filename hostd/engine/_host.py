@@ -32,7 +32,6 @@ from hostd.errors import HostdError, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
-    OnProgress,
     ProviderConnection,
     ProviderLink,
     StderrPolicy,
@@ -170,41 +169,43 @@ class Host:
     async def start_all(self) -> None:
         await self.pool.start_all()
 
-    async def warm_all(self, on_progress: OnProgress | None = None) -> dict[str, str]:
-        """Start every provider and wait until each is ready or failed (``hostd warm``):
-        a warm-up may outlast the start deadline (a cold embedding build), so only the
-        provider's exit ends the wait early. The readiness of each, by provider id."""
-        if on_progress is not None:
-            self.pool.progress_listeners.append(on_progress)
+    async def warm_all(self, on_progress: ProgressDone | None = None) -> dict[str, str]:
+        """Start every provider and wait until each is ready or failed (``hostd warm``,
+        ``providers/warm``): a warm-up may outlast the start deadline (a cold embedding
+        build), so only the provider's exit ends the wait early. One already started
+        (a serving daemon's) is joined, not started again. The readiness of each, by
+        provider id; ``on_progress`` hears each warm-up step meanwhile."""
+        work = self._warm_all()
+        if on_progress is None:
+            return await work
+        return await self._with_progress(set(self.pool.slots), on_progress, work)
+
+    async def _warm_all(self) -> dict[str, str]:
         states: dict[str, str] = {}
-        try:
 
-            async def one(slot: Slot) -> None:
-                try:
-                    conn = await self.pool.ensure(slot)
-                except HostdError as exc:
-                    states[slot.spec.id] = f"{exc.reason}: {exc.message}"
-                    return
-                if not isinstance(conn, ProviderConnection):  # remote: ready at its handshake
-                    states[slot.spec.id] = conn.readiness.state
-                    return
-                async with anyio.create_task_group() as tg:
-
-                    async def settle(event: anyio.Event) -> None:
-                        await event.wait()
-                        tg.cancel_scope.cancel()
-
-                    tg.start_soon(settle, conn.readiness.settled)
-                    tg.start_soon(settle, conn.child.exited)
-                alive = conn.child.returncode is None
-                states[slot.spec.id] = conn.readiness.state if alive else "crashed"
-
+        async def one(slot: Slot) -> None:
+            try:
+                conn = await self.pool.ensure(slot)
+            except HostdError as exc:
+                states[slot.spec.id] = f"{exc.reason}: {exc.message}"
+                return
+            if not isinstance(conn, ProviderConnection):  # remote: ready at its handshake
+                states[slot.spec.id] = conn.readiness.state
+                return
             async with anyio.create_task_group() as tg:
-                for slot in self.pool.slots.values():
-                    tg.start_soon(one, slot)
-        finally:
-            if on_progress is not None:
-                self.pool.progress_listeners.remove(on_progress)
+
+                async def settle(event: anyio.Event) -> None:
+                    await event.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(settle, conn.readiness.settled)
+                tg.start_soon(settle, conn.child.exited)
+            alive = conn.child.returncode is None
+            states[slot.spec.id] = conn.readiness.state if alive else "crashed"
+
+        async with anyio.create_task_group() as tg:
+            for slot in self.pool.slots.values():
+                tg.start_soon(one, slot)
         return dict(sorted(states.items()))
 
     # -- fan-out -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ path itself (floors, fan-out, strategy, composition, recording, the report) is
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
@@ -44,6 +45,7 @@ from ._params import (
     NoParams,
     RestartParams,
     UsageParams,
+    WarmParams,
 )
 
 __all__ = [
@@ -158,6 +160,20 @@ async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, 
     return {"provider": await ctx.pipeline.engine.restart_provider(p.provider)}
 
 
+async def providers_warm(ctx: RequestContext, p: WarmParams) -> dict[str, Any]:
+    """Start every provider not running and wait until each is ready or has failed
+    (``hostd warm`` through a serving daemon: its own providers, never a second set)."""
+    progress = ctx.progress(p.progress_token)
+
+    async def note(provider_id: str, step: dict[str, Any]) -> None:
+        if progress is not None:
+            out = progress({"provider": provider_id, "status": "warming", "warming": step})
+            if inspect.isawaitable(out):
+                await out
+
+    return {"providers": await ctx.pipeline.engine.warm_all(note if progress else None)}
+
+
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     ctx.pipeline.chosen([p.provider])
     receipt = ctx.pipeline.consent_ledger().grant(p.provider, p.scope, p.grantor)
@@ -211,6 +227,7 @@ METHODS: Mapping[str, Method] = {
     "context/query": Method(ContextQueryParams, context_query),
     "providers/list": Method(NoParams, providers_list),
     "providers/restart": Method(RestartParams, providers_restart),
+    "providers/warm": Method(WarmParams, providers_warm),
     "consent/grant": Method(ConsentParams, consent_grant),
     "consent/revoke": Method(ConsentParams, consent_revoke),
     "consent/list": Method(ConsentListParams, consent_list),

@@ -24,6 +24,7 @@ __all__ = [
     "QueryParams",
     "RestartParams",
     "UsageParams",
+    "WarmParams",
 ]
 
 _MAX_STR = 64 * 1024
@@ -134,3 +135,7 @@ class RestartParams(_Params):
 
 class NoParams(_Params):
     pass
+
+
+class WarmParams(_Params):
+    progress_token: str | int | None = None

@@ -7,10 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from hostd.cli._commands import audit_summary
 from hostd.cli._outcome import leg_failures, warming_lines
 from hostd.cli._warm import ProgressBars
+from hostd.client import Client
+from tests.fixtures.procs import ServeChild
 from tests.providers._stdio import REPO, child_env
 
 
@@ -141,3 +144,47 @@ def test_the_advice_follows_where_the_provider_goes_on_building() -> None:
     assert "goes on building in the background" in daemon[0]
     assert "`hostd providers --config /p/hostd.toml --connect`" in daemon[0]
     assert warming_lines({"providers": [{"provider_id": "files", "status": "ok"}]}) == []
+
+
+def test_warm_through_a_serving_daemon_warms_its_providers_not_a_second_set(
+    tmp_path: Path,
+) -> None:
+    """With a daemon serving the config, ``hostd warm`` starts and waits for the
+    daemon's own providers (``providers/warm``), its progress forwarded: the
+    providers the next request meets, and no second set building the same index."""
+    gate = tmp_path / "gate"
+    config = _config(tmp_path, ("a", ["--warm-gate", str(gate), "--steps", "3"], ""))
+    config.write_text(
+        config.read_text().replace("[host]\n", '[host]\nstart_providers = "lazy"\n', 1)
+    )
+    child = ServeChild(config, env=child_env())
+    assert child.start(60)
+    try:
+        warm = subprocess.Popen(
+            [sys.executable, "-m", "hostd", "--config", str(config), "warm"]
+            + ["--progress", "always"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=child_env(),
+        )
+        with Client.connect(tmp_path / "h.sock") as client:
+            # Lazy: only the warm-up, asked of the daemon, starts it.
+            while _row(client, "a")["state"] != "warming":
+                assert warm.poll() is None, warm.communicate()
+            gate.touch()
+            out, err = warm.communicate(timeout=300)  # a hang guard
+            assert warm.returncode == 0, err
+            assert out.splitlines() == ["a\tready"]
+            assert f"a daemon is serving this config at {tmp_path / 'h.sock'}" in err
+            assert "a: build" in err  # the daemon's progress notes drew the bar
+            row = _row(client, "a")
+            assert row["state"] == "ready" and row["health"]["starts"] == 1
+    finally:
+        assert child.stop() == 0
+
+
+def _row(client: Client, pid: str) -> dict[str, Any]:
+    rows = client.call("providers/list")["providers"]
+    return next(r for r in rows if r["id"] == pid)
