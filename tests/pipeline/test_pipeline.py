@@ -61,6 +61,9 @@ class _Engine:
     async def restart_provider(self, provider_id: str) -> dict[str, Any]:
         return {}
 
+    async def warm_all(self, on_progress: Any = None) -> dict[str, str]:
+        return {}
+
     def session_stats(self) -> dict[str, Any]:
         return {}
 
