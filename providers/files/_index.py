@@ -24,7 +24,7 @@ from hostd.protocol import ContextFrame, ContextQuery
 
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._corpus_cache import load_corpus, save_corpus
-from .._frames import Packed, now_timestamp, pack, query_text, saturate
+from .._frames import STOPWORDS, Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 
@@ -34,10 +34,6 @@ BM25_HALF_SCORE = 12.0
 
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[0-9]+")
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_STOPWORDS = frozenset(
-    "a an and are as at be by do does for from has have how i if in is it its of on or "
-    "that the this to was what when where which who why will with".split()
-)
 
 
 def _stem(word: str) -> str:
@@ -55,10 +51,10 @@ def tokenize(text: str) -> list[str]:
         word = m.group(0)
         lower = word.lower()
         parts = [p.lower() for piece in word.split("_") for p in _CAMEL_RE.findall(piece)]
-        if lower not in _STOPWORDS:
+        if lower not in STOPWORDS:
             out.append(_stem(lower.strip("_")))
         if len(parts) > 1:
-            out.extend(_stem(p) for p in parts if p not in _STOPWORDS)
+            out.extend(_stem(p) for p in parts if p not in STOPWORDS)
     return [t for t in out if t]
 
 

@@ -33,7 +33,7 @@ from hostd.protocol import (
     sha256_digest,
 )
 
-from .._frames import Packed, now_timestamp, pack, query_text, saturate
+from .._frames import STOPWORDS, Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = [
     "FTS_HALF_SCORE",
@@ -336,7 +336,9 @@ class MemoryStore:
         self, text: str, *, as_of: str | None = None, limit: int = 200
     ) -> builtins.list[tuple[Entry, float]]:
         """``(entry, raw BM25)`` best first among entries valid at ``as_of`` (Q2, half-open)."""
-        words = _WORD_RE.findall(text)
+        # Stop words are not searched for: "where is the banana" must not match every
+        # entry that says "the" (only "banana" is asked; nothing, when that is all).
+        words = [w for w in _WORD_RE.findall(text) if w.lower() not in STOPWORDS]
         if not words:
             return []
         # Every word quoted: the user's text is data, never FTS5 query syntax.

@@ -117,6 +117,15 @@ def test_query_text_is_data_not_fts_syntax(store: MemoryStore) -> None:
     assert store.answer(_q("")).frames == []
 
 
+def test_stop_words_match_nothing_on_their_own(store: MemoryStore) -> None:
+    note = store.add("fact", "team note", "Remember the deploy window is on the weekend.")
+    banana = store.add("fact", "fruit", "The banana lives in the blue crate.")
+    # "where is the" says nothing: only "banana" is asked, so the note is not a match.
+    assert _ids(store, "where is the banana", None) == [banana.frame_id]
+    assert _ids(store, "What is THE", None) == []
+    assert _ids(store, "when is the deploy window", None) == [note.frame_id]
+
+
 def test_verify_answers_from_the_stored_digest(store: MemoryStore) -> None:
     a = store.add("fact", "a", "alpha")
     b = store.add("fact", "b", "beta")
