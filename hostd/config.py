@@ -196,6 +196,22 @@ class HostSettings(_Section):
     #: A Hugging Face ``tokenizer.json``: the budget then counts the prompt in that
     #: model's tokens (unset: canonical tokens, B3: UTF-8 bytes / 4).
     tokenizer: Path | None = None
+    #: The ranking policy of a composition that names none: any ``strategy`` spelling a
+    #: request may give (``"rrf"``, ``"quota:2"``, ``{"rrf": {"k": 60}}``). Unset:
+    #: ``score``. A request's ``strategy`` (``--strategy``) overrides it.
+    strategy: str | dict[str, Any] | None = None
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, value: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+        if value is not None:
+            from hostd.compose import strategy_from_wire  # imported late, as the transport
+
+            try:
+                strategy_from_wire(value)  # its ValueError names the spellings
+            except TypeError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("tokenizer")
     @classmethod
@@ -494,6 +510,22 @@ class Config(_Section):
                 raise ValueError(f"duplicate provider id {spec.id!r}")
             seen.add(spec.id)
         return value
+
+    @model_validator(mode="after")
+    def _strategy_names_providers(self) -> Config:
+        """A default strategy's weights name configured providers, as a request's must."""
+        if self.host.strategy is not None and self.provider:
+            from hostd.compose import strategy_from_wire
+
+            weights = getattr(strategy_from_wire(self.host.strategy), "weights", None) or {}
+            ids = [p.id for p in self.provider]
+            unknown = sorted(set(weights) - set(ids))
+            if unknown:
+                raise ValueError(
+                    f"host.strategy: weights name {unknown}, not configured providers "
+                    f"({', '.join(ids)})"
+                )
+        return self
 
     def no_providers(self) -> str:
         """Why no provider can answer: the file used, where else was looked, the way out."""

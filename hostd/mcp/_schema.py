@@ -43,7 +43,8 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
         "budget": {"type": "integer", "minimum": 1, "description": "global token budget"},
         "strategy": {
             "description": "score | round_robin | quota:K | rrf[:k=N,PROVIDER=W] | "
-            "margin[:k=N,PROVIDER=W] | mmr[:lambda=L], or the JSON object form (docs/cli.md)",
+            "margin[:k=N,PROVIDER=W] | mmr[:lambda=L], or the JSON object form (docs/cli.md); "
+            "default: the config's host.strategy, else score",
             "type": ["string", "object"],
         },
         "placement": {"type": "string", "enum": ["edges", "ranked", "grouped", "canonical"]},

@@ -163,7 +163,7 @@ class Pipeline:
         admit = functools.partial(
             c.admit_request,
             budget,
-            strategy=request.strategy,
+            strategy=request.strategy if request.strategy is not None else host.strategy,
             placement=request.placement,
             caps=request.caps,
             floors=[(f.label, f.content, f.position) for f in request.floors],
