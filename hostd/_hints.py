@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "budget_advice",
     "warming_advice",
     "warming_ids",
     "warming_state",
@@ -69,4 +70,40 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
         f"still warming: {who}. hostd goes on building in the background: call "
         f"compose_context again shortly (`hostd warm{config}` builds the index ahead of "
         f"time, and the bundled providers keep it on disk)"
+    )
+
+
+def budget_advice(result: Mapping[str, Any]) -> str | None:
+    """For a composition that included nothing because nothing fit (every frame ranked
+    ``over_budget``): what the smallest one costs, what the budget left after the
+    prompt's own lines, and the budget that would include it. ``None`` otherwise: an
+    empty prompt for other reasons says nothing of the budget."""
+    audit = result.get("audit") or {}
+    entries = audit.get("entries") or []
+    if any(e.get("disposition") == "included" for e in entries):
+        return None
+    budget = audit.get("global_budget")
+    if not isinstance(budget, int):
+        return None
+    # What each would need: the budget, less the room it had, plus its cost; past a
+    # budget its fixed lines alone are over, by ``over_by`` more.
+    needs = [
+        (budget - int(d["remaining"]) + int(d.get("over_by") or 0) + int(d["cost"]), d)
+        for e in entries
+        if e.get("reason") == "over_budget"
+        and isinstance(d := e.get("detail"), Mapping)
+        and isinstance(d.get("cost"), int)
+        and isinstance(d.get("remaining"), int)
+    ]
+    if not needs:
+        return None
+    need, detail = min(needs, key=lambda n: n[0])
+    own = (
+        f"the prompt's own lines alone take {budget + int(detail['over_by'])}"
+        if detail.get("over_by")
+        else f"the prompt's own lines leave {detail['remaining']} of it"
+    )
+    return (
+        f"the budget of {budget} tokens is too small for any frame offered: {own} and "
+        f"the smallest frame costs {detail['cost']}; a budget of at least {need} includes it"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from hostd._hints import warming_advice, warming_ids, warming_state
+from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
 from hostd.config import Config, find_config
 from hostd.errors import NoDaemon
 
@@ -156,7 +156,12 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
         why = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda i: -i[1]))
         lines = [f"empty prompt: {sum(offered.values())} frame(s) offered, none included ({why})"]
         if "over_budget" in reasons:
-            lines.append("  no frame fit what the budget left after the preamble: raise --budget")
+            advice = budget_advice(result)
+            lines.append(
+                f"  {advice}: raise --budget"
+                if advice
+                else "  no frame fit what the budget left after the preamble: raise --budget"
+            )
     for p in result.get("providers") or []:
         if p.get("status") == "ok" and not p.get("note"):  # a note: leg_failures says it
             pid = str(p.get("provider_id"))

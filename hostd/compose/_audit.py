@@ -124,6 +124,8 @@ def ranked_entries(
                         size += len(peek(base)) - len(base)
                     cost = (size + 3) >> 2  # tokens_of_bytes, inline
                 detail: dict[str, Any] = {"cost": cost, "remaining": remaining}
+                if spent > budget:  # the prompt's own lines alone are over: by how much
+                    detail["over_by"] = spent - budget
                 if rank in recounted:  # fitted block by block, not once counted whole
                     detail["whole_prompt"] = True
                 reason = "over_budget"

@@ -15,7 +15,7 @@ import math
 from collections import Counter
 from typing import Any, TypeGuard
 
-from hostd._hints import warming_advice, warming_ids, warming_state
+from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
@@ -345,10 +345,14 @@ def no_evidence(result: dict[str, Any], config: str | None = None) -> str | None
         for p in reports
     ]
     head = "hostd: no evidence for this goal [no_evidence]"
+    advice = budget_advice(result)
+    if advice is not None:  # there was evidence: none of it fit
+        head = "hostd: no evidence fit the budget [no_evidence]"
     return "\n".join(
         [
             head + (":" if lines else "; no provider was asked"),
             *lines,
+            *([f"hostd: {advice}: pass a larger budget"] if advice else []),
             *warming_hints(result, config),
         ]
     )
