@@ -52,6 +52,12 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
         "providers": {**_STRINGS, "description": "provider subset (default: all)"},
         "session": {"type": "string", "minLength": 1, "description": "reuse across turns"},
         "query_text": {"type": "string", "description": "search text (default: the goal)"},
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "how long each provider may take (a provider still starting or "
+            "building its index past it is reported warming, not waited for)",
+        },
     },
     "required": ["goal"],
     "additionalProperties": False,
@@ -264,6 +270,7 @@ _ARGUMENTS = (
     "providers",
     "session",
     "query_text",
+    "timeout_ms",
 )
 
 

@@ -445,3 +445,30 @@ async def test_cancelling_a_call_cancels_the_composition_in_the_daemon(
             )
     assert after.is_error is False
     assert await daemon.stop() == 0
+
+
+async def test_timeout_ms_returns_without_waiting_for_a_cold_provider(
+    workdir: Path, marker: str
+) -> None:
+    """An agent that cannot wait for a provider's index to build passes ``timeout_ms``:
+    the call returns with what the others gave, the cold one reported ``warming``
+    (without it, the call would wait up to that provider's ``start_timeout_s``)."""
+    gate = workdir / "gate"  # touched only once the call has returned
+    cold = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(gate)]
+    extra = (
+        f'[[provider]]\nid = "cold"\ncommand = {json.dumps(cold)}\ncwd = "{ROOT}"\n'
+        "start_timeout_s = 3600\n"
+    )
+    config = write_config(workdir, marker, {"alpha": {}}, extra=extra)
+    try:
+        with anyio.fail_after(120):
+            async with Client(hostd_mcp(config), mode="legacy") as client:
+                arguments = {"goal": "frames", "timeout_ms": 300}
+                result = await client.call_tool("compose_context", arguments)
+    finally:
+        gate.touch()
+    assert result.is_error is False, _texts(result)
+    structured = result.structured_content or {}
+    status = {p["provider_id"]: p["status"] for p in structured["providers"]}
+    assert status == {"alpha": "ok", "cold": "warming"}
+    assert structured["citations"]
