@@ -19,7 +19,7 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
-from hostd.protocol import ContextFrame, FrameId
+from hostd.protocol import FRAME_KINDS, ContextFrame, FrameId
 
 from ._leg_audit import LegAudit, audit_leg
 from ._plan import FanOutPlan, LegPlan
@@ -106,14 +106,18 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
 
 def no_kind_declared(reply: LegReply, offered: int) -> str | None:
     """The note of a leg that answered no frame when the request asked for kinds its
-    provider declares none of (its ``capabilities.query.kinds``, which are not quoted:
-    they are its text). ``None`` otherwise."""
+    provider declares none of (its ``capabilities.query.kinds``): those of the
+    protocol's vocabulary are named, so the caller knows what to ask; any other is the
+    provider's own text (U2), counted, never quoted. ``None`` otherwise."""
     kinds, declared = reply.query.kinds, reply.declared_kinds
     if offered or not kinds or not declared or not set(kinds).isdisjoint(declared):
         return None
+    known = sorted(set(declared) & FRAME_KINDS)
+    others = len(set(declared)) - len(known)
+    named = ", ".join(known) + (f" and {others} other(s)" if others and known else "")
     return (
         f"no frame: none of the kinds asked ({', '.join(kinds)}) is among the "
-        f"{len(declared)} it declares"
+        f"{len(declared)} it declares" + (f" ({named})" if known else "")
     )
 
 

@@ -236,13 +236,14 @@ def test_an_answer_asked_only_for_kinds_its_provider_does_not_declare_says_so() 
     plan = _plan("a")
     leg = plan.legs[0]
     query = leg.query.model_copy(update={"kinds": ["nosuchkind", "x"]})
-    declared = ("snippet", "doc")
+    declared = ("snippet", "doc", "<its own kind>")
     empty = judge_leg(leg, LegReply("a", query, frames=[], declared_kinds=declared)).report
     assert empty.status is LegStatus.OK
-    assert (
-        empty.note == "no frame: none of the kinds asked (nosuchkind, x) is among the 2 it declares"
-    )
-    assert "snippet" not in empty.note  # what the provider declared is its text: not quoted
+    assert empty.note == (
+        "no frame: none of the kinds asked (nosuchkind, x) is among the 3 it declares "
+        "(doc, snippet and 1 other(s))"
+    )  # the protocol's kinds are named, so the caller knows what to ask
+    assert "its own kind" not in empty.note  # a kind of its own is its text: not quoted
     # A kind it declares asked, no kind asked, or any kind declared: nothing to explain.
     overlap = query.model_copy(update={"kinds": ["doc", "x"]})
     for q, kinds in ((overlap, declared), (leg.query, declared), (query, ())):
