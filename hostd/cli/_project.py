@@ -305,6 +305,8 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
     sys.stdout.write(
         f'next: cd {project} && hostd compose "a question about the project"\n'
         f"an MCP client: {_toml(mcp_entry(target))}\n"
+        "  (it starts its own providers; while `hostd serve` runs for this project, add "
+        '"--connect" to its args to share the daemon\'s warm ones instead)\n'
     )
     left = _left_behind(global_dir) if replaces_global else []
     if left:  # nothing is copied or moved: those files may be other projects' too

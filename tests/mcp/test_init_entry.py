@@ -26,6 +26,9 @@ async def test_the_entry_init_prints_serves_mcp_from_anywhere(tmp_path: Path) ->
     entry = json.loads(line.removeprefix("an MCP client: "))
     assert Path(entry["command"]).is_absolute(), entry
     assert entry["args"][-3:] == ["--config", str(project / "hostd.toml"), "mcp"]
+    lines = made.stdout.splitlines()
+    after = lines[lines.index(line) + 1]  # beside a running `hostd serve`: how to share it
+    assert 'add "--connect" to its args' in after, after
     # A desktop client's environment: no virtualenv on PATH, its own directory.
     bare = {"PATH": "/usr/bin:/bin", "HOME": env["HOME"], "HF_HUB_OFFLINE": "1"}
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=bare, cwd="/")
