@@ -21,6 +21,7 @@ import logging
 import logging.handlers
 import math
 import os
+import re
 import stat
 import threading
 import time
@@ -133,16 +134,28 @@ def _console(colors: bool) -> Any:
     return render
 
 
+#: A URL's query, in a library's message (httpx logs each request's URL at info): a
+#: server may take its key there, so it is never written (C8), whatever the level.
+_URL_QUERY_RE = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s#\"'<>]*")
+
+
 class _StdlibJson(logging.Formatter):
-    """Third-party stdlib log records as lines like ours (never their arguments' repr)."""
+    """Third-party stdlib log records as lines like ours, with their time, a URL's
+    query left out (never their arguments' repr)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        at = (
+            datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z")
+        )
         return str(
             _render(
                 {
                     "event": f"stdlib.{record.name}",
-                    "message": record.getMessage(),
+                    "message": _URL_QUERY_RE.sub(r"\1?<redacted>", record.getMessage()),
                     "level": record.levelname.lower(),
+                    "timestamp": at,
                 }
             )
         )

@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -250,6 +251,21 @@ def test_third_party_loggers_obey_the_log_level(level: str, shown: list[str]) ->
     assert [e["level"] for e in events if e["message"].startswith("a ")] == shown
     built = [e for e in events if "Building index" in e["message"]]
     assert bool(built) == (level == "debug")
+
+
+def test_a_librarys_line_has_a_timestamp_and_never_a_urls_query() -> None:
+    out = io.StringIO()
+    logs.configure_logging("debug", stream=out)
+    url = "https://teamnotes.example:8443/cgp?api_key=QSECRET-999&x=1"
+    logging.getLogger("httpx").info('HTTP Request: POST %s "HTTP/1.1 200 OK"', url)
+    logs.flush_logs()
+    (event,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert "QSECRET" not in out.getvalue()
+    assert event["message"] == (
+        'HTTP Request: POST https://teamnotes.example:8443/cgp?<redacted> "HTTP/1.1 200 OK"'
+    )
+    # The same form as ours: ISO 8601, UTC, "Z".
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", event["timestamp"])
 
 
 class _Counting:

@@ -72,6 +72,7 @@ from hostd.transport import (
     RemoteConnection,
     TokenSource,
     secret_env_values,
+    shown_url,
 )
 from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 
@@ -353,7 +354,7 @@ async def check_remote_provider(
         endpoint = launcher.endpoint(spec)
     except HostdError as exc:  # the URL (C7), or the TLS files cannot be loaded
         start = CheckResult("start", False, f"{exc.reason}: {_unnamed(spec.id, exc.message)}")
-        return Checked(_not_run_after([start], remote=True), [url])
+        return Checked(_not_run_after([start], remote=True), [shown_url(url)])
 
     async def open_link(handshake_timeout: float) -> Link:
         # As the engine opens a remote provider: the token read again, the handshake's
@@ -372,7 +373,7 @@ async def check_remote_provider(
     redactor = launcher.redactor(spec)
     for result in run.results:
         result.detail = redactor.text(result.detail)
-    return Checked(run.results, [url])
+    return Checked(run.results, [shown_url(url)])
 
 
 def _unnamed(pid: str, message: str) -> str:
@@ -868,7 +869,10 @@ def render_remote_header(
     daemon reaches it (its binding; where its credential comes from, named, never its
     value, C8; the TLS files), and a call's deadline."""
     assert spec.url is not None
-    scheme = urlsplit(spec.url).scheme.upper()
+    parts = urlsplit(spec.url)
+    scheme = parts.scheme.upper()
+    # The query may hold a server's key: sent, never shown (C8), as in providers/list.
+    hidden = " (its query not shown)" if parts.query else ""
     where = TokenSource(spec.token_file, spec.token_env).named  # reads nothing
     credential = "none" if where is None else f"the bearer token in {where} (never shown)"
     if scheme != "HTTPS":
@@ -880,8 +884,8 @@ def render_remote_header(
     mutual = f"; client_cert {spec.client_cert}" if spec.client_cert is not None else ""
     call = deadlines.call
     return (
-        f"asked {spec.url} over {scheme} ({spec.binding}), as the daemon asks a "
-        "[[provider]] url\n"
+        f"asked {shown_url(spec.url)}{hidden} over {scheme} ({spec.binding}), as the daemon "
+        "asks a [[provider]] url\n"
         f"credential: {credential}; {trust}{mutual}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
         f"({call.why.split(';')[0]})\n" + _asked(goal, budget, query_text)

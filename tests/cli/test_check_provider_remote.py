@@ -111,7 +111,7 @@ def test_the_cgp_binding_reaches_it_too_and_the_table_names_the_credential_not_i
         "--timeout-ms",
         _GUARD_MS,
         "--url",
-        remote.url,
+        remote.url + "?api_key=QSECRET-999",  # a server's key in the query: sent, never shown
         "--token-file",
         str(remote.token_file),
         "--ca-file",
@@ -119,7 +119,11 @@ def test_the_cgp_binding_reaches_it_too_and_the_table_names_the_credential_not_i
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == f"asked {remote.url} over HTTPS (cgp), as the daemon asks a [[provider]] url"
+    assert lines[0] == (
+        f"asked {remote.url} (its query not shown) over HTTPS (cgp), "
+        "as the daemon asks a [[provider]] url"
+    )
+    assert "QSECRET" not in done.stdout + done.stderr
     assert lines[1] == (
         f"credential: the bearer token in token_file {remote.token_file} (never shown); "
         f"trusting ca_file {remote.ca_file}"
