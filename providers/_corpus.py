@@ -105,6 +105,7 @@ _SECRET_SUFFIXES = (
     ".tfstate.backup",
     ".tfvars",
     ".tfvars.json",
+    ".token",  # a bearer token kept in a file (a [[provider]] token_file, say)
 )
 # ``.env.<name>`` is a secret unless its last part says it is the committed template.
 _ENV_TEMPLATES = frozenset({"example", "sample", "template", "dist"})

@@ -263,10 +263,13 @@ class Host:
         # (nor is cut short by one's deadline); without one, no task group at all.
         callbacks: TaskGroup | None = None
 
+        credentials = self.pool.launcher.credentials
+
         def on_reply(reply: LegReply) -> None:
             leg = plan.leg(reply.provider_id)
             assert leg is not None
-            done = judged[reply.provider_id] = judge_leg(leg, reply)
+            # Asked per reply: a provider started by this very fan-out adds its own.
+            done = judged[reply.provider_id] = judge_leg(leg, reply, credentials())
             if early is not None and done.audit is not None and done.audit.accepted:
                 unchecked.append(reply.provider_id)
             report = done.report

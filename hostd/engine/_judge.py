@@ -12,8 +12,9 @@ this), ``unverified`` otherwise. No I/O, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
 from types import MappingProxyType
@@ -48,8 +49,11 @@ class JudgedLeg:
     audit: LegAudit | None = None
 
 
-def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
-    """One leg's report (and audit, when frames came back)."""
+def judge_leg(
+    leg: LegPlan, reply: LegReply, credentials: re.Pattern[str] | None = None
+) -> JudgedLeg:
+    """One leg's report (and audit, when frames came back). ``credentials`` matches
+    the secrets of the host's config: a frame holding one is dropped (``credential``)."""
     fields: dict[str, Any] = {
         "max_tokens": leg.asked,
         "share": leg.share,
@@ -69,6 +73,8 @@ def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
     audit = audit_leg(
         leg.provider_id, reply.query, reply.frames, declared_kinds=reply.declared_kinds
     )
+    if credentials is not None and audit.accepted:
+        audit = _without_credentials(audit, credentials, leg.provider_id)
     fields["violations"] = audit.violations
     fields["frames_offered"] = audit.offered
     if audit.quarantined:
@@ -93,6 +99,49 @@ def judge_leg(leg: LegPlan, reply: LegReply) -> JudgedLeg:
         **fields,
     )
     return JudgedLeg(report, audit)
+
+
+#: Why a frame holding a credential is dropped (its detail: which part held it).
+_CREDENTIAL = "credential"
+
+
+def _without_credentials(
+    audit: LegAudit, credentials: re.Pattern[str], provider_id: str
+) -> LegAudit:
+    """``audit`` less the accepted frames whose text holds a credential of the host's
+    config (a token, a secret ``env`` value): a provider may serve the very file a
+    ``token_file`` names, and nothing of it may reach a model. The credential is not
+    quoted, only the field that held it."""
+    search = credentials.search
+    ids = audit.accepted_ids or FrameId.many(provider_id, audit.accepted)
+    kept: list[tuple[ContextFrame, FrameId]] = []
+    dropped: list[Excluded] = []
+    for frame, fid in zip(audit.accepted, ids, strict=True):
+        held = next(
+            (
+                name
+                for name, text in (
+                    ("content", frame.content),
+                    ("title", frame.title),
+                    ("citation_label", frame.citation_label),
+                )
+                if text and search(text)
+            ),
+            None,
+        )
+        if held is None:
+            kept.append((frame, fid))
+        else:
+            dropped.append((fid, _CREDENTIAL, {"field": held}))
+    if not dropped:
+        return audit
+    return replace(
+        audit,
+        accepted=tuple(f for f, _ in kept),
+        accepted_ids=tuple(i for _, i in kept) if audit.accepted_ids else (),
+        accepted_cost=sum(f.token_cost for f, _ in kept),
+        excluded=(*audit.excluded, *dropped),
+    )
 
 
 def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:

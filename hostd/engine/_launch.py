@@ -17,6 +17,7 @@ records what came of it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,22 @@ class Launcher:
         self.host_info = host_info
         self._remotes: dict[str, RemoteEndpoint] = {}
         self._redactors: dict[str, Redactor] = {}
+        self._credential_key: list[str] = []
+        self._credential_re: re.Pattern[str] | None = None
+
+    def credentials(self) -> re.Pattern[str] | None:
+        """One pattern matching any credential of any provider this host has opened (its
+        ``env`` secrets, a remote one's bearer token once read), or None when there is
+        none: what no frame may carry into a prompt, whoever served it (a ``files``
+        provider over a directory that holds another provider's ``token_file``)."""
+        known = sorted({s for r in self._redactors.values() for s in r.secrets})
+        if not known:
+            return None
+        if known != self._credential_key:
+            self._credential_key = known
+            ordered = sorted(known, key=len, reverse=True)
+            self._credential_re = re.compile("|".join(map(re.escape, ordered)))
+        return self._credential_re
 
     def redactor(self, spec: ProviderSpec) -> Redactor:
         """The provider's one redaction point, made once (its secrets only grow)."""

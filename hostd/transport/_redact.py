@@ -96,6 +96,11 @@ class Redactor:
             ordered = sorted(self._secrets, key=len, reverse=True)
             self._pattern = re.compile("|".join(re.escape(s) for s in ordered))
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets it scrubs (each at least ``MIN_SECRET_CHARS`` long)."""
+        return tuple(self._secrets)
+
     def text(self, text: str) -> str:
         """``text`` with every secret replaced by ``<redacted>``."""
         pattern = self._pattern

@@ -99,6 +99,7 @@ def _rels(corpus: Corpus) -> set[str]:
         "terraform.tfstate",
         "terraform.tfstate.backup",
         "prod.tfvars",
+        "team-search.token",  # docs/remote.md's token_file example
     ],
 )
 def test_a_credential_file_is_named_secret(name: str) -> None:
