@@ -312,7 +312,20 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
 
 async def _providers(cfg: Config, args: argparse.Namespace) -> int:
     if getattr(args, "providers_command", None) == "restart":
-        async with session(cfg, args.connect, wait=args.wait) as s:
+        connect = args.connect
+        if connect is None:
+            from hostd.server import socket_is_live
+
+            # A restart is of a running provider: the daemon's, when one serves this
+            # config (a one-shot's would start and stop a copy, leaving the daemon's as
+            # it was).
+            if socket_is_live(cfg.socket_path):
+                connect = ""
+                sys.stderr.write(
+                    f"hostd: a daemon is serving this config at {cfg.socket_path}: "
+                    "restarting its provider\n"
+                )
+        async with session(cfg, connect, wait=args.wait) as s:
             row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
         if args.json:
             print_json(row)

@@ -158,6 +158,12 @@ def test_status_says_why_a_provider_is_down_and_since_when(tmp_path: Path) -> No
         assert "provider alpha: ready" in shown.stdout.splitlines()
         listed = run_hostd("--config", str(config), "providers", "--connect")
         assert re.search(r"hostd: broken: .*\(\d+ s ago\)\n", listed.stderr), listed.stderr
+        # A restart, even without --connect, is of the daemon's provider: not a copy's.
+        again = run_hostd("--config", str(config), "providers", "restart", "broken")
+        assert "a daemon is serving this config at" in again.stderr, again.stderr
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            row = next(r for r in client.providers() if r["id"] == "broken")
+        assert row["health"]["restarts_requested"] == 1, row
     finally:
         assert child.stop() == 0
 
