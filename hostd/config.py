@@ -116,10 +116,40 @@ def discover_socket(
     ``host.socket``, else its default (``default_socket_path``). Reads only that key, so
     a client needs nothing the daemon's providers need."""
     file = find_config(config, cwd=cwd).path
-    named = _table(file, "host").get("socket")
+    try:
+        named = _table(file, "host").get("socket")
+    except ConfigError as exc:
+        # Not TOML (an edit under way, a typo): the one line that names it, if any,
+        # so status and stop still reach the daemon that file started.
+        if not isinstance(exc.__context__, tomllib.TOMLDecodeError):
+            raise
+        named = _socket_line(file.read_text(encoding="utf-8", errors="replace"))
     if isinstance(named, str) and named:
         return _resolve(named, file.resolve().parent)
     return default_socket_path(_own_file(file))
+
+
+_TABLE_LINE = re.compile(r"\s*\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$")
+_SOCKET_LINE = re.compile(r"\s*socket\s*=\s*(\"[^\"\n]*\"|'[^'\n]*')\s*(?:#.*)?$")
+
+
+def _socket_line(text: str) -> str | None:
+    """``host.socket`` as one line of a file that is not valid TOML as a whole names
+    it: the ``socket = "…"`` line under ``[host]``; None when there is none."""
+    table = ""
+    for line in text.splitlines():
+        header = _TABLE_LINE.match(line)
+        if header is not None:
+            table = header.group(1)
+            continue
+        found = _SOCKET_LINE.match(line) if table == "host" else None
+        if found is not None:
+            try:
+                value = tomllib.loads(f"v = {found.group(1)}")["v"]
+            except tomllib.TOMLDecodeError:
+                return None
+            return value if isinstance(value, str) else None
+    return None
 
 
 def logs_to_stderr(

@@ -12,6 +12,7 @@ import argparse
 import inspect
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 
@@ -142,8 +143,11 @@ def _config(args: argparse.Namespace) -> Config:
     except ConfigError as exc:
         if not getattr(args, "socket_only", False):
             raise
-        socket = discover_socket(args.config)  # its one key, read raw (still a ConfigError
-        # when the file cannot be read at all)
+        if getattr(args, "socket", None):  # named on the command line: the file is moot
+            socket = Path(args.socket)
+        else:  # its one key, read raw (a file that is not TOML: its `socket =` line);
+            # still a ConfigError when the file cannot be read at all
+            socket = discover_socket(args.config)
         sys.stderr.write(f"hostd: note: {exc.message}; using its socket only\n")
         base = load_config(DEFAULT_CONFIG_PATH)
         return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})

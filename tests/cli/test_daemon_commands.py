@@ -90,6 +90,11 @@ def test_an_edit_that_breaks_the_config_does_not_lock_status_and_stop_out(
         (note,) = _human(shown.stderr)
         assert note.startswith("hostd: note: ") and "bogus_key" in note
         assert note.endswith("; using its socket only")
+        # Not TOML at all (an editor mid-save): its `socket =` line still says where.
+        config.write_text(config.read_text() + "[host\ntimeout_ms = \n", encoding="utf-8")
+        broken = run_hostd("--config", str(config), "status")
+        assert broken.returncode == 0, broken.stderr
+        assert f"(pid {pid})" in broken.stdout and "not valid TOML" in broken.stderr
         stopped = run_hostd("--config", str(config), "stop")
         assert stopped.returncode == 0, stopped.stderr
         assert stopped.stdout.startswith(f"stopped hostd (pid {pid})")
