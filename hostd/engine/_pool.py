@@ -261,8 +261,19 @@ class ProviderPool:
                 if slot.health.refused and slot.refusal is not None:
                     # What to fix, in the refusal's own words: waiting is no cure (and
                     # a one-shot command ends long before any retry).
+                    # Said as a refusal on record, not as the server's answer to this
+                    # request: it is not asked again until something changes.
                     refusal = slot.refusal
-                    raise type(refusal)(refusal.message, **refusal.data)
+                    when = (
+                        ""
+                        if decision.delay_s == float("inf")
+                        else f", or in {decision.delay_s:.0f} s"
+                    )
+                    again = (
+                        f"{refusal.message} (refused earlier; not asked again until the "
+                        f"credential changes or providers/restart{when})"
+                    )
+                    raise type(refusal)(again, **refusal.data)
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
                 retry = (

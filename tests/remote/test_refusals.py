@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,14 @@ pytestmark = pytest.mark.anyio
 VAR = "HOSTD_TEST_REFUSED_TOKEN"
 WRONG = "wrong-token-value-b81e4d"
 REFUSED = f"remote provider refused the credential (HTTP 401): check the token in ${VAR}"
+
+
+def on_record(said: str, message: str | None) -> bool:
+    """Whether ``message`` is ``said`` as a parked provider's leg gives it: the refusal
+    on record, and when it will be asked again (the seconds depend on the clock)."""
+    again = " (refused earlier; not asked again until the credential changes or "
+    again += "providers/restart, or in "
+    return re.fullmatch(re.escape(said + again) + r"\d+ s\)", message or "") is not None
 
 
 @pytest.fixture(autouse=True)
@@ -77,8 +86,8 @@ async def test_a_refused_token_is_named_by_its_variable_in_the_leg_and_providers
     assert [leg["status"] for leg in legs] == ["unauthorized", "unauthorized"]
     assert [leg["error"]["code"] for leg in legs] == ["unauthorized", "unauthorized"]
     # Refused at its start (the daemon starts it at boot), then parked: not asked
-    # again, each leg saying what to fix in the same words.
-    assert [leg["error"]["message"] for leg in legs] == [REFUSED, REFUSED]
+    # again, each leg saying what to fix in the same words, and that it is on record.
+    assert all(on_record(REFUSED, leg["error"]["message"]) for leg in legs), legs
     row = listed["providers"][0]
     assert row["state"] == "failed"  # not "crashed": the server is up and said no
     assert row["health"]["last_failure"] == f"unauthorized: {REFUSED}"
@@ -188,7 +197,10 @@ async def test_a_refused_provider_is_tried_once_more_after_its_cool_down(tmp_pat
             kinds_early = rec.kinds()
             clock[0] += 1.0
             due = (await host.query_all(query(), 1000)).reports["remote"]
-    assert early.error_message == REFUSED
+    assert early.error_message == REFUSED + (
+        " (refused earlier; not asked again until the credential changes or "
+        "providers/restart, or in 1 s)"
+    )
     assert kinds_early == ["handshake"]
     assert due.error_message == REFUSED  # a new handshake, refused again
     assert rec.kinds() == ["handshake", "handshake"]
@@ -273,7 +285,7 @@ async def test_a_refusal_after_the_handshake_parks_the_provider(
                 rows = host.providers_list()
     said = f"remote provider refused the credential (HTTP {status}): check the token in ${VAR}"
     assert (refused.status, refused.error_message) == (LegStatus.UNAUTHORIZED, said)
-    assert (parked.status, parked.error_message) == (LegStatus.UNAUTHORIZED, said)
+    assert parked.status is LegStatus.UNAUTHORIZED and on_record(said, parked.error_message)
     assert rows[0]["state"] == "failed"
     assert rows[0]["health"]["last_failure"] == f"unauthorized: {said}"
     assert rec.kinds() == ["handshake", "query"]  # parked: the second query never left
@@ -307,13 +319,14 @@ async def test_an_unset_variable_parks_the_provider_naming_it_before_any_byte(
             fans = [await host.query_all(query(), 1000) for _ in range(2)]
             rows = host.providers_list()
     said = f"token_env {VAR}: the variable is not set or empty"
-    for fan in fans:
-        report = fan.reports["remote"]
-        assert (report.status, report.error_code, report.error_message) == (
-            LegStatus.UNAUTHORIZED,
-            "credential",
-            said,
-        )
+    first, parked = (fan.reports["remote"] for fan in fans)
+    assert (first.status, first.error_code, first.error_message) == (
+        LegStatus.UNAUTHORIZED,
+        "credential",
+        said,
+    )
+    assert (parked.status, parked.error_code) == (LegStatus.UNAUTHORIZED, "credential")
+    assert on_record(said, parked.error_message), parked.error_message
     assert (rows[0]["state"], rows[0]["health"]["last_failure"]) == (
         "failed",
         f"credential: {said}",
