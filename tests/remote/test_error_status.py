@@ -13,6 +13,7 @@ the loopback servers of ``_servers`` (uvicorn, a real socket) and ``Host``.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,31 @@ async def test_the_other_bindings_reply_names_the_binding_to_set(tmp_path: Path,
     assert (report.status, report.error_code) == (leg_status, code), report
     assert message.startswith(starts) and message.endswith(f"; {hint}"), message
     assert "\n" not in message and TOKEN not in message and SECRET not in message
+
+
+async def test_a_connection_never_made_says_where_and_what_to_check(tmp_path: Path) -> None:
+    """Nothing listening, or a plain-HTTP server behind an https url: the leg names the
+    host and port and the likely cause, not the HTTP library's bare words."""
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tls = make_tls(tmp_path)
+    consent = consented(tmp_path, "remote")
+    async with serving(answering({"status": 200, "build": _result}), None) as (plain, _):
+        specs = [
+            remote_spec(f"https://127.0.0.1:{port}/cgp", tls),
+            remote_spec(plain.replace("http://", "https://"), tls, pid="plain"),
+        ]
+        consent.grant("plain", "egress", "test")
+        async with Host(specs, consent=consent) as host:
+            reports = (await host.query_all(query(), 1000)).reports
+    refused, plain_http = reports["remote"], reports["plain"]
+    assert refused.status is LegStatus.CRASHED
+    assert refused.error_message == (
+        f"ConnectError: connection refused at 127.0.0.1:{port}: "
+        "is the server running, on that port?"
+    )
+    where = plain.removeprefix("http://").split("/")[0]
+    assert plain_http.error_message == (
+        f"ConnectError: the server at {where} does not speak TLS (a plain-HTTP port?)"
+    )

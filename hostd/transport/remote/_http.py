@@ -39,6 +39,7 @@ signed names ``ca_file``. This module imports only ``hostd.protocol`` and
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -85,6 +86,7 @@ _MAX_ERROR_TEXT = 200
 
 T = TypeVar("T")
 E = TypeVar("E", bound=HostdError)
+X = TypeVar("X", bound=BaseException)
 
 
 def _tls_context(
@@ -126,14 +128,7 @@ _MAX_REASON = 120
 def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
     """The certificate verification error under an httpx error (httpx wraps httpcore's,
     which chains OpenSSL's), or ``None``."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
+    return _chained(exc, ssl.SSLCertVerificationError)
 
 
 def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path | None) -> str:
@@ -159,10 +154,48 @@ def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> Remote
     failure = _verify_failure(exc)
     if failure is not None:
         return RemoteTransport(_certificate_text(failure, ca_file))
+    if isinstance(exc, httpx.ConnectError):
+        said = _connect_text(exc)
+        if said is not None:
+            return RemoteTransport(f"{name}: {said}"[:_MAX_ERROR_TEXT])
     # Otherwise the message names the failure (refused, a TLS alert, reset), from the OS
     # or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
     text = str(exc) or name
     return RemoteTransport(f"{name}: {text}"[:_MAX_ERROR_TEXT])
+
+
+def _chained(exc: BaseException, kind: type[X]) -> X | None:
+    """The first ``kind`` in ``exc``'s chain of causes, or ``None``."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, kind):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _connect_text(exc: httpx.ConnectError) -> str | None:
+    """A connection that was never made, said with where it went and what to check:
+    nothing answers there, the name does not resolve, or the server there speaks no
+    TLS. ``None`` when the chain holds none of those (the OS's own words then)."""
+    try:
+        url = exc.request.url
+        where = f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+    except RuntimeError:  # no request attached
+        return None
+    if _chained(exc, ConnectionRefusedError) is not None:
+        return f"connection refused at {where}: is the server running, on that port?"
+    if _chained(exc, socket.gaierror) is not None:
+        return f"cannot resolve {url.host}: check the url's host name"
+    tls = _chained(exc, ssl.SSLError)
+    if tls is not None and tls.reason == "WRONG_VERSION_NUMBER":
+        return f"the server at {where} does not speak TLS (a plain-HTTP port?)"
+    error = _chained(exc, OSError)
+    if error is not None and error.strerror:
+        return f"cannot connect to {where}: {error.strerror}"
+    return None
 
 
 class RemoteEndpoint:
