@@ -83,7 +83,29 @@ async def _daemon(cfg: Config, socket: str | None, doing: str) -> AsyncIterator[
         async with connect(path) as client:
             yield client
     except NoDaemon as exc:
-        raise NoDaemon(f"no daemon at {path} ({exc.strerror or exc}): {doing}") from exc
+        elsewhere = _serving_elsewhere(cfg, path) if not socket else ""
+        raise NoDaemon(f"no daemon at {path} ({exc.strerror or exc}): {doing}{elsewhere}") from exc
+
+
+def _serving_elsewhere(cfg: Config, path: Path) -> str:
+    """``; but hostd (pid N) serves this config at OTHER``: the daemon holding the
+    config's lock listens on another socket (started with another ``XDG_RUNTIME_DIR``,
+    or ``--socket``); empty when none does."""
+    from hostd.config import default_socket_path
+    from hostd.server import config_holder
+
+    try:
+        holder = config_holder(cfg.state_path, default_socket_path(cfg.file).name)
+    except OSError:
+        return ""
+    other = holder.get("socket") if holder else None
+    if not other or other == str(path):
+        return ""
+    assert holder is not None
+    return (
+        f"; but hostd (pid {holder.get('pid')}) serves this config at {other} "
+        f"(started with another XDG_RUNTIME_DIR or --socket): `hostd status {other}`"
+    )
 
 
 async def _status(cfg: Config, args: argparse.Namespace) -> int:

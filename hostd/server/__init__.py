@@ -13,6 +13,7 @@ from ._connection import Connection, Limits
 from ._daemon import Daemon
 from ._listeners import (
     ListenerError,
+    config_holder,
     open_stdio,
     private_state_dir,
     reserve_stdout,
@@ -29,6 +30,7 @@ __all__ = [
     "ListenerError",
     "QueryParams",
     "RequestContext",
+    "config_holder",
     "open_stdio",
     "private_state_dir",
     "reserve_stdout",

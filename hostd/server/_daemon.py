@@ -31,7 +31,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 
 import hostd
-from hostd.config import Config
+from hostd.config import Config, default_socket_path
 from hostd.errors import ListenerError
 from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
@@ -50,9 +50,12 @@ if TYPE_CHECKING:
     from ._engine import Host, RerankService
 
 from ._listeners import (
+    claim_config,
     open_stdio,
     open_tcp_listener,
     open_unix_listener,
+    private_state_dir,
+    release_config,
     remove_socket,
     reserve_stdout,
     socket_owner_lost,
@@ -237,6 +240,7 @@ class Daemon:
         tcp = cfg.tcp.enabled if tcp is None else tcp
         listeners: list[tuple[str, SocketListener]] = []
         token = cfg.tcp_token() if tcp else None
+        lock: int | None = None
         if tcp and not token:
             from hostd.errors import ConfigError
 
@@ -248,6 +252,13 @@ class Daemon:
             # Listeners first: a refused socket must not start a single provider.
             if unix:
                 self.socket_path = cfg.socket_path
+                # One socket daemon per config file: a second (another socket: another
+                # XDG_RUNTIME_DIR, a --socket) would share its state and memories.
+                record = {"pid": os.getpid(), "socket": str(self.socket_path)}
+                await anyio.to_thread.run_sync(private_state_dir, cfg.state_path, cfg.source)
+                lock = await anyio.to_thread.run_sync(
+                    claim_config, cfg.state_path, default_socket_path(cfg.file).name, record
+                )
                 listener = await open_unix_listener(self.socket_path)
                 st = self.socket_path.lstat()
                 self._socket_identity = (st.st_dev, st.st_ino)
@@ -276,6 +287,8 @@ class Daemon:
                 await opened.aclose()
             if self.socket_path is not None and self._socket_identity is not None:
                 remove_socket(self.socket_path, self._socket_identity[1])
+            if lock is not None:
+                release_config(lock)
         self.repeats.summarise(final=True)  # every count still unreported, before the end
         counters = dict(sorted(self.counters.items()))
         log.info("host.stopped", reason=self._stop_reason, counters=counters)

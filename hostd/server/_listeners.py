@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
+import json
 import os
 import socket
 import stat
@@ -34,7 +36,10 @@ __all__ = [
     "open_stdio",
     "open_tcp_listener",
     "open_unix_listener",
+    "claim_config",
+    "config_holder",
     "private_state_dir",
+    "release_config",
     "socket_is_live",
     "remove_socket",
     "reserve_stdout",
@@ -157,6 +162,73 @@ def socket_owner_lost(path: Path, identity: tuple[int, int]) -> str | None:
     except OSError:
         return None  # unreadable now (e.g. a permission change): not proof it is gone
     return None if (st.st_dev, st.st_ino) == identity else "replaced"
+
+
+# -- one daemon per config ---------------------------------------------------------------
+
+
+def _lock_path(state_dir: Path, socket_name: str) -> Path:
+    return state_dir / "daemons" / (Path(socket_name).stem + ".lock")
+
+
+def claim_config(state_dir: Path, socket_name: str, record: dict[str, object]) -> int:
+    """Hold the config's daemon lock (``state_dir/daemons/<its socket's stem>.lock``, an
+    ``flock`` the kernel drops when the process ends, however it ends) and write
+    ``record`` (pid, socket, config) in it: the open file, to ``release_config``.
+    ``ListenerError`` naming the holder when another daemon holds it: two daemons of one
+    config would share its state and its memories (a second one started with another
+    ``XDG_RUNTIME_DIR``, so another socket, is how that happens)."""
+    path = _lock_path(state_dir, socket_name)
+    _make_private(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_record(fd)
+        os.close(fd)
+        where = f" at {holder['socket']}" if holder.get("socket") else ""
+        pid = f" (pid {holder['pid']})" if holder.get("pid") else ""
+        stop = f"`hostd stop {holder['socket']}`" if holder.get("socket") else "`hostd stop`"
+        raise ListenerError(
+            f"another hostd{pid} is already serving this config{where}; {stop} stops it"
+        ) from None
+    except OSError:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode(), 0)
+    return fd
+
+
+def release_config(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+    os.close(fd)  # the lock goes with it
+
+
+def config_holder(state_dir: Path, socket_name: str) -> dict[str, object] | None:
+    """The record of the daemon holding the config's lock (``claim_config``): pid,
+    socket, config; ``None`` when no daemon holds it."""
+    try:
+        fd = os.open(_lock_path(state_dir, socket_name), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_record(fd)
+        return None  # not held: whatever it says is a past daemon's
+    finally:
+        os.close(fd)
+
+
+def _read_record(fd: int) -> dict[str, object]:
+    try:
+        value = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def remove_socket(path: Path, inode: int | None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -175,3 +176,40 @@ def test_status_says_why_a_provider_is_down_and_since_when(tmp_path: Path) -> No
 
 def _state(rows: list[dict[str, object]], pid: str) -> object:
     return next(row["state"] for row in rows if row["id"] == pid)
+
+
+def test_one_config_is_served_by_one_daemon_whatever_its_socket(tmp_path: Path) -> None:
+    """A second ``hostd serve`` of one config with another runtime directory (so another
+    default socket) is refused, naming the first; ``status`` from there says where the
+    config's daemon is. Two would share the config's state and memories."""
+    config = tmp_path / "hostd.toml"
+    command = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha"]
+    config.write_text(  # no host.socket: the default, under $XDG_RUNTIME_DIR
+        f'[host]\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "alpha"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
+        encoding="utf-8",
+    )
+    first_env, second_env = ({**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / r)} for r in "ab")
+    for env in (first_env, second_env):
+        Path(env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700)
+    child = ServeChild(config, env=first_env)
+    assert child.start(60)
+    try:
+        assert child.proc is not None
+        first = next((tmp_path / "a" / "hostd").glob("*.sock"))
+        second = run_hostd("--config", str(config), "serve", env=second_env)
+        assert second.returncode == 2, second.stderr
+        (said,) = _human(second.stderr)
+        assert said == (
+            f"hostd: another hostd (pid {child.proc.pid}) is already serving this config "
+            f"at {first}; `hostd stop {first}` stops it [listener_failed]"
+        )
+        status = run_hostd("--config", str(config), "status", env=second_env)
+        assert status.returncode == 3
+        assert f"but hostd (pid {child.proc.pid}) serves this config at {first}" in status.stderr
+    finally:
+        assert child.stop() == 0
+    # Its lock went with it: the next daemon of the config starts.
+    again = ServeChild(config, env=second_env)
+    assert again.start(60)
+    assert again.stop() == 0
