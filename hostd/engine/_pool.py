@@ -81,12 +81,31 @@ class _Start:
         self.error: HostdError | None = None
 
 
+def _log_transition(provider_id: str, old: Health, new: Health) -> None:
+    """``provider.parked`` (warning) when a provider is parked ``failed``: its restart
+    attempts spent, or its credential refused; ``provider.recovered`` when one that was
+    down (crashed, failed) is ready again."""
+    if new.state is ProviderState.FAILED:
+        log.warning(
+            "provider.parked",
+            provider=provider_id,
+            refused=new.refused,
+            failures=new.consecutive_failures,
+            last_failure=new.last_failure,
+        )
+    elif new.state is ProviderState.READY and old.state in _DOWN:
+        log.info("provider.recovered", provider=provider_id, was=old.state.value)
+
+
+_DOWN = frozenset({ProviderState.CRASHED, ProviderState.FAILED})
+
+
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
     __slots__ = (
+        "_health",
         "conn",
-        "health",
         "last_ack",
         "late_seen",
         "refusal",
@@ -99,7 +118,7 @@ class Slot:
     def __init__(self, spec: ProviderSpec) -> None:
         self.spec = spec
         self.conn: ProviderLink | None = None
-        self.health = Health()
+        self._health = Health()
         self.last_ack: HandshakeAck | None = None
         self.starting: _Start | None = None
         #: When the last start's deadline ends (anyio time): up to then it is never killed,
@@ -113,6 +132,18 @@ class Slot:
         #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
         #: of a start that may never come.
         self.untold: HostdError | None = None
+
+    @property
+    def health(self) -> Health:
+        return self._health
+
+    @health.setter
+    def health(self, new: Health) -> None:
+        """Every change of its health goes through here: a change of state that an
+        operator alerts on (parked, back) is logged once, where it happens."""
+        old, self._health = self._health, new
+        if new.state is not old.state:
+            _log_transition(self.spec.id, old, new)
 
     def take_late(self) -> int:
         """Late replies the connection read since the last call: replies to legs that had

@@ -210,15 +210,22 @@ async def test_a_fixed_token_file_is_used_by_the_next_request(tmp_path: Path) ->
     tls = make_tls(tmp_path)
     token = tmp_path / "team.token"
     token.write_text(WRONG + "\n")
-    async with serving(provider_app(), tls) as (url, rec):
-        spec = remote_spec(url, tls, token_env=None, token_file=token)
-        async with Host([spec], consent=consented(tmp_path, "remote")) as host:
-            refused = (await host.query_all(query(), 1000)).reports["remote"]
-            parked = (await host.query_all(query(), 1000)).reports["remote"]
-            fixed = tmp_path / "team.token.new"
-            fixed.write_text(TOKEN + "\n")
-            fixed.replace(token)
-            served_now = (await host.query_all(query(), 1000)).reports["remote"]
+    with structlog.testing.capture_logs() as logs:
+        async with serving(provider_app(), tls) as (url, rec):
+            spec = remote_spec(url, tls, token_env=None, token_file=token)
+            async with Host([spec], consent=consented(tmp_path, "remote")) as host:
+                refused = (await host.query_all(query(), 1000)).reports["remote"]
+                parked = (await host.query_all(query(), 1000)).reports["remote"]
+                fixed = tmp_path / "team.token.new"
+                fixed.write_text(TOKEN + "\n")
+                fixed.replace(token)
+                served_now = (await host.query_all(query(), 1000)).reports["remote"]
+    # What an operator alerts on, once each, where it happened: parked, then back.
+    changes = [e for e in logs if e["event"] in ("provider.parked", "provider.recovered")]
+    assert [(e["event"], e.get("refused"), e.get("was")) for e in changes] == [
+        ("provider.parked", True, None),
+        ("provider.recovered", None, "failed"),
+    ]
     assert refused.error_message == (
         f"remote provider refused the credential (HTTP 401): check the token in token_file {token}"
     )
