@@ -232,6 +232,14 @@ def _open_file(path: str, max_bytes: int, backups: int) -> _PrivateRotatingFile:
         regular = stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:
         regular = True
+        # A directory that does not exist yet is made, private (0700), as state_dir is.
+        parent = os.path.dirname(os.path.abspath(path))
+        missing: list[str] = []
+        while not os.path.exists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(missing):
+            os.mkdir(folder, 0o700)
     # A FIFO or a device (``/dev/stderr``) cannot be rotated; it is only written.
     return _PrivateRotatingFile(
         path, maxBytes=max_bytes if regular else 0, backupCount=backups, encoding="utf-8"

@@ -188,6 +188,16 @@ def test_the_log_file_is_private_and_rotated_by_size(tmp_path: Path) -> None:
     assert 'r-0"' not in "".join(lines)
 
 
+def test_the_log_files_missing_directories_are_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "var" / "log" / "hostd" / "hostd.log"
+    logs.configure_logging("info", settings=LogSettings(file=path))
+    logs.get_logger("t").info("request.done")
+    logs.flush_logs()
+    assert json.loads(path.read_text())["event"] == "request.done"
+    for folder in (tmp_path / "var", path.parent.parent, path.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
 def test_max_bytes_zero_never_rotates(tmp_path: Path) -> None:
     path = tmp_path / "hostd.log"
     logs.configure_logging(settings=LogSettings(file=path, max_bytes=0, audit="entries"))
