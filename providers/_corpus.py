@@ -11,6 +11,7 @@ knows nothing about ranking or about the wire.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -43,7 +44,9 @@ __all__ = [
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
     "SKIP_LOCKFILE",
+    "SKIP_NOT_UTF8",
     "SKIP_SECRET",
+    "SKIP_SECRET_CONTENT",
     "SKIP_SECRET_DIR",
     "SKIP_TOO_LARGE",
     "Chunk",
@@ -90,6 +93,16 @@ _SECRET_NAMES = frozenset(
         "id_ed25519",
         "id_ed25519_sk",
         "id_rsa",
+        "secrets.yaml",  # by name a store of secrets (Rails, Helm values, CI)
+        "secrets.yml",
+        "secrets.json",
+        "secrets.toml",
+        ".s3cfg",  # s3cmd's access key and secret in clear
+        ".boto",  # boto's
+        ".dockercfg",  # registry auth
+        ".dockerconfigjson",
+        "kubeconfig",  # a cluster's client keys and tokens
+        "credentials",  # the AWS CLI's shared credentials file, outside .aws/ too
     }
 )
 _SECRET_SUFFIXES = (
@@ -105,6 +118,7 @@ _SECRET_SUFFIXES = (
     ".tfstate.backup",
     ".tfvars",
     ".tfvars.json",
+    ".env",  # prod.env, docker.env: dotenv files by another name
     ".token",  # a bearer token kept in a file (a [[provider]] token_file, say)
 )
 # ``.env.<name>`` is a secret unless its last part says it is the committed template.
@@ -143,11 +157,38 @@ _LOCKFILES = frozenset(
 #: A sibling name no glob that names a lockfile would match (``Corpus._names``).
 _PROBE_NAME = "_"
 
+# A file whose bytes hold a credential that says what it is (whatever its name): a
+# private key block, a cloud provider's key id, a service's token by its published
+# prefix. Read, then never chunked; counted apart (``SKIP_SECRET_CONTENT``).
+_SECRET_CONTENT = re.compile(
+    rb"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----"
+    rb"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
+    rb"|\bgh[pousr]_[A-Za-z0-9]{36}\b"  # GitHub tokens
+    rb"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    rb"|\b[sr]k_live_[A-Za-z0-9]{20,}"  # Stripe live keys
+)
+
 #: Why a path was left out, as ``Corpus.skipped`` counts it.
 SKIP_SECRET = "secret"
+SKIP_SECRET_CONTENT = "secret_content"
+SKIP_NOT_UTF8 = "not_utf8"
 SKIP_SECRET_DIR = "secret_dir"
 SKIP_LOCKFILE = "lockfile"
 SKIP_TOO_LARGE = "too_large"
+
+
+def _git_excludes(root: Path) -> list[list[str]]:
+    """The lines of ``root/.git/info/exclude`` and of git's global excludes file
+    (``$XDG_CONFIG_HOME/git/ignore``, else ``~/.config/git/ignore``: git's default for
+    ``core.excludesFile``), each that exists."""
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    found = []
+    for path in (root / ".git" / "info" / "exclude", Path(config_home) / "git" / "ignore"):
+        try:
+            found.append(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            continue
+    return found
 
 
 def is_secret_name(name: str) -> bool:
@@ -163,6 +204,8 @@ def skipped_summary(skipped: Mapping[str, int]) -> str:
     labels = {
         SKIP_SECRET: ("secret file", "secret files"),
         SKIP_SECRET_DIR: ("secret directory", "secret directories"),
+        SKIP_SECRET_CONTENT: ("file holding a key or token", "files holding a key or token"),
+        SKIP_NOT_UTF8: ("file not UTF-8", "files not UTF-8"),
         SKIP_LOCKFILE: ("lockfile", "lockfiles"),
         SKIP_TOO_LARGE: ("file over --max-file-bytes", "files over --max-file-bytes"),
     }
@@ -216,6 +259,8 @@ class _FileState:
     mtime_ns: int
     size: int
     chunks: list[Chunk] = field(default_factory=list)
+    #: Read, and left out for what it holds (``SKIP_SECRET_CONTENT``, ``SKIP_NOT_UTF8``).
+    refused: str | None = None
 
 
 class Corpus:
@@ -269,6 +314,12 @@ class Corpus:
         # Only what the built-in rules and the size limit left out, so a user can learn
         # why a file is missing; what the user's own ignore files and globs drop is not.
         skipped: Counter[str] = Counter()
+
+        if opts.honour_gitignore:
+            # What git also keeps out beside .gitignore: the repository's own
+            # info/exclude and the user's global excludes file, both at the root.
+            for extra in _git_excludes(self.root):
+                stack.append(_Ignore("", pathspec.GitIgnoreSpec.from_lines(extra)))
 
         def visit(dir_path: Path, dir_rel: str) -> Iterator[tuple[str, Path, os.stat_result]]:
             pushed = False
@@ -352,17 +403,25 @@ class Corpus:
             except OSError:
                 continue
             opts = self.options
-            chunks = chunk_file(
-                path,
-                rel,
-                data,
-                opts.window_lines,
-                max_tokens=opts.chunk_tokens,
-                min_tokens=opts.min_chunk_tokens,
+            refused = _refused_content(data)
+            chunks = (
+                chunk_file(
+                    path,
+                    rel,
+                    data,
+                    opts.window_lines,
+                    max_tokens=opts.chunk_tokens,
+                    min_tokens=opts.min_chunk_tokens,
+                )
+                if refused is None
+                else []
             )
-            seen[rel] = _FileState(st.st_mtime_ns, st.st_size, chunks)
+            seen[rel] = _FileState(st.st_mtime_ns, st.st_size, chunks, refused)
             self._reads += 1
             changed = True
+        for state in seen.values():
+            if state.refused is not None:
+                self._skipped[state.refused] = self._skipped.get(state.refused, 0) + 1
         if set(seen) != set(self._files):
             changed = True  # a file went, or a cached one the rules now refuse was dropped
         if changed:
@@ -390,7 +449,9 @@ class Corpus:
     def skipped(self) -> Mapping[str, int]:
         """Paths the last walk left out by a built-in rule or the size limit, counted by
         reason (``SKIP_SECRET``, ``SKIP_SECRET_DIR``, ``SKIP_LOCKFILE``,
-        ``SKIP_TOO_LARGE``; absent when 0). A secret directory counts once, unread."""
+        ``SKIP_TOO_LARGE``; absent when 0), and the files read but left out for their
+        bytes (``SKIP_SECRET_CONTENT``, ``SKIP_NOT_UTF8``). A secret directory counts
+        once, unread."""
         return dict(self._skipped)
 
     def state(self) -> dict[str, tuple[int, int, list[Chunk]]]:
@@ -404,10 +465,31 @@ class Corpus:
         A file the built-in rules refuse is dropped here, not served until the walk: a
         cache written by an older version may hold a ``.env``. Dropping one marks the
         corpus ``modified``, so the cache is written again without it."""
-        kept = {rel: entry for rel, entry in state.items() if self._refused(rel) is None}
+        # A file with no chunk is read again (it may be one refused for its content,
+        # which the cache does not record); one whose chunks hold a key or token, cached
+        # by a version that did not look, is dropped.
+        kept = {
+            rel: entry
+            for rel, entry in state.items()
+            if self._refused(rel) is None
+            and entry[2]
+            and not any(_SECRET_CONTENT.search(c.text.encode()) for c in entry[2])
+        }
         self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in kept.items()}
         self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]
         self._modified = len(kept) != len(state)
+
+
+def _refused_content(data: bytes) -> str | None:
+    """Why a file's bytes keep it out (a key or token in them; not UTF-8, which the
+    chunker cannot address), or ``None``."""
+    if _SECRET_CONTENT.search(data):
+        return SKIP_SECRET_CONTENT
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return SKIP_NOT_UTF8
+    return None
 
 
 def verify_chunk(root: Path, identity: FrameIdentity) -> FrameVerdict:

@@ -18,7 +18,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from providers._cli import corpus_arguments, corpus_options
 from providers._corpus import (
     SKIP_LOCKFILE,
+    SKIP_NOT_UTF8,
     SKIP_SECRET,
+    SKIP_SECRET_CONTENT,
     SKIP_SECRET_DIR,
     SKIP_TOO_LARGE,
     Corpus,
@@ -75,6 +77,39 @@ def _rels(corpus: Corpus) -> set[str]:
 # --- the rules -------------------------------------------------------------------------
 
 
+def test_a_file_whose_bytes_hold_a_key_or_token_is_read_but_never_chunked(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "settings.py").write_text(f"# {WORD}\nAWS_KEY = 'AKIAABCDEFGHIJKLMNOP'\n")
+    (root / "deploy.md").write_text(f"# {WORD}\nUse ghp_{'a' * 36} to push.\n")
+    (root / "legacy.py").write_bytes(f"# {WORD}\nsaid = 'Don\x92t'\n".encode("latin-1"))
+    (root / "ok.py").write_text(f"# {WORD}\nx = 1\n")
+    corpus = Corpus(CorpusOptions(root=root))
+    assert _rels(corpus) == {"ok.py"}
+    assert corpus.skipped == {SKIP_SECRET_CONTENT: 2, SKIP_NOT_UTF8: 1}
+    assert skipped_summary(corpus.skipped) == "2 files holding a key or token, 1 file not UTF-8"
+    # Counted again on the next walk, though nothing is read again.
+    assert _rels(corpus) == {"ok.py"} and corpus.skipped[SKIP_SECRET_CONTENT] == 2
+    # A cache written by a version that chunked such a file does not bring it back.
+    old = Corpus(CorpusOptions(root=root))
+    leaked = chunk_file(root / "settings.py", "settings.py", (root / "settings.py").read_bytes())
+    old.adopt({"settings.py": (1, 1, leaked)})
+    assert old.chunks == []
+
+
+def test_git_s_own_excludes_are_honoured_as_gitignore_is(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / ".git" / "info").mkdir(parents=True)
+    (root / ".git" / "info" / "exclude").write_text("scratch/\n")
+    (root / "scratch").mkdir()
+    (root / "scratch" / "notes.txt").write_text(f"{WORD} private notes\n")
+    (root / "kept.md").write_text(f"{WORD} kept\n")
+    assert _rels(Corpus(CorpusOptions(root=root))) == {"kept.md"}
+    assert "scratch/notes.txt" in _rels(Corpus(CorpusOptions(root=root, honour_gitignore=False)))
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -100,10 +135,16 @@ def _rels(corpus: Corpus) -> set[str]:
         "terraform.tfstate.backup",
         "prod.tfvars",
         "team-search.token",  # docs/remote.md's token_file example
+        "secrets.yaml",
+        "config/secrets.yml",
+        "prod.env",
+        ".s3cfg",
+        "kubeconfig",
+        "credentials",
     ],
 )
 def test_a_credential_file_is_named_secret(name: str) -> None:
-    assert is_secret_name(name)
+    assert is_secret_name(name.rpartition("/")[2])
 
 
 @pytest.mark.parametrize(
