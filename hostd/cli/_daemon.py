@@ -178,11 +178,19 @@ def _alive(pid: int) -> bool:
 
 
 def _provider_state(row: dict[str, Any]) -> str:
-    """A provider's state; one that is down (crashed, failed) also says why, how long
-    ago and when it is tried again: what an operator reads status for."""
+    """A provider's state; one that is ready also what it said it holds (its ready
+    message: ``412 chunks from 28 files``), one warming how far it is, one that is down
+    (crashed, failed) why, how long ago and when it is tried again: what an operator
+    reads status for."""
     state = str(row.get("state"))
     health = row.get("health") or {}
     failure = health.get("last_failure")
+    if state in ("ready", "warming"):  # what it holds, or how far its build is
+        progress = health.get("progress") or {}
+        said = progress.get("message") if isinstance(progress, dict) else None
+        if state == "warming" and isinstance(progress, dict) and progress.get("total"):
+            said = f"{progress.get('phase', 'warming')} {progress.get('done')}/{progress['total']}"
+        return f"{state} ({' '.join(str(said).split())})" if said else state
     if state not in ("crashed", "failed") or not failure:
         return state
     ago = health.get("last_failure_s_ago")

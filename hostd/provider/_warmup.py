@@ -133,18 +133,24 @@ class Readiness:
         return Warming(f"warming: {progress.get('phase', 'start')}{figure}", progress)
 
 
-def warm_in_thread(warm: Callable[[Progress], None], readiness: Readiness) -> threading.Thread:
+#: The ready message a warm-up may return, at most (a summary line, not a report).
+_MAX_READY_MESSAGE = 400
+
+
+def warm_in_thread(
+    warm: Callable[[Progress], str | None], readiness: Readiness
+) -> threading.Thread:
     """Run ``warm`` in a daemon thread (shutdown never waits for it); its end makes the
     provider ready, or failed with the error named on every query."""
 
     def run() -> None:
         try:
-            warm(Progress(readiness))
+            said = warm(Progress(readiness))
         except BaseException as exc:  # answered on every query instead of exiting
             sys.stderr.write(f"provider: warm-up failed: {type(exc).__name__}: {exc}\n")
             readiness.finish(exc)
-        else:
-            readiness.finish()
+        else:  # its summary, if it gave one, is the ready message
+            readiness.finish(message=said[:_MAX_READY_MESSAGE] if isinstance(said, str) else None)
 
     thread = threading.Thread(target=run, name="provider-warm", daemon=True)
     thread.start()

@@ -32,17 +32,19 @@ __all__ = ["FilesProvider", "main"]
 VERSION = "0.1.0"
 
 
-def _report_build(index: FileIndex, seconds: float) -> None:
+def _report_build(index: FileIndex, seconds: float) -> str:
     """One stderr line per build: what it holds, and what the built-in rules left out,
-    so a user can find out why a file is missing."""
+    so a user can find out why a file is missing; the same words are the ready message
+    (``hostd status`` shows it)."""
     cached = " (from cache)" if index.loaded_from_cache else ""
     skipped = skipped_summary(index.corpus.skipped)
-    print(
-        f"providers.files: {index.chunk_count} chunks from {index.corpus.file_count} files "
+    said = (
+        f"{index.chunk_count} chunks from {index.corpus.file_count} files "
         f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
-        + (f"; not indexed: {skipped}" if skipped else ""),
-        file=sys.stderr,
+        + (f"; not indexed: {skipped}" if skipped else "")
     )
+    print(f"providers.files: {said}", file=sys.stderr)
+    return said
 
 
 class FilesProvider(Provider):
@@ -57,12 +59,12 @@ class FilesProvider(Provider):
             query=QueryCapability(kinds=["snippet", "doc"]), verify=True
         )
 
-    def warm(self, progress: Progress) -> None:
+    def warm(self, progress: Progress) -> str:
         # After the handshake is answered (the runtime's worker thread): a cold build of a
         # large checkout takes seconds, a warm restart reads only what changed.
         started = time.perf_counter()
         self.index.build(progress)
-        _report_build(self.index, time.perf_counter() - started)
+        return _report_build(self.index, time.perf_counter() - started)
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         # Ranking is CPU work; keep the stdio loop free for pipelined requests.

@@ -73,7 +73,7 @@ class SemanticProvider(Provider):
             embeddings_fingerprint=fingerprint,  # E1
         )
 
-    def warm(self, progress: Progress) -> None:
+    def warm(self, progress: Progress) -> str:
         started = time.perf_counter()
         progress(0, None, phase="load model")
         # Load the model first, even when every chunk vector is cached, so the first
@@ -96,12 +96,13 @@ class SemanticProvider(Provider):
                     pass
 
         self.index.refresh(force=True, progress=progress, chunked=save_chunks)
-        print(
-            f"providers.semantic: {self.index.chunk_count} chunks indexed "
+        said = (
+            f"{self.index.chunk_count} chunks from {corpus.file_count} files "
             f"({self.index.embedded_last} embedded) in "
-            f"{time.perf_counter() - started:.1f}s{_not_indexed(corpus)}",
-            file=sys.stderr,
+            f"{time.perf_counter() - started:.1f}s{_not_indexed(corpus)}"
         )
+        print(f"providers.semantic: {said}", file=sys.stderr)
+        return said  # the ready message: what hostd status shows
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         try:

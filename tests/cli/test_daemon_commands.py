@@ -213,3 +213,30 @@ def test_one_config_is_served_by_one_daemon_whatever_its_socket(tmp_path: Path) 
     again = ServeChild(config, env=second_env)
     assert again.start(60)
     assert again.stop() == 0
+
+
+def test_status_says_what_a_ready_provider_holds_and_what_it_left_out(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.md").write_text("# Notes\n\nDeploys happen on Tuesdays.\n")
+    (project / ".env").write_text("API_TOKEN=not-for-a-model\n")
+    (project / "secrets.yaml").write_text("password: not-for-a-model\n")
+    config = tmp_path / "hostd.toml"
+    files = ["python", "-m", "providers.files", "--root", str(project), "--no-cache"]
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\ncwd = "{ROOT}"\n',
+        encoding="utf-8",
+    )
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            while _state(client.providers(), "files") != "ready":  # its build: events
+                client.call("host/status")
+        shown = run_hostd("--config", str(config), "status")
+        (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider files:")]
+        assert line.startswith("provider files: ready (1 chunks from 1 files under "), line
+        assert line.endswith("; not indexed: 2 secret files)"), line
+    finally:
+        assert child.stop() == 0
