@@ -50,8 +50,11 @@ class ProgressBars:
             bar.close()  # a new phase, a new bar: its own total and rate
             bar = None
         if bar is None:
+            # Starting from where the phase is (a build resumed from its cache): the rate
+            # and the time left count what is done from now on, not the cached part.
             bar = self._bars[provider_id] = tqdm(
                 total=total,
+                initial=int(done),
                 desc=f"{provider_id}: {phase}",
                 file=self.stream,
                 leave=False,

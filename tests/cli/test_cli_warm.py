@@ -67,6 +67,16 @@ def test_bars_are_off_when_stderr_is_not_a_terminal() -> None:
     assert stream.getvalue() == ""
 
 
+def test_a_resumed_build_s_bar_starts_where_it_stands() -> None:
+    """A build resumed from its cache at 1408 of 20001: the bar's rate and time left
+    count from there, not as if 1408 were done in the first instant."""
+    bars = ProgressBars(enabled=True, stream=io.StringIO())
+    bars("semantic", {"state": "warming", "phase": "embed", "done": 1408, "total": 20001})
+    bar = bars._bars["semantic"]
+    assert (bar.initial, bar.n) == (1408, 1408)
+    bars.close()
+
+
 def test_the_audit_summary_names_a_warming_leg() -> None:
     result = {
         "audit": {"entries": [], "tokens_used": 0, "global_budget": 100},
