@@ -8,6 +8,7 @@ is why cross-provider ranking by raw score is a policy choice, not a given.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +44,17 @@ def _embed_input(chunk: Chunk) -> str:
     return f"{chunk.title}\n{chunk.text}"
 
 
+@dataclass(slots=True)
+class _Plan:
+    """What one build embeds: its chunks, their cache keys, the vectors the cache has,
+    and the indexes of the chunks it lacks."""
+
+    chunks: list[Chunk]
+    keys: list[str]
+    cached: dict[str, Vectors]
+    missing: list[int]
+
+
 class SemanticIndex:
     """Chunks of a tree, their vectors (embedded once, cached on disk), and cosine search."""
 
@@ -67,6 +79,9 @@ class SemanticIndex:
         self._last_check = float("-inf")
         self._built = False
         self.embedded_last = 0  # how many chunks the last rebuild had to embed
+        #: The chunks the embedding thread is to embed next, and whether it runs.
+        self._pending: list[Chunk] | None = None
+        self._embedding = False
 
     @property
     def root(self) -> Path:
@@ -85,26 +100,45 @@ class SemanticIndex:
     ) -> bool:
         """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
         ``progress(done, total, phase=...)`` is told of each embedded batch, and
-        ``chunked()`` once the chunks are known, before any is embedded."""
+        ``chunked()`` once the chunks are known, before any is embedded.
+
+        Once built, more than a batch to embed (a formatter run, a branch switch) is
+        embedded in a thread of its own: queries meanwhile answer at once from the
+        index as it was (the host's source check drops a chunk whose file changed), not
+        after minutes of embedding, which a host would take for a hung provider."""
         with self._lock:
             now = time.monotonic()
             if not force and self._built and now - self._last_check < self.refresh_interval_s:
                 return False
             self._last_check = now
             changed = self.corpus.refresh()
-            if changed or not self._built:
-                if chunked is not None:
-                    chunked()
-                self._rebuild(progress)
+            if not changed and self._built:
+                return False
+            if chunked is not None:
+                chunked()
+            chunks = list(self.corpus.chunks)
+            plan = self._plan(chunks)
+            if self._built and not force and len(plan.missing) > _EMBED_BATCH:
+                self._pending = chunks
+                if not self._embedding:
+                    self._embedding = True
+                    threading.Thread(
+                        target=self._embed_behind, name="semantic-embed", daemon=True
+                    ).start()
+                return changed
+            self._install(chunks, self._embed(plan, progress))
             return changed
 
-    def _rebuild(self, progress: Callable[..., None] | None = None) -> None:
-        chunks = list(self.corpus.chunks)
+    def _plan(self, chunks: list[Chunk]) -> _Plan:
         keys = [sha256_digest(_embed_input(c).encode("utf-8")) for c in chunks]
         cached = self.cache.get_many(list(dict.fromkeys(keys)))
-        missing = [i for i, k in enumerate(keys) if k not in cached]
-        # In batches, each committed to the cache at once: a build cut short (a stop, a
-        # kill) keeps what it embedded, so the next start resumes rather than restarts.
+        return _Plan(chunks, keys, cached, [i for i, k in enumerate(keys) if k not in cached])
+
+    def _embed(self, plan: _Plan, progress: Callable[..., None] | None = None) -> Vectors:
+        """The matrix of ``plan``'s chunks, embedding what the cache lacks in batches,
+        each committed to the cache at once: a build cut short (a stop, a kill) keeps
+        what it embedded, so the next start resumes rather than restarts."""
+        chunks, keys, cached, missing = plan.chunks, plan.keys, plan.cached, plan.missing
         step = _EMBED_BATCH
         for at in range(0, len(missing), step):
             if progress is not None:
@@ -116,15 +150,41 @@ class SemanticIndex:
             cached.update(fresh)
         if progress is not None and missing:
             progress(len(missing), len(missing), phase="embed")
-        matrix = (
-            np.vstack([cached[k] for k in keys])
-            if keys
-            else np.zeros((0, self.embedder.dim), dtype=np.float32)
-        )
+        self.embedded_last = len(missing)
+        if not keys:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.vstack([cached[k] for k in keys])
+
+    def _install(self, chunks: list[Chunk], matrix: Vectors) -> None:
+        """Make ``chunks`` and their ``matrix`` the index queries search (lock held)."""
         stamp = now_timestamp()
         self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
         self._chunks, self._matrix, self._built = chunks, matrix, True
-        self.embedded_last = len(missing)
+
+    def _embed_behind(self) -> None:
+        """The embedding thread: the latest chunks the walk found, until none is
+        pending; each installed once embedded."""
+        while True:
+            with self._lock:
+                chunks, self._pending = self._pending, None
+                if chunks is None:
+                    self._embedding = False
+                    return
+            try:
+                matrix = self._embed(self._plan(chunks))
+            except Exception as exc:  # the next refresh tries again; queries go on
+                sys.stderr.write(f"providers.semantic: embedding failed: {exc!r}\n")
+                with self._lock:
+                    self._embedding = False
+                    self._last_check = float("-inf")
+                return
+            with self._lock:
+                self._install(chunks, matrix)
+
+    @property
+    def embedding(self) -> bool:
+        """Whether an embedding thread is at work (``refresh``)."""
+        return self._embedding
 
     def search(self, text: str | None, vector: list[float] | None = None) -> list[SemanticHit]:
         """Best first by cosine; ties by chunk id. ``vector`` (E1) is used instead of ``text``."""

@@ -1,0 +1,70 @@
+"""A bulk change (a formatter run, a branch switch) is embedded behind the queries: they
+answer at once from the index as it was, and the new chunks come in once embedded.
+A gated stand-in embedder holds the embedding open, so the order is decided by events."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from providers import CorpusOptions
+from providers.semantic import EmbeddingCache, SemanticIndex
+
+DIM = 64
+
+
+class GatedEmbedder:
+    """Bag-of-words vectors (a shared word: a high cosine); a batch of more than one
+    text (the index's embedding, never a query's) waits for ``gate``."""
+
+    dim = DIM
+    fingerprint = "gated-bow/64/l2"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) > 1 and not self.gate.is_set():
+            self.waiting.set()
+            assert self.gate.wait(120), "the test never opened the gate"
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, hashlib.sha256(word.encode()).digest()[0] % DIM] += 1.0
+            norm = float(np.linalg.norm(out[row]))
+            out[row] /= norm or 1.0
+        return out
+
+
+def test_a_bulk_change_is_embedded_behind_queries_answered_meanwhile(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "alpha.md").write_text("# Alpha\n\nalpha bravo charlie\n")
+    embedder = GatedEmbedder()
+    cache = EmbeddingCache(tmp_path / "cache.db", embedder.fingerprint, DIM)
+    index = SemanticIndex(CorpusOptions(root=root), embedder, cache, refresh_interval_s=0.0)
+    index.refresh(force=True)
+    embedder.gate.clear()
+    for i in range(100):  # more than one batch of new chunks
+        (root / f"zebra{i}.md").write_text(f"# Zebra {i}\n\nzebra{i} stripes savanna\n")
+    found: list[str] = []
+    asked = threading.Thread(
+        target=lambda: found.extend(h.chunk.rel for h in index.search("alpha"))
+    )
+    asked.start()
+    asked.join(60)  # a hang guard: answered while the embedding waits, or not at all
+    assert not asked.is_alive(), "a query waited for the bulk embedding"
+    assert embedder.waiting.wait(60) and index.embedding
+    assert found[0] == "alpha.md"
+    (behind,) = [t for t in threading.enumerate() if t.name == "semantic-embed"]
+    embedder.gate.set()
+    behind.join(60)  # it ends once nothing is pending
+    assert not behind.is_alive() and not index.embedding
+    assert index.search("zebra7 stripes")[0].chunk.rel == "zebra7.md"
+    assert index.chunk_count == 101
