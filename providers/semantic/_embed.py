@@ -10,6 +10,7 @@ vector in SQLite, so an unchanged chunk is never embedded twice, across runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sqlite3
@@ -133,7 +134,12 @@ class EmbeddingCache:
     """``(fingerprint, digest) → vector`` in SQLite; one writer at a time, readers in WAL."""
 
     def __init__(self, path: Path, fingerprint: str, dim: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Private, as the files provider's cache: its chunks beside it quote the code.
+        for folder in reversed([d for d in (path.parent, *path.parent.parents) if not d.exists()]):
+            folder.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        with contextlib.suppress(OSError):  # one an older version made 0644
+            os.chmod(path, 0o600)
         self.path = path
         self.fingerprint = fingerprint
         self.dim = dim

@@ -5,6 +5,8 @@ A gated stand-in embedder holds the embedding open, so the order is decided by e
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,3 +70,19 @@ def test_a_bulk_change_is_embedded_behind_queries_answered_meanwhile(tmp_path: P
     assert not behind.is_alive() and not index.embedding
     assert index.search("zebra7 stripes")[0].chunk.rel == "zebra7.md"
     assert index.chunk_count == 101
+
+
+def test_the_embedding_cache_is_private_as_the_files_cache_is(tmp_path: Path) -> None:
+    path = tmp_path / "cache" / "hostd" / "semantic" / "embeddings.db"
+    old = os.umask(0o022)
+    try:
+        cache = EmbeddingCache(path, "gated-bow/64/l2", DIM)
+        cache.put_many([("d", np.ones(DIM, dtype=np.float32))])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for folder in (path.parent, path.parent.parent, path.parent.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    path.chmod(0o644)  # as an older version left it
+    EmbeddingCache(path, "gated-bow/64/l2", DIM)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
