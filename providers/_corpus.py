@@ -43,7 +43,9 @@ __all__ = [
     "DEFAULT_MIN_CHUNK_TOKENS",
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
+    "MAX_CHUNK_BYTES",
     "SKIP_LOCKFILE",
+    "SKIP_LONG_LINE",
     "SKIP_NOT_UTF8",
     "SKIP_SECRET",
     "SKIP_SECRET_CONTENT",
@@ -172,6 +174,11 @@ _SECRET_CONTENT = re.compile(
 SKIP_SECRET = "secret"
 SKIP_SECRET_CONTENT = "secret_content"
 SKIP_NOT_UTF8 = "not_utf8"
+SKIP_LONG_LINE = "long_line"
+#: A chunk larger than this is dropped (its file counted as ``SKIP_LONG_LINE``): one
+#: line this long (a minified bundle, a data blob) is a chunk of its own, as lines are
+#: never split, and costs more than a default budget (4,096 canonical tokens) holds.
+MAX_CHUNK_BYTES = 16 * 1024
 SKIP_SECRET_DIR = "secret_dir"
 SKIP_LOCKFILE = "lockfile"
 SKIP_TOO_LARGE = "too_large"
@@ -206,6 +213,10 @@ def skipped_summary(skipped: Mapping[str, int]) -> str:
         SKIP_SECRET_DIR: ("secret directory", "secret directories"),
         SKIP_SECRET_CONTENT: ("file holding a key or token", "files holding a key or token"),
         SKIP_NOT_UTF8: ("file not UTF-8", "files not UTF-8"),
+        SKIP_LONG_LINE: (
+            "file with a line too long to quote (minified?)",
+            "files with a line too long to quote (minified?)",
+        ),
         SKIP_LOCKFILE: ("lockfile", "lockfiles"),
         SKIP_TOO_LARGE: ("file over --max-file-bytes", "files over --max-file-bytes"),
     }
@@ -416,6 +427,9 @@ class Corpus:
                 if refused is None
                 else []
             )
+            if refused is None and any(len(c.text) > MAX_CHUNK_BYTES for c in chunks):
+                chunks = [c for c in chunks if len(c.text) <= MAX_CHUNK_BYTES]
+                refused = SKIP_LONG_LINE  # the rest of the file is kept
             seen[rel] = _FileState(st.st_mtime_ns, st.st_size, chunks, refused)
             self._reads += 1
             changed = True
@@ -466,14 +480,17 @@ class Corpus:
         cache written by an older version may hold a ``.env``. Dropping one marks the
         corpus ``modified``, so the cache is written again without it."""
         # A file with no chunk is read again (it may be one refused for its content,
-        # which the cache does not record); one whose chunks hold a key or token, cached
-        # by a version that did not look, is dropped.
+        # which the cache does not record); one whose chunks hold a key or token, or a
+        # line too long to quote, cached by a version that did not look, is read again.
         kept = {
             rel: entry
             for rel, entry in state.items()
             if self._refused(rel) is None
             and entry[2]
-            and not any(_SECRET_CONTENT.search(c.text.encode()) for c in entry[2])
+            and not any(
+                len(c.text) > MAX_CHUNK_BYTES or _SECRET_CONTENT.search(c.text.encode())
+                for c in entry[2]
+            )
         }
         self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in kept.items()}
         self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]

@@ -17,7 +17,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from providers._cli import corpus_arguments, corpus_options
 from providers._corpus import (
+    MAX_CHUNK_BYTES,
     SKIP_LOCKFILE,
+    SKIP_LONG_LINE,
     SKIP_NOT_UTF8,
     SKIP_SECRET,
     SKIP_SECRET_CONTENT,
@@ -97,6 +99,23 @@ def test_a_file_whose_bytes_hold_a_key_or_token_is_read_but_never_chunked(
     leaked = chunk_file(root / "settings.py", "settings.py", (root / "settings.py").read_bytes())
     old.adopt({"settings.py": (1, 1, leaked)})
     assert old.chunks == []
+
+
+def test_a_line_too_long_to_quote_is_left_out_and_the_rest_of_its_file_kept(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    (root / "dist").mkdir(parents=True)
+    (root / "dist" / "app.min.js").write_text(f"var {WORD}=1;" + "a=1;" * 100_000 + "\n")
+    blob = "word " * (MAX_CHUNK_BYTES // 5 + 1)  # one line, many word pieces
+    (root / "data.md").write_text(f"# {WORD} data\n\nKept.\n\n{blob}\n\n# After\n\nKept too.\n")
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.refresh()
+    assert all(len(c.text) <= MAX_CHUNK_BYTES for c in corpus.chunks)
+    assert {c.rel for c in corpus.chunks} == {"data.md"}
+    assert "Kept too." in "".join(c.text for c in corpus.chunks)
+    assert corpus.skipped == {SKIP_LONG_LINE: 2}
+    assert skipped_summary(corpus.skipped) == "2 files with a line too long to quote (minified?)"
 
 
 def test_git_s_own_excludes_are_honoured_as_gitignore_is(tmp_path: Path) -> None:
