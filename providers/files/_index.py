@@ -32,7 +32,12 @@ __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 #: keeps a typical strong match in the middle of [0, 1] rather than pinned at 1.
 BM25_HALF_SCORE = 12.0
 
-_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[0-9]+")
+#: A word: a letter then letters, digits and ``_`` (any script; on ASCII text exactly
+#: ``[A-Za-z][A-Za-z0-9_]*``), or a run of ASCII digits.
+_WORD_RE = re.compile(r"[^\W\d_]\w*|[0-9]+")
+#: Scripts written without spaces between words (CJK ideographs, kana, hangul): a run
+#: of them is searched by its character pairs, so a phrase inside a sentence matches.
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
@@ -44,11 +49,33 @@ def _stem(word: str) -> str:
     return word
 
 
+def _unicode_terms(word: str) -> list[str]:
+    """A word with letters beyond ASCII: lower-cased, each run of a script written
+    without spaces as its character pairs (a lone character as itself), the rest as
+    words ("réunion" one term, "订单缓存" 订单 单缓 缓存)."""
+    lower = word.lower()
+    terms: list[str] = []
+    last = 0
+    for run in _CJK_RE.finditer(lower):
+        terms.append(lower[last : run.start()])
+        chars = run.group(0)
+        terms.extend(
+            [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+        )
+        last = run.end()
+    terms.append(lower[last:])
+    return [_stem(t.strip("_")) for t in terms if t and t not in STOPWORDS]
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased terms; identifiers also yield their snake/camel parts."""
+    """Lower-cased terms; identifiers also yield their snake/camel parts; words beyond
+    ASCII as ``_unicode_terms`` cuts them."""
     out: list[str] = []
     for m in _WORD_RE.finditer(text):
         word = m.group(0)
+        if not word.isascii():
+            out.extend(_unicode_terms(word))
+            continue
         lower = word.lower()
         parts = [p.lower() for piece in word.split("_") for p in _CAMEL_RE.findall(piece)]
         if lower not in STOPWORDS:

@@ -296,3 +296,16 @@ def test_a_torn_cache_is_a_cold_start_not_an_error(tmp_path: Path) -> None:
     index = FileIndex(CorpusOptions(root=root), cache_path=cache)
     index.build()
     assert not index.loaded_from_cache and index.chunk_count > 0
+
+
+def test_words_beyond_ascii_and_text_without_spaces_are_found(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "设计文档.md").write_text("# 设计\n\n订单缓存容量是多少：一千条。\n")
+    (root / "docs" / "notes.md").write_text("# Notes\n\nLa réunion du comité est lundi.\n")
+    (root / "docs" / "other.md").write_text("# Other\n\nNothing about caches here.\n")
+    ix = _index(root)
+    for asked, found in (("缓存策略", "docs/设计文档.md"), ("réunion comité", "docs/notes.md")):
+        frames = ix.answer(_q(asked)).frames
+        assert [f.uri for f in frames][:1] and found in _label(frames[0]), (asked, frames)
+        assert len(frames) == 1, (asked, [_label(f) for f in frames])
