@@ -278,8 +278,9 @@ class Corpus:
     """The chunks of every eligible file under ``options.root``, refreshed by mtime.
 
     ``refresh()`` re-walks the tree and re-reads only files whose ``(mtime_ns,
-    size)`` changed; it returns whether anything changed so an index built on
-    ``chunks`` knows when to rebuild.
+    size)`` changed (``mtime_ns``: the later of mtime and ctime, ``_stamp``); it
+    returns whether anything changed so an index built on ``chunks`` knows when to
+    rebuild.
     """
 
     def __init__(self, options: CorpusOptions) -> None:
@@ -406,7 +407,8 @@ class Corpus:
             if progress is not None and (n % 50 == 0 or n == total):
                 progress(n, total)
             old = self._files.get(rel)
-            if old is not None and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size:
+            stamp = _stamp(st)
+            if old is not None and old.mtime_ns == stamp and old.size == st.st_size:
                 seen[rel] = old
                 continue
             try:
@@ -430,7 +432,7 @@ class Corpus:
             if refused is None and any(len(c.text) > MAX_CHUNK_BYTES for c in chunks):
                 chunks = [c for c in chunks if len(c.text) <= MAX_CHUNK_BYTES]
                 refused = SKIP_LONG_LINE  # the rest of the file is kept
-            seen[rel] = _FileState(st.st_mtime_ns, st.st_size, chunks, refused)
+            seen[rel] = _FileState(stamp, st.st_size, chunks, refused)
             self._reads += 1
             changed = True
         for state in seen.values():
@@ -495,6 +497,14 @@ class Corpus:
         self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in kept.items()}
         self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]
         self._modified = len(kept) != len(state)
+
+
+def _stamp(st: os.stat_result) -> int:
+    """When a file last changed, as far as the walk can tell: the later of its mtime and
+    its ctime. ``cp -p``, ``rsync -a``, ``tar x`` and ``touch -r`` put an old mtime
+    back (so a change of the same size would pass for none), but the ctime is the
+    kernel's: no user sets it."""
+    return max(st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _refused_content(data: bytes) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +310,21 @@ def test_words_beyond_ascii_and_text_without_spaces_are_found(tmp_path: Path) ->
         frames = ix.answer(_q(asked)).frames
         assert [f.uri for f in frames][:1] and found in _label(frames[0]), (asked, frames)
         assert len(frames) == 1, (asked, [_label(f) for f in frames])
+
+
+def test_a_change_that_puts_the_old_mtime_back_is_still_seen(tmp_path: Path) -> None:
+    """``cp -p``, ``rsync -a`` and ``touch -r`` restore a file's mtime: a change of the
+    same size would pass for none, but its ctime moved."""
+    root = tmp_path / "p"
+    root.mkdir()
+    doc = root / "runbook.md"
+    doc.write_text("# Runbook\n\nEscalate after 36 hours of quokka silence.\n")
+    before = doc.stat()
+    ix = _index(root)
+    doc.write_text("# Runbook\n\nEscalate after 48 hours of quokka silence.\n")
+    os.utime(doc, ns=(before.st_atime_ns, before.st_mtime_ns))  # as touch -r does
+    assert doc.stat().st_mtime_ns == before.st_mtime_ns
+    assert doc.stat().st_size == before.st_size
+    ix.refresh(force=True)
+    (frame,) = ix.answer(_q("quokka silence")).frames
+    assert "48 hours" in (frame.content or "")
