@@ -68,7 +68,7 @@ def test_a_relative_provider_script_runs_from_any_working_directory(
     done = _compose(project / "hostd.toml", cwd)
     assert done.returncode == 0, done.stderr
     assert "Deploys happen on Tuesdays." in done.stdout
-    assert "notes=ok(1)" in done.stderr, done.stderr
+    assert "notes=ok(1 of 1)" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("where", ["project", "elsewhere"])

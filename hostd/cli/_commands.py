@@ -146,7 +146,8 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def audit_summary(result: dict[str, Any]) -> str:
-    """One line: included/excluded counts by reason, tokens, providers' statuses, what
+    """One line: included/excluded counts by reason, tokens, providers' statuses (with
+    how many of each one's offered frames were included), what
     left the composition short (``degraded_reasons``; ``no`` when it is whole), and a
     ``rerank`` or ``calibrated`` policy's fallback and its reason."""
     audit = result.get("audit") or {}
@@ -162,9 +163,13 @@ def audit_summary(result: dict[str, Any]) -> str:
         if e.get("disposition") == "included":
             pid = (e.get("frame") or {}).get("provider_id", e.get("provider", "?"))
             per_provider[pid] = per_provider.get(pid, 0) + 1
+    # Included of offered: "files=ok(0 of 3)" is a provider whose frames another's
+    # copies outranked (duplicates, budget), not one that found nothing ("ok(0)").
     provs = ", ".join(
         f"{p.get('provider_id', p.get('id'))}={p.get('status')}"
-        f"({per_provider.get(p.get('provider_id', p.get('id')), 0)})"
+        f"({per_provider.get(p.get('provider_id', p.get('id')), 0)}"
+        + (f" of {p['frames_offered']}" if p.get("frames_offered") else "")
+        + ")"
         for p in result.get("providers") or []
     )
     degraded = ", ".join(

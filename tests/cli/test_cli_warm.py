@@ -77,6 +77,26 @@ def test_a_resumed_build_s_bar_starts_where_it_stands() -> None:
     bars.close()
 
 
+def test_the_audit_summary_says_how_many_of_each_providers_frames_got_in() -> None:
+    def entry(pid: str, disposition: str) -> dict[str, Any]:
+        return {"frame": {"provider_id": pid}, "disposition": disposition, "reason": None}
+
+    result = {
+        "audit": {
+            "entries": [entry("semantic", "included"), entry("files", "excluded")],
+            "tokens_used": 10,
+            "global_budget": 100,
+        },
+        "providers": [
+            {"provider_id": "files", "status": "ok", "frames_offered": 3},
+            {"provider_id": "semantic", "status": "ok", "frames_offered": 1},
+        ],
+        "request_id": "r1",
+    }
+    # Found three, none got in (another's copies outranked them): not "found nothing".
+    assert "providers: files=ok(0 of 3), semantic=ok(1 of 1);" in audit_summary(result)
+
+
 def test_the_audit_summary_names_a_warming_leg() -> None:
     result = {
         "audit": {"entries": [], "tokens_used": 0, "global_budget": 100},
