@@ -190,7 +190,12 @@ def _provider_state(row: dict[str, Any]) -> str:
         said = progress.get("message") if isinstance(progress, dict) else None
         if state == "warming" and isinstance(progress, dict) and progress.get("total"):
             said = f"{progress.get('phase', 'warming')} {progress.get('done')}/{progress['total']}"
-        return f"{state} ({' '.join(str(said).split())})" if said else state
+        shown = f"{state} ({' '.join(str(said).split())})" if said else state
+        missing = row.get("consent_missing") or []
+        if missing:  # ready, yet asked by no request until the operator grants these
+            grants = "; ".join(f"hostd consent grant {row.get('id')} {s}" for s in missing)
+            shown += f"; not asked: it needs consent for {', '.join(missing)} ({grants})"
+        return shown
     if state not in ("crashed", "failed") or not failure:
         return state
     ago = health.get("last_failure_s_ago")

@@ -38,7 +38,7 @@ from hostd.transport import (
 )
 
 from ._declared import HandshakeRecords
-from ._gate import ConsentGate
+from ._gate import ConsentGate, missing_consent
 from ._health import Health, RestartPolicy
 from ._judge import JudgedLeg, audited, judge, judge_leg
 from ._launch import PoolSettings
@@ -376,7 +376,14 @@ class Host:
         """``providers/list``: id, binding, info, capabilities, state, health counters."""
         out = []
         for pid in sorted(self.pool.slots):
-            row = self.pool.row(self.pool.slots[pid])
+            slot = self.pool.slots[pid]
+            row = self.pool.row(slot)
+            # The scopes its last handshake requires with no live receipt: a provider
+            # "ready" that no request will ask until the operator grants them.
+            ack = slot.last_ack
+            row["consent_missing"] = (
+                missing_consent(self.consent, pid, ack.provider) if ack is not None else []
+            )
             if self.verify_stage is not None:
                 # digest_mismatch, source_mismatch, rubber_stamp, verify_failed, ...
                 row["health"]["verification"] = self.verify_stage.health(pid)

@@ -240,3 +240,13 @@ def test_status_says_what_a_ready_provider_holds_and_what_it_left_out(tmp_path: 
         assert line.endswith("; not indexed: 2 secret files)"), line
     finally:
         assert child.stop() == 0
+
+
+def test_a_ready_provider_that_lacks_consent_says_what_to_grant() -> None:
+    from hostd.cli._daemon import _provider_state
+
+    row = {"id": "cloud", "state": "ready", "health": {}, "consent_missing": ["egress"]}
+    assert _provider_state(row) == (
+        "ready; not asked: it needs consent for egress (hostd consent grant cloud egress)"
+    )
+    assert _provider_state({**row, "consent_missing": []}) == "ready"

@@ -325,8 +325,14 @@ async def test_consent_gates_an_egress_provider_over_the_api(start_daemon) -> No
         assert status["local"].status == "ok"
         assert status["cloud"].status == "no_consent"
         assert status["cloud"].missing_scopes == ["api.example.com"]
+        # "ready" in providers/list, yet asked by nothing: the row says what it lacks.
+        rows = {r["id"]: r for r in await client.providers()}
+        assert rows["cloud"]["consent_missing"] == ["api.example.com"]
+        assert rows["local"]["consent_missing"] == []
         receipt = (await client.consent_grant("cloud", "api.example.com", "tester"))["receipt"]
         assert receipt["grantor"] == "tester" and receipt["active"]
+        rows = {r["id"]: r for r in await client.providers()}
+        assert rows["cloud"]["consent_missing"] == []
         after = await client.compose("needs consent", budget=300)
         assert {p.provider_id: p.status for p in after.providers}["cloud"] == "ok"
         assert [r["scope"] for r in await client.consent_list("cloud")] == ["api.example.com"]
