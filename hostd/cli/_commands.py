@@ -223,7 +223,9 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
     empty = cfg.no_providers() if not cfg.provider else None
     with ReadySignal(ready_file, cfg.source, empty).held() as ready:
         anyio.run(
-            lambda: Daemon(cfg).run(stdio=args.stdio, unix=unix, tcp=tcp, ready=ready),
+            lambda: Daemon(cfg).run(
+                stdio=args.stdio, unix=unix, tcp=tcp, ready=ready, stopping=ready.stopping
+            ),
             backend="asyncio",
         )
     return EXIT_OK

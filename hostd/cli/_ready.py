@@ -72,6 +72,14 @@ class ReadySignal:
         except OSError as exc:  # the manager went away: serving goes on, the log says so
             get_logger("hostd.cli").warning("host.notify_failed", error=exc.strerror or str(exc))
 
+    def stopping(self) -> None:
+        """A stop has begun: the service manager is told (``STOPPING=1``), so it does
+        not take the grace period for a hang."""
+        try:
+            sd_notify("STOPPING=1")
+        except OSError:  # the manager went away: the stop goes on
+            pass
+
     @contextlib.contextmanager
     def held(self) -> Iterator[ReadySignal]:
         """Remove the ready file when the daemon stops (however it stops)."""

@@ -125,6 +125,7 @@ class Daemon:
         self._prefix = secrets.token_hex(3)
         self._seq = itertools.count(1)
         self.socket_path: Path | None = None
+        self._on_stopping: Callable[[], None] | None = None
         self._socket_identity: tuple[int, int] | None = None
         self._drain_scope: anyio.CancelScope | None = None
         self._connections: set[Connection] = set()
@@ -233,8 +234,11 @@ class Daemon:
         tcp: bool | None = None,
         handle_signals: bool = True,
         ready: Callable[[Daemon], None] | None = None,
+        stopping: Callable[[], None] | None = None,
     ) -> None:
-        """Serve until stopped; return after a graceful stop (the caller exits 0)."""
+        """Serve until stopped; return after a graceful stop (the caller exits 0).
+        ``ready`` is called once the listeners accept, ``stopping`` once a stop begins."""
+        self._on_stopping = stopping
         cfg = self.config
         wire_fd = reserve_stdout() if stdio else None
         tcp = cfg.tcp.enabled if tcp is None else tcp
@@ -347,6 +351,8 @@ class Daemon:
         self.stopping = True
         grace = self.config.host.grace_period_s
         log.info("host.stopping", reason=self._stop_reason, in_flight=self._inflight)
+        if self._on_stopping is not None:
+            self._on_stopping()
         with anyio.move_on_after(grace) as waited:
             self._drain_scope = waited
             await self._wait_idle()

@@ -107,6 +107,8 @@ def test_serve_notifies_ready_on_notify_socket_and_writes_then_removes_its_ready
         }
         with Client.connect(tmp_path / "run" / "h.sock") as client:
             assert client.call("host/status", {})["state"] == "serving"
+        proc.send_signal(signal.SIGTERM)
+        assert sock.recv(64) == b"STOPPING=1"  # told as the stop begins
     finally:
         assert _stop(proc) == 0
         assert proc.stderr is not None
