@@ -308,6 +308,7 @@ class Host:
                 distrusted=got.distrusted,
                 fresh_ids=got.accepted_ids,
                 early=early,
+                answered=[p for p, j in judged.items() if j.report.status is LegStatus.OK],
             )
             result = stage.merge(checked)
             stage.record(result)

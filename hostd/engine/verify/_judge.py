@@ -95,6 +95,12 @@ class Checked:
     reads: int
     #: ``file`` URI -> the bytes frames were matched against this turn.
     sources: Mapping[str, LineIndex] = field(default_factory=dict)
+    #: The held frames a provider offered again this turn.
+    reoffered: frozenset[FrameId] = frozenset()
+    #: The providers whose leg answered this turn (``None``: not known, every held frame
+    #: may stand). Their held frames stand only when offered again: the answer to this
+    #: turn's goal supersedes the last; a provider that gave none is stood in for.
+    answered: frozenset[str] | None = None
 
 
 def judge_held(
@@ -189,6 +195,8 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     n_reused = checked.n_reused
     held_sourceless, fresh_sourceless = sourceless_states(True), sourceless_states(False)
     items = zip(checked.items, checked.fids, checked.checks, strict=True)
+    reoffered, answered = checked.reoffered, checked.answered
+    not_offered = 0
     for i, (pair, fid, (inline, source)) in enumerate(items):
         if fid in verification:
             # D2: same FrameId, same content: the held copy (or the first fresh one)
@@ -230,6 +238,13 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
                 continue
             assert d.state is not None
             state = d.state
+        if reused and answered is not None and pair[0] in answered and fid not in reoffered:
+            # Still good, but its provider answered this turn's goal without it: it
+            # answered an earlier goal, at that goal's score, and would outrank this
+            # turn's evidence. Not composed now, nor held on. (Judged all the same: a
+            # provider that rubber-stamps it is caught.)
+            not_offered += 1
+            continue
         verification[fid] = state
         if reused:
             accepted_reused.append(held.valid[i])
@@ -248,6 +263,7 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     for key, n in Counter(map(_STATE, verification.values())).items():
         counts[key] = counts.get(key, 0) + n
     counts["reused"] = len(accepted_reused)
+    counts["not_offered_again"] = not_offered
     figures: dict[str, Any] = {
         "session": session,
         "held": plan.held,

@@ -222,6 +222,7 @@ class VerifyStage:
         distrusted: Mapping[str, str] | Iterable[str] = (),
         fresh_ids: Sequence[FrameId] | None = None,
         early: EarlyChecks | None = None,
+        answered: Iterable[str] | None = None,
     ) -> Checked:
         """The verdicts judged and every frame's checks read: the turn's one I/O step.
 
@@ -233,6 +234,8 @@ class VerifyStage:
         provider contributes nothing). ``fresh_ids``: the FrameId of each ``fresh`` frame,
         in order, when the caller built them already (the leg audit does).
         ``early``: the checks ``check_early`` ran this turn, taken as they are.
+        ``answered``: the providers whose leg answered (``ok``) this turn: a held frame
+        of theirs stands only when they offered it again (``Checked.answered``).
         """
         fresh_list = list(fresh)
         if fresh_ids is not None and len(fresh_ids) == len(fresh_list):
@@ -270,8 +273,20 @@ class VerifyStage:
             checks += more
             reads += n
             sources = {**more_sources, **sources}
+        offered = set(fresh_fids)
+        reoffered = frozenset(h.fid for h in held.valid if h.fid in offered)
         return Checked(
-            plan, held, len(fresh_list), first, first_fids, checks, len(held.valid), reads, sources
+            plan,
+            held,
+            len(fresh_list),
+            first,
+            first_fids,
+            checks,
+            len(held.valid),
+            reads,
+            sources,
+            reoffered,
+            frozenset(answered) if answered is not None else None,
         )
 
     def _untrusted(self, provider_id: str) -> str:
