@@ -253,6 +253,12 @@ async def open_tcp_listener(host: str, port: int) -> MultiListener[SocketStream]
 # -- stdio ------------------------------------------------------------------------------
 
 
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd``: a pipe, a socket or a terminal."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
 class Stdio:
     """Async byte I/O on the stdin fd and the reserved wire fd."""
 
@@ -265,25 +271,24 @@ class Stdio:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        infile = os.fdopen(self._in_fd, "rb", buffering=0, closefd=False)
-        try:
+        # The event loop polls pipes, sockets and terminals; anything else (a regular
+        # file, /dev/null: epoll refuses it, and its end would never be seen) is read
+        # in a worker thread and written with plain writes.
+        if _pollable(self._in_fd):
+            infile = os.fdopen(self._in_fd, "rb", buffering=0, closefd=False)
             reader = asyncio.StreamReader(limit=1 << 16)
             transport, _ = await loop.connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(reader), infile
             )
             self._reader = reader
             self._transports.append(transport)
-        except ValueError:
-            self._reader = None  # a regular file: read it in a worker thread instead
-        outfile = os.fdopen(self._out_fd, "wb", buffering=0, closefd=False)
-        try:
+        if _pollable(self._out_fd):
+            outfile = os.fdopen(self._out_fd, "wb", buffering=0, closefd=False)
             wtransport, wprotocol = await loop.connect_write_pipe(
                 asyncio.streams.FlowControlMixin, outfile
             )
             self._writer = asyncio.StreamWriter(wtransport, wprotocol, None, loop)
             self._transports.append(wtransport)
-        except ValueError:
-            self._writer = None
 
     async def receive(self) -> bytes:
         if self._reader is not None:

@@ -245,7 +245,6 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
 
 
 CONFIG_ERRORS = [
-    ('[log]\nfile = "{tmp}/no/such/folder/hostd.log"\n', "log.file"),
     ('[log]\nfile = "{tmp}"\n', "log.file"),
     ("[log]\nlevel = 3\n", "log.level"),
     ("[shadow]\nno_such_key = 1\n", "shadow.no_such_key"),
@@ -379,3 +378,20 @@ def test_budget_left_unspent_by_the_frame_cap_says_so(tmp_path: Path) -> None:
     assert "alpha, beta offered as many frames as a provider may (1; --max-frames" in note
     roomy = _hostd("--config", str(config), "compose", "x", "--budget", "50000")
     assert "as many frames as" not in roomy.stderr  # they had fewer than 64 to offer
+
+
+def test_serve_stdio_on_dev_null_ends_and_makes_its_log_file_s_directories(
+    tmp_path: Path,
+) -> None:
+    """stdin from /dev/null (a script, a service with no input): epoll refuses to watch
+    it, so it is read in a thread and its end seen; the log's missing folders are
+    made."""
+    config = tmp_path / "hostd.toml"
+    log = tmp_path / "no" / "such" / "folder" / "hostd.log"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\n[log]\nfile = "{log}"\n', encoding="utf-8"
+    )
+    done = _hostd("--config", str(config), "serve", "--stdio")  # stdin: /dev/null
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events[0] == "host.serving" and events[-1] == "host.stopped"
