@@ -369,9 +369,15 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
             if remote.get("credential"):
                 line += f" bearer {remote['credential']}"
         sys.stdout.write(line + "\n")
-        failure = (p.get("health") or {}).get("last_failure")
+        health = p.get("health") or {}
+        failure = health.get("last_failure")
+        progress = health.get("progress")
+        if health.get("readiness") == "failed" and isinstance(progress, dict):
+            failure = f"its warm-up failed: {progress.get('message') or 'no reason given'}"
         if failure and p.get("state") != "ready":
-            ago = (p.get("health") or {}).get("last_failure_s_ago")
+            ago = (
+                health.get("last_failure_s_ago") if failure == health.get("last_failure") else None
+            )
             when = f" ({duration(float(ago))} ago)" if ago is not None else ""
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}{when}\n")
             for line in interpreter_advice(cfg, {str(p.get("id")): str(failure)}):

@@ -196,6 +196,14 @@ def _provider_state(row: dict[str, Any]) -> str:
             grants = "; ".join(f"hostd consent grant {row.get('id')} {s}" for s in missing)
             shown += f"; not asked: it needs consent for {', '.join(missing)} ({grants})"
         return shown
+    progress = health.get("progress")
+    if state == "failed" and health.get("readiness") == "failed" and isinstance(progress, dict):
+        # Running, its warm-up failed: every query is refused until it is restarted.
+        why = " ".join(str(progress.get("message") or "no reason given").split())
+        return (
+            f"failed: its warm-up failed: {why}; it refuses every query until "
+            f"`hostd providers restart {row.get('id')}`"
+        )
     if state not in ("crashed", "failed") or not failure:
         return state
     ago = health.get("last_failure_s_ago")

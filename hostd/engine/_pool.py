@@ -159,13 +159,16 @@ class Slot:
     @property
     def state(self) -> ProviderState:
         """The recorded state, or ``crashed`` for a process that died since its last leg,
-        or ``warming`` for a running one that is not ready yet."""
+        ``warming`` for a running one that is not ready yet, ``failed`` for one whose
+        warm-up failed (it runs, and refuses every query: its progress says why)."""
         state = self.health.state
         if state is ProviderState.READY:
             if self.conn is None or not self.conn.alive:
                 return ProviderState.CRASHED
             if self.conn.readiness.warming:
                 return ProviderState.WARMING
+            if self.conn.readiness.state == "failed":
+                return ProviderState.FAILED
         return state
 
     def live(self) -> ProviderLink | None:

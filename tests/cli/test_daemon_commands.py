@@ -250,3 +250,31 @@ def test_a_ready_provider_that_lacks_consent_says_what_to_grant() -> None:
         "ready; not asked: it needs consent for egress (hostd consent grant cloud egress)"
     )
     assert _provider_state({**row, "consent_missing": []}) == "ready"
+
+
+def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> None:
+    """It runs and refuses every query: status and providers say failed, and why."""
+    config = tmp_path / "hostd.toml"
+    cold = ["python", "-m", "tests.fixtures.warming_provider", "--fail-warm", "no db at x.db"]
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "tickets"\ncommand = {json.dumps(cold)}\ncwd = "{ROOT}"\n',
+        encoding="utf-8",
+    )
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            while _state(client.providers(), "tickets") in ("idle", "warming"):
+                client.call("host/status")  # its warm-up's end: an event the row shows
+            assert _state(client.providers(), "tickets") == "failed"
+        shown = run_hostd("--config", str(config), "status")
+        (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider tickets:")]
+        assert line == (
+            "provider tickets: failed: its warm-up failed: RuntimeError: no db at x.db; "
+            "it refuses every query until `hostd providers restart tickets`"
+        )
+        listed = run_hostd("--config", str(config), "providers", "--connect")
+        assert "hostd: tickets: its warm-up failed: RuntimeError: no db at x.db" in listed.stderr
+    finally:
+        assert child.stop() == 0
