@@ -29,6 +29,7 @@ REASONS = (
     "provider_skipped",  # not asked: its budget share was 0
     "quarantined",  # its reply broke a budget or kind rule (B1–B4, Q1, Q2): none served
     "frames_invalid",  # an ok leg's frames dropped for breaking a frame rule (F1–F5, D1, Q1…)
+    "frames_unverified",  # its frames dropped by verification: digest or source mismatch, untrusted
     "consent_missing",  # not asked: a scope it declares has no consent receipt (C1, C6)
     "verify_skipped",  # its context/verify gave no verdicts: held frames read unknown
     "rerank_fallback",  # strategy rerank without the reranker's verdict
@@ -89,16 +90,30 @@ def _verify_code(error: Any) -> str | None:
     return error.split(":", 1)[0] or None
 
 
+#: The verify stage's drops that say a provider's evidence could not be trusted: its
+#: content is not what its digest or its source says, or its source is outside every
+#: trusted root (a config that does not cover the provider's files).
+_UNVERIFIED = frozenset({"digest_mismatch", "source_mismatch", "untrusted_source"})
+
+
 def degradations(
     reports: Mapping[str, LegReport],
     figures: Mapping[str, Any],
     strategy: Iterable[Degraded] = (),
+    excluded: Iterable[tuple[Any, str, Any]] = (),
 ) -> tuple[Degraded, ...]:
     """Every reason the composition is not whole, sorted (empty: it is whole).
 
     ``reports`` are the fan-out's legs, ``figures`` its verify stage's figures
-    (``verify_errors``), ``strategy`` what preparing the strategy fell back on."""
+    (``verify_errors``), ``strategy`` what preparing the strategy fell back on,
+    ``excluded`` the fan-out's dropped frames (``(FrameId, reason, detail)``)."""
     found = [d for d in map(leg_degradation, reports.values()) if d is not None]
+    unverified: dict[str, set[str]] = {}
+    for fid, reason, _ in excluded:
+        if reason in _UNVERIFIED:
+            unverified.setdefault(fid.provider_id, set()).add(reason)
+    for pid, reasons in unverified.items():
+        found.append(Degraded("frames_unverified", pid, ",".join(sorted(reasons))))
     errors = figures.get("verify_errors")
     # ``errors and``: no verify error (the common case) costs no ABC instance check.
     if errors and isinstance(errors, Mapping):

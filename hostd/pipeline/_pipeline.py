@@ -251,7 +251,7 @@ class Pipeline:
         request id; the composition logged once."""
         usage = part["usage"]
         self._remember_usage(request_id, usage)
-        degraded = degradations(fan.reports, fan.figures, prepared.degraded)
+        degraded = degradations(fan.reports, fan.figures, prepared.degraded, fan.excluded)
         result["degraded"] = bool(degraded)
         result["degraded_reasons"] = [d.to_wire() for d in degraded]
         result["request_id"] = request_id
