@@ -575,18 +575,29 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
 
     await run.step("query", first_query())
 
-    # Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget.
+    # Budget honesty on recomputed costs (B1, B3, B4), at the normal and a tight budget,
+    # and one frame asked with room for many: a provider that packs by max_tokens alone
+    # passes the others whenever the budget runs out before max_frames does.
     async def budget_honesty() -> None:
         tight = ContextQuery(goal=goal, query_text=query_text, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
         _fail_on_error(error, "max_tokens=8", allowed="budget_unsatisfiable")
         held = run.audit(tight, raw, caps.query.kinds).quarantine
-        breaches = [*(first[0].quarantine if first else ()), *held]
+        one = ContextQuery(
+            goal=goal, query_text=query_text, max_frames=1, max_tokens=max(budget, 100_000)
+        )
+        raw_one, error_one = await d.query(one)
+        _fail_on_error(error_one, "max_frames=1", allowed="budget_unsatisfiable")
+        held_one = run.audit(one, raw_one, caps.query.kinds).quarantine
+        breaches = [*(first[0].quarantine if first else ()), *held, *held_one]
         breaches = [v for v in breaches if v.rule.startswith("B")]
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
         how = "an error" if error is not None else f"{len(raw or [])} frame(s)"
-        detail = f"costs exact; max_tokens=8 answered with {how} in {d.last_ms:.0f} ms"
+        detail = (
+            f"costs exact; max_tokens=8 answered with {how}, max_frames=1 with "
+            f"{len(raw_one or [])} frame(s), in {d.last_ms:.0f} ms"
+        )
         results.append(CheckResult("budget honesty", True, detail))
 
     await run.step("budget honesty", budget_honesty())

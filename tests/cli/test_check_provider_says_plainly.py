@@ -64,6 +64,16 @@ def test_a_digest_of_the_wrong_text_fails_the_query_naming_the_frame_and_the_dig
         assert title not in query["detail"] and text not in query["detail"]
 
 
+def test_a_provider_that_packs_by_max_tokens_alone_fails_budget_honesty() -> None:
+    """At the default budget it never reaches max_frames, so only a query for one frame
+    with room for many shows it (the daemon quarantines such a reply: B4)."""
+    done, checks = _json("--", "python", SCRIPT, "ignores_max_frames")
+    assert done.returncode == 1
+    assert checks["query"]["passed"], checks["query"]
+    honesty = checks["budget honesty"]
+    assert not honesty["passed"] and honesty["rules"] == ["B4"], honesty
+
+
 def test_the_same_provider_with_honest_digests_passes() -> None:
     done, checks = _json("--", "python", SCRIPT, "honest")
     assert done.returncode == 0, checks
