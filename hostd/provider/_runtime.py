@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
 import anyio.abc
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hostd.errors import IncompatibleVersion, ProviderRefusal
 from hostd.protocol import (
@@ -229,9 +230,20 @@ async def _shutdown(server: ProviderServer, params: _NoParams) -> None:
 
 
 def _log_unexpected(method: str, exc: BaseException) -> None:
-    # A provider's log is its stderr; refusals and bad params are answers, not news.
-    if not isinstance(exc, ProviderRefusal | IncompatibleVersion | Warming):
-        sys.stderr.write(f"provider: {method} failed: {type(exc).__name__}: {exc}\n")
+    # A provider's log is its stderr; refusals are answers, not news. Params the
+    # request got wrong are the caller's mistake (say so in one line, not as this
+    # provider's failure); anything else is a bug here: its whole traceback, so the
+    # author finds the line.
+    if isinstance(exc, ProviderRefusal | IncompatibleVersion | Warming):
+        return
+    if isinstance(exc, ValidationError):
+        sys.stderr.write(
+            f"provider: {method}: refused a request with malformed params "
+            f"({exc.error_count()} error(s)); answered bad_request\n"
+        )
+        return
+    sys.stderr.write(f"provider: {method} failed: {type(exc).__name__}: {exc}\n")
+    sys.stderr.write("".join(traceback.format_exception(exc)))
 
 
 _METHODS: Mapping[str, Method] = {

@@ -100,3 +100,22 @@ async def test_stdin_from_a_regular_file_is_answered_then_the_provider_exits(
     assert len(replies[2]["result"]["frames"]) == 3
     assert b"Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0
+
+
+async def test_a_query_that_raises_leaves_its_traceback_on_stderr() -> None:
+    """An author's bug: the line it is on, not only the exception's name. Malformed
+    params are the caller's mistake: one line, not a traceback."""
+    lines = [
+        _req("context/handshake", HANDSHAKE, 1),
+        _req("context/query", QUERY, 2),
+        _req("context/query", {"query": {"goal": "g"}}, 3),  # max_tokens missing
+        _req("context/shutdown", {}, 4),
+    ]
+    done = await _run("tests.provider.raising_provider", input=b"".join(lines))
+    replies = {r["id"]: r for r in _replies(done.stdout)}
+    assert replies[2]["error"]["data"]["cgp_code"] == "internal", replies[2]
+    err = done.stderr.decode()
+    assert "provider: context/query failed: IndexError: tuple index out of range" in err
+    assert "raising_provider.py" in err and "in lookup" in err and "return rows[3]" in err
+    assert "provider: context/query: refused a request with malformed params" in err
+    assert "_QueryParams" not in err  # the validation's internals are not the author's
