@@ -20,6 +20,7 @@ reverse.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import traceback
@@ -206,7 +207,13 @@ async def _handshake(server: ProviderServer, req: HandshakeRequest) -> dict[str,
 async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
     if not server.readiness.ready:
         raise server.readiness.refusal()  # answered now: a host never waits on a warm-up
-    out = await server.provider.query(params.query)
+    query: Any = server.provider.query  # async as declared, or a plain def
+    if inspect.iscoroutinefunction(query):
+        out = await query(params.query)
+    else:  # a plain ``def query``: in a worker thread, so a slow one blocks nothing
+        out = await anyio.to_thread.run_sync(query, params.query)
+        if inspect.isawaitable(out):
+            out = await out
     if isinstance(out, ContextQueryResult):
         # Frames are usually wire dicts already; a pydantic dump of list[Any] would
         # only copy them (it is the provider's hot path).
@@ -221,7 +228,11 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
 
 
 async def _verify(server: ProviderServer, req: VerifyRequest) -> dict[str, Any]:
-    verdicts = await server.provider.verify(list(req.frames))
+    verify: Any = server.provider.verify  # async as declared, or a plain def
+    if inspect.iscoroutinefunction(verify):
+        verdicts = await verify(list(req.frames))
+    else:
+        verdicts = await anyio.to_thread.run_sync(verify, list(req.frames))
     return {"verdicts": [v.to_wire() for v in verdicts]}
 
 

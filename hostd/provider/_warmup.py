@@ -13,6 +13,8 @@ and ``hostd.protocol``.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import sys
 import threading
 import time
@@ -145,7 +147,9 @@ def warm_in_thread(
 
     def run() -> None:
         try:
-            said = warm(Progress(readiness))
+            said: Any = warm(Progress(readiness))
+            if inspect.iscoroutine(said):  # an ``async def warm``: run to its end here
+                said = asyncio.run(said)
         except BaseException as exc:  # answered on every query instead of exiting
             sys.stderr.write(f"provider: warm-up failed: {type(exc).__name__}: {exc}\n")
             readiness.finish(exc)

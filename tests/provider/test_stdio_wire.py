@@ -119,3 +119,24 @@ async def test_a_query_that_raises_leaves_its_traceback_on_stderr() -> None:
     assert "raising_provider.py" in err and "in lookup" in err and "return rows[3]" in err
     assert "provider: context/query: refused a request with malformed params" in err
     assert "_QueryParams" not in err  # the validation's internals are not the author's
+
+
+async def test_an_async_warm_and_a_plain_query_are_run_as_written() -> None:
+    """``async def warm`` is awaited (not left a coroutine never awaited), and a plain
+    ``def query`` (a blocking driver call) is run in a worker thread."""
+    async with await anyio.open_process(
+        [sys.executable, "-m", "tests.provider.plain_provider"], cwd=ROOT, env=_env()
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        await proc.stdin.send(_req("context/handshake", HANDSHAKE, 1))
+        buf = b""
+        with anyio.fail_after(60):  # a hang guard: the ready note is the event
+            while b'"state":"ready"' not in buf.replace(b" ", b""):
+                buf += await proc.stdout.receive()
+            assert b"1 row loaded" in buf  # its warm-up's return: the ready message
+            await proc.stdin.send(_req("context/query", QUERY, 2))
+            while b'"id":2' not in buf.replace(b" ", b""):
+                buf += await proc.stdout.receive()
+        await proc.stdin.aclose()
+    replies = {r["id"]: r for r in map(json.loads, buf.splitlines()) if "id" in r}
+    assert [f["content"] for f in replies[2]["result"]["frames"]] == ["Deploys happen on Tuesdays."]
