@@ -109,8 +109,10 @@ def test_serve_notifies_ready_on_notify_socket_and_writes_then_removes_its_ready
             assert client.call("host/status", {})["state"] == "serving"
         proc.send_signal(signal.SIGTERM)
         assert sock.recv(64) == b"STOPPING=1"  # told as the stop begins
+        assert proc.wait(timeout=HANG_GUARD_S) == 0  # one signal: a graceful stop
     finally:
-        assert _stop(proc) == 0
+        if proc.poll() is None:
+            assert _stop(proc) == 0
         assert proc.stderr is not None
         proc.stderr.close()
     assert not ready.exists()
