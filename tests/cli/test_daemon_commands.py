@@ -215,21 +215,27 @@ def test_one_config_is_served_by_one_daemon_whatever_its_socket(tmp_path: Path) 
     assert again.stop() == 0
 
 
+def _serving_one(tmp_path: Path, pid: str, command: list[str]) -> tuple[Path, ServeChild]:
+    """A config of one provider, ``pid`` running ``command``, and its daemon serving."""
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
+        encoding="utf-8",
+    )
+    child = ServeChild(config)
+    assert child.start(60)
+    return config, child
+
+
 def test_status_says_what_a_ready_provider_holds_and_what_it_left_out(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "notes.md").write_text("# Notes\n\nDeploys happen on Tuesdays.\n")
     (project / ".env").write_text("API_TOKEN=not-for-a-model\n")
     (project / "secrets.yaml").write_text("password: not-for-a-model\n")
-    config = tmp_path / "hostd.toml"
     files = ["python", "-m", "providers.files", "--root", str(project), "--no-cache"]
-    config.write_text(
-        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
-        f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\ncwd = "{ROOT}"\n',
-        encoding="utf-8",
-    )
-    child = ServeChild(config)
-    assert child.start(60)
+    config, child = _serving_one(tmp_path, "files", files)
     try:
         with Client.connect(tmp_path / "run" / "s.sock") as client:
             while _state(client.providers(), "files") != "ready":  # its build: events
@@ -254,15 +260,8 @@ def test_a_ready_provider_that_lacks_consent_says_what_to_grant() -> None:
 
 def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> None:
     """It runs and refuses every query: status and providers say failed, and why."""
-    config = tmp_path / "hostd.toml"
     cold = ["python", "-m", "tests.fixtures.warming_provider", "--fail-warm", "no db at x.db"]
-    config.write_text(
-        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
-        f'[[provider]]\nid = "tickets"\ncommand = {json.dumps(cold)}\ncwd = "{ROOT}"\n',
-        encoding="utf-8",
-    )
-    child = ServeChild(config)
-    assert child.start(60)
+    config, child = _serving_one(tmp_path, "tickets", cold)
     try:
         with Client.connect(tmp_path / "run" / "s.sock") as client:
             while _state(client.providers(), "tickets") in ("idle", "warming"):
