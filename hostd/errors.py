@@ -14,11 +14,12 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode
+from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode, read_cgp_code
 
 __all__ = [
     "IDS_NAMED",
     "BadRequest",
+    "CallTimeout",
     "ConfigError",
     "ConnectionLost",
     "CorrelationMismatch",
@@ -279,6 +280,13 @@ class RpcError(HostdError):
         self.rpc_data = data
 
     @property
+    def cgp(self) -> CgpErrorCode:
+        """The daemon's CGP code (``data.cgp_code``; X1: one unknown or absent reads
+        ``internal``), not the class's."""
+        data = self.rpc_data if isinstance(self.rpc_data, dict) else {}
+        return read_cgp_code(data.get("cgp_code"))
+
+    @property
     def remote_reason(self) -> str | None:
         """``data.reason`` of the error (e.g. ``floors_exceed_budget``), if any."""
         if isinstance(self.rpc_data, dict):
@@ -294,6 +302,13 @@ class ConnectionLost(ProtocolFault):
     """The daemon closed the connection before answering."""
 
     reason = "connection_lost"
+
+
+class CallTimeout(HostdError, TimeoutError):
+    """A client call got no answer within the ``timeout`` its caller gave; the call was
+    cancelled in the daemon (``$/cancel``). A ``TimeoutError`` too."""
+
+    reason = "call_timeout"
 
 
 class UnexpectedReply(ProtocolFault):

@@ -9,4 +9,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-"$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[${HOSTD_EXTRAS:-dev}]"
+# compat: a plain path in a .pth, so type checkers and editors find hostd (the default
+# import hook is invisible to them: mypy would say "Cannot find implementation")
+"$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[${HOSTD_EXTRAS:-dev}]" \
+    --config-settings editable_mode=compat

@@ -13,15 +13,38 @@ scripts::
     with Client.spawn(config="config/demo.toml") as hostd:   # a private daemon on stdio
         ...
 
+    hostd = Client.connect()       # or keep one for the program's life: it reconnects
+    hostd.compose("…", timeout=10)  # after a daemon restart; CallTimeout after 10 s
+    hostd.close()
+
 ``compose`` returns a ``ComposeResult``: the wire's members as attributes,
 validated once on receipt (unknown members carried, never read: U1), ``to_wire()``
 the dict received. It asks for the evidence's own content
-(``include_content``) unless told not to. It never loads the host side.
+(``include_content``) unless told not to. It never loads the host side. Everything it
+raises on purpose is a ``HostdError``: ``NoDaemon``, ``RpcError`` (the daemon's
+answer), ``CallTimeout``, ``ConnectionLost``, ``UnexpectedReply``.
 """
 
-from hostd.errors import ConnectionLost, NoDaemon, RpcError, UnexpectedReply
+from hostd.errors import (
+    CallTimeout,
+    ConnectionLost,
+    HostdError,
+    NoDaemon,
+    RpcError,
+    UnexpectedReply,
+)
 
-from ._async import AsyncClient, ProgressCallback, Used, connect, connect_tcp, serve_command, spawn
+from ._async import (
+    AsyncClient,
+    ComposeOptions,
+    Floor,
+    ProgressCallback,
+    Used,
+    connect,
+    connect_tcp,
+    serve_command,
+    spawn,
+)
 from ._results import (
     Audit,
     AuditEntry,
@@ -46,14 +69,18 @@ __all__ = [
     "AsyncClient",
     "Audit",
     "AuditEntry",
+    "CallTimeout",
     "Citation",
     "Client",
+    "ComposeOptions",
     "ComposeResult",
     "ConnectionLost",
     "DegradedReason",
     "Evidence",
+    "Floor",
     "FloorRecord",
     "FrameRef",
+    "HostdError",
     "NoDaemon",
     "ProgressCallback",
     "PromptUsage",

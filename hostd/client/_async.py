@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, TypedDict
 
 import anyio
 from anyio.abc import (
@@ -30,6 +30,7 @@ from anyio.abc import (
     SocketAttribute,
     SocketStream,
 )
+from typing_extensions import Unpack
 
 from hostd._teardown import stop_process
 from hostd.config import discover_socket, logs_to_stderr
@@ -41,6 +42,8 @@ from ._results import Citation, ComposeResult, Evidence, FrameRef, parse_reply
 
 __all__ = [
     "AsyncClient",
+    "ComposeOptions",
+    "Floor",
     "ProgressCallback",
     "Used",
     "connect",
@@ -56,6 +59,35 @@ ProgressCallback = Callable[[dict[str, Any]], Any]
 #: What ``feedback`` accepts as ``used``: a citation label, a FrameId (as a dict or a
 #: ``FrameRef``), or a ``Citation`` / ``Evidence`` of the result (its label).
 Used = str | Mapping[str, Any] | FrameRef | Citation | Evidence
+
+
+class Floor(TypedDict, total=False):
+    """A floor: text the prompt always carries (``label`` and ``content`` required)."""
+
+    label: str
+    content: str
+    position: Literal["top", "bottom"]
+
+
+class ComposeOptions(TypedDict, total=False):
+    """``context/compose``'s members besides ``goal`` and ``budget`` (docs/api.md):
+    keyword arguments of ``compose``, sent as given (``None`` is left out)."""
+
+    providers: list[str] | None
+    kinds: list[str] | None
+    anchors: list[str] | None
+    query_text: str | None
+    as_of: str | None
+    max_frames: int | None
+    strategy: str | dict[str, Any] | None
+    placement: str | None
+    overfetch: float | None
+    floors: list[Floor] | None
+    caps: dict[str, float] | None
+    #: The daemon's deadline for the providers' legs, in ms (the request's own).
+    timeout_ms: int | None
+    session: str | None
+    record: bool | None
 
 
 def _used_item(item: Used) -> str | dict[str, Any]:
@@ -147,7 +179,8 @@ class AsyncClient:
     ) -> Any:
         """Call ``method``; return its result or raise ``RpcError``.
 
-        Cancelling the caller sends ``$/cancel`` so the daemon drops the work too.
+        Cancelling the caller (``anyio.fail_after`` around it, say) sends ``$/cancel``
+        so the daemon drops the work too.
         """
         id_ = next(self._ids)
         slot = self._calls.add(id_)  # raises ConnectionLost once the reader has ended
@@ -188,27 +221,25 @@ class AsyncClient:
         budget: int | None = None,
         include_content: bool = True,
         on_progress: ProgressCallback | None = None,
-        **params: Any,
+        **options: Unpack[ComposeOptions],
     ) -> ComposeResult:
         """``context/compose``: the ComposedPrompt as a ``ComposeResult`` (``prompt``,
         ``citations``, ``evidence``, ``audit``…), validated once here.
 
         ``include_content`` (default on) asks for ``evidence``, each included frame's
         own content; off, the request is the plain wire one and ``evidence`` is empty.
+        ``options`` are the request's other members (``providers``, ``floors``, …;
+        ``timeout_ms`` is the daemon's deadline for the providers' legs).
         """
-        body = {"goal": goal, **{k: v for k, v in params.items() if v is not None}}
-        if budget is not None:
-            body["budget"] = budget
+        body = _body(goal, budget, dict(options))
         if include_content:
             body["include_content"] = True
         raw = await self.call("context/compose", body, on_progress=on_progress)
         return parse_reply(ComposeResult, raw, "context/compose")
 
-    async def query(self, goal: str, *, budget: int | None = None, **params: Any) -> Any:
-        body = {"goal": goal, **{k: v for k, v in params.items() if v is not None}}
-        if budget is not None:
-            body["budget"] = budget
-        return await self.call("context/query", body)
+    async def query(self, goal: str, *, budget: int | None = None, **options: Any) -> Any:
+        """``context/query``: the providers' frames, unranked (the wire's dict)."""
+        return await self.call("context/query", _body(goal, budget, options))
 
     async def providers(self) -> list[dict[str, Any]]:
         result = await self.call("providers/list")
@@ -260,6 +291,13 @@ class AsyncClient:
 
     async def shutdown(self) -> Any:
         return await self.call("host/shutdown")
+
+
+def _body(goal: str, budget: int | None, options: dict[str, Any]) -> dict[str, Any]:
+    body = {"goal": goal, **{k: v for k, v in options.items() if v is not None}}
+    if budget is not None:
+        body["budget"] = budget
+    return body
 
 
 def _token_key(token: Any) -> str:

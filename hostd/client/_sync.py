@@ -1,102 +1,195 @@
-"""``Client``: a small blocking wrapper over ``AsyncClient``, for scripts.
+"""``Client``: a small blocking wrapper over ``AsyncClient``, for scripts and for programs
+that keep one connection for their whole life.
 
 It runs the async client on its own event loop thread (an anyio blocking portal)
-and returns what the async client returns: ``compose`` a ``ComposeResult``.
+and returns what the async client returns: ``compose`` a ``ComposeResult``. It is
+open from the moment ``connect``/``connect_tcp``/``spawn`` returns: use it in a
+``with`` block, or keep it and call ``close()``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Any, Self
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+import anyio
+from anyio.from_thread import start_blocking_portal
+from typing_extensions import Unpack
 
-from ._async import AsyncClient, Used, connect, connect_tcp, spawn
+from hostd.errors import CallTimeout, ConnectionLost
+
+from ._async import AsyncClient, ComposeOptions, ProgressCallback, Used, connect, connect_tcp, spawn
 from ._results import ComposeResult
 
 __all__ = ["Client"]
 
+Opener = Callable[[], AbstractAsyncContextManager[AsyncClient]]
+
 
 class Client:
-    """A blocking wrapper over ``AsyncClient`` (it runs its own event loop thread)."""
+    """A blocking client of one daemon (it runs its own event loop thread).
 
-    def __init__(self, portal: BlockingPortal, client: AsyncClient) -> None:
-        self._portal = portal
-        self._client = client
+    Made by ``Client.connect``, ``Client.connect_tcp`` or ``Client.spawn``, open when
+    they return; ``close()`` (or leaving its ``with`` block) ends it. A socket client
+    whose daemon went away and came back reconnects on the next call (``reconnect``):
+    only a call made on a connection already ended is sent again on a new one, so no
+    request is ever sent twice; one in flight when the daemon goes raises
+    ``ConnectionLost``.
+    """
+
+    def __init__(self, opener: Opener, *, reconnect: bool = False) -> None:
+        """Open ``opener()``'s connection now (the classmethods are the way in)."""
+        self._opener = opener
+        self._reconnect = reconnect
+        self._stack = contextlib.ExitStack()
+        self._connection = contextlib.ExitStack()
+        try:
+            self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
+            self._client = self._open()
+        except BaseException:
+            self._stack.close()
+            raise
+        self._stack.push(self._connection)  # closed first: the connection, then the loop
+        self._closed = False
+
+    def _open(self) -> AsyncClient:
+        opened = self._portal.wrap_async_context_manager(self._opener())
+        client: AsyncClient = self._connection.enter_context(opened)
+        return client
 
     @classmethod
-    @contextlib.contextmanager
     def connect(
         cls,
         path: str | os.PathLike[str] | None = None,
         *,
         config: str | os.PathLike[str] | None = None,
-    ) -> Iterator[Client]:
-        """``connect`` (its socket discovery too), blocking."""
-        with (
-            start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(connect(path, config=config)) as client,
-        ):
-            yield cls(portal, client)
+        reconnect: bool = True,
+    ) -> Client:
+        """``connect`` (its socket discovery too), blocking; ``NoDaemon`` when nothing
+        listens there."""
+        return cls(lambda: connect(path, config=config), reconnect=reconnect)
 
     @classmethod
-    @contextlib.contextmanager
-    def connect_tcp(cls, host: str, port: int, token: str) -> Iterator[Client]:
-        with (
-            start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(connect_tcp(host, port, token)) as client,
-        ):
-            yield cls(portal, client)
+    def connect_tcp(cls, host: str, port: int, token: str, *, reconnect: bool = True) -> Client:
+        return cls(lambda: connect_tcp(host, port, token), reconnect=reconnect)
 
     @classmethod
-    @contextlib.contextmanager
-    def spawn(cls, config: str | os.PathLike[str] | None = None, **kwargs: Any) -> Iterator[Client]:
+    def spawn(cls, config: str | os.PathLike[str] | None = None, **kwargs: Any) -> Client:
         """Start ``hostd serve --stdio`` as a child with ``config`` and talk to it; stop it
-        on exit. ``kwargs`` are ``hostd.client.spawn``'s: ``stderr`` (the daemon's log;
-        inherited unless given), ``log_level`` (``warning`` while the log shares your
-        stderr; ``None`` keeps the config's), ``env``, ``cwd``, ``command``, ``grace_s``."""
-        with (
-            start_blocking_portal(backend="asyncio") as portal,
-            portal.wrap_async_context_manager(spawn(config, **kwargs)) as client,
-        ):
-            yield cls(portal, client)
+        on ``close()``. ``kwargs`` are ``hostd.client.spawn``'s: ``stderr`` (the daemon's
+        log; inherited unless given), ``log_level`` (``warning`` while the log shares your
+        stderr; ``None`` keeps the config's), ``env``, ``cwd``, ``command``, ``grace_s``.
+        A daemon that died is not started again: its calls raise ``ConnectionLost``."""
+        return cls(lambda: spawn(config, **kwargs))
 
-    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        return self._portal.call(lambda: fn(*args, **kwargs))
+    # -- life -----------------------------------------------------------------------------
 
-    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        return self._run(self._client.call, method, params)
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``, or once the connection ended and will not be reopened."""
+        return self._closed or (self._client.closed and not self._reconnect)
+
+    @property
+    def connected(self) -> bool:
+        """True while the connection is up (one that ended may be reopened by the next
+        call: ``reconnect``)."""
+        return not self._closed and not self._client.closed
+
+    def close(self) -> None:
+        """End the connection (a spawned daemon is stopped) and the loop thread. Again: no-op."""
+        if not self._closed:
+            self._closed = True
+            self._stack.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _run(
+        self,
+        fn: Callable[[AsyncClient], Awaitable[Any]],
+        timeout: float | None = None,
+        method: str = "",
+    ) -> Any:
+        if self._closed:
+            raise ConnectionLost("this client is closed")
+        if self._client.closed and self._reconnect:
+            self._connection.close()  # the ended connection's reader and socket
+            self._client = self._open()  # NoDaemon while the daemon is not back
+        if timeout is None:
+            return self._portal.call(fn, self._client)
+        return self._portal.call(_within, timeout, method, fn(self._client))
+
+    # -- the API (AsyncClient's, blocking) ------------------------------------------------
+
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """Call ``method``; its result, or ``RpcError``. With ``timeout`` (seconds) and no
+        answer by then, the call is cancelled in the daemon and ``CallTimeout`` raised."""
+        return self._run(lambda c: c.call(method, params), timeout, method)
 
     def compose(
-        self, goal: str, *, budget: int | None = None, include_content: bool = True, **params: Any
+        self,
+        goal: str,
+        *,
+        budget: int | None = None,
+        include_content: bool = True,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        **options: Unpack[ComposeOptions],
     ) -> ComposeResult:
-        """``context/compose`` (``AsyncClient.compose``): a ``ComposeResult``."""
+        """``context/compose`` (``AsyncClient.compose``): a ``ComposeResult``. ``timeout``
+        is this client's wait in seconds (``call``); ``timeout_ms``, among ``options``,
+        the daemon's deadline for the providers' legs. ``on_progress`` is called with each
+        ``$/progress`` of the request, on the client's loop thread."""
         result: ComposeResult = self._run(
-            self._client.compose, goal, budget=budget, include_content=include_content, **params
+            lambda c: c.compose(
+                goal,
+                budget=budget,
+                include_content=include_content,
+                on_progress=on_progress,
+                **options,
+            ),
+            timeout,
+            "context/compose",
         )
         return result
 
-    def query(self, goal: str, *, budget: int | None = None, **params: Any) -> Any:
-        return self._run(self._client.query, goal, budget=budget, **params)
+    def query(
+        self, goal: str, *, budget: int | None = None, timeout: float | None = None, **options: Any
+    ) -> Any:
+        return self._run(
+            lambda c: c.query(goal, budget=budget, **options), timeout, "context/query"
+        )
 
     def providers(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._run(self._client.providers)
+        result: list[dict[str, Any]] = self._run(lambda c: c.providers())
         return result
 
     def consent_grant(self, provider: str, scope: str, grantor: str = "client") -> Any:
-        return self._run(self._client.consent_grant, provider, scope, grantor)
+        return self._run(lambda c: c.consent_grant(provider, scope, grantor))
 
     def consent_revoke(self, provider: str, scope: str, grantor: str = "client") -> Any:
-        return self._run(self._client.consent_revoke, provider, scope, grantor)
+        return self._run(lambda c: c.consent_revoke(provider, scope, grantor))
 
     def consent_list(self, provider: str | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._run(self._client.consent_list, provider)
+        result: list[dict[str, Any]] = self._run(lambda c: c.consent_list(provider))
         return result
 
     def usage(self, request_id: str) -> Any:
-        return self._run(self._client.usage, request_id)
+        return self._run(lambda c: c.usage(request_id))
 
     def feedback(
         self,
@@ -107,13 +200,25 @@ class Client:
         note: str | None = None,
     ) -> dict[str, Any]:
         reply: dict[str, Any] = self._run(
-            self._client.feedback, result, used, helpful=helpful, note=note
+            lambda c: c.feedback(result, used, helpful=helpful, note=note)
         )
         return reply
 
     def status(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._run(self._client.status)
+        result: dict[str, Any] = self._run(lambda c: c.status())
         return result
 
     def shutdown(self) -> Any:
-        return self._run(self._client.shutdown)
+        return self._run(lambda c: c.shutdown())
+
+
+async def _within(seconds: float, method: str, call: Awaitable[Any]) -> Any:
+    """``call``'s result, or ``CallTimeout`` once ``seconds`` have passed: the cancel
+    reaches the call, which sends ``$/cancel`` so the daemon drops the work."""
+    with anyio.move_on_after(seconds):
+        return await call
+    raise CallTimeout(
+        f"hostd did not answer {method} within {seconds:g} s; the call was cancelled",
+        method=method,
+        timeout_s=seconds,
+    )

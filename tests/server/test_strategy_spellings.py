@@ -15,7 +15,7 @@ from tests.server.conftest import ROOT, provider_table
 pytestmark = pytest.mark.anyio
 
 # (spelling sent, what the audit records as strategy_params)
-SPELLINGS = [
+SPELLINGS: list[tuple[str | dict[str, Any], str | dict[str, Any]]] = [
     ("score", "score"),
     ("round_robin", "round_robin"),
     ("quota:2", {"quota": 2}),

@@ -1,0 +1,123 @@
+"""The blocking ``Client`` kept for a program's life: ``close()`` without a ``with`` block,
+a reconnect after the daemon restarts, a client-side ``timeout`` that cancels the work
+in the daemon, and errors a caller can catch as one ``HostdError``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hostd.client import (
+    CallTimeout,
+    Client,
+    ConnectionLost,
+    HostdError,
+    NoDaemon,
+    RpcError,
+)
+from hostd.protocol import CgpErrorCode
+from tests.client.test_client import ROOT
+from tests.client.test_client import config as config  # noqa: F401  (the fixture)
+from tests.fixtures.procs import ServeChild
+
+
+@pytest.fixture
+def serving(config: Path) -> Iterator[tuple[ServeChild, Path]]:
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        yield child, config.parent / "run" / "s.sock"
+    finally:
+        child.stop()
+
+
+def _wait_until(check: Callable[[], bool], what: str, guard_s: float = 60) -> None:
+    """Poll ``check()`` until true; ``guard_s`` is only a hang guard."""
+    deadline = time.monotonic() + guard_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_client_kept_without_a_with_block_is_closed_by_close(
+    serving: tuple[ServeChild, Path],
+) -> None:
+    _, sock = serving
+    hostd = Client.connect(sock)
+    assert not hostd.closed
+    assert hostd.compose("kept", budget=200, providers=["alpha"]).citations
+    hostd.close()
+    assert hostd.closed
+    hostd.close()  # a second close is nothing
+    with pytest.raises(ConnectionLost, match="closed"):
+        hostd.status()
+
+
+def test_a_socket_client_reconnects_once_its_daemon_is_back(
+    serving: tuple[ServeChild, Path], config: Path
+) -> None:
+    child, sock = serving
+    with Client.connect(sock) as hostd:
+        first = hostd.status()["pid"]
+        assert hostd.connected
+        assert child.stop() == 0
+        _wait_until(lambda: not hostd.connected, "the client saw its connection end")
+        assert not hostd.closed  # ended, to be reopened
+        with pytest.raises(NoDaemon):  # down: the next call says so, sends nothing
+            hostd.status()
+        assert child.start(60)
+        # The old connection ended; the call goes out on a new one, to the new daemon.
+        again = hostd.status()
+        assert again["pid"] != first and again["state"] == "serving" and hostd.connected
+        assert hostd.compose("after the restart", budget=200, providers=["alpha"]).citations
+
+
+def test_without_reconnect_an_ended_connection_stays_ended(
+    serving: tuple[ServeChild, Path],
+) -> None:
+    child, sock = serving
+    with Client.connect(sock, reconnect=False) as hostd:
+        hostd.status()
+        assert child.stop() == 0
+        assert child.start(60)
+        _wait_until(lambda: hostd.closed, "the client saw its connection end")
+        with pytest.raises(ConnectionLost):
+            hostd.status()
+
+
+def test_a_client_timeout_raises_and_cancels_the_work_in_the_daemon(
+    serving: tuple[ServeChild, Path],
+) -> None:
+    _, sock = serving
+    with Client.connect(sock) as hostd:
+        with pytest.raises(CallTimeout) as caught:
+            hostd.compose("wait", providers=["slow"], timeout_ms=600000, timeout=0.5)
+        assert isinstance(caught.value, TimeoutError) and isinstance(caught.value, HostdError)
+        assert "context/compose" in str(caught.value)
+        # $/cancel reached the daemon: only the status call itself is in flight.
+        _wait_until(lambda: hostd.status()["in_flight"] == 1, "the slow leg was cancelled")
+        assert hostd.compose("still here", providers=["alpha"], timeout=60).citations
+
+
+def test_an_rpc_error_carries_the_daemons_cgp_code(serving: tuple[ServeChild, Path]) -> None:
+    _, sock = serving
+    with Client.connect(sock) as hostd:
+        with pytest.raises(RpcError) as bad:
+            hostd.call("context/compose", {"goal": "x", "budget": "lots"})
+        assert bad.value.cgp is CgpErrorCode.BAD_REQUEST and bad.value.rpc_code == -32602
+        assert bad.value.remote_reason == "invalid_params"
+        with pytest.raises(HostdError):  # every error the client raises on purpose
+            hostd.compose("x", providers=["nope"])
+
+
+def test_closing_a_spawned_client_stops_its_daemon(config: Path) -> None:
+    hostd = Client.spawn(config, stderr=subprocess.DEVNULL, cwd=ROOT)
+    pid = hostd.status()["pid"]
+    hostd.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # stopped and reaped, not left behind
