@@ -148,6 +148,18 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help="add the (trim-oracle) row: every candidate cut to its gold lines, composed at "
         "the budget (the ceiling a line judge is measured against)",
     )
+    ev.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="with --from-shadow: only the newest N requests with feedback",
+    )
+    ev.add_argument(
+        "--since-calibration",
+        action="store_true",
+        help="with --from-shadow: only requests whose feedback came after "
+        "state_dir/calibration.json was written (what calibrated's fit never saw)",
+    )
     ev.add_argument("--json", action="store_true", help="print the table and outcomes as JSON")
     connect_arg(ev)
     ev.set_defaults(run=eval_command)
@@ -229,13 +241,21 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 "--trim-oracle cuts frames to the lines holding a gold phrase: recorded "
                 "traffic names used frames, not phrases"
             )
-        records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load()
+        records = _traffic(cfg, args)
         tokenizers = _RecordedTokenizers(cfg.host.tokenizer)
         questions, outcomes = quality.run_from_shadow(records, policies, tokenizers)
         sys.stderr.write(tokenizers.note(len(records)) + _unmerged_note(records))
         if not questions:
             sys.stderr.write("no recorded request has feedback naming used evidence\n")
+        else:
+            fitted = [p.label for p in policies if _fallback(p.strategy) is None]
+            sys.stderr.write(_traffic_notes(cfg, args, records, fitted))
     else:
+        if args.limit is not None or args.since_calibration:
+            raise ValueError(
+                "--limit and --since-calibration choose recorded requests: they go with "
+                "--from-shadow"
+            )
         questions = quality.load_questions(args.questions)
         budgets = args.budget or [cfg.host.default_budget]
         async with session(cfg, args.connect, wait=args.wait) as s:
@@ -268,6 +288,80 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     if not args.from_shadow:
         sys.stderr.write(_unreachable_gold(outcomes))
     return EXIT_OK
+
+
+def _traffic(cfg: Config, args: argparse.Namespace) -> list[Any]:
+    """The recorded requests ``eval --from-shadow`` asks: those whose feedback names used
+    evidence, oldest first; after the calibration file's fit with ``--since-calibration``,
+    the newest ``--limit`` of them."""
+    from hostd import quality
+
+    if args.limit is not None and args.limit <= 0:
+        raise ValueError(f"--limit must be a positive number of requests, got {args.limit}")
+    records = [
+        r
+        for r in quality.ShadowStore(quality.shadow_path(cfg.state_path)).load()
+        if r.feedback is not None and r.feedback.used
+    ]
+    if args.since_calibration:
+        fitted = _calibrated_at(cfg)
+        if fitted is None:
+            path = quality.calibration_path(cfg.state_path)
+            raise ValueError(
+                f"--since-calibration: no calibration file at {path} (run hostd calibrate)"
+            )
+        records = [r for r in records if r.feedback and r.feedback.recorded_at > fitted]
+    return records[-args.limit :] if args.limit is not None else records
+
+
+def _calibrated_at(cfg: Config) -> float | None:
+    """When the calibration file was written (its mtime), or None without one."""
+    from hostd import quality
+
+    try:
+        return quality.calibration_path(cfg.state_path).stat().st_mtime
+    except OSError:
+        return None
+
+
+def _traffic_notes(
+    cfg: Config, args: argparse.Namespace, records: Sequence[Any], policies: Sequence[str]
+) -> str:
+    """What the recorded-traffic table cannot say on its own: a live policy recalls
+    every used frame by construction, a handful of requests cannot tell policies apart,
+    and ``calibrated`` fitted on these same requests is judged in-sample. ``policies``:
+    the labels of those that rank as themselves here (not a fallback)."""
+    from hostd import quality
+
+    asked = [r for r in records if r.feedback is not None and r.feedback.used]
+    n = len(asked)
+    live = sorted({str(r.policy.get("strategy", "?")) for r in asked})
+    out = (
+        f"hostd: note: the gold is what the answers used, and they could use only what the "
+        f"live policy showed ({', '.join(live)}): that policy's row is at or near 100% by "
+        "construction; read the others as how much of that evidence they keep, and at what "
+        "tokens (docs/eval.md)\n"
+    )
+    if n < quality.MIN_REQUESTS:
+        out += (
+            f"hostd: note: {_count(n, 'request')} with feedback: one request moves a figure "
+            f"by {100 / n:.0f} points, so with fewer than {quality.MIN_REQUESTS} the rows "
+            "cannot tell policies apart; record more feedback\n"
+        )
+    fitted = _calibrated_at(cfg)
+    if "calibrated" in policies and fitted is not None and not args.since_calibration:
+        seen = sum(1 for r in asked if r.feedback.recorded_at <= fitted)
+        if seen:
+            out += (
+                f"hostd: note: calibrated was fitted on feedback that includes {seen} of "
+                f"these {_count(n, 'request')}: on those its row is in-sample and reads high; "
+                "--since-calibration asks only the requests after the fit\n"
+            )
+    return out
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _unreachable_gold(outcomes: Sequence[Any]) -> str:
@@ -393,12 +487,18 @@ def _fallback_notes(policies: Sequence[tuple[str, Any]]) -> str:
     calibrate``): what it ranked by instead, so its row is not read as the policy's."""
     out = ""
     for spelling, bound in policies:
-        said = getattr(bound, "to_wire", lambda: None)()  # a stateful policy's own account
-        body = next(iter(said.values())) if isinstance(said, dict) and len(said) == 1 else None
-        if isinstance(body, dict) and body.get("fallback"):
+        body = _fallback(bound)
+        if body is not None:
             why = body.get("reason")
             out += f"hostd: note: {spelling} ranks as {body['fallback']} here: {why}\n"
     return out
+
+
+def _fallback(bound: Any) -> dict[str, Any] | None:
+    """A stateful policy's own account when it ranks as another here, else None."""
+    said = getattr(bound, "to_wire", lambda: None)()
+    body = next(iter(said.values())) if isinstance(said, dict) and len(said) == 1 else None
+    return body if isinstance(body, dict) and body.get("fallback") else None
 
 
 def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
@@ -470,7 +570,7 @@ def _calibrate(cfg: Config, args: argparse.Namespace, records: Sequence[Any]) ->
         return EXIT_OK
     lines = [
         f"calibration {content['version']} written to {path}, fitted on "
-        f"{content['fitted_from']['requests']} requests with feedback"
+        f"{_count(content['fitted_from']['requests'], 'request')} with feedback"
     ]
     for pid, m in content["providers"].items():
         lines.append(f"  {pid}: score -> P(used) on {m['samples']} shown frames, {m['used']} used")

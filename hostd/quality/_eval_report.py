@@ -114,7 +114,7 @@ def render_table(questions: Sequence[_Styled], rows: Sequence[Row]) -> str:
     counts = {s: sum(1 for q in questions if q.style == s) for s in styles}
     lines = [
         "recall: a gold passage is in the composed prompt "
-        f"({len(questions)} questions: "
+        f"({len(questions)} question{'' if len(questions) == 1 else 's'}: "
         + ", ".join(f"{counts[s]} {s}" for s in styles)
         + f"); {OFFERED} = in any provider's candidates, its tokens and frames the "
         "candidates' total; tok/hit = prompt tokens per question recalled; frames = median "

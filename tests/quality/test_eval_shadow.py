@@ -171,11 +171,66 @@ def test_records_in_a_tokenizer_not_set_here_are_said_to_replay_in_canonical_tok
     store.close()
     config = tmp_path / "hostd.toml"
     config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
-    for args in (["eval", "--from-shadow"], ["shadow", "replay", "--policy", "score"]):
+    # eval asks the 3 requests whose feedback used something; replay replays all 4.
+    for args, total in (
+        (["eval", "--from-shadow"], 3),
+        (["shadow", "replay", "--policy", "score"], 4),
+    ):
         done = run_hostd("--config", str(config), *args)
         assert done.returncode == 0, done.stderr
         (note,) = [line for line in done.stderr.splitlines() if "canonical tokens" in line]
-        assert "1 of 4 records were composed in tokenizer.json@be50's tokens" in note, note
+        assert f"1 of {total} records were composed in tokenizer.json@be50's tokens" in note
         assert note.endswith(
             "no [host] tokenizer is set here (set it to that file to replay them in it)"
         )
+
+
+def test_eval_from_shadow_says_what_its_table_cannot_and_can_leave_the_fit_out(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    store = ShadowStore(state / "shadow.db")
+    records = _recording(USED)
+    store.write_many([replace(r, feedback=None) for r in records])
+    feedback = [r.feedback for r in records if r.feedback]
+    store.write_many([], feedback[:2])  # before the fit below
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
+
+    def hostd(*args: str) -> subprocess.CompletedProcess[str]:
+        done = run_hostd("--config", str(config), *args)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    fitted = hostd("calibrate", "--min-frames", "1")
+    assert "fitted on 2 requests with feedback" in fitted.stdout
+    # q-3's feedback arrives after the fit (an hour on, whatever the clock says now).
+    later = (state / "calibration.json").stat().st_mtime + 3600
+    store.write_many([], [replace(f, recorded_at=later) for f in feedback[2:]])
+    store.close()
+    done = hostd("eval", "--from-shadow", "--policy", "score", "--policy", "calibrated")
+    notes = done.stderr
+    assert "that policy's row is at or near 100% by construction" in notes
+    assert "live policy showed (score)" in notes
+    assert "3 requests with feedback: one request moves a figure by 33 points" in notes
+    assert "calibrated was fitted on feedback that includes 2 of these 3 requests" in notes
+    assert "ranks as" not in notes  # the fit is real here, not a fallback
+    # Out of sample: only q-3 is asked, and nothing is said to be in-sample.
+    after = hostd("eval", "--from-shadow", "--since-calibration", "--json")
+    assert json.loads(after.stdout)["questions"] == 1
+    assert "in-sample" not in after.stderr
+    assert "1 request with feedback: one request moves a figure by 100 points" in after.stderr
+    newest = hostd("eval", "--from-shadow", "--limit", "2", "--json", "--policy", "score")
+    outcomes = json.loads(newest.stdout)["outcomes"]
+    assert {o["question"] for o in outcomes} == {"q-2", "q-3"}
+    # Without calibrated asked, or with it falling back, no in-sample note.
+    assert "in-sample" not in hostd("eval", "--from-shadow", "--policy", "score").stderr
+    for wrong in (["--limit", "0"], ["--questions", "x.jsonl", "--limit", "2"]):
+        refused = run_hostd(
+            "--config",
+            str(config),
+            "eval",
+            *wrong,
+            *(["--from-shadow"] if "--questions" not in wrong else []),
+        )
+        assert refused.returncode != 0 and "--limit" in refused.stderr
