@@ -34,6 +34,7 @@ from ._outcome import NoDaemon, config_hint
 __all__ = [
     "DEFAULT_WAIT_S",
     "EXIT_FAILED",
+    "EXIT_DEGRADED",
     "EXIT_NO_DAEMON",
     "EXIT_OK",
     "EXIT_USAGE",
@@ -61,6 +62,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 #: ``--connect`` found no daemon answering at the socket.
 EXIT_NO_DAEMON = 3
+#: ``status``: the daemon serves, but a provider is down (crashed, failed) or is asked
+#: by no request (consent missing).
+EXIT_DEGRADED = 4
 
 
 class UsageError(HostdError):

@@ -26,7 +26,7 @@ import anyio
 from hostd.config import Config
 from hostd.errors import HostdError, NoDaemon
 
-from ._common import EXIT_OK, duration, print_json, stale_config
+from ._common import EXIT_DEGRADED, EXIT_OK, duration, print_json, stale_config
 
 __all__ = ["add_daemon_commands"]
 
@@ -112,9 +112,10 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     async with _daemon(cfg, args.socket, "none is running") as client:
         status = await client.call("host/status", {})
         providers = (await client.call("providers/list", {})).get("providers") or []
+    code = EXIT_DEGRADED if any(_degraded(row) for row in providers) else EXIT_OK
     if args.json:
         print_json(status)
-        return EXIT_OK
+        return code
     config = status.get("config") or {}
     uptime = float(status.get("uptime_s") or 0.0)
     out = [
@@ -131,7 +132,13 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     line = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
     if line is not None:
         sys.stderr.write(f"hostd: {line}\n")
-    return EXIT_OK
+    return code
+
+
+def _degraded(row: dict[str, Any]) -> bool:
+    """A provider no request gets evidence from until something changes: down (crashed,
+    failed, its warm-up included) or lacking consent. Warming and idle are not."""
+    return row.get("state") in ("crashed", "failed") or bool(row.get("consent_missing"))
 
 
 async def _stop(cfg: Config, args: argparse.Namespace) -> int:

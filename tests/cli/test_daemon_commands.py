@@ -153,7 +153,9 @@ def test_status_says_why_a_provider_is_down_and_since_when(tmp_path: Path) -> No
             while _state(client.providers(), "broken") != "failed":
                 client.call("context/query", {"goal": "anything", "budget": 100})
         shown = run_hostd("--config", str(config), "status")
-        assert shown.returncode == 0, shown.stderr
+        # Serving, with a provider down: exit 4, for a monitor's `hostd status || alert`.
+        assert shown.returncode == 4, shown.stderr
+        assert run_hostd("--config", str(config), "status", "--json").returncode == 4
         (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider broken:")]
         assert re.fullmatch(
             r"provider broken: failed \d+ s ago: .*exited with status 3.*; "
@@ -258,6 +260,16 @@ def test_a_ready_provider_that_lacks_consent_says_what_to_grant() -> None:
     assert _provider_state({**row, "consent_missing": []}) == "ready"
 
 
+def test_status_calls_a_provider_degraded_when_no_request_gets_its_evidence() -> None:
+    from hostd.cli._daemon import _degraded
+
+    ready = {"id": "p", "state": "ready", "health": {}}
+    assert not _degraded(ready)
+    assert _degraded({**ready, "consent_missing": ["egress"]})
+    for state, down in [("warming", False), ("idle", False), ("crashed", True), ("failed", True)]:
+        assert _degraded({**ready, "state": state}) is down, state
+
+
 def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> None:
     """It runs and refuses every query: status and providers say failed, and why."""
     cold = ["python", "-m", "tests.fixtures.warming_provider", "--fail-warm", "no db at x.db"]
@@ -268,6 +280,7 @@ def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> N
                 client.call("host/status")  # its warm-up's end: an event the row shows
             assert _state(client.providers(), "tickets") == "failed"
         shown = run_hostd("--config", str(config), "status")
+        assert shown.returncode == 4, shown.stderr
         (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider tickets:")]
         assert line == (
             "provider tickets: failed: its warm-up failed: RuntimeError: no db at x.db; "
