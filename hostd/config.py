@@ -55,6 +55,7 @@ __all__ = [
     "discover_state_dir",
     "logs_to_stderr",
     "find_config",
+    "open_secret_files",
     "load_config",
     "parse_config",
     "provider_command",
@@ -831,3 +832,27 @@ def load_config(path: str | os.PathLike[str] | None = None, *, cwd: Path | None 
     return config.model_copy(
         update={"searched": found.searched, "file": _own_file(file), "digest": digest}
     )
+
+
+def open_secret_files(cfg: Config) -> list[tuple[str, Path, int]]:
+    """The credential files this config names (``tcp.token_file``; each remote
+    provider's and the reranker's ``token_file`` and ``client_key``) that other users
+    may read or write: ``(key, path, mode)``, for a warning with the ``chmod`` that fixes
+    it. A file that cannot be stat'ed is left to the code that reads it."""
+    named: list[tuple[str, Path | None]] = [("tcp.token_file", cfg.tcp.token_file)]
+    for p in cfg.provider:
+        named += [(f"provider {p.id}: token_file", p.token_file)]
+        named += [(f"provider {p.id}: client_key", p.client_key)]
+    named += [("reranker.token_file", cfg.reranker.token_file)]
+    named += [("reranker.client_key", cfg.reranker.client_key)]
+    out = []
+    for key, path in named:
+        if path is None:
+            continue
+        try:
+            mode = path.stat().st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            out.append((key, path, mode))
+    return out

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
     "MAX_CHUNK_BYTES",
+    "SKIP_GENERATED",
     "SKIP_LOCKFILE",
     "SKIP_LONG_LINE",
     "SKIP_NOT_UTF8",
@@ -56,6 +57,8 @@ __all__ = [
     "CorpusOptions",
     "chunk_file",
     "chunk_frame",
+    "empty_note",
+    "is_generated",
     "is_secret_name",
     "parse_chunk_id",
     "skipped_summary",
@@ -156,6 +159,36 @@ _LOCKFILES = frozenset(
         "yarn.lock",
     }
 )
+# Skipped unless an --include glob names them: files a tool writes, not a person (the
+# names their generators give them), which repeat the source they were made from (or a
+# schema) and crowd it out of a ranking, and whose text is not where a change is made.
+_GENERATED_SUFFIXES = (
+    ".min.js",  # minified bundles
+    ".min.css",
+    ".js.map",  # source maps
+    ".css.map",
+    "_pb2.py",  # protocol buffers (protoc)
+    "_pb2.pyi",
+    "_pb2_grpc.py",
+    ".pb.go",
+    ".pb.cc",
+    ".pb.h",
+    ".g.dart",  # Dart's build_runner
+    ".freezed.dart",
+    ".designer.cs",  # Visual Studio designers
+)
+# Or a comment in their first lines says so: Go's "Code generated … DO NOT EDIT.", the
+# "@generated" tag (Meta's tools, Cargo, Relay, many more), "generated … do not edit" in
+# any case. Only a comment (or docstring) line counts: prose that tells people not to
+# edit generated files is not such a file.
+_COMMENT_LEADERS = (b"//", b"#", b"/*", b"*", b"--", b";", b"<!--", b'"""', b"'''", b"%", b"(*")
+_GENERATED_HEAD = re.compile(
+    rb"@generated\b|\bgenerated\b[^\n]*\bdo not edit\b|\bdo not edit\b[^\n]*\bgenerated\b",
+    re.IGNORECASE,
+)
+#: Lines at the top of a file where a generated marker counts (a header, not a mention).
+_GENERATED_HEAD_LINES = 5
+
 #: A sibling name no glob that names a lockfile would match (``Corpus._names``).
 _PROBE_NAME = "_"
 
@@ -181,6 +214,7 @@ SKIP_LONG_LINE = "long_line"
 MAX_CHUNK_BYTES = 16 * 1024
 SKIP_SECRET_DIR = "secret_dir"
 SKIP_LOCKFILE = "lockfile"
+SKIP_GENERATED = "generated"
 SKIP_TOO_LARGE = "too_large"
 
 
@@ -218,6 +252,7 @@ def skipped_summary(skipped: Mapping[str, int]) -> str:
             "files with a line too long to quote (minified?)",
         ),
         SKIP_LOCKFILE: ("lockfile", "lockfiles"),
+        SKIP_GENERATED: ("generated file", "generated files"),
         SKIP_TOO_LARGE: ("file over --max-file-bytes", "files over --max-file-bytes"),
     }
     parts = []
@@ -226,6 +261,18 @@ def skipped_summary(skipped: Mapping[str, int]) -> str:
         if n:
             parts.append(f"{n} {one if n == 1 else many}")
     return ", ".join(parts)
+
+
+def empty_note(corpus: Corpus) -> str:
+    """For a ready message: ``""``, or, when no file was indexed, where it looked and
+    what to check, so an index of nothing is not mistaken for a working one."""
+    if corpus.file_count:
+        return ""
+    globs = " and the --include/--exclude globs" if corpus.options.include else ""
+    return (
+        f"; nothing to index under {corpus.root}: is that the project's directory? "
+        f"(--root, the config's cwd{globs})"
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -318,7 +365,17 @@ class Corpus:
             return SKIP_SECRET
         if name in _LOCKFILES and not self._names(rel):
             return SKIP_LOCKFILE
+        if name.lower().endswith(_GENERATED_SUFFIXES) and not self._names(rel):
+            return SKIP_GENERATED
         return None
+
+    def _refused_bytes(self, rel: str, data: bytes) -> str | None:
+        """Why ``rel``'s bytes keep it out (``_refused_content``), or a generated header
+        that no include glob naming the file overrides."""
+        refused = _refused_content(data)
+        if refused is None and is_generated(data) and not self._names(rel):
+            return SKIP_GENERATED
+        return refused
 
     def _walk(self) -> Iterator[tuple[str, Path, os.stat_result]]:
         opts = self.options
@@ -416,7 +473,7 @@ class Corpus:
             except OSError:
                 continue
             opts = self.options
-            refused = _refused_content(data)
+            refused = self._refused_bytes(rel, data)
             chunks = (
                 chunk_file(
                     path,
@@ -465,8 +522,9 @@ class Corpus:
     def skipped(self) -> Mapping[str, int]:
         """Paths the last walk left out by a built-in rule or the size limit, counted by
         reason (``SKIP_SECRET``, ``SKIP_SECRET_DIR``, ``SKIP_LOCKFILE``,
-        ``SKIP_TOO_LARGE``; absent when 0), and the files read but left out for their
-        bytes (``SKIP_SECRET_CONTENT``, ``SKIP_NOT_UTF8``). A secret directory counts
+        ``SKIP_GENERATED``, ``SKIP_TOO_LARGE``; absent when 0), and the files read but
+        left out for their bytes (``SKIP_SECRET_CONTENT``, ``SKIP_NOT_UTF8``,
+        ``SKIP_GENERATED`` by its header). A secret directory counts
         once, unread."""
         return dict(self._skipped)
 
@@ -489,6 +547,7 @@ class Corpus:
             for rel, entry in state.items()
             if self._refused(rel) is None
             and entry[2]
+            and not (is_generated(entry[2][0].text.encode()) and not self._names(rel))
             and not any(
                 len(c.text) > MAX_CHUNK_BYTES or _SECRET_CONTENT.search(c.text.encode())
                 for c in entry[2]
@@ -505,6 +564,15 @@ def _stamp(st: os.stat_result) -> int:
     back (so a change of the same size would pass for none), but the ctime is the
     kernel's: no user sets it."""
     return max(st.st_mtime_ns, st.st_ctime_ns)
+
+
+def is_generated(data: bytes) -> bool:
+    """Whether a comment in a file's first lines says a tool wrote it (``_GENERATED_HEAD``)."""
+    lines = data[:4096].split(b"\n", _GENERATED_HEAD_LINES)[:_GENERATED_HEAD_LINES]
+    return any(
+        line.lstrip().startswith(_COMMENT_LEADERS) and _GENERATED_HEAD.search(line) is not None
+        for line in lines
+    )
 
 
 def _refused_content(data: bytes) -> str | None:

@@ -31,7 +31,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 
 import hostd
-from hostd.config import Config, default_socket_path
+from hostd.config import Config, default_socket_path, open_secret_files
 from hostd.errors import ListenerError
 from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
@@ -251,6 +251,15 @@ class Daemon:
             raise ConfigError(
                 f"{cfg.source}: tcp: a bearer token (tcp.token or tcp.token_file) is required",
                 key="tcp.token",
+            )
+        for key, path, mode in await anyio.to_thread.run_sync(open_secret_files, cfg):
+            # Said, not refused: the file may be shared on purpose (a group's service).
+            log.warning(
+                "config.secret_file_open",
+                key=key,
+                file=str(path),
+                mode=f"{mode:04o}",
+                fix=f"chmod 600 {path}",
             )
         try:
             # Listeners first: a refused socket must not start a single provider.

@@ -23,7 +23,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
-from .._corpus import skipped_summary, verify_chunk
+from .._corpus import empty_note, skipped_summary, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import FileIndex
 
@@ -42,6 +42,7 @@ def _report_build(index: FileIndex, seconds: float) -> str:
         f"{index.chunk_count} chunks from {index.corpus.file_count} files "
         f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
         + (f"; not indexed: {skipped}" if skipped else "")
+        + empty_note(index.corpus)
     )
     print(f"providers.files: {said}", file=sys.stderr)
     return said

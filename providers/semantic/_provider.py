@@ -25,7 +25,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
-from .._corpus import Corpus, skipped_summary, verify_chunk
+from .._corpus import Corpus, empty_note, skipped_summary, verify_chunk
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
@@ -99,7 +99,7 @@ class SemanticProvider(Provider):
         said = (
             f"{self.index.chunk_count} chunks from {corpus.file_count} files "
             f"({self.index.embedded_last} embedded) in "
-            f"{time.perf_counter() - started:.1f}s{_not_indexed(corpus)}"
+            f"{time.perf_counter() - started:.1f}s{_not_indexed(corpus)}{empty_note(corpus)}"
         )
         print(f"providers.semantic: {said}", file=sys.stderr)
         return said  # the ready message: what hostd status shows

@@ -106,7 +106,7 @@ def test_a_line_too_long_to_quote_is_left_out_and_the_rest_of_its_file_kept(
 ) -> None:
     root = tmp_path / "p"
     (root / "dist").mkdir(parents=True)
-    (root / "dist" / "app.min.js").write_text(f"var {WORD}=1;" + "a=1;" * 100_000 + "\n")
+    (root / "dist" / "app.bundle.js").write_text(f"var {WORD}=1;" + "a=1;" * 100_000 + "\n")
     blob = "word " * (MAX_CHUNK_BYTES // 5 + 1)  # one line, many word pieces
     (root / "data.md").write_text(f"# {WORD} data\n\nKept.\n\n{blob}\n\n# After\n\nKept too.\n")
     corpus = Corpus(CorpusOptions(root=root))
