@@ -13,13 +13,19 @@ without them), marking the corpus modified so the cache is written again without
 it. Keeping the key unchanged for that matters: a new key would leave the old
 file, secret and all, in the cache directory. A missing, torn or foreign cache is
 simply a cold start; writes are atomic (temporary file, then rename) and private (0600).
+
+Keys change (another root, other options, a new chunker), so the directory would only
+grow: a cache is touched whenever it is adopted or written, and writing one removes
+its siblings untouched for ``STALE_AFTER_S`` (30 days), whatever project they were of.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +37,13 @@ from hostd.chunking import _tokens as _chunker_tokens
 
 from ._corpus import Corpus
 
-__all__ = ["cache_dir", "corpus_key", "load_corpus", "save_corpus"]
+__all__ = ["STALE_AFTER_S", "cache_dir", "corpus_key", "load_corpus", "save_corpus"]
+
+#: A corpus cache neither adopted nor written for this long is removed (``_prune``).
+STALE_AFTER_S = 30 * 24 * 3600
+#: What a corpus cache is called (``files``: ``<key>.json``; ``semantic``:
+#: ``corpus-<key>.json``): nothing else in the directory is ever removed.
+_CACHE_NAME = re.compile(r"(?:corpus-)?[0-9a-f]{32}\.json")
 
 _VERSION = 1
 #: The chunker's own sources: a change to either is a change to every chunk.
@@ -88,6 +100,24 @@ def save_corpus(corpus: Corpus, path: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _prune(path.parent, keep=path)
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove the corpus caches in ``folder`` untouched for ``STALE_AFTER_S``."""
+    cutoff = time.time() - STALE_AFTER_S
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name == keep.name or not _CACHE_NAME.fullmatch(entry.name):
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+        except OSError:  # gone meanwhile, or not ours to remove: left as it is
+            continue
 
 
 def load_corpus(corpus: Corpus, path: Path) -> bool:
@@ -107,4 +137,8 @@ def load_corpus(corpus: Corpus, path: Path) -> bool:
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return False  # missing, torn or foreign: a cold start
     corpus.adopt(state)
+    try:
+        os.utime(path)  # in use: not stale (_prune), though it may not be written again
+    except OSError:
+        pass
     return True

@@ -2,10 +2,13 @@
 generators give them (minified bundles, source maps, protobuf stubs) or by a header in
 their first lines ("Code generated … DO NOT EDIT.", "@generated"), each counted; an
 include glob that names such a file brings it back, as it does a lockfile. A tree with
-nothing to index says where it looked."""
+nothing to index says where it looked. The cache directory does not only grow: corpus
+caches untouched for 30 days are removed when another is written."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from providers._corpus import (
@@ -16,7 +19,7 @@ from providers._corpus import (
     is_generated,
     skipped_summary,
 )
-from providers._corpus_cache import load_corpus, save_corpus
+from providers._corpus_cache import STALE_AFTER_S, load_corpus, save_corpus
 
 WORD = "zebracorn"
 
@@ -99,3 +102,38 @@ def test_a_tree_with_nothing_to_index_says_where_it_looked(tmp_path: Path) -> No
     full = Corpus(CorpusOptions(root=_project(tmp_path / "p")))
     full.refresh()
     assert empty_note(full) == ""
+
+
+def test_writing_a_cache_removes_only_corpus_caches_untouched_for_30_days(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    old = time.time() - STALE_AFTER_S - 60
+    names = {
+        "stale": "0" * 32 + ".json",  # another root's, a month unused
+        "stale_semantic": "corpus-" + "1" * 32 + ".json",
+        "recent": "2" * 32 + ".json",
+        "foreign": "notes.json",  # not a corpus cache: never ours to remove
+        "vectors": "embeddings.db",
+    }
+    for key, name in names.items():
+        (folder / name).write_text("{}", encoding="utf-8")
+        if key != "recent":
+            os.utime(folder / name, (old, old))
+    root = _project(tmp_path / "p")
+    # In use: adopted a month after it was written, it is touched and so kept.
+    used = Corpus(CorpusOptions(root=root))
+    used.refresh()
+    save_corpus(used, folder / ("3" * 32 + ".json"))
+    os.utime(folder / ("3" * 32 + ".json"), (old, old))
+    assert load_corpus(Corpus(CorpusOptions(root=root)), folder / ("3" * 32 + ".json"))
+    save_corpus(used, folder / ("4" * 32 + ".json"))
+    left = {p.name for p in folder.iterdir()}
+    assert left == {
+        names["recent"],
+        names["foreign"],
+        names["vectors"],
+        "3" * 32 + ".json",
+        "4" * 32 + ".json",
+    }
