@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_MIN_CHUNK_TOKENS",
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
+    "IGNORE_FILE",
     "MAX_CHUNK_BYTES",
     "SKIP_GENERATED",
     "SKIP_LOCKFILE",
@@ -202,6 +203,11 @@ _SECRET_CONTENT = re.compile(
     rb"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
     rb"|\b[sr]k_live_[A-Za-z0-9]{20,}"  # Stripe live keys
 )
+
+#: hostd's own ignore file (``.gitignore`` syntax, at any level): read by both bundled
+#: providers whatever ``--no-gitignore`` says; it can also bring back (``!path``) what
+#: a ``.gitignore`` keeps out, never what the built-in rules refuse.
+IGNORE_FILE = ".hostdignore"
 
 #: Why a path was left out, as ``Corpus.skipped`` counts it.
 SKIP_SECRET = "secret"
@@ -391,18 +397,17 @@ class Corpus:
                 stack.append(_Ignore("", pathspec.GitIgnoreSpec.from_lines(extra)))
 
         def visit(dir_path: Path, dir_rel: str) -> Iterator[tuple[str, Path, os.stat_result]]:
-            pushed = False
-            if opts.honour_gitignore:
-                gi = dir_path / ".gitignore"
+            pushed = 0
+            # .gitignore (unless told not to), then hostd's own .hostdignore, which
+            # both bundled providers read: what only hostd should skip, said once.
+            names = (".gitignore", IGNORE_FILE) if opts.honour_gitignore else (IGNORE_FILE,)
+            for name in names:
                 try:
-                    text = gi.read_text(encoding="utf-8", errors="replace")
+                    text = (dir_path / name).read_text(encoding="utf-8", errors="replace")
                 except OSError:
-                    text = None
-                if text is not None:
-                    stack.append(
-                        _Ignore(dir_rel, pathspec.GitIgnoreSpec.from_lines(text.splitlines()))
-                    )
-                    pushed = True
+                    continue
+                stack.append(_Ignore(dir_rel, pathspec.GitIgnoreSpec.from_lines(text.splitlines())))
+                pushed += 1
             try:
                 entries = sorted(os.scandir(dir_path), key=lambda e: e.name)
             except OSError:
@@ -441,8 +446,7 @@ class Corpus:
                 if st.st_size == 0:
                     continue
                 yield rel, Path(entry.path), st
-            if pushed:
-                stack.pop()
+            del stack[len(stack) - pushed :]
 
         yield from visit(self.root, "")
         self._skipped = dict(skipped)

@@ -171,7 +171,8 @@ def render_project_config(
         lines += [
             "",
             "# Lexical search (BM25) over the project's text files: .gitignore files are",
-            "# honoured at every level, VCS and tool directories and binary files skipped.",
+            "# honoured at every level, VCS and tool directories and binary files skipped;",
+            "# a .hostdignore (the same syntax) keeps paths out of this and semantic both.",
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
             'command = ["python", "-m", "providers.files", "--root", ".", '
