@@ -11,8 +11,8 @@ from providers._corpus import IGNORE_FILE, Corpus, CorpusOptions
 WORD = "zebracorn"
 
 
-def _rels(root: Path, **options: bool) -> set[str]:
-    corpus = Corpus(CorpusOptions(root=root, **options))
+def _rels(root: Path, *, honour_gitignore: bool = True) -> set[str]:
+    corpus = Corpus(CorpusOptions(root=root, honour_gitignore=honour_gitignore))
     corpus.refresh()
     return {c.rel for c in corpus.chunks}
 
