@@ -76,8 +76,6 @@ class UsageError(HostdError):
 
 #: How long ``--connect`` waits for a starting daemon's socket by default (``--wait``).
 DEFAULT_WAIT_S = 10.0
-#: How often a waiting ``--connect`` tries the socket again.
-_RETRY_S = 0.05
 
 
 def connect_arg(p: argparse.ArgumentParser) -> None:
@@ -127,24 +125,19 @@ async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) ->
     socket a moment after it is started."""
     from hostd.client import connect as connect_socket
 
-    deadline = anyio.current_time() + max(wait, 0.0)
-    logged = False
-    while True:
-        try:
-            return await stack.enter_async_context(connect_socket(path))
-        except NoDaemon as exc:  # no socket yet, or refused: the daemon may be starting
-            if exc.errno not in _NOT_YET or anyio.current_time() >= deadline:
-                raise
-            if not logged:
-                get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)
-                flush_logs()
-                # Said to the person too: the wait is otherwise silent (--wait 0: none).
-                sys.stderr.write(
-                    f"hostd: waiting up to {wait:g} s for a daemon at {path} "
-                    "(--wait 0: do not wait)\n"
-                )
-                logged = True
-            await anyio.sleep(_RETRY_S)
+    wait = max(wait, 0.0)
+    try:
+        return await stack.enter_async_context(connect_socket(path))
+    except NoDaemon as exc:  # no socket yet, or refused: the daemon may be starting
+        if exc.errno not in _NOT_YET or wait == 0:
+            raise
+    get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)
+    flush_logs()
+    # Said to the person too: the wait is otherwise silent (--wait 0: none).
+    sys.stderr.write(
+        f"hostd: waiting up to {wait:g} s for a daemon at {path} (--wait 0: do not wait)\n"
+    )
+    return await stack.enter_async_context(connect_socket(path, wait=wait))
 
 
 def stale_config(cfg: Config, status: Mapping[str, Any], socket: Path) -> str | None:

@@ -13,7 +13,9 @@ one teardown ladder (``hostd._teardown``). ``AsyncClient`` is opened with
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
+import math
 import os
 import socket
 import subprocess
@@ -343,23 +345,51 @@ def _no_daemon(exc: OSError, where: str, start: str) -> NoDaemon:
     return error
 
 
+#: What a socket answers while its daemon is still starting: not there yet, or refused.
+_NOT_YET = frozenset({errno.ENOENT, errno.ECONNREFUSED})
+#: How often a ``wait`` looks again for a daemon that is starting.
+_RETRY_S = 0.05
+
+
 @contextlib.asynccontextmanager
 async def connect(
-    path: str | os.PathLike[str] | None = None, *, config: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    config: str | os.PathLike[str] | None = None,
+    wait: float = 0.0,
 ) -> AsyncIterator[AsyncClient]:
     """Connect to a daemon's Unix socket: ``path``, else the socket of the config the CLI
     would use here (``config``, else ``$HOSTD_CONFIG``, the nearest ``hostd.toml``, …):
     its ``host.socket`` or its own default (``hostd.config.discover_socket``), so a
-    script in a project reaches that project's daemon."""
+    script in a project reaches that project's daemon. While nothing listens there yet
+    (no socket, or refused: a daemon starting, or restarting), it tries again for up to
+    ``wait`` seconds before ``NoDaemon``."""
+    wait = _seconds(wait, "wait", zero=True)
     sock = (
         Path(path) if path is not None else await anyio.to_thread.run_sync(discover_socket, config)
     )
-    try:
-        stream = await anyio.connect_unix(sock)
-    except OSError as exc:
-        raise _no_daemon(exc, str(sock), "hostd serve") from exc
+    deadline = anyio.current_time() + wait
+    while True:
+        try:
+            stream = await anyio.connect_unix(sock)
+            break
+        except OSError as exc:
+            if exc.errno not in _NOT_YET or anyio.current_time() >= deadline:
+                raise _no_daemon(exc, str(sock), "hostd serve") from exc
+        await anyio.sleep(_RETRY_S)
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client
+
+
+def _seconds(value: object, name: str, *, zero: bool = False) -> float:
+    """``value`` as a number of seconds (``> 0``, or ``>= 0`` with ``zero``), else a
+    ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
+    return float(value)
 
 
 @contextlib.asynccontextmanager

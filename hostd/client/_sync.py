@@ -22,7 +22,16 @@ from typing_extensions import Unpack
 
 from hostd.errors import CallTimeout, ConnectionLost
 
-from ._async import AsyncClient, ComposeOptions, ProgressCallback, Used, connect, connect_tcp, spawn
+from ._async import (
+    AsyncClient,
+    ComposeOptions,
+    ProgressCallback,
+    Used,
+    _seconds,
+    connect,
+    connect_tcp,
+    spawn,
+)
 from ._results import ComposeResult
 
 __all__ = ["Client"]
@@ -68,10 +77,13 @@ class Client:
         *,
         config: str | os.PathLike[str] | None = None,
         reconnect: bool = True,
+        wait: float = 0.0,
     ) -> Client:
         """``connect`` (its socket discovery too), blocking; ``NoDaemon`` when nothing
-        listens there."""
-        return cls(lambda: connect(path, config=config), reconnect=reconnect)
+        listens there. ``wait``: seconds to wait for a daemon that is starting, here and
+        at each reconnect (a restart's gap)."""
+        _seconds(wait, "wait", zero=True)
+        return cls(lambda: connect(path, config=config, wait=wait), reconnect=reconnect)
 
     @classmethod
     def connect_tcp(cls, host: str, port: int, token: str, *, reconnect: bool = True) -> Client:
@@ -129,7 +141,8 @@ class Client:
             self._client = self._open()  # NoDaemon while the daemon is not back
         if timeout is None:
             return self._portal.call(fn, self._client)
-        return self._portal.call(_within, timeout, method, fn(self._client))
+        seconds = _seconds(timeout, "timeout")  # before any call is made
+        return self._portal.call(_within, seconds, method, fn, self._client)
 
     # -- the API (AsyncClient's, blocking) ------------------------------------------------
 
@@ -212,11 +225,16 @@ class Client:
         return self._run(lambda c: c.shutdown())
 
 
-async def _within(seconds: float, method: str, call: Awaitable[Any]) -> Any:
-    """``call``'s result, or ``CallTimeout`` once ``seconds`` have passed: the cancel
-    reaches the call, which sends ``$/cancel`` so the daemon drops the work."""
+async def _within(
+    seconds: float,
+    method: str,
+    fn: Callable[[AsyncClient], Awaitable[Any]],
+    client: AsyncClient,
+) -> Any:
+    """``fn(client)``'s result, or ``CallTimeout`` once ``seconds`` have passed: the
+    cancel reaches the call, which sends ``$/cancel`` so the daemon drops the work."""
     with anyio.move_on_after(seconds):
-        return await call
+        return await fn(client)
     raise CallTimeout(
         f"hostd did not answer {method} within {seconds:g} s; the call was cancelled",
         method=method,

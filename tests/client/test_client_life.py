@@ -4,9 +4,12 @@ in the daemon, and errors a caller can catch as one ``HostdError``."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
+import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -121,3 +124,53 @@ def test_closing_a_spawned_client_stops_its_daemon(config: Path) -> None:
     hostd.close()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # stopped and reaped, not left behind
+
+
+def test_a_client_told_to_wait_reaches_a_daemon_that_starts_after_it(config: Path) -> None:
+    sock = config.parent / "run" / "s.sock"
+    child = ServeChild(config)
+    answers: list[dict[str, object]] = []
+    failures: list[BaseException] = []
+
+    def script() -> None:  # a user's program, started before its daemon
+        try:
+            with Client.connect(sock, wait=120) as hostd:
+                answers.append(hostd.status())
+                assert child.stop() == 0
+                _wait_until(lambda: not hostd.connected, "the client saw its daemon go")
+                restarted.set()
+                answers.append(hostd.status())  # waits for the daemon to be back
+        except BaseException as exc:  # handed to the test's thread
+            failures.append(exc)
+
+    restarted = threading.Event()
+    thread = threading.Thread(target=script)
+    thread.start()
+    try:
+        assert child.start(60)
+        assert restarted.wait(120)
+        assert child.start(60)
+        thread.join(120)
+        assert not thread.is_alive() and not failures, failures
+        assert len(answers) == 2 and answers[0]["pid"] != answers[1]["pid"]
+    finally:
+        child.stop()
+        thread.join(10)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("5", TypeError)],
+)
+def test_a_timeout_that_is_not_a_positive_number_is_refused_before_any_call(
+    serving: tuple[ServeChild, Path], timeout: object, error: type[Exception]
+) -> None:
+    _, sock = serving
+    with Client.connect(sock) as hostd, warnings.catch_warnings():
+        warnings.simplefilter("error")  # no coroutine left unawaited, say
+        with pytest.raises(error, match="timeout"):
+            hostd.compose("x", timeout=timeout)  # type: ignore[arg-type]
+        gc.collect()
+        assert hostd.status()["in_flight"] == 1  # nothing was sent
+    with pytest.raises(ValueError, match="wait"):
+        Client.connect(sock, wait=-1)
