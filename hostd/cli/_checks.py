@@ -53,7 +53,13 @@ import anyio
 
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
-from hostd.engine.verify import Exclusion, check_inline_digest, decide_frame
+from hostd.engine.verify import (
+    Exclusion,
+    SourceOutcome,
+    SourceReader,
+    check_inline_digest,
+    decide_frame,
+)
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.protocol import (
     PROTOCOL_VERSION,
@@ -362,7 +368,7 @@ async def check_remote_provider(
         return await RemoteConnection.open(endpoint, host=HOST, handshake_timeout=handshake_timeout)
 
     # Under its own id, as the audit's FrameIds carry it: verify goes out as the daemon's.
-    run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines, spec.id)
+    run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines, spec.id, local=False)
     try:
         await _run_checks(run, goal, budget, query_text)
     finally:
@@ -454,6 +460,9 @@ class _Run:
     #: it (``Driver.probe_cgp``): ``_close`` says on the handshake row whether the
     #: provider answered that one.
     probed: bool = False
+    #: A provider on this machine: its ``file`` provenance names files here, which the
+    #: query row re-reads (``source_faults``); a remote one's name its own machine's.
+    local: bool = True
 
     async def step(
         self,
@@ -563,6 +572,8 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         # The row judges the reply as the daemon takes it: its frames (F1–F5, D1 …), the
         # reply as a whole (B1–B4 quarantine it, B2) and each frame's inline digest (D4).
         fault = reply_fault(audit)
+        if fault is None and run.local:
+            fault = await anyio.to_thread.run_sync(source_fault, audit.accepted)
         if fault is not None:
             raise Failed(*fault)
         took = f"in {d.last_ms:.0f} ms"
@@ -750,6 +761,32 @@ def reply_fault(audit: LegAudit) -> tuple[str, tuple[str, ...]] | None:
         f"content's UTF-8 bytes, here {actual}{more}"
     )
     return detail, ("D4",)
+
+
+def source_fault(frames: Sequence[ContextFrame]) -> tuple[str, tuple[str, ...]] | None:
+    """A frame whose ``file`` provenance digest is not the sha256 of the lines it cites as
+    the file on this machine holds them now (F5, F17), by the daemon's own source check;
+    ``None`` when every such digest matches (or names no readable file). The daemon
+    drops such a frame (``source_mismatch``) under ``trusted_roots``; without them it
+    serves the false citation. Sync (it reads files): run it in a worker thread."""
+    reader = SourceReader([os.sep])  # the author's own files: only digests are compared
+    bad = []
+    for frame in frames:
+        check = reader.check_frame(frame)
+        if check is not None and check.outcome is SourceOutcome.MISMATCH:
+            bad.append((frame.id, check.detail))
+    if not bad:
+        return None
+    fid, detail = bad[0]
+    more = f" (and {len(bad) - 1} more frame(s))" if len(bad) > 1 else ""
+    cited = f"{detail.get('uri')} {detail.get('range') or '(the whole file)'}"
+    return (
+        f"the daemon drops frame {_shown_id(fid)}{more} ({SourceOutcome.MISMATCH.value}, F5): "
+        f"its file provenance digest is not the sha256 of {cited} as the file holds it; "
+        "the digest covers the cited lines' bytes in the file, not the frame's text "
+        "(hostd.provider.file_provenance(uri, file_bytes, range) computes it)",
+        ("F5",),
+    )
 
 
 def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str]]:

@@ -76,7 +76,8 @@ def frames_cap_note(result: dict[str, Any], max_frames: int) -> str | None:
 _PROVIDER_FAULTS = {
     "invalid_frame": "",  # the rules its frames broke say what (``violations``)
     "digest_mismatch": "content_digest is not the sha256 of the content (D4)",
-    "source_mismatch": "the cited lines differ from the file",
+    "source_mismatch": "a file provenance digest is not the sha256 of the cited lines as "
+    "the file holds them (F5; `hostd check-provider` names the frame)",
     "untrusted_source": "the file is outside the trusted roots (host.untrusted)",
 }
 

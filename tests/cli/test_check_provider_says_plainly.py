@@ -257,3 +257,26 @@ def test_a_configured_provider_runs_in_its_cwd_and_is_named_by_its_id(tmp_path: 
     # The log, asked for, names it by its configured id.
     records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert {r.get("provider") for r in records if "provider" in r} == {"facts"}, records
+
+
+# -- a file citation whose digest is of the frame's text, not the file's lines -----------
+
+
+def test_a_file_citation_digest_not_of_the_cited_lines_fails_the_query(tmp_path: Path) -> None:
+    facts = tmp_path / "facts.md"
+    facts.write_text("".join(f"- {content}\n" for _, _, content in FACTS), encoding="utf-8")
+    done, checks = _json("--", "python", SCRIPT, "file_text_digest", str(facts))
+    assert done.returncode == 1
+    query = checks["query"]
+    assert not query["passed"] and query["rules"] == ["F5"], query
+    fid = sorted(fid for fid, _title, _content in FACTS)[0]
+    line = 1 + [f for f, _, _ in FACTS].index(fid)
+    assert query["detail"].startswith(
+        f"the daemon drops frame {fid!r} (and 2 more frame(s)) (source_mismatch, F5): its file "
+        f"provenance digest is not the sha256 of file://{facts} L{line}-{line} as the file "
+        "holds it; the digest covers the cited lines' bytes in the file"
+    ), query["detail"]
+    # Cited right, the same provider passes; the file is only compared, never quoted.
+    done, checks = _json("--", "python", SCRIPT, "file_cited", str(facts))
+    assert checks["query"]["passed"], checks["query"]
+    assert "The retry loop" not in done.stdout + done.stderr
