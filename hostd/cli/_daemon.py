@@ -135,10 +135,21 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     return code
 
 
+#: Queries in a row a running provider must fail before ``status`` calls it degraded
+#: (one timeout is a slow moment, not an outage).
+FAILING_LEGS = 3
+
+
 def _degraded(row: dict[str, Any]) -> bool:
     """A provider no request gets evidence from until something changes: down (crashed,
-    failed, its warm-up included) or lacking consent. Warming and idle are not."""
-    return row.get("state") in ("crashed", "failed") or bool(row.get("consent_missing"))
+    failed, its warm-up included), lacking consent, or up but failing its last
+    ``FAILING_LEGS`` queries. Warming and idle are not."""
+    failing = int((row.get("health") or {}).get("failing_legs") or 0)
+    return (
+        row.get("state") in ("crashed", "failed")
+        or bool(row.get("consent_missing"))
+        or failing >= FAILING_LEGS
+    )
 
 
 async def _stop(cfg: Config, args: argparse.Namespace) -> int:
@@ -198,6 +209,11 @@ def _provider_state(row: dict[str, Any]) -> str:
         if state == "warming" and isinstance(progress, dict) and progress.get("total"):
             said = f"{progress.get('phase', 'warming')} {progress.get('done')}/{progress['total']}"
         shown = f"{state} ({' '.join(str(said).split())})" if said else state
+        failing = int(health.get("failing_legs") or 0)
+        if state == "ready" and failing:  # up, yet its queries fail: say so, and why
+            why = " ".join(str(health.get("last_error") or "no reason given").split())
+            queries = "query" if failing == 1 else f"{failing} queries"
+            shown += f"; its last {queries} failed: {why}"
         missing = row.get("consent_missing") or []
         if missing:  # ready, yet asked by no request until the operator grants these
             grants = "; ".join(f"hostd consent grant {row.get('id')} {s}" for s in missing)

@@ -144,6 +144,9 @@ class Health:
     start_timed_out: bool = False
     #: Parked because its credential was refused (``record_refused``), not for crashes.
     refused: bool = False
+    #: Legs in a row that failed (an error, a quarantined reply, a timeout, a crash)
+    #: since its last ``ok`` one: a provider that is up yet answers no query usefully.
+    failing_legs: int = 0
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
         """The counters; with ``now`` (the clock ``failed_at`` reads), also
@@ -172,6 +175,7 @@ class Health:
             "retries": self.retries,
             "restarts_requested": self.restarts_requested,
             "start_timed_out": self.start_timed_out,
+            "failing_legs": self.failing_legs,
         }
 
 
@@ -382,6 +386,11 @@ def record_leg(health: Health, status: str, *, error: str | None = None, late: i
         restarts_requested=health.restarts_requested,
         start_timed_out=health.start_timed_out,
         refused=health.refused,
+        failing_legs=(
+            0
+            if status == "ok"
+            else health.failing_legs + (status in ("error", "quarantined", "timeout", "crashed"))
+        ),
     )
 
 

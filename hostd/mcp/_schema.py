@@ -32,6 +32,7 @@ __all__ = [
     "no_evidence",
     "structured_compose",
     "warming_hints",
+    "failed_hints",
 ]
 
 _STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}
@@ -371,6 +372,30 @@ def warming_hints(result: dict[str, Any], config: str | None) -> list[str]:
     option = f" --config {config}" if config else ""
     advice = warming_advice(warming_ids(result), where="mcp", config=option)
     return [] if advice is None else [f"hostd: {advice}"]
+
+
+#: Leg statuses that gave the composition nothing for a reason the model should hear
+#: (warming and consent have hints of their own; ``skipped`` was not asked).
+_FAILED_LEGS = ("timeout", "crashed", "error", "quarantined")
+
+
+def failed_hints(result: dict[str, Any], config: str | None) -> list[str]:
+    """One text naming the providers whose leg failed this time (a timeout, a crash, an
+    error, a quarantined reply), so a model reading only the text knows the evidence
+    lacks them; their own words are not quoted (``structuredContent.providers`` and
+    ``hostd status`` say more)."""
+    failed = [
+        f"{p.get('provider_id')} ({p.get('status')})"
+        for p in result.get("providers") or []
+        if p.get("status") in _FAILED_LEGS
+    ]
+    if not failed:
+        return []
+    option = f" --config {config}" if config else ""
+    return [
+        f"hostd: no evidence from {', '.join(failed)} this time: the evidence above lacks "
+        f"what {'it holds' if len(failed) == 1 else 'they hold'}; `hostd{option} status` says why"
+    ]
 
 
 def consent_hints(

@@ -290,3 +290,17 @@ def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> N
         assert "hostd: tickets: its warm-up failed: RuntimeError: no db at x.db" in listed.stderr
     finally:
         assert child.stop() == 0
+
+
+def test_status_says_a_ready_provider_fails_its_queries_and_exits_4_at_three() -> None:
+    from hostd.cli._daemon import FAILING_LEGS, _degraded, _provider_state
+
+    health = {"failing_legs": 1, "last_error": "error: KeyError: 'TCK-999'"}
+    row = {"id": "tickets", "state": "ready", "health": health}
+    assert _provider_state(row) == "ready; its last query failed: error: KeyError: 'TCK-999'"
+    assert not _degraded(row)  # one failure is a moment, not an outage
+    row["health"] = {**health, "failing_legs": FAILING_LEGS}
+    assert _provider_state(row).endswith(
+        f"its last {FAILING_LEGS} queries failed: error: KeyError: 'TCK-999'"
+    )
+    assert _degraded(row)

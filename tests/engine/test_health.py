@@ -352,3 +352,12 @@ def test_the_last_failure_keeps_its_time_after_a_recovery() -> None:
     assert wire["last_failure_s_ago"] == 600.0
     assert Health().to_wire(now=5.0)["last_failure_s_ago"] is None
     assert crashed.to_wire()["last_failure_s_ago"] is None  # no clock given: no age
+
+
+def test_failing_legs_counts_failed_queries_in_a_row_until_one_is_ok() -> None:
+    health = Health(state=ProviderState.READY)
+    for status in ("error", "quarantined", "timeout", "warming", "no_consent", "crashed"):
+        health = record_leg(health, status, error=f"{status}: why")
+    # warming and no_consent are no query failures: they neither count nor reset it
+    assert health.failing_legs == 4 and health.to_wire()["failing_legs"] == 4
+    assert record_leg(health, "ok").failing_legs == 0

@@ -472,3 +472,26 @@ async def test_timeout_ms_returns_without_waiting_for_a_cold_provider(
     status = {p["provider_id"]: p["status"] for p in structured["providers"]}
     assert status == {"alpha": "ok", "cold": "warming"}
     assert structured["citations"]
+
+
+async def test_a_provider_whose_leg_failed_is_named_in_the_text_a_model_reads(
+    workdir: Path, marker: str
+) -> None:
+    # slow answers no query within its leg's deadline: its leg is a timeout each time.
+    config = write_config(
+        workdir, marker, {"alpha": {}, "slow": {"delay_ms": 600000, "timeout_ms": 1000}}
+    )
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            status = None
+            while status != "timeout":  # its first leg may still be its start (warming)
+                result = await client.call_tool("compose_context", {"goal": "anything"})
+                structured = result.structured_content
+                assert structured is not None
+                status = {p["provider_id"]: p["status"] for p in structured["providers"]}["slow"]
+    assert result.is_error is False and structured["citations"]  # alpha's evidence served
+    hints = [t for t in _texts(result) if t.startswith("hostd: no evidence from")]
+    assert hints == [
+        "hostd: no evidence from slow (timeout) this time: the evidence above lacks what it "
+        f"holds; `hostd --config {config} status` says why"
+    ]
