@@ -271,6 +271,16 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"goal": args.goal}
     params.update({k: v for k, v in optional.items() if v is not None})
     _check_params(params)
+    if args.connect is None:
+        from hostd.server import socket_is_live
+
+        if await anyio.to_thread.run_sync(socket_is_live, cfg.socket_path):
+            # This one-shot starts a second set of providers, cold, beside the daemon's.
+            sys.stderr.write(
+                f"hostd: a daemon is serving this config at {cfg.socket_path}: this answer "
+                "starts providers of its own; `hostd compose --connect` asks the daemon's, "
+                "warm\n"
+            )
     bars = ProgressBars()
     async with session(cfg, args.connect, bars, wait=args.wait) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress

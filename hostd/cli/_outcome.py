@@ -7,12 +7,13 @@ words and exit status follow the reply and nothing else.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
 from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
 from hostd.config import Config, find_config
-from hostd.errors import NoDaemon
+from hostd.errors import NoDaemon, did_you_mean
 
 __all__ = [
     "NoDaemon",
@@ -35,19 +36,55 @@ def config_hint(cfg: Config) -> str:
     return f" --config {source}"
 
 
+#: Python's words, quoted (an import) or not (``python -m``); the name never ends in ".".
+_NO_MODULE = re.compile(r"No module named '?([A-Za-z_](?:[\w.]*\w)?)'?")
+
+
 def interpreter_advice(cfg: Config, failed: dict[str, str]) -> list[str]:
     """A line per provider whose failure (``failed``: id -> its message) is a module its
-    interpreter could not import, when that interpreter is hostd's own: a command's
-    ``python`` is hostd's interpreter, not the one a virtualenv put on ``PATH``, so a
-    provider's own dependencies are not there (docs/config.md)."""
+    interpreter could not import, when that interpreter is hostd's own: a misspelt
+    module of a package hostd's interpreter has (``providers.tickkets``) is named with
+    the closest one there; otherwise, a command's ``python`` is hostd's interpreter, not
+    the one a virtualenv put on ``PATH``, so a provider's own dependencies are not there
+    (docs/config.md)."""
     ours = {p.id for p in cfg.provider if p.command and p.command[0] == sys.executable}
-    return [
-        f"  {pid}: `python` in its command is hostd's own interpreter ({sys.executable}), "
-        "which cannot import that module: name the provider's interpreter by its path "
-        "(/path/to/venv/bin/python) or install the module beside hostd"
-        for pid, message in failed.items()
-        if pid in ours and "No module named" in message
-    ]
+    lines = []
+    for pid, message in failed.items():
+        found = _NO_MODULE.search(message)
+        if pid not in ours or found is None:
+            continue
+        misspelt = _misspelt(found.group(1))
+        if misspelt is not None:
+            lines.append(f"  {pid}: {misspelt}")
+            continue
+        lines.append(
+            f"  {pid}: `python` in its command is hostd's own interpreter ({sys.executable}), "
+            f"which cannot import {found.group(1)}: check the module's name, then name the "
+            "provider's interpreter by its path (/path/to/venv/bin/python) or install the "
+            "module beside hostd"
+        )
+    return lines
+
+
+def _misspelt(module: str) -> str | None:
+    """``no module providers.tickkets in providers (did you mean providers.tickets?)``
+    when ``module``'s package imports here but has no such module, else None."""
+    import importlib.util
+    import pkgutil
+
+    parent, _, name = module.rpartition(".")
+    if not parent:
+        return None
+    try:
+        spec = importlib.util.find_spec(parent)
+    except (ImportError, ValueError):  # its own parent is missing too
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    known = sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations))
+    close = did_you_mean(name, [k for k in known if not k.startswith("_")])
+    hint = f"did you mean {parent}.{close}?" if close else f"it has {', '.join(known[:8])}"
+    return f"there is no module {module} in {parent} ({hint}): check the name in its command"
 
 
 def frames_cap_note(result: dict[str, Any], max_frames: int) -> str | None:

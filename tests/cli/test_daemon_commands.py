@@ -304,3 +304,22 @@ def test_status_says_a_ready_provider_fails_its_queries_and_exits_4_at_three() -
         f"its last {FAILING_LEGS} queries failed: error: KeyError: 'TCK-999'"
     )
     assert _degraded(row)
+
+
+def test_a_one_shot_compose_beside_a_running_daemon_says_connect_asks_it(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        note = f"hostd: a daemon is serving this config at {tmp_path}/run/s.sock: this answer"
+        one_shot = run_hostd("--config", str(config), "compose", "anything", "--budget", "300")
+        assert one_shot.returncode == 0, one_shot.stderr
+        assert note in one_shot.stderr and "`hostd compose --connect`" in one_shot.stderr
+        asked = run_hostd("--config", str(config), "compose", "x", "--budget", "300", "--connect")
+        assert asked.returncode == 0 and note not in asked.stderr, asked.stderr
+    finally:
+        assert child.stop() == 0
+    alone = run_hostd("--config", str(config), "compose", "anything", "--budget", "300")
+    assert alone.returncode == 0 and "a daemon is serving" not in alone.stderr

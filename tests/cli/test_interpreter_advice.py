@@ -45,3 +45,20 @@ def test_an_interpreter_named_by_its_path_gets_no_such_advice(tmp_path: Path) ->
     done = run_hostd("--config", str(config), "compose", "anything")
     assert "No module named" in done.stderr  # it failed the same way
     assert ADVICE not in done.stderr
+
+
+def test_a_misspelt_module_of_a_package_hostd_has_names_the_closest_one(tmp_path: Path) -> None:
+    config = tmp_path / "hostd.toml"
+    command = ["python", "-m", "providers.filez", "--root", "."]
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "mine"\ncommand = {json.dumps(command)}\ncwd = "{tmp_path}"\n',
+        encoding="utf-8",
+    )
+    done = run_hostd("--config", str(config), "compose", "anything")
+    lines = [x for x in done.stderr.splitlines() if "there is no module" in x]
+    assert lines == [
+        "hostd:   mine: there is no module providers.filez in providers (did you mean "
+        "providers.files?): check the name in its command"
+    ], done.stderr
+    assert ADVICE not in done.stderr  # the interpreter is not what is wrong here
