@@ -42,6 +42,7 @@ __all__ = [
     "ProtocolFault",
     "ProviderCrashed",
     "ProviderError",
+    "ProviderParked",
     "ProviderRefusal",
     "ProviderTimeout",
     "ProviderUnauthorized",
@@ -144,6 +145,13 @@ class ProviderTimeout(HostdError):
 class ProviderCrashed(HostdError):
     code = CgpErrorCode.UNAVAILABLE
     reason = "crashed"
+
+
+class ProviderParked(ProviderCrashed):
+    """A leg not run: its provider is parked (``failed``) after its restart attempts;
+    the failure was told once, when it was parked (``provider.parked``)."""
+
+    reason = "parked"
 
 
 class ProtocolFault(HostdError):

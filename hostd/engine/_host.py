@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
-from hostd.errors import HostdError, ShuttingDown
+from hostd.errors import HostdError, ProviderParked, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
@@ -442,7 +442,11 @@ def _log_leg(report: LegReport) -> None:
     ``provider.leg.failed`` or ``provider.leg.quarantined`` (warning) otherwise; every
     one with the same fields. Its ``message`` is hostd's own (never a provider's text)."""
     status = report.status
-    fault = status is LegStatus.QUARANTINED or status in _FAULTS
+    # A parked provider's leg is no news: provider.parked told it once (a warning per
+    # request would fill the log of an agent that composes every turn).
+    fault = status is LegStatus.QUARANTINED or (
+        status in _FAULTS and report.error_code != ProviderParked.reason
+    )
     if log_level.at > (WARNING if fault else INFO):
         return  # dropped at this level: not built (once per leg, every request)
     fields = {

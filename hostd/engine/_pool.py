@@ -36,6 +36,7 @@ from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
     ProviderCrashed,
+    ProviderParked,
     ProviderTimeout,
     ProviderUnauthorized,
     ShuttingDown,
@@ -315,7 +316,7 @@ class ProviderPool:
                     if decision.delay_s == float("inf")
                     else f"next retry in {decision.delay_s:.0f} s"
                 )
-                raise ProviderCrashed(
+                raise ProviderParked(
                     f"restart attempts exhausted ({slot.health.consecutive_failures}); "
                     f"{retry}; last failure: {slot.health.last_failure}",
                     stage="restart",

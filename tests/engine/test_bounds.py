@@ -103,3 +103,18 @@ async def test_a_boot_start_that_times_out_is_logged_once_naming_its_deadline() 
     assert failed[0]["error"] == "no handshake reply within 300 ms"
     assert health.last_failure == "timeout: no handshake reply within 300 ms"
     assert leftovers() == []
+
+
+async def test_a_parked_providers_legs_are_logged_at_info_after_one_parked_warning() -> None:
+    policy = RestartPolicy(base_delay_s=0.001, max_delay_s=0.001, max_attempts=1)
+    with capture_logs() as logs:
+        async with Host([adversary("crash", "c")], restart_policy=policy) as host:
+            reports = [(await host.query_all(query(), 500)).reports["c"] for _ in range(6)]
+    assert reports[-1].status is LegStatus.CRASHED and reports[-1].error_code == "parked"
+    legs = [e for e in logs if e["event"].startswith("provider.leg") and e["provider"] == "c"]
+    parked = [e for e in legs if e["error_code"] == "parked"]
+    assert len(parked) >= 4 and {e["event"] for e in parked} == {"provider.leg"}
+    assert {e["log_level"] for e in parked} == {"info"}
+    # The fault itself was a warning, told once: the crash's leg and the parking.
+    assert [e["event"] for e in legs if e["log_level"] == "warning"] == ["provider.leg.failed"]
+    assert len([e for e in logs if e["event"] == "provider.parked"]) == 1
