@@ -232,7 +232,8 @@ class Deadlines:
             # No config names it (a command after --): the flag is what changes it here.
             start = Deadline(
                 _START_TIMEOUT_S,
-                "the daemon's default start_timeout_s; --start-timeout-s S sets it here",
+                "the daemon's default start_timeout_s; --start-timeout-s S sets it here; "
+                "slow set-up belongs in warm(), after the handshake (docs/providers.md)",
             )
         else:
             start = Deadline(start_s, start_why or "the start_timeout_s asked for")

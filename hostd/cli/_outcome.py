@@ -170,6 +170,11 @@ def leg_failures(result: dict[str, Any], *, dropped: bool = True) -> list[str]:
             starting = error.get("code") == "handshake_timeout"  # its start, not a call
             key = "start_timeout_s" if starting else "timeout_ms"
             how += f"; if it is only slow, raise its [[provider]] {key}"
+            if starting:  # set-up before the handshake holds every request back
+                how += (
+                    " (a hostd.provider Provider answers its handshake at once when slow "
+                    "set-up, loading an index or a model, is in its warm(): docs/providers.md)"
+                )
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
     return lines
 

@@ -145,7 +145,8 @@ def test_the_start_deadline_names_the_flag_that_changes_it_not_a_config() -> Non
     default = Deadlines.of().start
     assert default.missed() == (
         "no answer within 30000 ms "
-        "(the daemon's default start_timeout_s; --start-timeout-s S sets it here)"
+        "(the daemon's default start_timeout_s; --start-timeout-s S sets it here; "
+        "slow set-up belongs in warm(), after the handshake (docs/providers.md))"
     )
     # Asked for, it stands, even below a call's deadline (which stands for a shorter
     # configured start_timeout_s).
