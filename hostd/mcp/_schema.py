@@ -48,7 +48,14 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
             "default: the config's host.strategy, else score",
             "type": ["string", "object"],
         },
-        "placement": {"type": "string", "enum": ["edges", "ranked", "grouped", "canonical"]},
+        "placement": {
+            "type": "string",
+            "enum": ["edges", "ranked", "grouped", "canonical"],
+            "description": "the order of the evidence in the prompt: edges (default) puts the "
+            "best first and the next best last, the weakest in the middle; ranked best first; "
+            "grouped by provider; canonical by frame id. Each citation's rank says how it "
+            "ranked (0: the best), whatever the order",
+        },
         "kinds": {**_STRINGS, "description": "frame kinds (empty: any)"},
         "providers": {**_STRINGS, "description": "provider subset (default: all)"},
         "session": {"type": "string", "minLength": 1, "description": "reuse across turns"},
@@ -128,6 +135,13 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "properties": {
                     "label": {"type": "string"},
+                    "rank": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "its place in the ranking, 0 the best; the citations "
+                        "are in prompt order, which the placement decides (edges: the best "
+                        "first, the next best last)",
+                    },
                     "frame": _FRAME_ID,
                     "provenance": {
                         "type": "array",
@@ -294,9 +308,18 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
     excluded = Counter(str(e.get("reason")) for e in entries if e.get("disposition") != "included")
+    ranks = {
+        _frame_key(e.get("frame")): e["rank"]
+        for e in entries
+        if e.get("disposition") == "included" and isinstance(e.get("rank"), int)
+    }
+    citations = []
+    for c in result.get("citations") or []:
+        rank = ranks.get(_frame_key(c.get("frame")))
+        citations.append(c if rank is None else {**c, "rank": rank})
     return {
         "prompt": result["prompt"],
-        "citations": result.get("citations") or [],
+        "citations": citations,
         "audit": {
             "global_budget": audit.get("global_budget", 0),
             "tokens_used": audit.get("tokens_used", 0),
@@ -311,6 +334,13 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
         "degraded": bool(result.get("degraded", False)),
         "degraded_reasons": result.get("degraded_reasons") or [],
     }
+
+
+def _frame_key(frame: Any) -> tuple[Any, Any, Any]:
+    """A FrameId's identity (its members may be absent in an older daemon's reply)."""
+    if not isinstance(frame, dict):
+        return (None, None, None)
+    return (frame.get("provider_id"), frame.get("frame_id"), frame.get("content_digest"))
 
 
 def _why(report: dict[str, Any], excluded: Counter[str]) -> str:

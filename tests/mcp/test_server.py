@@ -91,6 +91,10 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
     assert {p["provider_id"] for p in structured["providers"]} == {"alpha", "files"}
     assert structured["request_id"]
     assert structured["audit"]["included"] == len(structured["citations"])
+    # Each citation says how it ranked; edges puts the best first and the next best last.
+    ranks = [c["rank"] for c in structured["citations"]]
+    assert sorted(ranks) == list(range(len(ranks))) and len(ranks) >= 2
+    assert ranks[0] == 0 and ranks[-1] == 1
     # The one degraded flag: each reason names a provider whose leg was not ok.
     short = {p["provider_id"] for p in structured["providers"] if p["status"] != "ok"}
     assert structured["degraded"] is bool(short)
