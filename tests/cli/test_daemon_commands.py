@@ -11,13 +11,15 @@ from hostd.client import Client
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, ServeChild
 
+HEALTHY = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha"]
 
-def _config(tmp_path: Path) -> Path:
+
+def _config(tmp_path: Path, pid: str = "alpha", command: list[str] = HEALTHY) -> Path:
+    """A config of one provider, ``pid`` running ``command`` (the healthy fixture)."""
     path = tmp_path / "hostd.toml"
-    command = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha"]
     path.write_text(
         f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
-        f'[[provider]]\nid = "alpha"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
+        f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
         encoding="utf-8",
     )
     return path
@@ -76,9 +78,7 @@ def test_status_and_stop_without_a_daemon_say_so(tmp_path: Path) -> None:
 def test_an_edit_that_breaks_the_config_does_not_lock_status_and_stop_out(
     tmp_path: Path,
 ) -> None:
-    config = _config(tmp_path)
-    child = ServeChild(config)
-    assert child.start(60)
+    config, child = _serving_one(tmp_path)
     try:
         assert child.proc is not None
         pid = child.proc.pid
@@ -217,14 +217,11 @@ def test_one_config_is_served_by_one_daemon_whatever_its_socket(tmp_path: Path) 
     assert again.stop() == 0
 
 
-def _serving_one(tmp_path: Path, pid: str, command: list[str]) -> tuple[Path, ServeChild]:
-    """A config of one provider, ``pid`` running ``command``, and its daemon serving."""
-    config = tmp_path / "hostd.toml"
-    config.write_text(
-        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
-        f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
-        encoding="utf-8",
-    )
+def _serving_one(
+    tmp_path: Path, pid: str = "alpha", command: list[str] = HEALTHY
+) -> tuple[Path, ServeChild]:
+    """``_config``'s one provider, and its daemon serving."""
+    config = _config(tmp_path, pid, command)
     child = ServeChild(config)
     assert child.start(60)
     return config, child
@@ -309,9 +306,7 @@ def test_status_says_a_ready_provider_fails_its_queries_and_exits_4_at_three() -
 def test_a_one_shot_compose_beside_a_running_daemon_says_connect_asks_it(
     tmp_path: Path,
 ) -> None:
-    config = _config(tmp_path)
-    child = ServeChild(config)
-    assert child.start(60)
+    config, child = _serving_one(tmp_path)
     try:
         note = f"hostd: a daemon is serving this config at {tmp_path}/run/s.sock: this answer"
         one_shot = run_hostd("--config", str(config), "compose", "anything", "--budget", "300")

@@ -15,10 +15,11 @@ from tests.fixtures.cli import run_hostd
 ADVICE = "`python` in its command is hostd's own interpreter"
 
 
-def _config(tmp_path: Path, interpreter: str) -> Path:
+def _config(tmp_path: Path, interpreter: str, command: list[str] | None = None) -> Path:
+    """A provider ``mine`` that cannot import its dependency (or runs ``command``)."""
     (tmp_path / "prov.py").write_text("import no_such_dependency_of_this_provider\n")
     config = tmp_path / "hostd.toml"
-    command = [interpreter, "prov.py"]
+    command = command or [interpreter, "prov.py"]
     config.write_text(
         f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
         f'[[provider]]\nid = "mine"\ncommand = {json.dumps(command)}\ncwd = "{tmp_path}"\n',
@@ -48,13 +49,7 @@ def test_an_interpreter_named_by_its_path_gets_no_such_advice(tmp_path: Path) ->
 
 
 def test_a_misspelt_module_of_a_package_hostd_has_names_the_closest_one(tmp_path: Path) -> None:
-    config = tmp_path / "hostd.toml"
-    command = ["python", "-m", "providers.filez", "--root", "."]
-    config.write_text(
-        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
-        f'[[provider]]\nid = "mine"\ncommand = {json.dumps(command)}\ncwd = "{tmp_path}"\n',
-        encoding="utf-8",
-    )
+    config = _config(tmp_path, "python", ["python", "-m", "providers.filez", "--root", "."])
     done = run_hostd("--config", str(config), "compose", "anything")
     lines = [x for x in done.stderr.splitlines() if "there is no module" in x]
     assert lines == [

@@ -128,14 +128,7 @@ def test_eval_from_shadow_equals_the_jsonl_path_on_the_same_data() -> None:
 
 
 def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    store = ShadowStore(state / "shadow.db")
-    records = _recording(USED)
-    store.write_many([replace(r, feedback=None) for r in records])
-    store.write_many([], [r.feedback for r in records if r.feedback])
-    store.close()
-    config = tmp_path / "hostd.toml"
-    config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
+    config = _stored(tmp_path, _recording(USED))
 
     def hostd(*args: str) -> subprocess.CompletedProcess[str]:
         return run_hostd("--config", str(config), "eval", *args)
@@ -157,20 +150,25 @@ def test_eval_from_shadow_through_the_cli(tmp_path: Path) -> None:
     assert refused.returncode != 0 and "--budget" in refused.stderr
 
 
-def test_records_in_a_tokenizer_not_set_here_are_said_to_replay_in_canonical_tokens(
-    tmp_path: Path,
-) -> None:
+def _stored(tmp_path: Path, records: list[Recorded]) -> Path:
+    """``records`` and their feedback in a shadow store, and a config that reads it."""
     state = tmp_path / "state"
     store = ShadowStore(state / "shadow.db")
-    records = _recording(USED)
-    # One composition was counted in a tokenizer's tokens (its policy names it).
-    first = replace(records[0], policy={**records[0].policy, "tokenizer": "tokenizer.json@be50"})
-    records = [first, *records[1:]]
     store.write_many([replace(r, feedback=None) for r in records])
     store.write_many([], [r.feedback for r in records if r.feedback])
     store.close()
     config = tmp_path / "hostd.toml"
     config.write_text(f'[host]\nstate_dir = "{state}"\n[shadow]\nenabled = true\n')
+    return config
+
+
+def test_records_in_a_tokenizer_not_set_here_are_said_to_replay_in_canonical_tokens(
+    tmp_path: Path,
+) -> None:
+    records = _recording(USED)
+    # One composition was counted in a tokenizer's tokens (its policy names it).
+    first = replace(records[0], policy={**records[0].policy, "tokenizer": "tokenizer.json@be50"})
+    config = _stored(tmp_path, [first, *records[1:]])
     # eval asks the 3 requests whose feedback used something; replay replays all 4.
     for args, total in (
         (["eval", "--from-shadow"], 3),
