@@ -9,6 +9,7 @@ This module imports only ``hostd.protocol`` so every layer may raise these.
 from __future__ import annotations
 
 import difflib
+import errno
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -104,6 +105,15 @@ class NoDaemon(HostdError, ConnectionError):
     and ``strerror`` are the OS's, its text hostd's message."""
 
     reason = "no_daemon"
+
+    #: What a socket answers while its daemon is still starting: no socket yet, or refused.
+    _NOT_YET = frozenset({errno.ENOENT, errno.ECONNREFUSED})
+
+    @property
+    def may_be_starting(self) -> bool:
+        """Nothing listens there yet (no socket, or refused): a daemon may be starting,
+        so waiting for it can help; any other failure will not go away by waiting."""
+        return self.errno in self._NOT_YET
 
     def __str__(self) -> str:
         return self.message

@@ -379,9 +379,14 @@ class Corpus:
         """Why ``rel``'s bytes keep it out (``_refused_content``), or a generated header
         that no include glob naming the file overrides."""
         refused = _refused_content(data)
-        if refused is None and is_generated(data) and not self._names(rel):
+        if refused is None and self._generated(rel, data):
             return SKIP_GENERATED
         return refused
+
+    def _generated(self, rel: str, head: bytes) -> bool:
+        """Whether ``head`` (the file's first bytes) says a tool wrote ``rel`` and no
+        include glob names the file."""
+        return is_generated(head) and not self._names(rel)
 
     def _walk(self) -> Iterator[tuple[str, Path, os.stat_result]]:
         opts = self.options
@@ -551,7 +556,7 @@ class Corpus:
             for rel, entry in state.items()
             if self._refused(rel) is None
             and entry[2]
-            and not (is_generated(entry[2][0].text.encode()) and not self._names(rel))
+            and not self._generated(rel, entry[2][0].text.encode())
             and not any(
                 len(c.text) > MAX_CHUNK_BYTES or _SECRET_CONTENT.search(c.text.encode())
                 for c in entry[2]

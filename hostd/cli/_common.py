@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -115,10 +114,6 @@ def csv_arg(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-#: What a socket answers while its daemon is still starting: not there yet, or refused.
-_NOT_YET = frozenset({errno.ENOENT, errno.ECONNREFUSED})
-
-
 async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) -> Any:
     """A client on the daemon's socket; while nothing listens there yet (no socket, or
     refused), try again until ``wait`` seconds have passed: ``hostd serve &`` binds its
@@ -129,7 +124,7 @@ async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) ->
     try:
         return await stack.enter_async_context(connect_socket(path))
     except NoDaemon as exc:  # no socket yet, or refused: the daemon may be starting
-        if exc.errno not in _NOT_YET or wait == 0:
+        if not exc.may_be_starting or wait == 0:
             raise
     get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)
     flush_logs()

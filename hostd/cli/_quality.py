@@ -333,9 +333,8 @@ def _traffic_notes(
     the labels of those that rank as themselves here (not a fallback)."""
     from hostd import quality
 
-    asked = [r for r in records if r.feedback is not None and r.feedback.used]
-    n = len(asked)
-    live = sorted({str(r.policy.get("strategy", "?")) for r in asked})
+    n = len(records)  # each with feedback naming used evidence (``_traffic``)
+    live = sorted({str(r.policy.get("strategy", "?")) for r in records})
     out = (
         f"hostd: note: the gold is what the answers used, and they could use only what the "
         f"live policy showed ({', '.join(live)}): that policy's row is at or near 100% by "
@@ -350,7 +349,7 @@ def _traffic_notes(
         )
     fitted = _calibrated_at(cfg)
     if "calibrated" in policies and fitted is not None and not args.since_calibration:
-        seen = sum(1 for r in asked if r.feedback.recorded_at <= fitted)
+        seen = sum(1 for r in records if r.feedback.recorded_at <= fitted)
         if seen:
             out += (
                 f"hostd: note: calibrated was fitted on feedback that includes {seen} of "

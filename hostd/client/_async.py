@@ -13,7 +13,6 @@ one teardown ladder (``hostd._teardown``). ``AsyncClient`` is opened with
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import math
 import os
@@ -345,8 +344,6 @@ def _no_daemon(exc: OSError, where: str, start: str) -> NoDaemon:
     return error
 
 
-#: What a socket answers while its daemon is still starting: not there yet, or refused.
-_NOT_YET = frozenset({errno.ENOENT, errno.ECONNREFUSED})
 #: How often a ``wait`` looks again for a daemon that is starting.
 _RETRY_S = 0.05
 
@@ -374,8 +371,9 @@ async def connect(
             stream = await anyio.connect_unix(sock)
             break
         except OSError as exc:
-            if exc.errno not in _NOT_YET or anyio.current_time() >= deadline:
-                raise _no_daemon(exc, str(sock), "hostd serve") from exc
+            error = _no_daemon(exc, str(sock), "hostd serve")
+            if not error.may_be_starting or anyio.current_time() >= deadline:
+                raise error from exc
         await anyio.sleep(_RETRY_S)
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client
