@@ -97,7 +97,12 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     compose.add_argument("--kinds", metavar="KINDS", help="comma-separated frame kinds")
     compose.add_argument("--query-text", metavar="TEXT", help="query text (default: the goal)")
     compose.add_argument("--max-frames", type=int, metavar="N", help="frames per provider")
-    compose.add_argument("--timeout-ms", type=int, metavar="MS", help="per-leg timeout")
+    compose.add_argument(
+        "--timeout-ms",
+        type=int,
+        metavar="MS",
+        help="each provider's deadline for its answer (one shot: after it has started)",
+    )
     compose.add_argument(
         "--overfetch", type=float, metavar="F", help="ask each provider for share × F tokens"
     )
