@@ -19,7 +19,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, TypedDict
 
@@ -114,6 +114,8 @@ class AsyncClient:
         self.notifications: list[dict[str, Any]] = []
         self.process: Process | None = None
         """The daemon's child process when ``spawn`` started it (for its pid), else None."""
+        #: Why the connection ended, asked once its stream has (``spawn``: the exit).
+        self._why_ended: Callable[[], Awaitable[str | None]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -124,11 +126,16 @@ class AsyncClient:
 
     async def _read_loop(self) -> None:
         splitter = LineSplitter(_MAX_LINE)
+        ended = "hostd closed the connection"
         try:
             while True:
                 try:
                     chunk = await self._receive.receive(1 << 16)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    # Only here, at the stream's end (never when the client is closed):
+                    # a spawned daemon that exited says how, and why when it said so.
+                    why = await self._why_ended() if self._why_ended is not None else None
+                    ended = f"{ended}: {why}" if why else ended
                     break
                 for line in splitter.feed(chunk):
                     if not isinstance(line, bytes):  # OVERLONG
@@ -141,7 +148,7 @@ class AsyncClient:
                         continue  # not ours to crash on; the call times out or fails
                     self._route(msg)
         finally:
-            self._calls.fail_all(ConnectionLost("hostd closed the connection"))
+            self._calls.fail_all(ConnectionLost(ended))
 
     def _route(self, msg: Any) -> None:
         if isinstance(msg, list):
@@ -432,7 +439,9 @@ async def spawn(
 ) -> AsyncIterator[AsyncClient]:
     """Start ``hostd serve --stdio`` as a child and talk to it; stop it on exit.
 
-    ``stderr`` (the daemon's JSON log) is inherited unless given. ``log_level``: the
+    ``stderr`` (the daemon's JSON log) comes through to this process's ``sys.stderr``
+    unless given; a daemon that exits makes its calls' ``ConnectionLost`` say how, with
+    its last error line when ``stderr`` was not given. ``log_level``: the
     child's log level while its log shares your stderr (default ``warning``: a provider
     that fails is told, each request is not); ``None``, a ``stderr`` of your own or a
     config with a ``[log] file`` keeps the config's ``[log] level``. On exit stdin is
@@ -442,22 +451,83 @@ async def spawn(
     # Only a log that shares the caller's stderr is quieted: a [log] file keeps its level.
     shared = stderr is None and command is None and logs_to_stderr(config, cwd=_cwd(cwd))
     level = log_level if shared else None
+    # Your stderr by default, passed through by this process, which keeps the daemon's
+    # last error line: a daemon that refuses its config says why in the ConnectionLost.
+    passed = _StderrPass() if stderr is None else None
     process: Process = await anyio.open_process(
         list(command or serve_command(config, log_level=level)),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=stderr,
+        stderr=subprocess.PIPE if passed is not None else stderr,
         env=env,
         cwd=cwd,
     )
     assert process.stdin is not None and process.stdout is not None
+    async with anyio.create_task_group() as tg:
+        if passed is not None and process.stderr is not None:
+            tg.start_soon(passed.pump, process.stderr)
+        client = AsyncClient(process.stdout, process.stdin)
+        client.process = process
+        client._why_ended = lambda: _exit_reason(process, passed)
+        try:
+            async with _running(client):
+                yield client
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop_child(process, grace_s)
+                if passed is not None:  # its last lines, unless a grandchild holds the pipe
+                    with anyio.move_on_after(_EXIT_WAIT_S):
+                        await passed.done.wait()
+            tg.cancel_scope.cancel()
+
+
+#: How long a daemon whose output ended is given to exit before its status is asked.
+_EXIT_WAIT_S = 5.0
+
+
+class _StderrPass:
+    """A spawned daemon's stderr, written on to this process's ``sys.stderr`` as it
+    comes, with the last line hostd wrote as an error (``hostd: … [reason]``) kept."""
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.done = anyio.Event()
+
+    async def pump(self, stream: ByteReceiveStream) -> None:
+        splitter = LineSplitter(64 * 1024)
+        try:
+            async for chunk in stream:
+                await anyio.to_thread.run_sync(_write_stderr, chunk)
+                for line in splitter.feed(chunk):
+                    if isinstance(line, bytes) and line.startswith(b"hostd: "):
+                        self.error = line[len(b"hostd: ") :].decode("utf-8", "replace")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            self.done.set()
+
+
+def _write_stderr(chunk: bytes) -> None:
     try:
-        async with _running(AsyncClient(process.stdout, process.stdin)) as client:
-            client.process = process
-            yield client
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _stop_child(process, grace_s)
+        sys.stderr.write(chunk.decode("utf-8", "replace"))
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stderr must not stop the pump
+        pass
+
+
+async def _exit_reason(process: Process, passed: _StderrPass | None) -> str | None:
+    """``the daemon exited with status 2: <its error line>`` once it has exited (within
+    ``_EXIT_WAIT_S``), else None."""
+    with anyio.move_on_after(_EXIT_WAIT_S):
+        await process.wait()
+        if passed is not None:
+            await passed.done.wait()
+    status = process.returncode
+    if status is None:
+        return None
+    said = passed.error if passed is not None else None
+    shown = f"status {status}" if status >= 0 else f"signal {-status}"
+    return f"the daemon exited with {shown}" + (f": {said[:300]}" if said else "")
 
 
 async def _stop_child(process: Process, grace_s: float) -> None:

@@ -103,6 +103,37 @@ def test_a_spawned_daemon_sharing_the_callers_stderr_logs_at_warning(
     assert ("provider.leg" in events) is info_logged, events
 
 
+_REFUSED = """
+import sys
+from hostd.client import Client
+from hostd.errors import ConnectionLost
+try:
+    with Client.spawn(sys.argv[1]) as hostd:
+        hostd.status()
+except ConnectionLost as exc:
+    print(exc)
+"""
+
+
+def test_a_spawned_daemon_that_refuses_its_config_says_why_in_the_error(tmp_path: Path) -> None:
+    typo = tmp_path / "hostd.toml"
+    typo.write_text(f'[host]\nstate_dir = "{tmp_path}/state"\ntokenizr = "x.json"\n')
+    done = subprocess.run(
+        [sys.executable, "-c", _REFUSED, str(typo)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    why = f"{typo}: host.tokenizr: unknown key (did you mean tokenizer?) [bad_config]"
+    # A program that drops stderr still reads the reason in the error it caught ...
+    assert done.stdout == f"hostd closed the connection: the daemon exited with status 2: {why}\n"
+    # ... and the daemon's stderr still reaches the caller's, as it comes.
+    assert f"hostd: {why}" in done.stderr.splitlines()
+
+
 @pytest.mark.anyio
 async def test_cancelling_a_call_cancels_the_work_in_the_daemon(daemon: Path) -> None:
     async with connect(daemon) as client:
