@@ -41,10 +41,19 @@ class HfTokenizer:
         try:
             data = path.read_bytes()
             tokenizer: Any = Tokenizer.from_str(data.decode("utf-8"))
-        except (OSError, UnicodeDecodeError, Exception) as exc:
+        except Exception as exc:  # the library raises plain Exception for a bad file
+            # The library's words are about the user's own file (bounded); a .tiktoken
+            # file is a common mistake, said as such.
+            said = " ".join(str(exc).split())[:200] or type(exc).__name__
+            hint = (
+                ": a .tiktoken file is not one (docs/api.md#what-the-budget-counts says "
+                "how to convert it)"
+                if path.suffix == ".tiktoken"
+                else ""
+            )
             raise ConfigError(
                 f"host.tokenizer: {path} is not a tokenizer.json the tokenizers library "
-                f"reads ({type(exc).__name__})",
+                f"reads ({said}){hint}",
                 key="host.tokenizer",
                 problem="unreadable tokenizer",
             ) from exc

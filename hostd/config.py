@@ -249,6 +249,10 @@ class HostSettings(_Section):
     def _tokenizer_file(cls, value: Path | None) -> Path | None:
         if value is None:
             return None
+        if value.is_dir():
+            inside = value / "tokenizer.json"
+            hint = f": name the file, {inside}" if inside.is_file() else ""
+            raise ValueError(f"{value} is a directory, not a tokenizer.json{hint}")
         if not value.is_file():
             raise ValueError(
                 f"no such file: {value} (the path of a Hugging Face tokenizer.json, such as "

@@ -134,6 +134,17 @@ def test_a_tokenizer_that_is_not_a_file_says_what_the_key_wants(tmp_path: Path) 
     assert "Hugging Face tokenizer.json" in message and "cl100k_base is not one" in message
 
 
+def test_a_tokenizer_directory_names_the_file_inside_it(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    with pytest.raises(ConfigError) as empty:
+        parse_config("[host]\ntokenizer = 'model'\n", base=tmp_path)
+    assert f"{tmp_path / 'model'} is a directory, not a tokenizer.json" in str(empty.value)
+    (tmp_path / "model" / "tokenizer.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError) as holding:
+        parse_config("[host]\ntokenizer = 'model'\n", base=tmp_path)
+    assert f"name the file, {tmp_path / 'model' / 'tokenizer.json'}" in str(holding.value)
+
+
 def test_bad_toml_and_a_missing_file_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(_write(tmp_path, "[host\n"))

@@ -32,7 +32,7 @@ from anyio.abc import SocketListener, SocketStream
 
 import hostd
 from hostd.config import Config, default_socket_path, open_secret_files
-from hostd.errors import ListenerError
+from hostd.errors import ConfigError, ListenerError
 from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
 from hostd.protocol import sha256_digest
@@ -138,7 +138,12 @@ class Daemon:
         if config.host.tokenizer is not None:  # loaded now: a bad file fails the start
             from hostd._tokenizer import load_tokenizer
 
-            load_tokenizer(config.host.tokenizer)
+            try:
+                load_tokenizer(config.host.tokenizer)
+            except ConfigError as exc:  # named as the config's other errors are: by file
+                raise ConfigError(
+                    f"{config.source}: {exc.message}", **{**exc.data, "file": config.source}
+                ) from None
         if config.shadow.enabled:
             from hostd.quality import ShadowRecorder
 

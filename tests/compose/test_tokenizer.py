@@ -97,8 +97,14 @@ def test_floors_are_priced_in_the_tokenizers_tokens(minilm: HfTokenizer) -> None
 def test_a_bad_tokenizer_file_or_count_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "tokenizer.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigError, match="host.tokenizer: .* is not a tokenizer.json"):
+    with pytest.raises(ConfigError, match="host.tokenizer: .* is not a tokenizer.json") as exc:
         HfTokenizer(bad)
+    # The library's own words about the file, not only its exception's class.
+    assert "(Exception)" not in str(exc.value) and "line 1 column" in str(exc.value)
+    tiktoken = tmp_path / "cl100k_base.tiktoken"
+    tiktoken.write_text("IQ== 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="a .tiktoken file is not one"):
+        HfTokenizer(tiktoken)
     frames: list[tuple[str, ContextFrame]] = [("p", frame("f", 0.5, "text"))]
 
     def broken(text: str) -> Any:
@@ -106,3 +112,16 @@ def test_a_bad_tokenizer_file_or_count_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="not a token count"):
         compose_for_prompt(frames, 100, tokenizer=broken)
+
+
+def test_a_daemon_refusing_its_tokenizer_names_the_config_file(tmp_path: Path) -> None:
+    from hostd.config import load_config
+    from hostd.server import Daemon
+
+    (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nstate_dir = "{tmp_path}/state"\ntokenizer = "tokenizer.json"\n')
+    with pytest.raises(ConfigError) as exc:
+        Daemon(load_config(config))
+    assert str(exc.value).startswith(f"{config}: host.tokenizer: ")
+    assert exc.value.data["file"] == str(config)
