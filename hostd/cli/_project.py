@@ -161,6 +161,9 @@ def render_project_config(
         "# consent receipts, shadow records and feedback, calibration, handshake records:",
         f"state_dir = {_toml(_home_relative(own))}"
         "  # this project's own (docs/config.md: host.state_dir)",
+        "# The budget in your model's tokens: the tokenizer.json it ships (docs/api.md,",
+        '# "What the budget counts"; needs the tokenizer extra). Without it a token is 4 bytes.',
+        '# tokenizer = "tokenizer.json"',
         "",
         "[shadow]",
         "enabled = true               # keep what your agent's feedback (usage/feedback) is about,",

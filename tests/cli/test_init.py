@@ -101,6 +101,10 @@ def test_init_writes_a_valid_config_every_key_line_saying_what_it_does(
             assert "#" in line.split("=", 1)[1], line
     if not semantic_ok:
         assert "It needs the semantic extra" in text and '# id = "semantic"' in text
+    # The tokenizer line, uncommented beside a tokenizer.json, is the key it names.
+    (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
+    tokenized = parse_config(text.replace('# tokenizer = "', 'tokenizer = "'), base=tmp_path)
+    assert tokenized.host.tokenizer == tmp_path / "tokenizer.json"
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
