@@ -238,4 +238,6 @@ def _provider_state(row: dict[str, Any]) -> str:
         nxt = f"; `hostd providers restart {row.get('id')} --connect` starts it now"
     else:
         nxt = ""
-    return f"{state}{when}: {' '.join(str(failure).split())}{nxt}"
+    said = " ".join(str(failure).split())
+    said = said.removeprefix(f"{state}: ")  # the failure's own kind, when it is the state's
+    return f"{state}{when}: {said}{nxt}"

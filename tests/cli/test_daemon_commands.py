@@ -318,3 +318,19 @@ def test_a_one_shot_compose_beside_a_running_daemon_says_connect_asks_it(
         assert child.stop() == 0
     alone = run_hostd("--config", str(config), "compose", "anything", "--budget", "300")
     assert alone.returncode == 0 and "a daemon is serving" not in alone.stderr
+
+
+def test_a_down_providers_line_names_its_state_once() -> None:
+    from hostd.cli._daemon import _provider_state
+
+    row = {
+        "id": "files",
+        "state": "crashed",
+        "health": {
+            "last_failure": "crashed: provider 'files' cannot start rg-provider: No such file",
+            "last_failure_s_ago": 3,
+        },
+    }
+    assert _provider_state(row) == (
+        "crashed 3 s ago: provider 'files' cannot start rg-provider: No such file"
+    )
