@@ -312,6 +312,15 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         "  (it starts its own providers; while `hostd serve` runs for this project, add "
         '"--connect" to its args to share the daemon\'s warm ones instead)\n'
     )
+    # A project inside one already configured: said, not refused (a sub-project may
+    # want its own), since from here down every command now uses the new file.
+    outer = find_config(cwd=project.parent, environ={})
+    if outer.how == "nearest":
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"hostd: note: {outer.path} configured {project} until now; commands run there "
+            f"and below use {target} instead (`hostd config path` says which file is used)\n"
+        )
     left = _left_behind(global_dir) if replaces_global else []
     if left:  # nothing is copied or moved: those files may be other projects' too
         sys.stdout.flush()

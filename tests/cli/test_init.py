@@ -112,7 +112,16 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     project = _project(tmp_path)
     first = hostd_in(project, env, "init", "--providers", "files")
     assert first.returncode == 0, first.stderr
+    assert "note" not in first.stderr
     written = (project / "hostd.toml").read_text()
+    # A project inside this one: its own config, and a note that it takes over there.
+    (project / "sub").mkdir()
+    inner = hostd_in(project / "sub", env, "init", "--providers", "files")
+    assert inner.returncode == 0, inner.stderr
+    assert (
+        f"hostd: note: {project / 'hostd.toml'} configured {project / 'sub'} until now; "
+        f"commands run there and below use {project / 'sub' / 'hostd.toml'} instead"
+    ) in inner.stderr
     (project / "hostd.toml").write_text("# mine\n")
     again = hostd_in(project, env, "init")
     assert again.returncode == 1 and "--force" in again.stderr
