@@ -95,6 +95,7 @@ def _own_file(file: Path) -> Path | None:
 
 def _table(file: Path, name: str) -> dict[str, Any]:
     """The ``[name]`` table of a config file, read raw (nothing else validated)."""
+    file = file.absolute()  # named in errors as load_config names it, wherever it is read
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -4,6 +4,7 @@ run as a child, its stderr and exit status read as a user would."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -395,3 +396,18 @@ def test_serve_stdio_on_dev_null_ends_and_makes_its_log_file_s_directories(
     assert done.returncode == 0, done.stderr
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert events[0] == "host.serving" and events[-1] == "host.stopped"
+
+
+@pytest.mark.parametrize("command", ["status", "compose"])
+def test_a_missing_config_is_named_by_its_absolute_path(tmp_path: Path, command: str) -> None:
+    args = [sys.executable, "-m", "hostd", "--config", "nope.toml", command]
+    done = subprocess.run(
+        [*args, "goal"] if command == "compose" else args,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=90,
+        check=False,
+    )
+    assert f"hostd: {tmp_path / 'nope.toml'}: no such config file [bad_config]" in done.stderr
