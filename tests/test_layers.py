@@ -128,6 +128,9 @@ FORBIDDEN_MODULES = {
     "provider/_listener_guard.py": _HOST_SIDE | {"logs", "quality", "provider", "protocol"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
     "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"},
+    # The state directory's tag, written by the daemon and read by the provider programs'
+    # walk: a leaf both load.
+    "_state_tag.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     # Of the transport it takes the binding codecs only (below).
     "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "quality", "mcp"},

@@ -26,6 +26,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.stapled import MultiListener
 
+from hostd._state_tag import write_state_tag
 from hostd.errors import ConfigError, ListenerError
 from hostd.protocol import is_loopback_host
 from hostd.rpc import reserve_stdout
@@ -74,10 +75,12 @@ def _private_dir(directory: Path) -> None:
 
 
 def private_state_dir(directory: Path, source: str = "<config>") -> None:
-    """Create ``state_dir`` (0700) or refuse one other users can write or do not own.
+    """Create ``state_dir`` (0700) or refuse one other users can write or do not own;
+    tag the one accepted (``hostd._state_tag``).
 
     Another user who can write the directory could swap the consent ledger (C1, C2)
     or the shadow store under us; like the socket directory, it is refused at start.
+    The tag keeps the bundled providers out of it when it lies inside the project.
     """
     try:
         _make_private(directory)
@@ -104,6 +107,7 @@ def private_state_dir(directory: Path, source: str = "<config>") -> None:
             key="host.state_dir",
             problem=problem,
         )
+    write_state_tag(directory)
 
 
 def socket_is_live(path: Path) -> bool:
