@@ -63,7 +63,9 @@ def corpus_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-file-bytes",
         type=int,
         default=DEFAULT_MAX_FILE_BYTES,
-        help="skip files larger than this (default: %(default)s)",
+        metavar="N",
+        help="skip files larger than N bytes, counted in the ready line's 'not indexed' "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--window-lines",

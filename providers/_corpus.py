@@ -3,7 +3,9 @@
 Shared by the ``files`` (lexical) and ``semantic`` (embedding) providers. It
 owns which files are read (``.gitignore`` at every level, include/exclude
 globs, no binaries, no huge files, never a file that holds credentials, no
-lockfile unless an include glob names it) and the verdict on a held chunk (V3, V4);
+lockfile unless an include glob names it, no tagged cache or hostd state directory,
+no ``vendor/`` unless ``.hostdignore`` brings it back), what it tells a user about
+the files left out, and the verdict on a held chunk (V3, V4);
 how a file becomes chunks is ``_chunk``'s, one chunker for both providers. It
 knows nothing about ranking or about the wire.
 """
@@ -12,13 +14,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
 
+from hostd._state_tag import STATE_TAG, STATE_TAG_SIGNATURE
 from hostd.chunking import (
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_MIN_CHUNK_TOKENS,
@@ -27,6 +30,7 @@ from hostd.chunking import (
     Chunk,
     chunk_file,
     chunk_frame,
+    is_binary,
     parse_chunk_id,
     split_lines,
 )
@@ -45,6 +49,7 @@ __all__ = [
     "DOC_SUFFIXES",
     "IGNORE_FILE",
     "MAX_CHUNK_BYTES",
+    "SKIP_BINARY",
     "SKIP_GENERATED",
     "SKIP_LOCKFILE",
     "SKIP_LONG_LINE",
@@ -59,8 +64,10 @@ __all__ = [
     "chunk_file",
     "chunk_frame",
     "empty_note",
+    "files_figure",
     "is_generated",
     "is_secret_name",
+    "not_indexed",
     "parse_chunk_id",
     "skipped_summary",
     "split_lines",
@@ -72,6 +79,19 @@ DEFAULT_MAX_FILE_BYTES = 1 << 20
 _ALWAYS_SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache"}
 )
+# Never entered, whatever the ignore files say or the directory is called: one that holds
+# a tag file of this name beginning with these bytes. ``CACHEDIR.TAG`` is the cache
+# directory tagging convention (https://bford.info/cachedir/: its first 43 bytes are this
+# signature; Cargo's target/, pytest's and mypy's caches carry one); the other is hostd's
+# own state directory (``hostd._state_tag``), which a user may keep inside the project.
+_DIR_TAGS = {
+    "CACHEDIR.TAG": b"Signature: 8a477f597d28d172789f06886806bc55",
+    STATE_TAG: STATE_TAG_SIGNATURE,
+}
+# Ignored as if every root ``.hostdignore`` began with these lines, so a ``!vendor/``
+# line there brings them back: third-party copies (Go's, Composer's, Bundler's vendor/),
+# which are not the project's code and crowd it out of a ranking.
+_DEFAULT_IGNORES = ("vendor/",)
 
 # Never indexed, whatever the ignore files, --include or --no-gitignore say: files that
 # hold credentials by convention, so a project with no (or a thin) .gitignore never sends
@@ -212,6 +232,8 @@ IGNORE_FILE = ".hostdignore"
 #: Why a path was left out, as ``Corpus.skipped`` counts it.
 SKIP_SECRET = "secret"
 SKIP_SECRET_CONTENT = "secret_content"
+#: A NUL byte in its first 8 KiB (``hostd.chunking.is_binary``), UTF-8 or not.
+SKIP_BINARY = "binary"
 SKIP_NOT_UTF8 = "not_utf8"
 SKIP_LONG_LINE = "long_line"
 #: A chunk larger than this is dropped (its file counted as ``SKIP_LONG_LINE``): one
@@ -246,12 +268,42 @@ def is_secret_name(name: str) -> bool:
     return lower.startswith(".env.") and lower.rsplit(".", 1)[1] not in _ENV_TEMPLATES
 
 
-def skipped_summary(skipped: Mapping[str, int]) -> str:
-    """``"2 secret files, 1 lockfile"`` for a log line; ``""`` when nothing was skipped."""
+#: Paths named per reason in a summary (``skipped_summary``), and the longest one shown.
+_NAMED_PATHS = 3
+_MAX_SHOWN_PATH = 60
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _shown(rel: str) -> str:
+    """A path as one line can hold it: controls and undecodable bytes (``os.fsdecode``'s
+    surrogates, which no UTF-8 wire carries) as ``?``, a long one cut in its middle."""
+    rel = _CONTROL.sub("?", rel)
+    if len(rel) <= _MAX_SHOWN_PATH:
+        return rel
+    half = (_MAX_SHOWN_PATH - 1) // 2
+    return f"{rel[:half]}…{rel[-half:]}"
+
+
+def _named(paths: Sequence[str]) -> str:
+    """``" (a.py, b.py, c.py and 2 more)"``: the first few of a reason's paths."""
+    if not paths:
+        return ""
+    shown = ", ".join(_shown(p) for p in paths[:_NAMED_PATHS])
+    more = len(paths) - _NAMED_PATHS
+    return f" ({shown} and {more} more)" if more > 0 else f" ({shown})"
+
+
+def skipped_summary(
+    skipped: Mapping[str, int], paths: Mapping[str, Sequence[str]] | None = None
+) -> str:
+    """``"2 secret files, 1 lockfile"`` for a log line; ``""`` when nothing was skipped.
+    With ``paths`` (``Corpus.skipped_paths``), each reason names its first few:
+    ``"2 secret files (.env, id_rsa)"``."""
     labels = {
         SKIP_SECRET: ("secret file", "secret files"),
         SKIP_SECRET_DIR: ("secret directory", "secret directories"),
         SKIP_SECRET_CONTENT: ("file holding a key or token", "files holding a key or token"),
+        SKIP_BINARY: ("binary file", "binary files"),
         SKIP_NOT_UTF8: ("file not UTF-8", "files not UTF-8"),
         SKIP_LONG_LINE: (
             "file with a line too long to quote (minified?)",
@@ -265,8 +317,22 @@ def skipped_summary(skipped: Mapping[str, int]) -> str:
     for reason, (one, many) in labels.items():
         n = skipped.get(reason, 0)
         if n:
-            parts.append(f"{n} {one if n == 1 else many}")
+            named = _named(paths.get(reason, ())) if paths is not None else ""
+            parts.append(f"{n} {one if n == 1 else many}{named}")
     return ", ".join(parts)
+
+
+def not_indexed(corpus: Corpus) -> str:
+    """For a ready message: ``"; not indexed: 1 binary file (logo.bin)"``, or ``""``."""
+    skipped = skipped_summary(corpus.skipped, corpus.skipped_paths)
+    return f"; not indexed: {skipped}" if skipped else ""
+
+
+def files_figure(corpus: Corpus) -> str:
+    """For a ready message: ``"8 of 11 files"`` (indexed of seen), or ``"11 files"`` when
+    every file seen was indexed."""
+    indexed, seen = corpus.file_count, corpus.seen_count
+    return f"{indexed} of {seen} files" if seen != indexed else f"{indexed} files"
 
 
 def empty_note(corpus: Corpus) -> str:
@@ -350,7 +416,8 @@ class Corpus:
         self.chunks: list[Chunk] = []
         self._reads = 0
         self._modified = False
-        self._skipped: dict[str, int] = {}
+        #: Each reason's paths, as the last walk and read left them out (``skipped``).
+        self._skipped: dict[str, list[str]] = {}
 
     def _names(self, rel: str) -> bool:
         """Whether an include glob names this file itself: it matches the file but not a
@@ -393,7 +460,7 @@ class Corpus:
         stack: list[_Ignore] = []
         # Only what the built-in rules and the size limit left out, so a user can learn
         # why a file is missing; what the user's own ignore files and globs drop is not.
-        skipped: Counter[str] = Counter()
+        skipped: defaultdict[str, list[str]] = defaultdict(list)
 
         if opts.honour_gitignore:
             # What git also keeps out beside .gitignore: the repository's own
@@ -402,6 +469,12 @@ class Corpus:
                 stack.append(_Ignore("", pathspec.GitIgnoreSpec.from_lines(extra)))
 
         def visit(dir_path: Path, dir_rel: str) -> Iterator[tuple[str, Path, os.stat_result]]:
+            try:
+                entries = sorted(os.scandir(dir_path), key=lambda e: e.name)
+            except OSError:
+                entries = []
+            if dir_rel and _tagged(entries):
+                return  # a cache or hostd's state: never the project's (the root is, always)
             pushed = 0
             # .gitignore (unless told not to), then hostd's own .hostdignore, which
             # both bundled providers read: what only hostd should skip, said once.
@@ -409,14 +482,15 @@ class Corpus:
             for name in names:
                 try:
                     text = (dir_path / name).read_text(encoding="utf-8", errors="replace")
+                    lines = text.splitlines()
                 except OSError:
+                    lines = None
+                if not dir_rel and name == IGNORE_FILE:  # after the root's .gitignore
+                    lines = [*_DEFAULT_IGNORES, *(lines or ())]
+                if lines is None:
                     continue
-                stack.append(_Ignore(dir_rel, pathspec.GitIgnoreSpec.from_lines(text.splitlines())))
+                stack.append(_Ignore(dir_rel, pathspec.GitIgnoreSpec.from_lines(lines)))
                 pushed += 1
-            try:
-                entries = sorted(os.scandir(dir_path), key=lambda e: e.name)
-            except OSError:
-                entries = []
             for entry in entries:
                 rel = f"{dir_rel}/{entry.name}" if dir_rel else entry.name
                 try:
@@ -428,7 +502,7 @@ class Corpus:
                         if self._exclude.match_file(rel + "/"):
                             continue
                         if entry.name in _SECRET_DIRS:
-                            skipped[SKIP_SECRET_DIR] += 1
+                            skipped[SKIP_SECRET_DIR].append(rel + "/")
                             continue
                         yield from visit(Path(entry.path), rel)
                         continue
@@ -440,13 +514,13 @@ class Corpus:
                         continue
                     refused = self._refused(rel)  # a secret whatever --include says
                     if refused is not None:
-                        skipped[refused] += 1
+                        skipped[refused].append(rel)
                         continue
                     st = entry.stat()
                 except OSError:
                     continue
                 if st.st_size > opts.max_file_bytes:
-                    skipped[SKIP_TOO_LARGE] += 1
+                    skipped[SKIP_TOO_LARGE].append(rel)
                     continue
                 if st.st_size == 0:
                     continue
@@ -501,9 +575,9 @@ class Corpus:
             seen[rel] = _FileState(stamp, st.st_size, chunks, refused)
             self._reads += 1
             changed = True
-        for state in seen.values():
+        for rel, state in seen.items():
             if state.refused is not None:
-                self._skipped[state.refused] = self._skipped.get(state.refused, 0) + 1
+                self._skipped.setdefault(state.refused, []).append(rel)
         if set(seen) != set(self._files):
             changed = True  # a file went, or a cached one the rules now refuse was dropped
         if changed:
@@ -514,7 +588,22 @@ class Corpus:
 
     @property
     def file_count(self) -> int:
-        return len(self._files)
+        """Files indexed: those with a chunk (a file left out for its bytes has none)."""
+        return sum(1 for f in self._files.values() if f.chunks)
+
+    @property
+    def seen_count(self) -> int:
+        """Files the last walk found that the user's ignore files and globs let in: those
+        indexed and those a built-in rule or the size limit left out (``skipped``; a
+        secret directory is not read, so its files are not counted). An empty file, or
+        one of blank lines, holds nothing to index and is neither."""
+        left_out = {
+            rel
+            for reason, rels in self._skipped.items()
+            if reason != SKIP_SECRET_DIR
+            for rel in rels
+        }
+        return len(left_out | {rel for rel, f in self._files.items() if f.chunks})
 
     @property
     def reads(self) -> int:
@@ -532,10 +621,16 @@ class Corpus:
         """Paths the last walk left out by a built-in rule or the size limit, counted by
         reason (``SKIP_SECRET``, ``SKIP_SECRET_DIR``, ``SKIP_LOCKFILE``,
         ``SKIP_GENERATED``, ``SKIP_TOO_LARGE``; absent when 0), and the files read but
-        left out for their bytes (``SKIP_SECRET_CONTENT``, ``SKIP_NOT_UTF8``,
-        ``SKIP_GENERATED`` by its header). A secret directory counts
-        once, unread."""
-        return dict(self._skipped)
+        left out for their bytes (``SKIP_SECRET_CONTENT``, ``SKIP_BINARY``,
+        ``SKIP_NOT_UTF8``, ``SKIP_GENERATED`` by its header; ``SKIP_LONG_LINE``, the rest
+        of its file kept). A secret directory counts once, unread."""
+        return {reason: len(rels) for reason, rels in self._skipped.items()}
+
+    @property
+    def skipped_paths(self) -> Mapping[str, tuple[str, ...]]:
+        """``skipped``'s paths (relative to the root, a directory's with a trailing ``/``),
+        sorted, so a summary names the same few on every walk of one tree."""
+        return {reason: tuple(sorted(rels)) for reason, rels in self._skipped.items()}
 
     def state(self) -> dict[str, tuple[int, int, list[Chunk]]]:
         """Every file's ``(mtime_ns, size, chunks)``, for a cache (``_corpus_cache``)."""
@@ -584,11 +679,31 @@ def is_generated(data: bytes) -> bool:
     )
 
 
+def _tagged(entries: Iterable[os.DirEntry[str]]) -> bool:
+    """Whether a directory's entries hold a tag (``_DIR_TAGS``): a regular file of that
+    name whose first bytes are its signature."""
+    for entry in entries:
+        signature = _DIR_TAGS.get(entry.name)
+        if signature is None:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            with open(entry.path, "rb") as tag:
+                if tag.read(len(signature)) == signature:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def _refused_content(data: bytes) -> str | None:
-    """Why a file's bytes keep it out (a key or token in them; not UTF-8, which the
-    chunker cannot address), or ``None``."""
+    """Why a file's bytes keep it out (a key or token in them; binary, or not UTF-8,
+    which the chunker cannot address), or ``None``."""
     if _SECRET_CONTENT.search(data):
         return SKIP_SECRET_CONTENT
+    if is_binary(data):
+        return SKIP_BINARY
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

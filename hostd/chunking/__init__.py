@@ -20,6 +20,7 @@ from ._chunk import (
     chunk_frame,
     chunk_text,
     file_sections,
+    is_binary,
     parse_chunk_id,
     split_lines,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "chunk_text",
     "estimate_pieces",
     "file_sections",
+    "is_binary",
     "parse_chunk_id",
     "piece_counter",
     "split_lines",

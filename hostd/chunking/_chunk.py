@@ -52,6 +52,7 @@ __all__ = [
     "chunk_frame",
     "chunk_text",
     "file_sections",
+    "is_binary",
     "parse_chunk_id",
     "split_lines",
 ]
@@ -358,8 +359,8 @@ def chunk_file(
     max_tokens: int = DEFAULT_CHUNK_TOKENS,
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
 ) -> list[Chunk]:
-    """The chunks of one file's bytes; empty for binary or non-UTF-8 content."""
-    if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+    """The chunks of one file's bytes; empty for binary (``is_binary``) or non-UTF-8 content."""
+    if is_binary(data):
         return []
     suffix = path.suffix.lower()
     kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
@@ -384,6 +385,12 @@ def chunk_file(
             min_tokens=min_tokens,
         )
     ]
+
+
+def is_binary(data: bytes) -> bool:
+    """Whether a file's bytes are binary, as ``chunk_file`` judges: a NUL in the first 8 KiB
+    (git's test for a binary file), whether or not the bytes are valid UTF-8."""
+    return b"\0" in data[:_BINARY_SNIFF_BYTES]
 
 
 def file_sections(path: str) -> Sections:

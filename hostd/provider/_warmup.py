@@ -135,8 +135,9 @@ class Readiness:
         return Warming(f"warming: {progress.get('phase', 'start')}{figure}", progress)
 
 
-#: The ready message a warm-up may return, at most (a summary line, not a report).
-_MAX_READY_MESSAGE = 400
+#: The ready message a warm-up may return, at most (a summary line, not a report; room
+#: for the bundled providers to name a few files of each kind they left out).
+_MAX_READY_MESSAGE = 1000
 
 
 def warm_in_thread(

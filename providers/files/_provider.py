@@ -23,7 +23,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
-from .._corpus import empty_note, skipped_summary, verify_chunk
+from .._corpus import empty_note, files_figure, not_indexed, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import FileIndex
 
@@ -37,12 +37,10 @@ def _report_build(index: FileIndex, seconds: float) -> str:
     so a user can find out why a file is missing; the same words are the ready message
     (``hostd status`` shows it)."""
     cached = " (from cache)" if index.loaded_from_cache else ""
-    skipped = skipped_summary(index.corpus.skipped)
     said = (
-        f"{index.chunk_count} chunks from {index.corpus.file_count} files "
+        f"{index.chunk_count} chunks from {files_figure(index.corpus)} "
         f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
-        + (f"; not indexed: {skipped}" if skipped else "")
-        + empty_note(index.corpus)
+        f"{not_indexed(index.corpus)}{empty_note(index.corpus)}"
     )
     print(f"providers.files: {said}", file=sys.stderr)
     return said
@@ -81,9 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m providers.files",
         description="CGP provider: BM25 search over a directory tree, served on stdio "
-        "(JSON-RPC binding), or over HTTPS with --http. Honours .gitignore; skips binary "
-        "and huge files, lockfiles (unless an --include glob names one) and, always, files "
-        "that hold credentials (.env, private keys, .npmrc, *.tfstate, ...).",
+        "(JSON-RPC binding), or over HTTPS with --http. Honours .gitignore and .hostdignore; "
+        "skips binary and huge files (--max-file-bytes), vendor/ (a !vendor/ line in "
+        ".hostdignore brings it back), tagged cache directories and hostd's state directory, "
+        "lockfiles (unless an --include glob names one) and, always, files that hold "
+        "credentials (.env, private keys, .npmrc, *.tfstate, ...).",
     )
     corpus_arguments(parser)
     http_arguments(parser)

@@ -25,7 +25,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
-from .._corpus import Corpus, empty_note, skipped_summary, verify_chunk
+from .._corpus import empty_note, files_figure, not_indexed, verify_chunk
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
@@ -39,12 +39,6 @@ from ._index import EmbeddingMismatch, SemanticIndex
 __all__ = ["SemanticProvider", "main"]
 
 VERSION = "0.1.0"
-
-
-def _not_indexed(corpus: Corpus) -> str:
-    """``"; not indexed: 2 secret files"`` for the summary line, or ``""``."""
-    skipped = skipped_summary(corpus.skipped)
-    return f"; not indexed: {skipped}" if skipped else ""
 
 
 class SemanticProvider(Provider):
@@ -97,9 +91,9 @@ class SemanticProvider(Provider):
 
         self.index.refresh(force=True, progress=progress, chunked=save_chunks)
         said = (
-            f"{self.index.chunk_count} chunks from {corpus.file_count} files "
+            f"{self.index.chunk_count} chunks from {files_figure(corpus)} "
             f"({self.index.embedded_last} embedded) in "
-            f"{time.perf_counter() - started:.1f}s{_not_indexed(corpus)}{empty_note(corpus)}"
+            f"{time.perf_counter() - started:.1f}s{not_indexed(corpus)}{empty_note(corpus)}"
         )
         print(f"providers.semantic: {said}", file=sys.stderr)
         return said  # the ready message: what hostd status shows
@@ -176,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"providers.semantic: {index.chunk_count} chunks, {index.embedded_last} embedded, "
             f"in {time.perf_counter() - started:.1f}s (cache {args.cache})"
-            f"{_not_indexed(index.corpus)}",
+            f"{not_indexed(index.corpus)}",
             file=sys.stderr,
         )
         return 0

@@ -14,11 +14,14 @@ from tests.fixtures.procs import ROOT, ServeChild
 HEALTHY = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "alpha"]
 
 
-def _config(tmp_path: Path, pid: str = "alpha", command: list[str] = HEALTHY) -> Path:
-    """A config of one provider, ``pid`` running ``command`` (the healthy fixture)."""
+def _config(
+    tmp_path: Path, pid: str = "alpha", command: list[str] = HEALTHY, state: Path | None = None
+) -> Path:
+    """A config of one provider, ``pid`` running ``command`` (the healthy fixture), its
+    state in ``state`` (``tmp_path/state`` when not given)."""
     path = tmp_path / "hostd.toml"
     path.write_text(
-        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[host]\nsocket = "{tmp_path}/run/s.sock"\nstate_dir = "{state or tmp_path / "state"}"\n'
         f'[[provider]]\nid = "{pid}"\ncommand = {json.dumps(command)}\ncwd = "{ROOT}"\n',
         encoding="utf-8",
     )
@@ -218,11 +221,12 @@ def test_one_config_is_served_by_one_daemon_whatever_its_socket(tmp_path: Path) 
 
 
 def _serving_one(
-    tmp_path: Path, pid: str = "alpha", command: list[str] = HEALTHY
+    tmp_path: Path, pid: str = "alpha", command: list[str] = HEALTHY, state: Path | None = None
 ) -> tuple[Path, ServeChild]:
     """``_config``'s one provider, and its daemon serving."""
-    config = _config(tmp_path, pid, command)
-    child = ServeChild(config)
+    config = _config(tmp_path, pid, command, state)
+    # The bundled providers of this checkout, whichever hostd is installed.
+    child = ServeChild(config, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert child.start(60)
     return config, child
 
@@ -233,16 +237,25 @@ def test_status_says_what_a_ready_provider_holds_and_what_it_left_out(tmp_path: 
     (project / "notes.md").write_text("# Notes\n\nDeploys happen on Tuesdays.\n")
     (project / ".env").write_text("API_TOKEN=not-for-a-model\n")
     (project / "secrets.yaml").write_text("password: not-for-a-model\n")
+    (project / "logo.ico").write_bytes(b"\0\0\1\0 an icon")
+    # The daemon's state kept in the project, with a record of an earlier run: its own
+    # files are no evidence, and no file the walk skipped for that is counted.
+    state = project / ".hostd"
+    (state / "handshakes").mkdir(parents=True, mode=0o700)
+    (state / "handshakes" / "files.json").write_text('{"name": "hostd-files"}\n')
     files = ["python", "-m", "providers.files", "--root", str(project), "--no-cache"]
-    config, child = _serving_one(tmp_path, "files", files)
+    config, child = _serving_one(tmp_path, "files", files, state)
     try:
         with Client.connect(tmp_path / "run" / "s.sock") as client:
             while _state(client.providers(), "files") != "ready":  # its build: events
                 client.call("host/status")
         shown = run_hostd("--config", str(config), "status")
         (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider files:")]
-        assert line.startswith("provider files: ready (1 chunks from 1 files under "), line
-        assert line.endswith("; not indexed: 2 secret files)"), line
+        assert line.startswith("provider files: ready (1 chunks from 1 of 4 files under "), line
+        # Named, whole: the host keeps a ready message long enough for that.
+        assert line.endswith(
+            "; not indexed: 2 secret files (.env, secrets.yaml), 1 binary file (logo.ico))"
+        ), line
     finally:
         assert child.stop() == 0
 

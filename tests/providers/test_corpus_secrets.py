@@ -69,6 +69,11 @@ def _project(root: Path) -> Path:
 
 
 SERVED_BY_DEFAULT = {".env.example", "id_rsa.pub", "src/app.ts"}
+#: What the providers' ready line says the project's other files are.
+NOT_INDEXED = (
+    "; not indexed: 3 secret files (.env, config/secrets.pem, id_rsa), "
+    "1 lockfile (package-lock.json)"
+)
 
 
 def _rels(corpus: Corpus) -> set[str]:
@@ -326,7 +331,8 @@ async def test_the_files_provider_serves_no_secret_and_no_lockfile_and_says_so(
         assert set(asked) <= SERVED_BY_DEFAULT
         _no_secret_in(asked)
         line = await peer.stderr_line(b"providers.files:")
-        assert line.rstrip().endswith("; not indexed: 3 secret files, 1 lockfile"), line
+        assert " chunks from 3 of 7 files under " in line, line
+        assert line.rstrip().endswith(NOT_INDEXED), line
 
 
 @pytest.mark.anyio
@@ -430,7 +436,8 @@ async def test_the_semantic_provider_serves_no_secret_not_even_from_its_cache(
     async with _Peer([*args, "--min-score", "-1"]) as peer:
         await peer.handshake()
         line = await peer.stderr_line(b"providers.semantic:")
-        assert line.rstrip().endswith("; not indexed: 3 secret files, 1 lockfile"), line
+        assert " chunks from 3 of 7 files (" in line, line
+        assert line.rstrip().endswith(NOT_INDEXED), line
         served = await _served(peer, "API token for the rate limiter")
         assert set(served) == SERVED_BY_DEFAULT
         _no_secret_in(served)
