@@ -18,14 +18,17 @@ fenced code is not a heading; other text may be cut at its blank lines first,
   budget, so a composition can quote several providers' best passages side by
   side. ``max_tokens`` may be raised to the window and no further, so nothing
   is cut off when a chunk is embedded; a single line longer than that is a
-  chunk of its own (a line is never split);
+  chunk of its own (a line of a file is never split: its range addresses whole
+  lines), or, with ``split_long_lines`` (text that is no file), cut into parts
+  that fit (``_line_parts``);
 - holds at most ``window_lines`` lines, preferring to end at a blank line;
 - is not a tiny fragment: one under ``min_tokens`` word pieces is merged with
   its neighbour when the two still fit both bounds, so the tail of a budget is
   not filled with headings and closing braces.
 
 A chunk's text is exactly the bytes ``address_line_range(file, "L<a>-<b>")``
-returns, so its provenance digest is checkable against the file (F5, F17).
+returns, so its provenance digest is checkable against the file (F5, F17); a part
+of a long line is the one exception: its range is its line's, its digest its own.
 """
 
 from __future__ import annotations
@@ -92,6 +95,14 @@ _NUMBER_MARK_RE = re.compile(r"(?:[0-9]{1,4}[.)]|\[[0-9]{1,4}\])\s*")
 #: A record's heading (its header line) is cut to this many characters: it is counted
 #: in the room of every piece of the record, and it is a label, not evidence.
 _MAX_RECORD_HEADING = 80
+#: A word with the whitespace after it (a line's indent is a segment of its own): where
+#: a long line may be cut. Neither count joins pieces across whitespace, so a part's
+#: word pieces are the sum of its words'.
+_WORD_RE = re.compile(r"\S+\s*|\s+")
+#: A word that ends a sentence (a closing quote or bracket may follow).
+_SENTENCE_END_RE = re.compile(r"[.!?][\"')\]]*\s+\Z")
+#: Just after a punctuation character: where a word too long for a part is cut.
+_AFTER_PUNCTUATION_RE = re.compile(r"(?<=[^\w\s])")
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,8 +111,10 @@ class TextChunk:
 
     start: int
     end: int
-    text: str  # exactly the addressed bytes, decoded (UTF-8, nothing normalised)
-    digest: str  # sha256 of exactly those bytes (F5, F17)
+    #: Exactly the addressed bytes, decoded (UTF-8, nothing normalised); for a part of
+    #: a long line (``split_long_lines``), exactly that part, the line's range its own.
+    text: str
+    digest: str  # sha256 of exactly ``text``'s bytes (F5, F17)
     heading: str | None
     #: ``sections="records"``: which record (from 0) this chunk is or is a part of;
     #: ``None`` for the lines before the first record, and for any other cut.
@@ -262,7 +275,8 @@ def _record_sections(
 
     A header (``_HEADER_RE``; lines in fenced code are none) *opens a block* when it is
     the text's first line, follows a blank line, or follows a header of its own kind (a
-    run of one-line records, as JSON lines are). A kind *recurs* when it starts two
+    run of one-line records, as JSON lines are); a markdown heading opens one wherever
+    it is, as markdown reads it (no blank line needed before it). A kind *recurs* when it starts two
     records or more: the lines of it that open a block, and its first line wherever it
     is (after a caption such as ``Commit history:``). The record header is the
     recurring kind whose first line comes first (the outer structure: ``Commit:``
@@ -273,7 +287,10 @@ def _record_sections(
     """
     kinds = _header_kinds(lines)
     opens = {
-        i: i == 0 or not lines[i - 1].strip() or kinds.get(i - 1) == kind
+        i: i == 0
+        or kind == _KINDS["heading"]
+        or not lines[i - 1].strip()
+        or kinds.get(i - 1) == kind
         for i, kind in kinds.items()
     }
     first: dict[bytes, int] = {}
@@ -408,6 +425,7 @@ def chunk_text(
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
     counter: Counter | None = None,
     record_tokens: int | None = None,
+    split_long_lines: bool = False,
 ) -> list[TextChunk]:
     """The chunks of one UTF-8 text (empty when it is not UTF-8). ``name`` is what a
     chunk's title starts with (a path, a resource or tool name): it takes room in the
@@ -420,7 +438,12 @@ def chunk_text(
     fits, however small (records never merge), else runs of its lines; the lines
     before the first record as ``"paragraphs"`` cuts them. A text without records is
     cut as ``"paragraphs"`` cuts it. A record's chunks depend on its own lines only,
-    never on where it sits: the same record cuts the same wherever it is."""
+    never on where it sits: the same record cuts the same wherever it is.
+
+    ``split_long_lines``: a line over the bound is cut into parts within it
+    (``_line_parts``), each a chunk of that line's range with the digest of exactly
+    its text, so no chunk holds more than the bound. Only for a text that is no
+    file: a file's range must address whole lines (F17)."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -462,6 +485,16 @@ def chunk_text(
             spans.append(_Span(a, b, heading, n, room, record))
     chunks: list[TextChunk] = []
     for span in _merge_small(spans, window_lines, min_tokens):
+        if split_long_lines and span.pieces > span.room:  # a lone line: nothing joins it
+            line = lines[span.start - 1].decode("utf-8")
+            for part in _line_parts(line, count, span.room):
+                raw = part.encode("utf-8")
+                chunks.append(
+                    TextChunk(
+                        span.start, span.start, part, sha256_digest(raw), span.heading, span.record
+                    )
+                )
+            continue
         end = span.end
         if sections in ("paragraphs", "records"):
             # The blank lines between records carry nothing: the range ends at the text.
@@ -488,3 +521,46 @@ def _last_text(lines: Sequence[bytes], start: int, end: int) -> int:
     while end > start and not lines[end - 1].strip():
         end -= 1
     return end
+
+
+def _line_parts(line: str, count: Counter, room: int) -> list[str]:
+    """``line`` cut into parts of at most ``room`` word pieces that join back into it.
+
+    Cut between words (the whitespace after a word stays with it), each part as long
+    as it can be, ending at a sentence end when one is in its last half, so a part of
+    prose reads whole. A word over ``room`` on its own (minified JSON) is cut after
+    its punctuation characters: both counts make a piece of each, so pieces still add
+    up. A run of word characters over ``room`` (a blob) is cut every ``room``
+    characters, each run a part of its own: a word piece covers one character at
+    least, so a run is within ``room`` whatever the count."""
+    words = _WORD_RE.findall(line)
+    # Runs of segments that may share a part; a blob's runs stand alone.
+    groups: list[list[tuple[str, int]]] = [[]]
+    for word, size in zip(words, count(words), strict=True):
+        if size <= room:
+            groups[-1].append((word, size))
+            continue
+        subs = [sub for sub in _AFTER_PUNCTUATION_RE.split(word) if sub]
+        for sub, n in zip(subs, count(subs), strict=True):
+            if n <= room:
+                groups[-1].append((sub, n))
+                continue
+            runs = [sub[i : i + room] for i in range(0, len(sub), room)]
+            groups.extend([(run, n)] for run, n in zip(runs, count(runs), strict=True))
+            groups.append([])
+    parts: list[str] = []
+    for group in groups:
+        i = 0
+        while i < len(group):
+            j, total = i + 1, group[i][1]
+            while j < len(group) and total + group[j][1] <= room:
+                total += group[j][1]
+                j += 1
+            if j < len(group):
+                for k in range(j - 1, i + (j - i) // 2 - 1, -1):
+                    if _SENTENCE_END_RE.search(group[k][0]):
+                        j = k + 1
+                        break
+            parts.append("".join(segment for segment, _ in group[i:j]))
+            i = j
+    return parts

@@ -365,11 +365,7 @@ class McpBindingClient:
                     scope.cancel()
                     return
             title = resource.title or resource.name or None
-            docs = tuple(
-                d
-                for d in (document(c, title, resource.mime_type) for c in result.contents)
-                if d is not None
-            )
+            docs = tuple(d for d in (document(c, title) for c in result.contents) if d is not None)
             found[resource.uri] = Source(docs, resource.uri, result.ttl_ms, modified)
 
         async with anyio.create_task_group() as tg:

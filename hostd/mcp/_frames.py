@@ -6,13 +6,17 @@ a provider would:
 
 - **cut** (``cut``): every served text (a resource's contents, a tool result block)
   is cut by the chunker the bundled providers use (``hostd.chunking``: runs of whole
-  lines; a ``file://`` resource as the ``files`` provider cuts that file, markdown at
-  its headings, anything else into its records when it is a sequence of them, so each
-  ``git log`` entry stands alone with its paragraphs, else at its blank lines). Each
-  piece keeps its range (``L10-40``) and the digest of exactly its bytes (F5, F17), and
-  a label drawn from its content or its source: the commit ids or file paths it
-  names, the record's header, the resource's title with the heading or range, and the
-  tool's name only when nothing better is there (F3). A piece of a text with no URI
+  lines; a ``file://`` resource as the ``files`` provider cuts that file; any other
+  text by its content alone, wherever it came from, into its records when it is a
+  sequence of them, markdown sections included, so each ``git log`` entry stands alone
+  with its paragraphs, else at its blank lines; a line longer than a piece may hold
+  into parts within it). Each piece keeps its range (``L10-40``), ends at its last
+  line of text, and carries the digest of exactly its bytes (F5, F17), so the same
+  text from a tool and a resource is one digest, and a label drawn from its content or
+  its source: the commit ids or file paths it names, the record's header, the
+  resource's title with the heading or range, and the tool's name only when nothing
+  better is there (F3), numbered ``(2/3)`` in text order where pieces of one text share
+  it. A piece of a text with no URI
   (a tool's answer) is named by what it holds, not where: a tool answers anew each
   time, and the same record at other lines is the same frame (D2, feedback by FrameId);
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
@@ -95,7 +99,6 @@ _DIFF_PATH_RE = re.compile(r"^(?:diff --git a/(\S+) b/|\+\+\+ b/(\S+))", re.MULT
 _PATH_LINE_RE = re.compile(
     r"^([\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8}):(?:\d+:)?[ \t]", re.MULTILINE
 )
-_MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
 
 
 class Abandoned(Exception):
@@ -117,7 +120,6 @@ class Document:
     uri: str | None = None
     #: The resource's title (else its name), as the server listed it.
     title: str | None = None
-    mime_type: str | None = None
     #: Tool results answer this very query: kept even when no query term matches.
     always: bool = False
 
@@ -214,11 +216,12 @@ def piece_key(method: str, uri: str | None, range_: str | None, digest: str) -> 
 
 
 def _sections(doc: Document) -> Sections:
+    """A file as the files provider cuts it; any other text by its content alone, never
+    by where it came from: the same text from a tool and from a resource is the same
+    pieces (one digest each, so dedup, D2, quotes it once). Markdown is records too: a
+    heading is a record header."""
     if doc.uri and doc.uri.startswith("file:"):
-        return file_sections(unquote(urlsplit(doc.uri).path))  # as the files provider cuts it
-    names = (doc.uri or "", doc.title or "")
-    if doc.mime_type in _MARKDOWN_TYPES or any(n.endswith((".md", ".markdown")) for n in names):
-        return "markdown"
+        return file_sections(unquote(urlsplit(doc.uri).path))
     return "records"  # at its blank lines when it has none
 
 
@@ -261,28 +264,35 @@ def _clip(label: str, suffix: str = "") -> str:
 
 
 def _labels(doc: Document, chunks: Sequence[TextChunk]) -> list[str]:
-    """Each chunk's label; the parts of one record share the record's, numbered
-    ``(2/3)``, so every part says which record it is of (and, a tool's, which files
-    of a diff it shows: ``commit 1a2b3c4 (2/3): src/cache.py``)."""
+    """Each chunk's label; the parts of one record share the record's. Chunks of one
+    text that share a label (a record's parts, the pieces of one markdown section, the
+    parts of one long line) are numbered in text order, ``(2/3)``: each is cited by a
+    label of its own that says where it sits, never by a ``#2`` handed out in rank
+    order. A part of a tool's diff also names the files it shows
+    (``commit 1a2b3c4 (2/3): src/cache.py``)."""
     many = len(chunks) > 1
-    parts = Counter(c.record for c in chunks if c.record is not None)
     named: dict[int, str] = {}
-    seen: Counter[int] = Counter()
-    labels: list[str] = []
+    bases: list[str] = []
     for c in chunks:
         if c.record is None:
-            labels.append(_clip(_label(doc, c, many)) or "mcp")
+            bases.append(_label(doc, c, many))
             continue
         if c.record not in named:
             named[c.record] = _label(doc, c, many)
-        seen[c.record] += 1
-        n = parts[c.record]
-        suffix = f" ({seen[c.record]}/{n})" if n > 1 else ""
-        if n > 1 and doc.tool is not None and doc.title is None:
-            # A part of one commit's diff also says which files it shows.
-            paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(c.text))
-            suffix += f": {_listed('', paths)}" if paths else ""
-        labels.append(_clip(named[c.record], suffix) or "mcp")
+        bases.append(named[c.record])
+    shared = Counter(bases)
+    seen: Counter[str] = Counter()
+    labels: list[str] = []
+    for c, base in zip(chunks, bases, strict=True):
+        n = shared[base]
+        suffix = ""
+        if n > 1:
+            seen[base] += 1
+            suffix = f" ({seen[base]}/{n})"
+            if c.record is not None and doc.tool is not None and doc.title is None:
+                paths = _unique(a or b for a, b in _DIFF_PATH_RE.findall(c.text))
+                suffix += f": {_listed('', paths)}" if paths else ""
+        labels.append(_clip(base, suffix) or "mcp")
     return labels
 
 
@@ -315,6 +325,8 @@ def cut(doc: Document) -> Cut:
         min_tokens=DEFAULT_MIN_CHUNK_TOKENS if is_file else _MIN_PIECE_TOKENS,
         counter=None if is_file else estimate_pieces,
         record_tokens=_RECORD_TOKENS,
+        # A file's pieces are whole lines, as its range addresses them (F5, F17).
+        split_long_lines=not is_file,
     )
     chunks = _captions(chunks)
     # A tool's answer has no URI: its pieces are named by content, not range (piece_key).

@@ -77,7 +77,7 @@ def tool_documents(name: str, content: list[types.ContentBlock]) -> list[Documen
         if isinstance(block, types.TextContent) and block.text.strip():
             docs.append(Document(method=method, text=block.text, always=True))
         elif isinstance(block, types.EmbeddedResource):
-            doc = document(block.resource, None, None, method=method)
+            doc = document(block.resource, None, method=method)
             if doc is not None:
                 docs.append(doc)
     return docs
@@ -86,7 +86,6 @@ def tool_documents(name: str, content: list[types.ContentBlock]) -> list[Documen
 def document(
     contents: types.TextResourceContents | types.BlobResourceContents,
     title: str | None,
-    mime_type: str | None,
     *,
     method: str = "resources/read",
 ) -> Document | None:
@@ -105,6 +104,5 @@ def document(
         text=text,
         uri=str(contents.uri),
         title=title,
-        mime_type=contents.mime_type or mime_type,
         always=method != "resources/read",
     )

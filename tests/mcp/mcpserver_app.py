@@ -12,7 +12,10 @@
 - ``growing --kib K``: every ``resources/list`` names resources never named before
   (``grow://<listing>/<i>``, K KiB each), like a server whose listing keeps changing;
 - ``log``: one ``log`` tool returning a ``git log``-shaped text (many commits), a
-  ``show`` tool returning a unified diff, and a ``plain`` tool returning one long line;
+  ``show`` tool returning a unified diff, and a ``plain`` tool returning one long line
+  of prose (about 7 KB);
+- ``runbook``: one markdown text served twice, as a resource (``docs://runbook``) and
+  by a ``runbook`` tool;
 - ``stale --root DIR``: every file under DIR as a ``file://`` resource, served with
   its text upper-cased (a server serving a copy that is not the file).
 """
@@ -53,6 +56,24 @@ def big_text(seed: int, mib: float) -> str:
             lines.append("")
             size += 1
     return "\n".join(lines) + "\n"
+
+
+#: A markdown runbook: headings right after text, sections that end in blank lines, one
+#: long enough to be cut into parts.
+RUNBOOK = (
+    "# Runbook\n"
+    "Who deploys, how, and what to do when it goes wrong.\n"
+    "## Deploy\n\n"
+    + "".join(f"Deploy step {i}: build, push, roll one node at a time.\n" for i in range(12))
+    + "\nA deploy during an incident waits for the go (see key rotation)\n\n\n"
+    "## Database migrations\n\n"
+    + "\n".join(
+        f"Migration rule {i}: it runs before the new code, backwards compatible, with a"
+        " tested down step; a table lock waits for the maintenance window.\n"
+        for i in range(9)
+    )
+    + "\n\n"
+)
 
 
 def log_text(commits: int) -> str:
@@ -159,15 +180,32 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
 
         @server.tool()
         def plain(query: str = "") -> str:
-            """One long line, no structure."""
-            return "cache " * 2000
+            """One long line of prose, no structure."""
+            return " ".join(
+                f"Entry {i} is evicted from the cache once its lease of {i} seconds ends."
+                for i in range(100)
+            )
+
+    elif args.mode == "runbook":
+        server.add_resource(
+            TextResource(
+                uri="docs://runbook", name="runbook", text=RUNBOOK, mime_type="text/markdown"
+            )
+        )
+
+        @server.tool()
+        def runbook() -> str:
+            """The runbook, as a tool's answer."""
+            return RUNBOOK
 
     return server
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("big", "secret", "junk", "growing", "log", "stale"))
+    parser.add_argument(
+        "mode", choices=("big", "secret", "junk", "growing", "log", "stale", "runbook")
+    )
     parser.add_argument("--root", default=".")
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--mib", type=float, default=2.0)

@@ -112,11 +112,37 @@ async def test_one_provider_entry_calls_several_tools(workdir: Path, history: Pa
 
 async def test_a_leg_whose_every_frame_is_over_its_share_says_so(workdir: Path) -> None:
     command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
-    table = mcp_table("one", command, [], resources=False, tool="plain")
-    result = await compose(config_of(workdir, table), goal="cache", budget=1200)
+    table = mcp_table("one", command, [], resources=False, tool="log")
+    result = await compose(config_of(workdir, table), goal="cache", budget=30)
     leg = report(result, "one")
     assert leg["status"] == "ok" and leg["frames_offered"] == 0
-    assert leg["note"].startswith("nothing fit: no frame within its share of 1200 tokens"), leg
+    assert leg["note"].startswith("nothing fit: no frame within its share of 30 tokens"), leg
+
+
+async def test_a_tool_answer_of_one_long_line_is_quoted_in_parts(workdir: Path) -> None:
+    """A line longer than a piece may hold is cut within it: a small share still
+    quotes some of it, each part cited by its line and its place on it."""
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
+    table = mcp_table("one", command, [], resources=False, tool="plain")
+    result = await compose(config_of(workdir, table), goal="cache lease", budget=700)
+    leg = report(result, "one")
+    assert leg["status"] == "ok" and leg["frames_accepted"] >= 1 and "note" not in leg, leg
+    labels = [c["label"] for c in result["citations"]]
+    parts = [re.fullmatch(r"plain L1-1 \((\d+)/(\d+)\)", label) for label in labels]
+    assert all(parts) and len({m[2] for m in parts if m}) == 1, labels
+    assert all(p["range"] == "L1-1" for c in result["citations"] for p in c["provenance"])
+
+
+async def test_the_same_text_from_a_tool_and_a_resource_is_quoted_once(workdir: Path) -> None:
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "runbook"]
+    table = mcp_table("docs", command, [], tools=[{"name": "runbook"}])
+    result = await compose(config_of(workdir, table), goal="deploy migration rule", budget=4000)
+    entries = [e for e in result["audit"]["entries"] if e["provider"] == "docs"]
+    quoted = [e["frame"]["content_digest"] for e in entries if e["disposition"] == "included"]
+    twins = [e["frame"]["content_digest"] for e in entries if e.get("reason") == "duplicate"]
+    assert quoted and len(set(quoted)) == len(quoted), entries
+    # The resource's pieces that matched are the tool's, digest for digest: quoted once.
+    assert twins and set(twins) <= set(quoted), entries
 
 
 async def test_a_resource_is_cut_into_ranges_its_digests_address(

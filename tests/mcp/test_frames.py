@@ -3,10 +3,14 @@ templates, the bounded cache."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hostd.chunking import MODEL_TRAINED_LENGTH, MODEL_WINDOW, estimate_pieces
 from hostd.mcp import Document, ReadCache, cut, frames_for, rank, render_arguments
 from hostd.mcp._frames import Abandoned
 from hostd.protocol import (
@@ -129,7 +133,7 @@ def test_a_resource_piece_is_labelled_by_its_title_and_heading_or_range() -> Non
     text = "".join(f"## Part {i}\n\n" + f"The cache evicts entry {i}.\n" * 12 for i in range(4))
     md = cut(Document(method="resources/read", text=text, uri="memo://g.md", title="Guide"))
     assert [p.label for p in md] == [f"Guide § Part {i}" for i in range(4)]
-    prose = "\n\n".join("The cache evicts cold entries. " * 30 for _ in range(3))
+    prose = "\n\n".join("The cache evicts cold entries. " * 12 for _ in range(3))
     plain = cut(Document(method="resources/read", text=prose, uri="memo://n", title="Notes"))
     assert [p.label for p in plain] == [f"Notes {p.range}" for p in plain] and len(plain) == 3
     one = cut(Document(method="resources/read", text="short note\n", uri="memo://s", title="S"))
@@ -206,3 +210,104 @@ def test_a_lone_surrogate_is_served_as_valid_utf8_not_an_exception() -> None:
     (raw,) = frames_for([doc], _query(), kind="doc", server="s").frames
     assert raw["content"] == "cache ? eviction\n"
     assert raw["content_digest"] == sha256_digest(b"cache ? eviction\n")
+
+
+PROSE = " ".join(
+    f"Step {i}: the deploy rotates the signing key, waits for the cache to drain, and"
+    " checks the error budget before it moves on."
+    for i in range(40)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "bound"),
+    [
+        (PROSE + "\n", MODEL_TRAINED_LENGTH),  # no records: a paragraph's bound
+        (json.dumps({"items": [{"id": i, "owner": "team-cache"} for i in range(150)]}), None),
+        (
+            json.dumps([{"id": i, "tags": ["deploy"]} for i in range(150)], separators=(",", ":")),
+            None,
+        ),
+        ("Result: " + PROSE + "\n\nResult: done\n", MODEL_WINDOW),  # a record's bound
+    ],
+    ids=["prose", "json", "compact-json", "record"],
+)
+def test_a_line_over_the_bound_is_quoted_in_parts_within_it(text: str, bound: int | None) -> None:
+    pieces = cut(Document(method="tools/call:search", text=text, always=True))
+    line = text.split("\n")[0] + ("\n" if "\n" in text else "")
+    parts = [p for p in pieces if p.start == 1]
+    assert len(parts) > 1 and {p.range for p in parts} == {"L1-1"}
+    assert "".join(p.text for p in parts) == line  # every byte, in order
+    for p in pieces:
+        assert estimate_pieces([p.text])[0] <= (bound or MODEL_TRAINED_LENGTH)
+        assert p.digest == sha256_digest(p.text.encode()) and p.cost == canonical_token_cost(p.text)
+    labels = [p.label for p in parts]
+    base = labels[0].rsplit(" (", 1)[0]
+    assert labels == [f"{base} ({k}/{len(parts)})" for k in range(1, len(parts) + 1)]
+    # The walkthrough's symptom: at a small share the answer gave nothing at all.
+    small = frames_for(
+        [Document(method="tools/call:search", text=text, always=True)],
+        _query(max_tokens=700),
+        kind="doc",
+        server="s",
+    )
+    assert small.frames and sum(f["token_cost"] for f in small.frames) <= 700
+
+
+def test_a_files_long_line_stays_whole_as_its_range_addresses_it() -> None:
+    doc = Document(method="resources/read", text=PROSE + "\n", uri="file:///r/notes.txt")
+    assert [p.text for p in cut(doc)] == [PROSE + "\n"]  # F5: its digest is checked
+
+
+RUNBOOK = (
+    "# Runbook\n"
+    "Who deploys, how, and what to do when it goes wrong.\n"
+    "## Deploy\n\n"
+    + "".join(f"Deploy step {i}: build, push, roll one node at a time.\n" for i in range(12))
+    + "\nA deploy during an incident waits for the go (see key rotation)\n\n\n"
+    "## Database migrations\n\n"
+    + "\n".join(
+        f"Migration rule {i}: it runs before the new code, backwards compatible, with a"
+        " tested down step; a table lock waits for the maintenance window.\n"
+        for i in range(9)
+    )
+    + "\n\n"
+)
+
+
+@pytest.mark.parametrize("resource", ["memo://runbook.md", "memo://runbook"])
+def test_the_same_text_from_a_tool_and_a_resource_is_the_same_pieces(resource: str) -> None:
+    tool = cut(Document(method="tools/call:docs", text=RUNBOOK, always=True))
+    read = cut(Document(method="resources/read", text=RUNBOOK, uri=resource, title="Runbook"))
+    assert [(p.range, p.text) for p in tool] == [(p.range, p.text) for p in read]
+    assert list(tool.digests) == list(read.digests)  # one digest each: dedup (D2) merges them
+    assert all(not p.text.endswith("\n\n") for p in tool)  # no piece ends in blank lines
+    assert [p.label for p in read][1:3] == [
+        "Runbook § Deploy",
+        "Runbook § Database migrations (1/2)",
+    ]
+
+
+_PART = re.compile(r"(.*) \((\d+)/(\d+)\)")
+
+
+@given(st.permutations(range(3)), st.integers(60, 2000))
+def test_pieces_sharing_a_label_are_numbered_in_text_order(order: list[int], budget: int) -> None:
+    cuts = [
+        cut(Document(method="resources/read", text=RUNBOOK, uri="file:///r/a.md", title="A")),
+        cut(Document(method="resources/read", text=RUNBOOK, uri="memo://b.md", title="B")),
+        cut(Document(method="tools/call:docs", text=PROSE, always=True)),
+    ]
+    for c in cuts:  # in a text, every label is its own
+        assert len(set(c.labels)) == len(c.labels)
+        parts: dict[str, list[tuple[int, int]]] = {}
+        for label in c.labels:
+            m = _PART.fullmatch(label)
+            if m:
+                parts.setdefault(m[1], []).append((int(m[2]), int(m[3])))
+        for found in parts.values():  # (1/n) to (n/n), in text order
+            assert found == [(k, len(found)) for k in range(1, len(found) + 1)]
+    assert any(_PART.fullmatch(label) for label in cuts[0].labels)  # the file's long section
+    query = _query(query_text="deploy migration rule key", max_tokens=budget, max_frames=50)
+    result = rank([cuts[i] for i in order], query, kind="doc", server="s")
+    assert result.model_dump_json() == rank(cuts, query, kind="doc", server="s").model_dump_json()

@@ -168,3 +168,45 @@ def test_the_estimate_counts_punctuation_and_long_words() -> None:
     assert estimate_pieces(["a, b"]) == [3]
     assert estimate_pieces(["abcdefghi"]) == [3]  # one piece per started four characters
     assert estimate_pieces([""]) == [0]
+
+
+@given(
+    st.text(alphabet=st.sampled_from('ab .,{}"\n\té'), max_size=3000),
+    st.sampled_from(["none", "paragraphs", "records"]),
+    st.integers(8, 80),
+)
+def test_split_long_lines_keeps_every_chunk_within_the_bound_and_every_byte(
+    text: str, sections: Sections, max_tokens: int
+) -> None:
+    data = text.encode("utf-8")
+    chunks = chunk_text(
+        data,
+        "tool",
+        sections=sections,
+        max_tokens=max_tokens,
+        counter=estimate_pieces,
+        split_long_lines=True,
+    )
+    # The bound counts the title (name and range) and the model's two special pieces.
+    room = max_tokens - 2 - estimate_pieces([f"tool L{len(split_lines(data))}-"])[0]
+    parts: dict[int, list[str]] = {}
+    for c in chunks:
+        assert estimate_pieces([c.text])[0] <= max(room, 1)
+        assert c.digest == sha256_digest(c.text.encode("utf-8"))
+        if c.start == c.end:
+            parts.setdefault(c.start, []).append(c.text)
+    lines = split_lines(data)
+    for line, texts in parts.items():  # the parts of a line join back into it, in order
+        assert "".join(texts) == lines[line - 1].decode("utf-8")
+
+
+def test_a_long_line_is_cut_between_words_at_sentence_ends_and_a_files_never() -> None:
+    prose = " ".join(f"Rotate key {i} before the deploy, then check the cache." for i in range(60))
+    data = (prose + "\n").encode()
+    whole = chunk_text(data, "tool", counter=estimate_pieces)
+    assert [c.text for c in whole] == [prose + "\n"]  # a file's line: addressed whole
+    parts = chunk_text(data, "tool", counter=estimate_pieces, split_long_lines=True)
+    assert len(parts) > 1 and {c.range for c in parts} == {"L1-1"}
+    assert "".join(c.text for c in parts) == prose + "\n"
+    assert all(c.text.endswith("cache. ") for c in parts[:-1])  # whole sentences
+    assert all(estimate_pieces([c.text])[0] <= MODEL_TRAINED_LENGTH for c in parts)
