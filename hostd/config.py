@@ -10,6 +10,7 @@ against that file's directory. Nothing here starts processes or opens sockets.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import importlib.util
@@ -679,6 +680,23 @@ def _named(loc: tuple[int | str, ...], raw: Mapping[str, Any]) -> str:
     return key
 
 
+def _toml_kind(value: Any) -> str:
+    """What TOML made of a value, in its own words (``a string``, ``a boolean``); empty
+    for what TOML cannot give."""
+    for kind, name in (
+        (bool, "a boolean"),  # before int: a bool is an int to Python, never to TOML
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+        (list, "an array"),
+        (dict, "a table"),
+        (datetime.date | datetime.time, "a date or time"),
+    ):
+        if isinstance(value, kind):
+            return name
+    return ""
+
+
 def _describe(
     exc: ValidationError, source: str, raw: Mapping[str, Any] | None = None
 ) -> ConfigError:
@@ -692,6 +710,8 @@ def _describe(
             msg = "unknown key" + (f" (did you mean {close}?)" if close else "")
         elif err["type"] == "value_error":  # our own validator's words, without pydantic's
             msg = msg.removeprefix("Value error, ")
+        elif err["type"].endswith("_type") and _toml_kind(err["input"]):
+            msg += f", not {_toml_kind(err['input'])}"  # the kind only: a value may be secret
         problems.append((key, shown, msg))
     key, _, msg = problems[0]
     text = "; ".join(f"{k}: {m}" for _, k, m in problems)
@@ -810,7 +830,11 @@ def parse_config(text: str, *, source: str = "<string>", base: Path | None = Non
     _absolutise(raw, base or Path.cwd())
     raw["source"] = source
     try:
-        return Config.model_validate(raw)
+        # Strict: a TOML value has a type of its own, and a key takes only its type. Lax
+        # coercion would read ``timeout_ms = true`` as 1 ms and ``enabled = "off"`` as
+        # off by accident of spelling (an integer where a float is wanted stays fine).
+        # Path keys arrive as ``Path``: ``_absolutise`` resolves every one.
+        return Config.model_validate(raw, strict=True)
     except ValidationError as exc:
         raise _describe(exc, source, raw) from None
 

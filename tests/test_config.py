@@ -8,19 +8,27 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
 from hostd.config import (
     DEFAULT_CONFIG_PATH,
+    Config,
     ConfigError,
     default_socket_path,
     discover_socket,
     load_config,
     parse_config,
 )
+from tests.fixtures.cli import run_hostd
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+#: A provider table the type checks below add a key to.
+_FILES = '[[provider]]\nid = "files"\ncommand = ["x"]\n'
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -182,6 +190,16 @@ def test_the_cli_reports_a_bad_config_in_one_line_without_a_traceback(tmp_path: 
     assert "Traceback" not in done.stderr
 
 
+def test_the_cli_refuses_a_boolean_timeout_naming_the_provider(tmp_path: Path) -> None:
+    path = _write(tmp_path, _FILES + "timeout_ms = true\n")
+    done = run_hostd("--config", str(path), "compose", "a goal")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f'hostd: {path}: provider[0].timeout_ms (provider "files"): Input should be a valid '
+        "integer, not a boolean [bad_config]\n"
+    )
+
+
 def test_providers_start_at_boot_with_a_30_s_start_deadline_unless_told_otherwise() -> None:
     config = parse_config(
         '[host]\nstart_timeout_s = 12\n\n[[provider]]\nid = "a"\ncommand = ["x"]\n'
@@ -315,6 +333,96 @@ def test_a_provider_tables_error_names_its_id_beside_its_index() -> None:
         parse_config(text)
     assert 'provider[1].timeout_ms (provider "facts"): ' in exc.value.message
     assert exc.value.data["key"] == "provider[1].timeout_ms"  # the data keeps the path
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        (_FILES + "timeout_ms = true\n", "provider[0].timeout_ms", "valid integer, not a boolean"),
+        (_FILES + 'timeout_ms = "5000"\n', "provider[0].timeout_ms", "valid integer, not a string"),
+        (_FILES + "timeout_ms = 5000.0\n", "provider[0].timeout_ms", "valid integer, not a float"),
+        (_FILES + 'weight = "2"\n', "provider[0].weight", "valid number, not a string"),
+        ('[shadow]\nenabled = "off"\n', "shadow.enabled", "valid boolean, not a string"),
+        ('[shadow]\nenabled = "false"\n', "shadow.enabled", "valid boolean, not a string"),
+        ("[shadow]\nenabled = 0\n", "shadow.enabled", "valid boolean, not an integer"),
+        ('[shadow]\nsample = "0.1"\n', "shadow.sample", "valid number, not a string"),
+        ("[host]\ngrace_period_s = true\n", "host.grace_period_s", "valid number, not a boolean"),
+        ("[tcp]\nhost = 127\n", "tcp.host", "valid string, not an integer"),
+        (
+            _FILES + 'binding = "mcp"\n[provider.mcp]\nresources = "yes"\n',
+            "provider[0].mcp.resources",
+            "valid boolean, not a string",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_toml_type_is_refused_not_coerced(
+    text: str, key: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(text, source="hostd.toml")
+    assert exc.value.data["key"] == key
+    named = ' (provider "files")' if key.startswith("provider") else ""
+    assert exc.value.message.startswith(f"hostd.toml: {key}{named}: ")
+    assert problem in exc.value.message
+
+
+def test_an_integer_where_a_float_is_wanted_loads() -> None:
+    cfg = parse_config(
+        "[host]\noverfetch = 3\ngrace_period_s = 0\n[shadow]\nsample = 1\n"
+        + _FILES
+        + "weight = 2\nstart_timeout_s = 90\n"
+    )
+    assert (cfg.host.overfetch, cfg.host.grace_period_s, cfg.shadow.sample) == (3.0, 0.0, 1.0)
+    assert (cfg.provider[0].weight, cfg.provider[0].start_timeout_s) == (2.0, 90.0)
+
+
+def _path_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every key of the config (``host.socket``, ``provider.cwd`` …) that holds a path."""
+    keys = set()
+    for name, field in model.model_fields.items():
+        if field.exclude:
+            continue
+        args = {field.annotation, *get_args(field.annotation)}
+        args |= {a for arg in list(args) for a in get_args(arg)}  # list[Path] | None …
+        if Path in args:
+            keys.add(prefix + name)
+        inner = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if inner is not None:
+            keys |= _path_keys(inner, f"{prefix}{name}.")
+    return keys
+
+
+def test_every_path_key_takes_a_toml_string(tmp_path: Path) -> None:
+    """Strict types refuse a string where a ``Path`` is wanted: each path key must be
+    resolved to one before validation (``_absolutise``), as every one here is."""
+    for name in ("tok.json", "token", "ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / name).write_text("{}")
+    remote = (
+        'token_file = "token"\nca_file = "ca.pem"\nclient_cert = "cert.pem"\n'
+        'client_key = "key.pem"\n'
+    )
+    local = parse_config(
+        '[host]\nsocket = "h.sock"\nstate_dir = "state"\ntrusted_roots = ["."]\n'
+        'tokenizer = "tok.json"\n[tcp]\ntoken_file = "token"\n[log]\nfile = "h.log"\n'
+        '[reranker]\ncommand = ["r"]\ncwd = "."\n'
+        '[[provider]]\nid = "a"\ncommand = ["x"]\ncwd = "."\ntrusted_roots = ["."]\n',
+        base=tmp_path,
+    )
+    far = parse_config(
+        f'[reranker]\nurl = "https://r.example"\n{remote}'
+        f'[[provider]]\nid = "b"\nurl = "https://p.example"\n{remote}',
+        base=tmp_path,
+    )
+    dumped = [local.model_dump(), far.model_dump()]
+    loaded = set()
+    for key in _path_keys(Config):
+        section, _, name = key.rpartition(".")
+        for data in dumped:
+            table = data[section][0] if section == "provider" else data[section]
+            value = table[name]
+            if isinstance(value, Path) or (value and isinstance(value[0], Path)):
+                loaded.add(key)
+    assert loaded == _path_keys(Config)
 
 
 def test_a_config_named_by_a_relative_path_is_known_by_its_absolute_one(
