@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -187,6 +188,23 @@ def default_state_dir() -> Path:
     return base / "hostd"
 
 
+def _trusted_root(value: Path) -> Path:
+    """A trusted root is a directory there at load. A misspelt or missing one would
+    load and then drop every frame of its provider as ``untrusted_source`` (F5), with
+    nothing to say the root is why; a root is not made later by hostd or a provider."""
+    if not value.is_dir():
+        what = "not a directory" if value.exists() else "no such directory"
+        raise ValueError(
+            f"{what}: {value} (a trusted root must be an existing directory; a relative "
+            "one reads against the config file's directory)"
+        )
+    return value
+
+
+#: A ``trusted_roots`` entry (resolved by ``_absolutise``, checked by ``_trusted_root``).
+_TrustedRoot = Annotated[Path, AfterValidator(_trusted_root)]
+
+
 class _Section(BaseModel):
     # A misspelt key must fail loudly, not be ignored: this is our own file, not a peer's wire.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -219,7 +237,7 @@ class HostSettings(_Section):
     #: Seconds a TCP client has to send ``$/authenticate`` before it is closed.
     auth_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     #: Roots under which any provider's ``file`` provenance may be re-read (F5, F17).
-    trusted_roots: list[Path] = Field(default_factory=list)
+    trusted_roots: list[_TrustedRoot] = Field(default_factory=list)
     #: A frame whose ``file`` provenance resolves outside every trusted root: "exclude"
     #: it (audit reason ``untrusted_source``) or "include" it marked ``unverifiable``.
     untrusted: Literal["exclude", "include"] = "exclude"
@@ -448,7 +466,7 @@ class ProviderSettings(_Section):
     weight: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
-    trusted_roots: list[Path] = Field(default_factory=list)
+    trusted_roots: list[_TrustedRoot] = Field(default_factory=list)
     #: Overrides ``host.untrusted`` for this provider's frames.
     untrusted: Literal["exclude", "include"] | None = None
     #: Overrides ``host.start_timeout_s`` for this provider.
@@ -583,6 +601,15 @@ class Config(_Section):
     @property
     def state_path(self) -> Path:
         return self.host.state_dir or default_state_dir()
+
+    def roots_of(self, provider_id: str) -> list[Path]:
+        """The trusted roots a provider's ``file`` sources are re-read under, as the
+        verify stage takes them: its own, then the host's unless it is remote (its paths
+        name another machine's files, docs/remote.md)."""
+        for p in self.provider:
+            if p.id == provider_id:
+                return [*p.trusted_roots, *(() if p.url else self.host.trusted_roots)]
+        return []
 
     def tcp_token(self) -> str | None:
         """The bearer token for the TCP listener (read from ``token_file`` if given)."""

@@ -4,6 +4,7 @@ is wrong, and reaches the user as one line without a stack trace."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -188,6 +189,50 @@ def test_the_cli_reports_a_bad_config_in_one_line_without_a_traceback(tmp_path: 
     assert len(lines) == 1, done.stderr
     assert str(path) in lines[0] and "host.grace_period_s" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_trusted_roots_expand_home_and_resolve_against_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+    (tmp_path / "project" / "docs").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    cfg = parse_config(
+        '[host]\ntrusted_roots = ["~/notes"]\n' + _FILES + 'trusted_roots = ["docs", "."]\n',
+        base=tmp_path / "project",
+    )
+    assert cfg.host.trusted_roots == [home / "notes"]
+    assert cfg.provider[0].trusted_roots == [tmp_path / "project" / "docs", tmp_path / "project"]
+    assert cfg.roots_of("files") == [*cfg.provider[0].trusted_roots, home / "notes"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ('[host]\ntrusted_roots = ["absent"]\n', "host.trusted_roots[0]", "no such directory"),
+        (
+            _FILES + 'trusted_roots = [".", "docs/"]\n',
+            "provider[0].trusted_roots[1]",
+            "no such directory",
+        ),
+        (
+            _FILES + 'trusted_roots = ["hostd.toml"]\n',
+            "provider[0].trusted_roots[0]",
+            "not a directory",
+        ),
+    ],
+)
+def test_a_trusted_root_that_is_no_directory_is_refused_naming_the_path(
+    tmp_path: Path, text: str, key: str, problem: str
+) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert exc.value.data["key"] == key
+    named = text.split("trusted_roots = ", 1)[1].split("\n", 1)[0]
+    missing = tmp_path / json.loads(named)[int(key[-2])]
+    assert f"{problem}: {missing} (a trusted root must be an existing directory" in str(exc.value)
 
 
 def test_the_cli_refuses_a_boolean_timeout_naming_the_provider(tmp_path: Path) -> None:

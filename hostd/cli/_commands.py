@@ -306,9 +306,10 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         if not result["prompt"].endswith("\n"):
             sys.stdout.write("\n")
         sys.stderr.write(audit_summary(result) + "\n")
-    empty = no_evidence(result)
+    roots = {p.id: cfg.roots_of(p.id) for p in cfg.provider}  # named when they drop frames
+    empty = no_evidence(result, roots)
     advice = warming_lines(result, connected=args.connect is not None, config=config_hint(cfg))
-    failures = empty if empty is not None else leg_failures(result)
+    failures = empty if empty is not None else leg_failures(result, roots=roots)
     failures += interpreter_advice(
         cfg,
         {

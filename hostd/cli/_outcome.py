@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
 from hostd.config import Config, find_config
@@ -118,6 +121,47 @@ _PROVIDER_FAULTS = {
     "untrusted_source": "the file is outside the trusted roots (host.untrusted)",
 }
 
+#: Trusted roots a line names at most (the rest are counted), and a path's characters.
+_ROOTS_NAMED = 3
+_PATH_CHARS = 120
+
+
+def _short_path(path: str) -> str:
+    """``path`` for a one-line message: ``~/…`` under the home directory, its middle
+    cut when long (its end, the file's name, kept)."""
+    home = str(Path.home())
+    if path == home or path.startswith(home + "/"):
+        path = "~" + path[len(home) :]
+    if len(path) > _PATH_CHARS:
+        keep = (_PATH_CHARS - 1) // 2
+        path = path[:keep] + "…" + path[-keep:]
+    return path
+
+
+def _untrusted(result: dict[str, Any], pid: str, roots: Sequence[Path] | None) -> str:
+    """Why ``pid``'s frames were dropped as ``untrusted_source``: the first file they
+    cite and the trusted roots in force (``roots``; None when not known here, as for a
+    provider this config does not have), so a root that covers nothing is seen."""
+    uri = ""
+    for e in (result.get("audit") or {}).get("entries") or []:
+        if (
+            e.get("reason") == "untrusted_source"
+            and (e.get("frame") or {}).get("provider_id") == pid
+        ):
+            uri = str((e.get("detail") or {}).get("uri") or "")
+            break
+    parts = urlsplit(uri)
+    cited = _short_path(unquote(parts.path)) if parts.scheme == "file" else "the file"
+    if not roots:
+        return f"{cited} is outside the trusted roots (host.untrusted)"
+    named = ", ".join(_short_path(str(r)) for r in roots[:_ROOTS_NAMED])
+    if len(roots) > _ROOTS_NAMED:
+        named += f" and {len(roots) - _ROOTS_NAMED} more"
+    return (
+        f"{cited} is outside its trusted roots ({named}): add a root that holds it to "
+        'trusted_roots, or set untrusted = "include" to keep such frames unverified'
+    )
+
 
 def _dropped(result: dict[str, Any]) -> dict[str, dict[str, int]]:
     """Per provider: the frames dropped for what it sent (``_PROVIDER_FAULTS``), by reason."""
@@ -130,11 +174,18 @@ def _dropped(result: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _dropped_line(p: dict[str, Any], reasons: dict[str, int]) -> str:
+def _dropped_line(
+    result: dict[str, Any],
+    p: dict[str, Any],
+    reasons: dict[str, int],
+    roots: Sequence[Path] | None,
+) -> str:
     """``ID: ok, but N frame(s) dropped: reason n (why), …``."""
     parts = []
     for reason, n in sorted(reasons.items()):
         why = _PROVIDER_FAULTS[reason]
+        if reason == "untrusted_source":
+            why = _untrusted(result, str(p.get("provider_id")), roots)
         if reason == "invalid_frame":
             broken = [v for v in p.get("violations") or [] if v.get("severity") == "error"]
             why = ", ".join(sorted({f"{v.get('rule')} {v.get('field')}" for v in broken}))
@@ -143,11 +194,17 @@ def _dropped_line(p: dict[str, Any], reasons: dict[str, int]) -> str:
     return f"  {p.get('provider_id')}: ok, but {total} frame(s) dropped: {'; '.join(parts)}"
 
 
-def leg_failures(result: dict[str, Any], *, dropped: bool = True) -> list[str]:
+def leg_failures(
+    result: dict[str, Any],
+    *,
+    dropped: bool = True,
+    roots: Mapping[str, Sequence[Path]] | None = None,
+) -> list[str]:
     """One line per provider leg that failed: its id, status and the error it gave; per
     ``ok`` leg that gave nothing with a reason (its ``note``); and with ``dropped``, per
     ``ok`` leg whose frames were dropped for what it sent (an invalid frame, a wrong
-    digest, …): how many, and why."""
+    digest, …): how many, and why (``roots``: each provider's trusted roots, named when
+    its sources were outside them)."""
     lines = []
     faults = _dropped(result) if dropped else {}
     for p in result.get("providers") or []:
@@ -155,7 +212,8 @@ def leg_failures(result: dict[str, Any], *, dropped: bool = True) -> list[str]:
         if status == "ok" and p.get("note"):  # ok, but nothing it had fit (nothing_fit)
             lines.append(f"  {p.get('provider_id')}: ok: {p['note']}")
         elif status == "ok" and str(p.get("provider_id")) in faults:
-            lines.append(_dropped_line(p, faults[str(p.get("provider_id"))]))
+            pid = str(p.get("provider_id"))
+            lines.append(_dropped_line(result, p, faults[pid], (roots or {}).get(pid)))
         if status in ("ok", "skipped"):
             continue
         warming = warming_state(p)  # what it is doing, not the refusal it answered
@@ -179,8 +237,11 @@ def leg_failures(result: dict[str, Any], *, dropped: bool = True) -> list[str]:
     return lines
 
 
-def no_evidence(result: dict[str, Any]) -> list[str] | None:
-    """Why the prompt is empty, a line per leg; ``None`` when it holds evidence."""
+def no_evidence(
+    result: dict[str, Any], roots: Mapping[str, Sequence[Path]] | None = None
+) -> list[str] | None:
+    """Why the prompt is empty, a line per leg; ``None`` when it holds evidence
+    (``roots``: as ``leg_failures``)."""
     if (result.get("prompt") or "").strip():
         return None
     offered: dict[str, int] = {}
@@ -215,6 +276,8 @@ def no_evidence(result: dict[str, Any]) -> list[str] | None:
                 dropped = [v for v in p.get("violations") or [] if v.get("severity") == "error"]
                 rules = sorted({str(v.get("rule")) for v in dropped})
                 how += f" ({why}" + (f": {', '.join(rules)}" if rules else "") + ")"
+                if "untrusted_source" in each.get(pid, {}):
+                    how += f"; {_untrusted(result, pid, (roots or {}).get(pid))}"
             lines.append(f"  {pid}: ok, {how}")
     return lines + leg_failures(result, dropped=False)  # its ok lines say why
 

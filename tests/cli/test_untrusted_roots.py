@@ -1,0 +1,95 @@
+"""A frame dropped as ``untrusted_source`` is told with the file it cites and the
+trusted roots in force, so a root that covers none of a provider's files is seen."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.cli._outcome import leg_failures, no_evidence
+from tests.fixtures.cli import run_hostd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _entry(pid: str, reason: str, uri: str = "") -> dict[str, Any]:
+    detail = {"uri": uri, "range": "L1-3", "provenance": 0} if uri else {}
+    return {"frame": {"provider_id": pid}, "reason": reason, "detail": detail}
+
+
+def _result(prompt: str, *entries: dict[str, Any]) -> dict[str, Any]:
+    legs = sorted({e["frame"]["provider_id"] for e in entries})
+    return {
+        "prompt": prompt,
+        "audit": {"entries": list(entries)},
+        "providers": [{"provider_id": pid, "status": "ok"} for pid in legs],
+    }
+
+
+def test_a_dropped_frame_names_the_file_and_the_roots_in_force() -> None:
+    result = _result(
+        "some evidence",
+        _entry("files", "untrusted_source", "file:///srv/docs/deploy%20notes.md"),
+        _entry("files", "untrusted_source", "file:///srv/docs/other.md"),
+    )
+    (line,) = leg_failures(result, roots={"files": [Path("/srv/elsewhere")]})
+    assert line == (
+        "  files: ok, but 2 frame(s) dropped: untrusted_source 2 (/srv/docs/deploy notes.md "
+        "is outside its trusted roots (/srv/elsewhere): add a root that holds it to "
+        'trusted_roots, or set untrusted = "include" to keep such frames unverified)'
+    )
+
+
+def test_the_roots_named_are_bounded_and_shortened(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/ann")
+    long = Path("/data/" + "deep/" * 40 + "corpus")
+    roots = [Path("/home/ann/src"), long, Path("/a"), Path("/b"), Path("/c")]
+    result = _result("x", _entry("files", "untrusted_source", "file:///home/ann/x.md"))
+    (line,) = leg_failures(result, roots={"files": roots})
+    named = line.split("trusted roots (", 1)[1].split("):", 1)[0]
+    shown = named.split(", ")
+    assert shown[0] == "~/src" and shown[2] == "/a and 2 more"
+    assert (
+        len(shown[1]) <= 120
+        and "…" in shown[1]
+        and shown[1].startswith("/data/")
+        and shown[1].endswith("corpus")
+    )
+    assert "~/x.md is outside" in line
+
+
+def test_an_empty_prompt_says_why_its_frames_were_untrusted() -> None:
+    result = _result("", _entry("files", "untrusted_source", "file:///srv/docs/deploy.md"))
+    lines = no_evidence(result, {"files": [Path("/srv/elsewhere")]})
+    assert lines is not None
+    (line,) = [x for x in lines if x.startswith("  files: ok")]
+    assert "/srv/docs/deploy.md is outside its trusted roots (/srv/elsewhere)" in line
+
+
+def test_roots_not_known_here_keep_the_general_words() -> None:
+    result = _result("x", _entry("far", "untrusted_source", "file:///srv/a.md"))
+    (line,) = leg_failures(result)  # e.g. a provider of a daemon's other config
+    assert "/srv/a.md is outside the trusted roots (host.untrusted)" in line
+
+
+def test_compose_names_the_root_that_covers_none_of_a_providers_files(tmp_path: Path) -> None:
+    docs, elsewhere = tmp_path / "docs", tmp_path / "elsewhere"
+    docs.mkdir()
+    elsewhere.mkdir()
+    (docs / "deploy.md").write_text("# Deploy\n\nDeploys happen on Tuesdays.\n")
+    files = ["python", "-m", "providers.files", "--root", "docs", "--no-cache"]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\n'
+        'trusted_roots = ["elsewhere"]\ntimeout_ms = 60000\n'
+    )
+    done = run_hostd("--config", str(config), "compose", "when are deploys")
+    assert done.returncode == 1, done.stderr  # every frame dropped: the prompt is empty
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("hostd:   files: ok")]
+    # Each path may be cut in its middle when long: their ends are kept.
+    assert "/docs/deploy.md is outside its trusted roots (" in line, line
+    assert "/elsewhere): add a root that holds it to trusted_roots" in line, line
