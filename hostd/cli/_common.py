@@ -95,16 +95,33 @@ def connect_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def strategy_arg(value: str | None) -> Any:
-    """A ``--strategy`` value as the wire takes it: a text spelling as it is, a JSON
-    value decoded; checked by the one parser (``strategy_from_wire``) before any
-    provider starts."""
+#: The characters of a command-line value an error quotes at most.
+_SHOWN_CHARS = 80
+
+
+def strategy_arg(value: str | None, option: str = "--strategy") -> Any:
+    """A ``--strategy`` (or ``--policy``: ``option``) value as the wire takes it: a text
+    spelling as it is, a JSON value decoded; checked by the one parser
+    (``strategy_from_wire``) before any provider starts. A value it cannot read is a
+    ``UsageError`` naming ``option``."""
     if value is None:
         return None
     from hostd.compose import strategy_from_wire
 
-    wire = orjson.loads(value) if value.lstrip().startswith(("{", "[", '"')) else value
-    strategy_from_wire(wire)
+    wire: Any = value
+    if value.lstrip().startswith(("{", "[", '"')):
+        try:
+            wire = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            shown = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 1] + "…"
+            raise UsageError(
+                f"{option}: {shown} is not valid JSON ({exc}); a strategy object is "
+                """written like '{"rrf": {"k": 60}}'"""
+            ) from None
+    try:
+        strategy_from_wire(wire)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{option}: {exc}") from None
     return wire
 
 

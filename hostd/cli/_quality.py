@@ -224,7 +224,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
 
     # strategy_arg checks each spelling, so a misspelt policy fails before any provider starts
     policies = [
-        quality.Policy(p, _bound(cfg, strategy_arg(p)))
+        quality.Policy(p, _bound(cfg, strategy_arg(p, "--policy")))
         for p in args.policy or quality.DEFAULT_POLICIES
     ]
     if args.pool_budget is not None and args.pool_budget <= 0:
@@ -506,7 +506,7 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
     if args.command == "calibrate":  # checked before the store is read
         _check_calibrate_args(args)
     else:  # every spelling checked before any work
-        wires = [strategy_arg(policy) for policy in args.policy]
+        wires = [strategy_arg(policy, "--policy") for policy in args.policy]
     # A damaged store is ShadowUnavailable: one line naming the file and what to do.
     records = quality.ShadowStore(quality.shadow_path(cfg.state_path)).load(
         getattr(args, "limit", None)

@@ -19,6 +19,8 @@ from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import orjson
 
+from hostd.errors import did_you_mean
+
 from ._calibrated import Calibrated
 from ._candidates import CandidateSet, FramePair
 from ._fusion import MarginFusion, ReciprocalRankFusion, provider_lists
@@ -158,6 +160,8 @@ _SPELLINGS = (
     'object {"quota": K}, {"rrf": {"k": 60, "weights": {PROVIDER: W}}}, '
     '{"margin": {"k": 60, "weights": {...}}}, {"mmr": {"lambda": 0.7}}'
 )
+#: The policies' names, for a misspelt one's closest (``RRF``, ``round-robin``).
+_NAMES = ("score", "round_robin", "quota", "rrf", "margin", "mmr", "calibrated", "rerank")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # A provider id the text form can carry as a weight's name (anything else: the object form).
 _TEXT_ID = re.compile(r"[A-Za-z0-9_.-]+")
@@ -205,8 +209,17 @@ def strategy_from_wire(value: object) -> Strategy:
             if unknown:
                 raise ValueError(f"strategy {name} has unknown member(s) {unknown}")
             return _FUSIONS[name](k=body.get("k", 60), weights=body.get("weights"))
-        raise ValueError(f"unknown strategy {name!r}; expected {_SPELLINGS}")
+        raise ValueError(_unknown(name, name))
     raise ValueError(f"strategy must be a string or an object, got {type(value).__name__}")
+
+
+def _unknown(given: str, name: str) -> str:
+    """``unknown strategy 'RRF' (did you mean rrf?); expected …``: ``given`` as it was
+    spelt, the closest policy to its ``name`` (all names are lower case, so the
+    closest is looked for as if ``name`` were too)."""
+    close = did_you_mean(name.lower(), _NAMES)
+    guess = f" (did you mean {close}?)" if close else ""
+    return f"unknown strategy {given!r}{guess}; expected {_SPELLINGS}"
 
 
 def _from_text(text: str) -> Strategy:
@@ -249,7 +262,7 @@ def _from_text(text: str) -> Strategy:
             else:
                 weights[key] = v
         return _FUSIONS[name](k=k, weights=weights or None)
-    raise ValueError(f"unknown strategy {text!r}; expected {_SPELLINGS}")
+    raise ValueError(_unknown(text, name))
 
 
 def strategy_text(strategy: Strategy) -> str:

@@ -315,6 +315,30 @@ def test_strategy_from_wire_rejects_bad_values_clearly(value: object, message: s
         strategy_from_wire(value)
 
 
+@pytest.mark.parametrize(
+    ("value", "name", "guess"),
+    [
+        ("RRF", "RRF", "rrf"),
+        ("round-robin", "round-robin", "round_robin"),
+        ("Score", "Score", "score"),
+        ("RRF:k=10", "RRF:k=10", "rrf"),
+        ({"MMR": {}}, "MMR", "mmr"),
+        ("fastest", "fastest", None),
+    ],
+)
+def test_a_misspelt_strategy_is_told_with_the_closest_name(
+    value: object, name: str, guess: str | None
+) -> None:
+    with pytest.raises(ValueError) as info:
+        strategy_from_wire(value)
+    message = str(info.value)
+    assert message.startswith(f"unknown strategy {name!r}")
+    if guess is None:
+        assert "did you mean" not in message
+    else:
+        assert f" (did you mean {guess}?); expected " in message
+
+
 def _distinct_kept(pairs: list[tuple[str, ContextFrame]]) -> CandidateSet | None:
     """The pool after dedup, or ``None`` when an identity survives twice."""
     kept = dedup_pool(CandidateSet.of(pairs)).kept

@@ -236,8 +236,8 @@ def test_eval_refuses_a_misspelt_policy_or_question_set(setup: tuple[Path, Path]
     done = _hostd(
         "--config", str(config), "eval", "--questions", str(questions), "--policy", "best"
     )
-    assert done.returncode == 1
-    assert "unknown strategy 'best'" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2  # a usage error, as --strategy's
+    assert "--policy: unknown strategy 'best'" in done.stderr and "Traceback" not in done.stderr
     questions.write_text(_lines({**LINE, "gold": "notes.md"}))
     done = _hostd("--config", str(config), "eval", "--questions", str(questions))
     assert done.returncode == 1

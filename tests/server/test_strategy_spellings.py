@@ -75,9 +75,16 @@ def test_the_cli_takes_the_same_spellings_and_names_a_bad_one(tmp_path: Any, mar
         done = _hostd_compose(str(config), sent)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["audit"]["policy"]["strategy_params"] == params
-    done = _hostd_compose(str(config), "quota:two")
-    assert done.returncode == 1
-    assert "strategy quota needs an integer k" in done.stderr and "Traceback" not in done.stderr
+    # A value that names no policy is a usage error naming the option, before any start.
+    for bad, said in [
+        ("quota:two", "--strategy: strategy quota needs an integer k"),
+        ("round-robin", "--strategy: unknown strategy 'round-robin' (did you mean round_robin?)"),
+        ('{"rrf":{"k":60}', '--strategy: {"rrf":{"k":60} is not valid JSON (unexpected end'),
+    ]:
+        done = _hostd_compose(str(config), bad)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"hostd: {said}"), done.stderr
+        assert done.stderr.endswith(" [usage]\n") and done.stderr.count("\n") == 1
 
 
 def test_rerank_is_spelt_alike_by_the_cli_the_client_and_the_wire(
