@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
 from hostd.config import Config, find_config
 from hostd.errors import NoDaemon, did_you_mean
+from hostd.transport import printable
 
 __all__ = [
     "NoDaemon",
@@ -129,6 +130,7 @@ _PATH_CHARS = 120
 def _short_path(path: str) -> str:
     """``path`` for a one-line message: ``~/…`` under the home directory, its middle
     cut when long (its end, the file's name, kept)."""
+    path = printable(path)  # a provider's URI, decoded: no escape reaches the terminal
     home = str(Path.home())
     if path == home or path.startswith(home + "/"):
         path = "~" + path[len(home) :]

@@ -61,6 +61,15 @@ def test_the_roots_named_are_bounded_and_shortened(monkeypatch: pytest.MonkeyPat
     assert "~/x.md is outside" in line
 
 
+def test_a_cited_path_reaches_the_terminal_without_its_control_characters() -> None:
+    # The URI is the provider's: percent-decoded, an ESC would drive the user's terminal.
+    uri = "file:///srv/%1B%5B2Jdocs/a%0Ab.md"
+    result = _result("x", _entry("files", "untrusted_source", uri))
+    (line,) = leg_failures(result, roots={"files": [Path("/srv/elsewhere")]})
+    assert "\x1b" not in line and "\n" not in line
+    assert "/srv/?[2Jdocs/a | b.md is outside" in line
+
+
 def test_an_empty_prompt_says_why_its_frames_were_untrusted() -> None:
     result = _result("", _entry("files", "untrusted_source", "file:///srv/docs/deploy.md"))
     lines = no_evidence(result, {"files": [Path("/srv/elsewhere")]})
