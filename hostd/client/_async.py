@@ -13,9 +13,11 @@ one teardown ladder (``hostd._teardown``). ``AsyncClient`` is opened with
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -114,8 +116,9 @@ class AsyncClient:
         self.notifications: list[dict[str, Any]] = []
         self.process: Process | None = None
         """The daemon's child process when ``spawn`` started it (for its pid), else None."""
-        #: Why the connection ended, asked once its stream has (``spawn``: the exit).
-        self._why_ended: Callable[[], Awaitable[str | None]] | None = None
+        #: Why the connection ended, asked once its stream has (``spawn``: the exit):
+        #: words for the message and members for ``ConnectionLost.data``.
+        self._why_ended: Callable[[], Awaitable[tuple[str, dict[str, Any]] | None]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -126,7 +129,7 @@ class AsyncClient:
 
     async def _read_loop(self) -> None:
         splitter = LineSplitter(_MAX_LINE)
-        ended = "hostd closed the connection"
+        ended, data = "hostd closed the connection", {}
         try:
             while True:
                 try:
@@ -135,7 +138,8 @@ class AsyncClient:
                     # Only here, at the stream's end (never when the client is closed):
                     # a spawned daemon that exited says how, and why when it said so.
                     why = await self._why_ended() if self._why_ended is not None else None
-                    ended = f"{ended}: {why}" if why else ended
+                    if why is not None:
+                        ended, data = f"{ended}: {why[0]}", why[1]
                     break
                 for line in splitter.feed(chunk):
                     if not isinstance(line, bytes):  # OVERLONG
@@ -148,7 +152,7 @@ class AsyncClient:
                         continue  # not ours to crash on; the call times out or fails
                     self._route(msg)
         finally:
-            self._calls.fail_all(ConnectionLost(ended))
+            self._calls.fail_all(ConnectionLost(ended, **data))
 
     def _route(self, msg: Any) -> None:
         if isinstance(msg, list):
@@ -440,8 +444,9 @@ async def spawn(
     """Start ``hostd serve --stdio`` as a child and talk to it; stop it on exit.
 
     ``stderr`` (the daemon's JSON log) comes through to this process's ``sys.stderr``
-    unless given; a daemon that exits makes its calls' ``ConnectionLost`` say how, with
-    its last error line when ``stderr`` was not given. ``log_level``: the
+    unless given (``DEVNULL``, a file); a daemon that exits makes its calls'
+    ``ConnectionLost`` say how, with its last error line (not with ``PIPE``: the stream
+    is yours then) and ``data`` ``exit_status`` and ``daemon_reason``. ``log_level``: the
     child's log level while its log shares your stderr (default ``warning``: a provider
     that fails is told, each request is not); ``None``, a ``stderr`` of your own or a
     config with a ``[log] file`` keeps the config's ``[log] level``. On exit stdin is
@@ -451,9 +456,10 @@ async def spawn(
     # Only a log that shares the caller's stderr is quieted: a [log] file keeps its level.
     shared = stderr is None and command is None and logs_to_stderr(config, cwd=_cwd(cwd))
     level = log_level if shared else None
-    # Your stderr by default, passed through by this process, which keeps the daemon's
-    # last error line: a daemon that refuses its config says why in the ConnectionLost.
-    passed = _StderrPass() if stderr is None else None
+    # The daemon's stderr goes where ``stderr`` says (yours by default), passed on by
+    # this process, which keeps its last error line: a daemon that refuses its config
+    # says why in the ConnectionLost, also to a program that drops its log.
+    passed = _StderrPass.to(stderr)
     process: Process = await anyio.open_process(
         list(command or serve_command(config, log_level=level)),
         stdin=subprocess.PIPE,
@@ -486,18 +492,34 @@ _EXIT_WAIT_S = 5.0
 
 
 class _StderrPass:
-    """A spawned daemon's stderr, written on to this process's ``sys.stderr`` as it
-    comes, with the last line hostd wrote as an error (``hostd: … [reason]``) kept."""
+    """A spawned daemon's stderr, written on to where the caller said as it comes (this
+    process's ``sys.stderr``, a file descriptor, or nowhere), with the last line hostd
+    wrote as an error (``hostd: … [reason]``) kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, write: Callable[[bytes], None] | None) -> None:
+        self._write = write
         self.error: str | None = None
         self.done = anyio.Event()
+
+    @classmethod
+    def to(cls, stderr: int | IO[Any] | None) -> _StderrPass | None:
+        """The pass for ``spawn``'s ``stderr``: None (yours), ``DEVNULL`` or a file
+        (descriptor or object with one); None for what the caller reads itself (``PIPE``)."""
+        if stderr is None:
+            return cls(_write_stderr)
+        if stderr == subprocess.DEVNULL:
+            return cls(None)
+        fd = stderr if isinstance(stderr, int) else _fileno(stderr)
+        if fd is None or fd < 0:  # PIPE, STDOUT, or a file object with no descriptor
+            return None
+        return cls(functools.partial(_write_fd, fd))
 
     async def pump(self, stream: ByteReceiveStream) -> None:
         splitter = LineSplitter(64 * 1024)
         try:
             async for chunk in stream:
-                await anyio.to_thread.run_sync(_write_stderr, chunk)
+                if self._write is not None:
+                    await anyio.to_thread.run_sync(self._write, chunk)
                 for line in splitter.feed(chunk):
                     if isinstance(line, bytes) and line.startswith(b"hostd: "):
                         self.error = line[len(b"hostd: ") :].decode("utf-8", "replace")
@@ -505,6 +527,22 @@ class _StderrPass:
             pass
         finally:
             self.done.set()
+
+
+def _fileno(file: IO[Any]) -> int | None:
+    try:
+        return file.fileno()
+    except (AttributeError, OSError, ValueError):  # io.StringIO and the like: none
+        return None
+
+
+def _write_fd(fd: int, chunk: bytes) -> None:
+    try:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:  # a closed or broken file must not stop the pump
+        pass
 
 
 def _write_stderr(chunk: bytes) -> None:
@@ -515,9 +553,13 @@ def _write_stderr(chunk: bytes) -> None:
         pass
 
 
-async def _exit_reason(process: Process, passed: _StderrPass | None) -> str | None:
-    """``the daemon exited with status 2: <its error line>`` once it has exited (within
-    ``_EXIT_WAIT_S``), else None."""
+async def _exit_reason(
+    process: Process, passed: _StderrPass | None
+) -> tuple[str, dict[str, Any]] | None:
+    """Once the daemon has exited (within ``_EXIT_WAIT_S``): ``the daemon exited with
+    status 2: <its error line>`` and the ``ConnectionLost.data`` members ``exit_status``
+    (a signal's negative number, as ``Popen.returncode``) and, when its error line ends
+    with one, ``daemon_reason`` (``bad_config``); else None."""
     with anyio.move_on_after(_EXIT_WAIT_S):
         await process.wait()
         if passed is not None:
@@ -527,7 +569,15 @@ async def _exit_reason(process: Process, passed: _StderrPass | None) -> str | No
         return None
     said = passed.error if passed is not None else None
     shown = f"status {status}" if status >= 0 else f"signal {-status}"
-    return f"the daemon exited with {shown}" + (f": {said[:300]}" if said else "")
+    data: dict[str, Any] = {"exit_status": status}
+    reason = _REASON.search(said) if said else None
+    if reason is not None:
+        data["daemon_reason"] = reason.group(1)
+    return f"the daemon exited with {shown}" + (f": {said[:300]}" if said else ""), data
+
+
+#: The reason the CLI's error line ends with (``… [bad_config]``).
+_REASON = re.compile(r"\[([a-z_]+)\]\s*$")
 
 
 async def _stop_child(process: Process, grace_s: float) -> None:

@@ -104,22 +104,27 @@ def test_a_spawned_daemon_sharing_the_callers_stderr_logs_at_warning(
 
 
 _REFUSED = """
-import sys
+import subprocess, sys
 from hostd.client import Client
 from hostd.errors import ConnectionLost
+stderr = {"yours": None, "dropped": subprocess.DEVNULL}[sys.argv[2]]
 try:
-    with Client.spawn(sys.argv[1]) as hostd:
+    with Client.spawn(sys.argv[1], stderr=stderr) as hostd:
         hostd.status()
 except ConnectionLost as exc:
     print(exc)
+    print(sorted(exc.data.items()))
 """
 
 
-def test_a_spawned_daemon_that_refuses_its_config_says_why_in_the_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stderr", ["yours", "dropped"])
+def test_a_spawned_daemon_that_refuses_its_config_says_why_in_the_error(
+    tmp_path: Path, stderr: str
+) -> None:
     typo = tmp_path / "hostd.toml"
     typo.write_text(f'[host]\nstate_dir = "{tmp_path}/state"\ntokenizr = "x.json"\n')
     done = subprocess.run(
-        [sys.executable, "-c", _REFUSED, str(typo)],
+        [sys.executable, "-c", _REFUSED, str(typo), stderr],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -128,10 +133,13 @@ def test_a_spawned_daemon_that_refuses_its_config_says_why_in_the_error(tmp_path
     )
     assert done.returncode == 0, done.stderr
     why = f"{typo}: host.tokenizr: unknown key (did you mean tokenizer?) [bad_config]"
-    # A program that drops stderr still reads the reason in the error it caught ...
-    assert done.stdout == f"hostd closed the connection: the daemon exited with status 2: {why}\n"
-    # ... and the daemon's stderr still reaches the caller's, as it comes.
-    assert f"hostd: {why}" in done.stderr.splitlines()
+    # The program reads the reason in the error it caught, its stderr dropped or not ...
+    assert done.stdout.splitlines() == [
+        f"hostd closed the connection: the daemon exited with status 2: {why}",
+        "[('daemon_reason', 'bad_config'), ('exit_status', 2)]",
+    ]
+    # ... and the daemon's stderr reaches the caller's as it comes, unless dropped.
+    assert (f"hostd: {why}" in done.stderr.splitlines()) is (stderr == "yours")
 
 
 @pytest.mark.anyio
