@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ class HfTokenizer:
             )
         from tokenizers import Tokenizer
 
+        data = b""
         try:
             data = path.read_bytes()
             tokenizer: Any = Tokenizer.from_str(data.decode("utf-8"))
@@ -45,12 +47,18 @@ class HfTokenizer:
             # The library's words are about the user's own file (bounded); a .tiktoken
             # file is a common mistake, said as such.
             said = " ".join(str(exc).split())[:200] or type(exc).__name__
-            hint = (
-                ": a .tiktoken file is not one (docs/api.md#what-the-budget-counts says "
-                "how to convert it)"
-                if path.suffix == ".tiktoken"
-                else ""
-            )
+            hint = ""
+            if path.suffix == ".tiktoken":
+                hint = (
+                    ": a .tiktoken file is not one (docs/api.md#what-the-budget-counts says "
+                    "how to convert it)"
+                )
+            elif _json_without_model(data):  # tokenizer_config.json, config.json, …
+                said = 'JSON, but no "model" in it'
+                hint = (
+                    ": a model ships its tokenizer.json beside files such as "
+                    "tokenizer_config.json; name that one"
+                )
             raise ConfigError(
                 f"host.tokenizer: {path} is not a tokenizer.json the tokenizers library "
                 f"reads ({said}){hint}",
@@ -68,6 +76,15 @@ class HfTokenizer:
 
     def __repr__(self) -> str:
         return f"HfTokenizer({self.name!r})"
+
+
+def _json_without_model(data: bytes) -> bool:
+    """Whether ``data`` is a JSON object with no ``model`` (every tokenizer.json has one)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "model" not in value
 
 
 @functools.lru_cache(maxsize=4)

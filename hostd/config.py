@@ -271,7 +271,11 @@ class HostSettings(_Section):
             return None
         if value.is_dir():
             inside = value / "tokenizer.json"
-            hint = f": name the file, {inside}" if inside.is_file() else ""
+            hint = (
+                f": name the file, {inside}"
+                if inside.is_file()
+                else ": name the model's tokenizer.json file"
+            )
             raise ValueError(f"{value} is a directory, not a tokenizer.json{hint}")
         if not value.is_file():
             raise ValueError(

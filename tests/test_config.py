@@ -147,7 +147,10 @@ def test_a_tokenizer_directory_names_the_file_inside_it(tmp_path: Path) -> None:
     (tmp_path / "model").mkdir()
     with pytest.raises(ConfigError) as empty:
         parse_config("[host]\ntokenizer = 'model'\n", base=tmp_path)
-    assert f"{tmp_path / 'model'} is a directory, not a tokenizer.json" in str(empty.value)
+    assert (
+        f"{tmp_path / 'model'} is a directory, not a tokenizer.json: name the model's "
+        "tokenizer.json file"
+    ) in str(empty.value)
     (tmp_path / "model" / "tokenizer.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ConfigError) as holding:
         parse_config("[host]\ntokenizer = 'model'\n", base=tmp_path)

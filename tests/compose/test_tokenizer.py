@@ -105,6 +105,13 @@ def test_a_bad_tokenizer_file_or_count_is_a_clear_error(tmp_path: Path) -> None:
     tiktoken.write_text("IQ== 0\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="a .tiktoken file is not one"):
         HfTokenizer(tiktoken)
+    # A model's other JSON files are not it either: said so, not as a syntax error.
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text('{"model_max_length": 512, "tokenizer_class": "BertTokenizer"}')
+    with pytest.raises(ConfigError) as other:
+        HfTokenizer(config)
+    assert 'JSON, but no "model" in it' in str(other.value)
+    assert "ships its tokenizer.json beside files such as tokenizer_config.json" in str(other.value)
     frames: list[tuple[str, ContextFrame]] = [("p", frame("f", 0.5, "text"))]
 
     def broken(text: str) -> Any:
