@@ -728,6 +728,24 @@ def _toml_kind(value: Any) -> str:
     return ""
 
 
+def _type_hint(kind: str, value: Any) -> str:
+    """How to write what a key wants, for the TOML mistakes people make: a number or a
+    boolean in quotes, a boolean where a number goes (nothing of the value is shown)."""
+    if kind in ("int_type", "float_type") and isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return " (write the number without quotes)"
+    if kind == "bool_type" and isinstance(value, str):
+        return " (write true or false, without quotes)"
+    if kind == "bool_type" and isinstance(value, int | float):
+        return " (write true or false)"
+    if kind in ("int_type", "float_type") and isinstance(value, bool):
+        return " (write a number)"
+    return ""
+
+
 def _describe(
     exc: ValidationError, source: str, raw: Mapping[str, Any] | None = None
 ) -> ConfigError:
@@ -743,6 +761,7 @@ def _describe(
             msg = msg.removeprefix("Value error, ")
         elif err["type"].endswith("_type") and _toml_kind(err["input"]):
             msg += f", not {_toml_kind(err['input'])}"  # the kind only: a value may be secret
+            msg += _type_hint(err["type"], err["input"])
         problems.append((key, shown, msg))
     key, _, msg = problems[0]
     text = "; ".join(f"{k}: {m}" for _, k, m in problems)

@@ -244,7 +244,7 @@ def test_the_cli_refuses_a_boolean_timeout_naming_the_provider(tmp_path: Path) -
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         f'hostd: {path}: provider[0].timeout_ms (provider "files"): Input should be a valid '
-        "integer, not a boolean [bad_config]\n"
+        "integer, not a boolean (write a number) [bad_config]\n"
     )
 
 
@@ -386,15 +386,35 @@ def test_a_provider_tables_error_names_its_id_beside_its_index() -> None:
 @pytest.mark.parametrize(
     ("text", "key", "problem"),
     [
-        (_FILES + "timeout_ms = true\n", "provider[0].timeout_ms", "valid integer, not a boolean"),
-        (_FILES + 'timeout_ms = "5000"\n', "provider[0].timeout_ms", "valid integer, not a string"),
+        (
+            _FILES + "timeout_ms = true\n",
+            "provider[0].timeout_ms",
+            "integer, not a boolean (write a number)",
+        ),
+        (
+            _FILES + 'timeout_ms = "5000"\n',
+            "provider[0].timeout_ms",
+            "not a string (write the number without quotes)",
+        ),
         (_FILES + "timeout_ms = 5000.0\n", "provider[0].timeout_ms", "valid integer, not a float"),
-        (_FILES + 'weight = "2"\n', "provider[0].weight", "valid number, not a string"),
-        ('[shadow]\nenabled = "off"\n', "shadow.enabled", "valid boolean, not a string"),
+        (_FILES + 'weight = "2"\n', "provider[0].weight", "not a string (write the number without"),
+        (
+            '[shadow]\nenabled = "off"\n',
+            "shadow.enabled",
+            "string (write true or false, without quotes)",
+        ),
         ('[shadow]\nenabled = "false"\n', "shadow.enabled", "valid boolean, not a string"),
-        ("[shadow]\nenabled = 0\n", "shadow.enabled", "valid boolean, not an integer"),
+        (
+            "[shadow]\nenabled = 0\n",
+            "shadow.enabled",
+            "boolean, not an integer (write true or false)",
+        ),
         ('[shadow]\nsample = "0.1"\n', "shadow.sample", "valid number, not a string"),
-        ("[host]\ngrace_period_s = true\n", "host.grace_period_s", "valid number, not a boolean"),
+        (
+            "[host]\ngrace_period_s = true\n",
+            "host.grace_period_s",
+            "number, not a boolean (write a number)",
+        ),
         ("[tcp]\nhost = 127\n", "tcp.host", "valid string, not an integer"),
         (
             _FILES + 'binding = "mcp"\n[provider.mcp]\nresources = "yes"\n',

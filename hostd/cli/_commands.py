@@ -88,7 +88,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--strategy",
         metavar="S",
         help="score | round_robin | quota:K | rrf[:k=N,PROVIDER=W] | margin[:k=N,PROVIDER=W] "
-        "| mmr[:lambda=L] | a JSON object (docs/cli.md)",
+        "| mmr[:lambda=L] | calibrated | rerank | a JSON object (docs/cli.md)",
     )
     compose.add_argument(
         "--placement", choices=("edges", "ranked", "grouped", "canonical"), help="placement"

@@ -180,8 +180,8 @@ def render_project_config(
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
             'command = ["python", "-m", "providers.files", "--root", ".", '
-            '"--exclude", "/hostd.toml"]'
-            "  # the bundled provider, over the project but this file",
+            '"--exclude", "hostd.toml"]'
+            "  # the bundled provider, over the project but hostd's configs",
             'cwd = "."                    # it runs in this directory: --root "." is the project',
             'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
         ]
@@ -202,8 +202,8 @@ def render_project_config(
         "[[provider]]",
         'id = "semantic"              # the name its frames and citations carry',
         'command = ["python", "-m", "providers.semantic", "--root", ".", '
-        '"--exclude", "/hostd.toml"]'
-        "  # the bundled provider, over the project but this file",
+        '"--exclude", "hostd.toml"]'
+        "  # the bundled provider, over the project but hostd's configs",
         'cwd = "."                    # it runs in this directory: --root "." is the project',
         'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
         "timeout_ms = 10000           # a query waits this long for its embedding (CPU)",

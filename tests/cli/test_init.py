@@ -172,6 +172,9 @@ def test_init_then_compose_from_inside_the_project_cites_its_files(tmp_path: Pat
     assert (
         hostd_in(tmp_path, env, "init", str(project), "--providers", "files,memory").returncode == 0
     )
+    # A sub-project's own config is hostd's, not the project's evidence, whatever it says.
+    (project / "tool").mkdir()
+    (project / "tool" / "hostd.toml").write_text("# how fast does the frobnicator spin?\n" * 3)
     inside = project / "docs" / "deep"
     where = hostd_in(inside, env, "config", "path", "--json")
     assert json.loads(where.stdout)["file"] == str(project / "hostd.toml")
