@@ -127,7 +127,7 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
         f"other requests in flight: {max(int(status.get('in_flight') or 1) - 1, 0)}",
     ]
     for row in providers:
-        out.append(f"provider {row.get('id')}: {_provider_state(row)}")
+        out.append(f"provider {row.get('id')}: {provider_state(row)}")
     sys.stdout.write("".join(f"{line}\n" for line in out))
     line = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
     if line is not None:
@@ -195,7 +195,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _provider_state(row: dict[str, Any]) -> str:
+def provider_state(row: dict[str, Any]) -> str:
     """A provider's state; one that is ready also what it said it holds (its ready
     message: ``412 chunks from 28 files``), one warming how far it is, one that is down
     (crashed, failed) why, how long ago and when it is tried again: what an operator

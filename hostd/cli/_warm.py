@@ -19,6 +19,7 @@ from tqdm import tqdm
 from hostd.config import Config
 
 from ._common import connect_arg, session
+from ._daemon import provider_state
 
 __all__ = ["ProgressBars", "add_warm_command", "forward_progress", "warm_command"]
 
@@ -40,7 +41,11 @@ class ProgressBars:
             bar = self._bars.pop(provider_id, None)
             if bar is not None:
                 bar.close()
-            word = "ready" if state == "ready" else f"failed: {progress.get('message')}"
+            said = " ".join(str(progress.get("message") or "").split())
+            if state == "ready":  # what it holds, as `hostd status` says it
+                word = f"ready ({said})" if said else "ready"
+            else:
+                word = f"failed: {said}"
             tqdm.write(f"hostd: {provider_id} {word}", file=self.stream)
             return
         phase = str(progress.get("phase", "warming"))
@@ -121,12 +126,18 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
         # Started by the warm-up itself, after the bars listen: they hear every note.
         host = cfg.host.model_copy(update={"start_providers": "lazy"})
         cfg = cfg.model_copy(update={"host": host})
+    rows: list[dict[str, Any]] = []
     try:
         async with session(cfg, connect, boot=False, wait=args.wait) as s:
             result = await s.call("providers/warm", {}, on_progress=forward_progress(bars))
+            if not bars.enabled:  # what each holds (the bars said it as each got ready)
+                rows = (await s.call("providers/list", {})).get("providers") or []
     finally:
         bars.close()
     states: dict[str, str] = result["providers"]
     for pid, state in states.items():
         sys.stdout.write(f"{pid}\t{state}\n")
+    for row in rows:  # `files: ready (0 chunks …; nothing to index under …)`
+        if row.get("id") in states:
+            sys.stderr.write(f"hostd: {row.get('id')}: {provider_state(row)}\n")
     return 0 if all(s == "ready" for s in states.values()) else 1

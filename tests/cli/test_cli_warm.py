@@ -218,3 +218,20 @@ def test_warm_through_a_serving_daemon_warms_its_providers_not_a_second_set(
 def _row(client: Client, pid: str) -> dict[str, Any]:
     rows = client.call("providers/list")["providers"]
     return next(r for r in rows if r["id"] == pid)
+
+
+def test_warm_says_what_each_provider_holds_once_ready(tmp_path: Path) -> None:
+    # A root with nothing to index is ready all the same: warm says so, not only status.
+    (tmp_path / "empty").mkdir()
+    command = ["python", "-m", "providers.files", "--root", str(tmp_path / "empty")]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(command)}\ncwd = "{REPO}"\n'
+    )
+    out = _warm(config, "--progress", "never")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "files\tready\n"
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("hostd: files: ")]
+    assert line.startswith("hostd: files: ready (0 chunks from 0 files under ")
+    assert f"nothing to index under {tmp_path / 'empty'}: is that the project's directory?" in line

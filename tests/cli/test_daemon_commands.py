@@ -261,13 +261,13 @@ def test_status_says_what_a_ready_provider_holds_and_what_it_left_out(tmp_path: 
 
 
 def test_a_ready_provider_that_lacks_consent_says_what_to_grant() -> None:
-    from hostd.cli._daemon import _provider_state
+    from hostd.cli._daemon import provider_state
 
     row = {"id": "cloud", "state": "ready", "health": {}, "consent_missing": ["egress"]}
-    assert _provider_state(row) == (
+    assert provider_state(row) == (
         "ready; not asked: it needs consent for egress (hostd consent grant cloud egress)"
     )
-    assert _provider_state({**row, "consent_missing": []}) == "ready"
+    assert provider_state({**row, "consent_missing": []}) == "ready"
 
 
 def test_status_calls_a_provider_degraded_when_no_request_gets_its_evidence() -> None:
@@ -303,14 +303,14 @@ def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> N
 
 
 def test_status_says_a_ready_provider_fails_its_queries_and_exits_4_at_three() -> None:
-    from hostd.cli._daemon import FAILING_LEGS, _degraded, _provider_state
+    from hostd.cli._daemon import FAILING_LEGS, _degraded, provider_state
 
     health = {"failing_legs": 1, "last_error": "error: KeyError: 'TCK-999'"}
     row = {"id": "tickets", "state": "ready", "health": health}
-    assert _provider_state(row) == "ready; its last query failed: error: KeyError: 'TCK-999'"
+    assert provider_state(row) == "ready; its last query failed: error: KeyError: 'TCK-999'"
     assert not _degraded(row)  # one failure is a moment, not an outage
     row["health"] = {**health, "failing_legs": FAILING_LEGS}
-    assert _provider_state(row).endswith(
+    assert provider_state(row).endswith(
         f"its last {FAILING_LEGS} queries failed: error: KeyError: 'TCK-999'"
     )
     assert _degraded(row)
@@ -334,7 +334,7 @@ def test_a_one_shot_compose_beside_a_running_daemon_says_connect_asks_it(
 
 
 def test_a_down_providers_line_names_its_state_once() -> None:
-    from hostd.cli._daemon import _provider_state
+    from hostd.cli._daemon import provider_state
 
     row = {
         "id": "files",
@@ -344,6 +344,6 @@ def test_a_down_providers_line_names_its_state_once() -> None:
             "last_failure_s_ago": 3,
         },
     }
-    assert _provider_state(row) == (
+    assert provider_state(row) == (
         "crashed 3 s ago: provider 'files' cannot start rg-provider: No such file"
     )
