@@ -103,6 +103,11 @@ _WORD_RE = re.compile(r"\S+\s*|\s+")
 _SENTENCE_END_RE = re.compile(r"[.!?][\"')\]]*\s+\Z")
 #: Just after a punctuation character: where a word too long for a part is cut.
 _AFTER_PUNCTUATION_RE = re.compile(r"(?<=[^\w\s])")
+#: Just after one JSON value of an array or object ends (``},`` or ``],``): where a
+#: line of JSON may be cut, so a part holds whole records.
+_AFTER_JSON_VALUE_RE = re.compile(r"(?<=[}\]],)")
+#: A segment that ends one JSON value of a list (whitespace may follow).
+_JSON_VALUE_END_RE = re.compile(r"[}\]],\s*\Z")
 
 
 @dataclass(slots=True, frozen=True)
@@ -523,6 +528,18 @@ def _last_text(lines: Sequence[bytes], start: int, end: int) -> int:
     return end
 
 
+def _nearest_end(
+    group: list[tuple[str, int]], i: int, j: int, ends: tuple[re.Pattern[str], ...]
+) -> int:
+    """Where a part of ``group[i:j]`` (the most that fits) ends: after the last segment
+    in its last half that the first of ``ends`` matches, else the next, else at ``j``."""
+    for end in ends:
+        for k in range(j - 1, i + (j - i) // 2 - 1, -1):
+            if end.search(group[k][0]):
+                return k + 1
+    return j
+
+
 def _line_parts(line: str, count: Counter, room: int) -> list[str]:
     """``line`` cut into parts of at most ``room`` word pieces that join back into it.
 
@@ -532,8 +549,15 @@ def _line_parts(line: str, count: Counter, room: int) -> list[str]:
     its punctuation characters: both counts make a piece of each, so pieces still add
     up. A run of word characters over ``room`` (a blob) is cut every ``room``
     characters, each run a part of its own: a word piece covers one character at
-    least, so a run is within ``room`` whatever the count."""
+    least, so a run is within ``room`` whatever the count. A line of JSON (``[`` or
+    ``{`` first) may also be cut after a value of a list or object ends (``},``), and
+    a part ends there when one is in its last half, so it holds whole records; a cut
+    after punctuation keeps the counts adding up, as above."""
     words = _WORD_RE.findall(line)
+    json_line = line.lstrip()[:1] in ("[", "{")
+    if json_line:
+        words = [sub for word in words for sub in _AFTER_JSON_VALUE_RE.split(word) if sub]
+    ends = (_JSON_VALUE_END_RE, _SENTENCE_END_RE) if json_line else (_SENTENCE_END_RE,)
     # Runs of segments that may share a part; a blob's runs stand alone.
     groups: list[list[tuple[str, int]]] = [[]]
     for word, size in zip(words, count(words), strict=True):
@@ -557,10 +581,7 @@ def _line_parts(line: str, count: Counter, room: int) -> list[str]:
                 total += group[j][1]
                 j += 1
             if j < len(group):
-                for k in range(j - 1, i + (j - i) // 2 - 1, -1):
-                    if _SENTENCE_END_RE.search(group[k][0]):
-                        j = k + 1
-                        break
+                j = _nearest_end(group, i, j, ends)
             parts.append("".join(segment for segment, _ in group[i:j]))
             i = j
     return parts

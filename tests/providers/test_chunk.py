@@ -210,3 +210,20 @@ def test_a_long_line_is_cut_between_words_at_sentence_ends_and_a_files_never() -
     assert "".join(c.text for c in parts) == prose + "\n"
     assert all(c.text.endswith("cache. ") for c in parts[:-1])  # whole sentences
     assert all(estimate_pieces([c.text])[0] <= MODEL_TRAINED_LENGTH for c in parts)
+
+
+def test_a_long_line_of_json_is_cut_after_whole_records() -> None:
+    import json
+
+    records = [
+        {"id": i, "desc": f"Deploys roll one node at a time, shard {i}.", "tags": ["a", "b"]}
+        for i in range(80)
+    ]
+    line = json.dumps(records, separators=(",", ":"))
+    data = (line + "\n").encode()
+    parts = chunk_text(data, "tool", counter=estimate_pieces, split_long_lines=True)
+    assert len(parts) > 1 and "".join(c.text for c in parts) == line + "\n"
+    # Every part but the last ends where a record does: none starts inside a string.
+    assert all(c.text.endswith("]},") for c in parts[:-1]), [c.text[-12:] for c in parts]
+    assert all(c.text.startswith(('[{"id":', '{"id":')) for c in parts)
+    assert all(estimate_pieces([c.text])[0] <= MODEL_TRAINED_LENGTH for c in parts)
