@@ -74,6 +74,18 @@ def test_sync_client_spawning_a_stdio_daemon(config: Path) -> None:
         assert result.prompt.count("<frame ") == 3 == len(result.evidence)
 
 
+def _script(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A user's script run with this interpreter, its stdout and stderr captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 _SPAWNS = """
 import sys
 from hostd.client import Client
@@ -89,14 +101,7 @@ def test_a_spawned_daemon_sharing_the_callers_stderr_logs_at_warning(
     config: Path, level: str, info_logged: bool
 ) -> None:
     # The caller's script inherits its stderr to the daemon, as a user's script does.
-    done = subprocess.run(
-        [sys.executable, "-c", _SPAWNS, str(config), level],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _script(_SPAWNS, str(config), level)
     assert done.returncode == 0 and done.stdout == "done\n", done.stderr
     lines = done.stderr.splitlines()
     events = [json.loads(line)["event"] for line in lines if line.startswith("{")]
@@ -123,14 +128,7 @@ def test_a_spawned_daemon_that_refuses_its_config_says_why_in_the_error(
 ) -> None:
     typo = tmp_path / "hostd.toml"
     typo.write_text(f'[host]\nstate_dir = "{tmp_path}/state"\ntokenizr = "x.json"\n')
-    done = subprocess.run(
-        [sys.executable, "-c", _REFUSED, str(typo), stderr],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _script(_REFUSED, str(typo), stderr)
     assert done.returncode == 0, done.stderr
     why = f"{typo}: host.tokenizr: unknown key (did you mean tokenizer?) [bad_config]"
     # The program reads the reason in the error it caught, its stderr dropped or not ...

@@ -21,6 +21,8 @@ from hostd.protocol import (
     sha256_digest,
 )
 
+from .mcpserver_app import RUNBOOK  # the text the server serves, cut here in-process
+
 
 def _query(**over: object) -> ContextQuery:
     fields: dict[str, object] = {"goal": "cache eviction", "max_frames": 10, "max_tokens": 1000}
@@ -257,22 +259,6 @@ def test_a_line_over_the_bound_is_quoted_in_parts_within_it(text: str, bound: in
 def test_a_files_long_line_stays_whole_as_its_range_addresses_it() -> None:
     doc = Document(method="resources/read", text=PROSE + "\n", uri="file:///r/notes.txt")
     assert [p.text for p in cut(doc)] == [PROSE + "\n"]  # F5: its digest is checked
-
-
-RUNBOOK = (
-    "# Runbook\n"
-    "Who deploys, how, and what to do when it goes wrong.\n"
-    "## Deploy\n\n"
-    + "".join(f"Deploy step {i}: build, push, roll one node at a time.\n" for i in range(12))
-    + "\nA deploy during an incident waits for the go (see key rotation)\n\n\n"
-    "## Database migrations\n\n"
-    + "\n".join(
-        f"Migration rule {i}: it runs before the new code, backwards compatible, with a"
-        " tested down step; a table lock waits for the maintenance window.\n"
-        for i in range(9)
-    )
-    + "\n\n"
-)
 
 
 @pytest.mark.parametrize("resource", ["memo://runbook.md", "memo://runbook"])
