@@ -377,12 +377,14 @@ async def connect(
         Path(path) if path is not None else await anyio.to_thread.run_sync(discover_socket, config)
     )
     deadline = anyio.current_time() + wait
+    # The command that starts this config's daemon, as the caller named the config.
+    start = "hostd serve" if config is None else f"hostd --config {os.fspath(config)} serve"
     while True:
         try:
             stream = await anyio.connect_unix(sock)
             break
         except OSError as exc:
-            error = _no_daemon(exc, str(sock), "hostd serve")
+            error = _no_daemon(exc, str(sock), start)
             if not error.may_be_starting or anyio.current_time() >= deadline:
                 raise error from exc
         await anyio.sleep(_RETRY_S)

@@ -193,3 +193,10 @@ def test_connecting_where_no_daemon_serves_is_a_typed_error_naming_the_socket(
 
     with pytest.raises(NoDaemon):
         anyio.run(main)
+
+    # Named by its config, the hint starts that config's daemon.
+    config = tmp_path / "hostd.toml"
+    config.write_text(f'[host]\nsocket = "{missing}"\n')
+    with pytest.raises(NoDaemon) as by_config, Client.connect(config=config):
+        pass
+    assert f"start one with `hostd --config {config} serve`" in str(by_config.value)
