@@ -44,6 +44,7 @@ from hostd.errors import (
     RemoteWire,
 )
 from hostd.protocol import (
+    PROGRESS_METHOD,
     ContextQuery,
     ContextQueryResult,
     FrameIdentity,
@@ -67,7 +68,6 @@ __all__ = ["HOST", "Child", "Driver", "Failed", "Link", "RemoteDriver"]
 #: Who check-provider says it is in the handshake (and, to a remote provider, its
 #: HTTP user agent).
 HOST = HostInfo(name="hostd-check-provider", version=hostd.__version__)
-_PROGRESS = "context/progress"
 #: Lines read and not yet waited for, at most: a provider writing what nobody asked for
 #: without end is cut off rather than held in memory.
 _MAX_QUEUED = 10_000
@@ -233,7 +233,7 @@ class Driver:
             while True:
                 while self.notes:
                     note = self.notes.pop(0)
-                    if note.method != _PROGRESS:
+                    if note.method != PROGRESS_METHOD:
                         continue
                     count += 1
                     params = note.params if isinstance(note.params, dict) else {}

@@ -74,6 +74,7 @@ from ._models import (
     VerifyResponse,
     WireModel,
 )
+from ._progress import MAX_PROGRESS_TEXT, MAX_READY_MESSAGE, PROGRESS_METHOD
 from ._rules import (
     LOCAL_ONLY_SCOPE,
     Severity,
@@ -99,6 +100,9 @@ from ._strict import unknown_members
 from ._version import PROTOCOL_VERSION, is_version_string, version_family, versions_compatible
 
 __all__ = [
+    "MAX_PROGRESS_TEXT",
+    "MAX_READY_MESSAGE",
+    "PROGRESS_METHOD",
     "DEFAULT_MAX_LINE_BYTES",
     "DIGEST_RE",
     "EOF",

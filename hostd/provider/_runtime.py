@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hostd.errors import IncompatibleVersion, ProviderRefusal
 from hostd.protocol import (
+    PROGRESS_METHOD,
     PROTOCOL_VERSION,
     Capabilities,
     ContextFrame,
@@ -55,7 +56,7 @@ from hostd.protocol import (
 )
 from hostd.rpc import Dispatcher, Method
 
-from ._warmup import PROGRESS_METHOD, Progress, Readiness, Warming, warm_in_thread
+from ._warmup import Progress, Readiness, Warming, warm_in_thread
 
 __all__ = ["Provider", "ProviderServer", "file_provenance", "make_frame", "verify_file_range"]
 

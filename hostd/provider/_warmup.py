@@ -22,12 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hostd.errors import ProviderRefusal
-from hostd.protocol import CgpErrorCode
+from hostd.protocol import MAX_READY_MESSAGE, CgpErrorCode
 
-__all__ = ["PROGRESS_METHOD", "Progress", "Readiness", "Warming", "warm_in_thread"]
-
-#: The provider → host notification that carries readiness and progress.
-PROGRESS_METHOD = "context/progress"
+__all__ = ["Progress", "Readiness", "Warming", "warm_in_thread"]
 
 #: Notifications are at most this often (a tight embedding loop reports per batch);
 #: a phase change and the final one always go out.
@@ -135,11 +132,6 @@ class Readiness:
         return Warming(f"warming: {progress.get('phase', 'start')}{figure}", progress)
 
 
-#: The ready message a warm-up may return, at most (a summary line, not a report; room
-#: for the bundled providers to name a few files of each kind they left out).
-_MAX_READY_MESSAGE = 1000
-
-
 def warm_in_thread(
     warm: Callable[[Progress], str | None], readiness: Readiness
 ) -> threading.Thread:
@@ -155,7 +147,7 @@ def warm_in_thread(
             sys.stderr.write(f"provider: warm-up failed: {type(exc).__name__}: {exc}\n")
             readiness.finish(exc)
         else:  # its summary, if it gave one, is the ready message
-            readiness.finish(message=said[:_MAX_READY_MESSAGE] if isinstance(said, str) else None)
+            readiness.finish(message=said[:MAX_READY_MESSAGE] if isinstance(said, str) else None)
 
     thread = threading.Thread(target=run, name="provider-warm", daemon=True)
     thread.start()

@@ -16,13 +16,10 @@ from typing import Any
 
 import anyio
 
+from hostd.protocol import MAX_PROGRESS_TEXT, MAX_READY_MESSAGE, PROGRESS_METHOD
+
 __all__ = ["PROGRESS_METHOD", "OnProgress", "Readiness"]
 
-PROGRESS_METHOD = "context/progress"
-#: The longest text kept of a member; a ready message may say more (what an index holds
-#: and which files it left out, named: the provider runtime sends at most this much).
-_MAX_TEXT = 200
-_MAX_READY_MESSAGE = 1000
 
 #: Told of each progress notification: ``(provider_id, progress)``.
 OnProgress = Callable[[str, dict[str, Any]], None]
@@ -37,7 +34,9 @@ def _clean(params: Any) -> dict[str, Any]:
     for key in ("state", "phase", "message"):
         value = params.get(key)
         if isinstance(value, str):
-            out[key] = value[: _MAX_READY_MESSAGE if ready and key == "message" else _MAX_TEXT]
+            out[key] = value[
+                : MAX_READY_MESSAGE if ready and key == "message" else MAX_PROGRESS_TEXT
+            ]
     for key in ("done", "total"):
         value = params.get(key)
         if type(value) is int and value >= 0:
