@@ -75,8 +75,13 @@ class Readiness:
         self.settled.set()
 
     def handshake(self, result: Any) -> None:
-        """Read the handshake result: ready unless it says ``"ready": false``."""
-        if not (isinstance(result, dict) and result.get("ready") is False):
+        """Read the handshake result: ready unless it says ``"ready": false``.
+
+        A warm-up that ends before the handshake is answered may have its ready
+        notification read first (it is written from the warm-up's thread): that one
+        settled the provider already, and its progress (the ready message, what the
+        provider holds) is kept, not replaced by a bare ``ready``."""
+        if self.warming and not (isinstance(result, dict) and result.get("ready") is False):
             self.progress = {"state": "ready"}
             self._settle()
 

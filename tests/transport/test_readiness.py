@@ -17,3 +17,23 @@ def test_a_ready_message_is_kept_long_enough_to_name_files_and_any_other_is_shor
     message = "x" * 1500
     readiness.on_notification(PROGRESS_METHOD, {"state": state, "message": message})
     assert readiness.progress["message"] == message[:kept]
+
+
+@pytest.mark.parametrize("notified_first", [True, False])
+def test_a_ready_message_is_kept_whether_it_comes_before_or_after_the_handshake(
+    notified_first: bool,
+) -> None:
+    # A warm-up that ends at once (an empty root) sends its ready notification from its
+    # thread while the handshake is answered: either may reach the host first, and
+    # `hostd status` / `hostd warm` show what the provider holds either way.
+    readiness = Readiness("files")
+    said = {"state": "ready", "phase": "ready", "message": "0 chunks from 0 files under /p"}
+    steps = [
+        lambda: readiness.on_notification(PROGRESS_METHOD, said),
+        lambda: readiness.handshake({"protocol_version": "1.0"}),
+    ]
+    for step in steps if notified_first else reversed(steps):
+        step()
+    assert readiness.state == "ready"
+    assert readiness.settled.is_set()
+    assert readiness.progress["message"] == said["message"]
