@@ -1,8 +1,13 @@
-"""Shared by every test: async tests run on anyio's asyncio backend, and Hypothesis
-never judges an example by how long it took.
+"""Shared by every test: async tests run on anyio's asyncio backend, Hypothesis never
+judges an example by how long it took, and the suite keeps out of its user's home.
 
 jsonrpcserver gathers batches with asyncio, so the daemon runs there too.
 """
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -19,3 +24,34 @@ settings.load_profile("hostd")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# The directories hostd and its providers default to (their indexes' caches, the
+# state directory, the user's config) point into one directory of this run's: a test
+# run on a developer's machine neither fills their ~/.cache/hostd with the corpora of
+# thousands of temporary projects nor meets their own ~/.config/hostd/hostd.toml or
+# $HOSTD_CONFIG. Made by the first process (the xdist controller, or pytest alone),
+# inherited by the workers and every child process, removed when the run ends; the
+# workers share it, so a cache built by one test serves the others of the run.
+_RUN_DIR = "HOSTD_TEST_RUN_DIR"
+_OWNED = pytest.StashKey[Path]()
+_HOMES = {"XDG_CACHE_HOME": "cache", "XDG_STATE_HOME": "state", "XDG_CONFIG_HOME": "config"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(_RUN_DIR):
+        return  # a worker: the controller set it up
+    run = Path(tempfile.mkdtemp(prefix="hostd-tests-"))
+    config.stash[_OWNED] = run
+    os.environ[_RUN_DIR] = str(run)
+    for var, name in _HOMES.items():
+        (run / name).mkdir(mode=0o700)
+        os.environ[var] = str(run / name)
+    os.environ.pop("HOSTD_CONFIG", None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(_OWNED, None)
+    if run is not None:
+        shutil.rmtree(run, ignore_errors=True)
+        os.environ.pop(_RUN_DIR, None)
