@@ -5,13 +5,16 @@ Every entry is immutable text with a validity window ``[valid_from, valid_to)``
 all in the F4 profile. Superseding closes the old window and opens a new entry
 in one transaction. Writes are transactions in WAL mode with
 ``synchronous=FULL``: a crash mid-write loses only the uncommitted transaction.
-Search is FTS5 BM25 over title and content, filtered by the half-open window
-at ``as_of`` (Q2). This module knows nothing of the wire runtime.
+Search is BM25 over title and content, filtered by the half-open window at
+``as_of`` (Q2): FTS5 matches, stems and weighs term frequency, and the IDF is
+Lucene's, which stays positive for a word most entries share (see ``search``).
+This module knows nothing of the wire runtime.
 """
 
 from __future__ import annotations
 
 import builtins
+import math
 import os
 import re
 import sqlite3
@@ -46,8 +49,12 @@ __all__ = [
 ]
 
 KINDS = ("fact", "memory", "episode")
-#: The raw FTS5 BM25 score (negated) that maps to 0.5 (F1); scores stay ordinal (F10).
+#: The raw BM25 score (``MemoryStore.search``) that maps to 0.5 (F1); scores stay ordinal (F10).
 FTS_HALF_SCORE = 4.0
+#: FTS5's floor for a phrase's IDF when its own formula gives <= 0 (fts5_aux.c, bm25()).
+_FTS5_MIN_IDF = 1e-6
+#: Ids per ``IN (...)`` when reading the hits' entries: under every SQLite's variable limit.
+_IDS_PER_READ = 500
 _FRACTION_DIGITS = 9
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 #: Row ids are SQLite integers (at most 2**63 - 1, 19 digits): a longer id is no row's.
@@ -157,6 +164,17 @@ _COLUMNS = (
 
 def _entry(row: Sequence[object]) -> Entry:
     return Entry(*row)  # type: ignore[arg-type] # columns are selected in field order
+
+
+def _fts5_idf(n: int, total: int) -> float:
+    """The IDF FTS5's ``bm25()`` gives a phrase in ``n`` of ``total`` rows, its floor included."""
+    idf = math.log((total - n + 0.5) / (n + 0.5))
+    return idf if idf > 0.0 else _FTS5_MIN_IDF
+
+
+def _lucene_idf(n: int, total: int) -> float:
+    """Lucene's BM25 IDF: above 0 for any ``n <= total``, and falling as ``n`` grows."""
+    return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
 
 
 class MemoryStore:
@@ -335,26 +353,71 @@ class MemoryStore:
     def search(
         self, text: str, *, as_of: str | None = None, limit: int = 200
     ) -> builtins.list[tuple[Entry, float]]:
-        """``(entry, raw BM25)`` best first among entries valid at ``as_of`` (Q2, half-open)."""
+        """``(entry, raw BM25)`` best first among entries valid at ``as_of`` (Q2, half-open).
+
+        Each distinct query word is one quoted FTS5 phrase; an entry's score is the
+        sum over the phrases it matches of ``idf * tfnorm``, with FTS5's own
+        ``tfnorm`` (k1 = 1.2, b = 0.75, title and content as one document) and
+        Lucene's IDF ``ln(1 + (N - n + 0.5) / (n + 0.5))``. FTS5's ``bm25()`` uses
+        ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6: a word in half the entries
+        or more (every word of a store of one or two) would score about nothing, and
+        its frames would be the first the ``score`` ranking policy drops.
+
+        A single-phrase MATCH makes ``-bm25()`` that phrase's FTS5 IDF times the row's
+        ``tfnorm``, and that IDF follows from ``n`` and ``N``: so each phrase's scores
+        are rescaled by ``idf_lucene / idf_fts5``, exactly, with FTS5 still doing all
+        tokenizing and counting. The work is bounded by the query's distinct words
+        times the entries each matches: one ``bm25()`` for each such pair.
+        """
         # Stop words are not searched for: "where is the banana" must not match every
         # entry that says "the" (only "banana" is asked; nothing, when that is all).
         words = [w for w in _WORD_RE.findall(text) if w.lower() not in STOPWORDS]
         if not words:
             return []
-        # Every word quoted: the user's text is data, never FTS5 query syntax.
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
         key = timestamp_key(as_of or now_timestamp())
-        prefixed = ", ".join(f"e.{c.strip()}" for c in _COLUMNS.split(","))
-        sql = (
-            f"SELECT {prefixed}, -bm25(entries_fts) AS raw FROM entries_fts "
-            "JOIN entries e ON e.id = entries_fts.rowid "
-            "WHERE entries_fts MATCH ? AND e.valid_from_key <= ? "
-            "AND (e.valid_to_key IS NULL OR e.valid_to_key > ?) "
-            "ORDER BY raw DESC, e.id LIMIT ?"
-        )
+        scores: dict[int, float] = {}
+        with self._snapshot() as db:
+            # N as FTS5 counts it (its index's rows: the triggers keep them one per entry).
+            total = int(db.execute("SELECT count(*) FROM entries").fetchone()[0])
+            for word in dict.fromkeys(words):
+                # Quoted: the user's text is data, never FTS5 query syntax.
+                rows = db.execute(
+                    "SELECT e.id, -bm25(entries_fts), e.valid_from_key <= ? "
+                    "AND (e.valid_to_key IS NULL OR e.valid_to_key > ?) FROM entries_fts "
+                    "JOIN entries e ON e.id = entries_fts.rowid WHERE entries_fts MATCH ?",
+                    (key, key, '"' + word.replace('"', '""') + '"'),
+                ).fetchall()
+                # n counts every entry the phrase matches, valid at as_of or not: FTS5's
+                # IDF does, and the rescaling below must divide out exactly that IDF.
+                n = len(rows)
+                rescale = _lucene_idf(n, total) / _fts5_idf(n, total)
+                for entry_id, raw, valid in rows:
+                    if valid:
+                        scores[entry_id] = scores.get(entry_id, 0.0) + float(raw) * rescale
+            best = sorted(scores.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
+            entries = self._entries(db, [entry_id for entry_id, _ in best])
+        return [(entries[entry_id], score) for entry_id, score in best]
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every statement in it sees the same database (WAL)."""
         with self._lock:
-            rows = self._db.execute(sql, (match, key, key, limit)).fetchall()
-        return [(_entry(r[:-1]), max(float(r[-1]), 0.0)) for r in rows]
+            self._db.execute("BEGIN")
+            try:
+                yield self._db
+            finally:
+                self._db.execute("COMMIT")
+
+    @staticmethod
+    def _entries(db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Entry]:
+        """The entries of ``ids``, a few hundred per statement (SQLite bounds its variables)."""
+        found: dict[int, Entry] = {}
+        for start in range(0, len(ids), _IDS_PER_READ):
+            chunk = ids[start : start + _IDS_PER_READ]
+            marks = ", ".join("?" * len(chunk))
+            rows = db.execute(f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})", chunk)
+            found.update((row[0], _entry(row)) for row in rows)
+        return found
 
     # --- the provider's two answers --------------------------------------------------
 

@@ -289,6 +289,9 @@ async def test_memory_provider_serves_a_query_and_verify_over_stdio(tmp_path: Pa
         )
         (frame,) = result["frames"]
         assert frame["id"] == e.frame_id and frame["content_digest"] == e.content_digest
+        # The only entry, so every word is in all of them: still a real score, not FTS5's
+        # IDF floor (0.000001), which ranked a first memory below every other frame.
+        assert frame["score"] > 0.01
         ident = {
             "provider_id": "memory",
             "frame_id": e.frame_id,
