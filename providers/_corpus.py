@@ -88,10 +88,18 @@ _DIR_TAGS = {
     "CACHEDIR.TAG": b"Signature: 8a477f597d28d172789f06886806bc55",
     STATE_TAG: STATE_TAG_SIGNATURE,
 }
+#: hostd's own ignore file (``.gitignore`` syntax, at any level): read by both bundled
+#: providers whatever ``--no-gitignore`` says; it can also bring back (``!path``) what
+#: a ``.gitignore`` keeps out, never what the built-in rules refuse.
+IGNORE_FILE = ".hostdignore"
+
 # Ignored as if every root ``.hostdignore`` began with these lines, so a ``!vendor/``
 # line there brings them back: third-party copies (Go's, Composer's, Bundler's vendor/),
-# which are not the project's code and crowd it out of a ranking.
-_DEFAULT_IGNORES = ("vendor/",)
+# which are not the project's code and crowd it out of a ranking; and the ignore files
+# themselves, hostd's settings (as ``hostd init`` keeps ``hostd.toml`` out), which are
+# no evidence about the project: a goal that shares a word with a directory they name
+# would otherwise be answered with the line that hides it.
+_DEFAULT_IGNORES = ("vendor/", IGNORE_FILE)
 
 # Never indexed, whatever the ignore files, --include or --no-gitignore say: files that
 # hold credentials by convention, so a project with no (or a thin) .gitignore never sends
@@ -223,11 +231,6 @@ _SECRET_CONTENT = re.compile(
     rb"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
     rb"|\b[sr]k_live_[A-Za-z0-9]{20,}"  # Stripe live keys
 )
-
-#: hostd's own ignore file (``.gitignore`` syntax, at any level): read by both bundled
-#: providers whatever ``--no-gitignore`` says; it can also bring back (``!path``) what
-#: a ``.gitignore`` keeps out, never what the built-in rules refuse.
-IGNORE_FILE = ".hostdignore"
 
 #: Why a path was left out, as ``Corpus.skipped`` counts it.
 SKIP_SECRET = "secret"

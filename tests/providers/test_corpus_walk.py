@@ -131,10 +131,24 @@ def test_vendor_is_left_out_at_any_depth_unless_hostdignore_brings_it_back(
     _write(root, IGNORE_FILE, "!vendor/\n")
     assert _rels(root) == own | {
         ".gitignore",
-        IGNORE_FILE,
         "vendor/github.com/x/y/y.go",
         "svc/vendor/z/z.go",
     }
+
+
+def test_the_ignore_files_of_hostd_are_settings_not_evidence(tmp_path: Path) -> None:
+    # A goal about "tools" must not be answered with the .hostdignore line that hides
+    # tools/: hostd's own ignore files are left out at every level, as `hostd init`
+    # keeps hostd.toml out, unless the root's brings them back.
+    root = tmp_path / "p"
+    _write(root, "README.md")
+    _write(root, IGNORE_FILE, "tools/\n")
+    _write(root, f"svc/{IGNORE_FILE}", "fixtures/\n")
+    _write(root, "tools/gen.py")
+    assert _rels(root) == {"README.md"}
+    assert _rels(root, honour_gitignore=False) == {"README.md"}
+    _write(root, IGNORE_FILE, f"tools/\n!/{IGNORE_FILE}\n")
+    assert _rels(root) == {"README.md", IGNORE_FILE}
 
 
 def test_a_file_git_tracks_though_ignored_is_left_out_until_hostdignore_names_it(
@@ -150,7 +164,7 @@ def test_a_file_git_tracks_though_ignored_is_left_out_until_hostdignore_names_it
     assert _rels(root) == {".gitignore"}
     # A file: its own line. In an ignored directory: the directory first, as in git.
     _write(root, IGNORE_FILE, "!logs/audit.log\n!build/\nbuild/*\n!build/release-notes.md\n")
-    assert _rels(root) == {".gitignore", IGNORE_FILE, "logs/audit.log", "build/release-notes.md"}
+    assert _rels(root) == {".gitignore", "logs/audit.log", "build/release-notes.md"}
 
 
 # --- what the ready line says ------------------------------------------------------------
