@@ -1,13 +1,16 @@
 """The dispatchers: jsonrpcserver at the wire, a direct one in-process; one error boundary.
 
 ``Dispatcher`` is jsonrpcserver's ``async_dispatch_to_serializable``, called
-through its public API: an explicit methods dict, our request-shape validator,
-an identity deserializer (callers decode first: a connection reads a message's
-shape, batch, ``$/cancel`` or ``$/authenticate``, before dispatching it). Its
-serializable replies are rendered in hostd's wire form once: every error reply
-carries ``data.reason`` and ``data.cgp_code``, the ones jsonrpcserver makes
-itself (unknown method, bad shape) included. jsonrpcserver gathers batches with
-asyncio, so run anyio on the asyncio backend.
+through its public API (``_wire``): an explicit methods dict, our request-shape
+validator, an identity deserializer (callers decode first: a connection reads a
+message's shape, batch, ``$/cancel`` or ``$/authenticate``, before dispatching
+it). jsonrpcserver (and the jsonschema it loads) is imported by the first request
+a ``Dispatcher`` answers, not with this package: building one (the daemon's
+method table, a provider's) and every in-process caller cost no more than the
+direct dispatcher. Its serializable replies are rendered in hostd's wire form
+once: every error reply carries ``data.reason`` and ``data.cgp_code``, the ones
+jsonrpcserver makes itself (unknown method, bad shape) included. jsonrpcserver
+gathers batches with asyncio, so run anyio on the asyncio backend.
 
 ``DirectDispatcher`` serves the same methods to an in-process caller (the
 MCP SDK's direct dispatcher is the model): no envelope, no library in between;
@@ -22,15 +25,13 @@ edge (``hostd.server``'s connection, the provider runtime's stdio loop).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonrpcserver import Error, JsonRpcError, Result, Success, async_dispatch_to_serializable
 from pydantic import BaseModel
 
-from hostd.errors import InvalidParam, ParseError, RpcError, error_to_wire
+from hostd.errors import ParseError, RpcError, error_to_wire
 from hostd.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -39,7 +40,7 @@ from hostd.protocol import (
     CgpErrorCode,
 )
 
-from ._envelope import OnError, decode, encode_reply, error_reply, log_unexpected, validate_request
+from ._envelope import OnError, decode, encode_reply, error_reply, log_unexpected
 
 __all__ = ["DirectDispatcher", "Dispatcher", "Handler", "Method"]
 
@@ -89,55 +90,26 @@ def _rendered(reply: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def _as_decoded(value: Any) -> Any:
-    return value
-
-
 class Dispatcher:
     """Methods by name, each wrapped once in the error boundary; ``dispatch`` answers a
     decoded request (or batch) with its reply dict(s), ``None`` when nothing is owed."""
 
     def __init__(self, methods: Mapping[str, Method], *, on_error: OnError | None = None):
         self._on_error = on_error if on_error is not None else log_unexpected
-        self.methods = {name: self._bound(name, method) for name, method in methods.items()}
-
-    def _bound(self, name: str, method: Method) -> Callable[..., Awaitable[Result]]:
-        on_error = self._on_error
-
-        async def call(context: Any, *args: Any, **kwargs: Any) -> Result:
-            # Positional params reach the body, so the boundary answers them, by name.
-            try:
-                if args:
-                    raise InvalidParam(
-                        "invalid params: params must be an object (by name), not an array",
-                        field="params",
-                    )
-                # ``method.invoke``'s body, inline: one coroutine fewer in the chain every
-                # resumption of the method passes through.
-                params = method.params.model_validate(kwargs)
-                return Success(await method.handler(context, params))
-            except JsonRpcError as exc:  # jsonrpcserver's public way to answer an error
-                return Error(exc.code, exc.message, exc.data)
-            except Exception as exc:  # the boundary: nothing escapes a method as a crash
-                on_error(name, exc)
-                wire = error_to_wire(exc)
-                return Error(wire["code"], wire["message"], wire["data"])
-
-        call.__name__ = call.__qualname__ = name
-        # jsonrpcserver checks the params against ``inspect.signature`` of the method on
-        # every request; a ``__signature__`` set once is read back instead of derived.
-        call.__signature__ = inspect.signature(call)  # type: ignore[attr-defined]  # a function takes any attribute
-        return call
+        self.methods = dict(methods)
+        #: The methods wrapped for jsonrpcserver, made by the first ``dispatch``.
+        self._bound: dict[str, Callable[..., Awaitable[Any]]] | None = None
 
     async def dispatch(self, request: Any, context: Any) -> Any:
         """The reply to one decoded request or batch (``None`` for notifications only)."""
-        reply = await async_dispatch_to_serializable(
-            request,
-            self.methods,
-            context=context,
-            deserializer=_as_decoded,
-            validator=validate_request,
-        )
+        from . import _wire  # jsonrpcserver: loaded by the first request at the wire
+
+        if self._bound is None:
+            self._bound = {
+                name: _wire.bound(name, m.params, m.handler, self._on_error)
+                for name, m in self.methods.items()
+            }
+        reply = await _wire.serializable(request, self._bound, context)
         if isinstance(reply, list):
             return [_rendered(r) for r in reply]
         return None if reply is None else _rendered(reply)

@@ -33,20 +33,18 @@ A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight.
 The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
 from (``$VAR`` or the token file, never the token), a certificate no trusted CA
-signed names ``ca_file``. This module imports only ``hostd.protocol`` and
+signed names ``ca_file``: httpx's errors are translated in ``_httpx``, the one
+module that imports httpx. This module imports only ``hostd.protocol`` and
 ``hostd.errors`` of hostd.
 """
 
 from __future__ import annotations
 
-import socket
-import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import httpx
 
 from hostd._log import get_logger
 from hostd.errors import (
@@ -75,6 +73,9 @@ from ..bindings import Codec, Request, check_ack, find_binding
 from ._body import error_reply, other_binding, read_as, read_reply
 from ._url import Credential, TokenSource, remote_url_problem, shown_url
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = ["DEFAULT_REMOTE_CONNECTIONS", "RemoteConnection", "RemoteEndpoint"]
 
 log = get_logger("hostd.transport")
@@ -82,25 +83,8 @@ log = get_logger("hostd.transport")
 #: Connections one remote provider may hold open at once (requests beyond wait for one).
 DEFAULT_REMOTE_CONNECTIONS = 16
 
-_MAX_ERROR_TEXT = 200
-
 T = TypeVar("T")
 E = TypeVar("E", bound=HostdError)
-X = TypeVar("X", bound=BaseException)
-
-
-def _tls_context(
-    ca_file: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
-) -> ssl.SSLContext:
-    """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
-    a way around them. ``client_cert``/``client_key``: mutual TLS."""
-    try:
-        ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
-        if client_cert is not None:
-            ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
-    except (OSError, ssl.SSLError) as exc:
-        raise RemoteTransport(f"cannot load the TLS files: {exc}"[:_MAX_ERROR_TEXT]) from exc
-    return ctx
 
 
 def _refusal_text(status: int, tokens: TokenSource) -> str:
@@ -113,89 +97,6 @@ def _refusal_text(status: int, tokens: TokenSource) -> str:
             "set token_env or token_file"
         )
     return f"remote provider refused the credential (HTTP {status}): check the token in {where}"
-
-
-#: OpenSSL's verify codes for a chain no trusted CA signed (x509_vfy.h: unable to get
-#: the issuer's certificate, self-signed leaf or chain, unable to verify the leaf):
-#: what ``ca_file`` cures. An expired certificate or another host's is not.
-_UNKNOWN_ISSUER = frozenset({2, 18, 19, 20, 21})
-#: X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH.
-_OTHER_HOST = frozenset({62, 64})
-#: Enough of OpenSSL's reason ("unable to get local issuer certificate").
-_MAX_REASON = 120
-
-
-def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    """The certificate verification error under an httpx error (httpx wraps httpcore's,
-    which chains OpenSSL's), or ``None``."""
-    return _chained(exc, ssl.SSLCertVerificationError)
-
-
-def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path | None) -> str:
-    """The server's certificate failed verification: why (OpenSSL's reason, which names
-    nothing the peer wrote), and the config key that cures it when one does."""
-    reason = (failure.verify_message or failure.reason or "verify failed")[:_MAX_REASON]
-    why = f"({reason}; CERTIFICATE_VERIFY_FAILED)"
-    if failure.verify_code in _UNKNOWN_ISSUER:
-        if ca_file is None:
-            return f"certificate not trusted {why}: set ca_file to the CA that signed it"
-        return f"certificate not trusted {why}: the CA that signed it is not in ca_file {ca_file}"
-    if failure.verify_code in _OTHER_HOST:
-        return f"certificate rejected {why}: it does not name the url's host"
-    return f"certificate rejected {why}"
-
-
-def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> RemoteTransport:
-    name = type(exc).__name__
-    if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
-        # h11 and the decoders quote what the peer sent (a header name, a status line):
-        # the peer's bytes are never quoted, only the kind of breakage.
-        return RemoteTransport(f"{name}: the response broke HTTP/1.1 or its encoding")
-    failure = _verify_failure(exc)
-    if failure is not None:
-        return RemoteTransport(_certificate_text(failure, ca_file))
-    if isinstance(exc, httpx.ConnectError):
-        said = _connect_text(exc)
-        if said is not None:
-            return RemoteTransport(f"{name}: {said}"[:_MAX_ERROR_TEXT])
-    # Otherwise the message names the failure (refused, a TLS alert, reset), from the OS
-    # or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
-    text = str(exc) or name
-    return RemoteTransport(f"{name}: {text}"[:_MAX_ERROR_TEXT])
-
-
-def _chained(exc: BaseException, kind: type[X]) -> X | None:
-    """The first ``kind`` in ``exc``'s chain of causes, or ``None``."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, kind):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
-def _connect_text(exc: httpx.ConnectError) -> str | None:
-    """A connection that was never made, said with where it went and what to check:
-    nothing answers there, the name does not resolve, or the server there speaks no
-    TLS. ``None`` when the chain holds none of those (the OS's own words then)."""
-    try:
-        url = exc.request.url
-        where = f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
-    except RuntimeError:  # no request attached
-        return None
-    if _chained(exc, ConnectionRefusedError) is not None:
-        return f"connection refused at {where}: is the server running, on that port?"
-    if _chained(exc, socket.gaierror) is not None:
-        return f"cannot resolve {url.host}: check the url's host name"
-    tls = _chained(exc, ssl.SSLError)
-    if tls is not None and tls.reason == "WRONG_VERSION_NUMBER":
-        return f"the server at {where} does not speak TLS (a plain-HTTP port?)"
-    error = _chained(exc, OSError)
-    if error is not None and error.strerror:
-        return f"cannot connect to {where}: {error.strerror}"
-    return None
 
 
 class RemoteEndpoint:
@@ -239,28 +140,23 @@ class RemoteEndpoint:
             "accept": "application/json",
             "user-agent": user_agent,
         }
-        # Parsed once (and again only for a new credential): a request is built from
-        # these directly (no cookies, no merging with client defaults), about a
-        # quarter of what build_request costs each time.
-        self._url = httpx.URL(url)
         self._sent_credential: Credential | None = None
         #: The credential the last refusal was for (``None``: none configured, or none
         #: could be read); ``credential_changed`` compares the source's with it.
         self._refused_with: Credential | None = None
         self.ca_file = ca_file
-        self._headers = httpx.Headers(self._base_headers)
-        verify: ssl.SSLContext | bool = True
-        if url.startswith("https:"):
-            verify = _tls_context(ca_file, client_cert, client_key)
-        self.client = httpx.AsyncClient(
-            verify=verify,
-            follow_redirects=False,
-            trust_env=False,
-            timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
+        # httpx is loaded by the first remote endpoint built, not with the transport: a
+        # daemon or command with no remote provider (nor HTTP reranker) never needs it.
+        from ._httpx import HttpPool
+
+        self.client: HttpPool = HttpPool(
+            url,
+            ca_file=ca_file,
+            client_cert=client_cert,
+            client_key=client_key,
+            max_connections=max_connections,
         )
+        self._headers = self.client.headers(self._base_headers)
         self.exchanges = 0
         log.debug(
             "provider.remote.opened", provider=provider_id, url=shown_url(url), binding=self.wire
@@ -329,17 +225,13 @@ class RemoteEndpoint:
                 headers["authorization"] = credential.authorization()
             if self._sent_credential is not None:
                 log.info("provider.remote.credential.renewed", provider=self.provider_id)
-            self._headers, self._sent_credential = httpx.Headers(headers), credential
+            self._headers, self._sent_credential = self.client.headers(headers), credential
         return self._headers
 
     async def _send(self, body: bytes, credential: Credential | None) -> httpx.Response:
         self.exchanges += 1
         headers = self._headers_for(credential)
-        request = httpx.Request("POST", self._url, content=body, headers=headers)
-        try:
-            return await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.ca_file) from exc
+        return await self.client.send(body, headers)
 
     async def _post(self, body: bytes, request: Request | None = None) -> bytes:
         """POST ``body``; the 2xx response's body. ``request``: the codec's request the
@@ -372,7 +264,7 @@ class RemoteEndpoint:
                 )
             if not 200 <= status < 300:
                 raise await self._status_error(response, request)
-            return await self._read_bounded(response)
+            return await self.client.read_bounded(response, self.max_body_bytes)
         finally:
             await response.aclose()
 
@@ -388,7 +280,7 @@ class RemoteEndpoint:
         if request is None:  # a peer on no CGP binding (``post``): the status says it
             return failed
         try:
-            body = await self._read_bounded(response)
+            body = await self.client.read_bounded(response, self.max_body_bytes)
         except (RemoteWire, RemoteTransport):
             return failed  # over the bound or cut off: no error reply to read
         answered = error_reply(self.codec, request, body)
@@ -405,26 +297,8 @@ class RemoteEndpoint:
             return failed
         return RemoteTransport(f"HTTP {status}; {hint}", http_status=status)
 
-    async def _read_bounded(self, response: httpx.Response) -> bytes:
-        limit = self.max_body_bytes
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise RemoteWire(f"response body of {declared} bytes is over {limit}")
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise RemoteWire(f"response body over {limit} bytes")
-                chunks.append(chunk)
-        except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.ca_file) from exc
-        return b"".join(chunks)
-
     async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.client.aclose()
+        await self.client.aclose()
 
 
 def _as_egress(ack: HandshakeAck) -> HandshakeAck:

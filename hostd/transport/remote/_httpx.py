@@ -1,0 +1,191 @@
+"""httpx at the edge: one remote provider's pooled client, and its errors in hostd's words.
+
+Imported by the first ``RemoteEndpoint`` built (``_http``), not with the transport:
+a daemon or a command with no remote provider, nor an HTTP reranker, never loads
+httpx. ``HttpPool`` holds one ``httpx.AsyncClient`` to one URL: verification
+always on (C7; ``ca_file`` replaces the system's CAs), redirects never followed,
+proxies and ``.netrc`` from the environment not used (``trust_env=False``), a
+bound on the connections open; every httpx error leaves it as ``RemoteTransport``
+saying what to check, never quoting the peer's bytes.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import httpx
+
+from hostd.errors import RemoteTransport, RemoteWire
+
+__all__ = ["HttpPool"]
+
+_MAX_ERROR_TEXT = 200
+
+X = TypeVar("X", bound=BaseException)
+
+
+def _tls_context(
+    ca_file: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
+) -> ssl.SSLContext:
+    """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
+    a way around them. ``client_cert``/``client_key``: mutual TLS."""
+    try:
+        ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
+        if client_cert is not None:
+            ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise RemoteTransport(f"cannot load the TLS files: {exc}"[:_MAX_ERROR_TEXT]) from exc
+    return ctx
+
+
+#: OpenSSL's verify codes for a chain no trusted CA signed (x509_vfy.h: unable to get
+#: the issuer's certificate, self-signed leaf or chain, unable to verify the leaf):
+#: what ``ca_file`` cures. An expired certificate or another host's is not.
+_UNKNOWN_ISSUER = frozenset({2, 18, 19, 20, 21})
+#: X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH.
+_OTHER_HOST = frozenset({62, 64})
+#: Enough of OpenSSL's reason ("unable to get local issuer certificate").
+_MAX_REASON = 120
+
+
+def _verify_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error under an httpx error (httpx wraps httpcore's,
+    which chains OpenSSL's), or ``None``."""
+    return _chained(exc, ssl.SSLCertVerificationError)
+
+
+def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path | None) -> str:
+    """The server's certificate failed verification: why (OpenSSL's reason, which names
+    nothing the peer wrote), and the config key that cures it when one does."""
+    reason = (failure.verify_message or failure.reason or "verify failed")[:_MAX_REASON]
+    why = f"({reason}; CERTIFICATE_VERIFY_FAILED)"
+    if failure.verify_code in _UNKNOWN_ISSUER:
+        if ca_file is None:
+            return f"certificate not trusted {why}: set ca_file to the CA that signed it"
+        return f"certificate not trusted {why}: the CA that signed it is not in ca_file {ca_file}"
+    if failure.verify_code in _OTHER_HOST:
+        return f"certificate rejected {why}: it does not name the url's host"
+    return f"certificate rejected {why}"
+
+
+def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> RemoteTransport:
+    name = type(exc).__name__
+    if isinstance(exc, httpx.ProtocolError | httpx.DecodingError):
+        # h11 and the decoders quote what the peer sent (a header name, a status line):
+        # the peer's bytes are never quoted, only the kind of breakage.
+        return RemoteTransport(f"{name}: the response broke HTTP/1.1 or its encoding")
+    failure = _verify_failure(exc)
+    if failure is not None:
+        return RemoteTransport(_certificate_text(failure, ca_file))
+    if isinstance(exc, httpx.ConnectError):
+        said = _connect_text(exc)
+        if said is not None:
+            return RemoteTransport(f"{name}: {said}"[:_MAX_ERROR_TEXT])
+    # Otherwise the message names the failure (refused, a TLS alert, reset), from the OS
+    # or OpenSSL, not from the peer; bounded, and scrubbed at the edge all the same.
+    text = str(exc) or name
+    return RemoteTransport(f"{name}: {text}"[:_MAX_ERROR_TEXT])
+
+
+def _chained(exc: BaseException, kind: type[X]) -> X | None:
+    """The first ``kind`` in ``exc``'s chain of causes, or ``None``."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, kind):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _connect_text(exc: httpx.ConnectError) -> str | None:
+    """A connection that was never made, said with where it went and what to check:
+    nothing answers there, the name does not resolve, or the server there speaks no
+    TLS. ``None`` when the chain holds none of those (the OS's own words then)."""
+    try:
+        url = exc.request.url
+        where = f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+    except RuntimeError:  # no request attached
+        return None
+    if _chained(exc, ConnectionRefusedError) is not None:
+        return f"connection refused at {where}: is the server running, on that port?"
+    if _chained(exc, socket.gaierror) is not None:
+        return f"cannot resolve {url.host}: check the url's host name"
+    tls = _chained(exc, ssl.SSLError)
+    if tls is not None and tls.reason == "WRONG_VERSION_NUMBER":
+        return f"the server at {where} does not speak TLS (a plain-HTTP port?)"
+    error = _chained(exc, OSError)
+    if error is not None and error.strerror:
+        return f"cannot connect to {where}: {error.strerror}"
+    return None
+
+
+class HttpPool:
+    """One pooled ``httpx.AsyncClient`` to one URL (keep-alive connections reused across
+    requests, at most ``max_connections`` open). ``aclose()`` once."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ca_file: str | Path | None,
+        client_cert: str | Path | None,
+        client_key: str | Path | None,
+        max_connections: int,
+    ) -> None:
+        # Parsed once: a request is built from the URL and headers directly (no cookies,
+        # no merging with client defaults), about a quarter of what build_request costs.
+        self.url = httpx.URL(url)
+        self.ca_file = ca_file
+        verify: ssl.SSLContext | bool = True
+        if url.startswith("https:"):
+            verify = _tls_context(ca_file, client_cert, client_key)
+        self.client = httpx.AsyncClient(
+            verify=verify,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+
+    @staticmethod
+    def headers(values: Mapping[str, str]) -> httpx.Headers:
+        """Request headers, made once per credential by the endpoint."""
+        return httpx.Headers(dict(values))
+
+    async def send(self, body: bytes, headers: httpx.Headers) -> httpx.Response:
+        """POST ``body``; the response, its body not read yet (``read_bounded``)."""
+        request = httpx.Request("POST", self.url, content=body, headers=headers)
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, self.ca_file) from exc
+
+    async def read_bounded(self, response: httpx.Response, limit: int) -> bytes:
+        """The response's body, read incrementally: over ``limit`` bytes is ``RemoteWire``."""
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise RemoteWire(f"response body of {declared} bytes is over {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise RemoteWire(f"response body over {limit} bytes")
+                chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, self.ca_file) from exc
+        return b"".join(chunks)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.client.aclose()
