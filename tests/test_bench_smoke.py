@@ -48,6 +48,10 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         {"levels", "daemon_peak_rss_mb", "daemon_exit_code"},
     ),
     "bench_feedback": (["--requests", "3"], {"compose_ms", "feedback_ms", "errors"}),
+    "bench_import": (
+        ["--samples", "1", "--base", str(ROOT)],
+        {"this", "base", "ratio"},
+    ),
     "bench_integrations": (
         ["--queries", "3", "--k", "2"],
         {"retriever_ms", "served_ms", "frames_with_file_provenance"},
