@@ -177,6 +177,29 @@ def _lucene_idf(n: int, total: int) -> float:
     return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
 
 
+_COUNT_SQL = "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?"
+#: Phrases summed by one statement: SQLite allows 500 terms in a compound SELECT.
+_PHRASES_PER_STATEMENT = 400
+
+
+def _score_sql(phrases: int, bounded: bool) -> str:
+    """One statement scoring every valid entry a phrase matches: each phrase's
+    ``-bm25()`` times its rescale (``?``, then the phrase), summed per entry, best first
+    (``LIMIT ?`` when ``bounded``); then the ``as_of`` key twice."""
+    one = (
+        "SELECT rowid AS id, -bm25(entries_fts) * ? AS part "
+        "FROM entries_fts WHERE entries_fts MATCH ?"
+    )
+    # LIMIT -1 (none) keeps SQLite from flattening a one-phrase subquery into the join,
+    # where bm25() cannot run ("unable to use function bm25 in the requested context").
+    parts = " UNION ALL ".join([one] * phrases) + " LIMIT -1"
+    return (
+        f"SELECT e.id, sum(m.part) AS score FROM ({parts}) m JOIN entries e ON e.id = m.id "
+        "WHERE e.valid_from_key <= ? AND (e.valid_to_key IS NULL OR e.valid_to_key > ?) "
+        "GROUP BY e.id ORDER BY score DESC, e.id" + (" LIMIT ?" if bounded else "")
+    )
+
+
 class MemoryStore:
     """One SQLite memory database. Safe to share between threads; many processes may open it."""
 
@@ -375,25 +398,31 @@ class MemoryStore:
         if not words:
             return []
         key = timestamp_key(as_of or now_timestamp())
-        scores: dict[int, float] = {}
+        # Quoted: the user's text is data, never FTS5 query syntax.
+        phrases = ['"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words)]
         with self._snapshot() as db:
             # N as FTS5 counts it (its index's rows: the triggers keep them one per entry).
             total = int(db.execute("SELECT count(*) FROM entries").fetchone()[0])
-            for word in dict.fromkeys(words):
-                # Quoted: the user's text is data, never FTS5 query syntax.
+            # n counts every entry a phrase matches, valid at as_of or not: FTS5's IDF
+            # does, and the rescaling must divide out exactly that IDF.
+            weighted: list[tuple[str, float]] = []
+            for phrase in phrases:
+                n = int(db.execute(_COUNT_SQL, (phrase,)).fetchone()[0])
+                if n:
+                    weighted.append((phrase, _lucene_idf(n, total) / _fts5_idf(n, total)))
+            # SQLite sums each entry's phrases and keeps the best ``limit`` (a query of
+            # more phrases than one compound statement holds is summed here instead).
+            scores: dict[int, float] = {}
+            groups = range(0, len(weighted), _PHRASES_PER_STATEMENT)
+            for start in groups:
+                group = weighted[start : start + _PHRASES_PER_STATEMENT]
+                params: list[object] = [p for phrase, rescale in group for p in (rescale, phrase)]
+                bounded = len(groups) == 1
                 rows = db.execute(
-                    "SELECT e.id, -bm25(entries_fts), e.valid_from_key <= ? "
-                    "AND (e.valid_to_key IS NULL OR e.valid_to_key > ?) FROM entries_fts "
-                    "JOIN entries e ON e.id = entries_fts.rowid WHERE entries_fts MATCH ?",
-                    (key, key, '"' + word.replace('"', '""') + '"'),
-                ).fetchall()
-                # n counts every entry the phrase matches, valid at as_of or not: FTS5's
-                # IDF does, and the rescaling below must divide out exactly that IDF.
-                n = len(rows)
-                rescale = _lucene_idf(n, total) / _fts5_idf(n, total)
-                for entry_id, raw, valid in rows:
-                    if valid:
-                        scores[entry_id] = scores.get(entry_id, 0.0) + float(raw) * rescale
+                    _score_sql(len(group), bounded), (*params, key, key, *((limit,) * bounded))
+                )
+                for entry_id, score in rows:
+                    scores[entry_id] = scores.get(entry_id, 0.0) + float(score)
             best = sorted(scores.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
             entries = self._entries(db, [entry_id for entry_id, _ in best])
         return [(entries[entry_id], score) for entry_id, score in best]

@@ -103,3 +103,19 @@ def test_scores_are_the_reference_bm25_over_the_whole_store(
     for e, raw in hits:
         assert raw == pytest.approx(expected[e.id], rel=1e-9)
     assert hits == sorted(hits, key=lambda hit: (-hit[1], hit[0].id))
+
+
+def test_a_query_of_more_words_than_one_statement_sums_holds_scores_alike(
+    store: MemoryStore,
+) -> None:
+    # SQLite sums at most a few hundred phrases in one statement; a longer goal (a
+    # pasted paragraph) is summed over several, with the same scores and order.
+    filler = [f"w{i}x" for i in range(450)]
+    docs = {
+        store.add("fact", "t", " ".join(words)).id: ["t", *words]
+        for words in (["kiwi", "plum"], ["kiwi", "w449x"], ["w3x", "w3x", "fig"], ["fig"])
+    }
+    expected = reference_bm25(docs, [*filler, "kiwi", "fig"])
+    hits = store.search(" ".join([*filler, "kiwi", "fig"]))
+    assert [e.id for e, _ in hits] == sorted(expected, key=lambda i: (-expected[i], i))
+    assert {e.id: raw for e, raw in hits} == pytest.approx(expected)
