@@ -17,8 +17,8 @@ The shim
   ``PR_SET_PDEATHSIG=SIGKILL`` against the shim, and lets go of its own stdin and
   stdout (the provider's end of output is the host's to see); an exec that fails
   (command not found, not executable, a bad interpreter) is written on ``FD`` as
-  ``errno NUL strerror NUL filename`` before the shim exits, which closes ``FD``
-  after an exec that worked;
+  ``errno NUL strerror NUL filename`` before the shim exits (and only there: the
+  host's error says it), which closes ``FD`` after an exec that worked;
 - reaps: once the provider exits, or the host dies, it kills every descendant
   (``kill_tree``), reaps them, and exits as the provider did (by the same signal,
   when a signal ended it).
@@ -217,11 +217,12 @@ def main(argv: Sequence[str]) -> int:
             command, preexec_fn=lambda: _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         )
     except OSError as exc:
-        if status is not None:
+        if status is None:  # no host reads a report: stderr is the only place to say it
+            sys.stderr.write(f"cannot start provider: {exc}\n")
+        else:  # the host says it, once, with what to fix: not again on stderr
             name = "" if exc.filename is None else os.fsdecode(exc.filename)
             report = f"{exc.errno}\0{exc.strerror or ''}\0{name}"
             os.write(status, report.encode("utf-8", "surrogateescape"))
-        sys.stderr.write(f"cannot start provider: {exc}\n")
         return 127
     if status is not None:
         os.close(status)

@@ -54,11 +54,11 @@ def unstartable(tmp_path: Path) -> dict[str, str]:
 
 
 WHY = {
-    "ghost": ("no-such-provider-cmd --flag", "No such file or directory: 'no-such-provider-cmd'"),
-    "nocwd": ("in ", "No such file or directory:"),
-    "noexec": ("plain.sh", "Permission denied:"),
-    "noformat": ("noformat", "Exec format error:"),
-    "badshebang": ("badshebang", "No such file or directory:"),
+    "ghost": ("no-such-provider-cmd --flag", "no-such-provider-cmd was not found on the PATH"),
+    "nocwd": ("python", "its working directory"),
+    "noexec": ("plain.sh", "plain.sh is not executable:"),
+    "noformat": ("noformat", "is neither a program nor a script"),
+    "badshebang": ("badshebang", "(/no/such/interpreter) was not found"),
 }
 
 

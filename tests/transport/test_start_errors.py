@@ -1,5 +1,6 @@
 """A provider that cannot start: its start fails with one line naming the provider, the
-command and the OS error, under the ``_reaper`` shim and without it. A JSON-RPC
+command and what to fix, under the ``_reaper`` shim and without it, and nothing of the
+shim's own (its exit status, its stderr) after it. A JSON-RPC
 handshake that meets silence says so, and names the CGP binding when the provider
 answers the envelope handshake instead."""
 
@@ -31,19 +32,23 @@ def reaper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
 
 
 def _unstartable(tmp_path: Path) -> dict[str, tuple[list[str], Path | None, str]]:
-    """case → (command, cwd, the OS error its start must name)."""
+    """case → (command, cwd, what its start must say)."""
     files = unstartable_files(tmp_path)
-    plain, noformat = files["plain"], files["noformat"]
+    plain, noformat, badshebang = files["plain"], files["noformat"], files["badshebang"]
+    gone = tmp_path / "gone"
     return {
-        "not found": (["no-such-provider-cmd", "-x"], None, "No such file or directory"),
-        "not executable": ([str(plain)], None, "Permission denied"),
-        "exec format": ([str(noformat)], None, "Exec format error"),
-        "cwd missing": ([sys.executable, "-c", "pass"], tmp_path / "gone", str(tmp_path / "gone")),
+        "not found": (["no-such-provider-cmd", "-x"], None, "was not found on the PATH"),
+        "not executable": ([str(plain)], None, f"{plain} is not executable"),
+        "exec format": ([str(noformat)], None, "is neither a program nor a script"),
+        "bad interpreter": ([str(badshebang)], None, "(/no/such/interpreter) was not found"),
+        "cwd missing": ([sys.executable, "-c", "pass"], gone, f"directory {gone} does not exist"),
     }
 
 
-@pytest.mark.parametrize("case", ["not found", "not executable", "exec format", "cwd missing"])
-async def test_a_start_that_cannot_happen_names_the_provider_command_and_os_error(
+@pytest.mark.parametrize(
+    "case", ["not found", "not executable", "exec format", "bad interpreter", "cwd missing"]
+)
+async def test_a_start_that_cannot_happen_names_the_provider_command_and_what_to_fix(
     tmp_path: Path, reaper: bool, case: str
 ) -> None:
     command, cwd, why = _unstartable(tmp_path)[case]
@@ -56,6 +61,8 @@ async def test_a_start_that_cannot_happen_names_the_provider_command_and_os_erro
     message = caught.value.message
     assert message.startswith(f"provider 'p1' cannot start {command[0]}"), message
     assert why in message and "\n" not in message, message
+    # The shim's exit status and its stderr are not the provider's: not said after it.
+    assert "exited with status" not in message and "stderr:" not in message, message
     assert leftovers() == []
 
 

@@ -393,7 +393,10 @@ class ProviderConnection(Acked):
         ``ChildProcess.failure_report``, waiting for them no later than ``deadline``
         and ``EXIT_WAIT_S``); always scrubbed of the provider's secrets (C8).
         Changed in place and returned."""
-        if isinstance(exc, ProviderCrashed | ProviderTimeout):
+        # A command that never ran has nothing to add: the status and stderr are the
+        # shim's, and the exec's error already says all (``_shim``).
+        never_ran = exc.data.get("stage") == "start"
+        if isinstance(exc, ProviderCrashed | ProviderTimeout) and not never_ran:
             report = await self._failure_report(deadline)
             # One error may reach many waiters (every call pending when the stream ended):
             # it is amended once.

@@ -171,10 +171,10 @@ class ChildProcess:
         """Spawn ``command`` in its own process group; then run ``start_pumps``.
 
         Raises ``ProviderCrashed`` when the command cannot be started: one line
-        naming the provider, the command and the OS error.
+        naming the provider and the command, and saying what to fix.
         """
         child_env = scrubbed_env(env)
-        start = Start(provider_id, command, cwd)
+        start = Start(provider_id, command, cwd, child_env)
         # stdin is a pipe of our own (both ends non-inheritable, PEP 446, so no later
         # child holds it open): the write end is made non-blocking for send_nowait.
         # So is stdout: its read end is read in the event loop's own callback once

@@ -6,8 +6,8 @@ shim's exec status pipe: under the shim the exec happens in the shim, which repo
 a failed one (command not found, not executable, a bad interpreter) on that pipe
 before it exits. The report is read once, when an end of the provider's input or
 output puts the start in doubt, and kept: whichever end notices first, both say the
-same one line naming the provider, the command and the OS error. Spawning, pipes
-and teardown are ``_process``'s.
+same one line naming the provider and the command, and saying what to fix
+(``_start_reason``). Spawning, pipes and teardown are ``_process``'s.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hostd._reaper import REAPER, read_exec_status
 from hostd._reaper import supported as reaper_supported
 from hostd.errors import ProviderCrashed
+
+from ._start_reason import shown_command, start_reason
 
 __all__ = ["Start", "under_reaper"]
 
@@ -38,16 +40,32 @@ def under_reaper(command: Sequence[str], status_fd: int | None = None) -> list[s
 class Start:
     """One provider's start: ``argv`` to spawn (passing ``pass_fds`` to the child), then
     ``spawned()``; ``failure()`` is why the exec failed, if it did; ``close()`` drops
-    the status pipe (the teardown)."""
+    the status pipe (the teardown). ``env``: the provider's environment, whose PATH
+    the exec searched (the reason of a failure shows that, and no other value)."""
 
-    __slots__ = ("_error", "_read", "_write", "argv", "command", "cwd", "pass_fds", "provider_id")
+    __slots__ = (
+        "_error",
+        "_read",
+        "_write",
+        "argv",
+        "command",
+        "cwd",
+        "env",
+        "pass_fds",
+        "provider_id",
+    )
 
     def __init__(
-        self, provider_id: str, command: Sequence[str], cwd: str | Path | None = None
+        self,
+        provider_id: str,
+        command: Sequence[str],
+        cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.command = list(command)
         self.cwd = cwd
+        self.env = env
         shim = reaper_supported()
         # Both ends non-inheritable (PEP 446): only the shim gets the write end, by pass_fds.
         self._read, self._write = os.pipe() if shim else (-1, -1)
@@ -68,13 +86,11 @@ class Start:
             os.set_blocking(self._read, False)
 
     def cannot_start(self, exc: OSError) -> ProviderCrashed:
-        """One line: the provider, the command (and its cwd) and the OS error."""
-        where = f" in {self.cwd}" if self.cwd is not None else ""
-        why = exc.strerror or str(exc)
-        if exc.filename is not None:
-            why += f": {exc.filename!r}"
+        """One line: the provider, the command, what kept it from running and what to do
+        (``start_reason``)."""
+        why = start_reason(self.command, exc, cwd=self.cwd, env=self.env)
         return ProviderCrashed(
-            f"provider {self.provider_id!r} cannot start {shlex.join(self.command)}{where}: {why}",
+            f"provider {self.provider_id!r} cannot start {shown_command(self.command)}: {why}",
             stage="start",
         )
 
