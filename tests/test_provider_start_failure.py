@@ -5,6 +5,7 @@ status and its last stderr line) in the CLI's summary at default settings."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,10 +46,13 @@ def _project(tmp_path: Path, script: str) -> Path:
     return project
 
 
-def _compose(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _compose(config: Path, cwd: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``hostd [options] --config CONFIG compose GOAL`` from ``cwd``, as a shell with a short
+    PATH would run it."""
     env = {**marked_env(), "PATH": "/usr/bin:/bin"}
+    command = [sys.executable, "-m", "hostd", *options, "--config", str(config)]
     return subprocess.run(
-        [sys.executable, "-m", "hostd", "--config", str(config), "compose", "when do we deploy"],
+        [*command, "compose", "when do we deploy"],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -123,3 +127,35 @@ def test_an_mcp_client_launching_hostd_elsewhere_sees_why_the_provider_failed(
     line = next((ln for ln in text.splitlines() if "notes" in ln), "")
     assert "exited with status 1" in line, text
     assert "ImportError: cannot import name 'no_such_name_in_os'" in line, text
+
+
+def test_a_command_not_on_path_is_told_once_with_where_it_was_looked_for_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """One sentence, on the summary line and in the log's event alike: not found, on
+    which PATH (the provider's, which a service's may not share with a shell), and what
+    to do; nothing of the reaper shim's own (its exit status 127, its stderr line), and
+    no value of the provider's env."""
+    secret = "s3cret-token-of-notes"
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        '[[provider]]\nid = "notes"\ncommand = ["notes-provider-not-installed", "--x"]\n'
+        f'env = {{ NOTES_TOKEN = "{secret}" }}\n'
+    )
+    done = _compose(config, tmp_path, "--log-level", "warning", "--log-format", "json")
+    assert done.returncode != 0
+    why = (
+        "provider 'notes' cannot start notes-provider-not-installed --x: "
+        "notes-provider-not-installed was not found on the PATH hostd gives the provider "
+        "(/usr/bin:/bin): give its absolute path in the command, or install it in a folder "
+        "on that PATH; then `hostd check-provider --provider notes` tries it alone"
+    )
+    summary = [line for line in done.stderr.splitlines() if line.startswith("hostd:   notes:")]
+    assert summary == [f"hostd:   notes: crashed: {why}"], done.stderr
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    failed = [e for e in events if e.get("event") == "provider.start.failed"]
+    # Started at boot and again for the request: each start's event says the same.
+    assert failed and all(e["error"] == why for e in failed), failed
+    assert "cannot start provider" not in done.stderr and "status 127" not in done.stderr
+    assert secret not in done.stderr + done.stdout

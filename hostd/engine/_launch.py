@@ -24,7 +24,7 @@ from typing import Any
 
 from anyio.abc import TaskGroup
 
-from hostd.errors import ProviderUnauthorized
+from hostd.errors import ProviderCrashed, ProviderUnauthorized
 from hostd.protocol import HostInfo
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
@@ -107,29 +107,39 @@ class Launcher:
     ) -> ProviderLink:
         """Spawn (or reach) the provider and handshake it within ``handshake_timeout``
         (the transport's own bound, as its ``open`` names it); a failure is the typed
-        ``HostdError`` the transport raised."""
+        ``HostdError`` the transport raised (a provider's command that could not run
+        also names the check that tries it alone)."""
         s = self.settings
         if spec.remote:
             return await RemoteConnection.open(
                 self.endpoint(spec), host=self.host_info, handshake_timeout=handshake_timeout
             )
-        return await ProviderConnection.open(
-            spec.id,
-            spec.command,
-            task_group=task_group,
-            binding=spec.binding,
-            env=spec.env,
-            cwd=spec.cwd,
-            host=self.host_info,
-            handshake_timeout=handshake_timeout,
-            grace=s.grace_period_s,
-            max_line_bytes=s.max_line_bytes,
-            stderr_policy=s.stderr_policy,
-            options=spec.options,
-            on_progress=on_progress,
-            redactor=self.redactor(spec),
-            optional_handshake=spec.optional_handshake,
-        )
+        try:
+            return await ProviderConnection.open(
+                spec.id,
+                spec.command,
+                task_group=task_group,
+                binding=spec.binding,
+                env=spec.env,
+                cwd=spec.cwd,
+                host=self.host_info,
+                handshake_timeout=handshake_timeout,
+                grace=s.grace_period_s,
+                max_line_bytes=s.max_line_bytes,
+                stderr_policy=s.stderr_policy,
+                options=spec.options,
+                on_progress=on_progress,
+                redactor=self.redactor(spec),
+                optional_handshake=spec.optional_handshake,
+            )
+        except ProviderCrashed as exc:
+            # A command that could not run: once fixed, check-provider runs it as the
+            # daemon does (its cwd and env) and says more than a failed leg can. Not a
+            # reranker's: check-provider drives providers only.
+            if exc.data.get("stage") != "start" or spec.optional_handshake:
+                raise
+            alone = f"then `hostd check-provider --provider {spec.id}` tries it alone"
+            raise ProviderCrashed(f"{exc.message}; {alone}", **exc.data) from exc
 
     def endpoint(self, spec: ProviderSpec, *, wire: str | None = None) -> RemoteEndpoint:
         """The remote provider's endpoint, made once (C7 is checked before it exists).
