@@ -149,7 +149,8 @@ def test_a_command_not_on_path_is_told_once_with_where_it_was_looked_for_and_wha
         "provider 'notes' cannot start notes-provider-not-installed --x: "
         "notes-provider-not-installed was not found on the PATH hostd gives the provider "
         "(/usr/bin:/bin): give its absolute path in the command, or install it in a folder "
-        "on that PATH; then `hostd check-provider --provider notes` tries it alone"
+        f"on that PATH; then `hostd --config {config} check-provider --provider notes` tries "
+        "it alone"
     )
     summary = [line for line in done.stderr.splitlines() if line.startswith("hostd:   notes:")]
     assert summary == [f"hostd:   notes: crashed: {why}"], done.stderr

@@ -80,7 +80,8 @@ class Host:
     here from the specs' ``trusted_roots`` and ``untrusted``, ``host_roots`` and
     ``untrusted``; ``None``: frames are reported ``unverified``).
     ``health_clock`` is the clock restart and cool-down decisions read (default
-    ``anyio.current_time``).
+    ``anyio.current_time``). ``config_file``: the file the specs came from, named in
+    the commands hints give.
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class Host:
         restart_policy: RestartPolicy | None = None,
         stderr_policy: StderrPolicy | None = None,
         health_clock: Callable[[], float] | None = None,
+        config_file: str | None = None,
     ) -> None:
         settings = PoolSettings(
             start=start,
@@ -110,6 +112,7 @@ class Host:
             restart_policy=restart_policy or RestartPolicy(),
             stderr_policy=stderr_policy,
             clock=health_clock,
+            config_file=config_file,
         )
         self.pool = ProviderPool(specs, settings)
         self.state_dir = Path(state_dir) if state_dir is not None else None

@@ -18,6 +18,7 @@ records what came of it.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,10 @@ class PoolSettings:
     #: The clock health decisions read (default ``anyio.current_time``); tests pass
     #: their own to move a parked provider past its cool-down without waiting it out.
     clock: Callable[[], float] | None = None
+    #: The config file the specs came from, named in the command a hint gives
+    #: (``hostd --config PATH check-provider --provider ID``): a command run from
+    #: another directory, or under another ``$HOSTD_CONFIG``, would find another one.
+    config_file: str | None = None
 
 
 class Launcher:
@@ -138,7 +143,9 @@ class Launcher:
             # reranker's: check-provider drives providers only.
             if exc.data.get("stage") != "start" or spec.optional_handshake:
                 raise
-            alone = f"then `hostd check-provider --provider {spec.id}` tries it alone"
+            config = "" if s.config_file is None else f"--config {shlex.quote(s.config_file)} "
+            check = f"hostd {config}check-provider --provider {shlex.quote(spec.id)}"
+            alone = f"then `{check}` tries it alone"
             raise ProviderCrashed(f"{exc.message}; {alone}", **exc.data) from exc
 
     def endpoint(self, spec: ProviderSpec, *, wire: str | None = None) -> RemoteEndpoint:

@@ -88,6 +88,7 @@ async def open_engine(
             start_timeout_s=cfg.start_timeout_s,
             max_line_bytes=cfg.max_line_bytes,
             restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+            config_file=None if config.source == "<defaults>" else config.source,
         )
     async with host_cm as host:
         reranker = make_reranker(
