@@ -106,6 +106,7 @@ class Slot:
 
     __slots__ = (
         "_health",
+        "cannot_run",
         "conn",
         "last_ack",
         "late_seen",
@@ -129,6 +130,9 @@ class Slot:
         self.late_seen = 0
         #: The refusal that parked it (``health.refused``): what its legs say meanwhile.
         self.refusal: ProviderUnauthorized | None = None
+        #: Why its command could not run at its last start (parked at once for it,
+        #: ``record_failure``): what its legs say meanwhile.
+        self.cannot_run: ProviderCrashed | None = None
         #: The failure of a boot start that outlived its deadline, no request having waited
         #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
         #: of a start that may never come.
@@ -309,6 +313,18 @@ class ProviderPool:
                         f"credential changes or providers/restart{when})"
                     )
                     raise type(refusal)(again, **refusal.data)
+                if slot.cannot_run is not None:
+                    # The command's own reason, not "restart attempts exhausted": it was
+                    # run once, and a restart alone would meet the same error.
+                    when = (
+                        ""
+                        if decision.delay_s == float("inf")
+                        else f", or in {decision.delay_s:.0f} s"
+                    )
+                    raise ProviderCrashed(
+                        f"{slot.cannot_run.message} (not run again until providers/restart{when})",
+                        **slot.cannot_run.data,
+                    )
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
                 retry = (
@@ -423,6 +439,9 @@ class ProviderPool:
                 self.record_refused(slot, exc)
             else:
                 self.record_failure(slot, exc, start=True)
+            slot.cannot_run = None
+            if isinstance(exc, ProviderCrashed) and exc.data.get("stage") == "start":
+                slot.cannot_run = exc
             # A boot start that outlived its deadline: no request waited for it, so the
             # first leg to meet it is told it (``_not_waited``).
             timed_out = start.boot and isinstance(exc, ProviderTimeout)
@@ -432,7 +451,7 @@ class ProviderPool:
             )
             start.error = exc
         else:
-            slot.conn, slot.late_seen = conn, 0
+            slot.conn, slot.late_seen, slot.cannot_run = conn, 0, None
             slot.last_ack = conn.ack
             if conn.ack is not None:
                 for heard in list(self.handshake_listeners):
@@ -476,13 +495,15 @@ class ProviderPool:
 
     def record_failure(self, slot: Slot, exc: HostdError, *, start: bool = False) -> None:
         """``start``: the failure of a start; one that outlived its deadline (the
-        handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``)."""
+        handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``), one whose
+        command could not run (the transport's ``stage: start``) is parked at once."""
         slot.health = record_failure(
             slot.health,
             now=self.now(),
             error=f"{exc.reason}: {exc.message}",
             policy=self.settings.restart_policy,
             start_timed_out=start and isinstance(exc, ProviderTimeout),
+            cannot_run=start and exc.data.get("stage") == "start",
         )
 
     def record_refused(self, slot: Slot, exc: ProviderUnauthorized) -> None:

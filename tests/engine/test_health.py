@@ -361,3 +361,17 @@ def test_failing_legs_counts_failed_queries_in_a_row_until_one_is_ok() -> None:
     # warming and no_consent are no query failures: they neither count nor reset it
     assert health.failing_legs == 4 and health.to_wire()["failing_legs"] == 4
     assert record_leg(health, "ok").failing_legs == 0
+
+
+def test_a_command_that_cannot_run_is_parked_at_its_first_failure() -> None:
+    # Not found, not executable: a restart would meet the same error, so the next
+    # requests do not start it again one by one; its cool-down or a restart does.
+    h = record_failure(Health(), now=5.0, error="x", policy=POLICY, cannot_run=True)
+    assert h.state is ProviderState.FAILED and is_parked(h, POLICY)
+    d = decide_start(h, alive=False, now=5.0, policy=POLICY)
+    assert d.action is StartAction.GIVE_UP and d.delay_s == POLICY.retry_failed_after_s
+    assert decide_start(h, alive=False, now=65.0, policy=POLICY).action is StartAction.START
+    # Fixed and run: one that then crashes starts a fresh streak, with its backoff.
+    served = record_leg(record_started(record_retry(h)), "ok")
+    crashed = record_failure(served, now=70.0, error="x", policy=POLICY)
+    assert crashed.state is ProviderState.CRASHED
