@@ -90,6 +90,10 @@ def _rendered(reply: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+#: ``_wire.serializable``: a decoded request, the bound methods, the context → its reply.
+_Serve = Callable[[Any, dict[str, Callable[..., Awaitable[Any]]], Any], Awaitable[Any]]
+
+
 class Dispatcher:
     """Methods by name, each wrapped once in the error boundary; ``dispatch`` answers a
     decoded request (or batch) with its reply dict(s), ``None`` when nothing is owed."""
@@ -97,19 +101,23 @@ class Dispatcher:
     def __init__(self, methods: Mapping[str, Method], *, on_error: OnError | None = None):
         self._on_error = on_error if on_error is not None else log_unexpected
         self.methods = dict(methods)
-        #: The methods wrapped for jsonrpcserver, made by the first ``dispatch``.
-        self._bound: dict[str, Callable[..., Awaitable[Any]]] | None = None
+        #: The methods wrapped for jsonrpcserver and its dispatch, made by the first
+        #: ``dispatch`` (an import per request would cost every request a lookup).
+        self._bound: dict[str, Callable[..., Awaitable[Any]]] = {}
+        self._serve: _Serve | None = None
 
     async def dispatch(self, request: Any, context: Any) -> Any:
         """The reply to one decoded request or batch (``None`` for notifications only)."""
-        from . import _wire  # jsonrpcserver: loaded by the first request at the wire
+        serve = self._serve
+        if serve is None:
+            from . import _wire  # jsonrpcserver: loaded by the first request at the wire
 
-        if self._bound is None:
             self._bound = {
                 name: _wire.bound(name, m.params, m.handler, self._on_error)
                 for name, m in self.methods.items()
             }
-        reply = await _wire.serializable(request, self._bound, context)
+            serve = self._serve = _wire.serializable
+        reply = await serve(request, self._bound, context)
         if isinstance(reply, list):
             return [_rendered(r) for r in reply]
         return None if reply is None else _rendered(reply)
