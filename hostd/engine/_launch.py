@@ -78,6 +78,9 @@ class Launcher:
         self.host_info = host_info
         self._remotes: dict[str, RemoteEndpoint] = {}
         self._redactors: dict[str, Redactor] = {}
+        #: The redactors that can hold a credential: a provider's with a secret ``env``
+        #: value or a bearer token to read. With none, ``credentials`` asks nothing.
+        self._guarded: list[Redactor] = []
         self._credential_key: list[str] = []
         self._credential_re: re.Pattern[str] | None = None
 
@@ -86,7 +89,9 @@ class Launcher:
         ``env`` secrets, a remote one's bearer token once read), or None when there is
         none: what no frame may carry into a prompt, whoever served it (a ``files``
         provider over a directory that holds another provider's ``token_file``)."""
-        known = sorted({s for r in self._redactors.values() for s in r.secrets})
+        if not self._guarded:  # no credential configured: nothing to look for, at no cost
+            return None
+        known = sorted({s for r in self._guarded for s in r.secrets})
         if not known:
             return None
         if known != self._credential_key:
@@ -99,7 +104,10 @@ class Launcher:
         """The provider's one redaction point, made once (its secrets only grow)."""
         redactor = self._redactors.get(spec.id)
         if redactor is None:
-            redactor = self._redactors[spec.id] = Redactor(secret_env_values(spec.env))
+            secrets = secret_env_values(spec.env)
+            redactor = self._redactors[spec.id] = Redactor(secrets)
+            if secrets or spec.token_file is not None or spec.token_env is not None:
+                self._guarded.append(redactor)
         return redactor
 
     async def open(
