@@ -9,8 +9,13 @@
   warm cache, then answer the questions (query embedding + cosine + pack).
 
 Prints one JSON object. Figures depend on the machine's load; they are not tests.
+``--only memory`` (or ``files``, ``semantic``) runs one of them. ``--base DIR`` runs
+the memory benchmark of another checkout beside this one, ``--rounds`` times,
+interleaved, each in a fresh interpreter of its own checkout, and gives the medians
+of the query p50s and their ratio (this / base).
 
     python scripts/bench_providers.py [--repeat N] [--root DIR] [--skip-semantic-cold]
+    python scripts/bench_providers.py --base DIR [--rounds 5] [--memory-entries N]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,25 +135,78 @@ def bench_semantic(root: Path, repeat: int, cold: bool) -> dict[str, Any]:
     return out
 
 
+_MEMORY_IN = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("bench", "scripts/bench_providers.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+print(json.dumps(bench.bench_memory(int(sys.argv[1]), int(sys.argv[2]))))
+"""
+
+
+def _memory_in(checkout: Path, entries: int, repeat: int) -> dict[str, Any]:
+    """``bench_memory`` as ``checkout``'s own code runs it (its providers, its store)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEMORY_IN, str(entries), str(repeat)],
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    result: dict[str, Any] = orjson.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def memory_against(base: Path, entries: int, repeat: int, rounds: int) -> dict[str, Any]:
+    """The memory query p50 of this checkout and ``base``, rounds interleaved."""
+    p50s: dict[str, list[float]] = {"this": [], "base": []}
+    for _ in range(rounds):
+        for name, checkout in (("base", base), ("this", ROOT)):
+            p50s[name].append(_memory_in(checkout, entries, repeat)["query_p50_ms"])
+    medians = {name: statistics.median(values) for name, values in p50s.items()}
+    return {
+        "entries": entries,
+        "rounds": rounds,
+        "query_p50_ms": p50s,
+        "median_ms": medians,
+        "ratio": round(medians["this"] / medians["base"], 2),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--memory-entries", type=int, default=2000)
     parser.add_argument("--skip-semantic-cold", action="store_true")
+    parser.add_argument("--only", choices=("files", "memory", "semantic"))
+    parser.add_argument("--base", type=Path, help="another checkout: its memory beside this")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "root": str(args.root),
-        "files": bench_files(args.root, args.repeat),
-        "memory": bench_memory(args.memory_entries, args.repeat),
     }
-    reason = semantic_unavailable()
-    if reason is None:
-        result["semantic"] = bench_semantic(args.root, args.repeat, not args.skip_semantic_cold)
-    else:
-        result["semantic"] = {"skipped": reason}
+    if args.base is not None:
+        result["memory"] = memory_against(
+            args.base.resolve(), args.memory_entries, args.repeat, args.rounds
+        )
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    if args.only in (None, "files"):
+        result["files"] = bench_files(args.root, args.repeat)
+    if args.only in (None, "memory"):
+        result["memory"] = bench_memory(args.memory_entries, args.repeat)
+    if args.only in (None, "semantic"):
+        reason = semantic_unavailable()
+        if reason is None:
+            cold = not args.skip_semantic_cold
+            result["semantic"] = bench_semantic(args.root, args.repeat, cold)
+        else:
+            result["semantic"] = {"skipped": reason}
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     return 0
 

@@ -184,3 +184,15 @@ def test_bench_serve_against_a_second_checkout() -> None:
     assert {"serve_median_ms", "daemon_cpu_ms_per_composition"} <= set(out["against"])
     assert "cpu_ratio_to_against" in out
     assert out["daemon_exit_code"] == 0
+
+
+@pytest.mark.timeout(450)
+def test_bench_providers_measures_memory_against_a_base_checkout() -> None:
+    # The base is this checkout itself: both sides run, interleaved, and a ratio comes out.
+    out = _run(
+        "bench_providers",
+        ["--base", str(ROOT), "--rounds", "1", "--memory-entries", "10", "--repeat", "1"],
+    )
+    memory = out["memory"]
+    assert len(memory["query_p50_ms"]["this"]) == len(memory["query_p50_ms"]["base"]) == 1
+    assert memory["ratio"] > 0
