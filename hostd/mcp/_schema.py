@@ -409,22 +409,31 @@ def warming_hints(result: dict[str, Any], config: str | None) -> list[str]:
 _FAILED_LEGS = ("timeout", "crashed", "error", "quarantined")
 
 
-def failed_hints(result: dict[str, Any], config: str | None) -> list[str]:
+def failed_hints(
+    result: dict[str, Any], config: str | None, connect: str | None = None
+) -> list[str]:
     """One text naming the providers whose leg failed this time (a timeout, a crash, an
     error, a quarantined reply), so a model reading only the text knows the evidence
-    lacks them; their own words are not quoted (``structuredContent.providers`` and
-    ``hostd status`` say more)."""
-    failed = [
-        f"{p.get('provider_id')} ({p.get('status')})"
-        for p in result.get("providers") or []
-        if p.get("status") in _FAILED_LEGS
-    ]
+    lacks them; their own words are not quoted (``structuredContent.providers`` says
+    more, and so does the command named: ``hostd status`` for a daemon's providers
+    (``connect``), else ``hostd check-provider``, which runs the provider alone: no
+    daemon serves a session's own providers, so ``status`` would find none)."""
+    failed = [p for p in result.get("providers") or [] if p.get("status") in _FAILED_LEGS]
     if not failed:
         return []
     option = f" --config {config}" if config else ""
+    named = ", ".join(f"{p.get('provider_id')} ({p.get('status')})" for p in failed)
+    if connect is not None:
+        how = f"`hostd{option} status` says why"
+    else:
+        checks = ", ".join(
+            f"`hostd{option} check-provider --provider {p.get('provider_id')}`" for p in failed
+        )
+        runs = "runs it alone and says" if len(failed) == 1 else "run each alone and say"
+        how = f"{checks} {runs} why"
     return [
-        f"hostd: no evidence from {', '.join(failed)} this time: the evidence above lacks "
-        f"what {'it holds' if len(failed) == 1 else 'they hold'}; `hostd{option} status` says why"
+        f"hostd: no evidence from {named} this time: the evidence above lacks "
+        f"what {'it holds' if len(failed) == 1 else 'they hold'}; {how}"
     ]
 
 

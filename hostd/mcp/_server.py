@@ -228,7 +228,7 @@ async def _compose(
     # Reading the blocks back is one pass over the prompt, which the budget bounds.
     # A provider still warming gave nothing this time: the model reads that it may ask again.
     hints += [types.TextContent(text=hint) for hint in warming_hints(result, where[0])]
-    hints += [types.TextContent(text=hint) for hint in failed_hints(result, where[0])]
+    hints += [types.TextContent(text=hint) for hint in failed_hints(result, *where)]
     kept = citations.add(cited_texts(result))
     content: list[types.ContentBlock] = [types.TextContent(text=structured["prompt"])]
     return types.CallToolResult(

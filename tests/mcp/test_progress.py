@@ -14,6 +14,7 @@ from hostd.mcp._schema import (
     COMPOSE_OUTPUT_SCHEMA,
     ProgressTrack,
     consent_hints,
+    failed_hints,
     no_evidence,
     warming_hints,
 )
@@ -107,6 +108,28 @@ def test_consent_hints_name_each_scope_the_config_and_the_socket() -> None:
         assert f"hostd --config /etc/hostd.toml {grant}" in hint
     (bare,) = consent_hints(structured, None)
     assert "hostd consent grant web a.x;" in bare
+
+
+def test_failed_hints_name_a_command_that_answers_where_the_providers_run() -> None:
+    result = {
+        "providers": [
+            {"provider_id": "crash", "status": "error"},
+            {"provider_id": "ok", "status": "ok"},
+            {"provider_id": "slow", "status": "timeout"},
+        ]
+    }
+    # A daemon runs them: its status says why.
+    (daemon,) = failed_hints(result, "/etc/hostd.toml", "/run/hostd.sock")
+    assert daemon.endswith("lacks what they hold; `hostd --config /etc/hostd.toml status` says why")
+    # In process, no daemon serves that config: each is checked alone instead.
+    (alone,) = failed_hints(result, "/etc/hostd.toml", None)
+    assert alone.startswith("hostd: no evidence from crash (error), slow (timeout) this time")
+    assert "status" not in alone
+    assert alone.endswith(
+        "`hostd --config /etc/hostd.toml check-provider --provider crash`, "
+        "`hostd --config /etc/hostd.toml check-provider --provider slow` run each alone and "
+        "say why"
+    )
 
 
 WARMING_LEG = {

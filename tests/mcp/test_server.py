@@ -495,7 +495,10 @@ async def test_a_provider_whose_leg_failed_is_named_in_the_text_a_model_reads(
                 status = {p["provider_id"]: p["status"] for p in structured["providers"]}["slow"]
     assert result.is_error is False and structured["citations"]  # alpha's evidence served
     hints = [t for t in _texts(result) if t.startswith("hostd: no evidence from")]
+    # No daemon serves this session's providers (``status`` would find none): the
+    # command named runs the provider alone.
     assert hints == [
         "hostd: no evidence from slow (timeout) this time: the evidence above lacks what it "
-        f"holds; `hostd --config {config} status` says why"
+        f"holds; `hostd --config {config} check-provider --provider slow` runs it alone and "
+        "says why"
     ]
