@@ -225,6 +225,8 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
         if out.dropped_estimate is not None:
             result["dropped_estimate"] = out.dropped_estimate
         return result
+    if not isinstance(out, Iterable) or isinstance(out, str | bytes | Mapping | BaseModel):
+        raise _WrongReturn(f"query() returned {_type_name(out)}")  # None: a missing return
     return {"frames": _frames_to_wire(out), "truncated": False}
 
 
@@ -241,12 +243,29 @@ async def _shutdown(server: ProviderServer, params: _NoParams) -> None:
     server.shutdown_requested.set()
 
 
+class _WrongReturn(TypeError):
+    """A provider's method returned what its wire answer cannot be made of (``None``
+    from a ``query`` that forgot its ``return``): answered ``internal``, and said on
+    stderr in one line with what to return, since a traceback would point into this
+    module, not at the author's method."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: return a list of frames or a ContextQueryResult")
+
+
+def _type_name(value: Any) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 def _log_unexpected(method: str, exc: BaseException) -> None:
     # A provider's log is its stderr; refusals are answers, not news. Params the
     # request got wrong are the caller's mistake (say so in one line, not as this
-    # provider's failure); anything else is a bug here: its whole traceback, so the
-    # author finds the line.
+    # provider's failure); a wrong return value is the author's, said with its fix;
+    # anything else is a bug here: its whole traceback, so the author finds the line.
     if isinstance(exc, ProviderRefusal | IncompatibleVersion | Warming):
+        return
+    if isinstance(exc, _WrongReturn):
+        sys.stderr.write(f"provider: {method} failed: {exc}\n")
         return
     if isinstance(exc, ValidationError):
         sys.stderr.write(
@@ -312,4 +331,7 @@ def _frames_to_wire(frames: Iterable[ContextFrame | dict[str, Any]]) -> list[Any
     frames = list(frames)
     if set(map(type, frames)) <= {dict}:
         return frames
+    for i, f in enumerate(frames):
+        if not isinstance(f, dict | ContextFrame):
+            raise _WrongReturn(f"query()'s frame [{i}] is {_type_name(f)}")
     return [f if isinstance(f, dict) else f.to_wire() for f in frames]

@@ -258,6 +258,53 @@ async def test_an_answer_that_fails_unexpectedly_ends_the_provider_loudly() -> N
         os.close(read_end)
 
 
+class _Returns(HealthyProvider):
+    """A query that returns what it is given: ``None`` is a forgotten ``return``."""
+
+    def __init__(self, out: Any) -> None:
+        super().__init__()
+        self.out = out
+
+    async def query(self, query: ContextQuery) -> Any:
+        return self.out
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("out", "said"),
+    [
+        (None, "query() returned None"),
+        ({"frames": []}, "query() returned a dict"),
+        ("frames", "query() returned a str"),
+        (
+            make_frame(id="a", kind="doc", title="t", content="c", citation_label="a"),
+            "query() returned a ContextFrame",
+        ),
+        ([None], "query()'s frame [0] is None"),
+    ],
+    ids=["none", "dict", "str", "one-frame", "none-in-list"],
+)
+async def test_a_query_returning_no_frames_is_answered_internal_saying_what_to_return(
+    out: Any, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The author's mistake is said on stderr in one line with its fix, not as a
+    ``TypeError`` traceback inside the runtime."""
+    reply = await _ask(ProviderServer(_Returns(out)), _req("context/query", QUERY, 7))
+    assert reply["id"] == 7 and reply["error"]["data"]["cgp_code"] == "internal", reply
+    err = capsys.readouterr().err
+    assert err == (
+        f"provider: context/query failed: {said}: return a list of frames or a ContextQueryResult\n"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_query_returning_a_tuple_or_a_generator_of_frames_is_answered() -> None:
+    frames = [make_frame(id="a", kind="doc", title="t", content="c", citation_label="a")]
+    for out in (tuple(frames), (f for f in frames)):
+        reply = await _ask(ProviderServer(_Returns(out)), _req("context/query", QUERY, 7))
+        assert [f["id"] for f in reply["result"]["frames"]] == ["a"], reply
+
+
 class _Mixed(HealthyProvider):
     """Answers, refuses or fails by the query's goal."""
 
