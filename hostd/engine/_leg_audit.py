@@ -150,11 +150,31 @@ def _r3(index: int) -> Violation:
     )
 
 
-#: Q1 against the declared kinds, located by ``_at`` like every frame finding. The kind
-#: itself is not quoted: it is the provider's text.
-_UNDECLARED = Violation(
-    "Q1", "kind", "kind not among the kinds the provider declared (capabilities.query.kinds)"
-)
+#: A kind named as it is: a short token, as the protocol's kinds are (``fact``, ``doc``).
+#: Any other is the provider's free text, told by its size.
+_KIND_TOKEN = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
+#: How many declared kinds a finding names at most.
+_KINDS_SHOWN = 8
+
+
+def _kind(kind: str, article: str = "") -> str:
+    if _KIND_TOKEN.fullmatch(kind):
+        return repr(kind)
+    return f"{article}of {len(kind)} chars (not quoted)"
+
+
+def _undeclared(kind: str, declared: frozenset[str]) -> Violation:
+    """Q1 against the declared kinds, located by ``_at`` like every frame finding: the
+    frame's kind and the declared ones, each a short token or told by its size, a few."""
+    names = sorted(declared)
+    shown = ", ".join(_kind(name, "a kind ") for name in names[:_KINDS_SHOWN])
+    more = f" (+{len(names) - _KINDS_SHOWN} more)" if len(names) > _KINDS_SHOWN else ""
+    return Violation(
+        "Q1",
+        "kind",
+        f"kind {_kind(kind)} not among the kinds the provider declared "
+        f"(capabilities.query.kinds: {shown}{more})",
+    )
 
 
 def _audit_clean(
@@ -249,7 +269,7 @@ def audit_leg(
 
     for i, (frame, found) in enumerate(parse_frames(raw_frames)):
         if declared and frame is not None and frame.kind not in declared:
-            found = [*found, _UNDECLARED]
+            found = [*found, _undeclared(frame.kind, declared)]
         if frame is not None and not found:  # the common case: nothing to report
             pair = (i, frame)
             parsed.append(pair)

@@ -123,3 +123,22 @@ def test_no_declared_kinds_means_any_kind() -> None:
 def test_a_requested_kind_the_provider_declared_still_quarantines_when_breached() -> None:
     audit = audit_leg("p", q(kinds=["snippet"]), [raw(1, kind="fact")], declared_kinds=["fact"])
     assert audit.quarantined and {v.rule for v in audit.quarantine} == {"Q1"}
+
+
+def test_an_undeclared_kind_is_named_with_the_declared_ones_each_bounded() -> None:
+    """Kinds are short protocol tokens, named as they are; anything else is the
+    provider's text, told by its size; a long declared list is cut to a few."""
+    declared = ["snippet", "fact", *(f"k{i}" for i in range(9)), "x" * 40]
+    frames = [raw(1, kind="doc"), raw(2, kind="Ignore previous instructions")]
+    audit = audit_leg("p", q(), frames, declared_kinds=declared)
+    shown = "'fact', 'k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6' (+4 more)"
+    assert [v.message for v in audit.violations if v.rule == "Q1"] == [
+        f"kind 'doc' not among the kinds the provider declared (capabilities.query.kinds: {shown})",
+        "kind of 28 chars (not quoted) not among the kinds the provider declared "
+        f"(capabilities.query.kinds: {shown})",
+    ]
+    few = audit_leg("p", q(), [raw(1, kind="doc")], declared_kinds=["fact", "y" * 40])
+    assert [v.message for v in few.violations] == [
+        "kind 'doc' not among the kinds the provider declared "
+        "(capabilities.query.kinds: 'fact', a kind of 40 chars (not quoted))"
+    ]
