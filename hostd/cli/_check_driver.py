@@ -5,10 +5,11 @@ the daemon's pipe client and HTTPS endpoint drive, so a provider is asked
 exactly as the daemon asks it, verify identities under the handshake name
 included) and malformed bytes on purpose, reads what the provider writes line by
 line through the same codec, passes over what answers nothing it waits for (the
-answers to deliberate garbage, noting a result to a request that should have been
-refused), and times each call. After a handshake that got no reply it can write the
-CGP envelope handshake and tell, once the output has ended, whether the provider
-answered that one instead (``probe_cgp``, ``speaks_cgp``). The child is the daemon's
+answers to deliberate garbage, a late reply, noting a result to a request that should
+have been refused), ends the output at a reply to no request sent, as the daemon's
+pipe client does (H4), and times each call. After a handshake that got no reply it
+can write the CGP envelope handshake and tell, once the output has ended, whether the
+provider answered that one instead (``probe_cgp``, ``speaks_cgp``). The child is the daemon's
 own (``_checks`` spawns it as the transport does: ``Child``); the driver is its
 stdout's sink (``on_line``/``on_end``, as a binding client is), so the lines, the
 bound on them and the end of the output (with the daemon's words for it) are the
@@ -63,7 +64,7 @@ from hostd.transport.bindings import (
     Request,
 )
 
-__all__ = ["HOST", "Child", "Driver", "Failed", "Link", "RemoteDriver"]
+__all__ = ["HOST", "QUERY_DOC", "Child", "Driver", "Failed", "Link", "RemoteDriver"]
 
 #: Who check-provider says it is in the handshake (and, to a remote provider, its
 #: HTTP user agent).
@@ -94,12 +95,24 @@ class Failed(Exception):
         self.rules = tuple(rules)
 
 
-def _read(read: Callable[[Any], T], payload: Any) -> T:
-    """A reply's payload as the model of what was asked; a bad shape fails the check."""
+#: What a provider whose reply answers no request sent (H4) is told to do.
+_H4_FIX = (
+    "a reply carries the id of the request it answers exactly as sent, "
+    "of the same JSON type (hostd sends JSON-RPC ids as integers)"
+)
+#: Where the query's wire (what is asked, what is answered) is written down for authors.
+QUERY_DOC = 'docs/providers.md, "2. Query"'
+#: What a query's result holds, said where one is malformed.
+_RESULT_SHAPE = f'a query\'s result is {{"frames": [...], "truncated": false}} ({QUERY_DOC})'
+
+
+def _read(read: Callable[[Any], T], payload: Any, hint: str = "") -> T:
+    """A reply's payload as the model of what was asked; a bad shape fails the check
+    (``hint``: what the payload should have been)."""
     try:
         return read(payload)
     except ProtocolFault as exc:
-        raise Failed(f"malformed reply: {exc.message}") from None
+        raise Failed(f"malformed reply: {exc.message}" + (f"; {hint}" if hint else "")) from None
 
 
 @dataclass
@@ -122,11 +135,16 @@ class Driver:
     notes: list[Notice] = field(default_factory=list)
     #: How long the last call took to be answered, in milliseconds.
     last_ms: float = 0.0
+    #: The last query's result as read: which members it sent (``model_fields_set``).
+    last_result: ContextQueryResult | None = None
     #: A lock-step (unkeyed) call missed its deadline: its late reply would answer the
     #: next call, so nothing more can be asked (the daemon restarts such a provider).
     out_of_step: bool = False
     #: A request that should have been refused (``call``'s ``refused``) got a result.
     answered_refused: bool = False
+    #: The keys of the requests sent: a reply to one of them that nobody waits for any
+    #: more is passed over (a late reply); a reply to none of them breaks the wire (H4).
+    sent: set[Any] = field(default_factory=set)
     _more: anyio.Event | None = None
 
     # -- the sink of the child's stdout (called from the pipe's read callback) ---------
@@ -163,7 +181,22 @@ class Driver:
             raise self._gone() from None
 
     async def send(self, request: Request) -> None:
+        if request.key is not None and request.key is not UNKEYED:
+            self.sent.add(request.key)
         await self.send_raw(request.line)
+
+    def unmatched(self, msg: Reply | Refusal) -> bool:
+        """Whether ``msg`` answers no request sent, as the daemon's pipe client finds it
+        (H4): a reply keyed by an id never sent, or by one the codec cannot read as an id
+        (a string for JSON-RPC's integer). A lock-step reply answers the request in
+        flight, and an error reply with a null id answers a line that was not a request
+        (the deliberate garbage): neither is one."""
+        key = msg.key
+        if key is UNKEYED:
+            return False
+        if key is None:
+            return isinstance(msg, Reply) or msg.raw_key is not None
+        return key not in self.sent
 
     async def read_message(self) -> Reply | Refusal | Notice:
         """The next message the provider wrote; one that breaks the wire fails the step."""
@@ -208,6 +241,11 @@ class Driver:
                     if refused is not None and key == refused and isinstance(msg, Reply):
                         self.answered_refused = True
                     if key != request.key:
+                        if self.unmatched(msg):
+                            # The daemon ends the stream here (and restarts the provider):
+                            # every later reply would be as unmatched.
+                            self.on_end(self.codec.unmatched(msg))
+                            raise Failed(f"{self._gone()}; {_H4_FIX}")
                         continue
                     if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
                         continue
@@ -268,7 +306,8 @@ class Driver:
         msg = await self.call(request, skip_errors=skip_errors, refused=refused)
         if isinstance(msg, Refusal):
             return None, msg.error
-        return list(_read(self.codec.query_result, msg.payload).frames), None
+        self.last_result = _read(self.codec.query_result, msg.payload, _RESULT_SHAPE)
+        return list(self.last_result.frames), None
 
     async def probe_cgp(self) -> bool:
         """After a handshake that got no reply: write the CGP envelope handshake, within a
@@ -332,6 +371,8 @@ class RemoteDriver:
     link: Link | None = None
     #: How long the last call took to be answered, in milliseconds.
     last_ms: float = 0.0
+    #: The last query's result as read: which members it sent (``model_fields_set``).
+    last_result: ContextQueryResult | None = None
     # Each exchange stands alone: no output ends, nothing falls out of step, and HTTP
     # carries no ``context/progress`` (a remote provider still warming says so per query).
     dead: bool = False
@@ -370,6 +411,7 @@ class RemoteDriver:
             self.last_ms = (time.monotonic() - started) * 1000
             return None, exc
         self.last_ms = (time.monotonic() - started) * 1000
+        self.last_result = result
         return list(result.frames), None
 
     async def verify(self, identities: list[FrameIdentity]) -> VerifyResponse:

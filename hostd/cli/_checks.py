@@ -14,11 +14,12 @@ and the query's frames by its verify stage's inline digest check
 provider that passes is never dropped or quarantined by the daemon for the same
 reply; the handshake, R1, verify and shutdown checks are this module's. The queries
 are the daemon's for a plain ``compose GOAL``: no ``query_text`` unless one is asked
-for. A query answered with no frame judged nothing, and a malformed query answered
-with a result broke only R1's SHOULD: each row is a warning (the exit status stays
-0). A JSON-RPC handshake that got no reply is followed by the CGP envelope
-handshake; a provider that answers that one is told to use ``--binding cgp`` on the
-same row. A start, handshake or warm-up that failed lists every check it kept from
+for. A query answered with no frame judged nothing; a result without ``truncated``
+(the schema requires it, the daemon reads it as false) and a malformed query answered
+with a result (R1's SHOULD) broke what the daemon forgives: each row is a warning
+(the exit status stays 0). A JSON-RPC handshake that got no reply is followed by the
+CGP envelope handshake; a provider that answers that one is told to use ``--binding
+cgp`` on the same row. A start, handshake or warm-up that failed lists every check it kept from
 running as ``not run``.
 The provider runs as the daemon runs it: its command as ``hostd.toml`` would resolve
 it (``daemon_command``: ``python`` is hostd's own interpreter), spawned by the
@@ -82,7 +83,7 @@ from hostd.transport import (
 )
 from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 
-from ._check_driver import HOST, Driver, Failed, Link, RemoteDriver
+from ._check_driver import HOST, QUERY_DOC, Driver, Failed, Link, RemoteDriver
 
 __all__ = [
     "CHECKS",
@@ -320,7 +321,7 @@ async def check_provider(
     # The codec knows the provider by the id the audit's FrameIds carry, as the daemon's
     # knows it by its configured id: verify goes out as the daemon's does.
     driver = Driver(child, row.codec(pid), deadlines.call.seconds)
-    run = _Run(driver, deadlines, pid, configured=configured)
+    run = _Run(driver, deadlines, pid, configured=configured, binding=binding)
     checked = Checked(run.results, ran)
     async with anyio.create_task_group() as tg:
         child.start_pumps(tg)  # stderr drained (its tail kept), the exit watched
@@ -369,7 +370,8 @@ async def check_remote_provider(
         return await RemoteConnection.open(endpoint, host=HOST, handshake_timeout=handshake_timeout)
 
     # Under its own id, as the audit's FrameIds carry it: verify goes out as the daemon's.
-    run = _Run(RemoteDriver(open_link, deadlines.call.seconds), deadlines, spec.id, local=False)
+    driver = RemoteDriver(open_link, deadlines.call.seconds)
+    run = _Run(driver, deadlines, spec.id, local=False, binding=spec.binding)
     try:
         await _run_checks(run, goal, budget, query_text)
     finally:
@@ -464,6 +466,10 @@ class _Run:
     #: A provider on this machine: its ``file`` provenance names files here, which the
     #: query row re-reads (``source_faults``); a remote one's name its own machine's.
     local: bool = True
+    #: The binding it is asked over: where its query sits on the wire.
+    binding: str = "jsonrpc"
+    #: A row already said where a well-formed query's members are (``refusal``).
+    shown_shape: bool = False
 
     async def step(
         self,
@@ -504,6 +510,21 @@ class _Run:
         if d.dead and self.died_in is None:
             self.died_in = results[-1]
         return None
+
+    def refusal(self, error: HostdError) -> str:
+        """How a row tells an error answered to a well-formed query: its words, and for
+        the first ``bad_request`` (the provider did not find the query where it looked:
+        most often ``params.goal`` read for ``params.query.goal``) where the query's
+        members are and where the provider said why. Its message stays unquoted."""
+        code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
+        if code is None or str(code) != "bad_request" or self.shown_shape:
+            return error.message
+        self.shown_shape = True
+        where = "stderr (shown after the table when it wrote any)" if self.local else "own log"
+        return (
+            f"{error.message}; bad_request to a well-formed query: {_query_shape(self.binding)}; "
+            f"its {where} may say what it found wrong"
+        )
 
     def audit(
         self, query: ContextQuery, raw: list[Any] | None, declared: Sequence[str] = ()
@@ -565,7 +586,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     async def first_query() -> None:
         raw, error = await d.query(query)
         if error is not None:
-            raise Failed(f"query answered an error: {error}")
+            raise Failed(f"query answered an error: {run.refusal(error)}")
         audit = run.audit(query, raw, caps.query.kinds)
         first.append(audit)
         kinds_seen.extend(x["kind"] for x in raw or [] if isinstance(x, dict) and "kind" in x)
@@ -578,12 +599,21 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         if fault is not None:
             raise Failed(*fault)
         took = f"in {d.last_ms:.0f} ms"
+        result = d.last_result
+        unsaid = result is not None and "truncated" not in result.model_fields_set
         if audit.offered == 0:
-            results.append(no_frame_result(goal, took))
+            row = no_frame_result(goal, took)
+            if unsaid:
+                row.detail = f"{row.detail}; {_NO_TRUNCATED}"
+            results.append(row)
             return
         # Its honest cost against the budget it was asked for: the row judged that too (B1).
         cost = f"costing {audit.accepted_cost} of max_tokens {query.max_tokens}"
-        results.append(CheckResult("query", True, f"{audit.offered} valid frame(s) {cost} {took}"))
+        detail = f"{audit.offered} valid frame(s) {cost} {took}"
+        if unsaid:  # the daemon reads it as false; the schema requires it
+            results.append(CheckResult("query", True, f"{detail}; {_NO_TRUNCATED}", warning=True))
+            return
+        results.append(CheckResult("query", True, detail))
 
     await run.step("query", first_query())
 
@@ -593,13 +623,13 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     async def budget_honesty() -> None:
         tight = ContextQuery(goal=goal, query_text=query_text, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
-        _fail_on_error(error, "max_tokens=8", allowed="budget_unsatisfiable")
+        _fail_on_error(run, error, "max_tokens=8", allowed="budget_unsatisfiable")
         held = run.audit(tight, raw, caps.query.kinds).quarantine
         one = ContextQuery(
             goal=goal, query_text=query_text, max_frames=1, max_tokens=max(budget, 100_000)
         )
         raw_one, error_one = await d.query(one)
-        _fail_on_error(error_one, "max_frames=1", allowed="budget_unsatisfiable")
+        _fail_on_error(run, error_one, "max_frames=1", allowed="budget_unsatisfiable")
         held_one = run.audit(one, raw_one, caps.query.kinds).quarantine
         breaches = [*(first[0].quarantine if first else ()), *held, *held_one]
         breaches = [v for v in breaches if v.rule.startswith("B")]
@@ -622,7 +652,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         )
         raw, error = await d.query(q)
         took = d.last_ms
-        _fail_on_error(error, f"kinds=[{kind}]", allowed="unsupported_kind")
+        _fail_on_error(run, error, f"kinds=[{kind}]", allowed="unsupported_kind")
         breaches = [v for v in run.audit(q, raw, caps.query.kinds).quarantine if v.rule == "Q1"]
         other = ContextQuery(
             goal=goal,
@@ -632,7 +662,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             max_tokens=budget,
         )
         raw2, error2 = await d.query(other)
-        _fail_on_error(error2, "kinds=[x-no-such-kind]", allowed="unsupported_kind")
+        _fail_on_error(run, error2, "kinds=[x-no-such-kind]", allowed="unsupported_kind")
         breaches += [
             v for v in run.audit(other, raw2, caps.query.kinds).quarantine if v.rule == "Q1"
         ]
@@ -657,7 +687,9 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         refused = bad.key if bad.key is not UNKEYED else None
         raw, error = await d.query(query, skip_errors=True, refused=refused)
         if raw is None:
-            raise Failed(f"after malformed input, a valid query got an error: {error}")
+            assert error is not None
+            said = run.refusal(error)
+            raise Failed(f"after malformed input, a valid query got an error: {said}")
         if d.answered_refused:  # R1's MUST kept, its SHOULD not: said, not failed
             results.append(CheckResult("malformed input", True, _ANSWERED, warning=True))
             return
@@ -727,6 +759,14 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
 _ANSWERED = (
     "still serving, but a malformed query (goal: 5) was answered with a result, not an "
     "error: R1 says a provider SHOULD reply error bad_request (it MUST NOT crash: it did not)"
+)
+
+#: The query row's warning for a result without ``truncated``: the CGP schema's
+#: ``ContextQueryResult`` requires it, the daemon reads it as false.
+_NO_TRUNCATED = (
+    'its result has no "truncated": the CGP schema requires it (ContextQueryResult: '
+    '"frames" and "truncated"); the daemon reads it as false. Send "truncated": false, '
+    f"or true when frames that matched were left out to keep within the budget ({QUERY_DOC})"
 )
 
 #: Why a remote provider is not asked what only a child's pipes can show.
@@ -941,7 +981,7 @@ def render_remote_header(
     )
 
 
-def _fail_on_error(error: HostdError | None, asked: str, *, allowed: str) -> None:
+def _fail_on_error(run: _Run, error: HostdError | None, asked: str, *, allowed: str) -> None:
     """A check's failure when a valid query (``asked``) was answered an error other than
     the one CGP ``allowed`` for it: the daemon reports such a leg error, with none of
     its frames."""
@@ -950,9 +990,23 @@ def _fail_on_error(error: HostdError | None, asked: str, *, allowed: str) -> Non
     code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
     if code is None or str(code) != allowed:
         raise Failed(
-            f"{asked} answered an error: {error.message} "
+            f"{asked} answered an error: {run.refusal(error)} "
             "(the daemon reports such a leg error, with none of its frames)"
         )
+
+
+def _query_shape(binding: str) -> str:
+    """Where a query's members are on ``binding``'s wire, as a row says it."""
+    if binding == "cgp":
+        return (
+            'the query envelope carries them nested, {"type": "query", "query": {"goal": …, '
+            '"max_frames": …, "max_tokens": …, "kinds": […], …}}'
+        )
+    return (
+        "hostd sends the query nested, as params.query: params.query.goal, "
+        "params.query.max_frames, params.query.max_tokens, params.query.kinds … "
+        f"({QUERY_DOC})"
+    )
 
 
 def render_stderr(stderr: str, results: Sequence[CheckResult] = ()) -> str:

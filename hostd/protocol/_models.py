@@ -183,10 +183,14 @@ class ContextQueryResult(WireModel):
     """A provider's answer to ``context/query``.
 
     ``frames`` stay raw dicts here: the host audits each frame on its own, so one
-    malformed frame costs that frame only (see ``parse_frame``).
+    malformed frame costs that frame only (see ``parse_frame``). ``frames`` is required,
+    as the CGP schema's ``ContextQueryResult`` requires it: a reply without it (its
+    frames under another name) is malformed, never an answer with no frame. The schema
+    requires ``truncated`` too, but hand-written providers often leave it out: an
+    absent one reads as ``false`` (check-provider warns about it).
     """
 
-    frames: list[Any] = Field(default_factory=list)
+    frames: list[Any]
     truncated: bool = False
     dropped_estimate: int | None = None
 

@@ -280,3 +280,96 @@ def test_a_file_citation_digest_not_of_the_cited_lines_fails_the_query(tmp_path:
     done, checks = _json("--", "python", SCRIPT, "file_cited", str(facts))
     assert checks["query"]["passed"], checks["query"]
     assert "The retry loop" not in done.stdout + done.stderr
+
+
+# -- the wire as a hand-written provider gets it wrong ---------------------------------------
+
+
+def test_frames_under_another_name_fail_the_query_naming_what_is_missing() -> None:
+    """The schema requires ``frames``: a result without it is malformed, never an answer
+    with no frame. The row names the member missing and the names the result carried,
+    never their values."""
+    done, checks = _json("--", "python", SCRIPT, "results_key")
+    assert done.returncode == 1
+    query = checks["query"]
+    assert not query["passed"] and not query["warning"], query
+    assert query["detail"] == (
+        "malformed reply: malformed query result: frames: Field required (members sent: "
+        'results, truncated); a query\'s result is {"frames": [...], "truncated": false} '
+        '(docs/providers.md, "2. Query")'
+    )
+    for _fid, title, content in FACTS:
+        assert title not in done.stdout and content not in done.stdout
+
+
+def test_the_daemon_fails_the_leg_of_a_result_without_frames(tmp_path: Path) -> None:
+    """What the query row says is what the daemon does: the leg is an error naming what
+    is missing, not an answer with no frame."""
+    from hostd.client import Client
+
+    command = [sys.executable, str(ROOT / SCRIPT), "results_key"]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\n\n'
+        f'[[provider]]\nid = "facts"\ncommand = {json.dumps(command)}\ntimeout_ms = 60000\n',
+        encoding="utf-8",
+    )
+    with Client.spawn(config, cwd=ROOT) as client:
+        result = client.compose(DEFAULT_GOAL, budget=400)
+    [leg] = result.providers
+    assert (leg.provider_id, leg.status) == ("facts", "error"), leg
+    assert leg.error is not None and leg.error.code == "protocol_fault", leg
+    assert "frames: Field required (members sent: results, truncated)" in leg.error.message
+
+
+def test_a_result_without_truncated_is_a_warning_naming_the_rule() -> None:
+    """The schema requires ``truncated`` too; the daemon reads an absent one as false,
+    so the frames pass and the row warns: exit 0."""
+    done, checks = _json("--", "python", SCRIPT, "no_truncated")
+    assert done.returncode == 0, checks
+    query = checks["query"]
+    assert (query["passed"], query["warning"]) == (True, True), query
+    assert re.fullmatch(
+        r"3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms; its result has no "
+        r'"truncated": the CGP schema requires it \(ContextQueryResult: "frames" and '
+        r'"truncated"\); the daemon reads it as false\. Send "truncated": false, or true when '
+        r"frames that matched were left out to keep within the budget "
+        r'\(docs/providers.md, "2. Query"\)',
+        query["detail"],
+    ), query["detail"]
+    assert not any(r["warning"] for name, r in checks.items() if name != "query"), checks
+
+
+def test_a_reply_with_a_string_id_fails_the_handshake_with_the_daemons_words() -> None:
+    """The daemon's pipe client finds the reply answers no request (H4) as it reads it;
+    check-provider reads it the same way instead of waiting for its start deadline."""
+    done = _table("--", "python", SCRIPT, "string_id")
+    assert done.returncode == 1
+    rows = check_rows(done.stdout)
+    assert rows["handshake"].startswith(
+        "FAIL    reply with unknown id a string id (1 chars, not quoted) (H4); a reply "
+        "carries the id of the request it answers exactly as sent, of the same JSON type "
+        "(hostd sends JSON-RPC ids as integers)"
+    ), done.stdout
+    assert rows["query"] == "FAIL    not run: the handshake failed", done.stdout
+
+
+def test_bad_request_to_the_well_formed_query_says_where_the_query_is() -> None:
+    """A provider that reads ``params.goal`` refuses every query: the first row that says
+    so tells where the query's members are (its message stays unquoted), once."""
+    done, checks = _json("--", "python", SCRIPT, "flat_params")
+    assert done.returncode == 1
+    detail = checks["query"]["detail"]
+    assert detail == (
+        "query answered an error: provider answered bad_request (message: 14 chars, not "
+        "quoted); bad_request to a well-formed query: hostd sends the query nested, as "
+        "params.query: params.query.goal, params.query.max_frames, params.query.max_tokens, "
+        'params.query.kinds … (docs/providers.md, "2. Query"); its stderr (shown after the '
+        "table when it wrote any) may say what it found wrong"
+    ), detail
+    assert "invalid params" not in done.stdout
+    # Said once: the later rows keep their own words.
+    assert checks["budget honesty"]["detail"] == (
+        "max_tokens=8 answered an error: provider answered bad_request (message: 14 chars, "
+        "not quoted) (the daemon reports such a leg error, with none of its frames)"
+    )

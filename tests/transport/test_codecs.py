@@ -218,6 +218,27 @@ def test_jsonrpc_notifications_faults_and_error_codes() -> None:
         codec.query_result({"frames": "not a list"})
 
 
+def test_a_query_result_without_frames_is_malformed_naming_the_members_it_sent() -> None:
+    """The schema requires ``frames``: frames under another name are a malformed reply,
+    never an answer with no frame. The fault names what the result carried, by name
+    only (short tokens, a few), never a value; ``truncated`` absent reads as false."""
+    jsonrpc, cgp = JsonRpcCodec("p"), CgpCodec("p")
+    with pytest.raises(ProtocolFault) as caught:
+        jsonrpc.query_result({"results": [{"id": "SECRET-a"}], "truncated": False})
+    assert caught.value.message == (
+        "malformed query result: frames: Field required (members sent: results, truncated)"
+    )
+    crowd = {f"m{i}": "SECRET" for i in range(10)} | {"SECRET " * 9: 1}
+    with pytest.raises(ProtocolFault) as caught:
+        jsonrpc.query_result(crowd)
+    assert caught.value.message.endswith("(members sent: m0, m1, m2, m3, m4, m5, m6, m7 (+3 more))")
+    assert "SECRET" not in caught.value.message
+    envelope = cgp.read(b'{"type": "frames", "result": {"results": []}}')
+    assert isinstance(envelope, Fault) and envelope.detail is not None
+    assert envelope.detail.endswith("result.frames: Field required (members sent: results)")
+    assert jsonrpc.query_result({"frames": []}).truncated is False
+
+
 # -- the registry ----------------------------------------------------------------------
 
 

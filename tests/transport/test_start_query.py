@@ -77,12 +77,16 @@ async def test_a_caller_that_gives_up_abandons_its_id_and_the_late_reply_is_drop
         with anyio.move_on_after(0.05):
             await started.result()
         assert client.in_flight == 0  # abandoned, not pending
-        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {}}))
+        await peer.to_client.send(
+            line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {"frames": []}})
+        )
         # Replies are read in order: once a later call's reply is in, the late one was
         # handled before it.
         later = client.start_query(QUERY)
         assert later is not None
-        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[1]["id"], "result": {}}))
+        await peer.to_client.send(
+            line({"jsonrpc": "2.0", "id": held[1]["id"], "result": {"frames": []}})
+        )
         await later.result()
         return client.failure
 
@@ -127,10 +131,14 @@ async def test_an_exchange_past_its_deadline_times_out_and_its_late_reply_is_cou
         with pytest.raises(TimeoutError):
             await client.exchange(request, deadline=anyio.current_time() + 0.05)
         assert client.in_flight == 0 and client.late_replies == 0
-        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {}}))
+        await peer.to_client.send(
+            line({"jsonrpc": "2.0", "id": held[0]["id"], "result": {"frames": []}})
+        )
         pending = client.start_query(QUERY)
         assert pending is not None
-        await peer.to_client.send(line({"jsonrpc": "2.0", "id": held[1]["id"], "result": {}}))
+        await peer.to_client.send(
+            line({"jsonrpc": "2.0", "id": held[1]["id"], "result": {"frames": []}})
+        )
         await pending.result()  # read after the late reply: that one was handled first
         return client.late_replies, client.failure
 

@@ -2,14 +2,16 @@
 
 A provider's reply line, its error messages and the ids it sends are its own
 text: a broken line may be half a frame, an error message may echo one. Every
-fault message built here names sizes, positions, parse errors, JSON types and
-field locations only, so nothing a provider wrote on its protocol stream can
-reach a report (``providers[].error``), a health record or the log. A
-provider's stderr is its own log and is forwarded as such (``provider.stderr``).
+fault message built here names sizes, positions, parse errors, JSON types, field
+locations and member names (short tokens, a few) only, so nothing a provider wrote
+on its protocol stream can reach a report (``providers[].error``), a health record
+or the log. A provider's stderr is its own log and is forwarded as such
+(``provider.stderr``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -24,6 +26,7 @@ __all__ = [
     "bad_line",
     "described_id",
     "json_type",
+    "member_names",
     "parse_problem",
     "shape_error",
     "unquoted",
@@ -83,6 +86,25 @@ def described_id(key: Any) -> str:
     return f"a {json_type(key)} id"
 
 
+#: A member name shown as it is: a short token, as the protocol's own names are. Any
+#: other is the peer's free text, counted only.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+#: How many member names a fault shows at most (an object may have any number).
+_NAMES_SHOWN = 8
+
+
+def member_names(obj: dict[Any, Any]) -> str:
+    """The member names of an object a peer sent, bounded: names only, never values; a
+    name that is not a short token is counted, not shown."""
+    shown = [n for n in obj if isinstance(n, str) and _NAME.fullmatch(n)][:_NAMES_SHOWN]
+    others = len(obj) - len(shown)
+    if not obj:
+        return "none"
+    if not shown:
+        return f"{others} not shown"
+    return ", ".join(shown) + (f" (+{others} more)" if others else "")
+
+
 def _shape(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err["loc"]) or "<root>"
@@ -92,6 +114,10 @@ def _shape(exc: ValidationError) -> str:
     # error's type is given. A field location is ours (model fields, tags we accept).
     if err["type"] == "union_tag_invalid" or (isinstance(given, str) and given in message):
         message = err["type"]
+    if err["type"] == "missing" and isinstance(given, dict):
+        # What it sent instead is most often the same thing under another name
+        # (``results`` for ``frames``): its member names say so, its values stay unsaid.
+        message = f"{message} (members sent: {member_names(given)})"
     return f"{loc}: {message}"
 
 
