@@ -209,12 +209,15 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
     if not server.readiness.ready:
         raise server.readiness.refusal()  # answered now: a host never waits on a warm-up
     query: Any = server.provider.query  # async as declared, or a plain def
-    if inspect.iscoroutinefunction(query):
-        out = await query(params.query)
-    else:  # a plain ``def query``: in a worker thread, so a slow one blocks nothing
-        out = await anyio.to_thread.run_sync(query, params.query)
-        if inspect.isawaitable(out):
-            out = await out
+    try:
+        if inspect.iscoroutinefunction(query):
+            out = await query(params.query)
+        else:  # a plain ``def query``: in a worker thread, so a slow one blocks nothing
+            out = await anyio.to_thread.run_sync(query, params.query)
+            if inspect.isawaitable(out):
+                out = await out
+    except ValidationError as exc:
+        raise _ModelRefused("query()", exc) from exc
     if isinstance(out, ContextQueryResult):
         # Frames are usually wire dicts already; a pydantic dump of list[Any] would
         # only copy them (it is the provider's hot path).
@@ -232,15 +235,28 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
 
 async def _verify(server: ProviderServer, req: VerifyRequest) -> dict[str, Any]:
     verify: Any = server.provider.verify  # async as declared, or a plain def
-    if inspect.iscoroutinefunction(verify):
-        verdicts = await verify(list(req.frames))
-    else:
-        verdicts = await anyio.to_thread.run_sync(verify, list(req.frames))
+    try:
+        if inspect.iscoroutinefunction(verify):
+            verdicts = await verify(list(req.frames))
+        else:
+            verdicts = await anyio.to_thread.run_sync(verify, list(req.frames))
+    except ValidationError as exc:
+        raise _ModelRefused("verify()", exc) from exc
     return {"verdicts": [v.to_wire() for v in verdicts]}
 
 
 async def _shutdown(server: ProviderServer, params: _NoParams) -> None:
     server.shutdown_requested.set()
+
+
+class _ModelRefused(RuntimeError):
+    """A model the provider's own method built refused its values (a
+    ``ContextQueryResult(truncated=True)`` with no ``frames``): the author's bug, so
+    answered ``internal`` with its traceback, not ``bad_request`` as if the host's
+    request had been malformed."""
+
+    def __init__(self, method: str, exc: ValidationError) -> None:
+        super().__init__(f"{method} built an invalid {exc.title}: {exc}")
 
 
 class _WrongReturn(TypeError):

@@ -361,3 +361,26 @@ async def test_a_query_alone_and_in_a_batch_of_one_get_the_same_reply(params: An
     assert reply["id"] == 7
     if "error" in reply:
         assert reply["error"]["data"]["cgp_code"] in {"bad_request", "unavailable", "internal"}
+
+
+class _BuildsABadResult(HealthyProvider):
+    """A query that builds its result without ``frames`` (which the wire requires)."""
+
+    async def query(self, query: ContextQuery) -> Any:
+        from hostd.protocol import ContextQueryResult
+
+        return ContextQueryResult(truncated=True)  # type: ignore[call-arg]
+
+
+@pytest.mark.anyio
+async def test_a_model_the_query_builds_wrong_is_its_bug_not_a_malformed_request(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Answered internal, with the traceback to the author's line: not bad_request and
+    # "refused a request with malformed params", which sends them to the host's side.
+    reply = await _ask(ProviderServer(_BuildsABadResult()), _req("context/query", QUERY, 3))
+    assert reply["error"]["data"]["cgp_code"] == "internal", reply
+    err = capsys.readouterr().err
+    assert "query() built an invalid ContextQueryResult" in err and "frames" in err, err
+    assert "malformed params" not in err, err
+    assert "return ContextQueryResult(truncated=True)" in err, err  # the author's line
