@@ -230,7 +230,8 @@ class Host:
         The budget is split with ``budget_split`` first; each provider's
         ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
         and B1 is judged against that asked figure (``LegReport.max_tokens``).
-        ``timeout_ms`` caps every provider's deadline (its query and its verify).
+        ``timeout_ms`` is every provider's deadline (its query and its verify) in place
+        of its spec's, longer or shorter.
         ``on_progress(provider_id, progress)`` hears the selected providers' warm-up
         progress while this fan-out runs.
         """

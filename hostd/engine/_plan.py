@@ -104,8 +104,12 @@ class FanOutPlan:
 
 
 def leg_limit_ms(spec: ProviderSpec, timeout_ms: float | None) -> float:
-    """A leg's bound: its spec's timeout, capped by the request's ``timeout_ms``."""
-    return spec.timeout_ms if timeout_ms is None else min(spec.timeout_ms, timeout_ms)
+    """A leg's bound: the request's ``timeout_ms`` when it names one, else its spec's.
+
+    The request's is the client's own deadline for this answer, longer or shorter: a
+    client that allows 30 s for a provider whose config says 10 s waits 30 s (as the
+    client API documents it), not the shorter of the two."""
+    return spec.timeout_ms if timeout_ms is None else timeout_ms
 
 
 def asked_tokens(share: int, global_budget: int, overfetch: float) -> int:

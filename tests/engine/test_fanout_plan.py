@@ -85,9 +85,17 @@ def test_each_leg_gets_its_action_share_asked_and_deadline() -> None:
     }
     assert legs["warm"].asked == 200 and legs["warm"].query.max_tokens == 200
     assert legs["warm"].wire is not None and legs["warm"].wire["max_tokens"] == 200
-    # One deadline per provider: its spec's timeout capped by the request's.
-    assert legs["cold"].limit_ms == 500 and legs["cold"].deadline == pytest.approx(100.5)
+    # One deadline per provider: the request's timeout when it names one, longer or
+    # shorter than the provider's own (cold's is 500 ms, warm's the default 2000 ms).
+    assert legs["cold"].limit_ms == 1000 and legs["cold"].deadline == pytest.approx(101.0)
     assert legs["warm"].limit_ms == 1000 and legs["warm"].deadline == pytest.approx(101.0)
+    plain = plan_fan_out(QUERY, 300, views, Gate(), now=100.0, overfetch=2.0)
+    assert {leg.provider_id: leg.limit_ms for leg in plain.legs if leg.provider_id in legs} == {
+        "cold": 500,
+        "warm": 2000,
+        "egress": 2000,
+        "zero": 2000,
+    }
 
 
 def test_a_granted_scope_lets_the_request_go_and_p5_trims_what_is_not_advertised() -> None:
@@ -145,9 +153,9 @@ def test_plans_are_total_ordered_and_independent_of_input_order(
     for leg in plan.legs:
         assert leg.asked == (0 if leg.share == 0 else min(budget, math.ceil(leg.share * overfetch)))
         assert leg.action is (LegAction.SKIP if leg.asked == 0 else LegAction.SEND)
-        assert leg.limit_ms <= 1000 + len(weights) and leg.deadline == 5.0 + leg.limit_ms / 1000
-        if timeout is not None:
-            assert leg.limit_ms <= timeout
+        own = 1000 + int(leg.provider_id[1:])  # p<i>'s configured timeout_ms
+        assert leg.limit_ms == (own if timeout is None else timeout)
+        assert leg.deadline == 5.0 + leg.limit_ms / 1000
 
 
 # -- judge --------------------------------------------------------------------------
