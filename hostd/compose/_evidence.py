@@ -23,11 +23,15 @@ __all__ = ["evidence_dicts"]
 
 def _uri_and_range(frame: ContextFrame) -> tuple[str | None, str | None]:
     """The frame's ``uri`` (else its first provenance's) and the line range that
-    provenance gives for it: where the content came from, as one pair."""
+    provenance gives for it: where the content came from, as one pair. A frame that
+    names no URI anywhere (a piece of an MCP tool's answer) still has the range its
+    first provenance with one gives: the lines of the text it was cut from."""
     uri = frame.uri
     for prov in frame.provenance:
         if prov.uri is not None and (uri is None or prov.uri == uri):
             return prov.uri, prov.range
+    if uri is None:  # no provenance names a URI either
+        return None, next((p.range for p in frame.provenance if p.range is not None), None)
     return uri, None
 
 

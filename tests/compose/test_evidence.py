@@ -88,6 +88,15 @@ def test_uri_and_range_come_from_the_provenance_that_names_the_frames_uri() -> N
     assert (evidence["a1"]["uri"], evidence["a1"]["range"]) == (None, None)
 
 
+def test_a_frame_whose_provenance_names_no_uri_still_has_its_range() -> None:
+    """A piece of an MCP tool's answer: no URI anywhere, the lines of the answer it was
+    cut from in its ``mcp`` provenance."""
+    tool = Provenance(type="mcp", range="L19-23", method="tools/call:handbook", by="shop-ops")
+    composed = compose_for_prompt([("ops", frame("t1", 0.5, "a piece", provenance=[tool]))], 600)
+    (item,) = composed.evidence()
+    assert (item["uri"], item["range"]) == (None, "L19-23")
+
+
 def test_without_include_content_the_wire_form_has_no_evidence_member() -> None:
     composed = _composed(_frames())
     plain = composed.to_wire()
