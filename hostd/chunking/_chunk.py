@@ -33,6 +33,7 @@ of a long line is the one exception: its range is its line's, its digest its own
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,9 @@ _NUMBER_MARK_RE = re.compile(r"(?:[0-9]{1,4}[.)]|\[[0-9]{1,4}\])\s*")
 #: A record's heading (its header line) is cut to this many characters: it is counted
 #: in the room of every piece of the record, and it is a label, not evidence.
 _MAX_RECORD_HEADING = 80
+#: A parent heading before a repeated one (``3. Inventory › Checklist``) is cut to this
+#: many characters, so the heading it tells apart keeps most of the record's bound.
+_MAX_PARENT = 32
 #: A word with the whitespace after it (a line's indent is a segment of its own): where
 #: a long line may be cut. Neither count joins pieces across whitespace, so a part's
 #: word pieces are the sum of its words'.
@@ -318,9 +322,55 @@ def _record_sections(
         preamble = _paragraph_sections(lines[: starts[0] - 1])
         sections.extend((a, b, None, None) for a, b, _ in preamble)
     ends = [s - 1 for s in starts[1:]] + [len(lines)]
-    for n, (a, b) in enumerate(zip(starts, ends, strict=True)):
-        sections.append((a, b, _record_heading(lines, a, b, chosen), n))
+    if chosen == _KINDS["heading"]:
+        named = _heading_records(lines, starts, ends)
+    else:
+        named = [
+            (a, b, _record_heading(lines, a, b, chosen)) for a, b in zip(starts, ends, strict=True)
+        ]
+    sections.extend((a, b, heading, n) for n, (a, b, heading) in enumerate(named))
     return sections
+
+
+def _heading_records(
+    lines: Sequence[bytes], starts: Sequence[int], ends: Sequence[int]
+) -> list[tuple[int, int, str | None]]:
+    """Markdown sections as records ``(start, end, heading)``.
+
+    A section that is its heading alone (a title right before its first sub-heading)
+    is no evidence of its own: it opens the section after it, or is left out when
+    none follows (a text of headings alone is one record, a list of contents). A
+    heading that names two sections or more (``Checklist`` under each
+    of five parts) carries its parent heading, the nearest one of a higher level
+    before it (``3. Inventory › Checklist``), so a citation tells them apart; where
+    that still repeats, the label's ``(k/n)`` does."""
+    named: list[tuple[str, str | None]] = []  # (heading, parent) per section
+    stack: list[tuple[int, str]] = []  # enclosing (level, heading), levels rising
+    for a in starts:
+        title = lines[a - 1].decode("utf-8", "replace").strip()
+        level = len(title) - len(title.lstrip("#"))
+        heading = title.lstrip("#").strip()[:_MAX_RECORD_HEADING]
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        named.append((heading, stack[-1][1] if stack else None))
+        stack.append((level, heading))
+    repeated = collections.Counter(heading for heading, _ in named)
+    out: list[tuple[int, int, str | None]] = []
+    opened: int | None = None  # where the heading-only sections before this one start
+    for a, b, (heading, parent) in zip(starts, ends, named, strict=True):
+        if not any(line.strip() for line in lines[a:b]):
+            opened = a if opened is None else opened
+            continue
+        if repeated[heading] > 1 and parent is not None:
+            parent = _clipped(parent, _MAX_PARENT)
+            heading = f"{parent} › {_clipped(heading, _MAX_RECORD_HEADING - len(parent) - 3)}"
+        out.append((a if opened is None else opened, b, heading))
+        opened = None
+    return out or [(starts[0], ends[-1], named[0][0])]
+
+
+def _clipped(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 @dataclass(slots=True, frozen=True)

@@ -174,6 +174,50 @@ def test_other_record_shapes_are_found_by_their_recurring_header() -> None:
     assert labels == [f"t § Rule {i}" for i in range(3)]
 
 
+def test_a_heading_alone_opens_the_section_after_it_never_a_piece_of_its_own() -> None:
+    text = (
+        "# Cache runbook\n\n## Symptoms\n\nMany misses, slow prices.\n\n"
+        "## Fix\n\n### Steps\n\nRaise the capacity and redeploy.\n\n## Later\n\n"
+    )
+    doc = Document(method="resources/read", text=text, uri="ops://runbook", title="runbook")
+    pieces = list(cut(doc))
+    assert [(p.label, p.range) for p in pieces] == [
+        ("runbook § Symptoms", "L1-5"),
+        ("runbook § Steps", "L7-11"),
+    ]
+    assert pieces[0].text.startswith("# Cache runbook\n\n## Symptoms\n")
+    assert pieces[1].text.startswith("## Fix\n\n### Steps\n")
+    # ``## Later`` ends the text with nothing under it: no piece at all.
+    assert all(address_line_range(text.encode(), p.range) == p.text.encode() for p in pieces)
+    # A text of headings alone (a list of contents) is one piece, not one per heading.
+    contents = "# Runbook\n\n## Symptoms\n\n## Fix\n"
+    (whole,) = cut(Document(method="tools/call:toc", text=contents, always=True))
+    assert (whole.text, whole.label) == (contents, "toc § Runbook")
+
+
+def test_a_repeated_heading_is_named_with_its_parent_and_numbered_only_if_that_repeats() -> None:
+    def part(title: str) -> str:
+        return (
+            f"## {title}\n\nWhat {title} is about, in a sentence of its own.\n\n"
+            f"### Checklist\n\n- check {title} first\n- then deploy\n\n"
+        )
+
+    long = "A part whose heading is far longer than any label should ever quote " * 2
+    text = "# Handbook\n\n" + "".join(part(t) for t in ("2. Cache", "3. Inventory", "3. Inventory"))
+    text += part(long.strip())
+    labels = [p.label for p in cut(Document(method="tools/call:handbook", text=text, always=True))]
+    assert labels[:6] == [
+        "handbook § 2. Cache",
+        "handbook § 2. Cache › Checklist",
+        "handbook § Handbook › 3. Inventory (1/2)",  # the path repeats too: numbered
+        "handbook § 3. Inventory › Checklist (1/2)",
+        "handbook § Handbook › 3. Inventory (2/2)",
+        "handbook § 3. Inventory › Checklist (2/2)",
+    ]
+    parent, checklist = labels[7].removeprefix("handbook § ").split(" › ")
+    assert parent.endswith("…") and len(parent) < len(long) and checklist == "Checklist"
+
+
 def test_frames_of_records_pass_the_frame_rules_and_name_their_lines() -> None:
     text = _log(SHAS[:3])
     goal = "why must a changed chunker never serve old chunks"
