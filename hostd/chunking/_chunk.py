@@ -7,8 +7,8 @@ binding, which cuts what an MCP server serves (resources, tool results) the same
 way (``chunk_text``; a ``file://`` resource exactly as ``chunk_file`` cuts the
 file). A chunk is a run of whole lines (markdown is first cut at its headings,
 fenced code is not a heading; other text may be cut at its blank lines first,
-``sections="paragraphs"``, or into its records, ``sections="records"``: see
-``_record_sections``) that
+``sections="paragraphs"``, or into its records, ``sections="records"``: the elements
+of JSON over several lines, ``_json``, else see ``_record_sections``) that
 
 - fits what the model reads well: its embedding input (title line plus text)
   takes at most ``max_tokens`` word pieces by the model tokenizer's count
@@ -42,6 +42,7 @@ from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
+from ._json import json_records
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [
@@ -488,12 +489,14 @@ def chunk_text(
     ``counter`` counts word pieces (default ``piece_counter()``, the model's count when
     installed: what a text that is also embedded must be cut by).
 
-    ``sections="records"``: each record (``_record_sections``) is cut on its own, under
-    ``record_tokens`` (default ``max_tokens``) and ``window_lines``: one chunk when it
-    fits, however small (records never merge), else runs of its lines; the lines
-    before the first record as ``"paragraphs"`` cuts them. A text without records is
-    cut as ``"paragraphs"`` cuts it. A record's chunks depend on its own lines only,
-    never on where it sits: the same record cuts the same wherever it is.
+    ``sections="records"``: each record (``json_records``, else ``_record_sections``)
+    is cut on its own, under ``record_tokens`` (default ``max_tokens``) and
+    ``window_lines``: one chunk when it fits, however small (records never merge),
+    else runs of its lines; the lines before the first record as ``"paragraphs"``
+    cuts them. A text without records is cut as ``"paragraphs"`` cuts it. A record's
+    chunks depend on its own lines only, never on where it sits: the same record cuts
+    the same wherever it is (a markdown section after a heading-only one starts at
+    that heading, ``_heading_records``).
 
     ``split_long_lines``: a line over the bound is cut into parts within it
     (``_line_parts``), each a chunk of that line's range with the digest of exactly
@@ -510,7 +513,11 @@ def chunk_text(
     pieces = count([line.decode("utf-8") for line in lines])
     cuts: list[tuple[int, int, str | None, int | None]] | None = None
     if sections == "records":
-        cuts = _record_sections(lines)
+        elements = json_records(data, len(lines))
+        if elements is not None:
+            cuts = [(a, b, name, n) for n, (a, b, name) in enumerate(elements)]
+        else:
+            cuts = _record_sections(lines)
         if cuts is not None:
             # Its blank lines at the end say nothing and would move a cut inside a long
             # record (a window backs off to a blank line): the record ends at its text.

@@ -8,17 +8,17 @@ a provider would:
   is cut by the chunker the bundled providers use (``hostd.chunking``: runs of whole
   lines; a ``file://`` resource as the ``files`` provider cuts that file; any other
   text by its content alone, wherever it came from, into its records when it is a
-  sequence of them, markdown sections included, so each ``git log`` entry stands alone
-  with its paragraphs, else at its blank lines; a line longer than a piece may hold
-  into parts within it). Each piece keeps its range (``L10-40``), ends at its last
-  line of text, and carries the digest of exactly its bytes (F5, F17), so the same
-  text from a tool and a resource is one digest, and a label drawn from its content or
-  its source: the commit ids or file paths it names, the record's header, the
-  resource's title with the heading or range, and the tool's name only when nothing
-  better is there (F3), numbered ``(2/3)`` in text order where pieces of one text share
-  it. A piece of a text with no URI
-  (a tool's answer) is named by what it holds, not where: a tool answers anew each
-  time, and the same record at other lines is the same frame (D2, feedback by FrameId);
+  sequence of them, markdown sections and the elements of indented JSON included, so
+  each ``git log`` entry stands alone with its paragraphs, else at its blank lines;
+  a line longer than a piece may hold into parts within it). Each piece keeps its
+  range (``L10-40``), ends at its last line of text, and carries the digest of exactly
+  its bytes (F5, F17), so the same text from a tool and a resource is one digest, and
+  a label drawn from its content or its source: the commit ids or file paths it
+  names, the record's header, the resource's title with the heading or range, and the
+  tool's name only when nothing better is there (F3), numbered ``(2/3)`` in text order
+  where pieces of one text share it. A piece of a text with no URI (a tool's answer)
+  is named by what it holds, not where: a tool answers anew each time, and the same
+  record at other lines is the same frame (D2, feedback by FrameId);
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
   [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted,
   one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps

@@ -17,7 +17,9 @@
 - ``runbook``: one markdown text served twice, as a resource (``docs://runbook``) and
   by a ``runbook`` tool;
 - ``stale --root DIR``: every file under DIR as a ``file://`` resource, served with
-  its text upper-cased (a server serving a copy that is not the file).
+  its text upper-cased (a server serving a copy that is not the file);
+- ``orders``: a ``recent_orders`` tool returning a dict of order objects, which the SDK
+  serves as JSON indented by 2, as it serves every Python tool's dict or list.
 """
 
 from __future__ import annotations
@@ -198,13 +200,32 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
             """The runbook, as a tool's answer."""
             return RUNBOOK
 
+    elif args.mode == "orders":
+
+        @server.tool()
+        def recent_orders(limit: int = 12) -> dict[str, Any]:
+            """Recent orders, as a dict: the SDK serves it as indented JSON."""
+            return {
+                "orders": [
+                    {
+                        "id": f"o-{n}",
+                        "sku": f"SKU-{n % 4}",
+                        "qty": n % 3 + 1,
+                        "status": "reserved" if n % 2 else "short",
+                        "note": "ok" if n % 2 else "stock short; reservation failed",
+                    }
+                    for n in range(1, limit + 1)
+                ]
+            }
+
     return server
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "mode", choices=("big", "secret", "junk", "growing", "log", "stale", "runbook")
+        "mode",
+        choices=("big", "secret", "junk", "growing", "log", "stale", "runbook", "orders"),
     )
     parser.add_argument("--root", default=".")
     parser.add_argument("--count", type=int, default=16)

@@ -166,6 +166,32 @@ async def test_a_resource_is_cut_into_ranges_its_digests_address(
         assert frame["citation_label"].startswith("guide.md § Part ")
 
 
+async def test_a_tools_indented_json_gives_each_object_whole_as_a_frame(workdir: Path) -> None:
+    """The SDK serves a tool's dict as JSON indented by 2: each order is one frame,
+    named by its id, with its status; its evidence has the lines it was cut from."""
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "orders"]
+    table = mcp_table(
+        "shop", command, [], resources=False, tools=[{"name": "recent_orders"}], kind="doc"
+    )
+    cfg = config_of(workdir, table)
+    result = await compose(cfg, goal="which orders are short", budget=4000, include_content=True)
+    assert report(result, "shop")["status"] == "ok", result["providers"]
+    evidence = [e for e in result["evidence"] if e["provider_id"] == "shop"]
+    assert sorted(e["label"] for e in evidence) == sorted(
+        f"recent_orders § o-{n}" for n in range(1, 13)
+    )
+    provenance = {c["label"]: c["provenance"] for c in result["citations"]}
+    for item in evidence:
+        n = item["label"].removeprefix("recent_orders § o-")
+        content = item["content"]
+        assert content.count('"id": ') == 1 and f'"id": "o-{n}"' in content, content
+        assert content.count('"status": ') == 1, content
+        (mcp,) = provenance[item["label"]]
+        assert mcp["method"] == "tools/call:recent_orders" and "uri" not in mcp
+        assert item["range"] == mcp["range"] and re.fullmatch(r"L\d+-\d+", item["range"])
+        assert item["uri"] is None
+
+
 def _sdk(root: Path) -> list[str]:
     return [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(root)]
 
