@@ -80,6 +80,18 @@ class RerankOutcome:
         return RerankOutcome(self.order, self.model, self.reason, self.detail, ms)
 
 
+def _late(ms: str, late: int) -> str:
+    """A timeout's detail, naming the key that sets the deadline; when verdicts came after
+    their deadline (``late``: so far), it says so: it works, slowly, and a longer
+    deadline gets its verdicts, where a hung one it would not help."""
+    if late:
+        return (
+            f"no verdict within {ms}; it answered {late} ask{'' if late == 1 else 's'} "
+            "late: raise [reranker] timeout_ms"
+        )
+    return f"no verdict within {ms} (raise [reranker] timeout_ms)"
+
+
 class RerankTally:
     """What became of the verdicts asked for since the daemon started: ``asks``, the
     ``fallbacks`` among them (no verdict: the composition used the policy's fallback),
@@ -212,7 +224,7 @@ class Reranker:
             # Counted like a provider's missed deadline: three in a row with no verdict
             # in between, not even a late one, and it is restarted (``is_hung``).
             pool.record_leg(slot, "timeout", f"no verdict within {ms}")
-            return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}")
+            return RerankOutcome(reason="timeout", detail=_late(ms, slot.health.late_replies))
         try:
             reply = _Reply.model_validate(result)
         except ValidationError as exc:

@@ -96,6 +96,15 @@ def _batches(n: int, size: int | None) -> list[range]:
     return [range(i, min(n, i + step)) for i in range(0, n, max(1, step))]
 
 
+#: Statuses a server answers a request it will not take as sent: a model that does not
+#: rerank (an embedding model served instead), another API's path or body.
+_REFUSED = frozenset({400, 404, 422})
+_REFUSED_HINT = (
+    "the server refused the request: check that its model reranks and that "
+    "[reranker] model and api match the server (docs/config.md)"
+)
+
+
 def _failure(exc: HostdError) -> tuple[str, str, bool]:
     """The outcome's reason and detail for a failed exchange (hostd's own words: the
     transport never puts the server's text in an error), and whether the server gave
@@ -108,7 +117,10 @@ def _failure(exc: HostdError) -> tuple[str, str, bool]:
     if isinstance(exc, RemoteTransport) and isinstance(status, int):
         # A 5xx or a 429 is a server failing or shedding load: asking again at once
         # only adds to it. Any other status is its answer to this request.
-        return "error", exc.message, status >= 500 or status == 429
+        detail = exc.message
+        if status in _REFUSED:  # what the server said is not quoted: where to look is
+            detail += f": {_REFUSED_HINT}"
+        return "error", detail, status >= 500 or status == 429
     if isinstance(exc, ProviderUnauthorized | RemoteTransport | InsecureTransport):
         # no connection, TLS refused, no credential to send
         return "unavailable", exc.message, True
@@ -296,7 +308,8 @@ class HttpReranker:
                         tg.start_soon(score, k)
         if waited.cancelled_caught:
             ms = f"{timeout_s * 1000:.0f} ms"
-            return RerankOutcome(reason="timeout", detail=f"no verdict within {ms}"), True
+            detail = f"no verdict within {ms} (raise [reranker] timeout_ms)"
+            return RerankOutcome(reason="timeout", detail=detail), True
         scores: list[float] = []
         model = self.server.model
         for k, reply in enumerate(replies):

@@ -107,7 +107,8 @@ async def test_a_hanging_server_is_not_asked_again_until_its_cool_down_has_passe
     assert [o.reason for o in timed_out] == ["timeout", "timeout"]
     assert (skipped.reason, skipped.order) == ("unavailable", ())
     assert skipped.detail == (
-        "cooling_down: 2 failures in a row, the last timeout: no verdict within 500 ms; "
+        "cooling_down: 2 failures in a row, the last timeout: no verdict within 500 ms "
+        "(raise [reranker] timeout_ms); "
         "next try in 10.0 s"
     )
     # Not asked: no exchange was made for the skipped request.

@@ -82,12 +82,14 @@ async def test_a_reranker_whose_late_verdicts_still_come_is_not_restarted(
         async with Gate() as gate:
             gate.close()
             spec = _reranker("slow", starts, "--hold-port", str(gate.port))
+            details: list[str | None] = []
             async with Reranker(spec, PoolSettings(start_timeout_s=30.0)) as reranker:
                 await reranker.start_all()
                 for turn in range(1, TURNS + 1):
                     # Held at the gate: the host gives up at its (small) deadline.
                     outcome = await reranker.rerank("why", CANDIDATES, 0.2)
                     assert outcome.reason == "timeout"
+                    details.append(outcome.detail)
                     await gate.wait_held(turn)
                     gate.open()  # lets the held verdict out, late ...
                     gate.close()  # ... and holds the next one
@@ -100,6 +102,14 @@ async def test_a_reranker_whose_late_verdicts_still_come_is_not_restarted(
     late = TURNS - 1
     assert (health.timeouts, health.late_replies, health.consecutive_failures) == (TURNS, late, 0)
     assert health.consecutive_timeouts == 1  # each miss since the last late verdict
+    # Its fallback names the key to raise, and, once a verdict came late, that it did:
+    # a longer deadline would get its verdicts.
+    assert details[0] == "no verdict within 200 ms (raise [reranker] timeout_ms)"
+    assert details[1:] == [
+        f"no verdict within 200 ms; it answered {n} ask{'' if n == 1 else 's'} late: "
+        "raise [reranker] timeout_ms"
+        for n in range(1, TURNS)
+    ]
 
 
 async def test_a_reranker_that_answers_nothing_is_restarted(tmp_path: Path) -> None:
@@ -111,6 +121,8 @@ async def test_a_reranker_that_answers_nothing_is_restarted(tmp_path: Path) -> N
             for _ in range(3):  # max_consecutive_timeouts
                 outcome = await reranker.rerank("why", CANDIDATES, 0.2)
                 assert outcome.reason == "timeout"
+                # No verdict ever came late: nothing says a longer deadline would help.
+                assert outcome.detail == "no verdict within 200 ms (raise [reranker] timeout_ms)"
             assert reranker.slot.conn is None  # torn down in the background
             await reranker.start_all()  # a fresh process, joined by event
             health = reranker.slot.health

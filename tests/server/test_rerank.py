@@ -156,7 +156,10 @@ async def test_a_reranker_that_misses_its_deadline_is_waited_for_no_longer(
     daemon = await start_daemon(providers=PROVIDERS, extra=extra, start_providers="boot")
     result, shown = await _compose(daemon)
     record = _record(result)
-    assert (record["reason"], record["detail"]) == ("timeout", "no verdict within 300 ms")
+    assert (record["reason"], record["detail"]) == (
+        "timeout",
+        "no verdict within 300 ms (raise [reranker] timeout_ms)",
+    )
     assert _ranked(result) == shown and result.citations
     assert await daemon.stop() == 0
 

@@ -33,6 +33,11 @@ from tests.server.test_rerank import PROVIDERS, _frames, _ranked, _record
 pytestmark = pytest.mark.anyio
 
 TOKEN = "rk-71c0ffee5ec2e7a9"
+#: What a server that refuses a request as sent (a 400, 404 or 422) is told with.
+REFUSED_HINT = (
+    "the server refused the request: check that its model reranks and that "
+    "[reranker] model and api match the server (docs/config.md)"
+)
 
 
 @contextlib.asynccontextmanager
@@ -131,8 +136,10 @@ FALLBACKS = [
     ("shape", "bad_reply", "rerank reply: results must be a list"),
     ("junk", "bad_reply", "rerank reply ("),
     ("status500", "error", "HTTP 500"),
+    # Refused as sent: where to look, never what the server wrote.
+    ("status400", "error", f"HTTP 400: {REFUSED_HINT}"),
     ("redirect", "error", "HTTP 307: redirect not followed"),
-    ("hang", "timeout", "no verdict within 1500 ms"),
+    ("hang", "timeout", "no verdict within 1500 ms (raise [reranker] timeout_ms)"),
 ]
 
 
@@ -213,7 +220,8 @@ async def test_a_hanging_server_is_left_alone_after_its_failures_and_status_says
     assert reasons == [("timeout", True), ("timeout", True), ("unavailable", True)]
     detail = _record(results[2])["detail"]
     assert detail.startswith(
-        "cooling_down: 2 failures in a row, the last timeout: no verdict within 1000 ms; "
+        "cooling_down: 2 failures in a row, the last timeout: no verdict within 1000 ms "
+        "(raise [reranker] timeout_ms); "
         "next try in "
     )
     assert [(d.reason, d.detail) for d in results[2].degraded_reasons] == [
