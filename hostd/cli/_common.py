@@ -62,7 +62,7 @@ EXIT_USAGE = 2
 #: ``--connect`` found no daemon answering at the socket.
 EXIT_NO_DAEMON = 3
 #: ``status``: the daemon serves, but a provider is down (crashed, failed) or is asked
-#: by no request (consent missing).
+#: by no request (consent missing), or the reranker gives no verdict (down, failing).
 EXIT_DEGRADED = 4
 
 

@@ -2,8 +2,8 @@
 or the one named), asked over its own API.
 
 ``status`` prints what ``host/status`` answers (pid, uptime, socket, the config it
-runs and whether that file changed since, requests in flight) and each provider's
-state from ``providers/list``. ``stop`` asks for a graceful stop (``host/shutdown``:
+runs and whether that file changed since, requests in flight), each provider's
+state from ``providers/list`` and the ``[reranker]``'s, exit 4 when one is down. ``stop`` asks for a graceful stop (``host/shutdown``:
 in-flight requests finish within the grace period, every provider is shut down)
 and says ``stopped`` only once the daemon's process has exited, watched through a
 pidfd where the system has one; past ``--timeout`` it says the daemon is still
@@ -50,7 +50,8 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="show the running daemon of this config",
         description="Show the daemon serving this config's socket (or SOCKET): pid, "
-        "uptime, the config it runs, requests in flight and each provider's state.",
+        "uptime, the config it runs, requests in flight, each provider's state and the "
+        "reranker's.",
     )
     status.add_argument("socket", nargs="?", metavar="SOCKET", help="its socket")
     status.add_argument("--json", action="store_true", help="print host/status as JSON")
@@ -112,7 +113,11 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     async with _daemon(cfg, args.socket, "none is running") as client:
         status = await client.call("host/status", {})
         providers = (await client.call("providers/list", {})).get("providers") or []
-    code = EXIT_DEGRADED if any(_degraded(row) for row in providers) else EXIT_OK
+    reranker = status.get("reranker")  # none without a [reranker] (or from an older daemon)
+    down = any(_degraded(row) for row in providers)
+    if isinstance(reranker, dict) and reranker_degraded(reranker):
+        down = True
+    code = EXIT_DEGRADED if down else EXIT_OK
     if args.json:
         print_json(status)
         return code
@@ -128,6 +133,8 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     ]
     for row in providers:
         out.append(f"provider {row.get('id')}: {provider_state(row)}")
+    if isinstance(reranker, dict):
+        out.append(f"[reranker] {reranker.get('kind')}: {reranker_state(reranker)}")
     sys.stdout.write("".join(f"{line}\n" for line in out))
     line = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
     if line is not None:
@@ -150,6 +157,42 @@ def _degraded(row: dict[str, Any]) -> bool:
         or bool(row.get("consent_missing"))
         or failing >= FAILING_LEGS
     )
+
+
+def reranker_degraded(r: dict[str, Any]) -> bool:
+    """A reranker no ``rerank`` composition gets a verdict from until something changes:
+    a process down (crashed, failed: parked), a server cooling down (``failed``: it is
+    not asked), or either one up but failing its last ``FAILING_LEGS`` asks (a refused
+    request, a timeout). A server's ``crashed`` is one failure short of its cool-down, as
+    one timeout is a slow moment; ``not_configured`` never reaches here (no row)."""
+    health = r.get("health") or {}
+    down = ("crashed", "failed") if r.get("kind") == "process" else ("failed",)
+    return r.get("state") in down or int(health.get("failing_legs") or 0) >= FAILING_LEGS
+
+
+def reranker_state(r: dict[str, Any]) -> str:
+    """The reranker's state, as a provider's (``provider_state``): one down also how long
+    ago its last failure was and what it was, one up whose asks fail why (the last
+    fallback's reason), and either when it is tried again; then what became of its
+    verdicts (``asks N, fallbacks M``): what ``hostd providers`` prints for it, one line."""
+    health = r.get("health") or {}
+    state = str(r.get("state"))
+    shown = state
+    failure = health.get("last_failure")
+    failing = int(health.get("failing_legs") or 0)
+    if state in ("crashed", "failed") and failure:
+        ago = health.get("last_failure_s_ago")
+        when = f" {duration(float(ago))} ago" if ago is not None else ""
+        shown += f"{when}: {' '.join(str(failure).split())}"
+    elif failing:  # up, yet its asks fail: say so, and why
+        why = " ".join(str(r.get("last_fallback") or health.get("last_error") or "").split())
+        asks = "ask" if failing == 1 else f"{failing} asks"
+        shown += f"; its last {asks} failed: {why or 'no reason given'}"
+    retry = health.get("retry_in_s")
+    if isinstance(retry, int | float):  # cooling down (a server), parked (a process)
+        again = "next try" if r.get("kind") == "url" else "next start"
+        shown += f"; {again} in {duration(float(retry))}"
+    return f"{shown}; asks {r.get('asks', 0)}, fallbacks {r.get('fallbacks', 0)}"
 
 
 async def _stop(cfg: Config, args: argparse.Namespace) -> int:

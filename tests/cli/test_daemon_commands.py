@@ -347,3 +347,39 @@ def test_a_down_providers_line_names_its_state_once() -> None:
     assert provider_state(row) == (
         "crashed 3 s ago: provider 'files' cannot start rg-provider: No such file"
     )
+
+
+def test_status_calls_the_reranker_degraded_when_no_composition_gets_its_verdict() -> None:
+    from hostd.cli._daemon import FAILING_LEGS, reranker_degraded, reranker_state
+
+    process = {"kind": "process", "state": "ready", "health": {}, "asks": 2, "fallbacks": 0}
+    assert not reranker_degraded(process)
+    assert reranker_state(process) == "ready; asks 2, fallbacks 0"
+    killed = "crashed: reranker process exited between asks; killed by SIGKILL"
+    down = {
+        **process,
+        "state": "crashed",
+        "health": {"last_failure": killed, "last_failure_s_ago": 4, "retry_in_s": 2.5},
+    }
+    assert reranker_degraded(down) and reranker_degraded({**process, "state": "failed"})
+    assert (
+        reranker_state(down) == f"crashed 4 s ago: {killed}; next start in 2 s; asks 2, fallbacks 0"
+    )
+    # A server one failure short of its cool-down is a slow moment; cooling down, it is
+    # asked by no composition.
+    server = {**process, "kind": "url", "state": "crashed"}
+    assert not reranker_degraded(server)
+    assert reranker_degraded({**server, "state": "failed"})
+    # Up, its asks refused: a line from the first, exit 4 at the third in a row.
+    refused = {
+        **server,
+        "state": "ready",
+        "health": {"failing_legs": 1},
+        "last_fallback": "error: HTTP 400: the server refused the request",
+    }
+    assert not reranker_degraded(refused)
+    assert reranker_state(refused) == (
+        "ready; its last ask failed: error: HTTP 400: the server refused the request; "
+        "asks 2, fallbacks 0"
+    )
+    assert reranker_degraded({**refused, "health": {"failing_legs": FAILING_LEGS}})

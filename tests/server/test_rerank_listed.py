@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 import pytest
 
+from hostd.cli._daemon import FAILING_LEGS
 from hostd.client import connect
 from tests.server.conftest import ROOT, daemon_command
 from tests.server.test_rerank import PROVIDERS, _record, reranker_table
-from tests.server.test_rerank_server import TOKEN
+from tests.server.test_rerank_server import REFUSED_HINT, TOKEN, rerank_server, server_table
 
 pytestmark = pytest.mark.anyio
 
@@ -153,3 +154,29 @@ async def test_without_a_reranker_the_entry_is_null_and_no_line_is_printed(
     stdout, _ = await _cli(daemon, "--json")
     assert json.loads(stdout)["reranker"] is None
     assert await daemon.stop() == 0
+
+
+async def test_status_names_a_reranker_whose_asks_all_fail_and_exits_4(
+    start_daemon: Any,
+) -> None:
+    """``hostd status || alert``: a rerank server that refuses every ask (an embedding
+    model served) is a line of its own, saying why, and exit 4 once its last
+    ``FAILING_LEGS`` asks failed, in text and ``--json`` alike."""
+    async with rerank_server("status400") as port:
+        daemon = await start_daemon(providers=PROVIDERS, extra=server_table(port))
+        async with connect(daemon.socket) as client:
+            for _ in range(FAILING_LEGS):
+                result = await client.compose("why", budget=4000, strategy="rerank")
+        assert _record(result)["reason"] == "error"
+        status = [*daemon_command(daemon.config, "status", str(daemon.socket))]
+        shown = await anyio.run_process(status, cwd=ROOT, check=False)
+        printed = await anyio.run_process([*status, "--json"], cwd=ROOT, check=False)
+        assert await daemon.stop() == 0
+    assert shown.returncode == 4, shown.stderr.decode()
+    (line,) = [x for x in shown.stdout.decode().splitlines() if x.startswith("[reranker]")]
+    assert line == (
+        f"[reranker] url: ready; its last {FAILING_LEGS} asks failed: error: HTTP 400: "
+        f"{REFUSED_HINT}; asks {FAILING_LEGS}, fallbacks {FAILING_LEGS}"
+    )
+    assert printed.returncode == 4
+    assert json.loads(printed.stdout)["reranker"]["fallbacks"] == FAILING_LEGS
