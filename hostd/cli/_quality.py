@@ -284,7 +284,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
                 f"against {baseline}, which was not run: add --policy {baseline} to see it\n"
             )
     sys.stderr.write(quality.degraded_note(outcomes))
-    sys.stderr.write(_fallback_notes([(p.label, p.strategy) for p in policies]))
+    sys.stderr.write(_fallback_notes([(p.label, p.strategy) for p in policies], outcomes))
     if not args.from_shadow:
         sys.stderr.write(_unreachable_gold(outcomes))
     return EXIT_OK
@@ -481,16 +481,44 @@ def _unmerged_note(records: Sequence[Any]) -> str:
     )
 
 
-def _fallback_notes(policies: Sequence[tuple[str, Any]]) -> str:
+def _fallback_notes(
+    policies: Sequence[tuple[str, Any]], outcomes: Sequence[Any] | None = None
+) -> str:
     """A line per policy that cannot rank as asked here (``calibrated`` before ``hostd
-    calibrate``): what it ranked by instead, so its row is not read as the policy's."""
+    calibrate``): what it ranked by instead, so its row is not read as the policy's.
+    With ``outcomes`` (``eval``), the bare ``rerank`` says what happened, not what the
+    policy was before any verdict was asked: its rows that fell back, by reason;
+    nothing when the reranker ranked them all."""
+    from hostd.compose import PrecomputedOrder
+
     out = ""
     for spelling, bound in policies:
+        if outcomes is not None and isinstance(bound, PrecomputedOrder) and not bound.judged:
+            rows = [o for o in outcomes if o.policy == spelling]
+            out += _rerank_note(spelling, bound.to_wire()["rerank"]["fallback"], rows)
+            continue
         body = _fallback(bound)
         if body is not None:
             why = body.get("reason")
             out += f"hostd: note: {spelling} ranks as {body['fallback']} here: {why}\n"
     return out
+
+
+def _rerank_note(spelling: str, fallback: str, rows: Sequence[Any]) -> str:
+    """``rerank ranked as round_robin in 3 of 14 compositions: timeout 2, error 1``: the
+    rows whose verdict fell back, by reason; ``""`` when none did."""
+    reasons: dict[str, int] = {}
+    for row in rows:
+        if row.fallback is not None:
+            reasons[row.fallback] = reasons.get(row.fallback, 0) + 1
+    if not reasons:
+        return ""
+    fell = sum(reasons.values())
+    why = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items()))
+    return (
+        f"hostd: note: {spelling} ranked as {fallback} in {fell} of {len(rows)} "
+        f"compositions: {why}\n"
+    )
 
 
 def _fallback(bound: Any) -> dict[str, Any] | None:

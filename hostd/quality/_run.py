@@ -108,6 +108,10 @@ class Outcome:
     degraded: bool = False
     #: Frames in the prompt (for ``(offered)``: candidates in the set).
     frames: int = 0
+    #: A bare ``rerank`` row composed without the reranker's verdict: why (the verdict's
+    #: reason, ``timeout``, ``error`` …; ``no_verdict`` when none was asked); ``None``
+    #: when the reranker ranked it (a partial verdict too: it led) or for another policy.
+    fallback: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -256,12 +260,17 @@ def _recall(
     # Caps bind a mixed candidate set; a provider alone has the whole budget.
     caps = asked.caps if candidates is asked.candidates else None
     strategy = policy.strategy
-    if verdict is not None and _asks_rerank(policy):
-        # The daemon's reranker judged this very candidate set (``context/query``); a
-        # verdict it could not give (a fallback other than a partial one) degrades the row.
-        strategy = strategy_from_wire(verdict)
-        reason = getattr(strategy, "reason", None)
-        degraded = degraded or reason not in (None, "partial")
+    fallback = None
+    if _asks_rerank(policy):
+        reason = "no_verdict"  # the bare policy, unjudged: round_robin
+        if verdict is not None:
+            # The daemon's reranker judged this very candidate set (``context/query``); a
+            # verdict it could not give (a fallback other than a partial one) degrades
+            # the row.
+            strategy = strategy_from_wire(verdict)
+            reason = getattr(strategy, "reason", None)
+            degraded = degraded or reason not in (None, "partial")
+        fallback = None if reason in (None, "partial") else reason
     composed = compose_verified(
         candidates,
         asked.budget,
@@ -281,6 +290,7 @@ def _recall(
         composed.tokens_used,
         degraded,
         len(composed.citations),
+        fallback,
     )
 
 

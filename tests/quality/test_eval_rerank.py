@@ -49,17 +49,24 @@ def _setup(tmp_path: Path, mode: str) -> tuple[Path, Path]:
 
 
 def _eval(config: Path, questions: Path, *args: str) -> dict[str, Any]:
+    return _eval_said(config, questions, *args)[0]
+
+
+def _eval_said(config: Path, questions: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """The report, and what ``eval`` said on stderr."""
     done = _hostd("--config", str(config), "eval", "--questions", str(questions), *args, "--json")
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return result, done.stderr
 
 
 def test_eval_reranks_each_candidate_set_and_a_larger_pool_is_measurable(tmp_path: Path) -> None:
     config, questions = _setup(tmp_path, "reverse")
     args = ("--budget", "130", "--policy", "rerank", "--policy", "score")
-    plain = _eval(config, questions, *args)
+    plain, said = _eval_said(config, questions, *args)
     pooled = _eval(config, questions, *args, "--pool-budget", "2000")
+    # The reranker ranked every row: no note says it fell back.
+    assert "round_robin" not in said, said
     for result in (plain, pooled):
         rows = [(r["budget"], r["policy"]) for r in result["table"]]
         assert rows == [(130, p) for p in ("rerank", "score", "files alone", "(offered)")]
@@ -79,8 +86,13 @@ def test_eval_reranks_each_candidate_set_and_a_larger_pool_is_measurable(tmp_pat
 
 def test_a_failing_reranker_degrades_only_the_rerank_rows(tmp_path: Path) -> None:
     config, questions = _setup(tmp_path, "crash")
-    result = _eval(config, questions, "--budget", "300", "--policy", "rerank", "--policy", "score")
+    args = ("--budget", "300", "--policy", "rerank", "--policy", "score")
+    result, said = _eval_said(config, questions, *args)
     degraded = {(o["policy"], o["degraded"]) for o in result["outcomes"]}
+    # What happened, counted over the questions: the reranker (restarted after its
+    # backoff, within the generous timeout_ms) crashed at each ask.
+    (note,) = [line for line in said.splitlines() if "round_robin" in line]
+    assert note == "hostd: note: rerank ranked as round_robin in 2 of 2 compositions: crashed 2"
     assert ("rerank", True) in degraded and ("score", False) in degraded
     assert ("files alone", False) in degraded
 
