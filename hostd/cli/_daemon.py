@@ -3,7 +3,8 @@ or the one named), asked over its own API.
 
 ``status`` prints what ``host/status`` answers (pid, uptime, socket, the config it
 runs and whether that file changed since, requests in flight), each provider's
-state from ``providers/list`` and the ``[reranker]``'s, exit 4 when one is down. ``stop`` asks for a graceful stop (``host/shutdown``:
+state from ``providers/list`` and the ``[reranker]``'s, exit 4 when one is down.
+``stop`` asks for a graceful stop (``host/shutdown``:
 in-flight requests finish within the grace period, every provider is shut down)
 and says ``stopped`` only once the daemon's process has exited, watched through a
 pidfd where the system has one; past ``--timeout`` it says the daemon is still

@@ -262,7 +262,7 @@ def _recall(
     strategy = policy.strategy
     fallback = None
     if _asks_rerank(policy):
-        reason = "no_verdict"  # the bare policy, unjudged: round_robin
+        reason: str | None = "no_verdict"  # the bare policy, unjudged: round_robin
         if verdict is not None:
             # The daemon's reranker judged this very candidate set (``context/query``); a
             # verdict it could not give (a fallback other than a partial one) degrades
