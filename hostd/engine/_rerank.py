@@ -186,15 +186,29 @@ class Reranker:
         pool, slot = self.pool, self.slot
         ms = f"{timeout_s * 1000:.0f} ms"
         conn = slot.live()  # running: asked at once, with no scope to wait in
+        died = None
+        dead = slot.conn
+        if conn is None and dead is not None:
+            # It died between asks (killed, out of memory): explained and counted as a
+            # crash mid-call is (its exit status or signal, its stderr's tail), so this
+            # ask says why it restarts, and its health why it is down.
+            crash = await dead.explain(ProviderCrashed("reranker exited between asks"), deadline)
+            pool.broken(slot, dead, crash)
+            died = f"{crash.reason}: {crash.message}"
         if conn is None:
-            with anyio.move_on_after(timeout_s):
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 try:
                     conn = await pool.ensure(slot, deadline)
                 except HostdError as exc:
                     detail = f"{exc.reason}: {exc.message}"
+                    if died is not None:
+                        return RerankOutcome(reason="crashed", detail=f"{died}; {detail}")
                     return RerankOutcome(reason="unavailable", detail=detail)
         if conn is None:  # the start goes on in the pool's task group
-            return RerankOutcome(reason="starting", detail=f"not started within {ms}")
+            detail = f"not started within {ms}"
+            if died is not None:
+                return RerankOutcome(reason="crashed", detail=f"{died}; restarting: {detail}")
+            return RerankOutcome(reason="starting", detail=detail)
         client = getattr(conn, "client", None)
         if not (isinstance(client, PipeClient) and isinstance(client.codec, JsonRpcCodec)):
             return RerankOutcome(reason="unavailable", detail="a reranker speaks JSON-RPC")

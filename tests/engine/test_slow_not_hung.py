@@ -153,3 +153,30 @@ async def test_a_provider_whose_late_replies_still_come_is_not_restarted() -> No
     assert seen.count("provider.hung.restart") == 0
     assert isinstance(conn, ProviderConnection) and conn.child.pid == pid
     assert (health.starts, health.timeouts, health.late_replies) == (1, TURNS, TURNS - 1)
+
+
+async def test_a_reranker_killed_between_asks_says_how_it_ended(tmp_path: Path) -> None:
+    """Killed while idle (``kill -9``, the OOM killer): the next ask says how it ended,
+    as a crash mid-call does, not only that its restart did not come in time; its
+    health keeps it for ``hostd providers`` and ``status``. (Its restart's backoff is
+    longer than the ask's deadline: the ask cannot wait for it.)"""
+    starts = tmp_path / "starts"
+    policy = RestartPolicy(base_delay_s=600.0, max_delay_s=600.0)
+    with anyio.fail_after(60):  # a hang guard
+        settings = PoolSettings(restart_policy=policy)
+        async with Reranker(_reranker("reverse", starts), settings) as reranker:
+            await reranker.start_all()
+            conn = reranker.slot.live()
+            assert isinstance(conn, ProviderConnection)
+            conn.child.process.kill()
+            await conn.child.exited.wait()
+            outcome = await reranker.rerank("why", CANDIDATES, 30.0)
+            row = reranker.row()
+    assert outcome.reason == "crashed", outcome
+    assert outcome.detail is not None
+    assert outcome.detail.startswith(
+        "crashed: reranker exited between asks; killed by SIGKILL; crashed: provider is down; "
+        "next restart in "
+    )
+    assert row["state"] == "crashed" and _starts(starts) == 1
+    assert "killed by SIGKILL" in row["health"]["last_failure"]
