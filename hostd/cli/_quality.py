@@ -504,6 +504,29 @@ def _fallback_notes(
     return out
 
 
+def _replay_fallback_notes(policies: Sequence[tuple[str, Any]], records: Sequence[Any]) -> str:
+    """``_fallback_notes`` for ``shadow replay``, where the bare ``rerank`` replays each
+    record's own recorded verdict: the note counts the records that hold none (their
+    live policy was another) and so rank by its fallback; nothing when all hold one."""
+    from hostd import quality
+    from hostd.compose import PrecomputedOrder
+
+    out = ""
+    for spelling, bound in policies:
+        if not (isinstance(bound, PrecomputedOrder) and not bound.judged):
+            out += _fallback_notes([(spelling, bound)])
+            continue
+        missing = sum(1 for r in records if quality.recorded_verdict(r).reason == "not_recorded")
+        if missing:
+            fallback = bound.to_wire()["rerank"]["fallback"]
+            out += (
+                f"hostd: note: {spelling} replays each record's recorded verdict; {missing} "
+                f"of {len(records)} records hold none (composed under another policy) and "
+                f"rank as {fallback}\n"
+            )
+    return out
+
+
 def _rerank_note(spelling: str, fallback: str, rows: Sequence[Any]) -> str:
     """``rerank ranked as round_robin in 3 of 14 compositions: timeout 2, error 1``: the
     rows whose verdict fell back, by reason; ``""`` when none did."""
@@ -564,7 +587,9 @@ def shadow_command(cfg: Config, args: argparse.Namespace) -> int:
             "\n".join(quality.render_replay(spelling, replays) for spelling, _, replays in reports)
         )
     sys.stderr.write(
-        _fallback_notes(bound) + tokenizers.note(len(records)) + _unmerged_note(records)
+        _replay_fallback_notes(bound, records)
+        + tokenizers.note(len(records))
+        + _unmerged_note(records)
     )
     return EXIT_OK
 

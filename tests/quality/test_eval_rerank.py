@@ -122,3 +122,10 @@ def test_shadow_replay_compares_the_recorded_verdict(tmp_path: Path) -> None:
     reranked = by_live(replay("rerank"))
     assert reranked["rerank"]["overlap"] == 1.0 and reranked["rerank"]["newly_included"] == []
     assert reranked["score"] == by_live(replay("round_robin"))["score"]
+    # Its note counts what ranked by the fallback: the one record with no verdict.
+    done = _hostd("--config", str(config), "shadow", "replay", "--policy", "rerank")
+    notes = [line for line in done.stderr.splitlines() if line.startswith("hostd: note: rerank")]
+    assert notes == [
+        "hostd: note: rerank replays each record's recorded verdict; 1 of 2 records hold none "
+        "(composed under another policy) and rank as round_robin"
+    ], done.stderr
