@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -33,7 +34,8 @@ from typing import Any
 
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
+# ``--base``: the other checkout's code runs this file's benchmark (HOSTD_BENCH_CHECKOUT).
+ROOT = Path(os.environ.get("HOSTD_BENCH_CHECKOUT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(ROOT))
 
 from hostd.protocol import ContextQuery  # noqa: E402 - after the path set-up above
@@ -81,16 +83,24 @@ def bench_files(root: Path, repeat: int) -> dict[str, Any]:
     }
 
 
-def bench_memory(entries: int, repeat: int) -> dict[str, Any]:
+def bench_memory(entries: int, repeat: int, vocabulary: int = 0) -> dict[str, Any]:
+    """Entries of 40 words. ``vocabulary`` 0: the questions' own words, so every word
+    asked is in most entries (BM25's IDF at its lowest, the worst case for a store);
+    else those words among ``vocabulary`` others, drawn at random (seeded), so a word
+    asked is in a few entries, as in a store of varied notes."""
     words = " ".join(QUESTIONS).split()
+    pool = words + [f"w{i}" for i in range(vocabulary)]
+    draw = random.Random(7)
+
+    def text(i: int) -> str:
+        if not vocabulary:
+            return " ".join(words[(i * 7 + k) % len(words)] for k in range(40))
+        return " ".join(draw.choice(pool) for _ in range(40))
+
     with tempfile.TemporaryDirectory() as tmp:
         with MemoryStore(Path(tmp) / "memory.db") as store:
             batch = [
-                NewEntry(
-                    ("fact", "memory", "episode")[i % 3],
-                    f"entry {i}",
-                    " ".join(words[(i * 7 + k) % len(words)] for k in range(40)),
-                )
+                NewEntry(("fact", "memory", "episode")[i % 3], f"entry {i}", text(i))
                 for i in range(entries)
             ]
             t = time.perf_counter()
@@ -98,6 +108,7 @@ def bench_memory(entries: int, repeat: int) -> dict[str, Any]:
             build = time.perf_counter() - t
             return {
                 "entries": entries,
+                "vocabulary": vocabulary,
                 "build_s": round(build, 3),
                 "query_p50_ms": _p50_ms(store.answer, repeat),
             }
@@ -137,19 +148,20 @@ def bench_semantic(root: Path, repeat: int, cold: bool) -> dict[str, Any]:
 
 _MEMORY_IN = """
 import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("bench", "scripts/bench_providers.py")
+spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-print(json.dumps(bench.bench_memory(int(sys.argv[1]), int(sys.argv[2]))))
+print(json.dumps(bench.bench_memory(*map(int, sys.argv[2:]))))
 """
 
 
-def _memory_in(checkout: Path, entries: int, repeat: int) -> dict[str, Any]:
-    """``bench_memory`` as ``checkout``'s own code runs it (its providers, its store)."""
+def _memory_in(checkout: Path, entries: int, repeat: int, vocabulary: int) -> dict[str, Any]:
+    """This file's ``bench_memory`` over ``checkout``'s code (its providers, its store),
+    in an interpreter of its own."""
     done = subprocess.run(
-        [sys.executable, "-c", _MEMORY_IN, str(entries), str(repeat)],
+        [sys.executable, "-c", _MEMORY_IN, __file__, str(entries), str(repeat), str(vocabulary)],
         cwd=checkout,
-        env={**os.environ, "PYTHONPATH": str(checkout)},
+        env={**os.environ, "PYTHONPATH": str(checkout), "HOSTD_BENCH_CHECKOUT": str(checkout)},
         capture_output=True,
         text=True,
         check=True,
@@ -159,15 +171,18 @@ def _memory_in(checkout: Path, entries: int, repeat: int) -> dict[str, Any]:
     return result
 
 
-def memory_against(base: Path, entries: int, repeat: int, rounds: int) -> dict[str, Any]:
+def memory_against(
+    base: Path, entries: int, repeat: int, rounds: int, vocabulary: int = 0
+) -> dict[str, Any]:
     """The memory query p50 of this checkout and ``base``, rounds interleaved."""
     p50s: dict[str, list[float]] = {"this": [], "base": []}
     for _ in range(rounds):
         for name, checkout in (("base", base), ("this", ROOT)):
-            p50s[name].append(_memory_in(checkout, entries, repeat)["query_p50_ms"])
+            p50s[name].append(_memory_in(checkout, entries, repeat, vocabulary)["query_p50_ms"])
     medians = {name: statistics.median(values) for name, values in p50s.items()}
     return {
         "entries": entries,
+        "vocabulary": vocabulary,
         "rounds": rounds,
         "query_p50_ms": p50s,
         "median_ms": medians,
@@ -180,6 +195,12 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--memory-entries", type=int, default=2000)
+    parser.add_argument(
+        "--memory-vocabulary",
+        type=int,
+        default=0,
+        help="other words the entries draw from (0: the questions' words alone, the worst case)",
+    )
     parser.add_argument("--skip-semantic-cold", action="store_true")
     parser.add_argument("--only", choices=("files", "memory", "semantic"))
     parser.add_argument("--base", type=Path, help="another checkout: its memory beside this")
@@ -192,14 +213,18 @@ def main() -> int:
     }
     if args.base is not None:
         result["memory"] = memory_against(
-            args.base.resolve(), args.memory_entries, args.repeat, args.rounds
+            args.base.resolve(),
+            args.memory_entries,
+            args.repeat,
+            args.rounds,
+            args.memory_vocabulary,
         )
         print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
         return 0
     if args.only in (None, "files"):
         result["files"] = bench_files(args.root, args.repeat)
     if args.only in (None, "memory"):
-        result["memory"] = bench_memory(args.memory_entries, args.repeat)
+        result["memory"] = bench_memory(args.memory_entries, args.repeat, args.memory_vocabulary)
     if args.only in (None, "semantic"):
         reason = semantic_unavailable()
         if reason is None:
