@@ -221,12 +221,30 @@ _GENERATED_HEAD_LINES = 5
 #: A sibling name no glob that names a lockfile would match (``Corpus._names``).
 _PROBE_NAME = "_"
 
+# One to three line ends inside a key block: real ones, or ones escaped in a string (a
+# JSON key file, an ini value), with the indentation and string punctuation a key
+# pasted into code has around its lines (``"...\n"`` then ``"MIIE..."``). Atomic, as
+# the header values below are possessive: a file of long blank or header lines never
+# makes the scan try every split of their spaces (it would take minutes, not a pass).
+_KEY_BREAK = rb"(?>(?:[ \t\"'`+,]*(?:\r?\n|(?:\\r)?\\n)){1,3}[ \t\"'`+,]*)"
+# A private key block with its body: the BEGIN line, optional header lines
+# (``Proc-Type:``/``DEK-Info:`` of an encrypted PEM, ``Version:``/``Comment:`` of a PGP
+# block) and a blank line, then a base64 run at least 40 long (a real key's lines are
+# 64 characters, 70 for OpenSSH). A placeholder (``XXXX``, ``...``, ``<your key>``),
+# as a tool's docs show one, has no such run and is indexed.
+_PRIVATE_KEY = (
+    rb"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----"
+    rb"(?:"
+    + _KEY_BREAK
+    + rb"[A-Za-z][A-Za-z0-9-]*+:[^\r\n\\]*+){0,8}"
+    + _KEY_BREAK
+    + rb"[A-Za-z0-9+/=]{40}"
+)
 # A file whose bytes hold a credential that says what it is (whatever its name): a
 # private key block, a cloud provider's key id, a service's token by its published
 # prefix. Read, then never chunked; counted apart (``SKIP_SECRET_CONTENT``).
 _SECRET_CONTENT = re.compile(
-    rb"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----"
-    rb"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
+    _PRIVATE_KEY + rb"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key ids
     rb"|\bgh[pousr]_[A-Za-z0-9]{36}\b"  # GitHub tokens
     rb"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
     rb"|\b[sr]k_live_[A-Za-z0-9]{20,}"  # Stripe live keys
@@ -649,16 +667,16 @@ class Corpus:
         # A file with no chunk is read again (it may be one refused for its content,
         # which the cache does not record); one whose chunks hold a key or token, or a
         # line too long to quote, cached by a version that did not look, is read again.
+        # Its chunks are searched as one text: a key's BEGIN line may end one chunk and
+        # its body begin the next.
         kept = {
             rel: entry
             for rel, entry in state.items()
             if self._refused(rel) is None
             and entry[2]
             and not self._generated(rel, entry[2][0].text.encode())
-            and not any(
-                len(c.text) > MAX_CHUNK_BYTES or _SECRET_CONTENT.search(c.text.encode())
-                for c in entry[2]
-            )
+            and not any(len(c.text) > MAX_CHUNK_BYTES for c in entry[2])
+            and not _SECRET_CONTENT.search("".join(c.text for c in entry[2]).encode())
         }
         self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in kept.items()}
         self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]

@@ -6,6 +6,8 @@ its stderr summary), and the ``semantic`` one, which walks with the same code.""
 from __future__ import annotations
 
 import argparse
+import base64
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,111 @@ def test_a_file_whose_bytes_hold_a_key_or_token_is_read_but_never_chunked(
     leaked = chunk_file(root / "settings.py", "settings.py", (root / "settings.py").read_bytes())
     old.adopt({"settings.py": (1, 1, leaked)})
     assert old.chunks == []
+
+
+def _real_keys() -> dict[str, str]:
+    """Private keys as tools write them: freshly generated, each in its own format."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    enc = serialization.Encoding.PEM
+    traditional = serialization.PrivateFormat.TraditionalOpenSSL
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    plain = serialization.NoEncryption()
+    locked = serialization.BestAvailableEncryption(b"hunter2")
+    pem_rsa = rsa_key.private_bytes(enc, traditional, plain).decode()
+    # An armored PGP secret key: a Version header, a blank line, 64-column base64.
+    armored = base64.b64encode(os.urandom(600)).decode()
+    pgp = "\n".join(
+        [
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+            "Version: GnuPG v2",
+            "",
+            *(armored[i : i + 64] for i in range(0, len(armored), 64)),
+            "=" + base64.b64encode(os.urandom(3)).decode(),
+            "-----END PGP PRIVATE KEY BLOCK-----",
+        ]
+    )
+    return {
+        "rsa.txt": pem_rsa,
+        "ec.txt": ec_key.private_bytes(enc, traditional, plain).decode(),
+        "pkcs8.txt": rsa_key.private_bytes(enc, pkcs8, plain).decode(),
+        "pkcs8_locked.txt": rsa_key.private_bytes(enc, pkcs8, locked).decode(),
+        "rsa_locked.txt": rsa_key.private_bytes(enc, traditional, locked).decode(),
+        "openssh.txt": ed25519.Ed25519PrivateKey.generate()
+        .private_bytes(enc, serialization.PrivateFormat.OpenSSH, plain)
+        .decode(),
+        "pgp.txt": pgp,
+        # A service account's JSON key: its newlines escaped inside a string.
+        "service.json": orjson.dumps({"private_key": pem_rsa}).decode(),
+        # A key pasted into code, a quoted string a line.
+        "fixture.py": "KEY = (\n"
+        + "".join(f'    "{line}\\n"\n' for line in pem_rsa.splitlines())
+        + ")\n",
+    }
+
+
+def test_a_private_key_in_any_format_keeps_its_file_out(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    keys = _real_keys()
+    assert "Proc-Type: 4,ENCRYPTED" in keys["rsa_locked.txt"]  # the headers are there
+    for name, key in keys.items():
+        (root / name).write_text(f"{WORD} notes\n\n{key}\n")
+    (root / "ok.md").write_text(f"# {WORD}\n")
+    corpus = Corpus(CorpusOptions(root=root))
+    assert _rels(corpus) == {"ok.md"}
+    assert corpus.skipped == {SKIP_SECRET_CONTENT: len(keys)}
+
+
+def test_a_key_header_of_long_lines_without_a_body_is_scanned_in_one_pass(
+    tmp_path: Path,
+) -> None:
+    """Header-shaped lines ending in spaces, then no body: a scan that tried every split
+    of those spaces would not end (the per-test timeout is the hang guard)."""
+    root = tmp_path / "p"
+    root.mkdir()
+    headers = "".join(f"Note-{i}: see below{' ' * 40}\n" for i in range(8))
+    block = f"-----BEGIN RSA PRIVATE KEY-----\n{headers}{' ' * 40}\n(elided)\n"
+    (root / "howto.md").write_text(f"# {WORD}\n\n{block * 20}")
+    assert _rels(Corpus(CorpusOptions(root=root))) == {"howto.md"}
+
+
+def test_a_cached_key_whose_begin_line_ends_a_chunk_is_dropped(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    head, body = f"# {WORD}\n-----BEGIN PRIVATE KEY-----\n", _real_keys()["pkcs8.txt"]
+    body = body.partition("\n")[2]
+    (root / "notes.md").write_text(head + body)
+    corpus = Corpus(CorpusOptions(root=root))
+    # Cached by a version that chunked it, the BEGIN line in one chunk, the body in another.
+    split = chunk_file(root / "h", "notes.md", head.encode()) + chunk_file(
+        root / "b", "notes.md", body.encode()
+    )
+    corpus.adopt({"notes.md": (1, 1, split)})
+    assert corpus.chunks == []
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        # npm's docs/content/using-npm/config.md: an ini value, newlines escaped.
+        'key="-----BEGIN PRIVATE KEY-----\\nXXXX\\nXXXX\\n-----END PRIVATE KEY-----"',
+        "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n<your key here>\n-----END OPENSSH PRIVATE KEY-----",
+        "-----BEGIN PRIVATE KEY-----\nXXXX\nXXXX\n-----END PRIVATE KEY-----",
+        "Paste the block that starts `-----BEGIN PRIVATE KEY-----` into the form.",
+    ],
+)
+def test_a_placeholder_key_in_a_tool_s_docs_is_indexed(tmp_path: Path, example: str) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "config.md").write_text(f"# {WORD}\n\nA client key, for example:\n\n{example}\n")
+    corpus = Corpus(CorpusOptions(root=root))
+    assert _rels(corpus) == {"config.md"}
+    assert corpus.skipped == {}
 
 
 def test_a_line_too_long_to_quote_is_left_out_and_the_rest_of_its_file_kept(
