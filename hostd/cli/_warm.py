@@ -5,23 +5,37 @@ Fed with ``(provider_id, progress)`` as the engine hears each provider's
 daemon forwards): one tqdm bar per provider on stderr, its description the
 phase, its total the provider's figure when it gives one. tqdm rather than
 hand-drawn bars: it sizes, rate-limits and clears itself on any terminal.
-Off unless stderr is a terminal, so pipes and logs stay clean.
+Off unless stderr is a terminal, so pipes and logs stay clean; there ``hostd warm``
+writes plain lines instead (``ProgressLines``), few enough for a log.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from tqdm import tqdm
 
 from hostd.config import Config
 
-from ._common import connect_arg, session
+from ._common import ProgressListener, connect_arg, session
 from ._daemon import provider_state
 
-__all__ = ["ProgressBars", "add_warm_command", "forward_progress", "warm_command"]
+__all__ = [
+    "PROGRESS_LINE_INTERVAL_S",
+    "ProgressBars",
+    "ProgressLines",
+    "add_warm_command",
+    "forward_progress",
+    "warm_command",
+]
+
+#: How often, at most, a warming provider's progress line is written without bars: a
+#: log of a long build (thousands of chunks to embed) shows it alive, and stays short.
+PROGRESS_LINE_INTERVAL_S = 30.0
 
 
 class ProgressBars:
@@ -75,6 +89,52 @@ class ProgressBars:
         self._bars.clear()
 
 
+class ProgressLines:
+    """``hostd warm`` without bars (stderr not a terminal, ``--progress never``): each
+    provider's ready line as soon as it is ready, not when the slowest is, and while
+    it warms its phase and how far it got, at most every ``PROGRESS_LINE_INTERVAL_S``
+    per provider. ``settle`` writes a provider's final state unless it is the ready
+    line already written, so each says it once."""
+
+    def __init__(
+        self, stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self._clock = clock
+        self._last_line_at: dict[str, float] = {}
+        self._said: dict[str, str] = {}
+
+    def __call__(self, provider_id: str, progress: dict[str, Any]) -> None:
+        state = progress.get("state", "warming")
+        if state == "ready":  # what it holds, in `hostd status`'s words (provider_state)
+            said = " ".join(str(progress.get("message") or "").split())
+            self.settle(provider_id, f"ready ({said})" if said else "ready")
+            return
+        if state != "warming":  # a failure is said by `settle`, with what to do about it
+            return
+        now = self._clock()
+        last = self._last_line_at.get(provider_id)
+        if last is not None and now - last < PROGRESS_LINE_INTERVAL_S:
+            return
+        self._last_line_at[provider_id] = now
+        done, total = progress.get("done"), progress.get("total")
+        figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")
+        self._write(provider_id, f"warming ({progress.get('phase', 'warming')}{figure})")
+
+    def settle(self, provider_id: str, state: str) -> None:
+        """Say a provider's state (``provider_state``'s words) unless already said."""
+        if self._said.get(provider_id) != state:
+            self._said[provider_id] = state
+            self._write(provider_id, state)
+
+    def close(self) -> None:
+        """Nothing drawn to clear: what was written stays, as in a log."""
+
+    def _write(self, provider_id: str, state: str) -> None:
+        self.stream.write(f"hostd: {provider_id}: {state}\n")
+        self.stream.flush()  # a log tailed meanwhile sees it now, not at exit
+
+
 def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``hostd warm`` on the CLI's subparsers."""
     warm = sub.add_parser(
@@ -97,7 +157,7 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
     warm.set_defaults(run=warm_command)
 
 
-def forward_progress(bars: ProgressBars) -> Any:
+def forward_progress(bars: ProgressListener) -> Any:
     def forward(note: dict[str, Any]) -> None:
         if isinstance(note.get("warming"), dict):  # a provider's warm-up, not a leg's end
             bars(str(note.get("provider")), note["warming"])
@@ -122,6 +182,7 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
         raise NoProviderAvailable(cfg.no_providers())
     enabled = {"auto": None, "always": True, "never": False}[args.progress]
     bars = ProgressBars(enabled)
+    lines = None if bars.enabled else ProgressLines()
     if connect is None:
         # Started by the warm-up itself, after the bars listen: they hear every note.
         host = cfg.host.model_copy(update={"start_providers": "lazy"})
@@ -129,15 +190,17 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     try:
         async with session(cfg, connect, boot=False, wait=args.wait) as s:
-            result = await s.call("providers/warm", {}, on_progress=forward_progress(bars))
-            if not bars.enabled:  # what each holds (the bars said it as each got ready)
+            forward = forward_progress(bars if lines is None else lines)
+            result = await s.call("providers/warm", {}, on_progress=forward)
+            if lines is not None:  # the last word on each: one ready at its handshake
+                # sent no note, one that failed says why and what to do
                 rows = (await s.call("providers/list", {})).get("providers") or []
     finally:
         bars.close()
     states: dict[str, str] = result["providers"]
     for pid, state in states.items():
         sys.stdout.write(f"{pid}\t{state}\n")
-    for row in rows:  # `files: ready (0 chunks …; nothing to index under …)`
-        if row.get("id") in states:
-            sys.stderr.write(f"hostd: {row.get('id')}: {provider_state(row)}\n")
+    for row in rows:  # `files: ready (0 chunks …; nothing to index under …)`, once
+        if lines is not None and row.get("id") in states:
+            lines.settle(str(row.get("id")), provider_state(row))
     return 0 if all(s == "ready" for s in states.values()) else 1

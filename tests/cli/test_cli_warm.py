@@ -6,12 +6,13 @@ import io
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from hostd.cli._commands import audit_summary
 from hostd.cli._outcome import leg_failures, warming_lines
-from hostd.cli._warm import ProgressBars
+from hostd.cli._warm import PROGRESS_LINE_INTERVAL_S, ProgressBars, ProgressLines
 from hostd.client import Client
 from tests.fixtures.procs import ServeChild
 from tests.providers._stdio import REPO, child_env
@@ -65,6 +66,72 @@ def test_bars_are_off_when_stderr_is_not_a_terminal() -> None:
     bars("files", {"state": "warming", "phase": "read files", "done": 3, "total": 9})
     bars.close()
     assert stream.getvalue() == ""
+
+
+def test_without_bars_each_ready_line_comes_as_it_is_ready_and_progress_now_and_then() -> None:
+    stream, now = io.StringIO(), [0.0]
+    lines = ProgressLines(stream, clock=lambda: now[0])
+
+    def new_lines() -> list[str]:
+        said = stream.getvalue().splitlines()
+        stream.seek(0)
+        stream.truncate()
+        return said
+
+    lines("files", {"state": "warming", "phase": "read files", "done": 3, "total": 9})
+    lines("semantic", {"state": "warming", "phase": "load model", "done": 0, "total": None})
+    assert new_lines() == [
+        "hostd: files: warming (read files 3/9)",
+        "hostd: semantic: warming (load model)",
+    ]
+    lines("files", {"state": "ready", "phase": "ready", "message": "12 chunks\nfrom 3 files"})
+    assert new_lines() == ["hostd: files: ready (12 chunks from 3 files)"]
+    now[0] = PROGRESS_LINE_INTERVAL_S - 0.1  # the embedding's notes, many a second
+    lines("semantic", {"state": "warming", "phase": "embed", "done": 64, "total": 4000})
+    assert new_lines() == []
+    now[0] = PROGRESS_LINE_INTERVAL_S
+    lines("semantic", {"state": "warming", "phase": "embed", "done": 128, "total": 4000})
+    assert new_lines() == ["hostd: semantic: warming (embed 128/4000)"]
+    lines("semantic", {"state": "failed", "phase": "failed", "message": "OSError: disk full"})
+    assert new_lines() == []  # said by settle, with what to do
+    # At the end, each provider's state: one already said ready is not said again.
+    lines.settle("files", "ready (12 chunks from 3 files)")
+    lines.settle("semantic", "failed: its warm-up failed: OSError: disk full; …")
+    assert new_lines() == ["hostd: semantic: failed: its warm-up failed: OSError: disk full; …"]
+
+
+def test_warm_without_bars_says_a_provider_is_ready_while_another_still_warms(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    config = _config(tmp_path, ("fast", [], ""), ("slow", ["--warm-gate", str(gate)], ""))
+    warm = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--config", str(config), "warm", "--progress", "never"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+    )
+    guard = threading.Timer(120, warm.kill)  # a hang guard: a line never written ends it
+    guard.start()
+    try:
+        assert warm.stderr is not None
+        before = []
+        for line in warm.stderr:  # `slow` cannot be ready: its gate is not there yet
+            before.append(line)
+            if line.startswith("hostd: fast: ready"):
+                break
+        assert before[-1] == "hostd: fast: ready\n", "".join(before)
+        gate.touch()
+        out, err = warm.communicate()
+    finally:
+        guard.cancel()
+    assert warm.returncode == 0, err
+    assert out.splitlines() == ["fast\tready", "slow\tready"]
+    said = "".join(before) + err
+    assert said.count("hostd: fast: ready") == 1 and said.count("hostd: slow: ready") == 1
+    assert "hostd: slow: warming (build " in said
 
 
 def test_a_resumed_build_s_bar_starts_where_it_stands() -> None:
@@ -232,6 +299,6 @@ def test_warm_says_what_each_provider_holds_once_ready(tmp_path: Path) -> None:
     out = _warm(config, "--progress", "never")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "files\tready\n"
-    (line,) = [x for x in out.stderr.splitlines() if x.startswith("hostd: files: ")]
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("hostd: files: ready")]
     assert line.startswith("hostd: files: ready (0 chunks from 0 files under ")
     assert f"nothing to index under {tmp_path / 'empty'}: is that the project's directory?" in line
