@@ -105,6 +105,10 @@ def test_init_writes_a_valid_config_every_key_line_saying_what_it_does(
     (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
     tokenized = parse_config(text.replace('# tokenizer = "', 'tokenizer = "'), base=tmp_path)
     assert tokenized.host.tokenizer == tmp_path / "tokenizer.json"
+    # So is the strategy line: the policy that ranks each provider's list on its own.
+    ranked = parse_config(text.replace('# strategy = "', 'strategy = "'), base=tmp_path)
+    assert ranked.host.strategy == "rrf" and cfg.host.strategy is None
+    assert "hostd eval --from-shadow" in text and "round_robin" in text
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
