@@ -8,7 +8,7 @@ way (``chunk_text``; a ``file://`` resource exactly as ``chunk_file`` cuts the
 file). A chunk is a run of whole lines (markdown is first cut at its headings,
 fenced code is not a heading; other text may be cut at its blank lines first,
 ``sections="paragraphs"``, or into its records, ``sections="records"``: the elements
-of JSON over several lines, ``_json``, else see ``_record_sections``) that
+of JSON over several lines, ``_json_records``, else see ``_record_sections``) that
 
 - fits what the model reads well: its embedding input (title line plus text)
   takes at most ``max_tokens`` word pieces by the model tokenizer's count
@@ -42,7 +42,7 @@ from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._json import json_records
+from ._json_records import json_records
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [

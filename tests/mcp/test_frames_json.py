@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hostd.chunking._json as json_module
+import hostd.chunking._json_records as json_module
 from hostd.mcp import Document, cut
 from hostd.mcp._frames import Piece
 from hostd.protocol import address_line_range, sha256_digest
