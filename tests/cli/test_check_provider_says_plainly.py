@@ -80,12 +80,11 @@ def test_the_same_provider_with_honest_digests_passes() -> None:
     assert checks["query"]["passed"] and not checks["query"]["warning"], checks["query"]
 
 
-def test_the_frames_the_daemon_drops_fail_check_provider(tmp_path: Path) -> None:
-    """What check-provider says is what the daemon does: compose through a real daemon
-    excludes each such frame as ``digest_mismatch``, and check-provider fails it (D4)."""
+def _composed_by_a_daemon(tmp_path: Path, command: list[str]) -> Any:
+    """``DEFAULT_GOAL`` composed by a real daemon whose one provider ``facts`` runs
+    ``command``: what the daemon does with the replies check-provider judged."""
     from hostd.client import Client
 
-    command = [sys.executable, str(ROOT / SCRIPT), "title_digest"]
     config = tmp_path / "hostd.toml"
     config.write_text(
         f'[host]\nstate_dir = "{tmp_path / "state"}"\n\n'
@@ -93,7 +92,14 @@ def test_the_frames_the_daemon_drops_fail_check_provider(tmp_path: Path) -> None
         encoding="utf-8",
     )
     with Client.spawn(config, cwd=ROOT) as client:
-        result = client.compose(DEFAULT_GOAL, budget=400)
+        return client.compose(DEFAULT_GOAL, budget=400)
+
+
+def test_the_frames_the_daemon_drops_fail_check_provider(tmp_path: Path) -> None:
+    """What check-provider says is what the daemon does: compose through a real daemon
+    excludes each such frame as ``digest_mismatch``, and check-provider fails it (D4)."""
+    command = [sys.executable, str(ROOT / SCRIPT), "title_digest"]
+    result = _composed_by_a_daemon(tmp_path, command)
     reasons = {e.frame.frame_id: e.reason for e in result.audit.excluded()}
     assert reasons == {fid: "digest_mismatch" for fid, _t, _c in FACTS}, reasons
     assert result.audit.included() == []
@@ -305,17 +311,8 @@ def test_frames_under_another_name_fail_the_query_naming_what_is_missing() -> No
 def test_the_daemon_fails_the_leg_of_a_result_without_frames(tmp_path: Path) -> None:
     """What the query row says is what the daemon does: the leg is an error naming what
     is missing, not an answer with no frame."""
-    from hostd.client import Client
-
     command = [sys.executable, str(ROOT / SCRIPT), "results_key"]
-    config = tmp_path / "hostd.toml"
-    config.write_text(
-        f'[host]\nstate_dir = "{tmp_path / "state"}"\n\n'
-        f'[[provider]]\nid = "facts"\ncommand = {json.dumps(command)}\ntimeout_ms = 60000\n',
-        encoding="utf-8",
-    )
-    with Client.spawn(config, cwd=ROOT) as client:
-        result = client.compose(DEFAULT_GOAL, budget=400)
+    result = _composed_by_a_daemon(tmp_path, command)
     [leg] = result.providers
     assert (leg.provider_id, leg.status) == ("facts", "error"), leg
     assert leg.error is not None and leg.error.code == "protocol_fault", leg
