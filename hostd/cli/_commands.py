@@ -398,11 +398,6 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}{when}\n")
             for line in interpreter_advice(cfg, {str(p.get("id")): str(failure)}):
                 sys.stderr.write(f"hostd: {line.strip()}\n")
-        elif p.get("state") == "ready" and health.get("failing_legs"):
-            # Up, yet its queries fail: why, as ``status`` says it (its stderr, when it
-            # explained itself there).
-            why = health.get("last_error") or "no reason given"
-            sys.stderr.write(f"hostd: {p.get('id')}: its last query failed: {why}\n")
     if isinstance(reranker, dict):
         _reranker_lines(reranker)
     return EXIT_OK

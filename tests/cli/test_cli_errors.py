@@ -135,14 +135,7 @@ run_stdio(Raises())
 """
 
 
-#: How a failed query is reported once the provider explained it on its stderr: the size
-#: of the error it answered, then its stderr's error line and last lines.
-_ANSWERED = "provider answered internal (message: "
-_SAID = " chars, not quoted); stderr: "
-_WHY = "RuntimeError: notes database is locked"
-
-
-def test_a_provider_whose_query_fails_says_why_from_its_stderr(tmp_path: Path) -> None:
+def test_a_provider_whose_query_fails_is_pointed_at_its_stderr(tmp_path: Path) -> None:
     script = tmp_path / "raises.py"
     script.write_text(_RAISES, encoding="utf-8")
     config = _config(tmp_path, _provider("raises", ["python", str(script)]))
@@ -150,27 +143,25 @@ def test_a_provider_whose_query_fails_says_why_from_its_stderr(tmp_path: Path) -
     assert done.returncode == 1, done.stderr
     human = _human(done.stderr)
     failed = next(line for line in human if "raises: error:" in line)
-    assert _ANSWERED in failed and _SAID in failed and failed.endswith(_WHY), failed
-    # Said at the one-shot's own log level (error): no pointer to a log left to read.
-    assert not any("provider.stderr" in line or "--log-level" in line for line in human), human
-    # Its stderr still reaches the log at info, as the provider's own log.
+    assert "provider answered internal" in failed and "provider.stderr" in failed, failed
+    assert any("--log-level info" in line for line in human), human
+    assert "database is locked" not in done.stderr  # the error's text is not quoted
+    # Where the hint points: the provider's own account, in the log at info.
     shown = _hostd("--config", str(config), "--log-level", "info", "compose", "anything")
     said = [json.loads(line) for line in shown.stderr.splitlines() if line.startswith("{")]
     stderr = [e["line"] for e in said if e.get("event") == "provider.stderr"]
-    assert any(_WHY in line for line in stderr), stderr
+    assert any("RuntimeError: notes database is locked" in line for line in stderr), stderr
+    assert not any("--log-level info" in line for line in _human(shown.stderr))
 
 
-def test_a_daemon_at_warning_shows_why_a_running_provider_failed_a_query(
-    tmp_path: Path,
-) -> None:
+def test_with_connect_the_hint_points_at_the_daemons_log(tmp_path: Path) -> None:
     script = tmp_path / "raises.py"
     script.write_text(_RAISES, encoding="utf-8")
     config = _config(tmp_path, _provider("raises", ["python", str(script)]))
     log = tmp_path / "daemon.log"
     with log.open("w") as sink:
-        daemon = subprocess.Popen(  # as the README's quickstart runs it
-            [sys.executable, "-m", "hostd", "--config", str(config), "serve"]
-            + ["--log-level", "warning"],
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -178,27 +169,16 @@ def test_a_daemon_at_warning_shows_why_a_running_provider_failed_a_query(
         )
         try:  # --wait: the CLI waits for the daemon's socket (an event), not a sleep
             done = _hostd("--config", str(config), "compose", "x", "--connect", "--wait", "60")
-            status = _hostd("--config", str(config), "status")
-            listed = _hostd("--config", str(config), "providers", "--connect")
         finally:
             daemon.terminate()
             daemon.wait(timeout=60)
     assert done.returncode == 1, done.stderr
     human = _human(done.stderr)
-    failed = next(line for line in human if "raises: error:" in line)
-    assert _ANSWERED in failed and _SAID in failed and failed.endswith(_WHY), failed
-    assert not any("daemon's log" in line for line in human), human
-    (line,) = [x for x in status.stdout.splitlines() if x.startswith("provider raises:")]
-    assert line.startswith(f"provider raises: ready; its last query failed: {_ANSWERED}"), line
-    assert _SAID in line and line.endswith(_WHY), line
-    assert listed.stdout.startswith("raises\tjsonrpc\tready\t"), listed.stdout
-    (why,) = [x for x in _human(listed.stderr) if x.startswith("hostd: raises:")]
-    assert why.startswith(f"hostd: raises: its last query failed: {_ANSWERED}"), why
-    assert why.endswith(_WHY), why
-    # Its stderr lines stay at info: a daemon at warning logs none of them.
-    events = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
-    assert any(e.get("event") == "provider.leg.failed" for e in events), events
-    assert not [e for e in events if e.get("event") == "provider.stderr"], events
+    assert any("raises: error:" in line and "provider.stderr" in line for line in human), human
+    assert any("in the daemon's log" in line for line in human), human
+    assert not any("--log-level info" in line for line in human), human
+    # And the daemon's log does hold the provider's account.
+    assert "RuntimeError: notes database is locked" in log.read_text()
 
 
 def test_an_empty_prompt_of_evidence_that_did_not_fit_says_so(tmp_path: Path) -> None:

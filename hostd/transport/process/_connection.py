@@ -22,17 +22,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import anyio
-import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 
 from hostd._log import get_logger
-from hostd.errors import (
-    HostdError,
-    MethodNotFound,
-    ProviderCrashed,
-    ProviderError,
-    ProviderTimeout,
-)
+from hostd.errors import HostdError, MethodNotFound, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     ContextQuery,
@@ -46,7 +39,7 @@ from hostd.protocol import (
 from .._ack import Acked
 from .._readiness import OnProgress, Readiness
 from .._redact import Redactor, amend
-from ..bindings import CGP_SDK_WIRE, STDERR_HINT, CgpCodec, check_ack, find_binding
+from ..bindings import CGP_SDK_WIRE, CgpCodec, check_ack, find_binding
 from ._client import PipeClient, StartedCall
 from ._process import ChildProcess, StderrPolicy
 from ._stdout import LineSink
@@ -398,8 +391,7 @@ class ProviderConnection(Acked):
         """``exc`` as it leaves the transport: for a crash (or a start that timed out), with
         what the process says about it (its exit status, the tail of its stderr:
         ``ChildProcess.failure_report``, waiting for them no later than ``deadline``
-        and ``EXIT_WAIT_S``); for an ``internal`` error it answered, with what its
-        stderr says (``_quote_stderr``); always scrubbed of the provider's secrets (C8).
+        and ``EXIT_WAIT_S``); always scrubbed of the provider's secrets (C8).
         Changed in place and returned."""
         # A command that never ran has nothing to add: the status and stderr are the
         # shim's, and the exec's error already says all (``_shim``).
@@ -411,24 +403,7 @@ class ProviderConnection(Acked):
             if exc not in _EXPLAINED:
                 _EXPLAINED.add(exc)
                 amend(exc, report)
-        if isinstance(exc, ProviderError) and STDERR_HINT in exc.message:
-            await self._quote_stderr(exc)
         return self.child.redactor.error(exc)
-
-    async def _quote_stderr(self, exc: ProviderError) -> None:
-        """A provider that runs on yet failed a request (``internal``: its query raised)
-        explains it on its stderr, which reaches the log only at ``info``: the error
-        quotes what its stderr says (its error line and last lines: bounded, scrubbed,
-        one line, as a crash's report does) in place of the pointer to the log, so the
-        leg's report and the health that keeps it (``last_error``) say why at any log
-        level. Unchanged when it wrote nothing."""
-        # It wrote its stderr before its reply, so the loop read that pipe no later than
-        # the reply's: one turn lets the stderr pump take in what the loop read.
-        await anyio.lowlevel.checkpoint()
-        said = self.child.stderr_tail()
-        if said:
-            exc.message = exc.message.replace(STDERR_HINT, "")
-            amend(exc, f"stderr: {said}")
 
     async def _failure_report(self, deadline: float | None) -> str:
         """The process's own account of its failure, gathered once per connection (a

@@ -149,11 +149,6 @@ class ChildProcess:
         """Of those, the lines the rate limit kept out of the log."""
         return self._stderr.suppressed
 
-    def stderr_tail(self) -> str:
-        """What its stderr says so far: its error line and last lines, bounded, scrubbed,
-        one line (``StderrPump.tail``); ``""`` when it wrote nothing."""
-        return self._stderr.tail()
-
     @property
     def pid(self) -> int:
         return self.process.pid
