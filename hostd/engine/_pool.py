@@ -297,17 +297,15 @@ class ProviderPool:
                 slot.health, alive=False, now=now, policy=policy, credential_changed=changed
             )
             if decision.action is StartAction.GIVE_UP:
+                # When it is tried again: its cool-down, unless none is set.
+                never = decision.delay_s == float("inf")
+                when = "" if never else f", or in {decision.delay_s:.0f} s"
                 if slot.health.refused and slot.refusal is not None:
                     # What to fix, in the refusal's own words: waiting is no cure (and
                     # a one-shot command ends long before any retry).
                     # Said as a refusal on record, not as the server's answer to this
                     # request: it is not asked again until something changes.
                     refusal = slot.refusal
-                    when = (
-                        ""
-                        if decision.delay_s == float("inf")
-                        else f", or in {decision.delay_s:.0f} s"
-                    )
                     again = (
                         f"{refusal.message} (refused earlier; not asked again until the "
                         f"credential changes or providers/restart{when})"
@@ -316,11 +314,6 @@ class ProviderPool:
                 if slot.cannot_run is not None:
                     # The command's own reason, not "restart attempts exhausted": it was
                     # run once, and a restart alone would meet the same error.
-                    when = (
-                        ""
-                        if decision.delay_s == float("inf")
-                        else f", or in {decision.delay_s:.0f} s"
-                    )
                     raise ProviderCrashed(
                         f"{slot.cannot_run.message} (not run again until providers/restart{when})",
                         **slot.cannot_run.data,
@@ -329,7 +322,7 @@ class ProviderPool:
                 # the message stays the same size however many requests meet it.
                 retry = (
                     "no retry until providers/restart"
-                    if decision.delay_s == float("inf")
+                    if never
                     else f"next retry in {decision.delay_s:.0f} s"
                 )
                 raise ProviderParked(
