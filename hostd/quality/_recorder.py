@@ -23,6 +23,13 @@ memory; a drawn one becomes its record at once. Feedback on
 a request the draw skipped writes its record first, then the feedback, through
 the same queue (in that order); feedback on an older request is checked
 against the store. A request neither held nor stored is ``UnknownRequest``.
+
+A restart must not lose what an agent may still report on: a graceful stop
+(``close()``) sets every held composition whose record is not written aside in
+the store's ``pending`` table, in one synced transaction (``write_pending``: the
+newest ``HELD``, within retention), and feedback on one after the restart finds
+it there and writes it as it would a held one. Nothing is written per
+composition for it; a process killed without its stop loses them, as before.
 """
 
 from __future__ import annotations
@@ -128,8 +135,9 @@ class ShadowRecorder:
         self.store_content = store_content
         self._draw = draw
         self._queue: queue.Queue[_Queued] = queue.Queue(maxsize=pending)
-        #: request id → (its held composition, whether its record is queued or written).
-        self._held: OrderedDict[str, tuple[Held, bool]] = OrderedDict()
+        #: request id → (its held composition, whether its record is queued or written);
+        #: one set aside at an earlier stop is held as read back, once feedback names it.
+        self._held: OrderedDict[str, tuple[Held | Recorded, bool]] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._closed = False
         #: The last failed open: the file's stamp then, when, and the problem. Not
@@ -184,13 +192,13 @@ class ShadowRecorder:
             return False
         return True
 
-    def _hold(self, held: Held, *, written: bool) -> None:
+    def _hold(self, held: Held | Recorded, *, written: bool) -> None:
         self._held[held.request_id] = (held, written)
         self._held.move_to_end(held.request_id)
         while len(self._held) > HELD:
             self._held.popitem(last=False)
 
-    def _unwritten(self, held: Held) -> None:
+    def _unwritten(self, held: Held | Recorded) -> None:
         """A write that failed: its record is not in the store (if it is still held)."""
         if held.request_id in self._held:
             self._held[held.request_id] = (held, False)
@@ -280,38 +288,26 @@ class ShadowRecorder:
         ``UnknownRequest`` when the request is neither held nor stored,
         ``UnknownCitation`` naming every item its map lacks, ``Overloaded`` when the
         writer is too far behind to take it, ``ShadowUnavailable`` when the store cannot
-        be read or written (nothing is half-written)."""
+        be read or written (nothing is half-written), ``ShuttingDown`` once closed."""
+        if self._closed:  # its held compositions are being set aside: nothing is written
+            raise ShuttingDown("the shadow store is closed: hostd is stopping")
         entry = self._held.get(request_id)
         if entry is None:
-            try:
-                stored = await anyio.to_thread.run_sync(
-                    lambda: self.store.load(request_id=request_id)
-                )
-            except FileNotFoundError:
-                stored = []
-            except OSError as exc:
-                raise unavailable(self.store.path, f"cannot be read ({exc})") from None
-            if not stored:
-                raise UnknownRequest(
-                    f"no shadow record of request {request_id!r} (unknown, past the "
-                    f"{HELD} newest compositions, or composed before the daemon restarted, "
-                    "and not recorded)",
-                    request_id=request_id,
-                )
-            citations, written = stored[-1].citations, True
-        else:
-            citations, written = entry[0].citations, entry[1]
-        keys = resolve_used(citations, used)
+            stored = await self._stored(request_id)
+            # Looked up off the loop: a feedback on it meanwhile may have held it.
+            entry = self._held.get(request_id, stored)
+        record, written = entry
+        keys = resolve_used(record.citations, used)
         fb = Feedback.of(
             request_id, time.time(), keys, helpful, note, store_content=self.store_content
         )
-        if entry is not None and not written:
+        if not written:
             # The record first, in the same transaction: the feedback's row needs it.
-            self._hold(entry[0], written=True)
+            self._hold(record, written=True)
             try:
-                await self._durable(entry[0], fb, request_id=request_id)
+                await self._durable(record, fb, request_id=request_id)
             except HostdError:  # not written (a cancelled wait still is: it stays queued)
-                self._unwritten(entry[0])
+                self._unwritten(record)
                 raise
         else:
             await self._durable(fb, request_id=request_id)
@@ -323,6 +319,36 @@ class ShadowRecorder:
             recorded_now=not written,
         )
         return fb
+
+    async def _stored(self, request_id: str) -> tuple[Recorded, bool]:
+        """A request this recorder does not hold, from the store: its record and whether
+        it is written (``requests``), or set aside at a stop (``pending``) and not yet.
+        ``UnknownRequest`` when it is in neither."""
+
+        def find() -> tuple[Recorded, bool] | None:
+            stored = self.store.load(request_id=request_id)
+            if stored:
+                return stored[-1], True
+            pending = self.store.load_pending(request_id)
+            return None if pending is None else (pending, False)
+
+        try:
+            found = await anyio.to_thread.run_sync(find)
+        except FileNotFoundError:
+            found = None
+        except OSError as exc:
+            raise unavailable(self.store.path, f"cannot be read ({exc})") from None
+        if found is None:
+            days = f"{self.store.retention_days:g}"
+            raise UnknownRequest(
+                f"no shadow record of request {request_id!r}: none is held or stored "
+                f"under that id; it may have expired (past the {HELD} newest compositions "
+                f"held for feedback, or older than retention_days = {days}), or been "
+                "composed before the daemon was killed without a graceful stop; send "
+                "feedback soon after its composition",
+                request_id=request_id,
+            )
+        return found
 
     def _write_queued(self) -> None:
         stop = False
@@ -391,18 +417,49 @@ class ShadowRecorder:
             )
 
     def close(self) -> None:
-        """Write every queued record, stop the writer and close the store (blocking)."""
+        """Write every queued record, set aside the compositions held unwritten, stop
+        the writer and close the store (blocking)."""
         self._closed = True
+        self._close(self._unwritten_held())
+
+    async def aclose(self) -> None:
+        """``close()`` off the event loop; shielded, so a stop being cancelled still flushes."""
+        # Closed here, on the loop's thread, so no record is queued behind the writer's
+        # stop, and the held ring (which feedback changes) is read here too.
+        self._closed = True
+        held = self._unwritten_held()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._close, held)
+
+    def _unwritten_held(self) -> list[Held | Recorded]:
+        """The held compositions whose record is neither written nor queued, taken out
+        of the ring (the recorder is closed: nothing more is held)."""
+        held = [h for h, written in self._held.values() if not written]
+        self._held.clear()
+        return held
+
+    def _close(self, held: list[Held | Recorded]) -> None:
         self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             self._queue.put(None)  # after every queued record: the writer drains first
             thread.join()
+        if held:
+            self._set_aside(held)
         self.store.close()
 
-    async def aclose(self) -> None:
-        """``close()`` off the event loop; shielded, so a stop being cancelled still flushes."""
-        # Closed here, on the loop's thread, so no record is queued behind the writer's stop.
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.close)
+    def _set_aside(self, held: list[Held | Recorded]) -> None:
+        """Keep ``held`` in the store's ``pending`` table, so feedback on them still finds
+        them after a restart: an ordinary stop must not lose what an agent may still
+        report on. Logged, never raised: the stop goes on."""
+        try:
+            self.store.write_pending(held, keep=HELD)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning(
+                "shadow.pending_failed",
+                requests=len(held),
+                error=str(exc),
+                path=str(self.store.path),
+            )
+            return
+        log.info("shadow.pending_written", requests=len(held))

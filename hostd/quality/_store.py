@@ -25,14 +25,24 @@ so it survives a power cut as well as a killed process; sampled records nobody
 waits for keep the cheaper ``NORMAL``. A file that cannot be read (damaged, not a
 database, a record of the wrong shape) is ``ShadowUnavailable`` naming the file
 and what to do, never a traceback. The records themselves are ``_record``'s.
+
+Compositions held for feedback and not yet written when the daemon stops
+(``ShadowRecorder.close``) are set aside in ``pending``, apart from ``requests``:
+replay, eval and calibration read ``requests`` only, so a composition nobody gave
+feedback on counts for nothing, as before. Feedback on one (``load_pending``)
+writes it to ``requests`` beside the feedback, and its pending row goes. The table
+keeps the newest ``HELD`` rows (as the daemon's memory does) and none older than
+``retention_days``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,6 +90,18 @@ CREATE TRIGGER IF NOT EXISTS requests_counted AFTER INSERT ON requests
     BEGIN UPDATE totals SET requests = requests + 1, size = size + NEW.size; END;
 CREATE TRIGGER IF NOT EXISTS requests_uncounted AFTER DELETE ON requests
     BEGIN UPDATE totals SET requests = requests - 1, size = size - OLD.size; END;
+"""
+
+# Held compositions set aside at a stop, waiting for feedback: outside ``totals`` (the
+# newest ``keep`` rows at most, ``write_pending``), never read by replay or eval.
+_PENDING = """
+CREATE TABLE IF NOT EXISTS pending (
+    request_id TEXT PRIMARY KEY,
+    recorded_at REAL NOT NULL,
+    goal_digest TEXT NOT NULL,
+    goal TEXT,
+    body TEXT NOT NULL
+);
 """
 
 
@@ -156,7 +178,7 @@ class ShadowStore:
             counted = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'totals'"
             ).fetchone()
-            for stmt in (_BOUNDS + FEEDBACK_SCHEMA).split(";\n"):
+            for stmt in (_BOUNDS + FEEDBACK_SCHEMA + _PENDING).split(";\n"):
                 if stmt.strip():
                     db.execute(stmt)
             if counted is None:  # totals are new: count what the file holds, once
@@ -212,21 +234,29 @@ class ShadowStore:
             rows.append(
                 (record.request_id, record.recorded_at, record.goal_digest, goal, body, size)
             )
+        with self._transaction(durable=durable) as db:
+            db.executemany(
+                "INSERT INTO requests "
+                "(request_id, recorded_at, goal_digest, goal, body, size) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            if rows:
+                self._prune(db, max(row[1] for row in rows))
+            orphans = [f.request_id for f in feedback if not self._feedback(db, f)]
+        return orphans
+
+    @contextlib.contextmanager
+    def _transaction(self, *, durable: bool) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the writer's connection, committed when the block
+        ends, rolled back when it raises. ``durable``: synced to the disk."""
         with self._lock:
             db = self._writer()
             if durable:  # the WAL is synced before the commit returns
                 db.execute("PRAGMA synchronous = FULL")
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(
-                    "INSERT INTO requests "
-                    "(request_id, recorded_at, goal_digest, goal, body, size) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                if rows:
-                    self._prune(db, max(row[1] for row in rows))
-                orphans = [f.request_id for f in feedback if not self._feedback(db, f)]
+                yield db
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -235,10 +265,36 @@ class ShadowStore:
             finally:
                 if durable:
                     db.execute("PRAGMA synchronous = NORMAL")
-        return orphans
+
+    def write_pending(self, records: Sequence[Writable], *, keep: int) -> None:
+        """Set ``records`` aside for feedback (compositions held, never written, when the
+        daemon stops), in one synced transaction: the newest ``keep`` pending rows are
+        kept, with those of earlier stops, and none older than ``retention_days``."""
+        rows = [
+            (r.request_id, r.recorded_at, r.goal_digest, r.stored_goal, r.body()) for r in records
+        ]
+        with self._transaction(durable=True) as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO pending "
+                "(request_id, recorded_at, goal_digest, goal, body) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            db.execute("DELETE FROM pending WHERE recorded_at < ?", (self._oldest(),))
+            db.execute(
+                "DELETE FROM pending WHERE request_id NOT IN "
+                "(SELECT request_id FROM pending ORDER BY recorded_at DESC LIMIT ?)",
+                (keep,),
+            )
+
+    def _oldest(self) -> float:
+        """The oldest ``recorded_at`` retention keeps, now."""
+        return time.time() - self.retention_days * 86400
 
     def _feedback(self, db: sqlite3.Connection, feedback: Feedback) -> bool:
         db.execute("DELETE FROM feedback WHERE request_id = ?", (feedback.request_id,))
+        # Its record is in ``requests`` by now (written earlier, or in this transaction
+        # before the feedback): a copy set aside at a stop is needed no longer.
+        db.execute("DELETE FROM pending WHERE request_id = ?", (feedback.request_id,))
         body = feedback.body()
         kept = db.execute(
             "INSERT INTO feedback (request_id, recorded_at, size, body) "
@@ -290,6 +346,35 @@ class ShadowStore:
                 problem = f"record {seq} cannot be read ({type(exc).__name__})"
                 raise unavailable(self.path, problem) from None
         return out
+
+    def load_pending(self, request_id: str) -> Recorded | None:
+        """``request_id``'s record as set aside at a stop (``write_pending``), or None
+        when there is none within ``retention_days``. Errors as ``load``'s."""
+        try:
+            db = self._connect(create=False)
+            try:
+                row: tuple[Any, ...] | None = None
+                # A file from before pending records were kept has no such table.
+                if db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending'"
+                ).fetchone():
+                    # No feedback yet: it is written with the record, to ``requests``.
+                    row = db.execute(
+                        "SELECT request_id, recorded_at, goal_digest, goal, body, NULL, NULL "
+                        "FROM pending WHERE request_id = ? AND recorded_at >= ?",
+                        (request_id, self._oldest()),
+                    ).fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, f"not a readable shadow store ({exc})") from None
+        if row is None:
+            return None
+        try:
+            return from_row(*row)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            problem = f"pending record {request_id!r} cannot be read ({type(exc).__name__})"
+            raise unavailable(self.path, problem) from None
 
     def _rows(self, limit: int | None, request_id: str | None) -> list[tuple[Any, ...]]:
         db = self._connect(create=False)

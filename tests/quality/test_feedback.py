@@ -9,6 +9,7 @@ import sqlite3
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -227,6 +228,91 @@ def test_feedback_counts_against_the_bounds_and_goes_with_its_request(tmp_path: 
             == db.execute("SELECT sum(size) FROM requests").fetchone()[0]
         )
     assert [r.request_id for r in store.load()] == ["b", "c"]
+
+
+def _pending(path: Path) -> list[str]:
+    """The request ids set aside in ``pending``, oldest first."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT request_id FROM pending ORDER BY recorded_at").fetchall()
+    db.close()
+    return [r[0] for r in rows]
+
+
+def test_a_held_composition_gets_feedback_after_a_graceful_stop(tmp_path: Path) -> None:
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    label = composed.citations[1].label
+    path = tmp_path / "s.db"
+
+    async def before_the_stop() -> None:
+        recorder = ShadowRecorder(ShadowStore(path), sample=0.0)
+        for rid in ("r-1", "r-2"):
+            await recorder.record(Composition(rid, "goal", BUDGET, None, frames, composed))
+        await recorder.aclose()
+
+    async def after_it() -> Feedback:
+        recorder = ShadowRecorder(ShadowStore(path), sample=0.0)
+        fb = await recorder.feedback("r-1", [label], helpful=True)
+        await recorder.aclose()
+        return fb
+
+    anyio.run(before_the_stop)
+    fb = anyio.run(after_it)
+    # Only the request with feedback is recorded: replay, eval and calibration read no other.
+    (stored,) = ShadowStore(path).load()
+    assert stored.request_id == "r-1" and stored.feedback is not None
+    assert stored.feedback.used == fb.used == resolve_used(stored.citations, [label])
+    assert [c.id for c in stored.candidates] == [f.id for _, f in frames]
+    # Its pending row went with the feedback's write; the other still waits for its own.
+    assert _pending(path) == ["r-2"]
+
+
+def test_a_composition_past_its_feedback_window_is_not_kept_across_a_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hostd.quality import _recorder
+
+    monkeypatch.setattr(_recorder, "HELD", 2)
+    frames = _frames()
+    composed = compose_for_prompt(frames, BUDGET, strategy="score")
+    label = composed.citations[0].label
+    path = tmp_path / "s.db"
+
+    async def serve(*ids: str) -> None:
+        recorder = ShadowRecorder(ShadowStore(path), sample=0.0)
+        for rid in ids:
+            await recorder.record(Composition(rid, "goal", BUDGET, None, frames, composed))
+        await recorder.aclose()
+
+    async def feedback(rid: str, retention_days: float = 7.0) -> str:
+        recorder = ShadowRecorder(ShadowStore(path, retention_days=retention_days), sample=0.0)
+        try:
+            await recorder.feedback(rid, [label])
+        except UnknownRequest as exc:
+            return exc.message
+        finally:
+            await recorder.aclose()
+        return "kept"
+
+    def gone(rid: str) -> None:
+        said = anyio.run(feedback, rid)
+        assert said.startswith(f"no shadow record of request {rid!r}: ")
+        assert "past the 2 newest compositions" in said and "retention_days = 7" in said
+
+    anyio.run(serve, "a", "b", "c")
+    assert anyio.run(feedback, "c") == "kept"
+    gone("a")  # it left the ring before the stop
+    anyio.run(serve, "d", "e", "f")
+    gone("b")  # the rows set aside keep the newest HELD across stops too
+    assert _pending(path) == ["e", "f"]
+    # Past the store's retention, a row set aside is not found, and the next stop drops it.
+    old = replace(_record("old"), recorded_at=time.time() - 2 * 86400)
+    ShadowStore(path).write_pending([old], keep=3)
+    assert _pending(path) == ["old", "e", "f"]
+    assert "retention_days = 1" in anyio.run(feedback, "old", 1.0)
+    ShadowStore(path, retention_days=1).write_pending([], keep=3)
+    assert _pending(path) == ["e", "f"]
+    assert [r.request_id for r in ShadowStore(path).load()] == ["c"]
 
 
 def _config(tmp_path: Path, shadow: str) -> Path:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import anyio
 import pytest
 
 from hostd.quality import ShadowStore
+from tests.fixtures.cli import run_hostd
 from tests.server.conftest import DaemonProc, marked_processes, write_config
 from tests.server.test_malformed import Raw
 
@@ -114,3 +117,59 @@ async def test_a_composition_that_asks_for_its_record_is_answered_after_the_comm
         (record,) = ShadowStore(Path(path)).load(request_id=result["request_id"])
         cited = [(c["frame"]["provider_id"], c["frame"]["frame_id"]) for c in result["citations"]]
         assert [(p, i) for _, p, i, _ in record.citations] == cited
+
+
+async def test_feedback_after_hostd_stop_and_serve_is_kept(
+    start_daemon: Callable[..., Any], workdir: Path
+) -> None:
+    # `hostd init`'s [shadow]: nothing is recorded until feedback comes.
+    shadow = "\n[shadow]\nenabled = true\nsample = 0.0\n"
+    providers = {"alpha": {"frames": 6, "size": 200}}
+    daemon = await start_daemon(providers, extra=shadow)
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        params = {"goal": "g", "budget": 400}
+        first = (await raw.ask(_line(1, "context/compose", params) + b"\n"))["result"]
+        await raw.ask(_line(2, "context/compose", params) + b"\n")  # never given feedback
+    stopped = await anyio.to_thread.run_sync(
+        partial(run_hostd, "--config", str(daemon.config), "stop")
+    )
+    assert stopped.returncode == 0, stopped.stderr
+    assert await daemon.wait() == 0
+
+    again = await start_daemon(providers, extra=shadow)
+    label = first["citations"][0]["label"]
+    async with await anyio.connect_unix(again.socket) as stream:
+        params = {"request_id": first["request_id"], "used": [label], "helpful": True}
+        reply = await Raw(stream).ask(_line(3, "usage/feedback", params) + b"\n")
+    assert "result" in reply, reply
+    assert reply["result"]["used"] == [first["citations"][0]["frame"]]
+    # Both compositions were set aside by the stop, one synced transaction.
+    assert (await daemon.logged("shadow.pending_written"))["requests"] == 2
+    assert await again.stop() == 0
+
+    db = workdir / "state" / "shadow.db"
+    (record,) = ShadowStore(db).load()
+    assert record.request_id == first["request_id"] and record.feedback is not None
+    assert record.feedback.helpful is True
+    frame = first["citations"][0]["frame"]
+    assert record.feedback.used == (
+        (frame["provider_id"], frame["frame_id"], frame["content_digest"]),
+    )
+    # What the quality commands read: the request with feedback, and not the second
+    # composition, still set aside waiting for its own.
+    replayed = await anyio.to_thread.run_sync(
+        partial(
+            run_hostd,
+            "--config",
+            str(again.config),
+            "shadow",
+            "replay",
+            "--policy",
+            "score",
+            "--json",
+        )
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    (report,) = json.loads(replayed.stdout)
+    assert report["requests"] == 1 and report["used"]["requests"] == 1
