@@ -32,6 +32,7 @@ from hostd.errors import HostdError, ProviderParked, ShuttingDown
 from hostd.protocol import ContextQuery, HostInfo
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
+    OnProgress,
     ProviderConnection,
     ProviderLink,
     StderrPolicy,
@@ -178,12 +179,14 @@ class Host:
         build), so only the provider's exit ends the wait early. One already started
         (a serving daemon's) is joined, not started again. The readiness of each, by
         provider id; ``on_progress`` hears each warm-up step meanwhile."""
-        work = self._warm_all()
         if on_progress is None:
-            return await work
-        return await self._with_progress(set(self.pool.slots), on_progress, work)
+            return await self._warm_all(None)
+        return await self._with_progress(set(self.pool.slots), on_progress, self._warm_all)
 
-    async def _warm_all(self) -> dict[str, str]:
+    async def _warm_all(self, tell: OnProgress | None) -> dict[str, str]:
+        """``warm_all``'s work; ``tell`` hears that a provider ready at its handshake is
+        ready (it sends no note of its own), so a listener says so when it is, not when
+        the slowest provider is."""
         states: dict[str, str] = {}
 
         async def one(slot: Slot) -> None:
@@ -205,6 +208,8 @@ class Host:
                 tg.start_soon(settle, conn.child.exited)
             alive = conn.child.returncode is None
             states[slot.spec.id] = conn.readiness.state if alive else "crashed"
+            if alive and tell is not None and not conn.readiness.notified:
+                tell(slot.spec.id, dict(conn.readiness.progress))
 
         async with anyio.create_task_group() as tg:
             for slot in self.pool.slots.values():
@@ -329,7 +334,10 @@ class Host:
             between=check_landed if early is not None else None,
         )
         if on_progress is not None:
-            work = self._with_progress({s.spec.id for s in slots}, on_progress, work)
+            fan_out = work
+            work = self._with_progress(
+                {s.spec.id for s in slots}, on_progress, lambda _tell: fan_out
+            )
         if on_leg_done is None:
             verified = await work
         else:
@@ -338,11 +346,15 @@ class Host:
         return judge(plan, judged, verified)
 
     async def _with_progress(
-        self, chosen: set[str], on_progress: ProgressDone, work: Awaitable[T]
+        self,
+        chosen: set[str],
+        on_progress: ProgressDone,
+        work: Callable[[OnProgress], Awaitable[T]],
     ) -> T:
-        """Run ``work`` while the chosen providers' progress goes to ``on_progress``: heard
-        in a read callback, handed over through a small buffer (a full one drops a step,
-        the next one says as much) to a task that may await the callback."""
+        """Run ``work(tell)`` while the chosen providers' progress goes to ``on_progress``:
+        heard in a read callback (or told by the work through ``tell``), handed over
+        through a small buffer (a full one drops a step, the next one says as much) to a
+        task that may await the callback."""
         send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](64)
 
         def listener(provider_id: str, progress: dict[str, Any]) -> None:
@@ -365,7 +377,7 @@ class Host:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(forward)
                 async with send:
-                    result = await work
+                    result = await work(listener)
         finally:
             self.pool.progress_listeners.remove(listener)
         return result

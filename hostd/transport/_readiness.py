@@ -47,7 +47,15 @@ def _clean(params: Any) -> dict[str, Any]:
 class Readiness:
     """Warming until the provider says ready or failed; ``settled`` is the event to wait on."""
 
-    __slots__ = ("_on_progress", "failed", "progress", "provider_id", "settled", "warming")
+    __slots__ = (
+        "_on_progress",
+        "failed",
+        "notified",
+        "progress",
+        "provider_id",
+        "settled",
+        "warming",
+    )
 
     def __init__(self, provider_id: str, on_progress: OnProgress | None = None) -> None:
         self.provider_id = provider_id
@@ -59,6 +67,9 @@ class Readiness:
         self.warming = True
         self.failed: str | None = None
         self.progress: dict[str, Any] = {"state": "warming", "phase": "start"}
+        #: Whether the provider sent progress of its own: one ready at its handshake
+        #: sends none, so nobody listening to notes has heard it is ready.
+        self.notified = False
         self._on_progress = on_progress
 
     def __repr__(self) -> str:
@@ -92,6 +103,7 @@ class Readiness:
         progress = _clean(params)
         state = progress.get("state", "warming")
         self.progress = progress
+        self.notified = True
         if state == "failed":
             self.failed = progress.get("message") or "warm-up failed"
         if state in ("ready", "failed"):

@@ -100,11 +100,10 @@ def test_without_bars_each_ready_line_comes_as_it_is_ready_and_progress_now_and_
     assert new_lines() == ["hostd: semantic: failed: its warm-up failed: OSError: disk full; …"]
 
 
-def test_warm_without_bars_says_a_provider_is_ready_while_another_still_warms(
-    tmp_path: Path,
-) -> None:
-    gate = tmp_path / "gate"
-    config = _config(tmp_path, ("fast", [], ""), ("slow", ["--warm-gate", str(gate)], ""))
+def _ready_before_the_gate(config: Path, gate: Path, first: str) -> tuple[list[str], str, str]:
+    """``hostd warm --progress never`` on ``config``, read until ``first``'s ready line
+    while ``gate`` holds the other provider; then the gate opens. The lines before it,
+    the rest of stderr and stdout."""
     warm = subprocess.Popen(
         [sys.executable, "-m", "hostd", "--config", str(config), "warm", "--progress", "never"],
         stdout=subprocess.PIPE,
@@ -118,19 +117,46 @@ def test_warm_without_bars_says_a_provider_is_ready_while_another_still_warms(
     try:
         assert warm.stderr is not None
         before = []
-        for line in warm.stderr:  # `slow` cannot be ready: its gate is not there yet
+        for line in warm.stderr:  # the gated one cannot be ready: its gate is not there yet
             before.append(line)
-            if line.startswith("hostd: fast: ready"):
+            if line.startswith(f"hostd: {first}: ready"):
                 break
-        assert before[-1] == "hostd: fast: ready\n", "".join(before)
         gate.touch()
         out, err = warm.communicate()
     finally:
         guard.cancel()
     assert warm.returncode == 0, err
+    return before, err, out
+
+
+def test_warm_without_bars_says_a_provider_is_ready_while_another_still_warms(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    config = _config(tmp_path, ("fast", [], ""), ("slow", ["--warm-gate", str(gate)], ""))
+    before, err, out = _ready_before_the_gate(config, gate, "fast")
+    assert before[-1] == "hostd: fast: ready\n", "".join(before)
     assert out.splitlines() == ["fast\tready", "slow\tready"]
     said = "".join(before) + err
     assert said.count("hostd: fast: ready") == 1 and said.count("hostd: slow: ready") == 1
+
+
+def test_warm_without_bars_says_a_provider_ready_at_its_handshake_at_once(
+    tmp_path: Path,
+) -> None:
+    # A provider ready at its handshake sends no progress of its own: its line is still
+    # written when it is ready, not once the slowest provider is.
+    gate = tmp_path / "gate"
+    config = _config(tmp_path, ("slow", ["--warm-gate", str(gate)], ""))
+    plain = ["python", "-m", "tests.fixtures.healthy_provider", "--name", "plain"]
+    with config.open("a") as f:
+        f.write(f'\n[[provider]]\nid = "plain"\ncommand = {json.dumps(plain)}\ncwd = "{REPO}"\n')
+    before, err, out = _ready_before_the_gate(config, gate, "plain")
+    assert before[-1] == "hostd: plain: ready\n", "".join(before)
+    assert not any(line.startswith("hostd: slow: ready") for line in before)
+    assert out.splitlines() == ["plain\tready", "slow\tready"]
+    said = "".join(before) + err
+    assert said.count("hostd: plain: ready") == 1 and said.count("hostd: slow: ready") == 1
 
 
 def test_a_resumed_build_s_bar_starts_where_it_stands() -> None:
