@@ -7,7 +7,9 @@ included) and malformed bytes on purpose, reads what the provider writes line by
 line through the same codec, passes over what answers nothing it waits for (the
 answers to deliberate garbage, a late reply, noting a result to a request that should
 have been refused), ends the output at a reply to no request sent, as the daemon's
-pipe client does (H4), and times each call. After a handshake that got no reply it
+pipe client does (H4), and times each call. A call that missed its deadline is kept
+(``overdue``) until its late reply is read (``catch_up``): a provider still busy with
+it would fail the next calls for the same cause. After a handshake that got no reply it
 can write the CGP envelope handshake and tell, once the output has ended, whether the
 provider answered that one instead (``probe_cgp``, ``speaks_cgp``). The child is the daemon's
 own (``_checks`` spawns it as the transport does: ``Child``); the driver is its
@@ -87,6 +89,18 @@ class Child(Protocol):
     async def send(self, data: bytes) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Overdue:
+    """A call that missed its deadline, its reply not read yet."""
+
+    #: The key its reply carries (``UNKEYED``: the next lock-step reply is its).
+    key: Any
+    #: When it was sent (``time.monotonic()``).
+    sent_at: float
+    #: Its lock-step error replies are passed over (``Driver.call``'s ``skip_errors``).
+    skip_errors: bool = False
+
+
 class Failed(Exception):
     """A check's verdict, raised to end that check (control flow inside check-provider)."""
 
@@ -137,9 +151,10 @@ class Driver:
     last_ms: float = 0.0
     #: The last query's result as read: which members it sent (``model_fields_set``).
     last_result: ContextQueryResult | None = None
-    #: A lock-step (unkeyed) call missed its deadline: its late reply would answer the
-    #: next call, so nothing more can be asked (the daemon restarts such a provider).
-    out_of_step: bool = False
+    #: The call that missed its deadline and whose reply has not been read: until it is
+    #: (``catch_up``), a lock-step provider's next reply would be its, and a keyed one is
+    #: most likely still busy with it.
+    overdue: Overdue | None = None
     #: A request that should have been refused (``call``'s ``refused``) got a result.
     answered_refused: bool = False
     #: The keys of the requests sent: a reply to one of them that nobody waits for any
@@ -232,29 +247,47 @@ class Driver:
         try:
             with anyio.fail_after(self.timeout_s if timeout_s is None else timeout_s):
                 await self.send(request)
-                while True:
-                    msg = await self.read_message()
-                    if isinstance(msg, Notice):
-                        self.notes.append(msg)
-                        continue
-                    key = msg.key
-                    if refused is not None and key == refused and isinstance(msg, Reply):
-                        self.answered_refused = True
-                    if key != request.key:
-                        if self.unmatched(msg):
-                            # The daemon ends the stream here (and restarts the provider):
-                            # every later reply would be as unmatched.
-                            self.on_end(self.codec.unmatched(msg))
-                            raise Failed(f"{self._gone()}; {_H4_FIX}")
-                        continue
-                    if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
-                        continue
-                    self.last_ms = (time.monotonic() - started) * 1000
-                    return msg
+                msg = await self._reply_to(request.key, skip_errors=skip_errors, refused=refused)
         except TimeoutError:
-            if request.key is UNKEYED:
-                self.out_of_step = True
+            self.overdue = Overdue(request.key, started, skip_errors)
             raise
+        self.last_ms = (time.monotonic() - started) * 1000
+        return msg
+
+    async def catch_up(self, timeout_s: float) -> float | None:
+        """Wait up to ``timeout_s`` for the late reply of the ``overdue`` call; how long
+        after it was sent it came, in milliseconds, or ``None`` when it did not (it stays
+        overdue). A reply that breaks the wire fails as ``call``'s would."""
+        overdue = self.overdue
+        if overdue is None:
+            return None
+        with anyio.move_on_after(timeout_s):
+            await self._reply_to(overdue.key, skip_errors=overdue.skip_errors)
+            self.overdue = None
+            return (time.monotonic() - overdue.sent_at) * 1000
+        return None
+
+    async def _reply_to(
+        self, key: Any, *, skip_errors: bool = False, refused: Any = None
+    ) -> Reply | Refusal:
+        """Read until the reply keyed ``key``, passing over what answers another (``call``)."""
+        while True:
+            msg = await self.read_message()
+            if isinstance(msg, Notice):
+                self.notes.append(msg)
+                continue
+            if refused is not None and msg.key == refused and isinstance(msg, Reply):
+                self.answered_refused = True
+            if msg.key != key:
+                if self.unmatched(msg):
+                    # The daemon ends the stream here (and restarts the provider):
+                    # every later reply would be as unmatched.
+                    self.on_end(self.codec.unmatched(msg))
+                    raise Failed(f"{self._gone()}; {_H4_FIX}")
+                continue
+            if skip_errors and isinstance(msg, Refusal) and key is UNKEYED:
+                continue
+            return msg
 
     async def exchange(self, request: Request, what: str) -> Any:
         """Send ``request`` and return its reply's payload; an error reply fails the step."""
@@ -373,11 +406,11 @@ class RemoteDriver:
     last_ms: float = 0.0
     #: The last query's result as read: which members it sent (``model_fields_set``).
     last_result: ContextQueryResult | None = None
-    # Each exchange stands alone: no output ends, nothing falls out of step, and HTTP
-    # carries no ``context/progress`` (a remote provider still warming says so per query).
+    # Each exchange stands alone: no output ends, no late reply is read (an exchange
+    # past its deadline is dropped), and HTTP carries no ``context/progress`` (a remote
+    # provider still warming says so per query).
     dead: bool = False
     ended: HostdError | None = None
-    out_of_step: bool = False
     warming: bool = False
 
     def _link(self) -> Link:

@@ -20,7 +20,9 @@ with a result (R1's SHOULD) broke what the daemon forgives: each row is a warnin
 (the exit status stays 0). A JSON-RPC handshake that got no reply is followed by the
 CGP envelope handshake; a provider that answers that one is told to use ``--binding
 cgp`` on the same row. A start, handshake or warm-up that failed lists every check it kept from
-running as ``not run``.
+running as ``not run``. A call past its deadline is one failure, naming the likely
+causes (a slow query, a blocked event loop): its late reply is waited for a call's
+deadline more, and said on its row, or the checks stop there, each later one ``not run``.
 The provider runs as the daemon runs it: its command as ``hostd.toml`` would resolve
 it (``daemon_command``: ``python`` is hostd's own interpreter), spawned by the
 transport's ``ChildProcess`` (the daemon's scrubbed environment plus the provider's
@@ -470,18 +472,19 @@ class _Run:
     binding: str = "jsonrpc"
     #: A row already said where a well-formed query's members are (``refusal``).
     shown_shape: bool = False
+    #: Why nothing more is asked: a call missed its deadline and its late reply was not
+    #: read within a call's deadline more. The provider is still busy with it (a lock-step
+    #: one's next reply would be its), so the later checks would fail for the same cause.
+    stalled: str | None = None
 
     async def step(
         self,
         name: str,
         coro: Coroutine[Any, Any, Any],
         deadline: Deadline | None = None,
-        *,
-        in_step: bool = True,
     ) -> Any:
         """Run one check; its failure is its row. ``deadline``: the bound the step's calls
-        are held to (default: a call's); ``in_step``: it needs a provider that is in step
-        (a lock-step one that missed a deadline is not)."""
+        are held to (default: a call's)."""
         d, results = self.d, self.results
         if d.dead:
             coro.close()
@@ -491,16 +494,14 @@ class _Run:
                 why = f"its output was cut off ({d.ended.message if d.ended else 'ended'})"
             results.append(CheckResult(name, False, f"not run: {why}", not_run=True))
             return None
-        if in_step and d.out_of_step:
+        if self.stalled is not None:
             coro.close()
-            why = "a lock-step provider that missed a deadline is out of step"
-            detail = f"not run: {why} (the daemon restarts it)"
-            results.append(CheckResult(name, False, detail, not_run=True))
+            results.append(CheckResult(name, False, f"not run: {self.stalled}", not_run=True))
             return None
         try:
             return await coro
         except TimeoutError:
-            results.append(CheckResult(name, False, (deadline or self.deadlines.call).missed()))
+            results.append(CheckResult(name, False, await self._missed(name, deadline)))
         except Failed as exc:
             results.append(CheckResult(name, False, str(exc), rules=exc.rules))
         except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
@@ -510,6 +511,34 @@ class _Run:
         if d.dead and self.died_in is None:
             self.died_in = results[-1]
         return None
+
+    async def _missed(self, name: str, deadline: Deadline | None) -> str:
+        """The row of a step that missed ``deadline``. A call's (``None``) also names the
+        likely causes, and, over a pipe, waits a call's deadline more for the late reply:
+        one that comes shows the provider works, only too slowly, and the next checks
+        run on a provider that is free again; one that does not stops the checks
+        (``stalled``), as every later one would miss its deadline behind it."""
+        if deadline is not None:  # a start, a warm-up, an exit: its bound says it all
+            return deadline.missed()
+        call = self.deadlines.call
+        said = call.missed()
+        why = _slow_call("verify" if name == "verify honesty" else "query", self.configured)
+        if not isinstance(self.d, Driver):  # an HTTP exchange past its deadline is dropped
+            return f"{said}: {why}"
+        try:
+            took = await self.d.catch_up(call.seconds)
+        except Failed as exc:  # its late output broke the wire: nothing more is read as a reply
+            self.stalled = f"the {name} check missed its deadline, then its output broke the wire"
+            return f"{said}; then {exc}"
+        grace = f"{call.seconds * 1000:.0f} ms"
+        if took is None:
+            self.stalled = (
+                f"the {name} check missed its deadline, and its call was still unanswered "
+                f"{grace} after it"
+            )
+            return f"{said}, nor in the {grace} after it: {why}"
+        late = max(0.0, took - call.seconds * 1000)
+        return f"{said}; it answered {late:.0f} ms late (after {took:.0f} ms): {why}"
 
     def refusal(self, error: HostdError) -> str:
         """How a row tells an error answered to a well-formed query: its words, and for
@@ -532,6 +561,22 @@ class _Run:
         """The daemon's verdict on one reply (an error reply offers no frame); ``declared``:
         the provider's ``capabilities.query.kinds`` (Q1)."""
         return audit_leg(self.pid, query, raw or [], declared_kinds=declared)
+
+
+def _slow_call(handler: str, configured: bool) -> str:
+    """Why a call most likely missed its deadline, and what to do, in one sentence
+    (``handler``: the provider method that answers it): in the config's words when a
+    config named the provider, else in the flag's too."""
+    more = (
+        "raise timeout_ms in its [[provider]]"
+        if configured
+        else "--timeout-ms MS allows more here, timeout_ms in its [[provider]] of hostd.toml"
+    )
+    return (
+        f"either its {handler} takes longer than that ({more}), or synchronous work blocks the "
+        f"provider's event loop (time.sleep or a blocking HTTP call inside async def {handler}: "
+        "await asyncio.sleep instead, or run it in a thread with anyio.to_thread.run_sync)"
+    )
 
 
 def _cgp_hint(configured: bool) -> str:
@@ -749,7 +794,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         results.append(CheckResult("shutdown", True, f"exited with {code} after {took} ms"))
 
     if isinstance(d, Driver):
-        await run.step("shutdown", shutdown(d), deadlines.exit, in_step=False)
+        await run.step("shutdown", shutdown(d), deadlines.exit)
     else:
         results.append(CheckResult("shutdown", True, _NO_PROCESS, skipped=True))
 
