@@ -128,6 +128,8 @@ FORBIDDEN_MODULES = {
     "provider/_listener_guard.py": _HOST_SIDE | {"logs", "quality", "provider", "protocol"},
     # Words over a compose reply (a dict), shared by the CLI and hostd mcp: imports nothing.
     "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"},
+    # A compose reply's citations with their rank, shared by the CLI and hostd mcp.
+    "_citations.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # The state directory's tag, written by the daemon and read by the provider programs'
     # walk: a leaf both load.
     "_state_tag.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},

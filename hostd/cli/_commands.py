@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from hostd._citations import ranked_citations
 from hostd._log import INFO
 from hostd._log import level as log_level
 from hostd.config import Config
@@ -300,7 +301,9 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     if capped:
         sys.stderr.write(f"hostd: note: {capped}\n")
     if args.json:
-        print_json(result)
+        # The wire's citations carry no rank (the audit's entries do): each gets its
+        # own, so the JSON has the citation fields hostd mcp's structured output has.
+        print_json({**result, "citations": ranked_citations(result)})
     else:
         sys.stdout.write(result["prompt"])
         if not result["prompt"].endswith("\n"):

@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from typing import Any, TypeGuard
 
+from hostd._citations import ranked_citations
 from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
 
 __all__ = [
@@ -308,18 +309,9 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
     audit = result.get("audit") or {}
     entries = audit.get("entries") or []
     excluded = Counter(str(e.get("reason")) for e in entries if e.get("disposition") != "included")
-    ranks = {
-        _frame_key(e.get("frame")): e["rank"]
-        for e in entries
-        if e.get("disposition") == "included" and isinstance(e.get("rank"), int)
-    }
-    citations = []
-    for c in result.get("citations") or []:
-        rank = ranks.get(_frame_key(c.get("frame")))
-        citations.append(c if rank is None else {**c, "rank": rank})
     return {
         "prompt": result["prompt"],
-        "citations": citations,
+        "citations": ranked_citations(result),
         "audit": {
             "global_budget": audit.get("global_budget", 0),
             "tokens_used": audit.get("tokens_used", 0),
@@ -334,13 +326,6 @@ def structured_compose(result: dict[str, Any]) -> dict[str, Any]:
         "degraded": bool(result.get("degraded", False)),
         "degraded_reasons": result.get("degraded_reasons") or [],
     }
-
-
-def _frame_key(frame: Any) -> tuple[Any, Any, Any]:
-    """A FrameId's identity (its members may be absent in an older daemon's reply)."""
-    if not isinstance(frame, dict):
-        return (None, None, None)
-    return (frame.get("provider_id"), frame.get("frame_id"), frame.get("content_digest"))
 
 
 def _why(report: dict[str, Any], excluded: Counter[str]) -> str:

@@ -77,6 +77,14 @@ def test_compose_one_shot_prints_the_prompt_and_an_audit_line(tmp_path: Path) ->
     assert [p["provider_id"] for p in result["providers"]] == ["beta"]
     assert result["audit"]["policy"]["placement"] == "canonical"
     assert {"prompt", "citations", "audit", "providers", "usage", "request_id"} <= set(result)
+    # Each citation says how it ranked, as hostd mcp's do: its audit entry's rank.
+    ranks = {
+        e["frame"]["frame_id"]: e["rank"]
+        for e in result["audit"]["entries"]
+        if e["disposition"] == "included"
+    }
+    cited = {c["frame"]["frame_id"]: c["rank"] for c in result["citations"]}
+    assert cited == ranks and sorted(cited.values()) == list(range(len(cited)))
 
 
 def test_compose_one_shot_failure_is_one_line_with_its_reason(tmp_path: Path) -> None:
