@@ -153,9 +153,7 @@ async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record
     assert isinstance(wrong.content[0], types.TextContent)
     assert "[made up]" in wrong.content[0].text and "unknown_citation" in wrong.content[0].text
     assert malformed.is_error is True and malformed.structured_content is None
-    assert _texts(malformed) == [
-        "Invalid arguments for report_used_evidence: arguments: 'request_id' is a required property"
-    ]
+    assert _texts(malformed) == ["invalid params: request_id: missing; expected a non-empty string"]
     (stored,) = ShadowStore(workdir / "state" / "shadow.db").load()
     assert stored.request_id == rid and stored.feedback is not None
     assert stored.feedback.helpful is True and len(stored.feedback.used) == 1
@@ -192,14 +190,24 @@ _BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], tuple[str, ...]], ...] = (
     (
         "compose_context",
         {"goal": "x", "budget": "600"},
-        ("budget: '600' is not of type 'integer'",),
+        ("invalid params: budget: got a string '600'; expected an integer ≥ 1",),
+    ),
+    (
+        "compose_context",
+        {"goal": "x", "budget": "9" * 500},  # counted, never echoed at length
+        ("invalid params: budget: got a string of 500 characters (not quoted); expected an",),
+    ),
+    (
+        "compose_context",
+        {"goal": "x", "placement": "top"},
+        ("invalid params: placement: got a string 'top'; expected one of edges, ranked",),
     ),
     (
         "compose_context",
         {"goal": "x", "budgte": 5},
-        ("arguments: unknown argument 'budgte'; expected goal, budget, strategy",),
+        ("invalid params: arguments: unknown argument 'budgte'; expected goal, budget, strategy",),
     ),
-    ("compose_context", {}, ("arguments: 'goal' is a required property",)),
+    ("compose_context", {}, ("invalid params: goal: missing; expected a non-empty string",)),
     ("compose_context", {"goal": "   "}, ("goal: must not be empty",)),
     (
         "compose_context",
@@ -209,9 +217,13 @@ _BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], tuple[str, ...]], ...] = (
     (
         "list_providers",
         {"verbose": True},
-        ("arguments: unknown argument 'verbose'; expected no arguments",),
+        ("invalid params: arguments: unknown argument 'verbose'; expected no arguments",),
     ),
-    ("report_used_evidence", {"request_id": "r", "used": "x"}, ("used: 'x' is not of type",)),
+    (
+        "report_used_evidence",
+        {"request_id": "r", "used": "x"},
+        ("invalid params: used: got a string 'x'; expected an array of at most 1024 items",),
+    ),
 )
 
 
@@ -302,7 +314,8 @@ async def test_the_stateless_revision_is_served_too(workdir: Path, marker: str) 
             result = await client.call_tool("compose_context", {"goal": "modern"})
             bad = await client.call_tool("compose_context", {"goal": "modern", "budget": "600"})
     assert version == "2026-07-28"
-    assert bad.is_error is True and "budget: '600' is not of type 'integer'" in _texts(bad)[0]
+    assert bad.is_error is True
+    assert _texts(bad) == ["invalid params: budget: got a string '600'; expected an integer ≥ 1"]
     assert result.is_error is False
     assert result.structured_content["prompt"]
 
@@ -389,8 +402,7 @@ async def test_initialize_negotiates_the_handshake_revisions_and_stdout_is_only_
         "content": [
             {
                 "type": "text",
-                "text": "Invalid arguments for compose_context: "
-                "budget: 0 is less than the minimum of 1",
+                "text": "invalid params: budget: got 0; expected an integer ≥ 1",
             }
         ],
         "isError": True,
