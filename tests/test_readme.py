@@ -148,6 +148,16 @@ def test_the_provider_example_passes_check_provider_and_serves_from_a_config(
     assert "Deploys happen on Tuesdays." in composed.stdout and 'cite="notes #1"' in composed.stdout
 
 
+def test_the_providers_guide_shows_the_readme_s_provider_which_runs() -> None:
+    # One example, two places: the run above vouches for both, and a matching frame left
+    # out for the budget is truncated in both (the leg then says "nothing fit").
+    (provider,) = _blocks("### Writing a provider", "python")
+    guide = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
+    section = guide.split("## Writing a provider\n", 1)[1]
+    assert re.findall(r"```python\n(.*?)```", section, re.S)[0] == provider
+    assert "truncated=True" in provider
+
+
 def test_the_mcp_entry_names_the_projects_config_and_the_three_tools() -> None:
     from hostd.mcp._server import TOOLS
 
