@@ -9,7 +9,11 @@ on decides the advice: a one-shot command stops its providers when it ends, so o
 large project a build never finishes within one run (``hostd warm`` builds it once,
 and the bundled providers keep it on disk; a running ``hostd serve`` keeps building
 between requests), while a daemon (``--connect``, ``hostd mcp``) goes on building in
-the background. Only hostd's own words and figures are used (the engine's report).
+the background. ``hostd warm`` keeps no model loaded, though: an in-process ``hostd
+mcp`` (no ``--connect``) starts its providers anew, so each one loads its model once
+per ``hostd mcp`` process (each session of its client) even over an index on disk;
+only a running ``hostd serve`` behind ``hostd mcp --connect`` keeps it loaded across
+sessions. Only hostd's own words and figures are used (the engine's report).
 """
 
 from __future__ import annotations
@@ -47,9 +51,11 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
     """One line saying what to do about the warming providers ``ids`` (None for none).
 
     ``where``: ``one_shot`` (a command that starts its providers and stops them when
-    it ends), ``daemon`` (a running ``hostd serve`` behind ``--connect``) or ``mcp``
-    (``hostd mcp``, which keeps its providers while it runs). ``config``: the
-    ``--config FILE`` option to repeat in the commands named, or nothing.
+    it ends), ``daemon`` (a running ``hostd serve`` behind ``--connect``), ``mcp``
+    (an in-process ``hostd mcp``, which keeps its providers while it runs and starts
+    them anew in the next) or ``mcp_connect`` (``hostd mcp --connect``: the daemon's
+    providers). ``config``: the ``--config FILE`` option to repeat in the commands
+    named, or nothing.
     """
     if not ids:
         return None
@@ -66,10 +72,18 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
             f"still warming: {who}. The daemon goes on building in the background: ask "
             f"again shortly (`hostd providers{config} --connect` shows each one's state)"
         )
+    if where == "mcp_connect":
+        return (
+            f"still warming: {who}. The daemon goes on building in the background: call "
+            f"compose_context again shortly"
+        )
     return (
-        f"still warming: {who}. hostd goes on building in the background: call "
-        f"compose_context again shortly (`hostd warm{config}` builds the index ahead of "
-        f"time, and the bundled providers keep it on disk)"
+        f"still warming: {who}. hostd goes on warming up in the background: call "
+        f"compose_context again shortly. Each `hostd mcp` process (a client's session) "
+        f"starts its providers anew and loads their models once (`hostd warm{config}` "
+        f"builds an index ahead of time but keeps no model loaded); keep `hostd "
+        f"serve{config}` running and give the client `hostd mcp{config} --connect` to keep "
+        f"them loaded across sessions"
     )
 
 

@@ -350,11 +350,13 @@ def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
     return f"ok, {offered} frames offered, none included" + (f" ({reasons})" if reasons else "")
 
 
-def no_evidence(result: dict[str, Any], config: str | None = None) -> str | None:
+def no_evidence(
+    result: dict[str, Any], config: str | None = None, connect: str | None = None
+) -> str | None:
     """The tool error text for a composition with nothing cited: each provider and
     why it gave nothing, then what to do about those still warming up (``config``:
-    the config hostd was started with, named in the commands); ``None`` when the
-    prompt cites evidence."""
+    the config hostd was started with, named in the commands; ``connect``: the
+    daemon's socket under ``--connect``); ``None`` when the prompt cites evidence."""
     if result.get("citations"):
         return None
     excluded: dict[str, Counter[str]] = {}
@@ -376,16 +378,21 @@ def no_evidence(result: dict[str, Any], config: str | None = None) -> str | None
             head + (":" if lines else "; no provider was asked"),
             *lines,
             *([f"hostd: {advice}: pass a larger budget"] if advice else []),
-            *warming_hints(result, config),
+            *warming_hints(result, config, connect),
         ]
     )
 
 
-def warming_hints(result: dict[str, Any], config: str | None) -> list[str]:
+def warming_hints(
+    result: dict[str, Any], config: str | None, connect: str | None = None
+) -> list[str]:
     """One text naming the providers still warming up (they go on building while
-    ``hostd mcp`` or its daemon runs) and what to do; none when no leg was warming."""
+    ``hostd mcp`` or its daemon runs) and what to do; none when no leg was warming.
+    In process (no ``connect``) it also says that each ``hostd mcp`` process loads the
+    models anew, and how a daemon keeps them loaded."""
     option = f" --config {config}" if config else ""
-    advice = warming_advice(warming_ids(result), where="mcp", config=option)
+    where = "mcp" if connect is None else "mcp_connect"
+    advice = warming_advice(warming_ids(result), where=where, config=option)
     return [] if advice is None else [f"hostd: {advice}"]
 
 

@@ -284,7 +284,7 @@ async def _compose(
     hints: list[types.ContentBlock] = [
         types.TextContent(text=hint) for hint in consent_hints(structured, *where)
     ]
-    empty = no_evidence(result, where[0])
+    empty = no_evidence(result, *where)
     if empty is not None:
         # Nothing to cite: a tool error the model reads, naming each provider and why.
         return types.CallToolResult(
@@ -294,7 +294,7 @@ async def _compose(
         )
     # Reading the blocks back is one pass over the prompt, which the budget bounds.
     # A provider still warming gave nothing this time: the model reads that it may ask again.
-    hints += [types.TextContent(text=hint) for hint in warming_hints(result, where[0])]
+    hints += [types.TextContent(text=hint) for hint in warming_hints(result, *where)]
     hints += [types.TextContent(text=hint) for hint in failed_hints(result, *where)]
     kept = citations.add(cited_texts(result))
     content: list[types.ContentBlock] = [types.TextContent(text=structured["prompt"])]

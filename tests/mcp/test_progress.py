@@ -164,6 +164,28 @@ def test_a_warming_provider_beside_evidence_is_named_with_what_to_do() -> None:
     assert warming_hints({"providers": [files]}, None) == []
 
 
+def test_in_process_the_warming_hint_says_a_daemon_keeps_the_models_loaded() -> None:
+    # hostd warm builds the index but loads no model into this process: each in-process
+    # hostd mcp loads them again, and only hostd serve behind --connect keeps them.
+    result = {"citations": [{"label": "x"}], "providers": [WARMING_LEG]}
+    (alone,) = warming_hints(result, "/p/hostd.toml")
+    assert "Each `hostd mcp` process (a client's session) starts its providers anew" in alone
+    assert "(`hostd warm --config /p/hostd.toml` builds an index ahead of time" in alone
+    assert "but keeps no model loaded)" in alone
+    assert alone.endswith(
+        "keep `hostd serve --config /p/hostd.toml` running and give the client "
+        "`hostd mcp --config /p/hostd.toml --connect` to keep them loaded across sessions"
+    )
+    # Under --connect the daemon's providers go on warming: nothing to set up.
+    (connected,) = warming_hints(result, "/p/hostd.toml", "/run/hostd.sock")
+    assert connected == (
+        "hostd: still warming: semantic. The daemon goes on building in the background: "
+        "call compose_context again shortly"
+    )
+    text = no_evidence({**result, "citations": []}, "/p/hostd.toml", "/run/hostd.sock")
+    assert text is not None and text.endswith(connected)
+
+
 def test_no_evidence_tells_why_an_ok_leg_gave_nothing_from_its_note() -> None:
     note = "nothing fit: no frame within its share of 1200 tokens (it left out 3 frame(s))"
     files = {"provider_id": "files", "status": "ok", "frames_offered": 0, "note": note}
