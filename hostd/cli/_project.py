@@ -8,9 +8,12 @@ DIR (its ``.gitignore`` files honoured), ``memory`` with a database of DIR's own
 the global state directory (where earlier versions put it, so a re-run keeps it),
 ``semantic`` when its extra is installed (else a commented block saying how), and
 ``[shadow]`` on with ``sample = 0``, so ``usage/feedback`` is kept from the first
-request. Every line says what it does. An existing file is kept unless ``--force``;
-the new one is written beside it and renamed over it, so a reader never sees half a
-file. Discovery (``hostd._discovery``) then finds it from DIR or any directory below.
+request. ``files`` and ``semantic`` leave out hostd's own files, no evidence about the
+project: ``hostd.toml`` and the ``tokenizer.json`` the commented ``tokenizer`` line
+suggests putting beside it. Every line says what it does. An existing file is kept
+unless ``--force``; the new one is written beside it and renamed over it, so a reader
+never sees half a file. Discovery (``hostd._discovery``) then finds it from DIR or any
+directory below.
 """
 
 from __future__ import annotations
@@ -187,8 +190,8 @@ def render_project_config(
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
             'command = ["python", "-m", "providers.files", "--root", ".", '
-            '"--exclude", "hostd.toml"]'
-            "  # the bundled provider, over the project but hostd's configs",
+            '"--exclude", "hostd.toml", "--exclude", "tokenizer.json"]'
+            "  # the bundled provider, over the project but hostd's configs and tokenizer",
             'cwd = "."                    # it runs in this directory: --root "." is the project',
             'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
         ]
@@ -209,8 +212,8 @@ def render_project_config(
         "[[provider]]",
         'id = "semantic"              # the name its frames and citations carry',
         'command = ["python", "-m", "providers.semantic", "--root", ".", '
-        '"--exclude", "hostd.toml"]'
-        "  # the bundled provider, over the project but hostd's configs",
+        '"--exclude", "hostd.toml", "--exclude", "tokenizer.json"]'
+        "  # the bundled provider, over the project but hostd's configs and tokenizer",
         'cwd = "."                    # it runs in this directory: --root "." is the project',
         'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
         "timeout_ms = 10000           # a query waits this long for its embedding (CPU)",

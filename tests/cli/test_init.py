@@ -179,6 +179,9 @@ def test_init_then_compose_from_inside_the_project_cites_its_files(tmp_path: Pat
     # A sub-project's own config is hostd's, not the project's evidence, whatever it says.
     (project / "tool").mkdir()
     (project / "tool" / "hostd.toml").write_text("# how fast does the frobnicator spin?\n" * 3)
+    # Nor is the tokenizer.json its [host] tokenizer line suggests putting beside it.
+    vocab = {f"frobnicator{i}": i for i in range(20)} | {"how fast does it spin": 20}
+    (project / "tokenizer.json").write_text(json.dumps({"model": {"vocab": vocab}}, indent=1))
     inside = project / "docs" / "deep"
     where = hostd_in(inside, env, "config", "path", "--json")
     assert json.loads(where.stdout)["file"] == str(project / "hostd.toml")
