@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from hostd.transport import ChildProcess, StderrPolicy
-from hostd.transport.process._stderr import TokenBucket
+from hostd.transport.process._stderr import StderrPump, TokenBucket
 from tests.fixtures.procs import marked_env
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +84,129 @@ def test_the_bucket_never_grants_more_than_its_capacity_plus_the_refill(
         bucket.take(take)
         granted += take
     assert granted <= capacity + rate * now + 1e-6
+
+
+def _levels(*chunks: bytes, policy: StderrPolicy | None = None) -> list[tuple[str, str]]:
+    """``(level, line)`` of each ``provider.stderr`` event for ``chunks`` read from one
+    stream, on a clock that stands still (the bucket does not refill)."""
+    pump = StderrPump("p", policy or StderrPolicy(), clock=lambda: 0.0)
+    with capture_logs() as logs:
+        for chunk in chunks:
+            pump.feed(chunk)
+        pump.end()
+    return [(e["log_level"], e["line"]) for e in logs if e["event"] == "provider.stderr"]
+
+
+#: What hostd's Python provider runtime writes when a ``query`` raises (here a chained
+#: error), as recorded, between two ordinary lines.
+HOSTD_RUNTIME = """\
+. provider: notes index loaded (20 notes)
+W provider: context/query failed: RuntimeError: notes database is locked
+W Traceback (most recent call last):
+W   File "/home/u/notes.py", line 9, in query
+W     rows = self.db["notes"]
+W            ~~~~~~~^^^^^^^^^
+W KeyError: 'notes'
+.
+W The above exception was the direct cause of the following exception:
+.
+W Traceback (most recent call last):
+W   File "/home/u/notes.py", line 16, in <module>
+W     Notes().query()
+W   File "/home/u/notes.py", line 11, in query
+W     raise RuntimeError("notes database is locked") from exc
+W RuntimeError: notes database is locked
+. provider: context/query served in 3 ms
+"""
+
+#: ``python notes.py`` whose function raised: the traceback Python prints as it exits.
+PLAIN_RAISE = """\
+. loading notes
+W Traceback (most recent call last):
+W   File "/home/u/notes.py", line 3, in <module>
+W     f()
+W   File "/home/u/notes.py", line 2, in f
+W     def f(): raise ValueError('bad value')
+W ValueError: bad value
+"""
+
+#: ``console.error(err)`` in a Node.js provider: the error first, its stack after it.
+NODE = """\
+. provider ready
+W Error: notes database is locked
+W     at query (/home/u/notes.js:1:33)
+W     at Object.<anonymous> (/home/u/notes.js:3:1)
+W     at node:internal/main/run_main_module:28:49
+. listening on stdin
+"""
+
+#: What loggers print: at warning or worse by their level, the rest info.
+LOGGERS = """\
+W ERROR:notes:database is locked
+W WARNING:notes:index is stale
+. INFO:notes:20 notes
+W 2026-01-01 12:00:00,000 ERROR notes: database is locked
+. 2026-01-01 12:00:00,000 INFO notes: 20 notes
+W [ERROR] database is locked
+. [INFO] 20 notes
+W time=2026-01-01T12:00:00Z level=error msg="database is locked"
+. time=2026-01-01T12:00:00Z level=info msg="20 notes"
+"""
+
+#: Ordinary lines stay at info, words such as error or warning inside them too.
+ORDINARY = """\
+. warming up
+. indexed 20 notes in 3 s (0 errors)
+.     indented, but no report is under way
+. retrying after the error budget reset
+. done
+"""
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [HOSTD_RUNTIME, PLAIN_RAISE, NODE, LOGGERS, ORDINARY],
+    ids=["hostd-runtime", "plain-raise", "node", "loggers", "ordinary"],
+)
+def test_an_error_report_on_stderr_is_logged_at_warning_the_rest_at_info(recorded: str) -> None:
+    expected = [
+        ("warning" if line[0] == "W" else "info", line[2:]) for line in recorded.splitlines()
+    ]
+    text = "".join(f"{line}\n" for _, line in expected).encode()
+    assert _levels(text) == expected
+    # Read in pieces as the pipe delivers them, a line split across two reads: the same.
+    assert _levels(text[:7], text[7:60], text[60:]) == expected
+
+
+def test_warning_lines_are_bounded_by_the_bucket_as_every_line_is() -> None:
+    flood = b"Error: notes database is locked\n    at query (/home/u/notes.js:1:33)\n" * 1000
+    logged = _levels(flood, policy=StderrPolicy(burst=25, rate=0.0))
+    assert len(logged) == 25
+    assert {level for level, _ in logged} == {"warning"}
+
+
+def test_a_report_is_left_where_a_line_went_unread() -> None:
+    # Lines past the bucket are not read, so the indented line after them may belong to
+    # the traceback or to anything else: info. Nor is an over-long line read: the
+    # report it was in is its level, and ends there.
+    clock = [0.0]
+    policy = StderrPolicy(burst=3, rate=1.0, max_line_bytes=64)
+    pump = StderrPump("p", policy, clock=lambda: clock[0])
+    with capture_logs() as logs:
+        pump.feed(
+            b'Traceback (most recent call last):\n  File "a.py"\n  File "b.py"\n  File "c.py"\n'
+        )
+        clock[0] = 1.0  # one token more
+        pump.feed(b"    indented\n")
+        clock[0] = 10.0  # the bucket full again
+        pump.feed(b"Traceback (most recent call last):\n" + b"x" * 100 + b"\n    indented\n")
+    logged = [(e["log_level"], e["line"]) for e in logs if e["event"] == "provider.stderr"]
+    assert logged == [
+        ("warning", "Traceback (most recent call last):"),
+        ("warning", '  File "a.py"'),
+        ("warning", '  File "b.py"'),
+        ("info", "    indented"),
+        ("warning", "Traceback (most recent call last):"),
+        ("warning", "<over-long stderr line>"),
+        ("info", "    indented"),
+    ]

@@ -14,6 +14,12 @@ line, scrubbed). A Python traceback ends with its error, but Node, Go, Rust and 
 print the error first and the stack after it, so the reason is the last lines *and*
 the last line that reads as an error (``SyntaxError: …``, ``panic: …``, ``sh: 1: x:
 not found``), wherever it is in what was kept (``failure_reason``).
+
+A logged line is at info, unless it belongs to an error report (``_ErrorReport``: a
+Python traceback, an error line and the stack after it, a logger's line at warning or
+worse): that is at warning, so a provider's failure shows in a log at warning (``hostd
+mcp``'s, by default). The text alone decides, line by line: the failed reply that points
+at the log is read from stdout, in no set order with the stderr read here.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 from anyio.abc import ByteReceiveStream
@@ -75,6 +82,26 @@ _FRAME_LINE = re.compile(
     r"|\s+\S+:\d+ \+0x[0-9a-f]+$|\s+\d+: \S|\s*\.\.\. \d+ more$|\s*[\^~]+$"
 )
 
+#: Where a Python traceback starts; an exception group's is drawn indented, under
+#: ``+`` and ``|`` (``  + Exception Group Traceback (most recent call last):``).
+_TRACEBACK_START = re.compile(r"[ |+]*(?:Exception Group )?Traceback \(most recent call last\):")
+#: The line between two tracebacks of a chain (``raise … from``, or an error in ``except``).
+_CHAIN_LINE = re.compile(
+    r"During handling of the above exception|The above exception was the direct cause"
+)
+#: A logger's line at warning or worse, by its level at the start, after a timestamp or
+#: in brackets: ``ERROR:name:msg`` (Python ``logging``'s default format), ``2026-01-01
+#: 12:00:00,000 ERROR …``, ``[ERROR] …``, ``[2026-01-01T12:00:00Z WARN app] …``
+#: (Rust), ``SEVERE: …`` (Java); or anywhere as a field: ``level=error`` (logfmt),
+#: ``"level": "error"`` (JSON lines).
+_LEVEL_LINE = re.compile(
+    r"[ \[(]*(?:\d[\d:./,T+-]*Z?[ \])]+)*\[?(?:warn|warning|error|fatal|critical|severe|panic)"
+    r"(?:[\]: ]|$)"
+    r"|.*\blevel=\"?(?:warn|warning|error|fatal|critical|panic)\b"
+    r"|.*\"level\": *\"(?:warn|warning|error|fatal|critical|panic)\"",
+    re.IGNORECASE,
+)
+
 
 @dataclass(slots=True, frozen=True)
 class StderrPolicy:
@@ -117,6 +144,64 @@ def _decoded(raw: bytes) -> str:
 
 def _is_error(line: str) -> bool:
     return _ERROR_LINE.search(line) is not None and _FRAME_LINE.match(line) is None
+
+
+class _ErrorReport:
+    """Which of one stream's lines belong to an error report, read line by line (a
+    state per stream): those the log puts at warning.
+
+    A report starts at a Python traceback's first line and takes the indented lines
+    after it up to its first line at the margin, its error (an exception group's is all
+    indented: the first line at the margin is past it), and the lines that chain two
+    tracebacks; or at a line that reads as an error (``_is_error``: Node's ``Error: x``,
+    ``panic: …``, ``java.lang.X: …``) or a logger's line at warning or worse
+    (``_LEVEL_LINE``), and takes the stack lines after it (``_FRAME_LINE``), and the one
+    line after an error line that ends with ``:`` (Rust's message). A blank line ends
+    nothing: Go's dump and Python's chain have them inside."""
+
+    __slots__ = ("_in",)
+
+    def __init__(self) -> None:
+        #: None (outside a report), or what it is in: ``traceback``, ``group`` (an
+        #: exception group's traceback), ``stack``, ``message`` (the line after an error
+        #: line that ends with ``:``).
+        self._in: Literal["traceback", "group", "stack", "message"] | None = None
+
+    def warns(self, line: str) -> bool:
+        """Whether ``line``, the stream's next, belongs to an error report."""
+        if not line.strip():
+            return False
+        if _TRACEBACK_START.match(line):
+            self._in = "traceback" if line.startswith("Traceback") else "group"
+            return True
+        if _CHAIN_LINE.match(line):
+            self._in = None
+            return True
+        if self._in in ("traceback", "group") and line[0].isspace():
+            return True
+        if self._in == "traceback":  # its first line at the margin is its error, its end
+            self._in = None
+            return True
+        if self._in == "message":
+            self._in = "stack"
+            return True
+        if self._in == "stack" and _FRAME_LINE.match(line):
+            return True
+        self._in = None
+        if _is_error(line):
+            self._in = "message" if line.rstrip().endswith(":") else "stack"
+            return True
+        if _LEVEL_LINE.match(line):
+            self._in = "stack"
+            return True
+        return False
+
+    def lost(self) -> bool:
+        """A line was not read (past the bucket, or over-long): whether the report under
+        way, if any, is left, as no line can tell where it ends."""
+        within = self._in is not None
+        self._in = None
+        return within
 
 
 def failure_reason(lines: Sequence[str | None], fragment: str | None = None) -> str:
@@ -217,6 +302,7 @@ class StderrPump:
         self.ended = anyio.Event()
         self._splitter = LineSplitter(policy.max_line_bytes)
         self._bucket = TokenBucket(policy.burst, policy.rate, clock())
+        self._report = _ErrorReport()
         self._summarised = 0  # ``suppressed`` at the last summary
         self._summary_at = clock()
         self.lines = 0
@@ -278,6 +364,7 @@ class StderrPump:
         if cut:
             self._log(self._splitter.feed(chunk[:cut]))
         if cut < len(chunk):
+            self._report.lost()
             skipped = self._splitter.skip(chunk[cut:])
             self.lines += skipped
             self.suppressed += skipped
@@ -303,9 +390,14 @@ class StderrPump:
         for item in items:  # bytes, or OVERLONG for a line past ``max_line_bytes``
             if isinstance(item, bytes):  # scrubbed before it is cut: no half a secret
                 line = self.redactor.text(item.decode("utf-8", "replace"))[:2000]
+                warns = self._report.warns(line)
             else:
                 line = "<over-long stderr line>"
-            log.info("provider.stderr", provider=self.provider_id, line=line)
+                warns = self._report.lost()
+            if warns:  # a provider's error where a user looks when its query failed
+                log.warning("provider.stderr", provider=self.provider_id, line=line)
+            else:
+                log.info("provider.stderr", provider=self.provider_id, line=line)
 
     def _summarise(self, now: float) -> None:
         log.warning(
