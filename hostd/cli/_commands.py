@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from hostd._citations import ranked_citations
-from hostd._log import INFO
+from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config
 from hostd.errors import HostdError
@@ -321,15 +321,21 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         },
     )
     if any("provider.stderr" in line for line in failures):
+        # The log puts a provider's error report (a traceback, an error line and its
+        # stack) at warning and the rest of its stderr at info: say what this log shows.
         if args.connect is not None:  # the provider runs under the daemon: its log has it
             failures.append(
                 "what a provider writes on stderr is in the daemon's log "
-                "(its [log] file, else its stderr), at info"
+                "(its [log] file, else its stderr): its errors (a traceback) at warning, "
+                "the rest at info"
             )
-        elif log_level.at > INFO:
+        elif log_level.at > INFO:  # this log leaves out the rest, or (at error) all of it
+            level, shown = (
+                ("warning", "its errors") if log_level.at > WARNING else ("info", "the rest")
+            )
             failures.append(
-                "what a provider writes on stderr is logged at info: "
-                "`hostd --log-level info compose …` shows it"
+                "a provider's errors on stderr (a traceback) are logged at warning, the rest "
+                f"at info: `hostd --log-level {level} compose …` shows {shown}"
             )
     for line in [*failures, *advice]:
         sys.stderr.write(f"hostd: {line}\n")

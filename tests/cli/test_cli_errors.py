@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -119,6 +121,8 @@ def test_params_the_daemon_would_refuse_are_refused_before_a_provider_starts(
 
 
 _RAISES = """\
+import sys
+
 from hostd.protocol import Capabilities, ProviderInfo, QueryCapability
 from hostd.provider import Provider, run_stdio
 
@@ -128,6 +132,7 @@ class Raises(Provider):
     capabilities = Capabilities(query=QueryCapability(kinds=["fact"]))
 
     async def query(self, query):
+        print("notes: opening the database", file=sys.stderr)
         raise RuntimeError("notes database is locked")
 
 
@@ -144,14 +149,16 @@ def test_a_provider_whose_query_fails_is_pointed_at_its_stderr(tmp_path: Path) -
     human = _human(done.stderr)
     failed = next(line for line in human if "raises: error:" in line)
     assert "provider answered internal" in failed and "provider.stderr" in failed, failed
-    assert any("--log-level info" in line for line in human), human
+    assert any("--log-level warning" in line for line in human), human
     assert "database is locked" not in done.stderr  # the error's text is not quoted
-    # Where the hint points: the provider's own account, in the log at info.
-    shown = _hostd("--config", str(config), "--log-level", "info", "compose", "anything")
+    # Where the hint points: the provider's traceback, in the log at warning; the rest
+    # of its stderr at info, which the hint there names.
+    shown = _hostd("--config", str(config), "--log-level", "warning", "compose", "anything")
     said = [json.loads(line) for line in shown.stderr.splitlines() if line.startswith("{")]
     stderr = [e["line"] for e in said if e.get("event") == "provider.stderr"]
-    assert any("RuntimeError: notes database is locked" in line for line in stderr), stderr
-    assert not any("--log-level info" in line for line in _human(shown.stderr))
+    assert "RuntimeError: notes database is locked" in stderr, stderr
+    assert "notes: opening the database" not in stderr, stderr
+    assert any("--log-level info" in line for line in _human(shown.stderr))
 
 
 def test_with_connect_the_hint_points_at_the_daemons_log(tmp_path: Path) -> None:
@@ -179,6 +186,55 @@ def test_with_connect_the_hint_points_at_the_daemons_log(tmp_path: Path) -> None
     assert not any("--log-level info" in line for line in human), human
     # And the daemon's log does hold the provider's account.
     assert "RuntimeError: notes database is locked" in log.read_text()
+
+
+def test_a_daemon_at_warning_logs_the_traceback_of_a_provider_whose_query_raised(
+    tmp_path: Path,
+) -> None:
+    # The failed leg points at the daemon's log; at --log-level warning (a user's quiet
+    # daemon) the provider's error is there, its ordinary lines are not.
+    script = tmp_path / "raises.py"
+    script.write_text(_RAISES, encoding="utf-8")
+    config = _config(tmp_path, _provider("raises", ["python", str(script)]))
+    said: list[dict[str, object]] = []
+    error_logged = threading.Event()
+
+    def read(stream: IO[str]) -> None:  # drains the daemon's log until it exits
+        for line in stream:
+            if line.startswith("{"):
+                said.append(event := json.loads(line))
+                if event.get("line") == "RuntimeError: notes database is locked":
+                    error_logged.set()
+
+    argv = ["--config", str(config), "--log-level", "warning", "serve"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "hostd", *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as daemon:
+        assert daemon.stderr is not None
+        reader = threading.Thread(target=read, args=(daemon.stderr,), daemon=True)
+        reader.start()
+        try:
+            done = _hostd("--config", str(config), "compose", "x", "--connect", "--wait", "60")
+            assert done.returncode == 1, done.stderr
+            # Its stderr and its failed reply come on two pipes, in no set order: the
+            # test waits for the line.
+            assert error_logged.wait(timeout=60), said  # a hang guard
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=60)
+            reader.join(timeout=60)
+    stderr = [e for e in said if e.get("event") == "provider.stderr"]
+    error = next(e for e in stderr if e["line"] == "RuntimeError: notes database is locked")
+    assert (error["level"], error["provider"]) == ("warning", "raises")
+    # The traceback's first line came before it, at warning too; the provider's own
+    # ordinary line, written before any of it, at info: not in this log.
+    assert any(e["line"] == "Traceback (most recent call last):" for e in stderr), stderr
+    assert not any("opening the database" in str(e["line"]) for e in stderr), stderr
 
 
 def test_an_empty_prompt_of_evidence_that_did_not_fit_says_so(tmp_path: Path) -> None:
