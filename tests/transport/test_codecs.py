@@ -233,9 +233,14 @@ def test_a_query_result_without_frames_is_malformed_naming_the_members_it_sent()
         jsonrpc.query_result(crowd)
     assert caught.value.message.endswith("(members sent: m0, m1, m2, m3, m4, m5, m6, m7 (+3 more))")
     assert "SECRET" not in caught.value.message
-    envelope = cgp.read(b'{"type": "frames", "result": {"results": []}}')
-    assert isinstance(envelope, Fault) and envelope.detail is not None
-    assert envelope.detail.endswith("result.frames: Field required (members sent: results)")
+    # The envelope names its request: its result fails that query, in the same words.
+    envelope = cgp.read(b'{"type": "frames", "result": {"results": [], "truncated": false}}')
+    assert isinstance(envelope, Reply) and envelope.key is UNKEYED
+    with pytest.raises(ProtocolFault) as caught:
+        cgp.query_result(envelope.payload)
+    assert caught.value.message == (
+        "malformed query result: frames: Field required (members sent: results, truncated)"
+    )
     assert jsonrpc.query_result({"frames": []}).truncated is False
 
 

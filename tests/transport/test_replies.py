@@ -13,6 +13,7 @@ from hostd.engine import audit_leg
 from hostd.errors import CorrelationMismatch, ProtocolFault, ProviderError
 from hostd.protocol import ContextFrame, HostInfo
 from hostd.provider import make_frame
+from hostd.transport.bindings import JsonRpcCodec
 from tests.transport.test_bindings import ACK, HOST, QUERY, cgp, jsonrpc, line, run_client
 
 pytestmark = pytest.mark.anyio
@@ -159,6 +160,43 @@ async def test_cgp_a_frames_envelope_with_an_unknown_id_is_still_h4() -> None:
         await run_client(client, body)
 
 
+@pytest.mark.parametrize("correlation", [True, False])
+async def test_cgp_a_frames_envelope_without_frames_fails_its_query_alone(
+    correlation: bool,
+) -> None:
+    """A ``frames`` envelope that names its request (its id, or the lock-step request in
+    flight) but whose result has no ``frames`` fails that query with the JSON-RPC
+    binding's words for the same result; the stream goes on and the next query is
+    answered."""
+    bad = {"results": [], "truncated": False}
+    answers = iter([bad, {"frames": _frames(1)}])
+
+    def respond(msg: dict[str, Any]) -> list[bytes]:
+        if msg["type"] == "handshake":
+            return [
+                line({"type": "handshake_ack", **ACK, "capabilities": {"correlation": correlation}})
+            ]
+        out: dict[str, Any] = {"type": "frames", "result": next(answers)}
+        if "id" in msg:
+            out["id"] = msg["id"]
+        return [line(out)]
+
+    client, _ = cgp(respond)
+
+    async def body() -> tuple[ProtocolFault, Any]:
+        await client.handshake(HOST)
+        with pytest.raises(ProtocolFault) as caught:
+            await client.query(QUERY)
+        return caught.value, await client.query(QUERY)
+
+    fault, result = await run_client(client, body)
+    with pytest.raises(ProtocolFault) as jsonrpc_said:
+        JsonRpcCodec("p").query_result(bad)
+    assert fault.message == jsonrpc_said.value.message
+    assert [f["id"] for f in result.frames] == ["f0"]
+    assert client.failure is None
+
+
 # --- a provider's text is never quoted in a fault (logs C8) ----------------------------
 
 SECRET = "SECRET-4f1c"
@@ -182,7 +220,7 @@ _CGP_HOSTILE = [
     # A type that is no string (a string one outside the vocabulary is ignored, §2.1):
     # pydantic's message would quote it, so only the error's type is given.
     (b'{"type": ["SECRET-4f1c"], "result": {}}', ["union_tag_invalid"]),
-    (b'{"type": "frames", "result": {"frames": "SECRET-4f1c"}}', ["frames.result.frames"]),
+    (b'{"type": "frames", "id": "ID", "result": {"frames": "SECRET-4f1c"}}', ["malformed"]),
     (
         b'{"type": "error", "id": "ID", "code": "unavailable", "message": "SECRET-4f1c"}',
         ["unavailable", "11 chars"],

@@ -86,7 +86,9 @@ def test_an_envelope_of_a_type_hostd_does_not_implement_is_ignored(
         (b'["invalidated"]', "not an envelope: <root>"),
         (b'"invalidated"', "not an envelope: <root>"),
         (b'{"type": "invalidated"', "not JSON"),
-        (b'{"type": "frames", "result": "SECRET"}', "not an envelope: frames.result"),
+        # A frames envelope that cannot name its request (its result is read per call).
+        (b'{"type": "frames", "id": ["SECRET"], "result": {"frames": []}}', "not an envelope: id"),
+        (b'{"type": "frames", "id": "q1"}', "not an envelope: result: Field required"),
         (b'{"type": "handshake_ack", "protocol_version": "contextgraph/1.0"}', "handshake_ack"),
         (b'{"type": "error"}', "not an envelope: error.message"),
     ],

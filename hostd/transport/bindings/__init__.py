@@ -21,9 +21,10 @@ from ._codec import (
     Reply,
     Request,
     query_wire,
+    validate_reply,
 )
 from ._handshake import check_ack, handshake_error
-from ._jsonrpc import JsonRpcCodec, provider_error, validate_reply
+from ._jsonrpc import JsonRpcCodec, provider_error
 from ._registry import (
     BindingRow,
     Carrier,

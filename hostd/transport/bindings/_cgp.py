@@ -6,7 +6,11 @@ Requests are answered in lock-step (``UNKEYED``: one in flight) unless the
 provider declared ``capabilities.correlation``; then queries carry an ``id``
 and may be pipelined, and a ``frames``/``error`` with an unknown or missing id
 is a ``correlation_mismatch`` fault (H4). ``verify`` stays lock-step (the
-schema gives ``verify`` no id). An envelope whose ``type`` is outside the
+schema gives ``verify`` no id). A ``frames`` envelope's ``result`` is read into its
+model by ``query_result``, in the call it answers, as the JSON-RPC codec reads a
+``result``: a malformed one (no ``frames``) fails that query alone with the same
+words, where an envelope that cannot name its request (not JSON, no ``type``, an
+``id`` that is no string) ends the stream. An envelope whose ``type`` is outside the
 vocabulary (one a later ``1.x`` may add) is ignored, never a fault (SPEC §2.1,
 §13): whatever its members, an ``id`` included, it answers nothing hostd asked, as
 hostd sends the requests. Pure and synchronous (``_codec``), but for one side
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -45,7 +49,6 @@ from hostd.protocol import (
     ContextQueryResult,
     ErrorEnvelope,
     FrameIdentity,
-    FramesEnvelope,
     HandshakeAck,
     HandshakeAckEnvelope,
     HostInfo,
@@ -57,7 +60,7 @@ from hostd.protocol import (
 )
 from hostd.rpc import encode_line
 
-from ._codec import UNKEYED, Fault, Message, Refusal, Reply, Request, query_wire
+from ._codec import UNKEYED, Fault, Message, Refusal, Reply, Request, query_wire, validate_reply
 from ._unquoted import answered, bad_line, described_id, parse_problem
 
 __all__ = ["CGP_SDK_WIRE", "CgpCodec", "envelope_error"]
@@ -86,6 +89,27 @@ def envelope_error(env: ErrorEnvelope) -> HostdError:
     if code is CgpErrorCode.INCOMPATIBLE_VERSION:
         return IncompatibleVersion(message)
     return ProviderError(message, cgp_code=code)
+
+
+class _FramesReply(WireModel):
+    """A ``frames`` envelope with its ``result`` as sent. The envelope names the request
+    it answers (its ``id``, or the lock-step request in flight), so a ``result`` of the
+    wrong shape is that request's failure (``query_result`` reads it, as the JSON-RPC
+    codec reads a ``result``), not a broken wire: R1 has a provider answer a malformed
+    message with an error and serve on, and the host treats a provider's alike. One
+    without ``result``, or whose ``id`` is no string, answers nothing it can name: a
+    fault of the stream."""
+
+    type: Literal["frames"] = "frames"
+    result: Any
+    id: str | None = None
+
+
+def _parse(decoded: Any) -> Any:
+    """One decoded envelope (``parse_envelope``), a ``frames`` one as a ``_FramesReply``."""
+    if isinstance(decoded, dict) and decoded.get("type") == "frames":
+        return _FramesReply.model_validate(decoded)
+    return parse_envelope(decoded)
 
 
 def _expected(what: str, payload: Any) -> ProtocolFault:
@@ -142,13 +166,13 @@ class CgpCodec:
             return None
         try:
             decoded = orjson.loads(data)
-            env = parse_envelope(decoded)
+            env = _parse(decoded)
         except ValueError as exc:  # orjson.JSONDecodeError and ValidationError are ones
             return Fault(bad_line(data, exc), parse_problem(exc))
         if env is None:  # §2.1: a type hostd does not implement is ignored, not rejected
             self._ignored(decoded["type"])
             return None
-        if isinstance(env, FramesEnvelope | ErrorEnvelope):
+        if isinstance(env, _FramesReply | ErrorEnvelope):
             # Keyed only when the provider correlates and the reply names its request;
             # one without an id answers the lock-step request in flight, if any.
             key = env.id if self.correlation and env.id is not None else UNKEYED
@@ -207,10 +231,9 @@ class CgpCodec:
         return ack
 
     def query_result(self, payload: Any) -> ContextQueryResult:
-        if not isinstance(payload, FramesEnvelope):
+        if not isinstance(payload, _FramesReply):
             raise _expected("frames", payload)
-        result: ContextQueryResult = payload.result
-        return result
+        return validate_reply(ContextQueryResult, payload.result, "query result")
 
     def verify_response(self, payload: Any) -> VerifyResponse:
         if not isinstance(payload, VerifiedEnvelope):

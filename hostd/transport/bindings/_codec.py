@@ -20,7 +20,9 @@ Nothing a provider wrote is quoted in a fault (``_unquoted``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
+
+from pydantic import ValidationError
 
 from hostd.errors import HostdError
 from hostd.protocol import (
@@ -30,7 +32,10 @@ from hostd.protocol import (
     HandshakeAck,
     HostInfo,
     VerifyResponse,
+    WireModel,
 )
+
+from ._unquoted import shape_error
 
 __all__ = [
     "UNKEYED",
@@ -42,7 +47,10 @@ __all__ = [
     "Reply",
     "Request",
     "query_wire",
+    "validate_reply",
 ]
+
+M = TypeVar("M", bound=WireModel)
 
 
 class _Unkeyed:
@@ -61,6 +69,15 @@ UNKEYED: Final[Any] = _Unkeyed()
 def query_wire(query: ContextQuery | dict[str, Any]) -> dict[str, Any]:
     """A query's wire form: a ``ContextQuery`` serialised, or a dict already in that form."""
     return query if isinstance(query, dict) else query.to_wire()
+
+
+def validate_reply(model: type[M], data: Any, what: str) -> M:
+    """A reply's payload as its wire model; a bad shape is the provider's protocol fault
+    (``malformed <what>: …``), raised in the call it answers: that call's alone."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise shape_error(what, exc) from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,9 @@ them, so a caller can tell "no such method" from a failed one. Pure and synchron
 from __future__ import annotations
 
 import itertools
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from hostd.errors import (
     CorrelationMismatch,
@@ -37,32 +36,14 @@ from hostd.protocol import (
     HandshakeAck,
     HostInfo,
     VerifyResponse,
-    WireModel,
     read_cgp_code,
 )
 from hostd.rpc import encode_line, make_notification, request_line
 
-from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire
-from ._unquoted import (
-    answered,
-    bad_line,
-    described_id,
-    json_type,
-    parse_problem,
-    shape_error,
-)
+from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire, validate_reply
+from ._unquoted import answered, bad_line, described_id, json_type, parse_problem
 
-__all__ = ["JsonRpcCodec", "provider_error", "validate_reply"]
-
-M = TypeVar("M", bound=WireModel)
-
-
-def validate_reply(model: type[M], data: Any, what: str) -> M:
-    """A reply's body as its wire model; a bad shape is the provider's protocol fault."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise shape_error(what, exc) from exc
+__all__ = ["JsonRpcCodec", "provider_error"]
 
 
 def provider_error(error: Any) -> HostdError:
