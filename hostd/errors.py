@@ -35,6 +35,7 @@ __all__ = [
     "InvalidRequest",
     "LineTooLong",
     "ListenerError",
+    "MalformedReply",
     "MethodNotFound",
     "NoDaemon",
     "NoProviderAvailable",
@@ -178,6 +179,17 @@ class CorrelationMismatch(ProtocolFault):
     """H4: a reply with an unknown or missing id."""
 
     reason = "correlation_mismatch"
+
+
+class MalformedReply(ProtocolFault):
+    """A provider's reply that answers its request but whose payload has the wrong shape
+    (``malformed query result: result.frames is missing …``): that call fails, under
+    the ``protocol_fault`` reason. ``problem`` is what is wrong without the words
+    ``malformed <what>``, for a caller that says "malformed reply" itself."""
+
+    def __init__(self, what: str, problem: str) -> None:
+        super().__init__(f"malformed {what}: {problem}")
+        self.problem = problem
 
 
 class HandshakeFailed(ProtocolFault):

@@ -40,6 +40,7 @@ import anyio
 import hostd
 from hostd.errors import (
     HostdError,
+    MalformedReply,
     ProtocolFault,
     ProviderTimeout,
     ProviderUnauthorized,
@@ -120,13 +121,20 @@ QUERY_DOC = 'docs/providers.md, "2. Query"'
 _RESULT_SHAPE = f'a query\'s result is {{"frames": [...], "truncated": false}} ({QUERY_DOC})'
 
 
+def _malformed(exc: ProtocolFault, hint: str = "") -> Failed:
+    """A reply of the wrong shape as a check's failure: ``malformed reply:`` and what is
+    wrong, said once (a ``MalformedReply``'s problem, without its own ``malformed``);
+    ``hint``: what the payload should have been."""
+    problem = exc.problem if isinstance(exc, MalformedReply) else exc.message
+    return Failed(f"malformed reply: {problem}" + (f"; {hint}" if hint else ""))
+
+
 def _read(read: Callable[[Any], T], payload: Any, hint: str = "") -> T:
-    """A reply's payload as the model of what was asked; a bad shape fails the check
-    (``hint``: what the payload should have been)."""
+    """A reply's payload as the model of what was asked; a bad shape fails the check."""
     try:
         return read(payload)
     except ProtocolFault as exc:
-        raise Failed(f"malformed reply: {exc.message}" + (f"; {hint}" if hint else "")) from None
+        raise _malformed(exc, hint) from None
 
 
 @dataclass

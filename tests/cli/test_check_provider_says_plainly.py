@@ -300,9 +300,8 @@ def test_frames_under_another_name_fail_the_query_naming_what_is_missing() -> No
     query = checks["query"]
     assert not query["passed"] and not query["warning"], query
     assert query["detail"] == (
-        "malformed reply: malformed query result: frames: Field required (members sent: "
-        'results, truncated); a query\'s result is {"frames": [...], "truncated": false} '
-        '(docs/providers.md, "2. Query")'
+        "malformed reply: result.frames is missing (members sent: results, truncated); a "
+        'query\'s result is {"frames": [...], "truncated": false} (docs/providers.md, "2. Query")'
     )
     for _fid, title, content in FACTS:
         assert title not in done.stdout and content not in done.stdout
@@ -316,7 +315,9 @@ def test_the_daemon_fails_the_leg_of_a_result_without_frames(tmp_path: Path) -> 
     [leg] = result.providers
     assert (leg.provider_id, leg.status) == ("facts", "error"), leg
     assert leg.error is not None and leg.error.code == "protocol_fault", leg
-    assert "frames: Field required (members sent: results, truncated)" in leg.error.message
+    assert leg.error.message == (
+        "malformed query result: result.frames is missing (members sent: results, truncated)"
+    )
 
 
 def test_a_result_without_truncated_is_a_warning_naming_the_rule() -> None:

@@ -226,7 +226,7 @@ def test_a_query_result_without_frames_is_malformed_naming_the_members_it_sent()
     with pytest.raises(ProtocolFault) as caught:
         jsonrpc.query_result({"results": [{"id": "SECRET-a"}], "truncated": False})
     assert caught.value.message == (
-        "malformed query result: frames: Field required (members sent: results, truncated)"
+        "malformed query result: result.frames is missing (members sent: results, truncated)"
     )
     crowd = {f"m{i}": "SECRET" for i in range(10)} | {"SECRET " * 9: 1}
     with pytest.raises(ProtocolFault) as caught:
@@ -239,7 +239,7 @@ def test_a_query_result_without_frames_is_malformed_naming_the_members_it_sent()
     with pytest.raises(ProtocolFault) as caught:
         cgp.query_result(envelope.payload)
     assert caught.value.message == (
-        "malformed query result: frames: Field required (members sent: results, truncated)"
+        "malformed query result: result.frames is missing (members sent: results, truncated)"
     )
     assert jsonrpc.query_result({"frames": []}).truncated is False
 

@@ -72,8 +72,9 @@ def query_wire(query: ContextQuery | dict[str, Any]) -> dict[str, Any]:
 
 
 def validate_reply(model: type[M], data: Any, what: str) -> M:
-    """A reply's payload as its wire model; a bad shape is the provider's protocol fault
-    (``malformed <what>: …``), raised in the call it answers: that call's alone."""
+    """A reply's payload as its wire model; a bad shape is the provider's
+    ``MalformedReply`` (``malformed <what>: result.frames is missing …``), raised in the
+    call it answers: that call's alone."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hostd.errors import ProtocolFault
+from hostd.errors import MalformedReply, ProtocolFault
 from hostd.protocol import CgpErrorCode
 
 __all__ = [
@@ -105,9 +105,12 @@ def member_names(obj: dict[Any, Any]) -> str:
     return ", ".join(shown) + (f" (+{others} more)" if others else "")
 
 
-def _shape(exc: ValidationError) -> str:
+def _shape(exc: ValidationError, within: str = "") -> str:
+    """Where the first error is (its path, under the member ``within`` when given) and
+    what is wrong there."""
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+    path = [str(p) for p in err["loc"]]
+    loc = ".".join([within, *path] if within else path) or "<root>"
     message = err["msg"]
     given = err.get("input")
     # pydantic quotes some inputs in its message (a union's unknown tag): then only the
@@ -117,13 +120,14 @@ def _shape(exc: ValidationError) -> str:
     if err["type"] == "missing" and isinstance(given, dict):
         # What it sent instead is most often the same thing under another name
         # (``results`` for ``frames``): its member names say so, its values stay unsaid.
-        message = f"{message} (members sent: {member_names(given)})"
+        return f"{loc} is missing (members sent: {member_names(given)})"
     return f"{loc}: {message}"
 
 
-def shape_error(what: str, exc: ValidationError) -> ProtocolFault:
-    """A reply that decoded but has the wrong shape: where, and what was expected."""
-    return ProtocolFault(f"malformed {what}: {_shape(exc)}")
+def shape_error(what: str, exc: ValidationError) -> MalformedReply:
+    """A reply that decoded but whose ``result`` (the member both bindings carry a reply's
+    payload in) has the wrong shape: where, and what was expected."""
+    return MalformedReply(what, _shape(exc, "result"))
 
 
 def parse_problem(exc: ValueError) -> str:
