@@ -401,6 +401,14 @@ class Link(Protocol):
 _BROKEN = (RemoteTransport, RemoteWire, ProviderUnauthorized)
 
 
+def _misshapen(exc: RemoteWire, hint: str = "") -> Failed | None:
+    """A body that was one reply to the request but whose payload has the wrong shape
+    (the transport's ``RemoteWire`` chained from a ``MalformedReply``) as a pipe's row
+    says it, ``malformed reply: …``; ``None`` for a body broken otherwise."""
+    cause = exc.__cause__
+    return _malformed(cause, hint) if isinstance(cause, MalformedReply) else None
+
+
 @dataclass
 class RemoteDriver:
     """One remote provider, asked through the transport's connection: ``opener`` makes
@@ -433,6 +441,10 @@ class RemoteDriver:
             self.link = await self.opener(timeout_s)
         except ProviderTimeout:
             raise TimeoutError from None  # the step names the deadline it missed
+        except RemoteWire as exc:
+            if (failed := _misshapen(exc)) is None:
+                raise
+            raise failed from None
         ack = self.link.ack
         if ack is None:
             raise Failed("the connection holds no handshake ack")
@@ -446,6 +458,10 @@ class RemoteDriver:
         try:
             with anyio.fail_after(self.timeout_s):
                 result = await link.query(query)
+        except RemoteWire as exc:
+            if (failed := _misshapen(exc, _RESULT_SHAPE)) is None:
+                raise
+            raise failed from None
         except _BROKEN:
             raise
         except HostdError as exc:
@@ -460,6 +476,10 @@ class RemoteDriver:
         try:
             with anyio.fail_after(self.timeout_s):
                 return await link.verify(identities)
+        except RemoteWire as exc:
+            if (failed := _misshapen(exc)) is None:
+                raise
+            raise failed from None
         except _BROKEN:
             raise
         except HostdError as exc:

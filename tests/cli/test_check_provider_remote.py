@@ -19,13 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from hostd.cli._checks import Deadlines, check_remote_provider
 from hostd.engine import ProviderSpec
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, no_process_left_behind
-from tests.remote._servers import TOKEN
+from tests.remote._servers import TOKEN, Scope, after_handshake, make_tls, remote_spec, serving
 from tests.remote.test_serve import served
 
 __all__ = ["no_process_left_behind"]  # an autouse fixture: every test here is checked
@@ -217,6 +218,42 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
     ]
     assert checked.results[1].detail == "not run: the handshake failed"
     assert checked.results[0].detail == "no answer within 500 ms (the start_timeout_s asked for)"
+
+
+#: The query row of a provider whose result carries its frames under ``results``: the
+#: pipe's words (tests/cli/test_check_provider_says_plainly.py), over HTTPS too.
+_NO_FRAMES = (
+    "malformed reply: result.frames is missing (members sent: results, truncated); a "
+    'query\'s result is {"frames": [...], "truncated": false} (docs/providers.md, "2. Query")'
+)
+
+
+async def _results_key(scope: Scope, receive: Any, send: Any) -> None:
+    """Answers every request (the handshake is the provider app's) with a result whose
+    frames are under ``results``, in the request's binding."""
+    request = orjson.loads((await receive())["body"])
+    result = {"results": [], "truncated": False}
+    if "jsonrpc" in request:
+        reply = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+    else:
+        reply = {"type": "frames", "result": result}
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": orjson.dumps(reply)})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_a_remote_result_without_frames_is_a_malformed_reply_as_over_a_pipe(
+    binding: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOSTD_TEST_REMOTE_TOKEN", TOKEN)
+    tls = make_tls(tmp_path)
+    async with serving(after_handshake(_results_key), tls) as (url, _):
+        spec = remote_spec(url, tls, binding=binding)
+        checked = await check_remote_provider(spec, deadlines=Deadlines.of(60))
+    rows = {r.name: r for r in checked.results}
+    assert rows["handshake"].passed, rows["handshake"]
+    assert (rows["query"].passed, rows["query"].detail) == (False, _NO_FRAMES)
 
 
 # -- no server needed: what is refused before anything is sent ---------------------------

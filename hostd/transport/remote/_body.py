@@ -128,8 +128,9 @@ def _served(error: HostdError) -> HostdError:
 
 def read_as(read: Callable[[Any], T], payload: Any) -> T:
     """``payload`` read into the model of what was asked; a bad shape is the body's
-    fault (``wire``)."""
+    fault (``wire``), chained from the codec's fault (a ``MalformedReply`` says what is
+    wrong apart from its ``malformed <what>``: check-provider's row reads it)."""
     try:
         return read(payload)
     except ProtocolFault as exc:
-        raise RemoteWire(exc.message) from None
+        raise RemoteWire(exc.message) from exc
