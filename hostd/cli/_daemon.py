@@ -184,7 +184,9 @@ def reranker_state(r: dict[str, Any]) -> str:
     if state in ("crashed", "failed") and failure:
         ago = health.get("last_failure_s_ago")
         when = f" {duration(float(ago))} ago" if ago is not None else ""
-        shown += f"{when}: {' '.join(str(failure).split())}"
+        said = " ".join(str(failure).split())
+        # The failure's own kind, when it is the state's, is said once (``provider_state``).
+        shown += f"{when}: {said.removeprefix(f'{state}: ')}"
     elif failing:  # up, yet its asks fail: say so, and why
         why = " ".join(str(r.get("last_fallback") or health.get("last_error") or "").split())
         asks = "ask" if failing == 1 else f"{failing} asks"

@@ -362,8 +362,9 @@ def test_status_calls_the_reranker_degraded_when_no_composition_gets_its_verdict
         "health": {"last_failure": killed, "last_failure_s_ago": 4, "retry_in_s": 2.5},
     }
     assert reranker_degraded(down) and reranker_degraded({**process, "state": "failed"})
-    assert (
-        reranker_state(down) == f"crashed 4 s ago: {killed}; next start in 2 s; asks 2, fallbacks 0"
+    assert reranker_state(down) == (
+        "crashed 4 s ago: reranker process exited between asks; killed by SIGKILL; "
+        "next start in 2 s; asks 2, fallbacks 0"
     )
     # A server one failure short of its cool-down is a slow moment; cooling down, it is
     # asked by no composition.
