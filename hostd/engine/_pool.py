@@ -16,7 +16,10 @@ Broken connections are dropped at once and closed in the background too. A remot
 provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
 is parked at once, not restarted in a loop (``record_refused``): its legs fail at
 once with the refusal's words (what to fix) until its credential changes, its
-cool-down passes or ``restart`` is asked. Opening a connection (spawn and
+cool-down passes or ``restart`` is asked. A process that ends on its own (killed, out
+of memory) is counted as a crash as soon as its exit is seen, not when a request next
+finds it dead (``exited``): ``providers/list`` says why it is down at once, with its
+exit status or signal and its stderr's tail. Opening a connection (spawn and
 handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads the
 pool; it never spawns or closes a process itself.
 """
@@ -108,6 +111,7 @@ class Slot:
         "_health",
         "cannot_run",
         "conn",
+        "crash",
         "last_ack",
         "late_seen",
         "refusal",
@@ -137,6 +141,10 @@ class Slot:
         #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
         #: of a start that may never come.
         self.untold: HostdError | None = None
+        #: The crash of its last process, counted when it was seen (``exited``), until the
+        #: next ask of the reranker takes it to say how it ended (``take_crash``); a
+        #: provider's legs say the backoff instead, its health why it is down.
+        self.crash: ProviderCrashed | None = None
 
     @property
     def health(self) -> Health:
@@ -185,7 +193,11 @@ class Slot:
 class ProviderPool:
     """``async with ProviderPool(specs, settings) as pool``: every provider's process."""
 
-    def __init__(self, specs: Iterable[ProviderSpec], settings: PoolSettings) -> None:
+    def __init__(
+        self, specs: Iterable[ProviderSpec], settings: PoolSettings, *, noun: str = "provider"
+    ) -> None:
+        #: What its processes are called in a crash's words (``reranker`` for the reranker).
+        self.noun = noun
         self.slots: dict[str, Slot] = {}
         for spec in specs:
             if spec.id in self.slots:
@@ -444,8 +456,10 @@ class ProviderPool:
             )
             start.error = exc
         else:
-            slot.conn, slot.late_seen, slot.cannot_run = conn, 0, None
+            slot.conn, slot.late_seen, slot.cannot_run, slot.crash = conn, 0, None, None
             slot.last_ack = conn.ack
+            if isinstance(conn, ProviderConnection):
+                self._tg.start_soon(self._watch, slot, conn)
             if conn.ack is not None:
                 for heard in list(self.handshake_listeners):
                     heard(spec, conn.ack)
@@ -539,6 +553,35 @@ class ProviderPool:
         conn, slot.conn = slot.conn, None
         if conn is not None and not conn.closed and self._tg is not None:
             self._tg.start_soon(conn.aclose)
+
+    async def _watch(self, slot: Slot, conn: ProviderConnection) -> None:
+        """Wait for the process's exit; one that ended on its own is counted at once
+        (``exited``). One the pool stopped is no crash."""
+        await conn.child.exited.wait()
+        if conn.child.exited_on_its_own:
+            await self.exited(slot, conn)
+
+    async def exited(
+        self, slot: Slot, conn: ProviderConnection, deadline: float | None = None
+    ) -> None:
+        """``conn`` died (its process ended, or its output with it): its crash, with what
+        the process says of it (its exit status or signal, its stderr's tail; waited for
+        no later than ``deadline``: ``explain``), counted and its teardown scheduled
+        (``broken``), and kept for the next request to tell (``take_crash``). Once per
+        connection, by whichever of its watcher and a request meets it first; one a leg
+        met mid-call was counted with the leg's own words."""
+        crash = await conn.explain(ProviderCrashed(f"{self.noun} process ended"), deadline)
+        if slot.conn is not conn:
+            return
+        self.broken(slot, conn, crash)
+        slot.crash = crash
+        log.warning("provider.exited", provider=slot.spec.id, error=crash.message)
+
+    @staticmethod
+    def take_crash(slot: Slot) -> ProviderCrashed | None:
+        """The crash ``exited`` counted, for the one request that says how it ended."""
+        crash, slot.crash = slot.crash, None
+        return crash
 
     def broken(self, slot: Slot, conn: ProviderLink | None, exc: HostdError) -> None:
         """The process died or broke its stream: count a failure, schedule teardown."""

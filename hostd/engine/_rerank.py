@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
-from hostd.transport import JsonRpcCodec, PipeClient
+from hostd.transport import JsonRpcCodec, PipeClient, ProviderConnection
 
 from ._health import bounded_error
 from ._launch import PoolSettings
@@ -149,7 +149,7 @@ class Reranker:
     """``async with Reranker(spec, settings) as r: await r.rerank(query, cands, timeout_s)``."""
 
     def __init__(self, spec: ProviderSpec, settings: PoolSettings) -> None:
-        self.pool = ProviderPool([spec], settings)
+        self.pool = ProviderPool([spec], settings, noun="reranker")
         self.slot = self.pool.slots[spec.id]
         self.tally = RerankTally()
 
@@ -187,14 +187,15 @@ class Reranker:
         ms = f"{timeout_s * 1000:.0f} ms"
         conn = slot.live()  # running: asked at once, with no scope to wait in
         died = None
-        dead = slot.conn
-        if conn is None and dead is not None:
+        if conn is None:
             # It died between asks (killed, out of memory): explained and counted as a
-            # crash mid-call is (its exit status or signal, its stderr's tail), so this
-            # ask says why it restarts, and its health why it is down.
-            crash = await dead.explain(ProviderCrashed("reranker exited between asks"), deadline)
-            pool.broken(slot, dead, crash)
-            died = f"{crash.reason}: {crash.message}"
+            # crash mid-call is (its exit status or signal, its stderr's tail), by its
+            # watcher as it exited or here, so this ask says why it restarts.
+            dead = slot.conn
+            if isinstance(dead, ProviderConnection):
+                await pool.exited(slot, dead, deadline)
+            crash = pool.take_crash(slot)
+            died = f"{crash.reason}: {crash.message}" if crash is not None else None
         if conn is None:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 try:

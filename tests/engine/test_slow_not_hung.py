@@ -175,7 +175,7 @@ async def test_a_reranker_killed_between_asks_says_how_it_ended(tmp_path: Path) 
     assert outcome.reason == "crashed", outcome
     assert outcome.detail is not None
     assert outcome.detail.startswith(
-        "crashed: reranker exited between asks; killed by SIGKILL; crashed: provider is down; "
+        "crashed: reranker process ended; killed by SIGKILL; crashed: provider is down; "
         "next restart in "
     )
     assert row["state"] == "crashed" and _starts(starts) == 1

@@ -134,10 +134,15 @@ class DaemonProc:
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.log if e.get("event") == name]
 
-    async def logged(self, name: str) -> dict[str, Any]:
-        """The first ``name`` event, once the daemon has logged it (a hang guard bounds it)."""
+    async def logged(self, name: str, **fields: Any) -> dict[str, Any]:
+        """The first ``name`` event (carrying ``fields``, when given), once the daemon has
+        logged it (a hang guard bounds it)."""
         with anyio.fail_after(60):
-            while not (found := self.events(name)):
+            while not (
+                found := [
+                    e for e in self.events(name) if all(e.get(k) == v for k, v in fields.items())
+                ]
+            ):
                 if self._exited.is_set():
                     raise AssertionError(f"hostd exited without logging {name!r}")
                 await self._logged.wait()
