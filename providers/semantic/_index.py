@@ -23,7 +23,7 @@ from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._frames import Packed, now_timestamp, pack, query_text
 from ._embed import Embedder, EmbeddingCache, Vectors
 
-__all__ = ["EmbeddingMismatch", "SemanticHit", "SemanticIndex"]
+__all__ = ["LARGE_BUILD", "EmbeddingMismatch", "SemanticHit", "SemanticIndex", "embed_note"]
 
 
 class EmbeddingMismatch(ValueError):  # noqa: N818 - named for the condition (E1)
@@ -38,6 +38,26 @@ class SemanticHit:
 
 #: Chunks embedded (and committed to the cache) per step of a build.
 _EMBED_BATCH = 64
+
+#: More chunks than this left to embed, and the build's first note says a
+#: ``.hostdignore`` shortens it: past five minutes at ~4 s per batch on two cores
+#: (docs/benchmarks.md), long enough that trimming the tree first is worth the minute.
+LARGE_BUILD = 5000
+
+
+def embed_note(missing: int, total: int) -> str:
+    """What a build says as it begins embedding: how many chunks of the index, how many
+    its cache already has, and on a large tree what shortens it (a hint, not an error).
+    At most ``MAX_PROGRESS_TEXT`` long, so the host keeps it whole."""
+    said = f"embedding {missing:,} of {total:,} chunks"
+    if missing < total:
+        said += f" ({total - missing:,} cached)"
+    if missing > LARGE_BUILD:
+        said += (
+            "; a .hostdignore listing what need not be searched (tests, fixtures, "
+            "generated docs, changelogs) shortens it"
+        )
+    return said
 
 
 def _embed_input(chunk: Chunk) -> str:
@@ -99,7 +119,8 @@ class SemanticIndex:
         chunked: Callable[[], None] | None = None,
     ) -> bool:
         """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
-        ``progress(done, total, phase=...)`` is told of each embedded batch, and
+        ``progress(done, total, phase=..., message=...)`` is told of each embedded batch
+        (over the whole index, the first with ``embed_note`` as its message), and
         ``chunked()`` once the chunks are known, before any is embedded.
 
         Once built, more than a batch to embed (a formatter run, a branch switch) is
@@ -139,17 +160,21 @@ class SemanticIndex:
         each committed to the cache at once: a build cut short (a stop, a kill) keeps
         what it embedded, so the next start resumes rather than restarts."""
         chunks, keys, cached, missing = plan.chunks, plan.keys, plan.cached, plan.missing
+        # Progress over the whole index, the cached chunks counted done: a resumed build
+        # stands where the last one stopped, not at a fresh 0 of what is left.
+        total, kept = len(chunks), len(chunks) - len(missing)
         step = _EMBED_BATCH
         for at in range(0, len(missing), step):
             if progress is not None:
-                progress(at, len(missing), phase="embed")
+                note = embed_note(len(missing), total) if at == 0 else None
+                progress(kept + at, total, phase="embed", message=note)
             part = missing[at : at + step]
             vectors = self.embedder.encode([_embed_input(chunks[i]) for i in part])
             fresh = [(keys[i], vectors[j]) for j, i in enumerate(part)]
             self.cache.put_many(fresh)
             cached.update(fresh)
         if progress is not None and missing:
-            progress(len(missing), len(missing), phase="embed")
+            progress(total, total, phase="embed")
         self.embedded_last = len(missing)
         if not keys:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)

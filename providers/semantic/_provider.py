@@ -166,7 +166,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.warm:
         started = time.perf_counter()
-        index.refresh(force=True)
+
+        def say(done: int, total: int | None, *, phase: str, message: str | None = None) -> None:
+            if message:  # how many chunks it embeds (and what shortens a long build)
+                print(f"providers.semantic: {message}", file=sys.stderr, flush=True)
+
+        index.refresh(force=True, progress=say)
         print(
             f"providers.semantic: {index.chunk_count} chunks, {index.embedded_last} embedded, "
             f"in {time.perf_counter() - started:.1f}s (cache {args.cache})"

@@ -4,44 +4,16 @@ A gated stand-in embedder holds the embedding open, so the order is decided by e
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from providers import CorpusOptions
 from providers.semantic import EmbeddingCache, SemanticIndex
-
-DIM = 64
-
-
-class GatedEmbedder:
-    """Bag-of-words vectors (a shared word: a high cosine); a batch of more than one
-    text (the index's embedding, never a query's) waits for ``gate``."""
-
-    dim = DIM
-    fingerprint = "gated-bow/64/l2"
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-        self.gate.set()
-        self.waiting = threading.Event()
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        if len(texts) > 1 and not self.gate.is_set():
-            self.waiting.set()
-            assert self.gate.wait(120), "the test never opened the gate"
-        out = np.zeros((len(texts), DIM), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().split():
-                out[row, hashlib.sha256(word.encode()).digest()[0] % DIM] += 1.0
-            norm = float(np.linalg.norm(out[row]))
-            out[row] /= norm or 1.0
-        return out
+from tests.fixtures.bow_embedder import DIM, GatedEmbedder
 
 
 def test_a_bulk_change_is_embedded_behind_queries_answered_meanwhile(tmp_path: Path) -> None:

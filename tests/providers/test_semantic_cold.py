@@ -129,7 +129,7 @@ async def test_a_build_stopped_midway_keeps_its_chunks_and_every_embedded_batch(
     assert list(tmp_path.glob("corpus-*.json"))  # noqa: ASYNC240 - the host has stopped
 
     # The next start embeds only what the first did not reach: its first embed note
-    # says how many are left (it is stopped there too).
+    # stands where the first stopped, of the whole index (it is stopped there too).
     resumed: list[dict[str, Any]] = []
     embedding = anyio.Event()
 
@@ -142,4 +142,8 @@ async def test_a_build_stopped_midway_keeps_its_chunks_and_every_embedded_batch(
         async with Host([spec], start="boot") as host:
             host.pool.progress_listeners.append(on_resume)
             await embedding.wait()
-    assert resumed[0].get("total") == many - kept
+    assert (resumed[0].get("done"), resumed[0].get("total")) == (kept, many)
+    assert (
+        resumed[0].get("message")
+        == f"embedding {many - kept:,} of {many:,} chunks ({kept:,} cached)"
+    )
