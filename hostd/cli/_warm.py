@@ -6,7 +6,10 @@ daemon forwards): one tqdm bar per provider on stderr, its description the
 phase, its total the provider's figure when it gives one. tqdm rather than
 hand-drawn bars: it sizes, rate-limits and clears itself on any terminal.
 Off unless stderr is a terminal, so pipes and logs stay clean; there ``hostd warm``
-writes plain lines instead (``ProgressLines``), few enough for a log.
+writes plain lines instead (``ProgressLines``), few enough for a log. Either way a
+provider's own word on its warm-up (``message``: how many chunks it embeds) is written
+once, and Ctrl-C ends ``hostd warm`` saying where each warm-up stood
+(``interrupted_line``).
 """
 
 from __future__ import annotations
@@ -15,27 +18,35 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
+import anyio
 from tqdm import tqdm
 
 from hostd.config import Config
 
 from ._common import ProgressListener, connect_arg, session
 from ._daemon import provider_state
+from ._outcome import config_hint
 
 __all__ = [
     "PROGRESS_LINE_INTERVAL_S",
+    "RATE_SPAN_S",
     "ProgressBars",
     "ProgressLines",
     "add_warm_command",
     "forward_progress",
+    "interrupted_line",
     "warm_command",
 ]
 
 #: How often, at most, a warming provider's progress line is written without bars: a
 #: log of a long build (thousands of chunks to embed) shows it alive, and stays short.
 PROGRESS_LINE_INTERVAL_S = 30.0
+#: A phase's rate is measured over at least this before a line says the time left: its
+#: first batches (a model warming its caches) alone would say too little, or too much.
+RATE_SPAN_S = 10.0
 
 
 class ProgressBars:
@@ -46,6 +57,7 @@ class ProgressBars:
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._bars: dict[str, tqdm[Any]] = {}
         self._phase: dict[str, str] = {}
+        self._told: dict[str, str] = {}
 
     def __call__(self, provider_id: str, progress: dict[str, Any]) -> None:
         if not self.enabled:
@@ -64,6 +76,10 @@ class ProgressBars:
             return
         phase = str(progress.get("phase", "warming"))
         total, done = progress.get("total"), progress.get("done") or 0
+        said = " ".join(str(progress.get("message") or "").split())
+        if said and said != self._told.get(provider_id):  # its own word, once, above the bar
+            self._told[provider_id] = said
+            tqdm.write(f"hostd: {provider_id}: {said}", file=self.stream)
         bar = self._bars.get(provider_id)
         if bar is not None and self._phase.get(provider_id) != phase:
             bar.close()  # a new phase, a new bar: its own total and rate
@@ -93,8 +109,10 @@ class ProgressLines:
     """``hostd warm`` without bars (stderr not a terminal, ``--progress never``): each
     provider's ready line as soon as it is ready, not when the slowest is, and while
     it warms its phase and how far it got, at most every ``PROGRESS_LINE_INTERVAL_S``
-    per provider. ``settle`` writes a provider's final state unless it is the ready
-    line already written, so each says it once."""
+    per provider, with the time left once the phase's rate is measured (as a bar's
+    ETA); a new ``message`` of the provider's is written at once, with its figure.
+    ``settle`` writes a provider's final state unless it is the ready line already
+    written, so each says it once."""
 
     def __init__(
         self, stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic
@@ -103,6 +121,10 @@ class ProgressLines:
         self._clock = clock
         self._last_line_at: dict[str, float] = {}
         self._said: dict[str, str] = {}
+        self._told: dict[str, str] = {}
+        #: Per provider, its phase's first note: (phase, when, done). The rate counts
+        #: from there, so a build resumed from its cache is not credited its cached part.
+        self._since: dict[str, tuple[str, float, int]] = {}
 
     def __call__(self, provider_id: str, progress: dict[str, Any]) -> None:
         state = progress.get("state", "warming")
@@ -113,13 +135,26 @@ class ProgressLines:
         if state != "warming":  # a failure is said by `settle`, with what to do about it
             return
         now = self._clock()
+        phase = str(progress.get("phase", "warming"))
+        done, total = progress.get("done") or 0, progress.get("total")
+        since = self._since.get(provider_id)
+        if since is None or since[0] != phase:
+            since = self._since[provider_id] = (phase, now, done)
+        said = " ".join(str(progress.get("message") or "").split())
+        news = bool(said) and said != self._told.get(provider_id)
         last = self._last_line_at.get(provider_id)
-        if last is not None and now - last < PROGRESS_LINE_INTERVAL_S:
+        if not news and last is not None and now - last < PROGRESS_LINE_INTERVAL_S:
             return
         self._last_line_at[provider_id] = now
-        done, total = progress.get("done"), progress.get("total")
         figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")
-        self._write(provider_id, f"warming ({progress.get('phase', 'warming')}{figure})")
+        _, began, first = since
+        if total is not None and first < done < total and now - began >= RATE_SPAN_S:
+            figure += f", {_time_left((total - done) * (now - began) / (done - first))}"
+        line = f"warming ({phase}{figure})"
+        if news:
+            self._told[provider_id] = said
+            line += f": {said}"
+        self._write(provider_id, line)
 
     def settle(self, provider_id: str, state: str) -> None:
         """Say a provider's state (``provider_state``'s words) unless already said."""
@@ -133,6 +168,51 @@ class ProgressLines:
     def _write(self, provider_id: str, state: str) -> None:
         self.stream.write(f"hostd: {provider_id}: {state}\n")
         self.stream.flush()  # a log tailed meanwhile sees it now, not at exit
+
+
+def _time_left(seconds: float) -> str:
+    """``about 25 min left``: an embedding's rate wanders, so minutes, not seconds."""
+    if seconds < 60:
+        return "less than a minute left"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"about {minutes} min left"
+    hours, minutes = divmod(minutes, 60)
+    return f"about {hours} h {minutes} min left"
+
+
+def interrupted_line(
+    standing: dict[str, dict[str, Any]], *, hint: str = "", daemon: Path | None = None
+) -> str:
+    """What ``hostd warm`` says when Ctrl-C stops it: where each warm-up not yet ready
+    stood (``standing``: its last progress) and what to do. One shot, the providers stop
+    with it and keep what they cached (``semantic``: its chunks and every batch embedded,
+    counted in its ``done``), so the next ``hostd warm`` goes on from there;
+    a daemon's (``daemon``: its socket) go on warming without it."""
+    where = [
+        f"{pid} at {progress.get('phase', 'start')}{_figure(progress)}"
+        for pid, progress in standing.items()
+        if progress.get("state", "warming") == "warming"
+    ]
+    if daemon is not None:
+        what = ", ".join(where) if where else "its providers"
+        return (
+            f"hostd: warm interrupted: the daemon at {daemon} goes on warming {what}; "
+            f"`hostd status{hint}` shows how far"
+        )
+    if not where:
+        return f"hostd: warm interrupted; run `hostd warm{hint}` again to finish"
+    return (
+        f"hostd: warm interrupted: {', '.join(where)} (what was done is kept); "
+        f"run `hostd warm{hint}` again to go on"
+    )
+
+
+def _figure(progress: dict[str, Any]) -> str:
+    done, total = progress.get("done") or 0, progress.get("total")
+    if total is not None:
+        return f" {done:,} of {total:,}"
+    return f" {done:,}" if done else ""
 
 
 def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -157,7 +237,7 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
     warm.set_defaults(run=warm_command)
 
 
-def forward_progress(bars: ProgressListener) -> Any:
+def forward_progress(bars: Callable[[str, dict[str, Any]], None]) -> Any:
     def forward(note: dict[str, Any]) -> None:
         if isinstance(note.get("warming"), dict):  # a provider's warm-up, not a leg's end
             bars(str(note.get("provider")), note["warming"])
@@ -188,13 +268,27 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
         host = cfg.host.model_copy(update={"start_providers": "lazy"})
         cfg = cfg.model_copy(update={"host": host})
     rows: list[dict[str, Any]] = []
+    draw: ProgressListener = bars if lines is None else lines
+    standing: dict[str, dict[str, Any]] = {}  # each provider's last note, for Ctrl-C
+
+    def heard(provider_id: str, progress: dict[str, Any]) -> None:
+        standing[provider_id] = progress
+        draw(provider_id, progress)
+
     try:
         async with session(cfg, connect, boot=False, wait=args.wait) as s:
-            forward = forward_progress(bars if lines is None else lines)
-            result = await s.call("providers/warm", {}, on_progress=forward)
+            result = await s.call("providers/warm", {}, on_progress=forward_progress(heard))
             if lines is not None:  # the last word on each: one ready at its handshake
                 # sent no note, one that failed says why and what to do
                 rows = (await s.call("providers/list", {})).get("providers") or []
+    except anyio.get_cancelled_exc_class():
+        # Ctrl-C: asyncio's runner cancels this task, and once the session has stopped
+        # (its providers with it, one shot) exits 130 (``_main``). Not silently: where
+        # each build stood, that it is kept, and what goes on with it.
+        bars.close()
+        daemon = None if connect is None else Path(connect) if connect else cfg.socket_path
+        sys.stderr.write(interrupted_line(standing, hint=config_hint(cfg), daemon=daemon) + "\n")
+        raise
     finally:
         bars.close()
     states: dict[str, str] = result["providers"]

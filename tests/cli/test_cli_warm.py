@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -12,7 +13,12 @@ from typing import Any
 
 from hostd.cli._commands import audit_summary
 from hostd.cli._outcome import leg_failures, warming_lines
-from hostd.cli._warm import PROGRESS_LINE_INTERVAL_S, ProgressBars, ProgressLines
+from hostd.cli._warm import (
+    PROGRESS_LINE_INTERVAL_S,
+    ProgressBars,
+    ProgressLines,
+    interrupted_line,
+)
 from hostd.client import Client
 from tests.fixtures.procs import ServeChild
 from tests.providers._stdio import REPO, child_env
@@ -98,6 +104,66 @@ def test_without_bars_each_ready_line_comes_as_it_is_ready_and_progress_now_and_
     lines.settle("files", "ready (12 chunks from 3 files)")
     lines.settle("semantic", "failed: its warm-up failed: OSError: disk full; …")
     assert new_lines() == ["hostd: semantic: failed: its warm-up failed: OSError: disk full; …"]
+
+
+def test_without_bars_a_build_says_its_size_at_once_and_then_its_time_left() -> None:
+    """The provider's word on its build (how many chunks) is written as it comes, not
+    up to 30 s later; later lines add the time left at the rate measured since the
+    phase began, from where a resumed build stood, not from 0."""
+    stream, now = io.StringIO(), [100.0]
+    lines = ProgressLines(stream, clock=lambda: now[0])
+    told = "embedding 16,639 of 20,991 chunks (4,352 cached)"
+    lines("semantic", {"state": "warming", "phase": "load model", "done": 0})
+    lines("semantic", {"state": "warming", "phase": "embed", "done": 4352, "total": 20991})
+    now[0] += 1  # same note, its message now: said at once, within the interval
+    note = {"state": "warming", "phase": "embed", "done": 4352, "total": 20991, "message": told}
+    lines("semantic", note)
+    lines("semantic", note)  # said once
+    now[0] += PROGRESS_LINE_INTERVAL_S  # 31 s into embed: 640 done, 15,999 left: 775 s
+    lines("semantic", {"state": "warming", "phase": "embed", "done": 4992, "total": 20991})
+    now[0] = 100 + 1280  # 2426 done in 1280 s: 14,213 left take 7499 s
+    lines("semantic", {"state": "warming", "phase": "embed", "done": 6778, "total": 20991})
+    assert stream.getvalue().splitlines() == [
+        "hostd: semantic: warming (load model)",
+        f"hostd: semantic: warming (embed 4352/20991): {told}",
+        "hostd: semantic: warming (embed 4992/20991, about 13 min left)",
+        "hostd: semantic: warming (embed 6778/20991, about 2 h 5 min left)",
+    ]
+
+
+def test_bars_write_a_provider_s_word_on_its_build_once() -> None:
+    stream = io.StringIO()
+    bars = ProgressBars(enabled=True, stream=stream)
+    told = "embedding 6,000 of 6,000 chunks; a .hostdignore … shortens it"
+    for done in (0, 64):
+        bars(
+            "semantic",
+            {"state": "warming", "phase": "embed", "done": done, "total": 6000, "message": told},
+        )
+    bars.close()
+    assert stream.getvalue().count(f"hostd: semantic: {told}") == 1
+
+
+def test_an_interrupted_warm_names_each_unfinished_build_and_where_it_goes_on() -> None:
+    standing: dict[str, dict[str, Any]] = {
+        "files": {"state": "ready", "phase": "ready"},
+        "semantic": {"state": "warming", "phase": "embed", "done": 4352, "total": 20991},
+        "memory": {"state": "warming", "phase": "load model", "done": 0},
+    }
+    hint = " --config /p/hostd.toml"
+    assert interrupted_line(standing, hint=hint) == (
+        "hostd: warm interrupted: semantic at embed 4,352 of 20,991, memory at load model "
+        "(what was done is kept); run `hostd warm --config /p/hostd.toml` again to go on"
+    )
+    # Through a daemon, its providers go on warming: where to watch them, not a rerun.
+    assert interrupted_line(standing, hint=hint, daemon=Path("/run/h.sock")) == (
+        "hostd: warm interrupted: the daemon at /run/h.sock goes on warming semantic at "
+        "embed 4,352 of 20,991, memory at load model; "
+        "`hostd status --config /p/hostd.toml` shows how far"
+    )
+    assert interrupted_line({"files": standing["files"]}) == (
+        "hostd: warm interrupted; run `hostd warm` again to finish"
+    )
 
 
 def _ready_before_the_gate(config: Path, gate: Path, first: str) -> tuple[list[str], str, str]:
@@ -327,3 +393,37 @@ def test_warm_says_what_each_provider_holds_once_ready(tmp_path: Path) -> None:
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("hostd: files: ready")]
     assert line.startswith("hostd: files: ready (0 chunks from 0 files under ")
     assert f"nothing to index under {tmp_path / 'empty'}: is that the project's directory?" in line
+
+
+def test_warm_interrupted_says_where_each_build_stood_and_what_to_do(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while a provider warms: exit 130 with one line naming where its
+    build stood, that it is kept, and the command that goes on, not silently."""
+    gate = tmp_path / "never"  # its warm-up stands at build 0 of 1 until interrupted
+    config = _config(tmp_path, ("slow", ["--warm-gate", str(gate), "--steps", "1"], ""))
+    warm = subprocess.Popen(
+        [sys.executable, "-m", "hostd", "--config", str(config), "warm", "--progress", "never"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+    )
+    guard = threading.Timer(120, warm.kill)  # a hang guard: a line never written ends it
+    guard.start()
+    try:
+        assert warm.stderr is not None
+        for line in warm.stderr:  # its first progress line: hostd warm heard the build
+            if line.startswith("hostd: slow: warming (build"):
+                break
+        warm.send_signal(signal.SIGINT)
+        out, err = warm.communicate()
+    finally:
+        guard.cancel()
+    assert warm.returncode == 130, err
+    assert out == ""  # no provider settled: no state rows
+    (said,) = [x for x in err.splitlines() if x.startswith("hostd: warm interrupted")]
+    assert said == (
+        f"hostd: warm interrupted: slow at build 0 of 1 (what was done is kept); "
+        f"run `hostd warm --config {config}` again to go on"
+    )
+    assert "Traceback" not in err
