@@ -190,3 +190,33 @@ def test_the_contrib_unit_is_a_notify_service_running_serve_as_its_readme_says()
     guide = (ROOT / "contrib" / "README.md").read_text(encoding="utf-8")
     for path in re.findall(r"cp (contrib/\S+)", guide):
         assert (ROOT / path).is_file(), path
+
+
+@pytest.mark.slow
+def test_the_python_client_says_why_a_provider_gave_nothing_and_sends_no_feedback(
+    tmp_path: Path,
+) -> None:
+    # The README's client, as written, in a project whose providers give no evidence (a
+    # memory with nothing in it, a provider that cannot start): the composition is
+    # degraded, so the example says what each provider did and why, and sends no
+    # feedback for a request that had nothing to use.
+    env = _user(tmp_path)
+    project = _myproject(env)
+    assert hostd_in(project, env, "init", "--providers", "memory").returncode == 0
+    with (project / "hostd.toml").open("a") as config:
+        config.write('\n[[provider]]\nid = "ghost"\ncommand = ["no-such-provider-cmd"]\n')
+    (client,) = _blocks("## Quickstart, from your own project", "python")
+    (project.parent / "client.py").write_text(client)
+    script = (
+        "hostd serve --log-level error --ready-file ready &\n"
+        "while [ ! -e ready ]; do kill -0 $! || exit 92; sleep 0.05; done\n"
+        "python ../client.py\nstatus=$?\nhostd stop || exit 90\nwait $! || exit 91\n"
+        "exit $status\n"
+    )
+    done = _bash(script, project, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    said = re.search(r"^ghost crashed provider 'ghost' cannot start\b.*$", done.stdout, re.M)
+    assert said and "no-such-provider-cmd" in said.group(0), done.stdout
+    assert re.search(r"^memory ok ", done.stdout, re.M), done.stdout
+    assert "'request_id'" not in done.stdout, done.stdout  # no feedback was sent
