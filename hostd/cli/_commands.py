@@ -84,20 +84,45 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "(or the whole ComposedPrompt with --json).",
     )
     compose.add_argument("goal", help="what the agent is trying to do")
-    compose.add_argument("--budget", type=int, metavar="N", help="global token budget")
+    compose.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="the most tokens the prompt may cost, all providers together "
+        "(default: the config's host.default_budget, 4000 unless set)",
+    )
     compose.add_argument(
         "--strategy",
         metavar="S",
-        help="score | round_robin | quota:K | rrf[:k=N,PROVIDER=W] | margin[:k=N,PROVIDER=W] "
-        "| mmr[:lambda=L] | calibrated | rerank | a JSON object (docs/cli.md)",
+        help="how the evidence is ranked across providers (default: the config's "
+        "host.strategy, score unless set): score | round_robin | quota:K "
+        "| rrf[:k=N,PROVIDER=W] | margin[:k=N,PROVIDER=W] | mmr[:lambda=L] | calibrated "
+        "| rerank | a JSON object (docs/cli.md)",
     )
     compose.add_argument(
-        "--placement", choices=("edges", "ranked", "grouped", "canonical"), help="placement"
+        "--placement",
+        choices=("edges", "ranked", "grouped", "canonical"),
+        help="the order of the evidence in the prompt: edges (default) the best first and "
+        "the next best last, ranked best first, grouped by provider, canonical by frame id "
+        "(docs/mcp.md)",
     )
-    compose.add_argument("--providers", metavar="IDS", help="comma-separated provider subset")
-    compose.add_argument("--kinds", metavar="KINDS", help="comma-separated frame kinds")
-    compose.add_argument("--query-text", metavar="TEXT", help="query text (default: the goal)")
-    compose.add_argument("--max-frames", type=int, metavar="N", help="frames per provider")
+    compose.add_argument(
+        "--providers", metavar="IDS", help="ask only these providers (comma-separated ids)"
+    )
+    compose.add_argument(
+        "--kinds",
+        metavar="KINDS",
+        help="ask only for frames of these kinds (comma-separated: snippet,doc,fact,…)",
+    )
+    compose.add_argument(
+        "--query-text", metavar="TEXT", help="what the providers search for (default: the goal)"
+    )
+    compose.add_argument(
+        "--max-frames",
+        type=int,
+        metavar="N",
+        help="the most frames each provider may offer (default: 64)",
+    )
     compose.add_argument(
         "--timeout-ms",
         type=int,

@@ -33,6 +33,18 @@ __all__ = ["build_parser", "main"]
 
 #: ``--log-format``: ``auto`` is human-readable lines when stderr is a terminal.
 LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+_CONFIG_HELP = (
+    "the config file to use (default: $HOSTD_CONFIG, else the nearest hostd.toml here or "
+    "above, else $XDG_CONFIG_HOME/hostd/hostd.toml, else the embedded default; "
+    "`hostd config path` shows which)"
+)
+_LOG_LEVEL_HELP = "override log.level from the config"
+_LOG_FORMAT_HELP = (
+    "log lines on stderr: human-readable on a terminal, else JSON (auto, the default), "
+    "or always json or console; a log.file is always JSON"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,35 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
         "providers, audits and verifies their frames, and composes them into a prompt.",
     )
     parser.add_argument("--version", action="version", version=f"hostd {hostd.__version__}")
-    parser.add_argument(
-        "--config",
-        metavar="PATH",
-        help="config file (default: $HOSTD_CONFIG, else the nearest hostd.toml here or "
-        "above, else $XDG_CONFIG_HOME/hostd/hostd.toml, else the embedded default; "
-        "`hostd config path` shows which)",
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        help="override log.level from the config",
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=LOG_FORMATS,
-        help="log lines on stderr: human-readable on a terminal, else JSON (auto, the "
-        "default), or always json or console; a log.file is always JSON",
-    )
-    # The same options after the command word too (`hostd compose --config f.toml …`).
+    parser.add_argument("--config", metavar="PATH", help=_CONFIG_HELP)
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help=_LOG_LEVEL_HELP)
+    parser.add_argument("--log-format", choices=LOG_FORMATS, help=_LOG_FORMAT_HELP)
+    # The same options after the command word too (`hostd compose --config f.toml …`),
+    # with the same help: a command's --help is often the only one a user reads.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="config file")
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=_CONFIG_HELP)
     common.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default=argparse.SUPPRESS,
-        help="override log.level",
+        "--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help=_LOG_LEVEL_HELP
     )
     common.add_argument(
-        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help="log line format"
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS, help=_LOG_FORMAT_HELP
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_project_commands(sub, common)

@@ -3,13 +3,15 @@ and check-provider's pass/fail table against real provider processes."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from hostd.cli import main
+from hostd.cli import build_parser, main
 from tests.fixtures.cli import run_hostd as _hostd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +36,37 @@ def test_every_command_has_help(words: list[str], capsys: pytest.CaptureFixture[
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: hostd") and "--help" in out
+
+
+def _compose_parser() -> argparse.ArgumentParser:
+    (subparsers,) = (
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    parser: argparse.ArgumentParser = subparsers.choices["compose"]
+    return parser
+
+
+def _stems(text: str) -> list[str]:
+    return [w.rstrip("s") for w in re.findall(r"[a-z]+", text.lower())]
+
+
+def test_every_compose_flag_says_more_than_its_own_name() -> None:
+    # ``--placement  placement`` tells a user nothing: each help says what the flag does
+    # in at least three words besides the flag's own name.
+    terse = []
+    for action in _compose_parser()._actions:
+        name = set(_stems(" ".join(action.option_strings) or action.dest))
+        if len([w for w in _stems(action.help or "") if w not in name]) < 3:
+            terse.append(f"{'/'.join(action.option_strings) or action.dest}: {action.help!r}")
+    assert terse == []
+
+
+def test_compose_placement_help_says_what_each_order_is() -> None:
+    (placement,) = (a for a in _compose_parser()._actions if "--placement" in a.option_strings)
+    assert placement.choices and placement.help
+    for choice in placement.choices:
+        # the choice, then what it does: not only the list the usage line already shows
+        assert re.search(rf"\b{choice}\b( \(default\))? \w+", placement.help), choice
 
 
 def _config(tmp_path: Path, providers: str) -> Path:
