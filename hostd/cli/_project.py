@@ -298,6 +298,26 @@ def _make_parents(own: Path) -> None:
             return
 
 
+def _commit_advice(target: Path, own: Path) -> str:
+    """Whether to commit the file ``init`` wrote (it is left untracked in the user's
+    repository): it holds no secret unless they add one, and what hostd keeps (state,
+    memories, caches) lives outside the tree. Under the home directory the file names it
+    by ``~/…``, so any clone can use it; elsewhere by an absolute path, which only this
+    machine has."""
+    kept = "its state and caches live outside the project"
+    if _home_relative(own).startswith("~/"):
+        return (
+            f"commit {target.name} with the project: it holds no secret unless you add one, "
+            f"and {kept}, under each user's home (docs/config.md: one state directory per "
+            "project)"
+        )
+    return (
+        f"{target.name} holds no secret unless you add one, and {kept}, but it names its "
+        f"state directory by an absolute path ({own}): commit it only if every clone can "
+        "use that path"
+    )
+
+
 def _init(_cfg: Any, args: argparse.Namespace) -> int:
     project = Path(args.dir).expanduser().resolve()
     if not project.is_dir():
@@ -322,6 +342,7 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         f"an MCP client: {_toml(mcp_entry(target))}\n"
         "  (it starts its own providers; while `hostd serve` runs for this project, add "
         '"--connect" to its args to share the daemon\'s warm ones instead)\n'
+        f"{_commit_advice(target, own)}\n"
     )
     # A project inside one already configured: said, not refused (a sub-project may
     # want its own), since from here down every command now uses the new file.

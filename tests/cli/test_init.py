@@ -16,6 +16,7 @@ import pytest
 from hostd._discovery import EMBEDDED_CONFIG, find_config, user_config_path
 from hostd.cli._project import render_project_config
 from hostd.config import DEFAULT_CONFIG_PATH, load_config, parse_config
+from tests.fixtures.cli import run_hostd
 from tests.fixtures.home import fresh_home, hostd_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +133,28 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert (project / "hostd.toml").read_text() == "# mine\n"  # kept, byte for byte
     forced = hostd_in(tmp_path, env, "init", str(project), "--force", "--providers", "files")
     assert forced.returncode == 0 and (project / "hostd.toml").read_text() == written
+
+
+def test_init_says_whether_to_commit_the_file_it_leaves_untracked(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    project = _project(tmp_path)
+    done = run_hostd("init", str(project), "--providers", "files,memory", env=env)
+    assert done.returncode == 0, done.stderr
+    # Its state under the home directory, named from ~: any clone can use the file.
+    said = done.stdout.splitlines()[-1]
+    assert said.startswith("commit hostd.toml with the project: it holds no secret"), said
+    assert "outside the project" in said and "docs/config.md" in said
+    assert "~/" in (project / "hostd.toml").read_text()
+    # A state directory outside the home is named by its absolute path: said, with when
+    # committing the file is still right.
+    elsewhere = tmp_path / "srv-state"
+    env["XDG_STATE_HOME"] = str(elsewhere)
+    again = run_hostd("init", str(project), "--force", "--providers", "files,memory", env=env)
+    assert again.returncode == 0, again.stderr
+    said = again.stdout.splitlines()[-1]
+    assert said.startswith("hostd.toml holds no secret"), said
+    assert f"absolute path ({elsewhere / 'hostd' / 'projects'}" in said
+    assert "commit it only if every clone can use that path" in said
 
 
 @pytest.mark.parametrize(
