@@ -148,11 +148,17 @@ class FloorRecord(WireResult):
 
 class Audit(WireResult):
     """The record of one composition: exactly one entry per offered frame, the budget,
-    what the prompt cost (``tokens_used``), the ``policy`` and the floors."""
+    what the prompt cost (``tokens_used``), the ``policy`` and the floors.
+
+    ``tokens_other`` is what ``tokens_used`` holds beyond the included entries'
+    ``tokens`` (the preamble, the floors, the lines a coalesced block quotes for its
+    ``merged_into`` members, rounding), so the two add up to it; ``None`` from a daemon
+    that does not report it."""
 
     entries: list[AuditEntry] = Field(default_factory=list)
     global_budget: int
     tokens_used: int
+    tokens_other: int | None = None
     policy: dict[str, Any] = Field(default_factory=dict)
     floors: list[FloorRecord] = Field(default_factory=list)
 

@@ -254,12 +254,17 @@ def render(
     if layout.groups or absorbed:  # every fold names the block that quotes it
         duplicates, absorbed = refold(layout, packing, survivors.origin, duplicates, absorbed)
     entries += unranked_entries(survivors.pool, duplicates, excluded, absorbed)
+    # What the included entries' ``tokens`` add up to: every admitted block the walk
+    # charged, but a coalesced group's other members (their entries are ``merged_into``).
+    costs = packing.costs
+    included = sum(costs) - sum(costs[j] for j in layout.lead_of)
     audit = CompositionAudit(
         entries,
         global_budget=budget,
         tokens_used=tokens_used,
         policy=policy,
         floors=floors.records,
+        tokens_other=tokens_used - included,
     )
     model_tokens = tokens_used if meter is not CANONICAL else None
     return ComposedPrompt(

@@ -176,12 +176,26 @@ class CompositionAudit:
     fan-out, ``overfetch`` and the tokens each provider was ``asked``) and
     ``floors``. An entry's ``tokens`` is what its fenced block costs.
 
+    ``tokens_other`` is what ``tokens_used`` holds beyond the included entries'
+    ``tokens``, so the two add up to it: the preamble, the floors, the lines a
+    coalesced block quotes beyond its lead's own block (its ``merged_into`` members',
+    less the fences saved) and rounding (each block is counted on its own, the prompt
+    once whole), which can make it negative.
+
     The entries are built once by the composition, in their wire form
     (``entry_dicts``, shared: read them, do not change them); ``entries`` reads
     them as typed ``AuditEntry`` values.
     """
 
-    __slots__ = ("_entries", "_wire", "floors", "global_budget", "policy", "tokens_used")
+    __slots__ = (
+        "_entries",
+        "_wire",
+        "floors",
+        "global_budget",
+        "policy",
+        "tokens_other",
+        "tokens_used",
+    )
 
     def __init__(
         self,
@@ -191,11 +205,13 @@ class CompositionAudit:
         tokens_used: int,
         policy: Mapping[str, Any],
         floors: tuple[FloorRecord, ...] = (),
+        tokens_other: int = 0,
     ) -> None:
         self._wire = entries
         self._entries: tuple[AuditEntry, ...] | None = None
         self.global_budget = global_budget
         self.tokens_used = tokens_used
+        self.tokens_other = tokens_other
         self.policy = dict(policy)
         self.floors = floors
 
@@ -235,6 +251,7 @@ class CompositionAudit:
             "entries": list(self._wire),
             "global_budget": self.global_budget,
             "tokens_used": self.tokens_used,
+            "tokens_other": self.tokens_other,
             "policy": dict(self.policy),
             "floors": [f.to_wire() for f in self.floors],
         }

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hostd.compose import compose_for_prompt
+from hostd.client import Audit
+from hostd.compose import EVIDENCE_PREAMBLE, FloorsExceedBudget, compose_for_prompt
 from hostd.protocol import (
     ContextFrame,
     FrameId,
@@ -497,6 +498,57 @@ def test_coalescing_never_changes_what_the_walk_admits(pairs, budget, strategy, 
     # one fence fewer for every member folded into a block
     folded = len(admitted(result)) - len(result.citations)
     assert result.prompt.count("<frame ") == apart.prompt.count("<frame ") - folded
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(chunkings(), windows()),
+    st.integers(0, 1500),
+    st.sampled_from(["edges", "ranked", "grouped", "canonical"]),
+    st.lists(st.sampled_from(["", "pinned", "x" * 41]), max_size=2),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_included_entries_and_tokens_other_add_up_to_tokens_used(
+    pairs, budget, placement, floors, merged, tokenized
+) -> None:
+    # Coalesced blocks (their members' entries are merged_into), span merges, floors, the
+    # preamble, a tokenizer's whole-prompt count: the audit says what the entries do not.
+    kw: dict[str, Any] = {"budget": budget, "placement": placement}
+    kw["floors"] = [{"label": f"floor {k}", "content": c} for k, c in enumerate(floors)]
+    if not merged:
+        kw["sources"] = None
+    if tokenized:
+        kw["tokenizer"] = lambda text: len(text.split()) + len(text) // 7
+    try:
+        result = compose(pairs, **kw)
+    except FloorsExceedBudget:
+        return
+    audit = Audit.model_validate(result.audit.to_wire())  # as a client reads it
+    included = sum(e.tokens or 0 for e in audit.included())
+    assert audit.tokens_other is not None
+    assert included + audit.tokens_other == audit.tokens_used == result.tokens_used
+
+
+def test_tokens_other_holds_the_lines_a_coalesced_block_quotes_for_its_members() -> None:
+    # The three touching windows are quoted as one block, charged to the lead alone.
+    pairs = [
+        ("p", window("a", "L1-3", 0.9)),
+        ("q", window("b", "L4-6", 0.5)),
+        ("p", window("c", "L7-9", 0.3)),
+    ]
+    coalesced = compose(pairs).audit.to_wire()
+    apart = compose(pairs, sources=None).audit.to_wire()
+    (lead,) = [e for e in coalesced["entries"] if e["disposition"] == "included"]
+    assert lead["frame"]["frame_id"] == "a" and "coalesced" in lead
+    # Apart, the entries hold every block and the rest is the preamble, less what
+    # rounding each of the three blocks up on its own took (under a token each).
+    preamble = canonical_token_cost(EVIDENCE_PREAMBLE)
+    assert preamble - 3 <= apart["tokens_other"] <= preamble
+    # Coalesced, what the one block costs beyond the lead's own is there too.
+    beyond = lead["coalesced"]["tokens"] - lead["tokens"]
+    assert beyond > 0
+    assert preamble - 1 <= coalesced["tokens_other"] - beyond <= preamble
 
 
 def test_a_tokenizer_budget_counts_the_coalesced_prompt() -> None:
