@@ -61,6 +61,7 @@ __all__ = [
     "Chunk",
     "Corpus",
     "CorpusOptions",
+    "FileEntry",
     "chunk_file",
     "chunk_frame",
     "empty_note",
@@ -405,6 +406,10 @@ def _ignored(rel: str, is_dir: bool, stack: Iterable[_Ignore]) -> bool:
     return verdict
 
 
+#: A file as a cache holds it (``Corpus.state``): ``(mtime_ns, size, chunks, refused)``.
+FileEntry = tuple[int, int, list[Chunk], str | None]
+
+
 @dataclass(slots=True)
 class _FileState:
     mtime_ns: int
@@ -653,32 +658,38 @@ class Corpus:
         sorted, so a summary names the same few on every walk of one tree."""
         return {reason: tuple(sorted(rels)) for reason, rels in self._skipped.items()}
 
-    def state(self) -> dict[str, tuple[int, int, list[Chunk]]]:
-        """Every file's ``(mtime_ns, size, chunks)``, for a cache (``_corpus_cache``)."""
-        return {rel: (f.mtime_ns, f.size, f.chunks) for rel, f in self._files.items()}
+    def state(self) -> dict[str, FileEntry]:
+        """Every file's ``(mtime_ns, size, chunks, refused)``, for a cache
+        (``_corpus_cache``): ``refused`` is why its bytes kept it (or the rest of it)
+        out, ``None`` for a file indexed whole or one with nothing to index."""
+        return {rel: (f.mtime_ns, f.size, f.chunks, f.refused) for rel, f in self._files.items()}
 
-    def adopt(self, state: dict[str, tuple[int, int, list[Chunk]]]) -> None:
+    def adopt(self, state: Mapping[str, FileEntry]) -> None:
         """Take a cached state; the next ``refresh`` re-reads only files whose
         ``(mtime_ns, size)`` differ from it.
 
         A file the built-in rules refuse is dropped here, not served until the walk: a
         cache written by an older version may hold a ``.env``. Dropping one marks the
         corpus ``modified``, so the cache is written again without it."""
-        # A file with no chunk is read again (it may be one refused for its content,
-        # which the cache does not record); one whose chunks hold a key or token, or a
-        # line too long to quote, cached by a version that did not look, is read again.
-        # Its chunks are searched as one text: a key's BEGIN line may end one chunk and
-        # its body begin the next.
+        # A file with no chunk is kept as the cache says (left out for its bytes, or
+        # blank): it serves nothing, and reading it again would only say the same. One
+        # whose chunks hold a key or token, or a line too long to quote, cached by a
+        # version that did not look, is read again. Its chunks are searched as one text:
+        # a key's BEGIN line may end one chunk and its body begin the next.
         kept = {
             rel: entry
             for rel, entry in state.items()
             if self._refused(rel) is None
-            and entry[2]
-            and not self._generated(rel, entry[2][0].text.encode())
-            and not any(len(c.text) > MAX_CHUNK_BYTES for c in entry[2])
-            and not _SECRET_CONTENT.search("".join(c.text for c in entry[2]).encode())
+            and (
+                not entry[2]
+                or (
+                    not self._generated(rel, entry[2][0].text.encode())
+                    and not any(len(c.text) > MAX_CHUNK_BYTES for c in entry[2])
+                    and not _SECRET_CONTENT.search("".join(c.text for c in entry[2]).encode())
+                )
+            )
         }
-        self._files = {rel: _FileState(m, n, chunks) for rel, (m, n, chunks) in kept.items()}
+        self._files = {rel: _FileState(*entry) for rel, entry in kept.items()}
         self.chunks = [c for rel in sorted(self._files) for c in self._files[rel].chunks]
         self._modified = len(kept) != len(state)
 

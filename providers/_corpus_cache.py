@@ -1,8 +1,11 @@
 """A ``Corpus``'s chunks on disk, so a restarted provider starts warm.
 
 The cache maps every file to the ``(mtime_ns, size)`` it had when it was
-chunked and its chunks; a restart adopts it and re-reads only files whose
-figures changed (``Corpus.refresh``). One file per corpus under
+chunked, its chunks and why its bytes kept it out, if they did (a binary file is
+not read again to learn it is binary); a restart adopts it and re-reads only
+files whose figures changed (``Corpus.refresh``). With ``ChunkTerms``, each chunk
+also keeps what an index derived from it (the ``files`` provider's search terms),
+so a restart does not derive it again. One file per corpus under
 ``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
 decides the chunks: the root, the read and chunk options, and the source of
 the chunker itself (``hostd.chunking``'s modules), so a changed chunker never
@@ -26,6 +29,7 @@ import os
 import re
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +39,16 @@ from hostd.chunking import Chunk
 from hostd.chunking import _chunk as _chunker
 from hostd.chunking import _tokens as _chunker_tokens
 
-from ._corpus import Corpus
+from ._corpus import Corpus, FileEntry
 
-__all__ = ["STALE_AFTER_S", "cache_dir", "corpus_key", "load_corpus", "save_corpus"]
+__all__ = [
+    "STALE_AFTER_S",
+    "ChunkTerms",
+    "cache_dir",
+    "corpus_key",
+    "load_corpus",
+    "save_corpus",
+]
 
 #: A corpus cache neither adopted nor written for this long is removed (``_prune``).
 STALE_AFTER_S = 30 * 24 * 3600
@@ -45,7 +56,13 @@ STALE_AFTER_S = 30 * 24 * 3600
 #: ``corpus-<key>.json``): nothing else in the directory is ever removed.
 _CACHE_NAME = re.compile(r"(?:corpus-)?[0-9a-f]{32}\.json")
 
+#: In the key: a new one leaves the old file behind (until ``_prune``), so it changes
+#: only with what decides the chunks.
 _VERSION = 1
+#: In the file: one of another layout at the same path is a cold start, then replaced;
+#: one of the layout before (no ``refused``, no terms) is adopted (``load_corpus``).
+_LAYOUT = 2
+_LAYOUT_BEFORE = 1
 #: The chunker's own sources: a change to either is a change to every chunk.
 _CHUNKER_SOURCES = (Path(_chunker.__file__), Path(_chunker_tokens.__file__))
 
@@ -80,17 +97,40 @@ def corpus_key(corpus: Corpus) -> str:
     return h.hexdigest()[:32]
 
 
-def _chunk_row(c: Chunk) -> list[Any]:
-    return [c.start, c.end, c.text, c.digest, c.heading, c.kind]
+@dataclass(slots=True)
+class ChunkTerms:
+    """What an index derived from each chunk, kept in the cache beside it: one string
+    per chunk, by ``(rel, digest)`` (the same text in the same file derives the same).
+    ``tag`` names the code that derived them: terms saved under another tag are not
+    loaded, so a changed tokenizer never serves old terms."""
+
+    tag: str
+    by_chunk: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-def save_corpus(corpus: Corpus, path: Path) -> None:
-    """Write the corpus's state to ``path`` atomically (0600); errors are the caller's."""
+def _chunk_row(c: Chunk, terms: ChunkTerms | None) -> list[Any]:
+    row: list[Any] = [c.start, c.end, c.text, c.digest, c.heading, c.kind]
+    said = terms.by_chunk.get((c.rel, c.digest)) if terms is not None else None
+    if said is not None:
+        row.append(said)
+    return row
+
+
+def save_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> None:
+    """Write the corpus's state (and ``terms``) to ``path`` atomically (0600); errors
+    are the caller's."""
     files = {
-        rel: [mtime, size, [_chunk_row(c) for c in chunks]]
-        for rel, (mtime, size, chunks) in sorted(corpus.state().items())
+        rel: [mtime, size, refused, [_chunk_row(c, terms) for c in chunks]]
+        for rel, (mtime, size, chunks, refused) in sorted(corpus.state().items())
     }
-    body = orjson.dumps({"version": _VERSION, "root": str(corpus.root), "files": files})
+    body = orjson.dumps(
+        {
+            "version": _LAYOUT,
+            "root": str(corpus.root),
+            "terms": terms.tag if terms is not None else None,
+            "files": files,
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=".corpus-", dir=path.parent)
     try:
@@ -120,23 +160,40 @@ def _prune(folder: Path, keep: Path) -> None:
             continue
 
 
-def load_corpus(corpus: Corpus, path: Path) -> bool:
-    """Adopt the state at ``path``; ``False`` (nothing adopted) when there is none usable."""
+def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> bool:
+    """Adopt the state at ``path``; ``False`` (nothing adopted) when there is none usable.
+    With ``terms``, the chunks' saved terms of its tag are added to it."""
     try:
         raw = orjson.loads(path.read_bytes())
-        if raw.get("version") != _VERSION or raw.get("root") != str(corpus.root):
+        layout = raw.get("version")
+        if layout not in (_LAYOUT, _LAYOUT_BEFORE) or raw.get("root") != str(corpus.root):
             return False
-        state: dict[str, tuple[int, int, list[Chunk]]] = {}
-        for rel, (mtime, size, rows) in raw["files"].items():
+        same_terms = terms is not None and raw.get("terms") == terms.tag
+        saved: dict[tuple[str, str], str] = {}
+        state: dict[str, FileEntry] = {}
+        for rel, entry in raw["files"].items():
+            if layout == _LAYOUT_BEFORE:
+                mtime, size, rows = entry
+                refused = None
+                if not rows:  # why it gave no chunk is not recorded: read it again
+                    continue
+            else:
+                mtime, size, refused, rows = entry
+            if refused is not None and not isinstance(refused, str):
+                raise TypeError("refused")
             file = corpus.root / rel
-            state[rel] = (
-                int(mtime),
-                int(size),
-                [Chunk(rel, file, int(a), int(b), t, d, h, k) for a, b, t, d, h, k in rows],
-            )
+            chunks = []
+            for row in rows:
+                a, b, t, d, h, k = row[:6]
+                chunks.append(Chunk(rel, file, int(a), int(b), t, d, h, k))
+                if same_terms and len(row) == 7 and isinstance(row[6], str):
+                    saved[rel, d] = row[6]
+            state[rel] = (int(mtime), int(size), chunks, refused)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return False  # missing, torn or foreign: a cold start
     corpus.adopt(state)
+    if terms is not None:
+        terms.by_chunk.update(saved)
     try:
         os.utime(path)  # in use: not stale (_prune), though it may not be written again
     except OSError:

@@ -10,6 +10,7 @@ custom tokenizer, which stdlib ``sqlite3`` cannot register.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
@@ -22,8 +23,9 @@ import numpy as np
 
 from hostd.protocol import ContextFrame, ContextQuery
 
+from .. import _frames
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
-from .._corpus_cache import load_corpus, save_corpus
+from .._corpus_cache import ChunkTerms, load_corpus, save_corpus
 from .._frames import STOPWORDS, Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
@@ -39,6 +41,11 @@ _WORD_RE = re.compile(r"[^\W\d_]\w*|[0-9]+")
 #: of them is searched by its character pairs, so a phrase inside a sentence matches.
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+#: What a chunk's cached terms were derived by (``ChunkTerms.tag``): this module's
+#: source (``tokenize``) and the stop words', so a changed tokenizer derives them anew.
+_TERMS_TAG = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(_frames.__file__).read_bytes()
+).hexdigest()[:32]
 
 
 def _stem(word: str) -> str:
@@ -112,6 +119,11 @@ class FileIndex:
         self.refresh_interval_s = refresh_interval_s
         self._lock = threading.Lock()
         self._bm25: bm25s.BM25 | None = None
+        #: Each chunk's terms, space-separated (``_terms_of``): a rebuild tokenizes only
+        #: new chunks, and a restart none (they are cached with the chunks).
+        self._terms = ChunkTerms(_TERMS_TAG)
+        #: Chunks the last rebuild had to tokenize (its terms were neither held nor cached).
+        self.tokenized_last = 0
         self._chunks: list[Chunk] = []
         self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
@@ -133,27 +145,36 @@ class FileIndex:
             return changed
 
     def build(self, progress: Callable[..., None] | None = None) -> None:
-        """The first build: adopt the cached chunks, re-read what changed on disk, index,
-        and save the cache again when anything was read. ``progress(done, total,
-        phase=...)`` is told how far the reading got."""
+        """The first build: adopt the cached chunks and their terms, re-read what changed
+        on disk, index, and save the cache again when anything changed. ``progress(done,
+        total, phase=...)`` is told how far it got: ``read files`` then ``index`` for a
+        build from the files, ``load`` throughout for one from the cache (what changed
+        since is read in it), so a user is not told an index is built when it is loaded."""
         with self._lock:
+            phase = "read files"
             if self.cache_path is not None:
-                self.loaded_from_cache = load_corpus(self.corpus, self.cache_path)
+                if progress is not None:
+                    progress(0, None, phase="load")
+                self.loaded_from_cache = load_corpus(self.corpus, self.cache_path, self._terms)
+                if self.loaded_from_cache:
+                    phase = "load"
 
             def read(done: int, total: int) -> None:
                 if progress is not None:
-                    progress(done, total, phase="read files")
+                    progress(done, total, phase=phase)
 
             self.corpus.refresh(read)
             if progress is not None:
-                progress(0, None, phase="index")
+                progress(0, None, phase="load" if self.loaded_from_cache else "index")
             self._rebuild()
             self._last_check = time.monotonic()
             # ``modified``, not ``reads``: a cache that held a file now refused (a ``.env``
             # written by an older version) is rewritten without it though nothing was read.
-            if self.cache_path is not None and (self.corpus.modified or not self.loaded_from_cache):
+            # A chunk tokenized anew (a changed tokenizer) is saved with its terms too.
+            stale = self.corpus.modified or self.tokenized_last > 0 or not self.loaded_from_cache
+            if self.cache_path is not None and stale:
                 try:
-                    save_corpus(self.corpus, self.cache_path)
+                    save_corpus(self.corpus, self.cache_path, self._terms)
                 except OSError:  # a cache that cannot be written costs the next start only
                     pass
 
@@ -161,12 +182,26 @@ class FileIndex:
         chunks = list(self.corpus.chunks)
         stamp = now_timestamp()
         indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
+        held, terms = self._terms.by_chunk, {}
+        for c in chunks:
+            key = (c.rel, c.digest)
+            if key not in terms:
+                cached = held.get(key)
+                terms[key] = cached if cached is not None else self._terms_of(c)
+        # Only the chunks indexed now: a file gone or changed leaves no terms behind.
+        self.tokenized_last = sum(1 for key in terms if key not in held)
+        self._terms.by_chunk = terms
         bm25: bm25s.BM25 | None = None
         if chunks:
             bm25 = bm25s.BM25()
-            # Prefix each chunk with its path so a file's name is searchable too.
-            bm25.index([tokenize(c.rel) + tokenize(c.text) for c in chunks], show_progress=False)
+            bm25.index([terms[c.rel, c.digest].split() for c in chunks], show_progress=False)
         self._bm25, self._chunks, self._indexed_at = bm25, chunks, indexed_at
+
+    @staticmethod
+    def _terms_of(chunk: Chunk) -> str:
+        # Prefix each chunk with its path so a file's name is searchable too. A term is a
+        # word's characters, never a space, so the string splits back into the terms.
+        return " ".join(tokenize(chunk.rel) + tokenize(chunk.text))
 
     def search(self, text: str, *, limit: int = 200) -> list[Hit]:
         """Best first; ties broken by chunk id so equal inputs rank identically."""

@@ -29,6 +29,7 @@ from providers._corpus import (
     SKIP_TOO_LARGE,
     Corpus,
     CorpusOptions,
+    FileEntry,
     chunk_file,
     is_secret_name,
     skipped_summary,
@@ -104,7 +105,7 @@ def test_a_file_whose_bytes_hold_a_key_or_token_is_read_but_never_chunked(
     # A cache written by a version that chunked such a file does not bring it back.
     old = Corpus(CorpusOptions(root=root))
     leaked = chunk_file(root / "settings.py", "settings.py", (root / "settings.py").read_bytes())
-    old.adopt({"settings.py": (1, 1, leaked)})
+    old.adopt({"settings.py": (1, 1, leaked, None)})
     assert old.chunks == []
 
 
@@ -189,7 +190,7 @@ def test_a_cached_key_whose_begin_line_ends_a_chunk_is_dropped(tmp_path: Path) -
     split = chunk_file(root / "h", "notes.md", head.encode()) + chunk_file(
         root / "b", "notes.md", body.encode()
     )
-    corpus.adopt({"notes.md": (1, 1, split)})
+    corpus.adopt({"notes.md": (1, 1, split, None)})
     assert corpus.chunks == []
 
 
@@ -361,11 +362,11 @@ def test_an_adopted_cache_entry_for_a_secret_is_dropped_and_marks_the_corpus_mod
     tmp_path: Path,
 ) -> None:
     root = _project(tmp_path / "p")
-    state: dict[str, tuple[int, int, list[Any]]] = {}
+    state: dict[str, FileEntry] = {}
     for rel in (".env", "src/app.ts"):
         path = root / rel
         st = path.stat()
-        state[rel] = (st.st_mtime_ns, st.st_size, chunk_file(path, rel, path.read_bytes()))
+        state[rel] = (st.st_mtime_ns, st.st_size, chunk_file(path, rel, path.read_bytes()), None)
     corpus = Corpus(CorpusOptions(root=root))
     corpus.adopt(state)
     assert {c.rel for c in corpus.chunks} == {"src/app.ts"}  # before any walk

@@ -328,3 +328,97 @@ def test_a_change_that_puts_the_old_mtime_back_is_still_seen(tmp_path: Path) -> 
     ix.refresh(force=True)
     (frame,) = ix.answer(_q("quokka silence")).frames
     assert "48 hours" in (frame.content or "")
+
+
+def _left_out_for_their_bytes(root: Path) -> Path:
+    """``_tree`` and three files a read leaves (partly) out: a binary one, a blank one
+    and one with a line too long to quote (the rest of it kept)."""
+    _tree(root)
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (root / "blank.txt").write_text("\n\n  \n")
+    (root / "bundle.js").write_text("const kept = 1;\n\n" + "x" * (20 * 1024) + "\n")
+    return root
+
+
+def test_a_warm_start_reads_no_unchanged_file_and_keeps_what_the_reads_left_out(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _left_out_for_their_bytes(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    cold = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    cold.build()
+    assert cold.corpus.skipped == {"binary": 1, "long_line": 1}
+    written = cache.stat().st_ino  # a write replaces the file (a new inode)
+
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    # Not even the files that gave no chunk are read again to learn why.
+    assert warm.loaded_from_cache and warm.corpus.reads == 0
+    assert warm.corpus.skipped == cold.corpus.skipped
+    assert warm.corpus.seen_count == cold.corpus.seen_count
+    assert not warm.corpus.modified and cache.stat().st_ino == written  # not rewritten
+
+
+def test_a_warm_start_tokenizes_only_the_chunks_of_changed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    cold = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    cold.build()
+    tokenized: list[str] = []
+
+    def counting(text: str) -> list[str]:
+        tokenized.append(text)
+        return tokenize(text)
+
+    monkeypatch.setattr("providers.files._index.tokenize", counting)
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    assert tokenized == []  # every chunk's terms came with it from the cache
+    asked = "retry loop gives up after attempts"
+    assert [h.chunk.chunk_id for h in warm.search(asked)] == [
+        h.chunk.chunk_id for h in cold.search(asked)
+    ]
+
+    (root / "docs" / "guide.md").write_text("# Guide\n\nThe wombat moved house.\n")
+    changed = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    changed.build()
+    assert changed.corpus.reads == 1
+    assert {t for t in tokenized if t.startswith("docs/")} == {"docs/guide.md"}
+    assert "wombat moved" in "".join(tokenized)
+    assert not any("retry_loop" in t or "crlf_marker" in t for t in tokenized)
+    assert [h.chunk.rel for h in changed.search("wombat moved")] == ["docs/guide.md"]
+
+
+def test_cached_terms_of_another_tokenizer_are_derived_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    FileIndex(CorpusOptions(root=root), cache_path=cache).build()
+    monkeypatch.setattr("providers.files._index._TERMS_TAG", "a changed tokenizer")
+    other = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    other.build()
+    assert other.loaded_from_cache and other.corpus.reads == 0
+    assert other.tokenized_last == other.chunk_count > 0
+    # Saved with the new terms: the next start tokenizes nothing.
+    again = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    again.build()
+    assert again.tokenized_last == 0
+
+
+def test_a_start_from_the_cache_reports_its_own_phase_not_a_build(tmp_path: Path) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    phases: dict[str, list[str]] = {"cold": [], "warm": []}
+    for start, said in phases.items():
+        index = FileIndex(CorpusOptions(root=root), cache_path=cache)
+        index.build(lambda done, total, phase, said=said: said.append(phase))
+        assert index.loaded_from_cache == (start == "warm")
+    assert set(phases["cold"]) == {"load", "read files", "index"}
+    assert set(phases["warm"]) == {"load"}
