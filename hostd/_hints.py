@@ -24,19 +24,34 @@ from typing import Any
 __all__ = [
     "budget_advice",
     "warming_advice",
+    "warming_doing",
     "warming_ids",
     "warming_state",
 ]
 
 
+def warming_doing(phase: Any) -> str:
+    """What a warming provider is doing, by the phase it last reported (``error.phase``
+    of its leg): ``load`` is loading what an earlier run saved (the bundled ``files``
+    provider's cached index, which takes a fraction of a build), ``load model`` a model;
+    any other phase, or none, builds its index."""
+    if phase == "load model":
+        return "loading its model"
+    if isinstance(phase, str) and phase.split(maxsplit=1)[:1] == ["load"]:
+        return "loading its saved index"
+    return "building its index"
+
+
 def warming_state(report: Mapping[str, Any]) -> str | None:
-    """``still building its index (…)`` for a ``warming`` leg, the engine's message in
+    """``still building its index (…)`` for a ``warming`` leg (``still loading its saved
+    index (…)`` while it loads one: ``warming_doing``), the engine's message in
     parentheses; ``still starting (…)`` for one not handshaken yet; None for any other
     status."""
     if report.get("status") != "warming":
         return None
     error = report.get("error") or {}
-    what = "still starting" if error.get("code") == "starting" else "still building its index"
+    starting = error.get("code") == "starting"
+    what = "still starting" if starting else f"still {warming_doing(error.get('phase'))}"
     detail = error.get("message")
     return f"{what} ({detail})" if detail else what
 

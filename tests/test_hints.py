@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hostd._hints import warming_state
 from hostd.errors import IDS_NAMED, did_you_mean, unknown_provider
 
 
@@ -52,3 +53,18 @@ def test_the_message_quotes_the_ids_alone_and_any_guess_is_a_configured_id(
     assert (guess is None) == ("did you mean" not in said)
     if guess is not None:
         assert guess in configured and said.endswith(f"; did you mean {guess!r}?")
+
+
+def test_a_warming_providers_words_follow_its_phase() -> None:
+    def leg(phase: str | None, code: str = "warming") -> dict[str, object]:
+        error: dict[str, object] = {"code": code, "message": "provider warming"}
+        if phase is not None:
+            error["phase"] = phase
+        return {"status": "warming", "error": error}
+
+    assert warming_state(leg("load")) == "still loading its saved index (provider warming)"
+    assert warming_state(leg("load model")) == "still loading its model (provider warming)"
+    for building in ("index", "read files", "embed", "loader", None):
+        assert warming_state(leg(building)) == "still building its index (provider warming)"
+    assert warming_state(leg("load", code="starting")) == "still starting (provider warming)"
+    assert warming_state({"status": "ok"}) is None

@@ -65,6 +65,7 @@ def judge_leg(
             reply.status or LegStatus.ERROR,
             error_code=reply.error_code,
             error_message=reply.error_message,
+            phase=reply.phase,
             violations=reply.violations,
             missing_scopes=reply.missing_scopes,
             **fields,

@@ -23,7 +23,7 @@ from hostd.protocol import ContextQuery, Violation
 
 from ._report import LegStatus
 
-__all__ = ["LegReply", "failure_of", "progress_figure"]
+__all__ = ["LegReply", "failure_of", "progress_figure", "warming_phase"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,6 +38,8 @@ class LegReply:
     status: LegStatus | None = None
     error_code: str | None = None
     error_message: str | None = None
+    #: A ``warming`` leg's provider's last phase (``warming_phase``).
+    phase: str | None = None
     violations: tuple[Violation, ...] = ()
     missing_scopes: tuple[str, ...] = ()
     #: From the fan-out's start.
@@ -75,6 +77,14 @@ def failure_of(
             return LegStatus.WARMING, "warming", message, ()
         return LegStatus.ERROR, exc.cgp_code.value, exc.message, ()
     return LegStatus.ERROR, exc.reason, exc.message, ()  # ProtocolFault, ShuttingDown, …
+
+
+def warming_phase(progress: Mapping[str, Any] | None) -> str | None:
+    """The phase a warming provider last reported (``load``, ``embed``), for its leg's
+    report: what it is doing decides the words a user is told (``hostd._hints``).
+    ``None`` before it reported one."""
+    phase = (progress or {}).get("phase")
+    return phase if isinstance(phase, str) and phase and phase != "start" else None
 
 
 def progress_figure(progress: Mapping[str, Any]) -> str:

@@ -62,6 +62,8 @@ class LegReport:
     latency_ms: float = 0.0
     error_code: str | None = None
     error_message: str | None = None
+    #: A ``warming`` leg's provider's last phase (``error.phase`` on the wire).
+    phase: str | None = None
     violations: tuple[Violation, ...] = ()
     #: The tokens this provider was asked to stay within (B1): its share times the
     #: fan-out's ``overfetch``, capped at the global budget.
@@ -94,6 +96,8 @@ class LegReport:
             out["share"] = self.share
         if self.error_code is not None:
             out["error"] = {"code": self.error_code, "message": self.error_message or ""}
+            if self.phase is not None:
+                out["error"]["phase"] = self.phase
         if self.missing_scopes:
             out["missing_scopes"] = list(self.missing_scopes)
         if self.note is not None:

@@ -44,7 +44,7 @@ from hostd.protocol import (
 from hostd.transport import ProviderLink, StartedCall
 
 from ._gate import ConsentGate, destination_of
-from ._outcome import LegReply, failure_of, progress_figure
+from ._outcome import LegReply, failure_of, progress_figure, warming_phase
 from ._plan import FanOutPlan, LegAction, LegPlan, gate, trim_representations
 from ._pool import ProviderPool, Slot
 from ._report import LegStatus
@@ -296,6 +296,7 @@ class _Runner:
             status=status,
             error_code=code,
             error_message=message,
+            phase=warming_phase(progress) if status is LegStatus.WARMING else None,
             violations=violations,
         )
 
@@ -363,6 +364,7 @@ class _Runner:
             status=LegStatus.WARMING,
             error_code=code,
             error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{figure}",
+            phase=warming_phase(progress),
         )
 
     def no_consent(self, leg: LegPlan, query: ContextQuery, missing: Sequence[str]) -> LegReply:

@@ -16,7 +16,13 @@ from collections import Counter
 from typing import Any, TypeGuard
 
 from hostd._citations import ranked_citations
-from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
+from hostd._hints import (
+    budget_advice,
+    warming_advice,
+    warming_doing,
+    warming_ids,
+    warming_state,
+)
 
 __all__ = [
     "COMPOSE_INPUT_SCHEMA",
@@ -484,7 +490,9 @@ class ProgressTrack:
             of = figures.get("done"), figures.get("total")
             where = f" {of[0]}/{of[1]}" if _count(of[0]) and _count(of[1]) else ""
             # The provider's own words are not quoted: its state only when it is one of ours.
-            state = figures.get("state") if figures.get("state") in _STATES else _BUILDING
+            state = figures.get("state")
+            if state not in _STATES:
+                state = f"warming, {warming_doing(figures.get('phase'))}"
             value = self._base + 0.5 * (1 - 0.5**self._notes)
             return self._sent(value), self.total, f"{provider}: {state}{where}"
         if _count(note.get("total")):
@@ -504,8 +512,7 @@ class ProgressTrack:
 
 
 #: A warm-up's states (hostd.provider._warmup): named in a note as they are; ``warming`` says
-#: what it is doing.
-_BUILDING = "warming, building its index"
+#: what it is doing (``warming_doing``).
 _STATES = frozenset({"ready", "failed"})
 
 

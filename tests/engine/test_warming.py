@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from hostd._hints import warming_state
 from hostd.engine import Host, LegStatus, ProviderSpec
 from hostd.engine._outcome import failure_of
 from hostd.transport import provider_error
@@ -70,6 +71,41 @@ async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_pr
     assert health.consecutive_timeouts == 0 and health.warming == 2
     assert any(n.get("state") == "ready" for n in notes)
     assert leftovers() == []
+
+
+async def _warming_leg(tmp_path: Path, phase: str) -> dict[str, Any]:
+    """The wire report of a bounded ask to a provider warming in ``phase``, asked once the
+    host has heard that phase (an event)."""
+    gate = tmp_path / f"{phase}.gate"
+    spec = warming("w", "--warm-gate", str(gate), "--phase", phase)
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([spec]) as host:
+            slot = host.pool.slots["w"]
+            await host.pool.ensure(slot)
+            heard = anyio.Event()
+            host.pool.progress_listeners.append(
+                lambda _p, n: heard.set() if n.get("phase") == phase else None
+            )
+            if slot.conn is not None and slot.conn.readiness.progress.get("phase") == phase:
+                heard.set()
+            await heard.wait()
+            report = (await host.query_all(query(), 500, timeout_ms=300)).reports["w"]
+            gate.touch()
+    assert report.status is LegStatus.WARMING, report
+    return report.to_wire()
+
+
+async def test_a_warming_leg_says_what_the_provider_is_doing_by_its_phase(
+    tmp_path: Path,
+) -> None:
+    """A provider loading what an earlier run saved is not said to build its index."""
+    loading = await _warming_leg(tmp_path, "load")
+    building = await _warming_leg(tmp_path, "embed")
+    assert loading["error"]["phase"] == "load" and building["error"]["phase"] == "embed"
+    said = warming_state(loading) or ""
+    assert said.startswith("still loading its saved index ("), said
+    assert ": load " in said, said  # the provider's figure, as before
+    assert (warming_state(building) or "").startswith("still building its index ("), building
 
 
 async def test_a_start_slower_than_the_old_five_seconds_is_served_not_killed(

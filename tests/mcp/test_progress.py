@@ -70,6 +70,22 @@ def test_a_warming_note_names_a_known_state_only() -> None:
     assert [u[2] if u else None for u in updates] == ["s: ready", "s: warming, building its index"]
 
 
+def test_a_warming_note_says_what_the_provider_is_doing_by_its_phase() -> None:
+    track = ProgressTrack()
+    track.start()
+    said = [
+        track.update({"provider": "f", "status": "warming", "warming": figures})
+        for figures in (
+            {"state": "warming", "phase": "load", "done": 40, "total": 90},
+            {"state": "warming", "phase": "read files", "done": 40, "total": 90},
+        )
+    ]
+    assert [u[2] if u else None for u in said] == [
+        "f: warming, loading its saved index 40/90",
+        "f: warming, building its index 40/90",
+    ]
+
+
 def test_no_evidence_names_each_provider_and_why() -> None:
     result = {
         "prompt": "",
