@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +68,7 @@ __all__ = [
     "files_figure",
     "is_generated",
     "is_secret_name",
+    "largest_parts",
     "not_indexed",
     "parse_chunk_id",
     "skipped_summary",
@@ -355,6 +356,32 @@ def files_figure(corpus: Corpus) -> str:
     every file seen was indexed."""
     indexed, seen = corpus.file_count, corpus.seen_count
     return f"{indexed} of {seen} files" if seen != indexed else f"{indexed} files"
+
+
+#: A ready message names the largest parts of an index of at least this many chunks
+#: (``largest_parts``): a small tree's parts are seen at a glance, a large one's are not.
+_PARTS_FROM_CHUNKS = 1000
+_PARTS_NAMED = 3
+
+
+def largest_parts(corpus: Corpus) -> str:
+    """For a ready message: ``"; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"``,
+    the top-level directories (or files at the root) that hold most of a large index,
+    largest first (ties by name), so a user sees at once what it is made of: tests,
+    fixtures or a changelog that crowd a ranking are one ``.hostdignore`` line away.
+    ``""`` for an index under ``_PARTS_FROM_CHUNKS`` chunks."""
+    total = len(corpus.chunks)
+    if total < _PARTS_FROM_CHUNKS:
+        return ""
+    counts = Counter(head + sep for head, sep, _ in (c.rel.partition("/") for c in corpus.chunks))
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:_PARTS_NAMED]
+    shares = (f"{_shown(part)} {_percent(n, total)}" for part, n in top)
+    return f"; most chunks: {', '.join(shares)}"
+
+
+def _percent(n: int, total: int) -> str:
+    share = round(100 * n / total)
+    return f"{share}%" if share else "<1%"
 
 
 def empty_note(corpus: Corpus) -> str:

@@ -23,7 +23,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
-from .._corpus import empty_note, files_figure, not_indexed, verify_chunk
+from .._corpus import empty_note, files_figure, largest_parts, not_indexed, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import FileIndex
 
@@ -33,14 +33,16 @@ VERSION = "0.1.0"
 
 
 def _report_build(index: FileIndex, seconds: float) -> str:
-    """One stderr line per build: what it holds, and what the built-in rules left out,
-    so a user can find out why a file is missing; the same words are the ready message
-    (``hostd status`` shows it)."""
+    """One stderr line per build: what it holds (of a large tree, which parts hold most
+    of it), and what the built-in rules left out, so a user can find out why a file is
+    missing or what crowds the rest; the same words are the ready message (``hostd
+    status`` shows it). The parts come before the left-out files, whose list may run
+    past what a ready message keeps."""
     cached = " (from cache)" if index.loaded_from_cache else ""
     said = (
         f"{index.chunk_count} chunks from {files_figure(index.corpus)} "
         f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
-        f"{not_indexed(index.corpus)}{empty_note(index.corpus)}"
+        f"{largest_parts(index.corpus)}{not_indexed(index.corpus)}{empty_note(index.corpus)}"
     )
     print(f"providers.files: {said}", file=sys.stderr)
     return said

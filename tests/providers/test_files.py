@@ -21,7 +21,8 @@ from hostd.protocol import (
     check_kinds,
     sha256_digest,
 )
-from providers import Corpus, CorpusOptions, chunk_file, split_lines, verify_chunk
+from providers import Chunk, Corpus, CorpusOptions, chunk_file, split_lines, verify_chunk
+from providers._corpus import largest_parts
 from providers.files import FileIndex, tokenize
 
 from ._stdio import StdioPeer
@@ -422,3 +423,73 @@ def test_a_start_from_the_cache_reports_its_own_phase_not_a_build(tmp_path: Path
         assert index.loaded_from_cache == (start == "warm")
     assert set(phases["cold"]) == {"load", "read files", "index"}
     assert set(phases["warm"]) == {"load"}
+
+
+def _lines_file(path: Path, lines: int) -> None:
+    """A file of ``lines`` lines, each too long to share a chunk with another."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    words = " ".join(f"w{i}" for i in range(60))
+    path.write_text("".join(f"line{n} {words}\n" for n in range(lines)))
+
+
+def _large_tree(root: Path) -> Path:
+    """1,000 chunks: packages/ 620, playground/ 210, docs/ 140, a root file 30."""
+    for rel, lines in (
+        ("packages/core/a.py", 310),
+        ("packages/cli/b.py", 310),
+        ("playground/c.py", 210),
+        ("docs/d.py", 140),
+        ("build.py", 30),
+    ):
+        _lines_file(root / rel, lines)
+    return root
+
+
+def test_a_large_index_names_its_largest_top_level_parts(tmp_path: Path) -> None:
+    corpus = Corpus(CorpusOptions(root=_large_tree(tmp_path / "p")))
+    corpus.refresh()
+    assert len(corpus.chunks) == 1000  # the premise: one chunk per line
+    assert largest_parts(corpus) == "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
+    # A smaller one's parts are seen at a glance: not named.
+    (tmp_path / "p" / "build.py").unlink()
+    corpus.refresh()
+    assert largest_parts(corpus) == ""
+
+
+def test_the_parts_named_are_ordered_by_size_then_name_and_bounded(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    long_dir = "d" * 300
+    state = {}
+    for rel, n in (
+        (f"{long_dir}/x.txt", 400),
+        ("a/x.txt", 300),
+        ("\x1b]0;x/x.txt", 300),  # a terminal escape in a directory's name
+        ("c/x.txt", 4),
+    ):
+        texts = [f"line {i}\n" for i in range(1, n + 1)]
+        chunks = [
+            Chunk(rel, root / rel, i, i, t, sha256_digest(t.encode()), None, "doc")
+            for i, t in enumerate(texts, 1)
+        ]
+        state[rel] = (1, 1, chunks, None)
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.adopt(state)
+    said = largest_parts(corpus)
+    # Each name as a summary shows a path: a long one cut in its middle, controls as ?.
+    assert said == f"; most chunks: {'d' * 29}…{'d' * 28}/ 40%, ?]0;x/ 30%, a/ 30%"
+    state["c/x.txt"] = (1, 1, state["c/x.txt"][2] * 100, None)  # now the largest
+    corpus.adopt(state)
+    assert largest_parts(corpus).startswith("; most chunks: c/ 29%")
+
+
+@pytest.mark.anyio
+async def test_the_files_providers_ready_message_names_the_parts_that_hold_most(
+    tmp_path: Path,
+) -> None:
+    root = _large_tree(tmp_path / "p")
+    async with StdioPeer(["-m", "providers.files", "--root", str(root), "--no-cache"]) as peer:
+        await peer.handshake()
+    said = peer.notes[-1]["message"]
+    assert said.startswith(f"1000 chunks from 5 files under {root.resolve()}"), said
+    assert said.endswith("; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"), said
