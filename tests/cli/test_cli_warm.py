@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,10 +168,10 @@ def test_an_interrupted_warm_names_each_unfinished_build_and_where_it_goes_on() 
     )
 
 
-def _ready_before_the_gate(config: Path, gate: Path, first: str) -> tuple[list[str], str, str]:
-    """``hostd warm --progress never`` on ``config``, read until ``first``'s ready line
-    while ``gate`` holds the other provider; then the gate opens. The lines before it,
-    the rest of stderr and stdout."""
+@contextlib.contextmanager
+def _warm_without_bars(config: Path) -> Iterator[subprocess.Popen[str]]:
+    """A ``hostd warm --progress never`` child on ``config``, killed if it outlives a
+    hang guard (a line never written ends it)."""
     warm = subprocess.Popen(
         [sys.executable, "-m", "hostd", "--config", str(config), "warm", "--progress", "never"],
         stdout=subprocess.PIPE,
@@ -178,9 +180,19 @@ def _ready_before_the_gate(config: Path, gate: Path, first: str) -> tuple[list[s
         cwd=REPO,
         env=child_env(),
     )
-    guard = threading.Timer(120, warm.kill)  # a hang guard: a line never written ends it
+    guard = threading.Timer(120, warm.kill)
     guard.start()
     try:
+        yield warm
+    finally:
+        guard.cancel()
+
+
+def _ready_before_the_gate(config: Path, gate: Path, first: str) -> tuple[list[str], str, str]:
+    """``hostd warm --progress never`` on ``config``, read until ``first``'s ready line
+    while ``gate`` holds the other provider; then the gate opens. The lines before it,
+    the rest of stderr and stdout."""
+    with _warm_without_bars(config) as warm:
         assert warm.stderr is not None
         before = []
         for line in warm.stderr:  # the gated one cannot be ready: its gate is not there yet
@@ -189,8 +201,6 @@ def _ready_before_the_gate(config: Path, gate: Path, first: str) -> tuple[list[s
                 break
         gate.touch()
         out, err = warm.communicate()
-    finally:
-        guard.cancel()
     assert warm.returncode == 0, err
     return before, err, out
 
@@ -400,25 +410,13 @@ def test_warm_interrupted_says_where_each_build_stood_and_what_to_do(tmp_path: P
     build stood, that it is kept, and the command that goes on, not silently."""
     gate = tmp_path / "never"  # its warm-up stands at build 0 of 1 until interrupted
     config = _config(tmp_path, ("slow", ["--warm-gate", str(gate), "--steps", "1"], ""))
-    warm = subprocess.Popen(
-        [sys.executable, "-m", "hostd", "--config", str(config), "warm", "--progress", "never"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env=child_env(),
-    )
-    guard = threading.Timer(120, warm.kill)  # a hang guard: a line never written ends it
-    guard.start()
-    try:
+    with _warm_without_bars(config) as warm:
         assert warm.stderr is not None
         for line in warm.stderr:  # its first progress line: hostd warm heard the build
             if line.startswith("hostd: slow: warming (build"):
                 break
         warm.send_signal(signal.SIGINT)
         out, err = warm.communicate()
-    finally:
-        guard.cancel()
     assert warm.returncode == 130, err
     assert out == ""  # no provider settled: no state rows
     (said,) = [x for x in err.splitlines() if x.startswith("hostd: warm interrupted")]
