@@ -110,7 +110,8 @@ class ProgressLines:
     provider's ready line as soon as it is ready, not when the slowest is, and while
     it warms its phase and how far it got, at most every ``PROGRESS_LINE_INTERVAL_S``
     per provider, with the time left once the phase's rate is measured (as a bar's
-    ETA); a new ``message`` of the provider's is written at once, with its figure.
+    ETA); a new phase, or a new ``message`` of the provider's, is written at once, with
+    its figure.
     ``settle`` writes a provider's final state unless it is the ready line already
     written, so each says it once."""
 
@@ -138,12 +139,13 @@ class ProgressLines:
         phase = str(progress.get("phase", "warming"))
         done, total = progress.get("done") or 0, progress.get("total")
         since = self._since.get(provider_id)
-        if since is None or since[0] != phase:
+        new_phase = since is None or since[0] != phase
+        if since is None or new_phase:
             since = self._since[provider_id] = (phase, now, done)
         said = " ".join(str(progress.get("message") or "").split())
         news = bool(said) and said != self._told.get(provider_id)
         last = self._last_line_at.get(provider_id)
-        if not news and last is not None and now - last < PROGRESS_LINE_INTERVAL_S:
+        if not (news or new_phase) and last is not None and now - last < PROGRESS_LINE_INTERVAL_S:
             return
         self._last_line_at[provider_id] = now
         figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")

@@ -149,11 +149,12 @@ class FileIndex:
         on disk, index, and save the cache again when anything changed. ``progress(done,
         total, phase=...)`` is told how far it got: ``read files`` then ``index`` for a
         build from the files, ``load`` throughout for one from the cache (what changed
-        since is read in it), so a user is not told an index is built when it is loaded."""
+        since is read in it), so a user is not told an index is built when it is loaded,
+        nor that one is loaded when there is no cache to load."""
         with self._lock:
             phase = "read files"
             if self.cache_path is not None:
-                if progress is not None:
+                if progress is not None and self.cache_path.is_file():
                     progress(0, None, phase="load")
                 self.loaded_from_cache = load_corpus(self.corpus, self.cache_path, self._terms)
                 if self.loaded_from_cache:

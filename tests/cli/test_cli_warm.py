@@ -94,12 +94,15 @@ def test_without_bars_each_ready_line_comes_as_it_is_ready_and_progress_now_and_
     ]
     lines("files", {"state": "ready", "phase": "ready", "message": "12 chunks\nfrom 3 files"})
     assert new_lines() == ["hostd: files: ready (12 chunks from 3 files)"]
-    now[0] = PROGRESS_LINE_INTERVAL_S - 0.1  # the embedding's notes, many a second
+    now[0] = PROGRESS_LINE_INTERVAL_S - 0.1  # a new phase is said at once
     lines("semantic", {"state": "warming", "phase": "embed", "done": 64, "total": 4000})
-    assert new_lines() == []
-    now[0] = PROGRESS_LINE_INTERVAL_S
+    assert new_lines() == ["hostd: semantic: warming (embed 64/4000)"]
+    now[0] = PROGRESS_LINE_INTERVAL_S  # then the embedding's notes, many a second
     lines("semantic", {"state": "warming", "phase": "embed", "done": 128, "total": 4000})
-    assert new_lines() == ["hostd: semantic: warming (embed 128/4000)"]
+    assert new_lines() == []
+    now[0] = 2 * PROGRESS_LINE_INTERVAL_S - 0.1  # 128 chunks in 30 s: 3,808 left
+    lines("semantic", {"state": "warming", "phase": "embed", "done": 192, "total": 4000})
+    assert new_lines() == ["hostd: semantic: warming (embed 192/4000, about 15 min left)"]
     lines("semantic", {"state": "failed", "phase": "failed", "message": "OSError: disk full"})
     assert new_lines() == []  # said by settle, with what to do
     # At the end, each provider's state: one already said ready is not said again.
@@ -127,6 +130,7 @@ def test_without_bars_a_build_says_its_size_at_once_and_then_its_time_left() -> 
     lines("semantic", {"state": "warming", "phase": "embed", "done": 6778, "total": 20991})
     assert stream.getvalue().splitlines() == [
         "hostd: semantic: warming (load model)",
+        "hostd: semantic: warming (embed 4352/20991)",  # a new phase: said at once
         f"hostd: semantic: warming (embed 4352/20991): {told}",
         "hostd: semantic: warming (embed 4992/20991, about 13 min left)",
         "hostd: semantic: warming (embed 6778/20991, about 2 h 5 min left)",
