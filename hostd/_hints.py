@@ -8,7 +8,7 @@ provider with an index to build answers its handshake at once and builds afterwa
 on decides the advice: a one-shot command stops its providers when it ends, so on a
 large project a build never finishes within one run (``hostd warm`` builds it once,
 and the bundled providers keep it on disk; a running ``hostd serve`` keeps building
-between requests), while a daemon (``--connect``, ``hostd mcp``) goes on building in
+between requests), while a daemon (``--connect``, ``hostd mcp``) goes on warming up in
 the background. ``hostd warm`` keeps no model loaded, though: an in-process ``hostd
 mcp`` (no ``--connect``) starts its providers anew, so each one loads its model once
 per ``hostd mcp`` process (each session of its client) even over an index on disk;
@@ -84,13 +84,14 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
         )
     if where == "daemon":
         return (
-            f"still warming: {who}. The daemon goes on building in the background: ask "
-            f"again shortly (`hostd providers{config} --connect` shows each one's state)"
+            f"still warming: {who}. The daemon's providers go on warming up in the "
+            f"background: ask again shortly (`hostd providers{config} --connect` shows each "
+            f"one's state)"
         )
     if where == "mcp_connect":
         return (
-            f"still warming: {who}. The daemon goes on building in the background: call "
-            f"compose_context again shortly"
+            f"still warming: {who}. The daemon's providers go on warming up in the "
+            f"background: call compose_context again shortly"
         )
     return (
         f"still warming: {who}. hostd goes on warming up in the background: call "

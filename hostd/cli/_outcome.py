@@ -304,7 +304,7 @@ def warming_lines(
 ) -> list[str]:
     """What to do about the providers still warming up: one line, or none. A one-shot
     command stops them when it ends (``hostd warm`` or a running ``hostd serve``
-    helps); a daemon behind ``--connect`` goes on building (``hostd._hints``)."""
+    helps); a daemon behind ``--connect`` goes on warming up (``hostd._hints``)."""
     where = "daemon" if connected else "one_shot"
     advice = warming_advice(warming_ids(result), where=where, config=config)
     return [] if advice is None else [advice]

@@ -343,7 +343,7 @@ def test_the_advice_follows_where_the_provider_goes_on_building() -> None:
     daemon = warming_lines(result, connected=True, config=" --config /p/hostd.toml")
     assert len(one_shot) == len(daemon) == 1
     assert "`hostd warm` once" in one_shot[0] and "`hostd serve` running" in one_shot[0]
-    assert "goes on building in the background" in daemon[0]
+    assert "providers go on warming up in the background" in daemon[0]
     assert "`hostd providers --config /p/hostd.toml --connect`" in daemon[0]
     assert warming_lines({"providers": [{"provider_id": "files", "status": "ok"}]}) == []
 

@@ -195,8 +195,8 @@ def test_in_process_the_warming_hint_says_a_daemon_keeps_the_models_loaded() -> 
     # Under --connect the daemon's providers go on warming: nothing to set up.
     (connected,) = warming_hints(result, "/p/hostd.toml", "/run/hostd.sock")
     assert connected == (
-        "hostd: still warming: semantic. The daemon goes on building in the background: "
-        "call compose_context again shortly"
+        "hostd: still warming: semantic. The daemon's providers go on warming up in the "
+        "background: call compose_context again shortly"
     )
     text = no_evidence({**result, "citations": []}, "/p/hostd.toml", "/run/hostd.sock")
     assert text is not None and text.endswith(connected)
