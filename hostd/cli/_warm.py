@@ -15,6 +15,7 @@ once, and Ctrl-C ends ``hostd warm`` saying where each warm-up stood
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -239,6 +240,15 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
     warm.set_defaults(run=warm_command)
 
 
+async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
+    """Cancel ``scope`` at the first SIGINT or SIGTERM, noting which in ``stopped_by``."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            stopped_by.append(int(signum))
+            scope.cancel()
+            return
+
+
 def forward_progress(bars: Callable[[str, dict[str, Any]], None]) -> Any:
     def forward(note: dict[str, Any]) -> None:
         if isinstance(note.get("warming"), dict):  # a provider's warm-up, not a leg's end
@@ -277,22 +287,28 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
         standing[provider_id] = progress
         draw(provider_id, progress)
 
+    stopped_by: list[int] = []  # the signal that ended the warm-up, if one did
+    result: dict[str, Any] = {}
     try:
-        async with session(cfg, connect, boot=False, wait=args.wait) as s:
-            result = await s.call("providers/warm", {}, on_progress=forward_progress(heard))
-            if lines is not None:  # the last word on each: one ready at its handshake
-                # sent no note, one that failed says why and what to do
-                rows = (await s.call("providers/list", {})).get("providers") or []
-    except anyio.get_cancelled_exc_class():
-        # Ctrl-C: asyncio's runner cancels this task, and once the session has stopped
-        # (its providers with it, one shot) exits 130 (``_main``). Not silently: where
-        # each build stood, that it is kept, and what goes on with it.
-        bars.close()
-        daemon = None if connect is None else Path(connect) if connect else cfg.socket_path
-        sys.stderr.write(interrupted_line(standing, hint=config_hint(cfg), daemon=daemon) + "\n")
-        raise
+        async with anyio.create_task_group() as tg:
+            # Ctrl-C or SIGTERM cancels the warm-up's own scope (a cancel that stays
+            # until the session has stopped, its providers with it), not the task from
+            # outside (asyncio's default for Ctrl-C), which a scope inside may take for
+            # its own. A second one, the handler gone, ends the process at once.
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
+            async with session(cfg, connect, boot=False, wait=args.wait) as s:
+                result = await s.call("providers/warm", {}, on_progress=forward_progress(heard))
+                if lines is not None:  # the last word on each: one ready at its handshake
+                    # sent no note, one that failed says why and what to do
+                    rows = (await s.call("providers/list", {})).get("providers") or []
+            tg.cancel_scope.cancel()
     finally:
         bars.close()
+    if stopped_by:
+        # Not silently: where each build stood, that it is kept, and what goes on with it.
+        daemon = None if connect is None else Path(connect) if connect else cfg.socket_path
+        sys.stderr.write(interrupted_line(standing, hint=config_hint(cfg), daemon=daemon) + "\n")
+        return 128 + stopped_by[0]
     states: dict[str, str] = result["providers"]
     for pid, state in states.items():
         sys.stdout.write(f"{pid}\t{state}\n")

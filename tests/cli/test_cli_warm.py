@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hostd.cli._commands import audit_summary
 from hostd.cli._outcome import leg_failures, warming_lines
 from hostd.cli._warm import (
@@ -409,9 +411,13 @@ def test_warm_says_what_each_provider_holds_once_ready(tmp_path: Path) -> None:
     assert f"nothing to index under {tmp_path / 'empty'}: is that the project's directory?" in line
 
 
-def test_warm_interrupted_says_where_each_build_stood_and_what_to_do(tmp_path: Path) -> None:
-    """Ctrl-C (SIGINT) while a provider warms: exit 130 with one line naming where its
-    build stood, that it is kept, and the command that goes on, not silently."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_warm_interrupted_says_where_each_build_stood_and_what_to_do(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Ctrl-C (SIGINT), or a SIGTERM, while a provider warms: exit 128 + the signal with
+    one line naming where its build stood, that it is kept, and the command that goes
+    on, not silently."""
     gate = tmp_path / "never"  # its warm-up stands at build 0 of 1 until interrupted
     config = _config(tmp_path, ("slow", ["--warm-gate", str(gate), "--steps", "1"], ""))
     with _warm_without_bars(config) as warm:
@@ -419,9 +425,9 @@ def test_warm_interrupted_says_where_each_build_stood_and_what_to_do(tmp_path: P
         for line in warm.stderr:  # its first progress line: hostd warm heard the build
             if line.startswith("hostd: slow: warming (build"):
                 break
-        warm.send_signal(signal.SIGINT)
+        warm.send_signal(signum)
         out, err = warm.communicate()
-    assert warm.returncode == 130, err
+    assert warm.returncode == 128 + signum, err
     assert out == ""  # no provider settled: no state rows
     (said,) = [x for x in err.splitlines() if x.startswith("hostd: warm interrupted")]
     assert said == (
