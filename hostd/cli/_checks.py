@@ -910,6 +910,8 @@ def _rules(violations: Sequence[Any]) -> list[str]:
 
 
 def _mark(r: CheckResult) -> str:
+    if r.not_run:  # no result: its detail says why it was not run (counted as a failure)
+        return "-"
     if r.skipped:
         return "skip"
     if r.warning:
