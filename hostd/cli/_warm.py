@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import anyio.abc
 from tqdm import tqdm
 
 from hostd.config import Config
@@ -240,9 +241,16 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
     warm.set_defaults(run=warm_command)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
-    """Cancel ``scope`` at the first SIGINT or SIGTERM, noting which in ``stopped_by``."""
+async def _stop_on_signal(
+    scope: anyio.CancelScope,
+    stopped_by: list[int],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Cancel ``scope`` at the first SIGINT or SIGTERM, noting which in ``stopped_by``;
+    started once it listens (as the daemon's ``_watch_signals``)."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for signum in signals:
             stopped_by.append(int(signum))
             scope.cancel()
@@ -295,11 +303,11 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
             # until the session has stopped, its providers with it), not the task from
             # outside (asyncio's default for Ctrl-C), which a scope inside may take for
             # its own. A second one, the handler gone, ends the process at once.
-            tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
+            await tg.start(_stop_on_signal, tg.cancel_scope, stopped_by)
             async with session(cfg, connect, boot=False, wait=args.wait) as s:
                 result = await s.call("providers/warm", {}, on_progress=forward_progress(heard))
-                if lines is not None:  # the last word on each: one ready at its handshake
-                    # sent no note, one that failed says why and what to do
+                if lines is not None:  # the last word on each: what one ready before
+                    # the warm-up listened holds, why one failed and what to do
                     rows = (await s.call("providers/list", {})).get("providers") or []
             tg.cancel_scope.cancel()
     finally:
