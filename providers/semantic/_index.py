@@ -40,8 +40,8 @@ class SemanticHit:
 _EMBED_BATCH = 64
 
 #: More chunks than this left to embed, and the build's first note says a
-#: ``.hostdignore`` shortens it: past five minutes at ~4 s per batch on two cores
-#: (docs/benchmarks.md), long enough that trimming the tree first is worth the minute.
+#: ``.hostdignore`` shortens it: minutes of embedding on a small machine (the rate is in
+#: docs/benchmarks.md), long enough that trimming the tree first is worth the minute.
 LARGE_BUILD = 5000
 
 
