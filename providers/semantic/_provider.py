@@ -25,7 +25,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
-from .._corpus import empty_note, files_figure, not_indexed, verify_chunk
+from .._corpus import empty_note, files_figure, largest_parts, not_indexed, verify_chunk
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
@@ -93,7 +93,8 @@ class SemanticProvider(Provider):
         said = (
             f"{self.index.chunk_count} chunks from {files_figure(corpus)} "
             f"({self.index.embedded_last} embedded) in "
-            f"{time.perf_counter() - started:.1f}s{not_indexed(corpus)}{empty_note(corpus)}"
+            f"{time.perf_counter() - started:.1f}s{largest_parts(corpus)}{not_indexed(corpus)}"
+            f"{empty_note(corpus)}"
         )
         print(f"providers.semantic: {said}", file=sys.stderr)
         return said  # the ready message: what hostd status shows
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"providers.semantic: {index.chunk_count} chunks, {index.embedded_last} embedded, "
             f"in {time.perf_counter() - started:.1f}s (cache {args.cache})"
-            f"{not_indexed(index.corpus)}",
+            f"{largest_parts(index.corpus)}{not_indexed(index.corpus)}",
             file=sys.stderr,
         )
         return 0

@@ -11,7 +11,7 @@ import pytest
 
 from hostd.protocol import MAX_PROGRESS_TEXT
 from providers import CorpusOptions
-from providers.semantic import EmbeddingCache, SemanticIndex
+from providers.semantic import EmbeddingCache, SemanticIndex, SemanticProvider
 from providers.semantic._index import LARGE_BUILD, embed_note
 from tests.fixtures.bow_embedder import DIM, GatedEmbedder, Stopped
 
@@ -71,3 +71,17 @@ def test_a_large_build_says_what_shortens_it() -> None:
     assert large.startswith("embedding 16,639 of 20,991 chunks (4,352 cached); ")
     assert ".hostdignore" in large and "tests, fixtures" in large
     assert len(large) <= MAX_PROGRESS_TEXT  # the host keeps it whole
+
+
+def test_the_ready_message_names_the_parts_that_hold_most(tmp_path: Path) -> None:
+    # As the files provider's does: the two walk the same tree, and a user deciding what
+    # a .hostdignore should hold reads either one.
+    root = tmp_path / "tree"
+    for rel, n in (("tests/t.txt", 700), ("src/s.txt", 300)):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("".join(f"Entry {i} of {rel}.\n" for i in range(n)))
+    provider = SemanticProvider(_index(root, tmp_path / "vectors.db", GatedEmbedder()))
+    _, progress = _notes()
+    said = provider.warm(progress)
+    assert said.startswith("1000 chunks from 2 files (1000 embedded)"), said
+    assert said.endswith("; most chunks: tests/ 70%, src/ 30%"), said
