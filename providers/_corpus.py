@@ -382,7 +382,9 @@ def files_figure(corpus: Corpus) -> str:
     """For a ready message: ``"8 of 11 files"`` (indexed of seen), or ``"11 files"`` when
     every file seen was indexed."""
     indexed, seen = corpus.file_count, corpus.seen_count
-    return f"{indexed} of {seen} files" if seen != indexed else f"{indexed} files"
+    if seen != indexed:
+        return f"{indexed} of {seen} {'file' if seen == 1 else 'files'}"
+    return f"{indexed} {'file' if indexed == 1 else 'files'}"
 
 
 #: A ready message names the largest parts of an index of at least this many chunks

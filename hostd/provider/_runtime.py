@@ -90,9 +90,20 @@ class Provider:
         ``hostd status`` shows it beside ``ready``."""
         return None
 
+    def ready_message(self) -> str | None:
+        """What it holds now, asked after each query it answered once ready: a text that
+        differs from its ready message so far is sent as the new one (an index rebuilt
+        for a changed tree says what it holds now), so ``hostd status`` stays true. Keep
+        it cheap (a string kept up to date). ``None``: nothing new to say."""
+        return None
+
 
 def _warms(provider: Provider) -> bool:
     return type(provider).warm is not Provider.warm
+
+
+def _restates(provider: Provider) -> bool:
+    return type(provider).ready_message is not Provider.ready_message
 
 
 # --- helpers for provider authors ---------------------------------------------------
@@ -218,6 +229,8 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
                 out = await out
     except ValidationError as exc:
         raise _ModelRefused("query()", exc) from exc
+    if server.restates:  # before the reply: a host that reads it has the new message
+        server.readiness.restate(server.provider.ready_message())
     if isinstance(out, ContextQueryResult):
         # Frames are usually wire dicts already; a pydantic dump of list[Any] would
         # only copy them (it is the provider's hot path).
@@ -317,6 +330,8 @@ class ProviderServer:
         )
         #: Ready unless ``start_warming`` runs a warm-up (in memory, tests build first).
         self.readiness = Readiness()
+        #: Whether the provider says what it holds after a query (``ready_message``).
+        self.restates = _restates(provider)
 
     def start_warming(self, notify: Callable[[bytes], None]) -> threading.Thread | None:
         """Run ``provider.warm`` in a daemon thread; each progress step goes to ``notify``

@@ -7,8 +7,9 @@ is answered with the CGP ``unavailable`` error carrying ``data.warming: true``
 and the latest progress, never by waiting; and the provider tells the host how
 far it got with ``context/progress`` notifications (``state`` warming, ready or
 failed, ``phase``, ``done``, ``total``, ``message``), the last one saying
-``ready``. docs/providers.md describes this wire. Imports only ``hostd.errors``
-and ``hostd.protocol``.
+``ready``; once ready, it says ``ready`` again with a new message when what it
+holds changes (``Provider.ready_message``). docs/providers.md describes this wire.
+Imports only ``hostd.errors`` and ``hostd.protocol``.
 """
 
 from __future__ import annotations
@@ -111,6 +112,21 @@ class Readiness:
             if due:
                 self._sent_at, self._sent_phase = now, phase
             body = dict(self.progress)
+        if send is not None:
+            send(body)
+
+    def restate(self, message: str | None) -> None:
+        """Once ready, say ``message`` as the ready message when it is new: what the
+        provider holds changed (an index rebuilt for a changed tree), and ``hostd
+        status`` should not show what it held at its start. A ``None`` says nothing."""
+        with self._lock:
+            if self.state != "ready" or message is None:
+                return
+            message = message[:MAX_READY_MESSAGE]
+            if message == self.progress.get("message"):
+                return
+            self.progress = {"state": "ready", "phase": "ready", "message": message}
+            send, body = self._send, dict(self.progress)
         if send is not None:
             send(body)
 

@@ -127,10 +127,19 @@ class FileIndex:
         self._chunks: list[Chunk] = []
         self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
+        #: Rebuilds so far: what the index holds changed when it moves.
+        self.generation = 0
+        #: What the last rebuild after the first build took (walk, reads and index).
+        self.built_in_s = 0.0
 
     @property
     def root(self) -> Path:
         return self.corpus.root
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held by a refresh: what the index holds is read whole under it."""
+        return self._lock
 
     def refresh(self, *, force: bool = False) -> bool:
         """Re-walk the tree (at most once per ``refresh_interval_s``); rebuild on change."""
@@ -142,6 +151,7 @@ class FileIndex:
             changed = self.corpus.refresh()
             if changed or self._bm25 is None:
                 self._rebuild()
+                self.built_in_s = time.monotonic() - now
             return changed
 
     def build(self, progress: Callable[..., None] | None = None) -> None:
@@ -197,6 +207,7 @@ class FileIndex:
             bm25 = bm25s.BM25()
             bm25.index([terms[c.rel, c.digest].split() for c in chunks], show_progress=False)
         self._bm25, self._chunks, self._indexed_at = bm25, chunks, indexed_at
+        self.generation += 1
 
     @staticmethod
     def _terms_of(chunk: Chunk) -> str:

@@ -25,6 +25,7 @@ from hostd.provider import Progress, Provider
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import empty_note, files_figure, largest_parts, not_indexed, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
+from .._frames import Packed
 from ._index import FileIndex
 
 __all__ = ["FilesProvider", "main"]
@@ -53,6 +54,8 @@ class FilesProvider(Provider):
 
     def __init__(self, index: FileIndex) -> None:
         self.index = index
+        #: The index's generation its ready message was said for, and that message.
+        self._said: tuple[int, str | None] = (-1, None)
         self.info = ProviderInfo(
             name="hostd-files", version=VERSION, data_flow=DataFlow(reads=True)
         )
@@ -65,11 +68,29 @@ class FilesProvider(Provider):
         # large checkout takes seconds, a warm restart reads only what changed.
         started = time.perf_counter()
         self.index.build(progress)
-        return _report_build(self.index, time.perf_counter() - started)
+        self._said = (
+            self.index.generation,
+            _report_build(self.index, time.perf_counter() - started),
+        )
+        return self._said[1]
+
+    def ready_message(self) -> str | None:
+        return self._said[1]
+
+    def _answer(self, query: ContextQuery) -> Packed:
+        """``query``'s answer; when its refresh rebuilt the index (a file changed, a new
+        ``.hostdignore``), what the index holds now is the ready message (and logged, as
+        a build is), so ``hostd status`` does not show what it held at its start."""
+        packed = self.index.answer(query)
+        with self.index.lock:  # its figures as one rebuild left them
+            generation = self.index.generation
+            if generation != self._said[0]:
+                self._said = (generation, _report_build(self.index, self.index.built_in_s))
+        return packed
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         # Ranking is CPU work; keep the stdio loop free for pipelined requests.
-        packed = await anyio.to_thread.run_sync(self.index.answer, query)
+        packed = await anyio.to_thread.run_sync(self._answer, query)
         return packed.to_result()
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:

@@ -493,3 +493,28 @@ async def test_the_files_providers_ready_message_names_the_parts_that_hold_most(
     said = peer.notes[-1]["message"]
     assert said.startswith(f"1000 chunks from 5 files under {root.resolve()}"), said
     assert said.endswith("; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"), said
+
+
+@pytest.mark.anyio
+async def test_a_rebuild_for_a_changed_tree_is_said_as_the_new_ready_message(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    _lines_file(root / "src" / "a.py", 5)
+    _lines_file(root / "tests" / "t.py", 5)
+    args = ["-m", "providers.files", "--root", str(root), "--no-cache", "--refresh-interval", "0"]
+    query = {"query": {"goal": "line", "max_frames": 3, "max_tokens": 500}}
+    async with StdioPeer(args) as peer:
+        await peer.handshake()
+        first = peer.notes[-1]["message"]
+        assert first.startswith(f"10 chunks from 2 files under {root.resolve()}"), first
+        await peer.call("context/query", query)
+        assert peer.notes[-1]["message"] == first  # nothing changed: nothing said
+        (root / ".hostdignore").write_text("tests/\n")
+        await peer.call("context/query", query)
+        # Said before the reply, so a host that read the reply has it.
+        assert peer.notes[-1]["state"] == "ready"
+        assert peer.notes[-1]["message"].startswith(f"5 chunks from 1 file under {root.resolve()}")
+        count = len(peer.notes)
+        await peer.call("context/query", query)
+        assert len(peer.notes) == count  # once per rebuild

@@ -37,3 +37,13 @@ def test_a_ready_message_is_kept_whether_it_comes_before_or_after_the_handshake(
     assert readiness.state == "ready"
     assert readiness.settled.is_set()
     assert readiness.progress["message"] == said["message"]
+
+
+def test_a_ready_provider_that_says_ready_again_is_shown_with_what_it_holds_now() -> None:
+    # An index rebuilt for a changed tree (a new .hostdignore) says what it holds now:
+    # `hostd status` shows that, not what it held at its start.
+    readiness = Readiness("files")
+    readiness.handshake({"protocol_version": "1.0"})
+    readiness.on_notification(PROGRESS_METHOD, {"state": "ready", "message": "10 chunks"})
+    readiness.on_notification(PROGRESS_METHOD, {"state": "ready", "message": "5 chunks"})
+    assert (readiness.state, readiness.progress["message"]) == ("ready", "5 chunks")
