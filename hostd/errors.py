@@ -170,6 +170,16 @@ class ProtocolFault(HostdError):
 
     reason = "protocol_fault"
 
+    @property
+    def breaks_connection(self) -> bool:
+        """Whether the connection it came on can no longer be trusted, so the engine tears
+        it down and counts a failure (a restart, its backoff, parking): the stream is in
+        an unknown state after a line too long or not JSON, a reply nobody asked for, a
+        lost connection or a desynchronised lock-step stream. ``MalformedReply`` (a reply
+        read whole and matched to its call, its content alone wrong) does not: it fails
+        its own call and the connection serves the others."""
+        return True
+
 
 class LineTooLong(ProtocolFault):
     reason = "line_too_long"
@@ -190,6 +200,12 @@ class MalformedReply(ProtocolFault):
     def __init__(self, what: str, problem: str) -> None:
         super().__init__(f"malformed {what}: {problem}")
         self.problem = problem
+
+    @property
+    def breaks_connection(self) -> bool:
+        """Never: the reply was read whole and answered its call, so the stream is intact
+        and every other call on it is still answered (``ProtocolFault.breaks_connection``)."""
+        return False
 
 
 class HandshakeFailed(ProtocolFault):
@@ -489,6 +505,13 @@ class RemoteWire(ProtocolFault):
     """A remote provider's response body is not one valid envelope (or is over the bound)."""
 
     reason = "wire"
+
+    @property
+    def breaks_connection(self) -> bool:
+        """Not when it is the transport's word for a ``MalformedReply`` (raised from one:
+        the body was one reply to its request, its content wrong), as over a pipe; any
+        other bad body (not JSON, two values, another id, over the bound) does."""
+        return not isinstance(self.__cause__, MalformedReply)
 
 
 # -- words for a name hostd does not know ------------------------------------------------

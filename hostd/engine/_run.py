@@ -282,10 +282,14 @@ class _Runner:
         at: float | None = None,
     ) -> LegReply:
         """A typed failure, with what the process said of it (no later than
-        ``deadline``); a crash or a protocol fault breaks the connection."""
+        ``deadline``); a crash, or a protocol fault that leaves the stream in an unknown
+        state, breaks the connection. A malformed reply fails this leg alone: its
+        connection, and every other call on it, goes on (``breaks_connection``)."""
         if conn is not None:
             exc = await conn.explain(exc, deadline)
-        if isinstance(exc, ProviderCrashed | ProtocolFault):
+        if isinstance(exc, ProviderCrashed) or (
+            isinstance(exc, ProtocolFault) and exc.breaks_connection
+        ):
             self.pool.broken(self.pool.slots[leg.provider_id], conn, exc)
         progress = conn.readiness.progress if conn is not None else None
         status, code, message, violations = failure_of(exc, progress)

@@ -348,3 +348,42 @@ async def test_a_slow_leg_callback_holds_up_no_other_leg_and_is_not_cut_short() 
     assert fan.reports["hang"].status is LegStatus.TIMEOUT
     assert fan.reports["hang"].error_message == "no reply within 300 ms"
     assert completed == ["hang", "fast"]  # both callbacks ran to the end
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+async def test_a_malformed_reply_fails_its_leg_alone_and_the_connection_answers_the_rest(
+    binding: str,
+) -> None:
+    # A query is held by the provider while another request's reply comes malformed (a
+    # reply to its id, its frames under ``results``); the held one is answered only
+    # after a third request's well-formed answer: had the malformed reply torn the
+    # connection down, the held query would have failed with it.
+    specs = [adversary("malformed", ADV, binding=binding)]
+    async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=1.0) as host:
+        conn = local(host.connection(ADV))
+        assert isinstance(conn.client, PipeClient)
+        first_pid = conn.child.pid
+        held: list[FanOut] = []
+
+        async def ask_held() -> None:
+            held.append(await host.query_all(query(goal="hold this one"), 1000))
+
+        with anyio.fail_after(60):  # a hang guard
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask_held)
+                await anyio.wait_all_tasks_blocked()
+                assert conn.client.in_flight == 1  # the held query is out on this connection
+                bad = adv(await host.query_all(query(goal="malformed please"), 1000))
+                good = adv(await host.query_all(query(goal="well formed"), 1000))
+        (kept,) = held
+        (row,) = host.providers_list()
+    assert (bad.status, bad.error_code) == (LegStatus.ERROR, "protocol_fault")
+    assert bad.error_message == (
+        "malformed query result: result.frames is missing (members sent: results, truncated)"
+    )
+    assert good.status is LegStatus.OK and good.frames_accepted == 1
+    assert adv(kept).status is LegStatus.OK and adv(kept).frames_accepted == 1
+    health = row["health"]
+    assert health["pid"] == first_pid and (health["starts"], health["restarts"]) == (1, 0)
+    assert (health["consecutive_failures"], health["errors"], health["ok"]) == (0, 1, 2)
+    assert "malformed query result" in health["last_error"]
