@@ -176,6 +176,68 @@ async def test_a_body_that_is_not_one_reply_is_wire(tmp_path: Path, body: bytes)
     assert (report.status, report.error_code) == (LegStatus.ERROR, "wire")
 
 
+def _first_query_answered(body: Any) -> Any:
+    """The provider app, but its first query is answered with ``body(request id)``."""
+    provider = provider_app()
+    queries = 0
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal queries
+        message = await receive()
+        queries += 1
+        if queries == 1:
+            request_id = orjson.loads(message["body"])["id"]
+            await fixed_reply(200, body(request_id))(scope, receive, send)
+            return
+        replayed = False
+
+        async def again() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return message
+            return await receive()
+
+        await provider(scope, again, send)
+
+    return after_handshake(app)
+
+
+def _malformed(request_id: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"results": []}})
+
+
+@pytest.mark.parametrize(
+    ("body", "broke"),
+    [(_malformed, False), (lambda _: b"not json at all", True)],
+    ids=["malformed_result", "not_json"],
+)
+async def test_a_malformed_reply_fails_its_leg_alone_a_broken_body_the_connection(
+    tmp_path: Path, body: Any, broke: bool
+) -> None:
+    """A reply to the query whose result has the wrong shape is ``wire`` for its leg,
+    and the connection goes on: no failure counted, no new handshake. A body that is
+    not a reply at all still counts a failure and handshakes again."""
+    tls = make_tls(tmp_path)
+    async with serving(_first_query_answered(body), tls) as (url, rec):
+        spec = remote_spec(url, tls)
+        async with Host([spec], consent=consented(tmp_path, spec.id)) as host:
+            first = (await host.query_all(query(), 1000)).reports[spec.id]
+            second = (await host.query_all(query(), 1000)).reports[spec.id]
+            (row,) = host.providers_list()
+    assert (first.status, first.error_code) == (LegStatus.ERROR, "wire")
+    assert second.status is LegStatus.OK, second
+    if broke:
+        assert rec.kinds() == ["handshake", "query", "handshake", "query"]
+        assert row["health"]["restarts"] == 1
+    else:
+        assert first.error_message == (
+            "malformed query result: result.frames is missing (members sent: results)"
+        )
+        assert rec.kinds() == ["handshake", "query", "query"]
+        assert row["health"]["restarts"] == 0 and row["health"]["last_failure"] is None
+
+
 def _huge_reply(declare_length: bool, chunks: int = 2048, size: int = 64 * 1024) -> Any:
     """A valid query reply, ``chunks × size`` bytes of padding, streamed chunk by chunk."""
     head = b'{"jsonrpc":"2.0","id":2,"result":{"frames":[],"truncated":false,"pad":"'

@@ -22,10 +22,12 @@ the ``ProviderConnection`` surface the fan-out uses (``info``, ``capabilities``,
 leaves the machine, whatever the provider claims). A broken exchange (no
 connection, TLS refused, a non-2xx status, a bad body) marks it not alive, so the
 pool records the failure and handshakes again after its backoff; there is no
-process to restart. A non-2xx status whose body is the binding's error reply to the
-request (a CGP SDK's server answers a query that threw with ``500`` and an ``error``
-envelope) is that error reply, as a pipe's error line is (X1, X2): the provider
-answered, nothing broke. A refused credential (HTTP 401/403, or none could be read) is
+process to restart. A malformed reply (one reply to the request, its content of the
+wrong shape: ``RemoteWire.breaks_connection`` is false) fails its call alone, as over
+a pipe: the connection stays alive. A non-2xx status whose body is the binding's error
+reply to the request (a CGP SDK's server answers a query that threw with ``500`` and
+an ``error`` envelope) is that error reply, as a pipe's error line is (X1, X2): the
+provider answered, nothing broke. A refused credential (HTTP 401/403, or none could be read) is
 kept as the connection's ``refusal`` instead: no restart cures it, so the pool parks
 the provider until the credential changes (``RemoteEndpoint.credential_changed``).
 A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight.
@@ -370,8 +372,12 @@ class RemoteConnection(Acked):
             raise RemoteTransport("remote provider connection closed")
         try:
             return await self.endpoint.exchange(request, read)
-        except (RemoteTransport, RemoteWire) as exc:
+        except RemoteTransport as exc:
             self.failure = exc  # the pool handshakes again, after its backoff
+            raise
+        except RemoteWire as exc:
+            if exc.breaks_connection:  # a malformed reply fails its own call alone
+                self.failure = exc
             raise
         except ProviderUnauthorized as exc:
             self.refusal = exc
