@@ -19,10 +19,14 @@ for. A query answered with no frame judged nothing; a result without ``truncated
 with a result (R1's SHOULD) broke what the daemon forgives: each row is a warning
 (the exit status stays 0). A JSON-RPC handshake that got no reply is followed by the
 CGP envelope handshake; a provider that answers that one is told to use ``--binding
-cgp`` on the same row. A start, handshake or warm-up that failed lists every check it kept from
-running as ``not run``. A call past its deadline is one failure, naming the likely
-causes (a slow query, a blocked event loop): its late reply is waited for a call's
-deadline more, and said on its row, or the checks stop there, each later one ``not run``.
+cgp`` on the same row. A well-formed query answered an error that refuses nothing it
+asked (``internal``: its handler raised) is the one failure: each check that judges a
+query's answer is ``not run``, naming it, and malformed input holds an error reply to
+the valid query after the bad lines for still serving (R1). A start, handshake or
+warm-up that failed lists every check it kept from running as ``not run``. A call
+past its deadline is one failure, naming the likely causes (a slow query, a blocked
+event loop): its late reply is waited for a call's deadline more, and said on its row,
+or the checks stop there, each later one ``not run``.
 The provider runs as the daemon runs it: its command as ``hostd.toml`` would resolve
 it (``daemon_command``: ``python`` is hostd's own interpreter), spawned by the
 transport's ``ChildProcess`` (the daemon's scrubbed environment plus the provider's
@@ -476,15 +480,23 @@ class _Run:
     #: read within a call's deadline more. The provider is still busy with it (a lock-step
     #: one's next reply would be its), so the later checks would fail for the same cause.
     stalled: str | None = None
+    #: Why the checks that judge a query's answer are not run: the well-formed query was
+    #: answered an error that refuses nothing it asked (not one of ``_QUERY_REFUSALS``;
+    #: ``internal``: its handler raised). Each of their queries would be answered so too,
+    #: and each row would fail for the one cause the query row already names.
+    no_query: str | None = None
 
     async def step(
         self,
         name: str,
         coro: Coroutine[Any, Any, Any],
         deadline: Deadline | None = None,
+        *,
+        needs_query: bool = False,
     ) -> Any:
         """Run one check; its failure is its row. ``deadline``: the bound the step's calls
-        are held to (default: a call's)."""
+        are held to (default: a call's); ``needs_query``: it judges frames a well-formed
+        query is answered with (``not run`` once that query was answered an error)."""
         d, results = self.d, self.results
         if d.dead:
             coro.close()
@@ -497,6 +509,10 @@ class _Run:
         if self.stalled is not None:
             coro.close()
             results.append(CheckResult(name, False, f"not run: {self.stalled}", not_run=True))
+            return None
+        if needs_query and self.no_query is not None:
+            coro.close()
+            results.append(CheckResult(name, False, f"not run: {self.no_query}", not_run=True))
             return None
         try:
             return await coro
@@ -545,8 +561,7 @@ class _Run:
         the first ``bad_request`` (the provider did not find the query where it looked:
         most often ``params.goal`` read for ``params.query.goal``) where the query's
         members are and where the provider said why. Its message stays unquoted."""
-        code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
-        if code is None or str(code) != "bad_request" or self.shown_shape:
+        if _cgp_code(error) != "bad_request" or self.shown_shape:
             return error.message
         self.shown_shape = True
         where = "stderr (shown after the table when it wrote any)" if self.local else "own log"
@@ -631,6 +646,12 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     async def first_query() -> None:
         raw, error = await d.query(query)
         if error is not None:
+            code = _cgp_code(error)
+            if code not in _QUERY_REFUSALS:
+                run.no_query = (
+                    f"the query check's well-formed query was answered {code}, "
+                    "as each of this check's would be"
+                )
             raise Failed(f"query answered an error: {run.refusal(error)}")
         audit = run.audit(query, raw, caps.query.kinds)
         first.append(audit)
@@ -687,7 +708,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         )
         results.append(CheckResult("budget honesty", True, detail))
 
-    await run.step("budget honesty", budget_honesty())
+    await run.step("budget honesty", budget_honesty(), needs_query=True)
 
     # Kinds filter (Q1): ask for one kind, get only that kind (or an unsupported_kind error).
     async def kinds_filter() -> None:
@@ -718,7 +739,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             CheckResult("kinds filter", True, f"kinds=[{kind}] → {how} in {took:.0f} ms")
         )
 
-    await run.step("kinds filter", kinds_filter())
+    await run.step("kinds filter", kinds_filter(), needs_query=True)
 
     # 5. Malformed input (R1): garbage, a wrong-typed request, then a valid query still served.
     # R1's MUST is that the provider neither crashes nor stops serving (a failure); its
@@ -731,19 +752,29 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         # provider's errors are passed over until the valid query's frames.
         refused = bad.key if bad.key is not UNKEYED else None
         raw, error = await d.query(query, skip_errors=True, refused=refused)
+        detail = "bad lines answered or ignored; still serving"
         if raw is None:
             assert error is not None
-            said = run.refusal(error)
-            raise Failed(f"after malformed input, a valid query got an error: {said}")
+            if run.no_query is None:
+                said = run.refusal(error)
+                raise Failed(f"after malformed input, a valid query got an error: {said}")
+            # The query row's failure, met again: an error reply to the valid query's own
+            # id is the provider still serving. R1 asks of bad input only an error reply
+            # (or none) and that it keep serving, so whatever code the bad lines got
+            # (``internal`` too, from a handler that raises on everything) keeps it.
+            code = _cgp_code(error)
+            detail += f": the valid query after them was answered {code}, as the query row's was"
         if d.answered_refused:  # R1's MUST kept, its SHOULD not: said, not failed
             results.append(CheckResult("malformed input", True, _ANSWERED, warning=True))
             return
-        results.append(
-            CheckResult("malformed input", True, "bad lines answered or ignored; still serving")
-        )
+        results.append(CheckResult("malformed input", True, detail))
 
     if isinstance(d, Driver):
-        await run.step("malformed input", malformed(d))
+        # A lock-step provider's error to the valid query cannot be told from its errors
+        # to the bad lines before it: with every query answered an error, only frames
+        # would show it still serves, and none come.
+        lock_step = not d.codec.correlation
+        await run.step("malformed input", malformed(d), needs_query=lock_step)
     else:
         results.append(CheckResult("malformed input", True, _NO_STDIN, skipped=True))
 
@@ -778,7 +809,9 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             CheckResult("verify honesty", True, f"{len(held)} valid; a wrong digest is not valid")
         )
 
-    await run.step("verify honesty", verify())
+    # It asks about the frames the query served: without them a declared verify has
+    # nothing to be asked about.
+    await run.step("verify honesty", verify(), needs_query=caps.verify)
 
     # 7. Shutdown (R2): the provider exits after the shutdown message.
     async def shutdown(d: Driver) -> None:
@@ -813,6 +846,13 @@ _NO_TRUNCATED = (
     '"frames" and "truncated"); the daemon reads it as false. Send "truncated": false, '
     f"or true when frames that matched were left out to keep within the budget ({QUERY_DOC})"
 )
+
+#: The errors that refuse what a query asks, not the provider failing: a query asking
+#: otherwise may be served, so the checks after the query row still ask theirs. A
+#: ``bad_request`` to a well-formed query says where the provider looked for it (``_Run.
+#: refusal``), and each later row says so in its own words. Any other error (``internal``:
+#: its handler raised) is the provider's own failure, which every later query would meet.
+_QUERY_REFUSALS = frozenset({"bad_request", "budget_unsatisfiable", "unsupported_kind"})
 
 #: Why a remote provider is not asked what only a child's pipes can show.
 _NO_STDIN = "not asked of a remote provider: no stdin here (the daemon POSTs whole requests)"
@@ -1034,12 +1074,18 @@ def _fail_on_error(run: _Run, error: HostdError | None, asked: str, *, allowed: 
     its frames."""
     if error is None:
         return
-    code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
-    if code is None or str(code) != allowed:
+    if _cgp_code(error) != allowed:
         raise Failed(
             f"{asked} answered an error: {run.refusal(error)} "
             "(the daemon reports such a leg error, with none of its frames)"
         )
+
+
+def _cgp_code(error: HostdError) -> str:
+    """The CGP code of an error a provider answered, as the codec read it (an unknown or
+    absent one is ``internal``: X1, X2), else its class's (``incompatible_version``)."""
+    code = error.data.get("cgp_code") if isinstance(error, ProviderError) else None
+    return str(code) if code is not None else error.cgp.value
 
 
 def _query_shape(binding: str) -> str:

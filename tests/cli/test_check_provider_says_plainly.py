@@ -371,3 +371,53 @@ def test_bad_request_to_the_well_formed_query_says_where_the_query_is() -> None:
         "max_tokens=8 answered an error: provider answered bad_request (message: 14 chars, "
         "not quoted) (the daemon reports such a leg error, with none of its frames)"
     )
+
+
+# -- 7. a query that always fails is one failure, told once ---------------------------------
+
+#: What a check that judges a query's answer says when every query is answered internal.
+QUERY_FAILED = (
+    "not run: the query check's well-formed query was answered internal, "
+    "as each of this check's would be"
+)
+
+
+def test_a_query_handler_that_raises_is_one_failure_and_the_checks_after_it_say_so() -> None:
+    """A bug in ``query`` answers every query ``internal``: the query row fails, the rows
+    that judge a query's answer are not run naming it, and malformed input (R1) passes,
+    as the provider answers the valid query after the bad lines with an error to its id."""
+    done, checks = _json("--", "python", "-m", "tests.fixtures.raising_provider")
+    assert done.returncode == 1
+    assert list(checks) == list(CHECKS), checks
+    query = checks["query"]
+    assert not query["passed"] and not query["not_run"], query
+    assert query["detail"].startswith("query answered an error: provider answered internal")
+    for name in ("budget honesty", "kinds filter", "verify honesty"):
+        assert (checks[name]["not_run"], checks[name]["detail"]) == (True, QUERY_FAILED), name
+    malformed = checks["malformed input"]
+    assert malformed["passed"] and not malformed["warning"], malformed
+    assert malformed["detail"] == (
+        "bad lines answered or ignored; still serving: the valid query after them was "
+        "answered internal, as the query row's was"
+    )
+    assert checks["shutdown"]["passed"], checks["shutdown"]
+
+
+def test_a_lock_step_provider_whose_queries_fail_is_not_sent_malformed_input() -> None:
+    """Its error to the valid query could not be told from its errors to the bad lines."""
+    sdk = ["python", "-m", "tests.fixtures.sdk_provider", "--no-correlation"]
+    done, checks = _json("--binding", "cgp", "--goal", "boom", "--", *sdk)
+    assert done.returncode == 1
+    assert not checks["query"]["passed"] and not checks["query"]["not_run"], checks["query"]
+    for name in ("budget honesty", "kinds filter", "malformed input", "verify honesty"):
+        assert (checks[name]["not_run"], checks[name]["detail"]) == (True, QUERY_FAILED), name
+    assert checks["shutdown"]["passed"], checks["shutdown"]
+
+
+def test_a_query_refused_for_its_budget_still_lets_the_budget_check_ask_its_own() -> None:
+    """``budget_unsatisfiable`` refuses what the query asked, not the provider failing:
+    the budget check asks its own queries, and accepts that answer to them."""
+    sdk = ["python", "-m", "tests.fixtures.sdk_provider"]
+    _done, checks = _json("--binding", "cgp", "--goal", "refuse", "--", *sdk)
+    assert not checks["query"]["passed"], checks["query"]
+    assert checks["budget honesty"]["passed"], checks["budget honesty"]
