@@ -163,10 +163,71 @@ ORDINARY = """\
 """
 
 
+#: Sentences a provider logs as it works, with error words inside them: info.
+SENTENCES = """\
+. cache not found, building
+. config.toml not found; using the defaults
+. no such file or directory yet at ~/.cache/notes, creating it
+. retrying after the error: the connection was reset
+. last error: none
+. fatal errors so far: 0
+. non-fatal: skipped one unreadable note
+. error handling: strict
+. panic mode off
+"""
+
+#: Go's panic and its goroutine dump (a blank line inside), then go run's last words.
+GO = """\
+W panic: runtime error: index out of range [5] with length 3
+.
+W goroutine 1 [running]:
+W main.main()
+W \t/home/u/notes/main.go:8 +0x1d
+. exit status 2
+"""
+
+#: Rust's panic: its message on the line after it, then its note.
+RUST = """\
+W thread 'main' panicked at src/main.rs:2:5:
+W index out of bounds: the len is 3 but the index is 5
+. note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+"""
+
+#: Java's uncaught exception, its stack and its cause.
+JAVA = """\
+W Exception in thread "main" java.lang.IllegalStateException: notes database is locked
+W \tat Notes.query(Notes.java:5)
+W \tat Notes.main(Notes.java:9)
+W Caused by: java.io.IOException: disk full
+W \tat Notes.read(Notes.java:12)
+W \t... 2 more
+. serving
+"""
+
+#: What a shell and Python say of a command or file that is not there.
+MISSING = """\
+W sh: 1: notes-index: not found
+W python3: can't open file '/home/u/notes.py': [Errno 2] No such file or directory
+W error[E0425]: cannot find value `notes` in this scope
+W fatal: not a git repository (or any of the parent directories): .git
+"""
+
+
 @pytest.mark.parametrize(
     "recorded",
-    [HOSTD_RUNTIME, PLAIN_RAISE, NODE, LOGGERS, ORDINARY],
-    ids=["hostd-runtime", "plain-raise", "node", "loggers", "ordinary"],
+    [HOSTD_RUNTIME, PLAIN_RAISE, NODE, LOGGERS, ORDINARY, SENTENCES, GO, RUST, JAVA, MISSING],
+    ids=[
+        "hostd-runtime",
+        "plain-raise",
+        "node",
+        "loggers",
+        "ordinary",
+        "sentences",
+        "go",
+        "rust",
+        "java",
+        "missing",
+    ],
 )
 def test_an_error_report_on_stderr_is_logged_at_warning_the_rest_at_info(recorded: str) -> None:
     expected = [

@@ -72,6 +72,21 @@ _ERROR_LINE = re.compile(
     r"|\bno such file or directory\b",
     re.IGNORECASE,
 )
+#: A line that states an error in a running provider's log (``_ErrorReport``), narrower
+#: than ``_ERROR_LINE``: an informational sentence with "error" or "not found" in it
+#: (``cache not found, building``) is no report. A named error: ``Error: …``,
+#: ``error[E0425]: …``, ``fatal error: …``, ``fatal: …``, ``panic: …`` at the line's
+#: start or after a ``prefix: `` (``provider: context/query failed: …``); an
+#: exception's name anywhere, ``TypeError: …``, ``java.lang.IllegalStateException: …``
+#: (``Caused by: …``); ``Exception in thread …`` (Java), ``thread 'main' panicked at …``
+#: (Rust); or "not found", "no such file or directory" as what a ``name:`` says
+#: (``sh: 1: x: not found``, ``…: [Errno 2] No such file or directory``).
+_REPORT_LINE = re.compile(
+    r"(?:^\s*|:\s+)(?i:error(?:\[\w+\])?|fatal(?: error)?|panic):(?:\s|$)"
+    r"|\b(?:[a-z_$][\w$]*\.)*[A-Z]\w*(?:Error|Exception):"
+    r"|^\s*Exception in thread\b|\bpanicked at\b"
+    r"|[:\]]\s*(?i:(?:command )?not found|no such file or directory)\b"
+)
 #: A line of a stack, matched at its start: ``    at f (file:1:2)`` (Node, Java, a Rust
 #: backtrace's file), ``  File "x.py", line 3`` (Python), ``goroutine 1 [running]:``,
 #: ``main.main()``, ``\t/src/main.go:5 +0x1d``, ``created by …`` (Go), ``   0: f``
@@ -93,13 +108,14 @@ _CHAIN_LINE = re.compile(
 #: in brackets: ``ERROR:name:msg`` (Python ``logging``'s default format), ``2026-01-01
 #: 12:00:00,000 ERROR …``, ``[ERROR] …``, ``[2026-01-01T12:00:00Z WARN app] …``
 #: (Rust), ``SEVERE: …`` (Java); or anywhere as a field: ``level=error`` (logfmt),
-#: ``"level": "error"`` (JSON lines).
+#: ``"level": "error"`` (JSON lines). A level followed by a space is a logger's column
+#: only in capitals: ``error handling: strict`` is a sentence.
 _LEVEL_LINE = re.compile(
-    r"[ \[(]*(?:\d[\d:./,T+-]*Z?[ \])]+)*\[?(?:warn|warning|error|fatal|critical|severe|panic)"
-    r"(?:[\]: ]|$)"
-    r"|.*\blevel=\"?(?:warn|warning|error|fatal|critical|panic)\b"
-    r"|.*\"level\": *\"(?:warn|warning|error|fatal|critical|panic)\"",
-    re.IGNORECASE,
+    r"[ \[(]*(?:\d[\d:./,T+-]*Z?[ \])]+)*\[?"
+    r"(?:(?i:warn|warning|error|fatal|critical|severe|panic)(?:[\]:]|$)"
+    r"|(?:WARN|WARNING|ERROR|FATAL|CRITICAL|SEVERE|PANIC) )"
+    r"|(?i:.*\blevel=\"?(?:warn|warning|error|fatal|critical|panic)\b)"
+    r"|(?i:.*\"level\": *\"(?:warn|warning|error|fatal|critical|panic)\")"
 )
 
 
@@ -146,6 +162,14 @@ def _is_error(line: str) -> bool:
     return _ERROR_LINE.search(line) is not None and _FRAME_LINE.match(line) is None
 
 
+def _starts_report(line: str) -> bool:
+    """Whether ``line`` states an error that starts a report in the log. A crash's
+    reason looks wider (``_is_error``): there the process died, and its likeliest last
+    words are wanted; a provider still serving writes ordinary sentences with such
+    words in them, which belong at info."""
+    return _REPORT_LINE.search(line) is not None and _FRAME_LINE.match(line) is None
+
+
 class _ErrorReport:
     """Which of one stream's lines belong to an error report, read line by line (a
     state per stream): those the log puts at warning.
@@ -153,8 +177,8 @@ class _ErrorReport:
     A report starts at a Python traceback's first line and takes the indented lines
     after it up to its first line at the margin, its error (an exception group's is all
     indented: the first line at the margin is past it), and the lines that chain two
-    tracebacks; or at a line that reads as an error (``_is_error``: Node's ``Error: x``,
-    ``panic: …``, ``java.lang.X: …``) or a logger's line at warning or worse
+    tracebacks; or at a line that states an error (``_starts_report``: Node's ``Error:
+    x``, ``panic: …``, ``java.lang.X: …``) or a logger's line at warning or worse
     (``_LEVEL_LINE``), and takes the stack lines after it (``_FRAME_LINE``), and the one
     line after an error line that ends with ``:`` (Rust's message). A blank line ends
     nothing: Go's dump and Python's chain have them inside."""
@@ -188,7 +212,7 @@ class _ErrorReport:
         if self._in == "stack" and _FRAME_LINE.match(line):
             return True
         self._in = None
-        if _is_error(line):
+        if _starts_report(line):
             self._in = "message" if line.rstrip().endswith(":") else "stack"
             return True
         if _LEVEL_LINE.match(line):
