@@ -20,7 +20,7 @@ import anyio
 from hostd._citations import ranked_citations
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
-from hostd.config import Config
+from hostd.config import Config, HostSettings, ProviderSettings
 from hostd.errors import HostdError
 
 from ._common import (
@@ -127,10 +127,17 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--timeout-ms",
         type=int,
         metavar="MS",
-        help="each provider's deadline for its answer (one shot: after it has started)",
+        help="each provider's deadline for its answer (one shot: after it has started; "
+        "default: each provider's own timeout_ms in its [[provider]], "
+        f"{ProviderSettings.model_fields['timeout_ms'].default} unless set)",
     )
     compose.add_argument(
-        "--overfetch", type=float, metavar="F", help="ask each provider for share × F tokens"
+        "--overfetch",
+        type=float,
+        metavar="F",
+        help="ask each provider for share × F tokens (default: the strategy's own, as "
+        "[reranker] overfetch for rerank, else [host] overfetch, "
+        f"{HostSettings.model_fields['overfetch'].default} unless set)",
     )
     compose.add_argument(
         "--caps", metavar="CAPS", help="provider shares of the budget: files=0.5,*=0.3 or JSON"

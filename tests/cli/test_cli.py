@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hostd.cli import build_parser, main
+from hostd.config import HostSettings, ProviderSettings
 from tests.fixtures.cli import run_hostd as _hostd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +68,32 @@ def test_compose_placement_help_says_what_each_order_is() -> None:
     for choice in placement.choices:
         # the choice, then what it does: not only the list the usage line already shows
         assert re.search(rf"\b{choice}\b( \(default\))? \w+", placement.help), choice
+
+
+def _flag_help(help_text: str, flag: str) -> str:
+    """What ``--help`` says of ``flag``: the text after its line's option, up to the next
+    option, on one line."""
+    start = help_text.index(f"\n  {flag} ") + len(flag) + 3
+    end = help_text.find("\n  --", start)
+    return " ".join(help_text[start:end].split())
+
+
+def test_compose_help_says_what_applies_without_timeout_ms_or_overfetch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["compose", "--help"])
+    out = capsys.readouterr().out
+    timeout = ProviderSettings.model_fields["timeout_ms"].default
+    assert _flag_help(out, "--timeout-ms").endswith(
+        f"(one shot: after it has started; default: each provider's own timeout_ms in its "
+        f"[[provider]], {timeout} unless set)"
+    ), out
+    overfetch = HostSettings.model_fields["overfetch"].default
+    assert _flag_help(out, "--overfetch").endswith(
+        "(default: the strategy's own, as [reranker] overfetch for rerank, else [host] "
+        f"overfetch, {overfetch} unless set)"
+    ), out
 
 
 def _config(tmp_path: Path, providers: str) -> Path:
