@@ -345,6 +345,13 @@ def skipped_summary(
     """``"2 secret files, 1 lockfile"`` for a log line; ``""`` when nothing was skipped.
     With ``paths`` (``Corpus.skipped_paths``), each reason names its first few:
     ``"2 secret files (.env, id_rsa)"``."""
+    return ", ".join(text for _n, text in _skipped_items(skipped, paths))
+
+
+def _skipped_items(
+    skipped: Mapping[str, int], paths: Mapping[str, Sequence[str]] | None
+) -> list[tuple[int, str]]:
+    """``skipped_summary``'s items: each reason's count and its words."""
     labels = {
         SKIP_SECRET: ("secret file", "secret files"),
         SKIP_SECRET_DIR: ("secret directory", "secret directories"),
@@ -363,19 +370,36 @@ def skipped_summary(
         ),
         SKIP_TOO_LARGE: ("file over --max-file-bytes", "files over --max-file-bytes"),
     }
-    parts = []
+    items = []
     for reason, (one, many) in labels.items():
         n = skipped.get(reason, 0)
         if n:
             named = _named(paths.get(reason, ())) if paths is not None else ""
-            parts.append(f"{n} {one if n == 1 else many}{named}")
-    return ", ".join(parts)
+            items.append((n, f"{n} {one if n == 1 else many}{named}"))
+    return items
 
 
-def not_indexed(corpus: Corpus) -> str:
-    """For a ready message: ``"; not indexed: 1 binary file (logo.bin)"``, or ``""``."""
-    skipped = skipped_summary(corpus.skipped, corpus.skipped_paths)
-    return f"; not indexed: {skipped}" if skipped else ""
+def not_indexed(corpus: Corpus, room: int | None = None) -> str:
+    """For a ready message: ``"; not indexed: 1 binary file (logo.bin)"``, or ``""``.
+    ``room``: the most characters it may take (what a ready message, ``MAX_READY_MESSAGE``,
+    leaves after the rest): a reason that does not fit is left out whole, and the files
+    of those left out counted (``…and 12 more files``), so no path is cut mid-name."""
+    items = _skipped_items(corpus.skipped, corpus.skipped_paths)
+    if not items:
+        return ""
+    for kept in range(len(items), 0, -1):
+        said = "; not indexed: " + ", ".join(text for _n, text in items[:kept])
+        rest = sum(n for n, _text in items[kept:])
+        if rest:
+            said += f", …and {rest} more {_files(rest)}"
+        if room is None or len(said) <= room:
+            return said
+    total = sum(n for n, _text in items)  # not even one reason fits: how many, no names
+    return f"; not indexed: {total} {_files(total)}"
+
+
+def _files(n: int) -> str:
+    return "file" if n == 1 else "files"
 
 
 def files_figure(corpus: Corpus) -> str:

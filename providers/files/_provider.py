@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from hostd.protocol import (
+    MAX_READY_MESSAGE,
     Capabilities,
     ContextQuery,
     ContextQueryResult,
@@ -38,15 +39,18 @@ def _report_build(index: FileIndex, seconds: float) -> str:
     of it), and what the built-in rules left out, so a user can find out why a file is
     missing or what crowds the rest; the same words are the ready message (``hostd
     status`` shows it). The parts come before the left-out files, whose list may run
-    past what a ready message keeps."""
+    past what a ready message keeps: there it ends at a whole reason, the files of the
+    rest counted."""
     cached = " (from cache)" if index.loaded_from_cache else ""
-    said = (
+    head = (
         f"{index.chunk_count} chunks from {files_figure(index.corpus)} "
         f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
-        f"{largest_parts(index.corpus)}{not_indexed(index.corpus)}{empty_note(index.corpus)}"
+        f"{largest_parts(index.corpus)}"
     )
-    print(f"providers.files: {said}", file=sys.stderr)
-    return said
+    empty = empty_note(index.corpus)
+    print(f"providers.files: {head}{not_indexed(index.corpus)}{empty}", file=sys.stderr)
+    room = MAX_READY_MESSAGE - len(head) - len(empty)
+    return f"{head}{not_indexed(index.corpus, room)}{empty}"
 
 
 class FilesProvider(Provider):

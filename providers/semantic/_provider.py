@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from hostd.protocol import (
+    MAX_READY_MESSAGE,
     Capabilities,
     CgpErrorCode,
     ContextQuery,
@@ -90,14 +91,16 @@ class SemanticProvider(Provider):
                     pass
 
         self.index.refresh(force=True, progress=progress, chunked=save_chunks)
-        said = (
+        head = (
             f"{self.index.chunk_count} chunks from {files_figure(corpus)} "
-            f"({self.index.embedded_last} embedded) in "
-            f"{time.perf_counter() - started:.1f}s{largest_parts(corpus)}{not_indexed(corpus)}"
-            f"{empty_note(corpus)}"
+            f"({self.index.embedded_last} embedded) in {time.perf_counter() - started:.1f}s"
+            f"{largest_parts(corpus)}"
         )
-        print(f"providers.semantic: {said}", file=sys.stderr)
-        return said  # the ready message: what hostd status shows
+        empty = empty_note(corpus)
+        print(f"providers.semantic: {head}{not_indexed(corpus)}{empty}", file=sys.stderr)
+        # The ready message (what hostd status shows) ends at a whole reason left out.
+        room = MAX_READY_MESSAGE - len(head) - len(empty)
+        return f"{head}{not_indexed(corpus, room)}{empty}"
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.protocol import (
+    MAX_READY_MESSAGE,
     ContextFrame,
     ContextQuery,
     FrameIdentity,
@@ -518,3 +520,42 @@ async def test_a_rebuild_for_a_changed_tree_is_said_as_the_new_ready_message(
         count = len(peer.notes)
         await peer.call("context/query", query)
         assert len(peer.notes) == count  # once per rebuild
+
+
+@pytest.mark.anyio
+async def test_a_long_not_indexed_list_ends_the_ready_message_at_a_whole_reason(
+    tmp_path: Path,
+) -> None:
+    """Many long names left out run the list past what a ready message keeps: it ends
+    at a whole reason, counting the files of the rest, never mid-name."""
+    root = tmp_path / "p"
+    left_out = {
+        "dump.bin": b"\0" * 10,  # binary
+        "latin.txt": b"caf\xe9 au lait\n",  # not UTF-8
+        "big.json": b"[" + b"1," * 400 + b"1]\n",  # over --max-file-bytes
+        "package-lock.json": b"{}\n",  # a lockfile
+        "app.min.js": b"var a=1;\n",  # generated
+    }
+    paths = []
+    for i in range(4):
+        folder = f"a-folder-whose-name-is-long-enough-{i}"  # a path under 60: shown whole
+        for name, data in left_out.items():
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            (root / folder / name).write_bytes(data)
+            paths.append(f"{folder}/{name}")
+    (root / "notes.md").write_text("indexed\n")
+    argv = ["-m", "providers.files", "--root", str(root), "--no-cache", "--max-file-bytes", "500"]
+    async with StdioPeer(argv) as peer:
+        await peer.handshake()
+    said = peer.notes[-1]["message"]
+    assert len(said) <= MAX_READY_MESSAGE, said
+    listed, _, more = said.partition("; not indexed: ")[2].rpartition(", …and ")
+    assert more.endswith(" more files"), said
+    # Each reason it names is whole: its count and its first paths, each a path left out.
+    kept = 0
+    for reason in re.findall(r"(\d+) [^,(]+ \(([^)]*)\)", listed):
+        count, named = reason
+        kept += int(count)
+        for path in named.split(", "):
+            assert path.split(" and ")[0] in paths, (path, said)
+    assert kept + int(more.split()[0]) == len(paths), said
