@@ -11,6 +11,8 @@ from pathlib import Path
 
 from hostd.config import default_state_dir
 from providers._corpus_cache import cache_dir
+from tests.fixtures.home import fresh_home
+from tests.fixtures.procs import ROOT
 
 RUN = Path(os.environ["HOSTD_TEST_RUN_DIR"])
 
@@ -34,3 +36,28 @@ def test_a_child_hostd_finds_no_user_config_of_the_developer(tmp_path: Path) -> 
     searched = out.stdout + out.stderr
     assert str(RUN / "config" / "hostd" / "hostd.toml") in searched, searched
     assert str(Path.home() / ".config" / "hostd") not in searched, searched
+
+
+def test_a_child_in_a_fresh_home_imports_the_checkout_under_test(tmp_path: Path) -> None:
+    # Run in a project, outside the checkout, as the init and first-run tests run hostd:
+    # its hostd and the bundled providers it starts must be this checkout's, not those
+    # of the tree the venv's editable install points at (another worktree's, say).
+    # ``-c`` puts the working directory first on the path, as ``-m hostd`` does.
+    project = tmp_path / "project"
+    project.mkdir()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import hostd, providers; print(hostd.__file__, providers.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=fresh_home(tmp_path),
+        timeout=120,  # a hang guard
+        check=True,
+    )
+    hostd_file, providers_file = out.stdout.split()
+    assert Path(hostd_file) == ROOT / "hostd" / "__init__.py", out.stdout
+    assert Path(providers_file) == ROOT / "providers" / "__init__.py", out.stdout

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.home import fresh_home, hostd_in
+from tests.fixtures.procs import ROOT
 from tests.integrations._factories import corpus, write_factories
 
 GOAL = "why does the retry loop give up"
@@ -123,8 +124,8 @@ def test_a_package_that_shadows_the_framework_is_named_not_the_extra(
     package (or module) of its name: the one line names that, not the extra."""
     (tmp_path / "lib" / shadow).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / "lib" / shadow).write_text("")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = "lib"
+    # ./lib ahead of this checkout (its providers, not the editable install's tree).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["lib", str(ROOT)])}
     done = subprocess.run(
         [sys.executable, "-m", f"providers.{framework}", "--retriever", "mymod:build"],
         capture_output=True,
