@@ -365,6 +365,32 @@ def test_the_client_reports_used_evidence_to_a_daemon_that_sampled_nothing(
     ]
 
 
+def test_a_one_shot_compose_sets_its_composition_aside_for_feedback_through_a_daemon(
+    tmp_path: Path,
+) -> None:
+    # A one-shot command prints its request id and ends: feedback on it can only come
+    # later, through a daemon (or hostd mcp) on the same state directory, which finds
+    # it in ``pending``. One that composed nothing writes nothing, not even the file.
+    config = _config(tmp_path, "[shadow]\nenabled = true\nsample = 0.0\n")
+    db = tmp_path / "state" / "shadow.db"
+    refused = run_hostd("--config", str(config), "compose", "g", "--providers", "nosuch")
+    assert refused.returncode != 0 and "unknown provider" in refused.stderr, refused.stderr
+    assert not db.exists()
+    done = run_hostd("--config", str(config), "compose", "first", "--budget", str(BUDGET), "--json")
+    assert done.returncode == 0, done.stderr
+    composed = json.loads(done.stdout)
+    request_id, label = composed["request_id"], composed["citations"][0]["label"]
+    assert ShadowStore(db).load_pending(request_id) is not None
+    assert ShadowStore(db).load() == []  # set aside, not counted as a record
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Client.spawn(config, env=env, cwd=ROOT) as hostd:
+        reply = hostd.feedback(request_id, used=[label], helpful=True)
+    assert reply["request_id"] == request_id and reply["helpful"] is True
+    (stored,) = ShadowStore(db).load()
+    assert stored.request_id == request_id and stored.feedback is not None
+    assert ShadowStore(db).load_pending(request_id) is None
+
+
 def test_feedback_without_shadow_is_a_typed_error(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with Client.spawn(_config(tmp_path, ""), env=env, cwd=ROOT) as hostd:
