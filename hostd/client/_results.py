@@ -202,6 +202,24 @@ class ProviderReport(WireResult):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def where_to_look(self) -> str | None:
+        """Where the provider's own words on this leg's failure are, when it explained
+        it on its stderr (an ``internal`` error it answered, whose message hostd does
+        not quote, only sizes, saying ``provider.stderr``); else ``None``. The daemon
+        logs that stderr, so this names the log, as ``hostd compose`` does, and the
+        command that shows the provider's stderr apart from any daemon."""
+        if self.error is None or "provider.stderr" not in self.error.message:
+            return None
+        pid = self.provider_id
+        return (
+            f"{pid}'s own words are on its stderr, which the daemon logs as provider.stderr "
+            "in its [log] file, else on its own stderr (a Client.spawn daemon's: yours): "
+            "its errors (a traceback) at warning, the rest at info; "
+            f"`hostd check-provider --provider {pid}` (with the daemon's --config) runs it "
+            "alone and shows the last lines of its stderr"
+        )
+
 
 class UsageFrame(WireResult):
     """One served frame and its canonical cost (UR1)."""

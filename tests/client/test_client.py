@@ -200,3 +200,46 @@ def test_connecting_where_no_daemon_serves_is_a_typed_error_naming_the_socket(
     with pytest.raises(NoDaemon) as by_config, Client.connect(config=config):
         pass
     assert f"start one with `hostd --config {config} serve`" in str(by_config.value)
+
+
+_RAISES = """\
+from hostd.protocol import Capabilities, ProviderInfo, QueryCapability
+from hostd.provider import Provider, run_stdio
+
+
+class Raises(Provider):
+    info = ProviderInfo(name="raises", version="1.0")
+    capabilities = Capabilities(query=QueryCapability(kinds=["fact"]))
+
+    async def query(self, query):
+        raise RuntimeError("notes database is locked")
+
+
+run_stdio(Raises())
+"""
+
+
+def test_a_providers_internal_error_says_where_its_own_words_are(tmp_path: Path) -> None:
+    # The daemon reports the error by its size, never its text; the report says where
+    # the provider's stderr went, as `hostd compose` does, still without quoting it.
+    script = tmp_path / "raises.py"
+    script.write_text(_RAISES, encoding="utf-8")
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "raises"\ncommand = ["python", "{script}"]\ncwd = "{ROOT}"\n'
+        + _provider("alpha"),
+        encoding="utf-8",
+    )
+    with Client.spawn(config, stderr=subprocess.DEVNULL, cwd=ROOT) as hostd:
+        result = hostd.compose("anything", budget=200)
+    legs = {leg.provider_id: leg for leg in result.providers}
+    failed = legs["raises"]
+    assert failed.status == "error" and failed.error is not None
+    assert failed.error.message.startswith("provider answered internal (")
+    where = failed.where_to_look
+    assert where is not None and where.startswith("raises's own words are on its stderr")
+    assert "provider.stderr" in where and "at warning" in where
+    assert "`hostd check-provider --provider raises`" in where
+    assert "database is locked" not in where + failed.error.message
+    assert legs["alpha"].ok and legs["alpha"].where_to_look is None
