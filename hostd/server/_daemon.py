@@ -122,7 +122,12 @@ class Daemon:
         #: Made only while the grace period waits for the requests in flight; set when
         #: the count falls to 0 (no event per request: most are never waited on).
         self._idle: anyio.Event | None = None
-        self._prefix = secrets.token_hex(3)
+        # A request id keys its shadow and feedback rows, which outlive the process: one
+        # ``shadow.db`` gathers the ids of every daemon and one-shot run on its state
+        # directory (each one-shot's first id ends in ``-1``). With 24 random bits two of
+        # about 5,000 runs shared an id as often as not, and the later one's pending
+        # record and feedback replaced the earlier one's; 48 bits keep them apart.
+        self._prefix = secrets.token_hex(6)
         self._seq = itertools.count(1)
         self.socket_path: Path | None = None
         self._on_stopping: Callable[[], None] | None = None

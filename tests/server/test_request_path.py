@@ -425,3 +425,14 @@ def test_the_plain_read_gets_the_bytes_the_streams_read_gets(
         return b"".join(out)
 
     assert anyio.run(read_all, True) == anyio.run(read_all, False) == b"".join(chunks)
+
+
+def test_request_ids_keep_every_runs_shadow_rows_apart() -> None:
+    # An id keys shadow and feedback rows that outlive its process; every one-shot
+    # compose's first id ends in "-1", so its random part alone keeps two runs apart:
+    # 48 bits (at 24, two of about 5,000 runs shared an id as often as not).
+    ids = [Daemon(Config()).new_request_id() for _ in range(2)]
+    prefixes = [i.rpartition("-")[0] for i in ids]
+    assert all(i.endswith("-1") for i in ids)
+    assert all(len(bytes.fromhex(p)) * 8 >= 48 for p in prefixes), ids
+    assert prefixes[0] != prefixes[1]
