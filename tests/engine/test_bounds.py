@@ -43,7 +43,7 @@ async def test_a_handshake_that_never_completes_costs_a_leg_its_deadline_only() 
     # tearing it down walks the whole grace period. That walk is the pool's, after
     # the leg has already reported: when the fan-out returns, the child still runs.
     specs = [adversary("slow_handshake", "slow"), healthy("ok")]
-    with anyio.fail_after(15):  # a hang guard, not a timing assertion
+    with anyio.fail_after(120):  # a hang guard, not a timing assertion
         async with Host(specs, start_timeout_s=30.0, grace_period_s=1.0) as host:
             await host.query_all(query(), 500, providers=["ok"])  # started, and ready
             # The request's deadline is each leg's, the slow one's start included.
