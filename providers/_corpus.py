@@ -52,6 +52,7 @@ __all__ = [
     "MAX_CHUNK_BYTES",
     "SKIP_BINARY",
     "SKIP_GENERATED",
+    "SKIP_GENERATED_DIR",
     "SKIP_LOCKFILE",
     "SKIP_LONG_LINE",
     "SKIP_NOT_UTF8",
@@ -92,6 +93,10 @@ _DIR_TAGS = {
     "CACHEDIR.TAG": b"Signature: 8a477f597d28d172789f06886806bc55",
     STATE_TAG: STATE_TAG_SIGNATURE,
 }
+# Entered, then left out whole and said (``SKIP_GENERATED_DIR``): a docs build, whose
+# pages, verbatim source copies (Sphinx's ``_sources/*.md.txt``) and search index repeat
+# the project's docs. Sphinx writes ``.buildinfo`` at the root of every HTML build.
+_BUILD_TAGS = {".buildinfo": b"# Sphinx build info version"}
 #: hostd's own ignore file (``.gitignore`` syntax, at any level): read by both bundled
 #: providers whatever ``--no-gitignore`` says; it can also bring back (``!path``) what
 #: a ``.gitignore`` keeps out, never what the built-in rules refuse.
@@ -287,6 +292,10 @@ MAX_CHUNK_BYTES = 16 * 1024
 SKIP_SECRET_DIR = "secret_dir"
 SKIP_LOCKFILE = "lockfile"
 SKIP_GENERATED = "generated"
+#: A directory a docs generator wrote (``_BUILD_TAGS``), counted once, unread.
+SKIP_GENERATED_DIR = "generated_dir"
+#: The reasons that name a directory, whose files are not read (nor counted as seen).
+_DIRECTORIES = frozenset({SKIP_SECRET_DIR, SKIP_GENERATED_DIR})
 #: An HTML or man page rendered from a doc the index holds (``_renderings``).
 SKIP_RENDERED = "rendered"
 SKIP_TOO_LARGE = "too_large"
@@ -359,11 +368,12 @@ def _skipped_items(
         SKIP_BINARY: ("binary file", "binary files"),
         SKIP_NOT_UTF8: ("file not UTF-8", "files not UTF-8"),
         SKIP_LONG_LINE: (
-            "file with a line too long to quote (minified?)",
-            "files with a line too long to quote (minified?)",
+            "file with a line too long to quote (minified, or data?)",
+            "files with a line too long to quote (minified, or data?)",
         ),
         SKIP_LOCKFILE: ("lockfile", "lockfiles"),
         SKIP_GENERATED: ("generated file", "generated files"),
+        SKIP_GENERATED_DIR: ("docs build (Sphinx)", "docs builds (Sphinx)"),
         SKIP_RENDERED: (
             "page rendered from a doc that is indexed",
             "pages rendered from docs that are indexed",
@@ -415,6 +425,8 @@ def files_figure(corpus: Corpus) -> str:
 #: (``largest_parts``): a small tree's parts are seen at a glance, a large one's are not.
 _PARTS_FROM_CHUNKS = 1000
 _PARTS_NAMED = 3
+#: A file that holds at least 1/this of a large index is named (``largest_parts``).
+_LARGEST_FILE_SHARE = 10
 
 
 def largest_parts(corpus: Corpus) -> str:
@@ -422,14 +434,21 @@ def largest_parts(corpus: Corpus) -> str:
     the top-level directories (or files at the root) that hold most of a large index,
     largest first (ties by name), so a user sees at once what it is made of: tests,
     fixtures or a changelog that crowd a ranking are one ``.hostdignore`` line away.
-    ``""`` for an index under ``_PARTS_FROM_CHUNKS`` chunks."""
+    A single file that holds a tenth of it or more is named too (``; largest file:
+    tests/fixtures/cases.json 40%``): one data file can fill every prompt, and a
+    directory's share does not say which file it is. ``""`` for an index under
+    ``_PARTS_FROM_CHUNKS`` chunks."""
     total = len(corpus.chunks)
     if total < _PARTS_FROM_CHUNKS:
         return ""
     counts = Counter(head + sep for head, sep, _ in (c.rel.partition("/") for c in corpus.chunks))
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:_PARTS_NAMED]
     shares = (f"{_shown(part)} {_percent(n, total)}" for part, n in top)
-    return f"; most chunks: {', '.join(shares)}"
+    said = f"; most chunks: {', '.join(shares)}"
+    rel, n = min(Counter(c.rel for c in corpus.chunks).items(), key=lambda kv: (-kv[1], kv[0]))
+    if n * _LARGEST_FILE_SHARE >= total and "/" in rel:  # a root file is named above
+        said += f"; largest file: {_shown(rel)} {_percent(n, total)}"
+    return said
 
 
 def _percent(n: int, total: int) -> str:
@@ -585,6 +604,9 @@ class Corpus:
                 entries = []
             if dir_rel and _tagged(entries):
                 return  # a cache or hostd's state: never the project's (the root is, always)
+            if dir_rel and _tagged(entries, _BUILD_TAGS):
+                skipped[SKIP_GENERATED_DIR].append(f"{dir_rel}/")
+                return  # a docs build: copies of the project's docs, said as such
             pushed = 0
             # .gitignore (unless told not to), then hostd's own .hostdignore, which
             # both bundled providers read: what only hostd should skip, said once.
@@ -728,12 +750,12 @@ class Corpus:
     def seen_count(self) -> int:
         """Files the last walk found that the user's ignore files and globs let in: those
         indexed and those a built-in rule or the size limit left out (``skipped``; a
-        secret directory is not read, so its files are not counted). An empty file, or
-        one of blank lines, holds nothing to index and is neither."""
+        secret directory or a docs build is not read, so its files are not counted). An
+        empty file, or one of blank lines, holds nothing to index and is neither."""
         left_out = {
             rel
             for reason, rels in self._skipped.items()
-            if reason != SKIP_SECRET_DIR
+            if reason not in _DIRECTORIES
             for rel in rels
         }
         return len(left_out | {rel for rel, f in self._files.items() if f.chunks})
@@ -842,11 +864,11 @@ def is_generated(data: bytes) -> bool:
     return False
 
 
-def _tagged(entries: Iterable[os.DirEntry[str]]) -> bool:
-    """Whether a directory's entries hold a tag (``_DIR_TAGS``): a regular file of that
-    name whose first bytes are its signature."""
+def _tagged(entries: Iterable[os.DirEntry[str]], tags: Mapping[str, bytes] = _DIR_TAGS) -> bool:
+    """Whether a directory's entries hold a tag (``_DIR_TAGS``, or ``tags``): a regular
+    file of that name whose first bytes are its signature."""
     for entry in entries:
-        signature = _DIR_TAGS.get(entry.name)
+        signature = tags.get(entry.name)
         if signature is None:
             continue
         try:

@@ -225,3 +225,22 @@ def test_a_converters_header_marks_html_and_man_pages_generated(tmp_path: Path) 
     corpus = Corpus(CorpusOptions(root=root))
     assert _rels(corpus) == {"site/c.html", "notes.py"}
     assert corpus.skipped == {SKIP_GENERATED: 2}
+
+
+def test_a_sphinx_build_is_left_out_whole_and_said_once(tmp_path: Path) -> None:
+    # Its pages, its verbatim copies of the sources (_sources/*.md.txt) and its search
+    # index all repeat the docs; Sphinx's .buildinfo at the build's root says what it is.
+    root = tmp_path / "p"
+    html = root / "docs" / "_build" / "html"
+    (html / "_sources").mkdir(parents=True)
+    (root / "docs" / "options.md").write_text(f"# Options\n\n{WORD}\n")
+    (html / "_sources" / "options.md.txt").write_text(f"# Options\n\n{WORD}\n")
+    (html / "searchindex.js").write_text(f'Search.setIndex({{"terms": ["{WORD}"]}})\n')
+    (html / ".buildinfo").write_text("# Sphinx build info version 1\nconfig: 0\n")
+    # A file of that name that is not Sphinx's marks nothing.
+    (root / "app").mkdir()
+    (root / "app" / ".buildinfo").write_text(f"build {WORD}\n")
+    corpus = Corpus(CorpusOptions(root=root))
+    assert _rels(corpus) == {"docs/options.md", "app/.buildinfo"}
+    assert not_indexed(corpus) == "; not indexed: 1 docs build (Sphinx) (docs/_build/html/)"
+    assert corpus.seen_count == 2  # its files are not read, so not counted as seen

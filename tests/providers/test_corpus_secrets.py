@@ -228,7 +228,10 @@ def test_a_line_too_long_to_quote_is_left_out_and_the_rest_of_its_file_kept(
     assert {c.rel for c in corpus.chunks} == {"data.md"}
     assert "Kept too." in "".join(c.text for c in corpus.chunks)
     assert corpus.skipped == {SKIP_LONG_LINE: 2}
-    assert skipped_summary(corpus.skipped) == "2 files with a line too long to quote (minified?)"
+    assert (
+        skipped_summary(corpus.skipped)
+        == "2 files with a line too long to quote (minified, or data?)"
+    )
 
 
 def test_git_s_own_excludes_are_honoured_as_gitignore_is(tmp_path: Path) -> None:

@@ -451,7 +451,10 @@ def test_a_large_index_names_its_largest_top_level_parts(tmp_path: Path) -> None
     corpus = Corpus(CorpusOptions(root=_large_tree(tmp_path / "p")))
     corpus.refresh()
     assert len(corpus.chunks) == 1000  # the premise: one chunk per line
-    assert largest_parts(corpus) == "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
+    assert largest_parts(corpus) == (
+        "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
+        "; largest file: packages/cli/b.py 31%"  # a tenth or more: named (ties by name)
+    )
     # A smaller one's parts are seen at a glance: not named.
     (tmp_path / "p" / "build.py").unlink()
     corpus.refresh()
@@ -479,7 +482,10 @@ def test_the_parts_named_are_ordered_by_size_then_name_and_bounded(tmp_path: Pat
     corpus.adopt(state)
     said = largest_parts(corpus)
     # Each name as a summary shows a path: a long one cut in its middle, controls as ?.
-    assert said == f"; most chunks: {'d' * 29}…{'d' * 28}/ 40%, ?]0;x/ 30%, a/ 30%"
+    assert said == (
+        f"; most chunks: {'d' * 29}…{'d' * 28}/ 40%, ?]0;x/ 30%, a/ 30%"
+        f"; largest file: {'d' * 29}…{'d' * 23}/x.txt 40%"
+    )
     state["c/x.txt"] = (1, 1, state["c/x.txt"][2] * 100, None)  # now the largest
     corpus.adopt(state)
     assert largest_parts(corpus).startswith("; most chunks: c/ 29%")
@@ -494,7 +500,8 @@ async def test_the_files_providers_ready_message_names_the_parts_that_hold_most(
         await peer.handshake()
     said = peer.notes[-1]["message"]
     assert said.startswith(f"1000 chunks from 5 files under {root.resolve()}"), said
-    assert said.endswith("; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"), said
+    parts = "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
+    assert said.endswith(f"{parts}; largest file: packages/cli/b.py 31%"), said
 
 
 @pytest.mark.anyio
@@ -559,3 +566,19 @@ async def test_a_long_not_indexed_list_ends_the_ready_message_at_a_whole_reason(
         for path in named.split(", "):
             assert path.split(" and ")[0] in paths, (path, said)
     assert kept + int(more.split()[0]) == len(paths), said
+
+
+def test_a_file_that_holds_a_tenth_of_a_large_index_is_named(tmp_path: Path) -> None:
+    # One data file can fill every prompt; its directory's share does not say which.
+    root = tmp_path / "p"
+    for n in range(12):
+        _lines_file(root / "src" / f"m{n}.py", 76)
+    _lines_file(root / "tests" / "fixtures" / "cases.json", 99)
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.refresh()
+    assert largest_parts(corpus) == "; most chunks: src/ 90%, tests/ 10%"  # 99 of 1,011
+    _lines_file(root / "tests" / "fixtures" / "cases.json", 300)
+    corpus.refresh()
+    assert largest_parts(corpus) == (
+        "; most chunks: src/ 75%, tests/ 25%; largest file: tests/fixtures/cases.json 25%"
+    )

@@ -84,4 +84,4 @@ def test_the_ready_message_names_the_parts_that_hold_most(tmp_path: Path) -> Non
     _, progress = _notes()
     said = provider.warm(progress)
     assert said.startswith("1000 chunks from 2 files (1000 embedded)"), said
-    assert said.endswith("; most chunks: tests/ 70%, src/ 30%"), said
+    assert said.endswith("; most chunks: tests/ 70%, src/ 30%; largest file: tests/t.txt 70%"), said
