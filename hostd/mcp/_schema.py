@@ -481,7 +481,11 @@ class ProgressTrack:
         ``None`` when none may be sent."""
         provider = note.get("provider")
         done = note.get("done")
-        if note.get("status") == "warming" or not _count(done):
+        if _count(note.get("total")):  # a warm-up step's note carries it too
+            self.total = float(note["total"])
+        # A warm-up step has no leg count; a leg that finished still warming has one,
+        # and moves the count as any finished leg does.
+        if not _count(done):
             if self._notes >= self.max_notes:
                 return None
             self._notes += 1
@@ -495,8 +499,6 @@ class ProgressTrack:
                 state = f"warming, {warming_doing(figures.get('phase'))}"
             value = self._base + 0.5 * (1 - 0.5**self._notes)
             return self._sent(value), self.total, f"{provider}: {state}{where}"
-        if _count(note.get("total")):
-            self.total = float(note["total"])
         self._base = float(done)
         self._notes = 0
         message = f"{provider}: {note.get('status')}, {note.get('frames_accepted', 0)} frames"

@@ -373,7 +373,9 @@ class _Notes:
         )
 
     async def warming(self, provider_id: str, progress: dict[str, Any]) -> None:
-        await self._send({"provider": provider_id, "status": "warming", "warming": progress})
+        # With the request's count of legs, so a client shows one total from the start.
+        note = {"provider": provider_id, "status": "warming", "warming": progress}
+        await self._send({**note, "total": self._total})
 
 
 def _reports(reports: Mapping[str, LegReport]) -> list[dict[str, Any]]:

@@ -227,3 +227,15 @@ def test_the_output_schema_declares_every_member_of_a_provider_report() -> None:
     assert set(wire) == set(item["properties"])
     Draft202012Validator({**item, "additionalProperties": False}).validate(wire)
     assert item["properties"]["note"]["type"] == "string"
+
+
+def test_a_leg_that_ends_warming_moves_the_count_and_every_note_has_the_total() -> None:
+    # The user saw "semantic: warming…" at 1.25, then "files: ok" at 3: the leg that
+    # ended warming never moved the count, and the early notes had no total.
+    track = ProgressTrack()
+    track.start()
+    step = {"provider": "s", "status": "warming", "warming": {"done": 1, "total": 9}, "total": 2}
+    ended = {"provider": "s", "status": "warming", "frames_accepted": 0, "done": 1, "total": 2}
+    said = [track.update(n) for n in (step, ended)]
+    assert said[0] is not None and said[0][1:] == (2.0, "s: warming, building its index 1/9")
+    assert said[1] == (1.0, 2.0, "s: warming, 0 frames")
