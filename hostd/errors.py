@@ -29,6 +29,7 @@ __all__ = [
     "FloorsExceedBudget",
     "HandshakeFailed",
     "HostdError",
+    "IdInUse",
     "IncompatibleVersion",
     "InsecureTransport",
     "InvalidParam",
@@ -254,6 +255,14 @@ class EmptyBatch(InvalidRequest):
     """``[]``: a batch with no request in it, answered with one invalid-request error."""
 
     reason = "empty_batch"
+
+
+class IdInUse(InvalidRequest):
+    """A request whose id another request in flight on the same connection holds: it is
+    refused, not run, since its reply and a ``$/cancel`` of that id could not tell
+    the two apart."""
+
+    reason = "id_in_use"
 
 
 class RequestLineTooLong(InvalidRequest):

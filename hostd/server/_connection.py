@@ -7,9 +7,11 @@ requests (−32600) answered with ``id: null``; batches answered as one array (a
 empty batch is one invalid request; a batch of notifications gets no reply; an
 element that is not an object, an inner array included, gets its own −32600 and
 is never run);
-per-connection limits on batch size and requests in flight; ``$/cancel``
-cancels the named request's work and suppresses its reply; and, for sockets, a
-client that goes away cancels everything it had in flight.
+per-connection limits on batch size and requests in flight; ids unique among
+the requests in flight (a request, or a batch element, whose id one in flight
+holds gets its own −32600 ``id_in_use`` and is never run); ``$/cancel``
+cancels the named request's work, suppresses its reply and frees its id; and,
+for sockets, a client that goes away cancels everything it had in flight.
 
 A connection with a token (TCP) is *unauthenticated* until its first message,
 ``$/authenticate``, carries the token: until then it may hold no more than a
@@ -40,6 +42,7 @@ import anyio.lowlevel
 
 from hostd.errors import (
     EmptyBatch,
+    IdInUse,
     InvalidRequest,
     Overloaded,
     ParseError,
@@ -227,6 +230,18 @@ def _not_a_request() -> dict[str, Any]:
     return error_reply(InvalidRequest("Invalid Request: a batch element must be an object"))
 
 
+def _id_in_use(msg: Any) -> dict[str, Any]:
+    """The answer to a request whose id one in flight on this connection holds. Both run,
+    the client could not tell their replies apart, nor which one a ``$/cancel`` of
+    that id stops; so the later one is refused. The id is in the reply, not the text
+    (a peer's string, of any length)."""
+    refusal = IdInUse(
+        "Invalid Request: a request in flight on this connection has this id; "
+        "send another id, or this one again once that request is answered"
+    )
+    return error_reply(refusal, reply_id(msg))
+
+
 class Connection:
     """Serve JSON-RPC on one byte stream until EOF, a broken peer, or cancellation."""
 
@@ -260,9 +275,10 @@ class Connection:
         self._send_lock = anyio.Lock(fast_acquire=True)
         #: Writes under way or waiting for the lock; 0 lets a line skip the lock.
         self._writers = 0
-        #: What a ``$/cancel`` of an id reaches: a request's ``_Running``, or the
-        #: cancel scope of a batch's element.
-        self._scopes: dict[Hashable, list[_Cancellable]] = {}
+        #: The ids in flight, each to what a ``$/cancel`` of it reaches: a request's
+        #: ``_Running``, or the cancel scope of a batch's element. One entry per id: a
+        #: request whose id is here is refused (``_id_in_use``).
+        self._scopes: dict[Hashable, _Cancellable] = {}
         self._inflight = 0
         #: Made only when ``serve`` drains the requests in flight at EOF.
         self._idle: anyio.Event | None = None
@@ -333,34 +349,39 @@ class Connection:
     # -- cancellation ------------------------------------------------------------------
 
     def cancel(self, id_: Any) -> None:
-        for scope in self._scopes.get(_id_key(id_), ()):
-            scope.cancel()
+        # The id is free from here: a cancelled request is never answered, so the client
+        # has no reply to wait for before it sends the id again.
+        entry = self._scopes.pop(_id_key(id_), None)
+        if entry is not None:
+            entry.cancel()
 
     def abort_in_flight(self) -> None:
         """The grace period is over: cancel every request in flight and answer each
         with ``shutting_down`` (−32006) instead of closing on it without a word."""
         self._aborting = True
-        for scopes in list(self._scopes.values()):
-            for scope in scopes:
-                scope.cancel()
+        for entry in list(self._scopes.values()):
+            entry.cancel()
 
-    def _register(self, msg: Any) -> anyio.CancelScope:
+    def _register(self, msg: Any) -> anyio.CancelScope | None:
+        """A batch element's cancel scope, its id held until the batch is answered; None
+        for an element whose id a request in flight (an earlier element included) holds."""
         scope = anyio.CancelScope()
         if isinstance(msg, dict) and "id" in msg:
-            self._scopes.setdefault(_id_key(msg["id"]), []).append(scope)
+            key = _id_key(msg["id"])
+            if key in self._scopes:
+                return None
+            self._scopes[key] = scope
         return scope
 
-    def _unregister(self, msg: Any, scope: anyio.CancelScope) -> None:
-        if isinstance(msg, dict) and "id" in msg:
+    def _unregister(self, msg: Any, scope: anyio.CancelScope | None) -> None:
+        if scope is not None and isinstance(msg, dict) and "id" in msg:
             self._forget(_id_key(msg["id"]), scope)
 
     def _forget(self, key: Hashable, entry: _Cancellable) -> None:
-        """``entry`` no longer reachable by a ``$/cancel`` of ``key`` (if it was)."""
-        entries = self._scopes.get(key)
-        if entries is not None and entry in entries:
-            entries.remove(entry)
-            if not entries:
-                del self._scopes[key]
+        """``entry`` no longer reachable by a ``$/cancel`` of ``key``, its id free (if it
+        still held it: a ``$/cancel`` frees the id at once, and another may hold it since)."""
+        if self._scopes.get(key) is entry:
+            del self._scopes[key]
 
     # -- serving -----------------------------------------------------------------------
 
@@ -445,8 +466,11 @@ class Connection:
             running = _Running()
             key: Hashable = None
             if isinstance(msg, dict) and "id" in msg:
-                key = _id_key(msg["id"])  # before the task: a $/cancel next finds it
-                self._scopes.setdefault(key, []).append(running)
+                key = _id_key(msg["id"])
+                if key in self._scopes:
+                    await self.send(_id_in_use(msg))
+                    return True
+                self._scopes[key] = running  # before the task: a $/cancel next finds it
             self._begin()
             # The coroutine and its name given (anyio >= 4.14): the name is not derived
             # from the method, nor the call checked for a coroutine, per request.
@@ -487,7 +511,8 @@ class Connection:
                 await self.send(errors)
             return
         # Scopes are registered before the task starts, so a $/cancel on the very next
-        # line always finds the request it names.
+        # line always finds the request it names; in order, so of two elements with one
+        # id the later is refused.
         scopes = [self._register(m) for m in batch]
         self._begin()
         self._tg.start_soon(self._finish_batch, batch, scopes)
@@ -547,7 +572,7 @@ class Connection:
         finally:
             self._end()
 
-    async def _finish_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
+    async def _finish_batch(self, batch: list[Any], scopes: list[anyio.CancelScope | None]) -> None:
         try:
             await self._run_batch(batch, scopes)
         finally:
@@ -555,20 +580,23 @@ class Connection:
                 self._unregister(m, scope)
             self._end()
 
-    async def _run_batch(self, batch: list[Any], scopes: list[anyio.CancelScope]) -> None:
+    async def _run_batch(self, batch: list[Any], scopes: list[anyio.CancelScope | None]) -> None:
         replies: list[Any] = [None] * len(batch)
         limiter = anyio.CapacityLimiter(self._limits.max_in_flight)
 
-        async def one(i: int) -> None:
+        async def one(i: int, scope: anyio.CancelScope) -> None:
             async with limiter:
-                replies[i] = await self._dispatch_in(batch[i], scopes[i])
+                replies[i] = await self._dispatch_in(batch[i], scope)
 
         async with anyio.create_task_group() as tg:
-            for i, msg in enumerate(batch):
-                if isinstance(msg, dict):
-                    tg.start_soon(one, i)
-                else:  # an inner array is never a batch of its own (nor run), nor any scalar
+            for i, (msg, scope) in enumerate(zip(batch, scopes, strict=True)):
+                if not isinstance(msg, dict):
+                    # An inner array is never a batch of its own (nor run), nor any scalar.
                     replies[i] = _not_a_request()
+                elif scope is None:
+                    replies[i] = _id_in_use(msg)
+                else:
+                    tg.start_soon(one, i, scope)
         out = [r for r in replies if r is not None and r is not _NO_REPLY]
         if out:
             await self.send(out)

@@ -141,6 +141,50 @@ async def test_a_cancel_of_another_id_leaves_the_request_running() -> None:
     assert [r["id"] for r in peer.replies()] == [2, "a"]
 
 
+def _id_in_use(reply: Any, id_: Any) -> bool:
+    return reply["id"] == id_ and reply["error"]["data"]["reason"] == "id_in_use"
+
+
+async def test_a_batch_element_whose_id_is_in_flight_is_refused_and_never_run() -> None:
+    peer = _Peer()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.connection.serve)
+            await peer.lines_in.send(_line(_request("a", "wait")))
+            await peer.started_("a")
+            # "a" is held by the request in flight; of the batch's two 2s, the later one.
+            batch = [_request("a"), _request(2), _request(2, "wait")]
+            await peer.lines_in.send(_line(batch))
+            await peer.started_(2)
+            peer.released.set()
+            await peer.lines_in.aclose()
+    (batch_reply,) = [r for r in peer.replies() if isinstance(r, list)]
+    assert [r.get("result") for r in batch_reply] == [None, {"id": 2}, None]
+    assert _id_in_use(batch_reply[0], "a") and _id_in_use(batch_reply[2], 2)
+    assert batch_reply[0]["error"]["code"] == -32600
+    (single,) = [r for r in peer.replies() if isinstance(r, dict)]
+    assert single == {"jsonrpc": "2.0", "result": {"id": "a"}, "id": "a"}
+    assert peer.connection._scopes == {}
+
+
+async def test_an_id_a_batch_element_holds_is_refused_until_a_cancel_frees_it() -> None:
+    peer = _Peer()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.connection.serve)
+            await peer.lines_in.send(_line([_request("b", "wait")]))
+            await peer.started_("b")
+            # Refused while the batch holds "b"; free as soon as it is cancelled (a
+            # cancelled request is never answered, so there is no reply to wait for).
+            again = _line(_request("b"))
+            await peer.lines_in.send(again + _line(_cancel("b")) + again)
+            await peer.lines_in.aclose()
+    first, second = peer.replies()
+    assert _id_in_use(first, "b") and first["error"]["code"] == -32600
+    assert second == {"jsonrpc": "2.0", "result": {"id": "b"}, "id": "b"}
+    assert peer.cancelled == ["b"] and peer.connection._scopes == {}
+
+
 async def test_the_end_of_the_grace_period_answers_each_request_in_flight_before_it_ends() -> None:
     peer = _Peer()
     with anyio.fail_after(30):

@@ -14,6 +14,7 @@ import pytest
 from hostd.client import ComposeResult, RpcError, connect
 from tests.fixtures.gate import Gate
 from tests.server.conftest import ROOT, STUCK
+from tests.server.test_malformed import Raw, assert_error, assert_serving
 
 pytestmark = pytest.mark.anyio
 
@@ -178,6 +179,44 @@ async def test_cancel_drops_the_work_and_its_reply(start_daemon) -> None:
     assert await daemon.stop() == 0
     cancelled = daemon.events("request.cancelled")
     assert len(cancelled) == 1
+
+
+def _compose_line(id_: int, goal: str) -> str:
+    params = {"goal": goal, "budget": 300}
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "context/compose", "params": params})
+
+
+async def test_an_id_in_flight_is_refused_to_a_second_request_until_answered(
+    start_daemon, marker: str
+) -> None:
+    # The provider holds the answer to a goal starting "hold" until it answers another
+    # query: the first request stays in flight until the test sends a second goal.
+    adversarial = (
+        '[[provider]]\nid = "adv"\ncommand = ["python", "-m", '
+        '"tests.fixtures.adversarial_provider", "malformed", "--name", '
+        f'"adv-{marker}"]\ntimeout_ms = 60000\ncwd = "{ROOT}"\n'
+    )
+    daemon = await start_daemon(providers={}, extra=adversarial, start_providers="boot")
+    await daemon.logged("provider.handshake.ok", provider="adv")
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        # One write: the daemon reads the held request before the second one.
+        await raw.send(f"{_compose_line(7, 'hold')}\n{_compose_line(7, 'release')}\n".encode())
+        refused = assert_error(await raw.line(), -32600, 7)
+        assert refused["data"]["reason"] == "id_in_use", refused
+        assert "in flight on this connection" in refused["message"]
+        # Never run: the provider still holds the first answer until another goal comes.
+        await raw.send(f"{_compose_line(8, 'release')}\n".encode())
+        answered = sorted([await raw.line(), await raw.line()], key=lambda r: r["id"])
+        assert [(r["id"], "prompt" in r.get("result", {})) for r in answered] == [
+            (7, True),
+            (8, True),
+        ], answered
+        # Answered, the id is free again; and no other reply for 7 was left to come.
+        reused = await raw.ask(f"{_compose_line(7, 'once more')}\n".encode())
+        assert reused["id"] == 7 and "prompt" in reused["result"], reused
+        await assert_serving(raw)
+    assert await daemon.stop() == 0
 
 
 async def test_socket_is_private(start_daemon) -> None:
