@@ -104,36 +104,30 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
 
 
 def budget_advice(result: Mapping[str, Any]) -> str | None:
-    """For a composition that included nothing because nothing fit (every frame ranked
-    ``over_budget``): what the smallest one costs, what the budget left after the
-    prompt's own lines, and the budget that would include it. ``None`` otherwise: an
-    empty prompt for other reasons says nothing of the budget."""
+    """For a composition that included nothing because the budget was too small (its
+    ``audit.budget_hint``): what the prompt's own lines take, what did not fit, and the
+    least budget at which it could, by the split the providers are asked under. ``None``
+    otherwise: an empty prompt for other reasons says nothing of the budget.
+
+    The budget named holds the prompt's own lines and the frame named, and asks that
+    frame's provider for at least its cost; at another budget the providers may offer
+    other frames, so it is "at least", never a promise."""
     audit = result.get("audit") or {}
-    entries = audit.get("entries") or []
-    if any(e.get("disposition") == "included" for e in entries):
-        return None
+    hint = audit.get("budget_hint")
     budget = audit.get("global_budget")
-    if not isinstance(budget, int):
+    if not isinstance(hint, Mapping) or not isinstance(budget, int):
         return None
-    # What each would need: the budget, less the room it had, plus its cost; past a
-    # budget its fixed lines alone are over, by ``over_by`` more.
-    needs = [
-        (budget - int(d["remaining"]) + int(d.get("over_by") or 0) + int(d["cost"]), d)
-        for e in entries
-        if e.get("reason") == "over_budget"
-        and isinstance(d := e.get("detail"), Mapping)
-        and isinstance(d.get("cost"), int)
-        and isinstance(d.get("remaining"), int)
-    ]
-    if not needs:
-        return None
-    need, detail = min(needs, key=lambda n: n[0])
-    own = (
-        f"the prompt's own lines alone take {budget + int(detail['over_by'])}"
-        if detail.get("over_by")
-        else f"the prompt's own lines leave {detail['remaining']} of it"
-    )
+    need, pid, asked = hint.get("budget"), hint.get("provider"), hint.get("asked")
+    own = f"the prompt's own lines take {hint.get('fixed')}"
+    if isinstance(hint.get("cost"), int):
+        return (
+            f"the budget of {budget} tokens is too small for any frame offered: {own} and "
+            f"the cheapest frame, from {pid}, costs {hint['cost']}; a budget of at least "
+            f"{need} holds both and asks {pid} for {asked} tokens (a provider may offer other "
+            f"frames at another budget)"
+        )
     return (
-        f"the budget of {budget} tokens is too small for any frame offered: {own} and "
-        f"the smallest frame costs {detail['cost']}; a budget of at least {need} includes it"
+        f"the budget of {budget} tokens is too small for any frame: {own} and {pid} had "
+        f"none within the {hint.get('had')} tokens it was asked for; a budget of at least "
+        f"{need} is the least at which one could fit (it asks {pid} for {asked} tokens)"
     )

@@ -256,13 +256,15 @@ def no_evidence(
         reasons[reason] = reasons.get(reason, 0) + 1
         mine = each.setdefault(pid, {})
         mine[reason] = mine.get(reason, 0) + 1
+    advice = budget_advice(result)
     if not offered:
         lines = ["empty prompt: no provider produced evidence"]
+        if advice:  # they had frames, each over what it was asked for
+            lines = ["empty prompt: no frame fit the budget", f"  {advice}: raise --budget"]
     else:  # evidence came, and the audit says why none of it is in the prompt
         why = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda i: -i[1]))
         lines = [f"empty prompt: {sum(offered.values())} frame(s) offered, none included ({why})"]
         if "over_budget" in reasons:
-            advice = budget_advice(result)
             lines.append(
                 f"  {advice}: raise --budget"
                 if advice

@@ -49,7 +49,16 @@ from ._host import Host, LegDone, ProgressDone
 from ._judge import JudgedLeg, judge, judge_leg
 from ._launch import Launcher, PoolSettings
 from ._leg_audit import QUARANTINE_RULES, LegAudit, audit_leg, looks_like_instructions
-from ._plan import FanOutPlan, LegAction, LegPlan, ProviderView, gate, plan_fan_out
+from ._plan import (
+    FanOutPlan,
+    LegAction,
+    LegPlan,
+    ProviderView,
+    asked_at,
+    gate,
+    least_budget,
+    plan_fan_out,
+)
 from ._pool import ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
 from ._rerank import RERANKER_ID, Reranker, RerankOutcome, RerankService
@@ -97,6 +106,7 @@ __all__ = [
     "RestartPolicy",
     "StartAction",
     "StartDecision",
+    "asked_at",
     "audit_leg",
     "awaits_start",
     "backoff_delay",
@@ -113,6 +123,7 @@ __all__ = [
     "is_parked",
     "judge",
     "judge_leg",
+    "least_budget",
     "looks_like_instructions",
     "missing_consent",
     "plan_fan_out",

@@ -91,12 +91,14 @@ def judge_leg(
             **fields,
         )
         return JudgedLeg(report, audit)
+    unfit = nothing_fit(reply, audit.offered, leg.asked)
     report = LegReport(
         leg.provider_id,
         LegStatus.OK,
         frames_accepted=len(audit.accepted),
         tokens_accepted=audit.accepted_cost,
-        note=nothing_fit(reply, audit.offered, leg.asked) or no_kind_declared(reply, audit.offered),
+        note=unfit or no_kind_declared(reply, audit.offered),
+        nothing_fit=unfit is not None,
         **fields,
     )
     return JudgedLeg(report, audit)

@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 from hostd.errors import BadRequest
@@ -37,9 +38,11 @@ __all__ = [
     "LegAction",
     "LegPlan",
     "ProviderView",
+    "asked_at",
     "asked_tokens",
     "gate",
     "leg_limit_ms",
+    "least_budget",
     "plan_fan_out",
     "query_wire",
     "trim_representations",
@@ -126,6 +129,62 @@ def asked_tokens(share: int, global_budget: int, overfetch: float) -> int:
 #: Below this a float holds every integer exactly, so ``share * int(overfetch)`` is
 #: ``ceil(share * overfetch)`` for an integral ``overfetch`` (up to 1000, ``config``).
 _EXACT = 2**43
+
+
+def asked_at(
+    provider_id: str,
+    weights: Mapping[str, float],
+    budget: int,
+    *,
+    overfetch: float,
+    held: int = 0,
+) -> int:
+    """What ``provider_id`` is asked for at ``budget``, as ``plan_fan_out`` asks it:
+    its ``budget_split`` share (``weights``: every provider of the fan-out, by id) of what
+    the providers contest (``held``: the tokens they do not share, the floors'), times
+    ``overfetch`` (``asked_tokens``)."""
+    ids = sorted(weights)
+    contested = max(0, budget - held)
+    share = _split(contested, tuple(weights[p] for p in ids))[ids.index(provider_id)]
+    return asked_tokens(share, contested, overfetch)
+
+
+def least_budget(
+    provider_id: str,
+    weights: Mapping[str, float],
+    need: int,
+    *,
+    overfetch: float,
+    at_least: int = 0,
+    held: int = 0,
+) -> int:
+    """The smallest budget, ``at_least`` or more, at which ``provider_id`` is asked for
+    ``need`` tokens or more (``asked_at``). What a refusal's budget hint names, so the
+    budget it names does not ask that provider for less than the frame it names.
+
+    A share grows with the budget but for a token of rounding (the largest-remainder
+    split can give one provider a token less at a larger budget): the budget found by
+    bisection asks for ``need``, the one below it does not. Raises ``ValueError`` when
+    the provider's weight is 0 (it is never asked)."""
+    weight = weights[provider_id]
+    if not weight > 0:
+        raise ValueError(f"provider {provider_id!r} has weight 0: it is never asked")
+
+    def enough(budget: int) -> bool:
+        return asked_at(provider_id, weights, budget, overfetch=overfetch, held=held) >= need
+
+    # A provider is asked for at most what it contests (``asked_tokens``): no lower budget.
+    low = max(at_least, held + need, 0)
+    if need <= 0 or enough(low):
+        return low
+    # Its share is at least the floor of its exact quota, and it is asked for at least its
+    # share: a budget whose quota alone is ``need`` is enough.
+    quota = Fraction(need) * sum(map(Fraction, weights.values())) / Fraction(weight)
+    high = max(low + 1, held + math.ceil(quota))
+    while high - low > 1:  # ``low`` is not enough, ``high`` is
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
 
 
 def gate(

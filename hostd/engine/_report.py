@@ -77,6 +77,8 @@ class LegReport:
     #: Why an ``ok`` leg gave nothing, when it can be told (``nothing_fit``): hostd's
     #: own words and figures, never the provider's.
     note: str | None = None
+    #: It answered no frame and said it left some out: none it had fit ``max_tokens``.
+    nothing_fit: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -377,7 +377,7 @@ def no_evidence(
     ]
     head = "hostd: no evidence for this goal [no_evidence]"
     advice = budget_advice(result)
-    if advice is not None:  # there was evidence: none of it fit
+    if advice is not None:  # there was evidence: none of it fit the budget
         head = "hostd: no evidence fit the budget [no_evidence]"
     return "\n".join(
         [

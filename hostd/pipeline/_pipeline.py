@@ -43,6 +43,7 @@ from hostd.logs import get_logger, log_audit
 from hostd.protocol import ContextQuery, check_timestamp
 from hostd.quality import Composition, Feedback, ShadowRecorder
 
+from ._advice import budget_hint
 from ._degraded import degradations
 from ._prepare import Prepared, Preparer, RerankPreparer, preparers
 from ._request import ComposeRequest, Progress, QueryRequest
@@ -213,6 +214,10 @@ class Pipeline:
             tokenizer=tokenizer,
         )
         composed, result = await anyio.to_thread.run_sync(compose) if offload else compose()
+        if not result["citations"]:  # nothing included: say the budget that could do
+            hint = self._budget_hint(request, result["audit"]["entries"], fan, floors)
+            if hint is not None:
+                result["audit"]["budget_hint"] = hint
         # 5. record: one value, for shadow replay and feedback. With ``record`` the
         # reply waits for the record's commit (acknowledged means written).
         recorded = False
@@ -236,6 +241,29 @@ class Pipeline:
             result["recorded"] = recorded
         # 6. report.
         return self._report(request_id, budget, fan, result, part, prepared)
+
+    def _budget_hint(
+        self,
+        request: ComposeRequest,
+        entries: Sequence[Mapping[str, Any]],
+        fan: FanOut,
+        floors: c.AdmittedFloors,
+    ) -> dict[str, Any] | None:
+        """``audit.budget_hint`` (``budget_hint``) of a composition that included nothing,
+        by the split this fan-out was planned with: the asked providers' weights, its
+        over-fetch, what the floors held back of the budget."""
+        asked = set(self.chosen(request.providers))
+        weights = {p.id: p.weight for p in self.config.provider if p.id in asked}
+        costs = {(pid, frame.id): frame.token_cost for pid, frame in fan.accepted}
+        return budget_hint(
+            entries,
+            fan.reports,
+            costs,
+            weights,
+            overfetch=fan.overfetch,
+            fixed=floors.meter.tokens(floors.fixed),
+            held=floors.budget - floors.contested,
+        )
 
     def _report(
         self,
