@@ -307,7 +307,9 @@ def _pusher(send: MemoryObjectSendStream[dict[str, Any]]) -> Callable[[dict[str,
     """The API's progress callback (called synchronously, from its read loop)."""
 
     def push(leg: dict[str, Any]) -> None:
-        with contextlib.suppress(anyio.ClosedResourceError):  # a leg reported after the end
+        # A leg reported after the end: the call returned (``send`` closed), or it was
+        # cancelled and ``forward`` with it (its receiving end closed) while legs finish.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             send.send_nowait(leg)
 
     return push

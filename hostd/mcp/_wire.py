@@ -13,6 +13,11 @@ requests still running. This edge stands in front of it:
 - every request handed on is counted until its answer is written (or its client
   cancels it: MCP's cancellation asks for no answer), and an answer for a request
   already settled is dropped, so no request is answered twice;
+- a progress notification of a request already settled is dropped too (MCP
+  basic/utilities/progress: progress notifications "MUST only reference tokens
+  that" were "provided in an active request"): the cancel is read here before the
+  SDK cancels the handler, and what the handler queued meanwhile (or behind a
+  client slow to read) would otherwise reach the client after its cancel;
 - a batch is served member by member to a client whose ``initialize`` asked for
   2024-11-05 or 2025-03-26 (the SDK agrees to both; 2025-03-26: implementations
   "MUST support receiving JSON-RPC batches"; 2025-06-18 removed them, and later
@@ -38,7 +43,7 @@ from typing import Any, TypeGuard
 import anyio
 import mcp_types as types
 from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from hostd._log import get_logger
@@ -242,6 +247,20 @@ class _Owed:
         return [id_ for sent in self.ids.values() for id_ in sent]
 
 
+def _progress_of_settled(item: SessionMessage, owed: _Owed) -> bool:
+    """Whether ``item`` is a progress notification of a request no longer owed an
+    answer (answered, cancelled by its client, or answered ``shutting_down`` here)."""
+    if not isinstance(item.message, types.JSONRPCNotification):
+        return False
+    if item.message.method != "notifications/progress":
+        return False
+    # The SDK relates each notification a handler sends to the request it serves.
+    metadata = item.metadata
+    if not isinstance(metadata, ServerMessageMetadata) or metadata.related_request_id is None:
+        return False
+    return coerce_request_id(metadata.related_request_id) not in owed.ids
+
+
 async def serve_stdio(
     run: Callable[[Any, Any], Awaitable[None]],
     receive: Callable[[], Awaitable[bytes]],
@@ -379,6 +398,9 @@ async def serve_stdio(
                         reply = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
                         await answer(message.id, reply)
                         continue
+                elif _progress_of_settled(item, owed):
+                    log.info("mcp.progress.dropped")
+                    continue
                 data = message.model_dump_json(by_alias=True, exclude_unset=True)
                 await write(data.encode() + b"\n")
 

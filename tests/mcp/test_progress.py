@@ -3,8 +3,10 @@ values that only increase, why a composition holds no evidence, consent hints.""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import anyio
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -18,6 +20,7 @@ from hostd.mcp._schema import (
     no_evidence,
     warming_hints,
 )
+from hostd.mcp._server import _pusher
 from hostd.protocol import Violation
 
 _WARMING = st.builds(
@@ -239,3 +242,16 @@ def test_a_leg_that_ends_warming_moves_the_count_and_every_note_has_the_total() 
     said = [track.update(n) for n in (step, ended)]
     assert said[0] is not None and said[0][1:] == (2.0, "s: warming, building its index 1/9")
     assert said[1] == (1.0, 2.0, "s: warming, 0 frames")
+
+
+def test_a_leg_that_finishes_after_its_call_was_cancelled_is_dropped_quietly() -> None:
+    # A cancel ends the call's forwarder (the receiving end) while its legs still finish:
+    # their reports go nowhere, and raise nothing into the engine (whose log would call
+    # every cancelled call's late leg a failed progress callback).
+    send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+    push = _pusher(send)
+    leg = {"provider": "p", "status": "ok", "done": 1, "total": 2}
+    receive.close()
+    push(leg)
+    send.close()  # and the call returned
+    push(leg)

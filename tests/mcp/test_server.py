@@ -463,6 +463,64 @@ async def test_cancelling_a_call_cancels_the_composition_in_the_daemon(
     assert await daemon.stop() == 0
 
 
+async def test_a_cancelled_call_gets_no_more_progress_and_the_next_call_is_served(
+    workdir: Path, marker: str
+) -> None:
+    """MCP: progress "MUST only reference tokens that" were "provided in an active
+    request". The held leg answers only after the cancel: nothing of it reaches the
+    client under the cancelled call's token."""
+    from tests.fixtures.gate import Gate
+
+    progress: list[tuple[str | int, float]] = []  # every progress notification, in order
+    first_leg = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ProgressNotification):
+            progress.append((message.params.progress_token, message.params.progress))
+            if message.params.progress >= 1:
+                first_leg.set()
+
+    async with Gate() as gate:
+        held = {"hold_port": gate.port, "timeout_ms": 600_000}
+        config = write_config(workdir, marker, {"alpha": {}, "beta": held})
+        with anyio.fail_after(120):
+            async with Client(
+                hostd_mcp(config), mode="legacy", message_handler=on_message
+            ) as client:
+                await client.call_tool("compose_context", {"goal": "start them"})  # gate open
+                gate.close()
+                async with anyio.create_task_group() as tg:
+
+                    async def call() -> None:
+                        await client.call_tool(
+                            "compose_context", {"goal": "wait"}, progress_callback=_ignore
+                        )
+                        pytest.fail("the call finished although it was cancelled")
+
+                    tg.start_soon(call)
+                    await first_leg.wait()  # alpha's leg is in; beta's holds the call
+                    await gate.wait_held(1)
+                    tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+                gate.open()  # beta answers the cancelled call's query now
+                after = await client.call_tool(
+                    "compose_context", {"goal": "again"}, progress_callback=_ignore
+                )
+    assert after.is_error is False
+    structured = after.structured_content or {}
+    assert {p["provider_id"]: p["status"] for p in structured["providers"]} == {
+        "alpha": "ok",
+        "beta": "ok",
+    }
+    cancelled = progress[0][0]
+    # The start and alpha's leg, sent before the cancel; nothing for beta's late answer.
+    assert [value for token, value in progress if token == cancelled] == [0.0, 1.0]
+    assert [value for token, value in progress if token != cancelled] == [0.0, 1.0, 2.0]
+
+
+async def _ignore(progress: float, total: float | None, message: str | None) -> None:
+    """A progress callback: asking for progress puts a token in the request."""
+
+
 async def test_timeout_ms_returns_without_waiting_for_a_cold_provider(
     workdir: Path, marker: str
 ) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,80 @@ async def test_a_batch_still_running_at_the_drain_is_answered_in_its_array() -> 
     assert first["id"] == 2 and first["error"]["data"]["reason"] == "shutting_down"
     assert second["id"] == 2 and second["error"]["code"] == -32600
     assert "in use" in second["error"]["message"]
+
+
+class _Reporting:
+    """A client API session whose compositions report one finished leg, then never end."""
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
+    ) -> Any:
+        if on_progress is not None:
+            on_progress({"provider": "alpha", "status": "ok", "done": 1, "total": 2})
+        await anyio.sleep_forever()
+
+
+def _progress(message: Any, token: str) -> float | None:
+    """The ``progress`` of a progress notification for ``token``, else None."""
+    if isinstance(message, dict) and message.get("method") == "notifications/progress":
+        params = message["params"]
+        return float(params["progress"]) if params["progressToken"] == token else None
+    return None
+
+
+async def test_no_progress_of_a_call_is_written_once_its_cancel_is_read() -> None:
+    """A client slow to read its stdout holds hostd's writes back; what a call queued
+    meanwhile is not written once its cancel is read (MCP: progress only for an active
+    request), while a call still running gets every one of its notifications."""
+    from hostd.mcp import serve_mcp
+
+    def call(id_: int, token: str) -> dict[str, Any]:
+        request = _call(id_, f"goal {id_}")
+        request["params"]["_meta"] = {"progressToken": token}
+        return request
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
+    written: list[Any] = []
+    held = anyio.Event()  # a write waits for the client to read again
+    reading = anyio.Event()  # the client reads again
+    second_leg = anyio.Event()  # call 3's finished leg was written
+
+    async def send(data: bytes) -> None:
+        if written and not reading.is_set():  # the client reads only the initialize answer
+            held.set()
+            await reading.wait()
+        message = json.loads(data)
+        written.append(message)
+        if _progress(message, "b") == 1.0:
+            second_leg.set()
+
+    async def hold_then_cancel() -> bytes:
+        await held.wait()  # call 2's start is being written
+        await anyio.wait_all_tasks_blocked()  # and its finished leg queued behind it
+        return _line(cancel)
+
+    async def read_again() -> bytes:
+        reading.set()  # the cancel was read (the edge asks for the next line)
+        return _line(call(3, "b"))
+
+    async def end() -> bytes:
+        await second_leg.wait()
+        return b""
+
+    def now(value: Any) -> Callable[[], Awaitable[bytes]]:
+        async def line() -> bytes:
+            return _line(value)
+
+        return line
+
+    script = [now(_INIT), now(_INITIALIZED), now(call(2, "a")), hold_then_cancel, read_again, end]
+
+    async def receive() -> bytes:
+        return await script.pop(0)()
+
+    with anyio.fail_after(60):  # a hang guard
+        await serve_mcp(_Reporting(), receive, send, drain_s=0)
+    # Only the start of call 2, already being written when its cancel was read.
+    assert [p for m in written if (p := _progress(m, "a")) is not None] == [0.0]
+    assert [p for m in written if (p := _progress(m, "b")) is not None] == [0.0, 1.0]
+    assert [a["id"] for a in _answers(written)] == [0, 3]  # 3: shutting_down at the end
