@@ -352,14 +352,20 @@ _PAGE = 256
 
 def _not_found(ctx: ServerRequestContext[Any], uri: str) -> MCPError:
     """resources/read of a URI not held: −32002 in the handshake revisions, −32602 from
-    2026-07-28 on (which retired −32002)."""
+    2026-07-28 on (which retired −32002). Either way with ``data.uri``, as MCP's
+    server/resources "Error Handling" shows, whatever the URI's scheme."""
     code = -32002 if ctx.protocol_version < "2026-07-28" else INVALID_PARAMS
-    return MCPError(
-        code=code,
-        message="Resource not found: hostd serves the texts cited by its latest "
-        "compositions only (this one was never cited or has been evicted); compose again",
-        data={"uri": uri} if uri.startswith("hostd://citation/") else None,
-    )
+    if uri.startswith("hostd://citation/"):
+        message = (
+            "Resource not found: hostd serves the texts cited by its latest compositions "
+            "only (this one was never cited or has been evicted); compose again"
+        )
+    else:  # a file or web URI: reading it is the client's own business
+        message = (
+            "Resource not found: hostd serves only hostd://citation/ URIs, the texts its "
+            "compositions cite (compose_context's resource links)"
+        )
+    return MCPError(code=code, message=message, data={"uri": uri})
 
 
 def build_server(

@@ -118,6 +118,8 @@ async def test_every_citation_link_resolves_to_the_cited_text(
                 listed = await session.list_resources()
                 with pytest.raises(MCPError) as unknown:
                     await session.read_resource("hostd://citation/none/1")
+                with pytest.raises(MCPError) as foreign:
+                    await session.read_resource("file:///etc/passwd")
     assert init.capabilities.resources is not None  # declared, as MCP requires
     assert result.is_error is False
     structured = result.structured_content
@@ -141,4 +143,8 @@ async def test_every_citation_link_resolves_to_the_cited_text(
     assert cache_text.mime_type == "text/markdown"
     assert cache_text.text == (corpus / "cache.md").read_text()  # the whole file: L1-4
     assert {r.uri for r in listed.resources} == {link.uri for link in links}
-    assert unknown.value.code == -32002  # resource not found (2025 revisions)
+    # Resource not found (2025 revisions), naming the URI whatever its scheme.
+    assert unknown.value.code == foreign.value.code == -32002
+    assert unknown.value.error.data == {"uri": "hostd://citation/none/1"}
+    assert foreign.value.error.data == {"uri": "file:///etc/passwd"}
+    assert "serves only hostd://citation/ URIs" in foreign.value.error.message
