@@ -42,13 +42,26 @@ __all__ = [
     "failed_hints",
 ]
 
-_STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+# Each bound is the client API's own (``hostd.server`` ``ComposeParams``,
+# ``FeedbackParams``; a test holds them equal), so a value the schema lets through is
+# never refused in other words behind it.
+_MAX_TEXT = 64 * 1024
 
 COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "goal": {"type": "string", "minLength": 1, "description": "what the agent is trying to do"},
-        "budget": {"type": "integer", "minimum": 1, "description": "global token budget"},
+        "goal": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": _MAX_TEXT,
+            "description": "what the agent is trying to do",
+        },
+        "budget": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 10_000_000,
+            "description": "global token budget (default: the config's host.default_budget)",
+        },
         "strategy": {
             "description": "score | round_robin | quota:K | rrf[:k=N,PROVIDER=W] | "
             "margin[:k=N,PROVIDER=W] | mmr[:lambda=L], or the JSON object form (docs/cli.md); "
@@ -63,13 +76,31 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
             "grouped by provider; canonical by frame id. Each citation's rank says how it "
             "ranked (0: the best), whatever the order",
         },
-        "kinds": {**_STRINGS, "description": "frame kinds (empty: any)"},
-        "providers": {**_STRINGS, "description": "provider subset (default: all)"},
-        "session": {"type": "string", "minLength": 1, "description": "reuse across turns"},
-        "query_text": {"type": "string", "description": "search text (default: the goal)"},
+        "kinds": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 64},
+            "description": "frame kinds (empty: any)",
+        },
+        "providers": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "description": "provider ids to ask (default, or empty: all)",
+        },
+        "session": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 256,
+            "description": "reuse across turns",
+        },
+        "query_text": {
+            "type": "string",
+            "maxLength": _MAX_TEXT,
+            "description": "search text (default: the goal)",
+        },
         "timeout_ms": {
             "type": "integer",
             "minimum": 1,
+            "maximum": 600_000,
             "description": "how long each provider may take (a provider still starting or "
             "building its index past it is reported warming, not waited for)",
         },
@@ -250,12 +281,13 @@ REPORT_INPUT_SCHEMA: dict[str, Any] = {
         "request_id": {
             "type": "string",
             "minLength": 1,
+            "maxLength": 256,
             "description": "the request_id of the compose_context result the answer drew on",
         },
         "used": {
             "type": "array",
             "maxItems": 1024,
-            "items": {"type": "string", "minLength": 1},
+            "items": {"type": "string", "minLength": 1, "maxLength": 4096},
             "description": "the citation labels ([label] in the prompt) the answer actually "
             "used; empty if it used none",
         },
@@ -297,8 +329,14 @@ _ARGUMENTS = (
 
 
 def compose_params(arguments: dict[str, Any]) -> dict[str, Any]:
-    """``context/compose`` params from the tool's (schema-checked) arguments."""
-    return {k: arguments[k] for k in _ARGUMENTS if arguments.get(k) is not None}
+    """``context/compose`` params from the tool's (schema-checked) arguments. An empty
+    ``providers`` is left out, so it means all, as an empty ``kinds`` means any: models
+    fill an optional array with ``[]``, and the API would refuse it (none selected)."""
+    return {
+        k: arguments[k]
+        for k in _ARGUMENTS
+        if arguments.get(k) is not None and (k != "providers" or arguments[k])
+    }
 
 
 def consent_needed(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -201,8 +201,11 @@ def _expected(schema: dict[str, Any]) -> str:
     words = []
     for kind in [kinds] if isinstance(kinds, str) else kinds or []:
         if kind == "integer":
-            low = schema.get("minimum")
-            words.append("an integer" + (f" ≥ {low}" if low is not None else ""))
+            low, high = schema.get("minimum"), schema.get("maximum")
+            if low is not None and high is not None:
+                words.append(f"an integer from {low:,} to {high:,}")
+            else:
+                words.append("an integer" + (f" ≥ {low}" if low is not None else ""))
         elif kind == "string":
             word = "a non-empty string" if schema.get("minLength", 0) >= 1 else "a string"
             most = schema.get("maxLength")

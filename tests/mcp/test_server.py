@@ -153,7 +153,9 @@ async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record
     assert isinstance(wrong.content[0], types.TextContent)
     assert "[made up]" in wrong.content[0].text and "unknown_citation" in wrong.content[0].text
     assert malformed.is_error is True and malformed.structured_content is None
-    assert _texts(malformed) == ["invalid params: request_id: missing; expected a non-empty string"]
+    assert _texts(malformed) == [
+        "invalid params: request_id: missing; expected a non-empty string of at most 256 characters"
+    ]
     (stored,) = ShadowStore(workdir / "state" / "shadow.db").load()
     assert stored.request_id == rid and stored.feedback is not None
     assert stored.feedback.helpful is True and len(stored.feedback.used) == 1
@@ -190,7 +192,12 @@ _BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], tuple[str, ...]], ...] = (
     (
         "compose_context",
         {"goal": "x", "budget": "600"},
-        ("invalid params: budget: got a string '600'; expected an integer ≥ 1",),
+        ("invalid params: budget: got a string '600'; expected an integer from 1 to 10,000,000",),
+    ),
+    (
+        "compose_context",
+        {"goal": "x", "budget": 1_000_000_000},  # the schema's maximum, in the same words
+        ("invalid params: budget: got 1000000000; expected an integer from 1 to 10,000,000",),
     ),
     (
         "compose_context",
@@ -240,8 +247,10 @@ async def test_a_bad_argument_is_a_tool_error_the_model_reads_and_an_unknown_too
                 results = [await session.call_tool(n, a) for n, a, _ in _BAD_ARGUMENTS]
                 with pytest.raises(MCPError) as unknown:
                     await session.call_tool("no_such_tool", {"goal": "x"})
-                # The session survives each of them.
-                ok = await session.call_tool("compose_context", {"goal": "still serving"})
+                # The session survives each of them. Empty optional arrays mean all, any.
+                ok = await session.call_tool(
+                    "compose_context", {"goal": "still serving", "providers": [], "kinds": []}
+                )
     assert init.protocol_version == "2025-11-25"
     for (name, arguments, words), result in zip(_BAD_ARGUMENTS, results, strict=True):
         assert result.is_error is True, (name, arguments)
@@ -277,10 +286,10 @@ async def test_connect_gives_the_daemon_s_refusal_of_an_argument_to_the_model(
 async def test_a_failing_composition_is_a_tool_error_with_the_reason(
     workdir: Path, marker: str
 ) -> None:
-    config = write_config(workdir, marker, {"alpha": {}})
+    config = write_config(workdir, marker, {})  # no provider configured: nothing to ask
     with anyio.fail_after(120):
         async with Client(hostd_mcp(config), mode="legacy") as client:
-            result = await client.call_tool("compose_context", {"goal": "x", "providers": []})
+            result = await client.call_tool("compose_context", {"goal": "x"})
     assert result.is_error is True
     assert isinstance(result.content[0], types.TextContent)
     assert "no_provider_available" in result.content[0].text
@@ -315,7 +324,9 @@ async def test_the_stateless_revision_is_served_too(workdir: Path, marker: str) 
             bad = await client.call_tool("compose_context", {"goal": "modern", "budget": "600"})
     assert version == "2026-07-28"
     assert bad.is_error is True
-    assert _texts(bad) == ["invalid params: budget: got a string '600'; expected an integer ≥ 1"]
+    assert _texts(bad) == [
+        "invalid params: budget: got a string '600'; expected an integer from 1 to 10,000,000"
+    ]
     assert result.is_error is False
     assert result.structured_content["prompt"]
 
@@ -402,7 +413,7 @@ async def test_initialize_negotiates_the_handshake_revisions_and_stdout_is_only_
         "content": [
             {
                 "type": "text",
-                "text": "invalid params: budget: got 0; expected an integer ≥ 1",
+                "text": "invalid params: budget: got 0; expected an integer from 1 to 10,000,000",
             }
         ],
         "isError": True,

@@ -3,7 +3,14 @@ field, what was sent (bounded) and what the input schema expects."""
 
 from __future__ import annotations
 
-from hostd.mcp._server import _QUOTED, _problem
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from hostd.mcp._schema import compose_params
+from hostd.mcp._server import _QUOTED, TOOLS, _problem
+from hostd.server._params import ComposeParams, FeedbackParams
 from tests.server.conftest import ROOT
 
 _DOC = " ".join((ROOT / "docs" / "mcp.md").read_text(encoding="utf-8").split())
@@ -15,7 +22,8 @@ def test_arguments_that_fit_have_no_problem() -> None:
 
 def test_an_item_is_named_by_its_place_in_the_array() -> None:
     assert _problem("compose_context", {"goal": "x", "kinds": ["doc", ""]}) == (
-        "invalid params: kinds[1]: got an empty string; expected a non-empty string"
+        "invalid params: kinds[1]: got an empty string; "
+        "expected a non-empty string of at most 64 characters"
     )
 
 
@@ -35,3 +43,48 @@ def test_what_was_sent_is_quoted_only_when_short() -> None:
         "expected a string of at most 4096 characters"
     )
     assert f"quoted up to {_QUOTED} characters" in _DOC
+
+
+def test_a_budget_past_the_ceiling_is_refused_in_the_words_of_every_other() -> None:
+    assert _problem("compose_context", {"goal": "x", "budget": 1_000_000_000}) == (
+        "invalid params: budget: got 1000000000; expected an integer from 1 to 10,000,000"
+    )
+    assert _problem("compose_context", {"goal": "x", "budget": 10_000_000}) is None
+
+
+def test_an_empty_providers_list_asks_every_provider() -> None:
+    # Models fill an optional array with []: it means all, as an empty kinds means any.
+    assert compose_params({"goal": "x", "providers": [], "kinds": []}) == {"goal": "x", "kinds": []}
+    assert compose_params({"goal": "x", "providers": ["a"]})["providers"] == ["a"]
+
+
+#: The bounds a JSON Schema states; an integer's exclusiveMinimum N is minimum N + 1.
+_BOUNDS = ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems")
+
+
+def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
+    """One argument's bounds (its items' too), its ``null`` branch left out."""
+    branches = [b for b in schema.get("anyOf", [schema]) if b.get("type") != "null"]
+    # A label or a FrameId (report_used_evidence takes labels only): the string's bounds.
+    branch = next(b for b in branches if "$ref" not in b)
+    bounds = {k: branch[k] for k in _BOUNDS if k in branch}
+    if "exclusiveMinimum" in branch:
+        bounds["minimum"] = branch["exclusiveMinimum"] + 1
+    if "items" in branch:
+        bounds["items"] = _bounds(branch["items"])
+    return bounds
+
+
+@pytest.mark.parametrize(
+    ("tool", "model"),
+    [("compose_context", ComposeParams), ("report_used_evidence", FeedbackParams)],
+)
+def test_the_input_schema_states_every_bound_the_client_api_holds(
+    tool: str, model: type[BaseModel]
+) -> None:
+    # A value the schema lets through and the API refuses would be told in pydantic's
+    # words, not the schema's; and a client reading the schema would not know the bound.
+    schema = next(t.input_schema for t in TOOLS if t.name == tool)
+    api = model.model_json_schema()["properties"]
+    for name, argument in schema["properties"].items():
+        assert _bounds(argument) == _bounds(api[name]), name
