@@ -258,6 +258,7 @@ def test_an_installed_wheel_finds_its_embedded_default_and_a_project_config(
     (Path(site) / "_deps.pth").write_text("\n".join(ours) + "\n")
 
     env = fresh_home(tmp_path)
+    del env["PYTHONPATH"]  # the wheel's hostd, not this checkout's
     hostd = str(venv / "bin" / "hostd")
 
     def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
