@@ -183,6 +183,21 @@ def fixed_reply(
     return app
 
 
+def replaying(message: dict[str, Any], receive: Any) -> Callable[[], Awaitable[Any]]:
+    """An ASGI ``receive`` that gives ``message`` (read already, to look at it) first,
+    then what ``receive`` gives: an app that peeked at a request hands it on whole."""
+    replayed = False
+
+    async def again() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return message
+        return await receive()
+
+    return again
+
+
 def after_handshake(rest: App, token: str | None = TOKEN) -> App:
     """The provider app answers the handshake; ``rest`` answers everything after it."""
     provider = provider_app(token=token)
@@ -190,16 +205,7 @@ def after_handshake(rest: App, token: str | None = TOKEN) -> App:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         message = await receive()
         body = message.get("body", b"")
-        replayed = False
-
-        async def again() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return message
-            return await receive()
-
         is_handshake = b'"context/handshake"' in body or b'"type":"handshake"' in body
-        await (provider if is_handshake else rest)(scope, again, send)
+        await (provider if is_handshake else rest)(scope, replaying(message, receive), send)
 
     return app

@@ -28,6 +28,7 @@ from tests.remote._servers import (
     make_tls,
     provider_app,
     remote_spec,
+    replaying,
     serving,
 )
 
@@ -189,16 +190,7 @@ def _first_query_answered(body: Any) -> Any:
             request_id = orjson.loads(message["body"])["id"]
             await fixed_reply(200, body(request_id))(scope, receive, send)
             return
-        replayed = False
-
-        async def again() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return message
-            return await receive()
-
-        await provider(scope, again, send)
+        await provider(scope, replaying(message, receive), send)
 
     return after_handshake(app)
 
