@@ -1,5 +1,6 @@
 """Shared by every test: async tests run on anyio's asyncio backend, Hypothesis never
-judges an example by how long it took, and the suite keeps out of its user's home.
+judges an example by how long it took, the suite keeps out of its user's home, and
+every child process imports the checkout under test.
 
 jsonrpcserver gathers batches with asyncio, so the daemon runs there too.
 """
@@ -38,9 +39,17 @@ _OWNED = pytest.StashKey[Path]()
 _HOMES = {"XDG_CACHE_HOME": "cache", "XDG_STATE_HOME": "state", "XDG_CONFIG_HOME": "config"}
 
 
+# Every child a test starts imports the checkout under test first: a child run outside
+# the checkout (in a temporary project) would otherwise import whatever tree the venv's
+# editable install points at, which, from another worktree or copy, is other code.
+_CHECKOUT = str(Path(__file__).resolve().parent.parent)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(_RUN_DIR):
         return  # a worker: the controller set it up
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    os.environ["PYTHONPATH"] = os.pathsep.join([_CHECKOUT, *(p for p in paths if p)])
     run = Path(tempfile.mkdtemp(prefix="hostd-tests-"))
     config.stash[_OWNED] = run
     os.environ[_RUN_DIR] = str(run)
