@@ -5,6 +5,7 @@ project's files, not hostd's. Real ``hostd`` child processes in a fresh home."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -239,15 +240,20 @@ def test_an_installed_wheel_finds_its_embedded_default_and_a_project_config(
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     wheels = tmp_path / "wheels"
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)]
-    subprocess.run(build, check=True, timeout=600)
+    # pip and the venv see no PYTHONPATH (the suite puts this checkout on it): pip would
+    # take the checkout's hostd for the wheel's, already installed, and install nothing.
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run(build, check=True, timeout=600, env=bare)
     (wheel,) = wheels.glob("hostd-*.whl")
     # A fresh venv holding only the wheel; its dependencies come from this interpreter's
     # site-packages through a .pth (its editable hostd there is never loaded: a .pth
     # named by a path line is not run).
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=bare)
     py = venv / "bin" / "python"
-    subprocess.run([*pip, "--python", str(py), "install", "--no-deps", str(wheel)], check=True)
+    subprocess.run(
+        [*pip, "--python", str(py), "install", "--no-deps", str(wheel)], check=True, env=bare
+    )
     site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
