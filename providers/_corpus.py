@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from hostd.chunking import (
     split_lines,
 )
 from hostd.protocol import (
+    MAX_READY_MESSAGE,
     FrameIdentity,
     FrameVerdict,
     VerdictStatus,
@@ -73,6 +75,7 @@ __all__ = [
     "is_secret_name",
     "largest_parts",
     "not_indexed",
+    "report_build",
     "parse_chunk_id",
     "skipped_summary",
     "split_lines",
@@ -416,9 +419,9 @@ def files_figure(corpus: Corpus) -> str:
     """For a ready message: ``"8 of 11 files"`` (indexed of seen), or ``"11 files"`` when
     every file seen was indexed."""
     indexed, seen = corpus.file_count, corpus.seen_count
-    if seen != indexed:
-        return f"{indexed} of {seen} {'file' if seen == 1 else 'files'}"
-    return f"{indexed} {'file' if indexed == 1 else 'files'}"
+    return (
+        f"{indexed} of {seen} {_files(seen)}" if seen != indexed else f"{indexed} {_files(indexed)}"
+    )
 
 
 #: A ready message names the largest parts of an index of at least this many chunks
@@ -466,6 +469,17 @@ def empty_note(corpus: Corpus) -> str:
         f"; nothing to index under {corpus.root}: is that the project's directory? "
         f"(--root, the config's cwd{globs})"
     )
+
+
+def report_build(provider: str, head: str, corpus: Corpus) -> str:
+    """A build's summary: ``head`` (what the index holds), then what the built-in rules
+    left out and, for an index of nothing, where it looked. Written whole to stderr as
+    ``provider``'s line; returned as the ready message (``hostd status`` shows it), whose
+    list of what was left out ends at a whole reason within ``MAX_READY_MESSAGE``."""
+    empty = empty_note(corpus)
+    print(f"{provider}: {head}{not_indexed(corpus)}{empty}", file=sys.stderr)
+    room = MAX_READY_MESSAGE - len(head) - len(empty)
+    return f"{head}{not_indexed(corpus, room)}{empty}"
 
 
 @dataclass(slots=True, frozen=True)

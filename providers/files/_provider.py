@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import anyio.to_thread
 
 from hostd.protocol import (
-    MAX_READY_MESSAGE,
     Capabilities,
     ContextQuery,
     ContextQueryResult,
@@ -24,7 +22,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
-from .._corpus import empty_note, files_figure, largest_parts, not_indexed, verify_chunk
+from .._corpus import files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from .._frames import Packed
 from ._index import FileIndex
@@ -47,10 +45,7 @@ def _report_build(index: FileIndex, seconds: float) -> str:
         f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
         f"{largest_parts(index.corpus)}"
     )
-    empty = empty_note(index.corpus)
-    print(f"providers.files: {head}{not_indexed(index.corpus)}{empty}", file=sys.stderr)
-    room = MAX_READY_MESSAGE - len(head) - len(empty)
-    return f"{head}{not_indexed(index.corpus, room)}{empty}"
+    return report_build("providers.files", head, index.corpus)
 
 
 class FilesProvider(Provider):
@@ -86,6 +81,8 @@ class FilesProvider(Provider):
         ``.hostdignore``), what the index holds now is the ready message (and logged, as
         a build is), so ``hostd status`` does not show what it held at its start."""
         packed = self.index.answer(query)
+        if self.index.generation == self._said[0]:  # no rebuild: nothing to take the lock for
+            return packed
         with self.index.lock:  # its figures as one rebuild left them
             generation = self.index.generation
             if generation != self._said[0]:

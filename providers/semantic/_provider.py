@@ -12,7 +12,6 @@ from pathlib import Path
 import anyio.to_thread
 
 from hostd.protocol import (
-    MAX_READY_MESSAGE,
     Capabilities,
     CgpErrorCode,
     ContextQuery,
@@ -26,7 +25,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
-from .._corpus import empty_note, files_figure, largest_parts, not_indexed, verify_chunk
+from .._corpus import files_figure, largest_parts, not_indexed, report_build, verify_chunk
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
@@ -96,11 +95,7 @@ class SemanticProvider(Provider):
             f"({self.index.embedded_last} embedded) in {time.perf_counter() - started:.1f}s"
             f"{largest_parts(corpus)}"
         )
-        empty = empty_note(corpus)
-        print(f"providers.semantic: {head}{not_indexed(corpus)}{empty}", file=sys.stderr)
-        # The ready message (what hostd status shows) ends at a whole reason left out.
-        room = MAX_READY_MESSAGE - len(head) - len(empty)
-        return f"{head}{not_indexed(corpus, room)}{empty}"
+        return report_build("providers.semantic", head, corpus)
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         try:
