@@ -216,10 +216,18 @@ class Limits:
 def _id_key(value: Any) -> Hashable:
     """A request id as a key: JSON-equal ids alike, ``1``, ``1.0``, ``"1"`` and ``true``
     apart. An int or a string (nearly every id) is its own key, typed; anything else
-    its canonical bytes."""
+    its canonical bytes.
+
+    A null id gets a key of its own each time: JSON-RPC allows it (and discourages it,
+    since a reply whose request's id could not be read carries null too), so a client
+    that sends it cannot tell its replies apart anyway, and none is refused for
+    another's. Held all the same, so the grace period's end reaches it; no ``$/cancel``
+    names it."""
     kind = type(value)
     if kind is int or kind is str:
         return (kind, value)
+    if value is None:
+        return object()
     return encode(value)
 
 
@@ -240,6 +248,14 @@ def _id_in_use(msg: Any) -> dict[str, Any]:
         "send another id, or this one again once that request is answered"
     )
     return error_reply(refusal, reply_id(msg))
+
+
+@dataclass(slots=True)
+class _Held:
+    """A batch element's cancel scope, and the key its id is held under (None: no id)."""
+
+    scope: anyio.CancelScope
+    key: Hashable = None
 
 
 class Connection:
@@ -362,20 +378,30 @@ class Connection:
         for entry in list(self._scopes.values()):
             entry.cancel()
 
-    def _register(self, msg: Any) -> anyio.CancelScope | None:
-        """A batch element's cancel scope, its id held until the batch is answered; None
-        for an element whose id a request in flight (an earlier element included) holds."""
-        scope = anyio.CancelScope()
+    def _register(self, msg: Any) -> _Held | None:
+        """A batch element's cancel scope and the key its id is held under until the batch
+        is answered; None for an element whose id a request in flight (an earlier
+        element included) holds."""
+        held = _Held(anyio.CancelScope())
         if isinstance(msg, dict) and "id" in msg:
             key = _id_key(msg["id"])
             if key in self._scopes:
+                self._refused_id(msg)  # answered by _run_batch, in the batch's reply
                 return None
-            self._scopes[key] = scope
-        return scope
+            self._scopes[key] = held.scope
+            held.key = key
+        return held
 
-    def _unregister(self, msg: Any, scope: anyio.CancelScope | None) -> None:
-        if scope is not None and isinstance(msg, dict) and "id" in msg:
-            self._forget(_id_key(msg["id"]), scope)
+    def _unregister(self, held: _Held | None) -> None:
+        if held is not None and held.key is not None:
+            self._forget(held.key, held.scope)
+
+    def _refused_id(self, msg: Any) -> dict[str, Any]:
+        """The refusal of a request for its id, counted and logged (the id left out: a
+        peer's string, of any length)."""
+        self.owner.counters["requests_id_in_use"] += 1
+        self.owner.repeats.warning("client.id_in_use", connection=self.name)
+        return _id_in_use(msg)
 
     def _forget(self, key: Hashable, entry: _Cancellable) -> None:
         """``entry`` no longer reachable by a ``$/cancel`` of ``key``, its id free (if it
@@ -468,7 +494,7 @@ class Connection:
             if isinstance(msg, dict) and "id" in msg:
                 key = _id_key(msg["id"])
                 if key in self._scopes:
-                    await self.send(_id_in_use(msg))
+                    await self.send(self._refused_id(msg))
                     return True
                 self._scopes[key] = running  # before the task: a $/cancel next finds it
             self._begin()
@@ -513,9 +539,9 @@ class Connection:
         # Scopes are registered before the task starts, so a $/cancel on the very next
         # line always finds the request it names; in order, so of two elements with one
         # id the later is refused.
-        scopes = [self._register(m) for m in batch]
+        held = [self._register(m) for m in batch]
         self._begin()
-        self._tg.start_soon(self._finish_batch, batch, scopes)
+        self._tg.start_soon(self._finish_batch, batch, held)
 
     def _begin(self) -> None:
         self._inflight += 1
@@ -572,15 +598,15 @@ class Connection:
         finally:
             self._end()
 
-    async def _finish_batch(self, batch: list[Any], scopes: list[anyio.CancelScope | None]) -> None:
+    async def _finish_batch(self, batch: list[Any], held: list[_Held | None]) -> None:
         try:
-            await self._run_batch(batch, scopes)
+            await self._run_batch(batch, held)
         finally:
-            for m, scope in zip(batch, scopes, strict=True):
-                self._unregister(m, scope)
+            for one_held in held:
+                self._unregister(one_held)
             self._end()
 
-    async def _run_batch(self, batch: list[Any], scopes: list[anyio.CancelScope | None]) -> None:
+    async def _run_batch(self, batch: list[Any], held: list[_Held | None]) -> None:
         replies: list[Any] = [None] * len(batch)
         limiter = anyio.CapacityLimiter(self._limits.max_in_flight)
 
@@ -589,14 +615,14 @@ class Connection:
                 replies[i] = await self._dispatch_in(batch[i], scope)
 
         async with anyio.create_task_group() as tg:
-            for i, (msg, scope) in enumerate(zip(batch, scopes, strict=True)):
+            for i, (msg, element) in enumerate(zip(batch, held, strict=True)):
                 if not isinstance(msg, dict):
                     # An inner array is never a batch of its own (nor run), nor any scalar.
                     replies[i] = _not_a_request()
-                elif scope is None:
-                    replies[i] = _id_in_use(msg)
+                elif element is None:
+                    replies[i] = _id_in_use(msg)  # counted and logged by _register
                 else:
-                    tg.start_soon(one, i, scope)
+                    tg.start_soon(one, i, element.scope)
         out = [r for r in replies if r is not None and r is not _NO_REPLY]
         if out:
             await self.send(out)

@@ -165,6 +165,34 @@ async def test_a_batch_element_whose_id_is_in_flight_is_refused_and_never_run() 
     (single,) = [r for r in peer.replies() if isinstance(r, dict)]
     assert single == {"jsonrpc": "2.0", "result": {"id": "a"}, "id": "a"}
     assert peer.connection._scopes == {}
+    assert peer.owner.counters["requests_id_in_use"] == 2
+
+
+async def test_null_ids_are_never_refused_for_each_other_and_the_grace_period_reaches_them() -> (
+    None
+):
+    peer = _Peer()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(peer.connection.serve)
+            await peer.lines_in.send(_line(_request(None, "wait")))
+            await peer.started_(None)
+            # JSON-RPC allows a null id: each is held on its own, none refused for another.
+            batch = [_request(None), _request(None)]
+            await peer.lines_in.send(_line(_request(None)) + _line(batch))
+            while len(peer.replies()) < 2:
+                await anyio.lowlevel.checkpoint()
+            peer.connection.abort_in_flight()
+            await peer.lines_in.aclose()
+    replies = peer.replies()
+    results = [r for r in replies if isinstance(r, dict) and "result" in r]
+    assert results == [{"jsonrpc": "2.0", "result": {"id": None}, "id": None}]
+    (batch_reply,) = [r for r in replies if isinstance(r, list)]
+    assert [r["result"] for r in batch_reply] == [{"id": None}, {"id": None}]
+    (aborted,) = [r for r in replies if isinstance(r, dict) and "error" in r]
+    assert aborted["id"] is None and aborted["error"]["data"]["reason"] == "shutting_down"
+    assert peer.cancelled == [None] and peer.connection._scopes == {}
+    assert peer.owner.counters["requests_id_in_use"] == 0
 
 
 async def test_an_id_a_batch_element_holds_is_refused_until_a_cancel_frees_it() -> None:
