@@ -104,6 +104,27 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
             "description": "how long each provider may take (a provider still starting or "
             "building its index past it is reported warming, not waited for)",
         },
+        "max_frames": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 10_000,
+            "default": 64,
+            "description": "the most frames each provider may offer (default 64); 1 asks "
+            "each provider for its best one only",
+        },
+        "anchors": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 4096},
+            "description": "what you are working on: the URIs of the files in focus "
+            "(file:///...) or symbol names, handed to every provider as the query's anchors "
+            "(its focal points); each provider decides how it uses them (empty: none)",
+        },
+        "as_of": {
+            "type": "string",
+            "description": "a UTC time, YYYY-MM-DDTHH:MM:SSZ (a fraction allowed): only "
+            "evidence valid then, from providers whose frames carry a validity window (a "
+            "memory of facts later superseded); a frame without one always is. Default: none",
+        },
     },
     "required": ["goal"],
     "additionalProperties": False,
@@ -325,6 +346,9 @@ _ARGUMENTS = (
     "session",
     "query_text",
     "timeout_ms",
+    "max_frames",
+    "anchors",
+    "as_of",
 )
 
 

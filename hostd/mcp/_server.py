@@ -82,7 +82,9 @@ TOOLS: tuple[types.Tool, ...] = (
         name="compose_context",
         title="Compose context",
         description="Ask every configured context provider for evidence about a goal and get "
-        "one budgeted, cited prompt block, with the audit of what was included and why.",
+        "one budgeted, cited prompt block, with the audit of what was included and why. "
+        "Name the files or symbols you are working on in anchors; max_frames bounds how "
+        "many frames each provider offers.",
         input_schema=COMPOSE_INPUT_SCHEMA,
         output_schema=COMPOSE_OUTPUT_SCHEMA,
         annotations=_READ_ONLY.model_copy(update={"title": "Compose context"}),

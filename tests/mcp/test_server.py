@@ -104,6 +104,44 @@ async def test_compose_context_conforms_to_its_output_schema_and_links_sources(
     assert listed.structured_content["reranker"] is None  # none configured
 
 
+async def test_max_frames_and_anchors_reach_every_provider(workdir: Path, marker: str) -> None:
+    # Each fixture provider has 3 frames and quotes the anchors and as_of it was asked.
+    config = write_config(workdir, marker, {"alpha": {}, "beta": {}})
+    focus = ["file:///src/cache.py", "LruCache.evict"]
+    asked = {"goal": "why does the cache evict", "budget": 4000}
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            tools = await client.list_tools()
+            narrow = await client.call_tool(
+                "compose_context",
+                {**asked, "max_frames": 1, "anchors": focus, "as_of": "2024-05-01T12:00:00Z"},
+            )
+            plain = await client.call_tool("compose_context", asked)
+            not_a_day = await client.call_tool(
+                "compose_context", {**asked, "as_of": "2025-02-30T00:00:00Z"}
+            )
+    output_schema = _tool(tools, "compose_context").output_schema
+    for result in (narrow, plain):
+        assert result.is_error is False, _texts(result)
+        jsonschema.validate(result.structured_content, output_schema)
+
+    def offered(result: types.CallToolResult) -> dict[str, int]:
+        providers = result.structured_content["providers"]
+        return {p["provider_id"]: p["frames_offered"] for p in providers}
+
+    assert offered(narrow) == {"alpha": 1, "beta": 1}
+    assert offered(plain) == {"alpha": 3, "beta": 3}  # the cap, not the providers, gave one
+    prompt = narrow.structured_content["prompt"]
+    assert prompt.count("anchors file:///src/cache.py LruCache.evict;") == 2
+    assert prompt.count("as_of 2024-05-01T12:00:00Z;") == 2
+    assert "anchors" not in plain.structured_content["prompt"]
+    # The schema cannot tell a date that does not exist: the API's refusal, in its form.
+    assert not_a_day.is_error is True
+    assert _texts(not_a_day) == [
+        "invalid params: as_of: not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z (not quoted)"
+    ]
+
+
 async def test_list_providers_shows_the_reranker(workdir: Path, marker: str) -> None:
     from tests.server.test_rerank import reranker_table
 

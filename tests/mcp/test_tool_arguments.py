@@ -52,6 +52,32 @@ def test_a_budget_past_the_ceiling_is_refused_in_the_words_of_every_other() -> N
     assert _problem("compose_context", {"goal": "x", "budget": 10_000_000}) is None
 
 
+#: A value for each of compose_context's arguments, as a model would send it.
+_EVERY_ARGUMENT: dict[str, Any] = {
+    "goal": "why does the cache evict",
+    "budget": 2000,
+    "strategy": "rrf:k=60",
+    "placement": "ranked",
+    "kinds": ["snippet"],
+    "providers": ["files"],
+    "session": "s1",
+    "query_text": "cache eviction",
+    "timeout_ms": 5000,
+    "max_frames": 1,
+    "anchors": ["file:///src/cache.py", "LruCache.evict"],
+    "as_of": "2024-05-01T12:00:00Z",
+}
+
+
+def test_every_argument_reaches_the_client_api_as_given() -> None:
+    properties = next(t for t in TOOLS if t.name == "compose_context").input_schema["properties"]
+    assert set(_EVERY_ARGUMENT) == set(properties), "give each argument a value here"
+    assert _problem("compose_context", _EVERY_ARGUMENT) is None
+    params = compose_params(_EVERY_ARGUMENT)
+    assert params == _EVERY_ARGUMENT
+    ComposeParams.model_validate(params)  # the API takes it as it is
+
+
 def test_an_empty_providers_list_asks_every_provider() -> None:
     # Models fill an optional array with []: it means all, as an empty kinds means any.
     assert compose_params({"goal": "x", "providers": [], "kinds": []}) == {"goal": "x", "kinds": []}
@@ -62,12 +88,22 @@ def test_an_empty_providers_list_asks_every_provider() -> None:
 _BOUNDS = ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems")
 
 
+def _types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types an argument may have, ``null`` left out (the tool omits it instead)."""
+    named: set[str] = set()
+    for branch in schema.get("anyOf", [schema]):
+        kind = branch.get("type", [])  # none: a $ref, whose object report_used_evidence refuses
+        named.update([kind] if isinstance(kind, str) else kind)
+    return named - {"null"}
+
+
 def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
-    """One argument's bounds (its items' too), its ``null`` branch left out."""
+    """One argument's types and bounds (its items' too), its ``null`` branch left out."""
     branches = [b for b in schema.get("anyOf", [schema]) if b.get("type") != "null"]
     # A label or a FrameId (report_used_evidence takes labels only): the string's bounds.
     branch = next(b for b in branches if "$ref" not in b)
-    bounds = {k: branch[k] for k in _BOUNDS if k in branch}
+    bounds: dict[str, Any] = {"types": _types(schema)}
+    bounds.update({k: branch[k] for k in _BOUNDS if k in branch})
     if "exclusiveMinimum" in branch:
         bounds["minimum"] = branch["exclusiveMinimum"] + 1
     if "items" in branch:
@@ -88,3 +124,5 @@ def test_the_input_schema_states_every_bound_the_client_api_holds(
     api = model.model_json_schema()["properties"]
     for name, argument in schema["properties"].items():
         assert _bounds(argument) == _bounds(api[name]), name
+        if "default" in argument:  # what leaving it out means, as the API has it
+            assert argument["default"] == api[name]["default"], name
