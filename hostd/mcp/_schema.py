@@ -350,14 +350,21 @@ _ARGUMENTS = (
     "anchors",
     "as_of",
 )
+#: The integer arguments: JSON Schema counts ``3.0`` an integer and lets it through, the
+#: client API takes JSON integers only (``_Count``), so the mapping passes it as ``3``.
+_INTEGERS = frozenset(
+    k for k, v in COMPOSE_INPUT_SCHEMA["properties"].items() if v.get("type") == "integer"
+)
 
 
 def compose_params(arguments: dict[str, Any]) -> dict[str, Any]:
     """``context/compose`` params from the tool's (schema-checked) arguments. An empty
     ``providers`` is left out, so it means all, as an empty ``kinds`` means any: models
-    fill an optional array with ``[]``, and the API would refuse it (none selected)."""
+    fill an optional array with ``[]``, and the API would refuse it (none selected).
+    An integer sent as ``3.0`` goes on as ``3``: the schema let it through, so the API
+    must not refuse it in pydantic's words."""
     return {
-        k: arguments[k]
+        k: int(arguments[k]) if k in _INTEGERS else arguments[k]
         for k in _ARGUMENTS
         if arguments.get(k) is not None and (k != "providers" or arguments[k])
     }

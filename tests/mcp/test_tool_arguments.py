@@ -78,6 +78,23 @@ def test_every_argument_reaches_the_client_api_as_given() -> None:
     ComposeParams.model_validate(params)  # the API takes it as it is
 
 
+def test_an_integer_sent_with_a_point_zero_is_passed_as_an_integer() -> None:
+    # JSON Schema counts 1.0 an integer, so the schema lets it through; the API's counts
+    # take JSON integers only and would refuse it in pydantic's words.
+    sent = {"goal": "x", "budget": 300.0, "timeout_ms": 5e3, "max_frames": 1.0}
+    assert _problem("compose_context", sent) is None
+    params = compose_params(sent)
+    assert {k: (v, type(v)) for k, v in params.items() if k != "goal"} == {
+        "budget": (300, int),
+        "timeout_ms": (5000, int),
+        "max_frames": (1, int),
+    }
+    ComposeParams.model_validate(params)
+    assert _problem("compose_context", {"goal": "x", "max_frames": 1.5}) == (
+        "invalid params: max_frames: got 1.5; expected an integer from 1 to 10,000"
+    )
+
+
 def test_an_empty_providers_list_asks_every_provider() -> None:
     # Models fill an optional array with []: it means all, as an empty kinds means any.
     assert compose_params({"goal": "x", "providers": [], "kinds": []}) == {"goal": "x", "kinds": []}
