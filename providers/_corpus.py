@@ -7,8 +7,9 @@ lockfile or generated file unless an include glob names it (nor an HTML or man p
 rendered from a doc it reads), no tagged cache or hostd state directory,
 no ``vendor/`` unless ``.hostdignore`` brings it back), what it tells a user about
 the files left out, and the verdict on a held chunk (V3, V4);
-how a file becomes chunks is ``_chunk``'s, one chunker for both providers. It
-knows nothing about ranking or about the wire.
+how a file becomes chunks is ``_chunk``'s, one chunker for both providers (a Jupyter
+notebook its cells' text, ``chunk_notebook``). It knows nothing about ranking or
+about the wire.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ from hostd.chunking import (
     DEFAULT_MIN_CHUNK_TOKENS,
     DEFAULT_WINDOW_LINES,
     DOC_SUFFIXES,
+    NOTEBOOK_SUFFIX,
     Chunk,
     chunk_file,
     chunk_frame,
+    chunk_notebook,
     is_binary,
     parse_chunk_id,
+    range_text,
+    read_notebook,
     split_lines,
 )
 from hostd.protocol import (
@@ -41,6 +46,7 @@ from hostd.protocol import (
     FrameIdentity,
     FrameVerdict,
     VerdictStatus,
+    sha256_digest,
 )
 from hostd.provider import verify_file_range
 
@@ -57,6 +63,7 @@ __all__ = [
     "SKIP_GENERATED_DIR",
     "SKIP_LOCKFILE",
     "SKIP_LONG_LINE",
+    "SKIP_NOTEBOOK",
     "SKIP_NOT_UTF8",
     "SKIP_RENDERED",
     "SKIP_SECRET",
@@ -295,6 +302,10 @@ MAX_CHUNK_BYTES = 16 * 1024
 SKIP_SECRET_DIR = "secret_dir"
 SKIP_LOCKFILE = "lockfile"
 SKIP_GENERATED = "generated"
+#: A ``.ipynb`` whose cells cannot be read (not JSON, not nbformat 4, two cells on one
+#: line: ``hostd.chunking.read_notebook``). Its JSON is not indexed as text instead: a
+#: chunk of it quotes escaped strings and base64 outputs, no evidence a model can use.
+SKIP_NOTEBOOK = "notebook"
 #: A directory a docs generator wrote (``_BUILD_TAGS``), counted once, unread.
 SKIP_GENERATED_DIR = "generated_dir"
 #: The reasons that name a directory, whose files are not read (nor counted as seen).
@@ -373,6 +384,10 @@ def _skipped_items(
         SKIP_LONG_LINE: (
             "file with a line too long to quote (minified, or data?)",
             "files with a line too long to quote (minified, or data?)",
+        ),
+        SKIP_NOTEBOOK: (
+            "notebook not readable as nbformat 4 cells",
+            "notebooks not readable as nbformat 4 cells",
         ),
         SKIP_LOCKFILE: ("lockfile", "lockfiles"),
         SKIP_GENERATED: ("generated file", "generated files"),
@@ -598,6 +613,23 @@ class Corpus:
         )
         return said and not self._names(rel)
 
+    def _chunks(self, rel: str, path: Path, data: bytes) -> tuple[list[Chunk], str | None]:
+        """A file's chunks (``chunk_file``), and ``SKIP_NOTEBOOK`` for a notebook whose
+        cells cannot be read, else ``None``."""
+        opts = self.options
+        # A notebook by ``chunk_notebook`` itself: ``chunk_file`` gives one it cannot read
+        # no chunk, and the user is told why it is missing.
+        cut = chunk_notebook if path.suffix.lower() == NOTEBOOK_SUFFIX else chunk_file
+        chunks = cut(
+            path,
+            rel,
+            data,
+            opts.window_lines,
+            max_tokens=opts.chunk_tokens,
+            min_tokens=opts.min_chunk_tokens,
+        )
+        return ([], SKIP_NOTEBOOK) if chunks is None else (chunks, None)
+
     def _walk(self) -> list[tuple[str, Path, os.stat_result]]:
         opts = self.options
         stack: list[_Ignore] = []
@@ -724,20 +756,10 @@ class Corpus:
                 data = path.read_bytes()
             except OSError:
                 continue
-            opts = self.options
             refused = self._refused_bytes(rel, data)
-            chunks = (
-                chunk_file(
-                    path,
-                    rel,
-                    data,
-                    opts.window_lines,
-                    max_tokens=opts.chunk_tokens,
-                    min_tokens=opts.min_chunk_tokens,
-                )
-                if refused is None
-                else []
-            )
+            chunks: list[Chunk] = []
+            if refused is None:
+                chunks, refused = self._chunks(rel, path, data)
             if refused is None and any(len(c.text) > MAX_CHUNK_BYTES for c in chunks):
                 chunks = [c for c in chunks if len(c.text) <= MAX_CHUNK_BYTES]
                 refused = SKIP_LONG_LINE  # the rest of the file is kept
@@ -791,8 +813,9 @@ class Corpus:
         reason (``SKIP_SECRET``, ``SKIP_SECRET_DIR``, ``SKIP_LOCKFILE``,
         ``SKIP_GENERATED``, ``SKIP_TOO_LARGE``; absent when 0), and the files read but
         left out for their bytes (``SKIP_SECRET_CONTENT``, ``SKIP_BINARY``,
-        ``SKIP_NOT_UTF8``, ``SKIP_GENERATED`` by its header; ``SKIP_LONG_LINE``, the rest
-        of its file kept). A secret directory counts once, unread."""
+        ``SKIP_NOT_UTF8``, ``SKIP_NOTEBOOK``, ``SKIP_GENERATED`` by its header;
+        ``SKIP_LONG_LINE``, the rest of its file kept). A secret directory counts once,
+        unread."""
         return {reason: len(rels) for reason, rels in self._skipped.items()}
 
     @property
@@ -916,7 +939,8 @@ def verify_chunk(root: Path, identity: FrameIdentity) -> FrameVerdict:
     ``gone`` when the file or the addressed lines no longer exist; ``stale``
     (with the current digest) when the bytes changed; ``valid`` only when the
     held digest equals the digest of the bytes on disk now; ``unknown`` when
-    the identity carries no digest or is not one of ours.
+    the identity carries no digest or is not one of ours. A notebook's chunk is
+    judged by the cell text its lines hold now (``_verify_notebook``).
     """
     parsed = parse_chunk_id(identity.frame_id)
     if parsed is None or identity.content_digest is None:
@@ -926,4 +950,28 @@ def verify_chunk(root: Path, identity: FrameIdentity) -> FrameVerdict:
     path = (root / rel).resolve()
     if not path.is_relative_to(root):
         return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
+    if path.suffix.lower() == NOTEBOOK_SUFFIX:
+        return _verify_notebook(identity, path, range_)
     return verify_file_range(identity, path, range_)
+
+
+def _verify_notebook(identity: FrameIdentity, path: Path, range_: str) -> FrameVerdict:
+    """``verify_chunk`` of a notebook's chunk: its digest is of the cell text its lines
+    hold (``range_text``), not of the JSON lines themselves. ``gone`` when the file is
+    no notebook now or those lines hold no cell's text."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
+    except OSError:
+        return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
+    notebook = read_notebook(data)
+    found = range_text(notebook, range_) if notebook is not None else None
+    if found is None:
+        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
+    current = sha256_digest(found[1].encode("utf-8"))
+    if current == identity.content_digest:
+        return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
+    return FrameVerdict(
+        frame=identity, status=VerdictStatus.STALE.value, replacement_digest=current
+    )

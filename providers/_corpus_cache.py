@@ -37,6 +37,7 @@ import orjson
 
 from hostd.chunking import Chunk
 from hostd.chunking import _chunk as _chunker
+from hostd.chunking import _notebook as _chunker_notebook
 from hostd.chunking import _tokens as _chunker_tokens
 
 from ._corpus import Corpus, FileEntry
@@ -63,8 +64,12 @@ _VERSION = 1
 #: one of the layout before (no ``refused``, no terms) is adopted (``load_corpus``).
 _LAYOUT = 2
 _LAYOUT_BEFORE = 1
-#: The chunker's own sources: a change to either is a change to every chunk.
-_CHUNKER_SOURCES = (Path(_chunker.__file__), Path(_chunker_tokens.__file__))
+#: The chunker's own sources: a change to any is a change to every chunk.
+_CHUNKER_SOURCES = (
+    Path(_chunker.__file__),
+    Path(_chunker_tokens.__file__),
+    Path(_chunker_notebook.__file__),
+)
 
 
 def cache_dir(provider: str) -> Path:
@@ -109,10 +114,15 @@ class ChunkTerms:
 
 
 def _chunk_row(c: Chunk, terms: ChunkTerms | None) -> list[Any]:
+    """``[start, end, text, digest, heading, kind]``, then its terms when known (else
+    ``null`` when more follows), then, for a chunk whose text is not its lines (a
+    notebook cell's), ``place`` and ``source_digest``."""
     row: list[Any] = [c.start, c.end, c.text, c.digest, c.heading, c.kind]
     said = terms.by_chunk.get((c.rel, c.digest)) if terms is not None else None
-    if said is not None:
+    if said is not None or c.source_digest is not None:
         row.append(said)
+    if c.source_digest is not None:
+        row.extend((c.place, c.source_digest))
     return row
 
 
@@ -185,8 +195,9 @@ def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
             chunks = []
             for row in rows:
                 a, b, t, d, h, k = row[:6]
-                chunks.append(Chunk(rel, file, int(a), int(b), t, d, h, k))
-                if same_terms and len(row) == 7 and isinstance(row[6], str):
+                place, source = row[7:9] if len(row) == 9 else (None, None)
+                chunks.append(Chunk(rel, file, int(a), int(b), t, d, h, k, place, source))
+                if same_terms and len(row) > 6 and isinstance(row[6], str):
                     saved[rel, d] = row[6]
             state[rel] = (int(mtime), int(size), chunks, refused)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):

@@ -3,9 +3,11 @@
 The bundled ``files`` and ``semantic`` providers cut files with ``chunk_file``, so
 both serve the same regions (one uri and range, one digest) and cross-provider
 dedup (D2) merges them; the ``mcp`` binding cuts what an MCP server serves with
-``chunk_text`` (a ``file://`` resource as ``chunk_file`` would). Word pieces are
-counted by the embedding model's tokenizer when the ``semantic`` extra is installed,
-else estimated (``piece_counter``). Imports only ``hostd.protocol``.
+``chunk_text`` (a ``file://`` resource as ``chunk_file`` would). A Jupyter notebook
+is cut into its cells' text (``chunk_notebook``), each chunk's range the lines of its
+JSON that hold that text. Word pieces are counted by the embedding model's tokenizer
+when the ``semantic`` extra is installed, else estimated (``piece_counter``). Imports
+only ``hostd.protocol``.
 """
 
 from ._chunk import (
@@ -18,12 +20,14 @@ from ._chunk import (
     TextChunk,
     chunk_file,
     chunk_frame,
+    chunk_notebook,
     chunk_text,
     file_sections,
     is_binary,
     parse_chunk_id,
     split_lines,
 )
+from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, Counter, estimate_pieces, piece_counter
 
 __all__ = [
@@ -33,17 +37,21 @@ __all__ = [
     "DOC_SUFFIXES",
     "MODEL_TRAINED_LENGTH",
     "MODEL_WINDOW",
+    "NOTEBOOK_SUFFIX",
     "Chunk",
     "Counter",
     "Sections",
     "TextChunk",
     "chunk_file",
     "chunk_frame",
+    "chunk_notebook",
     "chunk_text",
     "estimate_pieces",
     "file_sections",
     "is_binary",
     "parse_chunk_id",
     "piece_counter",
+    "range_text",
+    "read_notebook",
     "split_lines",
 ]

@@ -33,6 +33,7 @@ of a long line is the one exception: its range is its line's, its digest its own
 
 from __future__ import annotations
 
+import bisect
 import collections
 import re
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,7 @@ from typing import Literal
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
 from ._json_records import json_records
+from ._notebook import NOTEBOOK_SUFFIX, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "TextChunk",
     "chunk_file",
     "chunk_frame",
+    "chunk_notebook",
     "chunk_text",
     "file_sections",
     "is_binary",
@@ -143,10 +146,19 @@ class Chunk:
     path: Path  # absolute
     start: int
     end: int
-    text: str  # exactly the addressed bytes, decoded (UTF-8, nothing normalised)
-    digest: str  # sha256 of exactly those bytes (F5, F17)
+    #: Exactly the addressed bytes, decoded (UTF-8, nothing normalised); a notebook
+    #: cell's chunk: the cell's text those lines hold (``chunk_notebook``).
+    text: str
+    digest: str  # sha256 of exactly ``text``'s bytes (F5, F17)
     heading: str | None
     kind: str  # "doc" or "snippet"
+    #: Where a reader finds it when its lines do not say (a notebook cell's chunk:
+    #: ``cell 4 (python)``); ``None``: its range does.
+    place: str | None = None
+    #: The sha256 of the addressed bytes when ``text`` is not them (a notebook cell's
+    #: chunk quotes the cell, not its JSON): its provenance digest (F5); ``None``:
+    #: ``digest`` is.
+    source_digest: str | None = None
 
     @property
     def range(self) -> str:
@@ -163,15 +175,15 @@ class Chunk:
 
     @property
     def citation_label(self) -> str:
-        return f"{self.rel} {self.range}"
+        return f"{self.rel} {self.place or self.range}"
 
     @property
     def title(self) -> str:
-        return _title(self.rel, self.heading, self.range)
+        return _title(self.rel, self.heading, self.place or self.range)
 
 
-def _title(rel: str, heading: str | None, range_: str) -> str:
-    return f"{rel} § {heading}" if heading else f"{rel} {range_}"
+def _title(rel: str, heading: str | None, where: str) -> str:
+    return f"{rel} § {heading}" if heading else f"{rel} {where}"
 
 
 def chunk_frame(chunk: Chunk, score: float, recorded_at: str | None = None) -> ContextFrame:
@@ -186,7 +198,14 @@ def chunk_frame(chunk: Chunk, score: float, recorded_at: str | None = None) -> C
         score=round(min(max(score, 0.0), 1.0), 6),  # F1
         token_cost=canonical_token_cost(chunk.text),  # B3
         recorded_at=recorded_at,
-        provenance=[Provenance(type="file", uri=chunk.uri, range=chunk.range, digest=chunk.digest)],
+        provenance=[
+            Provenance(
+                type="file",
+                uri=chunk.uri,
+                range=chunk.range,
+                digest=chunk.source_digest or chunk.digest,
+            )
+        ],
         citation_label=chunk.citation_label,  # F3
     )
 
@@ -432,10 +451,16 @@ def chunk_file(
     max_tokens: int = DEFAULT_CHUNK_TOKENS,
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
 ) -> list[Chunk]:
-    """The chunks of one file's bytes; empty for binary (``is_binary``) or non-UTF-8 content."""
+    """The chunks of one file's bytes; empty for binary (``is_binary``) or non-UTF-8 content,
+    and for a notebook whose cells cannot be read (``chunk_notebook``)."""
     if is_binary(data):
         return []
     suffix = path.suffix.lower()
+    if suffix == NOTEBOOK_SUFFIX:
+        cut = chunk_notebook(
+            path, rel, data, window_lines, max_tokens=max_tokens, min_tokens=min_tokens
+        )
+        return cut or []
     kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
     sections: Sections = "markdown" if suffix in _MARKDOWN_SUFFIXES else "none"
     return [
@@ -458,6 +483,75 @@ def chunk_file(
             min_tokens=min_tokens,
         )
     ]
+
+
+def chunk_notebook(
+    path: Path,
+    rel: str,
+    data: bytes,
+    window_lines: int = DEFAULT_WINDOW_LINES,
+    *,
+    max_tokens: int = DEFAULT_CHUNK_TOKENS,
+    min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
+) -> list[Chunk] | None:
+    """The chunks of a Jupyter notebook's cells (``_notebook``), or ``None`` when its
+    bytes are not a notebook whose cells can be read.
+
+    Each cell is cut on its own, as a file of its text would be: a markdown cell as
+    markdown (a ``doc``), a code cell as code (a ``snippet``, its label naming the
+    notebook's language) and a raw cell as text (a ``doc``); outputs are left out. A
+    chunk's range is the lines of the file that hold its cell's strings (the source
+    digest is theirs), its text those strings joined (``range_text``), and its label
+    names the cell (``analysis.ipynb cell 4 (python)``; with the cell's own lines when
+    the cell is cut in several). Chunks whose lines hold the same strings (a cell
+    written as one string) are one."""
+    notebook = read_notebook(data)
+    if notebook is None:
+        return None
+    raw = split_lines(data)
+    chunks: list[Chunk] = []
+    for cell in notebook.cells:
+        code = cell.kind == "code"
+        where = f"cell {cell.number}" + (f" ({notebook.language})" if code else "")
+        sections: Sections = "markdown" if cell.kind == "markdown" else "none"
+        body = cell.text.encode("utf-8")
+        starts = [0, *(m.end() for m in re.finditer("\n", cell.text))]
+        found: dict[tuple[int, int], str | None] = {}  # the lines each chunk cites, its heading
+        for piece in chunk_text(
+            body,
+            f"{rel} {where}",
+            window_lines,
+            sections=sections,
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+        ):
+            begin = starts[piece.start - 1]
+            stop = begin + len(piece.text)
+            held = [p for p in cell.parts if p.start < stop and p.end > begin]
+            found.setdefault((held[0].first_line, held[-1].last_line), piece.heading)
+        for (first, last), heading in found.items():
+            parts = cell.within(first, last)
+            text = cell.text[parts[0].start : parts[-1].end]
+            place = where
+            if len(found) > 1:  # the cell's own lines tell its chunks apart
+                a = bisect.bisect_right(starts, parts[0].start)
+                b = bisect.bisect_right(starts, parts[-1].end - 1)
+                place = f"{where} lines {a}-{b}"
+            chunks.append(
+                Chunk(
+                    rel=rel,
+                    path=path,
+                    start=first,
+                    end=last,
+                    text=text,
+                    digest=sha256_digest(text.encode("utf-8")),
+                    heading=heading,
+                    kind="snippet" if code else "doc",
+                    place=place,
+                    source_digest=sha256_digest(b"".join(raw[first - 1 : last])),
+                )
+            )
+    return chunks
 
 
 def is_binary(data: bytes) -> bool:

@@ -107,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "skips binary and huge files (--max-file-bytes), vendor/ (a !vendor/ line in "
         ".hostdignore brings it back), tagged cache directories and hostd's state directory, "
         "lockfiles (unless an --include glob names one) and, always, files that hold "
-        "credentials (.env, private keys, .npmrc, *.tfstate, ...).",
+        "credentials (.env, private keys, .npmrc, *.tfstate, ...). Reads a Jupyter notebook "
+        "as its cells' text, without outputs.",
     )
     corpus_arguments(parser)
     http_arguments(parser)

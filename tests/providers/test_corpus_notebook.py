@@ -1,0 +1,234 @@
+"""A Jupyter notebook is indexed as its cells' text, cited by the lines of its JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostd.protocol import FrameIdentity, address_line_range, sha256_digest
+from providers import Corpus, CorpusOptions, chunk_frame, verify_chunk
+from providers._corpus import SKIP_NOTEBOOK, not_indexed
+from providers._corpus_cache import load_corpus, save_corpus
+from tests.fixtures.cli import run_hostd
+
+MARKDOWN = "# Churn analysis\n\nWe model customer churn with a gradient boosted classifier.\n"
+CODE = "import pandas as pd\ndf = pd.read_csv(\"churn.csv\")\nprint(f'loaded {len(df)} rows')"
+#: A PNG's base64, as an image output holds it (long enough to be a chunk of its own).
+IMAGE = "iVBORw0KGgoAAAANSUhEUgAA" + "QUFB" * 2000
+
+
+def _lines(text: str) -> list[str]:
+    """A cell's source as Jupyter writes it: one string a line, each but the last with
+    its newline."""
+    return text.splitlines(keepends=True)
+
+
+def _notebook(cells: list[dict[str, Any]], metadata: dict[str, Any] | None = None) -> str:
+    """nbformat 4 JSON as Jupyter writes it (``nbformat.write``: sorted keys, indent 1)."""
+    if metadata is None:
+        metadata = {"kernelspec": {"display_name": "Python 3", "language": "python"}}
+    nb = {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def _markdown(text: str) -> dict[str, Any]:
+    return {"cell_type": "markdown", "id": "m", "metadata": {}, "source": _lines(text)}
+
+
+def _code(text: str, outputs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "cell_type": "code",
+        "execution_count": 1,
+        "id": "c",
+        "metadata": {},
+        "outputs": outputs or [],
+        "source": _lines(text),
+    }
+
+
+def _analysis() -> str:
+    """A markdown cell, then a code cell whose outputs are a stream and an image."""
+    outputs: list[dict[str, Any]] = [
+        {"name": "stdout", "output_type": "stream", "text": ["loaded 1200 rows\n"]},
+        {
+            "data": {"image/png": IMAGE, "text/plain": ["<Figure size 640x480>"]},
+            "metadata": {},
+            "output_type": "display_data",
+        },
+    ]
+    return _notebook([_markdown(MARKDOWN), _code(CODE, outputs)])
+
+
+def _corpus(root: Path) -> Corpus:
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.refresh()
+    return corpus
+
+
+def _identity(corpus: Corpus, n: int) -> FrameIdentity:
+    frame = chunk_frame(corpus.chunks[n], 0.5)
+    return FrameIdentity(
+        provider_id="files", frame_id=frame.id, content_digest=frame.content_digest
+    )
+
+
+def test_a_notebook_is_indexed_as_its_cells_text_without_its_outputs(tmp_path: Path) -> None:
+    (tmp_path / "analysis.ipynb").write_text(_analysis())
+    corpus = _corpus(tmp_path)
+    assert [(c.text, c.kind, c.citation_label) for c in corpus.chunks] == [
+        (MARKDOWN, "doc", "analysis.ipynb cell 1"),
+        (CODE, "snippet", "analysis.ipynb cell 2 (python)"),
+    ]
+    assert corpus.chunks[0].title == "analysis.ipynb § Churn analysis"  # as a .md's
+    assert corpus.skipped == {}  # the image is not there to be refused as a long line
+
+
+def test_a_notebook_frame_cites_lines_of_the_file_a_reread_checks(tmp_path: Path) -> None:
+    text = _analysis()
+    (tmp_path / "analysis.ipynb").write_text(text)
+    corpus = _corpus(tmp_path)
+    for chunk in corpus.chunks:
+        frame = chunk_frame(chunk, 0.5)
+        (prov,) = frame.provenance
+        addressed = address_line_range(text.encode(), prov.range)
+        # The host re-reads these lines (F5): the JSON strings of exactly this cell.
+        assert prov.digest == sha256_digest(addressed)
+        assert json.loads("[" + addressed.decode().rstrip().rstrip(",") + "]") == _lines(
+            frame.content or ""
+        )
+        assert frame.content_digest == sha256_digest(chunk.text.encode())  # D4
+
+
+def test_verify_judges_a_notebook_chunk_by_its_cell_text(tmp_path: Path) -> None:
+    path = tmp_path / "analysis.ipynb"
+    path.write_text(_analysis())
+    code = _identity(_corpus(tmp_path), 1)
+    assert verify_chunk(tmp_path, code).status == "valid"
+    # Run again, the notebook's outputs change; its code does not.
+    path.write_text(_analysis().replace("loaded 1200 rows", "loaded 1300 rows"))
+    assert verify_chunk(tmp_path, code).status == "valid"
+    path.write_text(_analysis().replace("churn.csv", "churn-2024.csv"))
+    verdict = verify_chunk(tmp_path, code)
+    assert verdict.status == "stale"
+    assert verdict.replacement_digest == sha256_digest(
+        CODE.replace("churn.csv", "churn-2024.csv").encode()
+    )
+    path.write_text("not a notebook now\n")
+    assert verify_chunk(tmp_path, code).status == "gone"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "language"),
+    [
+        ({"kernelspec": {"language": "R", "name": "ir"}}, "r"),
+        ({"language_info": {"name": "julia"}}, "julia"),
+        ({}, "python"),
+        ({"kernelspec": {"language": "not a\nname"}}, "python"),
+    ],
+)
+def test_a_code_cell_is_labelled_with_the_notebooks_language(
+    tmp_path: Path, metadata: dict[str, Any], language: str
+) -> None:
+    (tmp_path / "fit.ipynb").write_text(_notebook([_code("model <- fit(churn)\n")], metadata))
+    (chunk,) = _corpus(tmp_path).chunks
+    assert chunk.citation_label == f"fit.ipynb cell 1 ({language})"
+
+
+def test_a_long_cell_is_cut_into_chunks_that_name_its_lines(tmp_path: Path) -> None:
+    long = "".join(f"step_{i} = transform(step_{i - 1})\n" for i in range(1, 101))
+    (tmp_path / "pipeline.ipynb").write_text(_notebook([_markdown(MARKDOWN), _code(long)]))
+    corpus = _corpus(tmp_path)
+    cut = [c for c in corpus.chunks if c.kind == "snippet"]
+    assert len(cut) > 1
+    assert len({c.chunk_id for c in corpus.chunks}) == len(corpus.chunks)
+    assert "".join(c.text for c in cut) == long
+    first = cut[0].text.count("\n")
+    assert cut[0].citation_label == f"pipeline.ipynb cell 2 (python) lines 1-{first}"
+    for n in range(len(corpus.chunks)):
+        assert verify_chunk(tmp_path, _identity(corpus, n)).status == "valid"
+
+
+def test_a_cell_written_as_one_string_is_one_chunk(tmp_path: Path) -> None:
+    long = "".join(f"step_{i} = transform(step_{i - 1})\n" for i in range(1, 101))
+    cell = {**_code(""), "source": long}  # one string: its lines cannot be cited apart
+    (tmp_path / "pipeline.ipynb").write_text(_notebook([cell]))
+    corpus = _corpus(tmp_path)
+    (chunk,) = corpus.chunks
+    assert chunk.text == long and chunk.citation_label == "pipeline.ipynb cell 1 (python)"
+    assert verify_chunk(tmp_path, _identity(corpus, 0)).status == "valid"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("cells:\n  - print('hello')\n", id="not-json"),
+        pytest.param(_analysis()[: len(_analysis()) // 2], id="truncated"),
+        pytest.param(
+            json.dumps(
+                {
+                    "nbformat": 3,
+                    "worksheets": [{"cells": [{"cell_type": "code", "input": ["x = 1\n"]}]}],
+                },
+                indent=1,
+            ),
+            id="nbformat-3",
+        ),
+        pytest.param(json.dumps(json.loads(_analysis())).replace(IMAGE, "QUFB"), id="one-line"),
+        pytest.param('{"nbformat": 4, "cells": [' * 2000, id="nested"),
+    ],
+)
+def test_a_notebook_whose_cells_cannot_be_read_is_named_not_indexed(
+    tmp_path: Path, text: str
+) -> None:
+    (tmp_path / "broken.ipynb").write_text(text)
+    (tmp_path / "notes.md").write_text(MARKDOWN)
+    corpus = _corpus(tmp_path)
+    assert {c.rel for c in corpus.chunks} == {"notes.md"}  # the walk goes on
+    assert corpus.skipped_paths == {SKIP_NOTEBOOK: ("broken.ipynb",)}
+    said = "; not indexed: 1 notebook not readable as nbformat 4 cells (broken.ipynb)"
+    assert not_indexed(corpus) == said
+
+
+def test_a_warm_start_serves_the_notebook_frames_a_cold_one_did(tmp_path: Path) -> None:
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "analysis.ipynb").write_text(_analysis())
+    cache = tmp_path / "corpus.json"
+    cold = _corpus(tmp_path / "tree")
+    save_corpus(cold, cache)
+    warm = Corpus(CorpusOptions(root=tmp_path / "tree"))
+    assert load_corpus(warm, cache)
+    warm.refresh()
+    assert warm.reads == 0
+    frames = [chunk_frame(c, 0.5).to_wire() for c in warm.chunks]
+    assert frames == [chunk_frame(c, 0.5).to_wire() for c in cold.chunks]
+    assert [f["citation_label"] for f in frames] == [
+        "analysis.ipynb cell 1",
+        "analysis.ipynb cell 2 (python)",
+    ]
+
+
+def test_compose_quotes_a_notebooks_markdown_cell_for_a_goal_about_it(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "analysis.ipynb").write_text(_analysis())
+    files = ["python", "-m", "providers.files", "--root", str(project), "--no-cache"]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\n'
+        f"trusted_roots = [{json.dumps(str(project))}]\ntimeout_ms = 60000\n"
+    )
+    done = run_hostd("--config", str(config), "compose", "--json", "how is customer churn modelled")
+    assert done.returncode == 0, done.stderr
+    composed = json.loads(done.stdout)
+    assert 'cite="analysis.ipynb cell 1"' in composed["prompt"]
+    assert MARKDOWN.rstrip() in composed["prompt"]
+    assert '"source"' not in composed["prompt"] and "iVBOR" not in composed["prompt"]
+    entries = {e["frame"]["frame_id"]: e for e in composed["audit"]["entries"]}
+    markdown = entries[_corpus(project).chunks[0].chunk_id]
+    assert markdown["disposition"] == "included" and markdown["rank"] == 0
+    # The host re-read the lines it cites under trusted_roots and they matched (F5).
+    assert markdown["verification"]["state"] == "source_verified"
