@@ -352,9 +352,10 @@ class Host:
         work: Callable[[OnProgress], Awaitable[T]],
     ) -> T:
         """Run ``work(tell)`` while the chosen providers' progress goes to ``on_progress``:
-        heard in a read callback (or told by the work through ``tell``), handed over
-        through a small buffer (a full one drops a step, the next one says as much) to a
-        task that may await the callback."""
+        first the last step of each one warming now, then each step heard in a read
+        callback (or told by the work through ``tell``), handed over through a small
+        buffer (a full one drops a step, the next one says as much) to a task that may
+        await the callback."""
         send, receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](64)
 
         def listener(provider_id: str, progress: dict[str, Any]) -> None:
@@ -373,6 +374,14 @@ class Host:
                         log.warning("engine.on_progress.failed", error=repr(exc))
 
         self.pool.progress_listeners.append(listener)
+        # Where each chosen provider already warming stands, told first: its next step
+        # may be long in coming (a model load reports once, then nothing until it is
+        # loaded), and a request begun meanwhile would hear nothing of it until then.
+        for provider_id in sorted(chosen):
+            slot = self.pool.slots.get(provider_id)
+            conn = slot.live() if slot is not None else None
+            if conn is not None and conn.readiness.warming and conn.readiness.notified:
+                listener(provider_id, dict(conn.readiness.progress))
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(forward)

@@ -73,6 +73,19 @@ async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_pr
     assert leftovers() == []
 
 
+async def _started_in(host: Host, phase: str) -> None:
+    """Start provider ``w`` and return once the host has heard it warm up in ``phase``."""
+    slot = host.pool.slots["w"]
+    await host.pool.ensure(slot)
+    heard = anyio.Event()
+    host.pool.progress_listeners.append(
+        lambda _p, n: heard.set() if n.get("phase") == phase else None
+    )
+    if slot.conn is not None and slot.conn.readiness.progress.get("phase") == phase:
+        heard.set()
+    await heard.wait()
+
+
 async def _warming_leg(tmp_path: Path, phase: str) -> dict[str, Any]:
     """The wire report of a bounded ask to a provider warming in ``phase``, asked once the
     host has heard that phase (an event)."""
@@ -80,15 +93,7 @@ async def _warming_leg(tmp_path: Path, phase: str) -> dict[str, Any]:
     spec = warming("w", "--warm-gate", str(gate), "--phase", phase)
     with anyio.fail_after(120):  # a hang guard
         async with Host([spec]) as host:
-            slot = host.pool.slots["w"]
-            await host.pool.ensure(slot)
-            heard = anyio.Event()
-            host.pool.progress_listeners.append(
-                lambda _p, n: heard.set() if n.get("phase") == phase else None
-            )
-            if slot.conn is not None and slot.conn.readiness.progress.get("phase") == phase:
-                heard.set()
-            await heard.wait()
+            await _started_in(host, phase)
             report = (await host.query_all(query(), 500, timeout_ms=300)).reports["w"]
             gate.touch()
     assert report.status is LegStatus.WARMING, report
@@ -106,6 +111,30 @@ async def test_a_warming_leg_says_what_the_provider_is_doing_by_its_phase(
     assert said.startswith("still loading its saved index ("), said
     assert ": load " in said, said  # the provider's figure, as before
     assert (warming_state(building) or "").startswith("still building its index ("), building
+
+
+async def test_a_request_begun_while_a_provider_warms_hears_where_it_stands_at_once(
+    tmp_path: Path,
+) -> None:
+    """A model load reports one step, then nothing until it is loaded: a request begun
+    after that step is told it when it starts, not when the load ends. The gate stays
+    shut throughout, so whatever the request heard came before the provider's next step."""
+    gate = tmp_path / "load.gate"
+    spec = warming(
+        "w", "--warm-gate", str(gate), "--steps", "1", "--phase", "load model", "--quiet"
+    )
+    told: list[dict[str, Any]] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([spec]) as host:
+            await _started_in(host, "load model")
+            fan = await host.query_all(
+                query(), 500, timeout_ms=300, on_progress=lambda _p, n: told.append(n)
+            )
+            gate.touch()
+    report = fan.reports["w"]
+    assert [n.get("phase") for n in told] == ["load model"], told
+    # The leg ends saying what the request was last told the provider was doing.
+    assert report.status is LegStatus.WARMING and report.phase == "load model", report
 
 
 async def test_a_start_slower_than_the_old_five_seconds_is_served_not_killed(

@@ -72,6 +72,40 @@ async def test_progress_values_only_increase_while_a_provider_warms_up(
     assert sorted(legs) == ["alpha", "slow"]
 
 
+async def test_the_first_call_of_a_cold_hostd_mcp_says_a_model_is_loading_before_it_is(
+    workdir: Path, marker: str
+) -> None:
+    """Providers start at boot, before the first call; one loads its model, which it
+    reports once and then says nothing until it is loaded (the bundled ``semantic``). The
+    call hears that at once: the test lets the load end only when the call has said so."""
+    gate = workdir / "model-gate"
+    table = (
+        f'[[provider]]\nid = "slow"\n'
+        f'command = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", '
+        f'"{gate}", "--steps", "1", "--phase", "load model", "--quiet"]\n'
+        f'start_timeout_s = 60\ncwd = "{ROOT}"\n'
+    )
+    config = write_config(workdir, marker, {}, extra=table)
+    said: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        said.append(message or "")
+        if (message or "").startswith("slow: warming"):
+            gate.touch()
+
+    with anyio.fail_after(120):  # a hang guard
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool(
+                    "compose_context", {"goal": "warm"}, progress_callback=on_progress
+                )
+    assert isinstance(result, types.CallToolResult) and result.is_error is False, result
+    slow = [m for m in said if m.startswith("slow:")]
+    assert slow[0] == "slow: warming, loading its model 0/1", said
+    assert slow[-1] == "slow: ok, 1 frames", said
+
+
 async def test_a_composition_with_no_evidence_is_a_tool_error_naming_each_provider(
     workdir: Path, marker: str
 ) -> None:
