@@ -527,8 +527,9 @@ class ProgressTrack:
     """The ``notifications/progress`` values of one call, strictly increasing (MCP
     progress: the value MUST increase with each notification).
 
-    ``0`` when the fan-out starts; each finished leg moves to its count of legs done;
-    a provider still warming up moves less than halfway towards the next leg, by
+    ``0`` when the fan-out starts; each finished leg moves to its count of legs done (a
+    leg that ended warming says what its provider was doing, in its warm-up notes'
+    words); a provider still warming up moves less than halfway towards the next leg, by
     halves, so its messages never reach or pass the next leg's value. Past
     ``max_notes`` warming notes between two legs, further ones are dropped (MCP:
     rate-limit progress)."""
@@ -570,7 +571,11 @@ class ProgressTrack:
             return self._sent(value), self.total, f"{provider}: {state}{where}"
         self._base = float(done)
         self._notes = 0
-        message = f"{provider}: {note.get('status')}, {note.get('frames_accepted', 0)} frames"
+        status = note.get("status")
+        if status == "warming" and note.get("phase") is not None:
+            # In the words of its warm-up notes, so the last one agrees with the result.
+            status = f"warming, {warming_doing(note['phase'])}"
+        message = f"{provider}: {status}, {note.get('frames_accepted', 0)} frames"
         return self._sent(self._base), self.total, message
 
     def _sent(self, value: float) -> float:

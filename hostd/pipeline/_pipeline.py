@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -373,34 +373,46 @@ class Pipeline:
 
 class _Notes:
     """A request's progress notes: one per finished leg (``done`` of ``total``) and one
-    per warm-up step of a provider it asks (its own figures, apart from done/total)."""
+    per warm-up step of a provider it asks (its own figures, apart from done/total).
 
-    __slots__ = ("_done", "_progress", "_total")
+    A provider's leg note is the last it gets: its steps heard after its leg ended are
+    not told (the leg's report says where it stood, ``phase`` for a ``warming`` leg),
+    so a client's last word of a provider agrees with the result, and the request's
+    count is never passed by a provider it no longer waits for."""
+
+    __slots__ = ("_done", "_ended", "_progress", "_total")
 
     def __init__(self, progress: Progress, total: int) -> None:
         self._progress = progress
         self._total = total
         self._done = 0
+        self._ended: set[str] = set()
 
     async def _send(self, note: dict[str, Any]) -> None:
         out = self._progress(note)
         if inspect.isawaitable(out):
             await out
 
-    async def leg_done(self, report: LegReport) -> None:
+    def leg_done(self, report: LegReport) -> Awaitable[None]:
+        # Counted and marked ended when the engine judges the leg, not when the engine's
+        # task sends the note: a step of its provider handed over meanwhile is dropped.
         self._done += 1
-        await self._send(
-            {
-                "provider": report.provider_id,
-                "status": str(report.status),
-                "frames_accepted": report.frames_accepted,
-                "latency_ms": report.latency_ms,
-                "done": self._done,
-                "total": self._total,
-            }
-        )
+        self._ended.add(report.provider_id)
+        note: dict[str, Any] = {
+            "provider": report.provider_id,
+            "status": str(report.status),
+            "frames_accepted": report.frames_accepted,
+            "latency_ms": report.latency_ms,
+            "done": self._done,
+            "total": self._total,
+        }
+        if report.phase is not None:  # a warming leg: what its provider was doing
+            note["phase"] = report.phase
+        return self._send(note)
 
     async def warming(self, provider_id: str, progress: dict[str, Any]) -> None:
+        if provider_id in self._ended:
+            return
         # With the request's count of legs, so a client shows one total from the start.
         note = {"provider": provider_id, "status": "warming", "warming": progress}
         await self._send({**note, "total": self._total})

@@ -89,6 +89,19 @@ def test_a_warming_note_says_what_the_provider_is_doing_by_its_phase() -> None:
     ]
 
 
+def test_a_leg_that_ended_warming_says_what_its_last_warm_up_note_said() -> None:
+    track = ProgressTrack()
+    track.start()
+    step = track.update(
+        {"provider": "s", "status": "warming", "warming": {"phase": "load model", "done": 0}}
+    )
+    leg = track.update(
+        {"provider": "s", "status": "warming", "phase": "load model", "done": 1, "total": 1}
+    )
+    assert step is not None and step[2] == "s: warming, loading its model"
+    assert leg == (1.0, 1.0, "s: warming, loading its model, 0 frames")
+
+
 def test_no_evidence_names_each_provider_and_why() -> None:
     result = {
         "prompt": "",

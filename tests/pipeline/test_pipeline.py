@@ -191,6 +191,35 @@ async def test_each_failed_leg_is_named_and_the_rest_is_served(tmp_path: Path) -
     ]
 
 
+class _LateStep(_Engine):
+    """The engine's order when a warm-up step is handed over just as its leg is judged:
+    a step heard before, the leg judged (its note not sent yet), a step heard after."""
+
+    async def query_all(self, query: ContextQuery, global_budget: int, **kw: Any) -> FanOut:
+        step = {"state": "warming", "phase": "load model", "done": 0}
+        await kw["on_progress"]("beta", step)
+        sending = kw["on_leg_done"](self.reports["beta"])  # called when the leg is judged
+        await kw["on_progress"]("beta", {**step, "phase": "embed", "total": 60})
+        await sending
+        await kw["on_leg_done"](self.reports["alpha"])
+        return FanOut(query, global_budget, accepted=list(self.accepted), reports=self.reports)
+
+
+async def test_a_warming_legs_note_is_the_last_of_its_provider_and_names_its_phase(
+    tmp_path: Path,
+) -> None:
+    pipeline, engine = _pipeline(tmp_path, [("alpha", LegStatus.OK), ("beta", LegStatus.WARMING)])
+    engine.reports["beta"] = LegReport("beta", LegStatus.WARMING, phase="load model")
+    late = _LateStep(engine.reports, engine.accepted)
+    notes: list[dict[str, Any]] = []
+    await Pipeline(pipeline.config, late).compose(ComposeParams(goal="g"), "r", notes.append)
+    beta = [n for n in notes if n["provider"] == "beta"]
+    # The step heard after beta's leg was judged is not told: the client's last word of
+    # beta is its leg's note, which says where the leg left it, as the result does.
+    assert [n.get("warming", {}).get("phase") for n in beta] == ["load model", None], beta
+    assert (beta[-1]["done"], beta[-1]["phase"]) == (1, "load model")
+
+
 def _report(pid: str, status: LegStatus) -> LegReport:
     if status is LegStatus.QUARANTINED:
         violations = (Violation("B3", "token_cost", "misstated"), Violation("B1", "frames", "x"))
