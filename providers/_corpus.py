@@ -90,6 +90,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_FILE_BYTES = 1 << 20
+#: A notebook is read up to this many times ``max_file_bytes``, and held to the limit by
+#: its cells' text: its outputs, never indexed, are most of its size (a few plots
+#: saved as base64 take megabytes), so its file size says little of what it would add.
+NOTEBOOK_READ_FACTOR = 16
 # Never indexed, whatever the ignore files say: VCS internals and tool caches.
 _ALWAYS_SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache"}
@@ -619,7 +623,8 @@ class Corpus:
         opts = self.options
         # A notebook by ``chunk_notebook`` itself: ``chunk_file`` gives one it cannot read
         # no chunk, and the user is told why it is missing.
-        cut = chunk_notebook if path.suffix.lower() == NOTEBOOK_SUFFIX else chunk_file
+        notebook = path.suffix.lower() == NOTEBOOK_SUFFIX
+        cut = chunk_notebook if notebook else chunk_file
         chunks = cut(
             path,
             rel,
@@ -628,7 +633,11 @@ class Corpus:
             max_tokens=opts.chunk_tokens,
             min_tokens=opts.min_chunk_tokens,
         )
-        return ([], SKIP_NOTEBOOK) if chunks is None else (chunks, None)
+        if chunks is None:
+            return [], SKIP_NOTEBOOK
+        if notebook and sum(len(c.text.encode()) for c in chunks) > opts.max_file_bytes:
+            return [], SKIP_TOO_LARGE  # by its cells' text (``NOTEBOOK_READ_FACTOR``)
+        return chunks, None
 
     def _walk(self) -> list[tuple[str, Path, os.stat_result]]:
         opts = self.options
@@ -697,7 +706,10 @@ class Corpus:
                     st = entry.stat()
                 except OSError:
                     continue
-                if st.st_size > opts.max_file_bytes:
+                if st.st_size > opts.max_file_bytes and not (
+                    rel.lower().endswith(NOTEBOOK_SUFFIX)
+                    and st.st_size <= opts.max_file_bytes * NOTEBOOK_READ_FACTOR
+                ):
                     skipped[SKIP_TOO_LARGE].append(rel)
                     continue
                 if st.st_size == 0:

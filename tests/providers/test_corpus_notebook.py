@@ -10,7 +10,12 @@ import pytest
 
 from hostd.protocol import FrameIdentity, address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_frame, verify_chunk
-from providers._corpus import SKIP_NOTEBOOK, not_indexed
+from providers._corpus import (
+    NOTEBOOK_READ_FACTOR,
+    SKIP_NOTEBOOK,
+    SKIP_TOO_LARGE,
+    not_indexed,
+)
 from providers._corpus_cache import load_corpus, save_corpus
 from tests.fixtures.cli import run_hostd
 
@@ -232,3 +237,24 @@ def test_compose_quotes_a_notebooks_markdown_cell_for_a_goal_about_it(tmp_path: 
     assert markdown["disposition"] == "included" and markdown["rank"] == 0
     # The host re-read the lines it cites under trusted_roots and they matched (F5).
     assert markdown["verification"]["state"] == "source_verified"
+
+
+def test_a_notebook_is_held_to_the_size_limit_by_its_cells_not_its_outputs(
+    tmp_path: Path,
+) -> None:
+    # Its image output (about 8 KB) puts the file over a 4 KB limit; its cells are far under.
+    (tmp_path / "plots.ipynb").write_text(_analysis())
+    (tmp_path / "notes.txt").write_text("x " * 3000)  # a text file over the limit: out
+    # Cells whose text alone is over the limit: out, by the same rule as any large file.
+    long_cell = "".join(f"total_{i} = compute_total({i})\n" for i in range(400))
+    (tmp_path / "long.ipynb").write_text(_notebook([_code(long_cell)]))
+    limit = 4096
+    assert (tmp_path / "plots.ipynb").stat().st_size > limit
+    corpus = Corpus(CorpusOptions(root=tmp_path, max_file_bytes=limit))
+    corpus.refresh()
+    assert {c.rel for c in corpus.chunks} == {"plots.ipynb"}
+    assert sorted(corpus.skipped_paths[SKIP_TOO_LARGE]) == ["long.ipynb", "notes.txt"]
+    # Past the factor, a notebook is not read at all.
+    small = Corpus(CorpusOptions(root=tmp_path, max_file_bytes=limit // NOTEBOOK_READ_FACTOR))
+    small.refresh()
+    assert small.chunks == []
