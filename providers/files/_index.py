@@ -14,7 +14,7 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import numpy as np
 from hostd.protocol import ContextFrame, ContextQuery
 
 from .. import _frames
+from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._corpus_cache import ChunkTerms, load_corpus, save_corpus
 from .._frames import STOPWORDS, Packed, now_timestamp, pack, query_text, saturate
@@ -125,6 +126,7 @@ class FileIndex:
         #: Chunks the last rebuild had to tokenize (its terms were neither held nor cached).
         self.tokenized_last = 0
         self._chunks: list[Chunk] = []
+        self._spans = FileSpans([])
         self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
         #: Rebuilds so far: what the index holds changed when it moves.
@@ -207,6 +209,7 @@ class FileIndex:
             bm25 = bm25s.BM25()
             bm25.index([terms[c.rel, c.digest].split() for c in chunks], show_progress=False)
         self._bm25, self._chunks, self._indexed_at = bm25, chunks, indexed_at
+        self._spans = FileSpans(chunks)
         self.generation += 1
 
     @staticmethod
@@ -215,16 +218,34 @@ class FileIndex:
         # word's characters, never a space, so the string splits back into the terms.
         return " ".join(tokenize(chunk.rel) + tokenize(chunk.text))
 
-    def search(self, text: str, *, limit: int = 200) -> list[Hit]:
-        """Best first; ties broken by chunk id so equal inputs rank identically."""
+    def search(self, text: str, *, limit: int = 200, anchors: Sequence[str] = ()) -> list[Hit]:
+        """Best first; ties broken by chunk id so equal inputs rank identically. With
+        ``anchors`` that name indexed files, those files' chunks lead (``_anchors``)."""
         self.refresh()
         with self._lock:
-            bm25, chunks = self._bm25, self._chunks
+            bm25, chunks, spans = self._bm25, self._chunks, self._spans
         tokens = tokenize(text)
-        if bm25 is None or not tokens:
+        if bm25 is None:
             return []
-        scores = np.asarray(bm25.get_scores(tokens), dtype=np.float64)
+        anchored = spans.anchored(anchor_paths(anchors, self.root))
+        if not tokens and not anchored.files:
+            return []
+        scores = (
+            np.asarray(bm25.get_scores(tokens), dtype=np.float64)
+            if tokens
+            else np.zeros(len(chunks), dtype=np.float64)
+        )
         order = [int(i) for i in np.flatnonzero(scores > 0)]
+        if anchored.chunks:
+            raw = scores.tolist()
+            return [
+                Hit(
+                    chunks[i],
+                    raw[i],
+                    banded(saturate(raw[i], BM25_HALF_SCORE), i in anchored.chunks),
+                )
+                for i in anchor_ranked(order, raw, chunks, anchored)[:limit]
+            ]
         order.sort(key=lambda i: (-scores[i], chunks[i].chunk_id))
         return [
             Hit(chunks[i], float(scores[i]), saturate(float(scores[i]), BM25_HALF_SCORE))
@@ -235,10 +256,10 @@ class FileIndex:
         return chunk_frame(hit.chunk, hit.score, self._indexed_at.get(hit.chunk.chunk_id))
 
     def answer(self, query: ContextQuery) -> Packed:
-        """The frames for one query under its limits (B1, B4, Q1)."""
+        """The frames for one query under its limits (B1, B4, Q1), its anchors' first."""
         if query.max_frames == 0:
             return Packed([], False, 0)
-        hits = self.search(query_text(query))
+        hits = self.search(query_text(query), anchors=query.anchors)
         return pack(hits, query, kind_of=lambda h: h.chunk.kind, build=self.frame)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from hostd.protocol import ContextFrame, ContextQuery, sha256_digest
 
+from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._frames import Packed, now_timestamp, pack, query_text
 from ._embed import Embedder, EmbeddingCache, Vectors
@@ -94,6 +95,7 @@ class SemanticIndex:
         self.refresh_interval_s = refresh_interval_s
         self._lock = threading.Lock()
         self._chunks: list[Chunk] = []
+        self._spans = FileSpans([])
         self._matrix: Vectors = np.zeros((0, embedder.dim), dtype=np.float32)
         self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
@@ -185,6 +187,7 @@ class SemanticIndex:
         stamp = now_timestamp()
         self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
         self._chunks, self._matrix, self._built = chunks, matrix, True
+        self._spans = FileSpans(chunks)
 
     def _embed_behind(self) -> None:
         """The embedding thread: the latest chunks the walk found, until none is
@@ -211,11 +214,18 @@ class SemanticIndex:
         """Whether an embedding thread is at work (``refresh``)."""
         return self._embedding
 
-    def search(self, text: str | None, vector: list[float] | None = None) -> list[SemanticHit]:
-        """Best first by cosine; ties by chunk id. ``vector`` (E1) is used instead of ``text``."""
+    def search(
+        self,
+        text: str | None,
+        vector: list[float] | None = None,
+        anchors: Sequence[str] = (),
+    ) -> list[SemanticHit]:
+        """Best first by cosine; ties by chunk id. ``vector`` (E1) is used instead of
+        ``text``. With ``anchors`` that name indexed files, those files' chunks lead
+        (``_anchors``)."""
         self.refresh()
         with self._lock:
-            chunks, matrix = self._chunks, self._matrix
+            chunks, matrix, spans = self._chunks, self._matrix, self._spans
         if not chunks:
             return []
         if vector is not None:
@@ -233,6 +243,13 @@ class SemanticIndex:
             return []
         sims = matrix @ q
         order = [int(i) for i in np.flatnonzero(sims >= self.min_score)]
+        anchored = spans.anchored(anchor_paths(anchors, self.root))
+        if anchored.chunks:
+            cosine = sims.tolist()
+            return [
+                SemanticHit(chunks[i], banded(cosine[i], i in anchored.chunks))
+                for i in anchor_ranked(order, cosine, chunks, anchored)
+            ]
         order.sort(key=lambda i: (-float(sims[i]), chunks[i].chunk_id))
         return [SemanticHit(chunks[i], min(float(sims[i]), 1.0)) for i in order]
 
@@ -242,5 +259,5 @@ class SemanticIndex:
     def answer(self, query: ContextQuery) -> Packed:
         if query.max_frames == 0:
             return Packed([], False, 0)
-        hits = self.search(query_text(query), query.embedding)
+        hits = self.search(query_text(query), query.embedding, query.anchors)
         return pack(hits, query, kind_of=lambda h: h.chunk.kind, build=self.frame)
