@@ -118,6 +118,15 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--query-text", metavar="TEXT", help="what the providers search for (default: the goal)"
     )
     compose.add_argument(
+        "--anchor",
+        action="append",
+        dest="anchors",
+        metavar="PATH",
+        help="a file or directory the agent works on, handed to every provider as a query "
+        "anchor (repeat for more): a file:// URI, an absolute path, or a path under the "
+        "provider's root; the bundled files and semantic providers rank its chunks first",
+    )
+    compose.add_argument(
         "--max-frames",
         type=int,
         metavar="N",
@@ -300,6 +309,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "providers": csv_arg(args.providers),
         "kinds": csv_arg(args.kinds),
         "query_text": args.query_text,
+        "anchors": args.anchors,
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,
         "overfetch": args.overfetch,

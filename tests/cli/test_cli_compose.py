@@ -122,3 +122,35 @@ def test_the_summary_names_a_policy_fallback_and_its_reason(
         assert "policy:" not in summary, summary
     else:
         assert said in summary, summary
+
+
+def test_an_anchor_puts_the_file_it_names_first(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "src" / "http").mkdir(parents=True)
+    # net.py matches the goal best; client.py, the file the agent works on, barely.
+    (tree / "src" / "net.py").write_text(
+        "def retry_loop(attempts):\n    # the retry loop gives up: retry loop, retry loop\n"
+        "    return attempts\n"
+    )
+    (tree / "src" / "http" / "client.py").write_text(
+        "def fetch(url):\n    # sends the request once; the caller owns the retry loop\n"
+        "    return open_connection(url, timeout=30, headers=default_headers())\n"
+    )
+    words = ["python", "-m", "providers.files", "--root", str(tree), "--no-cache"]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f'[[provider]]\nid = "files"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"
+    )
+
+    def lead(*anchors: str) -> list[str]:
+        done = _hostd(
+            "--config", str(config), "compose", "why does the retry loop give up",
+            "--json", "--placement", "ranked", *anchors,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [c["label"] for c in json.loads(done.stdout)["citations"]]
+
+    assert lead() == ["src/net.py L1-3", "src/http/client.py L1-3"]
+    assert lead("--anchor", "src/http/client.py") == ["src/http/client.py L1-3", "src/net.py L1-3"]
