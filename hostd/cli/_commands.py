@@ -26,6 +26,7 @@ from hostd.errors import HostdError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    anchors_arg,
     connect_arg,
     csv_arg,
     duration,
@@ -123,8 +124,9 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         dest="anchors",
         metavar="PATH",
         help="a file or directory the agent works on, handed to every provider as a query "
-        "anchor (repeat for more): a file:// URI, an absolute path, or a path under the "
-        "provider's root; the bundled files and semantic providers rank its chunks first",
+        "anchor (repeat for more): a file:// URI, an absolute path, a path from the current "
+        "directory, or one under the provider's root; the bundled files and semantic "
+        "providers rank its chunks first",
     )
     compose.add_argument(
         "--max-frames",
@@ -309,7 +311,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "providers": csv_arg(args.providers),
         "kinds": csv_arg(args.kinds),
         "query_text": args.query_text,
-        "anchors": args.anchors,
+        "anchors": anchors_arg(args.anchors),
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,
         "overfetch": args.overfetch,

@@ -38,6 +38,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "UsageError",
+    "anchors_arg",
     "connect_arg",
     "csv_arg",
     "duration",
@@ -123,6 +124,26 @@ def strategy_arg(value: str | None, option: str = "--strategy") -> Any:
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{option}: {exc}") from None
     return wire
+
+
+def anchors_arg(values: list[str] | None) -> list[str] | None:
+    """``--anchor`` values, each relative path that names a file or directory from the
+    current directory made absolute: a shell user's relative path is from where they
+    stand, the provider's root may be elsewhere. Any other value (a URI, a path only
+    under the provider's root, a symbol's name) as given."""
+    if values is None:
+        return None
+    here = Path.cwd()
+    out = []
+    for value in values:
+        path = Path(value)
+        named = value and "://" not in value and not path.is_absolute()
+        try:
+            found = named and (here / path).exists()
+        except (OSError, ValueError):  # a name too long, a NUL: not a path here
+            found = False
+        out.append(os.path.normpath(here / path) if found else value)
+    return out
 
 
 def csv_arg(value: str | None) -> list[str] | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hostd.cli._common import anchors_arg
 from hostd.cli._quality import caps_arg, floors_arg
 from hostd.client import Client
 from hostd.compose import budget_split
@@ -154,3 +155,26 @@ def test_an_anchor_puts_the_file_it_names_first(tmp_path: Path) -> None:
 
     assert lead() == ["src/net.py L1-3", "src/http/client.py L1-3"]
     assert lead("--anchor", "src/http/client.py") == ["src/http/client.py L1-3", "src/net.py L1-3"]
+
+
+def test_an_anchor_path_is_read_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src" / "http").mkdir(parents=True)
+    (tmp_path / "src" / "http" / "client.py").write_text("def fetch(): ...\n")
+    monkeypatch.chdir(tmp_path / "src")
+    given = [
+        "http/client.py",  # from here: made absolute, whatever the provider's root
+        "../src/http",  # a directory, its ".." folded
+        "src/http/client.py",  # nothing here: left for the provider's root
+        "file:///elsewhere/a.py",
+        "Config.load",
+        "/abs/b.py",
+        "x" * 5000,  # no path (too long for one): as given
+    ]
+    assert anchors_arg(given) == [
+        str(tmp_path / "src" / "http" / "client.py"),
+        str(tmp_path / "src" / "http"),
+        *given[2:],
+    ]
+    assert anchors_arg(None) is None
