@@ -186,7 +186,12 @@ def reranker_state(r: dict[str, Any]) -> str:
         when = f" {duration(float(ago))} ago" if ago is not None else ""
         said = " ".join(str(failure).split())
         # The failure's own kind, when it is the state's, is said once (``provider_state``).
-        shown += f"{when}: {said.removeprefix(f'{state}: ')}"
+        said = said.removeprefix(f"{state}: ")
+        if state == "crashed" and r.get("kind") == "url":
+            # A server's ``crashed`` is a failed connection (``unavailable``): nothing of
+            # the reranker's own crashed, and the word would send the reader after a process.
+            shown, said = "unreachable", said.removeprefix("unavailable: ")
+        shown += f"{when}: {said}"
     elif failing:  # up, yet its asks fail: say so, and why
         why = " ".join(str(r.get("last_fallback") or health.get("last_error") or "").split())
         asks = "ask" if failing == 1 else f"{failing} asks"

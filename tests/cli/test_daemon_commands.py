@@ -370,6 +370,13 @@ def test_status_calls_the_reranker_degraded_when_no_composition_gets_its_verdict
     # asked by no composition.
     server = {**process, "kind": "url", "state": "crashed"}
     assert not reranker_degraded(server)
+    # Said as what it is: no connection, not a process that crashed.
+    refused_at = "unavailable: ConnectError: connection refused at 127.0.0.1:7997"
+    unreachable = {**server, "health": {"last_failure": refused_at, "last_failure_s_ago": 1}}
+    assert reranker_state(unreachable) == (
+        "unreachable 1 s ago: ConnectError: connection refused at 127.0.0.1:7997; "
+        "asks 2, fallbacks 0"
+    )
     assert reranker_degraded({**server, "state": "failed"})
     # Up, its asks refused: a line from the first, exit 4 at the third in a row.
     refused = {
