@@ -153,6 +153,7 @@ def render_project_config(
     state directory, which holds the project's own state directory and memory database)."""
     db = _memory_db(project, state_dir)
     own = _project_state_dir(project, state_dir)
+    written = [p for p in providers if p != "semantic" or semantic_ok]
     lines = [
         f"# hostd config for the project in {project}, written by `hostd init`.",
         "# hostd uses it from this directory and every directory below (the nearest",
@@ -168,12 +169,13 @@ def render_project_config(
         '# "What the budget counts"; needs the tokenizer extra). Without it a token is 4 bytes.',
         '# tokenizer = "tokenizer.json"',
         "# How frames of different providers are ranked against each other when a request",
-        '# names no strategy (docs/config.md: host.strategy). Unset, "score": by their scores,',
-        "# though files' keyword scores and semantic's embedding ones run on different scales,",
-        '# so one\'s frames may never reach the prompt. "round_robin" or "rrf" rank each',
-        "# provider's list on its own; `hostd eval --from-shadow` (or `hostd shadow replay`)",
-        "# compares them on this project's own recorded traffic.",
-        '# strategy = "rrf"',
+        "# names no strategy (docs/config.md: host.strategy): files' keyword scores,",
+        "# semantic's embedding ones and memory's run on different scales, so by the scores",
+        '# alone ("score", the default when unset) one\'s frames may never reach the prompt.',
+        '# "rrf" and "round_robin" rank each provider\'s list on its own; `hostd eval',
+        "# --from-shadow` (or `hostd shadow replay`) compares them on this project's traffic.",
+        f'{"" if len(written) > 1 else "# "}strategy = "rrf"'
+        "  # each provider's list ranked on its own, then fused",
         "",
         "[shadow]",
         "enabled = true               # keep what your agent's feedback (usage/feedback) is about,",

@@ -107,10 +107,23 @@ def test_init_writes_a_valid_config_every_key_line_saying_what_it_does(
     (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
     tokenized = parse_config(text.replace('# tokenizer = "', 'tokenizer = "'), base=tmp_path)
     assert tokenized.host.tokenizer == tmp_path / "tokenizer.json"
-    # So is the strategy line: the policy that ranks each provider's list on its own.
-    ranked = parse_config(text.replace('# strategy = "', 'strategy = "'), base=tmp_path)
-    assert ranked.host.strategy == "rrf" and cfg.host.strategy is None
+    # Several providers, whose scores run on different scales: ranked each on its own.
+    assert cfg.host.strategy == "rrf"
     assert "hostd eval --from-shadow" in text and "round_robin" in text
+
+
+def test_init_ranks_each_providers_list_on_its_own_only_when_it_writes_several(
+    tmp_path: Path,
+) -> None:
+    def strategy(*providers: str) -> object:
+        text = render_project_config(
+            tmp_path, providers=providers, state_dir=tmp_path / "state", semantic_ok=False
+        )
+        return parse_config(text, base=tmp_path).host.strategy
+
+    assert strategy("files", "memory") == "rrf"
+    assert strategy("files") is None
+    assert strategy("files", "semantic") is None  # semantic not installed: files alone
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
