@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from hostd.transport import RepeatedEvents
+
 from ._connection import Connection
-from ._repeats import RepeatedEvents
 
 __all__ = ["MAX_UNAUTHENTICATED", "Admission"]
 

@@ -53,8 +53,7 @@ from hostd.errors import (
 from hostd.logs import get_logger
 from hostd.protocol import LineSplitter
 from hostd.rpc import decode, encode, encode_reply, error_reply, reply_id
-
-from ._repeats import RepeatedEvents
+from hostd.transport import RepeatedEvents
 
 __all__ = [
     "Answer",

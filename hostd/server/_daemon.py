@@ -36,13 +36,13 @@ from hostd.errors import ConfigError, ListenerError
 from hostd.logs import flush_logs, get_logger
 from hostd.pipeline import Pipeline
 from hostd.protocol import sha256_digest
+from hostd.transport import RepeatedEvents
 
 from ._admission import MAX_UNAUTHENTICATED, Admission
 from ._api import answer_one, dispatch_one
 from ._connection import Connection, Limits, SendNowait, socket_receive, socket_send_nowait
 from ._engine import open_engine
 from ._local import LocalSession
-from ._repeats import RepeatedEvents
 
 if TYPE_CHECKING:
     from hostd.quality import ShadowRecorder

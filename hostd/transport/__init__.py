@@ -29,6 +29,7 @@ from hostd.rpc import encode_line
 
 from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
 from ._redact import REDACTED, Redactor, printable, secret_env_values
+from ._repeats import RepeatedEvents
 from .bindings import (
     BindingRow,
     CgpCodec,
@@ -88,6 +89,7 @@ __all__ = [
     "ProviderLink",
     "Readiness",
     "Redactor",
+    "RepeatedEvents",
     "RemoteConnection",
     "RemoteEndpoint",
     "StartedCall",

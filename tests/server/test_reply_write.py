@@ -14,7 +14,7 @@ import pytest
 from hostd.logs import get_logger
 from hostd.rpc import encode_reply
 from hostd.server._connection import Connection, Limits, socket_send_nowait
-from hostd.server._repeats import RepeatedEvents
+from hostd.transport import RepeatedEvents
 
 pytestmark = pytest.mark.anyio
 

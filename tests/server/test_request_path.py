@@ -22,7 +22,7 @@ from hostd.logs import get_logger
 from hostd.rpc import encode_reply
 from hostd.server import Daemon
 from hostd.server._connection import Connection, Limits, socket_receive
-from hostd.server._repeats import RepeatedEvents
+from hostd.transport import RepeatedEvents
 
 pytestmark = pytest.mark.anyio
 

@@ -1,12 +1,13 @@
 """Warnings a peer can repeat at will: past a token bucket, one costs a count, not a line.
 
-Owns ``RepeatedEvents``, for the warnings a client can cause once per
-connection it opens (refused and evicted connections, unauthenticated or
-over-long first lines, auth timeouts). Each event name has its own bucket, the
-transport's ``TokenBucket`` that already bounds a provider's stderr (one
-bucket, two floods); past it an event is only counted, and the count is logged
-as ``<event>.suppressed`` (``suppressed``: the total, ``since_last``) at most
-every ``summary_s`` seconds and when the daemon stops, so what was left out is
+Owns ``RepeatedEvents``, for the warnings a peer can cause as often as it likes: a
+client once per connection it opens (refused and evicted connections,
+unauthenticated or over-long first lines, auth timeouts: the daemon's), a provider
+once per query (an MCP server's stray stdout lines, its failing tools: the MCP
+binding's). Each event name has its own bucket, the ``TokenBucket`` that already
+bounds a provider's stderr; past it an event is only counted, and the count is
+logged as ``<event>.suppressed`` (``suppressed``: the total, ``since_last``) at most
+every ``summary_s`` seconds and when its owner stops, so what was left out is
 always on record.
 """
 
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostd.transport import TokenBucket
+from .process import TokenBucket
 
 __all__ = ["RepeatedEvents"]
 

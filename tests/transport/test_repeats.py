@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd.server._repeats import RepeatedEvents
+from hostd.transport import RepeatedEvents
 
 
 class _Log:
