@@ -16,9 +16,10 @@ a provider would:
   a label drawn from its content or its source: the commit ids or file paths it
   names, the record's header, the resource's title with the heading or range, and the
   tool's name only when nothing better is there (F3), numbered ``(2/3)`` in text order
-  where pieces of one text share it. A piece of a text with no URI (a tool's answer)
-  is named by what it holds, not where: a tool answers anew each time, and the same
-  record at other lines is the same frame (D2, feedback by FrameId);
+  where pieces of one text share it, and in the result's order where the text items of
+  one tool result would (``notes (2/3)``: its second item). A piece of a text with no
+  URI (a tool's answer) is named by what it holds, not where: a tool answers anew each
+  time, and the same record at other lines is the same frame (D2, feedback by FrameId);
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
   [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted,
   one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps
@@ -122,6 +123,9 @@ class Document:
     title: str | None = None
     #: Tool results answer this very query: kept even when no query term matches.
     always: bool = False
+    #: ``(k, n)``: the k-th of the n text items of one tool result, which share the
+    #: tool's name as their label's source and are told apart by their place in it.
+    item: tuple[int, int] | None = None
 
     @property
     def tool(self) -> str | None:
@@ -251,6 +255,8 @@ def _label(doc: Document, chunk: TextChunk, many: bool) -> str:
         if paths:
             return _listed("", paths)
         source = doc.uri or doc.tool
+        if doc.uri is None and doc.item is not None:  # ``notes (2/3)``: its place, not rank
+            source = f"{doc.tool} ({doc.item[0]}/{doc.item[1]})"
     if chunk.heading:
         return f"{source} § {chunk.heading}" if source else chunk.heading
     base = source or doc.tool or "mcp"

@@ -71,11 +71,18 @@ def tool_calls(options: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def tool_documents(name: str, content: list[types.ContentBlock]) -> list[Document]:
+    """A tool result's blocks as documents, in the result's order; its text items, when
+    there are several, numbered in that order (``Document.item``), so their labels say
+    where each sits, never the rank their scores give them."""
     method = f"tools/call:{name}"
+    texts = sum(1 for b in content if isinstance(b, types.TextContent) and b.text.strip())
     docs: list[Document] = []
+    seen = 0
     for block in content:
         if isinstance(block, types.TextContent) and block.text.strip():
-            docs.append(Document(method=method, text=block.text, always=True))
+            seen += 1
+            item = (seen, texts) if texts > 1 else None
+            docs.append(Document(method=method, text=block.text, always=True, item=item))
         elif isinstance(block, types.EmbeddedResource):
             doc = document(block.resource, None, method=method)
             if doc is not None:

@@ -9,10 +9,12 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp_types import ContentBlock, TextContent
 
 from hostd.chunking import MODEL_TRAINED_LENGTH, MODEL_WINDOW, estimate_pieces
 from hostd.mcp import Document, ReadCache, cut, frames_for, rank, render_arguments
 from hostd.mcp._frames import Abandoned
+from hostd.mcp._served import tool_documents
 from hostd.protocol import (
     ContextQuery,
     address_line_range,
@@ -129,6 +131,22 @@ def test_tool_output_is_cut_into_pieces_labelled_by_what_they_name() -> None:
     assert [p.label for p in diff] == ["src/cache.py"]
     plain = cut(Document(method="tools/call:search", text="one\n\n" * 3 + "x " * 400))
     assert {p.label.split()[0] for p in plain} == {"search"}  # the tool: the last resort
+
+
+def test_the_text_items_of_one_tool_result_are_numbered_in_its_order() -> None:
+    items = ["Note A: the cache TTL is 120 s.", "Note B: billing.", "Note C: cache eviction."]
+    content: list[ContentBlock] = [TextContent(text=t) for t in items]
+    content.insert(1, TextContent(text="  "))  # blank: no item
+    docs = tool_documents("notes", content)
+    assert [p.label for d in docs for p in cut(d)] == ["notes (1/3)", "notes (2/3)", "notes (3/3)"]
+    # Ranked, each keeps the label of its place, whatever its score (no "#2" by rank).
+    result = rank(
+        [cut(d) for d in docs], _query(query_text="cache eviction"), kind="doc", server="s"
+    )
+    by_label = {f["citation_label"]: f["content"] for f in result.frames}
+    assert by_label == {f"notes ({k}/3)": t for k, t in enumerate(items, 1)}
+    (one,) = tool_documents("notes", [TextContent(text=items[0])])
+    assert [p.label for p in cut(one)] == ["notes"]  # one item: nothing to tell apart
 
 
 def test_a_resource_piece_is_labelled_by_its_title_and_heading_or_range() -> None:
