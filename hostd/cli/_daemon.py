@@ -149,14 +149,16 @@ FAILING_LEGS = 3
 
 
 def _degraded(row: dict[str, Any]) -> bool:
-    """A provider no request gets evidence from until something changes: down (crashed,
-    failed, its warm-up included), lacking consent, or up but failing its last
-    ``FAILING_LEGS`` queries. Warming and idle are not."""
-    failing = int((row.get("health") or {}).get("failing_legs") or 0)
+    """A provider no request gets all its evidence from until something changes: down
+    (crashed, failed, its warm-up included), lacking consent, or up but failing its
+    last ``FAILING_LEGS`` queries, or answering each of them short (an MCP tool of its
+    failing every time). Warming and idle are not."""
+    health = row.get("health") or {}
     return (
         row.get("state") in ("crashed", "failed")
         or bool(row.get("consent_missing"))
-        or failing >= FAILING_LEGS
+        or int(health.get("failing_legs") or 0) >= FAILING_LEGS
+        or int(health.get("partial_legs") or 0) >= FAILING_LEGS
     )
 
 
@@ -261,10 +263,14 @@ def provider_state(row: dict[str, Any]) -> str:
             said = f"{progress.get('phase', 'warming')} {progress.get('done')}/{progress['total']}"
         shown = f"{state} ({' '.join(str(said).split())})" if said else state
         failing = int(health.get("failing_legs") or 0)
+        partial = int(health.get("partial_legs") or 0)
+        why = " ".join(str(health.get("last_error") or "no reason given").split())
         if state == "ready" and failing:  # up, yet its queries fail: say so, and why
-            why = " ".join(str(health.get("last_error") or "no reason given").split())
             queries = "query" if failing == 1 else f"{failing} queries"
             shown += f"; its last {queries} failed: {why}"
+        elif state == "ready" and partial:  # up, yet each answer lacks a part: which
+            queries = "query" if partial == 1 else f"{partial} queries"
+            shown += f"; its last {queries} lost part of their answer: {why}"
         missing = row.get("consent_missing") or []
         if missing:  # ready, yet asked by no request until the operator grants these
             grants = "; ".join(f"hostd consent grant {row.get('id')} {s}" for s in missing)

@@ -147,6 +147,9 @@ class Health:
     #: Legs in a row that failed (an error, a quarantined reply, a timeout, a crash)
     #: since its last ``ok`` one: a provider that is up yet answers no query usefully.
     failing_legs: int = 0
+    #: ``ok`` legs in a row that lost part of their answer (an MCP tool that failed or
+    #: ran out of time) since its last whole one: up, answering, yet short each time.
+    partial_legs: int = 0
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
         """The counters; with ``now`` (the clock ``failed_at`` reads), also
@@ -176,6 +179,7 @@ class Health:
             "restarts_requested": self.restarts_requested,
             "start_timed_out": self.start_timed_out,
             "failing_legs": self.failing_legs,
+            "partial_legs": self.partial_legs,
         }
 
 
@@ -353,13 +357,26 @@ def is_hung(health: Health, policy: RestartPolicy) -> bool:
     )
 
 
-def record_leg(health: Health, status: str, *, error: str | None = None, late: int = 0) -> Health:
+def record_leg(
+    health: Health,
+    status: str,
+    *,
+    error: str | None = None,
+    late: int = 0,
+    lost: str | None = None,
+) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
     provider is starting or building its index, ``is_warming_leg``) is no failure and no
     missed deadline: it never leads to a restart, a backoff or ``is_hung``. ``late``:
     replies to given-up legs that came since the last leg was counted; any ends the run
-    of missed deadlines before this leg counts (the process answers, late)."""
+    of missed deadlines before this leg counts (the process answers, late). ``lost``:
+    what an ``ok`` leg lost of its answer (its note), kept as ``last_error``; it counts
+    toward ``partial_legs``, and a whole ``ok`` leg ends that run."""
+    if status != "ok":
+        lost = None  # only an answer can be short of something
+    elif lost is not None:
+        error = lost
     answered = status in ("ok", "quarantined") or is_warming_leg(status)
     timeouts = 0 if late > 0 else health.consecutive_timeouts
     if answered:
@@ -396,6 +413,10 @@ def record_leg(health: Health, status: str, *, error: str | None = None, late: i
             0
             if status == "ok"
             else health.failing_legs + (status in ("error", "quarantined", "timeout", "crashed"))
+        ),
+        # A whole ok leg ends the run; a leg that is no answer neither ends nor adds.
+        partial_legs=(
+            0 if status == "ok" and lost is None else health.partial_legs + (lost is not None)
         ),
     )
 

@@ -284,7 +284,10 @@ class Host:
             report = done.report
             # The status itself (a StrEnum is its value): no enum property read per leg.
             self.pool.record_leg(
-                self.pool.slots[leg.provider_id], report.status, report.error_message
+                self.pool.slots[leg.provider_id],
+                report.status,
+                report.error_message,
+                report.note if report.partial else None,
             )
             _log_leg(report)
             if on_leg_done is not None:

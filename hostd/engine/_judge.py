@@ -92,13 +92,15 @@ def judge_leg(
         )
         return JudgedLeg(report, audit)
     unfit = nothing_fit(reply, audit.offered, leg.asked)
+    notes = [n for n in (unfit or no_kind_declared(reply, audit.offered), reply.lost) if n]
     report = LegReport(
         leg.provider_id,
         LegStatus.OK,
         frames_accepted=len(audit.accepted),
         tokens_accepted=audit.accepted_cost,
-        note=unfit or no_kind_declared(reply, audit.offered),
+        note="; ".join(notes) or None,
         nothing_fit=unfit is not None,
+        partial=reply.lost_causes,
         **fields,
     )
     return JudgedLeg(report, audit)

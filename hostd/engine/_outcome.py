@@ -49,6 +49,10 @@ class LegReply:
     #: The reply said it left eligible frames out (``truncated``), and how many.
     truncated: bool = False
     dropped: int | None = None
+    #: The binding's own calls it lost the results of (``PartialResult``): hostd's words
+    #: for the leg's note, and how, as codes.
+    lost: str | None = None
+    lost_causes: tuple[str, ...] = ()
 
 
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:

@@ -74,11 +74,14 @@ class LegReport:
     tokens_accepted: int = 0
     #: C6: scopes without a consent receipt (status ``no_consent``).
     missing_scopes: tuple[str, ...] = ()
-    #: Why an ``ok`` leg gave nothing, when it can be told (``nothing_fit``): hostd's
-    #: own words and figures, never the provider's.
+    #: Why an ``ok`` leg gave nothing, when it can be told (``nothing_fit``), or what it
+    #: lost (``partial``): hostd's own words and figures, never the provider's.
     note: str | None = None
     #: It answered no frame and said it left some out: none it had fit ``max_tokens``.
     nothing_fit: bool = False
+    #: An ``ok`` leg that lost part of its answer (an MCP tool that failed or ran out of
+    #: time), how, as codes (``timeout``, ``isError``…); its ``note`` says which.
+    partial: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {

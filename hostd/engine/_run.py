@@ -41,7 +41,7 @@ from hostd.protocol import (
     FrameIdentity,
     FrameVerdict,
 )
-from hostd.transport import ProviderLink, StartedCall
+from hostd.transport import PartialResult, ProviderLink, StartedCall
 
 from ._gate import ConsentGate, destination_of
 from ._outcome import LegReply, failure_of, progress_figure, warming_phase
@@ -239,6 +239,7 @@ class _Runner:
     ) -> LegReply:
         caps = conn.capabilities if conn is not None else None
         kinds = tuple(caps.query.kinds) if caps is not None else ()
+        partial = result if isinstance(result, PartialResult) else None
         return self.reply(
             leg,
             query,
@@ -247,6 +248,8 @@ class _Runner:
             declared_kinds=kinds,
             truncated=result.truncated,
             dropped=result.dropped_estimate,
+            lost=partial.lost if partial is not None else None,
+            lost_causes=partial.causes if partial is not None else (),
         )
 
     def _timed_out(

@@ -11,8 +11,13 @@ gate, the leg timeout, the leg audit and the restart policy treat it like any
 provider. ``query`` reads resources and calls the configured tools (I/O, on the
 loop), then hands what they served to ``_build``: cutting and scoring run in a
 worker thread, under the leg's deadline, so a server serving megabytes never stalls
-the daemon. Every failure leaves as a ``HostdError``: a crashing, hanging or
-babbling server costs its own leg only.
+the daemon. Every failure leaves as a ``HostdError`` (a ``TimeoutError`` when every
+tool ran out of time: the leg's timeout): a crashing, hanging or babbling server
+costs its own leg only. Within a leg, each tool call ends by a deadline of its own,
+before the leg's (``tools_deadline``), so a tool that fails or hangs costs its own
+results only: the leg answers with the others' as a ``PartialResult`` saying what it
+lost (``lost_note``). A line on the server's stdout that is not JSON at all (a
+banner, a stray log line) is skipped, not a fault.
 
 Nothing the server writes is quoted into an error or the log (it may echo a
 credential): a line that is not JSON-RPC, a read or call refused, a tool's
@@ -23,8 +28,11 @@ loggers, which would quote method names and payloads, are given the same rule
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
@@ -51,14 +59,20 @@ from hostd.protocol import (
     QueryCapability,
     VerifyResponse,
 )
-from hostd.transport import BindingRow, StartedCall, register_binding
+from hostd.transport import (
+    BindingRow,
+    PartialResult,
+    RepeatedEvents,
+    StartedCall,
+    register_binding,
+)
 
 from ._build import Builder, Source
 from ._cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, ReadCache
 from ._frames import Cut, render_arguments
 from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
-__all__ = ["McpBindingClient", "mcp_client_factory"]
+__all__ = ["McpBindingClient", "lost_note", "mcp_client_factory", "tools_deadline"]
 
 log = get_logger("hostd.mcp")
 
@@ -67,6 +81,48 @@ log = get_logger("hostd.mcp")
 _INBOX = 1024
 #: Resources read at once per query.
 _READS_AT_ONCE = 8
+#: Of the time a leg has left when its tools are called, the share kept for its reply
+#: (cutting and scoring what the tools served, the answer to the engine), at most
+#: ``_REPLY_MARGIN_MAX_S``: every tool call is done, answered or cancelled, by then.
+_REPLY_SHARE = 0.2
+_REPLY_MARGIN_MAX_S = 0.5
+#: A tool name shown in a leg's note: an identifier as MCP names tools. Any other name
+#: is counted, not shown (the note reaches the model's prompt beside the evidence).
+_SHOWN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def tools_deadline(leg_deadline: float, now: float) -> float:
+    """When every tool call of a leg must be done: its deadline less a margin for the
+    reply, so a tool that hangs costs its own results, not the leg's (``inf``: no
+    deadline, none either)."""
+    if math.isinf(leg_deadline):
+        return leg_deadline
+    left = max(leg_deadline - now, 0.0)
+    return leg_deadline - min(left * _REPLY_SHARE, _REPLY_MARGIN_MAX_S)
+
+
+@dataclass(slots=True, frozen=True)
+class _Lost:
+    """One configured tool that served nothing this query: its name, how (a code,
+    never the server's text), and the error it became (``None``: it timed out)."""
+
+    name: str
+    how: str
+    error: HostdError | None
+
+
+def lost_note(lost: Sequence[tuple[str, str]], asked: int) -> str:
+    """A leg's note for the tools that served nothing (``(name, how)`` in config
+    order) of the ``asked`` it called: ``1 of 3 tools gave no results: always_fails
+    (isError)``. A name that is not an identifier is counted, not shown."""
+    shown = [f"{name} ({how})" for name, how in lost if _SHOWN_NAME_RE.match(name)]
+    unnamed: dict[str, int] = {}
+    for name, how in lost:
+        if not _SHOWN_NAME_RE.match(name):
+            unnamed[how] = unnamed.get(how, 0) + 1
+    shown += [f"{n} not named ({how})" for how, n in unnamed.items()]
+    tools = "tool" if asked == 1 else "tools"
+    return f"{len(lost)} of {asked} {tools} gave no results: {', '.join(shown)}"
 
 
 def mcp_client_factory(options: Mapping[str, Any]) -> Any:
@@ -108,12 +164,16 @@ class McpBindingClient:
             max_bytes=int(self.options.get("cache_max_bytes", DEFAULT_MAX_BYTES)),
         )
         self._builder = Builder(provider_id)
+        #: The warnings a server can cause on every query, rate-limited.
+        self._repeats = RepeatedEvents(log)
+        #: Lines on its stdout that were not JSON, skipped (``on_line``).
+        self.stray_lines = 0
         withhold_sdk_logs()
 
     def __repr__(self) -> str:
         return (
             f"<McpBindingClient {self.provider_id} server={self._server!r} "
-            f"failure={self._failure!r} cache={self.cache!r}>"
+            f"failure={self._failure!r} stray_lines={self.stray_lines} cache={self.cache!r}>"
         )
 
     @property
@@ -130,9 +190,25 @@ class McpBindingClient:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
-            # Its size only: the line may hold anything the server echoes (a credential).
+            if not _is_json(line):
+                # MCP: a server "MUST NOT write anything to its stdout that is not a
+                # valid MCP message", yet a banner or a stray log line is common, and
+                # the SDK's own clients skip it. Not JSON, it answers nothing: skipped,
+                # counted, logged by its size (its text may hold a credential).
+                self.stray_lines += 1
+                self._repeats.warning(
+                    "mcp.stdout.not_jsonrpc",
+                    provider=self.provider_id,
+                    bytes=len(line),
+                    lines=self.stray_lines,
+                )
+                return True
+            # JSON, yet no JSON-RPC message: the server meant to answer and broke the
+            # protocol. A request may wait on that very answer: the stream is at fault.
             self.on_end(
-                ProtocolFault(f"MCP server wrote a line that is not JSON-RPC ({len(line)} bytes)")
+                ProtocolFault(
+                    f"MCP server wrote a JSON line that is not JSON-RPC ({len(line)} bytes)"
+                )
             )
             return False
         try:
@@ -172,6 +248,7 @@ class McpBindingClient:
                 tg.cancel_scope.cancel()
         finally:
             self.on_end(ProviderCrashed("provider connection closed"))
+            self._repeats.summarise(final=True)
             for stream in (self._inbox, self._outbox_send, self._outbox):
                 stream.close()
 
@@ -273,12 +350,13 @@ class McpBindingClient:
         held: list[list[Cut]] = []
         fresh: list[Source] = []
         truncated = False
+        lost: list[_Lost] = []
         try:
             if self.options.get("resources", True) and session.server_capabilities:
                 if session.server_capabilities.resources is not None:
                     truncated = await self._resources(session, held, fresh)
             if self._tools:
-                await self._call_tools(session, query, fresh, resources=bool(held or fresh))
+                lost = await self._call_tools(session, query, fresh, resources=bool(held or fresh))
         except HostdError:
             raise
         except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
@@ -288,6 +366,14 @@ class McpBindingClient:
         )
         if truncated and not result.truncated:
             result = result.model_copy(update={"truncated": True})
+        if lost:
+            return PartialResult(
+                frames=result.frames,
+                truncated=result.truncated,
+                dropped_estimate=result.dropped_estimate,
+                lost=lost_note([(x.name, x.how) for x in lost], len(self._tools)),
+                causes=tuple(sorted({x.how for x in lost})),
+            )
         return result
 
     def _keep(self, source: Source, cuts: list[Cut]) -> None:
@@ -383,28 +469,43 @@ class McpBindingClient:
 
     async def _call_tools(
         self, session: ClientSession, query: ContextQuery, fresh: list[Source], *, resources: bool
-    ) -> None:
-        """Every configured tool, at once; a tool that fails costs only its own results
-        unless nothing else served anything (then the leg fails, saying which)."""
+    ) -> list[_Lost]:
+        """Every configured tool, at once, each until ``tools_deadline``; the tools that
+        served nothing, in config order. A tool that fails or runs out of time costs only
+        its own results, unless nothing else served anything: then the leg fails, with
+        the first error (a timeout only when every tool timed out)."""
         text = (query.query_text or "").strip() or query.goal
         results: dict[int, Source] = {}
-        failures: dict[int, HostdError] = {}
+        lost: dict[int, _Lost] = {}
+        # The leg's deadline is the engine's scope around this call.
+        deadline = tools_deadline(anyio.current_effective_deadline(), anyio.current_time())
 
         async def call(i: int, name: str, template: Any) -> None:
             arguments = render_arguments(template, query=text, goal=query.goal)
-            try:
-                result = await session.call_tool(name, cast(dict[str, Any], arguments))
-            except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
-                failures[i] = self._error(f"tool {name!r}", exc)
+            with anyio.CancelScope(deadline=deadline) as scope:
+                try:
+                    result = await session.call_tool(name, cast(dict[str, Any], arguments))
+                except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+                    error = self._error(f"tool {name!r}", exc)
+                    # How it is told (note, log, ``provider_partial``): ``error`` for an
+                    # error answer, else its reason (``protocol_fault``).
+                    how = "error" if isinstance(error, ProviderError) else error.reason
+                    lost[i] = _Lost(name, how, error)
+                    return
+            if scope.cancelled_caught:
+                # The SDK sent ``notifications/cancelled`` for it (MCP: the server may
+                # stop its work) and drops its answer should one still come.
+                lost[i] = _Lost(name, "timeout", None)
                 return
             if result.is_error:
                 sizes = sum(
                     len(b.text.encode()) for b in result.content if isinstance(b, types.TextContent)
                 )
-                failures[i] = ProviderError(
+                error = ProviderError(
                     f"MCP tool {name!r} answered isError "
                     f"({len(result.content)} block(s), {sizes} bytes of text, not quoted)"
                 )
+                lost[i] = _Lost(name, "isError", error)
                 return
             results[i] = Source(tuple(tool_documents(name, result.content)))
 
@@ -413,16 +514,25 @@ class McpBindingClient:
                 tg.start_soon(call, i, name, template)
         if self._failure is not None:
             raise self._failure
-        for i in sorted(failures):
-            log.info(
+        for i in sorted(lost):
+            # Once per query while a tool keeps failing: rate-limited, and its name only
+            # when the note would show it (else its place in the config).
+            name = lost[i].name
+            self._repeats.warning(
                 "mcp.tool.failed",
                 provider=self.provider_id,
-                tool=self._tools[i][0],
-                reason=failures[i].reason,
+                tool=name if _SHOWN_NAME_RE.match(name) else None,
+                position=i,
+                reason=lost[i].how,
             )
-        if failures and not results and not resources:
-            raise failures[min(failures)]
+        if lost and not results and not resources:
+            for i in sorted(lost):
+                error = lost[i].error
+                if error is not None:
+                    raise error
+            raise TimeoutError  # every tool ran out of time: the leg's timeout
         fresh.extend(results[i] for i in sorted(results))  # config order, never arrival
+        return [lost[i] for i in sorted(lost)]
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         # Capabilities say verify: false, so the engine never asks; file provenance is
@@ -431,6 +541,14 @@ class McpBindingClient:
 
     async def shutdown(self) -> None:
         """MCP over stdio ends by closing the server's input: the ladder's next step."""
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:  # UnicodeDecodeError included: not UTF-8 is not JSON either
+        return False
+    return True
 
 
 # The binding registry's "mcp" row, completed here: the registry imports this module

@@ -1,8 +1,9 @@
 """One degraded flag: whether a composition is whole, and if not, every reason why.
 
-A composition is whole when every leg it asked answered ``ok`` with no frame
-dropped as invalid, every held frame it reused was verified, and its strategy ran
-as asked (the reranker's verdict, the calibration's maps). Otherwise it is
+A composition is whole when every leg it asked answered ``ok``, lost nothing (an
+MCP tool of its that failed) and had no frame dropped as invalid, every held frame
+it reused was verified, and its strategy ran as asked (the reranker's verdict, the
+calibration's maps). Otherwise it is
 ``degraded``, and each shortfall is one ``Degraded`` from a closed vocabulary
 (``REASONS``), naming the provider where one applies, so a client can tell "no
 evidence exists" from "a provider was down". Computed once, in the pipeline's
@@ -25,6 +26,7 @@ __all__ = ["REASONS", "Degraded", "degradations", "leg_degradation"]
 #: The closed vocabulary of ``degraded_reasons[].reason``.
 REASONS = (
     "provider_failed",  # the leg ended timeout, crashed, error or unauthorized
+    "provider_partial",  # an ok leg lost part of its answer: an MCP tool failed or timed out
     "provider_warming",  # started but not ready within the leg's bound
     "provider_skipped",  # not asked: its budget share was 0
     "quarantined",  # its reply broke a budget or kind rule (B1–B4, Q1, Q2): none served
@@ -108,6 +110,12 @@ def degradations(
     (``verify_errors``), ``strategy`` what preparing the strategy fell back on,
     ``excluded`` the fan-out's dropped frames (``(FrameId, reason, detail)``)."""
     found = [d for d in map(leg_degradation, reports.values()) if d is not None]
+    # Beside what ``leg_degradation`` says of an ok leg (its frames dropped as invalid).
+    found.extend(
+        Degraded("provider_partial", r.provider_id, ",".join(r.partial))
+        for r in reports.values()
+        if r.partial
+    )
     unverified: dict[str, set[str]] = {}
     for fid, reason, _ in excluded:
         if reason in _UNVERIFIED:

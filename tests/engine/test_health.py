@@ -363,6 +363,19 @@ def test_failing_legs_counts_failed_queries_in_a_row_until_one_is_ok() -> None:
     assert record_leg(health, "ok").failing_legs == 0
 
 
+def test_partial_legs_counts_short_answers_in_a_row_until_a_whole_one() -> None:
+    health = Health(state=ProviderState.READY)
+    lost = "1 of 2 tools gave no results: always_fails (isError)"
+    for status in ("ok", "timeout", "ok", "warming", "ok"):
+        health = record_leg(health, status, lost=lost if status == "ok" else None)
+    # An answer that was not an answer (a timeout, a warm-up) neither counts nor resets it.
+    assert health.partial_legs == 3 and health.to_wire()["partial_legs"] == 3
+    assert health.last_error == lost and health.failing_legs == 0
+    assert record_leg(health, "ok").partial_legs == 0
+    # Only an ok leg can be short: a failed one's ``lost`` is no answer's loss.
+    assert record_leg(Health(), "error", error="e", lost=lost).partial_legs == 0
+
+
 def test_a_command_that_cannot_run_is_parked_at_its_first_failure() -> None:
     # Not found, not executable: a restart would meet the same error, so the next
     # requests do not start it again one by one; its cool-down or a restart does.

@@ -7,8 +7,14 @@
 - ``secret --secret S``: a server that echoes ``S`` wherever it writes text of its
   own: a resource whose read fails with ``S`` in the error, a tool whose ``isError``
   result and a tool whose protocol error carry ``S``; one good resource beside them;
-- ``junk --secret S``: writes a line that is not JSON-RPC, holding ``S``, to stdout on
-  the first listing (past the SDK, straight onto the pipe);
+- ``junk --secret S``: writes a line that is not JSON and then one that is JSON but
+  no JSON-RPC message, both holding ``S``, to stdout on the first listing (past the
+  SDK, straight onto the pipe): the first is skipped, the second a fault;
+- ``tools [--fifo F]``: a ``hang`` tool that never answers (it waits on an event that
+  never comes; cancelled, it writes its name to the FIFO ``F``), a ``notes`` tool that
+  answers three text items at once, an ``always_fails`` tool (``isError``, echoing a
+  credential), and a ``stray`` tool that writes a line of log onto stdout before its
+  answer, as a server printing a banner or a debug line does;
 - ``growing --kib K``: every ``resources/list`` names resources never named before
   (``grow://<listing>/<i>``, K KiB each), like a server whose listing keeps changing;
 - ``log``: one ``log`` tool returning a ``git log``-shaped text (many commits), a
@@ -26,16 +32,20 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import random
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.shared.exceptions import MCPError
 from mcp_types import Resource as WireResource
+from mcp_types import TextContent
 
 #: A duplicate of the real stdout, taken before the SDK points fd 1 elsewhere.
 WIRE_FD = os.dup(1)
@@ -159,9 +169,45 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
 
             async def junk_listing() -> list[WireResource]:
                 os.write(WIRE_FD, f"not json {secret}\n".encode())
+                os.write(WIRE_FD, json.dumps({"log": f"token {secret}"}).encode() + b"\n")
                 return await original()
 
             server.list_resources = junk_listing  # type: ignore[method-assign]  # test fixture
+
+    elif args.mode == "tools":
+        fifo = args.fifo
+
+        @server.tool()
+        async def hang(query: str) -> str:
+            """Never answers; cancelled, says so on the FIFO."""
+            try:
+                await anyio.Event().wait()
+            except anyio.get_cancelled_exc_class():
+                if fifo:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(Path(fifo).write_text, "hang\n")
+                raise
+            return "unreachable"
+
+        @server.tool()
+        def notes(query: str) -> list[TextContent]:
+            """Three text items, in this order."""
+            return [
+                TextContent(text="Note A: the cache TTL is 120 seconds in production."),
+                TextContent(text="Note B: billing runs at 02:00 UTC."),
+                TextContent(text="Note C: cache eviction is logged at debug level."),
+            ]
+
+        @server.tool()
+        def always_fails(query: str) -> str:
+            """Fails on every call, echoing a credential in its error text."""
+            raise ToolError(f"ticket backend unreachable (token={args.secret})")
+
+        @server.tool()
+        def stray(query: str) -> str:
+            """Writes a log line onto the protocol stream, then answers."""
+            os.write(WIRE_FD, f"DEBUG: looking up {query} (api_key={args.secret})\n".encode())
+            return "The cache eviction policy is LRU with a 120 s TTL."
 
     elif args.mode == "stale":
         for path in sorted(p for p in Path(args.root).rglob("*") if p.is_file()):
@@ -225,13 +271,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "mode",
-        choices=("big", "secret", "junk", "growing", "log", "stale", "runbook", "orders"),
+        choices=("big", "secret", "junk", "tools", "growing", "log", "stale", "runbook", "orders"),
     )
     parser.add_argument("--root", default=".")
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--mib", type=float, default=2.0)
     parser.add_argument("--kib", type=int, default=64)
     parser.add_argument("--secret", default="")
+    parser.add_argument("--fifo", default="")
     parser.add_argument("--marker", default="", help="ignored: names the process for the test")
     args = parser.parse_args()
     build(args).run("stdio")

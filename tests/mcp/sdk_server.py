@@ -6,7 +6,8 @@ resource, and a ``search`` tool that returns the lines containing its
 ``query`` (text blocks) and the memo as an embedded resource. ``--log`` gets
 one line per ``resources/list`` and ``resources/read`` (for the cache tests).
 Modes: ``normal``; ``crash`` (exits on the first read); ``hang`` (never answers
-a listing); ``junk`` (writes a garbage line to stdout on the first listing).
+a listing); ``junk`` (writes a JSON line that is no JSON-RPC message to stdout on the
+first listing: a line that is not JSON at all would be skipped).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def build(root: Path, mode: str, log: Path | None) -> Server[Any]:
         if mode == "hang":
             await anyio.sleep_forever()
         if mode == "junk":
-            os.write(WIRE_FD, b"this is not json\n")  # past the SDK: straight onto the pipe
+            os.write(WIRE_FD, b'{"this": "is not JSON-RPC"}\n')  # past the SDK: onto the pipe
         resources = [
             types.Resource(name=p.name, uri=p.resolve().as_uri(), mime_type="text/plain")
             for p in files()

@@ -3,8 +3,9 @@
 A real ``hostd serve`` composes real MCP servers (``mcpserver_app``, on the SDK's
 ``MCPServer``) that echo a credential wherever they write text of their own: in a
 resource's read error, a tool's ``isError`` text, a tool's protocol error, a line
-that is not JSON-RPC. The credential must reach none of the daemon's log (JSON and
-stdlib alike), the composition reply, ``providers/list``.
+that is not JSON (skipped) and one that is JSON but not JSON-RPC (a fault). The
+credential must reach none of the daemon's log (JSON and stdlib alike), the
+composition reply, ``providers/list``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ async def test_nothing_a_server_echoes_reaches_the_log_or_the_reply(
     (unreadable,) = daemon.events("mcp.resource.unreadable")
     assert unreadable["position"] == 0 and unreadable["code"] == -32603
     assert sorted(e["tool"] for e in daemon.events("mcp.tool.failed")) == ["leak", "leak", "refuse"]
+    (skipped,) = daemon.events("mcp.stdout.not_jsonrpc")  # the line before, not JSON at all
+    assert skipped["bytes"] == len(f"not json {SECRET}")
     # The verdict: the credential is nowhere.
     assert SECRET not in json.dumps(result)
     assert SECRET not in json.dumps(listed)

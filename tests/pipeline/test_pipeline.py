@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,19 @@ def test_every_leg_status_but_ok_is_a_named_reason() -> None:
     }
     with pytest.raises(ValueError, match="unknown degraded reason"):
         Degraded("provider_sad")
+
+
+def test_an_ok_leg_that_lost_part_of_its_answer_is_a_reason_beside_its_invalid_frames() -> None:
+    short = LegReport("tickets", LegStatus.OK, partial=("isError", "timeout"))
+    invalid = replace(short, violations=(Violation("F2", "content_digest", "mismatch"),))
+    assert degradations({"tickets": short}, {}) == (
+        Degraded("provider_partial", "tickets", "isError,timeout"),
+    )
+    assert degradations({"tickets": invalid}, {}) == (
+        Degraded("provider_partial", "tickets", "isError,timeout"),
+        Degraded("frames_invalid", "tickets", "F2"),
+    )
+    assert degradations({"tickets": LegReport("tickets", LegStatus.OK)}, {}) == ()
 
 
 _STATUSES = st.sampled_from(list(LegStatus))
