@@ -16,7 +16,6 @@ from typing import TypeVar
 from hostd.protocol import ContextFrame, ContextQuery, ContextQueryResult
 
 __all__ = [
-    "STOPWORDS",
     "Packed",
     "format_timestamp",
     "now_timestamp",
@@ -26,13 +25,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: Words that say nothing of what a text is about: a query's are not searched for, so
-#: "where is the banana" does not match every text that holds "the" (lower case).
-STOPWORDS = frozenset(
-    "a an and are as at be by do does for from has have how i if in is it its of on or "
-    "that the this to was what when where which who why will with".split()
-)
 
 
 def format_timestamp(at: datetime) -> str:

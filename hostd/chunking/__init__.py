@@ -6,8 +6,10 @@ dedup (D2) merges them; the ``mcp`` binding cuts what an MCP server serves with
 ``chunk_text`` (a ``file://`` resource as ``chunk_file`` would). A Jupyter notebook
 is cut into its cells' text (``chunk_notebook``), each chunk's range the lines of its
 JSON that hold that text. Word pieces are counted by the embedding model's tokenizer
-when the ``semantic`` extra is installed, else estimated (``piece_counter``). Imports
-only ``hostd.protocol``.
+when the ``semantic`` extra is installed, else estimated (``piece_counter``). What a
+chunk is searched by is here too (``tokenize``, ``_terms``): the ``files`` provider's
+BM25 and the ``mcp`` binding's scores count the same terms. Imports only
+``hostd.protocol``.
 """
 
 from ._chunk import (
@@ -28,6 +30,7 @@ from ._chunk import (
     split_lines,
 )
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
+from ._terms import STOPWORDS, surface_forms, tokenize
 from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, Counter, estimate_pieces, piece_counter
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "MODEL_TRAINED_LENGTH",
     "MODEL_WINDOW",
     "NOTEBOOK_SUFFIX",
+    "STOPWORDS",
     "Chunk",
     "Counter",
     "Sections",
@@ -54,4 +58,6 @@ __all__ = [
     "range_text",
     "read_notebook",
     "split_lines",
+    "surface_forms",
+    "tokenize",
 ]

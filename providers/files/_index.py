@@ -11,7 +11,6 @@ custom tokenizer, which stdlib ``sqlite3`` cannot register.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,13 +20,13 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
+from hostd.chunking import _terms, tokenize
 from hostd.protocol import ContextFrame, ContextQuery
 
-from .. import _frames
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._corpus_cache import ChunkTerms, load_corpus, save_corpus
-from .._frames import STOPWORDS, Packed, now_timestamp, pack, query_text, saturate
+from .._frames import Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 
@@ -35,62 +34,10 @@ __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 #: keeps a typical strong match in the middle of [0, 1] rather than pinned at 1.
 BM25_HALF_SCORE = 12.0
 
-#: A word: a letter then letters, digits and ``_`` (any script; on ASCII text exactly
-#: ``[A-Za-z][A-Za-z0-9_]*``), or a run of ASCII digits.
-_WORD_RE = re.compile(r"[^\W\d_]\w*|[0-9]+")
-#: Scripts written without spaces between words (CJK ideographs, kana, hangul): a run
-#: of them is searched by its character pairs, so a phrase inside a sentence matches.
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-#: What a chunk's cached terms were derived by (``ChunkTerms.tag``): this module's
-#: source (``tokenize``) and the stop words', so a changed tokenizer derives them anew.
-_TERMS_TAG = hashlib.sha256(
-    Path(__file__).read_bytes() + Path(_frames.__file__).read_bytes()
-).hexdigest()[:32]
-
-
-def _stem(word: str) -> str:
-    # A deliberately small normaliser (plural/-ing/-ed); applied to both sides alike.
-    for suffix, min_len in (("ing", 6), ("ed", 5), ("es", 5), ("s", 4)):
-        if len(word) >= min_len and word.endswith(suffix) and not word.endswith("ss"):
-            return word[: -len(suffix)]
-    return word
-
-
-def _unicode_terms(word: str) -> list[str]:
-    """A word with letters beyond ASCII: lower-cased, each run of a script written
-    without spaces as its character pairs (a lone character as itself), the rest as
-    words ("réunion" one term, "订单缓存" 订单 单缓 缓存)."""
-    lower = word.lower()
-    terms: list[str] = []
-    last = 0
-    for run in _CJK_RE.finditer(lower):
-        terms.append(lower[last : run.start()])
-        chars = run.group(0)
-        terms.extend(
-            [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
-        )
-        last = run.end()
-    terms.append(lower[last:])
-    return [_stem(t.strip("_")) for t in terms if t and t not in STOPWORDS]
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased terms; identifiers also yield their snake/camel parts; words beyond
-    ASCII as ``_unicode_terms`` cuts them."""
-    out: list[str] = []
-    for m in _WORD_RE.finditer(text):
-        word = m.group(0)
-        if not word.isascii():
-            out.extend(_unicode_terms(word))
-            continue
-        lower = word.lower()
-        parts = [p.lower() for piece in word.split("_") for p in _CAMEL_RE.findall(piece)]
-        if lower not in STOPWORDS:
-            out.append(_stem(lower.strip("_")))
-        if len(parts) > 1:
-            out.extend(_stem(p) for p in parts if p not in STOPWORDS)
-    return [t for t in out if t]
+#: What a chunk's cached terms were derived by (``ChunkTerms.tag``): the tokenizer's
+#: source (``tokenize`` and its stop words, ``hostd.chunking._terms``), so a changed
+#: tokenizer derives them anew.
+_TERMS_TAG = hashlib.sha256(Path(_terms.__file__).read_bytes()).hexdigest()[:32]
 
 
 @dataclass(slots=True, frozen=True)

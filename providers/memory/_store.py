@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from hostd.chunking import STOPWORDS
 from hostd.protocol import (
     ContextFrame,
     ContextQuery,
@@ -36,7 +37,7 @@ from hostd.protocol import (
     sha256_digest,
 )
 
-from .._frames import STOPWORDS, Packed, now_timestamp, pack, query_text, saturate
+from .._frames import Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = [
     "FTS_HALF_SCORE",

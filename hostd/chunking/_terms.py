@@ -1,0 +1,84 @@
+"""What a text is searched by: its terms, as the ``files`` provider's BM25 indexes them.
+
+One tokenizer for every lexical score hostd computes: the ``files`` provider indexes
+its chunks with ``tokenize`` and the ``mcp`` binding scores what a server served by
+the same query terms, so a goal's function words ("how does … work?") count for
+neither. ``surface_forms`` is the way back from a term to the words that make it,
+for a scorer that finds a query's terms with one regex pass instead of tokenizing
+every text it scores.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STOPWORDS", "surface_forms", "tokenize"]
+
+#: Words that say nothing of what a text is about: a query's are not searched for, so
+#: "where is the banana" does not match every text that holds "the" (lower case).
+STOPWORDS = frozenset(
+    "a an and are as at be by do does for from has have how i if in is it its of on or "
+    "that the this to was what when where which who why will with".split()
+)
+
+#: A word: a letter then letters, digits and ``_`` (any script; on ASCII text exactly
+#: ``[A-Za-z][A-Za-z0-9_]*``), or a run of ASCII digits.
+_WORD_RE = re.compile(r"[^\W\d_]\w*|[0-9]+")
+#: Scripts written without spaces between words (CJK ideographs, kana, hangul): a run
+#: of them is searched by its character pairs, so a phrase inside a sentence matches.
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+#: The suffixes ``_stem`` takes off, each with the shortest word it is taken from.
+_SUFFIXES = (("ing", 6), ("ed", 5), ("es", 5), ("s", 4))
+
+
+def _stem(word: str) -> str:
+    # A deliberately small normaliser (plural/-ing/-ed); applied to both sides alike.
+    for suffix, min_len in _SUFFIXES:
+        if len(word) >= min_len and word.endswith(suffix) and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def _unicode_terms(word: str) -> list[str]:
+    """A word with letters beyond ASCII: lower-cased, each run of a script written
+    without spaces as its character pairs (a lone character as itself), the rest as
+    words ("réunion" one term, "订单缓存" 订单 单缓 缓存)."""
+    lower = word.lower()
+    terms: list[str] = []
+    last = 0
+    for run in _CJK_RE.finditer(lower):
+        terms.append(lower[last : run.start()])
+        chars = run.group(0)
+        terms.extend(
+            [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+        )
+        last = run.end()
+    terms.append(lower[last:])
+    return [_stem(t.strip("_")) for t in terms if t and t not in STOPWORDS]
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased terms; identifiers also yield their snake/camel parts; words beyond
+    ASCII as ``_unicode_terms`` cuts them."""
+    out: list[str] = []
+    for m in _WORD_RE.finditer(text):
+        word = m.group(0)
+        if not word.isascii():
+            out.extend(_unicode_terms(word))
+            continue
+        lower = word.lower()
+        parts = [p.lower() for piece in word.split("_") for p in _CAMEL_RE.findall(piece)]
+        if lower not in STOPWORDS:
+            out.append(_stem(lower.strip("_")))
+        if len(parts) > 1:
+            out.extend(_stem(p) for p in parts if p not in STOPWORDS)
+    return [t for t in out if t]
+
+
+def surface_forms(term: str) -> list[str]:
+    """The lower-case words ``tokenize`` makes ``term`` of: the term itself, and the term
+    with each suffix the stemmer takes off (``evict``: evict, evicting, evicted, evicts),
+    where it does take it off; never a stop word, which ``tokenize`` drops whole."""
+    candidates = [term, *(term + suffix for suffix, _ in _SUFFIXES)]
+    return [w for w in candidates if _stem(w) == term and w not in STOPWORDS]
