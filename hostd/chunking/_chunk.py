@@ -683,11 +683,17 @@ def _nearest_end(
     group: list[tuple[str, int]], i: int, j: int, ends: tuple[re.Pattern[str], ...]
 ) -> int:
     """Where a part of ``group[i:j]`` (the most that fits) ends: after the last segment
-    in its last half that the first of ``ends`` matches, else the next, else at ``j``."""
+    in its last half that the first of ``ends`` matches, else the next, else after the
+    last sentence end in its first half (a short part, but the next one starts a
+    sentence, not the middle of one), else at ``j``."""
+    half = i + (j - i) // 2
     for end in ends:
-        for k in range(j - 1, i + (j - i) // 2 - 1, -1):
+        for k in range(j - 1, half - 1, -1):
             if end.search(group[k][0]):
                 return k + 1
+    for k in range(half - 1, i - 1, -1):
+        if _SENTENCE_END_RE.search(group[k][0]):
+            return k + 1
     return j
 
 
@@ -695,15 +701,16 @@ def _line_parts(line: str, count: Counter, room: int) -> list[str]:
     """``line`` cut into parts of at most ``room`` word pieces that join back into it.
 
     Cut between words (the whitespace after a word stays with it), each part as long
-    as it can be, ending at a sentence end when one is in its last half, so a part of
-    prose reads whole. A word over ``room`` on its own (minified JSON) is cut after
-    its punctuation characters: both counts make a piece of each, so pieces still add
-    up. A run of word characters over ``room`` (a blob) is cut every ``room``
-    characters, each run a part of its own: a word piece covers one character at
-    least, so a run is within ``room`` whatever the count. A line of JSON (``[`` or
-    ``{`` first) may also be cut after a value of a list or object ends (``},``), and
-    a part ends there when one is in its last half, so it holds whole records; a cut
-    after punctuation keeps the counts adding up, as above."""
+    as it can be, ending at a sentence end when one is in its last half, else at the
+    last one it holds, so a part of prose reads whole and the next starts a sentence.
+    A word over ``room`` on its own (minified JSON) is cut after its punctuation
+    characters: both counts make a piece of each, so pieces still add up. A run of
+    word characters over ``room`` (a blob) is cut every ``room`` characters, each run
+    a part of its own: a word piece covers one character at least, so a run is within
+    ``room`` whatever the count. A line of JSON (``[`` or ``{`` first) may also be cut
+    after a value of a list or object ends (``},``), and a part ends there when one is
+    in its last half, so it holds whole records; a cut after punctuation keeps the
+    counts adding up, as above."""
     words = _WORD_RE.findall(line)
     json_line = line.lstrip()[:1] in ("[", "{")
     if json_line:

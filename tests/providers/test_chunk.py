@@ -212,6 +212,18 @@ def test_a_long_line_is_cut_between_words_at_sentence_ends_and_a_files_never() -
     assert all(estimate_pieces([c.text])[0] <= MODEL_TRAINED_LENGTH for c in parts)
 
 
+def test_a_long_line_is_cut_after_a_sentence_end_even_early_in_its_part() -> None:
+    """A sentence longer than half a part: the part ends after the sentence before it,
+    so the next starts that sentence, not the middle of it."""
+    long = "the evictor walks " + " ".join(f"entry{i}" for i in range(70)) + " in order."
+    prose = " ".join(f"Pool {i} drains. {long}" for i in range(4))
+    data = (prose + "\n").encode()
+    parts = chunk_text(data, "tool", counter=estimate_pieces, split_long_lines=True)
+    assert "".join(c.text for c in parts) == prose + "\n"
+    starts = [c.text for c in parts if c.text.startswith("the evictor walks")]
+    assert len(starts) == 4, [c.text[:24] for c in parts]
+
+
 def test_a_long_line_of_json_is_cut_after_whole_records() -> None:
     import json
 
