@@ -19,17 +19,21 @@ a provider would:
   where pieces of one text share it, and in the result's order where the text items of
   one tool result would (``notes (2/3)``: its second item). A piece of a text with no
   URI (a tool's answer) is named by what it holds, not where: a tool answers anew each
-  time, and the same record at other lines is the same frame (D2, feedback by FrameId);
+  time, and the same record at other lines is the same frame (D2, feedback by FrameId).
+  A piece that holds nothing (``_empty``: an empty JSON answer, ``No matches found``)
+  is none;
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
-  [0, 1) (F1; provider-local and ordinal, F10). Only the query's terms are counted,
-  one regex pass per piece: a full index (``bm25s``, as the ``files`` provider keeps
-  one) would build a vocabulary of every word served to answer one query, and could
-  not stop halfway;
+  [0, 1) (F1; provider-local and ordinal, F10), by the terms the ``files`` provider
+  searches for (``hostd.chunking.tokenize``: no stop words). Only the query's terms
+  are counted, one regex pass per piece: a full index (``bm25s``, as the ``files``
+  provider keeps one) would build a vocabulary of every word served to answer one
+  query, and could not stop halfway;
 - **pack**: best first (ties by source, then position in its text), under
   ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
   of the configured kind only (Q1); ``truncated`` when something eligible was left
-  out. Resource pieces that match no query term are left out; tool result pieces are
-  kept (they answer this very query).
+  out. Pieces that match no query term are left out, but for a tool's answer nothing
+  of which matches, offered whole when it fits (``rank`` says why); a matching piece
+  over the whole ask is offered as its best part that fits (``_part``).
 
 ``rank`` takes a ``check`` callable, called between documents: the binding runs it in
 a worker thread and stops it there (``Abandoned``) when its leg is cancelled.
@@ -38,6 +42,7 @@ a worker thread and stops it there (``Abandoned``) when its leg is cancelled.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,6 +60,9 @@ from hostd.chunking import (
     chunk_text,
     estimate_pieces,
     file_sections,
+    split_lines,
+    surface_forms,
+    tokenize,
 )
 from hostd.protocol import (
     ContextFrame,
@@ -62,6 +70,7 @@ from hostd.protocol import (
     ContextQueryResult,
     Provenance,
     canonical_token_cost,
+    sha256_digest,
 )
 
 __all__ = [
@@ -75,7 +84,6 @@ __all__ = [
     "piece_key",
     "rank",
     "render_arguments",
-    "terms",
 ]
 
 #: The raw BM25 score that maps to 0.5 (F1): a strong match sits mid-range, not at 1.
@@ -93,7 +101,17 @@ _RECORD_TOKENS = MODEL_WINDOW
 #: A label longer than this is cut: it is quoted in the prompt beside every frame.
 _MAX_LABEL = 96
 
-_TERM_RE = re.compile(r"[A-Za-z0-9]+")
+#: One short line that says a search found nothing (``No matches found``, ``0 results
+#: for 'x'``, ``Nothing found.``): an empty answer in words, whatever terms it echoes.
+_NOTHING_RE = re.compile(
+    r"(?:no|0|zero)\s+(?:matching\s+|relevant\s+)?"
+    r"(?:results?|matches|hits|entries|items|records|documents|files|nodes|entities)"
+    r"(?:\s+(?:were\s+)?found)?(?:\s+for\s+[^\n]{0,80})?[.!]?"
+    r"|nothing\s+(?:was\s+)?found[.!]?",
+    re.IGNORECASE,
+)
+#: Where a line of prose may be cut into parts: after a sentence's end and its spaces.
+_SENTENCE_END_RE = re.compile(r"[.!?][\"')\]]*[ \t]+")
 _COMMIT_RE = re.compile(r"^[ \t]*commit:?[ \t]+'?([0-9a-f]{7,64})\b", re.IGNORECASE | re.MULTILINE)
 _DIFF_PATH_RE = re.compile(r"^(?:diff --git a/(\S+) b/|\+\+\+ b/(\S+))", re.MULTILINE)
 # ``path/to/file.py:12: …`` (grep) or ``notes.md: …``: a file named at a line's start.
@@ -104,11 +122,6 @@ _PATH_LINE_RE = re.compile(
 
 class Abandoned(Exception):
     """Raised by a ``check`` callable: the leg this work was for is gone (cancelled)."""
-
-
-def terms(text: str) -> list[str]:
-    """Lower-cased alphanumeric runs: the BM25 vocabulary of queries and served texts."""
-    return _TERM_RE.findall(text.lower())
 
 
 @dataclass(slots=True, frozen=True)
@@ -315,8 +328,33 @@ def _captions(chunks: list[TextChunk]) -> list[TextChunk]:
     return [c for c in chunks if c.record is not None]
 
 
+def _hollow(value: object) -> bool:
+    if isinstance(value, dict):
+        return all(_hollow(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_hollow(v) for v in value)
+    return value is None or value == ""
+
+
+def _empty(text: str) -> bool:
+    """Whether a piece holds nothing to read: JSON whose every value is an empty
+    container, ``null`` or ``""`` (``{"entities": [], "relations": []}``; a number or a
+    boolean is something), or one line saying a search found nothing. A server answers
+    so when it has nothing for this query; quoted, it would only take budget."""
+    stripped = text.strip()
+    if _NOTHING_RE.fullmatch(stripped):
+        return True
+    if stripped[:1] not in ("{", "[") and stripped not in ("null", '""'):
+        return False
+    try:  # a record of a list ends with its comma
+        return _hollow(json.loads(stripped.removesuffix(",")))
+    except (ValueError, RecursionError):
+        return False
+
+
 def cut(doc: Document) -> Cut:
-    """The pieces of one document, in text order (none for a blank one)."""
+    """The pieces of one document, in text order (none for a blank one); a piece that
+    holds nothing (``_empty``) is no piece."""
     name = doc.title or doc.uri or doc.tool or "mcp"
     is_file = doc.uri is not None and doc.uri.startswith("file:")
     # A file is cut by the model's count, as the files and semantic providers cut it
@@ -334,7 +372,7 @@ def cut(doc: Document) -> Cut:
         # A file's pieces are whole lines, as its range addresses them (F5, F17).
         split_long_lines=not is_file,
     )
-    chunks = _captions(chunks)
+    chunks = [c for c in _captions(chunks) if not _empty(c.text)]
     # A tool's answer has no URI: its pieces are named by content, not range (piece_key).
     placed = doc.uri is not None
     return Cut(
@@ -381,33 +419,137 @@ def _never() -> None:
     return None
 
 
-def _bm25(cuts: Sequence[Cut], query: Sequence[str], check: Callable[[], None]) -> np.ndarray:
-    """Every piece's score in [0, 1), in order. One regex pass per piece finds the
-    query's terms (as ``terms`` cuts them: alphanumeric runs); a piece's length is its
-    characters, which BM25 only uses as a ratio to the mean."""
+class _Bm25:
+    """BM25 of one query over a set of pieces: the query's terms as the ``files``
+    provider's tokenizer makes them (``tokenize``: stop words out, so a piece that
+    holds only "how", "does" and "the" of the goal matches nothing), found in a piece
+    by one regex pass over the words that make them (``surface_forms``), and the
+    statistics (IDF, mean length) a part of a piece is scored by too. A piece's length
+    is its characters, which BM25 only uses as a ratio to the mean."""
+
+    def __init__(self, query: str) -> None:
+        self.terms = sorted(set(tokenize(query)))
+        self._term_of = {f: k for k, t in enumerate(self.terms) for f in surface_forms(t)}
+        words = "|".join(re.escape(f) for f in sorted(self._term_of, key=len, reverse=True))
+        # A term is a word, or a part of one between digits or ``_`` (as ``tokenize``
+        # splits identifiers), never letters inside a longer word. A camelCase
+        # identifier's parts are not found: the text is searched lower-cased.
+        self._find = re.compile(r"(?<![^\W\d_])(?:" + words + r")(?![^\W\d_])").findall
+        self.idf = np.zeros(len(self.terms))
+        self.mean_length = 1.0
+
+    def counts(self, text: str) -> list[int]:
+        """How often each query term is in ``text``."""
+        row = [0] * len(self.terms)
+        for word, n in Counter(self._find(text.lower())).items():
+            row[self._term_of[word]] += n
+        return row
+
+    def fit(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Every piece's score in [0, 1) from its term counts (a row per piece); keeps
+        the IDF and mean length these pieces give for ``score``."""
+        df = (tf > 0).sum(axis=0)
+        n = len(tf)
+        self.idf = np.log1p((n - df + 0.5) / (df + 0.5))
+        self.mean_length = max(float(lengths.mean()), 1.0)
+        return self.score(tf, lengths)
+
+    def score(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        norm = _K1 * (1 - _B + _B * lengths / self.mean_length)
+        raw = ((tf * (_K1 + 1)) / (tf + norm[:, None]) * self.idf).sum(axis=1)
+        mapped: np.ndarray = np.where(raw > 0, raw / (raw + BM25_HALF_SCORE), 0.0)
+        return mapped
+
+    def matched(self, tf: np.ndarray) -> float:
+        """What a run of text holds of the query (its term counts), without BM25's
+        length normalisation: more of the text never holds less."""
+        return float(((tf * (_K1 + 1)) / (tf + _K1) * self.idf).sum())
+
+
+def _bm25(cuts: Sequence[Cut], bm25: _Bm25, check: Callable[[], None]) -> np.ndarray:
+    """Every piece's score in [0, 1), in order."""
     n = sum(len(c) for c in cuts)
-    if not n or not query:
+    if not n or not bm25.terms:
         for _ in cuts:
             check()
         return np.zeros(n)
-    find = re.compile(r"(?<![a-z0-9])(?:" + "|".join(query) + r")(?![a-z0-9])").findall
     lengths: list[int] = []
-    counts: list[int] = []  # flat, a row of len(query) per piece: one list, not one each
+    counts: list[int] = []  # flat, a row of len(terms) per piece: one list, not one each
     for c in cuts:
         check()  # between documents: a cancelled leg stops here
         # Label and URI are searchable too: they often say what the text is about.
         for label, text in zip(c.labels, c.texts, strict=True):
-            hay = f"{label} {c.uri or ''} {text}".lower()
-            found = Counter(find(hay))
+            hay = f"{label} {c.uri or ''} {text}"
             lengths.append(len(hay))
-            counts.extend(found[q] for q in query)
-    tf = np.asarray(counts, dtype=np.float64).reshape(n, len(query))
-    dl = np.asarray(lengths, dtype=np.float64)
-    df = (tf > 0).sum(axis=0)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
-    norm = _K1 * (1 - _B + _B * dl / max(float(dl.mean()), 1.0))
-    raw = ((tf * (_K1 + 1)) / (tf + norm[:, None]) * idf).sum(axis=1)
-    return np.where(raw > 0, raw / (raw + BM25_HALF_SCORE), 0.0)
+            counts.extend(bm25.counts(hay))
+    tf = np.asarray(counts, dtype=np.float64).reshape(n, len(bm25.terms))
+    return bm25.fit(tf, np.asarray(lengths, dtype=np.float64))
+
+
+def _units(piece: Piece) -> list[tuple[int, str]]:
+    """What a part of ``piece`` is made of, with the line (from 0) each is on: its
+    lines, and outside a file each line's sentences (a file's range addresses whole
+    lines, F17)."""
+    units: list[tuple[int, str]] = []
+    whole_lines = piece.uri is not None and piece.uri.startswith("file:")
+    for n, raw in enumerate(split_lines(piece.text.encode("utf-8"))):
+        line = raw.decode("utf-8")
+        last = 0
+        if not whole_lines:
+            for end in _SENTENCE_END_RE.finditer(line):
+                units.append((n, line[last : end.end()]))
+                last = end.end()
+        if last < len(line):
+            units.append((n, line[last:]))
+    return units
+
+
+def _part(piece: Piece, bm25: _Bm25, room: int) -> tuple[Piece, float] | None:
+    """The part of ``piece`` that holds the most of the query within ``room`` tokens:
+    a run of its lines or sentences, never a cut inside one, starting at a line or
+    sentence with text; the longest such run when several hold as much. ``None``
+    when no part that fits matches the query."""
+    units = _units(piece)
+    if not units:
+        return None
+    context = f"{piece.label} {piece.uri or ''} "
+    tf = np.asarray([bm25.counts(text) for _, text in units], dtype=np.float64)
+    tf = np.vstack([np.zeros(len(bm25.terms)), np.cumsum(tf, axis=0)])
+    size = np.concatenate([[0], np.cumsum([len(t.encode("utf-8")) for _, t in units])])
+    best: tuple[float, int, int] | None = None
+    end = 0
+    for start, (_, text) in enumerate(units):
+        end = max(end, start)
+        # Bytes add up, so the canonical cost (B3: a quarter of the bytes) of a run is
+        # known from its ends; the longest run from each start holds the most.
+        while end < len(units) and (size[end + 1] - size[start] + 3) // 4 <= room:
+            end += 1
+        while end > start and not units[end - 1][1].strip():
+            end -= 1  # its blank lines at the end say nothing
+        if end == start or not text.strip():
+            continue
+        held = bm25.matched(tf[end] - tf[start])
+        if held > 0 and (best is None or held > best[0]):
+            best = (held, start, end)
+    if best is None:
+        return None
+    _, start, end = best
+    text = "".join(t for _, t in units[start:end])
+    hay = tf[end] - tf[start] + np.asarray(bm25.counts(context), dtype=np.float64)
+    score = float(bm25.score(hay[None, :], np.asarray([len(context) + len(text)]))[0])
+    first, last = piece.start + units[start][0], piece.start + units[end - 1][0]
+    digest = sha256_digest(text.encode("utf-8"))
+    placed = f"L{first}-{last}" if piece.uri is not None else None
+    part = piece._replace(
+        start=first,
+        end=last,
+        text=text,
+        digest=digest,
+        label=_clip(piece.label, " (part)"),
+        cost=canonical_token_cost(text),
+        key=piece_key(piece.method, piece.uri, placed, digest),
+    )
+    return part, score
 
 
 def _canonical(cuts: Iterable[Cut]) -> list[Cut]:
@@ -425,31 +567,49 @@ def rank(
     check: Callable[[], None] = _never,
 ) -> ContextQueryResult:
     """The frames to return: matched pieces best first (ties in document order, then
-    text order), packed under the query's limits. ``truncated`` says an eligible
-    piece was left out."""
+    text order), packed under the query's limits; then a tool's answer none of whose
+    pieces matched, whole or not at all. ``truncated`` says an eligible piece was left
+    out, or offered only in part.
+
+    A piece larger than the whole ask (``max_tokens``) could never be offered: its
+    part that holds the most of the query and fits what is left is offered instead
+    (``_part``), labelled ``(part)``, before any worse piece. Of a tool's answer, the
+    pieces that match the query are offered when any does (the rest is filler: the
+    billing sections of a design document asked about its cache); when none does,
+    the answer is offered whole if it all fits, since the server chose it for this
+    call (a lookup by the goal that finds a record in other words, the current time),
+    and never a part of it: there is nothing to choose a part by."""
     if query.kinds and kind not in query.kinds:
         return ContextQueryResult(frames=[])
-    text = (query.query_text or "").strip() or query.goal
+    bm25 = _Bm25((query.query_text or "").strip() or query.goal)
     ordered = _canonical(cuts)
-    scores = _bm25(ordered, sorted(set(terms(text))), check)
+    scores = _bm25(ordered, bm25, check)
     check()
     # Piece i is piece local[i] of document doc[i]: numbers, not a tuple per piece.
     sizes = np.fromiter((len(c) for c in ordered), dtype=np.int64, count=len(ordered))
     doc = np.repeat(np.arange(len(ordered)), sizes)
     local = np.arange(len(doc)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    always = np.fromiter((c.always for c in ordered), dtype=bool, count=len(ordered))[doc]
-    eligible = np.flatnonzero((scores > 0) | always)
+    # A tool's answer is all it served for one call: several documents may share it.
+    answered = {ordered[d].method for d in set(doc[scores > 0].tolist()) if ordered[d].always}
+    whole = np.fromiter(
+        (c.always and c.method not in answered for c in ordered), dtype=bool, count=len(ordered)
+    )[doc]
+    eligible = np.flatnonzero((scores > 0) | whole)
     # Best first; ties by position. numpy's stable sort over numbers, not a sort of
     # Python tuples: it does not hold the interpreter lock for a sort of every piece.
     order = eligible[np.argsort(-scores[eligible], kind="stable")].tolist()
     rounded = np.round(scores, 6)
     remaining = query.max_tokens
     frames: list[dict[str, object]] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # frame ids offered, and pieces offered in part
     docs, locals_ = doc.tolist(), local.tolist()
+    unmatched: dict[str, list[int]] = {}  # a tool's answer none of whose pieces matched
     for i in order:
         c, j = ordered[docs[i]], locals_[i]
         key = c.keys[j]
+        if not scores[i]:
+            unmatched.setdefault(c.method, []).append(i)
+            continue
         if key in seen:  # one frame id, served twice (piece_key), is one frame
             continue
         if len(frames) >= query.max_frames:
@@ -458,8 +618,26 @@ def rank(
             seen.add(key)
             frames.append(_frame(c[j], float(rounded[i]), kind, server).to_wire())
             remaining -= c.costs[j]
-    # Every eligible piece not returned was left out (one per distinct frame id).
-    dropped = len({ordered[docs[i]].keys[locals_[i]] for i in order}) - len(frames)
+        elif c.costs[j] > query.max_tokens:
+            check()
+            found = _part(c[j], bm25, remaining)
+            if found is not None and found[0].key not in seen:
+                part, score = found
+                seen.update((key, part.key))
+                frames.append(_frame(part, round(score, 6), kind, server).to_wire())
+                remaining -= part.cost
+    for group in unmatched.values():
+        pieces = {ordered[docs[i]].keys[locals_[i]]: i for i in group}
+        pieces = {k: i for k, i in pieces.items() if k not in seen}
+        cost = sum(ordered[docs[i]].costs[locals_[i]] for i in pieces.values())
+        if len(frames) + len(pieces) <= query.max_frames and cost <= remaining:
+            for key, i in pieces.items():
+                seen.add(key)
+                frames.append(_frame(ordered[docs[i]][locals_[i]], 0.0, kind, server).to_wire())
+            remaining -= cost
+    # Every eligible piece not offered whole was left out (one per distinct frame id).
+    eligible_keys = {ordered[docs[i]].keys[locals_[i]] for i in order}
+    dropped = len(eligible_keys - {str(f["id"]) for f in frames})
     return ContextQueryResult(
         frames=frames, truncated=dropped > 0, dropped_estimate=dropped or None
     )

@@ -25,7 +25,11 @@
 - ``stale --root DIR``: every file under DIR as a ``file://`` resource, served with
   its text upper-cased (a server serving a copy that is not the file);
 - ``orders``: a ``recent_orders`` tool returning a dict of order objects, which the SDK
-  serves as JSON indented by 2, as it serves every Python tool's dict or list.
+  serves as JSON indented by 2, as it serves every Python tool's dict or list;
+- ``design``: a ``get_design_notes`` tool returning a design document (``DESIGN``:
+  billing sections, and one about cache eviction too long for a small ask), and two
+  tools that find nothing: ``search_nodes`` (an empty knowledge graph, as JSON) and
+  ``search_files`` (``No matches found``).
 """
 
 from __future__ import annotations
@@ -112,6 +116,27 @@ index 1111111..2222222 100644
 +    # least recently used first
 +    cache.popitem(last=False)
 """
+
+
+_FILLER = (
+    "Invoices are generated nightly from the usage ledger. Credit notes are issued when"
+    " an invoice is disputed. Tax rates are looked up per region before it is finalised.\n"
+)
+#: A design document of the walkthrough's shape: sections that say nothing of the cache,
+#: and one about its eviction of about 140 tokens.
+DESIGN = (
+    "# Platform design notes\n\n"
+    + "".join(f"## {i}. Billing notes\n\n{_FILLER}\n" for i in range(1, 4))
+    + "## Storage: cache eviction\n\n"
+    "The cache eviction watermark is the heart of the storage tier. When resident memory"
+    " crosses the high watermark of 85 percent, the evictor thread starts removing the"
+    " least recently used entries in batches of 512 until memory falls below the low"
+    " watermark of 70 percent. Entries pinned by an open transaction are skipped, and an"
+    " eviction never blocks a reader. To tune eviction, change cache.high_watermark and"
+    " cache.low_watermark in settings.toml; setting them closer together makes eviction"
+    " run more often in smaller bursts.\n\n"
+    + "".join(f"## {i}. Billing notes\n\n{_FILLER}\n" for i in range(4, 6))
+)
 
 
 class GrowingServer(MCPServer[Any]):
@@ -264,6 +289,23 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
                 ]
             }
 
+    elif args.mode == "design":
+
+        @server.tool()
+        def get_design_notes(topic: str = "") -> str:
+            """The whole design document, whatever the topic."""
+            return DESIGN
+
+        @server.tool()
+        def search_nodes(query: str) -> dict[str, Any]:
+            """A knowledge graph that holds nothing."""
+            return {"entities": [], "relations": []}
+
+        @server.tool()
+        def search_files(pattern: str) -> str:
+            """A file search that finds nothing."""
+            return "No matches found"
+
     return server
 
 
@@ -271,7 +313,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "mode",
-        choices=("big", "secret", "junk", "tools", "growing", "log", "stale", "runbook", "orders"),
+        choices=(
+            "big",
+            "secret",
+            "junk",
+            "tools",
+            "growing",
+            "log",
+            "stale",
+            "runbook",
+            "orders",
+            "design",
+        ),
     )
     parser.add_argument("--root", default=".")
     parser.add_argument("--count", type=int, default=16)

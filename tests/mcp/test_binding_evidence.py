@@ -111,12 +111,14 @@ async def test_one_provider_entry_calls_several_tools(workdir: Path, history: Pa
 
 
 async def test_a_leg_whose_every_frame_is_over_its_share_says_so(workdir: Path) -> None:
+    """Every commit is over 10 tokens, and so is each of its lines that names the cache
+    (the part of a commit that would be offered in its place)."""
     command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
     table = mcp_table("one", command, [], resources=False, tool="log")
-    result = await compose(config_of(workdir, table), goal="cache", budget=30)
+    result = await compose(config_of(workdir, table), goal="cache", budget=10)
     leg = report(result, "one")
     assert leg["status"] == "ok" and leg["frames_offered"] == 0
-    assert leg["note"].startswith("nothing fit: no frame within its share of 30 tokens"), leg
+    assert leg["note"].startswith("nothing fit: no frame within its share of 10 tokens"), leg
 
 
 async def test_a_tool_answer_of_one_long_line_is_quoted_in_parts(workdir: Path) -> None:

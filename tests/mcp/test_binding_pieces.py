@@ -1,0 +1,51 @@
+"""At a small budget, a real ``hostd compose`` quotes what matches of an MCP server's
+answers: the part of the eviction section that fits, not a billing section, and not
+the empty answers of the tools that found nothing.
+
+The server is ``mcpserver_app design`` (the SDK's ``MCPServer``), a child of a
+``hostd compose`` child, as the walkthrough ran it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.fixtures.cli import run_hostd
+
+from .test_binding import mcp_table
+
+
+def test_a_small_budget_quotes_the_part_that_matches_and_no_empty_answer(
+    workdir: Path,
+) -> None:
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "design"]
+    notes = [
+        {"name": "get_design_notes", "arguments": {"topic": "{query}"}},
+        {"name": "search_files", "arguments": {"pattern": "{query}"}},
+    ]
+    graph = [{"name": "search_nodes", "arguments": {"query": "{query}"}}]
+    config = workdir / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{workdir / "state"}"\n\n'
+        + mcp_table("notes", command, [], resources=False, tools=notes)
+        + mcp_table("graph", command, [], resources=False, tools=graph),
+        encoding="utf-8",
+    )
+    # Each leg is asked for 125 tokens (half of 250, not overfetched): the eviction
+    # section, 139, is over its ask, and a part of it fits beside the prompt's own lines.
+    done = run_hostd(
+        "compose", "--config", str(config), "--budget", "250", "--overfetch", "1",
+        "--json", "how does cache eviction work?",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    legs = {p["provider_id"]: p for p in result["providers"]}
+    assert legs["notes"]["status"] == "ok" and legs["notes"]["max_tokens"] == 125, legs
+    labels = [c["label"] for c in result["citations"]]
+    assert labels == ["get_design_notes § Storage: cache eviction (part)"], labels
+    assert "eviction" in result["prompt"] and "Billing" not in result["prompt"]
+    # The tools that found nothing offered nothing: neither "No matches found" nor an
+    # empty graph reached the host.
+    assert legs["notes"]["frames_offered"] == 1, legs
+    assert legs["graph"]["status"] == "ok" and legs["graph"]["frames_offered"] == 0, legs

@@ -1,0 +1,138 @@
+"""Which pieces of what a server served are offered: the ones that match the goal by
+the files provider's terms, never an empty answer, the best one cut to fit the ask.
+
+The texts are small recordings of what the walkthrough's servers answered: a design
+document with one section about cache eviction, a knowledge graph's and a file
+search's empty answers, a ticket lookup's one record."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostd.chunking import split_lines, tokenize
+from hostd.mcp import Document, cut, frames_for
+from hostd.mcp._frames import _Bm25
+from hostd.protocol import ContextQuery, canonical_token_cost, sha256_digest
+
+GOAL = "how does cache eviction work?"
+
+FILLER = (
+    "Invoices are generated nightly from the usage ledger. Credit notes are issued when"
+    " an invoice is disputed. Tax rates are looked up per region before it is finalised.\n"
+)
+EVICTION = (
+    "## Storage: cache eviction\n\n"
+    "The cache eviction watermark is the heart of the storage tier. When resident memory"
+    " crosses the high watermark of 85 percent, the evictor thread starts removing the"
+    " least recently used entries in batches of 512 until memory falls below the low"
+    " watermark of 70 percent. Entries pinned by an open transaction are skipped, and an"
+    " eviction never blocks a reader. To tune eviction, change cache.high_watermark and"
+    " cache.low_watermark in settings.toml; setting them closer together makes eviction"
+    " run more often in smaller bursts.\n"
+)
+DESIGN = f"# Platform design notes\n\n## 1. Billing notes\n\n{FILLER}\n{EVICTION}"
+
+
+def _query(goal: str = GOAL, **over: object) -> ContextQuery:
+    return ContextQuery.model_validate({"goal": goal, "max_frames": 10, "max_tokens": 1000, **over})
+
+
+def _tool(text: str, name: str = "search") -> Document:
+    return Document(method=f"tools/call:{name}", text=text, always=True)
+
+
+def test_a_piece_that_holds_only_the_goals_function_words_matches_nothing() -> None:
+    docs = [
+        Document(
+            method="resources/read",
+            text="How does the server start? It does what the config says it does.",
+            uri="demo://how-it-starts",
+        ),
+        Document(method="resources/read", text="The cache evicts on pressure.", uri="memo://b"),
+    ]
+    result = frames_for(docs, _query(), kind="doc", server="s")
+    assert [f["uri"] for f in result.frames] == ["memo://b"]
+
+
+def test_the_goals_terms_are_the_files_providers_so_an_inflected_word_matches() -> None:
+    doc = Document(method="resources/read", text="Entries are evicted hourly.", uri="memo://a")
+    (frame,) = frames_for([doc], _query("evicting"), kind="doc", server="s").frames
+    assert frame["score"] > 0
+
+
+@given(
+    st.lists(
+        st.sampled_from(["evict", "evicted", "evicting", "evicts", "the", "x_evict", "2", "ok"]),
+        max_size=12,
+    )
+)
+def test_a_text_holds_a_term_as_often_as_the_files_tokenizer_finds_it(words: list[str]) -> None:
+    text = " ".join(words)
+    bm25 = _Bm25("evicts the 2")
+    found = Counter(tokenize(text))
+    assert bm25.counts(text) == [found[t] for t in bm25.terms]
+
+
+def test_an_empty_answer_is_not_offered() -> None:
+    docs = [
+        _tool('{\n  "entities": [],\n  "relations": []\n}', "search_nodes"),
+        _tool("No matches found for 'cache eviction'", "search_files"),
+        _tool("[]", "list"),
+    ]
+    assert all(len(cut(d)) == 0 for d in docs)
+    assert frames_for(docs, _query(), kind="doc", server="s").frames == []
+
+
+def test_an_answer_that_matches_is_offered_without_its_filler() -> None:
+    result = frames_for([_tool(DESIGN, "get_design_notes")], _query(), kind="doc", server="s")
+    assert [f["title"] for f in result.frames] == ["get_design_notes § Storage: cache eviction"]
+    assert not result.truncated  # the filler is no evidence left out
+
+
+def test_an_answer_nothing_of_which_matches_is_offered_whole_or_not_at_all() -> None:
+    tickets = [{"id": f"T-{i}", "title": f"Purge of hot keys on node {i}"} for i in range(6)]
+    answer = _tool(json.dumps({"tickets": tickets}, indent=2), "ticket_lookup")
+    pieces = list(cut(answer))
+    total = sum(p.cost for p in pieces)
+    assert len(pieces) > 1
+    whole = frames_for([answer], _query(max_tokens=total), kind="doc", server="s")
+    assert [f["id"] for f in whole.frames] == [p.key for p in pieces]
+    less = frames_for([answer], _query(max_tokens=total - 1), kind="doc", server="s")
+    assert less.frames == [] and less.truncated
+
+
+def test_the_best_piece_over_the_ask_is_offered_as_its_best_part_that_fits() -> None:
+    section = next(p for p in cut(_tool(DESIGN, "get_design_notes")) if "eviction" in p.text)
+    ask = section.cost * 2 // 3
+    result = frames_for(
+        [_tool(DESIGN, "get_design_notes")], _query(max_tokens=ask), kind="doc", server="s"
+    )
+    (frame,) = result.frames
+    assert frame["title"] == "get_design_notes § Storage: cache eviction (part)"
+    part = frame["content"]
+    assert frame["token_cost"] == canonical_token_cost(part) <= ask
+    assert frame["content_digest"] == sha256_digest(part.encode())
+    # A run of the section's whole sentences, the one that names eviction most often.
+    at = section.text.index(part)
+    assert at == 0 or section.text[:at].endswith((". ", "\n"))
+    assert part.endswith((". ", ".\n")) and part.count("eviction") >= 3
+    assert result.truncated
+
+
+def test_a_files_part_is_whole_lines_its_range_addresses() -> None:
+    lines = [f"Line {i} says nothing much about anything at all here.\n" for i in range(30)]
+    lines[12] = "The cache eviction watermark is 85 percent.\n"
+    text = "".join(lines)
+    doc = Document(method="resources/read", text=text, uri="file:///project/notes.txt")
+    (piece,) = [p for p in cut(doc) if "eviction" in p.text]
+    result = frames_for([doc], _query(max_tokens=piece.cost // 2), kind="doc", server="s")
+    (frame,) = result.frames
+    (mcp, file) = frame["provenance"]
+    start, end = (int(n) for n in file["range"][1:].split("-"))
+    served = b"".join(split_lines(text.encode())[start - 1 : end]).decode()
+    assert frame["content"] == served and file["digest"] == sha256_digest(served.encode())
+    assert "eviction" in served
