@@ -219,7 +219,7 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
             """Three text items, in this order."""
             return [
                 TextContent(text="Note A: the cache TTL is 120 seconds in production."),
-                TextContent(text="Note B: billing runs at 02:00 UTC."),
+                TextContent(text="Note B: billing runs at 02:00 UTC, after the cache warms."),
                 TextContent(text="Note C: cache eviction is logged at debug level."),
             ]
 
