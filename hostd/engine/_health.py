@@ -302,9 +302,10 @@ def record_failure(
 ) -> Health:
     """The process could not start, failed its handshake, died or broke its stream.
     ``start_timed_out``: it was a start that outlived its deadline (``awaits_start``).
-    ``cannot_run``: its command could not be run at all (not found, not executable):
-    no restart cures that until the user acts, so it is parked at once, not started
-    again by each of the next requests (a cool-down, or ``providers/restart``)."""
+    ``cannot_run``: its command could not be run at all (not found, not executable),
+    or its config names what the provider does not offer (an MCP tool): no restart
+    cures that until the user acts, so it is parked at once, not started again by each
+    of the next requests (a cool-down, or ``providers/restart``)."""
     n = health.consecutive_failures + 1
     if cannot_run:
         n = max(n, policy.max_attempts)

@@ -16,7 +16,9 @@ Broken connections are dropped at once and closed in the background too. A remot
 provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
 is parked at once, not restarted in a loop (``record_refused``): its legs fail at
 once with the refusal's words (what to fix) until its credential changes, its
-cool-down passes or ``restart`` is asked. A process that ends on its own (killed, out
+cool-down passes or ``restart`` is asked. So is a start no restart cures (its command
+cannot run; its config names a tool its MCP server does not offer: ``_cannot_run``),
+its legs failing with that start's own words. A process that ends on its own (killed, out
 of memory) is counted as a crash as soon as its exit is seen, not when a request next
 finds it dead (``exited``): ``providers/list`` says why it is down at once, with its
 exit status or signal and its stderr's tail. Opening a connection (spawn and
@@ -104,6 +106,14 @@ def _log_transition(provider_id: str, old: Health, new: Health) -> None:
 _DOWN = frozenset({ProviderState.CRASHED, ProviderState.FAILED})
 
 
+def _cannot_run(exc: HostdError) -> bool:
+    """Whether a start failed in a way no restart cures until the user acts: its command
+    could not run (the transport's ``stage: start``), or its config names what the
+    provider does not offer (a binding's ``stage: config``: an MCP tool the server
+    lacks). Restarting it with backoff would only meet the same error at every attempt."""
+    return exc.data.get("stage") in ("start", "config")
+
+
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
@@ -134,9 +144,10 @@ class Slot:
         self.late_seen = 0
         #: The refusal that parked it (``health.refused``): what its legs say meanwhile.
         self.refusal: ProviderUnauthorized | None = None
-        #: Why its command could not run at its last start (parked at once for it,
-        #: ``record_failure``): what its legs say meanwhile.
-        self.cannot_run: ProviderCrashed | None = None
+        #: Why its last start cannot succeed until the user acts (``_cannot_run``: its
+        #: command could not run, or its config names what the provider lacks); parked
+        #: at once for it (``record_failure``): what its legs say meanwhile.
+        self.cannot_run: HostdError | None = None
         #: The failure of a boot start that outlived its deadline, no request having waited
         #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
         #: of a start that may never come.
@@ -324,11 +335,12 @@ class ProviderPool:
                     )
                     raise type(refusal)(again, **refusal.data)
                 if slot.cannot_run is not None:
-                    # The command's own reason, not "restart attempts exhausted": it was
+                    # The start's own reason, not "restart attempts exhausted": it was
                     # run once, and a restart alone would meet the same error.
-                    raise ProviderCrashed(
-                        f"{slot.cannot_run.message} (not run again until providers/restart{when})",
-                        **slot.cannot_run.data,
+                    cannot = slot.cannot_run
+                    raise type(cannot)(
+                        f"{cannot.message} (not run again until providers/restart{when})",
+                        **cannot.data,
                     )
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
@@ -444,9 +456,7 @@ class ProviderPool:
                 self.record_refused(slot, exc)
             else:
                 self.record_failure(slot, exc, start=True)
-            slot.cannot_run = None
-            if isinstance(exc, ProviderCrashed) and exc.data.get("stage") == "start":
-                slot.cannot_run = exc
+            slot.cannot_run = exc if _cannot_run(exc) else None
             # A boot start that outlived its deadline: no request waited for it, so the
             # first leg to meet it is told it (``_not_waited``).
             timed_out = start.boot and isinstance(exc, ProviderTimeout)
@@ -502,15 +512,15 @@ class ProviderPool:
 
     def record_failure(self, slot: Slot, exc: HostdError, *, start: bool = False) -> None:
         """``start``: the failure of a start; one that outlived its deadline (the
-        handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``), one whose
-        command could not run (the transport's ``stage: start``) is parked at once."""
+        handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``), one no
+        restart cures (``_cannot_run``) is parked at once."""
         slot.health = record_failure(
             slot.health,
             now=self.now(),
             error=f"{exc.reason}: {exc.message}",
             policy=self.settings.restart_policy,
             start_timed_out=start and isinstance(exc, ProviderTimeout),
-            cannot_run=start and exc.data.get("stage") == "start",
+            cannot_run=start and _cannot_run(exc),
         )
 
     def record_refused(self, slot: Slot, exc: ProviderUnauthorized) -> None:

@@ -9,7 +9,9 @@ keeps ``--connect`` across daemon restarts. ``mcp_client_factory``: the
 and tool results are cut into frames (``cut``, ``rank``: the chunker of
 ``hostd.chunking``, BM25, budget packing; ``_binding`` registers it in the
 transport's binding registry, which imports that module by name when an mcp
-provider starts). Importing this package needs the SDK; the CLI imports it only
+provider starts); ``describe_tools`` names the tools a server offers, with their
+required arguments (its start's error, check-provider's ``tools`` row). Importing
+this package needs the SDK; the CLI imports it only
 when an MCP face is used, the engine never.
 
 The names below are loaded on first use (a module ``__getattr__``, PEP 562): the
@@ -33,6 +35,7 @@ if _TYPE_CHECKING:
         cited_texts,
     )
     from ._frames import Cut, Document, Piece, cut, frames_for, rank, render_arguments
+    from ._offered import describe_tools
     from ._reconnect import Reconnecting, reconnecting
     from ._schema import (
         COMPOSE_INPUT_SCHEMA,
@@ -66,6 +69,7 @@ _WHERE = {
     "build_server": "._server",
     "cited_texts": "._citations",
     "cut": "._frames",
+    "describe_tools": "._offered",
     "frames_for": "._frames",
     "mcp_client_factory": "._binding",
     "rank": "._frames",
@@ -98,6 +102,7 @@ __all__ = [
     "build_server",
     "cited_texts",
     "cut",
+    "describe_tools",
     "frames_for",
     "mcp_client_factory",
     "rank",

@@ -21,13 +21,16 @@ banner, a stray log line) is skipped, not a fault.
 
 Nothing the server writes is quoted into an error or the log (it may echo a
 credential): a line that is not JSON-RPC, a read or call refused, a tool's
-``isError`` text are reported by size, position and code only. The SDK's own
+``isError`` text are reported by size, position and code only. A start whose config
+names a tool the server lacks says which tools it offers, by their names and
+required arguments' names, identifier-shaped ones only (``_offered``). The SDK's own
 loggers, which would quote method names and payloads, are given the same rule
 (``_served.withhold_sdk_logs``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -70,6 +73,7 @@ from hostd.transport import (
 from ._build import Builder, Source
 from ._cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, ReadCache
 from ._frames import Cut, render_arguments
+from ._offered import describe_tools
 from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
 __all__ = ["McpBindingClient", "lost_note", "mcp_client_factory", "tools_deadline"]
@@ -294,15 +298,27 @@ class McpBindingClient:
         session = self._live()
         try:
             init = await session.initialize()
-            offered = await self._tool_names(session) if self._tools else set()
+            offered = await self._tool_list(session) if self._tools else []
         except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
             raise self._error("initialize", exc) from None
         caps = init.capabilities
-        missing = sorted({name for name, _ in self._tools} - offered)
-        if missing:  # the names are this config's, not the server's
-            raise HandshakeFailed(f"MCP server offers no tool {', '.join(map(repr, missing))}")
+        missing = sorted({name for name, _ in self._tools} - {t.name for t in offered})
+        # Either is the config's fault, not the process's: ``stage: config`` parks it at
+        # once (no restart cures it), and what the server does offer says how to fix it.
+        if missing:  # names of this config's; of the server's, identifier-shaped ones only
+            raise HandshakeFailed(
+                f"MCP server offers no tool {', '.join(map(repr, missing))}; "
+                f"{describe_tools(offered)}",
+                stage="config",
+            )
         if not self._tools and (not self.options.get("resources", True) or caps.resources is None):
-            raise HandshakeFailed("MCP server offers no resources and no tool is configured")
+            offers = ""
+            with contextlib.suppress(HostdError):  # the config's fault all the same
+                offers = f"; {describe_tools(await self.offered_tools())}"
+            raise HandshakeFailed(
+                f"MCP server offers no resources and no tool is configured{offers}",
+                stage="config",
+            )
         name = init.server_info.name or "mcp-server"
         self._server = name
         log.info(
@@ -329,18 +345,31 @@ class McpBindingClient:
             ),
         )
 
-    async def _tool_names(self, session: ClientSession) -> set[str]:
-        names: set[str] = set()
+    async def offered_tools(self) -> list[types.Tool]:
+        """Every tool the server lists, none when it declares no tools: what
+        check-provider shows (the engine asks only for the configured ones, at the
+        handshake)."""
+        session = self._live()
+        caps = session.server_capabilities
+        if caps is None or caps.tools is None:
+            return []
+        try:
+            return await self._tool_list(session)
+        except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+            raise self._error("tools/list", exc) from None
+
+    async def _tool_list(self, session: ClientSession) -> list[types.Tool]:
+        tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(64):  # pages: a server paging forever costs a bounded handshake
             page = await session.list_tools(
                 params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
             )
-            names.update(t.name for t in page.tools)
+            tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
-        return names
+        return tools
 
     def start_query(self, query: ContextQuery | dict[str, Any], **_: Any) -> StartedCall | None:
         return None  # an SDK call always takes a loop turn: the engine awaits ``query``

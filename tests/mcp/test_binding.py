@@ -284,3 +284,29 @@ async def test_the_published_everything_server_serves_its_resources(workdir: Pat
         (prov,) = citation["provenance"]
         assert prov["type"] == "mcp" and prov["uri"].startswith(prefix)
         assert prov["by"] == "mcp-servers/everything"
+
+
+async def test_a_tool_the_server_does_not_offer_parks_the_provider_at_once(
+    workdir: Path, marker: str, corpus: Path
+) -> None:
+    """A config naming a tool the server lacks is no crash: no restart cures it, so the
+    provider is ``failed`` at its first start, saying which tools the server offers,
+    and the next request does not start it again."""
+    table = mcp_table("notes", sdk_server(corpus), [corpus], tools=[{"name": "serach"}])
+    cfg = config_of(workdir, table, provider_table("alpha", marker))
+    why = "MCP server offers no tool 'serach'; it offers 1 tool: search (requires query)"
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            first = await session.call("context/compose", {"goal": "cache"})
+            (row,) = [
+                p for p in (await session.call("providers/list"))["providers"] if p["id"] == "notes"
+            ]
+            second = await session.call("context/compose", {"goal": "cache"})
+    assert report(first, "alpha")["status"] == "ok"
+    assert row["state"] == "failed", row
+    assert row["health"]["last_failure"] == f"handshake_failed: {why}"
+    assert row["health"]["retry_in_s"] > 0
+    for result in (first, second):
+        error = report(result, "notes")["error"]
+        assert error["code"] == "handshake_failed", error
+        assert error["message"] == f"{why} (not run again until providers/restart, or in 60 s)"
