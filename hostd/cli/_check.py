@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_check_command"]
 
-#: ``--binding mcp``: the one timeout its check holds the handshake and each call to.
-_MCP_TIMEOUT_S = 10.0
-
 #: A remote provider's options, as ``[[provider]]`` spells them: the flag's name.
 _REMOTE_FLAGS = {
     "token_env": "--token-env",
@@ -118,8 +115,7 @@ def add_check_command(sub: Any) -> None:
         type=int,
         default=None,
         help="a call's deadline (default: the daemon's default timeout_ms, "
-        f"{ProviderSettings.model_fields['timeout_ms'].default}; mcp: "
-        f"{_MCP_TIMEOUT_S * 1000:.0f}, its handshake included)",
+        f"{ProviderSettings.model_fields['timeout_ms'].default}; --provider: its configured one)",
     )
     check.add_argument(
         "--start-timeout-s",
@@ -222,12 +218,9 @@ def _usage_problem(args: argparse.Namespace, given: list[str]) -> str | None:
         return "--timeout-ms must be positive"
     if args.start_timeout_s is not None and not args.start_timeout_s > 0:
         return "--start-timeout-s must be positive"
-    if binding == "mcp":
-        # Its check holds the handshake to --timeout-ms, and fills {query} from --goal.
-        if args.start_timeout_s is not None:
-            return "--start-timeout-s: --binding mcp holds its handshake to --timeout-ms"
-        if args.query_text is not None:
-            return "--query-text: --binding mcp asks its tools with --goal"
+    if binding == "mcp" and args.query_text is not None:
+        # Its check fills {query} from --goal.
+        return "--query-text: --binding mcp asks its tools with --goal"
     return None
 
 
@@ -247,10 +240,6 @@ def _configured(
     if spec is None:
         ids = ", ".join(sorted(specs)) or "none"
         return f"no provider {args.provider!r} in {cfg.source} (its providers: {ids})"
-    if spec.binding == "mcp" and spec.env:
-        return f"--provider {spec.id}: the mcp check cannot give a provider its env"
-    if spec.binding == "mcp" and args.start_timeout_s is not None:
-        return f"--provider {spec.id}: the mcp check holds its handshake to --timeout-ms"
     if spec.binding == "mcp" and args.query_text is not None:
         return f"--provider {spec.id}: the mcp check asks its tools with --goal"
     of = f"of [[provider]] {spec.id}"
@@ -304,7 +293,6 @@ def _check_command(
     options, cwd and env)."""
     from ._checks import (
         Checked,
-        Deadlines,
         check_provider,
         daemon_command,
         provider_name,
@@ -333,20 +321,15 @@ def _check_command(
             arguments = [*args.arguments, *([{}] * (len(args.tool) - len(args.arguments)))]
             tools = zip(args.tool, arguments, strict=True)
             options = {"tools": [{"name": t, "arguments": a} for t, a in tools]}
-            # Its check holds the handshake and each call to one timeout: the daemon's
-            # start deadline is not a call's, so it keeps its own default.
-            if args.timeout_ms is None:
-                why = "the mcp check's default, its handshake included"
-                deadlines = Deadlines.of(_MCP_TIMEOUT_S, why)
-        timeout_s = deadlines.call.seconds
         results = anyio.run(
             lambda: check_mcp_provider(
                 cmd,
                 options=options,
                 goal=args.goal,
                 budget=args.budget,
-                timeout_s=timeout_s,
+                deadlines=deadlines,
                 cwd=cwd,
+                env=env,
                 provider_id=pid,
             ),
             backend="asyncio",

@@ -1,15 +1,20 @@
 """``hostd check-provider --binding mcp``: an MCP server checked the way the host uses it.
 
 Self-contained: one entry point, ``check_mcp_provider``, over the host's own path,
-never a second client: the transport starts the server (scrubbed environment, own
-process group, the teardown ladder) and the ``mcp`` binding (``hostd.mcp``, the
-SDK's ``ClientSession``) initialises it, reads its resources, calls the configured
-tools, cuts and scores what they serve. Each reply is judged by the daemon's leg
-audit, as ``_checks`` judges the other bindings (the query's row by the same
-``reply_fault``: its frames, the reply as a whole, each inline digest; a reply with
-no frame is a warning), so a server that passes is served by the daemon the same
-way. The checks: the handshake (MCP ``initialize``, the tools named exist; H1–H3, C5
-on the handshake it answers the engine with), a query whose frames are valid
+never a second client: the transport starts the server (scrubbed environment plus
+the provider's ``env``, own process group, the teardown ladder) and the ``mcp``
+binding (``hostd.mcp``, the SDK's ``ClientSession``) initialises it, reads its
+resources, calls the configured tools, cuts and scores what they serve, held to the
+daemon's deadlines (``Deadlines``: the start's for the spawn and ``initialize``, a
+call's for each query), so a server that passes is one the daemon starts. Each reply
+is judged by the daemon's leg audit, as ``_checks`` judges the other bindings (the
+query's row by the same ``reply_fault``: its frames, the reply as a whole, each
+inline digest; a reply with no frame, or only with JSON that holds nothing, is a
+warning; the frames named best score first, each with its size), so a server that
+passes is served by the daemon the same way. The checks: the handshake (MCP
+``initialize``, the tools named exist; H1–H3, C5 on the handshake it answers the
+engine with), the tools it offers with their required arguments (listed for the
+user: the engine asks for none but the configured ones), a query whose frames are valid
 (F1–F5, D1, D4) and not quarantined (B1–B4), budget honesty at a tight budget (B1, B3, B4), the
 kinds filter (Q1), the ``file://`` sources it serves against the files on disk (F5,
 F17: what the host's re-read would find) and shutdown (the server exits when its
@@ -20,6 +25,7 @@ asked of an MCP server: the host never sends either.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,19 +35,22 @@ import anyio
 
 from hostd.config import McpSettings
 from hostd.engine import audit_leg
-from hostd.errors import HostdError
+from hostd.errors import HostdError, ProviderTimeout
 from hostd.protocol import (
     PROTOCOL_VERSION,
+    ContextFrame,
     ContextQuery,
     UnverifiableRange,
     address_line_range,
     check_handshake,
     sha256_digest,
 )
-from hostd.transport import ProviderConnection
+from hostd.transport import ProviderConnection, Redactor, secret_env_values
 
 from ._checks import (
     CheckResult,
+    Deadline,
+    Deadlines,
     _errors,
     _fmt,
     _rules,
@@ -59,14 +68,20 @@ async def check_mcp_provider(
     options: Mapping[str, Any] | None = None,
     goal: str = "how is the configuration loaded",
     budget: int = 400,
-    timeout_s: float = 10.0,
+    deadlines: Deadlines | None = None,
     cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
     provider_id: str | None = None,
 ) -> list[CheckResult]:
     """Every check against a fresh server running ``command``, configured as
     ``[provider.mcp]`` would (``options``); never raises for a bad server.
-    ``provider_id``: its configured id (default: its command's name)."""
+    ``deadlines``: the daemon's (default: its defaults): the start's holds the spawn
+    and ``initialize``, a call's each query, as the daemon holds them; ``env``: the
+    provider's own variables (``[[provider]] env``), on top of the daemon's allow-list,
+    their secret-named values scrubbed from what it says; ``provider_id``: its
+    configured id (default: its command's name)."""
     settings = McpSettings.model_validate(dict(options or {})).model_dump()
+    deadlines = deadlines or Deadlines.of()
     results: list[CheckResult] = []
     pid = provider_id or provider_name(command)
     async with anyio.create_task_group() as tg:
@@ -76,16 +91,22 @@ async def check_mcp_provider(
                 list(command),
                 task_group=tg,
                 binding="mcp",
+                env=env,
                 cwd=cwd,
-                handshake_timeout=timeout_s,
+                handshake_timeout=deadlines.start.seconds,
                 options=settings,  # the binding registry's mcp row builds its client
+                redactor=Redactor(secret_env_values(env or {})),  # the daemon's (``Launcher``)
             )
         except HostdError as exc:
-            results.append(CheckResult("handshake", False, f"{exc.reason}: {exc.message}"))
+            detail = f"{exc.reason}: {exc.message}"
+            if isinstance(exc, ProviderTimeout):  # which bound it missed, and how to allow more
+                bound = deadlines.start.why.split(";")[0]
+                detail += f" ({bound}; start_timeout_s in its [[provider]], or --start-timeout-s)"
+            results.append(CheckResult("handshake", False, detail))
             tg.cancel_scope.cancel()
             return results
         try:
-            await _run(conn, pid, results, settings, goal, budget, timeout_s)
+            await _run(conn, pid, results, settings, goal, budget, deadlines.call)
         finally:
             with anyio.CancelScope(shield=True):
                 code = await conn.aclose()
@@ -110,7 +131,7 @@ async def _run(
     settings: Mapping[str, Any],
     goal: str,
     budget: int,
-    timeout_s: float,
+    call: Deadline,
 ) -> None:
     ack = conn.ack
     assert ack is not None and conn.capabilities is not None
@@ -124,14 +145,15 @@ async def _run(
     who = f"{ack.provider.name} {ack.provider.version}"
     offers = f"tools {', '.join(sorted(tools))}" if tools else "resources"
     results.append(CheckResult("handshake", True, f"{who}; reads {offers}"))
+    results.append(await _tools(conn))
     kinds = list(conn.capabilities.query.kinds)
 
     async def ask(query: ContextQuery) -> tuple[Any, str | None]:
         try:
-            with anyio.fail_after(timeout_s):
+            with anyio.fail_after(call.seconds):
                 result = await conn.query(query)
         except TimeoutError:
-            return None, "no answer within the timeout"
+            return None, call.missed()
         except HostdError as exc:
             return None, f"{exc.reason}: {exc.message}"
         return result, None
@@ -150,10 +172,17 @@ async def _run(
         if not hint and not tools:
             hint = "it was asked for its resources: name a --tool?"
         results.append(no_frame_result(goal, hint=hint))
+    elif all(_empty_answer(f.content) for f in audit.accepted):
+        detail = (
+            f"{audit.offered} valid frame(s), each an empty answer for goal {goal!r} "
+            f"(JSON holding only empty lists, empty objects or nulls): {_ranked(audit.accepted)}; "
+            "the server found nothing: pass --goal with words it matches, or check the "
+            "arguments its tools are given"
+        )
+        results.append(CheckResult("query", True, detail, warning=True))
     else:
-        labels = sorted({f.citation_label or f.id for f in audit.accepted})
-        shown = ", ".join(labels[:3]) + (" …" if len(labels) > 3 else "")
-        results.append(CheckResult("query", True, f"{audit.offered} valid frame(s): {shown}"))
+        detail = f"{audit.offered} valid frame(s), best first: {_ranked(audit.accepted)}"
+        results.append(CheckResult("query", True, detail))
 
     tight = ContextQuery(goal=goal, max_frames=1, max_tokens=8)
     small, error = await ask(tight)
@@ -176,6 +205,65 @@ async def _run(
         results.append(CheckResult("kinds filter", True, "kinds=[x-no-such-kind] → 0 frame(s)"))
 
     results.append(_sources(audit.accepted))
+
+
+async def _tools(conn: ProviderConnection) -> CheckResult:
+    """The tools the server offers and each one's required arguments: what a
+    ``[provider.mcp] tools`` entry (or ``--tool``, ``--arguments``) names. Listed for the
+    user; the daemon never asks, so a listing that fails is a warning."""
+    from hostd.mcp import McpBindingClient, describe_tools
+
+    client = conn.client
+    assert isinstance(client, McpBindingClient)  # the binding registry's mcp row
+    try:
+        offered = await client.offered_tools()
+    except HostdError as exc:
+        return CheckResult("tools", True, f"not listed: {exc.reason}: {exc.message}", warning=True)
+    return CheckResult("tools", True, describe_tools(offered))
+
+
+#: Frames a query row names, at most, best first.
+_SHOWN_FRAMES = 5
+
+
+def _ranked(frames: Sequence[ContextFrame]) -> str:
+    """The frames in the order a composition considers them (score descending, the frame
+    id on ties), each with its size in tokens: which of them a budget keeps."""
+    ranked = sorted(frames, key=lambda f: (-f.score, f.id))
+    shown = [
+        f"{_bounded(f.citation_label or f.id)} ({f.token_cost} tokens, score {f.score:.2f})"
+        for f in ranked[:_SHOWN_FRAMES]
+    ]
+    more = len(ranked) - _SHOWN_FRAMES
+    return ", ".join(shown) + (f", …and {more} more" if more > 0 else "")
+
+
+def _bounded(label: str, limit: int = 60) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def _empty_answer(content: str | None) -> bool:
+    """Whether a frame's content is JSON holding nothing: only empty lists and objects
+    and nulls, at any depth (``{"entities": [], "relations": []}``). Conservative: text
+    that says it found nothing (``No matches found``) is not judged, nor is a zero or an
+    empty string, which may be an answer."""
+    if content is None:
+        return False
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return False
+    return _holds_nothing(value)
+
+
+def _holds_nothing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return all(_holds_nothing(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_holds_nothing(v) for v in value)
+    return False
 
 
 def _sources(frames: Sequence[Any]) -> CheckResult:

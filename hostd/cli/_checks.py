@@ -96,6 +96,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_MS",
     "CheckResult",
     "Checked",
+    "Deadline",
     "Deadlines",
     "check_provider",
     "check_remote_provider",

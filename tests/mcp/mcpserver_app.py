@@ -29,7 +29,11 @@
 - ``design``: a ``get_design_notes`` tool returning a design document (``DESIGN``:
   billing sections, and one about cache eviction too long for a small ask), and two
   tools that find nothing: ``search_nodes`` (an empty knowledge graph, as JSON) and
-  ``search_files`` (``No matches found``).
+  ``search_files`` (``No matches found``);
+- ``env``: one tool, named by the ``CHECK_TOOL`` variable, requiring ``query``; without
+  that variable it exits at start, as a server missing its configuration does;
+- ``empty``: a ``search_nodes`` tool (``query`` required) that finds nothing, answering
+  ``{"entities": [], "relations": []}`` as the npm memory server does.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import itertools
 import json
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +56,21 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import Resource as WireResource
 from mcp_types import TextContent
 
+#: The modes above, in the order they are described.
+MODES = (
+    "big",
+    "secret",
+    "junk",
+    "tools",
+    "growing",
+    "log",
+    "stale",
+    "runbook",
+    "orders",
+    "design",
+    "env",
+    "empty",
+)
 #: A duplicate of the real stdout, taken before the SDK points fd 1 elsewhere.
 WIRE_FD = os.dup(1)
 
@@ -306,6 +326,23 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
             """A file search that finds nothing."""
             return "No matches found"
 
+    elif args.mode == "env":
+        name = os.environ.get("CHECK_TOOL")
+        if not name:
+            sys.exit("CHECK_TOOL is not set: name the tool to serve")
+
+        def lookup(query: str) -> str:
+            return "The cache evicts the least recently used entry."
+
+        server.tool(name=name)(lookup)
+
+    elif args.mode == "empty":
+
+        @server.tool()
+        def search_nodes(query: str) -> dict[str, list[Any]]:
+            """A knowledge-graph search that matches nothing."""
+            return {"entities": [], "relations": []}
+
     return server
 
 
@@ -313,18 +350,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "mode",
-        choices=(
-            "big",
-            "secret",
-            "junk",
-            "tools",
-            "growing",
-            "log",
-            "stale",
-            "runbook",
-            "orders",
-            "design",
-        ),
+        choices=MODES,
     )
     parser.add_argument("--root", default=".")
     parser.add_argument("--count", type=int, default=16)

@@ -3,12 +3,14 @@
 The real command line as a child process, against the published ``mcp-server-git``
 (its ``git_log`` tool over a repository made here), ``server-everything`` (npm) when
 installed, and the SDK servers of these tests: one that passes, one serving a stale
-copy of a file, one without the tool.
+copy of a file, one without the tool, one that finds nothing, and one that needs its
+``env``; and ``--provider`` run from a config, held to its deadlines as the daemon is.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +54,7 @@ def test_the_published_git_server_passes(tmp_path: Path) -> None:
     code, checks = _check("--goal", "cache", "--tool", "git_log", "--arguments", arguments,
                           "--", *server)  # fmt: skip
     assert code == 0, checks
-    assert checks["query"]["detail"].startswith("3 valid frame(s): commit ")
+    assert checks["query"]["detail"].startswith("3 valid frame(s), best first: commit ")
     assert {c for c, r in checks.items() if not r["passed"]} == set()
     assert checks["shutdown"]["detail"] == "exited with 0 when stdin closed"
 
@@ -74,12 +76,132 @@ def test_a_server_serving_a_stale_copy_fails_the_source_check(tmp_path: Path) ->
     assert checks["query"]["passed"]  # the frames themselves are well formed
 
 
-def test_a_tool_the_server_does_not_offer_fails_the_handshake(tmp_path: Path) -> None:
-    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
+def test_a_tool_the_server_does_not_offer_fails_the_handshake_naming_those_it_does(
+    tmp_path: Path,
+) -> None:
+    corpus = _corpus(tmp_path / "c")
+    server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
     code, checks = _check("--tool", "nope", "--", *server)
     assert code == 1
     assert list(checks) == ["handshake"]
-    assert "offers no tool 'nope'" in checks["handshake"]["detail"]
+    assert checks["handshake"]["detail"] == (
+        "handshake_failed: MCP server offers no tool 'nope'; "
+        "it offers 1 tool: search (requires query)"
+    )
+
+
+def test_a_server_with_no_resources_and_no_tool_named_lists_its_tools(tmp_path: Path) -> None:
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
+    config = _config(tmp_path, server, "mcp = { resources = false }")
+    code, checks = _check_configured(config)
+    assert code == 1
+    assert checks["handshake"]["detail"] == (
+        "handshake_failed: MCP server offers no resources and no tool is configured; "
+        "it offers 3 tools: log (nothing required), plain (nothing required), "
+        "show (nothing required)"
+    )
+
+
+def test_the_tools_row_lists_what_the_server_offers(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "c")
+    server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
+    code, checks = _check("--goal", "cache", "--", *server)
+    assert code == 0, checks
+    assert checks["tools"] == {
+        **checks["tools"],
+        "passed": True,
+        "detail": "it offers 1 tool: search (requires query)",
+    }
+
+
+def test_the_query_row_lists_its_frames_best_first_with_their_sizes() -> None:
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "log"]
+    code, checks = _check("--goal", "budget index", "--tool", "log", "--", *server)
+    assert code == 0, checks
+    detail = checks["query"]["detail"]
+    head, _, listed = detail.partition(", best first: ")
+    shown = re.findall(r"commit (\w+) \((\d+) tokens, score (\d\.\d\d)\)", listed)
+    assert len(shown) == 5 and listed.endswith(f"…and {int(head.split()[0]) - 5} more"), detail
+    # First the five commits whose message holds both words (every eighth, log_text).
+    both = {(f"{i:04x}" + "ab" * 18)[:7] for i in range(7, 40, 8)}
+    assert {sha for sha, _, _ in shown} == both, detail
+    scores = [float(score) for _, _, score in shown]
+    assert scores == sorted(scores, reverse=True), detail
+    assert all(int(tokens) > 0 for _, tokens, _ in shown), detail
+
+
+def test_a_query_answered_only_with_empty_json_is_a_warning() -> None:
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "empty"]
+    tool = ["--tool", "search_nodes", "--arguments", '{"query": "{query}"}']
+    code, checks = _check("--goal", "zebra", *tool, "--", *server)
+    assert code == 0, checks  # a warning alone keeps exit 0
+    query = checks["query"]
+    assert query["passed"] and query["warning"], query
+    assert query["detail"].startswith(
+        "1 valid frame(s), each an empty answer for goal 'zebra' "
+        "(JSON holding only empty lists, empty objects or nulls): search_nodes ("
+    ), query
+
+
+def _config(tmp_path: Path, command: list[str], *lines: str) -> Path:
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n\n'
+        f'[[provider]]\nid = "kg"\nbinding = "mcp"\ncommand = {json.dumps(command)}\n'
+        + "".join(f"{line}\n" for line in lines),
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_provider_gives_an_mcp_server_its_configured_env(tmp_path: Path) -> None:
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "env"]
+    config = _config(
+        tmp_path,
+        server,
+        'env = { CHECK_TOOL = "lookup" }',
+        "timeout_ms = 60000",  # a hang guard
+        'mcp = { resources = false, tools = [{ name = "lookup", arguments = { query = "q" } }] }',
+    )
+    code, checks = _check_configured(config, "--goal", "cache")
+    assert code == 0, checks
+    assert checks["tools"]["detail"] == "it offers 1 tool: lookup (requires query)"
+
+
+def test_provider_holds_an_mcp_start_to_start_timeout_s_not_timeout_ms(tmp_path: Path) -> None:
+    """As the daemon: the spawn and ``initialize`` have ``start_timeout_s``; a query
+    ``timeout_ms`` (1 ms here, which no Python server's start can meet)."""
+    corpus = _corpus(tmp_path / "c")
+    server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
+    config = _config(tmp_path, server, "timeout_ms = 1", "start_timeout_s = 120")
+    _code, checks = _check_configured(config)
+    assert checks["handshake"]["passed"], checks["handshake"]
+    assert checks["tools"]["detail"] == "it offers 1 tool: search (requires query)"
+
+
+def test_start_timeout_s_holds_an_mcp_start_as_timeout_ms_holds_its_queries(
+    tmp_path: Path,
+) -> None:
+    corpus = _corpus(tmp_path / "c")
+    server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
+    _code, checks = _check("--timeout-ms", "1", "--start-timeout-s", "120", "--", *server)
+    assert checks["handshake"]["passed"], checks["handshake"]
+
+
+def test_a_start_past_its_deadline_names_the_bound_and_how_to_allow_more() -> None:
+    silent = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # never answers
+    code, checks = _check("--start-timeout-s", "1", "--", *silent)
+    assert code == 1
+    assert checks["handshake"]["detail"] == (
+        "timeout: no handshake reply within 1000 ms (the start_timeout_s asked for; "
+        "start_timeout_s in its [[provider]], or --start-timeout-s)"
+    )
+
+
+def _check_configured(config: Path, *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    done = run_hostd("--config", str(config), "check-provider", "--provider", "kg", "--json", *args)
+    assert done.stdout, done.stderr[-2000:]
+    return done.returncode, {r["check"]: r for r in json.loads(done.stdout)}
 
 
 def test_tool_flags_belong_to_the_mcp_binding() -> None:
