@@ -1,11 +1,9 @@
 """The mcp check's query row, decided in plain functions: the frames in the order a
-composition considers them, and what counts as an answer that holds nothing."""
+composition considers them."""
 
 from __future__ import annotations
 
-import pytest
-
-from hostd.cli._check_mcp import _empty_answer, _ranked
+from hostd.cli._check_mcp import _ranked
 from hostd.protocol import ContextFrame
 
 
@@ -25,22 +23,3 @@ def test_frames_past_the_first_five_are_counted() -> None:
     listed = _ranked(frames)
     assert listed.startswith("f7 (5 tokens, score 0.70), f6 ")
     assert listed.endswith("f3 (5 tokens, score 0.30), …and 3 more")
-
-
-@pytest.mark.parametrize(
-    ("content", "empty"),
-    [
-        ('{\n  "entities": [],\n  "relations": []\n}', True),
-        ("[]", True),
-        ("null", True),
-        ('{"results": [{}], "next": null}', True),
-        ('{"results": [], "total": 0}', False),  # a zero may be the answer
-        ('{"name": ""}', False),
-        ('{"entities": [{"name": "CacheService"}]}', False),
-        ("No matches found", False),  # text is not judged: too easily a real answer
-        ("", False),
-        (None, False),
-    ],
-)
-def test_only_json_holding_nothing_is_an_empty_answer(content: str | None, empty: bool) -> None:
-    assert _empty_answer(content) is empty
