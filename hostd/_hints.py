@@ -2,7 +2,8 @@
 is answered in ``hostd.errors``: ``did_you_mean``, ``unknown_provider``).
 
 A provider still warming up: pure words over a ``context/compose`` reply (its
-``providers[]`` entries), shared by the CLI's summary and ``hostd mcp``'s texts. A
+``providers[]`` entries), shared by the CLI's summary, ``hostd mcp``'s texts and the
+framework adapters' warning (``hostd.integrations``). A
 provider with an index to build answers its handshake at once and builds afterwards
 (docs/providers.md); its leg is ``warming`` until it is done. Where that build goes
 on decides the advice: a one-shot command stops its providers when it ends, so on a
@@ -68,9 +69,9 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
     ``where``: ``one_shot`` (a command that starts its providers and stops them when
     it ends), ``daemon`` (a running ``hostd serve`` behind ``--connect``), ``mcp``
     (an in-process ``hostd mcp``, which keeps its providers while it runs and starts
-    them anew in the next) or ``mcp_connect`` (``hostd mcp --connect``: the daemon's
-    providers). ``config``: the ``--config FILE`` option to repeat in the commands
-    named, or nothing.
+    them anew in the next), ``mcp_connect`` (``hostd mcp --connect``: the daemon's
+    providers) or ``adapter`` (a framework retriever: its daemon's providers).
+    ``config``: the ``--config FILE`` option to repeat in the commands named, or nothing.
     """
     if not ids:
         return None
@@ -87,6 +88,11 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
             f"still warming: {who}. The daemon's providers go on warming up in the "
             f"background: ask again shortly (`hostd providers{config} --connect` shows each "
             f"one's state)"
+        )
+    if where == "adapter":
+        return (
+            f"still warming: {who}. The daemon's providers go on warming up in the "
+            f"background: call the retriever again shortly"
         )
     if where == "mcp_connect":
         return (

@@ -41,6 +41,7 @@ from hostd.protocol import sha256_digest
 __all__ = [
     "CONFIG_NAME",
     "DEFAULT_CONFIG_PATH",
+    "DEFAULT_WAIT_S",
     "Config",
     "ConfigError",
     "HostSettings",
@@ -110,6 +111,12 @@ def _table(file: Path, name: str) -> dict[str, Any]:
         ) from None
     table = raw.get(name)
     return table if isinstance(table, dict) else {}
+
+
+#: How long a client waits by default for a daemon at its socket that is starting (no
+#: socket yet, or refused): ``hostd serve &`` binds it a moment after it is started.
+#: The CLI's ``--connect --wait`` and the framework adapters' ``wait``.
+DEFAULT_WAIT_S = 10.0
 
 
 def discover_socket(

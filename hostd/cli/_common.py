@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import anyio
 import orjson
 
-from hostd.config import Config
+from hostd.config import DEFAULT_WAIT_S, Config
 from hostd.errors import HostdError
 from hostd.logs import flush_logs, get_logger
 from hostd.protocol import CgpErrorCode, sha256_digest
@@ -72,10 +72,6 @@ class UsageError(HostdError):
 
     code = CgpErrorCode.BAD_REQUEST
     reason = "usage"
-
-
-#: How long ``--connect`` waits for a starting daemon's socket by default (``--wait``).
-DEFAULT_WAIT_S = 10.0
 
 
 def connect_arg(p: argparse.ArgumentParser) -> None:
@@ -153,24 +149,22 @@ def csv_arg(value: str | None) -> list[str] | None:
 
 
 async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) -> Any:
-    """A client on the daemon's socket; while nothing listens there yet (no socket, or
-    refused), try again until ``wait`` seconds have passed: ``hostd serve &`` binds its
-    socket a moment after it is started."""
+    """A client on the daemon's socket, waiting up to ``wait`` seconds for a daemon that
+    is starting (``hostd.client.connect``): ``hostd serve &`` binds its socket a moment
+    after it is started. The wait is said once, in the log and to the person."""
     from hostd.client import connect as connect_socket
 
-    wait = max(wait, 0.0)
-    try:
-        return await stack.enter_async_context(connect_socket(path))
-    except NoDaemon as exc:  # no socket yet, or refused: the daemon may be starting
-        if not exc.may_be_starting or wait == 0:
-            raise
-    get_logger("hostd.cli").info("client.waiting", socket=str(path), wait_s=wait)
-    flush_logs()
-    # Said to the person too: the wait is otherwise silent (--wait 0: none).
-    sys.stderr.write(
-        f"hostd: waiting up to {wait:g} s for a daemon at {path} (--wait 0: do not wait)\n"
+    def waiting(socket: Path, wait: float) -> None:
+        get_logger("hostd.cli").info("client.waiting", socket=str(socket), wait_s=wait)
+        flush_logs()
+        # Said to the person too: the wait is otherwise silent (--wait 0: none).
+        sys.stderr.write(
+            f"hostd: waiting up to {wait:g} s for a daemon at {socket} (--wait 0: do not wait)\n"
+        )
+
+    return await stack.enter_async_context(
+        connect_socket(path, wait=max(wait, 0.0), on_wait=waiting)
     )
-    return await stack.enter_async_context(connect_socket(path, wait=wait))
 
 
 def stale_config(cfg: Config, status: Mapping[str, Any], socket: Path) -> str | None:

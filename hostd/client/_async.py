@@ -365,13 +365,15 @@ async def connect(
     *,
     config: str | os.PathLike[str] | None = None,
     wait: float = 0.0,
+    on_wait: Callable[[Path, float], None] | None = None,
 ) -> AsyncIterator[AsyncClient]:
     """Connect to a daemon's Unix socket: ``path``, else the socket of the config the CLI
     would use here (``config``, else ``$HOSTD_CONFIG``, the nearest ``hostd.toml``, …):
     its ``host.socket`` or its own default (``hostd.config.discover_socket``), so a
     script in a project reaches that project's daemon. While nothing listens there yet
     (no socket, or refused: a daemon starting, or restarting), it tries again for up to
-    ``wait`` seconds before ``NoDaemon``."""
+    ``wait`` seconds before ``NoDaemon``; ``on_wait(socket, wait)`` is called once, when
+    that wait begins, so a caller can say why it is not back at once."""
     wait = _seconds(wait, "wait", zero=True)
     sock = (
         Path(path) if path is not None else await anyio.to_thread.run_sync(discover_socket, config)
@@ -379,6 +381,7 @@ async def connect(
     deadline = anyio.current_time() + wait
     # The command that starts this config's daemon, as the caller named the config.
     start = "hostd serve" if config is None else f"hostd --config {os.fspath(config)} serve"
+    waiting = False
     while True:
         try:
             stream = await anyio.connect_unix(sock)
@@ -387,6 +390,9 @@ async def connect(
             error = _no_daemon(exc, str(sock), start)
             if not error.may_be_starting or anyio.current_time() >= deadline:
                 raise error from exc
+        if not waiting and on_wait is not None:
+            on_wait(sock, wait)
+        waiting = True
         await anyio.sleep(_RETRY_S)
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         yield client

@@ -8,13 +8,16 @@ CGP provider: ``RetrieverProvider`` serves any ``Search`` (query text in,
 ``retriever_search`` makes one from a retriever; ``python -m providers.langchain``
 and ``python -m providers.llama_index`` run them. This package imports no
 framework: the framework modules do, when imported. The forward adapters read the typed
-``hostd.client.ComposeResult`` (``retriever.last_composition``).
+``hostd.client.ComposeResult`` (``retriever.last_composition``); one made with
+``on_degraded="raise"`` raises ``DegradedComposition`` for a composition short of
+what was asked.
 
 Layers: a client of the client API (``hostd.client``) and of the provider runtime
 (``hostd.provider``); it never imports the host side (engine, server, compose).
 """
 
+from ._evidence import DegradedComposition
 from ._frames import Retrieved
 from ._provider import RetrieverProvider, Search
 
-__all__ = ["Retrieved", "RetrieverProvider", "Search"]
+__all__ = ["DegradedComposition", "Retrieved", "RetrieverProvider", "Search"]

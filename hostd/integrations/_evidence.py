@@ -5,20 +5,70 @@ prompt order as ``evidence``, each with the provider's own ``content`` (not the
 fenced text of the prompt); the typed client (``hostd.client.ComposeResult``) has
 validated it on receipt, so the adapters read its attributes.
 
+A framework retriever returns its documents best first (LangChain's
+``EnsembleRetriever`` fuses by list position, ``nodes[:3]`` is taken as the top
+three), so the adapters list the evidence by the composition's ``rank``, whatever
+the placement put where in the prompt; ``prompt_position`` keeps the prompt's order.
 The metadata a framework document carries (``evidence_metadata``) is the same for
 LangChain and LlamaIndex. The composition's score fields are labelled for what
 they are: ``rank`` is the composition's order under its named strategy and
 ``provider_score`` the provider's own, comparable only within that provider (F10).
+
+A composition short of what was asked (degraded, or empty though providers had
+something: ``shortfall``) is said once per call, by the adapter's ``on_degraded``:
+a ``logging`` warning, a ``DegradedComposition``, or nothing. Its words are hostd's
+own (reasons, provider ids, codes, the audit's account of a strategy's fallback),
+never a provider's text.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
+from hostd._hints import budget_advice, warming_advice
 from hostd.client import ComposeResult, Evidence
+from hostd.errors import HostdError
+from hostd.protocol import CgpErrorCode
 
-__all__ = ["compose_params", "evidence_metadata"]
+__all__ = [
+    "ON_DEGRADED",
+    "DegradedComposition",
+    "OnDegraded",
+    "best_first",
+    "compose_params",
+    "evidence_metadata",
+    "on_degraded_value",
+    "report_shortfall",
+    "shortfall",
+]
+
+#: What an adapter does with a composition short of what was asked (``on_degraded``).
+OnDegraded = Literal["warn", "raise", "ignore"]
+ON_DEGRADED: tuple[str, ...] = get_args(OnDegraded)
+#: The characters of a fallback's account an adapter carries at most (as ``last_failure``).
+_MESSAGE_CHARS = 500
+
+
+class DegradedComposition(HostdError):
+    """A composition short of what was asked, raised by a retriever made with
+    ``on_degraded="raise"``: its message says why (hostd's words), ``result`` is the
+    whole composition (the retriever's ``last_composition`` too)."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "degraded"
+
+    def __init__(self, message: str, result: ComposeResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def on_degraded_value(value: object) -> OnDegraded:
+    """``value`` as an ``on_degraded`` setting, else a ``ValueError`` naming the choices."""
+    if isinstance(value, str) and value in ON_DEGRADED:
+        return cast(OnDegraded, value)
+    raise ValueError(f"on_degraded must be one of {', '.join(ON_DEGRADED)}, got {value!r}")
 
 
 def compose_params(
@@ -35,9 +85,19 @@ def compose_params(
     return params
 
 
-def evidence_metadata(item: Evidence, result: ComposeResult) -> dict[str, Any]:
+def best_first(result: ComposeResult) -> list[tuple[int, Evidence]]:
+    """The evidence by the composition's rank, best first, each with its place in the
+    prompt (0 first); evidence without a rank (a daemon that does not report it) after
+    the ranked, in prompt order."""
+    placed = list(enumerate(result.evidence))
+    placed.sort(key=lambda p: (p[1].rank is None, p[1].rank or 0, p[0]))
+    return placed
+
+
+def evidence_metadata(item: Evidence, position: int, result: ComposeResult) -> dict[str, Any]:
     """The metadata of one adapter document: where the evidence came from, how it was
-    checked, which request it belongs to, and whether that composition was whole."""
+    checked, where it stands, which request it belongs to, and whether that composition
+    was whole."""
     verification = item.verification.to_wire() if item.verification is not None else None
     return {
         "citation_label": item.label,
@@ -53,7 +113,106 @@ def evidence_metadata(item: Evidence, result: ComposeResult) -> dict[str, Any]:
         # F10: the composition's order and the provider's own score, never a relevance
         # comparable across providers.
         "rank": item.rank,
+        "prompt_position": position,
         "provider_score": item.score,
         "degraded": result.degraded,
-        "degraded_reasons": [r.to_wire() for r in result.degraded_reasons],
+        "degraded_reasons": _reasons(result),
     }
+
+
+def _fallback_account(result: ComposeResult) -> str | None:
+    """Why ``rerank`` fell back, as the audit tells it (``strategy_params.rerank``:
+    ``unavailable: ConnectError: connection refused at …``), bounded. hostd's words:
+    a rerank server's reply is never quoted (docs/api.md), a reranker process's error
+    is reported by size, and only the tail of its stderr, scrubbed, is its own."""
+    params = result.audit.policy.get("strategy_params")
+    rerank = params.get("rerank") if isinstance(params, Mapping) else None
+    if not isinstance(rerank, Mapping) or not rerank.get("fallback"):
+        return None
+    reason, detail = rerank.get("reason"), rerank.get("detail")
+    if not isinstance(detail, str) or not detail:
+        return None
+    text = f"{reason}: {detail}" if isinstance(reason, str) else detail
+    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
+
+
+def _reasons(result: ComposeResult) -> list[dict[str, Any]]:
+    """``degraded_reasons`` as the wire has them; a ``rerank_fallback`` also with the
+    audit's account of it (``message``), which the wire's short code leaves out."""
+    account = _fallback_account(result)
+    out: list[dict[str, Any]] = []
+    for reason in result.degraded_reasons:
+        wire: dict[str, Any] = reason.to_wire()
+        if reason.reason == "rerank_fallback" and account is not None:
+            wire["message"] = account
+        out.append(wire)
+    return out
+
+
+def shortfall(result: ComposeResult) -> str | None:
+    """Why ``result`` is short of what was asked, in one line; ``None`` when it is whole,
+    or empty only because nothing matched (every provider asked answered and had no
+    frame for the query). Only hostd's words: reasons, provider ids and codes, the
+    audit's counts and budget figures, a fallback's account; never a provider's text
+    (a warming provider's progress, a failed one's error)."""
+    why: list[str] = []
+    grouped: dict[str, list[str]] = {}
+    for reason in _reasons(result):
+        named, said = reason.get("provider"), reason.get("message") or reason.get("detail")
+        items = grouped.setdefault(reason["reason"], [])
+        if named or said:
+            items.append(": ".join(str(part) for part in (named, said) if part))
+    if grouped:
+        why.append(
+            "degraded: "
+            + "; ".join(f"{r} ({', '.join(i)})" if i else r for r, i in grouped.items())
+        )
+        warming = [r.provider for r in result.degraded_reasons if r.reason == "provider_warming"]
+        advice = warming_advice([p for p in warming if p], where="adapter")
+        if advice is not None:
+            why.append(advice)
+    if not result.evidence:
+        why += _empty(result)
+    if not why:
+        return None
+    return (
+        f"hostd composition {result.request_id} gave {len(result.evidence)} document(s): "
+        + "; ".join(why)
+        + " (the retriever's last_composition has the whole report)"
+    )
+
+
+def _empty(result: ComposeResult) -> list[str]:
+    """Why an empty composition is empty when it is not "nothing matched": frames came
+    and none was included (the audit's reasons; the least budget that would hold one),
+    a provider had nothing that fit or no frame of the kinds asked (its ``note``,
+    hostd's words), or no provider was asked."""
+    if not result.providers:
+        return ["no provider was asked"]
+    out: list[str] = []
+    entries = result.audit.entries
+    if entries:
+        counts: dict[str, int] = {}
+        for entry in entries:
+            key = entry.reason or entry.disposition
+            counts[key] = counts.get(key, 0) + 1
+        how = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda i: -i[1]))
+        out.append(f"{len(entries)} frame(s) offered, none included ({how})")
+    out += [f"{p.provider_id}: {p.note}" for p in result.providers if p.note]
+    advice = budget_advice(result.to_wire())
+    if advice is not None:
+        out.append(f"{advice}: raise budget")
+    return out
+
+
+def report_shortfall(result: ComposeResult, on_degraded: OnDegraded, log: logging.Logger) -> None:
+    """Say once that ``result`` is short of what was asked, as ``on_degraded`` asks: a
+    warning on ``log`` (``warn``), a ``DegradedComposition`` (``raise``), or nothing."""
+    if on_degraded == "ignore":
+        return
+    message = shortfall(result)
+    if message is None:
+        return
+    if on_degraded == "raise":
+        raise DegradedComposition(message, result)
+    log.warning("%s", message)

@@ -4,7 +4,9 @@ A framework retriever is an object an application keeps and calls from sync code
 from its event loop, or both. ``DaemonSession`` owns the client connection behind
 it on an event loop of its own (a daemon thread, so it never holds up the
 interpreter's exit): ``connect=SOCKET`` opens the daemon's socket on first use and
-again after the daemon restarts; ``config=PATH`` spawns ``hostd serve --stdio``
+again after the daemon restarts, waiting up to ``wait`` seconds for a daemon that is
+starting (the CLI's ``--wait``, by the client's own wait: ``hostd.client.connect``);
+``config=PATH`` spawns ``hostd serve --stdio``
 with that config on first use and keeps it (its providers stay warm) until
 ``close()``, or until the process exits (the child then reads end of input and
 stops itself). Sync calls wait on that loop; async calls await it without holding
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import os
 import threading
 import weakref
@@ -29,7 +33,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from hostd.client import AsyncClient, ComposeResult, connect, spawn
-from hostd.config import discover_socket
+from hostd.config import DEFAULT_WAIT_S, discover_socket
 from hostd.errors import ConfigError, ConnectionLost
 
 __all__ = ["DaemonSession"]
@@ -93,7 +97,9 @@ class DaemonSession:
     """``compose`` and ``acompose`` against one hostd (``connect`` xor ``config``).
 
     ``spawn_options`` go to ``hostd.client.spawn`` (``env``, ``cwd``, ``stderr``,
-    ``grace_s``) when a daemon is spawned from ``config``.
+    ``grace_s``) when a daemon is spawned from ``config``. ``wait``: how long opening
+    the socket waits for a daemon that is starting, said once on ``log`` (info) when a
+    wait begins.
     """
 
     def __init__(
@@ -102,12 +108,21 @@ class DaemonSession:
         connect: str | os.PathLike[str] | None = None,
         config: str | os.PathLike[str] | None = None,
         spawn_options: Mapping[str, Any] | None = None,
+        wait: float = DEFAULT_WAIT_S,
+        log: logging.Logger | None = None,
     ) -> None:
         if connect is not None and config is not None:
             raise ValueError("give connect (a daemon's socket) or config (spawn one), not both")
+        if isinstance(wait, bool) or not isinstance(wait, int | float):
+            raise TypeError(f"wait must be a number of seconds, not {type(wait).__name__}")
+        if not math.isfinite(wait) or wait < 0:
+            raise ValueError(f"wait must be a finite number of seconds >= 0, got {wait!r}")
         self._connect = connect
         self._config = config
         self._spawn_options = dict(spawn_options or {})
+        self._wait = float(wait)
+        self._log = log if log is not None else logging.getLogger(__name__)
+        self._waited = False
         self._lock = threading.Lock()
         self._loop: _Loop | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
@@ -115,7 +130,12 @@ class DaemonSession:
     def _opener(self) -> contextlib.AbstractAsyncContextManager[AsyncClient]:
         if self._config is not None:
             return spawn(self._config, **self._spawn_options)
-        return connect(self._connect)
+        self._waited = False
+        return connect(self._connect, wait=self._wait, on_wait=self._waiting)
+
+    def _waiting(self, socket: os.PathLike[str], wait: float) -> None:
+        self._waited = True
+        self._log.info("waiting up to %g s for a hostd daemon at %s", wait, socket)
 
     def _client(self) -> tuple[BlockingPortal, AsyncClient, bool]:
         """The open connection, opened (again) when there is none or it has ended; and
@@ -138,7 +158,8 @@ class DaemonSession:
                     else f"no hostd answers at {self._connect or _discovered_socket()}"
                     " (start one with `hostd serve`)"
                 )
-                raise ConnectionError(f"{where}: {exc.strerror or exc}") from exc
+                waited = f"; waited {self._wait:g} s" if self._waited else ""
+                raise ConnectionError(f"{where}: {exc.strerror or exc}{waited}") from exc
             loop.opened = opened
             return loop.portal, loop.client, True
 

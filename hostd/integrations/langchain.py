@@ -1,12 +1,14 @@
 """hostd and LangChain, both ways (the ``langchain`` extra: ``langchain-core`` only).
 
 - ``HostdRetriever``: hostd as a LangChain ``BaseRetriever`` (sync and async). Each
-  call is one ``context/compose``; the documents are the composition's evidence in
-  prompt order, ``page_content`` the provider's own content (not the fenced text of
-  the prompt), ``metadata`` where it came from and how it was checked
-  (``citation_label``, ``provider_id``, ``frame_id``, ``uri``, ``range``,
-  ``verification``, ``request_id``, …) and whether the composition was whole
-  (``degraded``, ``degraded_reasons``); see docs/integrations.md.
+  call is one ``context/compose``; the documents are the composition's evidence best
+  first (by its ``rank``, as LangChain's retrievers return theirs), ``page_content``
+  the provider's own content (not the fenced text of the prompt), ``metadata`` where
+  it came from and how it was checked (``citation_label``, ``provider_id``,
+  ``frame_id``, ``uri``, ``range``, ``verification``, ``request_id``, …) and whether
+  the composition was whole (``degraded``, ``degraded_reasons``); a composition short
+  of what was asked is a warning on this module's logger (``on_degraded``); see
+  docs/integrations.md.
 - ``retriever_search``: an existing LangChain retriever (or vector store) as the
   ``Search`` a ``RetrieverProvider`` serves: ``python -m providers.langchain
   --retriever module:factory`` serves it as a CGP provider.
@@ -14,12 +16,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hostd.client import ComposeResult
-from hostd.integrations._evidence import compose_params, evidence_metadata
+from hostd.config import DEFAULT_WAIT_S
+from hostd.integrations._evidence import (
+    OnDegraded,
+    best_first,
+    compose_params,
+    evidence_metadata,
+    report_shortfall,
+)
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
 
@@ -37,9 +47,11 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
         "hostd.integrations.langchain needs langchain-core: install hostd with the langchain "
         'extra (pip install "/path/to/hostd[langchain]", a checkout or a wheel)'
     ) from exc
-from pydantic import ConfigDict, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 __all__ = ["HostdRetriever", "retriever_search"]
+
+log = logging.getLogger(__name__)
 
 
 class HostdRetriever(BaseRetriever):
@@ -49,9 +61,14 @@ class HostdRetriever(BaseRetriever):
 
     ``budget`` and ``strategy`` are ``context/compose``'s; ``compose_options`` takes
     its other params (``providers``, ``kinds``, ``placement``, ``caps``,
-    ``timeout_ms``…); ``spawn_options`` goes to ``hostd.client.spawn``. Documents come
-    in prompt order; ``last_composition`` is the latest call's composition (its
-    ``degraded_reasons`` also when it returned no document).
+    ``timeout_ms``…); ``spawn_options`` goes to ``hostd.client.spawn``; ``wait`` is
+    how long opening the socket waits for a daemon that is starting (the CLI's
+    ``--wait``). Documents come best first, whatever the placement (which orders the
+    prompt only: ``metadata["prompt_position"]``). A composition short of what was
+    asked is a warning on this module's logger (``on_degraded="warn"``), a
+    ``DegradedComposition`` (``"raise"``) or nothing (``"ignore"``);
+    ``last_composition`` is the latest call's composition (its ``degraded_reasons``
+    also when it returned no document).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -62,6 +79,8 @@ class HostdRetriever(BaseRetriever):
     strategy: str | dict[str, Any] | None = None
     compose_options: dict[str, Any] = {}
     spawn_options: dict[str, Any] = {}
+    wait: float = Field(default=DEFAULT_WAIT_S, ge=0, allow_inf_nan=False)
+    on_degraded: OnDegraded = "warn"
 
     _session: DaemonSession | None = PrivateAttr(default=None)
     _last: ComposeResult | None = PrivateAttr(default=None)
@@ -80,15 +99,23 @@ class HostdRetriever(BaseRetriever):
     def _daemon(self) -> DaemonSession:
         if self._session is None:
             self._session = DaemonSession(
-                connect=self.connect, config=self.config, spawn_options=self.spawn_options
+                connect=self.connect,
+                config=self.config,
+                spawn_options=self.spawn_options,
+                wait=self.wait,
+                log=log,
             )
         return self._session
 
     def _documents(self, result: ComposeResult) -> list[Document]:
         self._last = result
+        report_shortfall(result, self.on_degraded, log)
         return [
-            Document(page_content=item.content or "", metadata=evidence_metadata(item, result))
-            for item in result.evidence
+            Document(
+                page_content=item.content or "",
+                metadata=evidence_metadata(item, position, result),
+            )
+            for position, item in best_first(result)
         ]
 
     def _get_relevant_documents(

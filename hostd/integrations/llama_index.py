@@ -3,9 +3,11 @@
 - ``HostdRetriever``: hostd as a LlamaIndex ``BaseRetriever``, so a
   ``RetrieverQueryEngine`` (or any pipeline that takes a retriever) composes its
   context with hostd. Each call is one ``context/compose``; the nodes are the
-  composition's evidence in prompt order, each a ``TextNode`` with the provider's
-  own content and the same metadata as the LangChain adapter's documents. A node's
-  score is ``1/(1+rank)``, the composition's order under its named strategy
+  composition's evidence best first (by its ``rank``, as LlamaIndex's retrievers
+  return theirs), each a ``TextNode`` with the provider's own content and the same
+  metadata as the LangChain adapter's documents; a composition short of what was
+  asked is said as the LangChain adapter says it (``on_degraded``). A node's score is
+  ``1/(1+rank)``, the composition's order under its named strategy
   (``metadata["score_basis"] == "rank"``), never a relevance comparable across
   providers (F10): a similarity cutoff applied to it cuts by rank.
 - ``retriever_search``: an existing LlamaIndex retriever (or index) as the
@@ -15,12 +17,21 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hostd.client import ComposeResult
-from hostd.integrations._evidence import compose_params, evidence_metadata
+from hostd.config import DEFAULT_WAIT_S
+from hostd.integrations._evidence import (
+    OnDegraded,
+    best_first,
+    compose_params,
+    evidence_metadata,
+    on_degraded_value,
+    report_shortfall,
+)
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
 
@@ -42,6 +53,8 @@ SCORE_BASIS = "rank"
 #: The metadata a language model sees with each node (the rest is for code).
 _LLM_KEYS = frozenset({"citation_label"})
 
+log = logging.getLogger(__name__)
+
 
 class HostdRetriever(BaseRetriever):
     """hostd as a LlamaIndex retriever: ``HostdRetriever(connect=SOCKET)`` asks a running
@@ -49,9 +62,10 @@ class HostdRetriever(BaseRetriever):
     spawns a private one on first use and keeps it until ``close()``.
 
     The arguments are the LangChain adapter's (``budget``, ``strategy``,
-    ``compose_options``, ``spawn_options``); ``last_composition`` is the latest call's
-    composition. Only ``citation_label`` of a node's metadata reaches the model's
-    prompt (and none of it the embedding text).
+    ``compose_options``, ``spawn_options``, ``wait``, ``on_degraded``), and so is the
+    order: best first; ``last_composition`` is the latest call's composition. Only
+    ``citation_label`` of a node's metadata reaches the model's prompt (and none of it
+    the embedding text).
     """
 
     def __init__(
@@ -63,10 +77,15 @@ class HostdRetriever(BaseRetriever):
         strategy: str | dict[str, Any] | None = None,
         compose_options: dict[str, Any] | None = None,
         spawn_options: dict[str, Any] | None = None,
+        wait: float = DEFAULT_WAIT_S,
+        on_degraded: OnDegraded = "warn",
         callback_manager: CallbackManager | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
-        self._session = DaemonSession(connect=connect, config=config, spawn_options=spawn_options)
+        self.on_degraded = on_degraded_value(on_degraded)
+        self._session = DaemonSession(
+            connect=connect, config=config, spawn_options=spawn_options, wait=wait, log=log
+        )
         self.budget = budget
         self.strategy = strategy
         self.compose_options = dict(compose_options or {})
@@ -77,10 +96,11 @@ class HostdRetriever(BaseRetriever):
 
     def _nodes(self, result: ComposeResult) -> list[NodeWithScore]:
         self.last_composition = result
+        report_shortfall(result, self.on_degraded, log)
         nodes: list[NodeWithScore] = []
-        for position, item in enumerate(result.evidence):
-            rank = item.rank if item.rank is not None else position
-            metadata = evidence_metadata(item, result)
+        for place, (position, item) in enumerate(best_first(result)):
+            rank = item.rank if item.rank is not None else place
+            metadata = evidence_metadata(item, position, result)
             metadata["score_basis"] = SCORE_BASIS
             node = TextNode(
                 id_=f"hostd:{item.provider_id}/{item.frame_id}",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hostd.client import ComposeResult
-from hostd.integrations._evidence import compose_params, evidence_metadata
+from hostd.integrations._evidence import compose_params, evidence_metadata, shortfall
 
 ITEM = {
     "label": "net.py L1-4",
@@ -55,18 +55,56 @@ def test_metadata_names_the_source_the_check_and_the_request() -> None:
     composition = _result(r7=True, degraded=True, degraded_reasons=reasons)
     (item,) = composition.evidence
     assert item.content == ITEM["content"]
-    meta = evidence_metadata(item, composition)
+    meta = evidence_metadata(item, 0, composition)
     for key in ("provider_id", "frame_id", "uri", "range", "verification", "content_digest"):
         assert meta[key] == ITEM[key]
     assert meta["citation_label"] == ITEM["label"] and meta["request_id"] == "r7"
     assert (meta["rank"], meta["provider_score"]) == (2, 0.25)
     assert (meta["degraded"], meta["degraded_reasons"]) == (True, reasons)
     meta["degraded_reasons"][0]["reason"] = "changed"  # each document gets its own copy
-    assert evidence_metadata(item, composition)["degraded_reasons"] == reasons
+    assert evidence_metadata(item, 0, composition)["degraded_reasons"] == reasons
     # A daemon that does not report degradation: nothing is claimed either way.
     quiet = _result(r7=False)
     (item,) = quiet.evidence
-    assert (evidence_metadata(item, quiet)["degraded"], quiet.degraded_reasons) == (None, [])
+    assert (evidence_metadata(item, 0, quiet)["degraded"], quiet.degraded_reasons) == (None, [])
+
+
+def test_an_empty_composition_is_news_only_when_something_was_missed() -> None:
+    ok = [{"provider_id": "files", "status": "ok"}]
+    # Every provider answered and had nothing for the query: nothing matched, no news.
+    assert shortfall(_result(r7=True, evidence=[], providers=ok, degraded=False)) is None
+    # A provider had nothing that fit: hostd's note on its leg says why.
+    note = "nothing fit: no frame within its share of 12 tokens"
+    unfit = [{"provider_id": "files", "status": "ok", "note": note}]
+    said = shortfall(_result(r7=True, evidence=[], providers=unfit, degraded=False))
+    assert said is not None and f"files: {note}" in said and "gave 0 document(s)" in said
+
+
+def test_a_failed_provider_is_named_never_quoted() -> None:
+    peer = "Traceback: secret-ish text the provider wrote"
+    failed = [
+        {"provider_id": "memory", "status": "crashed", "error": {"code": "x", "message": peer}}
+    ]
+    reasons = [{"reason": "provider_failed", "provider": "memory", "detail": "crashed"}]
+    result = _result(r7=True, providers=failed, degraded=True, degraded_reasons=reasons)
+    said = shortfall(result)
+    assert said is not None and "provider_failed (memory: crashed)" in said
+    assert "gave 1 document(s)" in said and peer not in said
+
+
+def test_a_rerank_fallback_carries_the_audits_account_bounded() -> None:
+    detail = "ConnectError: connection refused at 127.0.0.1:1: is the server running" + "?" * 900
+    rerank = {"fallback": "round_robin", "reason": "unavailable", "detail": detail}
+    policy = {"strategy_params": {"rerank": rerank}}
+    audit = {"entries": [], "global_budget": 100, "tokens_used": 0, "policy": policy}
+    reasons = [{"reason": "rerank_fallback", "detail": "unavailable"}]
+    result = _result(r7=True, audit=audit, degraded=True, degraded_reasons=reasons)
+    (item,) = result.evidence
+    (reason,) = evidence_metadata(item, 0, result)["degraded_reasons"]
+    message = reason["message"]
+    assert message.startswith(f"unavailable: {detail[:60]}") and len(message) == 500
+    said = shortfall(result)
+    assert said is not None and f"rerank_fallback ({message})" in said
 
 
 def test_no_daemon_names_the_socket_discovery_found(
@@ -78,7 +116,7 @@ def test_no_daemon_names_the_socket_discovery_found(
     config = tmp_path / "hostd.toml"
     config.write_text(f'[host]\nsocket = "{socket}"\n')
     monkeypatch.setenv("HOSTD_CONFIG", str(config))
-    session = DaemonSession(connect=None, config=None)
+    session = DaemonSession(connect=None, config=None, wait=0)
     try:
         with pytest.raises(ConnectionError, match=f"no hostd answers at {socket}"):
             session.compose("g", compose_params(50, None, {}))

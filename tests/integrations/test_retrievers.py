@@ -4,9 +4,13 @@ providers (``files``, ``memory``) run as child processes."""
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +125,7 @@ def test_a_langchain_chain_and_agent_use_hostd_as_their_retriever(daemon: Daemon
     )
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
     from langchain_core.runnables import RunnablePassthrough
     from langchain_core.tools import create_retriever_tool
 
@@ -144,9 +148,13 @@ def test_a_langchain_chain_and_agent_use_hostd_as_their_retriever(daemon: Daemon
         assert len({d.metadata["request_id"] for d in docs}) == 1
         composition = retriever.last_composition
         assert composition is not None and composition.request_id == docs[0].metadata["request_id"]
-        # Prompt order, and every document is one of the prompt's citations.
+        # Best first, whatever the placement; the prompt's order is kept in metadata.
+        assert [d.metadata["rank"] for d in docs] == list(range(len(docs)))
         labels = [d.metadata["citation_label"] for d in docs]
-        assert sorted(labels, key=composition.prompt.index) == labels
+        in_prompt = sorted(docs, key=lambda d: d.metadata["prompt_position"])
+        assert [d.metadata["citation_label"] for d in in_prompt] == sorted(
+            labels, key=composition.prompt.index
+        )
 
         # A chain: retrieve, stuff, ask a (fake) chat model.
         prompt = ChatPromptTemplate.from_messages(
@@ -165,8 +173,14 @@ def test_a_langchain_chain_and_agent_use_hostd_as_their_retriever(daemon: Daemon
         assert chain.invoke(GOAL, config={"callbacks": [seen]}) == "after three attempts"
         assert any(FACT in p for p in seen.prompts)
 
-        # An agent: the model calls the retriever as a tool, then answers.
-        tool = create_retriever_tool(retriever, "search_context", "Search the project.")
+        # An agent: the model calls the retriever as a tool, then answers. The tool is
+        # made as docs/integrations.md shows, so each document keeps its citation label.
+        tool = create_retriever_tool(
+            retriever,
+            "search_context",
+            "Search the project.",
+            document_prompt=PromptTemplate.from_template("[{citation_label}]\n{page_content}"),
+        )
         model = GenericFakeChatModel(
             messages=iter(
                 [
@@ -188,6 +202,12 @@ def test_a_langchain_chain_and_agent_use_hostd_as_their_retriever(daemon: Daemon
         (observation,) = [m for m in messages if isinstance(m, ToolMessage)]
         assert FACT in str(observation.content)
         assert messages[-1].content == "It gives up after three attempts."
+        # The model reads every document under its label, the best first (the same
+        # query composes the same evidence).
+        by_rank = sorted(docs, key=lambda d: d.metadata["rank"])
+        assert observation.content == "\n\n".join(
+            f"[{d.metadata['citation_label']}]\n{d.page_content}" for d in by_rank
+        )
 
 
 @pytest.mark.anyio
@@ -206,24 +226,173 @@ async def test_the_langchain_retriever_is_async_too(daemon: Daemon) -> None:
     assert len(ids) == 3
 
 
-def test_the_retriever_connects_again_after_the_daemon_restarts(daemon: Daemon) -> None:
+def _adapter_records(caplog: pytest.LogCaptureFixture, module: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == f"hostd.integrations.{module}"]
+
+
+def test_documents_and_nodes_come_best_first_whatever_the_placement(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+    from hostd.integrations.llama_index import HostdRetriever as LlamaIndexRetriever
+
+    with HostdRetriever(connect=daemon.socket, budget=2000, strategy="rrf") as retriever:
+        docs = retriever.invoke(GOAL)
+        composition = retriever.last_composition
+    assert composition is not None and len(docs) >= 3
+    # The default placement (edges) puts the best at both ends of the prompt …
+    in_prompt = [e.rank if e.rank is not None else -1 for e in composition.evidence]
+    assert in_prompt != sorted(in_prompt)
+    # … the documents come best first, each with its place in the prompt.
+    assert [d.metadata["rank"] for d in docs] == sorted(in_prompt)
+    for doc in docs:
+        placed = composition.evidence[doc.metadata["prompt_position"]]
+        assert (placed.frame_id, placed.content) == (doc.metadata["frame_id"], doc.page_content)
+
+    with LlamaIndexRetriever(connect=daemon.socket, budget=2000, strategy="rrf") as li:
+        nodes = li.retrieve(GOAL)
+    assert [n.node.metadata["frame_id"] for n in nodes] == [d.metadata["frame_id"] for d in docs]
+    scores = [n.get_score() for n in nodes]
+    assert scores == sorted(scores, reverse=True)
+    # A whole composition is no news.
+    assert not _adapter_records(caplog, "langchain") + _adapter_records(caplog, "llama_index")
+
+
+def test_a_short_composition_is_a_warning_an_error_or_nothing_as_asked(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+    from hostd.integrations.llama_index import HostdRetriever as LlamaIndexRetriever
+
+    # Its warm-up gate is never made: the provider is warming up for the whole test.
+    cmd = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(workdir / "no")]
+    slow = f'\n[[provider]]\nid = "slow"\ncommand = {json.dumps(cmd)}\ncwd = "{REPO}"\n'
+    d = Daemon(_config(workdir, extra=slow))
+    d.start()
+    options: dict[str, Any] = {"providers": ["slow"], "timeout_ms": 1000}
+    ask: dict[str, Any] = {"connect": d.socket, "compose_options": options}
+    try:
+        with HostdRetriever(**ask) as retriever:
+            assert retriever.invoke(GOAL) == []
+            composition = retriever.last_composition
+        assert composition is not None
+        (record,) = _adapter_records(caplog, "langchain")  # once per call
+        said = record.getMessage()
+        assert record.levelno == logging.WARNING and composition.request_id in said
+        assert "gave 0 document(s)" in said and "provider_warming (slow: " in said
+        assert "call the retriever again" in said
+        (leg,) = composition.providers
+        if leg.error is not None and leg.error.message:  # the provider's progress: not quoted
+            assert leg.error.message not in said
+
+        from hostd.integrations import DegradedComposition
+
+        with (
+            HostdRetriever(**ask, on_degraded="raise") as strict,
+            pytest.raises(DegradedComposition, match="provider_warming") as raised,
+        ):
+            strict.invoke(GOAL)
+        assert raised.value.result is strict.last_composition
+
+        caplog.clear()
+        with HostdRetriever(**ask, on_degraded="ignore") as quiet:
+            assert quiet.invoke(GOAL) == []
+        with LlamaIndexRetriever(**ask) as li:
+            assert li.retrieve(GOAL) == []
+        assert not _adapter_records(caplog, "langchain")
+        (record,) = _adapter_records(caplog, "llama_index")
+        assert "provider_warming (slow: " in record.getMessage()
+        with pytest.raises(ValueError, match="on_degraded must be one of warn, raise, ignore"):
+            LlamaIndexRetriever(connect=d.socket, on_degraded="loud")  # type: ignore[arg-type]  # the wrong value under test
+    finally:
+        d.stop()
+
+
+def test_a_rerank_fallback_says_what_to_fix_where_the_user_looks(
+    workdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+    from hostd.integrations.llama_index import HostdRetriever as LlamaIndexRetriever
+
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    d = Daemon(_config(workdir, extra=f'\n[reranker]\nurl = "http://127.0.0.1:{port}"\n'))
+    d.start()
+    refused = f"connection refused at 127.0.0.1:{port}: is the server running, on that port?"
+    try:
+        with HostdRetriever(connect=d.socket, budget=2000, strategy="rerank") as retriever:
+            docs = retriever.invoke(GOAL)
+        with LlamaIndexRetriever(connect=d.socket, budget=2000, strategy="rerank") as li:
+            nodes = li.retrieve(GOAL)
+    finally:
+        d.stop()
+    assert docs and nodes  # composed all the same, by the fallback policy
+    for meta in [d.metadata for d in docs] + [n.node.metadata for n in nodes]:
+        (reason,) = meta["degraded_reasons"]
+        assert (reason["reason"], reason["detail"]) == ("rerank_fallback", "unavailable")
+        assert refused in reason["message"]
+    for module in ("langchain", "llama_index"):
+        (record,) = _adapter_records(caplog, module)
+        assert f"rerank_fallback (unavailable: ConnectError: {refused}" in record.getMessage()
+
+
+def test_the_retriever_waits_for_a_daemon_that_restarts(
+    daemon: Daemon, caplog: pytest.LogCaptureFixture
+) -> None:
     from hostd.integrations.langchain import HostdRetriever
 
-    with HostdRetriever(connect=daemon.socket, budget=500) as retriever:
-        first = retriever.invoke(GOAL)
-        daemon.stop()
-        daemon.start()
-        again = retriever.invoke(GOAL)
+    waiting = threading.Event()
+
+    class Waiting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("waiting up to 120 s for a hostd daemon at "):
+                waiting.set()
+
+    log = logging.getLogger("hostd.integrations.langchain")
+    handler = Waiting()
+    log.addHandler(handler)
+    caplog.set_level(logging.INFO, logger=log.name)
+    try:
+        with (
+            HostdRetriever(connect=daemon.socket, budget=500, wait=120) as retriever,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            first = retriever.invoke(GOAL)
+            daemon.stop()
+            call = pool.submit(retriever.invoke, GOAL)  # the daemon is down: it waits
+            call.add_done_callback(lambda _: waiting.set())
+            assert waiting.wait(120)  # a hang guard: the event is the log line, or the end
+            assert not call.done(), call.exception()
+            daemon.start()
+            again = call.result(timeout=120)  # a hang guard
+    finally:
+        log.removeHandler(handler)
     assert [d.page_content for d in again] == [d.page_content for d in first]
 
 
-def test_no_daemon_at_the_socket_is_a_connection_error_naming_it(workdir: Path) -> None:
-    from hostd.integrations.langchain import HostdRetriever
+@pytest.mark.parametrize("module", ["langchain", "llama_index"])
+def test_no_daemon_at_the_socket_is_a_connection_error_naming_it(
+    workdir: Path, module: str
+) -> None:
+    import importlib
 
+    adapter = importlib.import_module(f"hostd.integrations.{module}")
     socket = workdir / "none.sock"
-    with HostdRetriever(connect=socket) as retriever, pytest.raises(ConnectionError) as exc:
-        retriever.invoke(GOAL)
+
+    def ask(wait: float) -> None:
+        with adapter.HostdRetriever(connect=socket, wait=wait) as retriever:
+            if module == "langchain":
+                retriever.invoke(GOAL)
+            else:
+                retriever.retrieve(GOAL)
+
+    with pytest.raises(ConnectionError) as exc:
+        ask(0)
     assert str(socket) in str(exc.value) and "hostd serve" in str(exc.value)
+    assert "waited" not in str(exc.value)
+    with pytest.raises(ConnectionError, match=r"; waited 0\.2 s$"):  # a wait that ran out
+        ask(0.2)
 
 
 def test_connect_and_config_together_are_refused() -> None:
