@@ -48,7 +48,7 @@ from hostd.protocol import (
     VerdictStatus,
     sha256_digest,
 )
-from hostd.provider import verify_file_range
+from hostd.provider import verify_file, verify_file_range
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -971,19 +971,10 @@ def _verify_notebook(identity: FrameIdentity, path: Path, range_: str) -> FrameV
     """``verify_chunk`` of a notebook's chunk: its digest is of the cell text its lines
     hold (``range_text``), not of the JSON lines themselves. ``gone`` when the file is
     no notebook now or those lines hold no cell's text."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
-    except OSError:
-        return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
-    notebook = read_notebook(data)
-    found = range_text(notebook, range_) if notebook is not None else None
-    if found is None:
-        return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
-    current = sha256_digest(found[1].encode("utf-8"))
-    if current == identity.content_digest:
-        return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)
-    return FrameVerdict(
-        frame=identity, status=VerdictStatus.STALE.value, replacement_digest=current
-    )
+
+    def cell_text(data: bytes) -> str | None:
+        notebook = read_notebook(data)
+        found = range_text(notebook, range_) if notebook is not None else None
+        return None if found is None else sha256_digest(found[1].encode("utf-8"))
+
+    return verify_file(identity, path, cell_text)

@@ -15,7 +15,14 @@ import os
 from hostd.errors import ProviderRefusal
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 
-from ._runtime import Provider, ProviderServer, file_provenance, make_frame, verify_file_range
+from ._runtime import (
+    Provider,
+    ProviderServer,
+    file_provenance,
+    make_frame,
+    verify_file,
+    verify_file_range,
+)
 from ._stdio import run_stdio, serve_stdio
 from ._warmup import Progress, Warming
 
@@ -31,6 +38,7 @@ __all__ = [
     "run_http",
     "run_stdio",
     "serve_stdio",
+    "verify_file",
     "verify_file_range",
 ]
 

@@ -58,7 +58,14 @@ from hostd.rpc import Dispatcher, Method
 
 from ._warmup import Progress, Readiness, Warming, warm_in_thread
 
-__all__ = ["Provider", "ProviderServer", "file_provenance", "make_frame", "verify_file_range"]
+__all__ = [
+    "Provider",
+    "ProviderServer",
+    "file_provenance",
+    "make_frame",
+    "verify_file",
+    "verify_file_range",
+]
 
 
 class Provider:
@@ -166,6 +173,25 @@ def verify_file_range(identity: FrameIdentity, path: Path, range: str) -> FrameV
     no digest or the file cannot be read. Which paths a provider may re-read is its
     own decision, made before this call.
     """
+
+    def addressed(data: bytes) -> str | None:
+        try:
+            return sha256_digest(address_line_range(data, range))
+        except UnverifiableRange:
+            return None
+
+    return verify_file(identity, path, addressed)
+
+
+def verify_file(
+    identity: FrameIdentity, path: Path, digest_of: Callable[[bytes], str | None]
+) -> FrameVerdict:
+    """Re-read ``path`` and judge the held digest against ``digest_of`` its bytes now
+    (``None``: what the frame addressed is no longer there): ``valid``, ``stale`` with
+    the current digest, ``gone`` (no such file, nothing addressed), or ``unknown`` (no
+    digest held, the file unreadable). ``verify_file_range`` for a line range; a
+    provider whose frames digest something else of a file (a notebook cell's text)
+    passes its own ``digest_of``."""
     if identity.content_digest is None:
         return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
     try:
@@ -174,9 +200,8 @@ def verify_file_range(identity: FrameIdentity, path: Path, range: str) -> FrameV
         return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
     except OSError:
         return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
-    try:
-        current = sha256_digest(address_line_range(data, range))
-    except UnverifiableRange:
+    current = digest_of(data)
+    if current is None:
         return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
     if current == identity.content_digest:
         return FrameVerdict(frame=identity, status=VerdictStatus.VALID.value)

@@ -56,6 +56,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import Resource as WireResource
 from mcp_types import TextContent
 
+from tests.mcp._design import EVICTION, FILLER
+
 #: The modes above, in the order they are described.
 MODES = (
     "big",
@@ -138,24 +140,13 @@ index 1111111..2222222 100644
 """
 
 
-_FILLER = (
-    "Invoices are generated nightly from the usage ledger. Credit notes are issued when"
-    " an invoice is disputed. Tax rates are looked up per region before it is finalised.\n"
-)
-#: A design document of the walkthrough's shape: sections that say nothing of the cache,
-#: and one about its eviction of about 140 tokens.
+#: A design document of the walkthrough's shape (``_design``).
 DESIGN = (
     "# Platform design notes\n\n"
-    + "".join(f"## {i}. Billing notes\n\n{_FILLER}\n" for i in range(1, 4))
-    + "## Storage: cache eviction\n\n"
-    "The cache eviction watermark is the heart of the storage tier. When resident memory"
-    " crosses the high watermark of 85 percent, the evictor thread starts removing the"
-    " least recently used entries in batches of 512 until memory falls below the low"
-    " watermark of 70 percent. Entries pinned by an open transaction are skipped, and an"
-    " eviction never blocks a reader. To tune eviction, change cache.high_watermark and"
-    " cache.low_watermark in settings.toml; setting them closer together makes eviction"
-    " run more often in smaller bursts.\n\n"
-    + "".join(f"## {i}. Billing notes\n\n{_FILLER}\n" for i in range(4, 6))
+    + "".join(f"## {i}. Billing notes\n\n{FILLER}\n" for i in range(1, 4))
+    + EVICTION
+    + "\n"
+    + "".join(f"## {i}. Billing notes\n\n{FILLER}\n" for i in range(4, 6))
 )
 
 
