@@ -8,16 +8,17 @@ it does for the other bindings; this client hands them to the SDK's
 answered to the engine as a CGP handshake: the server's name and version, the
 configured kind, and the configured ``data_flow`` (``egress``), so the consent
 gate, the leg timeout, the leg audit and the restart policy treat it like any
-provider. ``query`` reads resources and calls the configured tools (I/O, on the
-loop), then hands what they served to ``_build``: cutting and scoring run in a
-worker thread, under the leg's deadline, so a server serving megabytes never stalls
-the daemon. Every failure leaves as a ``HostdError`` (a ``TimeoutError`` when every
-tool ran out of time: the leg's timeout): a crashing, hanging or babbling server
-costs its own leg only. Within a leg, each tool call ends by a deadline of its own,
-before the leg's (``tools_deadline``), so a tool that fails or hangs costs its own
-results only: the leg answers with the others' as a ``PartialResult`` saying what it
-lost (``lost_note``). A line on the server's stdout that is not JSON at all (a
-banner, a stray log line) is skipped, not a fault.
+provider. ``query`` reads resources and calls the configured tools, side by side
+(I/O, on the loop), then hands what they served to ``_build``: cutting and scoring
+run in a worker thread, under the leg's deadline, so a server serving megabytes never
+stalls the daemon. Every failure leaves as a ``HostdError`` (a ``TimeoutError`` when
+every call ran out of time: the leg's timeout): a crashing, hanging or babbling server
+costs its own leg only. Within a leg, the resource listing, each read and each tool
+call end by a deadline of their own, before the leg's (``calls_deadline``), so a read
+or a tool that fails or hangs costs its own results only: the leg answers with the
+others' as a ``PartialResult`` saying what it lost (``lost_note``, ``unread_note``).
+A line on the server's stdout that is not JSON at all (a banner, a stray log line) is
+skipped, not a fault.
 
 Nothing the server writes is quoted into an error or the log (it may echo a
 credential): a line that is not JSON-RPC, a read or call refused, a tool's
@@ -76,7 +77,13 @@ from ._frames import Cut, render_arguments
 from ._offered import describe_tools
 from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
-__all__ = ["McpBindingClient", "lost_note", "mcp_client_factory", "tools_deadline"]
+__all__ = [
+    "McpBindingClient",
+    "calls_deadline",
+    "lost_note",
+    "mcp_client_factory",
+    "unread_note",
+]
 
 log = get_logger("hostd.mcp")
 
@@ -85,9 +92,9 @@ log = get_logger("hostd.mcp")
 _INBOX = 1024
 #: Resources read at once per query.
 _READS_AT_ONCE = 8
-#: Of the time a leg has left when its tools are called, the share kept for its reply
-#: (cutting and scoring what the tools served, the answer to the engine), at most
-#: ``_REPLY_MARGIN_MAX_S``: every tool call is done, answered or cancelled, by then.
+#: Of the time a leg has left when it starts, the share kept for its reply (cutting and
+#: scoring what was served, the answer to the engine), at most ``_REPLY_MARGIN_MAX_S``:
+#: every read and tool call is done, answered or cancelled, by then.
 _REPLY_SHARE = 0.2
 _REPLY_MARGIN_MAX_S = 0.5
 #: A tool name shown in a leg's note: an identifier as MCP names tools. Any other name
@@ -95,10 +102,10 @@ _REPLY_MARGIN_MAX_S = 0.5
 _SHOWN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
 
 
-def tools_deadline(leg_deadline: float, now: float) -> float:
-    """When every tool call of a leg must be done: its deadline less a margin for the
-    reply, so a tool that hangs costs its own results, not the leg's (``inf``: no
-    deadline, none either)."""
+def calls_deadline(leg_deadline: float, now: float) -> float:
+    """When every resource read and tool call of a leg must be done: its deadline less a
+    margin for the reply, so a read or a tool that hangs costs its own results, not the
+    leg's (``inf``: no deadline, none either)."""
     if math.isinf(leg_deadline):
         return leg_deadline
     left = max(leg_deadline - now, 0.0)
@@ -107,12 +114,28 @@ def tools_deadline(leg_deadline: float, now: float) -> float:
 
 @dataclass(slots=True, frozen=True)
 class _Lost:
-    """One configured tool that served nothing this query: its name, how (a code,
-    never the server's text), and the error it became (``None``: it timed out)."""
+    """One call of a leg that served nothing this query: a configured tool (its name) or
+    a resource read (``name`` ``None``: a URI is the server's text, never shown), how
+    (a code, never the server's text), and the error it became (``None``: it timed
+    out)."""
 
-    name: str
+    name: str | None
     how: str
     error: HostdError | None
+
+
+@dataclass(slots=True, frozen=True)
+class _Read:
+    """What a leg's resources gave: the pieces of reads still cached (``held``) and the
+    reads done now (``fresh``), both by URI; whether the listing was cut at
+    ``max_resources``; the reads lost, of the ``asked`` (``None``: the listing itself
+    was lost, so no read was asked)."""
+
+    held: tuple[list[Cut], ...] = ()
+    fresh: tuple[Source, ...] = ()
+    truncated: bool = False
+    lost: tuple[_Lost, ...] = ()
+    asked: int | None = 0
 
 
 def lost_note(lost: Sequence[tuple[str, str]], asked: int) -> str:
@@ -127,6 +150,28 @@ def lost_note(lost: Sequence[tuple[str, str]], asked: int) -> str:
     shown += [f"{n} not named ({how})" for how, n in unnamed.items()]
     tools = "tool" if asked == 1 else "tools"
     return f"{len(lost)} of {asked} {tools} gave no results: {', '.join(shown)}"
+
+
+def unread_note(hows: Sequence[str], asked: int | None) -> str:
+    """A leg's note for the resources that served nothing (each one's ``how``) of the
+    ``asked`` it read: ``2 of 9 resources gave no results (timeout)``; ``asked``
+    ``None``: the listing itself served nothing. Resources are counted, never named:
+    a URI is the server's text."""
+    if asked is None:
+        return f"the resource listing gave no results ({hows[0]})"
+    counts: dict[str, int] = {}
+    for how in hows:
+        counts[how] = counts.get(how, 0) + 1
+    whole = f"{len(hows)} of {asked} {'resource' if asked == 1 else 'resources'} gave no results"
+    if len(counts) == 1:
+        return f"{whole} ({hows[0]})"
+    return f"{whole}: {', '.join(f'{n} ({how})' for how, n in counts.items())}"
+
+
+def _how(error: HostdError) -> str:
+    """How a call that failed is told (note, log, ``provider_partial``): ``error`` for
+    an error answer, else its reason (``protocol_fault``)."""
+    return "error" if isinstance(error, ProviderError) else error.reason
 
 
 def mcp_client_factory(options: Mapping[str, Any]) -> Any:
@@ -376,32 +421,59 @@ class McpBindingClient:
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         session = self._live()
-        held: list[list[Cut]] = []
-        fresh: list[Source] = []
-        truncated = False
-        lost: list[_Lost] = []
-        try:
-            if self.options.get("resources", True) and session.server_capabilities:
-                if session.server_capabilities.resources is not None:
-                    truncated = await self._resources(session, held, fresh)
-            if self._tools:
-                lost = await self._call_tools(session, query, fresh, resources=bool(held or fresh))
-        except HostdError:
-            raise
-        except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
-            raise self._error("query", exc) from None
-        result = await self._builder.build(
-            held, fresh, query, kind=self._kind, server=self._server, keep=self._keep
+        caps = session.server_capabilities
+        reading = bool(self.options.get("resources", True)) and (
+            caps is not None and caps.resources is not None
         )
-        if truncated and not result.truncated:
+        # The leg's deadline is the engine's scope around this call. Reads and tools run
+        # side by side, each to this deadline: a read that hangs cannot take the tools'
+        # time, nor a tool the reads', and the leg's time is the slowest call's, not
+        # the sum.
+        deadline = calls_deadline(anyio.current_effective_deadline(), anyio.current_time())
+        read = _Read()
+        called: tuple[list[Source], list[_Lost]] = ([], [])
+
+        async def resources() -> None:
+            nonlocal read
+            read = await self._resources(session, deadline)
+
+        async def tools() -> None:
+            nonlocal called
+            called = await self._call_tools(session, query, deadline)
+
+        async with anyio.create_task_group() as tg:
+            if reading:
+                tg.start_soon(resources)
+            if self._tools:
+                tg.start_soon(tools)
+        if self._failure is not None:
+            raise self._failure
+        served, lost = called
+        fresh = [*read.fresh, *served]  # resources by URI, then tools in config order
+        if (read.lost or lost) and not (read.held or fresh):
+            # Nothing served anything: the leg fails, with the first error (a timeout only
+            # when every call timed out: the leg's timeout).
+            for x in (*read.lost, *lost):
+                if x.error is not None:
+                    raise x.error
+            raise TimeoutError
+        result = await self._builder.build(
+            list(read.held), fresh, query, kind=self._kind, server=self._server, keep=self._keep
+        )
+        if read.truncated and not result.truncated:
             result = result.model_copy(update={"truncated": True})
-        if lost:
+        if read.lost or lost:
+            notes = []
+            if read.lost:
+                notes.append(unread_note([x.how for x in read.lost], read.asked))
+            if lost:
+                notes.append(lost_note([(x.name or "", x.how) for x in lost], len(self._tools)))
             return PartialResult(
                 frames=result.frames,
                 truncated=result.truncated,
                 dropped_estimate=result.dropped_estimate,
-                lost=lost_note([(x.name, x.how) for x in lost], len(self._tools)),
-                causes=tuple(sorted({x.how for x in lost})),
+                lost="; ".join(notes),
+                causes=tuple(sorted({x.how for x in (*read.lost, *lost)})),
             )
         return result
 
@@ -438,76 +510,107 @@ class McpBindingClient:
         self.cache.put("\x00list", resources, size=size, ttl_ms=ttl)
         return resources
 
-    async def _resources(
-        self, session: ClientSession, held: list[list[Cut]], fresh: list[Source]
-    ) -> bool:
+    async def _resources(self, session: ClientSession, deadline: float) -> _Read:
+        """The listing, then every resource in it, eight at a time, each until
+        ``deadline``. A read that fails or runs out of time costs only itself (a refused
+        one is skipped, as before it was asked; one that timed out or broke the
+        protocol is lost, and told); a listing that does, every read."""
+        with anyio.CancelScope(deadline=deadline) as scope:
+            try:
+                listing = await self._listing(session)
+            except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+                error = self._error("resources/list", exc)
+                return self._unread(_Read(lost=(_Lost(None, _how(error), error),), asked=None))
+        if scope.cancelled_caught:
+            # The SDK sent ``notifications/cancelled`` for it, as for a read below.
+            return self._unread(_Read(lost=(_Lost(None, "timeout", None),), asked=None))
         prefixes = tuple(self.options.get("uri_prefixes") or ())
-        wanted = [
-            r for r in await self._listing(session) if not prefixes or r.uri.startswith(prefixes)
-        ]
-        wanted.sort(key=lambda r: r.uri)
+        wanted = sorted(
+            (r for r in listing if not prefixes or r.uri.startswith(prefixes)),
+            key=lambda r: r.uri,
+        )
         limit = int(self.options.get("max_resources", 256))
         limiter = anyio.CapacityLimiter(_READS_AT_ONCE)
         found: dict[str, list[Cut] | Source] = {}
-        failed: list[HostdError] = []
+        lost: dict[int, _Lost] = {}
 
-        async def read(position: int, resource: types.Resource, scope: anyio.CancelScope) -> None:
+        async def read(position: int, resource: types.Resource) -> None:
             modified = resource.annotations.last_modified if resource.annotations else None
             cached = self.cache.get(resource.uri, modified)
             if isinstance(cached, list):
                 found[resource.uri] = cached
                 return
-            async with limiter:
-                try:
-                    result = await session.read_resource(resource.uri)
-                except MCPError as exc:
-                    if self._failure is None and exc.code != types.CONNECTION_CLOSED:
-                        # One unreadable resource costs only itself; its position in
-                        # the listing and the code say which and why, nothing it wrote.
-                        log.info(
-                            "mcp.resource.unreadable",
-                            provider=self.provider_id,
-                            position=position,
-                            code=exc.code,
-                        )
+            with anyio.CancelScope(deadline=deadline) as scope:
+                async with limiter:
+                    try:
+                        result = await session.read_resource(resource.uri)
+                    except MCPError as exc:
+                        if self._failure is None and exc.code != types.CONNECTION_CLOSED:
+                            # One unreadable resource costs only itself; its position in
+                            # the listing and the code say which and why, nothing it wrote.
+                            log.info(
+                                "mcp.resource.unreadable",
+                                provider=self.provider_id,
+                                position=position,
+                                code=exc.code,
+                            )
+                            return
+                        error = self._error("resources/read", exc)
+                        lost[position] = _Lost(None, _how(error), error)
                         return
-                    failed.append(self._error("resources/read", exc))
-                    scope.cancel()
-                    return
-                except (ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
-                    # Kept as a value: sibling reads must not raise an ExceptionGroup.
-                    failed.append(self._error("resources/read", exc))
-                    scope.cancel()
-                    return
+                    except (ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+                        # Kept as a value: sibling reads must not raise an ExceptionGroup.
+                        error = self._error("resources/read", exc)
+                        lost[position] = _Lost(None, _how(error), error)
+                        return
+            if scope.cancelled_caught:
+                # The SDK sent ``notifications/cancelled`` for it (MCP: the server may stop
+                # its work) and drops its answer should one still come.
+                lost[position] = _Lost(None, "timeout", None)
+                return
             title = resource.title or resource.name or None
             docs = tuple(d for d in (document(c, title) for c in result.contents) if d is not None)
             found[resource.uri] = Source(docs, resource.uri, result.ttl_ms, modified)
 
+        asked = wanted[:limit]
         async with anyio.create_task_group() as tg:
-            for position, resource in enumerate(wanted[:limit]):
-                tg.start_soon(read, position, resource, tg.cancel_scope)
-        if failed:
-            raise failed[0]
-        for uri in sorted(found):  # by URI, never by arrival
-            item = found[uri]
-            if isinstance(item, Source):
-                fresh.append(item)
-            else:
-                held.append(item)
-        return len(wanted) > limit
+            for position, resource in enumerate(asked):
+                tg.start_soon(read, position, resource)
+        items = [found[uri] for uri in sorted(found)]  # by URI, never by arrival
+        return self._unread(
+            _Read(
+                held=tuple(x for x in items if not isinstance(x, Source)),
+                fresh=tuple(x for x in items if isinstance(x, Source)),
+                truncated=len(wanted) > limit,
+                lost=tuple(lost[i] for i in sorted(lost)),
+                asked=len(asked),
+            )
+        )
+
+    def _unread(self, read: _Read) -> _Read:
+        """``read``, its lost reads logged: once per query while they keep failing,
+        rate-limited, by their count and how (``asked`` ``None``: the listing), never a
+        URI."""
+        if read.lost and self._failure is None:
+            self._repeats.warning(
+                "mcp.resource.failed",
+                provider=self.provider_id,
+                lost=len(read.lost),
+                asked=read.asked,
+                reasons=sorted({x.how for x in read.lost}),
+            )
+        return read
 
     async def _call_tools(
-        self, session: ClientSession, query: ContextQuery, fresh: list[Source], *, resources: bool
-    ) -> list[_Lost]:
-        """Every configured tool, at once, each until ``tools_deadline``; the tools that
-        served nothing, in config order. A tool that fails or runs out of time costs only
-        its own results, unless nothing else served anything: then the leg fails, with
-        the first error (a timeout only when every tool timed out)."""
+        self, session: ClientSession, query: ContextQuery, deadline: float
+    ) -> tuple[list[Source], list[_Lost]]:
+        """Every configured tool, at once, each until ``deadline``: what they served and
+        the tools that served nothing, both in config order. A tool that fails or runs
+        out of time costs only its own results (the leg fails only when nothing else
+        served anything: ``query``)."""
         text = (query.query_text or "").strip() or query.goal
         results: dict[int, Source] = {}
         lost: dict[int, _Lost] = {}
-        # The leg's deadline is the engine's scope around this call.
-        deadline = tools_deadline(anyio.current_effective_deadline(), anyio.current_time())
 
         async def call(i: int, name: str, template: Any) -> None:
             arguments = render_arguments(template, query=text, goal=query.goal)
@@ -516,10 +619,7 @@ class McpBindingClient:
                     result = await session.call_tool(name, cast(dict[str, Any], arguments))
                 except (MCPError, ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
                     error = self._error(f"tool {name!r}", exc)
-                    # How it is told (note, log, ``provider_partial``): ``error`` for an
-                    # error answer, else its reason (``protocol_fault``).
-                    how = "error" if isinstance(error, ProviderError) else error.reason
-                    lost[i] = _Lost(name, how, error)
+                    lost[i] = _Lost(name, _how(error), error)
                     return
             if scope.cancelled_caught:
                 # The SDK sent ``notifications/cancelled`` for it (MCP: the server may
@@ -541,27 +641,19 @@ class McpBindingClient:
         async with anyio.create_task_group() as tg:
             for i, (name, template) in enumerate(self._tools):
                 tg.start_soon(call, i, name, template)
-        if self._failure is not None:
-            raise self._failure
-        for i in sorted(lost):
-            # Once per query while a tool keeps failing: rate-limited, and its name only
-            # when the note would show it (else its place in the config).
-            name = lost[i].name
-            self._repeats.warning(
-                "mcp.tool.failed",
-                provider=self.provider_id,
-                tool=name if _SHOWN_NAME_RE.match(name) else None,
-                position=i,
-                reason=lost[i].how,
-            )
-        if lost and not results and not resources:
+        if self._failure is None:
             for i in sorted(lost):
-                error = lost[i].error
-                if error is not None:
-                    raise error
-            raise TimeoutError  # every tool ran out of time: the leg's timeout
-        fresh.extend(results[i] for i in sorted(results))  # config order, never arrival
-        return [lost[i] for i in sorted(lost)]
+                # Once per query while a tool keeps failing: rate-limited, and its name
+                # only when the note would show it (else its place in the config).
+                name = lost[i].name or ""
+                self._repeats.warning(
+                    "mcp.tool.failed",
+                    provider=self.provider_id,
+                    tool=name if _SHOWN_NAME_RE.match(name) else None,
+                    position=i,
+                    reason=lost[i].how,
+                )
+        return [results[i] for i in sorted(results)], [lost[i] for i in sorted(lost)]
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         # Capabilities say verify: false, so the engine never asks; file provenance is

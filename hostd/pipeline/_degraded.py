@@ -26,7 +26,7 @@ __all__ = ["REASONS", "Degraded", "degradations", "leg_degradation"]
 #: The closed vocabulary of ``degraded_reasons[].reason``.
 REASONS = (
     "provider_failed",  # the leg ended timeout, crashed, error or unauthorized
-    "provider_partial",  # an ok leg lost part of its answer: an MCP tool failed or timed out
+    "provider_partial",  # an ok leg lost part: an MCP tool or read failed or timed out
     "provider_warming",  # started but not ready within the leg's bound
     "provider_skipped",  # not asked: its budget share was 0
     "quarantined",  # its reply broke a budget or kind rule (B1–B4, Q1, Q2): none served

@@ -1,7 +1,8 @@
 """An answer a binding put together from several calls of its own, some of which failed.
 
-An MCP provider's leg calls every configured tool; one that fails or runs out of
-time costs only its own results, and the leg answers with the others' (``hostd.mcp``).
+An MCP provider's leg reads its resources and calls every configured tool; a read or
+a tool that fails or runs out of time costs only its own results, and the leg answers
+with the others' (``hostd.mcp``).
 What it lost is still the leg's to report: its ``note``, the composition's
 ``provider_partial`` reason, the provider's health. ``PartialResult`` carries that
 from the binding to the engine. A binding builds it, never a peer's reply (replies

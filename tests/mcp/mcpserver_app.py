@@ -15,6 +15,11 @@
   answers three text items at once, an ``always_fails`` tool (``isError``, echoing a
   credential), and a ``stray`` tool that writes a line of log onto stdout before its
   answer, as a server printing a banner or a debug line does;
+- ``reads [--fifo F] [--hang read|list]``: a ``cache notes`` resource and a ``lookup``
+  tool that answer at once (its text names what hangs), beside a resource whose read
+  never answers (it waits on an event that never comes; cancelled, it writes ``read``
+  to the FIFO ``F``), or, with ``--hang list``, a ``resources/list`` that never
+  answers (``list`` on the FIFO);
 - ``growing --kib K``: every ``resources/list`` names resources never named before
   (``grow://<listing>/<i>``, K KiB each), like a server whose listing keeps changing;
 - ``log``: one ``log`` tool returning a ``git log``-shaped text (many commits), a
@@ -64,6 +69,7 @@ MODES = (
     "secret",
     "junk",
     "tools",
+    "reads",
     "growing",
     "log",
     "stale",
@@ -245,6 +251,42 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
             os.write(WIRE_FD, f"DEBUG: looking up {query} (api_key={args.secret})\n".encode())
             return "The cache eviction policy is LRU with a 120 s TTL."
 
+    elif args.mode == "reads":
+        fifo = args.fifo
+
+        async def never(what: str) -> None:
+            """Waits for an event that never comes; cancelled, says ``what`` on the FIFO."""
+            try:
+                await anyio.Event().wait()
+            except anyio.get_cancelled_exc_class():
+                if fifo:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(Path(fifo).write_text, f"{what}\n")
+                raise
+
+        server.add_resource(
+            TextResource(uri="ok://cache", name="cache notes", text="The cache TTL is 120 s.\n")
+        )
+        if args.hang == "list":
+
+            async def hanging_listing() -> list[WireResource]:
+                await never("list")
+                return []
+
+            server.list_resources = hanging_listing  # type: ignore[method-assign]  # test fixture
+        else:
+
+            async def hanging_read() -> str:
+                await never("read")
+                return "unreachable"
+
+            server.add_resource(FunctionResource(uri="slow://read", name="slow", fn=hanging_read))
+
+        @server.tool()
+        def lookup(query: str) -> str:
+            """Answers at once (naming what hangs, so two such servers answer apart)."""
+            return f"Cache eviction is least recently used first (beside a hanging {args.hang})."
+
     elif args.mode == "stale":
         for path in sorted(p for p in Path(args.root).rglob("*") if p.is_file()):
             text = path.read_text("utf-8").upper()
@@ -349,6 +391,7 @@ def main() -> None:
     parser.add_argument("--kib", type=int, default=64)
     parser.add_argument("--secret", default="")
     parser.add_argument("--fifo", default="")
+    parser.add_argument("--hang", choices=("read", "list"), default="read")
     parser.add_argument("--marker", default="", help="ignored: names the process for the test")
     args = parser.parse_args()
     build(args).run("stdio")

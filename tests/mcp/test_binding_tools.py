@@ -20,7 +20,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from hostd.cli._daemon import _degraded, provider_state
-from hostd.mcp._binding import lost_note, tools_deadline
+from hostd.mcp._binding import calls_deadline, lost_note, unread_note
 from hostd.server import Daemon
 from tests.server.conftest import ROOT
 
@@ -59,10 +59,10 @@ def test_the_note_names_each_lost_tool_and_how_and_counts_names_it_may_not_show(
 
 
 def test_tools_end_before_their_leg_leaving_a_margin_for_the_reply() -> None:
-    assert tools_deadline(12.0, now=10.0) == pytest.approx(11.6)  # a fifth of what is left
-    assert tools_deadline(70.0, now=10.0) == pytest.approx(69.5)  # at most half a second
-    assert tools_deadline(10.0, now=11.0) == 10.0  # past it: nothing left to keep
-    assert tools_deadline(math.inf, now=10.0) == math.inf  # no deadline: none either
+    assert calls_deadline(12.0, now=10.0) == pytest.approx(11.6)  # a fifth of what is left
+    assert calls_deadline(70.0, now=10.0) == pytest.approx(69.5)  # at most half a second
+    assert calls_deadline(10.0, now=11.0) == 10.0  # past it: nothing left to keep
+    assert calls_deadline(math.inf, now=10.0) == math.inf  # no deadline: none either
 
 
 async def test_a_hanging_tool_costs_only_its_own_results_and_is_cancelled(
@@ -163,3 +163,69 @@ async def test_a_stray_line_on_the_server_s_stdout_is_skipped_not_a_fault(
     line = f"DEBUG: looking up cache eviction policy (api_key={SECRET})"
     assert stray[0]["bytes"] == len(line.encode())
     assert SECRET not in json.dumps([results, logs])
+
+
+def reads_table(pid: str, fifo: Path, *, hang: str) -> str:
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "reads", "--fifo", str(fifo)]
+    return (
+        f'[[provider]]\nid = "{pid}"\nbinding = "mcp"\n'
+        f"command = {json.dumps([*command, '--hang', hang])}\n"
+        f'timeout_ms = 5000\ncwd = "{ROOT}"\n'
+        'mcp = {tools = [{name = "lookup", arguments = {query = "{query}"}}]}\n'
+    )
+
+
+def test_the_note_counts_lost_resources_never_naming_them() -> None:
+    assert unread_note(["timeout"], 1) == "1 of 1 resource gave no results (timeout)"
+    assert unread_note(["timeout", "protocol_fault", "timeout"], 9) == (
+        "3 of 9 resources gave no results: 2 (timeout), 1 (protocol_fault)"
+    )
+    assert unread_note(["error"], None) == "the resource listing gave no results (error)"
+
+
+async def test_a_hanging_resource_read_or_listing_costs_only_its_own_results(
+    workdir: Path,
+) -> None:
+    fifos = {"docs": workdir / "read-cancelled", "listing": workdir / "list-cancelled"}
+    for fifo in fifos.values():
+        os.mkfifo(fifo)
+    # Each leg's deadline (5 s) is the hanging call's end; the rest answers at once.
+    cfg = config_of(
+        workdir,
+        reads_table("docs", fifos["docs"], hang="read"),
+        reads_table("listing", fifos["listing"], hang="list"),
+    )
+    heard: dict[str, str] = {}
+
+    async def listen(pid: str) -> None:
+        fifo = fifos[pid]
+        heard[pid] = await anyio.to_thread.run_sync(fifo.read_text, abandon_on_cancel=True)
+
+    with anyio.fail_after(120):  # a hang guard
+        async with anyio.create_task_group() as tg:
+            for pid in fifos:
+                tg.start_soon(listen, pid)
+            async with Daemon(cfg).local() as session:
+                result = await session.call(
+                    "context/compose", {"goal": "cache ttl eviction", "include_content": True}
+                )
+    docs, listing = report(result, "docs"), report(result, "listing")
+    assert docs["status"] == "ok", docs
+    assert docs["note"] == "1 of 2 resources gave no results (timeout)"
+    # The resource read at once and the tool's answer, both served (the two tools'
+    # labels are told apart by the order of the prompt: their texts say which is which).
+    assert sorted(cited(result, "docs").values()) == [
+        "Cache eviction is least recently used first (beside a hanging read).",
+        "The cache TTL is 120 s.\n",
+    ]
+    assert listing["status"] == "ok", listing
+    assert listing["note"] == "the resource listing gave no results (timeout)"
+    assert list(cited(result, "listing").values()) == [
+        "Cache eviction is least recently used first (beside a hanging list)."
+    ]
+    for pid in fifos:
+        assert {"reason": "provider_partial", "provider": pid, "detail": "timeout"} in result[
+            "degraded_reasons"
+        ]
+    # MCP cancellation: each server was told to stop the call it never answered.
+    assert heard == {"docs": "read\n", "listing": "list\n"}
