@@ -178,7 +178,8 @@ _PROVIDER_REPORT = {
         "missing_scopes": {"type": "array", "items": {"type": "string"}},
         "note": {
             "type": "string",
-            "description": "why an ok leg gave nothing, when hostd can tell (nothing fit)",
+            "description": "why an ok leg gave nothing, when hostd can tell (nothing fit), "
+            "or what it lost of its answer (an MCP tool or resource that gave no results)",
         },
     },
     "required": ["provider_id", "status", "frames_offered", "frames_accepted"],
@@ -474,34 +475,66 @@ def warming_hints(
 #: Leg statuses that gave the composition nothing for a reason the model should hear
 #: (warming and consent have hints of their own; ``skipped`` was not asked).
 _FAILED_LEGS = ("timeout", "crashed", "error", "quarantined")
+#: A partial leg's note shown in its hint, at most (hostd's words, yet one per lost tool
+#: of a config that may name many: the text reaches the model's prompt).
+_SHOWN_NOTE = 300
+
+
+def _partial(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``ok`` legs that lost part of their answer (``provider_partial``: an MCP tool
+    or resource read that failed or ran out of time), in the order of ``providers``."""
+    ids = {
+        d.get("provider")
+        for d in result.get("degraded_reasons") or []
+        if d.get("reason") == "provider_partial"
+    }
+    return [
+        p
+        for p in result.get("providers") or []
+        if p.get("status") == "ok" and p.get("provider_id") in ids
+    ]
 
 
 def failed_hints(
     result: dict[str, Any], config: str | None, connect: str | None = None
 ) -> list[str]:
     """One text naming the providers whose leg failed this time (a timeout, a crash, an
-    error, a quarantined reply), so a model reading only the text knows the evidence
-    lacks them; their own words are not quoted (``structuredContent.providers`` says
-    more, and so does the command named: ``hostd status`` for a daemon's providers
+    error, a quarantined reply) and those whose leg lost part of its answer (with its
+    ``note``, hostd's words, bounded), so a model reading only the text knows the
+    evidence lacks them; their own words are not quoted (``structuredContent.providers``
+    says more, and so does the command named: ``hostd status`` for a daemon's providers
     (``connect``), else ``hostd check-provider``, which runs the provider alone: no
     daemon serves a session's own providers, so ``status`` would find none)."""
     failed = [p for p in result.get("providers") or [] if p.get("status") in _FAILED_LEGS]
-    if not failed:
+    partial = _partial(result)
+    if not failed and not partial:
         return []
     option = f" --config {config}" if config else ""
-    named = ", ".join(f"{p.get('provider_id')} ({p.get('status')})" for p in failed)
+    named = []
+    if failed:
+        legs = ", ".join(f"{p.get('provider_id')} ({p.get('status')})" for p in failed)
+        named.append(f"no evidence from {legs}")
+    if partial:
+        legs = ", ".join(f"{p.get('provider_id')} ({_shown_note(p)})" for p in partial)
+        named.append(f"only part of the evidence from {legs}")
+    told = [*failed, *partial]
     if connect is not None:
         how = f"`hostd{option} status` says why"
     else:
         checks = ", ".join(
-            f"`hostd{option} check-provider --provider {p.get('provider_id')}`" for p in failed
+            f"`hostd{option} check-provider --provider {p.get('provider_id')}`" for p in told
         )
-        runs = "runs it alone and says" if len(failed) == 1 else "run each alone and say"
+        runs = "runs it alone and says" if len(told) == 1 else "run each alone and say"
         how = f"{checks} {runs} why"
     return [
-        f"hostd: no evidence from {named} this time: the evidence above lacks "
-        f"what {'it holds' if len(failed) == 1 else 'they hold'}; {how}"
+        f"hostd: {', and '.join(named)} this time: the evidence above lacks "
+        f"what {'it holds' if len(told) == 1 else 'they hold'}; {how}"
     ]
+
+
+def _shown_note(report: dict[str, Any]) -> str:
+    note = str(report.get("note") or "it lost part of its answer")
+    return note if len(note) <= _SHOWN_NOTE else note[: _SHOWN_NOTE - 1] + "…"
 
 
 def consent_hints(

@@ -164,6 +164,35 @@ def test_failed_hints_name_a_command_that_answers_where_the_providers_run() -> N
     )
 
 
+def test_failed_hints_name_legs_that_lost_part_of_their_answer_with_their_note() -> None:
+    lost = "1 of 2 tools gave no results: hang (timeout)"
+    result = {
+        "providers": [
+            {"provider_id": "slow", "status": "timeout"},
+            {"provider_id": "tickets", "status": "ok", "note": lost},
+            # A note that is no loss (nothing fit its share): not named.
+            {"provider_id": "files", "status": "ok", "note": "nothing fit: …"},
+        ],
+        "degraded_reasons": [
+            {"reason": "provider_failed", "provider": "slow", "detail": "timeout"},
+            {"reason": "provider_partial", "provider": "tickets", "detail": "timeout"},
+        ],
+    }
+    (both,) = failed_hints(result, None, "/run/hostd.sock")
+    assert both == (
+        f"hostd: no evidence from slow (timeout), and only part of the evidence from tickets "
+        f"({lost}) this time: the evidence above lacks what they hold; `hostd status` says why"
+    )
+    result["providers"] = result["providers"][1:]
+    (alone,) = failed_hints(result, None, None)
+    assert alone.startswith(f"hostd: only part of the evidence from tickets ({lost}) this time")
+    assert alone.endswith("`hostd check-provider --provider tickets` runs it alone and says why")
+    # A note as long as a config naming many tools makes it is cut, not quoted whole.
+    result["providers"][0]["note"] = "x" * 1000
+    (cut,) = failed_hints(result, None, None)
+    assert f"tickets ({'x' * 299}…) this time" in cut
+
+
 WARMING_LEG = {
     "provider_id": "semantic",
     "status": "warming",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -620,4 +621,42 @@ async def test_a_provider_whose_leg_failed_is_named_in_the_text_a_model_reads(
         "hostd: no evidence from slow (timeout) this time: the evidence above lacks what it "
         f"holds; `hostd --config {config} check-provider --provider slow` runs it alone and "
         "says why"
+    ]
+
+
+async def test_a_provider_that_lost_part_of_its_answer_is_named_in_the_text_a_model_reads(
+    workdir: Path, marker: str
+) -> None:
+    # Its hang tool never answers, beside notes, which answers at once: its leg is ok,
+    # short of hang's results, once hang's deadline (within the 3 s leg) has passed.
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
+    calls = ", ".join(
+        f'{{name = "{t}", arguments = {{query = "{{query}}"}}}}' for t in ("hang", "notes")
+    )
+    extra = (
+        f'[[provider]]\nid = "tickets"\nbinding = "mcp"\ncommand = {json.dumps(command)}\n'
+        f'timeout_ms = 3000\ncwd = "{ROOT}"\nmcp = {{resources = false, tools = [{calls}]}}\n'
+    )
+    config = write_config(workdir, marker, {}, extra=extra)
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            tools = await client.list_tools()
+            status = "warming"
+            while status == "warming":  # its first leg may still be its start
+                result = await client.call_tool("compose_context", {"goal": "cache ttl eviction"})
+                structured = result.structured_content
+                assert structured is not None, _texts(result)
+                status = structured["providers"][0]["status"]
+    assert result.is_error is False, _texts(result)
+    jsonschema.validate(structured, _tool(tools, "compose_context").output_schema)
+    (leg,) = structured["providers"]
+    assert leg["status"] == "ok" and structured["citations"]  # notes' evidence served
+    note = "1 of 2 tools gave no results: hang (timeout)"
+    assert leg["note"] == note
+    hints = [t for t in _texts(result) if t.startswith("hostd: ") and "evidence from" in t]
+    # The note's words, as the structured result says them, in the text a model reads.
+    assert hints == [
+        f"hostd: only part of the evidence from tickets ({note}) this time: the evidence "
+        f"above lacks what it holds; `hostd --config {config} check-provider --provider "
+        "tickets` runs it alone and says why"
     ]
