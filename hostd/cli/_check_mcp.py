@@ -34,7 +34,7 @@ import anyio
 
 from hostd.config import McpSettings
 from hostd.engine import audit_leg
-from hostd.errors import HostdError, ProviderTimeout
+from hostd.errors import HostdError, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     PROTOCOL_VERSION,
     ContextFrame,
@@ -59,6 +59,10 @@ from ._checks import (
 )
 
 __all__ = ["check_mcp_provider"]
+
+#: The checks that judge a query's answer, after the query check, in their order: ``not
+#: run`` when the query check's query got none.
+_AFTER_QUERY = ("budget honesty", "kinds filter", "file sources")
 
 
 async def check_mcp_provider(
@@ -147,20 +151,34 @@ async def _run(
     results.append(await _tools(conn))
     kinds = list(conn.capabilities.query.kinds)
 
-    async def ask(query: ContextQuery) -> tuple[Any, str | None]:
+    async def ask(query: ContextQuery) -> tuple[Any, str | None, str]:
+        """The result, or none with the row's words for why, and the words each later
+        check's ``not run`` row says when this was the query check's (the codec
+        bindings' words, ``_checks``: each of their queries would end the same way)."""
         try:
             with anyio.fail_after(call.seconds):
                 result = await conn.query(query)
         except TimeoutError:
-            return None, call.missed()
+            cause = "the query check missed its deadline, as each of this check's would"
+            return None, call.missed(), cause
+        except ProviderCrashed as exc:
+            return None, f"{exc.reason}: {exc.message}", "the provider had already exited"
         except HostdError as exc:
-            return None, f"{exc.reason}: {exc.message}"
-        return result, None
+            cause = (
+                f"the query check's well-formed query was answered {exc.reason}, "
+                "as each of this check's would be"
+            )
+            return None, f"{exc.reason}: {exc.message}", cause
+        return result, None, ""
 
     query = ContextQuery(goal=goal, max_frames=8, max_tokens=budget)
-    result, error = await ask(query)
+    result, error, cause = await ask(query)
     if result is None:
         results.append(CheckResult("query", False, f"query failed: {error}"))
+        # Each check that judges a query's answer is listed, so none reads as passed.
+        results.extend(
+            CheckResult(name, False, f"not run: {cause}", not_run=True) for name in _AFTER_QUERY
+        )
         return
     audit = audit_leg(pid, query, result.frames, declared_kinds=kinds)
     fault = reply_fault(audit)  # as the pipe's query row: the frames, the reply, each digest
@@ -181,7 +199,7 @@ async def _run(
         results.append(CheckResult("query", True, detail))
 
     tight = ContextQuery(goal=goal, max_frames=1, max_tokens=8)
-    small, error = await ask(tight)
+    small, error, _ = await ask(tight)
     held = audit_leg(pid, tight, small.frames if small else [], declared_kinds=kinds).quarantine
     breaches = [v for v in held if v.rule.startswith("B")]
     if error is not None or breaches:
@@ -192,7 +210,7 @@ async def _run(
         results.append(CheckResult("budget honesty", True, detail))
 
     other = ContextQuery(goal=goal, kinds=["x-no-such-kind"], max_frames=8, max_tokens=budget)
-    none, error = await ask(other)
+    none, error, _ = await ask(other)
     q1 = list(audit_leg(pid, other, none.frames if none else []).quarantine)
     if error is not None or q1 or (none is not None and none.frames):
         detail = error or "frames of a kind the query did not ask for"

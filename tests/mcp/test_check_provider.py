@@ -218,3 +218,28 @@ def test_the_published_everything_server_passes() -> None:
     code, checks = _check("--goal", "how does the server start up", "--", *command)
     assert code == 0, checks
     assert checks["query"]["detail"].split()[0] != "0", checks["query"]
+
+
+def test_a_failed_query_lists_each_check_it_kept_from_running_as_not_run() -> None:
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
+    done = run_hostd("check-provider", "--binding", "mcp", "--goal", "cache",
+                     "--tool", "always_fails", "--", *server)  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    table = done.stdout[done.stdout.index("check ") :].splitlines()
+    rows = [tuple(re.split(r"\s{2,}", line, maxsplit=2)) for line in table[1:-1]]
+    why = (
+        "not run: the query check's well-formed query was answered provider_error, "
+        "as each of this check's would be"
+    )
+    assert [row[:2] for row in rows] == [
+        ("handshake", "pass"),
+        ("tools", "pass"),
+        ("query", "FAIL"),
+        ("budget honesty", "-"),
+        ("kinds filter", "-"),
+        ("file sources", "-"),
+        ("shutdown", "pass"),
+    ]
+    assert rows[2][2].startswith("query failed: provider_error: MCP tool 'always_fails'")
+    assert [row[2] for row in rows[3:6]] == [why] * 3
+    assert table[-1] == "3/7 passed, 3 not run"
