@@ -44,7 +44,7 @@ from hostd.protocol import (
     check_handshake,
     sha256_digest,
 )
-from hostd.transport import ProviderConnection, Redactor, secret_env_values
+from hostd.transport import PartialResult, ProviderConnection, Redactor, secret_env_values
 
 from ._checks import (
     CheckResult,
@@ -197,6 +197,12 @@ async def _run(
     else:
         detail = f"{audit.offered} valid frame(s), best first: {_ranked(audit.accepted)}"
         results.append(CheckResult("query", True, detail))
+    if isinstance(result, PartialResult):
+        # A tool or read that gave nothing: the daemon serves the rest, degraded
+        # (``provider_partial``), and its note says what was lost, in the same words.
+        row = results[-1]
+        row.detail = f"{row.detail}; it lost part of its answer: {result.lost}"
+        row.warning = row.warning or row.passed
 
     tight = ContextQuery(goal=goal, max_frames=1, max_tokens=8)
     small, error, _ = await ask(tight)

@@ -243,3 +243,18 @@ def test_a_failed_query_lists_each_check_it_kept_from_running_as_not_run() -> No
     assert rows[2][2].startswith("query failed: provider_error: MCP tool 'always_fails'")
     assert [row[2] for row in rows[3:6]] == [why] * 3
     assert table[-1] == "3/7 passed, 3 not run"
+
+
+def test_a_query_that_lost_a_tool_s_results_says_so_as_a_warning() -> None:
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
+    # hang never answers: cancelled at its deadline, within the query's (2000 ms).
+    each = ["--arguments", json.dumps({"query": "{query}"})]
+    code, checks = _check("--goal", "cache ttl", "--tool", "hang", *each, "--tool", "notes",
+                          *each, "--", *server)  # fmt: skip
+    assert code == 0, checks
+    query = checks["query"]
+    assert query["warning"] and query["passed"], query
+    assert query["detail"].startswith("3 valid frame(s), best first: ")
+    assert query["detail"].endswith(
+        "; it lost part of its answer: 1 of 2 tools gave no results: hang (timeout)"
+    )
