@@ -37,6 +37,7 @@ import orjson
 
 from hostd.chunking import Chunk
 from hostd.chunking import _chunk as _chunker
+from hostd.chunking import _json_walk as _chunker_json
 from hostd.chunking import _notebook as _chunker_notebook
 from hostd.chunking import _tokens as _chunker_tokens
 
@@ -69,6 +70,7 @@ _CHUNKER_SOURCES = (
     Path(_chunker.__file__),
     Path(_chunker_tokens.__file__),
     Path(_chunker_notebook.__file__),
+    Path(_chunker_json.__file__),  # how the notebook reader walks a notebook's JSON
 )
 
 

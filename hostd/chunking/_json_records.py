@@ -6,20 +6,21 @@ holds the end of one order and the start of the next, and the model reads an ord
 without its status. ``json_records`` finds the elements' lines instead, so each
 element is one record (``_chunk.chunk_text`` then sizes it like any other record).
 
-Only the outer one or two levels are walked here, by ``json.JSONDecoder.raw_decode``
-one value at a time (C speed, its end index exact); nothing recurses in Python. A
-value nested deeper than the interpreter's recursion limit makes the decoder raise
-``RecursionError``, and a text over ``MAX_JSON_BYTES`` is not parsed at all: both,
+Only the outer one or two levels are walked here, one value at a time (``_json_walk``,
+which the notebook reader walks by too: C speed, each end index exact); nothing
+recurses in Python. A value nested deeper than the interpreter's recursion limit makes
+the decoder raise ``RecursionError``, and a text over ``MAX_JSON_BYTES`` is not parsed at all: both,
 like a text that is not one JSON value (JSON lines, a truncated answer), have no JSON
 records and are cut as any other text is.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from bisect import bisect_left
 from typing import Any
+
+from ._json_walk import Element, array, decode, members, skip
 
 __all__ = ["MAX_JSON_BYTES", "json_records"]
 
@@ -31,63 +32,15 @@ _NAME_KEYS = ("id", "name", "title", "key", "slug")
 #: A name longer than this, or one that is not printable on one line, is not used: the
 #: element is called by its place instead (``orders[7]``).
 _MAX_NAME = 48
-_WS = re.compile(r"[ \t\n\r]*")
 _OPENS = re.compile(rb"[ \t\n\r]*[\[{]")
-_DECODER = json.JSONDecoder()
-
-#: ``(start, end, value)``: an element's first and past-the-last character index.
-_Element = tuple[int, int, Any]
 
 
-def _skip(text: str, i: int) -> int:
-    match = _WS.match(text, i)
-    return match.end() if match else i
-
-
-def _array(text: str, i: int) -> tuple[list[_Element], int]:
-    """The elements of the array opening at ``text[i]`` and the index past its ``]``;
-    ``ValueError`` (``JSONDecodeError`` is one) when it is not one."""
-    i = _skip(text, i + 1)
-    elements: list[_Element] = []
-    if text.startswith("]", i):
-        return elements, i + 1
-    while True:
-        value, end = _DECODER.raw_decode(text, i)
-        elements.append((i, end, value))
-        i = _skip(text, end)
-        if text.startswith(",", i):
-            i = _skip(text, i + 1)
-        elif text.startswith("]", i):
-            return elements, i + 1
-        else:
-            raise ValueError("not an array")
-
-
-def _members(text: str, i: int) -> tuple[list[tuple[str, list[_Element]]], int]:
-    """The array members (key, elements) of the object opening at ``text[i]`` and the
-    index past its ``}``; its other members are only stepped over."""
-    i = _skip(text, i + 1)
-    arrays: list[tuple[str, list[_Element]]] = []
-    if text.startswith("}", i):
-        return arrays, i + 1
-    while True:
-        key, i = _DECODER.raw_decode(text, i)
-        i = _skip(text, i)
-        if not isinstance(key, str) or not text.startswith(":", i):
-            raise ValueError("not an object")
-        i = _skip(text, i + 1)
-        if text.startswith("[", i):
-            elements, i = _array(text, i)
-            arrays.append((key, elements))
-        else:
-            _, i = _DECODER.raw_decode(text, i)
-        i = _skip(text, i)
-        if text.startswith(",", i):
-            i = _skip(text, i + 1)
-        elif text.startswith("}", i):
-            return arrays, i + 1
-        else:
-            raise ValueError("not an object")
+def _elements_or_step(text: str, at: int) -> tuple[list[Element] | None, int]:
+    """A member's value as ``members`` reads it for records: an array's elements where
+    they are, ``None`` for any other value (only stepped over)."""
+    if text.startswith("[", at):
+        return array(text, at)
+    return None, decode(text, at)[1]
 
 
 def _name(value: Any, where: str) -> str:
@@ -105,7 +58,7 @@ def _name(value: Any, where: str) -> str:
     return where
 
 
-def _records(elements: list[_Element]) -> bool:
+def _records(elements: list[Element]) -> bool:
     """Whether a list's elements are records: two or more, every one an object or a
     list (a list of numbers or strings is one value, not records)."""
     return len(elements) >= 2 and all(isinstance(v, dict | list) for _, _, v in elements)
@@ -126,14 +79,14 @@ def json_records(data: bytes, lines: int) -> list[tuple[int, int, str]] | None:
     if len(data) > MAX_JSON_BYTES or not _OPENS.match(data):
         return None
     text = data.decode("utf-8")
-    i = _skip(text, 0)
+    i = skip(text, 0)
     try:
         if text.startswith("[", i):
-            elements, end = _array(text, i)
+            elements, end = array(text, i)
             path = ""
         elif text.startswith("{", i):
-            arrays, end = _members(text, i)
-            candidates = [(k, e) for k, e in arrays if _records(e)]
+            found, end = members(text, i, _elements_or_step)
+            candidates = [(k, e) for k, _, e in found if e is not None and _records(e)]
             if not candidates:
                 return None
             path, elements = max(candidates, key=lambda c: len(c[1]))
@@ -141,7 +94,7 @@ def json_records(data: bytes, lines: int) -> list[tuple[int, int, str]] | None:
             return None
     except (ValueError, RecursionError):  # not JSON, or nested past the decoder's bound
         return None
-    if _skip(text, end) != len(text) or not _records(elements):
+    if skip(text, end) != len(text) or not _records(elements):
         return None
     newlines = [m.start() for m in re.finditer("\n", text)]
 

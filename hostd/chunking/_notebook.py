@@ -14,13 +14,12 @@ the project's text, and they are where the images and the long logs are.
 Only nbformat 4 (every notebook Jupyter has written since 2015) is read. Anything else
 (not JSON, an older format, a cell that is no object, two cells' sources on one line of
 the file, as no Jupyter writes them) is ``None``: its cells cannot be cited by lines.
-Like ``_json_records``, the JSON is walked by ``json.JSONDecoder.raw_decode`` one value
-at a time (positions exact, nothing recursing in Python).
+Like ``_json_records``, the JSON is walked one value at a time (``_json_walk``:
+positions exact, nothing recursing in Python).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Any
 
 from hostd.protocol import line_number
 
-from ._json_records import _array, _skip
+from ._json_walk import array, decode, members, skip
 
 __all__ = ["NOTEBOOK_SUFFIX", "Cell", "Notebook", "Part", "range_text", "read_notebook"]
 
@@ -41,7 +40,6 @@ _MAX_LANGUAGE = 32
 _LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*")
 _CELL_KINDS = frozenset({"code", "markdown", "raw"})
 _RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
-_DECODER = json.JSONDecoder()
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,27 +80,8 @@ class Notebook:
 def _object(text: str, i: int) -> tuple[dict[str, tuple[int, Any]], int]:
     """The members of the object opening at ``text[i]``, each as ``(where its value
     starts, the value)``, and the index past its ``}``; ``ValueError`` when it is none."""
-    if not text.startswith("{", i):
-        raise ValueError("not an object")
-    i = _skip(text, i + 1)
-    members: dict[str, tuple[int, Any]] = {}
-    if text.startswith("}", i):
-        return members, i + 1
-    while True:
-        key, i = _DECODER.raw_decode(text, i)
-        i = _skip(text, i)
-        if not isinstance(key, str) or not text.startswith(":", i):
-            raise ValueError("not an object")
-        at = _skip(text, i + 1)
-        value, i = _DECODER.raw_decode(text, at)
-        members[key] = (at, value)
-        i = _skip(text, i)
-        if text.startswith(",", i):
-            i = _skip(text, i + 1)
-        elif text.startswith("}", i):
-            return members, i + 1
-        else:
-            raise ValueError("not an object")
+    found, end = members(text, i, decode)
+    return {key: (at, value) for key, at, value in found}, end
 
 
 def _language(metadata: object) -> str:
@@ -121,16 +100,14 @@ def read_notebook(data: bytes) -> Notebook | None:
     whose cells can be cited by the lines of the file (the module's docstring)."""
     try:
         text = data.decode("utf-8")
-        top, end = _object(text, _skip(text, 0))
-        if _skip(text, end) != len(text):
+        top, end = _object(text, skip(text, 0))
+        if skip(text, end) != len(text):
             return None
         version = top["nbformat"][1] if "nbformat" in top else None
         if isinstance(version, bool) or version != 4 or "cells" not in top:
             return None
         cells_at, _ = top["cells"]
-        if not text.startswith("[", cells_at):
-            return None
-        elements, _ = _array(text, cells_at)
+        elements, _ = array(text, cells_at)
         newlines = [m.start() for m in re.finditer("\n", text)]
 
         def line(at: int) -> int:  # the 1-indexed line holding character ``at``
@@ -149,12 +126,12 @@ def read_notebook(data: bytes) -> Notebook | None:
                 return None
             if not "".join(source).strip():
                 continue
-            members, _ = _object(text, at)
-            source_at = members["source"][0]
+            fields, _ = _object(text, at)
+            source_at = fields["source"][0]
             if text.startswith("[", source_at):
-                spans = [(a, b) for a, b, _v in _array(text, source_at)[0]]
+                spans = [(a, b) for a, b, _v in array(text, source_at)[0]]
             else:
-                spans = [(source_at, _DECODER.raw_decode(text, source_at)[1])]
+                spans = [(source_at, decode(text, source_at)[1])]
             parts, offset = [], 0
             for s, (a, b) in zip(source, spans, strict=True):
                 parts.append(Part(offset, offset + len(s), line(a), line(b - 1)))
