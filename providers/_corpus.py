@@ -306,7 +306,7 @@ MAX_CHUNK_BYTES = 16 * 1024
 SKIP_SECRET_DIR = "secret_dir"
 SKIP_LOCKFILE = "lockfile"
 SKIP_GENERATED = "generated"
-#: A ``.ipynb`` whose cells cannot be read (not JSON, not nbformat 4, two cells on one
+#: A ``.ipynb`` whose cells cannot be read (not JSON, not nbformat 4 or 3, two cells on one
 #: line: ``hostd.chunking.read_notebook``). Its JSON is not indexed as text instead: a
 #: chunk of it quotes escaped strings and base64 outputs, no evidence a model can use.
 SKIP_NOTEBOOK = "notebook"
@@ -390,8 +390,8 @@ def _skipped_items(
             "files with a line too long to quote (minified, or data?)",
         ),
         SKIP_NOTEBOOK: (
-            "notebook not readable as nbformat 4 cells",
-            "notebooks not readable as nbformat 4 cells",
+            "notebook not readable as nbformat 4 or 3 cells",
+            "notebooks not readable as nbformat 4 or 3 cells",
         ),
         SKIP_LOCKFILE: ("lockfile", "lockfiles"),
         SKIP_GENERATED: ("generated file", "generated files"),

@@ -11,9 +11,12 @@ that hold exactly its strings, whose digest a re-read checks (F5, F17), and
 (V3). Outputs are never read: they are what the code printed when it last ran, not
 the project's text, and they are where the images and the long logs are.
 
-Only nbformat 4 (every notebook Jupyter has written since 2015) is read. Anything else
-(not JSON, an older format, a cell that is no object, two cells' sources on one line of
-the file, as no Jupyter writes them) is ``None``: its cells cannot be cited by lines.
+nbformat 4 (every notebook Jupyter has written since 2015) is read, and nbformat 3 (what
+IPython 1 and 2 wrote): its cells are in ``worksheets``, a code cell's text is in
+``input``, and it too is written one line of a cell per line of the file, so its cells
+are cited the same way. Anything else (not JSON, an older format, a cell that is no
+object, two cells' sources on one line of the file, as no Jupyter writes them) is
+``None``: its cells cannot be cited by lines.
 Like ``_json_records``, the JSON is walked one value at a time (``_json_walk``:
 positions exact, nothing recursing in Python).
 """
@@ -27,7 +30,7 @@ from typing import Any
 
 from hostd.protocol import line_number
 
-from ._json_walk import array, decode, members, skip
+from ._json_walk import Element, array, decode, members, skip
 
 __all__ = ["NOTEBOOK_SUFFIX", "Cell", "Notebook", "Part", "range_text", "read_notebook"]
 
@@ -38,7 +41,19 @@ DEFAULT_LANGUAGE = "python"
 #: a citation label): the default is.
 _MAX_LANGUAGE = 32
 _LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*")
-_CELL_KINDS = frozenset({"code", "markdown", "raw"})
+#: The cell types whose text is read, by format: ``{type: (kind, member holding its
+#: text)}``. nbformat 3 keeps a code cell's text in ``input``, and has heading cells,
+#: which nbformat 4 made markdown (as its upgrade does; the ``#`` marks it adds are not
+#: in the file, so the heading's own text is quoted).
+_CELL_TYPES: dict[int, dict[str, tuple[str, str]]] = {
+    4: {"code": ("code", "source"), "markdown": ("markdown", "source"), "raw": ("raw", "source")},
+    3: {
+        "code": ("code", "input"),
+        "markdown": ("markdown", "source"),
+        "raw": ("raw", "source"),
+        "heading": ("markdown", "source"),
+    },
+}
 _RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
 
 
@@ -71,7 +86,8 @@ class Cell:
 @dataclass(slots=True, frozen=True)
 class Notebook:
     #: Its code cells' language (``metadata.kernelspec.language``, else
-    #: ``metadata.language_info.name``, else ``DEFAULT_LANGUAGE``).
+    #: ``metadata.language_info.name``, else the first code cell's ``language``, as
+    #: nbformat 3 says it, else ``DEFAULT_LANGUAGE``).
     language: str
     #: The cells with any source, in order.
     cells: tuple[Cell, ...]
@@ -84,30 +100,56 @@ def _object(text: str, i: int) -> tuple[dict[str, tuple[int, Any]], int]:
     return {key: (at, value) for key, at, value in found}, end
 
 
-def _language(metadata: object) -> str:
-    if not isinstance(metadata, dict):
-        return DEFAULT_LANGUAGE
-    for key, name in (("kernelspec", "language"), ("language_info", "name")):
-        section = metadata.get(key)
-        said = section.get(name) if isinstance(section, dict) else None
-        if isinstance(said, str) and len(said) <= _MAX_LANGUAGE and _LANGUAGE_RE.fullmatch(said):
-            return said.lower()
+def _language(metadata: object, cells: list[Element]) -> str:
+    """The notebook's language (``Notebook.language``); an nbformat 3 notebook's metadata
+    seldom says, its code cells do (``language``), and the first that does is taken."""
+    said: list[object] = []
+    if isinstance(metadata, dict):
+        for key, name in (("kernelspec", "language"), ("language_info", "name")):
+            section = metadata.get(key)
+            said.append(section.get(name) if isinstance(section, dict) else None)
+    said.extend(c.get("language") for _, _, c in cells if c.get("cell_type") == "code")
+    for language in said:
+        if (
+            isinstance(language, str)
+            and len(language) <= _MAX_LANGUAGE
+            and _LANGUAGE_RE.fullmatch(language)
+        ):
+            return language.lower()
     return DEFAULT_LANGUAGE
 
 
+def _cell_elements(text: str, top: dict[str, tuple[int, Any]]) -> tuple[int, list[Element]] | None:
+    """The notebook's format and its cells, each where it is in ``text``; ``None`` when
+    it is not nbformat 4 (``cells``) or 3 (``worksheets``, each with its ``cells``, read
+    in order as one list, as nbformat's upgrade to 4 joins them)."""
+    version = top["nbformat"][1] if "nbformat" in top else None
+    if version == 4 and "cells" in top:
+        return 4, array(text, top["cells"][0])[0]
+    if version == 3 and "worksheets" in top:
+        cells: list[Element] = []
+        for at, _end, sheet in array(text, top["worksheets"][0])[0]:
+            if not isinstance(sheet, dict) or "cells" not in sheet:
+                return None
+            cells.extend(array(text, _object(text, at)[0]["cells"][0])[0])
+        return 3, cells
+    return None
+
+
 def read_notebook(data: bytes) -> Notebook | None:
-    """The cells of an nbformat 4 notebook's bytes, or ``None`` when they are not one
-    whose cells can be cited by the lines of the file (the module's docstring)."""
+    """The cells of an nbformat 4 or 3 notebook's bytes, or ``None`` when they are not
+    one whose cells can be cited by the lines of the file (the module's docstring)."""
     try:
         text = data.decode("utf-8")
         top, end = _object(text, skip(text, 0))
         if skip(text, end) != len(text):
             return None
-        version = top["nbformat"][1] if "nbformat" in top else None
-        if isinstance(version, bool) or version != 4 or "cells" not in top:
+        found = _cell_elements(text, top)
+        if found is None:
             return None
-        cells_at, _ = top["cells"]
-        elements, _ = array(text, cells_at)
+        version, elements = found
+        if not all(isinstance(value, dict) for _, _, value in elements):
+            return None
         newlines = [m.start() for m in re.finditer("\n", text)]
 
         def line(at: int) -> int:  # the 1-indexed line holding character ``at``
@@ -115,11 +157,10 @@ def read_notebook(data: bytes) -> Notebook | None:
 
         cells: list[Cell] = []
         for number, (at, _stop, value) in enumerate(elements, 1):
-            if not isinstance(value, dict):
-                return None
-            kind, source = value.get("cell_type"), value.get("source")
-            if kind not in _CELL_KINDS:
+            kind, member = _CELL_TYPES[version].get(value.get("cell_type"), ("", ""))
+            if not kind:
                 continue  # a type of a later minor version: nothing known to quote
+            source = value.get(member)
             if isinstance(source, str):
                 source = [source]
             if not isinstance(source, list) or not all(isinstance(s, str) for s in source):
@@ -127,7 +168,7 @@ def read_notebook(data: bytes) -> Notebook | None:
             if not "".join(source).strip():
                 continue
             fields, _ = _object(text, at)
-            source_at = fields["source"][0]
+            source_at = fields[member][0]
             if text.startswith("[", source_at):
                 spans = [(a, b) for a, b, _v in array(text, source_at)[0]]
             else:
@@ -140,7 +181,7 @@ def read_notebook(data: bytes) -> Notebook | None:
                 return None  # two cells on one line: neither can be cited alone
             cells.append(Cell(number, kind, "".join(source), tuple(parts)))
         metadata = top["metadata"][1] if "metadata" in top else None
-        return Notebook(_language(metadata), tuple(cells))
+        return Notebook(_language(metadata, elements), tuple(cells))
     except (UnicodeDecodeError, ValueError, RecursionError):  # not JSON, or nested past bound
         return None
 

@@ -174,12 +174,12 @@ def test_a_cell_written_as_one_string_is_one_chunk(tmp_path: Path) -> None:
         pytest.param(
             json.dumps(
                 {
-                    "nbformat": 3,
-                    "worksheets": [{"cells": [{"cell_type": "code", "input": ["x = 1\n"]}]}],
+                    "nbformat": 2,
+                    "worksheets": [{"cells": [{"cell_type": "code", "input": "x = 1\n"}]}],
                 },
                 indent=1,
             ),
-            id="nbformat-3",
+            id="nbformat-2",
         ),
         pytest.param(json.dumps(json.loads(_analysis())).replace(IMAGE, "QUFB"), id="one-line"),
         pytest.param('{"nbformat": 4, "cells": [' * 2000, id="nested"),
@@ -193,8 +193,51 @@ def test_a_notebook_whose_cells_cannot_be_read_is_named_not_indexed(
     corpus = _corpus(tmp_path)
     assert {c.rel for c in corpus.chunks} == {"notes.md"}  # the walk goes on
     assert corpus.skipped_paths == {SKIP_NOTEBOOK: ("broken.ipynb",)}
-    said = "; not indexed: 1 notebook not readable as nbformat 4 cells (broken.ipynb)"
+    said = "; not indexed: 1 notebook not readable as nbformat 4 or 3 cells (broken.ipynb)"
     assert not_indexed(corpus) == said
+
+
+def _notebook_v3(cells: list[dict[str, Any]]) -> str:
+    """nbformat 3 JSON as IPython 2 wrote it (sorted keys, indent 1, one worksheet)."""
+    nb = {
+        "metadata": {"name": "", "signature": "sha256:0f"},
+        "nbformat": 3,
+        "nbformat_minor": 0,
+        "worksheets": [{"cells": cells, "metadata": {}}],
+    }
+    return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def test_an_nbformat_3_notebook_is_indexed_as_its_cells_as_a_4_is(tmp_path: Path) -> None:
+    heading = {"cell_type": "heading", "level": 1, "metadata": {}, "source": ["Churn analysis"]}
+    code = {
+        "cell_type": "code",
+        "collapsed": False,
+        "input": _lines(CODE),
+        "language": "python",
+        "metadata": {},
+        "outputs": [{"output_type": "stream", "stream": "stdout", "text": ["loaded 1200 rows\n"]}],
+        "prompt_number": 1,
+    }
+    text = _notebook_v3([heading, code])
+    (tmp_path / "old.ipynb").write_text(text)
+    corpus = _corpus(tmp_path)
+    assert [(c.text, c.kind, c.citation_label) for c in corpus.chunks] == [
+        ("Churn analysis", "doc", "old.ipynb cell 1"),  # a heading cell: markdown, as in 4
+        (CODE, "snippet", "old.ipynb cell 2 (python)"),  # its ``input``, not its output
+    ]
+    assert corpus.skipped == {}
+    for n, chunk in enumerate(corpus.chunks):
+        (prov,) = chunk_frame(chunk, 0.5).provenance
+        assert prov.digest == sha256_digest(address_line_range(text.encode(), prov.range))
+        assert verify_chunk(tmp_path, _identity(corpus, n)).status == "valid"
+
+
+def test_an_nbformat_3_code_cell_is_labelled_with_the_language_it_names(tmp_path: Path) -> None:
+    cell = {"cell_type": "code", "input": ["model <- fit(churn)\n"], "language": "R"}
+    (tmp_path / "fit.ipynb").write_text(_notebook_v3([cell]))
+    (chunk,) = _corpus(tmp_path).chunks
+    assert chunk.citation_label == "fit.ipynb cell 1 (r)"
 
 
 def test_a_warm_start_serves_the_notebook_frames_a_cold_one_did(tmp_path: Path) -> None:
