@@ -975,6 +975,6 @@ def _verify_notebook(identity: FrameIdentity, path: Path, range_: str) -> FrameV
     def cell_text(data: bytes) -> str | None:
         notebook = read_notebook(data)
         found = range_text(notebook, range_) if notebook is not None else None
-        return None if found is None else sha256_digest(found[1].encode("utf-8"))
+        return None if found is None else sha256_digest(found.encode("utf-8"))
 
     return verify_file(identity, path, cell_text)

@@ -44,7 +44,7 @@ from typing import Literal
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
 from ._json_records import json_records
-from ._notebook import NOTEBOOK_SUFFIX, read_notebook
+from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
 
 __all__ = [
@@ -497,22 +497,35 @@ def chunk_notebook(
     """The chunks of a Jupyter notebook's cells (``_notebook``), or ``None`` when its
     bytes are not a notebook whose cells can be read.
 
-    Each cell is cut on its own, as a file of its text would be: a markdown cell as
+    Each cell is first cut on its own, as a file of its text would be: a markdown cell as
     markdown (a ``doc``), a code cell as code (a ``snippet``, its label naming the
     notebook's language) and a raw cell as text (a ``doc``); outputs are left out. A
     chunk's range is the lines of the file that hold its cell's strings (the source
     digest is theirs), its text those strings joined (``range_text``), and its label
     names the cell (``analysis.ipynb cell 4 (python)``; with the cell's own lines when
     the cell is cut in several). Chunks whose lines hold the same strings (a cell
-    written as one string) are one."""
+    written as one string) are one.
+
+    A cell that is one chunk then joins the whole cells of its kind just before it when
+    either is under ``min_tokens`` (``df.head()``, an import: weak evidence alone, and
+    one more chunk in the index) and together, titled, they still fit ``max_tokens``
+    and ``window_lines``, as ``_merge_small`` joins a file's small pieces. Such a
+    chunk quotes its cells' texts joined (``cells_text``), its range runs from its
+    first cell's lines to its last's (what Jupyter writes between them included), and
+    its label names them (``analysis.ipynb cells 3-5 (python)``). A markdown cell never
+    joins a code cell, and a cell cut in several joins nothing."""
     notebook = read_notebook(data)
     if notebook is None:
         return None
     raw = split_lines(data)
-    chunks: list[Chunk] = []
+    count = piece_counter()
+    language = f" ({notebook.language})"  # what a code cell's label ends with
+    # In the notebook's order: a cell that is one chunk (and that chunk's heading), or
+    # the chunks of a cell cut in several.
+    units: list[tuple[Cell, str | None] | list[Chunk]] = []
     for cell in notebook.cells:
         code = cell.kind == "code"
-        where = f"cell {cell.number}" + (f" ({notebook.language})" if code else "")
+        where = f"cell {cell.number}" + (language if code else "")
         sections: Sections = "markdown" if cell.kind == "markdown" else "none"
         body = cell.text.encode("utf-8")
         starts = [0, *(m.end() for m in re.finditer("\n", cell.text))]
@@ -524,34 +537,117 @@ def chunk_notebook(
             sections=sections,
             max_tokens=max_tokens,
             min_tokens=min_tokens,
+            counter=count,
         ):
             begin = starts[piece.start - 1]
             stop = begin + len(piece.text)
             held = [p for p in cell.parts if p.start < stop and p.end > begin]
             found.setdefault((held[0].first_line, held[-1].last_line), piece.heading)
+        if len(found) == 1 and cell.within(*next(iter(found))) == cell.parts:
+            units.append((cell, next(iter(found.values()))))
+            continue
+        cut: list[Chunk] = []
         for (first, last), heading in found.items():
             parts = cell.within(first, last)
-            text = cell.text[parts[0].start : parts[-1].end]
             place = where
             if len(found) > 1:  # the cell's own lines tell its chunks apart
                 a = bisect.bisect_right(starts, parts[0].start)
                 b = bisect.bisect_right(starts, parts[-1].end - 1)
                 place = f"{where} lines {a}-{b}"
-            chunks.append(
-                Chunk(
-                    rel=rel,
-                    path=path,
-                    start=first,
-                    end=last,
-                    text=text,
-                    digest=sha256_digest(text.encode("utf-8")),
-                    heading=heading,
-                    kind="snippet" if code else "doc",
-                    place=place,
-                    source_digest=sha256_digest(b"".join(raw[first - 1 : last])),
-                )
-            )
+            text = cell.text[parts[0].start : parts[-1].end]
+            cut.append(_cell_chunk(path, rel, raw, first, last, text, heading, cell.kind, place))
+        units.append(cut)
+    # Every whole cell's lines counted in one call: a run's pieces are their sum.
+    whole = [u[0].text.split("\n") for u in units if isinstance(u, tuple)]
+    counted = iter(count([line for lines in whole for line in lines]))
+    pieces = iter([sum(next(counted) for _ in lines) for lines in whole])
+    room = max_tokens - _SPECIAL_PIECES
+    chunks: list[Chunk] = []
+    run: _CellRun | None = None  # the whole cells the next one may join
+    for unit in units:
+        if isinstance(unit, list):
+            if run is not None:
+                chunks.append(run.chunk(path, rel, raw, language))
+            run = None
+            chunks.extend(unit)
+            continue
+        cell, heading = unit
+        alone = _CellRun((cell,), heading, next(pieces))
+        grown = run.join(alone, min_tokens, window_lines) if run is not None else None
+        if grown is not None and grown.pieces + count([grown.title(rel, language)])[0] <= room:
+            run = grown
+            continue
+        if run is not None:
+            chunks.append(run.chunk(path, rel, raw, language))
+        run = alone
+    if run is not None:
+        chunks.append(run.chunk(path, rel, raw, language))
     return chunks
+
+
+@dataclass(slots=True, frozen=True)
+class _CellRun:
+    """Adjacent whole cells of one kind that one chunk quotes (``chunk_notebook``)."""
+
+    cells: tuple[Cell, ...]
+    heading: str | None
+    pieces: int  # word pieces of the cells' text
+
+    @property
+    def text(self) -> str:
+        return cells_text([cell.text for cell in self.cells])
+
+    def place(self, language: str) -> str:
+        first, last = self.cells[0].number, self.cells[-1].number
+        where = f"cell {first}" if first == last else f"cells {first}-{last}"
+        return where + (language if self.cells[0].kind == "code" else "")
+
+    def title(self, rel: str, language: str) -> str:
+        return _title(rel, self.heading, self.place(language))
+
+    def join(self, then: _CellRun, min_pieces: int, size: int) -> _CellRun | None:
+        """This run and ``then`` as one, when ``then`` may join it (``chunk_notebook``)
+        and the two hold at most ``size`` lines; the room left for the title is the
+        caller's to judge."""
+        if then.cells[0].kind != self.cells[0].kind:
+            return None
+        if self.pieces >= min_pieces and then.pieces >= min_pieces:
+            return None
+        pieces = self.pieces + then.pieces
+        grown = _CellRun(self.cells + then.cells, self.heading or then.heading, pieces)
+        text = grown.text
+        return None if text.count("\n") + (not text.endswith("\n")) > size else grown
+
+    def chunk(self, path: Path, rel: str, raw: Sequence[bytes], language: str) -> Chunk:
+        first, last = self.cells[0].parts[0].first_line, self.cells[-1].parts[-1].last_line
+        kind, place = self.cells[0].kind, self.place(language)
+        return _cell_chunk(path, rel, raw, first, last, self.text, self.heading, kind, place)
+
+
+def _cell_chunk(
+    path: Path,
+    rel: str,
+    raw: Sequence[bytes],
+    first: int,
+    last: int,
+    text: str,
+    heading: str | None,
+    kind: str,
+    place: str,
+) -> Chunk:
+    """The chunk of a notebook's lines ``first``-``last`` that quotes ``text`` of them."""
+    return Chunk(
+        rel=rel,
+        path=path,
+        start=first,
+        end=last,
+        text=text,
+        digest=sha256_digest(text.encode("utf-8")),
+        heading=heading,
+        kind="snippet" if kind == "code" else "doc",
+        place=place,
+        source_digest=sha256_digest(b"".join(raw[first - 1 : last])),
+    )
 
 
 def is_binary(data: bytes) -> bool:

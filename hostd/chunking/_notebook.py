@@ -8,8 +8,11 @@ one line of a cell per line of the file), so a chunk of a cell (``_chunk``) can 
 the cell's text and still cite lines of the file: its range addresses the JSON lines
 that hold exactly its strings, whose digest a re-read checks (F5, F17), and
 ``range_text`` derives the text of any range again, so a provider's verify judges it
-(V3). Outputs are never read: they are what the code printed when it last ran, not
-the project's text, and they are where the images and the long logs are.
+(V3). A chunk of several small cells (``_chunk``) cites the lines from its first
+cell's strings to its last's, and quotes the cells' texts joined (``cells_text``), as
+``range_text`` derives them from those lines. Outputs are never read: they are what
+the code printed when it last ran, not the project's text, and they are where the
+images and the long logs are.
 
 nbformat 4 (every notebook Jupyter has written since 2015) is read, and nbformat 3 (what
 IPython 1 and 2 wrote): its cells are in ``worksheets``, a code cell's text is in
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +36,15 @@ from hostd.protocol import line_number
 
 from ._json_walk import Element, array, decode, members, skip
 
-__all__ = ["NOTEBOOK_SUFFIX", "Cell", "Notebook", "Part", "range_text", "read_notebook"]
+__all__ = [
+    "NOTEBOOK_SUFFIX",
+    "Cell",
+    "Notebook",
+    "Part",
+    "cells_text",
+    "range_text",
+    "read_notebook",
+]
 
 NOTEBOOK_SUFFIX = ".ipynb"
 #: The language of a notebook that does not say: Jupyter's own default kernel's.
@@ -186,18 +198,26 @@ def read_notebook(data: bytes) -> Notebook | None:
         return None
 
 
-def range_text(notebook: Notebook, range_: str) -> tuple[Cell, str] | None:
-    """The cell a chunk's range (``L<a>-<b>`` of the file) quotes and the text it quotes:
-    the strings of its source that those lines hold whole, joined; ``None`` when the
-    lines hold none. A chunk's text is this text of its range (``_chunk``), so a verify
-    that finds it again has found the same chunk."""
+def cells_text(texts: Sequence[str]) -> str:
+    """The texts of adjacent cells as one chunk quotes them: each from a line of its
+    own, with a blank line between two (a cell's text seldom ends with its newline),
+    so code reads as code and markdown paragraphs stay apart."""
+    ended = [t if t.endswith("\n") else t + "\n" for t in texts[:-1]]
+    return "\n".join([*ended, texts[-1]])
+
+
+def range_text(notebook: Notebook, range_: str) -> str | None:
+    """The text a chunk's range (``L<a>-<b>`` of the file) quotes: of each cell, the
+    strings of its source that those lines hold whole, joined, and the cells' texts
+    joined as ``cells_text`` joins them; ``None`` when the lines hold none. A chunk's
+    text is this text of its range (``_chunk``), so a verify that finds it again has
+    found the same chunk."""
     m = _RANGE_RE.fullmatch(range_)
     if m is None:
         return None
     first = line_number(m.group(1))
     last = line_number(m.group(2)) if m.group(2) is not None else first
-    for cell in notebook.cells:
-        held = cell.within(first, last)
-        if held:
-            return cell, cell.text[held[0].start : held[-1].end]
-    return None
+    held = [(cell, parts) for cell in notebook.cells if (parts := cell.within(first, last))]
+    if not held:
+        return None
+    return cells_text([cell.text[parts[0].start : parts[-1].end] for cell, parts in held])

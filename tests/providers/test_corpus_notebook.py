@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hostd.chunking import DEFAULT_CHUNK_TOKENS, DEFAULT_WINDOW_LINES, piece_counter
 from hostd.protocol import FrameIdentity, address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_frame, verify_chunk
 from providers._corpus import (
@@ -166,6 +168,100 @@ def test_a_cell_written_as_one_string_is_one_chunk(tmp_path: Path) -> None:
     assert verify_chunk(tmp_path, _identity(corpus, 0)).status == "valid"
 
 
+IMPORTS = "import pandas as pd"
+LOAD = 'df = pd.read_csv("churn.csv")'
+PEEK = "df.head()"
+#: What a code cell's run printed: re-run, it changes; its code does not.
+RUN = [{"name": "stdout", "output_type": "stream", "text": ["loaded 1200 rows\n"]}]
+
+
+def _small_cells() -> str:
+    """A markdown cell, three one-line code cells (the middle one with an output), then
+    two short markdown cells."""
+    return _notebook(
+        [
+            _markdown(MARKDOWN),
+            _code(IMPORTS),
+            _code(LOAD, RUN),
+            _code(PEEK),
+            _markdown("## Next steps\n"),
+            _markdown("Try a survival model."),
+        ]
+    )
+
+
+def test_adjacent_small_cells_of_one_kind_are_one_chunk_naming_them(tmp_path: Path) -> None:
+    text = _small_cells()
+    (tmp_path / "analysis.ipynb").write_text(text)
+    corpus = _corpus(tmp_path)
+    assert [(c.citation_label, c.kind, c.text) for c in corpus.chunks] == [
+        ("analysis.ipynb cell 1", "doc", MARKDOWN),  # no markdown cell next to it
+        ("analysis.ipynb cells 2-4 (python)", "snippet", f"{IMPORTS}\n\n{LOAD}\n\n{PEEK}"),
+        ("analysis.ipynb cells 5-6", "doc", "## Next steps\n\nTry a survival model."),
+    ]
+    for n, chunk in enumerate(corpus.chunks):
+        frame = chunk_frame(chunk, 0.5)
+        (prov,) = frame.provenance
+        addressed = address_line_range(text.encode(), prov.range)
+        # From its first cell's source strings to its last's, which the host re-reads (F5).
+        assert prov.digest == sha256_digest(addressed)
+        held = addressed.decode().splitlines()
+        assert chunk.text.startswith(json.loads(held[0].strip().rstrip(",")))
+        assert chunk.text.endswith(json.loads(held[-1].strip().rstrip(",")))
+        assert frame.content_digest == sha256_digest(chunk.text.encode())  # D4
+        assert verify_chunk(tmp_path, _identity(corpus, n)).status == "valid"
+
+
+def test_verify_judges_a_chunk_of_cells_by_their_text_not_what_lies_between(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "analysis.ipynb"
+    path.write_text(_small_cells())
+    code = _identity(_corpus(tmp_path), 1)
+    assert code.frame_id.startswith("analysis.ipynb#L")
+    # Run again: the output of its middle cell, within its lines, changes.
+    path.write_text(_small_cells().replace("loaded 1200 rows", "loaded 1300 rows"))
+    assert verify_chunk(tmp_path, code).status == "valid"
+    path.write_text(_small_cells().replace(PEEK, "df.describe()"))
+    verdict = verify_chunk(tmp_path, code)
+    assert verdict.status == "stale"
+    assert verdict.replacement_digest == sha256_digest(
+        f"{IMPORTS}\n\n{LOAD}\n\ndf.describe()".encode()
+    )
+
+
+def test_a_cell_cut_in_several_joins_no_small_cell_beside_it(tmp_path: Path) -> None:
+    long = "".join(f"step_{i} = transform(step_{i - 1})\n" for i in range(1, 101))
+    cells = [_code(PEEK), _code(long), _code("df.tail()"), _code("df.shape")]
+    (tmp_path / "pipeline.ipynb").write_text(_notebook(cells))
+    corpus = _corpus(tmp_path)
+    labels = [c.citation_label for c in corpus.chunks]
+    assert labels[0] == "pipeline.ipynb cell 1 (python)"
+    assert all(label.startswith("pipeline.ipynb cell 2 (python) lines") for label in labels[1:-1])
+    assert "".join(c.text for c in corpus.chunks[1:-1]) == long  # cut as it was alone
+    assert labels[-1] == "pipeline.ipynb cells 3-4 (python)"
+    assert corpus.chunks[-1].text == "df.tail()\n\ndf.shape"
+
+
+def test_a_run_of_small_cells_is_cut_into_chunks_within_the_chunk_bounds(tmp_path: Path) -> None:
+    cells = [_code(f"threshold_{i} = {i / 100}") for i in range(1, 121)]
+    (tmp_path / "sweep.ipynb").write_text(_notebook(cells))
+    corpus = _corpus(tmp_path)
+    assert 1 < len(corpus.chunks) < len(cells)
+    count = piece_counter()
+    numbers: list[int] = []
+    for chunk in corpus.chunks:
+        place = re.fullmatch(r"cells? (\d+)(?:-(\d+))? \(python\)", chunk.place or "")
+        assert place is not None, chunk.place
+        first, last = place.groups()
+        numbers.extend(range(int(first), int(last or first) + 1))
+        # The title line and the text, as ``semantic`` embeds them, fit the model's bound.
+        lines = chunk.text.splitlines()
+        assert sum(count([chunk.title, *lines])) + 2 <= DEFAULT_CHUNK_TOKENS
+        assert len(lines) <= DEFAULT_WINDOW_LINES
+    assert numbers == list(range(1, 121))  # every cell once, in order
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -258,10 +354,12 @@ def test_a_warm_start_serves_the_notebook_frames_a_cold_one_did(tmp_path: Path) 
     ]
 
 
-def test_compose_quotes_a_notebooks_markdown_cell_for_a_goal_about_it(tmp_path: Path) -> None:
+def _compose(tmp_path: Path, notebook: str, goal: str) -> tuple[Path, dict[str, Any]]:
+    """``hostd compose --json`` of ``goal`` over a project holding ``analysis.ipynb``,
+    served by a real ``files`` provider whose root the host trusts (so it re-reads)."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "analysis.ipynb").write_text(_analysis())
+    (project / "analysis.ipynb").write_text(notebook)
     files = ["python", "-m", "providers.files", "--root", str(project), "--no-cache"]
     config = tmp_path / "hostd.toml"
     config.write_text(
@@ -269,9 +367,14 @@ def test_compose_quotes_a_notebooks_markdown_cell_for_a_goal_about_it(tmp_path: 
         f'[[provider]]\nid = "files"\ncommand = {json.dumps(files)}\n'
         f"trusted_roots = [{json.dumps(str(project))}]\ntimeout_ms = 60000\n"
     )
-    done = run_hostd("--config", str(config), "compose", "--json", "how is customer churn modelled")
+    done = run_hostd("--config", str(config), "compose", "--json", goal)
     assert done.returncode == 0, done.stderr
-    composed = json.loads(done.stdout)
+    composed: dict[str, Any] = json.loads(done.stdout)
+    return project, composed
+
+
+def test_compose_quotes_a_notebooks_markdown_cell_for_a_goal_about_it(tmp_path: Path) -> None:
+    project, composed = _compose(tmp_path, _analysis(), "how is customer churn modelled")
     assert 'cite="analysis.ipynb cell 1"' in composed["prompt"]
     assert MARKDOWN.rstrip() in composed["prompt"]
     assert '"source"' not in composed["prompt"] and "iVBOR" not in composed["prompt"]
@@ -301,3 +404,14 @@ def test_a_notebook_is_held_to_the_size_limit_by_its_cells_not_its_outputs(
     small = Corpus(CorpusOptions(root=tmp_path, max_file_bytes=limit // NOTEBOOK_READ_FACTOR))
     small.refresh()
     assert small.chunks == []
+
+
+def test_compose_quotes_small_code_cells_as_one_block_the_host_reread(tmp_path: Path) -> None:
+    project, composed = _compose(tmp_path, _small_cells(), "read the churn csv with pandas")
+    assert 'cite="analysis.ipynb cells 2-4 (python)"' in composed["prompt"]
+    assert f"{IMPORTS}\n\n{LOAD}\n\n{PEEK}" in composed["prompt"]
+    entries = {e["frame"]["frame_id"]: e for e in composed["audit"]["entries"]}
+    code = entries[_corpus(project).chunks[1].chunk_id]
+    assert code["disposition"] == "included"
+    # The host re-read the span of lines it cites, outputs between its cells and all (F5).
+    assert code["verification"]["state"] == "source_verified"
