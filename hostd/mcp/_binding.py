@@ -17,8 +17,9 @@ costs its own leg only. Within a leg, the resource listing, each read and each t
 call end by a deadline of their own, before the leg's (``calls_deadline``), so a read
 or a tool that fails or hangs costs its own results only: the leg answers with the
 others' as a ``PartialResult`` saying what it lost (``lost_note``, ``unread_note``).
-A line on the server's stdout that is not JSON at all (a banner, a stray log line) is
-skipped, not a fault.
+A line on the server's stdout that is no JSON-RPC message at all (a banner, a log
+line, JSON or not: no ``"jsonrpc"`` member) is skipped, not a fault; one that claims to
+be JSON-RPC and is not valid is.
 
 Nothing the server writes is quoted into an error or the log (it may echo a
 credential): a line that is not JSON-RPC, a read or call refused, a tool's
@@ -239,11 +240,13 @@ class McpBindingClient:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
-            if not _is_json(line):
+            if not _claims_jsonrpc(line):
                 # MCP: a server "MUST NOT write anything to its stdout that is not a
-                # valid MCP message", yet a banner or a stray log line is common, and
-                # the SDK's own clients skip it. Not JSON, it answers nothing: skipped,
-                # counted, logged by its size (its text may hold a credential).
+                # valid MCP message", yet a banner or a log line is common, JSON ones
+                # too (``{"level":"info","msg":"started"}``), and the SDK's stdio client
+                # only logs any line it cannot read and reads on. A line that does not
+                # claim to be JSON-RPC answers nothing: skipped, counted, logged by its
+                # size (its text may hold a credential).
                 self.stray_lines += 1
                 self._repeats.warning(
                     "mcp.stdout.not_jsonrpc",
@@ -252,11 +255,13 @@ class McpBindingClient:
                     lines=self.stray_lines,
                 )
                 return True
-            # JSON, yet no JSON-RPC message: the server meant to answer and broke the
-            # protocol. A request may wait on that very answer: the stream is at fault.
+            # A JSON-RPC message (``"jsonrpc"`` in it) MCP cannot read: the server meant
+            # to answer and broke the protocol. A request may wait on that very answer:
+            # the stream is at fault.
             self.on_end(
                 ProtocolFault(
-                    f"MCP server wrote a JSON line that is not JSON-RPC ({len(line)} bytes)"
+                    f"MCP server wrote a JSON-RPC line that is no valid MCP message "
+                    f"({len(line)} bytes, not quoted)"
                 )
             )
             return False
@@ -664,12 +669,15 @@ class McpBindingClient:
         """MCP over stdio ends by closing the server's input: the ladder's next step."""
 
 
-def _is_json(line: bytes) -> bool:
+def _claims_jsonrpc(line: bytes) -> bool:
+    """Whether ``line`` is a JSON object with a ``jsonrpc`` member: a message meant for
+    us. Anything else (not JSON, or JSON of another shape: a log record, a number) is
+    no message at all."""
     try:
-        json.loads(line)
-    except ValueError:  # UnicodeDecodeError included: not UTF-8 is not JSON either
+        value = json.loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError included: not UTF-8
         return False
-    return True
+    return isinstance(value, dict) and "jsonrpc" in value
 
 
 # The binding registry's "mcp" row, completed here: the registry imports this module

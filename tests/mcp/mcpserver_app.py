@@ -7,14 +7,16 @@
 - ``secret --secret S``: a server that echoes ``S`` wherever it writes text of its
   own: a resource whose read fails with ``S`` in the error, a tool whose ``isError``
   result and a tool whose protocol error carry ``S``; one good resource beside them;
-- ``junk --secret S``: writes a line that is not JSON and then one that is JSON but
-  no JSON-RPC message, both holding ``S``, to stdout on the first listing (past the
-  SDK, straight onto the pipe): the first is skipped, the second a fault;
+- ``junk --secret S``: writes a line that is not JSON and then one that claims to be
+  JSON-RPC (a ``jsonrpc`` member) but is no valid message, both holding ``S``, to
+  stdout on the first listing (past the SDK, straight onto the pipe): the first is
+  skipped, the second a fault;
 - ``tools [--fifo F]``: a ``hang`` tool that never answers (it waits on an event that
   never comes; cancelled, it writes its name to the FIFO ``F``), a ``notes`` tool that
   answers three text items at once, an ``always_fails`` tool (``isError``, echoing a
-  credential), and a ``stray`` tool that writes a line of log onto stdout before its
-  answer, as a server printing a banner or a debug line does;
+  credential), and a ``stray`` tool that writes a line of log and then a JSON log
+  record onto stdout before its answer, as a server printing a banner, a debug line or
+  structured logs does;
 - ``reads [--fifo F] [--hang read|list]``: a ``cache notes`` resource and a ``lookup``
   tool that answer at once (its text names what hangs), beside a resource whose read
   never answers (it waits on an event that never comes; cancelled, it writes ``read``
@@ -211,7 +213,8 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
 
             async def junk_listing() -> list[WireResource]:
                 os.write(WIRE_FD, f"not json {secret}\n".encode())
-                os.write(WIRE_FD, json.dumps({"log": f"token {secret}"}).encode() + b"\n")
+                junk = {"jsonrpc": "2.0", "log": f"token {secret}"}
+                os.write(WIRE_FD, json.dumps(junk).encode() + b"\n")
                 return await original()
 
             server.list_resources = junk_listing  # type: ignore[method-assign]  # test fixture
@@ -249,6 +252,8 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
         def stray(query: str) -> str:
             """Writes a log line onto the protocol stream, then answers."""
             os.write(WIRE_FD, f"DEBUG: looking up {query} (api_key={args.secret})\n".encode())
+            record = {"level": "info", "msg": "lookup", "api_key": args.secret}
+            os.write(WIRE_FD, json.dumps(record).encode() + b"\n")
             return "The cache eviction policy is LRU with a 120 s TTL."
 
     elif args.mode == "reads":

@@ -6,8 +6,9 @@ resource, and a ``search`` tool that returns the lines containing its
 ``query`` (text blocks) and the memo as an embedded resource. ``--log`` gets
 one line per ``resources/list`` and ``resources/read`` (for the cache tests).
 Modes: ``normal``; ``crash`` (exits on the first read); ``hang`` (never answers
-a listing); ``junk`` (writes a JSON line that is no JSON-RPC message to stdout on the
-first listing: a line that is not JSON at all would be skipped).
+a listing); ``junk`` (writes a line that claims to be JSON-RPC but is no valid
+message to stdout on the first listing: a line that is no JSON-RPC at all, JSON or
+not, would be skipped).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def build(root: Path, mode: str, log: Path | None) -> Server[Any]:
         if mode == "hang":
             await anyio.sleep_forever()
         if mode == "junk":
-            os.write(WIRE_FD, b'{"this": "is not JSON-RPC"}\n')  # past the SDK: onto the pipe
+            # Past the SDK: onto the pipe.
+            os.write(WIRE_FD, b'{"jsonrpc": "2.0", "this": "is no message"}\n')
         resources = [
             types.Resource(name=p.name, uri=p.resolve().as_uri(), mime_type="text/plain")
             for p in files()

@@ -3,7 +3,7 @@
 A real ``hostd serve`` composes real MCP servers (``mcpserver_app``, on the SDK's
 ``MCPServer``) that echo a credential wherever they write text of their own: in a
 resource's read error, a tool's ``isError`` text, a tool's protocol error, a line
-that is not JSON (skipped) and one that is JSON but not JSON-RPC (a fault). The
+that is not JSON (skipped) and one that claims JSON-RPC but is no message (a fault). The
 credential must reach none of the daemon's log (JSON and stdlib alike), the
 composition reply, ``providers/list``.
 """
@@ -70,7 +70,7 @@ async def test_nothing_a_server_echoes_reaches_the_log_or_the_reply(
     assert legs["refusing"]["status"] == "error"
     assert "answered error -32050" in legs["refusing"]["error"]["message"]
     assert legs["junk"]["status"] == "error"
-    assert "not JSON-RPC" in legs["junk"]["error"]["message"]
+    assert "no valid MCP message" in legs["junk"]["error"]["message"]
     (unreadable,) = daemon.events("mcp.resource.unreadable")
     assert unreadable["position"] == 0 and unreadable["code"] == -32603
     assert sorted(e["tool"] for e in daemon.events("mcp.tool.failed")) == ["leak", "leak", "refuse"]

@@ -2,15 +2,18 @@
 
 Real MCP servers (``mcpserver_app tools``, on the SDK's ``MCPServer``) composed by the
 in-process daemon: a tool that never answers beside one that answers at once, a tool
-that fails on every call, a line of log on the server's stdout before an answer.
+that fails on every call, lines of log (plain and JSON) on the server's stdout before
+an answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from hostd.cli._daemon import _degraded, provider_state
-from hostd.mcp._binding import calls_deadline, lost_note, unread_note
+from hostd.errors import ProtocolFault, ProviderCrashed
+from hostd.mcp._binding import McpBindingClient, calls_deadline, lost_note, unread_note
 from hostd.server import Daemon
 from tests.server.conftest import ROOT
 
@@ -158,11 +162,65 @@ async def test_a_stray_line_on_the_server_s_stdout_is_skipped_not_a_fault(
         ]
     (row,) = listed["providers"]
     assert row["health"]["starts"] == 1 and row["state"] == "ready"
+    # Each answer follows a plain log line and a JSON log record: both skipped.
     stray = [e for e in logs if e["event"] == "mcp.stdout.not_jsonrpc"]
-    assert [(e["log_level"], e["lines"]) for e in stray] == [("warning", 1), ("warning", 2)]
+    assert [(e["log_level"], e["lines"]) for e in stray] == [("warning", n) for n in (1, 2, 3, 4)]
     line = f"DEBUG: looking up cache eviction policy (api_key={SECRET})"
-    assert stray[0]["bytes"] == len(line.encode())
+    record = json.dumps({"level": "info", "msg": "lookup", "api_key": SECRET})
+    assert [e["bytes"] for e in stray[:2]] == [len(line.encode()), len(record.encode())]
     assert SECRET not in json.dumps([results, logs])
+
+
+@contextlib.asynccontextmanager
+async def fed(line: bytes) -> AsyncIterator[tuple[McpBindingClient, bool]]:
+    """A binding client with its session running, fed ``line`` as its server's stdout;
+    its session ended on the way out."""
+    client = McpBindingClient(None, provider_id="peer", options={})
+    with anyio.fail_after(30):  # a hang guard
+        async with anyio.create_task_group() as tg:
+            await tg.start(client.run_session)
+            took = client.on_line(line)
+            yield client, took
+            client.close(ProviderCrashed("test over"))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"level": "info", "msg": "started"}',  # a JSON log record
+        b'["started", 1]',
+        b"42",
+        b'"started"',
+        b"null",
+        b"INFO started",
+    ],
+)
+async def test_a_line_that_is_no_json_rpc_message_is_skipped(line: bytes) -> None:
+    with capture_logs() as logs:
+        async with fed(line) as (client, took):
+            assert took is True
+            assert client.failure is None and client.stray_lines == 1
+    stray = [e for e in logs if e["event"].startswith("mcp.stdout.")]
+    assert [(e["event"], e["bytes"]) for e in stray] == [("mcp.stdout.not_jsonrpc", len(line))]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc": "2.0", "id": 1}',  # neither a result nor an error
+        b'{"jsonrpc": "2.0", "method": 7}',
+        b'{"jsonrpc": "1.0", "id": 1, "result": {}}',
+    ],
+)
+async def test_a_line_that_claims_json_rpc_and_is_malformed_is_a_fault(line: bytes) -> None:
+    async with fed(line) as (client, took):
+        assert took is False
+        assert isinstance(client.failure, ProtocolFault)
+        assert client.failure.message == (
+            f"MCP server wrote a JSON-RPC line that is no valid MCP message ({len(line)} "
+            "bytes, not quoted)"
+        )
+        assert client.stray_lines == 0
 
 
 def reads_table(pid: str, fifo: Path, *, hang: str) -> str:
