@@ -333,14 +333,16 @@ def _hollow(value: object) -> bool:
         return all(_hollow(v) for v in value.values())
     if isinstance(value, list):
         return all(_hollow(v) for v in value)
-    return value is None or value == ""
+    # ``False == 0`` in Python: one test covers null, "", false, 0 and 0.0.
+    return value is None or value == "" or value == 0
 
 
 def _empty(text: str) -> bool:
-    """Whether a piece holds nothing to read: JSON whose every value is an empty
-    container, ``null`` or ``""`` (``{"entities": [], "relations": []}``; a number or a
-    boolean is something), or one line saying a search found nothing. A server answers
-    so when it has nothing for this query; quoted, it would only take budget."""
+    """Whether a piece holds nothing to read: JSON whose every leaf is ``null``, ``""``,
+    ``false`` or zero, or an empty container (``{"entities": [], "relations": []}``,
+    ``{"total": 0, "results": []}``: a count of nothing is nothing; ``{"hour": 5}`` is
+    something), or one line saying a search found nothing. A server answers so when it
+    has nothing for this query; quoted, it would only take budget."""
     stripped = text.strip()
     if _NOTHING_RE.fullmatch(stripped):
         return True

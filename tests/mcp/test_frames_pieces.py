@@ -69,9 +69,17 @@ def test_an_empty_answer_is_not_offered() -> None:
         _tool('{\n  "entities": [],\n  "relations": []\n}', "search_nodes"),
         _tool("No matches found for 'cache eviction'", "search_files"),
         _tool("[]", "list"),
+        _tool('{"total": 0, "results": [], "more": false, "next": null}', "search_tickets"),
+        _tool('{"matches": {"count": 0.0, "items": [{"score": 0}]}}', "lookup"),
     ]
     assert all(len(cut(d)) == 0 for d in docs)
     assert frames_for(docs, _query(), kind="doc", server="s").frames == []
+
+
+def test_an_answer_with_a_value_in_it_is_offered() -> None:
+    for text in ('{"hour": 5}', '{"total": 1, "results": []}', '{"open": true}', '["x"]'):
+        (piece,) = cut(_tool(text, "now"))
+        assert piece.text == text
 
 
 def test_an_answer_that_matches_is_offered_without_its_filler() -> None:
