@@ -33,6 +33,7 @@ loggers, which would quote method names and payloads, are given the same rule
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import re
@@ -101,6 +102,8 @@ _REPLY_MARGIN_MAX_S = 0.5
 #: A tool name shown in a leg's note: an identifier as MCP names tools. Any other name
 #: is counted, not shown (the note reaches the model's prompt beside the evidence).
 _SHOWN_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
+#: Entries a note lists of the tools that gave nothing; the rest are counted.
+_NAMES_SHOWN = 5
 
 
 def calls_deadline(leg_deadline: float, now: float) -> float:
@@ -142,15 +145,20 @@ class _Read:
 def lost_note(lost: Sequence[tuple[str, str]], asked: int) -> str:
     """A leg's note for the tools that served nothing (``(name, how)`` in config
     order) of the ``asked`` it called: ``1 of 3 tools gave no results: always_fails
-    (isError)``. A name that is not an identifier is counted, not shown."""
+    (isError)``. A name that is not an identifier is counted, not shown; past
+    ``_NAMES_SHOWN`` entries the rest are counted (``and 3 more``): the note reaches
+    a prompt and a status line."""
     shown = [f"{name} ({how})" for name, how in lost if _SHOWN_NAME_RE.match(name)]
     unnamed: dict[str, int] = {}
     for name, how in lost:
         if not _SHOWN_NAME_RE.match(name):
             unnamed[how] = unnamed.get(how, 0) + 1
     shown += [f"{n} not named ({how})" for how, n in unnamed.items()]
+    listed = ", ".join(shown[:_NAMES_SHOWN])
+    if len(shown) > _NAMES_SHOWN:
+        listed += f" and {len(shown) - _NAMES_SHOWN} more"
     tools = "tool" if asked == 1 else "tools"
-    return f"{len(lost)} of {asked} {tools} gave no results: {', '.join(shown)}"
+    return f"{len(lost)} of {asked} {tools} gave no results: {listed}"
 
 
 def unread_note(hows: Sequence[str], asked: int | None) -> str:
@@ -456,31 +464,46 @@ class McpBindingClient:
         served, lost = called
         fresh = [*read.fresh, *served]  # resources by URI, then tools in config order
         if (read.lost or lost) and not (read.held or fresh):
-            # Nothing served anything: the leg fails, with the first error (a timeout only
-            # when every call timed out: the leg's timeout).
-            for x in (*read.lost, *lost):
-                if x.error is not None:
-                    raise x.error
-            raise TimeoutError
+            raise self._nothing_served(read, lost)
         result = await self._builder.build(
             list(read.held), fresh, query, kind=self._kind, server=self._server, keep=self._keep
         )
         if read.truncated and not result.truncated:
             result = result.model_copy(update={"truncated": True})
         if read.lost or lost:
-            notes = []
-            if read.lost:
-                notes.append(unread_note([x.how for x in read.lost], read.asked))
-            if lost:
-                notes.append(lost_note([(x.name or "", x.how) for x in lost], len(self._tools)))
             return PartialResult(
                 frames=result.frames,
                 truncated=result.truncated,
                 dropped_estimate=result.dropped_estimate,
-                lost="; ".join(notes),
+                lost=self._lost_notes(read, lost),
                 causes=tuple(sorted({x.how for x in (*read.lost, *lost)})),
             )
         return result
+
+    def _lost_notes(self, read: _Read, lost: Sequence[_Lost]) -> str:
+        """What a leg lost, in the words of its note: the resources, then the tools."""
+        notes = []
+        if read.lost:
+            notes.append(unread_note([x.how for x in read.lost], read.asked))
+        if lost:
+            notes.append(lost_note([(x.name or "", x.how) for x in lost], len(self._tools)))
+        return "; ".join(notes)
+
+    def _nothing_served(self, read: _Read, lost: Sequence[_Lost]) -> Exception:
+        """The leg's failure when every call failed: a timeout when every one timed out
+        (the leg's timeout); else the first error, which sets the leg's status and code.
+        When more than one call failed its message starts with what the note would say
+        of them all, so the first is not taken for the only one."""
+        failed = (*read.lost, *lost)
+        first = next((x.error for x in failed if x.error is not None), None)
+        if first is None:
+            return TimeoutError()
+        if len(failed) == 1:
+            return first
+        told = copy.copy(first)  # its class and data, hostd's words for the whole leg
+        told.message = f"{self._lost_notes(read, lost)}; the first failure: {first.message}"
+        told.args = (told.message,)
+        return told
 
     def _keep(self, source: Source, cuts: list[Cut]) -> None:
         """A resource's pieces, once cut, into the read cache (on the event loop)."""

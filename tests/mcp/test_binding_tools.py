@@ -35,8 +35,10 @@ pytestmark = pytest.mark.anyio
 SECRET = "sk-live-0123456789abcdefSECRET"
 
 
-def tools_table(pid: str, tools: list[str], *, timeout_ms: int = 60000, fifo: str = "") -> str:
-    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools", "--secret", SECRET]
+def tools_table(
+    pid: str, tools: list[str], *, timeout_ms: int = 60000, fifo: str = "", mode: str = "tools"
+) -> str:
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", mode, "--secret", SECRET]
     command += ["--fifo", fifo] if fifo else []
     calls = ", ".join(f'{{name = "{t}", arguments = {{query = "{{query}}"}}}}' for t in tools)
     return (
@@ -60,6 +62,29 @@ def test_the_note_names_each_lost_tool_and_how_and_counts_names_it_may_not_show(
     assert (
         lost_note(odd, 4) == "3 of 4 tools gave no results: search (error), 2 not named (isError)"
     )
+
+
+def test_the_note_names_five_lost_tools_and_counts_the_rest() -> None:
+    lost = [(f"tool_{i}", "isError") for i in range(7)] + [("not a name", "error")]
+    assert lost_note(lost, 9) == (
+        "8 of 9 tools gave no results: tool_0 (isError), tool_1 (isError), "
+        "tool_2 (isError), tool_3 (isError), tool_4 (isError) and 3 more"
+    )
+
+
+async def test_a_leg_whose_every_tool_failed_names_each_in_its_error(workdir: Path) -> None:
+    cfg = config_of(workdir, tools_table("tickets", ["leak", "refuse"], mode="secret"))
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            result = await session.call("context/compose", {"goal": "cache ttl"})
+    leg = report(result, "tickets")
+    assert leg["status"] == "error", leg
+    # The first failure's class and code; every failure named, in the note's words.
+    assert leg["error"]["code"] == "internal"
+    named, first = leg["error"]["message"].split("; the first failure: ")
+    assert named == "2 of 2 tools gave no results: leak (isError), refuse (error)"
+    assert first.startswith("MCP tool 'leak' answered isError (1 block(s), ")
+    assert SECRET not in json.dumps(result)
 
 
 def test_tools_end_before_their_leg_leaving_a_margin_for_the_reply() -> None:
