@@ -540,9 +540,8 @@ class McpBindingClient:
 
     async def _resources(self, session: ClientSession, deadline: float) -> _Read:
         """The listing, then every resource in it, eight at a time, each until
-        ``deadline``. A read that fails or runs out of time costs only itself (a refused
-        one is skipped, as before it was asked; one that timed out or broke the
-        protocol is lost, and told); a listing that does, every read."""
+        ``deadline``. A read that fails (refused, broke the protocol) or runs out of time
+        costs only itself, and is told; a listing that does, every read."""
         with anyio.CancelScope(deadline=deadline) as scope:
             try:
                 listing = await self._listing(session)
@@ -572,22 +571,15 @@ class McpBindingClient:
                 async with limiter:
                     try:
                         result = await session.read_resource(resource.uri)
-                    except MCPError as exc:
-                        if self._failure is None and exc.code != types.CONNECTION_CLOSED:
-                            # One unreadable resource costs only itself; its position in
-                            # the listing and the code say which and why, nothing it wrote.
-                            log.info(
-                                "mcp.resource.unreadable",
-                                provider=self.provider_id,
-                                position=position,
-                                code=exc.code,
-                            )
-                            return
-                        error = self._error("resources/read", exc)
-                        lost[position] = _Lost(None, _how(error), error)
-                        return
-                    except (ValidationError, RuntimeError, anyio.ClosedResourceError) as exc:
+                    except (
+                        MCPError,
+                        ValidationError,
+                        RuntimeError,
+                        anyio.ClosedResourceError,
+                    ) as exc:
                         # Kept as a value: sibling reads must not raise an ExceptionGroup.
+                        # A read refused (an error answer) is lost as one that timed out
+                        # is: the resource was listed, so the answer lacks what it holds.
                         error = self._error("resources/read", exc)
                         lost[position] = _Lost(None, _how(error), error)
                         return

@@ -49,7 +49,7 @@ async def test_nothing_a_server_echoes_reaches_the_log_or_the_reply(
     start_daemon: Any, marker: str
 ) -> None:
     tables = [
-        # resources (one unreadable) beside a failing tool: the leg is ok, the failures logged
+        # resources (one unreadable) beside a failing tool: the leg is ok, the failures told
         _table("mixed", "secret", marker, tools=[{"name": "leak", "arguments": {"query": "q"}}]),
         # the only source fails: the leg's error says how, in hostd's words
         _table("leaky", "secret", marker, resources=False, tool="leak", arguments={"query": "x"}),
@@ -71,8 +71,8 @@ async def test_nothing_a_server_echoes_reaches_the_log_or_the_reply(
     assert "answered error -32050" in legs["refusing"]["error"]["message"]
     assert legs["junk"]["status"] == "error"
     assert "no valid MCP message" in legs["junk"]["error"]["message"]
-    (unreadable,) = daemon.events("mcp.resource.unreadable")
-    assert unreadable["position"] == 0 and unreadable["code"] == -32603
+    (unreadable,) = daemon.events("mcp.resource.failed")
+    assert unreadable["lost"] == 1 and unreadable["reasons"] == ["error"]
     assert sorted(e["tool"] for e in daemon.events("mcp.tool.failed")) == ["leak", "leak", "refuse"]
     (skipped,) = daemon.events("mcp.stdout.not_jsonrpc")  # the line before, not JSON at all
     assert skipped["bytes"] == len(f"not json {SECRET}")

@@ -266,6 +266,30 @@ def test_the_note_counts_lost_resources_never_naming_them() -> None:
     assert unread_note(["error"], None) == "the resource listing gave no results (error)"
 
 
+async def test_a_refused_resource_read_is_a_part_lost_and_told(workdir: Path) -> None:
+    # The server lists two resources and refuses to read one (an error answer).
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "secret", "--secret", SECRET]
+    table = (
+        f'[[provider]]\nid = "docs"\nbinding = "mcp"\ncommand = {json.dumps(command)}\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\n'
+    )
+    with anyio.fail_after(120), capture_logs() as logs:  # a hang guard
+        async with Daemon(config_of(workdir, table)).local() as session:
+            result = await session.call(
+                "context/compose", {"goal": "cache eviction", "include_content": True}
+            )
+    leg = report(result, "docs")
+    assert leg["status"] == "ok", leg
+    assert leg["note"] == "1 of 2 resources gave no results (error)"
+    assert [t.strip() for t in cited(result, "docs").values()] == ["The cache evicts entries."]
+    assert {"reason": "provider_partial", "provider": "docs", "detail": "error"} in result[
+        "degraded_reasons"
+    ]
+    (failed,) = [e for e in logs if e["event"] == "mcp.resource.failed"]
+    assert (failed["lost"], failed["asked"], failed["reasons"]) == (1, 2, ["error"])
+    assert SECRET not in json.dumps([result, logs])
+
+
 async def test_a_hanging_resource_read_or_listing_costs_only_its_own_results(
     workdir: Path,
 ) -> None:
