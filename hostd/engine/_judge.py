@@ -92,7 +92,8 @@ def judge_leg(
         )
         return JudgedLeg(report, audit)
     unfit = nothing_fit(reply, audit.offered, leg.asked)
-    notes = [n for n in (unfit or no_kind_declared(reply, audit.offered), reply.lost) if n]
+    said = unfit or no_kind_declared(reply, audit.offered) or _empty(reply, audit.offered)
+    notes = [n for n in (said, reply.lost) if n]
     report = LegReport(
         leg.provider_id,
         LegStatus.OK,
@@ -156,6 +157,12 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
         return None
     left = f" (it left out {reply.dropped} frame(s))" if reply.dropped else ""
     return f"nothing fit: no frame within its share of {asked} tokens{left}"
+
+
+def _empty(reply: LegReply, offered: int) -> str | None:
+    """The note of a leg whose binding said why its answer holds no frame
+    (``EmptyResult``). ``None`` otherwise."""
+    return reply.empty if not offered else None
 
 
 def no_kind_declared(reply: LegReply, offered: int) -> str | None:

@@ -53,6 +53,9 @@ class LegReply:
     #: for the leg's note, and how, as codes.
     lost: str | None = None
     lost_causes: tuple[str, ...] = ()
+    #: Why an answer with no frame holds none, when its binding can tell
+    #: (``EmptyResult``): hostd's words for the leg's note.
+    empty: str | None = None
 
 
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:

@@ -41,7 +41,7 @@ from hostd.protocol import (
     FrameIdentity,
     FrameVerdict,
 )
-from hostd.transport import PartialResult, ProviderLink, StartedCall
+from hostd.transport import EmptyResult, PartialResult, ProviderLink, StartedCall
 
 from ._gate import ConsentGate, destination_of
 from ._outcome import LegReply, failure_of, progress_figure, warming_phase
@@ -250,6 +250,7 @@ class _Runner:
             dropped=result.dropped_estimate,
             lost=partial.lost if partial is not None else None,
             lost_causes=partial.causes if partial is not None else (),
+            empty=result.why if isinstance(result, EmptyResult) else None,
         )
 
     def _timed_out(

@@ -67,6 +67,7 @@ from hostd.protocol import (
 )
 from hostd.transport import (
     BindingRow,
+    EmptyResult,
     PartialResult,
     RepeatedEvents,
     StartedCall,
@@ -478,7 +479,35 @@ class McpBindingClient:
                 lost=self._lost_notes(read, lost),
                 causes=tuple(sorted({x.how for x in (*read.lost, *lost)})),
             )
+        empty = not (result.frames or result.truncated)
+        why = self._why_empty(query, read if reading else None) if empty else None
+        if why is not None:
+            return EmptyResult(frames=[], truncated=False, why=why)
         return result
+
+    def _why_empty(self, query: ContextQuery, read: _Read | None) -> str | None:
+        """Why an answer that lost nothing holds no frame, for the leg's note: every call
+        answered, and nothing it gave matched the goal (a tool's answer that matches
+        nothing is offered whole when it fits, so only an empty one leaves nothing).
+        ``read`` ``None``: no resources are read. ``None`` when the query asked for
+        nothing this server could give (no frame, or none of its kind): the engine says
+        so itself."""
+        if query.max_frames == 0 or (query.kinds and self._kind not in query.kinds):
+            return None
+        reasons = []
+        if read is not None:
+            n = len(read.held) + len(read.fresh)
+            if n:
+                resources = "resource" if n == 1 else "resources"
+                reasons.append(f"none of its {n} {resources} matched the goal")
+            else:
+                under = " under uri_prefixes" if self.options.get("uri_prefixes") else ""
+                reasons.append(f"it lists no resources{under}")
+        if self._tools:
+            k = len(self._tools)
+            tools = "its tool" if k == 1 else f"its {k} tools"
+            reasons.append(f"{tools} found nothing (an empty answer)")
+        return "; ".join(reasons) or None
 
     def _lost_notes(self, read: _Read, lost: Sequence[_Lost]) -> str:
         """What a leg lost, in the words of its note: the resources, then the tools."""

@@ -27,7 +27,7 @@ from hostd._teardown import stop_process
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
-from ._partial import PartialResult
+from ._partial import EmptyResult, PartialResult
 from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
 from ._redact import REDACTED, Redactor, printable, secret_env_values
 from ._repeats import RepeatedEvents
@@ -82,6 +82,7 @@ __all__ = [
     "ChildProcess",
     "ClientFactory",
     "Credential",
+    "EmptyResult",
     "JsonRpcClient",
     "JsonRpcCodec",
     "OnProgress",

@@ -290,6 +290,40 @@ async def test_a_refused_resource_read_is_a_part_lost_and_told(workdir: Path) ->
     assert SECRET not in json.dumps([result, logs])
 
 
+def server_table(pid: str, mode: str, mcp: str = "") -> str:
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", mode]
+    return (
+        f'[[provider]]\nid = "{pid}"\nbinding = "mcp"\ncommand = {json.dumps(command)}\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\n' + (f"mcp = {{{mcp}}}\n" if mcp else "")
+    )
+
+
+async def test_a_leg_that_found_nothing_for_the_goal_says_why(workdir: Path) -> None:
+    cfg = config_of(
+        workdir,
+        server_table("docs", "runbook"),  # one resource, about deploys and migrations
+        server_table("none", "runbook", 'uri_prefixes = ["notes://"]'),
+        server_table(
+            "graph",
+            "empty",
+            'resources = false, tool = "search_nodes", arguments = {query = "{query}"}',
+        ),
+    )
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            result = await session.call("context/compose", {"goal": "quantum entanglement"})
+    notes = {
+        pid: (report(result, pid)["status"], report(result, pid).get("note"))
+        for pid in ("docs", "none", "graph")
+    }
+    assert notes == {
+        "docs": ("ok", "none of its 1 resource matched the goal"),
+        "none": ("ok", "it lists no resources under uri_prefixes"),
+        "graph": ("ok", "its tool found nothing (an empty answer)"),
+    }
+    assert not result["degraded"]  # nothing was lost: the servers had nothing for it
+
+
 async def test_a_hanging_resource_read_or_listing_costs_only_its_own_results(
     workdir: Path,
 ) -> None:
