@@ -47,6 +47,7 @@ from hostd.protocol import (
 from hostd.transport import PartialResult, ProviderConnection, Redactor, secret_env_values
 
 from ._checks import (
+    _GATES,
     CheckResult,
     Deadline,
     Deadlines,
@@ -63,6 +64,13 @@ __all__ = ["check_mcp_provider"]
 #: The checks that judge a query's answer, after the query check, in their order: ``not
 #: run`` when the query check's query got none.
 _AFTER_QUERY = ("budget honesty", "kinds filter", "file sources")
+#: The checks after the handshake, before shutdown: ``not run`` when it failed, as the
+#: other bindings' are (``_checks``), so nothing unjudged reads as missing.
+_AFTER_HANDSHAKE = ("tools", "query", *_AFTER_QUERY)
+
+
+def _not_run(results: list[CheckResult], names: Sequence[str], why: str) -> None:
+    results.extend(CheckResult(name, False, f"not run: {why}", not_run=True) for name in names)
 
 
 async def check_mcp_provider(
@@ -106,6 +114,8 @@ async def check_mcp_provider(
                 bound = deadlines.start.why.split(";")[0]
                 detail += f" ({bound}; start_timeout_s in its [[provider]], or --start-timeout-s)"
             results.append(CheckResult("handshake", False, detail))
+            # The start failed: the server is gone, its shutdown unjudged too.
+            _not_run(results, (*_AFTER_HANDSHAKE, "shutdown"), _GATES["handshake"])
             tg.cancel_scope.cancel()
             return results
         try:
@@ -141,6 +151,7 @@ async def _run(
     bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
     if bad:
         results.append(CheckResult("handshake", False, _fmt(bad), rules=tuple(_rules(bad))))
+        _not_run(results, _AFTER_HANDSHAKE, _GATES["handshake"])
         return
     tools = [t["name"] for t in settings["tools"]] + (
         [settings["tool"]] if settings["tool"] else []
@@ -176,9 +187,7 @@ async def _run(
     if result is None:
         results.append(CheckResult("query", False, f"query failed: {error}"))
         # Each check that judges a query's answer is listed, so none reads as passed.
-        results.extend(
-            CheckResult(name, False, f"not run: {cause}", not_run=True) for name in _AFTER_QUERY
-        )
+        _not_run(results, _AFTER_QUERY, cause)
         return
     audit = audit_leg(pid, query, result.frames, declared_kinds=kinds)
     fault = reply_fault(audit)  # as the pipe's query row: the frames, the reply, each digest

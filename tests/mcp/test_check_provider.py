@@ -83,7 +83,12 @@ def test_a_tool_the_server_does_not_offer_fails_the_handshake_naming_those_it_do
     server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
     code, checks = _check("--tool", "nope", "--", *server)
     assert code == 1
-    assert list(checks) == ["handshake"]
+    # Each check after it is listed as not run, as the other bindings list theirs.
+    later = ["tools", "query", "budget honesty", "kinds filter", "file sources", "shutdown"]
+    assert list(checks) == ["handshake", *later]
+    assert [(checks[n]["not_run"], checks[n]["detail"]) for n in later] == [
+        (True, "not run: the handshake failed")
+    ] * len(later)
     assert checks["handshake"]["detail"] == (
         "handshake_failed: MCP server offers no tool 'nope'; "
         "it offers 1 tool: search (requires query)"
