@@ -30,7 +30,7 @@ from ._chunk import (
     split_lines,
 )
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
-from ._terms import STOPWORDS, surface_forms, tokenize
+from ._terms import STOPWORDS, camel_parts, surface_forms, tokenize
 from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, Counter, estimate_pieces, piece_counter
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "chunk_text",
     "estimate_pieces",
     "file_sections",
+    "camel_parts",
     "is_binary",
     "parse_chunk_id",
     "piece_counter",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOPWORDS", "surface_forms", "tokenize"]
+__all__ = ["STOPWORDS", "camel_parts", "surface_forms", "tokenize"]
 
 #: Words that say nothing of what a text is about: a query's are not searched for, so
 #: "where is the banana" does not match every text that holds "the" (lower case).
@@ -68,12 +68,19 @@ def tokenize(text: str) -> list[str]:
             out.extend(_unicode_terms(word))
             continue
         lower = word.lower()
-        parts = [p.lower() for piece in word.split("_") for p in _CAMEL_RE.findall(piece)]
+        parts = [p for piece in word.split("_") for p in camel_parts(piece)]
         if lower not in STOPWORDS:
             out.append(_stem(lower.strip("_")))
         if len(parts) > 1:
             out.extend(_stem(p) for p in parts if p not in STOPWORDS)
     return [t for t in out if t]
+
+
+def camel_parts(word: str) -> list[str]:
+    """The lower-cased camelCase parts of an ASCII word without ``_`` (``getUserName``:
+    get, user, name; ``HTTPServer``: http, server), as ``tokenize`` splits identifiers
+    (unstemmed: ``surface_forms`` leads back to them)."""
+    return [p.lower() for p in _CAMEL_RE.findall(word)]
 
 
 def surface_forms(term: str) -> list[str]:

@@ -24,8 +24,9 @@ a provider would:
   is none;
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
   [0, 1) (F1; provider-local and ordinal, F10), by the terms the ``files`` provider
-  searches for (``hostd.chunking.tokenize``: no stop words). Only the query's terms
-  are counted, one regex pass per piece: a full index (``bm25s``, as the ``files``
+  searches for (``hostd.chunking.tokenize``: no stop words, an identifier's
+  camelCase parts too). Only the query's terms are counted, one regex pass per piece
+  (and one for its camelCase identifiers): a full index (``bm25s``, as the ``files``
   provider keeps one) would build a vocabulary of every word served to answer one
   query, and could not stop halfway;
 - **pack**: best first (ties by source, then position in its text), under
@@ -57,6 +58,7 @@ from hostd.chunking import (
     MODEL_WINDOW,
     Sections,
     TextChunk,
+    camel_parts,
     chunk_text,
     estimate_pieces,
     file_sections,
@@ -109,6 +111,12 @@ _NOTHING_RE = re.compile(
     r"(?:\s+(?:were\s+)?found)?(?:\s+for\s+[^\n]{0,80})?[.!]?"
     r"|nothing\s+(?:was\s+)?found[.!]?",
     re.IGNORECASE,
+)
+#: A run of ASCII letters with a camelCase boundary in it (``getUserName``, ``HTTPServer``),
+#: alone between non-letters: the identifiers (or their parts between ``_`` and digits)
+#: ``tokenize`` splits into parts that the lower-cased search cannot see.
+_CAMEL_WORD_RE = re.compile(
+    r"(?<![^\W\d_])(?=[A-Za-z]*(?:[a-z][A-Z]|[A-Z][A-Z][a-z]))[A-Za-z]+(?![^\W\d_])"
 )
 #: Where a line of prose may be cut into parts: after a sentence's end and its spaces.
 _SENTENCE_END_RE = re.compile(r"[.!?][\"')\]]*[ \t]+")
@@ -434,17 +442,22 @@ class _Bm25:
         self._term_of = {f: k for k, t in enumerate(self.terms) for f in surface_forms(t)}
         words = "|".join(re.escape(f) for f in sorted(self._term_of, key=len, reverse=True))
         # A term is a word, or a part of one between digits or ``_`` (as ``tokenize``
-        # splits identifiers), never letters inside a longer word. A camelCase
-        # identifier's parts are not found: the text is searched lower-cased.
+        # splits identifiers), never letters inside a longer word. The text is searched
+        # lower-cased, which hides a camelCase identifier's parts: ``counts`` adds them.
         self._find = re.compile(r"(?<![^\W\d_])(?:" + words + r")(?![^\W\d_])").findall
         self.idf = np.zeros(len(self.terms))
         self.mean_length = 1.0
 
     def counts(self, text: str) -> list[int]:
-        """How often each query term is in ``text``."""
+        """How often each query term is in ``text``: its words, and the parts of its
+        camelCase identifiers, as ``tokenize`` counts them (``getUserName``: user, name)."""
         row = [0] * len(self.terms)
-        for word, n in Counter(self._find(text.lower())).items():
-            row[self._term_of[word]] += n
+        words = self._find(text.lower())
+        term_of = self._term_of
+        for m in _CAMEL_WORD_RE.finditer(text):
+            words.extend(p for p in camel_parts(m.group()) if p in term_of)
+        for word, n in Counter(words).items():
+            row[term_of[word]] += n
         return row
 
     def fit(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -64,6 +64,39 @@ def test_a_text_holds_a_term_as_often_as_the_files_tokenizer_finds_it(words: lis
     assert bm25.counts(text) == [found[t] for t in bm25.terms]
 
 
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "getUserName",
+                "userName",
+                "user_nameId",
+                "HTTPServer",
+                "getUsers",
+                "user2Name",
+                "name",
+                "server",
+                "x",
+            ]
+        ),  # fmt: skip
+        max_size=12,
+    )
+)
+def test_a_camel_case_identifier_s_parts_count_as_the_files_tokenizer_counts_them(
+    words: list[str],
+) -> None:
+    text = " ".join(words)
+    bm25 = _Bm25("user name server")
+    found = Counter(tokenize(text))
+    assert bm25.counts(text) == [found[t] for t in bm25.terms]
+
+
+def test_a_camel_case_name_matches_a_goal_in_words() -> None:
+    doc = Document(method="resources/read", text="def getUserName(): ...", uri="memo://a")
+    (frame,) = frames_for([doc], _query("user name"), kind="doc", server="s").frames
+    assert frame["score"] > 0
+
+
 def test_an_empty_answer_is_not_offered() -> None:
     docs = [
         _tool('{\n  "entities": [],\n  "relations": []\n}', "search_nodes"),
