@@ -61,6 +61,7 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         {"modes"},
     ),
     "bench_mcp": (["--rounds", "3", "--frames", "2"], {"connect", "local"}),
+    "bench_mcp_cold": ([str(ROOT), "--runs", "1"], {"runs", "medians"}),
     "bench_mcp_provider": (
         ["--count", "2", "--mib", "0.01", "--rounds", "1"],
         {"generous", "deadline", "in_process"},

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib.util
 import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import anyio
 
@@ -22,6 +25,7 @@ from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config, HostSettings, ProviderSettings
 from hostd.errors import HostdError
+from hostd.logs import flush_logs, get_logger
 
 from ._common import (
     EXIT_FAILED,
@@ -49,6 +53,10 @@ from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
 
 __all__ = ["add_core_commands", "audit_summary"]
+
+log = get_logger("hostd.cli")
+
+_T = TypeVar("_T")
 
 
 def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -490,22 +498,83 @@ def _reranker_lines(r: dict[str, Any]) -> None:
         sys.stderr.write(f"hostd: [reranker]: {failure}\n")
 
 
-async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
-    try:
-        from hostd.mcp import reconnecting, serve_mcp
-    except ImportError as exc:
-        extra = 'the mcp extra (pip install "/path/to/hostd[mcp]", a checkout or a wheel)'
-        raise HostdError(f"hostd mcp needs {extra}: {exc}") from None
+#: What ``hostd mcp`` needs installed, and how to get it.
+_MCP_EXTRA = 'the mcp extra (pip install "/path/to/hostd[mcp]", a checkout or a wheel)'
 
+
+def _mcp_server() -> Callable[..., Awaitable[None]]:
+    """``serve_mcp``: importing it imports the MCP SDK, the longest part of a cold start
+    after the providers' own (1.5–2.5 s on two cores, docs/benchmarks.md)."""
+    try:
+        from hostd.mcp import serve_mcp
+    except ImportError as exc:  # installed, yet it does not import (a broken dependency)
+        raise HostdError(f"hostd mcp needs {_MCP_EXTRA}: {exc}") from None
+    return serve_mcp
+
+
+@contextlib.asynccontextmanager
+async def _loading(
+    load: Callable[[], _T], loaded: Callable[[int], None]
+) -> AsyncIterator[Callable[[], Awaitable[_T]]]:
+    """Run ``load`` in a worker thread while the block runs, so its time overlaps what
+    the block does on the event loop (``hostd mcp``: the SDK's import beside the
+    providers' start); the block awaits its result, or its exception, with the callable
+    given. ``loaded`` is told the milliseconds it took, on the loop, as it ends. Leaving
+    the block waits for the thread: an import cannot be stopped halfway."""
+    done = anyio.Event()
+    outcome: list[tuple[_T | None, Exception | None]] = []
+
+    async def run() -> None:
+        started = time.perf_counter()
+        try:
+            value = await anyio.to_thread.run_sync(load)
+        except Exception as exc:  # raised where the block awaits it, not in this task
+            outcome.append((None, exc))
+        else:
+            outcome.append((value, None))
+            loaded(round((time.perf_counter() - started) * 1000))
+        finally:
+            done.set()
+
+    async def result() -> _T:
+        await done.wait()
+        value, error = outcome[0]
+        if error is not None:
+            raise error
+        return cast(_T, value)
+
+    # The block's own exception is not fed to the task group (it would come back
+    # wrapped in an ExceptionGroup): the stack is left with none, and it propagates.
+    stack = contextlib.AsyncExitStack()
+    tg = await stack.enter_async_context(anyio.create_task_group())
+    tg.start_soon(run)
+    try:
+        yield result
+    finally:
+        await stack.aclose()
+
+
+def _sdk_loaded(ms: int) -> None:
+    log.info("mcp.sdk.loaded", ms=ms)
+    flush_logs()  # said as it happens: a cold start's order is read in the log
+
+
+async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("mcp") is None:  # said before any provider starts
+        raise HostdError(f"hostd mcp needs {_MCP_EXTRA}: no module named 'mcp'")
+
+    from hostd.mcp import reconnecting  # no SDK in it: a light module of hostd's own
     from hostd.server import open_stdio, reserve_stdout
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
-    _freeze_boot_heap()
     config = None if cfg.source == "<defaults>" else cfg.source
     where = None if args.connect is None else args.connect or str(cfg.socket_path)
-    async with contextlib.AsyncExitStack() as stack:
+    async with (
+        _loading(_mcp_server, _sdk_loaded) as server,
+        contextlib.AsyncExitStack() as stack,
+    ):
         if where is None:
-            # Long-lived: providers start as the config says, so the handshake never waits.
+            # Long-lived: providers start as the config says, while the SDK is imported.
             s = await stack.enter_async_context(session(cfg, None, boot=False))
         else:
             # Connected at the first call, and again after the daemon restarts.
@@ -515,6 +584,10 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
                     where,
                 )
             )
+        serve_mcp = await server()
+        # Once the SDK is in (its modules, its models' schemas) and the providers have
+        # started: both live as long as the process.
+        _freeze_boot_heap()
         stdio = await open_stdio(0, wire)
         try:
             await serve_mcp(
