@@ -600,6 +600,9 @@ class ProgressTrack:
             state = figures.get("state")
             if state not in _STATES:
                 state = f"warming, {warming_doing(figures.get('phase'))}"
+            # A long step said again (a model load): how long it has run, our words.
+            elapsed = figures.get("elapsed_s")
+            where += f" ({elapsed} s)" if _count(elapsed) else ""
             value = self._base + 0.5 * (1 - 0.5**self._notes)
             return self._sent(value), self.total, f"{provider}: {state}{where}"
         self._base = float(done)

@@ -56,7 +56,7 @@ from hostd.protocol import (
 )
 from hostd.rpc import Dispatcher, Method
 
-from ._warmup import Progress, Readiness, Warming, warm_in_thread
+from ._warmup import BEAT_S, Progress, Readiness, Warming, warm_in_thread
 
 __all__ = [
     "Provider",
@@ -82,6 +82,10 @@ class Provider:
     #: Methods this program answers besides the protocol's, ``name -> Method`` whose
     #: handler gets ``(ProviderServer, params)`` (a reranker's ``rerank``, say).
     methods: ClassVar[Mapping[str, Method]] = {}
+    #: While ``warm`` runs, its latest step is said again (with ``elapsed_s``, the
+    #: seconds its phase has run) after this many seconds with no new one, so a client
+    #: that resets its timeout on each progress note never waits out a long step.
+    progress_beat_s: float = BEAT_S
 
     async def query(self, query: ContextQuery) -> list[ContextFrame] | ContextQueryResult:
         raise NotImplementedError
@@ -371,7 +375,7 @@ class ProviderServer:
         if not _warms(self.provider):
             return None
         readiness.begin()
-        return warm_in_thread(self.provider.warm, readiness)
+        return warm_in_thread(self.provider.warm, readiness, self.provider.progress_beat_s)
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, with its newline) to one input line; ``None`` for a

@@ -7,8 +7,11 @@ is answered with the CGP ``unavailable`` error carrying ``data.warming: true``
 and the latest progress, never by waiting; and the provider tells the host how
 far it got with ``context/progress`` notifications (``state`` warming, ready or
 failed, ``phase``, ``done``, ``total``, ``message``), the last one saying
-``ready``; once ready, it says ``ready`` again with a new message when what it
-holds changes (``Provider.ready_message``). docs/providers.md describes this wire.
+``ready``; a step that runs long (a model load reports once, then nothing until it is
+loaded) is said again every ``Provider.progress_beat_s`` with ``elapsed_s``, the whole
+seconds its phase has run, by a thread of its own; once ready, it says ``ready`` again
+with a new message when what it holds changes (``Provider.ready_message``).
+docs/providers.md describes this wire.
 Imports only ``hostd.errors`` and ``hostd.protocol``.
 """
 
@@ -25,11 +28,13 @@ from typing import Any
 from hostd.errors import ProviderRefusal
 from hostd.protocol import MAX_READY_MESSAGE, CgpErrorCode
 
-__all__ = ["Progress", "Readiness", "Warming", "warm_in_thread"]
+__all__ = ["BEAT_S", "Progress", "Readiness", "Warming", "warm_in_thread"]
 
 #: Notifications are at most this often (a tight embedding loop reports per batch);
 #: a phase change and the final one always go out.
 _MIN_INTERVAL_S = 0.2
+#: How often a warm-up that reports nothing new is said again (``Readiness.beat``).
+BEAT_S = 2.0
 
 
 class Warming(ProviderRefusal):
@@ -75,6 +80,8 @@ class Readiness:
         self._send: Callable[[dict[str, Any]], None] | None = None
         self._sent_at = float("-inf")
         self._sent_phase: str | None = None
+        #: When the phase in ``progress`` began: a beat says how long it has run.
+        self._phase_began = time.monotonic()
         self.failure: str | None = None
 
     @property
@@ -86,6 +93,7 @@ class Readiness:
         with self._lock:
             self.state = "warming"
             self.progress = {"state": "warming", "phase": "start", "done": 0}
+            self._phase_began = time.monotonic()
 
     def attach(self, send: Callable[[dict[str, Any]], None]) -> None:
         with self._lock:
@@ -96,9 +104,11 @@ class Readiness:
         with self._lock:
             if self.state != "warming":
                 return  # ready or failed is final
-            self.progress = {k: v for k, v in progress.items() if v is not None}
             now = time.monotonic()
             phase = progress.get("phase")
+            if phase != self.progress.get("phase"):
+                self._phase_began = now
+            self.progress = {k: v for k, v in progress.items() if v is not None}
             total = progress.get("total")
             due = (
                 final
@@ -114,6 +124,24 @@ class Readiness:
             body = dict(self.progress)
         if send is not None:
             send(body)
+
+    def beat(self, every: float) -> float:
+        """Say the latest step again, with ``elapsed_s`` (the whole seconds its phase has
+        run), when nothing was sent for ``every`` seconds: a client that resets its
+        timeout on each note (MCP clients do) would take a long silent step, a model
+        load, for a hang. Returns the seconds until the next beat is due."""
+        with self._lock:
+            now = time.monotonic()
+            quiet = now - self._sent_at
+            send = self._send
+            if self.state != "warming" or send is None:
+                return every
+            if quiet < every:
+                return every - quiet
+            self._sent_at = now
+            body = {**self.progress, "elapsed_s": int(now - self._phase_began)}
+        send(body)
+        return every
 
     def restate(self, message: str | None) -> None:
         """Once ready, say ``message`` as the ready message when it is new: what the
@@ -149,10 +177,14 @@ class Readiness:
 
 
 def warm_in_thread(
-    warm: Callable[[Progress], str | None], readiness: Readiness
+    warm: Callable[[Progress], str | None], readiness: Readiness, beat_s: float = BEAT_S
 ) -> threading.Thread:
     """Run ``warm`` in a daemon thread (shutdown never waits for it); its end makes the
-    provider ready, or failed with the error named on every query."""
+    provider ready, or failed with the error named on every query. Meanwhile a second
+    daemon thread beats (``Readiness.beat``) every ``beat_s`` seconds of silence, until
+    the warm-up ends: a thread, not a task, so no beat waits on the event loop or runs
+    on it (the loop only writes each note's line, as it writes every other)."""
+    ended = threading.Event()
 
     def run() -> None:
         try:
@@ -164,7 +196,15 @@ def warm_in_thread(
             readiness.finish(exc)
         else:  # its summary, if it gave one, is the ready message
             readiness.finish(message=said[:MAX_READY_MESSAGE] if isinstance(said, str) else None)
+        finally:
+            ended.set()
+
+    def beat() -> None:
+        wait = beat_s
+        while not ended.wait(wait):
+            wait = readiness.beat(beat_s)
 
     thread = threading.Thread(target=run, name="provider-warm", daemon=True)
     thread.start()
+    threading.Thread(target=beat, name="provider-warm-beat", daemon=True).start()
     return thread

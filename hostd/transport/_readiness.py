@@ -3,8 +3,8 @@
 A provider may answer its handshake before it can answer queries (an index to
 build): its handshake result then says ``"ready": false``, and its
 ``context/progress`` notifications (``state`` warming | ready | failed,
-``phase``, ``done``, ``total``, ``message``; docs/providers.md) say how far it
-got and when it is ready. A provider that says neither is ready at its
+``phase``, ``done``, ``total``, ``message``, ``elapsed_s``; docs/providers.md) say
+how far it got and when it is ready. A provider that says neither is ready at its
 handshake. This record is fed from the binding's read callback and read by
 the engine (wait for readiness, report ``warming``); it does no I/O itself.
 """
@@ -37,7 +37,7 @@ def _clean(params: Any) -> dict[str, Any]:
             out[key] = value[
                 : MAX_READY_MESSAGE if ready and key == "message" else MAX_PROGRESS_TEXT
             ]
-    for key in ("done", "total"):
+    for key in ("done", "total", "elapsed_s"):  # elapsed_s: a long step said again
         value = params.get(key)
         if type(value) is int and value >= 0:
             out[key] = value

@@ -297,3 +297,21 @@ def test_a_leg_that_finishes_after_its_call_was_cancelled_is_dropped_quietly() -
     push(leg)
     send.close()  # and the call returned
     push(leg)
+
+
+def test_a_long_step_said_again_says_how_long_it_has_run() -> None:
+    track = ProgressTrack()
+    track.start()
+    said = [
+        track.update({"provider": "s", "status": "warming", "warming": figures})
+        for figures in (
+            {"state": "warming", "phase": "load model", "done": 0, "elapsed_s": 6},
+            {"state": "warming", "phase": "embed", "done": 64, "total": 449, "elapsed_s": 2},
+            {"state": "warming", "phase": "load model", "elapsed_s": "6 s; rm -rf"},
+        )
+    ]
+    assert [u[2] if u else None for u in said] == [
+        "s: warming, loading its model (6 s)",
+        "s: warming, building its index 64/449 (2 s)",
+        "s: warming, loading its model",  # not a count: not quoted
+    ]

@@ -8,6 +8,7 @@ through ``resources/read`` to the text the prompt cites.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
@@ -102,8 +103,47 @@ async def test_the_first_call_of_a_cold_hostd_mcp_says_a_model_is_loading_before
                 )
     assert isinstance(result, types.CallToolResult) and result.is_error is False, result
     slow = [m for m in said if m.startswith("slow:")]
-    assert slow[0] == "slow: warming, loading its model 0/1", said
+    # The step as reported, and how long it has run once it was said again (a call
+    # that began two seconds or more into the load hears that first).
+    assert re.fullmatch(r"slow: warming, loading its model 0/1( \(\d+ s\))?", slow[0]), said
     assert slow[-1] == "slow: ok, 1 frames", said
+
+
+async def test_a_client_hears_a_long_model_load_again_and_again_while_it_runs(
+    workdir: Path, marker: str
+) -> None:
+    """A model load reports once, then nothing until it is loaded; an MCP client resets
+    its timeout on each progress note, so the provider says the step again while it
+    runs, with its seconds. The test lets the load end only once three such notes have
+    reached the client (the provider's beat set short: the notes are counted, not timed)."""
+    gate = workdir / "model-gate"
+    table = (
+        f'[[provider]]\nid = "slow"\n'
+        f'command = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", '
+        f'"{gate}", "--steps", "1", "--phase", "load model", "--quiet", "--beat-s", "0.05"]\n'
+        f'start_timeout_s = 120\ncwd = "{ROOT}"\n'
+    )
+    config = write_config(workdir, marker, {}, extra=table)
+    again: list[str] = []
+    said: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        said.append(message or "")
+        if re.fullmatch(r"slow: warming, loading its model 0/1 \(\d+ s\)", message or ""):
+            again.append(message or "")
+            if len(again) == 3:
+                gate.touch()  # the load may end: it was heard three times meanwhile
+
+    with anyio.fail_after(120):  # a hang guard
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool(
+                    "compose_context", {"goal": "warm"}, progress_callback=on_progress
+                )
+    assert isinstance(result, types.CallToolResult) and result.is_error is False, result
+    assert len(again) >= 3, said
+    assert said[-1] == "slow: ok, 1 frames", said
 
 
 async def test_a_composition_with_no_evidence_is_a_tool_error_naming_each_provider(

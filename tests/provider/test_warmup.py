@@ -99,3 +99,54 @@ async def test_a_failed_warm_up_is_named_on_every_query_and_is_no_longer_warming
     assert reply["error"]["data"]["cgp_code"] == "unavailable"
     assert "warming" not in reply["error"]["data"]
     assert "no index today" in reply["error"]["message"]
+
+
+class _Loading(Provider):
+    """A warm-up with one long step: it reports it once, then nothing until the test
+    lets it end (a model load)."""
+
+    info = ProviderInfo(name="loading", version="1.0")
+    progress_beat_s = 0.01  # the provider's pacing; the test counts notes, not time
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+
+    def warm(self, progress: Progress) -> None:
+        progress(0, None, phase="load model")
+        self.open.wait(60)  # a hang guard: the test opens it
+
+    async def query(self, query: ContextQuery) -> list[Any]:
+        return []
+
+
+@pytest.mark.anyio
+async def test_a_long_silent_step_is_said_again_with_its_seconds_until_it_ends() -> None:
+    provider = _Loading()
+    server = ProviderServer(provider)
+    notes: list[dict[str, Any]] = []
+    beats, ended = anyio.Event(), anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def notify(line: bytes) -> None:
+        notes.append(json.loads(line)["params"])
+        if sum("elapsed_s" in n for n in notes) == 3:
+            anyio.from_thread.run_sync(beats.set, token=token)
+        if notes[-1]["state"] != "warming":
+            anyio.from_thread.run_sync(ended.set, token=token)
+
+    server.start_warming(notify)
+    with anyio.fail_after(30):  # a hang guard
+        await beats.wait()  # three beats while the step still runs: it has not ended
+        said = [dict(n) for n in notes]
+        provider.open.set()
+        await ended.wait()
+    first, *again = [n for n in said if n["phase"] == "load model"]
+    assert "elapsed_s" not in first  # the step itself, as the provider reported it
+    assert len(again) >= 3
+    for note in again:  # the same step, with how long its phase has run
+        assert {k: v for k, v in note.items() if k != "elapsed_s"} == first
+        assert isinstance(note["elapsed_s"], int) and note["elapsed_s"] >= 0
+    # Ended: no beat is sent any more, whenever one would be due.
+    count = len(notes)
+    server.readiness.beat(0.0)
+    assert len(notes) == count and notes[-1]["state"] == "ready"

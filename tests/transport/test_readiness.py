@@ -47,3 +47,13 @@ def test_a_ready_provider_that_says_ready_again_is_shown_with_what_it_holds_now(
     readiness.on_notification(PROGRESS_METHOD, {"state": "ready", "message": "10 chunks"})
     readiness.on_notification(PROGRESS_METHOD, {"state": "ready", "message": "5 chunks"})
     assert (readiness.state, readiness.progress["message"]) == ("ready", "5 chunks")
+
+
+def test_a_long_steps_seconds_are_kept_when_they_are_a_count() -> None:
+    # A step said again carries how long its phase has run (elapsed_s): a client's
+    # progress shows it; anything but a whole count of seconds is a peer's noise.
+    readiness = Readiness("semantic")
+    for elapsed, kept in ((6, 6), (-1, None), ("6", None), (True, None), (2.5, None)):
+        note = {"state": "warming", "phase": "load model", "done": 0, "elapsed_s": elapsed}
+        readiness.on_notification(PROGRESS_METHOD, note)
+        assert readiness.progress.get("elapsed_s") == kept
