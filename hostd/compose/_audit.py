@@ -67,6 +67,7 @@ def ranked_entries(
     meter: Meter = CANONICAL,
     render_block: Callable[[int, str], str] | None = None,
     coalesced: Mapping[int, Mapping[str, Any]] | None = None,
+    contained: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per ranked candidate, best first. ``positions[j]`` is where the
     ``j``-th included frame (in rank order) was placed; ``labels`` and ``sizes``
@@ -76,7 +77,10 @@ def ranked_entries(
     rendered (``render_block``) and counted. ``coalesced`` (``_coalesce.audit_notes``,
     by candidate index): a group lead's ``coalesced`` note and ``vouched_by``; each
     other member, admitted but quoted by the lead's block, is ``merged_into`` it
-    (with its rank and the tokens the walk charged it)."""
+    (with its rank and the tokens the walk charged it); an admitted block a later
+    one quotes (``same_text``) is ``contained_in`` it the same way. ``contained``
+    (by candidate index): the ``detail`` of a frame the walk skipped because an
+    admitted block quotes its text (``contained_in``, with its rank and cost)."""
     frames, scores = cands.frames, cands.scores
     pids, ids, digests = cands.provider_ids, cands.ids, cands.digests
     support, capped = cands.support, packing.capped
@@ -123,12 +127,18 @@ def ranked_entries(
                     if base in taken:  # the suffix it gets is ASCII: one byte a character
                         size += len(peek(base)) - len(base)
                     cost = (size + 3) >> 2  # tokens_of_bytes, inline
-                detail: dict[str, Any] = {"cost": cost, "remaining": remaining}
-                if spent > budget:  # the prompt's own lines alone are over: by how much
-                    detail["over_by"] = spent - budget
-                if rank in recounted:  # fitted block by block, not once counted whole
-                    detail["whole_prompt"] = True
-                reason = "over_budget"
+                quoted = contained.get(i) if contained else None
+                detail: dict[str, Any]
+                if quoted is not None:  # its text is in the prompt: no room was its
+                    detail = {**quoted, "kept": dict(quoted["kept"])}
+                    reason = "contained_in"
+                else:
+                    detail = {"cost": cost, "remaining": remaining}
+                    if spent > budget:  # the prompt's own lines alone are over: by how much
+                        detail["over_by"] = spent - budget
+                    if rank in recounted:  # fitted block by block, not once counted whole
+                        detail["whole_prompt"] = True
+                    reason = "over_budget"
             else:
                 (provider, cap_tokens, share), cost = cap
                 detail = {"provider": provider, "cap": cap_tokens, "share": share}
@@ -153,17 +163,16 @@ def ranked_entries(
         i = chosen[j]
         folded = coalesced.get(i) if coalesced else None
         if folded is not None and "kept" in folded:
+            detail = {**folded, "kept": dict(folded["kept"])}
+            if "region" in folded:
+                detail["region"] = dict(folded["region"])
             append(
                 {
                     "frame": key_to_wire(cands.key(i)),
                     "provider": pids[i],
                     "disposition": "excluded",
-                    "reason": "merged_into",
-                    "detail": {
-                        **folded,
-                        "kept": dict(folded["kept"]),
-                        "region": dict(folded["region"]),
-                    },
+                    "reason": "merged_into" if folded.get("coalesced") else "contained_in",
+                    "detail": detail,
                     "rank": stop,
                     "score": _wire_score(frames[i].score),
                     "tokens": costs[j],

@@ -17,6 +17,11 @@ stay as the walk priced them, and ``tokens_used`` reports the smaller prompt. A
 group whose block would not be smaller than its members' blocks apart (a label
 made unique against the others may grow) stays apart.
 
+An admitted block whose text a later admitted block of another provider quotes
+(``_same_text``: the walk could not know it yet) is left out the same way: its
+fence unspent, its entry ``contained_in`` the block that quotes it, which keeps its
+own place. It takes no part in coalescing.
+
 Everything is decided from the packing (admission order, which is rank order),
 the spans and the floors' labels: a pure function of the candidate set.
 """
@@ -67,22 +72,26 @@ class Group:
 class Layout:
     """The prompt's frame blocks: ``parts`` in prompt order, ``placed[p]`` the admission
     index part ``p`` stands for (a group's lead), ``groups`` by lead, ``lead_of`` each
-    other member's lead, ``saved`` what coalescing took off the walk's size."""
+    other member's lead and each block a later one quotes (``contained``: those alone)
+    by the placed block that quotes it, ``saved`` what both took off the walk's size."""
 
     parts: list[str]
     placed: list[int]
     groups: dict[int, Group] = field(default_factory=dict)
     lead_of: dict[int, int] = field(default_factory=dict)
     saved: int = 0
+    contained: dict[int, int] = field(default_factory=dict)
 
 
-def _runs(packing: Packing, spans: Mapping[int, Span]) -> list[list[int]]:
+def _runs(
+    packing: Packing, spans: Mapping[int, Span], folded: Mapping[int, int]
+) -> list[list[int]]:
     """Admission indices whose spans touch end to start, two or more to a run, in the
-    order of each run's lead (its best-ranked member)."""
+    order of each run's lead (its best-ranked member); none that is ``folded``."""
     by_uri: dict[str, list[tuple[int, int, int]]] = {}
     for j, i in enumerate(packing.chosen):
         span = spans.get(i)
-        if span is not None:
+        if span is not None and j not in folded:
             by_uri.setdefault(span.uri, []).append((span.start, span.end, j))
     runs: list[list[int]] = []
     for uri in sorted(by_uri):
@@ -158,13 +167,14 @@ def lay_out(
     floor_labels: Iterable[str],
     render: RenderAs,
     meter: Meter,
+    folds: Mapping[int, int] | None = None,
 ) -> Layout:
     """The prompt's frame blocks for ``placed`` (admission indices in prompt order):
-    admitted blocks that touch coalesced, each group at its lead's place."""
-    if len(spans) < 2 or len(packing.chosen) < 2:
-        return Layout([packing.blocks[j] for j in placed], list(placed))
-    runs = _runs(packing, spans)
-    if not runs:
+    admitted blocks that touch coalesced, each group at its lead's place; ``folds``
+    (``Quotes.folds``): blocks a later admitted one quotes, left out."""
+    folded = folds or {}
+    runs = _runs(packing, spans, folded) if len(spans) > 1 and len(packing.chosen) > 1 else []
+    if not (runs or folded):
         return Layout([packing.blocks[j] for j in placed], list(placed))
     # A group's label is unique among every label the prompt could hold (the floors',
     # every admitted block's as the walk made it, the groups' before it).
@@ -179,6 +189,12 @@ def lay_out(
         out.saved += group.saved
         for j in group.members[1:]:
             out.lead_of[j] = lead
+    for j in sorted(folded):
+        k = folded[j]
+        while k in folded:  # quoted by a block that a later one quotes in turn
+            k = folded[k]
+        out.contained[j] = out.lead_of[j] = out.lead_of.get(k, k)
+        out.saved += meter.size(packing.blocks[j])
     for j in placed:
         if j in out.lead_of:
             continue
@@ -195,6 +211,8 @@ def audit_notes(
     block (``vouched_by``), each other member's ``merged_into`` detail."""
     chosen = packing.chosen
     out: dict[int, dict[str, Any]] = {}
+    for j, k in layout.contained.items():
+        out[chosen[j]] = {"kept": key_to_wire(cands.key(chosen[k])), "same_text": True}
     for lead, group in layout.groups.items():
         kept = key_to_wire(cands.key(chosen[lead]))
         vouched: set[str] = set()
@@ -223,14 +241,17 @@ def refold(
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int, str, dict[str, str]]]]:
     """Dedup's and span merging's folds (indices into the pool), each naming the
     candidate whose block quotes it in the end: a frame folded into one that a span
-    merge absorbed, or into a member a group coalesced, names the survivor or the
-    lead (feedback credits every frame folded into a cited one, docs/eval.md)."""
+    merge absorbed, into a member a group coalesced, or into one whose text another
+    block quotes, names the survivor, the lead or that block (feedback credits every
+    frame folded into a cited one, docs/eval.md)."""
     absorbed = list(absorbed)
     into: dict[int, int] = {m: k for m, k, _, _ in absorbed}
     region: dict[int, dict[str, str]] = {}
     chosen = packing.chosen
     for j, lead in layout.lead_of.items():
         into[origin[chosen[j]]] = origin[chosen[lead]]
+    for i, j in packing.contained.items():
+        into[origin[i]] = origin[chosen[layout.lead_of.get(j, j)]]
     for lead, group in layout.groups.items():
         region[origin[chosen[lead]]] = group.region
 

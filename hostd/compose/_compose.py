@@ -28,7 +28,7 @@ from typing import Any
 from hostd.protocol import ContextFrame, FrameId, LineIndex
 
 from ._audit import UNVERIFIABLE, is_verified, ranked_entries, unranked_entries
-from ._candidates import CandidateSet, FramePair, frame_id_of_key, pick_from
+from ._candidates import CandidateSet, FramePair, frame_id_of_key, key_to_wire, pick_from
 from ._coalesce import Layout, audit_notes, lay_out, refold
 from ._dedup import dedup_pool
 from ._floors import AdmittedFloors, FloorInput, check_budget, check_floors
@@ -38,6 +38,7 @@ from ._pack import Packing, pack
 from ._placement import check_placement, place_indices
 from ._render import EVIDENCE_PREAMBLE, fence, kinds_and_labels, priced_blocks, render_frame
 from ._result import Citation, ComposedPrompt, CompositionAudit
+from ._same_text import Quotes
 from ._spans import DEFAULT_MERGE_MAX_RATIO, check_ratio, merge_spans
 from ._spans import apply as apply_spans
 from .ranking import DEFAULT_STRATEGY, Strategy, rank_with, strategy_from_wire
@@ -81,8 +82,9 @@ class Survivors:
     with its ``contents`` column; ``origin[i]``: candidate ``i``'s index in ``pool``,
     the candidates as offered), the collapsed frames as ``(dropped, kept)`` indices
     into ``pool``, the frames span merging absorbed as ``(member, survivor, reason,
-    region)`` (indices into ``pool``), extra audit members by candidate index, and
-    the candidates whose bytes are known good as ``Span``s (what coalescing reads)."""
+    region)`` (indices into ``pool``), extra audit members by candidate index, the
+    candidates whose bytes are known good as ``Span``s (what coalescing reads), and
+    whether the packer is to look for text one block quotes of another (``mixed``)."""
 
     pool: CandidateSet
     cands: CandidateSet
@@ -92,16 +94,20 @@ class Survivors:
     absorbed: list[tuple[int, int, str, dict[str, str]]] = field(default_factory=list)
     notes: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
     spans: Mapping[int, Span] = field(default_factory=dict)
+    #: Two providers, one frame without ``file`` provenance: text may be quoted twice.
+    mixed: bool = False
 
 
 def dedup(frames: Iterable[FramePair]) -> Survivors:
     """Cross-provider dedup (D2), every field read from each model once."""
     pairs = frames if isinstance(frames, list | tuple) else list(frames)
     pool, contents, provenances = CandidateSet.with_columns(pairs)
-    deduped = dedup_pool(pool, provenances)
+    deduped = dedup_pool(pool, provenances, contents)
     if deduped.drops:
         contents = pick_from(deduped.origin)(contents)
-    return Survivors(pool, deduped.kept, contents, deduped.drops, deduped.origin)
+    return Survivors(
+        pool, deduped.kept, contents, deduped.drops, deduped.origin, mixed=deduped.mixed
+    )
 
 
 def spans(
@@ -132,6 +138,7 @@ def spans(
         [(origin[m], origin[k], why, region) for m, k, why, region in merge.absorbed],
         {position[i]: note for i, note in merge.notes.items() if i in position},
         {position[i]: span for i, span in merge.spans.items() if i in position},
+        survivors.mixed,
     )
 
 
@@ -148,6 +155,11 @@ class Prices:
     unverified: frozenset[int] = frozenset()
     clean: bool = False
     kinds: list[str] = field(default_factory=list)
+
+
+def placeless(cands: CandidateSet) -> list[bool]:
+    """Each candidate: whether it has no ``file`` provenance (no place to re-read)."""
+    return [all(p.type != "file" for p in f.provenance) for f in cands.frames]
 
 
 def unverified_of(cands: CandidateSet, verification: Verification | None) -> frozenset[int]:
@@ -224,7 +236,7 @@ def render(
         label, frame = (packing.labels[j], frames[i]) if group is None else group.label_frame
         citations.append(Citation(label, fid, tuple(frame.provenance)))
         shown.append((k[0], frame))
-    for j, lead in layout.lead_of.items():
+    for j, lead in layout.lead_of.items():  # a block left out stands where its quoter does
         positions[j] = positions[lead]
     budget, meter = floors.budget, floors.meter
     prompt = assemble(floors, layout.parts)
@@ -248,10 +260,21 @@ def render(
         notes=survivors.notes,
         meter=meter,
         render_block=render_block,
-        coalesced=audit_notes(layout, packing, cands, meter) if layout.groups else None,
+        coalesced=(
+            audit_notes(layout, packing, cands, meter)
+            if layout.groups or layout.contained
+            else None
+        ),
+        contained={
+            i: {
+                "kept": key_to_wire(key(packing.chosen[layout.lead_of.get(j, j)])),
+                "same_text": True,
+            }
+            for i, j in packing.contained.items()
+        },
     )
     duplicates, absorbed = survivors.duplicates, survivors.absorbed
-    if layout.groups or absorbed:  # every fold names the block that quotes it
+    if layout.lead_of or absorbed or packing.contained:  # every fold names its block
         duplicates, absorbed = refold(layout, packing, survivors.origin, duplicates, absorbed)
     entries += unranked_entries(survivors.pool, duplicates, excluded, absorbed)
     # What the included entries' ``tokens`` add up to: every admitted block the walk
@@ -314,6 +337,10 @@ def fit_counted(
             column.pop()
         packing.costs.pop()
         packing.used_after.pop()
+        # what only the block dropped quoted is no longer in the prompt: over budget
+        gone = len(packing.chosen)
+        for i in [i for i, j in packing.contained.items() if j == gone]:
+            del packing.contained[i]
 
 
 def _policy(
@@ -422,6 +449,7 @@ def compose_for_prompt(
 
     if meter is not CANONICAL:
         prices = count_blocks(prices, meter, render_block)
+    quotes = Quotes.of(pids, survivors.contents, placeless(cands)) if survivors.mixed else None
 
     packing = pack(
         order,
@@ -434,6 +462,7 @@ def compose_for_prompt(
         caps=_cap_tokens(caps, floors.remainder),
         render=render_block,
         meter=meter,
+        quotes=quotes,
     )
 
     def render_as(i: int, frame: ContextFrame, label: str) -> str:
@@ -441,7 +470,8 @@ def compose_for_prompt(
 
     def lay(placed: list[int]) -> Layout:
         spans = survivors.spans
-        return lay_out(packing, placed, cands, spans, floors.labels, render_as, meter)
+        folds = quotes.folds(packing.chosen) if quotes is not None else None
+        return lay_out(packing, placed, cands, spans, floors.labels, render_as, meter, folds)
 
     counted: int | None = None
     if meter.exact:

@@ -3,8 +3,10 @@
 Frame ids are provider-scoped, so the same file region returned by two
 providers arrives under two identities. Two frames are the same evidence when
 they share a ``content_digest``, or a ``file`` provenance with equal ``uri``
-and ``range``, or their whole identity; the relation is closed transitively
-(union-find over hash maps, so linear in the input, never a pairwise scan).
+and ``range``, or their whole identity, or (frames of two providers, one of them
+with ``file`` provenance and one without) their text up to line endings and blank space
+(``_same_text``); the relation is closed transitively (union-find over hash
+maps, so linear in the input, never a pairwise scan).
 In each group the highest score survives (ties to the canonically smaller
 FrameId) and carries the de-duplicated union of the group's provenance.
 """
@@ -16,12 +18,13 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, itemgetter, ne
+from operator import attrgetter, eq, itemgetter, ne
 from typing import Any
 
 from hostd.protocol import ContextFrame, FrameId, Provenance
 
 from ._candidates import CandidateSet, FramePair, SortKey, frame_id_of_key
+from ._same_text import text_links
 
 __all__ = ["DedupDrop", "Deduped", "dedup_cross_provider"]
 
@@ -52,6 +55,8 @@ class _DedupResult:
     kept: CandidateSet
     origin: Sequence[int]
     drops: list[tuple[int, int]]
+    #: Whether the same-text rules have pairs to compare (``_same_text``).
+    mixed: bool = False
 
 
 def _prov_key(p: Provenance) -> tuple[str | None, ...]:
@@ -117,6 +122,7 @@ def _groups(
 
 _PROVENANCE = attrgetter("provenance")
 _PROV_FROM_DICT = itemgetter("type", "uri", "range", "digest", "method", "by")
+_TYPE = itemgetter("type")
 _REGION_FROM_DICT = itemgetter("type", "uri", "range")
 _DICT = attrgetter("__dict__")
 
@@ -190,12 +196,35 @@ def _merged_single(
     return [provs[i][0] for i in first.values()]
 
 
+def _placeless(
+    pool: CandidateSet, dicts: list[Any], owners: Sequence[int], single: bool
+) -> list[bool] | None:
+    """Each frame: whether it has no ``file`` provenance; None when the same-text rules
+    have no pair to compare (one provider; every frame a place, or none), which one
+    pass over the entries' types tells for the common pool."""
+    n = len(pool)
+    types = list(map(_TYPE, dicts))
+    if single and types.count("file") == n:  # every frame a place: the common pool
+        return None
+    if len(set(pool.provider_ids)) < 2:
+        return None
+    placed = bytearray(n)
+    for k in compress(range(len(types)), map(eq, types, repeat("file"))):
+        placed[owners[k]] = 1
+    if placed.count(1) in (0, n):  # no place, or no frame without one: no pair
+        return None
+    return [not p for p in placed]
+
+
 def dedup_pool(
-    pool: CandidateSet, provenances: Sequence[Sequence[Provenance]] | None = None
+    pool: CandidateSet,
+    provenances: Sequence[Sequence[Provenance]] | None = None,
+    contents: Sequence[str | None] | None = None,
 ) -> _DedupResult:
     """Group ``pool`` by evidence; survivors keep input order (callers rank them).
 
-    ``provenances`` is the pool's provenance column, if the caller already has it.
+    ``provenances`` and ``contents`` are the pool's columns, if the caller already
+    has them.
     """
     frames = pool.frames
     n = len(frames)
@@ -217,8 +246,15 @@ def dedup_pool(
     )
     dicts = list(map(_DICT, flat))
     regions = _region_links(dicts, owners)
+    # ... or the same text, one provider's with a place and another's without.
+    placeless = _placeless(pool, dicts, owners, single)
+    if placeless is not None:
+        if contents is None:
+            contents = [f.content for f in frames]
+        regions += text_links(contents, pool.provider_ids, placeless)
+    mixed = placeless is not None
     if not (same or regions):
-        return _DedupResult(pool, range(n), [])
+        return _DedupResult(pool, range(n), [], mixed)
 
     # Only the groups' members are read further: most frames are in none, and their
     # keys and provenance fields are never built (nor their models' memory touched).
@@ -289,7 +325,7 @@ def dedup_pool(
         kept = replace(kept, frames=tuple([replaced.get(i, frames[i]) for i in origin]))
     position = {i: bisect_left(origin, i) for i in support}  # origin is sorted
     kept = replace(kept, support={position[i]: sup for i, sup in support.items()})
-    return _DedupResult(kept, origin, drops)
+    return _DedupResult(kept, origin, drops, mixed)
 
 
 def dedup_cross_provider(frames: Iterable[FramePair]) -> Deduped:

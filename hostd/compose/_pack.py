@@ -9,6 +9,10 @@ is the block rendered, and the block admitted is the block later placed.
 
 Labels are made unique here, in rank order (floors first): a label's length
 is part of its block's cost, so it has to be known when the block is counted.
+
+A frame whose text a block already admitted quotes (another provider's, one of
+the two without ``file`` provenance: ``_same_text``) is not admitted: it costs
+nothing and takes no room, cap or label.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ._meter import CANONICAL, Meter
 from ._render import utf8_size
+from ._same_text import Quotes
 
 __all__ = ["Labels", "Packing", "pack", "tokens_of_bytes", "utf8_size"]
 
@@ -79,6 +84,8 @@ class Packing:
     capped: dict[int, tuple[tuple[str, int, float], int]] = field(default_factory=dict)
     #: Ranks admitted block by block, then dropped when the whole prompt was counted.
     recounted: list[int] = field(default_factory=list)
+    #: Candidates whose text an admitted block quotes: candidate -> its admission index.
+    contained: dict[int, int] = field(default_factory=dict)
 
     @property
     def used(self) -> int:
@@ -97,6 +104,7 @@ def pack(
     caps: Caps,
     render: Render,
     meter: Meter = CANONICAL,
+    quotes: Quotes | None = None,
 ) -> Packing:
     """Walk ``order`` (best first) and admit each frame whose block still fits.
 
@@ -108,6 +116,8 @@ def pack(
     the smallest block cannot fit, the walk stops: every frame left is over
     budget with the same room left. With a tokenizer ``meter``, ``fixed`` and
     ``sizes`` are its tokens, and a block whose label changed is counted again.
+    With ``quotes``, a frame whose text an admitted block holds is skipped
+    (``Packing.contained``), whether it would fit or not: it is in the prompt.
     """
     capacity = meter.capacity(budget)
     exact = meter is CANONICAL  # bytes add up: a label suffix costs its length
@@ -120,6 +130,11 @@ def pack(
     for rank, i in enumerate(order):
         if used + smallest > capacity:
             break
+        if quotes is not None and out.chosen:
+            quoted_by = quotes.container(i, out.chosen)
+            if quoted_by is not None:
+                out.contained[i] = quoted_by
+                continue
         size = sizes[i]
         if used + size > capacity:
             continue

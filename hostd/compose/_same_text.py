@@ -1,0 +1,151 @@
+"""The same text served by two providers, one of them without a place: one piece of evidence.
+
+A ``file`` frame is a place (a ``uri`` and a ``range``): the same bytes served twice
+share a digest, the same region is one by its ``uri`` and ``range``, and overlapping
+regions are span merging's. A text served without one (an MCP tool's answer, such as
+a ``read_text_file`` of ``docs/runbook.md``) is cut by its content alone, so the same
+lines arrive under another digest (a piece ends at its last line of text where the
+``files`` chunk keeps the blank line after it) or as pieces of one ``files`` chunk,
+and neither rule sees them. Two rules do, only between frames of *different
+providers*, *one with* ``file`` *provenance and one without*: the placeless text is
+then that file's lines, and what stands for both carries the place. Two texts
+without a place prove nothing of each other (two answers may share a line such
+as ``}`` or ``No results``), and two places are compared by their ranges:
+
+- **equal text** (``text_links``): frames whose ``normal_text`` is equal are the same
+  evidence (D2): dedup groups them with the others, the best survives and carries
+  the group's provenance (the ``file`` entry among it, which makes it verifiable);
+- **contained text** (``Quotes``): a frame whose whole text, in whole lines, lies
+  inside a block the packer admitted is redundant (``contained_in``). The walk skips
+  it when the block that quotes it came first; a block it admitted first and a later
+  one quotes is left out of the prompt (``folds``), its fence left unspent as a
+  coalesced member's is.
+
+``normal_text`` changes nothing that carries meaning: line endings, whitespace at
+the end of a line and blank lines before and after the text. Indentation and every
+character inside a line stay. Equal text is found by a hash map (linear); contained
+text only against what the packer admitted (bounded by the budget), and only for the
+pairs above: a composition of one provider, or of ``file`` frames only (or of
+none), compares nothing and composes as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import compress
+
+__all__ = ["Quotes", "normal_text", "text_links"]
+
+#: Whitespace at the end of a line (before its newline, or the text's end).
+_TRAILING = re.compile(r"[ \t\f\v]+$", re.MULTILINE)
+
+
+def normal_text(text: str) -> str:
+    """``text`` with ``\\n`` line endings, no whitespace at a line's end and no blank
+    line before or after it: what two providers serving the same lines agree on."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # Most texts have no whitespace before a newline: four C searches spare the regex.
+    if " \n" in text or "\t\n" in text or "\f" in text or "\v" in text:
+        text = _TRAILING.sub("", text)
+    return text.lstrip("\n").rstrip(" \t\f\v\n")
+
+
+def text_links(
+    contents: Sequence[str | None], pids: Sequence[str], placeless: Sequence[bool]
+) -> list[tuple[int, int]]:
+    """Links between frames of equal ``normal_text`` that make a pair (two providers,
+    one frame with ``file`` provenance and one without), closed as dedup closes them.
+
+    Found by a hash map of the texts. Within a group of equal text, members of one
+    provider that are alike (both placed, or both not) have the same partners, so
+    each such bucket is linked to its first member and buckets to one another by
+    their first members: a handful of buckets, never a scan of member pairs.
+    """
+    groups: dict[str, list[int]] = {}
+    for i in compress(range(len(contents)), map(bool, contents)):
+        text = normal_text(contents[i])  # type: ignore[arg-type]  # compress kept only str
+        if text:  # nothing but whitespace is no evidence to join by
+            groups.setdefault(text, []).append(i)
+    links: list[tuple[int, int]] = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        buckets: dict[tuple[str, bool], list[int]] = {}
+        for i in members:
+            buckets.setdefault((pids[i], placeless[i]), []).append(i)
+        partnered: set[tuple[str, bool]] = set()
+        for a in buckets:
+            for b in buckets:
+                if not a[1] and b[1] and a[0] != b[0]:
+                    links.append((buckets[a][0], buckets[b][0]))
+                    partnered.update((a, b))
+        for bucket in partnered:
+            first, *rest = buckets[bucket]
+            links.extend((i, first) for i in rest)
+    return links
+
+
+class Quotes:
+    """Which admitted block already quotes a candidate's text, for the pairs the rule
+    compares (see the module's docstring). Texts are normalised when first compared."""
+
+    __slots__ = ("_contents", "_pids", "_placeless", "_texts")
+
+    def __init__(
+        self, pids: Sequence[str], contents: Sequence[str | None], placeless: Sequence[bool]
+    ) -> None:
+        self._pids = pids
+        self._contents = contents
+        self._placeless = placeless
+        self._texts: dict[int, str | None] = {}
+
+    @classmethod
+    def of(
+        cls, pids: Sequence[str], contents: Sequence[str | None], placeless: Sequence[bool]
+    ) -> Quotes | None:
+        """None when no pair could ever be compared: one provider, or every frame a
+        ``file`` frame, or none."""
+        if all(placeless) or not any(placeless) or len(set(pids)) < 2:
+            return None
+        return cls(pids, contents, placeless)
+
+    def _text(self, i: int) -> str | None:
+        """Candidate ``i``'s normal text between newlines, so that ``in`` finds whole
+        lines only (``retry = 3`` is not inside ``max_retry = 3``); None without text."""
+        if i not in self._texts:
+            content = self._contents[i]
+            text = normal_text(content) if content else ""
+            self._texts[i] = f"\n{text}\n" if text else None
+        return self._texts[i]
+
+    def _pair(self, i: int, j: int) -> bool:
+        return self._pids[i] != self._pids[j] and self._placeless[i] != self._placeless[j]
+
+    def _inside(self, i: int, j: int) -> bool:
+        """Whether ``i``'s whole text lies in ``j``'s (both candidates of a pair)."""
+        inner = self._text(i)
+        if inner is None:
+            return False
+        outer = self._text(j)
+        return outer is not None and len(inner) <= len(outer) and inner in outer
+
+    def container(self, i: int, admitted: Sequence[int]) -> int | None:
+        """The first of ``admitted`` (candidate indices, in admission order) whose text
+        holds candidate ``i``'s, as its position in ``admitted``; None when none does."""
+        for j, k in enumerate(admitted):
+            if self._pair(i, k) and self._inside(i, k):
+                return j
+        return None
+
+    def folds(self, admitted: Sequence[int]) -> dict[int, int]:
+        """Admitted blocks a later one quotes: admission index -> the first later
+        admission whose text holds it (the walk skipped any frame an earlier one held)."""
+        out: dict[int, int] = {}
+        for k in range(1, len(admitted)):
+            for j in range(k):
+                if j not in out and self._pair(admitted[j], admitted[k]):
+                    if self._inside(admitted[j], admitted[k]):
+                        out[j] = k
+        return out
