@@ -119,7 +119,10 @@ class Evidence(WireResult):
 
 class AuditEntry(WireResult):
     """One offered frame and what became of it: ``included`` (``rank``, ``position``,
-    ``tokens``, ``verification``) or excluded with one ``reason`` and its ``detail``."""
+    ``tokens``, ``verification``) or excluded with one ``reason`` and its ``detail``.
+    ``label`` is an excluded frame's citation label, which ticket or file it was
+    (``None`` for a frame an earlier stage dropped, or from a daemon that does not
+    report it); an included one's is its citation's."""
 
     frame: FrameRef
     provider: str
@@ -132,6 +135,7 @@ class AuditEntry(WireResult):
     position: int | None = None
     verification: Verification | None = None
     vouched_by: list[str] = Field(default_factory=list)
+    label: str | None = None
 
     @property
     def included(self) -> bool:

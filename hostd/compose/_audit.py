@@ -7,6 +7,12 @@ other field as the tie-break. Nothing is kept to be expanded later: the entries
 the packer's walk produces are the entries the wire carries (and ``AuditEntry``
 reads them back as typed values).
 
+An excluded entry of a frame that reached composition carries its ``label``: the
+frame's own citation label (``citation_label_for``, without the ``" #2"`` a repeat
+would get), so a reader can tell which ticket or file was left out, as the citations
+tell the included ones. A frame an earlier stage dropped is known here by its FrameId
+only, and has none.
+
 An ``over_budget`` frame is priced as the block it would have been when the walk
 reached it (its label as made unique then, the room left after the last inclusion
 ranked above it) from its ``rendered_sizes`` price: priced, never rendered.
@@ -22,11 +28,12 @@ from typing import Any
 
 import orjson
 
-from hostd.protocol import FrameId
+from hostd.protocol import ContextFrame, FrameId
 
 from ._candidates import CandidateSet, SortKey, key_to_wire
 from ._meter import CANONICAL, Meter
 from ._pack import Labels, Packing, tokens_of_bytes
+from ._render import citation_label_for
 
 __all__ = ["ranked_entries", "unranked_entries"]
 
@@ -151,6 +158,7 @@ def ranked_entries(
                     "disposition": "excluded",
                     "reason": reason,
                     "detail": detail,
+                    "label": labels[i],
                     "rank": rank,
                     "score": score if -_INF < score < _INF else None,
                     "tokens": cost,
@@ -173,6 +181,7 @@ def ranked_entries(
                     "disposition": "excluded",
                     "reason": "merged_into" if folded.get("coalesced") else "contained_in",
                     "detail": detail,
+                    "label": labels[i],
                     "rank": stop,
                     "score": _wire_score(frames[i].score),
                     "tokens": costs[j],
@@ -256,9 +265,9 @@ def unranked_entries(
     absorbed = absorbed if isinstance(absorbed, list) else list(absorbed)
     excluded = excluded if isinstance(excluded, list) else list(excluded)
     keys = cands.key_column() if duplicates or absorbed else []
-    scores = cands.scores
+    scores, frames = cands.scores, cands.frames
     if not (absorbed or excluded):
-        return _duplicate_entries(keys, scores, duplicates)
+        return _duplicate_entries(keys, scores, frames, duplicates)
     for m, k, reason, region in absorbed:
         mk, kk = keys[m], keys[k]
         score = scores[m]
@@ -268,6 +277,7 @@ def unranked_entries(
             "disposition": "excluded",
             "reason": reason,
             "detail": {"kept": key_to_wire(kk), "region": dict(region)},
+            "label": citation_label_for(frames[m]),
             "score": _wire_score(score),
         }
         rows.append(((False, mk, reason, score), partial(repr, kk), entry))
@@ -278,7 +288,7 @@ def unranked_entries(
         if kept is None:
             kept = kept_wire[k] = key_to_wire(keys[k])
         score = scores[d]
-        entry = _duplicate_entry(dk, kept, score)
+        entry = _duplicate_entry(dk, kept, score, citation_label_for(frames[d]))
         rows.append(((False, dk, "duplicate", score), partial(repr, keys[k]), entry))
     for item in excluded:
         fid, reason, detail = item
@@ -302,7 +312,7 @@ def unranked_entries(
     return list(map(_THIRD, rows))
 
 
-def _duplicate_entry(dk: SortKey, kept: dict[str, Any], score: float) -> dict[str, Any]:
+def _duplicate_entry(dk: SortKey, kept: dict[str, Any], score: float, label: str) -> dict[str, Any]:
     """The audit entry of a frame dedup folded into ``kept`` (its wire FrameId)."""
     return {
         "frame": key_to_wire(dk),
@@ -310,12 +320,16 @@ def _duplicate_entry(dk: SortKey, kept: dict[str, Any], score: float) -> dict[st
         "disposition": "excluded",
         "reason": "duplicate",
         "detail": {"kept": dict(kept)},  # a copy each: an entry is the wire's own
+        "label": label,
         "score": _wire_score(score),
     }
 
 
 def _duplicate_entries(
-    keys: Sequence[SortKey], scores: Sequence[float], duplicates: Sequence[tuple[int, int]]
+    keys: Sequence[SortKey],
+    scores: Sequence[float],
+    frames: Sequence[ContextFrame],
+    duplicates: Sequence[tuple[int, int]],
 ) -> list[dict[str, Any]]:
     """``unranked_entries`` when dedup's folds are all there is (the common case):
     the entries ordered by the dropped frame's key, then its score, by two stable
@@ -348,6 +362,7 @@ def _duplicate_entries(
                 "disposition": "excluded",
                 "reason": "duplicate",
                 "detail": {"kept": kept.copy()},  # a copy each: an entry is the wire's own
+                "label": citation_label_for(frames[d]),
                 "score": score if score is not None and -_INF < score < _INF else None,
             }
         )

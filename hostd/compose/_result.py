@@ -56,6 +56,9 @@ class AuditEntry:
     #: Admitted blocks that touch, quoted as this one's: the region, digest, the
     #: block's ``tokens`` and the other ``members`` (each ``merged_into`` this one).
     coalesced: Mapping[str, Any] | None = None
+    #: An excluded frame's own citation label, when it reached composition: which
+    #: ticket or file was left out (an included one's is its citation's).
+    label: str | None = None
 
     @property
     def included(self) -> bool:
@@ -87,6 +90,7 @@ class AuditEntry:
             entry.get("merged"),
             entry.get("span"),
             entry.get("coalesced"),
+            entry.get("label"),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -108,6 +112,7 @@ class AuditEntry:
             self.merged,
             self.span,
             self.coalesced,
+            self.label,
         )
 
 
@@ -125,6 +130,7 @@ def _entry_dict(
     merged: Mapping[str, Any] | None = None,
     span: Mapping[str, Any] | None = None,
     coalesced: Mapping[str, Any] | None = None,
+    label: str | None = None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "frame": frame,
@@ -134,6 +140,8 @@ def _entry_dict(
     if reason is not None:
         out["reason"] = reason
         out["detail"] = detail
+    if label is not None:
+        out["label"] = label
     if rank is not None:
         out["rank"] = rank
     if score is not None:

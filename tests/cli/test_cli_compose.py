@@ -71,6 +71,11 @@ def test_compose_passes_overfetch_caps_and_floors(tmp_path: Path) -> None:
     # 290 tokens, of which alpha may fill 30%: one fenced 50-token frame, not two.
     assert sum(1 for e in alpha if e["disposition"] == "included") == 1
     assert any(e.get("reason") == "provider_cap" for e in alpha)
+    # Each excluded frame is named by its label, as the citations name the included.
+    for e in audit["entries"]:
+        if e["disposition"] == "excluded":
+            pid, _, n = e["frame"]["frame_id"].partition(":")
+            assert e["label"] == f"{pid}-{n}", e
     assert "overfetch" not in done.stderr
 
 

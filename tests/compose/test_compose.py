@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from hostd.client import Audit
 from hostd.compose import (
     EVIDENCE_PREAMBLE,
     Floor,
@@ -294,6 +295,39 @@ def test_earlier_exclusions_each_become_one_audit_entry_with_their_reason() -> N
         FrameId("files", "bad"): ("invalid_frame", {}),
     }
     assert len(out.audit.entries) == 4
+
+
+def test_an_excluded_entry_names_its_frames_label_when_composition_had_the_frame() -> None:
+    d = digest_of("same")
+    frames = [
+        ("a", frame("a1", 0.9, "same", digest=d, label="TICKET-1 login fails")),
+        ("b", frame("b1", 0.4, "same", digest=d, label="notes.md L3-9")),  # a copy of a1
+        ("a", frame("a2", 0.8, sized(10), label="", title="retry.md")),  # no label: its title
+        ("c", frame("c1", 0.7, sized(100), label="TICKET-1 login fails")),  # a repeated label
+    ]
+    # room for a1 and a2, not c1; a's cap leaves room for a1 alone
+    budget = fits(block("a", frames[0][1]), block("a", frames[2][1])) + 20
+    out = compose_for_prompt(
+        frames,
+        budget,
+        caps={"a": 0.5},
+        excluded=[(FrameId("d", "bad"), "invalid_frame", {"rules": "F3"})],
+    )
+    reasons = {e.frame.frame_id: (e.reason, e.label) for e in out.audit.excluded()}
+    assert reasons == {
+        "b1": ("duplicate", "notes.md L3-9"),
+        "a2": ("provider_cap", "retry.md"),
+        "c1": ("over_budget", "TICKET-1 login fails"),  # its own, not the " #2" it was priced with
+        # dropped before composition: only its FrameId reached it, no text of it is told
+        "bad": ("invalid_frame", None),
+    }
+    wire = {e["frame"]["frame_id"]: e for e in out.audit.entry_dicts()}
+    assert "label" not in wire["bad"] and "label" not in wire["a1"]
+    # the client's typed audit reads the same
+    read = Audit.model_validate(out.audit.to_wire())
+    assert {e.frame.frame_id: e.label for e in read.excluded()} == {
+        k: label for k, (_, label) in reasons.items()
+    }
 
 
 def test_verification_is_copied_into_included_entries_with_unchecked_as_default() -> None:

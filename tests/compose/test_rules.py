@@ -190,6 +190,10 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
     def score(x: float) -> float | None:
         return x if -float("inf") < x < float("inf") else None
 
+    def label(i: int) -> str:  # a frame's citation label, else its title (F3)
+        f = pool.frames[i]
+        return f.citation_label if f.citation_label and f.citation_label.strip() else f.title
+
     def reference(dups: list, excluded: list, absorbed: list) -> list[dict[str, object]]:
         keyed: list[tuple[tuple[object, ...], dict[str, object]]] = []
         for m, k, reason, region in absorbed:
@@ -199,6 +203,7 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
                 "disposition": "excluded",
                 "reason": reason,
                 "detail": {"kept": pool.frame_id(k).to_wire(), "region": dict(region)},
+                "label": label(m),
                 "score": score(pool.scores[m]),
             }
             keyed.append(((False, pool.key(m), reason, pool.scores[m], repr(pool.key(k))), entry))
@@ -209,6 +214,7 @@ def test_unranked_entries_follow_canonical_order_with_every_field_a_tie_break(
                 "disposition": "excluded",
                 "reason": "duplicate",
                 "detail": {"kept": pool.frame_id(k).to_wire()},
+                "label": label(d),
                 "score": score(pool.scores[d]),
             }
             keyed.append(

@@ -95,6 +95,7 @@ def test_shifted_windows_become_one_verified_frame_with_every_line_once() -> Non
     absorbed = by_id["a"]
     assert absorbed["reason"] == "merged_into"
     assert absorbed["detail"]["kept"]["frame_id"] == "b"
+    assert absorbed["label"] == "module.py L1-6"  # its own: which window was folded
     assert absorbed["detail"]["region"] == {"uri": URI, "range": "L1-9"}
     # the citation resolves to the union's region and every member's provenance
     (citation,) = merged.citations
@@ -264,6 +265,7 @@ def test_adjacent_blocks_both_admitted_are_rendered_as_one() -> None:
     # folded into the block that quotes it: feedback and the eval read it as a member
     assert follower["disposition"] == "excluded" and follower["reason"] == "merged_into"
     assert follower["rank"] == 1 and follower["tokens"] > 0
+    assert follower["label"] == "module.py L1-4"  # its own, not the block's
     assert follower["detail"] == {
         "kept": FrameId.of(*second).to_wire(),
         "region": {"uri": URI, "range": "L1-8"},
