@@ -10,7 +10,9 @@ starting (the CLI's ``--wait``, by the client's own wait: ``hostd.client.connect
 with that config on first use and keeps it (its providers stay warm) until
 ``close()``, or until the process exits (the child then reads end of input and
 stops itself). Sync calls wait on that loop; async calls await it without holding
-a thread, and cancelling one cancels the daemon's work (``$/cancel``).
+a thread, and cancelling one cancels the daemon's work (``$/cancel``), or, while the
+connection is still opening (waiting for a daemon that is starting), stops that wait
+when no other call waits for it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import threading
 import weakref
 from collections.abc import Mapping
 from concurrent.futures import Future
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
@@ -64,19 +66,79 @@ def _start_loop() -> tuple[BlockingPortal, threading.Thread]:
     return started.result(), thread
 
 
+class _Opening:
+    """One connection, opened and then held open by one task on the session's loop
+    (its context manager is entered and exited in that task, as its task group must
+    be). ``client`` is the outcome of the opening: a sync call waits on it, an async
+    call awaits it, and ``waiters`` counts both, so the last async call cancelled while
+    it still waits for a daemon stops it (``stop``): no connection attempt outlives
+    the calls that wanted it."""
+
+    def __init__(
+        self, portal: BlockingPortal, opener: AbstractAsyncContextManager[AsyncClient]
+    ) -> None:
+        self.client: Future[AsyncClient] = Future()
+        self.waiters = 0
+        self._portal = portal
+        self._release: anyio.Event | None = None
+        self.task = portal.start_task_soon(self._hold, opener)
+
+    async def _hold(self, opener: AbstractAsyncContextManager[AsyncClient]) -> None:
+        self._release = release = anyio.Event()
+        try:
+            async with opener as client:
+                self.client.set_result(client)
+                await release.wait()
+        except anyio.get_cancelled_exc_class():
+            self.client.cancel()  # stopped while it opened (a no-op once it had)
+            raise
+        except BaseException as exc:
+            if not self.client.done():  # it never opened: every waiter is told why
+                self.client.set_exception(exc)
+            raise
+
+    def ended(self) -> bool:
+        """Whether it failed to open, or the connection it opened has closed."""
+        client = self.client
+        return client.done() and (
+            client.cancelled() or client.exception() is not None or client.result().closed
+        )
+
+    def stop(self) -> None:
+        """Cancel its task: an opening stops waiting, an open connection closes."""
+        self.task.cancel()
+
+    def close(self) -> None:
+        """Close the connection (a spawned daemon drains and exits) and wait until it is."""
+        release = self._release
+        if release is None or not self.client.done():
+            self.stop()
+        else:
+            with contextlib.suppress(Exception):  # the loop is stopping: it ends the task
+                self._portal.call(release.set)
+        with contextlib.suppress(Exception):  # the daemon is gone or going: no news
+            self.task.result(_JOIN_S)
+
+
 class _Loop:
-    """The loop thread and the open connection on it; closed by ``close`` or at GC."""
+    """The loop thread and the connection on it; closed by ``close`` or at GC."""
 
     def __init__(self) -> None:
         self.portal, self.thread = _start_loop()
-        self.opened: AbstractContextManager[AsyncClient] | None = None
-        self.client: AsyncClient | None = None
+        self.opening: _Opening | None = None
+
+    @property
+    def client(self) -> AsyncClient | None:
+        """The open connection, if there is one."""
+        opening = self.opening
+        if opening is None or not opening.client.done() or opening.ended():
+            return None
+        return opening.client.result()
 
     def drop_client(self) -> None:
-        opened, self.opened, self.client = self.opened, None, None
-        if opened is not None:
-            with contextlib.suppress(Exception):  # the daemon is gone or going: no news
-                opened.__exit__(None, None, None)
+        opening, self.opening = self.opening, None
+        if opening is not None:
+            opening.close()
 
     def close(self) -> None:
         self.drop_client()
@@ -137,31 +199,75 @@ class DaemonSession:
         self._waited = True
         self._log.info("waiting up to %g s for a hostd daemon at %s", wait, socket)
 
-    def _client(self) -> tuple[BlockingPortal, AsyncClient, bool]:
-        """The open connection, opened (again) when there is none or it has ended; and
-        whether it was opened for this call."""
+    def _begin(self) -> tuple[BlockingPortal, _Opening, bool]:
+        """The connection, open or still opening (calls that come while it opens share
+        it), a new one when there is none or it has ended; and whether this call waits
+        for it to open. The caller is one of its ``waiters`` until ``_done_waiting``."""
         with self._lock:
             if self._loop is None:
                 self._loop = _Loop()
                 self._finalizer = weakref.finalize(self, self._loop.close)
             loop = self._loop
-            if loop.client is not None and not loop.client.closed:
-                return loop.portal, loop.client, False
-            loop.drop_client()
-            opened = loop.portal.wrap_async_context_manager(self._opener())
-            try:
-                loop.client = opened.__enter__()
-            except OSError as exc:
-                where = (
-                    f"could not start hostd with config {self._config}"
-                    if self._config is not None
-                    else f"no hostd answers at {self._connect or _discovered_socket()}"
-                    " (start one with `hostd serve`)"
-                )
-                waited = f"; waited {self._wait:g} s" if self._waited else ""
-                raise ConnectionError(f"{where}: {exc.strerror or exc}{waited}") from exc
-            loop.opened = opened
-            return loop.portal, loop.client, True
+            opening = loop.opening
+            if opening is None or opening.ended():
+                loop.drop_client()
+                opening = loop.opening = _Opening(loop.portal, self._opener())
+            opening.waiters += 1
+            return loop.portal, opening, not opening.client.done()
+
+    def _done_waiting(self, opening: _Opening, *, cancelled: bool = False) -> bool:
+        """This call no longer waits for ``opening``. A ``cancelled`` call that was its
+        last waiter while it still opens stops it; True when it did."""
+        with self._lock:
+            opening.waiters -= 1
+            if not cancelled or opening.waiters or opening.client.done():
+                return False
+            if self._loop is not None and self._loop.opening is opening:
+                self._loop.opening = None
+            opening.stop()
+            return True
+
+    def _unreachable(self, exc: OSError) -> ConnectionError:
+        where = (
+            f"could not start hostd with config {self._config}"
+            if self._config is not None
+            else f"no hostd answers at {self._connect or _discovered_socket()}"
+            " (start one with `hostd serve`)"
+        )
+        waited = f"; waited {self._wait:g} s" if self._waited else ""
+        return ConnectionError(f"{where}: {exc.strerror or exc}{waited}")
+
+    def _client(self) -> tuple[BlockingPortal, AsyncClient, bool]:
+        """The open connection, opened (again) when there is none or it has ended; and
+        whether it was opened for this call. Blocks while it opens."""
+        portal, opening, fresh = self._begin()
+        try:
+            return portal, opening.client.result(), fresh
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+        finally:
+            self._done_waiting(opening)
+
+    async def _aclient(self) -> tuple[BlockingPortal, AsyncClient, bool]:
+        """``_client`` for an async call: the opening is awaited, not waited for in a
+        thread, so cancelling the call returns at once; the last call to give up on an
+        opening stops it, and is told only once its task has ended."""
+        begun: list[tuple[BlockingPortal, _Opening, bool]] = []
+        try:
+            await anyio.to_thread.run_sync(lambda: begun.append(self._begin()))
+            portal, opening, fresh = begun[0]
+            client = await asyncio.shield(asyncio.wrap_future(opening.client))
+        except asyncio.CancelledError:
+            # Cancelled while the worker thread began (it ran on: this call is counted)
+            # or while the connection opened.
+            if begun and self._done_waiting(begun[0][1], cancelled=True):
+                await asyncio.wait([asyncio.wrap_future(begun[0][1].task)])
+            raise
+        except OSError as exc:
+            self._done_waiting(opening)
+            raise self._unreachable(exc) from exc
+        self._done_waiting(opening)
+        return portal, client, fresh
 
     def _forget(self, client: AsyncClient) -> None:
         """``client``'s connection is gone: the next call opens a new one."""
@@ -190,7 +296,7 @@ class DaemonSession:
         """``context/compose`` from an asyncio loop; cancelling it cancels the request.
         A kept connection found gone is replaced once, as in ``compose``."""
         while True:
-            portal, client, fresh = await anyio.to_thread.run_sync(self._client)
+            portal, client, fresh = await self._aclient()
             try:
                 call = partial(client.compose, goal, **params)
                 result = await asyncio.wrap_future(portal.start_task_soon(call))
