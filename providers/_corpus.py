@@ -165,6 +165,9 @@ _SECRET_NAMES = frozenset(
 _SECRET_SUFFIXES = (
     ".pem",  # PEM private keys (public certificates too: a price worth paying)
     ".key",
+    # OpenSSL's CA serial number file, written beside ``ca.key``: no secret, but no
+    # evidence either, only a hex number that a goal about TLS would be answered with.
+    ".srl",
     ".p8",  # PKCS#8 keys (Apple's AuthKey_*.p8)
     ".ppk",  # PuTTY private keys
     ".p12",  # PKCS#12 bundles, key included

@@ -256,6 +256,7 @@ def test_git_s_own_excludes_are_honoured_as_gitignore_is(tmp_path: Path) -> None
         "id_ed25519",
         "server.key",
         "CERT.PEM",
+        "ca.srl",
         "bundle.p12",
         "store.pfx",
         "release.keystore",
@@ -321,6 +322,21 @@ def test_the_walk_leaves_out_secrets_and_lockfiles_and_counts_each_reason(
     }
     assert skipped_summary(corpus.skipped) == (
         "3 secret files, 1 secret directory, 1 lockfile, 1 file over --max-file-bytes"
+    )
+
+
+def test_a_ca_s_serial_file_is_left_out_and_named_with_its_key_files(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / "tls").mkdir(parents=True)
+    (root / "tls" / "README.md").write_text(f"{WORD}: how the CA signs the server cert\n")
+    (root / "tls" / "ca.key").write_text(f"{WORD} key\n")
+    (root / "tls" / "ca.pem").write_text(f"{WORD} certificate\n")
+    (root / "tls" / "ca.srl").write_text("3B1F0C9E2D7A44E1A0C5F1B2D3E4F5A6B7C8D9E0\n")
+    corpus = Corpus(CorpusOptions(root=root))
+    assert _rels(corpus) == {"tls/README.md"}
+    assert corpus.skipped == {SKIP_SECRET: 3}
+    assert skipped_summary(corpus.skipped, corpus.skipped_paths) == (
+        "3 secret files (tls/ca.key, tls/ca.pem, tls/ca.srl)"
     )
 
 
