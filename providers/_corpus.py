@@ -576,6 +576,9 @@ class Corpus:
         self._files: dict[str, _FileState] = {}
         self.chunks: list[Chunk] = []
         self._reads = 0
+        #: What the last ``refresh`` changed: files it read, and those it dropped.
+        self._last_read = 0
+        self._last_gone = 0
         self._modified = False
         #: Each reason's paths, as the last walk and read left them out (``skipped``).
         self._skipped: dict[str, list[str]] = {}
@@ -753,6 +756,7 @@ class Corpus:
         so the total is known)."""
         seen: dict[str, _FileState] = {}
         changed = False
+        reads = self._reads
         walk: Iterable[tuple[str, Path, os.stat_result]] = self._walk()
         total = 0
         if progress is not None:
@@ -784,8 +788,10 @@ class Corpus:
         for rel, state in seen.items():
             if state.refused is not None:
                 self._skipped.setdefault(state.refused, []).append(rel)
-        if set(seen) != set(self._files):
+        gone = len(self._files.keys() - seen.keys())
+        if gone or len(seen) != len(self._files):
             changed = True  # a file went, or a cached one the rules now refuse was dropped
+        self._last_read, self._last_gone = self._reads - reads, gone
         if changed:
             self._files = seen
             self.chunks = [c for rel in sorted(seen) for c in seen[rel].chunks]
@@ -815,6 +821,17 @@ class Corpus:
     def reads(self) -> int:
         """Files read (chunked) since this corpus was made: 0 after a warm restart."""
         return self._reads
+
+    @property
+    def last_read(self) -> int:
+        """Files the last ``refresh`` read: a rebuild's own figure, where ``reads`` counts
+        every refresh since the start."""
+        return self._last_read
+
+    @property
+    def last_changed(self) -> int:
+        """Files the last ``refresh`` found changed: read (new or modified) or gone."""
+        return self._last_read + self._last_gone
 
     @property
     def modified(self) -> bool:

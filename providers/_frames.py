@@ -62,12 +62,16 @@ class Packed:
     frames: list[ContextFrame]
     truncated: bool
     dropped: int
+    #: Files changed on disk that the index answered from does not hold yet: a rebuild
+    #: is under way (``unindexed_changes`` on the wire).
+    behind: int = 0
 
     def to_result(self) -> ContextQueryResult:
         return ContextQueryResult(
             frames=[f.to_wire() for f in self.frames],
             truncated=self.truncated,
             dropped_estimate=self.dropped if self.truncated else None,
+            unindexed_changes=self.behind or None,
         )
 
 

@@ -211,7 +211,7 @@ def leg_failures(
     faults = _dropped(result) if dropped else {}
     for p in result.get("providers") or []:
         status = p.get("status")
-        if status == "ok" and p.get("note"):  # ok, but nothing it had fit (nothing_fit)
+        if status == "ok" and p.get("note"):  # ok, but said: nothing fit, lost, an old index
             lines.append(f"  {p.get('provider_id')}: ok: {p['note']}")
         elif status == "ok" and str(p.get("provider_id")) in faults:
             pid = str(p.get("provider_id"))

@@ -199,7 +199,8 @@ class ProviderReport(WireResult):
     share: int | None = None
     error: ProviderFailure | None = None
     missing_scopes: list[str] = Field(default_factory=list)
-    #: Why an ``ok`` leg gave nothing, when hostd can tell (``nothing fit: …``).
+    #: Why an ``ok`` leg gave nothing, when hostd can tell (``nothing fit: …``), what it
+    #: lost, or that it answered from an index older than some changed files.
     note: str | None = None
 
     @property

@@ -32,6 +32,7 @@ __all__ = [
     "Audited",
     "JudgedLeg",
     "audited",
+    "behind",
     "judge",
     "judge_leg",
     "no_kind_declared",
@@ -93,7 +94,7 @@ def judge_leg(
         return JudgedLeg(report, audit)
     unfit = nothing_fit(reply, audit.offered, leg.asked)
     said = unfit or no_kind_declared(reply, audit.offered) or _empty(reply, audit.offered)
-    notes = [n for n in (said, reply.lost) if n]
+    notes = [n for n in (said, reply.lost, behind(reply)) if n]
     report = LegReport(
         leg.provider_id,
         LegStatus.OK,
@@ -163,6 +164,15 @@ def _empty(reply: LegReply, offered: int) -> str | None:
     """The note of a leg whose binding said why its answer holds no frame
     (``EmptyResult``). ``None`` otherwise."""
     return reply.empty if not offered else None
+
+
+def behind(reply: LegReply) -> str | None:
+    """The note of a leg whose provider answered from an index built before some files
+    changed, while it builds the next (``unindexed_changes``): its frames may miss what
+    changed (those it quotes of a changed file are re-read by verify). ``None`` otherwise."""
+    if not reply.behind:
+        return None
+    return f"answered from its index before {reply.behind} changed file(s); rebuilding"
 
 
 def no_kind_declared(reply: LegReply, offered: int) -> str | None:

@@ -49,6 +49,8 @@ class LegReply:
     #: The reply said it left eligible frames out (``truncated``), and how many.
     truncated: bool = False
     dropped: int | None = None
+    #: Files changed since the index it answered from was built (``unindexed_changes``).
+    behind: int | None = None
     #: The binding's own calls it lost the results of (``PartialResult``): hostd's words
     #: for the leg's note, and how, as codes.
     lost: str | None = None

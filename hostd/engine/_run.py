@@ -248,6 +248,7 @@ class _Runner:
             declared_kinds=kinds,
             truncated=result.truncated,
             dropped=result.dropped_estimate,
+            behind=result.unindexed_changes,
             lost=partial.lost if partial is not None else None,
             lost_causes=partial.causes if partial is not None else (),
             empty=result.why if isinstance(result, EmptyResult) else None,

@@ -417,7 +417,7 @@ def _why(report: dict[str, Any], excluded: Counter[str]) -> str:
         error = report.get("error") or {}
         detail = error.get("message") or error.get("code")
         return f"{status}: {detail}" if detail else status
-    if report.get("note"):  # it had evidence, but none fit its share (hostd's words)
+    if report.get("note"):  # nothing fit its share, part lost, an old index (hostd's words)
         return f"ok: {report['note']}"
     offered = int(report.get("frames_offered") or 0)
     if not offered:

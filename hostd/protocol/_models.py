@@ -193,6 +193,10 @@ class ContextQueryResult(WireModel):
     frames: list[Any]
     truncated: bool = False
     dropped_estimate: int | None = None
+    #: hostd's extension: files changed since the index this answer came from was built,
+    #: while the provider builds the next (``providers.files`` on a large tree). A
+    #: figure, not text: the leg's note says it in hostd's words (never a peer's).
+    unindexed_changes: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = None
 
 
 class DataFlow(WireModel):

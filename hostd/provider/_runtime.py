@@ -269,6 +269,8 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
         }
         if out.dropped_estimate is not None:
             result["dropped_estimate"] = out.dropped_estimate
+        if out.unindexed_changes is not None:
+            result["unindexed_changes"] = out.unindexed_changes
         return result
     if not isinstance(out, Iterable) or isinstance(out, str | bytes | Mapping | BaseModel):
         raise _WrongReturn(f"query() returned {_type_name(out)}")  # None: a missing return

@@ -14,14 +14,14 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import bm25s
 import numpy as np
 
 from hostd.chunking import _terms, tokenize
-from hostd.protocol import ContextFrame, ContextQuery
+from hostd.protocol import ContextQuery
 
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
@@ -40,6 +40,17 @@ BM25_HALF_SCORE = 12.0
 _TERMS_TAG = hashlib.sha256(Path(_terms.__file__).read_bytes()).hexdigest()[:32]
 
 
+#: How long a query waits for a refresh of the tree (walk, re-reads, index) it finds
+#: under way, counted from the refresh's start, before it answers from the index it has.
+#: No deadline reaches a provider (a ``ContextQuery`` carries none), so this is chosen
+#: against the host's: a leg's default ``timeout_ms`` is 2000, and the answer must still
+#: be ranked, sent and verified within it on a busy machine. A small tree's refresh ends
+#: well within it (answered from the fresh index, as always); a large one's rebuild
+#: takes seconds, and its first query after an edit would otherwise time out and give
+#: nothing.
+REFRESH_WAIT_S = 0.5
+
+
 @dataclass(slots=True, frozen=True)
 class Hit:
     chunk: Chunk
@@ -47,10 +58,27 @@ class Hit:
     score: float
 
 
+@dataclass(slots=True, frozen=True)
+class _Served:
+    """What queries rank over: one generation of the index, swapped whole, so a query
+    reads it without waiting on a refresh that builds the next. ``behind``: files a
+    refresh found changed that it does not hold yet (the next one is being built)."""
+
+    bm25: bm25s.BM25 | None
+    chunks: list[Chunk]
+    spans: FileSpans
+    indexed_at: dict[str, str]
+    behind: int = 0
+
+
 class FileIndex:
     """BM25 over the chunks of a directory tree, rebuilt when the tree changes.
 
-    Thread-safe: ``search`` and ``refresh`` may be called from worker threads.
+    Thread-safe: ``search`` and ``refresh`` may be called from worker threads. A query
+    that finds the tree due a check starts the refresh in a thread of its own and
+    waits for it at most ``refresh_wait_s``; past that it answers from the index it
+    has, saying how many changed files that index lacks (``Answer.behind``), and the
+    next query after the refresh ends ranks over the new one.
     """
 
     def __init__(
@@ -59,27 +87,35 @@ class FileIndex:
         *,
         refresh_interval_s: float = 1.0,
         cache_path: Path | None = None,
+        refresh_wait_s: float = REFRESH_WAIT_S,
     ) -> None:
         self.corpus = Corpus(options)
         #: Where the chunks persist (``_corpus_cache``), so a restart re-reads only changes.
         self.cache_path = cache_path
         self.loaded_from_cache = False
         self.refresh_interval_s = refresh_interval_s
+        self.refresh_wait_s = refresh_wait_s
+        #: Held by a build or a refresh: the corpus and the figures a build left are
+        #: read whole under it.
         self._lock = threading.Lock()
-        self._bm25: bm25s.BM25 | None = None
+        #: Guards which refresh runs in the background (``_refresher``), one at a time.
+        self._starting = threading.Lock()
+        self._refresher: threading.Thread | None = None
+        self._refresh_started = float("-inf")
+        self._served = _Served(None, [], FileSpans([]), {})
         #: Each chunk's terms, space-separated (``_terms_of``): a rebuild tokenizes only
         #: new chunks, and a restart none (they are cached with the chunks).
         self._terms = ChunkTerms(_TERMS_TAG)
         #: Chunks the last rebuild had to tokenize (its terms were neither held nor cached).
         self.tokenized_last = 0
-        self._chunks: list[Chunk] = []
-        self._spans = FileSpans([])
-        self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
         #: Rebuilds so far: what the index holds changed when it moves.
         self.generation = 0
         #: What the last rebuild after the first build took (walk, reads and index).
         self.built_in_s = 0.0
+        #: Called after each rebuild of a refresh, under ``lock`` (its figures are that
+        #: rebuild's): the provider says what the index holds now (its ready message).
+        self.on_rebuilt: Callable[[], None] | None = None
 
     @property
     def root(self) -> Path:
@@ -87,21 +123,53 @@ class FileIndex:
 
     @property
     def lock(self) -> threading.Lock:
-        """Held by a refresh: what the index holds is read whole under it."""
+        """Held by a build or a refresh: what the index holds is read whole under it."""
         return self._lock
 
     def refresh(self, *, force: bool = False) -> bool:
-        """Re-walk the tree (at most once per ``refresh_interval_s``); rebuild on change."""
+        """Re-walk the tree (at most once per ``refresh_interval_s``); rebuild on change.
+        In the caller's thread, to its end (``search`` does not wait so long)."""
         with self._lock:
             now = time.monotonic()
             if not force and now - self._last_check < self.refresh_interval_s:
                 return False
             self._last_check = now
-            changed = self.corpus.refresh()
-            if changed or self._bm25 is None:
-                self._rebuild()
-                self.built_in_s = time.monotonic() - now
-            return changed
+            return self._refresh(now)
+
+    def _refresh(self, started: float) -> bool:
+        """Under ``lock``: re-read what changed, then rebuild; meanwhile the index served
+        says how many changed files it lacks."""
+        changed = self.corpus.refresh()
+        if changed or self._served.bm25 is None:
+            self._served = replace(self._served, behind=self.corpus.last_changed)
+            self._rebuild()
+            self.built_in_s = time.monotonic() - started
+            if self.on_rebuilt is not None:
+                self.on_rebuilt()
+        return changed
+
+    def _catch_up(self) -> None:
+        """Start a background refresh when the tree is due a check, and wait for the
+        refresh under way until ``refresh_wait_s`` after it began."""
+        with self._starting:
+            now = time.monotonic()
+            refresher = self._refresher
+            if refresher is not None and not refresher.is_alive():
+                refresher = self._refresher = None
+            if refresher is None and now - self._last_check >= self.refresh_interval_s:
+                self._last_check = now
+                refresher = self._refresher = threading.Thread(
+                    target=self._refresh_behind, name="files-refresh", daemon=True
+                )
+                self._refresh_started = now
+                refresher.start()
+            wait = self._refresh_started + self.refresh_wait_s - now
+        if refresher is not None and wait > 0:
+            refresher.join(wait)
+
+    def _refresh_behind(self) -> None:
+        with self._lock:
+            self._refresh(self._refresh_started)
 
     def build(self, progress: Callable[..., None] | None = None) -> None:
         """The first build: adopt the cached chunks and their terms, re-read what changed
@@ -141,7 +209,8 @@ class FileIndex:
     def _rebuild(self) -> None:
         chunks = list(self.corpus.chunks)
         stamp = now_timestamp()
-        indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
+        old = self._served.indexed_at
+        indexed_at = {c.chunk_id: old.get(c.chunk_id, stamp) for c in chunks}
         held, terms = self._terms.by_chunk, {}
         for c in chunks:
             key = (c.rel, c.digest)
@@ -155,8 +224,7 @@ class FileIndex:
         if chunks:
             bm25 = bm25s.BM25()
             bm25.index([terms[c.rel, c.digest].split() for c in chunks], show_progress=False)
-        self._bm25, self._chunks, self._indexed_at = bm25, chunks, indexed_at
-        self._spans = FileSpans(chunks)
+        self._served = _Served(bm25, chunks, FileSpans(chunks), indexed_at)
         self.generation += 1
 
     @staticmethod
@@ -168,9 +236,11 @@ class FileIndex:
     def search(self, text: str, *, limit: int = 200, anchors: Sequence[str] = ()) -> list[Hit]:
         """Best first; ties broken by chunk id so equal inputs rank identically. With
         ``anchors`` that name indexed files, those files' chunks lead (``_anchors``)."""
-        self.refresh()
-        with self._lock:
-            bm25, chunks, spans = self._bm25, self._chunks, self._spans
+        self._catch_up()
+        return self._ranked(self._served, text, limit, anchors)
+
+    def _ranked(self, served: _Served, text: str, limit: int, anchors: Sequence[str]) -> list[Hit]:
+        bm25, chunks, spans = served.bm25, served.chunks, served.spans
         tokens = tokenize(text)
         if bm25 is None:
             return []
@@ -199,16 +269,23 @@ class FileIndex:
             for i in order[:limit]
         ]
 
-    def frame(self, hit: Hit) -> ContextFrame:
-        return chunk_frame(hit.chunk, hit.score, self._indexed_at.get(hit.chunk.chunk_id))
-
     def answer(self, query: ContextQuery) -> Packed:
-        """The frames for one query under its limits (B1, B4, Q1), its anchors' first."""
+        """The frames for one query under its limits (B1, B4, Q1), its anchors' first,
+        from one generation of the index: the one it found, or the one a refresh it
+        waited for built, and how many changed files that one lacks (``behind``)."""
         if query.max_frames == 0:
             return Packed([], False, 0)
-        hits = self.search(query_text(query), anchors=query.anchors)
-        return pack(hits, query, kind_of=lambda h: h.chunk.kind, build=self.frame)
+        self._catch_up()
+        served = self._served
+        hits = self._ranked(served, query_text(query), 200, query.anchors)
+        packed = pack(
+            hits,
+            query,
+            kind_of=lambda h: h.chunk.kind,
+            build=lambda h: chunk_frame(h.chunk, h.score, served.indexed_at.get(h.chunk.chunk_id)),
+        )
+        return replace(packed, behind=served.behind) if served.behind else packed
 
     @property
     def chunk_count(self) -> int:
-        return len(self._chunks)
+        return len(self._served.chunks)

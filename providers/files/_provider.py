@@ -24,8 +24,7 @@ from hostd.provider import Progress, Provider
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
-from .._frames import Packed
-from ._index import FileIndex
+from ._index import REFRESH_WAIT_S, FileIndex
 
 __all__ = ["FilesProvider", "main"]
 
@@ -38,11 +37,11 @@ def _report_build(index: FileIndex, seconds: float) -> str:
     missing or what crowds the rest; the same words are the ready message (``hostd
     status`` shows it). The parts come before the left-out files, whose list may run
     past what a ready message keeps: there it ends at a whole reason, the files of the
-    rest counted."""
+    rest counted. Every figure is this build's (a rebuild's files read are its own)."""
     cached = " (from cache)" if index.loaded_from_cache else ""
     head = (
         f"{index.chunk_count} chunks from {files_figure(index.corpus)} "
-        f"under {index.root}{cached}, {index.corpus.reads} read, in {seconds:.1f}s"
+        f"under {index.root}{cached}, {index.corpus.last_read} read, in {seconds:.1f}s"
         f"{largest_parts(index.corpus)}"
     )
     return report_build("providers.files", head, index.corpus)
@@ -53,8 +52,9 @@ class FilesProvider(Provider):
 
     def __init__(self, index: FileIndex) -> None:
         self.index = index
-        #: The index's generation its ready message was said for, and that message.
-        self._said: tuple[int, str | None] = (-1, None)
+        #: What the index holds: said after its build, and after each rebuild.
+        self._said: str | None = None
+        index.on_rebuilt = self._rebuilt
         self.info = ProviderInfo(
             name="hostd-files", version=VERSION, data_flow=DataFlow(reads=True)
         )
@@ -67,31 +67,22 @@ class FilesProvider(Provider):
         # large checkout takes seconds, a warm restart reads only what changed.
         started = time.perf_counter()
         self.index.build(progress)
-        self._said = (
-            self.index.generation,
-            _report_build(self.index, time.perf_counter() - started),
-        )
-        return self._said[1]
+        self._said = _report_build(self.index, time.perf_counter() - started)
+        return self._said
 
     def ready_message(self) -> str | None:
-        return self._said[1]
+        return self._said
 
-    def _answer(self, query: ContextQuery) -> Packed:
-        """``query``'s answer; when its refresh rebuilt the index (a file changed, a new
-        ``.hostdignore``), what the index holds now is the ready message (and logged, as
-        a build is), so ``hostd status`` does not show what it held at its start."""
-        packed = self.index.answer(query)
-        if self.index.generation == self._said[0]:  # no rebuild: nothing to take the lock for
-            return packed
-        with self.index.lock:  # its figures as one rebuild left them
-            generation = self.index.generation
-            if generation != self._said[0]:
-                self._said = (generation, _report_build(self.index, self.index.built_in_s))
-        return packed
+    def _rebuilt(self) -> None:
+        """A refresh rebuilt the index (a file changed, a new ``.hostdignore``): what it
+        holds now is the ready message (and logged, as a build is), so ``hostd status``
+        does not show what it held at its start. Called under the index's lock, so the
+        figures are the ones this rebuild left."""
+        self._said = _report_build(self.index, self.index.built_in_s)
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         # Ranking is CPU work; keep the stdio loop free for pipelined requests.
-        packed = await anyio.to_thread.run_sync(self._answer, query)
+        packed = await anyio.to_thread.run_sync(self.index.answer, query)
         return packed.to_result()
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
@@ -120,6 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="re-check file mtimes at most this often (default: %(default)s)",
     )
     parser.add_argument(
+        "--refresh-wait",
+        type=float,
+        default=REFRESH_WAIT_S,
+        metavar="SECONDS",
+        help="how long a query waits for the rebuild of a changed tree before it answers "
+        "from the index it has and says so; the rebuild goes on (default: %(default)s, "
+        "within the host's default timeout_ms of 2000)",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         metavar="DIR",
@@ -131,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a directory")
     options = corpus_options(args)
-    index = FileIndex(options, refresh_interval_s=args.refresh_interval)
+    index = FileIndex(
+        options, refresh_interval_s=args.refresh_interval, refresh_wait_s=args.refresh_wait
+    )
     if not args.no_cache:
         folder = args.cache or cache_dir("files")
         index.cache_path = folder / f"{corpus_key(index.corpus)}.json"

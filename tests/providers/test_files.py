@@ -54,7 +54,9 @@ def _tree(root: Path) -> Path:
 
 
 def _index(root: Path, **kw: Any) -> FileIndex:
-    ix = FileIndex(CorpusOptions(root=root, **kw), refresh_interval_s=0.0)
+    # A query waits for the refresh of a changed tree (a hang guard: these trees are
+    # small); ``test_files_rebuild`` holds one open.
+    ix = FileIndex(CorpusOptions(root=root, **kw), refresh_interval_s=0.0, refresh_wait_s=60)
     ix.refresh(force=True)
     return ix
 
@@ -512,18 +514,25 @@ async def test_a_rebuild_for_a_changed_tree_is_said_as_the_new_ready_message(
     _lines_file(root / "src" / "a.py", 5)
     _lines_file(root / "tests" / "t.py", 5)
     args = ["-m", "providers.files", "--root", str(root), "--no-cache", "--refresh-interval", "0"]
+    args += ["--refresh-wait", "60"]  # each rebuild waited for (a hang guard: a small tree)
     query = {"query": {"goal": "line", "max_frames": 3, "max_tokens": 500}}
     async with StdioPeer(args) as peer:
         await peer.handshake()
         first = peer.notes[-1]["message"]
-        assert first.startswith(f"10 chunks from 2 files under {root.resolve()}"), first
+        assert first.startswith(f"10 chunks from 2 files under {root.resolve()}, 2 read"), first
         await peer.call("context/query", query)
         assert peer.notes[-1]["message"] == first  # nothing changed: nothing said
         (root / ".hostdignore").write_text("tests/\n")
         await peer.call("context/query", query)
         # Said before the reply, so a host that read the reply has it.
         assert peer.notes[-1]["state"] == "ready"
-        assert peer.notes[-1]["message"].startswith(f"5 chunks from 1 file under {root.resolve()}")
+        said = peer.notes[-1]["message"]
+        # The rebuild's own figures: it read no file (the first build's 2 are not its).
+        assert said.startswith(f"5 chunks from 1 file under {root.resolve()}, 0 read, "), said
+        _lines_file(root / "src" / "a.py", 2)
+        await peer.call("context/query", query)
+        said = peer.notes[-1]["message"]
+        assert said.startswith(f"2 chunks from 1 file under {root.resolve()}, 1 read, "), said
         count = len(peer.notes)
         await peer.call("context/query", query)
         assert len(peer.notes) == count  # once per rebuild
