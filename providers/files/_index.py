@@ -50,6 +50,12 @@ _TERMS_TAG = hashlib.sha256(Path(_terms.__file__).read_bytes()).hexdigest()[:32]
 #: nothing.
 REFRESH_WAIT_S = 0.5
 
+#: Below this many chunks a query waits for a refresh to its end, whatever the time (with
+#: no ``refresh_wait_s`` given): such a rebuild takes a fraction of the bound above, and a
+#: small tree's answer after an edit is then decided by the edit, never by how busy the
+#: machine is. From it on the bound applies.
+WAIT_WHOLE_BELOW_CHUNKS = 5_000
+
 
 @dataclass(slots=True, frozen=True)
 class Hit:
@@ -87,7 +93,7 @@ class FileIndex:
         *,
         refresh_interval_s: float = 1.0,
         cache_path: Path | None = None,
-        refresh_wait_s: float = REFRESH_WAIT_S,
+        refresh_wait_s: float | None = None,
     ) -> None:
         self.corpus = Corpus(options)
         #: Where the chunks persist (``_corpus_cache``), so a restart re-reads only changes.
@@ -150,7 +156,8 @@ class FileIndex:
 
     def _catch_up(self) -> None:
         """Start a background refresh when the tree is due a check, and wait for the
-        refresh under way until ``refresh_wait_s`` after it began."""
+        refresh under way until ``refresh_wait_s`` after it began (without one: to its end
+        for an index under ``WAIT_WHOLE_BELOW_CHUNKS`` chunks, else ``REFRESH_WAIT_S``)."""
         with self._starting:
             now = time.monotonic()
             refresher = self._refresher
@@ -163,9 +170,12 @@ class FileIndex:
                 )
                 self._refresh_started = now
                 refresher.start()
-            wait = self._refresh_started + self.refresh_wait_s - now
+            bound = self.refresh_wait_s
+            if bound is None and len(self._served.chunks) < WAIT_WHOLE_BELOW_CHUNKS:
+                bound = float("inf")
+            wait = self._refresh_started + (REFRESH_WAIT_S if bound is None else bound) - now
         if refresher is not None and wait > 0:
-            refresher.join(wait)
+            refresher.join(None if wait == float("inf") else wait)
 
     def _refresh_behind(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from hostd.provider import Progress, Provider
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
-from ._index import REFRESH_WAIT_S, FileIndex
+from ._index import REFRESH_WAIT_S, WAIT_WHOLE_BELOW_CHUNKS, FileIndex
 
 __all__ = ["FilesProvider", "main"]
 
@@ -113,10 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--refresh-wait",
         type=float,
-        default=REFRESH_WAIT_S,
+        default=None,
         metavar="SECONDS",
         help="how long a query waits for the rebuild of a changed tree before it answers "
-        "from the index it has and says so; the rebuild goes on (default: %(default)s, "
+        f"from the index it has and says so; the rebuild goes on (default: to its end "
+        f"for an index under {WAIT_WHOLE_BELOW_CHUNKS:,} chunks, else {REFRESH_WAIT_S}, "
         "within the host's default timeout_ms of 2000)",
     )
     parser.add_argument(

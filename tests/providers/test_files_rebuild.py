@@ -11,10 +11,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from hostd.client import Client
 from hostd.protocol import ContextQuery
 from providers import CorpusOptions
 from providers.files import FileIndex
+from providers.files import _index as files_index
 
 from ._stdio import REPO, child_env
 
@@ -29,7 +32,7 @@ class _HeldIndex(FileIndex):
     """A ``FileIndex`` whose rebuilds after the first wait for ``release``; ``holding``
     is set once one waits (its refresh has walked the tree and read what changed)."""
 
-    def __init__(self, root: Path, *, refresh_wait_s: float) -> None:
+    def __init__(self, root: Path, *, refresh_wait_s: float | None) -> None:
         super().__init__(
             CorpusOptions(root=root), refresh_interval_s=0.0, refresh_wait_s=refresh_wait_s
         )
@@ -90,6 +93,42 @@ def test_a_quick_rebuild_is_waited_for_and_answers_from_the_fresh_index(tmp_path
     packed = index.answer(_q("wombat"))
     assert [f.content for f in packed.frames] == ["def wombat():\n    return 'tunnel'\n"]
     assert packed.behind == 0
+
+
+def _fresh_after_held_rebuild(tmp_path: Path) -> list[str]:
+    """What a query gives when it finds ``a.py`` changed and its rebuild held until the
+    query's refresh has begun: the default wait (no ``refresh_wait_s``)."""
+    (tmp_path / "a.py").write_text("def wombat():\n    return 'burrow'\n")
+    index = _HeldIndex(tmp_path, refresh_wait_s=None)
+    index.build()
+    (tmp_path / "a.py").write_text("def wombat():\n    return 'tunnel'\n")
+    found: list[str] = []
+    asked = threading.Thread(
+        target=lambda: found.extend(f.content or "" for f in index.answer(_q("wombat")).frames)
+    )
+    asked.start()
+    assert index.holding.wait(GUARD_S)
+    index.release.set()
+    asked.join(GUARD_S)
+    assert not asked.is_alive()
+    return found
+
+
+def test_by_default_a_small_tree_is_answered_from_its_rebuilt_index_however_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No time bound for a small index: were the bound applied (made 0 here), the query
+    # would answer from the index before the edit.
+    monkeypatch.setattr(files_index, "REFRESH_WAIT_S", 0.0)
+    assert _fresh_after_held_rebuild(tmp_path) == ["def wombat():\n    return 'tunnel'\n"]
+
+
+def test_by_default_a_large_tree_waits_for_its_rebuild_no_longer_than_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files_index, "REFRESH_WAIT_S", 0.0)
+    monkeypatch.setattr(files_index, "WAIT_WHOLE_BELOW_CHUNKS", 1)  # one chunk is large
+    assert _fresh_after_held_rebuild(tmp_path) == ["def wombat():\n    return 'burrow'\n"]
 
 
 def test_an_unchanged_tree_answers_the_same_frames_every_time(tmp_path: Path) -> None:
