@@ -79,6 +79,7 @@ __all__ = [
     "empty_note",
     "files_figure",
     "is_generated",
+    "is_rendering",
     "is_secret_name",
     "largest_parts",
     "not_indexed",
@@ -255,13 +256,31 @@ _HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 _GENERATOR_META = re.compile(rb"<meta\b[^>]*?\bname\s*=\s*[\"']?generator\b", re.IGNORECASE)
 # A copy rendered from a document the project holds: an HTML page or a man page whose
 # name is a doc source's (``docs/output/npm-access.html`` and ``man/man1/npm-access.1``
-# beside ``docs/content/npm-access.md``). It repeats that text in another format, so a
-# goal about it would be answered two or three times over. A page named as every site
-# names its entry pages is one only when its folder is the source's too (a web app's
-# ``public/index.html`` is its own code, not a rendering of ``docs/index.md``).
+# beside ``docs/content/npm-access.md``) and whose text repeats it. It says that text
+# again in another format, so a goal about it would be answered two or three times over.
+# A page named as every site names its entry pages is one only when its folder is the
+# source's too (a web app's ``public/index.html`` is its own code, not a rendering of
+# ``docs/index.md``).
 _DOC_SOURCES = frozenset({*DOC_SUFFIXES, ".ronn", ".pod", ".scd", ".asciidoc", ".org"})
 _MAN_PAGE = re.compile(r"(?P<stem>.+)\.[1-9][a-z]{0,8}")
 _ENTRY_PAGES = frozenset({"index", "default", "home", "main", "app", "404", "500"})
+# A name is not enough: Django's ``admin/base.html`` is a template, not a rendering of
+# ``docs/ref/class-based-views/base.txt``. A page that holds a template's own tags,
+# unrendered (Django's, Jinja's and Liquid's ``{% %}``, ``{{ }}``, ``{# #}``; ERB's, EJS's
+# and JSP's ``<% %>``; PHP's ``<?php``), is what a site is rendered from: the project's
+# source. A rendering holds one only where its doc quotes it (npm's ``npmrc.md`` shows
+# ``"{{ version }}"``, and so do its HTML and man pages), so only a tag the doc lacks counts.
+_TEMPLATE_TAGS = (b"{%", b"{{", b"{#", b"<%", b"<?php")
+# A rendering repeats its doc's text, so the doc's most telling words are in it: of the
+# 16 longest words (three letters or more, in any case) in the doc's first 4 KiB, at
+# least half are in the page's text. npm's HTML and man pages hold 81-100% of theirs; a
+# page that only shares a doc's name holds few. A few words of the doc's head, looked for
+# in the page's bytes, keep the check cheap; a page is judged again only when it or its
+# doc changed (``Corpus._judged``).
+_RENDERED_WORDS = 16
+_RENDERED_SHARE = 0.5
+_DOC_HEAD = 4096
+_WORD = re.compile(r"[^\W\d_]{3,}")
 
 #: A sibling name no glob that names a lockfile would match (``Corpus._names``).
 _PROBE_NAME = "_"
@@ -582,6 +601,9 @@ class Corpus:
         self._modified = False
         #: Each reason's paths, as the last walk and read left them out (``skipped``).
         self._skipped: dict[str, list[str]] = {}
+        #: Each page whose name is a doc's, by the ``(rel, stamp, size)`` of it and of its
+        #: docs when the last walk read them, and whether it is their rendering.
+        self._judged: dict[str, tuple[tuple[tuple[str, int, int], ...], bool]] = {}
 
     def _names(self, rel: str) -> bool:
         """Whether an include glob names this file itself: it matches the file but not a
@@ -724,30 +746,41 @@ class Corpus:
             del stack[len(stack) - pushed :]
 
         found = list(visit(self.root, ""))
-        rendered = self._renderings([rel for rel, _, _ in found])
+        rendered = self._renderings(found)
         for rel in sorted(rendered):
             skipped[SKIP_RENDERED].append(rel)
         self._skipped = dict(skipped)
         return [f for f in found if f[0] not in rendered]
 
-    def _renderings(self, rels: Sequence[str]) -> set[str]:
-        """Those of ``rels`` that are copies rendered from a doc source among them
+    def _renderings(self, found: Sequence[tuple[str, Path, os.stat_result]]) -> set[str]:
+        """Those of the walk's files that are copies rendered from a doc source among them
         (``_DOC_SOURCES``) and that no include glob names: an HTML page or a man page of
-        the source's name, an entry page's only in a folder of the source's name."""
-        sources: set[str] = set()
-        for rel in rels:
-            base, dot, suffix = rel.lower().rpartition(".")
+        the source's name (an entry page's only in a folder of the source's name) whose
+        text is that source's (``is_rendering``). Only a page the names match is read,
+        and read again only when it or its sources changed (``_judged``)."""
+        sources: defaultdict[str, list[tuple[str, Path, os.stat_result]]] = defaultdict(list)
+        for f in found:
+            base, dot, suffix = f[0].lower().rpartition(".")
             if dot and f".{suffix}" in _DOC_SOURCES:
-                sources.update(_names_of(base))
-        found = set()
-        for rel in rels:
+                for name in _names_of(base):
+                    sources[name].append(f)
+        judged: dict[str, tuple[tuple[tuple[str, int, int], ...], bool]] = {}
+        for rel, path, st in found:
             stem = _rendered_stem(rel.lower())
-            if stem is None:
+            if stem is None or self._names(rel):
                 continue
             name, in_folder = _names_of(stem)
-            if (in_folder if name in _ENTRY_PAGES else name) in sources and not self._names(rel):
-                found.add(rel)
-        return found
+            docs = sources.get(in_folder if name in _ENTRY_PAGES else name)
+            if not docs:
+                continue
+            figures = tuple((r, _stamp(s), s.st_size) for r, _, s in [(rel, path, st), *docs])
+            old = self._judged.get(rel)
+            if old is not None and old[0] == figures:
+                judged[rel] = old
+            else:
+                judged[rel] = (figures, _renders_any(path, [p for _, p, _ in docs]))
+        self._judged = judged
+        return {rel for rel, (_, verdict) in judged.items() if verdict}
 
     def refresh(self, progress: Callable[[int, int], None] | None = None) -> bool:
         """Bring the chunks up to date with the disk; ``True`` when anything changed.
@@ -930,6 +963,35 @@ def is_generated(data: bytes) -> bool:
                 return True
         elif line.startswith(_COMMENT_LEADERS) and _GENERATED_HEAD.search(line) is not None:
             return True
+    return False
+
+
+def is_rendering(page: bytes, doc: bytes) -> bool:
+    """Whether ``page``, an HTML or man page of ``doc``'s name, is ``doc`` rendered: it
+    holds no template tag the doc does not (``_TEMPLATE_TAGS``), and most of the doc's
+    longest words (``_RENDERED_SHARE``). A doc with no word has nothing to repeat."""
+    if any(tag in page and tag not in doc for tag in _TEMPLATE_TAGS):
+        return False
+    head = set(_WORD.findall(doc[:_DOC_HEAD].decode("utf-8", errors="replace").lower()))
+    words = sorted(head, key=lambda w: (-len(w), w))[:_RENDERED_WORDS]
+    text = page.lower()
+    found = sum(w.encode() in text for w in words)
+    return bool(words) and found >= _RENDERED_SHARE * len(words)
+
+
+def _renders_any(page: Path, docs: Sequence[Path]) -> bool:
+    """Whether the page at ``page`` is a rendering of one of ``docs`` (``is_rendering``);
+    a file that cannot be read is no evidence, and the page is kept."""
+    try:
+        data = page.read_bytes()
+    except OSError:
+        return False
+    for doc in docs:
+        try:
+            if is_rendering(data, doc.read_bytes()):
+                return True
+        except OSError:
+            continue
     return False
 
 

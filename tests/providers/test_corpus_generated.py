@@ -19,6 +19,7 @@ from providers._corpus import (
     CorpusOptions,
     empty_note,
     is_generated,
+    is_rendering,
     not_indexed,
     skipped_summary,
 )
@@ -205,6 +206,95 @@ def test_a_cached_rendering_is_dropped_by_the_next_walk(tmp_path: Path) -> None:
     assert fresh.refresh()
     assert "docs/output/commands/npm-access.html" not in {c.rel for c in fresh.chunks}
     assert "docs/content/commands/npm-access.md" in {c.rel for c in fresh.chunks}
+
+
+def _django_project(root: Path) -> Path:
+    """Django's shape: templates whose names are its docs' (``base.html`` and
+    ``base.txt``, ``admin/index.html`` and ``ref/contrib/admin/index.txt``) and a page
+    without a template tag that shares only a doc's name."""
+    for rel, text in {
+        "docs/ref/class-based-views/base.txt": (
+            "==========\nBase views\n==========\n\nThe following three classes provide much"
+            " of the functionality needed to create Django views. ``View`` dispatches"
+            f" requests to handler methods. {WORD}\n"
+        ),
+        "docs/topics/email.txt": (
+            "==============\nSending email\n==============\n\nDjango provides wrappers"
+            " around Python's smtplib module to make sending email fast. {WORD}\n"
+        ),
+        "docs/ref/contrib/admin/index.txt": (
+            "=====================\nThe Django admin site\n=====================\n\n"
+            f"One of the most powerful parts of Django is the automatic admin interface. {WORD}\n"
+        ),
+        "django/contrib/admin/templates/admin/base.html": (
+            '{% load i18n static %}<!DOCTYPE html>\n<html lang="en">\n<head><title>'
+            "{% block title %}{% endblock %}</title></head>\n"
+            f"<body>{{% block content %}}{WORD} views{{% endblock %}}</body>\n</html>\n"
+        ),
+        "django/contrib/admin/templates/admin/index.html": (
+            '{% extends "admin/base_site.html" %}\n'
+            f"{{% block content %}}The Django admin site {WORD}{{% endblock %}}\n"
+        ),
+        "django/forms/templates/django/forms/widgets/email.html": (
+            '{% include "django/forms/widgets/input.html" %}\n'
+        ),
+        "tests/mail/attachments/email.html": f"<p>Your order has shipped. {WORD}</p>\n",
+    }.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_template_or_page_that_only_shares_a_docs_name_is_indexed(tmp_path: Path) -> None:
+    corpus = Corpus(CorpusOptions(root=_django_project(tmp_path / "p")))
+    assert _rels(corpus) == {
+        "docs/ref/class-based-views/base.txt",
+        "docs/topics/email.txt",
+        "docs/ref/contrib/admin/index.txt",
+        "django/contrib/admin/templates/admin/base.html",
+        "django/contrib/admin/templates/admin/index.html",
+        "django/forms/templates/django/forms/widgets/email.html",
+        "tests/mail/attachments/email.html",
+    }
+    assert SKIP_RENDERED not in corpus.skipped
+
+
+def test_a_rendering_repeats_its_docs_words_and_holds_no_template_tag_of_its_own() -> None:
+    doc = (
+        b"---\ntitle: npmrc\ndescription: The npm config files\n---\n\n### Description\n\n"
+        b"npm gets its config settings from the command line, environment variables,"
+        b' and `npmrc` files.\n\n```ini\nELECTRON_CUSTOM_DIR="{{ version }}"\n```\n'
+    )
+    html = (
+        b"<html><body><h1>npmrc</h1><p>The npm config files</p><h2>Description</h2>"
+        b"<p>npm gets its config settings from the command line, environment variables, and"
+        b' <code>npmrc</code> files.</p><pre>ELECTRON_CUSTOM_DIR="{{ version }}"</pre>\n'
+    )
+    man = (
+        b'.TH "NPMRC" "5"\n.SH "NAME"\n\\fBnpmrc\\fR - The npm config files\n.SS'
+        b' "Description"\n.P\nnpm gets its config settings from the command line,'
+        b" environment variables, and \\fBnpmrc\\fR files.\n"
+    )
+    assert is_rendering(html, doc)  # the tag it holds, its doc quotes
+    assert is_rendering(man, doc)
+    assert not is_rendering(b"{% load static %}" + html, doc)  # a tag of its own: a template
+    assert not is_rendering(b"<html><body><h1>npmrc</h1><p>Settings.</p>\n", doc)
+    assert not is_rendering(html, b"---\n1 2 3\n---\n")  # a doc with no word to repeat
+
+
+def test_a_page_is_judged_again_when_it_or_its_doc_changes(tmp_path: Path) -> None:
+    root = _docs_project(tmp_path / "p")
+    corpus = Corpus(CorpusOptions(root=root))
+    page = "docs/output/commands/npm-access.html"
+    assert page not in _rels(corpus)
+    (root / page).write_text(f"<html><body>{{% block body %}}{WORD}{{% endblock %}}</body>\n")
+    assert page in _rels(corpus)  # now a template
+    (root / page).write_text(f"<html><body><h1>npm access</h1>{WORD}</body>\n")
+    assert page not in _rels(corpus)
+    doc = root / "docs/content/commands/npm-access.md"
+    doc.write_text("# Teams\n\nGrant teams read-only or read-write rights on packages.\n")
+    assert page in _rels(corpus)  # its doc's words are no longer in it
 
 
 def test_a_converters_header_marks_html_and_man_pages_generated(tmp_path: Path) -> None:
