@@ -3,18 +3,21 @@
 Errors are named by condition and carry their CGP code, JSON-RPC number and a
 short machine ``reason`` (``data.reason`` on the wire). Third-party errors are
 translated where they enter (transport edge) and chained with ``from exc``.
-This module imports only ``hostd.protocol`` so every layer may raise these.
+This module imports only ``hostd.protocol`` (and ``hostd._param_words``, which imports
+nothing of hostd) so every layer may raise these.
 """
 
 from __future__ import annotations
 
 import difflib
 import errno
+import functools
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from hostd._param_words import expected, field_name, given
 from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode, read_cgp_code
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "UnknownRequest",
     "error_to_wire",
     "did_you_mean",
+    "params_refused",
     "unknown_provider",
 ]
 
@@ -373,36 +377,103 @@ class UnexpectedReply(ProtocolFault):
     reason = "unexpected_reply"
 
 
-def _field_of(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out or "params"
-
-
 def _problem(error: Any) -> str:
     """A validation error's words; our own validators' without pydantic's prefix."""
     msg = str(error["msg"])
     return msg.removeprefix("Value error, ") if error["type"] == "value_error" else msg
 
 
-def _invalid_params(exc: ValidationError) -> dict[str, Any]:
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+#: Pydantic's error types said in their own words: our validators' (``must not be empty
+#: or only whitespace``) and a member the model does not take (``unknown member``).
+#: Every other is a value the schema words (``got …; expected …``), or a missing member.
+_OWN_WORDS = frozenset({"value_error", "extra_forbidden"})
+
+
+def _invalid_params(
+    exc: ValidationError, schema: dict[str, Any] | None = None, sent: Any = None
+) -> tuple[str, dict[str, Any]]:
+    """The message and ``data`` of a refusal of params; with the model's JSON schema and
+    the params ``sent``, a value's refusal says what was sent and what the member takes
+    (``_param_words``), as ``hostd mcp`` words a tool's arguments."""
+    errors = exc.errors(include_url=False, include_context=False)
     first = errors[0]
-    field = _field_of(first["loc"])
+    field = field_name(first["loc"])
     msg = "unknown member" if first["type"] == "extra_forbidden" else _problem(first)
-    detail = [{"field": _field_of(e["loc"]), "problem": _problem(e)} for e in errors[:20]]
-    data = {
-        "reason": "invalid_params",
-        "cgp_code": CgpErrorCode.BAD_REQUEST.value,
-        "field": field,
-        "errors": detail,
-    }
-    return {
-        "code": CgpErrorCode.BAD_REQUEST.jsonrpc_code,
-        "message": f"invalid params: {field}: {msg}",
-        "data": data,
-    }
+    if schema is not None and first["type"] not in _OWN_WORDS:
+        found = _member(schema, first["loc"])
+        if found is not None and not _inside_a_member(found[0], first, errors):
+            path, member = found
+            field = field_name(path)
+            if first["type"] == "missing":
+                msg = f"missing; expected {expected(member)}"
+            else:
+                msg = f"got {given(_at(sent, path, first))}; expected {expected(member)}"
+    detail = [{"field": field_name(e["loc"]), "problem": _problem(e)} for e in errors[:20]]
+    data = {"field": field, "errors": detail}
+    return f"invalid params: {field}: {msg}", data
+
+
+def _member(schema: dict[str, Any], loc: Iterable[int | str]) -> tuple[list[Any], Any] | None:
+    """The path and schema of the member a pydantic error's ``loc`` names, its ``$ref``s
+    followed; a union's members are named by pydantic as one more part (``strategy.str``),
+    so an error at one is the union's own. ``None`` where ``loc`` leaves the schema."""
+    defs = schema.get("$defs", {})
+    node: Any = schema
+    path: list[Any] = []
+    parts = list(loc)
+    for n, part in enumerate(parts):
+        node = defs.get(node.get("$ref", "").rpartition("/")[2], node)
+        branches = [b for b in node.get("anyOf", [node]) if b.get("type") != "null"]
+        if len(branches) > 1:  # ``part`` is pydantic's name of a union member: the
+            # union's own error, unless it is inside that member (a FrameId's field)
+            return (path, node) if n == len(parts) - 1 else None
+        one = defs.get(branches[0].get("$ref", "").rpartition("/")[2], branches[0])
+        if isinstance(part, int) and "items" in one:
+            node = one["items"]
+        elif part in one.get("properties", {}):
+            node = one["properties"][part]
+        elif isinstance(one.get("additionalProperties"), dict):
+            node = one["additionalProperties"]
+        else:
+            return None
+        path.append(part)
+    return path, node
+
+
+def _inside_a_member(path: list[Any], first: Any, errors: Iterable[Any]) -> bool:
+    """Whether ``first`` is an error at a union (at ``path``, short of its ``loc``) whose
+    value took one member's shape, and that member refused a part of it
+    (``used[0].FrameIdParam.frame_id``): pydantic's words name that part, where
+    "expected a string or an object" would not."""
+    n = len(path)
+    at_union = len(first["loc"]) > n
+    return at_union and any(len(e["loc"]) > n + 1 and list(e["loc"][:n]) == path for e in errors)
+
+
+def _at(sent: Any, path: Iterable[int | str], error: Any) -> Any:
+    """The value at ``path`` in the params as sent (a union's, where pydantic's ``input``
+    is what one of its members was given), else the error's ``input``."""
+    try:
+        for part in path:
+            sent = sent[part]
+    except (KeyError, IndexError, TypeError):
+        return error.get("input")
+    return sent
+
+
+def params_refused(model: type[BaseModel], sent: Any, exc: ValidationError) -> InvalidParam:
+    """``model``'s refusal of the params ``sent``, as the client API answers it: a value
+    of the wrong type or out of range says what was sent and what the member takes,
+    from the model's own schema (``invalid params: budget: got a string '100'; expected
+    an integer from 1 to 10,000,000``), never pydantic's bare ``Input should be a valid
+    integer``."""
+    message, data = _invalid_params(exc, _schema_of(model), sent)
+    return InvalidParam(message, **data)
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
 
 
 def error_to_wire(exc: BaseException) -> dict[str, Any]:
@@ -414,7 +485,9 @@ def error_to_wire(exc: BaseException) -> dict[str, Any]:
         data = {"reason": exc.reason, "cgp_code": exc.cgp.value, **exc.data}
         return {"code": exc.jsonrpc_code, "message": exc.message, "data": data}
     if isinstance(exc, ValidationError):
-        return _invalid_params(exc)
+        message, data = _invalid_params(exc)
+        wire = {"reason": "invalid_params", "cgp_code": CgpErrorCode.BAD_REQUEST.value, **data}
+        return {"code": CgpErrorCode.BAD_REQUEST.jsonrpc_code, "message": message, "data": wire}
     return {
         "code": CgpErrorCode.INTERNAL.jsonrpc_code,
         "message": "internal error",

@@ -301,14 +301,13 @@ def _check_params(params: dict[str, Any]) -> None:
     any provider is started for it, or the request sent."""
     from pydantic import ValidationError
 
-    from hostd.errors import InvalidParam, error_to_wire
+    from hostd.errors import params_refused
     from hostd.server import ComposeParams
 
     try:
         ComposeParams.model_validate(params)
     except ValidationError as exc:
-        wire = error_to_wire(exc)
-        raise InvalidParam(wire["message"], field=wire["data"]["field"]) from None
+        raise params_refused(ComposeParams, params, exc) from None
 
 
 async def _compose(cfg: Config, args: argparse.Namespace) -> int:

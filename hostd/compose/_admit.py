@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hostd._param_words import given, refusal
 from hostd.errors import InvalidParam, UnknownProvider, unknown_provider
 
 from ._floors import AdmittedFloors, FloorInput, check_floors
@@ -64,10 +65,8 @@ def admit_request(
         _check_named("strategy", weights, providers)
     placement = placement or "edges"
     if placement not in PLACEMENTS:
-        raise InvalidParam(
-            f"invalid params: placement: must be one of {', '.join(PLACEMENTS)}",
-            field="placement",
-        )
+        said = refusal("placement", f"got {given(placement)}", f"one of {', '.join(PLACEMENTS)}")
+        raise InvalidParam(said, field="placement")
     return AdmittedRequest(policy, placement, check_floors(floors, budget, tokenizer=tokenizer))
 
 

@@ -31,9 +31,8 @@ log; the model reads only ``[internal]``).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
@@ -46,6 +45,7 @@ from mcp.shared.exceptions import MCPError
 
 import hostd
 from hostd._log import get_logger
+from hostd._param_words import expected, field_name, given, quoted, refusal
 from hostd.errors import HostdError, RpcError
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, INVALID_PARAMS
 
@@ -147,80 +147,18 @@ def _problem(name: str, arguments: dict[str, Any]) -> str | None:
     first = problems[0]
     schema = first.schema if isinstance(first.schema, dict) else {}
     known = list(schema.get("properties", {}))
-    field = _field(first.absolute_path)
+    field = field_name(first.absolute_path, "arguments")
     if first.validator == "additionalProperties" and isinstance(first.instance, dict):
         # jsonschema's words name the stray member but not what the tool takes.
         stray = next(k for k in first.instance if k not in known)
-        what = _quoted(stray, "unknown argument")
-        expected = ", ".join(known) or "no arguments"
+        what = quoted(stray, "unknown argument")
+        wanted = ", ".join(known) or "no arguments"
     elif first.validator == "required" and isinstance(first.instance, dict):
         missing = next(k for k in schema["required"] if k not in first.instance)
-        field, what, expected = missing, "missing", _expected(schema["properties"][missing])
+        field, what, wanted = missing, "missing", expected(schema["properties"][missing])
     else:  # a value of the wrong type, out of range, too long, not among the choices
-        what, expected = f"got {_given(first.instance)}", _expected(schema)
-    return f"invalid params: {field}: {what}; expected {expected}"
-
-
-#: How many characters of a string the model sent its tool error quotes: a longer one
-#: is only counted, so the one line stays short whatever was sent.
-_QUOTED = 40
-
-
-def _field(path: Iterable[Any]) -> str:
-    """``kinds[0]`` for the path ``kinds/0``, as the client API names fields."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out or "arguments"
-
-
-def _quoted(text: str, what: str) -> str:
-    """A short string as ``what`` and its repr (one line), a longer one by its length."""
-    if len(text) <= _QUOTED:
-        return f"{what} {text!r}"
-    return f"{what} of {len(text)} characters (not quoted)"
-
-
-def _given(value: Any) -> str:
-    """What the model sent, in a few words: a scalar shown, an array or object counted."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, str):
-        return _quoted(value, "a string") if value else "an empty string"
-    if isinstance(value, int | float):
-        number = json.dumps(value)
-        return number if len(number) <= _QUOTED else f"a number of {len(number)} digits"
-    if isinstance(value, list):
-        return f"an array of {len(value)} item(s)"
-    return f"an object of {len(value)} member(s)" if isinstance(value, dict) else "a value"
-
-
-def _expected(schema: dict[str, Any]) -> str:
-    """What an input schema's member asks for, in words (``an integer ≥ 1``)."""
-    if "enum" in schema:
-        return "one of " + ", ".join(str(v) for v in schema["enum"])
-    kinds = schema.get("type")
-    words = []
-    for kind in [kinds] if isinstance(kinds, str) else kinds or []:
-        if kind == "integer":
-            low, high = schema.get("minimum"), schema.get("maximum")
-            if low is not None and high is not None:
-                words.append(f"an integer from {low:,} to {high:,}")
-            else:
-                words.append("an integer" + (f" ≥ {low}" if low is not None else ""))
-        elif kind == "string":
-            word = "a non-empty string" if schema.get("minLength", 0) >= 1 else "a string"
-            most = schema.get("maxLength")
-            words.append(word + (f" of at most {most} characters" if most else ""))
-        elif kind == "array":
-            most, items = schema.get("maxItems"), schema.get("items")
-            word = "an array" + (f" of at most {most} items" if most else "")
-            words.append(word + (f", each {_expected(items)}" if items else ""))
-        elif kind == "boolean":
-            words.append("true or false")
-        else:
-            words.append(f"an {kind}" if kind[0] in "aeiou" else f"a {kind}")
-    return " or ".join(words) or "a value"
+        what, wanted = f"got {given(first.instance)}", expected(schema)
+    return refusal(field, what, wanted)
 
 
 def _failed(exc: HostdError) -> types.CallToolResult:

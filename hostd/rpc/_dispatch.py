@@ -40,7 +40,14 @@ from hostd.protocol import (
     CgpErrorCode,
 )
 
-from ._envelope import OnError, decode, encode_reply, error_reply, log_unexpected
+from ._envelope import (
+    OnError,
+    decode,
+    encode_reply,
+    error_reply,
+    log_unexpected,
+    validate_params,
+)
 
 __all__ = ["DirectDispatcher", "Dispatcher", "Handler", "Method"]
 
@@ -56,8 +63,8 @@ class Method:
     handler: Handler
 
     async def invoke(self, context: Any, params: Mapping[str, Any] | None) -> Any:
-        """The body on ``params`` validated into the model (a ``ValidationError``: −32602)."""
-        return await self.handler(context, self.params.model_validate(params or {}))
+        """The body on ``params`` validated into the model (``InvalidParam``: −32602)."""
+        return await self.handler(context, validate_params(self.params, params or {}))
 
 
 # jsonrpcserver's own errors (it answers these before any method runs) are bad input (R1).

@@ -11,13 +11,19 @@ and lone surrogates are parse errors, so an id like ``1e400`` is never echoed as
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from hostd.errors import HostdError, InvalidRequest, ParseError, error_to_wire
+from hostd.errors import (
+    HostdError,
+    InvalidRequest,
+    ParseError,
+    error_to_wire,
+    params_refused,
+)
 
 __all__ = [
     "OnError",
@@ -31,6 +37,7 @@ __all__ = [
     "make_request",
     "reply_id",
     "request_line",
+    "validate_params",
     "validate_request",
 ]
 
@@ -38,6 +45,17 @@ __all__ = [
 OnError = Callable[[str, BaseException], None]
 
 _log = logging.getLogger("hostd.rpc")
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def validate_params(model: type[_Model], params: Mapping[str, Any]) -> _Model:
+    """A method's ``params`` validated into its ``model``; a refusal is ``InvalidParam``
+    in words that say what was sent and what the member takes (``params_refused``)."""
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        raise params_refused(model, params, exc) from exc
 
 
 def decode(line: bytes | str) -> Any:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from hostd.errors import InvalidParam, error_to_wire
 
-from ._envelope import OnError, validate_request
+from ._envelope import OnError, validate_params, validate_request
 
 __all__ = ["bound", "serializable"]
 
@@ -43,7 +43,7 @@ def bound(
                 )
             # ``Method.invoke``'s body, inline: one coroutine fewer in the chain every
             # resumption of the method passes through.
-            return Success(await handler(context, params.model_validate(kwargs)))
+            return Success(await handler(context, validate_params(params, kwargs)))
         except JsonRpcError as exc:  # jsonrpcserver's public way to answer an error
             return Error(exc.code, exc.message, exc.data)
         except Exception as exc:  # the boundary: nothing escapes a method as a crash

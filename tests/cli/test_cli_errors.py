@@ -99,7 +99,10 @@ def test_an_empty_prompt_exits_1_and_says_how_each_leg_failed(
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--budget", "0"], "invalid params: budget: Input should be greater than 0"),
+        (
+            ["--budget", "0"],
+            "invalid params: budget: got 0; expected an integer from 1 to 10,000,000",
+        ),
         (["--max-frames", "0"], "invalid params: max_frames:"),
     ],
 )

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from hostd._param_words import QUOTED
 from hostd.mcp._schema import compose_params
-from hostd.mcp._server import _QUOTED, TOOLS, _problem
+from hostd.mcp._server import TOOLS, _problem
 from hostd.server._params import ComposeParams, FeedbackParams
 from tests.server.conftest import ROOT
 
@@ -28,21 +29,21 @@ def test_an_item_is_named_by_its_place_in_the_array() -> None:
 
 
 def test_what_was_sent_is_quoted_only_when_short() -> None:
-    short = "b" * _QUOTED
+    short = "b" * QUOTED
     said = _problem("compose_context", {"goal": "x", short: 1})
     assert said is not None and f"unknown argument {short!r};" in said
-    long = "b" * (_QUOTED + 1)
+    long = "b" * (QUOTED + 1)
     said = _problem("compose_context", {"goal": "x", long: 1})
     assert said is not None and long not in said
     assert said.startswith(
-        f"invalid params: arguments: unknown argument of {_QUOTED + 1} characters (not quoted)"
+        f"invalid params: arguments: unknown argument of {QUOTED + 1} characters (not quoted)"
     )
     said = _problem("report_used_evidence", {"request_id": "r", "used": [], "note": "n" * 5000})
     assert said == (
         "invalid params: note: got a string of 5000 characters (not quoted); "
         "expected a string of at most 4096 characters"
     )
-    assert f"quoted up to {_QUOTED} characters" in _DOC
+    assert f"quoted up to {QUOTED} characters" in _DOC
 
 
 def test_a_budget_past_the_ceiling_is_refused_in_the_words_of_every_other() -> None:

@@ -113,8 +113,8 @@ async def test_each_failure_leaves_through_the_one_boundary() -> None:
     unencodable = await ask(_req({"n": 2}))
     assert unencodable["id"] == 7 and unencodable["error"]["data"]["reason"] == "internal"
     assert [type(e).__name__ for _, e in seen] == [
-        "ValidationError",
-        "ValidationError",
+        "InvalidParam",
+        "InvalidParam",
         "InvalidParam",
         "ShuttingDown",
         "RuntimeError",
@@ -163,14 +163,14 @@ async def test_the_direct_dispatcher_answers_as_the_wire_does_without_an_envelop
     assert unknown.value.remote_reason == "method_not_found"
     # Each failure was told to on_error once per dispatcher (wire, then direct).
     assert [type(e).__name__ for _, e in seen] == [
-        "ValidationError",
-        "ValidationError",
+        "InvalidParam",
+        "InvalidParam",
         "ShuttingDown",
         "ShuttingDown",
         "RuntimeError",
         "RuntimeError",
-        "ValidationError",
-        "ValidationError",
+        "InvalidParam",
+        "InvalidParam",
     ]
 
 

@@ -211,10 +211,31 @@ async def test_input_edges_get_typed_errors_and_the_daemon_keeps_serving(start_d
             line = raw.buf.split(b"\n", 1)[0]
             assert b"Infinity" not in line and b"NaN" not in line, line
             assert_error(await raw.line(), -32700, None)
-        # Strict types: a budget must be a JSON integer, named when it is not.
-        for budget in (True, "100", 1.5, 100.0):
+        # Strict types: a budget must be a JSON integer, named when it is not, with what
+        # was sent and the range, in the words hostd mcp's tool uses.
+        for budget, sent in (
+            (True, "true"),
+            ("100", "a string '100'"),
+            (1.5, "1.5"),
+            (100.0, "100.0"),
+        ):
             err = assert_error(await raw.ask(_compose(1, goal="g", budget=budget)), -32602, 1)
             assert err["data"]["field"] == "budget", (budget, err)
+            assert err["message"] == (
+                f"invalid params: budget: got {sent}; expected an integer from 1 to 10,000,000"
+            )
+        # So are compose's other numbers and choices.
+        for param, value, said in (
+            ("max_frames", 0, "got 0; expected an integer from 1 to 10,000"),
+            ("timeout_ms", "5000", "got a string '5000'; expected an integer from 1 to 600,000"),
+            ("overfetch", 0.5, "got 0.5; expected a number from 1 to 1,000"),
+            ("caps", {"alpha": 2}, "got 2; expected a number from 0 to 1"),
+            ("record", "yes", "got a string 'yes'; expected true or false"),
+            ("placement", "middle", "got a string 'middle'; expected one of edges, ranked, "),
+        ):
+            err = assert_error(await raw.ask(_compose(1, goal="g", **{param: value})), -32602, 1)
+            assert err["message"].startswith(f"invalid params: {param}"), err
+            assert said in err["message"], err
         # A goal with nothing but whitespace asks for nothing.
         err = assert_error(await raw.ask(_compose(2, goal=" \t\n ")), -32602, 2)
         assert err["data"]["field"] == "goal"

@@ -1,0 +1,59 @@
+"""A refused param in the client API's words (``hostd.errors.params_refused``): the
+field, what was sent (bounded) and what the method's model takes, as ``hostd mcp``
+words a tool's arguments (tests/mcp/test_tool_arguments.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from hostd.errors import params_refused
+from hostd.server import ComposeParams
+from hostd.server._params import FeedbackParams
+
+
+def _refusal(model: type[BaseModel], sent: dict[str, Any]) -> str:
+    with pytest.raises(ValidationError) as raised:
+        model.model_validate(sent)
+    return params_refused(model, sent, raised.value).message
+
+
+def test_a_union_is_named_as_one_field_with_each_shape_it_takes() -> None:
+    # pydantic names a union's member (``strategy.str``); the field is the union.
+    assert _refusal(ComposeParams, {"goal": "g", "strategy": 5}) == (
+        "invalid params: strategy: got 5; expected a string or an object"
+    )
+    assert _refusal(FeedbackParams, {"request_id": "r", "used": [5]}) == (
+        "invalid params: used[0]: got 5; expected a non-empty string of at most 4096 "
+        "characters or an object"
+    )
+
+
+def test_a_nested_member_and_a_missing_one_are_named_by_their_path() -> None:
+    floor = {"label": "a", "content": "b", "position": "middle"}
+    assert _refusal(ComposeParams, {"goal": "g", "floors": [floor]}) == (
+        "invalid params: floors[0].position: got a string 'middle'; expected one of top, bottom"
+    )
+    assert _refusal(ComposeParams, {}) == (
+        "invalid params: goal: missing; expected a non-empty string of at most 65536 characters"
+    )
+
+
+def test_a_long_string_sent_is_counted_not_quoted() -> None:
+    said = _refusal(ComposeParams, {"goal": "g", "budget": "9" * 100})
+    assert "9" * 41 not in said
+    assert said == (
+        "invalid params: budget: got a string of 100 characters (not quoted); "
+        "expected an integer from 1 to 10,000,000"
+    )
+
+
+def test_our_own_validators_keep_their_words() -> None:
+    assert _refusal(ComposeParams, {"goal": "  "}) == (
+        "invalid params: goal: must not be empty or only whitespace"
+    )
+    assert _refusal(ComposeParams, {"goal": "g", "budgett": 1}) == (
+        "invalid params: budgett: unknown member"
+    )
