@@ -8,6 +8,7 @@ is why cross-provider ranking by raw score is a policy choice, not a given.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -24,7 +25,14 @@ from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._frames import Packed, now_timestamp, pack, query_text
 from ._embed import Embedder, EmbeddingCache, Vectors
 
-__all__ = ["LARGE_BUILD", "EmbeddingMismatch", "SemanticHit", "SemanticIndex", "embed_note"]
+__all__ = [
+    "LARGE_BUILD",
+    "EmbeddingMismatch",
+    "SemanticHit",
+    "SemanticIndex",
+    "embed_note",
+    "embed_rank",
+]
 
 
 class EmbeddingMismatch(ValueError):  # noqa: N818 - named for the condition (E1)
@@ -44,6 +52,10 @@ _EMBED_BATCH = 64
 #: ``.hostdignore`` shortens it: minutes of embedding on a small machine (the rate is in
 #: docs/benchmarks.md), long enough that trimming the tree first is worth the minute.
 LARGE_BUILD = 5000
+
+#: While embedding, the tree is walked again (an edited ``.hostdignore``, a branch
+#: switch) no more than this share of the time: a walk of a large tree takes seconds.
+_WALK_SHARE = 0.1
 
 
 def embed_note(missing: int, total: int) -> str:
@@ -65,14 +77,52 @@ def _embed_input(chunk: Chunk) -> str:
     return f"{chunk.title}\n{chunk.text}"
 
 
-@dataclass(slots=True)
+# Directory names (any part of a path) and file names that say what a file is for, and
+# so when it is embedded (``embed_rank``).
+_TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs", "e2e"})
+_TEST_FILE = re.compile(r"(?:test_.*|.*_test|.*\.test|.*\.spec|conftest)\.[^.]+")
+_FIXTURE_DIRS = frozenset(
+    {"fixtures", "fixture", "__fixtures__", "testdata", "test_data", "__snapshots__"}
+)
+_DOC_DIRS = frozenset({"doc", "docs", "documentation"})
+_LATE_DIRS = frozenset({"locale", "locales", "i18n", "l10n", "generated", "__generated__"})
+
+#: ``embed_rank``'s ranks, first embedded first.
+RANK_SOURCE, RANK_TEST, RANK_FIXTURE, RANK_DOC, RANK_LATE = range(5)
+
+
+def embed_rank(chunk: Chunk) -> int:
+    """When a chunk is embedded in a build, by its path alone: the project's code
+    (``RANK_SOURCE``) first, then tests (a ``tests/`` folder, ``test_*.py``,
+    ``*_test.go``, ``*.spec.ts``), fixtures and test data, docs (a doc file, or a
+    ``docs/`` folder), and last translations and generated code (``locale/``,
+    ``generated/``); a path that is several (``tests/fixtures/``) takes the latest.
+    Queries meanwhile search what is embedded (``SemanticIndex.search``), so the first
+    hour of a long build covers the code a question is most often about."""
+    parts = chunk.rel.split("/")
+    folders, name = set(parts[:-1]), parts[-1]
+    if not folders.isdisjoint(_LATE_DIRS):
+        return RANK_LATE
+    if chunk.kind == "doc" or not folders.isdisjoint(_DOC_DIRS):
+        return RANK_DOC
+    if not folders.isdisjoint(_FIXTURE_DIRS):
+        return RANK_FIXTURE
+    if not folders.isdisjoint(_TEST_DIRS) or _TEST_FILE.fullmatch(name):
+        return RANK_TEST
+    return RANK_SOURCE
+
+
+@dataclass(slots=True, eq=False)  # compared by identity (``_shown``)
 class _Plan:
-    """What one build embeds: its chunks, their cache keys, the vectors the cache has,
-    and the indexes of the chunks it lacks."""
+    """What one build embeds and how far it got: its chunks and their cache keys; the
+    positions of those that have a vector, in ``order``, their vectors in the first rows
+    of ``matrix`` in that order (cached ones first); and ``missing``, the positions
+    still to embed, the first to embed first (``embed_rank``)."""
 
     chunks: list[Chunk]
     keys: list[str]
-    cached: dict[str, Vectors]
+    matrix: Vectors
+    order: list[int]
     missing: list[int]
 
 
@@ -87,21 +137,34 @@ class SemanticIndex:
         *,
         min_score: float = 0.15,
         refresh_interval_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.corpus = Corpus(options)
         self.embedder = embedder
         self.cache = cache
         self.min_score = min_score
         self.refresh_interval_s = refresh_interval_s
+        #: When walks are due and how long they take (a test's own clock decides them).
+        self._clock = clock
         self._lock = threading.Lock()
         self._chunks: list[Chunk] = []
         self._spans = FileSpans([])
         self._matrix: Vectors = np.zeros((0, embedder.dim), dtype=np.float32)
         self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
+        #: How long the last walk took: while embedding, the tree is walked again no
+        #: more often than ``_WALK_SHARE`` of the time allows (``_newer``).
+        self._walk_s = 0.0
         self._built = False
         self.embedded_last = 0  # how many chunks the last rebuild had to embed
-        #: The chunks the embedding thread is to embed next, and whether it runs.
+        #: The plan whose vectors queries search (once built, whole).
+        self._installed: _Plan | None = None
+        #: During the first build, the plan being embedded: queries search what it has,
+        #: installed when a query comes (``_shown``: the plan and count installed).
+        self._growing: _Plan | None = None
+        self._shown: tuple[_Plan, int] | None = None
+        #: Newer chunks a walk found while an embedding runs (it takes them between
+        #: batches), and whether one runs.
         self._pending: list[Chunk] | None = None
         self._embedding = False
 
@@ -112,6 +175,21 @@ class SemanticIndex:
     @property
     def chunk_count(self) -> int:
         return len(self._chunks)
+
+    @property
+    def built(self) -> bool:
+        """Whether every chunk of a walk has been embedded once: until then, queries
+        search the chunks embedded so far (``searched``)."""
+        return self._built
+
+    @property
+    def searched(self) -> tuple[int, int]:
+        """``(chunks searched, chunks in the index)``: equal once built."""
+        with self._lock:
+            plan = self._growing if not self._built else self._installed
+            if plan is None:
+                return 0, 0
+            return len(plan.order), len(plan.chunks)
 
     def refresh(
         self,
@@ -125,89 +203,171 @@ class SemanticIndex:
         (over the whole index, the first with ``embed_note`` as its message), and
         ``chunked()`` once the chunks are known, before any is embedded.
 
-        Once built, more than a batch to embed (a formatter run, a branch switch) is
-        embedded in a thread of its own: queries meanwhile answer at once from the
-        index as it was (the host's source check drops a chunk whose file changed), not
-        after minutes of embedding, which a host would take for a hung provider."""
+        The first build (or a forced one) embeds in the caller's thread, without the
+        lock: queries meanwhile search the chunks embedded so far. Once built, more than
+        a batch to embed (a formatter run, a branch switch) is embedded in a thread of
+        its own: queries meanwhile answer at once from the index as it was (the host's
+        source check drops a chunk whose file changed), not after minutes of embedding,
+        which a host would take for a hung provider. Either way the embedding takes up
+        what a walk finds meanwhile (an edited ``.hostdignore``) between batches."""
         with self._lock:
-            now = time.monotonic()
-            if not force and self._built and now - self._last_check < self.refresh_interval_s:
+            now = self._clock()
+            settled = self._built or self._embedding
+            if not force and settled and now - self._last_check < self.refresh_interval_s:
                 return False
-            self._last_check = now
-            changed = self.corpus.refresh()
-            if not changed and self._built:
+            changed = self._walk(now)
+            if not changed and settled and not force:
                 return False
             if chunked is not None:
                 chunked()
             chunks = list(self.corpus.chunks)
-            plan = self._plan(chunks)
-            if self._built and not force and len(plan.missing) > _EMBED_BATCH:
+            if self._embedding:  # it takes them between batches (``_newer``)
                 self._pending = chunks
-                if not self._embedding:
+                return changed
+            plan = self._plan(chunks, self._installed)
+            if self._built and not force:
+                if len(plan.missing) > _EMBED_BATCH:
                     self._embedding = True
                     threading.Thread(
-                        target=self._embed_behind, name="semantic-embed", daemon=True
+                        target=self._embed_behind, args=(plan,), name="semantic-embed", daemon=True
                     ).start()
+                else:  # a few edited chunks: embedded now, the query waits a moment
+                    self.embedded_last = len(plan.missing)
+                    self._install(self._embed_batches(plan))
                 return changed
-            self._install(chunks, self._embed(plan, progress))
-            return changed
+            self._embedding = True
+            if not self._built:
+                self._growing = plan
+        try:
+            self._embed(plan, progress)
+        finally:
+            with self._lock:
+                self._embedding = False
+        return changed
 
-    def _plan(self, chunks: list[Chunk]) -> _Plan:
-        keys = [sha256_digest(_embed_input(c).encode("utf-8")) for c in chunks]
-        cached = self.cache.get_many(list(dict.fromkeys(keys)))
-        return _Plan(chunks, keys, cached, [i for i, k in enumerate(keys) if k not in cached])
+    def _walk(self, now: float) -> bool:
+        """``corpus.refresh()``, timed (lock held)."""
+        self._last_check = now
+        changed = self.corpus.refresh()
+        self._walk_s = self._clock() - now
+        return changed
 
-    def _embed(self, plan: _Plan, progress: Callable[..., None] | None = None) -> Vectors:
-        """The matrix of ``plan``'s chunks, embedding what the cache lacks in batches,
-        each committed to the cache at once: a build cut short (a stop, a kill) keeps
+    def _plan(self, chunks: list[Chunk], before: _Plan | None = None) -> _Plan:
+        """``chunks``' plan: the vectors ``before`` has (a build under way, or the
+        index) kept, the rest looked up in the cache; what neither has is missing.
+        A chunk ``before`` holds is the same object when its file did not change, so
+        its key is not computed again: a re-plan of a large tree costs a lookup each."""
+        known: dict[str, int] = {}
+        prior: dict[int, str] = {}
+        if before is not None:
+            known = {before.keys[i]: row for row, i in enumerate(before.order)}
+            prior = {id(c): k for c, k in zip(before.chunks, before.keys, strict=True)}
+        keys = [prior.get(id(c)) or sha256_digest(_embed_input(c).encode("utf-8")) for c in chunks]
+        cached = self.cache.get_many([k for k in dict.fromkeys(keys) if k not in known])
+        matrix = np.empty((len(chunks), self.embedder.dim), dtype=np.float32)
+        order: list[int] = []
+        missing: list[int] = []
+        for i, key in enumerate(keys):
+            row = known.get(key)
+            if row is not None:
+                assert before is not None
+                matrix[len(order)] = before.matrix[row]
+            elif key in cached:
+                matrix[len(order)] = cached[key]
+            else:
+                missing.append(i)
+                continue
+            order.append(i)
+        missing.sort(key=lambda i: embed_rank(chunks[i]))  # stable: by path within a rank
+        return _Plan(chunks, keys, matrix, order, missing)
+
+    def _embed_batches(self, plan: _Plan, count: int | None = None) -> _Plan:
+        """Embed ``plan``'s next ``count`` missing chunks (all of them: ``None``), each
+        batch committed to the cache at once: a build cut short (a stop, a kill) keeps
         what it embedded, so the next start resumes rather than restarts."""
-        chunks, keys, cached, missing = plan.chunks, plan.keys, plan.cached, plan.missing
-        # Progress over the whole index, the cached chunks counted done: a resumed build
-        # stands where the last one stopped, not at a fresh 0 of what is left.
-        total, kept = len(chunks), len(chunks) - len(missing)
-        step = _EMBED_BATCH
-        for at in range(0, len(missing), step):
-            if progress is not None:
-                note = embed_note(len(missing), total) if at == 0 else None
-                progress(kept + at, total, phase="embed", message=note)
-            part = missing[at : at + step]
-            vectors = self.embedder.encode([_embed_input(chunks[i]) for i in part])
-            fresh = [(keys[i], vectors[j]) for j, i in enumerate(part)]
-            self.cache.put_many(fresh)
-            cached.update(fresh)
-        if progress is not None and missing:
-            progress(total, total, phase="embed")
-        self.embedded_last = len(missing)
-        if not keys:
-            return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        return np.vstack([cached[k] for k in keys])
+        todo = plan.missing if count is None else plan.missing[:count]
+        for at in range(0, len(todo), _EMBED_BATCH):
+            part = todo[at : at + _EMBED_BATCH]
+            vectors = self.embedder.encode([_embed_input(plan.chunks[i]) for i in part])
+            self.cache.put_many([(plan.keys[i], vectors[j]) for j, i in enumerate(part)])
+            filled = len(plan.order)
+            plan.matrix[filled : filled + len(part)] = vectors
+            plan.order.extend(part)
+        del plan.missing[: len(todo)]
+        return plan
 
-    def _install(self, chunks: list[Chunk], matrix: Vectors) -> None:
-        """Make ``chunks`` and their ``matrix`` the index queries search (lock held)."""
-        stamp = now_timestamp()
-        self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
-        self._chunks, self._matrix, self._built = chunks, matrix, True
-        self._spans = FileSpans(chunks)
+    def _embed(self, plan: _Plan, progress: Callable[..., None] | None = None) -> None:
+        """Embed ``plan`` a batch at a time, then install it; between batches, take up
+        newer chunks (``_newer``: a query's walk, or one of its own), dropping what left
+        the tree from the work and the total, so progress and time left stay true.
 
-    def _embed_behind(self) -> None:
-        """The embedding thread: the latest chunks the walk found, until none is
-        pending; each installed once embedded."""
+        Progress is over the whole index, the cached chunks counted done: a resumed
+        build stands where the last one stopped, not at a fresh 0 of what is left. Its
+        first note says what it embeds (``embed_note``), and again when a walk changed
+        that."""
+        embedded = 0
+        said: tuple[int, int] | None = None
         while True:
+            total, left = len(plan.chunks), len(plan.missing)
+            if progress is not None and left:
+                note = None
+                if said is None or said[1] != total:  # a new plan: what it embeds now
+                    note = embed_note(left, total)
+                    said = (left, total)
+                progress(total - left, total, phase="embed", message=note)
+            self._embed_batches(plan, _EMBED_BATCH)
+            embedded += min(left, _EMBED_BATCH)
             with self._lock:
-                chunks, self._pending = self._pending, None
-                if chunks is None:
-                    self._embedding = False
-                    return
-            try:
-                matrix = self._embed(self._plan(chunks))
-            except Exception as exc:  # the next refresh tries again; queries go on
-                sys.stderr.write(f"providers.semantic: embedding failed: {exc!r}\n")
-                with self._lock:
-                    self._embedding = False
-                    self._last_check = float("-inf")
-                return
+                newer = self._newer()
+                if newer is not None:
+                    plan = self._plan(newer, plan)
+                if not self._built:
+                    self._growing = plan
+                if newer is None and not plan.missing:
+                    self._install(plan)
+                    break
+        if progress is not None and embedded:
+            progress(len(plan.chunks), len(plan.chunks), phase="embed")
+        self.embedded_last = embedded
+
+    def _newer(self) -> list[Chunk] | None:
+        """Chunks newer than the plan being embedded (lock held): what a query's walk
+        left pending, else what a walk of its own finds once one is due. A walk costs
+        no more than ``_WALK_SHARE`` of the embedding's time (a large tree takes a
+        second or more to walk), nor comes sooner than ``refresh_interval_s``."""
+        if self._pending is not None:
+            chunks, self._pending = self._pending, None
+            return chunks
+        now = self._clock()
+        due = max(self.refresh_interval_s, self._walk_s / _WALK_SHARE)
+        if now - self._last_check >= due and self._walk(now):
+            return list(self.corpus.chunks)
+        return None
+
+    def _install(self, plan: _Plan) -> None:
+        """Make ``plan``'s embedded chunks the index queries search (lock held): all of
+        them, or during the first build those embedded so far."""
+        stamp = now_timestamp()
+        chunks = [plan.chunks[i] for i in plan.order]
+        self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
+        self._chunks, self._matrix = chunks, plan.matrix[: len(chunks)]
+        self._spans = FileSpans(chunks)
+        self._shown = (plan, len(chunks))
+        if not plan.missing:
+            self._installed, self._growing, self._built = plan, None, True
+
+    def _embed_behind(self, plan: _Plan) -> None:
+        """The embedding thread: ``plan`` and whatever walks find meanwhile, installed
+        once all is embedded."""
+        try:
+            self._embed(plan)
+        except Exception as exc:  # the next refresh tries again; queries go on
+            sys.stderr.write(f"providers.semantic: embedding failed: {exc!r}\n")
             with self._lock:
-                self._install(chunks, matrix)
+                self._last_check = float("-inf")
+        finally:
+            with self._lock:
+                self._embedding = False
 
     @property
     def embedding(self) -> bool:
@@ -225,6 +385,9 @@ class SemanticIndex:
         (``_anchors``)."""
         self.refresh()
         with self._lock:
+            growing = self._growing
+            if growing is not None and self._shown != (growing, len(growing.order)):
+                self._install(growing)  # the first build's chunks embedded so far
             chunks, matrix, spans = self._chunks, self._matrix, self._spans
         if not chunks:
             return []

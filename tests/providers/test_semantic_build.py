@@ -1,0 +1,169 @@
+"""A long first build of the semantic index, as a user meets it: a ``.hostdignore``
+edited meanwhile is taken up between batches (its chunks leave the work and the total),
+the project's code is embedded before its tests and docs, and queries meanwhile search
+what is embedded so far. An in-process index with a gated stand-in embedder and a clock
+of the test's own, so every step is decided by events."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from providers import CorpusOptions
+from providers.semantic import EmbeddingCache, SemanticIndex
+from providers.semantic._index import (
+    RANK_DOC,
+    RANK_FIXTURE,
+    RANK_LATE,
+    RANK_SOURCE,
+    RANK_TEST,
+    embed_rank,
+)
+from tests.fixtures.bow_embedder import DIM, GatedEmbedder
+
+HANG_GUARD_S = 60
+
+
+class Recording(GatedEmbedder):
+    """Notes the first line (the chunk's title: its path) of every text a batch embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = super().encode(texts)
+        if len(texts) > 1:
+            self.embedded.extend(t.split("\n", 1)[0] for t in texts)
+        return out
+
+
+def _write(root: Path, rel: str, lines: int, word: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{word} line {i} of {rel}.\n" for i in range(lines)))
+
+
+def _index(root: Path, tmp_path: Path, embedder: GatedEmbedder) -> SemanticIndex:
+    # A clock that never moves: a walk is due after every batch (``refresh_interval_s``
+    # 0), whatever the machine's speed.
+    return SemanticIndex(
+        CorpusOptions(root=root, window_lines=1, min_chunk_tokens=0),
+        embedder,
+        EmbeddingCache(tmp_path / "vectors.db", embedder.fingerprint, DIM),
+        refresh_interval_s=0.0,
+        clock=lambda: 0.0,
+    )
+
+
+def _building(index: SemanticIndex) -> tuple[threading.Thread, list[dict[str, Any]]]:
+    notes: list[dict[str, Any]] = []
+
+    def progress(done: int, total: int | None, *, phase: str, message: str | None = None) -> None:
+        notes.append({"done": done, "total": total, "message": message})
+
+    build = threading.Thread(target=lambda: index.refresh(force=True, progress=progress))
+    build.start()
+    return build, notes
+
+
+def test_a_hostdignore_edited_mid_build_leaves_the_work_and_the_total(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _write(root, "app.py", 100, "kiwi")
+    _write(root, "tests/test_app.py", 200, "kiwi")
+    embedder = Recording()
+    embedder.gate.clear()
+    index = _index(root, tmp_path, embedder)
+    build, notes = _building(index)
+    assert embedder.waiting.wait(HANG_GUARD_S)  # its first batch, held
+    assert notes[0]["total"] == 300
+    (root / ".hostdignore").write_text("tests/\n")
+    embedder.gate.set()
+    build.join(HANG_GUARD_S)
+    assert not build.is_alive()
+    # Taken up after the batch under way: its total is the tree's now, said in a note,
+    # and not a chunk of tests/ was embedded.
+    assert notes[-1] == {"done": 100, "total": 100, "message": None}
+    assert {"done": 64, "total": 100, "message": "embedding 36 of 100 chunks (64 cached)"} in notes
+    assert not [title for title in embedder.embedded if "tests/" in title]
+    assert index.chunk_count == 100 and index.built
+    assert {h.chunk.rel for h in index.search("kiwi line")} == {"app.py"}
+
+
+def test_code_is_embedded_before_tests_fixtures_docs_and_translations(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    for rel in (
+        "README.md",
+        "docs/guide.py",
+        "locale/de/formats.py",
+        "pkg/core.py",
+        "tests/fixtures/data.py",
+        "tests/test_core.py",
+        "zlib/util.py",
+    ):
+        _write(root, rel, 3, "kiwi")
+    embedder = Recording()
+    index = _index(root, tmp_path, embedder)
+    index.refresh(force=True)
+    order = list(dict.fromkeys(title.split(" ", 1)[0] for title in embedder.embedded))
+    assert order == [
+        "pkg/core.py",
+        "zlib/util.py",
+        "tests/test_core.py",
+        "tests/fixtures/data.py",
+        "README.md",
+        "docs/guide.py",
+        "locale/de/formats.py",
+    ]
+
+
+def test_embed_rank_reads_what_a_path_is_for() -> None:
+    class _Chunk:
+        def __init__(self, rel: str, kind: str = "snippet") -> None:
+            self.rel, self.kind = rel, kind
+
+    ranks = {
+        "django/db/models/query.py": RANK_SOURCE,
+        "src/testing_utils_helper.py": RANK_SOURCE,
+        "tests/queries/models.py": RANK_TEST,
+        "pkg/test_query.py": RANK_TEST,
+        "cmd/server_test.go": RANK_TEST,
+        "web/app.spec.ts": RANK_TEST,
+        "conftest.py": RANK_TEST,
+        "tests/fixtures/rows.json": RANK_FIXTURE,
+        "pkg/testdata/in.txt": RANK_FIXTURE,
+        "docs/conf.py": RANK_DOC,
+        "django/conf/locale/de/formats.py": RANK_LATE,
+        "api/generated/client.py": RANK_LATE,
+    }
+    for rel, rank in ranks.items():
+        assert embed_rank(_Chunk(rel)) == rank, rel  # type: ignore[arg-type] # rel, kind
+    assert embed_rank(_Chunk("CHANGES.txt", kind="doc")) == RANK_DOC  # type: ignore[arg-type]
+
+
+def test_queries_during_the_first_build_search_what_is_embedded(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _write(root, "app.py", 64, "kiwi")
+    _write(root, "notes.md", 100, "mango")
+    embedder = Recording()
+    embedder.gate.clear()
+    index = _index(root, tmp_path, embedder)
+    build, _ = _building(index)
+    assert embedder.waiting.wait(HANG_GUARD_S)
+    assert index.search("kiwi line") == []  # nothing embedded yet: nothing searched
+    embedder.waiting.clear()
+    embedder.gate.set()  # lets the first batch (app.py, code first) through …
+    embedder.gate.clear()  # … and holds the next
+    assert embedder.waiting.wait(HANG_GUARD_S)
+    assert index.searched == (64, 164) and not index.built
+    hits = index.search("kiwi line 7")
+    assert hits and {h.chunk.rel for h in hits} == {"app.py"}
+    assert "notes.md" not in {h.chunk.rel for h in index.search("mango line")}  # not yet
+    embedder.gate.set()
+    build.join(HANG_GUARD_S)
+    assert not build.is_alive() and index.built and index.searched == (164, 164)
+    assert index.search("mango line 7")[0].chunk.rel == "notes.md"
