@@ -43,6 +43,7 @@ from ._gate import ConsentGate, missing_consent
 from ._health import Health, RestartPolicy
 from ._judge import JudgedLeg, audited, judge, judge_leg
 from ._launch import PoolSettings
+from ._outcome import WARMING_PARTIAL
 from ._plan import ProviderView, plan_fan_out
 from ._pool import ProviderPool, Slot
 from ._report import FanOut, LegReport, LegStatus
@@ -283,11 +284,14 @@ class Host:
                 unchecked.append(reply.provider_id)
             report = done.report
             # The status itself (a StrEnum is its value): no enum property read per leg.
+            # An answer partial only for a warm-up under way is no fault to count: the
+            # provider is ``warming``, and says how far it got.
+            faulty = any(cause != WARMING_PARTIAL for cause in report.partial)
             self.pool.record_leg(
                 self.pool.slots[leg.provider_id],
                 report.status,
                 report.error_message,
-                report.note if report.partial else None,
+                report.note if faulty else None,
             )
             _log_leg(report)
             if on_leg_done is not None:

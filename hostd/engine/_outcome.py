@@ -23,7 +23,14 @@ from hostd.protocol import ContextQuery, Violation
 
 from ._report import LegStatus
 
-__all__ = ["LegReply", "failure_of", "progress_figure", "warming_phase"]
+__all__ = [
+    "WARMING_PARTIAL",
+    "LegReply",
+    "failure_of",
+    "progress_figure",
+    "warming_note",
+    "warming_phase",
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,6 +101,23 @@ def warming_phase(progress: Mapping[str, Any] | None) -> str | None:
     ``None`` before it reported one."""
     phase = (progress or {}).get("phase")
     return phase if isinstance(phase, str) and phase and phase != "start" else None
+
+
+#: The ``provider_partial`` cause of an answer given while its provider still warms.
+WARMING_PARTIAL = "warming"
+
+
+def warming_note(progress: Mapping[str, Any]) -> str:
+    """The note of an answer given while its provider still warms (a provider that
+    answers from what it has built so far, ``Progress.answer_meanwhile``): partial, as
+    far as its last progress says, in hostd's words and the provider's figures
+    (``partial: searched 2,257 of 33,002; still warming (embed)``)."""
+    phase, done, total = progress.get("phase"), progress.get("done"), progress.get("total")
+    phase = phase if isinstance(phase, str) and phase and phase != "start" else None
+    still = f"still warming ({phase})" if phase else "still warming"
+    if total is None:
+        return f"partial: answered from what it has built so far; {still}"
+    return f"partial: searched {done or 0:,} of {total:,}; {still}"
 
 
 def progress_figure(progress: Mapping[str, Any]) -> str:

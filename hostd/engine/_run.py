@@ -44,7 +44,14 @@ from hostd.protocol import (
 from hostd.transport import EmptyResult, PartialResult, ProviderLink, StartedCall
 
 from ._gate import ConsentGate, destination_of
-from ._outcome import LegReply, failure_of, progress_figure, warming_phase
+from ._outcome import (
+    WARMING_PARTIAL,
+    LegReply,
+    failure_of,
+    progress_figure,
+    warming_note,
+    warming_phase,
+)
 from ._plan import FanOutPlan, LegAction, LegPlan, gate, trim_representations
 from ._pool import ProviderPool, Slot
 from ._report import LegStatus
@@ -239,7 +246,16 @@ class _Runner:
     ) -> LegReply:
         caps = conn.capabilities if conn is not None else None
         kinds = tuple(caps.query.kinds) if caps is not None else ()
-        partial = result if isinstance(result, PartialResult) else None
+        lost: list[str] = []
+        causes: tuple[str, ...] = ()
+        if isinstance(result, PartialResult):
+            lost, causes = [result.lost], result.causes
+        if conn is not None and conn.readiness.warming:
+            # Answered before it said ready: from what it has built so far (an index
+            # embedded in part), as far as its last progress says. Its progress and this
+            # reply come in the order it wrote them, so a ready one would have come first.
+            lost.append(warming_note(conn.readiness.progress))
+            causes = (*causes, WARMING_PARTIAL)
         return self.reply(
             leg,
             query,
@@ -249,8 +265,8 @@ class _Runner:
             truncated=result.truncated,
             dropped=result.dropped_estimate,
             behind=result.unindexed_changes,
-            lost=partial.lost if partial is not None else None,
-            lost_causes=partial.causes if partial is not None else (),
+            lost="; ".join(lost) or None,
+            lost_causes=causes,
             empty=result.why if isinstance(result, EmptyResult) else None,
         )
 

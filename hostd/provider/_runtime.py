@@ -96,7 +96,8 @@ class Provider:
     def warm(self, progress: Progress) -> str | None:
         """Build or load what queries need (an index); runs once in a worker thread while
         the provider serves: queries get ``unavailable`` (``data.warming``) until it
-        returns, ``progress(done, total, phase=...)`` reaches the host (``_warmup``).
+        returns, or until it calls ``progress.answer_meanwhile()`` (an index searchable
+        in part), ``progress(done, total, phase=...)`` reaches the host (``_warmup``).
         What it returns, if a text, is its ready message (``412 chunks from 28 files``):
         ``hostd status`` shows it beside ``ready``."""
         return None
@@ -246,7 +247,7 @@ async def _handshake(server: ProviderServer, req: HandshakeRequest) -> dict[str,
 
 
 async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
-    if not server.readiness.ready:
+    if not server.readiness.answers:
         raise server.readiness.refusal()  # answered now: a host never waits on a warm-up
     query: Any = server.provider.query  # async as declared, or a plain def
     try:

@@ -9,9 +9,12 @@ far it got with ``context/progress`` notifications (``state`` warming, ready or
 failed, ``phase``, ``done``, ``total``, ``message``), the last one saying
 ``ready``; a step that runs long (a model load reports once, then nothing until it is
 loaded) is said again every ``Provider.progress_beat_s`` with ``elapsed_s``, the whole
-seconds its phase has run, by a thread of its own; once ready, it says ``ready`` again
-with a new message when what it holds changes (``Provider.ready_message``).
-docs/providers.md describes this wire.
+seconds its phase has run, by a thread of its own. A warm-up that can answer from what
+it has built so far (an index embedded in part) says so (``Progress.answer_meanwhile``):
+its queries then reach ``Provider.query`` while it still warms, and the host reads such
+an answer as partial (its leg's note, ``provider_partial``). Once ready, it says
+``ready`` again with a new message when what it holds changes
+(``Provider.ready_message``). docs/providers.md describes this wire.
 Imports only ``hostd.errors`` and ``hostd.protocol``.
 """
 
@@ -68,6 +71,14 @@ class Progress:
             {"state": "warming", "phase": phase, "done": done, "total": total, "message": message}
         )
 
+    def answer_meanwhile(self) -> None:
+        """From now until the warm-up ends, queries reach ``Provider.query`` instead of
+        the ``warming`` refusal: it answers from what it has built so far. The host,
+        which still hears ``warming``, tells such an answer as partial, with the
+        figures of the last progress (``done`` of ``total``): keep them true of what a
+        query searches."""
+        self._readiness.answering = True
+
 
 class Readiness:
     """Warming → ready (or failed), with the latest progress; sends each change through
@@ -83,10 +94,17 @@ class Readiness:
         #: When the phase in ``progress`` began: a beat says how long it has run.
         self._phase_began = time.monotonic()
         self.failure: str | None = None
+        #: The warm-up answers queries meanwhile (``Progress.answer_meanwhile``).
+        self.answering = False
 
     @property
     def ready(self) -> bool:
         return self.state == "ready"
+
+    @property
+    def answers(self) -> bool:
+        """Whether a query is answered now: ready, or warming and answering meanwhile."""
+        return self.state == "ready" or (self.state == "warming" and self.answering)
 
     def begin(self) -> None:
         """A warm-up starts: queries are refused (``refusal``) until ``finish``."""

@@ -197,11 +197,14 @@ class SemanticIndex:
         force: bool = False,
         progress: Callable[..., None] | None = None,
         chunked: Callable[[], None] | None = None,
+        searchable: Callable[[], None] | None = None,
     ) -> bool:
         """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
         ``progress(done, total, phase=..., message=...)`` is told of each embedded batch
-        (over the whole index, the first with ``embed_note`` as its message), and
-        ``chunked()`` once the chunks are known, before any is embedded.
+        (over the whole index, the first with ``embed_note`` as its message; ``done``
+        is what a query searches meanwhile), ``chunked()`` once the chunks are known,
+        before any is embedded, and ``searchable()`` once the first build has a chunk
+        to search.
 
         The first build (or a forced one) embeds in the caller's thread, without the
         lock: queries meanwhile search the chunks embedded so far. Once built, more than
@@ -239,7 +242,7 @@ class SemanticIndex:
             if not self._built:
                 self._growing = plan
         try:
-            self._embed(plan, progress)
+            self._embed(plan, progress, None if self._built else searchable)
         finally:
             with self._lock:
                 self._embedding = False
@@ -296,7 +299,12 @@ class SemanticIndex:
         del plan.missing[: len(todo)]
         return plan
 
-    def _embed(self, plan: _Plan, progress: Callable[..., None] | None = None) -> None:
+    def _embed(
+        self,
+        plan: _Plan,
+        progress: Callable[..., None] | None = None,
+        searchable: Callable[[], None] | None = None,
+    ) -> None:
         """Embed ``plan`` a batch at a time, then install it; between batches, take up
         newer chunks (``_newer``: a query's walk, or one of its own), dropping what left
         the tree from the work and the total, so progress and time left stay true.
@@ -309,6 +317,9 @@ class SemanticIndex:
         said: tuple[int, int] | None = None
         while True:
             total, left = len(plan.chunks), len(plan.missing)
+            if searchable is not None and plan.order:  # cached, or a batch embedded
+                searchable()
+                searchable = None
             if progress is not None and left:
                 note = None
                 if said is None or said[1] != total:  # a new plan: what it embeds now

@@ -44,9 +44,12 @@ VERSION = "0.1.0"
 class SemanticProvider(Provider):
     """Cosine search over sentence embeddings; the index is built after the handshake.
 
-    The handshake is answered at once; until the first build is done a query is
-    answered ``unavailable`` saying the provider warms (``hostd.provider``), and
-    each embedded batch is reported to the host as progress.
+    The handshake is answered at once; until the first build has a chunk embedded a
+    query is answered ``unavailable`` saying the provider warms (``hostd.provider``),
+    then from the chunks embedded so far (code first, ``embed_rank``): the host, told
+    of each embedded batch as progress, reads such an answer as partial and says how
+    much it searched. A large tree takes hours to embed on a small machine; an answer
+    from its code meanwhile is worth more than none.
     """
 
     def __init__(
@@ -89,7 +92,12 @@ class SemanticProvider(Provider):
                 except OSError:  # a cache that cannot be written costs the next start only
                     pass
 
-        self.index.refresh(force=True, progress=progress, chunked=save_chunks)
+        self.index.refresh(
+            force=True,
+            progress=progress,
+            chunked=save_chunks,
+            searchable=progress.answer_meanwhile,
+        )
         head = (
             f"{self.index.chunk_count} chunks from {files_figure(corpus)} "
             f"({self.index.embedded_last} embedded) in {time.perf_counter() - started:.1f}s"

@@ -15,6 +15,7 @@ import pytest
 from hostd._hints import warming_state
 from hostd.engine import Host, LegStatus, ProviderSpec
 from hostd.engine._outcome import failure_of
+from hostd.pipeline._degraded import Degraded, degradations
 from hostd.transport import provider_error
 from tests.engine._helpers import child_pid, query
 from tests.fixtures.procs import ROOT, leftovers, marked_env, python
@@ -202,3 +203,46 @@ def test_a_warming_answer_is_told_in_hostds_words_with_the_providers_progress() 
     # Any other unavailable answer is the provider's error, reported by size only.
     other = provider_error({"code": -32006, "message": "down", "data": {"cgp_code": "unavailable"}})
     assert failure_of(other, progress)[:2] == (LegStatus.ERROR, "unavailable")
+
+
+async def test_an_answer_given_while_its_provider_warms_is_served_as_partial(
+    tmp_path: Path,
+) -> None:
+    """A provider that answers from what it has built so far (a semantic index embedded
+    in part) is served: its leg is ok, its note says how much it searched, and the
+    composition is degraded for it; the warm-up goes on, and is no fault."""
+    gate = tmp_path / "warm.gate"
+    spec = warming(
+        "w",
+        "--warm-gate",
+        str(gate),
+        "--steps",
+        "4",
+        "--phase",
+        "embed",
+        "--answer-meanwhile",
+    )
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([spec]) as host:
+            slot = host.pool.slots["w"]
+            await host.pool.ensure(slot)
+            heard = anyio.Event()  # its last step: it answers from then on
+            host.pool.progress_listeners.append(
+                lambda _p, n: heard.set() if n.get("done") == 3 else None
+            )
+            if slot.conn is not None and slot.conn.readiness.progress.get("done") == 3:
+                heard.set()
+            await heard.wait()
+            # Its start deadline gone by, as an hour into a warm-up: no leg waits for its
+            # readiness, it is asked at once.
+            slot.start_deadline = anyio.current_time()
+            fan = await host.query_all(query(), 500, timeout_ms=30_000)
+            state = host.providers_list()[0]["state"]
+            gate.touch()
+            health = host.health("w")
+    report = fan.reports["w"]
+    assert report.status is LegStatus.OK and fan.accepted, report
+    assert report.note == "partial: searched 3 of 4; still warming (embed)"
+    assert degradations(fan.reports, {}) == (Degraded("provider_partial", "w", "warming"),)
+    assert state == "warming"
+    assert health.partial_legs == 0 and health.last_error is None  # no fault of its

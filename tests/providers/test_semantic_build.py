@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from hostd.protocol import ContextQuery
 from providers import CorpusOptions
-from providers.semantic import EmbeddingCache, SemanticIndex
+from providers.semantic import EmbeddingCache, SemanticIndex, SemanticProvider
 from providers.semantic._index import (
     RANK_DOC,
     RANK_FIXTURE,
@@ -167,3 +169,48 @@ def test_queries_during_the_first_build_search_what_is_embedded(tmp_path: Path) 
     build.join(HANG_GUARD_S)
     assert not build.is_alive() and index.built and index.searched == (164, 164)
     assert index.search("mango line 7")[0].chunk.rel == "notes.md"
+
+
+class _Progress:
+    """What a warm-up is given (``hostd.provider.Progress``): its steps and whether it
+    answers meanwhile."""
+
+    def __init__(self) -> None:
+        self.done: list[int] = []
+        self.answering = threading.Event()
+
+    def __call__(
+        self, done: int, total: int | None, *, phase: str, message: str | None = None
+    ) -> None:
+        self.done.append(done)
+
+    def answer_meanwhile(self) -> None:
+        self.answering.set()
+
+
+@pytest.mark.anyio
+async def test_the_provider_answers_from_its_first_embedded_batch_on(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _write(root, "app.py", 64, "kiwi")
+    _write(root, "tests/test_app.py", 100, "kiwi")
+    embedder = Recording()
+    embedder.gate.clear()
+    provider = SemanticProvider(_index(root, tmp_path, embedder))
+    progress = _Progress()
+    warm = threading.Thread(target=provider.warm, args=(progress,))
+    warm.start()
+    try:
+        assert embedder.waiting.wait(HANG_GUARD_S)
+        assert not progress.answering.is_set()  # nothing to search yet: it still refuses
+        embedder.waiting.clear()
+        embedder.gate.set()
+        embedder.gate.clear()  # the first batch (the code) through, the next held
+        assert embedder.waiting.wait(HANG_GUARD_S) and progress.answering.is_set()
+        query = ContextQuery(goal="kiwi line 7", max_frames=8, max_tokens=2000)
+        result = await provider.query(query)
+        assert progress.done[-1] == 64  # the figure the host says it searched
+    finally:
+        embedder.gate.set()
+    assert result.frames and {f["uri"].rsplit("/", 1)[1] for f in result.frames} == {"app.py"}
+    warm.join(HANG_GUARD_S)
+    assert not warm.is_alive()

@@ -23,13 +23,25 @@ def _index(root: Path, cache: Path, embedder: GatedEmbedder) -> SemanticIndex:
     return SemanticIndex(options, embedder, EmbeddingCache(cache, embedder.fingerprint, DIM))
 
 
+class _Progress:
+    """What a warm-up is given (``hostd.provider.Progress``), noting each step."""
+
+    def __init__(self) -> None:
+        self.notes: list[dict[str, Any]] = []
+        self.answering = False
+
+    def __call__(
+        self, done: int, total: int | None, *, phase: str, message: str | None = None
+    ) -> None:
+        self.notes.append({"done": done, "total": total, "phase": phase, "message": message})
+
+    def answer_meanwhile(self) -> None:
+        self.answering = True
+
+
 def _notes() -> tuple[list[dict[str, Any]], Any]:
-    notes: list[dict[str, Any]] = []
-
-    def progress(done: int, total: int | None, *, phase: str, message: str | None = None) -> None:
-        notes.append({"done": done, "total": total, "phase": phase, "message": message})
-
-    return notes, progress
+    progress = _Progress()
+    return progress.notes, progress
 
 
 def test_a_resumed_build_reports_progress_over_the_whole_index(tmp_path: Path) -> None:
