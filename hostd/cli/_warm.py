@@ -83,8 +83,10 @@ class ProgressBars:
             self._told[provider_id] = said
             tqdm.write(f"hostd: {provider_id}: {said}", file=self.stream)
         bar = self._bars.get(provider_id)
-        if bar is not None and self._phase.get(provider_id) != phase:
-            bar.close()  # a new phase, a new bar: its own total and rate
+        if bar is not None and (self._phase.get(provider_id) != phase or bar.total != total):
+            # A new phase, or a new total (a .hostdignore edited while it embeds: what
+            # left the tree left its work), a new bar: its own total and rate.
+            bar.close()
             bar = None
         if bar is None:
             # Starting from where the phase is (a build resumed from its cache): the rate
@@ -125,9 +127,11 @@ class ProgressLines:
         self._last_line_at: dict[str, float] = {}
         self._said: dict[str, str] = {}
         self._told: dict[str, str] = {}
-        #: Per provider, its phase's first note: (phase, when, done). The rate counts
-        #: from there, so a build resumed from its cache is not credited its cached part.
-        self._since: dict[str, tuple[str, float, int]] = {}
+        #: Per provider, its phase's first note: (phase, total, when, done). The rate
+        #: counts from there, so a build resumed from its cache is not credited its cached
+        #: part, nor one whose total changed (what left the tree may have been done) the
+        #: done it lost.
+        self._since: dict[str, tuple[str, Any, float, int]] = {}
 
     def __call__(self, provider_id: str, progress: dict[str, Any]) -> None:
         state = progress.get("state", "warming")
@@ -142,8 +146,8 @@ class ProgressLines:
         done, total = progress.get("done") or 0, progress.get("total")
         since = self._since.get(provider_id)
         new_phase = since is None or since[0] != phase
-        if since is None or new_phase:
-            since = self._since[provider_id] = (phase, now, done)
+        if since is None or new_phase or since[1] != total:
+            since = self._since[provider_id] = (phase, total, now, done)
         said = " ".join(str(progress.get("message") or "").split())
         news = bool(said) and said != self._told.get(provider_id)
         last = self._last_line_at.get(provider_id)
@@ -151,7 +155,7 @@ class ProgressLines:
             return
         self._last_line_at[provider_id] = now
         figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")
-        _, began, first = since
+        _, _, began, first = since
         if total is not None and first < done < total and now - began >= RATE_SPAN_S:
             figure += f", {_time_left((total - done) * (now - began) / (done - first))}"
         line = f"warming ({phase}{figure})"

@@ -435,3 +435,31 @@ def test_warm_interrupted_says_where_each_build_stood_and_what_to_do(
         f"run `hostd warm --config {config}` again to go on"
     )
     assert "Traceback" not in err
+
+
+def test_a_total_that_drops_mid_build_restarts_the_rate_and_the_bar() -> None:
+    """A .hostdignore edited while semantic embeds drops chunks, some of them embedded
+    already: the time left counts the rate since the new total, not the done it lost,
+    and a bar shows the new total."""
+    stream, now = io.StringIO(), [0.0]
+    lines = ProgressLines(stream, clock=lambda: now[0])
+
+    def note(done: int, total: int) -> dict[str, Any]:
+        return {"state": "warming", "phase": "embed", "done": done, "total": total}
+
+    lines("semantic", note(0, 30000))
+    now[0] = 6000  # 2.5 chunks a second
+    lines("semantic", note(15000, 30000))
+    lines("semantic", note(5000, 15000))  # 10,000 embedded chunks left the tree
+    now[0] = 7200  # 3000 more in 1200 s: 2.5 a second still, 7000 left take 2800 s
+    lines("semantic", note(8000, 15000))
+    assert stream.getvalue().splitlines()[-1] == (
+        "hostd: semantic: warming (embed 8000/15000, about 47 min left)"
+    )
+
+    shown = io.StringIO()
+    bars = ProgressBars(enabled=True, stream=shown)
+    bars("semantic", note(64, 300))
+    bars("semantic", note(100, 120))
+    bars.close()
+    assert "100/120" in shown.getvalue()
