@@ -831,6 +831,12 @@ class Corpus:
             self._modified = True
         return changed
 
+    def files_to_read(self) -> int:
+        """Files a build would read: the walk alone (names and sizes, no file opened),
+        so a large tree is known in about a second, before hours of embedding it. A
+        file left out later for its bytes (binary, a key in it) is counted."""
+        return len(self._walk())
+
     @property
     def file_count(self) -> int:
         """Files indexed: those with a chunk (a file left out for its bytes has none)."""

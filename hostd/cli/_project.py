@@ -238,6 +238,33 @@ def render_project_config(
     return "\n".join(lines) + "\n"
 
 
+#: More files than this to index, and ``init`` says semantic's first build is long: it
+#: embeds every chunk, on the CPU. Django's 6,834 files hold 120,060 chunks; this many
+#: hold tens of thousands, several times the 5,000 past which the build itself says
+#: what shortens it (``providers.semantic``'s ``LARGE_BUILD``).
+LARGE_TREE_FILES = 2000
+
+
+def _long_first_build(project: Path, target: Path) -> str:
+    """What ``init`` says of semantic's first build on a large tree (nothing on a small
+    one): how many files it would index, as the providers walk them (the walk only, no
+    file read), and what shortens it. No time: the rate is the machine's."""
+    from providers import Corpus, CorpusOptions
+
+    options = CorpusOptions(root=project, exclude=(target.name, "tokenizer.json"))
+    files = Corpus(options).files_to_read()
+    if files <= LARGE_TREE_FILES:
+        return ""
+    return (
+        f"semantic: {files:,} files to index: its first start embeds every chunk of them "
+        "on the CPU, a long build (`hostd warm` shows it and the time left; meanwhile it "
+        f"answers from what it has embedded, code first). To shorten it, list in "
+        f"{project / '.hostdignore'} what need not be searched (tests, locale, release "
+        "notes, fixtures), or leave semantic out: "
+        "`hostd init --providers files,memory --force`\n"
+    )
+
+
 def _chosen(value: str | None) -> tuple[str, ...]:
     wanted = csv_arg(value)
     if wanted is None:
@@ -339,6 +366,8 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
     sys.stdout.write(f"wrote {target} (providers: {', '.join(written) or 'none'})\n")
     if "semantic" in providers and not ok:
         sys.stdout.write("semantic: left commented out, its extra is not installed\n")
+    elif "semantic" in providers:
+        sys.stdout.write(_long_first_build(project, target))
     sys.stdout.write(
         f'next: cd {project} && hostd compose "a question about the project"\n'
         f"an MCP client: {_toml(mcp_entry(target))}\n"

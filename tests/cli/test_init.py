@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hostd._discovery import EMBEDDED_CONFIG, find_config, user_config_path
-from hostd.cli._project import render_project_config
+from hostd.cli._project import LARGE_TREE_FILES, render_project_config, semantic_installed
 from hostd.config import DEFAULT_CONFIG_PATH, load_config, parse_config
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.home import fresh_home, hostd_in
@@ -295,3 +295,32 @@ def test_an_installed_wheel_finds_its_embedded_default_and_a_project_config(
     assert done.returncode == 0, done.stderr
     cited = [c["label"] for c in json.loads(done.stdout)["citations"]]
     assert cited and all(label.startswith("docs/frobnicator.md") for label in cited), cited
+
+
+@pytest.mark.skipif(not semantic_installed(), reason="needs the semantic extra")
+def test_init_on_a_large_tree_says_semantic_s_first_build_is_long_and_what_shortens_it(
+    tmp_path: Path,
+) -> None:
+    env = fresh_home(tmp_path)
+    project = _project(tmp_path)
+    small = hostd_in(project, env, "init")
+    assert small.returncode == 0, small.stderr
+    assert "files to index" not in small.stdout  # a small tree: nothing to say
+    for i in range(LARGE_TREE_FILES):  # with docs/frobnicator.md and .gitignore, past it
+        (project / "tests" / f"t{i // 500}").mkdir(parents=True, exist_ok=True)
+        (project / "tests" / f"t{i // 500}" / f"test_{i}.py").write_text(f"x = {i}\n")
+    large = hostd_in(project, env, "init", "--force")
+    assert large.returncode == 0, large.stderr
+    said = [line for line in large.stdout.splitlines() if "files to index" in line]
+    assert said == [
+        f"semantic: {LARGE_TREE_FILES + 2:,} files to index: its first start embeds every "
+        "chunk of them on the CPU, a long build (`hostd warm` shows it and the time left; "
+        "meanwhile it answers from what it has embedded, code first). To shorten it, list "
+        f"in {project / '.hostdignore'} what need not be searched (tests, locale, release "
+        "notes, fixtures), or leave semantic out: `hostd init --providers files,memory --force`"
+    ]
+    (project / ".hostdignore").write_text("tests/\n")  # as it advises
+    trimmed = hostd_in(project, env, "init", "--force")
+    assert trimmed.returncode == 0 and "files to index" not in trimmed.stdout
+    without = hostd_in(project / "tests", env, "init", "--providers", "files,memory")
+    assert without.returncode == 0 and "files to index" not in without.stdout
