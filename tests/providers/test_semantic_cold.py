@@ -56,6 +56,7 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
 
     query = ContextQuery(goal="which shelf holds topic 5", max_frames=5, max_tokens=400)
     statuses: list[LegStatus] = []
+    partial: list[tuple[str, ...]] = []  # what each ok ask while it warmed lacked
     with anyio.fail_after(600):  # a hang guard for a cold model on a busy machine
         async with Host([spec], start="boot") as host:
             slot = host.pool.slots["semantic"]
@@ -63,7 +64,10 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
             host.pool.progress_listeners.append(on_progress)
             while slot.state.value == "warming":
                 fan = await host.query_all(query, 400, timeout_ms=300)
-                statuses.append(fan.reports["semantic"].status)
+                report = fan.reports["semantic"]
+                statuses.append(report.status)
+                if report.status is LegStatus.OK:
+                    partial.append(report.partial)
                 # The next ask comes after the provider's next progress note (an event).
                 heard = anyio.Event()
                 if slot.state.value == "warming":
@@ -75,9 +79,12 @@ async def test_a_cold_semantic_provider_warms_without_a_restart_and_shows_progre
             served_by = child_pid(slot.conn)
             health = host.health("semantic")
     assert LegStatus.WARMING in statuses
-    # Every bounded ask while it warmed said so (a busy machine may still miss 300 ms
-    # with the very last one, after the index was ready: that one is a plain timeout).
-    assert set(statuses[:-1]) == {LegStatus.WARMING}
+    # Every bounded ask while it warmed said so: warming, or, once a batch was embedded
+    # and its start deadline gone by (a busy machine), an answer partial for the warm-up
+    # (a busy machine may still miss 300 ms with the very last one, after the index was
+    # ready: that one is a plain timeout, or a whole answer).
+    assert set(statuses[:-1]) <= {LegStatus.WARMING, LegStatus.OK}
+    assert all(causes == ("warming",) for causes in partial[: statuses[:-1].count(LegStatus.OK)])
     assert served.reports["semantic"].status is LegStatus.OK and served.accepted
     assert served_by == pid is not None
     assert (health.starts, health.restarts) == (1, 0)
