@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from hostd.errors import IncompatibleVersion, ProviderRefusal
+from hostd.errors import IncompatibleVersion, InvalidParam, ProviderRefusal
 from hostd.protocol import (
     PROGRESS_METHOD,
     PROTOCOL_VERSION,
@@ -327,6 +327,14 @@ def _log_unexpected(method: str, exc: BaseException) -> None:
         return
     if isinstance(exc, _WrongReturn):
         sys.stderr.write(f"provider: {method} failed: {exc}\n")
+        return
+    if isinstance(exc, InvalidParam):  # the params boundary's refusal (``hostd.rpc``)
+        where, errors = exc.data.get("field"), exc.data.get("errors")
+        count = len(errors) if isinstance(errors, list) else 1
+        sys.stderr.write(
+            f"provider: {method}: refused a request with malformed params ({count} error(s)"
+            f"{f', the first at {where}' if where else ''}); answered bad_request\n"
+        )
         return
     if isinstance(exc, ValidationError):
         sys.stderr.write(

@@ -117,7 +117,10 @@ async def test_a_query_that_raises_leaves_its_traceback_on_stderr() -> None:
     err = done.stderr.decode()
     assert "provider: context/query failed: IndexError: tuple index out of range" in err
     assert "raising_provider.py" in err and "in lookup" in err and "return rows[3]" in err
-    assert "provider: context/query: refused a request with malformed params" in err
+    assert (
+        "provider: context/query: refused a request with malformed params "
+        "(2 error(s), the first at query.max_frames); answered bad_request"
+    ) in err
     assert "_QueryParams" not in err  # the validation's internals are not the author's
 
 
