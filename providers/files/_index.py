@@ -27,6 +27,7 @@ from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._corpus_cache import ChunkTerms, load_corpus, save_corpus
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
+from ._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 
@@ -60,6 +61,8 @@ WAIT_WHOLE_BELOW_CHUNKS = 5_000
 @dataclass(slots=True, frozen=True)
 class Hit:
     chunk: Chunk
+    #: The relevance it was ranked by: its BM25 score, a test chunk's scaled by the
+    #: test prior when that applies (``_prior``).
     raw: float
     score: float
 
@@ -68,12 +71,15 @@ class Hit:
 class _Served:
     """What queries rank over: one generation of the index, swapped whole, so a query
     reads it without waiting on a refresh that builds the next. ``behind``: files a
-    refresh found changed that it does not hold yet (the next one is being built)."""
+    refresh found changed that it does not hold yet (the next one is being built).
+    ``tests``: which chunks are of test files (``is_test_path``), ``None`` when none
+    is, so a tree without tests is ranked by BM25 alone, as it always was."""
 
     bm25: bm25s.BM25 | None
     chunks: list[Chunk]
     spans: FileSpans
     indexed_at: dict[str, str]
+    tests: np.ndarray | None = None
     behind: int = 0
 
 
@@ -94,8 +100,12 @@ class FileIndex:
         refresh_interval_s: float = 1.0,
         cache_path: Path | None = None,
         refresh_wait_s: float | None = None,
+        test_prior: float = DEFAULT_TEST_PRIOR,
     ) -> None:
         self.corpus = Corpus(options)
+        #: What a test chunk's BM25 score is scaled by for a query that does not ask
+        #: about tests (``_prior``); 1 ranks by BM25 alone.
+        self.test_prior = test_prior
         #: Where the chunks persist (``_corpus_cache``), so a restart re-reads only changes.
         self.cache_path = cache_path
         self.loaded_from_cache = False
@@ -234,7 +244,10 @@ class FileIndex:
         if chunks:
             bm25 = bm25s.BM25()
             bm25.index([terms[c.rel, c.digest].split() for c in chunks], show_progress=False)
-        self._served = _Served(bm25, chunks, FileSpans(chunks), indexed_at)
+        tests = np.fromiter((is_test_path(c.rel) for c in chunks), dtype=bool, count=len(chunks))
+        self._served = _Served(
+            bm25, chunks, FileSpans(chunks), indexed_at, tests if tests.any() else None
+        )
         self.generation += 1
 
     @staticmethod
@@ -245,11 +258,19 @@ class FileIndex:
 
     def search(self, text: str, *, limit: int = 200, anchors: Sequence[str] = ()) -> list[Hit]:
         """Best first; ties broken by chunk id so equal inputs rank identically. With
-        ``anchors`` that name indexed files, those files' chunks lead (``_anchors``)."""
+        ``anchors`` that name indexed files, those files' chunks lead (``_anchors``).
+        Test chunks count for less unless ``text`` names tests (``_prior``)."""
         self._catch_up()
-        return self._ranked(self._served, text, limit, anchors)
+        return self._ranked(self._served, text, limit, anchors, asks_about_tests(text))
 
-    def _ranked(self, served: _Served, text: str, limit: int, anchors: Sequence[str]) -> list[Hit]:
+    def _ranked(
+        self,
+        served: _Served,
+        text: str,
+        limit: int,
+        anchors: Sequence[str],
+        about_tests: bool,
+    ) -> list[Hit]:
         bm25, chunks, spans = served.bm25, served.chunks, served.spans
         tokens = tokenize(text)
         if bm25 is None:
@@ -262,6 +283,10 @@ class FileIndex:
             if tokens
             else np.zeros(len(chunks), dtype=np.float64)
         )
+        if served.tests is not None and not about_tests and self.test_prior != 1.0:
+            # Before anchors apply: an anchored test file still leads (its band is above
+            # every unanchored chunk), ranked within the band as any other.
+            scores = np.where(served.tests, scores * self.test_prior, scores)
         order = [int(i) for i in np.flatnonzero(scores > 0)]
         if anchored.chunks:
             raw = scores.tolist()
@@ -287,7 +312,9 @@ class FileIndex:
             return Packed([], False, 0)
         self._catch_up()
         served = self._served
-        hits = self._ranked(served, query_text(query), 200, query.anchors)
+        # The goal or the text searched may say the question is about tests.
+        about_tests = asks_about_tests(query.goal, query.query_text)
+        hits = self._ranked(served, query_text(query), 200, query.anchors, about_tests)
         packed = pack(
             hits,
             query,

@@ -25,6 +25,7 @@ from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import REFRESH_WAIT_S, WAIT_WHOLE_BELOW_CHUNKS, FileIndex
+from ._prior import DEFAULT_TEST_PRIOR
 
 __all__ = ["FilesProvider", "main"]
 
@@ -90,6 +91,21 @@ class FilesProvider(Provider):
         return await anyio.to_thread.run_sync(lambda: [verify_chunk(root, f) for f in frames])
 
 
+def _test_prior(text: str) -> float:
+    """``--test-prior``: a number above 0 and at most 1 (0 would drop every test chunk
+    from the ranking, even for a query that matches nothing else; above 1 would put
+    tests first, the trouble it is there to fix)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text} is outside (0, 1]: a test chunk's score is multiplied by it (1: no prior)"
+        )
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m providers.files",
@@ -128,12 +144,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: $XDG_CACHE_HOME/hostd/files)",
     )
     parser.add_argument("--no-cache", action="store_true", help="never read or write a cache")
+    parser.add_argument(
+        "--test-prior",
+        type=_test_prior,
+        default=DEFAULT_TEST_PRIOR,
+        metavar="F",
+        help="multiply the score of a test file's chunks (tests/, test_*.py, *_test.go, "
+        "*.test.ts, ...) by F, above 0 and at most 1, unless the query names tests "
+        "(test, testing, spec, fixture, ...); 1 ranks tests as any file "
+        "(default: %(default)s; docs/providers.md)",
+    )
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a directory")
     options = corpus_options(args)
     index = FileIndex(
-        options, refresh_interval_s=args.refresh_interval, refresh_wait_s=args.refresh_wait
+        options,
+        refresh_interval_s=args.refresh_interval,
+        refresh_wait_s=args.refresh_wait,
+        test_prior=args.test_prior,
     )
     if not args.no_cache:
         folder = args.cache or cache_dir("files")

@@ -1,0 +1,183 @@
+"""The ``files`` ranking's test prior (``providers.files._prior``): a test file's chunks
+count for less than the code they test, unless the query asks about tests; an anchor
+still leads; ``--test-prior 1`` turns it off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hostd.protocol import ContextFrame, ContextQuery
+from providers import CorpusOptions
+from providers.files import FileIndex, main
+from providers.files._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
+
+from ._stdio import StdioPeer
+
+HOW = "how is the password hasher chosen"
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "tests/auth_tests/test_hashers.py",  # a test directory at the top
+        "pkg/tests/helpers.py",  # ... or below, whatever the file's name
+        "src/test/java/org/app/Parser.java",  # Maven's src/test/
+        "Tests/AppTests/Parser.swift",  # SwiftPM's, any case
+        "web/__tests__/button.jsx",  # Jest's
+        "spec/models/user.rb",  # RSpec's
+        "app/test_views.py",  # pytest's names, anywhere
+        "app/views_test.py",
+        "conftest.py",
+        "blog/tests.py",  # Django's
+        "net/http/server_test.go",
+        "src/button.test.tsx",
+        "src/api.spec.ts",
+        "lib/util.test.mjs",
+        "src/main/java/org/app/ParserTest.java",
+        "src/main/kotlin/ParserTests.kt",
+        "lib/user_spec.rb",
+    ],
+)
+def test_a_test_file_is_told_by_its_path(rel: str) -> None:
+    assert is_test_path(rel)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "django/contrib/auth/hashers.py",
+        "src/testing/helpers.py",  # a library's test helpers it ships: not a test dir
+        "src/contest.py",
+        "src/latest_test_results.md",  # "test" inside a name is not a test
+        "src/main/java/org/app/Contest.java",  # case matters, as it does to JUnit
+        "src/testimony.ts",
+        "docs/spec.md",  # a spec named by its file, not under spec/
+        "tests",  # a file named so, at the root
+        "src/attest/verify.go",
+    ],
+)
+def test_code_and_docs_are_not_tests(rel: str) -> None:
+    assert not is_test_path(rel)
+
+
+@pytest.mark.parametrize(
+    "goal",
+    [
+        "which tests cover the password hasher",
+        "Testing the session middleware",
+        "what does test_hashers check",  # an identifier's parts count
+        "where is the PasswordTestCase",
+        "update the spec for the parser",
+        "load the fixtures for the blog",
+    ],
+)
+def test_a_query_that_names_tests_asks_about_them(goal: str) -> None:
+    assert asks_about_tests(goal)
+    assert asks_about_tests("how does it work", goal)  # the goal or the text searched
+
+
+@pytest.mark.parametrize(
+    "goal", [HOW, "the latest contest results", "attestation of a build", "", None]
+)
+def test_a_query_that_does_not_name_tests_does_not_ask_about_them(goal: str | None) -> None:
+    assert not asks_about_tests(goal)
+
+
+def _tree(root: Path) -> Path:
+    (root / "auth").mkdir()
+    (root / "tests").mkdir()
+    # The code says "password hasher" twice among other words; its test many times over.
+    (root / "auth" / "hashers.py").write_text(
+        "def get_hasher(algorithm):\n"
+        "    # the password hasher is chosen from settings.PASSWORD_HASHERS by its algorithm\n"
+        "    for hasher in load_hashers(settings):\n"
+        "        if hasher.algorithm == algorithm:\n"
+        "            return hasher\n"
+        "    raise ValueError('unknown password hasher')\n"
+    )
+    (root / "tests" / "test_hashers.py").write_text(
+        "def test_password_hasher_chosen():\n"
+        "    # the password hasher: password hasher chosen, password hasher chosen\n"
+        "    assert get_hasher('pbkdf2').algorithm == 'pbkdf2'  # password hasher\n"
+    )
+    return root
+
+
+def _index(root: Path, test_prior: float = DEFAULT_TEST_PRIOR) -> FileIndex:
+    ix = FileIndex(
+        CorpusOptions(root=root), refresh_interval_s=0.0, refresh_wait_s=60, test_prior=test_prior
+    )
+    ix.refresh(force=True)
+    return ix
+
+
+def _answer(ix: FileIndex, goal: str, *anchors: str) -> list[ContextFrame]:
+    query = ContextQuery(goal=goal, anchors=list(anchors), max_frames=20, max_tokens=100_000)
+    return ix.answer(query).frames
+
+
+def _files(frames: list[ContextFrame]) -> list[str]:
+    return [f.id.rpartition("#")[0] for f in frames]
+
+
+def test_a_code_chunk_outranks_a_test_chunk_that_matches_more(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    # By BM25 alone the test matches more: it leads.
+    assert _files(_answer(_index(root, test_prior=1.0), HOW)) == [
+        "tests/test_hashers.py",
+        "auth/hashers.py",
+    ]
+    frames = _answer(_index(root), HOW)
+    assert _files(frames) == ["auth/hashers.py", "tests/test_hashers.py"]
+    scores = [f.score for f in frames]
+    assert scores == sorted(scores, reverse=True) and all(0 < s < 1 for s in scores)
+
+
+def test_a_query_about_tests_ranks_them_as_bm25_does(tmp_path: Path) -> None:
+    ix = _index(_tree(tmp_path))
+    assert _files(_answer(ix, HOW))[0] == "auth/hashers.py"  # the prior, as above
+    asked = _answer(ix, "which tests cover the password hasher")
+    assert _files(asked)[0] == "tests/test_hashers.py"
+    # The goal names tests though the text searched does not: the prior is off too.
+    query = ContextQuery(
+        goal="write tests for it", query_text=HOW, max_frames=20, max_tokens=100_000
+    )
+    assert _files(ix.answer(query).frames)[0] == "tests/test_hashers.py"
+    assert ix.search("tests of the password hasher")[0].chunk.rel == "tests/test_hashers.py"
+
+
+def test_an_anchored_test_file_still_leads(tmp_path: Path) -> None:
+    ix = _index(_tree(tmp_path))
+    assert _files(_answer(ix, HOW))[0] == "auth/hashers.py"
+    frames = _answer(ix, HOW, "tests/test_hashers.py")
+    assert _files(frames) == ["tests/test_hashers.py", "auth/hashers.py"]
+    assert frames[0].score >= 0.5 > frames[1].score  # the anchored band, as without tests
+
+
+@pytest.mark.anyio
+async def test_the_test_prior_is_set_on_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    query = {"query": {"goal": HOW, "max_frames": 5, "max_tokens": 2000}}
+    leads: dict[str, str] = {}
+    for prior in ("default", "1"):
+        option = [] if prior == "default" else ["--test-prior", prior]
+        args = ["-m", "providers.files", "--root", str(root), "--no-cache", *option]
+        async with StdioPeer(args) as peer:
+            await peer.handshake()
+            result = await peer.call("context/query", query)
+            leads[prior] = result["frames"][0]["citation_label"].split(" ")[0]
+    assert leads == {"default": "auth/hashers.py", "1": "tests/test_hashers.py"}
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-1", "nan", "half"])
+def test_a_test_prior_outside_its_range_is_refused(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--root", str(tmp_path), "--test-prior", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--test-prior: {value} is outside (0, 1]" in err or "not a number: 'half'" in err
