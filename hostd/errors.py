@@ -394,60 +394,93 @@ def _invalid_params(
 ) -> tuple[str, dict[str, Any]]:
     """The message and ``data`` of a refusal of params; with the model's JSON schema and
     the params ``sent``, a value's refusal says what was sent and what the member takes
-    (``_param_words``), as ``hostd mcp`` words a tool's arguments."""
+    (``_param_words``), as ``hostd mcp`` words a tool's arguments, and every field is
+    named by the path a client sends (``_member``: no name pydantic gives a union's
+    member)."""
     errors = exc.errors(include_url=False, include_context=False)
     first = errors[0]
-    field = field_name(first["loc"])
-    msg = "unknown member" if first["type"] == "extra_forbidden" else _problem(first)
-    if schema is not None and first["type"] not in _OWN_WORDS:
-        found = _member(schema, first["loc"])
-        if found is not None and not _inside_a_member(found[0], first, errors):
-            path, member = found
-            field = field_name(path)
-            if first["type"] == "missing":
-                msg = f"missing; expected {expected(member)}"
-            else:
-                msg = f"got {given(_at(sent, path, first))}; expected {expected(member)}"
-    detail = [{"field": field_name(e["loc"]), "problem": _problem(e)} for e in errors[:20]]
+    path, member = list(first["loc"]), None
+    if schema is not None:
+        path, member = _member(schema, first["loc"])
+        inner = _inside_a_member(path, member, first, errors)
+        if inner is not None:  # the value took that member's shape: its error says more
+            first = inner
+            path, member = _member(schema, inner["loc"])
+    field = field_name(path)
+    if first["type"] == "extra_forbidden":
+        msg = "unknown member"
+    elif first["type"] in _OWN_WORDS or member is None:
+        msg = _problem(first)
+    elif first["type"] == "missing":
+        msg = f"missing; expected {expected(member)}"
+    else:
+        msg = f"got {given(_at(sent, path, first))}; expected {expected(member)}"
+    detail = [
+        {
+            "field": field_name(e["loc"] if schema is None else _member(schema, e["loc"])[0]),
+            "problem": _problem(e),
+        }
+        for e in errors[:20]
+    ]
     data = {"field": field, "errors": detail}
     return f"invalid params: {field}: {msg}", data
 
 
-def _member(schema: dict[str, Any], loc: Iterable[int | str]) -> tuple[list[Any], Any] | None:
-    """The path and schema of the member a pydantic error's ``loc`` names, its ``$ref``s
-    followed; a union's members are named by pydantic as one more part (``strategy.str``),
-    so an error at one is the union's own. ``None`` where ``loc`` leaves the schema."""
+def _member(schema: dict[str, Any], loc: Iterable[int | str]) -> tuple[list[Any], Any]:
+    """The path a pydantic error's ``loc`` names and the schema of that member, its
+    ``$ref``s followed. pydantic names a union's member as one more part
+    (``strategy.str``, ``used[0].FrameIdParam.provider_id``), a name no client sends:
+    it is left out of the path, so an error at a member itself is the union's own, and
+    one inside a member is named as sent (``used[0].provider_id``). The schema is
+    ``None`` where ``loc`` leaves it (a member the model does not take), the rest of
+    ``loc`` kept as it is."""
     defs = schema.get("$defs", {})
+
+    def resolved(node: Any) -> Any:
+        return defs.get(node.get("$ref", "").rpartition("/")[2], node)
+
     node: Any = schema
     path: list[Any] = []
     parts = list(loc)
-    for n, part in enumerate(parts):
-        node = defs.get(node.get("$ref", "").rpartition("/")[2], node)
-        branches = [b for b in node.get("anyOf", [node]) if b.get("type") != "null"]
-        if len(branches) > 1:  # ``part`` is pydantic's name of a union member: the
-            # union's own error, unless it is inside that member (a FrameId's field)
-            return (path, node) if n == len(parts) - 1 else None
-        one = defs.get(branches[0].get("$ref", "").rpartition("/")[2], branches[0])
-        if isinstance(part, int) and "items" in one:
-            node = one["items"]
-        elif part in one.get("properties", {}):
-            node = one["properties"][part]
-        elif isinstance(one.get("additionalProperties"), dict):
-            node = one["additionalProperties"]
-        else:
-            return None
-        path.append(part)
+    n = 0
+    while n < len(parts):
+        branches = [resolved(b) for b in resolved(node).get("anyOf", [node])]
+        branches = [b for b in branches if b.get("type") != "null"]
+        if len(branches) > 1:
+            if n == len(parts) - 1:
+                return path, resolved(node)  # an error at one member: the union's own
+            n += 1  # past the member's name, into the member that holds the next part
+            branches = [b for b in branches if _step(b, parts[n]) is not None]
+        found = _step(branches[0], parts[n]) if len(branches) == 1 else None
+        if found is None:
+            return path + parts[n:], None
+        node = found
+        path.append(parts[n])
+        n += 1
     return path, node
 
 
-def _inside_a_member(path: list[Any], first: Any, errors: Iterable[Any]) -> bool:
-    """Whether ``first`` is an error at a union (at ``path``, short of its ``loc``) whose
-    value took one member's shape, and that member refused a part of it
-    (``used[0].FrameIdParam.frame_id``): pydantic's words name that part, where
-    "expected a string or an object" would not."""
+def _step(node: Any, part: int | str) -> Any:
+    """The schema of ``part`` (an item's index, a member's name) inside ``node``, or
+    ``None`` where ``node`` has no such part."""
+    if isinstance(part, int):
+        return node.get("items")
+    if part in node.get("properties", {}):
+        return node["properties"][part]
+    extra = node.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def _inside_a_member(path: list[Any], member: Any, first: Any, errors: Iterable[Any]) -> Any:
+    """The error that says more than ``first``, pydantic's error at one member of a union
+    (at ``path``, its ``loc`` one part longer): when the value took another member's
+    shape (an object for a FrameId), the first error inside that member
+    (``used[0].FrameIdParam.provider_id``: an empty string), where "expected a string or
+    an object" would not say what is wrong. ``None`` otherwise."""
     n = len(path)
-    at_union = len(first["loc"]) > n
-    return at_union and any(len(e["loc"]) > n + 1 and list(e["loc"][:n]) == path for e in errors)
+    if member is None or len(first["loc"]) != n + 1:
+        return None
+    return next((e for e in errors if len(e["loc"]) > n + 1 and list(e["loc"][:n]) == path), None)
 
 
 def _at(sent: Any, path: Iterable[int | str], error: Any) -> Any:

@@ -57,3 +57,28 @@ def test_our_own_validators_keep_their_words() -> None:
     assert _refusal(ComposeParams, {"goal": "g", "budgett": 1}) == (
         "invalid params: budgett: unknown member"
     )
+
+
+def test_a_member_inside_a_union_is_named_by_the_path_a_client_sends() -> None:
+    # The value took a FrameId's shape: its own refusal, not the string member's, and
+    # no name pydantic gives a union's member (``constrained-str``, ``FrameIdParam``).
+    used: list[tuple[dict[str, Any], str]] = [
+        (
+            {"provider_id": "", "frame_id": "f"},
+            "used[0].provider_id: got an empty string; expected a non-empty string",
+        ),
+        ({"provider_id": "p"}, "used[0].frame_id: missing; expected a non-empty string"),
+        ({"provider_id": "p", "frame_id": "f", "frameid": "g"}, "used[0].frameid: unknown member"),
+        (
+            {"provider_id": " ", "frame_id": "f"},
+            "used[0].provider_id: must not be empty or only whitespace",
+        ),
+    ]
+    for frame_id, said in used:
+        sent = {"request_id": "r", "used": [frame_id]}
+        with pytest.raises(ValidationError) as raised:
+            FeedbackParams.model_validate(sent)
+        refused = params_refused(FeedbackParams, sent, raised.value)
+        assert refused.message == f"invalid params: {said}"
+        fields = [e["field"] for e in refused.data["errors"]]
+        assert all("constrained" not in f and "FrameIdParam" not in f for f in fields), fields
