@@ -76,6 +76,7 @@ __all__ = [
     "FileEntry",
     "chunk_file",
     "chunk_frame",
+    "chunks_figure",
     "empty_note",
     "files_figure",
     "is_generated",
@@ -454,6 +455,11 @@ def not_indexed(corpus: Corpus, room: int | None = None) -> str:
 
 def _files(n: int) -> str:
     return "file" if n == 1 else "files"
+
+
+def chunks_figure(count: int) -> str:
+    """For a ready message: ``"412 chunks"``, ``"1 chunk"``."""
+    return f"{count} chunk" if count == 1 else f"{count} chunks"
 
 
 def files_figure(corpus: Corpus) -> str:

@@ -22,7 +22,7 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider
 
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
-from .._corpus import files_figure, largest_parts, report_build, verify_chunk
+from .._corpus import chunks_figure, files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from ._index import REFRESH_WAIT_S, WAIT_WHOLE_BELOW_CHUNKS, FileIndex
 from ._prior import DEFAULT_TEST_PRIOR
@@ -41,7 +41,7 @@ def _report_build(index: FileIndex, seconds: float) -> str:
     rest counted. Every figure is this build's (a rebuild's files read are its own)."""
     cached = " (from cache)" if index.loaded_from_cache else ""
     head = (
-        f"{index.chunk_count} chunks from {files_figure(index.corpus)} "
+        f"{chunks_figure(index.chunk_count)} from {files_figure(index.corpus)} "
         f"under {index.root}{cached}, {index.corpus.last_read} read, in {seconds:.1f}s"
         f"{largest_parts(index.corpus)}"
     )

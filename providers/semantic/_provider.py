@@ -25,7 +25,14 @@ from hostd.protocol import (
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
 from .._cli import corpus_arguments, corpus_options
-from .._corpus import files_figure, largest_parts, not_indexed, report_build, verify_chunk
+from .._corpus import (
+    chunks_figure,
+    files_figure,
+    largest_parts,
+    not_indexed,
+    report_build,
+    verify_chunk,
+)
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from ._embed import (
     FINGERPRINT,
@@ -99,7 +106,7 @@ class SemanticProvider(Provider):
             searchable=progress.answer_meanwhile,
         )
         head = (
-            f"{self.index.chunk_count} chunks from {files_figure(corpus)} "
+            f"{chunks_figure(self.index.chunk_count)} from {files_figure(corpus)} "
             f"({self.index.embedded_last} embedded) in {time.perf_counter() - started:.1f}s"
             f"{largest_parts(corpus)}"
         )
@@ -180,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         index.refresh(force=True, progress=say)
         print(
-            f"providers.semantic: {index.chunk_count} chunks, {index.embedded_last} embedded, "
+            f"providers.semantic: {chunks_figure(index.chunk_count)}, "
+            f"{index.embedded_last} embedded, "
             f"in {time.perf_counter() - started:.1f}s (cache {args.cache})"
             f"{largest_parts(index.corpus)}{not_indexed(index.corpus)}",
             file=sys.stderr,

@@ -251,7 +251,7 @@ def test_status_says_what_a_ready_provider_holds_and_what_it_left_out(tmp_path: 
                 client.call("host/status")
         shown = run_hostd("--config", str(config), "status")
         (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider files:")]
-        assert line.startswith("provider files: ready (1 chunks from 1 of 4 files under "), line
+        assert line.startswith("provider files: ready (1 chunk from 1 of 4 files under "), line
         # Named, whole: the host keeps a ready message long enough for that.
         assert line.endswith(
             "; not indexed: 2 secret files (.env, secrets.yaml), 1 binary file (logo.ico))"

@@ -23,9 +23,11 @@ from hostd.protocol import (
     check_kinds,
     sha256_digest,
 )
+from hostd.provider import Progress
+from hostd.provider._warmup import Readiness
 from providers import Chunk, Corpus, CorpusOptions, chunk_file, split_lines, verify_chunk
 from providers._corpus import largest_parts
-from providers.files import FileIndex, tokenize
+from providers.files import FileIndex, FilesProvider, tokenize
 
 from ._stdio import StdioPeer
 
@@ -591,3 +593,10 @@ def test_a_file_that_holds_a_tenth_of_a_large_index_is_named(tmp_path: Path) -> 
     assert largest_parts(corpus) == (
         "; most chunks: src/ 75%, tests/ 25%; largest file: tests/fixtures/cases.json 25%"
     )
+
+
+def test_a_ready_message_of_one_chunk_says_chunk_not_chunks(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _lines_file(root / "a.py", 1)
+    said = FilesProvider(FileIndex(CorpusOptions(root=root))).warm(Progress(Readiness()))
+    assert said.startswith(f"1 chunk from 1 file under {root.resolve()}"), said

@@ -97,3 +97,13 @@ def test_the_ready_message_names_the_parts_that_hold_most(tmp_path: Path) -> Non
     said = provider.warm(progress)
     assert said.startswith("1000 chunks from 2 files (1000 embedded)"), said
     assert said.endswith("; most chunks: tests/ 70%, src/ 30%; largest file: tests/t.txt 70%"), said
+
+
+def test_a_ready_message_of_one_chunk_says_chunk_not_chunks(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "one.txt").write_text("Entry 0: item 0 rests on rack 0.\n")
+    provider = SemanticProvider(_index(root, tmp_path / "vectors.db", GatedEmbedder()))
+    _, progress = _notes()
+    said = provider.warm(progress)
+    assert said.startswith("1 chunk from 1 file (1 embedded)"), said
