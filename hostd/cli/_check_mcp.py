@@ -44,7 +44,13 @@ from hostd.protocol import (
     check_handshake,
     sha256_digest,
 )
-from hostd.transport import PartialResult, ProviderConnection, Redactor, secret_env_values
+from hostd.transport import (
+    EmptyResult,
+    PartialResult,
+    ProviderConnection,
+    Redactor,
+    secret_env_values,
+)
 
 from ._checks import (
     _GATES,
@@ -196,6 +202,10 @@ async def _run(
     elif audit.offered == 0:
         if result.truncated:
             hint = "nothing fit max_tokens: truncated"
+        elif isinstance(result, EmptyResult):
+            # Why, in the words of the leg's note that `hostd compose` and `hostd status`
+            # show: what it read or called, and that none of it matched.
+            hint = result.why + ("; check the arguments its tools are given" if tools else "")
         elif tools:
             # The binding offers no empty answer, nor a part that matches none of the goal's
             # words beside one that does (docs/mcp.md): an answer may have come all the same.

@@ -142,9 +142,13 @@ def test_a_query_answered_only_with_empty_json_is_a_warning() -> None:
     assert code == 0, checks  # a warning alone keeps exit 0
     query = checks["query"]
     assert query["passed"] and query["warning"], query
-    # The binding offers no empty answer (docs/mcp.md), and the row says where to look.
+    # Why, in the words of the leg's note (`hostd compose`, `hostd status`), and where
+    # to look.
     assert query["detail"].startswith("the query returned no frame for goal 'zebra'"), query
-    assert "an empty answer is never offered" in query["detail"], query
+    assert query["detail"].endswith(
+        "(it lists no resources; its tool found nothing (an empty answer); "
+        "check the arguments its tools are given)"
+    ), query
 
 
 def _config(tmp_path: Path, command: list[str], *lines: str) -> Path:
