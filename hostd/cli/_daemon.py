@@ -271,6 +271,11 @@ def provider_state(row: dict[str, Any]) -> str:
         elif state == "ready" and partial:  # up, yet each answer lacks a part: which
             queries = "query" if partial == 1 else f"{partial} queries"
             shown += f"; its last {queries} lost part of their answer: {why}"
+        elif state == "ready" and health.get("found_nothing"):
+            # Answering, yet with nothing: why (an MCP provider's reads and tools that
+            # matched none of the goal), where a user asks why it never gives anything.
+            said = " ".join(str(health["found_nothing"]).split())
+            shown += f"; its last query found nothing: {said}"
         missing = row.get("consent_missing") or []
         if missing:  # ready, yet asked by no request until the operator grants these
             grants = "; ".join(f"hostd consent grant {row.get('id')} {s}" for s in missing)

@@ -150,6 +150,11 @@ class Health:
     #: ``ok`` legs in a row that lost part of their answer (an MCP tool that failed or
     #: ran out of time) since its last whole one: up, answering, yet short each time.
     partial_legs: int = 0
+    #: Why its last ``ok`` leg held no frame, when its binding could tell (an MCP
+    #: provider: ``none of its 3 resources matched the goal``): hostd's own words, kept
+    #: until an ``ok`` leg gives a frame, so "why does it never give anything?" is
+    #: answered where its health is read.
+    found_nothing: str | None = None
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
         """The counters; with ``now`` (the clock ``failed_at`` reads), also
@@ -180,6 +185,7 @@ class Health:
             "start_timed_out": self.start_timed_out,
             "failing_legs": self.failing_legs,
             "partial_legs": self.partial_legs,
+            "found_nothing": self.found_nothing,
         }
 
 
@@ -365,6 +371,7 @@ def record_leg(
     error: str | None = None,
     late: int = 0,
     lost: str | None = None,
+    empty: str | None = None,
 ) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
@@ -373,7 +380,9 @@ def record_leg(
     replies to given-up legs that came since the last leg was counted; any ends the run
     of missed deadlines before this leg counts (the process answers, late). ``lost``:
     what an ``ok`` leg lost of its answer (its note), kept as ``last_error``; it counts
-    toward ``partial_legs``, and a whole ``ok`` leg ends that run."""
+    toward ``partial_legs``, and a whole ``ok`` leg ends that run. ``empty``: why an ``ok``
+    leg held no frame (its binding's words), kept as ``found_nothing`` until an ``ok`` leg
+    gives one; a leg that is no answer leaves it as it was."""
     if status != "ok":
         lost = None  # only an answer can be short of something
     elif lost is not None:
@@ -384,6 +393,9 @@ def record_leg(
         timeouts = 0
     elif status == "timeout":
         timeouts += 1
+    found_nothing = health.found_nothing
+    if status == "ok":  # an answer: this one's emptiness, or none
+        found_nothing = None if empty is None else bounded_error(empty)
     # Built field by field (once per leg: dataclasses.replace costs about 2x as much).
     return Health(
         state=health.state,
@@ -419,6 +431,7 @@ def record_leg(
         partial_legs=(
             0 if status == "ok" and lost is None else health.partial_legs + (lost is not None)
         ),
+        found_nothing=found_nothing,
     )
 
 

@@ -292,6 +292,8 @@ class Host:
                 report.status,
                 report.error_message,
                 report.note if faulty else None,
+                # Said apart from the note, which may also say what left frames out.
+                reply.empty if not report.frames_offered else None,
             )
             _log_leg(report)
             if on_leg_done is not None:

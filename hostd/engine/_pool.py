@@ -532,15 +532,23 @@ class ProviderPool:
         )
 
     def record_leg(
-        self, slot: Slot, status: str, error: str | None, lost: str | None = None
+        self,
+        slot: Slot,
+        status: str,
+        error: str | None,
+        lost: str | None = None,
+        empty: str | None = None,
     ) -> None:
-        """Count a finished leg (``lost``: what an ``ok`` one lost of its answer); restart
+        """Count a finished leg (``lost``: what an ``ok`` one lost of its answer; ``empty``:
+        why one held no frame, when its binding could tell); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
         pool's task group and the next request starts a fresh one, after the backoff the
         failure earns. Late replies read since the
         last leg say it is slow, not hung (``record_leg``'s ``late``). A remote leg
         ``unauthorized`` by its connection's refusal parks the provider (``record_refused``)."""
-        slot.health = record_leg(slot.health, status, error=error, late=slot.take_late(), lost=lost)
+        slot.health = record_leg(
+            slot.health, status, error=error, late=slot.take_late(), lost=lost, empty=empty
+        )
         conn = slot.conn
         if status == "unauthorized":
             refusal = self.launcher.take_refusal(conn)

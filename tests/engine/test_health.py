@@ -376,6 +376,19 @@ def test_partial_legs_counts_short_answers_in_a_row_until_a_whole_one() -> None:
     assert record_leg(Health(), "error", error="e", lost=lost).partial_legs == 0
 
 
+def test_found_nothing_is_the_last_answers_emptiness_until_one_gives_a_frame() -> None:
+    health = Health(state=ProviderState.READY)
+    empty = "none of its 3 resources matched the goal"
+    health = record_leg(health, "ok", empty=empty)
+    # A leg that is no answer (a failure, a warm-up) says nothing of what it would find.
+    for status in ("error", "timeout", "warming"):
+        health = record_leg(health, status, error="e", empty="other")
+    assert health.found_nothing == empty and health.to_wire()["found_nothing"] == empty
+    assert record_leg(health, "ok").found_nothing is None
+    long = record_leg(health, "ok", empty="x" * 10_000).found_nothing
+    assert long is not None and len(long) == MAX_ERROR_CHARS
+
+
 def test_a_command_that_cannot_run_is_parked_at_its_first_failure() -> None:
     # Not found, not executable: a restart would meet the same error, so the next
     # requests do not start it again one by one; its cool-down or a restart does.

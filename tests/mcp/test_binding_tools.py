@@ -312,6 +312,9 @@ async def test_a_leg_that_found_nothing_for_the_goal_says_why(workdir: Path) -> 
     with anyio.fail_after(120):  # a hang guard
         async with Daemon(cfg).local() as session:
             result = await session.call("context/compose", {"goal": "quantum entanglement"})
+            listed = await session.call("providers/list", {})
+            await session.call("context/compose", {"goal": "deploy migration"})  # docs has it
+            later = await session.call("providers/list", {})
     notes = {
         pid: (report(result, pid)["status"], report(result, pid).get("note"))
         for pid in ("docs", "none", "graph")
@@ -322,6 +325,21 @@ async def test_a_leg_that_found_nothing_for_the_goal_says_why(workdir: Path) -> 
         "graph": ("ok", "its tool found nothing (an empty answer)"),
     }
     assert not result["degraded"]  # nothing was lost: the servers had nothing for it
+    # `hostd status` says why too, as no fault, until a query of its gives something.
+    rows = {row["id"]: row for row in listed["providers"]}
+    assert provider_state(rows["docs"]) == (
+        "ready; its last query found nothing: none of its 1 resource matched the goal"
+    )
+    assert provider_state(rows["graph"]) == (
+        "ready; its last query found nothing: its tool found nothing (an empty answer)"
+    )
+    assert not any(_degraded(row) for row in rows.values())
+    found = {row["id"]: row["health"]["found_nothing"] for row in later["providers"]}
+    assert found == {
+        "docs": None,
+        "none": "it lists no resources under uri_prefixes",
+        "graph": "its tool found nothing (an empty answer)",
+    }
 
 
 async def test_a_hanging_resource_read_or_listing_costs_only_its_own_results(
