@@ -270,6 +270,18 @@ def print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def time_left(seconds: float) -> str:
+    """``about 25 min left``: a warm-up's rate wanders (an embedding's does), so minutes,
+    not seconds; ``hostd warm`` and ``hostd status`` say it alike."""
+    if seconds < 60:
+        return "less than a minute left"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"about {minutes} min left"
+    hours, minutes = divmod(minutes, 60)
+    return f"about {hours} h {minutes} min left"
+
+
 def duration(seconds: float) -> str:
     """``12 s``, ``3 min 4 s``, ``2 h 5 min``: a span for a reader."""
     whole = int(seconds)

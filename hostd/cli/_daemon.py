@@ -27,7 +27,7 @@ import anyio
 from hostd.config import Config
 from hostd.errors import HostdError, NoDaemon
 
-from ._common import EXIT_DEGRADED, EXIT_OK, duration, print_json, stale_config
+from ._common import EXIT_DEGRADED, EXIT_OK, duration, print_json, stale_config, time_left
 
 __all__ = ["add_daemon_commands"]
 
@@ -261,6 +261,9 @@ def provider_state(row: dict[str, Any]) -> str:
         said = progress.get("message") if isinstance(progress, dict) else None
         if state == "warming" and isinstance(progress, dict) and progress.get("total"):
             said = f"{progress.get('phase', 'warming')} {progress.get('done')}/{progress['total']}"
+            left = health.get("left_s")
+            if left is not None:  # once the daemon measured its rate, as `hostd warm` says it
+                said += f", {time_left(float(left))}"
         shown = f"{state} ({' '.join(str(said).split())})" if said else state
         failing = int(health.get("failing_legs") or 0)
         partial = int(health.get("partial_legs") or 0)

@@ -27,8 +27,9 @@ import anyio.abc
 from tqdm import tqdm
 
 from hostd.config import Config
+from hostd.transport import RATE_SPAN_S, seconds_left
 
-from ._common import ProgressListener, connect_arg, session
+from ._common import ProgressListener, connect_arg, session, time_left
 from ._daemon import provider_state
 from ._outcome import config_hint
 
@@ -46,9 +47,6 @@ __all__ = [
 #: How often, at most, a warming provider's progress line is written without bars: a
 #: log of a long build (thousands of chunks to embed) shows it alive, and stays short.
 PROGRESS_LINE_INTERVAL_S = 30.0
-#: A phase's rate is measured over at least this before a line says the time left: its
-#: first batches (a model warming its caches) alone would say too little, or too much.
-RATE_SPAN_S = 10.0
 
 
 class ProgressBars:
@@ -156,8 +154,9 @@ class ProgressLines:
         self._last_line_at[provider_id] = now
         figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")
         _, _, began, first = since
-        if total is not None and first < done < total and now - began >= RATE_SPAN_S:
-            figure += f", {_time_left((total - done) * (now - began) / (done - first))}"
+        left = seconds_left(first, began, done, now, total)  # as the daemon's `hostd status`
+        if left is not None:
+            figure += f", {time_left(left)}"
         line = f"warming ({phase}{figure})"
         if news:
             self._told[provider_id] = said
@@ -176,17 +175,6 @@ class ProgressLines:
     def _write(self, provider_id: str, state: str) -> None:
         self.stream.write(f"hostd: {provider_id}: {state}\n")
         self.stream.flush()  # a log tailed meanwhile sees it now, not at exit
-
-
-def _time_left(seconds: float) -> str:
-    """``about 25 min left``: an embedding's rate wanders, so minutes, not seconds."""
-    if seconds < 60:
-        return "less than a minute left"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"about {minutes} min left"
-    hours, minutes = divmod(minutes, 60)
-    return f"about {hours} h {minutes} min left"
 
 
 def interrupted_line(

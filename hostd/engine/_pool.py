@@ -620,6 +620,9 @@ class ProviderPool:
         if conn is not None:
             health["readiness"] = conn.readiness.state
             health["progress"] = dict(conn.readiness.progress)
+            left = conn.readiness.left_s()
+            if left is not None:  # a warm-up's time left, once its rate is measured
+                health["left_s"] = round(left)
         due = retry_due(slot.health, self.settings.restart_policy)
         if due is not None:  # parked: when its cool-down lets it start again
             health["retry_in_s"] = round(max(0.0, due - self.now()), 3)

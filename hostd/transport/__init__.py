@@ -28,7 +28,7 @@ from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
 from ._partial import EmptyResult, PartialResult
-from ._readiness import PROGRESS_METHOD, OnProgress, Readiness
+from ._readiness import PROGRESS_METHOD, RATE_SPAN_S, OnProgress, Readiness, seconds_left
 from ._redact import REDACTED, Redactor, printable, secret_env_values
 from ._repeats import RepeatedEvents
 from .bindings import (
@@ -90,6 +90,7 @@ __all__ = [
     "PipeClient",
     "ProviderConnection",
     "ProviderLink",
+    "RATE_SPAN_S",
     "Readiness",
     "Redactor",
     "RepeatedEvents",
@@ -108,6 +109,7 @@ __all__ = [
     "remote_url_problem",
     "shown_url",
     "scrubbed_env",
+    "seconds_left",
     "secret_env_values",
     "stop_process",
     "unregister_binding",

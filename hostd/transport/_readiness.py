@@ -6,11 +6,14 @@ build): its handshake result then says ``"ready": false``, and its
 ``phase``, ``done``, ``total``, ``message``, ``elapsed_s``; docs/providers.md) say
 how far it got and when it is ready. A provider that says neither is ready at its
 handshake. This record is fed from the binding's read callback and read by
-the engine (wait for readiness, report ``warming``); it does no I/O itself.
+the engine (wait for readiness, report ``warming``); it does no I/O itself. It also
+measures a warm-up's rate from the notes it hears (``left_s``), so ``hostd status``
+says the time a build has left as ``hostd warm`` does, hours into a daemon's build.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +21,11 @@ import anyio
 
 from hostd.protocol import MAX_PROGRESS_TEXT, MAX_READY_MESSAGE, PROGRESS_METHOD
 
-__all__ = ["PROGRESS_METHOD", "OnProgress", "Readiness"]
+__all__ = ["PROGRESS_METHOD", "RATE_SPAN_S", "OnProgress", "Readiness", "seconds_left"]
+
+#: A phase's rate is measured over at least this before the time it has left is said:
+#: its first batches (a model warming its caches) alone would say too little, or too much.
+RATE_SPAN_S = 10.0
 
 
 #: Told of each progress notification: ``(provider_id, progress)``.
@@ -44,11 +51,23 @@ def _clean(params: Any) -> dict[str, Any]:
     return out
 
 
+def seconds_left(first: int, began: float, done: int, now: float, total: Any) -> float | None:
+    """The seconds a phase has left at the rate it went from ``first`` done at ``began``
+    to ``done`` at ``now``: counted from its first note, so a build resumed from its
+    cache is not credited its cached part. ``None`` until that rate is measured over
+    ``RATE_SPAN_S``, or with no ``total`` to reach."""
+    if total is None or not first < done < total or now - began < RATE_SPAN_S:
+        return None
+    return float((total - done) * (now - began) / (done - first))
+
+
 class Readiness:
     """Warming until the provider says ready or failed; ``settled`` is the event to wait on."""
 
     __slots__ = (
+        "_clock",
         "_on_progress",
+        "_since",
         "failed",
         "notified",
         "progress",
@@ -57,7 +76,12 @@ class Readiness:
         "warming",
     )
 
-    def __init__(self, provider_id: str, on_progress: OnProgress | None = None) -> None:
+    def __init__(
+        self,
+        provider_id: str,
+        on_progress: OnProgress | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.provider_id = provider_id
         #: Set once ready or failed (a failed warm-up is waited on no longer).
         self.settled = anyio.Event()
@@ -71,6 +95,11 @@ class Readiness:
         #: sends none, so nobody listening to notes has heard it is ready.
         self.notified = False
         self._on_progress = on_progress
+        self._clock = clock
+        #: The warming phase's first note: (phase, total, when, done), the rate's start;
+        #: a new phase or total starts it again (a total that changed changed the work).
+        #: With the latest note's (when, done) the rate is measured up to now.
+        self._since: tuple[str, Any, float, int, float, int] | None = None
 
     def __repr__(self) -> str:
         return f"<Readiness {self.provider_id} {self.state} {self.progress}>"
@@ -84,6 +113,27 @@ class Readiness:
     def _settle(self) -> None:
         self.warming = False
         self.settled.set()
+
+    def _measure(self, progress: dict[str, Any]) -> None:
+        """Note where a warming phase stands, and when, for ``left_s``."""
+        if progress.get("state", "warming") != "warming":
+            self._since = None
+            return
+        now, done = self._clock(), progress.get("done", 0)
+        phase, total = progress.get("phase", "warming"), progress.get("total")
+        since = self._since
+        if since is None or since[:2] != (phase, total):
+            self._since = (phase, total, now, done, now, done)
+        else:
+            self._since = (*since[:4], now, done)
+
+    def left_s(self) -> float | None:
+        """The seconds the warming phase has left at the rate measured from its first note
+        to its latest (``seconds_left``), as of that latest note; ``None`` until then."""
+        if self._since is None:
+            return None
+        _phase, total, began, first, at, done = self._since
+        return seconds_left(first, began, done, at, total)
 
     def handshake(self, result: Any) -> None:
         """Read the handshake result: ready unless it says ``"ready": false``.
@@ -104,6 +154,7 @@ class Readiness:
         state = progress.get("state", "warming")
         self.progress = progress
         self.notified = True
+        self._measure(progress)
         if state == "failed":
             self.failed = progress.get("message") or "warm-up failed"
         if state in ("ready", "failed"):

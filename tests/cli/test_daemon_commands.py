@@ -6,6 +6,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from hostd.client import Client
 from tests.fixtures.cli import run_hostd
@@ -391,3 +392,14 @@ def test_status_calls_the_reranker_degraded_when_no_composition_gets_its_verdict
         "asks 2, fallbacks 0"
     )
     assert reranker_degraded({**refused, "health": {"failing_legs": FAILING_LEGS}})
+
+
+def test_status_says_a_warming_builds_time_left_in_hostd_warms_words() -> None:
+    from hostd.cli._daemon import provider_state
+
+    progress = {"state": "warming", "phase": "embed", "done": 576, "total": 120060}
+    health: dict[str, Any] = {"progress": progress}
+    row = {"id": "semantic", "state": "warming", "health": health}
+    assert provider_state(row) == "warming (embed 576/120060)"  # its rate not measured yet
+    health["left_s"] = 4 * 3600 + 17 * 60 + 10
+    assert provider_state(row) == "warming (embed 576/120060, about 4 h 17 min left)"

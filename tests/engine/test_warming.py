@@ -246,3 +246,30 @@ async def test_an_answer_given_while_its_provider_warms_is_served_as_partial(
     assert degradations(fan.reports, {}) == (Degraded("provider_partial", "w", "warming"),)
     assert state == "warming"
     assert health.partial_legs == 0 and health.last_error is None  # no fault of its
+
+
+async def test_providers_list_says_a_warming_builds_time_left_once_its_rate_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hostd status` reads it from the daemon, which hears every note of the build: the
+    rate from the phase's first note (done 0) to its latest (done 2 of 3)."""
+    from hostd.cli._daemon import provider_state
+
+    monkeypatch.setattr("hostd.transport._readiness.RATE_SPAN_S", 0.0)  # any span measures
+    gate = tmp_path / "warm.gate"
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([warming("w", "--warm-gate", str(gate), "--steps", "3")]) as host:
+            slot = host.pool.slots["w"]
+            await host.pool.ensure(slot)
+            near = anyio.Event()  # its last step before the gate: an event, not a wait
+            host.pool.progress_listeners.append(
+                lambda _p, n: near.set() if n.get("done") == 2 else None
+            )
+            if slot.conn is not None and slot.conn.readiness.progress.get("done") == 2:
+                near.set()
+            await near.wait()
+            (row,) = host.providers_list()
+            gate.touch()
+    assert row["state"] == "warming" and isinstance(row["health"]["left_s"], int), row
+    # A third of the work left, at the rate of the two thirds done in the test's time.
+    assert provider_state(row) == "warming (build 2/3, less than a minute left)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostd.transport import PROGRESS_METHOD, Readiness
+from hostd.transport import PROGRESS_METHOD, RATE_SPAN_S, Readiness
 
 
 @pytest.mark.parametrize(("state", "kept"), [("ready", 1000), ("failed", 200), ("warming", 200)])
@@ -57,3 +57,25 @@ def test_a_long_steps_seconds_are_kept_when_they_are_a_count() -> None:
         note = {"state": "warming", "phase": "load model", "done": 0, "elapsed_s": elapsed}
         readiness.on_notification(PROGRESS_METHOD, note)
         assert readiness.progress.get("elapsed_s") == kept
+
+
+def test_a_warming_phases_time_left_is_measured_from_its_first_note_to_its_latest() -> None:
+    # `hostd status` reads it from a daemon that heard the whole build, as `hostd warm`'s
+    # own lines measure it: from where the phase began (a resumed build's cached part is
+    # not counted as work done), over RATE_SPAN_S at least.
+    now = [100.0]
+    readiness = Readiness("semantic", clock=lambda: now[0])
+
+    def note(at: float, done: int, total: int = 1000, phase: str = "embed") -> float | None:
+        now[0] = at
+        body = {"state": "warming", "phase": phase, "done": done, "total": total}
+        readiness.on_notification(PROGRESS_METHOD, body)
+        return readiness.left_s()
+
+    assert note(100.0, 400) is None  # resumed at 400: no rate yet
+    assert note(100.0 + RATE_SPAN_S / 2, 450) is None  # too short a span to say
+    assert note(120.0, 500) == 100.0  # 100 done in 20 s: the 500 left take 100 s
+    assert note(121.0, 300, total=900) is None  # a new total: its rate starts over
+    assert note(130.0, 300, phase="index") is None  # so does a new phase
+    readiness.on_notification(PROGRESS_METHOD, {"state": "ready", "message": "1000 chunks"})
+    assert readiness.left_s() is None
