@@ -907,24 +907,29 @@ class Corpus:
         out, ``None`` for a file indexed whole or one with nothing to index."""
         return {rel: (f.mtime_ns, f.size, f.chunks, f.refused) for rel, f in self._files.items()}
 
-    def adopt(self, state: Mapping[str, FileEntry]) -> None:
+    def adopt(self, state: Mapping[str, FileEntry], *, judged: bool = False) -> None:
         """Take a cached state; the next ``refresh`` re-reads only files whose
         ``(mtime_ns, size)`` differ from it.
 
         A file the built-in rules refuse is dropped here, not served until the walk: a
         cache written by an older version may hold a ``.env``. Dropping one marks the
-        corpus ``modified``, so the cache is written again without it."""
+        corpus ``modified``, so the cache is written again without it. ``judged``: the
+        chunks' bytes passed these very rules when they were read (the cache says so,
+        ``_corpus_cache``), so they are not searched for keys and tokens again; the
+        names still are."""
         # A file with no chunk is kept as the cache says (left out for its bytes, or
         # blank): it serves nothing, and reading it again would only say the same. One
         # whose chunks hold a key or token, or a line too long to quote, cached by a
         # version that did not look, is read again. Its chunks are searched as one text:
-        # a key's BEGIN line may end one chunk and its body begin the next.
+        # a key's BEGIN line may end one chunk and its body begin the next. That search
+        # is most of an adoption's time (seconds at 100k chunks), hence ``judged``.
         kept = {
             rel: entry
             for rel, entry in state.items()
             if self._refused(rel) is None
             and (
                 not entry[2]
+                or judged
                 or (
                     not self._generated(rel, entry[2][0].text.encode())
                     and not any(len(c.text) > MAX_CHUNK_BYTES for c in entry[2])

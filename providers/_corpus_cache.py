@@ -5,7 +5,9 @@ chunked, its chunks and why its bytes kept it out, if they did (a binary file is
 not read again to learn it is binary); a restart adopts it and re-reads only
 files whose figures changed (``Corpus.refresh``). With ``ChunkTerms``, each chunk
 also keeps what an index derived from it (the ``files`` provider's search terms),
-so a restart does not derive it again. One file per corpus under
+so a restart does not derive it again, and the index built over all of them (the
+``files`` provider's BM25 matrix, ``SavedIndex``), so a restart of an unchanged tree
+does not build it again either. One file per corpus under
 ``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
 decides the chunks: the root, the read and chunk options, and the source of
 the chunker itself (``hostd.chunking``'s modules), so a changed chunker never
@@ -14,7 +16,10 @@ tree again and keeps only what the walk yields, and ``Corpus.adopt`` drops at
 once a cached file the built-in rules refuse (a ``.env`` cached by a version
 without them), marking the corpus modified so the cache is written again without
 it. Keeping the key unchanged for that matters: a new key would leave the old
-file, secret and all, in the cache directory. A missing, torn or foreign cache is
+file, secret and all, in the cache directory. A cache says which rules judged its
+files' bytes (``_judged_by``): one judged by these rules, for these options, is not
+searched again for keys and tokens (every byte of it passed them when it was read);
+any other is. A missing, torn or foreign cache is
 simply a cold start; writes are atomic (temporary file, then rename) and private (0600).
 
 Keys change (another root, other options, a new chunker), so the directory would only
@@ -24,6 +29,7 @@ its siblings untouched for ``STALE_AFTER_S`` (30 days), whatever project they we
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -33,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from hostd.chunking import Chunk
@@ -41,11 +48,13 @@ from hostd.chunking import _json_walk as _chunker_json
 from hostd.chunking import _notebook as _chunker_notebook
 from hostd.chunking import _tokens as _chunker_tokens
 
+from . import _corpus
 from ._corpus import Corpus, FileEntry
 
 __all__ = [
     "STALE_AFTER_S",
     "ChunkTerms",
+    "SavedIndex",
     "cache_dir",
     "corpus_key",
     "load_corpus",
@@ -62,9 +71,12 @@ _CACHE_NAME = re.compile(r"(?:corpus-)?[0-9a-f]{32}\.json")
 #: only with what decides the chunks.
 _VERSION = 1
 #: In the file: one of another layout at the same path is a cold start, then replaced;
-#: one of the layout before (no ``refused``, no terms) is adopted (``load_corpus``).
-_LAYOUT = 2
+#: one of the layouts before is adopted (``load_corpus``): 2 (no index, no ``judged``:
+#: its files are checked for keys and tokens again), 1 (nor ``refused``, nor terms).
+_LAYOUT = 3
+_LAYOUT_TERMS = 2
 _LAYOUT_BEFORE = 1
+_LAYOUTS = (_LAYOUT, _LAYOUT_TERMS, _LAYOUT_BEFORE)
 #: The chunker's own sources: a change to any is a change to every chunk.
 _CHUNKER_SOURCES = (
     Path(_chunker.__file__),
@@ -72,6 +84,11 @@ _CHUNKER_SOURCES = (
     Path(_chunker_notebook.__file__),
     Path(_chunker_json.__file__),  # how the notebook reader walks a notebook's JSON
 )
+
+
+#: The code that judges a file's bytes (keys and tokens, generated headers, lines too
+#: long to quote: ``Corpus._refused_bytes``), part of ``_judged_by``.
+_RULES_SOURCE = Path(_corpus.__file__)
 
 
 def cache_dir(provider: str) -> Path:
@@ -104,15 +121,59 @@ def corpus_key(corpus: Corpus) -> str:
     return h.hexdigest()[:32]
 
 
+def _judged_by(corpus: Corpus) -> str:
+    """The digest of what decided which bytes a cache may hold: the corpus's key (its
+    options: an include glob that names a generated file lets it in) and the rules'
+    source. A cache that names another digest (or none) is checked again on adoption."""
+    h = hashlib.sha256(corpus_key(corpus).encode())
+    h.update(_RULES_SOURCE.read_bytes())
+    return h.hexdigest()[:32]
+
+
+@dataclass(slots=True, frozen=True)
+class SavedIndex:
+    """An index built over every chunk of a corpus, in the corpus's order (``docs`` of
+    them): its arrays by name and its vocabulary (term to column). ``tag`` names the
+    code that built it; whether it fits the chunks a start has is its user's to say."""
+
+    tag: str
+    docs: int
+    vocab: dict[str, int]
+    arrays: dict[str, np.ndarray[Any, Any]]
+
+
 @dataclass(slots=True)
 class ChunkTerms:
     """What an index derived from each chunk, kept in the cache beside it: one string
     per chunk, by ``(rel, digest)`` (the same text in the same file derives the same).
     ``tag`` names the code that derived them: terms saved under another tag are not
-    loaded, so a changed tokenizer never serves old terms."""
+    loaded, so a changed tokenizer never serves old terms. ``index``: the index built
+    over them all, saved with them and loaded only with them."""
 
     tag: str
     by_chunk: dict[tuple[str, str], str] = field(default_factory=dict)
+    index: SavedIndex | None = None
+
+
+def _index_doc(index: SavedIndex) -> dict[str, Any]:
+    """``index`` as JSON: each array as its dtype and its bytes in base64, which parse
+    as one string each (a list of millions of numbers would take seconds)."""
+    arrays = {
+        name: [a.dtype.str, base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()]
+        for name, a in index.arrays.items()
+    }
+    return {"tag": index.tag, "docs": index.docs, "vocab": index.vocab, "arrays": arrays}
+
+
+def _index_of(doc: dict[str, Any]) -> SavedIndex:
+    """``_index_doc``'s inverse; read-only arrays over the decoded bytes (no copy)."""
+    arrays = {
+        name: np.frombuffer(base64.b64decode(data, validate=True), dtype=np.dtype(dtype))
+        for name, (dtype, data) in doc["arrays"].items()
+    }
+    if not isinstance(doc["tag"], str) or not isinstance(doc["vocab"], dict):
+        raise TypeError("index")
+    return SavedIndex(doc["tag"], int(doc["docs"]), doc["vocab"], arrays)
 
 
 def _chunk_row(c: Chunk, terms: ChunkTerms | None) -> list[Any]:
@@ -135,12 +196,15 @@ def save_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
         rel: [mtime, size, refused, [_chunk_row(c, terms) for c in chunks]]
         for rel, (mtime, size, chunks, refused) in sorted(corpus.state().items())
     }
+    index = terms.index if terms is not None else None
     body = orjson.dumps(
         {
             "version": _LAYOUT,
             "root": str(corpus.root),
+            "judged": _judged_by(corpus),
             "terms": terms.tag if terms is not None else None,
             "files": files,
+            "index": _index_doc(index) if index is not None else None,
         }
     )
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -174,13 +238,16 @@ def _prune(folder: Path, keep: Path) -> None:
 
 def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> bool:
     """Adopt the state at ``path``; ``False`` (nothing adopted) when there is none usable.
-    With ``terms``, the chunks' saved terms of its tag are added to it."""
+    With ``terms``, the chunks' saved terms of its tag are added to it, and the index
+    saved with them (``terms.index``)."""
     try:
         raw = orjson.loads(path.read_bytes())
         layout = raw.get("version")
-        if layout not in (_LAYOUT, _LAYOUT_BEFORE) or raw.get("root") != str(corpus.root):
+        if layout not in _LAYOUTS or raw.get("root") != str(corpus.root):
             return False
         same_terms = terms is not None and raw.get("terms") == terms.tag
+        index = raw.get("index") if layout == _LAYOUT and same_terms else None
+        saved_index = _index_of(index) if index is not None else None
         saved: dict[tuple[str, str], str] = {}
         state: dict[str, FileEntry] = {}
         for rel, entry in raw["files"].items():
@@ -204,9 +271,10 @@ def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
             state[rel] = (int(mtime), int(size), chunks, refused)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return False  # missing, torn or foreign: a cold start
-    corpus.adopt(state)
+    corpus.adopt(state, judged=layout == _LAYOUT and raw.get("judged") == _judged_by(corpus))
     if terms is not None:
         terms.by_chunk.update(saved)
+        terms.index = saved_index
     try:
         os.utime(path)  # in use: not stale (_prune), though it may not be written again
     except OSError:

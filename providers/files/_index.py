@@ -25,7 +25,7 @@ from hostd.protocol import ContextQuery
 
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
-from .._corpus_cache import ChunkTerms, load_corpus, save_corpus
+from .._corpus_cache import ChunkTerms, SavedIndex, load_corpus, save_corpus
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 from ._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
 
@@ -39,6 +39,10 @@ BM25_HALF_SCORE = 12.0
 #: source (``tokenize`` and its stop words, ``hostd.chunking._terms``), so a changed
 #: tokenizer derives them anew.
 _TERMS_TAG = hashlib.sha256(Path(_terms.__file__).read_bytes()).hexdigest()[:32]
+
+#: What built a saved BM25 matrix (``SavedIndex.tag``): ``bm25s`` at its default
+#: parameters, which are its version's. A matrix another version built is built again.
+_INDEX_TAG = f"bm25s {bm25s.__version__}"
 
 
 #: How long a query waits for a refresh of the tree (walk, re-reads, index) it finds
@@ -56,6 +60,17 @@ REFRESH_WAIT_S = 0.5
 #: small tree's answer after an edit is then decided by the edit, never by how busy the
 #: machine is. From it on the bound applies.
 WAIT_WHOLE_BELOW_CHUNKS = 5_000
+
+
+def _loaded(saved: SavedIndex) -> bm25s.BM25:
+    """A ``bm25s.BM25`` holding a saved matrix: the attributes its ``index`` sets (and its
+    ``load`` sets from a saved directory), so it ranks as the one that was saved."""
+    bm25 = bm25s.BM25()
+    bm25.scores = {**saved.arrays, "num_docs": saved.docs}
+    bm25.vocab_dict = saved.vocab
+    bm25.unique_token_ids_set = set(saved.vocab.values())
+    bm25.nonoccurrence_array = None  # only bm25l and bm25+ have one; the default has not
+    return bm25
 
 
 @dataclass(slots=True, frozen=True)
@@ -124,6 +139,8 @@ class FileIndex:
         self._terms = ChunkTerms(_TERMS_TAG)
         #: Chunks the last rebuild had to tokenize (its terms were neither held nor cached).
         self.tokenized_last = 0
+        #: Whether the last rebuild took the BM25 matrix saved in the cache, not built one.
+        self.index_loaded = False
         self._last_check = float("-inf")
         #: Rebuilds so far: what the index holds changed when it moves.
         self.generation = 0
@@ -218,8 +235,14 @@ class FileIndex:
             self._last_check = time.monotonic()
             # ``modified``, not ``reads``: a cache that held a file now refused (a ``.env``
             # written by an older version) is rewritten without it though nothing was read.
-            # A chunk tokenized anew (a changed tokenizer) is saved with its terms too.
-            stale = self.corpus.modified or self.tokenized_last > 0 or not self.loaded_from_cache
+            # A chunk tokenized anew (a changed tokenizer) is saved with its terms too, and
+            # a matrix built anew (an older cache had none) with them.
+            stale = (
+                self.corpus.modified
+                or self.tokenized_last > 0
+                or not self.loaded_from_cache
+                or (self.chunk_count > 0 and not self.index_loaded)
+            )
             if self.cache_path is not None and stale:
                 try:
                     save_corpus(self.corpus, self.cache_path, self._terms)
@@ -227,6 +250,8 @@ class FileIndex:
                     pass
 
     def _rebuild(self) -> None:
+        """Index the corpus's chunks: with the matrix saved in the cache when it was built
+        over exactly these, else anew."""
         chunks = list(self.corpus.chunks)
         stamp = now_timestamp()
         old = self._served.indexed_at
@@ -241,9 +266,32 @@ class FileIndex:
         self.tokenized_last = sum(1 for key in terms if key not in held)
         self._terms.by_chunk = terms
         bm25: bm25s.BM25 | None = None
-        if chunks:
+        # A saved matrix serves only the chunks it was built over: those the cache held,
+        # while none was dropped on adoption nor changed by a refresh (``modified``).
+        saved = self._terms.index
+        self.index_loaded = (
+            saved is not None
+            and saved.tag == _INDEX_TAG
+            and not self.corpus.modified
+            and saved.docs == len(chunks)
+        )
+        if saved is not None and self.index_loaded:
+            bm25 = _loaded(saved)
+        else:
+            saved = None
+        if bm25 is None and chunks:
             bm25 = bm25s.BM25()
-            bm25.index([terms[c.rel, c.digest].split() for c in chunks], show_progress=False)
+            # Each term mapped to its column as it is split: bm25s given strings would
+            # collect them in a set, then map each again (and hold every split string).
+            vocab: dict[str, int] = {}
+            ids = [
+                [vocab.setdefault(t, len(vocab)) for t in terms[c.rel, c.digest].split()]
+                for c in chunks
+            ]
+            bm25.index((ids, vocab), show_progress=False)
+            arrays = {name: bm25.scores[name] for name in ("data", "indices", "indptr")}
+            saved = SavedIndex(_INDEX_TAG, len(chunks), bm25.vocab_dict, arrays)
+        self._terms.index = saved  # saved with the chunks' terms (``build``)
         tests = np.fromiter((is_test_path(c.rel) for c in chunks), dtype=bool, count=len(chunks))
         self._served = _Served(
             bm25, chunks, FileSpans(chunks), indexed_at, tests if tests.any() else None

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import bm25s
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,6 +28,8 @@ from hostd.protocol import (
 from hostd.provider import Progress
 from hostd.provider._warmup import Readiness
 from providers import Chunk, Corpus, CorpusOptions, chunk_file, split_lines, verify_chunk
+from providers import _corpus as corpus_module
+from providers import _corpus_cache as corpus_cache
 from providers._corpus import largest_parts
 from providers.files import FileIndex, FilesProvider, tokenize
 
@@ -416,6 +420,122 @@ def test_cached_terms_of_another_tokenizer_are_derived_again(
     again = FileIndex(CorpusOptions(root=root), cache_path=cache)
     again.build()
     assert again.tokenized_last == 0
+
+
+def _counting_index(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the BM25 matrices built (``bm25s.BM25.index`` calls), one entry each."""
+    built: list[int] = []
+    index = bm25s.BM25.index
+
+    def counting(self: bm25s.BM25, *args: Any, **kwargs: Any) -> None:
+        built.append(1)
+        index(self, *args, **kwargs)
+
+    monkeypatch.setattr(bm25s.BM25, "index", counting)
+    return built
+
+
+def _scores(index: FileIndex, text: str) -> list[tuple[str, float]]:
+    return [(h.chunk.chunk_id, h.raw) for h in index.search(text)]
+
+
+def test_a_start_from_the_cache_takes_its_saved_index_and_ranks_as_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    built = _counting_index(monkeypatch)
+    cold = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    cold.build()
+    assert len(built) == 1 and not cold.index_loaded
+
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    assert len(built) == 1 and warm.index_loaded  # the matrix came with the chunks
+    for asked in ("retry loop gives up after attempts", "guide", "crlf marker"):
+        assert _scores(warm, asked) == _scores(cold, asked) != []
+
+    # A changed file: its chunks are not those the matrix was built over.
+    (root / "docs" / "guide.md").write_text("# Guide\n\nThe wombat moved house.\n")
+    changed = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    changed.build()
+    assert len(built) == 2 and not changed.index_loaded
+    assert [h.chunk.rel for h in changed.search("wombat moved")] == ["docs/guide.md"]
+
+
+def test_a_cache_of_the_layout_before_is_adopted_then_written_with_its_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _left_out_for_their_bytes(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    FileIndex(CorpusOptions(root=root), cache_path=cache).build()
+    # What the version before wrote: chunks, terms and why a file was refused, no index.
+    body = orjson.loads(cache.read_bytes())
+    body["version"] = 2
+    for newer in ("index", "judged"):
+        body.pop(newer, None)
+    cache.write_bytes(orjson.dumps(body))
+    written = cache.stat().st_ino
+
+    built = _counting_index(monkeypatch)
+    for start in ("upgrade", "after"):
+        index = FileIndex(CorpusOptions(root=root), cache_path=cache)
+        index.build()
+        # Nothing read again, the binary file still refused for its bytes, not re-read.
+        assert index.loaded_from_cache and index.corpus.reads == 0, start
+        assert index.corpus.skipped == {"binary": 1, "long_line": 1}, start
+        assert index.search("retry loop"), start
+    # The upgrade built the matrix once and wrote the cache again; the next start took it.
+    assert len(built) == 1 and index.index_loaded
+    assert cache.stat().st_ino != written
+
+
+def test_a_cache_judged_by_these_rules_is_not_searched_for_secrets_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    FileIndex(CorpusOptions(root=root), cache_path=cache).build()
+    searched: list[int] = []
+    rule = corpus_module._SECRET_CONTENT
+
+    class Counting:
+        def search(self, data: bytes) -> re.Match[bytes] | None:
+            searched.append(len(data))
+            return rule.search(data)
+
+    monkeypatch.setattr(corpus_module, "_SECRET_CONTENT", Counting())
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    assert warm.loaded_from_cache and warm.corpus.reads == 0
+    assert searched == []
+
+
+def test_a_cache_judged_by_other_rules_is_searched_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tree").mkdir()
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    FileIndex(CorpusOptions(root=root), cache_path=cache).build()
+    # A key in a cached chunk, as a rule these rules added would find: the file's figures
+    # are unchanged, so only the search on adoption can keep it out.
+    body = orjson.loads(cache.read_bytes())
+    row = body["files"]["docs/guide.md"][3][0]
+    row[2] += "AKIA" + "Q" * 16 + "\n"
+    cache.write_bytes(orjson.dumps(body))
+    rules = tmp_path / "other_rules.py"
+    rules.write_text("# the rules, changed\n")
+    monkeypatch.setattr(corpus_cache, "_RULES_SOURCE", rules)
+
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    assert warm.loaded_from_cache
+    assert warm.corpus.reads == 1  # read again, and indexed from its bytes on disk
+    assert not any("AKIA" in c.text for c in warm.corpus.chunks)
 
 
 def test_a_start_from_the_cache_reports_its_own_phase_not_a_build(tmp_path: Path) -> None:
