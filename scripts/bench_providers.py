@@ -14,10 +14,15 @@ Prints one JSON object. Figures depend on the machine's load; they are not tests
 ``--only memory`` (or ``files``, ``semantic``) runs one of them. ``--base DIR`` runs
 the memory benchmark of another checkout beside this one, ``--rounds`` times,
 interleaved, each in a fresh interpreter of its own checkout, and gives the medians
-of the query p50s and their ratio (this / base).
+of the query p50s and their ratio (this / base). ``--base DIR --only files`` does the
+same for the ``files`` provider's start from its cache (``FileIndex.build``, what
+``warm`` runs): each checkout builds its own cache of ``--root`` once (untimed: each
+writes its own layout), then the starts alternate, which goes first swapping each
+round; it gives each start's seconds and the RSS it left and peaked at.
 
     python scripts/bench_providers.py [--repeat N] [--root DIR] [--skip-semantic-cold]
     python scripts/bench_providers.py --base DIR [--rounds 5] [--memory-entries N]
+    python scripts/bench_providers.py --base DIR --only files --root TREE [--rounds 3]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import os
 import platform
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -94,6 +100,33 @@ def bench_files(root: Path, repeat: int) -> dict[str, Any]:
     }
 
 
+def _rss_mb() -> float:
+    """This process's resident set now (Linux), in MB; 0 where ``/proc`` has none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0.0
+    return round(kb / 1024, 1)
+
+
+def bench_files_start(root: Path, cache: Path) -> dict[str, Any]:
+    """One ``FileIndex.build`` of ``root`` with its cache at ``cache`` (a cold build when
+    there is none yet): its seconds, what it read, and the RSS it left and peaked at."""
+    t = time.perf_counter()
+    ix = FileIndex(CorpusOptions(root=root), refresh_interval_s=3600, cache_path=cache)
+    ix.build()
+    seconds = time.perf_counter() - t
+    return {
+        "seconds": round(seconds, 3),
+        "from_cache": ix.loaded_from_cache,
+        "reads": ix.corpus.reads,
+        "chunks": ix.chunk_count,
+        "rss_mb": _rss_mb(),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
 def bench_memory(entries: int, repeat: int, vocabulary: int = 0) -> dict[str, Any]:
     """Entries of 40 words. ``vocabulary`` 0: the questions' own words, so every word
     asked is in most entries (BM25's IDF at its lowest, the worst case for a store);
@@ -157,20 +190,29 @@ def bench_semantic(root: Path, repeat: int, cold: bool) -> dict[str, Any]:
     return out
 
 
-_MEMORY_IN = """
+_RUN_IN = """
 import importlib.util, json, sys
+from pathlib import Path
 spec = importlib.util.spec_from_file_location("bench", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-print(json.dumps(bench.bench_memory(*map(int, sys.argv[2:]))))
+if sys.argv[2] == "files":
+    print(json.dumps(bench.bench_files_start(Path(sys.argv[3]), Path(sys.argv[4]))))
+else:
+    print(json.dumps(bench.bench_memory(*map(int, sys.argv[3:]))))
 """
 
 
 def _memory_in(checkout: Path, entries: int, repeat: int, vocabulary: int) -> dict[str, Any]:
     """This file's ``bench_memory`` over ``checkout``'s code (its providers, its store),
     in an interpreter of its own."""
+    return _run_in(checkout, "memory", str(entries), str(repeat), str(vocabulary))
+
+
+def _run_in(checkout: Path, *args: str) -> dict[str, Any]:
+    """``_RUN_IN`` with ``args`` over ``checkout``'s code, in an interpreter of its own."""
     done = subprocess.run(
-        [sys.executable, "-c", _MEMORY_IN, __file__, str(entries), str(repeat), str(vocabulary)],
+        [sys.executable, "-c", _RUN_IN, __file__, *args],
         cwd=checkout,
         env={**os.environ, "PYTHONPATH": str(checkout), "HOSTD_BENCH_CHECKOUT": str(checkout)},
         capture_output=True,
@@ -201,6 +243,28 @@ def memory_against(
     }
 
 
+def files_start_against(base: Path, root: Path, rounds: int) -> dict[str, Any]:
+    """The ``files`` start from its cache of this checkout and ``base``, ``rounds`` pairs,
+    alternating which goes first; each side's cache built once beforehand (its ``cold``)."""
+    sides = {"base": base, "this": ROOT}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        caches = {name: Path(tmp) / name / "corpus.json" for name in sides}
+        cold = {name: _run_in(sides[name], "files", str(root), str(caches[name])) for name in sides}
+        for n in range(rounds):
+            for name in ("base", "this") if n % 2 == 0 else ("this", "base"):
+                runs[name].append(_run_in(sides[name], "files", str(root), str(caches[name])))
+    medians = {name: statistics.median(r["seconds"] for r in done) for name, done in runs.items()}
+    return {
+        "root": str(root),
+        "rounds": rounds,
+        "cold": cold,
+        "starts": runs,
+        "median_s": medians,
+        "ratio": round(medians["this"] / medians["base"], 2) if medians["base"] else None,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT)
@@ -214,7 +278,12 @@ def main() -> int:
     )
     parser.add_argument("--skip-semantic-cold", action="store_true")
     parser.add_argument("--only", choices=("files", "memory", "semantic"))
-    parser.add_argument("--base", type=Path, help="another checkout: its memory beside this")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="another checkout: its memory (or, with --only files, its start from the cache) "
+        "beside this",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -222,6 +291,10 @@ def main() -> int:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "root": str(args.root),
     }
+    if args.base is not None and args.only == "files":
+        result["files"] = files_start_against(args.base.resolve(), args.root, args.rounds)
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return 0
     if args.base is not None:
         result["memory"] = memory_against(
             args.base.resolve(),

@@ -197,3 +197,19 @@ def test_bench_providers_measures_memory_against_a_base_checkout() -> None:
     memory = out["memory"]
     assert len(memory["query_p50_ms"]["this"]) == len(memory["query_p50_ms"]["base"]) == 1
     assert memory["ratio"] > 0
+
+
+@pytest.mark.timeout(450)
+def test_bench_providers_measures_a_files_start_against_a_base_checkout(tmp_path: Path) -> None:
+    # The base is this checkout itself: each side builds its cache, then starts from it.
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe retry loop gives up after three.\n")
+    out = _run(
+        "bench_providers",
+        ["--base", str(ROOT), "--only", "files", "--root", str(tmp_path), "--rounds", "1"],
+    )
+    files = out["files"]
+    assert not files["cold"]["this"]["from_cache"]
+    for side in ("this", "base"):
+        (start,) = files["starts"][side]
+        assert start["from_cache"] and start["reads"] == 0 and start["chunks"] > 0
+    assert files["ratio"] > 0
