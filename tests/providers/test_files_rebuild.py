@@ -95,9 +95,11 @@ def test_a_quick_rebuild_is_waited_for_and_answers_from_the_fresh_index(tmp_path
     assert packed.behind == 0
 
 
-def _fresh_after_held_rebuild(tmp_path: Path) -> list[str]:
-    """What a query gives when it finds ``a.py`` changed and its rebuild held until the
-    query's refresh has begun: the default wait (no ``refresh_wait_s``)."""
+def _answer_after_edit(tmp_path: Path, *, waits: bool) -> list[str]:
+    """What a query gives when it finds ``a.py`` changed, with the default wait (no
+    ``refresh_wait_s``) and the rebuild held. ``waits``: the query is expected to wait
+    for the rebuild, which is let go once it is held; else the query must answer while
+    the rebuild is still held (only then is it let go)."""
     (tmp_path / "a.py").write_text("def wombat():\n    return 'burrow'\n")
     index = _HeldIndex(tmp_path, refresh_wait_s=None)
     index.build()
@@ -108,9 +110,11 @@ def _fresh_after_held_rebuild(tmp_path: Path) -> list[str]:
     )
     asked.start()
     assert index.holding.wait(GUARD_S)
-    index.release.set()
+    if waits:
+        index.release.set()
     asked.join(GUARD_S)
-    assert not asked.is_alive()
+    index.release.set()
+    assert not asked.is_alive(), "the query waited for the held rebuild"
     return found
 
 
@@ -120,7 +124,8 @@ def test_by_default_a_small_tree_is_answered_from_its_rebuilt_index_however_slow
     # No time bound for a small index: were the bound applied (made 0 here), the query
     # would answer from the index before the edit.
     monkeypatch.setattr(files_index, "REFRESH_WAIT_S", 0.0)
-    assert _fresh_after_held_rebuild(tmp_path) == ["def wombat():\n    return 'tunnel'\n"]
+    found = _answer_after_edit(tmp_path, waits=True)
+    assert found == ["def wombat():\n    return 'tunnel'\n"]
 
 
 def test_by_default_a_large_tree_waits_for_its_rebuild_no_longer_than_the_bound(
@@ -128,7 +133,8 @@ def test_by_default_a_large_tree_waits_for_its_rebuild_no_longer_than_the_bound(
 ) -> None:
     monkeypatch.setattr(files_index, "REFRESH_WAIT_S", 0.0)
     monkeypatch.setattr(files_index, "WAIT_WHOLE_BELOW_CHUNKS", 1)  # one chunk is large
-    assert _fresh_after_held_rebuild(tmp_path) == ["def wombat():\n    return 'burrow'\n"]
+    found = _answer_after_edit(tmp_path, waits=False)
+    assert found == ["def wombat():\n    return 'burrow'\n"]
 
 
 def test_an_unchanged_tree_answers_the_same_frames_every_time(tmp_path: Path) -> None:
