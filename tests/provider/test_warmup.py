@@ -57,8 +57,9 @@ async def test_a_warming_provider_handshakes_at_once_refuses_queries_and_then_se
     token = anyio.lowlevel.current_token()
 
     def notify(line: bytes) -> None:
-        notes.append(json.loads(line))
-        if notes[-1]["params"]["state"] != "warming":
+        note = json.loads(line)  # judged by itself: another thread may append after it
+        notes.append(note)
+        if note["params"]["state"] != "warming":
             anyio.from_thread.run_sync(ended.set, token=token)
 
     thread = server.start_warming(notify)
@@ -128,10 +129,15 @@ async def test_a_long_silent_step_is_said_again_with_its_seconds_until_it_ends()
     token = anyio.lowlevel.current_token()
 
     def notify(line: bytes) -> None:
-        notes.append(json.loads(line)["params"])
-        if sum("elapsed_s" in n for n in notes) == 3:
+        # Each note is judged by itself, never by ``notes[-1]``: the beat thread and the
+        # warm-up thread both call this, and one's note may land after the other's (the
+        # beat thread would then set ``ended`` for the ready note, maybe once the test's
+        # loop has finished).
+        note = json.loads(line)["params"]
+        notes.append(note)
+        if "elapsed_s" in note and sum("elapsed_s" in n for n in notes) == 3:
             anyio.from_thread.run_sync(beats.set, token=token)
-        if notes[-1]["state"] != "warming":
+        if note["state"] != "warming":
             anyio.from_thread.run_sync(ended.set, token=token)
 
     server.start_warming(notify)
