@@ -112,8 +112,7 @@ def warming_note(progress: Mapping[str, Any]) -> str:
     answers from what it has built so far, ``Progress.answer_meanwhile``): partial, as
     far as its last progress says, in hostd's words and the provider's figures
     (``partial: searched 2,257 of 33,002; still warming (embed)``)."""
-    phase, done, total = progress.get("phase"), progress.get("done"), progress.get("total")
-    phase = phase if isinstance(phase, str) and phase and phase != "start" else None
+    phase, done, total = warming_phase(progress), progress.get("done"), progress.get("total")
     still = f"still warming ({phase})" if phase else "still warming"
     if total is None:
         return f"partial: answered from what it has built so far; {still}"
