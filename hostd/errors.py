@@ -379,6 +379,8 @@ class UnexpectedReply(ProtocolFault):
 
 def _problem(error: Any) -> str:
     """A validation error's words; our own validators' without pydantic's prefix."""
+    if error["type"] == "model_type":  # pydantic's words name the Python class
+        return "Input should be an object"
     msg = str(error["msg"])
     return msg.removeprefix("Value error, ") if error["type"] == "value_error" else msg
 
@@ -404,6 +406,10 @@ def _invalid_params(
         path, member = _member(schema, first["loc"])
         inner = _inside_a_member(path, member, first, errors)
         if inner is not None:  # the value took that member's shape: its error says more
+            # The other members' refusals of that shape (an object is not a string)
+            # are not what is wrong: only the errors inside the member taken are said.
+            n = len(path)
+            errors = [e for e in errors if not _at_member(e, path, n)]
             first = inner
             path, member = _member(schema, inner["loc"])
     field = field_name(path)
@@ -481,6 +487,12 @@ def _inside_a_member(path: list[Any], member: Any, first: Any, errors: Iterable[
     if member is None or len(first["loc"]) != n + 1:
         return None
     return next((e for e in errors if len(e["loc"]) > n + 1 and list(e["loc"][:n]) == path), None)
+
+
+def _at_member(error: Any, path: list[Any], n: int) -> bool:
+    """Whether ``error`` is pydantic's refusal at one member of the union at ``path``
+    (its ``loc`` that path and the member's name), not one inside that member."""
+    return len(error["loc"]) == n + 1 and list(error["loc"][:n]) == path
 
 
 def _at(sent: Any, path: Iterable[int | str], error: Any) -> Any:

@@ -82,3 +82,15 @@ def test_a_member_inside_a_union_is_named_by_the_path_a_client_sends() -> None:
         assert refused.message == f"invalid params: {said}"
         fields = [e["field"] for e in refused.data["errors"]]
         assert all("constrained" not in f and "FrameIdParam" not in f for f in fields), fields
+        # Only what is wrong inside the object: not the string member's refusal of it.
+        assert all(f.startswith("used[0].") for f in fields), refused.data["errors"]
+
+
+def test_a_union_refused_whole_names_no_python_class() -> None:
+    sent = {"request_id": "r", "used": [5, {"provider_id": "p"}]}
+    with pytest.raises(ValidationError) as raised:
+        FeedbackParams.model_validate(sent)
+    errors = params_refused(FeedbackParams, sent, raised.value).data["errors"]
+    assert {"field": "used[0]", "problem": "Input should be an object"} in errors
+    assert {"field": "used[1].frame_id", "problem": "Field required"} in errors
+    assert not any("FrameIdParam" in e["problem"] for e in errors), errors
