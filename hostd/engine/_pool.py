@@ -405,7 +405,8 @@ class ProviderPool:
         return slot.spec.start_timeout_s or self.settings.start_timeout_s
 
     async def ready(self, slot: Slot, deadline: float | None = None) -> ProviderLink:
-        """The connection once the provider is ready (or failed its warm-up), waiting no
+        """The connection once the provider answers queries (ready, failed its warm-up,
+        or warming and answering from what it has built so far), waiting no
         longer than its start deadline; past that, the connection as it is (warming).
         ``deadline``: the caller's own, for a backoff (``ensure``); its scope bounds the rest."""
         if deadline is None:
@@ -413,7 +414,7 @@ class ProviderPool:
         conn = await self.ensure(slot, deadline)
         if conn.readiness.warming and slot.start_deadline is not None:
             with anyio.move_on_at(slot.start_deadline):
-                await conn.readiness.settled.wait()
+                await conn.readiness.answers.wait()  # ready, or answering meanwhile
         return conn
 
     def _on_progress(self, provider_id: str, progress: dict[str, Any]) -> None:

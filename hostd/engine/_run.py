@@ -41,7 +41,13 @@ from hostd.protocol import (
     FrameIdentity,
     FrameVerdict,
 )
-from hostd.transport import EmptyResult, PartialResult, ProviderLink, StartedCall
+from hostd.transport import (
+    EmptyResult,
+    PartialResult,
+    ProviderLink,
+    StartedCall,
+    progress_figures,
+)
 
 from ._gate import ConsentGate, destination_of
 from ._outcome import (
@@ -250,10 +256,15 @@ class _Runner:
         causes: tuple[str, ...] = ()
         if isinstance(result, PartialResult):
             lost, causes = [result.lost], result.causes
-        if conn is not None and conn.readiness.warming:
-            # Answered before it said ready: from what it has built so far (an index
-            # embedded in part), as far as its last progress says. Its progress and this
-            # reply come in the order it wrote them, so a ready one would have come first.
+        if isinstance(result.warming, dict) or result.warming is True:
+            # Answered while it warmed, as it says: from what it had built when the query
+            # came (its ready note may have come between), as far as it says.
+            lost.append(warming_note(progress_figures(result.warming)))
+            causes = (*causes, WARMING_PARTIAL)
+        elif conn is not None and conn.readiness.warming:
+            # Answered before it said ready, by a provider that does not say so in its
+            # reply: from what it has built so far (an index embedded in part), as far as
+            # its last progress says.
             lost.append(warming_note(conn.readiness.progress))
             causes = (*causes, WARMING_PARTIAL)
         return self.reply(

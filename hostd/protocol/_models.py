@@ -197,6 +197,11 @@ class ContextQueryResult(WireModel):
     #: while the provider builds the next (``providers.files`` on a large tree). A
     #: figure, not text: the leg's note says it in hostd's words (never a peer's).
     unindexed_changes: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = None
+    #: hostd's extension: answered while the provider still warms, from what it had
+    #: built when the query came (its progress then: ``phase``, ``done``, ``total``).
+    #: Read leniently (``hostd.transport.progress_figures``): a figure of the wrong
+    #: type is dropped, never the reply.
+    warming: Any = None
 
 
 class DataFlow(WireModel):

@@ -249,6 +249,9 @@ async def _handshake(server: ProviderServer, req: HandshakeRequest) -> dict[str,
 async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
     if not server.readiness.answers:
         raise server.readiness.refusal()  # answered now: a host never waits on a warm-up
+    # Read before the query runs: a build that ends while it searches does not make
+    # its answer whole, and the ready note may reach the host before this reply does.
+    meanwhile = server.readiness.meanwhile()
     query: Any = server.provider.query  # async as declared, or a plain def
     try:
         if inspect.iscoroutinefunction(query):
@@ -272,10 +275,13 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
             result["dropped_estimate"] = out.dropped_estimate
         if out.unindexed_changes is not None:
             result["unindexed_changes"] = out.unindexed_changes
-        return result
-    if not isinstance(out, Iterable) or isinstance(out, str | bytes | Mapping | BaseModel):
+    elif not isinstance(out, Iterable) or isinstance(out, str | bytes | Mapping | BaseModel):
         raise _WrongReturn(f"query() returned {_type_name(out)}")  # None: a missing return
-    return {"frames": _frames_to_wire(out), "truncated": False}
+    else:
+        result = {"frames": _frames_to_wire(out), "truncated": False}
+    if meanwhile is not None:
+        result["warming"] = meanwhile
+    return result
 
 
 async def _verify(server: ProviderServer, req: VerifyRequest) -> dict[str, Any]:

@@ -76,8 +76,9 @@ class Progress:
         the ``warming`` refusal: it answers from what it has built so far. The host,
         which still hears ``warming``, tells such an answer as partial, with the
         figures of the last progress (``done`` of ``total``): keep them true of what a
-        query searches."""
-        self._readiness.answering = True
+        query searches. Said to the host at once (``answering``), so a request stops
+        waiting for this provider's ready and asks it."""
+        self._readiness.answer_meanwhile()
 
 
 class Readiness:
@@ -127,6 +128,8 @@ class Readiness:
             if phase != self.progress.get("phase"):
                 self._phase_began = now
             self.progress = {k: v for k, v in progress.items() if v is not None}
+            if self.answering and not final:  # every warming note says it answers
+                self.progress["answering"] = True
             total = progress.get("total")
             due = (
                 final
@@ -142,6 +145,29 @@ class Readiness:
             body = dict(self.progress)
         if send is not None:
             send(body)
+
+    def answer_meanwhile(self) -> None:
+        """Queries are answered from now on while warming; said at once with the latest
+        progress and ``answering``, whatever the interval since the last note (the
+        host waits for this provider's ready until it hears it)."""
+        with self._lock:
+            if self.state != "warming" or self.answering:
+                return
+            self.answering = True
+            self.progress = {**self.progress, "answering": True}
+            self._sent_at = time.monotonic()
+            send, body = self._send, dict(self.progress)
+        if send is not None:
+            send(body)
+
+    def meanwhile(self) -> dict[str, Any] | None:
+        """What a query answered now searches, when that is less than a whole build:
+        the latest progress's phase and figures while warming and answering, else
+        ``None`` (docs/providers.md: a reply's ``warming`` member)."""
+        with self._lock:
+            if self.state != "warming":
+                return None
+            return {k: self.progress[k] for k in ("phase", "done", "total") if k in self.progress}
 
     def beat(self, every: float) -> float:
         """Say the latest step again, with ``elapsed_s`` (the whole seconds its phase has

@@ -28,7 +28,14 @@ from hostd.protocol import DEFAULT_MAX_LINE_BYTES
 from hostd.rpc import encode_line
 
 from ._partial import EmptyResult, PartialResult
-from ._readiness import PROGRESS_METHOD, RATE_SPAN_S, OnProgress, Readiness, seconds_left
+from ._readiness import (
+    PROGRESS_METHOD,
+    RATE_SPAN_S,
+    OnProgress,
+    Readiness,
+    progress_figures,
+    seconds_left,
+)
 from ._redact import REDACTED, Redactor, printable, secret_env_values
 from ._repeats import RepeatedEvents
 from .bindings import (
@@ -104,6 +111,7 @@ __all__ = [
     "binding_problem",
     "encode_line",
     "printable",
+    "progress_figures",
     "provider_error",
     "register_binding",
     "remote_url_problem",

@@ -21,7 +21,14 @@ import anyio
 
 from hostd.protocol import MAX_PROGRESS_TEXT, MAX_READY_MESSAGE, PROGRESS_METHOD
 
-__all__ = ["PROGRESS_METHOD", "RATE_SPAN_S", "OnProgress", "Readiness", "seconds_left"]
+__all__ = [
+    "PROGRESS_METHOD",
+    "RATE_SPAN_S",
+    "OnProgress",
+    "Readiness",
+    "progress_figures",
+    "seconds_left",
+]
 
 #: A phase's rate is measured over at least this before the time it has left is said:
 #: its first batches (a model warming its caches) alone would say too little, or too much.
@@ -32,11 +39,14 @@ RATE_SPAN_S = 10.0
 OnProgress = Callable[[str, dict[str, Any]], None]
 
 
-def _clean(params: Any) -> dict[str, Any]:
-    """The members the host reads, of the types it reads them as (a peer's wire, U1)."""
+def progress_figures(params: Any) -> dict[str, Any]:
+    """The members of a progress note (or a reply's ``warming``) the host reads, of the
+    types it reads them as (a peer's wire, U1): anything else is dropped."""
     if not isinstance(params, dict):
         return {}
     out: dict[str, Any] = {}
+    if params.get("answering") is True:  # warming, and its queries are answered
+        out["answering"] = True
     ready = params.get("state") == "ready"
     for key in ("state", "phase", "message"):
         value = params.get(key)
@@ -72,6 +82,7 @@ class Readiness:
         "notified",
         "progress",
         "provider_id",
+        "answers",
         "settled",
         "warming",
     )
@@ -85,6 +96,9 @@ class Readiness:
         self.provider_id = provider_id
         #: Set once ready or failed (a failed warm-up is waited on no longer).
         self.settled = anyio.Event()
+        #: Set once its queries are answered: settled, or warming and answering meanwhile
+        #: (its progress says ``answering``); a request waits for this, not ``settled``.
+        self.answers = anyio.Event()
         #: Up and handshaken, but neither ready nor failed: its queries are refused.
         #: A plain flag, cleared with ``settled`` (``_settle``): every leg of every
         #: request reads it, and a read is no call into the event's library.
@@ -113,6 +127,7 @@ class Readiness:
     def _settle(self) -> None:
         self.warming = False
         self.settled.set()
+        self.answers.set()
 
     def _measure(self, progress: dict[str, Any]) -> None:
         """Note where a warming phase stands, and when, for ``left_s``."""
@@ -150,7 +165,7 @@ class Readiness:
         """A provider notification (from the read callback); only progress is read."""
         if method != PROGRESS_METHOD:
             return
-        progress = _clean(params)
+        progress = progress_figures(params)
         state = progress.get("state", "warming")
         self.progress = progress
         self.notified = True
@@ -159,5 +174,7 @@ class Readiness:
             self.failed = progress.get("message") or "warm-up failed"
         if state in ("ready", "failed"):
             self._settle()
+        elif progress.get("answering"):
+            self.answers.set()
         if self._on_progress is not None:
             self._on_progress(self.provider_id, progress)

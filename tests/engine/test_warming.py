@@ -19,6 +19,7 @@ from hostd.pipeline._degraded import Degraded, degradations
 from hostd.transport import provider_error
 from tests.engine._helpers import child_pid, query
 from tests.fixtures.procs import ROOT, leftovers, marked_env, python
+from tests.fixtures.warming_provider import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -246,6 +247,63 @@ async def test_an_answer_given_while_its_provider_warms_is_served_as_partial(
     assert degradations(fan.reports, {}) == (Degraded("provider_partial", "w", "warming"),)
     assert state == "warming"
     assert health.partial_legs == 0 and health.last_error is None  # no fault of its
+
+
+async def test_a_request_asks_a_warming_provider_as_soon_as_it_answers_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """Within its start deadline a request waits for a warming provider's ready; one
+    that says it answers meanwhile (``answering``) is asked then, not an hour later."""
+    gate = tmp_path / "warm.gate"
+    args = ("--warm-gate", str(gate), "--steps", "4", "--phase", "embed", "--answer-meanwhile")
+    # A deadline no test outlives: only the provider's word ends the wait.
+    spec = warming("w", *args, start_timeout_s=3_600)
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([spec]) as host:
+            fan = await host.query_all(query(), 500)
+            gate.touch()
+    report = fan.reports["w"]
+    assert report.status is LegStatus.OK and fan.accepted, report
+    assert report.note is not None and report.note.startswith("partial: searched 3 of 4")
+
+
+async def test_an_answer_begun_while_warming_is_partial_though_ready_came_before_it(
+    tmp_path: Path,
+) -> None:
+    """The reply says it was answered while warming (``warming``): its provider's ready
+    note, written while it searched, reaches the host first and does not make it whole."""
+    gate, asked = tmp_path / "warm.gate", tmp_path / "query.gate"
+    args = ("--warm-gate", str(gate), "--steps", "4", "--phase", "embed", "--answer-meanwhile")
+    spec = warming("w", *args, "--query-gate", str(asked))
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([spec]) as host:
+            slot = host.pool.slots["w"]
+            conn = await host.pool.ensure(slot)
+            heard = anyio.Event()  # its last step: it answers from then on
+            host.pool.progress_listeners.append(
+                lambda _p, n: heard.set() if n.get("done") == 3 else None
+            )
+            if conn.readiness.progress.get("done") == 3:
+                heard.set()
+            await heard.wait()
+            slot.start_deadline = anyio.current_time()  # asked at once, whatever it says
+            async with anyio.create_task_group() as tg:
+                fans: list[Any] = []
+
+                async def ask() -> None:
+                    fans.append(await host.query_all(query(), 500))
+
+                tg.start_soon(ask)
+                marker = asked.with_name(asked.name + ".asked")  # the provider has it
+                await anyio.to_thread.run_sync(wait_for, marker)
+                gate.touch()
+                await conn.readiness.settled.wait()  # its ready note, before the reply
+                assert conn.readiness.state == "ready"
+                asked.touch()
+    report = fans[0].reports["w"]
+    assert report.status is LegStatus.OK, report
+    assert report.note == "partial: searched 3 of 4; still warming (embed)"
+    assert degradations(fans[0].reports, {}) == (Degraded("provider_partial", "w", "warming"),)
 
 
 async def test_providers_list_says_a_warming_builds_time_left_once_its_rate_is_measured(

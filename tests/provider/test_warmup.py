@@ -156,3 +156,59 @@ async def test_a_long_silent_step_is_said_again_with_its_seconds_until_it_ends()
     count = len(notes)
     server.readiness.beat(0.0)
     assert len(notes) == count and notes[-1]["state"] == "ready"
+
+
+class _Meanwhile(Provider):
+    """Searchable from its first batch on: it says so, then builds until let go."""
+
+    info = ProviderInfo(name="meanwhile", version="1.0")
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+
+    def warm(self, progress: Progress) -> None:
+        progress(1, 4, phase="embed")
+        progress.answer_meanwhile()
+        self.open.wait(60)  # a hang guard: the test opens it
+        progress(4, 4, phase="embed")
+
+    async def query(self, query: ContextQuery) -> list[Any]:
+        return [make_frame(id="m", kind="fact", title="t", content="c", citation_label="m")]
+
+
+@pytest.mark.anyio
+async def test_a_warm_up_answering_meanwhile_says_so_at_once_and_in_each_answer() -> None:
+    provider = _Meanwhile()
+    server = ProviderServer(provider)
+    notes: list[dict[str, Any]] = []
+    answering, ended = anyio.Event(), anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def notify(line: bytes) -> None:
+        note = json.loads(line)["params"]  # judged by itself (two threads call this)
+        notes.append(note)
+        if note.get("answering"):
+            anyio.from_thread.run_sync(answering.set, token=token)
+        if note["state"] != "warming":
+            anyio.from_thread.run_sync(ended.set, token=token)
+
+    server.start_warming(notify)
+    with anyio.fail_after(30):  # a hang guard
+        await answering.wait()  # said at once, not at the next step or beat
+        meanwhile = await _ask(server, _req("context/query", _QUERY, 1))
+        provider.open.set()
+        await ended.wait()
+    said = [n for n in notes if n.get("answering")]
+    assert said[0] == {
+        "state": "warming",
+        "phase": "embed",
+        "done": 1,
+        "total": 4,
+        "answering": True,
+    }
+    assert "answering" not in notes[-1] and notes[-1]["state"] == "ready"
+    result = meanwhile["result"]
+    assert [f["id"] for f in result["frames"]] == ["m"]
+    assert result["warming"] == {"phase": "embed", "done": 1, "total": 4}
+    whole = await _ask(server, _req("context/query", _QUERY, 2))
+    assert "warming" not in whole["result"]
