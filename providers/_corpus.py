@@ -5,7 +5,8 @@ owns which files are read (``.gitignore`` at every level, include/exclude
 globs, no binaries, no huge files, never a file that holds credentials, no
 lockfile or generated file unless an include glob names it (nor an HTML or man page
 rendered from a doc it reads), no tagged cache or hostd state directory,
-no ``vendor/`` unless ``.hostdignore`` brings it back), what it tells a user about
+no ``vendor/``, package metadata or SVG picture unless ``.hostdignore`` brings it
+back), what it tells a user about
 the files left out, and the verdict on a held chunk (V3, V4);
 how a file becomes chunks is ``_chunk``'s, one chunker for both providers (a Jupyter
 notebook its cells' text, ``chunk_notebook``). It knows nothing about ranking or
@@ -96,9 +97,23 @@ DEFAULT_MAX_FILE_BYTES = 1 << 20
 #: its cells' text: its outputs, never indexed, are most of its size (a few plots
 #: saved as base64 take megabytes), so its file size says little of what it would add.
 NOTEBOOK_READ_FACTOR = 16
-# Never indexed, whatever the ignore files say: VCS internals and tool caches.
+# Never indexed, whatever the ignore files say: VCS internals, tool caches, and what
+# tools install: virtualenvs (tox's and nox's hold one per environment, as .venv is
+# one), node_modules, and setuptools' .eggs/ (the build dependencies it downloaded).
 _ALWAYS_SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".mypy_cache", ".ruff_cache"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".venv",
+        ".tox",
+        ".nox",
+        "node_modules",
+        ".eggs",
+        ".mypy_cache",
+        ".ruff_cache",
+    }
 )
 # Never entered, whatever the ignore files say or the directory is called: one that holds
 # a tag file of this name beginning with these bytes. ``CACHEDIR.TAG`` is the cache
@@ -120,11 +135,16 @@ IGNORE_FILE = ".hostdignore"
 
 # Ignored as if every root ``.hostdignore`` began with these lines, so a ``!vendor/``
 # line there brings them back: third-party copies (Go's, Composer's, Bundler's vendor/),
-# which are not the project's code and crowd it out of a ranking; and the ignore files
-# themselves, hostd's settings (as ``hostd init`` keeps ``hostd.toml`` out), which are
-# no evidence about the project: a goal that shares a word with a directory they name
-# would otherwise be answered with the line that hides it.
-_DEFAULT_IGNORES = ("vendor/", IGNORE_FILE)
+# which are not the project's code and crowd it out of a ranking; a Python package's
+# metadata that setuptools and pip write (``*.egg-info/``, ``*.dist-info/``: an sdist
+# ships one), whose ``SOURCES.txt`` lists every file's name and so matches every goal
+# that names one; SVG pictures, whose XML is path data, no evidence a model can use; and
+# the ignore files themselves, hostd's settings (as ``hostd init`` keeps ``hostd.toml``
+# out), which are no evidence about the project: a goal that shares a word with a
+# directory they name would otherwise be answered with the line that hides it. Not
+# ``build/``: many projects keep their build scripts and packaging there (Chromium's,
+# the Go project layout's), and a build's output is in the ``.gitignore`` already.
+_DEFAULT_IGNORES = ("vendor/", "*.egg-info/", "*.dist-info/", "*.svg", IGNORE_FILE)
 
 # Never indexed, whatever the ignore files, --include or --no-gitignore say: files that
 # hold credentials by convention, so a project with no (or a thin) .gitignore never sends

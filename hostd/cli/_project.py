@@ -186,9 +186,10 @@ def render_project_config(
         lines += [
             "",
             "# Lexical search (BM25) over the project's text files: .gitignore files are",
-            "# honoured at every level; VCS, tool, cache and vendor/ directories and binary",
-            "# files skipped; a .hostdignore (the same syntax) keeps paths out of this and",
-            "# semantic both (a !vendor/ line in it brings vendor/ back).",
+            "# honoured at every level; VCS, tool, cache and vendor/ directories, package",
+            "# metadata (*.egg-info/, *.dist-info/), SVG pictures and binary files skipped;",
+            "# a .hostdignore (the same syntax) keeps paths out of this and semantic both",
+            "# (a !vendor/ or !*.svg line in it brings those back).",
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
             'command = ["python", "-m", "providers.files", "--root", ".", '

@@ -1,6 +1,7 @@
 """What the corpus walk enters and what its ready line says about the rest: a tagged
-cache directory or hostd's own state directory is never entered, ``vendor/`` is left
-out unless ``.hostdignore`` brings it back, git's index is not read (``.hostdignore``
+cache directory or hostd's own state directory is never entered, nor a Python tool's
+virtualenv, ``vendor/``, package metadata and SVG pictures are left out unless
+``.hostdignore`` brings them back, git's index is not read (``.hostdignore``
 is the way back for a force-added file), and the files left out are counted against
 the files seen, binaries apart, a few of each named."""
 
@@ -134,6 +135,39 @@ def test_vendor_is_left_out_at_any_depth_unless_hostdignore_brings_it_back(
         "vendor/github.com/x/y/y.go",
         "svc/vendor/z/z.go",
     }
+
+
+def test_package_metadata_and_svg_pictures_are_left_out_unless_hostdignore_brings_them_back(
+    tmp_path: Path,
+) -> None:
+    # As in Django's sdist: SOURCES.txt names every file, so it matched every goal.
+    root = tmp_path / "p"
+    _write(root, "django/db/models/query.py")
+    _write(root, "Django.egg-info/SOURCES.txt", f"django/{WORD}.py\n")
+    _write(root, "site-packages/six-1.16.0.dist-info/METADATA", f"Summary: {WORD}\n")
+    _write(root, "docs/internals/_images/triage_process.svg", f"<svg><title>{WORD}</title>\n")
+    _write(root, "docs/egg-info.md")  # a file of that name is no package metadata
+    own = {"django/db/models/query.py", "docs/egg-info.md"}
+    assert _rels(root) == own
+    assert _rels(root, honour_gitignore=False) == own
+    _write(root, IGNORE_FILE, "!*.egg-info/\n!*.svg\n")
+    assert _rels(root) == own | {
+        "Django.egg-info/SOURCES.txt",
+        "docs/internals/_images/triage_process.svg",
+    }
+
+
+def test_the_virtualenvs_and_downloads_of_python_tools_are_never_indexed(tmp_path: Path) -> None:
+    # No .gitignore keeps them out here (an sdist has none), and no ignore line brings
+    # them back: they are installed third-party packages, as .venv is.
+    root = tmp_path / "p"
+    _write(root, "setup.py")
+    _write(root, ".tox/py311/lib/python3.11/site-packages/six.py")
+    _write(root, ".nox/tests/lib/python3.11/site-packages/six.py")
+    _write(root, ".eggs/setuptools_scm-8.0.egg/setuptools_scm/git.py")
+    _write(root, IGNORE_FILE, "!.tox/\n!.nox/\n!.eggs/\n")
+    assert _rels(root) == {"setup.py"}
+    assert _rels(root, honour_gitignore=False) == {"setup.py"}
 
 
 def test_the_ignore_files_of_hostd_are_settings_not_evidence(tmp_path: Path) -> None:
