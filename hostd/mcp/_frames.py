@@ -24,11 +24,12 @@ a provider would:
   is none;
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
   [0, 1) (F1; provider-local and ordinal, F10), by the terms the ``files`` provider
-  searches for (``hostd.chunking.tokenize``: no stop words, an identifier's
-  camelCase parts too). Only the query's terms are counted, one regex pass per piece
-  (and one for its camelCase identifiers): a full index (``bm25s``, as the ``files``
-  provider keeps one) would build a vocabulary of every word served to answer one
-  query, and could not stop halfway;
+  searches for (``hostd.chunking.tokenize``: no stop words, an identifier whole and
+  by its snake_case and camelCase parts), counted in a piece as ``tokenize`` counts
+  them. Only the query's terms are counted: one regex pass per piece finds the words
+  that hold one, and only those are tokenized; a full index (``bm25s``, as the
+  ``files`` provider keeps one) would build a vocabulary of every word served to
+  answer one query, and could not stop halfway;
 - **pack**: best first (ties by source, then position in its text), under
   ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
   of the configured kind only (Q1); ``truncated`` when something eligible was left
@@ -58,7 +59,6 @@ from hostd.chunking import (
     MODEL_WINDOW,
     Sections,
     TextChunk,
-    camel_parts,
     chunk_text,
     estimate_pieces,
     file_sections,
@@ -111,12 +111,6 @@ _NOTHING_RE = re.compile(
     r"(?:\s+(?:were\s+)?found)?(?:\s+for\s+[^\n]{0,80})?[.!]?"
     r"|nothing\s+(?:was\s+)?found[.!]?",
     re.IGNORECASE,
-)
-#: A run of ASCII letters with a camelCase boundary in it (``getUserName``, ``HTTPServer``),
-#: alone between non-letters: the identifiers (or their parts between ``_`` and digits)
-#: ``tokenize`` splits into parts that the lower-cased search cannot see.
-_CAMEL_WORD_RE = re.compile(
-    r"(?<![^\W\d_])(?=[A-Za-z]*(?:[a-z][A-Z]|[A-Z][A-Z][a-z]))[A-Za-z]+(?![^\W\d_])"
 )
 #: Where a line of prose may be cut into parts: after a sentence's end and its spaces.
 _SENTENCE_END_RE = re.compile(r"[.!?][\"')\]]*[ \t]+")
@@ -432,33 +426,54 @@ def _never() -> None:
 class _Bm25:
     """BM25 of one query over a set of pieces: the query's terms as the ``files``
     provider's tokenizer makes them (``tokenize``: stop words out, so a piece that
-    holds only "how", "does" and "the" of the goal matches nothing), found in a piece
-    by one regex pass over the words that make them (``surface_forms``), and the
-    statistics (IDF, mean length) a part of a piece is scored by too. A piece's length
-    is its characters, which BM25 only uses as a ratio to the mean."""
+    holds only "how", "does" and "the" of the goal matches nothing), counted in a piece
+    as ``tokenize`` counts them, and the statistics (IDF, mean length) a part of a piece
+    is scored by too. A piece's length is its characters, which BM25 only uses as a
+    ratio to the mean."""
 
     def __init__(self, query: str) -> None:
         self.terms = sorted(set(tokenize(query)))
-        self._term_of = {f: k for k, t in enumerate(self.terms) for f in surface_forms(t)}
-        words = "|".join(re.escape(f) for f in sorted(self._term_of, key=len, reverse=True))
-        # A term is a word, or a part of one between digits or ``_`` (as ``tokenize``
-        # splits identifiers), never letters inside a longer word. The text is searched
-        # lower-cased, which hides a camelCase identifier's parts: ``counts`` adds them.
-        self._find = re.compile(r"(?<![^\W\d_])(?:" + words + r")(?![^\W\d_])").findall
+        self._index = {t: k for k, t in enumerate(self.terms)}
+        forms = sorted({f for t in self.terms for f in surface_forms(t)}, key=len, reverse=True)
+        # A run of word characters (``\w``: letters, digits, ``_``) that holds one of the
+        # words a query term is made of (``surface_forms``) anywhere in it. ``tokenize``
+        # never makes a term across such runs, so the terms of a text are those of its
+        # runs, and a run that holds none of these words holds none of the query's
+        # terms: only the runs found are tokenized, one regex pass finds them.
+        words = "|".join(re.escape(f) for f in forms)
+        self._runs = re.compile(r"(?<!\w)\w*?(?:" + words + r")\w*").finditer
+        #: Each run tokenized, by its text: the query terms it holds (as their places in
+        #: ``terms``). Identifiers recur across the pieces of one answer; a query with a
+        #: short term (``x``, ``c``) finds most runs, and tokenizes each once.
+        self._held: dict[str, list[int]] = {}
         self.idf = np.zeros(len(self.terms))
         self.mean_length = 1.0
 
     def counts(self, text: str) -> list[int]:
-        """How often each query term is in ``text``: its words, and the parts of its
-        camelCase identifiers, as ``tokenize`` counts them (``getUserName``: user, name)."""
+        """How often each query term is in ``text``, as ``tokenize`` counts it: a word,
+        an identifier whole, and the snake_case and camelCase parts of an identifier
+        (``prefetch_related(``: prefetch_related, prefetch, related; ``getUserName``:
+        getusername, get, user, name), never letters inside a longer part."""
         row = [0] * len(self.terms)
-        words = self._find(text.lower())
-        term_of = self._term_of
-        for m in _CAMEL_WORD_RE.finditer(text):
-            words.extend(p for p in camel_parts(m.group()) if p in term_of)
-        for word, n in Counter(words).items():
-            row[term_of[word]] += n
+        lower = text.lower()
+        if len(lower) != len(text):  # a letter whose lower case is longer (``İ``): rare
+            for k in self._of(tokenize(text)):
+                row[k] += 1
+            return row
+        held = self._held
+        for m in self._runs(lower):  # at ``text``'s offsets: no letter changed its length
+            run = text[m.start() : m.end()]
+            found = held.get(run)
+            if found is None:
+                found = held[run] = self._of(tokenize(run))
+            for k in found:
+                row[k] += 1
         return row
+
+    def _of(self, terms: Iterable[str]) -> list[int]:
+        """The places in ``self.terms`` of those of ``terms`` that the query holds."""
+        index = self._index
+        return [index[t] for t in terms if t in index]
 
     def fit(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Every piece's score in [0, 1) from its term counts (a row per piece); keeps

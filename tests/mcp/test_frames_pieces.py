@@ -91,6 +91,37 @@ def test_a_camel_case_identifier_s_parts_count_as_the_files_tokenizer_counts_the
     assert bm25.counts(text) == [found[t] for t in bm25.terms]
 
 
+def test_a_snake_case_goal_counts_whole_and_by_its_parts_as_the_files_tokenizer_does() -> None:
+    bm25 = _Bm25("prefetch_related")
+    assert bm25.terms == sorted(set(tokenize("prefetch_related")))  # whole, prefetch, related
+    for text in (
+        "qs.prefetch_related('books')",  # whole and both parts
+        "get_prefetch_related_objects",  # the parts only: the whole word is another
+        "prefetch related",  # the parts only
+        "utf8 prefetch2_related",
+    ):
+        found = Counter(tokenize(text))
+        assert bm25.counts(text) == [found[t] for t in bm25.terms], text
+
+
+# Fragments that join into words, identifiers and numbers (a digit run is one term,
+# "18" holds no "8"); with and without separators between them.
+_FRAGMENTS = ["prefetch", "related", "Related", "user", "Name", "HTTP", "utf", "8", "18", "x"]
+
+
+@given(
+    st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4),
+    st.lists(st.tuples(st.sampled_from(_FRAGMENTS), st.sampled_from(["", "_", " ", "(", "."]))),
+)
+def test_any_goal_counts_in_any_text_as_the_files_tokenizer_counts_it(
+    goal: list[str], text: list[tuple[str, str]]
+) -> None:
+    bm25 = _Bm25("_".join(goal))
+    served = "".join(f + sep for f, sep in text)
+    found = Counter(tokenize(served))
+    assert bm25.counts(served) == [found[t] for t in bm25.terms]
+
+
 def test_a_camel_case_name_matches_a_goal_in_words() -> None:
     doc = Document(method="resources/read", text="def getUserName(): ...", uri="memo://a")
     (frame,) = frames_for([doc], _query("user name"), kind="doc", server="s").frames
