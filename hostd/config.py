@@ -20,7 +20,7 @@ import pkgutil
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -36,7 +36,7 @@ from pydantic import (
 
 from hostd._discovery import CONFIG_NAME, EMBEDDED_CONFIG, find_config
 from hostd.errors import ConfigError, did_you_mean
-from hostd.protocol import sha256_digest
+from hostd.protocol import is_loopback_host, sha256_digest
 
 __all__ = [
     "CONFIG_NAME",
@@ -467,6 +467,61 @@ class McpSettings(_Section):
     egress_scopes: list[str] = Field(default_factory=list)
 
 
+# A URL in a string (a scheme, then up to a space or a quote): where a ``fetch`` tool
+# would send what ``{query}`` or ``{goal}`` fills in.
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]*")
+_PLACEHOLDERS = ("{query}", "{goal}")
+
+
+def _query_sent_off(mcp: McpSettings) -> tuple[str, str, str] | None:
+    """The first tool argument that puts the query into a URL whose host is not this
+    machine: its key under the mcp table, the placeholder and that host; ``None`` when
+    none does.
+
+    A tool that is given the query is no egress by itself: a local server (a code
+    search, a notes store) keeps it here, and hostd cannot know where a server sends
+    what it gets. A URL template says where, as a ``fetch`` tool's ``url =
+    "https://search.example/?q={query}"`` does: the goal leaves the machine, which
+    ``egress`` must declare (C1). Judged on the text, as C7 judges a provider's URL:
+    loopback (``is_loopback_host``) and a URL with no host (``file:///``) stay here."""
+    calls = [
+        ("arguments", mcp.arguments),
+        *((f"tools[{n}].arguments", t.arguments) for n, t in enumerate(mcp.tools)),
+    ]
+    for key, arguments in calls:
+        for at, value in _strings(arguments, key):
+            for url in _URL_RE.findall(value):
+                placeholder = next((p for p in _PLACEHOLDERS if p in url), None)
+                host = _url_host(url)
+                if placeholder is not None and host and not is_loopback_host(host):
+                    return at, placeholder, host
+    return None
+
+
+def _url_host(url: str) -> str:
+    """A URL's host (``""`` for none), without the user and password it may name, which
+    an error must never show, nor the port."""
+    authority = re.split(r"[/?#]", url.partition("://")[2], maxsplit=1)[0]
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):  # an IPv6 address: its colons are no port's
+        return host.partition("]")[0] + "]"
+    return host.partition(":")[0].lower()
+
+
+def _strings(value: object, key: str) -> Iterator[tuple[str, str]]:
+    """Every string in ``value`` at any depth, as ``render_arguments`` fills them, with
+    its key (``arguments.url``, ``tools[1].arguments.urls[0]``)."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            name = k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+            yield from _strings(v, f"{key}.{name}")
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            yield from _strings(v, f"{key}[{n}]")
+
+
 class ProviderSettings(_Section):
     id: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")]
     #: A child process's argv, or ``url``: a remote provider (docs/remote.md).
@@ -499,6 +554,15 @@ class ProviderSettings(_Section):
     def _mcp_table(self) -> ProviderSettings:
         if self.mcp is not None and self.binding != "mcp":
             raise ValueError('mcp: only for binding = "mcp"')
+        if self.mcp is not None and not self.mcp.egress:
+            sent = _query_sent_off(self.mcp)
+            if sent is not None:
+                key, placeholder, host = sent
+                raise ValueError(
+                    f"mcp.{key} puts {placeholder} into a URL to {host}, off this machine, "
+                    "so the server sends it there: set egress = true in the mcp table (a "
+                    f"query is then sent once you grant it: hostd consent grant {self.id} egress)"
+                )
         # The binding registry decides whether it may be remote.
         from hostd.transport import binding_problem
 
