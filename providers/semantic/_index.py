@@ -267,20 +267,29 @@ class SemanticIndex:
             prior = {id(c): k for c, k in zip(before.chunks, before.keys, strict=True)}
         keys = [prior.get(id(c)) or sha256_digest(_embed_input(c).encode("utf-8")) for c in chunks]
         cached = self.cache.get_many([k for k in dict.fromkeys(keys) if k not in known])
-        matrix = np.empty((len(chunks), self.embedder.dim), dtype=np.float32)
         order: list[int] = []
         missing: list[int] = []
+        rows: list[int] = []  # each kept chunk's row in ``before.matrix``; -1: the cache's
+        fresh: list[tuple[int, Vectors]] = []  # the cache's vectors, by row of the new matrix
         for i, key in enumerate(keys):
-            row = known.get(key)
-            if row is not None:
-                assert before is not None
-                matrix[len(order)] = before.matrix[row]
-            elif key in cached:
-                matrix[len(order)] = cached[key]
-            else:
-                missing.append(i)
-                continue
+            row = known.get(key, -1)
+            if row < 0:
+                vector = cached.get(key)
+                if vector is None:
+                    missing.append(i)
+                    continue
+                fresh.append((len(order), vector))
+            rows.append(row)
             order.append(i)
+        matrix = np.empty((len(chunks), self.embedder.dim), dtype=np.float32)
+        if before is not None and known:
+            # One gather of the kept rows straight into the new matrix: at 120k chunks a
+            # row at a time took most of a re-plan, which queries wait for (lock held).
+            # A row of the cache's (-1) takes row 0 here ("clip": and no buffered copy of
+            # the output, which "raise" makes) and is overwritten below.
+            np.take(before.matrix, rows, axis=0, out=matrix[: len(rows)], mode="clip")
+        for row, vector in fresh:  # separate arrays: a stack of them would be a 2nd copy
+            matrix[row] = vector
         missing.sort(key=lambda i: embed_rank(chunks[i]))  # stable: by path within a rank
         return _Plan(chunks, keys, matrix, order, missing)
 
