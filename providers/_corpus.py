@@ -138,13 +138,22 @@ IGNORE_FILE = ".hostdignore"
 # which are not the project's code and crowd it out of a ranking; a Python package's
 # metadata that setuptools and pip write (``*.egg-info/``, ``*.dist-info/``: an sdist
 # ships one), whose ``SOURCES.txt`` lists every file's name and so matches every goal
-# that names one; SVG pictures, whose XML is path data, no evidence a model can use; and
-# the ignore files themselves, hostd's settings (as ``hostd init`` keeps ``hostd.toml``
-# out), which are no evidence about the project: a goal that shares a word with a
-# directory they name would otherwise be answered with the line that hides it. Not
-# ``build/``: many projects keep their build scripts and packaging there (Chromium's,
-# the Go project layout's), and a build's output is in the ``.gitignore`` already.
-_DEFAULT_IGNORES = ("vendor/", "*.egg-info/", "*.dist-info/", "*.svg", IGNORE_FILE)
+# that names one, and the ``PKG-INFO`` at an sdist's root (that metadata again, with a
+# copy of the README, so a goal about the README was answered twice); SVG pictures,
+# whose XML is path data, no evidence a model can use; and the ignore files themselves,
+# hostd's settings (as ``hostd init`` keeps ``hostd.toml`` out), which are no evidence
+# about the project: a goal that shares a word with a directory they name would
+# otherwise be answered with the line that hides it. Not ``build/``: many projects keep
+# their build scripts and packaging there (Chromium's, the Go project layout's), and a
+# build's output is in the ``.gitignore`` already.
+_DEFAULT_IGNORES = (
+    "vendor/",
+    "*.egg-info/",
+    "*.dist-info/",
+    "/PKG-INFO",
+    "*.svg",
+    IGNORE_FILE,
+)
 
 # Never indexed, whatever the ignore files, --include or --no-gitignore say: files that
 # hold credentials by convention, so a project with no (or a thin) .gitignore never sends

@@ -187,9 +187,9 @@ def render_project_config(
             "",
             "# Lexical search (BM25) over the project's text files: .gitignore files are",
             "# honoured at every level; VCS, tool, cache and vendor/ directories, package",
-            "# metadata (*.egg-info/, *.dist-info/), SVG pictures and binary files skipped;",
-            "# a .hostdignore (the same syntax) keeps paths out of this and semantic both",
-            "# (a !vendor/ or !*.svg line in it brings those back).",
+            "# metadata (*.egg-info/, *.dist-info/, an sdist's PKG-INFO), SVG pictures and",
+            "# binary files skipped; a .hostdignore (the same syntax) keeps paths out of",
+            "# this and semantic both (a !vendor/ or !*.svg line in it brings those back).",
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
             'command = ["python", "-m", "providers.files", "--root", ".", '

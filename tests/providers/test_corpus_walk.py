@@ -146,12 +146,15 @@ def test_package_metadata_and_svg_pictures_are_left_out_unless_hostdignore_bring
     _write(root, "Django.egg-info/SOURCES.txt", f"django/{WORD}.py\n")
     _write(root, "site-packages/six-1.16.0.dist-info/METADATA", f"Summary: {WORD}\n")
     _write(root, "docs/internals/_images/triage_process.svg", f"<svg><title>{WORD}</title>\n")
+    _write(root, "PKG-INFO", f"Metadata-Version: 2.1\nSummary: {WORD}\n")  # the sdist's
     _write(root, "docs/egg-info.md")  # a file of that name is no package metadata
-    own = {"django/db/models/query.py", "docs/egg-info.md"}
+    _write(root, "docs/PKG-INFO")  # only the root's is the sdist's
+    own = {"django/db/models/query.py", "docs/egg-info.md", "docs/PKG-INFO"}
     assert _rels(root) == own
     assert _rels(root, honour_gitignore=False) == own
-    _write(root, IGNORE_FILE, "!*.egg-info/\n!*.svg\n")
+    _write(root, IGNORE_FILE, "!*.egg-info/\n!*.svg\n!/PKG-INFO\n")
     assert _rels(root) == own | {
+        "PKG-INFO",
         "Django.egg-info/SOURCES.txt",
         "docs/internals/_images/triage_process.svg",
     }
