@@ -573,8 +573,10 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
         contextlib.AsyncExitStack() as stack,
     ):
         if where is None:
-            # Long-lived: providers start as the config says, while the SDK is imported.
-            s = await stack.enter_async_context(session(cfg, None, boot=False))
+            # Long-lived: providers start as the config says, behind the SDK's import and
+            # the first MCP lines, so the client's initialize never waits for a handshake;
+            # a call made meanwhile joins their start, as a serving daemon's request does.
+            s = await stack.enter_async_context(session(cfg, None, boot=False, behind=True))
         else:
             # Connected at the first call, and again after the daemon restarts.
             s = await stack.enter_async_context(
@@ -584,8 +586,8 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
                 )
             )
         serve_mcp = await server()
-        # Once the SDK is in (its modules, its models' schemas) and the providers have
-        # started: both live as long as the process.
+        # Once the SDK is in (its modules, its models' schemas): it lives as long as
+        # the process.
         _freeze_boot_heap()
         stdio = await open_stdio(0, wire)
         try:

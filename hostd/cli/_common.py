@@ -223,12 +223,15 @@ async def session(
     bars: ProgressListener | None = None,
     *,
     boot: bool = True,
+    behind: bool = False,
     wait: float = DEFAULT_WAIT_S,
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
-    the daemon for it per request) and is closed at the end. ``wait``: how long a
-    ``--connect`` waits for a daemon that is starting."""
+    the daemon for it per request) and is closed at the end. ``behind`` (in-process,
+    ``boot=False``): a ``boot`` config's providers start behind the block, not before it
+    (``Daemon.local``). ``wait``: how long a ``--connect`` waits for a daemon that is
+    starting."""
     if connect is not None:
         path = Path(connect) if connect else cfg.socket_path
         async with contextlib.AsyncExitStack() as stack:
@@ -256,7 +259,7 @@ async def session(
                 update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
             )
         daemon = Daemon(cfg)
-        async with daemon.local() as local:
+        async with daemon.local(behind=behind) as local:
             if bars is not None and daemon.host is not None:
                 daemon.host.pool.progress_listeners.append(bars)
             try:

@@ -152,7 +152,7 @@ def _degraded(row: dict[str, Any]) -> bool:
     """A provider no request gets all its evidence from until something changes: down
     (crashed, failed, its warm-up included), lacking consent, or up but failing its
     last ``FAILING_LEGS`` queries, or answering each of them short (an MCP tool of its
-    failing every time). Warming and idle are not."""
+    failing every time). Warming, starting and idle are not."""
     health = row.get("health") or {}
     return (
         row.get("state") in ("crashed", "failed")

@@ -66,6 +66,9 @@ class ProviderState(StrEnum):
     # cool-down or a restart (a refused one also until its credential changes)
     STOPPED = "stopped"  # the host shut it down
     WARMING = "warming"  # running and handshaken, building its index (not a fault)
+    # Reported only (``Slot.state``), never recorded: its first start is under way, not
+    # handshaken yet (a daemon or ``hostd mcp`` that starts its providers behind serving).
+    STARTING = "starting"
 
 
 class StartAction(StrEnum):

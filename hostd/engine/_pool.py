@@ -184,8 +184,11 @@ class Slot:
     def state(self) -> ProviderState:
         """The recorded state, or ``crashed`` for a process that died since its last leg,
         ``warming`` for a running one that is not ready yet, ``failed`` for one whose
-        warm-up failed (it runs, and refuses every query: its progress says why)."""
+        warm-up failed (it runs, and refuses every query: its progress says why),
+        ``starting`` for one never started whose first start is under way."""
         state = self.health.state
+        if state is ProviderState.IDLE and self.starting is not None:
+            return ProviderState.STARTING
         if state is ProviderState.READY:
             if self.conn is None or not self.conn.alive:
                 return ProviderState.CRASHED

@@ -212,13 +212,40 @@ class Daemon:
     # -- in-process use (the CLI's one-shot commands) ------------------------------------
 
     @contextlib.asynccontextmanager
-    async def local(self) -> AsyncIterator[LocalSession]:
-        """Start the host without listeners; yield a session that dispatches in-process."""
+    async def local(self, *, behind: bool = False) -> AsyncIterator[LocalSession]:
+        """Start the host without listeners; yield a session that dispatches in-process.
+        ``behind`` (``hostd mcp``): a ``boot`` config's providers start as the block
+        begins, not before it, as a serving daemon's do (``run``), so the session answers
+        at once and a request made meanwhile joins their start."""
+        boot = self._boots_behind() if behind else False
         try:
-            async with self._engine():
-                yield LocalSession(self)
+            async with self._engine("lazy" if boot else None):
+                # The block's own exception is not fed to the task group (it would come
+                # back wrapped in an ExceptionGroup): the stack is closed with none.
+                starts = contextlib.AsyncExitStack()
+                if boot:
+                    tg = await starts.enter_async_context(anyio.create_task_group())
+                    self._start_behind(tg)
+                    starts.callback(tg.cancel_scope.cancel)  # a start's wait, not the start
+                try:
+                    yield LocalSession(self)
+                finally:
+                    await starts.aclose()
         finally:
             await self._close_shadow()
+
+    def _boots_behind(self) -> bool:
+        """Whether the providers start behind serving: ``boot`` configs, opened lazily and
+        started once serving begins (a test's own host is left as it starts)."""
+        return self.config.host.start_providers == "boot" and self._host_factory is None
+
+    def _start_behind(self, tg: anyio.abc.TaskGroup) -> None:
+        """Start every provider, and the reranker, in ``tg``: a request that arrives
+        meanwhile joins the start, so one with a timeout_ms is answered within it (its leg
+        ``warming``) instead of waiting for every handshake."""
+        tg.start_soon(self.host.start_all)
+        if self.reranker is not None:  # a slow model load never holds serving back
+            tg.start_soon(self.reranker.start_all)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -293,10 +320,8 @@ class Daemon:
                     if isinstance(address, tuple):
                         self.tcp_address = (str(address[0]), int(address[1]))
                     listeners.append(("tcp", cast(SocketListener, sub)))
-            # "boot" starts every provider as serving begins, not before: a request that
-            # arrives meanwhile joins the start, so one with a timeout_ms is answered
-            # within it (its leg ``warming``) instead of waiting for every handshake.
-            boot = cfg.host.start_providers == "boot" and self._host_factory is None
+            # "boot" starts every provider as serving begins, not before (``_start_behind``).
+            boot = self._boots_behind()
             async with self._engine("lazy" if boot else None):
                 await self._serve(listeners, wire_fd, token, handle_signals, ready, boot)
                 # A connect while the providers stop is refused at once, never left waiting.
@@ -340,10 +365,8 @@ class Daemon:
                     conns.start_soon(self._serve_stdio, wire_fd)
                 if self._socket_identity is not None and self.config.host.socket_check_s:
                     conns.start_soon(self._watch_socket, listeners, accepting, conns, wire_fd)
-                if boot:  # the reranker too: a slow model load never holds serving back
-                    conns.start_soon(self.host.start_all)
-                    if self.reranker is not None:
-                        conns.start_soon(self.reranker.start_all)
+                if boot:
+                    self._start_behind(conns)
                 log.info(
                     "host.serving",
                     config=self.config.source,  # which file (discovery), in the first line

@@ -277,7 +277,13 @@ def test_status_calls_a_provider_degraded_when_no_request_gets_its_evidence() ->
     ready = {"id": "p", "state": "ready", "health": {}}
     assert not _degraded(ready)
     assert _degraded({**ready, "consent_missing": ["egress"]})
-    for state, down in [("warming", False), ("idle", False), ("crashed", True), ("failed", True)]:
+    for state, down in [
+        ("warming", False),
+        ("starting", False),
+        ("idle", False),
+        ("crashed", True),
+        ("failed", True),
+    ]:
         assert _degraded({**ready, "state": state}) is down, state
 
 
@@ -287,7 +293,7 @@ def test_a_provider_whose_warm_up_failed_is_failed_with_why(tmp_path: Path) -> N
     config, child = _serving_one(tmp_path, "tickets", cold)
     try:
         with Client.connect(tmp_path / "run" / "s.sock") as client:
-            while _state(client.providers(), "tickets") in ("idle", "warming"):
+            while _state(client.providers(), "tickets") in ("idle", "starting", "warming"):
                 client.call("host/status")  # its warm-up's end: an event the row shows
             assert _state(client.providers(), "tickets") == "failed"
         shown = run_hostd("--config", str(config), "status")

@@ -20,10 +20,13 @@ from typing import Any
 import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client
 
 from hostd.cli._commands import _loading
+from tests.server.conftest import marked_processes
 
-from ._harness import ROOT, write_config
+from ._harness import ROOT, hostd_mcp, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -130,3 +133,83 @@ async def test_the_blocks_own_error_comes_out_as_it_is() -> None:
     with anyio.fail_after(_GUARD_S), pytest.raises(LookupError, match="refused"):
         async with _loading(lambda: None, _ignore):
             raise LookupError("refused")
+
+
+def _held_table(gate: Path, started: Path | None = None) -> str:
+    """A provider that answers no handshake until ``gate`` exists (after writing a line
+    to the pipe ``started``, when given), with a start deadline beyond every guard."""
+    args = ["python", "-m", "tests.fixtures.warming_provider", "--handshake-gate", str(gate)]
+    if started is not None:
+        args += ["--started", str(started)]
+    return (
+        f'[[provider]]\nid = "held"\ncommand = {json.dumps(args)}\n'
+        f'start_timeout_s = 600\ntimeout_ms = 600000\ncwd = "{ROOT}"\n'
+    )
+
+
+async def test_initialize_is_answered_while_a_provider_handshake_is_held(
+    workdir: Path, marker: str
+) -> None:
+    """The providers start behind the server: the SDK client's ``initialize`` and
+    ``tools/list`` are answered while a provider's handshake is held, the provider is
+    listed ``starting``, and a composition asked meanwhile joins its start: the test
+    lets the handshake through only once the composition has begun (its first progress
+    note), and the composition gets that provider's frame. Started before serving, as
+    they were, the provider held ``initialize`` until its handshake."""
+    gate = workdir / f"gate-{marker}"
+    config = write_config(workdir, marker, {}, extra=_held_table(gate))
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        gate.touch()  # the composition runs: the handshake may come now
+
+    with anyio.fail_after(_GUARD_S):
+        async with stdio_client(hostd_mcp(config)) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                listed = await session.call_tool("list_providers", {})
+                held = not gate.exists()
+                result = await session.call_tool(
+                    "compose_context", {"goal": "warm"}, progress_callback=on_progress
+                )
+    assert [t.name for t in tools.tools][0] == "compose_context"
+    assert held  # nothing above let the handshake through
+    assert listed.structured_content is not None
+    (row,) = listed.structured_content["providers"]
+    assert row["id"] == "held" and row["state"] == "starting", row
+    assert result.is_error is False, result
+    assert result.structured_content is not None
+    (leg,) = result.structured_content["providers"]
+    assert leg["provider_id"] == "held" and leg["status"] == "ok", leg
+    assert [c["frame"]["provider_id"] for c in result.structured_content["citations"]] == ["held"]
+
+
+async def test_stdin_closed_while_a_provider_starts_ends_the_server_and_the_provider(
+    workdir: Path, marker: str
+) -> None:
+    """A client that goes away while a provider's handshake is still held: ``hostd mcp``
+    exits 0 at once and the provider's process is stopped, not left behind. Before, the
+    server read nothing until that handshake (up to its start deadline)."""
+    gate, started = workdir / f"gate-{marker}", workdir / "started"
+    os.mkfifo(started)
+    config = write_config(workdir, marker, {}, extra=_held_table(gate, started))
+    command = [sys.executable, "-m", "hostd", "--config", str(config), "mcp"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        with anyio.fail_after(_GUARD_S):
+            async with await anyio.open_process(command, cwd=ROOT, env=env) as process:
+                assert process.stdin and process.stdout
+                # Returns once the provider's process runs; its handshake stays held.
+                await anyio.to_thread.run_sync(started.read_text, abandon_on_cancel=True)
+                await process.stdin.send(json.dumps(_INITIALIZE).encode() + b"\n")
+                reply = json.loads(
+                    await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 1 << 20)
+                )
+                await process.stdin.aclose()
+                await process.wait()
+    finally:
+        with contextlib.suppress(OSError):  # a writer left waiting (the guard fired)
+            os.close(os.open(started, os.O_RDWR | os.O_NONBLOCK))
+    assert reply["id"] == 1 and "result" in reply, reply
+    assert process.returncode == 0
+    assert marked_processes(marker) == []
