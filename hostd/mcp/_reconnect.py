@@ -5,11 +5,15 @@ the socket may be restarted. Each call runs on the current connection; a
 connection the daemon closed is replaced by a new one at the next call, so the
 first call after a restart succeeds. While nothing answers at the socket a call
 fails with the opener's error (the CLI's ``no_daemon``, naming the socket), which
-the tools turn into an ``isError`` result, never a dead server. The opener waits for
-a daemon that is starting (``--wait``) only while the last attempt did not fail: once
-a wait found nobody, each call tries the socket once and fails at once, until a
-connection is made again, so a daemon that is down costs the MCP client one wait,
-not one per tool call.
+the tools turn into an ``isError`` result, never a dead server.
+
+The opener waits for a daemon (``--wait``) unless the socket is as the last failed
+open found it: the same file refused again, or still no file. So a daemon lost
+(stopping, crashed, restarting: ``hostd stop && hostd serve`` removes the socket before
+the new one binds it) is waited for once per change at the socket, whichever way it
+went; one that stays down costs the MCP client a wait per change, not one per tool
+call; and a socket that was not there when ``hostd mcp`` began (no daemon started) is
+no reason to wait: the first call says so at once.
 
 Connections are opened by ``open_session`` (the CLI passes ``hostd.client.connect``
 for the socket: this package never imports the client library) and each is held
@@ -19,8 +23,10 @@ open by its own task in one task group, so it is entered and left in one task.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
@@ -51,6 +57,33 @@ Opener = Callable[[bool], AbstractAsyncContextManager[Session]]
 # A write to a connection the daemon has closed: the request never left.
 _UNSENT = (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError)
 
+#: What is at the socket's path: its file's (device, inode), or None for no file.
+Seen = tuple[int, int] | None
+
+
+def socket_seen(where: str) -> Seen:
+    """The file at ``where`` as ``Seen``; one that cannot be looked at is "no file"."""
+    try:
+        st = os.lstat(where)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+@dataclass(frozen=True, slots=True)
+class Nobody:
+    """An open that found no daemon, by what it saw at the socket before it tried."""
+
+    at: Seen
+
+
+def waits(last: Nobody | None, now: Seen) -> bool:
+    """Whether an open waits for a daemon: ``last`` is the last open's failure (None: it
+    succeeded), ``now`` what is at the socket. A change since (a file removed, bound
+    anew) is a daemon stopping or starting, worth a wait; the same state again is a
+    daemon still down, or never started, told at once."""
+    return last is None or last.at != now
+
 
 class _Link:
     __slots__ = ("session", "stop")
@@ -70,8 +103,10 @@ class Reconnecting:
         self._lock = anyio.Lock()
         self._link: _Link | None = None
         self.connects = 0
-        #: Whether the next open may wait for a starting daemon: not after a wait failed.
-        self.patient = True
+        #: The last open's failure (``waits``), None after one that succeeded. At first
+        #: "no file": a socket missing when ``hostd mcp`` begins is a daemon never
+        #: started there, not one restarting.
+        self.nobody: Nobody | None = Nobody(None)
 
     async def call(
         self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
@@ -107,22 +142,25 @@ class Reconnecting:
             if link is not None:
                 self._drop(link)
             link = _Link()
+            seen = await anyio.to_thread.run_sync(socket_seen, self._where)
             try:
-                await self._tg.start(self._hold, link)  # raises the opener's error
-            except Exception:
-                self.patient = False
+                await self._tg.start(self._hold, link, waits(self.nobody, seen))
+            except Exception:  # the opener's error, raised to the call
+                # As this open found it: a change during its wait (a stopping daemon's
+                # socket removed) is a change still, waited for by the next call.
+                self.nobody = Nobody(seen)
                 raise
-            self.patient = True
+            self.nobody = None
             self._link = link
             self.connects += 1
             if self.connects > 1:
                 log.info("mcp.reconnected", socket=self._where, connects=self.connects)
             return link
 
-    async def _hold(self, link: _Link, *, task_status: TaskStatus[None]) -> None:
+    async def _hold(self, link: _Link, patient: bool, *, task_status: TaskStatus[None]) -> None:
         opened = False
         try:
-            async with self._open(self.patient) as session:
+            async with self._open(patient) as session:
                 link.session = session
                 opened = True
                 task_status.started()

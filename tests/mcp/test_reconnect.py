@@ -8,7 +8,9 @@ there (again), the next call succeeds.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,9 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from hostd.errors import NoDaemon
+from hostd.mcp import reconnecting
 
 from ._harness import hostd_mcp, write_config
 
@@ -71,30 +76,78 @@ async def test_connect_follows_the_daemon_through_a_restart(
     assert await second.stop() == 0
 
 
-async def test_a_daemon_found_down_costs_one_wait_not_one_per_call(
+async def test_a_daemon_found_down_costs_one_wait_per_change_at_its_socket(
     start_daemon: Any, workdir: Path, marker: str
 ) -> None:
-    # The first call waits --wait for a daemon that may be starting; once that wait
-    # found nobody, later calls try the socket once and fail at once, until a daemon
-    # answers again; then a lost daemon is waited for again (it may be restarting).
+    # No socket when hostd mcp began: no daemon was started, said at once. Once one
+    # served, its loss is waited for (--wait) once per change at the socket: a killed
+    # daemon's file left behind, then that file removed (as a stop leaves it, and as a
+    # restart finds it until the new daemon binds it); the same state again is said at
+    # once, so a daemon that stays down costs no wait per call.
     socket, params = _params(workdir, marker, "--wait", "1")
+
+    async def compose(session: ClientSession, goal: str) -> str:
+        result = await session.call_tool("compose_context", {"goal": goal})
+        assert result.is_error is True
+        return _text(result)
+
     with anyio.fail_after(180):
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                waited = await session.call_tool("compose_context", {"goal": "first"})
-                at_once = await session.call_tool("compose_context", {"goal": "second"})
+                never = [await compose(session, "first"), await compose(session, "second")]
                 daemon = await start_daemon({"alpha": {}})
                 served = await session.call_tool("compose_context", {"goal": "served"})
                 daemon.signal(signal.SIGKILL)
                 await daemon.wait()
-                lost = [await session.call_tool("compose_context", {"goal": "down"})]
-                if "connection_lost" in _text(lost[0]):  # the end was seen first: then a wait
-                    lost.append(await session.call_tool("compose_context", {"goal": "down"}))
-    assert waited.is_error is True and "no_daemon" in _text(waited)
-    assert "waited 1 s" in _text(waited)
-    assert at_once.is_error is True and "no_daemon" in _text(at_once)
-    assert "waited" not in _text(at_once)
-    assert str(socket) in _text(at_once) and "hostd serve" in _text(at_once)
+                killed = [await compose(session, "down")]
+                if "connection_lost" in killed[0]:  # the end was seen first: then a wait
+                    killed.append(await compose(session, "down"))
+                killed.append(await compose(session, "still down"))
+                socket.unlink()  # the file a stop removes; a restart binds a new one
+                removed = [await compose(session, "removed"), await compose(session, "again")]
+    for text in never:
+        assert "no_daemon" in text and "waited" not in text, text
+        assert str(socket) in text and "hostd serve" in text, text
     assert served.is_error is False, _text(served)
-    assert lost[-1].is_error is True and "waited 1 s" in _text(lost[-1])
+    assert "waited 1 s" in killed[-2], killed
+    assert "no_daemon" in killed[-1] and "waited" not in killed[-1], killed
+    assert "waited 1 s" in removed[0] and "hostd serve" in removed[0], removed
+    assert str(socket) in removed[0], removed
+    assert "no_daemon" in removed[1] and "waited" not in removed[1], removed
+
+
+class _Refused:
+    """An opener that finds no daemon, recording whether each open was let wait."""
+
+    def __init__(self) -> None:
+        self.patient: list[bool] = []
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, patient: bool) -> AsyncIterator[Any]:
+        self.patient.append(patient)
+        raise NoDaemon("no daemon")
+        yield  # pragma: no cover (an async generator that never yields a session)
+
+
+async def test_an_open_waits_only_when_the_socket_changed_since_one_found_nobody(
+    tmp_path: Path,
+) -> None:
+    where = tmp_path / "hostd.sock"
+    opener = _Refused()
+
+    async def call() -> None:
+        with pytest.raises(NoDaemon):
+            await backend.call("host/status")
+
+    with anyio.fail_after(60):  # a hang guard
+        async with reconnecting(opener, str(where)) as backend:
+            await call()  # no file from the start: no daemon was started
+            await call()
+            where.write_bytes(b"")  # a file appears: a daemon starting, or one gone
+            await call()
+            await call()
+            where.unlink()  # removed: a daemon stopped, a new one not bound yet
+            await call()
+            await call()
+    assert opener.patient == [False, False, True, False, True, False]
