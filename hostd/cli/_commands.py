@@ -504,11 +504,15 @@ _MCP_EXTRA = 'the mcp extra (pip install "/path/to/hostd[mcp]", a checkout or a 
 def _mcp_server() -> Callable[..., Awaitable[None]]:
     """``serve_mcp``: importing it imports the MCP SDK, the longest part of a cold start
     after the providers' own (1.5–2.5 s on two cores, docs/benchmarks.md)."""
+    # One import at a time with an MCP provider's binding, which imports the same SDK
+    # as providers start beside this thread (``import_one_at_a_time``).
+    from hostd.transport.bindings import import_one_at_a_time
+
     try:
-        from hostd.mcp import serve_mcp
+        face = import_one_at_a_time("hostd.mcp._server")  # the module, not a lazy name
     except ImportError as exc:  # installed, yet it does not import (a broken dependency)
         raise HostdError(f"hostd mcp needs {_MCP_EXTRA}: {exc}") from None
-    return serve_mcp
+    return cast(Callable[..., Awaitable[None]], face.serve_mcp)
 
 
 @contextlib.asynccontextmanager

@@ -31,6 +31,7 @@ from ._registry import (
     binding_names,
     binding_problem,
     find_binding,
+    import_one_at_a_time,
     register_binding,
     unregister_binding,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "check_ack",
     "envelope_error",
     "find_binding",
+    "import_one_at_a_time",
     "handshake_error",
     "provider_error",
     "query_wire",

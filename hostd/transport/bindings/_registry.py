@@ -11,15 +11,20 @@ HTTPS endpoint may carry the same codec (one message per body); or
 MCP SDK's session: the row's ``session`` builds it from the provider's options).
 A row whose ``module`` is set is lazy: the module is imported on first use and
 registers the full row itself; its ``extra`` is the package extra it needs, so
-a missing extra is one clear message before anything starts.
+a missing extra is one clear message before anything starts. Such a module is
+imported one thread at a time (``import_one_at_a_time``): a library imported from
+two threads at once (the MCP SDK, by ``hostd mcp``'s face and by a provider's
+binding) can see its own modules half-initialised.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
 
 from ._cgp import CgpCodec
@@ -32,6 +37,7 @@ __all__ = [
     "binding_names",
     "binding_problem",
     "find_binding",
+    "import_one_at_a_time",
     "register_binding",
     "unregister_binding",
 ]
@@ -110,6 +116,21 @@ def binding_problem(name: str, *, remote: bool = False) -> str | None:
     return row.missing_extra()
 
 
+_IMPORTING = threading.Lock()
+
+
+def import_one_at_a_time(name: str) -> ModuleType:
+    """``importlib.import_module(name)``, never beside another import made through this
+    function. Python imports one module in one thread at a time, but a package whose
+    modules import each other in a cycle (the MCP SDK: ``mcp.client`` and
+    ``mcp.server``), entered from two threads at once, can hand one of them a module
+    still half-initialised (``cannot import name 'Server' from partially initialized
+    module``). ``hostd mcp`` imports its SDK in a worker thread while providers start,
+    and an MCP provider's binding imports the same SDK: both come through here."""
+    with _IMPORTING:
+        return importlib.import_module(name)
+
+
 def find_binding(name: str) -> BindingRow:
     """The full row of ``name``, its module imported if the row is lazy. Raises
     ``ValueError`` naming the problem (unknown, its extra missing)."""
@@ -118,7 +139,7 @@ def find_binding(name: str) -> BindingRow:
         raise ValueError(problem)
     row = _ROWS[name]
     if row.lazy and row.module is not None:
-        importlib.import_module(row.module)  # registers the full row
+        import_one_at_a_time(row.module)  # registers the full row
         row = _ROWS[name]
         if row.lazy:
             raise ValueError(f"binding {name!r}: {row.module} did not register it")
