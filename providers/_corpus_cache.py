@@ -44,6 +44,7 @@ import orjson
 
 from hostd.chunking import Chunk
 from hostd.chunking import _chunk as _chunker
+from hostd.chunking import _items as _chunker_items
 from hostd.chunking import _json_walk as _chunker_json
 from hostd.chunking import _notebook as _chunker_notebook
 from hostd.chunking import _tokens as _chunker_tokens
@@ -80,6 +81,7 @@ _LAYOUTS = (_LAYOUT, _LAYOUT_TERMS, _LAYOUT_BEFORE)
 #: The chunker's own sources: a change to any is a change to every chunk.
 _CHUNKER_SOURCES = (
     Path(_chunker.__file__),
+    Path(_chunker_items.__file__),  # a chunk's item
     Path(_chunker_tokens.__file__),
     Path(_chunker_notebook.__file__),
     Path(_chunker_json.__file__),  # how the notebook reader walks a notebook's JSON
@@ -179,13 +181,16 @@ def _index_of(doc: dict[str, Any]) -> SavedIndex:
 def _chunk_row(c: Chunk, terms: ChunkTerms | None) -> list[Any]:
     """``[start, end, text, digest, heading, kind]``, then its terms when known (else
     ``null`` when more follows), then, for a chunk whose text is not its lines (a
-    notebook cell's), ``place`` and ``source_digest``."""
+    notebook cell's), ``place`` and ``source_digest`` (else ``null`` when more
+    follows), then a code chunk's ``item``."""
     row: list[Any] = [c.start, c.end, c.text, c.digest, c.heading, c.kind]
     said = terms.by_chunk.get((c.rel, c.digest)) if terms is not None else None
-    if said is not None or c.source_digest is not None:
+    if said is not None or c.source_digest is not None or c.item is not None:
         row.append(said)
-    if c.source_digest is not None:
+    if c.source_digest is not None or c.item is not None:
         row.extend((c.place, c.source_digest))
+    if c.item is not None:
+        row.append(c.item)
     return row
 
 
@@ -264,8 +269,9 @@ def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
             chunks = []
             for row in rows:
                 a, b, t, d, h, k = row[:6]
-                place, source = row[7:9] if len(row) == 9 else (None, None)
-                chunks.append(Chunk(rel, file, int(a), int(b), t, d, h, k, place, source))
+                place, source = row[7:9] if len(row) >= 9 else (None, None)
+                item = row[9] if len(row) >= 10 else None
+                chunks.append(Chunk(rel, file, int(a), int(b), t, d, h, k, place, source, item))
                 if same_terms and len(row) > 6 and isinstance(row[6], str):
                     saved[rel, d] = row[6]
             state[rel] = (int(mtime), int(size), chunks, refused)

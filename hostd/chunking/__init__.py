@@ -28,6 +28,7 @@ from ._chunk import (
     is_binary,
     parse_chunk_id,
     split_lines,
+    with_item,
 )
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
 from ._terms import STOPWORDS, camel_parts, surface_forms, tokenize
@@ -61,4 +62,5 @@ __all__ = [
     "split_lines",
     "surface_forms",
     "tokenize",
+    "with_item",
 ]

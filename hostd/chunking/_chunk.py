@@ -29,6 +29,10 @@ of JSON over several lines, ``_json_records``, else see ``_record_sections``) th
 A chunk's text is exactly the bytes ``address_line_range(file, "L<a>-<b>")``
 returns, so its provenance digest is checkable against the file (F5, F17); a part
 of a long line is the one exception: its range is its line's, its digest its own.
+
+A code chunk names the definitions it starts in (``_items``: ``impl Foo › fn build``)
+in its frame's title, as a markdown chunk names its heading; nothing that cuts, keys,
+cites or embeds it reads that (``Chunk.index_title``).
 """
 
 from __future__ import annotations
@@ -37,12 +41,13 @@ import bisect
 import collections
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
+from ._items import code_items
 from ._json_records import json_records
 from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
@@ -63,6 +68,7 @@ __all__ = [
     "is_binary",
     "parse_chunk_id",
     "split_lines",
+    "with_item",
 ]
 
 DEFAULT_WINDOW_LINES = 40
@@ -132,6 +138,9 @@ class TextChunk:
     #: ``sections="records"``: which record (from 0) this chunk is or is a part of;
     #: ``None`` for the lines before the first record, and for any other cut.
     record: int | None = None
+    #: The code definitions its first line of text sits in (``code_items``), when the
+    #: text is code of a language named by ``code_suffix``.
+    item: str | None = None
 
     @property
     def range(self) -> str:
@@ -159,6 +168,10 @@ class Chunk:
     #: chunk quotes the cell, not its JSON): its provenance digest (F5); ``None``:
     #: ``digest`` is.
     source_digest: str | None = None
+    #: The code definitions its first line of text sits in (``impl Foo › fn build``,
+    #: ``code_items``), as a markdown chunk has its heading; ``None`` at top level and
+    #: in any file that is no code of a language ``code_items`` knows.
+    item: str | None = None
 
     @property
     def range(self) -> str:
@@ -179,11 +192,26 @@ class Chunk:
 
     @property
     def title(self) -> str:
+        """What a reader sees it called: ``index_title``, then the item it sits in
+        (``src/lib.rs L40-52 · in impl Foo › fn build``)."""
+        return with_item(self.index_title, self.item)
+
+    @property
+    def index_title(self) -> str:
+        """The title line of its embedding input, and the title its size was counted
+        with: without its item, which says where it is, not what it says, so the
+        vectors cached before items were shown still serve (an embedding of a whole tree
+        takes hours on a small machine)."""
         return _title(self.rel, self.heading, self.place or self.range)
 
 
 def _title(rel: str, heading: str | None, where: str) -> str:
     return f"{rel} § {heading}" if heading else f"{rel} {where}"
+
+
+def with_item(title: str, item: str | None) -> str:
+    """A code chunk's title with the item it sits in, as a reader sees it."""
+    return f"{title} · in {item}" if item else title
 
 
 def chunk_frame(chunk: Chunk, score: float, recorded_at: str | None = None) -> ContextFrame:
@@ -473,6 +501,7 @@ def chunk_file(
             digest=c.digest,
             heading=c.heading,
             kind=kind,
+            item=c.item,
         )
         for c in chunk_text(
             data,
@@ -481,6 +510,7 @@ def chunk_file(
             sections=sections,
             max_tokens=max_tokens,
             min_tokens=min_tokens,
+            code_suffix=suffix,
         )
     ]
 
@@ -672,6 +702,7 @@ def chunk_text(
     counter: Counter | None = None,
     record_tokens: int | None = None,
     split_long_lines: bool = False,
+    code_suffix: str | None = None,
 ) -> list[TextChunk]:
     """The chunks of one UTF-8 text (empty when it is not UTF-8). ``name`` is what a
     chunk's title starts with (a path, a resource or tool name): it takes room in the
@@ -691,7 +722,12 @@ def chunk_text(
     ``split_long_lines``: a line over the bound is cut into parts within it
     (``_line_parts``), each a chunk of that line's range with the digest of exactly
     its text, so no chunk holds more than the bound. Only for a text that is no
-    file: a file's range must address whole lines (F17)."""
+    file: a file's range must address whole lines (F17).
+
+    ``code_suffix``: the text is a file of this suffix (``.rs``); when that names a
+    language ``code_items`` knows, each chunk carries the definitions its first line of
+    text sits in (``TextChunk.item``). It decides no cut: a chunk's bounds, text and
+    digest are the same with or without it."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -765,6 +801,10 @@ def chunk_text(
                 record=span.record,
             )
         )
+    if code_suffix is not None:
+        items = code_items(code_suffix, lines, [c.start for c in chunks])
+        if any(items):
+            chunks = [replace(c, item=i) for c, i in zip(chunks, items, strict=True)]
     return chunks
 
 

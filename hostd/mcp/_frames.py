@@ -49,6 +49,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
@@ -65,6 +66,7 @@ from hostd.chunking import (
     split_lines,
     surface_forms,
     tokenize,
+    with_item,
 )
 from hostd.protocol import (
     ContextFrame,
@@ -163,6 +165,8 @@ class Piece(NamedTuple):
     #: The frame id: stable across calls (``piece_key``); pieces of equal text from one
     #: tool share it (one piece of evidence, as D2 would merge them anyway).
     key: str
+    #: A code file resource's piece: the definitions it sits in (``TextChunk.item``).
+    item: str | None = None
 
     @property
     def range(self) -> str:
@@ -170,7 +174,8 @@ class Piece(NamedTuple):
 
     @property
     def title(self) -> str:
-        return self.label
+        """Its label, and the item it sits in as the ``files`` provider titles it."""
+        return with_item(self.label, self.item)
 
 
 @dataclass(slots=True, frozen=True)
@@ -194,6 +199,7 @@ class Cut:
     labels: tuple[str, ...]
     costs: tuple[int, ...]
     keys: tuple[str, ...]
+    items: tuple[str | None, ...]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -210,6 +216,7 @@ class Cut:
             self.always,
             self.costs[i],
             self.keys[i],
+            self.items[i],
         )
 
     def __iter__(self) -> Iterator[Piece]:
@@ -242,6 +249,11 @@ def _sections(doc: Document) -> Sections:
     if doc.uri and doc.uri.startswith("file:"):
         return file_sections(unquote(urlsplit(doc.uri).path))
     return "records"  # at its blank lines when it has none
+
+
+def _suffix(doc: Document) -> str:
+    """A ``file://`` resource's suffix (``.rs``), as ``chunk_file`` reads a file's."""
+    return PurePosixPath(unquote(urlsplit(doc.uri or "").path)).suffix
 
 
 def _unique(found: Iterable[str]) -> list[str]:
@@ -375,6 +387,9 @@ def cut(doc: Document) -> Cut:
         record_tokens=_RECORD_TOKENS,
         # A file's pieces are whole lines, as its range addresses them (F5, F17).
         split_long_lines=not is_file,
+        # A file's code pieces name the item they sit in, as the files provider's do; a
+        # tool's text is cut by its content alone, whatever language it quotes.
+        code_suffix=_suffix(doc) if is_file else None,
     )
     chunks = [c for c in _captions(chunks) if not _empty(c.text)]
     # A tool's answer has no URI: its pieces are named by content, not range (piece_key).
@@ -392,6 +407,7 @@ def cut(doc: Document) -> Cut:
         keys=tuple(
             piece_key(doc.method, doc.uri, c.range if placed else None, c.digest) for c in chunks
         ),
+        items=tuple(c.item for c in chunks),
     )
 
 

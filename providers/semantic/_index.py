@@ -1,6 +1,7 @@
 """Embedding search over a ``Corpus``: cosine similarity against cached chunk vectors.
 
-Each chunk is embedded as its title line plus its text; the vector is cached
+Each chunk is embedded as its title line (``Chunk.index_title``: without the item a
+code chunk sits in) plus its text; the vector is cached
 under the digest of exactly that input. Cosine similarity (vectors are
 L2-normalised) clamped at 0 is the score (F1): a high band next to BM25's, which
 is why cross-provider ranking by raw score is a policy choice, not a given.
@@ -74,7 +75,10 @@ def embed_note(missing: int, total: int) -> str:
 
 
 def _embed_input(chunk: Chunk) -> str:
-    return f"{chunk.title}\n{chunk.text}"
+    # ``index_title``, not ``title``: the item a code chunk sits in is for its reader;
+    # in the input, it would change every code chunk's cache key, and embed again a
+    # whole tree embedded before items were shown.
+    return f"{chunk.index_title}\n{chunk.text}"
 
 
 # Directory names (any part of a path) and file names that say what a file is for, and

@@ -1,0 +1,225 @@
+"""Which definitions a line of code sits in, by a line scan: a chunk's item.
+
+A code chunk starts wherever its word pieces ran out, often inside a function; its
+item (``impl BuildValidator for DateTimeValidator › fn build``) tells a reader which
+one, as a markdown chunk's heading does. No parser: a definition is a line that
+matches its language family's pattern (``_FAMILIES``), and it holds the lines after
+it that are indented deeper, up to and including a closing ``}`` at its own indent
+(blank lines decide nothing). The lines after a header that has not opened its body
+yet (a signature over several lines, a ``where`` clause, a brace on the next line)
+are its header's. What this cannot see (a string or comment at column 0 inside a
+body, code whose indentation lies) ends an item early or names none: a label goes
+wrong, never a chunk, whose bounds and text do not depend on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["ITEM_SEPARATOR", "code_items"]
+
+#: Between an item's levels: ``impl Foo › fn build``.
+ITEM_SEPARATOR = " › "
+#: One level's header is cut to this many characters: a label, not evidence.
+_MAX_HEADER = 60
+#: At most this many lines after a header may still be its signature (a Python schema
+#: builder takes twenty parameters, a line each); past them it had no body (a
+#: declaration the scan misread, a bracket in a string), and the item is dropped.
+_MAX_SIGNATURE_LINES = 40
+
+# Each family: definitions anywhere (their ``head`` group is what the label shows),
+# and members, recognised only directly inside a container (a class, an impl), where a
+# method has no keyword of its own (``render() {``, ``public int size() {``).
+_RUST = re.compile(
+    r"(?:pub(?:\([^)]*\))?\s+)?(?:(?:async|unsafe|const|default|extern\s+\"[^\"]*\")\s+)*"
+    r"(?P<head>(?:fn|struct|enum|trait|mod|union)\s+\w+|impl\b[^{;]*)"
+)
+_PYTHON = re.compile(r"(?P<head>(?:async\s+)?def\s+\w+|class\s+\w+)")
+_GO = re.compile(r"(?P<head>func\s+(?:\([^)]*\)\s*)?\w+|type\s+\w+)")
+_JS = re.compile(
+    r"(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?"
+    r"(?P<head>(?:async\s+)?function\s*\*?\s*[\w$]+|class\s+[\w$]+|interface\s+[\w$]+"
+    r"|enum\s+[\w$]+|namespace\s+[\w$.]+"
+    r"|(?:const|let|var)\s+[\w$]+(?=\s*=\s*(?:async\s+)?(?:function\b|\(|[\w$]+\s*=>)))"
+)
+_JS_MEMBER = re.compile(
+    r"(?:(?:public|private|protected|static|async|readonly|override|abstract|get|set)\s+)*"
+    r"\*?(?P<head>#?[\w$]+)(?=\s*(?:<[^>]*>)?\s*\()"
+)
+_JVM_MODIFIERS = (
+    r"(?:(?:public|private|protected|internal|static|final|abstract|sealed|open|data|inner|"
+    r"enum|annotation|companion|partial|readonly|override|virtual|async|synchronized|"
+    r"unsafe|extern|new|default|suspend|inline|operator|private\s+protected)\s+|@\w+\s+)*"
+)
+_JVM = re.compile(
+    _JVM_MODIFIERS + r"(?P<head>(?:class|interface|enum|record|struct|object|namespace)\s+[\w.]+"
+    r"|fun\s+(?:<[^>]*>\s*)?[\w.]+)"
+)
+_JVM_MEMBER = re.compile(
+    _JVM_MODIFIERS + r"(?:[\w.<>\[\],?]+\s+)*(?P<head>\w+)(?=\s*(?:<[^>]*>)?\s*\()"
+)
+#: Words a member pattern would take for a method's name: statements, not definitions.
+_NOT_MEMBERS = frozenset(
+    "if for while switch catch return new else do try throw with function await yield "
+    "typeof delete super this sizeof".split()
+)
+
+
+@dataclass(slots=True, frozen=True)
+class _Family:
+    definition: re.Pattern[str]
+    member: re.Pattern[str] | None
+    braces: bool  # a body is ``{…}`` (else: a ``:`` and indentation, Python)
+
+
+_FAMILIES = {
+    "python": _Family(_PYTHON, None, braces=False),
+    "rust": _Family(_RUST, None, braces=True),
+    "go": _Family(_GO, None, braces=True),
+    "js": _Family(_JS, _JS_MEMBER, braces=True),
+    "jvm": _Family(_JVM, _JVM_MEMBER, braces=True),
+}
+_SUFFIXES = {
+    **dict.fromkeys((".py", ".pyi", ".pyw"), "python"),
+    ".rs": "rust",
+    ".go": "go",
+    **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts"), "js"),
+    **dict.fromkeys((".java", ".kt", ".kts", ".cs"), "jvm"),
+}
+#: Heads that hold members without a keyword of their own (``_Family.member``).
+_CONTAINERS = ("class ", "interface ", "enum ", "record ", "struct ", "object ", "impl")
+#: Python's triple quotes: the lines inside one are text, not code.
+_TRIPLE_RE = re.compile(r"\"\"\"|'''")
+
+
+#: A line that carries on a header at the header's own indent (``) -> T {``, ``where``, a
+#: brace on its own line, ``extends``): any other line there starts something else.
+_CONTINUES_RE = re.compile(r"[)\]{.:]|->|=>|where\b|extends\b|implements\b|throws\b")
+
+
+@dataclass(slots=True)
+class _Open:
+    indent: int
+    head: str
+    container: bool
+    #: Lines of signature read while its body has not opened yet; ``None``: opened.
+    pending: int | None = 0
+    depth: int = 0  # brackets its signature left open so far (Python)
+
+
+def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> list[str | None]:
+    """The item at each of ``starts`` (1-indexed lines of ``lines``): the definitions
+    that hold the first line of text from there on, outermost first, at most the
+    outermost and the innermost, joined by ``ITEM_SEPARATOR``; ``None`` at top level,
+    and for every line of a file whose ``suffix`` names no language family here. A
+    definition that opens on that line is not its own item: the text shows it."""
+    family = _FAMILIES.get(_SUFFIXES.get(suffix.lower(), ""))
+    if family is None or not starts:
+        return [None] * len(starts)
+    firsts = [_first_text(lines, s) for s in starts]
+    wanted = set(firsts)
+    at: dict[int, str | None] = {}
+    stack: list[_Open] = []
+    in_string = False
+    for number, raw in enumerate(lines, start=1):
+        line = raw.decode("utf-8", "replace")
+        text = line.strip()
+        if not family.braces and (in_string or '"""' in text or "'''" in text):
+            # A triple-quoted string's lines are text: only the line opening one is code.
+            was, in_string = in_string, in_string != (len(_TRIPLE_RE.findall(text)) % 2 == 1)
+            if was:
+                if number in wanted:
+                    at[number] = _label(stack)
+                continue
+        if not text:
+            continue
+        indent = len(line[: len(line) - len(line.lstrip())].expandtabs(8))
+        top = stack[-1] if stack else None
+        if top is not None and top.pending is not None:
+            if not family.braces or indent > top.indent or _CONTINUES_RE.match(text):
+                if number in wanted:
+                    at[number] = _label(stack)
+                _signature_line(stack, top, text, family.braces)
+                continue
+            stack.pop()  # a header with no body (``type Id int``): this line is another
+        closes = family.braces and text.startswith("}")
+        while stack and indent <= stack[-1].indent:
+            if closes and indent == stack[-1].indent:
+                break  # its closing line is still its own
+            stack.pop()
+        if number in wanted:
+            at[number] = _label(stack)
+        top = stack[-1] if stack else None
+        if closes and top is not None and indent == top.indent:
+            stack.pop()
+            continue
+        head = _head(family, text, top is not None and top.container)
+        if head is not None:
+            opened = _Open(indent, head, head.startswith(_CONTAINERS))
+            stack.append(opened)
+            _signature_line(stack, opened, text, family.braces)
+    return [at.get(first) for first in firsts]
+
+
+def _head(family: _Family, text: str, in_container: bool) -> str | None:
+    """What the definition opening on this line is called, if one does."""
+    found = family.definition.match(text)
+    method = False
+    if found is None and family.member is not None and in_container:
+        found = family.member.match(text)
+        # A member has no keyword: only a line that opens a body or a parameter list
+        # over several lines is taken for one (not ``RED("r"),`` in an enum).
+        if found is None or found.group("head") in _NOT_MEMBERS:
+            return None
+        if "{" not in text and not text.rstrip().endswith("("):
+            return None
+        method = True
+    if found is None:
+        return None
+    head = " ".join(found.group("head").split())
+    head = re.sub(r" where\b.*", "", head) + ("()" if method else "")
+    return head if len(head) <= _MAX_HEADER else head[: _MAX_HEADER - 1] + "…"
+
+
+def _signature_line(stack: list[_Open], top: _Open, text: str, braces: bool) -> None:
+    """Read one line of ``top``'s header: its body opens (a ``{`` left open; in Python,
+    a ``:`` ending the line once its brackets are closed), or it has none (a ``;``, a
+    body closed on the same line, a Python one-liner, too many lines), or its
+    signature goes on."""
+    assert top.pending is not None
+    if braces:
+        code = text.split("//", 1)[0].rstrip()
+        opens, closes = code.count("{"), code.count("}")
+        if opens > closes:
+            top.pending = None
+            return
+        done = opens > 0 or code.endswith(";")
+    else:
+        code = text.split("#", 1)[0].rstrip()
+        top.depth += sum(map(code.count, "([")) - sum(map(code.count, ")]"))
+        if top.depth <= 0 and code.endswith(":"):
+            top.pending = None
+            return
+        done = top.depth <= 0
+    top.pending += 1
+    if done or top.pending > _MAX_SIGNATURE_LINES:
+        stack.pop()
+
+
+def _first_text(lines: Sequence[bytes], start: int) -> int:
+    """The first line from ``start`` on that is not blank (``start`` when none is)."""
+    for number in range(start, len(lines) + 1):
+        if lines[number - 1].strip():
+            return number
+    return start
+
+
+def _label(stack: Sequence[_Open]) -> str | None:
+    """The outermost and the innermost definition open (a line of a signature over
+    several lines is in its definition too)."""
+    if not stack:
+        return None
+    shown = stack if len(stack) <= 2 else [stack[0], stack[-1]]
+    return ITEM_SEPARATOR.join(o.head for o in shown)

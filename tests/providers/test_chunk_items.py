@@ -1,0 +1,280 @@
+"""A code chunk's item: the definitions its first line of text sits in, by a line scan
+per language family, shown in its frame's title and nowhere that keys or embeds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hostd.chunking import chunk_frame, chunk_text, estimate_pieces, split_lines
+from hostd.chunking._items import code_items
+from hostd.mcp import Document, cut
+from providers import Corpus, CorpusOptions, chunk_file
+from providers._corpus_cache import load_corpus, save_corpus
+from providers.semantic._index import _embed_input
+
+
+def _items(suffix: str, source: str, lines: int = 3) -> dict[int, str | None]:
+    """``{first line: item}`` of the chunks of ``source`` cut every ``lines`` lines."""
+    chunks = chunk_text(
+        source.encode(),
+        f"src/x{suffix}",
+        lines,
+        min_tokens=0,
+        counter=estimate_pieces,
+        code_suffix=suffix,
+    )
+    return {c.start: c.item for c in chunks}
+
+
+RUST = """\
+use std::sync::Arc;
+
+pub(crate) fn helper(
+    a: u32,
+) -> u32 {
+    a + 1
+}
+
+impl<T> BuildValidator for DateTimeValidator<T>
+where
+    T: Clone,
+{
+    const EXPECTED: &str = "datetime";
+
+    pub async fn build(
+        schema: &Schema,
+    ) -> Result<Self> {
+        let x = 1;
+        Ok(Self { x })
+    }
+}
+struct Unit;
+pub enum Op {
+    Past,
+    Future,
+}
+"""
+
+
+def test_a_rust_chunk_names_the_impl_and_fn_it_starts_in() -> None:
+    assert _items(".rs", RUST) == {
+        1: None,
+        4: "fn helper",  # a signature over several lines is its fn's
+        7: "fn helper",  # the closing brace too
+        10: "impl<T> BuildValidator for DateTimeValidator<T>",
+        13: "impl<T> BuildValidator for DateTimeValidator<T>",
+        16: "impl<T> BuildValidator for DateTimeValidator<T> › fn build",
+        19: "impl<T> BuildValidator for DateTimeValidator<T> › fn build",
+        22: None,  # after the impl: ``struct Unit;`` has no body
+        25: "enum Op",
+    }
+
+
+PYTHON = '''\
+import os
+
+
+class Cache:
+    """A cache.
+
+def not_a_definition():
+    """
+    size = 3
+
+    def get(self, key):
+        value = self.data[key]
+        return value
+
+    async def put(
+        self, key, value
+    ) -> None:
+        def inner():
+            return key
+        return inner()
+    def one(self): return 1
+    limit = 4
+
+
+def top():
+    x = 1
+    return x
+'''
+
+
+def test_a_python_chunk_names_its_class_and_def() -> None:
+    assert _items(".py", PYTHON) == {
+        1: None,
+        4: None,  # the chunk opens with the class: its text shows it
+        7: "class Cache",  # inside the docstring: no definition there
+        10: "class Cache",  # its first line of text opens ``get``
+        13: "class Cache › def get",
+        16: "class Cache › async def put",  # inside its signature
+        19: "class Cache › def inner",  # the outermost and the innermost of three
+        22: "class Cache",  # after a one-line def
+        25: None,
+    }
+
+
+GO = """\
+package cache
+
+type ID int
+const Max = 3
+type Cache struct {
+\tdata map[string]int
+}
+
+func (c *Cache) Get(
+\tkey string,
+) int {
+\tif key == "" {
+\t\treturn 0
+\t}
+\treturn c.data[key]
+}
+"""
+
+
+def test_a_go_chunk_names_its_func_or_type() -> None:
+    assert _items(".go", GO) == {
+        1: None,
+        4: None,  # ``type ID int`` has no body: the line after it is outside
+        7: "type Cache",
+        10: "func (c *Cache) Get",
+        13: "func (c *Cache) Get",
+        16: "func (c *Cache) Get",
+    }
+
+
+TYPESCRIPT = """\
+import { x } from "y";
+
+export class Store extends Base {
+  private items: Item[] = [];
+
+  async load(id: string): Promise<Item> {
+    if (id) {
+      return this.fetch(id);
+    }
+    return null;
+  }
+}
+
+export const handler = async (req) => {
+  return req;
+};
+"""
+
+
+def test_a_typescript_chunk_names_its_class_and_method() -> None:
+    assert _items(".ts", TYPESCRIPT) == {
+        1: None,
+        4: "class Store",
+        7: "class Store › load()",  # not ``if``: a statement is no method
+        10: "class Store › load()",
+        13: None,
+        16: "const handler",  # its closing line
+    }
+
+
+JAVA = """\
+package a;
+
+public final class Greeter {
+    private final String name;
+
+    public Greeter(String name) {
+        this.name = name;
+    }
+    @Override
+    public String greet(String who) {
+        return name + who;
+    }
+}
+"""
+
+
+def test_a_java_chunk_names_its_class_and_method() -> None:
+    assert _items(".java", JAVA, lines=2) == {
+        1: None,
+        3: None,
+        5: "class Greeter",
+        7: "class Greeter › Greeter()",  # a constructor too
+        9: "class Greeter",
+        11: "class Greeter › greet()",
+        13: "class Greeter",  # its closing line
+    }
+
+
+def test_text_that_is_no_code_of_a_known_language_has_no_item() -> None:
+    assert set(_items(".txt", RUST).values()) == {None}
+    assert set(_items(".rb", "class A\n  def b\n    1\n  end\nend\n", lines=2).values()) == {None}
+    # Without a suffix (a tool's text), Python is not read as code either.
+    chunks = chunk_text(PYTHON.encode(), "x", 3, min_tokens=0, counter=estimate_pieces)
+    assert {c.item for c in chunks} == {None}
+
+
+def test_an_item_changes_no_cut_id_label_digest_or_embedding_input(tmp_path: Path) -> None:
+    path = tmp_path / "src" / "lib.rs"
+    path.parent.mkdir()
+    path.write_text(RUST * 8)
+    data = path.read_bytes()
+    chunks = chunk_file(path, "src/lib.rs", data, 6)
+    plain = chunk_text(data, "src/lib.rs", 6)  # the cut without items
+    assert [(c.start, c.end, c.digest) for c in chunks] == [
+        (c.start, c.end, c.digest) for c in plain
+    ]
+    inside = [c for c in chunks if c.item]
+    assert inside
+    for c in chunks:
+        frame = chunk_frame(c, 0.5)
+        assert frame.id == f"src/lib.rs#L{c.start}-{c.end}"
+        assert frame.citation_label == f"src/lib.rs L{c.start}-{c.end}"
+        # The input embedded (and cached) before items were shown, unchanged.
+        assert _embed_input(c) == f"src/lib.rs L{c.start}-{c.end}\n{c.text}"
+        suffix = f" · in {c.item}" if c.item else ""
+        assert frame.title == f"src/lib.rs L{c.start}-{c.end}{suffix}"
+
+
+def test_a_tree_cut_twice_and_through_its_cache_names_the_same_items(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "lib.rs").write_text(RUST * 8)
+    (root / "app.py").write_text(PYTHON * 4)
+
+    def cut_tree() -> Corpus:
+        corpus = Corpus(CorpusOptions(root=root, window_lines=6))
+        corpus.refresh()
+        return corpus
+
+    first, second = cut_tree(), cut_tree()
+    titles = [c.title for c in first.chunks]
+    assert any(" · in " in t for t in titles)
+    assert [c.title for c in second.chunks] == titles
+    saved = tmp_path / "corpus.json"
+    save_corpus(first, saved)
+    restarted = Corpus(CorpusOptions(root=root, window_lines=6))
+    assert load_corpus(restarted, saved)
+    assert restarted.chunks == first.chunks
+
+
+@pytest.mark.parametrize(
+    ("uri", "expect_item"), [("file:///p/src/lib.rs", True), (None, False)], ids=["file", "tool"]
+)
+def test_an_mcp_file_resource_names_items_and_a_tool_text_does_not(
+    uri: str | None, expect_item: bool
+) -> None:
+    method = "resources/read" if uri else "tools/call:grep"
+    pieces = list(cut(Document(method=method, text=RUST * 8, uri=uri)))
+    assert pieces
+    assert any(p.item for p in pieces) is expect_item
+    for p in pieces:
+        assert p.title == (f"{p.label} · in {p.item}" if p.item else p.label)
+
+
+def test_a_long_python_signature_is_its_defs() -> None:
+    params = "".join(f"    p{i}: int = {i},\n" for i in range(24))
+    lines = split_lines(f"def schema(\n{params}) -> dict:\n    return {{}}\n".encode())
+    assert code_items(".py", lines, [20, len(lines) - 1]) == ["def schema", "def schema"]
