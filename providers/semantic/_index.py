@@ -13,7 +13,8 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ __all__ = [
     "SemanticHit",
     "SemanticIndex",
     "embed_note",
+    "embed_order",
     "embed_rank",
 ]
 
@@ -114,6 +116,80 @@ def embed_rank(chunk: Chunk) -> int:
     if not folders.isdisjoint(_TEST_DIRS) or _TEST_FILE.fullmatch(name):
         return RANK_TEST
     return RANK_SOURCE
+
+
+#: Code files by language (their suffixes): ``embed_order`` embeds a tree's own first.
+_LANGUAGES = {
+    suffix: language
+    for language, suffixes in {
+        "python": ".py .pyi .pyx .pxd",
+        "rust": ".rs",
+        "go": ".go",
+        "javascript": ".js .jsx .mjs .cjs",
+        "typescript": ".ts .tsx .mts .cts",
+        "java": ".java",
+        "kotlin": ".kt .kts",
+        "csharp": ".cs",
+        "c": ".c .h",
+        "cpp": ".cc .cpp .cxx .hh .hpp .hxx",
+        "objc": ".m .mm",
+        "swift": ".swift",
+        "scala": ".scala",
+        "ruby": ".rb",
+        "php": ".php",
+        "perl": ".pl .pm",
+        "shell": ".sh .bash .zsh",
+        "lua": ".lua",
+        "elixir": ".ex .exs",
+        "erlang": ".erl .hrl",
+        "haskell": ".hs",
+        "ocaml": ".ml .mli",
+        "clojure": ".clj .cljs .cljc",
+        "dart": ".dart",
+        "zig": ".zig",
+        "julia": ".jl",
+        "r": ".r",
+        "vue": ".vue",
+        "svelte": ".svelte",
+    }.items()
+    for suffix in suffixes.split()
+}
+
+
+def _language(rel: str) -> str | None:
+    name = rel.rpartition("/")[2]
+    dot = name.rfind(".")
+    return _LANGUAGES.get(name[dot:].lower()) if dot > 0 else None
+
+
+def embed_order(chunks: Sequence[Chunk], which: Iterable[int]) -> list[int]:
+    """``which`` (positions in ``chunks``) in the order a build embeds them: by
+    ``embed_rank``, and within the project's code (``RANK_SOURCE``) the files in the
+    language most of its chunks are in (``.rs`` in a Rust crate with a Python wrapper)
+    first, then other code (its ``.py`` and ``.pyi``), then what is no code (manifests,
+    config, data, licence): a query while a build runs meets the code the project is
+    written in, not its ``Cargo.toml``. Ties keep the order of ``which`` (by path).
+    A function of the chunk list alone, so a build resumed embeds in the same order."""
+    of_file: dict[str, tuple[int, str | None]] = {}
+    for chunk in chunks:
+        if chunk.rel not in of_file:
+            of_file[chunk.rel] = (embed_rank(chunk), _language(chunk.rel))
+    counts = Counter(
+        language
+        for rank, language in map(of_file.__getitem__, (c.rel for c in chunks))
+        if rank == RANK_SOURCE and language is not None
+    )
+    # The most chunks; a tie goes to the name first in order, so the order is the same
+    # whichever files came first.
+    main = min(counts, key=lambda lang: (-counts[lang], lang)) if counts else None
+
+    def key(i: int) -> tuple[int, int]:
+        rank, language = of_file[chunks[i].rel]
+        if rank != RANK_SOURCE:
+            return rank, 0
+        return rank, 0 if language == main else 1 if language is not None else 2
+
+    return sorted(which, key=key)
 
 
 @dataclass(slots=True, eq=False)  # compared by identity (``_shown``)
@@ -294,7 +370,7 @@ class SemanticIndex:
             np.take(before.matrix, rows, axis=0, out=matrix[: len(rows)], mode="clip")
         for row, vector in fresh:  # separate arrays: a stack of them would be a 2nd copy
             matrix[row] = vector
-        missing.sort(key=lambda i: embed_rank(chunks[i]))  # stable: by path within a rank
+        missing = embed_order(chunks, missing)
         return _Plan(chunks, keys, matrix, order, missing)
 
     def _embed_batches(self, plan: _Plan, count: int | None = None) -> _Plan:

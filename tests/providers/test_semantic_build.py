@@ -23,6 +23,7 @@ from providers.semantic._index import (
     RANK_LATE,
     RANK_SOURCE,
     RANK_TEST,
+    embed_order,
     embed_rank,
 )
 from tests.fixtures.bow_embedder import DIM, GatedEmbedder
@@ -121,6 +122,61 @@ def test_code_is_embedded_before_tests_fixtures_docs_and_translations(tmp_path: 
         "docs/guide.py",
         "locale/de/formats.py",
     ]
+
+
+def test_a_crate_embeds_its_rust_then_its_python_wrapper_then_its_manifests(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    for rel, lines in {
+        "Cargo.toml": 2,
+        "LICENSE": 2,
+        "build.rs": 2,
+        "python/pc/__init__.pyi": 2,
+        "python/pc/core.py": 2,
+        "src/lib.rs": 3,
+        "src/validators/int.rs": 3,
+        "tests/test_int.py": 2,
+    }.items():
+        _write(root, rel, lines, "kiwi")
+    embedder = Recording()
+    index = _index(root, tmp_path, embedder)
+    index.refresh(force=True)
+    order = list(dict.fromkeys(title.split(" ", 1)[0] for title in embedder.embedded))
+    assert order == [
+        "build.rs",
+        "src/lib.rs",
+        "src/validators/int.rs",
+        "python/pc/__init__.pyi",
+        "python/pc/core.py",
+        "Cargo.toml",
+        "LICENSE",
+        "tests/test_int.py",
+    ]
+
+
+def test_embed_order_puts_the_language_of_most_source_chunks_first() -> None:
+    class _Chunk:
+        def __init__(self, rel: str) -> None:
+            self.rel, self.kind = rel, "snippet"
+
+    def order(*rels: str) -> list[str]:
+        chunks: Any = [_Chunk(rel) for rel in rels]
+        return [rels[i] for i in embed_order(chunks, range(len(rels)))]
+
+    # Most of the source is Go; the many Python test chunks do not count.
+    assert order("a.py", "b.go", "c.go", "d.toml", "tests/t1.py", "tests/t2.py", "tests/t3.py") == [
+        "b.go",
+        "c.go",
+        "a.py",
+        "d.toml",
+        "tests/t1.py",
+        "tests/t2.py",
+        "tests/t3.py",
+    ]
+    # A tie goes to the language named first, whichever file comes first.
+    assert order("z.rs", "a.py") == ["a.py", "z.rs"]
+    assert order("a.py", "z.rs") == ["a.py", "z.rs"]
 
 
 def test_embed_rank_reads_what_a_path_is_for() -> None:
