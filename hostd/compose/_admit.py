@@ -74,5 +74,5 @@ def _check_named(field: str, shares: Mapping[str, Any], providers: Collection[st
     """Provider ids a policy names (caps, rrf weights) are configured ones ("*": the rest)."""
     for pid in sorted(shares):
         if pid != "*" and pid not in providers:
-            message = f"{field}: {unknown_provider(pid, providers)}"
+            message = f"invalid params: {field}: {unknown_provider(pid, providers)}"
             raise UnknownProvider(message, provider=pid, field=field)

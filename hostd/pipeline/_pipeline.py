@@ -95,7 +95,10 @@ class Pipeline:
         if wanted is not None:
             for pid in wanted:
                 if pid not in known:
-                    raise UnknownProvider(unknown_provider(pid, known), provider=pid)
+                    # In the form of every refused param (the field first), with its own
+                    # reason (unknown_provider) and the provider named in its data.
+                    said = f"invalid params: providers: {unknown_provider(pid, known)}"
+                    raise UnknownProvider(said, provider=pid, field="providers")
             chosen = sorted(set(wanted))
         else:
             chosen = list(self._all_ids)

@@ -175,7 +175,9 @@ async def providers_warm(ctx: RequestContext, p: WarmParams) -> dict[str, Any]:
 
 
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
-    ctx.pipeline.chosen([p.provider])
+    known = ctx.pipeline.provider_ids
+    if p.provider not in known:  # as providers/restart refuses it: the one it is about
+        raise UnknownProvider(unknown_provider(p.provider, known), provider=p.provider)
     receipt = ctx.pipeline.consent_ledger().grant(p.provider, p.scope, p.grantor)
     log.info("consent.granted", provider=p.provider, scope=p.scope, grantor=p.grantor)
     return {"receipt": receipt.to_wire()}

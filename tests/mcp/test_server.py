@@ -227,7 +227,11 @@ _BAD_ARGUMENTS: tuple[tuple[str, dict[str, Any], tuple[str, ...]], ...] = (
         {"goal": "x", "strategy": "bm25"},
         ("strategy: unknown strategy 'bm25'; expected ", '"rrf"'),
     ),
-    ("compose_context", {"goal": "x", "providers": ["nope"]}, ("unknown provider 'nope'", "alpha")),
+    (
+        "compose_context",
+        {"goal": "x", "providers": ["nope"]},
+        ("invalid params: providers: unknown provider 'nope' (configured: alpha)",),
+    ),
     (
         "compose_context",
         {"goal": "x", "budget": "600"},

@@ -124,6 +124,26 @@ async def test_floors_that_cannot_fit_fail_before_any_provider_is_asked(tmp_path
     assert engine.calls == []
 
 
+async def test_an_unknown_provider_is_refused_as_every_bad_param_is_naming_its_field(
+    tmp_path: Path,
+) -> None:
+    pipeline, engine = _pipeline(tmp_path)
+    for params, field in (
+        (ComposeParams(goal="g", providers=["alpah"]), "providers"),
+        (ComposeParams(goal="g", caps={"alpah": 0.5}), "caps"),
+    ):
+        with pytest.raises(UnknownProvider) as refused:
+            await pipeline.compose(params, "r")
+        assert refused.value.message == (
+            f"invalid params: {field}: unknown provider 'alpah' (configured: alpha, beta); "
+            "did you mean 'alpha'?"
+        )
+        # The reason a client may rely on stays; the field is named as every refusal's.
+        assert refused.value.reason == "unknown_provider"
+        assert refused.value.data == {"provider": "alpah", "field": field}
+    assert engine.calls == []
+
+
 async def test_the_providers_share_what_the_floors_leave_and_one_value_is_recorded(
     tmp_path: Path,
 ) -> None:

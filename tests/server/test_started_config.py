@@ -86,7 +86,7 @@ async def test_an_edited_config_is_said_once_by_each_connected_command(start_dae
     human = _human(err)
     assert sum(STALE in x for x in human) == 1, err
     assert (
-        "hostd: unknown provider 'facts' (configured: alpha, beta) "
+        "hostd: invalid params: providers: unknown provider 'facts' (configured: alpha, beta) "
         "(code -32602, reason unknown_provider)" in human
     ), err
     # And a composition over every provider, which silently leaves it out, says it too.
@@ -112,19 +112,31 @@ async def test_a_misspelt_provider_is_told_with_the_configured_ids_and_the_close
     code, _, err = await _cli(daemon, "compose", "x", "--providers", "fact")
     assert code == 1
     assert (
-        "hostd: unknown provider 'fact' (configured: facts, notes); did you mean 'facts'? "
-        "(code -32602, reason unknown_provider)" in _human(err)
+        "hostd: invalid params: providers: unknown provider 'fact' (configured: facts, notes); "
+        "did you mean 'facts'? (code -32602, reason unknown_provider)" in _human(err)
     ), err
     async with connect(daemon.socket) as client:
-        # The reason, the code and the data fields are as before: only the message grew.
+        # The reason and the code are as before; a request's param is named as every
+        # refused param is (its field first, and in data.field).
+        providers = {"provider": "fact", "field": "providers"}
         asked: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
-            ("context/compose", {"goal": "x", "providers": ["fact"]}, {"provider": "fact"}, ""),
-            ("context/query", {"goal": "x", "providers": ["fact"]}, {"provider": "fact"}, ""),
+            (
+                "context/compose",
+                {"goal": "x", "providers": ["fact"]},
+                providers,
+                "invalid params: providers: ",
+            ),
+            (
+                "context/query",
+                {"goal": "x", "providers": ["fact"]},
+                providers,
+                "invalid params: providers: ",
+            ),
             (
                 "context/compose",
                 {"goal": "x", "caps": {"fact": 0.5}},
                 {"provider": "fact", "field": "caps"},
-                "caps: ",
+                "invalid params: caps: ",
             ),
             ("providers/restart", {"provider": "fact"}, {"providers": ["fact"]}, ""),
             ("consent/grant", {"provider": "fact", "scope": "s"}, {"provider": "fact"}, ""),
@@ -145,6 +157,8 @@ async def test_a_misspelt_provider_is_told_with_the_configured_ids_and_the_close
         # Nothing close: the configured ids alone.
         with pytest.raises(RpcError) as refused:
             await client.call("context/compose", {"goal": "x", "providers": ["zzz"]})
-        assert refused.value.message == "unknown provider 'zzz' (configured: facts, notes)"
+        assert refused.value.message == (
+            "invalid params: providers: unknown provider 'zzz' (configured: facts, notes)"
+        )
         assert refused.value.remote_reason == "unknown_provider"
     assert await daemon.stop() == 0
