@@ -103,7 +103,10 @@ def test_an_mcp_client_launching_hostd_elsewhere_sees_why_the_provider_failed(
     project = _project(tmp_path, BROKEN if script == "broken" else WORKING)
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hostd", "--config", str(project / "hostd.toml"), "mcp"],
+        # Waits for the provider's start as long as it takes (its start deadline), so a
+        # busy machine's slow start is no verdict.
+        args=["-m", "hostd", "--config", str(project / "hostd.toml"), "mcp"]
+        + ["--ready-wait-ms", "600000"],
         env={**marked_env(), "PATH": "/usr/bin:/bin"},
         cwd=str(tmp_path),  # neither the project nor the checkout
     )

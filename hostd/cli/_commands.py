@@ -199,7 +199,38 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "config, or a running one (--connect). Logs go to stderr.",
     )
     connect_arg(mcp)
+    mcp.add_argument(
+        "--ready-wait-ms",
+        type=_ready_wait_ms,
+        default=MCP_READY_WAIT_MS,
+        metavar="MS",
+        help="how long a compose_context call waits for providers still starting or "
+        "warming up before it answers with the ready ones, the rest said warming "
+        f"(default: {MCP_READY_WAIT_MS}, within an MCP client's usual 5 s timeout; "
+        "a call that names ready_wait_ms or timeout_ms decides for itself)",
+    )
     mcp.set_defaults(run=_mcp)
+
+
+#: ``hostd mcp``'s wait for providers that are not ready, in ms. MCP clients give a
+#: tool call a few seconds (openai-agents: 5 s, ``client_session_timeout_seconds``),
+#: while a first start may load a model and embed a tree for half a minute: 3 s leaves
+#: the ready providers' queries and the composition time to answer within such a
+#: timeout, and the model reads which providers are still warming and may call again.
+MCP_READY_WAIT_MS = 3000
+
+
+def _ready_wait_ms(value: str) -> int:
+    """``--ready-wait-ms``: the API's bounds (``ready_wait_ms``), refused at start."""
+    try:
+        ms = int(value)
+    except ValueError:
+        ms = -1
+    if not 0 <= ms <= 600_000:
+        raise argparse.ArgumentTypeError(
+            f"got {value!r}; expected an integer from 0 to 600,000 (milliseconds)"
+        )
+    return ms
 
 
 def audit_summary(result: dict[str, Any]) -> str:
@@ -602,6 +633,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
                 max_line_bytes=cfg.host.max_line_bytes,
                 config=config,
                 connect=where,
+                ready_wait_ms=args.ready_wait_ms,
             )
         finally:
             stdio.close()

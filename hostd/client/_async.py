@@ -89,6 +89,9 @@ class ComposeOptions(TypedDict, total=False):
     caps: dict[str, float] | None
     #: The daemon's deadline for the providers' legs, in ms (the request's own).
     timeout_ms: int | None
+    #: How long the daemon waits for providers that are not ready, in ms (apart from
+    #: ``timeout_ms``; 0: the ready ones alone).
+    ready_wait_ms: int | None
     session: str | None
     record: bool | None
 

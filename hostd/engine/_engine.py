@@ -38,6 +38,7 @@ class Engine(Protocol):
         on_leg_done: LegDone | None = None,
         overfetch: float = 1.0,
         on_progress: ProgressDone | None = None,
+        ready_wait_ms: float | None = None,
     ) -> FanOut:
         """One fan-out: plan, run, judge (see ``Host.query_all``)."""
         ...

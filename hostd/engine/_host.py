@@ -230,6 +230,7 @@ class Host:
         on_leg_done: LegDone | None = None,
         overfetch: float = 1.0,
         on_progress: ProgressDone | None = None,
+        ready_wait_ms: float | None = None,
     ) -> FanOut:
         """Fan ``query`` out to every (or the selected) provider and audit the replies.
 
@@ -237,7 +238,9 @@ class Host:
         ``query.max_tokens`` is then ``min(global_budget, ceil(share * overfetch))``
         and B1 is judged against that asked figure (``LegReport.max_tokens``).
         ``timeout_ms`` is every provider's deadline (its query and its verify) in place
-        of its spec's, longer or shorter.
+        of its spec's, longer or shorter. ``ready_wait_ms`` bounds the wait for a
+        provider that is not ready (starting, warming up) below its start deadline: one
+        not ready by then is reported warming, and the others are not held up by it.
         ``on_progress(provider_id, progress)`` hears the selected providers' warm-up
         progress while this fan-out runs.
         """
@@ -264,6 +267,7 @@ class Host:
             overfetch=overfetch,
             timeout_ms=timeout_ms,
             verify=verify,
+            ready_wait_ms=ready_wait_ms,
         )
         judged: dict[str, JudgedLeg] = {}
         # The verify stage's checks of legs already in, run while others are still out.

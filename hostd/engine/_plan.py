@@ -82,8 +82,9 @@ class LegPlan:
     #: Its wire form, when known at planning time (``send`` legs).
     wire: Mapping[str, Any] | None = None
     missing_scopes: tuple[str, ...] = ()
-    #: The request named no ``timeout_ms``: a provider that is not ready yet is waited
-    #: for up to its start deadline, and the leg's own bound counts from then.
+    #: The request named no ``timeout_ms``, or named ``ready_wait_ms``: a provider that
+    #: is not ready yet is waited for up to its start deadline (or the plan's
+    #: ``ready_wait_ms``, when sooner), and the leg's own bound counts from then.
     wait_ready: bool = False
     #: Consent was decided here (the provider was live); else once after its start.
     judged: bool = False
@@ -101,6 +102,9 @@ class FanOutPlan:
     #: The fan-out's start (anyio time); every deadline counts from it.
     started: float
     verify: VerifyPlan | None = None
+    #: The request's bound on waiting for providers that are not ready (starting or
+    #: warming up), counted from ``started``; None: each one's start deadline alone.
+    ready_wait_ms: float | None = None
 
     def leg(self, provider_id: str) -> LegPlan | None:
         return next((leg for leg in self.legs if leg.provider_id == provider_id), None)
@@ -223,19 +227,25 @@ def plan_fan_out(
     overfetch: float = 1.0,
     timeout_ms: float | None = None,
     verify: VerifyPlan | None = None,
+    ready_wait_ms: float | None = None,
 ) -> FanOutPlan:
     """Decide every leg of one fan-out (see the module docstring). ``providers`` in any
-    order; the plan lists them by id. Raises ``BadRequest`` for an ``overfetch`` below
-    1 or a budget that cannot be split."""
+    order; the plan lists them by id. ``timeout_ms`` bounds each leg (and, unless
+    ``ready_wait_ms`` is named, its provider's start too); ``ready_wait_ms`` bounds the
+    wait for a provider that is not ready, apart from its query's bound. Raises
+    ``BadRequest`` for an ``overfetch`` below 1 or a budget that cannot be split."""
     overfetch = _check_overfetch(overfetch)
     views = sorted(providers, key=lambda v: v.spec.id)
     shares = _split(global_budget, tuple(v.spec.weight for v in views)) if views else ()
     template = query_wire(query)
+    # A named ready_wait_ms is the readiness wait's own bound, so a timeout_ms beside it
+    # bounds the query alone; a timeout_ms alone bounds the start too, as it always did.
+    wait = timeout_ms is None or ready_wait_ms is not None
     legs = [
-        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now)
+        _leg(view, share, query, template, consent, global_budget, overfetch, timeout_ms, now, wait)
         for view, share in zip(views, shares, strict=True)
     ]
-    return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify)
+    return FanOutPlan(query, global_budget, overfetch, tuple(legs), now, verify, ready_wait_ms)
 
 
 def _leg(
@@ -248,13 +258,13 @@ def _leg(
     overfetch: float,
     timeout_ms: float | None,
     now: float,
+    wait_ready: bool,
 ) -> LegPlan:
     """One provider's leg (``template``: the query's wire form, shared by every leg)."""
     spec = view.spec
     asked = asked_tokens(share, global_budget, overfetch)
     limit = leg_limit_ms(spec, timeout_ms)
     deadline = now + limit / 1000
-    wait_ready = timeout_ms is None
     # Asked for the whole budget (an overfetch that covers it, one provider): the
     # request's own query already says so, no copy to make.
     leg_query = (

@@ -10,9 +10,11 @@ reply is counted, not read as a fault) — that tells the fan-out's ``_Inbox`` a
 it lands. The fan-out's own task gathers them there, waking once per batch of
 landed replies: no task, no cancel scope per leg. What cannot go that way runs in
 one task group beside it: a ``start`` leg waits for its provider's start (the
-pool's, bounded only by this leg's deadline), passes the same ``gate`` and is
-written the same way; a leg whose write must wait (a lock-step provider, a full
-pipe, an HTTP or SDK binding) awaits ``query`` under its deadline; the planned
+pool's, bounded by this leg's deadline; for a request that named no ``timeout_ms``,
+or named ``ready_wait_ms``, by the provider's start deadline and that wait, the
+leg's own bound counting from its ready), passes the same ``gate`` and is written
+the same way; a leg whose write must wait (a lock-step provider, a full pipe, an
+HTTP or SDK binding) awaits ``query`` under its deadline; the planned
 ``context/verify`` calls, each ended by its provider's leg deadline. Once every
 reply is in, the caller's last step (the turn's source reads) runs. Consent is
 decided once: by the plan for a provider live when it planned, else once after
@@ -24,6 +26,7 @@ of broken connections.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -143,7 +146,16 @@ async def _result(
 
 
 class _Runner:
-    __slots__ = ("clock", "consent", "on_reply", "plan", "pool", "ready_links", "starts")
+    __slots__ = (
+        "clock",
+        "consent",
+        "on_reply",
+        "plan",
+        "pool",
+        "ready_by",
+        "ready_links",
+        "starts",
+    )
 
     def __init__(
         self,
@@ -159,6 +171,9 @@ class _Runner:
         #: The fan-out's start (the loop's clock), as the plan read it: every latency
         #: counts from it, as every deadline does.
         self.clock = plan.started
+        #: When the request stops waiting for providers that are not ready (anyio time).
+        wait = plan.ready_wait_ms
+        self.ready_by = math.inf if wait is None else plan.started + wait / 1000
         #: Consent as the plan decided it, for providers live at planning time.
         self.ready_links: dict[str, Ready] = {}
         #: Consent decided once after a start, for the others.
@@ -355,9 +370,11 @@ class _Runner:
         deadline = leg.deadline
         try:
             if conn is None and leg.wait_ready and not isinstance(written, HostdError):
-                # No timeout named: wait for a cold provider up to its start deadline, then
-                # give the leg its own bound from there.
-                conn = await self.pool.ready(slot)
+                # Wait for a cold provider up to its start deadline (or the request's
+                # ready_wait_ms, when sooner), then give the leg its own bound from there.
+                conn = await self._wait_ready(slot)
+                if conn is None:
+                    return self._not_ready(leg, query)
                 deadline = max(deadline, anyio.current_time() + leg.limit_ms / 1000)
                 written = None
                 started = True
@@ -385,21 +402,46 @@ class _Runner:
             return await self._failed(leg, query, conn, exc, deadline)
         return self._answered(leg, query, conn, result)
 
+    async def _wait_ready(self, slot: Slot) -> ProviderLink | None:
+        """The connection once the provider answers queries (``pool.ready``: no later
+        than its start deadline), or None when the request's ``ready_wait_ms`` ran out
+        first and it still does not (its start and warm-up go on in the pool)."""
+        with anyio.move_on_at(self.ready_by):
+            return await self.pool.ready(slot)
+        conn = slot.live()  # it may have become ready as the wait ran out
+        return conn if conn is not None and conn.readiness.answers.is_set() else None
+
+    def _not_ready(self, leg: LegPlan, query: ContextQuery) -> LegReply:
+        """Not ready within the request's ``ready_wait_ms``: ``starting`` before its
+        handshake, else ``warming``; nothing was written to it."""
+        within = self.plan.ready_wait_ms
+        if self.pool.slots[leg.provider_id].live() is None:
+            return self.warming(leg, query, "starting", "provider starting", within_ms=within)
+        return self.warming(leg, query, "warming", "provider warming", within_ms=within)
+
     def warming(
-        self, leg: LegPlan, query: ContextQuery, code: str, what: str, at: float | None = None
+        self,
+        leg: LegPlan,
+        query: ContextQuery,
+        code: str,
+        what: str,
+        at: float | None = None,
+        within_ms: float | None = None,
     ) -> LegReply:
-        """A leg whose provider is not ready within the leg's bound (``warming``)."""
+        """A leg whose provider is not ready within the leg's bound (``warming``), or
+        within ``within_ms`` when that was the bound it was waited for by."""
         slot = self.pool.slots[leg.provider_id]
         conn = slot.conn
         progress = conn.readiness.progress if conn is not None else {}
         figure = progress_figure(progress)
+        bound = leg.limit_ms if within_ms is None else within_ms
         return self.reply(
             leg,
             query,
             at,
             status=LegStatus.WARMING,
             error_code=code,
-            error_message=f"{what}, not ready within {leg.limit_ms:.0f} ms{figure}",
+            error_message=f"{what}, not ready within {bound:.0f} ms{figure}",
             phase=warming_phase(progress),
         )
 

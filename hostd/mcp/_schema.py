@@ -104,6 +104,14 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
             "description": "how long each provider may take (a provider still starting or "
             "building its index past it is reported warming, not waited for)",
         },
+        "ready_wait_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 600_000,
+            "description": "how long to wait for a provider still starting or building its "
+            "index (default: a few seconds); one not ready by then is reported warming and "
+            "the call returns with what the others gave: call again later for its evidence",
+        },
         "max_frames": {
             "type": "integer",
             "minimum": 1,
@@ -347,6 +355,7 @@ _ARGUMENTS = (
     "session",
     "query_text",
     "timeout_ms",
+    "ready_wait_ms",
     "max_frames",
     "anchors",
     "as_of",
@@ -358,17 +367,22 @@ _INTEGERS = frozenset(
 )
 
 
-def compose_params(arguments: dict[str, Any]) -> dict[str, Any]:
+def compose_params(arguments: dict[str, Any], ready_wait_ms: int | None = None) -> dict[str, Any]:
     """``context/compose`` params from the tool's (schema-checked) arguments. An empty
     ``providers`` is left out, so it means all, as an empty ``kinds`` means any: models
     fill an optional array with ``[]``, and the API would refuse it (none selected).
     An integer sent as ``3.0`` goes on as ``3``: the schema let it through, so the API
-    must not refuse it in pydantic's words."""
-    return {
+    must not refuse it in pydantic's words. ``ready_wait_ms``: ``hostd mcp``'s own wait
+    for providers that are not ready, sent when the call names neither it nor
+    ``timeout_ms`` (a ``timeout_ms`` alone bounds their start, as the API has it)."""
+    params = {
         k: int(arguments[k]) if k in _INTEGERS else arguments[k]
         for k in _ARGUMENTS
         if arguments.get(k) is not None and (k != "providers" or arguments[k])
     }
+    if ready_wait_ms is not None and "ready_wait_ms" not in params and "timeout_ms" not in params:
+        params["ready_wait_ms"] = ready_wait_ms
+    return params
 
 
 def consent_needed(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -192,6 +192,7 @@ async def _compose(
     args: dict[str, Any],
     citations: CitationStore,
     where: tuple[str | None, str | None],
+    ready_wait_ms: int | None,
 ) -> types.CallToolResult:
     wants_progress = (ctx.meta or {}).get("progress_token") is not None
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
@@ -214,7 +215,7 @@ async def _compose(
             try:
                 result = await backend.call(
                     "context/compose",
-                    compose_params(args),
+                    compose_params(args, ready_wait_ms),
                     on_progress=_pusher(send) if wants_progress else None,
                 )
             except HostdError as exc:
@@ -317,11 +318,15 @@ def build_server(
     config: str | None = None,
     connect: str | None = None,
     citations: CitationStore | None = None,
+    ready_wait_ms: int | None = None,
 ) -> Server[Any]:
     """The MCP server over one client API session. ``config``: the config file hostd
     was started with, and ``connect`` the daemon's socket when the session is a running
     daemon's (both named in consent hints); ``citations``: the store of cited texts
-    ``resources/read`` serves (a fresh default-bounded one if not given)."""
+    ``resources/read`` serves (a fresh default-bounded one if not given);
+    ``ready_wait_ms``: how long a ``compose_context`` that names neither it nor
+    ``timeout_ms`` waits for providers that are not ready (None: the API's own wait,
+    up to each one's start deadline)."""
     store = citations if citations is not None else CitationStore()
 
     async def list_tools(
@@ -342,7 +347,7 @@ def build_server(
             return _tool_error(problem)
         try:
             if params.name == "compose_context":
-                return await _compose(backend, ctx, args, store, (config, connect))
+                return await _compose(backend, ctx, args, store, (config, connect), ready_wait_ms)
             if params.name == "report_used_evidence":
                 return await _report(backend, args)
             return await _providers(backend)
@@ -412,10 +417,14 @@ async def serve_mcp(
     connect: str | None = None,
     citations: CitationStore | None = None,
     drain_s: float = DRAIN_S,
+    ready_wait_ms: int | None = None,
 ) -> None:
     """Serve MCP on a byte stream (``hostd mcp``: stdin and the reserved stdout) until
-    its input ends and every request read from it has been answered."""
-    server = build_server(backend, config=config, connect=connect, citations=citations)
+    its input ends and every request read from it has been answered. ``ready_wait_ms``
+    as ``build_server`` takes it."""
+    server = build_server(
+        backend, config=config, connect=connect, citations=citations, ready_wait_ms=ready_wait_ms
+    )
 
     async def run(inbox: Any, outbox: Any) -> None:
         await server.run(inbox, outbox, server.create_initialization_options())

@@ -368,6 +368,7 @@ class Pipeline:
             providers=request.providers,
             session=request.session,
             timeout_ms=request.timeout_ms,
+            ready_wait_ms=request.ready_wait_ms,
             on_leg_done=notes.leg_done if notes is not None else None,
             overfetch=overfetch,
             on_progress=notes.warming if notes is not None else None,

@@ -63,6 +63,9 @@ class QueryRequest(Protocol):
     def timeout_ms(self) -> int | None: ...
 
     @property
+    def ready_wait_ms(self) -> int | None: ...
+
+    @property
     def session(self) -> str | None: ...
 
     @property

@@ -67,6 +67,10 @@ class QueryParams(_Params):
     max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
     providers: list[Annotated[str, Field(min_length=1)]] | None = None
     timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
+    #: How long to wait for providers that are not ready (starting, warming up), apart
+    #: from ``timeout_ms``; 0: answer with the ready ones alone. None: up to each
+    #: one's start deadline (or ``timeout_ms``, when named).
+    ready_wait_ms: Annotated[_Count, Field(ge=0, le=600_000)] | None = None
     session: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     progress_token: str | int | None = None
     #: Overrides ``[host] overfetch``: each provider is asked for up to its share × this.

@@ -60,6 +60,21 @@ def live(pid: str, *, egress: list[str] | None = None, reps: list[str] | None = 
 QUERY = ContextQuery(goal="g", max_frames=10, max_tokens=0)
 
 
+def test_a_named_ready_wait_bounds_the_readiness_wait_apart_from_timeout_ms() -> None:
+    """``timeout_ms`` alone bounds a cold provider's start too (its leg does not wait for
+    readiness); with ``ready_wait_ms`` beside it, that wait is bounded by the latter and
+    ``timeout_ms`` bounds the query alone."""
+    views = [ProviderView(spec("cold")), live("warm")]
+    alone = plan_fan_out(QUERY, 300, views, Gate(), now=0.0, timeout_ms=1000)
+    both = plan_fan_out(QUERY, 300, views, Gate(), now=0.0, timeout_ms=1000, ready_wait_ms=3000)
+    wait = plan_fan_out(QUERY, 300, views, Gate(), now=0.0, ready_wait_ms=0)
+    assert [leg.wait_ready for leg in alone.legs] == [False, False]
+    assert [leg.wait_ready for leg in both.legs] == [True, True]
+    assert [leg.limit_ms for leg in both.legs] == [1000, 1000]  # each query's own bound
+    assert [leg.limit_ms for leg in wait.legs] == [2000, 2000]  # the spec's, as before
+    assert (alone.ready_wait_ms, both.ready_wait_ms, wait.ready_wait_ms) == (None, 3000, 0)
+
+
 def test_each_leg_gets_its_action_share_asked_and_deadline() -> None:
     views = [
         ProviderView(spec("cold", timeout_ms=500)),

@@ -17,7 +17,7 @@ from hostd.engine import Host, LegStatus, ProviderSpec
 from hostd.engine._outcome import failure_of
 from hostd.pipeline._degraded import Degraded, degradations
 from hostd.transport import provider_error
-from tests.engine._helpers import child_pid, query
+from tests.engine._helpers import child_pid, healthy, query
 from tests.fixtures.procs import ROOT, leftovers, marked_env, python
 from tests.fixtures.warming_provider import wait_for
 
@@ -73,6 +73,29 @@ async def test_a_bounded_request_to_a_cold_provider_says_warming_and_the_same_pr
     assert health.consecutive_timeouts == 0 and health.warming == 2
     assert any(n.get("state") == "ready" for n in notes)
     assert leftovers() == []
+
+
+async def test_a_request_waits_for_a_cold_provider_no_longer_than_its_ready_wait(
+    tmp_path: Path,
+) -> None:
+    """``ready_wait_ms``: the ready provider answers, the one still warming up is
+    reported warming with the wait it was given, not waited for up to its start
+    deadline (an hour: the hang guard would end the test first). Its warm-up gate stays
+    shut throughout, so the verdict follows from no speed."""
+    gate = tmp_path / "warm.gate"
+    cold = warming("w", "--warm-gate", str(gate), start_timeout_s=3_600)
+    with anyio.fail_after(120):  # a hang guard
+        async with Host([healthy("h"), cold]) as host:
+            await host.pool.ready(host.pool.slots["h"])  # ready: its leg is no race
+            fan = await host.query_all(query(), 500, ready_wait_ms=200)
+            gate.touch()
+            health = host.health("w")
+    ok, cold_leg = fan.reports["h"], fan.reports["w"]
+    assert ok.status is LegStatus.OK and {pid for pid, _ in fan.accepted} == {"h"}, ok
+    assert cold_leg.status is LegStatus.WARMING, cold_leg
+    assert cold_leg.error_code in ("starting", "warming")
+    assert "not ready within 200 ms" in (cold_leg.error_message or ""), cold_leg
+    assert (health.restarts, health.timeouts) == (0, 0)  # warming is no failure
 
 
 async def _started_in(host: Host, phase: str) -> None:

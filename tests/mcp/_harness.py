@@ -12,7 +12,7 @@ from mcp import StdioServerParameters
 
 from tests.server.conftest import ROOT, provider_table
 
-__all__ = ["ROOT", "hostd_mcp", "serve_lines", "write_config"]
+__all__ = ["PATIENT_MS", "ROOT", "hostd_mcp", "serve_lines", "write_config"]
 
 
 def write_config(
@@ -33,13 +33,23 @@ def write_config(
     return path
 
 
-def hostd_mcp(config: Path, *args: str) -> StdioServerParameters:
-    """``hostd --config CONFIG mcp ARGS…`` with this checkout importable."""
+#: The tests' ``--ready-wait-ms``: a call waits for a provider's start up to its start
+#: deadline, as a socket client's does, so no verdict depends on how fast a provider
+#: starts on a busy machine (``hostd mcp``'s own 3 s would).
+PATIENT_MS = 600_000
+
+
+def hostd_mcp(
+    config: Path, *args: str, ready_wait_ms: int | None = PATIENT_MS
+) -> StdioServerParameters:
+    """``hostd --config CONFIG mcp ARGS…`` with this checkout importable;
+    ``ready_wait_ms`` its ``--ready-wait-ms`` (None: ``hostd mcp``'s default)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
+    wait = [] if ready_wait_ms is None else ["--ready-wait-ms", str(ready_wait_ms)]
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hostd", "--config", str(config), "mcp", *args],
+        args=["-m", "hostd", "--config", str(config), "mcp", *args, *wait],
         env=env,
         cwd=str(ROOT),
     )

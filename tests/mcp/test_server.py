@@ -602,6 +602,40 @@ async def test_timeout_ms_returns_without_waiting_for_a_cold_provider(
     assert structured["citations"]
 
 
+async def test_a_first_call_returns_within_hostd_mcps_wait_with_the_cold_provider_warming(
+    workdir: Path, marker: str
+) -> None:
+    """A call that names no timeout_ms gets ``hostd mcp``'s own readiness wait (3 s,
+    under an MCP client's usual 5 s timeout): it returns with what the ready provider
+    gave, the cold one said warming, instead of waiting up to its start_timeout_s (an
+    hour here: the hang guard would end the test first). Its warm-up gate stays shut
+    throughout; alpha's start is waited for first (``ready_wait_ms``, the call's own)."""
+    gate = workdir / "gate"  # touched only once the calls have returned
+    cold = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(gate)]
+    extra = (
+        f'[[provider]]\nid = "cold"\ncommand = {json.dumps(cold)}\ncwd = "{ROOT}"\n'
+        "start_timeout_s = 3600\n"
+    )
+    config = write_config(workdir, marker, {"alpha": {}}, extra=extra)
+    alpha = {"goal": "frames", "providers": ["alpha"], "ready_wait_ms": 600_000}
+    try:
+        with anyio.fail_after(120):  # a hang guard
+            async with Client(hostd_mcp(config, ready_wait_ms=None), mode="legacy") as client:
+                ready = await client.call_tool("compose_context", alpha)
+                result = await client.call_tool("compose_context", {"goal": "frames"})
+    finally:
+        gate.touch()
+    assert ready.is_error is False, _texts(ready)
+    assert result.is_error is False, _texts(result)
+    structured = result.structured_content or {}
+    legs = {p["provider_id"]: p for p in structured["providers"]}
+    assert {pid: leg["status"] for pid, leg in legs.items()} == {"alpha": "ok", "cold": "warming"}
+    assert "not ready within 3000 ms" in legs["cold"]["error"]["message"], legs["cold"]
+    assert {c["frame"]["provider_id"] for c in structured["citations"]} == {"alpha"}
+    # The model reads that it may call again for the rest.
+    assert any("still warming: cold" in text for text in _texts(result)), _texts(result)
+
+
 async def test_a_provider_whose_leg_failed_is_named_in_the_text_a_model_reads(
     workdir: Path, marker: str
 ) -> None:

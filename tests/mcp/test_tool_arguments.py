@@ -64,6 +64,7 @@ _EVERY_ARGUMENT: dict[str, Any] = {
     "session": "s1",
     "query_text": "cache eviction",
     "timeout_ms": 5000,
+    "ready_wait_ms": 2000,
     "max_frames": 1,
     "anchors": ["file:///src/cache.py", "LruCache.evict"],
     "as_of": "2024-05-01T12:00:00Z",
@@ -77,6 +78,17 @@ def test_every_argument_reaches_the_client_api_as_given() -> None:
     params = compose_params(_EVERY_ARGUMENT)
     assert params == _EVERY_ARGUMENT
     ComposeParams.model_validate(params)  # the API takes it as it is
+
+
+def test_hostd_mcps_ready_wait_is_sent_unless_the_call_bounds_its_waits_itself() -> None:
+    assert compose_params({"goal": "x"}, 3000) == {"goal": "x", "ready_wait_ms": 3000}
+    # The call's own: its ready_wait_ms, or a timeout_ms, which bounds the start too.
+    assert compose_params({"goal": "x", "ready_wait_ms": 0}, 3000)["ready_wait_ms"] == 0
+    assert compose_params({"goal": "x", "timeout_ms": 500}, 3000) == {
+        "goal": "x",
+        "timeout_ms": 500,
+    }
+    assert compose_params({"goal": "x"}) == {"goal": "x"}  # none: the API's own wait
 
 
 def test_an_integer_sent_with_a_point_zero_is_passed_as_an_integer() -> None:
@@ -144,3 +156,18 @@ def test_the_input_schema_states_every_bound_the_client_api_holds(
         assert _bounds(argument) == _bounds(api[name]), name
         if "default" in argument:  # what leaving it out means, as the API has it
             assert argument["default"] == api[name]["default"], name
+
+
+def test_hostd_mcps_ready_wait_is_refused_at_start_outside_the_apis_bounds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hostd.cli import build_parser
+
+    assert build_parser().parse_args(["mcp"]).ready_wait_ms == 3000
+    assert build_parser().parse_args(["mcp", "--ready-wait-ms", "0"]).ready_wait_ms == 0
+    for value in ("-1", "600001", "3s"):
+        with pytest.raises(SystemExit) as usage:
+            build_parser().parse_args(["mcp", "--ready-wait-ms", value])
+        assert usage.value.code == 2
+        said = capsys.readouterr().err
+        assert f"--ready-wait-ms: got {value!r}; expected an integer from 0 to 600,000" in said

@@ -144,6 +144,14 @@ async def test_an_unknown_provider_is_refused_as_every_bad_param_is_naming_its_f
     assert engine.calls == []
 
 
+async def test_the_readiness_wait_a_request_names_reaches_the_engine(tmp_path: Path) -> None:
+    pipeline, engine = _pipeline(tmp_path)
+    await pipeline.compose(ComposeParams(goal="g", ready_wait_ms=0), "r-1")
+    await pipeline.compose(ComposeParams(goal="g", timeout_ms=500), "r-2")
+    named = [(call["ready_wait_ms"], call["timeout_ms"]) for call in engine.calls]
+    assert named == [(0, None), (None, 500)]
+
+
 async def test_the_providers_share_what_the_floors_leave_and_one_value_is_recorded(
     tmp_path: Path,
 ) -> None:
