@@ -212,12 +212,24 @@ async def _compose(
             if wants_progress:
                 tg.start_soon(forward)
                 await ctx.session.report_progress(*track.start())
+            params = compose_params(args, ready_wait_ms)
             try:
-                result = await backend.call(
-                    "context/compose",
-                    compose_params(args, ready_wait_ms),
-                    on_progress=_pusher(send) if wants_progress else None,
-                )
+                try:
+                    result = await backend.call(
+                        "context/compose",
+                        params,
+                        on_progress=_pusher(send) if wants_progress else None,
+                    )
+                except RpcError as exc:
+                    if not _older_daemon(exc, params, args):
+                        raise
+                    # A daemon of an older hostd (``--connect``) takes no ready_wait_ms:
+                    # the call as the client made it, with that daemon's own wait.
+                    result = await backend.call(
+                        "context/compose",
+                        {k: v for k, v in params.items() if k != "ready_wait_ms"},
+                        on_progress=_pusher(send) if wants_progress else None,
+                    )
             except HostdError as exc:
                 failure = exc  # answered below, outside the task group (no ExceptionGroup)
             finally:
@@ -244,6 +256,19 @@ async def _compose(
     content: list[types.ContentBlock] = [types.TextContent(text=structured["prompt"])]
     return types.CallToolResult(
         content=[*content, *_links(kept), *hints], structured_content=structured
+    )
+
+
+def _older_daemon(exc: RpcError, params: dict[str, Any], args: dict[str, Any]) -> bool:
+    """Whether ``exc`` is a daemon refusing the ``ready_wait_ms`` that ``hostd mcp``
+    added on its own (the client named none) as a member it does not know: one
+    started by an older hostd, still running after an upgrade."""
+    data = exc.rpc_data if isinstance(exc.rpc_data, dict) else {}
+    return (
+        exc.rpc_code == INVALID_PARAMS
+        and data.get("field") == "ready_wait_ms"
+        and "ready_wait_ms" in params
+        and "ready_wait_ms" not in args
     )
 
 

@@ -3,16 +3,20 @@ field, what was sent (bounded) and what the input schema expects."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from hostd._param_words import QUOTED
+from hostd.errors import RpcError
 from hostd.mcp._schema import compose_params
 from hostd.mcp._server import TOOLS, _problem
 from hostd.server._params import ComposeParams, FeedbackParams
 from tests.server.conftest import ROOT
+
+from ._harness import serve_lines
 
 _DOC = " ".join((ROOT / "docs" / "mcp.md").read_text(encoding="utf-8").split())
 
@@ -171,3 +175,65 @@ def test_hostd_mcps_ready_wait_is_refused_at_start_outside_the_apis_bounds(
         assert usage.value.code == 2
         said = capsys.readouterr().err
         assert f"--ready-wait-ms: got {value!r}; expected an integer from 0 to 600,000" in said
+
+
+class _OlderDaemon:
+    """A daemon of an older hostd, behind ``--connect``: it knows no ``ready_wait_ms``
+    (refused as an unknown member, as ``ComposeParams`` refuses one), and refuses every
+    other call in words the test can tell apart."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, *, on_progress: Any = None
+    ) -> Any:
+        assert params is not None
+        self.sent.append(params)
+        if "ready_wait_ms" in params:
+            raise RpcError(
+                -32602,
+                "invalid params: ready_wait_ms: unknown member",
+                {"reason": "invalid_params", "field": "ready_wait_ms"},
+            )
+        raise RpcError(-32005, "its own answer", {"reason": "unavailable"})
+
+
+async def _tool_call(session: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "compose_context", "arguments": arguments},
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    lines = [json.dumps(m).encode() + b"\n" for m in (init, initialized, call)]
+    out = await serve_lines(session, lines, ready_wait_ms=3000)
+    return next(m for m in out if isinstance(m, dict) and m.get("id") == 1)
+
+
+@pytest.mark.anyio
+async def test_an_older_daemon_that_knows_no_ready_wait_gets_the_call_as_the_client_made_it() -> (
+    None
+):
+    daemon = _OlderDaemon()
+    answer = await _tool_call(daemon, {"goal": "x"})
+    assert [("ready_wait_ms" in p) for p in daemon.sent] == [True, False]
+    texts = [c["text"] for c in answer["result"]["content"] if c["type"] == "text"]
+    assert any("its own answer" in t for t in texts), texts  # the second call's answer
+    # A client that named it itself is told the daemon's refusal, not retried.
+    named = _OlderDaemon()
+    answer = await _tool_call(named, {"goal": "x", "ready_wait_ms": 100})
+    assert len(named.sent) == 1
+    texts = [c["text"] for c in answer["result"]["content"] if c["type"] == "text"]
+    assert any("ready_wait_ms" in t for t in texts), texts
