@@ -408,6 +408,14 @@ def build_server(
             next_cursor=after,
         )
 
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        # The resources are the cited texts, each its own URI: none is made from a
+        # template. Listed empty, not -32601, since the resources capability is declared
+        # and clients that list everything (the Inspector, fastmcp) ask for it too.
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
     async def read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
@@ -428,6 +436,7 @@ def build_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
         on_read_resource=read_resource,
     )
 

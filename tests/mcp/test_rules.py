@@ -190,11 +190,13 @@ async def test_every_citation_link_resolves_to_the_cited_text(
                 links = [b for b in result.content if isinstance(b, types.ResourceLink)]
                 reads = {link.uri: await session.read_resource(link.uri) for link in links}
                 listed = await session.list_resources()
+                templates = await session.list_resource_templates()
                 with pytest.raises(MCPError) as unknown:
                     await session.read_resource("hostd://citation/none/1")
                 with pytest.raises(MCPError) as foreign:
                     await session.read_resource("file:///etc/passwd")
     assert init.capabilities.resources is not None  # declared, as MCP requires
+    assert templates.resource_templates == []  # listed, though none is made from one
     assert result.is_error is False
     structured = result.structured_content
     assert structured is not None
