@@ -218,6 +218,15 @@ def add_quality_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     cal.set_defaults(run=shadow_command)
 
 
+def _not_ready_note(states: dict[str, str]) -> str:
+    """A line naming the providers not ready once the warm-up settled (their legs fail
+    or warm through the run, so their rows say little), or nothing."""
+    late = [f"{pid} ({state})" for pid, state in sorted(states.items()) if state != "ready"]
+    if not late:
+        return ""
+    return f"not ready before the questions: {', '.join(late)}; their rows lack them\n"
+
+
 async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
     from hostd import quality
     from hostd.compose import DEFAULT_STRATEGY, strategy_text
@@ -259,6 +268,11 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
         questions = quality.load_questions(args.questions)
         budgets = args.budget or [cfg.host.default_budget]
         async with session(cfg, args.connect, wait=args.wait) as s:
+            # Every index whole before the first question: a provider answering from
+            # what it has built so far (semantic while it embeds) would make the figures
+            # depend on how far its build got, not on the policies compared.
+            warmed = await s.call("providers/warm", {})
+            sys.stderr.write(_not_ready_note(warmed.get("providers") or {}))
             outcomes = await quality.run_eval(
                 s,
                 questions,

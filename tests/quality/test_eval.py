@@ -336,3 +336,57 @@ def test_every_question_has_a_gold_phrase_inside_one_chunk(
         if not any(_fold(g.phrase) in text for g in q.gold for text in chunks[g.file])
     ]
     assert cut == []
+
+
+async def _eval_in_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, states: dict[str, str]
+) -> list[str]:
+    """``hostd eval``'s steps against a session that records each call, and a
+    ``run_eval`` that records its own start: the order they came in."""
+    import contextlib
+
+    from hostd import quality
+    from hostd.cli import _quality
+    from hostd.cli._main import build_parser
+    from hostd.config import Config
+
+    steps: list[str] = []
+
+    class _Recording:
+        async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+            steps.append(method)
+            return {"providers": states} if method == "providers/warm" else {}
+
+    @contextlib.asynccontextmanager
+    async def session(*_: Any, **__: Any) -> Any:
+        yield _Recording()
+
+    async def run_eval(*_: Any, **__: Any) -> list[Any]:
+        steps.append("questions")
+        return []
+
+    monkeypatch.setattr(_quality, "session", session)
+    monkeypatch.setattr(quality, "run_eval", run_eval)
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(_lines(LINE))
+    args = build_parser().parse_args(["eval", "--questions", str(questions), "--json"])
+    await _quality.eval_command(Config(), args)
+    return steps
+
+
+@pytest.mark.anyio
+async def test_eval_asks_its_questions_once_every_index_is_whole(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A provider answering from what it has built so far (semantic while it embeds)
+    # would make the figures depend on how far its build got: warmed first.
+    states = {"files": "ready", "semantic": "ready"}
+    assert await _eval_in_process(monkeypatch, tmp_path, states) == [
+        "providers/warm",
+        "questions",
+    ]
+    assert "not ready" not in capsys.readouterr().err
+    states = {"files": "ready", "semantic": "failed: no model"}
+    await _eval_in_process(monkeypatch, tmp_path, states)
+    err = capsys.readouterr().err
+    assert "not ready before the questions: semantic (failed: no model)" in err
