@@ -20,12 +20,14 @@ from ._floors import AdmittedFloors, Floor, check_floors
 from ._placement import PLACEMENTS, fold_to_edges, order_by, order_by_value, place
 from ._render import (
     EVIDENCE_PREAMBLE,
+    TITLE_SCAN,
     citation_label_for,
     compose_context,
     escape_attribute,
     neutralize_controls,
     neutralize_fences,
     render_frame,
+    title_attribute,
 )
 from ._reply import compose_reply
 from ._rerank import RerankRequest, rerank_request
@@ -50,6 +52,7 @@ from .ranking import (
 __all__ = [
     "DEFAULT_STRATEGY",
     "EVIDENCE_PREAMBLE",
+    "TITLE_SCAN",
     "PLACEMENTS",
     "AdmittedFloors",
     "AdmittedRequest",
@@ -97,4 +100,5 @@ __all__ = [
     "rerank_request",
     "strategy_from_wire",
     "strategy_text",
+    "title_attribute",
 ]

@@ -35,7 +35,7 @@ from typing import Any
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
 from ._candidates import CandidateSet, key_to_wire
-from ._lines import Span, merged_label, range_text
+from ._lines import Span, merged_label, merged_title, range_text
 from ._meter import Meter
 from ._pack import Labels, Packing
 
@@ -149,6 +149,7 @@ def _group(
             "token_cost": canonical_token_cost(content),
             "provenance": provenance,
             "citation_label": label,
+            "title": merged_title(cands.frames[chosen[members[0]]], label),
         }
     )
     block = render(chosen[members[0]], frame, label)

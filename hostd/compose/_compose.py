@@ -36,7 +36,14 @@ from ._lines import Span
 from ._meter import CANONICAL, Meter, TokenCounter, meter_for, same_meter
 from ._pack import Packing, pack
 from ._placement import check_placement, place_indices
-from ._render import EVIDENCE_PREAMBLE, fence, kinds_and_labels, priced_blocks, render_frame
+from ._render import (
+    EVIDENCE_PREAMBLE,
+    fence,
+    kinds_and_labels,
+    priced_blocks,
+    render_frame,
+    title_attributes,
+)
 from ._result import Citation, ComposedPrompt, CompositionAudit
 from ._same_text import Quotes
 from ._spans import DEFAULT_MERGE_MAX_RATIO, check_ratio, merge_spans
@@ -155,6 +162,8 @@ class Prices:
     unverified: frozenset[int] = frozenset()
     clean: bool = False
     kinds: list[str] = field(default_factory=list)
+    #: Each candidate's ``title_attribute`` (``""``: its title adds nothing to its cite).
+    titles: list[str] = field(default_factory=list)
 
 
 def placeless(cands: CandidateSet) -> list[bool]:
@@ -176,10 +185,11 @@ def price(survivors: Survivors, verification: Verification | None) -> Prices:
     cands = survivors.cands
     kinds, labels = kinds_and_labels(cands.frames)
     unverified = unverified_of(cands, verification)
+    titles = title_attributes(cands.frames)
     bodies, sizes, clean = priced_blocks(
-        cands.provider_ids, cands.ids, kinds, labels, survivors.contents, unverified
+        cands.provider_ids, cands.ids, kinds, labels, survivors.contents, unverified, titles
     )
-    return Prices(labels, sizes, bodies, unverified, clean, kinds)
+    return Prices(labels, sizes, bodies, unverified, clean, kinds, titles)
 
 
 def count_blocks(prices: Prices, meter: Meter, render_block: Callable[[int, str], str]) -> Prices:
@@ -444,8 +454,10 @@ def compose_for_prompt(
     def render_block(i: int, label: str) -> str:
         verified = i not in prices.unverified
         clean = prices.clean and label == prices.labels[i]  # tested in bulk as priced
-        body, kind = prices.bodies[i], prices.kinds[i]
-        return fence(pids[i], ids[i], kind, label, body, verified=verified, clean=clean)
+        body, kind, title = prices.bodies[i], prices.kinds[i], prices.titles[i]
+        return fence(
+            pids[i], ids[i], kind, label, body, verified=verified, clean=clean, title=title
+        )
 
     if meter is not CANONICAL:
         prices = count_blocks(prices, meter, render_block)

@@ -18,7 +18,7 @@ from hostd.protocol import ContextFrame, LineIndex, line_number
 
 from ._render import citation_label_for
 
-__all__ = ["Lines", "Span", "lines_of", "merged_label", "range_text"]
+__all__ = ["Lines", "Span", "lines_of", "merged_label", "merged_title", "range_text"]
 
 _RANGE_RE = re.compile(r"L([1-9][0-9]*)(?:-([1-9][0-9]*))?")
 #: A label's trailing range token: ``L<a>[-<b>]`` after a non-alphanumeric (or nothing).
@@ -96,3 +96,13 @@ def merged_label(frame: ContextFrame, own: tuple[int, int], rng: str) -> str:
         if said in (own, stated):
             return label[: m.start()] + rng
     return f"{label} ({rng})"
+
+
+def merged_title(frame: ContextFrame, label: str) -> str:
+    """``frame``'s title for its merged block, cited as ``label``: a title that starts
+    with its own label (``module.py L4-9 · in def load``) starts with ``label``
+    instead, so the fence names the merged range, never the member's own; any other
+    title (``docs/x.md § Setup``) as it is."""
+    own = citation_label_for(frame)
+    title = frame.title
+    return label + title[len(own) :] if title.startswith(own) else title

@@ -11,8 +11,11 @@ before the word, and invisible characters (zero-width and format characters,
 variation selectors, tag characters, Mongolian free variation selectors)
 between its letters are all caught. Attribute values escape ``& " < >`` and every control, line or
 bidirectional separator as numeric character references, so a value stays on
-the fence line. In content, a NUL or any other C0 control but tab and newline
-(a carriage return, an escape sequence, a backspace) becomes its Unicode
+the fence line. A frame's title is peer text too: the fence shows only what it
+says beyond the cite (``title_attribute``), on one line and at most
+``TITLE_CHARS`` characters, so a hostile title costs bounded bytes. In content,
+a NUL or any other C0 control but tab and newline (a carriage return, an escape
+sequence, a backspace) becomes its Unicode
 control picture (U+2400 + code, ``␀`` for NUL), DEL becomes ``␡`` and a C1
 control (CSI, NEL …) U+FFFD: none can reach a reader or a terminal as a
 control, and one character stands for one. All three are
@@ -35,6 +38,8 @@ from ._lookalikes import IGNORABLE, LOOKALIKES, M_SEQUENCES
 
 __all__ = [
     "EVIDENCE_PREAMBLE",
+    "TITLE_CHARS",
+    "TITLE_SCAN",
     "citation_label_for",
     "kinds_and_labels",
     "compose_context",
@@ -47,6 +52,8 @@ __all__ = [
     "render_frame",
     "rendered_size",
     "rendered_sizes",
+    "title_attribute",
+    "title_attributes",
     "utf8_size",
 ]
 
@@ -198,6 +205,85 @@ def citation_label_for(frame: ContextFrame) -> str:
     return label
 
 
+#: The most characters of a title the fence shows: an item or a heading fits; a
+#: provider's title is peer text, and a longer one is cut (``…``) to bound its bytes.
+TITLE_CHARS = 120
+#: The most characters of a title or a cite read to decide what the title adds: a 10 KB
+#: title costs a slice, never a scan of all of it.
+TITLE_SCAN = 1024
+#: Every C0 and C1 control and DEL: a title is shown on one line, each control as a space.
+_TITLE_CONTROLS_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: What joins a cite to the item it sits in (``src/lib.rs L40-52 · in fn build``).
+_ITEM_SEPARATORS = " ·"
+
+
+def _one_line(text: str) -> str:
+    text = text[:TITLE_SCAN]
+    # Most titles are one line already: printable (no control, no line or other
+    # separator but the ASCII space), single-spaced, not padded.
+    if text.isprintable() and "  " not in text and text == text.strip():
+        return text
+    return " ".join(_TITLE_CONTROLS_RE.sub(" ", text).split())
+
+
+def title_attribute(title: str, cite: str) -> str:
+    """What a frame's title says beyond its cite, as a fence attribute (escaped), or
+    ``""`` when it says nothing more.
+
+    Only what the cite leaves out is shown, so it costs the budget as little as it
+    can. A title the cite holds (``src/lib.rs L40-52``, or the file's name alone) adds
+    nothing. A title that is its cite then the item a code chunk starts in
+    (``src/lib.rs L40-52 · in impl Foo › fn build``) adds ``in="impl Foo › fn build"``;
+    one that names the cite's file then a section (``docs/x.md § Usage`` for
+    ``docs/x.md L10-30``) adds ``section="Usage"``; any other title (a memory's
+    headline, an MCP resource's name) is shown as ``title="…"``, less any cite it
+    starts with. On one line (controls as spaces, whitespace collapsed) and at most
+    ``TITLE_CHARS`` characters, so the same frame always shows the same bytes."""
+    shown = _one_line(title)
+    said = _one_line(cite)
+    if not shown or shown in said:
+        return ""
+    name = "title"
+    file, _, _ = said.partition(" ")
+    if shown.startswith(said):
+        shown = shown[len(said) :].lstrip(_ITEM_SEPARATORS)
+        if shown.startswith("in "):
+            name, shown = "in", shown[3:]
+    elif file and shown.startswith(f"{file} § "):
+        name, shown = "section", shown[len(file) + 3 :]
+    if len(shown) > TITLE_CHARS:
+        shown = shown[: TITLE_CHARS - 1] + "…"
+    return f' {name}="{escape_attribute(shown)}"' if shown else ""
+
+
+#: ``title_attribute`` remembered by title and cite, as bodies are (``_remembered``):
+#: the same evidence comes back turn after turn, and a hit is one lookup. Bounded: the
+#: last 1,024 pairs of at most ``TITLE_SCAN`` characters each (a longer one is worked
+#: out each time, never kept).
+_remembered_titles = lru_cache(maxsize=1024)(title_attribute)
+
+
+#: A frame's title and citation label, from the model's ``__dict__``.
+_TITLE_FIELDS = itemgetter("title", "citation_label")
+
+
+def title_attributes(frames: Sequence[ContextFrame]) -> list[str]:
+    """Every frame's ``title_attribute`` against its own citation label, read from the
+    models' ``__dict__``. Not against the label the walk makes unique (``#2``): what a
+    title adds does not depend on which frames rank above it. A frame with no
+    citation label is cited by its title, which then adds nothing."""
+    return [
+        ""
+        if label is None or not label.strip()
+        else (
+            _remembered_titles(title, label)
+            if len(title) <= TITLE_SCAN and len(label) <= TITLE_SCAN
+            else title_attribute(title, label)
+        )
+        for title, label in map(_TITLE_FIELDS, map(_DICT, frames))
+    ]
+
+
 def kinds_and_labels(frames: Sequence[ContextFrame]) -> tuple[list[str], list[str]]:
     """Every frame's ``kind`` and ``citation_label_for``, read from the models'
     ``__dict__`` in one pass."""
@@ -211,13 +297,15 @@ def render_frame(
     provider_id: str, frame: ContextFrame, label: str | None = None, *, verified: bool = True
 ) -> str:
     """One fenced block. Score and token cost are not rendered, so re-scoring the
-    same frame leaves its bytes alone. ``verified=False`` (evidence hostd could
-    not check, e.g. outside the trusted roots) adds ``verified="no"`` to the
-    fence, so the reader sees it too."""
+    same frame leaves its bytes alone. What the frame's title says beyond its own
+    citation label is shown after ``cite`` (``title_attribute``). ``verified=False``
+    (evidence hostd could not check, e.g. outside the trusted roots) adds
+    ``verified="no"`` to the fence, so the reader sees it too."""
     cite = citation_label_for(frame) if label is None else label
     content = frame.content or ""  # a reference frame carries no inline bytes (P3)
     body = neutralize_fences(neutralize_controls(content))
-    return fence(provider_id, frame.id, frame.kind, cite, body, verified=verified)
+    title = title_attributes((frame,))[0]
+    return fence(provider_id, frame.id, frame.kind, cite, body, verified=verified, title=title)
 
 
 def fence(
@@ -229,12 +317,14 @@ def fence(
     *,
     verified: bool = True,
     clean: bool = False,
+    title: str = "",
 ) -> str:
     """``render_frame``'s block from its parts: ``body`` is the content already
     neutralised (``neutral_bodies``), so a block priced and then admitted is
     neutralised once. ``clean``: the four attribute values are known to need no
-    escaping (``priced_blocks`` tested them in bulk), so they are not searched again."""
-    mark = "" if verified else _UNVERIFIED_MARK
+    escaping (``priced_blocks`` tested them in bulk), so they are not searched again.
+    ``title``: the frame's ``title_attribute``, written as it is (already escaped)."""
+    mark = title if verified else title + _UNVERIFIED_MARK
     pid, fid = provider_id, frame_id
     # One search over all four values tells whether any needs escaping at all.
     if not clean and _ATTR_SPECIAL_RE.search(f"{pid}{fid}{kind}{cite}") is not None:
@@ -279,11 +369,12 @@ def rendered_size(
 
     The audit prices every excluded frame as the block it would have been; adding
     up the parts (the fixed fence, the attribute values as ``render_frame`` would
-    escape them, the neutralised content) costs no copy of the content and no
-    encoding of the whole block. A property test holds it equal to the render.
+    escape them, the title's attribute, the neutralised content) costs no copy of
+    the content and no encoding of the whole block. A property test holds it equal to the render.
     """
     cite = citation_label_for(frame) if label is None else label
     size = FENCE_MIN_BYTES + _attrs_size(provider_id, frame.id, frame.kind, cite)
+    size += utf8_size(title_attributes((frame,))[0])
     if not verified:
         size += len(_UNVERIFIED_MARK)
     return size + _content_size(frame.content)
@@ -385,11 +476,13 @@ def priced_blocks(
     labels: Sequence[str],
     contents: Sequence[str | None],
     unverified: Collection[int] = (),
+    titles: Sequence[str] = (),
 ) -> tuple[list[str], list[int], bool]:
     """``(bodies, sizes, clean)``: every candidate's neutralised body
     (``neutral_bodies``), the bytes of its block (``rendered_size``, given as columns:
     provider id, frame id, kind, citation label, content; ``verified=False`` for
-    those in ``unverified``), and whether every attribute value renders as itself.
+    those in ``unverified``; its ``title_attribute`` from ``titles``, none when it
+    is empty), and whether every attribute value renders as itself.
 
     One test over all the attribute values (a C-level pass over the joined text)
     tells whether they need escaping; when none does, a block's size is the sum of
@@ -406,6 +499,8 @@ def priced_blocks(
         sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
     bodies, body_sizes = neutral_bodies_sized(contents)
     out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, body_sizes, strict=True)]
+    if titles:
+        out = list(map(add, out, map(utf8_size, titles)))
     for i in unverified:
         out[i] += len(_UNVERIFIED_MARK)
     return bodies, out, clean
@@ -418,11 +513,12 @@ def rendered_sizes(
     labels: Sequence[str],
     contents: Sequence[str | None],
     unverified: Collection[int] = (),
+    titles: Sequence[str] = (),
 ) -> list[int]:
     """``rendered_size`` of every candidate, given as columns (provider id, frame id,
-    kind, citation label, content; ``verified=False`` for those in ``unverified``),
-    priced in bulk (``priced_blocks``)."""
-    return priced_blocks(provider_ids, ids, kinds, labels, contents, unverified)[1]
+    kind, citation label, content; ``verified=False`` for those in ``unverified``;
+    ``title_attribute``s in ``titles``), priced in bulk (``priced_blocks``)."""
+    return priced_blocks(provider_ids, ids, kinds, labels, contents, unverified, titles)[1]
 
 
 def render_floor(label: str, content: str, position: str) -> str:

@@ -57,7 +57,7 @@ from hostd.protocol import (
 )
 
 from ._candidates import CandidateSet, SortKey, key_to_wire
-from ._lines import Lines, Span, lines_of, merged_label, range_text
+from ._lines import Lines, Span, lines_of, merged_label, merged_title, range_text
 
 __all__ = ["DEFAULT_MERGE_MAX_RATIO", "SpanMerge", "apply", "check_ratio", "merge_spans"]
 
@@ -394,13 +394,15 @@ def _merge_block(
             if k not in seen:
                 seen.add(k)
                 provenance.append(p)
+    label = merged_label(frames[best.index], (best.start, best.end), rng)
     out.frames[best.index] = frames[best.index].model_copy(
         update={
             "content": content,
             "content_digest": digest,
             "token_cost": canonical_token_cost(content),
             "provenance": provenance,
-            "citation_label": merged_label(frames[best.index], (best.start, best.end), rng),
+            "citation_label": label,
+            "title": merged_title(frames[best.index], label),
         }
     )
     # Each provider at its best member's score (F10: within its own list).

@@ -36,7 +36,8 @@ DEFAULT_MAX_CITED_BYTES = 16 * 1024 * 1024
 
 _BLOCK_OPEN = re.compile(
     r'<frame (?:provider="[^"\n]*" id="[^"\n]*" kind="[^"\n]*" cite="[^"\n]*"'
-    r'(?: verified="no")?|(?P<pinned>pinned)="[^"\n]*" cite="[^"\n]*")>\n'
+    r'(?: (?:in|section|title)="[^"\n]*")?(?: verified="no")?'
+    r'|(?P<pinned>pinned)="[^"\n]*" cite="[^"\n]*")>\n'
 )
 _BLOCK_CLOSE = "\n</frame>\n"
 

@@ -21,7 +21,7 @@ def _frame(c: Candidate) -> ContextFrame:
     return ContextFrame(
         id=c.id,
         kind=c.kind,
-        title=c.label,
+        title=c.label if c.title is None else c.title,
         content=content,
         content_digest=c.digest,
         score=c.score,

@@ -24,7 +24,7 @@ from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from hostd.compose import ComposedPrompt
+from hostd.compose import TITLE_SCAN, ComposedPrompt, title_attribute
 from hostd.protocol import ContextFrame, FrameId, LineIndex, sha256_digest
 
 from ._feedback import CitationRow, Key
@@ -57,11 +57,21 @@ ABSORBED = frozenset({"duplicate", "merged_into", "contained_in"})
 #: A candidate as held: a tuple of strings and numbers only, which the garbage
 #: collector stops tracking, so 256 held compositions add nothing to its full passes.
 _FIELDS = itemgetter(
-    "id", "content_digest", "kind", "score", "token_cost", "citation_label", "provenance", "content"
+    "id",
+    "content_digest",
+    "kind",
+    "score",
+    "token_cost",
+    "citation_label",
+    "provenance",
+    "content",
+    "title",
 )
 _REGION = itemgetter("type", "uri", "range", "digest")
 _DICT = attrgetter("__dict__")
-_Row = tuple[str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None]
+_Row = tuple[
+    str, str, str | None, str, float, int, str, tuple[tuple[Any, ...], ...], str | None, str | None
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -120,13 +130,20 @@ class Held:
             self.contested,
             self.policy,
             self.caps,
-            [candidate_wire(*row) for row in self.rows],
+            [candidate_wire(*self._stored(row)) for row in self.rows],
             [(p, i, d) for _, p, i, d in self.citations],
             self.citations,
             self.members,
             None if self.merging is None else self.merging.to_wire(self.rows),
             key_indices(self.unverifiable, self.rows),
         )
+
+    def _stored(self, row: _Row) -> _Row:
+        """``row`` as the record keeps it: its title as ``stored_title`` has it."""
+        title = row[-1]
+        if title is None:
+            return row
+        return (*row[:-1], stored_title(title, row[6], store_content=self.store_content))
 
     def record(self) -> Recorded:
         return Recorded(
@@ -135,7 +152,7 @@ class Held:
             budget=self.contested,
             policy=self.policy,
             caps=self.caps,
-            candidates=tuple(Candidate(*row) for row in self.rows),
+            candidates=tuple(Candidate(*self._stored(row)) for row in self.rows),
             included=tuple((p, i, d) for _, p, i, d in self.citations),
             goal_digest=self.goal_digest,
             goal=self.stored_goal,
@@ -144,6 +161,30 @@ class Held:
             merging=self.merging,
             unverifiable=self.unverifiable,
         )
+
+
+#: One character of each size (1 to 8 bytes) as an attribute value writes it: ``x``,
+#: ``é``, ``€``, ``<`` (``&lt;``), ``&`` (``&amp;``), ``"`` (``&quot;``), U+202E
+#: (``&#8238;``), U+FEFF (``&#65279;``).
+_SIZED = ("", "x", "\u00e9", "\u20ac", "<", "&", '"', "\u202e", "\ufeff")
+
+
+def stored_title(title: str, label: str, *, store_content: bool) -> str | None:
+    """A candidate's title as its record keeps it, so that a replay fences it as the
+    live prompt did (``title_attribute``); ``None`` when the fence showed none of it.
+
+    With ``store_content``, its first ``TITLE_SCAN`` characters (all the fence reads
+    of it). Without, none of its text (a title can be content: a memory's headline)
+    but a stand-in the fence shows in as many bytes, as a frame's content is a
+    stand-in of the same cost: ``in="…"`` after the label, of characters that write
+    eight bytes each and one for the rest."""
+    shown = title_attribute(title, label) if label.strip() else ""
+    if not shown:
+        return None
+    if store_content:
+        return title[:TITLE_SCAN]
+    eights, rest = divmod(len(shown.encode()) - len(' in=""'), 8)
+    return f"{label} · in {_SIZED[8] * eights}{_SIZED[rest]}"
 
 
 def _key(wire: Any) -> Key:
@@ -202,7 +243,7 @@ def hold(composition: Composition, *, store_content: bool) -> Held:
     rows: list[_Row] = []
     append = rows.append
     for pid, f in composition.accepted:
-        fid, digest, kind, score, cost, label, provenance, content = _FIELDS(f.__dict__)
+        fid, digest, kind, score, cost, label, provenance, content, title = _FIELDS(f.__dict__)
         append(
             (
                 pid,
@@ -214,6 +255,9 @@ def hold(composition: Composition, *, store_content: bool) -> Held:
                 label or fid,
                 tuple(map(_REGION, map(_DICT, provenance))),
                 content if store_content else None,
+                # Only a title that can say more than the label, as it is: what the
+                # fence shows of it is worked out off the request path (``_stored``).
+                title if label and title != label else None,
             )
         )
     citations: list[CitationRow] = []

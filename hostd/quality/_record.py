@@ -89,6 +89,9 @@ class Candidate:
     label: str
     regions: tuple[tuple[str, str | None, str | None, str | None], ...]
     content: str | None = None
+    #: Its title, when the fence showed some of it (``stored_title``): a replay shows
+    #: it again, so each block costs what it cost live.
+    title: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return candidate_wire(
@@ -101,6 +104,7 @@ class Candidate:
             self.label,
             self.regions,
             self.content,
+            self.title,
         )
 
     @classmethod
@@ -115,6 +119,7 @@ class Candidate:
             label=raw["label"],
             regions=tuple(tuple(r) for r in raw.get("regions", ())),
             content=raw.get("content"),
+            title=raw.get("title"),
         )
 
 
@@ -175,6 +180,7 @@ def candidate_wire(
     label: str,
     regions: Sequence[Sequence[str | None]],
     content: str | None = None,
+    title: str | None = None,
 ) -> dict[str, Any]:
     """One candidate as a record's body holds it (``Candidate``'s fields, in order)."""
     out: dict[str, Any] = {
@@ -189,6 +195,8 @@ def candidate_wire(
     }
     if content is not None:
         out["content"] = content
+    if title is not None:
+        out["title"] = title
     return out
 
 

@@ -33,15 +33,17 @@ def frame(
 ) -> ContextFrame:
     if with_digest and digest is None and content is not None:
         digest = digest_of(content)
+    cite = label if label is not None else f"label {fid}"
     return ContextFrame(
         id=fid,
         kind=kind,
-        title=title if title is not None else f"title {fid}",
+        # By default a title that says nothing beyond the cite, so its fence has no title.
+        title=title if title is not None else cite or f"title {fid}",
         content=content,
         content_digest=digest,
         score=score,
         token_cost=canonical_token_cost(content) if token_cost is None else token_cost,
-        citation_label=label if label is not None else f"label {fid}",
+        citation_label=cite,
         provenance=list(provenance),
         **extra,
     )

@@ -21,6 +21,7 @@ from hostd.compose._render import (
     priced_blocks,
     rendered_size,
     rendered_sizes,
+    title_attributes,
 )
 
 from ._helpers import frame
@@ -34,6 +35,22 @@ NASTY = st.text(
     ),
     max_size=40,
 )
+
+
+#: A title as providers write them, from its label: the label then an item (a code
+#: chunk), its file then a section (a markdown chunk), the label itself, or any text.
+TITLES = st.tuples(st.sampled_from(["item", "section", "label", "other"]), NASTY)
+
+
+def _titled(label: str, shape: tuple[str, str]) -> str:
+    how, text = shape
+    title = {
+        "item": f"{label} · in {text}",
+        "section": f"{label.partition(' ')[0]} § {text}",
+        "label": label,
+        "other": text,
+    }[how]
+    return title or "t"
 
 
 def _reference_peek(taken: set[str], label: str) -> str:
@@ -87,11 +104,18 @@ def test_many_frames_sharing_one_label_cost_a_bounded_number_of_probes_each() ->
 
 
 @settings(max_examples=400)
-@given(NASTY, NASTY, NASTY, NASTY, st.none() | NASTY, st.booleans())
+@given(NASTY, NASTY, NASTY, NASTY, st.none() | NASTY, st.booleans(), TITLES)
 def test_the_price_of_a_block_is_the_size_of_its_render(
-    pid: str, fid: str, kind: str, label: str, content: str | None, verified: bool
+    pid: str,
+    fid: str,
+    kind: str,
+    label: str,
+    content: str | None,
+    verified: bool,
+    title: tuple[str, str],
 ) -> None:
     f = frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
+    f = f.model_copy(update={"title": _titled(f.citation_label or "", title)})
     for cite in (None, label):
         block = render_frame(pid, f, cite, verified=verified)
         assert rendered_size(pid, f, cite, verified=verified) == len(block.encode())
@@ -123,21 +147,28 @@ def test_an_excluded_frames_cost_is_its_rendered_blocks_cost() -> None:
 @settings(max_examples=200)
 @given(
     st.lists(
-        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans()),
+        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans(), TITLES),
         min_size=1,
         max_size=6,
     ),
     st.sampled_from(["", "x", "plain ascii words\n\tand more"]),
 )
 def test_bulk_prices_equal_each_rendered_block(
-    rows: list[tuple[str, str, str, str, str | None, bool]], plain: str
+    rows: list[tuple[str, str, str, str, str | None, bool, tuple[str, str]]], plain: str
 ) -> None:
     # Clean rows first, so a batch that is all plain ASCII takes the bulk path too.
-    rows = [("p", "f", "snippet", "lab", plain, True), *rows]
+    rows = [("p", "f", "snippet", "lab", plain, True, ("label", "")), *rows]
     pids = [pid for pid, *_ in rows]
     frames = [
-        frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
-        for _, fid, kind, label, content, _ in rows
+        frame(
+            fid or "x",
+            0.5,
+            content,
+            kind=kind or "snippet",
+            label=label or None,
+            title=_titled(label or f"label {fid or 'x'}", title),
+        )
+        for _, fid, kind, label, content, _, title in rows
     ]
     kinds, labels = kinds_and_labels(frames)
     ids = [f.id for f in frames]
@@ -147,8 +178,9 @@ def test_bulk_prices_equal_each_rendered_block(
         len(render_frame(pid, f, label, verified=i not in unverified).encode())
         for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True))
     ]
-    assert rendered_sizes(pids, ids, kinds, labels, contents, unverified) == expected
-    one = rendered_sizes(pids[:1], ids[:1], kinds[:1], labels[:1], contents[:1])
+    titles = title_attributes(frames)
+    assert rendered_sizes(pids, ids, kinds, labels, contents, unverified, titles) == expected
+    one = rendered_sizes(pids[:1], ids[:1], kinds[:1], labels[:1], contents[:1], (), titles[:1])
     assert one == expected[:1]
 
 
@@ -180,7 +212,7 @@ def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
 @settings(max_examples=300)
 @given(
     st.lists(
-        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans()),
+        st.tuples(NASTY, NASTY, NASTY, NASTY, st.one_of(st.none(), NASTY), st.booleans(), TITLES),
         min_size=0,
         max_size=6,
     ),
@@ -188,28 +220,42 @@ def test_only_admitted_frames_are_rendered_and_the_audit_is_built_once(
     st.randoms(use_true_random=False),
 )
 def test_blocks_built_from_the_bulk_bodies_equal_render_frame(
-    rows: list[tuple[str, str, str, str, str | None, bool]], plain: list[str], rnd: Any
+    rows: list[tuple[str, str, str, str, str | None, bool, tuple[str, str]]],
+    plain: list[str],
+    rnd: Any,
 ) -> None:
     # Plain rows mixed in at any place, so each bulk path (all clean ASCII, clean ASCII
     # beside other text, neither) is taken.
-    rows = rows + [("p", "f", "snippet", "lab", text, True) for text in plain]
+    rows = rows + [("p", "f", "snippet", "lab", text, True, ("label", "")) for text in plain]
     rnd.shuffle(rows)
     pids = [pid for pid, *_ in rows]
     frames = [
-        frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
-        for _, fid, kind, label, content, _ in rows
+        frame(
+            fid or "x",
+            0.5,
+            content,
+            kind=kind or "snippet",
+            label=label or None,
+            title=_titled(label or f"label {fid or 'x'}", title),
+        )
+        for _, fid, kind, label, content, _, title in rows
     ]
     kinds, labels = kinds_and_labels(frames)
     ids = [f.id for f in frames]
     contents = [f.content for f in frames]
     unverified = [i for i, row in enumerate(rows) if not row[5]]
-    bodies, sizes, clean = priced_blocks(pids, ids, kinds, labels, contents, unverified)
+    titles = title_attributes(frames)
+    bodies, sizes, clean = priced_blocks(pids, ids, kinds, labels, contents, unverified, titles)
     assert bodies == neutral_bodies(contents)
     for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True)):
         verified = i not in unverified
         block = render_frame(pid, f, label, verified=verified)
-        assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified, clean=clean) == block
-        assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified) == block
+        title = titles[i]
+        assert (
+            fence(pid, f.id, f.kind, label, bodies[i], verified=verified, clean=clean, title=title)
+            == block
+        )
+        assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified, title=title) == block
         assert sizes[i] == len(block.encode())
 
 

@@ -33,7 +33,7 @@ def test_the_request_shows_the_best_by_round_robin_under_opaque_keys() -> None:
     assert request.candidates[0] == {
         "key": "0",
         "kind": "snippet",
-        "title": "title a0",
+        "title": "label a0",
         "content": "a text 0",
     }
 

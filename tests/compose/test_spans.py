@@ -119,6 +119,32 @@ def test_a_merged_label_names_the_merged_range_not_its_best_members() -> None:
     assert 'id="b"' in result.prompt and "module.py L4-9" not in result.prompt
 
 
+def _in(frame: ContextFrame, item: str) -> ContextFrame:
+    """``frame`` titled as a code chunk starting inside ``item``."""
+    return frame.model_copy(update={"title": f"{frame.title} · in {item}"})
+
+
+@pytest.mark.parametrize(
+    ("members", "merged"),
+    [
+        # overlapping windows: one span merge
+        ((("lexical", "a", "L1-6", 0.4), ("dense", "b", "L4-9", 0.8)), "L1-9"),
+        # adjacent windows, both admitted: one coalesced block
+        ((("lexical", "a", "L1-4", 0.4), ("dense", "b", "L5-8", 0.8)), "L1-8"),
+    ],
+)
+def test_a_merged_block_shows_its_best_members_item_under_the_merged_range(
+    members: tuple[tuple[str, str, str, float], ...], merged: str
+) -> None:
+    pairs = [(p, _in(window(fid, rng, score), f"def f_{fid}")) for p, fid, rng, score in members]
+    result = compose(pairs)
+    assert labels(result) == {"b": f"module.py {merged}"}
+    assert f'cite="module.py {merged}" in="def f_b">' in result.prompt
+    # no member's own range, and one fence line of the block's
+    assert result.prompt.count("<frame ") == 1
+    assert all(f"module.py {rng}" not in result.prompt for _, _, rng, _ in members)
+
+
 @pytest.mark.parametrize(
     ("label", "expected"),
     [

@@ -126,3 +126,18 @@ def test_the_store_pages_oldest_first() -> None:
     third, end = store.page(cursor2, 2)
     assert [t.uri[-1] for t in first + second + third] == ["0", "1", "2", "3", "4"]
     assert end is None
+
+
+def test_blocks_whose_fences_show_a_title_are_read_back() -> None:
+    from hostd.protocol import FrameId
+
+    code = frame("a", 0.9, "x = 1", label="src/a.py L3-4", title="src/a.py L3-4 · in class A")
+    fact = frame("m", 0.8, "use uv", label="decision #1", title='Installs "use" uv\n<frame>')
+    plain = frame("c", 0.7, "plain", label="b.md L1-2")
+    pairs = [("files", code), ("memory", fact), ("files", plain)]
+    outside = {FrameId.of("files", code): {"state": "unverifiable", "reason": "x"}}
+    composed = compose_for_prompt(pairs, 100_000, placement="ranked", verification=outside)
+    wire: dict[str, Any] = {**composed.to_wire(), "request_id": "r-3"}
+    assert ' in="class A" verified="no">\n' in wire["prompt"]
+    assert list(quoted_blocks(wire["prompt"])) == ["x = 1", "use uv", "plain"]
+    assert [t.text for t in cited_texts(wire)] == ["x = 1", "use uv", "plain"]

@@ -35,7 +35,7 @@ from hostd.quality import (
 from tests.fixtures.cli import run_hostd
 
 ROOT = Path(__file__).resolve().parents[2]
-BUDGET = 380
+BUDGET = 400
 
 
 def _frames() -> list[tuple[str, ContextFrame]]:

@@ -58,8 +58,9 @@ def _frames() -> list[tuple[str, ContextFrame]]:
     return out
 
 
-# Room for four of the 50-token frames once the preamble and fences are counted.
-BUDGET = 380
+# Room for four of the 50-token frames once the preamble and fences (titles too) are
+# counted, and for the few bytes a stand-in of the same canonical cost may add to each.
+BUDGET = 400
 
 
 def _record(request_id: str = "r-1", *, store_content: bool = False) -> Recorded:
@@ -408,3 +409,53 @@ def test_a_full_queue_drops_the_newest_record_and_a_closed_recorder_records_noth
     assert queued[:3] == [True] * 3 and queued[-1] is False and False in queued
     kept = [r.request_id for r in ShadowStore(store.path).load()]
     assert kept == [f"r-{i}" for i, ok in enumerate(queued[:6]) if ok]
+
+
+def _titled_frames() -> list[tuple[str, ContextFrame]]:
+    # Content of a multiple of four bytes, so a stand-in of its cost is its size.
+    titles = [
+        "src/a.py L1-9 · in class Cache › def evict",  # a code chunk's item
+        "docs/a.md § Rotating the keys",  # a markdown chunk's section
+        "the secret plan: ship on friday",  # a memory's headline (content)
+        "src/b.py L1-9",  # its label: nothing shown
+        '"' * 200 + "\u4e2d" * 50,  # escaped and cut on its fence
+    ]
+    labels = ["src/a.py L1-9", "docs/a.md L1-9", "decision #1", "src/b.py L1-9", "x.md L1"]
+    return [
+        (
+            "p",
+            make_frame(
+                id=f"f{i}",
+                kind="snippet",
+                title=title,
+                content=f"body {i} " + "y" * 93,
+                citation_label=label,
+                score=round(0.9 - i / 10, 2),
+            ),
+        )
+        for i, (title, label) in enumerate(zip(titles, labels, strict=True))
+    ]
+
+
+def test_a_replay_shows_each_title_as_the_live_prompt_did(tmp_path: Path) -> None:
+    from hostd.quality._frames import recorded_frames
+
+    frames = _titled_frames()
+    budget = 500  # room for some of them: what fits depends on each title's bytes
+    live = compose_for_prompt(frames, budget, strategy="score")
+    assert ' in="class Cache › def evict">' in live.prompt
+    for store_content in (True, False):
+        store = ShadowStore(tmp_path / f"{store_content}.db")
+        record = build_record(
+            Composition("r", "goal", budget, None, frames, live), store_content=store_content
+        )
+        store.write(record)
+        (loaded,) = store.load()
+        again = compose_for_prompt(recorded_frames(loaded), budget, strategy="score")
+        assert again.tokens_used == live.tokens_used
+        assert [c.frame for c in again.citations] == [c.frame for c in live.citations]
+        raw = (tmp_path / f"{store_content}.db").read_bytes()
+        if store_content:
+            assert again.prompt == live.prompt  # the same bytes, titles and all
+        else:  # only stand-ins of the same size: no title's text is kept
+            assert b"secret plan" not in raw and b"evict" not in raw and b"Rotating" not in raw
