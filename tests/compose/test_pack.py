@@ -144,6 +144,21 @@ def test_an_excluded_frames_cost_is_its_rendered_blocks_cost() -> None:
         assert e.tokens == (len(block.encode()) + 3) // 4
 
 
+def _frames(rows: list[tuple[str, str, str, str, str | None, bool, tuple[str, str]]]) -> list[Any]:
+    """The frames of generated rows (provider, id, kind, label, content, verified, title)."""
+    return [
+        frame(
+            fid or "x",
+            0.5,
+            content,
+            kind=kind or "snippet",
+            label=label or None,
+            title=_titled(label or f"label {fid or 'x'}", title),
+        )
+        for _, fid, kind, label, content, _, title in rows
+    ]
+
+
 @settings(max_examples=200)
 @given(
     st.lists(
@@ -159,17 +174,7 @@ def test_bulk_prices_equal_each_rendered_block(
     # Clean rows first, so a batch that is all plain ASCII takes the bulk path too.
     rows = [("p", "f", "snippet", "lab", plain, True, ("label", "")), *rows]
     pids = [pid for pid, *_ in rows]
-    frames = [
-        frame(
-            fid or "x",
-            0.5,
-            content,
-            kind=kind or "snippet",
-            label=label or None,
-            title=_titled(label or f"label {fid or 'x'}", title),
-        )
-        for _, fid, kind, label, content, _, title in rows
-    ]
+    frames = _frames(rows)
     kinds, labels = kinds_and_labels(frames)
     ids = [f.id for f in frames]
     contents = [f.content for f in frames]
@@ -229,17 +234,7 @@ def test_blocks_built_from_the_bulk_bodies_equal_render_frame(
     rows = rows + [("p", "f", "snippet", "lab", text, True, ("label", "")) for text in plain]
     rnd.shuffle(rows)
     pids = [pid for pid, *_ in rows]
-    frames = [
-        frame(
-            fid or "x",
-            0.5,
-            content,
-            kind=kind or "snippet",
-            label=label or None,
-            title=_titled(label or f"label {fid or 'x'}", title),
-        )
-        for _, fid, kind, label, content, _, title in rows
-    ]
+    frames = _frames(rows)
     kinds, labels = kinds_and_labels(frames)
     ids = [f.id for f in frames]
     contents = [f.content for f in frames]

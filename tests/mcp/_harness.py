@@ -55,6 +55,21 @@ def hostd_mcp(
     )
 
 
+#: A raw client's ``initialize`` (id 0) and ``notifications/initialized``, for tests that
+#: write MCP lines themselves.
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
 async def serve_lines(session: Any, lines: list[bytes], **options: Any) -> list[Any]:
     """Every message ``hostd mcp``'s edge (``serve_mcp``, in process, in front of
     ``session``) wrote for ``lines``, once stdin ended; ``options`` are ``serve_mcp``'s."""

@@ -16,7 +16,7 @@ from hostd.mcp._server import TOOLS, _problem
 from hostd.server._params import ComposeParams, FeedbackParams
 from tests.server.conftest import ROOT
 
-from ._harness import serve_lines
+from ._harness import INITIALIZE, INITIALIZED, serve_lines
 
 _DOC = " ".join((ROOT / "docs" / "mcp.md").read_text(encoding="utf-8").split())
 
@@ -200,24 +200,13 @@ class _OlderDaemon:
 
 
 async def _tool_call(session: Any, arguments: dict[str, Any]) -> dict[str, Any]:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
         "params": {"name": "compose_context", "arguments": arguments},
     }
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    lines = [json.dumps(m).encode() + b"\n" for m in (init, initialized, call)]
+    lines = [json.dumps(m).encode() + b"\n" for m in (INITIALIZE, INITIALIZED, call)]
     out = await serve_lines(session, lines, ready_wait_ms=3000)
     return next(m for m in out if isinstance(m, dict) and m.get("id") == 1)
 

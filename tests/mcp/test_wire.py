@@ -21,21 +21,9 @@ import pytest
 
 from tests.server.conftest import marked_processes
 
-from ._harness import hostd_mcp, serve_lines, write_config
+from ._harness import INITIALIZE, INITIALIZED, hostd_mcp, serve_lines, write_config
 
 pytestmark = pytest.mark.anyio
-
-_INIT: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
-_INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def _line(value: Any) -> bytes:
@@ -89,8 +77,8 @@ async def test_every_malformed_request_is_answered_once_with_the_error_that_fits
     too_long = {"jsonrpc": "2.0", "id": 90, "method": "ping", "params": {"pad": "x" * 5000}}
     data = b"".join(
         [
-            _line(_INIT),
-            _line(_INITIALIZED),
+            _line(INITIALIZE),
+            _line(INITIALIZED),
             _line({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}),
             b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"\n',  # not JSON
             _line({"jsonrpc": "1.0", "id": 3, "method": "tools/list"}),
@@ -101,7 +89,7 @@ async def test_every_malformed_request_is_answered_once_with_the_error_that_fits
             _line("just a string"),
             _line(too_long),
             _line([]),
-            _line([1, {"jsonrpc": "2.0", "id": "b", "method": "ping"}, _INITIALIZED]),
+            _line([1, {"jsonrpc": "2.0", "id": "b", "method": "ping"}, INITIALIZED]),
             _line({"jsonrpc": "2.0", "method": "notifications/progress", "params": []}),
             _line({"jsonrpc": "2.0", "id": 7, "method": "no/such/method"}),
             _line({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": 7}}),
@@ -141,8 +129,8 @@ async def test_requests_read_before_stdin_closes_get_their_results(
     config = write_config(workdir, marker, {"slow": {"delay_ms": 1500}})
     data = b"".join(
         [
-            _line(_INIT),
-            _line(_INITIALIZED),
+            _line(INITIALIZE),
+            _line(INITIALIZED),
             *(_line(_call(i, f"goal {i}")) for i in range(1, 4)),
             _line({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
         ]
@@ -173,7 +161,7 @@ async def _serve_stuck(lines: list[bytes], drain_s: float) -> list[Any]:
 
 
 async def test_a_request_still_running_past_the_drain_is_answered_shutting_down() -> None:
-    lines = [_line(_INIT), _line(_INITIALIZED), _line(_call(2, "never ends"))]
+    lines = [_line(INITIALIZE), _line(INITIALIZED), _line(_call(2, "never ends"))]
     # No time at all to drain: whatever is still owed is answered by the edge, once.
     answers = _answers(await _serve_stuck(lines, drain_s=0))
     assert Counter(a["id"] for a in answers) == Counter({0: 1, 2: 1})
@@ -182,7 +170,7 @@ async def test_a_request_still_running_past_the_drain_is_answered_shutting_down(
 
 
 def _init(revision: str) -> dict[str, Any]:
-    return {**_INIT, "params": {**_INIT["params"], "protocolVersion": revision}}
+    return {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": revision}}
 
 
 @pytest.mark.parametrize("revision", ["2024-11-05", "2025-03-26"])
@@ -194,7 +182,7 @@ async def test_a_batch_from_a_session_of_a_revision_with_batches_is_served_as_on
     batch = [
         {"jsonrpc": "2.0", "id": "a", "method": "ping"},
         {"jsonrpc": "2.0", "id": "b", "method": "tools/list"},
-        _INITIALIZED,  # a notification: handed on, never answered
+        INITIALIZED,  # a notification: handed on, never answered
         _call("c", "served inside a batch"),
         1,
         _init(revision) | {"id": "d"},  # "MUST NOT be part of a JSON-RPC batch"
@@ -203,9 +191,9 @@ async def test_a_batch_from_a_session_of_a_revision_with_batches_is_served_as_on
     data = b"".join(
         [
             _line(_init(revision)),
-            _line(_INITIALIZED),
+            _line(INITIALIZED),
             _line(batch),
-            _line([_INITIALIZED, _INITIALIZED]),  # nothing in it to answer: no array
+            _line([INITIALIZED, INITIALIZED]),  # nothing in it to answer: no array
             _line({"jsonrpc": "2.0", "id": "f", "method": "ping"}),
         ]
     )
@@ -232,7 +220,7 @@ async def test_a_batch_member_cancelled_is_left_out_of_its_array() -> None:
         "params": {"requestId": 2, "reason": "changed my mind"},
     }
     batch = [_call(2, "never ends"), cancel, {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
-    lines = [_line(_init("2025-03-26")), _line(_INITIALIZED), _line(batch)]
+    lines = [_line(_init("2025-03-26")), _line(INITIALIZED), _line(batch)]
     # The drain waits for the ping's answer only: the cancelled call is owed nothing.
     out = await _serve_stuck(lines, drain_s=60)
     arrays = [m for m in out if isinstance(m, list)]
@@ -245,7 +233,7 @@ async def test_a_batch_still_running_at_the_drain_is_answered_in_its_array() -> 
     # The second member reuses the id of the first, which is still owed: refused, since
     # its answer could not be told from the first's.
     batch = [_call(2, "never ends"), {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
-    lines = [_line(_init("2025-03-26")), _line(_INITIALIZED), _line(batch)]
+    lines = [_line(_init("2025-03-26")), _line(INITIALIZED), _line(batch)]
     out = await _serve_stuck(lines, drain_s=0)
     arrays = [m for m in out if isinstance(m, list)]
     assert len(arrays) == 1, out
@@ -319,7 +307,8 @@ async def test_no_progress_of_a_call_is_written_once_its_cancel_is_read() -> Non
 
         return line
 
-    script = [now(_INIT), now(_INITIALIZED), now(call(2, "a")), hold_then_cancel, read_again, end]
+    script = [now(INITIALIZE), now(INITIALIZED), now(call(2, "a"))]
+    script += [hold_then_cancel, read_again, end]
 
     async def receive() -> bytes:
         return await script.pop(0)()
