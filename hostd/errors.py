@@ -408,8 +408,7 @@ def _invalid_params(
         if inner is not None:  # the value took that member's shape: its error says more
             # The other members' refusals of that shape (an object is not a string)
             # are not what is wrong: only the errors inside the member taken are said.
-            n = len(path)
-            errors = [e for e in errors if not _at_member(e, path, n)]
+            errors = [e for e in errors if not _at_member(e, path)]
             first = inner
             path, member = _member(schema, inner["loc"])
     field = field_name(path)
@@ -489,10 +488,10 @@ def _inside_a_member(path: list[Any], member: Any, first: Any, errors: Iterable[
     return next((e for e in errors if len(e["loc"]) > n + 1 and list(e["loc"][:n]) == path), None)
 
 
-def _at_member(error: Any, path: list[Any], n: int) -> bool:
+def _at_member(error: Any, path: list[Any]) -> bool:
     """Whether ``error`` is pydantic's refusal at one member of the union at ``path``
     (its ``loc`` that path and the member's name), not one inside that member."""
-    return len(error["loc"]) == n + 1 and list(error["loc"][:n]) == path
+    return len(error["loc"]) == len(path) + 1 and list(error["loc"][:-1]) == path
 
 
 def _at(sent: Any, path: Iterable[int | str], error: Any) -> Any:

@@ -213,23 +213,11 @@ async def _compose(
                 tg.start_soon(forward)
                 await ctx.session.report_progress(*track.start())
             params = compose_params(args, ready_wait_ms)
+            added = "ready_wait_ms" in params and "ready_wait_ms" not in args
             try:
-                try:
-                    result = await backend.call(
-                        "context/compose",
-                        params,
-                        on_progress=_pusher(send) if wants_progress else None,
-                    )
-                except RpcError as exc:
-                    if not _older_daemon(exc, params, args):
-                        raise
-                    # A daemon of an older hostd (``--connect``) takes no ready_wait_ms:
-                    # the call as the client made it, with that daemon's own wait.
-                    result = await backend.call(
-                        "context/compose",
-                        {k: v for k, v in params.items() if k != "ready_wait_ms"},
-                        on_progress=_pusher(send) if wants_progress else None,
-                    )
+                result = await _compose_call(
+                    backend, params, added, _pusher(send) if wants_progress else None
+                )
             except HostdError as exc:
                 failure = exc  # answered below, outside the task group (no ExceptionGroup)
             finally:
@@ -259,17 +247,25 @@ async def _compose(
     )
 
 
-def _older_daemon(exc: RpcError, params: dict[str, Any], args: dict[str, Any]) -> bool:
-    """Whether ``exc`` is a daemon refusing the ``ready_wait_ms`` that ``hostd mcp``
-    added on its own (the client named none) as a member it does not know: one
-    started by an older hostd, still running after an upgrade."""
-    data = exc.rpc_data if isinstance(exc.rpc_data, dict) else {}
-    return (
-        exc.rpc_code == INVALID_PARAMS
-        and data.get("field") == "ready_wait_ms"
-        and "ready_wait_ms" in params
-        and "ready_wait_ms" not in args
-    )
+async def _compose_call(
+    backend: Backend,
+    params: dict[str, Any],
+    added_wait: bool,
+    on_progress: Callable[[dict[str, Any]], None] | None,
+) -> Any:
+    """``context/compose`` with ``params``. A daemon of an older hostd (``--connect``,
+    still running after an upgrade) refuses the ``ready_wait_ms`` that ``hostd mcp``
+    added on its own (``added_wait``: the client named none) as a member it does not
+    know: it gets the call again as the client made it, with that daemon's own wait."""
+    try:
+        return await backend.call("context/compose", params, on_progress=on_progress)
+    except RpcError as exc:
+        data = exc.rpc_data if isinstance(exc.rpc_data, dict) else {}
+        refused = exc.rpc_code == INVALID_PARAMS and data.get("field") == "ready_wait_ms"
+        if not (added_wait and refused):
+            raise
+    without = {k: v for k, v in params.items() if k != "ready_wait_ms"}
+    return await backend.call("context/compose", without, on_progress=on_progress)
 
 
 def _pusher(send: MemoryObjectSendStream[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:

@@ -78,11 +78,11 @@ class Readiness:
         "_clock",
         "_on_progress",
         "_since",
+        "answers",
         "failed",
         "notified",
         "progress",
         "provider_id",
-        "answers",
         "settled",
         "warming",
     )

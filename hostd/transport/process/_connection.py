@@ -258,10 +258,9 @@ class ProviderConnection(Acked):
         that answers ``-32601`` to ``context/handshake`` (a reranker written to its one
         method) is kept, with no ack (``info`` is ``None``) and ready at once; a
         provider always needs one."""
-        # A lazy binding's module (the MCP SDK's client) imports in a worker thread: a
-        # second or two that would otherwise stop every other connection's loop.
-        await anyio.to_thread.run_sync(find_binding, binding)
-        factory = client_factory(binding, options)
+        # In a worker thread: a lazy binding's module (the MCP SDK's client) imports
+        # there, a second or two that would otherwise stop every other connection's loop.
+        factory = await anyio.to_thread.run_sync(client_factory, binding, options)
         redactor = redactor if redactor is not None else Redactor()
         try:
             child = await ChildProcess.spawn(
