@@ -1,5 +1,5 @@
 """Docs that cannot drift: docs/cli.md holds every command and flag the parsers have
-(in its command's row) and no flag they lack, and names the MCP tools ``hostd mcp``
+(in its command's section) and no flag they lack, and names the MCP tools ``hostd mcp``
 serves; docs/config.md holds every config key with its default, and no key the config
 lacks; docs/mcp.md's stated defaults (the ``[provider.mcp]`` keys, the tools and their
 arguments, how ``hostd mcp`` starts providers and logs) are the code's; every log event
@@ -55,17 +55,26 @@ def _mentions(text: str, flag: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
 
 
+def _sections() -> list[tuple[str, str]]:
+    """(heading, body) of each ``## `` section of docs/cli.md, its ``###`` ones included."""
+    parts = re.split(r"^## (.*)$", CLI_MD, flags=re.M)
+    return list(zip(parts[1::2], parts[2::2], strict=True))
+
+
 def _rows(command: str) -> str:
-    """The table rows of docs/cli.md that document ``hostd COMMAND``."""
-    return "\n".join(line for line in CLI_MD.splitlines() if line.startswith(f"| `hostd {command}"))
+    """The sections of docs/cli.md that document ``hostd COMMAND`` (``## `hostd COMMAND…`)."""
+    heading = re.compile(rf"`hostd {re.escape(command)}[ `]")
+    return "\n".join(body for title, body in _sections() if heading.match(title))
 
 
 def _prose() -> str:
-    """Everything of docs/cli.md outside the command table: where global options are."""
-    return "\n".join(line for line in CLI_MD.splitlines() if not line.startswith("|"))
+    """Everything of docs/cli.md outside the commands' sections: where global options are."""
+    head = CLI_MD.split("\n## ", 1)[0]
+    rest = [body for title, body in _sections() if not title.startswith("`hostd ")]
+    return "\n".join([head, *rest])
 
 
-def test_every_cli_flag_is_in_its_commands_row_of_docs_cli_md() -> None:
+def test_every_cli_flag_is_in_its_commands_section_of_docs_cli_md() -> None:
     parser = build_parser()
     top = {flag for path, flag in _flags(parser) if not path}
     missing = []
@@ -78,7 +87,7 @@ def test_every_cli_flag_is_in_its_commands_row_of_docs_cli_md() -> None:
     assert not missing, "not in docs/cli.md:\n" + "\n".join(sorted(set(missing)))
 
 
-def test_every_command_has_a_row_in_docs_cli_md() -> None:
+def test_every_command_has_a_section_in_docs_cli_md() -> None:
     parser = build_parser()
     commands = {path[0] for path, _ in _flags(parser) if path}
     assert sorted(c for c in commands if not _rows(c)) == []
@@ -91,7 +100,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
-def test_every_flag_in_a_row_of_docs_cli_md_is_one_its_command_has() -> None:
+def test_every_flag_in_a_section_of_docs_cli_md_is_one_its_command_has() -> None:
     parser = build_parser()
     top = {flag for path, flag in _flags(parser) if not path}
     stale = []
@@ -111,7 +120,7 @@ def test_docs_cli_md_and_mcp_help_name_every_mcp_tool_and_how_many() -> None:
 
     row = _rows("mcp")
     missing = [t.name for t in TOOLS if f"`{t.name}`" not in row]
-    assert missing == [], f"docs/cli.md's hostd mcp row does not name: {missing}"
+    assert missing == [], f"docs/cli.md's hostd mcp section does not name: {missing}"
     assert f"{_NUMBERS[len(TOOLS)]} tools" in row, f"say {_NUMBERS[len(TOOLS)]} tools"
     described = " ".join((_subcommands(build_parser())["mcp"].description or "").split())
     missing = [t.name for t in TOOLS if t.name not in described]
