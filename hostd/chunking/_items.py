@@ -4,12 +4,15 @@ A code chunk starts wherever its word pieces ran out, often inside a function; i
 item (``impl BuildValidator for DateTimeValidator › fn build``) tells a reader which
 one, as a markdown chunk's heading does. No parser: a definition is a line that
 matches its language family's pattern (``_FAMILIES``), and it holds the lines after
-it that are indented deeper, up to and including a closing ``}`` at its own indent
-(blank lines decide nothing). The lines after a header that has not opened its body
-yet (a signature over several lines, a ``where`` clause, a brace on the next line)
-are its header's. What this cannot see (a string or comment at column 0 inside a
-body, code whose indentation lies) ends an item early or names none: a label goes
-wrong, never a chunk, whose bounds and text do not depend on it.
+it that are indented deeper, up to and including a closing ``}`` at its own indent.
+Blank lines and comment lines decide nothing (a commented-out line at column 0 inside
+a body does not end it): a comment is in what the next line of code is in, or, when
+it is indented deeper than the innermost definition open, in that one. The lines
+after a header that has not opened its body yet (a signature over several lines, a
+``where`` clause, a brace on the next line) are its header's. What this cannot see (a
+string at column 0 inside a body, code whose indentation lies) ends an item early or
+names none: a label goes wrong, never a chunk, whose bounds and text do not depend on
+it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ _MAX_SIGNATURE_LINES = 40
 # method has no keyword of its own (``render() {``, ``public int size() {``).
 _RUST = re.compile(
     r"(?:pub(?:\([^)]*\))?\s+)?(?:(?:async|unsafe|const|default|extern\s+\"[^\"]*\")\s+)*"
-    r"(?P<head>(?:fn|struct|enum|trait|mod|union)\s+\w+|impl\b[^{;]*)"
+    r"(?P<head>(?:fn|struct|enum|trait|mod|union|const|static(?:\s+mut)?)\s+\w+"
+    r"|macro_rules!\s*\w+|impl\b[^{;]*)"
 )
 _PYTHON = re.compile(r"(?P<head>(?:async\s+)?def\s+\w+|class\s+\w+)")
 _GO = re.compile(r"(?P<head>func\s+(?:\([^)]*\)\s*)?\w+|type\s+\w+)")
@@ -61,6 +65,10 @@ _JVM_MEMBER = re.compile(
     _JVM_MODIFIERS + r"(?:[\w.<>\[\],?]+\s+)*(?P<head>\w+)(?=\s*(?:<[^>]*>)?\s*\()"
 )
 #: Words a member pattern would take for a method's name: statements, not definitions.
+#: A line that is a comment, not code: Python's ``#``; the brace families' ``//``, ``/*``
+#: and a block comment's ``*`` lines (`` * text``, `` */``; not ``*ptr = 1``).
+_HASH_COMMENT = re.compile(r"#")
+_SLASH_COMMENT = re.compile(r"//|/\*|\*(?:\s|/|$)")
 _NOT_MEMBERS = frozenset(
     "if for while switch catch return new else do try throw with function await yield "
     "typeof delete super this sizeof".split()
@@ -72,14 +80,15 @@ class _Family:
     definition: re.Pattern[str]
     member: re.Pattern[str] | None
     braces: bool  # a body is ``{…}`` (else: a ``:`` and indentation, Python)
+    comment: re.Pattern[str]  # matches at the start of a comment line's text
 
 
 _FAMILIES = {
-    "python": _Family(_PYTHON, None, braces=False),
-    "rust": _Family(_RUST, None, braces=True),
-    "go": _Family(_GO, None, braces=True),
-    "js": _Family(_JS, _JS_MEMBER, braces=True),
-    "jvm": _Family(_JVM, _JVM_MEMBER, braces=True),
+    "python": _Family(_PYTHON, None, braces=False, comment=_HASH_COMMENT),
+    "rust": _Family(_RUST, None, braces=True, comment=_SLASH_COMMENT),
+    "go": _Family(_GO, None, braces=True, comment=_SLASH_COMMENT),
+    "js": _Family(_JS, _JS_MEMBER, braces=True, comment=_SLASH_COMMENT),
+    "jvm": _Family(_JVM, _JVM_MEMBER, braces=True, comment=_SLASH_COMMENT),
 }
 _SUFFIXES = {
     **dict.fromkeys((".py", ".pyi", ".pyw"), "python"),
@@ -123,24 +132,37 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
     at: dict[int, str | None] = {}
     stack: list[_Open] = []
     in_string = False
+    comments: list[int] = []  # wanted comment lines in what the next line of code is in
+
+    def mark(number: int) -> None:  # a line of code's item, and the comments' before it
+        if number in wanted or comments:
+            label = _label(stack)
+            at.update(dict.fromkeys([*comments, number], label))
+            comments.clear()
+
     for number, raw in enumerate(lines, start=1):
         line = raw.decode("utf-8", "replace")
         text = line.strip()
-        if not family.braces and (in_string or '"""' in text or "'''" in text):
+        comment = bool(text) and not in_string and family.comment.match(text) is not None
+        if not family.braces and not comment and (in_string or '"""' in text or "'''" in text):
             # A triple-quoted string's lines are text: only the line opening one is code.
             was, in_string = in_string, in_string != (len(_TRIPLE_RE.findall(text)) % 2 == 1)
             if was:
-                if number in wanted:
-                    at[number] = _label(stack)
+                mark(number)
                 continue
         if not text:
             continue
-        indent = len(line[: len(line) - len(line.lstrip())].expandtabs(8))
+        indent = _indent(line)
         top = stack[-1] if stack else None
+        if comment:
+            if number in wanted and top is not None and indent > top.indent:
+                at[number] = _label(stack)
+            elif number in wanted:
+                comments.append(number)
+            continue
         if top is not None and top.pending is not None:
             if not family.braces or indent > top.indent or _CONTINUES_RE.match(text):
-                if number in wanted:
-                    at[number] = _label(stack)
+                mark(number)
                 _signature_line(stack, top, text, family.braces)
                 continue
             stack.pop()  # a header with no body (``type Id int``): this line is another
@@ -149,8 +171,7 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             if closes and indent == stack[-1].indent:
                 break  # its closing line is still its own
             stack.pop()
-        if number in wanted:
-            at[number] = _label(stack)
+        mark(number)
         top = stack[-1] if stack else None
         if closes and top is not None and indent == top.indent:
             stack.pop()
@@ -160,6 +181,9 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             opened = _Open(indent, head, head.startswith(_CONTAINERS))
             stack.append(opened)
             _signature_line(stack, opened, text, family.braces)
+    for number in comments:  # after the last line of code: in what holds their indent
+        indent = _indent(lines[number - 1].decode("utf-8", "replace"))
+        at[number] = _label([o for o in stack if o.indent < indent])
     return [at.get(first) for first in firsts]
 
 
@@ -206,6 +230,11 @@ def _signature_line(stack: list[_Open], top: _Open, text: str, braces: bool) -> 
     top.pending += 1
     if done or top.pending > _MAX_SIGNATURE_LINES:
         stack.pop()
+
+
+def _indent(line: str) -> int:
+    """A line's indent in columns (a tab to the next multiple of 8)."""
+    return len(line[: len(line) - len(line.lstrip())].expandtabs(8))
 
 
 def _first_text(lines: Sequence[bytes], start: int) -> int:

@@ -278,3 +278,74 @@ def test_a_long_python_signature_is_its_defs() -> None:
     params = "".join(f"    p{i}: int = {i},\n" for i in range(24))
     lines = split_lines(f"def schema(\n{params}) -> dict:\n    return {{}}\n".encode())
     assert code_items(".py", lines, [20, len(lines) - 1]) == ["def schema", "def schema"]
+
+
+COMMENTED = '''\
+class Store:
+    def load(self, key):
+        value = self.data[key]
+# old = self.cache[key]
+        if value:
+            return value
+    # a note on save, at the class's own indent
+
+    def save(self, key):
+        # use """ for docstrings: a comment quotes no string
+        self.data[key] = 1
+        return key
+# a comment before the next top-level definition
+def top():
+    return 1
+# the last line, at column 0
+'''
+
+
+def test_a_comment_at_column_0_inside_a_body_does_not_end_its_item() -> None:
+    lines = split_lines(COMMENTED.encode())
+    assert code_items(".py", lines, [4, 5, 7, 11, 13, 15, 16]) == [
+        "class Store › def load",  # the commented-out line is still in ``load``
+        "class Store › def load",  # and so is the code after it
+        "class Store",  # in what the next line of code is in
+        "class Store › def save",
+        None,  # before ``def top``, at top level
+        "def top",  # a ``"""`` in a comment opened no string
+        None,
+    ]
+
+
+def test_a_rust_line_comment_at_column_0_inside_a_fn_does_not_end_it() -> None:
+    source = "fn f() {\n    let x = 1;\n// let y = 2;\n    x\n}\n"
+    lines = split_lines(source.encode())
+    assert code_items(".rs", lines, [3, 4, 5]) == ["fn f", "fn f", "fn f"]
+
+
+def test_rust_statics_consts_and_macros_are_items() -> None:
+    source = """\
+static TABLE: [u8; 3] = [
+    1,
+    2,
+];
+pub static mut COUNT: Counter = Counter {
+    n: 0,
+};
+const LIMITS: Limits = Limits {
+    max: 3,
+};
+macro_rules! square {
+    ($x:expr) => {
+        $x * $x
+    };
+}
+unsafe impl<T: Send> Send for Handle<T> {
+    fn f() {}
+}
+"""
+    lines = split_lines(source.encode())
+    assert code_items(".rs", lines, [2, 6, 9, 12, 13, 17]) == [
+        "static TABLE",
+        "static mut COUNT",
+        "const LIMITS",
+        "macro_rules! square",
+        "macro_rules! square",
+        "impl<T: Send> Send for Handle<T>",
+    ]
