@@ -47,7 +47,7 @@ from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._items import code_items
+from ._items import code_items, language_suffix
 from ._json_records import json_records
 from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
@@ -534,7 +534,10 @@ def chunk_notebook(
     digest is theirs), its text those strings joined (``range_text``), and its label
     names the cell (``analysis.ipynb cell 4 (python)``; with the cell's own lines when
     the cell is cut in several). Chunks whose lines hold the same strings (a cell
-    written as one string) are one.
+    written as one string) are one. A part of a code cell cut in several names the
+    definitions it starts in (``Chunk.item``), found in the cell's own lines as in a
+    file of the notebook's language (``language_suffix``); a whole cell starts at its
+    top, in none.
 
     A cell that is one chunk then joins the whole cells of its kind just before it when
     either is under ``min_tokens`` (``df.head()``, an import: weak evidence alone, and
@@ -550,6 +553,7 @@ def chunk_notebook(
     raw = split_lines(data)
     count = piece_counter()
     language = f" ({notebook.language})"  # what a code cell's label ends with
+    code_suffix = language_suffix(notebook.language)  # how a code cell's items are found
     # In the notebook's order: a cell that is one chunk (and that chunk's heading), or
     # the chunks of a cell cut in several.
     units: list[tuple[Cell, str | None] | list[Chunk]] = []
@@ -559,7 +563,8 @@ def chunk_notebook(
         sections: Sections = "markdown" if cell.kind == "markdown" else "none"
         body = cell.text.encode("utf-8")
         starts = [0, *(m.end() for m in re.finditer("\n", cell.text))]
-        found: dict[tuple[int, int], str | None] = {}  # the lines each chunk cites, its heading
+        # The lines each chunk cites, its heading and its item.
+        found: dict[tuple[int, int], tuple[str | None, str | None]] = {}
         for piece in chunk_text(
             body,
             f"{rel} {where}",
@@ -568,16 +573,17 @@ def chunk_notebook(
             max_tokens=max_tokens,
             min_tokens=min_tokens,
             counter=count,
+            code_suffix=code_suffix if code else None,
         ):
             begin = starts[piece.start - 1]
             stop = begin + len(piece.text)
             held = [p for p in cell.parts if p.start < stop and p.end > begin]
-            found.setdefault((held[0].first_line, held[-1].last_line), piece.heading)
+            found.setdefault((held[0].first_line, held[-1].last_line), (piece.heading, piece.item))
         if len(found) == 1 and cell.within(*next(iter(found))) == cell.parts:
-            units.append((cell, next(iter(found.values()))))
+            units.append((cell, next(iter(found.values()))[0]))
             continue
         cut: list[Chunk] = []
-        for (first, last), heading in found.items():
+        for (first, last), (heading, item) in found.items():
             parts = cell.within(first, last)
             place = where
             if len(found) > 1:  # the cell's own lines tell its chunks apart
@@ -585,7 +591,9 @@ def chunk_notebook(
                 b = bisect.bisect_right(starts, parts[-1].end - 1)
                 place = f"{where} lines {a}-{b}"
             text = cell.text[parts[0].start : parts[-1].end]
-            cut.append(_cell_chunk(path, rel, raw, first, last, text, heading, cell.kind, place))
+            cut.append(
+                _cell_chunk(path, rel, raw, first, last, text, heading, cell.kind, place, item)
+            )
         units.append(cut)
     # Every whole cell's lines counted in one call: a run's pieces are their sum.
     whole = [u[0].text.split("\n") for u in units if isinstance(u, tuple)]
@@ -664,8 +672,10 @@ def _cell_chunk(
     heading: str | None,
     kind: str,
     place: str,
+    item: str | None = None,
 ) -> Chunk:
-    """The chunk of a notebook's lines ``first``-``last`` that quotes ``text`` of them."""
+    """The chunk of a notebook's lines ``first``-``last`` that quotes ``text`` of them
+    (``item``: the code definitions a part of a code cell starts in)."""
     return Chunk(
         rel=rel,
         path=path,
@@ -677,6 +687,7 @@ def _cell_chunk(
         kind="snippet" if kind == "code" else "doc",
         place=place,
         source_digest=sha256_digest(b"".join(raw[first - 1 : last])),
+        item=item,
     )
 
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ITEM_SEPARATOR", "code_items"]
+__all__ = ["ITEM_SEPARATOR", "code_items", "language_suffix"]
 
 #: Between an item's levels: ``impl Foo › fn build``.
 ITEM_SEPARATOR = " › "
@@ -96,6 +96,18 @@ _SUFFIXES = {
     ".go": "go",
     **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts"), "js"),
     **dict.fromkeys((".java", ".kt", ".kts", ".cs"), "jvm"),
+}
+#: A notebook's language (``Notebook.language``, lower-cased) as the suffix of a file of
+#: its code, so a code cell is read as that file would be (the Jupyter kernels' names).
+_LANGUAGES = {
+    "python": ".py",
+    "rust": ".rs",
+    "go": ".go",
+    "javascript": ".js",
+    "typescript": ".ts",
+    "java": ".java",
+    "kotlin": ".kt",
+    **dict.fromkeys(("c#", "csharp"), ".cs"),
 }
 #: Heads that hold members without a keyword of their own (``_Family.member``).
 _CONTAINERS = ("class ", "interface ", "enum ", "record ", "struct ", "object ", "impl")
@@ -185,6 +197,12 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
         indent = _indent(lines[number - 1].decode("utf-8", "replace"))
         at[number] = _label([o for o in stack if o.indent < indent])
     return [at.get(first) for first in firsts]
+
+
+def language_suffix(language: str) -> str | None:
+    """The suffix ``code_items`` reads code of this language by (a notebook's code
+    cells: ``python`` is ``.py``); ``None`` when it knows no such language."""
+    return _LANGUAGES.get(language.lower())
 
 
 def _head(family: _Family, text: str, in_container: bool) -> str | None:

@@ -158,6 +158,36 @@ def test_a_long_cell_is_cut_into_chunks_that_name_its_lines(tmp_path: Path) -> N
         assert verify_chunk(tmp_path, _identity(corpus, n)).status == "valid"
 
 
+@pytest.mark.parametrize(
+    ("metadata", "expect_items"),
+    [({"kernelspec": {"language": "python"}}, True), ({"kernelspec": {"language": "R"}}, False)],
+    ids=["python", "r"],
+)
+def test_the_parts_of_a_long_code_cell_name_the_definitions_they_start_in(
+    tmp_path: Path, metadata: dict[str, Any], expect_items: bool
+) -> None:
+    methods = "".join(
+        f"    def step_{i}(self, frame):\n        frame = frame.fillna({i})\n"
+        f"        return frame.dropna()\n\n"
+        for i in range(60)
+    )
+    cell = f"import pandas as pd\n\nclass Cleaner:\n{methods}"
+    notebook = _notebook([_markdown(MARKDOWN), _code(cell)], metadata)
+    (tmp_path / "clean.ipynb").write_text(notebook)
+    cut = [c for c in _corpus(tmp_path).chunks if c.kind == "snippet"]
+    assert len(cut) > 1
+    assert cut[0].item is None  # the cell's top is at top level
+    if expect_items:  # read as a ``.py`` file of the cell's text would be
+        assert {c.item for c in cut[1:]} <= {"class Cleaner"} | {
+            f"class Cleaner › def step_{i}" for i in range(60)
+        }
+        assert all(c.item for c in cut[1:])
+        for c in cut:
+            assert c.title == (f"{c.index_title} · in {c.item}" if c.item else c.index_title)
+    else:  # R: a language no item scan knows
+        assert {c.item for c in cut} == {None}
+
+
 def test_a_cell_written_as_one_string_is_one_chunk(tmp_path: Path) -> None:
     long = "".join(f"step_{i} = transform(step_{i - 1})\n" for i in range(1, 101))
     cell = {**_code(""), "source": long}  # one string: its lines cannot be cited apart
