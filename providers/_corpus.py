@@ -145,13 +145,14 @@ IGNORE_FILE = ".hostdignore"
 # about the project: a goal that shares a word with a directory they name would
 # otherwise be answered with the line that hides it. Not ``build/``: many projects keep
 # their build scripts and packaging there (Chromium's, the Go project layout's), and a
-# build's output is in the ``.gitignore`` already.
+# build's output is in the ``.gitignore`` already. A picture's suffix is matched in any
+# case (``LOGO.SVG``, as a Windows-made tree names it, is the same path data).
 _DEFAULT_IGNORES = (
     "vendor/",
     "*.egg-info/",
     "*.dist-info/",
     "/PKG-INFO",
-    "*.svg",
+    "*." + "".join(f"[{c.lower()}{c.upper()}]" for c in "svg"),
     IGNORE_FILE,
 )
 

@@ -112,11 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="CGP provider: BM25 search over a directory tree, served on stdio "
         "(JSON-RPC binding), or over HTTPS with --http. Honours .gitignore and .hostdignore; "
         "skips binary and huge files (--max-file-bytes), vendor/, *.egg-info/, *.dist-info/, "
-        "the root's PKG-INFO and *.svg (a line such as !vendor/ in .hostdignore brings one "
-        "back), virtualenvs (.venv, .tox, .nox), tagged cache directories and hostd's state "
-        "directory, lockfiles (unless an --include glob names one) and, always, files that hold "
-        "credentials (.env, private keys, .npmrc, *.tfstate, ...). Reads a Jupyter notebook "
-        "as its cells' text, without outputs.",
+        "the root's PKG-INFO and *.svg in any case (a line such as !vendor/ in .hostdignore "
+        "brings one back), virtualenvs (.venv, .tox, .nox), tagged cache directories and "
+        "hostd's state directory, lockfiles (unless an --include glob names one) and, always, "
+        "files that hold credentials (.env, private keys, .npmrc, *.tfstate, ...). Reads a "
+        "Jupyter notebook as its cells' text, without outputs.",
     )
     corpus_arguments(parser)
     http_arguments(parser)

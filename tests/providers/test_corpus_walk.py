@@ -160,6 +160,19 @@ def test_package_metadata_and_svg_pictures_are_left_out_unless_hostdignore_bring
     }
 
 
+def test_an_svg_picture_is_left_out_whatever_the_case_of_its_suffix(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _write(root, "README.md")
+    for name in ("logo.svg", "LOGO.SVG", "assets/Icon.Svg"):
+        _write(root, name, f"<svg><title>{WORD}</title>\n")
+    assert _rels(root) == {"README.md"}
+    # ``!*.svg`` brings back the lower-case ones, as git matches; every case by a class.
+    _write(root, IGNORE_FILE, "!*.svg\n")
+    assert _rels(root) == {"README.md", "logo.svg"}
+    _write(root, IGNORE_FILE, "!*.[sS][vV][gG]\n")
+    assert _rels(root) == {"README.md", "logo.svg", "LOGO.SVG", "assets/Icon.Svg"}
+
+
 def test_the_virtualenvs_and_downloads_of_python_tools_are_never_indexed(tmp_path: Path) -> None:
     # No .gitignore keeps them out here (an sdist has none), and no ignore line brings
     # them back: they are installed third-party packages, as .venv is.
