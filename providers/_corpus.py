@@ -134,27 +134,29 @@ _BUILD_TAGS = {".buildinfo": b"# Sphinx build info version"}
 IGNORE_FILE = ".hostdignore"
 
 # Ignored as if every root ``.hostdignore`` began with these lines, so a ``!vendor/``
-# line there brings them back: third-party copies (Go's, Composer's, Bundler's vendor/),
-# which are not the project's code and crowd it out of a ranking; a Python package's
-# metadata that setuptools and pip write (``*.egg-info/``, ``*.dist-info/``: an sdist
-# ships one), whose ``SOURCES.txt`` lists every file's name and so matches every goal
-# that names one, and the ``PKG-INFO`` at an sdist's root (that metadata again, with a
-# copy of the README, so a goal about the README was answered twice); SVG pictures,
-# whose XML is path data, no evidence a model can use; and the ignore files themselves,
-# hostd's settings (as ``hostd init`` keeps ``hostd.toml`` out), which are no evidence
-# about the project: a goal that shares a word with a directory they name would
-# otherwise be answered with the line that hides it. Not ``build/``: many projects keep
-# their build scripts and packaging there (Chromium's, the Go project layout's), and a
-# build's output is in the ``.gitignore`` already. A picture's suffix is matched in any
-# case (``LOGO.SVG``, as a Windows-made tree names it, is the same path data).
+# line there brings them back, and counted as the built-in rules are (``SKIP_DEFAULT``,
+# ``SKIP_DEFAULT_DIR``): third-party copies (Go's, Composer's, Bundler's vendor/), which
+# are not the project's code and crowd it out of a ranking; a Python package's metadata
+# that setuptools and pip write (``*.egg-info/``, ``*.dist-info/``: an sdist ships one),
+# whose ``SOURCES.txt`` lists every file's name and so matches every goal that names
+# one, and the ``PKG-INFO`` at an sdist's root (that metadata again, with a copy of the
+# README, so a goal about the README was answered twice); SVG pictures, whose XML is
+# path data, no evidence a model can use, their suffix in any case (``LOGO.SVG``, as a
+# Windows-made tree names it). Not ``build/``: many projects keep their build scripts
+# and packaging there (Chromium's, the Go project layout's), and a build's output is in
+# the ``.gitignore`` already. The root ``.hostdignore`` is also read as beginning with
+# ``IGNORE_FILE`` (not counted: the user wrote them): the ignore files themselves are
+# hostd's settings (as ``hostd init`` keeps ``hostd.toml`` out), no evidence about the
+# project, and a goal that shares a word with a directory they name would otherwise be
+# answered with the line that hides it.
 _DEFAULT_IGNORES = (
     "vendor/",
     "*.egg-info/",
     "*.dist-info/",
     "/PKG-INFO",
     "*." + "".join(f"[{c.lower()}{c.upper()}]" for c in "svg"),
-    IGNORE_FILE,
 )
+_DEFAULT_SPEC = pathspec.GitIgnoreSpec.from_lines(_DEFAULT_IGNORES)
 
 # Never indexed, whatever the ignore files, --include or --no-gitignore say: files that
 # hold credentials by convention, so a project with no (or a thin) .gitignore never sends
@@ -365,8 +367,13 @@ SKIP_GENERATED = "generated"
 SKIP_NOTEBOOK = "notebook"
 #: A directory a docs generator wrote (``_BUILD_TAGS``), counted once, unread.
 SKIP_GENERATED_DIR = "generated_dir"
+#: Left out by the lines every root ``.hostdignore`` is read as beginning with
+#: (``_DEFAULT_IGNORES``) and by no ignore file or glob of the user's: a file
+#: (``PKG-INFO``, ``logo.svg``), or a directory, unread (``vendor/``, ``*.egg-info/``).
+SKIP_DEFAULT = "default"
+SKIP_DEFAULT_DIR = "default_dir"
 #: The reasons that name a directory, whose files are not read (nor counted as seen).
-_DIRECTORIES = frozenset({SKIP_SECRET_DIR, SKIP_GENERATED_DIR})
+_DIRECTORIES = frozenset({SKIP_SECRET_DIR, SKIP_GENERATED_DIR, SKIP_DEFAULT_DIR})
 #: An HTML or man page rendered from a doc the index holds (``_renderings``).
 SKIP_RENDERED = "rendered"
 SKIP_TOO_LARGE = "too_large"
@@ -454,6 +461,8 @@ def _skipped_items(
             "pages rendered from docs that are indexed",
         ),
         SKIP_TOO_LARGE: ("file over --max-file-bytes", "files over --max-file-bytes"),
+        SKIP_DEFAULT: ("file skipped by default", "files skipped by default"),
+        SKIP_DEFAULT_DIR: ("directory skipped by default", "directories skipped by default"),
     }
     items = []
     for reason, (one, many) in labels.items():
@@ -581,6 +590,14 @@ class _Ignore:
 
     base: str
     spec: pathspec.GitIgnoreSpec
+    #: The lines every root ``.hostdignore`` is read as beginning with (``_DEFAULT_SPEC``).
+    implied: bool = False
+
+
+def _by_default(rel: str, is_dir: bool, stack: Iterable[_Ignore]) -> bool:
+    """Whether an ignored path is left out by the implied lines alone: the user's own
+    ignore files would let it in (``SKIP_DEFAULT``)."""
+    return not _ignored(rel, is_dir, [ig for ig in stack if not ig.implied])
 
 
 def _ignored(rel: str, is_dir: bool, stack: Iterable[_Ignore]) -> bool:
@@ -737,7 +754,9 @@ class Corpus:
                 except OSError:
                     lines = None
                 if not dir_rel and name == IGNORE_FILE:  # after the root's .gitignore
-                    lines = [*_DEFAULT_IGNORES, *(lines or ())]
+                    stack.append(_Ignore("", _DEFAULT_SPEC, implied=True))
+                    pushed += 1
+                    lines = [IGNORE_FILE, *(lines or ())]  # settings: not counted
                 if lines is None:
                     continue
                 stack.append(_Ignore(dir_rel, pathspec.GitIgnoreSpec.from_lines(lines)))
@@ -748,20 +767,26 @@ class Corpus:
                     if entry.is_symlink():
                         continue  # a link may leave the root; never follow one
                     if entry.is_dir():
-                        if entry.name in _ALWAYS_SKIP_DIRS or _ignored(rel, True, stack):
+                        if entry.name in _ALWAYS_SKIP_DIRS:
                             continue
                         if self._exclude.match_file(rel + "/"):
+                            continue
+                        if _ignored(rel, True, stack):
+                            if _by_default(rel, True, stack):
+                                skipped[SKIP_DEFAULT_DIR].append(rel + "/")
                             continue
                         if entry.name in _SECRET_DIRS:
                             skipped[SKIP_SECRET_DIR].append(rel + "/")
                             continue
                         yield from visit(Path(entry.path), rel)
                         continue
-                    if not entry.is_file() or _ignored(rel, False, stack):
-                        continue
-                    if self._exclude.match_file(rel):
+                    if not entry.is_file() or self._exclude.match_file(rel):
                         continue
                     if self._include is not None and not self._include.match_file(rel):
+                        continue
+                    if _ignored(rel, False, stack):
+                        if _by_default(rel, False, stack):
+                            skipped[SKIP_DEFAULT].append(rel)
                         continue
                     refused = self._refused(rel)  # a secret whatever --include says
                     if refused is not None:
@@ -882,7 +907,8 @@ class Corpus:
     def seen_count(self) -> int:
         """Files the last walk found that the user's ignore files and globs let in: those
         indexed and those a built-in rule or the size limit left out (``skipped``; a
-        secret directory or a docs build is not read, so its files are not counted). An
+        secret directory, a docs build or a directory skipped by default is not read, so
+        its files are not counted). An
         empty file, or one of blank lines, holds nothing to index and is neither."""
         left_out = {
             rel
@@ -918,7 +944,8 @@ class Corpus:
     def skipped(self) -> Mapping[str, int]:
         """Paths the last walk left out by a built-in rule or the size limit, counted by
         reason (``SKIP_SECRET``, ``SKIP_SECRET_DIR``, ``SKIP_LOCKFILE``,
-        ``SKIP_GENERATED``, ``SKIP_TOO_LARGE``; absent when 0), and the files read but
+        ``SKIP_GENERATED``, ``SKIP_DEFAULT``, ``SKIP_DEFAULT_DIR``, ``SKIP_TOO_LARGE``;
+        absent when 0), and the files read but
         left out for their bytes (``SKIP_SECRET_CONTENT``, ``SKIP_BINARY``,
         ``SKIP_NOT_UTF8``, ``SKIP_NOTEBOOK``, ``SKIP_GENERATED`` by its header;
         ``SKIP_LONG_LINE``, the rest of its file kept). A secret directory counts once,

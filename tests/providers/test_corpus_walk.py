@@ -16,6 +16,8 @@ from providers._corpus import (
     DEFAULT_MAX_FILE_BYTES,
     IGNORE_FILE,
     SKIP_BINARY,
+    SKIP_DEFAULT,
+    SKIP_DEFAULT_DIR,
     SKIP_NOT_UTF8,
     SKIP_SECRET,
     SKIP_TOO_LARGE,
@@ -266,6 +268,35 @@ def test_the_ready_line_counts_files_indexed_of_files_seen_and_names_a_few_left_
         (root / "data" / f"dump{n}.bin").unlink()
     corpus.refresh()
     assert (files_figure(corpus), not_indexed(corpus)) == ("4 files", "")
+
+
+def test_the_ready_line_counts_what_the_default_ignores_left_out(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _write(root, "setup.py")
+    _write(root, "PKG-INFO", f"Summary: {WORD}\n")
+    _write(root, "docs/logo.svg", "<svg/>\n")
+    _write(root, "Django.egg-info/SOURCES.txt", "setup.py\n")
+    _write(root, "svc/vendor/z/z.go")
+    _write(root, "assets/icon.svg", "<svg/>\n")
+    _write(root, "assets/keep.md")
+    # What the user's own ignore files leave out is not counted, nor those files.
+    _write(root, ".gitignore", "assets/\n")
+    _write(root, IGNORE_FILE, "*.egg-info/\n")
+    _write(root, f"svc/{IGNORE_FILE}", "fixtures/\n")
+    corpus = _walked(root)
+    assert {c.rel for c in corpus.chunks} == {"setup.py", ".gitignore"}
+    assert corpus.skipped == {SKIP_DEFAULT: 2, SKIP_DEFAULT_DIR: 1}
+    # A directory is not read: its files are not counted as seen.
+    assert files_figure(corpus) == "2 of 4 files"
+    assert not_indexed(corpus) == (
+        "; not indexed: 2 files skipped by default (PKG-INFO, docs/logo.svg), "
+        "1 directory skipped by default (svc/vendor/)"
+    )
+    # Brought back by a ``!`` line: indexed, no longer counted.
+    _write(root, IGNORE_FILE, "*.egg-info/\n!/PKG-INFO\n!vendor/\n")
+    corpus.refresh()
+    assert corpus.skipped == {SKIP_DEFAULT: 1}
+    assert files_figure(corpus) == "4 of 5 files"
 
 
 def test_a_named_path_is_one_bounded_line_whatever_its_bytes(tmp_path: Path) -> None:
