@@ -466,6 +466,21 @@ class McpSettings(_Section):
     egress: bool = False
     egress_scopes: list[str] = Field(default_factory=list)
 
+    def egress_problem(self, provider_id: str) -> str | None:
+        """Why these settings may not run as provider ``provider_id``: a tool argument
+        sends the query off this machine (``_query_sent_off``) and ``egress`` does not
+        say so (C1); ``None`` when none does or it does. The config's load and
+        ``hostd check-provider --binding mcp`` refuse with the same words."""
+        sent = None if self.egress else _query_sent_off(self)
+        if sent is None:
+            return None
+        key, placeholder, host = sent
+        return (
+            f"mcp.{key} puts {placeholder} into a URL to {host}, off this machine, "
+            "so the server sends it there: set egress = true in the mcp table (a "
+            f"query is then sent once you grant it: hostd consent grant {provider_id} egress)"
+        )
+
 
 # A URL in a string (a scheme, then up to a space or a quote): where a ``fetch`` tool
 # would send what ``{query}`` or ``{goal}`` fills in.
@@ -554,15 +569,9 @@ class ProviderSettings(_Section):
     def _mcp_table(self) -> ProviderSettings:
         if self.mcp is not None and self.binding != "mcp":
             raise ValueError('mcp: only for binding = "mcp"')
-        if self.mcp is not None and not self.mcp.egress:
-            sent = _query_sent_off(self.mcp)
-            if sent is not None:
-                key, placeholder, host = sent
-                raise ValueError(
-                    f"mcp.{key} puts {placeholder} into a URL to {host}, off this machine, "
-                    "so the server sends it there: set egress = true in the mcp table (a "
-                    f"query is then sent once you grant it: hostd consent grant {self.id} egress)"
-                )
+        egress = self.mcp.egress_problem(self.id) if self.mcp is not None else None
+        if egress is not None:
+            raise ValueError(egress)
         # The binding registry decides whether it may be remote.
         from hostd.transport import binding_problem
 

@@ -20,8 +20,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from pydantic import ValidationError
 
-from hostd.config import HostSettings, ProviderSettings
+from hostd.config import HostSettings, McpSettings, ProviderSettings
 
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
@@ -221,7 +222,25 @@ def _usage_problem(args: argparse.Namespace, given: list[str]) -> str | None:
     if binding == "mcp" and args.query_text is not None:
         # Its check fills {query} from --goal.
         return "--query-text: --binding mcp asks its tools with --goal"
+    if binding == "mcp" and args.provider is None:
+        # The config's rule (C1): a check that passes means the daemon would run it too.
+        from ._checks import provider_name
+
+        try:
+            settings = McpSettings.model_validate(_mcp_options(args))
+        except ValidationError as exc:  # an empty --tool: said as the config says it
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            return f"--tool, --arguments: mcp.{where}: {error['msg']}"
+        return settings.egress_problem(provider_name(given))
     return None
+
+
+def _mcp_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[provider.mcp]`` options that ``--tool`` and ``--arguments`` spell."""
+    arguments = [*args.arguments, *([{}] * (len(args.tool) - len(args.arguments)))]
+    tools = zip(args.tool, arguments, strict=True)
+    return {"tools": [{"name": t, "arguments": a} for t, a in tools]}
 
 
 def _configured(
@@ -318,9 +337,7 @@ def _check_command(
         from ._check_mcp import check_mcp_provider
 
         if spec is None:
-            arguments = [*args.arguments, *([{}] * (len(args.tool) - len(args.arguments)))]
-            tools = zip(args.tool, arguments, strict=True)
-            options = {"tools": [{"name": t, "arguments": a} for t, a in tools]}
+            options = _mcp_options(args)
         results = anyio.run(
             lambda: check_mcp_provider(
                 cmd,

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from hostd.config import ConfigError, parse_config
 from tests.fixtures.cli import run_hostd
 
 from .test_binding import _everything
@@ -215,6 +216,45 @@ def _check_configured(config: Path, *args: str) -> tuple[int, dict[str, dict[str
 def test_tool_flags_belong_to_the_mcp_binding() -> None:
     done = run_hostd("check-provider", "--tool", "x", "--", sys.executable, "-c", "pass")
     assert done.returncode == 2 and "--binding mcp" in done.stderr
+
+
+def test_a_url_template_sending_the_goal_off_the_machine_is_refused_as_the_config_is(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "started"
+    # ``python``: hostd's own interpreter, as in a config; the check knows it by that name.
+    server = ["python", "-c", f"open({str(marker)!r}, 'w')"]
+    arguments = json.dumps({"url": "https://www.google.com/search?q={query}"})
+    done = run_hostd(
+        "check-provider", "--binding", "mcp", "--tool", "now", "--tool", "fetch",
+        "--arguments", "{}", "--arguments", arguments, "--", *server,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert not marker.exists()  # refused before the server is started
+    said = done.stderr.strip().removeprefix("hostd check-provider: ")
+    assert said.startswith("mcp.tools[1].arguments.url puts {query} into a URL to www.google.com")
+    # The config's load refuses the same provider in the same words.
+    config = '[[provider]]\nid = "python"\nbinding = "mcp"\ncommand = ["python"]\n' + (
+        'mcp = {tools = [{name = "now"}, {name = "fetch", arguments = '
+        '{url = "https://www.google.com/search?q={query}"}}]}\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        parse_config(config, source="t.toml")
+    assert said in str(caught.value)
+
+
+def test_a_url_template_to_this_machine_is_checked(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "c")
+    server = [sys.executable, "-m", "tests.mcp.sdk_server", "--root", str(corpus)]
+    arguments = json.dumps({"query": "http://localhost:9/?q={query}"})
+    _, checks = _check("--tool", "search", "--arguments", arguments, "--", *server)
+    assert checks["handshake"]["passed"], checks
+
+
+def test_an_empty_tool_name_is_a_usage_error() -> None:
+    done = run_hostd("check-provider", "--binding", "mcp", "--tool", "", "--", "true")
+    assert done.returncode == 2
+    assert "--tool, --arguments: mcp.tools.0.name:" in done.stderr
 
 
 def test_the_published_everything_server_passes() -> None:
