@@ -213,8 +213,12 @@ TITLE_CHARS = 120
 TITLE_SCAN = 1024
 #: Every C0 and C1 control and DEL: a title is shown on one line, each control as a space.
 _TITLE_CONTROLS_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
-#: What joins a cite to the item it sits in (``src/lib.rs L40-52 · in fn build``).
-_ITEM_SEPARATORS = " ·"
+#: What joins a cite to the rest of a title that starts with it: the item a chunk sits
+#: in (``src/lib.rs L40-52 · in fn build``), a headline (``ADR 0002: CallerRunsPolicy``,
+#: ``ADR 0002 - …``, ``ADR 0002 — …``). A dash counts only with a space after it, so
+#: ``notes L1`` does not end where ``notes L1-2`` goes on; no separator at all (``ADR 1``
+#: before ``ADR 12: …``) means the title does not start with the cite.
+_AFTER_CITE_RE = re.compile(r"[ :]*(?:(?:·|[-–—](?= ))[ :]*)?")
 
 
 def _one_line(text: str) -> str:
@@ -237,16 +241,20 @@ def title_attribute(title: str, cite: str) -> str:
     one that names the cite's file then a section (``docs/x.md § Usage`` for
     ``docs/x.md L10-30``) adds ``section="Usage"``; any other title (a memory's
     headline, an MCP resource's name) is shown as ``title="…"``, less any cite it
-    starts with. On one line (controls as spaces, whitespace collapsed) and at most
-    ``TITLE_CHARS`` characters, so the same frame always shows the same bytes."""
+    starts with and the separator after it (``ADR 0002: Bounded queues`` cited as
+    ``ADR 0002`` shows ``title="Bounded queues"``). On one line (controls as spaces,
+    whitespace collapsed) and at most ``TITLE_CHARS`` characters, so the same frame
+    always shows the same bytes."""
     shown = _one_line(title)
     said = _one_line(cite)
     if not shown or shown in said:
         return ""
     name = "title"
     file, _, _ = said.partition(" ")
-    if shown.startswith(said):
-        shown = shown[len(said) :].lstrip(_ITEM_SEPARATORS)
+    rest = shown[len(said) :] if shown.startswith(said) else ""
+    gap = _AFTER_CITE_RE.match(rest)
+    if gap is not None and gap.end():
+        shown = rest[gap.end() :]
         if shown.startswith("in "):
             name, shown = "in", shown[3:]
     elif file and shown.startswith(f"{file} § "):

@@ -294,6 +294,30 @@ def test_a_title_that_is_not_its_cite_shows_whole() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("title", "shown"),
+    [
+        ("ADR 0002: CallerRunsPolicy for the io pool", "CallerRunsPolicy for the io pool"),
+        ("ADR 0002 - CallerRunsPolicy", "CallerRunsPolicy"),
+        ("ADR 0002 — CallerRunsPolicy", "CallerRunsPolicy"),
+        ("ADR 0002 · CallerRunsPolicy", "CallerRunsPolicy"),
+        ("ADR 0002 --strict mode", "--strict mode"),  # a dash with no space is text
+        ("ADR 00021: Another record", "ADR 00021: Another record"),  # not its cite
+    ],
+)
+def test_a_title_that_starts_with_its_cite_shows_what_follows_the_separator(
+    title: str, shown: str
+) -> None:
+    f = frame("adr-2", content="Use CallerRunsPolicy.", title=title, label="ADR 0002")
+    assert _fence_line(render_frame("adrs", f)).endswith(f'cite="ADR 0002" title="{shown}">')
+    assert rendered_size("adrs", f) == len(render_frame("adrs", f).encode())
+
+
+def test_a_title_that_is_its_cite_and_a_separator_adds_no_attribute() -> None:
+    f = frame("adr-2", content="body", title="ADR 0002:", label="ADR 0002")
+    assert _fence_line(render_frame("adrs", f)).endswith('cite="ADR 0002">')
+
+
 def test_a_merged_block_names_the_merged_range_and_keeps_the_item() -> None:
     from hostd.compose._lines import merged_title
 
