@@ -48,6 +48,7 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         {"levels", "daemon_peak_rss_mb", "daemon_exit_code"},
     ),
     "bench_feedback": (["--requests", "3"], {"compose_ms", "feedback_ms", "errors"}),
+    "bench_fence": (["--corpus", str(ROOT), "--goals", "1"], {"budget", "docs", "hostd"}),
     "bench_import": (
         ["--samples", "1", "--base", str(ROOT)],
         {"this", "base", "ratio"},

@@ -99,9 +99,7 @@ def test_the_quickstart_and_the_python_client_run_as_written_from_your_own_proje
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^stopped hostd \(pid \d+\) at ", done.stdout, re.M), done.stdout
     assert (project / "hostd.toml").is_file()
-    cites = re.findall(
-        r'<frame provider="[^"]+" id="[^"]+" kind="[^"]+" cite="([^"]+)"', done.stdout
-    )
+    cites = re.findall(r'<frame provider="[^"]+" kind="[^"]+" cite="([^"]+)"', done.stdout)
     assert cites and all(c.split()[0] in ("settings.md", "app.py") for c in cites), done.stdout
     assert "Traceback" not in done.stderr
     # The evidence loop: each label, its file and range, and the digest of its content.

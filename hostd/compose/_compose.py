@@ -187,7 +187,7 @@ def price(survivors: Survivors, verification: Verification | None) -> Prices:
     unverified = unverified_of(cands, verification)
     titles = title_attributes(cands.frames)
     bodies, sizes, clean = priced_blocks(
-        cands.provider_ids, cands.ids, kinds, labels, survivors.contents, unverified, titles
+        cands.provider_ids, kinds, labels, survivors.contents, unverified, titles
     )
     return Prices(labels, sizes, bodies, unverified, clean, kinds, titles)
 
@@ -448,16 +448,14 @@ def compose_for_prompt(
     survivors = spans(dedup(frames), sources, verification, merge_max_ratio)
     cands = survivors.cands
     order = rank(strategy, cands)
-    pids, ids = cands.provider_ids, cands.ids
+    pids = cands.provider_ids
     prices = price(survivors, verification)
 
     def render_block(i: int, label: str) -> str:
         verified = i not in prices.unverified
         clean = prices.clean and label == prices.labels[i]  # tested in bulk as priced
         body, kind, title = prices.bodies[i], prices.kinds[i], prices.titles[i]
-        return fence(
-            pids[i], ids[i], kind, label, body, verified=verified, clean=clean, title=title
-        )
+        return fence(pids[i], kind, label, body, verified=verified, clean=clean, title=title)
 
     if meter is not CANONICAL:
         prices = count_blocks(prices, meter, render_block)

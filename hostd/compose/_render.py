@@ -70,7 +70,7 @@ EVIDENCE_PREAMBLE = (
 #: The preamble's size in UTF-8 bytes: counted once in every non-empty prompt.
 PREAMBLE_BYTES = len(EVIDENCE_PREAMBLE.encode())
 #: The fewest bytes a frame's fence adds to its content (every attribute empty).
-FENCE_MIN_BYTES = len('<frame provider="" id="" kind="" cite="">\n\n</frame>\n')
+FENCE_MIN_BYTES = len('<frame provider="" kind="" cite="">\n\n</frame>\n')
 
 # Detection runs on a skeleton of the content (Unicode TR39 style): every
 # character NFKC or the TR39 confusables read as a fence character becomes that
@@ -313,12 +313,11 @@ def render_frame(
     content = frame.content or ""  # a reference frame carries no inline bytes (P3)
     body = neutralize_fences(neutralize_controls(content))
     title = title_attributes((frame,))[0]
-    return fence(provider_id, frame.id, frame.kind, cite, body, verified=verified, title=title)
+    return fence(provider_id, frame.kind, cite, body, verified=verified, title=title)
 
 
 def fence(
     provider_id: str,
-    frame_id: str,
     kind: str,
     cite: str,
     body: str,
@@ -329,17 +328,17 @@ def fence(
 ) -> str:
     """``render_frame``'s block from its parts: ``body`` is the content already
     neutralised (``neutral_bodies``), so a block priced and then admitted is
-    neutralised once. ``clean``: the four attribute values are known to need no
+    neutralised once. ``clean``: the three attribute values are known to need no
     escaping (``priced_blocks`` tested them in bulk), so they are not searched again.
     ``title``: the frame's ``title_attribute``, written as it is (already escaped)."""
     mark = title if verified else title + _UNVERIFIED_MARK
-    pid, fid = provider_id, frame_id
-    # One search over all four values tells whether any needs escaping at all.
-    if not clean and _ATTR_SPECIAL_RE.search(f"{pid}{fid}{kind}{cite}") is not None:
-        pid, fid, kind, cite = map(escape_attribute, (pid, fid, kind, cite))
-    return (
-        f'<frame provider="{pid}" id="{fid}" kind="{kind}" cite="{cite}"{mark}>\n{body}\n</frame>\n'
-    )
+    pid = provider_id
+    # One search over all three values tells whether any needs escaping at all.
+    if not clean and _ATTR_SPECIAL_RE.search(f"{pid}{kind}{cite}") is not None:
+        pid, kind, cite = map(escape_attribute, (pid, kind, cite))
+    # No frame id: the cite is unique in the prompt and citations[] maps it to the
+    # FrameId, so the id would only repeat the path the cite already names.
+    return f'<frame provider="{pid}" kind="{kind}" cite="{cite}"{mark}>\n{body}\n</frame>\n'
 
 
 def utf8_size(text: str) -> int:
@@ -354,11 +353,11 @@ _UNVERIFIED_MARK = ' verified="no"'
 # than attribute access, once per frame.
 
 
-def _attrs_size(provider_id: str, frame_id: str, kind: str, cite: str) -> int:
-    """The bytes of the four attribute values as ``render_frame`` writes them."""
-    attrs = f"{provider_id}{frame_id}{kind}{cite}"
+def _attrs_size(provider_id: str, kind: str, cite: str) -> int:
+    """The bytes of the three attribute values as ``render_frame`` writes them."""
+    attrs = f"{provider_id}{kind}{cite}"
     if _ATTR_SPECIAL_RE.search(attrs) is not None:
-        return sum(utf8_size(escape_attribute(a)) for a in (provider_id, frame_id, kind, cite))
+        return sum(utf8_size(escape_attribute(a)) for a in (provider_id, kind, cite))
     return len(attrs) if attrs.isascii() else len(attrs.encode())
 
 
@@ -381,7 +380,7 @@ def rendered_size(
     the content and no encoding of the whole block. A property test holds it equal to the render.
     """
     cite = citation_label_for(frame) if label is None else label
-    size = FENCE_MIN_BYTES + _attrs_size(provider_id, frame.id, frame.kind, cite)
+    size = FENCE_MIN_BYTES + _attrs_size(provider_id, frame.kind, cite)
     size += utf8_size(title_attributes((frame,))[0])
     if not verified:
         size += len(_UNVERIFIED_MARK)
@@ -479,7 +478,6 @@ def neutral_bodies_sized(contents: Sequence[str | None]) -> tuple[list[str], lis
 
 def priced_blocks(
     provider_ids: Sequence[str],
-    ids: Sequence[str],
     kinds: Sequence[str],
     labels: Sequence[str],
     contents: Sequence[str | None],
@@ -488,7 +486,7 @@ def priced_blocks(
 ) -> tuple[list[str], list[int], bool]:
     """``(bodies, sizes, clean)``: every candidate's neutralised body
     (``neutral_bodies``), the bytes of its block (``rendered_size``, given as columns:
-    provider id, frame id, kind, citation label, content; ``verified=False`` for
+    provider id, kind, citation label, content; ``verified=False`` for
     those in ``unverified``; its ``title_attribute`` from ``titles``, none when it
     is empty), and whether every attribute value renders as itself.
 
@@ -496,15 +494,14 @@ def priced_blocks(
     tells whether they need escaping; when none does, a block's size is the sum of
     lengths. Only when it fails is each candidate's attributes priced on its own.
     """
-    if not ids:
+    if not labels:
         return [], [], True
     # Provider ids and kinds repeat: each distinct value is tested once.
-    clean = _all_clean([*set(provider_ids), *ids, *set(kinds), *labels], _ATTR_SPECIALS)
+    clean = _all_clean([*set(provider_ids), *set(kinds), *labels], _ATTR_SPECIALS)
     if clean:
-        sizes = list(map(add, map(add, map(len, provider_ids), map(len, ids)), map(len, kinds)))
-        sizes = list(map(add, sizes, map(len, labels)))
+        sizes = list(map(add, map(add, map(len, provider_ids), map(len, kinds)), map(len, labels)))
     else:
-        sizes = list(map(_attrs_size, provider_ids, ids, kinds, labels))
+        sizes = list(map(_attrs_size, provider_ids, kinds, labels))
     bodies, body_sizes = neutral_bodies_sized(contents)
     out = [FENCE_MIN_BYTES + a + c for a, c in zip(sizes, body_sizes, strict=True)]
     if titles:
@@ -516,17 +513,16 @@ def priced_blocks(
 
 def rendered_sizes(
     provider_ids: Sequence[str],
-    ids: Sequence[str],
     kinds: Sequence[str],
     labels: Sequence[str],
     contents: Sequence[str | None],
     unverified: Collection[int] = (),
     titles: Sequence[str] = (),
 ) -> list[int]:
-    """``rendered_size`` of every candidate, given as columns (provider id, frame id,
-    kind, citation label, content; ``verified=False`` for those in ``unverified``;
+    """``rendered_size`` of every candidate, given as columns (provider id, kind,
+    citation label, content; ``verified=False`` for those in ``unverified``;
     ``title_attribute``s in ``titles``), priced in bulk (``priced_blocks``)."""
-    return priced_blocks(provider_ids, ids, kinds, labels, contents, unverified, titles)[1]
+    return priced_blocks(provider_ids, kinds, labels, contents, unverified, titles)[1]
 
 
 def render_floor(label: str, content: str, position: str) -> str:

@@ -34,8 +34,10 @@ DEFAULT_MAX_CITED_TEXTS = 4096
 #: How many bytes (UTF-8) of cited text it keeps in all.
 DEFAULT_MAX_CITED_BYTES = 16 * 1024 * 1024
 
+# An older daemon's fence holds ``id="…"`` after the provider: ``hostd mcp --connect``
+# to one still reads its prompt's blocks.
 _BLOCK_OPEN = re.compile(
-    r'<frame (?:provider="[^"\n]*" id="[^"\n]*" kind="[^"\n]*" cite="[^"\n]*"'
+    r'<frame (?:provider="[^"\n]*"(?: id="[^"\n]*")? kind="[^"\n]*" cite="[^"\n]*"'
     r'(?: (?:in|section|title)="[^"\n]*")?(?: verified="no")?'
     r'|(?P<pinned>pinned)="[^"\n]*" cite="[^"\n]*")>\n'
 )

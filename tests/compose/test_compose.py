@@ -10,6 +10,7 @@ import pytest
 from hostd.client import Audit
 from hostd.compose import (
     EVIDENCE_PREAMBLE,
+    ComposedPrompt,
     Floor,
     FloorsExceedBudget,
     PerProviderQuota,
@@ -29,10 +30,16 @@ from ._helpers import block, digest_of, file_prov, fits, frame, sized
 ROOMY = 10_000
 
 
-def rendered_ids(prompt: str) -> list[str]:
+def rendered_ids(out: ComposedPrompt) -> list[str]:
+    """The frame id of each block of ``out``'s prompt, in prompt order: its fence's cite
+    looked up in the citations (the fence names a frame by its cite alone)."""
     import re
 
-    return re.findall(r'<frame provider="[^"]*" id="([^"]*)"', prompt)
+    by_label = {c.label: c.frame.frame_id for c in out.citations}
+    return [
+        by_label[cite]
+        for cite in re.findall(r'<frame provider="[^"]*" kind="[^"]*" cite="([^"]*)"', out.prompt)
+    ]
 
 
 def test_the_prompt_opens_with_the_constant_preamble() -> None:
@@ -40,7 +47,7 @@ def test_the_prompt_opens_with_the_constant_preamble() -> None:
     assert out.prompt.startswith(EVIDENCE_PREAMBLE)
     assert "never instructions" in EVIDENCE_PREAMBLE
     assert out.prompt[len(EVIDENCE_PREAMBLE) :] == (
-        '<frame provider="p" id="1" kind="snippet" cite="label 1">\nhello\n</frame>\n'
+        '<frame provider="p" kind="snippet" cite="label 1">\nhello\n</frame>\n'
     )
 
 
@@ -57,7 +64,7 @@ def test_packing_uses_the_canonical_cost_not_the_declared_one() -> None:
     honest = frame("honest", 0.5, sized(10))
     budget = fits(block("p", honest))
     out = compose_for_prompt([("p", liar), ("p", honest)], budget)
-    assert rendered_ids(out.prompt) == ["honest"]
+    assert rendered_ids(out) == ["honest"]
     (entry,) = [e for e in out.audit.entries if e.frame.frame_id == "liar"]
     assert entry.reason == "over_budget"
     assert entry.detail == {
@@ -77,7 +84,7 @@ def test_the_packer_skips_a_frame_that_does_not_fit_and_keeps_walking() -> None:
     big, mid_f, small, none = (f for _, f in frames)
     budget = fits(block("p", big), block("p", small), block("p", none))
     out = compose_for_prompt(frames, budget, placement="ranked")
-    assert rendered_ids(out.prompt) == ["big", "small", "none"]
+    assert rendered_ids(out) == ["big", "small", "none"]
     assert out.audit.tokens_used == budget == canonical_token_cost(out.prompt)
     mid = next(e for e in out.audit.entries if e.frame.frame_id == "mid")
     assert (mid.reason, mid.rank) == ("over_budget", 1)
@@ -105,7 +112,7 @@ def test_duplicates_are_excluded_naming_the_frame_they_were_kept_as() -> None:
     assert by_id["a1"].included and by_id["a1"].vouched_by == ("a", "b")
     assert by_id["b1"].reason == "duplicate"
     assert by_id["b1"].detail == {"kept": FrameId("a", "a1", d)}
-    assert rendered_ids(out.prompt) == ["a1"]
+    assert rendered_ids(out) == ["a1"]
 
 
 def test_citations_follow_render_order_with_merged_provenance() -> None:
@@ -118,7 +125,7 @@ def test_citations_follow_render_order_with_merged_provenance() -> None:
         ("a", frame("a3", 0.7, "third", label="three.rs")),
     ]
     out = compose_for_prompt(frames, ROOMY)
-    assert rendered_ids(out.prompt) == ["a1", "a3", "a2"]  # edges: rank 0, 2, 1
+    assert rendered_ids(out) == ["a1", "a3", "a2"]  # edges: rank 0, 2, 1
     assert [c.label for c in out.citations] == ["one.rs L1", "three.rs", "two.rs"]
     assert out.citations[0].frame == FrameId("a", "a1", d)
     assert [p.uri for p in out.citations[0].provenance] == ["file:///one", "file:///two"]

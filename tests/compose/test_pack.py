@@ -176,7 +176,6 @@ def test_bulk_prices_equal_each_rendered_block(
     pids = [pid for pid, *_ in rows]
     frames = _frames(rows)
     kinds, labels = kinds_and_labels(frames)
-    ids = [f.id for f in frames]
     contents = [f.content for f in frames]
     unverified = [i for i, row in enumerate(rows) if not row[5]]
     expected = [
@@ -184,8 +183,8 @@ def test_bulk_prices_equal_each_rendered_block(
         for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True))
     ]
     titles = title_attributes(frames)
-    assert rendered_sizes(pids, ids, kinds, labels, contents, unverified, titles) == expected
-    one = rendered_sizes(pids[:1], ids[:1], kinds[:1], labels[:1], contents[:1], (), titles[:1])
+    assert rendered_sizes(pids, kinds, labels, contents, unverified, titles) == expected
+    one = rendered_sizes(pids[:1], kinds[:1], labels[:1], contents[:1], (), titles[:1])
     assert one == expected[:1]
 
 
@@ -236,21 +235,20 @@ def test_blocks_built_from_the_bulk_bodies_equal_render_frame(
     pids = [pid for pid, *_ in rows]
     frames = _frames(rows)
     kinds, labels = kinds_and_labels(frames)
-    ids = [f.id for f in frames]
     contents = [f.content for f in frames]
     unverified = [i for i, row in enumerate(rows) if not row[5]]
     titles = title_attributes(frames)
-    bodies, sizes, clean = priced_blocks(pids, ids, kinds, labels, contents, unverified, titles)
+    bodies, sizes, clean = priced_blocks(pids, kinds, labels, contents, unverified, titles)
     assert bodies == neutral_bodies(contents)
     for i, (pid, f, label) in enumerate(zip(pids, frames, labels, strict=True)):
         verified = i not in unverified
         block = render_frame(pid, f, label, verified=verified)
         title = titles[i]
         assert (
-            fence(pid, f.id, f.kind, label, bodies[i], verified=verified, clean=clean, title=title)
+            fence(pid, f.kind, label, bodies[i], verified=verified, clean=clean, title=title)
             == block
         )
-        assert fence(pid, f.id, f.kind, label, bodies[i], verified=verified, title=title) == block
+        assert fence(pid, f.kind, label, bodies[i], verified=verified, title=title) == block
         assert sizes[i] == len(block.encode())
 
 

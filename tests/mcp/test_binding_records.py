@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 GOAL = "why must a changed chunker never serve old chunks?"
 _FENCE = re.compile(
-    r'<frame provider="git" id="([^"]+)" kind="episode" cite="([^"]+)"[^>]*>\n(.*?)\n</frame>',
+    r'<frame provider="git" kind="episode" cite="([^"]+)"[^>]*>\n(.*?)\n</frame>',
     re.DOTALL,
 )
 
@@ -93,7 +93,7 @@ def _log_frames(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The ``git_log`` frames of a composition by label: id, digest, range, content."""
     leg = report(result, "git")
     assert leg["status"] == "ok" and leg["violations"] == [], leg
-    content = {fid: text for fid, _, text in _FENCE.findall(result["prompt"])}
+    content = dict(_FENCE.findall(result["prompt"]))  # by the cite, the citation's label
     frames: dict[str, dict[str, Any]] = {}
     for citation in result["citations"]:
         frame = citation["frame"]
@@ -107,7 +107,7 @@ def _log_frames(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "id": frame["frame_id"],
             "digest": frame["content_digest"],
             "ranges": ranges,
-            "content": content[frame["frame_id"]],
+            "content": content[citation["label"]],
         }
     return frames
 
@@ -170,7 +170,7 @@ async def test_git_show_of_one_commit_is_one_record_every_part_named_by_it(
     assert labels, result["audit"]
     named = re.compile(rf"commit {head[:7]}( \(\d+/\d+\)(: .+)?)?")
     assert all(named.fullmatch(label) for label in labels), labels
-    quoted = "\n".join(text for _, _, text in _FENCE.findall(result["prompt"]))
+    quoted = "\n".join(text for _, text in _FENCE.findall(result["prompt"]))
     subject, first, second = repo.messages[head]
     for paragraph in (subject, first, second):
         assert f"    {paragraph}\n" in quoted  # the message, whole, in the composition

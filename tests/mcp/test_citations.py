@@ -141,3 +141,13 @@ def test_blocks_whose_fences_show_a_title_are_read_back() -> None:
     assert ' in="class A" verified="no">\n' in wire["prompt"]
     assert list(quoted_blocks(wire["prompt"])) == ["x = 1", "use uv", "plain"]
     assert [t.text for t in cited_texts(wire)] == ["x = 1", "use uv", "plain"]
+
+
+def test_an_older_daemons_fences_with_a_frame_id_are_read_back() -> None:
+    # `hostd mcp --connect` may reach a daemon whose fences still carry ``id="…"``.
+    prompt = (
+        '<frame provider="files" id="a.py#L3-4" kind="snippet" cite="a.py L3-4" in="A">\n'
+        "x = 1\n</frame>\n"
+        '<frame provider="files" kind="snippet" cite="b.md L1-2">\nplain\n</frame>\n'
+    )
+    assert list(quoted_blocks(prompt)) == ["x = 1", "plain"]

@@ -88,7 +88,7 @@ async def test_shifted_windows_are_quoted_once_and_a_stale_one_is_not_merged(
     assert [p.range for p in citation.provenance] == ["L1-9", "L4-9", "L1-6"]
     # its label names the lines it quotes, in the citation and on the fence
     assert citation.label == "module.txt L1-9"
-    assert 'id="module.txt#L4-9" kind="snippet" cite="module.txt L1-9"' in result.prompt
+    assert 'kind="snippet" cite="module.txt L1-9"' in result.prompt
     # its evidence is the union as cut from the file, with the union's range and digest
     (evidence,) = result.evidence
     assert (evidence.frame_id, evidence.range) == ("module.txt#L4-9", "L1-9")
