@@ -6,6 +6,8 @@ wait on files the test creates, so every verdict follows from events, not speed.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -354,3 +356,32 @@ async def test_providers_list_says_a_warming_builds_time_left_once_its_rate_is_m
     assert row["state"] == "warming" and isinstance(row["health"]["left_s"], int), row
     # A third of the work left, at the rate of the two thirds done in the test's time.
     assert provider_state(row) == "warming (build 2/3, less than a minute left)"
+
+
+async def test_a_host_closed_while_a_provider_starts_stops_it_without_the_grace(
+    tmp_path: Path,
+) -> None:
+    """A host closing (``hostd mcp``'s client gone) while a provider's handshake is
+    held: the start is given up and its process stopped at once (SIGTERM), not after
+    the grace for the end of its input and again for the end of its stderr, which a
+    process that reads nothing yet never gives. The grace is an hour, so the old
+    ladder is caught by the hang guard whatever the machine's speed."""
+    gate, started = tmp_path / "handshake.gate", tmp_path / "started"
+    os.mkfifo(started)
+    spec = warming(
+        "held", "--handshake-gate", str(gate), "--started", str(started), start_timeout_s=3_600
+    )
+    try:
+        with anyio.fail_after(120):  # a hang guard
+            async with Host([spec], start="lazy", grace_period_s=3_600) as host:
+                slot = host.pool.slots["held"]
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(host.pool.ensure, slot)  # the start goes on in the pool
+                    # Returns once the provider's process runs; its handshake stays held.
+                    await anyio.to_thread.run_sync(started.read_text, abandon_on_cancel=True)
+                    tg.cancel_scope.cancel()  # the wait for it, not the start
+    finally:
+        with contextlib.suppress(OSError):  # a writer left waiting (the guard fired)
+            os.close(os.open(started, os.O_RDWR | os.O_NONBLOCK))
+    assert not gate.exists()  # never let through: the start was given up, not served
+    assert leftovers() == []

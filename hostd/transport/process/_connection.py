@@ -191,6 +191,8 @@ class ProviderConnection(Acked):
         self._scope = scope
         self._grace = grace
         self.ack = None
+        #: The handshake ended well (``ack`` stays None for one that had none to give).
+        self.handshaken = False
         self.closed = False
         #: The process's account of its failure (``explain``), gathered once.
         self._report: anyio.Event | None = None
@@ -283,7 +285,8 @@ class ProviderConnection(Acked):
                 on_progress,
             )
         except BaseException:
-            await child.aclose(grace=grace)  # never leave a spawned child behind
+            # Never leave a spawned child behind; nothing was asked of it yet.
+            await child.aclose(grace=grace, abandoned=True)
             raise
         try:
             ack: HandshakeAck | None = None
@@ -316,10 +319,11 @@ class ProviderConnection(Acked):
                         amend(exc, _CGP_WIRE_HINT)
                     await conn.explain(exc, anyio.current_time())
             raise
-        except BaseException:
-            await conn.aclose()
+        except BaseException:  # cancelled: the host closes before the handshake ended
+            await conn.aclose(abandoned=True)
             raise
         conn.ack = ack
+        conn.handshaken = True
         conn.readiness.handshake(getattr(conn.client, "handshake_result", None))
         if ack is None:  # it answered: alive and in sync, it only has no handshake
             log.info("provider.handshake.skipped", provider=provider_id, why="method_not_found")
@@ -366,8 +370,12 @@ class ProviderConnection(Acked):
                         await tg.start(session)
                     tg.start_soon(child.output_ended.wait)
                     task_status.started(conn)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled with the host: the child still walks the ladder (shielded),
+                # at once when its start is given up before the handshake.
+                await conn.aclose(abandoned=True)
+                raise
             finally:
-                # Cancelled with the host: the child still walks the ladder (shielded).
                 await conn.aclose()
 
     def probe_cgp(self, host: HostInfo) -> None:
@@ -444,12 +452,16 @@ class ProviderConnection(Acked):
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return await self.client.verify(frames)
 
-    async def aclose(self) -> int | None:
-        """Teardown ladder (shielded): shutdown message → grace → SIGTERM → SIGKILL."""
+    async def aclose(self, *, abandoned: bool = False) -> int | None:
+        """Teardown ladder (shielded): shutdown message → grace → SIGTERM → SIGKILL.
+        ``abandoned``: its start given up before the handshake ended (the host is
+        closing): SIGTERM at once (``ChildProcess.aclose``); never for one handshaken."""
         with anyio.CancelScope(shield=True):
             self.closed = True
             shutdown = self.client.shutdown if self.child.returncode is None else None
-            code = await self.child.aclose(shutdown=shutdown, grace=self._grace)
+            code = await self.child.aclose(
+                shutdown=shutdown, grace=self._grace, abandoned=abandoned and not self.handshaken
+            )
             self.client.close(ProviderCrashed("provider connection closed"))
             self._scope.cancel()
         return code

@@ -128,6 +128,8 @@ class ChildProcess:
         self._stderr = StderrPump(provider_id, policy, redactor=self.redactor)
         self.exited = anyio.Event()
         self._closing = False
+        #: Torn down as a start the host gave up (``aclose``): SIGTERM is no surprise.
+        self._abandoned = False
         #: The process ended before the host began to stop it: its status is its own.
         self.exited_on_its_own = False
         #: The command and the shim's exec status, for the error of a start that failed.
@@ -371,23 +373,34 @@ class ChildProcess:
 
     def _log_signal(self, sig: signal.Signals) -> None:
         event = "provider.process." + sig.name.lower()
-        log.warning(event, provider=self.provider_id, pid=self.pid)
+        if self._abandoned and sig is signal.SIGTERM:  # the ladder's first step here
+            log.info(event, provider=self.provider_id, pid=self.pid, why="start_abandoned")
+        else:
+            log.warning(event, provider=self.provider_id, pid=self.pid)
 
     async def aclose(
         self,
         *,
         shutdown: Callable[[], Awaitable[None]] | None = None,
         grace: float = 2.0,
+        abandoned: bool = False,
     ) -> int | None:
-        """The teardown ladder; shielded, idempotent. Returns the exit code."""
+        """The teardown ladder; shielded, idempotent. Returns the exit code.
+        ``abandoned``: a start the host gave up before the handshake (it is closing):
+        nothing was asked of the process, so nothing is left for it to finish, and one
+        still starting may not read its input yet; no shutdown message, no grace for
+        the end of its input: SIGTERM at once, then the grace before SIGKILL."""
         with anyio.CancelScope(shield=True):
             if not self._closing:
                 self._closing = True
-                await self._ladder(shutdown, grace)
+                self._abandoned = abandoned
+                await self._ladder(None if abandoned else shutdown, grace, abandoned)
             await self.process.wait()
         return self.process.returncode
 
-    async def _ladder(self, shutdown: Callable[[], Awaitable[None]] | None, grace: float) -> None:
+    async def _ladder(
+        self, shutdown: Callable[[], Awaitable[None]] | None, grace: float, abandoned: bool
+    ) -> None:
         if self.process.returncode is None and shutdown is not None:
             try:
                 with anyio.fail_after(grace):
@@ -396,12 +409,19 @@ class ChildProcess:
                 pass
         self._close_stdin()  # R2: EOF also tells a provider to exit
         # group: also after a clean exit, the group may hold grandchildren it left.
-        await stop_process(self.process, grace, group=True, on_signal=self._log_signal)
+        await stop_process(
+            self.process,
+            0.0 if abandoned else grace,
+            term_grace=grace,
+            group=True,
+            on_signal=self._log_signal,
+        )
         self._close_stdout()
         # What it wrote last is its reason (``failure_report``): read to the end before
-        # the pipe is closed, bounded should a descendant it left still hold it open.
+        # the pipe is closed, bounded should a descendant it left still hold it open;
+        # not waited for once its reader stopped (cancelled with the host): no end comes.
         with anyio.move_on_after(grace):
-            await self._stderr.ended.wait()
+            await self._stderr.stopped.wait()
         if self.process.stderr is not None:
             try:
                 await self.process.stderr.aclose()

@@ -324,6 +324,8 @@ class StderrPump:
         self._seen = 0
         #: Set once the stream has ended (end of file, or closed by the teardown).
         self.ended = anyio.Event()
+        #: Set once ``run`` stopped reading: the stream ended, or it was cancelled.
+        self.stopped = anyio.Event()
         self._splitter = LineSplitter(policy.max_line_bytes)
         self._bucket = TokenBucket(policy.burst, policy.rate, clock())
         self._report = _ErrorReport()
@@ -333,13 +335,16 @@ class StderrPump:
         self.suppressed = 0
 
     async def run(self, stream: ByteReceiveStream) -> None:
-        while True:
-            try:
-                chunk = await stream.receive(_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                break
-            self.feed(chunk)
-        self.end()
+        try:
+            while True:
+                try:
+                    chunk = await stream.receive(_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                self.feed(chunk)
+            self.end()
+        finally:
+            self.stopped.set()
 
     def _keep(self, chunk: bytes) -> None:
         self._seen += len(chunk)
