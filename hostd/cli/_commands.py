@@ -151,6 +151,14 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         f"{ProviderSettings.model_fields['timeout_ms'].default} unless set)",
     )
     compose.add_argument(
+        "--ready-wait-ms",
+        type=_ready_wait_ms,
+        metavar="MS",
+        help="how long to wait for providers still starting or warming up before "
+        "answering with the ready ones, the rest said warming (0 to 600,000; default: each "
+        "one's start deadline; with --timeout-ms, this bounds the wait and that the query)",
+    )
+    compose.add_argument(
         "--overfetch",
         type=float,
         metavar="F",
@@ -352,6 +360,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "anchors": anchors_arg(args.anchors),
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,
+        "ready_wait_ms": args.ready_wait_ms,
         "overfetch": args.overfetch,
         "caps": caps_arg(args.caps),
         "floors": floors_arg(args.floors),

@@ -183,3 +183,28 @@ def test_an_anchor_path_is_read_from_the_current_directory(
         *given[2:],
     ]
     assert anchors_arg(None) is None
+
+
+def test_ready_wait_ms_answers_with_the_ready_providers_and_names_the_warming_one(
+    tmp_path: Path,
+) -> None:
+    """``--ready-wait-ms`` is the request's ``ready_wait_ms``: with 0, the one-shot
+    answers from the provider that is ready and reports the one whose warm-up the test
+    holds (its gate never opens, its start deadline an hour) ``warming`` within that
+    wait, instead of waiting for it."""
+    config = _config(tmp_path, ("alpha", 2))
+    gate = tmp_path / "warm.gate"
+    words = ["python", "-m", "tests.fixtures.warming_provider", "--warm-gate", str(gate)]
+    with config.open("a") as fh:
+        fh.write(
+            f'\n[[provider]]\nid = "cold"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+            "timeout_ms = 60000\nstart_timeout_s = 3600\n"
+        )
+    done = _hostd("--config", str(config), "compose", "goal", "--json", "--ready-wait-ms", "0")
+    assert done.returncode == 0, done.stderr
+    legs = {p["provider_id"]: p for p in json.loads(done.stdout)["providers"]}
+    assert legs["alpha"]["status"] == "ok", legs
+    assert legs["cold"]["status"] == "warming", legs
+    assert "not ready within 0 ms" in legs["cold"]["error"]["message"], legs
+    refused = _hostd("--config", str(config), "compose", "goal", "--ready-wait-ms", "-1")
+    assert refused.returncode == 2 and "--ready-wait-ms" in refused.stderr, refused.stderr
