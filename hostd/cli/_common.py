@@ -239,7 +239,7 @@ async def session(
                 client = await _connect(stack, path, wait)
             except OSError as exc:
                 waited = f"; waited {wait:g} s" if wait > 0 else ""
-                start = f"start one with `hostd serve{config_hint(cfg)}`"
+                start = _start_at(path, cfg) or f"start one with `hostd serve{config_hint(cfg)}`"
                 if not connect and not cfg.provider:  # this config's daemon: nothing to ask
                     start = cfg.no_providers()
                 raise NoDaemon(
@@ -267,6 +267,20 @@ async def session(
             finally:
                 if bars is not None:
                     bars.close()
+
+
+def _start_at(path: Path, cfg: Config) -> str | None:
+    """What starts a daemon at ``path`` when the config read here does not serve there
+    (``hostd mcp`` run from a folder of its own, ``--connect`` to a project's daemon):
+    ``hostd serve`` in the project it is for, told to bind there; None when it does."""
+    if os.path.realpath(path) == os.path.realpath(cfg.socket_path):
+        return None
+    here = (
+        ""
+        if cfg.source.startswith("<")
+        else f" ({cfg.source}, read here, serves at {cfg.socket_path})"
+    )
+    return f"start one with `hostd serve --socket {path}` in the project whose daemon it is{here}"
 
 
 def print_json(value: Any) -> None:

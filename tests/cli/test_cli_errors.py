@@ -291,6 +291,12 @@ def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     other = tmp_path / "elsewhere.sock"
     done = _hostd("--config", str(config), *command, "--connect", str(other), "--wait", "0")
     assert done.returncode == 3 and f"no daemon at {other}" in done.stderr
+    # Not this config's socket: its daemon would serve elsewhere, so the line says what
+    # starts one there, and where this config's would be.
+    (line,) = _human(done.stderr)
+    assert f"`hostd serve --socket {other}` in the project whose daemon it is" in line, line
+    assert f"({config}, read here, serves at {tmp_path}/run/s.sock)" in line, line
+    assert f"`hostd serve --config {config}`" not in line, line
     # A config with no provider: a daemon of it would have nothing to ask, so the way
     # out is a config that has some, not `hostd serve`.
     empty = _config(tmp_path)

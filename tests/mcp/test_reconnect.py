@@ -109,6 +109,8 @@ async def test_a_daemon_found_down_costs_one_wait_per_change_at_its_socket(
     for text in never:
         assert "no_daemon" in text and "waited" not in text, text
         assert str(socket) in text and "hostd serve" in text, text
+        # Its own config serves elsewhere: the hint names the socket it waits on.
+        assert f"`hostd serve --socket {socket}`" in text, text
     assert served.is_error is False, _text(served)
     assert "waited 1 s" in killed[-2], killed
     assert "no_daemon" in killed[-1] and "waited" not in killed[-1], killed
