@@ -101,7 +101,8 @@ class Evidence(WireResult):
     prompt; ``content_digest`` is ``sha256:`` of its UTF-8 bytes, computed by hostd
     (``None`` for a frame without inline content). ``score`` is the provider's own,
     meaningful only against that provider's other frames (F10); ``rank`` is the
-    frame's place in the composition's order, best first."""
+    frame's place in the composition's order, best first; ``valid_from`` and
+    ``valid_to``, when the provider says, the window in which it was true."""
 
     label: str
     provider_id: str
@@ -115,6 +116,9 @@ class Evidence(WireResult):
     score: float | None = None
     rank: int | None = None
     verification: Verification | None = None
+    #: When the frame was true, as its provider sent it (Q2: half-open, F4 stamps).
+    valid_from: str | None = None
+    valid_to: str | None = None
 
 
 class AuditEntry(WireResult):

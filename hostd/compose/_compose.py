@@ -162,7 +162,8 @@ class Prices:
     unverified: frozenset[int] = frozenset()
     clean: bool = False
     kinds: list[str] = field(default_factory=list)
-    #: Each candidate's ``title_attribute`` (``""``: its title adds nothing to its cite).
+    #: Each candidate's ``title_attributes`` entry (``""``: its title adds nothing to its
+    #: cite and it carries no validity).
     titles: list[str] = field(default_factory=list)
 
 

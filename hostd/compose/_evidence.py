@@ -71,6 +71,8 @@ def evidence_dicts(
                 "score": entry.get("score"),
                 "rank": entry.get("rank"),
                 "verification": entry.get("verification"),
+                "valid_from": frame.valid_from,
+                "valid_to": frame.valid_to,
             }
         )
     return out

@@ -13,7 +13,8 @@ between its letters are all caught. Attribute values escape ``& " < >`` and ever
 bidirectional separator as numeric character references, so a value stays on
 the fence line. A frame's title is peer text too: the fence shows only what it
 says beyond the cite (``title_attribute``), on one line and at most
-``TITLE_CHARS`` characters, so a hostile title costs bounded bytes. In content,
+``TITLE_CHARS`` characters, so a hostile title costs bounded bytes; then when
+the frame was true, if it says (``validity_attribute``). In content,
 a NUL or any other C0 control but tab and newline (a carriage return, an escape
 sequence, a backspace) becomes its Unicode
 control picture (U+2400 + code, ``␀`` for NUL), DEL becomes ``␡`` and a C1
@@ -55,6 +56,7 @@ __all__ = [
     "title_attribute",
     "title_attributes",
     "utf8_size",
+    "validity_attribute",
 ]
 
 #: Opens every composed prompt: the rendered form of R3. A constant, so the
@@ -271,24 +273,58 @@ def title_attribute(title: str, cite: str) -> str:
 _remembered_titles = lru_cache(maxsize=1024)(title_attribute)
 
 
-#: A frame's title and citation label, from the model's ``__dict__``.
-_TITLE_FIELDS = itemgetter("title", "citation_label")
+#: A timestamp at midnight UTC, which the fence shows as its day alone.
+_MIDNIGHT_RE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T00:00:00(?:\.0+)?Z")
+#: The most characters of a validity bound the fence shows: an F4 stamp has at most 30
+#: with nine fractional digits; a longer one (peer text) is cut (``…``) to bound its bytes.
+_STAMP_CHARS = 32
+
+
+def _bound(stamp: str) -> str:
+    day = _MIDNIGHT_RE.fullmatch(stamp)
+    if day is not None:
+        return day.group(1)
+    if len(stamp) > _STAMP_CHARS:
+        stamp = stamp[: _STAMP_CHARS - 1] + "…"
+    return escape_attribute(stamp)
+
+
+def validity_attribute(valid_from: str | None, valid_to: str | None) -> str:
+    """When a frame was true (Q2's half-open ``[valid_from, valid_to)``) as a fence
+    attribute, or ``""`` when it says neither: ``valid="2026-06-01T09:30:00Z.."`` (since),
+    ``valid="2026-06-01..2026-11-02"`` (from, up to but not including), ``valid="..2026-11-02"``
+    (until). A bound at midnight UTC is shown as its day; any other as it was sent, so
+    the same frame always shows the same bytes, escaped as every attribute is."""
+    if valid_from is None and valid_to is None:
+        return ""
+    lo = "" if valid_from is None else _bound(valid_from)
+    hi = "" if valid_to is None else _bound(valid_to)
+    return f' valid="{lo}..{hi}"'
+
+
+#: A frame's title, citation label and validity, from the model's ``__dict__``.
+_TITLE_FIELDS = itemgetter("title", "citation_label", "valid_from", "valid_to")
+
+
+def _title_part(title: str, label: str | None) -> str:
+    if label is None or not label.strip():
+        return ""
+    if len(title) <= TITLE_SCAN and len(label) <= TITLE_SCAN:
+        return _remembered_titles(title, label)
+    return title_attribute(title, label)
 
 
 def title_attributes(frames: Sequence[ContextFrame]) -> list[str]:
-    """Every frame's ``title_attribute`` against its own citation label, read from the
-    models' ``__dict__``. Not against the label the walk makes unique (``#2``): what a
-    title adds does not depend on which frames rank above it. A frame with no
-    citation label is cited by its title, which then adds nothing."""
+    """Every frame's attributes after ``cite``: its ``title_attribute`` against its own
+    citation label, then its ``validity_attribute``, read from the models' ``__dict__``.
+    Not against the label the walk makes unique (``#2``): what a title adds does not
+    depend on which frames rank above it. A frame with no citation label is cited by
+    its title, which then adds nothing."""
     return [
-        ""
-        if label is None or not label.strip()
-        else (
-            _remembered_titles(title, label)
-            if len(title) <= TITLE_SCAN and len(label) <= TITLE_SCAN
-            else title_attribute(title, label)
-        )
-        for title, label in map(_TITLE_FIELDS, map(_DICT, frames))
+        _title_part(title, label)
+        if valid_from is None and valid_to is None
+        else _title_part(title, label) + validity_attribute(valid_from, valid_to)
+        for title, label, valid_from, valid_to in map(_TITLE_FIELDS, map(_DICT, frames))
     ]
 
 
@@ -306,7 +342,8 @@ def render_frame(
 ) -> str:
     """One fenced block. Score and token cost are not rendered, so re-scoring the
     same frame leaves its bytes alone. What the frame's title says beyond its own
-    citation label is shown after ``cite`` (``title_attribute``). ``verified=False``
+    citation label is shown after ``cite`` (``title_attribute``), then when it was
+    true (``validity_attribute``). ``verified=False``
     (evidence hostd could not check, e.g. outside the trusted roots) adds
     ``verified="no"`` to the fence, so the reader sees it too."""
     cite = citation_label_for(frame) if label is None else label
@@ -330,7 +367,8 @@ def fence(
     neutralised (``neutral_bodies``), so a block priced and then admitted is
     neutralised once. ``clean``: the three attribute values are known to need no
     escaping (``priced_blocks`` tested them in bulk), so they are not searched again.
-    ``title``: the frame's ``title_attribute``, written as it is (already escaped)."""
+    ``title``: the frame's ``title_attributes`` entry (its title's and its validity's
+    attributes), written as it is (already escaped)."""
     mark = title if verified else title + _UNVERIFIED_MARK
     pid = provider_id
     # One search over all three values tells whether any needs escaping at all.

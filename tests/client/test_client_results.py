@@ -227,6 +227,14 @@ def test_an_unknown_member_is_carried_but_not_read() -> None:
     assert result.degraded is None and result.degraded_reasons == []
 
 
+def test_evidence_reads_its_validity_window() -> None:
+    item = Evidence.model_validate(
+        {"label": "fact #2", "provider_id": "memory", "frame_id": "mem-2", "kind": "fact"}
+        | {"title": "staging DB", "valid_from": "2026-06-01T00:00:00Z", "valid_to": None}
+    )
+    assert (item.valid_from, item.valid_to) == ("2026-06-01T00:00:00Z", None)
+
+
 def test_the_models_are_frozen() -> None:
     item = Evidence(label="l", provider_id="p", frame_id="f", kind="doc", title="t")
     with pytest.raises(ValueError, match="frozen"):

@@ -134,3 +134,13 @@ def test_evidence_matches_the_citations_and_the_content_offered(
     for item in evidence:
         assert (item["provider_id"], item["frame_id"], item["content"]) in offered
         assert item["content_digest"] == digest_of(item["content"])
+
+
+def test_evidence_carries_when_each_frame_was_true() -> None:
+    dated = frame("m1", 0.9, "port 5432", kind="fact", label="fact #1").model_copy(
+        update={"valid_from": "2026-06-01T00:00:00Z", "valid_to": "2026-11-02T00:00:00Z"}
+    )
+    frames = [("memory", dated), ("beta", frame("b1", 0.5, "undated"))]
+    evidence = compose_for_prompt(frames, 600).to_wire(include_content=True)["evidence"]
+    windows = {e["frame_id"]: (e["valid_from"], e["valid_to"]) for e in evidence}
+    assert windows == {"m1": ("2026-06-01T00:00:00Z", "2026-11-02T00:00:00Z"), "b1": (None, None)}

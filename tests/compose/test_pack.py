@@ -104,7 +104,17 @@ def test_many_frames_sharing_one_label_cost_a_bounded_number_of_probes_each() ->
 
 
 @settings(max_examples=400)
-@given(NASTY, NASTY, NASTY, NASTY, st.none() | NASTY, st.booleans(), TITLES)
+@given(
+    NASTY,
+    NASTY,
+    NASTY,
+    NASTY,
+    st.none() | NASTY,
+    st.booleans(),
+    TITLES,
+    st.none() | NASTY,
+    st.none() | NASTY,
+)
 def test_the_price_of_a_block_is_the_size_of_its_render(
     pid: str,
     fid: str,
@@ -113,9 +123,17 @@ def test_the_price_of_a_block_is_the_size_of_its_render(
     content: str | None,
     verified: bool,
     title: tuple[str, str],
+    valid_from: str | None,
+    valid_to: str | None,
 ) -> None:
     f = frame(fid or "x", 0.5, content, kind=kind or "snippet", label=label or None)
-    f = f.model_copy(update={"title": _titled(f.citation_label or "", title)})
+    f = f.model_copy(
+        update={
+            "title": _titled(f.citation_label or "", title),
+            "valid_from": valid_from,
+            "valid_to": valid_to,
+        }
+    )
     for cite in (None, label):
         block = render_frame(pid, f, cite, verified=verified)
         assert rendered_size(pid, f, cite, verified=verified) == len(block.encode())

@@ -396,3 +396,55 @@ def test_a_title_renders_the_same_bytes_every_time_and_is_priced_exactly(
     assert block == render_frame("p", f.model_copy()) == render_frame("p", f)
     assert rendered_size("p", f) == len(block.encode())
     assert len(block.splitlines()) == 3  # the fence line, the body, the close
+
+
+def test_a_frame_shows_when_it_was_true_on_its_fence() -> None:
+    # A memory fact composed as of a past instant: the reader sees its window, a bound
+    # at midnight UTC as its day, any other as sent, an open end as nothing after "..".
+    f = frame("mem-2", content="port 5432", title="staging DB", label="fact #2", kind="fact")
+    windows = {
+        ("2026-06-01T00:00:00Z", "2026-11-02T00:00:00.000Z"): 'valid="2026-06-01..2026-11-02"',
+        ("2026-06-01T09:30:00.5Z", None): 'valid="2026-06-01T09:30:00.5Z.."',
+        (None, "2026-11-02T00:00:00Z"): 'valid="..2026-11-02"',
+    }
+    for (lo, hi), shown in windows.items():
+        held = f.model_copy(update={"valid_from": lo, "valid_to": hi})
+        block = render_frame("memory", held)
+        assert _fence_line(block) == (
+            '<frame provider="memory" id="mem-2" kind="fact" cite="fact #2" '
+            f'title="staging DB" {shown}>'
+        )
+        assert block == render_frame("memory", held.model_copy())
+        assert rendered_size("memory", held) == len(block.encode())
+    marked = f.model_copy(update={"valid_from": "2026-06-01T00:00:00Z"})
+    assert _fence_line(render_frame("memory", marked, verified=False)).endswith(
+        'valid="2026-06-01.." verified="no">'
+    )
+
+
+def test_a_composed_frame_pays_for_its_validity() -> None:
+    # A block that fits only without its window is left out: the window is priced.
+    f = frame("mem-2", content="port 5432", title="staging DB", label="fact #2", kind="fact")
+    dated = f.model_copy(update={"valid_from": "2026-06-01T00:00:00Z"})
+    budget = canonical_token_cost(EVIDENCE_PREAMBLE + render_frame("memory", f))
+    assert compose_for_prompt([("memory", f)], budget).citations
+    out = compose_for_prompt([("memory", dated)], budget)
+    assert not out.citations and out.audit.entries[0].reason == "over_budget"
+    roomy = compose_for_prompt([("memory", dated)], budget + 20)
+    assert 'valid="2026-06-01.."' in roomy.prompt
+
+
+@given(st.text(max_size=200), st.none() | st.text(max_size=200))
+def test_a_hostile_validity_stays_on_its_fence_line_escaped_and_bounded(
+    lo: str, hi: str | None
+) -> None:
+    f = frame("a", content="body", label="x.md L1-2").model_copy(
+        update={"valid_from": lo, "valid_to": hi}
+    )
+    block = render_frame("p", f)
+    line = _fence_line(block)
+    head = '<frame provider="p" id="a" kind="snippet" cite="x.md L1-2"'
+    assert re.fullmatch(re.escape(head) + r' valid="[^"<>\n]*">', line)
+    assert CONTROLS.search(block) is None and len(block.splitlines()) == 3
+    assert len(line.encode()) <= len(head) + len(' valid="..">') + 2 * 8 * 32
+    assert rendered_size("p", f) == len(block.encode())
