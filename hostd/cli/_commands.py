@@ -127,6 +127,13 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "--query-text", metavar="TEXT", help="what the providers search for (default: the goal)"
     )
     compose.add_argument(
+        "--as-of",
+        metavar="WHEN",
+        help="compose from what was true at this instant, YYYY-MM-DDTHH:MM:SS(.f)Z, UTC "
+        "(default: now); providers that keep history, as the memory provider does, answer "
+        "with what was valid then",
+    )
+    compose.add_argument(
         "--anchor",
         action="append",
         dest="anchors",
@@ -347,6 +354,14 @@ def _check_params(params: dict[str, Any]) -> None:
         ComposeParams.model_validate(params)
     except ValidationError as exc:
         raise params_refused(ComposeParams, params, exc) from None
+    as_of = params.get("as_of")
+    if as_of is not None:  # as the pipeline refuses it (Q2/F4), before any provider starts
+        from hostd.errors import InvalidParam
+        from hostd.protocol import check_timestamp
+
+        bad_time = check_timestamp(as_of, "as_of")
+        if bad_time:
+            raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
 
 
 async def _compose(cfg: Config, args: argparse.Namespace) -> int:
@@ -357,6 +372,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "providers": csv_arg(args.providers),
         "kinds": csv_arg(args.kinds),
         "query_text": args.query_text,
+        "as_of": args.as_of,
         "anchors": anchors_arg(args.anchors),
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,

@@ -208,3 +208,31 @@ def test_ready_wait_ms_answers_with_the_ready_providers_and_names_the_warming_on
     assert "not ready within 0 ms" in legs["cold"]["error"]["message"], legs
     refused = _hostd("--config", str(config), "compose", "goal", "--ready-wait-ms", "-1")
     assert refused.returncode == 2 and "--ready-wait-ms" in refused.stderr, refused.stderr
+
+
+def test_compose_as_of_answers_with_what_was_true_then(tmp_path: Path) -> None:
+    from providers.memory import MemoryStore
+
+    db = tmp_path / "memory.db"
+    with MemoryStore(db) as store:
+        old = store.add(
+            "fact", "staging DB", "staging port 5432", valid_from="2026-01-01T00:00:00Z"
+        )
+        store.supersede(old.id, "staging port 6543", at="2026-06-01T00:00:00Z")
+    words = ["python", "-m", "providers.memory", "--db", str(db)]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f'\n[[provider]]\nid = "memory"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+        "timeout_ms = 60000\n"
+    )
+    then = _hostd(
+        "--config", str(config), "compose", "staging port", "--as-of", "2026-03-01T00:00:00Z"
+    )
+    assert then.returncode == 0, then.stderr
+    assert "port 5432" in then.stdout and "6543" not in then.stdout
+    assert 'title="staging DB" valid="2026-01-01..2026-06-01">' in then.stdout
+    now = _hostd("--config", str(config), "compose", "staging port")
+    assert now.returncode == 0, now.stderr
+    assert "port 6543" in now.stdout and "5432" not in now.stdout
+    assert 'valid="2026-06-01..">' in now.stdout
