@@ -2,7 +2,8 @@
 
 ``python -m providers.memory`` serves; ``add``/``import``/``supersede``/``list``/``forget``
 edit the database: without ``--db``, the one of the memory provider in the hostd config
-found from the current directory (``--help`` lists options).
+``--config`` names, else the one found from the current directory (``--help`` lists
+options).
 """
 
 from ._database import DatabaseChoiceError, default_db_path

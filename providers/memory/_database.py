@@ -2,7 +2,7 @@
 ``list``, ``forget``) use, and the words that say why.
 
 ``--db`` wins. Without it: the database of the memory provider in the config hostd
-itself would use here (``hostd.config``: ``$HOSTD_CONFIG``, the nearest
+itself would use here (``hostd.config``: ``--config``, ``$HOSTD_CONFIG``, the nearest
 ``hostd.toml``, the user's, the embedded default), read as hostd reads it, so a
 memory added inside a project is one that project's provider serves. More than one
 memory provider there: refused unless ``--provider`` names one. None: the global
@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # loaded only by the editing commands: serving never reads a 
     from hostd.config import Config
 
 __all__ = [
+    "GLOBAL_DEFAULT",
     "Chosen",
     "DatabaseChoiceError",
     "MemoryDatabase",
@@ -32,6 +33,8 @@ __all__ = [
     "memory_databases",
 ]
 
+#: How ``Chosen.why`` starts when no config named a database.
+GLOBAL_DEFAULT = "the global default"
 #: The module a memory provider's command runs (``python -m providers.memory``).
 _MODULE = "providers.memory"
 
@@ -130,7 +133,7 @@ def choose(config: Config, provider: str | None) -> Chosen:
         )
     if not dbs:
         embedded = ", the embedded default" if where == str(DEFAULT_CONFIG_PATH) else ""
-        why = f"the global default: no memory provider in {where}{embedded}"
+        why = f"{GLOBAL_DEFAULT}: no memory provider in {where}{embedded}"
         return Chosen(default_db_path(), why)
     if len(dbs) > 1:
         listed = ", ".join(f"{d.provider_id}: {d.path}" for d in dbs)
@@ -142,18 +145,20 @@ def choose(config: Config, provider: str | None) -> Chosen:
     return Chosen(db.path, f'provider "{db.provider_id}" of {where}')
 
 
-def choose_database(db: Path | None, provider: str | None) -> Chosen:
-    """``--db``, else ``choose`` over the config hostd would use from here."""
+def choose_database(db: Path | None, provider: str | None, config: Path | None = None) -> Chosen:
+    """``--db``, else ``choose`` over the config hostd would use from here (``config``:
+    ``--config``, which names that file as ``hostd --config`` does)."""
     if db is not None:
-        if provider is not None:
-            raise DatabaseChoiceError("give --db or --provider, not both")
+        if provider is not None or config is not None:
+            given = "--provider" if provider is not None else "--config"
+            raise DatabaseChoiceError(f"give --db or {given}, not both")
         return Chosen(db, "--db")
     from hostd.config import ConfigError, load_config
 
     try:
-        config = load_config()
+        config_ = load_config(config)
     except ConfigError as exc:
         raise DatabaseChoiceError(
             f"cannot tell which database to use: {exc.message}; name it with --db PATH"
         ) from exc
-    return choose(config, provider)
+    return choose(config_, provider)

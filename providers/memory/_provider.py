@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import anyio.to_thread
@@ -25,8 +25,16 @@ from hostd.protocol import (
 from hostd.provider import Provider
 
 from .._cli import http_arguments, serve
-from ._database import DatabaseChoiceError, choose_database, default_db_path
-from ._store import KINDS, Entry, MemoryStore, NewEntry, TimestampError
+from ._database import GLOBAL_DEFAULT, DatabaseChoiceError, choose_database, default_db_path
+from ._store import (
+    KINDS,
+    NEW_ENTRY_KEYS,
+    Entry,
+    MemoryStore,
+    NewEntry,
+    TimestampError,
+    checked_entry,
+)
 
 __all__ = ["MemoryProvider", "main"]
 
@@ -51,13 +59,54 @@ class MemoryProvider(Provider):
         return await anyio.to_thread.run_sync(self.store.verify, frames)
 
 
+def _entry_text(entry: Entry) -> str:
+    window = f"[{entry.valid_from}, {entry.valid_to or '…'})"
+    flag = f" superseded by #{entry.superseded_by}" if entry.superseded_by else ""
+    return f"#{entry.id} {entry.kind} {window}{flag}\n    {entry.title}: {entry.content}"
+
+
 def _print_entry(entry: Entry, as_json: bool) -> None:
     if as_json:
         print(orjson.dumps(entry.to_json()).decode())
         return
-    window = f"[{entry.valid_from}, {entry.valid_to or '…'})"
-    flag = f" superseded by #{entry.superseded_by}" if entry.superseded_by else ""
-    print(f"#{entry.id} {entry.kind} {window}{flag}\n    {entry.title}: {entry.content}")
+    print(_entry_text(entry))
+
+
+#: The members an ``import`` line must have.
+_REQUIRED_KEYS = ("kind", "title", "content")
+
+
+def _imported(lines: Iterable[str]) -> list[NewEntry]:
+    """The entries of ``import``'s JSON lines, each checked as the store checks it; a
+    ``ValueError`` naming the line (from 1, blank lines counted) of the first that is not one."""
+    news = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise ValueError(f"line {number}: not a JSON object") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"line {number}: not a JSON object")
+        unknown = [key for key in raw if key not in NEW_ENTRY_KEYS]
+        missing = [key for key in _REQUIRED_KEYS if key not in raw]
+        if unknown or missing:
+            said = "unknown key" if unknown else "missing key"
+            keys = ", ".join(map(repr, unknown or missing))
+            raise ValueError(
+                f"line {number}: {said} {keys} (an entry has {', '.join(NEW_ENTRY_KEYS)})"
+            )
+        texts = [
+            key for key, value in raw.items() if value is not None and not isinstance(value, str)
+        ]
+        if texts:
+            raise ValueError(f"line {number}: {texts[0]} must be text")
+        try:
+            news.append(checked_entry(NewEntry(**raw)))
+        except ValueError as exc:
+            raise ValueError(f"line {number}: {exc}") from None
+    return news
 
 
 def _db_path(value: str) -> Path:
@@ -84,6 +133,14 @@ def _parser() -> argparse.ArgumentParser:
         f"{default_db_path()}); the one used is named on stderr",
     )
     edit.add_argument(
+        "--config",
+        metavar="PATH",
+        type=_db_path,
+        help="the hostd config whose memory provider's database to use, as `hostd --config` "
+        "reads it (default: $HOSTD_CONFIG, else the nearest hostd.toml from here, the "
+        "user's, the embedded default)",
+    )
+    edit.add_argument(
         "--provider",
         metavar="ID",
         help="the memory provider (by id) whose database to use, when the config has several",
@@ -93,8 +150,10 @@ def _parser() -> argparse.ArgumentParser:
         description="CGP provider: durable, bitemporal agent memory in SQLite. With no "
         "command it serves on stdio (JSON-RPC binding), or over HTTPS with --http; the "
         "other commands edit the database: without --db, the one of the memory provider "
-        "in the hostd config found from the current directory. Timestamps are "
-        "YYYY-MM-DDTHH:MM:SS(.f)Z, UTC.",
+        "in the hostd config --config names, else $HOSTD_CONFIG, else the one found from "
+        "the current directory (with none there, the global default: run inside the "
+        "project, or give --config or --db). Timestamps: YYYY-MM-DD (midnight UTC), "
+        "YYYY-MM-DDTHH:MM:SS(.f)Z, or the same with an offset such as +01:00 (kept as UTC).",
         parents=[db],
     )
     http_arguments(parser)
@@ -131,7 +190,11 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("--all", action="store_true", help="every entry, closed ones too")
     lst.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    fgt = sub.add_parser("forget", parents=[edit], help="delete an entry")
+    fgt = sub.add_parser(
+        "forget",
+        parents=[edit],
+        help="delete an entry; forgetting a correction makes the entry it superseded valid again",
+    )
     fgt.add_argument("id", type=int)
     return parser
 
@@ -145,10 +208,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "serve":
             path = given or default_db_path()
         else:
-            chosen = choose_database(given, args.provider)
+            chosen = choose_database(given, args.provider, args.config)
             path = chosen.path
             # Named every time: a memory written to a database no provider reads is lost.
-            print(f"providers.memory: database {path} ({chosen.why})", file=sys.stderr)
+            hint = ""
+            if chosen.why.startswith(GLOBAL_DEFAULT):
+                hint = (
+                    "; for a project's memory, run inside the project, or give "
+                    "--config PATH (its hostd.toml) or --db PATH"
+                )
+            print(f"providers.memory: database {path} ({chosen.why}){hint}", file=sys.stderr)
         with MemoryStore(path) as store:
             if command == "serve":
                 print(f"providers.memory: {store.count()} entries in {path}", file=sys.stderr)
@@ -163,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 _print_entry(entry, args.json)
             elif command == "import":
-                news = [NewEntry(**orjson.loads(line)) for line in sys.stdin if line.strip()]
+                news = _imported(sys.stdin)
                 for entry in store.add_many(news):
                     _print_entry(entry, args.json)
             elif command == "supersede":
@@ -174,8 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for entry in store.list(as_of=args.as_of, include_all=args.all):
                     _print_entry(entry, args.json)
             elif command == "forget":
-                store.forget(args.id)
-    except (DatabaseChoiceError, KeyError, ValueError, TimestampError, TypeError) as exc:
+                gone, reopened = store.forget(args.id)
+                print(f"forgot {_entry_text(gone)}")
+                if reopened is not None:
+                    print(f"valid again (#{gone.id} had superseded it): {_entry_text(reopened)}")
+    except KeyError as exc:  # no such entry: its message, not a KeyError's quoted repr
+        print(f"providers.memory: {exc.args[0]}", file=sys.stderr)
+        return 1
+    except (DatabaseChoiceError, ValueError, TimestampError, TypeError) as exc:
         print(f"providers.memory: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -2,7 +2,8 @@
 
 Every entry is immutable text with a validity window ``[valid_from, valid_to)``
 (when it was true in the world) and a ``recorded_at`` (when it was written),
-all in the F4 profile. Superseding closes the old window and opens a new entry
+all kept in the F4 profile (a date or a time with an offset is taken and kept as
+its UTC instant: ``utc_timestamp``). Superseding closes the old window and opens a new entry
 in one transaction. Writes are transactions in WAL mode with
 ``synchronous=FULL``: a crash mid-write loses only the uncommitted transaction.
 Search is BM25 over title and content, filtered by the half-open window at
@@ -21,7 +22,8 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hostd.chunking import STOPWORDS
@@ -46,7 +48,10 @@ __all__ = [
     "MemoryStore",
     "NewEntry",
     "TimestampError",
+    "NEW_ENTRY_KEYS",
+    "checked_entry",
     "timestamp_key",
+    "utc_timestamp",
 ]
 
 KINDS = ("fact", "memory", "episode")
@@ -95,6 +100,38 @@ class TimestampError(ValueError):
     """A timestamp outside the F4 profile, or a window that closes before it opens."""
 
 
+#: What a user may write for an instant (``utc_timestamp``), as the messages say it.
+_STAMP_FORMS = (
+    "YYYY-MM-DD (midnight UTC), YYYY-MM-DDTHH:MM:SS(.f)Z, or the same with an offset such as +01:00"
+)
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_OFFSET_RE = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(\.[0-9]+)?([+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def utc_timestamp(value: str) -> str:
+    """``value`` as the F4 stamp the store keeps: an F4 stamp as it is, a date as its
+    midnight UTC, a time with an offset as the same instant in UTC (its fraction kept
+    digit for digit); ``TimestampError`` for anything else."""
+    if parse_timestamp(value) is not None:
+        return value
+    if _DATE_RE.fullmatch(value):
+        stamp = f"{value}T00:00:00Z"
+        if parse_timestamp(stamp) is not None:
+            return stamp
+    shifted = _OFFSET_RE.fullmatch(value)
+    if shifted is not None:
+        whole, fraction, offset = shifted.groups()
+        try:
+            instant = datetime.fromisoformat(whole + offset).astimezone(UTC)
+        except ValueError:
+            pass
+        else:
+            return instant.strftime("%Y-%m-%dT%H:%M:%S") + (fraction or "") + "Z"
+    raise TimestampError(f"{value!r} is not a time: give {_STAMP_FORMS}")
+
+
 def timestamp_key(value: str) -> str:
     """A key that sorts like the instant: the F4 stamp with a fixed 9-digit fraction.
 
@@ -103,7 +140,7 @@ def timestamp_key(value: str) -> str:
     """
     parsed = parse_timestamp(value)
     if parsed is None:
-        raise TimestampError(f"{value!r} is not YYYY-MM-DDTHH:MM:SS(.f+)?Z (F4)")
+        raise TimestampError(f"{value!r} is not YYYY-MM-DDTHH:MM:SS(.f)Z, UTC")
     whole, frac = parsed
     digits = str(frac)[2:] if frac else ""
     if len(digits) > _FRACTION_DIGITS:
@@ -118,6 +155,26 @@ class NewEntry:
     content: str
     valid_from: str | None = None  # default: the recording instant
     valid_to: str | None = None  # default: open
+
+
+#: The members an entry to add has (``NewEntry``'s fields), as ``import`` lines name them.
+NEW_ENTRY_KEYS = tuple(f.name for f in fields(NewEntry))
+
+
+def checked_entry(new: NewEntry) -> NewEntry:
+    """``new`` as the store would add it (timestamps as ``utc_timestamp`` has them), or
+    the ``ValueError`` (``TimestampError``) that says why it would not be."""
+    if new.kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {new.kind!r}")
+    for name in ("title", "content"):
+        value = getattr(new, name)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{name} must be non-empty text")
+    lo = None if new.valid_from is None else utc_timestamp(new.valid_from)
+    hi = None if new.valid_to is None else utc_timestamp(new.valid_to)
+    if lo is not None and hi is not None and timestamp_key(hi) <= timestamp_key(lo):
+        raise TimestampError(f"valid_to {hi} is not after valid_from {lo}")
+    return replace(new, valid_from=lo, valid_to=hi)
 
 
 @dataclass(slots=True, frozen=True)
@@ -249,10 +306,7 @@ class MemoryStore:
     # --- writes ----------------------------------------------------------------------
 
     def _insert(self, db: sqlite3.Connection, new: NewEntry, recorded_at: str, **link: int) -> int:
-        if new.kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {new.kind!r}")
-        if not new.title.strip():
-            raise ValueError("title must be non-empty (F2)")
+        new = checked_entry(new)
         valid_from = new.valid_from or recorded_at
         from_key = timestamp_key(valid_from)
         to_key = timestamp_key(new.valid_to) if new.valid_to is not None else None
@@ -311,7 +365,7 @@ class MemoryStore:
         Both in one transaction. Returns ``(closed_old, new)``.
         """
         recorded_at = now_timestamp()
-        at = at or recorded_at
+        at = recorded_at if at is None else utc_timestamp(at)
         at_key = timestamp_key(at)
         with self._write() as db:
             old = self._get(entry_id)
@@ -333,15 +387,42 @@ class MemoryStore:
             )
         return self._get(entry_id), self._get(new_id)
 
-    def forget(self, entry_id: int) -> None:
-        """Delete an entry (its frames then verify ``gone``); links to it are cleared."""
+    def forget(self, entry_id: int) -> tuple[Entry, Entry | None]:
+        """Delete an entry (its frames then verify ``gone``); links to it are cleared.
+
+        Forgetting a correction undoes it: the entry it superseded, if nothing else has
+        superseded that one since, is valid again for the forgotten one's window (open,
+        or up to its own successor, which then supersedes it), in the same transaction.
+        Returns ``(forgotten, reopened)``, ``reopened`` ``None`` when none was."""
         with self._write() as db:
-            self._get(entry_id)
+            gone = self._get(entry_id)
+            reopened = None
+            if gone.supersedes is not None:
+                # Only while the older one is still closed by this one: never reopen an
+                # entry a later correction closed.
+                cur = db.execute(
+                    "UPDATE entries SET valid_to = ?, valid_to_key = ?, superseded_by = ? "
+                    "WHERE id = ? AND superseded_by = ?",
+                    (
+                        gone.valid_to,
+                        None if gone.valid_to is None else timestamp_key(gone.valid_to),
+                        gone.superseded_by,
+                        gone.supersedes,
+                        entry_id,
+                    ),
+                )
+                if cur.rowcount:
+                    reopened = gone.supersedes
+                    db.execute(
+                        "UPDATE entries SET supersedes = ? WHERE supersedes = ?",
+                        (reopened, entry_id),
+                    )
             db.execute("UPDATE entries SET supersedes = NULL WHERE supersedes = ?", (entry_id,))
             db.execute(
                 "UPDATE entries SET superseded_by = NULL WHERE superseded_by = ?", (entry_id,)
             )
             db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+        return gone, None if reopened is None else self._get(reopened)
 
     # --- reads -----------------------------------------------------------------------
 
@@ -364,7 +445,7 @@ class MemoryStore:
         params: tuple[str, ...] = ()
         if not include_all:
             sql += " WHERE valid_from_key <= ? AND (valid_to_key IS NULL OR valid_to_key > ?)"
-            key = timestamp_key(as_of or now_timestamp())
+            key = timestamp_key(now_timestamp() if as_of is None else utc_timestamp(as_of))
             params = (key, key)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY id", params).fetchall()

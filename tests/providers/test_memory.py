@@ -74,6 +74,51 @@ def test_bad_timestamps_and_windows_are_refused(store: MemoryStore) -> None:
     assert store.count() == 0
 
 
+def test_dates_and_offsets_are_kept_as_utc_instants(store: MemoryStore) -> None:
+    e = store.add(
+        "fact", "t", "x", valid_from="2026-11-02", valid_to="2026-11-03T01:30:00.25+02:00"
+    )
+    assert (e.valid_from, e.valid_to) == ("2026-11-02T00:00:00Z", "2026-11-02T23:30:00.25Z")
+    closed, new = store.supersede(e.id, "y", at="2026-11-02T12:00:00-01:00")
+    assert closed.valid_to == new.valid_from == "2026-11-02T13:00:00Z"
+    assert [x.id for x in store.list(as_of="2026-11-02")] == [e.id]
+    for bad in ("2026-13-01", "2026-11-02T10:00:00", "2026-11-02T10:00:00+25:00", "yesterday"):
+        with pytest.raises(TimestampError, match="is not a time: give YYYY-MM-DD"):
+            store.add("fact", "t", "x", valid_from=bad)
+
+
+def test_empty_content_is_refused_as_an_empty_title_is(store: MemoryStore) -> None:
+    for title, content in (("t", ""), ("t", " \n"), ("", "x")):
+        with pytest.raises(ValueError, match="must be non-empty text"):
+            store.add("fact", title, content)
+    with pytest.raises(ValueError, match="content must be non-empty text"):
+        store.supersede(store.add("fact", "t", "x", valid_from=T0).id, "  ", at=T1)
+    assert store.count() == 1
+
+
+def test_forgetting_a_correction_makes_the_old_entry_valid_again(store: MemoryStore) -> None:
+    old = store.add("fact", "staging DB", "port 5432", valid_from=T0)
+    _, fix = store.supersede(old.id, "port 6543", at=T1)
+    gone, reopened = store.forget(fix.id)
+    assert gone == fix and reopened is not None and reopened.id == old.id
+    assert (reopened.valid_to, reopened.superseded_by) == (None, None)
+    assert [e.id for e in store.list()] == [old.id]
+    assert _ids(store, "staging port", None) == [old.frame_id]
+
+
+def test_forgetting_a_middle_correction_hands_its_window_back(store: MemoryStore) -> None:
+    a = store.add("fact", "staging DB", "port 5432", valid_from=T0)
+    _, b = store.supersede(a.id, "port 6543", at=T1)
+    _, c = store.supersede(b.id, "port 7654", at=T2)
+    _, reopened = store.forget(b.id)
+    assert reopened is not None and (reopened.valid_to, reopened.superseded_by) == (T2, c.id)
+    assert store.get(c.id).supersedes == a.id  # type: ignore[union-attr] # c is kept
+    assert [e.id for e in store.list(as_of=T1)] == [a.id]
+    assert store.forget(c.id)[1] == store.get(a.id) and store.list() == [store.get(a.id)]
+    # Forgetting an entry that corrected nothing reopens nothing.
+    assert store.forget(a.id)[1] is None and store.count() == 0
+
+
 def test_supersede_closes_the_old_window_and_opens_the_new(store: MemoryStore) -> None:
     old = store.add("fact", "retries", "the retry loop gives up after five attempts", valid_from=T0)
     closed, new = store.supersede(old.id, "the retry loop gives up after three attempts", at=T1)
@@ -235,7 +280,44 @@ def test_cli_adds_imports_supersedes_and_lists(tmp_path: Path) -> None:
     r = _cli(db, "list", "--as-of", "2026-01-15T00:00:00Z", "--json")
     assert [json.loads(x)["content"] for x in r.stdout.splitlines()] == ["port is 7000"]
     r = _cli(db, "add", "--title", "t", "--valid-from", "yesterday", "x")
-    assert r.returncode == 2 and "F4" in r.stderr
+    assert r.returncode == 2 and "'yesterday' is not a time: give YYYY-MM-DD" in r.stderr
+    assert "F4" not in r.stderr
+
+
+def test_cli_forget_says_what_it_forgot_and_what_is_valid_again(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    assert _cli(db, "add", "--title", "staging DB", "--valid-from", T0, "port 5432").returncode == 0
+    assert _cli(db, "supersede", "1", "--at", T1, "port 6543").returncode == 0
+    r = _cli(db, "forget", "2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (
+        f"forgot #2 fact [{T1}, …)\n    staging DB: port 6543\n"
+        f"valid again (#2 had superseded it): #1 fact [{T0}, …)\n    staging DB: port 5432\n"
+    )
+    r = _cli(db, "forget", "99")
+    assert r.returncode == 1 and r.stderr.splitlines()[-1] == "providers.memory: no memory entry 99"
+
+
+def test_cli_import_names_the_line_it_refuses(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    good = json.dumps({"kind": "fact", "title": "a", "content": "b"})
+    cases = {
+        json.dumps({"kind": "fact", "title": "a", "content": "b", "tags": ["x"]}): (
+            "line 3: unknown key 'tags' (an entry has kind, title, content, valid_from, valid_to)"
+        ),
+        json.dumps({"kind": "fact", "title": "a"}): "line 3: missing key 'content'",
+        json.dumps({"kind": "fact", "title": "a", "content": ""}): (
+            "line 3: content must be non-empty text"
+        ),
+        json.dumps({"kind": "fact", "title": 5, "content": "b"}): "line 3: title must be text",
+        "[1]": "line 3: not a JSON object",
+        "{oops": "line 3: not a JSON object",
+    }
+    for bad, said in cases.items():
+        r = _cli(db, "import", stdin=f"{good}\n\n{bad}\n")
+        assert r.returncode == 2 and said in r.stderr.splitlines()[-1], r.stderr
+        assert "Traceback" not in r.stderr and "__init__" not in r.stderr
+    assert _cli(db, "list").stdout == ""  # one transaction: nothing of a refused import
 
 
 def test_the_cli_creates_its_database_private_whatever_the_umask(tmp_path: Path) -> None:

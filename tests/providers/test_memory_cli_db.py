@@ -92,6 +92,11 @@ def test_outside_any_project_the_global_default_is_used_and_named(tmp_path: Path
     assert added.returncode == 0, added.stderr
     assert added.stderr.startswith(f"providers.memory: database {_global_db(env)} (the global")
     assert "no memory provider in" in added.stderr and "the embedded default" in added.stderr
+    # ... and how to write a project's memory instead: a note the user can act on.
+    assert added.stderr.rstrip("\n").endswith(
+        "; for a project's memory, run inside the project, or give "
+        "--config PATH (its hostd.toml) or --db PATH"
+    )
     assert len(added.stderr.splitlines()) == 1
     listed = _memory(elsewhere, env, "list")
     assert FACT in listed.stdout
@@ -158,6 +163,25 @@ def test_a_config_that_cannot_be_read_is_refused_not_passed_over(tmp_path: Path)
     assert line.startswith("providers.memory: cannot tell which database to use: ")
     assert "hostd.toml" in line and line.endswith("; name it with --db PATH")
     assert not _global_db(env).exists()
+
+
+def test_config_names_the_project_from_anywhere_as_hostd_config_does(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    project = _init(tmp_path, env)
+    config = project / "hostd.toml"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    by_word = _memory(elsewhere, env, "add", "--config", str(config), "--title", "Invoices", FACT)
+    assert by_word.returncode == 0, by_word.stderr
+    assert f'(provider "memory" of {config})' in by_word.stderr
+    by_env = _memory(elsewhere, {**env, "HOSTD_CONFIG": str(config)}, "list", "--json")
+    assert [json.loads(line)["content"] for line in by_env.stdout.splitlines()] == [FACT]
+    assert not _global_db(env).exists()
+    citations = _cited(project, env, "memory")["citations"]
+    assert isinstance(citations, list) and [c["label"] for c in citations] == ["fact #1"]
+    both = _memory(elsewhere, env, "list", "--db", "x.db", "--config", str(config))
+    assert both.returncode == 2
+    assert both.stderr == "providers.memory: give --db or --config, not both\n"
 
 
 def test_db_given_is_the_one_used_inside_a_project_too(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_entries_matching_more_rare_words_rank_first(store: MemoryStore) -> None
     entries=st.lists(
         st.tuples(
             st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
-            st.lists(st.sampled_from(WORDS), max_size=8),
+            st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),  # content is never empty
             st.booleans(),
         ),
         min_size=1,
