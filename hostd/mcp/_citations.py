@@ -38,7 +38,7 @@ DEFAULT_MAX_CITED_BYTES = 16 * 1024 * 1024
 # to one still reads its prompt's blocks.
 _BLOCK_OPEN = re.compile(
     r'<frame (?:provider="[^"\n]*"(?: id="[^"\n]*")? kind="[^"\n]*" cite="[^"\n]*"'
-    r'(?: (?:in|section|title)="[^"\n]*")?(?: verified="no")?'
+    r'(?: (?:in|section|title)="[^"\n]*")?(?: valid="[^"\n]*")?(?: verified="no")?'
     r'|(?P<pinned>pinned)="[^"\n]*" cite="[^"\n]*")>\n'
 )
 _BLOCK_CLOSE = "\n</frame>\n"

@@ -143,6 +143,25 @@ def test_blocks_whose_fences_show_a_title_are_read_back() -> None:
     assert [t.text for t in cited_texts(wire)] == ["x = 1", "use uv", "plain"]
 
 
+def test_blocks_whose_fences_show_a_window_are_read_back() -> None:
+    from hostd.protocol import FrameId
+
+    fact = frame("m", 0.9, "port 5433", label="fact #3", title="staging DB").model_copy(
+        update={"valid_from": "2026-11-02T00:00:00Z"}
+    )
+    old = frame("n", 0.8, "port 5432", label="fact #2").model_copy(
+        update={"valid_from": "2026-01-01T00:00:00Z", "valid_to": "2026-11-02T00:00:00Z"}
+    )
+    pairs = [("memory", fact), ("memory", old)]
+    outside = {FrameId.of("memory", old): {"state": "unverifiable", "reason": "x"}}
+    composed = compose_for_prompt(pairs, 100_000, placement="ranked", verification=outside)
+    wire: dict[str, Any] = {**composed.to_wire(), "request_id": "r-4"}
+    assert ' title="staging DB" valid="2026-11-02..">\n' in wire["prompt"]
+    assert ' valid="2026-01-01..2026-11-02" verified="no">\n' in wire["prompt"]
+    assert list(quoted_blocks(wire["prompt"])) == ["port 5433", "port 5432"]
+    assert [t.text for t in cited_texts(wire)] == ["port 5433", "port 5432"]
+
+
 def test_an_older_daemons_fences_with_a_frame_id_are_read_back() -> None:
     # `hostd mcp --connect` may reach a daemon whose fences still carry ``id="…"``.
     prompt = (
