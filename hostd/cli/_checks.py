@@ -1107,12 +1107,14 @@ def render_stderr(stderr: str, results: Sequence[CheckResult] = ()) -> str:
     """The last lines of a provider's stderr, after the table (a check failed while it
     ran); ``""`` when it wrote none. When the malformed-input check ran after the first
     failure, its bad requests came last: the note says so, so what the provider logged
-    about them is not read as the failure's cause."""
+    about them is not read as the failure's cause. One skipped (a remote provider) or
+    never run (after a failed handshake) sent nothing."""
     if not stderr:
         return ""
     names = [r.name for r in results]
     failed = next((i for i, r in enumerate(results) if not r.passed), None)
-    probed = "malformed input" in names and not results[names.index("malformed input")].skipped
+    probe = results[names.index("malformed input")] if "malformed input" in names else None
+    probed = probe is not None and not probe.skipped and not probe.not_run
     if failed is not None and probed and names.index("malformed input") > failed:
         return (
             "the provider's stderr ended with (the malformed-input check came after the "

@@ -262,3 +262,12 @@ def test_a_tail_read_after_the_malformed_probe_says_so_and_one_before_does_not()
     for results in ([ok, bad, skipped], [ok, probe, bad]):
         assert render_stderr("boom", results) == "the provider's stderr ended with: boom\n"
     assert render_stderr("", [ok, bad, probe]) == ""
+
+
+def test_a_tail_after_a_failed_handshake_blames_no_check_that_never_ran() -> None:
+    from hostd.cli._checks import CheckResult, render_stderr
+
+    failed = CheckResult("handshake", False, "no answer within 30000 ms")
+    not_run = CheckResult("malformed input", False, "not run: the handshake failed", not_run=True)
+    said = render_stderr("adr provider: 3 ADRs", [failed, not_run])
+    assert said == "the provider's stderr ended with: adr provider: 3 ADRs\n"
