@@ -121,12 +121,17 @@ QUERY_DOC = 'docs/providers.md, "2. Query"'
 _RESULT_SHAPE = f'a query\'s result is {{"frames": [...], "truncated": false}} ({QUERY_DOC})'
 
 
-def _malformed(exc: ProtocolFault, hint: str = "") -> Failed:
+class Misshapen(Failed):
+    """A reply to the request sent, whose payload is not of its method's shape: the
+    provider answered (it still serves), wrongly."""
+
+
+def _malformed(exc: ProtocolFault, hint: str = "") -> Misshapen:
     """A reply of the wrong shape as a check's failure: ``malformed reply:`` and what is
     wrong, said once (a ``MalformedReply``'s problem, without its own ``malformed``);
     ``hint``: what the payload should have been."""
     problem = exc.problem if isinstance(exc, MalformedReply) else exc.message
-    return Failed(f"malformed reply: {problem}" + (f"; {hint}" if hint else ""))
+    return Misshapen(f"malformed reply: {problem}" + (f"; {hint}" if hint else ""))
 
 
 def _read(read: Callable[[Any], T], payload: Any, hint: str = "") -> T:

@@ -89,7 +89,7 @@ from hostd.transport import (
 )
 from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 
-from ._check_driver import HOST, QUERY_DOC, Driver, Failed, Link, RemoteDriver
+from ._check_driver import HOST, QUERY_DOC, Driver, Failed, Link, Misshapen, RemoteDriver
 
 __all__ = [
     "CHECKS",
@@ -752,8 +752,20 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         # Where the bad query has a key of its own its answer is told apart; a lock-step
         # provider's errors are passed over until the valid query's frames.
         refused = bad.key if bad.key is not UNKEYED else None
-        raw, error = await d.query(query, skip_errors=True, refused=refused)
         detail = "bad lines answered or ignored; still serving"
+        try:
+            raw, error = await d.query(query, skip_errors=True, refused=refused)
+        except Misshapen as exc:
+            # It answered the valid query: it still serves. A result of the wrong shape
+            # is the query row's to judge (its row says what is wrong) unless that row
+            # passed: then the bad lines changed what it answers.
+            if next((r.passed for r in results if r.name == "query"), False):
+                raise Failed(f"after malformed input, a valid query got a {exc}") from None
+            raw, error = [], None
+            detail += (
+                ": the valid query after them was answered with a result whose shape "
+                "the query row judges"
+            )
         if raw is None:
             assert error is not None
             if run.no_query is None:

@@ -307,6 +307,19 @@ def test_frames_under_another_name_fail_the_query_naming_what_is_missing() -> No
         assert title not in done.stdout and content not in done.stdout
 
 
+def test_frames_under_another_name_leave_the_malformed_input_row_to_what_it_tests() -> None:
+    """The malformed-input row judges the answer to bad input (an error, or none) and that
+    the provider still serves after it: a valid query answered with a result, even one
+    the query row already failed, shows it still serves."""
+    _done, checks = _json("--", "python", SCRIPT, "results_key")
+    row = checks["malformed input"]
+    assert row["passed"] and not row["warning"], row
+    assert row["detail"] == (
+        "bad lines answered or ignored; still serving: the valid query after them was "
+        "answered with a result whose shape the query row judges"
+    )
+
+
 def test_the_daemon_fails_the_leg_of_a_result_without_frames(tmp_path: Path) -> None:
     """What the query row says is what the daemon does: the leg is an error naming what
     is missing, not an answer with no frame."""
