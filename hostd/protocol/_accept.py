@@ -123,7 +123,10 @@ def _frame_schema() -> CoreSchema:
             "kind": cs.literal_schema(sorted(FRAME_KINDS)),  # U2
             "title": _text(_NOT_BLANK),  # F2
             "citation_label": _text(_NOT_BLANK),  # F3: required here
-            "score": cs.float_schema(ge=0.0, le=1.0, allow_inf_nan=False),  # F1
+            # F1; a JSON number only (strict: no string, no boolean), as the model's own
+            # check; an integral 2.0 token_cost takes the exact path, which reads it as 2.
+            "score": cs.float_schema(ge=0.0, le=1.0, allow_inf_nan=False, strict=True),
+            "token_cost": cs.int_schema(strict=True),
             "valid_from": stamp,  # F4
             "valid_to": stamp,
             "recorded_at": stamp,

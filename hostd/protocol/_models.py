@@ -13,7 +13,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "FRAME_KINDS",
@@ -126,6 +127,26 @@ class FrameEmbedding(WireModel):
     vector: list[float] | None = None
 
 
+def _json_number(value: Any, info: ValidationInfo) -> Any:
+    """A number member as the schema types it: a JSON number (an integral ``2.0`` is the
+    integer 2, as JSON Schema reads it). A string, even one that reads as a number, or a
+    boolean is refused, never coerced: the rule table's ``schema`` (a string
+    ``token_cost``). The error names the JSON type sent, never the value."""
+    if isinstance(value, str | bool):
+        given = "a string" if isinstance(value, str) else "a boolean"
+        whole = " (an integer)" if info.field_name in _INTEGERS else ""
+        raise PydanticCustomError(
+            "number_type", "{given}; expected a number{whole}", {"given": given, "whole": whole}
+        )
+    return value
+
+
+#: The integer members ``_json_number`` guards, so its refusal says which it expects.
+_INTEGERS = frozenset({"token_cost", "canonical_token_cost"})
+#: A number a peer sends (``_json_number``).
+_Number = BeforeValidator(_json_number)
+
+
 class ContextFrame(WireModel):
     """The unit of exchange. ``content`` is untrusted data, never instructions (R3).
 
@@ -145,9 +166,9 @@ class ContextFrame(WireModel):
     transform: Transform | None = None
     minimum_content_fidelity: str | None = None
     inline_content_requirement: str | None = None
-    score: float
-    token_cost: int
-    canonical_token_cost: int | None = None
+    score: Annotated[float, _Number]
+    token_cost: Annotated[int, _Number]
+    canonical_token_cost: Annotated[int, _Number] | None = None
     tokenizer_ref: str | None = None
     valid_from: str | None = None
     valid_to: str | None = None

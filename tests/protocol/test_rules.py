@@ -13,6 +13,7 @@ from hostd.protocol import (
     ContextQuery,
     HandshakeAck,
     ProviderInfo,
+    accept_frames,
     check_as_of,
     check_budget,
     check_frame,
@@ -101,6 +102,38 @@ def test_valid_timestamps_and_file_digest_pass() -> None:
         relations=[{"rel": "calls", "target_uri": "sym://x", "display_name": "x()"}],
     )
     assert rules(f) == []
+
+
+@pytest.mark.parametrize(
+    ("member", "sent", "said"),
+    [
+        ("token_cost", "2", "a string; expected a number (an integer)"),
+        ("score", "0.5", "a string; expected a number"),
+        ("score", True, "a boolean; expected a number"),
+        ("token_cost", False, "a boolean; expected a number (an integer)"),
+    ],
+)
+def test_a_number_sent_as_a_string_or_boolean_is_a_schema_violation(
+    member: str, sent: Any, said: str
+) -> None:
+    """The schema's types, as the rule table says (a string ``token_cost``): a string
+    that reads as a number is refused, never coerced, by the fast path and the exact one,
+    naming the member and never quoting what was sent."""
+    raw = {**_raw(0), member: sent}
+    assert accept_frames([raw]) is None
+    [(got, found)] = parse_frames([raw])
+    assert got is None
+    assert [(v.rule, v.field, v.message) for v in found] == [("schema", member, said)]
+
+
+@pytest.mark.parametrize(("member", "sent"), [("token_cost", 2.0), ("score", 1)])
+def test_a_json_number_of_the_other_form_is_still_a_number(member: str, sent: Any) -> None:
+    """JSON has one number type: ``2.0`` is the integer 2 (as JSON Schema's ``integer``
+    reads it), ``1`` the score 1.0."""
+    raw = {**_raw(0), member: sent}
+    [(got, found)] = parse_frames([raw])
+    assert got is not None and found == []
+    assert getattr(got, member) == sent
 
 
 def _raw(i: int, **over: Any) -> dict[str, Any]:
