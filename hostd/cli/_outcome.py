@@ -176,6 +176,41 @@ def _dropped(result: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
+#: How many (rule, reason) groups a leg's line names, the frames' members each names,
+#: and a reason's characters: a line stays short whatever a provider sent.
+_GROUPS_SHOWN = 5
+_FIELDS_SHOWN = 3
+_REASON_CHARS = 60
+
+
+def broken_rules(leg: dict[str, Any]) -> str:
+    """The rules a leg's dropped frames broke, each with where and why in hostd's few
+    words (``schema frames[0].title, frames[1].title: missing; F1 frames[2].score: …``),
+    as check-provider says them, bounded; the reasons are hostd's own (``Violation``
+    messages never quote what a provider sent)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for v in leg.get("violations") or []:
+        if v.get("severity") != "error":
+            continue
+        reason = str(v.get("message") or "")
+        if len(reason) > _REASON_CHARS:
+            reason = reason[: _REASON_CHARS - 1] + "…"
+        fields = groups.setdefault((str(v.get("rule")), reason), [])
+        if v.get("field") not in fields:
+            fields.append(str(v.get("field")))
+    # The schema first (a frame of the wrong shape), then by rule id.
+    ordered = sorted(groups.items(), key=lambda g: (g[0][0] != "schema", g[0][0]))
+    parts = []
+    for (rule, reason), fields in ordered[:_GROUPS_SHOWN]:
+        where = ", ".join(fields[:_FIELDS_SHOWN])
+        if len(fields) > _FIELDS_SHOWN:
+            where += f", +{len(fields) - _FIELDS_SHOWN} more"
+        parts.append(f"{rule} {where}" + (f": {reason}" if reason else ""))
+    if len(ordered) > _GROUPS_SHOWN:
+        parts.append(f"+{len(ordered) - _GROUPS_SHOWN} more")
+    return "; ".join(parts)
+
+
 def _dropped_line(
     result: dict[str, Any],
     p: dict[str, Any],
@@ -189,8 +224,7 @@ def _dropped_line(
         if reason == "untrusted_source":
             why = _untrusted(result, str(p.get("provider_id")), roots)
         if reason == "invalid_frame":
-            broken = [v for v in p.get("violations") or [] if v.get("severity") == "error"]
-            why = ", ".join(sorted({f"{v.get('rule')} {v.get('field')}" for v in broken}))
+            why = broken_rules(p)
         parts.append(f"{reason} {n}" + (f" ({why})" if why else ""))
     total = sum(reasons.values())
     return f"  {p.get('provider_id')}: ok, but {total} frame(s) dropped: {'; '.join(parts)}"
@@ -277,9 +311,8 @@ def no_evidence(
             how = f"{n} frame(s) offered, none included" if n else "no frames"
             if n:  # why, in the audit's reasons, and the rules of frames dropped as invalid
                 why = ", ".join(f"{r} {k}" for r, k in sorted(each.get(pid, {}).items()))
-                dropped = [v for v in p.get("violations") or [] if v.get("severity") == "error"]
-                rules = sorted({str(v.get("rule")) for v in dropped})
-                how += f" ({why}" + (f": {', '.join(rules)}" if rules else "") + ")"
+                rules = broken_rules(p)
+                how += f" ({why}" + (f": {rules}" if rules else "") + ")"
                 if "untrusted_source" in each.get(pid, {}):
                     how += f"; {_untrusted(result, pid, (roots or {}).get(pid))}"
             lines.append(f"  {pid}: ok, {how}")

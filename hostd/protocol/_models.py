@@ -133,12 +133,29 @@ def _json_number(value: Any, info: ValidationInfo) -> Any:
     boolean is refused, never coerced: the rule table's ``schema`` (a string
     ``token_cost``). The error names the JSON type sent, never the value."""
     if isinstance(value, str | bool):
-        given = "a string" if isinstance(value, str) else "a boolean"
         whole = " (an integer)" if info.field_name in _INTEGERS else ""
         raise PydanticCustomError(
-            "number_type", "{given}; expected a number{whole}", {"given": given, "whole": whole}
+            "number_type",
+            "{given}; expected a number{whole}",
+            {"given": a_json_type(value), "whole": whole},
         )
     return value
+
+
+def a_json_type(value: Any) -> str:
+    """A decoded JSON value's type as a schema violation says it (``a string``,
+    ``an array``, ``null`` …): its type, never the value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return "an object"
 
 
 #: The integer members ``_json_number`` guards, so its refusal says which it expects.

@@ -26,6 +26,7 @@ from ._models import (
     HandshakeAck,
     ProviderInfo,
     Representation,
+    a_json_type,
 )
 from ._time import is_timestamp
 from ._version import is_version_string, version_family, versions_compatible
@@ -124,6 +125,41 @@ def check_timestamp(value: str | None, field: str) -> list[Violation]:
 # --- frames -----------------------------------------------------------------------
 
 
+#: What a member of each of pydantic's type errors takes, in the schema's words.
+_EXPECTED = {
+    "string_type": "a string",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "int_type": "a number (an integer)",
+    "int_parsing": "a number (an integer)",
+    "bool_type": "a boolean",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+def schema_reason(error: Any) -> str:
+    """A few words for one of pydantic's errors about a frame, the same wherever it is
+    reported (check-provider's rows, the compose summary): ``missing``, or what was sent
+    by its JSON type and what the member takes (``a number; expected a string``), never
+    the value sent (C8). An error of another kind keeps pydantic's words, unless they
+    quote what was sent: then only its type."""
+    kind = error["type"]
+    if kind == "missing":
+        return "missing"
+    if kind == "int_from_float":
+        return "a fraction; expected a number (an integer)"
+    if kind in _EXPECTED:
+        return f"{a_json_type(error.get('input'))}; expected {_EXPECTED[kind]}"
+    message = str(error["msg"])
+    given = error.get("input")
+    if isinstance(given, str) and given and given in message:
+        return str(kind)
+    return message
+
+
 def parse_frame(data: Any) -> tuple[ContextFrame | None, list[Violation]]:
     """Parse one raw frame; a shape error becomes ``schema`` violations, not an exception."""
     try:
@@ -132,7 +168,7 @@ def parse_frame(data: Any) -> tuple[ContextFrame | None, list[Violation]]:
         out = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "<frame>"
-            out.append(Violation("schema", loc, err["msg"]))
+            out.append(Violation("schema", loc, schema_reason(err)))
         return None, out
     return frame, check_frame(frame)
 

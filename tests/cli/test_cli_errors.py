@@ -376,7 +376,12 @@ def test_frames_dropped_as_invalid_are_named_with_their_rules(tmp_path: Path) ->
     [
         (
             "invalid_frames",
-            ["invalid_frame 5 (", "F1 frames[1].score", "F3 frames[2].citation_label"],
+            [
+                "invalid_frame 5 (",
+                "F1 frames[1].score",
+                "F3 frames[2].citation_label",
+                "schema frames[4].title, frames[4].score, frames[4].token_cost: missing",
+            ],
         ),
         ("wrong_digest", ["1 frame(s) dropped: digest_mismatch 1 (content_digest is not"]),
     ],

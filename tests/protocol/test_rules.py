@@ -126,6 +126,35 @@ def test_a_number_sent_as_a_string_or_boolean_is_a_schema_violation(
     assert [(v.rule, v.field, v.message) for v in found] == [("schema", member, said)]
 
 
+@pytest.mark.parametrize(
+    ("over", "said"),
+    [
+        ({"title": None}, ("title", "null; expected a string")),
+        ({"title": 5}, ("title", "a number; expected a string")),
+        ({"title": ["a"]}, ("title", "an array; expected a string")),
+        ({"id": 7}, ("id", "a number; expected a string")),
+        ({"kind": {"k": "v"}}, ("kind", "an object; expected a string")),
+        ({"provenance": "file.py"}, ("provenance", "a string; expected an array")),
+        ({"token_cost": 1.5}, ("token_cost", "a fraction; expected a number (an integer)")),
+    ],
+)
+def test_a_member_of_the_wrong_json_type_is_said_in_a_few_words(
+    over: dict[str, Any], said: tuple[str, str]
+) -> None:
+    """A schema violation says what was sent by its JSON type and what the member takes,
+    never the value, in the same few words wherever it is reported."""
+    [(got, found)] = parse_frames([{**_raw(0), **over}])
+    assert got is None
+    assert [(v.field, v.message) for v in found] == [said]
+
+
+def test_a_missing_member_is_said_missing() -> None:
+    raw = _raw(0)
+    del raw["title"]
+    [(_got, found)] = parse_frames([raw])
+    assert [(v.rule, v.field, v.message) for v in found] == [("schema", "title", "missing")]
+
+
 @pytest.mark.parametrize(("member", "sent"), [("token_cost", 2.0), ("score", 1)])
 def test_a_json_number_of_the_other_form_is_still_a_number(member: str, sent: Any) -> None:
     """JSON has one number type: ``2.0`` is the integer 2 (as JSON Schema's ``integer``
