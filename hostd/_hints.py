@@ -15,6 +15,10 @@ mcp`` (no ``--connect``) starts its providers anew, so each one loads its model 
 per ``hostd mcp`` process (each session of its client) even over an index on disk;
 only a running ``hostd serve`` behind ``hostd mcp --connect`` keeps it loaded across
 sessions. Only hostd's own words and figures are used (the engine's report).
+
+A provider that never answered its handshake (``NO_HANDSHAKE``): the two usual causes
+in words that fit a provider in any language, shared by check-provider's row and the
+compose summary of a leg whose start ran out of time.
 """
 
 from __future__ import annotations
@@ -23,12 +27,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "NO_HANDSHAKE",
     "budget_advice",
     "warming_advice",
     "warming_doing",
     "warming_ids",
     "warming_state",
 ]
+
+#: Why a provider's handshake reply most often never came, and what to do: its reply
+#: waits in a stdout buffer never flushed (stdout is a pipe, which most runtimes buffer
+#: whole), or its set-up runs before it answers.
+NO_HANDSHAKE = (
+    "either its reply is still in its stdout buffer (stdout is a pipe, so most runtimes "
+    "buffer it: end each reply line with a newline and flush it, e.g. flush() a Java "
+    "PrintStream or BufferedWriter, fflush(stdout) in C, print(..., flush=True) in "
+    "Python), or its set-up before the handshake is slow (answer the handshake first and "
+    'set up after it: docs/providers.md, "Cold start and warm-up")'
+)
 
 
 def warming_doing(phase: Any) -> str:

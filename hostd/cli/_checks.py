@@ -58,6 +58,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from hostd._hints import NO_HANDSHAKE
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
 from hostd.engine.verify import (
@@ -240,8 +241,7 @@ class Deadlines:
             # No config names it (a command after --): the flag is what changes it here.
             start = Deadline(
                 _START_TIMEOUT_S,
-                "the daemon's default start_timeout_s; --start-timeout-s S sets it here; "
-                "slow set-up belongs in warm(), after the handshake (docs/providers.md)",
+                "the daemon's default start_timeout_s; --start-timeout-s S sets it here",
             )
         else:
             start = Deadline(start_s, start_why or "the start_timeout_s asked for")
@@ -428,10 +428,12 @@ async def _close(child: ChildProcess, run: _Run) -> str:
     if crashed:  # it is exiting: its own status says why
         report = await child.failure_report(anyio.current_time() + _GRACE_S)
     await child.aclose(grace=_GRACE_S)  # the ladder: stdin closed, grace, SIGTERM, SIGKILL
-    # Its output is read to its end now: did it answer the CGP handshake probed for?
-    if run.probed and isinstance(d, Driver) and d.speaks_cgp():
+    # Its output is read to its end now: did it answer the CGP handshake probed for? One
+    # that did not is told the usual causes of a handshake never answered.
+    if run.unanswered and isinstance(d, Driver):
         row = next(r for r in run.results if r.name == "handshake")
-        row.detail = f"{row.detail}; {_cgp_hint(run.configured)}"
+        hint = _cgp_hint(run.configured) if run.probed and d.speaks_cgp() else NO_HANDSHAKE
+        row.detail = f"{row.detail}; {hint}"
     if run.died_in is not None:
         assert d.ended is not None
         if d.ended.data.get("stage") == "start":
@@ -470,6 +472,9 @@ class _Run:
     #: it (``Driver.probe_cgp``): ``_close`` says on the handshake row whether the
     #: provider answered that one.
     probed: bool = False
+    #: The handshake got no reply within the start deadline (``_close`` says why it may
+    #: not have come).
+    unanswered: bool = False
     #: A provider on this machine: its ``file`` provenance names files here, which the
     #: query row re-reads (``source_faults``); a remote one's name its own machine's.
     local: bool = True
@@ -611,6 +616,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         try:
             ack = await d.handshake(deadlines.start.seconds)
         except TimeoutError:
+            run.unanswered = True
             # The envelope wire ignores a line it does not understand: a CGP provider
             # meets the JSON-RPC handshake with silence. Asked its own, it says so.
             if isinstance(d, Driver) and d.codec.name == "jsonrpc":

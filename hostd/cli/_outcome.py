@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from hostd._hints import budget_advice, warming_advice, warming_ids, warming_state
+from hostd._hints import (
+    NO_HANDSHAKE,
+    budget_advice,
+    warming_advice,
+    warming_ids,
+    warming_state,
+)
 from hostd.config import Config, find_config
 from hostd.errors import NoDaemon, did_you_mean
 from hostd.transport import printable
@@ -263,12 +269,9 @@ def leg_failures(
         if status == "timeout" and 'binding = "cgp"' not in how:  # when it is only slow
             starting = error.get("code") == "handshake_timeout"  # its start, not a call
             key = "start_timeout_s" if starting else "timeout_ms"
+            if starting:  # a reply never flushed, or set-up before the handshake
+                how += f"; {NO_HANDSHAKE}"
             how += f"; if it is only slow, raise its [[provider]] {key}"
-            if starting:  # set-up before the handshake holds every request back
-                how += (
-                    " (a hostd.provider Provider answers its handshake at once when slow "
-                    "set-up, loading an index or a model, is in its warm(): docs/providers.md)"
-                )
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
     return lines
 

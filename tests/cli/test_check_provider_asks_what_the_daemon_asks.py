@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hostd._hints import NO_HANDSHAKE
 from hostd.cli._checks import Deadlines
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
@@ -120,7 +121,40 @@ def test_an_sdk_provider_under_jsonrpc_is_told_to_use_binding_cgp_and_a_hung_one
     # A JSON-RPC provider that never answers its handshake answers no envelope either.
     done, checks = _json("--start-timeout-s", "0.5", "--", *HUNG)
     assert done.returncode == 1
-    assert checks["handshake"]["detail"] == waited, checks["handshake"]
+    assert checks["handshake"]["detail"] == f"{waited}; {NO_HANDSHAKE}", checks["handshake"]
+
+
+#: A provider in the shape most languages give by default: its replies written to a
+#: buffered stdout that is never flushed (Java's PrintStream without autoflush), while
+#: it logs to stderr that it started.
+_UNFLUSHED = """\
+import io, json, os, sys
+out = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16))
+print("unflushed provider: started", file=sys.stderr, flush=True)
+for line in sys.stdin:
+    msg = json.loads(line) if line.strip().startswith("{") else {}
+    if msg.get("method") == "context/handshake":
+        ack = {"protocol_version": "contextgraph/1.0-draft",
+               "provider": {"name": "unflushed", "version": "1"}}
+        out.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": ack}) + "\\n")
+"""
+
+
+def test_a_handshake_left_in_an_unflushed_stdout_is_told_to_flush_each_line(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "unflushed.py"
+    script.write_text(_UNFLUSHED, encoding="utf-8")
+    done, checks = _json("--start-timeout-s", "0.5", "--", "python", str(script))
+    assert done.returncode == 1
+    detail = checks["handshake"]["detail"]
+    assert detail.startswith("no answer within 500 ms"), detail
+    assert "end each reply line with a newline and flush it" in detail, detail
+    assert "flush() a Java PrintStream or BufferedWriter" in detail, detail
+    assert "answer the handshake first and set up after it" in detail, detail
+    assert "warm()" not in detail, detail
+    # What it logged is the tail after the table, blaming no check that never ran.
+    assert "the provider's stderr ended with: unflushed provider: started" in done.stderr
 
 
 def test_a_configured_sdk_provider_is_told_to_set_binding_cgp_in_its_provider(
@@ -145,8 +179,7 @@ def test_the_start_deadline_names_the_flag_that_changes_it_not_a_config() -> Non
     default = Deadlines.of().start
     assert default.missed() == (
         "no answer within 30000 ms "
-        "(the daemon's default start_timeout_s; --start-timeout-s S sets it here; "
-        "slow set-up belongs in warm(), after the handshake (docs/providers.md))"
+        "(the daemon's default start_timeout_s; --start-timeout-s S sets it here)"
     )
     # Asked for, it stands, even below a call's deadline (which stands for a shorter
     # configured start_timeout_s).

@@ -437,6 +437,10 @@ def test_a_start_that_timed_out_names_start_timeout_s(tmp_path: Path) -> None:
     (line,) = [line for line in _human(done.stderr) if line.startswith("hostd:   stuck: ")]
     assert "timeout" in line and "raise its [[provider]] start_timeout_s" in line, line
     assert "timeout_ms" not in line, line
+    # The usual causes in any language's words: a reply never flushed, set-up before it;
+    # warm() is only the Python runtime's.
+    assert "end each reply line with a newline and flush it" in line, line
+    assert "set up after it" in line and "warm()" not in line, line
 
 
 def test_budget_left_unspent_by_the_frame_cap_says_so(tmp_path: Path) -> None:
