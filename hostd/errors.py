@@ -41,8 +41,10 @@ __all__ = [
     "ListenerError",
     "MalformedReply",
     "MethodNotFound",
+    "NoConsent",
     "NoDaemon",
     "NoProviderAvailable",
+    "NotSupported",
     "Overloaded",
     "ParseError",
     "ProtocolFault",
@@ -65,6 +67,7 @@ __all__ = [
     "UnknownCitation",
     "UnknownProvider",
     "UnknownRequest",
+    "WriteRefused",
     "error_to_wire",
     "did_you_mean",
     "params_refused",
@@ -315,17 +318,45 @@ class Unauthorized(BadRequest):
 
 
 class ProviderRefusal(HostdError):
-    """Raise from a provider's ``query``/``verify`` to answer with a coded CGP error."""
+    """Raise from a provider's ``query``/``verify`` (or ``remember``/``forget``) to answer
+    with a coded CGP error. ``data`` goes on the wire beside the code: a refused write
+    names its ``field`` and its ``problem`` as short tokens, the words a host may show
+    (it never quotes the message, which is the provider's own text)."""
 
     reason = "refused"
 
-    def __init__(self, message: str, code: CgpErrorCode = CgpErrorCode.BAD_REQUEST) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, code: CgpErrorCode = CgpErrorCode.BAD_REQUEST, **data: Any
+    ) -> None:
+        super().__init__(message, **data)
         self.refusal = code
 
     @property
     def cgp(self) -> CgpErrorCode:
         return self.refusal
+
+
+class NotSupported(BadRequest):
+    """The provider asked does not do what the request needs (a memory write to a
+    provider whose handshake declares no ``capabilities.remember``, or over a binding
+    that carries no such request)."""
+
+    reason = "not_supported"
+
+
+class NoConsent(HostdError):
+    """Nothing was sent: the provider's handshake requires consent scopes with no live
+    receipt (C1, C2, C6); ``data.missing_scopes`` names them."""
+
+    code = CgpErrorCode.UNAVAILABLE
+    reason = "no_consent"
+
+
+class WriteRefused(BadRequest):
+    """The provider refused a memory write (its ``field`` and ``problem`` in ``data``,
+    when it named them): nothing was stored."""
+
+    reason = "write_refused"
 
 
 class RpcError(HostdError):

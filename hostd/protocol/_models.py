@@ -34,6 +34,7 @@ __all__ = [
     "ProviderInfo",
     "QueryCapability",
     "Relation",
+    "RememberCapability",
     "Representation",
     "Transform",
     "VerdictStatus",
@@ -261,6 +262,13 @@ class QueryCapability(WireModel):
     kinds: list[str] = Field(default_factory=list)
 
 
+class RememberCapability(WireModel):
+    """``capabilities.remember`` (hostd's extension): the provider stores entries of
+    these kinds through ``memory/remember`` (``hostd.protocol._memory``)."""
+
+    kinds: list[str] = Field(default_factory=list)
+
+
 class Capabilities(WireModel):
     """What a provider can do. Empty ``query.kinds`` means any kind (Q1)."""
 
@@ -271,6 +279,10 @@ class Capabilities(WireModel):
     verify: bool = False
     representations: list[str] = Field(default_factory=list)
     resolve: bool = False
+    #: hostd's extension (``hostd.protocol._memory``): the provider stores entries sent
+    #: by ``memory/remember``. Absent: it stores nothing (a peer that does not know the
+    #: member ignores it, U1).
+    remember: RememberCapability | None = None
 
 
 class HostInfo(WireModel):

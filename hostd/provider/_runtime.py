@@ -3,7 +3,9 @@
 Owns the JSON-RPC provider binding (protocol.md §1) from the provider's side:
 ``context/handshake`` (H1/H3 version-family check), ``context/query``,
 ``context/verify`` and the ``context/shutdown`` notification, dispatched with
-jsonrpcserver. Requests are served concurrently, so a host may pipeline them.
+jsonrpcserver; and hostd's memory-write extension (``memory/remember``,
+``memory/forget``) for a provider that implements ``remember``/``forget``.
+Requests are served concurrently, so a host may pipeline them.
 A malformed line or bad request gets a ``bad_request`` error and the provider
 keeps serving (R1); it exits on ``context/shutdown`` or stdin EOF (R2).
 
@@ -34,18 +36,24 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hostd.errors import IncompatibleVersion, InvalidParam, ProviderRefusal
 from hostd.protocol import (
+    FORGET_METHOD,
     PROGRESS_METHOD,
     PROTOCOL_VERSION,
+    REMEMBER_METHOD,
     Capabilities,
     ContextFrame,
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     FrameVerdict,
     HandshakeAck,
     HandshakeRequest,
     Provenance,
     ProviderInfo,
+    RememberRequest,
+    RememberResult,
     UnverifiableRange,
     VerdictStatus,
     VerifyRequest,
@@ -75,6 +83,11 @@ class Provider:
     ``verify`` is optional: the default vouches for nothing (every verdict
     ``unknown``), so the host re-queries (V2). Raise ``ProviderRefusal`` from
     ``query``/``verify`` to answer with a coded CGP error instead of frames.
+
+    ``remember``/``forget`` are optional too (hostd's memory-write extension): a
+    provider that implements ``remember`` answers ``memory/remember`` and
+    ``memory/forget`` (one without them answers ``-32601``, no such method), and
+    declares ``capabilities.remember`` so a host sends them.
     """
 
     info: ProviderInfo
@@ -92,6 +105,17 @@ class Provider:
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         return [FrameVerdict(frame=f, status="unknown") for f in frames]
+
+    async def remember(self, request: RememberRequest) -> RememberResult:
+        """Store one entry and return only once it is committed (``memory/remember``).
+        Raise ``ProviderRefusal`` (``bad_request``, with ``field=`` and ``problem=``
+        short tokens) for input it will not store: the host shows those tokens, never
+        the message."""
+        raise NotImplementedError
+
+    async def forget(self, request: ForgetRequest) -> ForgetResult:
+        """Delete one entry, once committed (``memory/forget``); refuse as ``remember``."""
+        raise NotImplementedError
 
     def warm(self, progress: Progress) -> str | None:
         """Build or load what queries need (an index); runs once in a worker thread while
@@ -116,6 +140,10 @@ def _warms(provider: Provider) -> bool:
 
 def _restates(provider: Provider) -> bool:
     return type(provider).ready_message is not Provider.ready_message
+
+
+def _stores(provider: Provider) -> bool:
+    return type(provider).remember is not Provider.remember
 
 
 # --- helpers for provider authors ---------------------------------------------------
@@ -296,6 +324,35 @@ async def _verify(server: ProviderServer, req: VerifyRequest) -> dict[str, Any]:
     return {"verdicts": [v.to_wire() for v in verdicts]}
 
 
+async def _call_provider(method: Any, name: str, arg: Any) -> Any:
+    """A provider's own method, async as declared or a plain def (in a worker thread)."""
+    try:
+        if inspect.iscoroutinefunction(method):
+            return await method(arg)
+        out = await anyio.to_thread.run_sync(method, arg)
+        return await out if inspect.isawaitable(out) else out
+    except ValidationError as exc:
+        raise _ModelRefused(f"{name}()", exc) from exc
+    except ProviderRefusal as exc:
+        # The host shows the refusal's tokens, never its words: they go to the log here.
+        sys.stderr.write(f"provider: {name} refused: {exc.message}\n")
+        raise
+
+
+async def _remember(server: ProviderServer, req: RememberRequest) -> dict[str, Any]:
+    out = await _call_provider(server.provider.remember, "remember", req)
+    if not isinstance(out, RememberResult):
+        raise _WrongReturn(f"remember() returned {_type_name(out)}", "a RememberResult")
+    return out.to_wire()
+
+
+async def _forget(server: ProviderServer, req: ForgetRequest) -> dict[str, Any]:
+    out = await _call_provider(server.provider.forget, "forget", req)
+    if not isinstance(out, ForgetResult):
+        raise _WrongReturn(f"forget() returned {_type_name(out)}", "a ForgetResult")
+    return out.to_wire()
+
+
 async def _shutdown(server: ProviderServer, params: _NoParams) -> None:
     server.shutdown_requested.set()
 
@@ -316,8 +373,8 @@ class _WrongReturn(TypeError):
     stderr in one line with what to return, since a traceback would point into this
     module, not at the author's method."""
 
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what}: return a list of frames or a ContextQueryResult")
+    def __init__(self, what: str, fix: str = "a list of frames or a ContextQueryResult") -> None:
+        super().__init__(f"{what}: return {fix}")
 
 
 def _type_name(value: Any) -> str:
@@ -359,6 +416,11 @@ _METHODS: Mapping[str, Method] = {
     "context/shutdown": Method(_NoParams, _shutdown),
 }
 _DISPATCHER = Dispatcher(_METHODS, on_error=_log_unexpected)
+#: Answered only by a provider that implements ``remember`` (and ``forget``).
+_MEMORY_METHODS: Mapping[str, Method] = {
+    REMEMBER_METHOD: Method(RememberRequest, _remember),
+    FORGET_METHOD: Method(ForgetRequest, _forget),
+}
 
 
 class ProviderServer:
@@ -370,7 +432,7 @@ class ProviderServer:
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
         self.shutdown_requested = anyio.Event()
-        extra = provider.methods
+        extra = {**_MEMORY_METHODS, **provider.methods} if _stores(provider) else provider.methods
         self._dispatcher = (
             Dispatcher({**_METHODS, **extra}, on_error=_log_unexpected) if extra else _DISPATCHER
         )

@@ -14,17 +14,24 @@ import orjson
 
 from hostd.protocol import (
     Capabilities,
+    CgpErrorCode,
     ContextQuery,
     ContextQueryResult,
     DataFlow,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     FrameVerdict,
     ProviderInfo,
     QueryCapability,
+    RememberCapability,
+    RememberRequest,
+    RememberResult,
 )
-from hostd.provider import Provider
+from hostd.provider import Provider, ProviderRefusal
 
 from .._cli import http_arguments, serve
+from .._frames import now_timestamp
 from ._database import GLOBAL_DEFAULT, DatabaseChoiceError, choose_database, default_db_path
 from ._store import (
     KINDS,
@@ -34,6 +41,8 @@ from ._store import (
     NewEntry,
     TimestampError,
     checked_entry,
+    entry_id,
+    timestamp_key,
 )
 
 __all__ = ["MemoryProvider", "main"]
@@ -42,14 +51,20 @@ VERSION = "0.1.0"
 
 
 class MemoryProvider(Provider):
-    """Serves ``fact``/``memory``/``episode`` frames from a ``MemoryStore``."""
+    """Serves ``fact``/``memory``/``episode`` frames from a ``MemoryStore``, and stores
+    the entries a host sends (``memory/remember``, ``memory/forget``): each answered
+    once its transaction has committed."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
         self.info = ProviderInfo(
-            name="hostd-memory", version=VERSION, data_flow=DataFlow(reads=True)
+            name="hostd-memory", version=VERSION, data_flow=DataFlow(reads=True, writes=True)
         )
-        self.capabilities = Capabilities(query=QueryCapability(kinds=list(KINDS)), verify=True)
+        self.capabilities = Capabilities(
+            query=QueryCapability(kinds=list(KINDS)),
+            verify=True,
+            remember=RememberCapability(kinds=list(KINDS)),
+        )
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         packed = await anyio.to_thread.run_sync(self.store.answer, query)
@@ -57,6 +72,87 @@ class MemoryProvider(Provider):
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         return await anyio.to_thread.run_sync(self.store.verify, frames)
+
+    async def remember(self, request: RememberRequest) -> RememberResult:
+        return await anyio.to_thread.run_sync(self._remember, request)
+
+    async def forget(self, request: ForgetRequest) -> ForgetResult:
+        return await anyio.to_thread.run_sync(self._forget, request)
+
+    def _remember(self, request: RememberRequest) -> RememberResult:
+        """Checked first, so each refusal names its field; then one transaction (``add``,
+        or ``supersede``: the old window closed where the new one opens)."""
+        if request.kind not in KINDS:
+            raise _refused("kind", "unknown_kind", f"kind must be one of {', '.join(KINDS)}")
+        for field in ("title", "content"):
+            if not getattr(request, field).strip():
+                raise _refused(field, "blank", f"{field} must not be blank")
+        for field in ("valid_from", "valid_to"):
+            value = getattr(request, field)
+            if value is not None:
+                try:
+                    timestamp_key(value)
+                except TimestampError as exc:
+                    raise _refused(field, "not_a_timestamp", str(exc)) from exc
+        if request.supersedes is None:
+            try:
+                entry = self.store.add(
+                    request.kind,
+                    request.title,
+                    request.content,
+                    valid_from=request.valid_from,
+                    valid_to=request.valid_to,
+                )
+            except TimestampError as exc:  # the only one left: the window closes too soon
+                raise _refused("valid_to", "not_after_valid_from", str(exc)) from exc
+            return _remembered(entry)
+        old = entry_id(request.supersedes)
+        if old is None:
+            raise _refused("supersedes", "not_an_entry_id", "supersedes takes an id as mem-3")
+        at = request.valid_from or now_timestamp()
+        if request.valid_to is not None and timestamp_key(request.valid_to) <= timestamp_key(at):
+            raise _refused("valid_to", "not_after_valid_from", "valid_to is not after valid_from")
+        try:
+            closed, new = self.store.supersede(
+                old,
+                request.content,
+                title=request.title,
+                kind=request.kind,
+                at=at,
+                valid_to=request.valid_to,
+            )
+        except KeyError as exc:
+            raise _refused("supersedes", "unknown_entry", str(exc)) from exc
+        except TimestampError as exc:  # its window does not hold ``at``
+            raise _refused("supersedes", "not_valid_then", str(exc)) from exc
+        except ValueError as exc:
+            raise _refused("supersedes", "already_superseded", str(exc)) from exc
+        return _remembered(new, closed)
+
+    def _forget(self, request: ForgetRequest) -> ForgetResult:
+        row = entry_id(request.id)
+        if row is None:
+            raise _refused("id", "not_an_entry_id", "id takes an entry id as mem-3")
+        try:
+            self.store.forget(row)
+        except KeyError as exc:
+            raise _refused("id", "unknown_entry", str(exc)) from exc
+        return ForgetResult(forgotten=request.id)
+
+
+def _refused(field: str, problem: str, message: str) -> ProviderRefusal:
+    """A write refused for its input: the host shows ``field`` and ``problem``."""
+    return ProviderRefusal(message, CgpErrorCode.BAD_REQUEST, field=field, problem=problem)
+
+
+def _remembered(entry: Entry, closed: Entry | None = None) -> RememberResult:
+    return RememberResult(
+        id=entry.frame_id,
+        recorded_at=entry.recorded_at,
+        valid_from=entry.valid_from,
+        valid_to=entry.valid_to,
+        supersedes=closed.frame_id if closed is not None else None,
+    )
 
 
 def _entry_text(entry: Entry) -> str:

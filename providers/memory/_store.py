@@ -50,6 +50,7 @@ __all__ = [
     "TimestampError",
     "NEW_ENTRY_KEYS",
     "checked_entry",
+    "entry_id",
     "timestamp_key",
     "utc_timestamp",
 ]
@@ -146,6 +147,14 @@ def timestamp_key(value: str) -> str:
     if len(digits) > _FRACTION_DIGITS:
         raise TimestampError(f"{value!r}: more than {_FRACTION_DIGITS} fractional digits")
     return whole.strftime("%Y-%m-%dT%H:%M:%S.") + digits.ljust(_FRACTION_DIGITS, "0")
+
+
+def entry_id(frame_id: str) -> int | None:
+    """The row id a frame id (``mem-3``) names; ``None`` for one no row could have."""
+    m = _ID_RE.fullmatch(frame_id)
+    if m is None or int(m.group(1)) > _MAX_ROW_ID:
+        return None
+    return int(m.group(1))
 
 
 @dataclass(slots=True, frozen=True)
@@ -359,8 +368,10 @@ class MemoryStore:
         title: str | None = None,
         kind: str | None = None,
         at: str | None = None,
+        valid_to: str | None = None,
     ) -> tuple[Entry, Entry]:
-        """Close ``entry_id``'s window at ``at`` (default now) and open its successor there.
+        """Close ``entry_id``'s window at ``at`` (default now) and open its successor there,
+        until ``valid_to`` (default: where the old window ended).
 
         Both in one transaction. Returns ``(closed_old, new)``.
         """
@@ -377,7 +388,9 @@ class MemoryStore:
                 raise TimestampError(f"entry {entry_id} only became valid at {old.valid_from}")
             new_id = self._insert(
                 db,
-                NewEntry(kind or old.kind, title or old.title, content, at, old.valid_to),
+                NewEntry(
+                    kind or old.kind, title or old.title, content, at, valid_to or old.valid_to
+                ),
                 recorded_at,
                 supersedes=entry_id,
             )
@@ -563,10 +576,10 @@ class MemoryStore:
         A superseded entry answers ``stale`` (without a replacement digest: its
         successor is another frame): the held copy's open window is no longer true.
         """
-        m = _ID_RE.fullmatch(identity.frame_id)
-        if m is None or identity.content_digest is None or int(m.group(1)) > _MAX_ROW_ID:
+        row = entry_id(identity.frame_id)
+        if row is None or identity.content_digest is None:
             return FrameVerdict(frame=identity, status=VerdictStatus.UNKNOWN.value)
-        entry = self.get(int(m.group(1)))
+        entry = self.get(row)
         if entry is None:
             return FrameVerdict(frame=identity, status=VerdictStatus.GONE.value)
         if entry.content_digest != identity.content_digest:
