@@ -1,17 +1,17 @@
 """The fan-out engine: ``Host`` runs one request's query across every provider.
 
-Owns provider lifecycle and restart policy (``_pool``, ``_health``; a start's
-I/O: ``_launch``), the provider spec (``_spec``: its binding checked against the
-transport's binding registry), the fan-out as plan → run → judge (``_plan``,
-``_run``, ``_judge``): the consent gate before any payload (``_gate``,
-``consent``: C1, C2, C6), the concurrent legs with one deadline per provider,
-the leg audit (``_leg_audit``: B1–B4, Q1, Q2, frame rules; quarantine, B2), the
-usage report (``_report``, UR1), the verification stage (``verify``) and the
-reranker: a process (``_rerank``) or a standard rerank server (``_rerank_http``
-over ``_rerank_api``). It talks to providers only through
-``hostd.transport`` (whose registry brings each binding's client: the engine
-names no binding module and imports no face, not ``hostd.mcp``), imports
-``budget_split`` (nothing else) from ``hostd.compose``, and never renders.
+Owns provider lifecycle and restart policy (``_pool``, ``_health``; a start's I/O:
+``_launch``), the provider spec (``_spec``: its binding checked against the transport's
+binding registry), the fan-out as plan → run → judge (``_plan``, ``_run``, ``_judge``):
+the consent gate before any payload (``_gate``, ``consent``: C1, C2, C6), the concurrent
+legs with one deadline per provider, the leg audit (``_leg_audit``: B1–B4, Q1, Q2, frame
+rules; quarantine, B2), the usage report (``_report``, UR1), a memory write to one
+provider (``_write``), the verification stage (``verify``) and the reranker: a process
+(``_rerank``) or a standard rerank server (``_rerank_http`` over ``_rerank_api``). It
+talks to providers only through ``hostd.transport`` (whose registry brings each
+binding's client: the engine names no binding module and imports no face, not
+``hostd.mcp``), imports ``budget_split`` (nothing else) from ``hostd.compose``, and
+never renders.
 """
 
 from ._declared import HandshakeRecords, spec_digest
@@ -66,12 +66,14 @@ from ._rerank_api import RerankApi, rerank_url
 from ._rerank_http import HttpReranker, RerankServer
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
+from ._write import WRITE_TIMEOUT_MS, choose_writer, refusal_words
 from .consent import ConsentStore, consent_destination, required_scopes
 
 __all__ = [
     "MAX_ERROR_CHARS",
     "QUARANTINE_RULES",
     "RERANKER_ID",
+    "WRITE_TIMEOUT_MS",
     "ConsentGate",
     "ConsentStore",
     "CoolDownPolicy",
@@ -111,6 +113,7 @@ __all__ = [
     "awaits_start",
     "backoff_delay",
     "bounded_error",
+    "choose_writer",
     "consent_destination",
     "cool_down_s",
     "decide_ask",
@@ -140,4 +143,5 @@ __all__ = [
     "required_scopes",
     "run_fan_out",
     "spec_digest",
+    "refusal_words",
 ]

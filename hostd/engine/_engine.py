@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from hostd.protocol import ContextQuery
+from hostd.protocol import (
+    ContextQuery,
+    ForgetRequest,
+    ForgetResult,
+    RememberRequest,
+    RememberResult,
+)
 
 from ._gate import ConsentGate
 from ._host import LegDone, ProgressDone
@@ -41,6 +47,26 @@ class Engine(Protocol):
         ready_wait_ms: float | None = None,
     ) -> FanOut:
         """One fan-out: plan, run, judge (see ``Host.query_all``)."""
+        ...
+
+    async def remember(
+        self,
+        request: RememberRequest,
+        *,
+        provider: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> tuple[str, RememberResult]:
+        """``memory/remember`` to one provider: its id and its committed reply."""
+        ...
+
+    async def forget(
+        self,
+        request: ForgetRequest,
+        *,
+        provider: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> tuple[str, ForgetResult]:
+        """``memory/forget`` to one provider: its id and its committed reply."""
         ...
 
     def providers_list(self) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ as they land (each leg one call) and the planned ``context/verify`` answers, the
 of legs already in checked while others are still out, ending with the verify stage's
 one I/O step (verdicts judged, the other sources re-read); ``judge_leg``
 and ``judge`` (``_judge``) turn it all into the ``FanOut``, built once. Provider lifecycle, health
-and teardown are the pool's (``_pool``). A leg's failure is a ``LegReport``
+and teardown are the pool's (``_pool``); a memory write to one provider is
+``_write``'s. A leg's failure is a ``LegReport``
 value, never an exception that cancels its siblings; results are ordered by
 provider id and FrameId, never by arrival.
 """
@@ -29,7 +30,16 @@ from anyio.abc import TaskGroup
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
 from hostd.errors import HostdError, ProviderParked, ShuttingDown
-from hostd.protocol import ContextQuery, HostInfo
+from hostd.protocol import (
+    FORGET_METHOD,
+    REMEMBER_METHOD,
+    ContextQuery,
+    ForgetRequest,
+    ForgetResult,
+    HostInfo,
+    RememberRequest,
+    RememberResult,
+)
 from hostd.transport import (
     DEFAULT_MAX_LINE_BYTES,
     OnProgress,
@@ -49,6 +59,7 @@ from ._pool import ProviderPool, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
+from ._write import choose_writer, declared_writers, write_one
 from .consent import ConsentStore, consent_destination
 from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
@@ -403,6 +414,66 @@ class Host:
         finally:
             self.pool.progress_listeners.remove(listener)
         return result
+
+    # -- memory writes (one provider, never fanned out) -------------------------------------
+
+    async def remember(
+        self,
+        request: RememberRequest,
+        *,
+        provider: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> tuple[str, RememberResult]:
+        """``memory/remember`` to ``provider`` (default: the one that stores memories,
+        ``choose_writer``): the provider's id and its reply, sent once it committed."""
+        slot = await self._writer(provider)
+        result = await write_one(
+            self.pool,
+            self._consent,
+            slot,
+            REMEMBER_METHOD,
+            lambda conn, deadline: conn.remember(request, deadline=deadline),
+            kind=request.kind,
+            timeout_ms=timeout_ms,
+        )
+        log.info(
+            "memory.remembered",
+            provider=slot.spec.id,
+            id=result.id,
+            kind=request.kind,
+            supersedes=result.supersedes,
+        )
+        return slot.spec.id, result
+
+    async def forget(
+        self,
+        request: ForgetRequest,
+        *,
+        provider: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> tuple[str, ForgetResult]:
+        """``memory/forget`` to ``provider`` (default as ``remember``'s)."""
+        slot = await self._writer(provider)
+        result = await write_one(
+            self.pool,
+            self._consent,
+            slot,
+            FORGET_METHOD,
+            lambda conn, deadline: conn.forget(request, deadline=deadline),
+            timeout_ms=timeout_ms,
+        )
+        log.info("memory.forgotten", provider=slot.spec.id, id=result.forgotten)
+        return slot.spec.id, result
+
+    async def _writer(self, provider: str | None) -> Slot:
+        if self.pool.closing:
+            raise ShuttingDown("host is shutting down")
+        if not self.pool.running:
+            raise RuntimeError("Host used outside 'async with'")
+        if provider is None:
+            provider = choose_writer(await declared_writers(self.pool))
+        (slot,) = self.pool.select([provider])  # UnknownProvider when not configured
+        return slot
 
     def _can_verify(self, provider_id: str) -> bool:
         slot = self.pool.slots.get(provider_id)

@@ -51,18 +51,29 @@ from pydantic import ValidationError
 
 import hostd
 from hostd._log import get_logger
-from hostd.errors import HandshakeFailed, HostdError, ProtocolFault, ProviderCrashed, ProviderError
+from hostd.errors import (
+    HandshakeFailed,
+    HostdError,
+    NotSupported,
+    ProtocolFault,
+    ProviderCrashed,
+    ProviderError,
+)
 from hostd.protocol import (
     PROTOCOL_VERSION,
     Capabilities,
     ContextQuery,
     ContextQueryResult,
     DataFlow,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
     ProviderInfo,
     QueryCapability,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
 )
 from hostd.transport import (
@@ -708,6 +719,21 @@ class McpBindingClient:
         # Capabilities say verify: false, so the engine never asks; file provenance is
         # re-read by the host itself (F5).
         return VerifyResponse(verdicts=[])
+
+    async def remember(self, request: RememberRequest, **_: Any) -> RememberResult:
+        raise self._no_writes()
+
+    async def forget(self, request: ForgetRequest, **_: Any) -> ForgetResult:
+        raise self._no_writes()
+
+    def _no_writes(self) -> NotSupported:
+        # Its capabilities declare no remember, so the engine never asks: said plainly if
+        # anything does.
+        return NotSupported(
+            f"provider {self.provider_id!r} is an MCP server (binding mcp), which takes no "
+            "memory write",
+            provider=self.provider_id,
+        )
 
     async def shutdown(self) -> None:
         """MCP over stdio ends by closing the server's input: the ladder's next step."""

@@ -1,7 +1,9 @@
 """``Pipeline``: one request end to end, as named stages.
 
 ``compose``: price floors → fan out → prepare strategy → compose → record → report.
-``query``: fan out → (rerank, when asked) → report. Each stage is one call here
+``query``: fan out → (rerank, when asked) → report. ``remember``/``forget``: one
+memory write to one provider (the engine's), answered once the provider committed
+it. Each stage is one call here
 (the work is the engine's, the composition library's, a preparer's or the
 recorder's); each hands the next a value, never a dict to re-read. The wire
 (``hostd.server``) and every in-process caller (``hostd mcp``, the CLI's
@@ -40,7 +42,13 @@ from hostd.errors import (
     unknown_provider,
 )
 from hostd.logs import get_logger, log_audit
-from hostd.protocol import ContextQuery, check_timestamp
+from hostd.protocol import (
+    ContextQuery,
+    ForgetRequest,
+    RememberRequest,
+    check_timestamp,
+    parse_timestamp,
+)
 from hostd.quality import Composition, Feedback, ShadowRecorder
 
 from ._advice import budget_hint
@@ -329,6 +337,56 @@ class Pipeline:
         self._remember_usage(request_id, result["usage"])
         result["request_id"] = request_id
         return result
+
+    # -- memory/remember, memory/forget ---------------------------------------------------
+
+    async def remember(
+        self,
+        request: RememberRequest,
+        request_id: str,
+        *,
+        provider: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> dict[str, Any]:
+        """One entry stored by one provider (default: the one that stores memories): its
+        ``memory/remember`` result, answered once the provider committed it."""
+        for field in ("valid_from", "valid_to"):
+            bad = check_timestamp(getattr(request, field), field)
+            if bad:  # F4: a time the provider could not store is the client's error
+                raise InvalidParam(f"invalid params: {field}: {bad[0].message}", field=field)
+        opens, closes = request.valid_from, request.valid_to
+        if opens is not None and closes is not None:
+            if (parse_timestamp(closes) or ()) <= (parse_timestamp(opens) or ()):
+                raise InvalidParam(
+                    "invalid params: valid_to: not after valid_from (a window [valid_from, "
+                    "valid_to) holds an instant)",
+                    field="valid_to",
+                )
+        self._writer(provider)
+        pid, result = await self.engine.remember(request, provider=provider, timeout_ms=timeout_ms)
+        return {"provider": pid, **result.to_wire(), "request_id": request_id}
+
+    async def forget(
+        self,
+        request: ForgetRequest,
+        request_id: str,
+        *,
+        provider: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> dict[str, Any]:
+        """One entry deleted by one provider (default as ``remember``'s), once committed."""
+        self._writer(provider)
+        pid, result = await self.engine.forget(request, provider=provider, timeout_ms=timeout_ms)
+        return {"provider": pid, **result.to_wire(), "request_id": request_id}
+
+    def _writer(self, provider: str | None) -> None:
+        """A named provider is configured; some provider is."""
+        known = self.provider_ids
+        if not known:
+            raise NoProviderAvailable(self.config.no_providers())
+        if provider is not None and provider not in known:
+            said = f"invalid params: provider: {unknown_provider(provider, known)}"
+            raise UnknownProvider(said, provider=provider, field="provider")
 
     # -- the fan-out stage ----------------------------------------------------------------
 

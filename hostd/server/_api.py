@@ -33,6 +33,7 @@ from hostd.errors import (
 )
 from hostd.logs import begin_request, end_request, get_logger
 from hostd.pipeline import Pipeline, Progress
+from hostd.protocol import ForgetRequest, RememberRequest
 from hostd.rpc import DirectDispatcher, Dispatcher, Method, error_reply, reply_id
 
 from ._params import (
@@ -42,7 +43,9 @@ from ._params import (
     ConsentParams,
     ContextQueryParams,
     FeedbackParams,
+    ForgetParams,
     NoParams,
+    RememberParams,
     RestartParams,
     UsageParams,
     WarmParams,
@@ -210,6 +213,28 @@ async def usage_feedback(ctx: RequestContext, p: FeedbackParams) -> dict[str, An
     return {"request_id": p.request_id, **fb.to_wire()}
 
 
+async def memory_remember(ctx: RequestContext, p: RememberParams) -> dict[str, Any]:
+    """Store one entry with one provider; answered once the provider committed it."""
+    request = RememberRequest(
+        kind=p.kind,
+        title=p.title,
+        content=p.content,
+        valid_from=p.valid_from,
+        valid_to=p.valid_to,
+        supersedes=p.supersedes,
+    )
+    return await ctx.pipeline.remember(
+        request, ctx.request_id, provider=p.provider, timeout_ms=p.timeout_ms
+    )
+
+
+async def memory_forget(ctx: RequestContext, p: ForgetParams) -> dict[str, Any]:
+    """Delete one entry; answered once the provider committed it."""
+    return await ctx.pipeline.forget(
+        ForgetRequest(id=p.id), ctx.request_id, provider=p.provider, timeout_ms=p.timeout_ms
+    )
+
+
 async def host_status(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     return ctx.daemon.status()
 
@@ -235,6 +260,8 @@ METHODS: Mapping[str, Method] = {
     "consent/list": Method(ConsentListParams, consent_list),
     "usage/report": Method(UsageParams, usage_report),
     "usage/feedback": Method(FeedbackParams, usage_feedback),
+    "memory/remember": Method(RememberParams, memory_remember),
+    "memory/forget": Method(ForgetParams, memory_forget),
     "host/status": Method(NoParams, host_status),
     "host/shutdown": Method(NoParams, host_shutdown),
     "$/cancel": Method(CancelParams, cancel),

@@ -19,9 +19,11 @@ __all__ = [
     "ContextQueryParams",
     "FeedbackParams",
     "FloorParam",
+    "ForgetParams",
     "FrameIdParam",
     "NoParams",
     "QueryParams",
+    "RememberParams",
     "RestartParams",
     "UsageParams",
     "WarmParams",
@@ -143,3 +145,31 @@ class NoParams(_Params):
 
 class WarmParams(_Params):
     progress_token: str | int | None = None
+
+
+#: An entry id as a provider serves it (a frame ``id``: ``mem-3``).
+_EntryId = Annotated[_Text, Field(max_length=256)]
+
+
+class _WriteParams(_Params):
+    #: The provider that stores it; None: the one configured provider that declares
+    #: ``capabilities.remember`` (none or several: −32602 naming them).
+    provider: _Text | None = None
+    #: How long to wait for the provider's commit (default: its ``timeout_ms``, at
+    #: least 10 s): one given up may still have been stored.
+    timeout_ms: Annotated[_Count, Field(gt=0, le=600_000)] | None = None
+
+
+class RememberParams(_WriteParams):
+    kind: Annotated[_Text, Field(max_length=64)]
+    title: Annotated[_Text, Field(max_length=4096)]
+    content: Annotated[_Text, Field(max_length=4 * 1024 * 1024)]
+    #: F4 times (checked by the pipeline, as ``as_of`` is).
+    valid_from: Annotated[str, Field(max_length=64)] | None = None
+    valid_to: Annotated[str, Field(max_length=64)] | None = None
+    #: The entry whose window closes at this one's ``valid_from``.
+    supersedes: _EntryId | None = None
+
+
+class ForgetParams(_WriteParams):
+    id: _EntryId

@@ -39,6 +39,7 @@ from hostd.errors import (
     CorrelationMismatch,
     HostdError,
     IncompatibleVersion,
+    NotSupported,
     ProtocolFault,
     ProviderError,
 )
@@ -48,10 +49,14 @@ from hostd.protocol import (
     ContextQuery,
     ContextQueryResult,
     ErrorEnvelope,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HandshakeAckEnvelope,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifiedEnvelope,
     VerifyResponse,
     WireModel,
@@ -157,6 +162,20 @@ class CgpCodec:
         line = encode_line({"type": "verify", "request": {"frames": wire}})
         return Request(line, UNKEYED, "verify")
 
+    def remember(self, request: RememberRequest) -> Request:
+        raise self._no_writes()
+
+    def forget(self, request: ForgetRequest) -> Request:
+        raise self._no_writes()
+
+    def _no_writes(self) -> NotSupported:
+        # The envelope vocabulary has no write: hostd's extension is JSON-RPC's alone.
+        return NotSupported(
+            f"provider {self.provider_id!r} speaks the cgp binding, which carries no memory "
+            "write (memory/remember is a JSON-RPC method)",
+            provider=self.provider_id,
+        )
+
     def shutdown(self) -> Request:
         return Request(_SHUTDOWN, None, "shutdown")
 
@@ -234,6 +253,12 @@ class CgpCodec:
         if not isinstance(payload, _FramesReply):
             raise _expected("frames", payload)
         return validate_reply(ContextQueryResult, payload.result, "query result")
+
+    def remember_result(self, payload: Any) -> RememberResult:
+        raise self._no_writes()
+
+    def forget_result(self, payload: Any) -> ForgetResult:
+        raise self._no_writes()
 
     def verify_response(self, payload: Any) -> VerifyResponse:
         if not isinstance(payload, VerifiedEnvelope):

@@ -1,17 +1,18 @@
 """What a binding codec is: a pure, synchronous translator between hostd's calls and one wire.
 
-A codec builds each request a provider is sent (``handshake``, ``query``,
-``verify``, ``shutdown``) as bytes with the correlation key its reply will carry
-(``Request``), and reads one message a provider wrote (one line of a pipe, one
-HTTP response body) as a ``Reply``, a ``Refusal`` (an error reply, already a
-typed error, X1/X2), a ``Notice`` (a notification) or a ``Fault`` (the peer
-broke the wire). It does no I/O and never waits: a carrier (a child's pipes,
-an HTTPS endpoint, check-provider's raw pipes) moves the bytes and keeps the
-correlation table, as h11 leaves the sockets to whoever drives it. A reply's
-payload is read into the model of what was asked by ``handshake_ack`` (where
-the codec learns what it needs of the provider: whether it pipelines, the name
-it answers ``verify`` under), ``query_result`` (frames left raw for the leg
-audit) and ``verify_response``; a payload of the wrong shape raises
+A codec builds each request a provider is sent (``handshake``, ``query``, ``verify``,
+``shutdown``, and hostd's memory writes ``remember`` and ``forget``) as bytes with the
+correlation key its reply will carry (``Request``), and reads one message a provider
+wrote (one line of a pipe, one HTTP response body) as a ``Reply``, a ``Refusal`` (an
+error reply, already a typed error, X1/X2), a ``Notice`` (a notification) or a ``Fault``
+(the peer broke the wire). It does no I/O and never waits: a carrier (a child's pipes,
+an HTTPS endpoint, check-provider's raw pipes) moves the bytes and keeps the correlation
+table, as h11 leaves the sockets to whoever drives it. A reply's payload is read into
+the model of what was asked by ``handshake_ack`` (where the codec learns what it needs
+of the provider: whether it pipelines, the name it answers ``verify`` under),
+``query_result`` (frames left raw for the leg audit), ``verify_response``,
+``remember_result`` and ``forget_result``; a binding that carries no memory write raises
+``NotSupported`` as it is asked to build one; a payload of the wrong shape raises
 ``ProtocolFault`` (a carrier may re-type it, as HTTPS does to ``RemoteWire``).
 
 Nothing a provider wrote is quoted in a fault (``_unquoted``).
@@ -28,9 +29,13 @@ from hostd.errors import HostdError
 from hostd.protocol import (
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
     WireModel,
 )
@@ -153,6 +158,12 @@ class Codec(Protocol):
     def handshake(self, host: HostInfo) -> Request: ...
     def query(self, query: ContextQuery | dict[str, Any]) -> Request: ...
     def verify(self, frames: list[FrameIdentity]) -> Request: ...
+    def remember(self, request: RememberRequest) -> Request:
+        """``memory/remember`` (hostd's extension): ``NotSupported`` on a binding that
+        carries no memory write."""
+        ...
+
+    def forget(self, request: ForgetRequest) -> Request: ...
     def shutdown(self) -> Request: ...
     def read(self, data: bytes) -> Message | None:
         """One message (``None``: nothing to act on: a blank line, or a message the
@@ -166,3 +177,5 @@ class Codec(Protocol):
     def handshake_ack(self, payload: Any) -> HandshakeAck: ...
     def query_result(self, payload: Any) -> ContextQueryResult: ...
     def verify_response(self, payload: Any) -> VerifyResponse: ...
+    def remember_result(self, payload: Any) -> RememberResult: ...
+    def forget_result(self, payload: Any) -> ForgetResult: ...

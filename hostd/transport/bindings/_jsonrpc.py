@@ -27,21 +27,34 @@ from hostd.errors import (
     ProviderError,
 )
 from hostd.protocol import (
+    FORGET_METHOD,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
+    REMEMBER_METHOD,
     CgpErrorCode,
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
     read_cgp_code,
 )
 from hostd.rpc import encode_line, make_notification, request_line
 
 from ._codec import Fault, Message, Notice, Refusal, Reply, Request, query_wire, validate_reply
-from ._unquoted import answered, bad_line, described_id, json_type, parse_problem
+from ._unquoted import (
+    answered,
+    bad_line,
+    described_id,
+    json_type,
+    parse_problem,
+    refusal_tokens,
+)
 
 __all__ = ["JsonRpcCodec", "provider_error"]
 
@@ -62,7 +75,7 @@ def provider_error(error: Any) -> HostdError:
     number = error.get("code")
     if type(number) is int and number == METHOD_NOT_FOUND:
         return MethodNotFound(message, cgp_code=code)
-    return ProviderError(message, cgp_code=code)
+    return ProviderError(message, cgp_code=code, **refusal_tokens(data))
 
 
 class JsonRpcCodec:
@@ -96,6 +109,12 @@ class JsonRpcCodec:
 
     def verify(self, frames: list[FrameIdentity]) -> Request:
         return self.request("context/verify", {"frames": [f.to_wire() for f in frames]}, "verify")
+
+    def remember(self, request: RememberRequest) -> Request:
+        return self.request(REMEMBER_METHOD, request.to_wire(), "remember")
+
+    def forget(self, request: ForgetRequest) -> Request:
+        return self.request(FORGET_METHOD, request.to_wire(), "forget")
 
     def shutdown(self) -> Request:
         return self.notification("context/shutdown")
@@ -141,3 +160,9 @@ class JsonRpcCodec:
 
     def verify_response(self, payload: Any) -> VerifyResponse:
         return validate_reply(VerifyResponse, payload, "verify result")
+
+    def remember_result(self, payload: Any) -> RememberResult:
+        return validate_reply(RememberResult, payload, "remember result")
+
+    def forget_result(self, payload: Any) -> ForgetResult:
+        return validate_reply(ForgetResult, payload, "forget result")

@@ -28,6 +28,7 @@ __all__ = [
     "json_type",
     "member_names",
     "parse_problem",
+    "refusal_tokens",
     "shape_error",
     "unquoted",
 ]
@@ -122,6 +123,26 @@ def _shape(exc: ValidationError, within: str = "") -> str:
         # (``results`` for ``frames``): its member names say so, its values stay unsaid.
         return f"{loc} is missing (members sent: {member_names(given)})"
     return f"{loc}: {message}"
+
+
+#: A refusal's ``problem`` shown as it is: a short lower-case token, as the protocol's
+#: own codes are (``unknown_entry``). Any other is the peer's free text, never shown.
+_TOKEN = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def refusal_tokens(data: Any) -> dict[str, str]:
+    """What an error reply's ``data`` names of the request it refuses, as short tokens:
+    ``field`` (a member name) and ``problem`` (``unknown_entry``). Whatever is not such a
+    token is left out, never quoted."""
+    if not isinstance(data, dict):
+        return {}
+    field, problem = data.get("field"), data.get("problem")
+    tokens: dict[str, str] = {}
+    if isinstance(field, str) and _NAME.fullmatch(field):
+        tokens["field"] = field
+    if isinstance(problem, str) and _TOKEN.fullmatch(problem):
+        tokens["problem"] = problem
+    return tokens
 
 
 def shape_error(what: str, exc: ValidationError) -> MalformedReply:

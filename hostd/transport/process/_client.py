@@ -25,9 +25,13 @@ from hostd.errors import HostdError, ProtocolFault
 from hostd.protocol import (
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
 )
 from hostd.rpc import PendingTable
@@ -369,6 +373,21 @@ class PipeClient:
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return self.codec.verify_response(await self.exchange(self.codec.verify(frames)))
+
+    async def remember(
+        self, request: RememberRequest, *, deadline: float | None = None
+    ) -> RememberResult:
+        """``memory/remember`` (``NotSupported`` on a binding without it, before anything
+        is written); past ``deadline``, ``TimeoutError``."""
+        sent = self.codec.remember(request)
+        return self.codec.remember_result(await self.exchange(sent, deadline=deadline))
+
+    async def forget(
+        self, request: ForgetRequest, *, deadline: float | None = None
+    ) -> ForgetResult:
+        """``memory/forget``, as ``remember``."""
+        sent = self.codec.forget(request)
+        return self.codec.forget_result(await self.exchange(sent, deadline=deadline))
 
     async def _send_in_turn(self, line: bytes) -> None:
         """Write ``line`` after the writes before it, waiting for room as long as it takes."""

@@ -30,9 +30,13 @@ from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
 )
 
@@ -91,6 +95,12 @@ class BindingClient(Protocol):
         on_settled: Callable[[StartedCall], None] | None = None,
     ) -> StartedCall | None: ...
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse: ...
+    async def remember(
+        self, request: RememberRequest, *, deadline: float | None = None
+    ) -> RememberResult: ...
+    async def forget(
+        self, request: ForgetRequest, *, deadline: float | None = None
+    ) -> ForgetResult: ...
     async def shutdown(self) -> None: ...
     def close(self, error: HostdError) -> None: ...
 
@@ -451,6 +461,17 @@ class ProviderConnection(Acked):
 
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         return await self.client.verify(frames)
+
+    async def remember(
+        self, request: RememberRequest, *, deadline: float | None = None
+    ) -> RememberResult:
+        """``memory/remember`` on this connection (``deadline``: the event loop's clock)."""
+        return await self.client.remember(request, deadline=deadline)
+
+    async def forget(
+        self, request: ForgetRequest, *, deadline: float | None = None
+    ) -> ForgetResult:
+        return await self.client.forget(request, deadline=deadline)
 
     async def aclose(self, *, abandoned: bool = False) -> int | None:
         """Teardown ladder (shielded): shutdown message → grace → SIGTERM → SIGKILL.

@@ -62,9 +62,13 @@ from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
 )
 
@@ -303,6 +307,11 @@ class RemoteEndpoint:
         await self.client.aclose()
 
 
+def _left(deadline: float | None) -> float | None:
+    """The seconds from now to ``deadline`` (the event loop's clock); ``None``: no bound."""
+    return None if deadline is None else max(0.0, deadline - anyio.current_time())
+
+
 def _as_egress(ack: HandshakeAck) -> HandshakeAck:
     """C4: a remote provider is egress whatever its handshake says."""
     flow = ack.provider.data_flow
@@ -399,6 +408,23 @@ class RemoteConnection(Acked):
     async def verify(self, frames: list[FrameIdentity]) -> VerifyResponse:
         codec = self.endpoint.codec
         return await self._call(codec.verify(frames), codec.verify_response)
+
+    async def remember(
+        self, request: RememberRequest, *, deadline: float | None = None
+    ) -> RememberResult:
+        """``memory/remember`` in one POST, given up (``TimeoutError``) at ``deadline``."""
+        codec = self.endpoint.codec
+        sent = codec.remember(request)
+        with anyio.fail_after(_left(deadline)):
+            return await self._call(sent, codec.remember_result)
+
+    async def forget(
+        self, request: ForgetRequest, *, deadline: float | None = None
+    ) -> ForgetResult:
+        codec = self.endpoint.codec
+        sent = codec.forget(request)
+        with anyio.fail_after(_left(deadline)):
+            return await self._call(sent, codec.forget_result)
 
     async def aclose(self) -> int | None:
         """Nothing to tear down: the endpoint's pooled client outlives its connections."""
