@@ -156,7 +156,7 @@ def test_the_providers_guide_shows_the_readme_s_provider_which_runs() -> None:
     assert "truncated=True" in provider
 
 
-def test_the_mcp_entry_names_the_projects_config_and_the_three_tools() -> None:
+def test_the_mcp_entry_names_the_projects_config_and_every_tool() -> None:
     from hostd.mcp._server import TOOLS
 
     section = README.split("## Use from an MCP client\n", 1)[1].split("\n## ", 1)[0]
@@ -166,7 +166,7 @@ def test_the_mcp_entry_names_the_projects_config_and_the_three_tools() -> None:
     assert args[0] == "--config" and args[1].endswith("/hostd.toml") and args[2:] == ["mcp"]
     # As hostd init prints it (tests/mcp/test_init_entry.py): hostd by its absolute path.
     assert server["command"].startswith("/") and server["command"].endswith("/bin/hostd")
-    numbers = {2: "two", 3: "three", 4: "four"}
+    numbers = {2: "two", 3: "three", 4: "four", 5: "five"}
     assert f"with {numbers[len(TOOLS)]} tools" in section
     assert all(f"`{tool.name}`" in section for tool in TOOLS)
     assert "hostd[mcp]" not in section or "/path/to/hostd" in section  # no registry install

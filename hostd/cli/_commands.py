@@ -209,8 +209,9 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "mcp",
         parents=[common],
         help="serve the client API as an MCP server on stdio (docs/mcp.md)",
-        description="An MCP server on stdin/stdout with three tools, compose_context, "
-        "list_providers and report_used_evidence: over an in-process daemon from the "
+        description="An MCP server on stdin/stdout with five tools, compose_context, "
+        "list_providers, report_used_evidence, remember and forget_memory: over an "
+        "in-process daemon from the "
         "config, or a running one (--connect). Logs go to stderr.",
     )
     connect_arg(mcp)

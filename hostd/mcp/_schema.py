@@ -29,6 +29,10 @@ __all__ = [
     "COMPOSE_OUTPUT_SCHEMA",
     "PROVIDERS_INPUT_SCHEMA",
     "PROVIDERS_OUTPUT_SCHEMA",
+    "FORGET_INPUT_SCHEMA",
+    "FORGET_OUTPUT_SCHEMA",
+    "REMEMBER_INPUT_SCHEMA",
+    "REMEMBER_OUTPUT_SCHEMA",
     "REPORT_INPUT_SCHEMA",
     "REPORT_OUTPUT_SCHEMA",
     "ProgressTrack",
@@ -36,6 +40,8 @@ __all__ = [
     "consent_hints",
     "consent_needed",
     "feedback_params",
+    "forget_params",
+    "remember_params",
     "no_evidence",
     "structured_compose",
     "warming_hints",
@@ -337,6 +343,105 @@ REPORT_OUTPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["request_id", "used", "helpful"],
 }
+
+
+#: F4, as ``as_of``.
+_TIME = "a UTC time, YYYY-MM-DDTHH:MM:SSZ (a fraction allowed)"
+_ENTRY_ID = {"type": "string", "minLength": 1, "maxLength": 256}
+_WRITER = {
+    "type": "string",
+    "minLength": 1,
+    "description": "the provider that stores it (default: the one configured provider "
+    "that stores memories)",
+}
+
+REMEMBER_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "kind": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "description": "fact (something true about the project or the world), memory "
+            "(something learnt, a preference) or episode (something that happened)",
+        },
+        "title": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4096,
+            "description": "a short name for it, shown in the prompt's fence",
+        },
+        "content": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4 * 1024 * 1024,
+            "description": "the text to remember, as later compositions will quote it",
+        },
+        "valid_from": {
+            "type": "string",
+            "maxLength": 64,
+            "description": f"when it became true, {_TIME} (default: now)",
+        },
+        "valid_to": {
+            "type": "string",
+            "maxLength": 64,
+            "description": f"when it stopped being true, {_TIME} (default: still true)",
+        },
+        "supersedes": {
+            **_ENTRY_ID,
+            "description": "the id of an entry this one replaces (mem-3: a frame id "
+            "compose_context cited): it stays true only until this one's valid_from",
+        },
+        "provider": _WRITER,
+    },
+    "required": ["kind", "title", "content"],
+    "additionalProperties": False,
+}
+
+REMEMBER_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "provider": {"type": "string"},
+        "id": {"type": "string"},
+        "recorded_at": {"type": "string"},
+        "valid_from": {"type": "string"},
+        "valid_to": {"type": "string"},
+        "supersedes": {"type": "string"},
+        "request_id": {"type": "string"},
+    },
+    "required": ["provider", "id", "recorded_at", "valid_from"],
+}
+
+FORGET_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {**_ENTRY_ID, "description": "the id of the entry to delete (mem-3)"},
+        "provider": _WRITER,
+    },
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+FORGET_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "provider": {"type": "string"},
+        "forgotten": {"type": "string"},
+        "request_id": {"type": "string"},
+    },
+    "required": ["provider", "forgotten"],
+}
+
+
+def remember_params(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``memory/remember`` params from ``remember``'s (schema-checked) arguments."""
+    keys = ("kind", "title", "content", "valid_from", "valid_to", "supersedes", "provider")
+    return {k: arguments[k] for k in keys if arguments.get(k) is not None}
+
+
+def forget_params(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``memory/forget`` params from ``forget_memory``'s (schema-checked) arguments."""
+    return {k: arguments[k] for k in ("id", "provider") if arguments.get(k) is not None}
 
 
 def feedback_params(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -1,19 +1,19 @@
 """``hostd mcp``: hostd's client API as an MCP server on stdio, on the official SDK.
 
-Three tools, ``compose_context``, ``list_providers`` and
-``report_used_evidence``, each one call of the client API (``context/compose``,
-``providers/list``, ``usage/feedback``) on a session the CLI
-hands in: the in-process daemon (``Daemon.local``) or a running ``hostd
-serve`` (``hostd.client``, through ``reconnecting``). There is no second
-composition path, and no tool changes consent (C1: the operator grants it with
-``hostd consent``). Every cited frame is a resource (``hostd://citation/…``) that
-``resources/read`` serves from a bounded store (``_citations``). The SDK's
-lowlevel ``Server`` owns the MCP side: version negotiation (the ``initialize``
-handshake and the stateless ``server/discover`` revision), dispatch and
-``notifications/cancelled`` (it cancels the handler, and with it the
-composition); ``_wire`` stands between it and the byte stream, so every request
-read is answered once. The byte stream is the caller's: the CLI reserves stdout
-for the wire (fd 1 then points at stderr, so only protocol messages reach it).
+Five tools, ``compose_context``, ``list_providers``, ``report_used_evidence``,
+``remember`` and ``forget_memory``, each one call of the client API
+(``context/compose``, ``providers/list``, ``usage/feedback``, ``memory/remember``,
+``memory/forget``) on a session the CLI hands in: the in-process daemon
+(``Daemon.local``) or a running ``hostd serve`` (``hostd.client``, through
+``reconnecting``). There is no second composition path, and no tool changes consent (C1:
+the operator grants it with ``hostd consent``). Every cited frame is a resource
+(``hostd://citation/…``) that ``resources/read`` serves from a bounded store
+(``_citations``). The SDK's lowlevel ``Server`` owns the MCP side: version negotiation
+(the ``initialize`` handshake and the stateless ``server/discover`` revision), dispatch
+and ``notifications/cancelled`` (it cancels the handler, and with it the composition);
+``_wire`` stands between it and the byte stream, so every request read is answered once.
+The byte stream is the caller's: the CLI reserves stdout for the wire (fd 1 then points
+at stderr, so only protocol messages reach it).
 
 A tool's bad arguments (its input schema's, or the client API's refusal, −32602)
 come back as a result with ``isError`` and the one-line reason, so the model reads
@@ -53,8 +53,12 @@ from ._citations import CitationStore, CitedText, cited_texts
 from ._schema import (
     COMPOSE_INPUT_SCHEMA,
     COMPOSE_OUTPUT_SCHEMA,
+    FORGET_INPUT_SCHEMA,
+    FORGET_OUTPUT_SCHEMA,
     PROVIDERS_INPUT_SCHEMA,
     PROVIDERS_OUTPUT_SCHEMA,
+    REMEMBER_INPUT_SCHEMA,
+    REMEMBER_OUTPUT_SCHEMA,
     REPORT_INPUT_SCHEMA,
     REPORT_OUTPUT_SCHEMA,
     ProgressTrack,
@@ -62,7 +66,9 @@ from ._schema import (
     consent_hints,
     failed_hints,
     feedback_params,
+    forget_params,
     no_evidence,
+    remember_params,
     structured_compose,
     warming_hints,
 )
@@ -110,6 +116,40 @@ TOOLS: tuple[types.Tool, ...] = (
             title="Report used evidence",
             read_only_hint=False,
             destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    ),
+    types.Tool(
+        name="remember",
+        title="Remember",
+        description="Store something worth knowing later (a fact, a memory, an episode) with "
+        "the configured memory provider; later compose_context calls cite it. When a fact "
+        "changes, remember the new one with supersedes naming the old entry's id (mem-3): "
+        "the old one then holds only until the new one's valid_from. Answered once stored.",
+        input_schema=REMEMBER_INPUT_SCHEMA,
+        output_schema=REMEMBER_OUTPUT_SCHEMA,
+        # Adds an entry (a second call adds a second); it removes nothing.
+        annotations=types.ToolAnnotations(
+            title="Remember",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    ),
+    types.Tool(
+        name="forget_memory",
+        title="Forget a memory",
+        description="Delete one remembered entry for good, by its id (mem-3). To record "
+        "that something stopped being true, remember its successor with supersedes instead: "
+        "that keeps what was true before.",
+        input_schema=FORGET_INPUT_SCHEMA,
+        output_schema=FORGET_OUTPUT_SCHEMA,
+        annotations=types.ToolAnnotations(
+            title="Forget a memory",
+            read_only_hint=False,
+            destructive_hint=True,
             idempotent_hint=True,
             open_world_hint=False,
         ),
@@ -312,6 +352,28 @@ async def _report(backend: Backend, args: dict[str, Any]) -> types.CallToolResul
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
 
 
+async def _remember(backend: Backend, args: dict[str, Any]) -> types.CallToolResult:
+    try:
+        result = await backend.call("memory/remember", remember_params(args))
+    except HostdError as exc:
+        return _failed(exc)
+    window = f"valid from {result['valid_from']}"
+    if result.get("valid_to"):
+        window += f" to {result['valid_to']}"
+    closes = f"; {result['supersedes']} now holds until then" if result.get("supersedes") else ""
+    text = f"remembered {result['id']} ({args['kind']}, {window}) in {result['provider']}{closes}"
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
+
+
+async def _forget(backend: Backend, args: dict[str, Any]) -> types.CallToolResult:
+    try:
+        result = await backend.call("memory/forget", forget_params(args))
+    except HostdError as exc:
+        return _failed(exc)
+    text = f"forgot {result['forgotten']} (deleted from {result['provider']})"
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
+
+
 _PAGE = 256
 
 
@@ -371,6 +433,10 @@ def build_server(
                 return await _compose(backend, ctx, args, store, (config, connect), ready_wait_ms)
             if params.name == "report_used_evidence":
                 return await _report(backend, args)
+            if params.name == "remember":
+                return await _remember(backend, args)
+            if params.name == "forget_memory":
+                return await _forget(backend, args)
             return await _providers(backend)
         except anyio.get_cancelled_exc_class():
             log.info("mcp.call.cancelled", tool=params.name)
@@ -428,7 +494,8 @@ def build_server(
         version=hostd.__version__,
         title="hostd context host",
         instructions="Call compose_context with the goal you are working on to get cited "
-        "evidence from the configured context providers, within a token budget.",
+        "evidence from the configured context providers, within a token budget; call "
+        "remember to keep what is worth knowing in a later session.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,

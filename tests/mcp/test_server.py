@@ -53,15 +53,21 @@ async def test_tools_are_listed_in_one_order_read_only_and_idempotent(
             first = await client.list_tools(cache_mode="refresh")
             second = await client.list_tools(cache_mode="refresh")
     names = ["compose_context", "list_providers", "report_used_evidence"]
-    assert [t.name for t in first.tools] == names
+    writes = ["remember", "forget_memory"]
+    assert [t.name for t in first.tools] == names + writes
     assert first.model_dump() == second.model_dump()
     for tool in first.tools:
         assert tool.annotations is not None
         # Reporting used evidence writes a record; the others only read.
-        assert tool.annotations.read_only_hint is (tool.name != "report_used_evidence")
-        assert tool.annotations.idempotent_hint is True
-        assert tool.annotations.destructive_hint is False
+        reads = tool.name in names[:2]
+        assert tool.annotations.read_only_hint is reads
+        # A second remember adds a second entry; only forget_memory removes anything.
+        assert tool.annotations.idempotent_hint is (tool.name != "remember")
+        assert tool.annotations.destructive_hint is (tool.name == "forget_memory")
+        assert tool.annotations.open_world_hint is False
         assert tool.output_schema is not None
+        if tool.name in writes:  # strict-friendly: closed, its required members named
+            assert tool.input_schema["additionalProperties"] is False
     assert not any("consent" in t.name for t in first.tools)  # C1: the model cannot grant it
     assert _tool(first, "compose_context").input_schema["required"] == ["goal"]
 

@@ -13,7 +13,7 @@ from hostd._param_words import QUOTED
 from hostd.errors import RpcError
 from hostd.mcp._schema import compose_params
 from hostd.mcp._server import TOOLS, _problem
-from hostd.server._params import ComposeParams, FeedbackParams
+from hostd.server._params import ComposeParams, FeedbackParams, ForgetParams, RememberParams
 from tests.server.conftest import ROOT
 
 from ._harness import INITIALIZE, INITIALIZED, serve_lines
@@ -147,7 +147,12 @@ def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("tool", "model"),
-    [("compose_context", ComposeParams), ("report_used_evidence", FeedbackParams)],
+    [
+        ("compose_context", ComposeParams),
+        ("report_used_evidence", FeedbackParams),
+        ("remember", RememberParams),
+        ("forget_memory", ForgetParams),
+    ],
 )
 def test_the_input_schema_states_every_bound_the_client_api_holds(
     tool: str, model: type[BaseModel]
