@@ -41,7 +41,15 @@ from hostd.errors import ConnectionLost, NoDaemon, ParseError, ProtocolFault, Rp
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
 
-from ._results import Citation, ComposeResult, Evidence, FrameRef, parse_reply
+from ._results import (
+    Citation,
+    ComposeResult,
+    Evidence,
+    Forgotten,
+    FrameRef,
+    Remembered,
+    parse_reply,
+)
 
 __all__ = [
     "AsyncClient",
@@ -299,6 +307,49 @@ class AsyncClient:
             body["note"] = note
         reply: dict[str, Any] = await self.call("usage/feedback", body)
         return reply
+
+    async def remember(
+        self,
+        content: str,
+        *,
+        title: str,
+        kind: str = "fact",
+        valid_from: str | None = None,
+        valid_to: str | None = None,
+        supersedes: str | None = None,
+        provider: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> Remembered:
+        """``memory/remember``: store one entry with the provider that stores memories
+        (``provider``, else the one configured that declares it); answered once it is
+        committed. ``supersedes``: the id of an entry whose window closes at this one's
+        ``valid_from`` (``mem-3``, a frame id a composition cited). Times are UTC,
+        ``YYYY-MM-DDTHH:MM:SSZ``; a refusal is ``RpcError`` (``write_refused``,
+        ``not_supported``)."""
+        body = {
+            "kind": kind,
+            "title": title,
+            "content": content,
+            "valid_from": valid_from,
+            "valid_to": valid_to,
+            "supersedes": supersedes,
+            "provider": provider,
+            "timeout_ms": timeout_ms,
+        }
+        raw = await self.call("memory/remember", {k: v for k, v in body.items() if v is not None})
+        return parse_reply(Remembered, raw, "memory/remember")
+
+    async def forget(
+        self,
+        id: str,  # noqa: A002 - the wire name
+        *,
+        provider: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> Forgotten:
+        """``memory/forget``: delete the entry ``id`` (``mem-3``), once committed."""
+        body = {"id": id, "provider": provider, "timeout_ms": timeout_ms}
+        raw = await self.call("memory/forget", {k: v for k, v in body.items() if v is not None})
+        return parse_reply(Forgotten, raw, "memory/forget")
 
     async def status(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("host/status")

@@ -1,4 +1,5 @@
-"""Typed results: what ``context/compose`` returns, as pydantic models for the client.
+"""Typed results: what ``context/compose`` (and ``memory/remember``, ``memory/forget``)
+returns, as pydantic models for the client.
 
 ``hostd.client`` validates a reply into a ``ComposeResult`` once, when it arrives;
 after that every member is a plain attribute (``result.prompt``,
@@ -32,11 +33,13 @@ __all__ = [
     "DegradedReason",
     "Evidence",
     "FloorRecord",
+    "Forgotten",
     "FrameRef",
     "Provenance",
     "PromptUsage",
     "ProviderFailure",
     "ProviderReport",
+    "Remembered",
     "Usage",
     "UsageFrame",
     "Verification",
@@ -301,6 +304,28 @@ def _where(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
     return out or "result"
+
+
+class Remembered(WireResult):
+    """``memory/remember``'s result: the entry the provider committed. ``id`` is its
+    frame id (what compositions cite it by, and what ``supersedes`` and ``forget``
+    take)."""
+
+    provider: str
+    id: str
+    recorded_at: str
+    valid_from: str
+    valid_to: str | None = None
+    supersedes: str | None = None
+    request_id: str | None = None
+
+
+class Forgotten(WireResult):
+    """``memory/forget``'s result: the entry the provider deleted."""
+
+    provider: str
+    forgotten: str
+    request_id: str | None = None
 
 
 def parse_reply(model: type[M], raw: Any, method: str) -> M:

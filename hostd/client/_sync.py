@@ -32,7 +32,7 @@ from ._async import (
     connect_tcp,
     spawn,
 )
-from ._results import ComposeResult
+from ._results import ComposeResult, Forgotten, Remembered
 
 __all__ = ["Client"]
 
@@ -216,6 +216,46 @@ class Client:
             lambda c: c.feedback(result, used, helpful=helpful, note=note)
         )
         return reply
+
+    def remember(
+        self,
+        content: str,
+        *,
+        title: str,
+        kind: str = "fact",
+        valid_from: str | None = None,
+        valid_to: str | None = None,
+        supersedes: str | None = None,
+        provider: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> Remembered:
+        """``memory/remember`` (``AsyncClient.remember``): the committed entry."""
+        result: Remembered = self._run(
+            lambda c: c.remember(
+                content,
+                title=title,
+                kind=kind,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                supersedes=supersedes,
+                provider=provider,
+                timeout_ms=timeout_ms,
+            )
+        )
+        return result
+
+    def forget(
+        self,
+        id: str,  # noqa: A002 - the wire name
+        *,
+        provider: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> Forgotten:
+        """``memory/forget`` (``AsyncClient.forget``): the deleted entry's id."""
+        result: Forgotten = self._run(
+            lambda c: c.forget(id, provider=provider, timeout_ms=timeout_ms)
+        )
+        return result
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._run(lambda c: c.status())
