@@ -10,6 +10,7 @@ import pytest
 
 from hostd.client import AsyncClient, RpcError, connect
 from providers.memory import MemoryStore
+from tests.server.conftest import ROOT
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +24,7 @@ def memory_table(pid: str, db: Path) -> str:
     return (
         f'\n[[provider]]\nid = "{pid}"\n'
         f'command = ["python", "-m", "providers.memory", "--db", "{db}"]\n'
-        f'timeout_ms = 60000\ncwd = "{Path(__file__).resolve().parents[2]}"\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\n'
     )
 
 
@@ -153,4 +154,25 @@ async def test_two_providers_that_store_memories_must_be_named(
         assert "several providers store memories (diary, notes)" in caught.value.message
         done = await client.call("memory/remember", {**params, "provider": "diary"})
         assert (done["provider"], done["id"]) == ("diary", "mem-1")
+    assert await daemon.stop() == 0
+
+
+async def test_a_write_waits_for_consent_as_a_query_does(start_daemon: Any, marker: str) -> None:
+    table = (
+        '\n[[provider]]\nid = "cloud"\ncommand = ["python", "-m", '
+        f'"tests.fixtures.remembering_provider", "--name", "cloud-{marker}", '
+        '"--egress-scope", "net:notes.example"]\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\n'
+    )
+    daemon = await start_daemon({}, extra=table)
+    async with connect(daemon.socket) as client:
+        params = {"kind": "fact", "title": "t", "content": "c"}
+        with pytest.raises(RpcError) as caught:
+            await client.call("memory/remember", params)
+        assert caught.value.remote_reason == "no_consent"  # nothing was sent
+        assert caught.value.rpc_data["missing_scopes"] == ["net:notes.example"]
+        assert "hostd consent grant cloud net:notes.example" in caught.value.message
+        await client.consent_grant("cloud", "net:notes.example")
+        done = await client.call("memory/remember", params)
+        assert (done["provider"], done["id"]) == ("cloud", "e-1")
     assert await daemon.stop() == 0
