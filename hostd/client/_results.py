@@ -325,6 +325,7 @@ class Forgotten(WireResult):
 
     provider: str
     forgotten: str
+    reopened: str | None = None
     request_id: str | None = None
 
 

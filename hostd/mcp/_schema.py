@@ -427,6 +427,7 @@ FORGET_OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "provider": {"type": "string"},
         "forgotten": {"type": "string"},
+        "reopened": {"type": "string"},
         "request_id": {"type": "string"},
     },
     "required": ["provider", "forgotten"],

@@ -371,6 +371,8 @@ async def _forget(backend: Backend, args: dict[str, Any]) -> types.CallToolResul
     except HostdError as exc:
         return _failed(exc)
     text = f"forgot {result['forgotten']} (deleted from {result['provider']})"
+    if result.get("reopened"):
+        text += f"; {result['reopened']}, which it had superseded, is valid again"
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
 
 

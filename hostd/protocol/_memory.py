@@ -57,6 +57,8 @@ class ForgetRequest(WireModel):
 
 
 class ForgetResult(WireModel):
-    """The deleted entry's id (its frames then verify ``gone``)."""
+    """The deleted entry's id (its frames then verify ``gone``) and, when it had
+    superseded one, that entry's id, valid again (``reopened``)."""
 
     forgotten: str
+    reopened: str | None = None

@@ -134,10 +134,11 @@ class MemoryProvider(Provider):
         if row is None:
             raise _refused("id", "not_an_entry_id", "id takes an entry id as mem-3")
         try:
-            self.store.forget(row)
+            _, reopened = self.store.forget(row)
         except KeyError as exc:
             raise _refused("id", "unknown_entry", str(exc)) from exc
-        return ForgetResult(forgotten=request.id)
+        again = reopened.frame_id if reopened is not None else None
+        return ForgetResult(forgotten=request.id, reopened=again)
 
 
 def _refused(field: str, problem: str, message: str) -> ProviderRefusal:

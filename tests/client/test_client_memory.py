@@ -47,7 +47,8 @@ def test_the_sync_client_remembers_supersedes_and_forgets(tmp_path: Path) -> Non
         assert _cited(hostd, as_of=BETWEEN) == ["mem-1"]
         gone = hostd.forget(second.id)
         assert isinstance(gone, Forgotten) and gone.forgotten == "mem-2"
-        assert _cited(hostd) == []
+        assert gone.reopened == "mem-1"  # the correction undone: the old entry holds again
+        assert _cited(hostd) == ["mem-1"]
         with pytest.raises(RpcError) as caught:
             hostd.forget("mem-2")
         assert caught.value.remote_reason == "write_refused"

@@ -89,8 +89,11 @@ async def test_a_model_remembers_supersedes_and_forgets(workdir: Path, marker: s
     assert (cited_first, cited_now, cited_then) == (["mem-1"], ["mem-2"], ["mem-1"])
     assert forgot.is_error is False
     jsonschema.validate(forgot.structured_content, tools["forget_memory"].output_schema)
-    assert _text(forgot) == "forgot mem-2 (deleted from memory)"
-    assert cited_after == []
+    assert _text(forgot) == (
+        "forgot mem-2 (deleted from memory); mem-1, which it had superseded, is valid again"
+    )
+    assert forgot.structured_content["reopened"] == "mem-1"
+    assert cited_after == ["mem-1"]
     assert again.is_error is True
     assert _text(again) == "invalid params: id: provider 'memory' refused the write: no such entry"
 

@@ -101,6 +101,13 @@ async def test_forget_deletes_the_entry(server: ProviderServer, db: Path) -> Non
             "unknown_kind",
         ),
         ("memory/remember", {"kind": "fact", "title": "  ", "content": "c"}, "title", "blank"),
+        ("memory/remember", {"kind": "fact", "title": "t", "content": " "}, "content", "blank"),
+        (
+            "memory/remember",
+            {"kind": "fact", "title": "t", "content": "", "supersedes": "mem-1"},
+            "content",
+            "blank",
+        ),
         (
             "memory/remember",
             {"kind": "fact", "title": "t", "content": "c", "valid_from": "yesterday"},

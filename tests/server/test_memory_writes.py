@@ -75,8 +75,13 @@ async def test_an_agent_remembers_supersedes_and_forgets(
         assert gone == {
             "provider": "memory",
             "forgotten": "mem-2",
+            "reopened": "mem-1",
             "request_id": gone["request_id"],
         }
+        # Forgetting the correction undoes it: the entry it closed is true again.
+        assert await _memory_ids(client, "when do deploys happen") == ["mem-1"]
+        gone = await client.call("memory/forget", {"id": "mem-1"})
+        assert "reopened" not in gone
         assert await _memory_ids(client, "when do deploys happen") == []
     assert await daemon.stop() == 0
     remembered = daemon.events("memory.remembered")
