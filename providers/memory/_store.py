@@ -9,6 +9,8 @@ in one transaction. Writes are transactions in WAL mode with
 Search is BM25 over title and content, filtered by the half-open window at
 ``as_of`` (Q2): FTS5 matches, stems and weighs term frequency, and the IDF is
 Lucene's, which stays positive for a word most entries share (see ``search``).
+An answer gives entries that say the same thing one frame, the newest's, and
+ranks ties newest first (``ranked``).
 This module knows nothing of the wire runtime.
 """
 
@@ -267,6 +269,57 @@ def _score_sql(phrases: int, bounded: bool) -> str:
     )
 
 
+#: Frame scores are said to this many decimals: scores equal to them are a tie (``ranked``).
+_SCORE_DIGITS = 6
+#: What a tied frame's score loses for each newer one of its tie ranked before it. A tie
+#: holds at most ``search``'s 200 hits, so it stays above the next lower score.
+_TIE_STEP = 1e-9
+
+
+def _wire_score(raw: float) -> float:
+    return round(saturate(raw, FTS_HALF_SCORE), _SCORE_DIGITS)
+
+
+def _said_key(entry: Entry) -> tuple[str, str, str]:
+    """What an entry says: its kind, and its title and content lower-cased with every
+    run of blank space one space. Entries with one key say the same thing."""
+    return (
+        entry.kind,
+        " ".join(entry.title.lower().split()),
+        " ".join(entry.content.lower().split()),
+    )
+
+
+def ranked(hits: Iterable[tuple[Entry, float]]) -> list[tuple[Entry, float]]:
+    """``search``'s ``(entry, raw)`` hits as frames are ranked: ``(entry, frame score)``.
+
+    Entries that say the same thing (``_said_key``) are one frame, the newest's, with
+    the best score among them: one fact said ten times takes one slot of the prompt.
+    Scores equal to the decimals a frame carries are a tie, and the newest entry (the
+    highest id: ids grow as entries are recorded, and none is reused) ranks first, as
+    likelier current. A host ranks a provider's frames by score and breaks ties by
+    frame id, so each tied frame after the first carries ``_TIE_STEP`` less than the
+    one before it (never below 0): the newest first, whoever ranks them. A pure
+    function of the hits, so the same store gives the same frames, byte for byte.
+    """
+    kept: dict[tuple[str, str, str], tuple[Entry, float]] = {}
+    for entry, raw in hits:
+        key, score = _said_key(entry), _wire_score(raw)
+        held = kept.get(key)
+        if held is not None:
+            entry = entry if entry.id > held[0].id else held[0]
+            score = max(score, held[1])
+        kept[key] = (entry, score)
+    order = sorted(kept.values(), key=lambda hit: (-hit[1], -hit[0].id))
+    out: list[tuple[Entry, float]] = []
+    tie, behind = -1.0, 0
+    for entry, score in order:
+        behind = behind + 1 if score == tie else 0
+        tie = score
+        out.append((entry, max(0.0, round(score - behind * _TIE_STEP, _SCORE_DIGITS + 3))))
+    return out
+
+
 class MemoryStore:
     """One SQLite memory database. Safe to share between threads; many processes may open it."""
 
@@ -468,6 +521,12 @@ class MemoryStore:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
 
+    def counts(self) -> dict[str, int]:
+        """How many entries of each kind it holds, closed ones too (``list --all``)."""
+        with self._lock:
+            rows = self._db.execute("SELECT kind, count(*) FROM entries GROUP BY kind").fetchall()
+        return {kind: int(n) for kind, n in rows}
+
     def search(
         self, text: str, *, as_of: str | None = None, limit: int = 200
     ) -> builtins.list[tuple[Entry, float]]:
@@ -546,6 +605,10 @@ class MemoryStore:
     # --- the provider's two answers --------------------------------------------------
 
     def frame(self, entry: Entry, raw: float) -> ContextFrame:
+        return self._frame(entry, _wire_score(raw))
+
+    @staticmethod
+    def _frame(entry: Entry, score: float) -> ContextFrame:
         uri = f"memory:{entry.frame_id}"
         return ContextFrame(
             id=entry.frame_id,
@@ -554,7 +617,7 @@ class MemoryStore:
             content=entry.content,
             content_digest=entry.content_digest,
             uri=uri,
-            score=round(saturate(raw, FTS_HALF_SCORE), 6),
+            score=score,
             token_cost=canonical_token_cost(entry.content),
             valid_from=entry.valid_from,
             valid_to=entry.valid_to,
@@ -567,8 +630,8 @@ class MemoryStore:
         """The frames for one query: window at ``as_of`` (Q2), kinds (Q1), budget (B1, B4)."""
         if query.max_frames == 0:
             return Packed([], False, 0)
-        hits = self.search(query_text(query), as_of=query.as_of)
-        return pack(hits, query, kind_of=lambda h: h[0].kind, build=lambda h: self.frame(*h))
+        hits = ranked(self.search(query_text(query), as_of=query.as_of))
+        return pack(hits, query, kind_of=lambda h: h[0].kind, build=lambda h: self._frame(*h))
 
     def verify_one(self, identity: FrameIdentity) -> FrameVerdict:
         """From the stored digest (V3, V4): ``gone`` if deleted, ``stale`` if changed or superseded.
