@@ -127,10 +127,11 @@ class Provider:
         return None
 
     def ready_message(self) -> str | None:
-        """What it holds now, asked after each query it answered once ready: a text that
-        differs from its ready message so far is sent as the new one (an index rebuilt
-        for a changed tree says what it holds now), so ``hostd status`` stays true. Keep
-        it cheap (a string kept up to date). ``None``: nothing new to say."""
+        """What it holds now, asked after each query it answered once ready (and, by a
+        provider with no ``warm``, once at its start): a text that differs from its ready
+        message so far is sent as the new one (an index rebuilt for a changed tree says
+        what it holds now), so ``hostd status`` stays true. Keep it cheap (a string kept
+        up to date). ``None``: nothing new to say."""
         return None
 
 
@@ -452,6 +453,10 @@ class ProviderServer:
 
         readiness.attach(send)
         if not _warms(self.provider):
+            # Nothing to warm, but something to say: what it holds is its ready message
+            # from the start (a database's entries), as a warm-up's is when it ends.
+            if self.restates:
+                readiness.restate(self.provider.ready_message())
             return None
         readiness.begin()
         return warm_in_thread(self.provider.warm, readiness, self.provider.progress_beat_s)

@@ -57,6 +57,7 @@ class MemoryProvider(Provider):
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        self._said = _holding(store)
         self.info = ProviderInfo(
             name="hostd-memory", version=VERSION, data_flow=DataFlow(reads=True, writes=True)
         )
@@ -67,8 +68,20 @@ class MemoryProvider(Provider):
         )
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
-        packed = await anyio.to_thread.run_sync(self.store.answer, query)
-        return packed.to_result()
+        return await anyio.to_thread.run_sync(self._answer, query)
+
+    def _answer(self, query: ContextQuery) -> ContextQueryResult:
+        result = self.store.answer(query).to_result()
+        # Counted again in the query's own thread (one grouped count, cheap beside the
+        # search), so writes since, this process's or another's, are said, and the event
+        # loop never waits on SQLite for ``ready_message``.
+        self._said = _holding(self.store)
+        return result
+
+    def ready_message(self) -> str:
+        """What it holds: said at its start, and again after a query when it changed, so
+        ``hostd status`` names the database the daemon reads and what is in it."""
+        return self._said
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
         return await anyio.to_thread.run_sync(self.store.verify, frames)
@@ -153,6 +166,37 @@ def _remembered(entry: Entry, closed: Entry | None = None) -> RememberResult:
         valid_from=entry.valid_from,
         valid_to=entry.valid_to,
         supersedes=closed.frame_id if closed is not None else None,
+    )
+
+
+#: A kind's plural, as the ready message counts entries.
+_PLURALS = {"fact": "facts", "memory": "memories", "episode": "episodes"}
+
+
+def _shown(path: Path) -> str:
+    """``path`` made absolute, the home directory written ``~``."""
+    path = path.absolute()
+    try:
+        return f"~/{path.relative_to(Path.home()).as_posix()}"
+    except ValueError:
+        return str(path)
+
+
+def _holding(store: MemoryStore) -> str:
+    """``95 entries: 40 facts, 5 memories, 50 episodes, in ~/….db``: every entry, closed
+    ones too (as ``list --all`` shows them), each kind it holds counted."""
+    counts = store.counts()
+    total = sum(counts.values())
+    kinds = ", ".join(
+        f"{counts[kind]} {kind if counts[kind] == 1 else _PLURALS[kind]}"
+        for kind in KINDS
+        if counts.get(kind)
+    )
+    entries = "1 entry" if total == 1 else f"{total} entries"
+    return (
+        f"{entries}: {kinds}, in {_shown(store.path)}"
+        if kinds
+        else f"{entries} in {_shown(store.path)}"
     )
 
 

@@ -212,3 +212,33 @@ async def test_a_warm_up_answering_meanwhile_says_so_at_once_and_in_each_answer(
     assert result["warming"] == {"phase": "embed", "done": 1, "total": 4}
     whole = await _ask(server, _req("context/query", _QUERY, 2))
     assert "warming" not in whole["result"]
+
+
+class _Holding(Provider):
+    """No warm-up, but a ready message: what it holds, which a query may change."""
+
+    info = ProviderInfo(name="holding", version="1.0")
+
+    def __init__(self) -> None:
+        self.held = 3
+
+    def ready_message(self) -> str:
+        return f"{self.held} entries"
+
+    async def query(self, query: ContextQuery) -> list[Any]:
+        self.held += 1
+        return []
+
+
+@pytest.mark.anyio
+async def test_a_provider_with_nothing_to_warm_says_what_it_holds_at_its_start() -> None:
+    provider = _Holding()
+    server = ProviderServer(provider)
+    notes: list[dict[str, Any]] = []
+    # Said from start_warming itself, in this thread: no warm-up thread to wait for.
+    assert server.start_warming(lambda line: notes.append(json.loads(line)["params"])) is None
+    assert notes == [{"state": "ready", "phase": "ready", "message": "3 entries"}]
+    ack = await _ask(server, _req("context/handshake", _HANDSHAKE, 1))
+    assert "ready" not in ack["result"]  # ready at once, as before
+    await _ask(server, _req("context/query", _QUERY, 2))
+    assert notes[-1]["message"] == "4 entries"
