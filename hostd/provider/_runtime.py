@@ -344,6 +344,8 @@ async def _remember(server: ProviderServer, req: RememberRequest) -> dict[str, A
     out = await _call_provider(server.provider.remember, "remember", req)
     if not isinstance(out, RememberResult):
         raise _WrongReturn(f"remember() returned {_type_name(out)}", "a RememberResult")
+    if server.restates:  # what it holds changed: said before the reply, as after a query
+        server.readiness.restate(server.provider.ready_message())
     return out.to_wire()
 
 
@@ -351,6 +353,8 @@ async def _forget(server: ProviderServer, req: ForgetRequest) -> dict[str, Any]:
     out = await _call_provider(server.provider.forget, "forget", req)
     if not isinstance(out, ForgetResult):
         raise _WrongReturn(f"forget() returned {_type_name(out)}", "a ForgetResult")
+    if server.restates:
+        server.readiness.restate(server.provider.ready_message())
     return out.to_wire()
 
 

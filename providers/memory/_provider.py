@@ -118,6 +118,7 @@ class MemoryProvider(Provider):
                 )
             except TimestampError as exc:  # the only one left: the window closes too soon
                 raise _refused("valid_to", "not_after_valid_from", str(exc)) from exc
+            self._said = _holding(self.store)  # in the write's thread, as a query's
             return _remembered(entry)
         old = entry_id(request.supersedes)
         if old is None:
@@ -140,6 +141,7 @@ class MemoryProvider(Provider):
             raise _refused("supersedes", "not_valid_then", str(exc)) from exc
         except ValueError as exc:
             raise _refused("supersedes", "already_superseded", str(exc)) from exc
+        self._said = _holding(self.store)
         return _remembered(new, closed)
 
     def _forget(self, request: ForgetRequest) -> ForgetResult:
@@ -151,6 +153,7 @@ class MemoryProvider(Provider):
         except KeyError as exc:
             raise _refused("id", "unknown_entry", str(exc)) from exc
         again = reopened.frame_id if reopened is not None else None
+        self._said = _holding(self.store)
         return ForgetResult(forgotten=request.id, reopened=again)
 
 

@@ -39,6 +39,12 @@ async def test_the_ready_message_counts_each_kind_and_names_the_database(tmp_pat
         count = len(peer.notes)
         await peer.call("context/query", _QUERY)
         assert len(peer.notes) == count  # nothing changed: nothing said
+        # A write through the provider itself is said with its reply, no query needed.
+        remember = {"kind": "fact", "title": "tz", "content": "the servers run in UTC"}
+        await peer.call("memory/remember", remember)
+        assert peer.notes[-1]["message"] == f"6 entries: 4 facts, 1 memory, 1 episode, in {shown}"
+        await peer.call("memory/forget", {"id": "mem-6"})
+        assert peer.notes[-1]["message"] == f"5 entries: 3 facts, 1 memory, 1 episode, in {shown}"
 
 
 @pytest.mark.anyio
