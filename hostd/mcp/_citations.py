@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -87,6 +87,8 @@ class CitedText:
     mime_type: str
     source: str | None  # the provenance URI (and range) it came from, if any
     size: int  # UTF-8 bytes of ``text``
+    #: The (provider, frame id) of each citation that shares it: what a forget evicts.
+    frames: tuple[tuple[str, str], ...] = ()
 
     @property
     def description(self) -> str:
@@ -134,8 +136,9 @@ def cited_texts(result: dict[str, Any]) -> list[CitedText]:
     if len(texts) != len(citations):
         return []
     request = quote(str(result.get("request_id") or "request"), safe="")
-    seen: set[tuple[str, ...]] = set()
+    seen: dict[tuple[str, ...], int] = {}
     out: list[CitedText] = []
+    frames: list[list[tuple[str, str]]] = []
     for citation, text in zip(citations, texts, strict=True):
         uri, span = _source(citation)
         frame = citation.get("frame") or {}
@@ -143,8 +146,10 @@ def cited_texts(result: dict[str, Any]) -> list[CitedText]:
         ident = (str(frame.get("provider_id")), str(frame.get("frame_id")))
         key = (uri, span or "") if uri else ("", *ident)
         if key in seen:
+            frames[seen[key]].append(ident)
             continue
-        seen.add(key)
+        seen[key] = len(out)
+        frames.append([ident])
         out.append(
             CitedText(
                 uri=f"hostd://citation/{request}/{len(out) + 1}",
@@ -155,7 +160,7 @@ def cited_texts(result: dict[str, Any]) -> list[CitedText]:
                 size=len(text.encode("utf-8", "surrogatepass")),
             )
         )
-    return out
+    return [replace(t, frames=tuple(f)) for t, f in zip(out, frames, strict=True)]
 
 
 class CitationStore:
@@ -199,6 +204,15 @@ class CitationStore:
 
     def get(self, uri: str) -> CitedText | None:
         return self._texts.get(uri)
+
+    def drop_frame(self, provider_id: str, frame_id: str) -> int:
+        """Evict every text that quotes that frame (a memory forgotten through this
+        server must not be served again); how many were kept."""
+        ident = (provider_id, frame_id)
+        gone = [uri for uri, t in self._texts.items() if ident in t.frames]
+        for uri in gone:
+            self._bytes -= self._texts.pop(uri).size
+        return len(gone)
 
     def page(self, after: str | None, limit: int) -> tuple[list[CitedText], str | None]:
         """Up to ``limit`` texts, oldest first, from just after the URI ``after`` (a

@@ -365,11 +365,15 @@ async def _remember(backend: Backend, args: dict[str, Any]) -> types.CallToolRes
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result)
 
 
-async def _forget(backend: Backend, args: dict[str, Any]) -> types.CallToolResult:
+async def _forget(
+    backend: Backend, args: dict[str, Any], citations: CitationStore
+) -> types.CallToolResult:
     try:
         result = await backend.call("memory/forget", forget_params(args))
     except HostdError as exc:
         return _failed(exc)
+    # What was forgotten is not served again from this server's cited texts either.
+    citations.drop_frame(str(result["provider"]), str(result["forgotten"]))
     text = f"forgot {result['forgotten']} (deleted from {result['provider']})"
     if result.get("reopened"):
         text += f"; {result['reopened']}, which it had superseded, is valid again"
@@ -438,7 +442,7 @@ def build_server(
             if params.name == "remember":
                 return await _remember(backend, args)
             if params.name == "forget_memory":
-                return await _forget(backend, args)
+                return await _forget(backend, args, store)
             return await _providers(backend)
         except anyio.get_cancelled_exc_class():
             log.info("mcp.call.cancelled", tool=params.name)

@@ -162,6 +162,30 @@ def test_blocks_whose_fences_show_a_window_are_read_back() -> None:
     assert [t.text for t in cited_texts(wire)] == ["port 5433", "port 5432"]
 
 
+def test_a_forgotten_frame_is_evicted_with_every_text_that_quotes_it() -> None:
+    kept = frame("m1", 0.9, "x = 1", label="fact #1")
+    prov = [file_prov("file:///notes.md", "L1-2")]
+    forgotten = frame("m2", 0.8, "y = 2", label="fact #2", provenance=prov)
+    pairs = [("memory", kept), ("memory", forgotten)]
+    composed = compose_for_prompt(pairs, 100_000, placement="ranked")
+    wire = {**composed.to_wire(), "request_id": "r-5"}
+    # The same range cited twice (a second citation of it) shares the first's text,
+    # which then names both frames.
+    twice = {**wire["citations"][1], "frame": {"provider_id": "memory", "frame_id": "m3"}}
+    wire["citations"] = [*wire["citations"], twice]
+    wire["prompt"] += '<frame provider="memory" kind="snippet" cite="fact #2 #2">\ny = 2\n'
+    wire["prompt"] += "</frame>\n"
+    texts = cited_texts(wire)
+    assert [t.frames for t in texts] == [(("memory", "m1"),), (("memory", "m2"), ("memory", "m3"))]
+    store = CitationStore()
+    store.add(texts)
+    before = store.bytes
+    assert store.drop_frame("memory", "m3") == 1  # a frame that shares the text evicts it
+    assert store.get(texts[1].uri) is None and store.get(texts[0].uri) is not None
+    assert store.bytes == before - texts[1].size
+    assert store.drop_frame("memory", "m2") == 0
+
+
 def test_an_older_daemons_fences_with_a_frame_id_are_read_back() -> None:
     # `hostd mcp --connect` may reach a daemon whose fences still carry ``id="…"``.
     prompt = (

@@ -12,6 +12,7 @@ import jsonschema
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.server.conftest import ROOT
 
@@ -75,7 +76,19 @@ async def test_a_model_remembers_supersedes_and_forgets(workdir: Path, marker: s
             )
             cited_now = await _cited(client)
             cited_then = await _cited(client, as_of=BETWEEN)
+            linked = await client.call_tool(
+                "compose_context", {"goal": GOAL, "providers": ["memory"]}
+            )
+            links = [b.uri for b in linked.content if isinstance(b, types.ResourceLink)]
+            readable = [await client.read_resource(uri) for uri in links]
             forgot = await client.call_tool("forget_memory", {"id": "mem-2"})
+            # A forgotten memory's cited text is served no more, nor listed.
+            listed = [r.uri for r in (await client.list_resources()).resources]
+            refused = []
+            for uri in links:
+                with pytest.raises(MCPError) as caught:
+                    await client.read_resource(uri)
+                refused.append(caught.value)
             cited_after = await _cited(client)
             again = await client.call_tool("forget_memory", {"id": "mem-2"})
     assert first.is_error is False and second.is_error is False, (_text(first), _text(second))
@@ -93,6 +106,8 @@ async def test_a_model_remembers_supersedes_and_forgets(workdir: Path, marker: s
         "forgot mem-2 (deleted from memory); mem-1, which it had superseded, is valid again"
     )
     assert forgot.structured_content["reopened"] == "mem-1"
+    assert len(links) == len(readable) == len(refused) == 1
+    assert not set(links) & set(listed)
     assert cited_after == ["mem-1"]
     assert again.is_error is True
     assert _text(again) == "invalid params: id: provider 'memory' refused the write: no such entry"
