@@ -68,6 +68,12 @@ class _Engine:
     def session_stats(self) -> dict[str, Any]:
         return {}
 
+    async def remember(self, request: Any, **kw: Any) -> tuple[str, Any]:
+        raise AssertionError("no write in these tests")
+
+    async def forget(self, request: Any, **kw: Any) -> tuple[str, Any]:
+        raise AssertionError("no write in these tests")
+
 
 class _Reranker:
     def __init__(self, outcome: RerankOutcome) -> None:

@@ -24,14 +24,24 @@ from pydantic import ValidationError
 from hostd.cli._checks import check_provider
 from hostd.config import ProviderSettings
 from hostd.engine import Host, LegStatus, ProviderSpec
-from hostd.errors import CorrelationMismatch, HostdError, ProtocolFault, ProviderError
+from hostd.errors import (
+    CorrelationMismatch,
+    HostdError,
+    NotSupported,
+    ProtocolFault,
+    ProviderError,
+)
 from hostd.protocol import (
     PROTOCOL_VERSION,
     ContextQuery,
     ContextQueryResult,
+    ForgetRequest,
+    ForgetResult,
     FrameIdentity,
     HandshakeAck,
     HostInfo,
+    RememberRequest,
+    RememberResult,
     VerifyResponse,
     WireModel,
     read_cgp_code,
@@ -87,6 +97,21 @@ class TupleCodec:
 
     def shutdown(self) -> Request:
         return Request(b'["shutdown",null,null]\n', None, "shutdown")
+
+    def _no_writes(self) -> NotSupported:
+        return NotSupported(f"provider {self.provider_id!r}: the tuple wire carries no write")
+
+    def remember(self, request: RememberRequest) -> Request:
+        raise self._no_writes()
+
+    def forget(self, request: ForgetRequest) -> Request:
+        raise self._no_writes()
+
+    def remember_result(self, payload: Any) -> RememberResult:
+        raise self._no_writes()
+
+    def forget_result(self, payload: Any) -> ForgetResult:
+        raise self._no_writes()
 
     def read(self, data: bytes) -> Message | None:
         if not data.strip():
