@@ -365,6 +365,15 @@ def _check_params(params: dict[str, Any]) -> None:
             raise InvalidParam(f"invalid params: as_of: {bad_time[0].message}", field="as_of")
 
 
+def _instant(value: str | None) -> str | None:
+    """``--as-of`` as the API takes it: a date or an offset time made its UTC stamp."""
+    if value is None:
+        return None
+    from hostd.protocol import utc_timestamp
+
+    return utc_timestamp(value) or value
+
+
 async def _compose(cfg: Config, args: argparse.Namespace) -> int:
     optional = {
         "budget": args.budget,
@@ -373,7 +382,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
         "providers": csv_arg(args.providers),
         "kinds": csv_arg(args.kinds),
         "query_text": args.query_text,
-        "as_of": args.as_of,
+        "as_of": _instant(args.as_of),
         "anchors": anchors_arg(args.anchors),
         "max_frames": args.max_frames,
         "timeout_ms": args.timeout_ms,

@@ -135,7 +135,8 @@ COMPOSE_INPUT_SCHEMA: dict[str, Any] = {
         },
         "as_of": {
             "type": "string",
-            "description": "a UTC time, YYYY-MM-DDTHH:MM:SSZ (a fraction allowed): only "
+            "description": "a UTC time, YYYY-MM-DDTHH:MM:SSZ (a fraction allowed; a date "
+            "is its midnight UTC, an offset time its UTC instant): only "
             "evidence valid then, from providers whose frames carry a validity window (a "
             "memory of facts later superseded); a frame without one always is. Default: none",
         },
@@ -346,7 +347,10 @@ REPORT_OUTPUT_SCHEMA: dict[str, Any] = {
 
 
 #: F4, as ``as_of``.
-_TIME = "a UTC time, YYYY-MM-DDTHH:MM:SSZ (a fraction allowed)"
+_TIME = (
+    "a UTC time, YYYY-MM-DDTHH:MM:SSZ (a fraction allowed; a date is its midnight UTC, "
+    "an offset time its UTC instant)"
+)
 _ENTRY_ID = {"type": "string", "minLength": 1, "maxLength": 256}
 _WRITER = {
     "type": "string",

@@ -104,6 +104,7 @@ from ._rules import (
     parse_frame,
     parse_frames,
     parse_timestamp,
+    utc_timestamp,
 )
 from ._strict import unknown_members
 from ._version import PROTOCOL_VERSION, is_version_string, version_family, versions_compatible
@@ -205,6 +206,7 @@ __all__ = [
     "read_cgp_code",
     "sha256_digest",
     "unknown_members",
+    "utc_timestamp",
     "version_family",
     "versions_compatible",
 ]

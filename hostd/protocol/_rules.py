@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
@@ -51,6 +51,7 @@ __all__ = [
     "parse_frame",
     "parse_frames",
     "parse_timestamp",
+    "utc_timestamp",
 ]
 
 LOCAL_ONLY_SCOPE = "local-only"
@@ -109,14 +110,45 @@ def parse_timestamp(value: str) -> tuple[datetime, Decimal] | None:
     return whole, frac
 
 
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_OFFSET_RE = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(\.[0-9]+)?([+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def utc_timestamp(value: str) -> str | None:
+    """``value`` as an F4 stamp: an F4 stamp as it is, a date (``2026-11-02``) as its
+    midnight UTC, a time with an offset (``…T10:00:00+01:00``) as the same instant in UTC,
+    its fraction kept digit for digit; ``None`` for anything else. What a person or an
+    agent writes, made what the protocol carries (a provider only ever sees F4)."""
+    if parse_timestamp(value) is not None:
+        return value
+    if _DATE_RE.fullmatch(value):
+        stamp = f"{value}T00:00:00Z"
+        return stamp if parse_timestamp(stamp) is not None else None
+    shifted = _OFFSET_RE.fullmatch(value)
+    if shifted is None:
+        return None
+    whole, fraction, offset = shifted.groups()
+    try:
+        instant = datetime.fromisoformat(whole + offset).astimezone(UTC)
+    except ValueError:
+        return None
+    return instant.strftime("%Y-%m-%dT%H:%M:%S") + (fraction or "") + "Z"
+
+
 def check_timestamp(value: str | None, field: str) -> list[Violation]:
     """F4: ``field``'s violation when ``value`` is not an RFC 3339 UTC time (``None`` passes)."""
     if value is None:
         return []
     if not isinstance(value, str) or not is_timestamp(value):
+        # The value is never repeated: it may be a peer's text.
         return [
             Violation(
-                "F4", field, "not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z (not quoted)"
+                "F4",
+                field,
+                "not a UTC time such as 2026-11-02T09:30:00Z (RFC 3339: date, 'T', time, "
+                "an optional fraction of a second, then 'Z')",
             )
         ]
     return []

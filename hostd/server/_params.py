@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+
+from hostd.protocol import utc_timestamp
 
 __all__ = [
     "CancelParams",
@@ -55,6 +57,17 @@ class FloorParam(_Params):
     position: Literal["top", "bottom"] = "top"
 
 
+def _as_utc(value: Any) -> Any:
+    """A date or a time with an offset as the F4 UTC stamp providers are sent; anything
+    else as it came, for the F4 check to refuse in its words."""
+    if isinstance(value, str) and len(value) <= 64:
+        return utc_timestamp(value) or value
+    return value
+
+
+#: An instant as F4 carries it; a date (midnight UTC) or an offset time is taken too.
+_Instant = Annotated[str, BeforeValidator(_as_utc)]
+
 #: The goal: bounded before the blank check, so a long one is told in characters.
 _Goal = Annotated[str, Field(min_length=1, max_length=_MAX_STR), AfterValidator(_not_blank)]
 
@@ -64,7 +77,7 @@ class QueryParams(_Params):
     query_text: Annotated[str, Field(max_length=_MAX_STR)] | None = None
     kinds: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list)
     anchors: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
-    as_of: str | None = None
+    as_of: _Instant | None = None
     budget: Annotated[_Count, Field(gt=0, le=10_000_000)] | None = None
     max_frames: Annotated[_Count, Field(ge=1, le=10_000)] = 64
     providers: list[Annotated[str, Field(min_length=1)]] | None = None
@@ -165,8 +178,8 @@ class RememberParams(_WriteParams):
     title: Annotated[_Text, Field(max_length=4096)]
     content: Annotated[_Text, Field(max_length=4 * 1024 * 1024)]
     #: F4 times (checked by the pipeline, as ``as_of`` is).
-    valid_from: Annotated[str, Field(max_length=64)] | None = None
-    valid_to: Annotated[str, Field(max_length=64)] | None = None
+    valid_from: Annotated[_Instant, Field(max_length=64)] | None = None
+    valid_to: Annotated[_Instant, Field(max_length=64)] | None = None
     #: The entry whose window closes at this one's ``valid_from``.
     supersedes: _EntryId | None = None
 

@@ -25,7 +25,6 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 from hostd.chunking import STOPWORDS
@@ -40,6 +39,7 @@ from hostd.protocol import (
     parse_timestamp,
     sha256_digest,
 )
+from hostd.protocol import utc_timestamp as to_utc
 
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 
@@ -107,32 +107,16 @@ class TimestampError(ValueError):
 _STAMP_FORMS = (
     "YYYY-MM-DD (midnight UTC), YYYY-MM-DDTHH:MM:SS(.f)Z, or the same with an offset such as +01:00"
 )
-_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_OFFSET_RE = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(\.[0-9]+)?([+-][0-9]{2}:[0-9]{2})"
-)
 
 
 def utc_timestamp(value: str) -> str:
-    """``value`` as the F4 stamp the store keeps: an F4 stamp as it is, a date as its
-    midnight UTC, a time with an offset as the same instant in UTC (its fraction kept
-    digit for digit); ``TimestampError`` for anything else."""
-    if parse_timestamp(value) is not None:
-        return value
-    if _DATE_RE.fullmatch(value):
-        stamp = f"{value}T00:00:00Z"
-        if parse_timestamp(stamp) is not None:
-            return stamp
-    shifted = _OFFSET_RE.fullmatch(value)
-    if shifted is not None:
-        whole, fraction, offset = shifted.groups()
-        try:
-            instant = datetime.fromisoformat(whole + offset).astimezone(UTC)
-        except ValueError:
-            pass
-        else:
-            return instant.strftime("%Y-%m-%dT%H:%M:%S") + (fraction or "") + "Z"
-    raise TimestampError(f"{value!r} is not a time: give {_STAMP_FORMS}")
+    """``value`` as the F4 stamp the store keeps (hostd's ``utc_timestamp``: a date as
+    its midnight UTC, a time with an offset as its UTC instant); ``TimestampError`` for
+    anything else."""
+    stamp = to_utc(value)
+    if stamp is None:
+        raise TimestampError(f"{value!r} is not a time: give {_STAMP_FORMS}")
+    return stamp
 
 
 def timestamp_key(value: str) -> str:

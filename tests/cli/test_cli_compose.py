@@ -226,9 +226,7 @@ def test_compose_as_of_answers_with_what_was_true_then(tmp_path: Path) -> None:
         f'\n[[provider]]\nid = "memory"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
         "timeout_ms = 60000\n"
     )
-    then = _hostd(
-        "--config", str(config), "compose", "staging port", "--as-of", "2026-03-01T00:00:00Z"
-    )
+    then = _hostd("--config", str(config), "compose", "staging port", "--as-of", "2026-03-01")
     assert then.returncode == 0, then.stderr
     assert "port 5432" in then.stdout and "6543" not in then.stdout
     assert 'title="staging DB" valid="2026-01-01..2026-06-01">' in then.stdout

@@ -145,7 +145,8 @@ async def test_max_frames_and_anchors_reach_every_provider(workdir: Path, marker
     # The schema cannot tell a date that does not exist: the API's refusal, in its form.
     assert not_a_day.is_error is True
     assert _texts(not_a_day) == [
-        "invalid params: as_of: not an RFC 3339 UTC time YYYY-MM-DDTHH:MM:SS(.f+)?Z (not quoted)"
+        "invalid params: as_of: not a UTC time such as 2026-11-02T09:30:00Z (RFC 3339: date, "
+        "'T', time, an optional fraction of a second, then 'Z')"
     ]
 
 

@@ -363,3 +363,38 @@ def test_violations_serialise_with_rule_and_field() -> None:
         "message": "title is empty",
         "severity": "error",
     }
+
+
+@pytest.mark.parametrize(
+    ("given", "stamp"),
+    [
+        ("2026-11-02T09:30:00Z", "2026-11-02T09:30:00Z"),
+        ("2026-11-02T09:30:00.25Z", "2026-11-02T09:30:00.25Z"),
+        ("2026-11-02", "2026-11-02T00:00:00Z"),
+        ("2026-11-02T10:30:00+01:00", "2026-11-02T09:30:00Z"),
+        ("2026-11-01T23:30:00.500-01:00", "2026-11-02T00:30:00.500Z"),
+        ("2026-02-30", None),
+        ("yesterday", None),
+        ("2026-11-02T10:30:00+25:00", None),
+    ],
+)
+def test_a_date_or_an_offset_time_is_made_its_utc_stamp(given: str, stamp: str | None) -> None:
+    from hostd.protocol import check_timestamp, utc_timestamp
+
+    assert utc_timestamp(given) == stamp
+    if stamp is not None:
+        assert check_timestamp(stamp, "as_of") == []
+
+
+def test_the_api_takes_a_date_as_of_and_a_date_valid_from_as_their_utc_stamps() -> None:
+    from hostd.server import ComposeParams
+    from hostd.server._params import RememberParams
+
+    params = ComposeParams.model_validate({"goal": "g", "as_of": "2026-03-01"})
+    assert params.as_of == "2026-03-01T00:00:00Z"
+    kept = ComposeParams.model_validate({"goal": "g", "as_of": "not a time"})
+    assert kept.as_of == "not a time"  # refused later by the F4 check, in its words
+    write = RememberParams.model_validate(
+        {"kind": "fact", "title": "t", "content": "c", "valid_from": "2026-03-01T01:00:00+01:00"}
+    )
+    assert write.valid_from == "2026-03-01T00:00:00Z"
