@@ -275,6 +275,9 @@ _remembered_titles = lru_cache(maxsize=1024)(title_attribute)
 
 #: A timestamp at midnight UTC, which the fence shows as its day alone.
 _MIDNIGHT_RE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T00:00:00(?:\.0+)?Z")
+#: An F4 stamp with a fraction of a second: shown to the second (a recording time's
+#: microseconds are noise to a reader).
+_FRACTION_RE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})\.[0-9]+Z")
 #: The most characters of a validity bound the fence shows: an F4 stamp has at most 30
 #: with nine fractional digits; a longer one (peer text) is cut (``…``) to bound its bytes.
 _STAMP_CHARS = 32
@@ -284,6 +287,9 @@ def _bound(stamp: str) -> str:
     day = _MIDNIGHT_RE.fullmatch(stamp)
     if day is not None:
         return day.group(1)
+    second = _FRACTION_RE.fullmatch(stamp)
+    if second is not None:
+        return f"{second.group(1)}Z"
     if len(stamp) > _STAMP_CHARS:
         stamp = stamp[: _STAMP_CHARS - 1] + "…"
     return escape_attribute(stamp)
@@ -293,8 +299,9 @@ def validity_attribute(valid_from: str | None, valid_to: str | None) -> str:
     """When a frame was true (Q2's half-open ``[valid_from, valid_to)``) as a fence
     attribute, or ``""`` when it says neither: ``valid="2026-06-01T09:30:00Z.."`` (since),
     ``valid="2026-06-01..2026-11-02"`` (from, up to but not including), ``valid="..2026-11-02"``
-    (until). A bound at midnight UTC is shown as its day; any other as it was sent, so
-    the same frame always shows the same bytes, escaped as every attribute is."""
+    (until). A bound at midnight UTC is shown as its day, one with a fraction of a second
+    to the second, any other as it was sent, so the same frame always shows the same
+    bytes, escaped as every attribute is."""
     if valid_from is None and valid_to is None:
         return ""
     lo = "" if valid_from is None else _bound(valid_from)

@@ -400,19 +400,20 @@ def test_a_title_renders_the_same_bytes_every_time_and_is_priced_exactly(
 
 def test_a_frame_shows_when_it_was_true_on_its_fence() -> None:
     # A memory fact composed as of a past instant: the reader sees its window, a bound
-    # at midnight UTC as its day, any other as sent, an open end as nothing after "..".
+    # at midnight UTC as its day, one with a fraction to the second, any other as sent,
+    # an open end as nothing after "..".
     f = frame("mem-2", content="port 5432", title="staging DB", label="fact #2", kind="fact")
     windows = {
         ("2026-06-01T00:00:00Z", "2026-11-02T00:00:00.000Z"): 'valid="2026-06-01..2026-11-02"',
-        ("2026-06-01T09:30:00.5Z", None): 'valid="2026-06-01T09:30:00.5Z.."',
+        ("2026-06-01T09:30:00.5Z", None): 'valid="2026-06-01T09:30:00Z.."',
+        ("2026-06-01T09:30:00Z", None): 'valid="2026-06-01T09:30:00Z.."',
         (None, "2026-11-02T00:00:00Z"): 'valid="..2026-11-02"',
     }
     for (lo, hi), shown in windows.items():
         held = f.model_copy(update={"valid_from": lo, "valid_to": hi})
         block = render_frame("memory", held)
         assert _fence_line(block) == (
-            '<frame provider="memory" id="mem-2" kind="fact" cite="fact #2" '
-            f'title="staging DB" {shown}>'
+            f'<frame provider="memory" kind="fact" cite="fact #2" title="staging DB" {shown}>'
         )
         assert block == render_frame("memory", held.model_copy())
         assert rendered_size("memory", held) == len(block.encode())
@@ -443,7 +444,7 @@ def test_a_hostile_validity_stays_on_its_fence_line_escaped_and_bounded(
     )
     block = render_frame("p", f)
     line = _fence_line(block)
-    head = '<frame provider="p" id="a" kind="snippet" cite="x.md L1-2"'
+    head = '<frame provider="p" kind="snippet" cite="x.md L1-2"'
     assert re.fullmatch(re.escape(head) + r' valid="[^"<>\n]*">', line)
     assert CONTROLS.search(block) is None and len(block.splitlines()) == 3
     assert len(line.encode()) <= len(head) + len(' valid="..">') + 2 * 8 * 32
