@@ -253,6 +253,16 @@ def _imported(lines: Iterable[str]) -> list[NewEntry]:
     return news
 
 
+def _entry_arg(value: str) -> int:
+    """An entry as a person copies it: ``12``, ``#12`` (its label) or ``mem-12`` (its
+    frame id, as compositions and ``memory/remember`` name it)."""
+    text = value.strip().removeprefix("#")
+    row = entry_id(text) if text.startswith("mem-") else entry_id(f"mem-{text}")
+    if row is None:
+        raise argparse.ArgumentTypeError(f"not an entry id: give 12, #12 or mem-12 ({value!r})")
+    return row
+
+
 def _db_path(value: str) -> Path:
     """A ``--db`` value: ``~`` is the home directory (``hostd init`` writes it so)."""
     return Path(value).expanduser()
@@ -323,7 +333,7 @@ def _parser() -> argparse.ArgumentParser:
     sup = sub.add_parser(
         "supersede", parents=[edit], help="close an entry's window and open its successor"
     )
-    sup.add_argument("id", type=int)
+    sup.add_argument("id", type=_entry_arg, help="the entry: 12, #12 or mem-12")
     sup.add_argument("--title", help="title of the successor (default: the old title)")
     sup.add_argument("--at", help="when the old entry stopped being true (default: now)")
     sup.add_argument("--json", action="store_true", help="print both entries as JSON")
@@ -339,7 +349,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[edit],
         help="delete an entry; forgetting a correction makes the entry it superseded valid again",
     )
-    fgt.add_argument("id", type=int)
+    fgt.add_argument("id", type=_entry_arg, help="the entry: 12, #12 or mem-12")
     return parser
 
 

@@ -287,8 +287,8 @@ def test_cli_adds_imports_supersedes_and_lists(tmp_path: Path) -> None:
 def test_cli_forget_says_what_it_forgot_and_what_is_valid_again(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     assert _cli(db, "add", "--title", "staging DB", "--valid-from", T0, "port 5432").returncode == 0
-    assert _cli(db, "supersede", "1", "--at", T1, "port 6543").returncode == 0
-    r = _cli(db, "forget", "2")
+    assert _cli(db, "supersede", "#1", "--at", T1, "port 6543").returncode == 0
+    r = _cli(db, "forget", "mem-2")  # as a composition cites it
     assert r.returncode == 0, r.stderr
     assert r.stdout == (
         f"forgot #2 fact [{T1}, …)\n    staging DB: port 6543\n"
@@ -296,6 +296,8 @@ def test_cli_forget_says_what_it_forgot_and_what_is_valid_again(tmp_path: Path) 
     )
     r = _cli(db, "forget", "99")
     assert r.returncode == 1 and r.stderr.splitlines()[-1] == "providers.memory: no memory entry 99"
+    r = _cli(db, "forget", "mem-x")
+    assert r.returncode == 2 and "not an entry id: give 12, #12 or mem-12" in r.stderr
 
 
 def test_cli_import_names_the_line_it_refuses(tmp_path: Path) -> None:

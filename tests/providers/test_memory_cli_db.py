@@ -211,7 +211,10 @@ def test_serving_inside_a_project_still_reads_no_config(tmp_path: Path) -> None:
     served = _memory(project, env)
 
     assert served.returncode == 0, served.stderr
-    assert served.stdout == ""
+    # Its one line out is its ready note, naming the database it serves; no reply.
+    notes = [json.loads(line) for line in served.stdout.splitlines()]
+    assert [n["method"] for n in notes] == ["context/progress"]
+    assert notes[0]["params"]["message"].startswith("0 entries in ")
     assert served.stderr == f"providers.memory: 0 entries in {_global_db(env)}\n"
 
 
