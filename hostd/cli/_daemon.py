@@ -151,14 +151,16 @@ FAILING_LEGS = 3
 def _degraded(row: dict[str, Any]) -> bool:
     """A provider no request gets all its evidence from until something changes: down
     (crashed, failed, its warm-up included), lacking consent, or up but failing its
-    last ``FAILING_LEGS`` queries, or answering each of them short (an MCP tool of its
-    failing every time). Warming, starting and idle are not."""
+    last ``FAILING_LEGS`` queries, answering each of them short (an MCP tool of its
+    failing every time), or with frames hostd refused every one of (a frame with no
+    title). Warming, starting and idle are not."""
     health = row.get("health") or {}
     return (
         row.get("state") in ("crashed", "failed")
         or bool(row.get("consent_missing"))
         or int(health.get("failing_legs") or 0) >= FAILING_LEGS
         or int(health.get("partial_legs") or 0) >= FAILING_LEGS
+        or int(health.get("invalid_legs") or 0) >= FAILING_LEGS
     )
 
 
@@ -267,10 +269,14 @@ def provider_state(row: dict[str, Any]) -> str:
         shown = f"{state} ({' '.join(str(said).split())})" if said else state
         failing = int(health.get("failing_legs") or 0)
         partial = int(health.get("partial_legs") or 0)
+        invalid = int(health.get("invalid_legs") or 0)
         why = " ".join(str(health.get("last_error") or "no reason given").split())
         if state == "ready" and failing:  # up, yet its queries fail: say so, and why
             queries = "query" if failing == 1 else f"{failing} queries"
             shown += f"; its last {queries} failed: {why}"
+        elif state == "ready" and invalid:  # up, answering, yet none of it usable: why
+            answers = "answer's" if invalid == 1 else f"{invalid} answers'"
+            shown += f"; its last {answers} frames were all refused: {why}"
         elif state == "ready" and partial:  # up, yet each answer lacks a part: which
             queries = "query" if partial == 1 else f"{partial} queries"
             shown += f"; its last {queries} lost part of their answer: {why}"

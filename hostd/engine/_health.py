@@ -158,6 +158,10 @@ class Health:
     #: until an ``ok`` leg gives a frame, so "why does it never give anything?" is
     #: answered where its health is read.
     found_nothing: str | None = None
+    #: ``ok`` legs in a row whose every offered frame was refused as invalid (a frame
+    #: with no title, a string id) since its last answer that was not: up, answering,
+    #: yet nothing it offers is usable. ``last_error`` holds the last one's words.
+    invalid_legs: int = 0
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
         """The counters; with ``now`` (the clock ``failed_at`` reads), also
@@ -189,6 +193,7 @@ class Health:
             "failing_legs": self.failing_legs,
             "partial_legs": self.partial_legs,
             "found_nothing": self.found_nothing,
+            "invalid_legs": self.invalid_legs,
         }
 
 
@@ -375,6 +380,7 @@ def record_leg(
     late: int = 0,
     lost: str | None = None,
     empty: str | None = None,
+    invalid: str | None = None,
 ) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
@@ -385,9 +391,14 @@ def record_leg(
     what an ``ok`` leg lost of its answer (its note), kept as ``last_error``; it counts
     toward ``partial_legs``, and a whole ``ok`` leg ends that run. ``empty``: why an ``ok``
     leg held no frame (its binding's words), kept as ``found_nothing`` until an ``ok`` leg
-    gives one; a leg that is no answer leaves it as it was."""
+    gives one; a leg that is no answer leaves it as it was. ``invalid``: an ``ok`` leg
+    offered frames and every one was refused as invalid (hostd's words: which rule, which
+    field), kept as ``last_error``; it counts toward ``invalid_legs``, and any other
+    ``ok`` leg ends that run."""
     if status != "ok":
-        lost = None  # only an answer can be short of something
+        lost = invalid = None  # only an answer can be short of something, or refused
+    elif invalid is not None:
+        error = invalid
     elif lost is not None:
         error = lost
     answered = status in ("ok", "quarantined") or is_warming_leg(status)
@@ -435,6 +446,14 @@ def record_leg(
             0 if status == "ok" and lost is None else health.partial_legs + (lost is not None)
         ),
         found_nothing=found_nothing,
+        # Any other answer ends the run; a leg that is no answer neither ends nor adds.
+        invalid_legs=(
+            health.invalid_legs + 1
+            if invalid is not None
+            else 0
+            if status == "ok"
+            else health.invalid_legs
+        ),
     )
 
 

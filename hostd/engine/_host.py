@@ -51,7 +51,7 @@ from hostd.transport import (
 from ._declared import HandshakeRecords
 from ._gate import ConsentGate, missing_consent
 from ._health import Health, RestartPolicy
-from ._judge import JudgedLeg, audited, judge, judge_leg
+from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all
 from ._launch import PoolSettings
 from ._outcome import WARMING_PARTIAL
 from ._plan import ProviderView, plan_fan_out
@@ -309,6 +309,7 @@ class Host:
                 report.note if faulty else None,
                 # Said apart from the note, which may also say what left frames out.
                 reply.empty if not report.frames_offered else None,
+                refused_all(done),
             )
             _log_leg(report)
             if on_leg_done is not None:

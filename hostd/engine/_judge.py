@@ -37,6 +37,7 @@ __all__ = [
     "judge_leg",
     "no_kind_declared",
     "nothing_fit",
+    "refused_all",
 ]
 
 #: The state of every accepted frame before (or without) verification: one shared,
@@ -158,6 +159,24 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
         return None
     left = f" (it left out {reply.dropped} frame(s))" if reply.dropped else ""
     return f"nothing fit: no frame within its share of {asked} tokens{left}"
+
+
+def refused_all(judged: JudgedLeg) -> str | None:
+    """What an ``ok`` leg's frames broke when it offered some and every one was refused
+    as invalid (``invalid_frame 2 of 2 (schema frames[0].title: Field required)``: the
+    first frame's first violation, hostd's words), for its provider's health (a provider
+    up and answering, yet giving nothing usable). ``None`` otherwise: no frame offered,
+    one accepted, or one dropped for another reason."""
+    audit = judged.audit
+    if judged.report.status is not LegStatus.OK or audit is None or audit.accepted:
+        return None
+    refused = [detail for _, reason, detail in audit.excluded if reason == "invalid_frame"]
+    if not refused or len(refused) != audit.offered:
+        return None
+    first = (refused[0].get("violations") or [{}])[0]
+    what = " ".join(str(first.get(k, "")) for k in ("rule", "field") if first.get(k))
+    said = f" ({what}: {first['message']})" if what and first.get("message") else ""
+    return f"invalid_frame {len(refused)} of {audit.offered}{said}"
 
 
 def _empty(reply: LegReply, offered: int) -> str | None:

@@ -542,16 +542,24 @@ class ProviderPool:
         error: str | None,
         lost: str | None = None,
         empty: str | None = None,
+        invalid: str | None = None,
     ) -> None:
         """Count a finished leg (``lost``: what an ``ok`` one lost of its answer; ``empty``:
-        why one held no frame, when its binding could tell); restart
+        why one held no frame, when its binding could tell; ``invalid``: what its frames
+        broke when every one was refused as invalid); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
         pool's task group and the next request starts a fresh one, after the backoff the
         failure earns. Late replies read since the
         last leg say it is slow, not hung (``record_leg``'s ``late``). A remote leg
         ``unauthorized`` by its connection's refusal parks the provider (``record_refused``)."""
         slot.health = record_leg(
-            slot.health, status, error=error, late=slot.take_late(), lost=lost, empty=empty
+            slot.health,
+            status,
+            error=error,
+            late=slot.take_late(),
+            lost=lost,
+            empty=empty,
+            invalid=invalid,
         )
         conn = slot.conn
         if status == "unauthorized":

@@ -323,6 +323,47 @@ def test_status_says_a_ready_provider_fails_its_queries_and_exits_4_at_three() -
     assert _degraded(row)
 
 
+def test_status_says_a_ready_providers_frames_are_all_refused_and_exits_4_at_three() -> None:
+    from hostd.cli._daemon import FAILING_LEGS, _degraded, provider_state
+
+    why = "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+    row = {"id": "adr", "state": "ready", "health": {"invalid_legs": 1, "last_error": why}}
+    assert provider_state(row) == f"ready; its last answer's frames were all refused: {why}"
+    assert not _degraded(row)
+    row["health"]["invalid_legs"] = FAILING_LEGS
+    assert provider_state(row) == (
+        f"ready; its last {FAILING_LEGS} answers' frames were all refused: {why}"
+    )
+    assert _degraded(row)
+
+
+def test_status_exits_4_for_a_provider_whose_every_frame_is_refused_until_one_is_not(
+    tmp_path: Path,
+) -> None:
+    """A real daemon, a provider whose frames lack their title: three answers with every
+    frame refused make ``status`` say so and exit 4; an answer with usable frames ends it."""
+    untitled = ["python", "-m", "tests.fixtures.adversarial_provider", "untitled"]
+    config, child = _serving_one(tmp_path, "adr", untitled)
+    try:
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            for _ in range(3):
+                client.compose("rejection policy for the io pool", budget=400)
+        shown = run_hostd("--config", str(config), "status")
+        assert shown.returncode == 4, shown.stdout
+        (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider adr:")]
+        assert line == (
+            "provider adr: ready; its last 3 answers' frames were all refused: "
+            "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+        )
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            client.compose("titled: rejection policy for the io pool", budget=400)
+        shown = run_hostd("--config", str(config), "status")
+        assert shown.returncode == 0, shown.stdout
+        assert "provider adr: ready\n" in shown.stdout
+    finally:
+        assert child.stop() == 0
+
+
 def test_a_one_shot_compose_beside_a_running_daemon_says_connect_asks_it(
     tmp_path: Path,
 ) -> None:

@@ -387,3 +387,24 @@ async def test_a_malformed_reply_fails_its_leg_alone_and_the_connection_answers_
     assert health["pid"] == first_pid and (health["starts"], health["restarts"]) == (1, 0)
     assert (health["consecutive_failures"], health["errors"], health["ok"]) == (0, 1, 2)
     assert "malformed query result" in health["last_error"]
+
+
+async def test_a_provider_whose_every_frame_is_refused_shows_it_in_its_health() -> None:
+    """Answers whose frames all break the schema (no title) leave the provider ``ready``
+    and its legs ``ok``, so its health counts them, and says why, until an answer with
+    a usable frame comes."""
+    async with Host([adversary("untitled", ADV)], start="boot") as host:
+        for n in (1, 2, 3):
+            fan = await host.query_all(query(goal="what is refused"), 1000)
+            report = adv(fan)
+            assert report.status is LegStatus.OK and report.frames_offered == 2
+            assert report.frames_accepted == 0
+            assert host.health(ADV).invalid_legs == n
+        (row,) = host.providers_list()
+        assert row["state"] == "ready" and row["health"]["invalid_legs"] == 3
+        assert row["health"]["last_error"] == (
+            "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+        )
+        fan = await host.query_all(query(goal="titled, so usable"), 1000)
+        assert adv(fan).frames_accepted == 2
+        assert host.health(ADV).invalid_legs == 0

@@ -376,6 +376,20 @@ def test_partial_legs_counts_short_answers_in_a_row_until_a_whole_one() -> None:
     assert record_leg(Health(), "error", error="e", lost=lost).partial_legs == 0
 
 
+def test_invalid_legs_counts_answers_whose_frames_were_all_refused_until_another() -> None:
+    health = Health(state=ProviderState.READY)
+    why = "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+    for status in ("ok", "timeout", "ok", "warming", "ok"):
+        health = record_leg(health, status, invalid=why if status == "ok" else None)
+    # A leg that is no answer (a timeout, a warm-up) neither counts nor resets it, and an
+    # answer is no failed query: the provider is up, yet nothing it offers is usable.
+    assert health.invalid_legs == 3 and health.to_wire()["invalid_legs"] == 3
+    assert health.last_error == why and health.failing_legs == 0
+    assert record_leg(health, "ok").invalid_legs == 0  # a later good answer clears it
+    # Only an answer's frames can be refused.
+    assert record_leg(Health(), "error", error="e", invalid=why).invalid_legs == 0
+
+
 def test_found_nothing_is_the_last_answers_emptiness_until_one_gives_a_frame() -> None:
     health = Health(state=ProviderState.READY)
     empty = "none of its 3 resources matched the goal"
