@@ -164,9 +164,9 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
 def refused_all(judged: JudgedLeg) -> str | None:
     """What an ``ok`` leg's frames broke when it offered some and every one was refused
     as invalid (``invalid_frame 2 of 2 (schema frames[0].title: Field required)``: the
-    first frame's first violation, hostd's words), for its provider's health (a provider
-    up and answering, yet giving nothing usable). ``None`` otherwise: no frame offered,
-    one accepted, or one dropped for another reason."""
+    first violation of the first frame the audit lists, hostd's words), for its
+    provider's health (a provider up and answering, yet giving nothing usable). ``None``
+    otherwise: no frame offered, one accepted, or one dropped for another reason."""
     audit = judged.audit
     if judged.report.status is not LegStatus.OK or audit is None or audit.accepted:
         return None
