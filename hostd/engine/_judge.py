@@ -163,7 +163,7 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
 
 def refused_all(judged: JudgedLeg) -> str | None:
     """What an ``ok`` leg's frames broke when it offered some and every one was refused
-    as invalid (``invalid_frame 2 of 2 (schema frames[0].title: Field required)``: the
+    as invalid (``invalid_frame 2 of 2 (schema frames[0].title: missing)``: the
     first violation of the first frame the audit lists, hostd's words), for its
     provider's health (a provider up and answering, yet giving nothing usable). ``None``
     otherwise: no frame offered, one accepted, or one dropped for another reason."""

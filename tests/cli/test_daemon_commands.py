@@ -326,7 +326,7 @@ def test_status_says_a_ready_provider_fails_its_queries_and_exits_4_at_three() -
 def test_status_says_a_ready_providers_frames_are_all_refused_and_exits_4_at_three() -> None:
     from hostd.cli._daemon import FAILING_LEGS, _degraded, provider_state
 
-    why = "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+    why = "invalid_frame 2 of 2 (schema frames[0].title: missing)"
     row = {"id": "adr", "state": "ready", "health": {"invalid_legs": 1, "last_error": why}}
     assert provider_state(row) == f"ready; its last answer's frames were all refused: {why}"
     assert not _degraded(row)
@@ -353,7 +353,7 @@ def test_status_exits_4_for_a_provider_whose_every_frame_is_refused_until_one_is
         (line,) = [x for x in shown.stdout.splitlines() if x.startswith("provider adr:")]
         assert line == (
             "provider adr: ready; its last 3 answers' frames were all refused: "
-            "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+            "invalid_frame 2 of 2 (schema frames[0].title: missing)"
         )
         with Client.connect(tmp_path / "run" / "s.sock") as client:
             client.compose("titled: rejection policy for the io pool", budget=400)

@@ -403,7 +403,7 @@ async def test_a_provider_whose_every_frame_is_refused_shows_it_in_its_health() 
         (row,) = host.providers_list()
         assert row["state"] == "ready" and row["health"]["invalid_legs"] == 3
         assert row["health"]["last_error"] == (
-            "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+            "invalid_frame 2 of 2 (schema frames[0].title: missing)"
         )
         fan = await host.query_all(query(goal="titled, so usable"), 1000)
         assert adv(fan).frames_accepted == 2

@@ -379,7 +379,7 @@ def test_partial_legs_counts_short_answers_in_a_row_until_a_whole_one() -> None:
 
 def test_invalid_legs_counts_answers_whose_frames_were_all_refused_until_another() -> None:
     health = Health(state=ProviderState.READY)
-    why = "invalid_frame 2 of 2 (schema frames[0].title: Field required)"
+    why = "invalid_frame 2 of 2 (schema frames[0].title: missing)"
     for status in ("ok", "timeout", "ok", "warming", "ok"):
         health = record_leg(health, status, invalid=why if status == "ok" else None)
     # A leg that is no answer (a timeout, a warm-up) neither counts nor resets it, and an
