@@ -327,10 +327,11 @@ def test_status_says_a_ready_providers_frames_are_all_refused_and_exits_4_at_thr
     from hostd.cli._daemon import FAILING_LEGS, _degraded, provider_state
 
     why = "invalid_frame 2 of 2 (schema frames[0].title: missing)"
-    row = {"id": "adr", "state": "ready", "health": {"invalid_legs": 1, "last_error": why}}
+    health: dict[str, Any] = {"invalid_legs": 1, "last_error": why}
+    row: dict[str, Any] = {"id": "adr", "state": "ready", "health": health}
     assert provider_state(row) == f"ready; its last answer's frames were all refused: {why}"
     assert not _degraded(row)
-    row["health"]["invalid_legs"] = FAILING_LEGS
+    health["invalid_legs"] = FAILING_LEGS
     assert provider_state(row) == (
         f"ready; its last {FAILING_LEGS} answers' frames were all refused: {why}"
     )
