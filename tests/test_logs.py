@@ -17,6 +17,7 @@ import pytest
 import structlog
 
 import hostd.logs as logs
+from hostd._log import level as log_level
 from hostd.config import LogSettings
 
 ROOT = Path(__file__).resolve().parent.parent / "hostd"
@@ -32,6 +33,9 @@ def test_no_hostd_module_is_named_like_a_stdlib_module() -> None:
 def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("_OUT", "_FILE", "_LEVEL", "_AUDIT", "_AUDIT_SAMPLE", "_render"):
         monkeypatch.setattr(logs, name, getattr(logs, name))
+    # The level the engine's hot paths read: a test that configures ``warning`` must not
+    # leave later tests in this process without their info events.
+    monkeypatch.setattr(log_level, "at", log_level.at)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield
