@@ -43,7 +43,6 @@ from ._health import (
     record_restart_requested,
     record_retry,
     record_started,
-    restarts_behind,
     retry_due,
 )
 from ._host import Host, LegDone, ProgressDone
@@ -139,7 +138,6 @@ __all__ = [
     "record_restart_requested",
     "record_retry",
     "record_started",
-    "restarts_behind",
     "rerank_url",
     "retry_due",
     "required_scopes",

@@ -55,7 +55,6 @@ __all__ = [
     "record_leg",
     "record_refused",
     "record_started",
-    "restarts_behind",
 ]
 
 
@@ -161,7 +160,7 @@ class Health:
     found_nothing: str | None = None
     #: ``ok`` legs in a row whose every offered frame was refused as invalid (a frame
     #: with no title, a string id) since its last answer that was not: up, answering,
-    #: yet nothing it offers is usable. ``last_error`` holds what the last one broke.
+    #: yet nothing it offers is usable. ``last_error`` holds the last one's words.
     invalid_legs: int = 0
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
@@ -238,16 +237,6 @@ def awaits_start(health: Health) -> bool:
     outlived its deadline (until one succeeds or a restart is asked for). Its next
     start then runs in the background, and the request's leg fails at once."""
     return not health.start_timed_out
-
-
-def restarts_behind(health: Health) -> bool:
-    """Whether its next start follows a failure since it last answered (a crash, a failed
-    start, a hang): that start runs behind the request that meets it, which does not
-    wait for it unless it names a ``ready_wait_ms`` (nor beyond that), so a provider
-    that crashes costs its own frames, not every composition its start time. A first
-    start, or one after ``record_restart_requested``, is waited for; a start that
-    outlived its deadline keeps its own rule (``awaits_start``)."""
-    return health.consecutive_failures > 0 and not health.start_timed_out
 
 
 def is_parked(health: Health, policy: RestartPolicy) -> bool:

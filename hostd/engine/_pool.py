@@ -9,13 +9,9 @@ deadline, and a handshake that never completes is torn down off the request's
 path (the pool's task group walks the ladder). Once a start has outlived its
 deadline, no request waits for the next one (``awaits_start``): it begins after
 the backoff, in the background, and the leg that began it fails at once, naming
-the start that timed out; so a stuck provider costs one start deadline, once. Any
-start after a failure since the provider last answered (a crash, a failed start, a
-hang) runs behind the request too (``restarts_behind``, ``restart_behind``): a request
-waits for it only within its ``ready_wait_ms``, and a provider that broke under a leg
-is started again at once, after its backoff, so one quick to start serves the next
-request. A boot start (``start_all``: a one-shot command's, whose request comes after
-it) that failed is told to the first leg as it failed, promising no next start.
+the start that timed out; so a stuck provider costs one start deadline, once. A boot
+start (``start_all``: a one-shot command's, whose request comes after it) that timed
+out is told to the first leg as it failed, promising no next start.
 Broken connections are dropped at once and closed in the background too. A remote
 provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
 is parked at once, not restarted in a loop (``record_refused``): its legs fail at
@@ -68,7 +64,6 @@ from ._health import (
     record_restart_requested,
     record_retry,
     record_started,
-    restarts_behind,
     retry_due,
 )
 from ._launch import Launcher, PoolSettings
@@ -153,13 +148,13 @@ class Slot:
         #: command could not run, or its config names what the provider lacks); parked
         #: at once for it (``record_failure``): what its legs say meanwhile.
         self.cannot_run: HostdError | None = None
-        #: The failure of a boot start, no request having waited for it: the first leg
-        #: that meets it is told it as it is (``_not_waited``, ``take_untold``), not of a
-        #: start that may never come.
+        #: The failure of a boot start that outlived its deadline, no request having waited
+        #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
+        #: of a start that may never come.
         self.untold: HostdError | None = None
         #: The crash of its last process, counted when it was seen (``exited``), until the
-        #: next ask of the reranker, or the next leg of a provider, takes it to say how it
-        #: ended (``take_crash``); later legs say it restarts, its health why it is down.
+        #: next ask of the reranker takes it to say how it ended (``take_crash``); a
+        #: provider's legs say the backoff instead, its health why it is down.
         self.crash: ProviderCrashed | None = None
 
     @property
@@ -376,59 +371,23 @@ class ProviderPool:
                 continue
             if self.closing or self._tg is None:
                 raise ShuttingDown("host is shutting down")
-            start = self._begin(slot, changed=changed, boot=boot)
+            if slot.conn is not None:
+                self.discard(slot)
+            # A changed credential starts it at once: no cool-down passed, no retry counted
+            # (its new token is logged as sent: ``provider.remote.credential.renewed``).
+            if is_parked(slot.health, policy) and not changed:  # cool-down over: one try
+                slot.health = record_retry(slot.health)
+                log.info(
+                    "provider.retry",
+                    provider=slot.spec.id,
+                    retries=slot.health.retries,
+                    consecutive_failures=slot.health.consecutive_failures,
+                )
+            start = slot.starting = _Start(boot=boot)
+            self._tg.start_soon(self._start, slot, start)
             if not waits:
                 raise self._not_waited(slot, "started again in the background")
             await self._join(start, slot, boot=boot)
-
-    def _begin(
-        self, slot: Slot, *, changed: bool, boot: bool = False, delay_s: float = 0.0
-    ) -> _Start:
-        """Begin a start in the pool's task group, after ``delay_s`` (what is left of its
-        backoff); ``changed``: its refused credential changed (no cool-down passed)."""
-        assert self._tg is not None
-        if slot.conn is not None:
-            self.discard(slot)
-        # A changed credential starts it at once: no cool-down passed, no retry counted
-        # (its new token is logged as sent: ``provider.remote.credential.renewed``).
-        if is_parked(slot.health, self.settings.restart_policy) and not changed:
-            slot.health = record_retry(slot.health)  # cool-down over: one try
-            log.info(
-                "provider.retry",
-                provider=slot.spec.id,
-                retries=slot.health.retries,
-                consecutive_failures=slot.health.consecutive_failures,
-            )
-        start = slot.starting = _Start(boot=boot)
-        self._tg.start_soon(self._start, slot, start, delay_s)
-        return start
-
-    def restart_behind(self, slot: Slot) -> bool:
-        """Whether ``slot`` is restarting after a failure, behind the request that asks
-        (``restarts_behind``): its start under way, or begun now, after what is left of
-        its backoff. ``False``: a request goes on as ``ensure`` says (live, never failed
-        since it last answered, parked, a stuck start, the host closing), waiting for it
-        at most as a first start. Called also as a leg meets a crash, so a provider quick
-        to start again is up for the next request."""
-        if slot.live() is not None or not restarts_behind(slot.health):
-            return False
-        if slot.starting is not None:
-            return True
-        if self.closing or self._tg is None:
-            return False
-        changed = slot.health.refused and self.launcher.credential_changed(slot.spec)
-        decision = decide_start(
-            slot.health,
-            alive=False,
-            now=self.now(),
-            policy=self.settings.restart_policy,
-            credential_changed=changed,
-        )
-        if decision.action is StartAction.GIVE_UP:
-            return False  # parked: ``ensure`` says so, at once
-        delay = decision.delay_s if decision.action is StartAction.WAIT else 0.0
-        self._begin(slot, changed=changed, delay_s=delay)
-        return True
 
     @staticmethod
     def _not_waited(slot: Slot, what: str, stage: str = "start") -> HostdError:
@@ -437,20 +396,13 @@ class ProviderPool:
         The first leg to meet a boot start's failure (no request waited for that start)
         is told that failure itself: it says what failed, and promises no next start
         (a one-shot command, which starts its providers at boot, ends before any)."""
-        untold = ProviderPool.take_untold(slot)
+        untold, slot.untold = slot.untold, None
         if untold is not None:
-            return untold
+            return type(untold)(untold.message, **untold.data)
         return ProviderCrashed(
             f"not waited for: its last start failed ({slot.health.last_failure}); {what}",
             stage=stage,
         )
-
-    @staticmethod
-    def take_untold(slot: Slot) -> HostdError | None:
-        """The failure of a boot start no request waited for, once: for the first leg
-        that meets it, which it names (a one-shot command ends before any next start)."""
-        untold, slot.untold = slot.untold, None
-        return type(untold)(untold.message, **untold.data) if untold is not None else None
 
     def start_timeout(self, slot: Slot) -> float:
         return slot.spec.start_timeout_s or self.settings.start_timeout_s
@@ -493,16 +445,13 @@ class ProviderPool:
                 slot.untold = None
             raise start.error
 
-    async def _start(self, slot: Slot, start: _Start, delay_s: float = 0.0) -> None:
-        """Spawn and handshake in the pool's task group, bounded by its start deadline;
-        after ``delay_s`` (a backoff), when a start run behind a request waits one out."""
+    async def _start(self, slot: Slot, start: _Start) -> None:
+        """Spawn and handshake in the pool's task group, bounded by its start deadline."""
         assert self._tg is not None
         spec = slot.spec
         timeout = self.start_timeout(slot)
+        slot.start_deadline = anyio.current_time() + timeout
         try:
-            if delay_s > 0:
-                await anyio.sleep(delay_s)
-            slot.start_deadline = anyio.current_time() + timeout
             conn = await self.launcher.open(
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )
@@ -512,9 +461,10 @@ class ProviderPool:
             else:
                 self.record_failure(slot, exc, start=True)
             slot.cannot_run = exc if _cannot_run(exc) else None
-            # A boot start's failure: no request waited for it, so the first leg to meet
-            # it is told it (``_not_waited``, ``take_untold``), not of the next start.
-            slot.untold = exc if start.boot else None
+            # A boot start that outlived its deadline: no request waited for it, so the
+            # first leg to meet it is told it (``_not_waited``).
+            timed_out = start.boot and isinstance(exc, ProviderTimeout)
+            slot.untold = exc if timed_out else None
             log.warning(
                 "provider.start.failed", provider=spec.id, reason=exc.reason, error=exc.message
             )
@@ -630,7 +580,6 @@ class ProviderPool:
                 policy=self.settings.restart_policy,
             )
             self.discard(slot)
-            self.restart_behind(slot)
 
     def discard(self, slot: Slot) -> None:
         """Drop the connection; its teardown runs in the pool's task group (shielded)."""

@@ -190,12 +190,8 @@ class _Runner:
         once = self.starts.get(leg.provider_id)
         if once is None:
             once = self.starts[leg.provider_id] = _Once()
-            if self.behind(slot):  # its verify too: no wait for a restart it is not owed
-                once.error = ProviderCrashed(self.restarting_message(slot), stage="restart")
-                once.done.set()
             try:
-                if once.error is None:
-                    once.value = await self._start(slot, leg)
+                once.value = await self._start(slot, leg)
             except HostdError as exc:
                 once.error = exc
                 raise
@@ -208,19 +204,6 @@ class _Runner:
             raise once.error
         assert once.value is not None
         return once.value
-
-    def behind(self, slot: Slot) -> bool:
-        """Whether this request leaves ``slot``'s restart after a failure behind it
-        (``pool.restart_behind``, which begins it if due): not when it names a
-        ``ready_wait_ms``, which bounds the wait for it as for any start."""
-        return self.plan.ready_wait_ms is None and self.pool.restart_behind(slot)
-
-    @staticmethod
-    def restarting_message(slot: Slot) -> str:
-        return (
-            "provider restarting after a failure, not waited for (a request's "
-            f"ready_wait_ms waits for it); its last failure: {slot.health.last_failure}"
-        )
 
     async def _start(self, slot: Slot, leg: LegPlan) -> Ready:
         # Ready (or failed its warm-up) within the caller's bound, else warming at its end.
@@ -354,11 +337,7 @@ class _Runner:
         if isinstance(exc, ProviderCrashed) or (
             isinstance(exc, ProtocolFault) and exc.breaks_connection
         ):
-            slot = self.pool.slots[leg.provider_id]
-            self.pool.broken(slot, conn, exc)
-            if conn is not None:  # it ran, then broke: started again now, behind us
-                self.pool.take_crash(slot)  # told here, if its watcher counted it first
-                self.pool.restart_behind(slot)
+            self.pool.broken(self.pool.slots[leg.provider_id], conn, exc)
         progress = conn.readiness.progress if conn is not None else None
         status, code, message, violations = failure_of(exc, progress)
         return self.reply(
@@ -389,17 +368,6 @@ class _Runner:
         slot = self.pool.slots[leg.provider_id]
         query = leg.query
         deadline = leg.deadline
-        if conn is None and not isinstance(written, HostdError) and self.behind(slot):
-            # Restarting after a failure: the other providers' frames come back now. The
-            # first leg to meet a failed boot start is told that failure itself.
-            # So is the first to meet a crash no leg saw (its process ended while idle).
-            untold = self.pool.take_untold(slot) or self.pool.take_crash(slot)
-            if untold is not None:
-                return await self._failed(leg, query, None, untold, deadline)
-            message = self.restarting_message(slot)
-            return self.reply(
-                leg, query, status=LegStatus.WARMING, error_code="starting", error_message=message
-            )
         try:
             if conn is None and leg.wait_ready and not isinstance(written, HostdError):
                 # Wait for a cold provider up to its start deadline (or the request's

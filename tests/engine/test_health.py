@@ -25,7 +25,6 @@ from hostd.engine import (
     record_restart_requested,
     record_retry,
     record_started,
-    restarts_behind,
     retry_due,
 )
 
@@ -416,17 +415,3 @@ def test_a_command_that_cannot_run_is_parked_at_its_first_failure() -> None:
     served = record_leg(record_started(record_retry(h)), "ok")
     crashed = record_failure(served, now=70.0, error="x", policy=POLICY)
     assert crashed.state is ProviderState.CRASHED
-
-
-def test_a_start_after_a_failure_runs_behind_until_the_provider_answers_again() -> None:
-    assert not restarts_behind(Health())  # a first start is waited for
-    crashed = record_failure(Health(starts=1), now=1.0, error="crashed: exit 3", policy=POLICY)
-    assert restarts_behind(crashed)
-    # Started again, yet not answered since: a crash before its next answer is no news.
-    assert restarts_behind(record_started(crashed))
-    answered = record_leg(record_started(crashed), "ok")
-    assert not restarts_behind(answered)
-    assert not restarts_behind(record_restart_requested(crashed))  # asked for: waited
-    # A start that outlived its deadline keeps its own rule (awaits_start).
-    stuck = record_failure(Health(), now=1.0, error="t", policy=POLICY, start_timed_out=True)
-    assert not restarts_behind(stuck) and not awaits_start(stuck)

@@ -27,9 +27,6 @@ from tests.engine._helpers import healthy, query
 pytestmark = pytest.mark.anyio
 
 PID = "flaky"
-#: A request's wait for a start after a failure (not waited for without one): a hang
-#: guard, never reached.
-WAIT_MS = 60_000
 
 
 class Clock:
@@ -55,8 +52,7 @@ async def parked_host(
     tmp_path: Path, *, fails: int, attempts: int, retry_after: float
 ) -> AsyncIterator[tuple[Host, Path, Clock]]:
     """A host whose provider fails its first ``fails`` starts, queried until its
-    ``attempts`` are spent (each query meets one failed start, waited for within its
-    ``ready_wait_ms``: a start after a failure is not waited for by default): parked."""
+    ``attempts`` are spent (each query meets one failed start): parked."""
     counter, clock = tmp_path / "starts", Clock()
     policy = RestartPolicy(
         base_delay_s=0.0, max_attempts=attempts, retry_failed_after_s=retry_after
@@ -65,7 +61,7 @@ async def parked_host(
         [flaky(counter, fails)], restart_policy=policy, health_clock=clock, start_timeout_s=30
     ) as host:
         for i in range(attempts):
-            fan = await host.query_all(query(), 1000, ready_wait_ms=WAIT_MS)
+            fan = await host.query_all(query(), 1000)
             assert fan.reports[PID].status is not LegStatus.OK
             assert starts(counter) == i + 1
         assert host.health(PID).state is ProviderState.FAILED
@@ -86,7 +82,7 @@ async def test_a_parked_provider_is_retried_after_its_cool_down_and_serves_again
         assert row["state"] == "failed" and 59 < row["health"]["retry_in_s"] <= 60
         # Past it: one start, which fails (the 4th), so it is parked for another one.
         clock.offset += 60
-        fan = await host.query_all(query(), 1000, ready_wait_ms=WAIT_MS)
+        fan = await host.query_all(query(), 1000)
         assert fan.reports[PID].status is not LegStatus.OK and starts(counter) == 4
         assert host.health(PID).state is ProviderState.FAILED
         assert host.health(PID).retries == 1
@@ -94,7 +90,7 @@ async def test_a_parked_provider_is_retried_after_its_cool_down_and_serves_again
         assert starts(counter) == 4  # the new cool-down counts from that failure
         # Past the second: the 5th start works and the provider serves again.
         clock.offset += 60
-        fan = await host.query_all(query(), 1000, ready_wait_ms=WAIT_MS)
+        fan = await host.query_all(query(), 1000)
         assert fan.reports[PID].status is LegStatus.OK, fan.reports[PID]
         assert [pid for pid, _ in fan.accepted] == [PID] * 3 and starts(counter) == 5
         health = host.health(PID)
@@ -165,11 +161,9 @@ def daemon_dir() -> Iterator[tuple[Path, str]]:
 
 
 async def _statuses(client: Any, n: int) -> list[str]:
-    """The provider's leg status in ``n`` compositions, each waiting for a start after a
-    failure (``ready_wait_ms``), so each start is one composition's."""
     out = []
     for _ in range(n):
-        result = await client.compose("retry policy", budget=300, ready_wait_ms=WAIT_MS)
+        result = await client.compose("retry policy", budget=300)
         out.append(result.providers[0].status)
     return out
 
