@@ -321,11 +321,13 @@ class Remembered(WireResult):
 
 
 class Forgotten(WireResult):
-    """``memory/forget``'s result: the entry the provider deleted."""
+    """``memory/forget``'s result: the entry the provider deleted. ``already``: it had
+    been deleted before (a retried forget), and nothing was deleted now."""
 
     provider: str
     forgotten: str
     reopened: str | None = None
+    already: bool = False
     request_id: str | None = None
 
 

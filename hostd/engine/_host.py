@@ -463,7 +463,12 @@ class Host:
             lambda conn, deadline: conn.forget(request, deadline=deadline),
             timeout_ms=timeout_ms,
         )
-        log.info("memory.forgotten", provider=slot.spec.id, id=result.forgotten)
+        log.info(
+            "memory.forgotten",
+            provider=slot.spec.id,
+            id=result.forgotten,
+            already=bool(result.already),
+        )
         return slot.spec.id, result
 
     async def _writer(self, provider: str | None) -> Slot:

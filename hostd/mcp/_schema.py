@@ -432,6 +432,7 @@ FORGET_OUTPUT_SCHEMA: dict[str, Any] = {
         "provider": {"type": "string"},
         "forgotten": {"type": "string"},
         "reopened": {"type": "string"},
+        "already": {"type": "boolean"},
         "request_id": {"type": "string"},
     },
     "required": ["provider", "forgotten"],

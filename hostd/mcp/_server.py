@@ -141,9 +141,10 @@ TOOLS: tuple[types.Tool, ...] = (
     types.Tool(
         name="forget_memory",
         title="Forget a memory",
-        description="Delete one remembered entry for good, by its id (mem-3). To record "
-        "that something stopped being true, remember its successor with supersedes instead: "
-        "that keeps what was true before.",
+        description="Delete one remembered entry for good, by its id (mem-3). Safe to "
+        "retry: an entry already forgotten answers already: true. To record that something "
+        "stopped being true, remember its successor with supersedes instead: that keeps "
+        "what was true before.",
         input_schema=FORGET_INPUT_SCHEMA,
         output_schema=FORGET_OUTPUT_SCHEMA,
         annotations=types.ToolAnnotations(
@@ -374,6 +375,11 @@ async def _forget(
         return _failed(exc)
     # What was forgotten is not served again from this server's cited texts either.
     citations.drop_frame(str(result["provider"]), str(result["forgotten"]))
+    if result.get("already"):  # a retried call: what it asked for holds
+        text = f"{result['forgotten']} was already forgotten (in {result['provider']})"
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], structured_content=result
+        )
     text = f"forgot {result['forgotten']} (deleted from {result['provider']})"
     if result.get("reopened"):
         text += f"; {result['reopened']}, which it had superseded, is valid again"

@@ -11,6 +11,7 @@ from ._provider import MemoryProvider, main
 from ._store import (
     FTS_HALF_SCORE,
     KINDS,
+    AlreadyForgotten,
     Entry,
     MemoryStore,
     NewEntry,
@@ -21,6 +22,7 @@ from ._store import (
 __all__ = [
     "FTS_HALF_SCORE",
     "KINDS",
+    "AlreadyForgotten",
     "DatabaseChoiceError",
     "Entry",
     "MemoryProvider",

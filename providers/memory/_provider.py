@@ -36,6 +36,7 @@ from ._database import GLOBAL_DEFAULT, DatabaseChoiceError, choose_database, def
 from ._store import (
     KINDS,
     NEW_ENTRY_KEYS,
+    AlreadyForgotten,
     Entry,
     MemoryStore,
     NewEntry,
@@ -150,7 +151,9 @@ class MemoryProvider(Provider):
             raise _refused("id", "not_an_entry_id", "id takes an entry id as mem-3")
         try:
             _, reopened = self.store.forget(row)
-        except KeyError as exc:
+        except AlreadyForgotten:  # a retry: what was asked holds, so it is no error
+            return ForgetResult(forgotten=request.id, already=True)
+        except KeyError as exc:  # an id it never gave out
             raise _refused("id", "unknown_entry", str(exc)) from exc
         again = reopened.frame_id if reopened is not None else None
         self._said = _holding(self.store)
@@ -397,7 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for entry in store.list(as_of=args.as_of, include_all=args.all):
                     _print_entry(entry, args.json)
             elif command == "forget":
-                gone, reopened = store.forget(args.id)
+                try:
+                    gone, reopened = store.forget(args.id)
+                except AlreadyForgotten:  # run twice: what was asked holds
+                    print(f"#{args.id} was already forgotten")
+                    return 0
                 print(f"forgot {_entry_text(gone)}")
                 if reopened is not None:
                     print(f"valid again (#{gone.id} had superseded it): {_entry_text(reopened)}")

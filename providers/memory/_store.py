@@ -46,6 +46,7 @@ from .._frames import Packed, now_timestamp, pack, query_text, saturate
 __all__ = [
     "FTS_HALF_SCORE",
     "KINDS",
+    "AlreadyForgotten",
     "Entry",
     "MemoryStore",
     "NewEntry",
@@ -101,6 +102,11 @@ END;
 
 class TimestampError(ValueError):
     """A timestamp outside the F4 profile, or a window that closes before it opens."""
+
+
+class AlreadyForgotten(KeyError):
+    """No entry under an id the store did give out once: it has been forgotten (ids are
+    never reused), so forgetting it again has nothing left to do."""
 
 
 #: What a user may write for an instant (``utc_timestamp``), as the messages say it.
@@ -443,9 +449,12 @@ class MemoryStore:
         Forgetting a correction undoes it: the entry it superseded, if nothing else has
         superseded that one since, is valid again for the forgotten one's window (open,
         or up to its own successor, which then supersedes it), in the same transaction.
-        Returns ``(forgotten, reopened)``, ``reopened`` ``None`` when none was."""
+        Returns ``(forgotten, reopened)``, ``reopened`` ``None`` when none was. An entry
+        forgotten before raises ``AlreadyForgotten``; an id no entry ever had, ``KeyError``."""
         with self._write() as db:
-            gone = self._get(entry_id)
+            gone = self.get(entry_id)
+            if gone is None:
+                raise self._missing(db, entry_id)
             reopened = None
             if gone.supersedes is not None:
                 # Only while the older one is still closed by this one: never reopen an
@@ -473,6 +482,16 @@ class MemoryStore:
             )
             db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
         return gone, None if reopened is None else self._get(reopened)
+
+    @staticmethod
+    def _missing(db: sqlite3.Connection, entry_id: int) -> KeyError:
+        """Why there is no entry ``entry_id``: ``AlreadyForgotten`` when the store gave that
+        id out (AUTOINCREMENT never hands an id out twice, and only ``forget`` deletes),
+        else a ``KeyError``: it never was an entry."""
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
+        if row is not None and entry_id <= int(row[0]):
+            return AlreadyForgotten(f"memory entry {entry_id} was already forgotten")
+        return KeyError(f"no memory entry {entry_id}")
 
     # --- reads -----------------------------------------------------------------------
 

@@ -49,8 +49,11 @@ def test_the_sync_client_remembers_supersedes_and_forgets(tmp_path: Path) -> Non
         assert isinstance(gone, Forgotten) and gone.forgotten == "mem-2"
         assert gone.reopened == "mem-1"  # the correction undone: the old entry holds again
         assert _cited(hostd) == ["mem-1"]
+        assert gone.already is False
+        again = hostd.forget("mem-2")  # a retry: safe, and said
+        assert (again.forgotten, again.already, again.reopened) == ("mem-2", True, None)
         with pytest.raises(RpcError) as caught:
-            hostd.forget("mem-2")
+            hostd.forget("mem-3")  # never an entry
         assert caught.value.remote_reason == "write_refused"
 
 

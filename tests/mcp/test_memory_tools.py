@@ -91,6 +91,7 @@ async def test_a_model_remembers_supersedes_and_forgets(workdir: Path, marker: s
                 refused.append(caught.value)
             cited_after = await _cited(client)
             again = await client.call_tool("forget_memory", {"id": "mem-2"})
+            never = await client.call_tool("forget_memory", {"id": "mem-3"})
     assert first.is_error is False and second.is_error is False, (_text(first), _text(second))
     jsonschema.validate(first.structured_content, tools["remember"].output_schema)
     assert first.structured_content["id"] == "mem-1"
@@ -109,8 +110,13 @@ async def test_a_model_remembers_supersedes_and_forgets(workdir: Path, marker: s
     assert len(links) == len(readable) == len(refused) == 1
     assert not set(links) & set(listed)
     assert cited_after == ["mem-1"]
-    assert again.is_error is True
-    assert _text(again) == "invalid params: id: provider 'memory' refused the write: no such entry"
+    # A retried forget is safe: said, never an error; an id never given out is one.
+    assert again.is_error is False, _text(again)
+    assert _text(again) == "mem-2 was already forgotten (in memory)"
+    assert again.structured_content["already"] is True
+    jsonschema.validate(again.structured_content, tools["forget_memory"].output_schema)
+    assert never.is_error is True
+    assert _text(never) == "invalid params: id: provider 'memory' refused the write: no such entry"
 
 
 async def test_a_write_nothing_can_store_is_a_tool_error_the_model_reads(

@@ -20,7 +20,14 @@ from hostd.protocol import (
     check_kinds,
     frame_in_window,
 )
-from providers.memory import MemoryStore, NewEntry, TimestampError, default_db_path, timestamp_key
+from providers.memory import (
+    AlreadyForgotten,
+    MemoryStore,
+    NewEntry,
+    TimestampError,
+    default_db_path,
+    timestamp_key,
+)
 
 from ._stdio import REPO, StdioPeer, child_env
 
@@ -117,6 +124,21 @@ def test_forgetting_a_middle_correction_hands_its_window_back(store: MemoryStore
     assert store.forget(c.id)[1] == store.get(a.id) and store.list() == [store.get(a.id)]
     # Forgetting an entry that corrected nothing reopens nothing.
     assert store.forget(a.id)[1] is None and store.count() == 0
+
+
+def test_forgetting_twice_is_already_forgotten_and_an_id_never_given_out_is_unknown(
+    store: MemoryStore,
+) -> None:
+    a = store.add("fact", "staging DB", "port 5432", valid_from=T0)
+    b = store.add("fact", "prod DB", "port 5433", valid_from=T0)
+    store.forget(b.id)  # the newest: an id the next entry must still not reuse
+    with pytest.raises(AlreadyForgotten, match=f"memory entry {b.id} was already forgotten"):
+        store.forget(b.id)
+    with pytest.raises(KeyError) as never:
+        store.forget(b.id + 1)
+    assert not isinstance(never.value, AlreadyForgotten)
+    assert store.add("fact", "t", "x").id == b.id + 1  # ids are never reused
+    assert [e.id for e in store.list(include_all=True)] == [a.id, b.id + 1]
 
 
 def test_supersede_closes_the_old_window_and_opens_the_new(store: MemoryStore) -> None:
@@ -294,6 +316,8 @@ def test_cli_forget_says_what_it_forgot_and_what_is_valid_again(tmp_path: Path) 
         f"forgot #2 fact [{T1}, …)\n    staging DB: port 6543\n"
         f"valid again (#2 had superseded it): #1 fact [{T0}, …)\n    staging DB: port 5432\n"
     )
+    r = _cli(db, "forget", "#2")  # run twice: what was asked holds
+    assert (r.returncode, r.stdout) == (0, "#2 was already forgotten\n"), r.stderr
     r = _cli(db, "forget", "99")
     assert r.returncode == 1 and r.stderr.splitlines()[-1] == "providers.memory: no memory entry 99"
     r = _cli(db, "forget", "mem-x")

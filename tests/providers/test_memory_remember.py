@@ -91,6 +91,20 @@ async def test_forget_deletes_the_entry(server: ProviderServer, db: Path) -> Non
     assert _stored(db) == []
 
 
+@pytest.mark.anyio
+async def test_forgetting_again_answers_already_and_an_id_never_given_out_is_refused(
+    server: ProviderServer, db: Path
+) -> None:
+    await _ask(server, "memory/remember", {"kind": "memory", "title": "t", "content": "c"})
+    await _ask(server, "memory/forget", {"id": "mem-1"})
+    # A retry whose first reply was lost: the entry is gone, as asked.
+    again = await _ask(server, "memory/forget", {"id": "mem-1"})
+    assert again["result"] == {"forgotten": "mem-1", "already": True}
+    never = (await _ask(server, "memory/forget", {"id": "mem-2"}))["error"]
+    assert (never["data"]["field"], never["data"]["problem"]) == ("id", "unknown_entry")
+    assert _stored(db) == []
+
+
 @pytest.mark.parametrize(
     ("method", "params", "field", "problem"),
     [
