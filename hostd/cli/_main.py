@@ -24,6 +24,7 @@ from ._check import add_check_command
 from ._commands import add_core_commands
 from ._common import EXIT_FAILED, EXIT_NO_DAEMON, EXIT_USAGE
 from ._daemon import add_daemon_commands
+from ._memory import add_memory_command
 from ._outcome import NoDaemon
 from ._project import add_project_commands
 from ._quality import add_quality_commands
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_daemon_commands(sub, common)
     add_quality_commands(sub, common)
     add_warm_command(sub, common)
+    add_memory_command(sub)
     add_check_command(sub)
     return parser
 

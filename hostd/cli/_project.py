@@ -203,7 +203,7 @@ def render_project_config(
             "",
             "# Durable agent memory (facts, notes, episodes) in a SQLite database of this",
             "# project's own under hostd's global state directory, where `hostd init` has always",
-            "# put it (not under [host] state_dir). `python -m providers.memory add ...` (or",
+            "# put it (not under [host] state_dir). `hostd memory add ...` (or",
             "# import, supersede, list, forget) run here or below edits it (stderr names it).",
             "[[provider]]",
             'id = "memory"                # the name its frames and citations carry',

@@ -271,7 +271,7 @@ def _db_path(value: str) -> Path:
     return Path(value).expanduser()
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m providers.memory") -> argparse.ArgumentParser:
     db = argparse.ArgumentParser(add_help=False)
     db.add_argument(
         "--db",
@@ -303,7 +303,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the memory provider (by id) whose database to use, when the config has several",
     )
     parser = argparse.ArgumentParser(
-        prog="python -m providers.memory",
+        prog=prog,
         description="CGP provider: durable, bitemporal agent memory in SQLite. With no "
         "command it serves on stdio (JSON-RPC binding), or over HTTPS with --http; the "
         "other commands edit the database: without --db, the one of the memory provider "
@@ -356,8 +356,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.memory") -> int:
+    """The command line (``argv``: default ``sys.argv[1:]``); ``prog`` names it in its
+    help and usage (``hostd memory`` runs it too)."""
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     given: Path | None = getattr(args, "db", None)
     command = args.command or "serve"
