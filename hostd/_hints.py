@@ -18,7 +18,9 @@ sessions. Only hostd's own words and figures are used (the engine's report).
 
 A provider that never answered its handshake (``NO_HANDSHAKE``): the two usual causes
 in words that fit a provider in any language, shared by check-provider's row and the
-compose summary of a leg whose start ran out of time.
+compose summary of a leg whose start ran out of time. A remote provider has no pipe to
+flush: what to check instead (``NO_REMOTE_HANDSHAKE``) is in its transport's timeout
+itself, so its leg, its status and its log event say it, and check-provider's row.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 __all__ = [
     "NO_HANDSHAKE",
+    "NO_REMOTE_HANDSHAKE",
     "budget_advice",
     "warming_advice",
     "warming_doing",
@@ -44,6 +47,17 @@ NO_HANDSHAKE = (
     "PrintStream or BufferedWriter, fflush(stdout) in C, print(..., flush=True) in "
     "Python), or its set-up before the handshake is slow (answer the handshake first and "
     'set up after it: docs/providers.md, "Cold start and warm-up")'
+)
+
+#: What to check when a remote provider's handshake got no reply at all (a refused
+#: connection, a certificate or a 401 fails at once, in its own words): whether the url
+#: answers from here, the TLS set-up a server may wait on, the token, and a proxy, which
+#: hostd never uses (``trust_env`` off: C8). Named by config keys only, never a value.
+NO_REMOTE_HANDSHAKE = (
+    "check that the url answers from this machine (a POST to it with curl gets a reply at "
+    "once, even a 401), that its TLS is set up as the server expects (ca_file; client_cert "
+    "and client_key if it asks for mutual TLS), that the server accepts the token, and that "
+    "it is reachable without a proxy (hostd ignores HTTPS_PROXY and the other proxy variables)"
 )
 
 

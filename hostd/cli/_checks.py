@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from hostd._hints import NO_HANDSHAKE
+from hostd._hints import NO_HANDSHAKE, NO_REMOTE_HANDSHAKE
 from hostd.config import HostSettings, ProviderSettings, provider_command
 from hostd.engine import Launcher, LegAudit, PoolSettings, ProviderSpec, audit_leg
 from hostd.engine.verify import (
@@ -383,6 +383,9 @@ async def check_remote_provider(
         await _run_checks(run, goal, budget, query_text)
     finally:
         await launcher.aclose()  # shielded: its pooled client is closed whatever happened
+    if run.unanswered:  # no reply at all: what to check, as a pipe's row says its causes
+        row = next(r for r in run.results if r.name == "handshake")
+        row.detail = f"{row.detail}; {NO_REMOTE_HANDSHAKE}"
     _not_run_after(run.results, remote=True)
     # Nothing a row says may carry a token the source read, even one the server echoed
     # into its handshake (C8): every row leaves through the provider's redactor.

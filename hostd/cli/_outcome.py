@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from hostd._hints import (
     NO_HANDSHAKE,
+    NO_REMOTE_HANDSHAKE,
     budget_advice,
     warming_advice,
     warming_ids,
@@ -269,7 +270,9 @@ def leg_failures(
         if status == "timeout" and 'binding = "cgp"' not in how:  # when it is only slow
             starting = error.get("code") == "handshake_timeout"  # its start, not a call
             key = "start_timeout_s" if starting else "timeout_ms"
-            if starting:  # a reply never flushed, or set-up before the handshake
+            # A pipe's reply never flushed, or set-up before the handshake; a remote
+            # provider's timeout says what to check itself (it has no pipe).
+            if starting and NO_REMOTE_HANDSHAKE not in how:
                 how += f"; {NO_HANDSHAKE}"
             how += f"; if it is only slow, raise its [[provider]] {key}"
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))

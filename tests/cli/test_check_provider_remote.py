@@ -22,11 +22,20 @@ from typing import Any
 import orjson
 import pytest
 
+from hostd._hints import NO_REMOTE_HANDSHAKE
 from hostd.cli._checks import Deadlines, check_remote_provider
 from hostd.engine import ProviderSpec
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, no_process_left_behind
-from tests.remote._servers import TOKEN, Scope, after_handshake, make_tls, remote_spec, serving
+from tests.remote._servers import (
+    TOKEN,
+    Scope,
+    after_handshake,
+    make_tls,
+    remote_spec,
+    serving,
+    silent,
+)
 from tests.remote.test_serve import served
 
 __all__ = ["no_process_left_behind"]  # an autouse fixture: every test here is checked
@@ -217,7 +226,29 @@ async def test_a_remote_provider_that_never_answers_misses_the_start_deadline() 
         ("query", False),
     ]
     assert checked.results[1].detail == "not run: the handshake failed"
-    assert checked.results[0].detail == "no answer within 500 ms (the start_timeout_s asked for)"
+    assert checked.results[0].detail == (
+        f"no answer within 500 ms (the start_timeout_s asked for); {NO_REMOTE_HANDSHAKE}"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_https_server_that_never_answers_the_handshake_is_told_what_to_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server reads the handshake and answers nothing: the row names what to check
+    (the url, TLS, the token, a proxy), never the token."""
+    monkeypatch.setenv("HOSTD_TEST_REMOTE_TOKEN", TOKEN)
+    tls = make_tls(tmp_path)
+    async with serving(silent, tls) as (url, rec):
+        spec = remote_spec(url, tls)
+        checked = await check_remote_provider(spec, deadlines=Deadlines.of(0.5, start_s=0.5))
+    assert rec.kinds() == ["handshake"]
+    row = checked.results[0]
+    assert (row.name, row.passed) == ("handshake", False)
+    assert row.detail == (
+        f"no answer within 500 ms (the start_timeout_s asked for); {NO_REMOTE_HANDSHAKE}"
+    )
+    assert TOKEN not in " ".join(r.detail for r in checked.results)
 
 
 #: The query row of a provider whose result carries its frames under ``results``: the

@@ -183,6 +183,14 @@ def fixed_reply(
     return app
 
 
+async def silent(scope: Scope, receive: Any, send: Any) -> None:
+    """An ASGI app that reads every request and answers none: it returns when the client
+    leaves (a hang guard bounds the wait), so a handshake sent to it never gets a reply."""
+    with anyio.move_on_after(60):  # a hang guard; the client's departure ends it
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
 def replaying(message: dict[str, Any], receive: Any) -> Callable[[], Awaitable[Any]]:
     """An ASGI ``receive`` that gives ``message`` (read already, to look at it) first,
     then what ``receive`` gives: an app that peeked at a request hands it on whole."""

@@ -35,9 +35,10 @@ A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight.
 The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
 from (``$VAR`` or the token file, never the token), a certificate no trusted CA
-signed names ``ca_file``: httpx's errors are translated in ``_httpx``, the one
-module that imports httpx. This module imports only ``hostd.protocol`` and
-``hostd.errors`` of hostd.
+signed names ``ca_file``, a handshake that got no reply at all what to check
+(``hostd._hints.NO_REMOTE_HANDSHAKE``: the url, TLS, the token, a proxy): httpx's
+errors are translated in ``_httpx``, the one module that imports httpx. This module
+imports only ``hostd.protocol``, ``hostd.errors`` and those words of hostd.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from hostd._hints import NO_REMOTE_HANDSHAKE
 from hostd._log import get_logger
 from hostd.errors import (
     CredentialUnavailable,
@@ -359,8 +361,12 @@ class RemoteConnection(Acked):
                 codec = endpoint.codec
                 ack = await endpoint.exchange(codec.handshake(host), codec.handshake_ack)
         except TimeoutError:
+            # No pipe to flush here: what to check instead, in hostd's words only (the
+            # peer said nothing), so the leg, the status and the log event all say it.
             raise ProviderTimeout(
-                f"no handshake reply within {handshake_timeout * 1000:.0f} ms", stage="handshake"
+                f"no handshake reply within {handshake_timeout * 1000:.0f} ms; "
+                f"{NO_REMOTE_HANDSHAKE}",
+                stage="handshake",
             ) from None
         try:
             check_ack(ack)

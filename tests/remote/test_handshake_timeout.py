@@ -1,0 +1,58 @@
+"""A remote provider whose handshake gets no reply at all is told what to check.
+
+A child's handshake that times out is told its usual causes (a reply never flushed,
+set-up before the handshake); a remote provider has no pipe, so its timeout names what
+to check instead (the url answers, TLS, the token, a proxy): in the leg, the status, the
+log event and the compose summary, never a credential nor anything the peer sent. Against
+a real loopback HTTPS server that reads the handshake and never answers it: the start
+deadline always runs out, however fast the machine is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import structlog
+
+from hostd._hints import NO_HANDSHAKE, NO_REMOTE_HANDSHAKE
+from hostd.cli._outcome import leg_failures
+from hostd.engine import Host, LegStatus
+from tests.engine._helpers import query
+from tests.remote._servers import TOKEN, consented, make_tls, remote_spec, serving, silent
+
+pytestmark = pytest.mark.anyio
+
+_MISSED = f"no handshake reply within 500 ms; {NO_REMOTE_HANDSHAKE}"
+
+
+@pytest.fixture(autouse=True)
+def _token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOSTD_TEST_REMOTE_TOKEN", TOKEN)
+
+
+async def test_a_remote_handshake_never_answered_says_what_to_check(tmp_path: Path) -> None:
+    tls = make_tls(tmp_path)
+    async with serving(silent, tls) as (url, rec):
+        spec = remote_spec(url, tls, start_timeout_s=0.5)
+        with structlog.testing.capture_logs() as logs:
+            async with Host([spec], consent=consented(tmp_path, spec.id)) as host:
+                fan = await host.query_all(query(), 1000)
+                (row,) = host.providers_list()
+    report = fan.reports[spec.id]
+    assert rec.kinds() == ["handshake"]  # it reached the server, which never answered
+    assert (report.status, report.error_code) == (LegStatus.TIMEOUT, "handshake_timeout")
+    assert report.error_message == _MISSED
+    assert row["health"]["last_failure"] == f"timeout: {_MISSED}"  # what status shows
+    (failed,) = [e for e in logs if e["event"] == "provider.start.failed"]
+    assert failed["error"] == _MISSED
+    # The compose summary gives it as it is: a pipe's causes would send the reader after
+    # a stdout buffer the provider does not have.
+    (line,) = leg_failures({"providers": [report.to_wire()], "prompt": ""})
+    assert NO_HANDSHAKE not in line
+    assert line == (
+        f"  {spec.id}: timeout: {_MISSED}; if it is only slow, raise its [[provider]] "
+        "start_timeout_s"
+    )
+    shown = f"{report.error_message} {row} {logs}"
+    assert TOKEN not in shown and "Bearer" not in shown
