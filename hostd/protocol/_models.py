@@ -123,11 +123,6 @@ class Transform(WireModel):
     version: str
 
 
-class FrameEmbedding(WireModel):
-    fingerprint: str
-    vector: list[float] | None = None
-
-
 def _json_number(value: Any, info: ValidationInfo) -> Any:
     """A number member as the schema types it: a JSON number (an integral ``2.0`` is the
     integer 2, as JSON Schema reads it). A string, even one that reads as a number, or a
@@ -160,9 +155,17 @@ def a_json_type(value: Any) -> str:
 
 
 #: The integer members ``_json_number`` guards, so its refusal says which it expects.
-_INTEGERS = frozenset({"token_cost", "canonical_token_cost"})
+_INTEGERS = frozenset(
+    {"token_cost", "canonical_token_cost", "dropped_estimate", "unindexed_changes"}
+)
 #: A number a peer sends (``_json_number``).
 _Number = BeforeValidator(_json_number)
+
+
+class FrameEmbedding(WireModel):
+    fingerprint: str
+    #: Each item a JSON number, as a frame's score is (``_json_number``).
+    vector: list[Annotated[float, _Number]] | None = None
 
 
 class ContextFrame(WireModel):
@@ -231,11 +234,14 @@ class ContextQueryResult(WireModel):
 
     frames: list[Any]
     truncated: bool = False
-    dropped_estimate: int | None = None
+    #: A JSON number, never a string that reads as one (``_json_number``), as a frame's
+    #: token_cost: a reply sending ``"3"`` is malformed, not read as 3.
+    dropped_estimate: Annotated[int, _Number] | None = None
     #: hostd's extension: files changed since the index this answer came from was built,
     #: while the provider builds the next (``providers.files`` on a large tree). A
-    #: figure, not text: the leg's note says it in hostd's words (never a peer's).
-    unindexed_changes: Annotated[int, Field(ge=0, le=2**32 - 1)] | None = None
+    #: figure, not text: the leg's note says it in hostd's words (never a peer's). A
+    #: JSON number, as ``dropped_estimate``.
+    unindexed_changes: Annotated[int, Field(ge=0, le=2**32 - 1), _Number] | None = None
     #: hostd's extension: answered while the provider still warms, from what it had
     #: built when the query came (its progress then: ``phase``, ``done``, ``total``).
     #: Read leniently (``hostd.transport.progress_figures``): a figure of the wrong

@@ -20,7 +20,14 @@ from pydantic import ValidationError
 from hostd.config import ProviderSettings
 from hostd.engine import ProviderSpec
 from hostd.errors import CorrelationMismatch, IncompatibleVersion, ProtocolFault, ProviderError
-from hostd.protocol import CgpErrorCode, ContextQuery, FrameIdentity, HostInfo
+from hostd.protocol import (
+    CgpErrorCode,
+    ContextQuery,
+    FrameIdentity,
+    HostInfo,
+    accept_frames,
+    parse_frames,
+)
 from hostd.provider import ProviderServer
 from hostd.transport.bindings import (
     UNKEYED,
@@ -242,6 +249,77 @@ def test_a_query_result_without_frames_is_malformed_naming_the_members_it_sent()
         "malformed query result: result.frames is missing (members sent: results, truncated)"
     )
     assert jsonrpc.query_result({"frames": []}).truncated is False
+
+
+#: A reply's figures sent as strings or booleans, as recorded from a provider that
+#: serialised them by hand: each a JSON number in the schema, refused as the frame's own
+#: numbers are (``a string; expected a number``), never read as the number it spells.
+_STRING_FIGURES = [
+    (b'"dropped_estimate":"3"', "dropped_estimate: a string; expected a number (an integer)"),
+    (b'"unindexed_changes":"3"', "unindexed_changes: a string; expected a number (an integer)"),
+    (b'"dropped_estimate":true', "dropped_estimate: a boolean; expected a number (an integer)"),
+]
+
+
+@pytest.mark.parametrize(("member", "said"), _STRING_FIGURES)
+@pytest.mark.parametrize("binding", ["jsonrpc", "cgp"])
+def test_a_result_figure_sent_as_a_string_is_a_malformed_reply(
+    binding: str, member: bytes, said: str
+) -> None:
+    result = b'{"frames":[],"truncated":true,' + member + b"}"
+    if binding == "jsonrpc":
+        codec: JsonRpcCodec | CgpCodec = JsonRpcCodec("p")
+        line = b'{"jsonrpc":"2.0","id":2,"result":' + result + b"}"
+    else:
+        codec = CgpCodec("p")
+        line = b'{"type":"frames","result":' + result + b"}"
+    reply = codec.read(line)
+    assert isinstance(reply, Reply)
+    with pytest.raises(ProtocolFault) as caught:
+        codec.query_result(reply.payload)
+    assert caught.value.message == f"malformed query result: result.{said}"
+
+
+def test_a_result_figure_sent_as_a_json_number_is_read() -> None:
+    """JSON has one number type: ``3.0`` is the integer 3, as a frame's token_cost."""
+    body = b'{"frames":[],"dropped_estimate":3.0,"unindexed_changes":4}'
+    codec = JsonRpcCodec("p")
+    reply = codec.read(b'{"jsonrpc":"2.0","id":2,"result":' + body + b"}")
+    assert isinstance(reply, Reply)
+    result = codec.query_result(reply.payload)
+    assert (result.dropped_estimate, result.unindexed_changes) == (3, 4)
+
+
+_FRAME = (
+    b'{"id":"f0","kind":"snippet","title":"A title","content":"abcdefgh","score":0.5,'
+    b'"token_cost":2,"citation_label":"a.py L1-2","embedding":{"fingerprint":"bow-1",'
+    b'"vector":[0.25,VALUE]}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [(b'"0.5"', "a string; expected a number"), (b"true", "a boolean; expected a number")],
+)
+def test_an_embedding_item_sent_as_a_string_costs_its_frame_as_a_schema_violation(
+    value: bytes, said: str
+) -> None:
+    """The reply is read (one bad frame costs only itself); the frame is refused by the
+    fast path and the exact one, naming the item, never what it held."""
+    bad = _FRAME.replace(b"VALUE", value)
+    line = b'{"jsonrpc":"2.0","id":2,"result":{"frames":[' + bad + b"]}}"
+    codec = JsonRpcCodec("p")
+    reply = codec.read(line)
+    assert isinstance(reply, Reply)
+    frames = codec.query_result(reply.payload).frames
+    assert accept_frames(frames) is None
+    [(got, found)] = parse_frames(frames)
+    assert got is None
+    assert [(v.rule, v.field, v.message) for v in found] == [("schema", "embedding.vector.1", said)]
+    good = orjson.loads(_FRAME.replace(b"VALUE", b"1"))
+    [(kept, none)] = parse_frames([good])
+    assert kept is not None and none == [] and kept.embedding is not None
+    assert kept.embedding.vector == [0.25, 1.0]
 
 
 # -- the registry ----------------------------------------------------------------------
