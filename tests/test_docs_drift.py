@@ -388,3 +388,49 @@ def test_docs_install_from_a_checkout_or_a_wheel_not_a_registry() -> None:
         text = path.read_text(encoding="utf-8")
         bad = re.findall(r"pip install [\"']?hostd\[", text)
         assert bad == [], f"{path.relative_to(ROOT)}: {bad}"
+
+
+# -- tables a terminal can read ----------------------------------------------------------
+
+#: Tables of one item a row whose long words live in a section of the item's own, linked
+#: from its row: (file under docs/, the table's header line).
+SHORT_TABLES = [
+    ("providers.md", "| provider | what it serves |"),
+    ("api.md", "| `reason` | `provider` | `detail` | when |"),
+    ("api.md", "| code | `data.reason` | when |"),
+]
+#: The most characters a cell of those tables holds: more belongs in the item's section.
+CELL_CHARS = 160
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped (backticks,
+    colons, a minus sign), spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _rows_under(text: str, header: str) -> list[str]:
+    """The rows of the table whose header line is ``header``."""
+    assert f"\n{header}\n" in text, f"no table headed {header!r}"
+    rows = text.split(f"\n{header}\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [row for row in rows[1:] if row.startswith("|")]  # past the --- line
+
+
+def test_item_tables_keep_short_cells_linking_to_each_items_section() -> None:
+    problems = []
+    for name, header in SHORT_TABLES:
+        text = (ROOT / "docs" / name).read_text(encoding="utf-8")
+        anchors = {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.MULTILINE)}
+        for row in _rows_under(text, header):
+            cells = re.split(r"(?<!\\)\|", row)[1:-1]
+            problems += [
+                f"{name}: a cell of {len(c.strip())} characters: {c.strip()[:60]}…"
+                for c in cells
+                if len(c.strip()) > CELL_CHARS
+            ]
+            problems += [
+                f"{name}: no section for #{a}"
+                for a in re.findall(r"\]\(#([^)]+)\)", row)
+                if a not in anchors
+            ]
+    assert problems == [], "\n".join(problems)
