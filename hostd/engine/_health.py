@@ -89,6 +89,8 @@ class RestartPolicy:
     #: A running provider that misses this many deadlines in a row with no reply at all
     #: in between, not even a late one, is hung: it is restarted (counted as a failure)
     #: rather than waited on again. One whose late replies still come is slow, not hung.
+    #: "In a row" is in time: requests that were out together (a burst) and time out
+    #: together are one miss, not one each (``record_leg``'s ``sent_mark``).
     max_consecutive_timeouts: int = 3
     #: A parked provider (attempts spent) gets one start this long after its last
     #: failure, and again after each failed one; 0: never (only ``providers/restart``).
@@ -128,8 +130,14 @@ class Health:
     errors: int = 0
     quarantines: int = 0
     no_consent: int = 0
-    #: Timeouts since the provider last answered, on time or late (``is_hung`` reads it).
+    #: Timeouts since the provider last answered, on time or late (``is_hung`` reads it),
+    #: each sent after the one before it had timed out: a leg that was out as an
+    #: earlier one timed out is part of that same miss, not another.
     consecutive_timeouts: int = 0
+    #: Timeouts counted into ``consecutive_timeouts`` over its life: what a leg reads as
+    #: it is sent (its ``sent_mark``), so its miss tells whether one was counted while
+    #: it was out. Not reported: a mark, not a figure.
+    timeout_mark: int = 0
     #: Replies that came after their leg gave up: the process answers, past the deadline.
     late_replies: int = 0
     #: The last leg's error, and the last start or crash failure (what a give-up quotes).
@@ -363,8 +371,11 @@ def is_hung(health: Health, policy: RestartPolicy) -> bool:
     """Whether a running provider missed ``max_consecutive_timeouts`` deadlines in a row
     with no reply in between, not even a late one: alive by every sign the pipe gives,
     yet answering nothing, so every request would pay its full timeout again. It is
-    then restarted, not waited on. A provider whose late replies still come is slow:
-    a restart would only pay its start (a model, an index) again, so it is kept."""
+    then restarted, not waited on. In a row means one after another in time: each of
+    those requests was sent after the one before it had timed out (``record_leg``),
+    so a burst of requests that time out together is one miss, however many there
+    were. A provider whose late replies still come is slow: a restart would only pay
+    its start (a model, an index) again, so it is kept."""
     return (
         health.state is ProviderState.READY
         and policy.max_consecutive_timeouts > 0
@@ -381,6 +392,7 @@ def record_leg(
     lost: str | None = None,
     empty: str | None = None,
     invalid: str | None = None,
+    sent_mark: int | None = None,
 ) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
@@ -394,7 +406,11 @@ def record_leg(
     gives one; a leg that is no answer leaves it as it was. ``invalid``: an ``ok`` leg
     offered frames and every one was refused as invalid (hostd's words: which rule, which
     field), kept as ``last_error``; it counts toward ``invalid_legs``, and any other
-    ``ok`` leg ends that run."""
+    ``ok`` leg ends that run. ``sent_mark``: ``health.timeout_mark`` when the leg was
+    sent; a timeout counts toward ``consecutive_timeouts`` only when no other was
+    counted since (it was sent after the last counted one timed out): legs that were
+    out together and time out together are one miss, not several in a row. ``None``
+    (not known): every timeout counts."""
     if status != "ok":
         lost = invalid = None  # only an answer can be short of something, or refused
     elif invalid is not None:
@@ -403,10 +419,12 @@ def record_leg(
         error = lost
     answered = status in ("ok", "quarantined") or is_warming_leg(status)
     timeouts = 0 if late > 0 else health.consecutive_timeouts
+    mark = health.timeout_mark
     if answered:
         timeouts = 0
-    elif status == "timeout":
+    elif status == "timeout" and (sent_mark is None or sent_mark >= mark):
         timeouts += 1
+        mark += 1
     found_nothing = health.found_nothing
     if status == "ok":  # an answer: this one's emptiness, or none
         found_nothing = None if empty is None else bounded_error(empty)
@@ -427,6 +445,7 @@ def record_leg(
         quarantines=health.quarantines + (status == "quarantined"),
         no_consent=health.no_consent + (status == "no_consent"),
         consecutive_timeouts=timeouts,
+        timeout_mark=mark,
         late_replies=health.late_replies + late,
         last_error=health.last_error if error is None else bounded_error(error),
         last_failure=health.last_failure,

@@ -310,6 +310,7 @@ class Host:
                 # Said apart from the note, which may also say what left frames out.
                 reply.empty if not report.frames_offered else None,
                 refused_all(done),
+                reply.sent_mark,
             )
             _log_leg(report)
             if on_leg_done is not None:

@@ -65,6 +65,9 @@ class LegReply:
     #: Why an answer with no frame holds none, when its binding can tell
     #: (``EmptyResult``): hostd's words for the leg's note.
     empty: str | None = None
+    #: Its provider's ``Health.timeout_mark`` when the query was sent (``None``: never
+    #: sent): a timeout counts toward "hung" only if none was counted while it was out.
+    sent_mark: int | None = None
 
 
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:

@@ -543,10 +543,13 @@ class ProviderPool:
         lost: str | None = None,
         empty: str | None = None,
         invalid: str | None = None,
+        sent_mark: int | None = None,
     ) -> None:
         """Count a finished leg (``lost``: what an ``ok`` one lost of its answer; ``empty``:
         why one held no frame, when its binding could tell; ``invalid``: what its frames
-        broke when every one was refused as invalid); restart
+        broke when every one was refused as invalid; ``sent_mark``: its health's
+        ``timeout_mark`` when it was sent, so legs that timed out together count as one
+        miss); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
         pool's task group and the next request starts a fresh one, after the backoff the
         failure earns. Late replies read since the
@@ -560,6 +563,7 @@ class ProviderPool:
             lost=lost,
             empty=empty,
             invalid=invalid,
+            sent_mark=sent_mark,
         )
         conn = slot.conn
         if status == "unauthorized":

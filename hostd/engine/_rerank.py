@@ -217,6 +217,7 @@ class Reranker:
         result: Any = None
         broke: HostdError | None = None
         timed_out = False
+        sent_mark = slot.health.timeout_mark  # asks out together time out as one miss
         try:  # one call, its deadline the transport's timer (its id abandoned then)
             result = await client.call("rerank", params, deadline=deadline)
         except ProviderError as exc:  # it answered, with an error: alive and in sync
@@ -236,9 +237,10 @@ class Reranker:
             reason = "crashed" if isinstance(broke, ProviderCrashed) else "bad_reply"
             return RerankOutcome(reason=reason, detail=f"{broke.reason}: {broke.message}")
         if timed_out:
-            # Counted like a provider's missed deadline: three in a row with no verdict
-            # in between, not even a late one, and it is restarted (``is_hung``).
-            pool.record_leg(slot, "timeout", f"no verdict within {ms}")
+            # Counted like a provider's missed deadline: three in a row, each asked after
+            # the one before it timed out, with no verdict in between, not even a late
+            # one, and it is restarted (``is_hung``).
+            pool.record_leg(slot, "timeout", f"no verdict within {ms}", sent_mark=sent_mark)
             return RerankOutcome(reason="timeout", detail=_late(ms, slot.health.late_replies))
         try:
             reply = _Reply.model_validate(result)

@@ -154,6 +154,7 @@ class _Runner:
         "pool",
         "ready_by",
         "ready_links",
+        "sent",
         "starts",
     )
 
@@ -178,6 +179,9 @@ class _Runner:
         self.ready_links: dict[str, Ready] = {}
         #: Consent decided once after a start, for the others.
         self.starts: dict[str, _Once[Ready]] = {}
+        #: Each sent leg's provider's ``Health.timeout_mark`` as it was sent: legs out
+        #: together that time out together are one miss (``record_leg``).
+        self.sent: dict[str, int] = {}
 
     async def ready(self, leg: LegPlan) -> Ready:
         """The provider's live connection and its missing scopes: as the plan decided
@@ -218,7 +222,13 @@ class _Runner:
         """The leg's reply, its latency up to ``at`` (when it landed), else now (both on
         the event loop's clock)."""
         latency = ((anyio.current_time() if at is None else at) - self.clock) * 1000
-        return LegReply(leg.provider_id, query, latency_ms=latency, **fields)
+        return LegReply(
+            leg.provider_id,
+            query,
+            latency_ms=latency,
+            sent_mark=self.sent.get(leg.provider_id),
+            **fields,
+        )
 
     async def gather(
         self,
@@ -393,6 +403,8 @@ class _Runner:
                     query = trim_representations(query, conn.capabilities)
                     call = _write(conn, query)
                 assert conn is not None
+                if leg.provider_id not in self.sent:  # written now, or when its turn comes
+                    self.sent[leg.provider_id] = slot.health.timeout_mark
                 result = await _result(conn, query, call)
             if scope.cancelled_caught:
                 raise TimeoutError
@@ -529,6 +541,7 @@ async def run_fan_out(
             settled.append(runner.no_consent(leg, leg.query, leg.missing_scopes))
         elif leg.action is LegAction.SEND:
             assert live is not None, "a send leg is planned only on a live connection"
+            runner.sent[leg.provider_id] = pool.slots[leg.provider_id].health.timeout_mark
             try:
                 call = live.start_query(
                     dict(leg.wire) if leg.wire is not None else leg.query,

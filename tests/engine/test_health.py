@@ -238,6 +238,26 @@ def test_a_late_reply_ends_the_run_of_misses_so_a_slow_provider_is_never_hung() 
     assert is_hung(h, HUNG)
 
 
+def test_legs_out_together_that_time_out_together_are_one_miss() -> None:
+    h = record_started(Health())
+    # A burst: five legs sent before any timed out (each read the same mark).
+    sent = h.timeout_mark
+    for _ in range(5):
+        h = record_leg(h, "timeout", sent_mark=sent)
+        assert not is_hung(h, HUNG)
+    assert (h.consecutive_timeouts, h.timeouts) == (1, 5)
+    # Requests each sent after the one before it timed out: misses in a row, hung.
+    for n in (2, 3):
+        h = record_leg(h, "timeout", sent_mark=h.timeout_mark)
+        assert h.consecutive_timeouts == n
+    assert is_hung(h, HUNG)
+    # An answer ends the run; a leg that was out across it is the first of a new one.
+    out_across = h.timeout_mark
+    h = record_leg(h, "ok")
+    h = record_leg(h, "timeout", sent_mark=out_across)
+    assert h.consecutive_timeouts == 1 and not is_hung(h, HUNG)
+
+
 def test_only_a_ready_provider_is_hung_and_zero_turns_the_check_off() -> None:
     h = Health(state=ProviderState.READY, consecutive_timeouts=5)
     assert is_hung(h, HUNG)

@@ -180,3 +180,41 @@ async def test_a_reranker_killed_between_asks_says_how_it_ended(tmp_path: Path) 
     )
     assert row["state"] == "crashed" and _starts(starts) == 1
     assert "killed by SIGKILL" in row["health"]["last_failure"]
+
+
+async def test_a_burst_that_times_out_together_is_one_miss_and_later_misses_still_add_up() -> None:
+    """Requests out together that time out together (a burst on a busy provider) are one
+    miss, not one each: the provider is kept. A provider that then answers nothing to
+    requests sent one after another, each after the last timed out, is still hung."""
+    policy = RestartPolicy(max_consecutive_timeouts=3)
+    burst = 5
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with Gate() as gate:
+            gate.close()  # every query held: no reply, on time or late, ever comes
+            spec = healthy("slow", "--hold-port", str(gate.port), timeout_ms=300)
+            async with Host([spec], start="boot", restart_policy=policy) as host:
+                pid = local(host.connection("slow")).child.pid
+                statuses: list[LegStatus] = []
+
+                async def ask() -> None:
+                    fan = await host.query_all(query(), 500)
+                    statuses.append(fan.reports["slow"].status)
+
+                # Each fan-out writes its leg before it first awaits: all are out
+                # before any deadline can pass.
+                async with anyio.create_task_group() as tg:
+                    for _ in range(burst):
+                        tg.start_soon(ask)
+                after_burst = host.health("slow")
+                kept = host.connection("slow")
+                # Then one request after another, each sent after the last timed out.
+                for _ in range(policy.max_consecutive_timeouts - 1):
+                    fan = await host.query_all(query(), 500)
+                    statuses.append(fan.reports["slow"].status)
+                gone = host.connection("slow")
+                health = host.health("slow")
+    assert statuses == [LegStatus.TIMEOUT] * (burst + policy.max_consecutive_timeouts - 1)
+    assert (after_burst.timeouts, after_burst.consecutive_timeouts) == (burst, 1)
+    assert isinstance(kept, ProviderConnection) and kept.child.pid == pid
+    assert seen.count("provider.hung.restart") == 1  # by the later misses, not the burst
+    assert gone is None and health.last_failure == "hung: no reply to 3 requests in a row"
