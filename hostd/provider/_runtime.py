@@ -5,7 +5,8 @@ Owns the JSON-RPC provider binding (protocol.md §1) from the provider's side:
 ``context/verify`` and the ``context/shutdown`` notification, dispatched with
 jsonrpcserver; and hostd's memory-write extension (``memory/remember``,
 ``memory/forget``) for a provider that implements ``remember``/``forget``.
-Requests are served concurrently, so a host may pipeline them.
+Requests are served concurrently, so a host may pipeline them; a provider may bound
+how many queries run at once (``Provider.queries_at_once``), the rest in arrival order.
 A malformed line or bad request gets a ``bad_request`` error and the provider
 keeps serving (R1); it exits on ``context/shutdown`` or stdin EOF (R2).
 
@@ -99,6 +100,12 @@ class Provider:
     #: seconds its phase has run) after this many seconds with no new one, so a client
     #: that resets its timeout on each progress note never waits out a long step.
     progress_beat_s: float = BEAT_S
+    #: How many ``query`` calls run at once; the others wait their turn in the order
+    #: their requests came (``None``: no bound, each runs as it comes). Set 1 for a
+    #: query that is CPU work in Python (a BM25 ranking): run together, a burst of them
+    #: shares the CPU and every one finishes late, together, past any deadline; one at a
+    #: time, the first asked is answered first, so the early ones meet their deadline.
+    queries_at_once: int | None = None
 
     async def query(self, query: ContextQuery) -> list[ContextFrame] | ContextQueryResult:
         raise NotImplementedError
@@ -278,6 +285,14 @@ async def _handshake(server: ProviderServer, req: HandshakeRequest) -> dict[str,
 async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
     if not server.readiness.answers:
         raise server.readiness.refusal()  # answered now: a host never waits on a warm-up
+    turns = server.query_turns
+    if turns is None:
+        return await _run_query(server, params)
+    async with turns:  # first come, first served (``Provider.queries_at_once``)
+        return await _run_query(server, params)
+
+
+async def _run_query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
     # Read before the query runs: a build that ends while it searches does not make
     # its answer whole, and the ready note may reach the host before this reply does.
     meanwhile = server.readiness.meanwhile()
@@ -445,6 +460,10 @@ class ProviderServer:
         self.readiness = Readiness()
         #: Whether the provider says what it holds after a query (``ready_message``).
         self.restates = _restates(provider)
+        #: The turns its queries wait for in the order they came, when it bounds how many
+        #: run at once (``Provider.queries_at_once``; FIFO: anyio serves waiters in order).
+        at_once = provider.queries_at_once
+        self.query_turns = anyio.CapacityLimiter(at_once) if at_once else None
 
     def start_warming(self, notify: Callable[[bytes], None]) -> threading.Thread | None:
         """Run ``provider.warm`` in a daemon thread; each progress step goes to ``notify``

@@ -51,6 +51,11 @@ def _report_build(index: FileIndex, seconds: float) -> str:
 class FilesProvider(Provider):
     """Lexical search over one directory tree; ``snippet`` (code) and ``doc`` (prose) frames."""
 
+    # A ranking is CPU work under the GIL: a burst of queries run together would all
+    # finish late, together; one at a time, in the order they came, the first asked are
+    # answered in time and the rest late, never none.
+    queries_at_once = 1
+
     def __init__(self, index: FileIndex) -> None:
         self.index = index
         #: What the index holds: said after its build, and after each rebuild.
@@ -82,7 +87,8 @@ class FilesProvider(Provider):
         self._said = _report_build(self.index, self.index.built_in_s)
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
-        # Ranking is CPU work; keep the stdio loop free for pipelined requests.
+        # Ranking is CPU work; keep the stdio loop free for pipelined requests (one
+        # query at a time, in the order they came: ``queries_at_once``).
         packed = await anyio.to_thread.run_sync(self.index.answer, query)
         return packed.to_result()
 

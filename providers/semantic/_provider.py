@@ -59,6 +59,11 @@ class SemanticProvider(Provider):
     from its code meanwhile is worth more than none.
     """
 
+    # An embedding and a search are CPU work (the model uses every core already): a burst
+    # of queries run together would all finish late, together; one at a time, in the
+    # order they came, the first asked are answered in time.
+    queries_at_once = 1
+
     def __init__(
         self,
         index: SemanticIndex,
