@@ -335,7 +335,16 @@ class FileIndex:
             # Before anchors apply: an anchored test file still leads (its band is above
             # every unanchored chunk), ranked within the band as any other.
             scores = np.where(served.tests, scores * self.test_prior, scores)
-        order = [int(i) for i in np.flatnonzero(scores > 0)]
+        matched = np.flatnonzero(scores > 0)
+        if 0 < limit < len(matched) and not anchored.chunks:
+            # Only chunks that score at least the limit-th best can be in the first
+            # ``limit``: sorting those alone (ties at the cut included, so the chunk-id
+            # order is the same) keeps what the whole sort would, for a fraction of its
+            # cost (a common word matches half of a large tree's chunks).
+            best = scores[matched]
+            cut = np.partition(best, len(matched) - limit)[len(matched) - limit]
+            matched = matched[best >= cut]
+        order = [int(i) for i in matched]
         if anchored.chunks:
             raw = scores.tolist()
             return [

@@ -131,6 +131,19 @@ def test_scores_are_ordered_best_first(tmp_path: Path) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_short_list_is_the_head_of_the_whole_ranking_ties_included(tmp_path: Path) -> None:
+    # Many chunks score alike (the same words): the first ``limit`` of them are the
+    # ones the whole ranking puts first, ties broken by chunk id, whatever the limit.
+    for i in range(30):
+        words = "wombat " * (1 + i % 3)
+        (tmp_path / f"f{i:02}.md").write_text(f"# Part {i}\n\n{words}burrow.\n")
+    ix = _index(tmp_path)
+    whole = ix.search("wombat burrow", limit=10_000)
+    assert len(whole) == 30
+    for limit in (1, 2, 5, 10, 11, 29, 30, 31):
+        assert ix.search("wombat burrow", limit=limit) == whole[:limit]
+
+
 def test_gitignore_is_honoured_at_every_level(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     (root / ".gitignore").write_text("secret/\n*.log\n")
