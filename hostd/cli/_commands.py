@@ -183,7 +183,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     compose.add_argument("--json", action="store_true", help="print the ComposedPrompt as JSON")
     connect_arg(compose)
-    compose.set_defaults(run=_compose)
+    compose.set_defaults(run=_compose, connected_socket_only=True)
 
     providers = sub.add_parser(
         "providers",
@@ -193,7 +193,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     providers.add_argument("--json", action="store_true", help="print JSON")
     connect_arg(providers)
-    providers.set_defaults(run=_providers)
+    providers.set_defaults(run=_providers, connected_socket_only=True)
     restart = providers.add_subparsers(dest="providers_command", metavar="COMMAND").add_parser(
         "restart",
         help="restart one provider now (a failed one too)",
@@ -225,7 +225,7 @@ def add_core_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         f"(default: {MCP_READY_WAIT_MS}, within an MCP client's usual 5 s timeout; "
         "a call that names ready_wait_ms or timeout_ms decides for itself)",
     )
-    mcp.set_defaults(run=_mcp)
+    mcp.set_defaults(run=_mcp, connected_socket_only=True)
 
 
 #: ``hostd mcp``'s wait for providers that are not ready, in ms. MCP clients give a

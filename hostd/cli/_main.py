@@ -115,10 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if matched is None:
             raise
         exc = _first(matched)
-        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
+        sys.stderr.write(f"hostd: {_said(exc, args)}\n")
         return _exit_status(exc)
     except HostdError as exc:
-        sys.stderr.write(f"hostd: {_one_line(exc)}\n")
+        sys.stderr.write(f"hostd: {_said(exc, args)}\n")
         return _exit_status(exc)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"hostd: {exc}\n")
@@ -132,19 +132,26 @@ _SERVERS = frozenset({"serve", "mcp"})
 
 
 def _config(args: argparse.Namespace) -> Config:
-    """The config a command runs with. ``status`` and ``stop`` (``socket_only``) need only
-    the daemon's socket: a config that no longer loads (an edit under a running daemon)
-    does not lock them out of it; they say why and use its ``host.socket``."""
+    """The config a command runs with. ``status`` and ``stop`` (``socket_only``), and a
+    client command with ``--connect`` (``connected_socket_only``: compose, providers,
+    mcp), need only the daemon's socket: a config that no longer loads (an edit under a
+    running daemon) does not lock them out of it; they say why and use the socket named
+    (the file is moot then), else its ``host.socket``; the error is kept in
+    ``args.config_error`` for a ``NoDaemon`` to name (``_said``)."""
     try:
         return load_config(args.config)
     except ConfigError as exc:
-        if not getattr(args, "socket_only", False):
+        connect = getattr(args, "connect", None)
+        connected = connect is not None and getattr(args, "connected_socket_only", False)
+        if not getattr(args, "socket_only", False) and not connected:
             raise
-        if getattr(args, "socket", None):  # named on the command line: the file is moot
-            socket = Path(args.socket)
+        named = getattr(args, "socket", None) or connect
+        if named:  # named on the command line: the file is moot
+            socket = Path(named)
         else:  # its one key, read raw (a file that is not TOML: its `socket =` line);
             # still a ConfigError when the file cannot be read at all
             socket = discover_socket(args.config)
+            args.config_error = (exc, socket)
         sys.stderr.write(f"hostd: note: {exc.message}; using its socket only\n")
         base = load_config(DEFAULT_CONFIG_PATH)
         return base.model_copy(update={"host": base.host.model_copy(update={"socket": socket})})
@@ -176,6 +183,20 @@ def _first(group: BaseExceptionGroup[HostdError]) -> HostdError:
         exc = exc.exceptions[0]
     assert isinstance(exc, HostdError)
     return exc
+
+
+def _said(exc: HostdError, args: argparse.Namespace) -> str:
+    """The line a command's error is told in. No daemon at the socket read raw from a
+    config that does not load (``_config``): the file may mean another socket, and
+    `hostd serve` would refuse it, so its error is what to fix, named."""
+    broken = getattr(args, "config_error", None)
+    if isinstance(exc, NoDaemon) and broken is not None:
+        error, socket = broken
+        return (
+            f"no daemon at {socket} ({exc.strerror or 'none answers'}): the daemon cannot be "
+            f"found while the config has an error: {error.message} [no_daemon]"
+        )
+    return _one_line(exc)
 
 
 def _one_line(exc: HostdError) -> str:

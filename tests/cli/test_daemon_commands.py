@@ -108,6 +108,33 @@ def test_an_edit_that_breaks_the_config_does_not_lock_status_and_stop_out(
     assert code == 0
 
 
+def test_an_edit_that_breaks_the_config_does_not_lock_connected_clients_out(
+    tmp_path: Path,
+) -> None:
+    config, child = _serving_one(tmp_path)
+    socket = str(tmp_path / "run" / "s.sock")
+    try:
+        config.write_text(config.read_text() + "bogus_key = 1\n", encoding="utf-8")
+        for connect in (["--connect"], ["--connect", socket]):
+            done = run_hostd("--config", str(config), "compose", "x", "--json", *connect)
+            assert done.returncode in (0, 1), done.stderr  # the daemon's answer, not exit 2
+            assert json.loads(done.stdout)["request_id"]
+            (note, *_) = _human(done.stderr)
+            assert "bogus_key" in note and note.endswith("; using its socket only"), note
+        listed = run_hostd("--config", str(config), "providers", "--json", "--connect", socket)
+        assert listed.returncode == 0, listed.stderr
+        assert [p["id"] for p in json.loads(listed.stdout)["providers"]] == ["alpha"]
+    finally:
+        code = child.stop()
+    assert code == 0
+    # Nothing at the socket the broken file was read for: its error is why, named.
+    gone = run_hostd("--config", str(config), "compose", "x", "--connect", "--wait", "0")
+    assert gone.returncode == 3, gone.stderr
+    line = _human(gone.stderr)[-1]
+    assert line.startswith(f"hostd: no daemon at {socket} (")
+    assert "cannot be found while the config has an error" in line and "bogus_key" in line
+
+
 def test_log_file_is_the_daemons_a_one_shot_command_logs_to_stderr(tmp_path: Path) -> None:
     config = _config(tmp_path)
     log = tmp_path / "hostd.log"
