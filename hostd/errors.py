@@ -384,8 +384,20 @@ class RpcError(HostdError):
             return reason if isinstance(reason, str) else None
         return None
 
+    @property
+    def request_id(self) -> str | None:
+        """``data.request_id``: the id the daemon's log lines of this request carry
+        (``request.failed``, ``request.done``), to match this error to them; None from
+        a daemon that does not say. ``usage/report`` and ``usage/feedback`` of an
+        unknown request name the one asked about there."""
+        if isinstance(self.rpc_data, dict):
+            value = self.rpc_data.get("request_id")
+            return value if isinstance(value, str) else None
+        return None
+
     def __str__(self) -> str:
-        return f"{self.message} (code {self.rpc_code}, reason {self.remote_reason})"
+        request = f", request {self.request_id}" if self.request_id else ""
+        return f"{self.message} (code {self.rpc_code}, reason {self.remote_reason}{request})"
 
 
 class ConnectionLost(ProtocolFault):

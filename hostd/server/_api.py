@@ -268,9 +268,18 @@ METHODS: Mapping[str, Method] = {
 }
 
 
+#: The members of a refusal's ``data`` its ``request.failed`` line carries too: what a
+#: reader matches a client's error by, besides the request id. Never a value the
+#: client sent beyond a provider id or a field's path (C8).
+_LOGGED_DATA = ("field", "provider", "providers")
+
+
 def _log_failure(method: str, exc: BaseException) -> None:
     if isinstance(exc, HostdError):
-        log.info("request.failed", method=method, reason=exc.reason)
+        # An answer (a refused param, an unknown provider): the client's to act on, so
+        # info; a bug of hostd's own is ``request.crashed``, at error.
+        said = {k: exc.data[k] for k in _LOGGED_DATA if k in exc.data}
+        log.info("request.failed", method=method, reason=exc.reason, **said)
     elif not isinstance(exc, ValidationError):  # bad params are an answer, not news
         log.error("request.crashed", method=method, exc_info=exc)
 
@@ -297,6 +306,18 @@ def _done(daemon: DaemonState, method: Any, connection: str, started: float, err
     )
 
 
+def _tagged(reply: Any, request_id: str) -> Any:
+    """``reply`` with its error's ``data.request_id``: the id this request's log lines
+    carry, so a client's error is matched to them. An error whose ``data`` names
+    another request there (``usage/report``'s ``unknown_request``: the one asked about)
+    keeps it."""
+    error = reply.get("error") if isinstance(reply, dict) else None
+    data = error.get("data") if isinstance(error, dict) else None
+    if isinstance(data, dict):
+        data.setdefault("request_id", request_id)
+    return reply
+
+
 def _refusal(daemon: DaemonState, method: Any, msg: Any) -> dict[str, Any] | None:
     """While stopping, a request (not ``$/cancel``, not a notification) is refused."""
     if daemon.stopping and method != "$/cancel" and isinstance(msg, dict) and "id" in msg:
@@ -311,8 +332,9 @@ async def dispatch_one(daemon: DaemonState, connection: Peer, msg: Any) -> Any:
     method = msg.get("method") if isinstance(msg, dict) else None
     refused = _refusal(daemon, method, msg)
     if refused is not None:
-        return refused
+        return _tagged(refused, request_id)
     reply = await DISPATCHER.dispatch(msg, RequestContext(daemon, connection, request_id))
+    _tagged(reply, request_id)
     error = reply.get("error") if isinstance(reply, dict) else None
     _done(daemon, method, connection.name, started, error)
     return reply
@@ -326,9 +348,10 @@ async def answer_one(daemon: DaemonState, connection: Peer, msg: Any) -> bytes |
     method = msg.get("method") if isinstance(msg, dict) else None
     refused = _refusal(daemon, method, msg)
     if refused is not None:
-        return DISPATCHER.encode_reply(refused)
+        return DISPATCHER.encode_reply(_tagged(refused, request_id))
     ctx = RequestContext(daemon, connection, request_id)
-    reply, line = await DISPATCHER.answer(msg, ctx)
+    reply = _tagged(await DISPATCHER.dispatch(msg, ctx), request_id)
+    line = None if reply is None else DISPATCHER.encode_reply(reply)
     error = reply.get("error") if isinstance(reply, dict) else None
     _done(daemon, method, connection.name, started, error)
     return line
@@ -345,12 +368,14 @@ async def call_local(
     request_id = daemon.new_request_id()
     started = begin_request(request_id)
     if daemon.stopping and method != "$/cancel":
-        wire = error_to_wire(ShuttingDown("hostd is shutting down"))
-        raise RpcError(wire["code"], wire["message"], wire["data"])
+        wire = _tagged({"error": error_to_wire(ShuttingDown("hostd is shutting down"))}, request_id)
+        error = wire["error"]
+        raise RpcError(error["code"], error["message"], error["data"])
     ctx = RequestContext(daemon, connection, request_id, on_progress)
     try:
         result = await DIRECT.call(method, params, ctx)
     except RpcError as exc:
+        _tagged({"error": {"data": exc.rpc_data}}, request_id)
         error = {"code": exc.rpc_code, "data": exc.rpc_data}
         _done(daemon, method, connection.name, started, error)
         raise

@@ -85,9 +85,12 @@ async def test_an_edited_config_is_said_once_by_each_connected_command(start_dae
     assert code == 1 and out == ""
     human = _human(err)
     assert sum(STALE in x for x in human) == 1, err
-    assert (
-        "hostd: invalid params: providers: unknown provider 'facts' (configured: alpha, beta) "
-        "(code -32602, reason unknown_provider)" in human
+    assert any(
+        x.startswith(
+            "hostd: invalid params: providers: unknown provider 'facts' (configured: alpha, "
+            "beta) (code -32602, reason unknown_provider, request "
+        )
+        for x in human
     ), err
     # And a composition over every provider, which silently leaves it out, says it too.
     code, out, err = await _cli(daemon, "compose", "x")
@@ -111,10 +114,22 @@ async def test_a_misspelt_provider_is_told_with_the_configured_ids_and_the_close
     daemon = await start_daemon(providers={"facts": {}, "notes": {}})
     code, _, err = await _cli(daemon, "compose", "x", "--providers", "fact")
     assert code == 1
-    assert (
+    (line,) = [x for x in _human(err) if "unknown provider" in x]
+    head, _, tail = line.partition(" (code -32602, reason unknown_provider, request ")
+    assert head == (
         "hostd: invalid params: providers: unknown provider 'fact' (configured: facts, notes); "
-        "did you mean 'facts'? (code -32602, reason unknown_provider)" in _human(err)
+        "did you mean 'facts'?"
     ), err
+    # The id the error names is the one of the daemon's log line saying why, with the
+    # field and the provider the error names.
+    request_id = tail.removesuffix(")")
+    failed = await daemon.logged("request.failed", request_id=request_id)
+    assert (failed["level"], failed["method"], failed["reason"]) == (
+        "info",
+        "context/compose",
+        "unknown_provider",
+    )
+    assert (failed["field"], failed["provider"]) == ("providers", "fact")
     async with connect(daemon.socket) as client:
         # The reason and the code are as before; a request's param is named as every
         # refused param is (its field first, and in data.field).
@@ -146,11 +161,15 @@ async def test_a_misspelt_provider_is_told_with_the_configured_ids_and_the_close
                 await client.call(method, params)
             error = refused.value
             assert error.rpc_code == -32602, method
+            assert error.request_id, method  # the id of its log lines
             assert error.rpc_data == {
                 "reason": "unknown_provider",
                 "cgp_code": "bad_request",
+                "request_id": error.request_id,
                 **data,
             }, method
+            logged = await daemon.logged("request.failed", request_id=error.request_id)
+            assert logged["method"] == method
             assert error.message == (
                 f"{prefix}unknown provider 'fact' (configured: facts, notes); did you mean 'facts'?"
             ), method
