@@ -119,8 +119,30 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     if isinstance(reranker, dict) and reranker_degraded(reranker):
         down = True
     code = EXIT_DEGRADED if down else EXIT_OK
+    stale = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
+    # Less this command's own host/status, in the text and the JSON alike.
+    others = max(int(status.get("in_flight") or 1) - 1, 0)
     if args.json:
-        print_json(status)
+        print_json(
+            {
+                **status,
+                "in_flight": others,
+                # Each provider as its text line says it, not a count: what is down and why.
+                "providers": [
+                    {
+                        "id": row.get("id"),
+                        "state": row.get("state"),
+                        "degraded": _degraded(row),
+                        "detail": provider_state(row),
+                    }
+                    for row in providers
+                ],
+                # A restart pending is no fault (exit 0 stays): a health check reads it here.
+                "config_changed": _config_changed(cfg, status, stale),
+            }
+        )
+        if stale is not None:
+            sys.stderr.write(f"hostd: {stale}\n")
         return code
     config = status.get("config") or {}
     uptime = float(status.get("uptime_s") or 0.0)
@@ -129,18 +151,32 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
         f"for {duration(uptime)}",
         f"socket: {status.get('socket')}",
         f"config: {config.get('file') or 'built in code'}",
-        # Less this command's own host/status.
-        f"other requests in flight: {max(int(status.get('in_flight') or 1) - 1, 0)}",
+        f"other requests in flight: {others}",
     ]
     for row in providers:
         out.append(f"provider {row.get('id')}: {provider_state(row)}")
     if isinstance(reranker, dict):
         out.append(f"[reranker] {reranker.get('kind')}: {reranker_state(reranker)}")
     sys.stdout.write("".join(f"{line}\n" for line in out))
-    line = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
-    if line is not None:
-        sys.stderr.write(f"hostd: {line}\n")
+    if stale is not None:
+        sys.stderr.write(f"hostd: {stale}\n")
     return code
+
+
+def _config_changed(cfg: Config, status: dict[str, Any], stale: str | None) -> bool | None:
+    """``status --json``'s ``config_changed``: True when the daemon's config file changed
+    since it started (the stale-config line), False when the file read here is the one
+    it runs and unchanged, None when that cannot be told (a daemon of another file, or
+    of a config built in code, or one that does not say)."""
+    if stale is not None:
+        return True
+    started = status.get("config")
+    if not isinstance(started, dict) or cfg.source.startswith("<"):
+        return None
+    file = started.get("file")
+    if not isinstance(file, str) or os.path.realpath(file) != os.path.realpath(cfg.source):
+        return None
+    return False if os.access(cfg.source, os.R_OK) else None
 
 
 #: Queries in a row a running provider must fail before ``status`` calls it degraded

@@ -48,7 +48,21 @@ def test_status_shows_the_daemon_and_stop_returns_once_it_has_exited(tmp_path: P
         assert f"config: {config.resolve()}" in lines
         assert "provider alpha: ready" in lines or "provider alpha: idle" in lines, lines
         raw = run_hostd("--config", str(config), "status", "--json")
-        assert json.loads(raw.stdout)["pid"] == pid
+        shown_json = json.loads(raw.stdout)
+        assert shown_json["pid"] == pid
+        # What the text says, counted as it counts: each provider's state, and no
+        # request in flight but this one's own.
+        assert "other requests in flight: 0" in lines and shown_json["in_flight"] == 0
+        (row,) = shown_json["providers"]
+        assert row["id"] == "alpha" and row["state"] in ("ready", "idle")
+        assert row["degraded"] is False and f"provider alpha: {row['detail']}" in lines
+        assert shown_json["config_changed"] is False
+        # An edit the daemon does not run: a health check reads it, the exit stays 0.
+        config.write_text(config.read_text() + "# edited\n", encoding="utf-8")
+        edited = run_hostd("--config", str(config), "status", "--json")
+        assert edited.returncode == 0, edited.stderr
+        assert json.loads(edited.stdout)["config_changed"] is True
+        assert "was started from an older" in edited.stderr
 
         stopped = run_hostd("--config", str(config), "stop")
         assert stopped.returncode == 0, stopped.stderr
