@@ -231,11 +231,14 @@ def test_every_emitted_event_name_is_dotted() -> None:
 
 
 def test_every_emitted_log_event_is_in_docs_logging_md() -> None:
+    # A documented ``a.b.*`` covers only names built at run time: an event with a name
+    # of its own is named in full, with its fields (``provider.process.started`` is in
+    # every log, so a reader looks it up).
     names, prefixes = _documented()
     missing = []
     for name, (is_prefix, where) in sorted(emitted_events().items()):
-        covered = any(name.startswith(p) for p in prefixes)
-        if not covered and (is_prefix or name not in names):
+        covered = is_prefix and any(name.startswith(p) for p in prefixes)
+        if not covered and name not in names:
             missing.append(f"{name}{'*' if is_prefix else ''} ({where})")
     assert not missing, "not in docs/logging.md:\n" + "\n".join(missing)
 
