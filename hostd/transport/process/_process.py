@@ -127,6 +127,9 @@ class ChildProcess:
         self.redactor = redactor if redactor is not None else Redactor()
         self._stderr = StderrPump(provider_id, policy, redactor=self.redactor)
         self.exited = anyio.Event()
+        #: The exit code, once the exit watcher (or the teardown) saw the process end;
+        #: ``None`` while it runs. A plain attribute: ``alive`` reads it per request.
+        self.returncode: int | None = None
         self._closing = False
         #: Torn down as a start the host gave up (``aclose``): SIGTERM is no surprise.
         self._abandoned = False
@@ -154,10 +157,6 @@ class ChildProcess:
     @property
     def pid(self) -> int:
         return self.process.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
 
     @classmethod
     async def spawn(
@@ -219,6 +218,7 @@ class ChildProcess:
 
     async def _watch_exit(self) -> None:
         await self.process.wait()
+        self.returncode = self.process.returncode
         self.exited_on_its_own = not self._closing
         self.exited.set()
         if self._stdout is not None:
@@ -396,7 +396,8 @@ class ChildProcess:
                 self._abandoned = abandoned
                 await self._ladder(None if abandoned else shutdown, grace, abandoned)
             await self.process.wait()
-        return self.process.returncode
+        self.returncode = self.process.returncode
+        return self.returncode
 
     async def _ladder(
         self, shutdown: Callable[[], Awaitable[None]] | None, grace: float, abandoned: bool
