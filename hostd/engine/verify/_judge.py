@@ -13,10 +13,8 @@ health) is in the ``StageResult`` for ``VerifyStage.record``.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
 from hostd._log import get_logger
@@ -42,7 +40,6 @@ Pair = tuple[str, ContextFrame]
 Excluded = tuple[FrameId, str, dict[str, Any]]
 Checks = list[tuple[InlineCheck, SourceCheck | None]]
 
-_STATE = itemgetter("state")
 
 _COUNTS = (
     "reused",
@@ -259,9 +256,10 @@ def merge(checked: Checked, untrusted_for: Mapping[str, str], untrusted: str) ->
     if excluded:
         for fid in verification:
             excluded.pop(fid, None)  # accepted under this FrameId: not also an exclusion
-    # Counted in C; a Counter keeps first-seen order, so the figures' keys keep theirs.
-    for key, n in Counter(map(_STATE, verification.values())).items():
-        counts[key] = counts.get(key, 0) + n
+    # Counted in C, each state's key added as first seen, so the figures keep that order.
+    for entry in verification.values():
+        key = entry["state"]
+        counts[key] = counts.get(key, 0) + 1
     counts["reused"] = len(accepted_reused)
     counts["not_offered_again"] = not_offered
     figures: dict[str, Any] = {
