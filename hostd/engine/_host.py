@@ -48,6 +48,7 @@ from hostd.transport import (
     StderrPolicy,
 )
 
+from ._clock import now
 from ._declared import HandshakeRecords
 from ._gate import ConsentGate, missing_consent
 from ._health import Health, RestartPolicy
@@ -274,7 +275,7 @@ class Host:
             global_budget,
             [_view(slot, links) for slot in slots],
             self._consent,
-            now=anyio.current_time(),
+            now=now(),
             overfetch=overfetch,
             timeout_ms=timeout_ms,
             verify=verify,

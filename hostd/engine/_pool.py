@@ -50,6 +50,7 @@ from hostd.errors import (
 from hostd.protocol import HandshakeAck, HostInfo
 from hostd.transport import OnProgress, ProviderConnection, ProviderLink
 
+from ._clock import now
 from ._health import (
     Health,
     ProviderState,
@@ -226,7 +227,7 @@ class ProviderPool:
         #: its first start and kept for the pool's life.
         self.launcher = Launcher(settings, self.host_info)
         self.closing = False
-        self.now: Callable[[], float] = settings.clock or anyio.current_time
+        self.now: Callable[[], float] = settings.clock or now
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
         #: Told of every provider's ``context/progress`` (a request's progress token, a bar).
@@ -413,7 +414,7 @@ class ProviderPool:
         longer than its start deadline; past that, the connection as it is (warming).
         ``deadline``: the caller's own, for a backoff (``ensure``); its scope bounds the rest."""
         if deadline is None:
-            deadline = anyio.current_time() + self.start_timeout(slot)
+            deadline = now() + self.start_timeout(slot)
         conn = await self.ensure(slot, deadline)
         if conn.readiness.warming and slot.start_deadline is not None:
             with anyio.move_on_at(slot.start_deadline):
@@ -450,7 +451,7 @@ class ProviderPool:
         assert self._tg is not None
         spec = slot.spec
         timeout = self.start_timeout(slot)
-        slot.start_deadline = anyio.current_time() + timeout
+        slot.start_deadline = now() + timeout
         try:
             conn = await self.launcher.open(
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress

@@ -30,6 +30,7 @@ from hostd._log import level as log_level
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
 from hostd.transport import JsonRpcCodec, PipeClient, ProviderConnection
 
+from ._clock import now
 from ._health import bounded_error
 from ._launch import PoolSettings
 from ._pool import ProviderPool
@@ -176,9 +177,9 @@ class Reranker:
         """One ``rerank`` call within ``timeout_s``, its start included."""
         # One clock, the event loop's: the deadline the transport's timer keeps and the
         # latency reported are read on it (not a second clock read for the latency).
-        started = anyio.current_time()
+        started = now()
         outcome = await self._rerank(query, candidates, timeout_s, started + timeout_s)
-        return self.tally.count(outcome.timed(len(candidates), anyio.current_time() - started))
+        return self.tally.count(outcome.timed(len(candidates), now() - started))
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float
@@ -197,7 +198,7 @@ class Reranker:
             crash = pool.take_crash(slot)
             died = f"{crash.reason}: {crash.message}" if crash is not None else None
         if conn is None:
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            with anyio.move_on_after(max(0.0, deadline - now())):
                 try:
                     conn = await pool.ensure(slot, deadline)
                 except HostdError as exc:

@@ -45,6 +45,7 @@ from hostd.errors import (
 from hostd.protocol import HostInfo
 from hostd.transport import shown_url
 
+from ._clock import now
 from ._health import (
     CoolDownPolicy,
     Health,
@@ -156,7 +157,7 @@ class HttpReranker:
             max_connections=server.max_connections,
         )
         self.health = Health()
-        self._now = settings.clock or anyio.current_time
+        self._now = settings.clock or now
         #: A try after a cool-down is out (``decide_ask``: one at a time).
         self._probing = False
         #: Failures counted toward its cool-down so far: an ask that was already out

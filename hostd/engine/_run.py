@@ -52,6 +52,7 @@ from hostd.transport import (
     progress_figures,
 )
 
+from ._clock import now
 from ._gate import ConsentGate, destination_of
 from ._outcome import (
     WARMING_PARTIAL,
@@ -221,7 +222,7 @@ class _Runner:
     ) -> LegReply:
         """The leg's reply, its latency up to ``at`` (when it landed), else now (both on
         the event loop's clock)."""
-        latency = ((anyio.current_time() if at is None else at) - self.clock) * 1000
+        latency = ((now() if at is None else at) - self.clock) * 1000
         return LegReply(
             leg.provider_id,
             query,
@@ -385,7 +386,7 @@ class _Runner:
                 conn = await self._wait_ready(slot)
                 if conn is None:
                     return self._not_ready(leg, query)
-                deadline = max(deadline, anyio.current_time() + leg.limit_ms / 1000)
+                deadline = max(deadline, now() + leg.limit_ms / 1000)
                 written = None
                 started = True
             else:
@@ -489,7 +490,7 @@ class _Runner:
         entry = plan.verify.asks[provider_id]
         leg = plan.leg(provider_id)
         limit = leg.limit_ms if leg is not None else None
-        deadline = leg.deadline if leg is not None else anyio.current_time()
+        deadline = leg.deadline if leg is not None else now()
         replies[provider_id] = await ask_one(
             provider_id, entry, self.send_verify, deadline=deadline, limit_ms=limit
         )

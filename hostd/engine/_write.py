@@ -39,6 +39,7 @@ from hostd.errors import (
 from hostd.protocol import CgpErrorCode
 from hostd.transport import ProviderLink
 
+from ._clock import now
 from ._gate import ConsentGate, destination_of, missing_consent
 from ._pool import ProviderPool, Slot
 from ._run import no_consent_message
@@ -173,7 +174,7 @@ async def write_one(
             no_consent_message(pid, missing, where), provider=pid, missing_scopes=missing
         )
     bound = timeout_ms if timeout_ms is not None else max(slot.spec.timeout_ms, WRITE_TIMEOUT_MS)
-    deadline = anyio.current_time() + bound / 1000
+    deadline = now() + bound / 1000
     try:
         return await send(conn, deadline)
     except TimeoutError:
@@ -194,7 +195,7 @@ async def write_one(
         data = {k: v for k, v in exc.data.items() if k != "cgp_code"}
         raise type(exc)(f"provider {pid!r}: {exc.message}", cgp_code=exc.cgp_code, **data) from None
     except HostdError as exc:
-        exc = await conn.explain(exc, anyio.current_time() + limit)
+        exc = await conn.explain(exc, now() + limit)
         if isinstance(exc, ProviderCrashed) or (
             isinstance(exc, ProtocolFault) and exc.breaks_connection
         ):
