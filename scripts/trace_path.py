@@ -15,7 +15,8 @@ bytes and the reply's bytes is seen. Counted by docs/pipeline.md's rule:
   of a module other than ``builtins``, and hostd's pure libraries ``hostd.compose``
   and ``hostd.protocol``). Nothing below a library entry is counted until the library
   calls back into hostd (an event loop running a callback, a dispatcher running a
-  method). A function called many times (per frame, per leg) is one function;
+  method); a coroutine a library entry returns, awaited by the entry's caller, runs
+  inside that entry. A function called many times (per frame, per leg) is one function;
 - a *package* is a hostd subpackage (``server``, ``rpc``, ``pipeline``, ``engine``,
   ``transport``, ``compose``, ``protocol``, ``logs`` …) or a library by its top-level
   module (``anyio``, ``jsonrpcserver``, ``pydantic``, ``posix`` …);
@@ -128,6 +129,11 @@ class Tracer:
         self.edges: dict[tuple[str, str], None] = {}
         #: frame -> the hop it runs in (None: inside a library below its entry).
         self._hop_of: dict[FrameType, str | None] = {}
+        #: A library entry's frame -> its name, while it runs: what it returns may be awaited.
+        self._entries: dict[FrameType, str] = {}
+        #: A coroutine a library entry returned -> that entry (``anyio.wait_readable``
+        #: hands back its backend's): awaited, it runs inside the entry, not as one more.
+        self._returned: dict[str, str] = {}
 
     def _hop_at(self, frame: FrameType | None) -> str | None | bool:
         """The hop ``frame`` runs in; False when the frame is not traced (not hostd)."""
@@ -178,6 +184,7 @@ class Tracer:
             elif caller:  # a library entered from hostd code: one hop, its insides not
                 name = self._name(frame)
                 self._hop_of[frame] = None
+                self._entries[frame] = name
                 package = _package(module)
                 where = frame.f_code.co_filename
                 file = os.path.relpath(where, ROOT) if hostd else module
@@ -193,19 +200,33 @@ class Tracer:
             self._add(name, module, _package(module), self._stage(frame, ""), caller)
         elif event == "return":
             self._hop_of.pop(frame, None)
+            entry = self._entries.pop(frame, None)
+            returned = getattr(arg, "cr_frame", None)
+            if entry is not None and returned is not None:
+                self._returned[self._name(returned)] = entry
 
     def figures(self) -> dict[str, Any]:
         pairs: dict[str, int] = {}
         route: set[str] = set()
         crossings: list[str] = []
+        # A coroutine awaited by the caller of the library entry that returned it is
+        # that entry's own work (possibly resumed before the profiler saw the entry).
+        inside = {
+            (caller, callee)
+            for caller, callee in self.edges
+            if (caller, self._returned.get(callee)) in self.edges
+        }
+        called = {edge[1] for edge in self.edges if edge not in inside}
         for caller, callee in self.edges:
+            if (caller, callee) in inside:
+                continue
             a, b = self.hops[caller][1], self.hops[callee][1]
             if a != b:
                 pairs[f"{a} -> {b}"] = pairs.get(f"{a} -> {b}", 0) + 1
                 route.add(callee)
                 crossings.append(f"{caller} -> {callee}")
         return {
-            "functions": len(self.hops),
+            "functions": len(self.hops) - len({c for _, c in inside} - called),
             "hops": len(route),
             "crossings": sum(pairs.values()),
             "most_crossed": max(pairs.values(), default=0),

@@ -103,3 +103,17 @@ def test_the_tracer_still_traces_a_composition() -> None:
     assert "hostd.engine._rerank:Reranker.rerank" in names
     assert "hostd.pipeline._pipeline:Pipeline.compose" in names
     assert out["crossings"] == sum(out["pairs"].values())
+    # Read without a call out of hostd: a child's exit code (its exit watcher's), a count.
+    assert "anyio._backends._asyncio:Process.returncode" not in names
+    assert "collections:Counter.__init__" not in names
+    # One engine clock: anyio's time read by one engine function, not by each caller.
+    readers = [c for c in out["crossing_calls"] if c.endswith("._eventloop:current_time")]
+    assert len([c for c in readers if c.startswith("hostd.engine.")]) <= 1, readers
+    # A socket's wait is one library entry: the call and the coroutine it returns.
+    assert (
+        not {
+            "anyio._core._sockets:wait_readable",
+            "anyio._backends._asyncio:AsyncIOBackend.wait_readable",
+        }
+        <= names
+    )
