@@ -28,6 +28,7 @@ __all__ = [
     "ConnectionLost",
     "CorrelationMismatch",
     "CredentialUnavailable",
+    "DaemonNotPermitted",
     "EmptyBatch",
     "FloorsExceedBudget",
     "HandshakeFailed",
@@ -126,6 +127,15 @@ class NoDaemon(HostdError, ConnectionError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class DaemonNotPermitted(NoDaemon):
+    """A socket is there, but this user may not connect to it (``EACCES``): another
+    user's daemon, its socket private to that user. A ``NoDaemon`` still (none this user
+    can use), so code that catches that still does; its text says whose it is and how a
+    daemon is shared, never that none is running."""
+
+    reason = "not_permitted"
 
 
 class NoProviderAvailable(HostdError):

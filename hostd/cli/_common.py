@@ -24,7 +24,7 @@ import anyio
 import orjson
 
 from hostd.config import DEFAULT_WAIT_S, Config
-from hostd.errors import HostdError
+from hostd.errors import DaemonNotPermitted, HostdError
 from hostd.logs import flush_logs, get_logger
 from hostd.protocol import CgpErrorCode, sha256_digest
 
@@ -237,6 +237,8 @@ async def session(
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await _connect(stack, path, wait)
+            except DaemonNotPermitted:
+                raise  # another user's socket: starting one there is not the cure
             except OSError as exc:
                 waited = f"; waited {wait:g} s" if wait > 0 else ""
                 start = _start_at(path, cfg) or f"start one with `hostd serve{config_hint(cfg)}`"

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from hostd.config import Config
-from hostd.errors import HostdError, NoDaemon
+from hostd.errors import DaemonNotPermitted, HostdError, NoDaemon
 
 from ._common import EXIT_DEGRADED, EXIT_OK, duration, print_json, stale_config, time_left
 
@@ -84,6 +84,8 @@ async def _daemon(cfg: Config, socket: str | None, doing: str) -> AsyncIterator[
     try:
         async with connect(path) as client:
             yield client
+    except DaemonNotPermitted:
+        raise  # a daemon may well be running: whose it is, not "none is running"
     except NoDaemon as exc:
         elsewhere = _serving_elsewhere(cfg, path) if not socket else ""
         raise NoDaemon(f"no daemon at {path} ({exc.strerror or exc}): {doing}{elsewhere}") from exc

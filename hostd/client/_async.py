@@ -13,6 +13,7 @@ one teardown ladder (``hostd._teardown``). ``AsyncClient`` is opened with
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import itertools
 import math
@@ -37,7 +38,14 @@ from typing_extensions import Unpack
 
 from hostd._teardown import stop_process
 from hostd.config import discover_socket, logs_to_stderr
-from hostd.errors import ConnectionLost, NoDaemon, ParseError, ProtocolFault, RpcError
+from hostd.errors import (
+    ConnectionLost,
+    DaemonNotPermitted,
+    NoDaemon,
+    ParseError,
+    ProtocolFault,
+    RpcError,
+)
 from hostd.protocol import LineSplitter
 from hostd.rpc import PendingTable, decode, encode, encode_line, make_notification, make_request
 
@@ -403,10 +411,55 @@ def _raw(stream: SocketStream) -> socket.socket:
 
 def _no_daemon(exc: OSError, where: str, start: str) -> NoDaemon:
     """Nothing listens at ``where``: the OS's reason (its ``errno`` and ``strerror``
-    kept, as an ``OSError`` carries them) and the command that starts a daemon."""
-    error = NoDaemon(f"no daemon at {where} ({exc.strerror or exc}); start one with `{start}`")
+    kept, as an ``OSError`` carries them) and the command that starts a daemon; or,
+    refused by permission, ``DaemonNotPermitted`` saying whose the socket is."""
+    error: NoDaemon
+    if exc.errno in (errno.EACCES, errno.EPERM) and where.startswith("/"):
+        error = DaemonNotPermitted(not_permitted(Path(where), exc))
+    else:
+        error = NoDaemon(f"no daemon at {where} ({exc.strerror or exc}); start one with `{start}`")
     error.errno, error.strerror = exc.errno, exc.strerror
     return error
+
+
+#: Where docs/config.md says how users share one daemon.
+SHARING_DOCS = 'docs/config.md, "Sharing a daemon with other users"'
+
+
+def not_permitted(path: Path, exc: OSError) -> str:
+    """Why this user may not connect to the socket ``path``: whose it is (the owner of
+    the socket, or of the nearest folder above it this user can see), that a daemon's
+    socket is private to its user, and how one is shared."""
+    me = os.getuid()
+    owner = None
+    for where in (path, *path.parents):
+        try:
+            owner = where.stat().st_uid
+            break
+        except OSError:
+            continue
+    why = exc.strerror or str(exc)
+    if owner is None or owner == me:  # ours, yet refused: its mode (a chmod), not its owner
+        return (
+            f"this user (uid {me}) may not connect to the socket {path} ({why}): "
+            "check its mode and its folder's (a daemon makes them 0600 and 0700)"
+        )
+    return (
+        f"the socket {path} is another user's ({_user(owner)}): this user (uid {me}) may "
+        f"not connect to it ({why}). A daemon's socket is private to the user who "
+        "started it; to share one, serve it on loopback TCP with a token "
+        f"({SHARING_DOCS}), or run a daemon of your own"
+    )
+
+
+def _user(uid: int) -> str:
+    """``uid 0, root``: a uid and, where the system knows it, its name."""
+    import pwd
+
+    try:
+        return f"uid {uid}, {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"uid {uid}"
 
 
 #: How often a ``wait`` looks again for a daemon that is starting.
