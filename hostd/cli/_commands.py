@@ -326,6 +326,7 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
     # with no provider says where hostd looked and what to do.
     empty = cfg.no_providers() if not cfg.provider else None
     with ReadySignal(ready_file, cfg.source, empty).held() as ready:
+        ready.prepare()
         anyio.run(
             lambda: Daemon(cfg).run(
                 stdio=args.stdio, unix=unix, tcp=tcp, ready=ready, stopping=ready.stopping

@@ -3,8 +3,13 @@ service manager that set ``NOTIFY_SOCKET``, the ``sd_notify`` protocol's ``READY
 
 Ready means the listeners accept: a client that connects now is served (its request
 joins the providers' start if they are still starting). The ready file is written
-whole (a temporary file renamed into place) and removed when the daemon stops, so
-it never names a daemon that is gone. ``sd_notify`` is a few lines over a Unix
+whole (a temporary file renamed into place), only then, and removed when the daemon
+stops. A daemon that did not stop (``kill -9``, a power cut) cannot remove it: the
+next ``serve`` removes one naming a process that is gone before it starts (and says
+so once serving, ``host.ready_file.stale``), and a reader tells a stale one by its
+``pid`` (not the daemon it started, or no longer alive). Its directory is checked
+at start: one this user cannot write is a usage error (exit 2), not a failure after
+the providers started. ``sd_notify`` is a few lines over a Unix
 datagram socket (systemd's ``sd_notify(3)``; an ``@`` address is in the abstract
 namespace): no library needed, and nothing is sent when the variable is unset.
 """
@@ -22,6 +27,8 @@ from typing import Any
 import orjson
 
 from hostd.logs import get_logger
+
+from ._common import UsageError
 
 __all__ = ["ReadySignal", "sd_notify"]
 
@@ -51,10 +58,38 @@ class ReadySignal:
         #: Why no provider will answer (``Config.no_providers``), said once serving.
         self.no_providers = no_providers
         self._written = False
+        #: A ready file an unclean stop left, removed at start: said once serving.
+        self._stale: dict[str, Any] | None = None
+
+    def prepare(self) -> None:
+        """Before the daemon starts: remove a ready file whose daemon is gone (a poller
+        must not take it for this one's), and check a new one can be written where it
+        goes (``UsageError`` naming ``--ready-file``: exit 2, before any provider)."""
+        if self.ready_file is None:
+            return
+        pid = _named_pid(self.ready_file)
+        if pid is not None and pid != os.getpid() and _alive(pid):
+            return  # a live daemon's: this start is refused, or replaces it once serving
+        try:
+            if self.ready_file.exists():
+                self.ready_file.unlink()
+                self._stale = {"file": str(self.ready_file), "pid": pid}
+            fd, probe = tempfile.mkstemp(
+                prefix=f".{self.ready_file.name}.", dir=self.ready_file.parent
+            )
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UsageError(
+                f"--ready-file {self.ready_file}: cannot write it ({exc.strerror or exc}); "
+                "name a file in a directory this user can write"
+            ) from exc
 
     def __call__(self, daemon: Any) -> None:
         if self.no_providers is not None:
             get_logger("hostd.cli").warning("host.no_providers", message=self.no_providers)
+        if self._stale is not None:  # an unclean stop's (``kill -9``), removed at start
+            get_logger("hostd.cli").warning("host.ready_file.stale", **self._stale)
         socket_path = getattr(daemon, "socket_path", None)
         tcp = getattr(daemon, "tcp_address", None)
         if self.ready_file is not None:
@@ -88,6 +123,25 @@ class ReadySignal:
         finally:
             if self._written and self.ready_file is not None:
                 self.ready_file.unlink(missing_ok=True)
+
+
+def _named_pid(path: Path) -> int | None:
+    """The ``pid`` a ready file names; ``None`` when there is none, or it is unreadable."""
+    try:
+        pid = orjson.loads(path.read_bytes()).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
 
 
 def _write_whole(path: Path, data: bytes) -> None:

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from ._engine import Host, RerankService
 
 from ._listeners import (
+    CONSENT_FILES,
+    SHADOW_FILES,
     claim_config,
     open_stdio,
     open_tcp_listener,
@@ -130,6 +132,9 @@ class Daemon:
         self._prefix = secrets.token_hex(6)
         self._seq = itertools.count(1)
         self.socket_path: Path | None = None
+        #: What an unclean stop of this config's last daemon left, found at start (its
+        #: lock's record, a stale socket replaced): said once serving (``host.unclean_stop``).
+        self._unclean: dict[str, Any] | None = None
         self._on_stopping: Callable[[], None] | None = None
         self._socket_identity: tuple[int, int] | None = None
         self._drain_scope: anyio.CancelScope | None = None
@@ -305,11 +310,25 @@ class Daemon:
                 # One socket daemon per config file: a second (another socket: another
                 # XDG_RUNTIME_DIR, a --socket) would share its state and memories.
                 record = {"pid": os.getpid(), "socket": str(self.socket_path)}
-                await anyio.to_thread.run_sync(private_state_dir, cfg.state_path, cfg.source)
-                lock = await anyio.to_thread.run_sync(
-                    claim_config, cfg.state_path, default_socket_path(cfg.file).name, record
+                # Every state file the daemon writes from its start, checked before any
+                # is opened: one it cannot write is a config problem (exit 2), said so.
+                writes = CONSENT_FILES + (SHADOW_FILES if self.shadow is not None else ())
+                await anyio.to_thread.run_sync(
+                    partial(private_state_dir, cfg.state_path, cfg.source, writes=writes)
                 )
-                listener = await open_unix_listener(self.socket_path)
+                lock, previous = await anyio.to_thread.run_sync(
+                    claim_config,
+                    cfg.state_path,
+                    default_socket_path(cfg.file).name,
+                    record,
+                    cfg.source,
+                )
+                listener, stale = await open_unix_listener(self.socket_path)
+                if previous or stale:  # the last daemon was killed, or its machine stopped
+                    self._unclean = {
+                        "pid": previous.get("pid"),
+                        "socket": str(self.socket_path) if stale else None,
+                    }
                 st = self.socket_path.lstat()
                 self._socket_identity = (st.st_dev, st.st_ino)
                 listeners.append(("unix", listener))
@@ -376,6 +395,8 @@ class Daemon:
                     stdio=wire_fd is not None,
                     providers=sorted(p.id for p in self.config.provider),
                 )
+                if self._unclean is not None:  # after host.serving: that stays the first line
+                    log.warning("host.unclean_stop", **self._unclean)
                 flush_logs()
                 conns.start_soon(self._flush_logs_periodically)
                 if ready is not None:
@@ -434,7 +455,7 @@ class Daemon:
                 continue
             if why == "removed":
                 try:
-                    listener = await open_unix_listener(path)
+                    listener, _ = await open_unix_listener(path)
                 except ListenerError as exc:  # e.g. another daemon bound it meanwhile
                     error: str | None = str(exc)
                 else:

@@ -7,7 +7,9 @@ in a directory of ours with mode 0700; a stale socket file left by a dead
 daemon is replaced, a live one is never stolen. TCP: loopback only, and the
 connection must authenticate with the bearer token first. The state
 directory (consent ledger, shadow store) follows the socket directory's rule:
-created 0700, refused when another user can write it.
+created 0700, refused when another user can write it; one this user cannot write
+(or a file in it the daemon writes from its start) is refused at start too, as a
+config problem naming the path and ``host.state_dir``, never a raw errno.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import json
 import os
 import socket
 import stat
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
@@ -32,6 +36,8 @@ from hostd.protocol import is_loopback_host
 from hostd.rpc import reserve_stdout
 
 __all__ = [
+    "CONSENT_FILES",
+    "SHADOW_FILES",
     "ListenerError",
     "Stdio",
     "open_stdio",
@@ -44,6 +50,7 @@ __all__ = [
     "socket_is_live",
     "remove_socket",
     "reserve_stdout",
+    "unwritable_state",
 ]
 
 
@@ -59,12 +66,20 @@ def _make_private(directory: Path) -> None:
         folder.mkdir(mode=0o700, exist_ok=True)
 
 
+#: What a socket path's error says to do: where it is set.
+_SOCKET_FIX = "set host.socket (or --socket) to a path in a directory of this user's"
+
+
 def _private_dir(directory: Path) -> None:
     try:
         _make_private(directory)
         st = directory.stat()
     except OSError as exc:
-        raise ListenerError(f"cannot create socket directory {directory}: {exc.strerror}") from exc
+        raise ListenerError(
+            f"cannot create socket directory {directory}: {exc.strerror}; {_SOCKET_FIX}"
+        ) from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise ListenerError(f"socket directory {directory} is not a directory; {_SOCKET_FIX}")
     if st.st_uid != os.getuid():
         raise ListenerError(f"socket directory {directory} is not owned by this user")
     if stat.S_IMODE(st.st_mode) & 0o077:
@@ -74,13 +89,26 @@ def _private_dir(directory: Path) -> None:
         )
 
 
-def private_state_dir(directory: Path, source: str = "<config>") -> None:
-    """Create ``state_dir`` (0700) or refuse one other users can write or do not own;
-    tag the one accepted (``hostd._state_tag``).
+#: The files under ``state_dir`` every engine start opens for writing: the consent
+#: ledger (``hostd.engine.consent``) and the side files SQLite keeps beside it.
+CONSENT_FILES = ("consent.sqlite3", "consent.sqlite3-wal", "consent.sqlite3-shm")
+#: The shadow store's (``hostd.quality``), written from a start with ``[shadow]`` on.
+SHADOW_FILES = ("shadow.db", "shadow.db-wal", "shadow.db-shm")
+
+
+def private_state_dir(
+    directory: Path, source: str = "<config>", *, writes: Iterable[str] = CONSENT_FILES
+) -> None:
+    """Create ``state_dir`` (0700) or refuse one other users can write or do not own,
+    or one this user cannot write (nor ``writes``, the files under it that will be
+    opened for writing, where they exist); tag the one accepted (``hostd._state_tag``).
 
     Another user who can write the directory could swap the consent ledger (C1, C2)
     or the shadow store under us; like the socket directory, it is refused at start.
-    The tag keeps the bundled providers out of it when it lies inside the project.
+    One we cannot write would fail later with a bare errno (the lock, the ledger):
+    refused here as the config problem it is (exit 2), which a service manager does
+    not restart. The tag keeps the bundled providers out of it when it lies inside
+    the project.
     """
     try:
         _make_private(directory)
@@ -107,7 +135,44 @@ def private_state_dir(directory: Path, source: str = "<config>") -> None:
             key="host.state_dir",
             problem=problem,
         )
+    _check_writable(directory, source, writes)
     write_state_tag(directory)
+
+
+def unwritable_state(path: Path, exc: OSError, source: str) -> ConfigError:
+    """The config error for a file or folder under ``state_dir`` this user cannot write
+    (``exc``: why): its path, the key that put it there, and what to do."""
+    problem = f"cannot write {path} ({exc.strerror or exc})"
+    fix = (
+        f"make it writable by this user (uid {os.getuid()}), or set host.state_dir to a "
+        "directory this user can write"
+    )
+    return ConfigError(
+        f"{source}: host.state_dir: {problem}; {fix}",
+        file=source,
+        key="host.state_dir",
+        problem=problem,
+    )
+
+
+def _check_writable(directory: Path, source: str, names: Iterable[str]) -> None:
+    """``directory`` takes a new file, and each of ``names`` in it that exists opens for
+    writing (none is created here); ``unwritable_state`` when not."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".hostd-probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise unwritable_state(directory, exc, source) from exc
+    for name in names:
+        path = directory / name
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise unwritable_state(path, exc, source) from exc
+        os.close(fd)
 
 
 def socket_is_live(path: Path) -> bool:
@@ -128,7 +193,8 @@ def socket_is_live(path: Path) -> bool:
         probe.close()
 
 
-def _prepare_socket_path(path: Path) -> None:
+def _prepare_socket_path(path: Path) -> bool:
+    """Make ``path`` free to bind; whether a stale socket (a dead daemon's) was removed."""
     _private_dir(path.parent)
     if path.exists() or path.is_symlink():
         st = path.lstat()
@@ -140,20 +206,23 @@ def _prepare_socket_path(path: Path) -> None:
             )
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+            return True
+    return False
 
 
-async def open_unix_listener(path: Path) -> SocketListener:
-    """Bind ``path`` (0600, private dir), replacing a stale socket, never a live one."""
-    await anyio.to_thread.run_sync(_prepare_socket_path, path)
+async def open_unix_listener(path: Path) -> tuple[SocketListener, bool]:
+    """Bind ``path`` (0600, private dir), replacing a stale socket, never a live one;
+    the listener, and whether a stale socket was replaced (an unclean stop's)."""
+    stale = await anyio.to_thread.run_sync(_prepare_socket_path, path)
     # umask makes the file private from the moment it exists; mode= re-asserts it.
     old = os.umask(0o177)
     try:
         listener = await anyio.create_unix_listener(path, mode=0o600)
     except OSError as exc:
-        raise ListenerError(f"cannot listen on {path}: {exc.strerror}") from exc
+        raise ListenerError(f"cannot listen on {path}: {exc.strerror}; {_SOCKET_FIX}") from exc
     finally:
         os.umask(old)
-    return listener
+    return listener, stale
 
 
 def socket_owner_lost(path: Path, identity: tuple[int, int]) -> str | None:
@@ -175,16 +244,24 @@ def _lock_path(state_dir: Path, socket_name: str) -> Path:
     return state_dir / "daemons" / (Path(socket_name).stem + ".lock")
 
 
-def claim_config(state_dir: Path, socket_name: str, record: dict[str, object]) -> int:
+def claim_config(
+    state_dir: Path, socket_name: str, record: dict[str, object], source: str = "<config>"
+) -> tuple[int, dict[str, object]]:
     """Hold the config's daemon lock (``state_dir/daemons/<its socket's stem>.lock``, an
     ``flock`` the kernel drops when the process ends, however it ends) and write
-    ``record`` (pid, socket, config) in it: the open file, to ``release_config``.
-    ``ListenerError`` naming the holder when another daemon holds it: two daemons of one
-    config would share its state and its memories (a second one started with another
-    ``XDG_RUNTIME_DIR``, so another socket, is how that happens)."""
+    ``record`` (pid, socket, config) in it: the open file, to ``release_config``, and
+    the record found there, a daemon's that ended without a clean stop (``{}`` after a
+    clean one: ``release_config`` empties it). ``ListenerError`` naming the holder when
+    another daemon holds it: two daemons of one config would share its state and its
+    memories (a second one started with another ``XDG_RUNTIME_DIR``, so another socket,
+    is how that happens). ``ConfigError`` (``unwritable_state``) when the lock cannot be
+    written."""
     path = _lock_path(state_dir, socket_name)
-    _make_private(path.parent)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        _make_private(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise unwritable_state(path, exc, source) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -199,9 +276,10 @@ def claim_config(state_dir: Path, socket_name: str, record: dict[str, object]) -
     except OSError:
         os.close(fd)
         raise
+    previous = _read_record(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(record).encode(), 0)
-    return fd
+    return fd, previous
 
 
 def release_config(fd: int) -> None:

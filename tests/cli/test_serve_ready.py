@@ -182,3 +182,80 @@ def test_a_wait_that_runs_out_says_how_long_it_waited(tmp_path: Path) -> None:
     )
     assert done.returncode == 3
     assert f"no daemon at {tmp_path}/run/h.sock" in done.stderr and "waited 0.2 s" in done.stderr
+
+
+def test_a_killed_daemons_ready_file_is_gone_before_the_next_one_serves_and_both_are_logged(
+    tmp_path: Path, notify_socket: tuple[socket.socket, str]
+) -> None:
+    sock, address = notify_socket
+    config = _config(tmp_path)
+    ready = tmp_path / "ready.json"
+    command = [sys.executable, "-m", "hostd", "--config", str(config), "serve"]
+    command += ["--ready-file", str(ready)]
+
+    def serve() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=_env(NOTIFY_SOCKET=address),
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    first = serve()
+    try:
+        assert sock.recv(4096).startswith(b"READY=1")  # the event: it serves
+        first.kill()  # no clean stop: its socket, lock record and ready file stay
+        first.wait(timeout=HANG_GUARD_S)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        assert first.stderr is not None
+        first.stderr.close()
+    assert json.loads(ready.read_text())["pid"] == first.pid  # what a poller would find
+    assert (tmp_path / "run" / "h.sock").exists()
+
+    second = serve()
+    try:
+        assert second.stderr is not None
+        events: dict[str, dict[str, object]] = {}
+        for line in second.stderr:
+            event = json.loads(line)
+            events[event["event"]] = event
+            if event["event"] == "host.serving":
+                # Serving now, its ready file not yet written: the killed one's is gone.
+                if ready.exists():
+                    assert json.loads(ready.read_text())["pid"] == second.pid
+            if {"host.unclean_stop", "host.ready_file.stale"} <= events.keys():
+                break
+        else:
+            pytest.fail(f"hostd serve ended: {second.wait()}")
+        unclean, stale = events["host.unclean_stop"], events["host.ready_file.stale"]
+        assert unclean["pid"] == first.pid and unclean["socket"] == f"{tmp_path}/run/h.sock"
+        assert unclean["level"] == "warning"
+        assert stale == {**stale, "file": str(ready), "pid": first.pid, "level": "warning"}
+        assert sock.recv(4096).startswith(b"READY=1")
+        assert json.loads(ready.read_text())["pid"] == second.pid
+        assert _stop(second) == 0
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
+        assert second.stderr is not None
+        second.stderr.close()
+    assert not ready.exists()
+    # After a clean stop, nothing is said: the next start's log goes on as ever.
+    third = serve()
+    try:
+        assert third.stderr is not None
+        lines = [json.loads(third.stderr.readline())["event"] for _ in range(2)]
+        assert lines == ["host.serving", "host.no_providers"]
+        assert _stop(third) == 0
+    finally:
+        if third.poll() is None:
+            third.kill()
+            third.wait()
+        assert third.stderr is not None
+        third.stderr.close()
