@@ -10,9 +10,11 @@ so a restart does not derive it again, and the index built over all of them (the
 does not build it again either. One file per corpus under
 ``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
 decides the chunks: the root, the read and chunk options, and the source of
-the chunker itself (``hostd.chunking``'s modules), so a changed chunker never
-serves old chunks. Which files belong is not in the key: every refresh walks the
-tree again and keeps only what the walk yields, and ``Corpus.adopt`` drops at
+the chunker itself (``hostd.chunking``'s modules) and which count it cut by (the
+model tokenizer's or the estimate: ``counter_identity``), so a changed chunker, or
+the ``semantic`` extra installed after a first build, never serves old chunks.
+Which files belong is not in the key: every refresh walks the tree again and keeps
+only what the walk yields, and ``Corpus.adopt`` drops at
 once a cached file the built-in rules refuse (a ``.env`` cached by a version
 without them), marking the corpus modified so the cache is written again without
 it. Keeping the key unchanged for that matters: a new key would leave the old
@@ -42,7 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from hostd.chunking import Chunk
+from hostd.chunking import Chunk, counter_identity
 from hostd.chunking import _chunk as _chunker
 from hostd.chunking import _items as _chunker_items
 from hostd.chunking import _json_walk as _chunker_json
@@ -115,6 +117,9 @@ def corpus_key(corpus: Corpus) -> str:
                 opts.honour_gitignore,
                 opts.chunk_tokens,
                 opts.min_chunk_tokens,
+                # files and semantic must cut the same chunks (D2): chunks the estimate
+                # cut are not the model tokenizer's, installed since.
+                counter_identity(),
             ]
         )
     )

