@@ -892,11 +892,13 @@ class Corpus:
             self._modified = True
         return changed
 
-    def files_to_read(self) -> int:
-        """Files a build would read: the walk alone (names and sizes, no file opened),
-        so a large tree is known in about a second, before hours of embedding it. A
-        file left out later for its bytes (binary, a key in it) is counted."""
-        return len(self._walk())
+    def to_read(self) -> tuple[int, int]:
+        """Files a build would read and their bytes: the walk alone (names and sizes, no
+        file opened), so a large tree is known in about a second, before hours of
+        embedding it. A file left out later for its bytes (binary, a key in it) is
+        counted."""
+        walked = self._walk()
+        return len(walked), sum(st.st_size for _rel, _path, st in walked)
 
     @property
     def file_count(self) -> int:

@@ -239,31 +239,46 @@ def render_project_config(
     return "\n".join(lines) + "\n"
 
 
-#: More files than this to index, and ``init`` says semantic's first build is long: it
-#: embeds every chunk, on the CPU. Django's 6,834 files hold 120,060 chunks; this many
-#: hold tens of thousands, several times the 5,000 past which the build itself says
-#: what shortens it (``providers.semantic``'s ``LARGE_BUILD``).
-LARGE_TREE_FILES = 2000
+#: Chunks ``init`` estimates a tree's files hold: their bytes over this. Code and docs
+#: cut at 128 word pieces hold about this many bytes a chunk (BlueZ's C: 17.6 MB, 60,366
+#: chunks, 292; hostd's own tree: 295). Files alone say little: BlueZ's 1,032 files hold
+#: 58 chunks each, Django's 6,834 about 18.
+BYTES_PER_CHUNK = 300
+
+#: More chunks than this (estimated: ``BYTES_PER_CHUNK``), and ``init`` says semantic's
+#: first build is long: it embeds every chunk, on the CPU. That is four times the 5,000
+#: past which the build itself says what shortens it (``providers.semantic``'s
+#: ``LARGE_BUILD``); BlueZ's 60,366 took hours on a busy 2-core machine.
+LARGE_TREE_CHUNKS = 20_000
 
 
 def _long_first_build(project: Path, target: Path) -> str:
     """What ``init`` says of semantic's first build on a large tree (nothing on a small
-    one): how many files it would index, as the providers walk them (the walk only, no
-    file read), and what shortens it. No time: the rate is the machine's."""
+    one): about how many chunks it would embed, estimated from the bytes of the files
+    the providers' walk yields (the walk only, no file read), and what shortens it. No
+    time: the rate is the machine's."""
     from providers import Corpus, CorpusOptions
 
     options = CorpusOptions(root=project, exclude=(target.name, "tokenizer.json"))
-    files = Corpus(options).files_to_read()
-    if files <= LARGE_TREE_FILES:
+    files, size = Corpus(options).to_read()
+    chunks = size // BYTES_PER_CHUNK
+    if chunks <= LARGE_TREE_CHUNKS:
         return ""
     return (
-        f"semantic: {files:,} files to index: its first start embeds every chunk of them "
-        "on the CPU, a long build (`hostd warm` shows it and the time left; meanwhile it "
+        f"semantic: about {_rounded(chunks):,} chunks to embed ({files:,} files, "
+        f"{size / 1e6:,.1f} MB): its first start embeds every one on the CPU, a long "
+        "build (`hostd warm` shows it and the time left; meanwhile it "
         f"answers from what it has embedded, code first). To shorten it, list in "
         f"{project / '.hostdignore'} what need not be searched (tests, locale, release "
         "notes, fixtures), or leave semantic out: "
         "`hostd init --providers files,memory --force`\n"
     )
+
+
+def _rounded(n: int) -> int:
+    """An estimate to two significant figures: 59,000, not 58,741."""
+    step = int("1" + "0" * max(len(str(n)) - 2, 0))
+    return (n + step // 2) // step * step
 
 
 def _chosen(value: str | None) -> tuple[str, ...]:

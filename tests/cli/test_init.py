@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from hostd._discovery import EMBEDDED_CONFIG, find_config, user_config_path
-from hostd.cli._project import LARGE_TREE_FILES, render_project_config, semantic_installed
+from hostd.cli._project import (
+    BYTES_PER_CHUNK,
+    LARGE_TREE_CHUNKS,
+    render_project_config,
+    semantic_installed,
+)
 from hostd.config import DEFAULT_CONFIG_PATH, load_config, parse_config
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.home import fresh_home, hostd_in
@@ -305,22 +310,41 @@ def test_init_on_a_large_tree_says_semantic_s_first_build_is_long_and_what_short
     project = _project(tmp_path)
     small = hostd_in(project, env, "init")
     assert small.returncode == 0, small.stderr
-    assert "files to index" not in small.stdout  # a small tree: nothing to say
-    for i in range(LARGE_TREE_FILES):  # with docs/frobnicator.md and .gitignore, past it
-        (project / "tests" / f"t{i // 500}").mkdir(parents=True, exist_ok=True)
-        (project / "tests" / f"t{i // 500}" / f"test_{i}.py").write_text(f"x = {i}\n")
+    assert "chunks to embed" not in small.stdout  # a small tree: nothing to say
+    # Few files, but long ones, as a C tree's are (BlueZ: 1,032 files, 60,366 chunks):
+    # their bytes say how many chunks there are, not how many files hold them.
+    line = "static int handler(struct btd_adapter *adapter, void *data);\n"
+    for i in range(10):  # each under the 1 MiB a file is indexed up to
+        (project / "src").mkdir(exist_ok=True)
+        (project / "src" / f"big{i}.c").write_text(line * (700_000 // len(line)))
+    size = sum(p.stat().st_size for p in project.rglob("*") if p.name != "hostd.toml")
+    size -= (project / "secret.md").stat().st_size  # .gitignore keeps it out
+    assert size // BYTES_PER_CHUNK > LARGE_TREE_CHUNKS
     large = hostd_in(project, env, "init", "--force")
     assert large.returncode == 0, large.stderr
-    said = [line for line in large.stdout.splitlines() if "files to index" in line]
+    said = [line for line in large.stdout.splitlines() if "chunks to embed" in line]
     assert said == [
-        f"semantic: {LARGE_TREE_FILES + 2:,} files to index: its first start embeds every "
-        "chunk of them on the CPU, a long build (`hostd warm` shows it and the time left; "
+        f"semantic: about {round(size // BYTES_PER_CHUNK, -3):,} chunks to embed (12 files, "
+        f"{size / 1e6:.1f} MB): its first start embeds every one on the CPU, a long build "
+        "(`hostd warm` shows it and the time left; "
         "meanwhile it answers from what it has embedded, code first). To shorten it, list "
         f"in {project / '.hostdignore'} what need not be searched (tests, locale, release "
         "notes, fixtures), or leave semantic out: `hostd init --providers files,memory --force`"
     ]
-    (project / ".hostdignore").write_text("tests/\n")  # as it advises
+    (project / ".hostdignore").write_text("src/\n")  # as it advises
     trimmed = hostd_in(project, env, "init", "--force")
-    assert trimmed.returncode == 0 and "files to index" not in trimmed.stdout
-    without = hostd_in(project / "tests", env, "init", "--providers", "files,memory")
-    assert without.returncode == 0 and "files to index" not in without.stdout
+    assert trimmed.returncode == 0 and "chunks to embed" not in trimmed.stdout
+    without = hostd_in(project / "src", env, "init", "--providers", "files,memory")
+    assert without.returncode == 0 and "chunks to embed" not in without.stdout
+
+
+@pytest.mark.skipif(not semantic_installed(), reason="needs the semantic extra")
+def test_init_on_many_small_files_says_nothing_of_a_long_build(tmp_path: Path) -> None:
+    env = fresh_home(tmp_path)
+    project = _project(tmp_path)
+    for i in range(2500):  # more files than hold many chunks: a line each
+        (project / "tests" / f"t{i // 500}").mkdir(parents=True, exist_ok=True)
+        (project / "tests" / f"t{i // 500}" / f"test_{i}.py").write_text(f"x = {i}\n")
+    done = hostd_in(project, env, "init")
+    assert done.returncode == 0, done.stderr
+    assert "semantic:" not in done.stdout
