@@ -64,11 +64,39 @@ _JVM = re.compile(
 _JVM_MEMBER = re.compile(
     _JVM_MODIFIERS + r"(?:[\w.<>\[\],?]+\s+)*(?P<head>\w+)(?=\s*(?:<[^>]*>)?\s*\()"
 )
+# C and C++: a type definition opens a body (``struct btd_adapter {``, a brace on the next
+# line, a C++ base list); ``struct btd_adapter *btd_adapter_new(...)`` is a function.
+_C = re.compile(
+    r"(?:typedef\s+)?(?:template\s*<[^>]*>\s*)?"
+    r"(?P<head>(?:struct|union|enum(?:\s+class)?|class|namespace)\s+[\w:]+)"
+    r"(?=\s*(?:final\s*)?(?::[^;{(]*)?(?:\{|$))"
+)
+# A function's name and its parameter list's start, after its return type (on the line,
+# or on the line before, GNU's style: ``static gboolean`` then ``foo(int a)``). Taken
+# at column 0 or directly inside a class or namespace only, so no call in a body is one.
+_C_FUNCTION = re.compile(
+    r"(?:[\w*&:<>,]+\s+|[\w:<>]+\s*[*&]+\s*)*[*&]*(?P<head>~?[\w:]*\w)(?=\s*\()"
+)
+#: A macro definition, function-like or object-like: its item lasts while its lines end
+#: with a backslash.
+_C_DEFINE = re.compile(r"#\s*define\s+(?P<name>\w+)")
 #: Words a member pattern would take for a method's name: statements, not definitions.
 #: A line that is a comment, not code: Python's ``#``; the brace families' ``//``, ``/*``
 #: and a block comment's ``*`` lines (`` * text``, `` */``; not ``*ptr = 1``).
 _HASH_COMMENT = re.compile(r"#")
 _SLASH_COMMENT = re.compile(r"//|/\*|\*(?:\s|/|$)")
+#: C's comments, every preprocessor line but a ``#define`` and C++'s access labels: an
+#: ``#ifdef`` at column 0 inside a function, or a ``public:`` at a class's own indent,
+#: does not end it.
+_C_COMMENT = re.compile(
+    r"//|/\*|\*(?:\s|/|$)|#(?!\s*define\b)|(?:public|private|protected)\s*:(?!:)"
+)
+#: C's words a function pattern would take for a name: types, qualifiers, statements.
+_C_WORDS = frozenset(
+    "void char short int long float double signed unsigned bool const volatile static "
+    "extern inline return sizeof typeof alignof defined __attribute__ decltype "
+    "if for while switch case else do goto".split()
+)
 _NOT_MEMBERS = frozenset(
     "if for while switch catch return new else do try throw with function await yield "
     "typeof delete super this sizeof".split()
@@ -81,6 +109,9 @@ class _Family:
     member: re.Pattern[str] | None
     braces: bool  # a body is ``{…}`` (else: a ``:`` and indentation, Python)
     comment: re.Pattern[str]  # matches at the start of a comment line's text
+    #: C and C++: members are also taken at column 0 (a function has no keyword), and a
+    #: ``#define`` is an item of its own lines.
+    c_like: bool = False
 
 
 _FAMILIES = {
@@ -89,6 +120,7 @@ _FAMILIES = {
     "go": _Family(_GO, None, braces=True, comment=_SLASH_COMMENT),
     "js": _Family(_JS, _JS_MEMBER, braces=True, comment=_SLASH_COMMENT),
     "jvm": _Family(_JVM, _JVM_MEMBER, braces=True, comment=_SLASH_COMMENT),
+    "c": _Family(_C, _C_FUNCTION, braces=True, comment=_C_COMMENT, c_like=True),
 }
 _SUFFIXES = {
     **dict.fromkeys((".py", ".pyi", ".pyw"), "python"),
@@ -96,6 +128,9 @@ _SUFFIXES = {
     ".go": "go",
     **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts"), "js"),
     **dict.fromkeys((".java", ".kt", ".kts", ".cs"), "jvm"),
+    **dict.fromkeys(
+        (".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++", ".ino"), "c"
+    ),
 }
 #: A notebook's language (``Notebook.language``, lower-cased) as the suffix of a file of
 #: its code, so a code cell is read as that file would be (the Jupyter kernels' names).
@@ -108,9 +143,20 @@ _LANGUAGES = {
     "java": ".java",
     "kotlin": ".kt",
     **dict.fromkeys(("c#", "csharp"), ".cs"),
+    "c": ".c",
+    **dict.fromkeys(("c++", "cpp"), ".cpp"),
 }
 #: Heads that hold members without a keyword of their own (``_Family.member``).
-_CONTAINERS = ("class ", "interface ", "enum ", "record ", "struct ", "object ", "impl")
+_CONTAINERS = (
+    "class ",
+    "interface ",
+    "enum ",
+    "record ",
+    "struct ",
+    "object ",
+    "impl",
+    "namespace ",
+)
 #: Python's triple quotes: the lines inside one are text, not code.
 _TRIPLE_RE = re.compile(r"\"\"\"|'''")
 
@@ -128,6 +174,8 @@ class _Open:
     #: Lines of signature read while its body has not opened yet; ``None``: opened.
     pending: int | None = 0
     depth: int = 0  # brackets its signature left open so far (Python)
+    #: A C macro whose last line ended with a backslash: the next line is its too.
+    continued: bool = False
 
 
 def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> list[str | None]:
@@ -145,6 +193,9 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
     stack: list[_Open] = []
     in_string = False
     comments: list[int] = []  # wanted comment lines in what the next line of code is in
+    # Wanted lines of a C signature over several lines: a definition's when a body opens,
+    # a prototype's lines are in what holds it.
+    undecided: list[int] = []
 
     def mark(number: int) -> None:  # a line of code's item, and the comments' before it
         if number in wanted or comments:
@@ -166,6 +217,19 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             continue
         indent = _indent(line)
         top = stack[-1] if stack else None
+        if top is not None and top.continued:  # a C macro's line after a backslash
+            mark(number)
+            top.continued = text.endswith("\\")
+            continue
+        if top is not None and top.head.startswith("#define "):
+            stack.pop()  # its last line ended without a backslash
+            top = stack[-1] if stack else None
+        if family.c_like and not comment and (define := _C_DEFINE.match(text)):
+            if top is None or top.container:  # in a function body: decides nothing
+                mark(number)
+                macro = _cut(f"#define {define.group('name')}")
+                stack.append(_Open(indent, macro, False, None, continued=text.endswith("\\")))
+            continue
         if comment:
             if number in wanted and top is not None and indent > top.indent:
                 at[number] = _label(stack)
@@ -174,10 +238,18 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             continue
         if top is not None and top.pending is not None:
             if not family.braces or indent > top.indent or _CONTINUES_RE.match(text):
-                mark(number)
+                if family.c_like and number in wanted:
+                    undecided.append(number)  # a prototype's line is not in it
+                else:
+                    mark(number)
                 _signature_line(stack, top, text, family.braces)
+                if undecided and (top.pending is None or not stack or stack[-1] is not top):
+                    at.update(dict.fromkeys(undecided, _label(stack)))  # a body, or none
+                    undecided.clear()
                 continue
             stack.pop()  # a header with no body (``type Id int``): this line is another
+            at.update(dict.fromkeys(undecided, _label(stack)))
+            undecided.clear()
         closes = family.braces and text.startswith("}")
         while stack and indent <= stack[-1].indent:
             if closes and indent == stack[-1].indent:
@@ -188,11 +260,14 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
         if closes and top is not None and indent == top.indent:
             stack.pop()
             continue
-        head = _head(family, text, top is not None and top.container)
+        in_container = top.container if top is not None else family.c_like and indent == 0
+        head = _head(family, text, in_container)
         if head is not None:
             opened = _Open(indent, head, head.startswith(_CONTAINERS))
             stack.append(opened)
             _signature_line(stack, opened, text, family.braces)
+    if undecided:  # a signature the file ends in: no body
+        at.update(dict.fromkeys(undecided, _label([o for o in stack if o.pending is None])))
     for number in comments:  # after the last line of code: in what holds their indent
         indent = _indent(lines[number - 1].decode("utf-8", "replace"))
         at[number] = _label([o for o in stack if o.indent < indent])
@@ -215,13 +290,25 @@ def _head(family: _Family, text: str, in_container: bool) -> str | None:
         # over several lines is taken for one (not ``RED("r"),`` in an enum).
         if found is None or found.group("head") in _NOT_MEMBERS:
             return None
-        if "{" not in text and not text.rstrip().endswith("("):
+        if family.c_like:
+            # A definition has a body: a prototype's line ends with ``;``, a call's too; a
+            # typedef of a function pointer (``typedef void (*cb_t)(int);``) is a type.
+            before = text.split("(", 1)[0]
+            code = text.split("//", 1)[0].rstrip()
+            if code.endswith(";") or "=" in before or before.startswith("typedef"):
+                return None
+            if found.group("head") in _C_WORDS:
+                return None
+        elif "{" not in text and not text.rstrip().endswith("("):
             return None
         method = True
     if found is None:
         return None
     head = " ".join(found.group("head").split())
-    head = re.sub(r" where\b.*", "", head) + ("()" if method else "")
+    return _cut(re.sub(r" where\b.*", "", head) + ("()" if method else ""))
+
+
+def _cut(head: str) -> str:
     return head if len(head) <= _MAX_HEADER else head[: _MAX_HEADER - 1] + "…"
 
 

@@ -349,3 +349,97 @@ unsafe impl<T: Send> Send for Handle<T> {
         "macro_rules! square",
         "impl<T: Send> Send for Handle<T>",
     ]
+
+
+C = """\
+#include <stdlib.h>
+
+#define MAX_ADAPTERS 16
+#define new0(type, count)			\\
+	(type *) (__extension__ ({		\\
+		void *__p = calloc(count, sizeof(type));	\\
+		__p;				\\
+	}))
+
+struct btd_adapter {
+	int dev_id;
+	char *name;
+};
+
+typedef void (*adapter_cb_t)(struct btd_adapter *adapter,
+					void *user_data);
+
+struct btd_adapter *btd_adapter_find(int id,
+					const char *name);
+
+static struct btd_adapter *btd_adapter_new(int index,
+					const char *name)
+{
+	struct btd_adapter *adapter = new0(struct btd_adapter, 1);
+#ifdef DEBUG
+	adapter->dev_id = index;
+#endif
+	if (adapter)
+		return adapter;
+	return NULL;
+}
+
+static gboolean
+adapter_free(void *data)
+{
+	free(data);
+}
+"""
+
+
+def test_c_functions_macros_and_structs_are_items_and_prototypes_are_not() -> None:
+    lines = split_lines(C.encode())
+    at = [3, 5, 7, 11, 13, 16, 19, 22, 24, 25, 26, 28, 31, 35, 36]
+    assert code_items(".c", lines, at) == [
+        None,  # an object-like macro: one line
+        "#define new0",  # a function-like one: its lines up to the last backslash
+        "#define new0",
+        "struct btd_adapter",
+        "struct btd_adapter",  # its closing line
+        None,  # a typedef of a function pointer is no function
+        None,  # a prototype's line is not in it: it has no body
+        "btd_adapter_new()",  # a definition's signature line is
+        "btd_adapter_new()",
+        "btd_adapter_new()",  # an ``#ifdef`` at column 0 does not end it
+        "btd_adapter_new()",
+        "btd_adapter_new()",  # not ``if``: a statement is no function
+        "btd_adapter_new()",  # its closing line
+        "adapter_free()",  # its return type on the line before
+        "adapter_free()",
+    ]
+    assert code_items(".h", lines, [5, 24]) == code_items(".c", lines, [5, 24])
+
+
+CPP = """\
+namespace net {
+
+class Socket : public Stream {
+public:
+    int send(const char *data) {
+        return write(data);
+    }
+    void close();
+};
+
+}
+
+int Socket::recv(char *into) const
+{
+    return read(into);
+}
+"""
+
+
+def test_cpp_classes_and_methods_are_items() -> None:
+    lines = split_lines(CPP.encode())
+    assert code_items(".cpp", lines, [4, 6, 8, 14]) == [
+        "class Socket",
+        "class Socket › send()",
+        "class Socket",  # a method declared, not defined
+        "Socket::recv()",
+    ]
