@@ -9,7 +9,7 @@ in-flight requests finish within the grace period, every provider is shut down)
 and says ``stopped`` only once the daemon's process has exited, watched through a
 pidfd where the system has one; past ``--timeout`` it says the daemon is still
 stopping, with its pid, and exits 1. Where nothing serves the socket both say so,
-exit 1.
+exit 3 (as does a socket of another user's daemon, which says whose).
 """
 
 from __future__ import annotations
