@@ -530,11 +530,10 @@ def decide_ask(
 def record_answer(health: Health, status: str = "ok", *, error: str | None = None) -> Health:
     """The peer answered. ``ok`` (a verdict): it works, its failures are forgotten.
     ``error`` (an answer that is no verdict: a refusal, a redirect, a bad body): it is
-    reachable, so its failures and cool-down stand (it is not what a cool-down spares)."""
-    if status == "ok":
-        return record_leg(replace(health, state=ProviderState.READY), "ok", error=error)
-    state = ProviderState.READY if health.state is ProviderState.IDLE else health.state
-    return record_leg(replace(health, state=state), status, error=error)
+    reachable, so it is ``ready`` whatever it was (an earlier ``crashed``, no connection,
+    would have status tell of a failure this answer ended), while its failures in a row
+    and cool-down stand (an answer is not what a cool-down spares)."""
+    return record_leg(replace(health, state=ProviderState.READY), status, error=error)
 
 
 def record_down(

@@ -49,6 +49,7 @@ from ._clock import now
 from ._health import (
     CoolDownPolicy,
     Health,
+    ProviderState,
     StartAction,
     cool_down_s,
     decide_ask,
@@ -202,7 +203,10 @@ class HttpReranker:
         health = self.health.to_wire(self._now())
         health["skipped"] = self.skipped
         wait = cool_down_s(self.health.consecutive_failures, self.server.cool_down)
-        if wait > 0 and self.health.failed_at is not None:  # cooling down: when it is asked
+        # Cooling down: when it is asked; not once an answer said it is reachable (its
+        # cool-down has passed then: it was asked).
+        failed = self.health.state is ProviderState.FAILED
+        if wait > 0 and failed and self.health.failed_at is not None:
             health["retry_in_s"] = round(max(0.0, self.health.failed_at + wait - self._now()), 3)
         return health
 

@@ -483,6 +483,31 @@ def test_status_calls_the_reranker_degraded_when_no_composition_gets_its_verdict
     assert reranker_degraded({**refused, "health": {"failing_legs": FAILING_LEGS}})
 
 
+def test_a_rerank_server_that_answered_after_no_connection_is_shown_reachable() -> None:
+    from hostd.cli._daemon import reranker_state
+    from hostd.engine import CoolDownPolicy, Health, record_answer, record_down
+
+    refused = "error: HTTP 400: the server refused the request"
+    health = record_down(
+        Health(),
+        "crashed",
+        now=0.0,
+        error="unavailable: ConnectError: connection refused at 127.0.0.1:7997",
+        policy=CoolDownPolicy(),
+    )
+    health = record_answer(health, "error", error=refused)
+    row = {
+        "kind": "url",
+        "state": health.state.value,
+        "health": health.to_wire(90.0),
+        "asks": 2,
+        "fallbacks": 2,
+        "last_fallback": refused,
+    }
+    # Its newest state: the answer, not the connection that failed before it.
+    assert reranker_state(row) == (f"ready; its last 2 asks failed: {refused}; asks 2, fallbacks 2")
+
+
 def test_status_says_a_warming_builds_time_left_in_hostd_warms_words() -> None:
     from hostd.cli._daemon import provider_state
 

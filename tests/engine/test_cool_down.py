@@ -62,10 +62,11 @@ def test_one_try_at_a_time_once_the_cool_down_has_passed() -> None:
     assert decide_ask(below, now=0.0, policy=POLICY, probing=True).action is StartAction.USE
 
 
-def test_a_verdict_resets_the_failures_and_an_answer_without_one_changes_nothing() -> None:
+def test_a_verdict_resets_the_failures_and_an_answer_without_one_keeps_its_cool_down() -> None:
     h = _down(Health(), now=0.0, times=4)
     refused = record_answer(h, "error", error="error: HTTP 401")
-    assert (refused.consecutive_failures, refused.state) == (4, ProviderState.FAILED)
+    # Reachable (it answered), yet its failures in a row and cool-down stand.
+    assert (refused.consecutive_failures, refused.state) == (4, ProviderState.READY)
     assert refused.errors == 1 and refused.last_error == "error: HTTP 401"
     assert decide_ask(refused, now=1.0, policy=POLICY).action is StartAction.GIVE_UP
     ok = record_answer(h)
@@ -73,6 +74,15 @@ def test_a_verdict_resets_the_failures_and_an_answer_without_one_changes_nothing
     assert decide_ask(ok, now=1.0, policy=POLICY).action is StartAction.USE
     # A first answer makes a never-asked peer ready, verdict or not.
     assert record_answer(Health(), "error", error="x").state is ProviderState.READY
+
+
+def test_an_answer_after_no_connection_makes_the_peer_ready_with_the_newest_error() -> None:
+    unreachable = _down(Health(), now=0.0, status="crashed")
+    assert unreachable.state is ProviderState.CRASHED
+    refused = record_answer(unreachable, "error", error="error: HTTP 400: refused")
+    assert refused.state is ProviderState.READY
+    assert refused.last_error == "error: HTTP 400: refused"
+    assert (refused.failing_legs, refused.consecutive_failures) == (2, 1)
 
 
 def test_failures_are_counted_by_kind_and_the_last_is_kept_bounded() -> None:
@@ -113,16 +123,16 @@ def test_a_peer_is_skipped_exactly_while_it_cools_down(
     events: list[tuple[str, float]], after: int, base: float, cap: float, probing: bool
 ) -> None:
     policy = CoolDownPolicy(after=after, base_s=base, max_s=cap)
-    h, now, streak = Health(), 0.0, 0
+    h, now, streak, answered = Health(), 0.0, 0, False
     for event, step in events:
         now += step
         if event == "down":
             h = record_down(h, "timeout", now=now, error="timeout: x", policy=policy)
-            streak += 1
+            streak, answered = streak + 1, False
         elif event == "ok":
             h, streak = record_answer(h), 0
         elif event == "answer":
-            h = record_answer(h, "error", error="error: HTTP 400")
+            h, answered = record_answer(h, "error", error="error: HTTP 400"), True
         else:
             h = record_retry(h)
         assert h.consecutive_failures == streak
@@ -130,7 +140,9 @@ def test_a_peer_is_skipped_exactly_while_it_cools_down(
         if after == 0 or streak < after:
             assert d.action is StartAction.USE
             continue
-        assert h.state is ProviderState.FAILED and h.failed_at is not None
+        # Cooling down it is ``failed``, until an answer says it is reachable.
+        assert h.state is (ProviderState.READY if answered else ProviderState.FAILED)
+        assert h.failed_at is not None
         cool = min(base * 2 ** (streak - after), cap)
         assert cool_down_s(streak, policy) == cool
         due = h.failed_at + cool
