@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hostd.errors import UnexpectedReply
 
@@ -90,11 +90,15 @@ class Verification(WireResult):
 
 
 class Citation(WireResult):
-    """A label of the prompt resolved to its frame and merged provenance."""
+    """A label of the prompt resolved to its frame and merged provenance. ``rank`` is the
+    frame's place in the composition's order (0: the best; citations are in prompt
+    order), read off its included audit entry as ``hostd compose --json`` does; ``None``
+    when the reply's audit gives none (an older daemon)."""
 
     label: str
     frame: FrameRef
     provenance: list[Provenance] = Field(default_factory=list)
+    rank: int | None = None
 
 
 class Evidence(WireResult):
@@ -294,9 +298,29 @@ class ComposeResult(WireResult):
     degraded: bool | None = None
     degraded_reasons: list[DegradedReason] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _rank_citations(self) -> ComposeResult:
+        """Each citation's ``rank``, from its included audit entry (the wire's citations
+        carry none). Set past pydantic's ``__setattr__`` (the models are frozen), and so
+        not marked as received: ``to_wire()`` stays the dict that came."""
+        ranks = {
+            _frame_key(e.frame): e.rank
+            for e in self.audit.entries
+            if e.disposition == "included" and e.rank is not None
+        }
+        for citation in self.citations:
+            rank = ranks.get(_frame_key(citation.frame))
+            if citation.rank is None and rank is not None:
+                object.__setattr__(citation, "rank", rank)
+        return self
+
     @property
     def tokens_used(self) -> int:
         return self.audit.tokens_used
+
+
+def _frame_key(frame: FrameRef) -> tuple[str, str, str | None]:
+    return (frame.provider_id, frame.frame_id, frame.content_digest)
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -227,6 +227,33 @@ def test_an_unknown_member_is_carried_but_not_read() -> None:
     assert result.degraded is None and result.degraded_reasons == []
 
 
+def test_a_citation_reads_its_rank_as_hostd_compose_json_gives_it() -> None:
+    wire = _minimal()
+    a = {"provider_id": "files", "frame_id": "a.c#L1-9", "content_digest": None}
+    b = {"provider_id": "files", "frame_id": "b.c#L4-7", "content_digest": None}
+    # Prompt order (``edges``: the best first, the next best last) is not rank order.
+    wire["citations"] = [{"label": "a.c", "frame": a}, {"label": "b.c", "frame": b}]
+    wire["audit"]["entries"] = [
+        {"frame": a, "provider": "files", "disposition": "included", "rank": 0},
+        {"frame": b, "provider": "files", "disposition": "included", "rank": 1},
+        {"frame": {**b, "frame_id": "x"}, "provider": "files", "disposition": "excluded"},
+    ]
+    wire["citations"].reverse()
+    result = ComposeResult.model_validate(wire)
+    assert [(c.label, c.rank) for c in result.citations] == [("b.c", 1), ("a.c", 0)]
+    # Read, not received: the wire's dict is what came.
+    assert result.to_wire() == wire and "rank" not in result.citations[0].to_wire()
+
+
+@settings(max_examples=50, deadline=None)
+@given(compose_reply())
+def test_citation_ranks_are_the_clis(wire: dict[str, Any]) -> None:
+    from hostd._citations import ranked_citations
+
+    result = ComposeResult.model_validate(wire)
+    assert [c.rank for c in result.citations] == [c.get("rank") for c in ranked_citations(wire)]
+
+
 def test_evidence_reads_its_validity_window() -> None:
     item = Evidence.model_validate(
         {"label": "fact #2", "provider_id": "memory", "frame_id": "mem-2", "kind": "fact"}
