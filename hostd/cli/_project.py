@@ -9,11 +9,12 @@ the global state directory (where earlier versions put it, so a re-run keeps it)
 ``semantic`` when its extra is installed (else a commented block saying how), and
 ``[shadow]`` on with ``sample = 0``, so ``usage/feedback`` is kept from the first
 request. ``files`` and ``semantic`` leave out hostd's own files, no evidence about the
-project: ``hostd.toml`` and the ``tokenizer.json`` the commented ``tokenizer`` line
-suggests putting beside it. Every line says what it does. An existing file is kept
-unless ``--force``; the new one is written beside it and renamed over it, so a reader
-never sees half a file. Discovery (``hostd._discovery``) then finds it from DIR or any
-directory below.
+project: ``hostd.toml``, the backups ``init --force`` keeps and the ``tokenizer.json``
+the commented ``tokenizer`` line suggests putting beside it. Every line says what it
+does. An existing file is kept unless ``--force``; the new one is written beside it and
+renamed over it, so a reader never sees half a file, and the one it replaced is kept as
+``hostd.toml.bak`` (said on stderr, with the keys the new one lacks). Discovery
+(``hostd._discovery``) then finds it from DIR or any directory below.
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def render_project_config(
             "[[provider]]",
             'id = "files"                 # the name its frames and citations carry',
             'command = ["python", "-m", "providers.files", "--root", ".", '
-            '"--exclude", "hostd.toml", "--exclude", "tokenizer.json"]'
+            '"--exclude", "hostd.toml", "--exclude", "hostd.toml.bak*", '
+            '"--exclude", "tokenizer.json"]'
             "  # the bundled provider, over the project but hostd's configs and tokenizer",
             'cwd = "."                    # it runs in this directory: --root "." is the project',
             'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
@@ -215,7 +217,8 @@ def render_project_config(
         "[[provider]]",
         'id = "semantic"              # the name its frames and citations carry',
         'command = ["python", "-m", "providers.semantic", "--root", ".", '
-        '"--exclude", "hostd.toml", "--exclude", "tokenizer.json"]'
+        '"--exclude", "hostd.toml", "--exclude", "hostd.toml.bak*", '
+        '"--exclude", "tokenizer.json"]'
         "  # the bundled provider, over the project but hostd's configs and tokenizer",
         'cwd = "."                    # it runs in this directory: --root "." is the project',
         'trusted_roots = ["."]        # cited regions are re-read here, their digests checked',
@@ -259,7 +262,7 @@ def _long_first_build(project: Path, target: Path) -> str:
     time: the rate is the machine's."""
     from providers import Corpus, CorpusOptions
 
-    options = CorpusOptions(root=project, exclude=(target.name, "tokenizer.json"))
+    options = CorpusOptions(root=project, exclude=(target.name, BACKUPS, "tokenizer.json"))
     files, size = Corpus(options).to_read()
     chunks = size // BYTES_PER_CHUNK
     if chunks <= LARGE_TREE_CHUNKS:
@@ -294,6 +297,40 @@ def _chosen(value: str | None) -> tuple[str, ...]:
     if not wanted:
         raise UsageError(f"--providers: name at least one of {', '.join(BUNDLED)}")
     return tuple(p for p in BUNDLED if p in wanted)
+
+
+#: The replaced configs ``init --force`` keeps beside the new one (a glob, which the
+#: written providers' ``--exclude`` names: a config is no evidence about the project).
+BACKUPS = "hostd.toml.bak*"
+
+
+def _backup(target: Path, text: str) -> tuple[Path, list[str]] | None:
+    """Keep the file ``init --force`` replaces, unless it is ``text`` already: as
+    ``NAME.bak``, or ``NAME.bak.N`` past the backups already there (an older one may hold
+    what the user wrote, and a second ``--force`` must not lose it). With the keys and
+    tables of its lines the new text lacks, by name only (a value may be a secret)."""
+    try:
+        old = target.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    if old == text:
+        return None
+    path, n = target.with_name(f"{target.name}.bak"), 0
+    while path.exists():
+        n += 1
+        path = target.with_name(f"{target.name}.bak.{n}")
+    path.write_text(old, encoding="utf-8")
+    kept = {line.strip() for line in text.splitlines()}
+    names: dict[str, None] = {}
+    for raw in old.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or line in kept:
+            continue
+        if line.startswith("["):  # a table the new text lacks, ``[reranker]``
+            names[line.split("#", 1)[0].strip()] = None
+        elif "=" in line:  # a key, ``tokenizer``; an array's next lines are its key's
+            names[line.split("=", 1)[0].strip()] = None
+    return path, list(names)
 
 
 def _write_new(target: Path, text: str, force: bool) -> None:
@@ -375,6 +412,7 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
     target = project / CONFIG_NAME
     # Read before it is replaced: a config naming no state_dir used the global one.
     replaces_global = target.exists() and _used_global_state(target, global_dir)
+    backup = _backup(target, text) if args.force else None
     _write_new(target, text, args.force)
     own = _project_state_dir(project, global_dir)
     _make_parents(own)
@@ -399,6 +437,15 @@ def _init(_cfg: Any, args: argparse.Namespace) -> int:
         sys.stderr.write(
             f"hostd: note: {outer.path} configured {project} until now; commands run there "
             f"and below use {target} instead (`hostd config path` says which file is used)\n"
+        )
+    if backup is not None:  # nothing the user wrote is lost without a word
+        path, lost = backup
+        what = f"; lines of it the new file lacks: {', '.join(lost[:8])}" if lost else ""
+        more = f" (and {len(lost) - 8} more)" if len(lost) > 8 else ""
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"hostd: note: the replaced {target.name} is kept as {path}{what}{more}; copy "
+            "back what you want of it\n"
         )
     left = _left_behind(global_dir) if replaces_global else []
     if left:  # nothing is copied or moved: those files may be other projects' too

@@ -154,6 +154,41 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert forced.returncode == 0 and (project / "hostd.toml").read_text() == written
 
 
+def test_init_force_keeps_the_replaced_file_and_names_what_the_new_one_lacks(
+    tmp_path: Path,
+) -> None:
+    env = fresh_home(tmp_path)
+    project = _project(tmp_path)
+    assert hostd_in(project, env, "init", "--providers", "files").returncode == 0
+    config = project / "hostd.toml"
+    written = config.read_text()
+    # The user names their model's tokenizer and adds a reranker.
+    mine = written.replace('# tokenizer = "tokenizer.json"', 'tokenizer = "/m/tokenizer.json"')
+    mine += '\n[reranker]\nurl = "http://127.0.0.1:7997"\n'
+    config.write_text(mine)
+    forced = hostd_in(project, env, "init", "--force", "--providers", "files")
+    assert forced.returncode == 0, forced.stderr
+    assert config.read_text() == written
+    assert (project / "hostd.toml.bak").read_text() == mine
+    assert (
+        f"hostd: note: the replaced hostd.toml is kept as {project / 'hostd.toml.bak'}; "
+        "lines of it the new file lacks: tokenizer, [reranker], url; copy back what you "
+        "want of it"
+    ) in forced.stderr
+    # A second --force keeps the first backup (it holds what the user wrote) ...
+    config.write_text(written + "# more\nsample = 1\n")
+    again = hostd_in(project, env, "init", "--force", "--providers", "files")
+    assert (project / "hostd.toml.bak").read_text() == mine
+    assert (project / "hostd.toml.bak.1").read_text() == written + "# more\nsample = 1\n"
+    assert "kept as" in again.stderr and "lacks: sample;" in again.stderr
+    # ... and replacing the file with its own text keeps nothing, says nothing.
+    same = hostd_in(project, env, "init", "--force", "--providers", "files")
+    assert "kept as" not in same.stderr and not (project / "hostd.toml.bak.2").exists()
+    # The backups are hostd's, not the project's: no provider reads them.
+    argv = tomllib.loads(written)["provider"][0]["command"]
+    assert "hostd.toml.bak*" in argv
+
+
 def test_init_says_whether_to_commit_the_file_it_leaves_untracked(tmp_path: Path) -> None:
     env = fresh_home(tmp_path)
     project = _project(tmp_path)

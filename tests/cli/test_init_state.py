@@ -124,13 +124,18 @@ def test_init_force_over_a_config_that_used_the_global_state_dir_says_what_stays
     assert made.returncode == 0, made.stderr
     assert f"wrote {project / 'hostd.toml'}" in made.stdout and "an MCP client" in made.stdout
     own = load_config(project / "hostd.toml").state_path
+    lines = made.stderr.splitlines()
+    # The replaced file is kept, and said so (another note, before this one).
+    kept = f"hostd: note: the replaced hostd.toml is kept as {project / 'hostd.toml.bak'}"
+    assert (old is not None) is bool(lines and lines[0].startswith(kept))
+    lines = lines[old is not None :]
     if noted:
-        (note,) = made.stderr.splitlines()  # one line
+        (note,) = lines  # one line
         held = ", ".join(name for name in LEFT if name in present)
         assert note.startswith("hostd: note: ") and f"{glob}, holds {held}:" in note
         assert "they stay there" in note and note.endswith(f"now uses {own}")
     else:
-        assert made.stderr == ""
+        assert lines == []
     # Nothing is copied or moved.
     assert sorted(p.name for p in glob.iterdir() if p.is_file()) == sorted(present)
     assert all((glob / name).read_bytes() == b"kept" for name in present)
