@@ -202,6 +202,17 @@ def _degraded(row: dict[str, Any]) -> bool:
     )
 
 
+def _step(progress: dict[str, Any]) -> str | None:
+    """A warming step with no count (``load model``, a provider's own phase), and how
+    long it has run when the provider said so again (``elapsed_s``): a long step is
+    not mistaken for a stuck one. ``None`` before its first step (``start``)."""
+    phase = progress.get("phase")
+    if not isinstance(phase, str) or not phase or phase == "start":
+        return None
+    elapsed = progress.get("elapsed_s")
+    return f"{phase}, {duration(float(elapsed))} so far" if elapsed else phase
+
+
 def reranker_degraded(r: dict[str, Any]) -> bool:
     """A reranker no ``rerank`` composition gets a verdict from until something changes:
     a process down (crashed, failed: parked), a server cooling down (``failed``: it is
@@ -304,6 +315,8 @@ def provider_state(row: dict[str, Any]) -> str:
             left = health.get("left_s")
             if left is not None:  # once the daemon measured its rate, as `hostd warm` says it
                 said += f", {time_left(float(left))}"
+        elif state == "warming" and isinstance(progress, dict) and not said:
+            said = _step(progress)
         shown = f"{state} ({' '.join(str(said).split())})" if said else state
         failing = int(health.get("failing_legs") or 0)
         partial = int(health.get("partial_legs") or 0)

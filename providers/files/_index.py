@@ -44,6 +44,10 @@ _TERMS_TAG = hashlib.sha256(Path(_terms.__file__).read_bytes()).hexdigest()[:32]
 #: parameters, which are its version's. A matrix another version built is built again.
 _INDEX_TAG = f"bm25s {bm25s.__version__}"
 
+#: A build says how many chunks' terms are known every this many (the host is told at
+#: most five notes a second whatever the rate: ``hostd.provider.Progress``).
+_PROGRESS_EVERY = 500
+
 
 #: How long a query waits for a refresh of the tree (walk, re-reads, index) it finds
 #: under way, counted from the refresh's start, before it answers from the index it has.
@@ -211,10 +215,12 @@ class FileIndex:
     def build(self, progress: Callable[..., None] | None = None) -> None:
         """The first build: adopt the cached chunks and their terms, re-read what changed
         on disk, index, and save the cache again when anything changed. ``progress(done,
-        total, phase=...)`` is told how far it got: ``read files`` then ``index`` for a
-        build from the files, ``load`` throughout for one from the cache (what changed
-        since is read in it), so a user is not told an index is built when it is loaded,
-        nor that one is loaded when there is no cache to load."""
+        total, phase=...)`` is told how far it got: ``read files`` (files read of those
+        found) then ``index`` (chunks whose search terms are known, of all) for a build
+        from the files, ``load`` throughout for one from the cache (what changed since is
+        read in it), so a user is not told an index is built when it is loaded, nor that
+        one is loaded when there is no cache to load; and, on a large tree, sees figures
+        move in a phase that takes as long as the reading."""
         with self._lock:
             phase = "read files"
             if self.cache_path is not None:
@@ -229,9 +235,7 @@ class FileIndex:
                     progress(done, total, phase=phase)
 
             self.corpus.refresh(read)
-            if progress is not None:
-                progress(0, None, phase="load" if self.loaded_from_cache else "index")
-            self._rebuild()
+            self._rebuild(progress, "load" if self.loaded_from_cache else "index")
             self._last_check = time.monotonic()
             # ``modified``, not ``reads``: a cache that held a file now refused (a ``.env``
             # written by an older version) is rewritten without it though nothing was read.
@@ -249,19 +253,26 @@ class FileIndex:
                 except OSError:  # a cache that cannot be written costs the next start only
                     pass
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, progress: Callable[..., None] | None = None, phase: str = "index") -> None:
         """Index the corpus's chunks: with the matrix saved in the cache when it was built
-        over exactly these, else anew."""
+        over exactly these, else anew. ``progress(done, total, phase=phase)`` is told of
+        the chunks whose terms are known (split now, or the cache's), every
+        ``_PROGRESS_EVERY``: on a large tree splitting them takes as long as reading."""
         chunks = list(self.corpus.chunks)
         stamp = now_timestamp()
         old = self._served.indexed_at
         indexed_at = {c.chunk_id: old.get(c.chunk_id, stamp) for c in chunks}
         held, terms = self._terms.by_chunk, {}
-        for c in chunks:
+        total = len(chunks)
+        if progress is not None:
+            progress(0, total, phase=phase)
+        for n, c in enumerate(chunks, 1):
             key = (c.rel, c.digest)
             if key not in terms:
                 cached = held.get(key)
                 terms[key] = cached if cached is not None else self._terms_of(c)
+            if progress is not None and (n % _PROGRESS_EVERY == 0 or n == total):
+                progress(n, total, phase=phase)
         # Only the chunks indexed now: a file gone or changed leaves no terms behind.
         self.tokenized_last = sum(1 for key in terms if key not in held)
         self._terms.by_chunk = terms

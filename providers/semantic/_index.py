@@ -278,13 +278,15 @@ class SemanticIndex:
         progress: Callable[..., None] | None = None,
         chunked: Callable[[], None] | None = None,
         searchable: Callable[[], None] | None = None,
+        reading: Callable[[int, int], None] | None = None,
     ) -> bool:
         """Re-walk (at most once per ``refresh_interval_s``) and embed what is new;
         ``progress(done, total, phase=..., message=...)`` is told of each embedded batch
         (over the whole index, the first with ``embed_note`` as its message; ``done``
         is what a query searches meanwhile), ``chunked()`` once the chunks are known,
-        before any is embedded, and ``searchable()`` once the first build has a chunk
-        to search.
+        before any is embedded, ``searchable()`` once the first build has a chunk
+        to search, and ``reading(done, total)`` of the files its walk reads (before any
+        chunk is known: on a large tree, a while).
 
         The first build (or a forced one) embeds in the caller's thread, without the
         lock: queries meanwhile search the chunks embedded so far. Once built, more than
@@ -298,7 +300,7 @@ class SemanticIndex:
             settled = self._built or self._embedding
             if not force and settled and now - self._last_check < self.refresh_interval_s:
                 return False
-            changed = self._walk(now)
+            changed = self._walk(now, reading)
             if not changed and settled and not force:
                 return False
             if chunked is not None:
@@ -328,10 +330,10 @@ class SemanticIndex:
                 self._embedding = False
         return changed
 
-    def _walk(self, now: float) -> bool:
-        """``corpus.refresh()``, timed (lock held)."""
+    def _walk(self, now: float, reading: Callable[[int, int], None] | None = None) -> bool:
+        """``corpus.refresh(reading)``, timed (lock held)."""
         self._last_check = now
-        changed = self.corpus.refresh()
+        changed = self.corpus.refresh(reading)
         self._walk_s = self._clock() - now
         return changed
 

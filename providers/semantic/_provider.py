@@ -109,6 +109,7 @@ class SemanticProvider(Provider):
             progress=progress,
             chunked=save_chunks,
             searchable=progress.answer_meanwhile,
+            reading=lambda done, total: progress(done, total, phase="read files"),
         )
         head = (
             f"{chunks_figure(self.index.chunk_count)} from {files_figure(corpus)} "

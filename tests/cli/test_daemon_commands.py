@@ -508,6 +508,21 @@ def test_a_rerank_server_that_answered_after_no_connection_is_shown_reachable() 
     assert reranker_state(row) == (f"ready; its last 2 asks failed: {refused}; asks 2, fallbacks 2")
 
 
+def test_status_names_a_warming_step_with_no_count_and_how_long_it_has_run() -> None:
+    from hostd.cli._daemon import provider_state
+
+    def row(progress: dict[str, Any]) -> dict[str, Any]:
+        return {"id": "semantic", "state": "warming", "health": {"progress": progress}}
+
+    assert provider_state(row({"state": "warming", "phase": "start", "done": 0})) == "warming"
+    loading = {"state": "warming", "phase": "load model", "done": 0}
+    assert provider_state(row(loading)) == "warming (load model)"
+    # Said again with ``elapsed_s`` while the step lasts: a long step is not a stuck one.
+    assert provider_state(row({**loading, "elapsed_s": 95})) == (
+        "warming (load model, 1 min 35 s so far)"
+    )
+
+
 def test_status_says_a_warming_builds_time_left_in_hostd_warms_words() -> None:
     from hostd.cli._daemon import provider_state
 

@@ -300,6 +300,10 @@ def test_a_restarted_index_adopts_its_cache_and_rereads_only_changed_files(
     cold.build(lambda done, total, phase: notes.append((phase, done, total)))
     assert not cold.loaded_from_cache and cold.corpus.reads == cold.corpus.file_count > 0
     assert ("read files", cold.corpus.file_count, cold.corpus.file_count) in notes
+    # Then the chunks whose search terms are known, counted too: never a bare ``index``.
+    chunks = cold.chunk_count
+    index = [note for note in notes if note[0] == "index"]
+    assert index[0] == ("index", 0, chunks) and index[-1] == ("index", chunks, chunks)
     assert cache.stat().st_mode & 0o077 == 0  # private, like every file hostd keeps
 
     warm = FileIndex(CorpusOptions(root=root), cache_path=cache)

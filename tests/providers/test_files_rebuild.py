@@ -39,11 +39,11 @@ class _HeldIndex(FileIndex):
         self.holding = threading.Event()
         self.release = threading.Event()
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, progress: Callable[..., None] | None = None, phase: str = "index") -> None:
         if self.generation:
             self.holding.set()
             assert self.release.wait(GUARD_S)
-        super()._rebuild()
+        super()._rebuild(progress, phase)
 
 
 def _answer_within_guard(index: FileIndex, text: str) -> list[str]:

@@ -99,6 +99,21 @@ def test_the_ready_message_names_the_parts_that_hold_most(tmp_path: Path) -> Non
     assert said.endswith("; most chunks: tests/ 70%, src/ 30%; largest file: tests/t.txt 70%"), said
 
 
+def test_a_warm_up_says_how_many_files_it_has_read_before_it_embeds(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"Entry of {name}: it rests on a rack.\n")
+    provider = SemanticProvider(_index(root, tmp_path / "vectors.db", GatedEmbedder()))
+    notes, progress = _notes()
+    provider.warm(progress)
+    phases = [n["phase"] for n in notes]
+    # Its model, then the files it reads (a count, not a bare ``warming``), then embedding.
+    assert phases.index("load model") < phases.index("read files") < phases.index("embed")
+    reads = [(n["done"], n["total"]) for n in notes if n["phase"] == "read files"]
+    assert reads[0] == (0, 3) and reads[-1] == (3, 3)
+
+
 def test_a_ready_message_of_one_chunk_says_chunk_not_chunks(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     root.mkdir()
