@@ -2,9 +2,9 @@
 uvicorn serving any ASGI app, and a recorder counting what reached the server.
 
 ``Recorder`` wraps an app and keeps, per request, its path, headers and body, and the
-number of TCP connections the server accepted (counted in uvicorn's protocol, so a
-connection is counted once however many requests it carries). Nothing here binds
-anything but 127.0.0.1.
+connections the server accepted (``Connections``: counted in uvicorn's protocol as each
+is made and lost, so a connection is counted once however many requests it carries, and
+the most open at once is known). Nothing here binds anything but 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -73,12 +73,31 @@ class Seen:
 
 
 @dataclass
+class Connections:
+    """The server's connections: how many were opened over the test, how many are open
+    now, and the most that were open at once (a TLS connection counts once its
+    handshake is done, until uvicorn's protocol hears it lost)."""
+
+    opened: int = 0
+    open: int = 0
+    most_open: int = 0
+
+    def made(self) -> None:
+        self.opened += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+
+    def lost(self) -> None:
+        self.open -= 1
+
+
+@dataclass
 class Recorder:
     """Wraps an ASGI app; records every request and counts accepted connections."""
 
     app: App
     seen: list[Seen] = field(default_factory=list)
-    connections: list[int] = field(default_factory=lambda: [0])
+    connections: Connections = field(default_factory=Connections)
     disconnected: anyio.Event = field(default_factory=anyio.Event)
 
     def kinds(self) -> list[str]:
@@ -118,9 +137,13 @@ class Recorder:
 
         class Counting(H11Protocol):
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
-                counter[0] += 1
+                counter.made()
                 # uvicorn narrows the parameter to Transport, which a stream always gets
                 super().connection_made(transport)  # type: ignore[arg-type]  # see above
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                counter.lost()
+                super().connection_lost(exc)
 
         return Counting
 
