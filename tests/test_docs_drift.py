@@ -2,8 +2,9 @@
 (in its command's section) and no flag they lack, and names the MCP tools ``hostd mcp``
 serves; docs/config.md holds every config key with its default, and no key the config
 lacks; docs/mcp.md's stated defaults (the ``[provider.mcp]`` keys, the tools and their
-arguments, how ``hostd mcp`` starts providers and logs) are the code's; every log event
-the code emits is in docs/logging.md.
+arguments, how ``hostd mcp`` starts providers and logs) are the code's; docs/remote.md's
+idle connection expiry is the pool's; every log event the code emits is in
+docs/logging.md.
 
 The flags come from walking the real argparse parsers (every subcommand); the keys and
 defaults from the pydantic models; the events are collected statically, by AST, from
@@ -383,6 +384,14 @@ def test_docs_mcp_md_says_how_hostd_mcp_starts_providers_and_logs() -> None:
     assert start.group(1) == HostSettings().start_providers
     level = re.search(r"at `(\w+)` unless\s+`--log-level`", MCP_MD)
     assert level and level.group(1) == _default_level("mcp", "info")
+
+
+def test_docs_remote_md_says_how_long_an_idle_remote_connection_is_kept() -> None:
+    from hostd.transport.remote._httpx import KEEPALIVE_EXPIRY_S
+
+    remote_md = " ".join((ROOT / "docs" / "remote.md").read_text(encoding="utf-8").split())
+    said = f"A connection left idle for {KEEPALIVE_EXPIRY_S:g} seconds is closed"
+    assert said in remote_md, f"docs/remote.md: say {said!r}"
 
 
 def test_docs_install_from_a_checkout_or_a_wheel_not_a_registry() -> None:

@@ -25,6 +25,10 @@ from hostd.errors import RemoteTransport, RemoteWire
 __all__ = ["HttpPool"]
 
 _MAX_ERROR_TEXT = 200
+#: Seconds a kept-alive connection may idle before the pool closes it; a later request
+#: opens another. httpx's default, named so docs/remote.md can say it: the cap is on
+#: connections open at once, not on how many are opened over a daemon's life.
+KEEPALIVE_EXPIRY_S = 5.0
 
 X = TypeVar("X", bound=BaseException)
 
@@ -128,7 +132,8 @@ def _connect_text(exc: httpx.ConnectError) -> str | None:
 
 class HttpPool:
     """One pooled ``httpx.AsyncClient`` to one URL (keep-alive connections reused across
-    requests, at most ``max_connections`` open). ``aclose()`` once."""
+    requests, at most ``max_connections`` open at once, one idle for
+    ``KEEPALIVE_EXPIRY_S`` closed). ``aclose()`` once."""
 
     def __init__(
         self,
@@ -152,7 +157,9 @@ class HttpPool:
             trust_env=False,
             timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
             limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY_S,
             ),
         )
 
