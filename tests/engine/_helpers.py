@@ -22,8 +22,16 @@ def healthy(pid: str = "healthy", *args: str, **kw: Any) -> ProviderSpec:
     )
 
 
-def adversary(mode: str, pid: str | None = None, *, binding: str = "jsonrpc", **kw: Any):
-    args = [mode] + (["--binding", "cgp"] if binding == "cgp" else [])
+def adversary(
+    mode: str,
+    pid: str | None = None,
+    *,
+    binding: str = "jsonrpc",
+    extra: tuple[str, ...] = (),
+    **kw: Any,
+):
+    # ``--binding cgp`` last: the provider reads its binding from the last argument.
+    args = [mode, *extra] + (["--binding", "cgp"] if binding == "cgp" else [])
     kw.setdefault("timeout_ms", 30_000)
     return ProviderSpec(
         pid or f"adv-{mode}",
