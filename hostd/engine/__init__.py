@@ -43,6 +43,7 @@ from ._health import (
     record_restart_requested,
     record_retry,
     record_started,
+    restarts_behind,
     retry_due,
 )
 from ._host import Host, LegDone, ProgressDone
@@ -138,6 +139,7 @@ __all__ = [
     "record_restart_requested",
     "record_retry",
     "record_started",
+    "restarts_behind",
     "rerank_url",
     "retry_due",
     "required_scopes",

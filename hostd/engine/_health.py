@@ -9,11 +9,14 @@ and ``providers/restart`` clears its failures at once (``record_restart_requeste
 A start that outlived its deadline (a handshake never answered) marks the provider
 ``start_timed_out``: its next starts still follow the backoff and parking of any
 failure, but no request waits for them (``awaits_start``), so a stuck provider costs
-one start deadline once, not once per request. A remote provider that refused its
-credential (HTTP 401/403, or none could be read) did not crash and no restart cures
-it: ``record_refused`` parks it at once, with no backoff and no failure counted, and
-``decide_start`` starts it again as soon as its credential changes (a token file
-rewritten), else as any parked provider (its cool-down, or ``providers/restart``).
+one start deadline once, not once per request. A provider in a crash loop (it failed
+again after its last restart, answering nothing between) is restarted behind the
+requests (``restarts_behind``), none waiting for it beyond its ``ready_wait_ms``. A
+remote provider that refused its credential (HTTP 401/403, or none could be read) did
+not crash and no restart cures it: ``record_refused`` parks it at once, with no backoff
+and no failure counted, and ``decide_start`` starts it again as soon as its credential
+changes (a token file rewritten), else as any parked provider (its cool-down, or
+``providers/restart``).
 The engine does the I/O these decisions name; tests drive them with a fake clock.
 
 A peer asked once per request with no process to restart (a rerank server) keeps the
@@ -55,6 +58,7 @@ __all__ = [
     "record_leg",
     "record_refused",
     "record_started",
+    "restarts_behind",
 ]
 
 
@@ -245,6 +249,22 @@ def awaits_start(health: Health) -> bool:
     outlived its deadline (until one succeeds or a restart is asked for). Its next
     start then runs in the background, and the request's leg fails at once."""
     return not health.start_timed_out
+
+
+def restarts_behind(health: Health, policy: RestartPolicy) -> bool:
+    """Whether the provider is in a crash loop: it failed again (a crash, a failed start,
+    a hang) after its last restart, with no query answered since (two failures in a
+    row). Its next start then runs behind the request that meets it, which waits for it
+    only within its ``ready_wait_ms``: a provider that crashes on every query costs its
+    own frames, not every composition its start time. A first failure's restart is
+    waited for (a provider that served, then crashed once, serves the next request); so
+    is a parked provider's one start after its cool-down, and a start that outlived
+    its deadline keeps its own rule (``awaits_start``)."""
+    return (
+        health.consecutive_failures >= 2
+        and not health.start_timed_out
+        and not is_parked(health, policy)
+    )
 
 
 def is_parked(health: Health, policy: RestartPolicy) -> bool:

@@ -11,7 +11,12 @@ deadline, no request waits for the next one (``awaits_start``): it begins after
 the backoff, in the background, and the leg that began it fails at once, naming
 the start that timed out; so a stuck provider costs one start deadline, once. A boot
 start (``start_all``: a one-shot command's, whose request comes after it) that timed
-out is told to the first leg as it failed, promising no next start.
+out is told to the first leg as it failed, promising no next start. A provider in a
+crash loop (it failed again after its last restart, answering nothing between) is
+restarted behind the request too (``restarts_behind``, ``restart_behind``): a request
+waits for it only within its ``ready_wait_ms``, and one that broke under a leg is
+started again at once, after its backoff, so one quick to start serves the next
+request; a first failure's restart is waited for, as a first start is.
 Broken connections are dropped at once and closed in the background too. A remote
 provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
 is parked at once, not restarted in a loop (``record_refused``): its legs fail at
@@ -65,6 +70,7 @@ from ._health import (
     record_restart_requested,
     record_retry,
     record_started,
+    restarts_behind,
     retry_due,
 )
 from ._launch import Launcher, PoolSettings
@@ -372,23 +378,52 @@ class ProviderPool:
                 continue
             if self.closing or self._tg is None:
                 raise ShuttingDown("host is shutting down")
-            if slot.conn is not None:
-                self.discard(slot)
-            # A changed credential starts it at once: no cool-down passed, no retry counted
-            # (its new token is logged as sent: ``provider.remote.credential.renewed``).
-            if is_parked(slot.health, policy) and not changed:  # cool-down over: one try
-                slot.health = record_retry(slot.health)
-                log.info(
-                    "provider.retry",
-                    provider=slot.spec.id,
-                    retries=slot.health.retries,
-                    consecutive_failures=slot.health.consecutive_failures,
-                )
-            start = slot.starting = _Start(boot=boot)
-            self._tg.start_soon(self._start, slot, start)
+            start = self._begin(slot, changed=changed, boot=boot)
             if not waits:
                 raise self._not_waited(slot, "started again in the background")
             await self._join(start, slot, boot=boot)
+
+    def _begin(
+        self, slot: Slot, *, changed: bool, boot: bool = False, delay_s: float = 0.0
+    ) -> _Start:
+        """Begin a start in the pool's task group, after ``delay_s`` (what is left of its
+        backoff); ``changed``: its refused credential changed (no cool-down passed)."""
+        assert self._tg is not None
+        if slot.conn is not None:
+            self.discard(slot)
+        # A changed credential starts it at once: no cool-down passed, no retry counted
+        # (its new token is logged as sent: ``provider.remote.credential.renewed``).
+        if is_parked(slot.health, self.settings.restart_policy) and not changed:
+            slot.health = record_retry(slot.health)  # cool-down over: one try
+            log.info(
+                "provider.retry",
+                provider=slot.spec.id,
+                retries=slot.health.retries,
+                consecutive_failures=slot.health.consecutive_failures,
+            )
+        start = slot.starting = _Start(boot=boot)
+        self._tg.start_soon(self._start, slot, start, delay_s)
+        return start
+
+    def restart_behind(self, slot: Slot) -> bool:
+        """Whether ``slot`` is in a crash loop and restarts behind the request that asks
+        (``restarts_behind``): its start under way, or begun now, after what is left of
+        its backoff. ``False``: the request goes on as ``ensure`` says (live, a first
+        failure's restart, parked, a stuck start, the host closing). Called also as a
+        leg meets a crash that makes a loop, so a provider quick to start again is up
+        for the next request."""
+        policy = self.settings.restart_policy
+        if slot.live() is not None or not restarts_behind(slot.health, policy):
+            return False
+        if slot.starting is not None:
+            return True
+        if self.closing or self._tg is None:
+            return False
+        # Not parked (``restarts_behind``): a start now, or after what is left of its backoff.
+        decision = decide_start(slot.health, alive=False, now=self.now(), policy=policy)
+        delay = decision.delay_s if decision.action is StartAction.WAIT else 0.0
+        self._begin(slot, changed=False, delay_s=delay)
+        return True
 
     @staticmethod
     def _not_waited(slot: Slot, what: str, stage: str = "start") -> HostdError:
@@ -446,13 +481,16 @@ class ProviderPool:
                 slot.untold = None
             raise start.error
 
-    async def _start(self, slot: Slot, start: _Start) -> None:
-        """Spawn and handshake in the pool's task group, bounded by its start deadline."""
+    async def _start(self, slot: Slot, start: _Start, delay_s: float = 0.0) -> None:
+        """Spawn and handshake in the pool's task group, bounded by its start deadline;
+        after ``delay_s`` (a backoff), when a start run behind a request waits one out."""
         assert self._tg is not None
         spec = slot.spec
         timeout = self.start_timeout(slot)
-        slot.start_deadline = now() + timeout
         try:
+            if delay_s > 0:
+                await anyio.sleep(delay_s)
+            slot.start_deadline = now() + timeout
             conn = await self.launcher.open(
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )

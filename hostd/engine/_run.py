@@ -18,7 +18,9 @@ HTTP or SDK binding) awaits ``query`` under its deadline; the planned
 ``context/verify`` calls, each ended by its provider's leg deadline. Once every
 reply is in, the caller's last step (the turn's source reads) runs. Consent is
 decided once: by the plan for a provider live when it planned, else once after
-its start (``ready``, shared by its leg and its verify). Every leg's failure
+its start (``ready``, shared by its leg and its verify). A provider in a crash loop
+is not waited for (``behind``): its restart runs in the pool and its leg is ``warming``
+at once, unless the request names ``ready_wait_ms``. Every leg's failure
 becomes a ``LegReply`` value, so siblings are never cancelled; the pool is told
 of broken connections.
 """
@@ -148,6 +150,7 @@ async def _result(
 
 class _Runner:
     __slots__ = (
+        "behind_ids",
         "clock",
         "consent",
         "on_reply",
@@ -183,6 +186,9 @@ class _Runner:
         #: Each sent leg's provider's ``Health.timeout_mark`` as it was sent: legs out
         #: together that time out together are one miss (``record_leg``).
         self.sent: dict[str, int] = {}
+        #: Whether each provider met is left restarting behind this request (``behind``):
+        #: decided once, for its leg and its verify alike.
+        self.behind_ids: dict[str, bool] = {}
 
     async def ready(self, leg: LegPlan) -> Ready:
         """The provider's live connection and its missing scopes: as the plan decided
@@ -195,8 +201,11 @@ class _Runner:
         once = self.starts.get(leg.provider_id)
         if once is None:
             once = self.starts[leg.provider_id] = _Once()
+            if self.behind(slot):  # its verify too: no wait for a restart it is not owed
+                once.error = ProviderCrashed(self.restarting_message(slot), stage="restart")
             try:
-                once.value = await self._start(slot, leg)
+                if once.error is None:
+                    once.value = await self._start(slot, leg)
             except HostdError as exc:
                 once.error = exc
                 raise
@@ -209,6 +218,27 @@ class _Runner:
             raise once.error
         assert once.value is not None
         return once.value
+
+    def behind(self, slot: Slot) -> bool:
+        """Whether this request leaves ``slot``'s restart behind it: a provider in a crash
+        loop (``pool.restart_behind``, which begins that restart if none is under way),
+        unless the request names a ``ready_wait_ms``, which bounds the wait for it as
+        for any start. Decided once per provider, when its leg or verify first asks."""
+        pid = slot.spec.id
+        behind = self.behind_ids.get(pid)
+        if behind is None:
+            behind = self.plan.ready_wait_ms is None and self.pool.restart_behind(slot)
+            self.behind_ids[pid] = behind
+        return behind
+
+    @staticmethod
+    def restarting_message(slot: Slot) -> str:
+        health = slot.health
+        return (
+            f"provider restarting after {health.consecutive_failures} failures in a row, "
+            "not waited for (a request's ready_wait_ms waits for it); its last failure: "
+            f"{health.last_failure}"
+        )
 
     async def _start(self, slot: Slot, leg: LegPlan) -> Ready:
         # Ready (or failed its warm-up) within the caller's bound, else warming at its end.
@@ -348,7 +378,10 @@ class _Runner:
         if isinstance(exc, ProviderCrashed) or (
             isinstance(exc, ProtocolFault) and exc.breaks_connection
         ):
-            self.pool.broken(self.pool.slots[leg.provider_id], conn, exc)
+            slot = self.pool.slots[leg.provider_id]
+            self.pool.broken(slot, conn, exc)
+            if conn is not None:  # it ran, then broke: in a crash loop, started again now
+                self.pool.restart_behind(slot)
         progress = conn.readiness.progress if conn is not None else None
         status, code, message, violations = failure_of(exc, progress)
         return self.reply(
@@ -379,6 +412,17 @@ class _Runner:
         slot = self.pool.slots[leg.provider_id]
         query = leg.query
         deadline = leg.deadline
+        if conn is None and not isinstance(written, HostdError) and self.behind(slot):
+            # In a crash loop: its restart runs behind us, and the other providers'
+            # frames come back now. Said with no await before ``on_reply`` counts it,
+            # so the restart cannot end first and have this leg read as its answer.
+            return self.reply(
+                leg,
+                query,
+                status=LegStatus.WARMING,
+                error_code="starting",
+                error_message=self.restarting_message(slot),
+            )
         try:
             if conn is None and leg.wait_ready and not isinstance(written, HostdError):
                 # Wait for a cold provider up to its start deadline (or the request's

@@ -25,6 +25,7 @@ from hostd.engine import (
     record_restart_requested,
     record_retry,
     record_started,
+    restarts_behind,
     retry_due,
 )
 
@@ -435,3 +436,27 @@ def test_a_command_that_cannot_run_is_parked_at_its_first_failure() -> None:
     served = record_leg(record_started(record_retry(h)), "ok")
     crashed = record_failure(served, now=70.0, error="x", policy=POLICY)
     assert crashed.state is ProviderState.CRASHED
+
+
+def test_only_a_provider_that_failed_again_since_its_restart_restarts_behind() -> None:
+    assert not restarts_behind(Health(), POLICY)  # a first start is waited for
+    crashed = record_failure(Health(starts=1), now=1.0, error="crashed: exit 3", policy=POLICY)
+    assert not restarts_behind(crashed, POLICY)  # a first failure's restart: waited for
+    again = record_failure(record_started(crashed), now=2.0, error="crashed", policy=POLICY)
+    assert restarts_behind(again, POLICY)  # restarted, crashed again before any answer
+    failed_start = record_failure(crashed, now=2.0, error="start failed", policy=POLICY)
+    assert restarts_behind(failed_start, POLICY)  # its restart failed: a loop too
+    assert restarts_behind(record_started(again), POLICY)  # up, not answered yet
+    answered = record_leg(record_started(again), "ok")
+    assert not restarts_behind(answered, POLICY)  # an answer ends the loop
+    crashed_after = record_failure(answered, now=3.0, error="crashed", policy=POLICY)
+    assert not restarts_behind(crashed_after, POLICY)  # a first failure since: waited
+    assert not restarts_behind(record_restart_requested(again), POLICY)  # asked for
+    # Parked: its legs fail at once, and the one start after a cool-down is waited for.
+    parked = again
+    while not is_parked(parked, POLICY):
+        parked = record_failure(parked, now=4.0, error="crashed", policy=POLICY)
+    assert not restarts_behind(parked, POLICY)
+    # A start that outlived its deadline keeps its own rule (awaits_start).
+    stuck = record_failure(crashed, now=2.0, error="t", policy=POLICY, start_timed_out=True)
+    assert not restarts_behind(stuck, POLICY) and not awaits_start(stuck)

@@ -12,6 +12,7 @@ from hostd.engine import ConsentStore, FanOut, Host, LegReport, LegStatus, Resta
 from hostd.errors import BadRequest, ShuttingDown, UnknownProvider
 from hostd.protocol import FrameId, canonical_token_cost
 from tests.engine._helpers import adversary, healthy, query
+from tests.fixtures.gate import Gate
 from tests.fixtures.procs import leftovers
 
 pytestmark = pytest.mark.anyio
@@ -124,6 +125,66 @@ async def test_a_crashed_provider_is_restarted_by_the_next_request() -> None:
         health = host.health("c")
     assert pid_before == 1 and health.starts == 2 and health.restarts == 1
     assert health.crashes == 2 and health.consecutive_failures == 2
+
+
+async def test_a_provider_that_crashed_once_after_serving_is_waited_for_and_serves() -> None:
+    """A first failure since it last answered is no crash loop: the next request waits
+    for its restart and is served by it, each time."""
+    policy = RestartPolicy(base_delay_s=0.01, max_attempts=5)
+    statuses = []
+    async with Host([adversary("crash_on_goal", "c")], restart_policy=policy) as host:
+        for goal in ("find it", "crash now", "find it", "crash again", "find it"):
+            fan = await host.query_all(query(goal=goal), 1000)
+            statuses.append(fan.reports["c"].status)
+        health = host.health("c")
+    ok, crashed = LegStatus.OK, LegStatus.CRASHED
+    assert statuses == [ok, crashed, ok, crashed, ok]
+    assert health.starts == 3 and health.consecutive_failures == 0
+
+
+async def test_a_provider_in_a_crash_loop_is_restarted_behind_the_requests(
+    tmp_path: Path,
+) -> None:
+    """It crashed again after its restart, answering nothing between: its next restart
+    (held at a gate: a slow start) runs behind the requests, which get the other
+    providers' frames at once, its leg saying why; a request naming ``ready_wait_ms``
+    waits for it within that, and is served once it is up."""
+    policy = RestartPolicy(base_delay_s=0.01, max_attempts=5)
+    async with Gate() as gate:
+        gate.close()  # its third start and later ones wait at the gate
+        extra = ("--start-gate", str(gate.port), str(tmp_path / "starts"), "3")
+        specs = [adversary("crash_on_goal", "c", extra=extra), healthy("h", "--frames", "2")]
+        async with Host(specs, restart_policy=policy) as host:
+            crash = query(goal="crash now")
+            first = await host.query_all(crash, 1000)
+            # A first failure's restart is waited for: asked again, it crashes again.
+            second = await host.query_all(crash, 1000)
+            assert [fan.reports["c"].status for fan in (first, second)] == [
+                LegStatus.CRASHED,
+                LegStatus.CRASHED,
+            ]
+            # Its third start is begun by that crash, and held at the gate: a slow one.
+            for ready_wait_ms in (None, 0, None):
+                fan = await host.query_all(query(), 1000, ready_wait_ms=ready_wait_ms)
+                report = fan.reports["c"]
+                assert (report.status, report.error_code) == (LegStatus.WARMING, "starting")
+                assert [pid for pid, _ in fan.accepted] == ["h", "h"]
+                if ready_wait_ms is None:
+                    message = report.error_message or ""
+                    assert message.startswith(
+                        "provider restarting after 2 failures in a row, not waited for "
+                        "(a request's ready_wait_ms waits for it); its last failure: crashed: "
+                    ), message
+            assert host.providers_list()[0]["state"] == "crashed"
+            health = host.health("c")
+            assert (health.starts, health.consecutive_failures) == (2, 2)
+            await gate.wait_held(1)
+            assert gate.held == 1  # one restart under way, not one per request
+            gate.open()
+            served = await host.query_all(query(), 1000, ready_wait_ms=60_000)
+            assert served.reports["c"].status is LegStatus.OK, served.reports["c"]
+            health = host.health("c")
+    assert (health.starts, health.consecutive_failures) == (3, 0)
 
 
 async def test_restarts_stop_after_the_bounded_attempts() -> None:

@@ -69,7 +69,10 @@ async def test_no_provider_text_reaches_the_log_or_the_reports(tmp_path: Path) -
         assert set(SEQUENCE) == set(GOALS)
         for goal in SEQUENCE:
             for method in ("context/compose", "context/query"):
-                params: dict[str, Any] = {"goal": goal, "budget": 400}
+                # A goal that broke the connection twice in a row (compose, then query)
+                # leaves the provider in a crash loop, restarting behind the requests: the
+                # next one waits for that restart (else its leg is `warming`, not asked).
+                params: dict[str, Any] = {"goal": goal, "budget": 400, "ready_wait_ms": 60_000}
                 if method == "context/compose":
                     params["include_content"] = True  # the evidence quotes no dropped frame
                 result = await client.call(method, params)
