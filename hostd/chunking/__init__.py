@@ -8,7 +8,8 @@ is cut into its cells' text (``chunk_notebook``), each chunk's range the lines o
 JSON that hold that text. Word pieces are counted by the embedding model's tokenizer
 when the ``semantic`` extra is installed, else estimated (``piece_counter``). What a
 chunk is searched by is here too (``tokenize``, ``_terms``): the ``files`` provider's
-BM25 and the ``mcp`` binding's scores count the same terms. Imports only
+BM25 and the ``mcp`` binding's scores count the same terms, and the names a chunk
+defines (``defined_names``, ``item_name``) are what its ranking lifts a definition by. Imports only
 ``hostd.protocol``.
 """
 
@@ -30,6 +31,7 @@ from ._chunk import (
     split_lines,
     with_item,
 )
+from ._items import defined_names, item_name
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
 from ._terms import STOPWORDS, camel_parts, surface_forms, tokenize
 from ._tokens import (
@@ -59,10 +61,12 @@ __all__ = [
     "chunk_notebook",
     "chunk_text",
     "counter_identity",
+    "defined_names",
     "estimate_pieces",
     "file_sections",
     "camel_parts",
     "is_binary",
+    "item_name",
     "parse_chunk_id",
     "piece_counter",
     "range_text",

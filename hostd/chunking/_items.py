@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ITEM_SEPARATOR", "code_items", "language_suffix"]
+__all__ = ["ITEM_SEPARATOR", "code_items", "defined_names", "item_name", "language_suffix"]
 
 #: Between an item's levels: ``impl Foo › fn build``.
 ITEM_SEPARATOR = " › "
@@ -272,6 +272,83 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
         indent = _indent(lines[number - 1].decode("utf-8", "replace"))
         at[number] = _label([o for o in stack if o.indent < indent])
     return [at.get(first) for first in firsts]
+
+
+#: A definition's name in its head: the last identifier (``fn build``: build,
+#: ``struct btd_adapter``: btd_adapter, ``Foo::bar()``: bar).
+_NAME_RE = re.compile(r"[A-Za-z_$][\w$]*")
+#: How far past a function's header its body may open (a C signature over many lines).
+_BODY_CHARS = 1000
+#: The lines each family's patterns may take for a header, found in one pass over a
+#: chunk's text (most lines of code are none, and reading each alone would cost seconds
+#: over a large tree): a superset, ``_head`` decides.
+_CANDIDATES = {
+    "python": r"[ \t]*(?:async[ \t]+)?(?:def|class)\b",
+    "rust": r"[ \t]*(?:pub|async|unsafe|const|default|extern|fn|struct|enum|trait|mod|union"
+    r"|static|macro_rules)\b",
+    "go": r"[ \t]*(?:func|type)\b",
+    # A member is a line that opens a body or a parameter list over several lines.
+    "js": r"[^\n]*(?:\{|\([ \t]*$|\b(?:function|class|interface|enum|namespace|const|let|var)\b)",
+    "jvm": r"[^\n]*(?:\{|\([ \t]*$|\b(?:class|interface|enum|record|struct|object|namespace"
+    r"|fun)\b)",
+    # A function's header at column 0; a type anywhere; a macro.
+    "c": r"(?:[ \t]*#[ \t]*define\b|[A-Za-z_~]|[ \t]*(?:typedef|template|struct|union|enum"
+    r"|class|namespace)\b)",
+}
+_CANDIDATE_RES = {
+    family: re.compile(f"^(?:{pattern})[^\n]*", re.MULTILINE)
+    for family, pattern in _CANDIDATES.items()
+}
+_BODY_OR_END = re.compile(r"[{;]")
+
+
+def defined_names(suffix: str, text: str) -> list[str]:
+    """The names of the definitions that open on the lines of ``text`` (a chunk of a file
+    with ``suffix``), in text order: each line read alone by its family's patterns, as
+    ``code_items`` reads a header. Without the file around them a line's container is
+    guessed by its indent (C: a function at column 0; JavaScript, Java: a method
+    indented), and a function counts only when its body opens (``{`` before ``;``), so
+    a prototype, a declaration or a call names none. Empty for a language not known."""
+    language = _SUFFIXES.get(suffix.lower(), "")
+    family = _FAMILIES.get(language)
+    if family is None:
+        return []
+    names: list[str] = []
+    for line in _CANDIDATE_RES[language].finditer(text):
+        stripped = line.group(0).strip()
+        if family.c_like and (define := _C_DEFINE.match(stripped)):
+            names.append(define.group("name"))
+            continue
+        if family.comment.match(stripped):
+            continue
+        indented = line.group(0)[:1] in (" ", "\t")
+        in_container = not indented if family.c_like else family.member is not None and indented
+        head = _head(family, stripped, in_container)
+        if head is None or head.startswith("impl") or head.endswith("…"):
+            continue
+        if head.endswith("()") and not _opens_body(text, line.start()):
+            continue
+        if name := item_name(head):
+            names.append(name)
+    return names
+
+
+def _opens_body(text: str, start: int) -> bool:
+    """Whether the function whose header starts at ``start`` opens a body: a ``{`` comes
+    before any ``;`` after its parameter list's start (within ``_BODY_CHARS``)."""
+    paren = text.find("(", start)
+    found = _BODY_OR_END.search(text, paren, paren + _BODY_CHARS) if paren >= 0 else None
+    return found is not None and found.group(0) == "{"
+
+
+def item_name(item: str) -> str | None:
+    """The name an item's innermost level defines (``impl Foo › fn build``: build);
+    ``None`` for one that names nothing whole (an ``impl``, a head cut short)."""
+    head = item.rsplit(ITEM_SEPARATOR, 1)[-1]
+    if head.startswith("impl") or head.endswith("…"):
+        return None
+    found = _NAME_RE.findall(head.removesuffix("()"))
+    return found[-1] if found else None
 
 
 def language_suffix(language: str) -> str | None:

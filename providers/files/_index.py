@@ -11,16 +11,17 @@ custom tokenizer, which stdlib ``sqlite3`` cannot register.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
 
 import bm25s
 import numpy as np
 
-from hostd.chunking import _terms, tokenize
+from hostd.chunking import STOPWORDS, _terms, defined_names, item_name, tokenize
 from hostd.protocol import ContextQuery
 
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
@@ -66,6 +67,13 @@ REFRESH_WAIT_S = 0.5
 WAIT_WHOLE_BELOW_CHUNKS = 5_000
 
 
+#: A word of a query as it is spelled, which may be an identifier (``new0``, ``btd_adapter``).
+_SPELLED_RE = re.compile(r"[A-Za-z_$][\w$]*")
+#: What makes a word an identifier whatever its length: an underscore, a digit, a
+#: lower-case letter then a capital (``x_y``, ``a2``, ``fooBar``).
+_IDENTIFIER_RE = re.compile(r"_|\d|[a-z][A-Z]")
+
+
 def _loaded(saved: SavedIndex) -> bm25s.BM25:
     """A ``bm25s.BM25`` holding a saved matrix: the attributes its ``index`` sets (and its
     ``load`` sets from a saved directory), so it ranks as the one that was saved."""
@@ -81,7 +89,8 @@ def _loaded(saved: SavedIndex) -> bm25s.BM25:
 class Hit:
     chunk: Chunk
     #: The relevance it was ranked by: its BM25 score, a test chunk's scaled by the
-    #: test prior when that applies (``_prior``).
+    #: test prior when that applies (``_prior``), a definition's lifted above the
+    #: chunks that only mention the name the query spells (``_lift_definitions``).
     raw: float
     score: float
 
@@ -92,7 +101,9 @@ class _Served:
     reads it without waiting on a refresh that builds the next. ``behind``: files a
     refresh found changed that it does not hold yet (the next one is being built).
     ``tests``: which chunks are of test files (``is_test_path``), ``None`` when none
-    is, so a tree without tests is ranked by BM25 alone, as it always was."""
+    is, so a tree without tests is ranked by BM25 alone, as it always was.
+    ``defines``: each name a chunk defines (``defined_names``, its item's
+    ``item_name``) and the chunks that do, by index, in order."""
 
     bm25: bm25s.BM25 | None
     chunks: list[Chunk]
@@ -100,6 +111,7 @@ class _Served:
     indexed_at: dict[str, str]
     tests: np.ndarray | None = None
     behind: int = 0
+    defines: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class FileIndex:
@@ -141,6 +153,9 @@ class FileIndex:
         #: Each chunk's terms, space-separated (``_terms_of``): a rebuild tokenizes only
         #: new chunks, and a restart none (they are cached with the chunks).
         self._terms = ChunkTerms(_TERMS_TAG)
+        #: The names each chunk's text defines (``defined_names``), by ``(rel, digest)``
+        #: as its terms: a rebuild reads only new chunks (a start reads them all).
+        self._names: dict[tuple[str, str], tuple[str, ...]] = {}
         #: Chunks the last rebuild had to tokenize (its terms were neither held nor cached).
         self.tokenized_last = 0
         #: Whether the last rebuild took the BM25 matrix saved in the cache, not built one.
@@ -305,9 +320,37 @@ class FileIndex:
         self._terms.index = saved  # saved with the chunks' terms (``build``)
         tests = np.fromiter((is_test_path(c.rel) for c in chunks), dtype=bool, count=len(chunks))
         self._served = _Served(
-            bm25, chunks, FileSpans(chunks), indexed_at, tests if tests.any() else None
+            bm25,
+            chunks,
+            FileSpans(chunks),
+            indexed_at,
+            tests if tests.any() else None,
+            defines=self._definitions(chunks),
         )
         self.generation += 1
+
+    def _definitions(self, chunks: list[Chunk]) -> dict[str, np.ndarray]:
+        """Each name the chunks define and which chunks do: the definitions that open in
+        a chunk's text and the one its first line sits in (its item). Only the chunks
+        indexed now are remembered, as their terms are."""
+        held = self._names
+        names_of: dict[tuple[str, str], tuple[str, ...]] = {}
+        defines: dict[str, list[int]] = {}
+        for i, c in enumerate(chunks):
+            key = (c.rel, c.digest)
+            names = names_of.get(key)
+            if names is None:
+                names = held.get(key)
+                if names is None:
+                    names = tuple(defined_names(PurePosixPath(c.rel).suffix, c.text))
+                names_of[key] = names
+            own = set(names)
+            if c.item is not None and (name := item_name(c.item)) is not None:
+                own.add(name)
+            for name in own:
+                defines.setdefault(name, []).append(i)
+        self._names = names_of
+        return {name: np.asarray(at, dtype=np.int64) for name, at in defines.items()}
 
     @staticmethod
     def _terms_of(chunk: Chunk) -> str:
@@ -346,6 +389,8 @@ class FileIndex:
             # Before anchors apply: an anchored test file still leads (its band is above
             # every unanchored chunk), ranked within the band as any other.
             scores = np.where(served.tests, scores * self.test_prior, scores)
+        if tokens and served.defines:
+            scores = _lift_definitions(bm25, served.defines, text, scores)
         matched = np.flatnonzero(scores > 0)
         if 0 < limit < len(matched) and not anchored.chunks:
             # Only chunks that score at least the limit-th best can be in the first
@@ -394,3 +439,42 @@ class FileIndex:
     @property
     def chunk_count(self) -> int:
         return len(self._served.chunks)
+
+
+def _lift_definitions(
+    bm25: bm25s.BM25, defines: dict[str, np.ndarray], text: str, scores: np.ndarray
+) -> np.ndarray:
+    """``scores`` with each chunk that defines a name ``text`` spells exactly (an
+    identifier, or any word of three letters or more, that a chunk defines) lifted above
+    every chunk that only mentions it: the best score of those is added to its own. Only
+    chunks that match the name are lifted, so a query naming no definition ranks as
+    before. Every lift is measured on the scores before any, so the names' order does
+    not matter."""
+    spelled = sorted(
+        {
+            word
+            for word in _SPELLED_RE.findall(text)
+            if word in defines
+            and (len(word) >= 3 or _IDENTIFIER_RE.search(word))
+            and word.lower() not in STOPWORDS
+        }
+    )
+    lifts = []
+    for name in spelled:
+        terms = tokenize(name)  # its first term is the whole word, as a chunk's text gives it
+        if not terms or terms[0] not in bm25.vocab_dict:
+            continue
+        mentions = np.asarray(bm25.get_scores(terms[:1])) > 0
+        defining = defines[name][mentions[defines[name]]]
+        if defining.size == 0:
+            continue
+        mentions[defining] = False  # those that only mention it
+        best = float(scores[mentions].max()) if mentions.any() else 0.0
+        if best > 0:
+            lifts.append((defining, best))
+    if not lifts:
+        return scores
+    lifted = scores.copy()
+    for defining, best in lifts:
+        lifted[defining] += best
+    return lifted

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from hostd.chunking import chunk_frame, chunk_text, estimate_pieces, split_lines
+from hostd.chunking import (
+    chunk_frame,
+    chunk_text,
+    defined_names,
+    estimate_pieces,
+    item_name,
+    split_lines,
+)
 from hostd.chunking._items import code_items
 from hostd.mcp import Document, cut
 from providers import Corpus, CorpusOptions, chunk_file
@@ -443,3 +450,33 @@ def test_cpp_classes_and_methods_are_items() -> None:
         "class Socket",  # a method declared, not defined
         "Socket::recv()",
     ]
+
+
+def test_the_names_a_chunk_defines_are_its_definition_lines_not_prototypes_nor_calls() -> None:
+    source = (
+        "#define new0(type, count) \\\n"
+        "\t(type *) calloc(count, sizeof(type))\n"
+        "struct btd_adapter *btd_adapter_find(const bdaddr_t *sba,\n"
+        "\t\t\t\tuint8_t type);\n"
+        "struct btd_adapter {\n"
+        "\tint ref;\n"
+        "};\n"
+        "static gboolean\n"
+        "adapter_ready(struct btd_adapter *adapter)\n"
+        "{\n"
+        "\treturn adapter_ready_now(adapter);\n"
+        "}\n"
+    )
+    assert defined_names(".h", source) == ["new0", "btd_adapter", "adapter_ready"]
+    python = "class Foo:\n    def bar(self):\n        return baz(1)\n"
+    assert defined_names(".py", python) == ["Foo", "bar"]
+    java = "public class Foo {\n    public int size() {\n        return count(1);\n    }\n"
+    assert defined_names(".java", java) == ["Foo", "size"]
+    assert defined_names(".txt", python) == []
+
+
+def test_an_item_names_its_innermost_definition_and_an_impl_names_none() -> None:
+    assert item_name("impl Foo › fn build") == "build"
+    assert item_name("btd_adapter_new()") == "btd_adapter_new"
+    assert item_name("#define new0") == "new0"
+    assert item_name("impl Display for Foo") is None
