@@ -69,9 +69,12 @@ WAIT_WHOLE_BELOW_CHUNKS = 5_000
 
 #: A word of a query as it is spelled, which may be an identifier (``new0``, ``btd_adapter``).
 _SPELLED_RE = re.compile(r"[A-Za-z_$][\w$]*")
-#: What makes a word an identifier whatever its length: an underscore, a digit, a
-#: lower-case letter then a capital (``x_y``, ``a2``, ``fooBar``).
-_IDENTIFIER_RE = re.compile(r"_|\d|[a-z][A-Z]")
+#: What makes a word of a query an identifier: an underscore, a digit, a lower-case
+#: letter then a capital, or capitals only, three or more (``x_y``, ``new0``,
+#: ``fooBar``, ``DBG``). A plain word is not one even when some chunk defines it: "used",
+#: "search", "take" name functions in a large tree, and lifting their definitions
+#: pushed the passages that answer such questions down (the repository and stdlib sets).
+_IDENTIFIER_RE = re.compile(r"_|\d|[a-z][A-Z]|^[A-Z]{3,}$")
 
 
 def _loaded(saved: SavedIndex) -> bm25s.BM25:
@@ -390,7 +393,7 @@ class FileIndex:
             # every unanchored chunk), ranked within the band as any other.
             scores = np.where(served.tests, scores * self.test_prior, scores)
         if tokens and served.defines:
-            scores = _lift_definitions(bm25, served.defines, text, scores)
+            scores = _lift_definitions(bm25, chunks, served.defines, text, scores)
         matched = np.flatnonzero(scores > 0)
         if 0 < limit < len(matched) and not anchored.chunks:
             # Only chunks that score at least the limit-th best can be in the first
@@ -442,21 +445,24 @@ class FileIndex:
 
 
 def _lift_definitions(
-    bm25: bm25s.BM25, defines: dict[str, np.ndarray], text: str, scores: np.ndarray
+    bm25: bm25s.BM25,
+    chunks: list[Chunk],
+    defines: dict[str, np.ndarray],
+    text: str,
+    scores: np.ndarray,
 ) -> np.ndarray:
-    """``scores`` with each chunk that defines a name ``text`` spells exactly (an
-    identifier, or any word of three letters or more, that a chunk defines) lifted above
-    every chunk that only mentions it: the best score of those is added to its own. Only
-    chunks that match the name are lifted, so a query naming no definition ranks as
-    before. Every lift is measured on the scores before any, so the names' order does
-    not matter."""
+    """``scores`` with, for each identifier ``text`` spells exactly (``_IDENTIFIER_RE``)
+    that a chunk defines, the best-scoring chunk defining it lifted above every chunk
+    that only mentions it: the best score of those is added to its own. One chunk per
+    name (a class's definition runs over many chunks, which would otherwise all rise
+    over the passages that explain it), and only a chunk that matches the name, so a
+    query naming no definition ranks as before. Every lift is measured on the scores
+    before any, so the names' order does not matter."""
     spelled = sorted(
         {
             word
             for word in _SPELLED_RE.findall(text)
-            if word in defines
-            and (len(word) >= 3 or _IDENTIFIER_RE.search(word))
-            and word.lower() not in STOPWORDS
+            if word in defines and _IDENTIFIER_RE.search(word) and word.lower() not in STOPWORDS
         }
     )
     lifts = []
@@ -471,10 +477,12 @@ def _lift_definitions(
         mentions[defining] = False  # those that only mention it
         best = float(scores[mentions].max()) if mentions.any() else 0.0
         if best > 0:
-            lifts.append((defining, best))
+            # The first of the best, as the ranking breaks ties (by chunk id).
+            top = min(defining.tolist(), key=lambda i: (-scores[i], chunks[i].chunk_id))
+            lifts.append((top, best))
     if not lifts:
         return scores
     lifted = scores.copy()
-    for defining, best in lifts:
-        lifted[defining] += best
+    for top, best in lifts:
+        lifted[top] += best
     return lifted

@@ -1,5 +1,6 @@
-"""A chunk that defines a name the query spells ranks above the chunks that only
-mention it (``_lift_definitions``); a query naming no definition ranks by BM25."""
+"""The chunk that defines an identifier the query spells ranks above the chunks that
+only mention it (``_lift_definitions``); a query naming none ranks by BM25 alone, a
+plain word that some chunk defines included."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from providers.files import FileIndex
 
 #: The definition: one line among many others, so BM25 alone ranks it below the users.
 _UTIL = (
+    "/* Sizes expand as the counts grow. */\n"
     "#define new0(type, count) \\\n"
     "\t(type *) (__extension__ ({ size_t __n = (size_t) (count); \\\n"
     "\t\tvoid *__p = calloc(__n, sizeof(type)); __p; }))\n"
@@ -34,6 +36,11 @@ def _tree(root: Path) -> Path:
             f"\tstruct baz *c = new0(struct baz, {i});\n"
             "}\n"
         )
+    # A plain word is no identifier, though a chunk defines it.
+    (root / "src" / "expand.c").write_text(
+        "int expand(int size)\n{\n\treturn size * 2;\n}\n"
+        "/* Callers expand a buffer before calloc: expand, then calloc. */\n"
+    )
     return root
 
 
@@ -46,11 +53,13 @@ def _index(root: Path) -> FileIndex:
 def test_the_chunk_defining_a_name_the_query_spells_ranks_first(tmp_path: Path) -> None:
     ix = _index(_tree(tmp_path))
     hits = ix.search("what does the new0 macro expand to?")
-    assert hits[0].chunk.rel == "src/util.h"
-    assert all(h.chunk.rel.startswith("src/user") for h in hits[1:])
+    naming = [h.chunk.rel for h in hits if "new0" in h.chunk.text]
+    assert naming[0] == "src/util.h"
+    assert all(rel.startswith("src/user") for rel in naming[1:])
+    assert len(naming) == 9
 
 
-def test_a_query_naming_no_definition_ranks_by_bm25_alone(tmp_path: Path) -> None:
+def test_a_query_naming_no_identifier_ranks_by_bm25_alone(tmp_path: Path) -> None:
     ix = _index(_tree(tmp_path))
     question = "what does the allocation macro calloc expand to?"
     hits = ix.search(question)
