@@ -104,6 +104,7 @@ def judge_leg(
         note="; ".join(notes) or None,
         nothing_fit=unfit is not None,
         partial=reply.lost_causes,
+        building=reply.building,
         **fields,
     )
     return JudgedLeg(report, audit)
@@ -255,6 +256,7 @@ def judge(
     fan.shares = {leg.provider_id: leg.share for leg in plan.legs}
     fan.asked = {leg.provider_id: leg.asked for leg in plan.legs}
     fan.reports = report_map(legs[leg.provider_id].report for leg in plan.legs)
+    fan.coverage = {p: r.building for p, r in fan.reports.items() if r.building is not None}
     got = audited(legs)
     if verified is None:
         fan.accepted = got.accepted

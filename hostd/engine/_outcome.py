@@ -26,6 +26,7 @@ from ._report import LegStatus
 __all__ = [
     "WARMING_PARTIAL",
     "LegReply",
+    "building",
     "failure_of",
     "progress_figure",
     "warming_note",
@@ -62,6 +63,9 @@ class LegReply:
     #: for the leg's note, and how, as codes.
     lost: str | None = None
     lost_causes: tuple[str, ...] = ()
+    #: An answer given while its provider still builds its index: ``(done, total)`` of
+    #: its last progress (``building``), what it searched of what it will.
+    building: tuple[int, int] | None = None
     #: Why an answer with no frame holds none, when its binding can tell
     #: (``EmptyResult``): hostd's words for the leg's note.
     empty: str | None = None
@@ -120,6 +124,15 @@ def warming_note(progress: Mapping[str, Any]) -> str:
     if total is None:
         return f"partial: answered from what it has built so far; {still}"
     return f"partial: searched {done or 0:,} of {total:,}; {still}"
+
+
+def building(progress: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(done, total)`` of a warming provider's last progress, when it says how far its
+    build is (``0 <= done < total``): what share of its index an answer searched."""
+    done, total = progress.get("done"), progress.get("total")
+    if type(done) is not int or type(total) is not int or not 0 <= done < total:
+        return None
+    return done, total
 
 
 def progress_figure(progress: Mapping[str, Any]) -> str:

@@ -82,6 +82,9 @@ class LegReport:
     #: An ``ok`` leg that lost part of its answer (an MCP tool that failed or ran out of
     #: time), how, as codes (``timeout``, ``isError``…); its ``note`` says which.
     partial: tuple[str, ...] = ()
+    #: An ``ok`` leg answered while its provider still builds its index: ``(done,
+    #: total)`` of that build, the share of its index the answer searched.
+    building: tuple[int, int] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -133,6 +136,9 @@ class FanOut:
     #: ``file`` URI -> the bytes the verify stage matched accepted frames against, for
     #: each source two or more of them quote (``compose_for_prompt(sources=...)``).
     sources: dict[str, LineIndex] = field(default_factory=dict)
+    #: Provider id -> ``(done, total)`` of the index it still builds, for each provider
+    #: that answered from part of it: composing caps it to the share it has built.
+    coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
         """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served

@@ -59,6 +59,7 @@ from ._gate import ConsentGate, destination_of
 from ._outcome import (
     WARMING_PARTIAL,
     LegReply,
+    building,
     failure_of,
     progress_figure,
     warming_note,
@@ -312,17 +313,20 @@ class _Runner:
         causes: tuple[str, ...] = ()
         if isinstance(result, PartialResult):
             lost, causes = [result.lost], result.causes
+        built: tuple[int, int] | None = None
         if isinstance(result.warming, dict) or result.warming is True:
             # Answered while it warmed, as it says: from what it had built when the query
             # came (its ready note may have come between), as far as it says.
-            lost.append(warming_note(progress_figures(result.warming)))
-            causes = (*causes, WARMING_PARTIAL)
+            figures = progress_figures(result.warming)
+            lost.append(warming_note(figures))
+            causes, built = (*causes, WARMING_PARTIAL), building(figures)
         elif conn is not None and conn.readiness.warming:
             # Answered before it said ready, by a provider that does not say so in its
             # reply: from what it has built so far (an index embedded in part), as far as
             # its last progress says.
             lost.append(warming_note(conn.readiness.progress))
             causes = (*causes, WARMING_PARTIAL)
+            built = building(conn.readiness.progress)
         return self.reply(
             leg,
             query,
@@ -334,6 +338,7 @@ class _Runner:
             behind=result.unindexed_changes,
             lost="; ".join(lost) or None,
             lost_causes=causes,
+            building=built,
             empty=result.why if isinstance(result, EmptyResult) else None,
         )
 

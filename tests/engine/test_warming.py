@@ -16,7 +16,7 @@ import pytest
 
 from hostd._hints import warming_state
 from hostd.engine import Host, LegStatus, ProviderSpec
-from hostd.engine._outcome import failure_of
+from hostd.engine._outcome import building, failure_of
 from hostd.pipeline._degraded import Degraded, degradations
 from hostd.transport import provider_error
 from tests.engine._helpers import child_pid, healthy, query
@@ -269,6 +269,8 @@ async def test_an_answer_given_while_its_provider_warms_is_served_as_partial(
     report = fan.reports["w"]
     assert report.status is LegStatus.OK and fan.accepted, report
     assert report.note == "partial: searched 3 of 4; still warming (embed)"
+    # Its coverage, for composing: it gets at most the share of the budget it has built.
+    assert fan.coverage == {"w": (3, 4)}
     assert degradations(fan.reports, {}) == (Degraded("provider_partial", "w", "warming"),)
     assert state == "warming"
     assert health.partial_legs == 0 and health.last_error is None  # no fault of its
@@ -328,6 +330,7 @@ async def test_an_answer_begun_while_warming_is_partial_though_ready_came_before
     report = fans[0].reports["w"]
     assert report.status is LegStatus.OK, report
     assert report.note == "partial: searched 3 of 4; still warming (embed)"
+    assert fans[0].coverage == {"w": (3, 4)}  # as far as the reply says, not its ready note
     assert degradations(fans[0].reports, {}) == (Degraded("provider_partial", "w", "warming"),)
 
 
@@ -385,3 +388,20 @@ async def test_a_host_closed_while_a_provider_starts_stops_it_without_the_grace(
             os.close(os.open(started, os.O_RDWR | os.O_NONBLOCK))
     assert not gate.exists()  # never let through: the start was given up, not served
     assert leftovers() == []
+
+
+@pytest.mark.parametrize(
+    ("progress", "built"),
+    [
+        ({"phase": "embed", "done": 128, "total": 60366}, (128, 60366)),
+        ({"phase": "embed", "done": 0, "total": 10}, (0, 10)),
+        ({"phase": "embed", "done": 10, "total": 10}, None),  # built: no cap
+        ({"phase": "embed", "total": 10}, None),
+        ({"phase": "load"}, None),
+        ({"done": True, "total": 10}, None),
+    ],
+)
+def test_a_warming_answers_coverage_is_its_builds_figures_while_it_is_short_of_total(
+    progress: dict[str, Any], built: tuple[int, int] | None
+) -> None:
+    assert building(progress) == built
