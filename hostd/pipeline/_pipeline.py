@@ -52,6 +52,7 @@ from hostd.protocol import (
 from hostd.quality import Composition, Feedback, ShadowRecorder
 
 from ._advice import budget_hint
+from ._coverage import coverage_caps, explain_caps
 from ._degraded import degradations
 from ._prepare import Prepared, Preparer, RerankPreparer, preparers
 from ._request import ComposeRequest, Progress, QueryRequest
@@ -206,6 +207,9 @@ class Pipeline:
         part = fan.compose_part()
         if request.record:
             part = {"recorded": False, **part}
+        # A provider still building its index gets at most the share of the budget it
+        # has built (its frames come from the few files it began with).
+        caps = coverage_caps(request.caps, fan.coverage)
         compose = functools.partial(
             c.compose_reply,
             fan.accepted,
@@ -215,7 +219,7 @@ class Pipeline:
             strategy=prepared.strategy,
             placement=placement,
             floors=floors,
-            caps=request.caps,
+            caps=caps,
             excluded=fan.excluded,
             verification=fan.verification,
             overfetch=fan.overfetch,
@@ -225,6 +229,7 @@ class Pipeline:
             tokenizer=tokenizer,
         )
         composed, result = await anyio.to_thread.run_sync(compose) if offload else compose()
+        explain_caps(result["audit"]["entries"], fan.coverage, request.caps)
         if not result["citations"]:  # nothing included: say the budget that could do
             hint = self._budget_hint(request, result["audit"]["entries"], fan, floors)
             if hint is not None:
@@ -233,14 +238,16 @@ class Pipeline:
         # reply waits for the record's commit (acknowledged means written).
         recorded = False
         if self.recorder is not None:
-            caps = dict(request.caps) if request.caps is not None else None
+            # The caps composed with (a building provider's included): replay recomposes
+            # the same prompt.
+            kept = dict(caps) if caps is not None else None
             # What span merging was handed goes by reference: the recorder keeps line
             # counts of it, and only for a record that keeps content (``hold``).
             composition = Composition(
                 request_id,
                 request.goal,
                 floors.contested,
-                caps,
+                kept,
                 fan.accepted,
                 composed,
                 fan.verification,

@@ -41,6 +41,8 @@ class _Engine:
         self.reports = reports
         self.accepted = accepted
         self.calls: list[dict[str, Any]] = []
+        #: ``FanOut.coverage``: providers still building their index, done of total.
+        self.coverage: dict[str, tuple[int, int]] = {}
 
     async def query_all(self, query: ContextQuery, global_budget: int, **kw: Any) -> FanOut:
         self.calls.append({"budget": global_budget, **kw})
@@ -54,6 +56,7 @@ class _Engine:
             accepted=list(self.accepted),
             reports=dict(self.reports),
             overfetch=kw.get("overfetch", 1.0),
+            coverage=dict(self.coverage),
         )
 
     def providers_list(self) -> list[dict[str, Any]]:
@@ -412,3 +415,77 @@ async def test_a_composition_is_logged_once_at_info_and_not_built_above_it(
     assert entries == len(result["audit"]["entries"]) == done["frames_offered"] == 6
     assert done["citations"] == len(result["citations"]) and done["global_budget"] == 300
     assert done["tokens_used"] == result["audit"]["tokens_used"]
+
+
+def _building(tmp_path: Path, coverage: dict[str, tuple[int, int]]) -> tuple[Pipeline, _Engine]:
+    """``files`` (complete) and ``semantic`` (building), semantic's frames ranked first:
+    ten of each, every frame ~50 tokens."""
+    legs = [("files", LegStatus.OK), ("semantic", LegStatus.OK)]
+    pipeline, engine = _pipeline(tmp_path, legs, recorder=_Recorder())
+    engine.accepted = [
+        (pid, frame(f"{pid}-{i}", score=score - i / 100, content=f"{pid} {i} " + "x" * 180))
+        for pid, score in (("files", 0.5), ("semantic", 0.9))
+        for i in range(10)
+    ]
+    engine.coverage = coverage
+    return pipeline, engine
+
+
+def _included(result: dict[str, Any]) -> list[str]:
+    entries = result["audit"]["entries"]
+    return [e["frame"]["frame_id"] for e in entries if e["disposition"] == "included"]
+
+
+async def test_a_provider_still_building_its_index_gets_no_more_than_the_share_it_built(
+    tmp_path: Path,
+) -> None:
+    pipeline, engine = _building(tmp_path, {"semantic": (1, 100)})
+    whole, _ = _building(tmp_path / "whole", {})
+    budget = 600  # room for about ten of the twenty frames
+    result = await pipeline.compose(ComposeParams(goal="g", budget=budget), "r")
+    before = await whole.compose(ComposeParams(goal="g", budget=budget), "r")
+    # Complete, semantic's frames, ranked first, would take the prompt; building at 1%,
+    # it gets 1% of the budget (no frame fits that) and files' frames are not displaced.
+    assert any(f.startswith("semantic") for f in _included(before))
+    assert _included(result) and all(f.startswith("files") for f in _included(result))
+    capped = [e for e in result["audit"]["entries"] if e.get("reason") == "provider_cap"]
+    assert {e["provider"] for e in capped} == {"semantic"} and len(capped) == 10
+    assert capped[0]["detail"]["building"] == "1/100" and capped[0]["detail"]["share"] == 0.01
+    # Recorded with the caps it was composed under: a replay composes the same prompt.
+    assert isinstance(pipeline.recorder, _Recorder)
+    assert pipeline.recorder.recorded[0].caps == {"semantic": 0.01}
+
+
+async def test_a_smaller_cap_the_request_set_stands_and_is_not_blamed_on_the_build(
+    tmp_path: Path,
+) -> None:
+    pipeline, _ = _building(tmp_path, {"semantic": (50, 100)})
+    params = ComposeParams(goal="g", budget=600, caps={"semantic": 0.0})
+    result = await pipeline.compose(params, "r")
+    capped = [e for e in result["audit"]["entries"] if e.get("reason") == "provider_cap"]
+    assert capped and all("building" not in e["detail"] for e in capped)
+    assert all(e["detail"]["share"] == 0.0 for e in capped)
+
+
+async def test_every_provider_at_full_coverage_composes_as_it_did(tmp_path: Path) -> None:
+    pipeline, _ = _building(tmp_path, {})
+    result = await pipeline.compose(ComposeParams(goal="g", budget=600), "r")
+    assert not [e for e in result["audit"]["entries"] if e.get("reason") == "provider_cap"]
+    assert isinstance(pipeline.recorder, _Recorder)
+    assert pipeline.recorder.recorded[0].caps is None
+
+
+@given(st.permutations(range(20)))
+def test_a_building_providers_cap_gives_the_same_bytes_in_any_order(order: list[int]) -> None:
+    pipeline, engine = _building(Path("/nonexistent"), {"semantic": (30, 100)})
+    pipeline.recorder = None
+    frames = list(engine.accepted)
+
+    async def compose(accepted: list[Any]) -> dict[str, Any]:
+        engine.accepted = accepted
+        return await pipeline.compose(ComposeParams(goal="g", budget=600), "r")
+
+    first = anyio.run(compose, frames)
+    again = anyio.run(compose, [frames[i] for i in order])
+    assert again["prompt"] == first["prompt"] and again["audit"] == first["audit"]
+    assert any(f.startswith("semantic") for f in _included(first))  # 30%: some of it fits
