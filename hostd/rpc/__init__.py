@@ -33,6 +33,7 @@ from ._envelope import (
     make_request,
     reply_id,
     request_line,
+    tag_request,
     validate_request,
 )
 from ._pending import Pending, PendingSlot, PendingTable
@@ -58,6 +59,7 @@ __all__ = [
     "make_request",
     "reply_id",
     "request_line",
+    "tag_request",
     "reserve_stdout",
     "validate_request",
 ]

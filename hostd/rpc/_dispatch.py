@@ -46,6 +46,7 @@ from ._envelope import (
     encode_reply,
     error_reply,
     log_unexpected,
+    tag_request,
     validate_params,
 )
 
@@ -129,11 +130,11 @@ class Dispatcher:
             return [_rendered(r) for r in reply]
         return None if reply is None else _rendered(reply)
 
-    async def answer(self, request: Any, context: Any) -> tuple[Any, bytes | None]:
+    async def answer(self, request: Any, context: Any, request_id: str) -> tuple[Any, bytes | None]:
         """``dispatch`` and ``encode_reply`` in one call: the reply (for the caller's
-        accounting) and its line (``None`` when nothing is owed), for an end that writes
-        the line as it is."""
-        reply = await self.dispatch(request, context)
+        accounting; an error's ``data`` names ``request_id``, ``tag_request``) and its
+        line (``None`` when nothing is owed), for an end that writes the line as it is."""
+        reply = tag_request(await self.dispatch(request, context), request_id)
         return reply, None if reply is None else self.encode_reply(reply)
 
     async def answer_line(self, line: bytes | str, context: Any) -> bytes | None:

@@ -37,6 +37,7 @@ __all__ = [
     "make_request",
     "reply_id",
     "request_line",
+    "tag_request",
     "validate_params",
     "validate_request",
 ]
@@ -184,3 +185,15 @@ def reply_id(msg: Any) -> Any:
     if isinstance(msg, dict) and _valid_id(msg.get("id")):
         return msg.get("id")
     return None
+
+
+def tag_request(reply: Any, request_id: str) -> Any:
+    """``reply`` with its error's ``data.request_id``: the id the request's log lines
+    carry, so a client's error is matched to them. An error whose ``data`` names
+    another request there (``usage/report``'s ``unknown_request``: the one asked about)
+    keeps it."""
+    error = reply.get("error") if isinstance(reply, dict) else None
+    data = error.get("data") if isinstance(error, dict) else None
+    if isinstance(data, dict):
+        data.setdefault("request_id", request_id)
+    return reply

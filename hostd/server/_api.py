@@ -34,7 +34,7 @@ from hostd.errors import (
 from hostd.logs import begin_request, end_request, get_logger
 from hostd.pipeline import Pipeline, Progress
 from hostd.protocol import ForgetRequest, RememberRequest
-from hostd.rpc import DirectDispatcher, Dispatcher, Method, error_reply, reply_id
+from hostd.rpc import DirectDispatcher, Dispatcher, Method, error_reply, reply_id, tag_request
 
 from ._params import (
     CancelParams,
@@ -306,18 +306,6 @@ def _done(daemon: DaemonState, method: Any, connection: str, started: float, err
     )
 
 
-def _tagged(reply: Any, request_id: str) -> Any:
-    """``reply`` with its error's ``data.request_id``: the id this request's log lines
-    carry, so a client's error is matched to them. An error whose ``data`` names
-    another request there (``usage/report``'s ``unknown_request``: the one asked about)
-    keeps it."""
-    error = reply.get("error") if isinstance(reply, dict) else None
-    data = error.get("data") if isinstance(error, dict) else None
-    if isinstance(data, dict):
-        data.setdefault("request_id", request_id)
-    return reply
-
-
 def _refusal(daemon: DaemonState, method: Any, msg: Any) -> dict[str, Any] | None:
     """While stopping, a request (not ``$/cancel``, not a notification) is refused."""
     if daemon.stopping and method != "$/cancel" and isinstance(msg, dict) and "id" in msg:
@@ -332,9 +320,9 @@ async def dispatch_one(daemon: DaemonState, connection: Peer, msg: Any) -> Any:
     method = msg.get("method") if isinstance(msg, dict) else None
     refused = _refusal(daemon, method, msg)
     if refused is not None:
-        return _tagged(refused, request_id)
+        return tag_request(refused, request_id)
     reply = await DISPATCHER.dispatch(msg, RequestContext(daemon, connection, request_id))
-    _tagged(reply, request_id)
+    tag_request(reply, request_id)
     error = reply.get("error") if isinstance(reply, dict) else None
     _done(daemon, method, connection.name, started, error)
     return reply
@@ -348,10 +336,9 @@ async def answer_one(daemon: DaemonState, connection: Peer, msg: Any) -> bytes |
     method = msg.get("method") if isinstance(msg, dict) else None
     refused = _refusal(daemon, method, msg)
     if refused is not None:
-        return DISPATCHER.encode_reply(_tagged(refused, request_id))
+        return DISPATCHER.encode_reply(tag_request(refused, request_id))
     ctx = RequestContext(daemon, connection, request_id)
-    reply = _tagged(await DISPATCHER.dispatch(msg, ctx), request_id)
-    line = None if reply is None else DISPATCHER.encode_reply(reply)
+    reply, line = await DISPATCHER.answer(msg, ctx, request_id)
     error = reply.get("error") if isinstance(reply, dict) else None
     _done(daemon, method, connection.name, started, error)
     return line
@@ -368,14 +355,16 @@ async def call_local(
     request_id = daemon.new_request_id()
     started = begin_request(request_id)
     if daemon.stopping and method != "$/cancel":
-        wire = _tagged({"error": error_to_wire(ShuttingDown("hostd is shutting down"))}, request_id)
+        wire = tag_request(
+            {"error": error_to_wire(ShuttingDown("hostd is shutting down"))}, request_id
+        )
         error = wire["error"]
         raise RpcError(error["code"], error["message"], error["data"])
     ctx = RequestContext(daemon, connection, request_id, on_progress)
     try:
         result = await DIRECT.call(method, params, ctx)
     except RpcError as exc:
-        _tagged({"error": {"data": exc.rpc_data}}, request_id)
+        tag_request({"error": {"data": exc.rpc_data}}, request_id)
         error = {"code": exc.rpc_code, "data": exc.rpc_data}
         _done(daemon, method, connection.name, started, error)
         raise

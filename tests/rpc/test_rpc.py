@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hostd.errors import ParseError, RpcError, ShuttingDown
 from hostd.protocol import ProviderInfo
-from hostd.rpc import DirectDispatcher, Dispatcher, Method, decode, encode
+from hostd.rpc import DirectDispatcher, Dispatcher, Method, decode, encode, tag_request
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -234,11 +234,14 @@ def test_jsonrpcserver_is_used_through_its_public_api_only() -> None:
     ],
 )
 async def test_answer_is_the_dispatchers_reply_and_its_line(request_: Any) -> None:
-    """One call: the reply ``dispatch`` gives (the caller counts its error) and the line
-    ``encode_reply`` makes of it, an unencodable result an internal error of its id."""
+    """One call: the reply ``dispatch`` gives (the caller counts its error), an error's
+    ``data`` naming the request id, and the line ``encode_reply`` makes of it, an
+    unencodable result an internal error of its id."""
     d = _dispatcher([])
-    reply, line = await d.answer(request_, None)
-    assert reply == await d.dispatch(request_, None)
+    reply, line = await d.answer(request_, None, "r-1")
+    assert reply == tag_request(await d.dispatch(request_, None), "r-1")
+    if isinstance(reply, dict) and "error" in reply:
+        assert reply["error"]["data"]["request_id"] == "r-1"
     if reply is None:
         assert line is None
         return
