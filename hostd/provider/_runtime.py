@@ -107,6 +107,12 @@ class Provider:
     #: time, the first asked is answered first, so the early ones meet their deadline.
     queries_at_once: int | None = None
 
+    def queries_waiting(self, count: int) -> None:
+        """Told how many queries wait for their turn (``queries_at_once``) each time
+        that changes, on the event loop: keep it cheap, never blocking. A query that
+        waits on something it can do without (a refresh of its index under way) may
+        stop waiting when one comes, so the queries behind it are not held up too."""
+
     async def query(self, query: ContextQuery) -> list[ContextFrame] | ContextQueryResult:
         raise NotImplementedError
 
@@ -288,8 +294,22 @@ async def _query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]
     turns = server.query_turns
     if turns is None:
         return await _run_query(server, params)
-    async with turns:  # first come, first served (``Provider.queries_at_once``)
+    # First come, first served (``Provider.queries_at_once``); the provider is told how
+    # many wait, so the one that runs need not hold them up (``Provider.queries_waiting``).
+    queued = turns.available_tokens < 1 or turns.statistics().tasks_waiting > 0
+    if queued:
+        server.queries_queued += 1
+        server.provider.queries_waiting(server.queries_queued)
+    try:
+        await turns.acquire()
+    finally:
+        if queued:
+            server.queries_queued -= 1
+            server.provider.queries_waiting(server.queries_queued)
+    try:
         return await _run_query(server, params)
+    finally:
+        turns.release()
 
 
 async def _run_query(server: ProviderServer, params: _QueryParams) -> dict[str, Any]:
@@ -464,6 +484,8 @@ class ProviderServer:
         #: run at once (``Provider.queries_at_once``; FIFO: anyio serves waiters in order).
         at_once = provider.queries_at_once
         self.query_turns = anyio.CapacityLimiter(at_once) if at_once else None
+        #: How many queries wait for a turn now (``Provider.queries_waiting``).
+        self.queries_queued = 0
 
     def start_warming(self, notify: Callable[[bytes], None]) -> threading.Thread | None:
         """Run ``provider.warm`` in a daemon thread; each progress step goes to ``notify``

@@ -384,3 +384,37 @@ async def test_a_model_the_query_builds_wrong_is_its_bug_not_a_malformed_request
     assert "query() built an invalid ContextQueryResult" in err and "frames" in err, err
     assert "malformed params" not in err, err
     assert "return ContextQueryResult(truncated=True)" in err, err  # the author's line
+
+
+class _OneAtATime(HealthyProvider):
+    """Queries one at a time; the first held until ``release``; what it is told of the
+    queries waiting their turn in ``told``."""
+
+    queries_at_once = 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = anyio.Event()
+        self.told: list[int] = []
+
+    def queries_waiting(self, count: int) -> None:
+        self.told.append(count)
+
+    async def query(self, query: ContextQuery) -> Any:
+        if not self.told:  # the first, before any waits behind it
+            await self.release.wait()
+        return []
+
+
+@pytest.mark.anyio
+async def test_a_provider_running_one_query_at_a_time_is_told_how_many_wait_their_turn() -> None:
+    provider = _OneAtATime()
+    server = ProviderServer(provider)
+    with anyio.fail_after(60):  # a hang guard
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(_ask, server, _req("context/query", QUERY, i))
+                await anyio.wait_all_tasks_blocked()  # each request in before the next
+            assert provider.told == [1, 2]  # the second and third wait behind the first
+            provider.release.set()
+    assert provider.told == [1, 2, 1, 0]  # each told again as it takes its turn
