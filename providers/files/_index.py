@@ -122,9 +122,10 @@ class FileIndex:
 
     Thread-safe: ``search`` and ``refresh`` may be called from worker threads. A query
     that finds the tree due a check starts the refresh in a thread of its own and
-    waits for it at most ``refresh_wait_s``; past that it answers from the index it
-    has, saying how many changed files that index lacks (``Answer.behind``), and the
-    next query after the refresh ends ranks over the new one.
+    waits for it at most ``refresh_wait_s``, and not once another query waits for its
+    turn (``queries_waiting``); past that it answers from the index it has, saying how
+    many changed files that index lacks (``Answer.behind``), and the next query after
+    the refresh ends ranks over the new one.
     """
 
     def __init__(
@@ -148,9 +149,12 @@ class FileIndex:
         #: Held by a build or a refresh: the corpus and the figures a build left are
         #: read whole under it.
         self._lock = threading.Lock()
-        #: Guards which refresh runs in the background (``_refresher``), one at a time.
-        self._starting = threading.Lock()
-        self._refresher: threading.Thread | None = None
+        #: Guards which refresh runs in the background (one at a time, ``_refreshing``)
+        #: and how many queries wait for their turn (``_queued``); a query waiting for
+        #: the refresh is woken by either.
+        self._waits = threading.Condition()
+        self._refreshing = False
+        self._queued = 0
         self._refresh_started = float("-inf")
         self._served = _Served(None, [], FileSpans([]), {})
         #: Each chunk's terms, space-separated (``_terms_of``): a rebuild tokenizes only
@@ -203,32 +207,48 @@ class FileIndex:
                 self.on_rebuilt()
         return changed
 
+    def queries_waiting(self, count: int) -> None:
+        """How many queries wait for their turn behind the one running (the provider
+        runs one at a time): a bounded wait for a refresh ends when one comes."""
+        with self._waits:
+            self._queued = count
+            self._waits.notify_all()
+
     def _catch_up(self) -> None:
         """Start a background refresh when the tree is due a check, and wait for the
-        refresh under way until ``refresh_wait_s`` after it began (without one: to its end
-        for an index under ``WAIT_WHOLE_BELOW_CHUNKS`` chunks, else ``REFRESH_WAIT_S``)."""
-        with self._starting:
+        refresh under way: to its end for an index under ``WAIT_WHOLE_BELOW_CHUNKS``
+        chunks (with no ``refresh_wait_s``), else until ``refresh_wait_s`` (by default
+        ``REFRESH_WAIT_S``) after it began, and never while another query waits for its
+        turn: answering from the index it has, this one does not hold them all up."""
+        with self._waits:
             now = time.monotonic()
-            refresher = self._refresher
-            if refresher is not None and not refresher.is_alive():
-                refresher = self._refresher = None
-            if refresher is None and now - self._last_check >= self.refresh_interval_s:
+            if not self._refreshing and now - self._last_check >= self.refresh_interval_s:
                 self._last_check = now
-                refresher = self._refresher = threading.Thread(
-                    target=self._refresh_behind, name="files-refresh", daemon=True
-                )
+                self._refreshing = True
                 self._refresh_started = now
-                refresher.start()
+                threading.Thread(
+                    target=self._refresh_behind, name="files-refresh", daemon=True
+                ).start()
             bound = self.refresh_wait_s
             if bound is None and len(self._served.chunks) < WAIT_WHOLE_BELOW_CHUNKS:
-                bound = float("inf")
+                # A small tree's rebuild is quick: its answer after an edit is the
+                # rebuilt index's, whatever is queued.
+                self._waits.wait_for(lambda: not self._refreshing)
+                return
             wait = self._refresh_started + (REFRESH_WAIT_S if bound is None else bound) - now
-        if refresher is not None and wait > 0:
-            refresher.join(None if wait == float("inf") else wait)
+            self._waits.wait_for(
+                lambda: not self._refreshing or self._queued > 0,
+                None if wait == float("inf") else max(wait, 0.0),
+            )
 
     def _refresh_behind(self) -> None:
-        with self._lock:
-            self._refresh(self._refresh_started)
+        try:
+            with self._lock:
+                self._refresh(self._refresh_started)
+        finally:
+            with self._waits:
+                self._refreshing = False
+                self._waits.notify_all()
 
     def build(self, progress: Callable[..., None] | None = None) -> None:
         """The first build: adopt the cached chunks and their terms, re-read what changed

@@ -86,6 +86,11 @@ class FilesProvider(Provider):
         figures are the ones this rebuild left."""
         self._said = _report_build(self.index, self.index.built_in_s)
 
+    def queries_waiting(self, count: int) -> None:
+        # A query waiting for a large tree's refresh answers from the index it has once
+        # another waits its turn: one at a time, its wait would be theirs too.
+        self.index.queries_waiting(count)
+
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         # Ranking is CPU work; keep the stdio loop free for pipelined requests (one
         # query at a time, in the order they came: ``queries_at_once``).
@@ -141,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how long a query waits for the rebuild of a changed tree before it answers "
         f"from the index it has and says so; the rebuild goes on (default: to its end "
         f"for an index under {WAIT_WHOLE_BELOW_CHUNKS:,} chunks, else {REFRESH_WAIT_S}, "
-        "within the host's default timeout_ms of 2000)",
+        "within the host's default timeout_ms of 2000); a bounded wait ends once another "
+        "query waits its turn",
     )
     parser.add_argument(
         "--cache",

@@ -22,6 +22,7 @@ from hostd.protocol import ContextQuery
 from hostd.provider import ProviderServer
 from providers import CorpusOptions
 from providers.files import FileIndex, FilesProvider
+from providers.files import _index as files_index
 
 pytestmark = pytest.mark.anyio
 
@@ -90,3 +91,63 @@ async def test_a_burst_of_queries_is_answered_in_the_order_it_came(tmp_path: Pat
                 held.release.set()
     assert replied == [0, 1, 2]
     assert held.entered == GOALS
+
+
+class _HeldRefresh(FileIndex):
+    """A ``FileIndex`` whose rebuilds after the first wait for ``release``; ``holding``
+    is set once one waits (its refresh has read what changed)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(CorpusOptions(root=root), refresh_interval_s=0.0)
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def _rebuild(self) -> None:
+        if self.generation:
+            self.holding.set()
+            assert self.release.wait(60)  # a hang guard: the test sets it
+        super()._rebuild()
+
+
+async def test_queries_queued_behind_one_waiting_for_a_large_trees_refresh_are_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large tree's query waits for a refresh under way (here with no time bound, so
+    # only the queue can end its wait), but not once another query waits its turn.
+    monkeypatch.setattr(files_index, "WAIT_WHOLE_BELOW_CHUNKS", 1)  # one chunk is large
+    monkeypatch.setattr(files_index, "REFRESH_WAIT_S", float("inf"))
+    net = tmp_path / "net.py"
+    net.write_text("def retry_loop(attempts):\n    # gives up after three\n")
+    index = _HeldRefresh(tmp_path)
+    index.build()
+    net.write_text("def retry_loop(attempts):\n    # gives up after five\n")
+    server = ProviderServer(FilesProvider(index))
+    replies: dict[int, Any] = {}
+    answered = anyio.Event()
+
+    async def ask(i: int) -> None:
+        nonlocal answered
+        replies[i] = orjson.loads(await server.handle_line(_line(i, GOALS[i])) or b"{}")
+        answered.set()
+        answered = anyio.Event()
+
+    with anyio.fail_after(60):  # a hang guard
+        async with anyio.create_task_group() as tg:
+            try:
+                tg.start_soon(ask, 0)  # finds the tree changed: starts the refresh, waits
+                await anyio.to_thread.run_sync(index.holding.wait, 60)
+                for i in (1, 2):
+                    tg.start_soon(ask, i)
+                    await anyio.lowlevel.checkpoint()  # each request in before the next
+                while len(replies) < 2:  # answered while the refresh is still held
+                    await answered.wait()
+                assert sorted(replies) == [0, 1]
+                assert not index.release.is_set()
+            finally:
+                index.release.set()
+    for i in (0, 1):  # from the index before the edit, saying so
+        assert "three" in replies[i]["result"]["frames"][0]["content"]
+        assert replies[i]["result"]["unindexed_changes"] == 1
+    # The last, with none behind it, waited for the refresh: the rebuilt index's answer.
+    assert "five" in replies[2]["result"]["frames"][0]["content"]
+    assert "unindexed_changes" not in replies[2]["result"]
