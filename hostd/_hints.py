@@ -17,10 +17,11 @@ only a running ``hostd serve`` behind ``hostd mcp --connect`` keeps it loaded ac
 sessions. Only hostd's own words and figures are used (the engine's report).
 
 A provider that never answered its handshake (``NO_HANDSHAKE``): the two usual causes
-in words that fit a provider in any language, shared by check-provider's row and the
-compose summary of a leg whose start ran out of time. A remote provider has no pipe to
-flush: what to check instead (``NO_REMOTE_HANDSHAKE``) is in its transport's timeout
-itself, so its leg, its status and its log event say it, and check-provider's row.
+in words that fit a provider in any language, in a child's handshake timeout itself (so
+its leg, its status and its log event say them), check-provider's row, and the compose
+summary when a daemon of an older version left them out. A remote provider has no pipe
+to flush: what to check instead (``NO_REMOTE_HANDSHAKE``) is in its transport's timeout
+itself, likewise, and check-provider's row.
 """
 
 from __future__ import annotations

@@ -118,7 +118,12 @@ async def check_mcp_provider(
             detail = f"{exc.reason}: {exc.message}"
             if isinstance(exc, ProviderTimeout):  # which bound it missed, and how to allow more
                 bound = deadlines.start.why.split(";")[0]
-                detail += f" ({bound}; start_timeout_s in its [[provider]], or --start-timeout-s)"
+                # Beside the time it names, before the causes the timeout goes on to give.
+                missed, sep, causes = exc.message.partition("; ")
+                detail = (
+                    f"{exc.reason}: {missed} ({bound}; start_timeout_s in its [[provider]], "
+                    f"or --start-timeout-s){sep}{causes}"
+                )
             results.append(CheckResult("handshake", False, detail))
             # The start failed: the server is gone, its shutdown unjudged too.
             _not_run(results, (*_AFTER_HANDSHAKE, "shutdown"), _GATES["handshake"])

@@ -270,9 +270,10 @@ def leg_failures(
         if status == "timeout" and 'binding = "cgp"' not in how:  # when it is only slow
             starting = error.get("code") == "handshake_timeout"  # its start, not a call
             key = "start_timeout_s" if starting else "timeout_ms"
-            # A pipe's reply never flushed, or set-up before the handshake; a remote
-            # provider's timeout says what to check itself (it has no pipe).
-            if starting and NO_REMOTE_HANDSHAKE not in how:
+            # A pipe's reply never flushed, or set-up before the handshake: said by the
+            # timeout itself (a remote provider's says what it checks instead, having no
+            # pipe), here only when a daemon of an older version left it out.
+            if starting and NO_HANDSHAKE not in how and NO_REMOTE_HANDSHAKE not in how:
                 how += f"; {NO_HANDSHAKE}"
             how += f"; if it is only slow, raise its [[provider]] {key}"
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))

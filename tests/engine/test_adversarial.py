@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
+from hostd._hints import NO_HANDSHAKE
 from hostd.engine import FanOut, Host, LegReport, LegStatus, RestartPolicy
 from hostd.transport import PipeClient, ProviderConnection
 from tests.engine._helpers import adversary, healthy, local, query
@@ -257,7 +258,7 @@ async def test_a_slow_handshake_times_out_instead_of_hanging() -> None:
     assert adv(fan).status is LegStatus.TIMEOUT
     assert adv(fan).error_code == "handshake_timeout"
     # The handshake's own limit ended it, not the leg's 30 s deadline ("not ready").
-    assert adv(fan).error_message == "no handshake reply within 1000 ms"
+    assert adv(fan).error_message == f"no handshake reply within 1000 ms; {NO_HANDSHAKE}"
     assert {p["id"]: p for p in listed}[ADV]["info"] is None
 
 

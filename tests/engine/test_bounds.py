@@ -11,6 +11,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from hostd._hints import NO_HANDSHAKE
 from hostd.engine import MAX_ERROR_CHARS, Host, LegStatus, RestartPolicy
 from tests.engine._helpers import adversary, healthy, local, query
 from tests.fixtures.procs import leftovers
@@ -107,8 +108,8 @@ async def test_a_boot_start_that_times_out_is_logged_once_naming_its_deadline() 
     failed = [e for e in logs if e["event"] == "provider.start.failed"]
     assert len(failed) == 1, failed
     assert failed[0]["provider"] == "slow" and failed[0]["reason"] == "timeout"
-    assert failed[0]["error"] == "no handshake reply within 300 ms"
-    assert health.last_failure == "timeout: no handshake reply within 300 ms"
+    assert failed[0]["error"] == f"no handshake reply within 300 ms; {NO_HANDSHAKE}"
+    assert health.last_failure == f"timeout: no handshake reply within 300 ms; {NO_HANDSHAKE}"
     assert leftovers() == []
 
 

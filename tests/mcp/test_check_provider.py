@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from hostd._hints import NO_HANDSHAKE
 from hostd.config import ConfigError, parse_config
 from tests.fixtures.cli import run_hostd
 
@@ -203,7 +204,7 @@ def test_a_start_past_its_deadline_names_the_bound_and_how_to_allow_more() -> No
     assert code == 1
     assert checks["handshake"]["detail"] == (
         "timeout: no handshake reply within 1000 ms (the start_timeout_s asked for; "
-        "start_timeout_s in its [[provider]], or --start-timeout-s)"
+        f"start_timeout_s in its [[provider]], or --start-timeout-s); {NO_HANDSHAKE}"
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hostd._hints import NO_HANDSHAKE
 from hostd._reaper import supported as reaper_supported
 from hostd.errors import ProviderCrashed, ProviderTimeout
 from hostd.transport import ProviderConnection
@@ -119,7 +120,8 @@ async def test_a_cgp_sdk_provider_under_jsonrpc_is_told_its_binding_and_a_hung_o
     # understand, as the envelope wire says), and answers the envelope handshake.
     sdk = await _silent_start(python("tests.fixtures.sdk_provider"))
     assert sdk == f"no handshake reply within 300 ms; {_CGP_HINT}", sdk
-    # A JSON-RPC provider that never answers its handshake answers no envelope either.
+    # A JSON-RPC provider that never answers its handshake answers no envelope either:
+    # it is told the usual causes of a reply that never came.
     hung = await _silent_start(python("tests.fixtures.adversarial_provider", "slow_handshake"))
-    assert hung == "no handshake reply within 300 ms", hung
+    assert hung == f"no handshake reply within 300 ms; {NO_HANDSHAKE}", hung
     assert leftovers() == []

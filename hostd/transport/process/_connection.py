@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from hostd._hints import NO_HANDSHAKE
 from hostd._log import get_logger
 from hostd.errors import HostdError, MethodNotFound, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
@@ -325,9 +326,16 @@ class ProviderConnection(Acked):
                     if probed:
                         conn.probe_cgp(host or HostInfo(name="hostd", version="0"))
                     await conn.aclose()
-                    if probed and conn.speaks_cgp:
+                    answered_cgp = probed and conn.speaks_cgp
+                    if answered_cgp:
                         amend(exc, _CGP_WIRE_HINT)
                     await conn.explain(exc, anyio.current_time())
+                    if isinstance(exc, ProviderTimeout) and not answered_cgp:
+                        # Nothing came back: its usual causes (a reply left in a stdout
+                        # buffer, set-up before the handshake), so the leg, the status
+                        # and the log event say them, as a remote provider's say its own;
+                        # after its stderr, which a bounded error keeps first.
+                        amend(exc, NO_HANDSHAKE)
             raise
         except BaseException:  # cancelled: the host closes before the handshake ended
             await conn.aclose(abandoned=True)
