@@ -9,6 +9,7 @@ others have either been answered beside it or wait their turn behind it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +103,11 @@ class _HeldRefresh(FileIndex):
         self.holding = threading.Event()
         self.release = threading.Event()
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, progress: Callable[..., None] | None = None, phase: str = "index") -> None:
         if self.generation:
             self.holding.set()
             assert self.release.wait(60)  # a hang guard: the test sets it
-        super()._rebuild()
+        super()._rebuild(progress, phase)
 
 
 async def test_queries_queued_behind_one_waiting_for_a_large_trees_refresh_are_not_held(
