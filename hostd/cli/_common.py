@@ -31,6 +31,7 @@ from hostd.protocol import CgpErrorCode, sha256_digest
 from ._outcome import NoDaemon, config_hint
 
 __all__ = [
+    "pid_alive",
     "DEFAULT_WAIT_S",
     "EXIT_FAILED",
     "EXIT_DEGRADED",
@@ -311,3 +312,14 @@ def duration(seconds: float) -> str:
         return f"{minutes} min {secs} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts: signal 0 is refused it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

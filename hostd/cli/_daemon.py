@@ -27,7 +27,15 @@ import anyio
 from hostd.config import Config
 from hostd.errors import DaemonNotPermitted, HostdError, NoDaemon
 
-from ._common import EXIT_DEGRADED, EXIT_OK, duration, print_json, stale_config, time_left
+from ._common import (
+    EXIT_DEGRADED,
+    EXIT_OK,
+    duration,
+    pid_alive,
+    print_json,
+    stale_config,
+    time_left,
+)
 
 __all__ = ["add_daemon_commands"]
 
@@ -280,23 +288,13 @@ async def _exited(pid: int) -> None:
     except ProcessLookupError:
         return
     except (AttributeError, OSError):  # no pidfd here: look, then look again
-        while _alive(pid):  # noqa: ASYNC110 - no event tells another process's exit
+        while pid_alive(pid):  # noqa: ASYNC110 - no event tells another process's exit
             await anyio.sleep(_POLL_S)
         return
     try:
         await anyio.wait_readable(fd)
     finally:
         os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: it exists
-        return True
-    return True
 
 
 def provider_state(row: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ import orjson
 
 from hostd.logs import get_logger
 
-from ._common import UsageError
+from ._common import UsageError, pid_alive
 
 __all__ = ["ReadySignal", "sd_notify"]
 
@@ -68,7 +68,7 @@ class ReadySignal:
         if self.ready_file is None:
             return
         pid = _named_pid(self.ready_file)
-        if pid is not None and pid != os.getpid() and _alive(pid):
+        if pid is not None and pid != os.getpid() and pid_alive(pid):
             return  # a live daemon's: this start is refused, or replaces it once serving
         try:
             if self.ready_file.exists():
@@ -132,16 +132,6 @@ def _named_pid(path: Path) -> int | None:
     except (OSError, ValueError, AttributeError):
         return None
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it exists
-        return True
-    return True
 
 
 def _write_whole(path: Path, data: bytes) -> None:
