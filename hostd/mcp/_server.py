@@ -377,6 +377,8 @@ async def _forget(
     citations.drop_frame(str(result["provider"]), str(result["forgotten"]))
     if result.get("already"):  # a retried call: what it asked for holds
         text = f"{result['forgotten']} was already forgotten (in {result['provider']})"
+        if result.get("reopened"):  # what that forget did, for a model that missed its reply
+            text += f"; {result['reopened']}, which it had superseded, was made valid again"
         return types.CallToolResult(
             content=[types.TextContent(text=text)], structured_content=result
         )

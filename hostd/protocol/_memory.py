@@ -60,8 +60,8 @@ class ForgetResult(WireModel):
     """The deleted entry's id (its frames then verify ``gone``) and, when it had
     superseded one, that entry's id, valid again (``reopened``). ``already``: the entry
     had been forgotten before (a retry whose first reply was lost), so nothing was
-    deleted now; absent (``None``) when it was deleted now, as a provider that predates
-    the member answers."""
+    deleted now (``reopened`` then says what that first forget reopened); absent
+    (``None``) when it was deleted now, as a provider that predates the member answers."""
 
     forgotten: str
     reopened: str | None = None

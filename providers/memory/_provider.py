@@ -151,8 +151,11 @@ class MemoryProvider(Provider):
             raise _refused("id", "not_an_entry_id", "id takes an entry id as mem-3")
         try:
             _, reopened = self.store.forget(row)
-        except AlreadyForgotten:  # a retry: what was asked holds, so it is no error
-            return ForgetResult(forgotten=request.id, already=True)
+        except AlreadyForgotten as exc:  # a retry: what was asked holds, so it is no error
+            # Said as the first reply said it: a host whose first reply was lost learns
+            # what that forget made valid again.
+            again = None if exc.reopened is None else f"mem-{exc.reopened}"
+            return ForgetResult(forgotten=request.id, reopened=again, already=True)
         except KeyError as exc:  # an id it never gave out
             raise _refused("id", "unknown_entry", str(exc)) from exc
         again = reopened.frame_id if reopened is not None else None
@@ -404,8 +407,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.
             elif command == "forget":
                 try:
                     gone, reopened = store.forget(args.id)
-                except AlreadyForgotten:  # run twice: what was asked holds
-                    print(f"#{args.id} was already forgotten")
+                except AlreadyForgotten as exc:  # run twice: what was asked holds
+                    then = "" if exc.reopened is None else f" (it made #{exc.reopened} valid again)"
+                    print(f"#{args.id} was already forgotten{then}")
                     return 0
                 print(f"forgot {_entry_text(gone)}")
                 if reopened is not None:

@@ -97,6 +97,12 @@ CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
     INSERT INTO entries_fts (entries_fts, rowid, title, content)
     VALUES ('delete', old.id, old.title, old.content);
 END;
+-- One row per forgotten entry: its id and the entry its forget made valid again, never
+-- its text (forgotten means gone), so a retried forget answers as the first did.
+CREATE TABLE IF NOT EXISTS forgotten (
+    id       INTEGER PRIMARY KEY,
+    reopened INTEGER
+);
 """
 
 
@@ -106,7 +112,13 @@ class TimestampError(ValueError):
 
 class AlreadyForgotten(KeyError):
     """No entry under an id the store did give out once: it has been forgotten (ids are
-    never reused), so forgetting it again has nothing left to do."""
+    never reused), so forgetting it again has nothing left to do. ``reopened``: the
+    entry that first forget made valid again, as it answered then (``None``: none, or
+    forgotten before the store kept that record)."""
+
+    def __init__(self, message: str, *, reopened: int | None = None) -> None:
+        super().__init__(message)
+        self.reopened = reopened
 
 
 #: What a user may write for an instant (``utc_timestamp``), as the messages say it.
@@ -450,7 +462,9 @@ class MemoryStore:
         superseded that one since, is valid again for the forgotten one's window (open,
         or up to its own successor, which then supersedes it), in the same transaction.
         Returns ``(forgotten, reopened)``, ``reopened`` ``None`` when none was. An entry
-        forgotten before raises ``AlreadyForgotten``; an id no entry ever had, ``KeyError``."""
+        forgotten before raises ``AlreadyForgotten`` (with what its forget reopened, kept
+        in the same transaction: a retry answers as the first did); an id no entry ever
+        had, ``KeyError``."""
         with self._write() as db:
             gone = self.get(entry_id)
             if gone is None:
@@ -481,6 +495,7 @@ class MemoryStore:
                 "UPDATE entries SET superseded_by = NULL WHERE superseded_by = ?", (entry_id,)
             )
             db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+            db.execute("INSERT INTO forgotten (id, reopened) VALUES (?, ?)", (entry_id, reopened))
         return gone, None if reopened is None else self._get(reopened)
 
     @staticmethod
@@ -488,9 +503,13 @@ class MemoryStore:
         """Why there is no entry ``entry_id``: ``AlreadyForgotten`` when the store gave that
         id out (AUTOINCREMENT never hands an id out twice, and only ``forget`` deletes),
         else a ``KeyError``: it never was an entry."""
+        said = f"memory entry {entry_id} was already forgotten"
+        kept = db.execute("SELECT reopened FROM forgotten WHERE id = ?", (entry_id,)).fetchone()
+        if kept is not None:
+            return AlreadyForgotten(said, reopened=kept[0])
         row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
         if row is not None and entry_id <= int(row[0]):
-            return AlreadyForgotten(f"memory entry {entry_id} was already forgotten")
+            return AlreadyForgotten(said)  # forgotten before the store kept the record
         return KeyError(f"no memory entry {entry_id}")
 
     # --- reads -----------------------------------------------------------------------

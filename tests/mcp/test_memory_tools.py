@@ -112,8 +112,12 @@ async def test_a_model_remembers_supersedes_and_forgets(workdir: Path, marker: s
     assert cited_after == ["mem-1"]
     # A retried forget is safe: said, never an error; an id never given out is one.
     assert again.is_error is False, _text(again)
-    assert _text(again) == "mem-2 was already forgotten (in memory)"
+    assert _text(again) == (
+        "mem-2 was already forgotten (in memory); "
+        "mem-1, which it had superseded, was made valid again"
+    )
     assert again.structured_content["already"] is True
+    assert again.structured_content["reopened"] == "mem-1"  # as the first reply said
     jsonschema.validate(again.structured_content, tools["forget_memory"].output_schema)
     assert never.is_error is True
     assert _text(never) == "invalid params: id: provider 'memory' refused the write: no such entry"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -139,6 +140,28 @@ def test_forgetting_twice_is_already_forgotten_and_an_id_never_given_out_is_unkn
     assert not isinstance(never.value, AlreadyForgotten)
     assert store.add("fact", "t", "x").id == b.id + 1  # ids are never reused
     assert [e.id for e in store.list(include_all=True)] == [a.id, b.id + 1]
+
+
+def test_forgetting_a_correction_again_names_the_entry_its_forget_reopened(
+    store: MemoryStore,
+) -> None:
+    old = store.add("fact", "staging DB", "port 5432", valid_from=T0)
+    _, fix = store.supersede(old.id, "port 6543", at=T1)
+    assert store.forget(fix.id)[1] == store.get(old.id)
+    # A retry (its first answer lost) learns what the first forget did, as the first said it.
+    with pytest.raises(AlreadyForgotten) as again:
+        store.forget(fix.id)
+    assert again.value.reopened == old.id
+    store.forget(old.id)
+    with pytest.raises(AlreadyForgotten) as plain:
+        store.forget(old.id)
+    assert plain.value.reopened is None  # its forget reopened nothing
+    # Forgotten before the store kept what a forget reopened: already, with nothing more.
+    with sqlite3.connect(store.path) as other:
+        other.execute("DELETE FROM forgotten")
+    with pytest.raises(AlreadyForgotten) as older:
+        store.forget(fix.id)
+    assert older.value.reopened is None
 
 
 def test_supersede_closes_the_old_window_and_opens_the_new(store: MemoryStore) -> None:
@@ -316,8 +339,11 @@ def test_cli_forget_says_what_it_forgot_and_what_is_valid_again(tmp_path: Path) 
         f"forgot #2 fact [{T1}, …)\n    staging DB: port 6543\n"
         f"valid again (#2 had superseded it): #1 fact [{T0}, …)\n    staging DB: port 5432\n"
     )
-    r = _cli(db, "forget", "#2")  # run twice: what was asked holds
-    assert (r.returncode, r.stdout) == (0, "#2 was already forgotten\n"), r.stderr
+    r = _cli(db, "forget", "#2")  # run twice: what was asked holds, and what it did
+    assert (r.returncode, r.stdout) == (
+        0,
+        "#2 was already forgotten (it made #1 valid again)\n",
+    ), r.stderr
     r = _cli(db, "forget", "99")
     assert r.returncode == 1 and r.stderr.splitlines()[-1] == "providers.memory: no memory entry 99"
     r = _cli(db, "forget", "mem-x")

@@ -105,6 +105,22 @@ async def test_forgetting_again_answers_already_and_an_id_never_given_out_is_ref
     assert _stored(db) == []
 
 
+@pytest.mark.anyio
+async def test_forgetting_a_correction_again_still_names_the_entry_valid_again(
+    server: ProviderServer, db: Path
+) -> None:
+    first = {"kind": "fact", "title": "port", "content": "port 7000", "valid_from": T0}
+    await _ask(server, "memory/remember", first)
+    second = {**first, "content": "port 8000", "valid_from": T1, "supersedes": "mem-1"}
+    await _ask(server, "memory/remember", second)
+    said = (await _ask(server, "memory/forget", {"id": "mem-2"}))["result"]
+    assert said == {"forgotten": "mem-2", "reopened": "mem-1"}
+    # A host whose first reply was lost asks again: it learns the same, and that it is old.
+    again = (await _ask(server, "memory/forget", {"id": "mem-2"}))["result"]
+    assert again == {"forgotten": "mem-2", "reopened": "mem-1", "already": True}
+    assert [row["frame_id"] for row in _stored(db)] == ["mem-1"]
+
+
 @pytest.mark.parametrize(
     ("method", "params", "field", "problem"),
     [

@@ -78,6 +78,9 @@ async def test_an_agent_remembers_supersedes_and_forgets(
             "reopened": "mem-1",
             "request_id": gone["request_id"],
         }
+        # A retry whose first reply was lost learns the same, and that nothing was done now.
+        again = await client.call("memory/forget", {"id": "mem-2"})
+        assert (again["already"], again["reopened"]) == (True, "mem-1")
         # Forgetting the correction undoes it: the entry it closed is true again.
         assert await _memory_ids(client, "when do deploys happen") == ["mem-1"]
         gone = await client.call("memory/forget", {"id": "mem-1"})
