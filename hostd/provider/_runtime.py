@@ -106,6 +106,8 @@ class Provider:
     #: shares the CPU and every one finishes late, together, past any deadline; one at a
     #: time, the first asked is answered first, so the early ones meet their deadline.
     queries_at_once: int | None = None
+    #: How often, in seconds, ``recheck`` runs (when it is defined) once ready.
+    recheck_every_s: float = 5.0
 
     def queries_waiting(self, count: int) -> None:
         """Told how many queries wait for their turn (``queries_at_once``) each time
@@ -147,6 +149,13 @@ class Provider:
         up to date). ``None``: nothing new to say."""
         return None
 
+    def recheck(self) -> None:
+        """Look for changes others made to what it holds (another process writing its
+        database), so ``ready_message`` says them with no query needed. When defined, the
+        stdio runtime calls it once ready, every ``recheck_every_s`` seconds, in a worker
+        thread, never two at once, and asks ``ready_message`` after each: keep it bounded,
+        and cheap when nothing changed (``memory`` reads SQLite's ``data_version``)."""
+
 
 def _warms(provider: Provider) -> bool:
     return type(provider).warm is not Provider.warm
@@ -154,6 +163,10 @@ def _warms(provider: Provider) -> bool:
 
 def _restates(provider: Provider) -> bool:
     return type(provider).ready_message is not Provider.ready_message
+
+
+def _rechecks(provider: Provider) -> bool:
+    return type(provider).recheck is not Provider.recheck
 
 
 def _stores(provider: Provider) -> bool:
@@ -505,6 +518,31 @@ class ProviderServer:
             return None
         readiness.begin()
         return warm_in_thread(self.provider.warm, readiness, self.provider.progress_beat_s)
+
+    async def run_rechecks(self) -> None:
+        """Until cancelled: every ``recheck_every_s`` seconds, once ready, the provider's
+        ``recheck`` in a worker thread, then its ready message said when new. On the event
+        loop only the wait and that message; returns at once for a provider without
+        ``recheck``. A failing recheck is said on stderr (once while it fails alike) and
+        tried again at the next turn: the provider still serves."""
+        if not _rechecks(self.provider):
+            return
+        every, failed = self.provider.recheck_every_s, None
+        while True:
+            await anyio.sleep(every)
+            if not self.readiness.ready:
+                continue
+            try:
+                await anyio.to_thread.run_sync(self.provider.recheck)
+            except Exception as exc:  # a status figure, not an answer: never fatal
+                said = f"{type(exc).__name__}: {exc}"
+                if said != failed:
+                    sys.stderr.write(f"provider: recheck failed: {said}\n")
+                failed = said
+                continue
+            failed = None
+            if self.restates:  # on the loop, as after a query: the newest message last
+                self.readiness.restate(self.provider.ready_message())
 
     async def handle_line(self, line: bytes | str) -> bytes | None:
         """The reply line (UTF-8, with its newline) to one input line; ``None`` for a

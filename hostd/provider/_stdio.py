@@ -89,9 +89,10 @@ async def serve_stdio(
     provider exits (R2); ``context/shutdown`` cancels them. Reading pauses
     while 64 requests are in flight and resumes below 16 (back-pressure on the
     host). A ``stdin`` the event loop cannot watch (a regular file, ``/dev/null``) is
-    read in a thread to its end instead. ``stdout`` defaults to ``sys.stdout.buffer``
-    as it stands (``run_stdio`` passes the wire it took over). Needs the asyncio backend
-    (jsonrpcserver gathers batches with asyncio).
+    read in a thread to its end instead. A provider's ``recheck``, if it defines one,
+    runs on its schedule meanwhile (``ProviderServer.run_rechecks``). ``stdout`` defaults
+    to ``sys.stdout.buffer`` as it stands (``run_stdio`` passes the wire it took over).
+    Needs the asyncio backend (jsonrpcserver gathers batches with asyncio).
     """
     server = ProviderServer(provider)
     fd = stdin if stdin is not None else sys.stdin.fileno()
@@ -190,6 +191,7 @@ async def serve_stdio(
     try:
         async with anyio.create_task_group() as serving:
             serving.start_soon(stop_on_shutdown, serving.cancel_scope)
+            serving.start_soon(server.run_rechecks)  # cancelled with the serving
             if _watchable(loop, fd):
                 stdin_file = os.fdopen(fd, "rb", buffering=0, closefd=False)
                 transport, pipe = await loop.connect_read_pipe(

@@ -242,3 +242,81 @@ async def test_a_provider_with_nothing_to_warm_says_what_it_holds_at_its_start()
     assert "ready" not in ack["result"]  # ready at once, as before
     await _ask(server, _req("context/query", _QUERY, 2))
     assert notes[-1]["message"] == "4 entries"
+
+
+class _Rechecking(Provider):
+    """What it holds changes behind its back (another process's write to its database):
+    ``recheck`` looks, and may fail as a locked database does."""
+
+    info = ProviderInfo(name="rechecking", version="1.0")
+    recheck_every_s = 0.01
+
+    def __init__(self) -> None:
+        self.held = 3  # what it says it holds
+        self.there = 3  # what is there now
+        self.failing = False
+        self.failures = 0
+        self.failed_thrice = threading.Event()
+        self.lock = threading.Lock()  # the test changes the world between two looks
+
+    def ready_message(self) -> str:
+        return f"{self.held} entries"
+
+    def recheck(self) -> None:
+        with self.lock:
+            if self.failing:
+                self.failures += 1
+                if self.failures == 3:
+                    self.failed_thrice.set()
+                raise OSError("database is locked")
+            self.held = self.there
+
+    async def query(self, query: ContextQuery) -> list[Any]:
+        return []
+
+
+@pytest.mark.anyio
+async def test_a_change_behind_the_provider_s_back_is_said_without_a_query(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    provider = _Rechecking()
+    server = ProviderServer(provider)
+    notes: list[str] = []
+    said = anyio.Event()
+
+    def notify(line: bytes) -> None:  # the loop's own thread: restated there
+        nonlocal said
+        notes.append(json.loads(line)["params"]["message"])
+        said.set()
+
+    async def said_next() -> str:
+        nonlocal said
+        with anyio.fail_after(30):  # a hang guard
+            await said.wait()
+        said = anyio.Event()
+        return notes[-1]
+
+    server.start_warming(notify)
+    assert await said_next() == "3 entries"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.run_rechecks)
+        provider.there = 5  # another process wrote
+        assert await said_next() == "5 entries"
+        with provider.lock:
+            provider.failing, provider.there = True, 7
+        await anyio.to_thread.run_sync(provider.failed_thrice.wait, 30)  # a hang guard
+        assert notes == ["3 entries", "5 entries"]  # failing, it says nothing new
+        with provider.lock:
+            provider.failing = False  # and it still serves: the next turn says it
+        assert await said_next() == "7 entries"
+        tg.cancel_scope.cancel()
+    # A recheck that fails alike is said once, not at every turn.
+    failed = [line for line in capsys.readouterr().err.splitlines() if "recheck" in line]
+    assert failed == ["provider: recheck failed: OSError: database is locked"]
+
+
+@pytest.mark.anyio
+async def test_a_provider_without_recheck_is_never_rechecked() -> None:
+    server = ProviderServer(_Holding())
+    with anyio.fail_after(30):  # a hang guard: it returns at once
+        await server.run_rechecks()
