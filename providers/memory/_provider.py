@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -56,8 +57,15 @@ class MemoryProvider(Provider):
     the entries a host sends (``memory/remember``, ``memory/forget``): each answered
     once its transaction has committed."""
 
+    #: Another process's write (the CLI's) reaches ``hostd status`` within about this.
+    recheck_every_s = 1.0
+
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        # Counting and keeping the count are one step: a count read earlier, in another
+        # thread, never replaces a newer one (a recheck never sees this process's writes).
+        self._counting = threading.Lock()
+        self._seen = store.data_version()
         self._said = _holding(store)
         self.info = ProviderInfo(
             name="hostd-memory", version=VERSION, data_flow=DataFlow(reads=True, writes=True)
@@ -76,12 +84,26 @@ class MemoryProvider(Provider):
         # Counted again in the query's own thread (one grouped count, cheap beside the
         # search), so writes since, this process's or another's, are said, and the event
         # loop never waits on SQLite for ``ready_message``.
-        self._said = _holding(self.store)
+        self._recount()
         return result
 
+    def _recount(self) -> None:
+        with self._counting:
+            self._said = _holding(self.store)
+
+    def recheck(self) -> None:
+        """Counted again when another connection has committed since the last look
+        (``data_version``: one pragma when nothing changed), so a write by the CLI or
+        another process reaches ``hostd status`` with no query (runtime's worker thread)."""
+        seen = self.store.data_version()  # read first: a commit after it is seen next time
+        if seen != self._seen:
+            self._seen = seen
+            self._recount()
+
     def ready_message(self) -> str:
-        """What it holds: said at its start, and again after a query when it changed, so
-        ``hostd status`` names the database the daemon reads and what is in it."""
+        """What it holds: said at its start, again after a query or a write of its own,
+        and after another process's write (``recheck``), so ``hostd status`` names the
+        database the daemon reads and what is in it."""
         return self._said
 
     async def verify(self, frames: list[FrameIdentity]) -> list[FrameVerdict]:
@@ -119,7 +141,7 @@ class MemoryProvider(Provider):
                 )
             except TimestampError as exc:  # the only one left: the window closes too soon
                 raise _refused("valid_to", "not_after_valid_from", str(exc)) from exc
-            self._said = _holding(self.store)  # in the write's thread, as a query's
+            self._recount()  # in the write's thread, as a query's
             return _remembered(entry)
         old = entry_id(request.supersedes)
         if old is None:
@@ -142,7 +164,7 @@ class MemoryProvider(Provider):
             raise _refused("supersedes", "not_valid_then", str(exc)) from exc
         except ValueError as exc:
             raise _refused("supersedes", "already_superseded", str(exc)) from exc
-        self._said = _holding(self.store)
+        self._recount()
         return _remembered(new, closed)
 
     def _forget(self, request: ForgetRequest) -> ForgetResult:
@@ -159,7 +181,7 @@ class MemoryProvider(Provider):
         except KeyError as exc:  # an id it never gave out
             raise _refused("id", "unknown_entry", str(exc)) from exc
         again = reopened.frame_id if reopened is not None else None
-        self._said = _holding(self.store)
+        self._recount()
         return ForgetResult(forgotten=request.id, reopened=again)
 
 

@@ -539,6 +539,12 @@ class MemoryStore:
             rows = self._db.execute(sql + " ORDER BY id", params).fetchall()
         return [_entry(r) for r in rows]
 
+    def data_version(self) -> int:
+        """SQLite's ``data_version``: it changes when another connection (another
+        process, the CLI) commits to the database, never for this one's own writes."""
+        with self._lock:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
     def count(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM entries").fetchone()[0])
