@@ -30,7 +30,10 @@ an ``error`` envelope) is that error reply, as a pipe's error line is (X1, X2): 
 provider answered, nothing broke. A refused credential (HTTP 401/403, or none could be read) is
 kept as the connection's ``refusal`` instead: no restart cures it, so the pool parks
 the provider until the credential changes (``RemoteEndpoint.credential_changed``).
-A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight.
+A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight. A read
+(a handshake, a query, a verify, a rerank: ``_READS``) whose kept-alive connection the
+peer closed under it before answering is sent once more on a new connection
+(``HttpPool.send``); a write (``memory/remember``, ``memory/forget``) never is.
 
 The words for what the user must fix are made here, once, for every caller of an
 endpoint (a provider's leg, the reranker): a refusal names where the token comes
@@ -93,6 +96,10 @@ DEFAULT_REMOTE_CONNECTIONS = 16
 
 T = TypeVar("T")
 E = TypeVar("E", bound=HostdError)
+
+#: The codec's request kinds that only read what the provider holds: sent once more when
+#: the connection broke before a byte of their response came (``HttpPool.send``).
+_READS = frozenset({"handshake", "query", "verify"})
 
 
 def _refusal_text(status: int, tokens: TokenSource) -> str:
@@ -236,10 +243,21 @@ class RemoteEndpoint:
             self._headers, self._sent_credential = self.client.headers(headers), credential
         return self._headers
 
-    async def _send(self, body: bytes, credential: Credential | None) -> httpx.Response:
+    async def _send(
+        self, body: bytes, credential: Credential | None, request: Request | None
+    ) -> httpx.Response:
         self.exchanges += 1
         headers = self._headers_for(credential)
-        return await self.client.send(body, headers)
+        # A body posted as it is (``post``) is a rerank request, a read as well.
+        kind = "rerank" if request is None else request.kind
+        if kind not in {"rerank", *_READS}:
+            return await self.client.send(body, headers)
+
+        def retried(error: str) -> None:
+            self.exchanges += 1
+            log.info("provider.remote.resent", provider=self.provider_id, kind=kind, error=error)
+
+        return await self.client.send(body, headers, retry=retried)
 
     async def _post(self, body: bytes, request: Request | None = None) -> bytes:
         """POST ``body``; the 2xx response's body. ``request``: the codec's request the
@@ -249,7 +267,7 @@ class RemoteEndpoint:
         except CredentialUnavailable:
             self._refused_with = None
             raise
-        response = await self._send(body, sent)
+        response = await self._send(body, sent, request)
         if response.status_code == 401 and self.tokens.configured:
             # The token may have been rotated under a stat that cannot show it (a
             # rewrite within one clock tick): read it again, and send once more only
@@ -259,7 +277,7 @@ class RemoteEndpoint:
             if fresh == sent:
                 raise self._refused(401, sent)
             sent = fresh
-            response = await self._send(body, fresh)
+            response = await self._send(body, fresh, request)
         try:
             status = response.status_code
             if status in (401, 403):

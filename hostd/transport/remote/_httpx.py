@@ -6,14 +6,16 @@ httpx. ``HttpPool`` holds one ``httpx.AsyncClient`` to one URL: verification
 always on (C7; ``ca_file`` replaces the system's CAs), redirects never followed,
 proxies and ``.netrc`` from the environment not used (``trust_env=False``), a
 bound on the connections open; every httpx error leaves it as ``RemoteTransport``
-saying what to check, never quoting the peer's bytes.
+saying what to check, never quoting the peer's bytes. A read sent on a kept-alive
+connection the peer had just closed (``send(retry=True)``) is sent once more, on a
+connection of its own, when no byte of a response came back (``_unanswered``).
 """
 
 from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,6 +33,10 @@ _MAX_ERROR_TEXT = 200
 KEEPALIVE_EXPIRY_S = 5.0
 
 X = TypeVar("X", bound=BaseException)
+
+#: httpcore's words when the connection closed before a byte of the response's head
+#: came: the other ``RemoteProtocolError``s are a response that broke HTTP/1.1.
+_NO_RESPONSE = "Server disconnected without sending a response."
 
 
 def _tls_context(
@@ -75,6 +81,19 @@ def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path
     if failure.verify_code in _OTHER_HOST:
         return f"certificate rejected {why}: it does not name the url's host"
     return f"certificate rejected {why}"
+
+
+def _unanswered(exc: httpx.HTTPError) -> bool:
+    """Whether ``exc`` is a connection that broke under a request before any of its
+    response came: the peer closed it (httpcore's ``_NO_RESPONSE``), or the socket failed
+    sending the request or reading the response's first bytes. What a server closing an
+    idle kept-alive connection (uvicorn's 5 s, httpx's ``KEEPALIVE_EXPIRY_S`` too) does
+    to a request that took that connection at that moment. Never a timeout (the caller's
+    deadline bounds a request, and none is set here), a refused connection, TLS, or a
+    status: those say something about the peer that asking again would not change."""
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return str(exc) == _NO_RESPONSE
+    return isinstance(exc, httpx.ReadError | httpx.WriteError)
 
 
 def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> RemoteTransport:
@@ -133,7 +152,11 @@ def _connect_text(exc: httpx.ConnectError) -> str | None:
 class HttpPool:
     """One pooled ``httpx.AsyncClient`` to one URL (keep-alive connections reused across
     requests, at most ``max_connections`` open at once, one idle for
-    ``KEEPALIVE_EXPIRY_S`` closed). ``aclose()`` once."""
+    ``KEEPALIVE_EXPIRY_S`` closed). ``aclose()`` once.
+
+    ``fresh`` is the client a read sent a second time goes through (``send``), made at
+    the first: it keeps no connection alive, so a request sent on it meets a connection
+    opened for it, never another one the peer may have closed."""
 
     def __init__(
         self,
@@ -148,17 +171,22 @@ class HttpPool:
         # no merging with client defaults), about a quarter of what build_request costs.
         self.url = httpx.URL(url)
         self.ca_file = ca_file
-        verify: ssl.SSLContext | bool = True
+        self._verify: ssl.SSLContext | bool = True
         if url.startswith("https:"):
-            verify = _tls_context(ca_file, client_cert, client_key)
-        self.client = httpx.AsyncClient(
-            verify=verify,
+            self._verify = _tls_context(ca_file, client_cert, client_key)
+        self._max_connections = max_connections
+        self.client = self._client(keepalive=max_connections)
+        self.fresh: httpx.AsyncClient | None = None
+
+    def _client(self, *, keepalive: int) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            verify=self._verify,
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
             limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
+                max_connections=self._max_connections,
+                max_keepalive_connections=keepalive,
                 keepalive_expiry=KEEPALIVE_EXPIRY_S,
             ),
         )
@@ -168,13 +196,47 @@ class HttpPool:
         """Request headers, made once per credential by the endpoint."""
         return httpx.Headers(dict(values))
 
-    async def send(self, body: bytes, headers: httpx.Headers) -> httpx.Response:
-        """POST ``body``; the response, its body not read yet (``read_bounded``)."""
+    async def send(
+        self,
+        body: bytes,
+        headers: httpx.Headers,
+        *,
+        retry: Callable[[str], None] | None = None,
+    ) -> httpx.Response:
+        """POST ``body``; the response, its body not read yet (``read_bounded``).
+
+        ``retry``: the request is a read (a handshake, a query, a verify, a rerank), so
+        when the connection broke under it before a byte of a response came
+        (``_unanswered``) it is sent once more, on a new connection, after ``retry`` is
+        told the error's name. A peer that got it and closed without answering may have
+        run it already: running a read twice changes nothing. A write is never sent
+        twice. The caller's deadline bounds both tries; the second one's failure is the
+        request's."""
         request = httpx.Request("POST", self.url, content=body, headers=headers)
         try:
             return await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.ca_file) from exc
+            if not _unanswered(exc):
+                raise _transport_error(exc, self.ca_file) from exc
+            if retry is None:
+                raise RemoteTransport(
+                    f"{type(exc).__name__}: the server closed the connection without "
+                    "answering (a write is not sent twice)"
+                ) from exc
+            retry(type(exc).__name__)
+        if self.fresh is None:
+            self.fresh = self._client(keepalive=0)
+        request = httpx.Request("POST", self.url, content=body, headers=headers)
+        try:
+            return await self.fresh.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            if not _unanswered(exc):
+                raise _transport_error(exc, self.ca_file) from exc
+            # one clear error, said once: asking a third time would be a loop
+            raise RemoteTransport(
+                f"{type(exc).__name__}: the server closed the connection without "
+                "answering, on a new connection too"
+            ) from exc
 
     async def read_bounded(self, response: httpx.Response, limit: int) -> bytes:
         """The response's body, read incrementally: over ``limit`` bytes is ``RemoteWire``."""
@@ -196,3 +258,5 @@ class HttpPool:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.client.aclose()
+            if self.fresh is not None:
+                await self.fresh.aclose()
