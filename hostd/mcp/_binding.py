@@ -17,7 +17,12 @@ costs its own leg only. Within a leg, the resource listing, each read and each t
 call end by a deadline of their own, before the leg's (``calls_deadline``), so a read
 or a tool that fails or hangs costs its own results only: the leg answers with the
 others' as a ``PartialResult`` saying what it lost (``lost_note``, ``unread_note``).
-A line on the server's stdout that is no JSON-RPC message at all (a banner, a log
+A call, read or listing given up (its own deadline, or its leg cancelled: the leg's
+timeout, the composition cancelled by its caller) is cancelled on the server: the SDK's
+session sends ``notifications/cancelled`` with its ``requestId`` (never for
+``initialize``, MCP forbids it) into the outbox ``_write_out`` drains, and drops an
+answer that still comes (MCP: the sender "SHOULD ignore" it), so a late answer is no
+fault. A line on the server's stdout that is no JSON-RPC message at all (a banner, a log
 line, JSON or not: no ``"jsonrpc"`` member) is skipped, not a fault; one that claims to
 be JSON-RPC and is not valid is.
 

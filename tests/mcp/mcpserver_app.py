@@ -11,8 +11,9 @@
   JSON-RPC (a ``jsonrpc`` member) but is no valid message, both holding ``S``, to
   stdout on the first listing (past the SDK, straight onto the pipe): the first is
   skipped, the second a fault;
-- ``tools [--fifo F]``: a ``hang`` tool that never answers (it waits on an event that
-  never comes; cancelled, it writes its name to the FIFO ``F``), a ``notes`` tool that
+- ``tools [--fifo F] [--started S]``: a ``hang`` tool that never answers (it writes
+  ``started`` to the FIFO ``S`` when called, then waits on an event that never comes;
+  cancelled, it writes its name to the FIFO ``F``), a ``notes`` tool that
   answers three text items at once, an ``always_fails`` tool (``isError``, echoing a
   credential), and a ``stray`` tool that writes a line of log and then a JSON log
   record onto stdout before its answer, as a server printing a banner, a debug line or
@@ -222,9 +223,13 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
     elif args.mode == "tools":
         fifo = args.fifo
 
+        started = args.started
+
         @server.tool()
         async def hang(query: str) -> str:
             """Never answers; cancelled, says so on the FIFO."""
+            if started:  # the call is here: a test may now cancel it
+                await anyio.to_thread.run_sync(Path(started).write_text, "started\n")
             try:
                 await anyio.Event().wait()
             except anyio.get_cancelled_exc_class():
@@ -396,6 +401,7 @@ def main() -> None:
     parser.add_argument("--kib", type=int, default=64)
     parser.add_argument("--secret", default="")
     parser.add_argument("--fifo", default="")
+    parser.add_argument("--started", default="", help="tools: a FIFO hang writes to when called")
     parser.add_argument("--hang", choices=("read", "list"), default="read")
     parser.add_argument("--marker", default="", help="ignored: names the process for the test")
     args = parser.parse_args()
