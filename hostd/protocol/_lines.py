@@ -3,8 +3,9 @@
 protocol.md §1–2: one JSON value per ``\\n``-terminated line, bounded in length.
 ``LineSplitter`` turns chunks of bytes into whole lines (or ``OVERLONG`` for a
 line past the bound, skipped up to its newline without ever holding more than
-the bound). Pure: the pipe that runs it in asyncio's read callback is
-``hostd.rpc.LinePipeProtocol``.
+the bound). Pure: the pipes that run it in asyncio's read callback are
+``hostd.rpc.LinePipeProtocol`` (the provider runtime's stdin) and the transport's
+``StdoutFeed`` (a child's stdout).
 """
 
 from __future__ import annotations

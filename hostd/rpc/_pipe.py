@@ -3,7 +3,9 @@
 ``LinePipeProtocol`` runs ``hostd.protocol.LineSplitter`` inside asyncio's read
 callback, so a line is handed over the moment its last byte is read: no reader
 task, no event-loop turn between the pipe and the line's consumer. The provider
-runtime reads its stdin with it, the provider transport a child's stdout.
+runtime reads its stdin with it (the provider transport reads a child's stdout the
+same way in its own protocol, ``StdoutFeed``, so a reply's line reaches its waiter
+with no call out of the transport).
 
 ``reserve_stdout`` keeps descriptor 1 for an end whose stdout is its wire (``hostd
 serve --stdio``, ``hostd mcp``, a provider's ``run_stdio``).

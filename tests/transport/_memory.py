@@ -1,7 +1,7 @@
 """A scripted peer for driving the bindings without a process, over the production feed.
 
 What the peer writes reaches the client the way a child's stdout does: chunk by chunk
-through ``StdoutFeed`` (``LinePipeProtocol`` over ``LineSplitter``) into the client's
+through ``StdoutFeed`` (the pipe's protocol, over ``LineSplitter``) into the client's
 ``on_line``, and its end of file as the same ``on_end`` error the pipe gives.
 """
 
@@ -89,10 +89,10 @@ class ScriptedPeer:
             try:
                 chunk = await self._chunks.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError):
-                feed.protocol.eof_received()
-                feed.protocol.connection_lost(None)  # a second EOF, as the pipe gives
+                feed.eof_received()
+                feed.connection_lost(None)  # a second EOF, as the pipe gives
                 return
-            feed.protocol.data_received(chunk)
+            feed.data_received(chunk)
 
     def close(self) -> None:
         self.to_client.close()

@@ -1,8 +1,10 @@
-"""Framing on the production path: a child's stdout fed to its sink (``StdoutFeed``,
-``LinePipeProtocol`` over ``LineSplitter``), and the one line encoder."""
+"""Framing on the production path: a child's stdout fed to its sink (``StdoutFeed``, the
+pipe's protocol, over ``LineSplitter``), the provider runtime's stdin reader
+(``LinePipeProtocol``), and the one line encoder."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -22,7 +24,7 @@ cut_lists = st.lists(st.integers(min_value=1, max_value=40), max_size=30)
 limits = st.integers(min_value=1, max_value=25)
 
 
-def _pipe_end(protocol: LinePipeProtocol, chunks: list[bytes]) -> None:
+def _pipe_end(protocol: asyncio.Protocol, chunks: list[bytes]) -> None:
     """What a pipe does: its chunks, then end of file, then the pipe closing."""
     for chunk in chunks:
         protocol.data_received(chunk)
@@ -36,7 +38,7 @@ def test_the_feed_hands_over_whole_lines_then_tells_the_end_once(
 ) -> None:
     data = b"".join(line + b"\n" for line in lines) + tail
     sink = Lines()
-    _pipe_end(StdoutFeed("p", sink, limit).protocol, chunked(data, cuts))
+    _pipe_end(StdoutFeed("p", sink, limit), chunked(data, cuts))
     expected = plain_split(data, limit)
     over = expected.index("TOO_LONG") if "TOO_LONG" in expected else None
     assert sink.seen == expected[:over]  # nothing after an over-long line is read
