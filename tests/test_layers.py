@@ -1,10 +1,10 @@
 """The dependency direction of architecture.md, checked by walking imports.
 
-server → pipeline → engine → transport → protocol, pipeline → compose → protocol;
-engine may use compose.budget_split; every layer may use hostd.protocol and
-hostd.errors. hostd.chunking (the one chunker) uses only protocol: the bundled
-providers and the mcp binding both load it. The pipeline (one request end to end)
-sits between the wire and the engine: nothing below it imports it, and the
+server → pipeline → engine → transport → protocol, pipeline → compose → protocol; engine
+may use compose.budget_split and the reranker's request and verdict; every layer may use
+hostd.protocol and hostd.errors. hostd.chunking (the one chunker) uses only protocol:
+the bundled providers and the mcp binding both load it. The pipeline (one request end to
+end) sits between the wire and the engine: nothing below it imports it, and the
 server's method table reaches the engine and the composition library only
 through it (the lifecycle module ``server/_engine.py`` alone builds the engine).
 hostd.quality (shadow records, feedback, replay, calibration, eval) is a library of

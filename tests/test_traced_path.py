@@ -100,7 +100,9 @@ def test_the_tracer_still_traces_a_composition() -> None:
     assert out["strategy"] == "rerank"
     assert out["hops"] == len(out["path"]) and out["functions"] >= out["hops"]
     names = {hop["hop"] for hop in out["path"]}
-    assert "hostd.engine._rerank:Reranker.rerank" in names
+    # The reranker's stage: one engine call for a verdict, then its process asked.
+    assert "hostd.engine._rerank:rerank_order" in names
+    assert "hostd.transport.process._client:PipeClient.call" in names
     assert "hostd.pipeline._pipeline:Pipeline.compose" in names
     assert out["crossings"] == sum(out["pairs"].values())
     # Read without a call out of hostd: a child's exit code (its exit watcher's), a count.

@@ -10,8 +10,9 @@ provider (``_write``), the verification stage (``verify``) and the reranker: a p
 (``_rerank``) or a standard rerank server (``_rerank_http`` over ``_rerank_api``). It
 talks to providers only through ``hostd.transport`` (whose registry brings each
 binding's client: the engine names no binding module and imports no face, not
-``hostd.mcp``), imports ``budget_split`` (nothing else) from ``hostd.compose``, and
-never renders.
+``hostd.mcp``), imports ``budget_split`` and the reranker's request and verdict
+(``rerank_request``: ``rerank_order`` asks for a verdict in one call) from
+``hostd.compose``, and never renders.
 """
 
 from ._declared import HandshakeRecords, spec_digest
@@ -62,7 +63,7 @@ from ._plan import (
 )
 from ._pool import ProviderPool
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
-from ._rerank import RERANKER_ID, Reranker, RerankOutcome, RerankService
+from ._rerank import RERANKER_ID, Reranker, RerankOutcome, RerankService, rerank_order
 from ._rerank_api import RerankApi, rerank_url
 from ._rerank_http import HttpReranker, RerankServer
 from ._run import LegReply, run_fan_out
@@ -105,6 +106,7 @@ __all__ = [
     "RerankOutcome",
     "RerankServer",
     "RerankService",
+    "rerank_order",
     "Reranker",
     "RestartPolicy",
     "StartAction",

@@ -340,6 +340,6 @@ def _split(global_budget: int, weights: tuple[float, ...]) -> tuple[int, ...]:
 def _split_cached(global_budget: int, weights: tuple[float, ...]) -> tuple[int, ...]:
     """``budget_split`` is exact (rational arithmetic) and pure: the same budget over the
     same weights, as every turn of an agent asks, is split once."""
-    from hostd.compose import budget_split  # the engine's one import from compose
+    from hostd.compose import budget_split  # the plan's one import from compose
 
     return tuple(budget_split(global_budget, len(weights), list(weights)))

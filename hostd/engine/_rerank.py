@@ -13,21 +13,27 @@ ladder, no orphans, and a crash explained as a provider's is (its exit status an
 the tail of its stderr, redacted: ``explain``).
 
 This module does the I/O and reports what happened; it never reads the
-verdict's keys (``hostd.compose.RerankRequest`` does) and never fails a
+verdict's keys itself (``hostd.compose.RerankRequest`` does) and never fails a
 composition: every failure is a ``RerankOutcome`` with a reason code.
+``rerank_order`` is the whole stage for any ``RerankService``: the request built by
+``hostd.compose.rerank_request``, the service asked, its answer read back into a
+``PrecomputedOrder``, so the pipeline makes one call for a verdict.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
+from hostd.compose import rerank_request
 from hostd.errors import HostdError, ProviderCrashed, ProviderError
+from hostd.protocol import ContextFrame
 from hostd.transport import JsonRpcCodec, PipeClient, ProviderConnection
 
 from ._clock import now
@@ -36,7 +42,17 @@ from ._launch import PoolSettings
 from ._pool import ProviderPool
 from ._spec import ProviderSpec
 
-__all__ = ["RERANKER_ID", "RerankOutcome", "RerankService", "RerankTally", "Reranker"]
+if TYPE_CHECKING:
+    from hostd.compose import PrecomputedOrder
+
+__all__ = [
+    "RERANKER_ID",
+    "RerankOutcome",
+    "RerankService",
+    "RerankTally",
+    "Reranker",
+    "rerank_order",
+]
 
 log = get_logger("hostd.engine")
 
@@ -144,6 +160,28 @@ class RerankService(Protocol):
     ) -> RerankOutcome:
         """One verdict over ``candidates`` within ``timeout_s``: never an exception."""
         ...
+
+
+async def rerank_order(
+    service: RerankService | None,
+    query: str,
+    frames: Iterable[tuple[str, ContextFrame]],
+    max_candidates: int,
+    timeout_s: float,
+) -> PrecomputedOrder:
+    """``service``'s order of ``frames`` (the best ``max_candidates`` of them shown to it)
+    as a ``PrecomputedOrder``, never an error: with no service, or when it gives no
+    verdict, the policy's fallback and why. The request is built and the answer read by
+    ``hostd.compose`` (pure) on either side of the one ask."""
+    request = rerank_request(frames, max_candidates)
+    if service is None:
+        return request.fallback("not_configured", "no [reranker] command or url in the config")
+    if not request.candidates:
+        return request.verdict((), None)
+    outcome = await service.rerank(query, list(request.candidates), timeout_s)
+    if outcome.reason is not None:
+        return request.fallback(outcome.reason, outcome.detail)
+    return request.verdict(outcome.order, outcome.model)
 
 
 class Reranker:

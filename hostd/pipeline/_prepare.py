@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 
-from hostd.compose import Calibrated, PrecomputedOrder, Strategy, rerank_request
+from hostd.compose import Calibrated, PrecomputedOrder, Strategy
 from hostd.config import Config, RerankerSettings
-from hostd.engine import FanOut, RerankService
+from hostd.engine import FanOut, RerankService, rerank_order
 from hostd.protocol import ContextFrame
 from hostd.quality import bind_calibration, calibration_path
 
@@ -85,10 +85,11 @@ class RerankPreparer:
     """``rerank``: the reranker's order of the fan-out's frames (``hostd.engine.RerankService``:
     the process reranker or a rerank server).
 
-    ``hostd.compose.rerank_request`` picks what the reranker is shown and reads its
-    answer. The result is always a ``PrecomputedOrder`` (a verdict, or the fallback
-    and why): a reranker that is missing, slow, broken or lying never fails a
-    composition. A verdict the client brought itself (the object form) is used as is.
+    ``hostd.engine.rerank_order`` asks it: ``hostd.compose.rerank_request`` picks what
+    the reranker is shown and reads its answer. The result is always a
+    ``PrecomputedOrder`` (a verdict, or the fallback and why): a reranker that is
+    missing, slow, broken or lying never fails a composition. A verdict the client
+    brought itself (the object form) is used as is.
     """
 
     def __init__(self, reranker: RerankService | None, settings: RerankerSettings) -> None:
@@ -110,17 +111,12 @@ class RerankPreparer:
         """``requested`` (default: the bare ``rerank``) judged over ``frames``."""
         if requested is not None and requested.judged:
             return requested
-        request = rerank_request(frames, self.settings.max_candidates)
-        if self.reranker is None:
-            why = "no [reranker] command or url in the config"
-            return request.fallback("not_configured", why)
-        if not request.candidates:
-            return request.verdict((), None)
+        # One call into the engine: the request built, the reranker asked and its answer
+        # read there (``hostd.compose.rerank_request`` on either side of the I/O).
         timeout_s = self.settings.timeout_ms / 1000
-        outcome = await self.reranker.rerank(query, list(request.candidates), timeout_s)
-        if outcome.reason is not None:
-            return request.fallback(outcome.reason, outcome.detail)
-        return request.verdict(outcome.order, outcome.model)
+        return await rerank_order(
+            self.reranker, query, frames, self.settings.max_candidates, timeout_s
+        )
 
     async def prepare(self, strategy: Any, request: QueryRequest, fan: FanOut) -> Prepared:
         order = await self.judge(request.query_text or request.goal, fan.accepted, strategy)

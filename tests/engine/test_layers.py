@@ -95,7 +95,10 @@ def test_the_provider_stdio_loop_imports_only_the_provider_side() -> None:
     }
 
 
-def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
+def test_engine_takes_nothing_but_budget_split_and_the_rerank_request_from_compose() -> None:
+    # ``rerank_order`` asks for a verdict in one call: the pure request (``rerank_request``,
+    # whose ``verdict`` reads the answer) on either side of the engine's I/O. The engine
+    # still never renders, ranks or reads a verdict's keys itself.
     found: set[str] = set()
     for path in sorted((ROOT / "hostd/engine").rglob("*.py")):
         tree = ast.parse(path.read_text())
@@ -108,7 +111,7 @@ def test_engine_takes_nothing_but_budget_split_from_compose() -> None:
                 and node.module.startswith(("hostd.server", "hostd.compose."))
             ):
                 found.add(node.module)
-    assert found <= {"budget_split"}
+    assert found <= {"budget_split", "rerank_request", "PrecomputedOrder"}
 
 
 # What opens a connection: spawning a child, reaching a remote endpoint (its token
