@@ -21,7 +21,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ITEM_SEPARATOR", "code_items", "defined_names", "item_name", "language_suffix"]
+__all__ = [
+    "ITEM_SEPARATOR",
+    "code_items",
+    "defined_names",
+    "item_name",
+    "language_suffix",
+]
 
 #: Between an item's levels: ``impl Foo › fn build``.
 ITEM_SEPARATOR = " › "
@@ -45,8 +51,16 @@ _GO = re.compile(r"(?P<head>func\s+(?:\([^)]*\)\s*)?\w+|type\s+\w+)")
 _JS = re.compile(
     r"(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?"
     r"(?P<head>(?:async\s+)?function\s*\*?\s*[\w$]+|class\s+[\w$]+|interface\s+[\w$]+"
-    r"|enum\s+[\w$]+|namespace\s+[\w$.]+"
+    r"|(?:const\s+)?enum\s+[\w$]+|namespace\s+[\w$.]+|module\s+(?:[\w$.]+|'[^']*'|\"[^\"]*\")"
     r"|(?:const|let|var)\s+[\w$]+(?=\s*=\s*(?:async\s+)?(?:function\b|\(|[\w$]+\s*=>)))"
+)
+#: TypeScript and JavaScript at column 0 only: a constant of any value (``export const
+#: asyncScheduler = new AsyncScheduler(...)``, ``export declare const VERSION: string``)
+#: and a type alias (``export type ObservableInput<T> =``). Indented, a ``const`` is a
+#: function's local and a ``type`` one of its types: no definition a reader looks up.
+_JS_TOP = re.compile(
+    r"(?:export\s+)?(?:declare\s+)?"
+    r"(?P<head>(?:const|let|var)\s+[\w$]+(?=\s*[:=])|type\s+[\w$]+(?=\s*[<=]))"
 )
 _JS_MEMBER = re.compile(
     r"(?:(?:public|private|protected|static|async|readonly|override|abstract|get|set)\s+)*"
@@ -112,13 +126,15 @@ class _Family:
     #: C and C++: members are also taken at column 0 (a function has no keyword), and a
     #: ``#define`` is an item of its own lines.
     c_like: bool = False
+    #: Definitions taken at column 0 only (``_JS_TOP``).
+    top_level: re.Pattern[str] | None = None
 
 
 _FAMILIES = {
     "python": _Family(_PYTHON, None, braces=False, comment=_HASH_COMMENT),
     "rust": _Family(_RUST, None, braces=True, comment=_SLASH_COMMENT),
     "go": _Family(_GO, None, braces=True, comment=_SLASH_COMMENT),
-    "js": _Family(_JS, _JS_MEMBER, braces=True, comment=_SLASH_COMMENT),
+    "js": _Family(_JS, _JS_MEMBER, braces=True, comment=_SLASH_COMMENT, top_level=_JS_TOP),
     "jvm": _Family(_JVM, _JVM_MEMBER, braces=True, comment=_SLASH_COMMENT),
     "c": _Family(_C, _C_FUNCTION, braces=True, comment=_C_COMMENT, c_like=True),
 }
@@ -261,7 +277,7 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             stack.pop()
             continue
         in_container = top.container if top is not None else family.c_like and indent == 0
-        head = _head(family, text, in_container)
+        head = _head(family, text, in_container, at_top=indent == 0)
         if head is not None:
             opened = _Open(indent, head, head.startswith(_CONTAINERS))
             stack.append(opened)
@@ -288,7 +304,8 @@ _CANDIDATES = {
     r"|static|macro_rules)\b",
     "go": r"[ \t]*(?:func|type)\b",
     # A member is a line that opens a body or a parameter list over several lines.
-    "js": r"[^\n]*(?:\{|\([ \t]*$|\b(?:function|class|interface|enum|namespace|const|let|var)\b)",
+    "js": r"[^\n]*(?:\{|\([ \t]*$|\b(?:function|class|interface|enum|namespace|module|const|let|var"
+    r"|type)\b)",
     "jvm": r"[^\n]*(?:\{|\([ \t]*$|\b(?:class|interface|enum|record|struct|object|namespace"
     r"|fun)\b)",
     # A function's header at column 0; a type anywhere; a macro.
@@ -323,7 +340,7 @@ def defined_names(suffix: str, text: str) -> list[str]:
             continue
         indented = line.group(0)[:1] in (" ", "\t")
         in_container = not indented if family.c_like else family.member is not None and indented
-        head = _head(family, stripped, in_container)
+        head = _head(family, stripped, in_container, at_top=not indented)
         if head is None or head.startswith("impl") or head.endswith("…"):
             continue
         if head.endswith("()") and not _opens_body(text, line.start()):
@@ -357,9 +374,12 @@ def language_suffix(language: str) -> str | None:
     return _LANGUAGES.get(language.lower())
 
 
-def _head(family: _Family, text: str, in_container: bool) -> str | None:
-    """What the definition opening on this line is called, if one does."""
+def _head(family: _Family, text: str, in_container: bool, at_top: bool = False) -> str | None:
+    """What the definition opening on this line is called, if one does (``at_top``: the
+    line is at column 0)."""
     found = family.definition.match(text)
+    if found is None and at_top and family.top_level is not None:
+        found = family.top_level.match(text)
     method = False
     if found is None and family.member is not None and in_container:
         found = family.member.match(text)

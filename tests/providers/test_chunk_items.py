@@ -475,6 +475,48 @@ def test_the_names_a_chunk_defines_are_its_definition_lines_not_prototypes_nor_c
     assert defined_names(".txt", python) == []
 
 
+def test_a_typescript_constant_of_any_value_and_a_type_alias_are_definitions() -> None:
+    source = (
+        "export const asyncScheduler = new AsyncScheduler(AsyncAction);\n"
+        "export const config: GlobalConfig = {\n"
+        "  onUnhandledError: null,\n"
+        "};\n"
+        "export let EMPTY = new Observable<never>((subscriber) => subscriber.complete());\n"
+        "var legacy = { a: 1 };\n"
+        "export type OperatorFunction<T, R> = UnaryFunction<Observable<T>, Observable<R>>;\n"
+        "type Local =\n"
+        "  | string\n"
+        "  | number;\n"
+        "export declare const VERSION: string;\n"
+        "export abstract class Scheduler {}\n"
+        "export const enum Kind { A }\n"
+        "declare module 'rxjs' {\n"
+        "}\n"
+        "export type { Observer } from './types';\n"
+        "function run() {\n"
+        "  const total = count(1);\n"
+        "  type Row = [number];\n"
+        "}\n"
+    )
+    assert defined_names(".ts", source) == [
+        "asyncScheduler",
+        "config",
+        "EMPTY",
+        "legacy",
+        "OperatorFunction",
+        "Local",
+        "VERSION",
+        "Scheduler",
+        "Kind",
+        "rxjs",
+        "run",  # not ``total`` nor ``Row``: a function's own, indented
+    ]
+    assert defined_names(".js", "export const handlers = {\n  a: 1,\n};\n") == ["handlers"]
+    lines = split_lines(source.encode())
+    # A constant's object and a type alias over several lines are their items.
+    assert code_items(".ts", lines, [3, 9, 18]) == ["const config", "type Local", "function run"]
+
+
 def test_an_item_names_its_innermost_definition_and_an_impl_names_none() -> None:
     assert item_name("impl Foo › fn build") == "build"
     assert item_name("btd_adapter_new()") == "btd_adapter_new"
