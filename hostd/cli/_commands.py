@@ -406,7 +406,7 @@ async def _compose(cfg: Config, args: argparse.Namespace) -> int:
                 "warm\n"
             )
     bars = ProgressBars()
-    async with session(cfg, args.connect, bars, wait=args.wait) as s:
+    async with session(cfg, args.connect, bars, wait=args.wait, token_file=args.token_file) as s:
         if args.connect is not None and bars.enabled:  # the daemon forwards its progress
             forward = forward_progress(bars)
             result = await s.call("context/compose", params, on_progress=forward)
@@ -475,14 +475,14 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
                     f"hostd: a daemon is serving this config at {cfg.socket_path}: "
                     "restarting its provider\n"
                 )
-        async with session(cfg, connect, wait=args.wait) as s:
+        async with session(cfg, connect, wait=args.wait, token_file=args.token_file) as s:
             row = (await s.call("providers/restart", {"provider": args.id}))["provider"]
         if args.json:
             print_json(row)
         else:
             sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
         return EXIT_OK
-    async with session(cfg, args.connect, wait=args.wait) as s:
+    async with session(cfg, args.connect, wait=args.wait, token_file=args.token_file) as s:
         result = await s.call("providers/list", {})
     if args.connect is None:
         from hostd.server import socket_is_live
@@ -652,7 +652,12 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
             # Connected at the first call, and again after the daemon restarts.
             s = await stack.enter_async_context(
                 reconnecting(
-                    lambda patient: session(cfg, args.connect, wait=args.wait if patient else 0),
+                    lambda patient: session(
+                        cfg,
+                        args.connect,
+                        wait=args.wait if patient else 0,
+                        token_file=args.token_file,
+                    ),
                     where,
                 )
             )

@@ -2,7 +2,9 @@
 session a command talks through, and how values are spelt and printed.
 
 A command reaches providers through ``session``: a running daemon's socket with
-``--connect``, else a daemon started in-process for the one shot. Either way it
+``--connect`` (or its loopback TCP listener, ``--connect tcp://HOST:PORT``, with the
+token from ``--token-file`` or ``$HOSTD_TOKEN``), else a daemon started in-process for
+the one shot. Either way it
 is one ``call(method, params)``, so the command's code is the same. A daemon runs
 the config it was started from: on connecting, one ``host/status`` tells which file
 that was and its digest then, and a file edited since is said once, on stderr
@@ -19,12 +21,13 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import anyio
 import orjson
 
 from hostd.config import DEFAULT_WAIT_S, Config
-from hostd.errors import DaemonNotPermitted, HostdError
+from hostd.errors import DaemonNotPermitted, HostdError, RpcError
 from hostd.logs import flush_logs, get_logger
 from hostd.protocol import CgpErrorCode, sha256_digest
 
@@ -38,15 +41,19 @@ __all__ = [
     "EXIT_NO_DAEMON",
     "EXIT_OK",
     "EXIT_USAGE",
+    "TOKEN_ENV",
+    "TokenRefused",
     "UsageError",
     "anchors_arg",
     "connect_arg",
+    "connect_client",
     "csv_arg",
     "duration",
     "print_json",
     "session",
     "stale_config",
     "strategy_arg",
+    "token_file_arg",
 ]
 
 
@@ -75,14 +82,34 @@ class UsageError(HostdError):
     reason = "usage"
 
 
+class TokenRefused(DaemonNotPermitted):
+    """A daemon on TCP refused the token this command sent (``--token-file``,
+    ``$HOSTD_TOKEN``): there is a daemon, this user may not use it, so it exits as
+    ``DaemonNotPermitted`` does (``EXIT_NO_DAEMON``); the text names where the token came
+    from, never the token."""
+
+    reason = "unauthorized"
+
+
+#: The variable a ``--connect tcp://…`` reads its bearer token from, unless
+#: ``--token-file`` names a file: never a command-line value, which other users may read
+#: in the process list.
+TOKEN_ENV = "HOSTD_TOKEN"
+
+_TCP = "tcp://"
+
+
 def connect_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--connect",
         nargs="?",
         const="",
         metavar="SOCKET",
-        help="use the running daemon (its socket; default: the configured socket)",
+        help="use the running daemon (its socket; default: the configured socket; or "
+        "tcp://HOST:PORT, a daemon shared on loopback TCP, with the token from "
+        f"--token-file or ${TOKEN_ENV})",
     )
+    token_file_arg(p)
     p.add_argument(
         "--wait",
         type=float,
@@ -90,6 +117,112 @@ def connect_arg(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="with --connect: wait this long for a daemon that is starting "
         f"(default: {DEFAULT_WAIT_S:g}; 0: fail at once)",
+    )
+
+
+def token_file_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with tcp://HOST:PORT: the file whose one line is the daemon's bearer token "
+        f"(default: ${TOKEN_ENV})",
+    )
+
+
+def tcp_address(value: str | None) -> tuple[str, int] | None:
+    """``tcp://HOST:PORT`` (``tcp://[::1]:PORT``) as ``(host, port)``; None for anything
+    else (a socket path, or none). A ``tcp://`` value without a host and a port is a
+    ``UsageError``."""
+    if not value or not value.startswith(_TCP):
+        return None
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is no number, or out of range
+        host = port = None
+    else:
+        if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+            host = None
+    if not host or port is None:
+        raise UsageError(
+            f"--connect {value[:_SHOWN_CHARS]}: a TCP address is written "
+            "tcp://HOST:PORT (tcp://127.0.0.1:7341), the daemon's [tcp] host and port"
+        )
+    return host, port
+
+
+def _token(value: str, token_file: str | None) -> str:
+    """The bearer token for ``--connect value`` (TCP): ``token_file``'s one line, else
+    ``$HOSTD_TOKEN``; a ``UsageError`` naming the file or the variable (never a token)
+    when there is none."""
+    if token_file is not None:
+        try:
+            lines = Path(token_file).expanduser().read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
+            raise UsageError(f"--token-file {token_file}: cannot read it ({why})") from None
+        words = [line.strip() for line in lines if line.strip()]
+        if len(words) != 1:
+            raise UsageError(
+                f"--token-file {token_file}: not one line holding the token "
+                f"({len(words)} non-empty lines)"
+            )
+        return words[0]
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise UsageError(
+            f"--connect {value}: no token to send: set ${TOKEN_ENV} or give --token-file PATH "
+            "(the token the daemon's [tcp] token_file holds; docs/config.md, \"Sharing a "
+            'daemon with other users")'
+        )
+    return token
+
+
+def _said_token(token_file: str | None) -> str:
+    return f"the token in {token_file}" if token_file is not None else f"${TOKEN_ENV}"
+
+
+async def connect_client(
+    stack: contextlib.AsyncExitStack,
+    value: str,
+    path: Path,
+    wait: float,
+    token_file: str | None = None,
+) -> Any:
+    """A client of the daemon ``--connect value`` names: its loopback TCP listener for
+    ``tcp://HOST:PORT`` (authenticated with ``_token``), else its socket ``path``,
+    waiting up to ``wait`` seconds for a daemon that is starting either way. A refused
+    token is ``TokenRefused``; nothing listening is ``NoDaemon`` (an ``OSError``)."""
+    address = tcp_address(value)
+    if address is None:
+        if token_file is not None:
+            raise UsageError("--token-file applies to --connect tcp://HOST:PORT only")
+        return await _connect(stack, path, wait)
+    from hostd.client import connect_tcp
+
+    token = _token(value, token_file)
+    try:
+        return await stack.enter_async_context(
+            connect_tcp(*address, token, wait=max(wait, 0.0), on_wait=_waiting)
+        )
+    except RpcError as exc:
+        if exc.remote_reason != "unauthorized":
+            raise
+        raise TokenRefused(
+            f"the daemon at {value} refused {_said_token(token_file)} (unauthorized): "
+            'use the token its [tcp] token_file holds (docs/config.md, "Sharing a daemon '
+            'with other users")'
+        ) from None
+
+
+def _waiting(where: Path | str, wait: float) -> None:
+    """A ``--connect`` wait for a daemon that is starting, said once, in the log and to
+    the person."""
+    get_logger("hostd.cli").info("client.waiting", socket=str(where), wait_s=wait)
+    flush_logs()
+    # Said to the person too: the wait is otherwise silent (--wait 0: none).
+    sys.stderr.write(
+        f"hostd: waiting up to {wait:g} s for a daemon at {where} (--wait 0: do not wait)\n"
     )
 
 
@@ -155,16 +288,8 @@ async def _connect(stack: contextlib.AsyncExitStack, path: Path, wait: float) ->
     after it is started. The wait is said once, in the log and to the person."""
     from hostd.client import connect as connect_socket
 
-    def waiting(socket: Path, wait: float) -> None:
-        get_logger("hostd.cli").info("client.waiting", socket=str(socket), wait_s=wait)
-        flush_logs()
-        # Said to the person too: the wait is otherwise silent (--wait 0: none).
-        sys.stderr.write(
-            f"hostd: waiting up to {wait:g} s for a daemon at {socket} (--wait 0: do not wait)\n"
-        )
-
     return await stack.enter_async_context(
-        connect_socket(path, wait=max(wait, 0.0), on_wait=waiting)
+        connect_socket(path, wait=max(wait, 0.0), on_wait=_waiting)
     )
 
 
@@ -226,22 +351,31 @@ async def session(
     boot: bool = True,
     behind: bool = False,
     wait: float = DEFAULT_WAIT_S,
+    token_file: str | None = None,
 ) -> AsyncIterator[Any]:
     """An object with ``call(method, params)``: a running daemon, or one in-process.
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
     the daemon for it per request) and is closed at the end. ``behind`` (in-process,
     ``boot=False``): a ``boot`` config's providers start behind the block, not before it
     (``Daemon.local``). ``wait``: how long a ``--connect`` waits for a daemon that is
-    starting."""
+    starting; ``token_file``: where a ``--connect tcp://…`` reads its token
+    (``connect_client``)."""
     if connect is not None:
-        path = Path(connect) if connect else cfg.socket_path
+        tcp = tcp_address(connect) is not None
+        path = Path(connect) if connect and not tcp else cfg.socket_path
         async with contextlib.AsyncExitStack() as stack:
             try:
-                client = await _connect(stack, path, wait)
+                client = await connect_client(stack, connect, path, wait, token_file)
             except DaemonNotPermitted:
                 raise  # another user's socket: starting one there is not the cure
             except OSError as exc:
                 waited = f"; waited {wait:g} s" if wait > 0 else ""
+                if tcp:
+                    raise NoDaemon(
+                        f"no daemon at {connect} ({exc.strerror or exc}{waited}); its "
+                        "daemon serves TCP when its config has [tcp] enabled = true (or "
+                        "`hostd serve --tcp`)"
+                    ) from exc
                 start = _start_at(path, cfg) or f"start one with `hostd serve{config_hint(cfg)}`"
                 if not connect and not cfg.provider:  # this config's daemon: nothing to ask
                     start = cfg.no_providers()
@@ -250,8 +384,10 @@ async def session(
                 ) from exc
             # Once per connection, so once per command (not per request): an edit the
             # daemon does not run is said before it can surprise (an unknown provider, a
-            # provider silently left out of a composition).
-            await _say_if_stale(client, cfg, path)
+            # provider silently left out of a composition). A daemon on TCP is another
+            # user's, as a rule: its config is not the one read here.
+            if not tcp:
+                await _say_if_stale(client, cfg, path)
             yield client
     else:
         from hostd.server import Daemon

@@ -162,7 +162,7 @@ def _check_scope(pid: str, scope: str, info: dict[str, Any] | None, held: bool) 
 async def _consent(cfg: Config, args: argparse.Namespace) -> int:
     action = args.consent_command
     if args.connect is not None:
-        async with session(cfg, args.connect, wait=args.wait) as s:
+        async with session(cfg, args.connect, wait=args.wait, token_file=args.token_file) as s:
             rows = (await s.call("providers/list", {}))["providers"]
             ids = _known([str(r.get("id")) for r in rows], args.provider, "the daemon")
             infos = {r["id"]: r["info"] for r in rows if r.get("id") in ids and r.get("info")}

@@ -30,11 +30,14 @@ from hostd.errors import DaemonNotPermitted, HostdError, NoDaemon
 from ._common import (
     EXIT_DEGRADED,
     EXIT_OK,
+    connect_client,
     duration,
     pid_alive,
     print_json,
     stale_config,
+    tcp_address,
     time_left,
+    token_file_arg,
 )
 
 __all__ = ["add_daemon_commands"]
@@ -52,6 +55,9 @@ class StillStopping(HostdError):
     reason = "still_stopping"
 
 
+_SOCKET_HELP = "its socket, or tcp://HOST:PORT for a daemon shared on loopback TCP"
+
+
 def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``status`` and ``stop``."""
     status = sub.add_parser(
@@ -62,7 +68,8 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "uptime, the config it runs, requests in flight, each provider's state and the "
         "reranker's.",
     )
-    status.add_argument("socket", nargs="?", metavar="SOCKET", help="its socket")
+    status.add_argument("socket", nargs="?", metavar="SOCKET", help=_SOCKET_HELP)
+    token_file_arg(status)
     status.add_argument("--json", action="store_true", help="print host/status as JSON")
     status.set_defaults(run=_status, socket_only=True)
     stop = sub.add_parser(
@@ -73,7 +80,8 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "requests in flight finish within its grace period, every provider is shut down. "
         "Returns once its process has exited.",
     )
-    stop.add_argument("socket", nargs="?", metavar="SOCKET", help="its socket")
+    stop.add_argument("socket", nargs="?", metavar="SOCKET", help=_SOCKET_HELP)
+    token_file_arg(stop)
     stop.add_argument(
         "--timeout",
         type=float,
@@ -85,18 +93,25 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _daemon(cfg: Config, socket: str | None, doing: str) -> AsyncIterator[Any]:
-    from hostd.client import connect
-
-    path = Path(socket) if socket else cfg.socket_path
-    try:
-        async with connect(path) as client:
-            yield client
-    except DaemonNotPermitted:
-        raise  # a daemon may well be running: whose it is, not "none is running"
-    except NoDaemon as exc:
-        elsewhere = _serving_elsewhere(cfg, path) if not socket else ""
-        raise NoDaemon(f"no daemon at {path} ({exc.strerror or exc}): {doing}{elsewhere}") from exc
+async def _daemon(
+    cfg: Config, socket: str | None, doing: str, token_file: str | None = None
+) -> AsyncIterator[Any]:
+    """A client of the daemon at ``socket`` (a path, or ``tcp://HOST:PORT`` with its
+    token: ``connect_client``), else at this config's socket; not waited for."""
+    tcp = tcp_address(socket) is not None
+    path = Path(socket) if socket and not tcp else cfg.socket_path
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            client = await connect_client(stack, socket or "", path, 0.0, token_file)
+        except DaemonNotPermitted:
+            raise  # a daemon may well be running: whose it is, not "none is running"
+        except NoDaemon as exc:
+            elsewhere = _serving_elsewhere(cfg, path) if not socket else ""
+            where = socket if tcp else path
+            raise NoDaemon(
+                f"no daemon at {where} ({exc.strerror or exc}): {doing}{elsewhere}"
+            ) from exc
+        yield client
 
 
 def _serving_elsewhere(cfg: Config, path: Path) -> str:
@@ -121,7 +136,7 @@ def _serving_elsewhere(cfg: Config, path: Path) -> str:
 
 
 async def _status(cfg: Config, args: argparse.Namespace) -> int:
-    async with _daemon(cfg, args.socket, "none is running") as client:
+    async with _daemon(cfg, args.socket, "none is running", args.token_file) as client:
         status = await client.call("host/status", {})
         providers = (await client.call("providers/list", {})).get("providers") or []
     reranker = status.get("reranker")  # none without a [reranker] (or from an older daemon)
@@ -129,7 +144,12 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     if isinstance(reranker, dict) and reranker_degraded(reranker):
         down = True
     code = EXIT_DEGRADED if down else EXIT_OK
-    stale = stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
+    tcp = tcp_address(args.socket) is not None  # another user's daemon, as a rule
+    stale = (
+        None
+        if tcp
+        else stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
+    )
     # Less this command's own host/status, in the text and the JSON alike.
     others = max(int(status.get("in_flight") or 1) - 1, 0)
     if args.json:
@@ -265,7 +285,7 @@ def reranker_state(r: dict[str, Any]) -> str:
 
 
 async def _stop(cfg: Config, args: argparse.Namespace) -> int:
-    async with _daemon(cfg, args.socket, "nothing to stop") as client:
+    async with _daemon(cfg, args.socket, "nothing to stop", args.token_file) as client:
         status = await client.call("host/status", {})
         await client.call("host/shutdown", {})
     pid = int(status["pid"])

@@ -267,7 +267,7 @@ async def eval_command(cfg: Config, args: argparse.Namespace) -> int:
             )
         questions = quality.load_questions(args.questions)
         budgets = args.budget or [cfg.host.default_budget]
-        async with session(cfg, args.connect, wait=args.wait) as s:
+        async with session(cfg, args.connect, wait=args.wait, token_file=args.token_file) as s:
             # Every index whole before the first question: a provider answering from
             # what it has built so far (semantic while it embeds) would make the figures
             # depend on how far its build got, not on the policies compared.

@@ -296,7 +296,9 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
             # outside (asyncio's default for Ctrl-C), which a scope inside may take for
             # its own. A second one, the handler gone, ends the process at once.
             await tg.start(_stop_on_signal, tg.cancel_scope, stopped_by)
-            async with session(cfg, connect, boot=False, wait=args.wait) as s:
+            async with session(
+                cfg, connect, boot=False, wait=args.wait, token_file=args.token_file
+            ) as s:
                 result = await s.call("providers/warm", {}, on_progress=forward_progress(heard))
                 if lines is not None:  # the last word on each: what one ready before
                     # the warm-up listened holds, why one failed and what to do

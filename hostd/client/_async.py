@@ -517,15 +517,52 @@ def _seconds(value: object, name: str, *, zero: bool = False) -> float:
 
 
 @contextlib.asynccontextmanager
-async def connect_tcp(host: str, port: int, token: str) -> AsyncIterator[AsyncClient]:
-    """Connect to a daemon's loopback TCP listener and authenticate with the bearer token."""
-    try:
-        stream = await anyio.connect_tcp(host, port)
-    except OSError as exc:
-        raise _no_daemon(exc, f"{host}:{port}", "hostd serve --tcp") from exc
+async def connect_tcp(
+    host: str,
+    port: int,
+    token: str,
+    *,
+    wait: float = 0.0,
+    on_wait: Callable[[str, float], None] | None = None,
+) -> AsyncIterator[AsyncClient]:
+    """Connect to a daemon's loopback TCP listener and authenticate with the bearer token
+    (a wrong one: ``RpcError``, ``remote_reason`` ``unauthorized``). As ``connect``: while
+    the port refuses connections (a daemon starting, or restarting) it tries again for up
+    to ``wait`` seconds before ``NoDaemon``; ``on_wait("HOST:PORT", wait)`` is called once,
+    when that wait begins."""
+    wait = _seconds(wait, "wait", zero=True)
+    where = f"{host}:{port}"
+    deadline = anyio.current_time() + wait
+    waiting = False
+    while True:
+        try:
+            stream = await anyio.connect_tcp(host, port)
+            break
+        except OSError as exc:
+            error = _no_daemon(_attempt_error(exc), where, "hostd serve --tcp")
+            if not error.may_be_starting or anyio.current_time() >= deadline:
+                raise error from exc
+        if not waiting and on_wait is not None:
+            on_wait(where, wait)
+        waiting = True
+        await anyio.sleep(_RETRY_S)
     async with stream, _running(AsyncClient(stream, stream), _raw(stream)) as client:
         await client.call("$/authenticate", {"token": token})
         yield client
+
+
+def _attempt_error(exc: OSError) -> OSError:
+    """The OS's own error under anyio's ``All connection attempts failed`` (which has no
+    ``errno``): its one attempt's, or the first of several (an address per family) that
+    has one, so a refused port reads ``Connection refused`` and may be waited for."""
+    if exc.errno is not None:
+        return exc
+    cause = exc.__cause__
+    attempts = cause.exceptions if isinstance(cause, BaseExceptionGroup) else (cause,)
+    for attempt in attempts:
+        if isinstance(attempt, OSError) and attempt.errno is not None:
+            return attempt
+    return exc
 
 
 def _cwd(cwd: str | os.PathLike[str] | None) -> Path | None:

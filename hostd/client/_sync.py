@@ -86,8 +86,14 @@ class Client:
         return cls(lambda: connect(path, config=config, wait=wait), reconnect=reconnect)
 
     @classmethod
-    def connect_tcp(cls, host: str, port: int, token: str, *, reconnect: bool = True) -> Client:
-        return cls(lambda: connect_tcp(host, port, token), reconnect=reconnect)
+    def connect_tcp(
+        cls, host: str, port: int, token: str, *, reconnect: bool = True, wait: float = 0.0
+    ) -> Client:
+        """``connect_tcp``, blocking; ``NoDaemon`` when nothing listens there, ``RpcError``
+        (``unauthorized``) for a wrong token. ``wait``: seconds to wait for a daemon that is
+        starting, here and at each reconnect (a restart's gap)."""
+        _seconds(wait, "wait", zero=True)
+        return cls(lambda: connect_tcp(host, port, token, wait=wait), reconnect=reconnect)
 
     @classmethod
     def spawn(cls, config: str | os.PathLike[str] | None = None, **kwargs: Any) -> Client:
