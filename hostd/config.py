@@ -54,6 +54,7 @@ __all__ = [
     "TcpSettings",
     "default_socket_path",
     "default_state_dir",
+    "discover_log_file",
     "discover_socket",
     "discover_state_dir",
     "logs_to_stderr",
@@ -174,6 +175,22 @@ def logs_to_stderr(
     except ConfigError:
         return True
     return not (isinstance(named, str) and named)
+
+
+def discover_log_file(
+    config: str | os.PathLike[str] | None = None, *, cwd: Path | None = None
+) -> Path | None:
+    """The ``log.file`` of the config discovery finds, resolved as ``load_config``
+    resolves it (against the file's directory), read raw: a file that does not validate
+    may still name it. None when it names none or cannot be read as TOML."""
+    try:
+        file = find_config(config, cwd=cwd).path
+        named = _table(file, "log").get("file")
+    except ConfigError:
+        return None
+    if not (isinstance(named, str) and named):
+        return None
+    return _resolve(named, file.resolve().parent)
 
 
 def discover_state_dir(

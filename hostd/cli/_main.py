@@ -84,8 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``hostd`` command line; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    cfg: Config | None = None
     try:
-        cfg = None
         if getattr(args, "needs_config", True):
             cfg = _config(args)
             from hostd.logs import configure_logging
@@ -114,12 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         matched, _rest = group.split(HostdError)
         if matched is None:
             raise
-        exc = _first(matched)
-        sys.stderr.write(f"hostd: {_said(exc, args)}\n")
-        return _exit_status(exc)
+        return _failed(_first(matched), args, cfg)
     except HostdError as exc:
-        sys.stderr.write(f"hostd: {_said(exc, args)}\n")
-        return _exit_status(exc)
+        return _failed(exc, args, cfg)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"hostd: {exc}\n")
         return EXIT_FAILED
@@ -129,6 +126,49 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: The commands that serve until stopped: ``log.file`` is their log.
 _SERVERS = frozenset({"serve", "mcp"})
+
+
+def _failed(exc: HostdError, args: argparse.Namespace, cfg: Config | None) -> int:
+    """A command's error: its line on stderr, and its exit status. A server that refuses
+    to start (exit 2) says so in its ``log.file`` too (``_log_refusal``)."""
+    sys.stderr.write(f"hostd: {_said(exc, args)}\n")
+    status = _exit_status(exc)
+    if status == EXIT_USAGE and args.command in _SERVERS:
+        _log_refusal(exc, args, cfg)
+    return status
+
+
+def _log_refusal(exc: HostdError, args: argparse.Namespace, cfg: Config | None) -> None:
+    """One ``host.start.refused`` event in the server's ``log.file``: an operator who
+    reads only that file (a service's log) learns why the daemon is not there. The log
+    is configured already when the config loaded; else the file the config names, read
+    raw (``discover_log_file``), is opened for this one line. Nothing when there is no
+    ``log.file`` (the log is stderr, where the line went), or when it cannot be opened
+    (that may be the refusal itself)."""
+    from hostd.config import discover_log_file
+    from hostd.logs import configure_logging, flush_logs, get_logger
+
+    if exc.data.get("key") == "log.file" or (cfg is not None and cfg.log.file is None):
+        return  # the file itself cannot be opened, or the log is stderr
+    if cfg is None:
+        try:
+            file = discover_log_file(args.config)
+        except (OSError, ValueError):  # a config that cannot be found or read
+            return
+        if file is None:
+            return
+        try:
+            configure_logging("error", file=str(file))
+        except OSError:
+            return
+    get_logger("hostd.cli").error(
+        "host.start.refused",
+        reason=exc.reason,
+        key=exc.data.get("key"),
+        config=exc.data.get("file") or (cfg.source if cfg is not None else args.config),
+        error=exc.message,
+    )
+    flush_logs()
 
 
 def _config(args: argparse.Namespace) -> Config:
