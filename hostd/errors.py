@@ -22,6 +22,7 @@ from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode, read_cgp_
 
 __all__ = [
     "IDS_NAMED",
+    "MAX_ERROR_CHARS",
     "BadRequest",
     "CallTimeout",
     "ConfigError",
@@ -74,6 +75,11 @@ __all__ = [
     "params_refused",
     "unknown_provider",
 ]
+
+#: The longest error text a provider's health keeps (``hostd.engine.bounded_error``), and
+#: so every report that quotes it (``hostd status``, a later leg): an error built to be
+#: read whole there (a handshake timeout's hint and stderr) fits it.
+MAX_ERROR_CHARS = 500
 
 
 class HostdError(Exception):

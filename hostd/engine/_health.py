@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from hostd.errors import MAX_ERROR_CHARS
+
 __all__ = [
     "MAX_ERROR_CHARS",
     "CoolDownPolicy",
@@ -99,10 +101,6 @@ class RestartPolicy:
     #: A parked provider (attempts spent) gets one start this long after its last
     #: failure, and again after each failed one; 0: never (only ``providers/restart``).
     retry_failed_after_s: float = 60.0
-
-
-#: The longest error text kept in a provider's health (and so in every report quoting it).
-MAX_ERROR_CHARS = 500
 
 
 def bounded_error(error: str) -> str:

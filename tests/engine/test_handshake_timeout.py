@@ -16,7 +16,7 @@ import structlog
 
 from hostd._hints import NO_HANDSHAKE
 from hostd.cli._outcome import leg_failures
-from hostd.engine import Host, LegStatus
+from hostd.engine import MAX_ERROR_CHARS, Host, LegStatus
 from tests.engine._helpers import adversary, query
 
 pytestmark = pytest.mark.anyio
@@ -41,3 +41,19 @@ async def test_a_child_handshake_never_answered_says_its_usual_causes() -> None:
         f"  {spec.id}: timeout: {_MISSED}; if it is only slow, raise its [[provider]] "
         "start_timeout_s"
     )
+
+
+async def test_a_long_stderr_keeps_the_causes_whole_and_the_end_of_the_stderr() -> None:
+    # Its usual causes first and whole, then the end of its stderr, where its error is:
+    # the health record's bound (what `hostd status` shows) cuts neither.
+    spec = adversary("noisy_slow_handshake", "noisy", start_timeout_s=0.5)
+    with anyio.fail_after(60):  # a hang guard
+        async with Host([spec], grace_period_s=1.0) as host:
+            fan = await host.query_all(query(), 1000)
+            (row,) = host.providers_list()
+    message = fan.reports[spec.id].error_message or ""
+    assert message.startswith(f"no handshake reply within 500 ms; {NO_HANDSHAKE}; stderr: …")
+    assert message.endswith("IndexLocked: the index is locked")
+    assert "loading part 0" not in message  # its start, cut to fit
+    assert row["health"]["last_failure"] == f"timeout: {message}"  # whole, within the bound
+    assert len(row["health"]["last_failure"]) <= MAX_ERROR_CHARS

@@ -26,7 +26,13 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from hostd._hints import NO_HANDSHAKE
 from hostd._log import get_logger
-from hostd.errors import HostdError, MethodNotFound, ProviderCrashed, ProviderTimeout
+from hostd.errors import (
+    MAX_ERROR_CHARS,
+    HostdError,
+    MethodNotFound,
+    ProviderCrashed,
+    ProviderTimeout,
+)
 from hostd.protocol import (
     DEFAULT_MAX_LINE_BYTES,
     ContextQuery,
@@ -71,6 +77,27 @@ _CGP_WIRE_HINT = (
     f'it answers the CGP envelope handshake instead: {CGP_SDK_WIRE} and needs binding = "cgp" '
     "in its [[provider]]"
 )
+
+#: The most a child's handshake timeout says, its hint and stderr together: a health
+#: record keeps ``MAX_ERROR_CHARS`` of ``timeout: `` and it, and a status word longer
+#: than ``timeout`` fits in the margin.
+_HANDSHAKE_ERROR_CHARS = MAX_ERROR_CHARS - len("unauthorized: ")
+
+#: Where ``keep_end`` cut a report's start.
+_CUT = "…"
+
+
+def keep_end(report: str, room: int) -> str:
+    """``report`` (``failure_report``'s: an exit status, ``stderr: …``) in at most ``room``
+    characters: its stderr's end kept, where a process's last words and its error are,
+    behind its ``stderr: `` label and ``…``; what comes before the label (an exit status)
+    stays whole. ``""`` when no part of the stderr fits."""
+    if len(report) <= room:
+        return report
+    before, label, said = report.rpartition("stderr: ")
+    head = f"{before}{label}{_CUT}"
+    keep = room - len(head)
+    return f"{head}{said[-keep:]}" if label and keep > 0 else ""
 
 
 class BindingClient(Protocol):
@@ -327,15 +354,19 @@ class ProviderConnection(Acked):
                         conn.probe_cgp(host or HostInfo(name="hostd", version="0"))
                     await conn.aclose()
                     answered_cgp = probed and conn.speaks_cgp
+                    fit = None
                     if answered_cgp:
                         amend(exc, _CGP_WIRE_HINT)
-                    await conn.explain(exc, anyio.current_time())
-                    if isinstance(exc, ProviderTimeout) and not answered_cgp:
+                    elif isinstance(exc, ProviderTimeout):
                         # Nothing came back: its usual causes (a reply left in a stdout
                         # buffer, set-up before the handshake), so the leg, the status
-                        # and the log event say them, as a remote provider's say its own;
-                        # after its stderr, which a bounded error keeps first.
+                        # and the log event say them, as a remote provider's say its own:
+                        # first and whole, then the end of its stderr (where its error
+                        # is) as much as fits a health record's bound, so `hostd status`
+                        # shows both.
                         amend(exc, NO_HANDSHAKE)
+                        fit = _HANDSHAKE_ERROR_CHARS
+                    await conn.explain(exc, anyio.current_time(), fit=fit)
             raise
         except BaseException:  # cancelled: the host closes before the handshake ended
             await conn.aclose(abandoned=True)
@@ -415,12 +446,13 @@ class ProviderConnection(Acked):
         """It answered the CGP envelope handshake ``probe_cgp`` wrote."""
         return self._stdout is not None and self._stdout.speaks_cgp
 
-    async def explain(self, exc: E, deadline: float | None = None) -> E:
+    async def explain(self, exc: E, deadline: float | None = None, *, fit: int | None = None) -> E:
         """``exc`` as it leaves the transport: for a crash (or a start that timed out), with
         what the process says about it (its exit status, the tail of its stderr:
         ``ChildProcess.failure_report``, waiting for them no later than ``deadline``
-        and ``EXIT_WAIT_S``); always scrubbed of the provider's secrets (C8).
-        Changed in place and returned."""
+        and ``EXIT_WAIT_S``); always scrubbed of the provider's secrets (C8). ``fit``:
+        the most characters the message may reach, the report cut at its start to stay
+        within it (``keep_end``). Changed in place and returned."""
         # A command that never ran has nothing to add: the status and stderr are the
         # shim's, and the exec's error already says all (``_shim``).
         never_ran = exc.data.get("stage") == "start"
@@ -430,6 +462,8 @@ class ProviderConnection(Acked):
             # it is amended once.
             if exc not in _EXPLAINED:
                 _EXPLAINED.add(exc)
+                if fit is not None:
+                    report = keep_end(report, fit - len(exc.message) - len("; "))
                 amend(exc, report)
         return self.child.redactor.error(exc)
 
