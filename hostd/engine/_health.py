@@ -12,6 +12,8 @@ failure, but no request waits for them (``awaits_start``), so a stuck provider c
 one start deadline once, not once per request. A provider in a crash loop (it failed
 again after its last restart, answering nothing between) is restarted behind the
 requests (``restarts_behind``), none waiting for it beyond its ``ready_wait_ms``. A
+provider that is down starts again on its own too, with no request asking, once its
+backoff (or, parked, its cool-down) has passed (``idle_restart_in``). A
 remote provider that refused its credential (HTTP 401/403, or none could be read) did
 not crash and no restart cures it: ``record_refused`` parks it at once, with no backoff
 and no failure counted, and ``decide_start`` starts it again as soon as its credential
@@ -48,6 +50,7 @@ __all__ = [
     "decide_ask",
     "decide_parked",
     "decide_start",
+    "idle_restart_in",
     "is_parked",
     "record_restart_requested",
     "record_retry",
@@ -240,6 +243,24 @@ def decide_start(
         return StartDecision(StartAction.START)
     # Clamped: (t + d) - t can round to just over d, and a wait never exceeds its backoff.
     return StartDecision(StartAction.WAIT, min(due - now, backoff))
+
+
+def idle_restart_in(health: Health, *, now: float, policy: RestartPolicy) -> float | None:
+    """Seconds until a provider that is down starts again with no request asking (0: now),
+    by the rules a request meets (``decide_start``): a crashed one after its backoff, a
+    parked one once its cool-down has passed (one start). ``None``: not on its own, as it
+    is not down (never started, running, stopped by the host), or it is parked with the
+    cool-down off (only ``providers/restart`` starts it). So a provider that crashes while
+    no request is out is up again before the next one comes, and one in a crash loop is
+    started no more often than its backoff lets a request start it."""
+    if health.state not in (ProviderState.CRASHED, ProviderState.FAILED):
+        return None
+    decision = decide_start(health, alive=False, now=now, policy=policy)
+    if decision.action is StartAction.START:
+        return 0.0
+    if decision.delay_s == float("inf"):
+        return None
+    return decision.delay_s
 
 
 def awaits_start(health: Health) -> bool:

@@ -95,7 +95,8 @@ class Host:
     ``untrusted``; ``None``: frames are reported ``unverified``).
     ``health_clock`` is the clock restart and cool-down decisions read (default
     ``anyio.current_time``). ``config_file``: the file the specs came from, named in
-    the commands hints give.
+    the commands hints give. ``restart_idle``: a provider that is down starts again on its
+    own once its backoff has passed, with no request asking (a long-running host's).
     """
 
     def __init__(
@@ -116,6 +117,7 @@ class Host:
         stderr_policy: StderrPolicy | None = None,
         health_clock: Callable[[], float] | None = None,
         config_file: str | None = None,
+        restart_idle: bool = False,
     ) -> None:
         settings = PoolSettings(
             start=start,
@@ -127,6 +129,7 @@ class Host:
             stderr_policy=stderr_policy,
             clock=health_clock,
             config_file=config_file,
+            restart_idle=restart_idle,
         )
         self.pool = ProviderPool(specs, settings)
         self.state_dir = Path(state_dir) if state_dir is not None else None

@@ -68,6 +68,11 @@ class PoolSettings:
     #: (``hostd --config PATH check-provider --provider ID``): a command run from
     #: another directory, or under another ``$HOSTD_CONFIG``, would find another one.
     config_file: str | None = None
+    #: Start a provider that is down again on its own, with no request asking, once its
+    #: backoff (or, parked, its cool-down) has passed (``ProviderPool._revive``): a
+    #: long-running host's (``hostd serve``, ``hostd mcp``). Off, a one-shot command's
+    #: provider starts again only when a request needs it.
+    restart_idle: bool = False
 
 
 class Launcher:

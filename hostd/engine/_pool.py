@@ -17,6 +17,14 @@ restarted behind the request too (``restarts_behind``, ``restart_behind``): a re
 waits for it only within its ``ready_wait_ms``, and one that broke under a leg is
 started again at once, after its backoff, so one quick to start serves the next
 request; a first failure's restart is waited for, as a first start is.
+In a long-running host (``PoolSettings.restart_idle``) a provider that is down starts
+again on its own as well, in the pool's task group, once
+its backoff has passed (a parked one once its cool-down has: its one retry), with no
+request asking (``_revive``, by ``idle_restart_in``): one that crashed while idle is up
+before the next request comes, and one in a crash loop is started no more often than
+its backoff and bounded attempts allow. One such wait per provider at most; a start
+begun meanwhile (a request's, ``restart``) makes it moot, and ``restart`` or the pool's
+close cancels it.
 Broken connections are dropped at once and closed in the background too. A remote
 provider that refuses its credential (at its handshake, or a leg's ``unauthorized``)
 is parked at once, not restarted in a loop (``record_refused``): its legs fail at
@@ -62,6 +70,7 @@ from ._health import (
     StartAction,
     awaits_start,
     decide_start,
+    idle_restart_in,
     is_hung,
     is_parked,
     record_failure,
@@ -132,6 +141,7 @@ class Slot:
         "last_ack",
         "late_seen",
         "refusal",
+        "revive",
         "spec",
         "start_deadline",
         "starting",
@@ -163,6 +173,9 @@ class Slot:
         #: next ask of the reranker takes it to say how it ended (``take_crash``); a
         #: provider's legs say the backoff instead, its health why it is down.
         self.crash: ProviderCrashed | None = None
+        #: Its pending start with no request asking (``ProviderPool._revive``): the scope
+        #: that cancels it, while it waits out a backoff or a cool-down.
+        self.revive: anyio.CancelScope | None = None
 
     @property
     def health(self) -> Health:
@@ -425,6 +438,44 @@ class ProviderPool:
         self._begin(slot, changed=False, delay_s=delay)
         return True
 
+    def _schedule_revive(self, slot: Slot) -> None:
+        """After a failure: start ``slot`` again on its own once its backoff (or, parked,
+        its cool-down) has passed (``_revive``), replacing any such wait already pending:
+        one per provider."""
+        self._cancel_revive(slot)
+        if not self.settings.restart_idle or self.closing or self._tg is None:
+            return
+        scope = slot.revive = anyio.CancelScope()
+        self._tg.start_soon(self._revive, slot, scope)
+
+    @staticmethod
+    def _cancel_revive(slot: Slot) -> None:
+        scope, slot.revive = slot.revive, None
+        if scope is not None:
+            scope.cancel()
+
+    async def _revive(self, slot: Slot, scope: anyio.CancelScope) -> None:
+        """Start a provider that is down once ``idle_restart_in`` says, with no request
+        asking; nothing once it is up, or a start is under way (a request's, a restart
+        behind it: one start at a time), or the pool closes. The wait is read again after
+        each sleep (the health clock decides, as it does for a request)."""
+        policy = self.settings.restart_policy
+        try:
+            with scope:
+                while not self.closing and slot.starting is None and slot.live() is None:
+                    wait = idle_restart_in(slot.health, now=self.now(), policy=policy)
+                    if wait is None:
+                        return
+                    if wait > 0:
+                        await anyio.sleep(wait)
+                        continue
+                    # No await since the checks above: no other start can begin between.
+                    self._begin(slot, changed=False)
+                    return
+        finally:
+            if slot.revive is scope:
+                slot.revive = None
+
     @staticmethod
     def _not_waited(slot: Slot, what: str, stage: str = "start") -> HostdError:
         """The leg's failure when its provider's last start outlived its deadline: it does
@@ -538,6 +589,7 @@ class ProviderPool:
             state=slot.state.value,
             consecutive_failures=slot.health.consecutive_failures,
         )
+        self._cancel_revive(slot)  # started now, not also when its backoff ends
         if slot.starting is None:
             self.discard(slot)
         slot.health = record_restart_requested(slot.health)
@@ -565,6 +617,7 @@ class ProviderPool:
             start_timed_out=start and isinstance(exc, ProviderTimeout),
             cannot_run=start and _cannot_run(exc),
         )
+        self._schedule_revive(slot)
 
     def record_refused(self, slot: Slot, exc: ProviderUnauthorized) -> None:
         """The provider refused its credential, or none could be read: parked at once
@@ -573,6 +626,7 @@ class ProviderPool:
         slot.health = record_refused(
             slot.health, now=self.now(), error=f"{exc.reason}: {exc.message}"
         )
+        self._schedule_revive(slot)
 
     def record_leg(
         self,
@@ -623,6 +677,7 @@ class ProviderPool:
                 policy=self.settings.restart_policy,
             )
             self.discard(slot)
+            self._schedule_revive(slot)
 
     def discard(self, slot: Slot) -> None:
         """Drop the connection; its teardown runs in the pool's task group (shielded)."""

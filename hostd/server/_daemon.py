@@ -224,7 +224,9 @@ class Daemon:
         at once and a request made meanwhile joins their start."""
         boot = self._boots_behind() if behind else False
         try:
-            async with self._engine("lazy" if boot else None):
+            # ``hostd mcp`` runs as long as its client's session: a provider down is started
+            # again on its own, as a daemon's is; a one-shot command's is not.
+            async with self._engine("lazy" if boot else None, restart_idle=behind):
                 # The block's own exception is not fed to the task group (it would come
                 # back wrapped in an ExceptionGroup): the stack is closed with none.
                 starts = contextlib.AsyncExitStack()
@@ -255,10 +257,14 @@ class Daemon:
     # -- lifecycle ------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _engine(self, start: str | None = None) -> AsyncIterator[Any]:
+    async def _engine(
+        self, start: str | None = None, *, restart_idle: bool = False
+    ) -> AsyncIterator[Any]:
         """The engine ``Host`` and, when configured, the reranker beside it (stopped
-        first), with the request pipeline over them."""
-        async with open_engine(self.config, self._host_factory, start) as (host, reranker):
+        first), with the request pipeline over them; ``restart_idle``: a provider down
+        starts again with no request asking (``open_engine``)."""
+        opened = open_engine(self.config, self._host_factory, start, restart_idle=restart_idle)
+        async with opened as (host, reranker):
             self.host, self.reranker = host, reranker
             self.pipeline = Pipeline(
                 self.config, host, reranker=reranker, recorder=self.shadow, counters=self.counters
@@ -341,7 +347,7 @@ class Daemon:
                     listeners.append(("tcp", cast(SocketListener, sub)))
             # "boot" starts every provider as serving begins, not before (``_start_behind``).
             boot = self._boots_behind()
-            async with self._engine("lazy" if boot else None):
+            async with self._engine("lazy" if boot else None, restart_idle=True):
                 await self._serve(listeners, wire_fd, token, handle_signals, ready, boot)
                 # A connect while the providers stop is refused at once, never left waiting.
                 for _, opened in listeners:

@@ -67,10 +67,16 @@ def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> Re
 
 @contextlib.asynccontextmanager
 async def open_engine(
-    config: Config, host_factory: Callable[..., Any] | None, start: str | None = None
+    config: Config,
+    host_factory: Callable[..., Any] | None,
+    start: str | None = None,
+    *,
+    restart_idle: bool = False,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """``(host, reranker)`` for the block (``reranker`` is ``None`` without ``[reranker]``).
-    ``host_factory`` (tests) builds the host instead of the configured engine."""
+    ``host_factory`` (tests) builds the host instead of the configured engine.
+    ``restart_idle``: a provider (or reranker process) that is down starts again on its
+    own, with no request asking (a long-running host: ``hostd serve``, ``hostd mcp``)."""
     from hostd.engine import Host, PoolSettings, RestartPolicy
 
     cfg = config.host
@@ -89,6 +95,7 @@ async def open_engine(
             max_line_bytes=cfg.max_line_bytes,
             restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
             config_file=None if config.source == "<defaults>" else config.source,
+            restart_idle=restart_idle,
         )
     async with host_cm as host:
         reranker = make_reranker(
@@ -98,6 +105,7 @@ async def open_engine(
                 start_timeout_s=config.reranker.start_timeout_ms / 1000,
                 max_line_bytes=cfg.max_line_bytes,
                 restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+                restart_idle=restart_idle,
             ),
         )
         if reranker is None:

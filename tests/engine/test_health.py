@@ -17,11 +17,13 @@ from hostd.engine import (
     bounded_error,
     decide_parked,
     decide_start,
+    idle_restart_in,
     is_hung,
     is_parked,
     is_warming_leg,
     record_failure,
     record_leg,
+    record_refused,
     record_restart_requested,
     record_retry,
     record_started,
@@ -460,3 +462,50 @@ def test_only_a_provider_that_failed_again_since_its_restart_restarts_behind() -
     # A start that outlived its deadline keeps its own rule (awaits_start).
     stuck = record_failure(crashed, now=2.0, error="t", policy=POLICY, start_timed_out=True)
     assert not restarts_behind(stuck, POLICY) and not awaits_start(stuck)
+
+
+def test_a_provider_down_starts_on_its_own_only_once_its_backoff_has_passed() -> None:
+    # Not down: never started, running, or stopped by the host: nothing to start.
+    assert idle_restart_in(Health(), now=0.0, policy=POLICY) is None
+    up = record_started(Health())
+    assert idle_restart_in(up, now=0.0, policy=POLICY) is None
+    stopped = Health(state=ProviderState.STOPPED, starts=1)
+    assert idle_restart_in(stopped, now=0.0, policy=POLICY) is None
+    # Crashed while idle: after its backoff, as a request would start it.
+    crashed = record_failure(up, now=10.0, error="crashed", policy=POLICY)
+    assert idle_restart_in(crashed, now=10.0, policy=POLICY) == pytest.approx(0.1)
+    assert idle_restart_in(crashed, now=10.05, policy=POLICY) == pytest.approx(0.05)
+    assert idle_restart_in(crashed, now=10.1, policy=POLICY) == 0.0
+
+
+def test_a_parked_provider_starts_on_its_own_only_after_its_cool_down() -> None:
+    parked = _parked(at=3.0)
+    cool = POLICY.retry_failed_after_s
+    assert idle_restart_in(parked, now=3.0, policy=POLICY) == pytest.approx(cool)
+    assert idle_restart_in(parked, now=3.0 + cool, policy=POLICY) == 0.0
+    # The cool-down off: only providers/restart starts it, never on its own.
+    off = RestartPolicy(base_delay_s=0.1, max_delay_s=1.0, max_attempts=4, retry_failed_after_s=0)
+    assert idle_restart_in(_parked(off), now=1e9, policy=off) is None
+    # A refused credential is parked as well: tried again after its cool-down only.
+    refused = record_refused(record_started(Health()), now=5.0, error="unauthorized: 401")
+    assert idle_restart_in(refused, now=5.0, policy=POLICY) == pytest.approx(cool)
+
+
+@given(
+    failures=st.integers(min_value=1, max_value=12),
+    elapsed=st.floats(min_value=0.0, max_value=200.0, allow_nan=False),
+)
+def test_no_start_on_its_own_comes_sooner_than_a_request_could_begin_one(
+    failures: int, elapsed: float
+) -> None:
+    h = record_started(Health())
+    for i in range(failures):
+        h = record_failure(h, now=100.0 + i * 1e-3, error="crashed", policy=POLICY)
+    assert h.failed_at is not None
+    now = h.failed_at + elapsed
+    wait = idle_restart_in(h, now=now, policy=POLICY)
+    decision = decide_start(h, alive=False, now=now, policy=POLICY)
+    assert wait is not None  # the cool-down is on: a parked one is retried too
+    assert (wait == 0.0) == (decision.action is StartAction.START)
+    if decision.action is not StartAction.START:
+        assert wait == pytest.approx(decision.delay_s)

@@ -144,7 +144,7 @@ def _daemon_config(workdir: Path, marker: str, counter: Path, retry_after: float
     return (
         f'[host]\nsocket = "{workdir / "run" / "hostd.sock"}"\n'
         f'state_dir = "{workdir / "state"}"\nretry_failed_after_s = {retry_after}\n'
-        # Started by requests, so each of the first five requests is one failed start.
+        # Started by a request, then again after each failure with no request asking.
         'start_providers = "lazy"\n\n'
         f'[[provider]]\nid = "{PID}"\ncommand = {json.dumps(command)}\n'
         f'timeout_ms = 30000\ncwd = "{ROOT}"\n'
@@ -179,7 +179,9 @@ async def _statuses(client: Any, n: int) -> list[str]:
 @contextlib.asynccontextmanager
 async def _parked(daemon_dir: tuple[Path, str], retry_after: float) -> AsyncIterator[Any]:
     """A serving daemon whose one provider failed its five starts (the daemon's limit),
-    parked: yields ``(daemon, client, counter)``. On the way out the daemon is stopped
+    parked: yields ``(daemon, client, counter)``. One request starts it (lazily); the
+    daemon starts it again on its own after each failure, with no other request, until
+    it is parked (``provider.parked``). On the way out the daemon is stopped
     (exit status 0), or killed if the body failed first."""
     from hostd.client import connect
     from tests.server.conftest import DaemonProc
@@ -191,7 +193,8 @@ async def _parked(daemon_dir: tuple[Path, str], retry_after: float) -> AsyncIter
         await daemon.start(tg)
         try:
             async with connect(daemon.socket) as client:
-                assert "ok" not in await _statuses(client, 5)
+                assert await _statuses(client, 1) != ["ok"]
+                await daemon.logged("provider.parked", provider=PID)
                 yield daemon, client, counter
             assert await daemon.stop() == 0
         finally:

@@ -1,17 +1,19 @@
-"""A provider or a reranker killed while idle says why at once, not at the next request.
+"""A provider or a reranker killed while idle says why at once, and is up again before
+any request asks for it; one in a crash loop is started no more often than its
+backoff and bounded attempts allow.
 
 A real daemon starts both at boot; each child is killed (``kill -9``, as the OOM killer
 does) while no request is out. The daemon sees each exit and counts it as a crash met
-by a request is (``provider.exited``), so ``hostd status`` shows the signal and the
-stderr's tail before anything asks them again. Decided by the daemon's log events,
-under hang guards.
+by a request is (``provider.exited``, with the signal and the stderr's tail), then
+starts each again on its own after its backoff (``provider.recovered``), with no
+composition sent. Decided by the daemon's log events, under hang guards.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,7 +26,7 @@ from tests.server.test_rerank import reranker_table
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_provider_and_a_reranker_killed_while_idle_show_why_in_status(
+async def test_a_provider_and_a_reranker_killed_while_idle_are_up_again_with_no_request(
     start_daemon: Any, marker: str
 ) -> None:
     extra = reranker_table("reverse", marker, say="reranker model loaded")
@@ -38,22 +40,36 @@ async def test_a_provider_and_a_reranker_killed_while_idle_show_why_in_status(
     for row in (alpha, reranker):
         assert row["state"] == "ready", row
         os.kill(row["health"]["pid"], signal.SIGKILL)
-    for pid in ("alpha", "reranker"):
-        await daemon.logged("provider.exited", provider=pid)
+    for pid, say in (("alpha", "alpha index loaded"), ("reranker", "reranker model loaded")):
+        exited = await daemon.logged("provider.exited", provider=pid)
+        assert exited["error"] == (
+            f"{'reranker' if pid == 'reranker' else 'provider'} process ended; "
+            f"killed by SIGKILL; stderr: {say}"
+        )
+        await daemon.logged("provider.recovered", provider=pid, was="crashed")
 
     done = await anyio.to_thread.run_sync(
         lambda: run_hostd("--config", str(daemon.config), "status")
     )
-    assert done.returncode != 0, done.stdout  # degraded: both are down
-    lines = done.stdout.splitlines()
-    assert re.fullmatch(
-        r"provider alpha: crashed \d+ s ago: provider process ended; killed by SIGKILL; "
-        r"stderr: alpha index loaded",
-        lines[-2],
-    ), lines
-    assert re.fullmatch(
-        r"\[reranker\] process: crashed \d+ s ago: reranker process ended; killed by SIGKILL; "
-        r"stderr: reranker model loaded; asks 0, fallbacks 0",
-        lines[-1],
-    ), lines
+    assert done.returncode == 0, done.stdout  # both up again: nothing is down
+    assert not daemon.events("provider.leg")  # and no composition asked for either
+    assert await daemon.stop() == 0
+
+
+async def test_a_crash_loop_with_no_request_is_started_as_often_as_its_backoff_allows(
+    start_daemon: Any, workdir: Path
+) -> None:
+    counter = workdir / "starts"
+    providers = {"alpha": {"fail_starts": "1000", "counter": str(counter)}}
+    # Parked after its 5 failed starts in a row, then one start per 1 s cool-down.
+    daemon = await start_daemon(providers=providers, start_providers="boot", retry_failed_after_s=1)
+    parked = await daemon.logged("provider.parked", provider="alpha")
+    assert parked["failures"] == 5
+    second = await daemon.logged("provider.retry", provider="alpha", retries=2)
+    # Up to the second retry: the 5 starts of its attempts and the first retry, no more.
+    assert second["consecutive_failures"] == 6
+    before = daemon.log[: daemon.log.index(second)]  # in the daemon's own order
+    assert sum(e.get("event") == "provider.start.failed" for e in before) == 6
+    assert sum(e.get("event") == "provider.retry" for e in before) == 1
+    assert not daemon.events("provider.leg")  # no request asked for any of them
     assert await daemon.stop() == 0
