@@ -16,6 +16,11 @@ per ``hostd mcp`` process (each session of its client) even over an index on dis
 only a running ``hostd serve`` behind ``hostd mcp --connect`` keeps it loaded across
 sessions. Only hostd's own words and figures are used (the engine's report).
 
+A provider in a crash loop (its restarts failed again before it answered a query) is
+``warming`` too, with code ``restarting``: asking again shortly does not help, so it
+gets advice of its own (``restarting_advice``): it keeps failing, its last failure,
+and where to look (``hostd providers``, its stderr in hostd's log).
+
 A provider that never answered its handshake (``NO_HANDSHAKE``): the two usual causes
 in words that fit a provider in any language, in a child's handshake timeout itself (so
 its leg, its status and its log event say them), check-provider's row, and the compose
@@ -32,7 +37,10 @@ from typing import Any
 __all__ = [
     "NO_HANDSHAKE",
     "NO_REMOTE_HANDSHAKE",
+    "RESTARTING",
     "budget_advice",
+    "restarting_advice",
+    "restarting_failures",
     "warming_advice",
     "warming_doing",
     "warming_ids",
@@ -62,6 +70,14 @@ NO_REMOTE_HANDSHAKE = (
 )
 
 
+#: The ``error.code`` of a ``warming`` leg whose provider is in a crash loop, restarted
+#: behind the request (the engine's ``restarts_behind``): not warming up, failing.
+RESTARTING = "restarting"
+
+#: Where a crash loop leg's message names the last failure (the engine's words).
+_LAST_FAILURE = "its last failure: "
+
+
 def warming_doing(phase: Any) -> str:
     """What a warming provider is doing, by the phase it last reported (``error.phase``
     of its leg): ``load`` is loading what an earlier run saved (the bundled ``files``
@@ -78,10 +94,14 @@ def warming_state(report: Mapping[str, Any]) -> str | None:
     """``still building its index (…)`` for a ``warming`` leg (``still loading its saved
     index (…)`` while it loads one: ``warming_doing``), the engine's message in
     parentheses; ``still starting (…)`` for one not handshaken yet; None for any other
-    status."""
+    status. A crash loop's leg (code ``restarting``) is ``keeps failing, restarting
+    (…)``: it does not warm up."""
     if report.get("status") != "warming":
         return None
     error = report.get("error") or {}
+    if error.get("code") == RESTARTING:
+        detail = error.get("message")
+        return f"keeps failing, restarting ({detail})" if detail else "keeps failing, restarting"
     starting = error.get("code") == "starting"
     what = "still starting" if starting else f"still {warming_doing(error.get('phase'))}"
     detail = error.get("message")
@@ -89,9 +109,51 @@ def warming_state(report: Mapping[str, Any]) -> str | None:
 
 
 def warming_ids(result: Mapping[str, Any]) -> list[str]:
-    """The ids of the providers whose leg was ``warming``, in the reply's order."""
+    """The ids of the providers whose leg was ``warming``, in the reply's order; a crash
+    loop's (code ``restarting``: ``restarting_failures``) is not warming up."""
     reports: Sequence[Mapping[str, Any]] = result.get("providers") or []
-    return [str(p.get("provider_id")) for p in reports if p.get("status") == "warming"]
+    return [
+        str(p.get("provider_id"))
+        for p in reports
+        if p.get("status") == "warming" and (p.get("error") or {}).get("code") != RESTARTING
+    ]
+
+
+def restarting_failures(result: Mapping[str, Any]) -> dict[str, str | None]:
+    """The providers whose leg was a crash loop's (``warming``, code ``restarting``), in
+    the reply's order, each with its last failure as its leg names it (``None``: not
+    named)."""
+    reports: Sequence[Mapping[str, Any]] = result.get("providers") or []
+    out: dict[str, str | None] = {}
+    for p in reports:
+        error = p.get("error") or {}
+        if p.get("status") == "warming" and error.get("code") == RESTARTING:
+            # Nothing after the words when they are absent (an older daemon's message).
+            _, _, last = str(error.get("message") or "").partition(_LAST_FAILURE)
+            out[str(p.get("provider_id"))] = last.strip() or None
+    return out
+
+
+def restarting_advice(
+    failures: Mapping[str, str | None], *, where: str, config: str = ""
+) -> str | None:
+    """One line about the providers in a crash loop (``restarting_failures``: each id with
+    its last failure, or ``None`` where it is not to be quoted): they keep failing, so
+    asking again shortly does not help; where to look. None for none. ``where`` and
+    ``config`` as for ``warming_advice``: a daemon's providers are listed with
+    ``--connect``."""
+    if not failures:
+        return None
+    who = ", ".join(
+        f"{pid} (last failure: {last})" if last else pid for pid, last in failures.items()
+    )
+    connect = " --connect" if where in ("daemon", "mcp_connect", "adapter") else ""
+    return (
+        f"keeps failing: {who}. Its restarts fail again before it answers any query, so "
+        f"asking again will not help until its failure is fixed: `hostd "
+        f"providers{config}{connect}` shows its state and last failure, and hostd's log "
+        f"has its stderr (`provider.stderr` events)"
+    )
 
 
 def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str | None:

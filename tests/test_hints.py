@@ -68,3 +68,67 @@ def test_a_warming_providers_words_follow_its_phase() -> None:
         assert warming_state(leg(building)) == "still building its index (provider warming)"
     assert warming_state(leg("load", code="starting")) == "still starting (provider warming)"
     assert warming_state({"status": "ok"}) is None
+
+
+#: A crash loop's leg, as the engine reports it (``_run``'s ``restarting_message``).
+LOOPING = {
+    "provider_id": "notes",
+    "status": "warming",
+    "error": {
+        "code": "restarting",
+        "message": "provider restarting after 3 failures in a row, not waited for (a "
+        "request's ready_wait_ms waits for it); its last failure: crashed: provider process "
+        "ended; exit status 3",
+    },
+}
+WARMING = {"provider_id": "files", "status": "warming", "error": {"code": "warming"}}
+
+
+def test_a_crash_loops_leg_says_it_keeps_failing_not_to_ask_again_shortly() -> None:
+    from hostd.cli._outcome import warming_lines
+    from hostd.mcp._schema import warming_hints
+
+    assert warming_state(LOOPING) == f"keeps failing, restarting ({LOOPING['error']['message']})"
+    result = {"providers": [LOOPING, WARMING]}
+    said = [
+        *warming_lines(result, connected=False),
+        *warming_lines(result, connected=True, config=" --config /p/hostd.toml"),
+        *warming_hints(result, None),
+        *warming_hints(result, "/p/hostd.toml", connect="/run/hostd.sock"),
+    ]
+    warming = [line for line in said if "still warming: files." in line]
+    looping = [line for line in said if "keeps failing: notes" in line]
+    assert len(warming) == 4 and len(looping) == 4  # each surface says both, apart
+    assert not any("notes" in line for line in warming)  # not told to ask again shortly
+    for line in looping:
+        assert "(last failure: crashed: provider process ended; exit status 3)" in line
+        assert "shortly" not in line and "provider.stderr" in line
+    assert "`hostd providers --config /p/hostd.toml --connect`" in looping[1]
+    assert "`hostd providers`" in looping[0]
+
+
+def test_an_adapters_shortfall_says_a_crash_loop_keeps_failing_without_quoting_it() -> None:
+    from hostd.client import ComposeResult
+    from hostd.integrations._evidence import shortfall
+
+    reasons = [
+        {"reason": "provider_warming", "provider": "files", "detail": "warming"},
+        {"reason": "provider_warming", "provider": "notes", "detail": "restarting"},
+    ]
+    result = ComposeResult.model_validate(
+        {
+            "prompt": "",
+            "citations": [],
+            "evidence": [],
+            "audit": {"entries": [], "global_budget": 100, "tokens_used": 0, "policy": {}},
+            "providers": [LOOPING, WARMING],
+            "request_id": "r1",
+            "degraded": True,
+            "degraded_reasons": reasons,
+        }
+    )
+    said = shortfall(result)
+    assert said is not None
+    assert "still warming: files. " in said and "keeps failing: notes. " in said
+    assert "exit status 3" not in said  # a provider's own words stay out of this line
+    assert "`hostd providers --connect`" in said

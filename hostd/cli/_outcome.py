@@ -18,6 +18,8 @@ from hostd._hints import (
     NO_HANDSHAKE,
     NO_REMOTE_HANDSHAKE,
     budget_advice,
+    restarting_advice,
+    restarting_failures,
     warming_advice,
     warming_ids,
     warming_state,
@@ -349,4 +351,6 @@ def warming_lines(
     helps); a daemon behind ``--connect`` goes on warming up (``hostd._hints``)."""
     where = "daemon" if connected else "one_shot"
     advice = warming_advice(warming_ids(result), where=where, config=config)
-    return [] if advice is None else [advice]
+    # A crash loop's leg is warming too, yet asking again will not help: its own line.
+    looping = restarting_advice(restarting_failures(result), where=where, config=config)
+    return [line for line in (advice, looping) if line is not None]

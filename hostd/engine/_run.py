@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from hostd._hints import RESTARTING
 from hostd.errors import (
     HostdError,
     ProtocolFault,
@@ -425,7 +426,8 @@ class _Runner:
                 leg,
                 query,
                 status=LegStatus.WARMING,
-                error_code="starting",
+                # Not "starting": asking again shortly will not help (``_hints``).
+                error_code=RESTARTING,
                 error_message=self.restarting_message(slot),
             )
         try:

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
-from hostd._hints import budget_advice, warming_advice
+from hostd._hints import RESTARTING, budget_advice, restarting_advice, warming_advice
 from hostd.client import ComposeResult, Evidence
 from hostd.errors import HostdError
 from hostd.protocol import CgpErrorCode
@@ -167,10 +167,17 @@ def shortfall(result: ComposeResult) -> str | None:
             "degraded: "
             + "; ".join(f"{r} ({', '.join(i)})" if i else r for r, i in grouped.items())
         )
-        warming = [r.provider for r in result.degraded_reasons if r.reason == "provider_warming"]
-        advice = warming_advice([p for p in warming if p], where="adapter")
-        if advice is not None:
-            why.append(advice)
+        warming = [r for r in result.degraded_reasons if r.reason == "provider_warming"]
+        # A crash loop's (detail ``restarting``) is not warming up: advice of its own, which
+        # quotes no last failure (a provider's stderr may be in it: never in this line).
+        looping = {r.provider: None for r in warming if r.provider and r.detail == RESTARTING}
+        ids = [r.provider for r in warming if r.provider and r.provider not in looping]
+        for advice in (
+            warming_advice(ids, where="adapter"),
+            restarting_advice(looping, where="adapter"),
+        ):
+            if advice is not None:
+                why.append(advice)
     if not result.evidence:
         why += _empty(result)
     if not why:

@@ -18,6 +18,8 @@ from typing import Any, TypeGuard
 from hostd._citations import ranked_citations
 from hostd._hints import (
     budget_advice,
+    restarting_advice,
+    restarting_failures,
     warming_advice,
     warming_doing,
     warming_ids,
@@ -594,7 +596,9 @@ def warming_hints(
     option = f" --config {config}" if config else ""
     where = "mcp" if connect is None else "mcp_connect"
     advice = warming_advice(warming_ids(result), where=where, config=option)
-    return [] if advice is None else [f"hostd: {advice}"]
+    # A crash loop's leg is warming too, yet calling again will not help: its own text.
+    looping = restarting_advice(restarting_failures(result), where=where, config=option)
+    return [f"hostd: {line}" for line in (advice, looping) if line is not None]
 
 
 #: Leg statuses that gave the composition nothing for a reason the model should hear
