@@ -3,12 +3,15 @@
 Every CLI command, daemon start and provider process pays for what its imports load
 (and the test suite pays it thousands of times). jsonrpcserver (with jsonschema) is
 the wire dispatcher's, loaded by the first request a ``Dispatcher`` answers; httpx is
-the remote carrier's, loaded by the first ``RemoteEndpoint`` built. Each is checked in
-a fresh interpreter: this one has loaded both long ago.
+the remote carrier's, loaded by the first ``RemoteEndpoint`` built. ``hostd mcp
+--connect`` serves a daemon's API over MCP without a daemon of its own: nothing of the
+daemon (its engine, pipeline, composition library) loads before it answers. Each is
+checked in a fresh interpreter: this one has loaded all of them long ago.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Libraries only some paths need: none of them may load with a module's import.
 ON_USE = ("jsonrpcserver", "httpx")
+
+#: The daemon's packages: ``hostd mcp --connect`` talks to a daemon through the client
+#: library, and needs none of them.
+DAEMON = ("hostd.server", "hostd.engine", "hostd.pipeline", "hostd.compose", "hostd.quality")
 
 
 def _run(code: str) -> list[str]:
@@ -72,3 +79,53 @@ def test_httpx_loads_with_the_first_remote_endpoint() -> None:
         + _loaded("")
     )
     assert _run(code) == ["none", "httpx"]
+
+
+def test_hostd_mcp_connect_answers_without_loading_the_daemon(tmp_path: Path) -> None:
+    """``hostd mcp --connect`` answers ``initialize`` and ``tools/list`` (no daemon is
+    running: neither needs one) with no module of the daemon's packages loaded."""
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path / "run" / "hostd.sock"}"\n'
+        f'state_dir = "{tmp_path / "state"}"\n',
+        encoding="utf-8",
+    )
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    stdin = tmp_path / "stdin"
+    stdin.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    loaded = tmp_path / "loaded"
+    # Stdout is the wire once hostd mcp runs: the modules loaded go to a file, at exit.
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(loaded)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+        "from hostd.cli import main\n"
+        f"raise SystemExit(main(['--config', {str(config)!r}, 'mcp', '--connect']))\n"
+    )
+    with stdin.open("rb") as lines:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            stdin=lines,
+            capture_output=True,
+            check=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+    replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert replies[1]["result"]["serverInfo"]["name"] == "hostd", replies
+    assert len(replies[2]["result"]["tools"]) == 5, replies
+    modules = loaded.read_text(encoding="utf-8").split("\n")
+    assert "mcp.server.lowlevel" in modules  # the run got as far as serving
+    assert [m for m in modules if m.startswith(DAEMON)] == []

@@ -634,7 +634,7 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
         raise HostdError(f"hostd mcp needs {_MCP_EXTRA}: no module named 'mcp'")
 
     from hostd.mcp import reconnecting  # no SDK in it: a light module of hostd's own
-    from hostd.server import open_stdio, reserve_stdout
+    from hostd.rpc import open_stdio, reserve_stdout
 
     wire = reserve_stdout()  # before any provider starts: only MCP messages reach stdout
     config = None if cfg.source == "<defaults>" else cfg.source

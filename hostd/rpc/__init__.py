@@ -14,7 +14,9 @@ and check-provider read and write through it:
   requesting ends);
 - ``LinePipeProtocol`` (``_pipe``): a pipe split into bounded lines in the event
   loop's read callback; ``reserve_stdout``: descriptor 1 kept for a stdout wire,
-  whatever else the process prints sent to stderr.
+  whatever else the process prints sent to stderr;
+- ``Stdio`` (``_stdio``): that wire's byte stream, stdin and the reserved descriptor,
+  async (``open_stdio``), for ``hostd serve --stdio`` and ``hostd mcp``.
 
 Imports only ``hostd.errors`` and ``hostd.protocol`` (plus jsonrpcserver, orjson,
 pydantic, anyio).
@@ -38,6 +40,7 @@ from ._envelope import (
 )
 from ._pending import Pending, PendingSlot, PendingTable
 from ._pipe import LinePipeProtocol, reserve_stdout
+from ._stdio import Stdio, open_stdio
 
 __all__ = [
     "DirectDispatcher",
@@ -49,6 +52,7 @@ __all__ = [
     "Pending",
     "PendingSlot",
     "PendingTable",
+    "Stdio",
     "decode",
     "encode",
     "encode_line",
@@ -57,6 +61,7 @@ __all__ = [
     "log_unexpected",
     "make_notification",
     "make_request",
+    "open_stdio",
     "reply_id",
     "request_line",
     "tag_request",
