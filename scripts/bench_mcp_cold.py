@@ -9,20 +9,29 @@ them. The config has the bundled ``files`` provider over this checkout's ``docs/
 the usual one: a spawn, a handshake answered at once, a build from the cache. Runs
 alternate between the two checkouts (ABBA), so both see the machine's same phases.
 
-    git worktree add /tmp/base <commit>
-    python scripts/bench_mcp_cold.py /tmp/base [--runs 3]
+``--connect``: each run is ``hostd --config CFG mcp --connect`` instead, both sides
+connecting to one ``hostd serve`` of this checkout, started (and its index built)
+before the first run; ``hostd mcp`` then starts no provider, and ``initialize``
+waits for its own imports alone.
 
-Prints, as JSON, each run's figures (ms) and each side's medians.
+    git worktree add /tmp/base <commit>
+    python scripts/bench_mcp_cold.py /tmp/base [--runs 3] [--connect]
+
+Prints, as JSON, each run's figures (ms), each side's medians and their ratio
+(after / before).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +61,13 @@ def _config(workdir: Path, checkout: Path) -> Path:
     return path
 
 
-async def _run(checkout: Path, config: Path) -> dict[str, float]:
+async def _run(checkout: Path, config: Path, *, connect: bool = False) -> dict[str, float]:
     """One cold start of ``checkout``'s ``hostd mcp``: ms to ``initialize``'s reply and
     to the first ``compose_context`` answer, both from the launch."""
     env = dict(os.environ, PYTHONPATH=str(checkout))
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hostd", "--config", str(config), "mcp"],
+        args=["-m", "hostd", "--config", str(config), "mcp"] + (["--connect"] if connect else []),
         env=env,
         cwd=str(checkout),
     )
@@ -75,28 +84,71 @@ async def _run(checkout: Path, config: Path) -> dict[str, float]:
     }
 
 
+@contextlib.asynccontextmanager
+async def _daemon(config: Path) -> AsyncIterator[None]:
+    """This checkout's ``hostd serve`` on ``config``, serving (``host.serving`` logged)."""
+    daemon = await anyio.open_process(
+        [sys.executable, "-m", "hostd", "--config", str(config), "--log-level", "info", "serve"],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    serving = anyio.Event()
+
+    async def drain() -> None:  # the daemon's JSON log: wait for host.serving, then discard
+        assert daemon.stderr is not None
+        tail = b""
+        async for chunk in daemon.stderr:
+            if b'"host.serving"' in tail + chunk:
+                serving.set()
+            tail = chunk[-64:]
+
+    async with daemon, anyio.create_task_group() as tg:
+        tg.start_soon(drain)
+        with anyio.fail_after(120):
+            await serving.wait()
+        try:
+            yield
+        finally:
+            daemon.terminate()
+            await daemon.wait()
+            tg.cancel_scope.cancel()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="the other checkout (before)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each side (default 3)")
+    parser.add_argument(
+        "--connect", action="store_true", help="hostd mcp --connect to one hostd serve"
+    )
     args = parser.parse_args()
     sides = {"before": args.base.resolve(), "after": ROOT}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="bench-mcp-cold-") as tmp:
         configs = {}
         for name, checkout in sides.items():
             (Path(tmp) / name).mkdir()
             configs[name] = _config(Path(tmp) / name, checkout)
-            await _run(checkout, configs[name])  # untimed: the index cached, files read once
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-        for i in range(args.runs):
-            order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
-            for name in order:
-                runs[name].append(await _run(sides[name], configs[name]))
-    out: dict[str, Any] = {"runs": runs, "medians": {}}
+        async with contextlib.AsyncExitStack() as stack:
+            if args.connect:  # one daemon, both sides its clients
+                configs["before"] = configs["after"]
+                await stack.enter_async_context(_daemon(configs["after"]))
+            for name, checkout in sides.items():  # untimed: the index cached, files read once
+                await _run(checkout, configs[name], connect=args.connect)
+            for i in range(args.runs):
+                order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
+                for name in order:
+                    runs[name].append(await _run(sides[name], configs[name], connect=args.connect))
+    out: dict[str, Any] = {"mode": "connect" if args.connect else "local", "runs": runs}
+    out["medians"] = {}
     for name, figures in runs.items():
         out["medians"][name] = {
             key: statistics.median(f[key] for f in figures) for key in figures[0]
         }
+    before, after = out["medians"]["before"], out["medians"]["after"]
+    out["ratio"] = {key: round(after[key] / before[key], 2) for key in before}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 

@@ -62,7 +62,7 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         {"modes"},
     ),
     "bench_mcp": (["--rounds", "3", "--frames", "2"], {"connect", "local"}),
-    "bench_mcp_cold": ([str(ROOT), "--runs", "1"], {"runs", "medians"}),
+    "bench_mcp_cold": ([str(ROOT), "--runs", "1"], {"mode", "runs", "medians", "ratio"}),
     "bench_mcp_provider": (
         ["--count", "2", "--mib", "0.01", "--rounds", "1"],
         {"generous", "deadline", "in_process"},
@@ -214,3 +214,12 @@ def test_bench_providers_measures_a_files_start_against_a_base_checkout(tmp_path
         (start,) = files["starts"][side]
         assert start["from_cache"] and start["reads"] == 0 and start["chunks"] > 0
     assert files["ratio"] > 0
+
+
+@pytest.mark.timeout(450)
+def test_bench_mcp_cold_connected_to_one_daemon() -> None:
+    """``--connect``: both sides' ``hostd mcp --connect`` compose through one daemon."""
+    out = _run("bench_mcp_cold", [str(ROOT), "--runs", "1", "--connect"])
+    assert out["mode"] == "connect"
+    assert [len(runs) for runs in out["runs"].values()] == [1, 1]
+    assert set(out["ratio"]) == {"initialize_ms", "first_compose_ms"}
