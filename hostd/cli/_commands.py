@@ -570,7 +570,8 @@ _MCP_EXTRA = 'the mcp extra (pip install "/path/to/hostd[mcp]", a checkout or a 
 
 def _mcp_server() -> Callable[..., Awaitable[None]]:
     """``serve_mcp``: importing it imports the MCP SDK, the longest part of a cold start
-    after the providers' own (1.5–2.5 s on two cores, docs/benchmarks.md)."""
+    after the providers' own, and most of what ``initialize`` waits for
+    (docs/benchmarks.md)."""
     # One import at a time with an MCP provider's binding, which imports the same SDK
     # as providers start beside this thread (``import_one_at_a_time``).
     from hostd.transport.bindings import import_one_at_a_time
