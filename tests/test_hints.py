@@ -3,6 +3,8 @@ when one is close, and for an unknown provider id the ids configured."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -71,7 +73,7 @@ def test_a_warming_providers_words_follow_its_phase() -> None:
 
 
 #: A crash loop's leg, as the engine reports it (``_run``'s ``restarting_message``).
-LOOPING = {
+LOOPING: dict[str, Any] = {
     "provider_id": "notes",
     "status": "warming",
     "error": {
