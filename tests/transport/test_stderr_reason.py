@@ -143,6 +143,96 @@ async def test_a_real_node_provider_that_dies_is_reported_with_its_error_line(
     assert error in _stderr_part(message), message
 
 
+#: A Node provider with a one-character typo on its line 10 (``=`` for ``=>``): it dies as
+#: it loads, with ``ReferenceError: s is not defined``.
+_NODE_TYPO = (
+    "// facts: a provider\n"
+    "const readline = require('readline');\n"
+    "const crypto = require('crypto');\n"
+    "\n"
+    "function hello() {\n"
+    "  return 1;\n"
+    "}\n"
+    "\n"
+    "\n"
+    "const sha = (s) = crypto.createHash('sha256').update(s).digest('hex');\n"
+)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node on PATH")
+def test_check_provider_keeps_the_file_and_line_of_a_node_provider_s_error(
+    tmp_path: Path,
+) -> None:
+    # Node prints where it was thrown first (``facts.js:10``) and its first frame is the
+    # author's (``at Object.<anonymous> (…facts.js:10:…)``); the frames after it are
+    # Node's own. The author's two go last when the line is too long, Node's first.
+    script = tmp_path / "facts.js"
+    script.write_text(_NODE_TYPO, encoding="utf-8")
+    done = run_hostd("check-provider", "--json", "--", "node", str(script))
+    assert done.stdout, done.stderr[-2000:]
+    checks = {r["check"]: r for r in json.loads(done.stdout)}
+    shown = _stderr_part(checks["handshake"]["detail"])
+    assert shown.startswith(f"{script}:10 | … | ReferenceError: s is not defined | "), shown
+    assert f"at Object.<anonymous> ({script}:10:" in shown, shown
+
+
+async def test_a_python_provider_s_crash_keeps_its_first_frame_outside_the_runtime(
+    tmp_path: Path,
+) -> None:
+    # Run as ``python -m``: its traceback starts with the runtime's ``<frozen runpy>``
+    # frames, then the module's own line that called into the failure, which the last
+    # lines (the raising frame and the error) do not hold.
+    (tmp_path / "facts_crash.py").write_text(
+        "def open_index(path):\n"
+        "    return load(path)\n"
+        "\n"
+        "\n"
+        "def load(path):\n"
+        '    raise ValueError(f"index at {path} is from version 1: run reindex")\n'
+        "\n"
+        "\n"
+        'open_index("/var/lib/facts/index.db")\n',
+        encoding="utf-8",
+    )
+    with anyio.fail_after(60):  # a hang guard: it dies at once
+        async with anyio.create_task_group() as tg:
+            with pytest.raises(ProviderCrashed) as caught:
+                await ProviderConnection.open(
+                    "p1",
+                    python("facts_crash"),
+                    task_group=tg,
+                    env=marked_env(),
+                    cwd=tmp_path,
+                )
+    shown = _stderr_part(caught.value.message)
+    assert shown.startswith(f'… |   File "{tmp_path / "facts_crash.py"}", line 9, in <module>'), (
+        shown
+    )
+    assert "<frozen" not in shown, shown
+    assert shown.endswith(
+        "ValueError: index at /var/lib/facts/index.db is from version 1: run reindex"
+    ), shown
+
+
+def test_the_lines_that_locate_an_error_outlast_the_runtime_s_frames() -> None:
+    where = "/home/u/projects/facts-provider/src/providers/changelog/index.js"
+    internal = "".join(
+        f"    at Module._compile{n} (node:internal/modules/cjs/loader:{n}:14)\n" for n in range(6)
+    )
+    data = (
+        f"{where}:10\n"
+        "const sha = (s) = crypto.createHash('sha256').update(s).digest('hex');\n"
+        "                                                     ^\n\n"
+        "ReferenceError: s is not defined\n"
+        f"    at Object.<anonymous> ({where}:10:54)\n{internal}\n"
+        "Node.js v20.20.2\n"
+    ).encode()
+    shown = _fed(data)
+    assert len(shown.encode()) <= TAIL_SHOWN_BYTES, shown
+    assert shown.startswith(f"{where}:10 | … | ReferenceError: s is not defined | "), shown
+    assert f"at Object.<anonymous> ({where}:10:54) | … | " in shown, shown  # Node's own, out
+
+
 # -- what is kept of the stream, and how it is cut -----------------------------------------
 
 
@@ -178,7 +268,8 @@ def test_where_the_first_and_last_bytes_overlap_each_line_is_shown_once() -> Non
     assert TAIL_BYTES < len(data) < HEAD_BYTES + TAIL_BYTES
     shown = _fed(data, chunk=333)
     assert shown.count(lines[0]) == 1, shown
-    assert shown.startswith(f"{lines[0]} | … | "), shown
+    # The error, and its first frame: where it was raised.
+    assert shown.startswith(f"{lines[0]} | {lines[1]} | … | "), shown
     assert shown.endswith(" | Node.js v20.20.2"), shown
 
 

@@ -13,7 +13,8 @@ last bytes of the stream, logged or not, are kept (``HEAD_BYTES``, ``TAIL_BYTES`
 line, scrubbed). A Python traceback ends with its error, but Node, Go, Rust and Java
 print the error first and the stack after it, so the reason is the last lines *and*
 the last line that reads as an error (``SyntaxError: …``, ``panic: …``, ``sh: 1: x:
-not found``), wherever it is in what was kept (``failure_reason``).
+not found``), wherever it is in what was kept, with the lines that say where in the
+author's code it was raised, never the runtime's own frames first (``failure_reason``).
 
 A logged line is at info, unless it belongs to an error report (``_ErrorReport``: a
 Python traceback, an error line and the stack after it, a logger's line at warning or
@@ -96,6 +97,19 @@ _FRAME_LINE = re.compile(
     r"\s+at\s|\s*File \"|goroutine \d+ \[|created by \S|[\w./*()\[\]-]+\(.*\)$"
     r"|\s+\S+:\d+ \+0x[0-9a-f]+$|\s+\d+: \S|\s*\.\.\. \d+ more$|\s*[\^~]+$"
 )
+
+#: A stack frame that names a file and a line of it: ``at f (/src/x.js:10:5)`` (Node),
+#: ``at a.B.c(B.java:41)`` (Java), ``\t/src/main.go:5 +0x1d`` (Go), ``File "x.py", line
+#: 3`` (Python). Only such a frame can say where in the author's code an error is.
+_LOCATED = re.compile(r"[\w.-]\.\w+:\d+|File \".*\", line \d+")
+#: A frame or location inside the runtime itself, never the author's code: Node's
+#: ``node:internal/…``, ``node:events:524:28``; Python's ``<frozen importlib._bootstrap>``.
+_RUNTIME = re.compile(r"\(?node:|<frozen ")
+#: Node's first line of an uncaught error, the file and line it was thrown at
+#: (``/src/facts.js:10``), printed above the line of source and the ``^`` under it.
+_NODE_WHERE = re.compile(r"\S.*\.\w+:\d+$")
+#: The ``^`` under a quoted line of source (Node, Python).
+_CARET = re.compile(r"\s*\^+\s*$")
 
 #: Where a Python traceback starts; an exception group's is drawn indented, under
 #: ``+`` and ``|`` (``  + Exception Group Traceback (most recent call last):``).
@@ -235,11 +249,15 @@ def failure_reason(lines: Sequence[str | None], fragment: str | None = None) -> 
     It is the last error line (the error of the last crash, whether its language prints
     it before its stack or after it), with the line after it when it ends with ``:``
     (Rust puts the message there), and the last ``_TAIL_LINES`` lines, in their order,
-    joined by `` | ``, with ``…`` where lines are left out. When that is too long,
-    stack frames go first, then other lines, earliest first; the error lines stay, cut
-    at their end if they must be. Without an error line, the last line stays, cut at
-    its start: its end is a crash's last words. ``fragment``: the end of the stream,
-    part of a line (its start lost), never taken for an error line."""
+    joined by `` | ``, with ``…`` where lines are left out; and what locates the error
+    in the author's code (``_where``): Node's ``file:line`` above it and its first
+    frame outside the runtime, a Python traceback's first such frame. When that is too
+    long, the runtime's own frames (``node:internal/…``, ``<frozen …>``) go first, then
+    other stack frames, then other lines, earliest first, then the lines locating the
+    error; the error lines stay, cut at their end if they must be. Without an error
+    line, the last line stays, cut at its start: its end is a crash's last words.
+    ``fragment``: the end of the stream, part of a line (its start lost), never taken
+    for an error line."""
     items = list(lines)
     whole = len(items)  # items past it are the fragment
     if fragment is not None and fragment.strip():
@@ -251,10 +269,13 @@ def failure_reason(lines: Sequence[str | None], fragment: str | None = None) -> 
         if after is not None and _FRAME_LINE.match(after) is None:
             block.append(block[0] + 1)
     end = range(max(0, len(items) - _TAIL_LINES), len(items))
-    keep = sorted({*block, *(i for i in end if items[i] is not None)})
-    rest = [i for i in keep if i not in block]
+    where = _where(items[:whole], block)
+    keep = sorted({*block, *where, *(i for i in end if items[i] is not None)})
+    rest = [i for i in keep if i not in block and i not in where]
     frames = [i for i in rest if _FRAME_LINE.match(_text(items, i))]
-    dropping = frames + [i for i in rest if i not in frames]
+    runtime = [i for i in frames if _RUNTIME.search(_text(items, i))]
+    others = [i for i in rest if i not in frames]
+    dropping = runtime + [i for i in frames if i not in runtime] + others + where
     shown = _joined(items, keep)
     while len(shown.encode()) > TAIL_SHOWN_BYTES and dropping and len(keep) > 1:
         keep.remove(dropping.pop(0))
@@ -270,7 +291,43 @@ def failure_reason(lines: Sequence[str | None], fragment: str | None = None) -> 
     return _LEFT_OUT + data[-cut:].decode("utf-8", "ignore")
 
 
-def _text(items: list[str | None], i: int) -> str:
+def _where(items: Sequence[str | None], block: Sequence[int]) -> list[int]:
+    """The lines that say where in the author's code the error of ``block`` (its error
+    line, and the message after it) was raised: Node's ``file:line`` printed above it
+    (over the line of source and its ``^``), the first frame after it that names a file
+    and line outside the runtime (Node, Java, Go: the stack follows the error) and the
+    first such frame of the Python traceback that ends at it. Lost lines (``None``) end
+    a search: what is past them is another part of the stream."""
+    if not block:
+        return []
+    error, last = block[0], block[-1]
+    found = []
+    above = items[max(0, error - 4) : error]
+    if any(line is not None and _CARET.match(line) for line in above):
+        for i in range(error - len(above), error):
+            line = items[i]
+            if line is not None and _NODE_WHERE.match(line) and not _RUNTIME.search(line):
+                found.append(i)
+                break
+    after = last + 1
+    while after < len(items) and (line := items[after]) is not None and _FRAME_LINE.match(line):
+        if _LOCATED.search(line) and not _RUNTIME.search(line):
+            found.append(after)
+            break
+        after += 1
+    # A Python traceback is indented up to its error (its header is left out of ``items``).
+    start = error
+    while start > 0 and (line := items[start - 1]) is not None and line[:1].isspace():
+        start -= 1
+    for i in range(start, error):
+        line = _text(items, i)
+        if line.lstrip().startswith('File "') and not _RUNTIME.search(line):
+            found.append(i)
+            break
+    return sorted(set(found))
+
+
+def _text(items: Sequence[str | None], i: int) -> str:
     line = items[i]
     assert line is not None  # only lines are kept, never the mark of lost ones
     return line
