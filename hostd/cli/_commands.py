@@ -41,6 +41,7 @@ from ._common import (
 from ._consent import add_consent_command
 from ._outcome import (
     config_hint,
+    dropped_frames,
     frames_cap_note,
     interpreter_advice,
     leg_failures,
@@ -268,18 +269,18 @@ def audit_summary(result: dict[str, Any]) -> str:
             pid = (e.get("frame") or {}).get("provider_id", e.get("provider", "?"))
             per_provider[pid] = per_provider.get(pid, 0) + 1
     # Included of offered: "files=ok(0 of 3)" is a provider whose frames another's
-    # copies outranked (duplicates, budget), not one that found nothing ("ok(0)").
+    # copies outranked (duplicates, budget), not one that found nothing ("ok(0)"); and
+    # how many were dropped for what it sent ("ok(0 of 18, 18 dropped)"): not outranked.
+    faults = dropped_frames(result)
     provs = ", ".join(
-        f"{p.get('provider_id', p.get('id'))}={p.get('status')}"
-        f"({per_provider.get(p.get('provider_id', p.get('id')), 0)}"
+        f"{pid}={p.get('status')}({per_provider.get(pid, 0)}"
         + (f" of {p['frames_offered']}" if p.get("frames_offered") else "")
+        + (f", {n} dropped" if (n := sum(faults.get(str(pid), {}).values())) else "")
         + ")"
         for p in result.get("providers") or []
+        for pid in [p.get("provider_id", p.get("id"))]
     )
-    degraded = ", ".join(
-        f"{d.get('reason')}({d['provider']})" if d.get("provider") else str(d.get("reason"))
-        for d in result.get("degraded_reasons") or []
-    )
+    degraded = ", ".join(_degraded(d) for d in result.get("degraded_reasons") or [])
     fallback = policy_fallback(result)  # the ranking asked for did not rank: say so
     return (
         f"audit: {len(entries)} offered, {included} included, excluded: {excluded}; "
@@ -288,6 +289,16 @@ def audit_summary(result: dict[str, Any]) -> str:
         + (f"policy: {fallback}; " if fallback else "")
         + f"request {result.get('request_id')}"
     )
+
+
+def _degraded(reason: dict[str, Any]) -> str:
+    """One of ``degraded_reasons`` as the audit line says it: its reason and provider,
+    and for ``frames_unverified`` the checks its frames failed (``source_mismatch``:
+    the digest is not the file's), which the reason alone does not say."""
+    said, pid, detail = str(reason.get("reason")), reason.get("provider"), reason.get("detail")
+    if said == "frames_unverified" and pid and detail:
+        return f"{said}({pid}: {detail})"
+    return f"{said}({pid})" if pid else said
 
 
 #: Container allocations (net of frees) between two young collections while serving,

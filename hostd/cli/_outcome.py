@@ -31,6 +31,7 @@ from hostd.transport import printable
 __all__ = [
     "NoDaemon",
     "config_hint",
+    "dropped_frames",
     "frames_cap_note",
     "interpreter_advice",
     "leg_failures",
@@ -174,7 +175,7 @@ def _untrusted(result: dict[str, Any], pid: str, roots: Sequence[Path] | None) -
     )
 
 
-def _dropped(result: dict[str, Any]) -> dict[str, dict[str, int]]:
+def dropped_frames(result: dict[str, Any]) -> dict[str, dict[str, int]]:
     """Per provider: the frames dropped for what it sent (``_PROVIDER_FAULTS``), by reason."""
     out: dict[str, dict[str, int]] = {}
     for e in (result.get("audit") or {}).get("entries") or []:
@@ -251,7 +252,7 @@ def leg_failures(
     digest, …): how many, and why (``roots``: each provider's trusted roots, named when
     its sources were outside them)."""
     lines = []
-    faults = _dropped(result) if dropped else {}
+    faults = dropped_frames(result) if dropped else {}
     for p in result.get("providers") or []:
         status = p.get("status")
         if status == "ok" and p.get("note"):  # ok, but said: nothing fit, lost, an old index

@@ -11,6 +11,7 @@ import pytest
 
 from hostd.cli._outcome import leg_failures, no_evidence
 from tests.fixtures.cli import run_hostd
+from tests.fixtures.facts_provider import FACTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,3 +103,29 @@ def test_compose_names_the_root_that_covers_none_of_a_providers_files(tmp_path: 
     # Each path may be cut in its middle when long: their ends are kept.
     assert "/docs/deploy.md is outside its trusted roots (" in line, line
     assert "/elsewhere): add a root that holds it to trusted_roots" in line, line
+
+
+def test_compose_says_frames_whose_file_digest_did_not_match_were_dropped(
+    tmp_path: Path,
+) -> None:
+    facts = tmp_path / "facts.md"
+    facts.write_text("".join(f"- {content}\n" for _, _, content in FACTS), encoding="utf-8")
+    command = [
+        "python",
+        str(ROOT / "tests/fixtures/facts_provider.py"),
+        "file_text_digest",
+        str(facts),
+    ]
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path}/s.sock"\nstate_dir = "{tmp_path}/state"\n'
+        f"trusted_roots = [{json.dumps(str(tmp_path))}]\n"
+        f'[[provider]]\nid = "facts"\ncommand = {json.dumps(command)}\ntimeout_ms = 60000\n',
+        encoding="utf-8",
+    )
+    done = run_hostd("--config", str(config), "compose", "how is the configuration loaded")
+    assert done.returncode == 1, done.stderr  # every frame dropped: the prompt is empty
+    (audit,) = [x for x in done.stderr.splitlines() if "audit: " in x]
+    # Offered, and dropped for what the provider sent: not outranked, not unchecked.
+    assert "providers: facts=ok(0 of 3, 3 dropped);" in audit, audit
+    assert "degraded: frames_unverified(facts: source_mismatch);" in audit, audit
