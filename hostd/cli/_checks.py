@@ -93,6 +93,7 @@ from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 from ._check_driver import HOST, QUERY_DOC, Driver, Failed, Link, Misshapen, RemoteDriver
 
 __all__ = [
+    "OTHER_GOAL",
     "CHECKS",
     "DEFAULT_TIMEOUT_MS",
     "CheckResult",
@@ -651,6 +652,8 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     query = ContextQuery(goal=goal, query_text=query_text, max_frames=8, max_tokens=budget)
     frames: list[ContextFrame] = []
     first: list[LegAudit] = []
+    #: The query row of an answer with frames: the goal probe adds its warning to it.
+    answered: list[CheckResult] = []
     kinds_seen: list[str] = []
 
     async def first_query() -> None:
@@ -685,11 +688,12 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             return
         # Its honest cost against the budget it was asked for: the row judged that too (B1).
         cost = f"costing {audit.accepted_cost} of max_tokens {query.max_tokens}"
-        detail = f"{audit.offered} valid frame(s) {cost} {took}"
+        detail = f"{audit.offered} valid frame(s) {cost} {took}; top: {_titles(audit.accepted)}"
         if unsaid:  # the daemon reads it as false; the schema requires it
             results.append(CheckResult("query", True, f"{detail}; {_NO_TRUNCATED}", warning=True))
-            return
-        results.append(CheckResult("query", True, detail))
+        else:
+            results.append(CheckResult("query", True, detail))
+        answered.append(results[-1])
 
     await run.step("query", first_query())
 
@@ -800,6 +804,23 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     else:
         results.append(CheckResult("malformed input", True, _NO_STDIN, skipped=True))
 
+    # Does the answer depend on the goal? Asked after every other query (a provider's
+    # queries are counted by some: each check asks what it always did), said on the
+    # query row as a warning: a provider that reads the goal where hostd does not send
+    # it (params.goal) answers the same frames for any goal, and passes every check.
+    if answered and not d.dead and run.stalled is None:
+        try:
+            same = await _same_whatever_asked(run, query, frames, caps.query.kinds)
+        except TimeoutError:
+            same = (
+                f"a second query, with the goal {OTHER_GOAL!r}: {await run._missed('query', None)}"
+            )
+        except (Failed, HostdError, ValueError, TypeError) as exc:
+            same = f"a second query, with the goal {OTHER_GOAL!r}, failed: {exc}"
+        if same is not None:
+            row = answered[0]
+            row.detail, row.warning = f"{row.detail}; {same}", True
+
     # 6. Verify honesty (V1–V3): held frames are valid; a wrong digest is not.
     async def verify() -> None:
         if not caps.verify:
@@ -807,7 +828,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             return
         held = [f for f in frames if f.content_digest][:4]
         if not held:
-            results.append(CheckResult("verify honesty", True, "no digest-carrying frame", True))
+            results.append(CheckResult("verify honesty", True, _nothing_to_verify(first), True))
             return
         # Under the configured id, as the daemon sends them: the binding's codec addresses
         # them as the daemon's does (over CGP by the handshake name; over JSON-RPC by an
@@ -852,6 +873,26 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         await run.step("shutdown", shutdown(d), deadlines.exit)
     else:
         results.append(CheckResult("shutdown", True, _NO_PROCESS, skipped=True))
+
+
+def _nothing_to_verify(first: Sequence[LegAudit]) -> str:
+    """Why the verify check had no frame to ask about: the query's reply was quarantined
+    (the daemon serves none of its frames, so it never asks about them) or its frames were
+    all dropped, the query got none, or none carried a ``content_digest``."""
+    if not first:
+        return "no frame to ask about: the query got none (its row says why)"
+    audit = first[0]
+    if audit.quarantine:
+        rules = ", ".join(_rules(audit.quarantine))
+        return (
+            f"not asked: the query's reply was quarantined ({rules}; its row says why), "
+            "so none of its frames is served and none can be asked about"
+        )
+    if audit.offered and not audit.accepted:
+        return "not asked: every frame of the query's reply was dropped (its row says why)"
+    if not audit.accepted:
+        return "no frame to ask about: the query returned none"
+    return "no digest-carrying frame"
 
 
 #: The malformed-input row of a provider that kept serving but answered the bad query
@@ -948,6 +989,67 @@ def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str]]:
             assert inline.actual is not None  # a mismatch names both digests
             out.append((frame.id, inline.actual))
     return out
+
+
+#: The goal of the query that tells whether a provider's answer depends on what it is
+#: asked: no words a real project's evidence is likely to match.
+OTHER_GOAL = "zqx vexillology of basalt lighthouses"
+#: Frame titles a query row shows, and the characters of each: what the provider
+#: answered, at a glance, quoting no more of it than the start of a title line.
+_TITLES_SHOWN = 3
+_TITLE_CHARS = 40
+
+
+def _titles(frames: Sequence[ContextFrame]) -> str:
+    """The titles of the best-scored frames, each cut to its start, quoted (control
+    characters escaped), ``(+N more)`` for the rest."""
+    shown = []
+    for frame in sorted(frames, key=lambda f: -f.score)[:_TITLES_SHOWN]:
+        lines = frame.title.strip().splitlines() or [""]
+        title = lines[0]
+        if len(title) > _TITLE_CHARS or len(lines) > 1:
+            title = title[: _TITLE_CHARS - 1] + "…"
+        shown.append(repr(title))
+    more = len(frames) - _TITLES_SHOWN
+    return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
+
+
+async def _same_whatever_asked(
+    run: _Run, query: ContextQuery, frames: Sequence[ContextFrame], declared: Sequence[str]
+) -> str | None:
+    """Asks the query again with a goal unlike it (``OTHER_GOAL``, and as its
+    ``query_text`` when it had one): the warning to show when the provider answers
+    the very frames it answered ``query`` (the same ids, contents and scores), most
+    often because it reads the goal where hostd does not send it; ``None`` when the
+    answers differ (or the second query was answered an error: it told them apart)."""
+    other = query.model_copy(
+        update={
+            "goal": OTHER_GOAL,
+            "query_text": None if query.query_text is None else OTHER_GOAL,
+        }
+    )
+    raw, error = await run.d.query(other)
+    if error is not None:
+        return None
+    again = run.audit(other, raw, declared).accepted
+    if [(f.id, f.content, f.score) for f in again] != [(f.id, f.content, f.score) for f in frames]:
+        return None
+    asked = "goal" if query.query_text is None else "goal and query_text"
+    return (
+        f"the {asked} {OTHER_GOAL!r} got the same {len(frames)} frame(s): its answer does "
+        "not depend on the goal (fine if it serves the same frames whatever is asked); "
+        f"{_goal_where(run.binding)}"
+    )
+
+
+def _goal_where(binding: str) -> str:
+    """Where the goal is on ``binding``'s wire, as a warning says it."""
+    if binding == "cgp":
+        return f'the goal is in the query envelope\'s "query": {{"goal": …}} ({QUERY_DOC})'
+    return (
+        "the goal is params.query.goal, not params.goal, which reads as undefined or None "
+        f"and may still match ({QUERY_DOC})"
+    )
 
 
 def no_frame_result(goal: str, took: str = "", *, hint: str = "") -> CheckResult:

@@ -99,7 +99,10 @@ def test_python_is_hostd_s_interpreter_not_the_one_on_path(tmp_path: Path) -> No
     )
     rows = check_rows(done.stdout)
     assert rows["handshake"].startswith("pass"), done.stdout + done.stderr
-    query = r"pass\s+3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms"
+    query = (
+        r"pass\s+3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms; "
+        r"top: 'healthy #0', 'healthy #1', 'healthy #2'"
+    )
     assert re.fullmatch(query, rows["query"]), rows["query"]
     # And it says what it ran, and where.
     assert done.stdout.splitlines()[0] == (

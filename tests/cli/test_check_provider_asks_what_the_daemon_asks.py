@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd._hints import NO_HANDSHAKE
-from hostd.cli._checks import Deadlines
+from hostd.cli._checks import OTHER_GOAL, Deadlines
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
 
@@ -42,7 +42,8 @@ ANSWERS_CGP = (
 
 #: A provider on the SDK that writes every query it gets to the file named by its first
 #: argument, one JSON line each, and answers like the SDK's own examples: a result for
-#: whatever it is asked, a malformed query included (``--strict``: ``bad_request``).
+#: whatever it is asked, a malformed query included (``--strict``: ``bad_request``);
+#: its one doc when the goal (or the query_text) shares a word with it.
 _REPORTING = """\
 import hashlib
 import json
@@ -67,6 +68,9 @@ class Reporting:
         if not isinstance(query.get("goal"), str):
             if "--strict" in sys.argv:
                 raise ProviderError("a query needs a goal", code="bad_request")
+            return {"frames": [], "truncated": False}
+        words = set(str(query.get("query_text") or query["goal"]).lower().split())
+        if not words & set(TEXT.lower().rstrip(".").split()):
             return {"frames": [], "truncated": False}
         cost = budget_tokens(TEXT)
         kinds = query.get("kinds") or ["doc"]
@@ -216,8 +220,11 @@ def test_its_queries_carry_no_query_text_as_the_daemon_s_for_a_plain_compose(
     done, _checks = _json("--binding", "cgp", "--", sys.executable, str(script), str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     asked = [q for q in _queries(out) if isinstance(q.get("goal"), str)]
+    # The last asks a goal unlike it, to tell whether the answer depends on the goal.
+    *asked, probe = asked
     assert asked and all(q["goal"] == GOAL for q in asked), asked
-    assert all("query_text" not in q for q in asked), asked
+    assert probe["goal"] == OTHER_GOAL, probe
+    assert all("query_text" not in q for q in [*asked, probe]), asked
     # The daemon's query for `hostd compose GOAL`, to the same provider: the same members.
     daemon_out = tmp_path / "daemon.jsonl"
     config = tmp_path / "hostd.toml"
@@ -239,8 +246,10 @@ def test_query_text_asked_for_is_what_every_query_carries(tmp_path: Path) -> Non
     args = ["--binding", "cgp", "--query-text", "configuration loading"]
     done = run_hostd("check-provider", *args, "--", sys.executable, str(script), str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    asked = [q for q in _queries(out) if isinstance(q.get("goal"), str)]
+    *asked, probe = [q for q in _queries(out) if isinstance(q.get("goal"), str)]
     assert len(asked) >= 4 and all(q["query_text"] == "configuration loading" for q in asked)
+    # The goal probe changes what it asks: its query_text too.
+    assert probe["goal"] == probe["query_text"] == OTHER_GOAL, probe
     assert (
         f"asked the goal {GOAL!r} (--goal), query_text 'configuration loading' (--query-text), "
         "max_tokens 400 (--budget)\n"

@@ -152,7 +152,8 @@ def test_an_honest_reply_says_what_it_cost_of_its_budget() -> None:
     done, checks = _json("--budget", "20", "--", "python", SCRIPT, "honest")
     assert done.returncode == 0, checks
     assert re.fullmatch(
-        r"1 valid frame\(s\) costing 14 of max_tokens 20 in \d+ ms", checks["query"]["detail"]
+        r"1 valid frame\(s\) costing 14 of max_tokens 20 in \d+ ms; top: 'Configuration'",
+        checks["query"]["detail"],
     ), checks["query"]
 
 
@@ -341,7 +342,8 @@ def test_a_result_without_truncated_is_a_warning_naming_the_rule() -> None:
     query = checks["query"]
     assert (query["passed"], query["warning"]) == (True, True), query
     assert re.fullmatch(
-        r"3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms; its result has no "
+        r"3 valid frame\(s\) costing \d+ of max_tokens 400 in \d+ ms; "
+        r"top: 'Cache', 'Configuration', 'Retries'; its result has no "
         r'"truncated": the CGP schema requires it \(ContextQueryResult: "frames" and '
         r'"truncated"\); the daemon reads it as false\. Send "truncated": false, or true when '
         r"frames that matched were left out to keep within the budget "
@@ -434,3 +436,39 @@ def test_a_query_refused_for_its_budget_still_lets_the_budget_check_ask_its_own(
     _done, checks = _json("--binding", "cgp", "--goal", "refuse", "--", *sdk)
     assert not checks["query"]["passed"], checks["query"]
     assert checks["budget honesty"]["passed"], checks["budget honesty"]
+
+
+# -- an answer that does not depend on the goal, and what the query row shows of it -------
+
+
+def test_a_provider_reading_the_goal_from_the_wrong_field_is_warned() -> None:
+    """It reads ``params.goal`` (``undefined`` in JavaScript) and finds the one fact that
+    says "undefined" whatever is asked: the row shows that fact's title, and a second
+    goal unlike the first got the same frames, which it names with where the goal is."""
+    done = _table("--goal", "share ShareConfig", "--", "python", SCRIPT, "goal_undefined")
+    assert done.returncode == 0, done.stdout  # a warning, not a failure
+    row = check_rows(done.stdout)["query"]
+    assert row.startswith("warn"), row
+    assert "top: 'Unset keys'; the goal 'zqx vexillology of basalt lighthouses' got the " in row
+    assert "its answer does not depend on the goal" in row, row
+    assert "the goal is params.query.goal, not params.goal" in row, row
+    assert done.stdout.splitlines()[-1] == "5/5 passed, 1 warning, 1 skipped", done.stdout
+
+
+def test_a_provider_that_reads_the_goal_shows_its_titles_and_no_warning() -> None:
+    done, checks = _json("--goal", "configuration", "--", "python", SCRIPT, "honest")
+    query = checks["query"]
+    assert query["passed"] and not query["warning"], query
+    assert query["detail"].endswith("; top: 'Cache', 'Configuration'"), query
+    for _fid, _title, text in FACTS:
+        assert text not in query["detail"]
+
+
+def test_a_quarantined_reply_is_why_verify_asked_nothing() -> None:
+    """Its frames carry digests, but the reply broke B3: nothing was served to verify."""
+    done, checks = _json("--", "python", SCRIPT, "char_cost")
+    assert done.returncode == 1
+    assert checks["query"]["rules"] == ["B3"], checks["query"]
+    verify = checks["verify honesty"]
+    assert verify["skipped"], verify
+    assert verify["detail"].startswith("not asked: the query's reply was quarantined (B3; "), verify
