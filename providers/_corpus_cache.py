@@ -7,12 +7,14 @@ files whose figures changed (``Corpus.refresh``). With ``ChunkTerms``, each chun
 also keeps what an index derived from it (the ``files`` provider's search terms),
 so a restart does not derive it again, and the index built over all of them (the
 ``files`` provider's BM25 matrix, ``SavedIndex``), so a restart of an unchanged tree
-does not build it again either. One file per corpus under
-``$XDG_CACHE_HOME/hostd/<provider>/``, named by a key over everything that
-decides the chunks: the root, the read and chunk options, and the source of
-the chunker itself (``hostd.chunking``'s modules) and which count it cut by (the
-model tokenizer's or the estimate: ``counter_identity``), so a changed chunker, or
-the ``semantic`` extra installed after a first build, never serves old chunks.
+does not build it again either, and the names each chunk defines (``ChunkTerms.names``:
+the ``files`` provider's definition lift), so a restart does not scan the chunks for
+definitions again. One file per corpus under ``$XDG_CACHE_HOME/hostd/<provider>/``,
+named by a key over everything that decides the chunks: the root, the read and chunk
+options, and the source of the chunker itself (``hostd.chunking``'s modules) and which
+count it cut by (the model tokenizer's or the estimate: ``counter_identity``), so a
+changed chunker, or the ``semantic`` extra installed after a first build, never serves
+old chunks.
 Which files belong is not in the key: every refresh walks the tree again and keeps
 only what the walk yields, and ``Corpus.adopt`` drops at
 once a cached file the built-in rules refuse (a ``.env`` cached by a version
@@ -74,12 +76,14 @@ _CACHE_NAME = re.compile(r"(?:corpus-)?[0-9a-f]{32}\.json")
 #: only with what decides the chunks.
 _VERSION = 1
 #: In the file: one of another layout at the same path is a cold start, then replaced;
-#: one of the layouts before is adopted (``load_corpus``): 2 (no index, no ``judged``:
-#: its files are checked for keys and tokens again), 1 (nor ``refused``, nor terms).
-_LAYOUT = 3
+#: one of the layouts before is adopted (``load_corpus``): 3 (no chunk's defined names:
+#: they are derived again), 2 (nor an index, nor ``judged``: its files are checked for
+#: keys and tokens again), 1 (nor ``refused``, nor terms).
+_LAYOUT = 4
+_LAYOUT_INDEX = 3
 _LAYOUT_TERMS = 2
 _LAYOUT_BEFORE = 1
-_LAYOUTS = (_LAYOUT, _LAYOUT_TERMS, _LAYOUT_BEFORE)
+_LAYOUTS = (_LAYOUT, _LAYOUT_INDEX, _LAYOUT_TERMS, _LAYOUT_BEFORE)
 #: The chunker's own sources: a change to any is a change to every chunk.
 _CHUNKER_SOURCES = (
     Path(_chunker.__file__),
@@ -155,11 +159,16 @@ class ChunkTerms:
     per chunk, by ``(rel, digest)`` (the same text in the same file derives the same).
     ``tag`` names the code that derived them: terms saved under another tag are not
     loaded, so a changed tokenizer never serves old terms. ``index``: the index built
-    over them all, saved with them and loaded only with them."""
+    over them all, saved with them and loaded only with them. ``names``: the names each
+    chunk defines (``defined_names``), by ``(rel, digest)`` too, whatever ``tag`` (the
+    chunker's code derives them, and it is in the cache's key: ``corpus_key``); saved
+    when every chunk's are known, each chunk's row then saying its own (none when it
+    says none)."""
 
     tag: str
     by_chunk: dict[tuple[str, str], str] = field(default_factory=dict)
     index: SavedIndex | None = None
+    names: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
 
 def _index_doc(index: SavedIndex) -> dict[str, Any]:
@@ -187,16 +196,31 @@ def _chunk_row(c: Chunk, terms: ChunkTerms | None) -> list[Any]:
     """``[start, end, text, digest, heading, kind]``, then its terms when known (else
     ``null`` when more follows), then, for a chunk whose text is not its lines (a
     notebook cell's), ``place`` and ``source_digest`` (else ``null`` when more
-    follows), then a code chunk's ``item``."""
+    follows), then a code chunk's ``item`` (else ``null`` when more follows), then the
+    names it defines, when it defines any."""
     row: list[Any] = [c.start, c.end, c.text, c.digest, c.heading, c.kind]
-    said = terms.by_chunk.get((c.rel, c.digest)) if terms is not None else None
-    if said is not None or c.source_digest is not None or c.item is not None:
+    key = (c.rel, c.digest)
+    said = terms.by_chunk.get(key) if terms is not None else None
+    names = terms.names.get(key) if terms is not None else None
+    more = c.source_digest is not None or c.item is not None or bool(names)
+    if said is not None or more:
         row.append(said)
-    if c.source_digest is not None or c.item is not None:
+    if more:
         row.extend((c.place, c.source_digest))
-    if c.item is not None:
+    if c.item is not None or names:
         row.append(c.item)
+    if names:
+        row.append(list(names))
     return row
+
+
+def _names_known(corpus: Corpus, terms: ChunkTerms | None) -> bool:
+    """Whether ``terms`` knows the names of every chunk of ``corpus``: only then does a
+    row that says none mean that its chunk defines none."""
+    if terms is None:
+        return False
+    names = terms.names
+    return all((c.rel, c.digest) in names for c in corpus.chunks)
 
 
 def save_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> None:
@@ -213,6 +237,7 @@ def save_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
             "root": str(corpus.root),
             "judged": _judged_by(corpus),
             "terms": terms.tag if terms is not None else None,
+            "names": _names_known(corpus, terms),
             "files": files,
             "index": _index_doc(index) if index is not None else None,
         }
@@ -249,16 +274,21 @@ def _prune(folder: Path, keep: Path) -> None:
 def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> bool:
     """Adopt the state at ``path``; ``False`` (nothing adopted) when there is none usable.
     With ``terms``, the chunks' saved terms of its tag are added to it, and the index
-    saved with them (``terms.index``)."""
+    saved with them (``terms.index``), and the names they define (``terms.names``) when
+    the cache knows every chunk's."""
     try:
         raw = orjson.loads(path.read_bytes())
         layout = raw.get("version")
         if layout not in _LAYOUTS or raw.get("root") != str(corpus.root):
             return False
         same_terms = terms is not None and raw.get("terms") == terms.tag
-        index = raw.get("index") if layout == _LAYOUT and same_terms else None
+        indexed = layout in (_LAYOUT, _LAYOUT_INDEX)
+        index = raw.get("index") if indexed and same_terms else None
         saved_index = _index_of(index) if index is not None else None
+        # A layout before this one did not say them: there a row without names is unknown.
+        named = terms is not None and layout == _LAYOUT and raw.get("names") is True
         saved: dict[tuple[str, str], str] = {}
+        names: dict[tuple[str, str], tuple[str, ...]] = {}
         state: dict[str, FileEntry] = {}
         for rel, entry in raw["files"].items():
             if layout == _LAYOUT_BEFORE:
@@ -279,15 +309,25 @@ def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
                 chunks.append(Chunk(rel, file, int(a), int(b), t, d, h, k, place, source, item))
                 if same_terms and len(row) > 6 and isinstance(row[6], str):
                     saved[rel, d] = row[6]
+                if named:
+                    names[rel, d] = _names_of(row[10]) if len(row) >= 11 else ()
             state[rel] = (int(mtime), int(size), chunks, refused)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return False  # missing, torn or foreign: a cold start
-    corpus.adopt(state, judged=layout == _LAYOUT and raw.get("judged") == _judged_by(corpus))
+    corpus.adopt(state, judged=indexed and raw.get("judged") == _judged_by(corpus))
     if terms is not None:
         terms.by_chunk.update(saved)
         terms.index = saved_index
+        terms.names.update(names)
     try:
         os.utime(path)  # in use: not stale (_prune), though it may not be written again
     except OSError:
         pass
     return True
+
+
+def _names_of(said: Any) -> tuple[str, ...]:
+    """A row's names, checked: a foreign cache's are a cold start (``TypeError``)."""
+    if not isinstance(said, list) or not all(isinstance(name, str) for name in said):
+        raise TypeError("names")
+    return tuple(said)

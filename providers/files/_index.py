@@ -160,11 +160,11 @@ class FileIndex:
         #: Each chunk's terms, space-separated (``_terms_of``): a rebuild tokenizes only
         #: new chunks, and a restart none (they are cached with the chunks).
         self._terms = ChunkTerms(_TERMS_TAG)
-        #: The names each chunk's text defines (``defined_names``), by ``(rel, digest)``
-        #: as its terms: a rebuild reads only new chunks (a start reads them all).
-        self._names: dict[tuple[str, str], tuple[str, ...]] = {}
         #: Chunks the last rebuild had to tokenize (its terms were neither held nor cached).
         self.tokenized_last = 0
+        #: Chunks the last rebuild had to scan for the names they define (neither held nor
+        #: cached: ``ChunkTerms.names``).
+        self.named_last = 0
         #: Whether the last rebuild took the BM25 matrix saved in the cache, not built one.
         self.index_loaded = False
         self._last_check = float("-inf")
@@ -278,10 +278,12 @@ class FileIndex:
             # ``modified``, not ``reads``: a cache that held a file now refused (a ``.env``
             # written by an older version) is rewritten without it though nothing was read.
             # A chunk tokenized anew (a changed tokenizer) is saved with its terms too, and
-            # a matrix built anew (an older cache had none) with them.
+            # a matrix built anew (an older cache had none) with them, and the names of
+            # chunks scanned anew (an older cache did not say them).
             stale = (
                 self.corpus.modified
                 or self.tokenized_last > 0
+                or self.named_last > 0
                 or not self.loaded_from_cache
                 or (self.chunk_count > 0 and not self.index_loaded)
             )
@@ -354,11 +356,13 @@ class FileIndex:
 
     def _definitions(self, chunks: list[Chunk]) -> dict[str, np.ndarray]:
         """Each name the chunks define and which chunks do: the definitions that open in
-        a chunk's text and the one its first line sits in (its item). Only the chunks
+        a chunk's text (held, or cached with the chunks: ``ChunkTerms.names``, else
+        scanned now) and the one its first line sits in (its item). Only the chunks
         indexed now are remembered, as their terms are."""
-        held = self._names
+        held = self._terms.names
         names_of: dict[tuple[str, str], tuple[str, ...]] = {}
         defines: dict[str, list[int]] = {}
+        scanned = 0
         for i, c in enumerate(chunks):
             key = (c.rel, c.digest)
             names = names_of.get(key)
@@ -366,13 +370,15 @@ class FileIndex:
                 names = held.get(key)
                 if names is None:
                     names = tuple(defined_names(PurePosixPath(c.rel).suffix, c.text))
+                    scanned += 1
                 names_of[key] = names
             own = set(names)
             if c.item is not None and (name := item_name(c.item)) is not None:
                 own.add(name)
             for name in own:
                 defines.setdefault(name, []).append(i)
-        self._names = names_of
+        self.named_last = scanned
+        self._terms.names = names_of
         return {name: np.asarray(at, dtype=np.int64) for name, at in defines.items()}
 
     @staticmethod

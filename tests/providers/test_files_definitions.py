@@ -1,14 +1,17 @@
 """The chunk that defines an identifier the query spells ranks above the chunks that
 only mention it (``_lift_definitions``); a query naming none ranks by BM25 alone, a
-plain word that some chunk defines included."""
+plain word that some chunk defines included. The names each chunk defines are cached
+with the chunks, so a start from the cache scans none of them again."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import orjson
+import pytest
 
-from hostd.chunking import tokenize
+from hostd.chunking import defined_names, tokenize
 from providers import CorpusOptions
 from providers.files import FileIndex
 
@@ -69,3 +72,81 @@ def test_a_query_naming_no_identifier_ranks_by_bm25_alone(tmp_path: Path) -> Non
     by_id = {c.chunk_id: float(s) for c, s in zip(ix._served.chunks, scores, strict=True)}
     assert hits
     assert [h.raw for h in hits] == [by_id[h.chunk.chunk_id] for h in hits]
+
+
+def _scanned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The chunks' texts the index scans for definitions (``defined_names``), one each."""
+    texts: list[str] = []
+
+    def counting(suffix: str, text: str) -> list[str]:
+        texts.append(text)
+        return defined_names(suffix, text)
+
+    monkeypatch.setattr("providers.files._index.defined_names", counting)
+    return texts
+
+
+def _defines(index: FileIndex) -> dict[str, list[str]]:
+    chunks = index._served.chunks
+    return {
+        name: [chunks[i].chunk_id for i in at.tolist()]
+        for name, at in index._served.defines.items()
+    }
+
+
+def test_a_start_from_the_cache_scans_no_chunk_for_its_definitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    cold = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    cold.build()
+    assert "new0" in _defines(cold)
+    scanned = _scanned(monkeypatch)
+
+    warm = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    warm.build()
+    assert warm.loaded_from_cache and scanned == [] and warm.named_last == 0
+    assert _defines(warm) == _defines(cold)
+    question = "what does the new0 macro expand to?"
+    assert [h.chunk.chunk_id for h in warm.search(question)] == [
+        h.chunk.chunk_id for h in cold.search(question)
+    ]
+
+    # A changed file: its chunks alone are scanned.
+    (root / "src" / "expand.c").write_text("int expand_twice(int size)\n{\n\treturn size;\n}\n")
+    changed = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    changed.build()
+    assert scanned == [(root / "src" / "expand.c").read_text()]
+    assert "expand_twice" in _defines(changed) and "expand" not in _defines(changed)
+
+
+def test_a_cache_that_does_not_say_the_names_is_scanned_once_then_written_with_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _tree(tmp_path / "tree")
+    cache = tmp_path / "cache" / "corpus.json"
+    cold = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    cold.build()
+    # What the version before wrote: each chunk's row ends at its item; no names.
+    body = orjson.loads(cache.read_bytes())
+    assert body.pop("names") is True
+    body["version"] = 3
+    for _, _, _, rows in body["files"].values():
+        for row in rows:
+            del row[10:]
+    cache.write_bytes(orjson.dumps(body))
+    scanned = _scanned(monkeypatch)
+
+    upgrade = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    upgrade.build()
+    # Every chunk scanned again (none is taken to define nothing), and none read again.
+    assert upgrade.loaded_from_cache and upgrade.corpus.reads == 0
+    assert upgrade.named_last == upgrade.chunk_count == len(scanned) > 0
+    assert _defines(upgrade) == _defines(cold)
+
+    scanned.clear()
+    after = FileIndex(CorpusOptions(root=root), cache_path=cache)
+    after.build()
+    assert scanned == [] and after.index_loaded
+    assert _defines(after) == _defines(cold)
