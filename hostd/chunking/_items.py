@@ -5,8 +5,10 @@ item (``impl BuildValidator for DateTimeValidator › fn build``) tells a reader
 one, as a markdown chunk's heading does. No parser: a definition is a line that
 matches its language family's pattern (``_FAMILIES``), and it holds the lines after
 it that are indented deeper, up to and including a closing ``}`` at its own indent.
-Blank lines and comment lines decide nothing (a commented-out line at column 0 inside
-a body does not end it): a comment is in what the next line of code is in, or, when
+A C++ ``namespace`` is no item: it holds its definitions, which are, up to a closing
+``}`` at its own indent, whether its contents are indented or not. Blank lines and
+comment lines decide nothing (a commented-out line at column 0 inside a body does not
+end it): a comment is in what the next line of code is in, or, when
 it is indented deeper than the innermost definition open, in that one. The lines
 after a header that has not opened its body yet (a signature over several lines, a
 ``where`` clause, a brace on the next line) are its header's. What this cannot see (a
@@ -87,11 +89,19 @@ _C = re.compile(
     r"(?P<head>(?:struct|union|enum(?:\s+class)?|class|namespace)\s+[\w:]+)"
     r"(?=\s*(?:final\s*)?(?::[^;{(]*)?(?:\{|$))"
 )
+#: A C++ operator's name: ``operator==``, ``operator()``, ``operator[]``, ``operator new[]``,
+#: ``operator""_km``, a conversion's (``operator bool``).
+_OPERATOR = (
+    r"operator\s*(?:\(\)|\[\]|->\*?|[-+*/%^&|~!=<>,]+|\"\"\s*\w+|(?:new|delete)\b(?:\s*\[\])?"
+    r"|\s[\w:]+)"
+)
 # A function's name and its parameter list's start, after its return type (on the line,
-# or on the line before, GNU's style: ``static gboolean`` then ``foo(int a)``). Taken
-# at column 0 or directly inside a class or namespace only, so no call in a body is one.
+# or on the line before, GNU's style: ``static gboolean`` then ``foo(int a)``); a C++
+# operator's too (``bool operator==(const A&) const {``). Taken at column 0 or directly
+# inside a class or namespace only, so no call in a body is one.
 _C_FUNCTION = re.compile(
-    r"(?:[\w*&:<>,]+\s+|[\w:<>]+\s*[*&]+\s*)*[*&]*(?P<head>~?[\w:]*\w)(?=\s*\()"
+    r"(?:(?!operator\b)[\w*&:<>,]+\s+|[\w:<>]+\s*[*&]+\s*)*[*&]*"
+    rf"(?P<head>(?:[\w:]*::)?(?:{_OPERATOR}|~?\w+))(?=\s*\()"
 )
 #: A macro definition, function-like or object-like: its item lasts while its lines end
 #: with a backslash.
@@ -194,6 +204,11 @@ class _Open:
     depth: int = 0  # brackets its signature left open so far (Python)
     #: A C macro whose last line ended with a backslash: the next line is its too.
     continued: bool = False
+    #: A C++ namespace: it holds definitions, which are the items (it is named in no
+    #: label), and lasts to its closing brace, its contents indented or not.
+    scope: bool = False
+    #: A namespace's: the indent of its first line, where its definitions are taken.
+    inner: int | None = None
 
 
 def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> list[str | None]:
@@ -270,18 +285,24 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             undecided.clear()
         closes = family.braces and text.startswith("}")
         while stack and indent <= stack[-1].indent:
-            if closes and indent == stack[-1].indent:
-                break  # its closing line is still its own
+            if indent == stack[-1].indent and (closes or stack[-1].scope):
+                break  # its closing line is still its own; a namespace's lines are its
             stack.pop()
         mark(number)
         top = stack[-1] if stack else None
         if closes and top is not None and indent == top.indent:
             stack.pop()
             continue
-        in_container = top.container if top is not None else family.c_like and indent == 0
+        if top is not None and top.scope:
+            # Its definitions are at its first line's indent, as a file's are at column 0.
+            top.inner = indent if top.inner is None else top.inner
+            in_container = indent == top.inner
+        else:
+            in_container = top.container if top is not None else family.c_like and indent == 0
         head = _head(family, text, in_container, at_top=indent == 0)
         if head is not None:
-            opened = _Open(indent, head, head.startswith(_CONTAINERS))
+            scope = family.c_like and head.startswith("namespace ")
+            opened = _Open(indent, head, head.startswith(_CONTAINERS), scope=scope)
             stack.append(opened)
             _signature_line(stack, opened, text, family.braces)
     if undecided:  # a signature the file ends in: no body
@@ -293,8 +314,9 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
 
 
 #: A definition's name in its head: the last identifier (``fn build``: build,
-#: ``struct btd_adapter``: btd_adapter, ``Foo::bar()``: bar).
-_NAME_RE = re.compile(r"[A-Za-z_$][\w$]*")
+#: ``struct btd_adapter``: btd_adapter, ``Foo::bar()``: bar) or C++ operator
+#: (``A::operator==()``: operator==).
+_NAME_RE = re.compile(rf"{_OPERATOR}|[A-Za-z_$][\w$]*")
 #: How far past a function's header its body may open (a C signature over many lines).
 _BODY_CHARS = 1000
 #: The lines each family's patterns may take for a header, found in one pass over a
@@ -435,7 +457,7 @@ def _head(family: _Family, text: str, in_container: bool, at_top: bool = False) 
         if family.c_like:
             # A definition has a body: a prototype's line ends with ``;``, a call's too; a
             # typedef of a function pointer (``typedef void (*cb_t)(int);``) is a type.
-            before = text.split("(", 1)[0]
+            before = text[: found.start("head")]  # not ``operator=``'s own ``=``
             code = text.split("//", 1)[0].rstrip()
             if code.endswith(";") or "=" in before or before.startswith("typedef"):
                 return None
@@ -494,7 +516,8 @@ def _first_text(lines: Sequence[bytes], start: int) -> int:
 
 def _label(stack: Sequence[_Open]) -> str | None:
     """The outermost and the innermost definition open (a line of a signature over
-    several lines is in its definition too)."""
+    several lines is in its definition too), a namespace none."""
+    stack = [o for o in stack if not o.scope]
     if not stack:
         return None
     shown = stack if len(stack) <= 2 else [stack[0], stack[-1]]

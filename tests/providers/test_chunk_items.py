@@ -450,6 +450,78 @@ def test_cpp_classes_and_methods_are_items() -> None:
     ]
 
 
+CPP_NAMESPACES = """\
+namespace net {
+
+struct Point {
+    int x;
+    bool operator==(const Point& o) const {
+        return x == o.x;
+    }
+    Point& operator=(const Point& o) {
+        x = o.x;
+        return *this;
+    }
+    int operator()(int y) const {
+        return x + y;
+    }
+    explicit operator bool() const {
+        return x != 0;
+    }
+};
+
+bool operator<(const Point& a, const Point& b)
+{
+    return a.x < b.x;
+}
+
+}  // namespace net
+
+namespace util {
+    class Socket {
+    public:
+        int send(const char *data) {
+            return write(data);
+        }
+    };
+
+    static const Entry table[] = {
+        ENTRY("a",
+              1),
+    };
+}
+"""
+
+
+def test_cpp_operator_overloads_are_items() -> None:
+    lines = split_lines(CPP_NAMESPACES.encode())
+    assert code_items(".cpp", lines, [6, 9, 13, 16, 22, 23]) == [
+        "struct Point › operator==()",
+        "struct Point › operator=()",
+        "struct Point › operator()()",
+        "struct Point › operator bool()",
+        "operator<()",
+        "operator<()",
+    ]
+    assert defined_names(".cpp", CPP_NAMESPACES).count("operator<") == 1
+    assert item_name("struct Point › operator()()") == "operator()"
+    assert item_name("Point::operator==()") == "operator=="
+    assert item_name("Foo::~Foo()") == "Foo"
+
+
+def test_a_cpp_namespace_is_no_item_and_holds_its_definitions_indented_or_not() -> None:
+    lines = split_lines(CPP_NAMESPACES.encode())
+    assert code_items(".cpp", lines, [4, 20, 25, 29, 32, 36, 38]) == [
+        "struct Point",  # a namespace's contents at its own indent are in it
+        None,
+        None,  # its closing line
+        "class Socket",  # indented: a class's method shows its class, not the namespace
+        "class Socket › send()",
+        None,
+        None,  # an initializer's entry is no function, though the namespace holds it
+    ]
+
+
 def test_the_names_a_chunk_defines_are_its_definition_lines_not_prototypes_nor_calls() -> None:
     source = (
         "#define new0(type, count) \\\n"
