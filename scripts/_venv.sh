@@ -10,6 +10,9 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
 # compat: a plain path in a .pth, so type checkers and editors find hostd (the default
-# import hook is invisible to them: mypy would say "Cannot find implementation")
-"$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[${HOSTD_EXTRAS:-dev}]" \
+# import hook is invisible to them: mypy would say "Cannot find implementation").
+# --no-compile: pip would byte-compile every module of every package it installs (torch,
+# transformers, the frameworks: most never imported here), which was most of a new
+# venv's install time; Python compiles and caches what is imported, once, at first use.
+"$PY" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[${HOSTD_EXTRAS:-dev}]" \
     --config-settings editable_mode=compat
