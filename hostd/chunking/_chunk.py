@@ -21,9 +21,7 @@ of JSON over several lines, ``_json_records``, else see ``_record_sections``) th
   chunk of its own (a line of a file is never split: its range addresses whole
   lines), or, with ``split_long_lines`` (text that is no file), cut into parts
   that fit (``_line_parts``);
-- holds at most ``window_lines`` lines, preferring to end before a definition of code
-  at column 0 whose header would otherwise end it (or that fits a run whole), else at
-  a blank line;
+- holds at most ``window_lines`` lines, preferring to end at a blank line;
 - is not a tiny fragment: one under ``min_tokens`` word pieces is merged with
   its neighbour when the two still fit both bounds, so the tail of a budget is
   not filled with headings and closing braces.
@@ -42,14 +40,14 @@ from __future__ import annotations
 import bisect
 import collections
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._items import code_items, definition_spans, language_suffix
+from ._items import code_items, language_suffix
 from ._json_records import json_records
 from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
@@ -434,34 +432,16 @@ class _Span:
 
 
 def _windows(
-    start: int,
-    end: int,
-    lines: Sequence[bytes],
-    pieces: Sequence[int],
-    size: int,
-    room: int,
-    definitions: Mapping[int, tuple[int, int]],
+    start: int, end: int, lines: Sequence[bytes], pieces: Sequence[int], size: int, room: int
 ) -> Iterator[tuple[int, int, int]]:
     """``start..end`` cut into ``(a, b, pieces)`` runs of at most ``size`` lines and ``room``
-    pieces (a longer single line stands alone), preferring to end before a definition
-    that would run past the run's end (``definitions``: ``definition_spans``), else at
-    a blank line."""
-    # The definitions' first lines, in order: the one a run's end falls in is found by
-    # bisection (they do not overlap).
-    firsts = sorted(definitions)
+    pieces (a longer single line stands alone), preferring to end at a blank line."""
     pos = start
     while pos <= end:
         hi, total = pos, pieces[pos - 1]
         while hi < end and hi - pos + 1 < size and total + pieces[hi] <= room:
             total += pieces[hi]
             hi += 1
-        if hi < end and firsts:
-            cut = _before_definition(pos, hi, firsts, definitions, pieces, size, room)
-            if cut is not None:
-                total -= sum(pieces[cut:hi])
-                yield pos, cut, total
-                pos = cut + 1
-                continue
         if hi < end:
             # Back off to a blank line in the last quarter so a run ends between blocks.
             for j in range(hi, pos + (3 * (hi - pos + 1)) // 4 - 1, -1):
@@ -471,40 +451,6 @@ def _windows(
                     break
         yield pos, hi, total
         pos = hi + 1
-
-
-def _before_definition(
-    pos: int,
-    hi: int,
-    firsts: Sequence[int],
-    definitions: Mapping[int, tuple[int, int]],
-    pieces: Sequence[int],
-    size: int,
-    room: int,
-) -> int | None:
-    """Where a run ``pos..hi`` that must end before its section does ends instead, when a
-    definition runs past ``hi``: just before it (its doc comment included), so its
-    header starts the next run with its body, when it fits a run whole or its header is
-    in the run's last half or past it (earlier, the run keeps it: its header is with
-    the start of its body already, as when the run starts with it: its doc comment
-    and header are read together); when the run starts inside its doc comment (the
-    comment was too long for one run) and its header is in the run's last half, just
-    before the header. ``hi`` itself when a definition starts on the next line.
-    ``None``: no definition decides."""
-    if hi + 1 in definitions:
-        return hi
-    at = bisect.bisect_right(firsts, hi) - 1
-    if at < 0:
-        return None
-    first = firsts[at]
-    header, last = definitions[first]
-    if last <= hi:
-        return None
-    late = header > pos + (hi - pos + 1) // 2
-    if first > pos:
-        whole = last - first + 1 <= size and sum(pieces[first - 1 : last]) <= room
-        return first - 1 if whole or late else None
-    return header - 1 if first < pos and late and header <= hi else None
 
 
 def _merge_small(spans: list[_Span], size: int, min_pieces: int) -> list[_Span]:
@@ -791,10 +737,8 @@ def chunk_text(
 
     ``code_suffix``: the text is a file of this suffix (``.rs``); when that names a
     language ``code_items`` knows, each chunk carries the definitions its first line of
-    text sits in (``TextChunk.item``), and a run that would end after a definition's
-    header, or inside a definition that fits a run whole, ends before it instead
-    (``definition_spans``), so a header is quoted with its body. A file and its
-    ``file://`` resource are cut with their suffix alike."""
+    text sits in (``TextChunk.item``). It decides no cut: a chunk's bounds, text and
+    digest are the same with or without it."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -832,19 +776,11 @@ def chunk_text(
     headings = list(dict.fromkeys(heading for _, _, heading, _ in cuts))
     counted = count([_title(name, heading, "") for heading in headings])
     titles = dict(zip(headings, counted, strict=True))
-    # Where code's definitions lie, so a cut falls before one, not after its header;
-    # read only for a text cut in several runs (most files fit in one).
-    definitions: dict[int, tuple[int, int]] | None = None
     for s_start, s_end, heading, record in cuts:
         title = titles[heading] + (0 if heading else widest)
         limit = max_tokens if record is None else (record_tokens or max_tokens)
         room = max(limit - _SPECIAL_PIECES - title, 1)
-        several = s_end - s_start + 1 > window_lines or sum(pieces[s_start - 1 : s_end]) > room
-        if definitions is None and code_suffix is not None and several:
-            definitions = definition_spans(code_suffix, lines)
-        for a, b, n in _windows(
-            s_start, s_end, lines, pieces, window_lines, room, definitions or {}
-        ):
+        for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room):
             spans.append(_Span(a, b, heading, n, room, record))
     chunks: list[TextChunk] = []
     for span in _merge_small(spans, window_lines, min_tokens):

@@ -13,9 +13,8 @@ it is indented deeper than the innermost definition open, in that one. The lines
 after a header that has not opened its body yet (a signature over several lines, a
 ``where`` clause, a brace on the next line) are its header's. What this cannot see (a
 string at column 0 inside a body, code whose indentation lies) ends an item early or
-names none: a label goes wrong, never a chunk's text. Where the definitions at column 0
-lie (``definition_spans``) moves a chunk's bounds only: the chunker prefers to cut
-before one rather than after its header.
+names none: a label goes wrong, never a chunk, whose bounds and text do not depend on
+it.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ __all__ = [
     "ITEM_SEPARATOR",
     "code_items",
     "defined_names",
-    "definition_spans",
     "item_name",
     "language_suffix",
 ]
@@ -372,49 +370,6 @@ def defined_names(suffix: str, text: str) -> list[str]:
         if name := item_name(head):
             names.append(name)
     return names
-
-
-def definition_spans(suffix: str, lines: Sequence[bytes]) -> dict[int, tuple[int, int]]:
-    """``{first line: (header line, last line)}`` (1-indexed) of each definition at
-    column 0 of a file with ``suffix``, where the chunker prefers to cut
-    (``_chunk._windows``): from the comment and attribute lines directly above its
-    header (a doc comment, a decorator) to the last line before the next line of code at
-    column 0 that does not carry it on (a closing ``}``, a signature's ``) -> T {``).
-    Definitions do not nest at column 0, so the spans do not overlap. Empty for a
-    language not known."""
-    family = _FAMILIES.get(_SUFFIXES.get(suffix.lower(), ""))
-    spans: dict[int, tuple[int, int]] = {}
-    if family is None:
-        return spans
-    first: int | None = None  # the open definition's first line
-    header = last = 0  # its header's line, its last line so far
-    lead: int | None = None  # the first of the comment lines at column 0 just above
-    for number, raw in enumerate(lines, start=1):
-        line = raw.decode("utf-8", "replace")
-        text = line.strip()
-        if not text:
-            lead = None  # a blank line parts a comment from what comes after it
-            continue
-        indented = line[:1] in (" ", "\t")
-        if family.comment.match(text) or text.startswith(("@", "#[")):
-            if lead is None and not indented:
-                lead = number
-            # An indented comment line is a block comment's (``/**`` … `` */``) or a body's.
-            continue
-        if indented or (first is not None and (text[0] == "}" or _CONTINUES_RE.match(text))):
-            lead = None
-            if first is not None:
-                last = number
-            continue
-        if first is not None:
-            spans[first] = (header, last)
-            first = None
-        if _head(family, text, family.c_like, at_top=True) is not None:
-            first, header, last = lead or number, number, number
-        lead = None
-    if first is not None:
-        spans[first] = (header, last)
-    return spans
 
 
 def _opens_body(text: str, start: int) -> bool:

@@ -71,58 +71,6 @@ def test_a_long_dense_file_is_cut_by_word_pieces_not_lines() -> None:
     assert chunks[0].start == 1 and chunks[-1].end == 20
 
 
-TS_TYPES = """\
-export const a = 1;
-export const b = 2;
-export const c = 3;
-export type Pair = [number, number];
-
-/**
- * Receives notifications.
- */
-export interface Observer<T> {
-  next: (value: T) => void;
-  error: (err: unknown) => void;
-  complete: () => void;
-}
-/**
- * How a share is reset.
- */
-export interface ShareConfig<T> {
-  connector?: () => Subject<T>;
-  resetOnError?: boolean;
-  resetOnComplete?: boolean;
-  resetOnRefCountZero?: boolean;
-  delay?: number;
-  scheduler?: Scheduler;
-}
-"""
-
-
-def _ts_cut(window: int) -> list[tuple[int, int]]:
-    chunks = chunk_text(
-        TS_TYPES.encode(),
-        "src/types.ts",
-        window,
-        max_tokens=256,
-        min_tokens=0,
-        counter=estimate_pieces,
-        code_suffix=".ts",
-    )
-    return [(c.start, c.end) for c in chunks]
-
-
-def test_a_cut_falls_before_a_definition_not_after_its_header() -> None:
-    # A run of 9 lines would end on ``export interface Observer<T> {``: the interface,
-    # its doc comment with it, fits a run whole, so it starts the next one whole. The
-    # next run would end inside ShareConfig's doc comment, and ShareConfig is too long
-    # for a run: its doc and header start the next, with as many members as fit.
-    assert _ts_cut(9) == [(1, 5), (6, 13), (14, 22), (23, 24)]
-    # Cut as prose (no code suffix), the header ends a run as before.
-    plain = chunk_text(TS_TYPES.encode(), "x", 9, max_tokens=256, min_tokens=0)
-    assert (1, 9) in [(c.start, c.end) for c in plain]
-
-
 def test_tiny_sections_merge_into_their_neighbours() -> None:
     text = "".join(f"## Part {i}\n\nShort note {i}.\n\n" for i in range(12))
     data = text.encode()

@@ -23,11 +23,16 @@ from providers.semantic._index import _embed_input
 
 
 def _items(suffix: str, source: str, lines: int = 3) -> dict[int, str | None]:
-    """``{first line: item}`` of chunks of ``source`` that start every ``lines`` lines
-    (the chunker prefers to cut before a definition: these start anywhere)."""
-    text = split_lines(source.encode())
-    starts = list(range(1, len(text) + 1, lines))
-    return dict(zip(starts, code_items(suffix, text, starts), strict=True))
+    """``{first line: item}`` of the chunks of ``source`` cut every ``lines`` lines."""
+    chunks = chunk_text(
+        source.encode(),
+        f"src/x{suffix}",
+        lines,
+        min_tokens=0,
+        counter=estimate_pieces,
+        code_suffix=suffix,
+    )
+    return {c.start: c.item for c in chunks}
 
 
 RUST = """\
@@ -224,8 +229,7 @@ def test_an_item_changes_no_cut_id_label_digest_or_embedding_input(tmp_path: Pat
     path.write_text(RUST * 8)
     data = path.read_bytes()
     chunks = chunk_file(path, "src/lib.rs", data, 6)
-    # The text cut as the file is (the mcp binding's ``file://`` resource): the same.
-    plain = chunk_text(data, "src/lib.rs", 6, code_suffix=".rs")
+    plain = chunk_text(data, "src/lib.rs", 6)  # the cut without items
     assert [(c.start, c.end, c.digest) for c in chunks] == [
         (c.start, c.end, c.digest) for c in plain
     ]
@@ -270,9 +274,7 @@ def test_an_mcp_file_resource_names_items_and_a_tool_text_does_not(
     uri: str | None, expect_item: bool
 ) -> None:
     method = "resources/read" if uri else "tools/call:grep"
-    # A function too long for one piece: the pieces after its first start inside it.
-    text = "fn long() {\n" + "    let total = compute(1, 2, 3);\n" * 60 + "}\n"
-    pieces = list(cut(Document(method=method, text=text, uri=uri)))
+    pieces = list(cut(Document(method=method, text=RUST * 8, uri=uri)))
     assert pieces
     assert any(p.item for p in pieces) is expect_item
     for p in pieces:
