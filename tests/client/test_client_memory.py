@@ -51,7 +51,8 @@ def test_the_sync_client_remembers_supersedes_and_forgets(tmp_path: Path) -> Non
         assert _cited(hostd) == ["mem-1"]
         assert gone.already is False
         again = hostd.forget("mem-2")  # a retry: safe, and said
-        assert (again.forgotten, again.already, again.reopened) == ("mem-2", True, None)
+        # and it names the entry the first forget made valid again, as the first did
+        assert (again.forgotten, again.already, again.reopened) == ("mem-2", True, "mem-1")
         with pytest.raises(RpcError) as caught:
             hostd.forget("mem-3")  # never an entry
         assert caught.value.remote_reason == "write_refused"
