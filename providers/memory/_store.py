@@ -45,6 +45,7 @@ from .._frames import Packed, now_timestamp, pack, query_text, saturate
 
 __all__ = [
     "FTS_HALF_SCORE",
+    "KEEP_FORGOTTEN",
     "KINDS",
     "AlreadyForgotten",
     "Entry",
@@ -70,6 +71,10 @@ _WORD_RE = re.compile(r"\w+", re.UNICODE)
 #: Row ids are SQLite integers (at most 2**63 - 1, 19 digits): a longer id is no row's.
 _ID_RE = re.compile(r"mem-([1-9][0-9]{0,18})")
 _MAX_ROW_ID = 2**63 - 1
+#: How many forgets' records (``forgotten``) a store keeps, the newest: a retry comes
+#: when a reply was lost, seconds or minutes after its forget, never 10,000 forgets later.
+#: Counted, not dated, so the table's size is bounded whatever the rate of forgets.
+KEEP_FORGOTTEN = 10_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -98,12 +103,16 @@ CREATE TRIGGER IF NOT EXISTS entries_ad AFTER DELETE ON entries BEGIN
     VALUES ('delete', old.id, old.title, old.content);
 END;
 -- One row per forgotten entry: its id and the entry its forget made valid again, never
--- its text (forgotten means gone), so a retried forget answers as the first did.
+-- its text (forgotten means gone), so a retried forget answers as the first did. ``seq``
+-- orders the forgets (the newest highest): only the newest are kept (``KEEP_FORGOTTEN``).
 CREATE TABLE IF NOT EXISTS forgotten (
     id       INTEGER PRIMARY KEY,
-    reopened INTEGER
+    reopened INTEGER,
+    seq      INTEGER
 );
 """
+#: After ``_SCHEMA``: ``forgotten``'s order, on a table from before it had one too.
+_FORGOTTEN_ORDER = "CREATE INDEX IF NOT EXISTS forgotten_seq ON forgotten (seq)"
 
 
 class TimestampError(ValueError):
@@ -114,7 +123,8 @@ class AlreadyForgotten(KeyError):
     """No entry under an id the store did give out once: it has been forgotten (ids are
     never reused), so forgetting it again has nothing left to do. ``reopened``: the
     entry that first forget made valid again, as it answered then (``None``: none, or
-    forgotten before the store kept that record)."""
+    forgotten before the store kept that record, or so many forgets ago that the record
+    is no longer kept: ``KEEP_FORGOTTEN``)."""
 
     def __init__(self, message: str, *, reopened: int | None = None) -> None:
         super().__init__(message)
@@ -323,10 +333,16 @@ def ranked(hits: Iterable[tuple[Entry, float]]) -> list[tuple[Entry, float]]:
 
 
 class MemoryStore:
-    """One SQLite memory database. Safe to share between threads; many processes may open it."""
+    """One SQLite memory database. Safe to share between threads; many processes may open it.
 
-    def __init__(self, path: Path) -> None:
+    ``keep_forgotten``: how many of the newest forgets' records it keeps, for their
+    retries to name what each reopened (``forget``)."""
+
+    def __init__(self, path: Path, *, keep_forgotten: int = KEEP_FORGOTTEN) -> None:
+        if keep_forgotten < 0:
+            raise ValueError(f"keep_forgotten must be 0 or more, not {keep_forgotten}")
         self.path = path
+        self.keep_forgotten = keep_forgotten
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # Memories are the user's alone, like hostd's own databases: a new file is created
         # 0600 before SQLite opens it (SQLite gives its -wal and -shm files the same mode).
@@ -344,6 +360,13 @@ class MemoryStore:
             # executescript commits whatever is pending first, so the script carries
             # its own transaction: two processes creating the schema at once is safe.
             self._db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        with self._write() as db:  # looked at and changed in one transaction, as above
+            columns = {row[1] for row in db.execute("PRAGMA table_info(forgotten)")}
+            if "seq" not in columns:  # a table from before forgets were ordered
+                db.execute("ALTER TABLE forgotten ADD COLUMN seq INTEGER")
+                # The order they were made in is not known: the entries' own stands in.
+                db.execute("UPDATE forgotten SET seq = id")
+            db.execute(_FORGOTTEN_ORDER)
 
     def close(self) -> None:
         with self._lock:
@@ -463,8 +486,8 @@ class MemoryStore:
         or up to its own successor, which then supersedes it), in the same transaction.
         Returns ``(forgotten, reopened)``, ``reopened`` ``None`` when none was. An entry
         forgotten before raises ``AlreadyForgotten`` (with what its forget reopened, kept
-        in the same transaction: a retry answers as the first did); an id no entry ever
-        had, ``KeyError``."""
+        in the same transaction: a retry answers as the first did, while that record is
+        among the newest ``keep_forgotten``); an id no entry ever had, ``KeyError``."""
         with self._write() as db:
             gone = self.get(entry_id)
             if gone is None:
@@ -495,8 +518,30 @@ class MemoryStore:
                 "UPDATE entries SET superseded_by = NULL WHERE superseded_by = ?", (entry_id,)
             )
             db.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
-            db.execute("INSERT INTO forgotten (id, reopened) VALUES (?, ?)", (entry_id, reopened))
+            db.execute(
+                "INSERT INTO forgotten (id, reopened, seq) "
+                "VALUES (?, ?, (SELECT ifnull(max(seq), 0) + 1 FROM forgotten))",
+                (entry_id, reopened),
+            )
+            self._prune_forgotten(db)
         return gone, None if reopened is None else self._get(reopened)
+
+    def _prune_forgotten(self, db: sqlite3.Connection) -> None:
+        """Keep only the newest ``keep_forgotten`` forgets' records, in the forget's own
+        transaction: once they are a tenth over, so the delete runs once every tenth of
+        the bound's forgets, never on each. A retry of one dropped still answers
+        ``AlreadyForgotten`` (its id is below ``sqlite_sequence``'s), without ``reopened``."""
+        keep = self.keep_forgotten
+        held = int(db.execute("SELECT count(*) FROM forgotten").fetchone()[0])
+        if held <= keep + keep // 10:
+            return
+        # A row without ``seq`` was written by a process from before forgets were
+        # ordered, still running: it goes first, as its order is not known.
+        db.execute(
+            "DELETE FROM forgotten WHERE seq IS NULL OR seq <= "
+            "(SELECT seq FROM forgotten ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+            (keep,),
+        )
 
     @staticmethod
     def _missing(db: sqlite3.Connection, entry_id: int) -> KeyError:
@@ -509,7 +554,9 @@ class MemoryStore:
             return AlreadyForgotten(said, reopened=kept[0])
         row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
         if row is not None and entry_id <= int(row[0]):
-            return AlreadyForgotten(said)  # forgotten before the store kept the record
+            # Forgotten before the store kept the record, or its record since dropped
+            # (``_prune_forgotten``): what that forget reopened is not known.
+            return AlreadyForgotten(said)
         return KeyError(f"no memory entry {entry_id}")
 
     # --- reads -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,77 @@ def test_forgetting_a_correction_again_names_the_entry_its_forget_reopened(
     with pytest.raises(AlreadyForgotten) as older:
         store.forget(fix.id)
     assert older.value.reopened is None
+
+
+def _kept_forgets(store: MemoryStore) -> int:
+    with closing(sqlite3.connect(store.path)) as other:
+        return int(other.execute("SELECT count(*) FROM forgotten").fetchone()[0])
+
+
+def _forget_a_correction(store: MemoryStore) -> tuple[int, int]:
+    """``(old, fix)``: ``fix`` superseded ``old`` and is forgotten, so ``old`` is reopened."""
+    old = store.add("fact", "staging DB", "port 5432", valid_from=T0)
+    _, fix = store.supersede(old.id, "port 6543", at=T1)
+    store.forget(fix.id)
+    return old.id, fix.id
+
+
+def test_the_forgets_kept_stay_bounded_and_a_recent_retry_still_names_what_it_reopened(
+    tmp_path: Path,
+) -> None:
+    with MemoryStore(tmp_path / "memory.db", keep_forgotten=10) as store:
+        _, early = _forget_a_correction(store)
+        held = []
+        for _ in range(40):
+            store.forget(store.add("memory", "t", "c").id)
+            held.append(_kept_forgets(store))
+        # Dropped once a tenth over the bound (one row over, for a bound of 10), not on
+        # every forget, and never more than that.
+        assert max(held) == 11 and min(held[10:]) == 10
+        old, recent = _forget_a_correction(store)
+        for _ in range(5):
+            store.forget(store.add("memory", "t", "c").id)
+        with pytest.raises(AlreadyForgotten) as again:
+            store.forget(recent)
+        assert again.value.reopened == old
+        # One so many forgets ago that its record is dropped: still already forgotten,
+        # only what it reopened is no longer known (as before the store kept it).
+        with pytest.raises(AlreadyForgotten) as dropped:
+            store.forget(early)
+        assert dropped.value.reopened is None
+        with pytest.raises(KeyError) as never:
+            store.forget(store.add("memory", "t", "c").id + 1)
+        assert not isinstance(never.value, AlreadyForgotten)
+
+
+def test_forgets_recorded_before_they_were_ordered_are_kept_and_dropped_first(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memory.db"
+    with MemoryStore(path) as store:
+        old, first = _forget_a_correction(store)
+    with sqlite3.connect(path) as other:  # the table as the store first made it
+        other.execute("DROP TABLE forgotten")
+        other.execute("CREATE TABLE forgotten (id INTEGER PRIMARY KEY, reopened INTEGER)")
+        other.execute("INSERT INTO forgotten (id, reopened) VALUES (?, ?)", (first, old))
+    with MemoryStore(path, keep_forgotten=2) as store:
+        with pytest.raises(AlreadyForgotten) as again:
+            store.forget(first)
+        assert again.value.reopened == old
+        newer = [_forget_a_correction(store) for _ in range(2)]
+        assert _kept_forgets(store) == 2
+        with pytest.raises(AlreadyForgotten) as dropped:
+            store.forget(first)
+        assert dropped.value.reopened is None
+        for reopened, fix in newer:
+            with pytest.raises(AlreadyForgotten) as kept:
+                store.forget(fix)
+            assert kept.value.reopened == reopened
+
+
+def test_a_store_keeps_no_negative_count_of_forgets(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keep_forgotten must be 0 or more"):
+        MemoryStore(tmp_path / "memory.db", keep_forgotten=-1)
 
 
 def test_supersede_closes_the_old_window_and_opens_the_new(store: MemoryStore) -> None:

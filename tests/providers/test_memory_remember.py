@@ -121,6 +121,25 @@ async def test_forgetting_a_correction_again_still_names_the_entry_valid_again(
     assert [row["frame_id"] for row in _stored(db)] == ["mem-1"]
 
 
+@pytest.mark.anyio
+async def test_a_retry_of_a_forget_whose_record_was_dropped_answers_already_alone(
+    db: Path,
+) -> None:
+    with MemoryStore(db, keep_forgotten=1) as store:
+        server = ProviderServer(MemoryProvider(store))
+        first = {"kind": "fact", "title": "port", "content": "port 7000", "valid_from": T0}
+        await _ask(server, "memory/remember", first)
+        second = {**first, "content": "port 8000", "valid_from": T1, "supersedes": "mem-1"}
+        await _ask(server, "memory/remember", second)
+        said = (await _ask(server, "memory/forget", {"id": "mem-2"}))["result"]
+        assert said == {"forgotten": "mem-2", "reopened": "mem-1"}
+        await _ask(server, "memory/forget", {"id": "mem-1"})  # the newest forget kept now
+        again = (await _ask(server, "memory/forget", {"id": "mem-2"}))["result"]
+        assert again == {"forgotten": "mem-2", "already": True}
+        newest = (await _ask(server, "memory/forget", {"id": "mem-1"}))["result"]
+        assert newest == {"forgotten": "mem-1", "already": True}
+
+
 @pytest.mark.parametrize(
     ("method", "params", "field", "problem"),
     [
