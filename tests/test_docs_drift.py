@@ -394,6 +394,14 @@ def test_docs_remote_md_says_how_long_an_idle_remote_connection_is_kept() -> Non
     assert said in remote_md, f"docs/remote.md: say {said!r}"
 
 
+def test_docs_memory_md_says_how_many_forgets_the_memory_provider_records() -> None:
+    from providers.memory._store import KEEP_FORGOTTEN
+
+    memory_md = " ".join((ROOT / "docs" / "memory.md").read_text(encoding="utf-8").split())
+    said = f"for its newest {KEEP_FORGOTTEN:,} forgets"
+    assert said in memory_md, f"docs/memory.md: say {said!r}"
+
+
 def test_docs_install_from_a_checkout_or_a_wheel_not_a_registry() -> None:
     # hostd is on no package index: `pip install "hostd[mcp]"` would fetch someone else's.
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
