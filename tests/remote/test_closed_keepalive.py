@@ -3,11 +3,11 @@
 Stock uvicorn closes a connection idle for 5 s, httpx's keep-alive expiry too: a
 request that takes such a connection at that moment meets a closed socket. A read (the
 handshake, a query, a verify, a rerank) that got no byte of a response is sent again,
-once, on a new connection; a write is not; a peer that closes every connection gives one
-error after that one retry. Against a real server process
-(``tests.fixtures.closing_http_server``) that answers a connection's first request and
-closes it on its second, unanswered: decided by what the server says it saw, never by
-timing.
+once, through the same pool (a new connection, within ``max_connections``); a write is
+not; a peer that closes every connection gives one error after that one retry. Against
+a real server process (``tests.fixtures.closing_http_server``) that answers a
+connection's first request and closes it on its second, unanswered: decided by what the
+server says it saw, never by timing.
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ class Peer:
     @property
     def connections(self) -> int:
         return sum(line.startswith("connection ") for line in self.said)
+
+    @property
+    def most_open(self) -> int:
+        """The most connections the server had open at once."""
+        return max(int(line.split()[1]) for line in self.said if line.startswith("open "))
 
     def requests(self) -> list[str]:
         return [line for line in self.said if line in ("answered", "dropped")]
@@ -120,10 +125,43 @@ async def test_a_peer_that_closes_every_connection_unanswered_fails_after_one_re
         finally:
             await endpoint.aclose()
     assert caught.value.message == (
-        "RemoteProtocolError: the server closed the connection without answering, "
-        "on a new connection too"
+        "RemoteProtocolError: the server closed the connection without answering, twice"
     )
     assert (peer.requests(), peer.connections) == (["dropped", "dropped"], 2)
+
+
+async def test_a_resent_read_waits_for_a_connection_within_max_connections() -> None:
+    """With ``max_connections`` 1, a query dropped on the kept-alive connection while
+    another query waits for one is sent again through the same bound: the server never
+    has two connections open at once, and both queries are answered."""
+    async with _closing_server("once") as peer:
+        endpoint = RemoteEndpoint("remote", peer.url, max_connections=1)
+        codec = endpoint.codec
+        results = []
+
+        async def ask() -> None:
+            results.append(
+                await endpoint.exchange(codec.query(query(max_tokens=1000)), codec.query_result)
+            )
+
+        try:
+            with structlog.testing.capture_logs() as logs:
+                await endpoint.exchange(
+                    codec.handshake(HostInfo(name="t", version="0")), codec.handshake_ack
+                )
+                # Both queries want the one connection: one takes it and is dropped, the
+                # other waits in the pool; the dropped one is sent again behind it.
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(ask)
+                    tg.start_soon(ask)
+        finally:
+            await endpoint.aclose()
+    assert [len(r.frames) for r in results] == [3, 3]
+    assert [e["event"] for e in logs if e["event"].startswith("provider.remote.")] == [
+        "provider.remote.resent"
+    ]
+    assert peer.requests() == ["answered", "dropped", "answered", "answered"]
+    assert (peer.connections, peer.most_open) == (2, 1)
 
 
 async def test_a_write_the_peer_closed_its_connection_under_is_not_sent_again() -> None:

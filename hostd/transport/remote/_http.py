@@ -32,7 +32,7 @@ kept as the connection's ``refusal`` instead: no restart cures it, so the pool p
 the provider until the credential changes (``RemoteEndpoint.credential_changed``).
 A cancelled exchange (an abandoned leg) closes its HTTP connection mid-flight. A read
 (a handshake, a query, a verify, a rerank: ``_READS``) whose kept-alive connection the
-peer closed under it before answering is sent once more on a new connection
+peer closed under it before answering is sent once more through the same pool
 (``HttpPool.send``); a write (``memory/remember``, ``memory/forget``) never is.
 
 The words for what the user must fix are made here, once, for every caller of an

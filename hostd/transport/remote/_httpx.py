@@ -7,8 +7,8 @@ always on (C7; ``ca_file`` replaces the system's CAs), redirects never followed,
 proxies and ``.netrc`` from the environment not used (``trust_env=False``), a
 bound on the connections open; every httpx error leaves it as ``RemoteTransport``
 saying what to check, never quoting the peer's bytes. A read sent on a kept-alive
-connection the peer had just closed (``send(retry=True)``) is sent once more, on a
-connection of its own, when no byte of a response came back (``_unanswered``).
+connection the peer had just closed (``send(retry=...)``) is sent once more, through
+the same pool and its bound, when no byte of a response came back (``_unanswered``).
 """
 
 from __future__ import annotations
@@ -154,9 +154,10 @@ class HttpPool:
     requests, at most ``max_connections`` open at once, one idle for
     ``KEEPALIVE_EXPIRY_S`` closed). ``aclose()`` once.
 
-    ``fresh`` is the client a read sent a second time goes through (``send``), made at
-    the first: it keeps no connection alive, so a request sent on it meets a connection
-    opened for it, never another one the peer may have closed."""
+    A read sent again (``send``) goes through the same client: it waits for one of the
+    ``max_connections`` as any request does, and the pool gives it a new connection or
+    one it found still open (httpcore drops an idle connection whose socket shows the
+    peer's close), never the one that just broke (closed with its error)."""
 
     def __init__(
         self,
@@ -174,19 +175,14 @@ class HttpPool:
         self._verify: ssl.SSLContext | bool = True
         if url.startswith("https:"):
             self._verify = _tls_context(ca_file, client_cert, client_key)
-        self._max_connections = max_connections
-        self.client = self._client(keepalive=max_connections)
-        self.fresh: httpx.AsyncClient | None = None
-
-    def _client(self, *, keepalive: int) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
+        self.client = httpx.AsyncClient(
             verify=self._verify,
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
             limits=httpx.Limits(
-                max_connections=self._max_connections,
-                max_keepalive_connections=keepalive,
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
                 keepalive_expiry=KEEPALIVE_EXPIRY_S,
             ),
         )
@@ -207,14 +203,13 @@ class HttpPool:
 
         ``retry``: the request is a read (a handshake, a query, a verify, a rerank), so
         when the connection broke under it before a byte of a response came
-        (``_unanswered``) it is sent once more, on a new connection, after ``retry`` is
-        told the error's name. A peer that got it and closed without answering may have
-        run it already: running a read twice changes nothing. A write is never sent
-        twice. The caller's deadline bounds both tries; the second one's failure is the
-        request's."""
-        request = httpx.Request("POST", self.url, content=body, headers=headers)
+        (``_unanswered``) it is sent once more, through the same pool (within its
+        ``max_connections``), after ``retry`` is told the error's name. A peer that got
+        it and closed without answering may have run it already: running a read twice
+        changes nothing. A write is never sent twice. The caller's deadline bounds both
+        tries; the second one's failure is the request's."""
         try:
-            return await self.client.send(request, stream=True)
+            return await self._post(body, headers)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise _transport_error(exc, self.ca_file) from exc
@@ -224,19 +219,19 @@ class HttpPool:
                     "answering (a write is not sent twice)"
                 ) from exc
             retry(type(exc).__name__)
-        if self.fresh is None:
-            self.fresh = self._client(keepalive=0)
-        request = httpx.Request("POST", self.url, content=body, headers=headers)
         try:
-            return await self.fresh.send(request, stream=True)
+            return await self._post(body, headers)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
                 raise _transport_error(exc, self.ca_file) from exc
             # one clear error, said once: asking a third time would be a loop
             raise RemoteTransport(
-                f"{type(exc).__name__}: the server closed the connection without "
-                "answering, on a new connection too"
+                f"{type(exc).__name__}: the server closed the connection without answering, twice"
             ) from exc
+
+    async def _post(self, body: bytes, headers: httpx.Headers) -> httpx.Response:
+        request = httpx.Request("POST", self.url, content=body, headers=headers)
+        return await self.client.send(request, stream=True)
 
     async def read_bounded(self, response: httpx.Response, limit: int) -> bytes:
         """The response's body, read incrementally: over ``limit`` bytes is ``RemoteWire``."""
@@ -258,5 +253,3 @@ class HttpPool:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.client.aclose()
-            if self.fresh is not None:
-                await self.fresh.aclose()
