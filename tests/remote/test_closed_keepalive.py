@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import h11
+import httpx
 import pytest
 import structlog
 from anyio.abc import Process
@@ -28,6 +30,7 @@ from hostd.engine import Host, HttpReranker, LegStatus, PoolSettings, ProviderSp
 from hostd.errors import RemoteTransport
 from hostd.protocol import HostInfo, RememberRequest
 from hostd.transport import RemoteEndpoint
+from hostd.transport.remote._httpx import _unanswered
 from tests.engine._helpers import query
 from tests.fixtures.procs import ROOT
 from tests.remote._servers import consented
@@ -52,7 +55,7 @@ class Peer:
         return max(int(line.split()[1]) for line in self.said if line.startswith("open "))
 
     def requests(self) -> list[str]:
-        return [line for line in self.said if line in ("answered", "dropped")]
+        return [line for line in self.said if line in ("answered", "dropped", "broken", "cut")]
 
 
 async def _read_line(process: Process) -> str:
@@ -162,6 +165,46 @@ async def test_a_resent_read_waits_for_a_connection_within_max_connections() -> 
     ]
     assert peer.requests() == ["answered", "dropped", "answered", "answered"]
     assert (peer.connections, peer.most_open) == (2, 1)
+
+
+@pytest.mark.parametrize("mode", ["broken", "cut"])
+async def test_a_read_answered_in_part_is_not_sent_again(mode: str) -> None:
+    """A head that breaks HTTP/1.1, or a body cut short: the server answered (badly),
+    and the query fails on its first try."""
+    async with _closing_server(mode) as peer:
+        endpoint = RemoteEndpoint("remote", peer.url)
+        codec = endpoint.codec
+        try:
+            with structlog.testing.capture_logs() as logs:
+                await endpoint.exchange(
+                    codec.handshake(HostInfo(name="t", version="0")), codec.handshake_ack
+                )
+                with pytest.raises(RemoteTransport) as caught:
+                    await endpoint.exchange(codec.query(query(max_tokens=1000)), codec.query_result)
+        finally:
+            await endpoint.aclose()
+    assert caught.value.message == (
+        "RemoteProtocolError: the response broke HTTP/1.1 or its encoding"
+    )
+    assert "provider.remote.resent" not in [e["event"] for e in logs]
+    assert (peer.requests(), peer.connections) == (["answered", mode], 1)
+
+
+def test_a_connection_closed_unanswered_is_told_by_the_errors_not_their_words() -> None:
+    """httpx's ``RemoteProtocolError`` with no HTTP parser's error under it is a
+    connection that ended before a head came, whatever httpcore's message says; one
+    over h11's error is a head that broke HTTP/1.1."""
+    try:
+        try:
+            raise h11.RemoteProtocolError("illegal header line", 400)
+        except h11.RemoteProtocolError as parse:
+            raise httpx.RemoteProtocolError("illegal header line") from parse
+    except httpx.RemoteProtocolError as exc:
+        broken = exc
+    assert _unanswered(httpx.RemoteProtocolError("the server hung up"))
+    assert not _unanswered(broken)
+    assert _unanswered(httpx.ReadError("reset")) and _unanswered(httpx.WriteError("pipe"))
+    assert not _unanswered(httpx.ReadTimeout("slow"))
 
 
 async def test_a_write_the_peer_closed_its_connection_under_is_not_sent_again() -> None:

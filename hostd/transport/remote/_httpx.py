@@ -8,7 +8,8 @@ proxies and ``.netrc`` from the environment not used (``trust_env=False``), a
 bound on the connections open; every httpx error leaves it as ``RemoteTransport``
 saying what to check, never quoting the peer's bytes. A read sent on a kept-alive
 connection the peer had just closed (``send(retry=...)``) is sent once more, through
-the same pool and its bound, when no byte of a response came back (``_unanswered``).
+the same pool and its bound, when the connection ended before a whole response head
+came (``_unanswered``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio
+import h11
 import httpx
 
 from hostd.errors import RemoteTransport, RemoteWire
@@ -33,10 +35,6 @@ _MAX_ERROR_TEXT = 200
 KEEPALIVE_EXPIRY_S = 5.0
 
 X = TypeVar("X", bound=BaseException)
-
-#: httpcore's words when the connection closed before a byte of the response's head
-#: came: the other ``RemoteProtocolError``s are a response that broke HTTP/1.1.
-_NO_RESPONSE = "Server disconnected without sending a response."
 
 
 def _tls_context(
@@ -84,15 +82,19 @@ def _certificate_text(failure: ssl.SSLCertVerificationError, ca_file: str | Path
 
 
 def _unanswered(exc: httpx.HTTPError) -> bool:
-    """Whether ``exc`` is a connection that broke under a request before any of its
-    response came: the peer closed it (httpcore's ``_NO_RESPONSE``), or the socket failed
-    sending the request or reading the response's first bytes. What a server closing an
+    """Whether ``exc`` is a connection that ended under a request before a response's
+    head came: the peer closed it (a ``RemoteProtocolError`` that no HTTP parser raised:
+    h11 read no head to reject), or the socket failed sending the request or reading
+    the response's first bytes (``WriteError``, ``ReadError``). What a server closing an
     idle kept-alive connection (uvicorn's 5 s, httpx's ``KEEPALIVE_EXPIRY_S`` too) does
-    to a request that took that connection at that moment. Never a timeout (the caller's
-    deadline bounds a request, and none is set here), a refused connection, TLS, or a
-    status: those say something about the peer that asking again would not change."""
+    to a request that took that connection at that moment. Never a head that broke
+    HTTP/1.1 (h11's error under httpx's: the peer answered, wrongly), a timeout (the
+    caller's deadline bounds a request, and none is set here), a refused connection,
+    TLS, or a status: those say something about the peer that asking again would not
+    change. The send returns at the head (``stream=True``): a body cut short fails
+    later, in ``read_bounded``, and is never sent again."""
     if isinstance(exc, httpx.RemoteProtocolError):
-        return str(exc) == _NO_RESPONSE
+        return _chained(exc, h11.RemoteProtocolError) is None
     return isinstance(exc, httpx.ReadError | httpx.WriteError)
 
 
@@ -202,7 +204,7 @@ class HttpPool:
         """POST ``body``; the response, its body not read yet (``read_bounded``).
 
         ``retry``: the request is a read (a handshake, a query, a verify, a rerank), so
-        when the connection broke under it before a byte of a response came
+        when the connection ended under it before a whole response head came
         (``_unanswered``) it is sent once more, through the same pool (within its
         ``max_connections``), after ``retry`` is told the error's name. A peer that got
         it and closed without answering may have run it already: running a read twice
