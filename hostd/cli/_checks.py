@@ -104,7 +104,10 @@ __all__ = [
     "check_remote_provider",
     "daemon_command",
     "digest_mismatches",
+    "frame_title",
+    "goal_probe_failed",
     "no_frame_result",
+    "other_goal",
     "provider_name",
     "reply_fault",
     "render_header",
@@ -112,6 +115,7 @@ __all__ = [
     "render_remote_header",
     "render_stderr",
     "render_table",
+    "same_answer",
 ]
 
 #: The daemon's defaults, read from the config's own models: a call's deadline
@@ -654,6 +658,8 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     first: list[LegAudit] = []
     #: The query row of an answer with frames: the goal probe adds its warning to it.
     answered: list[CheckResult] = []
+    #: Whether that answer said it was ``truncated``.
+    cut: list[bool] = []
     kinds_seen: list[str] = []
 
     async def first_query() -> None:
@@ -679,6 +685,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             raise Failed(*fault)
         took = f"in {d.last_ms:.0f} ms"
         result = d.last_result
+        cut.append(result is not None and result.truncated)
         unsaid = result is not None and "truncated" not in result.model_fields_set
         if audit.offered == 0:
             row = no_frame_result(goal, took)
@@ -808,18 +815,19 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     # queries are counted by some: each check asks what it always did), said on the
     # query row as a warning: a provider that reads the goal where hostd does not send
     # it (params.goal) answers the same frames for any goal, and passes every check.
+    # A corpus small enough to be served whole answers every goal the same: said, not
+    # warned (``same_answer``).
     if answered and not d.dead and run.stalled is None:
+        same: tuple[str, bool] | None
         try:
-            same = await _same_whatever_asked(run, query, frames, caps.query.kinds)
+            same = await _same_whatever_asked(run, query, first[0], cut[0], caps.query.kinds)
         except TimeoutError:
-            same = (
-                f"a second query, with the goal {OTHER_GOAL!r}: {await run._missed('query', None)}"
-            )
+            same = goal_probe_failed(f": {await run._missed('query', None)}"), True
         except (Failed, HostdError, ValueError, TypeError) as exc:
-            same = f"a second query, with the goal {OTHER_GOAL!r}, failed: {exc}"
+            same = goal_probe_failed(f", failed: {exc}"), True
         if same is not None:
             row = answered[0]
-            row.detail, row.warning = f"{row.detail}; {same}", True
+            row.detail, row.warning = f"{row.detail}; {same[0]}", row.warning or same[1]
 
     # 6. Verify honesty (V1–V3): held frames are valid; a wrong digest is not.
     async def verify() -> None:
@@ -1000,46 +1008,85 @@ _TITLES_SHOWN = 3
 _TITLE_CHARS = 40
 
 
+def frame_title(frame: ContextFrame) -> str:
+    """A frame's title as a row shows it: its first line, cut to its start, quoted
+    (control characters escaped)."""
+    lines = frame.title.strip().splitlines() or [""]
+    title = lines[0]
+    if len(title) > _TITLE_CHARS or len(lines) > 1:
+        title = title[: _TITLE_CHARS - 1] + "…"
+    return repr(title)
+
+
 def _titles(frames: Sequence[ContextFrame]) -> str:
-    """The titles of the best-scored frames, each cut to its start, quoted (control
-    characters escaped), ``(+N more)`` for the rest."""
-    shown = []
-    for frame in sorted(frames, key=lambda f: -f.score)[:_TITLES_SHOWN]:
-        lines = frame.title.strip().splitlines() or [""]
-        title = lines[0]
-        if len(title) > _TITLE_CHARS or len(lines) > 1:
-            title = title[: _TITLE_CHARS - 1] + "…"
-        shown.append(repr(title))
+    """The titles of the best-scored frames (``frame_title``), ``(+N more)`` for the
+    rest."""
+    shown = [frame_title(f) for f in sorted(frames, key=lambda f: -f.score)[:_TITLES_SHOWN]]
     more = len(frames) - _TITLES_SHOWN
     return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
 
 
-async def _same_whatever_asked(
-    run: _Run, query: ContextQuery, frames: Sequence[ContextFrame], declared: Sequence[str]
-) -> str | None:
-    """Asks the query again with a goal unlike it (``OTHER_GOAL``, and as its
-    ``query_text`` when it had one): the warning to show when the provider answers
-    the very frames it answered ``query`` (the same ids, contents and scores), most
-    often because it reads the goal where hostd does not send it; ``None`` when the
-    answers differ (or the second query was answered an error: it told them apart)."""
-    other = query.model_copy(
+def other_goal(query: ContextQuery) -> ContextQuery:
+    """``query`` with a goal unlike it (``OTHER_GOAL``, and as its ``query_text`` when it
+    had one): what tells whether an answer depends on the goal."""
+    return query.model_copy(
         update={
             "goal": OTHER_GOAL,
             "query_text": None if query.query_text is None else OTHER_GOAL,
         }
     )
+
+
+def same_answer(
+    query: ContextQuery, first: LegAudit, again: LegAudit, *, truncated: bool, where: str
+) -> tuple[str, bool] | None:
+    """What the query row adds when ``query`` (answered ``first``) and ``other_goal(query)``
+    (answered ``again``) got the very same frames (ids, contents, scores), and whether
+    it is a warning; ``None`` when the answers differ. The same frames that neither
+    answer cut (``truncated`` said of neither, fewer frames than ``max_frames``, a cost
+    under ``max_tokens``) are a corpus served whole: a small one is every frame it has,
+    whatever the goal, so that is no warning. The same frames cut to the query's limits
+    are: the answer was chosen by something other than the goal, most often a goal read
+    where hostd does not send it (``where``: where it is sent)."""
+    frames, other = first.accepted, again.accepted
+    if [(f.id, f.content, f.score) for f in other] != [(f.id, f.content, f.score) for f in frames]:
+        return None
+    asked = "goal" if query.query_text is None else "goal and query_text"
+    got = f"the {asked} {OTHER_GOAL!r} got the same {len(frames)} frame(s)"
+    if not truncated and len(frames) < query.max_frames and first.accepted_cost < query.max_tokens:
+        return (
+            f"served whole: {got}, neither answer cut (fewer than max_frames "
+            f"{query.max_frames}, under max_tokens {query.max_tokens}, not truncated): "
+            "a corpus that small is served whatever the goal",
+            False,
+        )
+    return (
+        f"{got}: its answer does not depend on the goal (fine if it serves the same frames "
+        f"whatever is asked); {where}",
+        True,
+    )
+
+
+def goal_probe_failed(why: str) -> str:
+    """The query row's warning when the query with ``OTHER_GOAL`` got no answer to
+    compare (``why``: ``": …"`` or ``", failed: …"``)."""
+    return f"a second query, with the goal {OTHER_GOAL!r}{why}"
+
+
+async def _same_whatever_asked(
+    run: _Run, query: ContextQuery, first: LegAudit, truncated: bool, declared: Sequence[str]
+) -> tuple[str, bool] | None:
+    """Asks ``other_goal(query)`` and judges its answer beside ``first`` (``same_answer``;
+    ``truncated``: the first answer said so); ``None`` when the answers differ or the
+    second query was answered an error (it told them apart)."""
+    other = other_goal(query)
     raw, error = await run.d.query(other)
     if error is not None:
         return None
-    again = run.audit(other, raw, declared).accepted
-    if [(f.id, f.content, f.score) for f in again] != [(f.id, f.content, f.score) for f in frames]:
-        return None
-    asked = "goal" if query.query_text is None else "goal and query_text"
-    return (
-        f"the {asked} {OTHER_GOAL!r} got the same {len(frames)} frame(s): its answer does "
-        "not depend on the goal (fine if it serves the same frames whatever is asked); "
-        f"{_goal_where(run.binding)}"
-    )
+    again = run.audit(other, raw, declared)
+    result = run.d.last_result
+    cut = truncated or (result is not None and result.truncated)
+    return same_answer(query, first, again, truncated=cut, where=_goal_where(run.binding))
 
 
 def _goal_where(binding: str) -> str:

@@ -442,17 +442,37 @@ def test_a_query_refused_for_its_budget_still_lets_the_budget_check_ask_its_own(
 
 
 def test_a_provider_reading_the_goal_from_the_wrong_field_is_warned() -> None:
-    """It reads ``params.goal`` (``undefined`` in JavaScript) and finds the one fact that
-    says "undefined" whatever is asked: the row shows that fact's title, and a second
-    goal unlike the first got the same frames, which it names with where the goal is."""
+    """It reads ``params.goal`` (``undefined`` in JavaScript) and finds the facts that
+    say "undefined" whatever is asked, as many as ``max_frames`` lets it: the row shows
+    their titles, and a second goal unlike the first got the same frames, cut to the
+    query's limits, which it names with where the goal is."""
     done = _table("--goal", "share ShareConfig", "--", "python", SCRIPT, "goal_undefined")
     assert done.returncode == 0, done.stdout  # a warning, not a failure
     row = check_rows(done.stdout)["query"]
     assert row.startswith("warn"), row
-    assert "top: 'Unset keys'; the goal 'zqx vexillology of basalt lighthouses' got the " in row
+    assert (
+        "top: 'Unset keys', 'Unset key 0', 'Unset key 1' (+5 more); "
+        "the goal 'zqx vexillology of basalt lighthouses' got the same 8 frame(s): "
+    ) in row, row
     assert "its answer does not depend on the goal" in row, row
     assert "the goal is params.query.goal, not params.goal" in row, row
     assert done.stdout.splitlines()[-1] == "5/5 passed, 1 warning, 1 skipped", done.stdout
+
+
+def test_a_corpus_served_whole_for_any_goal_is_said_not_warned() -> None:
+    """Its three facts, whatever the goal: the unrelated goal gets them too, but neither
+    answer was cut (fewer than max_frames, under max_tokens, not truncated), so the row
+    says it served them whole and passes."""
+    done, checks = _json("--goal", "configuration", "--", "python", SCRIPT, "whole")
+    assert done.returncode == 0, done.stdout
+    query = checks["query"]
+    assert query["passed"] and not query["warning"], query
+    assert query["detail"].endswith(
+        "; top: 'Cache', 'Configuration', 'Retries'; served whole: the goal 'zqx vexillology "
+        "of basalt lighthouses' got the same 3 frame(s), neither answer cut (fewer than "
+        "max_frames 8, under max_tokens 400, not truncated): a corpus that small is served "
+        "whatever the goal"
+    ), query
 
 
 def test_a_provider_that_reads_the_goal_shows_its_titles_and_no_warning() -> None:
