@@ -10,16 +10,18 @@ call's for each query), so a server that passes is one the daemon starts. Each r
 is judged by the daemon's leg audit, as ``_checks`` judges the other bindings (the
 query's row by the same ``reply_fault``: its frames, the reply as a whole, each
 inline digest; a reply with no frame, or only with JSON that holds nothing, is a
-warning; the frames named best score first, each with its size), so a server that
-passes is served by the daemon the same way. The checks: the handshake (MCP
-``initialize``, the tools named exist; H1–H3, C5 on the handshake it answers the
-engine with), the tools it offers with their required arguments (listed for the
-user: the engine asks for none but the configured ones), a query whose frames are valid
-(F1–F5, D1, D4) and not quarantined (B1–B4), budget honesty at a tight budget (B1, B3, B4), the
-kinds filter (Q1), the ``file://`` sources it serves against the files on disk (F5,
-F17: what the host's re-read would find) and shutdown (the server exits when its
-stdin closes, as MCP's stdio transport says). Malformed input and verify are not
-asked of an MCP server: the host never sends either.
+warning; the frames named by title best score first, each with its size; asked again
+with an unrelated goal, the same frames are a warning naming where the goal reaches
+the server, ``{query}`` or ``{goal}`` in a tool's arguments, unless neither answer was
+cut: ``same_answer``), so a server that passes is served by the daemon the same way.
+The checks: the handshake (MCP ``initialize``, the tools named exist; H1–H3, C5 on the
+handshake it answers the engine with), the tools it offers with their required arguments
+(listed for the user: the engine asks for none but the configured ones), a query whose
+frames are valid (F1–F5, D1, D4) and not quarantined (B1–B4), budget honesty at a tight
+budget (B1, B3, B4), the kinds filter (Q1), the ``file://`` sources it serves against
+the files on disk (F5, F17: what the host's re-read would find) and shutdown (the server
+exits when its stdin closes, as MCP's stdio transport says). Malformed input and verify
+are not asked of an MCP server: the host never sends either.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from urllib.parse import unquote, urlsplit
 import anyio
 
 from hostd.config import McpSettings
-from hostd.engine import audit_leg
+from hostd.engine import LegAudit, audit_leg
 from hostd.errors import HostdError, ProviderCrashed, ProviderTimeout
 from hostd.protocol import (
     PROTOCOL_VERSION,
     ContextFrame,
     ContextQuery,
+    ContextQueryResult,
     UnverifiableRange,
     address_line_range,
     check_handshake,
@@ -60,9 +63,13 @@ from ._checks import (
     _errors,
     _fmt,
     _rules,
+    frame_title,
+    goal_probe_failed,
     no_frame_result,
+    other_goal,
     provider_name,
     reply_fault,
+    same_answer,
 )
 
 __all__ = ["check_mcp_provider"]
@@ -221,10 +228,10 @@ async def _run(
     else:
         detail = f"{audit.offered} valid frame(s), best first: {_ranked(audit.accepted)}"
         results.append(CheckResult("query", True, detail))
+    row = results[-1]
     if isinstance(result, PartialResult):
         # A tool or read that gave nothing: the daemon serves the rest, degraded
         # (``provider_partial``), and its note says what was lost, in the same words.
-        row = results[-1]
         row.detail = f"{row.detail}; it lost part of its answer: {result.lost}"
         row.warning = row.warning or row.passed
 
@@ -248,7 +255,89 @@ async def _run(
     else:
         results.append(CheckResult("kinds filter", True, "kinds=[x-no-such-kind] → 0 frame(s)"))
 
+    # Does the answer depend on the goal? Asked after every other query, as the other
+    # bindings ask it (``_checks``), and said on the query row in the same words: a tool
+    # whose arguments carry no {query} or {goal} is asked the same whatever the goal.
+    if row.passed and audit.offered:
+        same = await _same_whatever_asked(conn, pid, query, audit, result, kinds, call, settings)
+        if same is not None:
+            row.detail, row.warning = f"{row.detail}; {same[0]}", row.warning or same[1]
+
     results.append(_sources(audit.accepted))
+
+
+async def _same_whatever_asked(
+    conn: ProviderConnection,
+    pid: str,
+    query: ContextQuery,
+    audit: LegAudit,
+    result: ContextQueryResult,
+    kinds: Sequence[str],
+    call: Deadline,
+    settings: Mapping[str, Any],
+) -> tuple[str, bool] | None:
+    """Asks ``query`` again with a goal unlike it and judges the two answers as the other
+    bindings' check does (``same_answer``); a second query that missed its deadline or
+    ended the server is a warning, one answered an error told the goals apart."""
+    other = other_goal(query)
+    try:
+        with anyio.fail_after(call.seconds):
+            again = await conn.query(other)
+    except TimeoutError:
+        return goal_probe_failed(f": {call.missed()}"), True
+    except ProviderCrashed as exc:
+        return goal_probe_failed(f", failed: {exc.reason}: {exc.message}"), True
+    except HostdError:
+        return None
+    cut = result.truncated or again.truncated
+    judged = audit_leg(pid, other, again.frames, declared_kinds=kinds)
+    return same_answer(query, audit, judged, truncated=cut, where=goal_where(settings))
+
+
+def goal_where(settings: Mapping[str, Any]) -> str:
+    """Where the goal reaches an MCP server, as the query row's warning says it: only
+    as ``{query}`` or ``{goal}`` in a string value of a tool's arguments (docs/mcp.md),
+    naming the configured arguments that hold one, or saying that none does."""
+    tools = [(t["name"], t["arguments"]) for t in settings["tools"]]
+    if settings["tool"]:
+        tools.insert(0, (settings["tool"], settings["arguments"]))
+    held = [f"{name}.{path}" for name, arguments in tools for path in _holding(arguments)]
+    how = (
+        "the goal reaches an MCP server only as {query} or {goal} in a string value of a "
+        f"tool's arguments ({_MCP_DOC})"
+    )
+    if not tools:
+        return f"{how}; it was asked for its resources alone, which hostd scores"
+    if not held:
+        return (
+            f"{how}, and none of its tools' arguments holds one: each tool is asked the "
+            "same whatever the goal (put {query} in the argument a tool searches by)"
+        )
+    shown = ", ".join(held[:_SHOWN_ARGUMENTS])
+    more = len(held) - _SHOWN_ARGUMENTS
+    held_it = "it" if len(held) == 1 else "they"
+    return (
+        f"{how}: here {shown}{f' and {more} more' if more > 0 else ''}, yet the answer was "
+        f"the same whatever {held_it} held"
+    )
+
+
+#: Where the arguments that carry the goal are described.
+_MCP_DOC = 'docs/mcp.md, "Keys: [provider.mcp]"'
+#: Configured arguments a warning names, at most.
+_SHOWN_ARGUMENTS = 3
+
+
+def _holding(value: Any, path: str = "") -> list[str]:
+    """The paths (``a.b``, ``a[0]``) of the string values in a tool's ``arguments`` that
+    ``{query}`` or ``{goal}`` is filled into (``render_arguments``' rule)."""
+    if isinstance(value, str):
+        return [path] if "{query}" in value or "{goal}" in value else []
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in _holding(v, f"{path}.{k}" if path else k)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _holding(v, f"{path}[{i}]")]
+    return []
 
 
 async def _tools(conn: ProviderConnection) -> CheckResult:
@@ -272,18 +361,15 @@ _SHOWN_FRAMES = 5
 
 def _ranked(frames: Sequence[ContextFrame]) -> str:
     """The frames in the order a composition considers them (score descending, the frame
-    id on ties), each with its size in tokens: which of them a budget keeps."""
+    id on ties), each by its title as the other bindings' query row shows titles
+    (``frame_title``) and with its size in tokens: which of them a budget keeps."""
     ranked = sorted(frames, key=lambda f: (-f.score, f.id))
     shown = [
-        f"{_bounded(f.citation_label or f.id)} ({f.token_cost} tokens, score {f.score:.2f})"
+        f"{frame_title(f)} ({f.token_cost} tokens, score {f.score:.2f})"
         for f in ranked[:_SHOWN_FRAMES]
     ]
     more = len(ranked) - _SHOWN_FRAMES
     return ", ".join(shown) + (f", …and {more} more" if more > 0 else "")
-
-
-def _bounded(label: str, limit: int = 60) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def _sources(frames: Sequence[Any]) -> CheckResult:

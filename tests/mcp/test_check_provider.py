@@ -56,7 +56,7 @@ def test_the_published_git_server_passes(tmp_path: Path) -> None:
     code, checks = _check("--goal", "cache", "--tool", "git_log", "--arguments", arguments,
                           "--", *server)  # fmt: skip
     assert code == 0, checks
-    assert checks["query"]["detail"].startswith("3 valid frame(s), best first: commit ")
+    assert checks["query"]["detail"].startswith("3 valid frame(s), best first: 'commit ")
     assert {c for c, r in checks.items() if not r["passed"]} == set()
     assert checks["shutdown"]["detail"] == "exited with 0 when stdin closed"
 
@@ -127,7 +127,7 @@ def test_the_query_row_lists_its_frames_best_first_with_their_sizes() -> None:
     assert code == 0, checks
     detail = checks["query"]["detail"]
     head, _, listed = detail.partition(", best first: ")
-    shown = re.findall(r"commit (\w+) \((\d+) tokens, score (\d\.\d\d)\)", listed)
+    shown = re.findall(r"'commit (\w+)' \((\d+) tokens, score (\d\.\d\d)\)", listed)
     assert len(shown) == 5 and listed.endswith(f"…and {int(head.split()[0]) - 5} more"), detail
     # First the five commits whose message holds both words (every eighth, log_text).
     both = {(f"{i:04x}" + "ab" * 18)[:7] for i in range(7, 40, 8)}
@@ -135,6 +135,36 @@ def test_the_query_row_lists_its_frames_best_first_with_their_sizes() -> None:
     scores = [float(score) for _, _, score in shown]
     assert scores == sorted(scores, reverse=True), detail
     assert all(int(tokens) > 0 for _, tokens, _ in shown), detail
+
+
+def test_the_same_answer_for_an_unrelated_goal_is_warned_only_when_it_was_cut() -> None:
+    """``notes`` answers its three items whatever it is asked, none matching the goal, so
+    both goals get them whole. Uncut (fewer than max_frames, under max_tokens), that is
+    a corpus served whole; at a budget it fills, the same answer is a warning naming the
+    argument that carries the goal to the server."""
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
+    tool = ["--tool", "notes", "--arguments", json.dumps({"query": "{query}"})]
+    code, checks = _check("--goal", "zebra", *tool, "--", *server)
+    assert code == 0, checks
+    query = checks["query"]
+    assert query["passed"] and not query["warning"], query
+    assert (
+        "; served whole: the goal 'zqx vexillology of basalt lighthouses' got the same 3 "
+        "frame(s), neither answer cut (fewer than max_frames 8, under max_tokens 400, not "
+        "truncated): a corpus that small is served whatever the goal"
+    ) in query["detail"], query
+    filled = sum(int(n) for n in re.findall(r"\((\d+) tokens, score 0\.00\)", query["detail"]))
+    code, checks = _check("--goal", "zebra", "--budget", str(filled), *tool, "--", *server)
+    assert code == 0, checks  # a warning alone keeps exit 0
+    query = checks["query"]
+    assert query["passed"] and query["warning"], query
+    assert query["detail"].endswith(
+        "; the goal 'zqx vexillology of basalt lighthouses' got the same 3 frame(s): its "
+        "answer does not depend on the goal (fine if it serves the same frames whatever is "
+        "asked); the goal reaches an MCP server only as {query} or {goal} in a string value "
+        'of a tool\'s arguments (docs/mcp.md, "Keys: [provider.mcp]"): here notes.query, '
+        "yet the answer was the same whatever it held"
+    ), query
 
 
 def test_a_query_answered_only_with_empty_json_is_a_warning() -> None:
