@@ -262,10 +262,12 @@ def judge(
         fan.accepted = got.accepted
         fan.excluded = sorted(got.excluded, key=itemgetter(0))
         fan.verification = dict.fromkeys(got.accepted_ids, UNVERIFIED)
+        fan.part = fan.compose_part()
         return fan
     fan.accepted = list(verified.accepted)
     fan.excluded = sorted([*got.excluded, *verified.excluded], key=itemgetter(0))
     fan.verification = dict(verified.verification)
     fan.figures = dict(verified.figures)
     fan.sources = dict(verified.sources)
+    fan.part = fan.compose_part()
     return fan

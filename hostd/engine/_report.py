@@ -139,6 +139,9 @@ class FanOut:
     #: Provider id -> ``(done, total)`` of the index it still builds, for each provider
     #: that answered from part of it: composing caps it to the share it has built.
     coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: ``compose_part()`` as ``judge`` built it, once: what a composition's reply takes
+    #: from the fan-out (read as a field, so the pipeline asks the engine nothing more).
+    part: dict[str, Any] = field(default_factory=dict)
 
     def usage_report(self, served: Iterable[FrameId] | None = None) -> dict[str, Any]:
         """UR1: ``budget_consumed`` is the summed canonical ``token_cost`` of the served

@@ -22,6 +22,7 @@ composition: every failure is a ``RerankOutcome`` with a reason code.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,6 +41,7 @@ from ._clock import now
 from ._health import bounded_error
 from ._launch import PoolSettings
 from ._pool import ProviderPool
+from ._run import Inbox
 from ._spec import ProviderSpec
 
 if TYPE_CHECKING:
@@ -191,8 +193,11 @@ class Reranker:
         self.pool = ProviderPool([spec], settings, noun="reranker")
         self.slot = self.pool.slots[spec.id]
         self.tally = RerankTally()
+        #: The event loop it runs in (a verdict lands in an ``Inbox`` on it).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __aenter__(self) -> Reranker:
+        self._loop = asyncio.get_running_loop()
         await self.pool.__aenter__()
         return self
 
@@ -218,6 +223,24 @@ class Reranker:
         started = now()
         outcome = await self._rerank(query, candidates, timeout_s, started + timeout_s)
         return self.tally.count(outcome.timed(len(candidates), now() - started))
+
+    async def _ask(self, client: PipeClient, params: dict[str, Any], deadline: float) -> Any:
+        """The ``rerank`` call's raw result: written at once and settled in the pipe's
+        read callback into an ``Inbox``, as a fan-out's leg is (no future, no wake of
+        its own), or, when the pipe cannot take it whole now, written in turn and
+        awaited. An error reply, a broken stream or the deadline raises."""
+        inbox = Inbox(self._loop)
+        call = client.start_call("rerank", params, deadline=deadline, on_settled=inbox.put)
+        if call is None:
+            return await client.call("rerank", params, deadline=deadline)
+        try:
+            await inbox.take()
+        finally:
+            if call.open:  # given up (cancelled): its id abandoned, a late reply counted
+                call.abandon()
+        if call.error is not None:
+            raise call.error
+        return call.value
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float
@@ -258,7 +281,7 @@ class Reranker:
         timed_out = False
         sent_mark = slot.health.timeout_mark  # asks out together time out as one miss
         try:  # one call, its deadline the transport's timer (its id abandoned then)
-            result = await client.call("rerank", params, deadline=deadline)
+            result = await self._ask(client, params, deadline)
         except ProviderError as exc:  # it answered, with an error: alive and in sync
             pool.record_leg(slot, "error", exc.message)
             return RerankOutcome(reason="error", detail=exc.message)

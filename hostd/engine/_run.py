@@ -6,7 +6,7 @@ with its leg's deadline: ``start_query`` writes it at once when the binding
 pipelines and the pipe takes it whole, and from then on the leg is one call —
 its reply read, matched and validated in the pipe's read callback, or its
 deadline's timer failing it with ``TimeoutError`` (the id abandoned, so a late
-reply is counted, not read as a fault) — that tells the fan-out's ``_Inbox`` as
+reply is counted, not read as a fault) — that tells the fan-out's ``Inbox`` as
 it lands. The fan-out's own task gathers them there, waking once per batch of
 landed replies: no task, no cancel scope per leg. What cannot go that way runs in
 one task group beside it: a ``start`` leg waits for its provider's start (the
@@ -71,7 +71,7 @@ from ._pool import ProviderPool, Slot
 from ._report import LegStatus
 from .verify import VerifyReply, ask_one
 
-__all__ = ["LegReply", "run_fan_out"]
+__all__ = ["Inbox", "LegReply", "run_fan_out"]
 
 #: Called with each leg's reply as it lands (outside the leg's deadline); it does not
 #: wait: a caller's callback that awaits runs in a task of the caller's.
@@ -106,10 +106,10 @@ class _Once(Generic[T]):
         self.error: HostdError | None = None
 
 
-class _Inbox:
+class Inbox:
     """Where written calls land, told from the pipe's read callback (or their deadline's
-    timer) with the time they landed, on the event loop's clock (the plan's start and
-    every deadline are read on it): the fan-out's task wakes once per batch."""
+    timer) with the time they landed, on the engine's clock (``now``: the plan's start
+    and every deadline are read on it): the fan-out's task wakes once per batch."""
 
     __slots__ = ("_loop", "_wake", "landed")
 
@@ -119,7 +119,7 @@ class _Inbox:
         self._loop = loop if loop is not None else asyncio.get_running_loop()
 
     def put(self, call: StartedCall) -> None:
-        self.landed.append((call, self._loop.time()))
+        self.landed.append((call, now()))
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
@@ -266,7 +266,7 @@ class _Runner:
     async def gather(
         self,
         calls: dict[StartedCall, tuple[LegPlan, ProviderLink]],
-        inbox: _Inbox,
+        inbox: Inbox,
         between: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Every written leg's reply, as it lands in ``inbox``, judged and handed to
@@ -291,9 +291,9 @@ class _Runner:
     async def _landed(
         self, leg: LegPlan, conn: ProviderLink, call: StartedCall, at: float
     ) -> LegReply:
-        exc = call.future.exception()
+        exc = call.error
         if exc is None:
-            return self._answered(leg, leg.query, conn, call.future.result(), at)
+            return self._answered(leg, leg.query, conn, call.value, at)
         if isinstance(exc, TimeoutError):
             return self._timed_out(leg, leg.query, conn, at)
         if isinstance(exc, HostdError):
@@ -566,7 +566,7 @@ async def run_fan_out(
     (else each is asked for again). ``between``: awaited after each batch of written
     legs lands while others are still out (the verify stage's early checks)."""
     runner = _Runner(plan, pool, consent, on_reply)
-    inbox = _Inbox(loop)
+    inbox = Inbox(loop)
     settled: list[LegReply] = []
     written: dict[StartedCall, tuple[LegPlan, ProviderLink]] = {}
     waiting: list[tuple[LegPlan, Written, ProviderLink | None]] = []

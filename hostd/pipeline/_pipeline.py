@@ -202,9 +202,10 @@ class Pipeline:
         # 4. compose (pure), and the reply around it in the same call: the fan-out's part
         # (legs, UR1 usage, verify figures: asked of the fan-out once) after the audit, the
         # prompt's size both ways added to its usage. Each wire dict is built once, in the
-        # reply's order; ``recorded`` (asked for with ``record``) holds its place there
-        # until the record is committed.
-        part = fan.compose_part()
+        # reply's order (``fan.part``, built by the engine as it judged the fan-out);
+        # ``recorded`` (asked for with ``record``) holds its place there until the record
+        # is committed.
+        part = fan.part
         if request.record:
             part = {"recorded": False, **part}
         # A provider still building its index gets at most the share of the budget it

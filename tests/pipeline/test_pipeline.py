@@ -50,7 +50,7 @@ class _Engine:
             done = kw.get("on_leg_done")
             if done is not None:
                 await done(report)
-        return FanOut(
+        fan = FanOut(
             query,
             global_budget,
             accepted=list(self.accepted),
@@ -58,6 +58,8 @@ class _Engine:
             overfetch=kw.get("overfetch", 1.0),
             coverage=dict(self.coverage),
         )
+        fan.part = fan.compose_part()  # as the engine's judge builds it
+        return fan
 
     def providers_list(self) -> list[dict[str, Any]]:
         return []
@@ -240,7 +242,9 @@ class _LateStep(_Engine):
         await kw["on_progress"]("beta", {**step, "phase": "embed", "total": 60})
         await sending
         await kw["on_leg_done"](self.reports["alpha"])
-        return FanOut(query, global_budget, accepted=list(self.accepted), reports=self.reports)
+        fan = FanOut(query, global_budget, accepted=list(self.accepted), reports=self.reports)
+        fan.part = fan.compose_part()
+        return fan
 
 
 async def test_a_warming_legs_note_is_the_last_of_its_provider_and_names_its_phase(
@@ -329,6 +333,7 @@ async def test_the_reply_is_the_composition_then_the_fan_out_in_protocol_order(
         async def query_all(self, query: ContextQuery, global_budget: int, **kw: Any) -> FanOut:
             fan = await super().query_all(query, global_budget, **kw)
             fan.figures = figures
+            fan.part = fan.compose_part()  # judged with them
             self.fan = fan
             return fan
 

@@ -1,7 +1,7 @@
 """One call per leg: ``start_query`` with a deadline and ``on_settled``.
 
 The reply is read, matched and validated in the read callback, which settles the
-call's future and tells ``on_settled`` once; the deadline's timer fails it with
+call (its ``value`` or ``error``) and tells ``on_settled`` once; the deadline's timer fails it with
 ``TimeoutError`` and abandons its id, so a late reply is counted, not a fault. The
 settled outcome must equal what the awaited path (``query``) gives for the same reply.
 """
@@ -52,7 +52,7 @@ async def test_past_its_deadline_a_call_times_out_once_and_its_late_reply_is_cou
         assert call is not None
         await settled.wait()
         assert told == [call]
-        assert isinstance(call.future.exception(), TimeoutError)
+        assert isinstance(call.error, TimeoutError) and not call.open
         assert client.in_flight == 0  # abandoned, not pending
         await peer.to_client.send(_reply(held[0], frames_result("late")))
         later = client.start_query(QUERY)
@@ -79,7 +79,7 @@ async def test_a_reply_is_validated_in_the_read_callback_and_a_bad_one_costs_its
 
     def on_settled(call: StartedCall) -> None:
         # Told from the read callback with a finished value: no task woke in between.
-        seen.append((call.future.done(), call.future.exception() or call.future.result()))
+        seen.append((not call.open, call.error or call.value))
         if len(seen) == 2:
             both.set()
 
@@ -176,8 +176,7 @@ async def _both_paths(body: dict[str, Any]) -> tuple[tuple[str, str], tuple[str,
         )
         assert call is not None
         await landed.wait()
-        exc = call.future.exception()
-        return exc if exc is not None else call.future.result()
+        return call.error if call.error is not None else call.value
 
     async def slow_body() -> Any:
         try:

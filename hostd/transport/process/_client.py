@@ -64,15 +64,27 @@ def _or_never(deadline: float | None) -> float:
 
 class StartedCall:
     """A request about to be written, its reply settled in the pipe's read callback:
-    read by the codec, converted (validated) by the binding there, then ``future``
-    resolved and ``on_settled`` told at once, so its waiter wakes once, on a finished
-    value. Made, it is ``key``'s slot in ``table`` (a broken stream's failure raises
-    instead, with nothing registered or scheduled). ``deadline`` (the event loop's
-    clock, ``anyio.current_time``): a timer fails it with ``TimeoutError`` then,
-    abandoning its id; so does a waiter that gives up. An abandoned id's reply, come
-    late, is dropped quietly and counted, never read as a correlation fault."""
+    read by the codec, converted (validated) by the binding there, then kept in
+    ``value`` (or its failure in ``error``) and told at once, so its waiter wakes once,
+    on a finished value. Told how: ``on_settled(call)`` when given (a fan-out's inbox:
+    the call then has no future of its own), else its ``future`` is resolved. Made, it
+    is ``key``'s slot in ``table`` (a broken stream's failure raises instead, with
+    nothing registered or scheduled). ``deadline`` (the event loop's clock): a timer
+    fails it with ``TimeoutError`` then, abandoning its id; so does a waiter that gives
+    up. An abandoned id's reply, come late, is dropped quietly and counted, never read
+    as a correlation fault."""
 
-    __slots__ = ("_convert", "_key", "_table", "_timer", "future", "on_settled", "open")
+    __slots__ = (
+        "_convert",
+        "_key",
+        "_table",
+        "_timer",
+        "error",
+        "future",
+        "on_settled",
+        "open",
+        "value",
+    )
 
     def __init__(
         self,
@@ -88,12 +100,18 @@ class StartedCall:
         self._key = key
         self._convert = convert
         self.on_settled = on_settled
-        #: Neither answered, failed, timed out nor abandoned yet. (Not ``future.done()``:
-        #: a waiter's cancellation cancels the future it awaits.)
+        #: Neither answered, failed, timed out nor abandoned yet.
         self.open = True
+        #: The converted reply, once answered; ``error``: why not (a refusal, a broken
+        #: stream, ``TimeoutError``), once it failed.
+        self.value: Any = None
+        self.error: BaseException | None = None
         if loop is None:
             loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[Any] = loop.create_future()
+        #: What an awaiting caller waits on; ``None`` when ``on_settled`` tells instead.
+        self.future: asyncio.Future[Any] | None = (
+            None if on_settled is not None else loop.create_future()
+        )
         self._timer = (
             loop.call_at(deadline, self._expire)
             if deadline is not None and deadline != math.inf
@@ -105,31 +123,37 @@ class StartedCall:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        future = self.future
+        if future is not None:
+            if future.done():  # its waiter was cancelled: nobody to tell
+                pass
+            elif self.error is not None:
+                future.set_exception(self.error)
+            else:
+                future.set_result(self.value)
         if self.on_settled is not None:
             self.on_settled(self)
 
     # The table's slot: the read callback resolves or fails it, the stream's end fails it.
     def resolve(self, payload: Any) -> None:
-        if not self.open or self.future.done():
+        if not self.open:
             return
         try:
-            value = self._convert(payload)
+            self.value = self._convert(payload)
         except Exception as exc:  # the reply's own fault (ProtocolFault): this call's alone
-            self.future.set_exception(exc)
-        else:
-            self.future.set_result(value)
+            self.error = exc
         self._settled()
 
     def fail(self, error: BaseException) -> None:
-        if self.open and not self.future.done():
-            self.future.set_exception(error)
+        if self.open:
+            self.error = error
             self._settled()
 
     def _expire(self) -> None:
         self._timer = None
-        if self.open and not self.future.done():
+        if self.open:
             self._table.abandon(self._key)
-            self.future.set_exception(TimeoutError())
+            self.error = TimeoutError()
             self._settled()
 
     def abandon(self) -> None:
@@ -140,10 +164,14 @@ class StartedCall:
         if self.open:
             self.open = False
             self._table.abandon(self._key)
-            self.future.cancel()
+            if self.future is not None:
+                self.future.cancel()
 
     async def result(self) -> Any:
-        """The converted reply (an error reply, a broken stream or the deadline raises)."""
+        """The converted reply (an error reply, a broken stream or the deadline raises);
+        a call told through ``on_settled`` has no future: await that instead."""
+        if self.future is None:
+            raise RuntimeError("a call told through on_settled is not awaited")
         try:
             return await self.future
         except BaseException:
@@ -285,6 +313,7 @@ class PipeClient:
                     await self._send_in_turn(request.line)
                 if waited.cancelled_caught:
                     raise TimeoutError
+            assert call.future is not None  # made with no on_settled
             return await call.future
         except BaseException:
             if request.key is UNKEYED and call.open:
@@ -318,6 +347,24 @@ class PipeClient:
         if not isinstance(codec, JsonRpcCodec):
             raise ProtocolFault(f"the {self.binding} binding calls no method by name")
         return await self.exchange(codec.request(method, params), deadline=deadline)
+
+    def start_call(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        deadline: float | None = None,
+        on_settled: Callable[[StartedCall], None] | None = None,
+    ) -> StartedCall | None:
+        """``call``'s request written now, as ``start_query`` writes a query: ``None``
+        (nothing written) when it would have to wait for room or its turn, else the
+        started call, its raw result in ``value`` once settled (``error``: an error
+        reply, a broken stream, ``TimeoutError`` past ``deadline``)."""
+        codec = self.codec
+        if not isinstance(codec, JsonRpcCodec):
+            raise ProtocolFault(f"the {self.binding} binding calls no method by name")
+        request = codec.request(method, params)
+        return self._start(request.key, request.line, _same, deadline, on_settled)
 
     def _start(
         self,
@@ -363,9 +410,9 @@ class PipeClient:
         """Write a query now, with no event-loop turn, when the provider pipelines and
         the pipe takes the line whole at once; ``None`` (nothing written) otherwise, a
         lock-step provider always: then use ``query``. ``query`` may be given in its
-        wire form (``to_wire()``); ``await started.result()`` (or ``started.future``,
-        once ``on_settled`` told of it) is the ``ContextQueryResult``, validated in the
-        read callback; past ``deadline`` it is ``TimeoutError``."""
+        wire form (``to_wire()``); ``await started.result()`` (or, once ``on_settled``
+        told of it, ``started.value``) is the ``ContextQueryResult``, validated in the
+        read callback; past ``deadline`` it is ``TimeoutError`` (``started.error``)."""
         if not self.codec.correlation:
             return None
         request = self.codec.query(query)
