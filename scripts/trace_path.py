@@ -23,7 +23,9 @@ bytes and the reply's bytes is seen. Counted by docs/pipeline.md's rule:
 - a *hop* is a function some other package calls: the request moving from one room
   into the next. What a package does inside itself is its own business;
 - a *crossing* is one distinct caller -> callee pair of functions in two different
-  packages; A -> B and B -> A are two one-way crossings.
+  packages; A -> B and B -> A are two one-way crossings;
+- what the daemon's own periodic tasks run meanwhile (``NOT_THE_REQUEST``: the log
+  flusher) is not on the request's path, nor is anything they call.
 
 Worker threads (a tokenizer, ``mmr``, file re-reads under trusted roots) are not
 traced: with this config the whole path runs on the event loop.
@@ -120,6 +122,13 @@ def _is_pure(module: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in PURE)
 
 
+#: Tasks of the daemon's own that are not the request's: what they run while it is
+#: traced is not on its path (the log flusher wakes every 0.2 s, whatever is asked).
+NOT_THE_REQUEST = frozenset({"Daemon._flush_logs_periodically"})
+#: The hop of a frame run by one of them, and of everything it calls.
+OUTSIDE = "<outside the request>"
+
+
 class Tracer:
     """The profile function: hops and the caller -> callee edges between them."""
 
@@ -174,6 +183,9 @@ class Tracer:
         if event == "call":
             module = frame.f_globals.get("__name__", "?")
             caller = self._hop_at(frame.f_back)
+            if caller == OUTSIDE or frame.f_code.co_qualname in NOT_THE_REQUEST:
+                self._hop_of[frame] = OUTSIDE
+                return
             hostd = module.split(".")[0] == "hostd"
             if hostd and not _is_pure(module):
                 name = self._name(frame)
@@ -194,7 +206,7 @@ class Tracer:
         elif event == "c_call":
             caller = self._hop_at(frame)
             module = getattr(arg, "__module__", None)
-            if not caller or module in (None, "builtins"):
+            if not caller or caller == OUTSIDE or module in (None, "builtins"):
                 return
             name = f"{module}:{arg.__qualname__}"
             self._add(name, module, _package(module), self._stage(frame, ""), caller)

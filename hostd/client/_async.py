@@ -190,7 +190,7 @@ class AsyncClient:
             return
         key = msg.get("id")
         # Our ids are integers: ``true`` or ``1.0`` would hash like ``1``.
-        slot = self._calls.pop(key) if type(key) is int else None
+        slot = self._calls.pop(key, None) if type(key) is int else None
         if slot is not None:
             slot.resolve(msg)
 
@@ -228,7 +228,7 @@ class AsyncClient:
                     await self.notify("$/cancel", {"id": id_})
                 raise
         finally:
-            self._calls.pop(id_)
+            self._calls.pop(id_, None)
             self._progress.pop(f"p{id_}", None)
         if "error" in reply:
             err = reply["error"] or {}

@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
 from hostd.compose import rerank_request
-from hostd.errors import HostdError, ProviderCrashed, ProviderError
-from hostd.protocol import ContextFrame
+from hostd.errors import HostdError, MalformedReply, ProviderCrashed, ProviderError
+from hostd.protocol import ContextFrame, WireModel
 from hostd.transport import JsonRpcCodec, PipeClient, ProviderConnection
 
 from ._clock import now
@@ -62,10 +61,8 @@ log = get_logger("hostd.engine")
 RERANKER_ID = "reranker"
 
 
-class _Reply(BaseModel):
+class _Reply(WireModel):
     # A peer's wire: unknown members are ignored (U1); the keys are read by the caller.
-    model_config = ConfigDict(extra="ignore")
-
     order: list[Any]
     model: str | None = None
 
@@ -224,15 +221,19 @@ class Reranker:
         outcome = await self._rerank(query, candidates, timeout_s, started + timeout_s)
         return self.tally.count(outcome.timed(len(candidates), now() - started))
 
-    async def _ask(self, client: PipeClient, params: dict[str, Any], deadline: float) -> Any:
-        """The ``rerank`` call's raw result: written at once and settled in the pipe's
-        read callback into an ``Inbox``, as a fan-out's leg is (no future, no wake of
-        its own), or, when the pipe cannot take it whole now, written in turn and
-        awaited. An error reply, a broken stream or the deadline raises."""
+    async def _ask(self, client: PipeClient, params: dict[str, Any], deadline: float) -> _Reply:
+        """The ``rerank`` call's result: written at once and settled (validated) in the
+        pipe's read callback into an ``Inbox``, as a fan-out's leg is (no future, no wake
+        of its own), or, when the pipe cannot take it whole now, written in turn and
+        awaited. An error reply, a bad shape (``MalformedReply``), a broken stream or the
+        deadline raises."""
         inbox = Inbox(self._loop)
-        call = client.start_call("rerank", params, deadline=deadline, on_settled=inbox.put)
+        call = client.start_call(
+            "rerank", params, deadline=deadline, on_settled=inbox.put, model=_Reply
+        )
         if call is None:
-            return await client.call("rerank", params, deadline=deadline)
+            waited: _Reply = await client.call("rerank", params, deadline=deadline, model=_Reply)
+            return waited
         try:
             await inbox.take()
         finally:
@@ -240,7 +241,8 @@ class Reranker:
                 call.abandon()
         if call.error is not None:
             raise call.error
-        return call.value
+        reply: _Reply = call.value
+        return reply
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float, deadline: float
@@ -276,12 +278,16 @@ class Reranker:
         if not (isinstance(client, PipeClient) and isinstance(client.codec, JsonRpcCodec)):
             return RerankOutcome(reason="unavailable", detail="a reranker speaks JSON-RPC")
         params = {"query": query, "candidates": candidates}
-        result: Any = None
+        reply: _Reply | None = None
         broke: HostdError | None = None
         timed_out = False
         sent_mark = slot.health.timeout_mark  # asks out together time out as one miss
         try:  # one call, its deadline the transport's timer (its id abandoned then)
-            result = await self._ask(client, params, deadline)
+            reply = await self._ask(client, params, deadline)
+        except MalformedReply as exc:  # answered, in the wrong shape: alive and in sync
+            pool.record_leg(slot, "error", "bad rerank result")
+            # Where and what was expected, never the value it held.
+            return RerankOutcome(reason="bad_reply", detail=exc.message)
         except ProviderError as exc:  # it answered, with an error: alive and in sync
             pool.record_leg(slot, "error", exc.message)
             return RerankOutcome(reason="error", detail=exc.message)
@@ -304,15 +310,7 @@ class Reranker:
             # one, and it is restarted (``is_hung``).
             pool.record_leg(slot, "timeout", f"no verdict within {ms}", sent_mark=sent_mark)
             return RerankOutcome(reason="timeout", detail=_late(ms, slot.health.late_replies))
-        try:
-            reply = _Reply.model_validate(result)
-        except ValidationError as exc:
-            pool.record_leg(slot, "error", "bad rerank result")
-            # The field and what was expected, never the value it held.
-            what = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'result'}: {e['msg']}" for e in exc.errors()
-            )
-            return RerankOutcome(reason="bad_reply", detail=f"rerank result: {what}")
+        assert reply is not None  # every other way out returned above
         pool.record_leg(slot, "ok", None)
         info = conn.info
         model = reply.model or (f"{info.name}@{info.version}" if info is not None else None)

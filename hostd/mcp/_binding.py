@@ -42,7 +42,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -221,6 +221,8 @@ class McpBindingClient:
         self.provider_id = provider_id
         self.options = dict(options)
         self._failure: HostdError | None = None
+        #: Told once the stream ends or breaks (``BindingClient.on_broken``).
+        self.on_broken: Callable[[], None] | None = None
         self._ended = anyio.Event()
         self._inbox_send, self._inbox = anyio.create_memory_object_stream[
             SessionMessage | Exception
@@ -303,6 +305,8 @@ class McpBindingClient:
         if self._failure is None:
             self._failure = error
             log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
+            if self.on_broken is not None:  # its connection's ``alive`` falls
+                self.on_broken()
         # The session sees the end of its stream: every request it waits on fails.
         self._inbox_send.close()
         self._ended.set()

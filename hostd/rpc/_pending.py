@@ -53,47 +53,43 @@ class Pending:
         return self.result
 
 
-class PendingTable:
-    """Correlation table: id → ``Pending``. Remembers ids abandoned by their caller
-    (a timed-out leg) so a late reply is dropped quietly rather than read as a
-    correlation fault (H4 is about ids we never sent)."""
+class PendingTable(dict[Any, PendingSlot]):
+    """Correlation table: id → ``PendingSlot``, a dict (``pop(key, None)`` takes a reply's
+    waiter, ``len`` counts those in flight). Registering goes through ``add``/``put``,
+    which refuse once the stream has ended (``failure``). Remembers ids abandoned by
+    their caller (a timed-out leg) so a late reply is dropped quietly rather than read
+    as a correlation fault (H4 is about ids we never sent)."""
 
     def __init__(self, remember_abandoned: int = 4096) -> None:
-        self._pending: dict[Any, PendingSlot] = {}
+        super().__init__()
         self._abandoned: OrderedDict[Any, None] = OrderedDict()
         self._remember = remember_abandoned
         self.failure: HostdError | None = None
 
-    def __len__(self) -> int:
-        return len(self._pending)
-
     def __repr__(self) -> str:
-        return f"<PendingTable pending={len(self._pending)} failure={self.failure!r}>"
+        return f"<PendingTable pending={len(self)} failure={self.failure!r}>"
 
     def add(self, key: Any) -> Pending:
         if self.failure is not None:
             raise self.failure
         slot = Pending()
-        self._pending[key] = slot
+        self[key] = slot
         return slot
 
     def put(self, key: Any, slot: PendingSlot) -> None:
         """Register a slot of the caller's own (one that settles a future, say)."""
         if self.failure is not None:
             raise self.failure
-        self._pending[key] = slot
+        self[key] = slot
 
     def abandon(self, key: Any) -> None:
-        if self._pending.pop(key, None) is not None:
+        if super().pop(key, None) is not None:
             self._abandoned[key] = None
             while len(self._abandoned) > self._remember:
                 self._abandoned.popitem(last=False)
 
     def has(self, key: Any) -> bool:
-        return key in self._pending
-
-    def pop(self, key: Any) -> PendingSlot | None:
-        return self._pending.pop(key, None)
+        return key in self
 
     def was_abandoned(self, key: Any) -> bool:
         return self._abandoned.pop(key, "missing") is None
@@ -101,6 +97,7 @@ class PendingTable:
     def fail_all(self, error: HostdError) -> None:
         if self.failure is None:
             self.failure = error
-        pending, self._pending = self._pending, {}
-        for slot in pending.values():
+        pending = list(self.values())
+        self.clear()
+        for slot in pending:
             slot.fail(error)

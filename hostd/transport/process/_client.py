@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -33,10 +34,21 @@ from hostd.protocol import (
     RememberRequest,
     RememberResult,
     VerifyResponse,
+    WireModel,
 )
 from hostd.rpc import PendingTable
 
-from ..bindings import UNKEYED, CgpCodec, Codec, Fault, JsonRpcCodec, Notice, Refusal, Request
+from ..bindings import (
+    UNKEYED,
+    CgpCodec,
+    Codec,
+    Fault,
+    JsonRpcCodec,
+    Notice,
+    Refusal,
+    Request,
+    validate_reply,
+)
 
 __all__ = [
     "CgpClient",
@@ -221,6 +233,9 @@ class PipeClient:
         self.handshake_result: Any = None
         #: The event loop its pipe is read in (a stream lives in one): looked up once.
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Told when the stream becomes unusable (it ended or broke, or a lock-step
+        #: request was abandoned mid-flight): its connection's ``alive`` falls then.
+        self.on_broken: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -273,7 +288,7 @@ class PipeClient:
                 self.on_notification(msg.method, msg.params)
             return None
         key = msg.key
-        slot = self._table.pop(key) if key is not None else None
+        slot = self._table.pop(key, None) if key is not None else None
         if slot is None:
             if key is not None and key is not UNKEYED and self._late(key):
                 return None  # a late reply to a request whose caller gave up
@@ -299,11 +314,13 @@ class PipeClient:
         """The stream ended (or broke) with ``error``: every waiter, now and later, gets it."""
         if self._table.failure is None:
             log.debug("provider.stream.ended", provider=self.provider_id, reason=error.reason)
-        self._table.fail_all(error)
+        self.close(error)
 
-    async def _exchange(self, request: Request, deadline: float | None) -> Any:
+    async def _exchange(
+        self, request: Request, deadline: float | None, convert: Callable[[Any], Any] = _same
+    ) -> Any:
         # Registered as it is made (a broken stream's failure raises here).
-        call = StartedCall(self._table, request.key, _same, deadline, loop=self._event_loop())
+        call = StartedCall(self._table, request.key, convert, deadline, loop=self._event_loop())
         try:
             # Written at once when the pipe takes the line whole (no lock, no turn), else
             # in turn, waiting for room (no longer than the deadline).
@@ -318,35 +335,58 @@ class PipeClient:
         except BaseException:
             if request.key is UNKEYED and call.open:
                 self.desynchronised = True
+                if self.on_broken is not None:
+                    self.on_broken()
             call.abandon()
             raise
 
-    async def exchange(self, request: Request, *, deadline: float | None = None) -> Any:
+    async def exchange(
+        self,
+        request: Request,
+        *,
+        deadline: float | None = None,
+        convert: Callable[[Any], Any] = _same,
+    ) -> Any:
         """Send ``request`` and await its reply's payload (an error reply raises).
         ``deadline`` (the event loop's clock, as ``start_query``'s): past it,
         ``TimeoutError``, its id abandoned (a late reply counted in ``late_replies``)."""
         if request.key is not UNKEYED:
-            return await self._exchange(request, deadline)
+            return await self._exchange(request, deadline, convert)
         if self.desynchronised:
             raise ProtocolFault("stream desynchronised by an abandoned request")
         # One at a time, the wait for its turn included: given up at the deadline (the
         # scope's, so the call is still open then) it leaves the stream desynchronised.
         with anyio.CancelScope(deadline=_or_never(deadline)) as waited:
             async with self._lockstep:
-                return await self._exchange(request, None)
+                return await self._exchange(request, None, convert)
         assert waited.cancelled_caught  # the only way out of the block without a return
         raise TimeoutError
 
     async def call(
-        self, method: str, params: dict[str, Any], *, deadline: float | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        deadline: float | None = None,
+        model: type[WireModel] | None = None,
     ) -> Any:
-        """One request to ``method`` (a reranker's ``rerank``) and its raw result, on a
-        binding that calls methods by name (JSON-RPC; ``ProtocolFault`` for another): an
+        """One request to ``method`` (a reranker's ``rerank``) and its result, on a
+        binding that calls methods by name (JSON-RPC; ``ProtocolFault`` for another): raw,
+        or validated as ``model`` (a bad shape is ``MalformedReply``, as a query's is); an
         error reply raises, and past ``deadline`` it is ``TimeoutError`` (``exchange``)."""
+        request, convert = self._method_request(method, params, model)
+        return await self.exchange(request, deadline=deadline, convert=convert)
+
+    def _method_request(
+        self, method: str, params: dict[str, Any], model: type[WireModel] | None
+    ) -> tuple[Request, Callable[[Any], Any]]:
         codec = self.codec
         if not isinstance(codec, JsonRpcCodec):
             raise ProtocolFault(f"the {self.binding} binding calls no method by name")
-        return await self.exchange(codec.request(method, params), deadline=deadline)
+        convert = (
+            _same if model is None else partial(validate_reply, model, what=f"{method} result")
+        )
+        return codec.request(method, params), convert
 
     def start_call(
         self,
@@ -355,16 +395,15 @@ class PipeClient:
         *,
         deadline: float | None = None,
         on_settled: Callable[[StartedCall], None] | None = None,
+        model: type[WireModel] | None = None,
     ) -> StartedCall | None:
         """``call``'s request written now, as ``start_query`` writes a query: ``None``
         (nothing written) when it would have to wait for room or its turn, else the
-        started call, its raw result in ``value`` once settled (``error``: an error
-        reply, a broken stream, ``TimeoutError`` past ``deadline``)."""
-        codec = self.codec
-        if not isinstance(codec, JsonRpcCodec):
-            raise ProtocolFault(f"the {self.binding} binding calls no method by name")
-        request = codec.request(method, params)
-        return self._start(request.key, request.line, _same, deadline, on_settled)
+        started call, its result (validated as ``model`` in the read callback, when given)
+        in ``value`` once settled (``error``: an error reply, a bad shape, a broken
+        stream, ``TimeoutError`` past ``deadline``)."""
+        request, convert = self._method_request(method, params, model)
+        return self._start(request.key, request.line, convert, deadline, on_settled)
 
     def _start(
         self,
@@ -383,11 +422,11 @@ class PipeClient:
         try:
             sent = self._send_nowait(line)
         except BaseException:
-            self._table.pop(key)
+            self._table.pop(key, None)
             call.abandon()
             raise
         if not sent:
-            self._table.pop(key)
+            self._table.pop(key, None)
             call.abandon()
             return None
         return call
@@ -455,6 +494,8 @@ class PipeClient:
     def close(self, error: HostdError) -> None:
         """Fail every waiter (the connection is being torn down)."""
         self._table.fail_all(error)
+        if self.on_broken is not None:
+            self.on_broken()
 
 
 class JsonRpcClient(PipeClient):

@@ -104,6 +104,9 @@ class BindingClient(Protocol):
     """What the engine needs of any binding's client (protocol.md §1, §2)."""
 
     binding: str
+    #: Told when the stream becomes unusable (ended, broke, desynchronised): set by
+    #: the connection, which keeps ``alive`` as a plain attribute from it.
+    on_broken: Callable[[], None] | None
 
     @property
     def correlation(self) -> bool: ...
@@ -232,6 +235,15 @@ class ProviderConnection(Acked):
         #: The handshake ended well (``ack`` stays None for one that had none to give).
         self.handshaken = False
         self.closed = False
+        #: Usable for another request: running, stream intact, in sync, not closed. A
+        #: plain attribute the engine reads per leg, lowered when the child exits, the
+        #: stream breaks or desynchronises (``on_exit``, ``on_broken``) or it is closed.
+        self.alive = (
+            child.returncode is None
+            and client.failure is None
+            and not getattr(client, "desynchronised", False)
+        )
+        client.on_broken = child.on_exit = self._down
         #: The process's account of its failure (``explain``), gathered once.
         self._report: anyio.Event | None = None
         self._report_text = ""
@@ -257,15 +269,8 @@ class ProviderConnection(Acked):
     def _count_late(self, total: int) -> None:
         self.late_replies = total
 
-    @property
-    def alive(self) -> bool:
-        """Usable for another request: running, stream intact, in sync."""
-        return (
-            not self.closed
-            and self.child.returncode is None
-            and self.client.failure is None
-            and not getattr(self.client, "desynchronised", False)
-        )
+    def _down(self) -> None:
+        self.alive = False
 
     @classmethod
     async def open(
@@ -521,6 +526,7 @@ class ProviderConnection(Acked):
         closing): SIGTERM at once (``ChildProcess.aclose``); never for one handshaken."""
         with anyio.CancelScope(shield=True):
             self.closed = True
+            self.alive = False
             shutdown = self.client.shutdown if self.child.returncode is None else None
             code = await self.child.aclose(
                 shutdown=shutdown, grace=self._grace, abandoned=abandoned and not self.handshaken

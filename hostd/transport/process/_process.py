@@ -128,8 +128,10 @@ class ChildProcess:
         self._stderr = StderrPump(provider_id, policy, redactor=self.redactor)
         self.exited = anyio.Event()
         #: The exit code, once the exit watcher (or the teardown) saw the process end;
-        #: ``None`` while it runs. A plain attribute: ``alive`` reads it per request.
+        #: ``None`` while it runs.
         self.returncode: int | None = None
+        #: Told once the process is seen to end (its connection's ``alive`` falls then).
+        self.on_exit: Callable[[], None] | None = None
         self._closing = False
         #: Torn down as a start the host gave up (``aclose``): SIGTERM is no surprise.
         self._abandoned = False
@@ -218,7 +220,7 @@ class ChildProcess:
 
     async def _watch_exit(self) -> None:
         await self.process.wait()
-        self.returncode = self.process.returncode
+        self._ended()
         self.exited_on_its_own = not self._closing
         self.exited.set()
         if self._stdout is not None:
@@ -396,8 +398,13 @@ class ChildProcess:
                 self._abandoned = abandoned
                 await self._ladder(None if abandoned else shutdown, grace, abandoned)
             await self.process.wait()
-        self.returncode = self.process.returncode
+        self._ended()
         return self.returncode
+
+    def _ended(self) -> None:
+        self.returncode = self.process.returncode
+        if self.on_exit is not None:
+            self.on_exit()
 
     async def _ladder(
         self, shutdown: Callable[[], Awaitable[None]] | None, grace: float, abandoned: bool

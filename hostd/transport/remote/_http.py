@@ -350,6 +350,8 @@ class RemoteConnection(Acked):
         self.ack = ack
         self.closed = False
         self.failure: HostdError | None = None
+        #: Neither closed nor broken (a plain attribute, as a process connection's).
+        self.alive = True
         #: The last refusal of its credential (HTTP 401/403, or none could be read): not
         #: a broken exchange, so it stays alive; the pool takes it when it counts the
         #: refused leg and parks the provider (no restart cures a credential).
@@ -361,10 +363,6 @@ class RemoteConnection(Acked):
 
     def __repr__(self) -> str:
         return f"<RemoteConnection {self.provider_id} alive={self.alive} {self.endpoint!r}>"
-
-    @property
-    def alive(self) -> bool:
-        return not self.closed and self.failure is None
 
     @classmethod
     async def open(
@@ -407,10 +405,12 @@ class RemoteConnection(Acked):
             return await self.endpoint.exchange(request, read)
         except RemoteTransport as exc:
             self.failure = exc  # the pool handshakes again, after its backoff
+            self.alive = False
             raise
         except RemoteWire as exc:
             if exc.breaks_connection:  # a malformed reply fails its own call alone
                 self.failure = exc
+                self.alive = False
             raise
         except ProviderUnauthorized as exc:
             self.refusal = exc
@@ -453,4 +453,5 @@ class RemoteConnection(Acked):
     async def aclose(self) -> int | None:
         """Nothing to tear down: the endpoint's pooled client outlives its connections."""
         self.closed = True
+        self.alive = False
         return None
