@@ -13,6 +13,11 @@ PY="$VENV/bin/python"
 # import hook is invisible to them: mypy would say "Cannot find implementation").
 # --no-compile: pip would byte-compile every module of every package it installs (torch,
 # transformers, the frameworks: most never imported here), which was most of a new
-# venv's install time; Python compiles and caches what is imported, once, at first use.
+# venv's install time; Python compiles and caches what is imported, once, at first use
+# -- unless PYTHONDONTWRITEBYTECODE is set (some shells and CI images set it): then every
+# process the tests start (hundreds of daemons, providers and CLI runs) would compile
+# pydantic, anyio and hostd from source again, about three times the CPU of an import
+# from cached bytecode. It is unset for what runs after this script is sourced.
+unset PYTHONDONTWRITEBYTECODE
 "$PY" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[${HOSTD_EXTRAS:-dev}]" \
     --config-settings editable_mode=compat

@@ -102,7 +102,7 @@ def test_the_tracer_still_traces_a_composition() -> None:
     names = {hop["hop"] for hop in out["path"]}
     # The reranker's stage: one engine call for a verdict, then its process asked.
     assert "hostd.engine._rerank:rerank_order" in names
-    assert "hostd.transport.process._client:PipeClient.call" in names
+    assert "hostd.transport.process._client:PipeClient.start_call" in names
     assert "hostd.pipeline._pipeline:Pipeline.compose" in names
     assert out["crossings"] == sum(out["pairs"].values())
     # Read without a call out of hostd: a child's exit code (its exit watcher's), a count.
