@@ -314,9 +314,14 @@ class HostSettings(_Section):
             )
         return value
 
+    #: A crashed provider's first restart waits this long, each further failure in a row
+    #: twice as long (at most 5 s), until its 5 attempts are spent (0.5: 7.5 s in all).
+    restart_backoff_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = 0.5
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
+    #: Each of those retries that fails in a row doubles the cool-down, up to this.
+    retry_failed_max_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 3600.0
 
 
 class TcpSettings(_Section):

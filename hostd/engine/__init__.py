@@ -46,6 +46,7 @@ from ._health import (
     record_retry,
     record_started,
     restarts_behind,
+    retry_cool_down_s,
     retry_due,
 )
 from ._host import Host, LegDone, ProgressDone
@@ -145,6 +146,7 @@ __all__ = [
     "record_started",
     "restarts_behind",
     "rerank_url",
+    "retry_cool_down_s",
     "retry_due",
     "required_scopes",
     "run_fan_out",

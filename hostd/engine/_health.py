@@ -3,9 +3,13 @@
 Owns the state machine the engine follows for each provider: whether a leg
 may use the running connection, must (re)start it now, must wait out a
 backoff first, or must give up because the bounded restart attempts are
-spent. A provider that gave up is parked, not lost: it gets one start after
-each cool-down (``RestartPolicy.retry_failed_after_s``; ``decide_parked``),
-and ``providers/restart`` clears its failures at once (``record_restart_requested``).
+spent (``backoff_delay``: 0.5 s, doubling, so the default 5 attempts span 7.5 s, long
+enough to outlast a passing cause). A provider that gave up is parked, not lost: it
+gets one start after each cool-down (``RestartPolicy.retry_failed_after_s``;
+``decide_parked``), which doubles with each retry that fails in a row, up to
+``retry_failed_max_s`` (``retry_cool_down_s``: a provider that can never start costs
+its log a failure an hour, not one a minute), and ``providers/restart`` clears its
+failures at once (``record_restart_requested``).
 A start that outlived its deadline (a handshake never answered) marks the provider
 ``start_timed_out``: its next starts still follow the backoff and parking of any
 failure, but no request waits for them (``awaits_start``), so a stuck provider costs
@@ -64,6 +68,7 @@ __all__ = [
     "record_refused",
     "record_started",
     "restarts_behind",
+    "retry_cool_down_s",
 ]
 
 
@@ -89,10 +94,13 @@ class StartAction(StrEnum):
 
 @dataclass(slots=True, frozen=True)
 class RestartPolicy:
-    """Exponential backoff: ``base * 2**(n-1)`` after the n-th consecutive failure, capped;
-    at most ``max_attempts`` consecutive failed starts or crashes before giving up."""
+    """Exponential backoff: ``base * 2**(n-1)`` after the n-th consecutive failure, capped
+    (never below ``base``); at most ``max_attempts`` consecutive failed starts or crashes
+    before giving up. By default 0.5, 1, 2 and 4 s between the 5 attempts: 7.5 s in all,
+    so a cause that passes in a few seconds (a port still held, a lock, a slow disk) is
+    outlasted rather than parking the provider within a second."""
 
-    base_delay_s: float = 0.05
+    base_delay_s: float = 0.5
     max_delay_s: float = 5.0
     max_attempts: int = 5
     #: A running provider that misses this many deadlines in a row with no reply at all
@@ -104,6 +112,9 @@ class RestartPolicy:
     #: A parked provider (attempts spent) gets one start this long after its last
     #: failure, and again after each failed one; 0: never (only ``providers/restart``).
     retry_failed_after_s: float = 60.0
+    #: Each retry that fails in a row doubles that cool-down, up to this (never below
+    #: ``retry_failed_after_s``); a start that succeeds, or a restart asked, resets it.
+    retry_failed_max_s: float = 3600.0
 
 
 def bounded_error(error: str) -> str:
@@ -175,6 +186,10 @@ class Health:
     #: with no title, a string id) since its last answer that was not: up, answering,
     #: yet nothing it offers is usable. ``last_error`` holds the last one's words.
     invalid_legs: int = 0
+    #: Retries of a parked provider that failed in a row (a start after its cool-down,
+    #: failed or refused again), since it last started or a restart was asked: each
+    #: doubles its next cool-down (``retry_cool_down_s``).
+    failed_retries: int = 0
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
         """The counters; with ``now`` (the clock ``failed_at`` reads), also
@@ -207,15 +222,22 @@ class Health:
             "partial_legs": self.partial_legs,
             "found_nothing": self.found_nothing,
             "invalid_legs": self.invalid_legs,
+            "failed_retries": self.failed_retries,
         }
+
+
+#: Doublings past which a doubling wait is its cap for any sane base and cap: a provider
+#: or a peer down for weeks counts failures past where ``2.0 ** n`` overflows.
+_MAX_DOUBLINGS = 64
 
 
 def backoff_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
     """Seconds to wait after the n-th consecutive failure before the next start (0 for n=0)."""
     if consecutive_failures <= 0:
         return 0.0
-    delay: float = policy.base_delay_s * 2.0 ** (consecutive_failures - 1)
-    return min(delay, policy.max_delay_s)
+    doublings = min(consecutive_failures - 1, _MAX_DOUBLINGS)
+    delay: float = policy.base_delay_s * 2.0**doublings
+    return min(delay, max(policy.max_delay_s, policy.base_delay_s))
 
 
 def decide_start(
@@ -293,27 +315,43 @@ def is_parked(health: Health, policy: RestartPolicy) -> bool:
     )
 
 
+def retry_cool_down_s(health: Health, policy: RestartPolicy) -> float | None:
+    """Seconds a parked provider waits after its last failure for its next start:
+    ``retry_failed_after_s``, doubled for each retry that failed in a row
+    (``failed_retries``), at most ``retry_failed_max_s`` (never below the first);
+    ``None``: never (the cool-down is off). Whether it is parked is not asked."""
+    first = policy.retry_failed_after_s
+    if first <= 0:
+        return None
+    grown = first * 2.0 ** min(health.failed_retries, _MAX_DOUBLINGS)
+    return min(grown, max(policy.retry_failed_max_s, first))
+
+
 def retry_due(health: Health, policy: RestartPolicy) -> float | None:
     """When (clock time) a parked provider gets its next start; ``None``: not parked, or
     never (the cool-down is off)."""
-    if not is_parked(health, policy) or policy.retry_failed_after_s <= 0:
+    if not is_parked(health, policy):
+        return None
+    cool_down = retry_cool_down_s(health, policy)
+    if cool_down is None:
         return None
     if health.failed_at is None:  # parked by a policy change, never failed under it
         return 0.0
-    return health.failed_at + policy.retry_failed_after_s
+    return health.failed_at + cool_down
 
 
 def decide_parked(health: Health, *, now: float, policy: RestartPolicy) -> StartDecision:
     """A parked provider: ``START`` once its cool-down has passed (one attempt; a failure
-    parks it for another cool-down), else ``GIVE_UP`` at once, with ``delay_s`` the
-    seconds until the retry (``inf`` when none will come). A leg never waits a
-    cool-down out: it is longer than any leg's deadline."""
+    parks it for another cool-down, twice as long: ``retry_cool_down_s``), else
+    ``GIVE_UP`` at once, with ``delay_s`` the seconds until the retry (``inf`` when none
+    will come). A leg never waits a cool-down out: it is longer than any leg's deadline."""
     due = retry_due(health, policy)
     if due is None:
         return StartDecision(StartAction.GIVE_UP, float("inf"))
     if now >= due:
         return StartDecision(StartAction.START)
-    return StartDecision(StartAction.GIVE_UP, min(due - now, policy.retry_failed_after_s))
+    cool_down = retry_cool_down_s(health, policy) or 0.0
+    return StartDecision(StartAction.GIVE_UP, min(due - now, cool_down))
 
 
 def record_retry(health: Health) -> Health:
@@ -323,7 +361,7 @@ def record_retry(health: Health) -> Health:
 
 def record_restart_requested(health: Health) -> Health:
     """``providers/restart``: failures forgotten, so the provider starts at once and gets
-    its full restart attempts again; the counters are kept."""
+    its full restart attempts again, and its first cool-down; the counters are kept."""
     state = health.state
     if state in (ProviderState.FAILED, ProviderState.CRASHED):
         state = ProviderState.IDLE if health.starts == 0 else ProviderState.CRASHED
@@ -336,11 +374,12 @@ def record_restart_requested(health: Health) -> Health:
         restarts_requested=health.restarts_requested + 1,
         start_timed_out=False,
         refused=False,
+        failed_retries=0,
     )
 
 
 def record_started(health: Health) -> Health:
-    """A start and handshake succeeded."""
+    """A start and handshake succeeded (a parked provider's cool-down is its first again)."""
     restarted = health.starts > 0
     return replace(
         health,
@@ -349,6 +388,7 @@ def record_started(health: Health) -> Health:
         restarts=health.restarts + (1 if restarted else 0),
         start_timed_out=False,
         refused=False,
+        failed_retries=0,
     )
 
 
@@ -366,7 +406,8 @@ def record_failure(
     ``cannot_run``: its command could not be run at all (not found, not executable),
     or its config names what the provider does not offer (an MCP tool): no restart
     cures that until the user acts, so it is parked at once, not started again by each
-    of the next requests (a cool-down, or ``providers/restart``)."""
+    of the next requests (a cool-down, or ``providers/restart``). One that fails while
+    parked (its retry) counts a failed retry: its next cool-down doubles."""
     n = health.consecutive_failures + 1
     if cannot_run:
         n = max(n, policy.max_attempts)
@@ -383,6 +424,7 @@ def record_failure(
         last_failure_at=now,
         start_timed_out=start_timed_out,
         refused=False,
+        failed_retries=_failed_retries(health),
     )
 
 
@@ -391,7 +433,8 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
     The server is up and nothing crashed, and a restart would send the same credential:
     so no failure is counted and no backoff earned. It is parked (``failed``) at once,
     ``error`` (what to fix) its last failure, until its credential changes
-    (``decide_start``), its cool-down passes or a restart is asked for."""
+    (``decide_start``), its cool-down passes or a restart is asked for. Refused again
+    while parked (its retry), its next cool-down doubles, as for a failed retry."""
     error = bounded_error(error)
     return replace(
         health,
@@ -403,7 +446,15 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
         last_failure_at=now,
         start_timed_out=False,
         refused=True,
+        failed_retries=_failed_retries(health),
     )
+
+
+def _failed_retries(health: Health) -> int:
+    """``failed_retries`` after a failure of the start ``health`` was waiting for: one more
+    when it was parked (a parked provider starts only as a retry, or as its refused
+    credential changed), else as it was (``record_started`` resets it)."""
+    return health.failed_retries + (health.state is ProviderState.FAILED)
 
 
 def is_hung(health: Health, policy: RestartPolicy) -> bool:
@@ -512,6 +563,7 @@ def record_leg(
             if status == "ok"
             else health.invalid_legs
         ),
+        failed_retries=health.failed_retries,
     )
 
 
@@ -532,11 +584,6 @@ class CoolDownPolicy:
     after: int = 3
     base_s: float = 1.0
     max_s: float = 60.0
-
-
-#: Doublings past which the cool-down is its cap for any sane ``base_s``/``max_s``: a
-#: peer down for weeks counts failures past where ``2.0 ** n`` overflows.
-_MAX_DOUBLINGS = 64
 
 
 def cool_down_s(consecutive_failures: int, policy: CoolDownPolicy) -> float:

@@ -67,6 +67,7 @@ from ._clock import now
 from ._health import (
     Health,
     ProviderState,
+    RestartPolicy,
     StartAction,
     awaits_start,
     decide_start,
@@ -80,6 +81,7 @@ from ._health import (
     record_retry,
     record_started,
     restarts_behind,
+    retry_cool_down_s,
     retry_due,
 )
 from ._launch import Launcher, PoolSettings
@@ -103,10 +105,11 @@ class _Start:
         self.error: HostdError | None = None
 
 
-def _log_transition(provider_id: str, old: Health, new: Health) -> None:
+def _log_transition(provider_id: str, old: Health, new: Health, policy: RestartPolicy) -> None:
     """``provider.parked`` (warning) when a provider is parked ``failed``: its restart
-    attempts spent, or its credential refused; ``provider.recovered`` when one that was
-    down (crashed, failed) is ready again."""
+    attempts spent, or its credential refused, with when its retry comes
+    (``retry_in_s``); ``provider.recovered`` when one that was down (crashed, failed)
+    is ready again."""
     if new.state is ProviderState.FAILED:
         log.warning(
             "provider.parked",
@@ -114,6 +117,7 @@ def _log_transition(provider_id: str, old: Health, new: Health) -> None:
             refused=new.refused,
             failures=new.consecutive_failures,
             last_failure=new.last_failure,
+            retry_in_s=retry_cool_down_s(new, policy),
         )
     elif new.state is ProviderState.READY and old.state in _DOWN:
         log.info("provider.recovered", provider=provider_id, was=old.state.value)
@@ -140,6 +144,7 @@ class Slot:
         "crash",
         "last_ack",
         "late_seen",
+        "policy",
         "refusal",
         "revive",
         "spec",
@@ -148,8 +153,10 @@ class Slot:
         "untold",
     )
 
-    def __init__(self, spec: ProviderSpec) -> None:
+    def __init__(self, spec: ProviderSpec, policy: RestartPolicy | None = None) -> None:
         self.spec = spec
+        #: Its pool's restart policy: what its log says of a retry to come.
+        self.policy = policy or RestartPolicy()
         self.conn: ProviderLink | None = None
         self._health = Health()
         self.last_ack: HandshakeAck | None = None
@@ -187,7 +194,7 @@ class Slot:
         operator alerts on (parked, back) is logged once, where it happens."""
         old, self._health = self._health, new
         if new.state is not old.state:
-            _log_transition(self.spec.id, old, new)
+            _log_transition(self.spec.id, old, new, self.policy)
 
     def take_late(self) -> int:
         """Late replies the connection read since the last call: replies to legs that had
@@ -236,7 +243,7 @@ class ProviderPool:
         for spec in specs:
             if spec.id in self.slots:
                 raise ValueError(f"duplicate provider id {spec.id!r}")
-            self.slots[spec.id] = Slot(spec)
+            self.slots[spec.id] = Slot(spec, settings.restart_policy)
         self._ordered = tuple(sorted(self.slots.values(), key=lambda s: s.spec.id))
         if settings.start not in ("lazy", "boot"):
             raise ValueError("start must be 'lazy' or 'boot'")
@@ -555,8 +562,17 @@ class ProviderPool:
             # first leg to meet it is told it (``_not_waited``).
             timed_out = start.boot and isinstance(exc, ProviderTimeout)
             slot.untold = exc if timed_out else None
+            # Parked by it (its attempts spent, or its retry failed): when the next comes,
+            # so a log read a day later tells how often a provider that never starts is
+            # tried (each failed retry doubles its cool-down: ``retry_cool_down_s``).
+            parked = is_parked(slot.health, slot.policy)
+            more = {"retry_in_s": retry_cool_down_s(slot.health, slot.policy)} if parked else {}
             log.warning(
-                "provider.start.failed", provider=spec.id, reason=exc.reason, error=exc.message
+                "provider.start.failed",
+                provider=spec.id,
+                reason=exc.reason,
+                error=exc.message,
+                **more,
             )
             start.error = exc
         else:

@@ -80,6 +80,11 @@ async def open_engine(
     from hostd.engine import Host, PoolSettings, RestartPolicy
 
     cfg = config.host
+    policy = RestartPolicy(
+        base_delay_s=cfg.restart_backoff_s,
+        retry_failed_after_s=cfg.retry_failed_after_s,
+        retry_failed_max_s=cfg.retry_failed_max_s,
+    )
     if host_factory is not None:
         host_cm = host_factory(config)
     else:
@@ -93,7 +98,7 @@ async def open_engine(
             start=start or cfg.start_providers,
             start_timeout_s=cfg.start_timeout_s,
             max_line_bytes=cfg.max_line_bytes,
-            restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+            restart_policy=policy,
             config_file=None if config.source == "<defaults>" else config.source,
             restart_idle=restart_idle,
         )
@@ -104,7 +109,7 @@ async def open_engine(
                 start=start or cfg.start_providers,
                 start_timeout_s=config.reranker.start_timeout_ms / 1000,
                 max_line_bytes=cfg.max_line_bytes,
-                restart_policy=RestartPolicy(retry_failed_after_s=cfg.retry_failed_after_s),
+                restart_policy=policy,
                 restart_idle=restart_idle,
             ),
         )

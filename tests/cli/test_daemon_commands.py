@@ -182,7 +182,9 @@ def test_status_says_why_a_provider_is_down_and_since_when(tmp_path: Path) -> No
     config = _config(tmp_path)
     crash = ["python", "-m", "tests.fixtures.echoing_provider", "start_crash"]
     text = config.read_text(encoding="utf-8").replace(
-        "[host]\n", "[host]\nretry_failed_after_s = 0\n"
+        # Its 5 failed starts 10 ms apart, doubling (the default's 7.5 s is for users).
+        "[host]\n",
+        "[host]\nretry_failed_after_s = 0\nrestart_backoff_s = 0.01\n",
     )
     text += (
         f'[[provider]]\nid = "broken"\ncommand = {json.dumps(crash)}\ncwd = "{ROOT}"\n'

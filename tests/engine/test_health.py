@@ -28,6 +28,7 @@ from hostd.engine import (
     record_retry,
     record_started,
     restarts_behind,
+    retry_cool_down_s,
     retry_due,
 )
 
@@ -55,6 +56,16 @@ def test_backoff_doubles_and_is_capped() -> None:
     assert [backoff_delay(n, POLICY) for n in range(6)] == [0.0, 0.1, 0.2, 0.4, 0.8, 1.0]
 
 
+def test_the_default_backoff_spreads_the_five_attempts_over_seconds() -> None:
+    policy = RestartPolicy()
+    waits = [backoff_delay(n, policy) for n in range(1, policy.max_attempts)]
+    # Between the 5 attempts: long enough to outlast a cause that passes in seconds.
+    assert (waits, sum(waits)) == ([0.5, 1.0, 2.0, 4.0], 7.5)
+    # A first wait above the cap is not cut below itself.
+    slow = RestartPolicy(base_delay_s=10.0, max_delay_s=5.0)
+    assert [backoff_delay(n, slow) for n in range(1, 4)] == [10.0, 10.0, 10.0]
+
+
 def _parked(policy: RestartPolicy = POLICY, at: float = 3.0) -> Health:
     h = Health()
     for i in range(policy.max_attempts):
@@ -80,13 +91,68 @@ def test_a_parked_provider_gets_one_start_once_its_cool_down_has_passed() -> Non
     assert record_retry(h).retries == 1 and record_retry(record_retry(h)).retries == 2
 
 
-def test_a_failed_retry_parks_it_for_another_cool_down() -> None:
+def test_a_failed_retry_parks_it_for_another_cool_down_twice_as_long() -> None:
     h = record_retry(_parked())
     h = record_failure(h, now=70.0, error="still broken", policy=POLICY)
     assert h.state is ProviderState.FAILED and h.consecutive_failures == POLICY.max_attempts + 1
-    assert retry_due(h, POLICY) == 130.0
-    assert decide_start(h, alive=False, now=129.0, policy=POLICY).action is StartAction.GIVE_UP
-    assert decide_start(h, alive=False, now=130.0, policy=POLICY).action is StartAction.START
+    assert h.failed_retries == 1 and h.to_wire()["failed_retries"] == 1
+    assert retry_due(h, POLICY) == 190.0
+    assert decide_start(h, alive=False, now=189.0, policy=POLICY).action is StartAction.GIVE_UP
+    assert decide_start(h, alive=False, now=190.0, policy=POLICY).action is StartAction.START
+
+
+def _fail_retries(h: Health, n: int, policy: RestartPolicy = POLICY) -> tuple[Health, float]:
+    """``h`` (parked) after ``n`` retries that each failed as soon as its cool-down passed."""
+    now = h.failed_at or 0.0
+    for _ in range(n):
+        now = retry_due(h, policy) or now
+        h = record_failure(record_retry(h), now=now, error="still broken", policy=policy)
+    return h, now
+
+
+def test_a_provider_whose_every_retry_fails_is_tried_less_and_less_often_up_to_an_hour() -> None:
+    h = _parked(at=3.0)
+    waits = []
+    for n in range(9):
+        retried, now = _fail_retries(h, n)
+        waits.append(idle_restart_in(retried, now=now, policy=POLICY))
+    # 60 s, then twice as long after each failed retry, never more than the hour.
+    assert waits == [60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 3600.0, 3600.0, 3600.0]
+    assert RestartPolicy().retry_failed_max_s == 3600.0
+    # A day of it: about 30 retries, not the 1,440 a fixed minute would make.
+    day, retries = _parked(at=0.0), 0
+    while (due := retry_due(day, POLICY)) is not None and due < 86_400:
+        day, _ = _fail_retries(day, 1)
+        retries += 1
+    assert retries < 30
+
+
+def test_a_start_that_succeeds_or_a_restart_asked_makes_the_cool_down_its_first_again() -> None:
+    grown, now = _fail_retries(_parked(at=3.0), 3)
+    assert retry_cool_down_s(grown, POLICY) == 480.0
+    started = record_started(record_retry(grown))
+    assert started.failed_retries == 0
+    # It started, then crashed before answering: parked again, for the first cool-down.
+    again = record_failure(started, now=now, error="crashed", policy=POLICY)
+    assert again.state is ProviderState.FAILED and retry_due(again, POLICY) == now + 60.0
+    asked = record_restart_requested(grown)
+    assert asked.failed_retries == 0 and retry_cool_down_s(asked, POLICY) == 60.0
+
+
+def test_a_retry_refused_again_doubles_the_cool_down_as_a_failed_one_does() -> None:
+    refused = record_refused(record_started(Health()), now=5.0, error="unauthorized: 401")
+    assert refused.failed_retries == 0 and retry_due(refused, POLICY) == 65.0
+    again = record_refused(record_retry(refused), now=65.0, error="unauthorized: 401")
+    assert again.failed_retries == 1 and retry_due(again, POLICY) == 185.0
+
+
+def test_the_longest_cool_down_is_never_shorter_than_the_first() -> None:
+    short_cap = RestartPolicy(max_attempts=1, retry_failed_after_s=60.0, retry_failed_max_s=10.0)
+    h, _ = _fail_retries(_parked(short_cap), 5, short_cap)
+    assert retry_cool_down_s(h, short_cap) == 60.0
+    # Failed retries counted past where 2.0 ** n overflows: the cap, no error.
+    assert retry_cool_down_s(Health(failed_retries=5000), POLICY) == 3600.0
+    assert backoff_delay(5000, POLICY) == POLICY.max_delay_s
 
 
 def test_a_retry_that_starts_and_answers_ends_the_parking() -> None:
@@ -199,9 +265,12 @@ def test_decisions_are_total_and_waits_never_exceed_the_cap(
         assert d.action is StartAction.USE
     elif failures >= POLICY.max_attempts:
         assert d.action is StartAction.GIVE_UP  # the cool-down counts from this failure
-        # (t + 60) - t is 60 to within float rounding, never more (the code clamps).
-        assert d.delay_s == pytest.approx(POLICY.retry_failed_after_s, rel=1e-12)
-        assert d.delay_s <= POLICY.retry_failed_after_s
+        # Each failure past the attempts was a retry's: 60 s, doubled for each, at most 1 h.
+        cool = min(60.0 * 2 ** (failures - POLICY.max_attempts), 3600.0)
+        assert retry_cool_down_s(h, POLICY) == cool
+        # (t + cool) - t is cool to within float rounding, never more (the code clamps).
+        assert d.delay_s == pytest.approx(cool, rel=1e-12)
+        assert d.delay_s <= cool
     elif failures == 0:
         assert d.action is StartAction.START
     else:
@@ -307,22 +376,31 @@ _EVENTS = st.lists(
 @given(
     events=_EVENTS,
     cool_down=st.sampled_from([0.0, 0.5, 60.0]),
+    cap=st.sampled_from([0.0, 2.0, 3600.0]),
     attempts=st.integers(min_value=1, max_value=6),
 )
 def test_a_parked_provider_is_retried_exactly_when_its_cool_down_has_passed(
-    events: list[tuple[str, float]], cool_down: float, attempts: int
+    events: list[tuple[str, float]], cool_down: float, cap: float, attempts: int
 ) -> None:
     policy = RestartPolicy(
-        base_delay_s=0.1, max_delay_s=1.0, max_attempts=attempts, retry_failed_after_s=cool_down
+        base_delay_s=0.1,
+        max_delay_s=1.0,
+        max_attempts=attempts,
+        retry_failed_after_s=cool_down,
+        retry_failed_max_s=cap,
     )
-    h, now = Health(), 0.0
+    h, now, failed_retries = Health(), 0.0, 0
     for event, step in events:
         now += step
         if event == "fail":
+            # A failure while parked is its retry's: the next cool-down doubles.
+            failed_retries += h.state is ProviderState.FAILED
             h = record_failure(h, now=now, error="x", policy=policy)
         elif event == "start":
+            failed_retries = 0
             h = record_started(h)
         elif event == "restart":
+            failed_retries = 0
             h = record_restart_requested(h)
         else:
             h = record_leg(h, event)
@@ -336,7 +414,7 @@ def test_a_parked_provider_is_retried_exactly_when_its_cool_down_has_passed(
         # Parked: never waited on by a leg; started again only after a whole cool-down.
         assert d.action in (StartAction.GIVE_UP, StartAction.START)
         assert h.failed_at is not None
-        due = h.failed_at + cool_down
+        due = h.failed_at + min(cool_down * 2**failed_retries, max(cap, cool_down))
         if cool_down == 0:
             assert d.action is StartAction.GIVE_UP and d.delay_s == float("inf")
         elif now >= due:

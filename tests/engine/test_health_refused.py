@@ -92,4 +92,6 @@ def test_refusals_never_earn_a_backoff_nor_use_up_restart_attempts(
     assert h.consecutive_failures == crashes
     d = decide_start(h, alive=False, now=now, policy=POLICY)
     assert d.action is StartAction.GIVE_UP  # never WAIT: no backoff loop
-    assert 0 < d.delay_s <= POLICY.retry_failed_after_s
+    # Each refusal after the first was a retry's: its cool-down doubled, none a backoff.
+    assert h.failed_retries == refusals - 1
+    assert 0 < d.delay_s <= min(POLICY.retry_failed_after_s * 2 ** (refusals - 1), 3600.0)

@@ -93,6 +93,13 @@ async def test_a_parked_provider_is_retried_after_its_cool_down_and_serves_again
         assert host.health(PID).retries == 1
         fan = await host.query_all(query(), 1000)
         assert starts(counter) == 4  # the new cool-down counts from that failure
+        # It is twice as long (a retry failed): a minute on, still no start.
+        (row,) = host.providers_list()
+        assert 119 < row["health"]["retry_in_s"] <= 120 and row["health"]["failed_retries"] == 1
+        clock.offset += 60
+        fan = await host.query_all(query(), 1000)
+        assert "next retry in 60 s" in (fan.reports[PID].error_message or "")
+        assert starts(counter) == 4
         # Past the second: the 5th start works and the provider serves again.
         clock.offset += 60
         fan = await host.query_all(query(), 1000)
@@ -144,6 +151,8 @@ def _daemon_config(workdir: Path, marker: str, counter: Path, retry_after: float
     return (
         f'[host]\nsocket = "{workdir / "run" / "hostd.sock"}"\n'
         f'state_dir = "{workdir / "state"}"\nretry_failed_after_s = {retry_after}\n'
+        # Its 5 failed starts 10 ms apart, doubling (the default's 7.5 s is for users).
+        "restart_backoff_s = 0.01\n"
         # Started by a request, then again after each failure with no request asking.
         'start_providers = "lazy"\n\n'
         f'[[provider]]\nid = "{PID}"\ncommand = {json.dumps(command)}\n'

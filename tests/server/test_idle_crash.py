@@ -61,8 +61,14 @@ async def test_a_crash_loop_with_no_request_is_started_as_often_as_its_backoff_a
 ) -> None:
     counter = workdir / "starts"
     providers = {"alpha": {"fail_starts": "1000", "counter": str(counter)}}
-    # Parked after its 5 failed starts in a row, then one start per 1 s cool-down.
-    daemon = await start_daemon(providers=providers, start_providers="boot", retry_failed_after_s=1)
+    # Parked after its 5 failed starts in a row (10 ms apart, doubling: a test's backoff),
+    # then one start after a 0.25 s cool-down, the next after 0.5 s.
+    daemon = await start_daemon(
+        providers=providers,
+        start_providers="boot",
+        restart_backoff_s=0.01,
+        retry_failed_after_s=0.25,
+    )
     parked = await daemon.logged("provider.parked", provider="alpha")
     assert parked["failures"] == 5
     second = await daemon.logged("provider.retry", provider="alpha", retries=2)
@@ -73,3 +79,36 @@ async def test_a_crash_loop_with_no_request_is_started_as_often_as_its_backoff_a
     assert sum(e.get("event") == "provider.retry" for e in before) == 1
     assert not daemon.events("provider.leg")  # no request asked for any of them
     assert await daemon.stop() == 0
+
+
+async def test_a_provider_that_never_starts_is_retried_less_and_less_often_as_the_log_says(
+    start_daemon: Any, workdir: Path
+) -> None:
+    """One provider exits 1 at every start, another's command does not exist: each retry
+    that fails doubles its cool-down, up to ``retry_failed_max_s``, and each failed
+    start that parks it says when the next retry comes."""
+    counter = workdir / "starts"
+    providers = {"alpha": {"fail_starts": "1000", "counter": str(counter)}}
+    gone = f'[[provider]]\nid = "gone"\ncommand = ["{workdir / "no-such-command"}"]\n'
+    daemon = await start_daemon(
+        providers=providers,
+        extra=gone,
+        start_providers="boot",
+        restart_backoff_s=0.01,
+        retry_failed_after_s=0.05,
+        retry_failed_max_s=0.2,
+    )
+    for pid in ("alpha", "gone"):
+        await daemon.logged("provider.retry", provider=pid, retries=5)
+    assert await daemon.stop() == 0
+
+    def retry_in(pid: str, event: str) -> list[float | None]:
+        return [e.get("retry_in_s") for e in daemon.events(event) if e["provider"] == pid]
+
+    cool = [0.05, 0.1, 0.2, 0.2, 0.2]  # the first cool-down, doubled per failed retry
+    # alpha: 5 failed starts in a row (the 5th parks it), then its failed retries.
+    assert retry_in("alpha", "provider.start.failed")[:9] == [None] * 4 + cool
+    assert retry_in("alpha", "provider.parked") == [0.05]
+    # gone: its command cannot run, so it is parked at its first failed start.
+    assert retry_in("gone", "provider.start.failed")[:5] == cool
+    assert retry_in("gone", "provider.parked") == [0.05]
