@@ -5,7 +5,8 @@ Every CLI command, daemon start and provider process pays for what its imports l
 the wire dispatcher's, loaded by the first request a ``Dispatcher`` answers; httpx is
 the remote carrier's, loaded by the first ``RemoteEndpoint`` built. ``hostd mcp
 --connect`` serves a daemon's API over MCP without a daemon of its own: nothing of the
-daemon (its engine, pipeline, composition library) loads before it answers. Each is
+daemon (its engine, pipeline, composition library) loads before it answers. The command
+line loads the transport only in the commands that reach a provider. Each is
 checked in a fresh interpreter: this one has loaded all of them long ago.
 """
 
@@ -22,6 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Libraries only some paths need: none of them may load with a module's import.
 ON_USE = ("jsonrpcserver", "httpx")
+
+#: What the command line loads before it knows its command: the transport (with the
+#: JSON-RPC core under it) is loaded by the commands that reach a provider (``serve``,
+#: ``check-provider``, an in-process ``compose``), never by the rest (``status``,
+#: ``stop``, ``init``, ``config``, ``--connect``, ``--version``).
+CLI_ON_USE = ("hostd.transport", "hostd.rpc")
 
 #: The daemon's packages: ``hostd mcp --connect`` talks to a daemon through the client
 #: library, and needs none of them.
@@ -52,6 +59,11 @@ def _loaded(step: str) -> str:
 )
 def test_importing_an_entry_point_loads_no_library_it_may_not_use(module: str) -> None:
     assert _run(_loaded(f"import sys, {module}")) == ["none"]
+
+
+def test_importing_the_command_line_loads_no_transport() -> None:
+    found = f"','.join(m for m in {CLI_ON_USE!r} if m in sys.modules) or 'none'"
+    assert _run(f"import sys, hostd.cli\nprint('loaded=' + ({found}))\n") == ["none"]
 
 
 def test_jsonrpcserver_loads_with_the_first_request_at_the_wire() -> None:

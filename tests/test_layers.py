@@ -130,6 +130,9 @@ FORBIDDEN_MODULES = {
     "_hints.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality"},
     # A compose reply's citations with their rank, shared by the CLI and hostd mcp.
     "_citations.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
+    # Text made safe to print: the transport's redaction point and the CLI's reports both
+    # use it, and the CLI must not load the transport for it: a leaf.
+    "_printable.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # The state directory's tag, written by the daemon and read by the provider programs'
     # walk: a leaf both load.
     "_state_tag.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},

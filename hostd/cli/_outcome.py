@@ -24,9 +24,9 @@ from hostd._hints import (
     warming_ids,
     warming_state,
 )
+from hostd._printable import printable
 from hostd.config import Config, find_config
 from hostd.errors import NoDaemon, did_you_mean
-from hostd.transport import printable
 
 __all__ = [
     "NoDaemon",

@@ -27,7 +27,6 @@ import anyio.abc
 from tqdm import tqdm
 
 from hostd.config import Config
-from hostd.transport import RATE_SPAN_S, seconds_left
 
 from ._common import ProgressListener, connect_arg, session, time_left
 from ._daemon import provider_state
@@ -35,7 +34,6 @@ from ._outcome import config_hint
 
 __all__ = [
     "PROGRESS_LINE_INTERVAL_S",
-    "RATE_SPAN_S",
     "ProgressBars",
     "ProgressLines",
     "add_warm_command",
@@ -154,6 +152,10 @@ class ProgressLines:
         self._last_line_at[provider_id] = now
         figure = f" {done}/{total}" if total is not None else (f" {done}" if done else "")
         _, _, began, first = since
+        # Imported here: the transport (its process and remote carriers) is the daemon's
+        # and the one-shot engine's, and every other command imports this module.
+        from hostd.transport import seconds_left
+
         left = seconds_left(first, began, done, now, total)  # as the daemon's `hostd status`
         if left is not None:
             figure += f", {time_left(left)}"

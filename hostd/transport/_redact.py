@@ -9,7 +9,8 @@ start) and every error message a connection raises, goes through one
 secrets are its remote bearer tokens (every one its token source has read, so a
 rotated-out token stays hidden) and the values of its ``env`` entries whose names
 say they hold one (``secret_env_values``). ``printable`` neutralises control
-characters, so a provider's bytes cannot forge a terminal escape or a log line.
+characters, so a provider's bytes cannot forge a terminal escape or a log line
+(``hostd._printable``, which the CLI uses without loading the transport).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
+from hostd._printable import printable
 from hostd.errors import HostdError
 
 __all__ = ["REDACTED", "Redactor", "amend", "printable", "secret_env_values"]
@@ -40,10 +42,6 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 
-#: C0 and C1 controls but tab, DEL, and the line and paragraph separators: what a
-#: terminal or a line-oriented log reader would act on.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
 E = TypeVar("E", bound=HostdError)
 
 
@@ -58,12 +56,6 @@ def amend(exc: E, more: str) -> E:
 def secret_env_values(env: Mapping[str, str]) -> list[str]:
     """The values of ``env`` whose names say they are secrets."""
     return [value for name, value in env.items() if _SECRET_NAME.search(name)]
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character (ESC, CR, NUL, …) shown as ``?``; newlines
-    become `` | `` so a multi-line tail stays one line of a log or a report."""
-    return _CONTROL.sub("?", text.replace("\r\n", "\n").replace("\n", " | "))
 
 
 class Redactor:
