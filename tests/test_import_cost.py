@@ -6,7 +6,8 @@ the wire dispatcher's, loaded by the first request a ``Dispatcher`` answers; htt
 the remote carrier's, loaded by the first ``RemoteEndpoint`` built. ``hostd mcp
 --connect`` serves a daemon's API over MCP without a daemon of its own: nothing of the
 daemon (its engine, pipeline, composition library) loads before it answers. The command
-line loads the transport only in the commands that reach a provider. Each is
+line loads the transport only in the commands that reach a provider, and the engine
+(``check-provider``'s) none of the composition library. Each is
 checked in a fresh interpreter: this one has loaded all of them long ago.
 """
 
@@ -29,6 +30,11 @@ ON_USE = ("jsonrpcserver", "httpx")
 #: ``check-provider``, an in-process ``compose``), never by the rest (``status``,
 #: ``stop``, ``init``, ``config``, ``--connect``, ``--version``).
 CLI_ON_USE = ("hostd.transport", "hostd.rpc")
+
+#: What the engine alone leaves unloaded: ``check-provider`` (its checks drive the
+#: engine's launcher and leg audit) composes nothing; the composition library loads with
+#: the first request that reranks, or with the daemon's pipeline.
+ENGINE_ON_USE = ("hostd.compose", "hostd.pipeline", "hostd.quality", "hostd.server")
 
 #: The daemon's packages: ``hostd mcp --connect`` talks to a daemon through the client
 #: library, and needs none of them.
@@ -64,6 +70,12 @@ def test_importing_an_entry_point_loads_no_library_it_may_not_use(module: str) -
 def test_importing_the_command_line_loads_no_transport() -> None:
     found = f"','.join(m for m in {CLI_ON_USE!r} if m in sys.modules) or 'none'"
     assert _run(f"import sys, hostd.cli\nprint('loaded=' + ({found}))\n") == ["none"]
+
+
+@pytest.mark.parametrize("module", ["hostd.engine", "hostd.cli._checks"])
+def test_importing_the_engine_loads_no_composition_library(module: str) -> None:
+    found = f"','.join(m for m in sys.modules if m.startswith({ENGINE_ON_USE!r})) or 'none'"
+    assert _run(f"import sys, {module}\nprint('loaded=' + ({found}))\n") == ["none"]
 
 
 def test_jsonrpcserver_loads_with_the_first_request_at_the_wire() -> None:

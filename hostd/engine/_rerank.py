@@ -31,7 +31,6 @@ import anyio
 
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
-from hostd.compose import rerank_request
 from hostd.errors import HostdError, MalformedReply, ProviderCrashed, ProviderError
 from hostd.protocol import ContextFrame, WireModel
 from hostd.transport import JsonRpcCodec, PipeClient, ProviderConnection
@@ -172,6 +171,10 @@ async def rerank_order(
     as a ``PrecomputedOrder``, never an error: with no service, or when it gives no
     verdict, the policy's fallback and why. The request is built and the answer read by
     ``hostd.compose`` (pure) on either side of the one ask."""
+    # Imported here, as the plan imports budget_split: the engine alone (check-provider,
+    # an embedded engine) loads nothing of the composition library until a request needs it.
+    from hostd.compose import rerank_request
+
     request = rerank_request(frames, max_candidates)
     if service is None:
         return request.fallback("not_configured", "no [reranker] command or url in the config")
