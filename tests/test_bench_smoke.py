@@ -93,6 +93,10 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         {"serve_median_ms", "direct_median_ms", "daemon_cpu_ms_per_composition"},
     ),
     "bench_spans": (["--repeat", "1"], {"candidates", "spans (a: merged, b: apart)"}),
+    "bench_start_cpu": (
+        ["--samples", "1", "--base", str(ROOT), "--only", "healthy_provider"],
+        {"this", "base", "ratio", "load_before"},
+    ),
     "bench_verify": (
         ["--providers", "2", "--frames", "3", "--lines", "2", "--rounds", "2", "--warmup", "1"]
         + ["--delay-ms", "1"],
