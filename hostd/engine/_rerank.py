@@ -23,7 +23,8 @@ composition: every failure is a ``RerankOutcome`` with a reason code.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,7 +44,7 @@ from ._run import Inbox
 from ._spec import ProviderSpec
 
 if TYPE_CHECKING:
-    from hostd.compose import PrecomputedOrder
+    from hostd.compose import PrecomputedOrder, RerankRequest
 
 __all__ = [
     "RERANKER_ID",
@@ -160,6 +161,17 @@ class RerankService(Protocol):
         ...
 
 
+@functools.cache
+def _rerank_request() -> Callable[[Iterable[tuple[str, ContextFrame]], int], RerankRequest]:
+    """``hostd.compose.rerank_request``, imported at first use, as the plan imports
+    ``budget_split``: the engine alone (check-provider, an embedded engine) loads nothing
+    of the composition library until a request needs it; later calls find it cached
+    (no import statement run per request)."""
+    from hostd.compose import rerank_request
+
+    return rerank_request
+
+
 async def rerank_order(
     service: RerankService | None,
     query: str,
@@ -171,11 +183,7 @@ async def rerank_order(
     as a ``PrecomputedOrder``, never an error: with no service, or when it gives no
     verdict, the policy's fallback and why. The request is built and the answer read by
     ``hostd.compose`` (pure) on either side of the one ask."""
-    # Imported here, as the plan imports budget_split: the engine alone (check-provider,
-    # an embedded engine) loads nothing of the composition library until a request needs it.
-    from hostd.compose import rerank_request
-
-    request = rerank_request(frames, max_candidates)
+    request = _rerank_request()(frames, max_candidates)
     if service is None:
         return request.fallback("not_configured", "no [reranker] command or url in the config")
     if not request.candidates:

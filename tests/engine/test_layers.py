@@ -113,7 +113,8 @@ def test_engine_takes_nothing_but_budget_split_and_the_rerank_request_from_compo
                 and node.module.startswith(("hostd.server", "hostd.compose."))
             ):
                 found.add(node.module)
-    assert found <= {"budget_split", "rerank_request", "PrecomputedOrder"}
+    # ``RerankRequest`` and ``PrecomputedOrder`` are named for types only.
+    assert found <= {"budget_split", "rerank_request", "RerankRequest", "PrecomputedOrder"}
 
 
 # What opens a connection: spawning a child, reaching a remote endpoint (its token
