@@ -23,6 +23,7 @@ from hostd.protocol import INVALID_REQUEST, PARSE_ERROR, CgpErrorCode, read_cgp_
 __all__ = [
     "IDS_NAMED",
     "MAX_ERROR_CHARS",
+    "MAX_STDERR_TAIL_CHARS",
     "BadRequest",
     "CallTimeout",
     "ConfigError",
@@ -78,8 +79,14 @@ __all__ = [
 
 #: The longest error text a provider's health keeps (``hostd.engine.bounded_error``), and
 #: so every report that quotes it (``hostd status``, a later leg): an error built to be
-#: read whole there (a handshake timeout's hint and stderr) fits it.
+#: read whole there (a handshake timeout's hint) fits it.
 MAX_ERROR_CHARS = 500
+
+#: The most of a failed provider's stderr its failure carries beside its error text, as
+#: its own field (``stderr_tail``: its last lines, in the leg, its health and the log
+#: event), so a hint in the text never leaves it a few characters; bounded, so a health
+#: record stays the same size however often the provider fails.
+MAX_STDERR_TAIL_CHARS = 1000
 
 
 class HostdError(Exception):

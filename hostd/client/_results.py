@@ -187,10 +187,13 @@ class Audit(WireResult):
 
 
 class ProviderFailure(WireResult):
-    """Why a provider's leg did not end ``ok``: hostd's ``code`` and a ``message``."""
+    """Why a provider's leg did not end ``ok``: hostd's ``code`` and a ``message``; for
+    a provider whose process wrote on its stderr before it failed, ``stderr_tail``: its
+    last lines (bounded, one line, secrets scrubbed)."""
 
     code: str
     message: str = ""
+    stderr_tail: str | None = None
 
 
 class ProviderReport(WireResult):

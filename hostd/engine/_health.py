@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from hostd.errors import MAX_ERROR_CHARS
+from hostd.errors import MAX_ERROR_CHARS, MAX_STDERR_TAIL_CHARS
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -124,6 +124,16 @@ def bounded_error(error: str) -> str:
     return error[: MAX_ERROR_CHARS - 1] + "…"
 
 
+def _bounded_tail(tail: str | None) -> str | None:
+    """A stderr tail cut at its start to ``MAX_STDERR_TAIL_CHARS`` (its end is the
+    provider's last words); ``None`` for none."""
+    if not tail:
+        return None
+    if len(tail) <= MAX_STDERR_TAIL_CHARS:
+        return tail
+    return "…" + tail[-(MAX_STDERR_TAIL_CHARS - 1) :]
+
+
 @dataclass(slots=True, frozen=True)
 class StartDecision:
     action: StartAction
@@ -162,6 +172,11 @@ class Health:
     #: When ``last_failure`` happened (the clock ``now`` reads); kept after a recovery,
     #: as the failure is, so a reader can tell old history from a fresh failure.
     last_failure_at: float | None = None
+    #: The last lines its process wrote on stderr before ``last_failure`` (bounded, one
+    #: line, scrubbed: the transport's ``stderr_tail``), ``None`` when it wrote none or
+    #: the failure had no process to ask (a hang, a refusal). Replaced by each failure,
+    #: never added to: the record stays the same size however often it fails.
+    stderr_tail: str | None = None
     #: Legs answered "not ready yet" (``warming``): counted apart, never as failures.
     warming: int = 0
     #: Starts of a parked provider after its cool-down, and restarts asked by a client.
@@ -214,6 +229,7 @@ class Health:
             "last_error": self.last_error,
             "last_failure": self.last_failure,
             "last_failure_s_ago": ago,
+            "stderr_tail": self.stderr_tail,
             "warming": self.warming,
             "retries": self.retries,
             "restarts_requested": self.restarts_requested,
@@ -400,8 +416,10 @@ def record_failure(
     policy: RestartPolicy,
     start_timed_out: bool = False,
     cannot_run: bool = False,
+    stderr_tail: str | None = None,
 ) -> Health:
     """The process could not start, failed its handshake, died or broke its stream.
+    ``stderr_tail``: the last lines it wrote on stderr, kept beside the failure.
     ``start_timed_out``: it was a start that outlived its deadline (``awaits_start``).
     ``cannot_run``: its command could not be run at all (not found, not executable),
     or its config names what the provider does not offer (an MCP tool): no restart
@@ -422,6 +440,7 @@ def record_failure(
         last_error=error,
         last_failure=error,
         last_failure_at=now,
+        stderr_tail=_bounded_tail(stderr_tail),
         start_timed_out=start_timed_out,
         refused=False,
         failed_retries=_failed_retries(health),
@@ -444,6 +463,7 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
         last_error=error,
         last_failure=error,
         last_failure_at=now,
+        stderr_tail=None,
         start_timed_out=False,
         refused=True,
         failed_retries=_failed_retries(health),
@@ -540,6 +560,7 @@ def record_leg(
         last_error=health.last_error if error is None else bounded_error(error),
         last_failure=health.last_failure,
         last_failure_at=health.last_failure_at,
+        stderr_tail=health.stderr_tail,
         warming=health.warming + is_warming_leg(status),
         retries=health.retries,
         restarts_requested=health.restarts_requested,

@@ -578,6 +578,7 @@ def _log_leg(report: LegReport) -> None:
         "max_tokens": report.max_tokens,
         "error_code": report.error_code,
         "message": report.error_message,
+        "stderr_tail": report.stderr_tail,
         "violations": [
             {"rule": v.rule, "field": v.field, "severity": v.severity.value}
             for v in report.violations

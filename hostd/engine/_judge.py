@@ -68,6 +68,7 @@ def judge_leg(
             error_code=reply.error_code,
             error_message=reply.error_message,
             phase=reply.phase,
+            stderr_tail=reply.stderr_tail,
             violations=reply.violations,
             missing_scopes=reply.missing_scopes,
             **fields,

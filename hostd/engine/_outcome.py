@@ -2,7 +2,7 @@
 
 ``LegReply`` is the value every leg of a fan-out ends as (``_run``), judged by
 ``judge_leg`` (``_judge``); ``failure_of`` maps a leg's typed failure to its status,
-code, message and violations.
+code, message and violations, ``stderr_tail_of`` reads the stderr lines it carries.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "building",
     "failure_of",
     "progress_figure",
+    "stderr_tail_of",
     "warming_note",
     "warming_phase",
 ]
@@ -48,6 +49,8 @@ class LegReply:
     error_message: str | None = None
     #: A ``warming`` leg's provider's last phase (``warming_phase``).
     phase: str | None = None
+    #: A failed leg's provider's last stderr lines (``stderr_tail_of``).
+    stderr_tail: str | None = None
     violations: tuple[Violation, ...] = ()
     missing_scopes: tuple[str, ...] = ()
     #: From the fan-out's start.
@@ -72,6 +75,14 @@ class LegReply:
     #: Its provider's ``Health.timeout_mark`` when the query was sent (``None``: never
     #: sent): a timeout counts toward "hung" only if none was counted while it was out.
     sent_mark: int | None = None
+
+
+def stderr_tail_of(exc: HostdError) -> str | None:
+    """The last lines of its stderr a provider's failure carries (the transport's
+    ``explain`` adds them), ``None`` when none: its process wrote nothing, or there was
+    no process to ask (a remote provider, a hang)."""
+    tail = exc.data.get("stderr_tail")
+    return tail if isinstance(tail, str) and tail else None
 
 
 def _violations_of(exc: HostdError) -> tuple[Violation, ...]:

@@ -85,6 +85,7 @@ from ._health import (
     retry_due,
 )
 from ._launch import Launcher, PoolSettings
+from ._outcome import stderr_tail_of
 from ._spec import ProviderSpec
 
 __all__ = ["ProviderPool", "Slot"]
@@ -118,6 +119,7 @@ def _log_transition(provider_id: str, old: Health, new: Health, policy: RestartP
             failures=new.consecutive_failures,
             last_failure=new.last_failure,
             retry_in_s=retry_cool_down_s(new, policy),
+            stderr_tail=new.stderr_tail,
         )
     elif new.state is ProviderState.READY and old.state in _DOWN:
         log.info("provider.recovered", provider=provider_id, was=old.state.value)
@@ -572,6 +574,7 @@ class ProviderPool:
                 provider=spec.id,
                 reason=exc.reason,
                 error=exc.message,
+                stderr_tail=stderr_tail_of(exc),
                 **more,
             )
             start.error = exc
@@ -632,6 +635,7 @@ class ProviderPool:
             policy=self.settings.restart_policy,
             start_timed_out=start and isinstance(exc, ProviderTimeout),
             cannot_run=start and _cannot_run(exc),
+            stderr_tail=stderr_tail_of(exc),
         )
         self._schedule_revive(slot)
 
@@ -722,7 +726,12 @@ class ProviderPool:
             return
         self.broken(slot, conn, crash)
         slot.crash = crash
-        log.warning("provider.exited", provider=slot.spec.id, error=crash.message)
+        log.warning(
+            "provider.exited",
+            provider=slot.spec.id,
+            error=crash.message,
+            stderr_tail=stderr_tail_of(crash),
+        )
 
     @staticmethod
     def take_crash(slot: Slot) -> ProviderCrashed | None:

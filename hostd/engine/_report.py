@@ -64,6 +64,9 @@ class LegReport:
     error_message: str | None = None
     #: A ``warming`` leg's provider's last phase (``error.phase`` on the wire).
     phase: str | None = None
+    #: A failed leg's provider's last stderr lines (bounded, one line, scrubbed), when
+    #: it wrote any before it failed (``error.stderr_tail`` on the wire).
+    stderr_tail: str | None = None
     violations: tuple[Violation, ...] = ()
     #: The tokens this provider was asked to stay within (B1): its share times the
     #: fan-out's ``overfetch``, capped at the global budget.
@@ -106,6 +109,8 @@ class LegReport:
             out["error"] = {"code": self.error_code, "message": self.error_message or ""}
             if self.phase is not None:
                 out["error"]["phase"] = self.phase
+            if self.stderr_tail is not None:
+                out["error"]["stderr_tail"] = self.stderr_tail
         if self.missing_scopes:
             out["missing_scopes"] = list(self.missing_scopes)
         if self.note is not None:

@@ -63,6 +63,7 @@ from ._outcome import (
     building,
     failure_of,
     progress_figure,
+    stderr_tail_of,
     warming_note,
     warming_phase,
 )
@@ -398,6 +399,7 @@ class _Runner:
             error_code=code,
             error_message=message,
             phase=warming_phase(progress) if status is LegStatus.WARMING else None,
+            stderr_tail=stderr_tail_of(exc),
             violations=violations,
         )
 

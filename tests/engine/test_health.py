@@ -31,6 +31,7 @@ from hostd.engine import (
     retry_cool_down_s,
     retry_due,
 )
+from hostd.errors import MAX_STDERR_TAIL_CHARS
 
 POLICY = RestartPolicy(base_delay_s=0.1, max_delay_s=1.0, max_attempts=4)
 
@@ -587,3 +588,22 @@ def test_no_start_on_its_own_comes_sooner_than_a_request_could_begin_one(
     assert (wait == 0.0) == (decision.action is StartAction.START)
     if decision.action is not StartAction.START:
         assert wait == pytest.approx(decision.delay_s)
+
+
+@given(st.text(max_size=3000), st.integers(1, 20))
+def test_the_stderr_tail_is_the_last_failures_and_stays_bounded(tail: str, rounds: int) -> None:
+    h = Health()
+    for i in range(rounds):
+        said = f"{tail} {h.stderr_tail} {i}"
+        h = record_failure(h, now=float(i), error="x", policy=POLICY, stderr_tail=said)
+        h = record_leg(record_leg(h, "crashed", error="y"), "ok")
+        assert h.stderr_tail is not None and len(h.stderr_tail) <= MAX_STDERR_TAIL_CHARS
+        assert h.stderr_tail.endswith(f" {i}")  # this failure's, by its end
+        assert h.to_wire()["stderr_tail"] == h.stderr_tail
+
+
+def test_a_failure_with_no_stderr_clears_the_last_ones_tail() -> None:
+    h = record_failure(Health(), now=0.0, error="crashed: x", policy=POLICY, stderr_tail="a | b")
+    assert record_failure(h, now=1.0, error="hung", policy=POLICY).stderr_tail is None
+    assert record_refused(h, now=1.0, error="unauthorized: x").stderr_tail is None
+    assert record_started(h).stderr_tail == "a | b"  # kept with last_failure, as history

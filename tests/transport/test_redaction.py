@@ -86,6 +86,14 @@ async def test_a_provider_that_dies_says_its_exit_status_and_last_words(
     assert "Traceback" not in message  # its header says nothing: its frame and error do
     (row,) = [r for r in rows if r["id"] == "echo"]
     assert "RuntimeError: the token <redacted> was refused" in row["health"]["last_failure"]
+    # Its last lines as they came, as a field of their own, scrubbed too.
+    tail = report.stderr_tail or ""
+    assert tail.startswith("starting with API_TOKEN=<redacted> | "), tail
+    assert tail.endswith(
+        ' |   File "echoing_provider.py", line 1, in <module> | '
+        "RuntimeError: the token <redacted> was refused"
+    ), tail
+    assert row["health"]["stderr_tail"] == tail
 
 
 def test_the_cli_shows_why_a_provider_died_and_never_its_secret(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from hostd.transport import ChildProcess, StderrPolicy
-from hostd.transport.process._stderr import StderrPump, TokenBucket
+from hostd.errors import MAX_STDERR_TAIL_CHARS
+from hostd.transport import ChildProcess, Redactor, StderrPolicy, printable
+from hostd.transport.process._stderr import TAIL_LINES, StderrPump, TokenBucket, last_lines
 from tests.fixtures.procs import marked_env
 
 pytestmark = pytest.mark.anyio
@@ -271,3 +272,49 @@ def test_a_report_is_left_where_a_line_went_unread() -> None:
         ("warning", "<over-long stderr line>"),
         ("info", "    indented"),
     ]
+
+
+@given(st.lists(st.text(max_size=1500), max_size=60), st.booleans())
+def test_the_last_lines_are_bounded_end_with_the_last_line_and_say_a_cut(
+    lines: list[str], cut: bool
+) -> None:
+    shown = last_lines(lines, cut=cut)
+    assert len(shown) <= MAX_STDERR_TAIL_CHARS
+    if not lines:
+        assert shown == ""
+        return
+    assert shown.endswith(printable(lines[-1])[-(MAX_STDERR_TAIL_CHARS - 1) :])
+    whole = " | ".join(printable(line) for line in lines)
+    if cut:
+        assert shown.startswith("…")
+    # All of it fits: a mark's room kept, unless it is one line (nothing to leave out).
+    elif len(whole) <= MAX_STDERR_TAIL_CHARS - 4 * (len(lines) > 1) and len(lines) <= TAIL_LINES:
+        assert shown == whole
+    else:
+        assert shown.startswith("…") and len(shown) < len(whole) + 4
+
+
+def test_the_last_lines_keep_whole_lines_up_to_the_bound_with_a_mark() -> None:
+    lines = [f"line {i} " + "x" * 80 for i in range(50)]
+    shown = last_lines(lines)
+    kept = shown.split(" | ")
+    assert kept[0] == "…" and kept[1:] == lines[-(len(kept) - 1) :]
+    assert len(shown) <= MAX_STDERR_TAIL_CHARS < len(shown) + len(" | ") + len(lines[0])
+    assert last_lines(["a", "b"]) == "a | b" and last_lines(["a", "b"], cut=True) == "… | a | b"
+    many = last_lines([f"l{i}" for i in range(30)])  # short lines: at most TAIL_LINES
+    assert many == "… | " + " | ".join(f"l{i}" for i in range(30 - TAIL_LINES, 30))
+    long = last_lines(["first", "y" * 5000 + "END"])  # one line past the bound: its end
+    assert long.startswith("…y") and long.endswith("END") and len(long) == 1000
+    assert last_lines(["a\x1b[2Jb"]) == "a?[2Jb"  # no terminal escape gets through
+
+
+def test_the_pumps_last_lines_leave_out_a_line_cut_at_its_start() -> None:
+    secret = "s" * 40 + "-secret-tail"
+    pump = StderrPump("p", StderrPolicy(), redactor=Redactor([secret]))
+    pump.feed(("x" * 5000 + f" {secret}\n").encode())  # the kept end starts inside it
+    pump.feed(f"token {secret} refused\nImportError: no module\n".encode())
+    assert pump.last_lines() == "… | token <redacted> refused | ImportError: no module"
+    whole = StderrPump("q", StderrPolicy())
+    whole.feed(b"one\n\ntwo\nthree")  # blank lines left out, an unterminated end kept
+    assert whole.last_lines() == "one | two | three"
+    assert StderrPump("r", StderrPolicy()).last_lines() == ""

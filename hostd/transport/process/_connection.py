@@ -27,7 +27,6 @@ from anyio.abc import TaskGroup, TaskStatus
 from hostd._hints import NO_HANDSHAKE
 from hostd._log import get_logger
 from hostd.errors import (
-    MAX_ERROR_CHARS,
     HostdError,
     MethodNotFound,
     ProviderCrashed,
@@ -77,27 +76,6 @@ _CGP_WIRE_HINT = (
     f'it answers the CGP envelope handshake instead: {CGP_SDK_WIRE} and needs binding = "cgp" '
     "in its [[provider]]"
 )
-
-#: The most a child's handshake timeout says, its hint and stderr together: a health
-#: record keeps ``MAX_ERROR_CHARS`` of ``timeout: `` and it, and a status word longer
-#: than ``timeout`` fits in the margin.
-_HANDSHAKE_ERROR_CHARS = MAX_ERROR_CHARS - len("unauthorized: ")
-
-#: Where ``keep_end`` cut a report's start.
-_CUT = "…"
-
-
-def keep_end(report: str, room: int) -> str:
-    """``report`` (``failure_report``'s: an exit status, ``stderr: …``) in at most ``room``
-    characters: its stderr's end kept, where a process's last words and its error are,
-    behind its ``stderr: `` label and ``…``; what comes before the label (an exit status)
-    stays whole. ``""`` when no part of the stderr fits."""
-    if len(report) <= room:
-        return report
-    before, label, said = report.rpartition("stderr: ")
-    head = f"{before}{label}{_CUT}"
-    keep = room - len(head)
-    return f"{head}{said[-keep:]}" if label and keep > 0 else ""
 
 
 class BindingClient(Protocol):
@@ -244,9 +222,12 @@ class ProviderConnection(Acked):
             and not getattr(client, "desynchronised", False)
         )
         client.on_broken = child.on_exit = self._down
-        #: The process's account of its failure (``explain``), gathered once.
+        #: The process's account of its failure (``explain``), gathered once: its exit
+        #: status and stderr's reason, the status alone, and its stderr's last lines.
         self._report: anyio.Event | None = None
         self._report_text = ""
+        self._exit_text = ""
+        self._stderr_tail = ""
         #: Warming until the provider says it is ready (``_readiness``); fed from the
         #: first line on, as a provider may report progress before its handshake reply.
         self.readiness = Readiness(provider_id, on_progress)
@@ -359,19 +340,18 @@ class ProviderConnection(Acked):
                         conn.probe_cgp(host or HostInfo(name="hostd", version="0"))
                     await conn.aclose()
                     answered_cgp = probed and conn.speaks_cgp
-                    fit = None
+                    quote_stderr = True
                     if answered_cgp:
                         amend(exc, _CGP_WIRE_HINT)
                     elif isinstance(exc, ProviderTimeout):
                         # Nothing came back: its usual causes (a reply left in a stdout
                         # buffer, set-up before the handshake), so the leg, the status
-                        # and the log event say them, as a remote provider's say its own:
-                        # first and whole, then the end of its stderr (where its error
-                        # is) as much as fits a health record's bound, so `hostd status`
-                        # shows both.
+                        # and the log event say them, as a remote provider's say its own,
+                        # whole: what its stderr ended with (where its error is) goes in
+                        # its own field (``stderr_tail``), not squeezed in after them.
                         amend(exc, NO_HANDSHAKE)
-                        fit = _HANDSHAKE_ERROR_CHARS
-                    await conn.explain(exc, anyio.current_time(), fit=fit)
+                        quote_stderr = False
+                    await conn.explain(exc, anyio.current_time(), quote_stderr=quote_stderr)
             raise
         except BaseException:  # cancelled: the host closes before the handshake ended
             await conn.aclose(abandoned=True)
@@ -451,28 +431,32 @@ class ProviderConnection(Acked):
         """It answered the CGP envelope handshake ``probe_cgp`` wrote."""
         return self._stdout is not None and self._stdout.speaks_cgp
 
-    async def explain(self, exc: E, deadline: float | None = None, *, fit: int | None = None) -> E:
+    async def explain(
+        self, exc: E, deadline: float | None = None, *, quote_stderr: bool = True
+    ) -> E:
         """``exc`` as it leaves the transport: for a crash (or a start that timed out), with
         what the process says about it (its exit status, the tail of its stderr:
         ``ChildProcess.failure_report``, waiting for them no later than ``deadline``
-        and ``EXIT_WAIT_S``); always scrubbed of the provider's secrets (C8). ``fit``:
-        the most characters the message may reach, the report cut at its start to stay
-        within it (``keep_end``). Changed in place and returned."""
+        and ``EXIT_WAIT_S``), and its stderr's last lines as ``data["stderr_tail"]``
+        (``ChildProcess.stderr_tail``; absent when it wrote nothing); always scrubbed of
+        the provider's secrets (C8). ``quote_stderr=False``: the message adds the exit
+        status alone, its stderr left to ``stderr_tail`` (a text that must be read whole,
+        a hint, keeps its room). Changed in place and returned."""
         # A command that never ran has nothing to add: the status and stderr are the
         # shim's, and the exec's error already says all (``_shim``).
         never_ran = exc.data.get("stage") == "start"
         if isinstance(exc, ProviderCrashed | ProviderTimeout) and not never_ran:
-            report = await self._failure_report(deadline)
+            await self._failure_report(deadline)
             # One error may reach many waiters (every call pending when the stream ended):
             # it is amended once.
             if exc not in _EXPLAINED:
                 _EXPLAINED.add(exc)
-                if fit is not None:
-                    report = keep_end(report, fit - len(exc.message) - len("; "))
-                amend(exc, report)
+                amend(exc, self._report_text if quote_stderr else self._exit_text)
+                if self._stderr_tail:
+                    exc.data["stderr_tail"] = self._stderr_tail
         return self.child.redactor.error(exc)
 
-    async def _failure_report(self, deadline: float | None) -> str:
+    async def _failure_report(self, deadline: float | None) -> None:
         """The process's own account of its failure, gathered once per connection (a
         process fails once); later callers wait for the first one's."""
         if self._report is None:
@@ -483,11 +467,13 @@ class ProviderConnection(Acked):
             deadline = limit if deadline is None else min(deadline, limit)
             try:
                 self._report_text = await self.child.failure_report(deadline)
+                # As the report read them: its stderr's end (or all the deadline let in).
+                self._exit_text = self.child.exit_status() or ""
+                self._stderr_tail = self.child.stderr_tail()
             finally:
                 self._report.set()
         else:
             await self._report.wait()
-        return self._report_text
 
     async def query(self, query: ContextQuery) -> ContextQueryResult:
         return await self.client.query(query)

@@ -9,9 +9,9 @@ allow-list plus what the config names), stderr drained into the structured log
 tagged with the provider id (``_stderr``: rate-limited, so a flood neither
 blocks the child nor floods the log; each line scrubbed of the provider's secrets by
 its ``Redactor``), what a failed provider says about itself (``failure_report``:
-its exit status and the tail of its stderr), and the teardown ladder (``stop_process``):
-the binding's shutdown message → grace → SIGTERM to the group → grace →
-SIGKILL to every descendant and the group. Teardown is shielded from
+its exit status and the tail of its stderr; ``stderr_tail``: its last lines), and the
+teardown ladder (``stop_process``): the binding's shutdown message → grace → SIGTERM
+to the group → grace → SIGKILL to every descendant and the group. Teardown is shielded from
 cancellation, so a host cancelled mid-query still leaves no orphan.
 """
 
@@ -284,6 +284,12 @@ class ChildProcess:
         if parts[1]:
             parts[1] = f"stderr: {parts[1]}"
         return "; ".join(p for p in parts if p)
+
+    def stderr_tail(self) -> str:
+        """The last lines of its stderr read so far, as they came (bounded, one line,
+        scrubbed: ``StderrPump.last_lines``); ``""`` when it wrote nothing. Read after
+        ``failure_report``, they are the last it wrote."""
+        return self._stderr.last_lines()
 
     def _why_closed(self, how: str) -> HostdError | None:
         """Why the output ended, when not a crash: the host stopping it, a failed exec."""

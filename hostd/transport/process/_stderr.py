@@ -10,11 +10,13 @@ The pipe is always drained, so a flooding provider never blocks on its stderr.
 Every line logged passes the provider's ``Redactor`` first (C8). The first and the
 last bytes of the stream, logged or not, are kept (``HEAD_BYTES``, ``TAIL_BYTES``):
 ``tail()`` is what a failed start or a crash reports as its reason (bounded, one
-line, scrubbed). A Python traceback ends with its error, but Node, Go, Rust and Java
-print the error first and the stack after it, so the reason is the last lines *and*
-the last line that reads as an error (``SyntaxError: …``, ``panic: …``, ``sh: 1: x:
-not found``), wherever it is in what was kept, with the lines that say where in the
-author's code it was raised, never the runtime's own frames first (``failure_reason``).
+line, scrubbed); ``last_lines()`` its last lines as they came, which the failure
+carries as its own field (``stderr_tail``: bounded, one line, scrubbed). A Python
+traceback ends with its error, but Node, Go, Rust and Java print the error first and
+the stack after it, so the reason is the last lines *and* the last line that reads as
+an error (``SyntaxError: …``, ``panic: …``, ``sh: 1: x: not found``), wherever it is
+in what was kept, with the lines that say where in the author's code it was raised,
+never the runtime's own frames first (``failure_reason``).
 
 A logged line is at info, unless it belongs to an error report (``_ErrorReport``: a
 Python traceback, an error line and the stack after it, a logger's line at warning or
@@ -35,6 +37,7 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from hostd._log import get_logger
+from hostd.errors import MAX_STDERR_TAIL_CHARS
 from hostd.protocol import LineItem, LineSplitter
 
 from .._redact import Redactor, printable
@@ -42,11 +45,13 @@ from .._redact import Redactor, printable
 __all__ = [
     "HEAD_BYTES",
     "TAIL_BYTES",
+    "TAIL_LINES",
     "TAIL_SHOWN_BYTES",
     "StderrPolicy",
     "StderrPump",
     "TokenBucket",
     "failure_reason",
+    "last_lines",
 ]
 
 log = get_logger("hostd.transport")
@@ -62,6 +67,9 @@ HEAD_BYTES = 2048
 TAIL_BYTES = 4096
 TAIL_SHOWN_BYTES = 300
 _TAIL_LINES = 4
+#: The most lines a failure's ``stderr_tail`` holds (``last_lines``), within
+#: ``MAX_STDERR_TAIL_CHARS`` characters.
+TAIL_LINES = 20
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
 _LEFT_OUT = "…"
 
@@ -291,6 +299,36 @@ def failure_reason(lines: Sequence[str | None], fragment: str | None = None) -> 
     return _LEFT_OUT + data[-cut:].decode("utf-8", "ignore")
 
 
+def last_lines(lines: Sequence[str], *, cut: bool = False) -> str:
+    """The last of ``lines`` (a stream's, scrubbed) as they came, as one line: at most
+    ``TAIL_LINES`` whole lines and ``MAX_STDERR_TAIL_CHARS`` characters, joined by
+    `` | ``, ``…`` first when earlier lines are left out (or ``cut``: the stream held
+    more than ``lines``); a last line longer than that alone is shown by its end, behind
+    ``…``. Control characters neutralised; ``""`` for no lines."""
+    if not lines:
+        return ""
+    mark = f"{_LEFT_OUT}{_JOIN}"
+    room = MAX_STDERR_TAIL_CHARS - len(mark)  # kept for the mark, should lines go
+    last = printable(lines[-1])
+    if len(last) > (room if cut or len(lines) > 1 else MAX_STDERR_TAIL_CHARS):
+        # Alone, by its end (a crash's last words); its ``…`` says something went.
+        return _LEFT_OUT + last[-(MAX_STDERR_TAIL_CHARS - len(_LEFT_OUT)) :]
+    shown = [last]
+    size = len(last)
+    for line in reversed(lines[:-1]):
+        line = printable(line)
+        size += len(_JOIN) + len(line)
+        if len(shown) == TAIL_LINES or size > room:
+            break
+        shown.append(line)
+    text = _JOIN.join(reversed(shown))
+    return f"{mark}{text}" if cut or len(shown) < len(lines) else text
+
+
+#: How ``last_lines`` joins lines (as ``printable`` does the newlines of one text).
+_JOIN = " | "
+
+
 def _where(items: Sequence[str | None], block: Sequence[int]) -> list[int]:
     """The lines that say where in the author's code the error of ``block`` (its error
     line, and the message after it) was raised: Node's ``file:line`` printed above it
@@ -430,6 +468,20 @@ class StderrPump:
         return failure_reason(
             [*self._lines(head), None], fragment=self.redactor.text(_decoded(tail))
         )
+
+    def last_lines(self) -> str:
+        """The last lines it read, as they came (``last_lines``: bounded, one line), its
+        secrets scrubbed; ``""`` when it wrote nothing. From the kept end of the stream:
+        a line cut at its start there is left out (a secret's end?), unless that end is
+        all one line, shown by its end as ``tail()`` shows it."""
+        head, tail = self._head, self._tail
+        start = self._seen - len(tail)  # where the kept end starts in the stream
+        if start <= len(head):  # the whole stream
+            return last_lines(self._lines(head[:start] + tail))
+        if b"\n" in tail:
+            return last_lines(self._lines(tail[tail.index(b"\n") + 1 :]), cut=True)
+        fragment = self.redactor.text(_decoded(tail)).strip()
+        return last_lines([fragment], cut=True) if fragment else ""
 
     def _lines(self, raw: bytes) -> list[str]:
         """The lines of whole lines of the stream, scrubbed; blank ones and a Python
