@@ -114,6 +114,14 @@ def test_the_cli_shows_why_a_provider_died_and_never_its_secret(tmp_path: Path) 
     for done in (compose, providers):
         assert "exited with status 3" in done.stderr, done.stderr
         assert "RuntimeError: the token <redacted> was refused" in done.stderr, done.stderr
+    # Under the failure, its stderr's last lines, one a line.
+    lines = providers.stderr.splitlines()
+    at = lines.index("hostd: echo: its stderr ended with:")
+    assert lines[at + 1 : at + 4] == [
+        "hostd:     starting with API_TOKEN=<redacted>",
+        'hostd:       File "echoing_provider.py", line 1, in <module>',
+        "hostd:     RuntimeError: the token <redacted> was refused",
+    ], providers.stderr
 
 
 def test_the_redactor_scrubs_every_secret_and_only_secrets() -> None:
