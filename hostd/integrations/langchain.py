@@ -5,10 +5,10 @@
   first (by its ``rank``, as LangChain's retrievers return theirs), ``page_content``
   the provider's own content (not the fenced text of the prompt), ``metadata`` where
   it came from and how it was checked (``citation_label``, ``provider_id``,
-  ``frame_id``, ``uri``, ``range``, ``verification``, ``request_id``, …) and whether
-  the composition was whole (``degraded``, ``degraded_reasons``); a composition short
-  of what was asked is a warning on this module's logger (``on_degraded``); see
-  docs/integrations.md.
+  ``vouched_by``, ``frame_id``, ``uri``, ``range``, ``verification``, ``request_id``,
+  …) and whether the composition was whole (``degraded``, ``degraded_reasons``); a
+  composition short of what was asked is a warning on this module's logger
+  (``on_degraded``); see docs/integrations.md.
 - ``retriever_search``: an existing LangChain retriever (or vector store) as the
   ``Search`` a ``RetrieverProvider`` serves: ``python -m providers.langchain
   --retriever module:factory`` serves it as a CGP provider.
@@ -29,6 +29,7 @@ from hostd.integrations._evidence import (
     compose_params,
     evidence_metadata,
     report_shortfall,
+    vouchers,
 )
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
@@ -110,10 +111,11 @@ class HostdRetriever(BaseRetriever):
     def _documents(self, result: ComposeResult) -> list[Document]:
         self._last = result
         report_shortfall(result, self.on_degraded, log)
+        vouched = vouchers(result)
         return [
             Document(
                 page_content=item.content or "",
-                metadata=evidence_metadata(item, position, result),
+                metadata=evidence_metadata(item, position, result, vouched),
             )
             for position, item in best_first(result)
         ]

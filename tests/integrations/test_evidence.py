@@ -69,6 +69,42 @@ def test_metadata_names_the_source_the_check_and_the_request() -> None:
     assert (evidence_metadata(item, 0, quiet)["degraded"], quiet.degraded_reasons) == (None, [])
 
 
+def test_metadata_names_every_provider_that_vouched_for_the_frame() -> None:
+    # ``semantic``'s copy was kept; ``files`` served the same lines (a duplicate, D2).
+    item = {**ITEM, "provider_id": "semantic"}
+    frame = {k: item[k] for k in ("provider_id", "frame_id", "content_digest")}
+    kept: dict[str, object] = {
+        "frame": frame,
+        "provider": "semantic",
+        "disposition": "included",
+        "rank": 0,
+    }
+    dup: dict[str, object] = {
+        "frame": {**frame, "provider_id": "files"},
+        "provider": "files",
+        "disposition": "excluded",
+        "reason": "duplicate",
+        "vouched_by": ["memory"],  # an excluded entry's is not read
+    }
+    audit = {"entries": [], "global_budget": 100, "tokens_used": 0, "policy": {}}
+
+    def vouched_by(entries: list[dict[str, object]]) -> list[str]:
+        result = _result(r7=True, evidence=[item], audit={**audit, "entries": entries})
+        (evidence,) = result.evidence
+        by: list[str] = evidence_metadata(evidence, 0, result)["vouched_by"]
+        return by
+
+    assert vouched_by([{**kept, "vouched_by": ["files", "semantic"]}, dup]) == [
+        "files",
+        "semantic",
+    ]
+    # A daemon that does not name them, or no entry for the frame: its own provider.
+    assert vouched_by([kept, dup]) == ["semantic"]
+    assert vouched_by([]) == ["semantic"]
+    # The frame's own provider is always among them.
+    assert vouched_by([{**kept, "vouched_by": ["files"]}]) == ["files", "semantic"]
+
+
 def test_an_empty_composition_is_news_only_when_something_was_missed() -> None:
     ok = [{"provider_id": "files", "status": "ok"}]
     # Every provider answered and had nothing for the query: nothing matched, no news.

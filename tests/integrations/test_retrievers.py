@@ -29,6 +29,7 @@ FACT = "the retry loop gives up after three attempts"
 METADATA = {
     "citation_label",
     "provider_id",
+    "vouched_by",
     "frame_id",
     "uri",
     "range",
@@ -256,6 +257,48 @@ def test_documents_and_nodes_come_best_first_whatever_the_placement(
     assert scores == sorted(scores, reverse=True)
     # A whole composition is no news.
     assert not _adapter_records(caplog, "langchain") + _adapter_records(caplog, "llama_index")
+
+
+def test_documents_and_nodes_name_every_provider_that_served_the_same_lines(
+    workdir: Path,
+) -> None:
+    from hostd.integrations.langchain import HostdRetriever
+    from hostd.integrations.llama_index import HostdRetriever as LlamaIndexRetriever
+
+    # A second files provider over the same tree: each region comes twice, one copy kept
+    # (D2), and the document of it names both providers, not only the kept copy's.
+    cmd = ["python", "-m", "providers.files", "--root", str(workdir / "tree"), "--no-cache"]
+    mirror = (
+        f'\n[[provider]]\nid = "mirror"\ncommand = {json.dumps(cmd)}\n'
+        f'timeout_ms = 100000\ncwd = "{REPO}"\n'
+    )
+    d = Daemon(_config(workdir, extra=mirror))
+    d.start()
+    try:
+        with HostdRetriever(connect=d.socket, budget=2000, strategy="round_robin") as retriever:
+            docs = retriever.invoke(GOAL)
+            composition = retriever.last_composition
+        with LlamaIndexRetriever(connect=d.socket, budget=2000, strategy="round_robin") as li:
+            nodes = li.retrieve(GOAL)
+    finally:
+        d.stop()
+    assert composition is not None and docs
+    duplicates = [e for e in composition.audit.entries if e.reason == "duplicate"]
+    assert duplicates  # the same lines came from both files providers
+    for metas in ([doc.metadata for doc in docs], [n.node.metadata for n in nodes]):
+        by = {(m["provider_id"], m["frame_id"]): m["vouched_by"] for m in metas}
+        assert {pid for pid, _ in by} <= {"files", "mirror", "memory"}
+        for (pid, _), vouched in by.items():
+            assert vouched == (["memory"] if pid == "memory" else ["files", "mirror"])
+        assert "memory" in {pid for pid, _ in by}
+        assert any(pid != "memory" for pid, _ in by)
+    # The metadata is the audit's account of each included frame.
+    audited = {
+        (e.frame.provider_id, e.frame.frame_id): e.vouched_by for e in composition.audit.included()
+    }
+    assert {
+        (m["provider_id"], m["frame_id"]): m["vouched_by"] for m in (x.metadata for x in docs)
+    } == audited
 
 
 def test_a_short_composition_is_a_warning_an_error_or_nothing_as_asked(
