@@ -220,10 +220,12 @@ def add_warm_command(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="start every provider and wait until each has built its index",
         description="Start the configured providers, show their progress (a bar per "
-        "provider on a terminal) and wait until each is ready, so the first request is "
-        "served warm. When a daemon serves this config (or with --connect), its own "
-        "providers are warmed and waited for: no second set is started. Exit 1 when a "
-        "provider could not start within its start_timeout_s, failed its warm-up or exited.",
+        "provider on a terminal) and wait until each is ready. What they build stays on "
+        "disk for later starts, but every start (hostd serve's too) loads it again, and "
+        "semantic its model. When a daemon serves this config (or with --connect), its own "
+        "providers are warmed and waited for: no second set is started, and the first "
+        "request after it is served warm. Exit 1 when a provider could not start within "
+        "its start_timeout_s, failed its warm-up or exited.",
     )
     warm.add_argument(
         "--progress",
