@@ -508,7 +508,8 @@ class McpBindingClient:
     def _why_empty(self, query: ContextQuery, read: _Read | None) -> str | None:
         """Why an answer that lost nothing holds no frame, for the leg's note: every call
         answered, and nothing it gave matched the goal (a tool's answer that matches
-        nothing is offered whole when it fits, so only an empty one leaves nothing).
+        nothing is offered as its head when that fits, so only an empty one leaves
+        nothing).
         ``read`` ``None``: no resources are read. ``None`` when the query asked for
         nothing this server could give (no frame, or none of its kind): the engine says
         so itself."""

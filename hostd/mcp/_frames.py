@@ -33,9 +33,10 @@ a provider would:
 - **pack**: best first (ties by source, then position in its text), under
   ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
   of the configured kind only (Q1); ``truncated`` when something eligible was left
-  out. Pieces that match no query term are left out, but for a tool's answer nothing
-  of which matches, offered whole when it fits (``rank`` says why); a matching piece
-  over the whole ask is offered as its best part that fits (``_part``).
+  out. Pieces that match no query term are left out, but a tool's answer nothing of
+  which matches is offered as its head, its first piece, when that fits (``rank``
+  says why); a matching piece over the whole ask is offered as its best part that
+  fits (``_part``).
 
 ``rank`` takes a ``check`` callable, called between documents: the binding runs it in
 a worker thread and stops it there (``Abandoned``) when its leg is cancelled.
@@ -192,6 +193,9 @@ class Cut:
     method: str
     uri: str | None
     always: bool
+    #: Its place among the text items of one tool result (``Document.item``'s k, 0 when
+    #: it is the only one): the text an unmatched answer's head is taken from (``rank``).
+    place: int
     starts: tuple[int, ...]
     ends: tuple[int, ...]
     texts: tuple[str, ...]
@@ -398,6 +402,7 @@ def cut(doc: Document) -> Cut:
         method=doc.method,
         uri=doc.uri,
         always=doc.always,
+        place=doc.item[0] if doc.item is not None else 0,
         starts=tuple(c.start for c in chunks),
         ends=tuple(c.end for c in chunks),
         texts=tuple(c.text for c in chunks),
@@ -613,18 +618,25 @@ def rank(
     check: Callable[[], None] = _never,
 ) -> ContextQueryResult:
     """The frames to return: matched pieces best first (ties in document order, then
-    text order), packed under the query's limits; then a tool's answer none of whose
-    pieces matched, whole or not at all. ``truncated`` says an eligible piece was left
-    out, or offered only in part.
+    text order), packed under the query's limits; then the head of each tool's answer
+    none of whose pieces matched. ``truncated`` says an eligible piece was left out,
+    or offered only in part.
 
     A piece larger than the whole ask (``max_tokens``) could never be offered: its
     part that holds the most of the query and fits what is left is offered instead
     (``_part``), labelled ``(part)``, before any worse piece. Of a tool's answer, the
     pieces that match the query are offered when any does (the rest is filler: the
-    billing sections of a design document asked about its cache); when none does,
-    the answer is offered whole if it all fits, since the server chose it for this
-    call (a lookup by the goal that finds a record in other words, the current time),
-    and never a part of it: there is nothing to choose a part by."""
+    billing sections of a design document asked about its cache); when none does, its
+    head (the first piece of its first text, bounded as every piece is) is offered,
+    score 0, if it fits, since the server chose the answer for this call (a lookup by
+    the goal that finds a record in other words, the current time), and only that:
+    there is nothing to choose another piece by, and every piece of a handbook that
+    matches nothing, each its own frame, would take a rank of its own in a fusion
+    that ranks each provider's list apart (``rrf``) ahead of better evidence from
+    others. The rest of such an answer was left out by that bound, not by the goal
+    (nothing tells its pieces apart), so the result is ``truncated``: the same head
+    whatever the goal is an answer cut, not one served whole. An answer that is one
+    piece is offered whole, as before."""
     if query.kinds and kind not in query.kinds:
         return ContextQueryResult(frames=[])
     bm25 = _Bm25((query.query_text or "").strip() or query.goal)
@@ -641,6 +653,17 @@ def rank(
         (c.always and c.method not in answered for c in ordered), dtype=bool, count=len(ordered)
     )[doc]
     eligible = np.flatnonzero((scores > 0) | whole)
+    # Of an answer none of whose pieces matched, its head alone is offered: the first
+    # piece of its first text (in the result's order; then its embedded resources, in
+    # canonical order). The rest is eligible all the same, so it counts as left out.
+    firsts = (np.cumsum(sizes) - sizes).tolist()
+    heads: dict[str, tuple[tuple[bool, int, int], int]] = {}
+    for d, c in enumerate(ordered):
+        if c.always and c.method not in answered:
+            place = (c.uri is not None, c.place, d)
+            if c.method not in heads or place < heads[c.method][0]:
+                heads[c.method] = (place, firsts[d])
+    head = {i for _, i in heads.values()}
     # Best first; ties by position. numpy's stable sort over numbers, not a sort of
     # Python tuples: it does not hold the interpreter lock for a sort of every piece.
     order = eligible[np.argsort(-scores[eligible], kind="stable")].tolist()
@@ -649,12 +672,13 @@ def rank(
     frames: list[dict[str, object]] = []
     seen: set[str] = set()  # frame ids offered, and pieces offered in part
     docs, locals_ = doc.tolist(), local.tolist()
-    unmatched: dict[str, list[int]] = {}  # a tool's answer none of whose pieces matched
+    unmatched: list[int] = []  # the heads of tools' answers none of whose pieces matched
     for i in order:
         c, j = ordered[docs[i]], locals_[i]
         key = c.keys[j]
         if not scores[i]:
-            unmatched.setdefault(c.method, []).append(i)
+            if i in head:
+                unmatched.append(i)
             continue
         if key in seen:  # one frame id, served twice (piece_key), is one frame
             continue
@@ -672,16 +696,15 @@ def rank(
                 seen.update((key, part.key))
                 frames.append(_frame(part, round(score, 6), kind, server).to_wire())
                 remaining -= part.cost
-    for group in unmatched.values():
-        pieces = {ordered[docs[i]].keys[locals_[i]]: i for i in group}
-        pieces = {k: i for k, i in pieces.items() if k not in seen}
-        cost = sum(ordered[docs[i]].costs[locals_[i]] for i in pieces.values())
-        if len(frames) + len(pieces) <= query.max_frames and cost <= remaining:
-            for key, i in pieces.items():
-                seen.add(key)
-                frames.append(_frame(ordered[docs[i]][locals_[i]], 0.0, kind, server).to_wire())
-            remaining -= cost
-    # Every eligible piece not offered whole was left out (one per distinct frame id).
+    for i in unmatched:
+        c, j = ordered[docs[i]], locals_[i]
+        if c.keys[j] in seen or len(frames) >= query.max_frames or c.costs[j] > remaining:
+            continue
+        seen.add(c.keys[j])
+        frames.append(_frame(c[j], 0.0, kind, server).to_wire())
+        remaining -= c.costs[j]
+    # Every eligible piece not offered whole was left out (one per distinct frame id):
+    # of an unmatched answer, every piece but its head.
     eligible_keys = {ordered[docs[i]].keys[locals_[i]] for i in order}
     dropped = len(eligible_keys - {str(f["id"]) for f in frames})
     return ContextQueryResult(

@@ -1,6 +1,7 @@
 """At a small budget, a real ``hostd compose`` quotes what matches of an MCP server's
 answers: the part of the eviction section that fits, not a billing section, and not
-the empty answers of the tools that found nothing.
+the empty answers of the tools that found nothing; an answer that matches nothing is
+offered as its first section alone.
 
 The server is ``mcpserver_app design`` (the SDK's ``MCPServer``), a child of a
 ``hostd compose`` child, as the walkthrough ran it."""
@@ -11,9 +12,14 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
+import pytest
+
+from hostd.server import Daemon
 from tests.fixtures.cli import run_hostd
 
-from .test_binding import mcp_table
+from .test_binding import config_of, mcp_table, report
+from .test_binding_tools import cited
 
 
 def test_a_small_budget_quotes_the_part_that_matches_and_no_empty_answer(
@@ -49,3 +55,35 @@ def test_a_small_budget_quotes_the_part_that_matches_and_no_empty_answer(
     # empty graph reached the host.
     assert legs["notes"]["frames_offered"] == 1, legs
     assert legs["graph"]["status"] == "ok" and legs["graph"]["frames_offered"] == 0, legs
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_matches_nothing_is_one_frame_and_a_match_its_sections(
+    workdir: Path,
+) -> None:
+    """The walkthrough's handbook tool: it answers its whole document whatever it is
+    asked. Asked something it holds nothing of, its first section alone is offered (one
+    rank in an ``rrf`` fusion, not one per section); asked about its billing, every
+    billing section and not the eviction one."""
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "design"]
+    notes = [{"name": "get_design_notes", "arguments": {"topic": "{query}"}}]
+    cfg = config_of(workdir, mcp_table("notes", command, [], resources=False, tools=notes))
+    asked = {"budget": 2000, "include_content": True, "strategy": "rrf"}
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            unrelated = await session.call(
+                "context/compose",
+                {"goal": "how does prompt hide the input when asking for a password", **asked},
+            )
+            billing = await session.call(
+                "context/compose", {"goal": "how are disputed invoices credited", **asked}
+            )
+    leg = report(unrelated, "notes")
+    assert leg["status"] == "ok" and leg["frames_offered"] == 1, leg
+    (head,) = cited(unrelated, "notes")
+    assert head == "get_design_notes § 1. Billing notes"
+    assert cited(unrelated, "notes")[head].startswith("# Platform design notes\n")
+    assert not unrelated["degraded"], unrelated["degraded_reasons"]
+    sections = cited(billing, "notes")
+    assert sorted(sections) == [f"get_design_notes § {i}. Billing notes" for i in range(1, 6)]
+    assert report(billing, "notes")["frames_offered"] == 5

@@ -137,33 +137,46 @@ def test_the_query_row_lists_its_frames_best_first_with_their_sizes() -> None:
     assert all(int(tokens) > 0 for _, tokens, _ in shown), detail
 
 
-def test_the_same_answer_for_an_unrelated_goal_is_warned_only_when_it_was_cut() -> None:
+def test_the_same_answer_for_an_unrelated_goal_is_warned_only_when_it_was_cut(
+    tmp_path: Path,
+) -> None:
     """``notes`` answers its three items whatever it is asked, none matching the goal, so
-    both goals get them whole. Uncut (fewer than max_frames, under max_tokens), that is
-    a corpus served whole; at a budget it fills, the same answer is a warning naming the
-    argument that carries the goal to the server."""
+    both goals get its head alone (the first item), the rest left out: the same answer
+    cut, a warning naming the argument that carries the goal to the server. ``lookup``
+    answers one sentence, matching neither goal: both get it whole, uncut (fewer than
+    max_frames, under max_tokens), a corpus served whole, no warning."""
     server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
     tool = ["--tool", "notes", "--arguments", json.dumps({"query": "{query}"})]
     code, checks = _check("--goal", "zebra", *tool, "--", *server)
-    assert code == 0, checks
-    query = checks["query"]
-    assert query["passed"] and not query["warning"], query
-    assert (
-        "; served whole: the goal 'zqx vexillology of basalt lighthouses' got the same 3 "
-        "frame(s), neither answer cut (fewer than max_frames 8, under max_tokens 400, not "
-        "truncated): a corpus that small is served whatever the goal"
-    ) in query["detail"], query
-    filled = sum(int(n) for n in re.findall(r"\((\d+) tokens, score 0\.00\)", query["detail"]))
-    code, checks = _check("--goal", "zebra", "--budget", str(filled), *tool, "--", *server)
     assert code == 0, checks  # a warning alone keeps exit 0
     query = checks["query"]
     assert query["passed"] and query["warning"], query
+    assert query["detail"].startswith(
+        "1 valid frame(s), best first: 'notes (1/3)' (13 tokens, score 0.00); "
+    ), query
     assert query["detail"].endswith(
-        "; the goal 'zqx vexillology of basalt lighthouses' got the same 3 frame(s): its "
+        "; the goal 'zqx vexillology of basalt lighthouses' got the same 1 frame(s): its "
         "answer does not depend on the goal (fine if it serves the same frames whatever is "
         "asked); the goal reaches an MCP server only as {query} or {goal} in a string value "
         'of a tool\'s arguments (docs/mcp.md, "Keys: [provider.mcp]"): here notes.query, '
         "yet the answer was the same whatever it held"
+    ), query
+    lookup = '{ name = "lookup", arguments = { query = "{query}" } }'
+    one = _config(
+        tmp_path,
+        [sys.executable, "-m", "tests.mcp.mcpserver_app", "env"],
+        'env = { CHECK_TOOL = "lookup" }',
+        "timeout_ms = 60000",  # a hang guard
+        f"mcp = {{ resources = false, tools = [{lookup}] }}",
+    )
+    code, checks = _check_configured(one, "--goal", "zebra")
+    assert code == 0, checks
+    query = checks["query"]
+    assert query["passed"] and not query["warning"], query
+    assert query["detail"].endswith(
+        "; served whole: the goal 'zqx vexillology of basalt lighthouses' got the same 1 "
+        "frame(s), neither answer cut (fewer than max_frames 8, under max_tokens 400, not "
+        "truncated): a corpus that small is served whatever the goal"
     ), query
 
 

@@ -7,15 +7,18 @@ search's empty answers, a ticket lookup's one record."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp_types import TextContent
 
 from hostd.chunking import split_lines, tokenize
 from hostd.mcp import Document, cut, frames_for
 from hostd.mcp._frames import _Bm25
+from hostd.mcp._served import tool_documents
 from hostd.protocol import ContextQuery, canonical_token_cost, sha256_digest
 from tests.mcp._design import EVICTION, FILLER
 
@@ -152,16 +155,34 @@ def test_an_answer_that_matches_is_offered_without_its_filler() -> None:
     assert not result.truncated  # the filler is no evidence left out
 
 
-def test_an_answer_nothing_of_which_matches_is_offered_whole_or_not_at_all() -> None:
+def test_an_answer_nothing_of_which_matches_is_offered_as_its_head_or_not_at_all() -> None:
+    """One frame, score 0: every piece of it a frame would take a rank each where each
+    provider's list is ranked apart (``rrf``), ahead of others' matched evidence."""
     tickets = [{"id": f"T-{i}", "title": f"Purge of hot keys on node {i}"} for i in range(6)]
     answer = _tool(json.dumps({"tickets": tickets}, indent=2), "ticket_lookup")
     pieces = list(cut(answer))
     total = sum(p.cost for p in pieces)
     assert len(pieces) > 1
-    whole = frames_for([answer], _query(max_tokens=total), kind="doc", server="s")
-    assert [f["id"] for f in whole.frames] == [p.key for p in pieces]
-    less = frames_for([answer], _query(max_tokens=total - 1), kind="doc", server="s")
-    assert less.frames == [] and less.truncated
+    ample = frames_for([answer], _query(max_tokens=total), kind="doc", server="s")
+    assert [(f["id"], f["score"]) for f in ample.frames] == [(pieces[0].key, 0.0)]
+    # The rest was left out by that bound, not by the goal: said, and counted.
+    assert ample.truncated and ample.dropped_estimate == len(pieces) - 1
+    less = frames_for([answer], _query(max_tokens=pieces[0].cost - 1), kind="doc", server="s")
+    assert less.frames == [] and less.truncated and less.dropped_estimate == len(pieces)
+
+
+def test_the_head_of_an_unmatched_answer_of_several_items_is_its_first_item() -> None:
+    items = [
+        "Billing runs nightly from the usage ledger.",
+        "Deploys happen on Tuesdays after the freeze.",
+        "Licences are renewed every March.",
+    ]
+    for served in itertools.permutations(items):
+        docs = tool_documents("notes", [TextContent(text=t) for t in served])
+        result = frames_for(docs, _query(), kind="doc", server="s")
+        assert [(f["citation_label"], f["content"]) for f in result.frames] == [
+            ("notes (1/3)", served[0])
+        ]
 
 
 def test_the_best_piece_over_the_ask_is_offered_as_its_best_part_that_fits() -> None:
