@@ -174,7 +174,7 @@ async def _run(
     tools = [t["name"] for t in settings["tools"]] + (
         [settings["tool"]] if settings["tool"] else []
     )
-    who = f"{ack.provider.name} {ack.provider.version}"
+    who = f"{ack.provider.name} {_version(conn)}"
     offers = f"tools {', '.join(sorted(tools))}" if tools else "resources"
     results.append(CheckResult("handshake", True, f"{who}; reads {offers}"))
     results.append(await _tools(conn))
@@ -338,6 +338,16 @@ def _holding(value: Any, path: str = "") -> list[str]:
     if isinstance(value, list):
         return [p for i, v in enumerate(value) for p in _holding(v, f"{path}[{i}]")]
     return []
+
+
+def _version(conn: ProviderConnection) -> str:
+    """The version the server gave, or that it gave none: the ack's stand-in
+    (``unknown``, as a handshake needs one) read like a fault of the server's."""
+    from hostd.mcp import McpBindingClient
+
+    client = conn.client
+    assert isinstance(client, McpBindingClient)  # the binding registry's mcp row
+    return client.server_version or "(no version given)"
 
 
 async def _tools(conn: ProviderConnection) -> CheckResult:

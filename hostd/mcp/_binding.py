@@ -232,6 +232,9 @@ class McpBindingClient:
         )
         self._session: ClientSession | None = None
         self._server = "?"
+        #: The version the server gave at ``initialize``; ``None`` when it gave none (its
+        #: ack says ``unknown`` then: a CGP handshake names one, H2).
+        self.server_version: str | None = None
         self._tools = tool_calls(self.options)
         self._kind = str(self.options.get("kind", "doc"))
         self.cache = ReadCache(
@@ -400,6 +403,7 @@ class McpBindingClient:
             )
         name = init.server_info.name or "mcp-server"
         self._server = name
+        self.server_version = init.server_info.version.strip() or None
         log.info(
             "mcp.provider.initialized",
             provider=self.provider_id,
@@ -411,7 +415,7 @@ class McpBindingClient:
             protocol_version=PROTOCOL_VERSION,
             provider=ProviderInfo(
                 name=name,
-                version=init.server_info.version or "unknown",
+                version=self.server_version or "unknown",
                 data_flow=DataFlow(
                     reads=True,
                     egress=egress,

@@ -182,7 +182,9 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
     if args.mode == "growing":
         return GrowingServer(args.kib)
     # Quiet: what the server logs is its own stderr, not what the binding reports.
-    server: MCPServer[Any] = MCPServer(f"{args.mode}-server", version="1.0", log_level="CRITICAL")
+    server: MCPServer[Any] = MCPServer(
+        f"{args.mode}-server", version=args.server_version, log_level="CRITICAL"
+    )
     if args.mode == "big":
         for i in range(args.count):
             server.add_resource(
@@ -404,6 +406,9 @@ def main() -> None:
     parser.add_argument("--started", default="", help="tools: a FIFO hang writes to when called")
     parser.add_argument("--hang", choices=("read", "list"), default="read")
     parser.add_argument("--marker", default="", help="ignored: names the process for the test")
+    parser.add_argument(
+        "--server-version", default="1.0", help="what initialize names ('': none, the default)"
+    )
     args = parser.parse_args()
     build(args).run("stdio")
 

@@ -149,6 +149,7 @@ def test_the_same_answer_for_an_unrelated_goal_is_warned_only_when_it_was_cut(
     tool = ["--tool", "notes", "--arguments", json.dumps({"query": "{query}"})]
     code, checks = _check("--goal", "zebra", *tool, "--", *server)
     assert code == 0, checks  # a warning alone keeps exit 0
+    assert checks["handshake"]["detail"] == "tools-server 1.0; reads tools notes"
     query = checks["query"]
     assert query["passed"] and query["warning"], query
     assert query["detail"].startswith(
@@ -178,6 +179,17 @@ def test_the_same_answer_for_an_unrelated_goal_is_warned_only_when_it_was_cut(
         "frame(s), neither answer cut (fewer than max_frames 8, under max_tokens 400, not "
         "truncated): a corpus that small is served whatever the goal"
     ), query
+
+
+def test_a_server_that_names_no_version_is_said_to_name_none() -> None:
+    """The SDK's ``MCPServer`` sends ``version: ""`` unless given one: the handshake row
+    says so in words, not with the ack's stand-in (``unknown``), which reads as a
+    fault of the server's."""
+    server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools", "--server-version", ""]
+    tool = ["--tool", "notes", "--arguments", json.dumps({"query": "{query}"})]
+    code, checks = _check("--goal", "cache", *tool, "--", *server)
+    assert code == 0, checks
+    assert checks["handshake"]["detail"] == "tools-server (no version given); reads tools notes"
 
 
 def test_a_query_answered_only_with_empty_json_is_a_warning() -> None:
