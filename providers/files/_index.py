@@ -28,7 +28,7 @@ from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._corpus_cache import ChunkTerms, SavedIndex, load_corpus, save_corpus
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
-from ._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
+from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path, lower_tests
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 
@@ -417,7 +417,7 @@ class FileIndex:
         if served.tests is not None and not about_tests and self.test_prior != 1.0:
             # Before anchors apply: an anchored test file still leads (its band is above
             # every unanchored chunk), ranked within the band as any other.
-            scores = np.where(served.tests, scores * self.test_prior, scores)
+            scores = lower_tests(scores, served.tests, self.test_prior)
         if tokens and served.defines:
             scores = _lift_definitions(bm25, chunks, served.defines, text, scores)
         matched = np.flatnonzero(scores > 0)

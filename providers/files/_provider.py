@@ -24,8 +24,8 @@ from hostd.provider import Progress, Provider
 from .._cli import corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import chunks_figure, files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
+from .._prior import DEFAULT_TEST_PRIOR, parse_test_prior
 from ._index import REFRESH_WAIT_S, WAIT_WHOLE_BELOW_CHUNKS, FileIndex
-from ._prior import DEFAULT_TEST_PRIOR
 
 __all__ = ["FilesProvider", "main"]
 
@@ -102,21 +102,6 @@ class FilesProvider(Provider):
         return await anyio.to_thread.run_sync(lambda: [verify_chunk(root, f) for f in frames])
 
 
-def _test_prior(text: str) -> float:
-    """``--test-prior``: a number above 0 and at most 1 (0 would drop every test chunk
-    from the ranking, even for a query that matches nothing else; above 1 would put
-    tests first, the trouble it is there to fix)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(
-            f"{text} is outside (0, 1]: a test chunk's score is multiplied by it (1: no prior)"
-        )
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m providers.files",
@@ -159,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-cache", action="store_true", help="never read or write a cache")
     parser.add_argument(
         "--test-prior",
-        type=_test_prior,
+        type=parse_test_prior,
         default=DEFAULT_TEST_PRIOR,
         metavar="F",
         help="multiply the score of a test file's chunks (tests/, test_*.py, *_test.go, "

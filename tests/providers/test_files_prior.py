@@ -1,4 +1,4 @@
-"""The ``files`` ranking's test prior (``providers.files._prior``): a test file's chunks
+"""The ``files`` ranking's test prior (``providers._prior``): a test file's chunks
 count for less than the code they test, unless the query asks about tests; an anchor
 still leads; ``--test-prior 1`` turns it off."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from hostd.protocol import ContextFrame, ContextQuery
 from providers import CorpusOptions
+from providers._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
 from providers.files import FileIndex, main
-from providers.files._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
 
 from ._stdio import StdioPeer
 

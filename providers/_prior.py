@@ -1,13 +1,16 @@
-"""The test-file prior of the ``files`` ranking: which paths are tests, and which
-queries ask about them.
+"""The test-file prior of the ``files`` and ``semantic`` rankings: which paths are
+tests, which queries ask about them, and how a test chunk's score is lowered.
 
 A test repeats the words of the code it tests many times over (every call, every
 assertion, every fixture names them), so BM25 ranks a project's tests above the code
 a developer asked about: on Django, "how does prefetch_related avoid N+1 queries" gave
 15 test chunks of 17, and "how is the password hasher chosen and upgraded" none of
-``django/contrib/auth/hashers.py``. A developer asking how something works wants the
-code first; one asking about tests says so. So a test file's chunks have their BM25
-score scaled down (``DEFAULT_TEST_PRIOR``) unless the query names tests.
+``django/contrib/auth/hashers.py``. An embedding does the same for the same reason: on
+click, "how does CliRunner.invoke capture the output of a command" drew 12 chunks of
+``tests/test_testing.py`` above ``src/click/testing.py``. A developer asking how
+something works wants the code first; one asking about tests says so. So a test file's
+chunks have their score scaled down (``DEFAULT_TEST_PRIOR``, ``lower_tests``) unless
+the query names tests.
 
 Both rules read names only, never a file's text, so a chunk's verdict is decided by
 its path alone, the same on every machine and at every rebuild.
@@ -15,15 +18,24 @@ its path alone, the same on every machine and at every rebuild.
 
 from __future__ import annotations
 
+import argparse
 import re
+
+import numpy as np
 
 from hostd.chunking import tokenize
 
-__all__ = ["DEFAULT_TEST_PRIOR", "asks_about_tests", "is_test_path"]
+__all__ = [
+    "DEFAULT_TEST_PRIOR",
+    "asks_about_tests",
+    "is_test_path",
+    "lower_tests",
+    "parse_test_prior",
+]
 
-#: The factor a test chunk's BM25 score is scaled by when the query does not ask about
-#: tests; 1 leaves the ranking as BM25 alone has it. Chosen on ten Django goals and
-#: the repository eval (docs/eval.md, "Tests in the ranking").
+#: The factor a test chunk's score is scaled by when the query does not ask about
+#: tests; 1 leaves the ranking as the scores alone have it. Chosen for BM25 on ten
+#: Django goals and the repository eval (docs/eval.md, "Tests in the ranking").
 DEFAULT_TEST_PRIOR = 0.5
 
 #: Directories that hold tests by the conventions of most ecosystems: ``tests/`` and
@@ -67,3 +79,32 @@ def is_test_path(rel: str) -> bool:
 def asks_about_tests(*texts: str | None) -> bool:
     """Whether any of ``texts`` (a query's goal, its query text) names tests as a word."""
     return any(not _TEST_TERMS.isdisjoint(tokenize(text)) for text in texts if text)
+
+
+def lower_tests(scores: np.ndarray, tests: np.ndarray, prior: float) -> np.ndarray:
+    """``scores`` with each test chunk's (``tests``, a mask of the same length) moved
+    down by ``prior`` (in ``(0, 1]``): a positive score multiplied by it, a negative
+    one divided by it. A cosine can be negative (a ``--min-score`` below 0 keeps such
+    chunks), and multiplied it would rise toward 0, above the code it tied with; so a
+    test chunk ends below a non-test chunk of the same score whatever its sign (at 0
+    both stay 0, tied as any two chunks are, by chunk id). Scaled, not lowered by a
+    constant: one factor serves BM25 (unbounded) and cosine (-1 to 1) alike, where a
+    constant would have to be chosen again on each scale. Scores of 0 and up, BM25's,
+    come out exactly ``scores * prior`` where a test."""
+    lowered = np.where(scores > 0, scores * prior, scores / prior)
+    return np.where(tests, lowered, scores)
+
+
+def parse_test_prior(text: str) -> float:
+    """``--test-prior``: a number above 0 and at most 1 (0 would drop every test chunk
+    from the ranking, even for a query that matches nothing else; above 1 would put
+    tests first, the trouble it is there to fix)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text} is outside (0, 1]: a test chunk's score is multiplied by it (1: no prior)"
+        )
+    return value
