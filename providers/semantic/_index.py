@@ -4,7 +4,9 @@ Each chunk is embedded as its title line (``Chunk.index_title``: without the ite
 code chunk sits in) plus its text; the vector is cached
 under the digest of exactly that input. Cosine similarity (vectors are
 L2-normalised) clamped at 0 is the score (F1): a high band next to BM25's, which
-is why cross-provider ranking by raw score is a policy choice, not a given.
+is why cross-provider ranking by raw score is a policy choice, not a given. A test
+file's chunks rank at ``test_prior`` of their cosine unless the query asks about tests
+(``_prior``), as ``files`` ranks them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hostd.protocol import ContextFrame, ContextQuery, sha256_digest
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._frames import Packed, now_timestamp, pack, query_text
+from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path, lower_tests
 from ._embed import Embedder, EmbeddingCache, Vectors
 
 __all__ = [
@@ -45,6 +48,8 @@ class EmbeddingMismatch(ValueError):  # noqa: N818 - named for the condition (E1
 @dataclass(slots=True, frozen=True)
 class SemanticHit:
     chunk: Chunk
+    #: What it was ranked by: its cosine, a test chunk's lowered by the test prior when
+    #: that applies (``_prior``), banded when anchors apply (``_anchors``).
     score: float
 
 
@@ -218,11 +223,17 @@ class SemanticIndex:
         min_score: float = 0.15,
         refresh_interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        test_prior: float = DEFAULT_TEST_PRIOR,
     ) -> None:
         self.corpus = Corpus(options)
         self.embedder = embedder
         self.cache = cache
+        #: The cosine a chunk needs to be a hit at all, read before the test prior: the
+        #: prior reorders the hits, as it does in ``files``, and never drops one.
         self.min_score = min_score
+        #: What lowers a test chunk's cosine for a query that does not ask about tests
+        #: (``_prior.lower_tests``); 1 ranks by cosine alone.
+        self.test_prior = test_prior
         self.refresh_interval_s = refresh_interval_s
         #: When walks are due and how long they take (a test's own clock decides them).
         self._clock = clock
@@ -230,6 +241,9 @@ class SemanticIndex:
         self._chunks: list[Chunk] = []
         self._spans = FileSpans([])
         self._matrix: Vectors = np.zeros((0, embedder.dim), dtype=np.float32)
+        #: Which of ``_chunks`` are of test files (``is_test_path``), ``None`` when none
+        #: is, so a tree without tests is ranked by cosine alone, as it always was.
+        self._tests: np.ndarray | None = None
         self._indexed_at: dict[str, str] = {}
         self._last_check = float("-inf")
         #: How long the last walk took: while embedding, the tree is walked again no
@@ -454,6 +468,9 @@ class SemanticIndex:
         self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
         self._chunks, self._matrix = chunks, plan.matrix[: len(chunks)]
         self._spans = FileSpans(chunks)
+        of_file = {rel: is_test_path(rel) for rel in {c.rel for c in chunks}}
+        tests = np.fromiter((of_file[c.rel] for c in chunks), dtype=bool, count=len(chunks))
+        self._tests = tests if tests.any() else None
         self._shown = (plan, len(chunks))
         if not plan.missing:
             self._installed, self._growing, self._built = plan, None, True
@@ -481,16 +498,19 @@ class SemanticIndex:
         text: str | None,
         vector: list[float] | None = None,
         anchors: Sequence[str] = (),
+        *,
+        about_tests: bool | None = None,
     ) -> list[SemanticHit]:
         """Best first by cosine; ties by chunk id. ``vector`` (E1) is used instead of
         ``text``. With ``anchors`` that name indexed files, those files' chunks lead
-        (``_anchors``)."""
+        (``_anchors``). Test chunks count for less unless the query asks about tests:
+        ``about_tests``, or when it is ``None`` whether ``text`` names them (``_prior``)."""
         self.refresh()
         with self._lock:
             growing = self._growing
             if growing is not None and self._shown != (growing, len(growing.order)):
                 self._install(growing)  # the first build's chunks embedded so far
-            chunks, matrix, spans = self._chunks, self._matrix, self._spans
+            chunks, matrix, spans, tests = self._chunks, self._matrix, self._spans, self._tests
         if not chunks:
             return []
         if vector is not None:
@@ -508,6 +528,14 @@ class SemanticIndex:
             return []
         sims = matrix @ q
         order = [int(i) for i in np.flatnonzero(sims >= self.min_score)]
+        if about_tests is None:
+            about_tests = asks_about_tests(text)
+        if tests is not None and not about_tests and self.test_prior != 1.0:
+            # After the floor, before anchors apply: an anchored test file still leads
+            # (its band is above every unanchored chunk), ranked within the band as any
+            # other; the wire score is the lowered one, so a host ranking by score (F10)
+            # sees the order given here.
+            sims = lower_tests(sims, tests, self.test_prior)
         anchored = spans.anchored(anchor_paths(anchors, self.root))
         if anchored.chunks:
             cosine = sims.tolist()
@@ -524,5 +552,9 @@ class SemanticIndex:
     def answer(self, query: ContextQuery) -> Packed:
         if query.max_frames == 0:
             return Packed([], False, 0)
-        hits = self.search(query_text(query), query.embedding, query.anchors)
+        # The goal or the text searched may say the question is about tests.
+        about_tests = asks_about_tests(query.goal, query.query_text)
+        hits = self.search(
+            query_text(query), query.embedding, query.anchors, about_tests=about_tests
+        )
         return pack(hits, query, kind_of=lambda h: h.chunk.kind, build=self.frame)

@@ -34,6 +34,7 @@ from .._corpus import (
     verify_chunk,
 )
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
+from .._prior import DEFAULT_TEST_PRIOR, parse_test_prior
 from ._embed import (
     FINGERPRINT,
     EmbeddingCache,
@@ -151,6 +152,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="leave out chunks whose cosine is below this (default: %(default)s)",
     )
     parser.add_argument(
+        "--test-prior",
+        type=parse_test_prior,
+        default=DEFAULT_TEST_PRIOR,
+        metavar="F",
+        help="multiply the cosine of a test file's chunks (tests/, test_*.py, *_test.go, "
+        "*.test.ts, ...) by F (divide it, when negative), above 0 and at most 1, unless the "
+        "query names tests (test, testing, spec, fixture, ...); 1 ranks tests as any file; "
+        "--min-score reads the cosine before it (default: %(default)s; docs/providers.md)",
+    )
+    parser.add_argument(
         "--refresh-interval",
         type=float,
         default=1.0,
@@ -183,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache,
         min_score=args.min_score,
         refresh_interval_s=args.refresh_interval,
+        test_prior=args.test_prior,
     )
     if args.warm:
         started = time.perf_counter()
