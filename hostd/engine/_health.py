@@ -477,7 +477,7 @@ def _failed_retries(health: Health) -> int:
     return health.failed_retries + (health.state is ProviderState.FAILED)
 
 
-def is_hung(health: Health, policy: RestartPolicy) -> bool:
+def is_hung(health: Health, policy: RestartPolicy, *, has_process: bool = True) -> bool:
     """Whether a running provider missed ``max_consecutive_timeouts`` deadlines in a row
     with no reply in between, not even a late one: alive by every sign the pipe gives,
     yet answering nothing, so every request would pay its full timeout again. It is
@@ -485,9 +485,13 @@ def is_hung(health: Health, policy: RestartPolicy) -> bool:
     those requests was sent after the one before it had timed out (``record_leg``),
     so a burst of requests that time out together is one miss, however many there
     were. A provider whose late replies still come is slow: a restart would only pay
-    its start (a model, an index) again, so it is kept."""
+    its start (a model, an index) again, so it is kept. ``has_process``: ``False`` for
+    a remote provider, never hung: there is no process to replace, and a new handshake
+    with the same server would only cost the next request its wait (its legs time out
+    as they do, its connection is kept)."""
     return (
-        health.state is ProviderState.READY
+        has_process
+        and health.state is ProviderState.READY
         and policy.max_consecutive_timeouts > 0
         and health.consecutive_timeouts >= policy.max_consecutive_timeouts
     )

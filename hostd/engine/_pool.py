@@ -666,8 +666,10 @@ class ProviderPool:
         a provider that is alive but hung (``is_hung``): its process is torn down in the
         pool's task group and the next request starts a fresh one, after the backoff the
         failure earns. Late replies read since the
-        last leg say it is slow, not hung (``record_leg``'s ``late``). A remote leg
-        ``unauthorized`` by its connection's refusal parks the provider (``record_refused``)."""
+        last leg say it is slow, not hung (``record_leg``'s ``late``). A remote provider
+        is never hung (no process to replace: a new handshake with the same server only
+        costs time); a remote leg ``unauthorized`` by its connection's refusal parks the
+        provider (``record_refused``)."""
         slot.health = record_leg(
             slot.health,
             status,
@@ -687,14 +689,15 @@ class ProviderPool:
                 return
         if conn is not None and conn.readiness.warming:
             return  # building its index: never "hung" (it said so, _readiness)
-        if is_hung(slot.health, self.settings.restart_policy) and conn is not None:
+        policy = self.settings.restart_policy
+        if is_hung(slot.health, policy, has_process=not slot.spec.remote) and conn is not None:
             n = slot.health.consecutive_timeouts
             log.warning("provider.hung.restart", provider=slot.spec.id, timeouts=n)
             slot.health = record_failure(
                 slot.health,
                 now=self.now(),
                 error=f"hung: no reply to {n} requests in a row",
-                policy=self.settings.restart_policy,
+                policy=policy,
             )
             self.discard(slot)
             self._schedule_revive(slot)

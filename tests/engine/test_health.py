@@ -342,6 +342,15 @@ def test_only_a_ready_provider_is_hung_and_zero_turns_the_check_off() -> None:
     assert after.consecutive_timeouts == 0 and after.consecutive_failures == 1
 
 
+@given(st.integers(0, 50))
+def test_a_provider_with_no_process_is_never_hung(timeouts: int) -> None:
+    # A remote provider: no process to replace, and a new handshake with the same slow
+    # server only costs the next request its wait; its legs time out as they do.
+    h = Health(state=ProviderState.READY, consecutive_timeouts=timeouts)
+    assert not is_hung(h, HUNG, has_process=False)
+    assert is_hung(h, HUNG) is (timeouts >= HUNG.max_consecutive_timeouts)
+
+
 @given(st.text(max_size=3000), st.integers(1, 50))
 def test_recorded_errors_stay_bounded_however_often_they_are_quoted(text: str, rounds: int) -> None:
     h = Health()

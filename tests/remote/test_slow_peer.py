@@ -1,0 +1,143 @@
+"""A remote provider that misses its deadlines, against a real server.
+
+A remote provider has no process to restart: one that answers no query in time is never
+"hung" (``is_hung``), so it keeps its connection, and no request waits for a new
+handshake with the same slow server. The server is a real process
+(``tests.fixtures.closing_http_server``) that says what it saw; every step waits for
+an event (a line it printed, a log event), never for a time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+from structlog.testing import capture_logs
+from structlog.typing import EventDict
+
+from hostd.engine import Host, LegStatus, ProviderSpec, ProviderState, RestartPolicy
+from tests.engine._helpers import query
+from tests.fixtures.procs import ROOT
+from tests.remote._servers import consented
+
+pytestmark = pytest.mark.anyio
+
+
+class Events:
+    """A structlog processor that keeps every event and wakes whoever waits for one."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self._changed = anyio.Event()
+
+    def __call__(self, _logger: Any, _name: str, event: EventDict) -> EventDict:
+        self.seen.append(dict(event))
+        self._changed.set()
+        self._changed = anyio.Event()
+        return event
+
+    def count(self, name: str) -> int:
+        return sum(1 for e in self.seen if e["event"] == name)
+
+    async def wait(self, name: str, n: int) -> None:
+        """Until ``name`` has been logged ``n`` times."""
+        while self.count(name) < n:
+            await self._changed.wait()
+
+
+@contextmanager
+def events() -> Iterator[Events]:
+    seen = Events()
+    with capture_logs(processors=[seen]):
+        yield seen
+
+
+class Server:
+    """One run of ``closing_http_server``: its port, and what it printed (read once
+    it has stopped)."""
+
+    def __init__(self, process: Process, port: int) -> None:
+        self.process, self.port = process, port
+        self.said: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self.process.returncode is None:
+                self.process.kill()
+            await self.process.wait()
+            assert self.process.stdout is not None
+            rest = b""
+            with anyio.fail_after(60):  # hang guard: it has exited, its stdout ends
+                async for chunk in self.process.stdout:
+                    rest += chunk
+            self.said = [line for line in rest.decode().splitlines() if line]
+
+
+async def _start(mode: str, port: int = 0) -> Server:
+    cmd = [sys.executable, "-m", "tests.fixtures.closing_http_server", mode, str(port)]
+    process = await anyio.open_process(
+        cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    assert process.stdout is not None
+    line = b""
+    with anyio.fail_after(60):  # hang guard: the line comes once its socket listens
+        while not line.endswith(b"\n"):
+            line += await process.stdout.receive(1)
+    return Server(process, int(line.split()[1]))
+
+
+@asynccontextmanager
+async def _server(mode: str) -> AsyncIterator[Server]:
+    server = await _start(mode)
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def test_a_remote_provider_that_answers_no_query_in_time_keeps_its_connection(
+    tmp_path: Path,
+) -> None:
+    """Past ``max_consecutive_timeouts`` misses in a row, a remote provider is not
+    handshaken again as "hung": each leg times out on its own bound and no request waits
+    for a new handshake with the same server."""
+    policy = RestartPolicy(max_consecutive_timeouts=3)
+    turns = policy.max_consecutive_timeouts + 2
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with _server("hang") as server:
+            # 200 ms: the server holds every query, so each leg ends on it.
+            spec = ProviderSpec("remote", url=server.url, timeout_ms=200, start_timeout_s=30.0)
+            consent = consented(tmp_path, spec.id)
+            async with Host([spec], consent=consent, restart_policy=policy) as host:
+                reports = []
+                for _ in range(turns):  # each sent after the one before it timed out
+                    fan = await host.query_all(query(), 1000)
+                    reports.append(fan.reports[spec.id])
+                health = host.health(spec.id)
+                state = host.providers_list()[0]["state"]
+    assert [r.status for r in reports] == [LegStatus.TIMEOUT] * turns
+    # Its first leg waited for its first start within its own bound (a request naming
+    # no timeout_ms waits for a start): every message is the plain one.
+    assert [r.error_message for r in reports[1:]] == ["no reply within 200 ms"] * (turns - 1)
+    assert seen.count("provider.hung.restart") == 0
+    assert seen.count("provider.handshake.ok") == 1
+    assert (health.starts, health.restarts, health.consecutive_failures) == (1, 0, 0)
+    assert (health.timeouts, health.consecutive_timeouts) == (turns, turns)
+    assert state == ProviderState.READY.value and health.last_failure is None
+    # One handshake answered, every query held: the server was never asked to shake again.
+    assert [line for line in server.said if line in ("answered", "held")] == [
+        "answered",
+        *["held"] * turns,
+    ]
+
