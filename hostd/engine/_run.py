@@ -345,10 +345,17 @@ class _Runner:
         )
 
     def _timed_out(
-        self, leg: LegPlan, query: ContextQuery, conn: ProviderLink | None, at: float | None = None
+        self,
+        leg: LegPlan,
+        query: ContextQuery,
+        conn: ProviderLink | None,
+        at: float | None = None,
+        waited: str = "",
     ) -> LegReply:
         """Past the leg's deadline: warming, starting, or a timeout (a lock-step stream
-        abandoned mid-request is discarded)."""
+        abandoned mid-request is discarded). ``waited``: what the leg waited for before
+        its own bound began (``_waited``), said after it, so the message accounts for
+        the time its latency shows."""
         slot = self.pool.slots[leg.provider_id]
         if conn is None:
             conn = slot.live()  # handshaken while we waited for its readiness?
@@ -364,7 +371,7 @@ class _Runner:
             at,
             status=LegStatus.TIMEOUT,
             error_code="timeout",
-            error_message=f"no reply within {leg.limit_ms:.0f} ms",
+            error_message=f"no reply within {leg.limit_ms:.0f} ms{waited}",
         )
 
     async def _failed(
@@ -420,6 +427,7 @@ class _Runner:
         slot = self.pool.slots[leg.provider_id]
         query = leg.query
         deadline = leg.deadline
+        waited = ""
         if conn is None and not isinstance(written, HostdError) and self.behind(slot):
             # In a crash loop: its restart runs behind us, and the other providers'
             # frames come back now. Said with no await before ``on_reply`` counts it,
@@ -436,9 +444,11 @@ class _Runner:
             if conn is None and leg.wait_ready and not isinstance(written, HostdError):
                 # Wait for a cold provider up to its start deadline (or the request's
                 # ready_wait_ms, when sooner), then give the leg its own bound from there.
+                again = slot.health.starts > 0  # a restart (after a crash, a hang), not a first
                 conn = await self._wait_ready(slot)
                 if conn is None:
                     return self._not_ready(leg, query)
+                waited = self._waited(leg, again)
                 deadline = max(deadline, now() + leg.limit_ms / 1000)
                 written = None
                 started = True
@@ -463,10 +473,21 @@ class _Runner:
             if scope.cancelled_caught:
                 raise TimeoutError
         except TimeoutError:
-            return self._timed_out(leg, query, conn)
+            return self._timed_out(leg, query, conn, waited=waited)
         except HostdError as exc:
             return await self._failed(leg, query, conn, exc, deadline)
         return self._answered(leg, query, conn, result)
+
+    def _waited(self, leg: LegPlan, again: bool) -> str:
+        """What a leg that waited for its provider's start (``again``: a restart) says
+        after its timeout, when that wait ran past the leg's own bound: its bound then
+        began late, and "no reply within 2000 ms" alone would not account for a leg that
+        took 7 s. Empty when the wait ended within the bound."""
+        waited_ms = (now() - self.clock) * 1000
+        if waited_ms <= leg.limit_ms:
+            return ""
+        what = "restart" if again else "start"
+        return f", after waiting {waited_ms:.0f} ms for its {what}"
 
     async def _wait_ready(self, slot: Slot) -> ProviderLink | None:
         """The connection once the provider answers queries (``pool.ready``: no later

@@ -11,6 +11,7 @@ transport's ``provider.reply.late`` event; starts are counted by the process its
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -218,3 +219,27 @@ async def test_a_burst_that_times_out_together_is_one_miss_and_later_misses_stil
     assert isinstance(kept, ProviderConnection) and kept.child.pid == pid
     assert seen.count("provider.hung.restart") == 1  # by the later misses, not the burst
     assert gone is None and health.last_failure == "hung: no reply to 3 requests in a row"
+
+
+async def test_a_leg_that_waited_past_its_bound_for_a_restart_says_so() -> None:
+    """A request naming no ``timeout_ms`` waits for a provider's start (or its restart
+    after a hang), then gives its leg its own bound: a leg that times out after such a
+    wait names the wait, so "no reply within 1 ms" is not all a 600 ms leg says. Its
+    bound is 1 ms: no process starts within it, so every wait here outlasts it."""
+    policy = RestartPolicy(max_consecutive_timeouts=2)
+    waited = r"no reply within 1 ms, after waiting \d+ ms for its {}"
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with Gate() as gate:
+            gate.close()  # every query held: no reply, on time or late, ever comes
+            spec = healthy("slow", "--hold-port", str(gate.port), timeout_ms=1)
+            async with Host([spec], restart_policy=policy) as host:
+                messages = []
+                for _ in range(3):  # its start; then live; then its restart as hung
+                    fan = await host.query_all(query(), 500)
+                    assert fan.reports["slow"].status is LegStatus.TIMEOUT
+                    messages.append(fan.reports["slow"].error_message or "")
+                health = host.health("slow")
+    assert seen.count("provider.hung.restart") == 1 and health.restarts == 1
+    assert re.fullmatch(waited.format("start"), messages[0]), messages[0]
+    assert messages[1] == "no reply within 1 ms"  # live: nothing waited for
+    assert re.fullmatch(waited.format("restart"), messages[2]), messages[2]
