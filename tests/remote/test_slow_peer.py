@@ -1,8 +1,10 @@
-"""A remote provider that misses its deadlines, against a real server.
+"""A remote provider that misses its deadlines, or is down a while, against a real server.
 
 A remote provider has no process to restart: one that answers no query in time is never
 "hung" (``is_hung``), so it keeps its connection, and no request waits for a new
-handshake with the same slow server. The server is a real process
+handshake with the same slow server. One whose server stops and comes back is started
+again after the backoff, not parked: requests that come while it is down do not spend
+its restart attempts. The server is a real process
 (``tests.fixtures.closing_http_server``) that says what it saw; every step waits for
 an event (a line it printed, a log event), never for a time.
 """
@@ -141,3 +143,42 @@ async def test_a_remote_provider_that_answers_no_query_in_time_keeps_its_connect
         *["held"] * turns,
     ]
 
+
+async def test_a_remote_provider_whose_server_comes_back_within_its_backoff_is_not_parked(
+    tmp_path: Path,
+) -> None:
+    """The server stops while requests keep coming, and is started again on the same
+    port after the second failed start: the requests do not spend the restart attempts
+    (each start waits its backoff, 0.5 s doubling), so the provider is back, not parked,
+    and the next request is answered."""
+    policy = RestartPolicy()  # the default backoff and attempts, as a daemon has them
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        server = await _start("always")
+        try:
+            spec = ProviderSpec("remote", url=server.url, timeout_ms=30_000, start_timeout_s=30.0)
+            consent = consented(tmp_path, spec.id)
+            async with Host(
+                [spec], consent=consent, restart_policy=policy, restart_idle=True
+            ) as host:
+                first = (await host.query_all(query(), 1000)).reports[spec.id]
+                await server.stop()
+                down = []
+                # The connection refused: the leg meets it (a failure), then each start
+                # on its own after the backoff fails too. Requests come between them.
+                for attempt in (1, 2):
+                    for _ in range(3):
+                        down.append((await host.query_all(query(), 1000)).reports[spec.id])
+                    await seen.wait("provider.start.failed", attempt)
+                between = host.health(spec.id)
+                server = await _start("always", server.port)  # back, on the same port
+                await seen.wait("provider.recovered", 1)
+                back = (await host.query_all(query(), 1000)).reports[spec.id]
+                health = host.health(spec.id)
+        finally:
+            await server.stop()
+    assert first.status is LegStatus.OK and back.status is LegStatus.OK, back
+    assert LegStatus.OK not in [r.status for r in down]
+    # The leg's failure and the two failed starts: nothing a request did added one.
+    assert between.consecutive_failures == 3 and between.state is ProviderState.CRASHED
+    assert seen.count("provider.parked") == 0
+    assert (health.state, health.consecutive_failures) == (ProviderState.READY, 0)
