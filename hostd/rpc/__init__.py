@@ -18,8 +18,8 @@ and check-provider read and write through it:
 - ``Stdio`` (``_stdio``): that wire's byte stream, stdin and the reserved descriptor,
   async (``open_stdio``), for ``hostd serve --stdio`` and ``hostd mcp``.
 
-Imports only ``hostd.errors`` and ``hostd.protocol`` (plus jsonrpcserver, orjson,
-pydantic, anyio).
+Imports only ``hostd.errors``, ``hostd.protocol`` and the leaf ``hostd._param_words``
+(plus jsonrpcserver, orjson, pydantic, anyio).
 """
 
 from ._dispatch import DirectDispatcher, Dispatcher, Handler, Method
@@ -35,6 +35,7 @@ from ._envelope import (
     make_request,
     reply_id,
     request_line,
+    request_problem,
     tag_request,
     validate_request,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "open_stdio",
     "reply_id",
     "request_line",
+    "request_problem",
     "tag_request",
     "reserve_stdout",
     "validate_request",

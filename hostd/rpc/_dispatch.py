@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hostd.errors import ParseError, RpcError, error_to_wire
+from hostd.errors import EmptyBatch, ParseError, RpcError, error_to_wire
 from hostd.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -46,6 +46,8 @@ from ._envelope import (
     encode_reply,
     error_reply,
     log_unexpected,
+    reply_id,
+    request_problem,
     tag_request,
     validate_params,
 )
@@ -115,7 +117,14 @@ class Dispatcher:
         self._serve: _Serve | None = None
 
     async def dispatch(self, request: Any, context: Any) -> Any:
-        """The reply to one decoded request or batch (``None`` for notifications only)."""
+        """The reply to one decoded request or batch (``None`` for notifications only).
+
+        The shape is checked here, before jsonrpcserver sees it: its validator hook
+        answers any refusal with ``id: null`` and words of its own, so a client that
+        matches replies by id would never see the answer to a request it sent with a
+        valid id. Here an invalid request (each invalid member of a batch) is answered
+        under its own id when that id is valid (JSON-RPC 2.0 §5: null only when it
+        cannot be read), naming the member that is wrong (``request_problem``)."""
         serve = self._serve
         if serve is None:
             from . import _wire  # jsonrpcserver: loaded by the first request at the wire
@@ -125,10 +134,28 @@ class Dispatcher:
                 for name, m in self.methods.items()
             }
             serve = self._serve = _wire.serializable
-        reply = await serve(request, self._bound, context)
-        if isinstance(reply, list):
-            return [_rendered(r) for r in reply]
-        return None if reply is None else _rendered(reply)
+        if not isinstance(request, list):
+            problem = request_problem(request)
+            if problem is not None:
+                return error_reply(problem, reply_id(request))
+            reply = await serve(request, self._bound, context)
+            return None if reply is None else _rendered(reply)
+        if not request:
+            return error_reply(EmptyBatch("Invalid Request: empty batch"))
+        problems = [request_problem(item) for item in request]
+        if not any(problems):  # the common case: one pass of the library
+            reply = await serve(request, self._bound, context)
+            return None if reply is None else [_rendered(r) for r in reply]
+        # Each invalid member answered under its own id; the rest served as a batch.
+        valid = [item for item, problem in zip(request, problems, strict=True) if not problem]
+        served = iter(await serve(valid, self._bound, context) or []) if valid else iter(())
+        replies = []
+        for item, problem in zip(request, problems, strict=True):
+            if problem is not None:
+                replies.append(error_reply(problem, reply_id(item)))
+            elif "id" in item:  # jsonrpcserver answers the requests, in order, not notifications
+                replies.append(_rendered(next(served)))
+        return replies
 
     async def answer(self, request: Any, context: Any, request_id: str) -> tuple[Any, bytes | None]:
         """``dispatch`` and ``encode_reply`` in one call: the reply (for the caller's

@@ -17,7 +17,9 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from hostd._param_words import QUOTED, given, quoted
 from hostd.errors import (
+    EmptyBatch,
     HostdError,
     InvalidRequest,
     ParseError,
@@ -37,6 +39,7 @@ __all__ = [
     "make_request",
     "reply_id",
     "request_line",
+    "request_problem",
     "tag_request",
     "validate_params",
     "validate_request",
@@ -148,7 +151,7 @@ def encode_reply(reply: Any, on_error: OnError | None = None) -> bytes:
         return encode_line(errors if isinstance(reply, list) else errors[0], strict=False)
 
 
-_REQUEST_KEYS = frozenset({"jsonrpc", "method", "id", "params"})
+_REQUEST_KEYS = ("jsonrpc", "method", "params", "id")
 
 
 def _valid_id(value: Any) -> bool:
@@ -158,25 +161,51 @@ def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
-def _check(item: Any) -> None:
-    if not isinstance(item, dict) or item.get("jsonrpc") != "2.0":
-        raise InvalidRequest("not a JSON-RPC 2.0 request")
-    if not isinstance(item.get("method"), str) or not _REQUEST_KEYS.issuperset(item):
-        raise InvalidRequest("method must be a string; no members beyond the four")
-    if "id" in item and not _valid_id(item["id"]):
-        raise InvalidRequest("id must be a string, an integer or null")
+def _refused(field: str, problem: str) -> InvalidRequest:
+    """``Invalid Request: method: got 7; expected a string``, the member in ``data.field``:
+    a client is told which member of its request is wrong, as a refused param is."""
+    return InvalidRequest(f"Invalid Request: {field}: {problem}", field=field)
+
+
+def request_problem(item: Any) -> InvalidRequest | None:
+    """What makes ``item`` not a JSON-RPC 2.0 request, naming the member (the first found,
+    in the order ``jsonrpc``, ``method``, ``params``, ``id``, then any other), or None."""
+    if not isinstance(item, dict):
+        return InvalidRequest(f"Invalid Request: got {given(item)}; expected an object")
+    if "jsonrpc" not in item:
+        return _refused("jsonrpc", "missing; expected the string '2.0'")
+    if item["jsonrpc"] != "2.0":
+        return _refused("jsonrpc", f"got {given(item['jsonrpc'])}; expected the string '2.0'")
+    if "method" not in item:
+        return _refused("method", "missing; expected a string")
+    if not isinstance(item["method"], str):
+        return _refused("method", f"got {given(item['method'])}; expected a string")
     if "params" in item and not isinstance(item["params"], dict | list):
-        raise InvalidRequest("params must be an object or an array")
+        return _refused("params", f"got {given(item['params'])}; expected an object or an array")
+    if "id" in item and not _valid_id(item["id"]):
+        return _refused("id", f"got {given(item['id'])}; expected a string, an integer or null")
+    for key in item:
+        if key not in _REQUEST_KEYS:  # a peer's key, of any length: quoted short, else counted
+            named = {"field": key} if len(key) <= QUOTED else {}
+            return InvalidRequest(
+                f"Invalid Request: unknown {quoted(key, 'member')}; "
+                "a request has only jsonrpc, method, params and id",
+                **named,
+            )
+    return None
 
 
 def validate_request(request: Any) -> Any:
-    """The JSON-RPC 2.0 request (or batch) shape, checked by hand: jsonrpcserver's default
-    validator runs a jsonschema pass per request. Raising means Invalid Request."""
+    """The JSON-RPC 2.0 request (or batch) shape, checked by hand (jsonrpcserver's default
+    validator runs a jsonschema pass per request): ``InvalidRequest`` naming the first
+    member that is wrong (``request_problem``), else ``request``."""
     items = request if isinstance(request, list) else [request]
     if not items:
-        raise InvalidRequest("empty batch")
+        raise EmptyBatch("Invalid Request: empty batch")
     for item in items:
-        _check(item)
+        problem = request_problem(item)
+        if problem is not None:
+            raise problem
     return request
 
 

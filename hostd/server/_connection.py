@@ -2,8 +2,9 @@
 
 Owns the JSON-RPC 2.0 session rules on one byte stream: one JSON value per
 line (``hostd.protocol.LineSplitter``: an over-long line is answered once and
-skipped, the connection keeps serving); parse errors (−32700) and invalid
-requests (−32600) answered with ``id: null``; batches answered as one array (an
+skipped, the connection keeps serving); parse errors (−32700) answered with
+``id: null``, invalid requests (−32600) under their own id when it is valid (the
+dispatcher's check); batches answered as one array (an
 empty batch is one invalid request; a batch of notifications gets no reply; an
 element that is not an object, an inner array included, gets its own −32600 and
 is never run);

@@ -131,10 +131,14 @@ async def test_the_librarys_own_errors_carry_reason_and_cgp_code() -> None:
     assert unknown["error"]["code"] == -32601
     assert unknown["error"]["data"]["reason"] == "method_not_found"
     assert unknown["error"]["data"]["cgp_code"] == "bad_request"
-    for line in (b'{"jsonrpc":"2.0","method":"echo","id":true}', b"[]", b"3"):
+    for line, reason in (
+        (b'{"jsonrpc":"2.0","method":"echo","id":true}', "invalid_request"),
+        (b"[]", "empty_batch"),
+        (b"3", "invalid_request"),
+    ):
         reply = json.loads(await d.answer_line(line, None) or b"")
         assert reply["error"]["code"] == -32600 and reply["id"] is None
-        assert reply["error"]["data"]["reason"] == "invalid_request"
+        assert reply["error"]["data"]["reason"] == reason
     parse = json.loads(await d.answer_line(b'{"id": NaN}', None) or b"")
     assert parse["error"]["code"] == -32700 and parse["id"] is None
     assert await d.answer_line(b'{"jsonrpc":"2.0","method":"echo","params":{"n":3}}', None) is None

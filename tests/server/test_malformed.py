@@ -85,11 +85,12 @@ async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_da
         )
         assert err["data"]["field"] == "max_frames"
         assert_error(await raw.ask(b'{"jsonrpc":"2.0","id":4,"method":"no/such"}\n'), -32601, 4)
-        assert_error(await raw.ask(b'{"jsonrpc":"1.0","id":5,"method":"host/status"}\n'), -32600)
-        assert_error(await raw.ask(b'{"jsonrpc":"2.0","id":6,"method":7}\n'), -32600)
+        assert_error(await raw.ask(b'{"jsonrpc":"1.0","id":5,"method":"host/status"}\n'), -32600, 5)
+        assert_error(await raw.ask(b'{"jsonrpc":"2.0","id":6,"method":7}\n'), -32600, 6)
         assert_error(
             await raw.ask(b'{"jsonrpc":"2.0","id":7,"method":"host/status","params":"s"}\n'),
             -32600,
+            7,
         )
         assert_error(await raw.ask(b"42\n"), -32600, None)
         assert_error(await raw.ask(b"[]\n"), -32600, None)
@@ -116,6 +117,96 @@ async def test_malformed_input_gets_errors_and_the_daemon_keeps_serving(start_da
         assert err["data"]["reason"] == "line_too_long"
         await assert_serving(raw)
     assert await daemon.stop() == 0
+
+
+def _invalid(message: str, id_: Any, reply: Any, **data: Any) -> dict[str, Any]:
+    """The exact −32600 reply the daemon owes: ``message``, under ``id_``, ``data``'s
+    members besides reason, CGP code and the request's log id (which only it knows)."""
+    logged = reply["error"]["data"]["request_id"] if isinstance(reply, dict) else None
+    wire = {"reason": "invalid_request", "cgp_code": "bad_request", **data}
+    return {
+        "jsonrpc": "2.0",
+        "error": {"code": -32600, "message": message, "data": {**wire, "request_id": logged}},
+        "id": id_,
+    }
+
+
+async def test_an_invalid_request_is_answered_under_its_id_naming_the_member(
+    start_daemon,
+) -> None:
+    """JSON-RPC 2.0 §5: the reply's id is the request's, null only when it cannot be read;
+    the message and ``data.field`` name the member that is wrong."""
+    daemon = await start_daemon({"alpha": {}})
+    want = "expected the string '2.0'"
+    asked: list[tuple[bytes, Any, str, dict[str, Any]]] = [
+        (b'{"id":3,"method":"host/status"}', 3, f"jsonrpc: missing; {want}", {"field": "jsonrpc"}),
+        (b'{"foo":1}', None, f"jsonrpc: missing; {want}", {"field": "jsonrpc"}),
+        (
+            b'{"jsonrpc":"1.0","id":"a","method":"host/status"}',
+            "a",
+            f"jsonrpc: got a string '1.0'; {want}",
+            {"field": "jsonrpc"},
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":4}',
+            4,
+            "method: missing; expected a string",
+            {"field": "method"},
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":5,"method":7}',
+            5,
+            "method: got 7; expected a string",
+            {"field": "method"},
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":6,"method":"host/status","params":"s"}',
+            6,
+            "params: got a string 's'; expected an object or an array",
+            {"field": "params"},
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1.5,"method":"host/status"}',
+            None,  # not an id hostd takes: it cannot be answered under it
+            "id: got 1.5; expected a string, an integer or null",
+            {"field": "id"},
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":8,"method":"host/status","extra":1}',
+            8,
+            "unknown member 'extra'; a request has only jsonrpc, method, params and id",
+            {"field": "extra"},
+        ),
+        (b"42", None, "got 42; expected an object", {}),
+    ]
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        for line, id_, message, data in asked:
+            reply = await raw.ask(line + b"\n")
+            assert reply == _invalid(f"Invalid Request: {message}", id_, reply, **data), line
+        # In a batch, each invalid member likewise, beside the valid ones served.
+        batch = (
+            b'[{"id":10,"method":"host/status"},{"jsonrpc":"2.0","id":11,"method":"host/status"},'
+            b'{"jsonrpc":"2.0","method":"host/status"},{"jsonrpc":"2.0","id":12,"method":[]}]\n'
+        )
+        replies = await raw.ask(batch)
+        assert [r["id"] for r in replies] == [10, 11, 12]
+        first, served, last = replies
+        assert first == _invalid(
+            f"Invalid Request: jsonrpc: missing; {want}", 10, first, field="jsonrpc"
+        )
+        assert served["result"]["state"] == "serving"
+        assert last == _invalid(
+            "Invalid Request: method: got an array of 0 item(s); expected a string",
+            12,
+            last,
+            field="method",
+        )
+        await assert_serving(raw)
+    assert await daemon.stop() == 0
+    # Each refusal is a request that failed, in the log as the others are.
+    refused = [e for e in daemon.events("request.done") if e.get("error_code") == -32600]
+    assert len(refused) == len(asked) + 2
 
 
 async def test_a_thousand_requests_in_one_batch_all_get_their_error(start_daemon) -> None:
