@@ -4,11 +4,13 @@ words a tool's arguments (tests/mcp/test_tool_arguments.py)."""
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from hostd.compose import PLACEMENTS
 from hostd.errors import params_refused
 from hostd.server import ComposeParams
 from hostd.server._params import FeedbackParams
@@ -94,3 +96,10 @@ def test_a_union_refused_whole_names_no_python_class() -> None:
     assert {"field": "used[0]", "problem": "Input should be an object"} in errors
     assert {"field": "used[1].frame_id", "problem": "Field required"} in errors
     assert not any("FrameIdParam" in e["problem"] for e in errors), errors
+
+
+def test_the_params_take_the_placements_composition_knows() -> None:
+    """``placement`` is refused with the other params (``data.errors`` lists it too), from
+    a choice written out in the params model: it must be composition's, no more, no less."""
+    field = ComposeParams.model_fields["placement"].annotation
+    assert set(typing.get_args(typing.get_args(field)[0])) == set(PLACEMENTS)

@@ -102,7 +102,9 @@ class ContextQueryParams(QueryParams):
 class ComposeParams(QueryParams):
     #: Passed to ``hostd.compose.strategy_from_wire`` as given: it owns the spellings.
     strategy: str | dict[str, Any] | None = None
-    placement: str | None = None
+    #: ``hostd.compose.PLACEMENTS`` (this module may not import it: tests/test_errors.py
+    #: keeps the two equal), checked with the other params so ``data.errors`` lists it.
+    placement: Literal["edges", "ranked", "grouped", "canonical"] | None = None
     floors: list[FloorParam] = Field(default_factory=list)
     caps: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = None
     #: Keep this composition's shadow record whatever the sample draws, and answer

@@ -362,3 +362,38 @@ async def test_input_edges_get_typed_errors_and_the_daemon_keeps_serving(start_d
                 assert err["data"]["cgp_code"] == "bad_request", (method, params, err)
         await assert_serving(raw)
     assert await daemon.stop() == 0
+
+
+async def test_every_bad_compose_param_is_listed_in_one_reply(start_daemon) -> None:
+    """``data.errors`` lists each problem the params have, the placement's too: a client
+    learns of all three from one reply, not of one more per call."""
+    daemon = await start_daemon({"alpha": {}})
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        reply = await raw.ask(_compose(1, goal="   ", budget=-5, placement="middle"))
+        logged = reply["error"]["data"]["request_id"]
+        assert reply == {
+            "jsonrpc": "2.0",
+            "error": {
+                "code": -32602,
+                "message": "invalid params: goal: must not be empty or only whitespace",
+                "data": {
+                    "reason": "invalid_params",
+                    "cgp_code": "bad_request",
+                    "field": "goal",
+                    "errors": [
+                        {"field": "goal", "problem": "must not be empty or only whitespace"},
+                        {"field": "budget", "problem": "Input should be greater than 0"},
+                        {
+                            "field": "placement",
+                            "problem": "Input should be 'edges', 'ranked', 'grouped' or "
+                            "'canonical'",
+                        },
+                    ],
+                    "request_id": logged,
+                },
+            },
+            "id": 1,
+        }
+        await assert_serving(raw)
+    assert await daemon.stop() == 0
