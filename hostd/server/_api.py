@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -155,11 +155,19 @@ async def providers_list(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     return {"providers": ctx.pipeline.engine.providers_list(), "reranker": reranker}
 
 
+def _unknown_provider(provider: str, known: Iterable[str], **more: Any) -> UnknownProvider:
+    """A ``provider`` param naming no configured provider, in the form of every refused
+    param and of the pipeline's own refusal (``invalid params: provider: unknown provider
+    …``, ``data.provider`` and ``data.field``, docs/api.md)."""
+    said = f"invalid params: provider: {unknown_provider(provider, known)}"
+    return UnknownProvider(said, provider=provider, field="provider", **more)
+
+
 async def providers_restart(ctx: RequestContext, p: RestartParams) -> dict[str, Any]:
     """Stop the provider if running, forget its failures, start it now (docs/api.md)."""
     known = ctx.pipeline.provider_ids
-    if p.provider not in known:  # the engine's refusal, with the configured ids named
-        raise UnknownProvider(unknown_provider(p.provider, known), providers=[p.provider])
+    if p.provider not in known:  # ``providers``: the member its refusal had first, kept
+        raise _unknown_provider(p.provider, known, providers=[p.provider])
     return {"provider": await ctx.pipeline.engine.restart_provider(p.provider)}
 
 
@@ -179,8 +187,8 @@ async def providers_warm(ctx: RequestContext, p: WarmParams) -> dict[str, Any]:
 
 async def consent_grant(ctx: RequestContext, p: ConsentParams) -> dict[str, Any]:
     known = ctx.pipeline.provider_ids
-    if p.provider not in known:  # as providers/restart refuses it: the one it is about
-        raise UnknownProvider(unknown_provider(p.provider, known), provider=p.provider)
+    if p.provider not in known:
+        raise _unknown_provider(p.provider, known)
     receipt = ctx.pipeline.consent_ledger().grant(p.provider, p.scope, p.grantor)
     log.info("consent.granted", provider=p.provider, scope=p.scope, grantor=p.grantor)
     return {"receipt": receipt.to_wire()}

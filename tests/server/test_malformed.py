@@ -397,3 +397,32 @@ async def test_every_bad_compose_param_is_listed_in_one_reply(start_daemon) -> N
         }
         await assert_serving(raw)
     assert await daemon.stop() == 0
+
+
+async def test_an_unknown_provider_to_restart_is_refused_as_every_unknown_provider(
+    start_daemon,
+) -> None:
+    """``providers/restart`` (and ``consent/grant``) refuse an id not configured as compose
+    does: the ``invalid params: provider:`` prefix, ``data.provider`` and ``data.field``."""
+    daemon = await start_daemon({"alpha": {}, "beta": {}})
+    said = "invalid params: provider: unknown provider 'alpah' (configured: alpha, beta); "
+    said += "did you mean 'alpha'?"
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        asked: list[tuple[str, dict[str, str], dict[str, Any]]] = [
+            ("providers/restart", {"provider": "alpah"}, {"providers": ["alpah"]}),
+            ("consent/grant", {"provider": "alpah", "scope": "egress"}, {}),
+        ]
+        for method, params, more in asked:
+            msg = {"jsonrpc": "2.0", "id": 9, "method": method, "params": params}
+            reply = await raw.ask(json.dumps(msg).encode() + b"\n")
+            logged = reply["error"]["data"]["request_id"]
+            data: dict[str, Any] = {"reason": "unknown_provider", "cgp_code": "bad_request"}
+            data |= {"provider": "alpah", "field": "provider", **more, "request_id": logged}
+            assert reply == {
+                "jsonrpc": "2.0",
+                "error": {"code": -32602, "message": said, "data": data},
+                "id": 9,
+            }, method
+        await assert_serving(raw)
+    assert await daemon.stop() == 0
