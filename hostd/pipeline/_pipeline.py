@@ -472,7 +472,7 @@ class _Notes:
             "provider": report.provider_id,
             "status": str(report.status),
             "frames_accepted": report.frames_accepted,
-            "latency_ms": report.latency_ms,
+            "latency_ms": round(report.latency_ms, 3),  # as the result's leg report has it
             "done": self._done,
             "total": self._total,
         }

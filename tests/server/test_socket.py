@@ -148,8 +148,11 @@ async def test_progress_echoes_the_token_and_is_absent_without_one(start_daemon)
     daemon = await start_daemon()
     seen: list[dict[str, Any]] = []
     async with connect(daemon.socket) as client:
-        await client.compose("progress please", budget=300, on_progress=seen.append)
+        result = await client.compose("progress please", budget=300, on_progress=seen.append)
         assert sorted(p["provider"] for p in seen) == ["alpha", "beta", "gamma"]
+        # Each note's latency is its leg's, rounded as the result's leg report has it.
+        legs = {r.provider_id: r.latency_ms for r in result.providers}
+        assert {p["provider"]: p["latency_ms"] for p in seen} == legs
         assert {p["total"] for p in seen} == {3}
         token = seen[0]["progress_token"]
         assert all(p["progress_token"] == token for p in seen)
