@@ -20,7 +20,7 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
-from hostd.protocol import FRAME_KINDS, ContextFrame, FrameId
+from hostd.protocol import FRAME_KINDS, ContextFrame, FrameId, Violation
 
 from ._leg_audit import LegAudit, audit_leg
 from ._plan import FanOutPlan, LegPlan
@@ -82,10 +82,7 @@ def judge_leg(
     fields["violations"] = audit.violations
     fields["frames_offered"] = audit.offered
     if audit.quarantined:
-        rules = sorted({v.rule for v in audit.quarantine})
-        message = f"{', '.join(rules)}: " + "; ".join(
-            f"{v.rule} {v.field}: {v.message}" for v in audit.quarantine[:5]
-        )
+        message = _quarantine_message(audit.quarantine)
         report = LegReport(
             leg.provider_id,
             LegStatus.QUARANTINED,
@@ -112,6 +109,21 @@ def judge_leg(
 
 
 #: Why a frame holding a credential is dropped (its detail: which part held it).
+#: The breaches a quarantine message spells out; the rest are counted, by rule.
+_BREACHES_SAID = 5
+
+
+def _quarantine_message(quarantine: tuple[Violation, ...]) -> str:
+    """Why a reply was quarantined: each breach once, led by its own rule id
+    (``B3 frames[0].token_cost: …``), the first few in full and the rest counted."""
+    said = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in quarantine[:_BREACHES_SAID])
+    rest = quarantine[_BREACHES_SAID:]
+    if rest:
+        rules = ", ".join(sorted({v.rule for v in rest}))
+        said += f"; and {len(rest)} more ({rules})"
+    return said
+
+
 _CREDENTIAL = "credential"
 
 

@@ -221,6 +221,26 @@ def test_an_answer_is_audited_against_the_query_sent() -> None:
     assert over.error_message is not None and over.error_message.startswith("B1")
 
 
+def test_a_quarantine_message_names_each_rule_once() -> None:
+    plan = _plan("a", budget=100)
+    leg = plan.legs[0]
+    lie = raw("a", 1, token_cost=1)  # its content costs 3 (B3)
+    report = judge_leg(leg, LegReply("a", leg.query, frames=[lie])).report
+    assert report.status is LegStatus.QUARANTINED
+    assert report.error_message == (
+        "B3 frames[0].token_cost: declared token_cost 1 but ceil(utf8 bytes/4) is 3"
+    )
+
+
+def test_a_quarantine_message_counts_the_breaches_it_does_not_spell_out() -> None:
+    plan = _plan("a", budget=100)
+    leg = plan.legs[0]
+    lies = [raw("a", i, token_cost=1) for i in range(7)]
+    message = judge_leg(leg, LegReply("a", leg.query, frames=lies)).report.error_message
+    assert message is not None and message.count("B3 frames[") == 5
+    assert message.endswith("; and 2 more (B3)")
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.permutations(["a", "b", "c"]), st.randoms(use_true_random=False))
 def test_judge_orders_by_provider_and_frame_id_whatever_the_arrival(order, rnd) -> None:
