@@ -50,7 +50,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,7 @@ from hostd.protocol import (
     FrameIdentity,
     HandshakeAck,
     Severity,
+    Violation,
     check_handshake,
 )
 from hostd.transport import (
@@ -175,6 +176,16 @@ class CheckResult:
 
 def _errors(violations: Sequence[Any]) -> list[Any]:
     return [v for v in violations if v.severity == Severity.ERROR]
+
+
+#: How a frame's ``token_cost`` is computed, told where one was refused (B3).
+_COST_RULE = "token_cost must be ceil(UTF-8 bytes of content / 4), an integer (B3)"
+
+
+def _bad_costs(violations: Iterable[Violation]) -> list[Violation]:
+    """The schema's refusals of a frame's ``token_cost`` (a fraction, a string, none):
+    the daemon drops such a frame before B3 can compare its cost."""
+    return [v for v in violations if v.rule == "schema" and v.field.endswith("token_cost")]
 
 
 def _fmt(violations: Sequence[Any], limit: int = 3) -> str:
@@ -711,17 +722,21 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         tight = ContextQuery(goal=goal, query_text=query_text, max_frames=1, max_tokens=8)
         raw, error = await d.query(tight)
         _fail_on_error(run, error, "max_tokens=8", allowed="budget_unsatisfiable")
-        held = run.audit(tight, raw, caps.query.kinds).quarantine
+        held = run.audit(tight, raw, caps.query.kinds)
         one = ContextQuery(
             goal=goal, query_text=query_text, max_frames=1, max_tokens=max(budget, 100_000)
         )
         raw_one, error_one = await d.query(one)
         _fail_on_error(run, error_one, "max_frames=1", allowed="budget_unsatisfiable")
-        held_one = run.audit(one, raw_one, caps.query.kinds).quarantine
-        breaches = [*(first[0].quarantine if first else ()), *held, *held_one]
-        breaches = [v for v in breaches if v.rule.startswith("B")]
+        held_one = run.audit(one, raw_one, caps.query.kinds)
+        audits = [*first, held, held_one]
+        breaches = [v for a in audits for v in a.quarantine if v.rule.startswith("B")]
         if breaches:
             raise Failed(f"the daemon would quarantine it: {_fmt(breaches)}", _rules(breaches))
+        # A cost the schema refuses drops its frame before B3 compares it: not exact.
+        unread = _bad_costs(v for a in audits for v in a.violations)
+        if unread:
+            raise Failed(f"costs not exact: {_fmt(unread)}; {_COST_RULE}", ("B3", "schema"))
         how = "an error" if error is not None else f"{len(raw or [])} frame(s)"
         detail = (
             f"costs exact; max_tokens=8 answered with {how}, max_frames=1 with "
@@ -943,6 +958,8 @@ def reply_fault(audit: LegAudit) -> tuple[str, tuple[str, ...]] | None:
     said = []
     if invalid:
         said.append(f"{len(invalid)} invalid frame finding(s): {_fmt(invalid)}")
+        if _bad_costs(invalid):
+            said.append(_COST_RULE)
     if audit.quarantine:
         said.append(f"the daemon would quarantine the whole reply: {_fmt(audit.quarantine)}")
     if said:

@@ -74,6 +74,25 @@ def test_a_provider_that_packs_by_max_tokens_alone_fails_budget_honesty() -> Non
     assert not honesty["passed"] and honesty["rules"] == ["B4"], honesty
 
 
+def test_a_fractional_cost_fails_budget_honesty_and_says_how_a_cost_is_counted() -> None:
+    """``content.length / 4``: the schema refuses each such frame before B3 compares its
+    cost, so no cost was exact; both rows say how ``token_cost`` is computed."""
+    done, checks = _json("--", "python", SCRIPT, "fraction_cost")
+    assert done.returncode == 1
+    rule = "token_cost must be ceil(UTF-8 bytes of content / 4), an integer (B3)"
+    query = checks["query"]
+    assert not query["passed"] and query["rules"] == ["schema"], query
+    fraction = "schema frames[0].token_cost: a fraction; expected a number (an integer)"
+    assert fraction in query["detail"], query
+    assert query["detail"].endswith(f"; {rule}"), query
+    honesty = checks["budget honesty"]
+    assert not honesty["passed"] and honesty["rules"] == ["B3", "schema"], honesty
+    assert honesty["detail"].startswith(
+        "costs not exact: schema frames[0].token_cost: a fraction; expected a number"
+    ), honesty
+    assert honesty["detail"].endswith(f"; {rule}"), honesty
+
+
 def test_the_same_provider_with_honest_digests_passes() -> None:
     done, checks = _json("--", "python", SCRIPT, "honest")
     assert done.returncode == 0, checks
