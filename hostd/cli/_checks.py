@@ -967,12 +967,13 @@ def reply_fault(audit: LegAudit) -> tuple[str, tuple[str, ...]] | None:
     dropped = digest_mismatches(audit.accepted)
     if not dropped:
         return None
-    fid, actual = dropped[0]
+    fid, declared, computed = dropped[0]
     more = f" (and {len(dropped) - 1} more frame(s))" if len(dropped) > 1 else ""
     detail = (
         f"the daemon drops frame {_shown_id(fid)} ({Exclusion.DIGEST_MISMATCH.value}, D4): "
         "its content_digest must be 'sha256:' and the lowercase hex SHA-256 of its "
-        f"content's UTF-8 bytes, here {actual}{more}"
+        f"content's UTF-8 bytes: declared {declared}, computed from the content "
+        f"{computed}{more}"
     )
     return detail, ("D4",)
 
@@ -1003,16 +1004,17 @@ def source_fault(frames: Sequence[ContextFrame]) -> tuple[str, tuple[str, ...]] 
     )
 
 
-def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str]]:
+def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str, str]]:
     """The frames the daemon's verify stage excludes for their inline digest (D4), by its
-    own check (``check_inline_digest``, ``decide_frame``): each id, and the digest its
-    content has."""
+    own check (``check_inline_digest``, ``decide_frame``): each id, the digest it
+    declares and the one computed from its content."""
     out = []
     for frame in frames:
         inline = check_inline_digest(frame)
         if decide_frame(inline, None, reused=False).excluded is Exclusion.DIGEST_MISMATCH:
-            assert inline.actual is not None  # a mismatch names both digests
-            out.append((frame.id, inline.actual))
+            # A mismatch names both digests.
+            assert inline.declared is not None and inline.computed is not None
+            out.append((frame.id, inline.declared, inline.computed))
     return out
 
 

@@ -54,10 +54,12 @@ def test_a_digest_of_the_wrong_text_fails_the_query_naming_the_frame_and_the_dig
     # must be: sha256 over the content's UTF-8 bytes, in the code's "sha256:<hex>" form.
     served = sorted((fid, content) for fid, _title, content in FACTS)
     fid, content = served[0]
+    declared = _digest({f: t for f, t, _c in FACTS}[fid])  # the title's digest
     assert query["detail"] == (
         f"the daemon drops frame {fid!r} (digest_mismatch, D4): its content_digest must be "
-        "'sha256:' and the lowercase hex SHA-256 of its content's UTF-8 bytes, here "
-        f"{_digest(content)} (and {len(served) - 1} more frame(s))"
+        "'sha256:' and the lowercase hex SHA-256 of its content's UTF-8 bytes: declared "
+        f"{declared}, computed from the content {_digest(content)} "
+        f"(and {len(served) - 1} more frame(s))"
     )
     # Nothing the provider wrote but the frame id: not its titles, not its content.
     for _fid, title, text in FACTS:

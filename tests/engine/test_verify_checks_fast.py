@@ -125,12 +125,12 @@ def _entry(reader: SourceReader, prov: Provenance, frame_uri: str | None) -> Sou
         assert problem is not None
         return SourceCheck(SourceOutcome.UNVERIFIABLE, problem.value, base)
     try:
-        actual = sha256_digest(address_line_range(source.data, prov.range))
+        computed = sha256_digest(address_line_range(source.data, prov.range))
     except UnverifiableRange as exc:
         detail = {**base, "detail": exc.detail}
         return SourceCheck(SourceOutcome.UNVERIFIABLE, exc.reason.value, detail)
-    if actual != prov.digest:
-        detail = {**base, "expected": prov.digest, "actual": actual}
+    if computed != prov.digest:
+        detail = {**base, "expected": computed, "actual": prov.digest}
         return SourceCheck(SourceOutcome.MISMATCH, None, detail)
     return SourceCheck(SourceOutcome.VERIFIED, None, base)
 

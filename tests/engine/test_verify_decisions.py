@@ -61,7 +61,7 @@ def test_matching_inline_digest_is_checked() -> None:
 def test_lying_inline_digest_is_a_mismatch() -> None:
     got = check_inline_digest(_frame(content_digest=D_A))
     assert got.outcome == InlineOutcome.MISMATCH
-    assert got.expected == D_A and got.actual == sha256_digest(b"body")
+    assert got.declared == D_A and got.computed == sha256_digest(b"body")
 
 
 def test_digest_covers_exact_utf8_bytes_without_normalisation() -> None:
@@ -108,7 +108,8 @@ SRC_NA = SourceCheck(SourceOutcome.UNVERIFIABLE, "start_past_end", {"uri": "file
 def test_inline_mismatch_always_excludes(source: SourceCheck | None, reused: bool) -> None:
     d = decide_frame(MISMATCH, source, reused=reused)
     assert d.excluded == Exclusion.DIGEST_MISMATCH and d.state is None
-    assert d.detail["expected"] == D_A and d.detail["actual"] == D_B
+    # What the frame must carry (computed from its content), then what it carries.
+    assert d.detail["expected"] == D_B and d.detail["actual"] == D_A
 
 
 @pytest.mark.parametrize("inline", [CHECKED, ABSENT, NO_CONTENT])

@@ -87,7 +87,7 @@ _inlines = st.sampled_from(
         InlineCheck(InlineOutcome.MISMATCH, D_A, D_B),
         InlineCheck(InlineOutcome.ABSENT),
         InlineCheck(InlineOutcome.NO_CONTENT),
-        InlineCheck(InlineOutcome.NO_CONTENT, expected=D_A),
+        InlineCheck(InlineOutcome.NO_CONTENT, declared=D_A),
     ]
 )
 _reasons = st.sampled_from([None, *(u.value for u in Unverifiable)])

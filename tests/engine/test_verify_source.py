@@ -56,8 +56,9 @@ def test_edited_source_is_a_mismatch(root: Path) -> None:
     (root / "src" / "a.py").write_bytes(b"ONE\r\ntwo\nthree\n")
     got = SourceReader([root]).check_frame(_frame(prov))
     assert got is not None and got.outcome == SourceOutcome.MISMATCH
-    assert got.detail["expected"] == prov.digest
-    assert got.detail["actual"] == sha256_digest(b"ONE\r\n")
+    # What the provenance must carry (the file's bytes now), then what it carries.
+    assert got.detail["expected"] == sha256_digest(b"ONE\r\n")
+    assert got.detail["actual"] == prov.digest
 
 
 def test_cr_is_content_not_a_line_break(root: Path) -> None:

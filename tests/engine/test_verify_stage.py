@@ -155,7 +155,9 @@ async def test_lying_digest_is_excluded_and_counted(src: Path) -> None:
     assert [p for p, _ in result.accepted] == ["q"]
     ((fid, reason, detail),) = result.excluded
     assert (fid.frame_id, reason) == ("liar", "digest_mismatch")
-    assert detail["actual"] == sha256_digest(b"real words")
+    # What the frame must carry (computed from its content), then what it carries.
+    assert detail["expected"] == sha256_digest(b"real words")
+    assert detail["actual"] == sha256_digest(b"other words")
     assert stage.health("p")["digest_mismatch"] == 1
     assert stage.health("q")["digest_mismatch"] == 0
 

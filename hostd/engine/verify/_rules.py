@@ -93,8 +93,10 @@ class InlineOutcome(StrEnum):
 @dataclass(slots=True, frozen=True)
 class InlineCheck:
     outcome: InlineOutcome
-    expected: str | None = None
-    actual: str | None = None
+    #: The frame's ``content_digest``, as it was sent.
+    declared: str | None = None
+    #: The sha256 of its content's UTF-8 bytes, as hostd computed it.
+    computed: str | None = None
 
 
 def check_inline_digest(frame: ContextFrame) -> InlineCheck:
@@ -106,11 +108,11 @@ def check_inline_digest(frame: ContextFrame) -> InlineCheck:
             return InlineCheck(InlineOutcome.NO_CONTENT)
         return InlineCheck(InlineOutcome.ABSENT)
     if frame.content is None:
-        return InlineCheck(InlineOutcome.NO_CONTENT, expected=frame.content_digest)
-    actual = sha256_digest(frame.content.encode("utf-8"))
-    if actual != frame.content_digest:
-        return InlineCheck(InlineOutcome.MISMATCH, frame.content_digest, actual)
-    return InlineCheck(InlineOutcome.CHECKED, frame.content_digest, actual)
+        return InlineCheck(InlineOutcome.NO_CONTENT, declared=frame.content_digest)
+    computed = sha256_digest(frame.content.encode("utf-8"))
+    if computed != frame.content_digest:
+        return InlineCheck(InlineOutcome.MISMATCH, frame.content_digest, computed)
+    return InlineCheck(InlineOutcome.CHECKED, frame.content_digest, computed)
 
 
 _CHECKED = InlineCheck(InlineOutcome.CHECKED)
@@ -133,10 +135,10 @@ def quick_inline_check(frame: ContextFrame) -> InlineCheck:
             return _NO_CONTENT
         return _ABSENT
     if content is None:
-        return InlineCheck(InlineOutcome.NO_CONTENT, expected=digest)
-    actual = "sha256:" + _sha256(content.encode("utf-8")).hexdigest()
-    if actual != digest:
-        return InlineCheck(InlineOutcome.MISMATCH, digest, actual)
+        return InlineCheck(InlineOutcome.NO_CONTENT, declared=digest)
+    computed = "sha256:" + _sha256(content.encode("utf-8")).hexdigest()
+    if computed != digest:
+        return InlineCheck(InlineOutcome.MISMATCH, digest, computed)
     return _CHECKED
 
 
@@ -212,9 +214,11 @@ def decide_frame(
     ``unverifiable`` for want of anything to check.
     """
     if inline.outcome == InlineOutcome.MISMATCH:
+        # ``expected``: the digest the frame must carry, computed from its content;
+        # ``actual``: the one it carries (as for a source mismatch).
         return Decision(
             Exclusion.DIGEST_MISMATCH,
-            {"expected": inline.expected, "actual": inline.actual, "reused": reused},
+            {"expected": inline.computed, "actual": inline.declared, "reused": reused},
             None,
         )
     if source is not None and source.outcome == SourceOutcome.MISMATCH:

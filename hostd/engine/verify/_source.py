@@ -292,16 +292,18 @@ class SourceReader:
             assert problem is not None
             return _unverifiable(prov, uri, problem.value)
         try:
-            actual = source.digest(prov.range)
+            computed = source.digest(prov.range)
         except UnverifiableRange as exc:
             base = {"uri": uri, "range": prov.range, "detail": exc.detail}
             return SourceCheck(SourceOutcome.UNVERIFIABLE, exc.reason.value, base)
-        if actual == digest:
+        if computed == digest:
             return source
+        # ``expected``: the digest the provenance must carry, computed from the file's
+        # bytes now; ``actual``: the one it carries (as for an inline digest mismatch).
         return SourceCheck(
             SourceOutcome.MISMATCH,
             None,
-            {"uri": uri, "range": prov.range, "expected": digest, "actual": actual},
+            {"uri": uri, "range": prov.range, "expected": computed, "actual": digest},
         )
 
     def check_provenance(self, prov: Provenance, frame_uri: str | None) -> SourceCheck:
