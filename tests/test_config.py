@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -339,6 +340,40 @@ def test_each_config_file_gets_a_socket_of_its_own_unless_it_names_one(
     assert load_config(DEFAULT_CONFIG_PATH).socket_path == tmp_path / "run" / "hostd" / "hostd.sock"
     assert parse_config("").socket_path == tmp_path / "run" / "hostd" / "hostd.sock"
     assert default_socket_path() == tmp_path / "run" / "hostd" / "hostd.sock"
+
+
+def _api_node_socket_function() -> str:
+    """The Node.js function docs/api.md gives a client to compute a daemon's socket."""
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    after = text.split("In Node.js, for a `hostd.toml` without `host.socket`:", 1)[1]
+    return after.split("```js\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node on PATH")
+@pytest.mark.parametrize("runtime", [True, False])
+@pytest.mark.parametrize("name", ["hostd.toml", "my proj été+v2.agent.toml", "x" * 60 + ".toml"])
+def test_the_socket_docs_say_how_to_compute_is_the_daemons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, runtime: bool
+) -> None:
+    """A client in another language computes the socket by docs/api.md's recipe, through
+    a symlink too: the same path as the daemon's own."""
+    if runtime:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    else:
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    (tmp_path / "proj").mkdir()
+    config = _write_as(tmp_path / "proj", name, "")
+    (tmp_path / "link").symlink_to(tmp_path / "proj")
+    script = _api_node_socket_function() + "console.log(hostdSocket(process.argv[1]));\n"
+    done = subprocess.run(
+        ["node", "-e", script, str(tmp_path / "link" / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(default_socket_path(config))
 
 
 def test_a_client_finds_the_socket_of_the_config_discovery_finds(
