@@ -37,6 +37,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket as sockets
 import sqlite3
 import statistics
 import subprocess
@@ -217,12 +218,24 @@ def _start(config: Path, root: Path | None = None) -> tuple[subprocess.Popen[byt
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(root)},
     )
-    # The log goes to a file; the socket appearing is the sign the daemon serves.
-    socket = config.parent / "run" / "hostd.sock"
-    deadline = time.monotonic() + 60
-    while not socket.exists() and time.monotonic() < deadline and daemon.poll() is None:
+    # The log goes to a file; a connection accepted is the sign the daemon serves (its
+    # socket file can exist a moment before its listener does: a connection is refused
+    # then). Asked this way, a checkout from before ``--ready-file`` is served alike.
+    path = config.parent / "run" / "hostd.sock"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and daemon.poll() is None:
+        if path.exists():
+            probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+            try:
+                probe.connect(str(path))
+            except OSError:  # not listening yet
+                pass
+            else:
+                break
+            finally:
+                probe.close()
         time.sleep(0.05)
-    return daemon, socket
+    return daemon, path
 
 
 def _stop(daemon: subprocess.Popen[bytes]) -> int:
