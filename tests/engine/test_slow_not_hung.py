@@ -12,20 +12,16 @@ transport's ``provider.reply.late`` event; starts are counted by the process its
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from structlog.testing import capture_logs
-from structlog.typing import EventDict
 
 from hostd.engine import Host, LegStatus, PoolSettings, ProviderSpec, Reranker, RestartPolicy
 from hostd.transport import ProviderConnection
 from tests.engine._helpers import healthy, local, query
 from tests.fixtures.gate import Gate
+from tests.fixtures.log_events import Events, events
 from tests.fixtures.procs import ROOT, marked_env, python
 
 pytestmark = pytest.mark.anyio
@@ -34,34 +30,12 @@ CANDIDATES = [{"key": str(i), "kind": "snippet", "title": "t", "content": "c"} f
 TURNS = 5  # more misses than max_consecutive_timeouts (3)
 
 
-class Events:
-    """A structlog processor that keeps every event and wakes whoever waits for one."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict[str, Any]] = []
-        self._changed = anyio.Event()
-
-    def __call__(self, _logger: Any, _name: str, event: EventDict) -> EventDict:
-        self.seen.append(dict(event))
-        self._changed.set()
-        self._changed = anyio.Event()
-        return event
-
-    def count(self, name: str) -> int:
-        return sum(1 for e in self.seen if e["event"] == name)
-
-    async def wait_late(self, n: int) -> None:
-        """Until the host has read ``n`` late replies, or restarted the process as hung
-        (then no late reply will come: the test's asserts say what happened)."""
-        while self.count("provider.reply.late") < n and not self.count("provider.hung.restart"):
-            await self._changed.wait()
-
-
-@contextmanager
-def events() -> Iterator[Events]:
-    seen = Events()
-    with capture_logs(processors=[seen]):
-        yield seen
+async def _wait_late(seen: Events, n: int) -> None:
+    """Until the host has read ``n`` late replies, or restarted the process as hung
+    (then no late reply will come: the test's asserts say what happened)."""
+    await seen.until(
+        lambda: seen.count("provider.reply.late") >= n or seen.count("provider.hung.restart") > 0
+    )
 
 
 def _reranker(mode: str, starts: Path, *extra: str) -> ProviderSpec:
@@ -94,7 +68,7 @@ async def test_a_reranker_whose_late_verdicts_still_come_is_not_restarted(
                     await gate.wait_held(turn)
                     gate.open()  # lets the held verdict out, late ...
                     gate.close()  # ... and holds the next one
-                    await seen.wait_late(turn)
+                    await _wait_late(seen, turn)
                 health = reranker.slot.health
                 alive = reranker.slot.live() is not None
     assert seen.count("provider.hung.restart") == 0
@@ -148,7 +122,7 @@ async def test_a_provider_whose_late_replies_still_come_is_not_restarted() -> No
                     await gate.wait_held(turn)
                     gate.open()
                     gate.close()
-                    await seen.wait_late(turn)
+                    await _wait_late(seen, turn)
                 conn = host.connection("slow")
                 health = host.health("slow")
     assert seen.count("provider.hung.restart") == 0

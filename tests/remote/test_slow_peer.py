@@ -13,52 +13,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from anyio.abc import Process
-from structlog.testing import capture_logs
-from structlog.typing import EventDict
 
 from hostd.engine import Host, LegStatus, ProviderSpec, ProviderState, RestartPolicy
 from tests.engine._helpers import query
+from tests.fixtures.log_events import events
 from tests.fixtures.procs import ROOT
 from tests.remote._servers import consented
 
 pytestmark = pytest.mark.anyio
-
-
-class Events:
-    """A structlog processor that keeps every event and wakes whoever waits for one."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict[str, Any]] = []
-        self._changed = anyio.Event()
-
-    def __call__(self, _logger: Any, _name: str, event: EventDict) -> EventDict:
-        self.seen.append(dict(event))
-        self._changed.set()
-        self._changed = anyio.Event()
-        return event
-
-    def count(self, name: str) -> int:
-        return sum(1 for e in self.seen if e["event"] == name)
-
-    async def wait(self, name: str, n: int) -> None:
-        """Until ``name`` has been logged ``n`` times."""
-        while self.count(name) < n:
-            await self._changed.wait()
-
-
-@contextmanager
-def events() -> Iterator[Events]:
-    seen = Events()
-    with capture_logs(processors=[seen]):
-        yield seen
 
 
 class Server:
