@@ -15,7 +15,8 @@ or named ``ready_wait_ms``, by the provider's start deadline and that wait, the
 leg's own bound counting from its ready), passes the same ``gate`` and is written
 the same way; a leg whose write must wait (a lock-step provider, a full pipe, an
 HTTP or SDK binding) awaits ``query`` under its deadline; the planned
-``context/verify`` calls, each ended by its provider's leg deadline. Once every
+``context/verify`` calls, each ended by its provider's leg deadline (for a leg that
+waits for its provider's start, counted from the same ready: ``waited``). Once every
 reply is in, the caller's last step (the turn's source reads) runs. Consent is
 decided once: by the plan for a provider live when it planned, else once after
 its start (``ready``, shared by its leg and its verify). A provider in a crash loop
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -97,7 +99,8 @@ def no_consent_message(provider_id: str, missing: Sequence[str], destination: st
 
 
 class _Once(Generic[T]):
-    """One provider's start and consent gate, shared by its leg and its verify."""
+    """One provider's decision (its start and consent gate, its wait for its start),
+    shared by its leg and its verify."""
 
     __slots__ = ("done", "error", "value")
 
@@ -105,6 +108,54 @@ class _Once(Generic[T]):
         self.done = anyio.Event()
         self.value: T | None = None
         self.error: HostdError | None = None
+
+
+async def _decide_once(
+    table: dict[str, _Once[T]],
+    provider_id: str,
+    decide: Callable[[], Awaitable[T]],
+    lost: Callable[[], HostdError],
+) -> T:
+    """``decide()``'s value (or its ``HostdError``, raised) for ``provider_id``, run by
+    whoever asks first, the others waiting for it; ``lost()``: the error they all get
+    when that first asker was cancelled before it decided."""
+    once = table.get(provider_id)
+    if once is None:
+        once = table[provider_id] = _Once()
+        try:
+            once.value = await decide()
+        except HostdError as exc:
+            once.error = exc
+            raise
+        finally:
+            if once.value is None and once.error is None:
+                once.error = lost()
+            once.done.set()
+    await once.done.wait()
+    if once.error is not None:
+        raise once.error
+    assert once.value is not None
+    return once.value
+
+
+@dataclass(slots=True, frozen=True)
+class _Waited:
+    """A provider waited for (``_Runner.waited``): its connection once it answers
+    queries, None when the request's ``ready_wait_ms`` ran out first; ``at``: when the
+    wait ended (the engine's clock); ``again``: a restart, not a first start."""
+
+    conn: ProviderLink | None
+    at: float
+    again: bool
+
+    def deadline(self, leg: LegPlan) -> float:
+        """The leg's deadline, its bound counted from this ready when that is later."""
+        return max(leg.deadline, self.at + leg.limit_ms / 1000)
+
+
+def _not_ready(leg: LegPlan) -> HostdError:
+    """What a leg and its verify get when the one that waited first was cancelled."""
+    return ProviderTimeout(f"{leg.provider_id}: provider not ready")
 
 
 class Inbox:
@@ -163,6 +214,7 @@ class _Runner:
         "ready_links",
         "sent",
         "starts",
+        "waits",
     )
 
     def __init__(
@@ -186,6 +238,9 @@ class _Runner:
         self.ready_links: dict[str, Ready] = {}
         #: Consent decided once after a start, for the others.
         self.starts: dict[str, _Once[Ready]] = {}
+        #: A ``wait_ready`` leg's wait for its provider's start, once for its leg and its
+        #: verify: both bounds count from the ready it found (``_Waited``).
+        self.waits: dict[str, _Once[_Waited]] = {}
         #: Each sent leg's provider's ``Health.timeout_mark`` as it was sent: legs out
         #: together that time out together are one miss (``record_leg``).
         self.sent: dict[str, int] = {}
@@ -201,26 +256,13 @@ class _Runner:
         planned = self.ready_links.get(leg.provider_id)
         if planned is not None and planned[0].alive:
             return planned
-        once = self.starts.get(leg.provider_id)
-        if once is None:
-            once = self.starts[leg.provider_id] = _Once()
+
+        async def start() -> Ready:
             if self.behind(slot):  # its verify too: no wait for a restart it is not owed
-                once.error = ProviderCrashed(self.restarting_message(slot), stage="restart")
-            try:
-                if once.error is None:
-                    once.value = await self._start(slot, leg)
-            except HostdError as exc:
-                once.error = exc
-                raise
-            finally:
-                if once.value is None and once.error is None:  # cancelled by its deadline
-                    once.error = ProviderTimeout(f"{leg.provider_id}: provider not ready")
-                once.done.set()
-        await once.done.wait()
-        if once.error is not None:
-            raise once.error
-        assert once.value is not None
-        return once.value
+                raise ProviderCrashed(self.restarting_message(slot), stage="restart")
+            return await self._start(slot, leg)
+
+        return await _decide_once(self.starts, leg.provider_id, start, lambda: _not_ready(leg))
 
     def behind(self, slot: Slot) -> bool:
         """Whether this request leaves ``slot``'s restart behind it: a provider in a crash
@@ -444,12 +486,12 @@ class _Runner:
             if conn is None and leg.wait_ready and not isinstance(written, HostdError):
                 # Wait for a cold provider up to its start deadline (or the request's
                 # ready_wait_ms, when sooner), then give the leg its own bound from there.
-                again = slot.health.starts > 0  # a restart (after a crash, a hang), not a first
-                conn = await self._wait_ready(slot)
-                if conn is None:
+                ready = await self.waited(leg)
+                if ready.conn is None:
                     return self._not_ready(leg, query)
-                waited = self._waited(leg, again)
-                deadline = max(deadline, now() + leg.limit_ms / 1000)
+                conn = ready.conn
+                waited = self._waited(leg, ready)
+                deadline = ready.deadline(leg)
                 written = None
                 started = True
             else:
@@ -478,15 +520,27 @@ class _Runner:
             return await self._failed(leg, query, conn, exc, deadline)
         return self._answered(leg, query, conn, result)
 
-    def _waited(self, leg: LegPlan, again: bool) -> str:
-        """What a leg that waited for its provider's start (``again``: a restart) says
-        after its timeout, when that wait ran past the leg's own bound: its bound then
-        began late, and "no reply within 2000 ms" alone would not account for a leg that
-        took 7 s. Empty when the wait ended within the bound."""
-        waited_ms = (now() - self.clock) * 1000
+    async def waited(self, leg: LegPlan) -> _Waited:
+        """A ``wait_ready`` leg's provider once ready (``_wait_ready``), and when it was:
+        waited for once, by its leg or its verify, whichever asks first."""
+        slot = self.pool.slots[leg.provider_id]
+
+        async def wait() -> _Waited:
+            again = slot.health.starts > 0  # a restart (after a crash, a hang), not a first
+            conn = await self._wait_ready(slot)
+            return _Waited(conn, now(), again)
+
+        return await _decide_once(self.waits, leg.provider_id, wait, lambda: _not_ready(leg))
+
+    def _waited(self, leg: LegPlan, ready: _Waited) -> str:
+        """What a leg that waited for its provider's start says after its timeout, when
+        that wait ran past the leg's own bound: its bound then began late, and "no reply
+        within 2000 ms" alone would not account for a leg that took 7 s. Empty when the
+        wait ended within the bound."""
+        waited_ms = (ready.at - self.clock) * 1000
         if waited_ms <= leg.limit_ms:
             return ""
-        what = "restart" if again else "start"
+        what = "restart" if ready.again else "start"
         return f", after waiting {waited_ms:.0f} ms for its {what}"
 
     async def _wait_ready(self, slot: Slot) -> ProviderLink | None:
@@ -565,6 +619,24 @@ class _Runner:
         leg = plan.leg(provider_id)
         limit = leg.limit_ms if leg is not None else None
         deadline = leg.deadline if leg is not None else now()
+        if (
+            leg is not None
+            and leg.action is LegAction.START
+            and leg.wait_ready
+            and not self.behind(self.pool.slots[provider_id])
+        ):
+            # Its leg waits for the provider's start and counts its bound from its ready:
+            # so does its verify, from the same ready, or it would time out (and fail the
+            # start its leg shares) while the provider starts.
+            try:
+                ready = await self.waited(leg)
+                if ready.conn is None:  # not within the request's ready_wait_ms, as its leg
+                    raise _not_ready(leg)
+            except HostdError as exc:  # not asked: a start it failed is not tried again
+                error = f"{type(exc).__name__}: {exc}"  # as ``ask_one`` says a failure
+                replies[provider_id] = VerifyReply(provider_id, None, error, limit_ms=limit)
+                return
+            deadline = ready.deadline(leg)
         replies[provider_id] = await ask_one(
             provider_id, entry, self.send_verify, deadline=deadline, limit_ms=limit
         )

@@ -12,6 +12,8 @@ the second query on, a query answers only once a ``context/verify`` has arrived,
 so it proves the host sends verify concurrently with the fresh query);
 ``turncoat`` (honest on the first query, misstates ``token_cost`` after, B3);
 ``verify_hang`` (answers queries, never answers ``context/verify``).
+``--start-gate PORT COUNTER N``: as ``tests.fixtures.adversarial_provider``'s, its
+N-th start and later ones wait at the test's gate before serving (a slow restart).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from hostd.protocol import (
 )
 from hostd.provider import Provider, ProviderRefusal, make_frame, run_stdio
 from hostd.transport import ProviderConnection
+from tests.fixtures.adversarial_provider import _start_gate
 from tests.fixtures.procs import marked_env
 
 from ._verify_turn import ask_all, finish
@@ -153,7 +156,11 @@ def _main() -> None:
     parser.add_argument("--name", default="files")
     parser.add_argument("--mode", default="honest")
     parser.add_argument("--range", default=None)
+    parser.add_argument("--start-gate", nargs=3, default=None)
     args = parser.parse_args()
+    if args.start_gate is not None:
+        port, counter, gated_from = args.start_gate
+        _start_gate(int(port), counter, int(gated_from))
     run_stdio(FileProvider(Path(args.root), args.name, args.mode, args.range))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from pathlib import Path
@@ -228,3 +229,36 @@ async def test_consent_is_decided_once_per_provider_for_its_query_and_its_verify
         second = await _ask(host)  # live: judged by the plan, for the query and the verify
     assert second.figures["verify_providers"] == 1 and second.figures["reused"] == 3
     assert len(asked) == 1
+
+
+async def test_a_verify_waits_for_its_providers_restart_as_its_leg_does(tmp_path: Path) -> None:
+    """A provider restarting when a turn asks is waited for (the request names no
+    ``timeout_ms``); its leg's bound then counts from its ready, and so does its verify's:
+    a restart slower than that bound neither times the verify out nor fails the leg."""
+    limit_ms = 2000  # each call's bound once the provider is up: a hang guard
+    root = _tree(tmp_path)
+    async with Gate() as gate:
+        restart_gated = ("--start-gate", str(gate.port), str(tmp_path / "starts"), "2")
+        p = spec("p", root, timeout_ms=limit_ms)
+        p = dataclasses.replace(p, command=[*p.command, *restart_gated])
+        async with Host([p]) as host:
+            await _ask(host)  # its frames held for the next turn, to verify
+            gate.close()  # its second start (the restart) waits at the gate
+            turn: dict[str, FanOut] = {}
+
+            async def ask() -> None:
+                turn["fan"] = await _ask(host)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host.restart_provider, "p")
+                await gate.wait_held(1)
+                tg.start_soon(ask)
+                await anyio.wait_all_tasks_blocked()  # the turn planned, waiting for p
+                # Its restart outlasts the bound the turn planned for its leg and verify.
+                await anyio.sleep(limit_ms / 1000 * 1.25)
+                gate.open()
+    fan = turn["fan"]
+    assert fan.reports["p"].status == "ok", fan.reports["p"].to_wire()
+    assert fan.figures["verify_providers"] == 1 and fan.figures["reused"] == 3, fan.figures
+    assert {v["state"] for v in fan.verification.values()} == {"provider_verified"}
+    _one_entry_per_frame_id(fan)
