@@ -572,7 +572,7 @@ def _log_leg(report: LegReport) -> None:
     fields = {
         "provider": report.provider_id,
         "status": status.value,
-        "latency_ms": report.latency_ms,
+        "latency_ms": round(report.latency_ms, 3),  # as the wire's leg report has it
         "frames_offered": report.frames_offered,
         "frames_accepted": report.frames_accepted,
         "max_tokens": report.max_tokens,

@@ -53,6 +53,10 @@ async def test_compose_returns_a_prompt_whose_audit_explains_every_frame(start_d
     rid = result.request_id
     legs = [e for e in daemon.events("provider.leg") if e.get("request_id") == rid]
     assert sorted(e["provider"] for e in legs) == ["alpha", "beta", "gamma"]
+    # Each leg's latency as the result's leg report has it (to 3 decimals).
+    assert {e["provider"]: e["latency_ms"] for e in legs} == {
+        p.provider_id: p.latency_ms for p in result.providers
+    }
     (summary,) = [e for e in daemon.events("compose.audit.summary") if e["request_id"] == rid]
     entries = result.audit.entries
     assert summary["entries"] == len(entries)
