@@ -27,6 +27,11 @@ its leg, its status and its log event say them), check-provider's row, and the c
 summary when a daemon of an older version left them out. A remote provider has no pipe
 to flush: what to check instead (``NO_REMOTE_HANDSHAKE``) is in its transport's timeout
 itself, likewise, and check-provider's row.
+
+A provider that failed with its process: the last lines it wrote on its stderr (a
+``stderr_tail``, in its health and its leg's error), a line each under its failure
+(``stderr_tail_lines``), in the words ``hostd providers``, ``hostd status``, the compose
+summary and ``hostd mcp``'s ``list_providers`` text share.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ __all__ = [
     "NO_REMOTE_HANDSHAKE",
     "RESTARTING",
     "budget_advice",
+    "failure_tail_lines",
     "restarting_advice",
     "restarting_failures",
+    "stderr_tail_lines",
     "warming_advice",
     "warming_doing",
     "warming_ids",
@@ -230,3 +237,41 @@ def budget_advice(result: Mapping[str, Any]) -> str | None:
         f"none within the {hint.get('had')} tokens it was asked for; a budget of at least "
         f"{need} is the least at which one could fit (it asks {pid} for {asked} tokens)"
     )
+
+
+#: The most of a ``stderr_tail`` shown: what a failure keeps of it
+#: (``hostd.errors.MAX_STDERR_TAIL_CHARS`` characters, 20 lines), so a reply from a
+#: daemon of another version never floods a terminal or a model's context.
+_TAIL_SHOWN_CHARS = 1000
+_TAIL_SHOWN_LINES = 20
+#: How a ``stderr_tail`` joins its lines, and marks the ones left out.
+_TAIL_JOIN = " | "
+_LEFT_OUT = "…"
+
+
+def stderr_tail_lines(pid: str, tail: Any) -> list[str]:
+    """Under ``pid``'s failure: the last lines its process wrote on its stderr (a
+    ``stderr_tail``: one line, joined by `` | ``), a header naming it, then one line
+    each, indented; at most ``_TAIL_SHOWN_LINES`` lines and ``_TAIL_SHOWN_CHARS``
+    characters, the earliest left out (its end is the provider's last words). None
+    when it wrote none."""
+    if not isinstance(tail, str) or not tail.strip():
+        return []
+    if len(tail) > _TAIL_SHOWN_CHARS:
+        tail = _LEFT_OUT + tail[-(_TAIL_SHOWN_CHARS - 1) :]
+    said = tail.split(_TAIL_JOIN)
+    if len(said) > _TAIL_SHOWN_LINES:
+        said = [_LEFT_OUT, *said[-(_TAIL_SHOWN_LINES - 1) :]]
+    return [f"{pid}: its stderr ended with:", *(f"    {line}" for line in said)]
+
+
+def failure_tail_lines(row: Mapping[str, Any]) -> list[str]:
+    """``stderr_tail_lines`` of a ``providers/list`` row whose last failure is what is
+    said of it: one not ready, with a last failure, that is not a failed warm-up (its
+    warm-up's message is said instead). None otherwise."""
+    health = row.get("health") or {}
+    if row.get("state") == "ready" or not health.get("last_failure"):
+        return []
+    if health.get("readiness") == "failed" and isinstance(health.get("progress"), Mapping):
+        return []
+    return stderr_tail_lines(str(row.get("id")), health.get("stderr_tail"))

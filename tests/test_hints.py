@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd._hints import warming_state
+from hostd._hints import failure_tail_lines, stderr_tail_lines, warming_state
 from hostd.errors import IDS_NAMED, did_you_mean, unknown_provider
 
 
@@ -134,3 +134,29 @@ def test_an_adapters_shortfall_says_a_crash_loop_keeps_failing_without_quoting_i
     assert "still warming: files. " in said and "keeps failing: notes. " in said
     assert "exit status 3" not in said  # a provider's own words stay out of this line
     assert "`hostd providers --connect`" in said
+
+
+def test_a_stderr_tail_is_shown_a_line_each_under_its_provider_and_bounded() -> None:
+    assert stderr_tail_lines("notes", "loading | IndexLocked: locked") == [
+        "notes: its stderr ended with:",
+        "    loading",
+        "    IndexLocked: locked",
+    ]
+    assert stderr_tail_lines("notes", None) == stderr_tail_lines("notes", " ") == []
+    # More than a failure keeps (a daemon of another version): its last lines, marked.
+    many = stderr_tail_lines("notes", " | ".join(f"line {i}" for i in range(50)))
+    assert many[1:3] == ["    …", "    line 31"] and many[-1] == "    line 49"
+    assert len(many) == 21
+    long = stderr_tail_lines("notes", "x" * 5000 + " | the end")
+    assert long[-1] == "    the end" and len("".join(long)) < 1100
+    assert long[1].startswith("    …x")
+
+
+def test_a_stderr_tail_is_shown_only_under_a_last_failure_that_is_said() -> None:
+    health = {"last_failure": "crashed: exited with status 1", "stderr_tail": "boom"}
+    down = {"id": "notes", "state": "crashed", "health": health}
+    assert failure_tail_lines(down) == ["notes: its stderr ended with:", "    boom"]
+    assert failure_tail_lines({**down, "state": "ready"}) == []
+    assert failure_tail_lines({**down, "health": {"stderr_tail": "boom"}}) == []
+    warm_up = {**health, "readiness": "failed", "progress": {"message": "no index"}}
+    assert failure_tail_lines({**down, "state": "failed", "health": warm_up}) == []

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast
 import anyio
 
 from hostd._citations import ranked_citations
+from hostd._hints import failure_tail_lines
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config, HostSettings, ProviderSettings
@@ -534,23 +535,13 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
             )
             when = f" ({duration(float(ago))} ago)" if ago is not None else ""
             sys.stderr.write(f"hostd: {p.get('id')}: {failure}{when}\n")
-            tail = health.get("stderr_tail")
-            if tail and failure == health.get("last_failure"):
-                _stderr_tail_lines(str(p.get("id")), str(tail))
+            for said in failure_tail_lines(p):  # what its stderr ended with, a line each
+                sys.stderr.write(f"hostd: {said}\n")
             for line in interpreter_advice(cfg, {str(p.get("id")): str(failure)}):
                 sys.stderr.write(f"hostd: {line.strip()}\n")
     if isinstance(reranker, dict):
         _reranker_lines(reranker)
     return EXIT_OK
-
-
-def _stderr_tail_lines(pid: str, tail: str) -> None:
-    """Under a failed provider's failure, on stderr: the last lines its process wrote
-    on its stderr (its health's ``stderr_tail``, one line joined by `` | ``), a line
-    each, indented."""
-    sys.stderr.write(f"hostd: {pid}: its stderr ended with:\n")
-    for said in tail.split(" | "):
-        sys.stderr.write(f"hostd:     {said}\n")
 
 
 def _reranker_lines(r: dict[str, Any]) -> None:
