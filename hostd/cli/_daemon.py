@@ -3,7 +3,8 @@ or the one named), asked over its own API.
 
 ``status`` prints what ``host/status`` answers (pid, uptime, socket, the config it
 runs and whether that file changed since, requests in flight), each provider's
-state from ``providers/list`` and the ``[reranker]``'s, exit 4 when one is down.
+state from ``providers/list`` (under one that is down, what its stderr ended with, as
+``hostd providers`` shows it) and the ``[reranker]``'s, exit 4 when one is down.
 ``stop`` asks for a graceful stop (``host/shutdown``:
 in-flight requests finish within the grace period, every provider is shut down)
 and says ``stopped`` only once the daemon's process has exited, watched through a
@@ -24,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from hostd._hints import failure_tail_lines
 from hostd.config import Config
 from hostd.errors import DaemonNotPermitted, HostdError, NoDaemon
 
@@ -185,6 +187,8 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     ]
     for row in providers:
         out.append(f"provider {row.get('id')}: {provider_state(row)}")
+        if row.get("state") in ("crashed", "failed"):  # its line says its last failure
+            out += [f"  {said}" for said in failure_tail_lines(row)]
     if isinstance(reranker, dict):
         out.append(f"[reranker] {reranker.get('kind')}: {reranker_state(reranker)}")
     sys.stdout.write("".join(f"{line}\n" for line in out))

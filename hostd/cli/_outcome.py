@@ -20,6 +20,7 @@ from hostd._hints import (
     budget_advice,
     restarting_advice,
     restarting_failures,
+    stderr_tail_lines,
     warming_advice,
     warming_ids,
     warming_state,
@@ -246,7 +247,8 @@ def leg_failures(
     dropped: bool = True,
     roots: Mapping[str, Sequence[Path]] | None = None,
 ) -> list[str]:
-    """One line per provider leg that failed: its id, status and the error it gave; per
+    """One line per provider leg that failed: its id, status and the error it gave (then
+    what its process's stderr ended with, a line each, when it carries that); per
     ``ok`` leg that gave nothing with a reason (its ``note``); and with ``dropped``, per
     ``ok`` leg whose frames were dropped for what it sent (an invalid frame, a wrong
     digest, …): how many, and why (``roots``: each provider's trusted roots, named when
@@ -280,6 +282,8 @@ def leg_failures(
                 how += f"; {NO_HANDSHAKE}"
             how += f"; if it is only slow, raise its [[provider]] {key}"
         lines.append(f"  {p.get('provider_id')}: {status}" + (f": {how}" if how else ""))
+        said = stderr_tail_lines(str(p.get("provider_id")), error.get("stderr_tail"))
+        lines += [f"  {line}" for line in said]  # under it, as `hostd providers` shows them
     return lines
 
 

@@ -44,6 +44,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 import hostd
+from hostd._hints import failure_tail_lines
 from hostd._log import get_logger
 from hostd._param_words import expected, field_name, given, quoted, refusal
 from hostd.errors import HostdError, RpcError
@@ -328,7 +329,11 @@ async def _providers(backend: Backend) -> types.CallToolResult:
         return _failed(exc)
     reranker = result.get("reranker")  # a daemon older than the key has none
     structured = {"providers": result["providers"], "reranker": reranker}
-    lines = [f"{p['id']}\t{p['binding']}\t{p['state']}" for p in result["providers"]]
+    lines = []
+    for p in result["providers"]:
+        lines.append(f"{p['id']}\t{p['binding']}\t{p['state']}")
+        # Under one that is down, what its stderr ended with (as `hostd providers` shows it).
+        lines += [f"  {said}" for said in failure_tail_lines(p)]
     if isinstance(reranker, dict):  # whether strategy "rerank" is ranked by it now
         asks, fell = reranker.get("asks", 0), reranker.get("fallbacks", 0)
         lines.append(

@@ -234,3 +234,25 @@ def test_compose_as_of_answers_with_what_was_true_then(tmp_path: Path) -> None:
     assert now.returncode == 0, now.stderr
     assert "port 6543" in now.stdout and "5432" not in now.stdout
     assert 'valid="2026-06-01..">' in now.stdout
+
+
+def test_a_failed_legs_line_is_followed_by_what_its_stderr_ended_with(tmp_path: Path) -> None:
+    """A leg whose provider's process failed: under its line in the summary, the last
+    lines it wrote on its stderr (the leg's ``error.stderr_tail``), bounded, one a line,
+    as ``hostd providers`` shows them."""
+    config = _config(tmp_path, ("alpha", 2))
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "noisy_start_crash"]
+    with config.open("a") as fh:
+        fh.write(f'\n[[provider]]\nid = "noisy"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n')
+    done = _hostd("--config", str(config), "compose", "anything")
+    assert done.returncode == 0, done.stderr  # alpha's evidence
+    lines = done.stderr.splitlines()
+    at = lines.index("hostd:   noisy: its stderr ended with:")
+    assert lines[at - 1].startswith("hostd:   noisy: crashed: "), done.stderr
+    end = lines.index("hostd:       IndexLocked: the index is locked", at)
+    said = lines[at + 1 : end]
+    # Its last lines, the earliest left out (marked), within a failure's bound.
+    assert said[0] == "hostd:       …" and 2 <= len(said) <= 19, done.stderr
+    parts = [int(line.split()[3]) for line in said[1:]]
+    assert parts == list(range(40 - len(parts), 40)), done.stderr
+    assert all(line.endswith(" of the index " + "." * 60) for line in said[1:])

@@ -223,6 +223,46 @@ def test_status_says_why_a_provider_is_down_and_since_when(tmp_path: Path) -> No
         assert child.stop() == 0
 
 
+#: A provider that writes 40 lines on its stderr, its error last, and exits at its start.
+NOISY = ["python", "-m", "tests.fixtures.adversarial_provider", "noisy_start_crash"]
+
+
+def test_status_shows_what_a_down_providers_stderr_ended_with(tmp_path: Path) -> None:
+    """Under a down provider's line, the last lines its process wrote on its stderr
+    (its health's ``stderr_tail``), one a line, in the words ``hostd providers`` uses."""
+    config = _config(tmp_path)
+    text = config.read_text(encoding="utf-8").replace(
+        "[host]\n", "[host]\nretry_failed_after_s = 0\nrestart_backoff_s = 0.01\n"
+    )
+    text += f'[[provider]]\nid = "noisy"\ncommand = {json.dumps(NOISY)}\ncwd = "{ROOT}"\n'
+    config.write_text(text, encoding="utf-8")
+    child = ServeChild(config)
+    assert child.start(60)
+    try:
+        with Client.connect(tmp_path / "run" / "s.sock") as client:
+            while _state(client.providers(), "noisy") != "failed":  # parked: it stays so
+                client.call("context/query", {"goal": "anything", "budget": 100})
+            row = next(r for r in client.providers() if r["id"] == "noisy")
+        shown = run_hostd("--config", str(config), "status")
+        listed = run_hostd("--config", str(config), "providers", "--connect")
+    finally:
+        assert child.stop() == 0
+    tail = row["health"]["stderr_tail"]
+    assert tail.endswith(" | IndexLocked: the index is locked"), tail
+    said = ["noisy: its stderr ended with:", *(f"    {line}" for line in tail.split(" | "))]
+    assert said[1] == "    …" and len(said) <= 21  # bounded: its earliest lines left out
+    lines = shown.stdout.splitlines()
+    at = lines.index("  noisy: its stderr ended with:")
+    assert lines[at - 1].startswith("provider noisy: failed "), shown.stdout
+    assert lines[at : at + len(said)] == [f"  {line}" for line in said], shown.stdout
+    assert lines[at + len(said) :] == []  # the last provider's: nothing after it
+    assert "its stderr ended with" not in shown.stderr
+    # The same lines `hostd providers` shows under its failure (one rendering).
+    rows = listed.stderr.splitlines()
+    at = rows.index("hostd: noisy: its stderr ended with:")
+    assert rows[at : at + len(said)] == [f"hostd: {line}" for line in said], listed.stderr
+
+
 def _state(rows: list[dict[str, object]], pid: str) -> object:
     return next(row["state"] for row in rows if row["id"] == pid)
 

@@ -169,6 +169,30 @@ async def test_list_providers_shows_the_reranker(workdir: Path, marker: str) -> 
     assert text.text.splitlines()[-1].startswith("[reranker]\tprocess\t")
 
 
+async def test_list_providers_shows_what_a_down_providers_stderr_ended_with(
+    workdir: Path, marker: str
+) -> None:
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "noisy_start_crash"]
+    noisy = f'[[provider]]\nid = "noisy"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+    config = write_config(workdir, marker, {"alpha": {}}, extra=noisy)
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            composed = await client.call_tool("compose_context", {"goal": "x"})
+            listed = await client.call_tool("list_providers", {})
+    (leg,) = [p for p in composed.structured_content["providers"] if p["status"] != "ok"]
+    assert (leg["provider_id"], leg["status"]) == ("noisy", "crashed")
+    (row,) = [p for p in listed.structured_content["providers"] if p["id"] == "noisy"]
+    tail = row["health"]["stderr_tail"]
+    assert tail.endswith(" | IndexLocked: the index is locked"), tail
+    # Under its row, its stderr's last lines, one a line, as `hostd providers` shows them.
+    lines = _texts(listed)[0].splitlines()
+    at = lines.index(f"noisy\tjsonrpc\t{row['state']}")
+    said = ["  noisy: its stderr ended with:", *(f"      {x}" for x in tail.split(" | "))]
+    assert lines[at + 1 : at + 1 + len(said)] == said, lines
+    assert lines[0] == "alpha\tjsonrpc\tready"  # a ready one: its row alone
+    assert not lines[1].startswith(" "), lines
+
+
 async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record(
     workdir: Path, marker: str
 ) -> None:
