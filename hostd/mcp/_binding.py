@@ -93,7 +93,7 @@ from hostd.transport import (
 from ._build import Builder, Source
 from ._cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, ReadCache
 from ._frames import Cut, render_arguments
-from ._offered import describe_tools
+from ._offered import describe_tools, unmet_arguments
 from ._served import document, tool_calls, tool_documents, withhold_sdk_logs
 
 __all__ = [
@@ -393,6 +393,10 @@ class McpBindingClient:
                 f"{describe_tools(offered)}",
                 stage="config",
             )
+        by_name = {t.name: t for t in offered}
+        unmet = [unmet_arguments(by_name[name], args) for name, args in self._tools]
+        if any(unmet):  # every such call is refused: the config's fault, found here
+            raise HandshakeFailed("; ".join(u for u in unmet if u), stage="config")
         if not self._tools and (not self.options.get("resources", True) or caps.resources is None):
             offers = ""
             with contextlib.suppress(HostdError):  # the config's fault all the same

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import mcp_types as types
 
-__all__ = ["MAX_TOOLS", "describe_tools"]
+__all__ = ["MAX_TOOLS", "describe_tools", "unmet_arguments"]
 
 #: A name shown as it is: short, and of characters that cannot carry a sentence.
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -38,9 +38,35 @@ def describe_tools(tools: Sequence[types.Tool]) -> str:
     return f"it offers {len(tools)} tool{_s(len(tools))}: {', '.join(said)}"
 
 
-def _tool(tool: types.Tool) -> str:
+def unmet_arguments(tool: types.Tool, arguments: object) -> str | None:
+    """What a configured call of ``tool`` with ``arguments`` lacks, said with its fix, or
+    None: the required arguments (its ``inputSchema``'s ``required``) the configured ones
+    do not give. Such a call can only be refused (MCP servers check arguments against
+    the schema), so it is the config's error, found at the handshake instead of as an
+    ``isError`` no query could ever avoid. Only identifier-shaped names are shown (the
+    rest counted); with one required argument missing and no argument carrying the goal,
+    the fix names ``{query}`` for it."""
+    given = arguments if isinstance(arguments, dict) else {}
+    lacking = [r for r in _required(tool) if r not in given]
+    if not lacking:
+        return None
+    names = [r for r in lacking if isinstance(r, str) and _NAME.fullmatch(r)]
+    unnamed = len(lacking) - len(names)
+    said = ", ".join(names + ([f"{unnamed} more not shown"] if unnamed else []))
+    who = f"MCP tool {tool.name!r}" if _NAME.fullmatch(tool.name) else "a configured MCP tool"
+    said = f"{who} requires {said}, which its configured arguments do not give"
+    if len(names) == 1 and not unnamed and not given:
+        said += f'; e.g. {names[0]} = "{{query}}" gives it the query text'
+    return said
+
+
+def _required(tool: types.Tool) -> list[object]:
     required = tool.input_schema.get("required")
-    listed = required if isinstance(required, list) else []
+    return required if isinstance(required, list) else []
+
+
+def _tool(tool: types.Tool) -> str:
+    listed = _required(tool)
     names = [r for r in listed if isinstance(r, str) and _NAME.fullmatch(r)]
     if not listed:
         return f"{tool.name} (nothing required)"

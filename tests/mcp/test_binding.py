@@ -286,6 +286,32 @@ async def test_the_published_everything_server_serves_its_resources(workdir: Pat
         assert prov["by"] == "mcp-servers/everything"
 
 
+async def test_a_tool_called_without_its_required_argument_fails_at_the_handshake(
+    workdir: Path, marker: str, corpus: Path
+) -> None:
+    """A configured tool whose required argument the config does not give could only be
+    refused at every query (``isError``, its text never quoted, so no reason shown):
+    the handshake says which argument and how to give it, and the provider is
+    ``failed`` at its first start, as for a tool the server lacks."""
+    table = mcp_table("notes", sdk_server(corpus), [corpus], tools=[{"name": "search"}])
+    cfg = config_of(workdir, table, provider_table("alpha", marker))
+    why = (
+        "MCP tool 'search' requires query, which its configured arguments do not give; "
+        'e.g. query = "{query}" gives it the query text'
+    )
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            result = await session.call("context/compose", {"goal": "cache"})
+            (row,) = [
+                p for p in (await session.call("providers/list"))["providers"] if p["id"] == "notes"
+            ]
+    assert report(result, "alpha")["status"] == "ok"
+    assert row["state"] == "failed", row
+    assert row["health"]["last_failure"] == f"handshake_failed: {why}"
+    error = report(result, "notes")["error"]
+    assert error["code"] == "handshake_failed", error
+
+
 async def test_a_tool_the_server_does_not_offer_parks_the_provider_at_once(
     workdir: Path, marker: str, corpus: Path
 ) -> None:
