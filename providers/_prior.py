@@ -40,9 +40,12 @@ DEFAULT_TEST_PRIOR = 0.5
 
 #: Directories that hold tests by the conventions of most ecosystems: ``tests/`` and
 #: ``test/`` (Python, Rust, Java's ``src/test/``, Swift's ``Tests/``), ``__tests__/``
-#: (Jest), ``spec/`` (RSpec, Jasmine). Compared case-folded. ``testing/`` is not one:
-#: it is as often a library's test helpers that the library ships (``numpy/testing``).
-_TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec"})
+#: (Jest), ``spec/`` and ``specs/`` (RSpec, Jasmine, WebdriverIO's ``test/specs/``),
+#: ``e2e/`` (end-to-end suites: Cypress's ``cypress/e2e/``, Playwright's, Angular's).
+#: Compared case-folded. ``testing/`` is not one: it is as often a library's test
+#: helpers that the library ships (``numpy/testing``). The one definition: the
+#: ``files`` and ``semantic`` priors and ``semantic``'s build order all read it.
+_TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec", "specs", "e2e"})
 
 #: File names that are tests wherever they are, by each test runner's own discovery
 #: rule: pytest's ``test_*.py``, ``*_test.py`` and its ``conftest.py``, Django's

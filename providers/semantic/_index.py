@@ -11,7 +11,6 @@ file's chunks rank at ``test_prior`` of their cosine unless the query asks about
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
@@ -88,10 +87,8 @@ def _embed_input(chunk: Chunk) -> str:
     return f"{chunk.index_title}\n{chunk.text}"
 
 
-# Directory names (any part of a path) and file names that say what a file is for, and
-# so when it is embedded (``embed_rank``).
-_TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs", "e2e"})
-_TEST_FILE = re.compile(r"(?:test_.*|.*_test|.*\.test|.*\.spec|conftest)\.[^.]+")
+# Directory names (any part of a path) that say what a file is for, and so when it is
+# embedded (``embed_rank``); a test is told by ``is_test_path``, as the test prior tells it.
 _FIXTURE_DIRS = frozenset(
     {"fixtures", "fixture", "__fixtures__", "testdata", "test_data", "__snapshots__"}
 )
@@ -104,21 +101,21 @@ RANK_SOURCE, RANK_TEST, RANK_FIXTURE, RANK_DOC, RANK_LATE = range(5)
 
 def embed_rank(chunk: Chunk) -> int:
     """When a chunk is embedded in a build, by its path alone: the project's code
-    (``RANK_SOURCE``) first, then tests (a ``tests/`` folder, ``test_*.py``,
-    ``*_test.go``, ``*.spec.ts``), fixtures and test data, docs (a doc file, or a
-    ``docs/`` folder), and last translations and generated code (``locale/``,
-    ``generated/``); a path that is several (``tests/fixtures/``) takes the latest.
-    Queries meanwhile search what is embedded (``SemanticIndex.search``), so the first
-    hour of a long build covers the code a question is most often about."""
+    (``RANK_SOURCE``) first, then tests (``is_test_path``: a ``tests/`` or ``e2e/``
+    folder, ``test_*.py``, ``*_test.go``, ``*.spec.ts``), fixtures and test data, docs
+    (a doc file, or a ``docs/`` folder), and last translations and generated code
+    (``locale/``, ``generated/``); a path that is several (``tests/fixtures/``) takes
+    the latest. Queries meanwhile search what is embedded (``SemanticIndex.search``),
+    so the first hour of a long build covers the code a question is most often about."""
     parts = chunk.rel.split("/")
-    folders, name = set(parts[:-1]), parts[-1]
+    folders = set(parts[:-1])
     if not folders.isdisjoint(_LATE_DIRS):
         return RANK_LATE
     if chunk.kind == "doc" or not folders.isdisjoint(_DOC_DIRS):
         return RANK_DOC
     if not folders.isdisjoint(_FIXTURE_DIRS):
         return RANK_FIXTURE
-    if not folders.isdisjoint(_TEST_DIRS) or _TEST_FILE.fullmatch(name):
+    if is_test_path(chunk.rel):  # the test prior's own rule: one answer to "a test?"
         return RANK_TEST
     return RANK_SOURCE
 

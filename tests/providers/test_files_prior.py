@@ -27,6 +27,9 @@ HOW = "how is the password hasher chosen"
         "Tests/AppTests/Parser.swift",  # SwiftPM's, any case
         "web/__tests__/button.jsx",  # Jest's
         "spec/models/user.rb",  # RSpec's
+        "wdio/specs/login.js",  # a specs/ folder (WebdriverIO's test/specs/)
+        "cypress/e2e/checkout.cy.js",  # an end-to-end suite's e2e/
+        "E2E/smoke.py",
         "app/test_views.py",  # pytest's names, anywhere
         "app/views_test.py",
         "conftest.py",

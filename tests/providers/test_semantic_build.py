@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hostd.protocol import ContextQuery
 from providers import CorpusOptions
+from providers._prior import is_test_path
 from providers.semantic import EmbeddingCache, SemanticIndex, SemanticProvider
 from providers.semantic._index import (
     RANK_DOC,
@@ -187,11 +190,15 @@ def test_embed_rank_reads_what_a_path_is_for() -> None:
     ranks = {
         "django/db/models/query.py": RANK_SOURCE,
         "src/testing_utils_helper.py": RANK_SOURCE,
+        "numpy/testing/utils.py": RANK_SOURCE,  # helpers a library ships (is_test_path)
         "tests/queries/models.py": RANK_TEST,
         "pkg/test_query.py": RANK_TEST,
         "cmd/server_test.go": RANK_TEST,
         "web/app.spec.ts": RANK_TEST,
         "conftest.py": RANK_TEST,
+        "e2e/checkout.ts": RANK_TEST,
+        "wdio/specs/login.js": RANK_TEST,
+        "Tests/AppTests/Parser.swift": RANK_TEST,  # any case, as the prior reads it
         "tests/fixtures/rows.json": RANK_FIXTURE,
         "pkg/testdata/in.txt": RANK_FIXTURE,
         "docs/conf.py": RANK_DOC,
@@ -201,6 +208,27 @@ def test_embed_rank_reads_what_a_path_is_for() -> None:
     for rel, rank in ranks.items():
         assert embed_rank(_Chunk(rel)) == rank, rel  # type: ignore[arg-type] # rel, kind
     assert embed_rank(_Chunk("CHANGES.txt", kind="doc")) == RANK_DOC  # type: ignore[arg-type]
+
+
+_PART = st.sampled_from(
+    ["src", "pkg", "tests", "Test", "testing", "spec", "specs", "e2e", "__tests__", "lib"]
+)
+_NAME = st.sampled_from(
+    ["app.py", "test_app.py", "app_test.go", "app.spec.ts", "conftest.py", "App.java"]
+)
+
+
+@given(st.lists(_PART, max_size=4), _NAME)
+def test_the_build_order_calls_a_file_a_test_as_the_test_prior_does(
+    folders: list[str], name: str
+) -> None:
+    # Past fixtures, docs and generated code, a chunk is embedded with the tests exactly
+    # when the test prior lowers it: one definition of a test file, read by both.
+    class _Chunk:
+        rel, kind = "/".join([*folders, name]), "snippet"
+
+    rank = embed_rank(_Chunk())  # type: ignore[arg-type] # rel, kind
+    assert (rank == RANK_TEST) == is_test_path(_Chunk.rel), _Chunk.rel
 
 
 def test_queries_during_the_first_build_search_what_is_embedded(tmp_path: Path) -> None:
