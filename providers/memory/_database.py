@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._store import parse_keep_forgotten
+
 if TYPE_CHECKING:  # loaded only by the editing commands: serving never reads a config
     from hostd.config import Config
 
@@ -57,18 +59,23 @@ class DatabaseChoiceError(ValueError):
 
 @dataclass(slots=True, frozen=True)
 class MemoryDatabase:
-    """A configured memory provider and the database its process opens."""
+    """A configured memory provider and the database its process opens, and how many
+    forgets' records it keeps (its ``--keep-forgotten``; ``None``: not given)."""
 
     provider_id: str
     path: Path
+    keep_forgotten: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
 class Chosen:
-    """The database an editing command uses, and why (the stderr line's words)."""
+    """The database an editing command uses, and why (the stderr line's words); the
+    ``--keep-forgotten`` of the provider that serves it, so a ``forget`` from the shell
+    keeps as many forgets' records as that provider does (``None``: its default)."""
 
     path: Path
     why: str
+    keep_forgotten: int | None = None
 
 
 def _memory_args(command: Sequence[str]) -> list[str] | None:
@@ -81,14 +88,15 @@ def _memory_args(command: Sequence[str]) -> list[str] | None:
     return None
 
 
-def _db_word(args: Sequence[str]) -> str | None:
-    """The ``--db`` value the provider's own parser takes (the last one given)."""
+def _option_word(args: Sequence[str], option: str) -> str | None:
+    """The value of ``option`` (``--db``) the provider's own parser takes (the last one
+    given)."""
     found: str | None = None
     for i, word in enumerate(args):
-        if word == "--db" and i + 1 < len(args):
+        if word == option and i + 1 < len(args):
             found = args[i + 1]
-        elif word.startswith("--db="):
-            found = word.removeprefix("--db=")
+        elif word.startswith(f"{option}="):
+            found = word.removeprefix(f"{option}=")
     return found
 
 
@@ -98,13 +106,20 @@ def memory_databases(config: Config) -> list[MemoryDatabase]:
     The path is the one the process opens: its ``--db`` (else the global default under
     the environment it is given: hostd passes ``HOME`` and ``XDG_STATE_HOME`` on, and
     its ``env`` table over them), relative to the directory it runs in, which
-    ``hostd.config`` has resolved (``cwd``, default the config file's directory)."""
+    ``hostd.config`` has resolved (``cwd``, default the config file's directory). A
+    ``--keep-forgotten`` that is no count is a ``DatabaseChoiceError`` naming the
+    provider: that provider would not start either."""
     found = []
     for spec in config.provider:
         args = _memory_args(spec.command or ())
         if args is None:
             continue
-        named = _db_word(args)
+        keep_word = _option_word(args, "--keep-forgotten")
+        try:
+            keep = None if keep_word is None else parse_keep_forgotten(keep_word)
+        except ValueError as exc:
+            raise DatabaseChoiceError(f'provider "{spec.id}" of {config.source}: {exc}') from None
+        named = _option_word(args, "--db")
         if named is not None:
             path = Path(named).expanduser()  # as the provider's own parser reads it
         else:
@@ -112,7 +127,7 @@ def memory_databases(config: Config) -> list[MemoryDatabase]:
             path = default_db_path({**inherited, **spec.env})
         if not path.is_absolute():
             path = (spec.cwd or Path.cwd()) / path
-        found.append(MemoryDatabase(spec.id, path))
+        found.append(MemoryDatabase(spec.id, path, keep))
     return found
 
 
@@ -126,7 +141,7 @@ def choose(config: Config, provider: str | None) -> Chosen:
     if provider is not None:
         for db in dbs:
             if db.provider_id == provider:
-                return Chosen(db.path, f'provider "{db.provider_id}" of {where}')
+                return Chosen(db.path, f'provider "{db.provider_id}" of {where}', db.keep_forgotten)
         listed = ", ".join(d.provider_id for d in dbs) or "none"
         raise DatabaseChoiceError(
             f'{where} has no memory provider "{provider}" (its memory providers: {listed})'
@@ -142,7 +157,7 @@ def choose(config: Config, provider: str | None) -> Chosen:
             "name one with --provider ID, or its database with --db PATH"
         )
     (db,) = dbs
-    return Chosen(db.path, f'provider "{db.provider_id}" of {where}')
+    return Chosen(db.path, f'provider "{db.provider_id}" of {where}', db.keep_forgotten)
 
 
 def choose_database(db: Path | None, provider: str | None, config: Path | None = None) -> Chosen:

@@ -35,6 +35,7 @@ from .._cli import http_arguments, serve
 from .._frames import now_timestamp
 from ._database import GLOBAL_DEFAULT, DatabaseChoiceError, choose_database, default_db_path
 from ._store import (
+    KEEP_FORGOTTEN,
     KINDS,
     NEW_ENTRY_KEYS,
     AlreadyForgotten,
@@ -44,6 +45,7 @@ from ._store import (
     TimestampError,
     checked_entry,
     entry_id,
+    parse_keep_forgotten,
     timestamp_key,
 )
 
@@ -291,6 +293,14 @@ def _entry_arg(value: str) -> int:
     return row
 
 
+def _keep_forgotten_arg(value: str) -> int:
+    """A ``--keep-forgotten`` value (``parse_keep_forgotten``), refused as argparse refuses."""
+    try:
+        return parse_keep_forgotten(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number, 0 or more: {value!r}") from None
+
+
 def _db_path(value: str) -> Path:
     """A ``--db`` value: ``~`` is the home directory (``hostd init`` writes it so)."""
     return Path(value).expanduser()
@@ -303,6 +313,14 @@ def _parser(prog: str = "python -m providers.memory") -> argparse.ArgumentParser
         type=_db_path,
         default=argparse.SUPPRESS,
         help=f"memory database (default: {default_db_path()})",
+    )
+    db.add_argument(
+        "--keep-forgotten",
+        metavar="N",
+        type=_keep_forgotten_arg,
+        default=argparse.SUPPRESS,
+        help="how many of the newest forgets' records to keep, so a retried forget names "
+        f"what it made valid again (default: {KEEP_FORGOTTEN}; 0: none)",
     )
     # The editing commands' choice: a project's memory is edited from inside the project.
     edit = argparse.ArgumentParser(add_help=False)
@@ -326,6 +344,15 @@ def _parser(prog: str = "python -m providers.memory") -> argparse.ArgumentParser
         "--provider",
         metavar="ID",
         help="the memory provider (by id) whose database to use, when the config has several",
+    )
+    edit.add_argument(
+        "--keep-forgotten",
+        metavar="N",
+        type=_keep_forgotten_arg,
+        default=argparse.SUPPRESS,
+        help="how many of the newest forgets' records `forget` keeps (default: the "
+        "--keep-forgotten of the memory provider in the config whose database it edits, "
+        f"else {KEEP_FORGOTTEN})",
     )
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -387,6 +414,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.
     parser = _parser(prog)
     args = parser.parse_args(argv)
     given: Path | None = getattr(args, "db", None)
+    keep: int | None = getattr(args, "keep_forgotten", None)
     command = args.command or "serve"
     try:
         if command == "serve":
@@ -402,7 +430,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.
                     "--config PATH (its hostd.toml) or --db PATH"
                 )
             print(f"providers.memory: database {path} ({chosen.why}){hint}", file=sys.stderr)
-        with MemoryStore(path) as store:
+            # A forget here prunes the records the serving provider keeps: as many as it.
+            keep = chosen.keep_forgotten if keep is None else keep
+        keep = KEEP_FORGOTTEN if keep is None else keep
+        with MemoryStore(path, keep_forgotten=keep) as store:
             if command == "serve":
                 print(f"providers.memory: {store.count()} entries in {path}", file=sys.stderr)
                 serve(MemoryProvider(store), args, parser)

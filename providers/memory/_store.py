@@ -55,6 +55,7 @@ __all__ = [
     "NEW_ENTRY_KEYS",
     "checked_entry",
     "entry_id",
+    "parse_keep_forgotten",
     "timestamp_key",
     "utc_timestamp",
 ]
@@ -75,6 +76,20 @@ _MAX_ROW_ID = 2**63 - 1
 #: when a reply was lost, seconds or minutes after its forget, never 10,000 forgets later.
 #: Counted, not dated, so the table's size is bounded whatever the rate of forgets.
 KEEP_FORGOTTEN = 10_000
+
+
+def parse_keep_forgotten(text: str) -> int:
+    """``--keep-forgotten N``: how many forgets' records a store keeps, a whole number,
+    0 or more (0: none, so a retried forget answers ``already`` without ``reopened``);
+    a ``ValueError`` saying so for anything else."""
+    value = text.strip()
+    if not value.isdecimal() or not value.isascii():
+        raise ValueError(
+            f"--keep-forgotten takes a whole number, 0 or more (how many forgets' "
+            f"records to keep), not {text!r}"
+        )
+    return int(value)
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (

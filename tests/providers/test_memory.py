@@ -422,6 +422,19 @@ def test_cli_forget_says_what_it_forgot_and_what_is_valid_again(tmp_path: Path) 
     assert r.returncode == 2 and "not an entry id: give 12, #12 or mem-12" in r.stderr
 
 
+def test_cli_forget_keeps_as_many_forgets_as_keep_forgotten_says(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    assert _cli(db, "add", "--title", "staging DB", "--valid-from", T0, "port 5432").returncode == 0
+    assert _cli(db, "supersede", "#1", "--at", T1, "port 6543").returncode == 0
+    assert _cli(db, "forget", "--keep-forgotten", "0", "2").returncode == 0  # none kept
+    r = _cli(db, "forget", "2")
+    assert (r.returncode, r.stdout) == (0, "#2 was already forgotten\n"), r.stderr
+    for bad in ("-1", "x", "1.5"):
+        r = _cli(db, "forget", "--keep-forgotten", bad, "2")
+        assert r.returncode == 2 and r.stdout == "", bad
+        assert f"--keep-forgotten: not a whole number, 0 or more: '{bad}'" in r.stderr
+
+
 def test_cli_import_names_the_line_it_refuses(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     good = json.dumps({"kind": "fact", "title": "a", "content": "b"})

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hostd.config import load_config, parse_config
-from providers.memory._database import MemoryDatabase, memory_databases
+from providers.memory import DatabaseChoiceError
+from providers.memory._database import MemoryDatabase, choose, memory_databases
 from tests.fixtures.home import fresh_home, hostd_in
 
 FACT = "Invoice numbers restart at 1 every January"
@@ -238,6 +239,43 @@ def test_a_memory_provider_s_database_is_the_one_its_process_opens(
     text = f'[[provider]]\nid = "m"\ncommand = {json.dumps(command)}\n{more}\n'
     (found,) = memory_databases(parse_config(text, base=tmp_path))
     assert found == MemoryDatabase("m", Path(expected.replace("P", str(tmp_path), 1)))
+
+
+def test_a_memory_provider_s_keep_forgotten_is_the_one_its_process_keeps(
+    tmp_path: Path,
+) -> None:
+    head = '[[provider]]\nid = "m"\ncommand = ["python", "-m", "providers.memory", '
+    kept = parse_config(head + '"--keep-forgotten", "50", "--db", "m.db"]\n', base=tmp_path)
+    assert memory_databases(kept) == [MemoryDatabase("m", tmp_path / "m.db", 50)]
+    assert choose(kept, None).keep_forgotten == 50
+    plain = parse_config(head + '"--db", "m.db"]\n', base=tmp_path)
+    assert choose(plain, None).keep_forgotten is None  # the store's default
+    bad = parse_config(head + '"--keep-forgotten=-5"]\n', base=tmp_path)
+    with pytest.raises(DatabaseChoiceError, match=r'provider "m" of .*--keep-forgotten takes'):
+        memory_databases(bad)
+
+
+def test_forget_from_the_shell_keeps_as_many_forgets_as_the_provider_serving_it(
+    tmp_path: Path,
+) -> None:
+    env = fresh_home(tmp_path)
+    db = tmp_path / "m.db"
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        '[[provider]]\nid = "memory"\ncommand = ["python", "-m", "providers.memory", '
+        f'"--db", "{db}", "--keep-forgotten", "1"]\n'
+    )
+
+    def edit(*args: str) -> subprocess.CompletedProcess[str]:
+        return _memory(tmp_path, env, *args, "--config", str(config))
+
+    assert edit("add", "--title", "port", "--valid-from", "2026-01-01", "7000").returncode == 0
+    assert edit("supersede", "1", "--at", "2026-02-01", "8000").returncode == 0
+    assert edit("forget", "2").returncode == 0  # #1 valid again
+    assert edit("forget", "1").returncode == 0  # the one forget kept now
+    again = edit("forget", "2")
+    # With the default 10,000 kept: "(it made #1 valid again)".
+    assert (again.returncode, again.stdout) == (0, "#2 was already forgotten\n"), again.stderr
 
 
 def test_providers_that_are_not_memory_are_not_counted(tmp_path: Path) -> None:

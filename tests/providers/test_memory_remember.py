@@ -229,3 +229,22 @@ async def test_a_child_process_remembers_then_serves_the_entry(db: Path) -> None
         assert await peer.call("memory/forget", {"id": added["id"]}) == {"forgotten": "mem-1"}
         found = await peer.call("context/query", {"query": query})
         assert found["frames"] == []
+
+
+@pytest.mark.anyio
+async def test_keep_forgotten_on_its_command_bounds_the_forgets_a_child_records(
+    db: Path,
+) -> None:
+    command = ["-m", "providers.memory", "--db", str(db), "--keep-forgotten", "1"]
+    async with StdioPeer(command) as peer:
+        await peer.handshake()
+        first = {"kind": "fact", "title": "port", "content": "port 7000", "valid_from": T0}
+        await peer.call("memory/remember", first)
+        second = {**first, "content": "port 8000", "valid_from": T1, "supersedes": "mem-1"}
+        await peer.call("memory/remember", second)
+        said = await peer.call("memory/forget", {"id": "mem-2"})
+        assert said == {"forgotten": "mem-2", "reopened": "mem-1"}
+        await peer.call("memory/forget", {"id": "mem-1"})  # the one forget it keeps now
+        # With the default 10,000 kept, this retry would still name mem-1.
+        again = await peer.call("memory/forget", {"id": "mem-2"})
+        assert again == {"forgotten": "mem-2", "already": True}
