@@ -455,7 +455,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.
                 _print_entry(old, args.json)
                 _print_entry(new, args.json)
             elif command == "list":
-                for entry in store.list(as_of=args.as_of, include_all=args.all):
+                # Printed as each page is read: a large store's first lines come at once,
+                # and no more than a page is held.
+                for entry in store.entries(as_of=args.as_of, include_all=args.all):
                     _print_entry(entry, args.json)
             elif command == "forget":
                 try:

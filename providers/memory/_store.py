@@ -47,6 +47,7 @@ __all__ = [
     "FTS_HALF_SCORE",
     "KEEP_FORGOTTEN",
     "KINDS",
+    "LIST_PAGE",
     "AlreadyForgotten",
     "Entry",
     "MemoryStore",
@@ -67,6 +68,9 @@ FTS_HALF_SCORE = 4.0
 _FTS5_MIN_IDF = 1e-6
 #: Ids per ``IN (...)`` when reading the hits' entries: under every SQLite's variable limit.
 _IDS_PER_READ = 500
+#: Entries per statement when listing (``MemoryStore.entries``): what is held at once,
+#: whatever the store's size.
+LIST_PAGE = 500
 _FRACTION_DIGITS = 9
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 #: Row ids are SQLite integers (at most 2**63 - 1, 19 digits): a longer id is no row's.
@@ -589,17 +593,38 @@ class MemoryStore:
             ).fetchone()
         return _entry(row) if row else None
 
-    def list(self, *, as_of: str | None = None, include_all: bool = False) -> list[Entry]:
+    def list(self, *, as_of: str | None = None, include_all: bool = False) -> builtins.list[Entry]:
         """Entries valid at ``as_of`` (default now), oldest first; all with ``include_all``."""
-        sql = f"SELECT {_COLUMNS} FROM entries"
-        params: tuple[str, ...] = ()
+        return builtins.list(self.entries(as_of=as_of, include_all=include_all))
+
+    def entries(
+        self, *, as_of: str | None = None, include_all: bool = False, page: int = LIST_PAGE
+    ) -> Iterator[Entry]:
+        """``list``'s entries, oldest first, read ``page`` at a time (one statement each,
+        from the id the last one ended at), so a store of any size is listed in bounded
+        memory and its first entries come at once. The lock is held only while a page is
+        read: the provider's queries and writes go on between pages. Each page is read as
+        the database is then; entries recorded after the listing began are left out (ids
+        above the highest there was), so a listing ends even while writes go on."""
+        if page < 1:
+            raise ValueError(f"page must be 1 or more, not {page}")
+        where = "id > ? AND id <= ?"
+        window: tuple[str, ...] = ()
         if not include_all:
-            sql += " WHERE valid_from_key <= ? AND (valid_to_key IS NULL OR valid_to_key > ?)"
+            where += " AND valid_from_key <= ? AND (valid_to_key IS NULL OR valid_to_key > ?)"
             key = timestamp_key(now_timestamp() if as_of is None else utc_timestamp(as_of))
-            params = (key, key)
+            window = (key, key)
+        sql = f"SELECT {_COLUMNS} FROM entries WHERE {where} ORDER BY id LIMIT ?"
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY id", params).fetchall()
-        return [_entry(r) for r in rows]
+            last = self._db.execute("SELECT max(id) FROM entries").fetchone()[0]
+        after = 0
+        while last is not None:
+            with self._lock:
+                rows = self._db.execute(sql, (after, last, *window, page)).fetchall()
+            yield from (_entry(row) for row in rows)
+            if len(rows) < page:  # short: the last page, so no statement to find none left
+                return
+            after = int(rows[-1][0])
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: it changes when another connection (another
