@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio.to_thread
 import orjson
 
+from hostd._stdout import emit, finish
 from hostd.protocol import (
     Capabilities,
     CgpErrorCode,
@@ -239,11 +240,11 @@ def _entry_text(entry: Entry) -> str:
     return f"#{entry.id} {entry.kind} {window}{flag}\n    {entry.title}: {entry.content}"
 
 
-def _print_entry(entry: Entry, as_json: bool) -> None:
+def _print_entry(entry: Entry, as_json: bool) -> bool:
+    """Print one entry; False once stdout's reader has gone (``| head``: ``emit``)."""
     if as_json:
-        print(orjson.dumps(entry.to_json()).decode())
-        return
-    print(_entry_text(entry))
+        return emit(orjson.dumps(entry.to_json()).decode())
+    return emit(_entry_text(entry))
 
 
 #: The members an ``import`` line must have.
@@ -413,6 +414,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.
     help and usage (``hostd memory`` runs it too)."""
     parser = _parser(prog)
     args = parser.parse_args(argv)
+    try:
+        return _run(parser, args)
+    finally:
+        finish()  # what stdout's reader no longer takes is dropped, not a traceback
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     given: Path | None = getattr(args, "db", None)
     keep: int | None = getattr(args, "keep_forgotten", None)
     command = args.command or "serve"
@@ -458,17 +466,18 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m providers.
                 # Printed as each page is read: a large store's first lines come at once,
                 # and no more than a page is held.
                 for entry in store.entries(as_of=args.as_of, include_all=args.all):
-                    _print_entry(entry, args.json)
+                    if not _print_entry(entry, args.json):
+                        break  # its reader has gone: no more pages read for nobody
             elif command == "forget":
                 try:
                     gone, reopened = store.forget(args.id)
                 except AlreadyForgotten as exc:  # run twice: what was asked holds
                     then = "" if exc.reopened is None else f" (it made #{exc.reopened} valid again)"
-                    print(f"#{args.id} was already forgotten{then}")
+                    emit(f"#{args.id} was already forgotten{then}")
                     return 0
-                print(f"forgot {_entry_text(gone)}")
+                emit(f"forgot {_entry_text(gone)}")
                 if reopened is not None:
-                    print(f"valid again (#{gone.id} had superseded it): {_entry_text(reopened)}")
+                    emit(f"valid again (#{gone.id} had superseded it): {_entry_text(reopened)}")
     except KeyError as exc:  # no such entry: its message, not a KeyError's quoted repr
         print(f"providers.memory: {exc.args[0]}", file=sys.stderr)
         return 1

@@ -109,3 +109,47 @@ def test_list_all_of_thousands_of_entries_is_complete_and_in_order(tmp_path: Pat
     )
     heads = [line for line in text.stdout.splitlines() if line.startswith("#")]
     assert [int(h.split()[0][1:]) for h in heads] == list(range(1, MANY + 1))
+
+
+def _closed_after_one_line(args: list[str], stdin: str | None = None) -> tuple[int, str]:
+    """Run ``python -m providers.memory ARGS`` with a stdout whose reader reads one line
+    and closes the pipe (``| head -1``): its exit status and its stderr."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "providers.memory", *args],
+        cwd=REPO,
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdin is not None and child.stdout is not None
+        assert child.stderr is not None
+        if stdin is not None:
+            child.stdin.write(stdin)
+        child.stdin.close()
+        assert child.stdout.readline()
+        child.stdout.close()  # the reader has gone
+        status = child.wait(timeout=120)  # a hang guard
+        return status, child.stderr.read()
+
+
+def test_a_listing_whose_reader_goes_away_ends_quietly(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    _filled(db, MANY)  # more than a pipe's buffer holds, printed
+    status, err = _closed_after_one_line(["list", "--all", "--db", str(db)])
+    assert status == 0, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_an_import_whose_reader_goes_away_still_imports_every_entry(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    lines = "".join(
+        json.dumps({"kind": "fact", "title": f"t{i}", "content": f"imported {i}"}) + "\n"
+        for i in range(MANY)
+    )
+    status, err = _closed_after_one_line(["import", "--db", str(db)], stdin=lines)
+    assert status == 0, err
+    assert "Traceback" not in err, err
+    with MemoryStore(db) as store:
+        assert len(store.list(include_all=True)) == MANY  # nothing cut short by the pipe
