@@ -63,7 +63,7 @@ from ._plan import (
     least_budget,
     plan_fan_out,
 )
-from ._pool import ProviderPool
+from ._pool import ProviderPool, Reconfigured
 from ._report import Excluded, FanOut, LegReport, LegStatus, honest_cost
 from ._rerank import RERANKER_ID, Reranker, RerankOutcome, RerankService, rerank_order
 from ._rerank_api import RerankApi, rerank_url
@@ -101,6 +101,7 @@ __all__ = [
     "PoolSettings",
     "ProgressDone",
     "ProviderPool",
+    "Reconfigured",
     "ProviderSpec",
     "ProviderState",
     "ProviderView",

@@ -56,7 +56,7 @@ from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all
 from ._launch import PoolSettings
 from ._outcome import WARMING_PARTIAL
 from ._plan import ProviderView, plan_fan_out
-from ._pool import ProviderPool, Slot
+from ._pool import ProviderPool, Reconfigured, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, run_fan_out
 from ._spec import ProviderSpec
@@ -293,6 +293,8 @@ class Host:
         callbacks: TaskGroup | None = None
 
         credentials = self.pool.launcher.credentials
+        # The slots planned: a reload meanwhile may drop or replace a provider's.
+        by_id = {slot.spec.id: slot for slot in slots}
 
         def on_reply(reply: LegReply) -> None:
             leg = plan.leg(reply.provider_id)
@@ -307,7 +309,7 @@ class Host:
             # provider is ``warming``, and says how far it got.
             faulty = any(cause != WARMING_PARTIAL for cause in report.partial)
             self.pool.record_leg(
-                self.pool.slots[leg.provider_id],
+                by_id[leg.provider_id],
                 report.status,
                 report.error_message,
                 report.note if faulty else None,
@@ -510,6 +512,46 @@ class Host:
                 row["health"]["verification"] = self.verify_stage.health(pid)
             out.append(row)
         return out
+
+    def reconfigure(self, specs: Iterable[ProviderSpec], *, start: bool) -> Reconfigured:
+        """Serve the providers of a reloaded config from now on (``ProviderPool.reconfigure``;
+        sync: no request plans between the old set and the new): the unchanged keep
+        running; the removed, and the old slots of the changed, are retired (their
+        processes are stopped by ``stop_retired``); the added and changed are registered
+        and, with ``start``, their starts begun (not waited for: they warm as a booting
+        daemon's do, and a request that asks meanwhile joins the start). The verify
+        stage's roots and the consent ledger's destinations follow the new specs."""
+        if self.pool.closing or not self.pool.running:
+            raise ShuttingDown("host is shutting down")
+        done = self.pool.reconfigure(specs)
+        fresh = [self.pool.slots[pid] for pid in (*done.added, *done.changed)]
+        stage = self.verify_stage
+        if stage is not None:
+            for pid in (*done.removed, *done.changed):
+                stage.trusted_roots.pop(pid, None)
+                stage.provider_untrusted.pop(pid, None)
+            for slot in fresh:
+                spec = slot.spec
+                stage.trusted_roots[spec.id] = tuple(spec.trusted_roots)
+                if spec.untrusted is not None:
+                    stage.provider_untrusted[spec.id] = spec.untrusted
+            stage.remote = frozenset(pid for pid, s in self.pool.slots.items() if s.spec.remote)
+        if self._owned_store is not None:
+            where = self._owned_store.destinations
+            for pid in (*done.removed, *done.changed):
+                where.pop(pid, None)
+            for slot in fresh:
+                if slot.spec.url:
+                    where[slot.spec.id] = consent_destination(slot.spec.url)
+        if start:
+            for slot in fresh:
+                self.pool.begin_start(slot)
+        return done
+
+    async def stop_retired(self, done: Reconfigured) -> None:
+        """Stop the processes ``reconfigure`` took out, as at shutdown; returns once each
+        has exited (a leg still on one fails: ``provider connection closed``)."""
+        await self.pool.stop_retired(done.retired)
 
     async def restart_provider(self, provider_id: str) -> dict[str, Any]:
         """``providers/restart``: the provider stopped if running, its failures forgotten

@@ -207,6 +207,17 @@ class Launcher:
         shown = REDACTED if spec.token_file is not None or spec.token_env is not None else None
         return {"url": shown_url(spec.url or ""), "credential": shown}
 
+    async def forget(self, provider_id: str) -> None:
+        """Drop what was made for a provider a reload took out (its remote endpoint's
+        pooled client, closed; its redactor): a provider of the same id added back is
+        made anew from its new spec."""
+        redactor = self._redactors.pop(provider_id, None)
+        if redactor is not None and redactor in self._guarded:
+            self._guarded.remove(redactor)
+        endpoint = self._remotes.pop(provider_id, None)
+        if endpoint is not None:
+            await endpoint.aclose()
+
     async def aclose(self) -> None:
         """Close every remote endpoint's pooled client (the pool is ending)."""
         for endpoint in self._remotes.values():

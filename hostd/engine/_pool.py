@@ -36,14 +36,18 @@ of memory) is counted as a crash as soon as its exit is seen, not when a request
 finds it dead (``exited``): ``providers/list`` says why it is down at once, with its
 exit status or signal and its stderr's tail. Opening a connection (spawn and
 handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads the
-pool; it never spawns or closes a process itself.
+pool; it never spawns or closes a process itself. A config reload (``reconfigure``)
+changes the set of slots: an unchanged provider's is kept as it is; a removed or
+changed one's is retired (never started again, its process stopped by
+``stop_retired``, a leg still on it failing with the reload's words), a fresh slot
+taking a changed one's place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack, suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -88,7 +92,7 @@ from ._launch import Launcher, PoolSettings
 from ._outcome import stderr_tail_of
 from ._spec import ProviderSpec
 
-__all__ = ["ProviderPool", "Slot"]
+__all__ = ["ProviderPool", "Reconfigured", "Slot"]
 
 log = get_logger("hostd.engine")
 
@@ -136,6 +140,18 @@ def _cannot_run(exc: HostdError) -> bool:
     return exc.data.get("stage") in ("start", "config")
 
 
+@dataclass(slots=True, frozen=True)
+class Reconfigured:
+    """What ``ProviderPool.reconfigure`` did, by provider id (each list sorted)."""
+
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+    kept: list[str]
+    #: The slots taken out (removed, and the old slots of changed providers).
+    retired: list[Slot]
+
+
 class Slot:
     """One configured provider's runtime state inside the pool."""
 
@@ -148,6 +164,7 @@ class Slot:
         "late_seen",
         "policy",
         "refusal",
+        "retired",
         "revive",
         "spec",
         "start_deadline",
@@ -185,6 +202,9 @@ class Slot:
         #: Its pending start with no request asking (``ProviderPool._revive``): the scope
         #: that cancels it, while it waits out a backoff or a cool-down.
         self.revive: anyio.CancelScope | None = None
+        #: Taken out of the pool by a config reload (``ProviderPool.reconfigure``): never
+        #: started again; a request planned before the reload fails its leg with this.
+        self.retired: ProviderCrashed | None = None
 
     @property
     def health(self) -> Health:
@@ -318,6 +338,59 @@ class ProviderPool:
             for slot in self.slots.values():
                 tg.start_soon(one, slot)
 
+    def reconfigure(self, specs: Iterable[ProviderSpec]) -> Reconfigured:
+        """Take the providers of a reloaded config (sync: no await, so no request plans
+        between the old set and the new): a provider whose spec is unchanged keeps its
+        slot (its process, its health); one removed, or whose spec changed, has its slot
+        retired (never started again; its connection is the caller's to stop:
+        ``stop_retired``), a changed one replaced by a fresh slot; one added gets a slot,
+        started by the first request that asks (or by ``begin_start``)."""
+        new = {spec.id: spec for spec in specs}
+        kept: list[str] = []
+        changed: list[str] = []
+        retired: list[Slot] = []
+        for pid, slot in list(self.slots.items()):
+            spec = new.get(pid)
+            if spec == slot.spec:
+                kept.append(pid)
+                continue
+            why = "removed from the config" if spec is None else "its config section changed"
+            slot.retired = ProviderCrashed(f"provider stopped by a config reload: {why}")
+            self._cancel_revive(slot)
+            retired.append(slot)
+            del self.slots[pid]
+            if spec is not None:
+                changed.append(pid)
+        added = [pid for pid in new if pid not in self.slots and pid not in changed]
+        for pid in (*changed, *added):
+            self.slots[pid] = Slot(new[pid], self.settings.restart_policy)
+        self._ordered = tuple(sorted(self.slots.values(), key=lambda s: s.spec.id))
+        removed = [s.spec.id for s in retired if s.spec.id not in new]
+        return Reconfigured(sorted(added), sorted(removed), sorted(changed), sorted(kept), retired)
+
+    async def stop_retired(self, retired: Iterable[Slot]) -> None:
+        """Stop the processes of slots ``reconfigure`` retired, as ``stop_all`` does at
+        shutdown (each connection's teardown ladder, concurrently, shielded); a leg still
+        on one fails (``provider connection closed``). Returns once each has exited."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for slot in retired:
+                    conn, slot.conn = slot.conn, None
+                    if conn is not None and not conn.closed:
+                        tg.start_soon(conn.aclose)
+                    if slot.health.state is ProviderState.READY:
+                        slot.health = replace(slot.health, state=ProviderState.STOPPED)
+            for slot in retired:
+                await self.launcher.forget(slot.spec.id)
+
+    def begin_start(self, slot: Slot) -> None:
+        """Begin ``slot``'s start in the pool's task group, waited for by no one (a
+        reload's added provider, as a booting daemon starts its providers); nothing when
+        it is live or a start is under way."""
+        if self.closing or self._tg is None or slot.starting is not None or slot.live():
+            return
+        self._begin(slot, changed=False, boot=True)
+
     async def stop_all(self) -> None:
         """Tear every running provider down, concurrently (shielded by the caller)."""
         async with anyio.create_task_group() as tg:
@@ -336,6 +409,8 @@ class ProviderPool:
         Waiting for a start is bounded by the caller's scope; the start itself is not.
         ``boot``: asked by ``start_all``, for no request."""
         while True:
+            if slot.retired is not None:
+                raise ProviderCrashed(slot.retired.message, **slot.retired.data)
             conn = slot.live()
             if conn is not None:
                 return conn
@@ -435,6 +510,8 @@ class ProviderPool:
         leg meets a crash that makes a loop, so a provider quick to start again is up
         for the next request."""
         policy = self.settings.restart_policy
+        if slot.retired is not None:
+            return False
         if slot.live() is not None or not restarts_behind(slot.health, policy):
             return False
         if slot.starting is not None:
@@ -452,7 +529,7 @@ class ProviderPool:
         its cool-down) has passed (``_revive``), replacing any such wait already pending:
         one per provider."""
         self._cancel_revive(slot)
-        if not self.settings.restart_idle or self.closing or self._tg is None:
+        if not self.settings.restart_idle or self.closing or self._tg is None or slot.retired:
             return
         scope = slot.revive = anyio.CancelScope()
         self._tg.start_soon(self._revive, slot, scope)
@@ -579,6 +656,10 @@ class ProviderPool:
             )
             start.error = exc
         else:
+            if slot.retired is not None:  # removed by a reload while it started
+                self._tg.start_soon(conn.aclose)
+                start.error = slot.retired
+                return
             slot.conn, slot.late_seen, slot.cannot_run, slot.crash = conn, 0, None, None
             slot.last_ack = conn.ack
             if isinstance(conn, ProviderConnection):

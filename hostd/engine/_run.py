@@ -213,6 +213,7 @@ class _Runner:
         "ready_by",
         "ready_links",
         "sent",
+        "slots",
         "starts",
         "waits",
     )
@@ -226,6 +227,9 @@ class _Runner:
     ) -> None:
         self.plan = plan
         self.pool = pool
+        #: The slots as the plan saw them: a reload that removes or replaces a provider
+        #: meanwhile leaves this request its old slot, whose legs fail once it is stopped.
+        self.slots = dict(pool.slots)
         self.consent = consent
         self.on_reply = on_reply
         #: The fan-out's start (the loop's clock), as the plan read it: every latency
@@ -252,7 +256,7 @@ class _Runner:
         """The provider's live connection and its missing scopes: as the plan decided
         them for a connection live when it planned, else decided once after its
         start (by ``gate``), whoever asks first — its leg or its verify."""
-        slot = self.pool.slots[leg.provider_id]
+        slot = self.slots[leg.provider_id]
         planned = self.ready_links.get(leg.provider_id)
         if planned is not None and planned[0].alive:
             return planned
@@ -398,7 +402,7 @@ class _Runner:
         abandoned mid-request is discarded). ``waited``: what the leg waited for before
         its own bound began (``_waited``), said after it, so the message accounts for
         the time its latency shows."""
-        slot = self.pool.slots[leg.provider_id]
+        slot = self.slots[leg.provider_id]
         if conn is None:
             conn = slot.live()  # handshaken while we waited for its readiness?
             if conn is None:  # still starting: the start (in the pool) goes on without us
@@ -429,12 +433,15 @@ class _Runner:
         ``deadline``); a crash, or a protocol fault that leaves the stream in an unknown
         state, breaks the connection. A malformed reply fails this leg alone: its
         connection, and every other call on it, goes on (``breaks_connection``)."""
-        if conn is not None:
+        retired = self.slots[leg.provider_id].retired
+        if retired is not None:  # stopped by a config reload under this leg: say so
+            exc = retired
+        elif conn is not None:
             exc = await conn.explain(exc, deadline)
         if isinstance(exc, ProviderCrashed) or (
             isinstance(exc, ProtocolFault) and exc.breaks_connection
         ):
-            slot = self.pool.slots[leg.provider_id]
+            slot = self.slots[leg.provider_id]
             self.pool.broken(slot, conn, exc)
             if conn is not None:  # it ran, then broke: in a crash loop, started again now
                 self.pool.restart_behind(slot)
@@ -466,7 +473,7 @@ class _Runner:
         written: StartedCall | HostdError | None,
         conn: ProviderLink | None,
     ) -> LegReply:
-        slot = self.pool.slots[leg.provider_id]
+        slot = self.slots[leg.provider_id]
         query = leg.query
         deadline = leg.deadline
         waited = ""
@@ -523,7 +530,7 @@ class _Runner:
     async def waited(self, leg: LegPlan) -> _Waited:
         """A ``wait_ready`` leg's provider once ready (``_wait_ready``), and when it was:
         waited for once, by its leg or its verify, whichever asks first."""
-        slot = self.pool.slots[leg.provider_id]
+        slot = self.slots[leg.provider_id]
 
         async def wait() -> _Waited:
             again = slot.health.starts > 0  # a restart (after a crash, a hang), not a first
@@ -556,7 +563,7 @@ class _Runner:
         """Not ready within the request's ``ready_wait_ms``: ``starting`` before its
         handshake, else ``warming``; nothing was written to it."""
         within = self.plan.ready_wait_ms
-        if self.pool.slots[leg.provider_id].live() is None:
+        if self.slots[leg.provider_id].live() is None:
             return self.warming(leg, query, "starting", "provider starting", within_ms=within)
         return self.warming(leg, query, "warming", "provider warming", within_ms=within)
 
@@ -571,7 +578,7 @@ class _Runner:
     ) -> LegReply:
         """A leg whose provider is not ready within the leg's bound (``warming``), or
         within ``within_ms`` when that was the bound it was waited for by."""
-        slot = self.pool.slots[leg.provider_id]
+        slot = self.slots[leg.provider_id]
         conn = slot.conn
         progress = conn.readiness.progress if conn is not None else {}
         figure = progress_figure(progress)
@@ -623,7 +630,7 @@ class _Runner:
             leg is not None
             and leg.action is LegAction.START
             and leg.wait_ready
-            and not self.behind(self.pool.slots[provider_id])
+            and not self.behind(self.slots[provider_id])
         ):
             # Its leg waits for the provider's start and counts its bound from its ready:
             # so does its verify, from the same ready, or it would time out (and fail the
@@ -671,7 +678,7 @@ async def run_fan_out(
         elif links is not None:
             live = links.get(leg.provider_id)
         else:
-            live = pool.slots[leg.provider_id].live()
+            live = runner.slots[leg.provider_id].live()
         if live is not None:
             runner.ready_links[leg.provider_id] = (live, leg.missing_scopes)
         if leg.action is LegAction.SKIP:
@@ -688,7 +695,7 @@ async def run_fan_out(
             settled.append(runner.no_consent(leg, leg.query, leg.missing_scopes))
         elif leg.action is LegAction.SEND:
             assert live is not None, "a send leg is planned only on a live connection"
-            runner.sent[leg.provider_id] = pool.slots[leg.provider_id].health.timeout_mark
+            runner.sent[leg.provider_id] = runner.slots[leg.provider_id].health.timeout_mark
             try:
                 call = live.start_query(
                     dict(leg.wire) if leg.wire is not None else leg.query,
