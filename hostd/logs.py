@@ -52,6 +52,7 @@ __all__ = [
     "flush_logs",
     "get_logger",
     "log_audit",
+    "set_audit",
     "unbind_request",
 ]
 
@@ -347,6 +348,14 @@ def configure_logging(
     library.setLevel(logging.NOTSET)
     library.propagate = False
     return out
+
+
+def set_audit(settings: LogSettings) -> None:
+    """Apply ``[log] audit`` and ``audit_sample`` from ``settings`` to the compositions
+    logged from now on (a daemon's config reload); the rest of ``[log]`` stays as
+    ``configure_logging`` set it."""
+    global _AUDIT, _AUDIT_SAMPLE
+    _AUDIT, _AUDIT_SAMPLE = settings.audit, settings.audit_sample
 
 
 def bind_request(request_id: str, **extra: Any) -> None:

@@ -324,6 +324,7 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
 
     _freeze_boot_heap()
 
+    loaded = cfg  # as the file says: what a reload compares the file with
     updates: dict[str, Any] = {}
     if args.socket:
         updates["socket"] = Path(args.socket).resolve()
@@ -340,7 +341,7 @@ def _serve(cfg: Config, args: argparse.Namespace) -> int:
     with ReadySignal(ready_file, cfg.source, empty).held() as ready:
         ready.prepare()
         anyio.run(
-            lambda: Daemon(cfg).run(
+            lambda: Daemon(cfg, loaded=loaded).run(
                 stdio=args.stdio, unix=unix, tcp=tcp, ready=ready, stopping=ready.stopping
             ),
             backend="asyncio",

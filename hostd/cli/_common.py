@@ -315,8 +315,8 @@ def stale_config(cfg: Config, status: Mapping[str, Any], socket: Path) -> str | 
     since = _local_time(started.get("loaded_at"))
     return (
         f"the daemon at {socket} was started from an older {cfg.source}"
-        f"{f' (changed since {since})' if since else ''}: restart it "
-        f"(`hostd stop{config_hint(cfg)}`, then `hostd serve{config_hint(cfg)}`) to use the edits"
+        f"{f' (changed since {since})' if since else ''}: "
+        f"`hostd reload{config_hint(cfg)}` applies the edits"
     )
 
 

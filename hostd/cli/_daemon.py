@@ -5,6 +5,8 @@ or the one named), asked over its own API.
 runs and whether that file changed since, requests in flight), each provider's
 state from ``providers/list`` (under one that is down, what its stderr ended with, as
 ``hostd providers`` shows it) and the ``[reranker]``'s, exit 4 when one is down.
+``reload`` asks it to read its config file again and apply it (``host/reload``)
+and prints what changed; an invalid file is told as a config error (exit 2).
 ``stop`` asks for a graceful stop (``host/shutdown``:
 in-flight requests finish within the grace period, every provider is shut down)
 and says ``stopped`` only once the daemon's process has exited, watched through a
@@ -27,7 +29,7 @@ import anyio
 
 from hostd._hints import failure_tail_lines
 from hostd.config import Config
-from hostd.errors import DaemonNotPermitted, HostdError, NoDaemon
+from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, NoDaemon, RpcError
 
 from ._common import (
     EXIT_DEGRADED,
@@ -61,7 +63,7 @@ _SOCKET_HELP = "its socket, or tcp://HOST:PORT for a daemon shared on loopback T
 
 
 def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``status`` and ``stop``."""
+    """Register ``status``, ``reload`` and ``stop``."""
     status = sub.add_parser(
         "status",
         parents=[common],
@@ -92,6 +94,22 @@ def add_daemon_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"how long to wait for it to exit (default: {_STOP_TIMEOUT_S:g})",
     )
     stop.set_defaults(run=_stop, socket_only=True)
+    reload = sub.add_parser(
+        "reload",
+        parents=[common],
+        help="apply the edited config file to the running daemon",
+        description="Ask the daemon serving this config's socket (or SOCKET) to read its "
+        "config file again and apply it (as SIGHUP does): providers added are started, "
+        "removed ones stopped, changed ones restarted, unchanged ones keep running; "
+        "per-request settings apply to the next request; what needs a restart (the "
+        "socket, TCP, the log file, ...) is named and kept. An invalid file changes "
+        "nothing and is told (exit 2).",
+    )
+    reload.add_argument("socket", nargs="?", metavar="SOCKET", help=_SOCKET_HELP)
+    token_file_arg(reload)
+    reload.add_argument("--json", action="store_true", help="print host/reload's reply as JSON")
+    # Its own config need not load: the daemon reads the file, and says what is wrong.
+    reload.set_defaults(run=_reload, socket_only=True)
 
 
 @contextlib.asynccontextmanager
@@ -302,6 +320,38 @@ async def _stop(cfg: Config, args: argparse.Namespace) -> int:
         f"hostd (pid {pid}) is still stopping after {args.timeout:g} s "
         f"(its providers may be slow to exit); `kill {pid}` stops it now"
     )
+
+
+async def _reload(cfg: Config, args: argparse.Namespace) -> int:
+    async with _daemon(cfg, args.socket, "nothing to reload", args.token_file) as client:
+        try:
+            result = await client.call("host/reload", {})
+        except RpcError as exc:
+            if exc.remote_reason != ConfigError.reason:
+                raise
+            data = exc.rpc_data if isinstance(exc.rpc_data, dict) else {}
+            raise ConfigError(exc.message, **data) from None
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    sys.stdout.write("".join(f"{line}\n" for line in reload_lines(result)))
+    return EXIT_OK
+
+
+def reload_lines(result: dict[str, Any]) -> list[str]:
+    """``hostd reload``'s text: what the reload did to each provider, the settings it
+    applied, and each change that waits for a restart."""
+    config = result.get("config") or {}
+    out = [f"reloaded {config.get('file') or 'the config'}"]
+    for word in ("started", "stopped", "restarted", "kept"):
+        ids = result.get(word) or []
+        out.append(f"{word}: {', '.join(ids) if ids else '-'}")
+    applied = result.get("applied") or []
+    if applied:
+        out.append(f"applied: {', '.join(applied)}")
+    for item in result.get("needs_restart") or []:
+        out.append(f"needs-restart: {item.get('key')} ({item.get('reason')}); kept as it was")
+    return out
 
 
 async def _exited(pid: int) -> None:

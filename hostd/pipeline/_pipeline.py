@@ -87,6 +87,7 @@ class Pipeline:
     ) -> None:
         self.config = config
         self.engine = engine
+        self.reranker = reranker
         self.recorder = recorder
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self.provider_ids = frozenset(p.id for p in config.provider)
@@ -95,6 +96,20 @@ class Pipeline:
         self._rerank = RerankPreparer(reranker, config.reranker)
         self._preparers = preparers(config, self._rerank)
         self._usage: OrderedDict[str, bytes] = OrderedDict()
+
+    def reconfigured(self, config: Config) -> Pipeline:
+        """The request path under a reloaded ``config``, over the same engine and
+        services, keeping what earlier requests left (their usage reports). A request
+        already under way finishes on this one, under the config it began with."""
+        new = Pipeline(
+            config,
+            self.engine,
+            reranker=self.reranker,
+            recorder=self.recorder,
+            counters=self.counters,
+        )
+        new._usage = self._usage
+        return new
 
     # -- what requests read and leave -----------------------------------------------------
 

@@ -81,6 +81,8 @@ class DaemonState(Protocol):
 
     def request_stop(self, reason: str) -> None: ...
 
+    async def reload(self, trigger: str) -> dict[str, Any]: ...  # the config file again
+
 
 class Peer(Protocol):
     """The connection a request came on (``_connection.Connection``, or none in-process)."""
@@ -253,6 +255,12 @@ async def host_shutdown(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     return {"stopping": True}
 
 
+async def host_reload(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
+    """Read the daemon's config file again and apply it (docs/api.md ``host/reload``)."""
+    log.info("host.reload.requested")
+    return await ctx.daemon.reload("host/reload")
+
+
 async def cancel(ctx: RequestContext, p: CancelParams) -> None:
     ctx.cancel_request(p.id)
 
@@ -272,6 +280,7 @@ METHODS: Mapping[str, Method] = {
     "memory/forget": Method(ForgetParams, memory_forget),
     "host/status": Method(NoParams, host_status),
     "host/shutdown": Method(NoParams, host_shutdown),
+    "host/reload": Method(NoParams, host_reload),
     "$/cancel": Method(CancelParams, cancel),
 }
 

@@ -6,8 +6,13 @@ finish within the grace period while new requests, also on connections opened
 meanwhile, are answered ``shutting_down``; cancel the rest, close the listeners
 so a later connect is refused at once, close connections, shut providers down,
 remove the socket, return normally), and the counters ``host/status`` reports,
-with the config file the daemon was started from (``_config_stamp``: read once, at
-start; a running daemon keeps that config, whatever the file says later).
+with the config file the daemon runs (``_config_stamp``: read at start and at each
+reload). A reload (``host/reload``, SIGHUP: ``reload``) reads that file again and,
+when it is valid, applies it as ``_reload`` decides: providers added, removed or
+changed are started or stopped by the engine, per-request settings take effect for
+the requests that arrive after it, and what is read once at start (listeners, the log
+file, ...) keeps its value until a restart, named in the reply. One reload at a time:
+another waits for it.
 The connection caps are ``_admission``'s. What a request does (and keeps: usage
 reports, shadow records) is the pipeline's (``hostd.pipeline``).
 """
@@ -31,9 +36,9 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 
 import hostd
-from hostd.config import Config, default_socket_path, open_secret_files
-from hostd.errors import ConfigError, ListenerError
-from hostd.logs import flush_logs, get_logger
+from hostd.config import Config, default_socket_path, load_config, open_secret_files
+from hostd.errors import ConfigError, ListenerError, ShuttingDown
+from hostd.logs import flush_logs, get_logger, set_audit
 from hostd.pipeline import Pipeline
 from hostd.protocol import sha256_digest
 from hostd.transport import RepeatedEvents
@@ -43,6 +48,7 @@ from ._api import answer_one, dispatch_one
 from ._connection import Connection, Limits, SendNowait, socket_receive, socket_send_nowait
 from ._engine import open_engine
 from ._local import LocalSession
+from ._reload import NEEDS_RESTART, reload_plan
 
 if TYPE_CHECKING:
     from hostd.quality import ShadowRecorder
@@ -100,11 +106,37 @@ def _config_stamp(config: Config) -> dict[str, Any] | None:
     }
 
 
+def _check_tokenizer(config: Config) -> None:
+    """Load ``host.tokenizer``, if set: a file that is not one is the config's error,
+    named as its other errors are (by file), at start and at a reload alike."""
+    if config.host.tokenizer is None:
+        return
+    from hostd._tokenizer import load_tokenizer
+
+    try:
+        load_tokenizer(config.host.tokenizer)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{config.source}: {exc.message}", **{**exc.data, "file": config.source}
+        ) from None
+
+
 class Daemon:
     """One running hostd. ``await Daemon(config).run(...)`` returns after a graceful stop."""
 
-    def __init__(self, config: Config, *, host_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        host_factory: Callable[..., Any] | None = None,
+        loaded: Config | None = None,
+    ) -> None:
         self.config = config
+        #: The config file as last read, before the command line's overrides (``hostd
+        #: serve --socket``): what a reload compares the file with (default ``config``).
+        self._loaded = loaded if loaded is not None else config
+        #: Held while a reload runs: a second one waits for it (``reload``).
+        self._reloading: anyio.Lock | None = None
         #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
         self.host: Host
         #: The request path over it, set with it.
@@ -145,15 +177,7 @@ class Daemon:
         self.shadow: ShadowRecorder | None = None
         #: The ``[reranker]`` process, while the engine runs.
         self.reranker: RerankService | None = None
-        if config.host.tokenizer is not None:  # loaded now: a bad file fails the start
-            from hostd._tokenizer import load_tokenizer
-
-            try:
-                load_tokenizer(config.host.tokenizer)
-            except ConfigError as exc:  # named as the config's other errors are: by file
-                raise ConfigError(
-                    f"{config.source}: {exc.message}", **{**exc.data, "file": config.source}
-                ) from None
+        _check_tokenizer(config)  # loaded now: a bad file fails the start
         if config.shadow.enabled:
             from hostd.quality import ShadowRecorder
 
@@ -188,6 +212,97 @@ class Daemon:
         if self.reranker is not None:  # its state and health, as a providers/list row
             status["reranker"] = self.reranker.row()
         return status
+
+    # -- reload --------------------------------------------------------------------------
+
+    async def reload(self, trigger: str) -> dict[str, Any]:
+        """Read the config file again and apply it (``host/reload``, SIGHUP; docs/api.md):
+        the reply once the new config is in force (providers added or changed registered
+        and, for ``start_providers = "boot"``, their starts begun; the removed and the
+        old processes of the changed exited). An invalid file changes nothing
+        (``ConfigError``). One at a time: a second waits for the first, then reads the
+        file as it is then."""
+        if self._reloading is None:
+            self._reloading = anyio.Lock()
+        async with self._reloading:
+            if self.stopping:
+                raise ShuttingDown("hostd is shutting down")
+            return await self._reload(trigger)
+
+    async def _reload(self, trigger: str) -> dict[str, Any]:
+        source = self.config.source
+        try:
+            if source.startswith("<"):
+                raise ConfigError(
+                    f"{source}: no config file to read again (a config built in code)",
+                    file=source,
+                    key=None,
+                )
+            new = await anyio.to_thread.run_sync(load_config, source)
+            await anyio.to_thread.run_sync(_check_tokenizer, new)
+        except ConfigError as exc:
+            log.error("host.reload.failed", trigger=trigger, error=exc.message, **_key(exc))
+            raise ConfigError(
+                f"config not reloaded (the daemon keeps running the config it had): {exc.message}",
+                **{**exc.data, "stage": "reload"},
+            ) from None
+        plan = reload_plan(self._loaded, self.config, new)
+        cfg = plan.config
+        boot = cfg.host.start_providers == "boot"
+        # From here to the pipeline's swap, no await: a request sees the old providers
+        # with the old config, or the new with the new.
+        done = self.host.reconfigure(cfg.provider_specs(), start=boot)
+        self.config, self._loaded = cfg, new
+        self.pipeline = self.pipeline.reconfigured(cfg)
+        self.config_file = _config_stamp(cfg)
+        set_audit(cfg.log)
+        # The stopped providers' processes exit before the reply: a client that reads
+        # ``stopped`` finds them gone.
+        await self.host.stop_retired(done)
+        result = {
+            "config": self.config_file,
+            "started": done.added,
+            "stopped": done.removed,
+            "restarted": done.changed,
+            "kept": done.kept,
+            "applied": plan.applied,
+            "needs_restart": [
+                {"key": key, "reason": NEEDS_RESTART.get(key) or NEEDS_RESTART[key.split(".")[0]]}
+                for key in plan.needs_restart
+            ],
+        }
+        log.info(
+            "host.reloaded",
+            trigger=trigger,
+            config=source,
+            started=done.added,
+            stopped=done.removed,
+            restarted=done.changed,
+            kept=done.kept,
+            applied=plan.applied,
+            needs_restart=plan.needs_restart,
+        )
+        if plan.needs_restart:
+            log.warning(
+                "host.reload.needs_restart",
+                keys=plan.needs_restart,
+                message="changed in the file, not applied: kept as they are until a restart",
+            )
+        flush_logs()
+        return result
+
+    async def _reload_on_hangup(self) -> None:
+        """SIGHUP: a reload whose outcome only the log tells (an invalid file is logged
+        ``host.reload.failed`` at error by ``_reload``, and the daemon serves on)."""
+        try:
+            await self.reload("SIGHUP")
+        except ConfigError:
+            pass  # logged by _reload
+        except ShuttingDown:
+            log.info("host.reload.skipped", trigger="SIGHUP", reason="shutting down")
+        except Exception as exc:  # a signal must never end the daemon: said, and served on
+            log.error("host.reload.failed", trigger="SIGHUP", error=repr(exc), exc_info=exc)
+        flush_logs()
 
     # -- in-flight accounting and stop ---------------------------------------------------
 
@@ -382,6 +497,7 @@ class Daemon:
                     # Installed before "host.serving" is announced, and kept through the
                     # grace period (a second signal there stops waiting at once).
                     await conns.start(self._watch_signals)
+                    await conns.start(self._watch_hangup)
                 for kind, listener in listeners:
                     accepting.start_soon(
                         self._accept, listener, conns, token if kind == "tcp" else None
@@ -504,6 +620,17 @@ class Daemon:
                     if self._drain_scope is not None:
                         self._drain_scope.cancel()
 
+    async def _watch_hangup(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """SIGHUP reloads the config file, as ``hostd reload`` does; signals that arrive
+        during a reload are one more reload after it."""
+        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+            task_status.started()
+            async for _ in signals:
+                log.info("host.signal", signal="SIGHUP")
+                await self._reload_on_hangup()
+
     async def _accept(
         self, listener: SocketListener, conns: anyio.abc.TaskGroup, token: str | None
     ) -> None:
@@ -592,3 +719,9 @@ class Daemon:
             stdio.close()
         # The client closed stdin: nobody can send more; stop gracefully.
         self.request_stop("stdin closed")
+
+
+def _key(exc: ConfigError) -> dict[str, Any]:
+    """The key a config error names, for its log line (none when it names none)."""
+    key = exc.data.get("key")
+    return {"key": key} if key else {}

@@ -35,10 +35,7 @@ def test_a_file_edited_since_the_daemon_started_is_said_with_the_socket_and_the_
     line = stale_config(load_config(path), _status(path, old), SOCKET)
     assert line is not None
     assert line.startswith(f"the daemon at {SOCKET} was started from an older {path} (changed")
-    assert line.endswith(
-        f"): restart it (`hostd stop --config {path}`, then `hostd serve --config {path}`) "
-        "to use the edits"
-    )
+    assert line.endswith(f"): `hostd reload --config {path}` applies the edits")
 
 
 def test_the_same_bytes_say_nothing(tmp_path: Path) -> None:
@@ -72,4 +69,4 @@ def test_an_unreadable_time_leaves_the_time_out(tmp_path: Path) -> None:
     path = _write(tmp_path, "[host]\ndefault_budget = 3000\n")
     line = stale_config(load_config(path), _status(path, "[host]\n", loaded_at="soon"), SOCKET)
     assert line is not None and "changed since" not in line
-    assert f"started from an older {path}: restart it" in line
+    assert f"started from an older {path}: `hostd reload" in line

@@ -148,6 +148,25 @@ class DaemonProc:
                 await self._logged.wait()
         return found[0]
 
+    async def logged_times(self, name: str, n: int, **fields: Any) -> list[dict[str, Any]]:
+        """The ``name`` events (carrying ``fields``) once the daemon has logged ``n`` of
+        them (a hang guard bounds it)."""
+        with anyio.fail_after(60):
+            while (
+                len(
+                    found := [
+                        e
+                        for e in self.events(name)
+                        if all(e.get(k) == v for k, v in fields.items())
+                    ]
+                )
+                < n
+            ):
+                if self._exited.is_set():
+                    raise AssertionError(f"hostd exited before logging {name!r} {n} times")
+                await self._logged.wait()
+        return found
+
     def signal(self, signum: signal.Signals = signal.SIGTERM) -> None:
         assert self.process is not None
         self.process.send_signal(signum)

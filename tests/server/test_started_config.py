@@ -75,10 +75,7 @@ async def test_an_edited_config_is_said_once_by_each_connected_command(start_dae
     assert [row.split("\t")[0] for row in out.splitlines()] == ["alpha", "beta"]
     said = [x for x in _human(err) if STALE in x]
     assert len(said) == 1 and said[0].startswith(line), err
-    assert said[0].endswith(
-        f"): restart it (`hostd stop --config {daemon.config}`, then "
-        f"`hostd serve --config {daemon.config}`) to use the edits"
-    )
+    assert said[0].endswith(f"): `hostd reload --config {daemon.config}` applies the edits")
 
     # The provider added is unknown to it: the refusal, and the line that says why.
     code, out, err = await _cli(daemon, "compose", "x", "--providers", "facts")

@@ -1,0 +1,205 @@
+"""``host/reload``, ``hostd reload`` and SIGHUP apply an edited config file to a running
+daemon without restarting what did not change.
+
+A real ``hostd serve`` with real provider children: the file is rewritten, the daemon
+asked to read it again (over its socket, by the CLI, or by SIGHUP), and what it did is
+read from its reply, ``providers/list``, ``host/status``, /proc and its log events,
+never from a sleep.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import anyio
+import pytest
+
+from hostd.client import connect
+from hostd.errors import RpcError
+from tests.fixtures.cli import run_hostd
+from tests.server.conftest import STUCK, DaemonProc, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+async def _rows(daemon: DaemonProc) -> dict[str, dict[str, Any]]:
+    async with connect(daemon.socket) as client:
+        rows = (await client.call("providers/list", {}))["providers"]
+    return {row["id"]: row for row in rows}
+
+
+async def _ready_pids(daemon: DaemonProc, ids: list[str], handshakes: int) -> dict[str, int]:
+    """Each provider's pid once the daemon has logged ``handshakes`` handshakes of it."""
+    for pid in ids:
+        await daemon.logged_times("provider.handshake.ok", handshakes, provider=pid)
+    rows = await _rows(daemon)
+    return {pid: rows[pid]["health"]["pid"] for pid in ids}
+
+
+def _exited(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == b"Z"
+
+
+async def _reload(daemon: DaemonProc) -> dict[str, Any]:
+    async with connect(daemon.socket) as client:
+        result: dict[str, Any] = await client.call("host/reload", {})
+    return result
+
+
+async def test_a_reload_keeps_the_unchanged_restarts_the_changed_and_starts_the_added(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    providers: dict[str, dict[str, Any]] = {"alpha": {}, "beta": {}, "gamma": {}}
+    daemon = await start_daemon(providers=providers, start_providers="boot")
+    before = await _ready_pids(daemon, ["alpha", "beta", "gamma"], 1)
+
+    edited = {"alpha": {}, "beta": {"frames": 2}, "delta": {}}
+    daemon.config.write_text(
+        write_config(workdir, marker, edited, start_providers="boot"), encoding="utf-8"
+    )
+    result = await _reload(daemon)
+
+    assert result["started"] == ["delta"]
+    assert result["stopped"] == ["gamma"]
+    assert result["restarted"] == ["beta"]
+    assert result["kept"] == ["alpha"]
+    assert result["needs_restart"] == []
+    assert _exited(before["gamma"]) and _exited(before["beta"])  # gone before the reply
+    after = await _ready_pids(daemon, ["alpha", "delta"], 1)
+    assert after["alpha"] == before["alpha"]  # the same process, warm
+    assert (await _ready_pids(daemon, ["beta"], 2))["beta"] != before["beta"]
+    async with connect(daemon.socket) as client:
+        status = await client.call("host/status", {})
+        reply = await client.call("context/compose", {"goal": "g", "providers": ["delta"]})
+    assert status["providers"] == 3
+    assert set(await _rows(daemon)) == {"alpha", "beta", "delta"}
+    (leg,) = reply["providers"]
+    assert (leg["provider_id"], leg["status"]) == ("delta", "ok")
+    reloaded = await daemon.logged("host.reloaded")
+    assert reloaded["trigger"] == "host/reload" and reloaded["stopped"] == ["gamma"]
+    assert await daemon.stop() == 0
+
+
+async def test_an_invalid_config_changes_nothing_and_is_told_as_bad_config(
+    start_daemon: Any,
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}}, start_providers="boot")
+    (alpha,) = (await _ready_pids(daemon, ["alpha"], 1)).values()
+    good = daemon.config.read_text(encoding="utf-8")
+    daemon.config.write_text(good.replace("timeout_ms = 60000", 'timeout_ms = "x"'))
+
+    with pytest.raises(RpcError) as caught:
+        await _reload(daemon)
+    assert caught.value.remote_reason == "bad_config"
+    assert caught.value.message.startswith("config not reloaded (the daemon keeps running")
+    assert "timeout_ms" in caught.value.message
+    failed = await daemon.logged("host.reload.failed")
+    assert failed["level"] == "error" and failed["trigger"] == "host/reload"
+
+    said = await anyio.to_thread.run_sync(
+        lambda: run_hostd("--config", str(daemon.config), "reload")
+    )
+    assert said.returncode == 2, said.stderr
+    assert "config not reloaded" in said.stderr and "timeout_ms" in said.stderr
+
+    async with connect(daemon.socket) as client:
+        reply = await client.call("context/compose", {"goal": "g"})
+    assert [(p["provider_id"], p["status"]) for p in reply["providers"]] == [("alpha", "ok")]
+    assert (await _rows(daemon))["alpha"]["health"]["pid"] == alpha
+    assert not daemon.events("host.reloaded")
+    assert await daemon.stop() == 0
+
+
+async def test_a_listener_change_is_named_needs_restart_and_the_rest_is_applied(
+    start_daemon: Any,
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}})
+    text = daemon.config.read_text(encoding="utf-8")
+    edited = text.replace("[host]\n", "[host]\ndefault_budget = 1234\n", 1)
+    daemon.config.write_text(edited + "\n[tcp]\nport = 47999\n", encoding="utf-8")
+
+    said = await anyio.to_thread.run_sync(
+        lambda: run_hostd("--config", str(daemon.config), "reload")
+    )
+
+    assert said.returncode == 0, said.stderr
+    lines = said.stdout.splitlines()
+    assert "kept: alpha" in lines
+    assert "applied: host.default_budget" in lines
+    assert any(line.startswith("needs-restart: tcp.port (") for line in lines), lines
+    warned = await daemon.logged("host.reload.needs_restart")
+    assert warned["keys"] == ["tcp.port"]
+    async with connect(daemon.socket) as client:
+        status = await client.call("host/status", {})
+        reply = await client.call("context/compose", {"goal": "g"})
+    assert status["tcp"] is None  # the old value stays in force: no TCP listener
+    assert reply["usage"]["global_budget"] == 1234  # the applied default, for the next request
+    assert await daemon.stop() == 0
+
+
+async def test_sighup_reloads_as_host_reload_does_and_an_invalid_file_leaves_it_serving(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}}, start_providers="boot")
+    (alpha,) = (await _ready_pids(daemon, ["alpha"], 1)).values()
+    edited: dict[str, dict[str, Any]] = {"alpha": {}, "delta": {}}
+    daemon.config.write_text(
+        write_config(workdir, marker, edited, start_providers="boot"), encoding="utf-8"
+    )
+
+    daemon.signal(signal.SIGHUP)
+    reloaded = await daemon.logged("host.reloaded", trigger="SIGHUP")
+
+    assert (reloaded["started"], reloaded["kept"]) == (["delta"], ["alpha"])
+    await _ready_pids(daemon, ["delta"], 1)
+    daemon.config.write_text("[host\n", encoding="utf-8")
+    daemon.signal(signal.SIGHUP)
+    failed = await daemon.logged("host.reload.failed", trigger="SIGHUP")
+    assert failed["level"] == "error" and "not valid TOML" in failed["error"]
+    rows = await _rows(daemon)
+    assert sorted(rows) == ["alpha", "delta"] and rows["alpha"]["health"]["pid"] == alpha
+    assert await daemon.stop() == 0
+
+
+async def test_a_request_in_flight_on_a_removed_provider_fails_that_leg_alone(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}, "stuck": STUCK}, start_providers="boot")
+    await _ready_pids(daemon, ["alpha", "stuck"], 1)
+    replies: list[dict[str, Any]] = []
+
+    async def compose() -> None:
+        async with connect(daemon.socket) as client:
+            replies.append(await client.call("context/compose", {"goal": "g"}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(compose)
+        await daemon.logged("provider.leg", provider="alpha")  # the stuck leg is still out
+        daemon.config.write_text(
+            write_config(workdir, marker, {"alpha": {}}, start_providers="boot"),
+            encoding="utf-8",
+        )
+        result = await _reload(daemon)
+    assert result["stopped"] == ["stuck"]
+    (reply,) = replies
+    legs = {p["provider_id"]: p for p in reply["providers"]}
+    assert legs["alpha"]["status"] == "ok"
+    assert legs["stuck"]["status"] == "crashed", legs["stuck"]
+    assert legs["stuck"]["error"]["message"] == (
+        "provider stopped by a config reload: removed from the config"
+    )
+    assert await daemon.stop() == 0
+
+
+async def test_hostd_reload_with_no_daemon_says_so(start_daemon: Any, workdir: Any) -> None:
+    config = workdir / "none.toml"
+    config.write_text(f'[host]\nsocket = "{workdir / "no.sock"}"\n', encoding="utf-8")
+    said = await anyio.to_thread.run_sync(lambda: run_hostd("--config", str(config), "reload"))
+    assert said.returncode == 3
+    assert "nothing to reload" in said.stderr

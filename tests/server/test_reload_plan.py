@@ -1,0 +1,75 @@
+"""``reload_plan``: which changed keys a reload applies and which wait for a restart."""
+
+from __future__ import annotations
+
+from hostd.config import parse_config
+from hostd.server._reload import NEEDS_RESTART, reload_plan
+
+BASE = """
+[host]
+socket = "/run/a.sock"
+default_budget = 3000
+
+[tcp]
+port = 7000
+
+[log]
+audit = "summary"
+file = "/var/log/a.log"
+
+[reranker]
+command = ["rr"]
+max_candidates = 50
+"""
+
+
+def test_per_request_keys_are_applied_and_start_time_keys_keep_the_running_value() -> None:
+    loaded = parse_config(BASE)
+    new = parse_config(
+        BASE.replace("default_budget = 3000", "default_budget = 5000")
+        .replace('socket = "/run/a.sock"', 'socket = "/run/b.sock"')
+        .replace("port = 7000", "port = 7001")
+        .replace('audit = "summary"', 'audit = "entries"')
+        .replace('file = "/var/log/a.log"', 'file = "/var/log/b.log"')
+        .replace('command = ["rr"]', 'command = ["rr2"]')
+        .replace("max_candidates = 50", "max_candidates = 60")
+    )
+
+    plan = reload_plan(loaded, loaded, new)
+
+    assert plan.applied == ["host.default_budget", "log.audit", "reranker.max_candidates"]
+    assert plan.needs_restart == ["host.socket", "log.file", "reranker.command", "tcp.port"]
+    cfg = plan.config
+    assert (cfg.host.default_budget, cfg.log.audit, cfg.reranker.max_candidates) == (
+        5000,
+        "entries",
+        60,
+    )
+    assert str(cfg.host.socket) == "/run/a.sock" and cfg.tcp.port == 7000
+    assert str(cfg.log.file) == "/var/log/a.log" and cfg.reranker.command == ["rr"]
+    assert all(
+        key.split(".")[0] in NEEDS_RESTART or key in NEEDS_RESTART for key in plan.needs_restart
+    )
+
+
+def test_a_command_line_override_is_kept_and_not_named_when_the_file_left_it() -> None:
+    loaded = parse_config(BASE)  # the file; the daemon runs with --socket and --tcp-port
+    running = loaded.model_copy(
+        update={
+            "host": loaded.host.model_copy(update={"socket": "/run/cli.sock"}),
+            "tcp": loaded.tcp.model_copy(update={"port": 9999}),
+        }
+    )
+
+    plan = reload_plan(loaded, running, parse_config(BASE))
+
+    assert plan.needs_restart == [] and plan.applied == []
+    assert str(plan.config.host.socket) == "/run/cli.sock" and plan.config.tcp.port == 9999
+
+
+def test_the_providers_are_the_new_files() -> None:
+    one = BASE + '\n[[provider]]\nid = "a"\ncommand = ["x"]\n'
+    two = one + '\n[[provider]]\nid = "b"\ncommand = ["y"]\n'
+    plan = reload_plan(parse_config(one), parse_config(one), parse_config(two))
+    assert [p.id for p in plan.config.provider] == ["a", "b"]
+    assert plan.applied == [] and plan.needs_restart == []
