@@ -21,18 +21,25 @@ of JSON over several lines, ``_json_records``, else see ``_record_sections``) th
   chunk of its own (a line of a file is never split: its range addresses whole
   lines), or, with ``split_long_lines`` (text that is no file), cut into parts
   that fit (``_line_parts``);
-- holds at most ``window_lines`` lines, preferring to end at a blank line;
+- holds at most ``window_lines`` lines, preferring to end, in code of a language
+  ``code_items`` knows, just before a definition (``def``, ``class``, ``fn``,
+  ``impl``, ``func``…, at any nesting; its decorators and the comments right above
+  it go with it: ``CodeOutline.starts``) in the last half of what fits, else at a
+  blank line, so a chunk of code starts at a definition's head rather than in the
+  middle of a statement, and a function that fits in one chunk is one chunk;
 - is not a tiny fragment: one under ``min_tokens`` word pieces is merged with
   its neighbour when the two still fit both bounds, so the tail of a budget is
-  not filled with headings and closing braces.
+  not filled with headings and closing braces; but the small tail of one
+  definition is not glued to the head of the next (``_merge_small``).
 
 A chunk's text is exactly the bytes ``address_line_range(file, "L<a>-<b>")``
 returns, so its provenance digest is checkable against the file (F5, F17); a part
 of a long line is the one exception: its range is its line's, its digest its own.
 
 A code chunk names the definitions it starts in (``_items``: ``impl Foo › fn build``)
-in its frame's title, as a markdown chunk names its heading; nothing that cuts, keys,
-cites or embeds it reads that (``Chunk.index_title``).
+in its frame's title, as a markdown chunk names its heading; nothing that keys, cites
+or embeds it reads that (``Chunk.index_title``). The scan that names them also finds
+where definitions start, which is where code is preferably cut.
 """
 
 from __future__ import annotations
@@ -40,14 +47,14 @@ from __future__ import annotations
 import bisect
 import collections
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._items import code_items, language_suffix
+from ._items import code_outline, language_suffix
 from ._json_records import json_records
 from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
@@ -432,10 +439,19 @@ class _Span:
 
 
 def _windows(
-    start: int, end: int, lines: Sequence[bytes], pieces: Sequence[int], size: int, room: int
+    start: int,
+    end: int,
+    lines: Sequence[bytes],
+    pieces: Sequence[int],
+    size: int,
+    room: int,
+    definitions: Sequence[int] = (),
 ) -> Iterator[tuple[int, int, int]]:
     """``start..end`` cut into ``(a, b, pieces)`` runs of at most ``size`` lines and ``room``
-    pieces (a longer single line stands alone), preferring to end at a blank line."""
+    pieces (a longer single line stands alone). A run that cannot hold the rest ends
+    just before the last of ``definitions`` (ascending lines where a definition of code
+    starts, ``CodeOutline.starts``) in its last half, else at a blank line in its last
+    quarter, else where it is full."""
     pos = start
     while pos <= end:
         hi, total = pos, pieces[pos - 1]
@@ -443,25 +459,55 @@ def _windows(
             total += pieces[hi]
             hi += 1
         if hi < end:
-            # Back off to a blank line in the last quarter so a run ends between blocks.
-            for j in range(hi, pos + (3 * (hi - pos + 1)) // 4 - 1, -1):
-                if not lines[j - 1].strip():
-                    total -= sum(pieces[j:hi])
-                    hi = j
-                    break
+            cut = _before_definition(definitions, pos, hi)
+            if cut is None:
+                # Back off to a blank line in the last quarter so a run ends between blocks.
+                cut = next(
+                    (
+                        j
+                        for j in range(hi, pos + (3 * (hi - pos + 1)) // 4 - 1, -1)
+                        if not lines[j - 1].strip()
+                    ),
+                    hi,
+                )
+            total -= sum(pieces[cut:hi])
+            hi = cut
         yield pos, hi, total
         pos = hi + 1
 
 
-def _merge_small(spans: list[_Span], size: int, min_pieces: int) -> list[_Span]:
+def _before_definition(definitions: Sequence[int], pos: int, hi: int) -> int | None:
+    """The line just before the last definition that starts in the last half of the run
+    ``pos..hi`` or right after it, so the run holds at least half of what fits; ``None``
+    when none does."""
+    i = bisect.bisect_right(definitions, hi + 1) - 1
+    if i >= 0 and definitions[i] >= pos + (hi - pos + 2) // 2:
+        return definitions[i] - 1
+    return None
+
+
+def _merge_small(
+    spans: list[_Span], size: int, min_pieces: int, definitions: Collection[int] = ()
+) -> list[_Span]:
     """Fold a span under ``min_pieces`` into its predecessor (or it into the next) when
-    the two together still fit the first one's room and ``size`` lines."""
+    the two together still fit the first one's room and ``size`` lines. A span that
+    starts a definition (one of ``definitions``) and is not small itself is not joined
+    to a small predecessor that starts inside one, so the tail of one definition is not
+    glued to the head of the next; a small definition still joins what is before it,
+    and a small predecessor that starts a definition, or the text, joins it."""
     out: list[_Span] = []
     for span in spans:
         if out and out[-1].record == span.record:
             prev = out[-1]
             small = span.pieces < min_pieces or prev.pieces < min_pieces
             pieces = prev.pieces + span.pieces
+            if (
+                span.start in definitions
+                and span.pieces >= min_pieces
+                and prev.start not in definitions
+                and prev.start > 1
+            ):
+                small = False  # a tail of the definition before, the head of this one
             if small and pieces <= prev.room and span.end - prev.start + 1 <= size:
                 heading = prev.heading or span.heading
                 out[-1] = _Span(prev.start, span.end, heading, pieces, prev.room, span.record)
@@ -736,9 +782,11 @@ def chunk_text(
     file: a file's range must address whole lines (F17).
 
     ``code_suffix``: the text is a file of this suffix (``.rs``); when that names a
-    language ``code_items`` knows, each chunk carries the definitions its first line of
-    text sits in (``TextChunk.item``). It decides no cut: a chunk's bounds, text and
-    digest are the same with or without it."""
+    language ``code_items`` knows, a run of lines that must be cut ends just before a
+    definition when one starts in its last half (``_windows``), a small tail is not
+    merged with the next definition's head (``_merge_small``), and each chunk carries
+    the definitions its first line of text sits in (``TextChunk.item``), which changes
+    no bound, text or digest. The same text with the same suffix cuts the same."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -776,14 +824,16 @@ def chunk_text(
     headings = list(dict.fromkeys(heading for _, _, heading, _ in cuts))
     counted = count([_title(name, heading, "") for heading in headings])
     titles = dict(zip(headings, counted, strict=True))
+    outline = code_outline(code_suffix, lines) if code_suffix is not None else None
+    definitions = outline.starts if outline is not None else ()
     for s_start, s_end, heading, record in cuts:
         title = titles[heading] + (0 if heading else widest)
         limit = max_tokens if record is None else (record_tokens or max_tokens)
         room = max(limit - _SPECIAL_PIECES - title, 1)
-        for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room):
+        for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room, definitions):
             spans.append(_Span(a, b, heading, n, room, record))
     chunks: list[TextChunk] = []
-    for span in _merge_small(spans, window_lines, min_tokens):
+    for span in _merge_small(spans, window_lines, min_tokens, frozenset(definitions)):
         if split_long_lines and span.pieces > span.room:  # a lone line: nothing joins it
             line = lines[span.start - 1].decode("utf-8")
             for part in _line_parts(line, count, span.room):
@@ -812,8 +862,8 @@ def chunk_text(
                 record=span.record,
             )
         )
-    if code_suffix is not None:
-        items = code_items(code_suffix, lines, [c.start for c in chunks])
+    if outline is not None:
+        items = [outline.item(lines, c.start) for c in chunks]
         if any(items):
             chunks = [replace(c, item=i) for c, i in zip(chunks, items, strict=True)]
     return chunks

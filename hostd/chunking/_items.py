@@ -1,6 +1,7 @@
-"""Which definitions a line of code sits in, by a line scan: a chunk's item.
+"""Which definitions a line of code sits in, by a line scan: a chunk's item, and where
+definitions start, where code is preferably cut (``code_outline``).
 
-A code chunk starts wherever its word pieces ran out, often inside a function; its
+A chunk of a long function starts wherever its word pieces ran out, inside it; its
 item (``impl BuildValidator for DateTimeValidator › fn build``) tells a reader which
 one, as a markdown chunk's heading does. No parser: a definition is a line that
 matches its language family's pattern (``_FAMILIES``), and it holds the lines after
@@ -13,8 +14,9 @@ it is indented deeper than the innermost definition open, in that one. The lines
 after a header that has not opened its body yet (a signature over several lines, a
 ``where`` clause, a brace on the next line) are its header's. What this cannot see (a
 string at column 0 inside a body, code whose indentation lies) ends an item early or
-names none: a label goes wrong, never a chunk, whose bounds and text do not depend on
-it.
+names none, or moves a cut of code to a line that starts no definition
+(``code_outline``): a label or a cut's place goes wrong, never a chunk's bounds or
+bytes, which ``_chunk`` keeps whatever the scan found.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from dataclasses import dataclass
 
 __all__ = [
     "ITEM_SEPARATOR",
+    "CodeOutline",
     "code_items",
+    "code_outline",
     "defined_names",
     "item_name",
     "language_suffix",
@@ -219,7 +223,79 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
     if family is None or not starts:
         return [None] * len(starts)
     firsts = [_first_text(lines, s) for s in starts]
-    wanted = set(firsts)
+    at, _ = _scan(family, lines, set(firsts))
+    return [at.get(first) for first in firsts]
+
+
+@dataclass(slots=True, frozen=True)
+class CodeOutline:
+    """What one scan of a code file found (``code_outline``): where its definitions
+    start, and the item of each of its lines."""
+
+    #: The lines where a definition starts, ascending: its header's, or the first of
+    #: the decorators, attributes and comments just above it at its indent (``@cache``,
+    #: ``#[derive(Debug)]``, ``/// Docs``), so a cut before it keeps them with it.
+    starts: tuple[int, ...]
+    _items: dict[int, str | None]
+
+    def item(self, lines: Sequence[bytes], start: int) -> str | None:
+        """The item of a chunk starting at ``start``, as ``code_items`` names it."""
+        return self._items.get(_first_text(lines, start))
+
+
+def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
+    """The definitions of a file of this ``suffix`` and the item of each line, in one
+    scan; ``None`` when the suffix names no language family here. Every header the
+    item scan opens is a start, at any nesting (a method, a nested function, a
+    ``#define``), whether a body followed or not."""
+    family = _FAMILIES.get(_SUFFIXES.get(suffix.lower(), ""))
+    if family is None:
+        return None
+    at, heads = _scan(family, lines, None)
+    # Sorted and once each whatever the lines above a header were (a decorator whose
+    # arguments hold another header): a cut is looked up by bisection.
+    return CodeOutline(tuple(sorted({_lead_in(family, lines, head) for head in heads})), at)
+
+
+#: Lines just above a definition that belong to it: a decorator or annotation
+#: (``@``), a Rust attribute (``#[``, ``#![``).
+_DECORATION_RE = re.compile(r"@|#!?\[")
+#: A line inside a decorator's arguments over several lines closes at its indent.
+_CLOSER_RE = re.compile(r"[)\]}]")
+
+
+def _lead_in(family: _Family, lines: Sequence[bytes], head: int) -> int:
+    """Where the definition whose header is line ``head`` starts: the first of the
+    decorators, attributes and comment lines right above it (no blank line between) at
+    its indent, a decorator's argument lines over several lines included."""
+    indent = _indent(lines[head - 1].decode("utf-8", "replace"))
+    start = head
+    # Lines that may be a decorator's arguments: they are the definition's only when a
+    # decorator above them is reached, and a comment above them is not one.
+    arguments = False
+    for number in range(head - 1, max(head - 1 - _MAX_SIGNATURE_LINES, 0), -1):
+        line = lines[number - 1].decode("utf-8", "replace")
+        text = line.strip()
+        if not text:
+            break
+        at = _indent(line)
+        if at == indent and _DECORATION_RE.match(text):
+            start, arguments = number, False
+        elif at == indent and not arguments and family.comment.match(text):
+            start = number
+        elif at > indent or (at == indent and _CLOSER_RE.match(text)):
+            arguments = True
+        else:
+            break  # a line of what comes before it
+    return start
+
+
+def _scan(
+    family: _Family, lines: Sequence[bytes], wanted: set[int] | None
+) -> tuple[dict[int, str | None], list[int]]:
+    """The item of each ``wanted`` line of text (``None``: of every line), and the
+    header lines of the definitions found, in order."""
+    heads: list[int] = []
     at: dict[int, str | None] = {}
     stack: list[_Open] = []
     in_string = False
@@ -229,7 +305,7 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
     undecided: list[int] = []
 
     def mark(number: int) -> None:  # a line of code's item, and the comments' before it
-        if number in wanted or comments:
+        if wanted is None or number in wanted or comments:
             label = _label(stack)
             at.update(dict.fromkeys([*comments, number], label))
             comments.clear()
@@ -258,18 +334,19 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
         if family.c_like and not comment and (define := _C_DEFINE.match(text)):
             if top is None or top.container:  # in a function body: decides nothing
                 mark(number)
+                heads.append(number)
                 macro = _cut(f"#define {define.group('name')}")
                 stack.append(_Open(indent, macro, False, None, continued=text.endswith("\\")))
             continue
         if comment:
-            if number in wanted and top is not None and indent > top.indent:
+            if (wanted is None or number in wanted) and top is not None and indent > top.indent:
                 at[number] = _label(stack)
-            elif number in wanted:
+            elif wanted is None or number in wanted:
                 comments.append(number)
             continue
         if top is not None and top.pending is not None:
             if not family.braces or indent > top.indent or _CONTINUES_RE.match(text):
-                if family.c_like and number in wanted:
+                if family.c_like and (wanted is None or number in wanted):
                     undecided.append(number)  # a prototype's line is not in it
                 else:
                     mark(number)
@@ -302,13 +379,14 @@ def code_items(suffix: str, lines: Sequence[bytes], starts: Sequence[int]) -> li
             scope = family.c_like and head.startswith("namespace ")
             opened = _Open(indent, head, head.startswith(_CONTAINERS), scope=scope)
             stack.append(opened)
+            heads.append(number)
             _signature_line(stack, opened, text, family.braces)
     if undecided:  # a signature the file ends in: no body
         at.update(dict.fromkeys(undecided, _label([o for o in stack if o.pending is None])))
     for number in comments:  # after the last line of code: in what holds their indent
         indent = _indent(lines[number - 1].decode("utf-8", "replace"))
         at[number] = _label([o for o in stack if o.indent < indent])
-    return [at.get(first) for first in firsts]
+    return at, heads
 
 
 #: A definition's name in its head: the last identifier (``fn build``: build,

@@ -1,5 +1,6 @@
 """The shared chunker: chunks fit the embedding model's window, tiny fragments merge,
-no line is lost, and both search providers cut a tree into the same regions."""
+no line is lost, code is cut before its definitions, and both search providers cut a
+tree into the same regions."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd.chunking import (
+    DEFAULT_MIN_CHUNK_TOKENS,
     MODEL_TRAINED_LENGTH,
     MODEL_WINDOW,
     Sections,
@@ -22,6 +24,8 @@ from hostd.chunking import (
     file_sections,
     piece_counter,
 )
+from hostd.chunking._chunk import _merge_small, _Span
+from hostd.chunking._items import code_outline
 from hostd.protocol import address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_file, split_lines
 
@@ -239,3 +243,222 @@ def test_a_long_line_of_json_is_cut_after_whole_records() -> None:
     assert all(c.text.endswith("]},") for c in parts[:-1]), [c.text[-12:] for c in parts]
     assert all(c.text.startswith(('[{"id":', '{"id":')) for c in parts)
     assert all(estimate_pieces([c.text])[0] <= MODEL_TRAINED_LENGTH for c in parts)
+
+
+#: Methods whose bodies hold blank lines, where a window's cut used to fall.
+PYTHON_RUN = """\
+class Store:
+    \"\"\"Keeps entries on disk.\"\"\"
+
+    def __init__(self, path):
+        self.path = path
+
+        self.items = {}
+
+    @property
+    def size(self):
+        total = len(self.items)
+
+        return total
+
+    # Reads one entry, or fails.
+    def get(self, key):
+        found = self.items.get(key)
+
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def put(self, key, value):
+        self.items[key] = value
+
+        self.flush()
+
+    def flush(self):
+        with open(self.path, "w") as out:
+
+            out.write(repr(self.items))
+"""
+
+GO_RUN = """\
+package store
+
+// Store keeps entries on disk.
+type Store struct {
+\tpath  string
+
+\titems map[string]string
+}
+
+// Size counts the entries.
+func (s *Store) Size() int {
+\ttotal := len(s.items)
+
+\treturn total
+}
+
+// Get reads one entry, or fails.
+func (s *Store) Get(key string) (string, error) {
+\tfound, ok := s.items[key]
+
+\tif !ok {
+\t\treturn "", ErrMissing
+\t}
+\treturn found, nil
+}
+
+// Put stores one entry and flushes.
+func (s *Store) Put(key, value string) {
+\ts.items[key] = value
+
+\ts.flush()
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "window", "firsts"),
+    [
+        (
+            "store.py",
+            PYTHON_RUN,
+            8,
+            ["class Store:", "@property", "# Reads one entry, or fails.", "def put(", "def flush("],
+        ),
+        (
+            "store.go",
+            GO_RUN,
+            10,
+            ["package store", "// Size counts", "// Get reads", "// Put stores"],
+        ),
+    ],
+    ids=["python", "go"],
+)
+def test_a_window_inside_a_run_of_definitions_ends_before_one(
+    name: str, source: str, window: int, firsts: list[str]
+) -> None:
+    data = source.encode()
+    suffix = Path(name).suffix
+    cut = chunk_text(data, name, window, min_tokens=0, counter=estimate_pieces, code_suffix=suffix)
+    # Each chunk starts where a definition does, its decorator or comment above included.
+    assert all(c.text.lstrip().startswith(f) for c, f in zip(cut, firsts, strict=True)), [
+        c.text.splitlines()[0] for c in cut
+    ]
+    outline = code_outline(suffix, split_lines(data))
+    assert outline is not None
+    assert {c.start for c in cut[1:]} <= set(outline.starts)
+    # As text that is no code (a tool's answer), the same lines are cut inside bodies.
+    as_text = chunk_text(data, name, window, min_tokens=0, counter=estimate_pieces)
+    assert {c.start for c in as_text[1:]} - set(outline.starts)
+
+
+def test_a_definitions_decorators_and_comments_start_it() -> None:
+    source = (
+        "import functools\n"
+        "\n"
+        "# Caches the answer.\n"
+        "@functools.cache\n"
+        "@register(\n"
+        "    name='x',\n"
+        ")\n"
+        "def answer():\n"
+        "    return 42\n"
+        "x = [\n"
+        "    1,\n"
+        "]\n"
+        "def bare():\n"
+        "    pass\n"
+    )
+    outline = code_outline(".py", split_lines(source.encode()))
+    assert outline is not None
+    assert outline.starts == (3, 13)  # not above the list that ends at ``bare``'s indent
+    rust = "#[derive(Debug)]\n/// A unit.\npub struct Unit;\n\n// loose\n\nfn f() {}\n"
+    found = code_outline(".rs", split_lines(rust.encode()))
+    assert found is not None and found.starts == (1, 7)  # a blank line apart: not its
+    assert code_outline(".rb", split_lines(b"def a\nend\n")) is None
+
+
+def test_a_small_tail_is_not_glued_to_the_head_of_the_next_definition() -> None:
+    small = DEFAULT_MIN_CHUNK_TOKENS - 1
+    tail = [_Span(1, 10, None, 95, 100), _Span(11, 12, None, small, 100)]
+    head = _Span(13, 20, None, 50, 100)  # a definition that goes on: not small
+    joined = _merge_small([*tail, head], 40, DEFAULT_MIN_CHUNK_TOKENS)
+    assert [(s.start, s.end) for s in joined] == [(1, 10), (11, 20)]
+    kept = _merge_small([*tail, head], 40, DEFAULT_MIN_CHUNK_TOKENS, frozenset({1, 13}))
+    assert [(s.start, s.end) for s in kept] == [(1, 10), (11, 12), (13, 20)]
+    # A small definition still joins the tail before it, and a small definition (or the
+    # text's start) the head after it.
+    whole = _Span(13, 14, None, 10, 100)
+    grown = _merge_small([*tail, whole], 40, DEFAULT_MIN_CHUNK_TOKENS, frozenset({1, 13}))
+    assert [(s.start, s.end) for s in grown] == [(1, 10), (11, 14)]
+    opened = [_Span(1, 2, None, small, 100), _Span(3, 9, None, 50, 100)]
+    assert len(_merge_small(opened, 40, DEFAULT_MIN_CHUNK_TOKENS, frozenset({3}))) == 1
+    defined = [_Span(4, 5, None, small, 100), _Span(6, 9, None, 50, 100)]
+    assert len(_merge_small(defined, 40, DEFAULT_MIN_CHUNK_TOKENS, frozenset({4, 6}))) == 1
+
+
+#: Lines code is made of: headers of several families, decorators, comments, bodies at
+#: several indents, closing braces, blank lines.
+_CODE_LINES = [
+    "def f(a, b):",
+    "    def inner():",
+    "class K(Base):",
+    "    @property",
+    "@cache",
+    "    # why",
+    "// why",
+    "/// docs",
+    "#[derive(Debug)]",
+    "fn run(x: u32) -> u32 {",
+    "pub struct S {",
+    "impl S {",
+    "func (s *S) Get() int {",
+    "type T struct {",
+    "}",
+    "    }",
+    "",
+    "",
+    "    return a + b",
+    "        x = [1, 2, 3]",
+    "    let y = x * 2;",
+    '    """doc"""',
+    "    value = compute(alpha, beta, gamma, delta, epsilon) or fallback",
+]
+
+
+@given(
+    st.lists(st.sampled_from(_CODE_LINES), max_size=120),
+    st.sampled_from([".py", ".rs", ".go"]),
+    st.integers(1, 30),
+    st.integers(16, 128),
+    st.integers(0, 60),
+)
+def test_code_cut_at_definitions_keeps_every_bound_and_byte(
+    code: list[str], suffix: str, window: int, max_tokens: int, min_tokens: int
+) -> None:
+    data = "".join(f"{line}\n" for line in code).encode()
+    name = f"src/x{suffix}"
+    lines = split_lines(data)
+
+    def cut() -> list[Any]:
+        return chunk_file(
+            Path("/r") / name,
+            name,
+            data,
+            window,
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+        )
+
+    chunks = cut()
+    assert chunks == cut()  # the same bytes cut the same
+    covered: set[int] = set()
+    for c in chunks:
+        addressed = address_line_range(data, c.range)
+        assert c.text.encode("utf-8") == addressed and c.digest == sha256_digest(addressed)
+        assert c.end - c.start + 1 <= window
+        fits = _pieces(f"{c.index_title}\n{c.text}") + 2 <= max_tokens
+        assert fits or c.start == c.end, c.chunk_id
+        assert not covered & set(range(c.start, c.end + 1))
+        covered |= set(range(c.start, c.end + 1))
+    assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered

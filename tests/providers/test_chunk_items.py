@@ -15,7 +15,7 @@ from hostd.chunking import (
     item_name,
     split_lines,
 )
-from hostd.chunking._items import code_items
+from hostd.chunking._items import code_items, code_outline
 from hostd.mcp import Document, cut
 from providers import Corpus, CorpusOptions, chunk_file
 from providers._corpus_cache import load_corpus, save_corpus
@@ -23,16 +23,17 @@ from providers.semantic._index import _embed_input
 
 
 def _items(suffix: str, source: str, lines: int = 3) -> dict[int, str | None]:
-    """``{first line: item}`` of the chunks of ``source`` cut every ``lines`` lines."""
-    chunks = chunk_text(
-        source.encode(),
-        f"src/x{suffix}",
-        lines,
-        min_tokens=0,
-        counter=estimate_pieces,
-        code_suffix=suffix,
-    )
-    return {c.start: c.item for c in chunks}
+    """``{first line: item}`` at the starts of ``source``'s chunks of ``lines`` lines as
+    text that is no code cuts them (code is cut before its definitions, which would
+    start each chunk at a header), by both ways of naming them."""
+    data = source.encode()
+    raw = split_lines(data)
+    cut = chunk_text(data, f"src/x{suffix}", lines, min_tokens=0, counter=estimate_pieces)
+    starts = [c.start for c in cut]
+    items = code_items(suffix, raw, starts)
+    outline = code_outline(suffix, raw)
+    assert outline is None or [outline.item(raw, s) for s in starts] == items
+    return dict(zip(starts, items, strict=True))
 
 
 RUST = """\
@@ -223,15 +224,15 @@ def test_text_that_is_no_code_of_a_known_language_has_no_item() -> None:
     assert {c.item for c in chunks} == {None}
 
 
-def test_an_item_changes_no_cut_id_label_digest_or_embedding_input(tmp_path: Path) -> None:
+def test_an_item_changes_no_id_label_digest_or_embedding_input(tmp_path: Path) -> None:
     path = tmp_path / "src" / "lib.rs"
     path.parent.mkdir()
     path.write_text(RUST * 8)
     data = path.read_bytes()
     chunks = chunk_file(path, "src/lib.rs", data, 6)
-    plain = chunk_text(data, "src/lib.rs", 6)  # the cut without items
-    assert [(c.start, c.end, c.digest) for c in chunks] == [
-        (c.start, c.end, c.digest) for c in plain
+    as_text = chunk_text(data, "src/lib.rs", 6, code_suffix=".rs")  # the text's own cut
+    assert [(c.start, c.end, c.digest, c.item) for c in chunks] == [
+        (c.start, c.end, c.digest, c.item) for c in as_text
     ]
     inside = [c for c in chunks if c.item]
     assert inside
