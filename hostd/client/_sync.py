@@ -5,19 +5,29 @@ It runs the async client on its own event loop thread (an anyio blocking portal)
 and returns what the async client returns: ``compose`` a ``ComposeResult``. It is
 open from the moment ``connect``/``connect_tcp``/``spawn`` returns: use it in a
 ``with`` block, or keep it and call ``close()``.
+
+A client never keeps its program from ending: its loop thread is a daemon thread (a
+plain blocking portal's worker thread is joined at exit, and its loop never ends by
+itself, so a script that crashed before ``close()`` hung for ever), and every client
+still open when the interpreter exits is closed then (``_close_open``), so a spawned
+daemon is stopped as ``close()`` stops it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal
 from typing_extensions import Unpack
 
 from hostd.errors import CallTimeout, ConnectionLost
@@ -38,6 +48,49 @@ __all__ = ["Client"]
 
 Opener = Callable[[], AbstractAsyncContextManager[AsyncClient]]
 
+#: The clients not closed yet: closed at interpreter exit (``_close_open``).
+_OPEN: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def _portal() -> Iterator[BlockingPortal]:
+    """A blocking portal on an asyncio loop in a daemon thread, stopped on exit (as
+    anyio's ``start_blocking_portal``, whose worker thread is not a daemon)."""
+    handed: Future[BlockingPortal] = Future()
+
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            handed.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    def main() -> None:
+        try:
+            anyio.run(serve, backend="asyncio")
+        except BaseException as exc:  # handed to the caller when it came before the portal
+            if not handed.done():
+                handed.set_exception(exc)
+
+    thread = threading.Thread(target=main, name="hostd-client-loop", daemon=True)
+    thread.start()
+    portal = handed.result()
+    try:
+        yield portal
+    finally:
+        with contextlib.suppress(RuntimeError):  # a loop already gone: nothing to stop
+            portal.call(portal.stop, True)
+        thread.join()
+
+
+def _close_open() -> None:
+    """Close every client still open as the interpreter exits (a spawned daemon is
+    stopped, a connection ended as ``close()`` ends it)."""
+    for client in list(_OPEN):
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+atexit.register(_close_open)
+
 
 class Client:
     """A blocking client of one daemon (it runs its own event loop thread).
@@ -57,13 +110,14 @@ class Client:
         self._stack = contextlib.ExitStack()
         self._connection = contextlib.ExitStack()
         try:
-            self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
+            self._portal = self._stack.enter_context(_portal())
             self._client = self._open()
         except BaseException:
             self._stack.close()
             raise
         self._stack.push(self._connection)  # closed first: the connection, then the loop
         self._closed = False
+        _OPEN.add(self)
 
     def _open(self) -> AsyncClient:
         opened = self._portal.wrap_async_context_manager(self._opener())
@@ -121,6 +175,7 @@ class Client:
         """End the connection (a spawned daemon is stopped) and the loop thread. Again: no-op."""
         if not self._closed:
             self._closed = True
+            _OPEN.discard(self)
             self._stack.close()
 
     def __enter__(self) -> Self:

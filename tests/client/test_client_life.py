@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -178,3 +179,48 @@ def test_a_timeout_that_is_not_a_positive_number_is_refused_before_any_call(
         assert hostd.status()["in_flight"] == 1  # nothing was sent
     with pytest.raises(ValueError, match="wait"):
         Client.connect(sock, wait=-1)
+
+
+def _script(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` as a user's program (a fresh interpreter, this checkout's hostd)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard: the old loop thread kept such a program alive for ever
+        check=False,
+    )
+
+
+def test_a_program_that_crashes_before_close_still_exits(
+    serving: tuple[ServeChild, Path],
+) -> None:
+    """A client left open (an agent that raised before ``close()``) never keeps its
+    program alive: it ends with its own status, the connection closed at exit."""
+    child, sock = serving
+    done = _script(
+        "from hostd.client import Client\n"
+        f"c = Client.connect({str(sock)!r})\n"
+        "assert c.status()['pid']\n"
+        "raise SystemExit('agent crashed')\n"
+    )
+    assert done.returncode == 1 and "agent crashed" in done.stderr, done.stderr
+    # and the daemon serves on: the connection ended cleanly at the program's exit
+    assert child.proc is not None
+    with Client.connect(sock) as again:
+        assert again.status()["pid"] == child.proc.pid
+
+
+def test_a_spawned_daemon_left_open_is_stopped_when_its_program_ends(config: Path) -> None:
+    done = _script(
+        "import subprocess\n"
+        "from hostd.client import Client\n"
+        f"c = Client.spawn({str(config)!r}, stderr=subprocess.DEVNULL)\n"
+        "print(c.status()['pid'], flush=True)\n"
+    )  # ends without close()
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    _wait_until(lambda: not Path(f"/proc/{pid}").exists(), "the spawned daemon stopped")
