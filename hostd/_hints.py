@@ -31,7 +31,10 @@ itself, likewise, and check-provider's row.
 A provider that failed with its process: the last lines it wrote on its stderr (a
 ``stderr_tail``, in its health and its leg's error), a line each under its failure
 (``stderr_tail_lines``), in the words ``hostd providers``, ``hostd status``, the compose
-summary and ``hostd mcp``'s ``list_providers`` text share.
+summary and ``hostd mcp``'s ``list_providers`` text share; its failure's own excerpt
+of that stderr then names only what the lines under it do not (``said_once``). A
+provider that is down, in one line (``down_state``): what ``hostd status`` and
+``list_providers`` say of it.
 """
 
 from __future__ import annotations
@@ -39,14 +42,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hostd._printable import printable
+
 __all__ = [
     "NO_HANDSHAKE",
     "NO_REMOTE_HANDSHAKE",
     "RESTARTING",
     "budget_advice",
+    "down_state",
+    "duration",
     "failure_tail_lines",
     "restarting_advice",
     "restarting_failures",
+    "said_once",
+    "shown_stderr_tail",
     "stderr_tail_lines",
     "warming_advice",
     "warming_doing",
@@ -249,20 +258,113 @@ _TAIL_JOIN = " | "
 _LEFT_OUT = "…"
 
 
-def stderr_tail_lines(pid: str, tail: Any) -> list[str]:
-    """Under ``pid``'s failure: the last lines its process wrote on its stderr (a
-    ``stderr_tail``: one line, joined by `` | ``), a header naming it, then one line
-    each, indented; at most ``_TAIL_SHOWN_LINES`` lines and ``_TAIL_SHOWN_CHARS``
-    characters, the earliest left out (its end is the provider's last words). None
-    when it wrote none."""
+def shown_stderr_tail(tail: Any) -> list[str]:
+    """The lines of a ``stderr_tail`` (one line, joined by `` | ``) as hostd shows them:
+    at most ``_TAIL_SHOWN_LINES`` lines and ``_TAIL_SHOWN_CHARS`` characters, the
+    earliest left out (its end is the provider's last words) and marked ``…``, no
+    control character (a daemon of another version may send any text). None when it
+    wrote none."""
     if not isinstance(tail, str) or not tail.strip():
         return []
-    if len(tail) > _TAIL_SHOWN_CHARS:
-        tail = _LEFT_OUT + tail[-(_TAIL_SHOWN_CHARS - 1) :]
-    said = tail.split(_TAIL_JOIN)
+    text = printable(tail)
+    if len(text) > _TAIL_SHOWN_CHARS:
+        text = _LEFT_OUT + text[-(_TAIL_SHOWN_CHARS - 1) :]
+    said = text.split(_TAIL_JOIN)
     if len(said) > _TAIL_SHOWN_LINES:
         said = [_LEFT_OUT, *said[-(_TAIL_SHOWN_LINES - 1) :]]
+    return said
+
+
+def stderr_tail_lines(pid: str, tail: Any) -> list[str]:
+    """Under ``pid``'s failure: the last lines its process wrote on its stderr (a
+    ``stderr_tail``, as ``shown_stderr_tail`` bounds it), a header naming it, then one
+    line each, indented. None when it wrote none."""
+    said = shown_stderr_tail(tail)
+    if not said:
+        return []
     return [f"{pid}: its stderr ended with:", *(f"    {line}" for line in said)]
+
+
+#: Where a crash's message quotes its stderr (the transport's failure report).
+_STDERR_SAID = "; stderr: "
+
+
+def said_once(message: str, shown: Sequence[str]) -> str:
+    """A failure's ``message`` to print above ``shown`` (its stderr's last lines,
+    ``shown_stderr_tail``): its own excerpt of that stderr (``; stderr: …``, the last
+    thing its process's failure report adds) less the lines ``shown`` holds, so each
+    line is read once; an excerpt line they do not hold (an error line written earlier,
+    a frame locating it) stays. ``message`` as it is when nothing is shown."""
+    head, found, excerpt = message.partition(_STDERR_SAID)
+    lines = [line for line in shown if line != _LEFT_OUT]
+    if not found or not lines:
+        return message
+    kept = [
+        part
+        for part in excerpt.split(_TAIL_JOIN)
+        if part != _LEFT_OUT and not any(_same_line(part, line) for line in lines)
+    ]
+    return f"{head}{_STDERR_SAID}{_TAIL_JOIN.join(kept)}" if kept else head
+
+
+def _same_line(part: str, line: str) -> bool:
+    """``part`` of an excerpt is ``line``, either of them cut at its start or ``part`` at
+    its end (an excerpt or a tail bounded in characters marks the cut with ``…``)."""
+    cut = len(_LEFT_OUT)
+    if part == line:
+        return True
+    if part.startswith(_LEFT_OUT) and len(part) > cut and line.endswith(part[cut:]):
+        return True
+    if part.endswith(_LEFT_OUT) and len(part) > cut and line.startswith(part[:-cut]):
+        return True
+    return line.startswith(_LEFT_OUT) and len(line) > cut and part.endswith(line[cut:])
+
+
+def duration(seconds: float) -> str:
+    """``12 s``, ``3 min 4 s``, ``2 h 5 min``: a span for a reader."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
+    """What ``hostd status`` says of a provider that is down (a ``providers/list``
+    ``row``), after its id: ``failed 12 s ago: …; next try in 48 s`` (crashed or failed:
+    how long ago its last failure was, what it was, its stderr excerpt less the lines
+    ``failure_tail_lines`` show under it, and when it is tried again), or its failed
+    warm-up. ``restart``: name the command that starts it again (``hostd providers
+    restart ID --connect``: a daemon's provider) where no retry is due. None for a
+    provider that is not down, or whose failure is not said."""
+    state = str(row.get("state"))
+    health = row.get("health") or {}
+    progress = health.get("progress")
+    pid = row.get("id")
+    if state == "failed" and health.get("readiness") == "failed" and isinstance(progress, Mapping):
+        # Running, its warm-up failed: every query is refused until it is restarted.
+        why = " ".join(str(progress.get("message") or "no reason given").split())
+        until = f"`hostd providers restart {pid}`" if restart else "it is restarted"
+        return f"failed: its warm-up failed: {why}; it refuses every query until {until}"
+    failure = health.get("last_failure")
+    if state not in ("crashed", "failed") or not failure:
+        return None
+    ago = health.get("last_failure_s_ago")
+    when = f" {duration(float(ago))} ago" if ago is not None else ""
+    retry = health.get("retry_in_s")
+    if retry is not None:
+        nxt = f"; next try in {duration(float(retry))}"
+    elif state == "failed" and restart:
+        nxt = f"; `hostd providers restart {pid} --connect` starts it now"
+    else:
+        nxt = ""
+    said = " ".join(str(failure).split())
+    said = said.removeprefix(f"{state}: ")  # the failure's own kind, when it is the state's
+    said = said_once(said, shown_stderr_tail(health.get("stderr_tail")))
+    return f"{state}{when}: {said}{nxt}"
 
 
 def failure_tail_lines(row: Mapping[str, Any]) -> list[str]:

@@ -8,7 +8,14 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostd._hints import failure_tail_lines, stderr_tail_lines, warming_state
+from hostd._hints import (
+    down_state,
+    failure_tail_lines,
+    said_once,
+    shown_stderr_tail,
+    stderr_tail_lines,
+    warming_state,
+)
 from hostd.errors import IDS_NAMED, did_you_mean, unknown_provider
 
 
@@ -160,3 +167,47 @@ def test_a_stderr_tail_is_shown_only_under_a_last_failure_that_is_said() -> None
     assert failure_tail_lines({**down, "health": {"stderr_tail": "boom"}}) == []
     warm_up = {**health, "readiness": "failed", "progress": {"message": "no index"}}
     assert failure_tail_lines({**down, "state": "failed", "health": warm_up}) == []
+
+
+def test_a_failures_stderr_excerpt_names_only_the_lines_not_shown_under_it() -> None:
+    shown = shown_stderr_tail("… | loading part 7 | IndexLocked: the index is locked")
+    assert shown == ["…", "loading part 7", "IndexLocked: the index is locked"]
+    quoted = "crashed; exited with status 1; stderr: … | loading part 7 | IndexLocked: the"
+    assert said_once(quoted + " index is locked", shown) == "crashed; exited with status 1"
+    # A line cut at its end (``…``) is the one shown whole; an earlier error line stays.
+    early = "x; stderr: ValueError: early | … | IndexLocked: the ind…"
+    assert said_once(early, shown) == "x; stderr: ValueError: early"
+    assert said_once(quoted, []) == quoted  # nothing shown under it: the excerpt stays
+    assert said_once("crashed: exited with status 1", shown) == "crashed: exited with status 1"
+
+
+def test_a_stderr_tail_is_shown_without_control_characters() -> None:
+    assert shown_stderr_tail("\x1b[31mboom\x1b[0m") == ["?[31mboom?[0m"]
+    assert shown_stderr_tail(None) == shown_stderr_tail("  ") == []
+
+
+def test_a_down_provider_is_said_as_hostd_status_says_it() -> None:
+    health = {
+        "last_failure": "failed: provider closed its output; exited with status 1; stderr: boom",
+        "last_failure_s_ago": 4.2,
+        "stderr_tail": "loading | boom",
+    }
+    row = {"id": "notes", "state": "failed", "health": health}
+    assert down_state(row) == (
+        "failed 4 s ago: provider closed its output; exited with status 1; "
+        "`hostd providers restart notes --connect` starts it now"
+    )
+    # No daemon's provider to restart: no command, and a retry due is said either way.
+    assert down_state(row, restart=False) == (
+        "failed 4 s ago: provider closed its output; exited with status 1"
+    )
+    due = {**row, "state": "crashed", "health": {**health, "retry_in_s": 2}}
+    assert down_state(due, restart=False) == (
+        "crashed 4 s ago: failed: provider closed its output; exited with status 1; next try in 2 s"
+    )
+    warm_up = {"readiness": "failed", "progress": {"message": "no  index"}, **health}
+    assert down_state({**row, "health": warm_up}, restart=False) == (
+        "failed: its warm-up failed: no index; it refuses every query until it is restarted"
+    )
+    assert down_state({**row, "state": "ready"}) is None
+    assert down_state({**row, "health": {}}) is None

@@ -86,7 +86,11 @@ def test_a_provider_that_dies_at_start_says_why_at_default_settings(
     summary = [line for line in done.stderr.splitlines() if line.startswith("hostd:   notes:")]
     assert summary, done.stderr
     assert "crashed" in summary[0] and "exited with status 1" in summary[0], summary
-    assert "ImportError: cannot import name 'no_such_name_in_os'" in summary[0], summary
+    # Its error line under it, with the last lines of its stderr, and said once.
+    assert summary[1] == "hostd:   notes: its stderr ended with:", summary
+    error = "ImportError: cannot import name 'no_such_name_in_os'"
+    said = [line for line in done.stderr.splitlines() if error in line]
+    assert len(said) == 1 and said[0].startswith("hostd:       "), done.stderr
 
 
 @pytest.mark.parametrize("script", ["broken", "working"])

@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 import anyio
 
 from hostd._citations import ranked_citations
-from hostd._hints import failure_tail_lines
+from hostd._hints import failure_tail_lines, said_once, shown_stderr_tail
 from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config, HostSettings, ProviderSettings
@@ -535,8 +535,11 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
                 health.get("last_failure_s_ago") if failure == health.get("last_failure") else None
             )
             when = f" ({duration(float(ago))} ago)" if ago is not None else ""
-            sys.stderr.write(f"hostd: {p.get('id')}: {failure}{when}\n")
-            for said in failure_tail_lines(p):  # what its stderr ended with, a line each
+            tail = failure_tail_lines(p)  # what its stderr ended with, a line each
+            # Its failure's own excerpt of that stderr, less the lines under it.
+            shown = said_once(str(failure), shown_stderr_tail(health.get("stderr_tail")))
+            sys.stderr.write(f"hostd: {p.get('id')}: {shown if tail else failure}{when}\n")
+            for said in tail:
                 sys.stderr.write(f"hostd: {said}\n")
             for line in interpreter_advice(cfg, {str(p.get("id")): str(failure)}):
                 sys.stderr.write(f"hostd: {line.strip()}\n")

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import anyio
 import orjson
 
+from hostd._hints import duration
 from hostd.config import DEFAULT_WAIT_S, Config
 from hostd.errors import DaemonNotPermitted, HostdError, RpcError
 from hostd.logs import flush_logs, get_logger
@@ -436,18 +437,6 @@ def time_left(seconds: float) -> str:
         return f"about {minutes} min left"
     hours, minutes = divmod(minutes, 60)
     return f"about {hours} h {minutes} min left"
-
-
-def duration(seconds: float) -> str:
-    """``12 s``, ``3 min 4 s``, ``2 h 5 min``: a span for a reader."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole} s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
 
 
 def pid_alive(pid: int) -> bool:

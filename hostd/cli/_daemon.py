@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from hostd._hints import failure_tail_lines
+from hostd._hints import down_state, failure_tail_lines, shown_stderr_tail
 from hostd.config import Config
 from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, NoDaemon, RpcError
 
@@ -184,6 +184,8 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
                         "state": row.get("state"),
                         "degraded": _degraded(row),
                         "detail": provider_state(row),
+                        # What the text shows under its line, its lines joined as on the wire.
+                        "stderr_tail": _shown_tail(row),
                     }
                     for row in providers
                 ],
@@ -213,6 +215,15 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     if stale is not None:
         sys.stderr.write(f"hostd: {stale}\n")
     return code
+
+
+def _shown_tail(row: dict[str, Any]) -> str | None:
+    """``status --json``'s ``stderr_tail`` of a provider: the lines the text shows under
+    a down provider's line (``failure_tail_lines``: bounded, scrubbed), joined by `` | ``
+    as ``providers/list`` joins them; None where the text shows none."""
+    if row.get("state") not in ("crashed", "failed") or not failure_tail_lines(row):
+        return None
+    return " | ".join(shown_stderr_tail((row.get("health") or {}).get("stderr_tail")))
 
 
 def _config_changed(cfg: Config, status: dict[str, Any], stale: str | None) -> bool | None:
@@ -378,7 +389,6 @@ def provider_state(row: dict[str, Any]) -> str:
     reads status for."""
     state = str(row.get("state"))
     health = row.get("health") or {}
-    failure = health.get("last_failure")
     if state in ("ready", "warming"):  # what it holds, or how far its build is
         progress = health.get("progress") or {}
         said = progress.get("message") if isinstance(progress, dict) else None
@@ -413,25 +423,5 @@ def provider_state(row: dict[str, Any]) -> str:
             grants = "; ".join(f"hostd consent grant {row.get('id')} {s}" for s in missing)
             shown += f"; not asked: it needs consent for {', '.join(missing)} ({grants})"
         return shown
-    progress = health.get("progress")
-    if state == "failed" and health.get("readiness") == "failed" and isinstance(progress, dict):
-        # Running, its warm-up failed: every query is refused until it is restarted.
-        why = " ".join(str(progress.get("message") or "no reason given").split())
-        return (
-            f"failed: its warm-up failed: {why}; it refuses every query until "
-            f"`hostd providers restart {row.get('id')}`"
-        )
-    if state not in ("crashed", "failed") or not failure:
-        return state
-    ago = health.get("last_failure_s_ago")
-    when = f" {duration(float(ago))} ago" if ago is not None else ""
-    retry = health.get("retry_in_s")
-    if retry is not None:
-        nxt = f"; next try in {duration(float(retry))}"
-    elif state == "failed":
-        nxt = f"; `hostd providers restart {row.get('id')} --connect` starts it now"
-    else:
-        nxt = ""
-    said = " ".join(str(failure).split())
-    said = said.removeprefix(f"{state}: ")  # the failure's own kind, when it is the state's
-    return f"{state}{when}: {said}{nxt}"
+    # Down: in the words `hostd mcp`'s list_providers shares (its failure, its retry).
+    return down_state(row) or state

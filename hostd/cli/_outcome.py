@@ -20,6 +20,8 @@ from hostd._hints import (
     budget_advice,
     restarting_advice,
     restarting_failures,
+    said_once,
+    shown_stderr_tail,
     stderr_tail_lines,
     warming_advice,
     warming_ids,
@@ -248,7 +250,8 @@ def leg_failures(
     roots: Mapping[str, Sequence[Path]] | None = None,
 ) -> list[str]:
     """One line per provider leg that failed: its id, status and the error it gave (then
-    what its process's stderr ended with, a line each, when it carries that); per
+    what its process's stderr ended with, a line each, when it carries that, its lines
+    then left out of the error's own excerpt: ``said_once``); per
     ``ok`` leg that gave nothing with a reason (its ``note``); and with ``dropped``, per
     ``ok`` leg whose frames were dropped for what it sent (an invalid frame, a wrong
     digest, …): how many, and why (``roots``: each provider's trusted roots, named when
@@ -269,7 +272,9 @@ def leg_failures(
             lines.append(f"  {p.get('provider_id')}: warming: {warming}")
             continue
         error = p.get("error") or {}
-        how = error.get("message") or ", ".join(
+        tail = shown_stderr_tail(error.get("stderr_tail"))
+        # Its stderr's lines are shown under it: its message's excerpt says the others.
+        how = said_once(str(error.get("message") or ""), tail) or ", ".join(
             f"{v.get('rule')} {v.get('field')}" for v in p.get("violations") or []
         )
         if status == "timeout" and 'binding = "cgp"' not in how:  # when it is only slow

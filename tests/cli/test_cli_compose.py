@@ -249,6 +249,8 @@ def test_a_failed_legs_line_is_followed_by_what_its_stderr_ended_with(tmp_path: 
     lines = done.stderr.splitlines()
     at = lines.index("hostd:   noisy: its stderr ended with:")
     assert lines[at - 1].startswith("hostd:   noisy: crashed: "), done.stderr
+    # Each line once: its error's own excerpt of its stderr leaves out what is shown under it.
+    assert lines[at - 1].endswith("; exited with status 1"), lines[at - 1]
     end = lines.index("hostd:       IndexLocked: the index is locked", at)
     said = lines[at + 1 : end]
     # Its last lines, the earliest left out (marked), within a failure's bound.

@@ -244,6 +244,7 @@ def test_status_shows_what_a_down_providers_stderr_ended_with(tmp_path: Path) ->
                 client.call("context/query", {"goal": "anything", "budget": 100})
             row = next(r for r in client.providers() if r["id"] == "noisy")
         shown = run_hostd("--config", str(config), "status")
+        as_json = run_hostd("--config", str(config), "status", "--json")
         listed = run_hostd("--config", str(config), "providers", "--connect")
     finally:
         assert child.stop() == 0
@@ -257,10 +258,19 @@ def test_status_shows_what_a_down_providers_stderr_ended_with(tmp_path: Path) ->
     assert lines[at : at + len(said)] == [f"  {line}" for line in said], shown.stdout
     assert lines[at + len(said) :] == []  # the last provider's: nothing after it
     assert "its stderr ended with" not in shown.stderr
+    # Each of its lines once: its failure's line no longer quotes what is shown under it.
+    assert "index is locked" not in lines[at - 1] and "loading part" not in lines[at - 1]
+    assert "exited with status 1" in lines[at - 1], lines[at - 1]
+    # --json carries the lines the text shows, joined as on the wire, beside its detail.
+    (down,) = [p for p in json.loads(as_json.stdout)["providers"] if p["id"] == "noisy"]
+    assert down["stderr_tail"] == tail, down
+    ago = re.compile(r" failed [0-9]+ s ago: ")  # read apart: its seconds may differ
+    assert ago.split(f"provider noisy: {down['detail']}") == ago.split(lines[at - 1])
     # The same lines `hostd providers` shows under its failure (one rendering).
     rows = listed.stderr.splitlines()
     at = rows.index("hostd: noisy: its stderr ended with:")
     assert rows[at : at + len(said)] == [f"hostd: {line}" for line in said], listed.stderr
+    assert "exited with status 1" in rows[at - 1] and "index is locked" not in rows[at - 1]
 
 
 def _state(rows: list[dict[str, object]], pid: str) -> object:
