@@ -44,7 +44,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 import hostd
-from hostd._hints import failure_tail_lines
+from hostd._hints import down_state, failure_tail_lines
 from hostd._log import get_logger
 from hostd._param_words import expected, field_name, given, quoted, refusal
 from hostd.errors import HostdError, RpcError
@@ -322,7 +322,7 @@ def _pusher(send: MemoryObjectSendStream[dict[str, Any]]) -> Callable[[dict[str,
     return push
 
 
-async def _providers(backend: Backend) -> types.CallToolResult:
+async def _providers(backend: Backend, connect: str | None) -> types.CallToolResult:
     try:
         result = await backend.call("providers/list", {})
     except HostdError as exc:
@@ -332,7 +332,12 @@ async def _providers(backend: Backend) -> types.CallToolResult:
     lines = []
     for p in result["providers"]:
         lines.append(f"{p['id']}\t{p['binding']}\t{p['state']}")
-        # Under one that is down, what its stderr ended with (as `hostd providers` shows it).
+        # Under one that is down, its failure in `hostd status`'s words (a restart command
+        # only for a daemon's provider: nothing else restarts a session's own), then what
+        # its stderr ended with (as `hostd providers` shows it).
+        down = down_state(p, restart=connect is not None)
+        if down is not None:
+            lines.append(f"  {p['id']}: {down}")
         lines += [f"  {said}" for said in failure_tail_lines(p)]
     if isinstance(reranker, dict):  # whether strategy "rerank" is ranked by it now
         asks, fell = reranker.get("asks", 0), reranker.get("fallbacks", 0)
@@ -456,7 +461,7 @@ def build_server(
                 return await _remember(backend, args)
             if params.name == "forget_memory":
                 return await _forget(backend, args, store)
-            return await _providers(backend)
+            return await _providers(backend, connect)
         except anyio.get_cancelled_exc_class():
             log.info("mcp.call.cancelled", tool=params.name)
             raise

@@ -21,6 +21,7 @@ from mcp import Client, ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
+from hostd._hints import down_state
 from tests.server.conftest import ROOT, marked_processes, provider_table
 
 from ._harness import hostd_mcp, write_config
@@ -177,18 +178,28 @@ async def test_list_providers_shows_what_a_down_providers_stderr_ended_with(
     config = write_config(workdir, marker, {"alpha": {}}, extra=noisy)
     with anyio.fail_after(120):
         async with Client(hostd_mcp(config), mode="legacy") as client:
+            tools = await client.list_tools()
             composed = await client.call_tool("compose_context", {"goal": "x"})
             listed = await client.call_tool("list_providers", {})
     (leg,) = [p for p in composed.structured_content["providers"] if p["status"] != "ok"]
     assert (leg["provider_id"], leg["status"]) == ("noisy", "crashed")
+    assert listed.is_error is False
+    jsonschema.validate(listed.structured_content, _tool(tools, "list_providers").output_schema)
     (row,) = [p for p in listed.structured_content["providers"] if p["id"] == "noisy"]
     tail = row["health"]["stderr_tail"]
     assert tail.endswith(" | IndexLocked: the index is locked"), tail
-    # Under its row, its stderr's last lines, one a line, as `hostd providers` shows them.
     lines = _texts(listed)[0].splitlines()
     at = lines.index(f"noisy\tjsonrpc\t{row['state']}")
+    # Under its row, its failure in `hostd status`'s words (no restart command: nothing
+    # restarts a session's own provider), each stderr line said once, below it.
+    failure = lines[at + 1]
+    assert failure == f"  noisy: {down_state(row, restart=False)}", failure
+    assert failure.startswith(f"  noisy: {row['state']} "), failure
+    assert "exited with status 1" in failure and "index is locked" not in failure
+    assert "hostd providers restart" not in failure
+    # Then its stderr's last lines, one a line, as `hostd providers` shows them.
     said = ["  noisy: its stderr ended with:", *(f"      {x}" for x in tail.split(" | "))]
-    assert lines[at + 1 : at + 1 + len(said)] == said, lines
+    assert lines[at + 2 : at + 2 + len(said)] == said, lines
     assert lines[0] == "alpha\tjsonrpc\tready"  # a ready one: its row alone
     assert not lines[1].startswith(" "), lines
 
