@@ -315,8 +315,14 @@ class HostSettings(_Section):
         return value
 
     #: A crashed provider's first restart waits this long, each further failure in a row
-    #: twice as long (at most 5 s), until its 5 attempts are spent (0.5: 7.5 s in all).
+    #: twice as long (at most ``restart_backoff_max_s``), until its ``restart_attempts``
+    #: are spent (by default 0.5, 1, 2 and 4 s: 7.5 s in all).
     restart_backoff_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = 0.5
+    #: The longest of those waits (never below ``restart_backoff_s``).
+    restart_backoff_max_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 5.0
+    #: Failed starts or crashes in a row before a provider is parked (``failed``): a
+    #: flaky provider may be given more; at least one (its first failure parks it).
+    restart_attempts: Annotated[int, Field(ge=1, le=1000)] = 5
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0

@@ -80,6 +80,15 @@ def test_the_checkout_config_is_valid_and_the_embedded_default_has_no_provider()
             "greater than or equal to 0",
         ),
         ("[host]\nmerge_max_ratio = 0.5\n", "host.merge_max_ratio", "greater than or equal to 1"),
+        ("[host]\nrestart_attempts = 0\n", "host.restart_attempts", "greater than or equal to 1"),
+        ("[host]\nrestart_attempts = 2.5\n", "host.restart_attempts", "valid integer"),
+        ("[host]\nrestart_attempts = true\n", "host.restart_attempts", "not a boolean"),
+        (
+            "[host]\nrestart_backoff_max_s = -1\n",
+            "host.restart_backoff_max_s",
+            "greater than or equal to 0",
+        ),
+        ("[host]\nrestart_backoff_max_s = nan\n", "host.restart_backoff_max_s", "finite number"),
         ("[host]\ntokenizer = 'absent/tokenizer.json'\n", "host.tokenizer", "no such file"),
     ],
 )
@@ -549,3 +558,15 @@ def test_logs_to_stderr_reads_only_the_log_file_key(tmp_path: Path) -> None:
     filed.write_text('[log]\nfile = "hostd.log"\n')
     assert logs_to_stderr(plain) is True
     assert logs_to_stderr(filed) is False
+
+
+def test_a_providers_restarts_follow_the_host_keys_and_keep_their_defaults() -> None:
+    from hostd.engine import backoff_delay
+    from hostd.server._engine import restart_policy
+
+    default = restart_policy(parse_config("").host)
+    assert (default.base_delay_s, default.max_delay_s, default.max_attempts) == (0.5, 5.0, 5)
+    text = "[host]\nrestart_backoff_s = 1\nrestart_backoff_max_s = 30\nrestart_attempts = 9\n"
+    policy = restart_policy(parse_config(text).host)
+    assert policy.max_attempts == 9
+    assert [backoff_delay(n, policy) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]

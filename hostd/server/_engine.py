@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from hostd.config import Config, RerankerSettings
+from hostd.config import Config, HostSettings, RerankerSettings
 
 from ._listeners import private_state_dir
 
@@ -20,10 +20,25 @@ if TYPE_CHECKING:
     # Host and RerankService are named again for the daemon's annotations: of the server,
     # only this module (its lifecycle) imports the engine (tests/test_layers.py).
     from hostd.engine import Host as Host
-    from hostd.engine import PoolSettings
+    from hostd.engine import PoolSettings, RestartPolicy
     from hostd.engine import RerankService as RerankService
 
-__all__ = ["make_reranker", "open_engine"]
+__all__ = ["make_reranker", "open_engine", "restart_policy"]
+
+
+def restart_policy(cfg: HostSettings) -> RestartPolicy:
+    """The providers' restart policy of ``[host]``: the backoff (``restart_backoff_s``,
+    doubling up to ``restart_backoff_max_s``), the failures in a row that park one
+    (``restart_attempts``), and a parked one's cool-down."""
+    from hostd.engine import RestartPolicy
+
+    return RestartPolicy(
+        base_delay_s=cfg.restart_backoff_s,
+        max_delay_s=cfg.restart_backoff_max_s,
+        max_attempts=cfg.restart_attempts,
+        retry_failed_after_s=cfg.retry_failed_after_s,
+        retry_failed_max_s=cfg.retry_failed_max_s,
+    )
 
 
 def make_reranker(settings: RerankerSettings, pool_settings: PoolSettings) -> RerankService | None:
@@ -77,14 +92,10 @@ async def open_engine(
     ``host_factory`` (tests) builds the host instead of the configured engine.
     ``restart_idle``: a provider (or reranker process) that is down starts again on its
     own, with no request asking (a long-running host: ``hostd serve``, ``hostd mcp``)."""
-    from hostd.engine import Host, PoolSettings, RestartPolicy
+    from hostd.engine import Host, PoolSettings
 
     cfg = config.host
-    policy = RestartPolicy(
-        base_delay_s=cfg.restart_backoff_s,
-        retry_failed_after_s=cfg.retry_failed_after_s,
-        retry_failed_max_s=cfg.retry_failed_max_s,
-    )
+    policy = restart_policy(cfg)
     if host_factory is not None:
         host_cm = host_factory(config)
     else:

@@ -81,6 +81,28 @@ async def test_a_crash_loop_with_no_request_is_started_as_often_as_its_backoff_a
     assert await daemon.stop() == 0
 
 
+async def test_a_provider_is_parked_after_the_restart_attempts_its_config_gives(
+    start_daemon: Any, workdir: Path
+) -> None:
+    """``host.restart_attempts``: a flaky provider may be given more starts in a row (or
+    fewer) than the 5 before it is parked; each start that fails says so."""
+    counter = workdir / "starts"
+    providers = {"alpha": {"fail_starts": "1000", "counter": str(counter)}}
+    daemon = await start_daemon(
+        providers=providers,
+        start_providers="boot",
+        restart_backoff_s=0.01,
+        restart_backoff_max_s=0.02,
+        restart_attempts=7,
+        retry_failed_after_s=0,  # parked for good: no retry after it
+    )
+    parked = await daemon.logged("provider.parked", provider="alpha")
+    assert parked["failures"] == 7 and parked["retry_in_s"] is None
+    assert await daemon.stop() == 0
+    # Its 7 starts and no other: parked for good, nothing starts it again.
+    assert len(daemon.events("provider.start.failed")) == 7
+
+
 async def test_a_provider_that_never_starts_is_retried_less_and_less_often_as_the_log_says(
     start_daemon: Any, workdir: Path
 ) -> None:
