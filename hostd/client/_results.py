@@ -109,7 +109,9 @@ class Evidence(WireResult):
     (``None`` for a frame without inline content). ``score`` is the provider's own,
     meaningful only against that provider's other frames (F10); ``rank`` is the
     frame's place in the composition's order, best first; ``valid_from`` and
-    ``valid_to``, when the provider says, the window in which it was true."""
+    ``valid_to``, when the provider says, the window in which it was true;
+    ``vouched_by``, the providers that served the same evidence, read off its included
+    audit entry (``ComposeResult`` fills it in)."""
 
     label: str
     provider_id: str
@@ -126,6 +128,10 @@ class Evidence(WireResult):
     #: When the frame was true, as its provider sent it (Q2: half-open, F4 stamps).
     valid_from: str | None = None
     valid_to: str | None = None
+    #: Every provider that served this evidence (dedup's duplicates', a coalesced
+    #: block's members' too), as its included audit entry's ``vouched_by`` names them;
+    #: empty from a daemon whose audit does not name them.
+    vouched_by: list[str] = Field(default_factory=list)
 
 
 class AuditEntry(WireResult):
@@ -315,6 +321,24 @@ class ComposeResult(WireResult):
             rank = ranks.get(_frame_key(citation.frame))
             if citation.rank is None and rank is not None:
                 object.__setattr__(citation, "rank", rank)
+        return self
+
+    @model_validator(mode="after")
+    def _vouch_evidence(self) -> ComposeResult:
+        """Each evidence item's ``vouched_by``, from its included audit entry (the
+        wire's evidence carries none): the one at its place in the prompt (an included
+        entry's ``position``), else the one of its FrameId (a daemon that gives no
+        position). Set as ``_rank_citations`` sets a rank: ``to_wire()`` is unchanged."""
+        included = [e for e in self.audit.entries if e.included and e.vouched_by]
+        at = {e.position: e.vouched_by for e in included if e.position is not None}
+        by_key = {_frame_key(e.frame): e.vouched_by for e in included}
+        for position, item in enumerate(self.evidence):
+            if "vouched_by" in item.model_fields_set:  # a daemon that sends its own
+                continue
+            key = (item.provider_id, item.frame_id, item.content_digest)
+            named = at.get(position) or by_key.get(key)
+            if named:
+                object.__setattr__(item, "vouched_by", list(named))
         return self
 
     @property

@@ -13,9 +13,10 @@ The metadata a framework document carries (``evidence_metadata``) is the same fo
 LangChain and LlamaIndex. The composition's score fields are labelled for what
 they are: ``rank`` is the composition's order under its named strategy and
 ``provider_score`` the provider's own, comparable only within that provider (F10).
-``provider_id`` is the provider of the frame dedup kept (D2); ``vouched_by``, read
-off the frame's included audit entry, names every provider that served the same
-evidence, so a provider whose copy was a duplicate is not lost from view.
+``provider_id`` is the provider of the frame dedup kept (D2); ``vouched_by`` (the
+client's ``Evidence.vouched_by``, read off the frame's included audit entry) names
+every provider that served the same evidence, so a provider whose copy was a
+duplicate is not lost from view.
 
 A composition short of what was asked (degraded, or empty though providers had
 something: ``shortfall``) is said once per call, by the adapter's ``on_degraded``:
@@ -31,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
 from hostd._hints import RESTARTING, budget_advice, restarting_advice, warming_advice
-from hostd.client import ComposeResult, Evidence, FrameRef
+from hostd.client import ComposeResult, Evidence
 from hostd.errors import HostdError
 from hostd.protocol import CgpErrorCode
 
@@ -45,7 +46,6 @@ __all__ = [
     "on_degraded_value",
     "report_shortfall",
     "shortfall",
-    "vouchers",
 ]
 
 #: What an adapter does with a composition short of what was asked (``on_degraded``).
@@ -98,42 +98,13 @@ def best_first(result: ComposeResult) -> list[tuple[int, Evidence]]:
     return placed
 
 
-#: A frame's key in the audit: its FrameId (D2, A1).
-FrameKey = tuple[str, str, str | None]
-
-
-def _key(frame: FrameRef) -> FrameKey:
-    return (frame.provider_id, frame.frame_id, frame.content_digest)
-
-
-def vouchers(result: ComposeResult) -> dict[FrameKey, list[str]]:
-    """Every included frame's ``vouched_by``, as its audit entry names it (the providers
-    that served the same evidence, dedup's duplicates' and a coalesced block's members'
-    too), by FrameId; a frame whose entry names none (a daemon that does not report
-    it) is not in it."""
-    return {
-        _key(entry.frame): entry.vouched_by
-        for entry in result.audit.entries
-        if entry.included and entry.vouched_by
-    }
-
-
-def evidence_metadata(
-    item: Evidence,
-    position: int,
-    result: ComposeResult,
-    vouched: dict[FrameKey, list[str]] | None = None,
-) -> dict[str, Any]:
+def evidence_metadata(item: Evidence, position: int, result: ComposeResult) -> dict[str, Any]:
     """The metadata of one adapter document: where the evidence came from (and which
-    providers vouched for it), how it was checked, where it stands, which request it
-    belongs to, and whether that composition was whole. ``vouched`` is ``vouchers(result)``,
-    computed once per call by an adapter (here when not given)."""
+    providers vouched for it: ``item.vouched_by``), how it was checked, where it
+    stands, which request it belongs to, and whether that composition was whole."""
     verification = item.verification.to_wire() if item.verification is not None else None
-    if vouched is None:
-        vouched = vouchers(result)
-    key = (item.provider_id, item.frame_id, item.content_digest)
     # Always the frame's own provider at least, in provider-id order as the audit has it.
-    by = sorted({item.provider_id, *vouched.get(key, ())})
+    by = sorted({item.provider_id, *item.vouched_by})
     return {
         "citation_label": item.label,
         "provider_id": item.provider_id,

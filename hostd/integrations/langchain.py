@@ -29,7 +29,6 @@ from hostd.integrations._evidence import (
     compose_params,
     evidence_metadata,
     report_shortfall,
-    vouchers,
 )
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
@@ -111,11 +110,10 @@ class HostdRetriever(BaseRetriever):
     def _documents(self, result: ComposeResult) -> list[Document]:
         self._last = result
         report_shortfall(result, self.on_degraded, log)
-        vouched = vouchers(result)
         return [
             Document(
                 page_content=item.content or "",
-                metadata=evidence_metadata(item, position, result, vouched),
+                metadata=evidence_metadata(item, position, result),
             )
             for position, item in best_first(result)
         ]

@@ -31,7 +31,6 @@ from hostd.integrations._evidence import (
     evidence_metadata,
     on_degraded_value,
     report_shortfall,
-    vouchers,
 )
 from hostd.integrations._frames import Retrieved
 from hostd.integrations._session import DaemonSession
@@ -99,10 +98,9 @@ class HostdRetriever(BaseRetriever):
         self.last_composition = result
         report_shortfall(result, self.on_degraded, log)
         nodes: list[NodeWithScore] = []
-        vouched = vouchers(result)
         for place, (position, item) in enumerate(best_first(result)):
             rank = item.rank if item.rank is not None else place
-            metadata = evidence_metadata(item, position, result, vouched)
+            metadata = evidence_metadata(item, position, result)
             metadata["score_basis"] = SCORE_BASIS
             node = TextNode(
                 id_=f"hostd:{item.provider_id}/{item.frame_id}",

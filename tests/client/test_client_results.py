@@ -254,6 +254,35 @@ def test_citation_ranks_are_the_clis(wire: dict[str, Any]) -> None:
     assert [c.rank for c in result.citations] == [c.get("rank") for c in ranked_citations(wire)]
 
 
+def test_evidence_reads_who_vouched_for_it_off_its_included_audit_entry() -> None:
+    wire = _minimal()
+    kept = {"provider_id": "semantic", "frame_id": "a.c#L1-9", "content_digest": "sha256:1"}
+    plain = {"provider_id": "files", "frame_id": "b.c#L1-2", "content_digest": None}
+    item = {"kind": "snippet", "title": "a.c", "content": "x"}
+    # The first is a span merged from two providers' copies: its content (the union)
+    # has a digest of its own, so only its place in the prompt finds its entry.
+    wire["evidence"] = [
+        {**item, **kept, "label": "a.c", "content_digest": "sha256:union"},
+        {**item, **plain, "label": "b.c"},
+    ]
+    wire["audit"]["entries"] = [
+        {"frame": plain, "provider": "files", "disposition": "included", "position": 1}
+        | {"vouched_by": ["files"]},
+        {"frame": kept, "provider": "semantic", "disposition": "included", "position": 0}
+        | {"vouched_by": ["files", "semantic"]},
+        {"frame": {**kept, "provider_id": "files"}, "provider": "files"}
+        | {"disposition": "excluded", "reason": "duplicate", "vouched_by": ["memory"]},
+    ]
+    result = ComposeResult.model_validate(wire)
+    assert [e.vouched_by for e in result.evidence] == [["files", "semantic"], ["files"]]
+    # Read, not received: the wire's dict is what came.
+    assert result.to_wire() == wire and "vouched_by" not in result.evidence[0].to_wire()
+    # A daemon whose audit names none: empty.
+    for entry in wire["audit"]["entries"]:
+        entry.pop("vouched_by")
+    assert [e.vouched_by for e in ComposeResult.model_validate(wire).evidence] == [[], []]
+
+
 def test_evidence_reads_its_validity_window() -> None:
     item = Evidence.model_validate(
         {"label": "fact #2", "provider_id": "memory", "frame_id": "mem-2", "kind": "fact"}

@@ -103,6 +103,16 @@ def test_metadata_names_every_provider_that_vouched_for_the_frame() -> None:
     assert vouched_by([]) == ["semantic"]
     # The frame's own provider is always among them.
     assert vouched_by([{**kept, "vouched_by": ["files"]}]) == ["files", "semantic"]
+    # A span merged from both copies: its evidence's digest is the union's, its entry is
+    # found at its place in the prompt (the client's ``Evidence.vouched_by``).
+    union = {**kept, "position": 0, "vouched_by": ["files", "semantic"]}
+    result = _result(
+        r7=True,
+        evidence=[{**item, "content_digest": "sha256:" + "b" * 64}],
+        audit={**audit, "entries": [union, dup]},
+    )
+    (evidence,) = result.evidence
+    assert evidence_metadata(evidence, 0, result)["vouched_by"] == ["files", "semantic"]
 
 
 def test_an_empty_composition_is_news_only_when_something_was_missed() -> None:
