@@ -26,10 +26,11 @@ a provider would:
   [0, 1) (F1; provider-local and ordinal, F10), by the terms the ``files`` provider
   searches for (``hostd.chunking.tokenize``: no stop words, an identifier whole and
   by its snake_case and camelCase parts), counted in a piece as ``tokenize`` counts
-  them. Only the query's terms are counted: one regex pass per piece finds the words
-  that hold one, and only those are tokenized; a full index (``bm25s``, as the
-  ``files`` provider keeps one) would build a vocabulary of every word served to
-  answer one query, and could not stop halfway;
+  them; a piece that holds only terms most pieces hold is no match when another holds
+  a rarer one (``_Bm25.fit``). Only the query's terms are counted: one regex pass per
+  piece finds the words that hold one, and only those are tokenized; a full index
+  (``bm25s``, as the ``files`` provider keeps one) would build a vocabulary of every
+  word served to answer one query, and could not stop halfway;
 - **pack**: best first (ties by source, then position in its text), under
   ``max_frames`` (B4) and ``max_tokens`` (B1) with the canonical ``token_cost`` (B3),
   of the configured kind only (Q1); ``truncated`` when something eligible was left
@@ -103,6 +104,11 @@ _MIN_PIECE_TOKENS = 16
 #: the most any chunk may, the model's window. Nothing an MCP server serves is embedded
 #: (outside files), and a commit cut from its message is two half-answers.
 _RECORD_TOKENS = MODEL_WINDOW
+#: The fewest pieces among which a term most of them hold is no match on its own
+#: (``_Bm25.fit``): of three short notes, the word two share is their subject (notes on
+#: the cache asked about its eviction, one saying "evicts"), not what every section of
+#: a handbook says.
+_COMMON_FROM = 4
 #: A label longer than this is cut: it is quoted in the prompt beside every frame.
 _MAX_LABEL = 96
 
@@ -498,12 +504,26 @@ class _Bm25:
 
     def fit(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Every piece's score in [0, 1) from its term counts (a row per piece); keeps
-        the IDF and mean length these pieces give for ``score``."""
-        df = (tf > 0).sum(axis=0)
+        the IDF and mean length these pieces give for ``score``.
+
+        A term most pieces hold (more than half, of ``_COMMON_FROM`` or more) tells none
+        of them apart: when some piece holds a rarer term of the query, a piece that
+        holds only such common terms is no match (score 0). Asked about "click shell
+        completion", a click handbook's sections all but two say "click", and only the
+        one on shell completion answers. When no piece holds a rarer term, the common
+        ones are all the query has, and they match as any term does (a design document
+        asked about its billing, which five of its six sections are about)."""
+        held = tf > 0
+        df = held.sum(axis=0)
         n = len(tf)
         self.idf = np.log1p((n - df + 0.5) / (df + 0.5))
         self.mean_length = max(float(lengths.mean()), 1.0)
-        return self.score(tf, lengths)
+        scores = self.score(tf, lengths)
+        if n >= _COMMON_FROM:
+            rare = held[:, 2 * df <= n].any(axis=1)
+            if rare.any():
+                scores = np.where(rare, scores, 0.0)
+        return scores
 
     def score(self, tf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         norm = _K1 * (1 - _B + _B * lengths / self.mean_length)

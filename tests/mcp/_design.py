@@ -1,6 +1,7 @@
 """The text of the walkthrough's design document: billing sections that say nothing of
 the cache, and one about its eviction of about 140 tokens (served by
-``mcpserver_app design``, cut in ``test_frames_pieces``)."""
+``mcpserver_app design``, cut in ``test_frames_pieces``); and the walkthrough's click
+handbook (served by ``mcpserver_app handbook``)."""
 
 FILLER = (
     "Invoices are generated nightly from the usage ledger. Credit notes are issued when"
@@ -15,4 +16,55 @@ EVICTION = (
     " eviction never blocks a reader. To tune eviction, change cache.high_watermark and"
     " cache.low_watermark in settings.toml; setting them closer together makes eviction"
     " run more often in smaller bursts.\n"
+)
+
+#: A team's notes about its click fork: every section whatever is asked (a handbook tool).
+HANDBOOK = (
+    "# Click maintenance handbook\n"
+    "\n"
+    "Notes the team keeps about how we use and patch click.\n"
+    "\n"
+    "## Release process\n"
+    "\n"
+    "1. Bump the version in pyproject.toml.\n"
+    "2. Update CHANGES.md with every user-visible change.\n"
+    "3. Tag the release and let CI build the sdist and wheel.\n"
+    "Releases go out on the first Monday of the month. Hotfixes may ship any day\n"
+    "but need two reviewers.\n"
+    "\n"
+    "## Shell completion\n"
+    "\n"
+    "Shell completion is driven by the `_CLICK_COMPLETE` environment variable\n"
+    "(really `_{PROG}_COMPLETE`). When it is set, the command does not run: click\n"
+    "prints a completion script (`bash_source`, `zsh_source`, `fish_source`) or the\n"
+    "completions themselves (`bash_complete`). The classes live in\n"
+    "`src/click/shell_completion.py`; a custom type gives completions by overriding\n"
+    "`ParamType.shell_complete`. We had a bug in zsh where descriptions with colons\n"
+    "broke the output: colons must be escaped.\n"
+    "\n"
+    "## Environment variables for options\n"
+    "\n"
+    "An option reads its value from an environment variable when `envvar=` is set,\n"
+    "or when the context has `auto_envvar_prefix`; then the name is\n"
+    "`PREFIX_OPTIONNAME` upper-cased. The value from the command line always wins\n"
+    "over the environment, and the environment wins over `default`. Multiple values\n"
+    "from one variable are split by the type's `envvar_list_splitter` (whitespace\n"
+    "by default, the OS path separator for `click.Path`).\n"
+    "\n"
+    "## Testing CLIs\n"
+    "\n"
+    'Use `click.testing.CliRunner`: `runner.invoke(cli, ["--flag"])` returns a\n'
+    "`Result` with `exit_code`, `output` and `exception`. `isolated_filesystem()`\n"
+    "gives a temporary working directory. Remember that `catch_exceptions=True` is\n"
+    "the default, so a crash shows as exit code 1 with `result.exception` set.\n"
+    "\n"
+    "## Deploy schedule\n"
+    "\n"
+    "Deploys of the internal CLI happen on Tuesdays after 14:00 UTC. Never deploy on\n"
+    "a Friday. The on-call person signs off in the #cli-release channel.\n"
+    "\n"
+    "## Billing and licences\n"
+    "\n"
+    "Click is BSD-3-Clause. Our fork keeps the licence file unchanged. Third-party\n"
+    "plugins must be MIT, BSD or Apache-2.0 licensed; anything GPL needs legal review.\n"
 )

@@ -38,6 +38,9 @@
   billing sections, and one about cache eviction too long for a small ask), and two
   tools that find nothing: ``search_nodes`` (an empty knowledge graph, as JSON) and
   ``search_files`` (``No matches found``);
+- ``handbook``: a ``team_notes`` tool returning a team's click handbook (``HANDBOOK``:
+  seven markdown sections, several saying "click", one "we use", one "working
+  directory"), whatever the topic, as the walkthrough's notes server did;
 - ``env``: one tool, named by the ``CHECK_TOOL`` variable, requiring ``query``; without
   that variable it exits at start, as a server missing its configuration does;
 - ``empty``: a ``search_nodes`` tool (``query`` required) that finds nothing, answering
@@ -64,7 +67,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import Resource as WireResource
 from mcp_types import TextContent
 
-from tests.mcp._design import EVICTION, FILLER
+from tests.mcp._design import EVICTION, FILLER, HANDBOOK
 
 #: The modes above, in the order they are described.
 MODES = (
@@ -79,6 +82,7 @@ MODES = (
     "runbook",
     "orders",
     "design",
+    "handbook",
     "env",
     "empty",
 )
@@ -370,6 +374,13 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
         def search_files(pattern: str) -> str:
             """A file search that finds nothing."""
             return "No matches found"
+
+    elif args.mode == "handbook":
+
+        @server.tool()
+        def team_notes(topic: str = "") -> str:
+            """The team's whole click handbook, whatever the topic."""
+            return HANDBOOK
 
     elif args.mode == "env":
         name = os.environ.get("CHECK_TOOL")

@@ -87,3 +87,38 @@ async def test_an_answer_that_matches_nothing_is_one_frame_and_a_match_its_secti
     sections = cited(billing, "notes")
     assert sorted(sections) == [f"get_design_notes § {i}. Billing notes" for i in range(1, 6)]
     assert report(billing, "notes")["frames_offered"] == 5
+
+
+@pytest.mark.anyio
+async def test_a_section_that_shares_only_stop_words_or_common_words_is_no_match(
+    workdir: Path,
+) -> None:
+    """The walkthrough's click handbook, asked what its sections share only in the words
+    a question is worded with ("we use", "may", "work" in "working directory") or in a
+    word most of them say ("click"): only the section the goal's real terms are in is
+    offered; a goal of nothing but such words matches none, and the handbook's head
+    alone is offered."""
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "handbook"]
+    notes = [{"name": "team_notes", "arguments": {"topic": "{query}"}}]
+    cfg = config_of(workdir, mcp_table("notes", command, [], resources=False, tools=notes))
+    asked = {"budget": 2000, "include_content": True, "strategy": "rrf"}
+    goals = {
+        "worded": "how do we use shell completion and how does it work",
+        "licence": "may plugins be GPL",
+        "common": "click shell completion",
+        "only": "how may we use it and does it work",
+    }
+    with anyio.fail_after(120):  # a hang guard
+        async with Daemon(cfg).local() as session:
+            results = {
+                name: await session.call("context/compose", {"goal": goal, **asked})
+                for name, goal in goals.items()
+            }
+    labels = {name: sorted(cited(result, "notes")) for name, result in results.items()}
+    assert labels == {
+        "worded": ["team_notes § Shell completion"],
+        "licence": ["team_notes § Billing and licences"],
+        "common": ["team_notes § Shell completion"],
+        "only": ["team_notes § Click maintenance handbook"],
+    }, labels
+    assert report(results["only"], "notes")["frames_offered"] == 1
