@@ -233,7 +233,8 @@ class McpBindingClient:
         self._session: ClientSession | None = None
         self._server = "?"
         #: The version the server gave at ``initialize``; ``None`` when it gave none (its
-        #: ack says ``unknown`` then: a CGP handshake names one, H2).
+        #: ack says ``unknown`` then: a CGP handshake names one, H2). The connection's
+        #: ``provider.handshake.ok`` logs this, not the stand-in.
         self.server_version: str | None = None
         self._tools = tool_calls(self.options)
         self._kind = str(self.options.get("kind", "doc"))

@@ -28,7 +28,7 @@ from hostd.mcp._binding import McpBindingClient, calls_deadline, lost_note, unre
 from hostd.server import Daemon
 from tests.server.conftest import ROOT
 
-from .test_binding import config_of, report
+from .test_binding import config_of, mcp_table, report
 
 pytestmark = pytest.mark.anyio
 
@@ -388,3 +388,28 @@ async def test_a_hanging_resource_read_or_listing_costs_only_its_own_results(
         ]
     # MCP cancellation: each server was told to stop the call it never answered.
     assert heard == {"docs": "read\n", "listing": "list\n"}
+
+
+async def test_the_handshake_log_says_no_version_for_a_server_that_names_none(
+    workdir: Path,
+) -> None:
+    """The SDK's ``MCPServer`` names no version unless given one: ``provider.handshake.ok``
+    logs ``version`` null for it, not the ack's stand-in (``unknown``), and the version a
+    server names for one that does."""
+
+    def table(pid: str, version: str) -> str:
+        command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
+        command += [f"--server-version={version}"]  # a command word is never empty
+        notes = [{"name": "notes", "arguments": {"query": "{query}"}}]
+        return mcp_table(pid, command, [], resources=False, tools=notes)
+
+    cfg = config_of(workdir, table("bare", ""), table("named", "2.1"))
+    with anyio.fail_after(120), capture_logs() as logs:  # a hang guard
+        async with Daemon(cfg).local() as session:
+            result = await session.call("context/compose", {"goal": "cache ttl"})
+    assert {p["provider_id"]: p["status"] for p in result["providers"]} == {
+        "bare": "ok",
+        "named": "ok",
+    }
+    versions = {e["provider"]: e["version"] for e in logs if e["event"] == "provider.handshake.ok"}
+    assert versions == {"bare": None, "named": "2.1"}, versions

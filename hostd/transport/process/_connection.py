@@ -114,6 +114,15 @@ class BindingClient(Protocol):
     def close(self, error: HostdError) -> None: ...
 
 
+def _given_version(client: BindingClient, ack: HandshakeAck) -> str | None:
+    """The version the provider gave, ``None`` when it gave none: a binding whose peer
+    may name none (an MCP server's ``serverInfo.version`` may be empty) keeps what it
+    was given as ``server_version`` and puts a stand-in in its ack (H2 needs one), which
+    the log must not report as the provider's."""
+    given: str | None = getattr(client, "server_version", ack.provider.version)
+    return given
+
+
 class _Stdout:
     """A JSON-RPC child's stdout sink: its binding client, until a handshake that got no
     reply is probed for the CGP envelope wire (``probe``). From then on each line is
@@ -366,7 +375,7 @@ class ProviderConnection(Acked):
             "provider.handshake.ok",
             provider=provider_id,
             name=ack.provider.name,
-            version=ack.provider.version,
+            version=_given_version(conn.client, ack),
             protocol_version=ack.protocol_version,
         )
         return conn
