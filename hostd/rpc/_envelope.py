@@ -154,11 +154,23 @@ def encode_reply(reply: Any, on_error: OnError | None = None) -> bytes:
 _REQUEST_KEYS = ("jsonrpc", "method", "params", "id")
 
 
+#: A number id's magnitude from which it may be an integer past 64 bits, which orjson
+#: reads as a rounded float: echoed, it would not be the id sent.
+_ROUNDED_FROM = 2.0**63
+
+
 def _valid_id(value: Any) -> bool:
-    # A string, an integer or null. A number with a fraction SHOULD NOT be an id
-    # (JSON-RPC 2.0 §4); refusing every float also refuses an integer past 64 bits,
-    # which orjson reads as a rounded float and which could only be echoed wrong.
+    """A string, a number or null (JSON-RPC 2.0 §4). A number with a fraction "SHOULD
+    NOT" be an id, yet it is one, and the reply's id "MUST be the same" (§5): ``1.5``
+    is served and answered under ``1.5``. A number of ``_ROUNDED_FROM`` or more is
+    not: it may be an integer orjson rounded, which could only be echoed wrong."""
+    if isinstance(value, float):
+        return abs(value) < _ROUNDED_FROM
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
+
+
+#: What an id may be, in the words of a refusal.
+_ID_WORDS = "a string, a number under 2^63 or null"
 
 
 def _refused(field: str, problem: str) -> InvalidRequest:
@@ -183,7 +195,7 @@ def request_problem(item: Any) -> InvalidRequest | None:
     if "params" in item and not isinstance(item["params"], dict | list):
         return _refused("params", f"got {given(item['params'])}; expected an object or an array")
     if "id" in item and not _valid_id(item["id"]):
-        return _refused("id", f"got {given(item['id'])}; expected a string, an integer or null")
+        return _refused("id", f"got {given(item['id'])}; expected {_ID_WORDS}")
     for key in item:
         if key not in _REQUEST_KEYS:  # a peer's key, of any length: quoted short, else counted
             named = {"field": key} if len(key) <= QUOTED else {}

@@ -166,9 +166,9 @@ async def test_an_invalid_request_is_answered_under_its_id_naming_the_member(
             {"field": "params"},
         ),
         (
-            b'{"jsonrpc":"2.0","id":1.5,"method":"host/status"}',
-            None,  # not an id hostd takes: it cannot be answered under it
-            "id: got 1.5; expected a string, an integer or null",
+            b'{"jsonrpc":"2.0","id":1e300,"method":"host/status"}',
+            None,  # maybe an integer past 64 bits, rounded: it cannot be answered under it
+            "id: got 1e+300; expected a string, a number under 2^63 or null",
             {"field": "id"},
         ),
         (
@@ -207,6 +207,23 @@ async def test_an_invalid_request_is_answered_under_its_id_naming_the_member(
     # Each refusal is a request that failed, in the log as the others are.
     refused = [e for e in daemon.events("request.done") if e.get("error_code") == -32600]
     assert len(refused) == len(asked) + 2
+
+
+async def test_a_fractional_id_is_served_and_answered_under_that_id(start_daemon) -> None:
+    """JSON-RPC 2.0 §4: an id is a string, a number or null (a fraction "SHOULD NOT" be in
+    it, yet it is an id), and §5: the reply's id "MUST be the same". A refusal of the
+    request names it too."""
+    daemon = await start_daemon({"alpha": {}})
+    async with await anyio.connect_unix(daemon.socket) as stream:
+        raw = Raw(stream)
+        served = await raw.ask(b'{"jsonrpc":"2.0","id":1.5,"method":"host/status"}\n')
+        assert served["id"] == 1.5 and served["result"]["state"] == "serving", served
+        refused = await raw.ask(b'{"jsonrpc":"2.0","id":-2.25,"method":"host/status","x":1}\n')
+        assert_error(refused, -32600, -2.25)
+        unknown = await raw.ask(b'{"jsonrpc":"2.0","id":0.5,"method":"no/such"}\n')
+        assert_error(unknown, -32601, 0.5)
+        await assert_serving(raw)
+    assert await daemon.stop() == 0
 
 
 async def test_a_thousand_requests_in_one_batch_all_get_their_error(start_daemon) -> None:
