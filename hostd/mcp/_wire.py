@@ -8,8 +8,10 @@ requests still running. This edge stands in front of it:
 - ``screen`` (pure) reads each line once: what the SDK can serve is handed on; the
   rest is answered here with the JSON-RPC error that fits (−32700 parse error,
   −32600 invalid request, −32602 for ``params`` that are not an object, as MCP
-  requires), with the request's id when it can be read, else ``null`` (JSON-RPC
-  2.0 §5); a notification is never answered, a response never replied to;
+  requires), in the daemon's words (``hostd.rpc.request_problem``: the member that is
+  wrong, in ``data.field`` too), with the request's id when it can be read, else
+  ``null`` (JSON-RPC 2.0 §5); a notification is never answered, a response never
+  replied to;
 - every request handed on is counted until its answer is written (or its client
   cancels it: MCP's cancellation asks for no answer), and an answer for a request
   already settled is dropped, so no request is answered twice;
@@ -47,6 +49,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from hostd._log import get_logger
+from hostd._param_words import given
 from hostd.errors import (
     EmptyBatch,
     HostdError,
@@ -57,7 +60,7 @@ from hostd.errors import (
     ShuttingDown,
 )
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, LineSplitter
-from hostd.rpc import decode, encode_line, error_reply
+from hostd.rpc import decode, encode_line, error_reply, request_problem
 
 __all__ = ["DRAIN_S", "Screened", "screen", "serve_stdio"]
 
@@ -133,27 +136,34 @@ def _member(item: Any) -> Screened:
 
 
 def _one(value: Any) -> Screened:
-    if not isinstance(value, dict):
-        return _refuse(InvalidRequest("not a JSON-RPC 2.0 message: not an object"))
+    if (
+        isinstance(value, dict)
+        and "method" not in value
+        and ("result" in value or "error" in value)
+    ):
+        return _hand_on(value, respond=False)  # a response: never replied to
+    # In the daemon's words (``request_problem``): the member that is wrong, and what it
+    # must be, in ``data.field`` too; MCP's ids and other members as MCP has them.
+    problem = request_problem(value, mcp=True)
+    if problem is not None:
+        if problem.data.get("field") == "params" and "id" not in value:
+            log.warning("mcp.notification.refused", reason="params_not_object")
+            return Screened()  # a notification is never answered
+        return _refuse(problem, value.get("id") if isinstance(value, dict) else None)
     id_ = value.get("id")
-    if "method" not in value:
-        if "result" in value or "error" in value:
-            return _hand_on(value, respond=False)  # a response: never replied to
-        return _refuse(InvalidRequest("not a JSON-RPC 2.0 message: no method"), id_)
-    if value.get("jsonrpc") != "2.0":
-        return _refuse(InvalidRequest('not a JSON-RPC 2.0 message: jsonrpc is not "2.0"'), id_)
-    if not isinstance(value["method"], str):
-        return _refuse(InvalidRequest("method must be a string"), id_)
-    if "id" in value and not _is_id(id_):
-        return _refuse(InvalidRequest("id must be a string or an integer"))
-    if "params" in value and not isinstance(value["params"], dict):
+    if isinstance(value.get("params"), list):
         if "id" not in value:
             log.warning("mcp.notification.refused", reason="params_not_object")
             return Screened()  # a notification is never answered
-        if isinstance(value["params"], list):
-            # JSON-RPC allows positional params; MCP's every method takes an object.
-            return _refuse(InvalidParam("params must be an object (MCP)"), id_)
-        return _refuse(InvalidRequest("params must be an object"), id_)
+        # JSON-RPC allows positional params; MCP's every method takes an object.
+        params = value["params"]
+        return _refuse(
+            InvalidParam(
+                f"invalid params: params: got {given(params)}; expected an object (MCP)",
+                field="params",
+            ),
+            id_,
+        )
     return _hand_on(value, respond="id" in value)
 
 

@@ -169,8 +169,14 @@ def _valid_id(value: Any) -> bool:
     return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
-#: What an id may be, in the words of a refusal.
+#: What an id may be, in the words of a refusal: the daemon's wire, and MCP's.
 _ID_WORDS = "a string, a number under 2^63 or null"
+_MCP_ID_WORDS = "a string or an integer (MCP)"
+
+
+def _mcp_id(value: Any) -> bool:
+    # MCP: "a string or integer", never null (JSON-RPC 2.0's null is refused).
+    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def _refused(field: str, problem: str) -> InvalidRequest:
@@ -179,9 +185,13 @@ def _refused(field: str, problem: str) -> InvalidRequest:
     return InvalidRequest(f"Invalid Request: {field}: {problem}", field=field)
 
 
-def request_problem(item: Any) -> InvalidRequest | None:
+def request_problem(item: Any, *, mcp: bool = False) -> InvalidRequest | None:
     """What makes ``item`` not a JSON-RPC 2.0 request, naming the member (the first found,
-    in the order ``jsonrpc``, ``method``, ``params``, ``id``, then any other), or None."""
+    in the order ``jsonrpc``, ``method``, ``params``, ``id``, then any other), or None.
+
+    ``mcp``: as ``hostd mcp`` reads a request, in the same words: an ``id`` is a string
+    or an integer, never null (MCP), and other members are left to the MCP SDK, which
+    ignores them (``params`` that are an array are refused there, as ``-32602``)."""
     if not isinstance(item, dict):
         return InvalidRequest(f"Invalid Request: got {given(item)}; expected an object")
     if "jsonrpc" not in item:
@@ -193,9 +203,13 @@ def request_problem(item: Any) -> InvalidRequest | None:
     if not isinstance(item["method"], str):
         return _refused("method", f"got {given(item['method'])}; expected a string")
     if "params" in item and not isinstance(item["params"], dict | list):
-        return _refused("params", f"got {given(item['params'])}; expected an object or an array")
-    if "id" in item and not _valid_id(item["id"]):
-        return _refused("id", f"got {given(item['id'])}; expected {_ID_WORDS}")
+        words = "an object (MCP)" if mcp else "an object or an array"
+        return _refused("params", f"got {given(item['params'])}; expected {words}")
+    if "id" in item and not (_mcp_id if mcp else _valid_id)(item["id"]):
+        words = _MCP_ID_WORDS if mcp else _ID_WORDS
+        return _refused("id", f"got {given(item['id'])}; expected {words}")
+    if mcp:
+        return None
     for key in item:
         if key not in _REQUEST_KEYS:  # a peer's key, of any length: quoted short, else counted
             named = {"field": key} if len(key) <= QUOTED else {}

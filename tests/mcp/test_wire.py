@@ -84,6 +84,7 @@ async def test_every_malformed_request_is_answered_once_with_the_error_that_fits
             _line({"jsonrpc": "1.0", "id": 3, "method": "tools/list"}),
             _line({"jsonrpc": "2.0", "id": 4}),  # no method, no result
             _line({"jsonrpc": "2.0", "id": 5, "method": 7}),
+            _line({"id": 12, "method": "tools/list"}),  # no jsonrpc
             _line({"jsonrpc": "2.0", "id": None, "method": "ping"}),  # MCP: never null
             _line({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": "x"}),
             _line("just a string"),
@@ -102,11 +103,32 @@ async def test_every_malformed_request_is_answered_once_with_the_error_that_fits
         out = await _run(config, data)
     answers = _answers(out)
     by_id = Counter(json.dumps(a["id"]) for a in answers)
-    ids: list[Any] = [0, 1, 3, 4, 5, 6, "b", 7, 8, "9", 10, 11]
+    ids: list[Any] = [0, 1, 3, 4, 5, 12, 6, "b", 7, 8, "9", 10, 11]
     assert by_id == Counter({**{json.dumps(i): 1 for i in ids}, "null": 6}), by_id
     code = {json.dumps(a["id"]): a["error"]["code"] for a in answers if "error" in a}
     assert code[json.dumps(1)] == -32602  # MCP params are an object
     assert code[json.dumps(3)] == code[json.dumps(4)] == code[json.dumps(5)] == -32600
+    # In the daemon's words (docs/api.md, "Error -32600"), the member in data.field.
+    said = {
+        json.dumps(a["id"]): (a["error"]["message"], a["error"]["data"].get("field"))
+        for a in answers
+        if "error" in a
+        and isinstance(a["error"].get("data"), dict)
+        and a["error"]["data"].get("field")
+    }
+    want = "expected the string '2.0'"
+    assert said == {
+        "1": (
+            "invalid params: params: got an array of 0 item(s); expected an object (MCP)",
+            "params",
+        ),
+        "3": (f"Invalid Request: jsonrpc: got a string '1.0'; {want}", "jsonrpc"),
+        "4": ("Invalid Request: method: missing; expected a string", "method"),
+        "5": ("Invalid Request: method: got 7; expected a string", "method"),
+        "12": (f"Invalid Request: jsonrpc: missing; {want}", "jsonrpc"),
+        "null": ("Invalid Request: id: got null; expected a string or an integer (MCP)", "id"),
+        "6": ("Invalid Request: params: got a string 'x'; expected an object (MCP)", "params"),
+    }, said
     assert code[json.dumps(6)] == code[json.dumps("b")] == -32600
     assert code[json.dumps(7)] == -32601
     assert code[json.dumps(8)] == -32602
