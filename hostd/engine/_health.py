@@ -22,7 +22,13 @@ remote provider that refused its credential (HTTP 401/403, or none could be read
 not crash and no restart cures it: ``record_refused`` parks it at once, with no backoff
 and no failure counted, and ``decide_start`` starts it again as soon as its credential
 changes (a token file rewritten), else as any parked provider (its cool-down, or
-``providers/restart``).
+``providers/restart``). A remote provider whose server was not reached (no connection,
+no answer in time, a 5xx: ``record_failure``'s ``unreachable``) has no process that
+could be broken for good: the server may come back at any moment. It is never parked
+for it: its next start (a check: one handshake) comes after a backoff that stays short
+(``check_delay``: 0.5, 1, 2, 2 … s by default), and once a check has failed no
+request waits for the next one (``awaits_start``): it fails at once, and the first
+request after a check that succeeded is answered.
 The engine does the I/O these decisions name; tests drive them with a fake clock.
 
 A peer asked once per request with no process to restart (a rerank server) keeps the
@@ -50,6 +56,7 @@ __all__ = [
     "awaits_start",
     "backoff_delay",
     "bounded_error",
+    "check_delay",
     "cool_down_s",
     "decide_ask",
     "decide_parked",
@@ -186,6 +193,10 @@ class Health:
     start_timed_out: bool = False
     #: Parked because its credential was refused (``record_refused``), not for crashes.
     refused: bool = False
+    #: Its last failure was a remote server not reached (``record_failure``): checked
+    #: again on ``check_delay``, never parked for it. Not reported: its last failure
+    #: says it.
+    unreachable: bool = False
     #: Legs in a row that failed (an error, a quarantined reply, a timeout, a crash)
     #: since its last ``ok`` one: a provider that is up yet answers no query usefully.
     failing_legs: int = 0
@@ -256,6 +267,27 @@ def backoff_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
     return min(delay, max(policy.max_delay_s, policy.base_delay_s))
 
 
+#: The shortest wait between two checks of a remote server that was not reached, even
+#: with ``base_delay_s`` 0 (a local process restarted at once): never a busy loop of
+#: connections to a server that is down.
+CHECK_MIN_S = 0.1
+#: Doublings of a check's wait before it holds: 0.5, 1, 2, 2, 2 … s by default.
+_CHECK_DOUBLINGS = 2
+
+
+def check_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
+    """Seconds to wait after the n-th consecutive failure of a remote provider whose
+    server was not reached before its next check (0 for n=0): ``base_delay_s`` (at least
+    ``CHECK_MIN_S``), doubling twice, then steady (never past ``max_delay_s`` unless the
+    base is): a server back after a deploy is found within a few seconds, however long it
+    was gone, and one that stays down costs one handshake per interval, one at a time."""
+    if consecutive_failures <= 0:
+        return 0.0
+    step = max(policy.base_delay_s, CHECK_MIN_S)
+    doublings = min(consecutive_failures - 1, _CHECK_DOUBLINGS)
+    return min(step * 2.0**doublings, max(policy.max_delay_s, step))
+
+
 def decide_start(
     health: Health,
     *,
@@ -275,7 +307,8 @@ def decide_start(
         return decide_parked(health, now=now, policy=policy)
     if health.failed_at is None:
         return StartDecision(StartAction.START)
-    backoff = backoff_delay(health.consecutive_failures, policy)
+    wait = check_delay if health.unreachable else backoff_delay
+    backoff = wait(health.consecutive_failures, policy)
     due = health.failed_at + backoff
     if now >= due:
         return StartDecision(StartAction.START)
@@ -303,9 +336,14 @@ def idle_restart_in(health: Health, *, now: float, policy: RestartPolicy) -> flo
 
 def awaits_start(health: Health) -> bool:
     """Whether a request may wait for this provider's start: not once a start has
-    outlived its deadline (until one succeeds or a restart is asked for). Its next
-    start then runs in the background, and the request's leg fails at once."""
-    return not health.start_timed_out
+    outlived its deadline, nor once a remote provider's server was not reached twice in
+    a row (a check failed after the failure that began its outage: it is down, and a
+    request would only spend its time on the next check), until one succeeds or a
+    restart is asked for. Its next start then runs in the background, and the request's
+    leg fails at once."""
+    return not health.start_timed_out and not (
+        health.unreachable and health.consecutive_failures >= 2
+    )
 
 
 def restarts_behind(health: Health, policy: RestartPolicy) -> bool:
@@ -316,18 +354,21 @@ def restarts_behind(health: Health, policy: RestartPolicy) -> bool:
     own frames, not every composition its start time. A first failure's restart is
     waited for (a provider that served, then crashed once, serves the next request); so
     is a parked provider's one start after its cool-down, and a start that outlived
-    its deadline keeps its own rule (``awaits_start``)."""
+    its deadline keeps its own rule (``awaits_start``), as does a remote provider whose
+    server was not reached (its checks are no crash loop: its server is down)."""
     return (
         health.consecutive_failures >= 2
         and not health.start_timed_out
+        and not health.unreachable
         and not is_parked(health, policy)
     )
 
 
 def is_parked(health: Health, policy: RestartPolicy) -> bool:
-    """Whether the bounded restart attempts are spent (the provider gave up)."""
+    """Whether the bounded restart attempts are spent (the provider gave up); never for
+    a remote provider whose server was not reached (``unreachable``), however often."""
     return health.state is ProviderState.FAILED or (
-        health.consecutive_failures >= policy.max_attempts
+        not health.unreachable and health.consecutive_failures >= policy.max_attempts
     )
 
 
@@ -390,6 +431,7 @@ def record_restart_requested(health: Health) -> Health:
         restarts_requested=health.restarts_requested + 1,
         start_timed_out=False,
         refused=False,
+        unreachable=False,
         failed_retries=0,
     )
 
@@ -404,6 +446,7 @@ def record_started(health: Health) -> Health:
         restarts=health.restarts + (1 if restarted else 0),
         start_timed_out=False,
         refused=False,
+        unreachable=False,
         failed_retries=0,
     )
 
@@ -416,6 +459,7 @@ def record_failure(
     policy: RestartPolicy,
     start_timed_out: bool = False,
     cannot_run: bool = False,
+    unreachable: bool = False,
     stderr_tail: str | None = None,
 ) -> Health:
     """The process could not start, failed its handshake, died or broke its stream.
@@ -424,12 +468,16 @@ def record_failure(
     ``cannot_run``: its command could not be run at all (not found, not executable),
     or its config names what the provider does not offer (an MCP tool): no restart
     cures that until the user acts, so it is parked at once, not started again by each
-    of the next requests (a cool-down, or ``providers/restart``). One that fails while
-    parked (its retry) counts a failed retry: its next cool-down doubles."""
+    of the next requests (a cool-down, or ``providers/restart``). ``unreachable``: a
+    remote provider's server was not reached (no connection, no answer in time, a
+    5xx): it may come back at any moment, so however many failures are in a row it is
+    ``crashed``, never parked, and checked again after ``check_delay``. One that fails
+    while parked (its retry) counts a failed retry: its next cool-down doubles."""
     n = health.consecutive_failures + 1
     if cannot_run:
         n = max(n, policy.max_attempts)
-    state = ProviderState.FAILED if n >= policy.max_attempts else ProviderState.CRASHED
+    parks = n >= policy.max_attempts and not unreachable
+    state = ProviderState.FAILED if parks else ProviderState.CRASHED
     error = bounded_error(error)
     return replace(
         health,
@@ -443,6 +491,7 @@ def record_failure(
         stderr_tail=_bounded_tail(stderr_tail),
         start_timed_out=start_timed_out,
         refused=False,
+        unreachable=unreachable,
         failed_retries=_failed_retries(health),
     )
 
@@ -466,6 +515,7 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
         stderr_tail=None,
         start_timed_out=False,
         refused=True,
+        unreachable=False,
         failed_retries=_failed_retries(health),
     )
 
@@ -570,6 +620,7 @@ def record_leg(
         restarts_requested=health.restarts_requested,
         start_timed_out=health.start_timed_out,
         refused=health.refused,
+        unreachable=health.unreachable,
         failing_legs=(
             0
             if status == "ok"

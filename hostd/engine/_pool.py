@@ -31,11 +31,16 @@ is parked at once, not restarted in a loop (``record_refused``): its legs fail a
 once with the refusal's words (what to fix) until its credential changes, its
 cool-down passes or ``restart`` is asked. So is a start no restart cures (its command
 cannot run; its config names a tool its MCP server does not offer: ``_cannot_run``),
-its legs failing with that start's own words. A process that ends on its own (killed, out
-of memory) is counted as a crash as soon as its exit is seen, not when a request next
-finds it dead (``exited``): ``providers/list`` says why it is down at once, with its
-exit status or signal and its stderr's tail. Opening a connection (spawn and
-handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads the
+its legs failing with that start's own words. A remote provider whose server was not
+reached (``_unreachable``: no connection, no answer in time, a 5xx) is never parked for
+it: it is checked (handshaken) again on a short backoff (``check_delay``), one check at
+a time, in the pool's task group, and once a check has failed no request waits for the
+next one (``awaits_start``); a repeated failed check is logged at ``debug``, so an
+outage of a day costs its log one warning, not one per check. A process that ends on its
+own (killed, out of memory) is counted as a crash as soon as its exit is seen, not when
+a request next finds it dead (``exited``): ``providers/list`` says why it is down at
+once, with its exit status or signal and its stderr's tail. Opening a connection (spawn
+and handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads the
 pool; it never spawns or closes a process itself. A config reload (``reconfigure``)
 changes the set of slots: an unchanged provider's is kept as it is; a removed or
 changed one's is retired (never started again, its process stopped by
@@ -61,6 +66,7 @@ from hostd.errors import (
     ProviderParked,
     ProviderTimeout,
     ProviderUnauthorized,
+    RemoteTransport,
     ShuttingDown,
     UnknownProvider,
 )
@@ -74,6 +80,7 @@ from ._health import (
     RestartPolicy,
     StartAction,
     awaits_start,
+    check_delay,
     decide_start,
     idle_restart_in,
     is_hung,
@@ -150,6 +157,29 @@ class Reconfigured:
     kept: list[str]
     #: The slots taken out (removed, and the old slots of changed providers).
     retired: list[Slot]
+
+
+#: HTTP statuses a server gives while it (or what stands behind its proxy) restarts, or
+#: is too busy for now: it may answer at the next check. Any other status (a 404, a
+#: redirect) says the configured URL is wrong, which no check cures.
+_PASSING_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+def _unreachable(spec: ProviderSpec, exc: HostdError) -> bool:
+    """Whether ``exc`` is a remote provider's server not reached, which may come back at
+    any moment: no connection (refused, reset, a name that does not resolve, TLS that
+    failed), no answer within the deadline, or a status of a server restarting
+    (``_PASSING_STATUSES``). Not a refused credential (parked until it changes), a
+    protocol error or a handshake that breaks the rules (the server answered, wrongly:
+    its restart attempts, then parking, as for a local provider)."""
+    if not spec.remote:
+        return False
+    if isinstance(exc, ProviderTimeout):
+        return True
+    if not isinstance(exc, RemoteTransport):
+        return False
+    status = exc.data.get("http_status")
+    return status is None or status in _PASSING_STATUSES
 
 
 class Slot:
@@ -572,9 +602,12 @@ class ProviderPool:
         untold, slot.untold = slot.untold, None
         if untold is not None:
             return type(untold)(untold.message, **untold.data)
+        failed = "its last start failed"
+        if slot.health.unreachable:  # a remote server that is down: a start is a check
+            failed = "its server was not reached"
+            what = what.replace("start", "check")
         return ProviderCrashed(
-            f"not waited for: its last start failed ({slot.health.last_failure}); {what}",
-            stage=stage,
+            f"not waited for: {failed} ({slot.health.last_failure}); {what}", stage=stage
         )
 
     def start_timeout(self, slot: Slot) -> float:
@@ -632,6 +665,7 @@ class ProviderPool:
                 spec, task_group=self._tg, handshake_timeout=timeout, on_progress=self._on_progress
             )
         except HostdError as exc:
+            before = slot.health
             if isinstance(exc, ProviderUnauthorized):
                 self.record_refused(slot, exc)
             else:
@@ -644,16 +678,29 @@ class ProviderPool:
             # Parked by it (its attempts spent, or its retry failed): when the next comes,
             # so a log read a day later tells how often a provider that never starts is
             # tried (each failed retry doubles its cool-down: ``retry_cool_down_s``).
-            parked = is_parked(slot.health, slot.policy)
-            more = {"retry_in_s": retry_cool_down_s(slot.health, slot.policy)} if parked else {}
-            log.warning(
-                "provider.start.failed",
-                provider=spec.id,
-                reason=exc.reason,
-                error=exc.message,
-                stderr_tail=stderr_tail_of(exc),
+            health = slot.health
+            parked = is_parked(health, slot.policy)
+            more: dict[str, Any] = {}
+            if parked:
+                more["retry_in_s"] = retry_cool_down_s(health, slot.policy)
+            quiet = False
+            if health.unreachable:  # checked again soon: when, and how often it failed
+                more["failures"] = health.consecutive_failures
+                more["next_check_in_s"] = check_delay(health.consecutive_failures, slot.policy)
+                # The same words as the check before: said once, as the outage began.
+                again = before.unreachable and before.consecutive_failures >= 2
+                quiet = again and before.last_failure == health.last_failure
+            said = {
+                "provider": spec.id,
+                "reason": exc.reason,
+                "error": exc.message,
+                "stderr_tail": stderr_tail_of(exc),
                 **more,
-            )
+            }
+            if quiet:
+                log.debug("provider.start.failed", **said)
+            else:
+                log.warning("provider.start.failed", **said)
             start.error = exc
         else:
             if slot.retired is not None:  # removed by a reload while it started
@@ -708,7 +755,8 @@ class ProviderPool:
     def record_failure(self, slot: Slot, exc: HostdError, *, start: bool = False) -> None:
         """``start``: the failure of a start; one that outlived its deadline (the
         handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``), one no
-        restart cures (``_cannot_run``) is parked at once."""
+        restart cures (``_cannot_run``) is parked at once; a remote server not reached
+        (``_unreachable``), at a start or under a leg, is never parked for it."""
         slot.health = record_failure(
             slot.health,
             now=self.now(),
@@ -716,6 +764,7 @@ class ProviderPool:
             policy=self.settings.restart_policy,
             start_timed_out=start and isinstance(exc, ProviderTimeout),
             cannot_run=start and _cannot_run(exc),
+            unreachable=_unreachable(slot.spec, exc),
             stderr_tail=stderr_tail_of(exc),
         )
         self._schedule_revive(slot)

@@ -15,6 +15,7 @@ from hostd.engine import (
     awaits_start,
     backoff_delay,
     bounded_error,
+    check_delay,
     decide_parked,
     decide_start,
     idle_restart_in,
@@ -616,3 +617,66 @@ def test_a_failure_with_no_stderr_clears_the_last_ones_tail() -> None:
     assert record_failure(h, now=1.0, error="hung", policy=POLICY).stderr_tail is None
     assert record_refused(h, now=1.0, error="unauthorized: x").stderr_tail is None
     assert record_started(h).stderr_tail == "a | b"  # kept with last_failure, as history
+
+
+# -- a remote server that was not reached: checked on a short backoff, never parked ------
+
+
+def _unreached(failures: int, policy: RestartPolicy = POLICY) -> Health:
+    h = record_started(Health())
+    for i in range(failures):
+        h = record_failure(
+            h, now=100.0 + i, error="transport: ConnectError", policy=policy, unreachable=True
+        )
+    return h
+
+
+def test_a_remote_server_not_reached_is_never_parked_however_often() -> None:
+    h = _unreached(POLICY.max_attempts * 10)
+    assert h.state is ProviderState.CRASHED and not is_parked(h, POLICY)
+    assert h.consecutive_failures == POLICY.max_attempts * 10
+    assert h.failed_at is not None
+    due = h.failed_at + check_delay(h.consecutive_failures, POLICY)
+    assert decide_start(h, alive=False, now=due, policy=POLICY).action is StartAction.START
+    assert idle_restart_in(h, now=due, policy=POLICY) == 0.0
+
+
+def test_the_checks_of_a_server_not_reached_double_twice_then_hold() -> None:
+    assert [check_delay(n, RestartPolicy()) for n in range(7)] == [0, 0.5, 1, 2, 2, 2, 2]
+    # never a busy loop, even when a local process is restarted at once
+    assert check_delay(9, RestartPolicy(base_delay_s=0.0)) == pytest.approx(0.4)
+    # never past max_delay_s, unless the base itself is
+    assert check_delay(9, RestartPolicy(base_delay_s=2.0, max_delay_s=5.0)) == 5.0
+    assert check_delay(9, RestartPolicy(base_delay_s=8.0, max_delay_s=5.0)) == 8.0
+
+
+@given(st.integers(1, 500))
+def test_a_check_waits_no_longer_than_its_cap(failures: int) -> None:
+    h = _unreached(failures)
+    assert h.failed_at is not None
+    decision = decide_start(h, alive=False, now=h.failed_at, policy=POLICY)
+    assert decision.action is StartAction.WAIT
+    assert decision.delay_s <= 4 * POLICY.base_delay_s + 1e-9
+
+
+def test_no_request_waits_for_a_check_once_one_failed() -> None:
+    assert awaits_start(_unreached(1))  # one failure: its first check is waited for
+    assert not awaits_start(_unreached(2))  # a check failed too: the server is down
+    assert not restarts_behind(_unreached(3), POLICY)  # down, not a crash loop
+    assert awaits_start(record_started(_unreached(3)))
+    assert awaits_start(record_restart_requested(_unreached(3)))
+    assert not record_restart_requested(_unreached(3)).unreachable
+
+
+def test_a_server_that_answers_wrongly_after_an_outage_follows_the_usual_attempts() -> None:
+    h = record_failure(_unreached(2), now=200.0, error="wire: bad body", policy=POLICY)
+    assert not h.unreachable and h.state is ProviderState.CRASHED
+    h = record_failure(h, now=201.0, error="wire: bad body", policy=POLICY)
+    assert h.state is ProviderState.FAILED and is_parked(h, POLICY)
+
+
+def test_a_local_providers_failures_still_park_it() -> None:
+    h = record_started(Health())
+    for i in range(POLICY.max_attempts):
+        h = record_failure(h, now=float(i), error="crashed", policy=POLICY)
+    assert h.state is ProviderState.FAILED and not h.unreachable

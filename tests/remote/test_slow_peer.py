@@ -151,3 +151,58 @@ async def test_a_remote_provider_whose_server_comes_back_within_its_backoff_is_n
     assert between.consecutive_failures == 3 and between.state is ProviderState.CRASHED
     assert seen.count("provider.parked") == 0
     assert (health.state, health.consecutive_failures) == (ProviderState.READY, 0)
+
+
+async def test_a_remote_provider_whose_server_is_down_past_its_restart_attempts_is_not_parked(
+    tmp_path: Path,
+) -> None:
+    """The server stops for longer than a local provider's restart attempts last (more
+    failed checks than ``max_attempts``; the schedule made short by the policy, whose
+    cool-down stays the default minute), then starts again on the same port: the
+    provider is checked on its short backoff, never parked, the check after the server
+    is back brings it up, and the next compose is answered."""
+    policy = RestartPolicy(base_delay_s=0.05)  # checks 0.1, 0.2, 0.4, 0.4 … s apart
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        server = await _start("always")
+        try:
+            spec = ProviderSpec("remote", url=server.url, timeout_ms=30_000, start_timeout_s=30.0)
+            consent = consented(tmp_path, spec.id)
+            async with Host(
+                [spec], consent=consent, restart_policy=policy, restart_idle=True
+            ) as host:
+                first = (await host.query_all(query(), 1000)).reports[spec.id]
+                await server.stop()
+                # The leg meets the refused connection, then each check fails on its own.
+                down = (await host.query_all(query(), 1000)).reports[spec.id]
+                past = policy.max_attempts + 2
+
+                def failed_or_parked() -> bool:
+                    return (
+                        seen.count("provider.start.failed") >= past
+                        or seen.count("provider.parked") > 0
+                    )
+
+                await seen.until(failed_or_parked)
+                assert seen.count("provider.parked") == 0, "parked while its server was down"
+                between = host.health(spec.id)
+                # No request waits for a check of a server that is down: it fails at once.
+                meanwhile = (await host.query_all(query(), 1000)).reports[spec.id]
+                server = await _start("always", server.port)  # back, on the same port
+                await seen.wait("provider.recovered", 1)
+                back = (await host.query_all(query(), 1000)).reports[spec.id]
+                health = host.health(spec.id)
+        finally:
+            await server.stop()
+    assert first.status is LegStatus.OK and back.status is LegStatus.OK, back
+    assert down.status is LegStatus.CRASHED and down.error_code == "transport"
+    assert between.consecutive_failures > policy.max_attempts
+    assert between.state is ProviderState.CRASHED
+    assert meanwhile.status is LegStatus.CRASHED
+    assert "not waited for: its server was not reached" in (meanwhile.error_message or "")
+    assert seen.count("provider.parked") == 0
+    assert (health.state, health.consecutive_failures) == (ProviderState.READY, 0)
+    # The first failed check said at warning; each repeat of the same words at debug.
+    failed = [e for e in seen.seen if e["event"] == "provider.start.failed"]
+    assert failed[0]["log_level"] == "warning"
+    assert {e["log_level"] for e in failed[1:]} == {"debug"}
+    assert all("next_check_in_s" in e and "retry_in_s" not in e for e in failed)
