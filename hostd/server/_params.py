@@ -147,7 +147,8 @@ class FeedbackParams(_Params):
 
 
 class CancelParams(_Params):
-    id: str | int | None
+    #: A float too: a request with a fractional id is served under it (docs/api.md).
+    id: str | int | float | None
 
 
 class RestartParams(_Params):

@@ -165,18 +165,18 @@ async def test_progress_echoes_the_token_and_is_absent_without_one(start_daemon)
     assert await daemon.stop() == 0
 
 
-async def test_cancel_drops_the_work_and_its_reply(start_daemon) -> None:
+@pytest.mark.parametrize("rid", ["c1", 1.5])  # a fractional id is served, so cancellable
+async def test_cancel_drops_the_work_and_its_reply(start_daemon, rid: str | float) -> None:
     daemon = await start_daemon({"slow": STUCK, "fast": {}})
+    params = {"goal": "slow", "providers": ["slow"], "timeout_ms": 600000}
+    line = {"jsonrpc": "2.0", "id": rid, "method": "context/compose", "params": params}
     async with connect(daemon.socket) as client:
-        await client.send_raw(
-            b'{"jsonrpc":"2.0","id":"c1","method":"context/compose",'
-            b'"params":{"goal":"slow","providers":["slow"],"timeout_ms":600000}}\n'
-        )
+        await client.send_raw(json.dumps(line).encode() + b"\n")
         # The request is in flight once host/status counts it (besides itself).
         with anyio.fail_after(30):
             while (await client.status())["in_flight"] < 2:
                 pass
-        await client.notify("$/cancel", {"id": "c1"})
+        await client.notify("$/cancel", {"id": rid})
         with anyio.fail_after(30):
             while (await client.status())["in_flight"] > 1:
                 pass
