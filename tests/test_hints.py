@@ -85,8 +85,8 @@ LOOPING: dict[str, Any] = {
     "status": "warming",
     "error": {
         "code": "restarting",
-        "message": "provider restarting after 3 failures in a row, not waited for (a "
-        "request's ready_wait_ms waits for it); its last failure: crashed: provider process "
+        "message": "provider restarting after 3 failures in a row, not waited for; its "
+        "last failure: crashed: provider process "
         "ended; exit status 3",
     },
 }

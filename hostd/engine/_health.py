@@ -15,7 +15,7 @@ A start that outlived its deadline (a handshake never answered) marks the provid
 failure, but no request waits for them (``awaits_start``), so a stuck provider costs
 one start deadline once, not once per request. A provider in a crash loop (it failed
 again after its last restart, answering nothing between) is restarted behind the
-requests (``restarts_behind``), none waiting for it beyond its ``ready_wait_ms``. A
+requests (``restarts_behind``), none waiting for it, whatever its ``ready_wait_ms``. A
 provider that is down starts again on its own too, with no request asking, once its
 backoff (or, parked, its cool-down) has passed (``idle_restart_in``). A
 remote provider that refused its credential (HTTP 401/403, or none could be read) did
@@ -349,9 +349,10 @@ def awaits_start(health: Health) -> bool:
 def restarts_behind(health: Health, policy: RestartPolicy) -> bool:
     """Whether the provider is in a crash loop: it failed again (a crash, a failed start,
     a hang) after its last restart, with no query answered since (two failures in a
-    row). Its next start then runs behind the request that meets it, which waits for it
-    only within its ``ready_wait_ms``: a provider that crashes on every query costs its
-    own frames, not every composition its start time. A first failure's restart is
+    row). Its next start then runs behind the request that meets it, which does not wait
+    for it (not even within a ``ready_wait_ms``, a wait for starts and warm-ups): a
+    provider that crashes on every query or start costs its own frames, not every
+    composition its start time. A first failure's restart is
     waited for (a provider that served, then crashed once, serves the next request); so
     is a parked provider's one start after its cool-down, and a start that outlived
     its deadline keeps its own rule (``awaits_start``), as does a remote provider whose

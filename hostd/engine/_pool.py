@@ -13,8 +13,8 @@ the start that timed out; so a stuck provider costs one start deadline, once. A 
 start (``start_all``: a one-shot command's, whose request comes after it) that timed
 out is told to the first leg as it failed, promising no next start. A provider in a
 crash loop (it failed again after its last restart, answering nothing between) is
-restarted behind the request too (``restarts_behind``, ``restart_behind``): a request
-waits for it only within its ``ready_wait_ms``, and one that broke under a leg is
+restarted behind the request too (``restarts_behind``, ``restart_behind``): no request
+waits for it (a ``ready_wait_ms`` neither), and one that broke under a leg is
 started again at once, after its backoff, so one quick to start serves the next
 request; a first failure's restart is waited for, as a first start is.
 In a long-running host (``PoolSettings.restart_idle``) a provider that is down starts

@@ -20,8 +20,9 @@ waits for its provider's start, counted from the same ready: ``waited``). Once e
 reply is in, the caller's last step (the turn's source reads) runs. Consent is
 decided once: by the plan for a provider live when it planned, else once after
 its start (``ready``, shared by its leg and its verify). A provider in a crash loop
-is not waited for (``behind``): its restart runs in the pool and its leg is ``warming``
-at once, unless the request names ``ready_wait_ms``. Every leg's failure
+is not waited for (``behind``), whatever ``ready_wait_ms`` the request names (that
+waits for starts and warm-ups, and a crash loop's restart fails again): its restart
+runs in the pool and its leg is ``warming``, code ``restarting``, at once. Every leg's failure
 becomes a ``LegReply`` value, so siblings are never cancelled; the pool is told
 of broken connections.
 """
@@ -271,12 +272,14 @@ class _Runner:
     def behind(self, slot: Slot) -> bool:
         """Whether this request leaves ``slot``'s restart behind it: a provider in a crash
         loop (``pool.restart_behind``, which begins that restart if none is under way),
-        unless the request names a ``ready_wait_ms``, which bounds the wait for it as
-        for any start. Decided once per provider, when its leg or verify first asks."""
+        even when the request names a ``ready_wait_ms``: that wait is for a start or a
+        warm-up, and ``hostd mcp`` names one with every call, so a provider failing at
+        each start would cost every call its wait and be told as one still starting.
+        Decided once per provider, when its leg or verify first asks."""
         pid = slot.spec.id
         behind = self.behind_ids.get(pid)
         if behind is None:
-            behind = self.plan.ready_wait_ms is None and self.pool.restart_behind(slot)
+            behind = self.pool.restart_behind(slot)
             self.behind_ids[pid] = behind
         return behind
 
@@ -285,7 +288,7 @@ class _Runner:
         health = slot.health
         return (
             f"provider restarting after {health.consecutive_failures} failures in a row, "
-            "not waited for (a request's ready_wait_ms waits for it); its last failure: "
+            "not waited for; its last failure: "
             f"{health.last_failure}"
         )
 

@@ -70,9 +70,11 @@ async def test_no_provider_text_reaches_the_log_or_the_reports(tmp_path: Path) -
         for goal in SEQUENCE:
             for method in ("context/compose", "context/query"):
                 # A goal that broke the connection twice in a row (compose, then query)
-                # leaves the provider in a crash loop, restarting behind the requests: the
-                # next one waits for that restart (else its leg is `warming`, not asked).
-                params: dict[str, Any] = {"goal": goal, "budget": 400, "ready_wait_ms": 60_000}
+                # leaves the provider in a crash loop, restarting behind the requests,
+                # which do not wait for it (its leg would be `warming`, not asked): each
+                # request waits here for the providers' starts first.
+                await client.call("providers/warm", {})
+                params: dict[str, Any] = {"goal": goal, "budget": 400}
                 if method == "context/compose":
                     params["include_content"] = True  # the evidence quotes no dropped frame
                 result = await client.call(method, params)

@@ -27,9 +27,6 @@ from tests.engine._helpers import healthy, query
 pytestmark = pytest.mark.anyio
 
 PID = "flaky"
-#: A request's wait for a start after failed starts (a crash loop: not waited for
-#: without one): a hang guard, never reached.
-WAIT_MS = 60_000
 
 
 class Clock:
@@ -54,10 +51,9 @@ def starts(counter: Path) -> int:
 async def parked_host(
     tmp_path: Path, *, fails: int, attempts: int, retry_after: float
 ) -> AsyncIterator[tuple[Host, Path, Clock]]:
-    """A host whose provider fails its first ``fails`` starts, queried until its
-    ``attempts`` are spent (each query meets one failed start, waited for within its
-    ``ready_wait_ms``: failed starts in a row are a crash loop, not waited for by
-    default): parked."""
+    """A host whose provider fails its first ``fails`` starts, warmed until its
+    ``attempts`` are spent (each ``warm_all`` waits for one failed start: failed starts
+    in a row are a crash loop, which no query waits for): parked."""
     counter, clock = tmp_path / "starts", Clock()
     policy = RestartPolicy(
         base_delay_s=0.0, max_attempts=attempts, retry_failed_after_s=retry_after
@@ -66,8 +62,7 @@ async def parked_host(
         [flaky(counter, fails)], restart_policy=policy, health_clock=clock, start_timeout_s=30
     ) as host:
         for i in range(attempts):
-            fan = await host.query_all(query(), 1000, ready_wait_ms=WAIT_MS)
-            assert fan.reports[PID].status is not LegStatus.OK
+            assert (await host.warm_all())[PID] != "ready"
             assert starts(counter) == i + 1
         assert host.health(PID).state is ProviderState.FAILED
         yield host, counter, clock
@@ -175,12 +170,11 @@ def daemon_dir() -> Iterator[tuple[Path, str]]:
 
 
 async def _statuses(client: Any, n: int) -> list[str]:
-    """The provider's leg status in ``n`` compositions, each waiting for a start after
-    failed starts (a crash loop's, not waited for by default: ``ready_wait_ms``), so
-    each start is one composition's."""
+    """The provider's leg status in ``n`` compositions, each waiting for the start it
+    meets (a first one, or a parked provider's retry: neither is a crash loop's)."""
     out = []
     for _ in range(n):
-        result = await client.compose("retry policy", budget=300, ready_wait_ms=WAIT_MS)
+        result = await client.compose("retry policy", budget=300)
         out.append(result.providers[0].status)
     return out
 

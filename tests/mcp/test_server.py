@@ -204,6 +204,37 @@ async def test_list_providers_shows_what_a_down_providers_stderr_ended_with(
     assert not lines[1].startswith(" "), lines
 
 
+async def test_a_provider_failing_at_every_start_is_told_as_failing_not_as_warming(
+    workdir: Path, marker: str
+) -> None:
+    """A provider whose process exits at every start, behind ``hostd mcp``'s wait for
+    starts (its ``--ready-wait-ms``; ``hostd mcp`` sends one with every call): once its
+    restart failed too (a crash loop), a call neither waits for its next restart nor
+    calls it warming: its leg is ``restarting`` and the text says, as ``hostd compose``
+    does, that asking again will not help."""
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "noisy_start_crash"]
+    noisy = f'[[provider]]\nid = "noisy"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+    config = write_config(workdir, marker, {"alpha": {}}, extra=noisy)
+    # Its restarts on their own come seconds apart, so no call meets it parked.
+    config.write_text(config.read_text().replace("[host]\n", "[host]\nrestart_backoff_s = 2\n"))
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            # Its first start, and the restart after that first failure, are waited for
+            # and crash; a later call meets the crash loop (a bound, not a clock).
+            for _ in range(4):
+                composed = await client.call_tool("compose_context", {"goal": "x"})
+                structured = composed.structured_content
+                (leg,) = [p for p in structured["providers"] if p["provider_id"] == "noisy"]
+                if leg["status"] != "crashed":
+                    break
+    assert (leg["status"], leg["error"]["code"]) == ("warming", "restarting"), leg
+    assert [c["frame"]["provider_id"] for c in structured["citations"]][:1] == ["alpha"]
+    texts = _texts(composed)
+    assert not [t for t in texts if "still warming" in t], texts
+    (looping,) = [t for t in texts if t.startswith("hostd: keeps failing: noisy (last failure: ")]
+    assert "asking again will not help until its failure is fixed" in looping
+
+
 async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record(
     workdir: Path, marker: str
 ) -> None:
