@@ -60,7 +60,9 @@ __all__ = [
     "warming_advice",
     "warming_doing",
     "warming_ids",
+    "warming_phases",
     "warming_state",
+    "warming_step",
 ]
 
 #: Why a provider's handshake reply most often never came, and what to do: its reply
@@ -106,6 +108,24 @@ def warming_doing(phase: Any) -> str:
     return "building its index"
 
 
+#: What a step of an index build is doing, by the phase the bundled providers report
+#: (``files``: ``read files`` then ``index``; ``semantic``: ``read files`` then
+#: ``embed``), so ``338/338`` files then ``0/13430`` chunks reads as the next step,
+#: not a restart. Only these: a provider's own phase names are not quoted.
+_STEPS = {"read files": "reading files", "index": "indexing chunks", "embed": "embedding chunks"}
+#: The phases that use a model (``semantic``'s ``load model`` and ``embed``): only a
+#: provider warming in one of these, or in none known yet, is a model to keep loaded.
+_MODEL_FREE = frozenset({"read files", "index", "load"})
+
+
+def warming_step(phase: Any) -> str:
+    """``building its index: indexing chunks``: ``warming_doing`` and, for a known build
+    step (``_STEPS``), which one."""
+    doing = warming_doing(phase)
+    step = _STEPS.get(phase) if isinstance(phase, str) else None
+    return f"{doing}: {step}" if step else doing
+
+
 def warming_state(report: Mapping[str, Any]) -> str | None:
     """``still building its index (…)`` for a ``warming`` leg (``still loading its saved
     index (…)`` while it loads one: ``warming_doing``), the engine's message in
@@ -133,6 +153,19 @@ def warming_ids(result: Mapping[str, Any]) -> list[str]:
         for p in reports
         if p.get("status") == "warming" and (p.get("error") or {}).get("code") != RESTARTING
     ]
+
+
+def warming_phases(result: Mapping[str, Any]) -> dict[str, str | None]:
+    """The phase each warming provider (``warming_ids``) last reported (``error.phase``),
+    ``None`` before it reported one, in the reply's order."""
+    reports: Sequence[Mapping[str, Any]] = result.get("providers") or []
+    ids = set(warming_ids(result))
+    out: dict[str, str | None] = {}
+    for p in reports:
+        if str(p.get("provider_id")) in ids:
+            phase = (p.get("error") or {}).get("phase")
+            out[str(p.get("provider_id"))] = phase if isinstance(phase, str) else None
+    return out
 
 
 def restarting_failures(result: Mapping[str, Any]) -> dict[str, str | None]:
@@ -172,7 +205,13 @@ def restarting_advice(
     )
 
 
-def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str | None:
+def warming_advice(
+    ids: Sequence[str],
+    *,
+    where: str,
+    config: str = "",
+    phases: Mapping[str, str | None] | None = None,
+) -> str | None:
     """One line saying what to do about the warming providers ``ids`` (None for none).
 
     ``where``: ``one_shot`` (a command that starts its providers and stops them when
@@ -181,10 +220,22 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
     them anew in the next), ``mcp_connect`` (``hostd mcp --connect``: the daemon's
     providers) or ``adapter`` (a framework retriever: its daemon's providers).
     ``config``: the ``--config FILE`` option to repeat in the commands named, or nothing.
+    ``phases``: each one's last phase (``warming_phases``), for a reader with no other
+    line about them (a model under ``hostd mcp``): each that reported one is named with
+    what it is doing (``warming_step``), and the models are spoken of only when one may
+    be loading or using one (a phase that is not model-free, or none known yet).
     """
     if not ids:
         return None
-    who = ", ".join(ids)
+    if phases is None:
+        who = ", ".join(ids)
+        models = True
+    else:
+        # Before its first step's report it may still be starting: only its name.
+        who = ", ".join(
+            f"{pid} ({warming_step(phases[pid])})" if phases.get(pid) else pid for pid in ids
+        )
+        models = any(phases.get(pid) not in _MODEL_FREE for pid in ids)
     if where == "one_shot":
         return (
             f"still warming: {who}. This command stops its providers when it ends, so a "
@@ -207,6 +258,12 @@ def warming_advice(ids: Sequence[str], *, where: str, config: str = "") -> str |
         return (
             f"still warming: {who}. The daemon's providers go on warming up in the "
             f"background: call compose_context again shortly"
+        )
+    if not models:
+        return (
+            f"still warming: {who}. hostd goes on warming up in the background: call "
+            f"compose_context again shortly. `hostd warm{config}` builds an index ahead of "
+            f"time, and the bundled providers keep it on disk for the next sessions"
         )
     return (
         f"still warming: {who}. hostd goes on warming up in the background: call "

@@ -21,9 +21,9 @@ from hostd._hints import (
     restarting_advice,
     restarting_failures,
     warming_advice,
-    warming_doing,
-    warming_ids,
+    warming_phases,
     warming_state,
+    warming_step,
 )
 
 __all__ = [
@@ -595,7 +595,9 @@ def warming_hints(
     models anew, and how a daemon keeps them loaded."""
     option = f" --config {config}" if config else ""
     where = "mcp" if connect is None else "mcp_connect"
-    advice = warming_advice(warming_ids(result), where=where, config=option)
+    # The model reads no leg line: each one is named with what it is doing.
+    phases = warming_phases(result)
+    advice = warming_advice(list(phases), where=where, config=option, phases=phases)
     # A crash loop's leg is warming too, yet calling again will not help: its own text.
     looping = restarting_advice(restarting_failures(result), where=where, config=option)
     return [f"hostd: {line}" for line in (advice, looping) if line is not None]
@@ -728,7 +730,8 @@ class ProgressTrack:
             # The provider's own words are not quoted: its state only when it is one of ours.
             state = figures.get("state")
             if state not in _STATES:
-                state = f"warming, {warming_doing(figures.get('phase'))}"
+                # The step with its count: 338/338 files, then 0/13430 chunks, a next step.
+                state = f"warming, {warming_step(figures.get('phase'))}"
             # A long step said again (a model load): how long it has run, our words.
             elapsed = figures.get("elapsed_s")
             where += f" ({elapsed} s)" if _count(elapsed) else ""
@@ -739,7 +742,7 @@ class ProgressTrack:
         status = note.get("status")
         if status == "warming" and note.get("phase") is not None:
             # In the words of its warm-up notes, so the last one agrees with the result.
-            status = f"warming, {warming_doing(note['phase'])}"
+            status = f"warming, {warming_step(note['phase'])}"
         message = f"{provider}: {status}, {note.get('frames_accepted', 0)} frames"
         return self._sent(self._base), self.total, message
 
@@ -753,7 +756,7 @@ class ProgressTrack:
 
 
 #: A warm-up's states (hostd.provider._warmup): named in a note as they are; ``warming`` says
-#: what it is doing (``warming_doing``).
+#: what it is doing (``warming_step``).
 _STATES = frozenset({"ready", "failed"})
 
 

@@ -80,13 +80,19 @@ def test_a_warming_note_says_what_the_provider_is_doing_by_its_phase() -> None:
         track.update({"provider": "f", "status": "warming", "warming": figures})
         for figures in (
             {"state": "warming", "phase": "load", "done": 40, "total": 90},
-            {"state": "warming", "phase": "read files", "done": 40, "total": 90},
+            {"state": "warming", "phase": "read files", "done": 90, "total": 90},
+            {"state": "warming", "phase": "index", "done": 0, "total": 13430},
         )
     ]
+    # Files read, then chunks indexed: the count of the next step, not a restart.
     assert [u[2] if u else None for u in said] == [
         "f: warming, loading its saved index 40/90",
-        "f: warming, building its index 40/90",
+        "f: warming, building its index: reading files 90/90",
+        "f: warming, building its index: indexing chunks 0/13430",
     ]
+    # A phase of the provider's own naming is not quoted.
+    other = track.update({"provider": "f", "warming": {"phase": "\x1b[2J", "done": 1, "total": 2}})
+    assert other is not None and other[2] == "f: warming, building its index 1/2"
 
 
 def test_a_leg_that_ended_warming_says_what_its_last_warm_up_note_said() -> None:
@@ -247,6 +253,31 @@ def test_in_process_the_warming_hint_says_a_daemon_keeps_the_models_loaded() -> 
     assert text is not None and text.endswith(connected)
 
 
+def test_a_warming_hint_says_each_providers_step_and_speaks_of_models_only_for_one() -> None:
+    # A config with no model (files and memory): the hint says what files is doing and
+    # how to build its index ahead of time, nothing about loading models.
+    files = {
+        "provider_id": "files",
+        "status": "warming",
+        "error": {"code": "warming", "message": "provider warming", "phase": "index"},
+    }
+    (alone,) = warming_hints({"citations": [], "providers": [files]}, "/p/hostd.toml")
+    assert alone == (
+        "hostd: still warming: files (building its index: indexing chunks). hostd goes on "
+        "warming up in the background: call compose_context again shortly. `hostd warm "
+        "--config /p/hostd.toml` builds an index ahead of time, and the bundled providers "
+        "keep it on disk for the next sessions"
+    )
+    # Beside one embedding with its model, the models are spoken of again.
+    embedding = {**WARMING_LEG, "error": {"code": "warming", "phase": "embed"}}
+    (both,) = warming_hints({"providers": [files, embedding]}, None)
+    assert both.startswith(
+        "hostd: still warming: files (building its index: indexing chunks), semantic "
+        "(building its index: embedding chunks). "
+    )
+    assert "loads their models once" in both
+
+
 def test_no_evidence_tells_why_an_ok_leg_gave_nothing_from_its_note() -> None:
     note = "nothing fit: no frame within its share of 1200 tokens (it left out 3 frame(s))"
     files = {"provider_id": "files", "status": "ok", "frames_offered": 0, "note": note}
@@ -312,6 +343,6 @@ def test_a_long_step_said_again_says_how_long_it_has_run() -> None:
     ]
     assert [u[2] if u else None for u in said] == [
         "s: warming, loading its model (6 s)",
-        "s: warming, building its index 64/449 (2 s)",
+        "s: warming, building its index: embedding chunks 64/449 (2 s)",
         "s: warming, loading its model",  # not a count: not quoted
     ]
