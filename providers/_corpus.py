@@ -516,28 +516,68 @@ _PARTS_FROM_CHUNKS = 1000
 _PARTS_NAMED = 3
 #: A file that holds at least 1/this of a large index is named (``largest_parts``).
 _LARGEST_FILE_SHARE = 10
+#: How deep the parts named go (``largest_parts``): a directory holding most of the
+#: index is looked into a few levels down at most.
+_PARTS_MAX_DEPTH = 4
 
 
 def largest_parts(corpus: Corpus) -> str:
     """For a ready message: ``"; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"``,
-    the top-level directories (or files at the root) that hold most of a large index,
-    largest first (ties by name), so a user sees at once what it is made of: tests,
-    fixtures or a changelog that crowd a ranking are one ``.hostdignore`` line away.
-    A single file that holds a tenth of it or more is named too (``; largest file:
-    tests/fixtures/cases.json 40%``): one data file can fill every prompt, and a
+    the directories (or files) that hold most of a large index (``_parts``), largest
+    first (ties by name), so a user sees at once what it is made of: tests, fixtures,
+    locale tables or a changelog that crowd a ranking are one ``.hostdignore`` line
+    away. A single file that holds a tenth of it or more is named too (``; largest
+    file: tests/fixtures/cases.json 40%``): one data file can fill every prompt, and a
     directory's share does not say which file it is. ``""`` for an index under
-    ``_PARTS_FROM_CHUNKS`` chunks."""
+    ``_PARTS_FROM_CHUNKS`` chunks. At most ``_PARTS_NAMED`` parts, each path cut to
+    ``_MAX_SHOWN_PATH``."""
     total = len(corpus.chunks)
     if total < _PARTS_FROM_CHUNKS:
         return ""
-    counts = Counter(head + sep for head, sep, _ in (c.rel.partition("/") for c in corpus.chunks))
+    files = Counter(c.rel for c in corpus.chunks)
+    counts = _parts(files, total)
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:_PARTS_NAMED]
     shares = (f"{_shown(part)} {_percent(n, total)}" for part, n in top)
     said = f"; most chunks: {', '.join(shares)}"
-    rel, n = min(Counter(c.rel for c in corpus.chunks).items(), key=lambda kv: (-kv[1], kv[0]))
-    if n * _LARGEST_FILE_SHARE >= total and "/" in rel:  # a root file is named above
+    rel, n = min(files.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = {part for part, _ in top}
+    if n * _LARGEST_FILE_SHARE >= total and rel not in named:  # not said twice
         said += f"; largest file: {_shown(rel)} {_percent(n, total)}"
     return said
+
+
+def _parts(files: Counter[str], total: int) -> Counter[str]:
+    """The chunks of each part of the index: its top-level directories (and root
+    files); while one directory holds more than half of them and its largest
+    subdirectories (``_PARTS_NAMED`` of them) more than half of its own, that directory
+    is replaced by its subdirectories and files, up to ``_PARTS_MAX_DEPTH`` levels.
+    So a project with everything under ``src/`` is told by what is in it
+    (``src/locales/ 38%, src/tests/ 21%``), while a ``packages/`` spread over many
+    packages stays one part, its share whole."""
+    counts: Counter[str] = Counter()
+    for rel, n in files.items():
+        counts[_part(rel, 1)] += n
+    for depth in range(2, _PARTS_MAX_DEPTH + 1):
+        part, held = max(counts.items(), key=lambda kv: kv[1])
+        if not part.endswith("/") or 2 * held <= total:
+            break
+        inner: Counter[str] = Counter()
+        for rel, n in files.items():
+            if rel.startswith(part):
+                inner[_part(rel, depth)] += n
+        subdirs = sorted((n for p, n in inner.items() if p.endswith("/")), reverse=True)
+        if 2 * sum(subdirs[:_PARTS_NAMED]) <= held:  # mostly its own files, or spread out
+            break
+        del counts[part]
+        counts.update(inner)
+    return counts
+
+
+def _part(rel: str, depth: int) -> str:
+    """``rel``'s directory ``depth`` levels down, with its ``/``; the file itself when it
+    lies no deeper."""
+    names = rel.split("/", depth)
+    return rel if len(names) <= depth else "/".join(names[:depth]) + "/"
 
 
 def _percent(n: int, total: int) -> str:

@@ -619,14 +619,59 @@ def test_a_large_index_names_its_largest_top_level_parts(tmp_path: Path) -> None
     corpus = Corpus(CorpusOptions(root=_large_tree(tmp_path / "p")))
     corpus.refresh()
     assert len(corpus.chunks) == 1000  # the premise: one chunk per line
+    # packages/ holds most, in two packages: they are named (below: _parts).
     assert largest_parts(corpus) == (
-        "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
+        "; most chunks: packages/cli/ 31%, packages/core/ 31%, playground/ 21%"
         "; largest file: packages/cli/b.py 31%"  # a tenth or more: named (ties by name)
     )
     # A smaller one's parts are seen at a glance: not named.
     (tmp_path / "p" / "build.py").unlink()
     corpus.refresh()
     assert largest_parts(corpus) == ""
+
+
+def test_a_directory_holding_most_chunks_is_told_by_the_directories_in_it(
+    tmp_path: Path,
+) -> None:
+    # Everything under src/: "src/ 97%" would say nothing; its parts say what to ignore.
+    root = tmp_path / "p"
+    for rel, files, lines in (
+        ("src/v4/locales/l{}.ts", 5, 80),
+        ("src/v4/core/c{}.ts", 4, 75),
+        ("src/v4/tests/t{}.ts", 3, 70),
+        ("src/index{}.ts", 1, 60),
+        ("README{}.md", 1, 30),
+    ):
+        for n in range(files):
+            _lines_file(root / rel.format(n), lines)
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.refresh()
+    assert len(corpus.chunks) == 1000  # the premise: one chunk per line
+    assert largest_parts(corpus) == (
+        "; most chunks: src/v4/locales/ 40%, src/v4/core/ 30%, src/v4/tests/ 21%"
+    )
+    # A few levels down at most, the line bounded as ever.
+    for n in range(3):
+        _lines_file(root / "a" / "b" / "c" / "d" / "e" / f"f{n}.txt", 500)
+    corpus.refresh()
+    assert largest_parts(corpus) == (
+        "; most chunks: a/b/c/d/ 60%, src/ 39%, README0.md 1%; largest file: a/b/c/d/e/f0.txt 20%"
+    )
+
+
+def test_a_directory_spread_over_many_parts_or_its_own_files_stays_one_part(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    for n in range(10):  # ten packages of 62 chunks: none of them crowds the index
+        _lines_file(root / "packages" / f"p{n}" / "m.py", 62)
+    for rel, files in (("playground/c{}.py", 3), ("docs/d{}.py", 2)):
+        for n in range(files):  # no file a tenth of the index
+            _lines_file(root / rel.format(n), 70)
+    _lines_file(root / "build.py", 30)
+    corpus = Corpus(CorpusOptions(root=root))
+    corpus.refresh()
+    assert largest_parts(corpus) == "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
 
 
 def test_the_parts_named_are_ordered_by_size_then_name_and_bounded(tmp_path: Path) -> None:
@@ -668,7 +713,7 @@ async def test_the_files_providers_ready_message_names_the_parts_that_hold_most(
         await peer.handshake()
     said = peer.notes[-1]["message"]
     assert said.startswith(f"1000 chunks from 5 files under {root.resolve()}"), said
-    parts = "; most chunks: packages/ 62%, playground/ 21%, docs/ 14%"
+    parts = "; most chunks: packages/cli/ 31%, packages/core/ 31%, playground/ 21%"
     assert said.endswith(f"{parts}; largest file: packages/cli/b.py 31%"), said
 
 
