@@ -35,6 +35,12 @@ summary and ``hostd mcp``'s ``list_providers`` text share; its failure's own exc
 of that stderr then names only what the lines under it do not (``said_once``). A
 provider that is down, in one line (``down_state``): what ``hostd status`` and
 ``list_providers`` say of it.
+
+A provider that answered, yet whose frames were dropped for what it sent (an invalid
+frame, a digest that is not its content's, a file outside the trusted roots): how many,
+by the audit's reason (``dropped_words``), in the words the compose summary and ``hostd
+mcp``'s texts share; ``refused_legs`` names the legs that lost every frame that way,
+which give a composition nothing, as a failed one does.
 """
 
 from __future__ import annotations
@@ -47,11 +53,15 @@ from hostd._printable import printable
 __all__ = [
     "NO_HANDSHAKE",
     "NO_REMOTE_HANDSHAKE",
+    "PROVIDER_FAULTS",
     "RESTARTING",
     "budget_advice",
     "down_state",
+    "dropped_frames",
+    "dropped_words",
     "duration",
     "failure_tail_lines",
+    "refused_legs",
     "restarting_advice",
     "restarting_failures",
     "said_once",
@@ -434,3 +444,48 @@ def failure_tail_lines(row: Mapping[str, Any]) -> list[str]:
     if health.get("readiness") == "failed" and isinstance(health.get("progress"), Mapping):
         return []
     return stderr_tail_lines(str(row.get("id")), health.get("stderr_tail"))
+
+
+#: The audit reasons that drop a frame for what its provider sent (or where its source
+#: lies), not for how it ranked: an invalid frame (F1–F5, D1, schema …), an inline digest
+#: or a file provenance digest that is not what hostd computes (D4, F5), a file outside
+#: the trusted roots.
+PROVIDER_FAULTS = ("invalid_frame", "digest_mismatch", "source_mismatch", "untrusted_source")
+
+
+def dropped_frames(result: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Per provider: the frames dropped for what it sent (``PROVIDER_FAULTS``), by
+    reason, from a ``context/compose`` reply's audit entries."""
+    out: dict[str, dict[str, int]] = {}
+    for e in (result.get("audit") or {}).get("entries") or []:
+        reason = e.get("reason")
+        if reason in PROVIDER_FAULTS:
+            mine = out.setdefault(str((e.get("frame") or {}).get("provider_id")), {})
+            mine[reason] = mine.get(reason, 0) + 1
+    return out
+
+
+def dropped_words(reasons: Mapping[str, int], why: Mapping[str, str] | None = None) -> str:
+    """``N frame(s) dropped: invalid_frame n (why); digest_mismatch m``: how many of a
+    leg's frames were dropped, by reason (``dropped_frames``), each with its ``why``
+    when one is given (hostd's words only)."""
+    parts = []
+    for reason, n in sorted(reasons.items()):
+        said = (why or {}).get(reason)
+        parts.append(f"{reason} {n}" + (f" ({said})" if said else ""))
+    return f"{sum(reasons.values())} frame(s) dropped: {'; '.join(parts)}"
+
+
+def refused_legs(result: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], dict[str, int]]]:
+    """The ``ok`` legs that offered frames and lost every one for what they sent
+    (``dropped_frames``: each of its ``frames_offered`` has such an audit entry), with
+    their drops by reason, in the order of ``providers``: to whoever reads the prompt,
+    such a source is as missing as one whose leg failed."""
+    faults = dropped_frames(result)
+    out = []
+    for p in result.get("providers") or []:
+        offered = p.get("frames_offered")
+        mine = faults.get(str(p.get("provider_id")))
+        if p.get("status") == "ok" and mine and offered and sum(mine.values()) >= offered:
+            out.append((p, mine))
+    return out

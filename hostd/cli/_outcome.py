@@ -18,6 +18,8 @@ from hostd._hints import (
     NO_HANDSHAKE,
     NO_REMOTE_HANDSHAKE,
     budget_advice,
+    dropped_frames,
+    dropped_words,
     restarting_advice,
     restarting_failures,
     said_once,
@@ -126,7 +128,8 @@ def frames_cap_note(result: dict[str, Any], max_frames: int) -> str | None:
     )
 
 
-#: Audit reasons that drop a frame for what its provider sent, and what to fix.
+#: What to fix, for each audit reason that drops a frame for what its provider sent
+#: (``PROVIDER_FAULTS``; a test holds the two the same).
 _PROVIDER_FAULTS = {
     "invalid_frame": "",  # the rules its frames broke say what (``violations``)
     "digest_mismatch": "content_digest is not the sha256 of the content (D4)",
@@ -178,17 +181,6 @@ def _untrusted(result: dict[str, Any], pid: str, roots: Sequence[Path] | None) -
     )
 
 
-def dropped_frames(result: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Per provider: the frames dropped for what it sent (``_PROVIDER_FAULTS``), by reason."""
-    out: dict[str, dict[str, int]] = {}
-    for e in (result.get("audit") or {}).get("entries") or []:
-        reason = e.get("reason")
-        if reason in _PROVIDER_FAULTS:
-            mine = out.setdefault(str((e.get("frame") or {}).get("provider_id")), {})
-            mine[reason] = mine.get(reason, 0) + 1
-    return out
-
-
 #: How many (rule, reason) groups a leg's line names, the frames' members each names,
 #: and a reason's characters: a line stays short whatever a provider sent.
 _GROUPS_SHOWN = 5
@@ -230,17 +222,14 @@ def _dropped_line(
     reasons: dict[str, int],
     roots: Sequence[Path] | None,
 ) -> str:
-    """``ID: ok, but N frame(s) dropped: reason n (why), …``."""
-    parts = []
-    for reason, n in sorted(reasons.items()):
-        why = _PROVIDER_FAULTS[reason]
-        if reason == "untrusted_source":
-            why = _untrusted(result, str(p.get("provider_id")), roots)
-        if reason == "invalid_frame":
-            why = broken_rules(p)
-        parts.append(f"{reason} {n}" + (f" ({why})" if why else ""))
-    total = sum(reasons.values())
-    return f"  {p.get('provider_id')}: ok, but {total} frame(s) dropped: {'; '.join(parts)}"
+    """``ID: ok, but N frame(s) dropped: reason n (why), …`` (``dropped_words``, as
+    ``hostd mcp``'s text names a leg that lost them all)."""
+    why = dict(_PROVIDER_FAULTS)
+    if "untrusted_source" in reasons:
+        why["untrusted_source"] = _untrusted(result, str(p.get("provider_id")), roots)
+    if "invalid_frame" in reasons:
+        why["invalid_frame"] = broken_rules(p)
+    return f"  {p.get('provider_id')}: ok, but {dropped_words(reasons, why)}"
 
 
 def leg_failures(

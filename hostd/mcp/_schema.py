@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from hostd._citations import ranked_citations
 from hostd._hints import (
     budget_advice,
+    dropped_words,
+    refused_legs,
     restarting_advice,
     restarting_failures,
     warming_advice,
@@ -630,25 +633,30 @@ def failed_hints(
     result: dict[str, Any], config: str | None, connect: str | None = None
 ) -> list[str]:
     """One text naming the providers whose leg failed this time (a timeout, a crash, an
-    error, a quarantined reply) and those whose leg lost part of its answer (with its
-    ``note``, hostd's words, bounded), so a model reading only the text knows the
-    evidence lacks them; their own words are not quoted (``structuredContent.providers``
-    says more, and so does the command named: ``hostd status`` for a daemon's providers
-    (``connect``), else ``hostd check-provider``, which runs the provider alone: no
-    daemon serves a session's own providers, so ``status`` would find none)."""
+    error, a quarantined reply), those whose leg answered yet lost every frame it offered
+    for what it sent (an invalid frame, a wrong digest: ``refused_legs``, with the counts
+    by reason and the rule ids its frames broke, as the compose summary counts them), and
+    those whose leg lost part of its answer (with its ``note``, hostd's words, bounded),
+    so a model reading only the text knows the evidence lacks them; their own words are
+    not quoted (``structuredContent.providers`` says more, and so does the command named:
+    ``hostd status`` for a daemon's providers (``connect``), else ``hostd check-provider``,
+    which runs the provider alone: no daemon serves a session's own providers, so
+    ``status`` would find none)."""
     failed = [p for p in result.get("providers") or [] if p.get("status") in _FAILED_LEGS]
+    refused = refused_legs(result)
     partial = _partial(result)
-    if not failed and not partial:
+    if not failed and not refused and not partial:
         return []
     option = f" --config {config}" if config else ""
     named = []
-    if failed:
-        legs = ", ".join(f"{p.get('provider_id')} ({p.get('status')})" for p in failed)
-        named.append(f"no evidence from {legs}")
+    if failed or refused:
+        gone = [f"{p.get('provider_id')} ({p.get('status')})" for p in failed]
+        gone += [f"{p.get('provider_id')} (ok, but {_dropped(p, n)})" for p, n in refused]
+        named.append(f"no evidence from {', '.join(gone)}")
     if partial:
-        legs = ", ".join(f"{p.get('provider_id')} ({_shown_note(p)})" for p in partial)
-        named.append(f"only part of the evidence from {legs}")
-    told = [*failed, *partial]
+        part = ", ".join(f"{p.get('provider_id')} ({_shown_note(p)})" for p in partial)
+        named.append(f"only part of the evidence from {part}")
+    told = [*failed, *(p for p, _ in refused), *partial]
     if connect is not None:
         how = f"`hostd{option} status` says why"
     else:
@@ -661,6 +669,20 @@ def failed_hints(
         f"hostd: {', and '.join(named)} this time: the evidence above lacks "
         f"what {'it holds' if len(told) == 1 else 'they hold'}; {how}"
     ]
+
+
+def _dropped(report: Mapping[str, Any], reasons: dict[str, int]) -> str:
+    """``dropped_words`` of a leg that lost every frame: an invalid frame's reason with
+    the rule ids its frames broke (``schema, F2``), never a field or a message (a field
+    path may hold a member a provider named)."""
+    rules = sorted(
+        {
+            str(v.get("rule"))
+            for v in report.get("violations") or []
+            if v.get("severity", "error") == "error"
+        }
+    )
+    return dropped_words(reasons, {"invalid_frame": ", ".join(rules)})
 
 
 def _shown_note(report: dict[str, Any]) -> str:

@@ -74,3 +74,11 @@ def test_many_reasons_are_bounded() -> None:
     assert "schema frames[0].title, frames[1].title, frames[2].title, +9 more: missing" in line
     assert line.endswith("; +1 more)"), line
     assert len(line) < 500, len(line)
+
+
+def test_each_reason_a_provider_is_blamed_for_has_what_to_fix() -> None:
+    # The compose summary and hostd mcp's text count the same drops (hostd._hints).
+    from hostd._hints import PROVIDER_FAULTS
+    from hostd.cli._outcome import _PROVIDER_FAULTS
+
+    assert set(_PROVIDER_FAULTS) == set(PROVIDER_FAULTS)

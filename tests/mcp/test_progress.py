@@ -199,6 +199,51 @@ def test_failed_hints_name_legs_that_lost_part_of_their_answer_with_their_note()
     assert f"tickets ({'x' * 299}…) this time" in cut
 
 
+def _entries(pid: str, *reasons: str) -> list[dict[str, Any]]:
+    return [
+        {"frame": {"provider_id": pid}, "disposition": "excluded", "reason": r} for r in reasons
+    ]
+
+
+def test_failed_hints_name_a_leg_whose_every_frame_was_dropped_with_counts_and_rules() -> None:
+    # Every frame adr offered was invalid: ok, yet the prompt holds nothing of it.
+    secret = {"rule": "schema", "field": "frames[0].Secret plan", "message": "missing"}
+    violations = [
+        secret,
+        {"rule": "F2", "field": "frames[1].title", "message": "title is empty"},
+        {"rule": "R3", "field": "frames[1].content", "message": "…", "severity": "notice"},
+    ]
+    adr = {"provider_id": "adr", "status": "ok", "frames_offered": 2, "violations": violations}
+    # files offered two, one dropped for its digest and one kept: not named.
+    files = {"provider_id": "files", "status": "ok", "frames_offered": 2}
+    result: dict[str, Any] = {
+        "providers": [adr, files, {"provider_id": "slow", "status": "timeout"}],
+        "audit": {
+            "entries": [
+                *_entries("adr", "invalid_frame", "invalid_frame"),
+                *_entries("files", "digest_mismatch"),
+                {"frame": {"provider_id": "files"}, "disposition": "included"},
+            ]
+        },
+    }
+    (hint,) = failed_hints(result, None, None)
+    assert hint == (
+        "hostd: no evidence from slow (timeout), adr (ok, but 2 frame(s) dropped: "
+        "invalid_frame 2 (F2, schema)) this time: the evidence above lacks what they hold; "
+        "`hostd check-provider --provider slow`, `hostd check-provider --provider adr` run "
+        "each alone and say why"
+    )
+    assert "Secret" not in hint and "R3" not in hint  # no field it sent; a notice keeps
+    # A digest its frames got wrong, every one: named by the audit's reason.
+    files["frames_offered"] = 1
+    result["audit"]["entries"] = _entries("files", "digest_mismatch")
+    result["providers"] = [files]
+    (hint,) = failed_hints(result, None, "/run/hostd.sock")
+    assert hint.startswith(
+        "hostd: no evidence from files (ok, but 1 frame(s) dropped: digest_mismatch 1) this time"
+    )
+
+
 WARMING_LEG = {
     "provider_id": "semantic",
     "status": "warming",

@@ -741,6 +741,32 @@ async def test_a_provider_whose_leg_failed_is_named_in_the_text_a_model_reads(
     ]
 
 
+async def test_a_provider_whose_every_frame_was_invalid_is_named_in_the_text_a_model_reads(
+    workdir: Path, marker: str
+) -> None:
+    # untitled answers, yet its two frames have no title: both dropped (schema), none kept.
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "untitled", marker]
+    untitled = f'[[provider]]\nid = "adv"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+    config = write_config(workdir, marker, {"alpha": {}}, extra=untitled)
+    with anyio.fail_after(120):
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            result = await client.call_tool("compose_context", {"goal": "anything"})
+    assert result.is_error is False, _texts(result)
+    structured = result.structured_content or {}
+    legs = {p["provider_id"]: p for p in structured["providers"]}
+    assert (legs["adv"]["status"], legs["adv"]["frames_accepted"]) == ("ok", 0), legs["adv"]
+    assert {"reason": "frames_invalid", "provider": "adv", "detail": "schema"} in structured[
+        "degraded_reasons"
+    ]
+    hints = [t for t in _texts(result) if t.startswith("hostd: no evidence from")]
+    # Counts and rule ids, as the compose summary counts them: never a field it sent.
+    assert hints == [
+        "hostd: no evidence from adv (ok, but 2 frame(s) dropped: invalid_frame 2 (schema)) "
+        "this time: the evidence above lacks what it holds; "
+        f"`hostd --config {config} check-provider --provider adv` runs it alone and says why"
+    ]
+
+
 async def test_a_provider_that_lost_part_of_its_answer_is_named_in_the_text_a_model_reads(
     workdir: Path, marker: str
 ) -> None:
