@@ -188,6 +188,17 @@ def _bad_costs(violations: Iterable[Violation]) -> list[Violation]:
     return [v for v in violations if v.rule == "schema" and v.field.endswith("token_cost")]
 
 
+def _cost_judged(raw: Any) -> bool:
+    """Whether the leg audit compares this frame's declared cost as sent: B3 wherever its
+    ``content`` is a string and its ``token_cost`` an integer (on a frame the schema
+    refused too), P4 on a reference frame."""
+    if not isinstance(raw, dict):
+        return False
+    if raw.get("representation") == "reference":
+        return True
+    return isinstance(raw.get("content"), str) and type(raw.get("token_cost")) is int
+
+
 def _fmt(violations: Sequence[Any], limit: int = 3) -> str:
     violations = list(dict.fromkeys(violations))  # the same breach found by two queries
     text = "; ".join(f"{v.rule} {v.field}: {v.message}" for v in violations[:limit])
@@ -667,6 +678,8 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
     query = ContextQuery(goal=goal, query_text=query_text, max_frames=8, max_tokens=budget)
     frames: list[ContextFrame] = []
     first: list[LegAudit] = []
+    #: What that query's reply sent, as sent (budget honesty counts the costs it judged).
+    first_raw: list[Any] = []
     #: The query row of an answer with frames: the goal probe adds its warning to it.
     answered: list[CheckResult] = []
     #: Whether that answer said it was ``truncated``.
@@ -685,6 +698,7 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
             raise Failed(f"query answered an error: {run.refusal(error)}")
         audit = run.audit(query, raw, caps.query.kinds)
         first.append(audit)
+        first_raw.extend(raw or [])
         kinds_seen.extend(x["kind"] for x in raw or [] if isinstance(x, dict) and "kind" in x)
         frames.extend(audit.accepted)
         # The row judges the reply as the daemon takes it: its frames (F1–F5, D1 …), the
@@ -738,11 +752,16 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         if unread:
             raise Failed(f"costs not exact: {_fmt(unread)}; {_COST_RULE}", ("B3", "schema"))
         how = "an error" if error is not None else f"{len(raw or [])} frame(s)"
-        detail = (
-            f"costs exact; max_tokens=8 answered with {how}, max_frames=1 with "
-            f"{len(raw_one or [])} frame(s), in {d.last_ms:.0f} ms"
-        )
-        results.append(CheckResult("budget honesty", True, detail))
+        answered = f"max_tokens=8 answered with {how}, max_frames=1 with {len(raw_one or [])}"
+        answered += f" frame(s), in {d.last_ms:.0f} ms"
+        sent = [*first_raw, *(raw or []), *(raw_one or [])]
+        if sent and not any(map(_cost_judged, sent)):
+            # Every frame refused before its cost could be compared: nothing was exact.
+            unjudged = f"costs not judged: no frame it answered ({len(sent)} in all) had a "
+            unjudged += f"string content and an integer token_cost; {answered}"
+            results.append(CheckResult("budget honesty", True, unjudged, warning=True))
+            return
+        results.append(CheckResult("budget honesty", True, f"costs exact; {answered}"))
 
     await run.step("budget honesty", budget_honesty(), needs_query=True)
 

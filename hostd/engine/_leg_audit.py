@@ -3,11 +3,12 @@
 Every offered frame is parsed and checked on its own (F1–F5, D1, P1–P4,
 G1–G2, schema): an invalid frame is dropped with its rule ids and costs only
 itself. Then the leg as a whole, on *recomputed* costs: a misstated
-``token_cost`` on any frame (B3), an honest total over the share (B1), more
-frames than ``max_frames`` (B4), kinds outside the query's ``kinds`` (Q1) or
-frames outside ``as_of`` (Q2) quarantine the whole reply: every frame is
-dropped with a loud report naming the rule and the figures, never trimmed to
-fit (B2). A frame of a kind the provider did not declare in its capabilities
+``token_cost`` on any frame (B3, judged on a frame the schema refused too, where
+its ``content`` and ``token_cost`` are of the right types), an honest total over
+the share (B1), more frames than ``max_frames`` (B4), kinds outside the query's
+``kinds`` (Q1) or frames outside ``as_of`` (Q2) quarantine the whole reply: every
+frame is dropped with a loud report naming the rule and the figures, never trimmed
+to fit (B2). A frame of a kind the provider did not declare in its capabilities
 (``query.kinds``, when not empty) is invalid under Q1 whatever the query
 asked, and costs only itself. Notices (U2 unknown kind, R3 instruction-shaped
 content) keep the frame and are reported.
@@ -279,21 +280,23 @@ def audit_leg(
             continue
         located = [_at(i, v) for v in found]
         violations.extend(located)
+        # A misstated cost quarantines the reply whatever else its frame breaks: B3 is
+        # judged on a frame the schema refused too (``parse_frame``), as on one that parsed.
+        quarantine.extend(v for v in located if v.rule == "B3")
+        errors = [v for v in located if v.severity is Severity.ERROR and v.rule != "B3"]
         if frame is None:
             excluded.append(
                 (
                     _raw_id(provider_id, raw_frames[i], i),
                     "invalid_frame",
                     {
-                        "rules": sorted({v.rule for v in found}),
-                        "violations": [v.to_wire() for v in located],
+                        "rules": sorted({v.rule for v in errors}),
+                        "violations": [v.to_wire() for v in errors],
                     },
                 )
             )
             continue
         parsed.append((i, frame))
-        quarantine.extend(v for v in located if v.rule == "B3")
-        errors = [v for v in located if v.severity is Severity.ERROR and v.rule != "B3"]
         if errors:
             excluded.append(
                 (

@@ -201,8 +201,31 @@ def parse_frame(data: Any) -> tuple[ContextFrame | None, list[Violation]]:
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "<frame>"
             out.append(Violation("schema", loc, schema_reason(err)))
+        out.extend(_sent_cost(data, {str(err["loc"][0]) for err in exc.errors() if err["loc"]}))
         return None, out
     return frame, check_frame(frame)
+
+
+#: The members B3 compares, and the one that decides whether it applies (P1–P4).
+_COST_MEMBERS = frozenset({"content", "token_cost", "representation"})
+
+
+def _sent_cost(data: Any, refused: set[str]) -> list[Violation]:
+    """B3 on a frame the schema refused, as ``check_frame`` judges a parsed one: where
+    B3 applies (a full or compact frame), its ``content`` is a string and its
+    ``token_cost`` an integer, none of them refused, the declared cost must be
+    ``ceil(utf8 bytes/4)``. ``check_frame`` reports every rule a frame breaks, so a
+    frame with no title and a wrong cost is told both at once, not the cost only once
+    the title is fixed."""
+    if not isinstance(data, dict) or refused & _COST_MEMBERS:
+        return []
+    content, declared = data.get("content"), data.get("token_cost")
+    if data.get("representation") not in (None, "full", "compact"):
+        return []  # a reference frame's cost is P4's; an unknown one is P1's
+    if not isinstance(content, str) or type(declared) is not int:
+        return []
+    honest = canonical_token_cost(content)
+    return [] if declared == honest else [_b3(declared, honest)]
 
 
 _FRAME_LIST: TypeAdapter[list[ContextFrame]] = TypeAdapter(list[ContextFrame])

@@ -513,3 +513,31 @@ def test_a_quarantined_reply_is_why_verify_asked_nothing() -> None:
     verify = checks["verify honesty"]
     assert verify["skipped"], verify
     assert verify["detail"].startswith("not asked: the query's reply was quarantined (B3; "), verify
+
+
+def test_a_wrong_cost_is_told_beside_the_schema_faults_of_the_same_frames() -> None:
+    """Each frame has no title, a string score and a cost 5 too high: one run names all
+    three, so the author does not fix the schema to meet B3 next (the daemon judges B3
+    on a frame the schema refused, and quarantines the reply)."""
+    done, checks = _json("--", "python", SCRIPT, "careless")
+    assert done.returncode == 1
+    cost = (len(FACTS[0][2].encode("utf-8")) + 3) // 4
+    b3 = f"B3 frames[0].token_cost: declared token_cost {cost + 5} but ceil(utf8 bytes/4) is {cost}"
+    query = checks["query"]
+    assert not query["passed"] and query["rules"] == ["B3", "schema"], query
+    assert "schema frames[0].title: missing" in query["detail"], query
+    assert f"the daemon would quarantine the whole reply: {b3}" in query["detail"], query
+    honesty = checks["budget honesty"]
+    assert not honesty["passed"] and honesty["rules"] == ["B3"], honesty
+    assert honesty["detail"].startswith(f"the daemon would quarantine it: {b3}"), honesty
+
+
+def test_costs_are_not_called_exact_when_none_could_be_compared() -> None:
+    done, checks = _json("--", "python", SCRIPT, "object_content")
+    assert done.returncode == 1  # the query row fails: the schema refuses every frame
+    honesty = checks["budget honesty"]
+    assert honesty["passed"] and honesty["warning"], honesty
+    assert honesty["detail"].startswith(
+        "costs not judged: no frame it answered (4 in all) had a string content and an "
+        "integer token_cost; max_tokens=8 answered with"
+    ), honesty

@@ -50,6 +50,23 @@ def test_a_misstated_token_cost_quarantines_every_frame_of_the_reply() -> None:
     }
 
 
+def test_a_misstated_cost_on_a_frame_the_schema_refused_is_named_and_quarantines() -> None:
+    # As a parsed frame with no title (F2) and a wrong cost: both told, the reply held.
+    untitled = {k: v for k, v in raw(2, token_cost=999).items() if k != "title"}
+    audit = audit_leg("p", q(), [raw(1), untitled])
+    assert audit.quarantined and audit.accepted == ()
+    (b3,) = audit.quarantine
+    assert (b3.rule, b3.field) == ("B3", "frames[1].token_cost")
+    assert b3.message == "declared token_cost 999 but ceil(utf8 bytes/4) is 3"
+    reasons = {fid.frame_id: (reason, d["rules"]) for fid, reason, d in audit.excluded}
+    assert reasons == {"f1": ("quarantined", ["B3"]), "f2": ("invalid_frame", ["schema"])}
+    # A cost the schema refused itself, or a content that is no string: not compared.
+    for bent in ({"token_cost": "999"}, {"content": 7}, {"representation": "reference"}):
+        refused = audit_leg("p", q(), [{**untitled, **bent}])
+        assert not refused.quarantined, bent
+        assert "B3" not in {v.rule for v in refused.violations}, bent
+
+
 def test_over_budget_is_judged_on_recomputed_costs_never_declared_ones() -> None:
     # Declared costs say 1 each; honest costs say 25 each: 50 > 40 is B1 (and B3).
     frames = [raw(i, "x" * 100, token_cost=1) for i in range(2)]
