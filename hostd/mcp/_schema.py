@@ -180,7 +180,21 @@ _PROVIDER_REPORT = {
         "share": {"type": "integer", "description": "its share of the budget"},
         "error": {
             "type": "object",
-            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "phase": {
+                    "type": "string",
+                    "description": "a warming leg's: the warm-up phase its provider last "
+                    "reported (load, load model, embed …)",
+                },
+                "stderr_tail": {
+                    "type": "string",
+                    "description": "when its process failed: the last lines it wrote on "
+                    "its stderr, joined by ' | ', bounded",
+                },
+            },
+            "required": ["code", "message"],
         },
         "violations": {
             "type": "array",
@@ -227,7 +241,25 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "properties": {"type": {"type": "string"}, "uri": {"type": "string"}},
+                            "properties": {
+                                "type": {
+                                    "type": "string",
+                                    "description": "file, derivation, … (an open vocabulary)",
+                                },
+                                "uri": {"type": "string"},
+                                "range": {
+                                    "type": "string",
+                                    "description": "the lines cited, L<start>-<end> (1-based, "
+                                    "inclusive), of a file source",
+                                },
+                                "digest": {
+                                    "type": "string",
+                                    "description": "sha256:<hex> of the cited lines' bytes as "
+                                    "the file held them",
+                                },
+                                "method": {"type": "string"},
+                                "by": {"type": "string"},
+                            },
                             "required": ["type"],
                         },
                     },
@@ -286,6 +318,33 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
     ],
 }
 
+#: The members a ``providers/list`` row and the reranker's row share (docs/api.md):
+#: ``info``, ``capabilities`` and ``health`` are the API's objects, passed on as they are.
+_ROW = {
+    "id": {"type": "string"},
+    "binding": {"type": "string"},
+    "state": {"type": "string"},
+    "info": {
+        "type": ["object", "null"],
+        "description": "the provider's name and version from its handshake; null before one",
+    },
+    "capabilities": {
+        "type": ["object", "null"],
+        "description": "what its handshake declared (query kinds, verify …); null before one",
+    },
+    "health": {
+        "type": "object",
+        "description": "its counters (starts, restarts, legs, ok, timeouts, crashes …), "
+        "last_error, last_failure, stderr_tail and, while it warms, readiness and progress "
+        "(docs/api.md, providers/list)",
+    },
+    "remote": {
+        "type": "object",
+        "description": 'a remote provider\'s: its url and credential ("<redacted>" or null, '
+        "never the secret), exchanges",
+    },
+}
+
 PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -294,9 +353,13 @@ PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "id": {"type": "string"},
-                    "binding": {"type": "string"},
-                    "state": {"type": "string"},
+                    **_ROW,
+                    "consent_missing": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "scopes its handshake requires with no live consent "
+                        "receipt: no request asks it until the operator grants them",
+                    },
                 },
                 "required": ["id", "binding", "state"],
             },
@@ -306,10 +369,16 @@ PROVIDERS_OUTPUT_SCHEMA: dict[str, Any] = {
         "reranker": {
             "type": ["object", "null"],
             "properties": {
+                **_ROW,
                 "kind": {"type": "string", "enum": ["process", "url"]},
-                "state": {"type": "string"},
                 "asks": {"type": "integer", "minimum": 0},
                 "fallbacks": {"type": "integer", "minimum": 0},
+                "last_fallback": {
+                    "type": ["string", "null"],
+                    "description": "why its last verdict was not used, hostd's words",
+                },
+                "api": {"type": "string", "description": "a rerank server's API (cohere, tei)"},
+                "model": {"type": ["string", "null"]},
             },
             "required": ["kind", "state"],
         },
