@@ -4,6 +4,7 @@ it (``files``, ``semantic``), and where to serve (stdio, or HTTPS with ``--http`
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from hostd.chunking import MODEL_WINDOW
@@ -17,31 +18,63 @@ from ._corpus import (
     CorpusOptions,
 )
 
-__all__ = ["corpus_arguments", "corpus_options", "http_arguments", "serve"]
+__all__ = [
+    "FILES_CHUNKS",
+    "SEMANTIC_CHUNKS",
+    "ChunkBound",
+    "corpus_arguments",
+    "corpus_options",
+    "http_arguments",
+    "serve",
+]
 
 #: The smallest chunk budget that leaves room for a title line and some text.
 _MIN_CHUNK_TOKENS_FLAG = 32
 
 
-def _chunk_tokens(text: str) -> int:
-    """``--chunk-tokens``: an integer from 32 to the model window (256)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not _MIN_CHUNK_TOKENS_FLAG <= n <= MODEL_WINDOW:
-        raise argparse.ArgumentTypeError(
-            f"{n} is outside {_MIN_CHUNK_TOKENS_FLAG}..{MODEL_WINDOW} (the model reads at most "
-            f"{MODEL_WINDOW} word pieces; a longer chunk would be cut when embedded)"
-        )
-    return n
+@dataclass(slots=True, frozen=True)
+class ChunkBound:
+    """A provider's ``--chunk-tokens``: its default, the most it takes, and why no more."""
+
+    default: int
+    most: int
+    why: str
+
+    def parse(self, text: str) -> int:
+        """An integer from 32 to ``most``, else an argparse error naming the range."""
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not _MIN_CHUNK_TOKENS_FLAG <= n <= self.most:
+            raise argparse.ArgumentTypeError(
+                f"{n} is outside {_MIN_CHUNK_TOKENS_FLAG}..{self.most} ({self.why})"
+            )
+        return n
 
 
-def corpus_arguments(parser: argparse.ArgumentParser) -> None:
+#: ``semantic`` embeds each chunk: at most the model's window, by default the length it
+#: was trained at (``hostd.chunking``).
+SEMANTIC_CHUNKS = ChunkBound(
+    DEFAULT_CHUNK_TOKENS,
+    MODEL_WINDOW,
+    f"the model reads at most {MODEL_WINDOW} word pieces; a longer chunk would be cut "
+    "when embedded",
+)
+#: ``files`` embeds nothing, so the model's window is no bound of its own: a chunk
+#: stays a small part of a prompt (a budget of 2,000 tokens holds a few), and
+#: ``--window-lines`` bounds it too.
+FILES_CHUNKS = ChunkBound(
+    DEFAULT_CHUNK_TOKENS, 1024, "a chunk should stay a small part of a prompt"
+)
+
+
+def corpus_arguments(parser: argparse.ArgumentParser, chunks: ChunkBound = SEMANTIC_CHUNKS) -> None:
     """The options ``files`` and ``semantic`` share: what to read and how to chunk it.
 
-    One set of defaults for both, so the two serve the same regions and dedup (D2)
-    merges them."""
+    One set of defaults for what to read; ``chunks`` is the provider's own bound on a
+    chunk's word pieces (``semantic``'s is its model's; where the two cut differently,
+    compose merges the overlapping regions of a file)."""
     parser.add_argument(
         "--root", type=Path, default=Path.cwd(), help="directory to index (default: cwd)"
     )
@@ -76,12 +109,11 @@ def corpus_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--chunk-tokens",
-        type=_chunk_tokens,
-        default=DEFAULT_CHUNK_TOKENS,
+        type=chunks.parse,
+        default=chunks.default,
         metavar="N",
         help="at most this many embedding-model word pieces per chunk, title included, "
-        f"{_MIN_CHUNK_TOKENS_FLAG}..{MODEL_WINDOW} (default: %(default)s, the length the "
-        "model was trained at)",
+        f"{_MIN_CHUNK_TOKENS_FLAG}..{chunks.most} (default: %(default)s)",
     )
     parser.add_argument(
         "--min-chunk-tokens",

@@ -618,7 +618,8 @@ class CorpusOptions:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     window_lines: int = DEFAULT_WINDOW_LINES
     honour_gitignore: bool = True
-    #: Word pieces a chunk's embedding input may take (the model's window, ``_chunk``).
+    #: Word pieces a chunk's embedding input may take (``_chunk``): at most the model's
+    #: window for ``semantic``, ``files``' own bound for it (``_cli.FILES_CHUNKS``).
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     #: Chunks under this many word pieces are merged with a neighbour (0: never).
     min_chunk_tokens: int = DEFAULT_MIN_CHUNK_TOKENS

@@ -16,11 +16,12 @@ of JSON over several lines, ``_json_records``, else see ``_record_sections``) th
   not its window (256): one embedding then stands for a passage the size the
   model learned to summarise, and a chunk is a small part of a typical prompt
   budget, so a composition can quote several providers' best passages side by
-  side. ``max_tokens`` may be raised to the window and no further, so nothing
-  is cut off when a chunk is embedded; a single line longer than that is a
-  chunk of its own (a line of a file is never split: its range addresses whole
-  lines), or, with ``split_long_lines`` (text that is no file), cut into parts
-  that fit (``_line_parts``);
+  side. A caller that embeds the chunks (``semantic``) may raise ``max_tokens``
+  to the window and no further, so nothing is cut off when a chunk is embedded;
+  one that does not (``files``) sets a bound of its own. A single line longer
+  than ``max_tokens`` is a chunk of its own (a line of a file is never split:
+  its range addresses whole lines), or, with ``split_long_lines`` (text that is
+  no file), cut into parts that fit (``_line_parts``);
 - holds at most ``window_lines`` lines, preferring to end, in code of a language
   ``code_items`` knows, just before a definition (``def``, ``class``, ``fn``,
   ``impl``, ``func``…, at any nesting; its decorators and the comments right above

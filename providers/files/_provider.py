@@ -21,7 +21,7 @@ from hostd.protocol import (
 )
 from hostd.provider import Progress, Provider
 
-from .._cli import corpus_arguments, corpus_options, http_arguments, serve
+from .._cli import FILES_CHUNKS, corpus_arguments, corpus_options, http_arguments, serve
 from .._corpus import chunks_figure, files_figure, largest_parts, report_build, verify_chunk
 from .._corpus_cache import cache_dir, corpus_key
 from .._prior import DEFAULT_TEST_PRIOR, parse_test_prior
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "files that hold credentials (.env, private keys, .npmrc, *.tfstate, ...). Reads a "
         "Jupyter notebook as its cells' text, without outputs.",
     )
-    corpus_arguments(parser)
+    corpus_arguments(parser, FILES_CHUNKS)
     http_arguments(parser)
     parser.add_argument(
         "--refresh-interval",

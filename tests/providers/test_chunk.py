@@ -29,6 +29,8 @@ from hostd.chunking._items import code_outline
 from hostd.protocol import address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_file, split_lines
 
+from ._stdio import StdioPeer
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -50,10 +52,20 @@ def test_every_chunk_of_this_repository_fits_its_piece_budget(limit: int | None)
         assert fits or c.start == c.end, c.chunk_id  # only a single over-long line may not
 
 
-@pytest.mark.parametrize("value", ["300", "31", "many"])
-def test_a_chunk_budget_the_model_cannot_read_is_refused(value: str) -> None:
+@pytest.mark.parametrize(
+    ("provider", "value"),
+    [
+        ("semantic", "300"),  # past what its model reads
+        ("semantic", "31"),
+        ("files", "1025"),  # past a small part of a prompt
+        ("files", "31"),
+        ("files", "many"),
+    ],
+)
+def test_a_chunk_budget_past_the_providers_bound_is_refused(provider: str, value: str) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "providers.files", "--root", str(REPO), "--chunk-tokens", value],
+        [sys.executable, "-m", f"providers.{provider}", "--root", str(REPO)]
+        + ["--chunk-tokens", value],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -61,6 +73,24 @@ def test_a_chunk_budget_the_model_cannot_read_is_refused(value: str) -> None:
     )
     assert run.returncode == 2
     assert "--chunk-tokens" in run.stderr
+
+
+@pytest.mark.anyio
+async def test_files_cuts_chunks_past_the_models_window_when_asked(tmp_path: Path) -> None:
+    """``files`` embeds nothing: its bound is its own, not the model's window, so a
+    function of about 600 word pieces is one chunk at ``--chunk-tokens 1024``."""
+    body = "".join(f"    total = total + weight_{i} * factor_{i}  # step {i}\n" for i in range(40))
+    (tmp_path / "calc.py").write_text(f"def weighted_total(total):\n{body}    return total\n")
+    assert _pieces((tmp_path / "calc.py").read_text()) > MODEL_WINDOW
+    args = ["-m", "providers.files", "--root", str(tmp_path), "--no-cache"]
+    args += ["--chunk-tokens", "1024", "--window-lines", "100"]
+    async with StdioPeer(args) as peer:
+        await peer.handshake()
+        result = await peer.call(
+            "context/query",
+            {"query": {"goal": "weighted total", "max_frames": 5, "max_tokens": 5000}},
+        )
+    assert [f["citation_label"] for f in result["frames"]] == ["calc.py L1-42"]
 
 
 def test_a_long_dense_file_is_cut_by_word_pieces_not_lines() -> None:
