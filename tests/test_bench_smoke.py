@@ -39,6 +39,10 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         ["--frames", "3", "--repeat", "4"],
         {"accept_us", "exact_us", "accept_over_exact", "same_audit"},
     ),
+    "bench_chunks": (
+        ["--bounds", "64,128", "--budgets", "300,600"],
+        {"project", "questions", "budgets", "bounds"},
+    ),
     "bench_compose": (
         ["--repeat", "1", "--sizes", "50", "--lists-repeat", "2", "--labels-repeat", "2"],
         {"median_ms", "vs_langchain", "shared_labels"},
@@ -129,7 +133,9 @@ def test_every_bench_script_has_a_smoke_run() -> None:
 
 
 @pytest.mark.timeout(450)
-@pytest.mark.parametrize("script", sorted(set(RUNS) - {"bench_providers", "bench_serve"}))
+@pytest.mark.parametrize(
+    "script", sorted(set(RUNS) - {"bench_chunks", "bench_providers", "bench_serve"})
+)
 def test_bench_script_runs_at_tiny_sizes(script: str) -> None:
     args, keys = RUNS[script]
     out = _run(script, args)
@@ -148,6 +154,42 @@ def test_bench_providers_on_a_tiny_tree(tmp_path: Path) -> None:
     out = _run("bench_providers", [*args, "--root", str(tmp_path)])
     assert keys <= set(out), sorted(out)
     assert out["files"]["files"] == 2 and out["memory"]["entries"] == 10
+
+
+@pytest.mark.timeout(450)
+def test_bench_chunks_on_a_tiny_project(tmp_path: Path) -> None:
+    """Each chunk bound builds its own index and composes each question at each budget;
+    a question whose gold lines the prompt quotes has a rank, one it does not a reason."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "net.py").write_text(
+        "def retry_loop(attempts):\n    # the retry loop gives up after attempts\n"
+        "    return attempts\n",
+        encoding="utf-8",
+    )
+    (project / "notes.md").write_text("# Notes\n\nNothing about it.\n", encoding="utf-8")
+    questions = tmp_path / "questions.json"
+    gold = [{"path": "net.py", "lines": [1, 3]}]
+    elsewhere = [{"path": "absent.py", "lines": [1, 1]}]
+    questions.write_text(
+        json.dumps(
+            [
+                {"id": "Q1", "question": "when does the retry loop give up", "gold": gold},
+                {"id": "Q2", "question": "retry loop", "gold": elsewhere},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    args, keys = RUNS["bench_chunks"]
+    out = _run("bench_chunks", [str(project), str(questions), *args])
+    assert keys <= set(out), sorted(out)
+    assert set(out["bounds"]) == {"64", "128"}
+    for figures in out["bounds"].values():
+        assert figures["chunks"] == 2 and figures["build_s"] is not None
+        for budget in ("300", "600"):
+            at = figures["budgets"][budget]
+            assert (at["found"], at["ranks"]) == (1, "0,-")
+            assert at["questions"]["Q2"] == {"rank": None, "why": "not offered"}
 
 
 @pytest.mark.timeout(450)
