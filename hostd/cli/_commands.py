@@ -495,16 +495,20 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(f"{row.get('id')}\t{row.get('state')}\n")
         return EXIT_OK
-    async with session(cfg, args.connect, wait=args.wait, token_file=args.token_file) as s:
-        result = await s.call("providers/list", {})
-    if args.connect is None:
+    connect = args.connect
+    if connect is None:
         from hostd.server import socket_is_live
 
-        if socket_is_live(cfg.socket_path):  # the states below are a fresh one-shot's
+        # The states worth listing are the running daemon's: a one-shot's would be a
+        # fresh copy's, alike in every line, and tell nothing of the daemon's.
+        if socket_is_live(cfg.socket_path):
+            connect = ""
             sys.stderr.write(
                 f"hostd: a daemon is serving this config at {cfg.socket_path}: "
-                "`hostd providers --connect` shows its providers\n"
+                "listing its providers\n"
             )
+    async with session(cfg, connect, wait=args.wait, token_file=args.token_file) as s:
+        result = await s.call("providers/list", {})
     providers = result["providers"]
     reranker = result.get("reranker")  # a daemon older than the key has none to show
     if args.json:
@@ -512,7 +516,7 @@ async def _providers(cfg: Config, args: argparse.Namespace) -> int:
         return EXIT_OK
     if not providers:
         sys.stdout.write("no providers configured\n")
-        if args.connect is None:  # the config read here is the one that has none
+        if connect is None:  # the config read here is the one that has none
             sys.stderr.write(f"hostd: {cfg.no_providers()}\n")
     for p in providers:
         info = p.get("info") or {}

@@ -398,7 +398,7 @@ def test_an_ok_leg_whose_frames_were_dropped_says_how_many_and_why(
     assert all(words in line for words in said), line
 
 
-def test_providers_without_connect_says_when_a_daemon_serves_this_config(tmp_path: Path) -> None:
+def test_providers_without_connect_lists_the_daemon_serving_this_config(tmp_path: Path) -> None:
     from tests.fixtures.procs import ServeChild
 
     config = _config(tmp_path, _healthy("alpha"))
@@ -406,12 +406,18 @@ def test_providers_without_connect_says_when_a_daemon_serves_this_config(tmp_pat
     child = ServeChild(config)
     assert child.start(60)
     try:
-        shown = _hostd("--config", str(config), "providers")
+        # The daemon's provider answers a compose first: it is ready there, and only
+        # there (a fresh one-shot's has not started).
+        asked = _hostd("--config", str(config), "compose", "x", "--connect", "--budget", "300")
+        assert asked.returncode == 0, asked.stderr
+        shown = _hostd("--config", str(config), "providers", "--json")
     finally:
         assert child.stop() == 0
     assert shown.returncode == 0, shown.stderr
     (said,) = [line for line in _human(shown.stderr) if note in line]
-    assert str(tmp_path / "run" / "s.sock") in said and "--connect" in said
+    assert str(tmp_path / "run" / "s.sock") in said and "listing its providers" in said
+    (row,) = json.loads(shown.stdout)["providers"]
+    assert row["state"] == "ready" and row["health"]["legs"] >= 1, row
     alone = _hostd("--config", str(config), "providers")  # no daemon now: no note
     assert alone.returncode == 0 and note not in alone.stderr
 
