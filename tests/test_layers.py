@@ -136,6 +136,8 @@ FORBIDDEN_MODULES = {
     # The state directory's tag, written by the daemon and read by the provider programs'
     # walk: a leaf both load.
     "_state_tag.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
+    # Which build runs: setup.py loads the file alone at build time, so a leaf.
+    "_build.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     # Of the transport it takes the binding codecs only (below).
     "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "quality", "mcp"},

@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 
+from hostd._build import build_version
 from hostd._hints import down_state, failure_tail_lines, shown_stderr_tail
 from hostd.config import Config
 from hostd.errors import ConfigError, DaemonNotPermitted, HostdError, NoDaemon, RpcError
@@ -165,11 +166,11 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
         down = True
     code = EXIT_DEGRADED if down else EXIT_OK
     tcp = tcp_address(args.socket) is not None  # another user's daemon, as a rule
-    stale = (
-        None
-        if tcp
-        else stale_config(cfg, status, Path(args.socket) if args.socket else cfg.socket_path)
-    )
+    socket = Path(args.socket) if args.socket else cfg.socket_path
+    stale = None if tcp else stale_config(cfg, status, socket)
+    # A daemon over TCP may be another user's, run from their own install: not compared.
+    built = None if tcp else other_build(status, socket, build_version())
+    notes = [said for said in (stale, built) if said is not None]
     # Less this command's own host/status, in the text and the JSON alike.
     others = max(int(status.get("in_flight") or 1) - 1, 0)
     if args.json:
@@ -193,8 +194,7 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
                 "config_changed": _config_changed(cfg, status, stale),
             }
         )
-        if stale is not None:
-            sys.stderr.write(f"hostd: {stale}\n")
+        sys.stderr.write("".join(f"hostd: {said}\n" for said in notes))
         return code
     config = status.get("config") or {}
     uptime = float(status.get("uptime_s") or 0.0)
@@ -212,9 +212,23 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     if isinstance(reranker, dict):
         out.append(f"[reranker] {reranker.get('kind')}: {reranker_state(reranker)}")
     sys.stdout.write("".join(f"{line}\n" for line in out))
-    if stale is not None:
-        sys.stderr.write(f"hostd: {stale}\n")
+    sys.stderr.write("".join(f"hostd: {said}\n" for said in notes))
     return code
+
+
+def other_build(status: dict[str, Any], socket: object, mine: str) -> str | None:
+    """The line saying the daemon at ``socket`` runs another build of hostd than this
+    command's (``mine``: ``0.1.0+g0fda9cc``), or None: the same, or one too old to
+    say. After an upgrade installed under a running daemon, the daemon still runs the
+    old code until it is started again; this says so where an operator looks."""
+    theirs = status.get("version")
+    if not isinstance(theirs, str) or theirs == mine:
+        return None
+    return (
+        f"the daemon at {socket} runs hostd {theirs}; this hostd is {mine} (another "
+        "install, or an upgrade since the daemon started): `hostd stop` and start it "
+        "again to run this one"
+    )
 
 
 def _shown_tail(row: dict[str, Any]) -> str | None:

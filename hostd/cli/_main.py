@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 
-import hostd
+from hostd._build import build_version
 from hostd.config import DEFAULT_CONFIG_PATH, Config, discover_socket, load_config
 from hostd.errors import ConfigError, HostdError
 
@@ -48,6 +48,24 @@ _LOG_FORMAT_HELP = (
 )
 
 
+class _Version(argparse.Action):
+    """``--version``: ``hostd 0.1.0+g0fda9cc`` (hostd/_build.py), worked out only when
+    asked: from a checkout that is a ``git status``, which no other command pays for."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"hostd {build_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``hostd`` argument parser: global options and one sub-command per verb."""
     parser = argparse.ArgumentParser(
@@ -55,7 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="An async context host: fans a query out to Context Graph Protocol "
         "providers, audits and verifies their frames, and composes them into a prompt.",
     )
-    parser.add_argument("--version", action="version", version=f"hostd {hostd.__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="show the version and the commit this hostd was built from, and exit",
+    )
     parser.add_argument("--config", metavar="PATH", help=_CONFIG_HELP)
     parser.add_argument("--log-level", choices=LOG_LEVELS, help=_LOG_LEVEL_HELP)
     parser.add_argument("--log-format", choices=LOG_FORMATS, help=_LOG_FORMAT_HELP)

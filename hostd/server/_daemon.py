@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 from anyio.abc import SocketListener, SocketStream
 
-import hostd
+from hostd._build import build_version
 from hostd.config import Config, default_socket_path, load_config, open_secret_files
 from hostd.errors import ConfigError, ListenerError, ShuttingDown
 from hostd.logs import flush_logs, get_logger, set_audit
@@ -150,6 +150,9 @@ class Daemon:
         #: once, never per request.
         self.config_file = _config_stamp(config)
         self._host_factory = host_factory
+        #: The build that runs (``0.1.0+g0fda9cc``), as it was at start: an upgrade
+        #: installed under a running daemon does not change what it says.
+        self.version = build_version()
         self._stop = anyio.Event()
         self._stop_reason: str | None = None
         self._inflight = 0
@@ -195,7 +198,7 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = {
-            "version": hostd.__version__,
+            "version": self.version,
             "pid": os.getpid(),
             "uptime_s": round(time.time() - self.started_at, 3),
             "state": "stopping" if self.stopping else "serving",
@@ -511,6 +514,7 @@ class Daemon:
                 log.info(
                     "host.serving",
                     config=self.config.source,  # which file (discovery), in the first line
+                    version=self.version,  # which build: the old one or the upgrade
                     pid=os.getpid(),
                     socket=str(self.socket_path) if self.socket_path else None,
                     tcp=list(self.tcp_address) if self.tcp_address else None,
