@@ -1,10 +1,12 @@
 """``hostd status`` and ``hostd stop``: the running daemon of this config (its socket,
 or the one named), asked over its own API.
 
-``status`` prints what ``host/status`` answers (pid, uptime, socket, the config it
-runs and whether that file changed since, requests in flight), each provider's
-state from ``providers/list`` (under one that is down, what its stderr ended with, as
-``hostd providers`` shows it) and the ``[reranker]``'s, exit 4 when one is down.
+``status`` prints what ``host/status`` answers (the build, pid, uptime, socket and TCP
+listener, the config it runs and whether that file changed since, the request and
+connection counters), each provider's state from ``providers/list`` (under one that
+is down, what its stderr ended with, as ``hostd providers`` shows it; after one that
+is up, its restarts since start, if any) and the ``[reranker]``'s, exit 4 when one is
+down; and, on stderr, a daemon that runs another build than the command's own.
 ``reload`` asks it to read its config file again and apply it (``host/reload``)
 and prints what changed; an invalid file is told as a config error (exit 2).
 ``stop`` asks for a graceful stop (``host/shutdown``:
@@ -184,9 +186,12 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
                         "id": row.get("id"),
                         "state": row.get("state"),
                         "degraded": _degraded(row),
-                        "detail": provider_state(row),
+                        "detail": _provider_line(row),
                         # What the text shows under its line, its lines joined as on the wire.
                         "stderr_tail": _shown_tail(row),
+                        # Since the daemon started: a crash it recovered from shows here.
+                        "restarts": int((row.get("health") or {}).get("restarts") or 0),
+                        "crashes": int((row.get("health") or {}).get("crashes") or 0),
                     }
                     for row in providers
                 ],
@@ -201,12 +206,12 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     out = [
         f"hostd {status.get('version')} (pid {status.get('pid')}), {status.get('state')} "
         f"for {duration(uptime)}",
-        f"socket: {status.get('socket')}",
+        _listeners(status),
         f"config: {config.get('file') or 'built in code'}",
-        f"other requests in flight: {others}",
+        _traffic(status, others),
     ]
     for row in providers:
-        out.append(f"provider {row.get('id')}: {provider_state(row)}")
+        out.append(f"provider {row.get('id')}: {_provider_line(row)}")
         if row.get("state") in ("crashed", "failed"):  # its line says its last failure
             out += [f"  {said}" for said in failure_tail_lines(row)]
     if isinstance(reranker, dict):
@@ -214,6 +219,43 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
     sys.stdout.write("".join(f"{line}\n" for line in out))
     sys.stderr.write("".join(f"hostd: {said}\n" for said in notes))
     return code
+
+
+def _listeners(status: dict[str, Any]) -> str:
+    """Where the daemon listens, one line: ``socket: PATH; tcp: HOST:PORT`` (each one
+    it has), so an operator of a shared daemon sees the TCP port beside the socket."""
+    where = []
+    if status.get("socket"):
+        where.append(f"socket: {status['socket']}")
+    tcp = status.get("tcp")
+    if isinstance(tcp, list) and len(tcp) == 2:
+        where.append(f"tcp: {tcp[0]}:{tcp[1]}")
+    return "; ".join(where) or "socket: none"
+
+
+def _traffic(status: dict[str, Any], others: int) -> str:
+    """The counters an operator watches, one line: requests done since start and how
+    many failed, the others in flight, the other connections open and every one since
+    start (``host/status``'s ``counters``), and connections refused at
+    ``host.max_connections`` when there were any. This command's own request and
+    connection are left out of what is open, as of ``in_flight``."""
+    counters = status.get("counters") or {}
+    done, failed = int(counters.get("requests_total", 0)), int(counters.get("requests_failed", 0))
+    opened = int(counters.get("connections_total", 0))
+    open_now = max(int(counters.get("connections_open", 1)) - 1, 0)
+    line = (
+        f"requests: {done} done ({failed} failed), {_others(others)} in flight; "
+        f"connections: {_others(open_now)} open, {opened} since start"
+    )
+    refused = int(counters.get("connections_refused", 0))
+    if refused:
+        line += f", {refused} refused at max_connections"
+    return line
+
+
+def _provider_line(row: dict[str, Any]) -> str:
+    """A provider's words after ``provider ID: ``: its state, then its restarts."""
+    return provider_state(row) + _restarts(row)
 
 
 def other_build(status: dict[str, Any], socket: object, mine: str) -> str | None:
@@ -229,6 +271,31 @@ def other_build(status: dict[str, Any], socket: object, mine: str) -> str | None
         "install, or an upgrade since the daemon started): `hostd stop` and start it "
         "again to run this one"
     )
+
+
+def _others(n: int) -> str:
+    return f"{n} {'other' if n == 1 else 'others'}"
+
+
+def _restarts(row: dict[str, Any]) -> str:
+    """What the line of a provider that is up (or starting) adds of its history since
+    the daemon started, only when there is some: how often it was started again (after
+    a crash, or asked), how many queries it crashed during, and how long ago its last
+    failure was (``hostd providers --connect`` says what it was). One that crashed and
+    recovered would read plain ``ready`` without it; one down says its failure already."""
+    health = row.get("health") or {}
+    if row.get("state") in ("crashed", "failed"):
+        return ""
+    restarts, crashes = int(health.get("restarts") or 0), int(health.get("crashes") or 0)
+    said = []
+    if restarts:
+        said.append(f"restarted {restarts} {'time' if restarts == 1 else 'times'}")
+    if crashes:
+        said.append(f"crashed during {crashes} {'query' if crashes == 1 else 'queries'}")
+    ago = health.get("last_failure_s_ago")
+    if said and ago is not None:
+        said.append(f"last failure {duration(float(ago))} ago")
+    return f"; {', '.join(said)}" if said else ""
 
 
 def _shown_tail(row: dict[str, Any]) -> str | None:

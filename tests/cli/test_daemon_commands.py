@@ -52,7 +52,9 @@ def test_status_shows_the_daemon_and_stop_returns_once_it_has_exited(tmp_path: P
         assert shown_json["pid"] == pid
         # What the text says, counted as it counts: each provider's state, and no
         # request in flight but this one's own.
-        assert "other requests in flight: 0" in lines and shown_json["in_flight"] == 0
+        assert shown_json["in_flight"] == 0
+        (traffic,) = [line for line in lines if line.startswith("requests: ")]
+        assert traffic.startswith("requests: 0 done (0 failed), 0 others in flight; "), traffic
         (row,) = shown_json["providers"]
         assert row["id"] == "alpha" and row["state"] in ("ready", "idle")
         assert row["degraded"] is False and f"provider alpha: {row['detail']}" in lines
