@@ -18,7 +18,9 @@ The shim
   stdout (the provider's end of output is the host's to see); an exec that fails
   (command not found, not executable, a bad interpreter) is written on ``FD`` as
   ``errno NUL strerror NUL filename`` before the shim exits (and only there: the
-  host's error says it), which closes ``FD`` after an exec that worked;
+  host's error says it); after an exec that worked the shim writes ``P`` and the
+  provider's pid on ``FD`` and closes it (the host logs that pid: the process an
+  operator sees in ``ps`` running the provider's command, and kills);
 - reaps: once the provider exits, or the host dies, it kills every descendant
   (``kill_tree``), reaps them, and exits as the provider did (by the same signal,
   when a signal ended it).
@@ -49,6 +51,7 @@ __all__ = [
     "group_members",
     "kill_tree",
     "read_exec_status",
+    "read_status",
     "supported",
 ]
 
@@ -136,14 +139,27 @@ def kill_tree(root: int) -> list[int]:
 def read_exec_status(fd: int) -> OSError | None:
     """The exec error the shim wrote on its status pipe (read end ``fd``, non-blocking;
     closed here), or ``None``: the shim writes it before it exits, so before the
-    provider's output ends, and closes the pipe empty after an exec that worked."""
+    provider's output ends, and writes the provider's pid instead after an exec that
+    worked."""
+    status = read_status(fd)
+    return status if isinstance(status, OSError) else None
+
+
+def read_status(fd: int) -> int | OSError | None:
+    """What the shim wrote on its status pipe (read end ``fd``; closed here): the
+    provider's pid after an exec that worked, the exec's error after one that failed;
+    ``None`` when nothing is there (a shim that is still before its exec, when ``fd`` is
+    non-blocking, or one that ended before it: its host was gone)."""
     try:
         data = os.read(fd, 4096)
-    except OSError:  # BlockingIOError: the shim is still running, so the exec worked
+    except OSError:  # BlockingIOError: the shim has not written yet
         data = b""
     finally:
         os.close(fd)
-    code, _, rest = data.decode("utf-8", "replace").partition("\0")
+    text = data.decode("utf-8", "replace")
+    if text.startswith("P") and text[1:].isdigit():
+        return int(text[1:])
+    code, _, rest = text.partition("\0")
     strerror, _, filename = rest.partition("\0")
     return OSError(int(code), strerror, filename or None) if code.isdigit() else None
 
@@ -224,7 +240,8 @@ def main(argv: Sequence[str]) -> int:
             report = f"{exc.errno}\0{exc.strerror or ''}\0{name}"
             os.write(status, report.encode("utf-8", "surrogateescape"))
         return 127
-    if status is not None:
+    if status is not None:  # the provider's own pid: the host logs it (one atomic write)
+        os.write(status, f"P{provider.pid}".encode())
         os.close(status)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)

@@ -895,7 +895,7 @@ class ProviderPool:
         if due is not None:  # parked: when its cool-down lets it start again
             health["retry_in_s"] = round(max(0.0, due - self.now()), 3)
         if isinstance(conn, ProviderConnection):
-            health["pid"] = conn.child.pid
+            health["pid"] = conn.child.provider_pid  # the provider's own, not the shim's
             health["stderr_lines"] = conn.child.stderr_lines
             health["stderr_suppressed"] = conn.child.stderr_suppressed
         row = {

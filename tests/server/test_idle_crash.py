@@ -134,3 +134,25 @@ async def test_a_provider_that_never_starts_is_retried_less_and_less_often_as_th
     # gone: its command cannot run, so it is parked at its first failed start.
     assert retry_in("gone", "provider.start.failed")[:5] == cool
     assert retry_in("gone", "provider.parked") == [0.05]
+
+
+async def test_the_logged_provider_pid_is_the_process_to_kill(
+    start_daemon: Any, marker: str
+) -> None:
+    # An operator matches the log's pid with ps, top or an OOM-killer line, and kills
+    # it: it must be the provider's own process (its command), not the reaper shim's.
+    daemon = await start_daemon(providers={"alpha": {}}, start_providers="boot")
+    started = await daemon.logged("provider.process.started", provider="alpha")
+    pid = started["pid"]
+    cmdline = (await anyio.Path(f"/proc/{pid}/cmdline").read_bytes()).split(b"\0")
+    assert b"tests.fixtures.healthy_provider" in cmdline and b"-S" not in cmdline, cmdline
+    assert started.get("reaper_pid") not in (None, pid), started  # the shim, said apart
+    await daemon.logged("provider.handshake.ok", provider="alpha")
+    async with connect(daemon.socket) as client:
+        (row,) = (await client.call("providers/list", {}))["providers"]
+    assert row["health"]["pid"] == pid  # providers/list names the same process
+    os.kill(pid, signal.SIGKILL)
+    exited = await daemon.logged("provider.process.exited", provider="alpha", pid=pid)
+    assert exited["returncode"] == -signal.SIGKILL
+    assert exited["reaper_pid"] == started["reaper_pid"]
+    assert await daemon.stop() == 0

@@ -106,9 +106,15 @@ class ChildProcess:
         stdout_fd: int,
         start: Start | None = None,
         redactor: Redactor | None = None,
+        provider_pid: int | None = None,
     ) -> None:
         self.provider_id = provider_id
         self.process = process
+        #: The provider's own process: ``process`` itself, or the one the ``_reaper``
+        #: shim (``process``) runs, as it reported it (``None``: its exec failed, or it
+        #: did not report it in time). What the log's ``pid`` names: what ``ps`` shows
+        #: running the provider's command, and what an operator kills.
+        self.provider_pid = provider_pid if start is not None and start.shimmed else process.pid
         self.policy = policy
         #: Our (non-blocking) end of the child's stdin pipe; -1 once closed.
         self._stdin_fd = stdin_fd
@@ -158,7 +164,16 @@ class ChildProcess:
 
     @property
     def pid(self) -> int:
+        """The process hostd spawned and tears down: the ``_reaper`` shim's where it is
+        used (``provider_pid`` is the provider's own)."""
         return self.process.pid
+
+    def log_pids(self) -> dict[str, int | None]:
+        """The log's pids: ``pid`` the provider's own, ``reaper_pid`` the shim's above it
+        (only where one runs)."""
+        if self._start is not None and self._start.shimmed:
+            return {"pid": self.provider_pid, "reaper_pid": self.process.pid}
+        return {"pid": self.process.pid}
 
     @classmethod
     async def spawn(
@@ -207,10 +222,18 @@ class ChildProcess:
                 os.close(fd)
             start.spawned()
         os.set_blocking(write_end, False)
-        log.info("provider.process.started", provider=provider_id, pid=process.pid)
-        return cls(
-            provider_id, process, policy or StderrPolicy(), write_end, out_read, start, redactor
+        child = cls(
+            provider_id,
+            process,
+            policy or StderrPolicy(),
+            write_end,
+            out_read,
+            start,
+            redactor,
+            provider_pid=await start.provider_pid(),
         )
+        log.info("provider.process.started", provider=provider_id, **child.log_pids())
+        return child
 
     def start_pumps(self, task_group: TaskGroup) -> None:
         """Drain stderr into the log and watch for exit, in ``task_group``."""
@@ -382,9 +405,9 @@ class ChildProcess:
     def _log_signal(self, sig: signal.Signals) -> None:
         event = "provider.process." + sig.name.lower()
         if self._abandoned and sig is signal.SIGTERM:  # the ladder's first step here
-            log.info(event, provider=self.provider_id, pid=self.pid, why="start_abandoned")
+            log.info(event, provider=self.provider_id, **self.log_pids(), why="start_abandoned")
         else:
-            log.warning(event, provider=self.provider_id, pid=self.pid)
+            log.warning(event, provider=self.provider_id, **self.log_pids())
 
     async def aclose(
         self,
@@ -449,6 +472,6 @@ class ChildProcess:
         log.info(
             "provider.process.exited",
             provider=self.provider_id,
-            pid=self.pid,
+            **self.log_pids(),
             returncode=self.process.returncode,
         )

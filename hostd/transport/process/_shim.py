@@ -3,9 +3,11 @@
 Owns the command line a provider is spawned with (under the shim where that works,
 so no descendant outlives the provider or the host; as it is elsewhere) and the
 shim's exec status pipe: under the shim the exec happens in the shim, which reports
-a failed one (command not found, not executable, a bad interpreter) on that pipe
-before it exits. The report is read once, when an end of the provider's input or
-output puts the start in doubt, and kept: whichever end notices first, both say the
+on that pipe the provider's own pid (``provider_pid``: read as the start is logged,
+so the log names the process an operator sees and kills, not the shim) or a failed
+exec (command not found, not executable, a bad interpreter) before it exits. The
+report is read once, at the start or when an end of the provider's input or output
+puts the start in doubt, and kept: whichever end notices first, both say the
 same one line naming the provider and the command, and saying what to fix
 (``_start_reason``). Spawning, pipes and teardown are ``_process``'s.
 """
@@ -18,13 +20,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hostd._reaper import REAPER, read_exec_status
+import anyio
+
+from hostd._reaper import REAPER, read_exec_status, read_status
 from hostd._reaper import supported as reaper_supported
 from hostd.errors import ProviderCrashed
 
 from ._start_reason import shown_command, start_reason
 
 __all__ = ["Start", "under_reaper"]
+
+#: A hang guard on the shim's report of its child's pid, which it writes as soon as the
+#: provider's exec is done (past it, the pid is not known and logged as null).
+PID_REPORT_S = 10.0
 
 
 def under_reaper(command: Sequence[str], status_fd: int | None = None) -> list[str]:
@@ -53,6 +61,7 @@ class Start:
         "env",
         "pass_fds",
         "provider_id",
+        "shimmed",
     )
 
     def __init__(
@@ -67,6 +76,8 @@ class Start:
         self.cwd = cwd
         self.env = env
         shim = reaper_supported()
+        #: Whether the command runs under the shim (whose pid is not the provider's).
+        self.shimmed = shim
         # Both ends non-inheritable (PEP 446): only the shim gets the write end, by pass_fds.
         self._read, self._write = os.pipe() if shim else (-1, -1)
         self.argv = under_reaper(self.command, self._write if shim else None)
@@ -93,6 +104,25 @@ class Start:
             f"provider {self.provider_id!r} cannot start {shown_command(self.command)}: {why}",
             stage="start",
         )
+
+    async def provider_pid(self) -> int | None:
+        """The provider's own pid, once the shim reports it (it writes it as soon as the
+        provider's exec is done; waited for, shielded: the shim is running and its
+        report comes at once, ``PID_REPORT_S`` a hang guard). ``None`` after a failed
+        exec (``failure()`` says why), without the shim (the process is the provider),
+        or past the guard."""
+        if self._read < 0:
+            return None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(PID_REPORT_S) as waited:
+            await anyio.wait_readable(self._read)
+        if waited.cancelled_caught:  # kept for failure(): the report may come later
+            return None
+        fd, self._read = self._read, -1
+        status = read_status(fd)  # closes fd
+        if isinstance(status, OSError):
+            self._error = self.cannot_start(status)
+            return None
+        return status
 
     def failure(self) -> ProviderCrashed | None:
         """Why the shim could not start the provider, if that is what happened (read once,
