@@ -209,10 +209,17 @@ async def connect_client(
     except RpcError as exc:
         if exc.remote_reason != "unauthorized":
             raise
+        # The daemon reads its token file as it is now: a refused token is an old one (a
+        # rotation revoked it), a mistyped one, or the daemon has none it can read.
+        why = (
+            "the daemon cannot read its [tcp] token_file now; its operator must fix it"
+            if "cannot read its [tcp] token_file" in exc.message
+            else "use the token its [tcp] token_file holds now (a rotated token replaces "
+            "the old one at once)"
+        )
         raise TokenRefused(
             f"the daemon at {value} refused {_said_token(token_file)} (unauthorized): "
-            'use the token its [tcp] token_file holds (docs/config.md, "Sharing a daemon '
-            'with other users")'
+            f'{why} (docs/config.md, "Sharing a daemon with other users")'
         ) from None
 
 

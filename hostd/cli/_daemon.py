@@ -443,6 +443,18 @@ def reload_lines(result: dict[str, Any]) -> list[str]:
         out.append(f"applied: {', '.join(applied)}")
     for item in result.get("needs_restart") or []:
         out.append(f"needs-restart: {item.get('key')} ({item.get('reason')}); kept as it was")
+    tcp = result.get("tcp_token") or {}
+    if tcp.get("state") == "changed":
+        closed = tcp.get("closed") or 0
+        out.append(
+            f"tcp-token: changed; the old one is refused ({closed} connection"
+            f"{'' if closed == 1 else 's'} opened with it closed)"
+        )
+    elif tcp.get("state") == "unusable":
+        out.append(
+            f"tcp-token: none usable ({tcp.get('error')}); every TCP authentication is "
+            "refused until the [tcp] token_file holds one token"
+        )
     return out
 
 

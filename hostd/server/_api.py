@@ -88,6 +88,8 @@ class Peer(Protocol):
     """The connection a request came on (``_connection.Connection``, or none in-process)."""
 
     name: str
+    #: A TCP client's ``address:port``; ``None`` on a Unix socket, stdio, in-process.
+    peer: str | None
 
     def send(self, obj: Any) -> Awaitable[None]: ...
 
@@ -250,15 +252,21 @@ async def host_status(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
 
 
 async def host_shutdown(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
-    log.info("host.shutdown.requested")
+    log.info("host.shutdown.requested", **_who(ctx))
     ctx.daemon.request_stop("host/shutdown")
     return {"stopping": True}
 
 
 async def host_reload(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
     """Read the daemon's config file again and apply it (docs/api.md ``host/reload``)."""
-    log.info("host.reload.requested")
+    log.info("host.reload.requested", **_who(ctx))
     return await ctx.daemon.reload("host/reload")
+
+
+def _who(ctx: RequestContext) -> dict[str, Any]:
+    """Who asked, for the log of a request that stops or reconfigures the daemon: the
+    connection, and a TCP client's address (every holder of the token shares it)."""
+    return {"connection": ctx.connection.name, "peer": ctx.connection.peer}
 
 
 async def cancel(ctx: RequestContext, p: CancelParams) -> None:

@@ -77,11 +77,20 @@ _NO_REPLY = object()
 _REQUEST_TASK = f"{__name__}.Connection._finish_after"
 
 
-def _refusal_text(msg: Any, token: str | None) -> str:
-    """Why a first message did not authenticate a TCP client: a wrong token, a token not
-    where it goes, or another message first. Never the token sent (the sender knows it)."""
+def _refusal_text(msg: Any, token: str | None, expected: str | None) -> str:
+    """Why a first message did not authenticate a TCP client: no token the daemon can
+    accept now, a wrong token, a token not where it goes, or another message first.
+    Never the token sent (the sender knows it)."""
+    if expected is None:
+        return (
+            "$/authenticate: this daemon cannot read its [tcp] token_file now, so it accepts "
+            "no token until its operator fixes it (its log says why)"
+        )
     if token is not None:
-        return "$/authenticate: the bearer token is not this daemon's (its [tcp] token)"
+        return (
+            "$/authenticate: the bearer token is not this daemon's (the one its [tcp] "
+            "token or token_file holds now)"
+        )
     if isinstance(msg, dict) and msg.get("method") == "$/authenticate":
         return '$/authenticate takes the bearer token as params {"token": "…"}'
     return "the first message must be $/authenticate with the bearer token"
@@ -270,13 +279,20 @@ class Connection:
         limits: Limits,
         *,
         name: str,
-        token: str | None = None,
+        token: Callable[[], str | None] | None = None,
         drain_on_eof: bool = False,
         send_nowait: SendNowait | None = None,
         answer: Answer | None = None,
+        peer: str | None = None,
     ) -> None:
         self.owner = owner
         self.name = name
+        #: Where a TCP client connects from (``address:port``); ``None`` on a Unix socket
+        #: or stdio: what the log says of a request that stops or reloads the daemon.
+        self.peer = peer
+        #: The token this connection authenticated with (TCP): a token rotated since
+        #: revokes it (``revoke``).
+        self.authenticated_with: str | None = None
         self._receive = receive
         self._send_bytes = send
         self._send_nowait = send_nowait
@@ -321,6 +337,11 @@ class Connection:
         self._uncount()
         self._scope.cancel()
         return True
+
+    def revoke(self) -> None:
+        """Close this connection (authenticated with a token no longer in force), its
+        requests cut off: a revoked token keeps no door open."""
+        self._scope.cancel()
 
     def _uncount(self) -> None:
         if self._counted is not None:
@@ -649,13 +670,19 @@ class Connection:
         assert self._token is not None
         if self._evicted:  # closed already; the token read since must not reopen it
             return False
-        if token is not None and hmac.compare_digest(token.encode(), self._token.encode()):
+        expected = self._token()  # as the config names it now (a rotated file: the new one)
+        if (
+            token is not None
+            and expected is not None
+            and hmac.compare_digest(token.encode(), expected.encode())
+        ):
             self._uncount()
             if not self.owner.admit_authenticated():  # counted and logged as a refusal
                 full = Overloaded("hostd is serving its max_connections clients")
                 await self.send(error_reply(full, reply_id(msg)))
                 return False
             self._authenticated = True
+            self.authenticated_with = expected
             self._counted = "connections_open"
             self.owner.counters["connections_open"] += 1
             if isinstance(msg, dict) and "id" in msg:
@@ -664,6 +691,6 @@ class Connection:
                 )
             return True
         self.owner.repeats.warning("client.unauthorized", connection=self.name)
-        refusal = Unauthorized(_refusal_text(msg, token))
+        refusal = Unauthorized(_refusal_text(msg, token, expected))
         await self.send(error_reply(refusal, reply_id(msg)))
         return False

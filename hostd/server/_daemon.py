@@ -49,6 +49,7 @@ from ._connection import Connection, Limits, SendNowait, socket_receive, socket_
 from ._engine import open_engine
 from ._local import LocalSession
 from ._reload import NEEDS_RESTART, reload_plan
+from ._tcp_token import TcpToken
 
 if TYPE_CHECKING:
     from hostd.quality import ShadowRecorder
@@ -176,6 +177,10 @@ class Daemon:
         self._connections: set[Connection] = set()
         self._admission = Admission(self.counters, self.repeats, config.host.max_connections)
         self.tcp_address: tuple[str, int] | None = None
+        #: The TCP listener's token as the config names it now (a rotated file is read
+        #: again), while the listener runs; the one the last check found in force.
+        self._tcp_token: TcpToken | None = None
+        self._tcp_in_force: str | None = None
         #: Opt-in shadow ranking ([shadow]): samples compositions for ``hostd shadow replay``.
         self.shadow: ShadowRecorder | None = None
         #: The ``[reranker]`` process, while the engine runs.
@@ -259,6 +264,7 @@ class Daemon:
         self.pipeline = self.pipeline.reconfigured(cfg)
         self.config_file = _config_stamp(cfg)
         set_audit(cfg.log)
+        tcp_token = self._reload_tcp_token(cfg)
         # The stopped providers' processes exit before the reply: a client that reads
         # ``stopped`` finds them gone.
         await self.host.stop_retired(done)
@@ -274,6 +280,8 @@ class Daemon:
                 for key in plan.needs_restart
             ],
         }
+        if tcp_token is not None:
+            result["tcp_token"] = tcp_token
         log.info(
             "host.reloaded",
             trigger=trigger,
@@ -293,6 +301,52 @@ class Daemon:
             )
         flush_logs()
         return result
+
+    # -- the TCP token ---------------------------------------------------------------------
+
+    def _tcp_token_now(self) -> str | None:
+        """The token a TCP client must send now (each ``$/authenticate`` asks): the
+        file's as it is now, read again when it changed; ``None``: none is accepted."""
+        assert self._tcp_token is not None
+        token = self._tcp_token.current()
+        self._revoke_other_tokens(token)
+        return token
+
+    def _revoke_other_tokens(self, token: str | None) -> int:
+        """A token that replaced the one in force closes the TCP connections opened with
+        another (a rotation revokes a developer's access, open connections included);
+        the number closed. A file that gives no token closes none: new ones are refused."""
+        if token is None or token == self._tcp_in_force:
+            return 0
+        self._tcp_in_force = token
+        closed = [
+            c
+            for c in self._connections
+            if c.authenticated_with is not None and c.authenticated_with != token
+        ]
+        for connection in closed:
+            connection.revoke()
+        if closed:
+            log.info(
+                "host.tcp.connections_revoked",
+                connections=[c.name for c in closed],
+                reason="the TCP token changed",
+            )
+        return len(closed)
+
+    def _reload_tcp_token(self, cfg: Config) -> dict[str, Any] | None:
+        """At a reload, the TCP token read again (whatever the file's stat says) with the
+        new config's ``[tcp]`` token keys: for the reply, whether it changed, how many
+        connections opened with the old one were closed, or why there is none now.
+        ``None`` without a TCP listener."""
+        if self._tcp_token is None:
+            return None
+        before = self._tcp_in_force
+        token = self._tcp_token.reload(cfg.tcp)
+        if token is None:
+            return {"state": "unusable", "error": self._tcp_token.failure, "closed": 0}
+        closed = self._revoke_other_tokens(token)
+        return {"state": "unchanged" if token == before else "changed", "closed": closed}
 
     async def _reload_on_hangup(self) -> None:
         """SIGHUP: a reload whose outcome only the log tells (an invalid file is logged
@@ -412,8 +466,6 @@ class Daemon:
         token = cfg.tcp_token() if tcp else None
         lock: int | None = None
         if tcp and not token:
-            from hostd.errors import ConfigError
-
             raise ConfigError(
                 f"{cfg.source}: tcp: a bearer token (tcp.token or tcp.token_file) is required",
                 key="tcp.token",
@@ -457,6 +509,8 @@ class Daemon:
                 self._socket_identity = (st.st_dev, st.st_ino)
                 listeners.append(("unix", listener))
             if tcp:
+                self._tcp_token = TcpToken(cfg.tcp)
+                self._tcp_in_force = self._tcp_token.current()
                 multi = await open_tcp_listener(cfg.tcp.host, cfg.tcp.port)
                 for sub in multi.listeners:
                     address = sub.extra(anyio.abc.SocketAttribute.local_address)
@@ -466,7 +520,7 @@ class Daemon:
             # "boot" starts every provider as serving begins, not before (``_start_behind``).
             boot = self._boots_behind()
             async with self._engine("lazy" if boot else None, restart_idle=True):
-                await self._serve(listeners, wire_fd, token, handle_signals, ready, boot)
+                await self._serve(listeners, wire_fd, handle_signals, ready, boot)
                 # A connect while the providers stop is refused at once, never left waiting.
                 for _, opened in listeners:
                     await opened.aclose()
@@ -489,7 +543,6 @@ class Daemon:
         self,
         listeners: list[tuple[str, SocketListener]],
         wire_fd: int | None,
-        token: str | None,
         handle_signals: bool,
         ready: Callable[[Daemon], None] | None,
         boot: bool = False,
@@ -503,7 +556,10 @@ class Daemon:
                     await conns.start(self._watch_hangup)
                 for kind, listener in listeners:
                     accepting.start_soon(
-                        self._accept, listener, conns, token if kind == "tcp" else None
+                        self._accept,
+                        listener,
+                        conns,
+                        self._tcp_token_now if kind == "tcp" else None,
                     )
                 if wire_fd is not None:
                     conns.start_soon(self._serve_stdio, wire_fd)
@@ -636,7 +692,10 @@ class Daemon:
                 await self._reload_on_hangup()
 
     async def _accept(
-        self, listener: SocketListener, conns: anyio.abc.TaskGroup, token: str | None
+        self,
+        listener: SocketListener,
+        conns: anyio.abc.TaskGroup,
+        token: Callable[[], str | None] | None,
     ) -> None:
         while True:
             try:
@@ -666,6 +725,7 @@ class Daemon:
                 name=name,
                 token=token,
                 send_nowait=socket_send_nowait(stream),
+                peer=_peer(stream) if token is not None else None,
             )
             if token is not None:
                 self._admission.opened(connection)
@@ -689,9 +749,10 @@ class Daemon:
         send: Callable[[bytes], Any],
         *,
         name: str,
-        token: str | None = None,
+        token: Callable[[], str | None] | None = None,
         drain_on_eof: bool = False,
         send_nowait: SendNowait | None = None,
+        peer: str | None = None,
     ) -> Connection:
         cfg = self.config.host
         limits = Limits(
@@ -711,6 +772,7 @@ class Daemon:
             drain_on_eof=drain_on_eof,
             send_nowait=send_nowait,
             answer=partial(answer_one, self),
+            peer=peer,
         )
 
     async def _serve_stdio(self, wire_fd: int) -> None:
@@ -723,6 +785,18 @@ class Daemon:
             stdio.close()
         # The client closed stdin: nobody can send more; stop gracefully.
         self.request_stop("stdin closed")
+
+
+def _peer(stream: SocketStream) -> str | None:
+    """A TCP client's ``address:port`` (``[address]:port`` for IPv6), as the log says it."""
+    try:
+        address = stream.extra(anyio.abc.SocketAttribute.remote_address)
+    except anyio.TypedAttributeLookupError:
+        return None
+    if not isinstance(address, tuple):
+        return None
+    host, port = str(address[0]), int(address[1])
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _key(exc: ConfigError) -> dict[str, Any]:

@@ -23,6 +23,7 @@ class _NoPeer:
     (a caller cancels its own task)."""
 
     name = "local"
+    peer: str | None = None
 
     async def send(self, obj: Any) -> None:
         return None

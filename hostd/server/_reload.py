@@ -8,8 +8,9 @@ reranker's process), which keep the values in force, each named in
 ``Reload.needs_restart`` when the file changed it. Which providers start, stop,
 restart or are kept is the engine's to decide from the new specs
 (``ProviderPool.reconfigure``); everything else (compose defaults, the strategy,
-budgets, the audit mode, the tokenizer, the reranker's per-request settings) is read
-per request and takes effect for requests that arrive after the reload.
+budgets, the audit mode, the tokenizer, the reranker's per-request settings, the TCP
+token: ``tcp.token``, ``tcp.token_file``) is read per request or per authentication and
+takes effect for those that arrive after the reload.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ NEEDS_RESTART: dict[str, str] = {
     "host.untrusted": "the verify stage's choice is set at start",
     "host.max_connections": "the connection caps are set at start",
     "host.socket_check_s": "the socket watcher is started at start",
-    "tcp": "the TCP listener and its token are set up at start",
+    "tcp.enabled": "the TCP listener is set up at start",
+    "tcp.host": "the TCP listener is set up at start",
+    "tcp.port": "the TCP listener is set up at start",
     "log.level": "the log is configured at start",
     "log.file": "the log file is opened at start",
     "log.max_bytes": "the log file is opened at start",

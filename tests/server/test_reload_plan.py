@@ -73,3 +73,33 @@ def test_the_providers_are_the_new_files() -> None:
     plan = reload_plan(parse_config(one), parse_config(one), parse_config(two))
     assert [p.id for p in plan.config.provider] == ["a", "b"]
     assert plan.applied == [] and plan.needs_restart == []
+
+
+def test_the_tcp_token_keys_are_applied_and_the_listener_keys_wait_for_a_restart() -> None:
+    # The token is checked at each authentication, from the config in force: a reload
+    # that names another token (or file) is in force at once; the listener is bound once.
+    tcp = BASE.replace("port = 7000", 'port = 7000\ntoken_file = "/etc/a.token"')
+    new = tcp.replace("/etc/a.token", "/etc/b.token").replace("port = 7000", "port = 7001")
+    loaded = parse_config(tcp)
+
+    plan = reload_plan(loaded, loaded, parse_config(new))
+
+    assert plan.applied == ["tcp.token_file"] and plan.needs_restart == ["tcp.port"]
+    assert str(plan.config.tcp.token_file) == "/etc/b.token" and plan.config.tcp.port == 7000
+
+
+def test_hostd_reload_says_a_changed_or_unusable_tcp_token() -> None:
+    from hostd.cli._daemon import reload_lines
+
+    changed = reload_lines({"tcp_token": {"state": "changed", "closed": 2}})
+    assert (
+        changed[-1]
+        == "tcp-token: changed; the old one is refused (2 connections opened with it closed)"
+    )
+    unusable = reload_lines(
+        {"tcp_token": {"state": "unusable", "error": "No such file", "closed": 0}}
+    )
+    assert unusable[-1].startswith("tcp-token: none usable (No such file); every TCP")
+    assert not any(
+        "tcp-token" in line for line in reload_lines({"tcp_token": {"state": "unchanged"}})
+    )
