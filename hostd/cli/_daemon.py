@@ -210,6 +210,12 @@ async def _status(cfg: Config, args: argparse.Namespace) -> int:
         f"config: {config.get('file') or 'built in code'}",
         _traffic(status, others),
     ]
+    pending = status.get("config_needs_restart") or []
+    if pending:  # a reload kept them: the running daemon differs from its file
+        out.append(
+            f"needs-restart: {', '.join(pending)} (changed in the config file; "
+            "kept as they were until the daemon restarts)"
+        )
     for row in providers:
         out.append(f"provider {row.get('id')}: {_provider_line(row)}")
         if row.get("state") in ("crashed", "failed"):  # its line says its last failure
@@ -311,8 +317,9 @@ def _config_changed(cfg: Config, status: dict[str, Any], stale: str | None) -> b
     """``status --json``'s ``config_changed``: True when the daemon's config file changed
     since it started (the stale-config line), False when the file read here is the one
     it runs and unchanged, None when that cannot be told (a daemon of another file, or
-    of a config built in code, or one that does not say)."""
-    if stale is not None:
+    of a config built in code, or one that does not say). True too while a reload left
+    keys for a restart (``config_needs_restart``): the file differs from what runs."""
+    if stale is not None or status.get("config_needs_restart"):
         return True
     started = status.get("config")
     if not isinstance(started, dict) or cfg.source.startswith("<"):

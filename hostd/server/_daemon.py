@@ -136,6 +136,12 @@ class Daemon:
         #: The config file as last read, before the command line's overrides (``hostd
         #: serve --socket``): what a reload compares the file with (default ``config``).
         self._loaded = loaded if loaded is not None else config
+        #: The file as read at start: what the keys a reload cannot apply still run.
+        self._started_file = self._loaded
+        #: Those keys the file has changed since start (``reload_plan``, from the file as
+        #: read at start to the file as last read): ``host/status`` says them until a
+        #: restart, as ``config_needs_restart``.
+        self._needs_restart: list[str] = []
         #: Held while a reload runs: a second one waits for it (``reload``).
         self._reloading: anyio.Lock | None = None
         #: The engine, set by ``run()``/``local()`` (a ``host_factory``'s object in tests).
@@ -211,6 +217,7 @@ class Daemon:
             "tcp": list(self.tcp_address) if self.tcp_address else None,
             "providers": len(self.config.provider),
             "config": self.config_file,
+            "config_needs_restart": list(self._needs_restart),
             "in_flight": self._inflight,
             "counters": dict(sorted(self.counters.items())),
         }
@@ -255,12 +262,16 @@ class Daemon:
                 **{**exc.data, "stage": "reload"},
             ) from None
         plan = reload_plan(self._loaded, self.config, new)
+        # Pending since start, not only since the last reload: a key changed by an earlier
+        # reload stays named until a restart, and one edited back is no longer.
+        pending = reload_plan(self._started_file, self.config, new).needs_restart
         cfg = plan.config
         boot = cfg.host.start_providers == "boot"
         # From here to the pipeline's swap, no await: a request sees the old providers
         # with the old config, or the new with the new.
         done = self.host.reconfigure(cfg.provider_specs(), start=boot)
         self.config, self._loaded = cfg, new
+        self._needs_restart = pending
         self.pipeline = self.pipeline.reconfigured(cfg)
         self.config_file = _config_stamp(cfg)
         set_audit(cfg.log)

@@ -9,6 +9,7 @@ never from a sleep.
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
@@ -203,3 +204,37 @@ async def test_hostd_reload_with_no_daemon_says_so(start_daemon: Any, workdir: A
     said = await anyio.to_thread.run_sync(lambda: run_hostd("--config", str(config), "reload"))
     assert said.returncode == 3
     assert "nothing to reload" in said.stderr
+
+
+async def test_keys_a_reload_left_for_a_restart_stay_in_status_until_one(
+    start_daemon: Any,
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}})
+    text = daemon.config.read_text(encoding="utf-8")
+    daemon.config.write_text(text + "\n[log]\nmax_bytes = 200000\n", encoding="utf-8")
+    config = ("--config", str(daemon.config))
+    said = await anyio.to_thread.run_sync(lambda: run_hostd(*config, "reload"))
+    assert said.returncode == 0, said.stderr
+    daemon.config.write_text(  # another edit, applied: the first key is still pending
+        text.replace("[host]\n", "[host]\ndefault_budget = 1234\n", 1)
+        + "\n[log]\nmax_bytes = 200000\n",
+        encoding="utf-8",
+    )
+    said = await anyio.to_thread.run_sync(lambda: run_hostd(*config, "reload"))
+    assert said.returncode == 0 and "needs-restart" not in said.stdout, said.stdout
+
+    async with connect(daemon.socket) as client:
+        assert (await client.call("host/status", {}))["config_needs_restart"] == ["log.max_bytes"]
+    shown = await anyio.to_thread.run_sync(lambda: run_hostd(*config, "status"))
+    assert shown.returncode == 0, shown.stderr
+    assert "needs-restart: log.max_bytes (changed in the config file;" in shown.stdout
+    as_json = await anyio.to_thread.run_sync(lambda: run_hostd(*config, "status", "--json"))
+    status = json.loads(as_json.stdout)
+    assert status["config_needs_restart"] == ["log.max_bytes"] and status["config_changed"]
+
+    daemon.config.write_text(text, encoding="utf-8")  # edited back: nothing pending
+    said = await anyio.to_thread.run_sync(lambda: run_hostd(*config, "reload"))
+    assert said.returncode == 0, said.stderr
+    async with connect(daemon.socket) as client:
+        assert (await client.call("host/status", {}))["config_needs_restart"] == []
+    assert await daemon.stop() == 0
