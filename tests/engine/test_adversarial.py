@@ -363,7 +363,7 @@ async def test_a_malformed_reply_fails_its_leg_alone_and_the_connection_answers_
     async with Host(specs, start="boot", start_timeout_s=20.0, grace_period_s=1.0) as host:
         conn = local(host.connection(ADV))
         assert isinstance(conn.client, PipeClient)
-        first_pid = conn.child.pid
+        first_pid = conn.child.provider_pid  # health.pid: the provider's own, not the shim's
         held: list[FanOut] = []
 
         async def ask_held() -> None:
