@@ -153,3 +153,34 @@ def test_hostd_mcp_connect_answers_without_loading_the_daemon(tmp_path: Path) ->
     modules = loaded.read_text(encoding="utf-8").split("\n")
     assert "mcp.server.lowlevel" in modules  # the run got as far as serving
     assert [m for m in modules if m.startswith(DAEMON)] == []
+
+
+def _modules_of_command(tmp_path: Path, *argv: str) -> tuple[int, list[str]]:
+    """``hostd --config CFG ARGV`` run in a fresh interpreter (a config naming its own
+    socket and state, where no daemon runs): its exit status and the modules it loaded."""
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nsocket = "{tmp_path / "run" / "hostd.sock"}"\n'
+        f'state_dir = "{tmp_path / "state"}"\n',
+        encoding="utf-8",
+    )
+    loaded = tmp_path / "loaded"
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(loaded)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+        "from hostd.cli import main\n"
+        f"raise SystemExit(main(['--config', {str(config)!r}, *{list(argv)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=120, cwd=ROOT, check=False
+    )
+    return done.returncode, loaded.read_text(encoding="utf-8").split("\n")
+
+
+@pytest.mark.parametrize("command", ["status", "stop", "reload"])
+def test_a_command_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path, command: str) -> None:
+    """``hostd status || alert`` pays this every time the daemon is down: looking for a
+    daemon serving the config elsewhere reads its lock's record, loading none of it."""
+    status, modules = _modules_of_command(tmp_path, command)
+    assert status == 3  # no daemon
+    assert [m for m in modules if m.startswith((*DAEMON, "hostd.transport"))] == []

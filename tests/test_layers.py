@@ -138,6 +138,9 @@ FORBIDDEN_MODULES = {
     "_state_tag.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # Which build runs: setup.py loads the file alone at build time, so a leaf.
     "_build.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
+    # The daemon's lock on its config, read by status, stop and reload when no daemon
+    # answers: a leaf, so they read it without loading the daemon.
+    "_daemon_lock.py": _HOST_SIDE | {"provider", "rpc", "mcp", "logs", "quality", "protocol"},
     # check-provider's driver owns the bytes only: judging is the checks' (engine audit).
     # Of the transport it takes the binding codecs only (below).
     "cli/_check_driver.py": (_HOST_SIDE - {"transport"}) | {"provider", "quality", "mcp"},

@@ -141,8 +141,8 @@ def _serving_elsewhere(cfg: Config, path: Path) -> str:
     """``; but hostd (pid N) serves this config at OTHER``: the daemon holding the
     config's lock listens on another socket (started with another ``XDG_RUNTIME_DIR``,
     or ``--socket``); empty when none does."""
+    from hostd._daemon_lock import config_holder  # a leaf: none of the daemon loads
     from hostd.config import default_socket_path
-    from hostd.server import config_holder
 
     try:
         holder = config_holder(cfg.state_path, default_socket_path(cfg.file).name)

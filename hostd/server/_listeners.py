@@ -29,6 +29,7 @@ import anyio
 from anyio.abc import SocketListener, SocketStream
 from anyio.streams.stapled import MultiListener
 
+from hostd._daemon_lock import config_holder, lock_path, read_record
 from hostd._state_tag import write_state_tag
 from hostd.errors import ConfigError, ListenerError
 from hostd.protocol import is_loopback_host
@@ -239,10 +240,6 @@ def socket_owner_lost(path: Path, identity: tuple[int, int]) -> str | None:
 # -- one daemon per config ---------------------------------------------------------------
 
 
-def _lock_path(state_dir: Path, socket_name: str) -> Path:
-    return state_dir / "daemons" / (Path(socket_name).stem + ".lock")
-
-
 def claim_config(
     state_dir: Path, socket_name: str, record: dict[str, object], source: str = "<config>"
 ) -> tuple[int, dict[str, object]]:
@@ -255,7 +252,7 @@ def claim_config(
     memories (a second one started with another ``XDG_RUNTIME_DIR``, so another socket,
     is how that happens). ``ConfigError`` (``unwritable_state``) when the lock cannot be
     written."""
-    path = _lock_path(state_dir, socket_name)
+    path = lock_path(state_dir, socket_name)
     try:
         _make_private(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -264,7 +261,7 @@ def claim_config(
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _read_record(fd)
+        holder = read_record(fd)
         os.close(fd)
         where = f" at {holder['socket']}" if holder.get("socket") else ""
         pid = f" (pid {holder['pid']})" if holder.get("pid") else ""
@@ -275,7 +272,7 @@ def claim_config(
     except OSError:
         os.close(fd)
         raise
-    previous = _read_record(fd)
+    previous = read_record(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(record).encode(), 0)
     return fd, previous
@@ -285,31 +282,6 @@ def release_config(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
     os.close(fd)  # the lock goes with it
-
-
-def config_holder(state_dir: Path, socket_name: str) -> dict[str, object] | None:
-    """The record of the daemon holding the config's lock (``claim_config``): pid,
-    socket, config; ``None`` when no daemon holds it."""
-    try:
-        fd = os.open(_lock_path(state_dir, socket_name), os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_record(fd)
-        return None  # not held: whatever it says is a past daemon's
-    finally:
-        os.close(fd)
-
-
-def _read_record(fd: int) -> dict[str, object]:
-    try:
-        value = json.loads(os.pread(fd, 4096, 0) or b"{}")
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def remove_socket(path: Path, inode: int | None) -> None:
