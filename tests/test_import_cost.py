@@ -3,7 +3,9 @@
 Every CLI command, daemon start and provider process pays for what its imports load
 (and the test suite pays it thousands of times). jsonrpcserver (with jsonschema) is
 the wire dispatcher's, loaded by the first request a ``Dispatcher`` answers; httpx is
-the remote carrier's, loaded by the first ``RemoteEndpoint`` built. ``hostd mcp
+the remote carrier's, loaded by the first ``RemoteEndpoint`` built. The protocol's wire
+models load with the first use of one of their names: the command line, the client and
+the error tree need none of them. ``hostd mcp
 --connect`` serves a daemon's API over MCP without a daemon of its own: nothing of the
 daemon (its engine, pipeline, composition library) loads before it answers. The command
 line loads the transport only in the commands that reach a provider, and the engine
@@ -35,6 +37,17 @@ CLI_ON_USE = ("hostd.transport", "hostd.rpc")
 #: engine's launcher and leg audit) composes nothing; the composition library loads with
 #: the first request that reranks, or with the daemon's pipeline.
 ENGINE_ON_USE = ("hostd.compose", "hostd.pipeline", "hostd.quality", "hostd.server")
+
+#: The protocol's wire models (pydantic, built at import) and the modules built on them:
+#: the command line, the client and the error tree use only the protocol's codes, lines
+#: and digests, so a command that talks to a daemon (``status``, ``stop``, ``reload``,
+#: ``--connect``) or none (``--version``) never builds them.
+WIRE_MODELS = (
+    "hostd.protocol._models",
+    "hostd.protocol._envelopes",
+    "hostd.protocol._rules",
+    "hostd.protocol._accept",
+)
 
 #: The daemon's packages: ``hostd mcp --connect`` talks to a daemon through the client
 #: library, and needs none of them.
@@ -70,6 +83,22 @@ def test_importing_an_entry_point_loads_no_library_it_may_not_use(module: str) -
 def test_importing_the_command_line_loads_no_transport() -> None:
     found = f"','.join(m for m in {CLI_ON_USE!r} if m in sys.modules) or 'none'"
     assert _run(f"import sys, hostd.cli\nprint('loaded=' + ({found}))\n") == ["none"]
+
+
+@pytest.mark.parametrize("module", ["hostd.cli", "hostd.client", "hostd.config", "hostd.errors"])
+def test_importing_the_command_line_builds_no_wire_model(module: str) -> None:
+    found = f"','.join(m for m in {WIRE_MODELS!r} if m in sys.modules) or 'none'"
+    assert _run(f"import sys, {module}\nprint('loaded=' + ({found}))\n") == ["none"]
+
+
+def test_a_wire_model_loads_with_its_first_use() -> None:
+    code = (
+        "import sys\nfrom hostd.protocol import CgpErrorCode\n"
+        "print('loaded=' + str('hostd.protocol._models' in sys.modules))\n"
+        "from hostd.protocol import ContextFrame\n"
+        "print('loaded=' + str('hostd.protocol._models' in sys.modules))\n"
+    )
+    assert _run(code) == ["False", "True"]
 
 
 @pytest.mark.parametrize("module", ["hostd.engine", "hostd.cli._checks"])
@@ -183,4 +212,4 @@ def test_a_command_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path, co
     daemon serving the config elsewhere reads its lock's record, loading none of it."""
     status, modules = _modules_of_command(tmp_path, command)
     assert status == 3  # no daemon
-    assert [m for m in modules if m.startswith((*DAEMON, "hostd.transport"))] == []
+    assert [m for m in modules if m.startswith((*DAEMON, *WIRE_MODELS, "hostd.transport"))] == []

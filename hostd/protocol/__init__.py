@@ -3,9 +3,16 @@
 Wire models (pydantic v2, unknown members ignored, U1), rule checks that return
 typed ``Violation``s, token cost, digests, F17 line ranges, version families and
 error codes. This package imports nothing else from hostd.
+
+The wire models and what is built on them (rule checks, envelopes, frame acceptance)
+load with the first use of one of their names (``_LAZY``): the command line, the
+client and the error tree use only the codes, lines and digests, which load with the
+package.
 """
 
-from ._accept import PY_WHITESPACE, AcceptedReply, AcceptMemo, accept_frames, accept_reply
+import importlib
+import typing
+
 from ._bytes import (
     DIGEST_RE,
     LineIndex,
@@ -17,18 +24,6 @@ from ._bytes import (
     line_number,
     sha256_digest,
 )
-from ._envelopes import (
-    Envelope,
-    ErrorEnvelope,
-    FramesEnvelope,
-    HandshakeAckEnvelope,
-    HandshakeEnvelope,
-    QueryEnvelope,
-    ShutdownEnvelope,
-    VerifiedEnvelope,
-    VerifyEnvelope,
-    parse_envelope,
-)
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -39,75 +34,156 @@ from ._errors import (
     read_cgp_code,
 )
 from ._hosts import is_loopback_host
-from ._identity import FrameId
 from ._jcs import canonical_json, es_number
-from ._lines import (
-    DEFAULT_MAX_LINE_BYTES,
-    EOF,
-    OVERLONG,
-    TRUNCATED,
-    LineItem,
-    LineSplitter,
-)
-from ._memory import (
-    FORGET_METHOD,
-    REMEMBER_METHOD,
-    ForgetRequest,
-    ForgetResult,
-    RememberRequest,
-    RememberResult,
-)
-from ._models import (
-    FRAME_KINDS,
-    Capabilities,
-    ContentRef,
-    ContextFrame,
-    ContextQuery,
-    ContextQueryResult,
-    DataFlow,
-    FrameEmbedding,
-    FrameIdentity,
-    FrameVerdict,
-    HandshakeAck,
-    HandshakeRequest,
-    HostInfo,
-    Provenance,
-    ProviderInfo,
-    QueryCapability,
-    Relation,
-    RememberCapability,
-    Representation,
-    Transform,
-    VerdictStatus,
-    VerifyRequest,
-    VerifyResponse,
-    WireModel,
-)
+from ._lines import DEFAULT_MAX_LINE_BYTES, EOF, OVERLONG, TRUNCATED, LineItem, LineSplitter
 from ._progress import MAX_PROGRESS_TEXT, MAX_READY_MESSAGE, PROGRESS_METHOD
-from ._rules import (
-    LOCAL_ONLY_SCOPE,
-    Severity,
-    Violation,
-    check_as_of,
-    check_budget,
-    check_data_flow,
-    check_frame,
-    check_handshake,
-    check_kinds,
-    check_provider_info,
-    check_query,
-    check_representation_preferences,
-    check_timestamp,
-    check_version,
-    frame_in_window,
-    is_off_machine_scope,
-    parse_frame,
-    parse_frames,
-    parse_timestamp,
-    utc_timestamp,
-)
-from ._strict import unknown_members
 from ._version import PROTOCOL_VERSION, is_version_string, version_family, versions_compatible
+
+if typing.TYPE_CHECKING:
+    from ._accept import PY_WHITESPACE, AcceptedReply, AcceptMemo, accept_frames, accept_reply
+    from ._envelopes import (
+        Envelope,
+        ErrorEnvelope,
+        FramesEnvelope,
+        HandshakeAckEnvelope,
+        HandshakeEnvelope,
+        QueryEnvelope,
+        ShutdownEnvelope,
+        VerifiedEnvelope,
+        VerifyEnvelope,
+        parse_envelope,
+    )
+    from ._identity import FrameId
+    from ._memory import (
+        FORGET_METHOD,
+        REMEMBER_METHOD,
+        ForgetRequest,
+        ForgetResult,
+        RememberRequest,
+        RememberResult,
+    )
+    from ._models import (
+        FRAME_KINDS,
+        Capabilities,
+        ContentRef,
+        ContextFrame,
+        ContextQuery,
+        ContextQueryResult,
+        DataFlow,
+        FrameEmbedding,
+        FrameIdentity,
+        FrameVerdict,
+        HandshakeAck,
+        HandshakeRequest,
+        HostInfo,
+        Provenance,
+        ProviderInfo,
+        QueryCapability,
+        Relation,
+        RememberCapability,
+        Representation,
+        Transform,
+        VerdictStatus,
+        VerifyRequest,
+        VerifyResponse,
+        WireModel,
+    )
+    from ._rules import (
+        LOCAL_ONLY_SCOPE,
+        Severity,
+        Violation,
+        check_as_of,
+        check_budget,
+        check_data_flow,
+        check_frame,
+        check_handshake,
+        check_kinds,
+        check_provider_info,
+        check_query,
+        check_representation_preferences,
+        check_timestamp,
+        check_version,
+        frame_in_window,
+        is_off_machine_scope,
+        parse_frame,
+        parse_frames,
+        parse_timestamp,
+        utc_timestamp,
+    )
+    from ._strict import unknown_members
+
+#: The names of the modules that build the wire models (pydantic), loaded by the first
+#: use of one of them: the command line, the client and the error tree use only the
+#: codes, lines and digests above, and pay nothing for the models.
+_LAZY: dict[str, str] = {
+    "PY_WHITESPACE": "._accept",
+    "AcceptedReply": "._accept",
+    "AcceptMemo": "._accept",
+    "accept_frames": "._accept",
+    "accept_reply": "._accept",
+    "Envelope": "._envelopes",
+    "ErrorEnvelope": "._envelopes",
+    "FramesEnvelope": "._envelopes",
+    "HandshakeAckEnvelope": "._envelopes",
+    "HandshakeEnvelope": "._envelopes",
+    "QueryEnvelope": "._envelopes",
+    "ShutdownEnvelope": "._envelopes",
+    "VerifiedEnvelope": "._envelopes",
+    "VerifyEnvelope": "._envelopes",
+    "parse_envelope": "._envelopes",
+    "FrameId": "._identity",
+    "FORGET_METHOD": "._memory",
+    "REMEMBER_METHOD": "._memory",
+    "ForgetRequest": "._memory",
+    "ForgetResult": "._memory",
+    "RememberRequest": "._memory",
+    "RememberResult": "._memory",
+    "FRAME_KINDS": "._models",
+    "Capabilities": "._models",
+    "ContentRef": "._models",
+    "ContextFrame": "._models",
+    "ContextQuery": "._models",
+    "ContextQueryResult": "._models",
+    "DataFlow": "._models",
+    "FrameEmbedding": "._models",
+    "FrameIdentity": "._models",
+    "FrameVerdict": "._models",
+    "HandshakeAck": "._models",
+    "HandshakeRequest": "._models",
+    "HostInfo": "._models",
+    "Provenance": "._models",
+    "ProviderInfo": "._models",
+    "QueryCapability": "._models",
+    "Relation": "._models",
+    "RememberCapability": "._models",
+    "Representation": "._models",
+    "Transform": "._models",
+    "VerdictStatus": "._models",
+    "VerifyRequest": "._models",
+    "VerifyResponse": "._models",
+    "WireModel": "._models",
+    "LOCAL_ONLY_SCOPE": "._rules",
+    "Severity": "._rules",
+    "Violation": "._rules",
+    "check_as_of": "._rules",
+    "check_budget": "._rules",
+    "check_data_flow": "._rules",
+    "check_frame": "._rules",
+    "check_handshake": "._rules",
+    "check_kinds": "._rules",
+    "check_provider_info": "._rules",
+    "check_query": "._rules",
+    "check_representation_preferences": "._rules",
+    "check_timestamp": "._rules",
+    "check_version": "._rules",
+    "frame_in_window": "._rules",
+    "is_off_machine_scope": "._rules",
+    "parse_frame": "._rules",
+    "parse_frames": "._rules",
+    "parse_timestamp": "._rules",
+    "utc_timestamp": "._rules",
+    "unknown_members": "._strict",
+}
 
 __all__ = [
     "MAX_PROGRESS_TEXT",
@@ -210,3 +286,16 @@ __all__ = [
     "version_family",
     "versions_compatible",
 ]
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once: the next lookup is the module's own
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
