@@ -18,10 +18,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Self
@@ -42,6 +40,7 @@ from ._async import (
     connect_tcp,
     spawn,
 )
+from ._loop import start_loop
 from ._results import ComposeResult, Forgotten, Remembered
 
 __all__ = ["Client"]
@@ -54,25 +53,8 @@ _OPEN: weakref.WeakSet[Client] = weakref.WeakSet()
 
 @contextlib.contextmanager
 def _portal() -> Iterator[BlockingPortal]:
-    """A blocking portal on an asyncio loop in a daemon thread, stopped on exit (as
-    anyio's ``start_blocking_portal``, whose worker thread is not a daemon)."""
-    handed: Future[BlockingPortal] = Future()
-
-    async def serve() -> None:
-        async with BlockingPortal() as portal:
-            handed.set_result(portal)
-            await portal.sleep_until_stopped()
-
-    def main() -> None:
-        try:
-            anyio.run(serve, backend="asyncio")
-        except BaseException as exc:  # handed to the caller when it came before the portal
-            if not handed.done():
-                handed.set_exception(exc)
-
-    thread = threading.Thread(target=main, name="hostd-client-loop", daemon=True)
-    thread.start()
-    portal = handed.result()
+    """A blocking portal on a loop in a daemon thread (``start_loop``), stopped on exit."""
+    portal, thread = start_loop("hostd-client-loop")
     try:
         yield portal
     finally:

@@ -35,6 +35,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from hostd.client import AsyncClient, ComposeResult, connect, spawn
+from hostd.client._loop import start_loop
 from hostd.config import DEFAULT_WAIT_S, discover_socket
 from hostd.errors import ConfigError, ConnectionLost
 
@@ -44,26 +45,6 @@ __all__ = ["DaemonSession"]
 _JOIN_S = 30.0
 #: A call that met these found its connection gone, not an answer.
 _GONE = (ConnectionLost, anyio.BrokenResourceError, anyio.ClosedResourceError)
-
-
-def _start_loop() -> tuple[BlockingPortal, threading.Thread]:
-    started: Future[BlockingPortal] = Future()
-
-    async def serve() -> None:
-        async with BlockingPortal() as portal:
-            started.set_result(portal)
-            await portal.sleep_until_stopped()
-
-    def run() -> None:
-        try:
-            anyio.run(serve, backend="asyncio")
-        except BaseException as exc:  # handed to the thread that waits for the portal
-            if not started.done():
-                started.set_exception(exc)
-
-    thread = threading.Thread(target=run, name="hostd-adapter", daemon=True)
-    thread.start()
-    return started.result(), thread
 
 
 class _Opening:
@@ -124,7 +105,7 @@ class _Loop:
     """The loop thread and the connection on it; closed by ``close`` or at GC."""
 
     def __init__(self) -> None:
-        self.portal, self.thread = _start_loop()
+        self.portal, self.thread = start_loop("hostd-adapter")
         self.opening: _Opening | None = None
 
     @property
