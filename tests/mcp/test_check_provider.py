@@ -328,7 +328,8 @@ def test_the_published_everything_server_passes() -> None:
 def test_a_failed_query_lists_each_check_it_kept_from_running_as_not_run() -> None:
     server = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools"]
     done = run_hostd("check-provider", "--binding", "mcp", "--goal", "cache",
-                     "--tool", "always_fails", "--", *server)  # fmt: skip
+                     "--tool", "always_fails", "--arguments", '{"query": "{query}"}',
+                     "--", *server)  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
     table = done.stdout[done.stdout.index("check ") :].splitlines()
     rows = [tuple(re.split(r"\s{2,}", line, maxsplit=2)) for line in table[1:-1]]
