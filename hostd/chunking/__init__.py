@@ -33,7 +33,7 @@ from ._chunk import (
 )
 from ._items import defined_names, item_name
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
-from ._terms import STOPWORDS, camel_parts, surface_forms, tokenize
+from ._terms import QUESTION_WORDS, STOPWORDS, camel_parts, surface_forms, tokenize
 from ._tokens import (
     MODEL_TRAINED_LENGTH,
     MODEL_WINDOW,
@@ -51,6 +51,7 @@ __all__ = [
     "MODEL_TRAINED_LENGTH",
     "MODEL_WINDOW",
     "NOTEBOOK_SUFFIX",
+    "QUESTION_WORDS",
     "STOPWORDS",
     "Chunk",
     "Counter",

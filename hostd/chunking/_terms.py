@@ -12,20 +12,25 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOPWORDS", "camel_parts", "surface_forms", "tokenize"]
+__all__ = ["QUESTION_WORDS", "STOPWORDS", "camel_parts", "surface_forms", "tokenize"]
 
 #: Words that say nothing of what a text is about: a query's are not searched for, so
-#: "where is the banana" does not match every text that holds "the" (lower case). Beside
-#: the function words, the pronouns, modals and verbs a question is worded with ("how
-#: do I use …", "may we …", "how does X work"): a handbook section that says "we use"
-#: or "may ship" is no answer to them. Not the words code is made of (``all``, ``any``,
-#: ``not``, ``get``, ``set``, ``make``, ``done``), which a question may mean literally.
+#: "where is the banana" does not match every text that holds "the" (lower case). The
+#: function words only: code search indexes and asks with these dropped, and a word
+#: code is made of (``use``, ``into``, ``then``, ``must``, ``work``) stays searchable.
 STOPWORDS = frozenset(
-    "a about also am an and are as at be been being but by can could did do does for "
-    "from had has have he her him his how i if in into is it its just may me might must "
-    "my of on or our she should than that the their them then there these they this "
-    "those to too use used uses using very was we were what when where which who why "
-    "will with work works would you your".split()
+    "a an and are as at be by do does for from has have how i if in is it its of on or "
+    "that the this to was what when where which who why will with".split()
+)
+#: Beside ``STOPWORDS``, the pronouns, modals and verbs a question is worded with ("how
+#: do we use …", "may we …", "how does X work"): not searched for where prose is matched
+#: to a question (the sections of an MCP server's answer), so a handbook section that
+#: says "we use" or "may ship" is no answer to them. Not dropped by ``tokenize``: in
+#: code they are identifiers (Rust's ``use`` and ``Into``, a promise's ``then``).
+QUESTION_WORDS = frozenset(
+    "about also am been being but can could did had he her him his into just may me "
+    "might must my our she should than their them then there these they those too use "
+    "used uses using very we were work works would you your".split()
 )
 
 #: A word: a letter then letters, digits and ``_`` (any script; on ASCII text exactly

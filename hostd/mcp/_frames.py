@@ -25,7 +25,8 @@ a provider would:
 - **score** (``rank``): BM25 of each piece against the query text, mapped into
   [0, 1) (F1; provider-local and ordinal, F10), by the terms the ``files`` provider
   searches for (``hostd.chunking.tokenize``: no stop words, an identifier whole and
-  by its snake_case and camelCase parts), counted in a piece as ``tokenize`` counts
+  by its snake_case and camelCase parts), less the words a question is worded with
+  (``QUESTION_WORDS``: "we", "use", "may", "work"), counted in a piece as ``tokenize`` counts
   them; a piece that holds only terms most pieces hold is no match when another holds
   a rarer one (``_Bm25.fit``). Only the query's terms are counted: one regex pass per
   piece finds the words that hold one, and only those are tokenized; a full index
@@ -60,6 +61,7 @@ import numpy as np
 from hostd.chunking import (
     DEFAULT_MIN_CHUNK_TOKENS,
     MODEL_WINDOW,
+    QUESTION_WORDS,
     Sections,
     TextChunk,
     chunk_text,
@@ -109,6 +111,10 @@ _RECORD_TOKENS = MODEL_WINDOW
 #: the cache asked about its eviction, one saying "evicts"), not what every section of
 #: a handbook says.
 _COMMON_FROM = 4
+#: The terms ``tokenize`` makes of the words a question is worded with: not searched for
+#: in a section ("how does shell completion work" does not match a section on the
+#: working directory, "may" one saying releases may ship any day).
+_QUESTION_TERMS = frozenset(t for w in QUESTION_WORDS for t in tokenize(w))
 #: A label longer than this is cut: it is quoted in the prompt beside every frame.
 _MAX_LABEL = 96
 
@@ -459,7 +465,7 @@ class _Bm25:
     ratio to the mean."""
 
     def __init__(self, query: str) -> None:
-        self.terms = sorted(set(tokenize(query)))
+        self.terms = sorted(set(tokenize(query)) - _QUESTION_TERMS)
         self._index = {t: k for k, t in enumerate(self.terms)}
         forms = sorted({f for t in self.terms for f in surface_forms(t)}, key=len, reverse=True)
         # A run of word characters (``\w``: letters, digits, ``_``) that holds one of the

@@ -126,6 +126,22 @@ def test_query_honours_max_frames_max_tokens_and_kinds(tmp_path: Path) -> None:
     assert ix.answer(_q("wombat", max_frames=0)).frames == []
 
 
+def test_a_question_named_only_by_words_code_is_made_of_finds_them(tmp_path: Path) -> None:
+    """``into``, ``use``, ``then``, ``work`` are identifiers in code (Rust's ``Into`` and
+    ``use``, a promise's ``then``): asked for, they are searched for, even where the MCP
+    section matcher drops them as a question's wording (``QUESTION_WORDS``)."""
+    (tmp_path / "lib.rs").write_text(
+        "".join(f"// filler {i}\n" for i in range(50))
+        + "impl Into<Celsius> for Fahrenheit {\n    fn into(self) -> Celsius { todo!() }\n}\n"
+    )
+    (tmp_path / "app.js").write_text("fetchAll().then(render);\n")
+    ix = _index(tmp_path)
+    (first, *_) = ix.answer(_q("how does Into work")).frames
+    assert "impl Into<Celsius>" in (first.content or "")
+    (first, *_) = ix.answer(_q("then")).frames
+    assert _label(first).startswith("app.js")
+
+
 def test_scores_are_ordered_best_first(tmp_path: Path) -> None:
     ix = _index(_tree(tmp_path))
     frames = ix.answer(_q("retry loop")).frames
