@@ -30,6 +30,8 @@ NEEDS_RESTART: dict[str, str] = {
     "host.start_timeout_s": "the provider pool's start deadline is set at start",
     "host.max_line_bytes": "the provider pool's line limit is set at start",
     "host.restart_backoff_s": "the provider pool's restart policy is set at start",
+    "host.restart_backoff_max_s": "the provider pool's restart policy is set at start",
+    "host.restart_attempts": "the provider pool's restart policy is set at start",
     "host.retry_failed_after_s": "the provider pool's restart policy is set at start",
     "host.retry_failed_max_s": "the provider pool's restart policy is set at start",
     "host.trusted_roots": "the verify stage's roots are set at start",

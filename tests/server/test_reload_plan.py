@@ -103,3 +103,26 @@ def test_hostd_reload_says_a_changed_or_unusable_tcp_token() -> None:
     assert not any(
         "tcp-token" in line for line in reload_lines({"tcp_token": {"state": "unchanged"}})
     )
+
+
+def test_every_key_of_the_restart_policy_waits_for_a_restart() -> None:
+    """The provider pool's restart policy is built once, at start (``restart_policy``):
+    a reload that said it applied one of its keys would be wrong."""
+    loaded = parse_config(BASE)
+    new = parse_config(
+        BASE.replace(
+            "default_budget = 3000",
+            "default_budget = 3000\nrestart_backoff_s = 1\nrestart_backoff_max_s = 9\n"
+            "restart_attempts = 7\nretry_failed_after_s = 30\nretry_failed_max_s = 900",
+        )
+    )
+    plan = reload_plan(loaded, loaded, new)
+    assert plan.applied == []
+    assert plan.needs_restart == [
+        "host.restart_attempts",
+        "host.restart_backoff_max_s",
+        "host.restart_backoff_s",
+        "host.retry_failed_after_s",
+        "host.retry_failed_max_s",
+    ]
+    assert plan.config.host.restart_attempts == 5 and plan.config.host.restart_backoff_max_s == 5
