@@ -12,8 +12,9 @@ something works wants the code first; one asking about tests says so. So a test 
 chunks have their score scaled down (``DEFAULT_TEST_PRIOR``, ``lower_tests``) unless
 the query names tests.
 
-Both rules read names only, never a file's text, so a chunk's verdict is decided by
-its path alone, the same on every machine and at every rebuild.
+Both rules read names only, never a file's text: a chunk is a test by its path, or by
+the code item it sits in where a language keeps unit tests inside the file they test
+(Rust's ``#[cfg(test)] mod tests``), the same on every machine and at every rebuild.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hostd.chunking import tokenize
 __all__ = [
     "DEFAULT_TEST_PRIOR",
     "asks_about_tests",
+    "is_test_chunk",
     "is_test_path",
     "lower_tests",
     "parse_test_prior",
@@ -72,11 +74,26 @@ _TEST_TERMS = frozenset(
 )
 
 
+#: The code item (``Chunk.item``, as ``code_items`` names it: ``mod tests › fn adds``)
+#: of a unit-test module kept inside the file it tests: Rust's convention, a
+#: ``#[cfg(test)] mod tests`` (or ``mod test``) at the end of the source file, whose
+#: assertions repeat the file's names as a test file's do. Only Rust names an item
+#: ``mod``.
+_TEST_ITEM = re.compile(r"(?:.* › )?mod tests?(?: › .*)?")
+
+
 def is_test_path(rel: str) -> bool:
     """Whether ``rel`` (a POSIX path relative to the root) is a test file: under a test
     directory (``_TEST_DIRS``) or named as one (``_TEST_NAME``)."""
     *dirs, name = rel.split("/")
     return any(d.lower() in _TEST_DIRS for d in dirs) or _TEST_NAME.fullmatch(name) is not None
+
+
+def is_test_chunk(rel: str, item: str | None) -> bool:
+    """Whether a chunk of ``rel`` whose first line sits in code item ``item`` is a
+    test: its file is one (``is_test_path``), or it is inside a unit-test module of a
+    source file (``_TEST_ITEM``: Rust's ``mod tests``)."""
+    return is_test_path(rel) or (item is not None and _TEST_ITEM.fullmatch(item) is not None)
 
 
 def asks_about_tests(*texts: str | None) -> bool:

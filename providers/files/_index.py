@@ -28,7 +28,7 @@ from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._corpus_cache import ChunkTerms, SavedIndex, load_corpus, save_corpus
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
-from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path, lower_tests
+from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_chunk, lower_tests
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 
@@ -103,7 +103,7 @@ class _Served:
     """What queries rank over: one generation of the index, swapped whole, so a query
     reads it without waiting on a refresh that builds the next. ``behind``: files a
     refresh found changed that it does not hold yet (the next one is being built).
-    ``tests``: which chunks are of test files (``is_test_path``), ``None`` when none
+    ``tests``: which chunks are tests (``is_test_chunk``), ``None`` when none
     is, so a tree without tests is ranked by BM25 alone, as it always was.
     ``defines``: each name a chunk defines (``defined_names``, its item's
     ``item_name``) and the chunks that do, by index, in order."""
@@ -343,7 +343,9 @@ class FileIndex:
             arrays = {name: bm25.scores[name] for name in ("data", "indices", "indptr")}
             saved = SavedIndex(_INDEX_TAG, len(chunks), bm25.vocab_dict, arrays)
         self._terms.index = saved  # saved with the chunks' terms (``build``)
-        tests = np.fromiter((is_test_path(c.rel) for c in chunks), dtype=bool, count=len(chunks))
+        tests = np.fromiter(
+            (is_test_chunk(c.rel, c.item) for c in chunks), dtype=bool, count=len(chunks)
+        )
         self._served = _Served(
             bm25,
             chunks,

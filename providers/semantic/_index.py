@@ -26,7 +26,7 @@ from hostd.protocol import ContextFrame, ContextQuery, sha256_digest
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
 from .._frames import Packed, now_timestamp, pack, query_text
-from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path, lower_tests
+from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_chunk, lower_tests
 from ._embed import Embedder, EmbeddingCache, Vectors
 
 __all__ = [
@@ -88,7 +88,7 @@ def _embed_input(chunk: Chunk) -> str:
 
 
 # Directory names (any part of a path) that say what a file is for, and so when it is
-# embedded (``embed_rank``); a test is told by ``is_test_path``, as the test prior tells it.
+# embedded (``embed_rank``); a test is told by ``is_test_chunk``, as the test prior tells it.
 _FIXTURE_DIRS = frozenset(
     {"fixtures", "fixture", "__fixtures__", "testdata", "test_data", "__snapshots__"}
 )
@@ -100,9 +100,10 @@ RANK_SOURCE, RANK_TEST, RANK_FIXTURE, RANK_DOC, RANK_LATE = range(5)
 
 
 def embed_rank(chunk: Chunk) -> int:
-    """When a chunk is embedded in a build, by its path alone: the project's code
-    (``RANK_SOURCE``) first, then tests (``is_test_path``: a ``tests/`` or ``e2e/``
-    folder, ``test_*.py``, ``*_test.go``, ``*.spec.ts``), fixtures and test data, docs
+    """When a chunk is embedded in a build, by its path (and code item) alone: the
+    project's code (``RANK_SOURCE``) first, then tests (``is_test_chunk``: a ``tests/``
+    or ``e2e/`` folder, ``test_*.py``, ``*_test.go``, ``*.spec.ts``, a Rust ``mod
+    tests``), fixtures and test data, docs
     (a doc file, or a ``docs/`` folder), and last translations and generated code
     (``locale/``, ``generated/``); a path that is several (``tests/fixtures/``) takes
     the latest. Queries meanwhile search what is embedded (``SemanticIndex.search``),
@@ -115,7 +116,7 @@ def embed_rank(chunk: Chunk) -> int:
         return RANK_DOC
     if not folders.isdisjoint(_FIXTURE_DIRS):
         return RANK_FIXTURE
-    if is_test_path(chunk.rel):  # the test prior's own rule: one answer to "a test?"
+    if is_test_chunk(chunk.rel, chunk.item):  # the test prior's rule: one answer to "a test?"
         return RANK_TEST
     return RANK_SOURCE
 
@@ -238,7 +239,7 @@ class SemanticIndex:
         self._chunks: list[Chunk] = []
         self._spans = FileSpans([])
         self._matrix: Vectors = np.zeros((0, embedder.dim), dtype=np.float32)
-        #: Which of ``_chunks`` are of test files (``is_test_path``), ``None`` when none
+        #: Which of ``_chunks`` are tests (``is_test_chunk``), ``None`` when none
         #: is, so a tree without tests is ranked by cosine alone, as it always was.
         self._tests: np.ndarray | None = None
         self._indexed_at: dict[str, str] = {}
@@ -465,8 +466,9 @@ class SemanticIndex:
         self._indexed_at = {c.chunk_id: self._indexed_at.get(c.chunk_id, stamp) for c in chunks}
         self._chunks, self._matrix = chunks, plan.matrix[: len(chunks)]
         self._spans = FileSpans(chunks)
-        of_file = {rel: is_test_path(rel) for rel in {c.rel for c in chunks}}
-        tests = np.fromiter((of_file[c.rel] for c in chunks), dtype=bool, count=len(chunks))
+        tests = np.fromiter(
+            (is_test_chunk(c.rel, c.item) for c in chunks), dtype=bool, count=len(chunks)
+        )
         self._tests = tests if tests.any() else None
         self._shown = (plan, len(chunks))
         if not plan.missing:

@@ -10,7 +10,7 @@ import pytest
 
 from hostd.protocol import ContextFrame, ContextQuery
 from providers import CorpusOptions
-from providers._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_path
+from providers._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_chunk, is_test_path
 from providers.files import FileIndex, main
 
 from ._stdio import StdioPeer
@@ -63,6 +63,25 @@ def test_a_test_file_is_told_by_its_path(rel: str) -> None:
 )
 def test_code_and_docs_are_not_tests(rel: str) -> None:
     assert not is_test_path(rel)
+
+
+@pytest.mark.parametrize(
+    ("item", "test"),
+    [
+        ("mod tests › fn adds", True),  # Rust's unit tests, inside the file they test
+        ("mod tests", True),
+        ("mod test › fn adds", True),
+        ("mod parser › mod tests › fn nested", True),  # a module's own tests
+        ("impl Parser › fn tests", False),  # a function named so is code
+        ("mod testsuite › fn run", False),
+        ("mod contests", False),
+        ("fn parse", False),
+        (None, False),
+    ],
+)
+def test_a_rust_unit_test_module_is_a_test(item: str | None, test: bool) -> None:
+    assert is_test_chunk("src/parse.rs", item) is test
+    assert is_test_chunk("tests/parse.rs", item)  # a test file's chunks, whatever the item
 
 
 @pytest.mark.parametrize(
@@ -157,6 +176,51 @@ def test_an_anchored_test_file_still_leads(tmp_path: Path) -> None:
     frames = _answer(ix, HOW, "tests/test_hashers.py")
     assert _files(frames) == ["tests/test_hashers.py", "auth/hashers.py"]
     assert frames[0].score >= 0.5 > frames[1].score  # the anchored band, as without tests
+
+
+#: A Rust source file as crates keep them: the code, then its unit tests in a
+#: ``#[cfg(test)] mod tests`` that names the code's words over and over.
+_RUST = """\
+/// Increments the nesting depth; past the nest limit, the parser gives up.
+pub fn increment_depth(&mut self) -> Result<(), Error> {
+    let new = self.depth.checked_add(1).ok_or_else(|| self.error(NestLimitExceeded))?;
+    if new > self.nest_limit {
+        return Err(self.error(ErrorKind::NestLimitExceeded(self.nest_limit)));
+    }
+    self.depth = new;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nest_limit_exceeded() {
+        // the nest limit exceeded: nest limit exceeded, the nest limit error
+        assert_eq!(parse_nest_limit(1), Err(ErrorKind::NestLimitExceeded(1)));
+        assert_eq!(parse_nest_limit(2), Err(ErrorKind::NestLimitExceeded(2)));
+    }
+}
+"""
+
+
+def test_a_rust_code_chunk_outranks_its_own_unit_tests(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "parse.rs").write_text(_RUST)
+    goal = "where is the nest limit exceeded error raised"
+    tests_from = _RUST.splitlines().index("#[cfg(test)]") + 1  # the module's first line
+
+    def first_line(frames: list[ContextFrame]) -> int:  # of the leading frame's range
+        return int(str(frames[0].citation_label).rpartition(" L")[2].split("-")[0])
+
+    # By BM25 alone the unit test, which repeats the words, leads; with the prior the
+    # function that raises the error does; a question about tests is ranked by BM25.
+    assert first_line(_answer(_index(tmp_path, test_prior=1.0), goal)) > tests_from
+    assert first_line(_answer(_index(tmp_path), goal)) < tests_from
+    about = "which tests check the nest limit exceeded error"
+    bm25 = [f.id for f in _answer(_index(tmp_path, test_prior=1.0), about)]
+    assert [f.id for f in _answer(_index(tmp_path), about)] == bm25
 
 
 @pytest.mark.anyio

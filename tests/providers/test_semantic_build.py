@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from hostd.protocol import ContextQuery
 from providers import CorpusOptions
-from providers._prior import is_test_path
+from providers._prior import is_test_chunk
 from providers.semantic import EmbeddingCache, SemanticIndex, SemanticProvider
 from providers.semantic._index import (
     RANK_DOC,
@@ -161,7 +161,7 @@ def test_a_crate_embeds_its_rust_then_its_python_wrapper_then_its_manifests(
 def test_embed_order_puts_the_language_of_most_source_chunks_first() -> None:
     class _Chunk:
         def __init__(self, rel: str) -> None:
-            self.rel, self.kind = rel, "snippet"
+            self.rel, self.kind, self.item = rel, "snippet", None
 
     def order(*rels: str) -> list[str]:
         chunks: Any = [_Chunk(rel) for rel in rels]
@@ -184,8 +184,8 @@ def test_embed_order_puts_the_language_of_most_source_chunks_first() -> None:
 
 def test_embed_rank_reads_what_a_path_is_for() -> None:
     class _Chunk:
-        def __init__(self, rel: str, kind: str = "snippet") -> None:
-            self.rel, self.kind = rel, kind
+        def __init__(self, rel: str, kind: str = "snippet", item: str | None = None) -> None:
+            self.rel, self.kind, self.item = rel, kind, item
 
     ranks = {
         "django/db/models/query.py": RANK_SOURCE,
@@ -208,6 +208,8 @@ def test_embed_rank_reads_what_a_path_is_for() -> None:
     for rel, rank in ranks.items():
         assert embed_rank(_Chunk(rel)) == rank, rel  # type: ignore[arg-type] # rel, kind
     assert embed_rank(_Chunk("CHANGES.txt", kind="doc")) == RANK_DOC  # type: ignore[arg-type]
+    rust_test = _Chunk("src/parse.rs", item="mod tests › fn nests")
+    assert embed_rank(rust_test) == RANK_TEST  # type: ignore[arg-type] # a Rust unit test
 
 
 _PART = st.sampled_from(
@@ -218,17 +220,18 @@ _NAME = st.sampled_from(
 )
 
 
-@given(st.lists(_PART, max_size=4), _NAME)
+@given(st.lists(_PART, max_size=4), _NAME, st.sampled_from([None, "fn run", "mod tests › fn a"]))
 def test_the_build_order_calls_a_file_a_test_as_the_test_prior_does(
-    folders: list[str], name: str
+    folders: list[str], name: str, item: str | None
 ) -> None:
     # Past fixtures, docs and generated code, a chunk is embedded with the tests exactly
-    # when the test prior lowers it: one definition of a test file, read by both.
+    # when the test prior lowers it: one definition of a test, read by both.
     class _Chunk:
         rel, kind = "/".join([*folders, name]), "snippet"
 
-    rank = embed_rank(_Chunk())  # type: ignore[arg-type] # rel, kind
-    assert (rank == RANK_TEST) == is_test_path(_Chunk.rel), _Chunk.rel
+    _Chunk.item = item  # type: ignore[attr-defined]
+    rank = embed_rank(_Chunk())  # type: ignore[arg-type] # rel, kind, item
+    assert (rank == RANK_TEST) == is_test_chunk(_Chunk.rel, item), _Chunk.rel
 
 
 def test_queries_during_the_first_build_search_what_is_embedded(tmp_path: Path) -> None:
