@@ -403,7 +403,8 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     """What ``hostd status`` says of a provider that is down (a ``providers/list``
     ``row``), after its id: ``failed 12 s ago: …; next try in 48 s`` (crashed or failed:
     how long ago its last failure was, what it was, its stderr excerpt less the lines
-    ``failure_tail_lines`` show under it, and when it is tried again), or its failed
+    ``failure_tail_lines`` show under it, and when it is tried again: ``next check in
+    2 s`` for a remote provider whose server was not reached), or its failed
     warm-up. ``restart``: name the command that starts it again (``hostd providers
     restart ID --connect``: a daemon's provider) where no retry is due. None for a
     provider that is not down, or whose failure is not said."""
@@ -422,8 +423,12 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     ago = health.get("last_failure_s_ago")
     when = f" {duration(float(ago))} ago" if ago is not None else ""
     retry = health.get("retry_in_s")
+    check = health.get("next_check_in_s")  # a remote server not reached: checked again
     if retry is not None:
         nxt = f"; next try in {duration(float(retry))}"
+    elif check is not None:
+        soon = float(check) < 1  # 0.5 s after the failure: not "0 s"
+        nxt = f"; next check in {'under 1 s' if soon else duration(float(check))}"
     elif state == "failed" and restart:
         nxt = f"; `hostd providers restart {pid} --connect` starts it now"
     else:

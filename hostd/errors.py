@@ -58,6 +58,7 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnauthorized",
     "QuestionSetError",
+    "RemoteCertificate",
     "RemoteTransport",
     "RemoteWire",
     "RequestLineTooLong",
@@ -691,6 +692,15 @@ class RemoteTransport(ProviderCrashed):
     status (``data.http_status``; the body is never quoted), a redirect, a broken body."""
 
     reason = "transport"
+
+
+class RemoteCertificate(RemoteTransport):
+    """The server's TLS certificate failed verification (no trusted CA signed it, it
+    expired, it names another host): the server is there, and no check cures it until
+    the user fixes ``ca_file`` or the server's certificate is renewed. The message says
+    which and names the config key when one cures it."""
+
+    reason = "certificate"
 
 
 class RemoteWire(ProtocolFault):

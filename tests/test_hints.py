@@ -211,3 +211,12 @@ def test_a_down_provider_is_said_as_hostd_status_says_it() -> None:
     )
     assert down_state({**row, "state": "ready"}) is None
     assert down_state({**row, "health": {}}) is None
+
+
+def test_a_remote_provider_waiting_for_its_server_says_when_it_is_checked_again() -> None:
+    failure = "transport: ConnectError: connection refused at 10.0.0.7:8443"
+    health = {"last_failure": failure, "last_failure_s_ago": 3.0, "next_check_in_s": 2.0}
+    row = {"id": "team", "state": "crashed", "health": health}
+    assert down_state(row) == f"crashed 3 s ago: {failure}; next check in 2 s"
+    soon = {**row, "health": {**health, "next_check_in_s": 0.5}}
+    assert down_state(soon) == f"crashed 3 s ago: {failure}; next check in under 1 s"

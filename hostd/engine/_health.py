@@ -26,9 +26,13 @@ changes (a token file rewritten), else as any parked provider (its cool-down, or
 no answer in time, a 5xx: ``record_failure``'s ``unreachable``) has no process that
 could be broken for good: the server may come back at any moment. It is never parked
 for it: its next start (a check: one handshake) comes after a backoff that stays short
-(``check_delay``: 0.5, 1, 2, 2 … s by default), and once a check has failed no
-request waits for the next one (``awaits_start``): it fails at once, and the first
-request after a check that succeeded is answered.
+(``check_delay``: 0.5, 1, 2, 2 … s by default; when: ``check_due``), and once it has
+failed no request waits for the next check (``awaits_start``): it fails at once, and
+the first request after a check that succeeded is answered. One whose server's TLS
+certificate failed verification (``record_untrusted``) was reached, and no check cures
+it until the user fixes ``ca_file`` or the server's certificate is renewed: it is
+parked at once, no failure counted, and checked again after each cool-down that does
+not grow (``retry_failed_after_s``: a renewed certificate is taken within it).
 The engine does the I/O these decisions name; tests drive them with a fake clock.
 
 A peer asked once per request with no process to restart (a rerank server) keeps the
@@ -57,6 +61,7 @@ __all__ = [
     "backoff_delay",
     "bounded_error",
     "check_delay",
+    "check_due",
     "cool_down_s",
     "decide_ask",
     "decide_parked",
@@ -65,6 +70,7 @@ __all__ = [
     "is_parked",
     "record_restart_requested",
     "record_retry",
+    "record_untrusted",
     "retry_due",
     "is_hung",
     "is_warming_leg",
@@ -195,8 +201,11 @@ class Health:
     refused: bool = False
     #: Its last failure was a remote server not reached (``record_failure``): checked
     #: again on ``check_delay``, never parked for it. Not reported: its last failure
-    #: says it.
+    #: says it, and ``next_check_in_s`` (``check_due``) when it is checked again.
     unreachable: bool = False
+    #: Parked because its server's TLS certificate failed verification
+    #: (``record_untrusted``): checked again after each cool-down, which does not grow.
+    untrusted: bool = False
     #: Legs in a row that failed (an error, a quarantined reply, a timeout, a crash)
     #: since its last ``ok`` one: a provider that is up yet answers no query usefully.
     failing_legs: int = 0
@@ -288,6 +297,17 @@ def check_delay(consecutive_failures: int, policy: RestartPolicy) -> float:
     return min(step * 2.0**doublings, max(policy.max_delay_s, step))
 
 
+def check_due(health: Health, policy: RestartPolicy) -> float | None:
+    """When (clock time) a remote provider whose server was not reached is checked again
+    (its next handshake, ``check_delay`` after its last failure); ``None``: it is not
+    waiting for its server (up, never started, parked, or down for another cause)."""
+    if not health.unreachable or health.state is not ProviderState.CRASHED:
+        return None
+    if health.failed_at is None:
+        return None
+    return health.failed_at + check_delay(health.consecutive_failures, policy)
+
+
 def decide_start(
     health: Health,
     *,
@@ -336,14 +356,13 @@ def idle_restart_in(health: Health, *, now: float, policy: RestartPolicy) -> flo
 
 def awaits_start(health: Health) -> bool:
     """Whether a request may wait for this provider's start: not once a start has
-    outlived its deadline, nor once a remote provider's server was not reached twice in
-    a row (a check failed after the failure that began its outage: it is down, and a
-    request would only spend its time on the next check), until one succeeds or a
-    restart is asked for. Its next start then runs in the background, and the request's
-    leg fails at once."""
-    return not health.start_timed_out and not (
-        health.unreachable and health.consecutive_failures >= 2
-    )
+    outlived its deadline, nor once a remote provider's server was not reached (its
+    first failure included: it is down, and a request would only spend a backoff and
+    maybe a handshake's deadline on the next check), until one succeeds or a restart is
+    asked for. Its next start then runs in the background, and the request's leg fails
+    at once, saying why; so a server that is down costs a request a handshake's
+    deadline at most once per check (a request that begins one does not wait for it)."""
+    return not health.start_timed_out and not health.unreachable
 
 
 def restarts_behind(health: Health, policy: RestartPolicy) -> bool:
@@ -433,6 +452,7 @@ def record_restart_requested(health: Health) -> Health:
         start_timed_out=False,
         refused=False,
         unreachable=False,
+        untrusted=False,
         failed_retries=0,
     )
 
@@ -448,6 +468,7 @@ def record_started(health: Health) -> Health:
         start_timed_out=False,
         refused=False,
         unreachable=False,
+        untrusted=False,
         failed_retries=0,
     )
 
@@ -493,6 +514,7 @@ def record_failure(
         start_timed_out=start_timed_out,
         refused=False,
         unreachable=unreachable,
+        untrusted=False,
         failed_retries=_failed_retries(health),
     )
 
@@ -517,7 +539,35 @@ def record_refused(health: Health, *, now: float, error: str) -> Health:
         start_timed_out=False,
         refused=True,
         unreachable=False,
+        untrusted=False,
         failed_retries=_failed_retries(health),
+    )
+
+
+def record_untrusted(health: Health, *, now: float, error: str) -> Health:
+    """A remote provider's server presented a TLS certificate that failed verification
+    (no CA in ``ca_file`` or the system's signed it, it expired, it names another host).
+    The server was reached and nothing crashed, and a check a few seconds later would
+    meet the same certificate: so no failure is counted and no backoff earned. It is
+    parked (``failed``) at once, ``error`` (what to fix) its last failure, until its
+    cool-down passes (``retry_failed_after_s``, the first one each time: a certificate
+    renewed on the server is taken within it, however long it was wrong) or a restart
+    is asked for."""
+    error = bounded_error(error)
+    return replace(
+        health,
+        state=ProviderState.FAILED,
+        failed_at=now,
+        consecutive_timeouts=0,
+        last_error=error,
+        last_failure=error,
+        last_failure_at=now,
+        stderr_tail=None,
+        start_timed_out=False,
+        refused=False,
+        unreachable=False,
+        untrusted=True,
+        failed_retries=0,
     )
 
 
@@ -622,6 +672,7 @@ def record_leg(
         start_timed_out=health.start_timed_out,
         refused=health.refused,
         unreachable=health.unreachable,
+        untrusted=health.untrusted,
         failing_legs=(
             0
             if status == "ok"

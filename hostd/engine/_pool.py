@@ -34,9 +34,15 @@ cannot run; its config names a tool its MCP server does not offer: ``_cannot_run
 its legs failing with that start's own words. A remote provider whose server was not
 reached (``_unreachable``: no connection, no answer in time, a 5xx) is never parked for
 it: it is checked (handshaken) again on a short backoff (``check_delay``), one check at
-a time, in the pool's task group, and once a check has failed no request waits for the
-next one (``awaits_start``); a repeated failed check is logged at ``debug``, so an
-outage of a day costs its log one warning, not one per check. A process that ends on its
+a time, in the pool's task group, and once it has failed no request waits for the
+next check (``awaits_start``): its legs fail at once with the failure's words, and
+``providers/list`` says when the next check comes (``next_check_in_s``); a repeated
+failed check is logged at ``debug``, so an outage of a day costs its log one warning,
+not one per check. One whose server's certificate failed verification
+(``RemoteCertificate``) is parked at once (``record_untrusted``), its legs failing
+with the certificate's words (what to fix) and when it is checked again, after each
+cool-down, which does not grow: a renewed certificate is taken with no restart, and a
+wrong one costs its log one warning. A process that ends on its
 own (killed, out of memory) is counted as a crash as soon as its exit is seen, not when
 a request next finds it dead (``exited``): ``providers/list`` says why it is down at
 once, with its exit status or signal and its stderr's tail. Opening a connection (spawn
@@ -66,6 +72,7 @@ from hostd.errors import (
     ProviderParked,
     ProviderTimeout,
     ProviderUnauthorized,
+    RemoteCertificate,
     RemoteTransport,
     ShuttingDown,
     UnknownProvider,
@@ -81,6 +88,7 @@ from ._health import (
     StartAction,
     awaits_start,
     check_delay,
+    check_due,
     decide_start,
     idle_restart_in,
     is_hung,
@@ -91,6 +99,7 @@ from ._health import (
     record_restart_requested,
     record_retry,
     record_started,
+    record_untrusted,
     restarts_behind,
     retry_cool_down_s,
     retry_due,
@@ -127,6 +136,7 @@ def _log_transition(provider_id: str, old: Health, new: Health, policy: RestartP
             "provider.parked",
             provider=provider_id,
             refused=new.refused,
+            untrusted=new.untrusted,
             failures=new.consecutive_failures,
             last_failure=new.last_failure,
             retry_in_s=retry_cool_down_s(new, policy),
@@ -188,6 +198,7 @@ class Slot:
     __slots__ = (
         "_health",
         "cannot_run",
+        "certificate",
         "conn",
         "crash",
         "last_ack",
@@ -221,6 +232,9 @@ class Slot:
         #: command could not run, or its config names what the provider lacks); parked
         #: at once for it (``record_failure``): what its legs say meanwhile.
         self.cannot_run: HostdError | None = None
+        #: The certificate failure that parked it (``health.untrusted``): what its legs
+        #: say meanwhile.
+        self.certificate: RemoteCertificate | None = None
         #: The failure of a boot start that outlived its deadline, no request having waited
         #: for it: the first leg that meets it is told it as it is (``_not_waited``), not
         #: of a start that may never come.
@@ -471,6 +485,14 @@ class ProviderPool:
                         f"credential changes or providers/restart{when})"
                     )
                     raise type(refusal)(again, **refusal.data)
+                if slot.health.untrusted and slot.certificate is not None:
+                    # What to fix, in the certificate's own words, and when it is
+                    # checked again (a renewed certificate needs no restart).
+                    cert = slot.certificate
+                    when = f"in {decision.delay_s:.0f} s, or at "
+                    again = " (not checked again until " if never else f" (checked again {when}"
+                    again += "providers/restart)"
+                    raise type(cert)(cert.message + again, **cert.data)
                 if slot.cannot_run is not None:
                     # The start's own reason, not "restart attempts exhausted": it was
                     # run once, and a restart alone would meet the same error.
@@ -522,7 +544,10 @@ class ProviderPool:
         # (its new token is logged as sent: ``provider.remote.credential.renewed``).
         if is_parked(slot.health, self.settings.restart_policy) and not changed:
             slot.health = record_retry(slot.health)  # cool-down over: one try
-            log.info(
+            # A certificate is checked after each cool-down, which does not grow: its
+            # retries are said at debug, as an unreachable server's checks are.
+            said = log.debug if slot.health.untrusted else log.info
+            said(
                 "provider.retry",
                 provider=slot.spec.id,
                 retries=slot.health.retries,
@@ -684,6 +709,8 @@ class ProviderPool:
             if parked:
                 more["retry_in_s"] = retry_cool_down_s(health, slot.policy)
             quiet = False
+            if health.untrusted:  # the same certificate again: said once, as it began
+                quiet = before.untrusted and before.last_failure == health.last_failure
             if health.unreachable:  # checked again soon: when, and how often it failed
                 more["failures"] = health.consecutive_failures
                 more["next_check_in_s"] = check_delay(health.consecutive_failures, slot.policy)
@@ -756,7 +783,15 @@ class ProviderPool:
         """``start``: the failure of a start; one that outlived its deadline (the
         handshake's ``ProviderTimeout``) is a stuck start (``awaits_start``), one no
         restart cures (``_cannot_run``) is parked at once; a remote server not reached
-        (``_unreachable``), at a start or under a leg, is never parked for it."""
+        (``_unreachable``), at a start or under a leg, is never parked for it; a
+        server's certificate that failed verification parks it (``record_untrusted``)."""
+        if isinstance(exc, RemoteCertificate) and slot.spec.remote:
+            slot.certificate = exc
+            slot.health = record_untrusted(
+                slot.health, now=self.now(), error=f"{exc.reason}: {exc.message}"
+            )
+            self._schedule_revive(slot)
+            return
         slot.health = record_failure(
             slot.health,
             now=self.now(),
@@ -894,6 +929,11 @@ class ProviderPool:
         due = retry_due(slot.health, self.settings.restart_policy)
         if due is not None:  # parked: when its cool-down lets it start again
             health["retry_in_s"] = round(max(0.0, due - self.now()), 3)
+        check = check_due(slot.health, self.settings.restart_policy)
+        if check is not None:  # its server not reached: when it is checked again
+            # 0 while a check is under way: its outcome is the next thing to happen.
+            left = 0.0 if slot.starting is not None else check - self.now()
+            health["next_check_in_s"] = round(max(0.0, left), 3)
         if isinstance(conn, ProviderConnection):
             health["pid"] = conn.child.provider_pid  # the provider's own, not the shim's
             health["stderr_lines"] = conn.child.stderr_lines

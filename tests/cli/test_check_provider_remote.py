@@ -185,7 +185,7 @@ def test_without_its_ca_file_the_handshake_says_to_set_ca_file(remote: Served) -
     assert code == 1
     _assert_nothing_after_the_handshake(rows)
     detail = rows["handshake"]["detail"]
-    assert detail.startswith("transport: certificate not trusted ("), detail
+    assert detail.startswith("certificate: certificate not trusted ("), detail
     assert detail.endswith("CERTIFICATE_VERIFY_FAILED): set ca_file to the CA that signed it")
     assert TOKEN not in said
 

@@ -16,6 +16,7 @@ from hostd.engine import (
     backoff_delay,
     bounded_error,
     check_delay,
+    check_due,
     decide_parked,
     decide_start,
     idle_restart_in,
@@ -28,6 +29,7 @@ from hostd.engine import (
     record_restart_requested,
     record_retry,
     record_started,
+    record_untrusted,
     restarts_behind,
     retry_cool_down_s,
     retry_due,
@@ -659,9 +661,12 @@ def test_a_check_waits_no_longer_than_its_cap(failures: int) -> None:
     assert decision.delay_s <= 4 * POLICY.base_delay_s + 1e-9
 
 
-def test_no_request_waits_for_a_check_once_one_failed() -> None:
-    assert awaits_start(_unreached(1))  # one failure: its first check is waited for
-    assert not awaits_start(_unreached(2))  # a check failed too: the server is down
+def test_no_request_waits_for_a_check_of_a_server_not_reached() -> None:
+    assert awaits_start(record_started(Health()))
+    # Its first failure included: a request would spend a backoff and maybe a
+    # handshake's deadline on a server that was just found down.
+    assert not awaits_start(_unreached(1))
+    assert not awaits_start(_unreached(2))
     assert not restarts_behind(_unreached(3), POLICY)  # down, not a crash loop
     assert awaits_start(record_started(_unreached(3)))
     assert awaits_start(record_restart_requested(_unreached(3)))
@@ -680,3 +685,52 @@ def test_a_local_providers_failures_still_park_it() -> None:
     for i in range(POLICY.max_attempts):
         h = record_failure(h, now=float(i), error="crashed", policy=POLICY)
     assert h.state is ProviderState.FAILED and not h.unreachable
+
+
+def test_a_server_not_reached_is_due_for_its_check_after_check_delay() -> None:
+    h = _unreached(3)
+    assert h.failed_at is not None
+    assert check_due(h, POLICY) == h.failed_at + check_delay(3, POLICY)
+    assert check_due(record_started(h), POLICY) is None  # up: nothing to check
+    assert check_due(Health(), POLICY) is None
+    crashed = record_failure(record_started(Health()), now=5.0, error="crashed", policy=POLICY)
+    assert check_due(crashed, POLICY) is None  # a local crash: a restart, not a check
+
+
+# -- a server's certificate that failed verification: parked, checked each cool-down ------
+
+CERT = "certificate: certificate not trusted (…; CERTIFICATE_VERIFY_FAILED): set ca_file"
+
+
+def test_a_certificate_failure_parks_at_once_counting_no_failure() -> None:
+    h = record_untrusted(record_started(Health()), now=10.0, error=CERT)
+    assert h.state is ProviderState.FAILED and is_parked(h, POLICY)
+    assert (h.untrusted, h.unreachable, h.consecutive_failures) == (True, False, 0)
+    assert h.last_failure == CERT
+    assert check_due(h, POLICY) is None  # parked: its retry, not a check on a backoff
+    # No request starts it before its cool-down: a check now would meet the same
+    # certificate.
+    decision = decide_start(h, alive=False, now=11.0, policy=POLICY)
+    assert decision.action is StartAction.GIVE_UP
+    assert decision.delay_s == pytest.approx(POLICY.retry_failed_after_s - 1.0)
+    due = 10.0 + POLICY.retry_failed_after_s
+    assert decide_start(h, alive=False, now=due, policy=POLICY).action is StartAction.START
+
+
+def test_a_certificate_checked_again_and_failing_keeps_the_first_cool_down() -> None:
+    """A renewed certificate is taken within one cool-down however long it was wrong:
+    its retries do not double as a crashed provider's do."""
+    h = record_untrusted(record_started(Health()), now=0.0, error=CERT)
+    for i in range(1, 10):
+        h = record_untrusted(record_retry(h), now=float(i) * 60, error=CERT)
+        assert retry_cool_down_s(h, POLICY) == POLICY.retry_failed_after_s
+    assert h.retries == 9 and h.consecutive_failures == 0
+
+
+def test_a_certificate_failure_is_forgotten_by_a_start_a_restart_or_another_failure() -> None:
+    h = record_untrusted(record_started(Health()), now=0.0, error=CERT)
+    assert not record_started(h).untrusted
+    assert not record_restart_requested(h).untrusted
+    assert not record_failure(h, now=1.0, error="x", policy=POLICY).untrusted
+    assert not record_refused(h, now=1.0, error="unauthorized: x").untrusted
+    assert record_leg(h, "crashed", error="y").untrusted

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import orjson
 import pytest
 
@@ -21,6 +22,7 @@ from hostd.protocol import (
 from hostd.provider import Provider, file_provenance, make_frame
 from tests.engine._helpers import healthy, query
 from tests.fixtures.healthy_provider import HealthyProvider
+from tests.fixtures.log_events import events
 from tests.remote._servers import (
     TOKEN,
     consented,
@@ -172,17 +174,24 @@ async def test_a_failed_remote_is_handshaken_again_after_its_backoff(tmp_path: P
             return
         await inner(scope, receive, send)
 
-    async with serving(flaky, tls) as (url, rec):
-        policy = RestartPolicy(base_delay_s=0.001, max_delay_s=0.001)
-        spec = remote_spec(url, tls)
-        async with Host(
-            [spec], consent=consented(tmp_path, "remote"), restart_policy=policy
-        ) as host:
-            assert (await host.query_all(query(), 1000)).reports["remote"].status is LegStatus.OK
-            fail["next"] = True
-            broken = await host.query_all(query(), 1000)
-            assert host.health("remote").consecutive_failures == 1
-            healed = await host.query_all(query(), 1000)
+    # A long-running host's: no request waits for the check of a server that failed
+    # (it fails at once meanwhile); the check runs on its own after the backoff.
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with serving(flaky, tls) as (url, rec):
+            policy = RestartPolicy(base_delay_s=0.001, max_delay_s=0.001)
+            spec = remote_spec(url, tls)
+            async with Host(
+                [spec],
+                consent=consented(tmp_path, "remote"),
+                restart_policy=policy,
+                restart_idle=True,
+            ) as host:
+                first = (await host.query_all(query(), 1000)).reports["remote"]
+                assert first.status is LegStatus.OK
+                fail["next"] = True
+                broken = await host.query_all(query(), 1000)
+                await seen.wait("provider.recovered", 1)
+                healed = await host.query_all(query(), 1000)
     assert broken.reports["remote"].status is LegStatus.CRASHED
     assert broken.reports["remote"].error_code == "transport"
     assert broken.reports["remote"].error_message == "HTTP 503"

@@ -108,7 +108,7 @@ async def test_a_certificate_no_known_ca_signed_names_ca_file(tmp_path: Path, to
         spec = remote_spec(url, None, ca_file=other, token_env=VAR)
         async with Host([spec], consent=consented(tmp_path, "remote")) as host:
             report = (await host.query_all(query(), 1000)).reports["remote"]
-    assert (report.status, report.error_code) == (LegStatus.CRASHED, "transport")
+    assert (report.status, report.error_code) == (LegStatus.CRASHED, "certificate")
     message = report.error_message or ""
     assert message.startswith("certificate not trusted (")
     assert "CERTIFICATE_VERIFY_FAILED" in message  # as remote.md says, to search for
@@ -154,7 +154,7 @@ async def test_a_certificate_ca_file_cannot_cure_does_not_point_at_it(
         spec = remote_spec(url, served_tls, token_env=VAR)  # its own CA: trusted
         async with Host([spec], consent=consented(tmp_path, "remote")) as host:
             report = (await host.query_all(query(), 1000)).reports["remote"]
-    assert (report.status, report.error_code) == (LegStatus.CRASHED, "transport")
+    assert (report.status, report.error_code) == (LegStatus.CRASHED, "certificate")
     assert said in (report.error_message or "")
     assert "ca_file" not in (report.error_message or "")
     assert rec.seen == []

@@ -103,7 +103,7 @@ async def test_a_certificate_not_verified_is_refused(tmp_path: Path, trust: str)
         spec = remote_spec(url, None, ca_file=ca_file)
         report, _ = await _leg(tmp_path, spec)
     assert report.status is LegStatus.CRASHED
-    assert report.error_code == "transport"
+    assert report.error_code == "certificate"
     assert "CERTIFICATE_VERIFY_FAILED" in (report.error_message or "")
     assert rec.seen == []  # the TLS handshake failed: no request reached the server
 

@@ -21,6 +21,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 
+from hostd._hints import down_state
 from hostd.engine import Host, LegStatus, ProviderSpec, ProviderState, RestartPolicy
 from tests.engine._helpers import query
 from tests.fixtures.log_events import events
@@ -206,3 +207,50 @@ async def test_a_remote_provider_whose_server_is_down_past_its_restart_attempts_
     assert failed[0]["log_level"] == "warning"
     assert {e["log_level"] for e in failed[1:]} == {"debug"}
     assert all("next_check_in_s" in e and "retry_in_s" not in e for e in failed)
+
+
+async def test_a_request_while_its_server_is_down_fails_at_once_saying_when_it_is_checked(
+    tmp_path: Path,
+) -> None:
+    """From the first failure on, no request waits for a check of a server that is down
+    (a backoff, then a handshake that may wait out its deadline): its leg fails at once
+    with the failure's words and when the next check comes, which ``providers/list``
+    (``next_check_in_s``) and ``hostd status`` say too. A request that finds a check due
+    begins it in the background. The health clock is the test's: each step is decided by
+    the clock it sets, none by how fast the machine is."""
+    clock = [100.0]
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        server = await _start("always")
+        try:
+            spec = ProviderSpec("remote", url=server.url, timeout_ms=30_000, start_timeout_s=30.0)
+            consent = consented(tmp_path, spec.id)
+            async with Host([spec], consent=consent, health_clock=lambda: clock[0]) as host:
+                first = (await host.query_all(query(), 1000)).reports[spec.id]
+                await server.stop()
+                broke = (await host.query_all(query(), 1000)).reports[spec.id]
+                at_once = (await host.query_all(query(), 1000)).reports[spec.id]
+                waiting = host.providers_list()[0]
+                clock[0] += 0.5  # the first check is due: the next request begins it
+                due = (await host.query_all(query(), 1000)).reports[spec.id]
+                await seen.wait("provider.start.failed", 1)  # the check, behind it
+                checked = host.providers_list()[0]
+        finally:
+            await server.stop()
+    assert first.status is LegStatus.OK
+    assert (broke.status, broke.error_code) == (LegStatus.CRASHED, "transport")
+    last = f"transport: {broke.error_message}"
+    assert at_once.status is LegStatus.CRASHED
+    assert at_once.error_message == (
+        f"not waited for: its server was not reached ({last}); the next check in 500 ms"
+    )
+    assert waiting["state"] == "crashed"
+    assert waiting["health"]["next_check_in_s"] == 0.5
+    assert "retry_in_s" not in waiting["health"]
+    assert down_state(waiting) == f"crashed 0 s ago: {last}; next check in under 1 s"
+    assert due.status is LegStatus.CRASHED
+    assert due.error_message == (
+        f"not waited for: its server was not reached ({last}); checked again in the background"
+    )
+    # The check failed too: the next one 1 s after it (check_delay doubles, then holds).
+    assert checked["health"]["consecutive_failures"] == 2
+    assert checked["health"]["next_check_in_s"] == 1.0

@@ -9,7 +9,9 @@ bound on the connections open; every httpx error leaves it as ``RemoteTransport`
 saying what to check, never quoting the peer's bytes. A read sent on a kept-alive
 connection the peer had just closed (``send(retry=...)``) is sent once more, through
 the same pool and its bound, when the connection ended before a whole response head
-came (``_unanswered``).
+came (``_unanswered``). A certificate that failed verification (``RemoteCertificate``)
+has the TLS files read again, into a new client, by the next request (``send``): a
+``ca_file`` fixed in place is used by the next check, with no restart.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import anyio
 import h11
 import httpx
 
-from hostd.errors import RemoteTransport, RemoteWire
+from hostd.errors import RemoteCertificate, RemoteTransport, RemoteWire
 
 __all__ = ["HttpPool"]
 
@@ -104,9 +106,11 @@ def _transport_error(exc: httpx.HTTPError, ca_file: str | Path | None) -> Remote
         # h11 and the decoders quote what the peer sent (a header name, a status line):
         # the peer's bytes are never quoted, only the kind of breakage.
         return RemoteTransport(f"{name}: the response broke HTTP/1.1 or its encoding")
+    # Told by the type OpenSSL's verify failure has (``ssl.SSLCertVerificationError``,
+    # chained under httpx's and httpcore's), never by its words.
     failure = _verify_failure(exc)
     if failure is not None:
-        return RemoteTransport(_certificate_text(failure, ca_file))
+        return RemoteCertificate(_certificate_text(failure, ca_file))
     if isinstance(exc, httpx.ConnectError):
         said = _connect_text(exc)
         if said is not None:
@@ -174,11 +178,21 @@ class HttpPool:
         # no merging with client defaults), about a quarter of what build_request costs.
         self.url = httpx.URL(url)
         self.ca_file = ca_file
-        self._verify: ssl.SSLContext | bool = True
-        if url.startswith("https:"):
-            self._verify = _tls_context(ca_file, client_cert, client_key)
-        self.client = httpx.AsyncClient(
-            verify=self._verify,
+        self._tls_files = (ca_file, client_cert, client_key)
+        self._max_connections = max_connections
+        #: The last request met a certificate that failed verification: the next one
+        #: reads the TLS files again first (``_reload_trust``).
+        self._trust_failed = False
+        self.client = self._client()
+
+    def _client(self) -> httpx.AsyncClient:
+        """A client with the TLS files as they are now (verification always on, C7)."""
+        verify: ssl.SSLContext | bool = True
+        if self.url.scheme == "https":
+            verify = _tls_context(*self._tls_files)
+        max_connections = self._max_connections
+        return httpx.AsyncClient(
+            verify=verify,
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(None),  # the leg's deadline bounds every exchange
@@ -188,6 +202,24 @@ class HttpPool:
                 keepalive_expiry=KEEPALIVE_EXPIRY_S,
             ),
         )
+
+    async def _reload_trust(self) -> None:
+        """After a certificate failure, before the next request: the TLS files read again
+        into a new client (the old one closed: its connections were made under the
+        trust that failed), so a ``ca_file`` fixed in place is used by the next check
+        with no restart. Files that cannot be read now fail this request, and the next
+        tries again; the old client serves meanwhile."""
+        fresh = self._client()
+        self._trust_failed = False
+        old, self.client = self.client, fresh
+        with anyio.CancelScope(shield=True):
+            await old.aclose()
+
+    def _error(self, exc: httpx.HTTPError) -> RemoteTransport:
+        error = _transport_error(exc, self.ca_file)
+        if isinstance(error, RemoteCertificate):
+            self._trust_failed = True
+        return error
 
     @staticmethod
     def headers(values: Mapping[str, str]) -> httpx.Headers:
@@ -210,11 +242,13 @@ class HttpPool:
         it and closed without answering may have run it already: running a read twice
         changes nothing. A write is never sent twice. The caller's deadline bounds both
         tries; the second one's failure is the request's."""
+        if self._trust_failed:
+            await self._reload_trust()
         try:
             return await self._post(body, headers)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
-                raise _transport_error(exc, self.ca_file) from exc
+                raise self._error(exc) from exc
             if retry is None:
                 raise RemoteTransport(
                     f"{type(exc).__name__}: the server closed the connection without "
@@ -225,7 +259,7 @@ class HttpPool:
             return await self._post(body, headers)
         except httpx.HTTPError as exc:
             if not _unanswered(exc):
-                raise _transport_error(exc, self.ca_file) from exc
+                raise self._error(exc) from exc
             # one clear error, said once: asking a third time would be a loop
             raise RemoteTransport(
                 f"{type(exc).__name__}: the server closed the connection without answering, twice"
