@@ -442,8 +442,10 @@ def reload_lines(result: dict[str, Any]) -> list[str]:
     applied, and each change that waits for a restart."""
     config = result.get("config") or {}
     out = [f"reloaded {config.get('file') or 'the config'}"]
-    for word in ("started", "stopped", "restarted", "kept"):
-        ids = result.get(word) or []
+    for word in ("started", "stopped", "restarted", "updated", "kept"):
+        ids = result.get(word)
+        if ids is None and word == "updated":  # a daemon older than the key
+            continue
         out.append(f"{word}: {', '.join(ids) if ids else '-'}")
     applied = result.get("applied") or []
     if applied:

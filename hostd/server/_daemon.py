@@ -284,6 +284,7 @@ class Daemon:
             "started": done.added,
             "stopped": done.removed,
             "restarted": done.changed,
+            "updated": done.updated,
             "kept": done.kept,
             "applied": plan.applied,
             "needs_restart": [
@@ -300,6 +301,7 @@ class Daemon:
             started=done.added,
             stopped=done.removed,
             restarted=done.changed,
+            updated=done.updated,
             kept=done.kept,
             applied=plan.applied,
             needs_restart=plan.needs_restart,
