@@ -21,7 +21,7 @@ import pytest
 from hostd import compose
 from hostd.client import connect
 from hostd.config import load_config
-from hostd.errors import RpcError
+from hostd.errors import ConfigError, RpcError
 from hostd.server import Daemon
 from tests.compose._token_fixtures import minilm_tokenizer_path
 from tests.fixtures.cli import run_hostd
@@ -334,3 +334,21 @@ async def test_a_changed_weight_or_timeout_ms_is_applied_in_place_keeping_the_pr
     )
     assert said.returncode == 0 and "updated: -" in said.stdout.splitlines(), said.stdout
     assert await daemon.stop() == 0
+
+
+async def test_a_backoff_cap_below_its_base_is_refused_at_a_reload_with_the_key_named(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hostd.toml"
+    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\nrestart_backoff_s = 1\n'
+    path.write_text(text, encoding="utf-8")
+    daemon = Daemon(load_config(path))
+    with anyio.fail_after(60):  # a hang guard
+        async with daemon.local():
+            path.write_text(text + "restart_backoff_max_s = 0.5\n", encoding="utf-8")
+            with pytest.raises(ConfigError) as caught:
+                await daemon.reload("test")
+    assert caught.value.data["key"] == "host.restart_backoff_max_s"
+    assert caught.value.data["stage"] == "reload"
+    assert "below restart_backoff_s (1)" in caught.value.message
+    assert daemon.config.host.restart_backoff_max_s == 5  # nothing changed
