@@ -352,3 +352,26 @@ async def test_a_backoff_cap_below_its_base_is_refused_at_a_reload_with_the_key_
     assert caught.value.data["stage"] == "reload"
     assert "below restart_backoff_s (1)" in caught.value.message
     assert daemon.config.host.restart_backoff_max_s == 5  # nothing changed
+
+
+async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_socket(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}})
+    old = str(workdir / "run" / "hostd.sock")
+    moved = workdir / "run" / "moved.sock"
+    text = write_config(workdir, marker, {"alpha": {}, "beta": {}})
+    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+
+    said = await anyio.to_thread.run_sync(
+        lambda: run_hostd("--config", str(daemon.config), "reload")
+    )
+
+    assert said.returncode == 0, said.stderr
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in said.stderr
+    lines = said.stdout.splitlines()
+    assert "started: beta" in lines and "kept: alpha" in lines, lines
+    assert any(line.startswith("needs-restart: host.socket (") for line in lines), lines
+    assert sorted(await _rows(daemon)) == ["alpha", "beta"]  # the daemon at the old socket
+    assert not moved.exists()
+    assert await daemon.stop() == 0
