@@ -1,9 +1,10 @@
 """The lock a daemon holds on its config (``state_dir/daemons/<its socket's stem>.lock``)
 and the record it writes in it (pid, socket, config), read without holding it.
 
-The daemon claims the lock (``hostd.server``); ``hostd status``, ``stop`` and ``reload``
-read its record when no daemon answers at the config's socket, to name the one serving
-the config elsewhere. A leaf: imports nothing of hostd, so those commands read it
+The daemon claims the lock (``hostd.server``); ``hostd status`` and ``stop`` read its
+record when no daemon answers at the config's socket, to name the one serving the
+config elsewhere, and ``reload`` reads it first, to reach that one wherever it listens
+(after an edit of ``host.socket``, at the old one). A leaf: imports nothing of hostd, so those commands read it
 without loading the daemon.
 """
 

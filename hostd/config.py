@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -318,7 +319,8 @@ class HostSettings(_Section):
     #: twice as long (at most ``restart_backoff_max_s``), until its ``restart_attempts``
     #: are spent (by default 0.5, 1, 2 and 4 s: 7.5 s in all).
     restart_backoff_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = 0.5
-    #: The longest of those waits (never below ``restart_backoff_s``).
+    #: The longest of those waits: not below ``restart_backoff_s`` when set (left to its
+    #: default, it rises to a larger ``restart_backoff_s``).
     restart_backoff_max_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 5.0
     #: Failed starts or crashes in a row before a provider is parked (``failed``): a
     #: flaky provider may be given more; at least one (its first failure parks it).
@@ -328,6 +330,19 @@ class HostSettings(_Section):
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
     #: Each of those retries that fails in a row doubles the cool-down, up to this.
     retry_failed_max_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 3600.0
+
+    @field_validator("restart_backoff_max_s")
+    @classmethod
+    def _cap_not_below_base(cls, value: float, info: ValidationInfo) -> float:
+        """A cap the file sets below the base backoff is a contradiction, said with the
+        key (run only for a value the file gives: the default rises to the base)."""
+        base = info.data.get("restart_backoff_s")
+        if base is not None and value < base:
+            raise ValueError(
+                f"below restart_backoff_s ({base:g}): the longest wait between restarts "
+                "cannot be shorter than the first; raise it or lower restart_backoff_s"
+            )
+        return value
 
 
 class TcpSettings(_Section):

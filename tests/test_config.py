@@ -89,6 +89,11 @@ def test_the_checkout_config_is_valid_and_the_embedded_default_has_no_provider()
             "greater than or equal to 0",
         ),
         ("[host]\nrestart_backoff_max_s = nan\n", "host.restart_backoff_max_s", "finite number"),
+        (
+            "[host]\nrestart_backoff_s = 10\nrestart_backoff_max_s = 2\n",
+            "host.restart_backoff_max_s",
+            "below restart_backoff_s (10)",
+        ),
         ("[host]\ntokenizer = 'absent/tokenizer.json'\n", "host.tokenizer", "no such file"),
     ],
 )
@@ -570,3 +575,11 @@ def test_a_providers_restarts_follow_the_host_keys_and_keep_their_defaults() -> 
     policy = restart_policy(parse_config(text).host)
     assert policy.max_attempts == 9
     assert [backoff_delay(n, policy) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
+
+
+def test_a_base_backoff_above_the_default_cap_raises_the_cap_it_does_not_set(
+    tmp_path: Path,
+) -> None:
+    # Only a cap the file gives is held to the base: the default one rises to it.
+    config = load_config(_write(tmp_path, "[host]\nrestart_backoff_s = 10\n"))
+    assert (config.host.restart_backoff_s, config.host.restart_backoff_max_s) == (10, 5)

@@ -670,7 +670,11 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
             # Long-lived: providers start as the config says, behind the SDK's import and
             # the first MCP lines, so the client's initialize never waits for a handshake;
             # a call made meanwhile joins their start, as a serving daemon's request does.
-            s = await stack.enter_async_context(session(cfg, None, boot=False, behind=True))
+            # SIGHUP reloads the config file, as `hostd serve`'s: its client keeps it for
+            # hours, and an edit need not wait for the client's restart.
+            s = await stack.enter_async_context(
+                session(cfg, None, boot=False, behind=True, hangup=True)
+            )
         else:
             # Connected at the first call, and again after the daemon restarts.
             s = await stack.enter_async_context(

@@ -358,6 +358,7 @@ async def session(
     *,
     boot: bool = True,
     behind: bool = False,
+    hangup: bool = False,
     wait: float = DEFAULT_WAIT_S,
     token_file: str | None = None,
 ) -> AsyncIterator[Any]:
@@ -365,7 +366,8 @@ async def session(
     ``bars`` hears every provider's warm-up progress (in-process; ``--connect`` asks
     the daemon for it per request) and is closed at the end. ``behind`` (in-process,
     ``boot=False``): a ``boot`` config's providers start behind the block, not before it
-    (``Daemon.local``). ``wait``: how long a ``--connect`` waits for a daemon that is
+    (``Daemon.local``); ``hangup`` (in-process): SIGHUP reloads its config file, as a
+    daemon's. ``wait``: how long a ``--connect`` waits for a daemon that is
     starting; ``token_file``: where a ``--connect tcp://…`` reads its token
     (``connect_client``)."""
     if connect is not None:
@@ -406,7 +408,7 @@ async def session(
                 update={"host": cfg.host.model_copy(update={"start_providers": "boot"})}
             )
         daemon = Daemon(cfg)
-        async with daemon.local(behind=behind) as local:
+        async with daemon.local(behind=behind, hangup=hangup) as local:
             if bars is not None and daemon.host is not None:
                 daemon.host.pool.progress_listeners.append(bars)
             try:

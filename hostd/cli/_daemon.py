@@ -8,7 +8,9 @@ is down, what its stderr ended with, as ``hostd providers`` shows it; after one 
 is up, its restarts since start, if any) and the ``[reranker]``'s, exit 4 when one is
 down; and, on stderr, a daemon that runs another build than the command's own.
 ``reload`` asks it to read its config file again and apply it (``host/reload``)
-and prints what changed; an invalid file is told as a config error (exit 2).
+and prints what changed; an invalid file is told as a config error (exit 2). Named no
+socket, it asks the daemon holding the config's lock wherever that one listens (after
+an edit of ``host.socket``: at the old socket, said on stderr).
 ``stop`` asks for a graceful stop (``host/shutdown``:
 in-flight requests finish within the grace period, every provider is shut down)
 and says ``stopped`` only once the daemon's process has exited, watched through a
@@ -137,23 +139,33 @@ async def _daemon(
         yield client
 
 
-def _serving_elsewhere(cfg: Config, path: Path) -> str:
-    """``; but hostd (pid N) serves this config at OTHER``: the daemon holding the
-    config's lock listens on another socket (started with another ``XDG_RUNTIME_DIR``,
-    or ``--socket``); empty when none does."""
+def _serving_at(cfg: Config, path: Path) -> tuple[str, object] | None:
+    """``(socket, pid)`` of the daemon holding the config's lock when it listens on
+    another socket than ``path`` (started with another ``XDG_RUNTIME_DIR``, ``--socket``,
+    or before ``host.socket`` was edited); ``None`` when none does."""
     from hostd._daemon_lock import config_holder  # a leaf: none of the daemon loads
     from hostd.config import default_socket_path
 
     try:
         holder = config_holder(cfg.state_path, default_socket_path(cfg.file).name)
     except OSError:
-        return ""
+        return None
     other = holder.get("socket") if holder else None
-    if not other or other == str(path):
-        return ""
+    if not isinstance(other, str) or not other or other == str(path):
+        return None
     assert holder is not None
+    return other, holder.get("pid")
+
+
+def _serving_elsewhere(cfg: Config, path: Path) -> str:
+    """``; but hostd (pid N) serves this config at OTHER``: the daemon holding the
+    config's lock listens on another socket (``_serving_at``); empty when none does."""
+    serving = _serving_at(cfg, path)
+    if serving is None:
+        return ""
+    other, pid = serving
     return (
-        f"; but hostd (pid {holder.get('pid')}) serves this config at {other} "
+        f"; but hostd (pid {pid}) serves this config at {other} "
         f"(started with another XDG_RUNTIME_DIR or --socket): `hostd status {other}`"
     )
 
@@ -422,7 +434,21 @@ async def _stop(cfg: Config, args: argparse.Namespace) -> int:
 
 
 async def _reload(cfg: Config, args: argparse.Namespace) -> int:
-    async with _daemon(cfg, args.socket, "nothing to reload", args.token_file) as client:
+    socket = args.socket
+    if socket is None:
+        # The daemon serving this config (it holds the config's lock), wherever it
+        # listens: after an edit of host.socket it is still at the old one, which it
+        # keeps until a restart (the reply names host.socket under needs-restart).
+        serving = _serving_at(cfg, cfg.socket_path)
+        if serving is not None:
+            socket, pid = serving
+            sys.stderr.write(
+                f"hostd: this config's daemon (pid {pid}) serves at {socket}, not at "
+                f"{cfg.socket_path} (the socket the config names): reloading it there; "
+                f"it listens at {cfg.socket_path} only once restarted (`hostd stop`, "
+                "then `hostd serve`)\n"
+            )
+    async with _daemon(cfg, socket, "nothing to reload", args.token_file) as client:
         try:
             result = await client.call("host/reload", {})
         except RpcError as exc:
@@ -442,8 +468,10 @@ def reload_lines(result: dict[str, Any]) -> list[str]:
     applied, and each change that waits for a restart."""
     config = result.get("config") or {}
     out = [f"reloaded {config.get('file') or 'the config'}"]
-    for word in ("started", "stopped", "restarted", "kept"):
-        ids = result.get(word) or []
+    for word in ("started", "stopped", "restarted", "updated", "kept"):
+        ids = result.get(word)
+        if ids is None and word == "updated":  # a daemon older than the key
+            continue
         out.append(f"{word}: {', '.join(ids) if ids else '-'}")
     applied = result.get("applied") or []
     if applied:

@@ -55,6 +55,7 @@ from ._results import (
     Evidence,
     Forgotten,
     FrameRef,
+    Reloaded,
     Remembered,
     parse_reply,
 )
@@ -362,6 +363,14 @@ class AsyncClient:
     async def status(self) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("host/status")
         return result
+
+    async def reload(self) -> Reloaded:
+        """``host/reload``: the daemon reads its config file again and applies it; the
+        result once the new config is in force (docs/api.md). An invalid file changes
+        nothing and raises ``RpcError`` (``remote_reason`` ``bad_config``, its message
+        naming the file, the key and the problem)."""
+        raw = await self.call("host/reload")
+        return parse_reply(Reloaded, raw, "host/reload")
 
     async def shutdown(self) -> Any:
         return await self.call("host/shutdown")

@@ -36,10 +36,13 @@ __all__ = [
     "Forgotten",
     "FrameRef",
     "Provenance",
+    "NeedsRestart",
     "PromptUsage",
     "ProviderFailure",
     "ProviderReport",
+    "Reloaded",
     "Remembered",
+    "TcpTokenState",
     "Usage",
     "UsageFrame",
     "Verification",
@@ -380,6 +383,45 @@ class Forgotten(WireResult):
     reopened: str | None = None
     already: bool = False
     request_id: str | None = None
+
+
+class NeedsRestart(WireResult):
+    """A changed key a running daemon cannot apply (``host/reload``'s ``needs_restart``):
+    it keeps its old value until the daemon restarts, for ``reason``."""
+
+    key: str
+    reason: str
+
+
+class TcpTokenState(WireResult):
+    """``host/reload``'s ``tcp_token``: the ``[tcp]`` token read again; ``state``
+    ``unchanged``, ``changed`` (``closed``: the TCP connections opened with the old one,
+    closed) or ``unusable`` (``error``: why the file gives none)."""
+
+    state: str
+    closed: int = 0
+    error: str | None = None
+
+
+class Reloaded(WireResult):
+    """``host/reload``'s result: what reading the config file again changed, once in
+    force. Provider ids (each sorted): ``started`` (added), ``stopped`` (removed),
+    ``restarted`` (their section changed), ``updated`` (changed only in keys read per
+    request, applied to the running process; empty from a daemon that does not report
+    it) and ``kept``; ``applied``, the other keys (``section.key``) now in force;
+    ``needs_restart``, those kept as they were until a restart; ``config``, the file as
+    now read (``host/status``'s ``config``: ``file``, ``digest``, ``mtime``,
+    ``loaded_at``); ``tcp_token`` with a TCP listener only."""
+
+    config: dict[str, Any] | None = None
+    started: list[str]
+    stopped: list[str]
+    restarted: list[str]
+    updated: list[str] = Field(default_factory=list)
+    kept: list[str]
+    applied: list[str] = Field(default_factory=list)
+    needs_restart: list[NeedsRestart] = Field(default_factory=list)
+    tcp_token: TcpTokenState | None = None
 
 
 def parse_reply(model: type[M], raw: Any, method: str) -> M:

@@ -41,7 +41,7 @@ from ._async import (
     spawn,
 )
 from ._loop import start_loop
-from ._results import ComposeResult, Forgotten, Remembered
+from ._results import ComposeResult, Forgotten, Reloaded, Remembered
 
 __all__ = ["Client"]
 
@@ -302,6 +302,11 @@ class Client:
 
     def status(self) -> dict[str, Any]:
         result: dict[str, Any] = self._run(lambda c: c.status())
+        return result
+
+    def reload(self) -> Reloaded:
+        """``host/reload`` (``AsyncClient.reload``): what the reload changed."""
+        result: Reloaded = self._run(lambda c: c.reload())
         return result
 
     def shutdown(self) -> Any:

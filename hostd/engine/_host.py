@@ -263,7 +263,9 @@ class Host:
             raise ShuttingDown("host is shutting down")
         if not self.pool.running:
             raise RuntimeError("Host used outside 'async with'")
-        slots = self.pool.select(providers)
+        # A provider named here that a reload removed since the caller chose it gets its
+        # retired slot: that leg fails saying so, the others are asked.
+        slots = self.pool.select(providers, retired=True)
         stage = self.verify_stage
         verify: VerifyPlan | None = None
         if stage is not None:
@@ -364,6 +366,7 @@ class Host:
             loop=self._loop,
             links=links,
             between=check_landed if early is not None else None,
+            slots=by_id,
         )
         if on_progress is not None:
             fan_out = work
@@ -519,18 +522,19 @@ class Host:
         running; the removed, and the old slots of the changed, are retired (their
         processes are stopped by ``stop_retired``); the added and changed are registered
         and, with ``start``, their starts begun (not waited for: they warm as a booting
-        daemon's do, and a request that asks meanwhile joins the start). The verify
-        stage's roots and the consent ledger's destinations follow the new specs."""
+        daemon's do, and a request that asks meanwhile joins the start); the updated
+        (``IN_PLACE`` keys alone) keep running with their new spec. The verify stage's
+        roots and the consent ledger's destinations follow the new specs."""
         if self.pool.closing or not self.pool.running:
             raise ShuttingDown("host is shutting down")
         done = self.pool.reconfigure(specs)
         fresh = [self.pool.slots[pid] for pid in (*done.added, *done.changed)]
         stage = self.verify_stage
         if stage is not None:
-            for pid in (*done.removed, *done.changed):
+            for pid in (*done.removed, *done.changed, *done.updated):
                 stage.trusted_roots.pop(pid, None)
                 stage.provider_untrusted.pop(pid, None)
-            for slot in fresh:
+            for slot in (*fresh, *(self.pool.slots[pid] for pid in done.updated)):
                 spec = slot.spec
                 stage.trusted_roots[spec.id] = tuple(spec.trusted_roots)
                 if spec.untrusted is not None:

@@ -48,10 +48,13 @@ a request next finds it dead (``exited``): ``providers/list`` says why it is dow
 once, with its exit status or signal and its stderr's tail. Opening a connection (spawn
 and handshake, or a remote endpoint) is ``_launch``'s. The fan-out (``_run``) reads the
 pool; it never spawns or closes a process itself. A config reload (``reconfigure``)
-changes the set of slots: an unchanged provider's is kept as it is; a removed or
-changed one's is retired (never started again, its process stopped by
-``stop_retired``, a leg still on it failing with the reload's words), a fresh slot
-taking a changed one's place.
+changes the set of slots: an unchanged provider's is kept as it is, and so is one
+whose section changed only in keys read per request or per start (``IN_PLACE``: its
+spec is replaced, its process kept); a removed or otherwise changed one's is retired
+(never started again, its process stopped by ``stop_retired``, a leg still on it
+failing with the reload's words), a fresh slot taking a changed one's place. A
+request that chose a provider before the reload removed it gets its retired slot
+(``select``'s ``retired``): that leg fails with the reload's words, the others go on.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ from ._launch import Launcher, PoolSettings
 from ._outcome import stderr_tail_of
 from ._spec import ProviderSpec
 
-__all__ = ["ProviderPool", "Reconfigured", "Slot"]
+__all__ = ["IN_PLACE", "ProviderPool", "Reconfigured", "Slot"]
 
 log = get_logger("hostd.engine")
 
@@ -157,6 +160,23 @@ def _cannot_run(exc: HostdError) -> bool:
     return exc.data.get("stage") in ("start", "config")
 
 
+#: ``ProviderSpec`` fields that no process or connection holds, each read afresh where it
+#: is used: a change of only these is applied to the running provider's slot in place.
+#: ``weight``: the budget split (``_plan.plan_fan_out``, per request); ``timeout_ms``: a
+#: leg's and a write's deadline (``_plan``, ``_write``, per request); ``trusted_roots``
+#: and ``untrusted``: the verify stage's tables, which ``Host.reconfigure`` updates (read
+#: per request); ``start_timeout_s``: a start's deadline and a request's wait for
+#: readiness (``ProviderPool.start_timeout``, at each start and request). Every other
+#: field is the process's or its connection's (its argv, env, cwd, binding and its
+#: options; a remote endpoint's URL, credential, TLS and connection cap, made once).
+IN_PLACE = frozenset({"weight", "timeout_ms", "trusted_roots", "untrusted", "start_timeout_s"})
+
+
+def _in_place(old: ProviderSpec, new: ProviderSpec) -> bool:
+    """Whether ``new`` differs from ``old`` in ``IN_PLACE`` fields alone."""
+    return replace(old, **{key: getattr(new, key) for key in IN_PLACE}) == new
+
+
 @dataclass(slots=True, frozen=True)
 class Reconfigured:
     """What ``ProviderPool.reconfigure`` did, by provider id (each list sorted)."""
@@ -165,6 +185,8 @@ class Reconfigured:
     removed: list[str]
     changed: list[str]
     kept: list[str]
+    #: Kept running with their new spec: they changed in ``IN_PLACE`` fields alone.
+    updated: list[str]
     #: The slots taken out (removed, and the old slots of changed providers).
     retired: list[Slot]
 
@@ -311,6 +333,9 @@ class ProviderPool:
                 raise ValueError(f"duplicate provider id {spec.id!r}")
             self.slots[spec.id] = Slot(spec, settings.restart_policy)
         self._ordered = tuple(sorted(self.slots.values(), key=lambda s: s.spec.id))
+        #: The slot of each provider a reload removed (until one adds it again): what a
+        #: request that chose it before the reload is given (``select``'s ``retired``).
+        self._removed: dict[str, Slot] = {}
         if settings.start not in ("lazy", "boot"):
             raise ValueError("start must be 'lazy' or 'boot'")
         self.settings = settings
@@ -351,17 +376,21 @@ class ProviderPool:
     def running(self) -> bool:
         return self._tg is not None
 
-    def select(self, providers: Iterable[str] | None) -> list[Slot]:
-        """The named (default: all) slots, ordered by provider id."""
+    def select(self, providers: Iterable[str] | None, *, retired: bool = False) -> list[Slot]:
+        """The named (default: all) slots, ordered by provider id. ``retired``: a provider
+        a reload removed is given its retired slot, not refused ``UnknownProvider`` (a
+        request that chose its providers before the reload: its leg there fails alone,
+        with the reload's words)."""
         if providers is None:
             # Every request without a ``providers`` list asks for this order; the slots
             # are fixed at construction, so it was sorted then (a copy for the caller).
             return list(self._ordered)
         wanted = list(dict.fromkeys(providers))
-        unknown = [p for p in wanted if p not in self.slots]
+        known = {**self._removed, **self.slots} if retired else self.slots
+        unknown = [p for p in wanted if p not in known]
         if unknown:
             raise UnknownProvider(f"unknown provider(s): {', '.join(unknown)}", providers=unknown)
-        return sorted((self.slots[p] for p in wanted), key=lambda s: s.spec.id)
+        return sorted((known[p] for p in wanted), key=lambda s: s.spec.id)
 
     async def start_all(self) -> None:
         """Start every provider now (boot mode), waiting for each no longer than its start
@@ -385,18 +414,25 @@ class ProviderPool:
     def reconfigure(self, specs: Iterable[ProviderSpec]) -> Reconfigured:
         """Take the providers of a reloaded config (sync: no await, so no request plans
         between the old set and the new): a provider whose spec is unchanged keeps its
-        slot (its process, its health); one removed, or whose spec changed, has its slot
-        retired (never started again; its connection is the caller's to stop:
-        ``stop_retired``), a changed one replaced by a fresh slot; one added gets a slot,
-        started by the first request that asks (or by ``begin_start``)."""
+        slot (its process, its health), and so does one whose spec changed in ``IN_PLACE``
+        fields alone, with its new spec (the next request reads it); one removed, or whose
+        spec changed otherwise, has its slot retired (never started again; its connection
+        is the caller's to stop: ``stop_retired``), a changed one replaced by a fresh
+        slot; one added gets a slot, started by the first request that asks (or by
+        ``begin_start``)."""
         new = {spec.id: spec for spec in specs}
         kept: list[str] = []
+        updated: list[str] = []
         changed: list[str] = []
         retired: list[Slot] = []
         for pid, slot in list(self.slots.items()):
             spec = new.get(pid)
             if spec == slot.spec:
                 kept.append(pid)
+                continue
+            if spec is not None and _in_place(slot.spec, spec):
+                slot.spec = spec
+                updated.append(pid)
                 continue
             why = "removed from the config" if spec is None else "its config section changed"
             slot.retired = ProviderCrashed(f"provider stopped by a config reload: {why}")
@@ -410,7 +446,14 @@ class ProviderPool:
             self.slots[pid] = Slot(new[pid], self.settings.restart_policy)
         self._ordered = tuple(sorted(self.slots.values(), key=lambda s: s.spec.id))
         removed = [s.spec.id for s in retired if s.spec.id not in new]
-        return Reconfigured(sorted(added), sorted(removed), sorted(changed), sorted(kept), retired)
+        for slot in retired:
+            if slot.spec.id not in new:
+                self._removed[slot.spec.id] = slot
+        for pid in new:
+            self._removed.pop(pid, None)
+        return Reconfigured(
+            sorted(added), sorted(removed), sorted(changed), sorted(kept), sorted(updated), retired
+        )
 
     async def stop_retired(self, retired: Iterable[Slot]) -> None:
         """Stop the processes of slots ``reconfigure`` retired, as ``stop_all`` does at

@@ -225,12 +225,14 @@ class _Runner:
         pool: ProviderPool,
         consent: ConsentGate | None,
         on_reply: OnReply,
+        slots: Mapping[str, Slot] | None = None,
     ) -> None:
         self.plan = plan
         self.pool = pool
-        #: The slots as the plan saw them: a reload that removes or replaces a provider
-        #: meanwhile leaves this request its old slot, whose legs fail once it is stopped.
-        self.slots = dict(pool.slots)
+        #: The slots as the plan saw them (``slots``, else the pool's now): a reload that
+        #: removes or replaces a provider meanwhile leaves this request its old slot,
+        #: whose legs fail once it is stopped (or at once, when it was retired already).
+        self.slots = dict(slots if slots is not None else pool.slots)
         self.consent = consent
         self.on_reply = on_reply
         #: The fan-out's start (the loop's clock), as the plan read it: every latency
@@ -662,6 +664,7 @@ async def run_fan_out(
     loop: asyncio.AbstractEventLoop | None = None,
     links: Mapping[str, ProviderLink] | None = None,
     between: Callable[[], Awaitable[None]] | None = None,
+    slots: Mapping[str, Slot] | None = None,
 ) -> T:
     """Write every planned request and gather the replies (each handed to ``on_reply``
     as it lands) and the planned verify replies; once all are in, ``then(verify_replies)``
@@ -669,8 +672,9 @@ async def run_fan_out(
     event loop, when the caller knows it (else looked up). ``links``: the live
     connections the plan was made from, by provider id, when called with no await since
     (else each is asked for again). ``between``: awaited after each batch of written
-    legs lands while others are still out (the verify stage's early checks)."""
-    runner = _Runner(plan, pool, consent, on_reply)
+    legs lands while others are still out (the verify stage's early checks). ``slots``:
+    the slots the plan was made from, by provider id (else the pool's as they are)."""
+    runner = _Runner(plan, pool, consent, on_reply, slots)
     inbox = Inbox(loop)
     settled: list[LegReply] = []
     written: dict[StartedCall, tuple[LegPlan, ProviderLink]] = {}

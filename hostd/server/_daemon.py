@@ -284,6 +284,7 @@ class Daemon:
             "started": done.added,
             "stopped": done.removed,
             "restarted": done.changed,
+            "updated": done.updated,
             "kept": done.kept,
             "applied": plan.applied,
             "needs_restart": [
@@ -300,6 +301,7 @@ class Daemon:
             started=done.added,
             stopped=done.removed,
             restarted=done.changed,
+            updated=done.updated,
             kept=done.kept,
             applied=plan.applied,
             needs_restart=plan.needs_restart,
@@ -400,11 +402,16 @@ class Daemon:
     # -- in-process use (the CLI's one-shot commands) ------------------------------------
 
     @contextlib.asynccontextmanager
-    async def local(self, *, behind: bool = False) -> AsyncIterator[LocalSession]:
+    async def local(
+        self, *, behind: bool = False, hangup: bool = False
+    ) -> AsyncIterator[LocalSession]:
         """Start the host without listeners; yield a session that dispatches in-process.
         ``behind`` (``hostd mcp``): a ``boot`` config's providers start as the block
         begins, not before it, as a serving daemon's do (``run``), so the session answers
-        at once and a request made meanwhile joins their start."""
+        at once and a request made meanwhile joins their start. ``hangup`` (``hostd
+        mcp``, which its client keeps for hours): SIGHUP reloads the config file while
+        the block runs, as it does ``hostd serve``'s (``_watch_hangup``, the same reload
+        and log); installed before the block begins."""
         boot = self._boots_behind() if behind else False
         try:
             # ``hostd mcp`` runs as long as its client's session: a provider down is started
@@ -413,10 +420,14 @@ class Daemon:
                 # The block's own exception is not fed to the task group (it would come
                 # back wrapped in an ExceptionGroup): the stack is closed with none.
                 starts = contextlib.AsyncExitStack()
-                if boot:
+                if boot or hangup:
                     tg = await starts.enter_async_context(anyio.create_task_group())
-                    self._start_behind(tg)
-                    starts.callback(tg.cancel_scope.cancel)  # a start's wait, not the start
+                    # A start's wait and the signal watcher, not the start itself.
+                    starts.callback(tg.cancel_scope.cancel)
+                    if hangup:
+                        await tg.start(self._watch_hangup)
+                    if boot:
+                        self._start_behind(tg)
                 try:
                     yield LocalSession(self)
                 finally:

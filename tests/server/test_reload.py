@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from hostd import compose
 from hostd.client import connect
-from hostd.errors import RpcError
+from hostd.config import load_config
+from hostd.errors import ConfigError, RpcError
+from hostd.server import Daemon
+from tests.compose._token_fixtures import minilm_tokenizer_path
 from tests.fixtures.cli import run_hostd
+from tests.fixtures.procs import ROOT, marked_env, python
 from tests.server.conftest import STUCK, DaemonProc, write_config
 
 pytestmark = pytest.mark.anyio
@@ -237,4 +244,134 @@ async def test_keys_a_reload_left_for_a_restart_stay_in_status_until_one(
     assert said.returncode == 0, said.stderr
     async with connect(daemon.socket) as client:
         assert (await client.call("host/status", {}))["config_needs_restart"] == []
+    assert await daemon.stop() == 0
+
+
+def _local_config(path: Path, providers: list[str], tokenizer: Path) -> Path:
+    """A config file for an in-process daemon: the healthy fixture as each provider, and
+    ``tokenizer``, so a composition counts its floors in a worker thread."""
+    env = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in marked_env().items()) + " }"
+    lines = ["[host]", f'state_dir = "{path.parent / "state"}"', f'tokenizer = "{tokenizer}"']
+    for pid in providers:
+        command = python("tests.fixtures.healthy_provider", "--name", pid)
+        lines += ["", "[[provider]]", f'id = "{pid}"', f"command = {json.dumps(command)}"]
+        lines += ["timeout_ms = 60000", f'cwd = "{ROOT}"', f"env = {env}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+async def test_a_provider_removed_while_a_request_counted_its_floors_fails_that_leg_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request reads its providers, then counts its floors in a worker thread; the
+    # reload runs while that thread is held, so the fan-out names a provider it removed.
+    counting, go = threading.Event(), threading.Event()
+    admit = compose.admit_request
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        counting.set()
+        go.wait(120)  # a hang guard: the test sets it
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(compose, "admit_request", held)
+    path = _local_config(tmp_path / "hostd.toml", ["alpha", "beta"], minilm_tokenizer_path())
+    daemon = Daemon(load_config(path))
+    replies: list[dict[str, Any]] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with daemon.local() as session:
+
+            async def ask() -> None:
+                params = {"goal": "g", "providers": ["alpha", "beta"], "floors": []}
+                replies.append(await session.call("context/compose", params))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await anyio.to_thread.run_sync(counting.wait)
+                _local_config(path, ["alpha"], minilm_tokenizer_path())
+                result = await daemon.reload("test")
+                go.set()
+            assert result["stopped"] == ["beta"]
+            with pytest.raises(RpcError) as after:  # a request made after it: unknown
+                await session.call("context/compose", {"goal": "g", "providers": ["beta"]})
+    assert after.value.remote_reason == "unknown_provider"
+    (reply,) = replies
+    legs = {p["provider_id"]: p for p in reply["providers"]}
+    assert legs["alpha"]["status"] == "ok"
+    assert legs["beta"]["status"] == "crashed", legs["beta"]
+    assert legs["beta"]["error"]["message"] == (
+        "provider stopped by a config reload: removed from the config"
+    )
+
+
+async def test_a_changed_weight_or_timeout_ms_is_applied_in_place_keeping_the_process(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    providers: dict[str, dict[str, Any]] = {"alpha": STUCK, "beta": {}}
+    daemon = await start_daemon(providers=providers, start_providers="boot")
+    before = await _ready_pids(daemon, ["alpha", "beta"], 1)
+    edited = {"alpha": {**STUCK, "timeout_ms": 500}, "beta": {}}
+    text = write_config(workdir, marker, edited, start_providers="boot")
+    daemon.config.write_text(
+        text.replace('id = "beta"\n', 'id = "beta"\nweight = 3.0\n'), encoding="utf-8"
+    )
+
+    result = await _reload(daemon)
+
+    assert (result["updated"], result["restarted"], result["kept"]) == (["alpha", "beta"], [], [])
+    async with connect(daemon.socket) as client:
+        reply = await client.call(
+            "context/compose", {"goal": "g", "budget": 1000, "overfetch": 1.0}
+        )
+    legs = {p["provider_id"]: p for p in reply["providers"]}
+    # alpha never answers: its leg ends at the new deadline, not the old one (10 minutes)
+    assert legs["alpha"]["status"] == "timeout"
+    assert legs["alpha"]["error"]["message"].startswith("no reply within 500 ms"), legs["alpha"]
+    assert legs["beta"]["max_tokens"] == 3 * legs["alpha"]["max_tokens"]  # a share of 3:1
+    rows = await _rows(daemon)
+    assert {pid: rows[pid]["health"]["pid"] for pid in before} == before
+    said = await anyio.to_thread.run_sync(
+        lambda: run_hostd("--config", str(daemon.config), "reload")
+    )
+    assert said.returncode == 0 and "updated: -" in said.stdout.splitlines(), said.stdout
+    assert await daemon.stop() == 0
+
+
+async def test_a_backoff_cap_below_its_base_is_refused_at_a_reload_with_the_key_named(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hostd.toml"
+    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\nrestart_backoff_s = 1\n'
+    path.write_text(text, encoding="utf-8")
+    daemon = Daemon(load_config(path))
+    with anyio.fail_after(60):  # a hang guard
+        async with daemon.local():
+            path.write_text(text + "restart_backoff_max_s = 0.5\n", encoding="utf-8")
+            with pytest.raises(ConfigError) as caught:
+                await daemon.reload("test")
+    assert caught.value.data["key"] == "host.restart_backoff_max_s"
+    assert caught.value.data["stage"] == "reload"
+    assert "below restart_backoff_s (1)" in caught.value.message
+    assert daemon.config.host.restart_backoff_max_s == 5  # nothing changed
+
+
+async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_socket(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}})
+    old = str(workdir / "run" / "hostd.sock")
+    moved = workdir / "run" / "moved.sock"
+    text = write_config(workdir, marker, {"alpha": {}, "beta": {}})
+    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+
+    said = await anyio.to_thread.run_sync(
+        lambda: run_hostd("--config", str(daemon.config), "reload")
+    )
+
+    assert said.returncode == 0, said.stderr
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in said.stderr
+    lines = said.stdout.splitlines()
+    assert "started: beta" in lines and "kept: alpha" in lines, lines
+    assert any(line.startswith("needs-restart: host.socket (") for line in lines), lines
+    assert sorted(await _rows(daemon)) == ["alpha", "beta"]  # the daemon at the old socket
+    assert not moved.exists()
     assert await daemon.stop() == 0
