@@ -4,8 +4,8 @@ and the record it writes in it (pid, socket, config), read without holding it.
 The daemon claims the lock (``hostd.server``); ``hostd status`` and ``stop`` read its
 record when no daemon answers at the config's socket, to name the one serving the
 config elsewhere, and ``reload`` reads it first, to reach that one wherever it listens
-(after an edit of ``host.socket``, at the old one). A leaf: imports nothing of hostd, so those commands read it
-without loading the daemon.
+(after an edit of ``host.socket``, at the old one). A leaf: imports nothing of hostd,
+so those commands read it without loading the daemon.
 """
 
 from __future__ import annotations
