@@ -22,6 +22,7 @@ __all__ = [
     "FILES_CHUNKS",
     "SEMANTIC_CHUNKS",
     "ChunkBound",
+    "byte_size",
     "corpus_arguments",
     "corpus_options",
     "http_arguments",
@@ -139,6 +140,25 @@ def corpus_options(args: argparse.Namespace) -> CorpusOptions:
         chunk_tokens=args.chunk_tokens,
         min_chunk_tokens=args.min_chunk_tokens,
     )
+
+
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def byte_size(text: str) -> int:
+    """A size in bytes: an integer, or one with a binary unit (``512M``, ``2G``, ``1.5G``:
+    K, M, G, T, each 1024 times the one before; ``MiB``/``MB`` read as ``M``); 0 or more."""
+    said = text.strip().lower().removesuffix("b").removesuffix("i")
+    unit = said[-1:] if said[-1:] in _UNITS else ""
+    try:
+        n = float(said[: len(said) - len(unit)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (bytes, or with a unit: 512M, 2G)"
+        ) from None
+    if not n >= 0 or n == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (0 or more)")
+    return int(n * _UNITS[unit])
 
 
 def http_arguments(parser: argparse.ArgumentParser) -> None:

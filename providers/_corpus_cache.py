@@ -28,12 +28,20 @@ simply a cold start; writes are atomic (temporary file, then rename) and private
 
 Keys change (another root, other options, a new chunker), so the directory would only
 grow: a cache is touched whenever it is adopted or written, and writing one removes
-its siblings untouched for ``STALE_AFTER_S`` (30 days), whatever project they were of.
+its siblings untouched for ``STALE_AFTER_S`` (30 days), whatever project they were of,
+then, while the folder's caches together pass ``max_bytes`` (``DEFAULT_MAX_BYTES``, a
+provider's ``--cache-max-bytes``), the least recently used. Never the one just written,
+nor one a running provider uses: a process holds a shared ``flock`` on the cache it
+adopted or wrote last (``_hold``), and a cache that cannot be locked exclusively is
+left (``_in_use``). A removed cache costs its provider's next start a build, nothing
+more: a running provider keeps its index in memory.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -57,6 +65,7 @@ from . import _corpus
 from ._corpus import Corpus, FileEntry
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "STALE_AFTER_S",
     "ChunkTerms",
     "SavedIndex",
@@ -68,6 +77,13 @@ __all__ = [
 
 #: A corpus cache neither adopted nor written for this long is removed (``_prune``).
 STALE_AFTER_S = 30 * 24 * 3600
+#: The most a provider's folder of corpus caches holds, by default, before the least
+#: recently used go (``_prune``): a 1 MB tree's cache takes about 3 MB, so this keeps
+#: hundreds of projects, or a few very large ones.
+DEFAULT_MAX_BYTES = 1024**3
+#: How many caches one process holds locked (``_hold``): a provider uses one; a process
+#: that loads many (a test run) releases the oldest.
+_HELD_MOST = 16
 #: What a corpus cache is called (``files``: ``<key>.json``; ``semantic``:
 #: ``corpus-<key>.json``): nothing else in the directory is ever removed.
 _CACHE_NAME = re.compile(r"(?:corpus-)?[0-9a-f]{32}\.json")
@@ -223,9 +239,16 @@ def _names_known(corpus: Corpus, terms: ChunkTerms | None) -> bool:
     return all((c.rel, c.digest) in names for c in corpus.chunks)
 
 
-def save_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> None:
-    """Write the corpus's state (and ``terms``) to ``path`` atomically (0600); errors
-    are the caller's."""
+def save_corpus(
+    corpus: Corpus,
+    path: Path,
+    terms: ChunkTerms | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> None:
+    """Write the corpus's state (and ``terms``) to ``path`` atomically (0600), then
+    bound the folder's caches to ``max_bytes`` (0: no bound but age; ``_prune``);
+    errors are the caller's."""
     files = {
         rel: [mtime, size, refused, [_chunk_row(c, terms) for c in chunks]]
         for rel, (mtime, size, chunks, refused) in sorted(corpus.state().items())
@@ -251,24 +274,93 @@ def save_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _prune(path.parent, keep=path)
+    _hold(path)
+    _prune(path.parent, keep=path, max_bytes=max_bytes)
 
 
-def _prune(folder: Path, keep: Path) -> None:
-    """Remove the corpus caches in ``folder`` untouched for ``STALE_AFTER_S``."""
+def _prune(folder: Path, keep: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    """Remove the corpus caches in ``folder`` untouched for ``STALE_AFTER_S``, then,
+    while those left pass ``max_bytes`` together (0: no bound), the least recently used
+    (by mtime: adopting one touches it); never ``keep``, nor one in use (``_in_use``)."""
     cutoff = time.time() - STALE_AFTER_S
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return
+    left: list[tuple[float, int, str]] = []  # (mtime, size, path) of those kept
+    total = 0
     for entry in entries:
-        if entry.name == keep.name or not _CACHE_NAME.fullmatch(entry.name):
+        if not _CACHE_NAME.fullmatch(entry.name):
             continue
         try:
-            if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat()
+            total += st.st_size
+            if entry.name == keep.name:
+                continue
+            if st.st_mtime < cutoff and not _in_use(entry.path):
                 os.unlink(entry.path)
+                total -= st.st_size
+            else:
+                left.append((st.st_mtime, st.st_size, entry.path))
         except OSError:  # gone meanwhile, or not ours to remove: left as it is
             continue
+    if max_bytes <= 0:
+        return
+    for _, size, name in sorted(left):
+        if total <= max_bytes:
+            return
+        if _in_use(name):
+            continue
+        try:
+            os.unlink(name)
+        except OSError:
+            continue
+        total -= size
+
+
+#: The caches this process holds, by folder: an open descriptor under a shared lock.
+_held: dict[str, int] = {}
+
+
+def _hold(path: Path) -> None:
+    """Hold a shared lock on ``path`` while this process lives (or until it holds another
+    cache of the same folder), so another provider's ``_prune`` leaves it: the cache a
+    running provider adopted or wrote is in use. Best effort: one that cannot be opened
+    is simply not held."""
+    key = str(path.parent)
+    old = _held.pop(key, None)
+    if old is not None:
+        os.close(old)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # one being removed this moment: not held
+        os.close(fd)
+        return
+    _held[key] = fd
+    while len(_held) > _HELD_MOST:
+        os.close(_held.pop(next(iter(_held))))
+
+
+def _in_use(path: str) -> bool:
+    """Whether a process (this one included) holds ``path`` (``_hold``): its exclusive
+    lock is refused. A file that cannot be opened is not in use."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock taken
+    return False
 
 
 def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> bool:
@@ -319,10 +411,9 @@ def load_corpus(corpus: Corpus, path: Path, terms: ChunkTerms | None = None) -> 
         terms.by_chunk.update(saved)
         terms.index = saved_index
         terms.names.update(names)
-    try:
-        os.utime(path)  # in use: not stale (_prune), though it may not be written again
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        os.utime(path)  # recently used (_prune), though it may not be written again
+    _hold(path)  # in use while this process lives: never pruned by another
     return True
 
 

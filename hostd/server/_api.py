@@ -265,8 +265,11 @@ async def host_reload(ctx: RequestContext, p: NoParams) -> dict[str, Any]:
 
 def _who(ctx: RequestContext) -> dict[str, Any]:
     """Who asked, for the log of a request that stops or reconfigures the daemon: the
-    connection, and a TCP client's address (every holder of the token shares it)."""
-    return {"connection": ctx.connection.name, "peer": ctx.connection.peer}
+    connection, and a TCP client's address (every holder of the token shares it) or a
+    Unix client's user and process ids."""
+    identity = getattr(ctx.connection, "identity", None)  # a socket's ``Connection``
+    said = identity() if identity is not None else {"peer": ctx.connection.peer}
+    return {"connection": ctx.connection.name, **said}
 
 
 async def cancel(ctx: RequestContext, p: CancelParams) -> None:

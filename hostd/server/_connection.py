@@ -284,12 +284,17 @@ class Connection:
         send_nowait: SendNowait | None = None,
         answer: Answer | None = None,
         peer: str | None = None,
+        credentials: tuple[int, int] | None = None,
     ) -> None:
         self.owner = owner
         self.name = name
         #: Where a TCP client connects from (``address:port``); ``None`` on a Unix socket
         #: or stdio: what the log says of a request that stops or reloads the daemon.
         self.peer = peer
+        #: A Unix socket client's user and process ids (``SO_PEERCRED``); ``None`` on TCP,
+        #: stdio, or a system that does not say: who it was, in the same log lines.
+        self.peer_uid: int | None = credentials[0] if credentials is not None else None
+        self.peer_pid: int | None = credentials[1] if credentials is not None else None
         #: The token this connection authenticated with (TCP): a token rotated since
         #: revokes it (``revoke``).
         self.authenticated_with: str | None = None
@@ -433,7 +438,11 @@ class Connection:
     # -- serving -----------------------------------------------------------------------
 
     async def serve(self) -> None:
-        log.debug("connection.opened", connection=self.name)
+        if self.peer is not None or self.peer_pid is not None:
+            # Who: the one line that ties a socket client to its ``connection`` name.
+            log.info("connection.opened", connection=self.name, **self.identity())
+        else:
+            log.debug("connection.opened", connection=self.name)
         try:
             with self._scope:
                 async with anyio.create_task_group() as tg:
@@ -455,6 +464,14 @@ class Connection:
         finally:
             self._uncount()
             log.debug("connection.closed", connection=self.name)
+
+    def identity(self) -> dict[str, Any]:
+        """Who is on the other end, as the log says it: ``peer`` (a TCP client's
+        address), and a Unix client's ``peer_uid`` and ``peer_pid`` when known."""
+        said: dict[str, Any] = {"peer": self.peer}
+        if self.peer_pid is not None:
+            said.update(peer_uid=self.peer_uid, peer_pid=self.peer_pid)
+        return said
 
     async def _auth_deadline(self) -> None:
         # A timer, not a wait: the client's time to authenticate runs out here.

@@ -24,6 +24,8 @@ import itertools
 import os
 import secrets
 import signal
+import socket
+import struct
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -748,6 +750,7 @@ class Daemon:
                 token=token,
                 send_nowait=socket_send_nowait(stream),
                 peer=_peer(stream) if token is not None else None,
+                credentials=None if token is not None else _unix_credentials(stream),
             )
             if token is not None:
                 self._admission.opened(connection)
@@ -775,6 +778,7 @@ class Daemon:
         drain_on_eof: bool = False,
         send_nowait: SendNowait | None = None,
         peer: str | None = None,
+        credentials: tuple[int, int] | None = None,
     ) -> Connection:
         cfg = self.config.host
         limits = Limits(
@@ -795,6 +799,7 @@ class Daemon:
             send_nowait=send_nowait,
             answer=partial(answer_one, self),
             peer=peer,
+            credentials=credentials,
         )
 
     async def _serve_stdio(self, wire_fd: int) -> None:
@@ -819,6 +824,26 @@ def _peer(stream: SocketStream) -> str | None:
         return None
     host, port = str(address[0]), int(address[1])
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+#: The kernel's record of a Unix socket's peer (Linux's ``SO_PEERCRED``: pid, uid, gid);
+#: ``None`` where the system has none, and there no peer has an identity in the log.
+_PEERCRED = getattr(socket, "SO_PEERCRED", None)
+_UCRED = struct.Struct("3i")
+
+
+def _unix_credentials(stream: SocketStream) -> tuple[int, int] | None:
+    """A Unix socket client's ``(uid, pid)`` as the kernel recorded them when it
+    connected (it cannot lie about them), or ``None`` where the system does not say."""
+    if _PEERCRED is None:
+        return None
+    try:
+        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        raw = sock.getsockopt(socket.SOL_SOCKET, _PEERCRED, _UCRED.size)
+    except (anyio.TypedAttributeLookupError, OSError):
+        return None
+    pid, uid, _ = _UCRED.unpack(raw)
+    return (uid, pid) if pid > 0 else None
 
 
 def _key(exc: ConfigError) -> dict[str, Any]:

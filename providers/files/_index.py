@@ -26,7 +26,13 @@ from hostd.protocol import ContextQuery
 
 from .._anchors import FileSpans, anchor_paths, anchor_ranked, banded
 from .._corpus import Chunk, Corpus, CorpusOptions, chunk_frame
-from .._corpus_cache import ChunkTerms, SavedIndex, load_corpus, save_corpus
+from .._corpus_cache import (
+    DEFAULT_MAX_BYTES,
+    ChunkTerms,
+    SavedIndex,
+    load_corpus,
+    save_corpus,
+)
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_chunk, lower_tests
 
@@ -143,6 +149,9 @@ class FileIndex:
         self.test_prior = test_prior
         #: Where the chunks persist (``_corpus_cache``), so a restart re-reads only changes.
         self.cache_path = cache_path
+        #: The most its cache's folder holds (``save_corpus``): the rest go, least
+        #: recently used first.
+        self.cache_max_bytes = DEFAULT_MAX_BYTES
         self.loaded_from_cache = False
         self.refresh_interval_s = refresh_interval_s
         self.refresh_wait_s = refresh_wait_s
@@ -289,7 +298,9 @@ class FileIndex:
             )
             if self.cache_path is not None and stale:
                 try:
-                    save_corpus(self.corpus, self.cache_path, self._terms)
+                    save_corpus(
+                        self.corpus, self.cache_path, self._terms, max_bytes=self.cache_max_bytes
+                    )
                 except OSError:  # a cache that cannot be written costs the next start only
                     pass
 

