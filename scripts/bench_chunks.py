@@ -13,7 +13,8 @@ Then each question of ``QUESTIONS`` is composed at each budget (``--budgets``), 
 audit read: the best rank of a frame overlapping one of the question's gold ranges whose
 lines the prompt quotes (included, or coalesced into an included block), or ``-`` when
 none is in the prompt (then the best rank any candidate overlapping the gold reached,
-and what became of it, as ``why``).
+and what became of it, as ``why``), and how many of its gold lines the prompt quotes
+(``gold_lines``: a hit of a few lines of a long answer is found, yet holds little of it).
 
 ``QUESTIONS`` is a JSON list of ``{"id": "Q1", "question": "...", "gold": [{"path":
 "src/x.py", "lines": [10, 20]}, ...]}`` (paths relative to the project, line ranges
