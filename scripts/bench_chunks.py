@@ -13,7 +13,8 @@ Then each question of ``QUESTIONS`` is composed at each budget (``--budgets``), 
 audit read: the best rank of a frame overlapping one of the question's gold ranges whose
 lines the prompt quotes (included, or coalesced into an included block), or ``-`` when
 none is in the prompt (then the best rank any candidate overlapping the gold reached,
-and what became of it, as ``why``).
+and what became of it, as ``why``), and how many of its gold lines the prompt quotes
+(``gold_lines``: a hit of a few lines of a long answer is found, yet holds little of it).
 
 ``QUESTIONS`` is a JSON list of ``{"id": "Q1", "question": "...", "gold": [{"path":
 "src/x.py", "lines": [10, 20]}, ...]}`` (paths relative to the project, line ranges
@@ -133,12 +134,26 @@ def _gold_rank(result: dict[str, Any], gold: list[dict[str, Any]]) -> dict[str, 
     }
     quoted: list[tuple[int, str]] = []
     missed: list[tuple[float, str]] = []
+    # The gold lines the prompt quotes, by gold range: what of the answer it holds.
+    gold_lines = [set(range(g["lines"][0], g["lines"][1] + 1)) for g in gold]
+    held: set[tuple[int, int]] = set()
     for e in entries:
         lines = overlaps(e["frame"]["frame_id"])
         if lines is None:
             continue
         reason = e.get("reason")
         kept = (e.get("detail") or {}).get("kept") or {}
+        in_prompt = e["disposition"] == "included" or (
+            reason in _QUOTED_BY_ANOTHER and kept.get("frame_id") in included
+        )
+        if in_prompt:
+            rel = e["frame"]["frame_id"].rpartition("#")[0]
+            a, _, b = lines[1:].partition("-")
+            for n, g in enumerate(gold):
+                if g["path"] == rel:
+                    held.update(
+                        (n, x) for x in range(int(a), int(b or a) + 1) if x in gold_lines[n]
+                    )
         if e["disposition"] == "included":
             quoted.append((e["rank"], lines))
         elif reason in _QUOTED_BY_ANOTHER and kept.get("frame_id") in included:
@@ -148,9 +163,10 @@ def _gold_rank(result: dict[str, Any], gold: list[dict[str, Any]]) -> dict[str, 
             rank = e.get("rank")
             at = "unranked" if rank is None else f"rank {rank}"
             missed.append((float("inf") if rank is None else rank, f"{reason} at {at} ({lines})"))
+    covered = f"{len(held)}/{sum(len(g) for g in gold_lines)}"
     if quoted:
         rank, lines = min(quoted)
-        return {"rank": rank, "lines": lines}
+        return {"rank": rank, "lines": lines, "gold_lines": covered}
     if missed:
         return {"rank": None, "why": min(missed)[1]}
     return {"rank": None, "why": "not offered"}
@@ -189,6 +205,9 @@ async def _measure_bound(
                 out["budgets"][str(budget)] = {
                     "found": sum(r is not None for r in ranks),
                     "ranks": ",".join("-" if r is None else str(r) for r in ranks),
+                    "gold_lines": ",".join(
+                        r.get("gold_lines", "0").partition("/")[0] for r in rows.values()
+                    ),
                     "questions": rows,
                 }
         return out

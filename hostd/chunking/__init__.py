@@ -31,7 +31,7 @@ from ._chunk import (
     split_lines,
     with_item,
 )
-from ._items import defined_names, item_name
+from ._items import ITEM_SEPARATOR, defined_names, item_name
 from ._notebook import NOTEBOOK_SUFFIX, range_text, read_notebook
 from ._terms import QUESTION_WORDS, STOPWORDS, camel_parts, surface_forms, tokenize
 from ._tokens import (
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_MIN_CHUNK_TOKENS",
     "DEFAULT_WINDOW_LINES",
     "DOC_SUFFIXES",
+    "ITEM_SEPARATOR",
     "MODEL_TRAINED_LENGTH",
     "MODEL_WINDOW",
     "NOTEBOOK_SUFFIX",

@@ -35,6 +35,7 @@ from .._corpus_cache import (
 )
 from .._frames import Packed, now_timestamp, pack, query_text, saturate
 from .._prior import DEFAULT_TEST_PRIOR, asks_about_tests, is_test_chunk, lower_tests
+from ._together import definition_runs, score_together
 
 __all__ = ["BM25_HALF_SCORE", "FileIndex", "Hit", "tokenize"]
 
@@ -112,7 +113,8 @@ class _Served:
     ``tests``: which chunks are tests (``is_test_chunk``), ``None`` when none
     is, so a tree without tests is ranked by BM25 alone, as it always was.
     ``defines``: each name a chunk defines (``defined_names``, its item's
-    ``item_name``) and the chunks that do, by index, in order."""
+    ``item_name``) and the chunks that do, by index, in order. ``runs``: each chunk's
+    definition run (``_together.definition_runs``), ``None`` when no chunk is in one."""
 
     bm25: bm25s.BM25 | None
     chunks: list[Chunk]
@@ -121,6 +123,7 @@ class _Served:
     tests: np.ndarray | None = None
     behind: int = 0
     defines: dict[str, np.ndarray] = field(default_factory=dict)
+    runs: np.ndarray | None = None
 
 
 class FileIndex:
@@ -357,6 +360,7 @@ class FileIndex:
         tests = np.fromiter(
             (is_test_chunk(c.rel, c.item) for c in chunks), dtype=bool, count=len(chunks)
         )
+        runs = definition_runs(chunks)
         self._served = _Served(
             bm25,
             chunks,
@@ -364,6 +368,7 @@ class FileIndex:
             indexed_at,
             tests if tests.any() else None,
             defines=self._definitions(chunks),
+            runs=runs if bool((runs >= 0).any()) else None,
         )
         self.generation += 1
 
@@ -427,12 +432,17 @@ class FileIndex:
             if tokens
             else np.zeros(len(chunks), dtype=np.float64)
         )
-        if served.tests is not None and not about_tests and self.test_prior != 1.0:
+        lowered = None if about_tests or self.test_prior == 1.0 else served.tests
+        if lowered is not None:
             # Before anchors apply: an anchored test file still leads (its band is above
             # every unanchored chunk), ranked within the band as any other.
-            scores = lower_tests(scores, served.tests, self.test_prior)
+            scores = lower_tests(scores, lowered, self.test_prior)
         if tokens and served.defines:
             scores = _lift_definitions(bm25, chunks, served.defines, text, scores)
+        if tokens and served.runs is not None:
+            # A definition's chunks scored together: its best one ranks for the whole.
+            scale = None if lowered is None else np.where(lowered, self.test_prior, 1.0)
+            scores = score_together(bm25, tokens, served.runs, scores, scale)
         matched = np.flatnonzero(scores > 0)
         if 0 < limit < len(matched) and not anchored.chunks:
             # Only chunks that score at least the limit-th best can be in the first
