@@ -233,6 +233,22 @@ def test_bench_soak_samples_the_daemon_and_each_provider() -> None:
 
 
 @pytest.mark.timeout(450)
+def test_bench_soak_traces_what_grew_in_the_daemon() -> None:
+    """``--trace``: the daemon writes a snapshot at each sample, and the JSON names the
+    allocation sites and object types that grew from the warm-up sample to the end."""
+    out = _run(
+        "bench_soak",
+        ["--compositions", "4", "--sample-every", "2", "--warmup", "2", "--trace", "2"]
+        + ["--memory-entries", "10"],
+    )
+    trace = out["trace"]
+    assert trace["snapshots"] == [1, 2]
+    assert len(trace["traced_mb"]) == 2 and trace["sites"] and trace["types"]
+    assert all(site["where"] for site in trace["sites"])
+    assert out["daemon_exit_code"] == 0
+
+
+@pytest.mark.timeout(450)
 def test_bench_serve_against_a_second_checkout() -> None:
     """``--against`` runs a second daemon beside this one over the same providers: both
     are measured request by request and compared (here the same checkout twice), with
