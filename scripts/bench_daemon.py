@@ -207,8 +207,11 @@ async def _level(
     }
 
 
-def _start(config: Path, root: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
-    """``hostd serve`` of ``root`` (this checkout by default) with ``config``."""
+def _start(
+    config: Path, root: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """``hostd serve`` of ``root`` (this checkout by default) with ``config``; ``env``
+    is added to its environment."""
     root = root or ROOT
     daemon = subprocess.Popen(
         [sys.executable, "-m", "hostd", "--config", str(config), "serve"],
@@ -216,7 +219,7 @@ def _start(config: Path, root: Path | None = None) -> tuple[subprocess.Popen[byt
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
     )
     # The log goes to a file; a connection accepted is the sign the daemon serves (its
     # socket file can exist a moment before its listener does: a connection is refused

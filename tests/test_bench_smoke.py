@@ -96,6 +96,11 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         ["--requests", "3", "--warmup", "1", "--memory-entries", "10"],
         {"serve_median_ms", "direct_median_ms", "daemon_cpu_ms_per_composition"},
     ),
+    "bench_soak": (
+        ["--compositions", "16", "--sample-every", "4", "--warmup", "4", "--mix-every", "1"]
+        + ["--reconnect-every", "5", "--memory-entries", "10"],
+        {"calls", "summary", "samples", "daemon_exit_code"},
+    ),
     "bench_spans": (["--repeat", "1"], {"candidates", "spans (a: merged, b: apart)"}),
     "bench_start_cpu": (
         ["--samples", "1", "--base", str(ROOT), "--only", "healthy_provider"],
@@ -134,7 +139,8 @@ def test_every_bench_script_has_a_smoke_run() -> None:
 
 @pytest.mark.timeout(450)
 @pytest.mark.parametrize(
-    "script", sorted(set(RUNS) - {"bench_chunks", "bench_providers", "bench_serve"})
+    "script",
+    sorted(set(RUNS) - {"bench_chunks", "bench_providers", "bench_serve", "bench_soak"}),
 )
 def test_bench_script_runs_at_tiny_sizes(script: str) -> None:
     args, keys = RUNS[script]
@@ -207,6 +213,39 @@ def test_bench_serve_both_set_ups_through_warming_providers() -> None:
         assert (out["corpus"], out["budget"], out["requests"]) == (corpus, int(budget), 3)
         assert set(out["asked"]) == {"files", "memory"}
         assert out["daemon_exit_code"] == 0
+
+
+@pytest.mark.timeout(450)
+def test_bench_soak_samples_the_daemon_and_each_provider() -> None:
+    """Every kind of call the soak mixes in is made, and each sample has the RSS of the
+    daemon, both providers and their shims; the summary has the three points."""
+    args, keys = RUNS["bench_soak"]
+    out = _run("bench_soak", args)
+    assert keys <= set(out), sorted(out)
+    assert out["calls"]["compose"] == 16
+    assert all(out["calls"][kind] > 0 for kind in out["calls"]), out["calls"]
+    assert [row["compositions"] for row in out["samples"]] == [0, 4, 8, 12, 16]
+    names = {"daemon", "files", "memory", "files_reaper", "memory_reaper", "total"}
+    for row in out["samples"]:
+        assert names <= set(row) and all(row[name] for name in names), row
+    assert set(out["summary"]["daemon"]) >= {"start_mb", "after_warmup_mb", "end_mb"}
+    assert out["daemon_exit_code"] == 0
+
+
+@pytest.mark.timeout(450)
+def test_bench_soak_traces_what_grew_in_the_daemon() -> None:
+    """``--trace``: the daemon writes a snapshot at each sample, and the JSON names the
+    allocation sites and object types that grew from the warm-up sample to the end."""
+    out = _run(
+        "bench_soak",
+        ["--compositions", "4", "--sample-every", "2", "--warmup", "2", "--trace", "2"]
+        + ["--memory-entries", "10"],
+    )
+    trace = out["trace"]
+    assert trace["snapshots"] == [1, 2]
+    assert len(trace["traced_mb"]) == 2 and trace["sites"] and trace["types"]
+    assert all(site["where"] for site in trace["sites"])
+    assert out["daemon_exit_code"] == 0
 
 
 @pytest.mark.timeout(450)
