@@ -191,6 +191,7 @@ class Slot:
         "conn",
         "crash",
         "last_ack",
+        "no_version",
         "late_seen",
         "policy",
         "refusal",
@@ -209,6 +210,9 @@ class Slot:
         self.conn: ProviderLink | None = None
         self._health = Health()
         self.last_ack: HandshakeAck | None = None
+        #: Its last handshake named no version (``ProviderConnection.given_version``):
+        #: ``info`` shows none, not the ack's stand-in.
+        self.no_version = False
         self.starting: _Start | None = None
         #: When the last start's deadline ends (anyio time): up to then it is never killed,
         #: and a request naming no timeout waits for its readiness.
@@ -709,6 +713,11 @@ class ProviderPool:
                 return
             slot.conn, slot.late_seen, slot.cannot_run, slot.crash = conn, 0, None, None
             slot.last_ack = conn.ack
+            slot.no_version = (
+                isinstance(conn, ProviderConnection)
+                and conn.ack is not None
+                and conn.given_version is None
+            )
             if isinstance(conn, ProviderConnection):
                 self._tg.start_soon(self._watch, slot, conn)
             if conn.ack is not None:
@@ -898,10 +907,13 @@ class ProviderPool:
             health["pid"] = conn.child.provider_pid  # the provider's own, not the shim's
             health["stderr_lines"] = conn.child.stderr_lines
             health["stderr_suppressed"] = conn.child.stderr_suppressed
+        info = ack.provider.to_wire() if ack is not None else None
+        if info is not None and slot.no_version:  # not said: shown as not said (no member)
+            info.pop("version", None)
         row = {
             "id": slot.spec.id,
             "binding": slot.spec.binding,
-            "info": ack.provider.to_wire() if ack is not None else None,
+            "info": info,
             "capabilities": ack.capabilities.to_wire() if ack is not None else None,
             "state": slot.state.value,
             "health": health,
