@@ -840,7 +840,8 @@ def failed_hints(
     error, a quarantined reply), those whose leg answered yet lost every frame it offered
     for what it sent (an invalid frame, a wrong digest: ``refused_legs``, with the counts
     by reason and the rule ids its frames broke, as the compose summary counts them), and
-    those whose leg lost part of its answer (with its ``note``, hostd's words, bounded),
+    those whose leg lost part of its answer (with its ``note``, hostd's words, bounded, or
+    the counts and rule ids of the frames it lost of those it offered),
     so a model reading only the text knows the evidence lacks them; their own words are
     not quoted (``structuredContent.providers`` says more, and so does the command named:
     ``hostd status`` for a daemon's providers (``connect``), else ``hostd check-provider``,
@@ -849,7 +850,10 @@ def failed_hints(
     failed = [p for p in result.get("providers") or [] if p.get("status") in _FAILED_LEGS]
     refused = refused_legs(result)
     partial = _partial(result)
-    if not failed and not refused and not partial:
+    # Legs that lost some of their frames for what they sent, not all: named with the
+    # same counts and rule ids, under "only part" (one also short of a tool: both said).
+    lessened = refused_legs(result, partly=True)
+    if not failed and not refused and not partial and not lessened:
         return []
     option = f" --config {config}" if config else ""
     named = []
@@ -857,10 +861,17 @@ def failed_hints(
         gone = [f"{p.get('provider_id')} ({p.get('status')})" for p in failed]
         gone += [f"{p.get('provider_id')} (ok, but {_dropped(p, n)})" for p, n in refused]
         named.append(f"no evidence from {', '.join(gone)}")
-    if partial:
-        part = ", ".join(f"{p.get('provider_id')} ({_shown_note(p)})" for p in partial)
-        named.append(f"only part of the evidence from {part}")
+    if partial or lessened:
+        dropped = {str(p.get("provider_id")): _dropped(p, n) for p, n in lessened}
+        part = []
+        for p in partial:
+            pid = str(p.get("provider_id"))
+            also = f"; {dropped.pop(pid)}" if pid in dropped else ""
+            part.append(f"{pid} ({_shown_note(p)}{also})")
+        part += [f"{pid} (ok, but {words})" for pid, words in dropped.items()]
+        named.append(f"only part of the evidence from {', '.join(part)}")
     told = [*failed, *(p for p, _ in refused), *partial]
+    told += [p for p, _ in lessened if p not in partial]
     if connect is not None:
         how = f"`hostd{option} status` says why"
     else:
@@ -876,7 +887,7 @@ def failed_hints(
 
 
 def _dropped(report: Mapping[str, Any], reasons: dict[str, int]) -> str:
-    """``dropped_words`` of a leg that lost every frame: an invalid frame's reason with
+    """``dropped_words`` of a leg that lost frames: an invalid frame's reason with
     the rule ids its frames broke (``schema, F2``), never a field or a message (a field
     path may hold a member a provider named)."""
     rules = sorted(
