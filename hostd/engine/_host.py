@@ -53,7 +53,7 @@ from ._clock import now
 from ._declared import HandshakeRecords
 from ._gate import ConsentGate, missing_consent
 from ._health import Health, RestartPolicy
-from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all
+from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all, refused_words
 from ._launch import PoolSettings
 from ._outcome import WARMING_PARTIAL
 from ._plan import ProviderView, plan_fan_out
@@ -322,8 +322,11 @@ class Host:
                 report.note if faulty else None,
                 # Said apart from the note, which may also say what left frames out.
                 reply.empty if not report.frames_offered else None,
-                refused_all(done),
+                # With a verify stage, frames it offered may yet be dropped (a digest, a
+                # source): whether it lost them all is told once the stage is done.
+                None if stage is not None else refused_all(done),
                 reply.sent_mark,
+                refusals_later=stage is not None and report.status is LegStatus.OK,
             )
             _log_leg(report)
             if on_leg_done is not None:
@@ -382,7 +385,12 @@ class Host:
         else:
             async with anyio.create_task_group() as callbacks:
                 verified = await work
-        return judge(plan, judged, verified)
+        fan = judge(plan, judged, verified)
+        if stage is not None:  # each ok leg's refusals, now that verification dropped its
+            for pid, done in judged.items():
+                if done.report.status is LegStatus.OK and pid in by_id:
+                    self.pool.record_refusals(by_id[pid], refused_words(done.report, fan.excluded))
+        return fan
 
     async def _with_progress(
         self,

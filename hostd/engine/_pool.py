@@ -87,6 +87,7 @@ from ._health import (
     is_parked,
     record_failure,
     record_leg,
+    record_refusals,
     record_refused,
     record_restart_requested,
     record_retry,
@@ -787,6 +788,12 @@ class ProviderPool:
         )
         self._schedule_revive(slot)
 
+    def record_refusals(self, slot: Slot, invalid: str | None) -> None:
+        """An ``ok`` leg counted with ``refusals_later``, once verification is done:
+        ``invalid`` (``refused_words``) when every frame it offered was refused for what
+        it sent, else ``None`` (``record_refusals``)."""
+        slot.health = record_refusals(slot.health, invalid)
+
     def record_leg(
         self,
         slot: Slot,
@@ -796,10 +803,12 @@ class ProviderPool:
         empty: str | None = None,
         invalid: str | None = None,
         sent_mark: int | None = None,
+        refusals_later: bool = False,
     ) -> None:
         """Count a finished leg (``lost``: what an ``ok`` one lost of its answer; ``empty``:
         why one held no frame, when its binding could tell; ``invalid``: what its frames
-        broke when every one was refused as invalid; ``sent_mark``: its health's
+        were refused for when every one was; ``refusals_later``: that is told after
+        verification, by ``record_refusals``; ``sent_mark``: its health's
         ``timeout_mark`` when it was sent, so legs that timed out together count as one
         miss); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
@@ -818,6 +827,7 @@ class ProviderPool:
             empty=empty,
             invalid=invalid,
             sent_mark=sent_mark,
+            refusals_later=refusals_later,
         )
         conn = slot.conn
         if status == "unauthorized":
