@@ -40,7 +40,8 @@ A provider that answered, yet whose frames were dropped for what it sent (an inv
 frame, a digest that is not its content's, a file outside the trusted roots): how many,
 by the audit's reason (``dropped_words``), in the words the compose summary and ``hostd
 mcp``'s texts share; ``refused_legs`` names the legs that lost every frame that way,
-which give a composition nothing, as a failed one does.
+which give a composition nothing, as a failed one does (or, ``partly``, those that lost
+only some: the rest of their evidence is there, less what was dropped).
 """
 
 from __future__ import annotations
@@ -481,16 +482,22 @@ def dropped_words(reasons: Mapping[str, int], why: Mapping[str, str] | None = No
     return f"{sum(reasons.values())} frame(s) dropped: {'; '.join(parts)}"
 
 
-def refused_legs(result: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], dict[str, int]]]:
+def refused_legs(
+    result: Mapping[str, Any], *, partly: bool = False
+) -> list[tuple[Mapping[str, Any], dict[str, int]]]:
     """The ``ok`` legs that offered frames and lost every one for what they sent
     (``dropped_frames``: each of its ``frames_offered`` has such an audit entry), with
     their drops by reason, in the order of ``providers``: to whoever reads the prompt,
-    such a source is as missing as one whose leg failed."""
+    such a source is as missing as one whose leg failed. ``partly``: instead, those
+    that lost some of them, not all (the rest were ranked as any other frame): the
+    prompt holds less of such a source than it offered."""
     faults = dropped_frames(result)
     out = []
     for p in result.get("providers") or []:
         offered = p.get("frames_offered")
         mine = faults.get(str(p.get("provider_id")))
-        if p.get("status") == "ok" and mine and offered and sum(mine.values()) >= offered:
+        if p.get("status") != "ok" or not mine or not offered:
+            continue
+        if (sum(mine.values()) < offered) == partly:
             out.append((p, mine))
     return out

@@ -79,6 +79,7 @@ __all__ = [
     "record_failure",
     "record_leg",
     "record_refused",
+    "record_refusals",
     "record_started",
     "restarts_behind",
     "retry_cool_down_s",
@@ -608,6 +609,7 @@ def record_leg(
     empty: str | None = None,
     invalid: str | None = None,
     sent_mark: int | None = None,
+    refusals_later: bool = False,
 ) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
@@ -619,13 +621,15 @@ def record_leg(
     toward ``partial_legs``, and a whole ``ok`` leg ends that run. ``empty``: why an ``ok``
     leg held no frame (its binding's words), kept as ``found_nothing`` until an ``ok`` leg
     gives one; a leg that is no answer leaves it as it was. ``invalid``: an ``ok`` leg
-    offered frames and every one was refused as invalid (hostd's words: which rule, which
-    field), kept as ``last_error``; it counts toward ``invalid_legs``, and any other
-    ``ok`` leg ends that run. ``sent_mark``: ``health.timeout_mark`` when the leg was
-    sent; a timeout counts toward ``consecutive_timeouts`` only when no other was
-    counted since (it was sent after the last counted one timed out): legs that were
-    out together and time out together are one miss, not several in a row. ``None``
-    (not known): every timeout counts."""
+    offered frames and every one was refused for what it sent (hostd's words: by reason,
+    which rule, which field: ``refused_words``), kept as ``last_error``; it counts toward
+    ``invalid_legs``, and any other ``ok`` leg ends that run. ``refusals_later``: that is
+    decided after verification (``record_refusals``), which drops frames of its own (a
+    digest, a source): ``invalid_legs`` is left as it was here. ``sent_mark``:
+    ``health.timeout_mark`` when the leg was sent; a timeout counts toward
+    ``consecutive_timeouts`` only when no other was counted since (it was sent after the
+    last counted one timed out): legs that were out together and time out together are
+    one miss, not several in a row. ``None`` (not known): every timeout counts."""
     if status != "ok":
         lost = invalid = None  # only an answer can be short of something, or refused
     elif invalid is not None:
@@ -685,7 +689,9 @@ def record_leg(
         found_nothing=found_nothing,
         # Any other answer ends the run; a leg that is no answer neither ends nor adds.
         invalid_legs=(
-            health.invalid_legs + 1
+            health.invalid_legs
+            if refusals_later
+            else health.invalid_legs + 1
             if invalid is not None
             else 0
             if status == "ok"
@@ -693,6 +699,16 @@ def record_leg(
         ),
         failed_retries=health.failed_retries,
     )
+
+
+def record_refusals(health: Health, invalid: str | None) -> Health:
+    """An ``ok`` leg counted with ``refusals_later``, once verification has dropped what
+    it drops: ``invalid`` (``refused_words``: every frame it offered refused for what it
+    sent) counts toward ``invalid_legs`` and is kept as ``last_error``; ``None`` ends that
+    run, as any other answer does."""
+    if invalid is None:
+        return replace(health, invalid_legs=0) if health.invalid_legs else health
+    return replace(health, invalid_legs=health.invalid_legs + 1, last_error=bounded_error(invalid))
 
 
 def is_warming_leg(status: str) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from hostd._hints import RESTARTING
 from hostd._log import INFO, WARNING, get_logger
 from hostd._log import level as log_level
 from hostd.errors import HostdError, ProviderParked, ShuttingDown
@@ -52,13 +53,13 @@ from ._clock import now
 from ._declared import HandshakeRecords
 from ._gate import ConsentGate, missing_consent
 from ._health import Health, RestartPolicy
-from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all
+from ._judge import JudgedLeg, audited, judge, judge_leg, refused_all, refused_words
 from ._launch import PoolSettings
 from ._outcome import WARMING_PARTIAL
 from ._plan import ProviderView, plan_fan_out
 from ._pool import ProviderPool, Reconfigured, Slot
 from ._report import FanOut, LegReport, LegStatus
-from ._run import LegReply, run_fan_out
+from ._run import LegReply, restarting_message, run_fan_out
 from ._spec import ProviderSpec
 from ._write import choose_writer, declared_writers, write_one
 from .consent import ConsentStore, consent_destination
@@ -193,8 +194,11 @@ class Host:
         """Start every provider and wait until each is ready or failed (``hostd warm``,
         ``providers/warm``): a warm-up may outlast the start deadline (a cold embedding
         build), so only the provider's exit ends the wait early. One already started
-        (a serving daemon's) is joined, not started again. The readiness of each, by
-        provider id; ``on_progress`` hears each warm-up step meanwhile."""
+        (a serving daemon's) is joined, not started again. One in a crash loop
+        (``pool.restart_behind``, as a request finds it) is not waited for, nor its
+        backoff: ``restarting: …`` with its last failure, its restart under way behind.
+        The readiness of each, by provider id; ``on_progress`` hears each warm-up step
+        meanwhile."""
         if on_progress is None:
             return await self._warm_all(None)
         return await self._with_progress(set(self.pool.slots), on_progress, self._warm_all)
@@ -206,6 +210,9 @@ class Host:
         states: dict[str, str] = {}
 
         async def one(slot: Slot) -> None:
+            if self.pool.restart_behind(slot):  # failing at each start: no wait cures it
+                states[slot.spec.id] = f"{RESTARTING}: {restarting_message(slot)}"
+                return
             try:
                 conn = await self.pool.ensure(slot)
             except HostdError as exc:
@@ -317,8 +324,11 @@ class Host:
                 report.note if faulty else None,
                 # Said apart from the note, which may also say what left frames out.
                 reply.empty if not report.frames_offered else None,
-                refused_all(done),
+                # With a verify stage, frames it offered may yet be dropped (a digest, a
+                # source): whether it lost them all is told once the stage is done.
+                None if stage is not None else refused_all(done),
                 reply.sent_mark,
+                refusals_later=stage is not None and report.status is LegStatus.OK,
             )
             _log_leg(report)
             if on_leg_done is not None:
@@ -378,7 +388,12 @@ class Host:
         else:
             async with anyio.create_task_group() as callbacks:
                 verified = await work
-        return judge(plan, judged, verified)
+        fan = judge(plan, judged, verified)
+        if stage is not None:  # each ok leg's refusals, now that verification dropped its
+            for pid, done in judged.items():
+                if done.report.status is LegStatus.OK and pid in by_id:
+                    self.pool.record_refusals(by_id[pid], refused_words(done.report, fan.excluded))
+        return fan
 
     async def _with_progress(
         self,

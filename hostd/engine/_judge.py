@@ -13,13 +13,15 @@ this), ``unverified`` otherwise. No I/O, no clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
+from hostd._hints import PROVIDER_FAULTS
 from hostd.protocol import FRAME_KINDS, ContextFrame, FrameId, Violation
 
 from ._leg_audit import LegAudit, audit_leg
@@ -38,6 +40,7 @@ __all__ = [
     "no_kind_declared",
     "nothing_fit",
     "refused_all",
+    "refused_words",
 ]
 
 #: The state of every accepted frame before (or without) verification: one shared,
@@ -177,20 +180,44 @@ def nothing_fit(reply: LegReply, offered: int, asked: int) -> str | None:
 
 def refused_all(judged: JudgedLeg) -> str | None:
     """What an ``ok`` leg's frames broke when it offered some and every one was refused
-    as invalid (``invalid_frame 2 of 2 (schema frames[0].title: missing)``: the
-    first violation of the first frame the audit lists, hostd's words), for its
-    provider's health (a provider up and answering, yet giving nothing usable). ``None``
-    otherwise: no frame offered, one accepted, or one dropped for another reason."""
+    as invalid at its audit (``invalid_frame 2 of 2 (schema frames[0].title: missing)``),
+    for its provider's health when no verify stage runs (``refused_words`` otherwise,
+    once the stage has dropped what it drops). ``None`` otherwise."""
     audit = judged.audit
     if judged.report.status is not LegStatus.OK or audit is None or audit.accepted:
         return None
-    refused = [detail for _, reason, detail in audit.excluded if reason == "invalid_frame"]
-    if not refused or len(refused) != audit.offered:
+    return refused_words(judged.report, audit.excluded)
+
+
+def refused_words(report: LegReport, excluded: Iterable[Excluded]) -> str | None:
+    """What an ``ok`` leg's frames were refused for when it offered some and lost every
+    one for what it sent (``PROVIDER_FAULTS``: an invalid frame, a digest or a source
+    that is not its content's, a file outside the trusted roots), by reason, of how many
+    it offered, with the first violation of the first invalid frame (hostd's words):
+    ``digest_mismatch 1, invalid_frame 1 of 2 (schema frames[0].title: missing)``. For
+    its provider's health (up and answering, yet giving nothing usable). ``None``
+    otherwise: no frame offered, one kept, or one dropped for another reason.
+    ``excluded``: every frame dropped in the fan-out (this leg's are picked out)."""
+    offered = report.frames_offered
+    if report.status is not LegStatus.OK or not offered:
         return None
-    first = (refused[0].get("violations") or [{}])[0]
-    what = " ".join(str(first.get(k, "")) for k in ("rule", "field") if first.get(k))
-    said = f" ({what}: {first['message']})" if what and first.get("message") else ""
-    return f"invalid_frame {len(refused)} of {audit.offered}{said}"
+    pid = report.provider_id
+    reasons: Counter[str] = Counter()
+    first: dict[str, Any] | None = None
+    for fid, reason, detail in excluded:
+        if fid.provider_id != pid or reason not in PROVIDER_FAULTS:
+            continue
+        reasons[reason] += 1
+        if first is None and reason == "invalid_frame":
+            first = (detail.get("violations") or [{}])[0]
+    if sum(reasons.values()) != offered:
+        return None
+    counts = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
+    what = (
+        " ".join(str(first.get(k, "")) for k in ("rule", "field") if first.get(k)) if first else ""
+    )
+    said = f" ({what}: {first['message']})" if first and what and first.get("message") else ""
+    return f"{counts} of {offered}{said}"
 
 
 def _empty(reply: LegReply, offered: int) -> str | None:

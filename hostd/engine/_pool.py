@@ -98,6 +98,7 @@ from ._health import (
     is_parked,
     record_failure,
     record_leg,
+    record_refusals,
     record_refused,
     record_restart_requested,
     record_retry,
@@ -224,6 +225,7 @@ class Slot:
         "conn",
         "crash",
         "last_ack",
+        "no_version",
         "late_seen",
         "policy",
         "refusal",
@@ -242,6 +244,9 @@ class Slot:
         self.conn: ProviderLink | None = None
         self._health = Health()
         self.last_ack: HandshakeAck | None = None
+        #: Its last handshake named no version (``ProviderConnection.given_version``):
+        #: ``info`` shows none, not the ack's stand-in.
+        self.no_version = False
         self.starting: _Start | None = None
         #: When the last start's deadline ends (anyio time): up to then it is never killed,
         #: and a request naming no timeout waits for its readiness.
@@ -779,6 +784,11 @@ class ProviderPool:
                 return
             slot.conn, slot.late_seen, slot.cannot_run, slot.crash = conn, 0, None, None
             slot.last_ack = conn.ack
+            slot.no_version = (
+                isinstance(conn, ProviderConnection)
+                and conn.ack is not None
+                and conn.given_version is None
+            )
             if isinstance(conn, ProviderConnection):
                 self._tg.start_soon(self._watch, slot, conn)
             if conn.ack is not None:
@@ -856,6 +866,12 @@ class ProviderPool:
         )
         self._schedule_revive(slot)
 
+    def record_refusals(self, slot: Slot, invalid: str | None) -> None:
+        """An ``ok`` leg counted with ``refusals_later``, once verification is done:
+        ``invalid`` (``refused_words``) when every frame it offered was refused for what
+        it sent, else ``None`` (``record_refusals``)."""
+        slot.health = record_refusals(slot.health, invalid)
+
     def record_leg(
         self,
         slot: Slot,
@@ -865,10 +881,12 @@ class ProviderPool:
         empty: str | None = None,
         invalid: str | None = None,
         sent_mark: int | None = None,
+        refusals_later: bool = False,
     ) -> None:
         """Count a finished leg (``lost``: what an ``ok`` one lost of its answer; ``empty``:
         why one held no frame, when its binding could tell; ``invalid``: what its frames
-        broke when every one was refused as invalid; ``sent_mark``: its health's
+        were refused for when every one was; ``refusals_later``: that is told after
+        verification, by ``record_refusals``; ``sent_mark``: its health's
         ``timeout_mark`` when it was sent, so legs that timed out together count as one
         miss); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
@@ -887,6 +905,7 @@ class ProviderPool:
             empty=empty,
             invalid=invalid,
             sent_mark=sent_mark,
+            refusals_later=refusals_later,
         )
         conn = slot.conn
         if status == "unauthorized":
@@ -981,10 +1000,13 @@ class ProviderPool:
             health["pid"] = conn.child.provider_pid  # the provider's own, not the shim's
             health["stderr_lines"] = conn.child.stderr_lines
             health["stderr_suppressed"] = conn.child.stderr_suppressed
+        info = ack.provider.to_wire() if ack is not None else None
+        if info is not None and slot.no_version:  # not said: shown as not said (no member)
+            info.pop("version", None)
         row = {
             "id": slot.spec.id,
             "binding": slot.spec.binding,
-            "info": ack.provider.to_wire() if ack is not None else None,
+            "info": info,
             "capabilities": ack.capabilities.to_wire() if ack is not None else None,
             "state": slot.state.value,
             "health": health,

@@ -203,6 +203,18 @@ async def _result(
     return await (call.result() if call is not None else conn.query(query))
 
 
+def restarting_message(slot: Slot) -> str:
+    """What a crash loop's leg (code ``restarting``) and ``warm_all`` say of ``slot``: its
+    restart runs behind, not waited for, and its last failure (``hostd._hints`` reads
+    the words after ``its last failure: ``)."""
+    health = slot.health
+    return (
+        f"provider restarting after {health.consecutive_failures} failures in a row, "
+        "not waited for; its last failure: "
+        f"{health.last_failure}"
+    )
+
+
 class _Runner:
     __slots__ = (
         "behind_ids",
@@ -287,12 +299,7 @@ class _Runner:
 
     @staticmethod
     def restarting_message(slot: Slot) -> str:
-        health = slot.health
-        return (
-            f"provider restarting after {health.consecutive_failures} failures in a row, "
-            "not waited for; its last failure: "
-            f"{health.last_failure}"
-        )
+        return restarting_message(slot)
 
     async def _start(self, slot: Slot, leg: LegPlan) -> Ready:
         # Ready (or failed its warm-up) within the caller's bound, else warming at its end.

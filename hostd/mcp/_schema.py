@@ -275,7 +275,27 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
                 "offered": {"type": "integer"},
                 "included": {"type": "integer"},
                 "excluded": {"type": "object", "additionalProperties": {"type": "integer"}},
-                "policy": {"type": "object"},
+                "policy": {
+                    "type": "object",
+                    "description": "how it was ranked and placed",
+                    "properties": {
+                        "strategy": {"type": "string"},
+                        "placement": {"type": "string"},
+                        "strategy_params": {
+                            "type": ["string", "object"],
+                            "description": "the strategy's own form, as the strategy "
+                            "argument's JSON object form (docs/cli.md): its parameters, "
+                            "a calibration's file, a reranker's verdict",
+                        },
+                        "overfetch": {"type": "number"},
+                        "asked": {
+                            "type": "object",
+                            "additionalProperties": {"type": "integer"},
+                            "description": "the tokens each provider was asked for",
+                        },
+                        "tokenizer": {"type": "string"},
+                    },
+                },
             },
             "required": ["global_budget", "tokens_used", "offered", "included", "excluded"],
         },
@@ -318,30 +338,145 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
     ],
 }
 
-#: The members a ``providers/list`` row and the reranker's row share (docs/api.md):
-#: ``info``, ``capabilities`` and ``health`` are the API's objects, passed on as they are.
+#: A handshake's ``provider`` (``ProviderInfo``): its name, version and data flow (C1).
+_INFO = {
+    "type": ["object", "null"],
+    "description": "the provider's name and version from its handshake (no version when an "
+    "MCP server's initialize named none); null before one",
+    "properties": {
+        "name": {"type": "string"},
+        "version": {"type": "string"},
+        "data_flow": {
+            "type": "object",
+            "properties": {
+                "reads": {"type": "boolean"},
+                "writes": {"type": "boolean"},
+                "egress": {"type": "boolean"},
+                "egress_scopes": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    },
+}
+
+_KINDS = {"type": "object", "properties": {"kinds": {"type": "array", "items": {"type": "string"}}}}
+
+#: A handshake's ``capabilities`` (``Capabilities``).
+_CAPABILITIES = {
+    "type": ["object", "null"],
+    "description": "what its handshake declared (query kinds, verify …); null before one",
+    "properties": {
+        "query": _KINDS,
+        "correlation": {"type": "boolean"},
+        "graph": {"type": "boolean"},
+        "embeddings_fingerprint": {"type": "string"},
+        "verify": {"type": "boolean"},
+        "representations": {"type": "array", "items": {"type": "string"}},
+        "resolve": {"type": "boolean"},
+        "remember": {**_KINDS, "description": "the entry kinds it stores (memory/remember)"},
+    },
+}
+
+_COUNT = {"type": "integer", "minimum": 0}
+_TEXT_OR_NULL = {"type": ["string", "null"]}
+
+#: A row's ``health`` (``Health.to_wire`` and what the pool, the verify stage and a rerank
+#: server add: docs/api.md, providers/list), every member it may carry declared.
+_HEALTH = {
+    "type": "object",
+    "description": "its counters (starts, restarts, legs, ok, timeouts, crashes …), "
+    "last_error, last_failure, stderr_tail and, while it warms, readiness and progress "
+    "(docs/api.md, providers/list)",
+    "properties": {
+        "state": {"type": "string"},
+        **dict.fromkeys(
+            (
+                "starts",
+                "restarts",
+                "consecutive_failures",
+                "legs",
+                "ok",
+                "timeouts",
+                "crashes",
+                "errors",
+                "quarantines",
+                "no_consent",
+                "consecutive_timeouts",
+                "late_replies",
+                "warming",
+                "retries",
+                "restarts_requested",
+                "failing_legs",
+                "partial_legs",
+                "invalid_legs",
+                "failed_retries",
+            ),
+            _COUNT,
+        ),
+        "last_error": _TEXT_OR_NULL,
+        "last_failure": _TEXT_OR_NULL,
+        "last_failure_s_ago": {"type": ["number", "null"]},
+        "stderr_tail": _TEXT_OR_NULL,
+        "start_timed_out": {"type": "boolean"},
+        "found_nothing": _TEXT_OR_NULL,
+        "readiness": {"type": "string", "description": "warming, ready or failed"},
+        "progress": {
+            "type": "object",
+            "description": "its last warm-up note: state, phase, done of total …",
+            "properties": {
+                "state": {"type": "string"},
+                "phase": {"type": "string"},
+                "message": {"type": "string"},
+                "done": _COUNT,
+                "total": _COUNT,
+                "elapsed_s": _COUNT,
+                "answering": {"type": "boolean"},
+            },
+        },
+        "left_s": {"type": "integer", "description": "a warm-up phase's seconds left"},
+        "retry_in_s": {"type": "number", "description": "a parked one's next try"},
+        "pid": {"type": ["integer", "null"]},
+        "stderr_lines": _COUNT,
+        "stderr_suppressed": _COUNT,
+        "skipped": {
+            **_COUNT,
+            "description": "a rerank server's: asks skipped while it cooled down",
+        },
+        "verification": {
+            "type": "object",
+            "description": "frames of its refused or unconfirmed by verification, by why",
+            "properties": dict.fromkeys(
+                (
+                    "digest_mismatch",
+                    "source_mismatch",
+                    "rubber_stamp",
+                    "verify_failed",
+                    "verify_missing",
+                    "verify_unrequested",
+                    "verify_conflicting",
+                ),
+                _COUNT,
+            ),
+        },
+    },
+}
+
+#: The members a ``providers/list`` row and the reranker's row share (docs/api.md).
 _ROW = {
     "id": {"type": "string"},
     "binding": {"type": "string"},
     "state": {"type": "string"},
-    "info": {
-        "type": ["object", "null"],
-        "description": "the provider's name and version from its handshake; null before one",
-    },
-    "capabilities": {
-        "type": ["object", "null"],
-        "description": "what its handshake declared (query kinds, verify …); null before one",
-    },
-    "health": {
-        "type": "object",
-        "description": "its counters (starts, restarts, legs, ok, timeouts, crashes …), "
-        "last_error, last_failure, stderr_tail and, while it warms, readiness and progress "
-        "(docs/api.md, providers/list)",
-    },
+    "info": _INFO,
+    "capabilities": _CAPABILITIES,
+    "health": _HEALTH,
     "remote": {
         "type": "object",
         "description": 'a remote provider\'s: its url and credential ("<redacted>" or null, '
         "never the secret), exchanges",
+        "properties": {
+            "url": {"type": "string"},
+            "credential": _TEXT_OR_NULL,
+            "exchanges": _COUNT,
+        },
     },
 }
 
@@ -705,7 +840,8 @@ def failed_hints(
     error, a quarantined reply), those whose leg answered yet lost every frame it offered
     for what it sent (an invalid frame, a wrong digest: ``refused_legs``, with the counts
     by reason and the rule ids its frames broke, as the compose summary counts them), and
-    those whose leg lost part of its answer (with its ``note``, hostd's words, bounded),
+    those whose leg lost part of its answer (with its ``note``, hostd's words, bounded, or
+    the counts and rule ids of the frames it lost of those it offered),
     so a model reading only the text knows the evidence lacks them; their own words are
     not quoted (``structuredContent.providers`` says more, and so does the command named:
     ``hostd status`` for a daemon's providers (``connect``), else ``hostd check-provider``,
@@ -714,7 +850,10 @@ def failed_hints(
     failed = [p for p in result.get("providers") or [] if p.get("status") in _FAILED_LEGS]
     refused = refused_legs(result)
     partial = _partial(result)
-    if not failed and not refused and not partial:
+    # Legs that lost some of their frames for what they sent, not all: named with the
+    # same counts and rule ids, under "only part" (one also short of a tool: both said).
+    lessened = refused_legs(result, partly=True)
+    if not failed and not refused and not partial and not lessened:
         return []
     option = f" --config {config}" if config else ""
     named = []
@@ -722,10 +861,17 @@ def failed_hints(
         gone = [f"{p.get('provider_id')} ({p.get('status')})" for p in failed]
         gone += [f"{p.get('provider_id')} (ok, but {_dropped(p, n)})" for p, n in refused]
         named.append(f"no evidence from {', '.join(gone)}")
-    if partial:
-        part = ", ".join(f"{p.get('provider_id')} ({_shown_note(p)})" for p in partial)
-        named.append(f"only part of the evidence from {part}")
+    if partial or lessened:
+        dropped = {str(p.get("provider_id")): _dropped(p, n) for p, n in lessened}
+        part = []
+        for p in partial:
+            pid = str(p.get("provider_id"))
+            also = f"; {dropped.pop(pid)}" if pid in dropped else ""
+            part.append(f"{pid} ({_shown_note(p)}{also})")
+        part += [f"{pid} (ok, but {words})" for pid, words in dropped.items()]
+        named.append(f"only part of the evidence from {', '.join(part)}")
     told = [*failed, *(p for p, _ in refused), *partial]
+    told += [p for p, _ in lessened if p not in partial]
     if connect is not None:
         how = f"`hostd{option} status` says why"
     else:
@@ -741,7 +887,7 @@ def failed_hints(
 
 
 def _dropped(report: Mapping[str, Any], reasons: dict[str, int]) -> str:
-    """``dropped_words`` of a leg that lost every frame: an invalid frame's reason with
+    """``dropped_words`` of a leg that lost frames: an invalid frame's reason with
     the rule ids its frames broke (``schema, F2``), never a field or a message (a field
     path may hold a member a provider named)."""
     rules = sorted(

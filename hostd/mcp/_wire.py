@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -60,7 +60,7 @@ from hostd.errors import (
     ShuttingDown,
 )
 from hostd.protocol import DEFAULT_MAX_LINE_BYTES, LineSplitter
-from hostd.rpc import decode, encode_line, error_reply, request_problem
+from hostd.rpc import decode, encode_line, error_reply, is_mcp_id, request_problem
 
 __all__ = ["DRAIN_S", "Screened", "screen", "serve_stdio"]
 
@@ -90,13 +90,8 @@ class Screened:
     members: tuple[Screened, ...] = ()
 
 
-def _is_id(value: Any) -> TypeGuard[RequestId]:
-    # MCP: an id is a string or an integer, never null (JSON-RPC 2.0's null is refused).
-    return isinstance(value, str | int) and not isinstance(value, bool)
-
-
 def _refuse(exc: HostdError, id_: Any = None) -> Screened:
-    return Screened(reply=error_reply(exc, id_ if _is_id(id_) else None))
+    return Screened(reply=error_reply(exc, id_ if is_mcp_id(id_) else None))
 
 
 _BATCH = (
@@ -122,7 +117,7 @@ def _batch(items: list[Any], *, served: bool) -> Screened:
             if "method" not in item and ("result" in item or "error" in item):
                 continue  # a response: never replied to
             id_ = item.get("id")
-        replies.append(error_reply(InvalidRequest(_BATCH), id_ if _is_id(id_) else None))
+        replies.append(error_reply(InvalidRequest(_BATCH), id_ if is_mcp_id(id_) else None))
     if not replies:
         return Screened()
     return Screened(reply=replies)
@@ -180,7 +175,7 @@ def _hand_on(value: dict[str, Any], *, respond: bool) -> Screened:
         "notifications/cancelled"
     ):
         target = (message.params or {}).get("requestId")
-        cancels = coerce_request_id(target) if _is_id(target) else None
+        cancels = coerce_request_id(target) if is_mcp_id(target) else None
     request = message.id if isinstance(message, types.JSONRPCRequest) else None
     return Screened(message=SessionMessage(message), request=request, cancels=cancels)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -34,6 +34,7 @@ __all__ = [
     "encode_line",
     "encode_reply",
     "error_reply",
+    "is_mcp_id",
     "log_unexpected",
     "make_notification",
     "make_request",
@@ -174,8 +175,11 @@ _ID_WORDS = "a string, a number under 2^63 or null"
 _MCP_ID_WORDS = "a string or an integer (MCP)"
 
 
-def _mcp_id(value: Any) -> bool:
-    # MCP: "a string or integer", never null (JSON-RPC 2.0's null is refused).
+def is_mcp_id(value: Any) -> TypeGuard[str | int]:
+    """An MCP request id: "a string or integer", never null (JSON-RPC 2.0's null is
+    refused), never a bool (JSON's ``true`` is no integer). The one check, for the
+    request shape here and for ``hostd mcp``'s edge, which echoes an id only when it is
+    one."""
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
@@ -205,7 +209,7 @@ def request_problem(item: Any, *, mcp: bool = False) -> InvalidRequest | None:
     if "params" in item and not isinstance(item["params"], dict | list):
         words = "an object (MCP)" if mcp else "an object or an array"
         return _refused("params", f"got {given(item['params'])}; expected {words}")
-    if "id" in item and not (_mcp_id if mcp else _valid_id)(item["id"]):
+    if "id" in item and not (is_mcp_id if mcp else _valid_id)(item["id"]):
         words = _MCP_ID_WORDS if mcp else _ID_WORDS
         return _refused("id", f"got {given(item['id'])}; expected {words}")
     if mcp:

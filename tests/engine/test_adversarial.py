@@ -390,6 +390,30 @@ async def test_a_malformed_reply_fails_its_leg_alone_and_the_connection_answers_
     assert "malformed query result" in health["last_error"]
 
 
+async def test_a_provider_whose_every_frame_fails_verification_shows_it_in_its_health() -> None:
+    """``invalid_legs`` counts every refusal for what a provider sent, as the compose
+    summary and ``hostd mcp``'s texts do: frames whose digest is not their content's
+    (dropped by verification, after the leg was judged), alone or beside an invalid one."""
+    async with Host([adversary("wrong_digests", ADV)], start="boot") as host:
+        for n in (1, 2):
+            fan = await host.query_all(query(goal="wrong digests"), 1000)
+            assert adv(fan).status is LegStatus.OK and adv(fan).frames_offered == 2
+            assert fan.accepted == []
+            assert host.health(ADV).invalid_legs == n
+        assert host.health(ADV).last_error == "digest_mismatch 2 of 2"
+        await host.query_all(query(goal="mixed: one untitled"), 1000)
+        health = host.health(ADV)
+        assert (health.invalid_legs, health.last_error) == (
+            3,
+            "digest_mismatch 1, invalid_frame 1 of 2 (schema frames[0].title: missing)",
+        )
+        (row,) = host.providers_list()
+        assert row["state"] == "ready" and row["health"]["invalid_legs"] == 3
+        fan = await host.query_all(query(goal="right digests"), 1000)
+        assert len(fan.accepted) == 2
+        assert host.health(ADV).invalid_legs == 0
+
+
 async def test_a_provider_whose_every_frame_is_refused_shows_it_in_its_health() -> None:
     """Answers whose frames all break the schema (no title) leave the provider ``ready``
     and its legs ``ok``, so its health counts them, and says why, until an answer with

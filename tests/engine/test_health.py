@@ -25,6 +25,7 @@ from hostd.engine import (
     is_warming_leg,
     record_failure,
     record_leg,
+    record_refusals,
     record_refused,
     record_restart_requested,
     record_retry,
@@ -502,6 +503,19 @@ def test_invalid_legs_counts_answers_whose_frames_were_all_refused_until_another
     assert record_leg(health, "ok").invalid_legs == 0  # a later good answer clears it
     # Only an answer's frames can be refused.
     assert record_leg(Health(), "error", error="e", invalid=why).invalid_legs == 0
+
+
+def test_invalid_legs_told_after_verification_count_as_those_told_at_once() -> None:
+    # A leg counted before its frames are verified leaves the run as it was; what
+    # verification leaves of them decides it (record_refusals), as ``invalid`` does.
+    why = "digest_mismatch 2 of 2"
+    health = record_leg(Health(state=ProviderState.READY), "ok", invalid=why)
+    health = record_leg(health, "ok", refusals_later=True)
+    assert health.invalid_legs == 1  # neither counted nor ended yet
+    health = record_refusals(health, why)
+    assert (health.invalid_legs, health.last_error) == (2, why)
+    health = record_leg(health, "ok", refusals_later=True)
+    assert record_refusals(health, None).invalid_legs == 0  # a usable frame ends the run
 
 
 def test_found_nothing_is_the_last_answers_emptiness_until_one_gives_a_frame() -> None:

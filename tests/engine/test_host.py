@@ -183,11 +183,40 @@ async def test_a_provider_in_a_crash_loop_is_restarted_behind_the_requests(
             await gate.wait_held(1)
             assert gate.held == 1  # one restart under way, not one per request
             gate.open()
-            assert await host.warm_all() == {"c": "ready", "h": "ready"}  # its restart, up
+            await host.pool.ensure(host.pool.slots["c"])  # its restart, up
+            assert await host.warm_all() == {"c": "ready", "h": "ready"}
             served = await host.query_all(query(), 1000)
             assert served.reports["c"].status is LegStatus.OK, served.reports["c"]
             health = host.health("c")
     assert (health.starts, health.consecutive_failures) == (3, 0)
+
+
+async def test_warm_all_does_not_wait_for_a_crash_loops_restart(tmp_path: Path) -> None:
+    """A provider that exits at every start, failed twice in a row: ``warm_all`` (``hostd
+    warm``) says it is restarting, with its last failure, as a request does, and waits
+    neither for its backoff nor for its restart (held at a gate that stays shut: a wait
+    would hang), which goes on behind, one at a time."""
+    policy = RestartPolicy(base_delay_s=0.01, max_attempts=5)
+    async with Gate() as gate:
+        gate.close()  # its third start and later ones wait at the gate
+        extra = ("--start-gate", str(gate.port), str(tmp_path / "starts"), "3")
+        specs = [adversary("noisy_start_crash", "c", extra=extra), healthy("h")]
+        with anyio.fail_after(60):  # a hang guard
+            async with Host(specs, restart_policy=policy) as host:
+                for _ in range(2):  # a first failure's restart is waited for: it fails again
+                    fan = await host.query_all(query(), 1000)
+                    assert fan.reports["c"].status is not LegStatus.OK, fan.reports["c"]
+                assert host.health("c").consecutive_failures == 2
+                states = await host.warm_all()
+                assert states["h"] == "ready"
+                assert states["c"].startswith(
+                    "restarting: provider restarting after 2 failures in a row, not waited "
+                    "for; its last failure: "
+                ), states
+                assert "IndexLocked: the index is locked" in states["c"]
+                await gate.wait_held(1)
+                assert gate.held == 1  # its restart is under way behind, once
+                gate.open()
 
 
 async def test_restarts_stop_after_the_bounded_attempts() -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from hostd.client import RpcError
 from hostd.engine import Host, LegStatus, ProviderState, RestartPolicy
+from hostd.errors import HostdError
 from tests.engine._helpers import healthy, query
 
 pytestmark = pytest.mark.anyio
@@ -51,9 +52,9 @@ def starts(counter: Path) -> int:
 async def parked_host(
     tmp_path: Path, *, fails: int, attempts: int, retry_after: float
 ) -> AsyncIterator[tuple[Host, Path, Clock]]:
-    """A host whose provider fails its first ``fails`` starts, warmed until its
-    ``attempts`` are spent (each ``warm_all`` waits for one failed start: failed starts
-    in a row are a crash loop, which no query waits for): parked."""
+    """A host whose provider fails its first ``fails`` starts, started until its
+    ``attempts`` are spent (each ``ensure`` waits for one failed start: failed starts in
+    a row are a crash loop, which neither a query nor ``warm_all`` waits for): parked."""
     counter, clock = tmp_path / "starts", Clock()
     policy = RestartPolicy(
         base_delay_s=0.0, max_attempts=attempts, retry_failed_after_s=retry_after
@@ -62,7 +63,8 @@ async def parked_host(
         [flaky(counter, fails)], restart_policy=policy, health_clock=clock, start_timeout_s=30
     ) as host:
         for i in range(attempts):
-            assert (await host.warm_all())[PID] != "ready"
+            with pytest.raises(HostdError):
+                await host.pool.ensure(host.pool.slots[PID])
             assert starts(counter) == i + 1
         assert host.health(PID).state is ProviderState.FAILED
         yield host, counter, clock

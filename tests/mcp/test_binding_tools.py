@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -413,3 +414,33 @@ async def test_the_handshake_log_says_no_version_for_a_server_that_names_none(
     }
     versions = {e["provider"]: e["version"] for e in logs if e["event"] == "provider.handshake.ok"}
     assert versions == {"bare": None, "named": "2.1"}, versions
+
+
+def test_a_server_that_names_no_version_is_listed_with_none(workdir: Path) -> None:
+    """``hostd providers`` (its text and ``--json``, as ``providers/list`` and
+    ``list_providers`` carry it): the name alone for a server whose ``initialize`` named
+    no version, as for any value not given, never the ack's stand-in (``unknown``)."""
+    command = [sys.executable, "-m", "tests.mcp.mcpserver_app", "tools", "--server-version="]
+    notes = [{"name": "notes", "arguments": {"query": "{query}"}}]
+    config = workdir / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{workdir / "state"}"\n\n'
+        + mcp_table("bare", command, [], resources=False, tools=notes),
+        encoding="utf-8",
+    )
+
+    def providers(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "hostd", "--config", str(config), "providers", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,  # a hang guard
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert providers().splitlines() == ["bare\tmcp\tready\ttools-server"]
+    (row,) = json.loads(providers("--json"))["providers"]
+    assert row["info"]["name"] == "tools-server" and "version" not in row["info"], row["info"]

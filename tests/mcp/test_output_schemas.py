@@ -9,6 +9,7 @@ declares its members, so a member added to a result and not to its schema fails 
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,23 @@ def test_closing_a_schema_refuses_a_member_it_does_not_declare() -> None:
         Draft202012Validator(closed(schema)).validate({"a": {"b": 1}})
 
 
+def _new_member_fails(tool: types.Tool, structured: dict[str, Any], *path: str | int) -> None:
+    """The guard sees a member added inside the object at ``path`` of a real result: it
+    is closed there (its members declared, none left open)."""
+    assert tool.output_schema is not None
+    grown = copy.deepcopy(structured)
+    inside: Any = grown
+    for step in path:
+        inside = inside[step]
+    assert isinstance(inside, dict), path
+    inside["a_new_member"] = 1
+    errors = Draft202012Validator(closed(tool.output_schema)).iter_errors(grown)
+    said = [(list(e.absolute_path), e.message) for e in errors]
+    assert said == [
+        (list(path), "Additional properties are not allowed ('a_new_member' was unexpected)")
+    ], (tool.name, path, said)
+
+
 def _fits(tool: types.Tool, result: types.CallToolResult) -> dict[str, Any]:
     assert result.is_error is False, result.content
     structured = result.structured_content
@@ -75,6 +93,8 @@ async def test_every_member_of_every_tools_result_is_in_its_output_schema(
         f'timeout_ms = 60000\ncwd = "{ROOT}"\ntrusted_roots = ["{corpus}"]\n'
         f'[[provider]]\nid = "noisy"\ncommand = {json.dumps(noisy)}\ncwd = "{ROOT}"\n'
         f'[[provider]]\nid = "adv"\ncommand = {json.dumps(untitled)}\ncwd = "{ROOT}"\n'
+        # A remote provider no server answers (a refused connection): its row's remote.
+        '[[provider]]\nid = "far"\nurl = "http://127.0.0.1:9/"\n'
         f'[[provider]]\nid = "memory"\n'
         f'command = ["python", "-m", "providers.memory", "--db", "{workdir / "m.db"}"]\n'
         f'timeout_ms = 60000\ncwd = "{ROOT}"\n'
@@ -113,6 +133,18 @@ async def test_every_member_of_every_tools_result_is_in_its_output_schema(
     assert legs["noisy"]["error"]["stderr_tail"], legs["noisy"]
     assert legs["adv"]["violations"], legs["adv"]
     assert _fits(tools["list_providers"], listed)["reranker"] is not None
+    # Each object a row or the audit carries is closed: a member added inside it fails.
+    rows = {row["id"]: i for i, row in enumerate(listed.structured_content["providers"])}
+    providers, shown = tools["list_providers"], listed.structured_content
+    files = ("providers", rows["files"])
+    for inside in [("info",), ("info", "data_flow"), ("capabilities",), ("health",)]:
+        _new_member_fails(providers, shown, *files, *inside)
+    _new_member_fails(providers, shown, *files, "capabilities", "query")
+    _new_member_fails(providers, shown, *files, "health", "progress")
+    _new_member_fails(providers, shown, *files, "health", "verification")
+    _new_member_fails(providers, shown, "providers", rows["far"], "remote")
+    _new_member_fails(providers, shown, "reranker", "health")
+    _new_member_fails(tools["compose_context"], structured, "audit", "policy")
     _fits(tools["report_used_evidence"], reported)
     _fits(tools["forget_memory"], forgot)
     assert _fits(tools["forget_memory"], forgot_again)["already"] is True

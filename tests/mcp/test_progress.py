@@ -214,7 +214,7 @@ def test_failed_hints_name_a_leg_whose_every_frame_was_dropped_with_counts_and_r
         {"rule": "R3", "field": "frames[1].content", "message": "…", "severity": "notice"},
     ]
     adr = {"provider_id": "adr", "status": "ok", "frames_offered": 2, "violations": violations}
-    # files offered two, one dropped for its digest and one kept: not named.
+    # files offered two, one dropped for its digest and one kept: named apart, below.
     files = {"provider_id": "files", "status": "ok", "frames_offered": 2}
     result: dict[str, Any] = {
         "providers": [adr, files, {"provider_id": "slow", "status": "timeout"}],
@@ -229,9 +229,10 @@ def test_failed_hints_name_a_leg_whose_every_frame_was_dropped_with_counts_and_r
     (hint,) = failed_hints(result, None, None)
     assert hint == (
         "hostd: no evidence from slow (timeout), adr (ok, but 2 frame(s) dropped: "
-        "invalid_frame 2 (F2, schema)) this time: the evidence above lacks what they hold; "
-        "`hostd check-provider --provider slow`, `hostd check-provider --provider adr` run "
-        "each alone and say why"
+        "invalid_frame 2 (F2, schema)), and only part of the evidence from files (ok, but "
+        "1 frame(s) dropped: digest_mismatch 1) this time: the evidence above lacks what "
+        "they hold; `hostd check-provider --provider slow`, `hostd check-provider "
+        "--provider adr`, `hostd check-provider --provider files` run each alone and say why"
     )
     assert "Secret" not in hint and "R3" not in hint  # no field it sent; a notice keeps
     # A digest its frames got wrong, every one: named by the audit's reason.
@@ -242,6 +243,36 @@ def test_failed_hints_name_a_leg_whose_every_frame_was_dropped_with_counts_and_r
     assert hint.startswith(
         "hostd: no evidence from files (ok, but 1 frame(s) dropped: digest_mismatch 1) this time"
     )
+
+
+def test_failed_hints_name_a_leg_that_lost_some_of_its_frames_with_counts_and_rules() -> None:
+    # adr offered three: one invalid (schema, with a field it named), one outside the
+    # trusted roots, one kept; tickets also lost a tool: both said, in one parenthesis.
+    violations = [{"rule": "schema", "field": "frames[0].Secret plan", "message": "missing"}]
+    adr = {"provider_id": "adr", "status": "ok", "frames_offered": 3, "violations": violations}
+    tickets = {"provider_id": "tickets", "status": "ok", "frames_offered": 2, "note": "lost"}
+    result: dict[str, Any] = {
+        "providers": [adr, tickets],
+        "audit": {
+            "entries": [
+                *_entries("adr", "invalid_frame", "untrusted_source", "budget"),
+                *_entries("tickets", "digest_mismatch", "budget"),
+            ]
+        },
+        "degraded_reasons": [{"reason": "provider_partial", "provider": "tickets"}],
+    }
+    (hint,) = failed_hints(result, None, "/run/hostd.sock")
+    assert hint == (
+        "hostd: only part of the evidence from tickets (lost; 1 frame(s) dropped: "
+        "digest_mismatch 1), adr (ok, but 2 frame(s) dropped: invalid_frame 1 (schema); "
+        "untrusted_source 1) this time: the evidence above lacks what they hold; "
+        "`hostd status` says why"
+    )
+    assert "Secret" not in hint  # a field it named is never quoted
+    # Dropped for how they ranked (the budget), not for what it sent: nothing to say.
+    result["audit"]["entries"] = _entries("adr", "budget", "budget")
+    result["degraded_reasons"] = []
+    assert failed_hints(result, None, None) == []
 
 
 WARMING_LEG = {

@@ -767,6 +767,31 @@ async def test_a_provider_whose_every_frame_was_invalid_is_named_in_the_text_a_m
     ]
 
 
+async def test_a_provider_that_lost_some_of_its_frames_is_named_in_the_text_a_model_reads(
+    workdir: Path, marker: str
+) -> None:
+    # invalid_frames answers six frames, five of them invalid (F1, F3, F5, F4, schema):
+    # its one valid frame is cited, and the model reads that the rest were dropped.
+    words = ["python", "-m", "tests.fixtures.adversarial_provider", "invalid_frames", marker]
+    adv = f'[[provider]]\nid = "adv"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
+    config = write_config(workdir, marker, {"alpha": {}}, extra=adv)
+    with anyio.fail_after(120):  # a hang guard
+        async with Client(hostd_mcp(config), mode="legacy") as client:
+            result = await client.call_tool("compose_context", {"goal": "anything"})
+    assert result.is_error is False, _texts(result)
+    structured = result.structured_content or {}
+    legs = {p["provider_id"]: p for p in structured["providers"]}
+    assert (legs["adv"]["status"], legs["adv"]["frames_offered"]) == ("ok", 6), legs["adv"]
+    assert "adv" in {c["frame"]["provider_id"] for c in structured["citations"]}
+    hints = [t for t in _texts(result) if t.startswith("hostd: ") and "evidence from" in t]
+    # Counts and rule ids, as for a leg that lost them all: never a field it sent.
+    assert hints == [
+        "hostd: only part of the evidence from adv (ok, but 5 frame(s) dropped: invalid_frame "
+        "5 (F1, F3, F4, F5, schema)) this time: the evidence above lacks what it holds; "
+        f"`hostd --config {config} check-provider --provider adv` runs it alone and says why"
+    ]
+
+
 async def test_a_provider_that_lost_part_of_its_answer_is_named_in_the_text_a_model_reads(
     workdir: Path, marker: str
 ) -> None:

@@ -14,7 +14,16 @@ from pydantic import BaseModel, ConfigDict
 
 from hostd.errors import ParseError, RpcError, ShuttingDown
 from hostd.protocol import ProviderInfo
-from hostd.rpc import DirectDispatcher, Dispatcher, Method, decode, encode, tag_request
+from hostd.rpc import (
+    DirectDispatcher,
+    Dispatcher,
+    Method,
+    decode,
+    encode,
+    is_mcp_id,
+    request_problem,
+    tag_request,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -255,3 +264,17 @@ async def test_answer_is_the_dispatchers_reply_and_its_line(request_: Any) -> No
         assert out["error"]["data"]["reason"] == "internal" and out["id"] == 8
     else:
         assert out == reply
+
+
+@pytest.mark.parametrize("value", ["", "a", 0, -7, 2**70])
+def test_an_mcp_id_is_a_string_or_an_integer(value: Any) -> None:
+    assert is_mcp_id(value)
+    assert request_problem({"jsonrpc": "2.0", "method": "ping", "id": value}, mcp=True) is None
+
+
+@pytest.mark.parametrize("value", [None, True, False, 1.5, [], {}])
+def test_an_mcp_id_is_never_null_a_bool_a_float_or_a_structure(value: Any) -> None:
+    # The same check refuses the request's shape and keeps hostd mcp's edge from echoing it.
+    assert not is_mcp_id(value)
+    problem = request_problem({"jsonrpc": "2.0", "method": "ping", "id": value}, mcp=True)
+    assert problem is not None and "(MCP)" in problem.message

@@ -256,6 +256,13 @@ class ProviderConnection(Acked):
             f"alive={self.alive} {self.child!r}>"
         )
 
+    @property
+    def given_version(self) -> str | None:
+        """The version its handshake named, ``None`` when it named none (an MCP server
+        with an empty ``serverInfo.version``, whose ack holds a stand-in H2 needs) or
+        it had no handshake: what is shown of it, never the stand-in."""
+        return None if self.ack is None else _given_version(self.client, self.ack)
+
     def _count_late(self, total: int) -> None:
         self.late_replies = total
 
