@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd.cli._checks import CHECKS
+from hostd.protocol import PROTOCOL_VERSION
 from tests.fixtures.cli import check_rows, run_hostd
 from tests.fixtures.facts_provider import FACTS
 from tests.fixtures.procs import ROOT
@@ -231,6 +232,14 @@ def test_a_failed_handshake_lists_every_other_check_as_not_run() -> None:
     for name in CHECKS[1:]:
         assert rows[name] == "-       not run: the handshake failed", (name, done.stdout)
     assert done.stdout.splitlines()[-1] == f"0/{len(CHECKS)} passed, {len(CHECKS) - 1} not run"
+
+
+def test_a_malformed_version_is_failed_naming_the_version_to_send() -> None:
+    done, checks = _json("--", "python", "-m", "tests.fixtures.adversarial_provider", "old_version")
+    assert done.returncode == 1
+    detail = checks["handshake"]["detail"]
+    assert detail.startswith("H1 protocol_version: 'contextgraph/1' is not "), detail
+    assert detail.endswith(f"send {PROTOCOL_VERSION!r}"), detail
 
 
 def test_a_command_that_cannot_start_lists_the_rest_as_not_run() -> None:
