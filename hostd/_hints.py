@@ -21,6 +21,10 @@ A provider in a crash loop (its restarts failed again before it answered a query
 gets advice of its own (``restarting_advice``): it keeps failing, its last failure,
 and where to look (``hostd providers``, its stderr in hostd's log).
 
+A provider parked after its restart attempts: how to start it again at once once its
+failure is fixed (``parked_restart``), in its legs' message, which ``hostd status``, the
+compose summary and ``list_providers`` show.
+
 A provider that never answered its handshake (``NO_HANDSHAKE``): the two usual causes
 in words that fit a provider in any language, in a child's handshake timeout itself (so
 its leg, its status and its log event say them), check-provider's row, and the compose
@@ -61,6 +65,7 @@ __all__ = [
     "dropped_words",
     "duration",
     "failure_tail_lines",
+    "parked_restart",
     "refused_legs",
     "restarting_advice",
     "restarting_failures",
@@ -104,6 +109,19 @@ RESTARTING = "restarting"
 
 #: Where a crash loop leg's message names the last failure (the engine's words).
 _LAST_FAILURE = "its last failure: "
+
+
+def parked_restart(pid: str) -> str:
+    """How a parked provider (its restart attempts spent) is started again at once, once
+    its failure is fixed: its retry after a cool-down may be minutes away, and a fixed
+    binary alone does not end the wait. ``hostd providers restart`` clears its failures
+    (``providers/restart``); a reload that changed its ``[[provider]]`` section gives it
+    a fresh start too (the engine's ``reconfigure``)."""
+    return (
+        f"once its failure is fixed, `hostd providers restart {pid}` (with --connect: a "
+        f"daemon's) starts it at once, as `hostd reload` does after a change to its "
+        f"[[provider]] section"
+    )
 
 
 def warming_doing(phase: Any) -> str:
@@ -405,7 +423,8 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     how long ago its last failure was, what it was, its stderr excerpt less the lines
     ``failure_tail_lines`` show under it, and when it is tried again), or its failed
     warm-up. ``restart``: name the command that starts it again (``hostd providers
-    restart ID --connect``: a daemon's provider) where no retry is due. None for a
+    restart ID --connect``: a daemon's provider) for a parked one (``failed``), beside
+    its retry when one is due. None for a
     provider that is not down, or whose failure is not said."""
     state = str(row.get("state"))
     health = row.get("health") or {}
@@ -422,10 +441,15 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     ago = health.get("last_failure_s_ago")
     when = f" {duration(float(ago))} ago" if ago is not None else ""
     retry = health.get("retry_in_s")
-    if retry is not None:
+    # Parked (``failed``): its retry may be a cool-down away, so the command that starts
+    # it at once is named beside it (a fixed provider is not tried again sooner).
+    now = f"`hostd providers restart {pid} --connect` starts it now"
+    if retry is not None and state == "failed" and restart:
+        nxt = f"; next try in {duration(float(retry))}, or {now}"
+    elif retry is not None:
         nxt = f"; next try in {duration(float(retry))}"
     elif state == "failed" and restart:
-        nxt = f"; `hostd providers restart {pid} --connect` starts it now"
+        nxt = f"; {now}"
     else:
         nxt = ""
     said = " ".join(str(failure).split())

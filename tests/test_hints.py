@@ -201,6 +201,16 @@ def test_a_down_provider_is_said_as_hostd_status_says_it() -> None:
     assert down_state(row, restart=False) == (
         "failed 4 s ago: provider closed its output; exited with status 1"
     )
+    # Parked with a retry due (a cool-down, maybe minutes): the command beside it, as a
+    # fixed provider is not tried again sooner.
+    cooling = {**row, "health": {**health, "retry_in_s": 26}}
+    assert down_state(cooling) == (
+        "failed 4 s ago: provider closed its output; exited with status 1; next try in 26 s, "
+        "or `hostd providers restart notes --connect` starts it now"
+    )
+    assert down_state(cooling, restart=False) == (
+        "failed 4 s ago: provider closed its output; exited with status 1; next try in 26 s"
+    )
     due = {**row, "state": "crashed", "health": {**health, "retry_in_s": 2}}
     assert down_state(due, restart=False) == (
         "crashed 4 s ago: failed: provider closed its output; exited with status 1; next try in 2 s"
