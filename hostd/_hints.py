@@ -86,7 +86,8 @@ __all__ = [
 NO_HANDSHAKE = (
     "either its reply is still in its stdout buffer (stdout is a pipe, so most runtimes "
     "buffer it: end each reply line with a newline and flush it, e.g. flush() a Java "
-    "PrintStream or BufferedWriter, fflush(stdout) in C, print(..., flush=True) in "
+    "PrintStream or BufferedWriter, fflush(stdout) in C, .flush() a Rust BufWriter "
+    "after each line (println! flushes at the newline), print(..., flush=True) in "
     "Python), or its set-up before the handshake is slow (answer the handshake first and "
     'set up after it: docs/providers.md, "Cold start and warm-up")'
 )

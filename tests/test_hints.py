@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd._hints import (
+    NO_HANDSHAKE,
     down_state,
     failure_tail_lines,
     said_once,
@@ -221,3 +222,10 @@ def test_a_down_provider_is_said_as_hostd_status_says_it() -> None:
     )
     assert down_state({**row, "state": "ready"}) is None
     assert down_state({**row, "health": {}}) is None
+
+
+def test_the_handshake_timeout_advice_names_a_rust_authors_flush() -> None:
+    # A Rust provider whose stdout is wrapped in a BufWriter never flushed gets this
+    # advice: in its own terms, beside Java's, C's and Python's.
+    assert ".flush() a Rust BufWriter after each line" in NO_HANDSHAKE
+    assert "println! flushes at the newline" in NO_HANDSHAKE

@@ -1203,20 +1203,24 @@ def render_header(
     goal: str | None = None,
     budget: int | None = None,
     query_text: str | None = None,
+    given_env: Sequence[str] = (),
 ) -> str:
     """What was run and against which deadline, before the table: the command as the
     daemon runs it and where (``cwd``, default: here; saying so when ``python``
-    became hostd's interpreter), in the daemon's environment, a call's deadline, and
-    the query asked (``goal``, ``budget``, ``query_text``)."""
+    became hostd's interpreter), in the daemon's environment (and the names of the
+    variables ``--env`` gave it: ``given_env``), a call's deadline, and the query asked
+    (``goal``, ``budget``, ``query_text``)."""
     where = os.path.abspath(cwd if cwd is not None else os.getcwd())
     how = ""
     if given and ran and given[0] != ran[0] and ran[0] == sys.executable:
         how = f"; {given[0]!r} is hostd's own interpreter, as in hostd.toml"
     call = deadlines.call
     passed = [name for name in ENV_ALLOW_LIST if name in os.environ]
+    added = f"; and --env {', '.join(dict.fromkeys(given_env))}" if given_env else ""
     return (
         f"ran {shlex.join(ran)} (in {where}{how})\n"
-        f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}\n"
+        f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}"
+        f"{added}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
         f"({call.why.split(';')[0]})\n" + _asked(goal, budget, query_text)
     )
