@@ -94,6 +94,7 @@ from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 from ._check_driver import HOST, QUERY_DOC, Driver, Failed, Link, Misshapen, RemoteDriver
 
 __all__ = [
+    "COMMON_GOAL",
     "OTHER_GOAL",
     "CHECKS",
     "DEFAULT_TIMEOUT_MS",
@@ -106,6 +107,7 @@ __all__ = [
     "daemon_command",
     "digest_mismatches",
     "frame_title",
+    "common_words_matched",
     "goal_probe_failed",
     "no_frame_result",
     "other_goal",
@@ -1040,6 +1042,10 @@ def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str, st
 #: The goal of the query that tells whether a provider's answer depends on what it is
 #: asked: no words a real project's evidence is likely to match.
 OTHER_GOAL = "zqx vexillology of basalt lighthouses"
+#: ``OTHER_GOAL`` with common words mixed in, each one the bundled providers leave out
+#: of a search (``hostd.chunking.STOPWORDS``): a provider that answers this one, but not
+#: ``OTHER_GOAL``, matched those words alone, so its frames would lead every prompt.
+COMMON_GOAL = "what is the zqx vexillology of basalt lighthouses, and where and when was that from"
 #: Frame titles a query row shows, and the characters of each: what the provider
 #: answered, at a glance, quoting no more of it than the start of a title line.
 _TITLES_SHOWN = 3
@@ -1105,6 +1111,23 @@ def same_answer(
     )
 
 
+def common_words_matched(other: LegAudit, common: LegAudit) -> str | None:
+    """The query row's warning when ``OTHER_GOAL`` got no frame (``other``) but
+    ``COMMON_GOAL``, the same words with common ones mixed in, got some (``common``):
+    the provider matches words such as "the", and answers every question with weak
+    frames that take the top of a prompt. ``None`` otherwise (a provider that answers
+    any goal, a semantic one, is not judged by this)."""
+    if other.offered or not common.accepted:
+        return None
+    return (
+        f"the goal {COMMON_GOAL!r} got {len(common.accepted)} frame(s) where {OTHER_GOAL!r}, "
+        "the same words without the common ones, got none: it matches common words (what, "
+        "the, where, that…), so it answers every question and its weak frames take the top "
+        'of a prompt; leave such words out of what it matches (docs/providers.md, "Return '
+        'only frames you would cite")'
+    )
+
+
 def goal_probe_failed(why: str) -> str:
     """The query row's warning when the query with ``OTHER_GOAL`` got no answer to
     compare (``why``: ``": …"`` or ``", failed: …"``)."""
@@ -1115,8 +1138,9 @@ async def _same_whatever_asked(
     run: _Run, query: ContextQuery, first: LegAudit, truncated: bool, declared: Sequence[str]
 ) -> tuple[str, bool] | None:
     """Asks ``other_goal(query)`` and judges its answer beside ``first`` (``same_answer``;
-    ``truncated``: the first answer said so); ``None`` when the answers differ or the
-    second query was answered an error (it told them apart)."""
+    ``truncated``: the first answer said so); when it got no frame, asks ``COMMON_GOAL``
+    too (``common_words_matched``). ``None`` when the answers differ or the second
+    query was answered an error (it told them apart), and the third got nothing."""
     other = other_goal(query)
     raw, error = await run.d.query(other)
     if error is not None:
@@ -1124,7 +1148,18 @@ async def _same_whatever_asked(
     again = run.audit(other, raw, declared)
     result = run.d.last_result
     cut = truncated or (result is not None and result.truncated)
-    return same_answer(query, first, again, truncated=cut, where=_goal_where(run.binding))
+    same = same_answer(query, first, again, truncated=cut, where=_goal_where(run.binding))
+    if same is not None or again.offered:
+        return same
+    # Nothing for the unlike goal: does it answer once common words are mixed in?
+    common = other.model_copy(
+        update={"goal": COMMON_GOAL, "query_text": other.query_text and COMMON_GOAL}
+    )
+    raw, error = await run.d.query(common)
+    if error is not None:
+        return None
+    said = common_words_matched(again, run.audit(common, raw, declared))
+    return None if said is None else (said, True)
 
 
 def _goal_where(binding: str) -> str:

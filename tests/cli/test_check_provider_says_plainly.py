@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hostd.cli._checks import CHECKS
+from hostd.cli._checks import CHECKS, COMMON_GOAL
 from hostd.protocol import PROTOCOL_VERSION
 from tests.fixtures.cli import check_rows, run_hostd
 from tests.fixtures.facts_provider import FACTS
@@ -512,6 +512,29 @@ def test_a_provider_that_reads_the_goal_shows_its_titles_and_no_warning() -> Non
     assert query["detail"].endswith("; top: 'Cache', 'Configuration'"), query
     for _fid, _title, text in FACTS:
         assert text not in query["detail"]
+
+
+def test_a_provider_matching_common_words_is_warned() -> None:
+    """It matches any word of 3 letters or more, "the" too: the unlike goal gets
+    nothing, but the same goal with common words mixed in gets its facts, so every
+    question would get them. Its answer to the goal asked differs, so only this probe
+    shows it."""
+    done, checks = _json("--goal", "configuration", "--", "python", SCRIPT, "any_word")
+    assert done.returncode == 0, done.stdout  # a warning, not a failure
+    query = checks["query"]
+    assert query["passed"] and query["warning"], query
+    assert (
+        f"the goal {COMMON_GOAL!r} got 3 frame(s) where 'zqx vexillology of basalt "
+        "lighthouses', the same words without the common ones, got none: it matches common "
+        "words (what, the, where, that…)"
+    ) in query["detail"], query
+
+
+def test_a_provider_leaving_common_words_out_is_not_warned_of_them() -> None:
+    done, checks = _json("--", "python", SCRIPT, "honest")
+    assert done.returncode == 0, done.stdout
+    assert not checks["query"]["warning"], checks["query"]
+    assert "common words" not in checks["query"]["detail"]
 
 
 def test_a_quarantined_reply_is_why_verify_asked_nothing() -> None:
