@@ -91,6 +91,29 @@ def test_env_is_refused_when_it_is_not_name_equals_value() -> None:
     assert "--env: not NAME=VALUE" in done.stderr, done.stderr
 
 
+#: A provider that answers its handshake a second after it reads it, then exits.
+SLOW_ACK = (
+    "import json, sys, time\n"
+    "req = json.loads(sys.stdin.readline())\n"
+    "time.sleep(1.0)\n"
+    "ack = {'protocol_version': 'contextgraph/1.0-draft', 'capabilities': {},\n"
+    "       'provider': {'name': 'slow', 'version': '1', 'data_flow': {'reads': True}}}\n"
+    "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': ack}), flush=True)\n"
+)
+
+
+def test_the_handshake_row_says_how_long_the_reply_took() -> None:
+    done, checks = _json("--", "python", "-c", SLOW_ACK)
+    handshake = checks["handshake"]
+    assert handshake["passed"], handshake
+    said = re.fullmatch(
+        r"slow 1, contextgraph/1.0-draft; answered in (\d+) ms", handshake["detail"]
+    )
+    assert said is not None, handshake
+    # Counted from the handshake sent: at least the second the provider waited.
+    assert int(said.group(1)) >= 1000, handshake
+
+
 def test_a_flooding_stderr_is_drained_and_its_last_lines_are_shown() -> None:
     # 2 MB on stderr before it reads a line: undrained, it would block on a full pipe
     # and never answer the handshake.
