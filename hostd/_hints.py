@@ -82,14 +82,15 @@ __all__ = [
 
 #: Why a provider's handshake reply most often never came, and what to do: its reply
 #: waits in a stdout buffer never flushed (stdout is a pipe, which most runtimes buffer
-#: whole), or its set-up runs before it answers.
+#: whole), or its set-up runs before it answers. Within ``MAX_ERROR_CHARS`` whole, with
+#: its "no handshake reply within N ms; " before it (``test_handshake_timeout``).
 NO_HANDSHAKE = (
     "either its reply is still in its stdout buffer (stdout is a pipe, so most runtimes "
     "buffer it: end each reply line with a newline and flush it, e.g. flush() a Java "
-    "PrintStream or BufferedWriter, fflush(stdout) in C, .flush() a Rust BufWriter "
-    "after each line (println! flushes at the newline), print(..., flush=True) in "
-    "Python), or its set-up before the handshake is slow (answer the handshake first and "
-    'set up after it: docs/providers.md, "Cold start and warm-up")'
+    "PrintStream or BufferedWriter, fflush(stdout) in C, .flush() a Rust BufWriter per "
+    "line, print(..., flush=True) in Python), or its set-up before the handshake is slow "
+    '(answer the handshake first and set up after it: docs/providers.md, "Cold start and '
+    'warm-up")'
 )
 
 #: What to check when a remote provider's handshake got no reply at all (a refused

@@ -227,5 +227,4 @@ def test_a_down_provider_is_said_as_hostd_status_says_it() -> None:
 def test_the_handshake_timeout_advice_names_a_rust_authors_flush() -> None:
     # A Rust provider whose stdout is wrapped in a BufWriter never flushed gets this
     # advice: in its own terms, beside Java's, C's and Python's.
-    assert ".flush() a Rust BufWriter after each line" in NO_HANDSHAKE
-    assert "println! flushes at the newline" in NO_HANDSHAKE
+    assert ".flush() a Rust BufWriter per line" in NO_HANDSHAKE
