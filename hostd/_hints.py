@@ -21,6 +21,10 @@ A provider in a crash loop (its restarts failed again before it answered a query
 gets advice of its own (``restarting_advice``): it keeps failing, its last failure,
 and where to look (``hostd providers``, its stderr in hostd's log).
 
+A provider parked after its restart attempts: how to start it again at once once its
+failure is fixed (``parked_restart``), in its legs' message, which ``hostd status``, the
+compose summary and ``list_providers`` show.
+
 A provider that never answered its handshake (``NO_HANDSHAKE``): the two usual causes
 in words that fit a provider in any language, in a child's handshake timeout itself (so
 its leg, its status and its log event say them), check-provider's row, and the compose
@@ -62,6 +66,7 @@ __all__ = [
     "dropped_words",
     "duration",
     "failure_tail_lines",
+    "parked_restart",
     "refused_legs",
     "restarting_advice",
     "restarting_failures",
@@ -78,13 +83,15 @@ __all__ = [
 
 #: Why a provider's handshake reply most often never came, and what to do: its reply
 #: waits in a stdout buffer never flushed (stdout is a pipe, which most runtimes buffer
-#: whole), or its set-up runs before it answers.
+#: whole), or its set-up runs before it answers. Within ``MAX_ERROR_CHARS`` whole, with
+#: its "no handshake reply within N ms; " before it (``test_handshake_timeout``).
 NO_HANDSHAKE = (
     "either its reply is still in its stdout buffer (stdout is a pipe, so most runtimes "
     "buffer it: end each reply line with a newline and flush it, e.g. flush() a Java "
-    "PrintStream or BufferedWriter, fflush(stdout) in C, print(..., flush=True) in "
-    "Python), or its set-up before the handshake is slow (answer the handshake first and "
-    'set up after it: docs/providers.md, "Cold start and warm-up")'
+    "PrintStream or BufferedWriter, fflush(stdout) in C, .flush() a Rust BufWriter per "
+    "line, print(..., flush=True) in Python), or its set-up before the handshake is slow "
+    '(answer the handshake first and set up after it: docs/providers.md, "Cold start and '
+    'warm-up")'
 )
 
 #: What to check when a remote provider's handshake got no reply at all (a refused
@@ -105,6 +112,19 @@ RESTARTING = "restarting"
 
 #: Where a crash loop leg's message names the last failure (the engine's words).
 _LAST_FAILURE = "its last failure: "
+
+
+def parked_restart(pid: str) -> str:
+    """How a parked provider (its restart attempts spent) is started again at once, once
+    its failure is fixed: its retry after a cool-down may be minutes away, and a fixed
+    binary alone does not end the wait. ``hostd providers restart`` clears its failures
+    (``providers/restart``); a reload that changed its ``[[provider]]`` section gives it
+    a fresh start too (the engine's ``reconfigure``)."""
+    return (
+        f"once its failure is fixed, `hostd providers restart {pid}` (with --connect: a "
+        f"daemon's) starts it at once, as `hostd reload` does after a change to its "
+        f"[[provider]] section"
+    )
 
 
 def warming_doing(phase: Any) -> str:
@@ -407,7 +427,8 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     ``failure_tail_lines`` show under it, and when it is tried again: ``next check in
     2 s`` for a remote provider whose server was not reached), or its failed
     warm-up. ``restart``: name the command that starts it again (``hostd providers
-    restart ID --connect``: a daemon's provider) where no retry is due. None for a
+    restart ID --connect``: a daemon's provider) for a parked one (``failed``), beside
+    its retry when one is due. None for a
     provider that is not down, or whose failure is not said."""
     state = str(row.get("state"))
     health = row.get("health") or {}
@@ -425,13 +446,18 @@ def down_state(row: Mapping[str, Any], *, restart: bool = True) -> str | None:
     when = f" {duration(float(ago))} ago" if ago is not None else ""
     retry = health.get("retry_in_s")
     check = health.get("next_check_in_s")  # a remote server not reached: checked again
-    if retry is not None:
+    # Parked (``failed``): its retry may be a cool-down away, so the command that starts
+    # it at once is named beside it (a fixed provider is not tried again sooner).
+    now = f"`hostd providers restart {pid} --connect` starts it now"
+    if retry is not None and state == "failed" and restart:
+        nxt = f"; next try in {duration(float(retry))}, or {now}"
+    elif retry is not None:
         nxt = f"; next try in {duration(float(retry))}"
     elif check is not None:
         soon = float(check) < 1  # 0.5 s after the failure: not "0 s"
         nxt = f"; next check in {'under 1 s' if soon else duration(float(check))}"
     elif state == "failed" and restart:
-        nxt = f"; `hostd providers restart {pid} --connect` starts it now"
+        nxt = f"; {now}"
     else:
         nxt = ""
     said = " ".join(str(failure).split())

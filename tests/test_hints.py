@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostd._hints import (
+    NO_HANDSHAKE,
     down_state,
     failure_tail_lines,
     said_once,
@@ -201,6 +202,16 @@ def test_a_down_provider_is_said_as_hostd_status_says_it() -> None:
     assert down_state(row, restart=False) == (
         "failed 4 s ago: provider closed its output; exited with status 1"
     )
+    # Parked with a retry due (a cool-down, maybe minutes): the command beside it, as a
+    # fixed provider is not tried again sooner.
+    cooling = {**row, "health": {**health, "retry_in_s": 26}}
+    assert down_state(cooling) == (
+        "failed 4 s ago: provider closed its output; exited with status 1; next try in 26 s, "
+        "or `hostd providers restart notes --connect` starts it now"
+    )
+    assert down_state(cooling, restart=False) == (
+        "failed 4 s ago: provider closed its output; exited with status 1; next try in 26 s"
+    )
     due = {**row, "state": "crashed", "health": {**health, "retry_in_s": 2}}
     assert down_state(due, restart=False) == (
         "crashed 4 s ago: failed: provider closed its output; exited with status 1; next try in 2 s"
@@ -220,3 +231,9 @@ def test_a_remote_provider_waiting_for_its_server_says_when_it_is_checked_again(
     assert down_state(row) == f"crashed 3 s ago: {failure}; next check in 2 s"
     soon = {**row, "health": {**health, "next_check_in_s": 0.5}}
     assert down_state(soon) == f"crashed 3 s ago: {failure}; next check in under 1 s"
+
+
+def test_the_handshake_timeout_advice_names_a_rust_authors_flush() -> None:
+    # A Rust provider whose stdout is wrapped in a BufWriter never flushed gets this
+    # advice: in its own terms, beside Java's, C's and Python's.
+    assert ".flush() a Rust BufWriter per line" in NO_HANDSHAKE

@@ -127,6 +127,16 @@ def add_check_command(sub: Any) -> None:
         f"{HostSettings.model_fields['start_timeout_s'].default:g}, or --timeout-ms when "
         "longer; --provider: its configured one)",
     )
+    check.add_argument(
+        "--env",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        type=_env_entry,
+        help="a variable for the provider under test (repeatable; as [provider.env]): "
+        "it runs in the daemon's scrubbed environment, so your shell's variables do not "
+        "reach it",
+    )
     check.add_argument("--json", action="store_true", help="print the results as JSON")
     check.add_argument("cmd", nargs=argparse.REMAINDER, help="the provider command after --")
     check.set_defaults(run=_check_provider, needs_config=False)
@@ -140,6 +150,14 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("not a JSON object")
     return value
+
+
+def _env_entry(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of ``--env``: a name, then its value (which may hold ``=``)."""
+    name, eq, value = text.partition("=")
+    if not eq or not name or "\0" in text:
+        raise argparse.ArgumentTypeError("not NAME=VALUE")
+    return name, value
 
 
 def _check_provider(_cfg: None, args: argparse.Namespace) -> int:
@@ -195,6 +213,8 @@ def _usage_problem(args: argparse.Namespace, given: list[str]) -> str | None:
         how = "the provider command after --, --url URL or --provider ID"
         return f"give {'one of ' if sum(targets) > 1 else ''}{how}"
     remote = [flag for key, flag in _REMOTE_FLAGS.items() if getattr(args, key) is not None]
+    if args.env and args.url is not None:
+        return "--env: only for a command (a remote provider has no process here)"
     if remote and args.url is None:
         return f"{', '.join(remote)}: only with --url"
     if args.token_env is not None and args.token_file is not None:
@@ -331,6 +351,7 @@ def _check_command(
         given, binding, options = list(spec.command), spec.binding, dict(spec.options)
         env, cwd = dict(spec.env), None if spec.cwd is None else str(spec.cwd)
         pid = spec.id
+    env.update(args.env)  # --env, over its [provider.env]
     # Run as the daemon runs it from hostd.toml: "python" is hostd's own interpreter.
     cmd = daemon_command(given, cwd)
     if binding == "mcp":
@@ -381,6 +402,7 @@ def _check_command(
             goal=args.goal,
             budget=args.budget,
             query_text=args.query_text,
+            given_env=[name for name, _ in args.env],
         )
         sys.stdout.write(said + header + render_table(checked.results) + notes)
     return EXIT_OK if all(r.passed for r in checked.results) else EXIT_FAILED

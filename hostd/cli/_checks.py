@@ -94,6 +94,7 @@ from hostd.transport.bindings import CGP_SDK_WIRE, UNKEYED, find_binding
 from ._check_driver import HOST, QUERY_DOC, Driver, Failed, Link, Misshapen, RemoteDriver
 
 __all__ = [
+    "COMMON_GOAL",
     "OTHER_GOAL",
     "CHECKS",
     "DEFAULT_TIMEOUT_MS",
@@ -106,6 +107,7 @@ __all__ = [
     "daemon_command",
     "digest_mismatches",
     "frame_title",
+    "common_words_matched",
     "goal_probe_failed",
     "no_frame_result",
     "other_goal",
@@ -643,6 +645,9 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
 
     # 1. Handshake (H1–H3, H2, C5).
     async def handshake() -> HandshakeAck:
+        # From the handshake sent to its reply: a slow one holds up each request that
+        # meets the provider starting (and the row says a slow one passed, and how slow).
+        started = time.monotonic()
         try:
             ack = await d.handshake(deadlines.start.seconds)
         except TimeoutError:
@@ -655,8 +660,9 @@ async def _run_checks(run: _Run, goal: str, budget: int, query_text: str | None 
         bad = _errors(check_handshake(PROTOCOL_VERSION, ack))
         if bad:
             raise Failed(_fmt(bad))
+        took = (time.monotonic() - started) * 1000
         who = f"{ack.provider.name} {ack.provider.version}, {ack.protocol_version}"
-        results.append(CheckResult("handshake", True, who))
+        results.append(CheckResult("handshake", True, f"{who}; answered in {took:.0f} ms"))
         return ack
 
     ack = await run.step("handshake", handshake(), deadlines.start)
@@ -1040,6 +1046,10 @@ def digest_mismatches(frames: Sequence[ContextFrame]) -> list[tuple[str, str, st
 #: The goal of the query that tells whether a provider's answer depends on what it is
 #: asked: no words a real project's evidence is likely to match.
 OTHER_GOAL = "zqx vexillology of basalt lighthouses"
+#: ``OTHER_GOAL`` with common words mixed in, each one the bundled providers leave out
+#: of a search (``hostd.chunking.STOPWORDS``): a provider that answers this one, but not
+#: ``OTHER_GOAL``, matched those words alone, so its frames would lead every prompt.
+COMMON_GOAL = "what is the zqx vexillology of basalt lighthouses, and where and when was that from"
 #: Frame titles a query row shows, and the characters of each: what the provider
 #: answered, at a glance, quoting no more of it than the start of a title line.
 _TITLES_SHOWN = 3
@@ -1105,6 +1115,23 @@ def same_answer(
     )
 
 
+def common_words_matched(other: LegAudit, common: LegAudit) -> str | None:
+    """The query row's warning when ``OTHER_GOAL`` got no frame (``other``) but
+    ``COMMON_GOAL``, the same words with common ones mixed in, got some (``common``):
+    the provider matches words such as "the", and answers every question with weak
+    frames that take the top of a prompt. ``None`` otherwise (a provider that answers
+    any goal, a semantic one, is not judged by this)."""
+    if other.offered or not common.accepted:
+        return None
+    return (
+        f"the goal {COMMON_GOAL!r} got {len(common.accepted)} frame(s) where {OTHER_GOAL!r}, "
+        "the same words without the common ones, got none: it matches common words (what, "
+        "the, where, that…), so it answers every question and its weak frames take the top "
+        'of a prompt; leave such words out of what it matches (docs/providers.md, "Return '
+        'only frames you would cite")'
+    )
+
+
 def goal_probe_failed(why: str) -> str:
     """The query row's warning when the query with ``OTHER_GOAL`` got no answer to
     compare (``why``: ``": …"`` or ``", failed: …"``)."""
@@ -1115,8 +1142,9 @@ async def _same_whatever_asked(
     run: _Run, query: ContextQuery, first: LegAudit, truncated: bool, declared: Sequence[str]
 ) -> tuple[str, bool] | None:
     """Asks ``other_goal(query)`` and judges its answer beside ``first`` (``same_answer``;
-    ``truncated``: the first answer said so); ``None`` when the answers differ or the
-    second query was answered an error (it told them apart)."""
+    ``truncated``: the first answer said so); when it got no frame, asks ``COMMON_GOAL``
+    too (``common_words_matched``). ``None`` when the answers differ or the second
+    query was answered an error (it told them apart), and the third got nothing."""
     other = other_goal(query)
     raw, error = await run.d.query(other)
     if error is not None:
@@ -1124,7 +1152,18 @@ async def _same_whatever_asked(
     again = run.audit(other, raw, declared)
     result = run.d.last_result
     cut = truncated or (result is not None and result.truncated)
-    return same_answer(query, first, again, truncated=cut, where=_goal_where(run.binding))
+    same = same_answer(query, first, again, truncated=cut, where=_goal_where(run.binding))
+    if same is not None or again.offered:
+        return same
+    # Nothing for the unlike goal: does it answer once common words are mixed in?
+    common = other.model_copy(
+        update={"goal": COMMON_GOAL, "query_text": other.query_text and COMMON_GOAL}
+    )
+    raw, error = await run.d.query(common)
+    if error is not None:
+        return None
+    said = common_words_matched(again, run.audit(common, raw, declared))
+    return None if said is None else (said, True)
 
 
 def _goal_where(binding: str) -> str:
@@ -1203,20 +1242,24 @@ def render_header(
     goal: str | None = None,
     budget: int | None = None,
     query_text: str | None = None,
+    given_env: Sequence[str] = (),
 ) -> str:
     """What was run and against which deadline, before the table: the command as the
     daemon runs it and where (``cwd``, default: here; saying so when ``python``
-    became hostd's interpreter), in the daemon's environment, a call's deadline, and
-    the query asked (``goal``, ``budget``, ``query_text``)."""
+    became hostd's interpreter), in the daemon's environment (and the names of the
+    variables ``--env`` gave it: ``given_env``), a call's deadline, and the query asked
+    (``goal``, ``budget``, ``query_text``)."""
     where = os.path.abspath(cwd if cwd is not None else os.getcwd())
     how = ""
     if given and ran and given[0] != ran[0] and ran[0] == sys.executable:
         how = f"; {given[0]!r} is hostd's own interpreter, as in hostd.toml"
     call = deadlines.call
     passed = [name for name in ENV_ALLOW_LIST if name in os.environ]
+    added = f"; and --env {', '.join(dict.fromkeys(given_env))}" if given_env else ""
     return (
         f"ran {shlex.join(ran)} (in {where}{how})\n"
-        f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}\n"
+        f"in the daemon's environment: of yours only {', '.join(passed) or 'nothing'}"
+        f"{added}\n"
         f"each call must answer within {call.seconds * 1000:.0f} ms "
         f"({call.why.split(';')[0]})\n" + _asked(goal, budget, query_text)
     )

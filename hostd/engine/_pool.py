@@ -68,6 +68,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from hostd import __version__
+from hostd._hints import parked_restart
 from hostd._log import get_logger
 from hostd.errors import (
     HostdError,
@@ -552,13 +553,12 @@ class ProviderPool:
                 # Quotes the last start or crash failure, never a report that quoted one:
                 # the message stays the same size however many requests meet it.
                 retry = (
-                    "no retry until providers/restart"
-                    if never
-                    else f"next retry in {decision.delay_s:.0f} s"
+                    "no retry on its own" if never else f"next retry in {decision.delay_s:.0f} s"
                 )
                 raise ProviderParked(
                     f"restart attempts exhausted ({slot.health.consecutive_failures}); "
-                    f"{retry}; last failure: {slot.health.last_failure}",
+                    f"{retry}; {parked_restart(slot.spec.id)}; "
+                    f"last failure: {slot.health.last_failure}",
                     stage="restart",
                 )
             if decision.action is StartAction.WAIT:

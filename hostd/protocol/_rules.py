@@ -481,13 +481,14 @@ def check_representation_preferences(
 
 
 def check_version(ours: str, theirs: str) -> list[Violation]:
-    """H1/H3: a malformed version or a different major family is a named violation."""
+    """H1/H3: a malformed version or a different major family is a named violation,
+    naming the value to send (``ours``): an author fixes it from the message alone."""
     if not is_version_string(theirs):
         return [
             Violation(
                 "H1",
                 "protocol_version",
-                f"{theirs!r} is not contextgraph/<major>.<minor>[-draft]",
+                f"{theirs!r} is not contextgraph/<major>.<minor>[-draft]; send {ours!r}",
             )
         ]
     if not versions_compatible(ours, theirs):
@@ -495,7 +496,8 @@ def check_version(ours: str, theirs: str) -> list[Violation]:
             Violation(
                 "H3",
                 "protocol_version",
-                f"family {version_family(theirs)!r} differs from ours {version_family(ours)!r}",
+                f"family {version_family(theirs)!r} differs from ours "
+                f"{version_family(ours)!r}; send {ours!r}",
             )
         ]
     return []

@@ -67,6 +67,53 @@ async def test_its_stderr_is_scrubbed_of_its_secrets_as_the_daemon_scrubs_it() -
     assert secret not in handshake.detail
 
 
+#: A provider that says, and exits with, the MISTAKE it was given (``none``: not given).
+SAYS_ITS_ENV = "import os, sys; sys.exit('MISTAKE=' + os.environ.get('MISTAKE', 'none'))"
+
+
+def test_env_gives_the_provider_a_variable_the_scrubbed_environment_leaves_out() -> None:
+    shell = {**os.environ, "MISTAKE": "from-the-shell"}
+    done, checks = _json("--env", "MISTAKE=slow", "--", "python", "-c", SAYS_ITS_ENV)
+    assert checks["handshake"]["detail"].endswith("stderr: MISTAKE=slow"), checks["handshake"]
+    # Set in the shell alone, it does not reach the provider: the daemon's environment.
+    done = run_hostd("check-provider", "--json", "--", "python", "-c", SAYS_ITS_ENV, env=shell)
+    detail = {r["check"]: r for r in json.loads(done.stdout)}["handshake"]["detail"]
+    assert detail.endswith("stderr: MISTAKE=none"), detail
+    # The table's header names what --env gave, by name only.
+    table = run_hostd("check-provider", "--env", "MISTAKE=slow", "--", "python", "-c", SAYS_ITS_ENV)
+    (said,) = [x for x in table.stdout.splitlines() if x.startswith("in the daemon's environment")]
+    assert said.endswith("; and --env MISTAKE"), said
+
+
+def test_env_is_refused_when_it_is_not_name_equals_value() -> None:
+    done = run_hostd("check-provider", "--env", "MISTAKE", "--", "python", "-c", SAYS_ITS_ENV)
+    assert done.returncode == 2
+    assert "--env: not NAME=VALUE" in done.stderr, done.stderr
+
+
+#: A provider that answers its handshake a second after it reads it, then exits.
+SLOW_ACK = (
+    "import json, sys, time\n"
+    "req = json.loads(sys.stdin.readline())\n"
+    "time.sleep(1.0)\n"
+    "ack = {'protocol_version': 'contextgraph/1.0-draft', 'capabilities': {},\n"
+    "       'provider': {'name': 'slow', 'version': '1', 'data_flow': {'reads': True}}}\n"
+    "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': ack}), flush=True)\n"
+)
+
+
+def test_the_handshake_row_says_how_long_the_reply_took() -> None:
+    done, checks = _json("--", "python", "-c", SLOW_ACK)
+    handshake = checks["handshake"]
+    assert handshake["passed"], handshake
+    said = re.fullmatch(
+        r"slow 1, contextgraph/1.0-draft; answered in (\d+) ms", handshake["detail"]
+    )
+    assert said is not None, handshake
+    # Counted from the handshake sent: at least the second the provider waited.
+    assert int(said.group(1)) >= 1000, handshake
+
+
 def test_a_flooding_stderr_is_drained_and_its_last_lines_are_shown() -> None:
     # 2 MB on stderr before it reads a line: undrained, it would block on a full pipe
     # and never answer the handshake.

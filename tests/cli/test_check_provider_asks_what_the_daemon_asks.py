@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hostd._hints import NO_HANDSHAKE
-from hostd.cli._checks import OTHER_GOAL, Deadlines
+from hostd.cli._checks import COMMON_GOAL, OTHER_GOAL, Deadlines
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT
 
@@ -43,7 +43,8 @@ ANSWERS_CGP = (
 #: A provider on the SDK that writes every query it gets to the file named by its first
 #: argument, one JSON line each, and answers like the SDK's own examples: a result for
 #: whatever it is asked, a malformed query included (``--strict``: ``bad_request``);
-#: its one doc when the goal (or the query_text) shares a word with it.
+#: its one doc when the goal (or the query_text) shares a word with it, common words
+#: ("the", "is") left out.
 _REPORTING = """\
 import hashlib
 import json
@@ -70,6 +71,7 @@ class Reporting:
                 raise ProviderError("a query needs a goal", code="bad_request")
             return {"frames": [], "truncated": False}
         words = set(str(query.get("query_text") or query["goal"]).lower().split())
+        words -= {"the", "is", "how", "what", "where", "when", "was", "that", "from", "and"}
         if not words & set(TEXT.lower().rstrip(".").split()):
             return {"frames": [], "truncated": False}
         cost = budget_tokens(TEXT)
@@ -220,11 +222,12 @@ def test_its_queries_carry_no_query_text_as_the_daemon_s_for_a_plain_compose(
     done, _checks = _json("--binding", "cgp", "--", sys.executable, str(script), str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     asked = [q for q in _queries(out) if isinstance(q.get("goal"), str)]
-    # The last asks a goal unlike it, to tell whether the answer depends on the goal.
-    *asked, probe = asked
+    # The last two ask a goal unlike it, to tell whether the answer depends on the goal,
+    # then (that one answered nothing) the same with common words, whether it matches them.
+    *asked, probe, common = asked
     assert asked and all(q["goal"] == GOAL for q in asked), asked
-    assert probe["goal"] == OTHER_GOAL, probe
-    assert all("query_text" not in q for q in [*asked, probe]), asked
+    assert (probe["goal"], common["goal"]) == (OTHER_GOAL, COMMON_GOAL), (probe, common)
+    assert all("query_text" not in q for q in [*asked, probe, common]), asked
     # The daemon's query for `hostd compose GOAL`, to the same provider: the same members.
     daemon_out = tmp_path / "daemon.jsonl"
     config = tmp_path / "hostd.toml"
@@ -246,10 +249,11 @@ def test_query_text_asked_for_is_what_every_query_carries(tmp_path: Path) -> Non
     args = ["--binding", "cgp", "--query-text", "configuration loading"]
     done = run_hostd("check-provider", *args, "--", sys.executable, str(script), str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    *asked, probe = [q for q in _queries(out) if isinstance(q.get("goal"), str)]
+    *asked, probe, common = [q for q in _queries(out) if isinstance(q.get("goal"), str)]
     assert len(asked) >= 4 and all(q["query_text"] == "configuration loading" for q in asked)
-    # The goal probe changes what it asks: its query_text too.
+    # The goal probes change what they ask: its query_text too.
     assert probe["goal"] == probe["query_text"] == OTHER_GOAL, probe
+    assert common["goal"] == common["query_text"] == COMMON_GOAL, common
     assert (
         f"asked the goal {GOAL!r} (--goal), query_text 'configuration loading' (--query-text), "
         "max_tokens 400 (--budget)\n"

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hostd.cli._checks import CHECKS
+from hostd.cli._checks import CHECKS, COMMON_GOAL
+from hostd.protocol import PROTOCOL_VERSION
 from tests.fixtures.cli import check_rows, run_hostd
 from tests.fixtures.facts_provider import FACTS
 from tests.fixtures.procs import ROOT
@@ -231,6 +232,14 @@ def test_a_failed_handshake_lists_every_other_check_as_not_run() -> None:
     for name in CHECKS[1:]:
         assert rows[name] == "-       not run: the handshake failed", (name, done.stdout)
     assert done.stdout.splitlines()[-1] == f"0/{len(CHECKS)} passed, {len(CHECKS) - 1} not run"
+
+
+def test_a_malformed_version_is_failed_naming_the_version_to_send() -> None:
+    done, checks = _json("--", "python", "-m", "tests.fixtures.adversarial_provider", "old_version")
+    assert done.returncode == 1
+    detail = checks["handshake"]["detail"]
+    assert detail.startswith("H1 protocol_version: 'contextgraph/1' is not "), detail
+    assert detail.endswith(f"send {PROTOCOL_VERSION!r}"), detail
 
 
 def test_a_command_that_cannot_start_lists_the_rest_as_not_run() -> None:
@@ -503,6 +512,29 @@ def test_a_provider_that_reads_the_goal_shows_its_titles_and_no_warning() -> Non
     assert query["detail"].endswith("; top: 'Cache', 'Configuration'"), query
     for _fid, _title, text in FACTS:
         assert text not in query["detail"]
+
+
+def test_a_provider_matching_common_words_is_warned() -> None:
+    """It matches any word of 3 letters or more, "the" too: the unlike goal gets
+    nothing, but the same goal with common words mixed in gets its facts, so every
+    question would get them. Its answer to the goal asked differs, so only this probe
+    shows it."""
+    done, checks = _json("--goal", "configuration", "--", "python", SCRIPT, "any_word")
+    assert done.returncode == 0, done.stdout  # a warning, not a failure
+    query = checks["query"]
+    assert query["passed"] and query["warning"], query
+    assert (
+        f"the goal {COMMON_GOAL!r} got 3 frame(s) where 'zqx vexillology of basalt "
+        "lighthouses', the same words without the common ones, got none: it matches common "
+        "words (what, the, where, that…)"
+    ) in query["detail"], query
+
+
+def test_a_provider_leaving_common_words_out_is_not_warned_of_them() -> None:
+    done, checks = _json("--", "python", SCRIPT, "honest")
+    assert done.returncode == 0, done.stdout
+    assert not checks["query"]["warning"], checks["query"]
+    assert "common words" not in checks["query"]["detail"]
 
 
 def test_a_quarantined_reply_is_why_verify_asked_nothing() -> None:

@@ -3,7 +3,8 @@ frames for an unrelated goal are a warning, unless neither answer was cut."""
 
 from __future__ import annotations
 
-from hostd.cli._checks import OTHER_GOAL, same_answer
+from hostd.chunking import STOPWORDS, tokenize
+from hostd.cli._checks import COMMON_GOAL, OTHER_GOAL, common_words_matched, same_answer
 from hostd.engine import LegAudit
 from hostd.protocol import ContextFrame, ContextQuery
 
@@ -70,3 +71,21 @@ def test_a_query_text_asked_is_named_beside_the_goal() -> None:
     answer = _audit(_frame("a"))
     said = same_answer(query, answer, answer, truncated=True, where=WHERE)
     assert said is not None and said[0].startswith(f"the goal and query_text {OTHER_GOAL!r} ")
+
+
+def test_frames_for_common_words_alone_are_warned() -> None:
+    said = common_words_matched(_audit(), _audit(_frame("a"), _frame("b")))
+    assert said is not None and said.startswith(f"the goal {COMMON_GOAL!r} got 2 frame(s) ")
+
+
+def test_a_provider_answering_either_goal_or_neither_is_not_judged_by_common_words() -> None:
+    # One that answers any goal (a semantic one), or none: no sign of common words.
+    assert common_words_matched(_audit(_frame("a")), _audit(_frame("b"))) is None
+    assert common_words_matched(_audit(), _audit()) is None
+
+
+def test_the_common_goal_adds_only_words_the_bundled_providers_leave_out() -> None:
+    # What an honest provider searches for in it is what it searches for in OTHER_GOAL.
+    assert tokenize(COMMON_GOAL) == tokenize(OTHER_GOAL)
+    added = set(COMMON_GOAL.replace(",", "").split()) - set(OTHER_GOAL.split())
+    assert added and added <= STOPWORDS

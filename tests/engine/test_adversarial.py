@@ -10,6 +10,7 @@ import pytest
 
 from hostd._hints import NO_HANDSHAKE
 from hostd.engine import FanOut, Host, LegReport, LegStatus, RestartPolicy
+from hostd.protocol import PROTOCOL_VERSION
 from hostd.transport import PipeClient, ProviderConnection
 from tests.engine._helpers import adversary, healthy, local, query
 from tests.fixtures.gate import Gate
@@ -170,6 +171,15 @@ async def test_a_version_mismatch_is_a_named_handshake_error(binding: str) -> No
     assert adv(fan).error_code == "incompatible_version"
     assert "H3" in rules(adv(fan))
     assert {p["id"]: p for p in listed}[ADV]["health"]["consecutive_failures"] >= 1
+
+
+async def test_a_malformed_version_is_refused_naming_the_version_to_send() -> None:
+    fan, _, _ = await fan_out("old_version")
+    assert adv(fan).error_code == "incompatible_version"
+    assert "H1" in rules(adv(fan))
+    message = adv(fan).error_message or ""
+    assert "'contextgraph/1' is not contextgraph/<major>.<minor>[-draft]" in message
+    assert f"send {PROTOCOL_VERSION!r}" in message
 
 
 async def test_an_empty_provider_name_fails_the_handshake() -> None:

@@ -323,6 +323,12 @@ def test_version_mismatch_is_h3_and_malformed_is_h1() -> None:
     assert [v.rule for v in check_version(PROTOCOL_VERSION, "nonsense")] == ["H1"]
 
 
+@pytest.mark.parametrize("theirs", ["contextgraph/1", "contextgraph/2.0"])
+def test_a_version_refused_names_the_value_to_send(theirs: str) -> None:
+    (violation,) = check_version(PROTOCOL_VERSION, theirs)
+    assert violation.message.endswith(f"; send {PROTOCOL_VERSION!r}"), violation.message
+
+
 def _info(**over: Any) -> ProviderInfo:
     base: dict[str, Any] = {"name": "p", "version": "1.0", "data_flow": {"reads": True}}
     base.update(over)

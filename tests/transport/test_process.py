@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from hostd.errors import HostdError, LineTooLong, ProviderCrashed, ShuttingDown
 from hostd.protocol import ContextQuery
-from hostd.transport import ChildProcess, ProviderConnection, scrubbed_env
+from hostd.transport import ENV_ALLOW_LIST, ChildProcess, ProviderConnection, scrubbed_env
 from tests.fixtures.lines import Lines, read_stdout
 from tests.fixtures.procs import MARK_VAR, ROOT, leftovers, marked_env, python
 
@@ -31,6 +31,32 @@ def test_scrubbed_env_keeps_the_cache_and_state_dirs_the_providers_persist_under
     # database under XDG_STATE_HOME: a daemon told to use other dirs must pass them on.
     source = {"XDG_CACHE_HOME": "/c", "XDG_STATE_HOME": "/s", "XDG_SESSION_COOKIE": "x"}
     assert scrubbed_env(source=source) == {"XDG_CACHE_HOME": "/c", "XDG_STATE_HOME": "/s"}
+
+
+def test_scrubbed_env_keeps_where_the_toolchains_live() -> None:
+    # A provider run as `cargo run` or `go run`, or on a JVM, finds a toolchain that is
+    # not at its default place.
+    homes = {
+        "CARGO_HOME": "/t/cargo",
+        "RUSTUP_HOME": "/t/rustup",
+        "GOPATH": "/t/go",
+        "GOROOT": "/t/goroot",
+        "GOMODCACHE": "/t/gomod",
+        "GOCACHE": "/t/gocache",
+        "JAVA_HOME": "/t/jdk",
+        "NODE_PATH": "/t/node_modules",
+    }
+    assert scrubbed_env(source={**homes, "CARGO_REGISTRY_TOKEN": "x"}) == homes
+
+
+def test_config_md_names_the_toolchain_homes_it_passes_on() -> None:
+    env_row = next(
+        line
+        for line in (ROOT / "docs" / "config.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `env` |")
+    )
+    kept = ENV_ALLOW_LIST[ENV_ALLOW_LIST.index("CARGO_HOME") :]
+    assert [name for name in kept if f"`{name}`" not in env_row] == []
 
 
 async def test_a_child_sees_only_the_scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,6 +70,16 @@ ENV_ALLOW_LIST: tuple[str, ...] = (
     # with other dirs (a fresh cache, a test's state) has its providers follow.
     "XDG_CACHE_HOME",
     "XDG_STATE_HOME",
+    # Where a toolchain lives when not at its default: a provider run through its
+    # toolchain (`cargo run`, `go run`, a JVM, node's extra module dirs) finds it.
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOPATH",
+    "GOROOT",
+    "GOMODCACHE",
+    "GOCACHE",
+    "JAVA_HOME",
+    "NODE_PATH",
 )
 
 
