@@ -301,6 +301,7 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "provider": {"type": "string"},
                     "detail": {"type": "string"},
+                    "message": {"type": "string"},
                 },
                 "required": ["reason"],
             },
