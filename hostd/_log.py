@@ -13,8 +13,9 @@ from typing import Any
 
 import structlog
 
-__all__ = ["INFO", "WARNING", "get_logger", "level"]
+__all__ = ["DEBUG", "INFO", "WARNING", "get_logger", "level"]
 
+DEBUG = 10
 INFO = 20
 WARNING = 30
 

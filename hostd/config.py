@@ -43,6 +43,7 @@ __all__ = [
     "CONFIG_NAME",
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_WAIT_S",
+    "RERANK_SERVER_TIMEOUT_MS",
     "Config",
     "ConfigError",
     "HostSettings",
@@ -393,6 +394,16 @@ def _remote_url(value: str | None) -> str | None:
     return value
 
 
+#: ``[reranker] timeout_ms`` when a ``url`` is set and the key is not: a cross-encoder
+#: server (Infinity, TEI) on a CPU takes 2-4 s for 15 candidates, and more on a loaded
+#: machine or with several compositions at once, where the process reranker's 1.5 s
+#: suits the bundled reranker (a small model, loaded once, beside the daemon). Too short a
+#: deadline makes every ``rerank`` composition a ``round_robin`` one; too long costs only
+#: while a server hangs, which its cool-down bounds (three deadlines, then one per
+#: cool-down). A server on a GPU answers in well under a second either way.
+RERANK_SERVER_TIMEOUT_MS = 10_000
+
+
 class RerankerSettings(_Section):
     """``[reranker]``: what orders the candidates before composition (``rerank``): a
     process (``command``) or a standard rerank server (``url``, docs/eval.md)."""
@@ -424,7 +435,8 @@ class RerankerSettings(_Section):
     cool_down_after: Annotated[int, Field(ge=0, le=1000)] = 3
     cool_down_ms: Annotated[int, Field(gt=0, le=86_400_000)] = 1000
     max_cool_down_ms: Annotated[int, Field(gt=0, le=86_400_000)] = 60_000
-    #: How long a composition waits for its verdict (its start included).
+    #: How long a composition waits for its verdict (its start included); unset with a
+    #: ``url``: ``RERANK_SERVER_TIMEOUT_MS`` (a cross-encoder server on a CPU takes seconds).
     timeout_ms: Annotated[int, Field(gt=0, le=600_000)] = 1500
     #: Its start deadline (the handshake, after its model has loaded), off the request path.
     start_timeout_ms: Annotated[int, Field(gt=0, le=3_600_000)] = 60_000
@@ -436,6 +448,14 @@ class RerankerSettings(_Section):
     cwd: Path | None = None
 
     _safe_url = field_validator("url")(_remote_url)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _server_timeout(cls, data: Any) -> Any:
+        """A rerank server's own ``timeout_ms`` default (``RERANK_SERVER_TIMEOUT_MS``)."""
+        if isinstance(data, dict) and data.get("url") is not None and "timeout_ms" not in data:
+            return {**data, "timeout_ms": RERANK_SERVER_TIMEOUT_MS}
+        return data
 
     @model_validator(mode="after")
     def _command_or_url(self) -> RerankerSettings:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hostd.config import ConfigError, parse_config
+from hostd.config import RERANK_SERVER_TIMEOUT_MS, ConfigError, parse_config
 
 
 def test_a_rerank_server_loads_with_its_api_model_and_credential(tmp_path: Path) -> None:
@@ -28,6 +28,16 @@ def test_a_rerank_server_loads_with_its_api_model_and_credential(tmp_path: Path)
     assert (r.command, r.cwd) == (None, None)  # no process: no working directory either
     assert r.token_file == tmp_path / "secrets" / "rerank.token"
     assert r.ca_file == tmp_path / "ca.pem"
+
+
+def test_a_rerank_servers_deadline_defaults_to_seconds_a_processs_stays_short() -> None:
+    server = parse_config("[reranker]\nurl = 'http://127.0.0.1:7997'\n").reranker
+    assert server.timeout_ms == RERANK_SERVER_TIMEOUT_MS == 10_000
+    process = parse_config("[reranker]\ncommand = ['r']\n").reranker
+    assert process.timeout_ms == 1500
+    # A deadline the file gives is kept, for either.
+    given = parse_config("[reranker]\nurl = 'http://127.0.0.1:7997'\ntimeout_ms = 900\n")
+    assert given.reranker.timeout_ms == 900
 
 
 def test_the_api_defaults_to_cohere_and_loopback_may_be_plaintext() -> None:

@@ -402,6 +402,22 @@ def test_docs_memory_md_says_how_many_forgets_the_memory_provider_records() -> N
     assert said in memory_md, f"docs/memory.md: say {said!r}"
 
 
+def test_docs_state_a_rerank_servers_own_deadline_and_the_knobs_for_a_cpu() -> None:
+    from hostd.config import RERANK_SERVER_TIMEOUT_MS, RerankerSettings
+
+    process = RerankerSettings.model_fields["timeout_ms"].default
+    (row,) = [r for r in CONFIG_MD.splitlines() if r.startswith("| `reranker.timeout_ms` |")]
+    assert f"With a `url` and no `timeout_ms`: `{RERANK_SERVER_TIMEOUT_MS}`" in row, row
+    eval_md = " ".join((ROOT / "docs" / "eval.md").read_text(encoding="utf-8").split())
+    said = (
+        f"A `url` reranker's `timeout_ms` is `{RERANK_SERVER_TIMEOUT_MS}` unless you set it "
+        f"(a process's is `{process}`)"
+    )
+    assert said in eval_md, f"docs/eval.md: say {said!r}"
+    assert "On a CPU, a cross-encoder takes seconds per ask" in eval_md
+    assert "`max_candidates` (`100`" in eval_md
+
+
 def test_docs_install_from_a_checkout_or_a_wheel_not_a_registry() -> None:
     # hostd is on no package index: `pip install "hostd[mcp]"` would fetch someone else's.
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:

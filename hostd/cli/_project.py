@@ -239,6 +239,16 @@ def render_project_config(
             "checkout or a wheel)"
         )
         lines += [f"# {why}; then uncomment:"] + [f"# {line}" for line in semantic]
+    lines += [
+        "",
+        "# Candidates reordered by a cross-encoder before composing (`--strategy rerank`):",
+        '# a rerank server you run (Infinity, TEI) or a process (docs/eval.md, "The',
+        '# reranker" and "A rerank server"). On a CPU an ask takes seconds: timeout_ms',
+        "# (10000 for a url) and max_candidates (100) are the knobs. Uncomment to use one:",
+        "# [reranker]",
+        '# url = "http://127.0.0.1:7997"  # the server (Infinity\'s port); api = "tei" for TEI',
+        '# model = "mixedbread-ai/mxbai-rerank-xsmall-v1"  # the cross-encoder it serves',
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Literal, TypedDict
+from typing import IO, TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict
 
 import anyio
 from anyio.abc import (
@@ -474,8 +474,52 @@ def _user(uid: int) -> str:
 #: How often a ``wait`` looks again for a daemon that is starting.
 _RETRY_S = 0.05
 
+_P = ParamSpec("_P")
 
-@contextlib.asynccontextmanager
+
+class _Opening(contextlib.AbstractAsyncContextManager[AsyncClient]):
+    """What ``connect``, ``connect_tcp`` and ``spawn`` return: a client for an
+    ``async with`` block. Awaited, it says how it is used, where
+    ``contextlib.asynccontextmanager``'s object says only that it cannot be awaited."""
+
+    __slots__ = ("_name", "_opened")
+
+    def __init__(self, opened: contextlib.AbstractAsyncContextManager[AsyncClient], name: str):
+        self._opened = opened
+        self._name = name
+
+    async def __aenter__(self) -> AsyncClient:
+        return await self._opened.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._opened.__aexit__(*exc_info)
+
+    if not TYPE_CHECKING:  # a type checker still flags ``await connect()`` itself
+
+        def __await__(self):
+            raise TypeError(
+                f"hostd.client.{self._name}() opens a client for an `async with` block, it "
+                f"is not awaited: `async with {self._name}(...) as client: "
+                'await client.compose(...)` (docs/api.md, "Keeping a client")'
+            )
+
+
+def _async_with(
+    fn: Callable[_P, AsyncIterator[AsyncClient]],
+) -> Callable[_P, contextlib.AbstractAsyncContextManager[AsyncClient]]:
+    """``contextlib.asynccontextmanager``, its object saying how it is used when awaited."""
+    opened = contextlib.asynccontextmanager(fn)
+
+    @functools.wraps(fn)
+    def opening(
+        *args: _P.args, **kwargs: _P.kwargs
+    ) -> contextlib.AbstractAsyncContextManager[AsyncClient]:
+        return _Opening(opened(*args, **kwargs), fn.__name__)
+
+    return opening
+
+
+@_async_with
 async def connect(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -525,7 +569,7 @@ def _seconds(value: object, name: str, *, zero: bool = False) -> float:
     return float(value)
 
 
-@contextlib.asynccontextmanager
+@_async_with
 async def connect_tcp(
     host: str,
     port: int,
@@ -591,7 +635,7 @@ def serve_command(
     return [*cmd, "serve", "--stdio"]
 
 
-@contextlib.asynccontextmanager
+@_async_with
 async def spawn(
     config: str | os.PathLike[str] | None = None,
     *,

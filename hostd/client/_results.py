@@ -280,11 +280,15 @@ class Usage(WireResult):
 class DegradedReason(WireResult):
     """Why a composition is not whole: a ``reason`` from hostd's closed vocabulary
     (``provider_failed``, ``consent_missing``, ``rerank_fallback``, …), the
-    ``provider`` it concerns where one does, and a short ``detail`` code."""
+    ``provider`` it concerns where one does, a short ``detail`` code, and a ``message``
+    for a person where hostd has one (a ``rerank_fallback``: ``unavailable:
+    ConnectError: connection refused at …: is the server running, on that port?``),
+    hostd's words, at most 500 characters."""
 
     reason: str
     provider: str | None = None
     detail: str | None = None
+    message: str | None = None
 
 
 class ComposeResult(WireResult):

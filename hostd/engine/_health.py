@@ -38,7 +38,9 @@ The engine does the I/O these decisions name; tests drive them with a fake clock
 A peer asked once per request with no process to restart (a rerank server) keeps the
 same ``Health`` and is judged by ``decide_ask``: after ``CoolDownPolicy.after``
 failures in a row it is not asked for a cool-down that doubles with each failed try
-(``record_down``), then asked once; a verdict forgets its failures (``record_answer``).
+(``record_down``), then asked once; a verdict forgets its failures (``record_answer``),
+unless its ask was sent before the latest-sent one that failed: asks are news in the
+order they were sent, not in the order their answers come.
 """
 
 from __future__ import annotations
@@ -226,6 +228,11 @@ class Health:
     #: failed or refused again), since it last started or a restart was asked: each
     #: doubles its next cool-down (``retry_cool_down_s``).
     failed_retries: int = 0
+    #: A peer asked per request (a rerank server): the place in send order of the
+    #: latest-sent ask whose failure was counted (``record_down``'s ``ask``; 0: none).
+    #: An answer to an ask sent before it is older news than that failure
+    #: (``record_answer``). Not reported: a mark, not a figure.
+    down_ask: int = 0
 
     def to_wire(self, now: float | None = None) -> dict[str, Any]:
         """The counters; with ``now`` (the clock ``failed_at`` reads), also
@@ -698,6 +705,7 @@ def record_leg(
             else health.invalid_legs
         ),
         failed_retries=health.failed_retries,
+        down_ask=health.down_ask,
     )
 
 
@@ -757,21 +765,38 @@ def decide_ask(
     return StartDecision(StartAction.GIVE_UP, min(due - now, delay))
 
 
-def record_answer(health: Health, status: str = "ok", *, error: str | None = None) -> Health:
+def record_answer(
+    health: Health, status: str = "ok", *, error: str | None = None, ask: int | None = None
+) -> Health:
     """The peer answered. ``ok`` (a verdict): it works, its failures are forgotten.
     ``error`` (an answer that is no verdict: a refusal, a redirect, a bad body): it is
     reachable, so it is ``ready`` whatever it was (an earlier ``crashed``, no connection,
     would have status tell of a failure this answer ended), while its failures in a row
-    and cool-down stand (an answer is not what a cool-down spares)."""
+    and cool-down stand (an answer is not what a cool-down spares). ``ask``: the ask's
+    place in send order; one sent before the latest-sent ask that failed
+    (``Health.down_ask``) is older news than that failure: it is counted, yet the state
+    and the failures stand (a server stopped while it finished the asks it had in hand
+    answers them after later asks found it gone; only an ask sent after says it is back).
+    ``None``: the answer is the latest news."""
+    if ask is not None and ask < health.down_ask:
+        return record_leg(health, status, error=error)
     return record_leg(replace(health, state=ProviderState.READY), status, error=error)
 
 
 def record_down(
-    health: Health, status: str, *, now: float, error: str, policy: CoolDownPolicy
+    health: Health,
+    status: str,
+    *,
+    now: float,
+    error: str,
+    policy: CoolDownPolicy,
+    ask: int | None = None,
 ) -> Health:
     """The peer gave no answer: ``timeout``, ``crashed`` (no connection, TLS refused),
     or ``error`` (it is failing: a 5xx, a 429). One more failure in a row, counted from
-    ``now``; state ``failed`` while that earns a cool-down, else ``crashed``."""
+    ``now``; state ``failed`` while that earns a cool-down, else ``crashed``. ``ask``:
+    the failed ask's place in send order (``Health.down_ask``: answers to asks sent
+    before it do not clear this failure)."""
     counted = record_leg(health, status, error=error)
     n = counted.consecutive_failures + 1
     cooling = cool_down_s(n, policy) > 0
@@ -782,4 +807,5 @@ def record_down(
         failed_at=now,
         last_failure=counted.last_error,
         last_failure_at=now,
+        down_ask=health.down_ask if ask is None else max(health.down_ask, ask),
     )

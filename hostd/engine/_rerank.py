@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from hostd._log import INFO, WARNING, get_logger
+from hostd._log import DEBUG, INFO, WARNING, get_logger
 from hostd._log import level as log_level
 from hostd.errors import HostdError, MalformedReply, ProviderCrashed, ProviderError
 from hostd.protocol import ContextFrame, WireModel
@@ -83,16 +83,22 @@ class RerankOutcome:
     detail: str | None = None
     latency_ms: float = 0.0
 
-    def timed(self, candidates: int, elapsed_s: float) -> RerankOutcome:
+    def timed(self, candidates: int, elapsed_s: float, *, quiet: bool = False) -> RerankOutcome:
         """This outcome with its latency (``elapsed_s``, read by the reranker on the clock
         it keeps its deadline by), logged as ``rerank.done`` or ``rerank.failed``: one
-        end for every reranker."""
+        end for every reranker. ``quiet``: a failure the log has told already (the same
+        words as the one before, or a composition skipped while a server cools down),
+        logged at debug: an outage is a few warnings, not one per composition."""
         ms = round(elapsed_s * 1000, 3)
         if self.reason is None:
             if log_level.at <= INFO:
                 log.info("rerank.done", candidates=candidates, model=self.model, latency_ms=ms)
-        elif log_level.at <= WARNING:
-            log.warning("rerank.failed", reason=self.reason, detail=self.detail, latency_ms=ms)
+        elif log_level.at <= (DEBUG if quiet else WARNING):
+            said = {"reason": self.reason, "detail": self.detail, "latency_ms": ms}
+            if quiet:
+                log.debug("rerank.failed", **said)
+            else:
+                log.warning("rerank.failed", **said)
         return RerankOutcome(self.order, self.model, self.reason, self.detail, ms)
 
 

@@ -21,13 +21,17 @@ Its health follows ``_health``'s decisions for a peer asked per request
 (``decide_ask``): a server that gave no answer (``unavailable``, ``timeout``, a 5xx
 or 429) ``CoolDownPolicy.after`` times in a row is not asked while it cools down
 (the outcome is ``unavailable``, detail ``cooling_down: …``, costing nothing), then
-asked once, one request at a time; a verdict forgets its failures.
+asked once, one request at a time; a verdict forgets its failures, unless its ask was
+sent before the latest-sent ask that failed (a server stopped while it finishes the asks
+in hand: ``record_answer``). The log tells an outage's turns (``rerank.failed`` as the
+failures begin or change words, ``rerank.cooling_down`` as a cool-down begins,
+``rerank.recovered``) at warning or info, and its repeats at debug.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -131,6 +135,8 @@ def _failure(exc: HostdError) -> tuple[str, str, bool]:
 
 #: ``Health`` counts a failed ask under the status a provider's leg would have.
 _LEG_STATUS = {"timeout": "timeout", "unavailable": "crashed"}
+#: States after which a verdict is a recovery (``rerank.recovered``).
+_DOWN = frozenset({ProviderState.CRASHED, ProviderState.FAILED})
 
 
 class HttpReranker:
@@ -166,6 +172,10 @@ class HttpReranker:
         self._counted = 0
         #: Compositions that did not ask it because it was cooling down.
         self.skipped = 0
+        #: Asks sent so far: the last one's place in send order (``record_answer``).
+        self._sent = 0
+        #: How long the latest verdict took (ms), said when an ask times out.
+        self._took_ms: float | None = None
         self.tally = RerankTally()
 
     def __repr__(self) -> str:
@@ -220,14 +230,21 @@ class HttpReranker:
         counted = self._counted
         decision = decide_ask(self.health, now=self._now(), policy=policy, probing=self._probing)
         if decision.action is StartAction.GIVE_UP:
+            # Told once, by ``rerank.cooling_down``: each composition it spares is not.
             self.skipped += 1
             outcome = RerankOutcome(reason="unavailable", detail=self._cooling(decision.delay_s))
+            quiet = True
         else:
+            self._sent += 1
+            ask = self._sent  # its place in send order (``record_answer``)
             probe = decision.action is StartAction.START
             if probe:  # its cool-down has passed: this request tries it, alone
                 self._probing = True
                 self.health = record_retry(self.health)
-                log.info(
+                # The first try of an outage is told; the next ones, if it stays down, are
+                # repeats (each failed try's ``rerank.cooling_down`` says when the next is).
+                first = self.health.consecutive_failures <= policy.after
+                (log.info if first else log.debug)(
                     "rerank.retry",
                     retries=self.health.retries,
                     consecutive_failures=self.health.consecutive_failures,
@@ -237,8 +254,12 @@ class HttpReranker:
             finally:
                 if probe:
                     self._probing = False
-            self._count(outcome, down, counted)
-        return self.tally.count(outcome.timed(len(candidates), time.perf_counter() - started))
+            if outcome.reason is None:  # as its latency is reported
+                self._took_ms = round((time.perf_counter() - started) * 1000, 3)
+            quiet = self._count(outcome, down, counted, ask)
+        elapsed = time.perf_counter() - started
+        outcome = outcome.timed(len(candidates), elapsed, quiet=quiet)
+        return self.tally.count(outcome)
 
     def _cooling(self, delay_s: float) -> str:
         """A skipped request's detail: why, and when the server is asked again. Quotes
@@ -250,38 +271,58 @@ class HttpReranker:
             f"{h.last_failure}; {when}"
         )
 
-    def _count(self, outcome: RerankOutcome, down: bool, counted: int) -> None:
-        """Its health after one ask; ``counted``: ``_counted`` when the ask began. Below
-        ``cool_down.after`` every failure counts toward the cool-down (many requests
-        failing at once leave a server alone at once); past it, only a failure of an ask
-        made after the last one counted does (a try after the cool-down): asks that were
-        out together when a server went down double its cool-down once, not once each."""
+    def _count(self, outcome: RerankOutcome, down: bool, counted: int, ask: int) -> bool:
+        """Its health after one ask, and whether its failure repeats the one before in the
+        same words (the log has told it: ``quiet``). ``counted``: ``_counted`` when the ask
+        began; ``ask``: its place in send order. Below ``cool_down.after`` every failure
+        counts toward the cool-down (many requests failing at once leave a server alone
+        at once); past it, only a failure of an ask made after the last one counted does
+        (a try after the cool-down): asks that were out together when a server went down
+        double its cool-down once, not once each. An answer to an ask sent before one
+        that failed does not clear that failure (``record_answer``)."""
+        before = self.health
         reason = outcome.reason
         if reason is None:
-            self.health = record_answer(self.health)
-            return
+            self.health = health = record_answer(before, ask=ask)
+            if health.state is ProviderState.READY and before.state in _DOWN:
+                log.info(
+                    "rerank.recovered",
+                    was=before.state.value,
+                    failures=before.consecutive_failures,
+                    skipped=self.skipped,
+                )
+            return False
         error = f"{reason}: {outcome.detail}"
+        # Said already: its last ask failed too, in the same words.
+        again = before.failing_legs > 0 and before.last_error == error
         status = _LEG_STATUS.get(reason, "error")
         if not down:
-            self.health = record_answer(self.health, status, error=error)
-            return
+            self.health = record_answer(before, status, error=error, ask=ask)
+            return again
         policy = self.server.cool_down
-        cooling = cool_down_s(self.health.consecutive_failures, policy) > 0
+        cooling = cool_down_s(before.consecutive_failures, policy) > 0
         if cooling and counted != self._counted:  # out before the failure counted last
-            self.health = record_leg(self.health, status, error=error)
-            return
+            health = record_leg(before, status, error=error)
+            self.health = replace(health, down_ask=max(health.down_ask, ask))
+            return again
         self.health = health = record_down(
-            self.health, status, now=self._now(), error=error, policy=policy
+            before, status, now=self._now(), error=error, policy=policy, ask=ask
         )
         self._counted += 1
         wait = cool_down_s(health.consecutive_failures, policy)
         if wait > 0:
-            log.warning(
-                "rerank.cooling_down",
-                consecutive_failures=health.consecutive_failures,
-                retry_in_s=round(wait, 3),
-                last_failure=health.last_failure,
-            )
+            # Told as it begins, or when the failure's words change; a failed try that
+            # doubles it, failing as before, is a repeat.
+            said = {
+                "consecutive_failures": health.consecutive_failures,
+                "retry_in_s": round(wait, 3),
+                "last_failure": health.last_failure,
+            }
+            if cooling and before.last_failure == health.last_failure:
+                log.debug("rerank.cooling_down", **said)
+            else:
+                log.warning("rerank.cooling_down", **said)
+        return again
 
     async def _rerank(
         self, query: str, candidates: list[dict[str, Any]], timeout_s: float
@@ -313,7 +354,10 @@ class HttpReranker:
                         tg.start_soon(score, k)
         if waited.cancelled_caught:
             ms = f"{timeout_s * 1000:.0f} ms"
-            detail = f"no verdict within {ms} (raise [reranker] timeout_ms)"
+            took = self._took_ms
+            # How long it takes when it answers, if it did: what to raise the deadline to.
+            known = "" if took is None else f"; its latest verdict took {took:.0f} ms"
+            detail = f"no verdict within {ms}{known} (raise [reranker] timeout_ms)"
             return RerankOutcome(reason="timeout", detail=detail), True
         scores: list[float] = []
         model = self.server.model

@@ -21,7 +21,7 @@ duplicate is not lost from view.
 A composition short of what was asked (degraded, or empty though providers had
 something: ``shortfall``) is said once per call, by the adapter's ``on_degraded``:
 a ``logging`` warning, a ``DegradedComposition``, or nothing. Its words are hostd's
-own (reasons, provider ids, codes, the audit's account of a strategy's fallback),
+own (reasons, provider ids, codes, a degraded reason's message),
 never a provider's text.
 """
 
@@ -51,8 +51,6 @@ __all__ = [
 #: What an adapter does with a composition short of what was asked (``on_degraded``).
 OnDegraded = Literal["warn", "raise", "ignore"]
 ON_DEGRADED: tuple[str, ...] = get_args(OnDegraded)
-#: The characters of a fallback's account an adapter carries at most (as ``last_failure``).
-_MESSAGE_CHARS = 500
 
 
 class DegradedComposition(HostdError):
@@ -127,33 +125,10 @@ def evidence_metadata(item: Evidence, position: int, result: ComposeResult) -> d
     }
 
 
-def _fallback_account(result: ComposeResult) -> str | None:
-    """Why ``rerank`` fell back, as the audit tells it (``strategy_params.rerank``:
-    ``unavailable: ConnectError: connection refused at …``), bounded. hostd's words:
-    a rerank server's reply is never quoted (docs/api.md), a reranker process's error
-    is reported by size, and only the tail of its stderr, scrubbed, is its own."""
-    params = result.audit.policy.get("strategy_params")
-    rerank = params.get("rerank") if isinstance(params, Mapping) else None
-    if not isinstance(rerank, Mapping) or not rerank.get("fallback"):
-        return None
-    reason, detail = rerank.get("reason"), rerank.get("detail")
-    if not isinstance(detail, str) or not detail:
-        return None
-    text = f"{reason}: {detail}" if isinstance(reason, str) else detail
-    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
-
-
 def _reasons(result: ComposeResult) -> list[dict[str, Any]]:
-    """``degraded_reasons`` as the wire has them; a ``rerank_fallback`` also with the
-    audit's account of it (``message``), which the wire's short code leaves out."""
-    account = _fallback_account(result)
-    out: list[dict[str, Any]] = []
-    for reason in result.degraded_reasons:
-        wire: dict[str, Any] = reason.to_wire()
-        if reason.reason == "rerank_fallback" and account is not None:
-            wire["message"] = account
-        out.append(wire)
-    return out
+    """``degraded_reasons`` as the wire has them, each with its ``message`` where the
+    daemon gave one (a ``rerank_fallback``'s account of what failed)."""
+    return [reason.to_wire() for reason in result.degraded_reasons]
 
 
 def shortfall(result: ComposeResult) -> str | None:

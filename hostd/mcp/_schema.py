@@ -321,6 +321,7 @@ COMPOSE_OUTPUT_SCHEMA: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "provider": {"type": "string"},
                     "detail": {"type": "string"},
+                    "message": {"type": "string"},
                 },
                 "required": ["reason"],
             },

@@ -9,7 +9,8 @@ calibration's maps). Otherwise it is
 evidence exists" from "a provider was down". Computed once, in the pipeline's
 report stage, from values the stages already hold: pure, and ordered so the same
 shortfalls give the same bytes. Details are codes and counts hostd chose, never
-text a provider wrote.
+text a provider wrote; a reason may also carry a ``message``, hostd's account of it
+for a person (a rerank fallback: what failed and what to check), bounded.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from hostd.engine import LegReport, LegStatus
 from hostd.protocol import Severity
 
-__all__ = ["REASONS", "Degraded", "degradations", "leg_degradation"]
+__all__ = ["MESSAGE_CHARS", "REASONS", "Degraded", "degradations", "leg_degradation"]
 
 #: The closed vocabulary of ``degraded_reasons[].reason``.
 REASONS = (
@@ -38,21 +39,29 @@ REASONS = (
     "calibration_missing",  # strategy calibrated without maps: round_robin
 )
 
+#: The characters of a reason's ``message`` at most (as a health record's ``last_failure``).
+MESSAGE_CHARS = 500
+
 _FAILED = frozenset({LegStatus.TIMEOUT, LegStatus.CRASHED, LegStatus.ERROR, LegStatus.UNAUTHORIZED})
 
 
 @dataclass(frozen=True, slots=True)
 class Degraded:
     """One reason a composition is not whole: ``reason`` from ``REASONS``, the
-    ``provider`` it concerns (if one), and a short ``detail`` code."""
+    ``provider`` it concerns (if one), a short ``detail`` code, and a ``message`` for a
+    person where hostd has one of its own (cut to ``MESSAGE_CHARS``)."""
 
     reason: str
     provider: str | None = None
     detail: str | None = None
+    message: str | None = None
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS:
             raise ValueError(f"unknown degraded reason {self.reason!r}")
+        message = self.message
+        if message is not None and len(message) > MESSAGE_CHARS:
+            object.__setattr__(self, "message", message[: MESSAGE_CHARS - 1] + "…")
 
     def to_wire(self) -> dict[str, str]:
         out = {"reason": self.reason}
@@ -60,6 +69,8 @@ class Degraded:
             out["provider"] = self.provider
         if self.detail is not None:
             out["detail"] = self.detail
+        if self.message is not None:
+            out["message"] = self.message
         return out
 
 

@@ -122,7 +122,10 @@ class RerankPreparer:
         order = await self.judge(request.query_text or request.goal, fan.accepted, strategy)
         if order.reason is None or order.reason == _PARTIAL:
             return Prepared(order)
-        return Prepared(order, (Degraded("rerank_fallback", detail=order.reason),))
+        # The audit's account (its reason and detail: hostd's words, never a server's
+        # reply), for a person reading the degraded reason.
+        said = f"{order.reason}: {order.detail}" if order.detail else None
+        return Prepared(order, (Degraded("rerank_fallback", detail=order.reason, message=said),))
 
 
 def preparers(config: Config, rerank: RerankPreparer) -> Mapping[type, Preparer]:

@@ -21,7 +21,12 @@ from hostd.cli._project import (
     render_project_config,
     semantic_installed,
 )
-from hostd.config import DEFAULT_CONFIG_PATH, load_config, parse_config
+from hostd.config import (
+    DEFAULT_CONFIG_PATH,
+    RERANK_SERVER_TIMEOUT_MS,
+    load_config,
+    parse_config,
+)
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.home import fresh_home, hostd_in
 
@@ -112,6 +117,13 @@ def test_init_writes_a_valid_config_every_key_line_saying_what_it_does(
     (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
     tokenized = parse_config(text.replace('# tokenizer = "', 'tokenizer = "'), base=tmp_path)
     assert tokenized.host.tokenizer == tmp_path / "tokenizer.json"
+    # The reranker block, uncommented, is a rerank server with its own deadline.
+    uncommented = re.sub(r"(?m)^# (\[reranker\]|url = |model = )", r"\1", text)
+    reranked = parse_config(uncommented, base=tmp_path)
+    assert reranked.reranker.url == "http://127.0.0.1:7997"
+    assert reranked.reranker.model == "mixedbread-ai/mxbai-rerank-xsmall-v1"
+    assert reranked.reranker.timeout_ms == RERANK_SERVER_TIMEOUT_MS
+    assert "docs/eval.md" in text and '"A rerank server"' in text
     # Several providers, whose scores run on different scales: ranked each on its own.
     assert cfg.host.strategy == "rrf"
     assert "hostd eval --from-shadow" in text and "round_robin" in text

@@ -76,6 +76,25 @@ def test_a_verdict_resets_the_failures_and_an_answer_without_one_keeps_its_cool_
     assert record_answer(Health(), "error", error="x").state is ProviderState.READY
 
 
+def test_an_answer_to_an_ask_sent_before_a_later_failure_does_not_clear_it() -> None:
+    # Asks 1 and 2 are out; 2 finds the server gone, then 1's verdict comes.
+    down = record_down(
+        Health(), "crashed", now=5.0, error="unavailable: gone", policy=POLICY, ask=2
+    )
+    assert (down.state, down.down_ask) == (ProviderState.CRASHED, 2)
+    for late in (record_answer(down, ask=1), record_answer(down, "error", error="x", ask=1)):
+        assert (late.state, late.consecutive_failures) == (ProviderState.CRASHED, 1)
+        assert late.last_failure == "unavailable: gone" and late.legs == 2
+    assert record_answer(down, ask=1).ok == 1  # counted, as an answer
+    # An ask sent after the failure is news: it is back.
+    back = record_answer(down, ask=3)
+    assert (back.state, back.consecutive_failures) == (ProviderState.READY, 0)
+    # An ask that failed earlier in send order than the latest failure keeps its mark.
+    earlier = record_down(down, "timeout", now=6.0, error="timeout: x", policy=POLICY, ask=1)
+    assert earlier.down_ask == 2
+    assert "down_ask" not in down.to_wire()
+
+
 def test_an_answer_after_no_connection_makes_the_peer_ready_with_the_newest_error() -> None:
     unreachable = _down(Health(), now=0.0, status="crashed")
     assert unreachable.state is ProviderState.CRASHED

@@ -10,13 +10,16 @@ and a verdict forgets its failures.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from hostd.cli._daemon import reranker_state
 from hostd.engine import CoolDownPolicy, HttpReranker, PoolSettings, RerankOutcome, RerankServer
 from tests.fixtures.rerank_server import fixture_score
 from tests.remote._servers import make_tls
@@ -206,3 +209,114 @@ async def test_the_servers_endpoint_is_logged_as_the_rerank_api_it_speaks(
     assert outcome.reason is None
     (opened,) = [e for e in logs if e["event"] == "provider.remote.opened"]
     assert (opened["provider"], opened["binding"]) == ("reranker", f"rerank-http:{api}")
+
+
+# -- answers come in any order: the newest ask is the news --------------------------------
+
+
+async def _release(port: int) -> None:
+    """Let the fixture server answer the asks it holds (``--hold-query``)."""
+    async with httpx.AsyncClient() as client:
+        (await client.post(f"http://127.0.0.1:{port}/release")).raise_for_status()
+
+
+async def test_a_verdict_asked_before_a_later_failure_does_not_clear_it() -> None:
+    flags = ("--hold-query", "held", "--fail-query", "down")
+    async with rerank_server("ok", *flags) as port:
+        server = RerankServer(f"http://127.0.0.1:{port}", cool_down=_cooling(3, 3600.0))
+        async with HttpReranker(server, PoolSettings()) as reranker:
+            held: list[RerankOutcome] = []
+
+            async def ask_held() -> None:
+                held.append(await reranker.rerank("held", CANDIDATES, 60.0))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask_held)
+                await anyio.wait_all_tasks_blocked()  # asked first, held by the server
+                failed = await reranker.rerank("down", CANDIDATES, 60.0)
+                stopped = reranker.row()
+                await _release(port)
+            late = reranker.row()
+            fresh = await reranker.rerank("why", CANDIDATES, 60.0)
+            back = reranker.row()
+    assert (failed.reason, failed.detail) == ("error", "HTTP 503")
+    assert [o.reason for o in held] == [None]  # its composition has its verdict
+    assert (stopped["state"], stopped["health"]["consecutive_failures"]) == ("crashed", 1)
+    # The late verdict is counted, yet it is older news than the failure: status says
+    # what the latest ask found.
+    health = late["health"]
+    assert (late["state"], health["consecutive_failures"], health["ok"]) == ("crashed", 1, 1)
+    assert health["last_failure"] == "error: HTTP 503"
+    # ``hostd status`` says it is down, not ``ready``.
+    assert reranker_state(late).startswith("unreachable ")
+    assert reranker_state(late).endswith(": error: HTTP 503; asks 2, fallbacks 1")
+    assert fresh.reason is None
+    assert (back["state"], back["health"]["consecutive_failures"]) == ("ready", 0)
+
+
+# -- the log: an outage's turns at warning or info, its repeats at debug -----------------
+
+
+def _rerank_events(logs: list[MutableMapping[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["log_level"], e["event"]) for e in logs if e["event"].startswith("rerank.")]
+
+
+async def test_an_outage_is_logged_as_it_begins_and_ends_and_its_repeats_at_debug() -> None:
+    clock = _Clock()
+    async with rerank_server("ok", "--fail-first", "3") as port:
+        server = RerankServer(f"http://127.0.0.1:{port}", cool_down=_cooling(2, 5.0))
+        async with HttpReranker(server, PoolSettings(clock=clock)) as reranker:
+            with capture_logs() as logs:
+                failed = [await reranker.rerank("why", CANDIDATES, 60.0) for _ in range(2)]
+                skipped = [await reranker.rerank("why", CANDIDATES, 60.0) for _ in range(3)]
+                clock.now += 5.0
+                tried = await reranker.rerank("why", CANDIDATES, 60.0)  # fails as before
+                clock.now += 10.0
+                back = await reranker.rerank("why", CANDIDATES, 60.0)
+    assert [o.reason for o in [*failed, *skipped, tried]] == ["error"] * 2 + ["unavailable"] * 3 + [
+        "error"
+    ]
+    assert back.reason is None
+    assert _rerank_events(logs) == [
+        ("warning", "rerank.failed"),  # the first failure
+        ("warning", "rerank.cooling_down"),  # the cool-down begins
+        ("debug", "rerank.failed"),
+        *[("debug", "rerank.failed")] * 3,  # compositions it spares
+        ("info", "rerank.retry"),  # the first try
+        ("debug", "rerank.cooling_down"),  # it failed as before: a longer cool-down
+        ("debug", "rerank.failed"),
+        ("debug", "rerank.retry"),
+        ("info", "rerank.recovered"),
+        ("info", "rerank.done"),
+    ]
+    (recovered,) = [e for e in logs if e["event"] == "rerank.recovered"]
+    assert (recovered["was"], recovered["failures"], recovered["skipped"]) == ("failed", 3, 3)
+
+
+async def test_a_failure_in_new_words_is_told_again() -> None:
+    async with rerank_server("ok", "--fail-query", "down", "--hold-query", "held") as port:
+        server = RerankServer(f"http://127.0.0.1:{port}", cool_down=_cooling(0, 1.0))
+        async with HttpReranker(server, PoolSettings()) as reranker:
+            with capture_logs() as logs:
+                # The only deadline that may pass: "held" is never answered.
+                for query, timeout_s in [("down", 60.0)] * 2 + [("held", 0.5)] * 2:
+                    await reranker.rerank(query, CANDIDATES, timeout_s)
+    warned, repeated = ("warning", "rerank.failed"), ("debug", "rerank.failed")
+    assert _rerank_events(logs) == [warned, repeated, warned, repeated]
+
+
+# -- a deadline a server cannot meet: the detail says what it takes ------------------------
+
+
+async def test_a_timeout_says_how_long_the_latest_verdict_took() -> None:
+    async with rerank_server("ok", "--hold-query", "held") as port:
+        server = RerankServer(f"http://127.0.0.1:{port}")
+        async with HttpReranker(server, PoolSettings()) as reranker:
+            first = await reranker.rerank("held", CANDIDATES, 0.5)  # never answered
+            answered = await reranker.rerank("why", CANDIDATES, 60.0)
+            timed_out = await reranker.rerank("held", CANDIDATES, 0.5)
+    assert first.detail == "no verdict within 500 ms (raise [reranker] timeout_ms)"
+    assert answered.reason is None
+    assert timed_out.reason == "timeout" and timed_out.detail is not None
+    took = f"its latest verdict took {answered.latency_ms:.0f} ms"  # as measured
+    assert timed_out.detail == f"no verdict within 500 ms; {took} (raise [reranker] timeout_ms)"

@@ -23,6 +23,7 @@ from hostd.config import parse_config
 from hostd.engine import FanOut, LegReport, LegStatus, RerankOutcome
 from hostd.errors import FloorsExceedBudget, ShadowDisabled, UnknownProvider
 from hostd.pipeline import REASONS, Degraded, Pipeline, degradations, leg_degradation
+from hostd.pipeline._degraded import MESSAGE_CHARS
 from hostd.protocol import ContextQuery, Violation
 from hostd.quality import Composition
 from hostd.server import ComposeParams
@@ -211,7 +212,16 @@ async def test_rerank_is_asked_after_the_fan_out_over_its_own_pool(tmp_path: Pat
     params = ComposeParams(goal="g", strategy="rerank", overfetch=2.0)
     result = await pipeline.compose(params, "r")
     assert engine.calls[0]["overfetch"] == 2.0  # the request's own wins
-    assert result["degraded_reasons"] == [{"reason": "rerank_fallback", "detail": "timeout"}]
+    # Its message is the audit's account, for a person: what failed, what to raise.
+    assert result["degraded_reasons"] == [
+        {
+            "reason": "rerank_fallback",
+            "detail": "timeout",
+            "message": "timeout: no verdict within 1500 ms",
+        }
+    ]
+    account = result["audit"]["policy"]["strategy_params"]["rerank"]
+    assert result["degraded_reasons"][0]["message"] == f"{account['reason']}: {account['detail']}"
 
 
 async def test_each_failed_leg_is_named_and_the_rest_is_served(tmp_path: Path) -> None:
@@ -286,6 +296,12 @@ def test_every_leg_status_but_ok_is_a_named_reason() -> None:
     }
     with pytest.raises(ValueError, match="unknown degraded reason"):
         Degraded("provider_sad")
+
+
+def test_a_degraded_reasons_message_is_on_the_wire_bounded() -> None:
+    long = Degraded("rerank_fallback", detail="unavailable", message="x" * 2000).to_wire()
+    assert long["message"] == "x" * (MESSAGE_CHARS - 1) + "…" and MESSAGE_CHARS == 500
+    assert "message" not in Degraded("rerank_fallback", detail="timeout").to_wire()
 
 
 def test_an_ok_leg_that_lost_part_of_its_answer_is_a_reason_beside_its_invalid_frames() -> None:

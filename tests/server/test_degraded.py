@@ -54,10 +54,17 @@ async def test_every_shortfall_is_named_once_and_each_leg_logged_once(
     assert result["degraded_reasons"] == [
         {"reason": "provider_failed", "provider": "broken", "detail": "crashed"},
         {"reason": "consent_missing", "provider": "cloud", "detail": "api.example.com"},
-        {"reason": "rerank_fallback", "detail": "not_configured"},
+        {
+            "reason": "rerank_fallback",
+            "detail": "not_configured",
+            "message": "not_configured: no [reranker] command or url in the config",
+        },
     ]
-    # The typed client reads them as they came.
+    # The typed client reads them as they came, the message with them.
     assert typed.degraded is True
+    assert typed.degraded_reasons[-1].message == (
+        "not_configured: no [reranker] command or url in the config"
+    )
     assert [(d.reason, d.provider) for d in typed.degraded_reasons][0] == (
         "provider_failed",
         "broken",
