@@ -182,6 +182,8 @@ def test_hostd_mcp_connect_answers_without_loading_the_daemon(tmp_path: Path) ->
     modules = loaded.read_text(encoding="utf-8").split("\n")
     assert "mcp.server.lowlevel" in modules  # the run got as far as serving
     assert [m for m in modules if m.startswith(DAEMON)] == []
+    # Neither request checks a tool's arguments against its schema.
+    assert "jsonschema" not in modules
 
 
 def _modules_of_command(tmp_path: Path, *argv: str) -> tuple[int, list[str]]:
