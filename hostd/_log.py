@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
 __all__ = ["DEBUG", "INFO", "WARNING", "get_logger", "level"]
 
 DEBUG = 10
@@ -36,5 +34,12 @@ level = _Level()
 
 
 def get_logger(name: str) -> Any:
-    """The structlog logger named ``name`` (a module-level logger, dotted event names)."""
+    """The structlog logger named ``name`` (a module-level logger, dotted event names).
+
+    structlog is imported here, by the first logger made, not with this module: its
+    package imports its console renderer, and with it rich when that is installed
+    (about 100 modules), which a command that logs nothing (``--version``, ``--help``)
+    never needs."""
+    import structlog
+
     return structlog.get_logger(name)

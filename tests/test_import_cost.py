@@ -27,11 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Libraries only some paths need: none of them may load with a module's import.
 ON_USE = ("jsonrpcserver", "httpx")
 
-#: What the command line loads before it knows its command: the transport (with the
-#: JSON-RPC core under it) is loaded by the commands that reach a provider (``serve``,
-#: ``check-provider``, an in-process ``compose``), never by the rest (``status``,
-#: ``stop``, ``init``, ``config``, ``--connect``, ``--version``).
+#: What importing the command line leaves unloaded: the transport is loaded by the
+#: commands that reach a provider (``serve``, ``check-provider``, an in-process
+#: ``compose``), and the JSON-RPC core under it by those and by every command that talks
+#: to a daemon (the client sends through it: ``status``, ``stop``, ``--connect``).
 CLI_ON_USE = ("hostd.transport", "hostd.rpc")
+
+#: Libraries a command loads only when it uses them: structlog (whose package imports its
+#: console renderer and, with it, rich) with the first logger made or the log configured,
+#: tqdm when a progress bar is drawn (a terminal, a provider warming), jsonschema when
+#: ``hostd mcp`` checks a tool's arguments.
+CLI_LIBRARIES_ON_USE = ("structlog", "rich", "tqdm", "jsonschema")
 
 #: What the engine alone leaves unloaded: ``check-provider`` (its checks drive the
 #: engine's launcher and leg audit) composes nothing; the composition library loads with
@@ -82,6 +88,11 @@ def test_importing_an_entry_point_loads_no_library_it_may_not_use(module: str) -
 
 def test_importing_the_command_line_loads_no_transport() -> None:
     found = f"','.join(m for m in {CLI_ON_USE!r} if m in sys.modules) or 'none'"
+    assert _run(f"import sys, hostd.cli\nprint('loaded=' + ({found}))\n") == ["none"]
+
+
+def test_importing_the_command_line_loads_no_log_bar_or_schema_library() -> None:
+    found = f"','.join(m for m in {CLI_LIBRARIES_ON_USE!r} if m in sys.modules) or 'none'"
     assert _run(f"import sys, hostd.cli\nprint('loaded=' + ({found}))\n") == ["none"]
 
 
@@ -182,6 +193,8 @@ def test_hostd_mcp_connect_answers_without_loading_the_daemon(tmp_path: Path) ->
     modules = loaded.read_text(encoding="utf-8").split("\n")
     assert "mcp.server.lowlevel" in modules  # the run got as far as serving
     assert [m for m in modules if m.startswith(DAEMON)] == []
+    # Neither request checks a tool's arguments against its schema.
+    assert "jsonschema" not in modules
 
 
 def _modules_of_command(tmp_path: Path, *argv: str) -> tuple[int, list[str]]:
@@ -213,3 +226,15 @@ def test_a_command_finding_no_daemon_loads_none_of_the_daemon(tmp_path: Path, co
     status, modules = _modules_of_command(tmp_path, command)
     assert status == 3  # no daemon
     assert [m for m in modules if m.startswith((*DAEMON, *WIRE_MODELS, "hostd.transport"))] == []
+    # Its log is configured (structlog), but it draws no bar and checks no schema.
+    assert [m for m in ("tqdm", "jsonschema") if m in modules] == []
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["compose", "--help"]])
+def test_a_command_that_logs_nothing_loads_no_log_library(tmp_path: Path, argv: list[str]) -> None:
+    """``hostd --version`` and a command's ``--help`` end before any log is configured
+    or written: structlog and rich stay unloaded, and tqdm and jsonschema with them."""
+    status, modules = _modules_of_command(tmp_path, *argv)
+    assert status == 0
+    assert "hostd.cli._main" in modules  # the run got as far as the command line
+    assert [m for m in CLI_LIBRARIES_ON_USE if m in modules] == []

@@ -26,7 +26,6 @@ from hostd._log import INFO, WARNING
 from hostd._log import level as log_level
 from hostd.config import Config, HostSettings, ProviderSettings
 from hostd.errors import HostdError
-from hostd.logs import flush_logs, get_logger
 
 from ._common import (
     EXIT_FAILED,
@@ -55,8 +54,6 @@ from ._ready import ReadySignal
 from ._warm import ProgressBars, forward_progress
 
 __all__ = ["add_core_commands", "audit_summary"]
-
-log = get_logger("hostd.cli")
 
 _T = TypeVar("_T")
 
@@ -648,7 +645,9 @@ async def _loading(
 
 
 def _sdk_loaded(ms: int) -> None:
-    log.info("mcp.sdk.loaded", ms=ms)
+    from hostd.logs import flush_logs, get_logger
+
+    get_logger("hostd.cli").info("mcp.sdk.loaded", ms=ms)
     flush_logs()  # said as it happens: a cold start's order is read in the log
 
 

@@ -29,7 +29,6 @@ import orjson
 from hostd._hints import duration
 from hostd.config import DEFAULT_WAIT_S, Config
 from hostd.errors import DaemonNotPermitted, HostdError, RpcError
-from hostd.logs import flush_logs, get_logger
 from hostd.protocol import CgpErrorCode, sha256_digest
 
 from ._outcome import NoDaemon, config_hint
@@ -226,6 +225,8 @@ async def connect_client(
 def _waiting(where: Path | str, wait: float) -> None:
     """A ``--connect`` wait for a daemon that is starting, said once, in the log and to
     the person."""
+    from hostd.logs import flush_logs, get_logger
+
     get_logger("hostd.cli").info("client.waiting", socket=str(where), wait_s=wait)
     flush_logs()
     # Said to the person too: the wait is otherwise silent (--wait 0: none).

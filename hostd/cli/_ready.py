@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from hostd.logs import get_logger
+from hostd._log import get_logger
 
 from ._common import UsageError, pid_alive
 

@@ -20,17 +20,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from tqdm import tqdm
 
 from hostd.config import Config
 
 from ._common import ProgressListener, connect_arg, session, time_left
 from ._daemon import provider_state
 from ._outcome import config_hint
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = [
     "PROGRESS_LINE_INTERVAL_S",
@@ -45,6 +47,13 @@ __all__ = [
 #: How often, at most, a warming provider's progress line is written without bars: a
 #: log of a long build (thousands of chunks to embed) shows it alive, and stays short.
 PROGRESS_LINE_INTERVAL_S = 30.0
+
+
+def _tqdm() -> type[tqdm[Any]]:
+    """tqdm, imported when a bar is drawn: only on a terminal, while a provider warms."""
+    from tqdm import tqdm
+
+    return tqdm
 
 
 class ProgressBars:
@@ -70,14 +79,14 @@ class ProgressBars:
                 word = f"ready ({said})" if said else "ready"
             else:
                 word = f"failed: {said}"
-            tqdm.write(f"hostd: {provider_id} {word}", file=self.stream)
+            _tqdm().write(f"hostd: {provider_id} {word}", file=self.stream)
             return
         phase = str(progress.get("phase", "warming"))
         total, done = progress.get("total"), progress.get("done") or 0
         said = " ".join(str(progress.get("message") or "").split())
         if said and said != self._told.get(provider_id):  # its own word, once, above the bar
             self._told[provider_id] = said
-            tqdm.write(f"hostd: {provider_id}: {said}", file=self.stream)
+            _tqdm().write(f"hostd: {provider_id}: {said}", file=self.stream)
         bar = self._bars.get(provider_id)
         if bar is not None and (self._phase.get(provider_id) != phase or bar.total != total):
             # A new phase, or a new total (a .hostdignore edited while it embeds: what
@@ -87,7 +96,7 @@ class ProgressBars:
         if bar is None:
             # Starting from where the phase is (a build resumed from its cache): the rate
             # and the time left count what is done from now on, not the cached part.
-            bar = self._bars[provider_id] = tqdm(
+            bar = self._bars[provider_id] = _tqdm()(
                 total=total,
                 initial=int(done),
                 desc=f"{provider_id}: {phase}",

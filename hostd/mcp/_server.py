@@ -38,7 +38,6 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
-from jsonschema import Draft202012Validator
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -158,7 +157,20 @@ TOOLS: tuple[types.Tool, ...] = (
     ),
 )
 
-_VALIDATORS = {t.name: Draft202012Validator(t.input_schema) for t in TOOLS}
+#: Each tool's input schema validator, built with the first call that is checked:
+#: jsonschema (its format checkers, referencing, rpds) costs ``hostd mcp`` about a
+#: tenth of its start, and ``initialize`` or ``tools/list`` never validates anything.
+_VALIDATORS: dict[str, Any] = {}
+_SCHEMAS = {t.name: t.input_schema for t in TOOLS}
+
+
+def _validator(name: str) -> Any:
+    validator = _VALIDATORS.get(name)
+    if validator is None:
+        from jsonschema import Draft202012Validator
+
+        validator = _VALIDATORS[name] = Draft202012Validator(_SCHEMAS[name])
+    return validator
 
 
 class Backend(Protocol):
@@ -180,7 +192,7 @@ def _problem(name: str, arguments: dict[str, Any]) -> str | None:
     """Why ``arguments`` do not fit tool ``name``'s input schema, in the client API's
     form (``invalid params: FIELD: what is wrong; expected …``, as its own refusals
     read), so the model meets one form whichever side refused; None when they fit."""
-    validator = _VALIDATORS[name]
+    validator = _validator(name)
     problems = sorted(
         validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path]
     )
@@ -444,7 +456,7 @@ def build_server(
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        if params.name not in _VALIDATORS:
+        if params.name not in _SCHEMAS:
             # A protocol error (MCP server/tools "Error Handling"): nothing the model can fix.
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         args = params.arguments or {}
