@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+# Among the suite's longest: run first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Scripts smoke-run by a test file of their own (which checks more of their output).

@@ -280,6 +280,7 @@ def test_providers_names_why_a_provider_is_down(
     ), done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["compose", "x"], ["providers"], ["consent", "list"]])
 def test_connect_without_a_daemon_names_the_socket_and_hostd_serve(
     tmp_path: Path, command: list[str]
@@ -398,6 +399,7 @@ def test_an_ok_leg_whose_frames_were_dropped_says_how_many_and_why(
     assert all(words in line for words in said), line
 
 
+@pytest.mark.slow
 def test_providers_without_connect_lists_the_daemon_serving_this_config(tmp_path: Path) -> None:
     from tests.fixtures.procs import ServeChild
 
@@ -450,6 +452,7 @@ def test_a_start_that_timed_out_names_start_timeout_s(tmp_path: Path) -> None:
     assert "set up after it" in line and "warm()" not in line, line
 
 
+@pytest.mark.slow
 def test_budget_left_unspent_by_the_frame_cap_says_so(tmp_path: Path) -> None:
     # Each provider offers up to max_frames small frames: at --max-frames 1 both offer
     # one, far under a large budget, and nothing was left out for the budget.

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from hostd.config import load_config
 from hostd.engine import HandshakeRecords
 from tests.fixtures.cli import run_hostd as _hostd
@@ -89,6 +91,7 @@ def test_a_grant_with_no_record_starts_only_the_named_provider_once(tmp_path: Pa
     assert _starts(tmp_path, "cloud") == 1
 
 
+@pytest.mark.slow
 def test_an_undeclared_scope_is_refused_unless_forced(tmp_path: Path) -> None:
     config = _config(tmp_path)
     code, _, err = _hostd_at(config, "consent", "grant", "cloud", "api.exmaple.com")
@@ -124,6 +127,7 @@ def test_an_unknown_provider_is_named_with_the_configured_ones(tmp_path: Path) -
     assert code == 1 and "unknown provider 'clod'" in err and "alpha, cloud" in err
 
 
+@pytest.mark.slow
 def test_force_and_a_revoke_of_a_held_receipt_need_no_start_of_a_provider_that_cannot(
     tmp_path: Path,
 ) -> None:

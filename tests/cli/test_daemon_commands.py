@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hostd.client import Client
 from tests.fixtures.cli import run_hostd
 from tests.fixtures.procs import ROOT, ServeChild
@@ -33,6 +35,7 @@ def _human(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if not line.startswith("{")]
 
 
+@pytest.mark.slow
 def test_status_shows_the_daemon_and_stop_returns_once_it_has_exited(tmp_path: Path) -> None:
     config = _config(tmp_path)
     child = ServeChild(config)

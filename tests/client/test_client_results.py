@@ -173,6 +173,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(compose_reply())
 def test_to_wire_gives_back_the_exact_dict_received(wire: dict[str, Any]) -> None:

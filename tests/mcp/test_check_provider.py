@@ -24,6 +24,9 @@ from tests.fixtures.cli import run_hostd
 
 from .test_binding import _everything
 
+# Among the suite's longest: run first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def _check(*args: str) -> tuple[int, dict[str, dict[str, Any]]]:
     done = run_hostd("check-provider", "--binding", "mcp", "--json", *args)

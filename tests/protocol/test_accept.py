@@ -14,6 +14,7 @@ import math
 import sys
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -149,6 +150,7 @@ def _valid(content: str = "body") -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 @given(st.lists(raw_frames(), min_size=1, max_size=4))
 @settings(max_examples=1500, deadline=None)
 @example([_valid()])
@@ -168,6 +170,7 @@ def test_what_the_strict_schema_accepts_passes_every_frame_rule(raw: list[dict])
     assert parse_frames(raw) == [(f, []) for f in frames]
 
 
+@pytest.mark.slow
 @given(stamps())
 @settings(max_examples=1500, deadline=None)
 @example("2024-02-29T00:00:00Z")
@@ -215,6 +218,7 @@ def test_the_whitespace_set_is_what_str_isspace_holds() -> None:
     assert every == PY_WHITESPACE
 
 
+@pytest.mark.slow
 @given(st.lists(st.lists(raw_frames(), min_size=1, max_size=4), min_size=1, max_size=4))
 @settings(max_examples=500, deadline=None)
 @example([[_valid()], [_valid(), {**_valid(), "score": math.nan}], [{**_valid(), "score": None}]])
@@ -264,6 +268,7 @@ def test_a_memo_refuses_what_it_would_refuse_unremembered() -> None:
     assert accept_frames([ContextFrame.model_validate(_valid())], memo) is None
 
 
+@pytest.mark.slow
 @given(st.lists(raw_frames(), min_size=1, max_size=4), st.integers(0, 40), st.integers(1, 5))
 @settings(max_examples=500, deadline=None)
 @example([_valid()], 10_000, 4)

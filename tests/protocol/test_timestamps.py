@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from decimal import Decimal
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +70,7 @@ def stamps(draw: st.DrawFn) -> str:
     return "".join(chars)
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(st.one_of(stamps(), st.text(max_size=30)))
 @example("2024-02-29T23:59:59Z")

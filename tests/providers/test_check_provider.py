@@ -64,6 +64,7 @@ def test_memory_provider_passes_check_provider(tmp_path: Path) -> None:
     _assert_all_pass(_check(["-m", "providers.memory", "--db", str(db)]))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(semantic_unavailable() is not None, reason=f"{semantic_unavailable()}")
 def test_semantic_provider_passes_check_provider(tmp_path: Path) -> None:
     root = _tree(tmp_path / "t")

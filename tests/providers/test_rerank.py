@@ -15,9 +15,13 @@ import pytest
 
 from hostd.provider import ProviderServer
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("sentence_transformers") is None, reason="needs the semantic extra"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("sentence_transformers") is None,
+        reason="needs the semantic extra",
+    ),
+    pytest.mark.slow,  # among the suite's longest: run first (tests/conftest.py)
+]
 
 QUERY = "why does the cache miss"
 TEXTS = ["the cache miss", "alpha beta gamma", "config load 3", "a frame budget", "rank order"]

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_model_of_its_own_is_embedded_with_and_declared(tmp_path: Path) -> None:
     from tests.fixtures.tiny_cross_encoder import build

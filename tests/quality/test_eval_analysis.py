@@ -118,6 +118,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_run_over_a_tiny_corpus_matches_hostd_eval(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()

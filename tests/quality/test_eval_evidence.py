@@ -379,6 +379,7 @@ def windows(tmp_path: Path) -> tuple[Path, Path, Path]:
     return config, questions, path
 
 
+@pytest.mark.slow
 def test_eval_composes_what_the_daemon_composes_span_merges_included(
     windows: tuple[Path, Path, Path],
 ) -> None:

@@ -15,9 +15,13 @@ from hostd.protocol import ContextFrame, FrameId
 from tests.providers.test_rerank import QUERY, expected_order
 from tests.server.conftest import ROOT
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("sentence_transformers") is None, reason="needs the semantic extra"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("sentence_transformers") is None,
+        reason="needs the semantic extra",
+    ),
+    pytest.mark.slow,  # among the suite's longest: run first (tests/conftest.py)
+]
 
 
 @pytest.fixture
