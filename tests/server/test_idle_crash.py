@@ -44,7 +44,7 @@ async def test_a_provider_and_a_reranker_killed_while_idle_are_up_again_with_no_
         exited = await daemon.logged("provider.exited", provider=pid)
         assert exited["error"] == (
             f"{'reranker' if pid == 'reranker' else 'provider'} process ended; "
-            f"killed by SIGKILL; stderr: {say}"
+            f"killed by SIGKILL; its stderr's last lines: {say}"
         )
         await daemon.logged("provider.recovered", provider=pid, was="crashed")
 
