@@ -36,7 +36,9 @@ A provider that failed with its process: the last lines it wrote on its stderr (
 ``stderr_tail``, in its health and its leg's error), a line each under its failure
 (``stderr_tail_lines``), in the words ``hostd providers``, ``hostd status``, the compose
 summary and ``hostd mcp``'s ``list_providers`` text share; its failure's own excerpt
-of that stderr then names only what the lines under it do not (``said_once``). A
+of that stderr then names only what the lines under it do not (``said_once``). That
+excerpt is worded as a cause (``stderr: …``) only for a start that failed; after a good
+start it is ``its stderr's last lines: …``, which may be a ready line (``stderr_said``). A
 provider that is down, in one line (``down_state``): what ``hostd status`` and
 ``list_providers`` say of it.
 
@@ -72,6 +74,7 @@ __all__ = [
     "restarting_failures",
     "said_once",
     "shown_stderr_tail",
+    "stderr_said",
     "stderr_tail_lines",
     "warming_advice",
     "warming_doing",
@@ -373,26 +376,45 @@ def stderr_tail_lines(pid: str, tail: Any) -> list[str]:
     return [f"{pid}: its stderr ended with:", *(f"    {line}" for line in said)]
 
 
-#: Where a crash's message quotes its stderr (the transport's failure report).
-_STDERR_SAID = "; stderr: "
+#: How a failure's message quotes its process's stderr (``stderr_said``). At a start
+#: that failed, what it wrote is most often why (an ImportError, a missing index): its
+#: ``stderr``. After a start that went well it is only what it wrote last, maybe its ready
+#: line or a line of its log ("index loaded"): never worded as the cause of a kill.
+_STDERR_AT_START = "stderr"
+_STDERR_AFTER_START = "its stderr's last lines"
+#: Where a crash's message quotes its stderr (the last part of its failure report).
+_STDERR_SAID = tuple(f"; {label}: " for label in (_STDERR_AT_START, _STDERR_AFTER_START))
+
+
+def stderr_said(excerpt: str, *, started: bool) -> str:
+    """The part of a failed process's report that quotes ``excerpt`` of its stderr
+    (``ChildProcess.failure_report``): ``stderr: …`` for a start that failed, ``its
+    stderr's last lines: …`` once it ``started`` (its handshake answered); ``""`` for
+    no excerpt."""
+    if not excerpt:
+        return ""
+    return f"{_STDERR_AFTER_START if started else _STDERR_AT_START}: {excerpt}"
 
 
 def said_once(message: str, shown: Sequence[str]) -> str:
     """A failure's ``message`` to print above ``shown`` (its stderr's last lines,
-    ``shown_stderr_tail``): its own excerpt of that stderr (``; stderr: …``, the last
-    thing its process's failure report adds) less the lines ``shown`` holds, so each
-    line is read once; an excerpt line they do not hold (an error line written earlier,
-    a frame locating it) stays. ``message`` as it is when nothing is shown."""
-    head, found, excerpt = message.partition(_STDERR_SAID)
+    ``shown_stderr_tail``): its own excerpt of that stderr (``; stderr: …`` or ``; its
+    stderr's last lines: …``, the last thing its process's failure report adds:
+    ``stderr_said``) less the lines ``shown`` holds, so each line is read once; an
+    excerpt line they do not hold (an error line written earlier, a frame locating it)
+    stays. ``message`` as it is when nothing is shown."""
     lines = [line for line in shown if line != _LEFT_OUT]
-    if not found or not lines:
+    at = [(i, said) for said in _STDERR_SAID if (i := message.find(said)) >= 0]
+    if not at or not lines:
         return message
+    start, said = min(at)  # the report's own words come before anything it quotes
+    head, excerpt = message[:start], message[start + len(said) :]
     kept = [
         part
         for part in excerpt.split(_TAIL_JOIN)
         if part != _LEFT_OUT and not any(_same_line(part, line) for line in lines)
     ]
-    return f"{head}{_STDERR_SAID}{_TAIL_JOIN.join(kept)}" if kept else head
+    return f"{head}{said}{_TAIL_JOIN.join(kept)}" if kept else head
 
 
 def _same_line(part: str, line: str) -> bool:

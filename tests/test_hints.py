@@ -14,6 +14,7 @@ from hostd._hints import (
     failure_tail_lines,
     said_once,
     shown_stderr_tail,
+    stderr_said,
     stderr_tail_lines,
     warming_state,
 )
@@ -179,7 +180,21 @@ def test_a_failures_stderr_excerpt_names_only_the_lines_not_shown_under_it() -> 
     early = "x; stderr: ValueError: early | … | IndexLocked: the ind…"
     assert said_once(early, shown) == "x; stderr: ValueError: early"
     assert said_once(quoted, []) == quoted  # nothing shown under it: the excerpt stays
+    # A crash after a good start quotes its stderr's last lines (its ready line, maybe):
+    # shown under it, they are not said twice either.
+    head = "provider process ended; killed by SIGKILL"
+    later = f"{head}; its stderr's last lines: "
+    assert said_once(later + "loading part 7 | IndexLocked: the index is locked", shown) == head
+    assert said_once(later + "ready | loading part 7", shown) == later + "ready"
     assert said_once("crashed: exited with status 1", shown) == "crashed: exited with status 1"
+
+
+def test_a_stderr_excerpt_is_worded_as_the_cause_only_of_a_start_that_failed() -> None:
+    # A failed start's stderr is most often why (an ImportError); after a good start its
+    # last lines may be its ready line: quoted as what they are.
+    assert stderr_said("ImportError: no x", started=False) == "stderr: ImportError: no x"
+    assert stderr_said("index loaded", started=True) == "its stderr's last lines: index loaded"
+    assert stderr_said("", started=True) == stderr_said("", started=False) == ""
 
 
 def test_a_stderr_tail_is_shown_without_control_characters() -> None:

@@ -458,7 +458,7 @@ async def _close(child: ChildProcess, run: _Run) -> str:
     crashed = d.dead and isinstance(d.ended, ProviderCrashed)
     report = ""
     if crashed:  # it is exiting: its own status says why
-        report = await child.failure_report(anyio.current_time() + _GRACE_S)
+        report = await child.failure_report(anyio.current_time() + _GRACE_S, started=run.started)
     await child.aclose(grace=_GRACE_S)  # the ladder: stdin closed, grace, SIGTERM, SIGKILL
     # Its output is read to its end now: did it answer the CGP handshake probed for? One
     # that did not is told the usual causes of a handshake never answered.
@@ -473,17 +473,15 @@ async def _close(child: ChildProcess, run: _Run) -> str:
             run.died_in.detail = _unnamed(run.pid, d.ended.message)
             return ""
         if not crashed:  # its output broke the wire (an over-long line): it was stopped
-            report = await child.failure_report(anyio.current_time())
+            report = await child.failure_report(anyio.current_time(), started=run.started)
         if report:
             run.died_in.detail = f"{run.died_in.detail}; {report}"
         return ""
     if all(r.passed for r in run.results):
         return ""
-    report = await child.failure_report(anyio.current_time())
-    status = child.exit_status()  # an exit after the shutdown message: its own row says it
-    if status is not None:
-        report = report.removeprefix(status).removeprefix("; ")
-    return report.removeprefix("stderr: ")
+    # Stopped by the ladder, which read its stderr to the end (an exit after the shutdown
+    # message: its own row says it): the stderr alone, shown under its own header.
+    return child.stderr_reason()
 
 
 @dataclass
@@ -523,6 +521,12 @@ class _Run:
     #: ``internal``: its handler raised). Each of their queries would be answered so too,
     #: and each row would fail for the one cause the query row already names.
     no_query: str | None = None
+
+    @property
+    def started(self) -> bool:
+        """The provider answered its handshake: what its stderr ended with afterwards
+        may be its ready line, not why it failed (``stderr_said``)."""
+        return any(r.name == "handshake" and r.passed for r in self.results)
 
     async def step(
         self,

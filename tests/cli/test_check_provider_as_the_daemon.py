@@ -53,6 +53,18 @@ def test_a_provider_exiting_mid_query_shows_its_status_on_that_check() -> None:
     assert checks["shutdown"]["detail"] == "not run: the provider had already exited"
 
 
+def test_a_provider_exiting_after_its_start_quotes_its_stderr_as_its_last_lines() -> None:
+    # Its ready line is all it wrote: the check it ended on quotes it as the daemon does,
+    # as what its stderr ended with, not as a failed start's cause.
+    done, checks = _json(
+        "--", "python", "-m", "tests.fixtures.adversarial_provider", "exit_after_query"
+    )
+    assert done.returncode == 1
+    assert checks["handshake"]["passed"] and checks["query"]["passed"], checks
+    detail = checks["budget honesty"]["detail"]  # the next check: it met the exit
+    assert detail.endswith("; exited with status 1; its stderr's last lines: serving on stdio")
+
+
 @pytest.mark.anyio
 async def test_its_stderr_is_scrubbed_of_its_secrets_as_the_daemon_scrubs_it() -> None:
     secret = "tok-3f9a27c1d84e"

@@ -11,6 +11,7 @@ composition sent. Decided by the daemon's log events, under hang guards.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from hostd.client import connect
 from tests.fixtures.cli import run_hostd
+from tests.fixtures.procs import ROOT
 from tests.server.test_rerank import reranker_table
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +46,7 @@ async def test_a_provider_and_a_reranker_killed_while_idle_are_up_again_with_no_
         exited = await daemon.logged("provider.exited", provider=pid)
         assert exited["error"] == (
             f"{'reranker' if pid == 'reranker' else 'provider'} process ended; "
-            f"killed by SIGKILL; stderr: {say}"
+            f"killed by SIGKILL; its stderr's last lines: {say}"
         )
         await daemon.logged("provider.recovered", provider=pid, was="crashed")
 
@@ -53,6 +55,43 @@ async def test_a_provider_and_a_reranker_killed_while_idle_are_up_again_with_no_
     )
     assert done.returncode == 0, done.stdout  # both up again: nothing is down
     assert not daemon.events("provider.leg")  # and no composition asked for either
+    assert await daemon.stop() == 0
+
+
+async def test_a_crash_after_serving_is_not_worded_as_caused_by_its_ready_line(
+    start_daemon: Any, marker: str
+) -> None:
+    """A provider that started well, served a query, then exited 1 with no error
+    written: its stderr ends with the ready line it wrote at start. The crash quotes that
+    as its stderr's last lines, not as its ``stderr:`` (the words of a start that failed,
+    where what it wrote is the cause); ``hostd status`` shows the line under it once."""
+    command = ["python", "-m", "tests.fixtures.adversarial_provider", "exit_after_query", marker]
+    table = (
+        f'[[provider]]\nid = "alpha"\ncommand = {json.dumps(command)}\n'
+        f'timeout_ms = 60000\ncwd = "{ROOT}"\n'
+    )
+    # Not started again within the test: its crash is what ``hostd status`` says.
+    daemon = await start_daemon(
+        providers={}, extra=table, start_providers="boot", restart_backoff_s=60
+    )
+    await daemon.logged("provider.handshake.ok", provider="alpha")
+    async with connect(daemon.socket) as client:
+        await client.call("context/compose", {"goal": "find the retry policy", "budget": 400})
+    exited = await daemon.logged("provider.exited", provider="alpha")
+    assert exited["error"] == (
+        "provider process ended; exited with status 1; its stderr's last lines: serving on stdio"
+    )
+    assert exited["stderr_tail"] == "serving on stdio"
+
+    done = await anyio.to_thread.run_sync(
+        lambda: run_hostd("--config", str(daemon.config), "status")
+    )
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    # The line once, under the crash: the crash's own words do not repeat it.
+    (down,) = [line for line in lines if line.startswith("provider alpha: crashed")]
+    assert down.endswith("ago: provider process ended; exited with status 1"), lines
+    at = lines.index("alpha: its stderr ended with:")
+    assert lines[at + 1] == "serving on stdio", lines
     assert await daemon.stop() == 0
 
 

@@ -39,9 +39,10 @@ pytestmark = pytest.mark.anyio
 _CONTROL = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029] if c != 0x09]
 
 
-def _stderr_part(message: str) -> str:
-    """What a report quotes of the stderr: after ``stderr: ``, bounded on its own."""
-    _, sep, shown = message.partition("; stderr: ")
+def _stderr_part(message: str, *, started: bool = False) -> str:
+    """What a report quotes of the stderr: after ``stderr: `` (``its stderr's last lines:
+    `` once it ``started``), bounded on its own."""
+    _, sep, shown = message.partition("; its stderr's last lines: " if started else "; stderr: ")
     assert sep, message
     assert len(shown.encode()) <= TAIL_SHOWN_BYTES, shown
     assert not any(c in shown for c in _CONTROL), shown
@@ -92,9 +93,11 @@ async def test_a_crash_in_a_query_handler_after_its_log_is_reported_with_its_err
     report = fan.reports["facts"]
     assert report.status is LegStatus.CRASHED, report
     message = report.error_message or ""
-    assert "exited with status 1; stderr: " in message, message
+    # It answered its handshake: what its stderr ended with is quoted as that, not as
+    # the cause a failed start's stderr is.
+    assert "exited with status 1; its stderr's last lines: " in message, message
     error = CRASHES["node_throw"].error
-    assert error in _stderr_part(message), message
+    assert error in _stderr_part(message, started=True), message
     assert error in row["health"]["last_failure"], row
 
 

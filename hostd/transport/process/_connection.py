@@ -482,7 +482,10 @@ class ProviderConnection(Acked):
             limit = anyio.current_time() + min(self._grace, EXIT_WAIT_S)
             deadline = limit if deadline is None else min(deadline, limit)
             try:
-                self._report_text = await self.child.failure_report(deadline)
+                # After a good start its last lines may be its ready line: worded so.
+                self._report_text = await self.child.failure_report(
+                    deadline, started=self.handshaken
+                )
                 # As the report read them: its stderr's end (or all the deadline let in).
                 self._exit_text = self.child.exit_status() or ""
                 self._stderr_tail = self.child.stderr_tail()

@@ -28,6 +28,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from hostd._hints import stderr_said
 from hostd._log import get_logger
 from hostd._teardown import stop_process
 from hostd.errors import HostdError, ProviderCrashed, ShuttingDown
@@ -301,22 +302,27 @@ class ChildProcess:
                 return f"killed by signal {-code}"
         return f"exited with status {code}"
 
-    async def failure_report(self, deadline: float) -> str:
+    async def failure_report(self, deadline: float, *, started: bool) -> str:
         """Why the process failed, in its own words: its exit status (when it ended on
         its own) and what its stderr says (its error line and last lines: bounded,
         scrubbed, one line), waiting for its exit and the end of its stderr no later
-        than ``deadline`` (anyio time).
-        ``""`` when it said nothing."""
+        than ``deadline`` (anyio time). Worded by whether it had ``started`` (answered
+        its handshake, ``stderr_said``): after a good start its last lines may be its
+        ready line, not the cause. ``""`` when it said nothing."""
         with anyio.move_on_at(deadline):
             await self.exited.wait()
         # Gone, so what it wrote is in the pipe; an end of file may never come should a
         # descendant it left hold its stderr, so the drain gets a short bound of its own.
         with anyio.move_on_at(min(deadline, anyio.current_time() + STDERR_DRAIN_S)):
             await self._stderr.ended.wait()
-        parts = [self.exit_status() or "", self._stderr.tail()]
-        if parts[1]:
-            parts[1] = f"stderr: {parts[1]}"
+        parts = [self.exit_status() or "", stderr_said(self._stderr.tail(), started=started)]
         return "; ".join(p for p in parts if p)
+
+    def stderr_reason(self) -> str:
+        """What its stderr says of a failure as ``failure_report`` quotes it (its error
+        line and last lines: bounded, scrubbed, one line), alone; ``""`` when it wrote
+        nothing. Read after ``failure_report`` or the teardown, the end of it."""
+        return self._stderr.tail()
 
     def stderr_tail(self) -> str:
         """The last lines of its stderr read so far, as they came (bounded, one line,
