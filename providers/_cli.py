@@ -117,6 +117,15 @@ def corpus_arguments(parser: argparse.ArgumentParser, chunks: ChunkBound = SEMAN
         f"{_MIN_CHUNK_TOKENS_FLAG}..{chunks.most} (default: %(default)s)",
     )
     parser.add_argument(
+        "--definition-tokens",
+        type=chunks.parse,
+        default=None,
+        metavar="N",
+        help="keep a definition of code (its doc comment included) that --chunk-tokens "
+        "would cut in one chunk when it fits N word pieces and --window-lines "
+        f"(up to {chunks.most}; default: off, cut as any code is)",
+    )
+    parser.add_argument(
         "--min-chunk-tokens",
         type=int,
         default=DEFAULT_MIN_CHUNK_TOKENS,
@@ -139,6 +148,7 @@ def corpus_options(args: argparse.Namespace) -> CorpusOptions:
         honour_gitignore=not args.no_gitignore,
         chunk_tokens=args.chunk_tokens,
         min_chunk_tokens=args.min_chunk_tokens,
+        definition_tokens=args.definition_tokens,
     )
 
 

@@ -623,6 +623,9 @@ class CorpusOptions:
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     #: Chunks under this many word pieces are merged with a neighbour (0: never).
     min_chunk_tokens: int = DEFAULT_MIN_CHUNK_TOKENS
+    #: A definition of code that fits this many word pieces is one chunk (``chunk_text``);
+    #: ``None`` or at most ``chunk_tokens``: cut as any run is.
+    definition_tokens: int | None = None
 
 
 @dataclass(slots=True)
@@ -754,6 +757,7 @@ class Corpus:
             opts.window_lines,
             max_tokens=opts.chunk_tokens,
             min_tokens=opts.min_chunk_tokens,
+            definition_tokens=opts.definition_tokens,
         )
         if chunks is None:
             return [], SKIP_NOTEBOOK

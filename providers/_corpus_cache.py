@@ -137,6 +137,7 @@ def corpus_key(corpus: Corpus) -> str:
                 opts.honour_gitignore,
                 opts.chunk_tokens,
                 opts.min_chunk_tokens,
+                opts.definition_tokens,
                 # files and semantic must cut the same chunks (D2): chunks the estimate
                 # cut are not the model tokenizer's, installed since.
                 counter_identity(),

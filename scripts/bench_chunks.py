@@ -21,7 +21,7 @@ and what became of it, as ``why``), and how many of its gold lines the prompt qu
 inclusive; any gold range counts). Prints one JSON object.
 
     python scripts/bench_chunks.py PROJECT QUESTIONS [--bounds 128,256,384,512]
-        [--budgets 2000,4000] [--checkout DIR]
+        [--budgets 2000,4000] [--checkout DIR] [--provider-arg=ARG ...]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,9 @@ from providers._corpus_cache import load_corpus  # noqa: E402
 _READY = re.compile(r"^([\d,]+) chunks? from .* in ([\d.]+)s")
 
 
-def _config(project: Path, bound: int, scratch: Path) -> str:
-    """The ``files`` provider as ``hostd init`` writes it, with ``--chunk-tokens``."""
+def _config(project: Path, bound: int, scratch: Path, extra: Sequence[str] = ()) -> str:
+    """The ``files`` provider as ``hostd init`` writes it, with ``--chunk-tokens`` and
+    ``extra`` options of its own (``--provider-arg``)."""
     command = [
         "python",
         "-m",
@@ -77,6 +79,7 @@ def _config(project: Path, bound: int, scratch: Path) -> str:
         str(bound),
         "--cache",
         str(scratch / "cache"),
+        *extra,
     ]
     return (
         f"[host]\nstate_dir = {json.dumps(str(scratch / 'state'))}\n\n"
@@ -173,11 +176,15 @@ def _gold_rank(result: dict[str, Any], gold: list[dict[str, Any]]) -> dict[str, 
 
 
 async def _measure_bound(
-    project: Path, bound: int, questions: list[dict[str, Any]], budgets: list[int]
+    project: Path,
+    bound: int,
+    questions: list[dict[str, Any]],
+    budgets: list[int],
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-chunks-") as tmp:
         scratch = Path(tmp)
-        cfg = parse_config(_config(project, bound, scratch), source="<bench>", base=project)
+        cfg = parse_config(_config(project, bound, scratch, extra), source="<bench>", base=project)
         started = time.perf_counter()
         async with Daemon(cfg).local() as session:
             await session.call("providers/warm", {})
@@ -220,6 +227,14 @@ def main() -> None:
     parser.add_argument("--bounds", default="128,256,384,512", help="chunk bounds, comma-separated")
     parser.add_argument("--budgets", default="2000,4000", help="budgets, comma-separated")
     parser.add_argument("--checkout", type=Path, help="measure this checkout's hostd")
+    parser.add_argument(
+        "--provider-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument of the provider (repeatable: --provider-arg=--definition-tokens "
+        "--provider-arg=256)",
+    )
     args = parser.parse_args()
     project = args.project.resolve()
     questions = json.loads(args.questions.read_text(encoding="utf-8"))
@@ -229,6 +244,7 @@ def main() -> None:
         "project": str(project),
         "questions": [q["id"] for q in questions],
         "budgets": budgets,
+        "provider_args": args.provider_arg,
         "load_average": list(os.getloadavg()),
         "bounds": {},
     }
@@ -236,7 +252,7 @@ def main() -> None:
         # The daemon's own log lines go to stderr; stdout is the figures alone.
         with contextlib.redirect_stdout(sys.stderr):
             figures["bounds"][str(bound)] = anyio.run(
-                _measure_bound, project, bound, questions, budgets
+                _measure_bound, project, bound, questions, budgets, args.provider_arg
             )
     print(json.dumps(figures, indent=2))
 

@@ -55,7 +55,7 @@ from typing import Literal
 
 from hostd.protocol import ContextFrame, Provenance, canonical_token_cost, sha256_digest
 
-from ._items import code_outline, language_suffix
+from ._items import CodeOutline, code_outline, language_suffix
 from ._json_records import json_records
 from ._notebook import NOTEBOOK_SUFFIX, Cell, cells_text, read_notebook
 from ._tokens import MODEL_TRAINED_LENGTH, Counter, piece_counter
@@ -447,18 +447,32 @@ def _windows(
     size: int,
     room: int,
     definitions: Sequence[int] = (),
+    outline: CodeOutline | None = None,
+    whole: int = 0,
 ) -> Iterator[tuple[int, int, int]]:
     """``start..end`` cut into ``(a, b, pieces)`` runs of at most ``size`` lines and ``room``
     pieces (a longer single line stands alone). A run that cannot hold the rest ends
     just before the last of ``definitions`` (ascending lines where a definition of code
     starts, ``CodeOutline.starts``) in its last half, else at a blank line in its last
-    quarter, else where it is full."""
+    quarter, else where it is full.
+
+    A definition of ``outline`` that it would cut and that fits ``whole`` pieces (more
+    than ``room``) and ``size`` lines is not cut (``_whole_definition``): the run before
+    it ends just before it, and it is a run of its own, its doc comment and attributes
+    included."""
     pos = start
     while pos <= end:
         hi, total = pos, pieces[pos - 1]
         while hi < end and hi - pos + 1 < size and total + pieces[hi] <= room:
             total += pieces[hi]
             hi += 1
+        if hi < end and outline is not None and whole > room:
+            kept = _whole_definition(outline, lines, pieces, definitions, pos, hi, end, size, whole)
+            if kept is not None:
+                hi, total = kept
+                yield pos, hi, total
+                pos = hi + 1
+                continue
         if hi < end:
             cut = _before_definition(definitions, pos, hi)
             if cut is None:
@@ -475,6 +489,34 @@ def _windows(
             hi = cut
         yield pos, hi, total
         pos = hi + 1
+
+
+def _whole_definition(
+    outline: CodeOutline,
+    lines: Sequence[bytes],
+    pieces: Sequence[int],
+    definitions: Sequence[int],
+    pos: int,
+    hi: int,
+    end: int,
+    size: int,
+    whole: int,
+) -> tuple[int, int] | None:
+    """Where the run from ``pos``, full at ``hi``, ends instead and its pieces, so that
+    the first definition it cuts that fits ``whole`` pieces and ``size`` lines is whole:
+    at that definition's last line when it starts the run, else just before it; ``None``
+    when the run cuts no such definition (``pos..hi`` ends inside none, or in one too
+    large, whose own runs are cut as any are)."""
+    first = bisect.bisect_left(definitions, pos)
+    last = bisect.bisect_right(definitions, hi)
+    for d in definitions[first:last]:  # outermost first: a method's impl before it
+        stop = outline.end(lines, d, size)
+        if stop is None or stop <= hi or stop > end or sum(pieces[d - 1 : stop]) > whole:
+            continue
+        if d > pos:
+            return d - 1, sum(pieces[pos - 1 : d - 1])
+        return stop, sum(pieces[pos - 1 : stop])
+    return None
 
 
 def _before_definition(definitions: Sequence[int], pos: int, hi: int) -> int | None:
@@ -525,15 +567,23 @@ def chunk_file(
     *,
     max_tokens: int = DEFAULT_CHUNK_TOKENS,
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
+    definition_tokens: int | None = None,
 ) -> list[Chunk]:
     """The chunks of one file's bytes; empty for binary (``is_binary``) or non-UTF-8 content,
-    and for a notebook whose cells cannot be read (``chunk_notebook``)."""
+    and for a notebook whose cells cannot be read (``chunk_notebook``). A definition of
+    code within ``definition_tokens`` is one chunk (``chunk_text``)."""
     if is_binary(data):
         return []
     suffix = path.suffix.lower()
     if suffix == NOTEBOOK_SUFFIX:
         cut = chunk_notebook(
-            path, rel, data, window_lines, max_tokens=max_tokens, min_tokens=min_tokens
+            path,
+            rel,
+            data,
+            window_lines,
+            max_tokens=max_tokens,
+            min_tokens=min_tokens,
+            definition_tokens=definition_tokens,
         )
         return cut or []
     kind = "doc" if suffix in DOC_SUFFIXES else "snippet"
@@ -558,6 +608,7 @@ def chunk_file(
             max_tokens=max_tokens,
             min_tokens=min_tokens,
             code_suffix=suffix,
+            definition_tokens=definition_tokens,
         )
     ]
 
@@ -570,6 +621,7 @@ def chunk_notebook(
     *,
     max_tokens: int = DEFAULT_CHUNK_TOKENS,
     min_tokens: int = DEFAULT_MIN_CHUNK_TOKENS,
+    definition_tokens: int | None = None,
 ) -> list[Chunk] | None:
     """The chunks of a Jupyter notebook's cells (``_notebook``), or ``None`` when its
     bytes are not a notebook whose cells can be read.
@@ -621,6 +673,7 @@ def chunk_notebook(
             min_tokens=min_tokens,
             counter=count,
             code_suffix=code_suffix if code else None,
+            definition_tokens=definition_tokens,
         ):
             begin = starts[piece.start - 1]
             stop = begin + len(piece.text)
@@ -761,6 +814,7 @@ def chunk_text(
     record_tokens: int | None = None,
     split_long_lines: bool = False,
     code_suffix: str | None = None,
+    definition_tokens: int | None = None,
 ) -> list[TextChunk]:
     """The chunks of one UTF-8 text (empty when it is not UTF-8). ``name`` is what a
     chunk's title starts with (a path, a resource or tool name): it takes room in the
@@ -787,7 +841,13 @@ def chunk_text(
     definition when one starts in its last half (``_windows``), a small tail is not
     merged with the next definition's head (``_merge_small``), and each chunk carries
     the definitions its first line of text sits in (``TextChunk.item``), which changes
-    no bound, text or digest. The same text with the same suffix cuts the same."""
+    no bound, text or digest. The same text with the same suffix cuts the same.
+
+    ``definition_tokens`` (more than ``max_tokens``; with ``code_suffix``): a definition
+    that ``max_tokens`` would cut but that fits this many word pieces, title included,
+    and ``window_lines`` lines, its doc comment and attributes with it, is one chunk
+    (``_windows``), so a short function whose comment fills the bound is served whole.
+    A caller that embeds the chunks keeps it within the model's window."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -831,11 +891,15 @@ def chunk_text(
         title = titles[heading] + (0 if heading else widest)
         limit = max_tokens if record is None else (record_tokens or max_tokens)
         room = max(limit - _SPECIAL_PIECES - title, 1)
-        for a, b, n in _windows(s_start, s_end, lines, pieces, window_lines, room, definitions):
+        whole = (definition_tokens or 0) - _SPECIAL_PIECES - title if record is None else 0
+        for a, b, n in _windows(
+            s_start, s_end, lines, pieces, window_lines, room, definitions, outline, whole
+        ):
             spans.append(_Span(a, b, heading, n, room, record))
     chunks: list[TextChunk] = []
     for span in _merge_small(spans, window_lines, min_tokens, frozenset(definitions)):
-        if split_long_lines and span.pieces > span.room:  # a lone line: nothing joins it
+        if split_long_lines and span.start == span.end and span.pieces > span.room:
+            # A lone line: nothing joins it (a whole definition is several).
             line = lines[span.start - 1].decode("utf-8")
             for part in _line_parts(line, count, span.room):
                 raw = part.encode("utf-8")

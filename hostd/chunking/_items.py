@@ -237,10 +237,42 @@ class CodeOutline:
     #: ``#[derive(Debug)]``, ``/// Docs``), so a cut before it keeps them with it.
     starts: tuple[int, ...]
     _items: dict[int, str | None]
+    #: Each start's header line (``starts``), the first one when two share a start.
+    _heads: dict[int, int]
+    _family: _Family
 
     def item(self, lines: Sequence[bytes], start: int) -> str | None:
         """The item of a chunk starting at ``start``, as ``code_items`` names it."""
         return self._items.get(_first_text(lines, start))
+
+    def end(self, lines: Sequence[bytes], start: int, most: int) -> int | None:
+        """The last line of the definition that starts at ``start`` (one of ``starts``),
+        when it ends within ``most`` lines of it; else ``None``. The indents say where, as
+        a reader sees it: at the first ``}`` at its header's indent (a body's closing
+        brace), else just before the first line (blank lines aside) under that indent,
+        or at it that neither closes a bracket (``) -> int:``) nor, in a language of
+        braces, carries the header on (``where``, a ``{`` of its own)."""
+        head = self._heads.get(start)
+        if head is None:
+            return None
+        indent = _indent(lines[head - 1].decode("utf-8", "replace"))
+        braces = self._family.braces
+        last = head
+        for number in range(head + 1, min(start + most, len(lines) + 1)):
+            line = lines[number - 1].decode("utf-8", "replace")
+            text = line.strip()
+            if not text:
+                continue
+            at = _indent(line)
+            if at < indent:
+                return last
+            if at == indent:
+                if braces and text.startswith("}"):
+                    return number
+                if not (_CLOSER_RE.match(text) or (braces and _CONTINUES_RE.match(text))):
+                    return last
+            last = number
+        return last if start + most > len(lines) else None
 
 
 def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
@@ -252,9 +284,12 @@ def code_outline(suffix: str, lines: Sequence[bytes]) -> CodeOutline | None:
     if family is None:
         return None
     at, heads = _scan(family, lines, None)
+    found: dict[int, int] = {}
+    for head in heads:
+        found.setdefault(_lead_in(family, lines, head), head)
     # Sorted and once each whatever the lines above a header were (a decorator whose
     # arguments hold another header): a cut is looked up by bisection.
-    return CodeOutline(tuple(sorted({_lead_in(family, lines, head) for head in heads})), at)
+    return CodeOutline(tuple(sorted(found)), at, found, family)
 
 
 #: Lines just above a definition that belong to it: a decorator or annotation

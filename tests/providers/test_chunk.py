@@ -4,6 +4,7 @@ tree into the same regions."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -28,6 +29,14 @@ from hostd.chunking._chunk import _merge_small, _Span
 from hostd.chunking._items import code_outline
 from hostd.protocol import address_line_range, sha256_digest
 from providers import Corpus, CorpusOptions, chunk_file, split_lines
+from providers._cli import (
+    FILES_CHUNKS,
+    SEMANTIC_CHUNKS,
+    ChunkBound,
+    corpus_arguments,
+    corpus_options,
+)
+from providers._corpus_cache import corpus_key
 
 from ._stdio import StdioPeer
 
@@ -492,3 +501,88 @@ def test_code_cut_at_definitions_keeps_every_bound_and_byte(
         assert not covered & set(range(c.start, c.end + 1))
         covered |= set(range(c.start, c.end + 1))
     assert {i for i, ln in enumerate(lines, 1) if ln.strip()} <= covered
+
+
+#: A short Rust function whose doc comment fills most of a small bound (``regex-syntax``'s
+#: ``is_meta_character``): a bound of 128 word pieces cuts it from its body.
+_SMALL_RUST = (
+    "pub fn escape(text: &str) -> String {\n"
+    "    let mut quoted = String::new();\n"
+    "    quoted\n"
+    "}\n"
+    "\n"
+    "/// Returns true if the given character has significance in a regex.\n"
+    "///\n"
+    "/// These are the only characters that are allowed to be escaped, with one\n"
+    "/// exception: an ASCII space character may be escaped when extended mode (with\n"
+    "/// the `x` flag) is enabled. In particular, `is_meta_character(' ')` returns\n"
+    "/// `false`.\n"
+    "pub fn is_meta_character(c: char) -> bool {\n"
+    "    match c {\n"
+    "        '\\\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{'\n"
+    "        | '}' | '^' | '$' | '#' | '&' | '-' | '~' => true,\n"
+    "        _ => false,\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "/// Returns true if and only if the given character is a word character.\n"
+    "pub fn is_word_character(c: char) -> bool {\n"
+    "    c.is_alphanumeric() || c == '_'\n"
+    "}\n"
+)
+
+
+def test_a_small_definition_whose_comment_fills_the_bound_is_one_chunk() -> None:
+    data = _SMALL_RUST.encode()
+    name = "src/lib.rs"
+
+    def cut(definition_tokens: int | None) -> list[tuple[int, int]]:
+        chunks = chunk_text(
+            data,
+            name,
+            max_tokens=128,
+            counter=estimate_pieces,
+            code_suffix=".rs",
+            definition_tokens=definition_tokens,
+        )
+        return [(c.start, c.end) for c in chunks]
+
+    assert (6, 18) not in cut(None)  # the bound alone cuts it
+    whole = cut(256)
+    assert (6, 18) in whole  # its doc comment, header and body: one chunk
+    assert whole == cut(256)  # the same text cuts the same
+    # A bound it does not fit: cut as before.
+    assert cut(200) == cut(None)
+
+
+def test_a_definitions_end_is_its_closing_brace_or_the_line_before_what_follows() -> None:
+    lines = split_lines(_SMALL_RUST.encode())
+    outline = code_outline(".rs", lines)
+    assert outline is not None
+    assert [outline.end(lines, s, 40) for s in outline.starts] == [4, 18, 23]
+    assert outline.end(lines, 6, 12) is None  # it does not end within 12 lines
+    nested = "impl S {\n    fn a(&self)\n        -> u8\n    {\n        1\n    }\n}\n"
+    rust = split_lines(nested.encode())
+    found = code_outline(".rs", rust)
+    assert found is not None and [found.end(rust, s, 40) for s in found.starts] == [7, 6]
+    python = "@cache\ndef f(\n    a: int,\n) -> int:\n    return a\n\nx = f(1)\n"
+    py = split_lines(python.encode())
+    outlined = code_outline(".py", py)
+    assert outlined is not None and [outlined.end(py, s, 40) for s in outlined.starts] == [5]
+
+
+def test_a_whole_definition_bound_is_off_unless_asked_and_semantics_stays_in_its_window() -> None:
+    def options(chunks: ChunkBound, *argv: str) -> CorpusOptions:
+        parser = argparse.ArgumentParser()
+        corpus_arguments(parser, chunks)
+        return corpus_options(parser.parse_args(["--root", str(REPO), *argv]))
+
+    assert options(FILES_CHUNKS).definition_tokens is None
+    assert options(FILES_CHUNKS, "--definition-tokens", "512").definition_tokens == 512
+    # Other chunks: another cache, never the old cuts.
+    off, on = options(FILES_CHUNKS), options(FILES_CHUNKS, "--definition-tokens", "256")
+    assert corpus_key(Corpus(off)) != corpus_key(Corpus(on))
+    assert options(SEMANTIC_CHUNKS, "--definition-tokens", "256").definition_tokens == 256
+    # ``semantic`` embeds its chunks: never past what the model reads.
+    with pytest.raises(SystemExit):
+        options(SEMANTIC_CHUNKS, "--definition-tokens", str(MODEL_WINDOW + 1))
