@@ -234,6 +234,7 @@ class HttpReranker:
             self.skipped += 1
             outcome = RerankOutcome(reason="unavailable", detail=self._cooling(decision.delay_s))
             quiet = True
+            elapsed = time.perf_counter() - started
         else:
             self._sent += 1
             ask = self._sent  # its place in send order (``record_answer``)
@@ -254,10 +255,10 @@ class HttpReranker:
             finally:
                 if probe:
                     self._probing = False
-            if outcome.reason is None:  # as its latency is reported
-                self._took_ms = round((time.perf_counter() - started) * 1000, 3)
+            elapsed = time.perf_counter() - started  # one reading: the latency reported
+            if outcome.reason is None:
+                self._took_ms = round(elapsed * 1000, 3)
             quiet = self._count(outcome, down, counted, ask)
-        elapsed = time.perf_counter() - started
         outcome = outcome.timed(len(candidates), elapsed, quiet=quiet)
         return self.tally.count(outcome)
 
