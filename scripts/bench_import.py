@@ -13,9 +13,10 @@ it, the interpreter's own start left out); the figure is the median of
 ``--base DIR`` measures another checkout beside this one in the same run, samples
 interleaved (a loaded machine slows both alike; one unrecorded sample each first,
 so compiling bytecode is not counted), and prints each entry point's
-ratio (this / base).
+ratio (this / base). ``--entry NAME`` (repeatable) measures only those entry points
+(a smoke run's tiny size).
 
-    .venv/bin/python scripts/bench_import.py [--samples 21] [--base DIR]
+    .venv/bin/python scripts/bench_import.py [--samples 21] [--base DIR] [--entry NAME]
 """
 
 from __future__ import annotations
@@ -58,14 +59,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=21, help="fresh interpreters per figure")
     parser.add_argument("--base", type=Path, help="another checkout, measured beside this one")
+    parser.add_argument(
+        "--entry",
+        action="append",
+        choices=sorted(ENTRY_POINTS),
+        help="measure only this entry point (repeatable; default: every one)",
+    )
     args = parser.parse_args()
+    entries = {e: m for e, m in ENTRY_POINTS.items() if not args.entry or e in args.entry}
     checkouts = {"this": ROOT} | ({"base": args.base.resolve()} if args.base else {})
-    times: dict[str, dict[str, list[float]]] = {k: {e: [] for e in ENTRY_POINTS} for k in checkouts}
-    for module in ENTRY_POINTS.values():  # unrecorded: bytecode compiled and cached
+    times: dict[str, dict[str, list[float]]] = {k: {e: [] for e in entries} for k in checkouts}
+    for module in entries.values():  # unrecorded: bytecode compiled and cached
         for checkout in checkouts.values():
             _sample(checkout, module)
     for _ in range(args.samples):
-        for entry, module in ENTRY_POINTS.items():
+        for entry, module in entries.items():
             for side, checkout in checkouts.items():
                 times[side][entry].append(_sample(checkout, module))
     out: dict[str, object] = {"samples": args.samples, "python": sys.version.split()[0]}
@@ -76,7 +84,7 @@ def main() -> None:
     out |= medians
     if args.base:
         out["base_checkout"] = str(args.base.resolve())
-        out["ratio"] = {e: round(medians["this"][e] / medians["base"][e], 2) for e in ENTRY_POINTS}
+        out["ratio"] = {e: round(medians["this"][e] / medians["base"][e], 2) for e in entries}
     print(json.dumps(out, indent=2))
 
 
