@@ -55,7 +55,8 @@ RUNS: dict[str, tuple[list[str], set[str]]] = {
         {"levels", "daemon_peak_rss_mb", "daemon_exit_code"},
     ),
     "bench_feedback": (["--requests", "3"], {"compose_ms", "feedback_ms", "errors"}),
-    "bench_fence": (["--corpus", str(ROOT), "--goals", "1"], {"budget", "docs", "hostd"}),
+    # --corpus DIR is added by its test: a tiny tree, not the checkout's whole docs/ and hostd/.
+    "bench_fence": (["--goals", "1"], {"budget", "docs", "hostd"}),
     "bench_import": (
         # One entry point (the cheapest): the others run the same loop, a fresh interpreter each.
         ["--samples", "1", "--base", str(ROOT), "--entry", "hostd.cli"],
@@ -144,7 +145,9 @@ def test_every_bench_script_has_a_smoke_run() -> None:
 @pytest.mark.timeout(450)
 @pytest.mark.parametrize(
     "script",
-    sorted(set(RUNS) - {"bench_chunks", "bench_providers", "bench_serve", "bench_soak"}),
+    sorted(
+        set(RUNS) - {"bench_chunks", "bench_fence", "bench_providers", "bench_serve", "bench_soak"}
+    ),
 )
 def test_bench_script_runs_at_tiny_sizes(script: str) -> None:
     args, keys = RUNS[script]
@@ -164,6 +167,26 @@ def test_bench_providers_on_a_tiny_tree(tmp_path: Path) -> None:
     out = _run("bench_providers", [*args, "--root", str(tmp_path)])
     assert keys <= set(out), sorted(out)
     assert out["files"]["files"] == 2 and out["memory"]["entries"] == 10
+
+
+@pytest.mark.timeout(450)
+def test_bench_fence_on_a_tiny_corpus(tmp_path: Path) -> None:
+    """Each part's index is built and its goal composed into a prompt with fence lines."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "budget.md").write_text(
+        "# Budget\n\nThe budget counts the fenced blocks of the prompt.\n", encoding="utf-8"
+    )
+    (tmp_path / "hostd").mkdir()
+    (tmp_path / "hostd" / "render.py").write_text(
+        "def render_fence(frame):\n    # render a frame inside a fence, escape its attributes\n"
+        "    return frame\n",
+        encoding="utf-8",
+    )
+    args, keys = RUNS["bench_fence"]
+    out = _run("bench_fence", [*args, "--corpus", str(tmp_path)])
+    assert keys <= set(out), sorted(out)
+    for part in ("docs", "hostd"):
+        assert out[part]["goals"] == 1 and out[part]["bytes_per_fence_line"], out[part]
 
 
 @pytest.mark.timeout(450)
