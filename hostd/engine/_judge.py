@@ -13,7 +13,6 @@ this), ``unverified`` otherwise. No I/O, no clock.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
@@ -202,12 +201,14 @@ def refused_words(report: LegReport, excluded: Iterable[Excluded]) -> str | None
     if report.status is not LegStatus.OK or not offered:
         return None
     pid = report.provider_id
-    reasons: Counter[str] = Counter()
+    # A plain dict, not a Counter: this runs for every ok leg of every composition, and
+    # most have nothing excluded.
+    reasons: dict[str, int] = {}
     first: dict[str, Any] | None = None
     for fid, reason, detail in excluded:
         if fid.provider_id != pid or reason not in PROVIDER_FAULTS:
             continue
-        reasons[reason] += 1
+        reasons[reason] = reasons.get(reason, 0) + 1
         if first is None and reason == "invalid_frame":
             first = (detail.get("violations") or [{}])[0]
     if sum(reasons.values()) != offered:
