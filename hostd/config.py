@@ -329,7 +329,9 @@ class HostSettings(_Section):
     #: A provider whose restart attempts are spent is started again this many seconds
     #: after its last failure (one attempt per cool-down); 0: only ``providers/restart``.
     retry_failed_after_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 60.0
-    #: Each of those retries that fails in a row doubles the cool-down, up to this.
+    #: Each of those retries that fails in a row doubles the cool-down, up to this: not
+    #: below ``retry_failed_after_s`` when set (left to its default, it rises to a larger
+    #: ``retry_failed_after_s``).
     retry_failed_max_s: Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)] = 3600.0
 
     @field_validator("restart_backoff_max_s")
@@ -342,6 +344,19 @@ class HostSettings(_Section):
             raise ValueError(
                 f"below restart_backoff_s ({base:g}): the longest wait between restarts "
                 "cannot be shorter than the first; raise it or lower restart_backoff_s"
+            )
+        return value
+
+    @field_validator("retry_failed_max_s")
+    @classmethod
+    def _cool_down_cap_not_below_first(cls, value: float, info: ValidationInfo) -> float:
+        """A cap the file sets below the first cool-down is a contradiction, said with the
+        key (run only for a value the file gives: the default rises to the first)."""
+        first = info.data.get("retry_failed_after_s")
+        if first is not None and value < first:
+            raise ValueError(
+                f"{value:g} is below retry_failed_after_s ({first:g}): the longest cool-down "
+                "cannot be shorter than the first; raise it or lower retry_failed_after_s"
             )
         return value
 

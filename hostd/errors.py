@@ -696,9 +696,10 @@ class RemoteTransport(ProviderCrashed):
 
 class RemoteCertificate(RemoteTransport):
     """The server's TLS certificate failed verification (no trusted CA signed it, it
-    expired, it names another host): the server is there, and no check cures it until
-    the user fixes ``ca_file`` or the server's certificate is renewed. The message says
-    which and names the config key when one cures it."""
+    expired, it names another host), or the TLS files it is checked with cannot be
+    loaded (``ca_file`` or ``client_cert`` missing, unreadable, holding no certificate):
+    no check cures it until the user fixes the file or the server's certificate is
+    renewed. The message says which and names the config key when one cures it."""
 
     reason = "certificate"
 

@@ -94,6 +94,11 @@ def test_the_checkout_config_is_valid_and_the_embedded_default_has_no_provider()
             "host.restart_backoff_max_s",
             "below restart_backoff_s (10)",
         ),
+        (
+            "[host]\nretry_failed_after_s = 600\nretry_failed_max_s = 120\n",
+            "host.retry_failed_max_s",
+            "120 is below retry_failed_after_s (600)",
+        ),
         ("[host]\ntokenizer = 'absent/tokenizer.json'\n", "host.tokenizer", "no such file"),
     ],
 )
@@ -583,3 +588,16 @@ def test_a_base_backoff_above_the_default_cap_raises_the_cap_it_does_not_set(
     # Only a cap the file gives is held to the base: the default one rises to it.
     config = load_config(_write(tmp_path, "[host]\nrestart_backoff_s = 10\n"))
     assert (config.host.restart_backoff_s, config.host.restart_backoff_max_s) == (10, 5)
+
+
+def test_a_first_cool_down_above_the_default_cap_raises_the_cap_it_does_not_set(
+    tmp_path: Path,
+) -> None:
+    # Only a cap the file gives is held to the first cool-down: the default one rises.
+    from hostd.engine import Health, retry_cool_down_s
+    from hostd.server._engine import restart_policy
+
+    config = load_config(_write(tmp_path, "[host]\nretry_failed_after_s = 7200\n"))
+    assert (config.host.retry_failed_after_s, config.host.retry_failed_max_s) == (7200, 3600)
+    policy = restart_policy(config.host)
+    assert retry_cool_down_s(Health(failed_retries=3), policy) == 7200

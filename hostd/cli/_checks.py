@@ -397,7 +397,7 @@ async def check_remote_provider(
     try:
         endpoint = launcher.endpoint(spec)
     except HostdError as exc:  # the URL (C7), or the TLS files cannot be loaded
-        start = CheckResult("start", False, f"{exc.reason}: {_unnamed(spec.id, exc.message)}")
+        start = CheckResult("start", False, _reason_said(exc, _unnamed(spec.id, exc.message)))
         return Checked(_not_run_after([start], remote=True), [shown_url(url)])
 
     async def open_link(handshake_timeout: float) -> Link:
@@ -422,6 +422,15 @@ async def check_remote_provider(
     for result in run.results:
         result.detail = redactor.text(result.detail)
     return Checked(run.results, [shown_url(url)])
+
+
+def _reason_said(exc: HostdError, message: str) -> str:
+    """A failed check's detail: the error's reason, then ``message``, the reason said
+    once: a message that begins with it (``certificate not trusted (…)``) is not
+    prefixed with it again."""
+    if message.startswith(f"{exc.reason} "):
+        return message
+    return f"{exc.reason}: {message}"
 
 
 def _unnamed(pid: str, message: str) -> str:
@@ -565,7 +574,7 @@ class _Run:
         except (ValueError, TypeError) as exc:  # pydantic ValidationError is a ValueError
             results.append(CheckResult(name, False, f"malformed reply: {str(exc).splitlines()[0]}"))
         except HostdError as exc:
-            results.append(CheckResult(name, False, f"{exc.reason}: {exc.message}"))
+            results.append(CheckResult(name, False, _reason_said(exc, exc.message)))
         if d.dead and self.died_in is None:
             self.died_in = results[-1]
         return None

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import gc
 import importlib.util
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import anyio
+from anyio.abc import TaskStatus
 
 from hostd._citations import ranked_citations
 from hostd._hints import failure_tail_lines, said_once, shown_stderr_tail
@@ -651,6 +653,39 @@ def _sdk_loaded(ms: int) -> None:
     flush_logs()  # said as it happens: a cold start's order is read in the log
 
 
+async def _forward_hangups(
+    backend: Any, where: str, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """``hostd mcp --connect``: its config belongs to the daemon, so SIGHUP asks the
+    daemon to read its file again (``host/reload``, as ``hostd reload`` does), over the
+    current connection. What it did is logged (``mcp.reload.forwarded``); a reload
+    refused (a bad file) or a daemon not reached is logged (``mcp.reload.failed``), and
+    the MCP server serves on."""
+    from hostd.logs import flush_logs, get_logger
+
+    log = get_logger("hostd.cli")
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        task_status.started()
+        async for _ in signals:
+            log.info("host.signal", signal="SIGHUP")
+            try:
+                said = await backend.call("host/reload")
+            except Exception as exc:  # a signal must never end the server: said, served on
+                error = exc.message if isinstance(exc, HostdError) else str(exc) or repr(exc)
+                log.warning("mcp.reload.failed", trigger="SIGHUP", socket=where, error=error)
+            else:
+                done = said if isinstance(said, dict) else {}
+                log.info(
+                    "mcp.reload.forwarded",
+                    trigger="SIGHUP",
+                    socket=where,
+                    started=done.get("started", []),
+                    stopped=done.get("stopped", []),
+                    restarted=done.get("restarted", []),
+                )
+            flush_logs()
+
+
 async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
     if importlib.util.find_spec("mcp") is None:  # said before any provider starts
         raise HostdError(f"hostd mcp needs {_MCP_EXTRA}: no module named 'mcp'")
@@ -687,6 +722,11 @@ async def _mcp(cfg: Config, args: argparse.Namespace) -> int:
                     where,
                 )
             )
+            # The config is the daemon's: SIGHUP asks it to reload (never the default
+            # action, which would end the MCP client's server).
+            hangups = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(hangups.cancel_scope.cancel)  # run first as the stack unwinds
+            await hangups.start(_forward_hangups, s, where)
         serve_mcp = await server()
         # Once the SDK is in (its modules, its models' schemas): it lives as long as
         # the process.

@@ -185,8 +185,20 @@ def test_without_its_ca_file_the_handshake_says_to_set_ca_file(remote: Served) -
     assert code == 1
     _assert_nothing_after_the_handshake(rows)
     detail = rows["handshake"]["detail"]
-    assert detail.startswith("certificate: certificate not trusted ("), detail
+    assert detail.startswith("certificate not trusted ("), detail
     assert detail.endswith("CERTIFICATE_VERIFY_FAILED): set ca_file to the CA that signed it")
+    assert TOKEN not in said
+
+
+def test_a_missing_ca_file_fails_the_start_naming_the_file(remote: Served, tmp_path: Path) -> None:
+    absent = tmp_path / "absent-ca.pem"
+    code, rows, said = _check(
+        "--url", remote.url, "--token-file", str(remote.token_file), "--ca-file", str(absent)
+    )
+    assert code == 1
+    assert rows["start"]["detail"] == (
+        f"certificate: cannot load ca_file {absent}: No such file or directory"
+    )
     assert TOKEN not in said
 
 

@@ -1,5 +1,6 @@
 """``hostd mcp`` (in-process, no ``--connect``) reloads its config file on SIGHUP, as
-``hostd serve`` does: the same reload, logged the same way.
+``hostd serve`` does: the same reload, logged the same way. ``hostd mcp --connect``,
+whose config is its daemon's, asks the daemon to reload on SIGHUP, and serves on.
 
 A real ``hostd mcp`` child over raw MCP lines: the file is rewritten, the child sent
 SIGHUP, and what it did is read from its log events on stderr and ``list_providers``,
@@ -20,6 +21,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from tests.server.conftest import marked_processes
+from tests.server.conftest import write_config as daemon_config
 
 from ._harness import INITIALIZE, INITIALIZED, PATIENT_MS, ROOT, write_config
 
@@ -103,3 +105,43 @@ async def test_sighup_reloads_hostd_mcp_and_an_invalid_file_changes_nothing(
     assert kept == ["alpha", "gamma"]
     assert process.returncode == 0
     assert marked_processes(marker) == []
+
+
+async def test_sighup_to_hostd_mcp_connect_asks_its_daemon_to_reload_and_serves_on(
+    start_daemon: Any, workdir: Path, marker: str
+) -> None:
+    daemon = await start_daemon({"alpha": {}})
+    own = workdir / "mcp"
+    own.mkdir()
+    config = write_config(own, marker, {})  # the daemon's config is not this one
+    command = [sys.executable, "-m", "hostd", "--config", str(config), "--log-level", "info"]
+    command += ["mcp", "--connect", str(daemon.socket)]
+    with anyio.fail_after(_GUARD_S):
+        async with await anyio.open_process(command, cwd=ROOT) as process:
+            child = _Child(process)
+            await child.send(INITIALIZE)
+            await child.reply(0)  # the SIGHUP handler is in before the session serves
+            await child.send(INITIALIZED)
+            assert await child.providers() == ["alpha"]
+
+            edited = daemon_config(workdir, marker, {"alpha": {}, "gamma": {}})
+            daemon.config.write_text(edited, encoding="utf-8")
+            process.send_signal(signal.SIGHUP)
+            forwarded = await child.event("mcp.reload.forwarded")
+            listed = await child.providers()
+
+            daemon.config.write_text("[host\n", encoding="utf-8")
+            process.send_signal(signal.SIGHUP)
+            failed = await child.event("mcp.reload.failed")
+            kept = await child.providers()
+
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            await process.wait()
+        assert await daemon.stop() == 0
+    assert (forwarded["trigger"], forwarded["socket"]) == ("SIGHUP", str(daemon.socket))
+    assert (forwarded["started"], forwarded["stopped"]) == (["gamma"], [])
+    assert listed == ["alpha", "gamma"]
+    assert failed["level"] == "warning" and "not valid TOML" in failed["error"]
+    assert kept == ["alpha", "gamma"]
+    assert process.returncode == 0

@@ -98,3 +98,42 @@ async def test_a_ca_file_fixed_in_place_is_taken_by_the_next_check_with_no_resta
     assert rec.kinds() == ["handshake", "query"]
     back = [e for e in seen.seen if e["event"] == "provider.recovered"]
     assert [e["was"] for e in back] == ["failed"]
+
+
+async def test_a_missing_ca_file_parks_the_provider_naming_the_file_until_it_is_fixed(
+    tmp_path: Path,
+) -> None:
+    served = make_tls(tmp_path, "served")
+    ca_file = tmp_path / "absent-ca.pem"
+    clock = [100.0]
+    with anyio.fail_after(60), events() as seen:  # a hang guard
+        async with serving(provider_app(), served) as (url, rec):
+            spec = remote_spec(url, None, ca_file=ca_file)
+            async with Host(
+                [spec],
+                consent=consented(tmp_path, "remote"),
+                restart_policy=POLICY,
+                health_clock=lambda: clock[0],
+            ) as host:
+                first = (await host.query_all(query(), 1000)).reports["remote"]
+                clock[0] += 2.0  # past any check a server that is down would get
+                again = (await host.query_all(query(), 1000)).reports["remote"]
+                row = host.providers_list()[0]
+                ca_file.write_bytes(served.ca_file.read_bytes())  # the user fixes it
+                clock[0] += POLICY.retry_failed_after_s
+                fixed = (await host.query_all(query(), 1000)).reports["remote"]
+    said = f"cannot load ca_file {ca_file}: No such file or directory"
+    # A config error, not a server not reached: parked, not checked every 2 s.
+    assert (first.status, first.error_code, first.error_message) == (
+        LegStatus.CRASHED,
+        "certificate",
+        said,
+    )
+    assert again.error_message == f"{said} (checked again in 58 s, or at providers/restart)"
+    assert row["state"] == "failed"
+    assert "next_check_in_s" not in row["health"]
+    failed = [e for e in seen.seen if e["event"] == "provider.start.failed"]
+    assert [(e["reason"], e["log_level"]) for e in failed] == [("certificate", "warning")]
+    # The file read again at the next check after the cool-down: no restart.
+    assert fixed.status is LegStatus.OK, fixed
+    assert rec.kinds() == ["handshake", "query"]

@@ -354,6 +354,24 @@ async def test_a_backoff_cap_below_its_base_is_refused_at_a_reload_with_the_key_
     assert daemon.config.host.restart_backoff_max_s == 5  # nothing changed
 
 
+async def test_a_cool_down_cap_below_its_first_is_refused_at_a_reload_with_both_keys_named(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hostd.toml"
+    text = f'[host]\nstate_dir = "{tmp_path / "state"}"\nretry_failed_after_s = 600\n'
+    path.write_text(text, encoding="utf-8")
+    daemon = Daemon(load_config(path))
+    with anyio.fail_after(60):  # a hang guard
+        async with daemon.local():
+            path.write_text(text + "retry_failed_max_s = 120\n", encoding="utf-8")
+            with pytest.raises(ConfigError) as caught:
+                await daemon.reload("test")
+    assert caught.value.data["key"] == "host.retry_failed_max_s"
+    assert caught.value.data["stage"] == "reload"
+    assert "120 is below retry_failed_after_s (600)" in caught.value.message
+    assert daemon.config.host.retry_failed_max_s == 3600  # nothing changed
+
+
 async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_socket(
     start_daemon: Any, workdir: Any, marker: str
 ) -> None:

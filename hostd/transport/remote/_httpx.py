@@ -43,14 +43,34 @@ def _tls_context(
     ca_file: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
 ) -> ssl.SSLContext:
     """Verification always on (C7); ``ca_file`` replaces the system's CAs, it never adds
-    a way around them. ``client_cert``/``client_key``: mutual TLS."""
+    a way around them. ``client_cert``/``client_key``: mutual TLS.
+
+    A file that cannot be loaded (missing, unreadable, holding no certificate) is
+    ``RemoteCertificate`` naming the key, the file and the problem: a config error no
+    check cures until the file is fixed, parked as a certificate that failed
+    verification is, never checked again every few seconds as a server not reached."""
     try:
         ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file is not None else None)
-        if client_cert is not None:
-            ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
     except (OSError, ssl.SSLError) as exc:
-        raise RemoteTransport(f"cannot load the TLS files: {exc}"[:_MAX_ERROR_TEXT]) from exc
+        raise RemoteCertificate(_tls_file_text(f"ca_file {ca_file}", exc)) from exc
+    if client_cert is not None:
+        try:
+            ctx.load_cert_chain(str(client_cert), str(client_key) if client_key else None)
+        except (OSError, ssl.SSLError) as exc:
+            files = f"client_cert {client_cert}"
+            if client_key:
+                files += f" (client_key {client_key})"
+            raise RemoteCertificate(_tls_file_text(files, exc)) from exc
     return ctx
+
+
+def _tls_file_text(files: str, exc: OSError) -> str:
+    """``cannot load ca_file PATH: No such file or directory``: the OS's words for a file
+    that cannot be read, OpenSSL's reason for one it cannot parse."""
+    problem = (exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else exc.strerror) or str(
+        exc
+    )
+    return f"cannot load {files}: {problem}"[:_MAX_ERROR_TEXT]
 
 
 #: OpenSSL's verify codes for a chain no trusted CA signed (x509_vfy.h: unable to get
