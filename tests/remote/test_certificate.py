@@ -65,7 +65,8 @@ async def test_a_certificate_no_trusted_ca_signed_parks_the_provider_saying_what
     assert health["last_failure"] == f"certificate: {message}"
     assert (health["consecutive_failures"], health["retry_in_s"]) == (0, 58.0)
     assert "next_check_in_s" not in health  # not a server that is down
-    assert down_state(row) == f"failed 2 s ago: certificate: {message}; next try in 58 s"
+    now = "`hostd providers restart remote --connect` starts it now"  # parked: said
+    assert down_state(row) == f"failed 2 s ago: certificate: {message}; next try in 58 s, or {now}"
     # Said once, with its reason: one check, one warning, parked.
     failed = [e for e in seen.seen if e["event"] == "provider.start.failed"]
     assert [(e["reason"], e["log_level"]) for e in failed] == [("certificate", "warning")]
