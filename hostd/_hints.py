@@ -72,6 +72,7 @@ __all__ = [
     "refused_legs",
     "restarting_advice",
     "restarting_failures",
+    "restarting_last",
     "said_once",
     "shown_stderr_tail",
     "stderr_said",
@@ -211,10 +212,16 @@ def restarting_failures(result: Mapping[str, Any]) -> dict[str, str | None]:
     for p in reports:
         error = p.get("error") or {}
         if p.get("status") == "warming" and error.get("code") == RESTARTING:
-            # Nothing after the words when they are absent (an older daemon's message).
-            _, _, last = str(error.get("message") or "").partition(_LAST_FAILURE)
-            out[str(p.get("provider_id"))] = last.strip() or None
+            out[str(p.get("provider_id"))] = restarting_last(error.get("message"))
     return out
+
+
+def restarting_last(message: Any) -> str | None:
+    """The last failure a crash loop's ``message`` names (its leg's, or the state
+    ``providers/warm`` gives it after ``restarting: ``); ``None``: not named (an older
+    daemon's message)."""
+    _, _, last = str(message or "").partition(_LAST_FAILURE)
+    return last.strip() or None
 
 
 def restarting_advice(

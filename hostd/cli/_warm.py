@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from hostd._hints import RESTARTING, restarting_advice, restarting_last
 from hostd.config import Config
 
 from ._common import ProgressListener, connect_arg, session, time_left
@@ -329,5 +330,21 @@ async def warm_command(cfg: Config, args: argparse.Namespace) -> int:
         sys.stdout.write(f"{pid}\t{state}\n")
     for row in rows:  # `files: ready (0 chunks …; nothing to index under …)`, once
         if lines is not None and row.get("id") in states:
+            if connect is None:  # its providers stop with this command: no next try
+                health = {**(row.get("health") or {})}
+                health.pop("retry_in_s", None)
+                health.pop("next_check_in_s", None)
+                row = {**row, "health": health}
             lines.settle(str(row.get("id")), provider_state(row))
+    # A crash loop is not waited for (``restarting: …``): that it keeps failing, and
+    # where to look, in the words ``hostd compose`` gives it.
+    looping = {
+        pid: restarting_last(state)
+        for pid, state in states.items()
+        if state.startswith(f"{RESTARTING}: ")
+    }
+    where = "one_shot" if connect is None else "daemon"
+    advice = restarting_advice(looping, where=where, config=config_hint(cfg))
+    if advice is not None:
+        sys.stderr.write(f"hostd: {advice}\n")
     return 0 if all(s == "ready" for s in states.values()) else 1

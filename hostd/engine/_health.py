@@ -73,6 +73,7 @@ __all__ = [
     "record_restart_requested",
     "record_retry",
     "record_untrusted",
+    "restart_due",
     "retry_due",
     "is_hung",
     "is_warming_leg",
@@ -314,6 +315,18 @@ def check_due(health: Health, policy: RestartPolicy) -> float | None:
     if health.failed_at is None:
         return None
     return health.failed_at + check_delay(health.consecutive_failures, policy)
+
+
+def restart_due(health: Health, policy: RestartPolicy) -> float | None:
+    """When (clock time) a crashed provider waiting out its backoff is started again
+    (``backoff_delay`` after its last failure, as ``decide_start`` lets a request or
+    ``idle_restart_in`` the host start it); ``None``: it is not (up, never started,
+    parked: ``retry_due``, or a remote server not reached: ``check_due``)."""
+    if health.state is not ProviderState.CRASHED or health.unreachable:
+        return None
+    if is_parked(health, policy) or health.failed_at is None:
+        return None
+    return health.failed_at + backoff_delay(health.consecutive_failures, policy)
 
 
 def decide_start(

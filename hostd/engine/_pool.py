@@ -105,6 +105,7 @@ from ._health import (
     record_retry,
     record_started,
     record_untrusted,
+    restart_due,
     restarts_behind,
     retry_cool_down_s,
     retry_due,
@@ -988,10 +989,16 @@ class ProviderPool:
             left = conn.readiness.left_s()
             if left is not None:  # a warm-up's time left, once its rate is measured
                 health["left_s"] = round(left)
-        due = retry_due(slot.health, self.settings.restart_policy)
+        policy = self.settings.restart_policy
+        due = retry_due(slot.health, policy)
         if due is not None:  # parked: when its cool-down lets it start again
             health["retry_in_s"] = round(max(0.0, due - self.now()), 3)
-        check = check_due(slot.health, self.settings.restart_policy)
+        due = restart_due(slot.health, policy)
+        if due is not None:  # crashed: when its backoff lets it start again
+            # 0 while a start is under way: its outcome is the next thing to happen.
+            left = 0.0 if slot.starting is not None else due - self.now()
+            health["retry_in_s"] = round(max(0.0, left), 3)
+        check = check_due(slot.health, policy)
         if check is not None:  # its server not reached: when it is checked again
             # 0 while a check is under way: its outcome is the next thing to happen.
             left = 0.0 if slot.starting is not None else check - self.now()

@@ -207,6 +207,11 @@ class Reranker:
         self.pool = ProviderPool([spec], settings, noun="reranker")
         self.slot = self.pool.slots[spec.id]
         self.tally = RerankTally()
+        #: What the latest ask's failure was (``_failure``), ``None`` after a verdict: a
+        #: failure that repeats it is logged at debug (``rerank.failed``), as a
+        #: ``[reranker] url`` server's is, so a parked reranker costs its log one warning,
+        #: not one per composition.
+        self._failed: tuple[Any, ...] | None = None
         #: The event loop it runs in (a verdict lands in an ``Inbox`` on it).
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -236,7 +241,22 @@ class Reranker:
         # latency reported are read on it (not a second clock read for the latency).
         started = now()
         outcome = await self._rerank(query, candidates, timeout_s, started + timeout_s)
-        return self.tally.count(outcome.timed(len(candidates), now() - started))
+        failed, self._failed = self._failed, self._failure(outcome)
+        quiet = failed is not None and failed == self._failed  # told already
+        return self.tally.count(outcome.timed(len(candidates), now() - started, quiet=quiet))
+
+    def _failure(self, outcome: RerankOutcome) -> tuple[Any, ...] | None:
+        """What ``outcome``'s failure is, to tell a repeat from a change: its words, or,
+        for a reranker not asked (``unavailable``: its start failed, its backoff, parked),
+        its state and last failure, as its detail counts down to its next start (``next
+        retry in 41 s``). A failure in new words, or one that parks it, is told again.
+        ``None`` for a verdict."""
+        if outcome.reason is None:
+            return None
+        if outcome.reason == "unavailable":
+            health = self.slot.health
+            return (outcome.reason, health.state, health.last_failure)
+        return (outcome.reason, outcome.detail)
 
     async def _ask(self, client: PipeClient, params: dict[str, Any], deadline: float) -> _Reply:
         """The ``rerank`` call's result: written at once and settled (validated) in the

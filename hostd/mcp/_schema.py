@@ -434,7 +434,10 @@ _HEALTH = {
             },
         },
         "left_s": {"type": "integer", "description": "a warm-up phase's seconds left"},
-        "retry_in_s": {"type": "number", "description": "a parked one's next try"},
+        "retry_in_s": {
+            "type": "number",
+            "description": "a crashed or parked one's next try",
+        },
         "next_check_in_s": {
             "type": "number",
             "description": "a remote one whose server was not reached: its next check",

@@ -389,6 +389,59 @@ def test_warm_through_a_serving_daemon_warms_its_providers_not_a_second_set(
         assert child.stop() == 0
 
 
+#: A provider that exits at every start, saying why on its stderr.
+_DIES = ["python", "-c", "import sys; print('no index here', file=sys.stderr); sys.exit(3)"]
+
+
+def _dying_config(tmp_path: Path, host: str = "") -> Path:
+    config = tmp_path / "hostd.toml"
+    config.write_text(
+        f'[host]\nstate_dir = "{tmp_path / "state"}"\nsocket = "{tmp_path / "h.sock"}"\n'
+        f'{host}[[provider]]\nid = "dies"\ncommand = {json.dumps(_DIES)}\ncwd = "{REPO}"\n'
+    )
+    return config
+
+
+def test_warm_through_a_daemon_says_a_provider_in_a_crash_loop_keeps_failing(
+    tmp_path: Path,
+) -> None:
+    """A daemon's provider that exits at every start is not waited for (``restarting:
+    …``); ``hostd warm`` says, as ``hostd compose`` does, that it keeps failing, its last
+    failure, and where to look."""
+    # Restarted every 0.5 s, never parked within the test: a crash loop.
+    host = "restart_backoff_s = 0.5\nrestart_backoff_max_s = 0.5\nrestart_attempts = 1000\n"
+    config = _dying_config(tmp_path, host)
+    child = ServeChild(config, env=child_env())
+    assert child.start(60)
+    try:
+        with Client.connect(tmp_path / "h.sock") as client:
+            while _row(client, "dies")["health"]["consecutive_failures"] < 2:
+                pass  # its boot start and a restart failed: the loop is on
+        out = _warm(config, "--progress", "never")
+        assert out.returncode == 1, out.stderr
+        (state,) = out.stdout.splitlines()
+        assert state.startswith("dies\trestarting: provider restarting after "), state
+        (advice,) = [x for x in out.stderr.splitlines() if x.startswith("hostd: keeps failing")]
+        assert advice.startswith("hostd: keeps failing: dies (last failure: "), advice
+        assert "stderr: no index here" in advice
+        assert f"`hostd providers --config {config} --connect`" in advice
+    finally:
+        assert child.stop() == 0
+
+
+def test_a_one_shot_warm_promises_no_next_try_for_a_provider_that_failed(
+    tmp_path: Path,
+) -> None:
+    """Its providers stop when it ends: a failed start is said without the next try a
+    daemon would make."""
+    out = _warm(_dying_config(tmp_path), "--progress", "never")
+    assert out.returncode == 1
+    assert out.stdout.startswith("dies\tcrashed: ")
+    (said,) = [x for x in out.stderr.splitlines() if x.startswith("hostd: dies: crashed")]
+    assert "exited with status 3" in said and "next try" not in said, said
+    assert "keeps failing" not in out.stderr  # one failed start is no crash loop
+
+
 def _row(client: Client, pid: str) -> dict[str, Any]:
     rows = client.call("providers/list")["providers"]
     return next(r for r in rows if r["id"] == pid)

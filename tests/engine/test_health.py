@@ -31,6 +31,7 @@ from hostd.engine import (
     record_retry,
     record_started,
     record_untrusted,
+    restart_due,
     restarts_behind,
     retry_cool_down_s,
     retry_due,
@@ -86,6 +87,18 @@ def test_restart_attempts_are_bounded_then_the_provider_is_parked() -> None:
     for now in (3.0, 30.0, 62.9):
         d = decide_start(h, alive=False, now=now, policy=POLICY)
         assert d.action is StartAction.GIVE_UP and abs(d.delay_s - (63.0 - now)) < 1e-9
+
+
+def test_a_crashed_provider_is_due_again_when_its_backoff_lets_a_start_begin() -> None:
+    h = record_failure(Health(), now=10.0, error="boom", policy=POLICY)
+    h = record_failure(h, now=11.0, error="boom", policy=POLICY)
+    due = restart_due(h, POLICY)
+    assert due == 11.0 + backoff_delay(2, POLICY)
+    assert idle_restart_in(h, now=11.0, policy=POLICY) == due - 11.0
+    assert decide_start(h, alive=False, now=due, policy=POLICY).action is StartAction.START
+    # Not for one up, parked (``retry_due``) or never started.
+    assert restart_due(record_started(h), POLICY) is None
+    assert restart_due(_parked(), POLICY) is None and restart_due(Health(), POLICY) is None
 
 
 def test_a_parked_provider_gets_one_start_once_its_cool_down_has_passed() -> None:

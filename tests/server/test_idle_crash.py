@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,8 @@ async def test_a_crash_after_serving_is_not_worded_as_caused_by_its_ready_line(
     """A provider that started well, served a query, then exited 1 with no error
     written: its stderr ends with the ready line it wrote at start. The crash quotes that
     as its stderr's last lines, not as its ``stderr:`` (the words of a start that failed,
-    where what it wrote is the cause); ``hostd status`` shows the line under it once."""
+    where what it wrote is the cause); ``hostd status`` shows the line under it once,
+    and when its backoff lets it start again."""
     command = ["python", "-m", "tests.fixtures.adversarial_provider", "exit_after_query", marker]
     table = (
         f'[[provider]]\nid = "alpha"\ncommand = {json.dumps(command)}\n'
@@ -87,9 +89,12 @@ async def test_a_crash_after_serving_is_not_worded_as_caused_by_its_ready_line(
         lambda: run_hostd("--config", str(daemon.config), "status")
     )
     lines = [line.strip() for line in done.stdout.splitlines()]
-    # The line once, under the crash: the crash's own words do not repeat it.
+    # The line once, under the crash: the crash's own words do not repeat it. Its
+    # restart waits out its backoff (60 s): when it comes is said.
     (down,) = [line for line in lines if line.startswith("provider alpha: crashed")]
-    assert down.endswith("ago: provider process ended; exited with status 1"), lines
+    said, _, nxt = down.partition("; next try in ")
+    assert said.endswith("ago: provider process ended; exited with status 1"), lines
+    assert re.fullmatch(r"\d+ s|1 min 0 s", nxt), lines
     at = lines.index("alpha: its stderr ended with:")
     assert lines[at + 1] == "serving on stdio", lines
     assert await daemon.stop() == 0
