@@ -630,11 +630,16 @@ def record_leg(
     invalid: str | None = None,
     sent_mark: int | None = None,
     refusals_later: bool = False,
+    ran: bool = True,
 ) -> Health:
     """Count one finished leg. A leg answered by the provider (``ok``/``quarantined``)
     resets the consecutive-failure count: the process works. A ``warming`` leg (the
     provider is starting or building its index, ``is_warming_leg``) is no failure and no
-    missed deadline: it never leads to a restart, a backoff or ``is_hung``. ``late``:
+    missed deadline: it never leads to a restart, a backoff or ``is_hung``. ``ran``
+    False: the leg never reached the provider (a crash loop's, ``crashed`` at once while
+    its restart runs behind the request): counted as a leg and its ``error`` kept, yet
+    neither an answer nor one more failure (its crashes were counted as they came).
+    ``late``:
     replies to given-up legs that came since the last leg was counted; any ends the run
     of missed deadlines before this leg counts (the process answers, late). ``lost``:
     what an ``ok`` leg lost of its answer (its note), kept as ``last_error``; it counts
@@ -656,6 +661,8 @@ def record_leg(
         error = invalid
     elif lost is not None:
         error = lost
+    if not ran:
+        status = "not_run"  # none of the counters below: no answer, no failure
     answered = status in ("ok", "quarantined") or is_warming_leg(status)
     timeouts = 0 if late > 0 else health.consecutive_timeouts
     mark = health.timeout_mark

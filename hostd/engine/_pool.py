@@ -883,13 +883,14 @@ class ProviderPool:
         invalid: str | None = None,
         sent_mark: int | None = None,
         refusals_later: bool = False,
+        ran: bool = True,
     ) -> None:
         """Count a finished leg (``lost``: what an ``ok`` one lost of its answer; ``empty``:
         why one held no frame, when its binding could tell; ``invalid``: what its frames
         were refused for when every one was; ``refusals_later``: that is told after
         verification, by ``record_refusals``; ``sent_mark``: its health's
         ``timeout_mark`` when it was sent, so legs that timed out together count as one
-        miss); restart
+        miss; ``ran`` False: a crash loop's leg, never sent, no failure of its own); restart
         a provider that is alive but hung (``is_hung``): its process is torn down in the
         pool's task group and the next request starts a fresh one, after the backoff the
         failure earns. Late replies read since the
@@ -907,6 +908,7 @@ class ProviderPool:
             invalid=invalid,
             sent_mark=sent_mark,
             refusals_later=refusals_later,
+            ran=ran,
         )
         conn = slot.conn
         if status == "unauthorized":

@@ -391,6 +391,25 @@ def test_warming_legs_never_count_toward_a_hang_or_a_failure() -> None:
     assert health.to_wire()["warming"] == 10
 
 
+def test_a_leg_that_never_ran_is_counted_as_neither_a_failure_nor_an_answer() -> None:
+    """A crash loop's leg (``crashed``, code ``restarting``, answered at once while the
+    restart runs behind): a leg and its message, no crash, no failing leg, no answer
+    (its failures in a row and its missed deadlines stand)."""
+    policy = RestartPolicy(max_consecutive_timeouts=2)
+    health = record_started(Health())
+    health = record_leg(health, "timeout")
+    for _ in range(2):
+        health = record_failure(health, now=0.0, error="crashed: exited", policy=policy)
+    before = health
+    for _ in range(5):
+        health = record_leg(health, "crashed", error="provider restarting …", ran=False)
+    assert health.legs == before.legs + 5 and health.last_error == "provider restarting …"
+    told = {"legs", "last_error"}  # every other figure as it was
+    assert {k: v for k, v in health.to_wire().items() if k not in told} == {
+        k: v for k, v in before.to_wire().items() if k not in told
+    }
+
+
 _EVENTS = st.lists(
     st.tuples(
         st.sampled_from(["fail", "start", "ok", "error", "timeout", "restart"]),
