@@ -17,7 +17,8 @@ only a running ``hostd serve`` behind ``hostd mcp --connect`` keeps it loaded ac
 sessions. Only hostd's own words and figures are used (the engine's report).
 
 A provider in a crash loop (its restarts failed again before it answered a query) is
-``warming`` too, with code ``restarting``: asking again shortly does not help, so it
+not warming up: its leg is ``crashed``, with code ``restarting`` (a daemon of an older
+version said ``warming``, with that code). Asking again shortly does not help, so it
 gets advice of its own (``restarting_advice``): it keeps failing, its last failure,
 and where to look (``hostd providers``, its stderr in hostd's log).
 
@@ -110,9 +111,15 @@ NO_REMOTE_HANDSHAKE = (
 )
 
 
-#: The ``error.code`` of a ``warming`` leg whose provider is in a crash loop, restarted
-#: behind the request (the engine's ``restarts_behind``): not warming up, failing.
+#: The ``error.code`` of a ``crashed`` leg whose provider is in a crash loop, restarted
+#: behind the request (the engine's ``restarts_behind``): not warming up, failing (and
+#: the ``detail`` of its ``provider_failed`` degraded reason). A daemon of an older
+#: version gave such a leg status ``warming``: read as the same.
 RESTARTING = "restarting"
+
+#: The statuses of a crash loop's leg (code ``RESTARTING``): ``crashed``, and the
+#: ``warming`` a daemon of an older version gave it.
+_LOOPING = ("crashed", "warming")
 
 #: Where a crash loop leg's message names the last failure (the engine's words).
 _LAST_FAILURE = "its last failure: "
@@ -165,8 +172,8 @@ def warming_state(report: Mapping[str, Any]) -> str | None:
     """``still building its index (…)`` for a ``warming`` leg (``still loading its saved
     index (…)`` while it loads one: ``warming_doing``), the engine's message in
     parentheses; ``still starting (…)`` for one not handshaken yet; None for any other
-    status. A crash loop's leg (code ``restarting``) is ``keeps failing, restarting
-    (…)``: it does not warm up."""
+    status. A crash loop's leg as a daemon of an older version gave it (``warming``, code
+    ``restarting``) is ``keeps failing, restarting (…)``: it does not warm up."""
     if report.get("status") != "warming":
         return None
     error = report.get("error") or {}
@@ -204,14 +211,14 @@ def warming_phases(result: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def restarting_failures(result: Mapping[str, Any]) -> dict[str, str | None]:
-    """The providers whose leg was a crash loop's (``warming``, code ``restarting``), in
-    the reply's order, each with its last failure as its leg names it (``None``: not
-    named)."""
+    """The providers whose leg was a crash loop's (``crashed``, code ``restarting``; an
+    older daemon's ``warming``), in the reply's order, each with its last failure as its
+    leg names it (``None``: not named)."""
     reports: Sequence[Mapping[str, Any]] = result.get("providers") or []
     out: dict[str, str | None] = {}
     for p in reports:
         error = p.get("error") or {}
-        if p.get("status") == "warming" and error.get("code") == RESTARTING:
+        if p.get("status") in _LOOPING and error.get("code") == RESTARTING:
             out[str(p.get("provider_id"))] = restarting_last(error.get("message"))
     return out
 

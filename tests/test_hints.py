@@ -12,10 +12,12 @@ from hostd._hints import (
     NO_HANDSHAKE,
     down_state,
     failure_tail_lines,
+    restarting_failures,
     said_once,
     shown_stderr_tail,
     stderr_said,
     stderr_tail_lines,
+    warming_ids,
     warming_state,
 )
 from hostd.errors import IDS_NAMED, did_you_mean, unknown_provider
@@ -84,7 +86,7 @@ def test_a_warming_providers_words_follow_its_phase() -> None:
 #: A crash loop's leg, as the engine reports it (``_run``'s ``restarting_message``).
 LOOPING: dict[str, Any] = {
     "provider_id": "notes",
-    "status": "warming",
+    "status": "crashed",
     "error": {
         "code": "restarting",
         "message": "provider restarting after 3 failures in a row, not waited for; its "
@@ -96,11 +98,25 @@ WARMING = {"provider_id": "files", "status": "warming", "error": {"code": "warmi
 
 
 def test_a_crash_loops_leg_says_it_keeps_failing_not_to_ask_again_shortly() -> None:
-    from hostd.cli._outcome import warming_lines
-    from hostd.mcp._schema import warming_hints
+    from hostd.cli._outcome import leg_failures, warming_lines
+    from hostd.mcp._schema import failed_hints, warming_hints
 
-    assert warming_state(LOOPING) == f"keeps failing, restarting ({LOOPING['error']['message']})"
+    assert warming_state(LOOPING) is None  # a failure, not a warm-up
+    # As a daemon of an older version gave it: warming, code restarting.
+    older = {**LOOPING, "status": "warming"}
+    assert warming_state(older) == f"keeps failing, restarting ({LOOPING['error']['message']})"
+    assert restarting_failures({"providers": [older]}) == restarting_failures(
+        {"providers": [LOOPING]}
+    )
+    assert warming_ids({"providers": [older, LOOPING, WARMING]}) == ["files"]
     result = {"providers": [LOOPING, WARMING]}
+    # Its line in the compose summary is a failure's, in the engine's words.
+    assert leg_failures(result) == [
+        f"  notes: crashed: {LOOPING['error']['message']}",
+        "  files: warming: still building its index",
+    ]
+    # hostd mcp names it once, as one that keeps failing (``warming_hints``).
+    assert failed_hints(result, None) == []
     said = [
         *warming_lines(result, connected=False),
         *warming_lines(result, connected=True, config=" --config /p/hostd.toml"),
@@ -123,8 +139,8 @@ def test_an_adapters_shortfall_says_a_crash_loop_keeps_failing_without_quoting_i
     from hostd.integrations._evidence import shortfall
 
     reasons = [
+        {"reason": "provider_failed", "provider": "notes", "detail": "restarting"},
         {"reason": "provider_warming", "provider": "files", "detail": "warming"},
-        {"reason": "provider_warming", "provider": "notes", "detail": "restarting"},
     ]
     result = ComposeResult.model_validate(
         {
@@ -143,6 +159,13 @@ def test_an_adapters_shortfall_says_a_crash_loop_keeps_failing_without_quoting_i
     assert "still warming: files. " in said and "keeps failing: notes. " in said
     assert "exit status 3" not in said  # a provider's own words stay out of this line
     assert "`hostd providers --connect`" in said
+    assert "provider_failed (notes: restarting)" in said
+    # A daemon of an older version said provider_warming: read as the same crash loop.
+    reasons[0] = {"reason": "provider_warming", "provider": "notes", "detail": "restarting"}
+    older = ComposeResult.model_validate({**result.model_dump(), "degraded_reasons": reasons})
+    said = shortfall(older)
+    assert said is not None and "keeps failing: notes. " in said
+    assert "still warming: files. " in said  # files alone: notes is not warming up
 
 
 def test_a_stderr_tail_is_shown_a_line_each_under_its_provider_and_bounded() -> None:

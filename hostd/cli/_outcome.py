@@ -350,6 +350,6 @@ def warming_lines(
     helps); a daemon behind ``--connect`` goes on warming up (``hostd._hints``)."""
     where = "daemon" if connected else "one_shot"
     advice = warming_advice(warming_ids(result), where=where, config=config)
-    # A crash loop's leg is warming too, yet asking again will not help: its own line.
+    # A crash loop's leg (not warming up: asking again will not help) has its own line.
     looping = restarting_advice(restarting_failures(result), where=where, config=config)
     return [line for line in (advice, looping) if line is not None]

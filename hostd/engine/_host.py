@@ -329,6 +329,8 @@ class Host:
                 None if stage is not None else refused_all(done),
                 reply.sent_mark,
                 refusals_later=stage is not None and report.status is LegStatus.OK,
+                # A crash loop's leg never reached its provider: no failure of its own.
+                ran=not report.looping,
             )
             _log_leg(report)
             if on_leg_done is not None:
@@ -617,16 +619,25 @@ async def _guarded(out: Awaitable[Any]) -> None:
         log.warning("engine.on_leg_done.failed", error=repr(exc))
 
 
+#: The codes of ``crashed`` legs that were never sent, whose failure was logged as it
+#: came: a parked provider's (``provider.parked``), a crash loop's (each crash and
+#: failed start of the loop: ``provider.leg.failed``, ``provider.exited``,
+#: ``provider.start.failed``).
+_NO_NEWS = frozenset({ProviderParked.reason, RESTARTING})
+
+
 def _log_leg(report: LegReport) -> None:
     """The one log event of a leg, as it is judged: ``provider.leg`` (info) for a leg
-    that is no fault (ok, or not asked: warming, no consent, no budget share),
-    ``provider.leg.failed`` or ``provider.leg.quarantined`` (warning) otherwise; every
-    one with the same fields. Its ``message`` is hostd's own (never a provider's text)."""
+    that is no fault (ok, or not asked: warming, no consent, no budget share) or no
+    news (``_NO_NEWS``), ``provider.leg.failed`` or ``provider.leg.quarantined``
+    (warning) otherwise; every one with the same fields. Its ``message`` is hostd's own
+    (never a provider's text)."""
     status = report.status
-    # A parked provider's leg is no news: provider.parked told it once (a warning per
-    # request would fill the log of an agent that composes every turn).
+    # A leg of a provider parked or in a crash loop is no news: its failures were told
+    # as they came (a warning per request would fill the log of an agent that composes
+    # every turn).
     fault = status is LegStatus.QUARANTINED or (
-        status in _FAULTS and report.error_code != ProviderParked.reason
+        status in _FAULTS and report.error_code not in _NO_NEWS
     )
     if log_level.at > (WARNING if fault else INFO):
         return  # dropped at this level: not built (once per leg, every request)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from hostd._hints import RESTARTING
 from hostd.protocol import (
     ContextFrame,
     ContextQuery,
@@ -40,7 +41,8 @@ class LegStatus(StrEnum):
     #: A remote provider refused the credential (HTTP 401/403).
     UNAUTHORIZED = "unauthorized"
     #: Started (or starting) but not ready yet: an index to build. Never a fault: it
-    #: counts toward no restart, backoff or hang (``_health``).
+    #: counts toward no restart, backoff or hang (``_health``). A provider in a crash
+    #: loop is not warming: its leg is ``CRASHED``, code ``restarting`` (``looping``).
     WARMING = "warming"
 
 
@@ -88,6 +90,12 @@ class LegReport:
     #: An ``ok`` leg answered while its provider still builds its index: ``(done,
     #: total)`` of that build, the share of its index the answer searched.
     building: tuple[int, int] | None = None
+
+    @property
+    def looping(self) -> bool:
+        """A crash loop's leg: ``crashed``, code ``restarting``, answered at once while its
+        provider's restart runs behind the request (``_run``); never sent to it."""
+        return self.status is LegStatus.CRASHED and self.error_code == RESTARTING
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -22,9 +22,10 @@ decided once: by the plan for a provider live when it planned, else once after
 its start (``ready``, shared by its leg and its verify). A provider in a crash loop
 is not waited for (``behind``), whatever ``ready_wait_ms`` the request names (that
 waits for starts and warm-ups, and a crash loop's restart fails again): its restart
-runs in the pool and its leg is ``warming``, code ``restarting``, at once. Every leg's failure
-becomes a ``LegReply`` value, so siblings are never cancelled; the pool is told
-of broken connections.
+runs in the pool and its leg is ``crashed``, code ``restarting``, at once: a fault, not
+``warming`` (which says "ask again shortly"), yet no failure of its own in its health
+(it never reached the provider). Every leg's failure becomes a ``LegReply`` value, so
+siblings are never cancelled; the pool is told of broken connections.
 """
 
 from __future__ import annotations
@@ -496,8 +497,8 @@ class _Runner:
             return self.reply(
                 leg,
                 query,
-                status=LegStatus.WARMING,
-                # Not "starting": asking again shortly will not help (``_hints``).
+                # A fault, not ``warming``: asking again shortly will not help (``_hints``).
+                status=LegStatus.CRASHED,
                 error_code=RESTARTING,
                 error_message=self.restarting_message(slot),
             )

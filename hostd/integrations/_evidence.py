@@ -51,6 +51,9 @@ __all__ = [
 #: What an adapter does with a composition short of what was asked (``on_degraded``).
 OnDegraded = Literal["warn", "raise", "ignore"]
 ON_DEGRADED: tuple[str, ...] = get_args(OnDegraded)
+#: The degraded reasons of a crash loop's leg (detail ``restarting``): ``provider_failed``,
+#: and the ``provider_warming`` a daemon of an older version gave it.
+_LOOPING = ("provider_failed", "provider_warming")
 
 
 class DegradedComposition(HostdError):
@@ -149,11 +152,19 @@ def shortfall(result: ComposeResult) -> str | None:
             "degraded: "
             + "; ".join(f"{r} ({', '.join(i)})" if i else r for r, i in grouped.items())
         )
-        warming = [r for r in result.degraded_reasons if r.reason == "provider_warming"]
-        # A crash loop's (detail ``restarting``) is not warming up: advice of its own, which
-        # quotes no last failure (a provider's stderr may be in it: never in this line).
-        looping = {r.provider: None for r in warming if r.provider and r.detail == RESTARTING}
-        ids = [r.provider for r in warming if r.provider and r.provider not in looping]
+        # A crash loop's (``provider_failed``, detail ``restarting``; an older daemon's
+        # ``provider_warming``) is not warming up: advice of its own, which quotes no last
+        # failure (a provider's stderr may be in it: never in this line).
+        looping = {
+            r.provider: None
+            for r in result.degraded_reasons
+            if r.provider and r.detail == RESTARTING and r.reason in _LOOPING
+        }
+        ids = [
+            r.provider
+            for r in result.degraded_reasons
+            if r.reason == "provider_warming" and r.provider and r.provider not in looping
+        ]
         for advice in (
             warming_advice(ids, where="adapter"),
             restarting_advice(looping, where="adapter"),

@@ -806,20 +806,22 @@ def warming_hints(
 ) -> list[str]:
     """One text naming the providers still warming up (they go on building while
     ``hostd mcp`` or its daemon runs) and what to do; none when no leg was warming.
-    In process (no ``connect``) it also says that each ``hostd mcp`` process loads the
+    Another naming those in a crash loop (``restarting_advice``), when one was. In
+    process (no ``connect``) it also says that each ``hostd mcp`` process loads the
     models anew, and how a daemon keeps them loaded."""
     option = f" --config {config}" if config else ""
     where = "mcp" if connect is None else "mcp_connect"
     # The model reads no leg line: each one is named with what it is doing.
     phases = warming_phases(result)
     advice = warming_advice(list(phases), where=where, config=option, phases=phases)
-    # A crash loop's leg is warming too, yet calling again will not help: its own text.
+    # A crash loop's leg (not warming up: calling again will not help) has its own text.
     looping = restarting_advice(restarting_failures(result), where=where, config=option)
     return [f"hostd: {line}" for line in (advice, looping) if line is not None]
 
 
 #: Leg statuses that gave the composition nothing for a reason the model should hear
-#: (warming and consent have hints of their own; ``skipped`` was not asked).
+#: (warming, consent and a crash loop's ``crashed``, code ``restarting``, have hints of
+#: their own; ``skipped`` was not asked).
 _FAILED_LEGS = ("timeout", "crashed", "error", "quarantined")
 #: A partial leg's note shown in its hint, at most (hostd's words, yet one per lost tool
 #: of a config that may name many: the text reaches the model's prompt).
@@ -855,7 +857,12 @@ def failed_hints(
     ``hostd status`` for a daemon's providers (``connect``), else ``hostd check-provider``,
     which runs the provider alone: no daemon serves a session's own providers, so
     ``status`` would find none)."""
-    failed = [p for p in result.get("providers") or [] if p.get("status") in _FAILED_LEGS]
+    looping = restarting_failures(result)  # told by ``warming_hints``: keeps failing
+    failed = [
+        p
+        for p in result.get("providers") or []
+        if p.get("status") in _FAILED_LEGS and str(p.get("provider_id")) not in looping
+    ]
     refused = refused_legs(result)
     partial = _partial(result)
     # Legs that lost some of their frames for what they sent, not all: named with the

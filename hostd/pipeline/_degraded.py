@@ -26,9 +26,9 @@ __all__ = ["MESSAGE_CHARS", "REASONS", "Degraded", "degradations", "leg_degradat
 
 #: The closed vocabulary of ``degraded_reasons[].reason``.
 REASONS = (
-    "provider_failed",  # the leg ended timeout, crashed, error or unauthorized
+    "provider_failed",  # the leg ended timeout, crashed (restarting: a crash loop), error…
     "provider_partial",  # an ok leg lost part: an MCP tool or read failed or timed out
-    "provider_warming",  # started but not ready within the leg's bound
+    "provider_warming",  # started but not ready within the leg's bound (never a fault)
     "provider_skipped",  # not asked: its budget share was 0
     "quarantined",  # its reply broke a budget or kind rule (B1–B4, Q1, Q2): none served
     "frames_invalid",  # an ok leg's frames dropped for breaking a frame rule (F1–F5, D1, Q1…)
@@ -84,7 +84,11 @@ def leg_degradation(report: LegReport) -> Degraded | None:
         dropped = sorted({v.rule for v in report.violations if v.severity is Severity.ERROR})
         return Degraded("frames_invalid", pid, ",".join(dropped)) if dropped else None
     if status in _FAILED:
-        return Degraded("provider_failed", pid, status.value)
+        # A crash loop's leg (``crashed``, code ``restarting``) says so in its detail: a
+        # client tells it (no use asking again until its failure is fixed) from one crash.
+        return Degraded(
+            "provider_failed", pid, report.error_code if report.looping else status.value
+        )
     if status is LegStatus.QUARANTINED:
         rules = sorted({v.rule for v in report.violations})
         return Degraded("quarantined", pid, ",".join(rules) or None)

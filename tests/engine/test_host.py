@@ -166,11 +166,12 @@ async def test_a_provider_in_a_crash_loop_is_restarted_behind_the_requests(
             ]
             # Its third start is begun by that crash, and held at the gate: a slow one.
             # Not waited for, whatever the request's ready_wait_ms (the gate stays shut,
-            # so a wait would hang): "restarting", which no asking again soon cures.
+            # so a wait would hang): "restarting", which no asking again soon cures: a
+            # fault (crashed), not "warming".
             for ready_wait_ms in (None, 0, 600_000):
                 fan = await host.query_all(query(), 1000, ready_wait_ms=ready_wait_ms)
                 report = fan.reports["c"]
-                assert (report.status, report.error_code) == (LegStatus.WARMING, "restarting")
+                assert (report.status, report.error_code) == (LegStatus.CRASHED, "restarting")
                 assert [pid for pid, _ in fan.accepted] == ["h", "h"]
                 message = report.error_message or ""
                 assert message.startswith(
@@ -180,6 +181,8 @@ async def test_a_provider_in_a_crash_loop_is_restarted_behind_the_requests(
             assert host.providers_list()[0]["state"] == "crashed"
             health = host.health("c")
             assert (health.starts, health.consecutive_failures) == (2, 2)
+            # Those three legs never reached it: counted, yet no crash of their own.
+            assert (health.legs, health.crashes, health.failing_legs) == (5, 2, 2)
             await gate.wait_held(1)
             assert gate.held == 1  # one restart under way, not one per request
             gate.open()
@@ -189,6 +192,62 @@ async def test_a_provider_in_a_crash_loop_is_restarted_behind_the_requests(
             assert served.reports["c"].status is LegStatus.OK, served.reports["c"]
             health = host.health("c")
     assert (health.starts, health.consecutive_failures) == (3, 0)
+
+
+async def test_a_crash_loops_leg_is_a_failure_while_a_provider_building_its_index_is_warming(
+    tmp_path: Path,
+) -> None:
+    """A provider that crashes on every query, once in a crash loop (its restart crashed
+    again: its next restart, held at a gate, runs behind the request), is reported
+    ``crashed``, code ``restarting``, and degrades the composition as a failed provider
+    (``provider_failed``, detail ``restarting``): a dashboard must not read it as one
+    to wait for. A provider building its index (no failure: its warm-up gate stays shut)
+    beside it is still ``warming``. Neither leg counts as a failure in its health."""
+    from hostd.pipeline._degraded import Degraded, degradations
+    from tests.engine.test_warming import warming
+
+    policy = RestartPolicy(base_delay_s=0.01, max_attempts=5)
+    async with Gate() as gate:
+        gate.close()  # its third start and later ones wait at the gate
+        extra = ("--start-gate", str(gate.port), str(tmp_path / "starts"), "3")
+        specs = [
+            adversary("crash", "c", extra=extra),
+            healthy("h"),
+            warming("w", "--warm-gate", str(tmp_path / "warm.gate")),  # its gate stays shut
+        ]
+        with anyio.fail_after(120):  # a hang guard
+            async with Host(specs, restart_policy=policy) as host:
+                for slot in host.pool.slots.values():
+                    await host.pool.ensure(slot)  # each handshaken: no leg is "starting"
+                # Its first crash's restart is waited for, and crashes too: a crash loop.
+                for _ in range(2):
+                    fan = await host.query_all(query(), 1000, providers=["c", "h"])
+                    assert fan.reports["c"].status is LegStatus.CRASHED, fan.reports["c"]
+                    assert fan.reports["c"].error_code == "crashed", fan.reports["c"]
+                before = host.health("c")
+                # w is never ready: the request's wait for it ends, whatever its speed.
+                fan = await host.query_all(query(), 1000, ready_wait_ms=200)
+                after, building = host.health("c"), host.health("w")
+                states = {row["id"]: row["state"] for row in host.providers_list()}
+    looping, cold = fan.reports["c"], fan.reports["w"]
+    assert (looping.status, looping.error_code) == (LegStatus.CRASHED, "restarting"), looping
+    assert (cold.status, cold.error_code) == (LegStatus.WARMING, "warming"), cold
+    assert fan.reports["h"].status is LegStatus.OK and {p for p, _ in fan.accepted} == {"h"}
+    wire = looping.to_wire()
+    assert (wire["status"], wire["error"]["code"]) == ("crashed", "restarting"), wire
+    assert wire["error"]["message"].startswith(
+        "provider restarting after 2 failures in a row, not waited for; its last failure: "
+    ), wire
+    assert degradations(fan.reports, fan.figures) == (
+        Degraded("provider_failed", "c", "restarting"),
+        Degraded("provider_warming", "w", "warming"),
+    )
+    assert states == {"c": "crashed", "h": "ready", "w": "warming"}
+    # The leg that never reached it is counted as a leg, not as one more failure.
+    assert after.legs == before.legs + 1
+    assert (after.crashes, after.failing_legs) == (before.crashes, before.failing_legs) == (2, 2)
+    assert (after.consecutive_failures, after.warming) == (2, 0)
+    assert (building.warming, building.crashes, building.restarts) == (1, 0, 0)
 
 
 async def test_warm_all_does_not_wait_for_a_crash_loops_restart(tmp_path: Path) -> None:

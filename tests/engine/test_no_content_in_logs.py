@@ -71,9 +71,10 @@ async def test_no_provider_text_reaches_the_log_or_the_reports(tmp_path: Path) -
             for method in ("context/compose", "context/query"):
                 # A goal that broke the connection twice in a row (compose, then query)
                 # leaves the provider in a crash loop, restarting behind the requests,
-                # which do not wait for it (its leg would be `warming`, not asked), nor
-                # does providers/warm: each request waits here for the providers' starts
-                # first, a crash loop's by a restart asked (which joins one under way).
+                # which do not wait for it (its leg would be `crashed`, code `restarting`,
+                # not asked), nor does providers/warm: each request waits here for the
+                # providers' starts first, a crash loop's by a restart asked (which joins
+                # one under way).
                 warmed = (await client.call("providers/warm", {}))["providers"]
                 for pid, state in warmed.items():
                     if state.startswith("restarting: "):

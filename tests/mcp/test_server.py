@@ -187,7 +187,7 @@ async def test_list_providers_shows_what_a_down_providers_stderr_ended_with(
     code = leg["error"]["code"]
     assert (leg["provider_id"], leg["status"], code) in {
         ("noisy", "crashed", "crashed"),
-        ("noisy", "warming", "restarting"),
+        ("noisy", "crashed", "restarting"),
     }, leg
     assert listed.is_error is False
     jsonschema.validate(listed.structured_content, _tool(tools, "list_providers").output_schema)
@@ -216,8 +216,8 @@ async def test_a_provider_failing_at_every_start_is_told_as_failing_not_as_warmi
     """A provider whose process exits at every start, behind ``hostd mcp``'s wait for
     starts (its ``--ready-wait-ms``; ``hostd mcp`` sends one with every call): once its
     restart failed too (a crash loop), a call neither waits for its next restart nor
-    calls it warming: its leg is ``restarting`` and the text says, as ``hostd compose``
-    does, that asking again will not help."""
+    calls it warming: its leg is ``crashed``, code ``restarting``, and the text says, as
+    ``hostd compose`` does, that asking again will not help."""
     words = ["python", "-m", "tests.fixtures.adversarial_provider", "noisy_start_crash"]
     noisy = f'[[provider]]\nid = "noisy"\ncommand = {json.dumps(words)}\ncwd = "{ROOT}"\n'
     config = write_config(workdir, marker, {"alpha": {}}, extra=noisy)
@@ -231,14 +231,18 @@ async def test_a_provider_failing_at_every_start_is_told_as_failing_not_as_warmi
                 composed = await client.call_tool("compose_context", {"goal": "x"})
                 structured = composed.structured_content
                 (leg,) = [p for p in structured["providers"] if p["provider_id"] == "noisy"]
-                if leg["status"] != "crashed":
+                if leg["error"]["code"] != "crashed":
                     break
-    assert (leg["status"], leg["error"]["code"]) == ("warming", "restarting"), leg
+    assert (leg["status"], leg["error"]["code"]) == ("crashed", "restarting"), leg
+    assert {"reason": "provider_failed", "provider": "noisy", "detail": "restarting"} in (
+        structured["degraded_reasons"]
+    )
     assert [c["frame"]["provider_id"] for c in structured["citations"]][:1] == ["alpha"]
     texts = _texts(composed)
     assert not [t for t in texts if "still warming" in t], texts
     (looping,) = [t for t in texts if t.startswith("hostd: keeps failing: noisy (last failure: ")]
     assert "asking again will not help until its failure is fixed" in looping
+    assert not [t for t in texts if "no evidence from noisy" in t], texts  # told once
 
 
 async def test_report_used_evidence_keeps_what_the_answer_used_beside_its_record(

@@ -294,6 +294,12 @@ def test_every_leg_status_but_ok_is_a_named_reason() -> None:
         LegStatus.WARMING: ("provider_warming", None),
         LegStatus.SKIPPED: ("provider_skipped", "no_budget"),
     }
+    # A crash loop's leg (code restarting: its restart runs behind) is a failure too, told
+    # apart from one crash by its detail; a warming leg keeps its code, never a failure.
+    looping = LegReport("p", LegStatus.CRASHED, error_code="restarting")
+    assert leg_degradation(looping) == Degraded("provider_failed", "p", "restarting")
+    warming = LegReport("p", LegStatus.WARMING, error_code="warming")
+    assert leg_degradation(warming) == Degraded("provider_warming", "p", "warming")
     with pytest.raises(ValueError, match="unknown degraded reason"):
         Degraded("provider_sad")
 
