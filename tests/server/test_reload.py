@@ -393,3 +393,64 @@ async def test_hostd_reload_after_a_socket_edit_reaches_the_daemon_at_its_old_so
     assert sorted(await _rows(daemon)) == ["alpha", "beta"]  # the daemon at the old socket
     assert not moved.exists()
     assert await daemon.stop() == 0
+
+
+async def _hostd(*args: str) -> Any:
+    return await anyio.to_thread.run_sync(lambda: run_hostd(*args))
+
+
+async def test_hostd_status_and_stop_after_a_socket_edit_reach_the_daemon_at_its_old_socket(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    daemon = await start_daemon(providers={"alpha": {}})
+    old = str(workdir / "run" / "hostd.sock")
+    moved = workdir / "run" / "moved.sock"
+    text = write_config(workdir, marker, {"alpha": {}})
+    daemon.config.write_text(text.replace(old, str(moved)), encoding="utf-8")
+    assert (await _hostd("--config", str(daemon.config), "reload")).returncode == 0
+
+    status = await _hostd("--config", str(daemon.config), "status")
+
+    assert status.returncode == 0, status.stderr
+    assert f"socket: {old}" in status.stdout.splitlines(), status.stdout
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in status.stderr
+    assert "needs-restart: host.socket (" in status.stdout
+
+    stop = await _hostd("--config", str(daemon.config), "stop")
+
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout == f"stopped hostd (pid {daemon.process.pid}) at {old}\n"
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in stop.stderr
+    assert await daemon.wait() == 0
+    assert not moved.exists()
+
+
+async def test_hostd_reload_status_and_stop_after_a_state_dir_edit_find_the_daemon(
+    start_daemon: Any, workdir: Any, marker: str
+) -> None:
+    """The daemon's lock stays in the state directory it started with; a record in the
+    per-user state directory says which one, so the edited config still finds it."""
+    daemon = await start_daemon(providers={"alpha": {}})
+    old, moved = str(workdir / "run" / "hostd.sock"), workdir / "run" / "moved.sock"
+    state, elsewhere = str(workdir / "state"), workdir / "state2"
+    text = write_config(workdir, marker, {"alpha": {}, "beta": {}})
+    text = text.replace(old, str(moved)).replace(state, str(elsewhere))
+    daemon.config.write_text(text, encoding="utf-8")
+
+    reload = await _hostd("--config", str(daemon.config), "reload")
+
+    assert reload.returncode == 0, reload.stderr
+    assert f"serves at {old}, not at {moved} (the socket the config names)" in reload.stderr
+    assert f"with its state in {state}, not in {elsewhere} (the config's" in reload.stderr
+    lines = reload.stdout.splitlines()
+    assert "started: beta" in lines, lines
+    assert any(line.startswith("needs-restart: host.state_dir (") for line in lines), lines
+
+    status = await _hostd("--config", str(daemon.config), "status")
+    assert status.returncode == 0, status.stderr
+    assert f"socket: {old}" in status.stdout.splitlines(), status.stdout
+
+    stop = await _hostd("--config", str(daemon.config), "stop")
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout == f"stopped hostd (pid {daemon.process.pid}) at {old}\n"
+    assert await daemon.wait() == 0
