@@ -61,7 +61,7 @@ from ._pool import ProviderPool, Reconfigured, Slot
 from ._report import FanOut, LegReport, LegStatus
 from ._run import LegReply, restarting_message, run_fan_out
 from ._spec import ProviderSpec
-from ._write import choose_writer, declared_writers, write_one
+from ._write import choose_writer, declared_writers, retired_refusal, write_one
 from .consent import ConsentStore, consent_destination
 from .verify import StageResult, VerifyPlan, VerifyReply, VerifyStage
 
@@ -503,7 +503,12 @@ class Host:
             raise RuntimeError("Host used outside 'async with'")
         if provider is None:
             provider = choose_writer(await declared_writers(self.pool))
-        (slot,) = self.pool.select([provider])  # UnknownProvider when not configured
+        # One a reload removed since the request named it (or since it was chosen, above)
+        # gets its retired slot: refused in the reload's words, not as unknown.
+        (slot,) = self.pool.select([provider], retired=True)  # else UnknownProvider
+        reloaded = retired_refusal(slot)
+        if reloaded is not None:
+            raise reloaded
         return slot
 
     def _can_verify(self, provider_id: str) -> bool:
