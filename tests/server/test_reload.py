@@ -580,3 +580,44 @@ async def test_a_write_sent_when_a_reload_removes_its_provider_is_answered_and_s
     assert (written["provider"], written["id"]) == ("scratch", "mem-1")
     with MemoryStore(tmp_path / "scratch.db") as store:
         assert [e.frame_id for e in store.list(include_all=True)] == ["mem-1"]
+
+
+async def test_progress_counts_the_providers_a_request_naming_none_asks_after_a_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request began under the old config (alpha, beta, gamma) and fans out after
+    # the reload left only alpha: its notes count the one leg it runs, not three.
+    counting, go = threading.Event(), threading.Event()
+    admit = compose.admit_request
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        counting.set()
+        go.wait(120)  # a hang guard: the test sets it
+        return admit(*args, **kwargs)
+
+    monkeypatch.setattr(compose, "admit_request", held)
+    tokenizer = minilm_tokenizer_path()
+    path = _local_config(tmp_path / "hostd.toml", ["alpha", "beta", "gamma"], tokenizer)
+    daemon = Daemon(load_config(path))
+    replies: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    with anyio.fail_after(120):  # a hang guard
+        async with daemon.local() as session:
+
+            async def ask() -> None:
+                params = {"goal": "g", "floors": [], "progress_token": "p"}
+                replies.append(
+                    await session.call("context/compose", params, on_progress=notes.append)
+                )
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await anyio.to_thread.run_sync(counting.wait)
+                _local_config(path, ["alpha"], tokenizer)
+                await daemon.reload("test")
+                go.set()
+    (reply,) = replies
+    assert [p["provider_id"] for p in reply["providers"]] == ["alpha"]
+    legs = [n for n in notes if "done" in n]
+    assert [(n["provider"], n["done"], n["total"]) for n in legs] == [("alpha", 1, 1)], notes
+    assert {n["total"] for n in notes} == {1}, notes
